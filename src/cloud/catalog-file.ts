@@ -1,0 +1,26 @@
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseCatalog, type Catalog } from '../core/catalog.js';
+import { ValidationError } from '../core/validation.js';
+
+/** The repository root (works from src/ under vitest and from dist/ when built). */
+export const PROJECT_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+export const BUNDLED_CATALOG_PATH = join(PROJECT_ROOT, 'instance-catalogs', 'aws-us-east-1.json');
+
+export function loadCatalogFile(path: string = BUNDLED_CATALOG_PATH): Catalog {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new ValidationError(path, [`cannot read catalog: ${(e as Error).message}`]);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new ValidationError(path, [`not valid JSON: ${(e as Error).message}`]);
+  }
+  return parseCatalog(json, path);
+}

@@ -1,0 +1,135 @@
+import { z } from 'zod';
+import { parseWith, ValidationError } from './validation.js';
+import type { Resources } from './resources.js';
+
+/** Launch delays of an instance type, as Eva's simulator chains them (research digest §7). */
+export interface LaunchDelays {
+  readonly instantiateSeconds: number;
+  readonly workerStartSeconds: number;
+  readonly workerRegisterSeconds: number;
+  readonly terminateSeconds: number;
+}
+
+export interface InstanceType {
+  readonly name: string;
+  readonly family: string;
+  readonly capacity: Resources;
+  readonly costPerHour: number;
+  readonly delays: LaunchDelays;
+}
+
+export interface Catalog {
+  readonly provider: string;
+  readonly region: string;
+  readonly types: readonly InstanceType[];
+}
+
+const nonNegative = z.number().finite().nonnegative();
+
+const delaysSchema = z.object({
+  instantiateSeconds: nonNegative,
+  workerStartSeconds: nonNegative,
+  workerRegisterSeconds: nonNegative,
+  terminateSeconds: nonNegative,
+});
+
+const typeSchema = z.object({
+  name: z.string().regex(/^[a-z0-9-]+\.[a-z0-9-]+$/, 'must look like an EC2 type name, e.g. c7i.large'),
+  family: z.string().min(1),
+  gpus: nonNegative,
+  vcpus: z.number().finite().positive(),
+  memoryGiB: z.number().finite().positive(),
+  costPerHour: z.number().finite().positive(),
+  delays: delaysSchema,
+});
+
+export const catalogFileSchema = z.object({
+  schemaVersion: z.literal(1),
+  provider: z.string().default('aws'),
+  region: z.string().min(1),
+  currency: z.literal('USD').default('USD'),
+  source: z.string().optional(),
+  types: z.array(typeSchema).min(1, 'a catalog needs at least one instance type'),
+});
+
+export type CatalogFile = z.output<typeof catalogFileSchema>;
+
+/** User price overrides for Savings Plans or reserved capacity: a discount, then per-type prices that win. */
+export const priceOverridesSchema = z.object({
+  discountPercent: z.number().min(0).max(100).optional(),
+  pricePerType: z.record(z.string(), z.number().finite().positive()).optional(),
+});
+export type PriceOverrides = z.output<typeof priceOverridesSchema>;
+
+/** Validate parsed JSON as a catalog; `source` names the file in errors. */
+export function parseCatalog(json: unknown, source = 'catalog'): Catalog {
+  const file = parseWith(catalogFileSchema, json, source);
+  const seen = new Set<string>();
+  const problems: string[] = [];
+  file.types.forEach((t, i) => {
+    if (seen.has(t.name)) problems.push(`types.${i}.name: duplicate instance type ${t.name}`);
+    seen.add(t.name);
+    if (!t.name.startsWith(`${t.family}.`))
+      problems.push(`types.${i}.family: ${t.family} does not match the type name ${t.name}`);
+  });
+  if (problems.length > 0) throw new ValidationError(source, problems);
+  return {
+    provider: file.provider,
+    region: file.region,
+    types: file.types.map((t) => ({
+      name: t.name,
+      family: t.family,
+      capacity: [t.gpus, t.vcpus, t.memoryGiB] as const,
+      costPerHour: t.costPerHour,
+      delays: t.delays,
+    })),
+  };
+}
+
+/** The catalog back in its file form (for `catalog refresh` and for tests). */
+export function catalogToFile(catalog: Catalog, source?: string): CatalogFile {
+  return {
+    schemaVersion: 1,
+    provider: catalog.provider,
+    region: catalog.region,
+    currency: 'USD',
+    ...(source === undefined ? {} : { source }),
+    types: catalog.types.map((t) => ({
+      name: t.name,
+      family: t.family,
+      gpus: t.capacity[0],
+      vcpus: t.capacity[1],
+      memoryGiB: t.capacity[2],
+      costPerHour: t.costPerHour,
+      delays: { ...t.delays },
+    })),
+  };
+}
+
+/** Apply price overrides; an override naming a type the catalog lacks is an error, not a silent no-op. */
+export function applyPriceOverrides(catalog: Catalog, overrides: PriceOverrides, source = 'price overrides'): Catalog {
+  const parsed = parseWith(priceOverridesSchema, overrides, source);
+  const names = new Set(catalog.types.map((t) => t.name));
+  const unknown = Object.keys(parsed.pricePerType ?? {}).filter((n) => !names.has(n));
+  if (unknown.length > 0)
+    throw new ValidationError(source, unknown.map((n) => `pricePerType.${n}: not an instance type of the catalog`));
+  const factor = 1 - (parsed.discountPercent ?? 0) / 100;
+  return {
+    ...catalog,
+    types: catalog.types.map((t) => ({
+      ...t,
+      costPerHour: parsed.pricePerType?.[t.name] ?? t.costPerHour * factor,
+    })),
+  };
+}
+
+export function findType(catalog: Catalog, name: string): InstanceType {
+  const t = catalog.types.find((x) => x.name === name);
+  if (t === undefined) throw new Error(`unknown instance type ${name} (not in the ${catalog.region} catalog)`);
+  return t;
+}
+
+/** Seconds from a launch request until a task can be started on the instance. */
+export function setupSeconds(t: InstanceType): number {
+  return t.delays.instantiateSeconds + t.delays.workerStartSeconds + t.delays.workerRegisterSeconds;
+}

@@ -1,0 +1,66 @@
+import type { FamilyDemand } from './resources.js';
+
+/**
+ * The scheduler's view of the cluster: plain data, built each round by the simulator or the controller.
+ * Times are seconds on the runtime's clock (virtual or real).
+ */
+export interface SchedTask {
+  readonly id: string;
+  readonly jobId: string;
+  /**
+   * Co-location identity: tasks with the same key interfere alike (Eva reference: `<job name>_<task name>`,
+   * e.g. `resnet18[3]_node0`). The co-location throughput table is keyed by it.
+   */
+  readonly key: string;
+  readonly demand: FamilyDemand;
+  /** Instance the task is committed to now (running or being started there), if any. */
+  readonly instanceId?: string | undefined;
+}
+
+export interface SchedJob {
+  readonly id: string;
+  readonly taskIds: readonly string[];
+  /**
+   * False while the job is being launched or migrated: its tasks stay where they are committed
+   * (Eva reference `_create_initial_config`).
+   */
+  readonly reconfigurable: boolean;
+  readonly arrivalSeconds: number;
+  /** When the job last started making progress on its current instances (for the no-move window). */
+  readonly runningSinceSeconds?: number | undefined;
+  /** The job asks not to be moved for this many seconds after it starts running. */
+  readonly noMoveSeconds?: number | undefined;
+  /**
+   * Seconds a move takes the job out of service: max over its tasks of (checkpoint upload + fetch + build)
+   * plus the job's init delay (Eva reference `Job.get_migration_cost`).
+   */
+  readonly migrationDelaySeconds: number;
+  /** Time of the job's last durable checkpoint; work since then is lost by a move. Undefined = never ran. */
+  readonly lastCheckpointSeconds?: number | undefined;
+  /** Expected seconds until the job completes at full throughput, when known (declared or predicted). */
+  readonly expectedRemainingSeconds?: number | undefined;
+}
+
+export type InstanceState = 'launching' | 'running';
+
+export interface SchedInstance {
+  readonly id: string;
+  readonly typeName: string;
+  readonly state: InstanceState;
+  /** Tasks committed to this instance. */
+  readonly taskIds: readonly string[];
+}
+
+export interface ClusterSnapshot {
+  readonly nowSeconds: number;
+  readonly jobs: readonly SchedJob[];
+  readonly tasks: readonly SchedTask[];
+  readonly instances: readonly SchedInstance[];
+}
+
+/** Hard caps that no plan may exceed (issue: scheduling core, "beyond the paper"). */
+export interface Caps {
+  readonly maxCostPerHour?: number | undefined;
+  readonly maxInstances?: number | undefined;
+  readonly maxMigrationsPerRound?: number | undefined;
+}

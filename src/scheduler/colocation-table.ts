@@ -1,0 +1,157 @@
+/**
+ * Co-location throughput table (Eva §4.3–§4.4), learned online from observed throughputs.
+ *
+ * Lookup of a task with key `target` co-located with the multiset `others`:
+ *  1. the exact (target, others) entry if it was observed (mean of its observations);
+ *  2. else, with one co-located task, that pair's entry or the default;
+ *  3. else the product over the co-located tasks of the pairwise rates (each learned or the default).
+ * A task alone runs at 1. The default (0.95 per co-located task in Eva) is tunable: lower packs more carefully.
+ */
+export interface ObservationSummary {
+  readonly target: string;
+  readonly others: readonly string[];
+  readonly mean: number;
+  readonly count: number;
+}
+
+interface Entry {
+  sum: number;
+  count: number;
+}
+
+export interface SerializedColocationTable {
+  readonly defaultRate: number;
+  readonly entries: readonly ObservationSummary[];
+}
+
+function othersKey(others: readonly string[]): string {
+  return others.length <= 1 ? (others[0] ?? '') : [...others].sort().join('\u0001');
+}
+
+export class ColocationTable {
+  /** target → others-signature → entry. Pairs are the signatures of one key. */
+  private readonly entries = new Map<string, Map<string, Entry>>();
+  /** target → sizes of `others` that have exact entries (to skip building signatures on the hot path). */
+  private readonly exactSizes = new Map<string, Set<number>>();
+
+  constructor(readonly defaultRate = 0.95) {
+    if (!(defaultRate > 0 && defaultRate <= 1)) throw new Error(`default co-location rate must be in (0, 1], got ${defaultRate}`);
+  }
+
+  /** Normalized throughput of `target` when co-located with `others` (a multiset of keys). */
+  rate(target: string, others: readonly string[]): number {
+    if (others.length === 0) return 1;
+    const byOthers = this.entries.get(target);
+    if (byOthers === undefined) return this.defaultRate ** others.length;
+    if (others.length === 1) return this.meanOf(byOthers.get(others[0] as string)) ?? this.defaultRate;
+    if (this.exactSizes.get(target)?.has(others.length) === true) {
+      const exact = this.meanOf(byOthers.get(othersKey(others)));
+      if (exact !== undefined) return exact;
+    }
+    let r = 1;
+    for (const o of others) r *= this.meanOf(byOthers.get(o)) ?? this.defaultRate;
+    return r;
+  }
+
+  /** Mean recorded value of the exact (target, others) entry, if observed. */
+  recorded(target: string, others: readonly string[]): number | undefined {
+    return this.meanOf(this.entries.get(target)?.get(othersKey(others)));
+  }
+
+  /** Record one observation of a single-task job's normalized throughput (clamped to (0, 1]). */
+  record(target: string, others: readonly string[], normalizedThroughput: number): void {
+    if (others.length === 0 || !(normalizedThroughput > 0)) return;
+    const value = Math.min(1, normalizedThroughput);
+    let byOthers = this.entries.get(target);
+    if (byOthers === undefined) {
+      byOthers = new Map();
+      this.entries.set(target, byOthers);
+    }
+    const sig = othersKey(others);
+    const entry = byOthers.get(sig);
+    if (entry === undefined) byOthers.set(sig, { sum: value, count: 1 });
+    else {
+      entry.sum += value;
+      entry.count += 1;
+    }
+    let sizes = this.exactSizes.get(target);
+    if (sizes === undefined) {
+      sizes = new Set();
+      this.exactSizes.set(target, sizes);
+    }
+    sizes.add(others.length);
+  }
+
+  /**
+   * Record a multi-task job's observed throughput (the min over its tasks) against exactly one of its tasks,
+   * chosen by Eva's attribution rules (§4.4) so that recorded values stay lower bounds:
+   *  - none of the job's (task, co-located) entries recorded → the task co-located with the most tasks;
+   *  - all recorded → the one with the lowest recorded rate;
+   *  - some recorded, all above the observation → the unrecorded one co-located with the most tasks;
+   *  - otherwise → the recorded one with the lowest rate.
+   * Tasks running alone cannot be the straggler's cause and are not candidates.
+   * Returns the index of the task the observation was attributed to, or undefined if none could be.
+   */
+  recordJob(
+    tasks: readonly { readonly key: string; readonly others: readonly string[] }[],
+    observedJobThroughput: number,
+  ): number | undefined {
+    const target = attributeJobObservation(this, tasks, observedJobThroughput);
+    if (target === undefined) return undefined;
+    const t = tasks[target] as { key: string; others: readonly string[] };
+    this.record(t.key, t.others, observedJobThroughput);
+    return target;
+  }
+
+  /** Every recorded entry (for persistence and for showing users what was learned). */
+  summaries(): ObservationSummary[] {
+    const out: ObservationSummary[] = [];
+    for (const [target, byOthers] of this.entries)
+      for (const [sig, e] of byOthers)
+        out.push({ target, others: sig === '' ? [] : sig.split('\u0001'), mean: e.sum / e.count, count: e.count });
+    return out.sort((a, b) => (a.target + a.others.join()).localeCompare(b.target + b.others.join()));
+  }
+
+  toJSON(): SerializedColocationTable {
+    return { defaultRate: this.defaultRate, entries: this.summaries() };
+  }
+
+  static fromJSON(data: SerializedColocationTable): ColocationTable {
+    const table = new ColocationTable(data.defaultRate);
+    for (const e of data.entries) {
+      table.record(e.target, e.others, e.mean);
+      const entry = table.entries.get(e.target)?.get(othersKey(e.others));
+      if (entry !== undefined) {
+        entry.sum = e.mean * e.count;
+        entry.count = e.count;
+      }
+    }
+    return table;
+  }
+
+  private meanOf(e: Entry | undefined): number | undefined {
+    return e === undefined ? undefined : e.sum / e.count;
+  }
+}
+
+/** Eva §4.4's attribution rules (see ColocationTable.recordJob); exported for tests. */
+export function attributeJobObservation(
+  table: ColocationTable,
+  tasks: readonly { readonly key: string; readonly others: readonly string[] }[],
+  observed: number,
+): number | undefined {
+  const candidates = tasks
+    .map((t, index) => ({ index, size: t.others.length, recorded: table.recorded(t.key, t.others) }))
+    .filter((c) => c.size > 0);
+  if (candidates.length === 0) return undefined;
+  const mostColocated = (cs: typeof candidates) =>
+    cs.reduce((best, c) => (c.size > best.size ? c : best), cs[0] as (typeof cs)[number]).index;
+  const recorded = candidates.filter((c) => c.recorded !== undefined);
+  const unrecorded = candidates.filter((c) => c.recorded === undefined);
+  if (recorded.length === 0) return mostColocated(candidates);
+  const lowestRecorded = recorded.reduce((best, c) => ((c.recorded as number) < (best.recorded as number) ? c : best),
+    recorded[0] as (typeof recorded)[number]).index;
+  if (unrecorded.length === 0) return lowestRecorded;
+  if (recorded.every((c) => (c.recorded as number) > observed)) return mostColocated(unrecorded);
+  return lowestRecorded;
+}

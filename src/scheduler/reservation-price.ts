@@ -1,0 +1,89 @@
+import type { Catalog, InstanceType } from '../core/catalog.js';
+import { demandOn, fits, type FamilyDemand, type Resources } from '../core/resources.js';
+
+/**
+ * Reservation price (Eva §4.2): the $/hour of the cheapest instance type, over all families, that can host a
+ * task alone. `PriceBook` caches it per distinct demand, since traces repeat a few dozen demand vectors.
+ */
+export class PriceBook {
+  /** Types by ascending cost (ties by name), the order for "cheapest that fits". */
+  readonly byCostAscending: readonly InstanceType[];
+  /** Types by descending cost (ties by name), the order of Full Reconfiguration (Algorithm 1, line 3). */
+  readonly byCostDescending: readonly InstanceType[];
+  private readonly typesByName: ReadonlyMap<string, InstanceType>;
+  private readonly minTypeCache = new Map<string, InstanceType | null>();
+
+  constructor(readonly catalog: Catalog) {
+    this.byCostAscending = [...catalog.types].sort((a, b) => a.costPerHour - b.costPerHour || a.name.localeCompare(b.name));
+    this.byCostDescending = [...this.byCostAscending].reverse();
+    this.typesByName = new Map(catalog.types.map((t) => [t.name, t]));
+  }
+
+  type(name: string): InstanceType {
+    const t = this.typesByName.get(name);
+    if (t === undefined) throw new Error(`unknown instance type ${name}`);
+    return t;
+  }
+
+  /** The cheapest type that hosts `demand` alone, or undefined if none can. */
+  minType(demand: FamilyDemand): InstanceType | undefined {
+    const sig = demandSignature(demand);
+    let t = this.minTypeCache.get(sig);
+    if (t === undefined) {
+      t = this.byCostAscending.find((it) => canHost(it, demand)) ?? null;
+      this.minTypeCache.set(sig, t);
+    }
+    return t ?? undefined;
+  }
+
+  /** Reservation price in $/hour; throws for a demand no type can host (validate specs before planning). */
+  reservationPrice(demand: FamilyDemand): number {
+    const t = this.minType(demand);
+    if (t === undefined) throw new Error(`no instance type can host demand ${demandSignature(demand)}`);
+    return t.costPerHour;
+  }
+
+  /** The cheapest type on which the summed per-family demands of a set fit (the downsizing step). */
+  cheapestHosting(demands: readonly FamilyDemand[]): InstanceType | undefined {
+    return this.byCostAscending.find((it) => {
+      const total = sumOn(demands, it.family);
+      return total !== undefined && fits(total, it.capacity);
+    });
+  }
+}
+
+export function canHost(type: InstanceType, demand: FamilyDemand): boolean {
+  const d = demandOn(demand, type.family);
+  return d !== undefined && fits(d, type.capacity);
+}
+
+/** Σ demands on one family, or undefined if some task cannot run on it. */
+export function sumOn(demands: readonly FamilyDemand[], family: string): Resources | undefined {
+  let g = 0;
+  let c = 0;
+  let m = 0;
+  for (const demand of demands) {
+    const d = demandOn(demand, family);
+    if (d === undefined) return undefined;
+    g += d[0];
+    c += d[1];
+    m += d[2];
+  }
+  return [g, c, m];
+}
+
+/** A canonical string of a demand (order of families does not matter). */
+export function demandSignature(demand: FamilyDemand): string {
+  return Object.keys(demand)
+    .sort()
+    .map((k) => `${k}:${(demand[k] as Resources).join(',')}`)
+    .join(';');
+}
+
+/**
+ * Multi-task adjustment (Eva §4.4): one straggler slows the whole job, so a task of an n-task job at rate r
+ * costs the job n·(1−r) of its throughput: r' = max(0, 1 − (1 − r)·n).
+ */
+export function multiTaskRate(rate: number, jobTaskCount: number): number {
+  return jobTaskCount <= 1 ? rate : Math.max(0, 1 - (1 - rate) * jobTaskCount);
+}

@@ -1,0 +1,69 @@
+import type { Catalog } from '../core/catalog.js';
+import type { ClusterSnapshot } from '../core/model.js';
+
+/** An instance in a plan: an existing one (by id) or a new one to launch (`isNew`, id `new-<n>`). */
+export interface PlannedInstance {
+  readonly id: string;
+  readonly typeName: string;
+  readonly isNew: boolean;
+  readonly taskIds: readonly string[];
+}
+
+export interface Configuration {
+  readonly instances: readonly PlannedInstance[];
+}
+
+/** The numbers behind one candidate plan (Eva §4.5). Money in $, rates in $/s. */
+export interface CandidateSummary {
+  readonly name: 'full' | 'partial' | 'stay';
+  readonly costPerHour: number;
+  readonly instances: number;
+  readonly newInstances: number;
+  readonly savingPerSecond: number;
+  readonly migrationCost: number;
+  readonly movedJobs: readonly string[];
+  /** Why the candidate was not eligible (a cap it breaks), if so. */
+  readonly rejectedBecause?: string | undefined;
+}
+
+/** Why a round's plan was chosen; shown to users by `fleetwise why` and kept in the state store. */
+export interface DecisionRecord {
+  readonly scheduler: string;
+  readonly nowSeconds: number;
+  readonly candidates: readonly CandidateSummary[];
+  readonly chosen: CandidateSummary['name'] | 'baseline';
+  readonly horizonSeconds?: number | undefined;
+  readonly eventRatePerSecond?: number | undefined;
+  readonly fullFraction?: number | undefined;
+  readonly reason: string;
+  /** Jobs kept off the plan by a cap (they wait), with the cap's name. */
+  readonly waiting: readonly { readonly jobId: string; readonly cap: string }[];
+  /** Jobs that could have moved but were kept in place, with why (no-move window, finishing soon). */
+  readonly pinned: readonly { readonly jobId: string; readonly why: string }[];
+}
+
+export interface Plan {
+  readonly configuration: Configuration;
+  readonly decision: DecisionRecord;
+}
+
+/** One observed normalized throughput per running task (observed / standalone, in (0, 1]). */
+export interface ThroughputObservation {
+  readonly taskId: string;
+  readonly normalizedThroughput: number;
+}
+
+/**
+ * Every policy (Eva, its ablations, the baselines) implements this, so the simulator and the controller drive
+ * them alike. A scheduler may keep state between rounds (the co-location table, event history) but does no I/O.
+ */
+export interface Scheduler {
+  readonly name: string;
+  /** Throughputs observed since the last round, with the snapshot they were observed under. */
+  observe(snapshot: ClusterSnapshot, observations: readonly ThroughputObservation[]): void;
+  plan(snapshot: ClusterSnapshot): Plan;
+}
+
+export interface SchedulerContext {
+  readonly catalog: Catalog;
+}

@@ -1,0 +1,50 @@
+/** What one simulated run produces; the report (JSON, CSV, HTML) and `simulate --json` are built from it. */
+export interface RunSummary {
+  readonly scheduler: string;
+  readonly jobs: number;
+  readonly totalCost: number;
+  /** totalCost / no-packing's totalCost when no-packing is among the runs, else null. */
+  readonly normalizedCost: number | null;
+  readonly meanJctHours: number;
+  readonly medianJctHours: number;
+  readonly p95JctHours: number;
+  readonly peakCostPerHour: number;
+  readonly migrationsPerJob: number;
+  readonly instancesLaunched: number;
+  /** Share of scheduling rounds where Full Reconfiguration was chosen (0 for schedulers without it). */
+  readonly fullReconfigFraction: number;
+  readonly wallSeconds: number;
+}
+
+/** Time series sampled at every change (event-driven), for the report's charts. */
+export interface RunSeries {
+  readonly timeSeconds: number[];
+  readonly cumulativeCost: number[];
+  readonly costPerHour: number[];
+  readonly runningInstances: number[];
+  /** Allocated resources (Σ demands of placed tasks) and provisioned capacity, per dimension. */
+  readonly allocatedGpus: number[];
+  readonly allocatedVcpus: number[];
+  readonly allocatedMemoryGiB: number[];
+  readonly capacityGpus: number[];
+  readonly capacityVcpus: number[];
+  readonly capacityMemoryGiB: number[];
+  /** Cumulative count of job migrations. */
+  readonly migrations: number[];
+}
+
+export interface JobOutcome {
+  readonly id: string;
+  readonly name: string;
+  readonly arrivalSeconds: number;
+  readonly startSeconds: number | null;
+  readonly endSeconds: number | null;
+  readonly jctSeconds: number | null;
+  readonly migrations: number;
+}
+
+export interface RunResult {
+  readonly summary: RunSummary;
+  readonly series: RunSeries;
+  readonly jobs: readonly JobOutcome[];
+}
