@@ -53,6 +53,11 @@ export class ColocationTable {
     return r;
   }
 
+  /** Whether anything was learned about `target` (if not, every lookup is the default's power). */
+  hasEntriesFor(target: string): boolean {
+    return this.entries.has(target);
+  }
+
   /** Mean recorded value of the exact (target, others) entry, if observed. */
   recorded(target: string, others: readonly string[]): number | undefined {
     return this.meanOf(this.entries.get(target)?.get(othersKey(others)));

@@ -72,8 +72,19 @@ export function sumOn(demands: readonly FamilyDemand[], family: string): Resourc
   return [g, c, m];
 }
 
-/** A canonical string of a demand (order of families does not matter). */
+const signatures = new WeakMap<FamilyDemand, string>();
+
+/** A canonical string of a demand (order of families does not matter); cached per demand object. */
 export function demandSignature(demand: FamilyDemand): string {
+  let sig = signatures.get(demand);
+  if (sig === undefined) {
+    sig = computeSignature(demand);
+    signatures.set(demand, sig);
+  }
+  return sig;
+}
+
+function computeSignature(demand: FamilyDemand): string {
   return Object.keys(demand)
     .sort()
     .map((k) => `${k}:${(demand[k] as Resources).join(',')}`)

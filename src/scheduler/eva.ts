@@ -1,0 +1,302 @@
+import { setupSeconds, type Catalog, type InstanceType } from '../core/catalog.js';
+import type { Caps, ClusterSnapshot, SchedJob } from '../core/model.js';
+import { perHourToPerSecond, roundCents } from '../core/units.js';
+import { enforceCaps } from './caps.js';
+import { ColocationTable, type SerializedColocationTable } from './colocation-table.js';
+import { chooseFull, EventHistory, horizonSeconds, netValue } from './decision-rule.js';
+import { toPlanned, type DraftInstance } from './full-reconfiguration.js';
+import { compositionValue, type PackTask, type RateModel } from './packing.js';
+import { committedValue, fullReconfiguration, partialReconfiguration, type PlanningInput } from './reconfiguration.js';
+import { PriceBook } from './reservation-price.js';
+import type { CandidateSummary, Configuration, Plan, Scheduler, ThroughputObservation } from './types.js';
+
+export type EvaVariant = 'eva' | 'eva-full-only' | 'eva-partial-only' | 'eva-rp' | 'eva-single';
+
+export interface EvaOptions {
+  /** eva (default); ablations: full-only, partial-only, rp (no throughput awareness), single (multi-task unaware). */
+  readonly variant?: EvaVariant;
+  /** Co-location rate assumed per co-located task before anything is learned (Eva §4.3: 0.95). */
+  readonly defaultRate?: number;
+  readonly caps?: Caps;
+}
+
+interface Candidate {
+  readonly summary: CandidateSummary;
+  readonly drafts: readonly DraftInstance[];
+}
+
+/**
+ * Eva (EuroSys '25): each round, Full and Partial Reconfiguration are both computed and the time-amortized rule
+ * (§4.5, eq. 1) picks one. Beyond the paper, a third candidate, "stay" (place new tasks, move nothing), guards
+ * every move: a plan that moves jobs is chosen only when its saving over the horizon exceeds its migration cost
+ * relative to staying. Jobs in a no-move window, or expected to finish before a move could pay back, are pinned.
+ */
+export class EvaScheduler implements Scheduler {
+  readonly name: string;
+  table: ColocationTable;
+  private readonly book: PriceBook;
+  private readonly variant: EvaVariant;
+  private readonly caps: Caps;
+  private history = new EventHistory();
+  private knownJobs = new Set<string>();
+
+  constructor(catalog: Catalog, options: EvaOptions = {}) {
+    this.variant = options.variant ?? 'eva';
+    this.name = this.variant;
+    this.book = new PriceBook(catalog);
+    this.table = new ColocationTable(options.defaultRate ?? 0.95);
+    this.caps = options.caps ?? {};
+  }
+
+  private get model(): RateModel {
+    return {
+      table: this.table,
+      throughputAware: this.variant !== 'eva-rp',
+      multiTaskAware: this.variant !== 'eva-single',
+    };
+  }
+
+  /**
+   * Learn the co-location table from observed normalized throughputs (§4.3–§4.4). A task's co-located set is the
+   * other observed (running) tasks on its instance; single-task jobs record directly, multi-task jobs record their
+   * slowest task's value once all their tasks are observed, against the task the attribution rules pick.
+   */
+  observe(snapshot: ClusterSnapshot, observations: readonly ThroughputObservation[]): void {
+    const value = new Map(observations.map((o) => [o.taskId, o.normalizedThroughput]));
+    const tasks = new Map(snapshot.tasks.map((t) => [t.id, t]));
+    const keysOn = new Map<string, { id: string; key: string }[]>();
+    for (const inst of snapshot.instances)
+      keysOn.set(
+        inst.id,
+        inst.taskIds.filter((id) => value.has(id) && tasks.has(id)).map((id) => ({ id, key: tasks.get(id)?.key as string })),
+      );
+    const othersOf = (taskId: string): string[] | undefined => {
+      const inst = tasks.get(taskId)?.instanceId;
+      const here = inst === undefined ? undefined : keysOn.get(inst);
+      return here?.filter((x) => x.id !== taskId).map((x) => x.key);
+    };
+    for (const job of snapshot.jobs) {
+      const observed = job.taskIds.map((id) => value.get(id));
+      if (observed.some((v) => v === undefined)) continue;
+      const members = job.taskIds.map((id) => ({ key: tasks.get(id)?.key, others: othersOf(id) }));
+      if (members.some((m) => m.key === undefined || m.others === undefined)) continue;
+      const typed = members as { key: string; others: string[] }[];
+      if (typed.length === 1) {
+        const only = typed[0] as { key: string; others: string[] };
+        this.table.record(only.key, only.others, observed[0] as number);
+      } else this.table.recordJob(typed, Math.min(...(observed as number[])));
+    }
+  }
+
+  plan(snapshot: ClusterSnapshot): Plan {
+    const now = snapshot.nowSeconds;
+    this.trackEvents(snapshot);
+    const instanceType = new Map<string, InstanceType>();
+    for (const inst of snapshot.instances) instanceType.set(inst.id, this.book.type(inst.typeName));
+    const jobs = new Map(snapshot.jobs.map((j) => [j.id, j]));
+    const taskCount = new Map(snapshot.jobs.map((j) => [j.id, j.taskIds.length]));
+    const packTasks = new Map<string, PackTask>();
+    for (const t of snapshot.tasks) {
+      if (!jobs.has(t.jobId)) continue;
+      packTasks.set(t.id, {
+        id: t.id,
+        jobId: t.jobId,
+        key: t.key,
+        demand: t.demand,
+        rp: this.book.reservationPrice(t.demand),
+        jobTaskCount: taskCount.get(t.jobId) ?? 1,
+        currentInstanceId: t.instanceId !== undefined && instanceType.has(t.instanceId) ? t.instanceId : undefined,
+      });
+    }
+    const jobRp = new Map<string, number>();
+    for (const t of packTasks.values()) jobRp.set(t.jobId, (jobRp.get(t.jobId) ?? 0) + t.rp);
+
+    const { pinnedTaskIds, pinned } = this.pins(snapshot, packTasks, instanceType, jobRp);
+    const input: PlanningInput = {
+      book: this.book,
+      model: this.model,
+      tasks: packTasks,
+      instances: snapshot.instances.map((i) => ({ id: i.id, type: instanceType.get(i.id) as InstanceType, taskIds: i.taskIds.filter((id) => packTasks.has(id)) })),
+      pinnedTaskIds,
+      maxMovedJobs: this.caps.maxMigrationsPerRound ?? Number.POSITIVE_INFINITY,
+    };
+
+    const horizon = horizonSeconds(this.history.eventRatePerSecond, this.history.fullFraction, now);
+    const evaluate = (name: CandidateSummary['name'], drafts: readonly DraftInstance[]): Candidate => ({
+      summary: this.summarize(name, drafts, input, jobs, jobRp, now),
+      drafts,
+    });
+    const candidates: Candidate[] = [];
+    if (this.variant === 'eva-full-only') candidates.push(evaluate('full', fullReconfiguration(input)));
+    else if (this.variant === 'eva-partial-only') candidates.push(evaluate('partial', partialReconfiguration(input, true)));
+    else {
+      candidates.push(evaluate('stay', partialReconfiguration(input, false)));
+      candidates.push(evaluate('partial', partialReconfiguration(input, true)));
+      candidates.push(evaluate('full', fullReconfiguration(input)));
+    }
+    const checked = candidates.map((c) => ({ ...c, summary: { ...c.summary, rejectedBecause: this.capViolation(c.summary) } }));
+    const { chosen, reason } = this.choose(checked, horizon);
+    if (chosen.summary.name === 'full') this.history.recordFull();
+
+    const capped = enforceCaps(chosen.drafts, this.caps, packTasks, pinnedTaskIds, (d) => compositionValue(d.composition, input.model, false));
+    const configuration: Configuration = { instances: toPlanned(capped.drafts) };
+    return {
+      configuration,
+      decision: {
+        scheduler: this.name,
+        nowSeconds: now,
+        candidates: checked.map((c) => c.summary),
+        chosen: chosen.summary.name,
+        horizonSeconds: horizon,
+        eventRatePerSecond: this.history.eventRatePerSecond,
+        fullFraction: this.history.fullFraction,
+        reason: capped.note === undefined ? reason : `${reason}; ${capped.note}`,
+        waiting: capped.waiting,
+        pinned,
+      },
+    };
+  }
+
+  /** Scheduler state to persist across controller restarts. */
+  exportState(): { table: SerializedColocationTable; history: ReturnType<EventHistory['toJSON']>; knownJobs: string[] } {
+    return { table: this.table.toJSON(), history: this.history.toJSON(), knownJobs: [...this.knownJobs] };
+  }
+
+  importState(state: ReturnType<EvaScheduler['exportState']>): void {
+    this.table = ColocationTable.fromJSON(state.table);
+    this.history = EventHistory.fromJSON(state.history);
+    this.knownJobs = new Set(state.knownJobs);
+  }
+
+  /** Arrivals and completions feed λ (reference `update_event_arrival_times`). */
+  private trackEvents(snapshot: ClusterSnapshot): void {
+    const present = new Set(snapshot.jobs.map((j) => j.id));
+    const events: number[] = [];
+    for (const j of snapshot.jobs) if (!this.knownJobs.has(j.id)) events.push(j.arrivalSeconds);
+    for (const id of this.knownJobs) if (!present.has(id)) events.push(snapshot.nowSeconds);
+    this.history.addEvents(events);
+    this.knownJobs = present;
+  }
+
+  /**
+   * Tasks that no plan may move: jobs being launched or migrated (reference), jobs inside their no-move window,
+   * and jobs expected to finish before any move could pay back: even if the move saved the whole price of the
+   * job's current instances, the saving until completion would not cover the move's cost.
+   */
+  private pins(
+    snapshot: ClusterSnapshot,
+    tasks: ReadonlyMap<string, PackTask>,
+    instanceType: ReadonlyMap<string, InstanceType>,
+    jobRp: ReadonlyMap<string, number>,
+  ): { pinnedTaskIds: Set<string>; pinned: { jobId: string; why: string }[] } {
+    const pinnedTaskIds = new Set<string>();
+    const pinned: { jobId: string; why: string }[] = [];
+    const now = snapshot.nowSeconds;
+    for (const job of snapshot.jobs) {
+      const placed = job.taskIds.map((id) => tasks.get(id)).filter((t) => t?.currentInstanceId !== undefined) as PackTask[];
+      if (placed.length === 0) continue;
+      let why: string | undefined;
+      if (!job.reconfigurable) why = 'being launched or migrated';
+      else if (job.noMoveSeconds !== undefined && job.runningSinceSeconds !== undefined && now < job.runningSinceSeconds + job.noMoveSeconds)
+        why = `asked not to be moved for ${job.noMoveSeconds} s after starting`;
+      else if (job.expectedRemainingSeconds !== undefined) {
+        const instances = new Set(placed.map((t) => t.currentInstanceId as string));
+        let bestSavingPerSecond = 0;
+        for (const id of instances) bestSavingPerSecond += perHourToPerSecond(instanceType.get(id)?.costPerHour ?? 0);
+        const moveCost = this.jobMoveCost(job, jobRp.get(job.id) ?? 0, now);
+        if (job.expectedRemainingSeconds * bestSavingPerSecond <= moveCost)
+          why = `expected to finish in ${Math.round(job.expectedRemainingSeconds)} s, before a move could pay back $${moveCost.toFixed(2)}`;
+      }
+      if (why === undefined) continue;
+      placed.forEach((t) => pinnedTaskIds.add(t.id));
+      if (job.reconfigurable) pinned.push({ jobId: job.id, why });
+    }
+    return { pinnedTaskIds, pinned };
+  }
+
+  /**
+   * What moving a job costs (reference `Job.get_migration_cost`, plus lost work): the seconds it is out of service
+   * (checkpoint, fetch, build, restore, init) and the work since its last checkpoint, at the job's reservation
+   * price per second.
+   */
+  private jobMoveCost(job: SchedJob, rpPerHour: number, now: number): number {
+    const lost = job.lastCheckpointSeconds === undefined ? 0 : Math.max(0, now - job.lastCheckpointSeconds);
+    return (job.migrationDelaySeconds + lost) * perHourToPerSecond(rpPerHour);
+  }
+
+  private summarize(
+    name: CandidateSummary['name'],
+    drafts: readonly DraftInstance[],
+    input: PlanningInput,
+    jobs: ReadonlyMap<string, SchedJob>,
+    jobRp: ReadonlyMap<string, number>,
+    now: number,
+  ): CandidateSummary {
+    let costPerHour = 0;
+    let tnrp = 0;
+    let newInstances = 0;
+    let launchCost = 0;
+    const moved = new Set<string>();
+    for (const d of drafts) {
+      costPerHour += d.type.costPerHour;
+      tnrp += compositionValue(d.composition, input.model, false);
+      if (d.isNew) {
+        newInstances += 1;
+        // A new instance is paid while it boots and before its tasks run (catalog launch delays).
+        launchCost += perHourToPerSecond(d.type.costPerHour) * setupSeconds(d.type);
+      }
+      for (const id of d.taskIds) {
+        const t = input.tasks.get(id) as PackTask;
+        if (t.currentInstanceId !== undefined && t.currentInstanceId !== d.id) moved.add(t.jobId);
+      }
+    }
+    let migrationCost = launchCost;
+    for (const jobId of moved) migrationCost += this.jobMoveCost(jobs.get(jobId) as SchedJob, jobRp.get(jobId) ?? 0, now);
+    return {
+      name,
+      costPerHour,
+      instances: drafts.length,
+      newInstances,
+      // Reference `provision_saving_per_sec`: (Σ TNRP − round(Σ cost, 2)) / 3600.
+      savingPerSecond: perHourToPerSecond(tnrp - roundCents(costPerHour)),
+      migrationCost,
+      movedJobs: [...moved].sort(),
+    };
+  }
+
+  private capViolation(s: CandidateSummary): string | undefined {
+    const c = this.caps;
+    if (c.maxCostPerHour !== undefined && s.costPerHour > c.maxCostPerHour + 1e-9)
+      return `costs $${s.costPerHour.toFixed(2)}/h over the $${c.maxCostPerHour}/h cap`;
+    if (c.maxInstances !== undefined && s.instances > c.maxInstances) return `${s.instances} instances over the cap of ${c.maxInstances}`;
+    if (c.maxMigrationsPerRound !== undefined && s.movedJobs.length > c.maxMigrationsPerRound)
+      return `moves ${s.movedJobs.length} jobs over the cap of ${c.maxMigrationsPerRound} per round`;
+    return undefined;
+  }
+
+  /**
+   * Eq. 1 between Full and Partial, each also measured against "stay" so that no move is approved without a
+   * positive net saving over the horizon. Candidates that break a cap are skipped while another is eligible.
+   */
+  private choose(candidates: readonly Candidate[], horizon: number): { chosen: Candidate; reason: string } {
+    const eligible = candidates.filter((c) => c.summary.rejectedBecause === undefined);
+    const pool = eligible.length > 0 ? eligible : candidates;
+    const get = (n: CandidateSummary['name']) => pool.find((c) => c.summary.name === n);
+    const describe = (c: Candidate) =>
+      `${c.summary.name}: saving $${(c.summary.savingPerSecond * 3600).toFixed(2)}/h over T=${Math.round(horizon)} s, migration $${c.summary.migrationCost.toFixed(2)}, net $${netValue(c.summary.savingPerSecond, c.summary.migrationCost, horizon).toFixed(2)}`;
+    if (pool.length === 1) {
+      const only = pool[0] as Candidate;
+      return { chosen: only, reason: `only candidate (${describe(only)})` };
+    }
+    const stay = get('stay');
+    const partial = get('partial');
+    const full = get('full');
+    let best = stay ?? partial ?? full;
+    if (best === undefined) throw new Error('no candidate plan');
+    const beats = (a: Candidate, b: Candidate) => chooseFull(a.summary, b.summary, horizon);
+    if (partial !== undefined && best !== partial && beats(partial, best)) best = partial;
+    if (full !== undefined && best !== full && beats(full, best)) best = full;
+    const reason = `chose ${best.summary.name} — ${pool.map(describe).join('; ')}`;
+    return { chosen: best, reason };
+  }
+}

@@ -1,0 +1,285 @@
+import type { InstanceType } from '../core/catalog.js';
+import { alignment, demandOn, fits, type FamilyDemand, type Resources } from '../core/resources.js';
+import type { ColocationTable } from './colocation-table.js';
+import { demandSignature, multiTaskRate } from './reservation-price.js';
+
+/** A task as the packing heuristics see it. */
+export interface PackTask {
+  readonly id: string;
+  readonly jobId: string;
+  readonly key: string;
+  readonly demand: FamilyDemand;
+  /** Reservation price in $/hour (PriceBook.reservationPrice). */
+  readonly rp: number;
+  readonly jobTaskCount: number;
+  readonly currentInstanceId?: string | undefined;
+}
+
+/**
+ * How set values are computed. Eva uses the throughput-normalized reservation price (TNRP, §4.3) with the
+ * multi-task correction inside top-down packing (§4.4); the ablations switch either off.
+ */
+export interface RateModel {
+  readonly table: ColocationTable;
+  /** false = eva-rp: plain reservation prices, interference ignored. */
+  readonly throughputAware: boolean;
+  /** false = eva-single: tasks of multi-task jobs treated as independent. */
+  readonly multiTaskAware: boolean;
+}
+
+/**
+ * Tasks that are interchangeable for packing (same key, demand and job size) form a class. Traces repeat a few
+ * dozen demand vectors, so the greedy loops iterate over classes instead of tasks: this is what makes
+ * Full Reconfiguration run in milliseconds for thousands of tasks (the paper's O(n²) loop took 22 s for 8,000).
+ */
+export class TaskClass {
+  private readonly unplaced: PackTask[] = [];
+  /** Members committed somewhere, by instance id (picked from the reuse instance first). */
+  private readonly placed = new Map<string, PackTask[]>();
+  private placedOrder: string[] = [];
+  count = 0;
+
+  constructor(
+    readonly index: number,
+    readonly key: string,
+    readonly demand: FamilyDemand,
+    readonly rp: number,
+    readonly jobTaskCount: number,
+  ) {}
+
+  add(t: PackTask): void {
+    this.count += 1;
+    if (t.currentInstanceId === undefined) {
+      this.unplaced.push(t);
+      return;
+    }
+    let list = this.placed.get(t.currentInstanceId);
+    if (list === undefined) {
+      list = [];
+      this.placed.set(t.currentInstanceId, list);
+      this.placedOrder.push(t.currentInstanceId);
+    }
+    list.push(t);
+  }
+
+  /** Members committed to `instanceId` still available. */
+  countOn(instanceId: string | undefined): number {
+    return instanceId === undefined ? 0 : (this.placed.get(instanceId)?.length ?? 0);
+  }
+
+  /**
+   * Take a member: one on `preferInstanceId` if any (no needless migration), else an unplaced one, else one from
+   * the instance with the fewest members of this class left (tasks on instances that keep more of them are
+   * likelier to stay put later).
+   */
+  take(preferInstanceId: string | undefined): PackTask {
+    if (this.count === 0) throw new Error(`class ${this.key} is empty`);
+    this.count -= 1;
+    if (preferInstanceId !== undefined) {
+      const list = this.placed.get(preferInstanceId);
+      if (list !== undefined && list.length > 0) return list.pop() as PackTask;
+    }
+    if (this.unplaced.length > 0) return this.unplaced.pop() as PackTask;
+    this.placedOrder = this.placedOrder.filter((id) => (this.placed.get(id)?.length ?? 0) > 0);
+    let bestId = this.placedOrder[0] as string;
+    for (const id of this.placedOrder)
+      if ((this.placed.get(id) as PackTask[]).length < (this.placed.get(bestId) as PackTask[]).length) bestId = id;
+    return (this.placed.get(bestId) as PackTask[]).pop() as PackTask;
+  }
+
+  demandOn(family: string): Resources | undefined {
+    return demandOn(this.demand, family);
+  }
+}
+
+/** Group tasks into classes, in a deterministic order (by descending RP, then key and signature). */
+export function classify(tasks: readonly PackTask[]): TaskClass[] {
+  const byKey = new Map<string, PackTask[]>();
+  for (const t of tasks) {
+    const k = `${t.key}\u0000${demandSignature(t.demand)}\u0000${t.jobTaskCount}`;
+    let list = byKey.get(k);
+    if (list === undefined) {
+      list = [];
+      byKey.set(k, list);
+    }
+    list.push(t);
+  }
+  const groups = [...byKey.entries()].sort(([ka, a], [kb, b]) => (b[0] as PackTask).rp - (a[0] as PackTask).rp || (ka < kb ? -1 : ka > kb ? 1 : 0));
+  return groups.map(([, members], index) => {
+    const first = members[0] as PackTask;
+    const cls = new TaskClass(index, first.key, first.demand, first.rp, first.jobTaskCount);
+    // Reverse id order so that `pop()` hands out tasks in ascending id order (deterministic, readable plans).
+    for (const t of [...members].sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))) cls.add(t);
+    return cls;
+  });
+}
+
+/** A multiset of classes on one instance: the composition whose value the greedy loops compare. */
+export class Composition {
+  readonly classes: TaskClass[] = [];
+  readonly counts: number[] = [];
+  size = 0;
+
+  countOf(cls: TaskClass): number {
+    const i = this.classes.indexOf(cls);
+    return i < 0 ? 0 : (this.counts[i] as number);
+  }
+
+  add(cls: TaskClass, n = 1): void {
+    const i = this.classes.indexOf(cls);
+    if (i < 0) {
+      this.classes.push(cls);
+      this.counts.push(n);
+    } else this.counts[i] = (this.counts[i] as number) + n;
+    this.size += n;
+  }
+
+  /** Keys of every member (with multiplicity), optionally with one more member of `extra`. */
+  keys(extra?: TaskClass): string[] {
+    const out: string[] = [];
+    this.classes.forEach((c, i) => {
+      for (let k = 0; k < (this.counts[i] as number); k++) out.push(c.key);
+    });
+    if (extra !== undefined) out.push(extra.key);
+    return out;
+  }
+}
+
+/**
+ * Throughput-normalized reservation price of a composition (+ optionally one more member of `extra`):
+ * Σ_t RP(t)·r(t | others), with r' = 1 − (1 − r)·n for n-task jobs when `multiTaskCorrection` (Eva §4.3–§4.4).
+ */
+export function compositionValue(
+  comp: Composition,
+  model: RateModel,
+  multiTaskCorrection: boolean,
+  extra?: TaskClass,
+): number {
+  const n = comp.size + (extra === undefined ? 0 : 1);
+  let allKeys: string[] | undefined;
+  let total = 0;
+  const member = (cls: TaskClass, count: number): void => {
+    let rate = 1;
+    if (n > 1 && model.throughputAware) {
+      if (!model.table.hasEntriesFor(cls.key)) rate = model.table.defaultRate ** (n - 1);
+      else {
+        allKeys ??= comp.keys(extra);
+        const others = allKeys.slice();
+        others.splice(others.indexOf(cls.key), 1);
+        rate = model.table.rate(cls.key, others);
+      }
+    }
+    if (multiTaskCorrection && model.multiTaskAware) rate = multiTaskRate(rate, cls.jobTaskCount);
+    total += count * cls.rp * rate;
+  };
+  comp.classes.forEach((c, i) => {
+    const count = (comp.counts[i] as number) + (c === extra ? 1 : 0);
+    member(c, count);
+  });
+  if (extra !== undefined && !comp.classes.includes(extra)) member(extra, 1);
+  return total;
+}
+
+/** Lexicographic greedy score of Eva's reference: (set value after adding, already on this instance, alignment). */
+interface Score {
+  readonly value: number;
+  readonly onInstance: number;
+  readonly alignment: number;
+}
+
+function better(a: Score, b: Score | undefined): boolean {
+  if (b === undefined) return true;
+  if (a.value !== b.value) return a.value > b.value;
+  if (a.onInstance !== b.onInstance) return a.onInstance > b.onInstance;
+  return a.alignment > b.alignment;
+}
+
+export interface GrowResult {
+  readonly composition: Composition;
+  readonly value: number;
+  /** Classes that won a greedy step (including the step that stopped growth), for exact pattern replication. */
+  readonly argmaxClasses: ReadonlySet<TaskClass>;
+  /** The class whose addition would have lowered the set's value (Algorithm 1 lines 10–12), if growth stopped so. */
+  readonly stoppedBy: TaskClass | undefined;
+}
+
+/**
+ * Grow one instance's task set greedily (Algorithm 1 lines 8–14): add the fitting class with the best score while
+ * that does not lower the set's value. `reuseInstanceId` favours tasks already on that instance.
+ */
+export function growSet(
+  type: InstanceType,
+  candidates: readonly TaskClass[],
+  model: RateModel,
+  reuseInstanceId: string | undefined,
+  start?: { composition: Composition; used: Resources },
+): GrowResult {
+  const comp = start?.composition ?? new Composition();
+  let used: Resources = start?.used ?? [0, 0, 0];
+  let value = comp.size === 0 ? 0 : compositionValue(comp, model, true);
+  const argmax = new Set<TaskClass>();
+  const capacity = type.capacity;
+  for (;;) {
+    let best: Score | undefined;
+    let bestCls: TaskClass | undefined;
+    for (const cls of candidates) {
+      if (cls.count - comp.countOf(cls) <= 0) continue;
+      const d = cls.demandOn(type.family);
+      if (d === undefined) continue;
+      const after: Resources = [used[0] + d[0], used[1] + d[1], used[2] + d[2]];
+      if (!fits(after, capacity)) continue;
+      const score: Score = {
+        value: compositionValue(comp, model, true, cls),
+        onInstance: cls.countOn(reuseInstanceId) - comp.countOf(cls) > 0 ? 1 : 0,
+        alignment: alignment(d, [capacity[0] - used[0], capacity[1] - used[1], capacity[2] - used[2]], capacity),
+      };
+      if (better(score, best)) {
+        best = score;
+        bestCls = cls;
+      }
+    }
+    if (best === undefined || bestCls === undefined) return { composition: comp, value, argmaxClasses: argmax, stoppedBy: undefined };
+    argmax.add(bestCls);
+    if (best.value < value) return { composition: comp, value, argmaxClasses: argmax, stoppedBy: bestCls };
+    const d = bestCls.demandOn(type.family) as Resources;
+    used = [used[0] + d[0], used[1] + d[1], used[2] + d[2]];
+    comp.add(bestCls);
+    value = best.value;
+  }
+}
+
+/**
+ * How many times the same greedy build would repeat exactly given the classes' counts: a build only depends on
+ * which classes are available, and removing a class that never won a step cannot change any argmax. Build j sees
+ * counts reduced by (j−1)·used, so every class that won a step must keep enough members, and the class that
+ * stopped growth must still be available after the build's own picks.
+ */
+export function repeatCount(result: GrowResult): number {
+  let k = Number.POSITIVE_INFINITY;
+  result.composition.classes.forEach((cls, i) => {
+    const used = result.composition.counts[i] as number;
+    k = Math.min(k, Math.floor(cls.count / used));
+  });
+  const z = result.stoppedBy;
+  if (z !== undefined) {
+    const used = result.composition.countOf(z);
+    if (used > 0) k = Math.min(k, Math.ceil(z.count / used) - 1);
+  }
+  return Number.isFinite(k) ? Math.max(1, k) : 1;
+}
+
+/** Σ of the members' demands on a family (undefined if one cannot run there). */
+export function compositionDemandOn(comp: Composition, family: string): Resources | undefined {
+  let g = 0;
+  let c = 0;
+  let m = 0;
+  for (let i = 0; i < comp.classes.length; i++) {
+    const d = (comp.classes[i] as TaskClass).demandOn(family);
+    if (d === undefined) return undefined;
+    const n = comp.counts[i] as number;
+    g += d[0] * n;
+    c += d[1] * n;
+    m += d[2] * n;
+  }
+  return [g, c, m];
+}

@@ -1,0 +1,129 @@
+import type { InstanceType } from '../core/catalog.js';
+import { demandOn } from '../core/resources.js';
+import {
+  fillInstances,
+  FreePool,
+  NewIds,
+  topDownProvisioning,
+  type DraftInstance,
+  type ExistingInstance,
+} from './full-reconfiguration.js';
+import { classify, compositionValue, Composition, type PackTask, type RateModel, type TaskClass } from './packing.js';
+import type { PriceBook } from './reservation-price.js';
+
+/** One round's inputs to Full and Partial Reconfiguration, derived once from the snapshot. */
+export interface PlanningInput {
+  readonly book: PriceBook;
+  readonly model: RateModel;
+  readonly tasks: ReadonlyMap<string, PackTask>;
+  /** Existing instances (launching or running) with the tasks committed to them. */
+  readonly instances: readonly { readonly id: string; readonly type: InstanceType; readonly taskIds: readonly string[] }[];
+  /** Tasks that must stay on their instance in every plan (jobs being launched or migrated, no-move windows…). */
+  readonly pinnedTaskIds: ReadonlySet<string>;
+  /** Partial Reconfiguration may move at most this many jobs (the migrations-per-round cap). */
+  readonly maxMovedJobs: number;
+}
+
+function withoutPlacement(t: PackTask): PackTask {
+  return { ...t, currentInstanceId: undefined };
+}
+
+/** A draft for an existing instance holding `tasks` (their classes only serve the set's value). */
+function keptDraft(inst: PlanningInput['instances'][number], tasks: readonly PackTask[]): DraftInstance {
+  const composition = new Composition();
+  for (const cls of classify(tasks.map(withoutPlacement))) composition.add(cls, cls.count);
+  let used: [number, number, number] = [0, 0, 0];
+  for (const t of tasks) {
+    const d = demandOn(t.demand, inst.type.family);
+    if (d !== undefined) used = [used[0] + d[0], used[1] + d[1], used[2] + d[2]];
+  }
+  return { id: inst.id, type: inst.type, isNew: false, taskIds: tasks.map((t) => t.id), composition, used };
+}
+
+function place(
+  input: PlanningInput,
+  kept: readonly { inst: PlanningInput['instances'][number]; tasks: PackTask[] }[],
+  candidates: readonly PackTask[],
+  freeInstances: readonly ExistingInstance[],
+): DraftInstance[] {
+  const drafts = kept.map((k) => keptDraft(k.inst, k.tasks));
+  const classes: TaskClass[] = classify(candidates);
+  fillInstances(drafts, classes, input.model);
+  const rest = topDownProvisioning(input.book, classes, input.model, new FreePool(freeInstances), new NewIds());
+  return [...drafts, ...rest];
+}
+
+/**
+ * Full Reconfiguration (§4.2): every reconfigurable task is repacked. Instances holding pinned tasks keep them and
+ * their free space is filled first; every other instance is free for reuse by top-down provisioning.
+ */
+export function fullReconfiguration(input: PlanningInput): DraftInstance[] {
+  const kept: { inst: PlanningInput['instances'][number]; tasks: PackTask[] }[] = [];
+  const free: ExistingInstance[] = [];
+  for (const inst of input.instances) {
+    const pinned = inst.taskIds.filter((id) => input.pinnedTaskIds.has(id)).map((id) => input.tasks.get(id) as PackTask);
+    if (pinned.length > 0) kept.push({ inst, tasks: pinned });
+    else free.push({ id: inst.id, typeName: inst.type.name, committedTaskCount: inst.taskIds.length });
+  }
+  const candidates = [...input.tasks.values()].filter((t) => !input.pinnedTaskIds.has(t.id));
+  return place(input, kept, candidates, free);
+}
+
+/** TNRP of the tasks now on an instance, without the multi-task correction (reference `local_update`). */
+export function committedValue(input: PlanningInput, taskIds: readonly string[]): number {
+  const comp = new Composition();
+  for (const cls of classify(taskIds.map((id) => withoutPlacement(input.tasks.get(id) as PackTask)))) comp.add(cls, cls.count);
+  return compositionValue(comp, input.model, false);
+}
+
+/**
+ * An instance stopped being cost-efficient when its tasks' TNRP fell below its price (a task left, or interference
+ * was learned), unless it holds a single task on that task's cheapest type.
+ */
+export function isCostEfficient(input: PlanningInput, inst: PlanningInput['instances'][number]): boolean {
+  if (inst.taskIds.length === 0) return false;
+  if (inst.taskIds.length === 1) {
+    const t = input.tasks.get(inst.taskIds[0] as string) as PackTask;
+    if (input.book.minType(t.demand)?.name === inst.type.name) return true;
+  }
+  return committedValue(input, inst.taskIds) >= inst.type.costPerHour - 1e-9;
+}
+
+/**
+ * Partial Reconfiguration (§4.5): only unplaced tasks and the tasks of instances that stopped being cost-efficient
+ * are placed; everything else stays. With `includeInefficient` false this is the "stay" plan: new tasks are
+ * placed and nothing moves. Inefficient instances are taken most-wasteful first until the jobs they would move
+ * reach `maxMovedJobs`.
+ */
+export function partialReconfiguration(input: PlanningInput, includeInefficient: boolean): DraftInstance[] {
+  const movable = (inst: PlanningInput['instances'][number]) =>
+    inst.taskIds.length > 0 && inst.taskIds.every((id) => !input.pinnedTaskIds.has(id));
+  const inefficient = includeInefficient
+    ? input.instances
+        .filter((inst) => movable(inst) && !isCostEfficient(input, inst))
+        .map((inst) => ({ inst, waste: inst.type.costPerHour - committedValue(input, inst.taskIds) }))
+        .sort((a, b) => b.waste - a.waste || (a.inst.id < b.inst.id ? -1 : 1))
+    : [];
+  const chosen = new Set<string>();
+  const movedJobs = new Set<string>();
+  for (const { inst } of inefficient) {
+    const jobs = new Set(inst.taskIds.map((id) => (input.tasks.get(id) as PackTask).jobId));
+    const added = [...jobs].filter((j) => !movedJobs.has(j));
+    if (movedJobs.size + added.length > input.maxMovedJobs) continue;
+    added.forEach((j) => movedJobs.add(j));
+    chosen.add(inst.id);
+  }
+  const kept: { inst: PlanningInput['instances'][number]; tasks: PackTask[] }[] = [];
+  const free: ExistingInstance[] = [];
+  const placedIds = new Set<string>();
+  for (const inst of input.instances) {
+    if (inst.taskIds.length === 0 || chosen.has(inst.id)) {
+      free.push({ id: inst.id, typeName: inst.type.name, committedTaskCount: inst.taskIds.length });
+      continue;
+    }
+    kept.push({ inst, tasks: inst.taskIds.map((id) => input.tasks.get(id) as PackTask) });
+    inst.taskIds.forEach((id) => placedIds.add(id));
+  }
+  const candidates = [...input.tasks.values()].filter((t) => !placedIds.has(t.id));
+  return place(input, kept, candidates, free);
+}
