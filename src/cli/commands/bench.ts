@@ -1,7 +1,11 @@
 import type { Command } from 'commander';
+import { registerBenchOptimality } from './bench-optimality.js';
+import { registerBenchScheduler } from './bench-scheduler.js';
 
 /** `fleetwise bench <name>`: benchmarks that print JSON (bench/README.md lists the targets). */
 export function registerBench(program: Command): Command {
   const bench = program.command('bench').description('run a benchmark and print JSON');
+  registerBenchScheduler(bench);
+  registerBenchOptimality(bench);
   return bench;
 }

@@ -1,0 +1,238 @@
+import { z } from 'zod';
+import type { Catalog } from '../../core/catalog.js';
+import { Rng } from '../../core/random.js';
+import type { Resources } from '../../core/resources.js';
+import { LineValidationError, parseCsv, type LineProblem } from './csv.js';
+import {
+  buildJob,
+  DEFAULT_MEAN_INTERARRIVAL_SECONDS,
+  drawTaskCount,
+  gavelDurationSeconds,
+  generationStreams,
+  poissonArrivalSeconds,
+  resolveGenerationOptions,
+  shuffled,
+  type GenerationOptions,
+} from './generation.js';
+import type { Trace, TraceJob } from './types.js';
+import { singleTaskWorkloads, type Workload, type WorkloadCatalog } from './workloads.js';
+
+/**
+ * The Alibaba GPU cluster trace (cluster-trace-gpu-v2023, `openb_pod_list_*.csv`) converted with Eva's
+ * recipe (`pai_trace/trace_generator.py`, research digest §5.2).
+ */
+export interface AlibabaPod {
+  /** 1-based line in the CSV. */
+  readonly line: number;
+  readonly name: string;
+  readonly cpuMilli: number;
+  readonly memoryMiB: number;
+  readonly numGpu: number;
+  /** Running, Succeeded, Pending or Failed; undefined for files without the column (e.g. multigpu50). */
+  readonly podPhase: string | undefined;
+}
+
+const REQUIRED_COLUMNS = ['name', 'cpu_milli', 'memory_mib', 'num_gpu'] as const;
+const PHASE_COLUMN = 'pod_phase';
+
+const quantityCell = z
+  .string()
+  .trim()
+  .min(1, { error: 'missing value', abort: true })
+  .regex(/^\+?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/, 'not a non-negative number')
+  .transform(Number);
+
+const podRowSchema = z.object({
+  name: z.string().trim().min(1, 'missing value'),
+  cpu_milli: quantityCell,
+  memory_mib: quantityCell,
+  num_gpu: quantityCell,
+  pod_phase: z.string().trim().min(1, 'missing value').optional(),
+});
+
+/**
+ * Parse the pod list. Every malformed line is reported as `file:line: field: reason` (all of them, in one
+ * error). Only the columns the conversion uses are required; extra columns are ignored.
+ */
+export function parseAlibabaPods(text: string, source = 'openb_pod_list.csv'): AlibabaPod[] {
+  const table = parseCsv(text, source);
+  const missing = REQUIRED_COLUMNS.filter((c) => !table.header.includes(c));
+  if (missing.length > 0)
+    throw new LineValidationError(
+      source,
+      missing.map((c) => ({
+        line: table.headerLine,
+        field: c,
+        reason: 'required column missing from the header',
+      })),
+    );
+  const columns = [...REQUIRED_COLUMNS, PHASE_COLUMN] as const;
+  const index = new Map(columns.map((c) => [c, table.header.indexOf(c)]));
+  const problems: LineProblem[] = [];
+  const pods: AlibabaPod[] = [];
+  for (const row of table.rows) {
+    const record: Record<string, string> = {};
+    for (const c of columns) {
+      const i = index.get(c) ?? -1;
+      if (i >= 0) record[c] = row.cells[i] ?? '';
+    }
+    const parsed = podRowSchema.safeParse(record);
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues) {
+        const field = issue.path.length > 0 ? issue.path.map(String).join('.') : '(row)';
+        problems.push({ line: row.line, field, reason: issue.message });
+      }
+      continue;
+    }
+    const p = parsed.data;
+    pods.push({
+      line: row.line,
+      name: p.name,
+      cpuMilli: p.cpu_milli,
+      memoryMiB: p.memory_mib,
+      numGpu: p.num_gpu,
+      podPhase: p.pod_phase,
+    });
+  }
+  if (problems.length > 0) throw new LineValidationError(source, problems);
+  return pods;
+}
+
+/** Eva's demand of a pod: `[ceil(num_gpu), ceil(cpu_milli/1000) vCPU, ceil(memory_mib/1024) GiB]`. */
+export function podDemand(pod: AlibabaPod): Resources {
+  return [Math.ceil(pod.numGpu), Math.ceil(pod.cpuMilli / 1000), Math.ceil(pod.memoryMiB / 1024)];
+}
+
+/**
+ * Whether some instance type can host the demand, with Eva's filter-only relaxation for CPU-only demands:
+ * on a CPU-only type they count `max(1, floor(vcpus/2))` vCPUs (Eva's phys-core view of c7i/r7i). The
+ * emitted demand stays the unrelaxed `any` vector (research digest §5.2).
+ */
+export function catalogCanHost(catalog: Catalog, demand: Resources): boolean {
+  const [gpus, vcpus, memoryGiB] = demand;
+  return catalog.types.some(({ capacity: [capGpus, capVcpus, capMemoryGiB] }) => {
+    if (memoryGiB > capMemoryGiB) return false;
+    if (gpus > 0) return gpus <= capGpus && vcpus <= capVcpus;
+    if (capGpus > 0) return vcpus <= capVcpus;
+    return Math.max(1, Math.floor(vcpus / 2)) <= capVcpus;
+  });
+}
+
+/** The pods Eva keeps (not Failed, hostable by the catalog), in file order, with their demands. */
+export function keptPodDemands(
+  pods: readonly AlibabaPod[],
+  catalog: Catalog,
+): { readonly pod: AlibabaPod; readonly demand: Resources }[] {
+  return pods
+    .filter((pod) => pod.podPhase !== 'Failed')
+    .map((pod) => ({ pod, demand: podDemand(pod) }))
+    .filter(({ demand }) => catalogCanHost(catalog, demand));
+}
+
+export interface DemandFrequency {
+  readonly demand: Resources;
+  readonly count: number;
+}
+
+function demandKey(d: Resources): string {
+  return `${d[0]},${d[1]},${d[2]}`;
+}
+
+/**
+ * Distinct converted demand vectors with how many kept pods have each (94 vectors over 6,274 pods for the
+ * bundled file and catalog), most frequent first, ties by vector. The scheduler benchmark samples from it.
+ */
+export function alibabaDemandFrequencies(
+  text: string,
+  catalog: Catalog,
+  source = 'openb_pod_list.csv',
+): DemandFrequency[] {
+  const counts = new Map<string, DemandFrequency>();
+  for (const { demand } of keptPodDemands(parseAlibabaPods(text, source), catalog)) {
+    const key = demandKey(demand);
+    counts.set(key, { demand, count: (counts.get(key)?.count ?? 0) + 1 });
+  }
+  return [...counts.values()].sort(
+    (a, b) =>
+      b.count - a.count ||
+      a.demand[0] - b.demand[0] ||
+      a.demand[1] - b.demand[1] ||
+      a.demand[2] - b.demand[2],
+  );
+}
+
+export interface AlibabaTraceOptions extends GenerationOptions {
+  readonly instanceCatalog: Catalog;
+  readonly workloadCatalog: WorkloadCatalog;
+  /**
+   * Shuffle the kept pods (seeded) before taking the first N, as Eva does (`random.shuffle(pai_jobs)`, then
+   * `[:200]` for pai_200). False keeps file order (creation time). Default true.
+   */
+  readonly shuffle?: boolean;
+  readonly traceName?: string;
+}
+
+/**
+ * Convert the pod list into a trace with Eva's recipe (research digest §5.2):
+ *  - drop Failed pods and pods no instance type can host; demand `{any: podDemand}`;
+ *  - map each distinct demand vector to a random single-task workload of the catalog, named `workload[k]`
+ *    (k counts vectors per workload in order of first appearance); its jobs take that workload's delays,
+ *    full throughput and interference identity, but keep the pod's demand;
+ *  - Poisson arrivals (mean 1200 s / arrivalRateScale), Gavel-style durations,
+ *    `total_iters = int(duration × full_throughput)`;
+ *  - with `multiTaskShare` s, a share s of jobs get 2 or 4 identical tasks (Eva §6.7).
+ * Deterministic given the seed; the first N jobs do not depend on the job count.
+ */
+export function convertAlibabaTrace(
+  text: string,
+  options: AlibabaTraceOptions,
+  source = 'openb_pod_list.csv',
+): Trace {
+  const opts = resolveGenerationOptions({
+    seed: options.seed,
+    jobs: options.jobs,
+    arrivalRateScale: options.arrivalRateScale,
+    multiTaskShare: options.multiTaskShare,
+  });
+  const workloads = singleTaskWorkloads(options.workloadCatalog);
+  if (workloads.length === 0)
+    throw new Error('the workload catalog has no single-task workload to map pods to');
+
+  const streams = generationStreams(new Rng(opts.seed));
+  const kept = keptPodDemands(parseAlibabaPods(text, source), options.instanceCatalog);
+  const ordered = options.shuffle === false ? kept : shuffled(streams.order, kept);
+  if (opts.jobs !== undefined && opts.jobs > ordered.length)
+    throw new Error(
+      `${source}: asked for ${opts.jobs} jobs, but only ${ordered.length} pods remain after filtering`,
+    );
+  const selected = opts.jobs === undefined ? ordered : ordered.slice(0, opts.jobs);
+
+  const arrivals = poissonArrivalSeconds(
+    streams.arrival,
+    selected.length,
+    DEFAULT_MEAN_INTERARRIVAL_SECONDS / opts.arrivalRateScale,
+  );
+  const nameByDemand = new Map<string, { name: string; workload: Workload }>();
+  const perWorkloadCounter = new Map<string, number>();
+  const jobs: TraceJob[] = selected.map(({ demand }, i) => {
+    const key = demandKey(demand);
+    let assigned = nameByDemand.get(key);
+    if (assigned === undefined) {
+      const workload = streams.workload.pick(workloads);
+      const k = perWorkloadCounter.get(workload.name) ?? 0;
+      perWorkloadCounter.set(workload.name, k + 1);
+      assigned = { name: `${workload.name}[${k}]`, workload };
+      nameByDemand.set(key, assigned);
+    }
+    return buildJob({
+      id: String(i),
+      name: assigned.name,
+      workload: assigned.workload,
+      arrivalSeconds: arrivals[i] ?? 0,
+      durationSeconds: gavelDurationSeconds(streams.duration),
+      demand: { any: demand },
+      taskCount: drawTaskCount(streams.taskCount, opts.multiTaskShare),
+    });
+  });
+  return { name: options.traceName ?? `alibaba-gpu-v2023 (seed ${opts.seed})`, jobs };
+}

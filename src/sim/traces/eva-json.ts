@@ -1,0 +1,96 @@
+import { z } from 'zod';
+import type { FamilyDemand, Resources } from '../../core/resources.js';
+import { describeIssues, ValidationError } from '../../core/validation.js';
+import type { Trace, TraceJob, TraceTask } from './types.js';
+import { baseWorkloadOf, familyDemandSchema } from './workloads.js';
+
+/**
+ * Eva's JSON trace format (research digest §5.2, e.g. pai_200.json):
+ * `{ "<job id>": { name, arrival_time, duration, init_delay, full_throughput, total_iters,
+ *   support_throughput_aware, tasks: { "<task id>": { name, demand: {family|any: [g, c, m]}, shm_size,
+ *   image_id, fetch_delay, build_image_delay, kill_delay, upload_delay } } } }`.
+ */
+const nonNegative = z.number().finite().nonnegative();
+
+const evaTaskSchema = z.object({
+  name: z.string().min(1),
+  demand: familyDemandSchema,
+  shm_size: nonNegative,
+  image_id: z.union([z.number().int().nonnegative(), z.string().min(1)]),
+  fetch_delay: nonNegative,
+  build_image_delay: nonNegative,
+  kill_delay: nonNegative,
+  upload_delay: nonNegative,
+});
+
+const evaJobSchema = z.object({
+  name: z.string().min(1),
+  arrival_time: nonNegative,
+  duration: z.number().finite().positive(),
+  init_delay: nonNegative,
+  full_throughput: z.number().finite().positive(),
+  total_iters: z.number().int().positive(),
+  support_throughput_aware: z.boolean().optional(),
+  tasks: z
+    .record(z.string(), evaTaskSchema)
+    .refine((t) => Object.keys(t).length > 0, 'a job needs at least one task'),
+});
+
+type EvaJob = z.output<typeof evaJobSchema>;
+
+function toDemand(d: Record<string, readonly [number, number, number]>): FamilyDemand {
+  const out: Record<string, Resources> = {};
+  for (const [family, r] of Object.entries(d)) out[family] = [r[0], r[1], r[2]];
+  return out;
+}
+
+function toTraceJob(id: string, job: EvaJob): TraceJob {
+  const tasks = Object.values(job.tasks).map((t): TraceTask => ({
+    name: t.name,
+    demand: toDemand(t.demand),
+    shmSizeGiB: t.shm_size,
+    imageId: String(t.image_id),
+    fetchDelaySeconds: t.fetch_delay,
+    buildImageDelaySeconds: t.build_image_delay,
+    killDelaySeconds: t.kill_delay,
+    uploadDelaySeconds: t.upload_delay,
+  }));
+  return {
+    id,
+    name: job.name,
+    workload: baseWorkloadOf(job.name),
+    arrivalSeconds: job.arrival_time,
+    durationSeconds: job.duration,
+    initDelaySeconds: job.init_delay,
+    fullThroughput: job.full_throughput,
+    totalIterations: job.total_iters,
+    tasks,
+  };
+}
+
+/**
+ * Parse the text of an Eva JSON trace. Errors name the file (`source`), the job key and the field, e.g.
+ * `pai_200.json: job 17: tasks.17.demand.any.1: Too small: expected number to be >=0`. Jobs come out in
+ * arrival order (ties keep file order); job ids are the file's keys.
+ */
+export function parseEvaTrace(text: string, source = 'trace.json', traceName = source): Trace {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new ValidationError(source, [`not valid JSON: ${(e as Error).message}`]);
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json))
+    throw new ValidationError(source, ['(root): expected an object mapping job ids to jobs']);
+  const problems: string[] = [];
+  const jobs: TraceJob[] = [];
+  for (const [key, value] of Object.entries(json)) {
+    const parsed = evaJobSchema.safeParse(value);
+    if (parsed.success) jobs.push(toTraceJob(key, parsed.data));
+    else for (const issue of describeIssues(parsed.error)) problems.push(`job ${key}: ${issue}`);
+  }
+  if (problems.length === 0 && jobs.length === 0) problems.push('(root): the trace has no jobs');
+  if (problems.length > 0) throw new ValidationError(source, problems);
+  jobs.sort((a, b) => a.arrivalSeconds - b.arrivalSeconds); // stable: ties keep file order
+  return { name: traceName, jobs };
+}

@@ -1,0 +1,129 @@
+import { readFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { loadCatalogFile, PROJECT_ROOT } from '../../cloud/catalog-file.js';
+import type { Catalog } from '../../core/catalog.js';
+import { ValidationError } from '../../core/validation.js';
+import { alibabaDemandFrequencies, convertAlibabaTrace, type DemandFrequency } from './alibaba.js';
+import { parseContentionMatrix, type ContentionMatrix } from './contention-matrix.js';
+import { parseEvaTrace } from './eva-json.js';
+import { generateSyntheticTrace } from './synthetic.js';
+import { firstJobs, scaleArrivalRate } from './transform.js';
+import type { Trace } from './types.js';
+import { parseWorkloadCatalog, type WorkloadCatalog } from './workloads.js';
+
+/** The only file of src/sim/traces that touches the file system; the parsers take text. */
+
+export const DATA_DIR = join(PROJECT_ROOT, 'data');
+export const BUNDLED_ALIBABA_TRACE_PATH = join(DATA_DIR, 'alibaba-gpu-v2023', 'openb_pod_list_default.csv');
+export const BUNDLED_EVA_TRACE_PATH = join(DATA_DIR, 'eva-reference', 'pai_200.json');
+export const BUNDLED_WORKLOAD_CATALOG_PATH = join(DATA_DIR, 'eva-reference', 'workload_catalog.json');
+export const BUNDLED_CONTENTION_MATRIX_PATH = join(DATA_DIR, 'eva-reference', 'contention_matrix.csv');
+
+export const TRACE_FORMATS = ['eva', 'alibaba', 'synthetic'] as const;
+export type TraceFormat = (typeof TRACE_FORMATS)[number];
+
+export interface LoadTraceOptions {
+  readonly format: TraceFormat;
+  /** Keep the first N jobs (in arrival order for Eva JSON). */
+  readonly jobs?: number | undefined;
+  /** Seed of generated traces (alibaba, synthetic); Eva JSON files are fixed. */
+  readonly seed?: number | undefined;
+  /** Share of 2-/4-task jobs (alibaba, synthetic). */
+  readonly multiTaskShare?: number | undefined;
+  /** Multiplies the arrival rate (all formats). */
+  readonly arrivalRateScale?: number | undefined;
+  /** Instance types that filter Alibaba pods; default: the bundled us-east-1 catalog. */
+  readonly instanceCatalog?: Catalog | undefined;
+  /** Default: data/eva-reference/workload_catalog.json. */
+  readonly workloadCatalog?: WorkloadCatalog | undefined;
+  /** Synthetic only: identical tasks per job. */
+  readonly tasksPerJob?: number | undefined;
+  /** Synthetic only: the workloads to draw from. */
+  readonly workloads?: readonly string[] | undefined;
+}
+
+function readText(path: string, what: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new ValidationError(path, [`cannot read ${what}: ${(e as Error).message}`]);
+  }
+}
+
+export function loadWorkloadCatalog(path: string = BUNDLED_WORKLOAD_CATALOG_PATH): WorkloadCatalog {
+  const text = readText(path, 'workload catalog');
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new ValidationError(path, [`not valid JSON: ${(e as Error).message}`]);
+  }
+  return parseWorkloadCatalog(json, path);
+}
+
+export function loadContentionMatrix(
+  path: string = BUNDLED_CONTENTION_MATRIX_PATH,
+  unmeasuredRate?: number,
+): ContentionMatrix {
+  return parseContentionMatrix(readText(path, 'contention matrix'), path, unmeasuredRate);
+}
+
+/** Distinct converted demand vectors of an Alibaba pod list with their frequencies (see alibaba.ts). */
+export function loadAlibabaDemandFrequencies(
+  path: string = BUNDLED_ALIBABA_TRACE_PATH,
+  instanceCatalog: Catalog = loadCatalogFile(),
+): DemandFrequency[] {
+  return alibabaDemandFrequencies(readText(path, 'Alibaba pod list'), instanceCatalog, path);
+}
+
+/**
+ * Load a trace: an Eva JSON file, an Alibaba pod list converted with Eva's recipe, or a synthetic trace.
+ * Without a path, eva and alibaba read the bundled files under data/; synthetic takes no path.
+ */
+export function loadTrace(path: string | undefined, options: LoadTraceOptions): Trace {
+  switch (options.format) {
+    case 'eva': {
+      if ((options.multiTaskShare ?? 0) > 0)
+        throw new Error(
+          'multiTaskShare applies to generated traces (alibaba, synthetic), not to Eva JSON files',
+        );
+      const file = path ?? BUNDLED_EVA_TRACE_PATH;
+      let trace = parseEvaTrace(readText(file, 'Eva JSON trace'), file, basename(file));
+      if (options.jobs !== undefined) trace = firstJobs(trace, options.jobs, file);
+      return scaleArrivalRate(trace, options.arrivalRateScale ?? 1);
+    }
+    case 'alibaba': {
+      const file = path ?? BUNDLED_ALIBABA_TRACE_PATH;
+      return convertAlibabaTrace(
+        readText(file, 'Alibaba pod list'),
+        {
+          instanceCatalog: options.instanceCatalog ?? loadCatalogFile(),
+          workloadCatalog: options.workloadCatalog ?? loadWorkloadCatalog(),
+          seed: options.seed,
+          jobs: options.jobs,
+          arrivalRateScale: options.arrivalRateScale,
+          multiTaskShare: options.multiTaskShare,
+          traceName: `${basename(file)} (seed ${options.seed ?? 0})`,
+        },
+        file,
+      );
+    }
+    case 'synthetic': {
+      if (path !== undefined)
+        throw new Error(`a synthetic trace is generated, not read: drop the path ${path}`);
+      return generateSyntheticTrace({
+        workloadCatalog: options.workloadCatalog ?? loadWorkloadCatalog(),
+        seed: options.seed,
+        jobs: options.jobs,
+        arrivalRateScale: options.arrivalRateScale,
+        multiTaskShare: options.multiTaskShare,
+        tasksPerJob: options.tasksPerJob,
+        workloads: options.workloads,
+      });
+    }
+    default: {
+      const unknown: never = options.format;
+      throw new Error(`unknown trace format ${String(unknown)} (expected ${TRACE_FORMATS.join(', ')})`);
+    }
+  }
+}

@@ -1,0 +1,25 @@
+import type { Trace } from './types.js';
+
+/** The first `count` jobs in arrival order; an error when the trace has fewer. */
+export function firstJobs(trace: Trace, count: number, source = trace.name): Trace {
+  if (!(Number.isInteger(count) && count > 0))
+    throw new Error(`jobs must be a positive integer, got ${count}`);
+  if (count > trace.jobs.length)
+    throw new Error(`${source}: asked for ${count} jobs, but the trace has only ${trace.jobs.length}`);
+  const ordered = [...trace.jobs].sort((a, b) => a.arrivalSeconds - b.arrivalSeconds);
+  return { ...trace, jobs: ordered.slice(0, count) };
+}
+
+/**
+ * Multiply the arrival rate by `scale` (arrival times divided by it, truncated to whole seconds like the
+ * generators'): 2 doubles the load, 0.5 halves it. Durations are unchanged.
+ */
+export function scaleArrivalRate(trace: Trace, scale: number): Trace {
+  if (!(Number.isFinite(scale) && scale > 0))
+    throw new Error(`arrivalRateScale must be positive, got ${scale}`);
+  if (scale === 1) return trace;
+  return {
+    ...trace,
+    jobs: trace.jobs.map((j) => ({ ...j, arrivalSeconds: Math.floor(j.arrivalSeconds / scale) })),
+  };
+}
