@@ -1,0 +1,483 @@
+import type { JobSpec } from './job-spec.js';
+import {
+  checkEvent,
+  checkIntent,
+  frozenCopy,
+  instanceIdOf,
+  jobIdOf,
+  newInstanceRecord,
+  newJobRecord,
+  newTaskRecords,
+  submittedEvent,
+  transitionInstance,
+  transitionJob,
+  transitionTask,
+  withCheckpoint,
+  withProgress,
+  type Change,
+} from './state/lifecycle.js';
+import { checkRawToken, checkTeamName, HASH_PREFIX_LENGTH, hashToken } from './state/tokens.js';
+import {
+  IllegalTransitionError,
+  StateStoreError,
+  UnknownRecordError,
+  wallClockSeconds,
+  type EventFilter,
+  type EventInput,
+  type EventRecord,
+  type InstanceChange,
+  type InstanceFilter,
+  type InstanceRecord,
+  type InstanceState,
+  type IntentFilter,
+  type IntentInput,
+  type IntentRecord,
+  type JobFilter,
+  type JobRecord,
+  type JobState,
+  type JsonValue,
+  type NewInstance,
+  type RoundInput,
+  type RoundRecord,
+  type StateStore,
+  type StateStoreOptions,
+  type TaskFilter,
+  type TaskRecord,
+  type TaskState,
+  type TeamTokenRecord,
+} from './state-store.js';
+
+interface TokenRow {
+  readonly hash: string;
+  readonly team: string;
+  readonly label?: string | undefined;
+  readonly createdAtSeconds: number;
+  readonly revokedAtSeconds?: number | undefined;
+}
+
+type Counter = 'job' | 'instance' | 'intent' | 'round' | 'event';
+
+export interface MemoryStateStoreOptions extends StateStoreOptions {
+  /** Prefix of default launch tokens (SQLite uses a random id per database). */
+  readonly storeId?: string;
+}
+
+/**
+ * In-memory StateStore for the simulator and tests: the same state machines (state/lifecycle.ts) and contract as
+ * SqliteStateStore, with transactions implemented by an undo journal, and records frozen so callers cannot
+ * change stored state behind the store's back.
+ */
+export class MemoryStateStore implements StateStore {
+  private readonly now: () => number;
+  private readonly storeId: string;
+  private readonly jobs = new Map<string, JobRecord>();
+  private readonly tasks = new Map<string, TaskRecord>();
+  private readonly instances = new Map<string, InstanceRecord>();
+  private readonly intents = new Map<number, IntentRecord>();
+  private readonly intentByKey = new Map<string, number>();
+  private readonly rounds = new Map<number, RoundRecord>();
+  private readonly events: EventRecord[] = [];
+  private readonly tokens = new Map<string, TokenRow>();
+  private readonly values = new Map<string, JsonValue>();
+  private readonly counters = new Map<Counter, number>();
+  /** Undo actions of the open transaction, newest last; undefined outside a transaction. */
+  private journal: (() => void)[] | undefined;
+  private closed = false;
+
+  constructor(options: MemoryStateStoreOptions = {}) {
+    this.now = options.nowSeconds ?? wallClockSeconds;
+    this.storeId = options.storeId ?? 'memory';
+  }
+
+  transaction<T>(fn: () => T): T {
+    this.checkOpen();
+    const outer = this.journal === undefined;
+    const journal = this.journal ?? [];
+    this.journal = journal;
+    const mark = journal.length;
+    try {
+      const result = fn();
+      if (result instanceof Promise) throw new StateStoreError('a transaction function must not be async');
+      return result;
+    } catch (e) {
+      while (journal.length > mark) (journal.pop() as () => void)();
+      throw e;
+    } finally {
+      if (outer) this.journal = undefined;
+    }
+  }
+
+  // ---- jobs and tasks ----------------------------------------------------------------------------------------
+
+  submitJob(spec: JobSpec): JobRecord {
+    return this.transaction(() => {
+      const now = this.now();
+      const job = Object.freeze(newJobRecord(jobIdOf(this.next('job')), frozenCopy(spec), now));
+      const tasks = newTaskRecords(job, now).map((t) => Object.freeze(t));
+      this.put(this.jobs, job.id, job);
+      for (const t of tasks) this.put(this.tasks, t.id, t);
+      this.emit(submittedEvent(job, tasks.length), now);
+      return job;
+    });
+  }
+
+  getJob(id: string): JobRecord | undefined {
+    return this.jobs.get(id);
+  }
+
+  listJobs(filter: JobFilter = {}): JobRecord[] {
+    return [...this.jobs.values()].filter(
+      (j) =>
+        (filter.states === undefined || filter.states.includes(j.state)) &&
+        (filter.team === undefined || j.team === filter.team),
+    );
+  }
+
+  setJobState(id: string, state: JobState, reason?: string): JobRecord {
+    return this.transaction(() =>
+      this.apply(this.jobs, transitionJob(this.job(id), state, this.now(), reason)),
+    );
+  }
+
+  recordJobProgress(id: string, completedIterations: number, totalIterations?: number): JobRecord {
+    return this.transaction(() =>
+      this.apply(this.jobs, {
+        record: withProgress(this.job(id), completedIterations, totalIterations, this.now()),
+      }),
+    );
+  }
+
+  getTask(id: string): TaskRecord | undefined {
+    return this.tasks.get(id);
+  }
+
+  listTasks(filter: TaskFilter = {}): TaskRecord[] {
+    return [...this.tasks.values()].filter(
+      (t) =>
+        (filter.jobId === undefined || t.jobId === filter.jobId) &&
+        (filter.instanceId === undefined || t.instanceId === filter.instanceId) &&
+        (filter.states === undefined || filter.states.includes(t.state)),
+    );
+  }
+
+  setTaskState(id: string, state: TaskState, instanceId?: string): TaskRecord {
+    return this.transaction(() => {
+      const task = this.task(id);
+      const instance = instanceId === undefined ? undefined : this.instance(instanceId);
+      return this.apply(this.tasks, transitionTask(task, this.job(task.jobId), state, instance, this.now()));
+    });
+  }
+
+  recordCheckpoint(taskId: string, key: string, atSeconds?: number): TaskRecord {
+    return this.transaction(() => {
+      const now = this.now();
+      return this.apply(this.tasks, withCheckpoint(this.task(taskId), key, atSeconds ?? now, now));
+    });
+  }
+
+  // ---- instances ---------------------------------------------------------------------------------------------
+
+  createInstance(input: NewInstance): InstanceRecord {
+    return this.transaction(() => {
+      const change = newInstanceRecord(instanceIdOf(this.next('instance')), input, this.storeId, this.now());
+      if ([...this.instances.values()].some((i) => i.launchToken === change.record.launchToken))
+        throw new StateStoreError(`launch token ${change.record.launchToken} is already used`);
+      return this.apply(this.instances, change);
+    });
+  }
+
+  getInstance(id: string): InstanceRecord | undefined {
+    return this.instances.get(id);
+  }
+
+  findInstanceByCloudId(cloudId: string): InstanceRecord | undefined {
+    return [...this.instances.values()].find((i) => i.cloudId === cloudId);
+  }
+
+  listInstances(filter: InstanceFilter = {}): InstanceRecord[] {
+    return [...this.instances.values()].filter(
+      (i) => filter.states === undefined || filter.states.includes(i.state),
+    );
+  }
+
+  setInstanceState(id: string, state: InstanceState, change: InstanceChange = {}): InstanceRecord {
+    return this.transaction(() => {
+      const instance = this.instance(id);
+      if (change.cloudId !== undefined) {
+        const other = this.findInstanceByCloudId(change.cloudId);
+        if (other !== undefined && other.id !== id)
+          throw new StateStoreError(`cloud id ${change.cloudId} already belongs to instance ${other.id}`);
+      }
+      return this.apply(this.instances, transitionInstance(instance, state, change, this.now()));
+    });
+  }
+
+  setWorkerToken(instanceId: string, rawToken: string): InstanceRecord {
+    checkRawToken(rawToken);
+    return this.transaction(() => {
+      const instance = this.instance(instanceId);
+      const hash = hashToken(rawToken);
+      if ([...this.instances.values()].some((i) => i.workerTokenHash === hash && i.id !== instanceId))
+        throw new StateStoreError('this worker token is already used by another instance');
+      return this.apply(this.instances, {
+        record: { ...instance, workerTokenHash: hash, updatedAtSeconds: this.now() },
+      });
+    });
+  }
+
+  instanceForWorkerToken(rawToken: string): InstanceRecord | undefined {
+    const hash = hashToken(rawToken);
+    return [...this.instances.values()].find((i) => i.workerTokenHash === hash);
+  }
+
+  // ---- intents -----------------------------------------------------------------------------------------------
+
+  recordIntent(
+    intent: IntentInput,
+    options: { readonly key?: string; readonly round?: number } = {},
+  ): IntentRecord {
+    return this.transaction(() => {
+      const existing = options.key === undefined ? undefined : this.intentByKey.get(options.key);
+      if (existing !== undefined) return this.intents.get(existing) as IntentRecord;
+      checkIntent(intent);
+      const now = this.now();
+      const record = frozenCopy({
+        ...intent,
+        id: this.next('intent'),
+        state: 'pending',
+        ...(options.key === undefined ? {} : { key: options.key }),
+        ...(options.round === undefined ? {} : { round: options.round }),
+        createdAtSeconds: now,
+        updatedAtSeconds: now,
+      } as IntentRecord);
+      this.put(this.intents, record.id, record);
+      if (options.key !== undefined) this.put(this.intentByKey, options.key, record.id);
+      return record;
+    });
+  }
+
+  completeIntent(id: number): IntentRecord {
+    return this.finishIntent(id, 'done', undefined);
+  }
+
+  failIntent(id: number, error: string): IntentRecord {
+    return this.finishIntent(id, 'failed', error);
+  }
+
+  private finishIntent(id: number, state: 'done' | 'failed', error: string | undefined): IntentRecord {
+    return this.transaction(() => {
+      const intent = this.intents.get(id);
+      if (intent === undefined) throw new UnknownRecordError('intent', id);
+      if (intent.state === state) return intent;
+      if (intent.state !== 'pending') throw new IllegalTransitionError('intent', id, intent.state, state);
+      const record = Object.freeze({ ...intent, state, error, updatedAtSeconds: this.now() }) as IntentRecord;
+      this.put(this.intents, id, record);
+      return record;
+    });
+  }
+
+  getIntent(id: number): IntentRecord | undefined {
+    return this.intents.get(id);
+  }
+
+  listIntents(filter: IntentFilter = {}): IntentRecord[] {
+    return [...this.intents.values()].filter(
+      (i) =>
+        (filter.states === undefined || filter.states.includes(i.state)) &&
+        (filter.kind === undefined || i.kind === filter.kind),
+    );
+  }
+
+  // ---- rounds ------------------------------------------------------------------------------------------------
+
+  recordRound(input: RoundInput): RoundRecord {
+    return this.transaction(() => {
+      const record = frozenCopy({
+        round: this.next('round'),
+        atSeconds: this.now(),
+        configuration: input.configuration,
+        decision: input.decision,
+      });
+      this.put(this.rounds, record.round, record);
+      return record;
+    });
+  }
+
+  getRound(round: number): RoundRecord | undefined {
+    return this.rounds.get(round);
+  }
+
+  latestRound(): RoundRecord | undefined {
+    return this.listRounds(1)[0];
+  }
+
+  listRounds(limit = Number.MAX_SAFE_INTEGER): RoundRecord[] {
+    return [...this.rounds.values()].sort((a, b) => b.round - a.round).slice(0, Math.max(0, limit));
+  }
+
+  pruneRounds(keep: number): number {
+    return this.transaction(() => {
+      const doomed = this.listRounds().slice(Math.max(0, keep));
+      for (const r of doomed) this.put(this.rounds, r.round, undefined);
+      return doomed.length;
+    });
+  }
+
+  // ---- events ------------------------------------------------------------------------------------------------
+
+  appendEvent(event: EventInput): EventRecord {
+    checkEvent(event);
+    return this.transaction(() => this.emit(event, this.now()));
+  }
+
+  listEvents(filter: EventFilter = {}): EventRecord[] {
+    const out: EventRecord[] = [];
+    const limit = filter.limit ?? Number.MAX_SAFE_INTEGER;
+    for (const e of this.events) {
+      if (out.length >= limit) break;
+      if (filter.afterSeq !== undefined && e.seq <= filter.afterSeq) continue;
+      if (filter.jobId !== undefined && e.jobId !== filter.jobId) continue;
+      if (filter.taskId !== undefined && e.taskId !== filter.taskId) continue;
+      if (filter.instanceId !== undefined && e.instanceId !== filter.instanceId) continue;
+      if (filter.kind !== undefined && e.kind !== filter.kind) continue;
+      out.push(e);
+    }
+    return out;
+  }
+
+  // ---- tokens ------------------------------------------------------------------------------------------------
+
+  addTeamToken(team: string, rawToken: string, label?: string): TeamTokenRecord {
+    checkTeamName(team);
+    checkRawToken(rawToken);
+    return this.transaction(() => {
+      const hash = hashToken(rawToken);
+      if (this.tokens.has(hash)) throw new StateStoreError('this token is already registered');
+      const row: TokenRow = Object.freeze({ hash, team, label, createdAtSeconds: this.now() });
+      this.put(this.tokens, hash, row);
+      return tokenRecord(row);
+    });
+  }
+
+  teamForToken(rawToken: string): string | undefined {
+    const row = this.tokens.get(hashToken(rawToken));
+    return row === undefined || row.revokedAtSeconds !== undefined ? undefined : row.team;
+  }
+
+  revokeTeamToken(rawToken: string): boolean {
+    return this.transaction(() => {
+      const hash = hashToken(rawToken);
+      const row = this.tokens.get(hash);
+      if (row === undefined || row.revokedAtSeconds !== undefined) return false;
+      this.put(this.tokens, hash, Object.freeze({ ...row, revokedAtSeconds: this.now() }));
+      return true;
+    });
+  }
+
+  listTeamTokens(team?: string): TeamTokenRecord[] {
+    return [...this.tokens.values()].filter((r) => team === undefined || r.team === team).map(tokenRecord);
+  }
+
+  // ---- key-values --------------------------------------------------------------------------------------------
+
+  getValue(key: string): JsonValue | undefined {
+    return this.values.get(key);
+  }
+
+  setValue(key: string, value: JsonValue): void {
+    const copy = frozenCopy(value);
+    this.transaction(() => this.put(this.values, key, copy));
+  }
+
+  deleteValue(key: string): boolean {
+    return this.transaction(() => {
+      const had = this.values.has(key);
+      if (had) this.put(this.values, key, undefined);
+      return had;
+    });
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+
+  // ---- internals ---------------------------------------------------------------------------------------------
+
+  private checkOpen(): void {
+    if (this.closed) throw new StateStoreError('the state store is closed');
+  }
+
+  /** Set (or with `undefined`, delete) a map entry, journaling the previous value. */
+  private put<K, V>(map: Map<K, V>, key: K, value: V | undefined): void {
+    const journal = this.journal;
+    if (journal === undefined) throw new Error('internal: write outside a transaction');
+    const had = map.has(key);
+    const previous = map.get(key);
+    journal.push(() => (had ? map.set(key, previous as V) : map.delete(key)));
+    if (value === undefined) map.delete(key);
+    else map.set(key, value);
+  }
+
+  private next(counter: Counter): number {
+    const journal = this.journal;
+    if (journal === undefined) throw new Error('internal: counter outside a transaction');
+    const n = (this.counters.get(counter) ?? 0) + 1;
+    this.counters.set(counter, n);
+    journal.push(() => this.counters.set(counter, n - 1));
+    return n;
+  }
+
+  private emit(event: EventInput, atSeconds: number): EventRecord {
+    const record = frozenCopy({
+      ...withoutUndefined(event),
+      seq: this.next('event'),
+      atSeconds,
+    }) as EventRecord;
+    this.events.push(record);
+    (this.journal as (() => void)[]).push(() => this.events.pop());
+    return record;
+  }
+
+  private apply<K, R>(
+    map: Map<K, R & { readonly id: K }>,
+    change: Change<R & { readonly id: K }>,
+  ): R & { readonly id: K } {
+    if (map.get(change.record.id) === change.record) return change.record;
+    const record = Object.freeze(withoutUndefined(change.record));
+    this.put(map, record.id, record);
+    if (change.event !== undefined) this.emit(change.event, this.now());
+    return record;
+  }
+
+  private job(id: string): JobRecord {
+    const job = this.jobs.get(id);
+    if (job === undefined) throw new UnknownRecordError('job', id);
+    return job;
+  }
+
+  private task(id: string): TaskRecord {
+    const task = this.tasks.get(id);
+    if (task === undefined) throw new UnknownRecordError('task', id);
+    return task;
+  }
+
+  private instance(id: string): InstanceRecord {
+    const instance = this.instances.get(id);
+    if (instance === undefined) throw new UnknownRecordError('instance', id);
+    return instance;
+  }
+}
+
+function tokenRecord(row: TokenRow): TeamTokenRecord {
+  return {
+    team: row.team,
+    ...(row.label === undefined ? {} : { label: row.label }),
+    hashPrefix: row.hash.slice(0, HASH_PREFIX_LENGTH),
+    createdAtSeconds: row.createdAtSeconds,
+    ...(row.revokedAtSeconds === undefined ? {} : { revokedAtSeconds: row.revokedAtSeconds }),
+  };
+}
+
+function withoutUndefined<T extends object>(value: T): T {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
+}

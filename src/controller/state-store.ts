@@ -1,0 +1,341 @@
+import { z } from 'zod';
+import type { Configuration, DecisionRecord } from '../scheduler/types.js';
+import type { JobSpec } from './job-spec.js';
+
+/**
+ * The controller's durable state (ARCHITECTURE.md "Principles"): jobs, tasks, instances, intents, per-round plans
+ * and decisions, an append-only event log, team tokens (hashed) and scheduler key-values. Every method is one
+ * transaction; `transaction(fn)` groups several into one. Intents are recorded before a side effect (launch,
+ * terminate, start or stop a task) and marked done or failed after it, so a controller restarted at any line finds
+ * the side effects it may have started and reconciles them (level-triggered).
+ *
+ * Implemented by SqliteStateStore (production: WAL, one transaction per change) and MemoryStateStore (simulator
+ * and tests); both pass the same contract tests. Times are seconds on the store's clock (epoch seconds in
+ * production, virtual seconds in the simulator).
+ */
+
+export type JsonValue =
+  null | boolean | number | string | readonly JsonValue[] | { readonly [key: string]: JsonValue };
+
+export const JOB_STATES = [
+  'queued',
+  'starting',
+  'running',
+  'migrating',
+  'succeeded',
+  'failed',
+  'cancelled',
+] as const;
+export type JobState = (typeof JOB_STATES)[number];
+
+/** pending: not placed; starting: being started on `instanceId`; checkpointing: asked to checkpoint and stop. */
+export const TASK_STATES = [
+  'pending',
+  'starting',
+  'running',
+  'checkpointing',
+  'stopped',
+  'succeeded',
+  'failed',
+] as const;
+export type TaskState = (typeof TASK_STATES)[number];
+
+export const INSTANCE_STATES = [
+  'requested',
+  'launching',
+  'running',
+  'draining',
+  'terminating',
+  'terminated',
+] as const;
+export type InstanceState = (typeof INSTANCE_STATES)[number];
+
+export const INTENT_STATES = ['pending', 'done', 'failed'] as const;
+export type IntentState = (typeof INTENT_STATES)[number];
+
+export interface JobRecord {
+  /** `job-<n>`, n increasing from 1 in submission order. */
+  readonly id: string;
+  readonly name: string;
+  readonly team: string;
+  readonly spec: JobSpec;
+  readonly state: JobState;
+  /** Why the job is in its state, when a transition gave a reason (e.g. "instance i-… lost"). */
+  readonly reason?: string | undefined;
+  readonly submittedAtSeconds: number;
+  /** First time the job entered `running`. */
+  readonly startedAtSeconds?: number | undefined;
+  /** When the job reached succeeded, failed or cancelled. */
+  readonly finishedAtSeconds?: number | undefined;
+  readonly updatedAtSeconds: number;
+  readonly completedIterations: number;
+  readonly totalIterations?: number | undefined;
+  /** Times the job entered `migrating`. */
+  readonly migrations: number;
+}
+
+export interface TaskRecord {
+  /** `<job id>.<index>`, e.g. `job-7.0`. */
+  readonly id: string;
+  readonly jobId: string;
+  readonly index: number;
+  readonly name: string;
+  /** Co-location key (ExpandedTask.workloadKey). */
+  readonly workloadKey: string;
+  readonly state: TaskState;
+  /** The instance the task is committed to (starting, running or checkpointing there). */
+  readonly instanceId?: string | undefined;
+  readonly lastCheckpointKey?: string | undefined;
+  readonly lastCheckpointAtSeconds?: number | undefined;
+  readonly updatedAtSeconds: number;
+}
+
+export interface InstanceRecord {
+  /** `inst-<n>`: ours, known before the cloud assigns its id. */
+  readonly id: string;
+  /** The cloud's id (EC2 `i-…`) once the launch call returned it. */
+  readonly cloudId?: string | undefined;
+  readonly typeName: string;
+  readonly state: InstanceState;
+  readonly availabilityZone?: string | undefined;
+  /** Idempotency token of the launch (EC2 ClientToken): retrying a launch after a crash cannot start a second instance. */
+  readonly launchToken: string;
+  readonly requestedAtSeconds: number;
+  readonly launchedAtSeconds?: number | undefined;
+  readonly runningAtSeconds?: number | undefined;
+  readonly terminatedAtSeconds?: number | undefined;
+  readonly updatedAtSeconds: number;
+  /** sha256 of the token the instance's worker authenticates with (the raw token is never stored). */
+  readonly workerTokenHash?: string | undefined;
+  readonly reason?: string | undefined;
+}
+
+/** Side effects the controller records before performing them. Add a kind here with its payload schema. */
+export const intentPayloadSchemas = {
+  launch: z.strictObject({
+    instanceId: z.string().min(1),
+    typeName: z.string().min(1),
+    launchToken: z.string().min(1).max(64),
+    availabilityZone: z.string().min(1).optional(),
+  }),
+  terminate: z.strictObject({ instanceId: z.string().min(1), cloudId: z.string().min(1).optional() }),
+  'start-task': z.strictObject({ taskId: z.string().min(1), instanceId: z.string().min(1) }),
+  'stop-task': z.strictObject({
+    taskId: z.string().min(1),
+    instanceId: z.string().min(1),
+    checkpoint: z.boolean(),
+  }),
+  'checkpoint-task': z.strictObject({ taskId: z.string().min(1), instanceId: z.string().min(1) }),
+} as const;
+
+export type IntentKind = keyof typeof intentPayloadSchemas;
+export const INTENT_KINDS = Object.keys(intentPayloadSchemas) as IntentKind[];
+export type IntentPayload<K extends IntentKind> = z.output<(typeof intentPayloadSchemas)[K]>;
+
+export type IntentInput = {
+  [K in IntentKind]: { readonly kind: K; readonly payload: IntentPayload<K> };
+}[IntentKind];
+
+export type IntentRecord = IntentInput & {
+  readonly id: number;
+  readonly state: IntentState;
+  /** Caller's idempotency key: recording an intent with a key already used returns the existing intent. */
+  readonly key?: string | undefined;
+  /** The scheduling round that asked for it, if any. */
+  readonly round?: number | undefined;
+  readonly error?: string | undefined;
+  readonly createdAtSeconds: number;
+  readonly updatedAtSeconds: number;
+};
+
+export interface RoundInput {
+  readonly configuration: Configuration;
+  readonly decision: DecisionRecord;
+}
+
+export interface RoundRecord extends RoundInput {
+  /** Increasing from 1. */
+  readonly round: number;
+  readonly atSeconds: number;
+}
+
+export interface EventInput {
+  /** Dotted kind, e.g. `job.state`, `instance.state`, `task.checkpoint`, `round.decision`. */
+  readonly kind: string;
+  readonly jobId?: string | undefined;
+  readonly taskId?: string | undefined;
+  readonly instanceId?: string | undefined;
+  readonly message?: string | undefined;
+  readonly data?: JsonValue | undefined;
+}
+
+export interface EventRecord extends EventInput {
+  readonly seq: number;
+  readonly atSeconds: number;
+}
+
+export interface TeamTokenRecord {
+  readonly team: string;
+  readonly label?: string | undefined;
+  /** First 12 hex digits of the hash: enough to tell tokens apart in a listing, useless to an attacker. */
+  readonly hashPrefix: string;
+  readonly createdAtSeconds: number;
+  readonly revokedAtSeconds?: number | undefined;
+}
+
+export interface JobFilter {
+  readonly states?: readonly JobState[] | undefined;
+  readonly team?: string | undefined;
+}
+export interface TaskFilter {
+  readonly jobId?: string | undefined;
+  readonly instanceId?: string | undefined;
+  readonly states?: readonly TaskState[] | undefined;
+}
+export interface InstanceFilter {
+  readonly states?: readonly InstanceState[] | undefined;
+}
+export interface IntentFilter {
+  readonly states?: readonly IntentState[] | undefined;
+  readonly kind?: IntentKind | undefined;
+}
+export interface EventFilter {
+  readonly afterSeq?: number | undefined;
+  readonly jobId?: string | undefined;
+  readonly taskId?: string | undefined;
+  readonly instanceId?: string | undefined;
+  readonly kind?: string | undefined;
+  readonly limit?: number | undefined;
+}
+
+export interface NewInstance {
+  readonly typeName: string;
+  readonly availabilityZone?: string | undefined;
+  /** Defaults to `<store id>-<instance id>`, unique across databases so a fresh database never reuses a token. */
+  readonly launchToken?: string | undefined;
+}
+
+export interface InstanceChange {
+  readonly cloudId?: string | undefined;
+  readonly availabilityZone?: string | undefined;
+  readonly reason?: string | undefined;
+}
+
+export interface StateStore {
+  /** Run `fn` as one transaction: everything it writes commits together or not at all (nested calls nest). */
+  transaction<T>(fn: () => T): T;
+
+  // Jobs and their tasks
+  /** Store a validated spec as a queued job with one pending task per expanded task. */
+  submitJob(spec: JobSpec): JobRecord;
+  getJob(id: string): JobRecord | undefined;
+  /** In submission order. */
+  listJobs(filter?: JobFilter): JobRecord[];
+  /** Move a job to `state` (same state: no-op). Illegal moves (out of a final state) throw IllegalTransitionError. */
+  setJobState(id: string, state: JobState, reason?: string): JobRecord;
+  recordJobProgress(id: string, completedIterations: number, totalIterations?: number): JobRecord;
+  getTask(id: string): TaskRecord | undefined;
+  /** In submission order, then task index. */
+  listTasks(filter?: TaskFilter): TaskRecord[];
+  /**
+   * Move a task to `state`. `instanceId` commits it to an instance (required for starting/running/checkpointing
+   * unless already set); pending, stopped, succeeded and failed release it. A task of a finished job can only stop.
+   */
+  setTaskState(id: string, state: TaskState, instanceId?: string): TaskRecord;
+  recordCheckpoint(taskId: string, key: string, atSeconds?: number): TaskRecord;
+
+  // Instances
+  createInstance(input: NewInstance): InstanceRecord;
+  getInstance(id: string): InstanceRecord | undefined;
+  findInstanceByCloudId(cloudId: string): InstanceRecord | undefined;
+  /** In creation order. */
+  listInstances(filter?: InstanceFilter): InstanceRecord[];
+  /**
+   * Move an instance along requested → launching → running ⇄ draining → terminating → terminated (any live state may
+   * jump to terminated when the cloud reports it gone). Tasks stay committed to it: the reconciler decides whether
+   * they checkpointed and releases them.
+   */
+  setInstanceState(id: string, state: InstanceState, change?: InstanceChange): InstanceRecord;
+  setWorkerToken(instanceId: string, rawToken: string): InstanceRecord;
+  instanceForWorkerToken(rawToken: string): InstanceRecord | undefined;
+
+  // Intents: written before the side effect, completed after it.
+  recordIntent(
+    intent: IntentInput,
+    options?: { readonly key?: string; readonly round?: number },
+  ): IntentRecord;
+  completeIntent(id: number): IntentRecord;
+  failIntent(id: number, error: string): IntentRecord;
+  getIntent(id: number): IntentRecord | undefined;
+  /** Oldest first. */
+  listIntents(filter?: IntentFilter): IntentRecord[];
+
+  // Plans and decisions, one record per scheduling round
+  recordRound(input: RoundInput): RoundRecord;
+  getRound(round: number): RoundRecord | undefined;
+  latestRound(): RoundRecord | undefined;
+  /** Newest first. */
+  listRounds(limit?: number): RoundRecord[];
+  /** Delete all but the newest `keep` rounds; returns how many were deleted. */
+  pruneRounds(keep: number): number;
+
+  // Append-only event log
+  appendEvent(event: EventInput): EventRecord;
+  /** Oldest first (ascending seq). */
+  listEvents(filter?: EventFilter): EventRecord[];
+
+  // Team tokens (API authentication), stored as sha256 hashes
+  addTeamToken(team: string, rawToken: string, label?: string): TeamTokenRecord;
+  /** The team a valid, unrevoked token belongs to. */
+  teamForToken(rawToken: string): string | undefined;
+  revokeTeamToken(rawToken: string): boolean;
+  listTeamTokens(team?: string): TeamTokenRecord[];
+
+  // Scheduler state (e.g. the co-location table as JSON)
+  getValue(key: string): JsonValue | undefined;
+  setValue(key: string, value: JsonValue): void;
+  deleteValue(key: string): boolean;
+
+  close(): void;
+}
+
+export interface StateStoreOptions {
+  /** The store's clock in seconds (default: wall-clock epoch seconds). The simulator passes its virtual clock. */
+  readonly nowSeconds?: () => number;
+}
+
+export class StateStoreError extends Error {
+  override name = 'StateStoreError';
+}
+
+export class UnknownRecordError extends StateStoreError {
+  override name = 'UnknownRecordError';
+  constructor(
+    readonly kind: 'job' | 'task' | 'instance' | 'intent',
+    readonly id: string | number,
+  ) {
+    super(`unknown ${kind} ${id}`);
+  }
+}
+
+export class IllegalTransitionError extends StateStoreError {
+  override name = 'IllegalTransitionError';
+  constructor(
+    readonly kind: 'job' | 'task' | 'instance' | 'intent',
+    readonly id: string | number,
+    readonly from: string,
+    readonly to: string,
+    detail?: string,
+  ) {
+    super(`${kind} ${id} cannot go from ${from} to ${to}${detail === undefined ? '' : ` (${detail})`}`);
+  }
+}
+
+/** The database was written by a newer fleetwise: refuse rather than corrupt it. */
+export class SchemaVersionError extends StateStoreError {
+  override name = 'SchemaVersionError';
+}
+
+export function wallClockSeconds(): number {
+  return Date.now() / 1000;
+}

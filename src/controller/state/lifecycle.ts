@@ -1,0 +1,352 @@
+import type { z } from 'zod';
+import { describeIssues } from '../../core/validation.js';
+import { expandTasks, type JobSpec } from '../job-spec.js';
+import {
+  IllegalTransitionError,
+  intentPayloadSchemas,
+  StateStoreError,
+  type EventInput,
+  type IntentInput,
+  type InstanceChange,
+  type InstanceRecord,
+  type InstanceState,
+  type JobRecord,
+  type JobState,
+  type NewInstance,
+  type TaskRecord,
+  type TaskState,
+} from '../state-store.js';
+
+/**
+ * The state machines of jobs, tasks and instances, as pure functions from a record to the next record plus the
+ * event that records the change. Both StateStore implementations apply these, so they cannot drift apart.
+ */
+
+const JOB_TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = {
+  queued: ['starting', 'failed', 'cancelled'],
+  // Back to queued when its instance is lost before it ran (it keeps its last checkpoint).
+  starting: ['running', 'queued', 'failed', 'cancelled'],
+  running: ['migrating', 'queued', 'succeeded', 'failed', 'cancelled'],
+  // A move checkpoints the job, then restarts it elsewhere (starting) or resumes it in place (running).
+  migrating: ['starting', 'running', 'queued', 'failed', 'cancelled'],
+  succeeded: [],
+  failed: [],
+  cancelled: [],
+};
+
+const INSTANCE_TRANSITIONS: Readonly<Record<InstanceState, readonly InstanceState[]>> = {
+  requested: ['launching', 'terminating', 'terminated'],
+  launching: ['running', 'draining', 'terminating', 'terminated'],
+  running: ['draining', 'terminating', 'terminated'],
+  // A drain can be called off when a newer plan keeps the instance.
+  draining: ['running', 'terminating', 'terminated'],
+  terminating: ['terminated'],
+  terminated: [],
+};
+
+export const FINAL_JOB_STATES: readonly JobState[] = ['succeeded', 'failed', 'cancelled'];
+/** Task states that hold an instance. */
+export const PLACED_TASK_STATES: readonly TaskState[] = ['starting', 'running', 'checkpointing'];
+
+export function isFinalJobState(state: JobState): boolean {
+  return FINAL_JOB_STATES.includes(state);
+}
+
+export function canTransitionJob(from: JobState, to: JobState): boolean {
+  return from === to || JOB_TRANSITIONS[from].includes(to);
+}
+
+export function canTransitionInstance(from: InstanceState, to: InstanceState): boolean {
+  return from === to || INSTANCE_TRANSITIONS[from].includes(to);
+}
+
+export interface Change<R> {
+  readonly record: R;
+  /** Undefined when nothing changed. */
+  readonly event?: EventInput | undefined;
+}
+
+export function newJobRecord(id: string, spec: JobSpec, nowSeconds: number): JobRecord {
+  return {
+    id,
+    name: spec.name,
+    team: spec.team,
+    spec,
+    state: 'queued',
+    submittedAtSeconds: nowSeconds,
+    updatedAtSeconds: nowSeconds,
+    completedIterations: 0,
+    ...(spec.totalIterations === undefined ? {} : { totalIterations: spec.totalIterations }),
+    migrations: 0,
+  };
+}
+
+export function newTaskRecords(job: JobRecord, nowSeconds: number): TaskRecord[] {
+  return expandTasks(job.spec).map((t) => ({
+    id: `${job.id}.${t.index}`,
+    jobId: job.id,
+    index: t.index,
+    name: t.name,
+    workloadKey: t.workloadKey,
+    state: 'pending',
+    updatedAtSeconds: nowSeconds,
+  }));
+}
+
+export function submittedEvent(job: JobRecord, taskCount: number): EventInput {
+  return {
+    kind: 'job.submitted',
+    jobId: job.id,
+    message: `job ${job.name} of team ${job.team} submitted with ${taskCount} task(s)`,
+    data: { name: job.name, team: job.team, tasks: taskCount },
+  };
+}
+
+export function transitionJob(
+  job: JobRecord,
+  to: JobState,
+  nowSeconds: number,
+  reason?: string,
+): Change<JobRecord> {
+  if (job.state === to) return { record: job };
+  if (!canTransitionJob(job.state, to)) throw new IllegalTransitionError('job', job.id, job.state, to);
+  const record: JobRecord = {
+    ...job,
+    state: to,
+    reason,
+    updatedAtSeconds: nowSeconds,
+    startedAtSeconds: job.startedAtSeconds ?? (to === 'running' ? nowSeconds : undefined),
+    finishedAtSeconds: isFinalJobState(to) ? nowSeconds : undefined,
+    migrations: job.migrations + (to === 'migrating' ? 1 : 0),
+  };
+  return {
+    record,
+    event: {
+      kind: 'job.state',
+      jobId: job.id,
+      message: `job ${job.id} ${job.state} → ${to}${reason === undefined ? '' : `: ${reason}`}`,
+      data: { from: job.state, to, ...(reason === undefined ? {} : { reason }) },
+    },
+  };
+}
+
+export function withProgress(
+  job: JobRecord,
+  completedIterations: number,
+  totalIterations: number | undefined,
+  nowSeconds: number,
+): JobRecord {
+  if (!(Number.isFinite(completedIterations) && completedIterations >= 0))
+    throw new StateStoreError(
+      `job ${job.id}: completed iterations must be a non-negative number, got ${completedIterations}`,
+    );
+  if (totalIterations !== undefined && !(Number.isFinite(totalIterations) && totalIterations >= 0))
+    throw new StateStoreError(
+      `job ${job.id}: total iterations must be a non-negative number, got ${totalIterations}`,
+    );
+  return {
+    ...job,
+    completedIterations,
+    totalIterations: totalIterations ?? job.totalIterations,
+    updatedAtSeconds: nowSeconds,
+  };
+}
+
+/**
+ * `instance` is the record the task is to be committed to (already looked up by the store), if one was named.
+ * Placed states keep or take an instance; the others release it.
+ */
+export function transitionTask(
+  task: TaskRecord,
+  job: JobRecord,
+  to: TaskState,
+  instance: InstanceRecord | undefined,
+  nowSeconds: number,
+): Change<TaskRecord> {
+  const placed = PLACED_TASK_STATES.includes(to);
+  if (isFinalJobState(job.state) && (placed || to === 'pending'))
+    throw new IllegalTransitionError('task', task.id, task.state, to, `job ${job.id} is ${job.state}`);
+  if (instance !== undefined && !placed)
+    throw new StateStoreError(
+      `task ${task.id}: only starting, running or checkpointing tasks are on an instance`,
+    );
+  if (instance?.state === 'terminated')
+    throw new IllegalTransitionError(
+      'task',
+      task.id,
+      task.state,
+      to,
+      `instance ${instance.id} is terminated`,
+    );
+  const instanceId = placed ? (instance?.id ?? task.instanceId) : undefined;
+  if (placed && instanceId === undefined)
+    throw new StateStoreError(`task ${task.id}: a ${to} task needs the instance it is on`);
+  if (task.state === to && task.instanceId === instanceId) return { record: task };
+  const record: TaskRecord = { ...task, state: to, instanceId, updatedAtSeconds: nowSeconds };
+  const where = instanceId === undefined ? '' : ` on ${instanceId}`;
+  return {
+    record,
+    event: {
+      kind: 'task.state',
+      jobId: task.jobId,
+      taskId: task.id,
+      instanceId: instanceId ?? task.instanceId,
+      message: `task ${task.id} ${task.state} → ${to}${where}`,
+      data: { from: task.state, to, ...(instanceId === undefined ? {} : { instanceId }) },
+    },
+  };
+}
+
+export function withCheckpoint(
+  task: TaskRecord,
+  key: string,
+  atSeconds: number,
+  nowSeconds: number,
+): Change<TaskRecord> {
+  if (key.length === 0) throw new StateStoreError(`task ${task.id}: empty checkpoint key`);
+  return {
+    record: {
+      ...task,
+      lastCheckpointKey: key,
+      lastCheckpointAtSeconds: atSeconds,
+      updatedAtSeconds: nowSeconds,
+    },
+    event: {
+      kind: 'task.checkpoint',
+      jobId: task.jobId,
+      taskId: task.id,
+      instanceId: task.instanceId,
+      message: `task ${task.id} checkpointed to ${key}`,
+      data: { key, atSeconds },
+    },
+  };
+}
+
+/** EC2 ClientToken is at most 64 ASCII characters. */
+const MAX_LAUNCH_TOKEN_LENGTH = 64;
+
+export function newInstanceRecord(
+  id: string,
+  input: NewInstance,
+  storeId: string,
+  nowSeconds: number,
+): Change<InstanceRecord> {
+  if (input.typeName.length === 0) throw new StateStoreError('an instance needs a type name');
+  const launchToken = input.launchToken ?? `${storeId}-${id}`;
+  if (
+    launchToken.length === 0 ||
+    launchToken.length > MAX_LAUNCH_TOKEN_LENGTH ||
+    !/^[\x21-\x7e]+$/.test(launchToken)
+  )
+    throw new StateStoreError(
+      `launch token must be 1–${MAX_LAUNCH_TOKEN_LENGTH} printable ASCII characters, got "${launchToken}"`,
+    );
+  const record: InstanceRecord = {
+    id,
+    typeName: input.typeName,
+    state: 'requested',
+    ...(input.availabilityZone === undefined ? {} : { availabilityZone: input.availabilityZone }),
+    launchToken,
+    requestedAtSeconds: nowSeconds,
+    updatedAtSeconds: nowSeconds,
+  };
+  return {
+    record,
+    event: {
+      kind: 'instance.created',
+      instanceId: id,
+      message: `instance ${id} (${input.typeName}) requested`,
+      data: { typeName: input.typeName, launchToken },
+    },
+  };
+}
+
+export function transitionInstance(
+  instance: InstanceRecord,
+  to: InstanceState,
+  change: InstanceChange,
+  nowSeconds: number,
+): Change<InstanceRecord> {
+  if (!canTransitionInstance(instance.state, to))
+    throw new IllegalTransitionError('instance', instance.id, instance.state, to);
+  if (change.cloudId !== undefined && instance.cloudId !== undefined && change.cloudId !== instance.cloudId)
+    throw new StateStoreError(
+      `instance ${instance.id} already has cloud id ${instance.cloudId}, not ${change.cloudId}`,
+    );
+  const cloudId = change.cloudId ?? instance.cloudId;
+  const availabilityZone = change.availabilityZone ?? instance.availabilityZone;
+  const unchanged =
+    instance.state === to && cloudId === instance.cloudId && availabilityZone === instance.availabilityZone;
+  if (unchanged) return { record: instance };
+  const entering = instance.state !== to;
+  const record: InstanceRecord = {
+    ...instance,
+    state: to,
+    cloudId,
+    availabilityZone,
+    reason: entering ? change.reason : instance.reason,
+    updatedAtSeconds: nowSeconds,
+    launchedAtSeconds: instance.launchedAtSeconds ?? (to === 'launching' ? nowSeconds : undefined),
+    runningAtSeconds: instance.runningAtSeconds ?? (to === 'running' ? nowSeconds : undefined),
+    terminatedAtSeconds: to === 'terminated' ? (instance.terminatedAtSeconds ?? nowSeconds) : undefined,
+  };
+  return {
+    record,
+    event: {
+      kind: 'instance.state',
+      instanceId: instance.id,
+      message: `instance ${instance.id}${cloudId === undefined ? '' : ` (${cloudId})`} ${instance.state} → ${to}${change.reason === undefined ? '' : `: ${change.reason}`}`,
+      data: {
+        from: instance.state,
+        to,
+        ...(cloudId === undefined ? {} : { cloudId }),
+        ...(availabilityZone === undefined ? {} : { availabilityZone }),
+        ...(change.reason === undefined ? {} : { reason: change.reason }),
+      },
+    },
+  };
+}
+
+export function jobIdOf(n: number): string {
+  return `job-${n}`;
+}
+
+export function instanceIdOf(n: number): string {
+  return `inst-${n}`;
+}
+
+/** Check an intent's payload against its kind's schema before it is stored (a reconciler bug fails loudly here). */
+export function checkIntent(intent: IntentInput): IntentInput {
+  const schema = (intentPayloadSchemas as Record<string, z.ZodType | undefined>)[intent.kind];
+  if (schema === undefined)
+    throw new StateStoreError(
+      `unknown intent kind ${String(intent.kind)} (known: ${Object.keys(intentPayloadSchemas).join(', ')})`,
+    );
+  const result = schema.safeParse(intent.payload);
+  if (!result.success)
+    throw new StateStoreError(`intent ${intent.kind}: ${describeIssues(result.error).join('; ')}`);
+  return intent;
+}
+
+export function checkEvent(event: EventInput): void {
+  if (!/^[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)*$/.test(event.kind))
+    throw new StateStoreError(
+      `event kind must be dotted lowercase words (e.g. job.state), got "${event.kind}"`,
+    );
+}
+
+/**
+ * A deep copy through JSON that callers cannot mutate: exactly what a round trip through SQLite's JSON columns
+ * gives (undefined fields dropped), so both stores return the same values.
+ */
+export function frozenCopy<T>(value: T): T {
+  return deepFreeze(JSON.parse(JSON.stringify(value)) as T);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}

@@ -1,0 +1,326 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import {
+  derivedWorkload,
+  expandTasks,
+  JOB_SPEC_LIMITS,
+  parseJobSpec,
+  validateJobSpec,
+} from '../../src/controller/job-spec.js';
+import { ValidationError } from '../../src/core/validation.js';
+import { PriceBook } from '../../src/scheduler/reservation-price.js';
+
+const catalog = loadCatalogFile();
+const EXAMPLES_DIR = join(PROJECT_ROOT, 'examples', 'jobs');
+
+const MINIMAL = `
+name: tiny
+team: ml
+tasks:
+  - image: python:3.12-slim
+    command: [python, -c, "print(1)"]
+    demand: { any: [0, 1, 1] }
+`;
+
+function problemsOf(text: string): readonly string[] {
+  try {
+    parseJobSpec(text, 'spec.yaml', catalog);
+  } catch (e) {
+    expect(e).toBeInstanceOf(ValidationError);
+    const err = e as ValidationError;
+    expect(err.source).toBe('spec.yaml');
+    return err.problems;
+  }
+  throw new Error('expected the spec to be rejected');
+}
+
+describe('examples/jobs', () => {
+  const files = readdirSync(EXAMPLES_DIR).filter((f) => /\.(ya?ml|json)$/.test(f));
+
+  it('has the four required examples', () => {
+    expect(files).toEqual(
+      expect.arrayContaining(['resnet.yaml', 'gpt2.yaml', 'graphsage.yaml', 'openfoam.yaml']),
+    );
+  });
+
+  it.each(files)('%s parses against the bundled catalog', (file) => {
+    const spec = parseJobSpec(readFileSync(join(EXAMPLES_DIR, file), 'utf8'), file, catalog);
+    expect(spec.tasks.length).toBeGreaterThan(0);
+  });
+
+  it('each example lands on the family it is written for (cheapest host, Eva reservation price)', () => {
+    const book = new PriceBook(catalog);
+    const cheapest = (file: string): string => {
+      const spec = parseJobSpec(readFileSync(join(EXAMPLES_DIR, file), 'utf8'), file, book);
+      return book.minType((spec.tasks[0] as (typeof spec.tasks)[0]).demand)?.name ?? 'none';
+    };
+    expect(cheapest('resnet.yaml')).toBe('p3.2xlarge');
+    expect(cheapest('gpt2.yaml')).toBe('p3.8xlarge');
+    expect(cheapest('graphsage.yaml')).toBe('r7i.2xlarge');
+    expect(cheapest('openfoam.yaml')).toBe('c7i.2xlarge');
+  });
+
+  it('openfoam keeps its per-family demand and resnet its any demand', () => {
+    const foam = parseJobSpec(
+      readFileSync(join(EXAMPLES_DIR, 'openfoam.yaml'), 'utf8'),
+      'openfoam.yaml',
+      catalog,
+    );
+    expect(foam.tasks[0]?.demand).toEqual({ p3: [0, 8, 8], c7i: [0, 6, 8], r7i: [0, 6, 8] });
+    expect(foam.checkpoint.signal).toBe('SIGUSR1');
+    const resnet = parseJobSpec(
+      readFileSync(join(EXAMPLES_DIR, 'resnet.yaml'), 'utf8'),
+      'resnet.yaml',
+      catalog,
+    );
+    expect(resnet.tasks[0]?.demand).toEqual({ any: [1, 4, 24] });
+    expect(resnet.tasks[0]?.env).toEqual({ PYTHONUNBUFFERED: '1', DATA_LOADER_WORKERS: '3' });
+    expect(resnet.totalIterations).toBe(10010);
+    expect(resnet.checkpoint.initDelaySeconds).toBe(80);
+  });
+});
+
+describe('parseJobSpec: accepted specs', () => {
+  it('fills defaults: SIGTERM, 60 s timeout, one replica, 1 GiB shm, empty env and queue, derived workload', () => {
+    const spec = parseJobSpec(MINIMAL, 'tiny.yaml', catalog);
+    expect(spec.checkpoint).toEqual({ signal: 'SIGTERM', timeoutSeconds: 60 });
+    expect(spec.queue).toEqual({});
+    const task = spec.tasks[0];
+    expect(task?.name).toBe('task-0');
+    expect(task?.replicas).toBe(1);
+    expect(task?.shmSizeGiB).toBe(1);
+    expect(task?.env).toEqual({});
+    expect(task?.workload).toMatch(/^python-[0-9a-f]{8}$/);
+  });
+
+  it('accepts JSON text and the vector shorthand for any', () => {
+    const json = JSON.stringify({
+      name: 'j',
+      team: 't',
+      tasks: [{ image: 'busybox', command: ['true'], demand: [0, 2, 4] }],
+    });
+    expect(parseJobSpec(json, 'j.json', catalog).tasks[0]?.demand).toEqual({ any: [0, 2, 4] });
+  });
+
+  it('accepts build as a directory string or an object, and a PriceBook instead of a catalog', () => {
+    const spec = parseJobSpec(
+      `name: b\nteam: t\ntasks:\n  - build: ./ctx\n    demand: [0, 1, 1]\n  - build: { context: ./ctx, dockerfile: gpu.Dockerfile }\n    demand: [0, 1, 1]\n`,
+      'b.yaml',
+      new PriceBook(catalog),
+    );
+    expect(spec.tasks.map((t) => t.build)).toEqual([
+      { context: './ctx' },
+      { context: './ctx', dockerfile: 'gpu.Dockerfile' },
+    ]);
+    expect(spec.tasks[0]?.workload).not.toBe(spec.tasks[1]?.workload);
+  });
+
+  it('keeps the queue section open for the queue layer', () => {
+    const spec = parseJobSpec(
+      `${MINIMAL}queue: { class: batch, priority: 3, stages: [a, b], deadline: '2h' }\n`,
+      's',
+      catalog,
+    );
+    expect(spec.queue).toEqual({ class: 'batch', priority: 3, stages: ['a', 'b'], deadline: '2h' });
+  });
+
+  it('validates a parsed object (API body) the same way, without line numbers', () => {
+    expect(() => validateJobSpec({ name: 'x', team: 't', tasks: [] }, 'POST /jobs', catalog)).toThrow(
+      'POST /jobs: tasks: a job needs at least one task',
+    );
+  });
+
+  it('expands replicas into gang tasks sharing one co-location key', () => {
+    const spec = parseJobSpec(
+      `name: g\nteam: t\nworkload: ddp\ntasks:\n  - name: ps\n    image: a\n    demand: [0, 2, 4]\n  - name: worker\n    replicas: 3\n    image: a\n    demand: [1, 4, 24]\n`,
+      'g.yaml',
+      catalog,
+    );
+    const tasks = expandTasks(spec);
+    expect(tasks.map((t) => [t.index, t.name, t.workloadKey])).toEqual([
+      [0, 'ps', 'ddp_ps'],
+      [1, 'worker-0', 'ddp_worker'],
+      [2, 'worker-1', 'ddp_worker'],
+      [3, 'worker-2', 'ddp_worker'],
+    ]);
+  });
+
+  it('derives the workload key from image/build and command only (not env), deterministically', () => {
+    const a = derivedWorkload({ image: 'ghcr.io/x/trainer:1.2@sha256:abc', command: ['python', 'a.py'] });
+    expect(a).toMatch(/^trainer-[0-9a-f]{8}$/);
+    expect(derivedWorkload({ image: 'ghcr.io/x/trainer:1.2@sha256:abc', command: ['python', 'a.py'] })).toBe(
+      a,
+    );
+    expect(
+      derivedWorkload({ image: 'ghcr.io/x/trainer:1.2@sha256:abc', command: ['python', 'b.py'] }),
+    ).not.toBe(a);
+    expect(derivedWorkload({ build: { context: './models/gnn/' }, command: [] })).toMatch(/^gnn-/);
+  });
+
+  it('accepts exactly the demands some catalog type can host (property)', () => {
+    const book = new PriceBook(catalog);
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 10 }),
+        fc.integer({ min: 1, max: 220 }),
+        fc.integer({ min: 0, max: 1600 }),
+        (gpus, vcpus, memoryGiB) => {
+          const text = `name: p\nteam: t\ntasks:\n  - image: a\n    shmSizeGiB: 0\n    demand: [${gpus}, ${vcpus}, ${memoryGiB}]\n`;
+          const hostable = book.minType({ any: [gpus, vcpus, memoryGiB] }) !== undefined;
+          let accepted = true;
+          try {
+            parseJobSpec(text, 'p.yaml', book);
+          } catch (e) {
+            accepted = false;
+            expect((e as ValidationError).problems).toHaveLength(1);
+            expect((e as ValidationError).problems[0]).toMatch(/^tasks\.0\.demand: no instance type/);
+          }
+          expect(accepted).toBe(hostable);
+        },
+      ),
+      { numRuns: 200, seed: 7 },
+    );
+  });
+});
+
+describe('parseJobSpec: rejected specs name the field and the reason', () => {
+  const cases: readonly (readonly [string, string, RegExp])[] = [
+    ['a typo in a top-level field', `${MINIMAL}nmae: x\n`, /^nmae: unknown field, did you mean name\?/],
+    [
+      'an unknown checkpoint field',
+      `${MINIMAL}checkpoint: { timeout: 30 }\n`,
+      /^checkpoint\.timeout: unknown field, did you mean timeoutSeconds\?/,
+    ],
+    [
+      'an unknown task field',
+      MINIMAL.replace('command:', 'comand:'),
+      /^tasks\.0\.comand: unknown field, did you mean command\?/,
+    ],
+    [
+      'a demand vector of two numbers',
+      MINIMAL.replace('any: [0, 1, 1]', 'p3: [1, 4]'),
+      /^tasks\.0\.demand\.p3: expected \[gpus, vcpus, memoryGiB\] with 3 non-negative numbers \(line 7\)$/,
+    ],
+    [
+      'a negative memory demand',
+      MINIMAL.replace('[0, 1, 1]', '[0, 1, -2]'),
+      /^tasks\.0\.demand\.any: expected \[gpus, vcpus, memoryGiB\] with 3 non-negative numbers/,
+    ],
+    [
+      'a fractional GPU',
+      MINIMAL.replace('[0, 1, 1]', '[0.5, 1, 1]'),
+      /^tasks\.0\.demand\.any: gpus must be a whole number/,
+    ],
+    ['zero vCPUs', MINIMAL.replace('[0, 1, 1]', '[1, 0, 1]'), /^tasks\.0\.demand\.any: vcpus must be > 0/],
+    [
+      'a family the catalog lacks',
+      MINIMAL.replace('any: [0, 1, 1]', 'p4: [1, 4, 24]'),
+      /^tasks\.0\.demand\.p4: family p4 is not in the us-east-1 catalog/,
+    ],
+    [
+      'a demand no type can host',
+      MINIMAL.replace('[0, 1, 1]', '[9, 8, 64]'),
+      /^tasks\.0\.demand: no instance type in the us-east-1 catalog can host this task \(p3 needs \[9 GPU, 8 vCPU, 64 GiB\], largest p3\.16xlarge has \[8 GPU, 64 vCPU, 488 GiB\]/,
+    ],
+    [
+      'neither image nor build',
+      MINIMAL.replace('image: python:3.12-slim', 'shmSizeGiB: 1'),
+      /^tasks\.0: needs either image .* or build/,
+    ],
+    [
+      'both image and build',
+      MINIMAL.replace('image: python:3.12-slim', 'image: a\n    build: ./b'),
+      /^tasks\.0: give either image or build, not both/,
+    ],
+    [
+      'a name with spaces and capitals',
+      MINIMAL.replace('name: tiny', 'name: My Job'),
+      /^name: lowercase letters, digits/,
+    ],
+    ['a missing team', MINIMAL.replace('team: ml\n', ''), /^team: required \(string\)/],
+    [
+      'a signal that cannot be caught',
+      `${MINIMAL}checkpoint: { signal: SIGKILL }\n`,
+      /^checkpoint\.signal: Invalid option/,
+    ],
+    [
+      'a reserved env name',
+      MINIMAL.replace('command:', 'env: { FLEETWISE_TASK: x }\n    command:'),
+      /^tasks\.0\.env\.FLEETWISE_TASK: names starting with FLEETWISE_ are set by the worker/,
+    ],
+    [
+      'a command given as one string',
+      MINIMAL.replace('[python, -c, "print(1)"]', 'python train.py'),
+      /^tasks\.0\.command: expected a list of strings/,
+    ],
+    [
+      'shared memory above the memory demand',
+      MINIMAL.replace('command:', 'shmSizeGiB: 2\n    command:'),
+      /^tasks\.0\.shmSizeGiB: 2 GiB of shared memory exceeds the task's 1 GiB memory demand on any/,
+    ],
+    [
+      'duplicate task names',
+      `name: d\nteam: t\ntasks:\n  - { name: a, image: x, demand: [0, 1, 1] }\n  - { name: a, image: x, demand: [0, 1, 1] }\n`,
+      /^tasks\.1\.name: duplicate task name a \(also tasks\.0\)/,
+    ],
+    [
+      'more than 64 tasks after replicas',
+      `name: d\nteam: t\ntasks:\n  - { name: a, image: x, replicas: 40, demand: [0, 1, 1] }\n  - { name: b, image: x, replicas: 40, demand: [0, 1, 1] }\n`,
+      /^tasks: 80 tasks after replicas, at most 64 per job/,
+    ],
+    ['a negative noMoveSeconds', `${MINIMAL}noMoveSeconds: -5\n`, /^noMoveSeconds: Too small/],
+    ['broken YAML', 'name: [unclosed\nteam: t\n', /^not valid YAML\/JSON: /],
+    ['a duplicated key', `${MINIMAL}team: other\n`, /^not valid YAML\/JSON: Map keys must be unique/],
+    ['a list at the root', '- a\n- b\n', /^\(root\): expected a job spec/],
+  ];
+
+  it.each(cases)('rejects %s', (_label, text, expected) => {
+    const problems = problemsOf(text);
+    expect(
+      problems.some((p) => expected.test(p)),
+      problems.join('\n'),
+    ).toBe(true);
+  });
+
+  it('reports every problem at once, each with its line', () => {
+    const problems = problemsOf(
+      `name: x\nteam: t\ntasks:\n  - image: a\n    demand: { p3: [1, 4] }\n    replicas: 0\nfoo: 1\n`,
+    );
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^tasks\.0\.demand\.p3: .* \(line 5\)$/),
+        expect.stringMatching(/^tasks\.0\.replicas: .* \(line 6\)$/),
+        expect.stringMatching(/^foo: unknown field .* \(line 7\)$/),
+      ]),
+    );
+  });
+
+  it('rejects oversized requests clearly', () => {
+    expect(problemsOf(`${MINIMAL}description: "${'x'.repeat(JOB_SPEC_LIMITS.maxSpecBytes)}"\n`)).toEqual([
+      `(root): larger than ${JOB_SPEC_LIMITS.maxSpecBytes} bytes`,
+    ]);
+    const bigEnv = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`V${i}`, 'x']));
+    const body = { name: 'e', team: 't', tasks: [{ image: 'a', demand: [0, 1, 1], env: bigEnv }] };
+    expect(() => validateJobSpec(body, 'api', catalog)).toThrow(/tasks\.0\.env: 300 variables, at most 256/);
+    const longEnv = {
+      name: 'e',
+      team: 't',
+      tasks: [{ image: 'a', demand: [0, 1, 1], env: { A: 'y'.repeat(70_000) } }],
+    };
+    expect(() => validateJobSpec(longEnv, 'api', catalog)).toThrow(
+      /tasks\.0\.env: 70003 bytes in total, at most 65536/,
+    );
+    const manyTemplates = {
+      name: 'e',
+      team: 't',
+      tasks: Array.from({ length: 65 }, (_, i) => ({ name: `t${i}`, image: 'a', demand: [0, 1, 1] })),
+    };
+    expect(() => validateJobSpec(manyTemplates, 'api', catalog)).toThrow(/tasks: at most 64 tasks/);
+    expect(() => validateJobSpec({ name: 'n'.repeat(64), team: 't', tasks: [] }, 'api', catalog)).toThrow(
+      /name: at most 63 characters/,
+    );
+  });
+});

@@ -1,0 +1,905 @@
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import Database from 'better-sqlite3';
+import fc from 'fast-check';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { parseJobSpec, type JobSpec } from '../../src/controller/job-spec.js';
+import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
+import { LATEST_SCHEMA_VERSION } from '../../src/controller/state/sqlite-schema.js';
+import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
+import {
+  IllegalTransitionError,
+  SchemaVersionError,
+  StateStoreError,
+  UnknownRecordError,
+  type JobState,
+  type RoundInput,
+  type StateStore,
+} from '../../src/controller/state-store.js';
+
+const catalog = loadCatalogFile();
+const spec = (file: string): JobSpec =>
+  parseJobSpec(readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', file), 'utf8'), file, catalog);
+const RESNET = spec('resnet.yaml');
+const DDP = spec('resnet-ddp.yaml'); // two gang tasks
+const FOAM = spec('openfoam.yaml');
+
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-state-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+let dbCounter = 0;
+const freshDbPath = (): string => join(scratch, `state-${++dbCounter}.db`);
+
+function round(n: number): RoundInput {
+  return {
+    configuration: {
+      instances: [{ id: 'inst-1', typeName: 'p3.2xlarge', isNew: false, taskIds: [`job-${n}.0`] }],
+    },
+    decision: {
+      scheduler: 'eva',
+      nowSeconds: n,
+      candidates: [],
+      chosen: 'partial',
+      reason: `round ${n}`,
+      waiting: [],
+      pinned: [],
+    },
+  };
+}
+
+type Factory = (nowSeconds: () => number) => StateStore;
+const implementations: readonly (readonly [string, Factory])[] = [
+  ['MemoryStateStore', (nowSeconds) => new MemoryStateStore({ nowSeconds, storeId: 'test' })],
+  ['SqliteStateStore', (nowSeconds) => new SqliteStateStore(freshDbPath(), { nowSeconds })],
+];
+
+describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
+  let clock = 1000;
+  let store: StateStore;
+  beforeEach(() => {
+    clock = 1000;
+    store?.close();
+    store = make(() => clock);
+  });
+
+  describe('jobs and tasks', () => {
+    it('submits a job as queued with one pending task per expanded task, and logs it', () => {
+      const job = store.submitJob(DDP);
+      expect(job).toMatchObject({
+        id: 'job-1',
+        name: 'resnet18-ddp',
+        team: 'vision',
+        state: 'queued',
+        submittedAtSeconds: 1000,
+        completedIterations: 0,
+        totalIterations: 5050,
+        migrations: 0,
+      });
+      expect(job.spec).toEqual(DDP);
+      expect(
+        store.listTasks({ jobId: job.id }).map((t) => [t.id, t.index, t.name, t.workloadKey, t.state]),
+      ).toEqual([
+        ['job-1.0', 0, 'worker-0', 'resnet18-ddp', 'pending'],
+        ['job-1.1', 1, 'worker-1', 'resnet18-ddp', 'pending'],
+      ]);
+      expect(store.listEvents({ jobId: job.id })).toEqual([
+        expect.objectContaining({
+          kind: 'job.submitted',
+          atSeconds: 1000,
+          data: { name: 'resnet18-ddp', team: 'vision', tasks: 2 },
+        }),
+      ]);
+      expect(store.submitJob(RESNET).id).toBe('job-2');
+    });
+
+    it('lists jobs in submission order, filtered by state and team', () => {
+      const a = store.submitJob(RESNET);
+      const b = store.submitJob(FOAM);
+      const c = store.submitJob(DDP);
+      store.setJobState(b.id, 'starting');
+      expect(store.listJobs().map((j) => j.id)).toEqual([a.id, b.id, c.id]);
+      expect(store.listJobs({ states: ['queued'] }).map((j) => j.id)).toEqual([a.id, c.id]);
+      expect(store.listJobs({ team: 'cfd' }).map((j) => j.id)).toEqual([b.id]);
+      expect(store.listJobs({ states: [] })).toEqual([]);
+      expect(store.getJob('job-99')).toBeUndefined();
+    });
+
+    it('walks the job lifecycle: timestamps, migration count, final states are final', () => {
+      const { id } = store.submitJob(RESNET);
+      clock = 1010;
+      store.setJobState(id, 'starting');
+      clock = 1200;
+      expect(store.setJobState(id, 'running').startedAtSeconds).toBe(1200);
+      clock = 2000;
+      expect(store.setJobState(id, 'migrating', 'cheaper plan').migrations).toBe(1);
+      store.setJobState(id, 'starting');
+      clock = 2100;
+      const resumed = store.setJobState(id, 'running');
+      expect(resumed.startedAtSeconds).toBe(1200);
+      expect(resumed.reason).toBeUndefined();
+      store.setJobState(id, 'migrating');
+      store.setJobState(id, 'running');
+      clock = 5000;
+      const done = store.setJobState(id, 'succeeded');
+      expect(done).toMatchObject({
+        state: 'succeeded',
+        migrations: 2,
+        finishedAtSeconds: 5000,
+        updatedAtSeconds: 5000,
+      });
+      expect(() => store.setJobState(id, 'running')).toThrow(IllegalTransitionError);
+      expect(() => store.setJobState(id, 'running')).toThrow(`job ${id} cannot go from succeeded to running`);
+      expect(store.getJob(id)?.state).toBe('succeeded');
+      const states = store.listEvents({ jobId: id, kind: 'job.state' }).map((e) => e.data);
+      expect(states[2]).toEqual({ from: 'running', to: 'migrating', reason: 'cheaper plan' });
+      expect(states).toHaveLength(8);
+    });
+
+    it('treats a move to the same state as a no-op without an event', () => {
+      const { id } = store.submitJob(RESNET);
+      const before = store.listEvents().length;
+      clock = 1234;
+      expect(store.setJobState(id, 'queued').updatedAtSeconds).toBe(1000);
+      expect(store.listEvents()).toHaveLength(before);
+    });
+
+    it('rejects skipping a state and unknown jobs', () => {
+      const { id } = store.submitJob(RESNET);
+      expect(() => store.setJobState(id, 'running')).toThrow(IllegalTransitionError);
+      expect(() => store.setJobState('job-42', 'cancelled')).toThrow(UnknownRecordError);
+    });
+
+    it('records progress and rejects nonsense', () => {
+      const { id } = store.submitJob(RESNET);
+      expect(store.recordJobProgress(id, 500)).toMatchObject({
+        completedIterations: 500,
+        totalIterations: 10010,
+      });
+      expect(store.recordJobProgress(id, 600, 12000)).toMatchObject({
+        completedIterations: 600,
+        totalIterations: 12000,
+      });
+      expect(() => store.recordJobProgress(id, -1)).toThrow(StateStoreError);
+      expect(() => store.recordJobProgress(id, Number.NaN)).toThrow(StateStoreError);
+      expect(store.getJob(id)?.completedIterations).toBe(600);
+    });
+
+    it('commits tasks to instances and releases them when they stop', () => {
+      const job = store.submitJob(DDP);
+      const inst = store.createInstance({ typeName: 'p3.8xlarge' });
+      expect(() => store.setTaskState('job-1.0', 'starting')).toThrow('needs the instance it is on');
+      clock = 1100;
+      const t0 = store.setTaskState('job-1.0', 'starting', inst.id);
+      expect(t0).toMatchObject({ state: 'starting', instanceId: inst.id, updatedAtSeconds: 1100 });
+      store.setTaskState('job-1.1', 'starting', inst.id);
+      expect(store.setTaskState('job-1.0', 'running').instanceId).toBe(inst.id);
+      expect(store.listTasks({ instanceId: inst.id }).map((t) => t.id)).toEqual(['job-1.0', 'job-1.1']);
+      expect(store.listTasks({ states: ['running'] }).map((t) => t.id)).toEqual(['job-1.0']);
+      expect(() => store.setTaskState('job-1.0', 'stopped', inst.id)).toThrow(StateStoreError);
+      const stopped = store.setTaskState('job-1.0', 'stopped');
+      expect(stopped.instanceId).toBeUndefined();
+      expect(store.listTasks({ instanceId: inst.id }).map((t) => t.id)).toEqual(['job-1.1']);
+      expect(() => store.setTaskState('job-1.0', 'starting', 'inst-9')).toThrow(UnknownRecordError);
+      expect(() => store.setTaskState('job-9.0', 'running', inst.id)).toThrow(UnknownRecordError);
+      expect(store.listEvents({ taskId: 'job-1.0', kind: 'task.state' }).map((e) => e.data)).toEqual([
+        { from: 'pending', to: 'starting', instanceId: inst.id },
+        { from: 'starting', to: 'running', instanceId: inst.id },
+        { from: 'running', to: 'stopped' },
+      ]);
+      expect(job.id).toBe('job-1');
+    });
+
+    it('refuses to place tasks on a terminated instance or of a finished job, but lets them stop', () => {
+      const { id } = store.submitJob(RESNET);
+      const dead = store.createInstance({ typeName: 'p3.2xlarge' });
+      store.setInstanceState(dead.id, 'terminated');
+      expect(() => store.setTaskState(`${id}.0`, 'starting', dead.id)).toThrow(IllegalTransitionError);
+      const live = store.createInstance({ typeName: 'p3.2xlarge' });
+      store.setTaskState(`${id}.0`, 'running', live.id);
+      store.setJobState(id, 'cancelled', 'user asked');
+      expect(() => store.setTaskState(`${id}.0`, 'pending')).toThrow(`job ${id} is cancelled`);
+      expect(store.setTaskState(`${id}.0`, 'stopped').state).toBe('stopped');
+    });
+
+    it('records checkpoints with their key and time', () => {
+      store.submitJob(RESNET);
+      clock = 3000;
+      const t = store.recordCheckpoint('job-1.0', 's3://bucket/ckpt/job-1/0/3', 2990);
+      expect(t).toMatchObject({
+        lastCheckpointKey: 's3://bucket/ckpt/job-1/0/3',
+        lastCheckpointAtSeconds: 2990,
+        updatedAtSeconds: 3000,
+      });
+      expect(store.recordCheckpoint('job-1.0', 'k2').lastCheckpointAtSeconds).toBe(3000);
+      expect(() => store.recordCheckpoint('job-1.0', '')).toThrow(StateStoreError);
+      expect(store.listEvents({ kind: 'task.checkpoint' })).toHaveLength(2);
+    });
+  });
+
+  describe('instances', () => {
+    it('creates requested instances with unique launch tokens and walks their lifecycle', () => {
+      const a = store.createInstance({ typeName: 'p3.2xlarge', availabilityZone: 'us-east-1a' });
+      const b = store.createInstance({ typeName: 'c7i.large' });
+      expect(a).toMatchObject({
+        id: 'inst-1',
+        state: 'requested',
+        typeName: 'p3.2xlarge',
+        availabilityZone: 'us-east-1a',
+        requestedAtSeconds: 1000,
+      });
+      expect(b.id).toBe('inst-2');
+      expect(a.launchToken).toMatch(/-inst-1$/);
+      expect(a.launchToken).not.toBe(b.launchToken);
+      expect(a.launchToken.length).toBeLessThanOrEqual(64);
+      clock = 1005;
+      const launching = store.setInstanceState(a.id, 'launching', { cloudId: 'i-0abc' });
+      expect(launching).toMatchObject({ state: 'launching', cloudId: 'i-0abc', launchedAtSeconds: 1005 });
+      expect(store.findInstanceByCloudId('i-0abc')?.id).toBe(a.id);
+      expect(store.findInstanceByCloudId('i-none')).toBeUndefined();
+      expect(() => store.setInstanceState(b.id, 'launching', { cloudId: 'i-0abc' })).toThrow(
+        'already belongs to instance inst-1',
+      );
+      expect(() => store.setInstanceState(a.id, 'launching', { cloudId: 'i-other' })).toThrow(
+        'already has cloud id',
+      );
+      clock = 1180;
+      expect(store.setInstanceState(a.id, 'running').runningAtSeconds).toBe(1180);
+      store.setInstanceState(a.id, 'draining');
+      store.setInstanceState(a.id, 'running');
+      store.setInstanceState(a.id, 'terminating', { reason: 'plan 7 drops it' });
+      clock = 1300;
+      expect(store.setInstanceState(a.id, 'terminated')).toMatchObject({
+        terminatedAtSeconds: 1300,
+        runningAtSeconds: 1180,
+      });
+      expect(() => store.setInstanceState(a.id, 'running')).toThrow(IllegalTransitionError);
+      expect(store.listInstances({ states: ['requested'] }).map((i) => i.id)).toEqual([b.id]);
+      expect(store.listInstances().map((i) => i.id)).toEqual([a.id, b.id]);
+      expect(store.listEvents({ instanceId: a.id }).map((e) => e.kind)).toEqual([
+        'instance.created',
+        ...Array<string>(6).fill('instance.state'),
+      ]);
+    });
+
+    it('accepts a caller launch token once and rejects malformed ones', () => {
+      store.createInstance({ typeName: 'c7i.large', launchToken: 'tok-1' });
+      expect(() => store.createInstance({ typeName: 'c7i.large', launchToken: 'tok-1' })).toThrow(
+        'already used',
+      );
+      expect(() => store.createInstance({ typeName: 'c7i.large', launchToken: 'x'.repeat(65) })).toThrow(
+        StateStoreError,
+      );
+      expect(() => store.createInstance({ typeName: 'c7i.large', launchToken: 'has space' })).toThrow(
+        StateStoreError,
+      );
+      expect(store.listInstances()).toHaveLength(1);
+    });
+
+    it('keeps only the hash of a worker token', () => {
+      const inst = store.createInstance({ typeName: 'c7i.large' });
+      const raw = 'worker-secret-0123456789abcdef';
+      const updated = store.setWorkerToken(inst.id, raw);
+      expect(updated.workerTokenHash).toBe(createHash('sha256').update(raw).digest('hex'));
+      expect(JSON.stringify(updated)).not.toContain(raw);
+      expect(store.instanceForWorkerToken(raw)?.id).toBe(inst.id);
+      expect(store.instanceForWorkerToken('worker-secret-0123456789abcdeX')).toBeUndefined();
+      const other = store.createInstance({ typeName: 'c7i.large' });
+      expect(() => store.setWorkerToken(other.id, raw)).toThrow('already used');
+      expect(() => store.setWorkerToken(other.id, 'short')).toThrow(StateStoreError);
+    });
+  });
+
+  describe('intents', () => {
+    it('goes pending → done, and pending → failed, once', () => {
+      const inst = store.createInstance({ typeName: 'p3.2xlarge' });
+      const launch = store.recordIntent(
+        {
+          kind: 'launch',
+          payload: { instanceId: inst.id, typeName: inst.typeName, launchToken: inst.launchToken },
+        },
+        { round: 3 },
+      );
+      expect(launch).toMatchObject({
+        id: 1,
+        kind: 'launch',
+        state: 'pending',
+        round: 3,
+        createdAtSeconds: 1000,
+      });
+      const stop = store.recordIntent({
+        kind: 'stop-task',
+        payload: { taskId: 'job-1.0', instanceId: inst.id, checkpoint: true },
+      });
+      expect(store.listIntents({ states: ['pending'] }).map((i) => i.id)).toEqual([launch.id, stop.id]);
+      clock = 1010;
+      expect(store.completeIntent(launch.id)).toMatchObject({ state: 'done', updatedAtSeconds: 1010 });
+      expect(store.completeIntent(launch.id).state).toBe('done');
+      expect(() => store.failIntent(launch.id, 'late')).toThrow(IllegalTransitionError);
+      expect(store.failIntent(stop.id, 'worker unreachable')).toMatchObject({
+        state: 'failed',
+        error: 'worker unreachable',
+      });
+      expect(store.listIntents({ states: ['pending'] })).toEqual([]);
+      expect(store.listIntents({ kind: 'stop-task' }).map((i) => i.state)).toEqual(['failed']);
+      const got = store.getIntent(launch.id);
+      expect(got?.kind === 'launch' ? got.payload.launchToken : undefined).toBe(inst.launchToken);
+      expect(() => store.completeIntent(99)).toThrow(UnknownRecordError);
+    });
+
+    it('returns the existing intent for a repeated idempotency key', () => {
+      const first = store.recordIntent(
+        { kind: 'terminate', payload: { instanceId: 'inst-1' } },
+        { key: 'terminate inst-1' },
+      );
+      const again = store.recordIntent(
+        { kind: 'terminate', payload: { instanceId: 'inst-1' } },
+        { key: 'terminate inst-1' },
+      );
+      expect(again).toEqual(first);
+      expect(store.listIntents()).toHaveLength(1);
+    });
+
+    it('validates payloads by kind', () => {
+      expect(() =>
+        store.recordIntent({ kind: 'start-task', payload: { taskId: 'job-1.0' } } as never),
+      ).toThrow(/intent start-task: instanceId: /);
+      expect(() => store.recordIntent({ kind: 'reboot', payload: {} } as never)).toThrow(
+        'unknown intent kind reboot',
+      );
+      expect(store.listIntents()).toEqual([]);
+    });
+  });
+
+  describe('rounds, events, tokens, key-values', () => {
+    it('keeps plans and decisions per round, newest first, and prunes without reusing numbers', () => {
+      for (let n = 1; n <= 3; n++) {
+        clock = 1000 + n;
+        expect(store.recordRound(round(n)).round).toBe(n);
+      }
+      expect(store.latestRound()).toEqual({ round: 3, atSeconds: 1003, ...round(3) });
+      expect(store.getRound(2)?.decision.reason).toBe('round 2');
+      expect(store.listRounds(2).map((r) => r.round)).toEqual([3, 2]);
+      expect(store.pruneRounds(1)).toBe(2);
+      expect(store.listRounds().map((r) => r.round)).toEqual([3]);
+      expect(store.recordRound(round(4)).round).toBe(4);
+    });
+
+    it('appends events and filters them', () => {
+      store.submitJob(RESNET);
+      const e = store.appendEvent({
+        kind: 'round.decision',
+        jobId: 'job-1',
+        message: 'kept in place',
+        data: { savingPerSecond: 0.001 },
+      });
+      expect(e).toMatchObject({ seq: 2, atSeconds: 1000, kind: 'round.decision' });
+      store.appendEvent({ kind: 'note' });
+      expect(store.listEvents({ afterSeq: 1 }).map((x) => x.seq)).toEqual([2, 3]);
+      expect(store.listEvents({ limit: 1 }).map((x) => x.seq)).toEqual([1]);
+      expect(store.listEvents({ jobId: 'job-1' }).map((x) => x.kind)).toEqual([
+        'job.submitted',
+        'round.decision',
+      ]);
+      expect(() => store.appendEvent({ kind: 'Bad Kind' })).toThrow(StateStoreError);
+    });
+
+    it('authenticates teams by token hash and honours revocation', () => {
+      const raw = 'team-token-aaaaaaaaaaaaaaaa';
+      const rec = store.addTeamToken('vision', raw, 'ci');
+      expect(rec).toEqual({
+        team: 'vision',
+        label: 'ci',
+        hashPrefix: createHash('sha256').update(raw).digest('hex').slice(0, 12),
+        createdAtSeconds: 1000,
+      });
+      store.addTeamToken('nlp', 'team-token-bbbbbbbbbbbbbbbb');
+      expect(store.teamForToken(raw)).toBe('vision');
+      expect(store.teamForToken('team-token-cccccccccccccccc')).toBeUndefined();
+      expect(() => store.addTeamToken('nlp', raw)).toThrow('already registered');
+      expect(() => store.addTeamToken('nlp', 'short')).toThrow(StateStoreError);
+      expect(() => store.addTeamToken('Bad Team', 'team-token-dddddddddddddddd')).toThrow(
+        'invalid team name',
+      );
+      clock = 2000;
+      expect(store.revokeTeamToken(raw)).toBe(true);
+      expect(store.revokeTeamToken(raw)).toBe(false);
+      expect(store.teamForToken(raw)).toBeUndefined();
+      expect(store.listTeamTokens('vision')).toEqual([{ ...rec, revokedAtSeconds: 2000 }]);
+      expect(store.listTeamTokens().map((t) => t.team)).toEqual(['vision', 'nlp']);
+    });
+
+    it('stores scheduler state as JSON values, copied in and out', () => {
+      const table = {
+        defaultRate: 0.95,
+        entries: [{ target: 'resnet18', others: ['gpt2'], mean: 0.919, count: 3 }],
+      };
+      store.setValue('colocation-table', table);
+      table.entries.length = 0;
+      expect(store.getValue('colocation-table')).toEqual({
+        defaultRate: 0.95,
+        entries: [{ target: 'resnet18', others: ['gpt2'], mean: 0.919, count: 3 }],
+      });
+      store.setValue('colocation-table', null);
+      expect(store.getValue('colocation-table')).toBeNull();
+      expect(store.deleteValue('colocation-table')).toBe(true);
+      expect(store.deleteValue('colocation-table')).toBe(false);
+      expect(store.getValue('colocation-table')).toBeUndefined();
+    });
+  });
+
+  describe('transactions', () => {
+    it('rolls back every write of a failed transaction, ids and events included', () => {
+      expect(() =>
+        store.transaction(() => {
+          store.submitJob(RESNET);
+          store.createInstance({ typeName: 'p3.2xlarge' });
+          store.recordIntent({ kind: 'terminate', payload: { instanceId: 'inst-1' } }, { key: 'k' });
+          store.setValue('k', 1);
+          store.recordRound(round(1));
+          throw new Error('crash before commit');
+        }),
+      ).toThrow('crash before commit');
+      expect(store.listJobs()).toEqual([]);
+      expect(store.listTasks()).toEqual([]);
+      expect(store.listInstances()).toEqual([]);
+      expect(store.listIntents()).toEqual([]);
+      expect(store.listEvents()).toEqual([]);
+      expect(store.listRounds()).toEqual([]);
+      expect(store.getValue('k')).toBeUndefined();
+      expect(store.submitJob(RESNET).id).toBe('job-1');
+      expect(store.createInstance({ typeName: 'c7i.large' }).id).toBe('inst-1');
+      expect(store.listEvents()[0]?.seq).toBe(1);
+    });
+
+    it('commits an intent and the state it describes together', () => {
+      const result = store.transaction(() => {
+        const inst = store.createInstance({ typeName: 'p3.2xlarge' });
+        const intent = store.recordIntent({
+          kind: 'launch',
+          payload: { instanceId: inst.id, typeName: inst.typeName, launchToken: inst.launchToken },
+        });
+        return { inst, intent };
+      });
+      expect(store.getInstance(result.inst.id)?.state).toBe('requested');
+      expect(store.getIntent(result.intent.id)?.state).toBe('pending');
+    });
+
+    it('rolls back only the inner part of a nested transaction that failed', () => {
+      store.transaction(() => {
+        store.submitJob(RESNET);
+        expect(() =>
+          store.transaction(() => {
+            store.submitJob(FOAM);
+            throw new Error('inner');
+          }),
+        ).toThrow('inner');
+        store.submitJob(DDP);
+      });
+      expect(store.listJobs().map((j) => [j.id, j.name])).toEqual([
+        ['job-1', 'resnet18-cifar10'],
+        ['job-2', 'resnet18-ddp'],
+      ]);
+    });
+
+    it('leaves no trace of a rejected state change', () => {
+      const { id } = store.submitJob(RESNET);
+      const events = store.listEvents().length;
+      expect(() => store.setJobState(id, 'succeeded')).toThrow(IllegalTransitionError);
+      expect(store.listEvents()).toHaveLength(events);
+      expect(store.getJob(id)?.state).toBe('queued');
+    });
+
+    it('refuses async transaction functions', () => {
+      expect(() => store.transaction(async () => 1)).toThrow();
+      expect(store.listJobs()).toEqual([]);
+    });
+
+    it('does not let callers change stored records through returned objects', () => {
+      const job = store.submitJob(RESNET);
+      try {
+        (job as unknown as { state: string }).state = 'running';
+        (job.spec as unknown as { name: string }).name = 'changed';
+      } catch {
+        // frozen records throw in strict mode; either way the store must be unchanged
+      }
+      expect(store.getJob('job-1')?.state).toBe('queued');
+      expect(store.getJob('job-1')?.spec.name).toBe('resnet18-cifar10');
+    });
+  });
+});
+
+describe('MemoryStateStore and SqliteStateStore agree on random operation sequences (property)', () => {
+  type Op =
+    | { op: 'submit'; which: number }
+    | { op: 'job'; job: number; state: JobState }
+    | {
+        op: 'instance';
+        inst: number;
+        state: 'launching' | 'running' | 'draining' | 'terminating' | 'terminated';
+      }
+    | { op: 'create' }
+    | {
+        op: 'task';
+        job: number;
+        index: number;
+        state: 'starting' | 'running' | 'stopped' | 'pending';
+        inst: number | null;
+      }
+    | { op: 'intent'; inst: number; finish: 'done' | 'failed' | 'none' };
+  const jobStates = [
+    'queued',
+    'starting',
+    'running',
+    'migrating',
+    'succeeded',
+    'failed',
+    'cancelled',
+  ] as const;
+  const opArb: fc.Arbitrary<Op> = fc.oneof(
+    fc.record({ op: fc.constant('submit' as const), which: fc.integer({ min: 0, max: 2 }) }),
+    fc.record({
+      op: fc.constant('job' as const),
+      job: fc.integer({ min: 1, max: 4 }),
+      state: fc.constantFrom(...jobStates),
+    }),
+    fc.record({
+      op: fc.constant('instance' as const),
+      inst: fc.integer({ min: 1, max: 3 }),
+      state: fc.constantFrom('launching', 'running', 'draining', 'terminating', 'terminated'),
+    }),
+    fc.record({ op: fc.constant('create' as const) }),
+    fc.record({
+      op: fc.constant('task' as const),
+      job: fc.integer({ min: 1, max: 4 }),
+      index: fc.integer({ min: 0, max: 1 }),
+      state: fc.constantFrom('starting', 'running', 'stopped', 'pending'),
+      inst: fc.option(fc.integer({ min: 1, max: 3 })),
+    }),
+    fc.record({
+      op: fc.constant('intent' as const),
+      inst: fc.integer({ min: 1, max: 3 }),
+      finish: fc.constantFrom('done', 'failed', 'none'),
+    }),
+  );
+
+  function apply(store: StateStore, op: Op): string {
+    try {
+      switch (op.op) {
+        case 'submit':
+          return store.submitJob([RESNET, DDP, FOAM][op.which] as JobSpec).id;
+        case 'job':
+          return store.setJobState(`job-${op.job}`, op.state).state;
+        case 'instance':
+          return store.setInstanceState(
+            `inst-${op.inst}`,
+            op.state,
+            op.state === 'launching' ? { cloudId: `i-${op.inst}` } : {},
+          ).state;
+        case 'create':
+          return store.createInstance({
+            typeName: 'p3.8xlarge',
+            launchToken: `t-${store.listInstances().length}`,
+          }).id;
+        case 'task':
+          return store.setTaskState(
+            `job-${op.job}.${op.index}`,
+            op.state,
+            op.inst === null ? undefined : `inst-${op.inst}`,
+          ).state;
+        case 'intent': {
+          const intent = store.recordIntent({
+            kind: 'terminate',
+            payload: { instanceId: `inst-${op.inst}` },
+          });
+          if (op.finish === 'done') store.completeIntent(intent.id);
+          if (op.finish === 'failed') store.failIntent(intent.id, 'x');
+          return String(intent.id);
+        }
+      }
+    } catch (e) {
+      return `${(e as Error).name}: ${(e as Error).message}`;
+    }
+  }
+
+  it('gives the same results, errors and final state', () => {
+    fc.assert(
+      fc.property(fc.array(opArb, { minLength: 1, maxLength: 40 }), (ops) => {
+        let clock = 0;
+        const now = (): number => clock;
+        const memory = new MemoryStateStore({ nowSeconds: now, storeId: 'x' });
+        const sqlite = new SqliteStateStore(':memory:', { nowSeconds: now });
+        try {
+          for (const op of ops) {
+            clock += 1;
+            expect(apply(sqlite, op)).toEqual(apply(memory, op));
+          }
+          expect(sqlite.listJobs()).toEqual(memory.listJobs());
+          expect(sqlite.listTasks()).toEqual(memory.listTasks());
+          const withoutToken = (s: StateStore) =>
+            s.listInstances().map(({ launchToken: _t, ...rest }) => rest);
+          expect(withoutToken(sqlite)).toEqual(withoutToken(memory));
+          expect(sqlite.listIntents()).toEqual(memory.listIntents());
+          expect(sqlite.listEvents()).toEqual(memory.listEvents());
+        } finally {
+          memory.close();
+          sqlite.close();
+        }
+      }),
+      { numRuns: 40, seed: 11 },
+    );
+  });
+});
+
+describe('SqliteStateStore on disk', () => {
+  it('runs in WAL mode with foreign keys and fsync on commit, and records its schema version', () => {
+    const path = freshDbPath();
+    const store = new SqliteStateStore(path);
+    expect(store.info()).toMatchObject({
+      journalMode: 'wal',
+      foreignKeys: true,
+      synchronous: 2,
+      schemaVersion: LATEST_SCHEMA_VERSION,
+    });
+    store.close();
+    const raw = new Database(path, { readonly: true });
+    expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(raw.prepare('SELECT version, description FROM schema_migrations').all()).toEqual([
+      { version: 1, description: expect.stringContaining('jobs') },
+    ]);
+    raw.close();
+  });
+
+  it('keeps everything across close and reopen, migrating only once', () => {
+    const path = freshDbPath();
+    const first = new SqliteStateStore(path, { nowSeconds: () => 50 });
+    const job = first.submitJob(FOAM);
+    first.setJobState(job.id, 'starting');
+    const inst = first.createInstance({ typeName: 'c7i.2xlarge' });
+    first.setTaskState(`${job.id}.0`, 'starting', inst.id);
+    first.recordRound(round(1));
+    first.setValue('colocation-table', { defaultRate: 0.95, entries: [] });
+    const storeId = first.storeId;
+    first.close();
+    const second = new SqliteStateStore(path, { nowSeconds: () => 60 });
+    expect(second.storeId).toBe(storeId);
+    expect(second.getJob(job.id)).toMatchObject({ state: 'starting', spec: FOAM, submittedAtSeconds: 50 });
+    expect(second.getTask(`${job.id}.0`)?.instanceId).toBe(inst.id);
+    expect(second.latestRound()?.round).toBe(1);
+    expect(second.getValue('colocation-table')).toEqual({ defaultRate: 0.95, entries: [] });
+    expect(second.submitJob(RESNET).id).toBe('job-2');
+    second.close();
+    const raw = new Database(path, { readonly: true });
+    expect(raw.prepare('SELECT COUNT(*) FROM schema_migrations').pluck().get()).toBe(1);
+    raw.close();
+  });
+
+  it('gives every database its own launch-token prefix', () => {
+    const a = new SqliteStateStore(freshDbPath());
+    const b = new SqliteStateStore(freshDbPath());
+    const ta = a.createInstance({ typeName: 'c7i.large' }).launchToken;
+    const tb = b.createInstance({ typeName: 'c7i.large' }).launchToken;
+    expect(ta).not.toBe(tb);
+    expect(ta.startsWith(a.storeId)).toBe(true);
+    a.close();
+    b.close();
+  });
+
+  it('refuses a database written by a newer schema version, clearly', () => {
+    const path = freshDbPath();
+    new SqliteStateStore(path).close();
+    const raw = new Database(path);
+    raw
+      .prepare('INSERT INTO schema_migrations (version, description, applied_at) VALUES (?, ?, ?)')
+      .run(LATEST_SCHEMA_VERSION + 1, 'future', 0);
+    raw.close();
+    expect(() => new SqliteStateStore(path)).toThrow(SchemaVersionError);
+    expect(() => new SqliteStateStore(path)).toThrow(
+      `database schema version ${LATEST_SCHEMA_VERSION + 1} is newer than this fleetwise supports (${LATEST_SCHEMA_VERSION})`,
+    );
+  });
+
+  it('refuses a SQLite file that is not a fleetwise database', () => {
+    const path = freshDbPath();
+    const raw = new Database(path);
+    raw.exec('CREATE TABLE customers (id INTEGER)');
+    raw.close();
+    expect(() => new SqliteStateStore(path)).toThrow(
+      'is not a fleetwise state database (it has tables customers)',
+    );
+  });
+
+  it('enforces foreign keys', () => {
+    const store = new SqliteStateStore(freshDbPath());
+    store.close();
+    const raw = new Database(store.path);
+    raw.pragma('foreign_keys = ON');
+    expect(() =>
+      raw
+        .prepare(
+          "INSERT INTO tasks (id, job_id, task_index, name, workload_key, state, updated_at) VALUES ('x', 'job-404', 0, 'n', 'w', 'pending', 0)",
+        )
+        .run(),
+    ).toThrow(/FOREIGN KEY/);
+    raw.close();
+  });
+
+  it('never writes raw tokens to disk', () => {
+    const store = new SqliteStateStore(freshDbPath());
+    const teamToken = 'TEAMSECRET-7f3a9c1e5b2d4f60';
+    const workerToken = 'WORKERSECRET-0d9e8c7b6a5f4e3d';
+    store.addTeamToken('vision', teamToken);
+    store.setWorkerToken(store.createInstance({ typeName: 'c7i.large' }).id, workerToken);
+    const files = [store.path, `${store.path}-wal`].filter(existsSync).map((f) => readFileSync(f));
+    store.close();
+    for (const bytes of files) {
+      expect(bytes.includes(teamToken)).toBe(false);
+      expect(bytes.includes(workerToken)).toBe(false);
+    }
+    expect(files.some((b) => b.includes(createHash('sha256').update(teamToken).digest('hex')))).toBe(true);
+  });
+});
+
+// ---- crash safety: a child process writes and is SIGKILLed, then the database is reopened -----------------------
+
+/**
+ * Transpile the store and the modules it imports (followed from `import … from './….js'`) into a scratch directory,
+ * so a plain `node` child runs the real store without a build. Only the import closure, to stay quick.
+ */
+async function transpileStore(outDir: string): Promise<void> {
+  const ts = (await import('typescript')).default;
+  const pending = [join(PROJECT_ROOT, 'src', 'controller', 'state', 'sqlite-state-store.ts')];
+  const done = new Set<string>();
+  while (pending.length > 0) {
+    const file = pending.pop() as string;
+    if (done.has(file)) continue;
+    done.add(file);
+    const source = readFileSync(file, 'utf8');
+    for (const m of source.matchAll(/from '(\.{1,2}\/[^']+)\.js'/g))
+      pending.push(join(dirname(file), `${m[1]}.ts`));
+    const out = join(outDir, relative(PROJECT_ROOT, file)).replace(/\.ts$/, '.js');
+    mkdirSync(dirname(out), { recursive: true });
+    const { outputText } = ts.transpileModule(source, {
+      compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+      fileName: file,
+    });
+    writeFileSync(out, outputText);
+  }
+  writeFileSync(join(outDir, 'package.json'), '{"type":"module"}');
+  symlinkSync(join(PROJECT_ROOT, 'node_modules'), join(outDir, 'node_modules'), 'dir');
+}
+
+const CHILD = `
+import { SqliteStateStore } from './src/controller/state/sqlite-state-store.js';
+const [path, specJson, mode, commitsText] = process.argv.slice(2);
+const spec = JSON.parse(specJson);
+const store = new SqliteStateStore(path);
+const say = (line) => process.stdout.write(line + '\\n');
+// Bounded in time, so an orphan (parent gone before it could kill us) exits on its own.
+const deadline = Date.now() + 30_000;
+for (let n = 1; (mode === 'forever' || n <= Number(commitsText)) && Date.now() < deadline; n++) {
+  if (n % 10 === 0) {
+    // One big transaction: 100 events of batch n commit together or not at all.
+    store.transaction(() => {
+      for (let i = 0; i < 100; i++) store.appendEvent({ kind: 'test.batch', data: { batch: n, i } });
+    });
+  } else {
+    const job = store.submitJob(spec);
+    store.setJobState(job.id, 'starting');
+  }
+  say('committed ' + n);
+}
+if (mode === 'hang') {
+  store.transaction(() => {
+    store.submitJob(spec);
+    for (let i = 0; i < 100; i++) store.appendEvent({ kind: 'test.uncommitted', data: { i } });
+    say('inside');
+    while (Date.now() < deadline) {}
+  });
+}
+process.exit(3);
+`;
+
+interface ChildRun {
+  readonly lastCommitted: number;
+}
+
+async function runAndKill(
+  dir: string,
+  path: string,
+  mode: 'hang' | 'forever',
+  commits: number,
+): Promise<ChildRun> {
+  const child = spawn(
+    process.execPath,
+    [join(dir, 'child.mjs'), path, JSON.stringify(RESNET), mode, String(commits)],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  let lastCommitted = 0;
+  let stderr = '';
+  let buffer = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+    child.on('exit', (_code, signal) => resolve(signal)),
+  );
+  child.stdout.on('data', (d: Buffer) => {
+    buffer += d.toString();
+    const lines = buffer.split('\n');
+    buffer = lines.pop() ?? '';
+    for (const line of lines) {
+      const m = /^committed (\d+)$/.exec(line);
+      if (m !== null) lastCommitted = Number(m[1]);
+      const killNow = mode === 'hang' ? line === 'inside' : lastCommitted >= commits;
+      if (killNow && child.exitCode === null && !child.killed) child.kill('SIGKILL');
+    }
+  });
+  const signal = await exited;
+  expect(signal, `child did not die by SIGKILL; stderr: ${stderr}`).toBe('SIGKILL');
+  return { lastCommitted };
+}
+
+describe('SqliteStateStore crash safety (child process killed with SIGKILL)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fleetwise-crash-'));
+  beforeAll(async () => {
+    await transpileStore(dir);
+    writeFileSync(join(dir, 'child.mjs'), CHILD);
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  function checkCommitted(path: string, lastCommitted: number): SqliteStateStore {
+    const integrity = new Database(path);
+    expect(integrity.pragma('integrity_check', { simple: true })).toBe('ok');
+    integrity.close();
+    const store = new SqliteStateStore(path);
+    const jobs = store.listJobs();
+    const committedJobs = Array.from({ length: lastCommitted }, (_, i) => i + 1).filter(
+      (n) => n % 10 !== 0,
+    ).length;
+    // Every reported commit is there; at most one more (committed, killed before it was reported).
+    expect(jobs.length).toBeGreaterThanOrEqual(committedJobs);
+    expect(jobs.length).toBeLessThanOrEqual(committedJobs + 1);
+    expect(jobs.slice(0, committedJobs).every((j) => j.state === 'starting')).toBe(true);
+    expect(store.listTasks()).toHaveLength(jobs.length);
+    const batches = new Map<number, number>();
+    for (const e of store.listEvents({ kind: 'test.batch' })) {
+      const batch = (e.data as { batch: number }).batch;
+      batches.set(batch, (batches.get(batch) ?? 0) + 1);
+    }
+    for (const [batch, count] of batches) expect(count, `batch ${batch}`).toBe(100);
+    for (let n = 10; n <= lastCommitted; n += 10) expect(batches.get(n), `batch ${n}`).toBe(100);
+    return store;
+  }
+
+  it('keeps every committed transaction and none of the one open when killed', async () => {
+    const path = join(dir, 'hang.db');
+    const { lastCommitted } = await runAndKill(dir, path, 'hang', 60);
+    expect(lastCommitted).toBe(60);
+    const store = checkCommitted(path, 60);
+    expect(store.listJobs()).toHaveLength(54);
+    expect(store.listEvents({ kind: 'test.uncommitted' })).toEqual([]);
+    expect(store.submitJob(RESNET).id).toBe('job-55');
+    expect(store.info().journalMode).toBe('wal');
+    store.close();
+  });
+
+  it('survives being killed at an arbitrary point while writing', async () => {
+    const path = join(dir, 'forever.db');
+    const { lastCommitted } = await runAndKill(dir, path, 'forever', 80);
+    expect(lastCommitted).toBeGreaterThanOrEqual(80);
+    const store = checkCommitted(path, lastCommitted);
+    store.setJobState('job-1', 'running');
+    store.close();
+  });
+});
