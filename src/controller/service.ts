@@ -1,0 +1,58 @@
+import type { DecisionRecord } from '../scheduler/types.js';
+import type { JobSpec } from './job-spec.js';
+import type { InstanceRecord, JobRecord, StateStore, TaskRecord } from './state-store.js';
+
+/**
+ * What the HTTP API (and so the CLI) asks of the running controller. Reads go straight to the StateStore;
+ * actions go through here so the controller can record intents and schedule an early round.
+ * Implemented by the controller loop (src/controller/controller.ts); the API server depends only on this.
+ */
+export interface ControllerService {
+  readonly store: StateStore;
+  /** Validated spec in, stored job out; triggers an early scheduling round. */
+  submit(spec: JobSpec, team: string): JobRecord;
+  /** Cancel a job: its tasks are stopped and its instances freed at the next round. */
+  cancel(jobId: string): JobRecord;
+  /** Move every task off an instance and retire it. */
+  drain(instanceId: string): InstanceRecord;
+  /** Current cluster: instances (not terminated), tasks placed on them, and the current $/hour. */
+  cluster(): ClusterView;
+  /** The latest decision records that mention a job (waiting, moved, placed), newest first. */
+  why(jobId: string, limit?: number): WhyRecord[];
+  /** Cost accounting (per job, team, instance) since a time, in seconds on the store's clock. */
+  costs(sinceSeconds?: number): CostReport;
+  /** Ask for an early round (arrivals, completions, drains). */
+  requestRound(reason: string): void;
+}
+
+export interface ClusterView {
+  readonly instances: readonly (InstanceRecord & { readonly costPerHour: number; readonly taskIds: readonly string[] })[];
+  readonly tasks: readonly TaskRecord[];
+  readonly costPerHour: number;
+}
+
+export interface WhyRecord {
+  readonly round: number;
+  readonly atSeconds: number;
+  /** Plain-language summary for the job ("waiting: cap maxCostPerHour", "moved to inst-4", "placed on inst-2"). */
+  readonly summary: string;
+  readonly decision: DecisionRecord;
+}
+
+export interface CostLine {
+  readonly id: string;
+  readonly cost: number;
+}
+
+export interface CostReport {
+  readonly generatedAtSeconds: number;
+  readonly sinceSeconds: number;
+  readonly totalCost: number;
+  readonly byJob: readonly (CostLine & { readonly team: string; readonly name: string })[];
+  readonly byTeam: readonly CostLine[];
+  readonly byInstance: readonly (CostLine & { readonly typeName: string; readonly idleCost: number })[];
+  /** Instance time not attributable to any task (booting, empty). */
+  readonly idleCost: number;
+  /** Cost of instance time spent checkpointing, restoring and re-initializing moved jobs. */
+  readonly migrationOverheadCost: number;
+}
