@@ -2,6 +2,8 @@
 import { Command, CommanderError } from 'commander';
 import { ValidationError } from '../core/validation.js';
 import { registerBench } from './commands/bench.js';
+import { registerCatalog } from './commands/catalog.js';
+import { registerSimulate } from './commands/simulate.js';
 
 /** The `fleetwise` command. Each subcommand lives in src/cli/commands/<name>.ts and registers itself here. */
 export function buildProgram(): Command {
@@ -10,6 +12,8 @@ export function buildProgram(): Command {
     .version('0.1.0')
     .showHelpAfterError();
   registerBench(program);
+  registerCatalog(program);
+  registerSimulate(program);
   return program;
 }
 

@@ -237,6 +237,8 @@ export class EvaScheduler implements Scheduler {
     let newInstances = 0;
     let launchCost = 0;
     const moved = new Set<string>();
+    /** Per moved job, the longest setup of a new instance it must wait for. */
+    const waitForSetup = new Map<string, number>();
     for (const d of drafts) {
       costPerHour += d.type.costPerHour;
       tnrp += compositionValue(d.composition, input.model, false);
@@ -247,11 +249,18 @@ export class EvaScheduler implements Scheduler {
       }
       for (const id of d.taskIds) {
         const t = input.tasks.get(id) as PackTask;
-        if (t.currentInstanceId !== undefined && t.currentInstanceId !== d.id) moved.add(t.jobId);
+        if (t.currentInstanceId !== undefined && t.currentInstanceId !== d.id) {
+          moved.add(t.jobId);
+          if (d.isNew) waitForSetup.set(t.jobId, Math.max(waitForSetup.get(t.jobId) ?? 0, setupSeconds(d.type)));
+        }
       }
     }
     let migrationCost = launchCost;
-    for (const jobId of moved) migrationCost += this.jobMoveCost(jobs.get(jobId) as SchedJob, jobRp.get(jobId) ?? 0, now);
+    for (const jobId of moved) {
+      // A job moved onto a new instance is also out of service while that instance boots (beyond the reference).
+      const rpPerSecond = perHourToPerSecond(jobRp.get(jobId) ?? 0);
+      migrationCost += this.jobMoveCost(jobs.get(jobId) as SchedJob, jobRp.get(jobId) ?? 0, now) + (waitForSetup.get(jobId) ?? 0) * rpPerSecond;
+    }
     return {
       name,
       costPerHour,

@@ -1,0 +1,298 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { describeIssues } from '../core/validation.js';
+import { INSTANCE_STATES, JOB_STATES, TASK_STATES } from '../controller/state-store.js';
+
+/**
+ * The HTTP client the `fleetwise` commands use to talk to a controller's API (src/controller/api). Responses are
+ * checked with zod for the fields the commands read, so a mismatched server version fails with a clear message
+ * instead of printing `undefined`.
+ */
+
+export const SERVER_ENV = 'FLEETWISE_SERVER';
+export const TOKEN_ENV = 'FLEETWISE_TOKEN';
+
+const DEFAULT_TIMEOUT_MS = 30_000;
+const UPLOAD_TIMEOUT_MS = 10 * 60_000;
+
+/** An error response from the controller: status, its one-line reason and per-field details. */
+export class ApiError extends Error {
+  override name = 'ApiError';
+  constructor(
+    readonly status: number,
+    readonly reason: string,
+    readonly details: readonly string[],
+    request: string,
+  ) {
+    super(
+      `${request}: the controller answered ${status}: ${reason}${details.map((d) => `\n  - ${d}`).join('')}`,
+    );
+  }
+}
+
+// ---- response schemas (only what the commands rely on; unknown fields pass through) ----------------------------
+
+const progressSchema = z.object({ completed: z.number(), total: z.number().nullable() });
+
+export const jobSummarySchema = z.looseObject({
+  id: z.string(),
+  name: z.string(),
+  team: z.string(),
+  state: z.enum(JOB_STATES),
+  reason: z.string().optional(),
+  submittedAtSeconds: z.number(),
+  startedAtSeconds: z.number().optional(),
+  finishedAtSeconds: z.number().optional(),
+  updatedAtSeconds: z.number(),
+  migrations: z.number(),
+  progress: progressSchema,
+  taskCount: z.number(),
+});
+export type JobSummaryResponse = z.output<typeof jobSummarySchema>;
+
+const taskSchema = z.looseObject({
+  id: z.string(),
+  jobId: z.string(),
+  name: z.string(),
+  state: z.enum(TASK_STATES),
+  instanceId: z.string().optional(),
+});
+
+const instanceSchema = z.looseObject({
+  id: z.string(),
+  cloudId: z.string().optional(),
+  typeName: z.string(),
+  state: z.enum(INSTANCE_STATES),
+  availabilityZone: z.string().optional(),
+});
+export type InstanceResponse = z.output<typeof instanceSchema>;
+
+export const jobDocumentSchema = jobSummarySchema.extend({
+  spec: z.looseObject({}),
+  instances: z.array(instanceSchema.extend({ taskIds: z.array(z.string()) })),
+  tasks: z.array(taskSchema),
+  etaSeconds: z.number().nullable(),
+});
+export type JobDocumentResponse = z.output<typeof jobDocumentSchema>;
+
+export const clusterSchema = z.looseObject({
+  scope: z.enum(['all', 'team']),
+  costPerHour: z.number(),
+  instances: z.array(instanceSchema.extend({ costPerHour: z.number(), taskIds: z.array(z.string()) })),
+  tasks: z.array(taskSchema),
+});
+export type ClusterResponse = z.output<typeof clusterSchema>;
+
+export const whySchema = z.looseObject({
+  jobId: z.string(),
+  state: z.enum(JOB_STATES),
+  records: z.array(
+    z.looseObject({
+      round: z.number(),
+      atSeconds: z.number(),
+      summary: z.string(),
+      decision: z.looseObject({ chosen: z.string().optional(), reason: z.string().optional() }),
+    }),
+  ),
+});
+export type WhyResponse = z.output<typeof whySchema>;
+
+const costLine = z.looseObject({ id: z.string(), cost: z.number() });
+export const costsSchema = z.looseObject({
+  scope: z.enum(['all', 'team']).optional(),
+  generatedAtSeconds: z.number(),
+  sinceSeconds: z.number(),
+  totalCost: z.number(),
+  byJob: z.array(costLine.extend({ team: z.string().optional(), name: z.string().optional() })),
+  byTeam: z.array(costLine),
+  byInstance: z.array(costLine.extend({ typeName: z.string().optional(), idleCost: z.number().optional() })),
+  idleCost: z.number().nullable().optional(),
+  migrationOverheadCost: z.number().nullable().optional(),
+});
+export type CostsResponse = z.output<typeof costsSchema>;
+
+const contextSchema = z.object({ ref: z.string().min(1), sha256: z.string(), sizeBytes: z.number() });
+const reportSchema = z.object({ location: z.string() });
+const errorSchema = z.object({ error: z.string(), details: z.array(z.string()).optional() });
+
+// ---- connection ---------------------------------------------------------------------------------------------------
+
+export interface ConnectionOptions {
+  readonly server?: string | undefined;
+  readonly token?: string | undefined;
+}
+
+/** `--server` and `--token` on a command (falling back to FLEETWISE_SERVER and FLEETWISE_TOKEN). */
+export function addConnectionOptions(command: Command): Command {
+  return command
+    .option('--server <url>', `controller API address, e.g. http://10.0.0.5:8080 (default: $${SERVER_ENV})`)
+    .option('--token <token>', `API token of your team, or the admin token (default: $${TOKEN_ENV})`);
+}
+
+/** `10.0.0.5:8080` → `http://10.0.0.5:8080`; a trailing slash is dropped. */
+export function normalizeServer(server: string): string {
+  const trimmed = server.trim().replace(/\/+$/, '');
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(trimmed) ? trimmed : `http://${trimmed}`;
+  let url: URL;
+  try {
+    url = new URL(withScheme);
+  } catch {
+    throw new Error(`invalid server address ${JSON.stringify(server)}: expected a URL like http://10.0.0.5:8080`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new Error(`invalid server address ${JSON.stringify(server)}: only http:// and https:// are supported`);
+  return withScheme;
+}
+
+export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
+
+export class FleetwiseClient {
+  readonly server: string;
+
+  constructor(
+    server: string,
+    private readonly token: string,
+    private readonly fetchImpl: FetchLike = (input, init) => fetch(input, init),
+  ) {
+    this.server = normalizeServer(server);
+  }
+
+  /** From command options, then the environment; throws saying which flag or variable is missing. */
+  static fromOptions(options: ConnectionOptions, env: NodeJS.ProcessEnv = process.env): FleetwiseClient {
+    const server = options.server ?? env[SERVER_ENV];
+    const token = options.token ?? env[TOKEN_ENV];
+    if (server === undefined || server.trim() === '')
+      throw new Error(`no controller address: pass --server URL or set ${SERVER_ENV} (e.g. http://10.0.0.5:8080)`);
+    if (token === undefined || token.trim() === '')
+      throw new Error(`no API token: pass --token TOKEN or set ${TOKEN_ENV}`);
+    return new FleetwiseClient(server, token.trim());
+  }
+
+  async submitJob(spec: unknown): Promise<JobSummaryResponse> {
+    return this.request('POST', '/v1/jobs', jobSummarySchema, { json: spec });
+  }
+
+  async listJobs(filter: { readonly states?: readonly string[]; readonly team?: string } = {}): Promise<JobSummaryResponse[]> {
+    const query = new URLSearchParams();
+    if (filter.states !== undefined && filter.states.length > 0) query.set('state', filter.states.join(','));
+    if (filter.team !== undefined) query.set('team', filter.team);
+    const body = await this.request('GET', withQuery('/v1/jobs', query), z.object({ jobs: z.array(jobSummarySchema) }));
+    return body.jobs;
+  }
+
+  async getJob(id: string): Promise<JobDocumentResponse> {
+    return this.request('GET', `/v1/jobs/${encodeURIComponent(id)}`, jobDocumentSchema);
+  }
+
+  async cancelJob(id: string): Promise<JobSummaryResponse> {
+    return this.request('POST', `/v1/jobs/${encodeURIComponent(id)}/cancel`, jobSummarySchema);
+  }
+
+  async why(id: string, limit?: number): Promise<WhyResponse> {
+    const query = new URLSearchParams();
+    if (limit !== undefined) query.set('limit', String(limit));
+    return this.request('GET', withQuery(`/v1/jobs/${encodeURIComponent(id)}/why`, query), whySchema);
+  }
+
+  async logs(id: string): Promise<string> {
+    return this.request('GET', `/v1/jobs/${encodeURIComponent(id)}/logs`, z.string(), { text: true });
+  }
+
+  async cluster(): Promise<ClusterResponse> {
+    return this.request('GET', '/v1/cluster', clusterSchema);
+  }
+
+  async drain(instanceId: string): Promise<InstanceResponse> {
+    return this.request('POST', `/v1/instances/${encodeURIComponent(instanceId)}/drain`, instanceSchema);
+  }
+
+  async costs(since?: string): Promise<CostsResponse> {
+    const query = new URLSearchParams();
+    if (since !== undefined) query.set('since', since);
+    return this.request('GET', withQuery('/v1/costs', query), costsSchema);
+  }
+
+  async writeReport(): Promise<string> {
+    return (await this.request('POST', '/v1/reports', reportSchema)).location;
+  }
+
+  /** Upload a gzip-compressed tar build context; returns the reference to put in the spec's `build.context`. */
+  async uploadContext(archive: Buffer): Promise<z.output<typeof contextSchema>> {
+    return this.request('POST', '/v1/contexts', contextSchema, {
+      bytes: archive,
+      contentType: 'application/gzip',
+      timeoutMs: UPLOAD_TIMEOUT_MS,
+    });
+  }
+
+  private async request<S extends z.ZodType>(
+    method: 'GET' | 'POST',
+    path: string,
+    schema: S,
+    options: {
+      readonly json?: unknown;
+      readonly bytes?: Buffer;
+      readonly contentType?: string;
+      readonly text?: boolean;
+      readonly timeoutMs?: number;
+    } = {},
+  ): Promise<z.output<S>> {
+    const what = `${method} ${path}`;
+    const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, accept: 'application/json' };
+    let body: string | Uint8Array | undefined;
+    if (options.json !== undefined) {
+      headers['content-type'] = 'application/json';
+      body = JSON.stringify(options.json);
+    } else if (options.bytes !== undefined) {
+      headers['content-type'] = options.contentType ?? 'application/octet-stream';
+      body = new Uint8Array(options.bytes);
+    }
+    let response: Response;
+    try {
+      response = await this.fetchImpl(`${this.server}${path}`, {
+        method,
+        headers,
+        ...(body === undefined ? {} : { body }),
+        signal: AbortSignal.timeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS),
+      });
+    } catch (e) {
+      throw new Error(`cannot reach the controller at ${this.server} (${what}): ${networkReason(e)}`);
+    }
+    const text = await response.text();
+    if (!response.ok) {
+      const parsed = errorSchema.safeParse(safeJson(text));
+      const reason = parsed.success ? parsed.data.error : text.trim().slice(0, 500) || response.statusText;
+      throw new ApiError(response.status, reason, parsed.success ? (parsed.data.details ?? []) : [], what);
+    }
+    const value = options.text === true ? text : safeJson(text);
+    const result = schema.safeParse(value);
+    if (!result.success)
+      throw new Error(
+        `${what}: unexpected response from the controller (a different fleetwise version?):\n` +
+          describeIssues(result.error)
+            .slice(0, 10)
+            .map((p) => `  - ${p}`)
+            .join('\n'),
+      );
+    return result.data;
+  }
+}
+
+function withQuery(path: string, query: URLSearchParams): string {
+  const text = query.toString();
+  return text === '' ? path : `${path}?${text}`;
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+function networkReason(error: unknown): string {
+  const e = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (e.name === 'TimeoutError') return 'timed out';
+  return e.cause?.code ?? e.cause?.message ?? e.message ?? String(error);
+}

@@ -1,0 +1,24 @@
+import type { Command } from 'commander';
+import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import { printJson } from '../table.js';
+
+interface DrainOptions extends ConnectionOptions {
+  readonly json?: boolean;
+}
+
+export function registerDrain(program: Command): void {
+  addConnectionOptions(
+    program
+      .command('drain')
+      .description('move every task off an instance and retire it (admin token)')
+      .argument('<instance>', 'instance id (inst-4) or EC2 id (i-0abc…)')
+      .option('--json', 'print the instance as JSON'),
+  ).action(async (instance: string, options: DrainOptions) => {
+    const drained = await FleetwiseClient.fromOptions(options).drain(instance);
+    if (options.json === true) return printJson(drained);
+    process.stdout.write(
+      `${drained.id}${drained.cloudId === undefined ? '' : ` (${drained.cloudId})`} ${drained.typeName}: ${drained.state}; ` +
+        'its tasks move at the next round, then it is terminated\n',
+    );
+  });
+}

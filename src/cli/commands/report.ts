@@ -1,0 +1,134 @@
+import type { Command } from 'commander';
+import { parseSince, SINCE_RULE } from '../../controller/api/since.js';
+import { openObjectStore, type ObjectInfo } from '../../storage/object-store.js';
+import { addConnectionOptions, costsSchema, FleetwiseClient, type ConnectionOptions, type CostsResponse } from '../client.js';
+import { formatDollars, formatTable, formatTime, printJson } from '../table.js';
+
+interface ReportOptions extends ConnectionOptions {
+  readonly json?: boolean;
+  readonly since?: string;
+  readonly from?: string;
+  readonly now?: boolean;
+}
+
+/** Where the controller writes reports in its object store (ARCHITECTURE.md; issue "Cost accounting and reports"). */
+export const REPORTS_PREFIX = 'reports/';
+
+export function renderCosts(costs: CostsResponse): string {
+  const out: string[] = [
+    `costs from ${formatTime(costs.sinceSeconds)} to ${formatTime(costs.generatedAtSeconds)}` +
+      `${costs.scope === 'team' ? ' (your team)' : ''}: ${formatDollars(costs.totalCost)}`,
+  ];
+  if (typeof costs.idleCost === 'number') out.push(`idle instance time: ${formatDollars(costs.idleCost)}`);
+  if (typeof costs.migrationOverheadCost === 'number')
+    out.push(`migration overhead: ${formatDollars(costs.migrationOverheadCost)}`);
+  const section = (title: string, table: string): void => void out.push('', title, table.trimEnd());
+  if (costs.byTeam.length > 0)
+    section('by team', formatTable(['TEAM', 'COST'], costs.byTeam.map((t) => [t.id, formatDollars(t.cost)])));
+  if (costs.byJob.length > 0)
+    section(
+      'by job',
+      formatTable(
+        ['JOB', 'NAME', 'TEAM', 'COST'],
+        costs.byJob.map((j) => [j.id, j.name ?? '-', j.team ?? '-', formatDollars(j.cost)]),
+      ),
+    );
+  if (costs.byInstance.length > 0)
+    section(
+      'by instance',
+      formatTable(
+        ['INSTANCE', 'TYPE', 'COST', 'IDLE'],
+        costs.byInstance.map((i) => [
+          i.id,
+          i.typeName ?? '-',
+          formatDollars(i.cost),
+          i.idleCost === undefined ? '-' : formatDollars(i.idleCost),
+        ]),
+      ),
+    );
+  return `${out.join('\n')}\n`;
+}
+
+function sinceSeconds(since: string | undefined): number | undefined {
+  if (since === undefined) return undefined;
+  const seconds = parseSince(since, Date.now() / 1000);
+  if (seconds === undefined) throw new Error(`--since: expected ${SINCE_RULE}, got ${JSON.stringify(since)}`);
+  return seconds;
+}
+
+/** Reports stored by the controller, read back straight from the object store (no controller needed). */
+async function reportFromStore(location: string, options: ReportOptions): Promise<void> {
+  const store = openObjectStore(location);
+  const since = sinceSeconds(options.since);
+  const reports: ObjectInfo[] = [];
+  for await (const info of store.list(REPORTS_PREFIX))
+    if (since === undefined || info.lastModified === undefined || info.lastModified.getTime() / 1000 >= since)
+      reports.push(info);
+  reports.sort((a, b) => (a.lastModified?.getTime() ?? 0) - (b.lastModified?.getTime() ?? 0) || (a.key < b.key ? -1 : 1));
+  const latestJson = [...reports].reverse().find((r) => r.key.endsWith('.json'));
+  let latest: unknown = null;
+  if (latestJson !== undefined) {
+    const text = (await store.getBuffer(latestJson.key)).toString('utf8');
+    try {
+      latest = JSON.parse(text) as unknown;
+    } catch (e) {
+      throw new Error(`${store.location} ${latestJson.key}: not valid JSON: ${(e as Error).message}`, { cause: e });
+    }
+  }
+  if (options.json === true) {
+    printJson({
+      location: store.location,
+      reports: reports.map((r) => ({
+        key: r.key,
+        sizeBytes: r.sizeBytes,
+        lastModified: r.lastModified?.toISOString() ?? null,
+      })),
+      latest,
+    });
+    return;
+  }
+  if (reports.length === 0) {
+    process.stdout.write(`no reports under ${REPORTS_PREFIX} in ${store.location}${since === undefined ? '' : ' since then'}\n`);
+    return;
+  }
+  process.stdout.write(
+    formatTable(
+      ['REPORT', 'BYTES', 'WRITTEN'],
+      reports.map((r) => [
+        r.key,
+        r.sizeBytes,
+        r.lastModified === undefined ? '-' : formatTime(r.lastModified.getTime() / 1000),
+      ]),
+    ),
+  );
+  const parsed = costsSchema.safeParse(latest);
+  if (latestJson !== undefined && parsed.success)
+    process.stdout.write(`\nlatest: ${latestJson.key}\n${renderCosts(parsed.data)}`);
+  else if (latestJson !== undefined) process.stdout.write(`\nlatest: ${latestJson.key} (use --json to print it)\n`);
+}
+
+export function registerReport(program: Command): void {
+  addConnectionOptions(
+    program
+      .command('report')
+      .description('cost report: per job, team and instance (from the controller, or stored reports with --from)')
+      .option('--since <time>', `only costs (or reports) since then: ${SINCE_RULE}`)
+      .option('--from <location>', 'read stored reports from an object store (s3://bucket/prefix or a directory)')
+      .option('--now', 'ask the controller to write a report to its object store now (admin token)')
+      .option('--json', 'print JSON'),
+  ).action(async (options: ReportOptions) => {
+    if (options.from !== undefined) return reportFromStore(options.from, options);
+    const client = FleetwiseClient.fromOptions(options);
+    if (options.now === true) {
+      const location = await client.writeReport();
+      if (options.json === true) printJson({ location });
+      else process.stdout.write(`wrote ${location}\n`);
+      return;
+    }
+    // Validate locally for a clear flag error; the server resolves the same forms.
+    sinceSeconds(options.since);
+    const costs = await client.costs(options.since);
+    if (options.json === true) printJson(costs);
+    else process.stdout.write(renderCosts(costs));
+  });
+}

@@ -1,0 +1,225 @@
+import cliProgress from 'cli-progress';
+import type { Command } from 'commander';
+import { extname } from 'node:path';
+import { z } from 'zod';
+import { describeIssues, ValidationError } from '../../core/validation.js';
+import { writeReport } from '../../sim/report/write.js';
+import { summaryTextTable } from '../../sim/report/format.js';
+import type { ReportSettings } from '../../sim/report/json.js';
+import { runsJson } from '../../sim/report/json.js';
+import { withNormalizedCosts } from '../../sim/report/normalize.js';
+import { defaultParallelism, runInWorkers, type RunPoolListener } from '../../sim/run-pool.js';
+import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim/run-request.js';
+import { parseSchedulerList, SCHEDULER_NAMES } from '../../sim/schedulers.js';
+import { TRACE_FORMATS, type TraceFormat } from '../../sim/traces/load.js';
+import type { RunResult } from '../../sim/types.js';
+
+/** Raw commander values (strings); validated by `optionsSchema`. */
+interface RawSimulateOptions {
+  readonly trace?: string;
+  readonly format?: string;
+  readonly jobs?: string;
+  readonly seed?: string;
+  readonly multiTask?: string;
+  readonly scheduler: string;
+  readonly catalog?: string;
+  readonly out?: string;
+  readonly json?: boolean;
+  readonly roundSeconds?: string;
+  readonly evaDefaultRate?: string;
+  readonly pairwiseInterference?: string;
+  readonly parallel?: string;
+}
+
+const numberText = (inner: z.ZodNumber) =>
+  z
+    .string()
+    .trim()
+    .regex(/^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i, 'must be a number')
+    .transform(Number)
+    .pipe(inner)
+    .optional();
+
+const rate = z.number().gt(0, 'must be > 0').max(1, 'must be ≤ 1');
+
+const optionsSchema = z.object({
+  trace: z.string().min(1).optional(),
+  format: z.enum(TRACE_FORMATS).optional(),
+  jobs: numberText(z.number().int('must be an integer').positive('must be ≥ 1')),
+  seed: numberText(
+    z
+      .number()
+      .int('must be an integer')
+      .min(0, 'must be ≥ 0')
+      .max(2 ** 32 - 1),
+  ),
+  multiTask: numberText(z.number().min(0, 'must be ≥ 0').max(1, 'must be ≤ 1')),
+  catalog: z.string().min(1).optional(),
+  out: z.string().min(1).optional(),
+  json: z.boolean().optional(),
+  roundSeconds: numberText(z.number().positive('must be > 0')),
+  evaDefaultRate: numberText(rate),
+  pairwiseInterference: numberText(rate),
+  parallel: numberText(z.number().int('must be an integer').positive('must be ≥ 1')),
+});
+
+const FLAG_OF: Readonly<Record<string, string>> = {
+  multiTask: '--multi-task',
+  roundSeconds: '--round-seconds',
+  evaDefaultRate: '--eva-default-rate',
+  pairwiseInterference: '--pairwise-interference',
+};
+
+function flagName(field: string): string {
+  return FLAG_OF[field] ?? `--${field}`;
+}
+
+/** Without --format: a .json file is an Eva trace, a .csv file an Alibaba pod list, no file a synthetic trace. */
+function inferFormat(tracePath: string | undefined): TraceFormat {
+  if (tracePath === undefined) return 'synthetic';
+  const ext = extname(tracePath).toLowerCase();
+  if (ext === '.json') return 'eva';
+  if (ext === '.csv') return 'alibaba';
+  throw new ValidationError('--format', [
+    `cannot tell the format of ${tracePath} from its extension; give --format ${TRACE_FORMATS.join('|')}`,
+  ]);
+}
+
+function parseOptions(raw: RawSimulateOptions) {
+  const { scheduler, ...rest } = raw;
+  const schedulers = parseSchedulerList(scheduler);
+  const parsed = optionsSchema.safeParse(rest);
+  if (!parsed.success)
+    throw new ValidationError(
+      'fleetwise simulate options',
+      describeIssues(parsed.error).map((p) => p.replace(/^(\w+):/, (_, f: string) => `${flagName(f)}:`)),
+    );
+  const o = parsed.data;
+  const format = o.format ?? inferFormat(o.trace);
+  return { ...o, format, schedulers };
+}
+
+interface Progress extends RunPoolListener {
+  stop(): void;
+}
+
+/** A bar per run on a terminal (stderr); otherwise one line per finished run on stderr. stdout stays clean. */
+function progressDisplay(names: readonly string[]): Progress {
+  if (process.stderr.isTTY !== true) {
+    return {
+      onDone: (index, result) =>
+        process.stderr.write(
+          `${names[index] ?? index}: done in ${result.summary.wallSeconds.toFixed(1)} s\n`,
+        ),
+      stop: () => undefined,
+    };
+  }
+  const width = Math.max(...names.map((n) => n.length));
+  const multibar = new cliProgress.MultiBar(
+    {
+      stream: process.stderr,
+      format: '{name} [{bar}] {percentage}% | {duration_formatted}',
+      hideCursor: true,
+      clearOnComplete: false,
+      fps: 5,
+    },
+    cliProgress.Presets.shades_classic,
+  );
+  const bars = new Map<number, cliProgress.SingleBar>();
+  return {
+    onStart: (index) =>
+      bars.set(index, multibar.create(100, 0, { name: (names[index] ?? '').padEnd(width) })),
+    onProgress: (index, fraction) => bars.get(index)?.update(Math.round(fraction * 100)),
+    onDone: (index) => {
+      // Stopping a finished bar freezes its elapsed time at the run's own duration.
+      bars.get(index)?.update(100);
+      bars.get(index)?.stop();
+    },
+    stop: () => multibar.stop(),
+  };
+}
+
+async function simulate(raw: RawSimulateOptions): Promise<void> {
+  const o = parseOptions(raw);
+  const traceSpec: RunRequest['trace'] = {
+    path: o.trace,
+    format: o.format,
+    jobs: o.jobs,
+    seed: o.seed,
+    multiTaskShare: o.multiTask,
+  };
+  // Load once here so a bad catalog or trace is reported once, before any worker starts.
+  const catalog = loadRequestCatalog({ catalogPath: o.catalog });
+  const trace = loadRequestTrace({ trace: traceSpec }, catalog);
+  if (trace.jobs.length === 0) throw new ValidationError(o.trace ?? o.format, ['the trace has no jobs']);
+
+  const requests: RunRequest[] = o.schedulers.map((scheduler) => ({
+    scheduler,
+    trace: traceSpec,
+    catalogPath: o.catalog,
+    roundSeconds: o.roundSeconds,
+    evaDefaultRate: o.evaDefaultRate,
+    pairwiseInterference: o.pairwiseInterference,
+  }));
+  const parallel = o.parallel ?? defaultParallelism(requests.length);
+  const progress = progressDisplay(o.schedulers);
+  let raws: RunResult[];
+  try {
+    raws = await runInWorkers(requests, parallel, progress);
+  } finally {
+    progress.stop();
+  }
+  const results = withNormalizedCosts(raws);
+
+  if (o.json === true) process.stdout.write(`${JSON.stringify(runsJson(results))}\n`);
+  else process.stdout.write(`${trace.name}: ${trace.jobs.length} jobs\n\n${summaryTextTable(results)}`);
+
+  if (o.out !== undefined) {
+    const settings: ReportSettings = {
+      trace: trace.name,
+      format: o.format,
+      jobs: trace.jobs.length,
+      seed: o.seed ?? 0,
+      multiTaskShare: o.multiTask ?? null,
+      catalog: o.catalog ?? `bundled (${catalog.provider} ${catalog.region})`,
+      roundSeconds: o.roundSeconds ?? null,
+      evaDefaultRate: o.evaDefaultRate ?? null,
+      groundTruth:
+        o.pairwiseInterference !== undefined
+          ? `pairwise co-location throughput ${o.pairwiseInterference}`
+          : 'measured contention matrix (Eva)',
+      schedulers: o.schedulers.join(', '),
+    };
+    const paths = await writeReport(o.out, results, settings);
+    process.stderr.write(`report written: ${paths.join(', ')}\n`);
+  }
+}
+
+/** `fleetwise simulate`: run schedulers on a trace in parallel worker threads and compare them. */
+export function registerSimulate(program: Command): Command {
+  return program
+    .command('simulate')
+    .description('simulate schedulers on a trace (in parallel) and compare cost, JCT and migrations')
+    .option(
+      '--trace <file>',
+      'trace file (Eva JSON or Alibaba pod list CSV); default: bundled data / synthetic',
+    )
+    .option(
+      '--format <format>',
+      `trace format: ${TRACE_FORMATS.join('|')} (default: from the file extension)`,
+    )
+    .option('--jobs <n>', 'use the first N jobs (eva) or generate N jobs (alibaba, synthetic)')
+    .option('--seed <s>', 'seed of generated traces (default 0)')
+    .option('--multi-task <share>', 'share of multi-task jobs in generated traces, 0..1')
+    .requiredOption('--scheduler <names>', `comma-separated: ${SCHEDULER_NAMES.join(', ')}`)
+    .option('--catalog <file>', 'instance catalog JSON (default: bundled aws-us-east-1)')
+    .option('--out <dir>', 'write report.json, runs.csv and report.html into this directory')
+    .option('--json', 'print exactly one JSON object {"runs":[…]} on stdout')
+    .option('--round-seconds <s>', 'scheduling period in seconds (default 300)')
+    .option('--eva-default-rate <r>', "Eva's prior co-location throughput per task, (0, 1] (default 0.95)")
+    .option('--pairwise-interference <x>', 'ground truth: every co-located pair runs at rate x (Eva §6.4)')
+    .option('--parallel <n>', 'runs at once (default: min(#schedulers, available cores))')
+    .action(async (raw: RawSimulateOptions) => {
+      await simulate(raw);
+    });
+}

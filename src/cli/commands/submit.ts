@@ -1,0 +1,118 @@
+import { readFile } from 'node:fs/promises';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { parse as parseYaml } from 'yaml';
+import { loadCatalogFile } from '../../cloud/catalog-file.js';
+import { ValidationError } from '../../core/validation.js';
+import { parseJobSpec, validateJobSpec } from '../../controller/job-spec.js';
+import { PriceBook } from '../../scheduler/reservation-price.js';
+import { addConnectionOptions, FleetwiseClient, type ConnectionOptions, type JobSummaryResponse } from '../client.js';
+import { packContext } from '../context-archive.js';
+
+interface SubmitOptions extends ConnectionOptions {
+  readonly json?: boolean;
+  readonly catalog?: string;
+}
+
+/** A spec without `team` is submitted for the token's team; this stands in for it in the local check only. */
+const LOCAL_TEAM_PLACEHOLDER = 'token-team';
+
+type RawSpec = Record<string, unknown> & { tasks?: unknown };
+
+/**
+ * Check a spec file locally (same validation as the controller, against the bundled or given catalog) so mistakes
+ * are reported with their line before anything is sent. Returns the document as written, to be sent as JSON.
+ */
+export async function checkSpecFile(file: string, priceBook: PriceBook): Promise<RawSpec> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (e) {
+    throw new ValidationError(file, [`cannot read: ${(e as Error).message}`]);
+  }
+  const raw: unknown = (() => {
+    try {
+      return parseYaml(text, { uniqueKeys: true }) as unknown;
+    } catch {
+      return undefined; // parseJobSpec below reports the syntax error with its line
+    }
+  })();
+  if (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && !('team' in raw)) {
+    validateJobSpec({ ...raw, team: LOCAL_TEAM_PLACEHOLDER }, file, priceBook);
+    return raw as RawSpec;
+  }
+  parseJobSpec(text, file, priceBook);
+  return raw as RawSpec;
+}
+
+/**
+ * Upload each task's local `build.context` directory (relative to the spec file) and point the spec at the stored
+ * copy. The same directory used by several tasks is uploaded once.
+ */
+async function uploadBuildContexts(
+  raw: RawSpec,
+  file: string,
+  client: FleetwiseClient,
+  log: (line: string) => void,
+): Promise<RawSpec> {
+  if (!Array.isArray(raw.tasks)) return raw;
+  const uploaded = new Map<string, string>();
+  const tasks: unknown[] = [];
+  for (const [index, task] of (raw.tasks as unknown[]).entries()) {
+    const build = (task as { build?: unknown }).build;
+    if (build === undefined) {
+      tasks.push(task);
+      continue;
+    }
+    const context = typeof build === 'string' ? build : (build as { context: string }).context;
+    const directory = isAbsolute(context) ? context : resolve(dirname(file), context);
+    let ref = uploaded.get(directory);
+    if (ref === undefined) {
+      let packed;
+      try {
+        packed = await packContext(directory);
+      } catch (e) {
+        throw new ValidationError(file, [`tasks.${index}.build.context: ${(e as Error).message}`]);
+      }
+      const stored = await client.uploadContext(packed.archive);
+      ref = stored.ref;
+      uploaded.set(directory, ref);
+      log(`uploaded build context ${directory} (${packed.files} files, ${packed.archive.length} bytes) as ${ref}\n`);
+    }
+    tasks.push({ ...(task as object), build: typeof build === 'string' ? ref : { ...(build as object), context: ref } });
+  }
+  return { ...raw, tasks };
+}
+
+export function registerSubmit(program: Command): void {
+  addConnectionOptions(
+    program
+      .command('submit')
+      .description('submit job specs (YAML or JSON) to the controller')
+      .argument('<file...>', 'job spec files, e.g. examples/jobs/resnet.yaml')
+      .option('--json', 'print {"id": …} per job (one JSON object per line) instead of text')
+      .option('--catalog <file>', 'catalog to check demands against locally (default: the bundled one)'),
+  ).action(async (files: string[], options: SubmitOptions) => {
+    const priceBook = new PriceBook(loadCatalogFile(options.catalog));
+    // Check every file before submitting any, so a typo in the third file does not leave two jobs submitted.
+    const specs: RawSpec[] = [];
+    for (const file of files) specs.push(await checkSpecFile(file, priceBook));
+    const client = FleetwiseClient.fromOptions(options);
+    const submitted: JobSummaryResponse[] = [];
+    for (const [i, file] of files.entries()) {
+      const raw = await uploadBuildContexts(specs[i] as RawSpec, file, client, (l) => process.stderr.write(l));
+      let job: JobSummaryResponse;
+      try {
+        job = await client.submitJob(raw);
+      } catch (e) {
+        if (submitted.length > 0)
+          process.stderr.write(`already submitted: ${submitted.map((j) => j.id).join(', ')}\n`);
+        throw new Error(`${file}: ${(e as Error).message}`, { cause: e });
+      }
+      submitted.push(job);
+      if (options.json === true)
+        process.stdout.write(`${JSON.stringify({ id: job.id, name: job.name, team: job.team, state: job.state })}\n`);
+      else process.stdout.write(`submitted ${job.id} (${job.name}, team ${job.team}): ${job.state}\n`);
+    }
+  });
+}

@@ -1,0 +1,97 @@
+import type { InstanceType } from '../core/catalog.js';
+import { demandOn, type Resources } from '../core/resources.js';
+import type { TraceJob, TraceTask } from './traces/types.js';
+
+/**
+ * The simulator's mutable world: jobs, tasks and instances with the state machines of Eva's simulator and
+ * master (research digest §1, §7). Only the engine mutates them; schedulers see ClusterSnapshots.
+ */
+
+/**
+ * queued → launching (start issued: holds capacity; fetch + build) → running (launched: interferes) →
+ * killing (checkpoint issued; still running for kill_delay) → uploading (stopped, checkpoint upload; still
+ * holds capacity) → stopped (capacity freed) → launching … ; `done` once the job finished.
+ */
+export type TaskState = 'queued' | 'launching' | 'running' | 'killing' | 'uploading' | 'stopped' | 'done';
+
+/**
+ * pending (not arrived) → queued → migrating (being launched or moved: pinned) → executing (all tasks
+ * launched: reconfigurable, progressing after init_delay) → finished. Eva reference `JobStatus`.
+ */
+export type JobStatus = 'pending' | 'queued' | 'migrating' | 'executing' | 'finished';
+
+export type InstanceLifecycle =
+  'instantiating' | 'starting-worker' | 'registering' | 'running' | 'terminating' | 'terminated';
+
+export interface SimTask {
+  readonly id: string;
+  readonly job: SimJob;
+  readonly spec: TraceTask;
+  /** Co-location key `<job name>_<task name>` (digest §2). */
+  readonly key: string;
+  state: TaskState;
+  /** Where the plan committed it (the snapshot's instanceId). */
+  committed: SimInstance | undefined;
+  /** Whose capacity it holds (from the start being issued until its checkpoint is uploaded or the job ends). */
+  occupying: SimInstance | undefined;
+  /** A start-task action waits for its gates. */
+  pendingStart: boolean;
+  /** Ground-truth normalized throughput on its instance, while active. */
+  rate: number;
+}
+
+export interface SimJob {
+  readonly index: number;
+  readonly spec: TraceJob;
+  readonly tasks: SimTask[];
+  /** max over tasks of (fetch + build + upload) + init (digest §2 "Migration cost"). */
+  readonly migrationDelaySeconds: number;
+  status: JobStatus;
+  /** Checkpointed to go back to the queue (not to move). */
+  requeueAfterStop: boolean;
+  /** Making progress (init_delay has passed since all its tasks launched). */
+  active: boolean;
+  activeSinceSeconds: number | undefined;
+  /** Invalidates a pending JobBecomesActive event (a kill cancels it, as in the reference). */
+  activationToken: number;
+  completedIterations: number;
+  /** Time up to which completedIterations is integrated. */
+  integratedToSeconds: number;
+  /** Iterations per second now (0 unless active). */
+  throughput: number;
+  /** Invalidates a scheduled completion event whenever the rate changes. */
+  version: number;
+  startSeconds: number | null;
+  endSeconds: number | null;
+  migrations: number;
+}
+
+export interface SimInstance {
+  readonly id: string;
+  readonly type: InstanceType;
+  lifecycle: InstanceLifecycle;
+  /** False once the plan dropped it: it takes no new tasks and terminates when empty. */
+  assignable: boolean;
+  readonly committed: Set<SimTask>;
+  readonly occupants: Set<SimTask>;
+  /** Σ demand (on this family) of the occupants. */
+  used: [number, number, number];
+  /** Images built on it (Eva's simulator keeps them for the instance's lifetime). */
+  readonly images: Set<string>;
+  billedFromSeconds: number | undefined;
+}
+
+export function taskDemandOn(task: SimTask, instance: SimInstance): Resources {
+  const d = demandOn(task.spec.demand, instance.type.family);
+  if (d === undefined) throw new Error(`task ${task.id} cannot run on family ${instance.type.family}`);
+  return d;
+}
+
+/** Whether the task is running on its instance (counts for interference): launched and not yet killed. */
+export function isActive(task: SimTask): boolean {
+  return task.state === 'running' || task.state === 'killing';
+}
+
+export function isReconfigurable(job: SimJob): boolean {
+  return job.status === 'queued' || job.status === 'executing';
+}

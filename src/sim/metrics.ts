@@ -1,0 +1,57 @@
+import { secondsToHours } from '../core/units.js';
+import type { JobOutcome, RunSummary } from './types.js';
+
+/** The run-level numbers behind a RunSummary (research digest §6 "Metric definitions"). */
+export interface RunTotals {
+  readonly scheduler: string;
+  readonly totalCost: number;
+  readonly peakCostPerHour: number;
+  readonly instancesLaunched: number;
+  readonly plannedRounds: number;
+  readonly fullRounds: number;
+  readonly wallSeconds: number;
+}
+
+export function mean(xs: readonly number[]): number {
+  return xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length;
+}
+
+/** Median (mean of the two middle values for an even count); 0 for no values. */
+export function median(xs: readonly number[]): number {
+  if (xs.length === 0) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+}
+
+/** Nearest-rank percentile (the smallest value with at least p% of the values at or below it); 0 for none. */
+export function percentile(xs: readonly number[], p: number): number {
+  if (xs.length === 0) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  const rank = Math.min(s.length, Math.max(1, Math.ceil((p / 100) * s.length)));
+  return s[rank - 1] as number;
+}
+
+/**
+ * JCT = end − arrival over finished jobs; migrations per job = moves after the first launch, averaged over
+ * every job of the trace; full-reconfiguration fraction = share of planned rounds that chose Full.
+ * normalizedCost stays null: the caller sets it once it has No-Packing's cost.
+ */
+export function summarize(totals: RunTotals, jobs: readonly JobOutcome[]): RunSummary {
+  const jctHours = jobs.flatMap((j) => (j.jctSeconds === null ? [] : [secondsToHours(j.jctSeconds)]));
+  const migrations = jobs.reduce((a, j) => a + j.migrations, 0);
+  return {
+    scheduler: totals.scheduler,
+    jobs: jobs.length,
+    totalCost: totals.totalCost,
+    normalizedCost: null,
+    meanJctHours: mean(jctHours),
+    medianJctHours: median(jctHours),
+    p95JctHours: percentile(jctHours, 95),
+    peakCostPerHour: totals.peakCostPerHour,
+    migrationsPerJob: jobs.length === 0 ? 0 : migrations / jobs.length,
+    instancesLaunched: totals.instancesLaunched,
+    fullReconfigFraction: totals.plannedRounds === 0 ? 0 : totals.fullRounds / totals.plannedRounds,
+    wallSeconds: totals.wallSeconds,
+  };
+}

@@ -1,0 +1,93 @@
+import type { RunResult } from '../types.js';
+import { reportCharts } from './charts.js';
+import { escapeXml } from './escape.js';
+import { SUMMARY_COLUMNS } from './format.js';
+import type { ReportSettings } from './json.js';
+import { renderChartSvg } from './svg-chart.js';
+
+/** Shown under each chart; keyed by chart id. */
+const CAPTIONS: Readonly<Record<string, string>> = {
+  'chart-cumulative-cost':
+    'Money spent so far: every instance is billed per second from launch to termination.',
+  'chart-running-instances': 'Instances provisioned (launching or running) at each moment.',
+  'chart-resource-allocation':
+    'Σ demand of the tasks placed on instances ÷ Σ capacity of the provisioned instances, per dimension; ' +
+    'a gap means nothing was provisioned.',
+  'chart-jct-distribution':
+    'Share of completed jobs whose completion time (end − arrival) is at most x; further right = slower.',
+  'chart-migrations': 'Total number of job migrations (moves of a started job to other instances) so far.',
+};
+
+const STYLE = `
+  body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222; margin: 24px auto;
+         max-width: 1000px; padding: 0 16px; }
+  h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 28px; }
+  dl.settings { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; }
+  dl.settings dt { color: #555; } dl.settings dd { margin: 0; font-family: ui-monospace, monospace; }
+  .table-wrap { overflow-x: auto; }
+  table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
+  th, td { padding: 4px 8px; border-bottom: 1px solid #ddd; white-space: nowrap; }
+  th { text-align: left; background: #f4f4f4; } td.num, th.num { text-align: right; }
+  tr.cheapest td { font-weight: 600; }
+  figure { margin: 20px 0; } figcaption { color: #555; font-size: 13px; }
+  svg.chart { max-width: 100%; height: auto; font: 11px system-ui, sans-serif; }
+  svg.chart .chart-title { font-size: 15px; font-weight: 600; }
+  svg.chart .panel-title { font-size: 13px; font-weight: 600; }
+  svg.chart .grid { stroke: #e6e6e6; stroke-width: 1; }
+  svg.chart .axis { stroke: #888; fill: none; }
+  svg.chart .tick { fill: #555; } svg.chart .axis-label { fill: #333; font-size: 12px; }
+  svg.chart .line { fill: none; stroke-width: 1.6; stroke-linejoin: round; }
+  svg.chart .legend-swatch { stroke-width: 3; } svg.chart .legend-label { fill: #333; font-size: 12px; }
+  svg.chart .empty { fill: #999; font-size: 14px; }
+`;
+
+function summaryTable(results: readonly RunResult[]): string {
+  const cheapest = Math.min(...results.map((r) => r.summary.totalCost));
+  const head = SUMMARY_COLUMNS.map(
+    (c) => `<th${c.numeric ? ' class="num"' : ''}>${escapeXml(c.header)}</th>`,
+  );
+  const rows = results.map((r) => {
+    const cells = SUMMARY_COLUMNS.map(
+      (c) => `<td${c.numeric ? ' class="num"' : ''}>${escapeXml(c.cell(r))}</td>`,
+    ).join('');
+    return `<tr${r.summary.totalCost === cheapest ? ' class="cheapest"' : ''}>${cells}</tr>`;
+  });
+  return `<div class="table-wrap"><table id="summary-table"><thead><tr>${head.join('')}</tr></thead><tbody>${rows.join('\n')}</tbody></table></div>`;
+}
+
+function settingsList(settings: ReportSettings): string {
+  const items = Object.entries(settings).map(
+    ([k, v]) => `<dt>${escapeXml(k)}</dt><dd>${escapeXml(v === null ? '–' : String(v))}</dd>`,
+  );
+  return `<dl class="settings">${items.join('')}</dl>`;
+}
+
+/**
+ * The self-contained report.html: settings, the summary table and the five charts as inline SVG. No scripts,
+ * fonts, images or links to load, so it opens offline and can be attached to an issue as is.
+ */
+export function reportHtml(results: readonly RunResult[], settings: ReportSettings): string {
+  const figures = reportCharts(results).map(
+    (chart) =>
+      `<figure>${renderChartSvg(chart)}<figcaption>${escapeXml(CAPTIONS[chart.id] ?? '')}</figcaption></figure>`,
+  );
+  return [
+    '<!doctype html>',
+    '<html lang="en">',
+    '<head>',
+    '<meta charset="utf-8">',
+    '<meta name="viewport" content="width=device-width, initial-scale=1">',
+    '<title>fleetwise simulation report</title>',
+    `<style>${STYLE}</style>`,
+    '</head>',
+    '<body>',
+    '<h1>fleetwise simulation report</h1>',
+    `<section id="settings"><h2>Settings</h2>${settingsList(settings)}</section>`,
+    `<section id="summary"><h2>Summary</h2>${summaryTable(results)}` +
+      '<p>Norm. cost is relative to no-packing when it ran. Utilization is time-weighted over the run.</p></section>',
+    `<section id="charts"><h2>Charts</h2>\n${figures.join('\n')}\n</section>`,
+    '</body>',
+    '</html>',
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,60 @@
+import type { JobOutcome, RunResult, RunSeries, RunSummary } from '../types.js';
+import { thinAligned } from './downsample.js';
+import { orderedSummary } from './normalize.js';
+
+/** The settings a report was produced with (trace, seed, round length, …), shown in report.json and HTML. */
+export type ReportSettings = Readonly<Record<string, string | number | boolean | null>>;
+
+/** What `fleetwise simulate --json` prints: exactly this object, one summary per run in request order. */
+export interface RunsJson {
+  readonly runs: RunSummary[];
+}
+
+export function runsJson(results: readonly RunResult[]): RunsJson {
+  return { runs: results.map((r) => orderedSummary(r.summary)) };
+}
+
+export interface ReportJson extends RunsJson {
+  readonly settings: ReportSettings;
+  /** Per scheduler: its time series (thinned to bound the file size, peaks kept) and every job's outcome. */
+  readonly details: Record<string, { readonly series: RunSeries; readonly jobs: readonly JobOutcome[] }>;
+}
+
+/**
+ * Series are thinned to `maxSeriesBuckets` time buckets: on the full Alibaba trace a run has ~10^5 change
+ * points × 11 arrays × every scheduler, which would make report.json hundreds of MB. Cumulative cost and
+ * migrations are exact at every kept time; each bucket keeps the extremes of cost rate and instance count.
+ */
+export function thinSeries(series: RunSeries, maxSeriesBuckets: number): RunSeries {
+  const keep = thinAligned(
+    series.timeSeconds,
+    [series.costPerHour, series.runningInstances, series.allocatedGpus, series.migrations],
+    maxSeriesBuckets,
+  );
+  if (keep.length === series.timeSeconds.length) return series;
+  const pick = (a: readonly number[]): number[] => keep.map((i) => a[i] as number);
+  return {
+    timeSeconds: pick(series.timeSeconds),
+    cumulativeCost: pick(series.cumulativeCost),
+    costPerHour: pick(series.costPerHour),
+    runningInstances: pick(series.runningInstances),
+    allocatedGpus: pick(series.allocatedGpus),
+    allocatedVcpus: pick(series.allocatedVcpus),
+    allocatedMemoryGiB: pick(series.allocatedMemoryGiB),
+    capacityGpus: pick(series.capacityGpus),
+    capacityVcpus: pick(series.capacityVcpus),
+    capacityMemoryGiB: pick(series.capacityMemoryGiB),
+    migrations: pick(series.migrations),
+  };
+}
+
+export function reportJson(
+  results: readonly RunResult[],
+  settings: ReportSettings,
+  maxSeriesBuckets = 2000,
+): ReportJson {
+  const details: ReportJson['details'] = {};
+  for (const r of results)
+    details[r.summary.scheduler] = { series: thinSeries(r.series, maxSeriesBuckets), jobs: r.jobs };
+  return { ...runsJson(results), settings, details };
+}

@@ -1,0 +1,54 @@
+import type { RunResult, RunSummary } from '../types.js';
+
+/** The baseline that costs are normalized to (Eva §6: costs relative to No-Packing). */
+export const BASELINE_SCHEDULER = 'no-packing';
+
+/**
+ * Set each run's normalizedCost = totalCost / the no-packing run's totalCost, or null when no-packing is not
+ * among the runs (or cost nothing, so the ratio is undefined).
+ */
+export function withNormalizedCosts(results: readonly RunResult[]): RunResult[] {
+  const baseline = results.find((r) => r.summary.scheduler === BASELINE_SCHEDULER);
+  const baseCost = baseline?.summary.totalCost;
+  return results.map((r) => ({
+    ...r,
+    summary: {
+      ...r.summary,
+      normalizedCost: baseCost !== undefined && baseCost > 0 ? r.summary.totalCost / baseCost : null,
+    },
+  }));
+}
+
+/** RunSummary's fields in the order `simulate --json`, runs.csv and the tables show them. */
+export const SUMMARY_FIELDS = [
+  'scheduler',
+  'jobs',
+  'totalCost',
+  'normalizedCost',
+  'meanJctHours',
+  'medianJctHours',
+  'p95JctHours',
+  'peakCostPerHour',
+  'migrationsPerJob',
+  'instancesLaunched',
+  'fullReconfigFraction',
+  'wallSeconds',
+] as const satisfies readonly (keyof RunSummary)[];
+
+/** A copy with exactly SUMMARY_FIELDS, in order (a simulator adding fields does not change the output). */
+export function orderedSummary(s: RunSummary): RunSummary {
+  return {
+    scheduler: s.scheduler,
+    jobs: s.jobs,
+    totalCost: s.totalCost,
+    normalizedCost: s.normalizedCost,
+    meanJctHours: s.meanJctHours,
+    medianJctHours: s.medianJctHours,
+    p95JctHours: s.p95JctHours,
+    peakCostPerHour: s.peakCostPerHour,
+    migrationsPerJob: s.migrationsPerJob,
+    instancesLaunched: s.instancesLaunched,
+    fullReconfigFraction: s.fullReconfigFraction,
+    wallSeconds: s.wallSeconds,
+  };
+}

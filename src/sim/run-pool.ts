@@ -1,0 +1,88 @@
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import { ValidationError } from '../core/validation.js';
+import type { RunRequest, RunWorkerMessage } from './run-request.js';
+import type { RunResult } from './types.js';
+
+/** Compiled next to this file (dist/sim/run-worker.js); the CLI runs from dist/. */
+const WORKER_URL = new URL('./run-worker.js', import.meta.url);
+
+export interface RunPoolListener {
+  onStart?(index: number): void;
+  onProgress?(index: number, fraction: number): void;
+  onDone?(index: number, result: RunResult): void;
+}
+
+/** Issue default: as many workers as runs, at most one per available core. */
+export function defaultParallelism(runs: number): number {
+  return Math.max(1, Math.min(runs, availableParallelism()));
+}
+
+function runOne(
+  request: RunRequest,
+  index: number,
+  listener: RunPoolListener,
+  active: Set<Worker>,
+): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(WORKER_URL, { workerData: request });
+    active.add(worker);
+    let settled = false;
+    const settle = (action: () => void): void => {
+      if (settled) return;
+      settled = true;
+      active.delete(worker);
+      action();
+      void worker.terminate();
+    };
+    listener.onStart?.(index);
+    worker.on('message', (message: RunWorkerMessage) => {
+      if (message.type === 'progress') listener.onProgress?.(index, message.fraction);
+      else if (message.type === 'result') settle(() => resolve(message.result));
+      else
+        settle(() =>
+          reject(
+            message.validation !== undefined
+              ? new ValidationError(message.validation.source, message.validation.problems)
+              : new Error(`${request.scheduler}: ${message.message}`),
+          ),
+        );
+    });
+    worker.on('error', (e) => settle(() => reject(new Error(`${request.scheduler}: ${e.message}`))));
+    worker.on('exit', (code) =>
+      settle(() => reject(new Error(`${request.scheduler}: worker exited (code ${code}) without a result`))),
+    );
+  });
+}
+
+/**
+ * Run each request in its own worker thread, at most `parallel` at once; results come back in request order.
+ * The first failure rejects and stops the other workers.
+ */
+export async function runInWorkers(
+  requests: readonly RunRequest[],
+  parallel: number,
+  listener: RunPoolListener = {},
+): Promise<RunResult[]> {
+  const results: RunResult[] = new Array<RunResult>(requests.length);
+  const active = new Set<Worker>();
+  let next = 0;
+  let failed = false;
+  const lane = async (): Promise<void> => {
+    while (!failed && next < requests.length) {
+      const index = next++;
+      const request = requests[index] as RunRequest;
+      const result = await runOne(request, index, listener, active);
+      results[index] = result;
+      listener.onDone?.(index, result);
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(parallel, requests.length)) }, lane));
+  } catch (e) {
+    failed = true;
+    await Promise.all([...active].map((w) => w.terminate()));
+    throw e;
+  }
+  return results;
+}

@@ -1,0 +1,101 @@
+import { loadCatalogFile } from '../cloud/catalog-file.js';
+import type { Catalog } from '../core/catalog.js';
+import { ValidationError } from '../core/validation.js';
+import { runSimulation, type SimulationProgress } from './engine.js';
+import { constantPairwise, type GroundTruth } from './ground-truth.js';
+import { createScheduler, type SchedulerName } from './schedulers.js';
+import { loadContentionMatrix, loadTrace, type TraceFormat } from './traces/load.js';
+import type { Trace } from './traces/types.js';
+import type { RunResult } from './types.js';
+
+/**
+ * Everything one simulated run needs, as plain data: a worker thread receives it and loads the trace, the
+ * catalog and the ground truth itself, so no state (learned tables, caches) leaks between runs.
+ */
+export interface RunRequest {
+  readonly scheduler: SchedulerName;
+  readonly trace: {
+    readonly path?: string | undefined;
+    readonly format: TraceFormat;
+    readonly jobs?: number | undefined;
+    readonly seed?: number | undefined;
+    readonly multiTaskShare?: number | undefined;
+  };
+  /** Default: the bundled us-east-1 catalog. */
+  readonly catalogPath?: string | undefined;
+  readonly roundSeconds?: number | undefined;
+  readonly evaDefaultRate?: number | undefined;
+  /** Replace the measured contention matrix by a uniform pairwise rate (Eva §6.4 ablation). */
+  readonly pairwiseInterference?: number | undefined;
+}
+
+/** Messages a run worker posts to the main thread. */
+export type RunWorkerMessage =
+  | { readonly type: 'progress'; readonly fraction: number }
+  | { readonly type: 'result'; readonly result: RunResult }
+  | {
+      readonly type: 'error';
+      readonly message: string;
+      /** Set when the failure was a ValidationError, so the main thread can report it the same way. */
+      readonly validation?: { readonly source: string; readonly problems: readonly string[] } | undefined;
+    };
+
+/**
+ * The measured contention matrix, or for `--pairwise-interference X` Eva §6.4's ablation: "if pairwise
+ * co-location throughput is set to 0.9, then when two jobs are co-located, they both have normalized
+ * throughput of 0.9"; with more neighbours the pairwise rates multiply (as the matrix composes them).
+ */
+export function groundTruthFor(request: Pick<RunRequest, 'pairwiseInterference'>): GroundTruth {
+  if (request.pairwiseInterference !== undefined) return constantPairwise(request.pairwiseInterference);
+  const matrix = loadContentionMatrix();
+  return (target, others) => matrix.rate(target, others);
+}
+
+export function loadRequestCatalog(request: Pick<RunRequest, 'catalogPath'>): Catalog {
+  return request.catalogPath === undefined ? loadCatalogFile() : loadCatalogFile(request.catalogPath);
+}
+
+export function loadRequestTrace(request: Pick<RunRequest, 'trace'>, catalog: Catalog): Trace {
+  const { path, format, jobs, seed, multiTaskShare } = request.trace;
+  return loadTrace(path, { format, jobs, seed, multiTaskShare, instanceCatalog: catalog });
+}
+
+/**
+ * Load everything the request names and run it in this thread. Progress is the share of the trace's jobs
+ * finished, reported after each scheduling round.
+ */
+export function executeRun(request: RunRequest, onProgress?: (fraction: number) => void): RunResult {
+  const catalog = loadRequestCatalog(request);
+  const trace = loadRequestTrace(request, catalog);
+  const groundTruth = groundTruthFor(request);
+  const scheduler = createScheduler(request.scheduler, {
+    catalog,
+    groundTruth,
+    evaDefaultRate: request.evaDefaultRate,
+  });
+  const result = runSimulation({
+    trace,
+    scheduler,
+    catalog,
+    groundTruth,
+    ...(request.roundSeconds !== undefined ? { roundSeconds: request.roundSeconds } : {}),
+    ...(onProgress !== undefined
+      ? {
+          onProgress: (p: SimulationProgress) =>
+            onProgress(p.totalJobs > 0 ? p.finishedJobs / p.totalJobs : 1),
+        }
+      : {}),
+  });
+  // The registry name is the run's identity in every report, whatever the class calls itself.
+  return { ...result, summary: { ...result.summary, scheduler: request.scheduler } };
+}
+
+export function errorMessage(error: unknown): RunWorkerMessage {
+  if (error instanceof ValidationError)
+    return {
+      type: 'error',
+      message: error.message,
+      validation: { source: error.source, problems: error.problems },
+    };
+  return { type: 'error', message: error instanceof Error ? error.message : String(error) };
+}

@@ -1,0 +1,164 @@
+import { execFile, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { SUMMARY_FIELDS } from '../../src/sim/report/normalize.js';
+import type { RunSummary } from '../../src/sim/types.js';
+
+/**
+ * `fleetwise simulate` as users run it: `node dist/cli/main.js` in a subprocess, so the worker-thread entry is
+ * the compiled dist/sim/run-worker.js. `npm test` builds first; when run alone (`npx vitest run test/cli`) and
+ * a module the CLI loads is missing from dist/ or older than its source, this builds once.
+ */
+const CLI = join(PROJECT_ROOT, 'dist', 'cli', 'main.js');
+const TINY = ['simulate', '--format', 'synthetic', '--jobs', '6', '--seed', '3'];
+
+/** The CLI's modules (static imports from main.ts, plus the worker entry loaded by URL) whose dist/ copy is stale. */
+function staleCliModules(): string[] {
+  const src = join(PROJECT_ROOT, 'src');
+  const seen = new Set<string>();
+  const stale: string[] = [];
+  const visit = (path: string): void => {
+    if (seen.has(path) || !existsSync(path)) return;
+    seen.add(path);
+    const built = join(PROJECT_ROOT, 'dist', relative(src, path)).replace(/\.ts$/, '.js');
+    if (!existsSync(built) || statSync(built).mtimeMs < statSync(path).mtimeMs) stale.push(path);
+    for (const m of readFileSync(path, 'utf8').matchAll(/from '(\.\.?\/[^']+)\.js'/g))
+      visit(join(dirname(path), `${m[1] ?? ''}.ts`));
+  };
+  visit(join(src, 'cli', 'main.ts'));
+  visit(join(src, 'sim', 'run-worker.ts'));
+  return stale;
+}
+
+interface CliResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+async function cli(args: readonly string[]): Promise<CliResult> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [CLI, ...args], {
+      cwd: PROJECT_ROOT,
+      maxBuffer: 16 * 1024 * 1024,
+    });
+    return { code: 0, stdout, stderr };
+  } catch (e) {
+    const failed = e as { code?: number; stdout?: string; stderr?: string };
+    return { code: failed.code ?? -1, stdout: failed.stdout ?? '', stderr: failed.stderr ?? '' };
+  }
+}
+
+function parseRuns(stdout: string): RunSummary[] {
+  const parsed = JSON.parse(stdout) as { runs: RunSummary[] };
+  return parsed.runs;
+}
+
+/** Everything but the wall time, which differs from run to run. */
+function withoutWallTime(runs: readonly RunSummary[]): Omit<RunSummary, 'wallSeconds'>[] {
+  return runs.map(({ wallSeconds: _wall, ...rest }) => rest);
+}
+
+describe('fleetwise simulate (CLI subprocess)', () => {
+  let outDir = '';
+  let first: CliResult;
+
+  beforeAll(async () => {
+    if (staleCliModules().length > 0) {
+      // Emits even when another module has a type error; the checks below need only the simulate path.
+      spawnSync(
+        process.execPath,
+        [join(PROJECT_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
+        {
+          cwd: PROJECT_ROOT,
+          stdio: 'ignore',
+        },
+      );
+    }
+    expect(existsSync(CLI), `${CLI} is missing: run npm run build`).toBe(true);
+    outDir = mkdtempSync(join(tmpdir(), 'fleetwise-simulate-'));
+    first = await cli([...TINY, '--scheduler', 'no-packing,eva', '--json', '--out', outDir]);
+  }, 180_000);
+
+  afterAll(() => {
+    if (outDir !== '') rmSync(outDir, { recursive: true, force: true });
+  });
+
+  it('--json prints exactly one JSON object with one summary per scheduler', () => {
+    expect(first.stderr).not.toMatch(/Error|fleetwise:/);
+    expect(first.code).toBe(0);
+    expect(first.stdout.trimEnd().split('\n')).toHaveLength(1);
+    const parsed = JSON.parse(first.stdout) as Record<string, unknown>;
+    expect(Object.keys(parsed)).toEqual(['runs']);
+    const runs = parseRuns(first.stdout);
+    expect(runs.map((r) => r.scheduler)).toEqual(['no-packing', 'eva']);
+    for (const run of runs) {
+      expect(Object.keys(run)).toEqual([...SUMMARY_FIELDS]);
+      expect(run.jobs).toBe(6);
+      expect(run.totalCost).toBeGreaterThan(0);
+      expect(run.meanJctHours).toBeGreaterThan(0);
+      expect(run.medianJctHours).toBeLessThanOrEqual(run.p95JctHours);
+      expect(run.instancesLaunched).toBeGreaterThan(0);
+      expect(run.wallSeconds).toBeGreaterThan(0);
+    }
+  });
+
+  it('normalizes costs to no-packing, which is 1', () => {
+    const [noPacking, eva] = parseRuns(first.stdout);
+    expect(noPacking?.normalizedCost).toBe(1);
+    expect(noPacking?.migrationsPerJob).toBe(0);
+    expect(eva?.normalizedCost).toBeCloseTo((eva?.totalCost ?? 0) / (noPacking?.totalCost ?? 1), 12);
+  });
+
+  it('--out writes report.json, runs.csv and a self-contained report.html', () => {
+    const report = JSON.parse(readFileSync(join(outDir, 'report.json'), 'utf8')) as {
+      runs: RunSummary[];
+      details: Record<string, unknown>;
+    };
+    expect(withoutWallTime(report.runs)).toEqual(withoutWallTime(parseRuns(first.stdout)));
+    expect(Object.keys(report.details)).toEqual(['no-packing', 'eva']);
+    const csv = readFileSync(join(outDir, 'runs.csv'), 'utf8').trimEnd().split('\n');
+    expect(csv).toHaveLength(3);
+    expect(csv[1]?.startsWith('no-packing,6,')).toBe(true);
+    const html = readFileSync(join(outDir, 'report.html'), 'utf8');
+    expect(html.match(/<svg /g)).toHaveLength(5);
+    expect(html).not.toMatch(/https?:\/\/|<script/);
+  });
+
+  it('gives the same numbers one worker at a time (runs share no state)', async () => {
+    const serial = await cli([...TINY, '--scheduler', 'eva,no-packing', '--json', '--parallel', '1']);
+    expect(serial.code).toBe(0);
+    const [eva, noPacking] = withoutWallTime(parseRuns(serial.stdout));
+    const [noPackingFirst, evaFirst] = withoutWallTime(parseRuns(first.stdout));
+    expect(eva).toEqual(evaFirst);
+    expect(noPacking).toEqual(noPackingFirst);
+  });
+
+  it('prints a table without --json, and normalizedCost is absent without no-packing', async () => {
+    const table = await cli([...TINY, '--scheduler', 'karpenter', '--pairwise-interference', '0.9']);
+    expect(table.code).toBe(0);
+    const lines = table.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/6 jobs$/);
+    expect(lines[2]).toMatch(/^scheduler +jobs +total cost \$ +norm\. cost/);
+    expect(lines[4]).toMatch(/^karpenter +6 +[\d,]+\.\d\d +–/);
+  });
+
+  it('rejects an unknown scheduler with the list of valid ones and a non-zero exit', async () => {
+    const bad = await cli([...TINY, '--scheduler', 'no-packing,nope', '--json']);
+    expect(bad.code).toBe(2);
+    expect(bad.stdout).toBe('');
+    expect(bad.stderr).toContain('unknown scheduler "nope"; valid: eva, eva-full-only');
+    expect(bad.stderr).toContain('karpenter-balanced');
+  });
+
+  it('names the flag and the reason for a bad option value', async () => {
+    const bad = await cli([...TINY, '--scheduler', 'eva', '--parallel', '0', '--eva-default-rate', '1.5']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--parallel: must be ≥ 1');
+    expect(bad.stderr).toContain('--eva-default-rate: must be ≤ 1');
+  });
+});
