@@ -3,7 +3,17 @@ import { Command, CommanderError } from 'commander';
 import { ValidationError } from '../core/validation.js';
 import { registerBench } from './commands/bench.js';
 import { registerCatalog } from './commands/catalog.js';
+import { registerController } from './commands/controller.js';
 import { registerSimulate } from './commands/simulate.js';
+import { registerSubmit } from './commands/submit.js';
+import { registerJobs } from './commands/jobs.js';
+import { registerJob } from './commands/job.js';
+import { registerCancel } from './commands/cancel.js';
+import { registerCluster } from './commands/cluster.js';
+import { registerWhy } from './commands/why.js';
+import { registerDrain } from './commands/drain.js';
+import { registerReport } from './commands/report.js';
+import { registerLogs } from './commands/logs.js';
 
 /** The `fleetwise` command. Each subcommand lives in src/cli/commands/<name>.ts and registers itself here. */
 export function buildProgram(): Command {
@@ -13,7 +23,17 @@ export function buildProgram(): Command {
     .showHelpAfterError();
   registerBench(program);
   registerCatalog(program);
+  registerController(program);
   registerSimulate(program);
+  registerSubmit(program);
+  registerJobs(program);
+  registerJob(program);
+  registerCancel(program);
+  registerCluster(program);
+  registerWhy(program);
+  registerDrain(program);
+  registerReport(program);
+  registerLogs(program);
   return program;
 }
 

@@ -126,8 +126,10 @@ export function registerCatalog(program: Command): Command {
       `\nCredentials, AWS_ENDPOINT_URL_EC2 and AWS_ENDPOINT_URL_PRICING follow the AWS SDK's standard configuration.\n` +
         `Test hook: ${PRICING_FIXTURE_DIR_ENV}=DIR serves recorded GetProducts responses from DIR instead of AWS.`,
     )
-    .action(async (options: { region?: string }) => {
-      await runCatalogRefresh(options, await defaultDeps(options.region ?? ''));
+    .action(async (rawOptions: unknown) => {
+      // Validate before loading the AWS clients, so a typo fails at once.
+      const options = parseWith(refreshOptionsSchema, rawOptions, 'catalog refresh options');
+      await runCatalogRefresh(rawOptions, await defaultDeps(options.region));
     });
   return catalog;
 }

@@ -1,0 +1,87 @@
+#!/bin/bash
+# fleetwise worker bootstrap, run once as root at an instance's first boot (EC2 user data).
+#
+# src/cloud/aws/user-data.ts fills in every placeholder (a NAME in double braces) before launch; the values are validated to contain no
+# quotes, spaces or newlines, so single-quoting them below is safe. The instance id is not known before launch: the
+# script reads it from the instance metadata service (IMDSv2; the provider launches with HttpTokens=required).
+#
+# Works on Amazon Linux 2023 and on Debian/Ubuntu. For GPU types use an AMI with the NVIDIA driver and the NVIDIA
+# container toolkit (e.g. an AWS Deep Learning Base AMI): the script wires the toolkit into Docker when it finds it.
+# Everything here adds to an instance's launch delay; a pre-baked AMI (Docker, Node.js and fleetwise installed)
+# makes the worker start much sooner.
+set -euo pipefail
+exec > >(tee -a /var/log/fleetwise-bootstrap.log) 2>&1
+echo "fleetwise bootstrap starting at $(date -Is)"
+
+CONTROLLER_URL='{{CONTROLLER_URL}}'
+WORKER_TOKEN='{{WORKER_TOKEN}}'
+FLEETWISE_PACKAGE='{{FLEETWISE_PACKAGE}}'
+NODE_VERSION='{{NODE_VERSION}}'
+
+# --- Docker -------------------------------------------------------------------------------------------------------
+if ! command -v docker >/dev/null 2>&1; then
+  if command -v dnf >/dev/null 2>&1; then
+    dnf install -y docker
+  elif command -v apt-get >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -y
+    apt-get install -y docker.io curl xz-utils
+  else
+    echo "fleetwise: no supported package manager (dnf or apt-get) to install Docker" >&2
+    exit 1
+  fi
+fi
+if command -v nvidia-ctk >/dev/null 2>&1; then
+  nvidia-ctk runtime configure --runtime=docker
+fi
+systemctl enable docker
+systemctl restart docker
+
+# --- Node.js (official binaries: distribution packages are often older than fleetwise's minimum) -------------------
+if ! command -v node >/dev/null 2>&1 || [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
+  case "$(uname -m)" in
+    x86_64) NODE_ARCH=x64 ;;
+    aarch64) NODE_ARCH=arm64 ;;
+    *) echo "fleetwise: unsupported architecture $(uname -m)" >&2; exit 1 ;;
+  esac
+  curl -fsSL --retry 5 "https://nodejs.org/dist/v${NODE_VERSION}/node-v${NODE_VERSION}-linux-${NODE_ARCH}.tar.xz" \
+    | tar -xJ -C /usr/local --strip-components=1
+fi
+
+# --- fleetwise ----------------------------------------------------------------------------------------------------
+npm install --global --no-fund --no-audit "${FLEETWISE_PACKAGE}"
+
+# --- this instance's id, from IMDSv2 ------------------------------------------------------------------------------
+IMDS=http://169.254.169.254/latest
+IMDS_TOKEN="$(curl -fsS --retry 5 -X PUT "${IMDS}/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')"
+INSTANCE_ID="$(curl -fsS --retry 5 -H "X-aws-ec2-metadata-token: ${IMDS_TOKEN}" "${IMDS}/meta-data/instance-id")"
+
+# --- the worker, as a service that restarts on failure -------------------------------------------------------------
+install -d -m 0700 /etc/fleetwise
+cat > /etc/fleetwise/worker.env <<ENV
+CONTROLLER_URL=${CONTROLLER_URL}
+WORKER_TOKEN=${WORKER_TOKEN}
+INSTANCE_ID=${INSTANCE_ID}
+ENV
+chmod 0600 /etc/fleetwise/worker.env
+
+FLEETWISE_BIN="$(command -v fleetwise)"
+cat > /etc/systemd/system/fleetwise-worker.service <<UNIT
+[Unit]
+Description=fleetwise worker
+After=docker.service network-online.target
+Wants=network-online.target
+Requires=docker.service
+
+[Service]
+EnvironmentFile=/etc/fleetwise/worker.env
+ExecStart=${FLEETWISE_BIN} worker --controller \${CONTROLLER_URL} --token \${WORKER_TOKEN} --instance-id \${INSTANCE_ID}
+Restart=always
+RestartSec=5
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+systemctl daemon-reload
+systemctl enable --now fleetwise-worker.service
+echo "fleetwise worker ${INSTANCE_ID} started at $(date -Is), controller ${CONTROLLER_URL}"

@@ -1,0 +1,34 @@
+/**
+ * Remembers "no capacity for this type in this zone" for a few minutes, so the next launch goes straight to another
+ * zone or type instead of asking EC2 again. Karpenter keeps the same cache (per type, zone and capacity type) with a
+ * 3-minute TTL (industry-anchors.md, "Insufficient-capacity (ICE) handling"); 180 s is our default too.
+ */
+export const DEFAULT_CAPACITY_ERROR_TTL_SECONDS = 180;
+
+export class CapacityErrorCache {
+  private readonly expiresAtMs = new Map<string, number>();
+
+  constructor(
+    private readonly ttlSeconds: number = DEFAULT_CAPACITY_ERROR_TTL_SECONDS,
+    private readonly nowMs: () => number = Date.now,
+  ) {}
+
+  private static key(typeName: string, zone: string): string {
+    return `${typeName}@${zone}`;
+  }
+
+  markUnavailable(typeName: string, zone: string): void {
+    this.expiresAtMs.set(CapacityErrorCache.key(typeName, zone), this.nowMs() + this.ttlSeconds * 1000);
+  }
+
+  isUnavailable(typeName: string, zone: string): boolean {
+    const key = CapacityErrorCache.key(typeName, zone);
+    const expires = this.expiresAtMs.get(key);
+    if (expires === undefined) return false;
+    if (this.nowMs() >= expires) {
+      this.expiresAtMs.delete(key);
+      return false;
+    }
+    return true;
+  }
+}

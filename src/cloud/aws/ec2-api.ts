@@ -1,0 +1,46 @@
+import {
+  DescribeInstancesCommand,
+  DescribeInstanceTypesCommand,
+  EC2Client,
+  RunInstancesCommand,
+  TerminateInstancesCommand,
+  type DescribeInstancesCommandInput,
+  type DescribeInstancesCommandOutput,
+  type DescribeInstanceTypesCommandInput,
+  type DescribeInstanceTypesCommandOutput,
+  type RunInstancesCommandInput,
+  type RunInstancesCommandOutput,
+  type TerminateInstancesCommandInput,
+  type TerminateInstancesCommandOutput,
+} from '@aws-sdk/client-ec2';
+import { commonClientConfig, type AwsClientOptions } from './client-config.js';
+
+/**
+ * The EC2 calls fleetwise makes, one method each: a thin wrapper over the SDK client's send. It is the seam where
+ * tests inject what moto cannot produce (InsufficientInstanceCapacity, RequestLimitExceeded) and count calls.
+ */
+export interface Ec2Api {
+  runInstances(input: RunInstancesCommandInput): Promise<RunInstancesCommandOutput>;
+  describeInstances(input: DescribeInstancesCommandInput): Promise<DescribeInstancesCommandOutput>;
+  terminateInstances(input: TerminateInstancesCommandInput): Promise<TerminateInstancesCommandOutput>;
+  describeInstanceTypes(
+    input: DescribeInstanceTypesCommandInput,
+  ): Promise<DescribeInstanceTypesCommandOutput>;
+}
+
+/** An EC2 client from the SDK's standard configuration, honouring AWS_ENDPOINT_URL_EC2 / AWS_ENDPOINT_URL. */
+export function createEc2Client(
+  options: AwsClientOptions = {},
+  env: NodeJS.ProcessEnv = process.env,
+): EC2Client {
+  return new EC2Client(commonClientConfig('EC2', options, env));
+}
+
+export function ec2ApiFromClient(client: EC2Client): Ec2Api {
+  return {
+    runInstances: (input) => client.send(new RunInstancesCommand(input)),
+    describeInstances: (input) => client.send(new DescribeInstancesCommand(input)),
+    terminateInstances: (input) => client.send(new TerminateInstancesCommand(input)),
+    describeInstanceTypes: (input) => client.send(new DescribeInstanceTypesCommand(input)),
+  };
+}

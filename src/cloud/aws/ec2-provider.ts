@@ -1,0 +1,360 @@
+import { createHash } from 'node:crypto';
+import type { Instance, RunInstancesCommandInput, Tag } from '@aws-sdk/client-ec2';
+import { z } from 'zod';
+import { Rng } from '../../core/random.js';
+import { parseWith, ValidationError } from '../../core/validation.js';
+import {
+  CloudProviderError,
+  InsufficientCapacityError,
+  launchRequestSchema,
+  QuotaExceededError,
+  TAG_CLUSTER,
+  TAG_INSTANCE_KEY,
+  TAG_LAUNCH_TOKEN,
+  TAG_PLAN,
+  type CloudInstance,
+  type CloudProvider,
+  type InstanceState,
+  type LaunchRequest,
+  type LaunchResult,
+  type ListOptions,
+} from '../provider.js';
+import { CapacityErrorCache, DEFAULT_CAPACITY_ERROR_TTL_SECONDS } from './capacity-error-cache.js';
+import { awsErrorCode, type AwsClientOptions } from './client-config.js';
+import { createEc2Client, ec2ApiFromClient, type Ec2Api } from './ec2-api.js';
+import { backoffPolicySchema, realSleep, retryOnThrottling, type RetryDeps } from './throttling.js';
+import { workerBootstrapSchema, workerUserDataBase64 } from './user-data.js';
+
+/**
+ * Codes meaning "this type cannot be had in this zone right now": try another zone, and remember it for a while.
+ * `Unsupported` is what EC2 answers when a type is not offered in the requested zone at all.
+ */
+const ZONE_CAPACITY_CODES: ReadonlySet<string> = new Set([
+  'InsufficientInstanceCapacity',
+  'InsufficientCapacity',
+  'InsufficientHostCapacity',
+  'Unsupported',
+]);
+
+/** Account quotas: no other zone helps; a type in another quota class (e.g. C/R instead of P) may. */
+const QUOTA_CODES: ReadonlySet<string> = new Set([
+  'InstanceLimitExceeded',
+  'VcpuLimitExceeded',
+  'MaxSpotInstanceCountExceeded',
+]);
+
+const LIVE_STATES: readonly InstanceState[] = ['pending', 'running', 'stopping', 'stopped', 'shutting-down'];
+const INSTANCE_STATES: ReadonlySet<string> = new Set<InstanceState>([...LIVE_STATES, 'terminated']);
+const INSTANCE_ID = /^i-[0-9a-f]{8,17}$/;
+/** TerminateInstances takes at most 1000 ids per call. */
+const TERMINATE_BATCH = 1000;
+
+export const ec2ProviderConfigSchema = z
+  .object({
+    region: z.string().min(1),
+    /** The worker AMI (for GPU types: one with the NVIDIA driver and container toolkit). */
+    amiId: z.string().regex(/^ami-[0-9a-f]{8,17}$/, 'an AMI id like ami-0123456789abcdef0'),
+    /** One entry per availability zone the cluster may use, in default preference order; subnets pin the VPC. */
+    placements: z
+      .array(
+        z.object({
+          availabilityZone: z.string().min(1),
+          subnetId: z
+            .string()
+            .regex(/^subnet-[0-9a-f]{8,17}$/, 'a subnet id like subnet-0123456789abcdef0')
+            .optional(),
+        }),
+      )
+      .min(1, 'at least one availability zone')
+      .refine(
+        (ps) => new Set(ps.map((p) => p.availabilityZone)).size === ps.length,
+        'each availability zone may appear once',
+      ),
+    securityGroupIds: z
+      .array(z.string().regex(/^sg-[0-9a-f]{8,17}$/, 'a security group id like sg-0123…'))
+      .default([]),
+    /** Instance profile name or ARN: the workers' role (S3 access to the checkpoint bucket). */
+    instanceProfile: z.string().min(1).optional(),
+    keyName: z.string().min(1).optional(),
+    /** How new instances start a worker; leave out when the AMI starts one itself. */
+    worker: workerBootstrapSchema.optional(),
+    capacityErrorTtlSeconds: z.number().nonnegative().default(DEFAULT_CAPACITY_ERROR_TTL_SECONDS),
+    throttling: backoffPolicySchema.default(backoffPolicySchema.parse({})),
+    /** DescribeInstances page size (EC2 allows 5–1000). */
+    listPageSize: z.number().int().min(5).max(1000).default(1000),
+  })
+  .strict();
+export type Ec2ProviderConfig = z.input<typeof ec2ProviderConfigSchema>;
+type ParsedConfig = z.output<typeof ec2ProviderConfigSchema>;
+type Placement = ParsedConfig['placements'][number];
+
+export interface Ec2ProviderDeps {
+  readonly api: Ec2Api;
+  readonly nowMs?: () => number;
+  readonly sleep?: (ms: number) => Promise<void>;
+  /** Jitter for throttling backoff. */
+  readonly rng?: Rng;
+}
+
+/**
+ * The ClientToken for one zone's attempt. EC2 treats a token reused with different parameters as an error
+ * (IdempotentParameterMismatch), so each zone gets its own token, derived deterministically so that a retry of the
+ * same launch in the same zone reuses it. A SHA-256 hex digest is exactly EC2's 64-character limit.
+ */
+export function zoneClientToken(idempotencyToken: string, availabilityZone: string): string {
+  return createHash('sha256').update(`${idempotencyToken}\n${availabilityZone}`).digest('hex');
+}
+
+function tagsToRecord(tags: readonly Tag[] | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const tag of tags ?? []) if (tag.Key !== undefined) out[tag.Key] = tag.Value ?? '';
+  return out;
+}
+
+function toCloudInstance(instance: Instance): CloudInstance | undefined {
+  if (instance.InstanceId === undefined) return undefined;
+  const state = instance.State?.Name ?? 'pending';
+  return {
+    instanceId: instance.InstanceId,
+    typeName: instance.InstanceType ?? 'unknown',
+    state: INSTANCE_STATES.has(state) ? (state as InstanceState) : 'pending',
+    tags: tagsToRecord(instance.Tags),
+    launchTime: instance.LaunchTime,
+    availabilityZone: instance.Placement?.AvailabilityZone,
+    privateIpAddress: instance.PrivateIpAddress,
+  };
+}
+
+function oldestFirst(a: CloudInstance, b: CloudInstance): number {
+  const byTime = (a.launchTime?.getTime() ?? 0) - (b.launchTime?.getTime() ?? 0);
+  return byTime !== 0 ? byTime : a.instanceId.localeCompare(b.instanceId);
+}
+
+function asProviderError(error: unknown, operation: string): Error {
+  if (error instanceof CloudProviderError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new CloudProviderError(`${operation} failed: ${message}`, awsErrorCode(error), { cause: error });
+}
+
+/**
+ * CloudProvider on EC2. Launches are idempotent twice over: the ClientToken makes EC2 itself return the original
+ * instance, and before launching we look for an instance already tagged with the launch token (EC2 stand-ins such as
+ * moto ignore ClientToken; a controller restarted between RunInstances and recording its result relies on this too).
+ * The tags are applied by RunInstances itself, so no instance ever exists without them.
+ */
+export class Ec2Provider implements CloudProvider {
+  private readonly config: ParsedConfig;
+  private readonly api: Ec2Api;
+  private readonly retry: RetryDeps;
+  private readonly capacityErrors: CapacityErrorCache;
+  private readonly userDataBase64: string | undefined;
+
+  constructor(config: Ec2ProviderConfig, deps: Ec2ProviderDeps) {
+    this.config = parseWith(ec2ProviderConfigSchema, config, 'EC2 provider configuration');
+    this.api = deps.api;
+    this.retry = {
+      policy: this.config.throttling,
+      sleep: deps.sleep ?? realSleep,
+      rng: deps.rng ?? new Rng(0x5eed),
+    };
+    this.capacityErrors = new CapacityErrorCache(this.config.capacityErrorTtlSeconds, deps.nowMs ?? Date.now);
+    // Rendered once: a bad template or value fails at startup, not at the first launch.
+    this.userDataBase64 =
+      this.config.worker === undefined
+        ? undefined
+        : workerUserDataBase64(this.config.worker, 'EC2 provider worker');
+  }
+
+  /** A provider using the SDK's standard configuration (credential chain, AWS_ENDPOINT_URL_EC2, …). */
+  static fromEnvironment(config: Ec2ProviderConfig, clientOptions: AwsClientOptions = {}): Ec2Provider {
+    const client = createEc2Client({ region: config.region, ...clientOptions });
+    return new Ec2Provider(config, { api: ec2ApiFromClient(client) });
+  }
+
+  private call<T>(operation: string, fn: () => Promise<T>): Promise<T> {
+    return retryOnThrottling(operation, fn, this.retry);
+  }
+
+  async launch(input: LaunchRequest): Promise<LaunchResult> {
+    const request = parseWith(launchRequestSchema, input, 'launch request');
+    const existing = await this.findByLaunchToken(request.clusterName, request.idempotencyToken);
+    if (existing.length > 0)
+      return {
+        instanceIds: existing.map((i) => i.instanceId),
+        availabilityZone: existing[0]?.availabilityZone,
+        reusedExisting: true,
+      };
+
+    const { candidates, skipped } = this.zonesToTry(request.typeName, request.availabilityZones);
+    const refused: string[] = [];
+    let lastCapacityError: unknown;
+    for (const placement of candidates) {
+      try {
+        const out = await this.call('RunInstances', () =>
+          this.api.runInstances(this.runInput(request, placement)),
+        );
+        const ids = (out.Instances ?? []).flatMap((i) => (i.InstanceId === undefined ? [] : [i.InstanceId]));
+        if (ids.length === 0) throw new CloudProviderError('RunInstances returned no instance', undefined);
+        return {
+          instanceIds: ids,
+          availabilityZone: out.Instances?.[0]?.Placement?.AvailabilityZone ?? placement.availabilityZone,
+          reusedExisting: false,
+        };
+      } catch (e) {
+        const code = awsErrorCode(e);
+        if (code !== undefined && ZONE_CAPACITY_CODES.has(code)) {
+          this.capacityErrors.markUnavailable(request.typeName, placement.availabilityZone);
+          refused.push(placement.availabilityZone);
+          lastCapacityError = e;
+          continue;
+        }
+        if (code !== undefined && QUOTA_CODES.has(code))
+          throw new QuotaExceededError(request.typeName, code, { cause: e });
+        throw asProviderError(e, `RunInstances ${request.typeName} in ${placement.availabilityZone}`);
+      }
+    }
+    throw new InsufficientCapacityError(request.typeName, refused, skipped, { cause: lastCapacityError });
+  }
+
+  isCapacityConstrained(typeName: string): boolean {
+    return this.config.placements.every((p) =>
+      this.capacityErrors.isUnavailable(typeName, p.availabilityZone),
+    );
+  }
+
+  /** Preferred zones first (those we have a placement for), then the rest in configuration order; minus cached ICEs. */
+  private zonesToTry(
+    typeName: string,
+    preferred: readonly string[],
+  ): { candidates: Placement[]; skipped: string[] } {
+    const byZone = new Map(this.config.placements.map((p) => [p.availabilityZone, p]));
+    const ordered: Placement[] = [];
+    for (const zone of [...preferred, ...byZone.keys()]) {
+      const placement = byZone.get(zone);
+      if (placement !== undefined && !ordered.includes(placement)) ordered.push(placement);
+    }
+    const candidates = ordered.filter(
+      (p) => !this.capacityErrors.isUnavailable(typeName, p.availabilityZone),
+    );
+    const skipped = ordered.filter((p) => !candidates.includes(p)).map((p) => p.availabilityZone);
+    return { candidates, skipped };
+  }
+
+  private runInput(
+    request: z.output<typeof launchRequestSchema>,
+    placement: Placement,
+  ): RunInstancesCommandInput {
+    const tags: Tag[] = [
+      ...('Name' in request.tags
+        ? []
+        : [{ Key: 'Name', Value: `fleetwise-${request.clusterName}-${request.instanceKey}`.slice(0, 256) }]),
+      ...Object.entries(request.tags).map(([Key, Value]) => ({ Key, Value })),
+      { Key: TAG_CLUSTER, Value: request.clusterName },
+      { Key: TAG_PLAN, Value: request.planId },
+      { Key: TAG_INSTANCE_KEY, Value: request.instanceKey },
+      { Key: TAG_LAUNCH_TOKEN, Value: request.idempotencyToken },
+    ];
+    const profile = this.config.instanceProfile;
+    return {
+      ImageId: this.config.amiId,
+      InstanceType: request.typeName as RunInstancesCommandInput['InstanceType'],
+      MinCount: request.count,
+      MaxCount: request.count,
+      ClientToken: zoneClientToken(request.idempotencyToken, placement.availabilityZone),
+      ...(placement.subnetId === undefined
+        ? { Placement: { AvailabilityZone: placement.availabilityZone } }
+        : { SubnetId: placement.subnetId }),
+      ...(this.config.securityGroupIds.length === 0
+        ? {}
+        : { SecurityGroupIds: this.config.securityGroupIds }),
+      ...(profile === undefined
+        ? {}
+        : { IamInstanceProfile: profile.startsWith('arn:') ? { Arn: profile } : { Name: profile } }),
+      ...(this.config.keyName === undefined ? {} : { KeyName: this.config.keyName }),
+      ...(this.userDataBase64 === undefined ? {} : { UserData: this.userDataBase64 }),
+      // IMDSv2 only, and a hop limit of 1 so job containers (one network hop further) cannot read the worker role's
+      // credentials; the worker itself runs on the host.
+      MetadataOptions: { HttpTokens: 'required', HttpEndpoint: 'enabled', HttpPutResponseHopLimit: 1 },
+      // A worker that powers its machine off should stop the bill, not leave a stopped instance behind.
+      InstanceInitiatedShutdownBehavior: 'terminate',
+      TagSpecifications: [
+        { ResourceType: 'instance', Tags: tags },
+        { ResourceType: 'volume', Tags: tags },
+      ],
+    };
+  }
+
+  private async findByLaunchToken(clusterName: string, token: string): Promise<CloudInstance[]> {
+    const found = await this.describe(
+      [
+        { Name: `tag:${TAG_CLUSTER}`, Values: [clusterName] },
+        { Name: `tag:${TAG_LAUNCH_TOKEN}`, Values: [token] },
+      ],
+      'DescribeInstances (launch-token pre-check)',
+    );
+    return found.sort(oldestFirst);
+  }
+
+  async list(clusterName: string, options: ListOptions = {}): Promise<CloudInstance[]> {
+    // Only filters moto implements too: tag:<key> and instance-state-name (its availability-zone filter is broken).
+    const filters = [{ Name: `tag:${TAG_CLUSTER}`, Values: [clusterName] }];
+    if (options.includeTerminated !== true)
+      filters.push({ Name: 'instance-state-name', Values: [...LIVE_STATES] });
+    return (await this.describe(filters, 'DescribeInstances')).sort(oldestFirst);
+  }
+
+  private async describe(
+    filters: { Name: string; Values: string[] }[],
+    operation: string,
+  ): Promise<CloudInstance[]> {
+    const out: CloudInstance[] = [];
+    let nextToken: string | undefined;
+    do {
+      const page = await this.call(operation, () =>
+        this.api.describeInstances({
+          Filters: filters,
+          MaxResults: this.config.listPageSize,
+          ...(nextToken === undefined ? {} : { NextToken: nextToken }),
+        }),
+      ).catch((e: unknown) => {
+        throw asProviderError(e, operation);
+      });
+      for (const reservation of page.Reservations ?? [])
+        for (const instance of reservation.Instances ?? []) {
+          const mapped = toCloudInstance(instance);
+          if (mapped !== undefined) out.push(mapped);
+        }
+      nextToken = page.NextToken === '' ? undefined : page.NextToken;
+    } while (nextToken !== undefined);
+    return out;
+  }
+
+  async terminate(instanceIds: readonly string[]): Promise<void> {
+    const ids = [...new Set(instanceIds)];
+    const bad = ids.filter((id) => !INSTANCE_ID.test(id));
+    if (bad.length > 0)
+      throw new ValidationError(
+        'terminate',
+        bad.map((id) => `${JSON.stringify(id)}: not an EC2 instance id`),
+      );
+    for (let start = 0; start < ids.length; start += TERMINATE_BATCH) {
+      const batch = ids.slice(start, start + TERMINATE_BATCH);
+      try {
+        await this.call('TerminateInstances', () => this.api.terminateInstances({ InstanceIds: batch }));
+      } catch (e) {
+        // One unknown id fails the whole call: retry one by one, ignoring ids that are already gone.
+        if (awsErrorCode(e) !== 'InvalidInstanceID.NotFound') throw asProviderError(e, 'TerminateInstances');
+        for (const id of batch) await this.terminateOneIgnoringMissing(id);
+      }
+    }
+  }
+
+  private async terminateOneIgnoringMissing(id: string): Promise<void> {
+    try {
+      await this.call('TerminateInstances', () => this.api.terminateInstances({ InstanceIds: [id] }));
+    } catch (e) {
+      if (awsErrorCode(e) !== 'InvalidInstanceID.NotFound')
+        throw asProviderError(e, `TerminateInstances ${id}`);
+    }
+  }
+}

@@ -1,0 +1,157 @@
+import { z } from 'zod';
+
+/**
+ * The cloud as the controller sees it (ARCHITECTURE.md "Interfaces at the edges"): launch one instance of a type,
+ * terminate instances, and list what a cluster owns so reconciliation can find its instances again after a restart
+ * (level-triggered: the tags are the source of truth, not the controller's memory). Implemented for EC2
+ * (aws/ec2-provider.ts), local worker processes (local/) and the simulator.
+ */
+
+/** Tags every fleetwise instance carries. */
+export const TAG_CLUSTER = 'fleetwise:cluster';
+export const TAG_PLAN = 'fleetwise:plan';
+/** The controller's stable name for the instance slot (survives relaunches of the same planned instance). */
+export const TAG_INSTANCE_KEY = 'fleetwise:instance-key';
+/** The launch's idempotency token: a retried launch finds the instance by it instead of launching a second one. */
+export const TAG_LAUNCH_TOKEN = 'fleetwise:launch-token';
+export const RESERVED_TAG_PREFIX = 'fleetwise:';
+
+// EC2 limits: tag keys ≤ 128 characters, values ≤ 256; ClientToken ≤ 64 ASCII characters.
+const tagValue = z.string().max(256);
+const name = z
+  .string()
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/,
+    'letters, digits, "_", ".", ":" and "-", starting alphanumeric',
+  );
+
+export const launchRequestSchema = z.object({
+  typeName: z.string().regex(/^[a-z0-9-]+\.[a-z0-9-]+$/, 'must look like an EC2 type name, e.g. c7i.large'),
+  /** Eva's plans launch instances one at a time (each has its own key and token). */
+  count: z.literal(1).default(1),
+  /** Same token ⇒ same instance, however often the launch is retried. Printable ASCII, ≤ 64 characters. */
+  idempotencyToken: z.string().regex(/^[\x21-\x7e]{1,64}$/, '1–64 printable ASCII characters, no spaces'),
+  clusterName: name,
+  planId: name,
+  instanceKey: name,
+  /** Preferred availability zones, best first; zones the provider has no placement for are ignored. */
+  availabilityZones: z.array(z.string().min(1)).default([]),
+  /** Extra tags (cost allocation, owner). Keys under "fleetwise:" are reserved. */
+  tags: z
+    .record(z.string().min(1).max(128), tagValue)
+    .superRefine((tags, ctx) => {
+      for (const key of Object.keys(tags))
+        if (key.startsWith(RESERVED_TAG_PREFIX))
+          ctx.addIssue({
+            code: 'custom',
+            path: [key],
+            message: `the "${RESERVED_TAG_PREFIX}" prefix is reserved`,
+          });
+    })
+    .default({}),
+});
+
+export type LaunchRequest = z.input<typeof launchRequestSchema>;
+
+export interface LaunchResult {
+  /** The launched instance, or the instances an earlier attempt with the same token launched (oldest first). */
+  readonly instanceIds: readonly string[];
+  readonly availabilityZone: string | undefined;
+  /** True when no new instance was launched because one with this idempotency token already existed. */
+  readonly reusedExisting: boolean;
+}
+
+export type InstanceState = 'pending' | 'running' | 'stopping' | 'stopped' | 'shutting-down' | 'terminated';
+
+export interface CloudInstance {
+  readonly instanceId: string;
+  readonly typeName: string;
+  readonly state: InstanceState;
+  readonly tags: Readonly<Record<string, string>>;
+  readonly launchTime: Date | undefined;
+  readonly availabilityZone: string | undefined;
+  readonly privateIpAddress: string | undefined;
+}
+
+export interface ListOptions {
+  /** Terminated instances are left out unless asked for (EC2 shows them for about an hour). */
+  readonly includeTerminated?: boolean;
+}
+
+export interface CloudProvider {
+  launch(request: LaunchRequest): Promise<LaunchResult>;
+  /** Terminate instances; ids that no longer exist are ignored, so a retried terminate succeeds. */
+  terminate(instanceIds: readonly string[]): Promise<void>;
+  /** Every instance tagged with the cluster's name, in any state but terminated (unless asked). */
+  list(clusterName: string, options?: ListOptions): Promise<CloudInstance[]>;
+  /**
+   * True when recent capacity errors say this type cannot be launched in any zone the provider may use, so the
+   * caller can pick the next-cheapest type without another round trip. Providers without capacity limits omit it.
+   */
+  isCapacityConstrained?(typeName: string): boolean;
+}
+
+/** A failure of the cloud API, with the provider's error code when there is one. */
+export class CloudProviderError extends Error {
+  constructor(
+    message: string,
+    readonly code: string | undefined,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'CloudProviderError';
+  }
+}
+
+/**
+ * No capacity for the type in any zone tried (or every zone is in the capacity-error cache). The caller should choose
+ * another type, e.g. the next-cheapest that fits (industry-anchors.md: Karpenter retries ICE with other offerings).
+ */
+export class InsufficientCapacityError extends CloudProviderError {
+  constructor(
+    readonly typeName: string,
+    /** Zones where the launch was attempted and refused. */
+    readonly zonesTried: readonly string[],
+    /** Zones skipped because a recent capacity error for this type is still remembered. */
+    readonly zonesSkipped: readonly string[],
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `insufficient capacity for ${typeName}: ` +
+        [
+          zonesTried.length > 0 ? `refused in ${zonesTried.join(', ')}` : '',
+          zonesSkipped.length > 0 ? `recently refused in ${zonesSkipped.join(', ')}` : '',
+        ]
+          .filter((s) => s !== '')
+          .join('; '),
+      'InsufficientInstanceCapacity',
+      options,
+    );
+    this.name = 'InsufficientCapacityError';
+  }
+}
+
+/** The API kept throttling after the bounded number of attempts. */
+export class ThrottlingError extends CloudProviderError {
+  constructor(
+    readonly operation: string,
+    readonly attempts: number,
+    code: string | undefined,
+    options?: { cause?: unknown },
+  ) {
+    super(`${operation} still throttled after ${attempts} attempts (${code ?? 'throttled'})`, code, options);
+    this.name = 'ThrottlingError';
+  }
+}
+
+/** An account limit (instance or vCPU quota) blocks the launch; another type of a different quota class may fit. */
+export class QuotaExceededError extends CloudProviderError {
+  constructor(
+    readonly typeName: string,
+    code: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`launching ${typeName} would exceed an account quota (${code})`, code, options);
+    this.name = 'QuotaExceededError';
+  }
+}

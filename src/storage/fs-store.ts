@@ -1,0 +1,178 @@
+import { randomUUID } from 'node:crypto';
+import { mkdir, open, readdir, rename, rm, rmdir, stat } from 'node:fs/promises';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import type { Readable } from 'node:stream';
+import {
+  assertValidKey,
+  assertValidPrefix,
+  compareKeys,
+  ObjectNotFoundError,
+  RESERVED_TEMP_SEGMENT,
+} from './object-key.js';
+import type { ObjectInfo, ObjectStore } from './object-store.js';
+import { readAll } from './streams.js';
+
+function errnoCode(error: unknown): string | undefined {
+  return typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string'
+    ? error.code
+    : undefined;
+}
+
+/**
+ * Objects as files under a root directory (a single-machine deployment, or tests). A put writes a temporary file in
+ * `<root>/.fleetwise-tmp/`, fsyncs it and renames it into place, so readers see the old object or the new one, never
+ * a torn write. Directories are an artefact of the layout: they are created on put and pruned on delete, so listing
+ * behaves like S3. One limitation S3 does not have: a key cannot also be a "directory" of another key ("a" and "a/b").
+ */
+export class FsObjectStore implements ObjectStore {
+  readonly location: string;
+  private readonly root: string;
+  private readonly tempDir: string;
+
+  constructor(root: string) {
+    this.root = resolve(root);
+    this.location = this.root;
+    this.tempDir = join(this.root, RESERVED_TEMP_SEGMENT);
+  }
+
+  /** The file for a key; keys are validated so no key can leave the root (no "..", no absolute paths). */
+  private pathFor(key: string): string {
+    const segments = assertValidKey(key);
+    const path = resolve(this.root, ...segments);
+    const rel = relative(this.root, path);
+    // Belt and braces: assertValidKey already rules these out.
+    if (rel === '' || rel.startsWith(`..${sep}`) || rel === '..' || resolve(this.root, rel) !== path)
+      throw new Error(`object key ${JSON.stringify(key)} resolves outside ${this.root}`);
+    return path;
+  }
+
+  async put(key: string, body: Buffer | Readable): Promise<void> {
+    const target = this.pathFor(key);
+    await mkdir(this.tempDir, { recursive: true });
+    const temp = join(this.tempDir, `${randomUUID()}.part`);
+    try {
+      const handle = await open(temp, 'wx');
+      try {
+        if (Buffer.isBuffer(body)) await handle.writeFile(body);
+        else
+          for await (const chunk of body)
+            await handle.write(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await this.moveIntoPlace(temp, target, key);
+    } catch (e) {
+      await rm(temp, { force: true });
+      throw e;
+    }
+  }
+
+  private async moveIntoPlace(temp: string, target: string, key: string): Promise<void> {
+    // A concurrent delete may prune the parent directory between mkdir and rename: retry a few times.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await mkdir(dirname(target), { recursive: true });
+        await rename(temp, target);
+        return;
+      } catch (e) {
+        const code = errnoCode(e);
+        if (code === 'ENOENT' && attempt < 3) continue;
+        if (code === 'EISDIR' || code === 'ENOTDIR' || code === 'EEXIST' || code === 'ENOTEMPTY')
+          throw new Error(
+            `cannot store ${JSON.stringify(key)} in ${this.root}: a key and a key "directory" collide ` +
+              `(the filesystem store cannot hold both "a" and "a/b")`,
+            { cause: e },
+          );
+        throw e;
+      }
+    }
+  }
+
+  async get(key: string): Promise<Readable> {
+    const path = this.pathFor(key);
+    if ((await this.fileInfo(path, key)) === undefined) throw new ObjectNotFoundError(key, this.location);
+    try {
+      const handle = await open(path, 'r');
+      return handle.createReadStream();
+    } catch (e) {
+      if (errnoCode(e) === 'ENOENT') throw new ObjectNotFoundError(key, this.location);
+      throw e;
+    }
+  }
+
+  async getBuffer(key: string): Promise<Buffer> {
+    return readAll(await this.get(key));
+  }
+
+  async head(key: string): Promise<ObjectInfo | undefined> {
+    return this.fileInfo(this.pathFor(key), key);
+  }
+
+  async exists(key: string): Promise<boolean> {
+    return (await this.head(key)) !== undefined;
+  }
+
+  private async fileInfo(path: string, key: string): Promise<ObjectInfo | undefined> {
+    try {
+      const s = await stat(path);
+      return s.isFile() ? { key, sizeBytes: s.size, lastModified: s.mtime } : undefined;
+    } catch (e) {
+      const code = errnoCode(e);
+      if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+      throw e;
+    }
+  }
+
+  async *list(prefix = ''): AsyncIterable<ObjectInfo> {
+    const { directory, partial } = assertValidPrefix(prefix);
+    const start = resolve(this.root, ...directory);
+    const keyBase = directory.length === 0 ? '' : `${directory.join('/')}/`;
+    // Collect then sort: a depth-first walk does not give S3's byte order ("a.txt" < "a/b" because "." < "/").
+    const keys: string[] = [];
+    await this.collect(start, keyBase, partial, keys);
+    keys.sort(compareKeys);
+    for (const key of keys) {
+      const info = await this.fileInfo(this.pathFor(key), key);
+      if (info !== undefined) yield info; // deleted since the walk: skip, as S3 would on a later page
+    }
+  }
+
+  private async collect(dir: string, keyBase: string, partial: string, out: string[]): Promise<void> {
+    let entries;
+    try {
+      entries = await readdir(dir, { withFileTypes: true });
+    } catch (e) {
+      const code = errnoCode(e);
+      if (code === 'ENOENT' || code === 'ENOTDIR') return;
+      throw e;
+    }
+    for (const entry of entries) {
+      if (!entry.name.startsWith(partial)) continue;
+      const key = `${keyBase}${entry.name}`;
+      if (keyBase === '' && entry.name === RESERVED_TEMP_SEGMENT) continue;
+      if (entry.isDirectory()) await this.collect(join(dir, entry.name), `${key}/`, '', out);
+      else if (entry.isFile()) out.push(key);
+    }
+  }
+
+  async delete(key: string): Promise<void> {
+    const path = this.pathFor(key);
+    if ((await this.fileInfo(path, key)) === undefined) return;
+    await rm(path, { force: true });
+    await this.pruneEmptyParents(dirname(path));
+  }
+
+  /** Remove directories the delete left empty, up to the root, so they do not linger like S3 "folders" never do. */
+  private async pruneEmptyParents(dir: string): Promise<void> {
+    let current = dir;
+    while (current !== this.root && current.startsWith(`${this.root}${sep}`)) {
+      try {
+        await rmdir(current);
+      } catch {
+        return; // not empty (or already gone): stop
+      }
+      current = dirname(current);
+    }
+  }
+}

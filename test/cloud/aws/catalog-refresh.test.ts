@@ -1,0 +1,174 @@
+/**
+ * Catalog refresh end to end: prices from the recorded GetProducts fixtures, capacities from moto's
+ * DescribeInstanceTypes, and `fleetwise catalog refresh` run as a subprocess of the built CLI (dist/, which
+ * `npm test` builds first).
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { Catalog } from '../../../src/core/catalog.js';
+import { createEc2Client, ec2ApiFromClient, type Ec2Api } from '../../../src/cloud/aws/ec2-api.js';
+import { fetchInstanceCapacities, refreshCatalog } from '../../../src/cloud/aws/pricing.js';
+import { fixturePricingApi } from '../../../src/cloud/aws/pricing-fixture.js';
+import { loadCatalogFile, PROJECT_ROOT } from '../../../src/cloud/catalog-file.js';
+import { runCatalogRefresh } from '../../../src/cli/commands/catalog.js';
+import { describeWithMoto } from '../../helpers/moto.js';
+import { PRICING_FIXTURES } from './fixture-paths.js';
+
+const bundled: Catalog = loadCatalogFile();
+const CLI = join(PROJECT_ROOT, 'dist', 'cli', 'main.js');
+const P3_WARNING =
+  /^warning: (p3\.\w+): DescribeInstanceTypes in us-east-1 did not describe it .* taken from the base catalog$/;
+
+/** The built CLI must be at least as new as the sources this test exercises. */
+function assertCliBuilt(): void {
+  const pairs = [
+    ['src/cli/main.ts', 'dist/cli/main.js'],
+    ['src/cli/commands/catalog.ts', 'dist/cli/commands/catalog.js'],
+    ['src/cloud/aws/pricing.ts', 'dist/cloud/aws/pricing.js'],
+    ['src/cloud/aws/pricing-fixture.ts', 'dist/cloud/aws/pricing-fixture.js'],
+  ];
+  for (const [src, out] of pairs as [string, string][]) {
+    const built = join(PROJECT_ROOT, out);
+    if (!existsSync(built) || statSync(built).mtimeMs < statSync(join(PROJECT_ROOT, src)).mtimeMs)
+      throw new Error(
+        `${out} is missing or older than ${src}: run \`npm run build\` first (\`npm test\` does)`,
+      );
+  }
+}
+
+function runCli(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** The refreshed catalog without the sizes the bundled one lacks, for a field-by-field comparison. */
+function withoutMetal(catalog: Catalog): Catalog['types'] {
+  return catalog.types.filter((t) => !t.name.includes('.metal-'));
+}
+
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-catalog-refresh-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describeWithMoto(
+  'catalog refresh against moto and recorded prices',
+  (moto) => {
+    let ec2: Ec2Api;
+    beforeAll(() => {
+      ec2 = ec2ApiFromClient(createEc2Client(moto.clientOptions));
+    });
+
+    it('reads capacities from DescribeInstanceTypes: GPUs from GpuInfo, memory MiB → GiB', async () => {
+      const capacities = await fetchInstanceCapacities(ec2, ['c7i', 'r7i', 'p3', 'g5']);
+      expect(capacities.get('c7i.large')).toEqual([0, 2, 4]);
+      expect(capacities.get('r7i.48xlarge')).toEqual([0, 192, 1536]);
+      expect(capacities.get('g5.12xlarge')).toEqual([4, 48, 192]);
+      expect(capacities.get('g5.xlarge')).toEqual([1, 4, 16]);
+      expect([...capacities.keys()].some((n) => n.startsWith('p3.'))).toBe(false); // moto lacks p3
+      expect([...capacities.keys()].every((n) => /^(c7i|r7i|g5)\./.test(n))).toBe(true);
+    });
+
+    it('rebuilds the bundled catalog exactly (prices, capacities, delays) plus the new metal sizes', async () => {
+      const { catalog, warnings } = await refreshCatalog({
+        pricing: fixturePricingApi(PRICING_FIXTURES),
+        ec2,
+        region: 'us-east-1',
+        base: bundled,
+      });
+      expect(withoutMetal(catalog)).toEqual(bundled.types);
+      expect(
+        catalog.types
+          .filter((t) => t.name.includes('.metal-'))
+          .map((t) => [t.name, t.costPerHour, t.capacity]),
+      ).toEqual([
+        ['c7i.metal-24xl', 4.284, [0, 96, 192]],
+        ['c7i.metal-48xl', 8.568, [0, 192, 384]],
+        ['r7i.metal-24xl', 6.3504, [0, 96, 768]],
+        ['r7i.metal-48xl', 12.7008, [0, 192, 1536]],
+      ]);
+      expect(warnings).toHaveLength(3);
+      expect(warnings.every((w) => /^p3\.\w+: DescribeInstanceTypes .* base catalog$/.test(w))).toBe(true);
+    });
+
+    it('`fleetwise catalog refresh --out` writes a catalog file that loads back', async () => {
+      assertCliBuilt();
+      const out = join(scratch, 'aws-us-east-1.json');
+      const run = await runCli(
+        ['catalog', 'refresh', '--region', 'us-east-1', '--families', 'p3,c7i,r7i', '--out', out],
+        {
+          ...moto.childEnv,
+          FLEETWISE_PRICING_FIXTURE_DIR: PRICING_FIXTURES,
+        },
+      );
+      expect(run.stderr).toContain(`wrote 25 instance types for us-east-1 to ${out}`);
+      expect(run.code).toBe(0);
+      expect(run.stdout).toBe('');
+      const warnings = run.stderr.split('\n').filter((l) => l.startsWith('warning: '));
+      expect(warnings.map((w) => P3_WARNING.exec(w)?.[1])).toEqual([
+        'p3.2xlarge',
+        'p3.8xlarge',
+        'p3.16xlarge',
+      ]);
+      const written = loadCatalogFile(out);
+      expect(written.region).toBe('us-east-1');
+      expect(withoutMetal(written)).toEqual(bundled.types);
+      expect(written.types).toHaveLength(25);
+    });
+
+    it('prints the catalog to stdout without --out (in process, with the same fixtures)', async () => {
+      let stdout = '';
+      const stderr: string[] = [];
+      await runCatalogRefresh(
+        { region: 'us-east-1', families: 'c7i' },
+        {
+          pricing: fixturePricingApi(PRICING_FIXTURES),
+          ec2,
+          now: () => new Date('2025-07-01T12:00:00Z'),
+          stdout: (text) => (stdout += text),
+          stderr: (text) => void stderr.push(text),
+        },
+      );
+      expect(stderr).toEqual([]);
+      const file = JSON.parse(stdout) as { types: { name: string }[]; source: string };
+      expect(file.types.map((t) => t.name)).toEqual([
+        'c7i.large',
+        'c7i.xlarge',
+        'c7i.2xlarge',
+        'c7i.4xlarge',
+        'c7i.8xlarge',
+        'c7i.12xlarge',
+        'c7i.16xlarge',
+        'c7i.24xlarge',
+        'c7i.metal-24xl',
+        'c7i.48xlarge',
+        'c7i.metal-48xl',
+      ]);
+      expect(file.source).toMatch(/^AWS Price List API .* us-east-1, refreshed 2025-07-01T12:00:00\.000Z;/);
+    });
+
+    it('`fleetwise catalog refresh` rejects a bad region with a validation error (exit code 2)', async () => {
+      assertCliBuilt();
+      const env = { ...moto.childEnv, FLEETWISE_PRICING_FIXTURE_DIR: PRICING_FIXTURES };
+      const bad = await runCli(['catalog', 'refresh', '--region', 'Mars-1', '--families', 'c7i,,P3'], env);
+      expect(bad.code).toBe(2);
+      expect(bad.stdout).toBe('');
+      expect(bad.stderr).toContain('fleetwise: invalid input: catalog refresh options\n');
+      expect(bad.stderr).toContain('  - region: an AWS region like us-east-1');
+      expect(bad.stderr).toContain('  - families.1: a family like c7i');
+    });
+  },
+  // Nothing here writes EC2 state: no need to reset moto between tests.
+  { resetBeforeEach: false },
+);

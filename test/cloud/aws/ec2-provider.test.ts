@@ -1,0 +1,475 @@
+import {
+  CreateSecurityGroupCommand,
+  CreateSubnetCommand,
+  CreateVpcCommand,
+  DescribeInstanceAttributeCommand,
+  DescribeInstancesCommand,
+  EC2Client,
+  EC2ServiceException,
+  type Instance,
+  type RunInstancesCommandInput,
+} from '@aws-sdk/client-ec2';
+import { beforeAll, beforeEach, expect, it } from 'vitest';
+import { Rng } from '../../../src/core/random.js';
+import { ValidationError } from '../../../src/core/validation.js';
+import { createEc2Client, ec2ApiFromClient, type Ec2Api } from '../../../src/cloud/aws/ec2-api.js';
+import { Ec2Provider, zoneClientToken, type Ec2ProviderConfig } from '../../../src/cloud/aws/ec2-provider.js';
+import {
+  InsufficientCapacityError,
+  QuotaExceededError,
+  ThrottlingError,
+  type LaunchRequest,
+} from '../../../src/cloud/provider.js';
+import { describeWithMoto, TEST_REGION } from '../../helpers/moto.js';
+
+/** An AMI moto ships with. */
+const AMI = 'ami-12c6146b';
+const ZONES = ['us-east-1a', 'us-east-1b', 'us-east-1c'] as const;
+const WORKER_TOKEN = 'worker-secret-0123456789';
+
+/** An error as the SDK raises it for an EC2 error response. */
+function ec2Error(code: string, httpStatusCode = 400): EC2ServiceException {
+  return new EC2ServiceException({
+    name: code,
+    $fault: httpStatusCode >= 500 ? 'server' : 'client',
+    $metadata: { httpStatusCode },
+    message: `${code} (injected by the test)`,
+  });
+}
+
+interface Infra {
+  readonly subnetByZone: Record<string, string>;
+  readonly securityGroupId: string;
+}
+
+/** A VPC with one subnet per zone, a security group and an instance profile, as infra/ would create them. */
+async function createInfra(client: EC2Client, endpoint: string): Promise<Infra> {
+  const vpc = await client.send(new CreateVpcCommand({ CidrBlock: '10.0.0.0/16' }));
+  const vpcId = vpc.Vpc?.VpcId ?? '';
+  const subnetByZone: Record<string, string> = {};
+  for (const [i, zone] of ZONES.entries()) {
+    const subnet = await client.send(
+      new CreateSubnetCommand({ VpcId: vpcId, CidrBlock: `10.0.${i}.0/24`, AvailabilityZone: zone }),
+    );
+    subnetByZone[zone] = subnet.Subnet?.SubnetId ?? '';
+  }
+  const sg = await client.send(
+    new CreateSecurityGroupCommand({ VpcId: vpcId, GroupName: 'fleetwise-workers', Description: 'workers' }),
+  );
+  // No IAM client is installed: moto's IAM speaks the query protocol, and it does not check signatures.
+  const iam = await fetch(`${endpoint}/`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/x-www-form-urlencoded',
+      authorization:
+        'AWS4-HMAC-SHA256 Credential=testing/20250101/us-east-1/iam/aws4_request, SignedHeaders=host, Signature=0',
+    },
+    body: 'Action=CreateInstanceProfile&InstanceProfileName=fleetwise-worker&Version=2010-05-08',
+  });
+  expect(iam.status).toBe(200);
+  return { subnetByZone, securityGroupId: sg.GroupId ?? '' };
+}
+
+function configFor(infra: Infra, extra: Partial<Ec2ProviderConfig> = {}): Ec2ProviderConfig {
+  return {
+    region: TEST_REGION,
+    amiId: AMI,
+    placements: ZONES.map((zone) => ({ availabilityZone: zone, subnetId: infra.subnetByZone[zone] })),
+    securityGroupIds: [infra.securityGroupId],
+    instanceProfile: 'fleetwise-worker',
+    worker: {
+      controllerUrl: 'http://10.0.0.5:8080',
+      workerToken: WORKER_TOKEN,
+      packageSpec: 'fleetwise@0.1.0',
+    },
+    ...extra,
+  };
+}
+
+/** Tests share one moto state (it is slow to rebuild) and keep apart by using a cluster name of their own. */
+let cluster = 'alpha';
+let clusterCounter = 0;
+
+function request(overrides: Partial<LaunchRequest> = {}): LaunchRequest {
+  return {
+    typeName: 'c7i.large',
+    idempotencyToken: 'launch-0001',
+    clusterName: cluster,
+    planId: 'plan-7',
+    instanceKey: 'slot-3',
+    ...overrides,
+  };
+}
+
+/** The moto-backed API with a hook in front of RunInstances and DescribeInstances, and a log of calls. */
+function interceptedApi(
+  real: Ec2Api,
+  hooks: {
+    beforeRun?: (input: RunInstancesCommandInput, call: number) => void;
+    beforeDescribe?: (call: number) => void;
+  },
+): Ec2Api & { runInputs: RunInstancesCommandInput[]; describeCalls: number } {
+  const runInputs: RunInstancesCommandInput[] = [];
+  const api = {
+    runInputs,
+    describeCalls: 0,
+    runInstances: async (input: RunInstancesCommandInput) => {
+      runInputs.push(input);
+      hooks.beforeRun?.(input, runInputs.length);
+      return real.runInstances(input);
+    },
+    describeInstances: async (input: Parameters<Ec2Api['describeInstances']>[0]) => {
+      api.describeCalls++;
+      hooks.beforeDescribe?.(api.describeCalls);
+      return real.describeInstances(input);
+    },
+    terminateInstances: (input: Parameters<Ec2Api['terminateInstances']>[0]) =>
+      real.terminateInstances(input),
+    describeInstanceTypes: (input: Parameters<Ec2Api['describeInstanceTypes']>[0]) =>
+      real.describeInstanceTypes(input),
+  };
+  return api;
+}
+
+describeWithMoto(
+  'Ec2Provider against moto',
+  (moto) => {
+    const client = (): EC2Client => createEc2Client(moto.clientOptions);
+    const realApi = (): Ec2Api => ec2ApiFromClient(client());
+    const noSleep = async (): Promise<void> => {};
+    let infra: Infra;
+
+    beforeAll(async () => {
+      infra = await createInfra(client(), moto.endpoint);
+    });
+    beforeEach(() => {
+      cluster = `alpha-${++clusterCounter}`;
+    });
+
+    async function describeRaw(instanceId: string): Promise<Instance> {
+      const out = await client().send(new DescribeInstancesCommand({ InstanceIds: [instanceId] }));
+      const instance = out.Reservations?.[0]?.Instances?.[0];
+      if (instance === undefined) throw new Error(`no instance ${instanceId}`);
+      return instance;
+    }
+
+    it('launches one tagged instance in the preferred zone with the configured subnet, groups, profile and user data', async () => {
+      const provider = new Ec2Provider(configFor(infra), { api: realApi() });
+      const result = await provider.launch(
+        request({ availabilityZones: ['us-east-1b'], tags: { team: 'ml-research' } }),
+      );
+      expect(result.reusedExisting).toBe(false);
+      expect(result.availabilityZone).toBe('us-east-1b');
+      expect(result.instanceIds).toHaveLength(1);
+
+      const instance = await describeRaw(result.instanceIds[0] ?? '');
+      expect(instance.InstanceType).toBe('c7i.large');
+      expect(instance.ImageId).toBe(AMI);
+      expect(instance.SubnetId).toBe(infra.subnetByZone['us-east-1b']);
+      expect(instance.SecurityGroups?.map((g) => g.GroupId)).toEqual([infra.securityGroupId]);
+      expect(instance.IamInstanceProfile?.Arn).toMatch(/:instance-profile\/fleetwise-worker$/);
+      expect(instance.MetadataOptions?.HttpTokens).toBe('required');
+      const tags = Object.fromEntries((instance.Tags ?? []).map((t) => [t.Key, t.Value]));
+      expect(tags).toEqual({
+        Name: `fleetwise-${cluster}-slot-3`,
+        team: 'ml-research',
+        'fleetwise:cluster': cluster,
+        'fleetwise:plan': 'plan-7',
+        'fleetwise:instance-key': 'slot-3',
+        'fleetwise:launch-token': 'launch-0001',
+      });
+
+      const attribute = await client().send(
+        new DescribeInstanceAttributeCommand({ InstanceId: instance.InstanceId, Attribute: 'userData' }),
+      );
+      const script = Buffer.from(attribute.UserData?.Value ?? '', 'base64').toString('utf8');
+      expect(script.startsWith('#!/bin/bash')).toBe(true);
+      expect(script).toContain("CONTROLLER_URL='http://10.0.0.5:8080'");
+      expect(script).toContain(`WORKER_TOKEN='${WORKER_TOKEN}'`);
+      expect(script).toContain("FLEETWISE_PACKAGE='fleetwise@0.1.0'");
+      // The systemd unit expands these from /etc/fleetwise/worker.env (escaped in the template's heredoc).
+      expect(script).toContain(
+        'worker --controller \\${CONTROLLER_URL} --token \\${WORKER_TOKEN} --instance-id \\${INSTANCE_ID}',
+      );
+      expect(script).not.toMatch(/\{\{[A-Z_]+\}\}/);
+    });
+
+    it('returns the same instance for a retried launch with the same token, even from a restarted controller', async () => {
+      const first = await new Ec2Provider(configFor(infra), { api: realApi() }).launch(request());
+      const api = interceptedApi(realApi(), {});
+      const restarted = new Ec2Provider(configFor(infra), { api });
+      const retried = await restarted.launch(request());
+      expect(retried).toEqual({
+        instanceIds: first.instanceIds,
+        availabilityZone: first.availabilityZone,
+        reusedExisting: true,
+      });
+      expect(api.runInputs).toHaveLength(0); // found by its launch-token tag: RunInstances never called
+
+      const other = await restarted.launch(
+        request({ idempotencyToken: 'launch-0002', instanceKey: 'slot-4' }),
+      );
+      expect(other.reusedExisting).toBe(false);
+      expect(other.instanceIds[0]).not.toBe(first.instanceIds[0]);
+      expect((await restarted.list(cluster)).map((i) => i.instanceId).sort()).toEqual(
+        [...first.instanceIds, ...other.instanceIds].sort(),
+      );
+    });
+
+    it('sends a ClientToken per zone: stable for a retry in the same zone, different across zones', async () => {
+      const api = interceptedApi(realApi(), {
+        beforeRun: (input) => {
+          if (input.SubnetId === infra.subnetByZone['us-east-1a'])
+            throw ec2Error('InsufficientInstanceCapacity', 500);
+        },
+      });
+      await new Ec2Provider(configFor(infra), { api }).launch(request());
+      const tokens = api.runInputs.map((i) => i.ClientToken);
+      expect(tokens).toEqual([
+        zoneClientToken('launch-0001', 'us-east-1a'),
+        zoneClientToken('launch-0001', 'us-east-1b'),
+      ]);
+      expect(tokens[0]).toMatch(/^[0-9a-f]{64}$/);
+      expect(tokens[0]).not.toBe(tokens[1]);
+      expect(zoneClientToken('launch-0001', 'us-east-1a')).toBe(tokens[0]);
+    });
+
+    it('lists a cluster by its tag across pages, oldest first, and leaves other clusters out', async () => {
+      const api = interceptedApi(realApi(), {});
+      const provider = new Ec2Provider(configFor(infra, { listPageSize: 5 }), { api });
+      const launched: string[] = [];
+      for (let i = 0; i < 7; i++) {
+        const r = await provider.launch(
+          request({
+            idempotencyToken: `tok-${i}`,
+            instanceKey: `slot-${i}`,
+            typeName: i % 2 === 0 ? 'c7i.large' : 'r7i.large',
+          }),
+        );
+        launched.push(...r.instanceIds);
+      }
+      await provider.launch(request({ clusterName: `${cluster}-beta`, idempotencyToken: 'tok-beta' }));
+
+      api.describeCalls = 0;
+      const listed = await provider.list(cluster);
+      expect(api.describeCalls).toBe(2); // 7 instances in pages of 5
+      expect(listed.map((i) => i.instanceId).sort()).toEqual([...launched].sort());
+      expect(listed.every((i) => i.state === 'running' && i.tags['fleetwise:cluster'] === cluster)).toBe(
+        true,
+      );
+      expect(listed.filter((i) => i.typeName === 'r7i.large')).toHaveLength(3);
+      expect(listed.map((i) => i.availabilityZone)).toEqual(Array(7).fill('us-east-1a'));
+      expect(listed.every((i) => i.launchTime instanceof Date && i.privateIpAddress !== undefined)).toBe(
+        true,
+      );
+      const keys = new Set(listed.map((i) => i.tags['fleetwise:instance-key']));
+      expect(keys.size).toBe(7);
+      expect((await provider.list(`${cluster}-beta`)).map((i) => i.tags['fleetwise:launch-token'])).toEqual([
+        'tok-beta',
+      ]);
+      expect(await provider.list('nobody')).toEqual([]);
+    });
+
+    it('terminates instances, idempotently, and hides terminated ones from list unless asked', async () => {
+      const provider = new Ec2Provider(configFor(infra), { api: realApi() });
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++)
+        ids.push(
+          ...(await provider.launch(request({ idempotencyToken: `t-${i}`, instanceKey: `k-${i}` })))
+            .instanceIds,
+        );
+      const [a, b, c] = ids as [string, string, string];
+
+      await provider.terminate([a, b, a]);
+      expect((await provider.list(cluster)).map((i) => i.instanceId)).toEqual([c]);
+      const all = await provider.list(cluster, { includeTerminated: true });
+      expect(
+        all
+          .filter((i) => i.state === 'terminated')
+          .map((i) => i.instanceId)
+          .sort(),
+      ).toEqual([a, b].sort());
+
+      // A retried terminate, with an id EC2 has never heard of, still succeeds and still terminates c.
+      await provider.terminate([a, 'i-0123456789abcdef0', c]);
+      expect(await provider.list(cluster)).toEqual([]);
+      await expect(provider.terminate(['not-an-id'])).rejects.toBeInstanceOf(ValidationError);
+      await expect(provider.terminate([])).resolves.toBeUndefined();
+    });
+
+    it('moves to the next zone on InsufficientInstanceCapacity and remembers the refusal for the TTL', async () => {
+      let nowMs = 1_000_000;
+      const api = interceptedApi(realApi(), {
+        beforeRun: (input) => {
+          if (input.InstanceType === 'c7i.large' && input.SubnetId === infra.subnetByZone['us-east-1a'])
+            throw ec2Error('InsufficientInstanceCapacity', 500);
+        },
+      });
+      const provider = new Ec2Provider(configFor(infra, { capacityErrorTtlSeconds: 180 }), {
+        api,
+        nowMs: () => nowMs,
+        sleep: noSleep,
+      });
+      const first = await provider.launch(request({ availabilityZones: ['us-east-1a'] }));
+      expect(first.availabilityZone).toBe('us-east-1b');
+      expect(api.runInputs.map((i) => i.SubnetId)).toEqual([
+        infra.subnetByZone['us-east-1a'],
+        infra.subnetByZone['us-east-1b'],
+      ]);
+
+      // Within the TTL, 1a is skipped without asking EC2.
+      nowMs += 179_000;
+      api.runInputs.length = 0;
+      const second = await provider.launch(
+        request({ idempotencyToken: 'launch-0002', availabilityZones: ['us-east-1a'] }),
+      );
+      expect(second.availabilityZone).toBe('us-east-1b');
+      expect(api.runInputs).toHaveLength(1);
+
+      // Another type is not affected by c7i.large's refusal.
+      const other = await provider.launch(
+        request({ typeName: 'r7i.large', idempotencyToken: 'r-1', availabilityZones: ['us-east-1a'] }),
+      );
+      expect(other.availabilityZone).toBe('us-east-1a');
+      api.runInputs.length = 0;
+
+      // After the TTL, 1a is tried again.
+      nowMs += 2_000;
+      await provider.launch(request({ idempotencyToken: 'launch-0003', availabilityZones: ['us-east-1a'] }));
+      expect(api.runInputs.map((i) => i.SubnetId)).toEqual([
+        infra.subnetByZone['us-east-1a'],
+        infra.subnetByZone['us-east-1b'],
+      ]);
+    });
+
+    it('raises InsufficientCapacityError when every zone refuses, then fails fast while the refusals are remembered', async () => {
+      const api = interceptedApi(realApi(), {
+        beforeRun: (input) => {
+          if (input.InstanceType === 'p3.8xlarge') throw ec2Error('InsufficientInstanceCapacity', 500);
+        },
+      });
+      const provider = new Ec2Provider(configFor(infra), { api, sleep: noSleep });
+      const error = await provider
+        .launch(request({ typeName: 'p3.8xlarge', availabilityZones: ['us-east-1c'] }))
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InsufficientCapacityError);
+      expect((error as InsufficientCapacityError).typeName).toBe('p3.8xlarge');
+      expect((error as InsufficientCapacityError).zonesTried).toEqual([
+        'us-east-1c',
+        'us-east-1a',
+        'us-east-1b',
+      ]);
+      expect((error as InsufficientCapacityError).zonesSkipped).toEqual([]);
+      expect(provider.isCapacityConstrained('p3.8xlarge')).toBe(true);
+      expect(provider.isCapacityConstrained('p3.2xlarge')).toBe(false);
+
+      api.runInputs.length = 0;
+      const again = await provider
+        .launch(request({ typeName: 'p3.8xlarge', idempotencyToken: 'again' }))
+        .catch((e: unknown) => e);
+      expect(again).toBeInstanceOf(InsufficientCapacityError);
+      expect((again as InsufficientCapacityError).zonesTried).toEqual([]);
+      expect((again as InsufficientCapacityError).zonesSkipped).toEqual([
+        'us-east-1a',
+        'us-east-1b',
+        'us-east-1c',
+      ]);
+      expect(api.runInputs).toHaveLength(0);
+
+      // The caller's fallback, the next-cheapest type, launches.
+      const fallback = await provider.launch(
+        request({ typeName: 'p3.2xlarge', idempotencyToken: 'fallback' }),
+      );
+      expect(fallback.instanceIds).toHaveLength(1);
+      expect((await provider.list(cluster)).map((i) => i.typeName)).toEqual(['p3.2xlarge']);
+    });
+
+    it('surfaces quota errors as QuotaExceededError without trying other zones', async () => {
+      const api = interceptedApi(realApi(), {
+        beforeRun: () => {
+          throw ec2Error('VcpuLimitExceeded');
+        },
+      });
+      const provider = new Ec2Provider(configFor(infra), { api, sleep: noSleep });
+      await expect(provider.launch(request())).rejects.toBeInstanceOf(QuotaExceededError);
+      expect(api.runInputs).toHaveLength(1);
+    });
+
+    it('backs off exponentially on RequestLimitExceeded and then succeeds', async () => {
+      const sleeps: number[] = [];
+      const api = interceptedApi(realApi(), {
+        beforeRun: (_input, call) => {
+          if (call <= 3) throw ec2Error('RequestLimitExceeded', 503);
+        },
+      });
+      const provider = new Ec2Provider(
+        configFor(infra, { throttling: { maxAttempts: 5, baseDelayMs: 100, maxDelayMs: 1000 } }),
+        {
+          api,
+          sleep: async (ms) => {
+            sleeps.push(ms);
+          },
+          rng: new Rng(3),
+        },
+      );
+      const result = await provider.launch(request());
+      expect(result.instanceIds).toHaveLength(1);
+      expect(api.runInputs).toHaveLength(4);
+      expect(new Set(api.runInputs.map((i) => i.ClientToken)).size).toBe(1); // the same request, retried
+      expect(sleeps).toHaveLength(3);
+      // Equal jitter: retry n waits within [cap/2, cap], cap = 100 ms · 2^(n-1).
+      sleeps.forEach((ms, i) => {
+        const cap = 100 * 2 ** i;
+        expect(ms).toBeGreaterThanOrEqual(cap / 2);
+        expect(ms).toBeLessThanOrEqual(cap);
+      });
+      expect((await provider.list(cluster)).length).toBe(1);
+    });
+
+    it('gives up with a ThrottlingError after the bounded number of attempts (list and launch)', async () => {
+      const sleeps: number[] = [];
+      const api = interceptedApi(realApi(), {
+        beforeDescribe: () => {
+          throw ec2Error('RequestLimitExceeded', 503);
+        },
+      });
+      const provider = new Ec2Provider(
+        configFor(infra, { throttling: { maxAttempts: 4, baseDelayMs: 400, maxDelayMs: 1000 } }),
+        {
+          api,
+          sleep: async (ms) => {
+            sleeps.push(ms);
+          },
+        },
+      );
+      const error = await provider.list(cluster).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ThrottlingError);
+      expect((error as ThrottlingError).attempts).toBe(4);
+      expect((error as ThrottlingError).code).toBe('RequestLimitExceeded');
+      expect(api.describeCalls).toBe(4);
+      expect(sleeps).toHaveLength(3);
+      expect(Math.max(...sleeps)).toBeLessThanOrEqual(1000); // capped at maxDelayMs
+      expect(sleeps[2]).toBeGreaterThanOrEqual(500);
+
+      // The launch's pre-check is throttled too: no instance is launched blind.
+      await expect(provider.launch(request())).rejects.toBeInstanceOf(ThrottlingError);
+      expect(api.runInputs).toHaveLength(0);
+    });
+
+    it('uses Placement.AvailabilityZone when a zone has no subnet (default VPC)', async () => {
+      const provider = new Ec2Provider(
+        {
+          region: TEST_REGION,
+          amiId: AMI,
+          placements: [{ availabilityZone: 'us-east-1d' }, { availabilityZone: 'us-east-1e' }],
+        },
+        { api: realApi() },
+      );
+      const result = await provider.launch(request({ availabilityZones: ['us-east-1e', 'us-west-2a'] }));
+      expect(result.availabilityZone).toBe('us-east-1e');
+      const instance = await describeRaw(result.instanceIds[0] ?? '');
+      expect(instance.Placement?.AvailabilityZone).toBe('us-east-1e');
+    });
+  },
+  { resetBeforeEach: false },
+);

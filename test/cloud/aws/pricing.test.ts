@@ -1,0 +1,238 @@
+import type { GetProductsCommandInput } from '@aws-sdk/client-pricing';
+import { describe, expect, it } from 'vitest';
+import type { Catalog } from '../../../src/core/catalog.js';
+import type { Resources } from '../../../src/core/resources.js';
+import { ValidationError } from '../../../src/core/validation.js';
+import { loadCatalogFile } from '../../../src/cloud/catalog-file.js';
+import {
+  buildCatalog,
+  fetchOnDemandPrices,
+  listedCapacity,
+  medianDelays,
+  onDemandLinuxFilters,
+  parsePriceListEntry,
+  type GetProductsPage,
+  type OnDemandPrice,
+  type PricingApi,
+} from '../../../src/cloud/aws/pricing.js';
+import { fixturePricingApi } from '../../../src/cloud/aws/pricing-fixture.js';
+import { PRICING_FIXTURES } from './fixture-paths.js';
+
+const FAMILIES = ['p3', 'c7i', 'r7i'];
+const bundled: Catalog = loadCatalogFile();
+
+/** Every entry of the fixtures, whatever the filters: an API that ignores them. */
+function unfilteredApi(): PricingApi {
+  const all = fixturePricingApi(PRICING_FIXTURES);
+  return {
+    getProducts: (input: GetProductsCommandInput): Promise<GetProductsPage> =>
+      all.getProducts({ ServiceCode: input.ServiceCode, MaxResults: 1000 }),
+  };
+}
+
+describe('fetchOnDemandPrices from recorded GetProducts responses', () => {
+  it('reads the exact on-demand Linux price of every bundled type, and the new metal sizes', async () => {
+    const warnings: string[] = [];
+    const prices = await fetchOnDemandPrices(
+      fixturePricingApi(PRICING_FIXTURES),
+      'us-east-1',
+      FAMILIES,
+      warnings,
+    );
+    expect(warnings).toEqual([]);
+    for (const t of bundled.types)
+      expect([t.name, prices.get(t.name)?.costPerHour]).toEqual([t.name, t.costPerHour]);
+    expect(prices.get('c7i.metal-24xl')?.costPerHour).toBe(4.284);
+    expect(prices.get('r7i.metal-48xl')?.costPerHour).toBe(12.7008);
+    expect(prices.size).toBe(21 + 4);
+    // The decoys are filtered out: Windows 3.428 and the reserved rate 1.989 for p3.2xlarge, SQL Web 0.12925,
+    // the $0 reservation row and Frankfurt's 0.1026 for c7i.large, Dedicated 0.1456 for r7i.large, and c7i-flex.
+    expect(prices.get('p3.2xlarge')?.costPerHour).toBe(3.06);
+    expect(prices.get('c7i.large')?.costPerHour).toBe(0.08925);
+    expect(prices.get('r7i.large')?.costPerHour).toBe(0.1323);
+    expect(prices.has('c7i-flex.large')).toBe(false);
+  });
+
+  it('sends the filters that single out one product per type, per family', async () => {
+    const inputs: GetProductsCommandInput[] = [];
+    const fixtures = fixturePricingApi(PRICING_FIXTURES);
+    await fetchOnDemandPrices(
+      { getProducts: (input) => (inputs.push(input), fixtures.getProducts(input)) },
+      'us-east-1',
+      ['c7i'],
+      [],
+    );
+    expect(inputs).toHaveLength(1);
+    expect(inputs[0]).toEqual({
+      ServiceCode: 'AmazonEC2',
+      FormatVersion: 'aws_v1',
+      MaxResults: 100,
+      Filters: [
+        { Type: 'TERM_MATCH', Field: 'regionCode', Value: 'us-east-1' },
+        { Type: 'TERM_MATCH', Field: 'operatingSystem', Value: 'Linux' },
+        { Type: 'TERM_MATCH', Field: 'tenancy', Value: 'Shared' },
+        { Type: 'TERM_MATCH', Field: 'preInstalledSw', Value: 'NA' },
+        { Type: 'TERM_MATCH', Field: 'capacitystatus', Value: 'Used' },
+        { Type: 'CONTAINS', Field: 'instanceType', Value: 'c7i.' },
+      ],
+    });
+    expect(onDemandLinuxFilters('eu-west-1', 'p3')[0]).toEqual({
+      Type: 'TERM_MATCH',
+      Field: 'regionCode',
+      Value: 'eu-west-1',
+    });
+  });
+
+  it('follows NextToken across pages', async () => {
+    const paged = fixturePricingApi(PRICING_FIXTURES, { maxPageSize: 2 });
+    const prices = await fetchOnDemandPrices(paged, 'us-east-1', FAMILIES, []);
+    expect(prices.size).toBe(25);
+    // p3: 3 entries → 2 pages; c7i: 11 → 6; r7i: 11 → 6.
+    expect(paged.calls).toBe(2 + 6 + 6);
+  });
+
+  it('re-checks attributes, so entries an API failed to filter cannot slip in a wrong price', async () => {
+    const warnings: string[] = [];
+    const prices = await fetchOnDemandPrices(unfilteredApi(), 'us-east-1', FAMILIES, warnings);
+    expect(prices.get('p3.2xlarge')?.costPerHour).toBe(3.06);
+    expect(prices.get('c7i.large')?.costPerHour).toBe(0.08925);
+    expect(prices.get('r7i.large')?.costPerHour).toBe(0.1323);
+    expect(prices.has('c7i-flex.large')).toBe(false);
+    expect(warnings).toEqual(
+      expect.arrayContaining([
+        'p3.2xlarge: skipped a price list entry with operatingSystem=Windows (expected Linux)',
+        'c7i.large: skipped a price list entry with capacitystatus=UnusedCapacityReservation (expected Used)',
+        'c7i.large: skipped a price list entry with capacitystatus=AllocatedCapacityReservation (expected Used)',
+        'c7i.large: skipped a price list entry with preInstalledSw=SQL Web (expected NA)',
+        'c7i.large: skipped a price list entry with regionCode=eu-central-1 (expected us-east-1)',
+        'r7i.large: skipped a price list entry with tenancy=Dedicated (expected Shared)',
+      ]),
+    );
+  });
+
+  it('reads capacity from the price list attributes ("244 GiB", gpu "4")', async () => {
+    const page = await fixturePricingApi(PRICING_FIXTURES).getProducts({
+      ServiceCode: 'AmazonEC2',
+      Filters: [
+        { Type: 'TERM_MATCH', Field: 'instanceType', Value: 'p3.8xlarge' },
+        ...onDemandLinuxFilters('us-east-1', 'p3'),
+      ],
+    });
+    const entries = page.PriceList as string[];
+    expect(entries).toHaveLength(1);
+    const entry = parsePriceListEntry(entries[0], 'p3.8xlarge');
+    expect(listedCapacity(entry)).toEqual([4, 32, 244]);
+  });
+
+  it('names the entry and the field when a price list entry is malformed', () => {
+    expect(() => parsePriceListEntry('{"product": ', 'page 1 PriceList[3]')).toThrow(
+      /page 1 PriceList\[3\]: not valid JSON/,
+    );
+    const error = (() => {
+      try {
+        parsePriceListEntry(
+          JSON.stringify({ product: { attributes: {} }, terms: {} }),
+          'page 2 PriceList[0]',
+        );
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as ValidationError).problems.join('\n')).toMatch(/product\.attributes\.instanceType/);
+  });
+});
+
+function price(typeName: string, costPerHour: number, capacity?: Resources): OnDemandPrice {
+  return { typeName, costPerHour, sku: undefined, listedCapacity: capacity, operation: 'RunInstances' };
+}
+
+describe('buildCatalog', () => {
+  const c7iLarge = bundled.types.find((t) => t.name === 'c7i.large');
+
+  it('keeps known delays, gives new sizes their family median, and falls back for capacities with warnings', () => {
+    const { catalog, warnings } = buildCatalog({
+      region: 'us-east-1',
+      families: ['p3', 'c7i', 'r7i'],
+      prices: new Map([
+        ['c7i.large', price('c7i.large', 0.08925)],
+        ['c7i.metal-24xl', price('c7i.metal-24xl', 4.284)],
+        ['r7i.metal-24xl', price('r7i.metal-24xl', 6.3504)],
+        ['p3.2xlarge', price('p3.2xlarge', 3.06)],
+      ]),
+      capacities: new Map<string, Resources>([
+        ['c7i.large', [0, 2, 4]],
+        ['c7i.metal-24xl', [0, 96, 192]],
+        ['r7i.metal-24xl', [0, 96, 768]],
+        ['c7i.xlarge', [0, 4, 8]], // described but not priced
+      ]),
+      base: bundled,
+    });
+    expect(catalog.types.map((t) => t.name)).toEqual([
+      'p3.2xlarge',
+      'c7i.large',
+      'c7i.metal-24xl',
+      'r7i.metal-24xl',
+    ]);
+    expect(catalog.types[1]?.delays).toEqual(c7iLarge?.delays);
+    // Medians over the bundled catalog's nine c7i sizes: instantiate 7 s, worker start 62 s (of 58 58 59 59 62 67 71
+    // 83 98), register 84 s (of 65 66 78 83 84 84 85 85 87), terminate 1 s.
+    expect(catalog.types[2]?.delays).toEqual({
+      instantiateSeconds: 7,
+      workerStartSeconds: 62,
+      workerRegisterSeconds: 84,
+      terminateSeconds: 1,
+    });
+    // r7i: start 59 s (of 53 55 55 58 59 60 60 62 73), register 88 s (of 77 86 87 87 88 90 90 98 103).
+    expect(catalog.types[3]?.delays).toEqual({
+      instantiateSeconds: 7,
+      workerStartSeconds: 59,
+      workerRegisterSeconds: 88,
+      terminateSeconds: 1,
+    });
+    expect(catalog.types[0]?.capacity).toEqual([1, 8, 61]);
+    expect(warnings).toEqual([
+      'p3.2xlarge: DescribeInstanceTypes in us-east-1 did not describe it (moto, for one, lacks p3 types); capacity [1, 8, 61] taken from the base catalog',
+      'c7i.xlarge: no on-demand Linux price in us-east-1; left out',
+    ]);
+  });
+
+  it('takes capacity from the price list for a type nobody describes, and the global median for a new family', () => {
+    const { catalog, warnings } = buildCatalog({
+      region: 'us-east-1',
+      families: ['g5'],
+      prices: new Map([['g5.xlarge', price('g5.xlarge', 1.006, [1, 4, 16])]]),
+      capacities: new Map(),
+      base: bundled,
+    });
+    expect(catalog.types).toHaveLength(1);
+    expect(catalog.types[0]?.capacity).toEqual([1, 4, 16]);
+    expect(catalog.types[0]?.delays).toEqual(medianDelays(bundled.types));
+    expect(warnings).toHaveLength(2);
+    expect(warnings[1]).toMatch(/no g5 type in the base catalog/);
+  });
+
+  it('refuses to build an empty catalog', () => {
+    expect(() =>
+      buildCatalog({
+        region: 'us-east-1',
+        families: ['c7i'],
+        prices: new Map(),
+        capacities: new Map(),
+        base: bundled,
+      }),
+    ).toThrow(/no priced instance types for families c7i/);
+  });
+
+  it('takes the mean of the middle two for an even count', () => {
+    const two = bundled.types.filter((t) => t.name === 'p3.2xlarge' || t.name === 'p3.8xlarge');
+    // instantiate 22 and 37 → 29.5; worker start 51 and 60 → 55.5; register 100 and 132 → 116.
+    expect(medianDelays(two)).toEqual({
+      instantiateSeconds: 29.5,
+      workerStartSeconds: 55.5,
+      workerRegisterSeconds: 116,
+      terminateSeconds: 1,
+    });
+  });
+});

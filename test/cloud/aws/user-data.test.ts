@@ -1,0 +1,68 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ValidationError } from '../../../src/core/validation.js';
+import {
+  renderTemplate,
+  WORKER_USER_DATA_TEMPLATE_PATH,
+  workerUserDataBase64,
+} from '../../../src/cloud/aws/user-data.js';
+
+const valid = { controllerUrl: 'https://controller.internal:8443', workerToken: 'abcdefghijklmnop-0123' };
+const decode = (b64: string): string => Buffer.from(b64, 'base64').toString('utf8');
+
+describe('worker user data', () => {
+  it('fills every placeholder of infra/worker-user-data.sh, defaulting the package to this version', () => {
+    const script = decode(workerUserDataBase64(valid));
+    expect(script.startsWith('#!/bin/bash\n')).toBe(true);
+    expect(script).toContain("CONTROLLER_URL='https://controller.internal:8443'");
+    expect(script).toContain("WORKER_TOKEN='abcdefghijklmnop-0123'");
+    expect(script).toContain("FLEETWISE_PACKAGE='fleetwise@0.1.0'");
+    expect(script).toContain("NODE_VERSION='20.19.0'");
+    expect(script).toContain('systemctl enable --now fleetwise-worker.service');
+    expect(script).toContain('X-aws-ec2-metadata-token'); // IMDSv2 for the instance id
+    expect(script).not.toMatch(/\{\{[A-Z_]+\}\}/);
+    expect(WORKER_USER_DATA_TEMPLATE_PATH.endsWith(join('infra', 'worker-user-data.sh'))).toBe(true);
+  });
+
+  it.each([
+    [{ controllerUrl: "http://x/'; rm -rf /" }, /controllerUrl/],
+    [{ controllerUrl: 'ftp://x' }, /controllerUrl/],
+    [{ workerToken: 'short' }, /workerToken: at least 16/],
+    [{ workerToken: "abcdefghijklmnop'" }, /workerToken/],
+    [{ packageSpec: 'fleetwise@1 && curl evil' }, /packageSpec/],
+    [{ nodeVersion: '20' }, /nodeVersion/],
+  ])('rejects unsafe or malformed values (%j)', (override, reason) => {
+    expect(() => workerUserDataBase64({ ...valid, ...override })).toThrow(reason);
+  });
+
+  it('refuses a template with an unknown placeholder, naming it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fleetwise-user-data-'));
+    const templatePath = join(dir, 'custom.sh');
+    writeFileSync(templatePath, '#!/bin/sh\necho {{CONTROLLER_URL}} {{REGION}}\n');
+    const error = (() => {
+      try {
+        workerUserDataBase64({ ...valid, templatePath });
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as ValidationError).source).toBe(templatePath);
+    expect((error as ValidationError).problems).toEqual(['{{REGION}}: no value for this placeholder']);
+  });
+
+  it("refuses user data over EC2's 16 KiB limit", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fleetwise-user-data-'));
+    const templatePath = join(dir, 'huge.sh');
+    writeFileSync(templatePath, `#!/bin/sh\n# ${'x'.repeat(16 * 1024)}\n`);
+    expect(() => workerUserDataBase64({ ...valid, templatePath })).toThrow(/EC2 allows 16384/);
+  });
+
+  it('renders placeholders anywhere and repeatedly', () => {
+    expect(renderTemplate('{{A}}-{{B}}-{{A}}', { A: '1', B: '2' }, 't')).toBe('1-2-1');
+    expect(renderTemplate('no placeholders {x} {{lower}}', {}, 't')).toBe('no placeholders {x} {{lower}}');
+  });
+});

@@ -1,0 +1,107 @@
+import { mkdtempSync, readdirSync, rmSync, existsSync, writeFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative, resolve, isAbsolute } from 'node:path';
+import fc from 'fast-check';
+import { afterAll, describe, expect, it } from 'vitest';
+import { FsObjectStore } from '../../src/storage/fs-store.js';
+import { InvalidObjectKeyError } from '../../src/storage/object-key.js';
+import { openObjectStore } from '../../src/storage/object-store.js';
+import {
+  failingStream,
+  listAll,
+  MIB,
+  objectStoreContract,
+  pseudoRandomBytes,
+} from './object-store-contract.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-fs-store-'));
+let counter = 0;
+const freshRoot = (): string => join(scratch, `store-${++counter}`);
+
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe('FsObjectStore (ObjectStore contract)', () => {
+  objectStoreContract({ open: () => new FsObjectStore(freshRoot()), largeBodyBytes: 12 * MIB });
+});
+
+describe('FsObjectStore specifics', () => {
+  it('is what openObjectStore returns for a directory path or file:// URL', () => {
+    const root = freshRoot();
+    expect(openObjectStore(root)).toBeInstanceOf(FsObjectStore);
+    expect(openObjectStore(root).location).toBe(resolve(root));
+    expect(openObjectStore(`file://${root}`).location).toBe(resolve(root));
+  });
+
+  it('writes through a temporary file and leaves none behind, on success or failure', async () => {
+    const root = freshRoot();
+    const store = new FsObjectStore(root);
+    await store.put('x/y', pseudoRandomBytes(1000, 1));
+    await expect(store.put('x/z', failingStream(Buffer.from('partial')))).rejects.toThrow(/disk vanished/);
+    expect(readdirSync(join(root, '.fleetwise-tmp'))).toEqual([]);
+    expect(readdirSync(join(root, 'x'))).toEqual(['y']);
+  });
+
+  it('does not list its temporary directory or half-written files', async () => {
+    const root = freshRoot();
+    const store = new FsObjectStore(root);
+    mkdirSync(join(root, '.fleetwise-tmp'), { recursive: true });
+    writeFileSync(join(root, '.fleetwise-tmp', 'in-flight.part'), 'half');
+    await store.put('real', Buffer.from('1'));
+    expect((await listAll(store)).map((o) => o.key)).toEqual(['real']);
+  });
+
+  it('prunes directories a delete leaves empty, but not the root or non-empty ones', async () => {
+    const root = freshRoot();
+    const store = new FsObjectStore(root);
+    await store.put('a/b/c/one', Buffer.from('1'));
+    await store.put('a/two', Buffer.from('2'));
+    await store.delete('a/b/c/one');
+    expect(existsSync(join(root, 'a', 'b'))).toBe(false);
+    expect(existsSync(join(root, 'a', 'two'))).toBe(true);
+    await store.delete('a/two');
+    expect(existsSync(join(root, 'a'))).toBe(false);
+    expect(existsSync(root)).toBe(true);
+  });
+
+  it("explains the one layout it cannot hold: a key that is also another key's directory", async () => {
+    const store = new FsObjectStore(freshRoot());
+    await store.put('a/b', Buffer.from('1'));
+    await expect(store.put('a', Buffer.from('2'))).rejects.toThrow(/cannot hold both "a" and "a\/b"/);
+    expect(await store.exists('a')).toBe(false); // a directory is not an object
+    await expect(store.get('a')).rejects.toThrow(/no object "a"/);
+  });
+
+  it('lists nothing (rather than failing) before the root exists', async () => {
+    const store = new FsObjectStore(freshRoot());
+    expect(await listAll(store)).toEqual([]);
+  });
+
+  it('never resolves a key outside its root (property)', () => {
+    const root = resolve(freshRoot());
+    const store = new FsObjectStore(root);
+    const pathFor = (key: string): string =>
+      (store as unknown as { pathFor(k: string): string }).pathFor(key);
+    const segment = fc.oneof(
+      fc.constantFrom('..', '.', '', '...', '.fleetwise-tmp', '~', '%2e%2e', 'a'),
+      fc.string({ minLength: 0, maxLength: 6 }),
+    );
+    fc.assert(
+      fc.property(fc.array(segment, { minLength: 1, maxLength: 6 }), fc.boolean(), (segments, absolute) => {
+        const key = (absolute ? '/' : '') + segments.join('/');
+        let path: string;
+        try {
+          path = pathFor(key);
+        } catch (e) {
+          expect(e).toBeInstanceOf(InvalidObjectKeyError);
+          return;
+        }
+        const rel = relative(root, path);
+        expect(rel === '..' || rel.startsWith('../')).toBe(false);
+        expect(isAbsolute(rel)).toBe(false);
+        expect(rel).not.toBe('');
+        expect(rel.split('/')[0]).not.toBe('.fleetwise-tmp');
+      }),
+      { numRuns: 500 },
+    );
+  });
+});
