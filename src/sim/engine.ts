@@ -1,21 +1,22 @@
 import type { Catalog } from '../core/catalog.js';
-import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../core/model.js';
-import { fits } from '../core/resources.js';
+import { fits, type Resources } from '../core/resources.js';
 import { diffConfiguration, type Action } from '../scheduler/actions.js';
-import { canHost, demandSignature } from '../scheduler/reservation-price.js';
-import type { Scheduler, ThroughputObservation } from '../scheduler/types.js';
+import type { Scheduler } from '../scheduler/types.js';
 import {
+  integrateProgress,
   isActive,
-  isReconfigurable,
+  jobRate,
   taskDemandOn,
   type SimInstance,
   type SimJob,
   type SimTask,
 } from './entities.js';
 import { EventQueue } from './event-queue.js';
+import { FleetMeter } from './fleet-meter.js';
 import { memoized, type GroundTruth } from './ground-truth.js';
 import { summarize } from './metrics.js';
-import { SeriesRecorder } from './series.js';
+import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
+import { buildSimJobs } from './trace-jobs.js';
 import type { Trace } from './traces/types.js';
 import type { JobOutcome, RunResult } from './types.js';
 
@@ -172,18 +173,7 @@ class Simulation {
   private instanceCounter = 0;
   private rounds = 0;
   private fullRounds = 0;
-  private migrations = 0;
-
-  // Billing and the series.
-  private closedCost = 0;
-  private costPerHour = 0;
-  private accruedCost = 0;
-  private accruedTo = 0;
-  private peakCostPerHour = 0;
-  private billedInstances = 0;
-  private readonly capacity: [number, number, number] = [0, 0, 0];
-  private readonly allocated: [number, number, number] = [0, 0, 0];
-  private readonly series = new SeriesRecorder();
+  private readonly meter = new FleetMeter();
 
   constructor(options: RunOptions) {
     this.scheduler = options.scheduler;
@@ -195,7 +185,7 @@ class Simulation {
     this.maxSeriesPoints = options.maxSeriesPoints ?? DEFAULT_MAX_SERIES_POINTS;
     this.onProgress = options.onProgress;
     this.onEvent = options.onEvent;
-    this.jobs = buildJobs(options.trace, options.catalog);
+    this.jobs = buildSimJobs(options.trace, options.catalog);
     const lastArrival = this.jobs.reduce((m, j) => Math.max(m, j.spec.arrivalSeconds), 0);
     const longest = this.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
     this.maxSeconds = options.maxSimulatedSeconds ?? lastArrival + 30 * 86_400 + 10 * longest;
@@ -206,7 +196,7 @@ class Simulation {
     // Arrivals are fed one at a time (the trace is sorted by arrival) to keep the queue small.
     this.pushNextArrival();
     this.scheduleRoundAtOrAfter((this.jobs[0] as SimJob).spec.arrivalSeconds, true);
-    this.recordSample(true);
+    this.meter.sample(this.now, true);
     for (;;) {
       const t = this.queue.peekTime();
       if (t === undefined) break;
@@ -223,10 +213,15 @@ class Simulation {
         this.issueGatedCommands();
         this.refreshRates();
       } while (this.queue.peekTime() === t);
-      this.recordSample(false);
-      if (this.finishedJobs === this.jobs.length && this.billedInstances === 0 && this.allTerminated()) break;
+      this.meter.sample(this.now, false);
+      if (this.finishedJobs === this.jobs.length && this.meter.billedInstances === 0 && this.allTerminated())
+        break;
     }
-    this.recordSample(true);
+    this.meter.sample(this.now, true);
+    if (this.finishedJobs < this.jobs.length)
+      throw new Error(
+        `simulation stopped with ${this.jobs.length - this.finishedJobs} jobs unfinished (engine bug)`,
+      );
   }
 
   // ---------------------------------------------------------------- events
@@ -310,8 +305,9 @@ class Simulation {
       // run ends even if one would not).
       for (const inst of [...this.assignable.values()]) this.requestTermination(inst);
     } else if (this.liveJobs.size > 0 || this.assignable.size > 0) {
-      const snapshot = this.snapshot();
-      this.scheduler.observe(snapshot, this.observations());
+      for (const job of this.liveJobs.values()) integrateProgress(job, this.now);
+      const snapshot = buildSnapshot(this.now, this.liveJobs.values(), this.assignable.values());
+      this.scheduler.observe(snapshot, observeThroughputs(this.liveJobs.values()));
       const plan = this.scheduler.plan(snapshot);
       this.rounds += 1;
       if (plan.decision.chosen === 'full') this.fullRounds += 1;
@@ -325,7 +321,7 @@ class Simulation {
       finishedJobs: this.finishedJobs,
       totalJobs: this.jobs.length,
       rounds: this.rounds,
-      costSoFar: this.accruedCost,
+      costSoFar: this.meter.costSoFar,
     });
     if (this.finishedJobs === this.jobs.length && this.assignable.size === 0) return; // no more rounds needed
     const idle =
@@ -339,7 +335,8 @@ class Simulation {
   private onInstantiated(inst: SimInstance): void {
     if (inst.lifecycle === 'terminated') return; // terminated before it came up: never billed
     this.log('instantiated', { instanceId: inst.id });
-    this.startBilling(inst);
+    inst.billedFromSeconds = this.now;
+    this.meter.startBilling(inst.type);
     if (inst.lifecycle === 'instantiating') {
       inst.lifecycle = 'starting-worker';
       this.at(inst.type.delays.workerStartSeconds, { kind: 'worker-started', instance: inst });
@@ -349,7 +346,9 @@ class Simulation {
   private onTerminated(inst: SimInstance): void {
     inst.lifecycle = 'terminated';
     this.log('terminated', { instanceId: inst.id });
-    this.stopBilling(inst);
+    if (inst.billedFromSeconds !== undefined)
+      this.meter.stopBilling(inst.type, this.now - inst.billedFromSeconds);
+    inst.billedFromSeconds = undefined;
   }
 
   private onLaunched(task: SimTask): void {
@@ -406,7 +405,7 @@ class Simulation {
 
   private onCompletion(job: SimJob, token: number): void {
     if (token !== job.version || job.status === 'finished') return;
-    this.integrate(job);
+    integrateProgress(job, this.now);
     job.status = 'finished';
     job.active = false;
     job.activeSinceSeconds = undefined;
@@ -446,7 +445,7 @@ class Simulation {
           if (!jobsCounted.has(job)) {
             jobsCounted.add(job);
             job.migrations += 1;
-            this.migrations += 1;
+            this.meter.countMigration();
           }
           job.status = 'migrating';
           job.requeueAfterStop = a.then === 'queue';
@@ -575,20 +574,14 @@ class Simulation {
     task.occupying = undefined;
   }
 
-  private addUsage(inst: SimInstance, d: readonly [number, number, number], sign: 1 | -1): void {
-    for (let i = 0; i < 3; i++) {
-      inst.used[i] = (inst.used[i] as number) + sign * (d[i] as number);
-      this.allocated[i] = (this.allocated[i] as number) + sign * (d[i] as number);
-    }
+  private addUsage(inst: SimInstance, d: Resources, sign: 1 | -1): void {
+    inst.used[0] += sign * d[0];
+    inst.used[1] += sign * d[1];
+    inst.used[2] += sign * d[2];
+    this.meter.allocate(d, sign);
   }
 
   // ---------------------------------------------------------------- progress
-
-  /** Bring a job's completed iterations up to now at its current throughput. */
-  private integrate(job: SimJob): void {
-    if (job.throughput > 0) job.completedIterations += job.throughput * (this.now - job.integratedToSeconds);
-    job.integratedToSeconds = this.now;
-  }
 
   /**
    * Recompute the ground-truth rates on instances whose set of active tasks changed, then the throughput of
@@ -606,7 +599,7 @@ class Simulation {
     this.dirtyInstances.clear();
     for (const job of this.dirtyJobs) {
       if (job.status === 'finished') continue;
-      this.integrate(job);
+      integrateProgress(job, this.now);
       const throughput = job.active ? jobRate(job) * job.spec.fullThroughput : 0;
       const remaining = job.spec.totalIterations - job.completedIterations;
       job.throughput = throughput;
@@ -627,113 +620,17 @@ class Simulation {
     this.dirtyJobs.clear();
   }
 
-  // ---------------------------------------------------------------- billing and series
+  // ---------------------------------------------------------------- clock
 
   private advanceTo(t: number): void {
-    this.accruedCost += (this.costPerHour / 3600) * (t - this.accruedTo);
-    this.accruedTo = t;
+    this.meter.advanceTo(t);
     this.now = t;
-  }
-
-  private startBilling(inst: SimInstance): void {
-    inst.billedFromSeconds = this.now;
-    this.billedInstances += 1;
-    this.costPerHour += inst.type.costPerHour;
-    this.peakCostPerHour = Math.max(this.peakCostPerHour, this.costPerHour);
-    for (let i = 0; i < 3; i++)
-      this.capacity[i] = (this.capacity[i] as number) + (inst.type.capacity[i] as number);
-  }
-
-  private stopBilling(inst: SimInstance): void {
-    if (inst.billedFromSeconds === undefined) return;
-    this.closedCost += (inst.type.costPerHour * (this.now - inst.billedFromSeconds)) / 3600;
-    inst.billedFromSeconds = undefined;
-    this.billedInstances -= 1;
-    this.costPerHour -= inst.type.costPerHour;
-    if (this.billedInstances === 0) this.costPerHour = 0; // no drift from adding and subtracting prices
-    for (let i = 0; i < 3; i++)
-      this.capacity[i] = (this.capacity[i] as number) - (inst.type.capacity[i] as number);
   }
 
   private allTerminated(): boolean {
     if (this.assignable.size > 0 || this.pendingTerminations.length > 0) return false;
     for (const inst of this.instances.values()) if (inst.lifecycle !== 'terminated') return false;
     return true;
-  }
-
-  private recordSample(force: boolean): void {
-    this.series.record(
-      {
-        timeSeconds: this.now,
-        cumulativeCost: this.accruedCost,
-        costPerHour: this.costPerHour,
-        runningInstances: this.billedInstances,
-        allocatedGpus: this.allocated[0],
-        allocatedVcpus: this.allocated[1],
-        allocatedMemoryGiB: this.allocated[2],
-        capacityGpus: this.capacity[0],
-        capacityVcpus: this.capacity[1],
-        capacityMemoryGiB: this.capacity[2],
-        migrations: this.migrations,
-      },
-      force,
-    );
-  }
-
-  // ---------------------------------------------------------------- what the scheduler sees
-
-  private snapshot(): ClusterSnapshot {
-    const jobs: SchedJob[] = [];
-    const tasks: SchedTask[] = [];
-    for (const job of this.liveJobs.values()) {
-      this.integrate(job);
-      const remaining = Math.max(0, job.spec.totalIterations - job.completedIterations);
-      jobs.push({
-        id: job.spec.id,
-        taskIds: job.tasks.map((t) => t.id),
-        reconfigurable: isReconfigurable(job),
-        arrivalSeconds: job.spec.arrivalSeconds,
-        runningSinceSeconds: job.activeSinceSeconds,
-        migrationDelaySeconds: job.migrationDelaySeconds,
-        // Tasks checkpoint when killed, so a move loses no work (as in Eva's simulator).
-        lastCheckpointSeconds: job.startSeconds === null ? undefined : this.now,
-        expectedRemainingSeconds: remaining / job.spec.fullThroughput,
-      });
-      for (const task of job.tasks)
-        tasks.push({
-          id: task.id,
-          jobId: job.spec.id,
-          key: task.key,
-          demand: task.spec.demand,
-          instanceId: task.committed?.id,
-        });
-    }
-    const instances: SchedInstance[] = [];
-    for (const inst of this.assignable.values())
-      instances.push({
-        id: inst.id,
-        typeName: inst.type.name,
-        state: inst.lifecycle === 'running' ? 'running' : 'launching',
-        taskIds: [...inst.committed].map((t) => t.id),
-      });
-    return { nowSeconds: this.now, jobs, tasks, instances };
-  }
-
-  /**
-   * Each running task's normalized throughput, as the reference reports it: its job's throughput over the full
-   * throughput (the min over the job's tasks; the scheduler's table attributes it). Tasks still in init_delay
-   * report the rate they run at, as Eva's simulator does.
-   */
-  private observations(): ThroughputObservation[] {
-    const out: ThroughputObservation[] = [];
-    for (const job of this.liveJobs.values()) {
-      const active = job.tasks.filter(isActive);
-      if (active.length === 0) continue;
-      let rate = 1;
-      for (const t of active) rate = Math.min(rate, t.rate);
-      for (const t of active) out.push({ taskId: t.id, normalizedThroughput: rate });
-    }
-    return out;
   }
 
   // ---------------------------------------------------------------- result
@@ -751,8 +648,8 @@ class Simulation {
     const summary = summarize(
       {
         scheduler: this.scheduler.name,
-        totalCost: this.closedCost,
-        peakCostPerHour: this.peakCostPerHour,
+        totalCost: this.meter.totalCost,
+        peakCostPerHour: this.meter.peakCostPerHour,
         instancesLaunched: this.instanceCounter,
         plannedRounds: this.rounds,
         fullRounds: this.fullRounds,
@@ -760,79 +657,8 @@ class Simulation {
       },
       jobs,
     );
-    return { summary, series: this.series.result(this.maxSeriesPoints), jobs };
+    return { summary, series: this.meter.series(this.maxSeriesPoints), jobs };
   }
 }
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
-
-/** min over the job's tasks of their ground-truth rates (data-parallel straggler model, digest §1). */
-function jobRate(job: SimJob): number {
-  let r = Infinity;
-  for (const t of job.tasks) r = Math.min(r, t.rate);
-  return r === Infinity ? 0 : r;
-}
-
-function buildJobs(trace: Trace, catalog: Catalog): SimJob[] {
-  const problems: string[] = [];
-  const ids = new Set<string>();
-  const hostable = new Map<string, boolean>();
-  const jobs = trace.jobs.map((spec, index) => {
-    if (ids.has(spec.id)) problems.push(`job ${spec.id}: duplicate job id`);
-    ids.add(spec.id);
-    if (index > 0 && spec.arrivalSeconds < (trace.jobs[index - 1]?.arrivalSeconds ?? 0))
-      problems.push(`job ${spec.id}: jobs must be sorted by arrival time`);
-    if (spec.tasks.length === 0) problems.push(`job ${spec.id}: has no tasks`);
-    const names = new Set<string>();
-    for (const t of spec.tasks) {
-      if (names.has(t.name)) problems.push(`job ${spec.id}: duplicate task name ${t.name}`);
-      names.add(t.name);
-      const sig = demandSignature(t.demand);
-      let ok = hostable.get(sig);
-      if (ok === undefined) {
-        ok = catalog.types.some((type) => canHost(type, t.demand));
-        hostable.set(sig, ok);
-      }
-      if (!ok)
-        problems.push(`job ${spec.id} task ${t.name}: no instance type of the catalog can host ${sig}`);
-    }
-    const moveSeconds = spec.tasks.reduce(
-      (m, t) => Math.max(m, t.fetchDelaySeconds + t.buildImageDelaySeconds + t.uploadDelaySeconds),
-      0,
-    );
-    const job: SimJob = {
-      index,
-      spec,
-      tasks: [],
-      migrationDelaySeconds: moveSeconds + spec.initDelaySeconds,
-      status: 'pending',
-      requeueAfterStop: false,
-      active: false,
-      activeSinceSeconds: undefined,
-      activationToken: 0,
-      completedIterations: 0,
-      integratedToSeconds: spec.arrivalSeconds,
-      throughput: 0,
-      version: 0,
-      startSeconds: null,
-      endSeconds: null,
-      migrations: 0,
-    };
-    for (const t of spec.tasks)
-      job.tasks.push({
-        id: `${spec.id}/${t.name}`,
-        job,
-        spec: t,
-        key: `${spec.name}_${t.name}`,
-        state: 'queued',
-        committed: undefined,
-        occupying: undefined,
-        pendingStart: false,
-        rate: 1,
-      });
-    return job;
-  });
-  if (problems.length > 0)
-    throw new Error(`trace ${trace.name} cannot be simulated:\n  ${problems.join('\n  ')}`);
-  return jobs;
-}

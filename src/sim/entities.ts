@@ -44,6 +44,8 @@ export interface SimJob {
   readonly index: number;
   readonly spec: TraceJob;
   readonly tasks: SimTask[];
+  /** The tasks' ids, in order (shared by every snapshot). */
+  readonly taskIds: string[];
   /** max over tasks of (fetch + build + upload) + init (digest §2 "Migration cost"). */
   readonly migrationDelaySeconds: number;
   status: JobStatus;
@@ -94,4 +96,22 @@ export function isActive(task: SimTask): boolean {
 
 export function isReconfigurable(job: SimJob): boolean {
   return job.status === 'queued' || job.status === 'executing';
+}
+
+/** Iterations still to run (never negative). */
+export function remainingIterations(job: SimJob): number {
+  return Math.max(0, job.spec.totalIterations - job.completedIterations);
+}
+
+/** Bring a job's completed iterations up to `nowSeconds` at its current (constant since the last call) throughput. */
+export function integrateProgress(job: SimJob, nowSeconds: number): void {
+  if (job.throughput > 0) job.completedIterations += job.throughput * (nowSeconds - job.integratedToSeconds);
+  job.integratedToSeconds = nowSeconds;
+}
+
+/** min over the job's tasks of their ground-truth rates (data-parallel straggler model, digest §1). */
+export function jobRate(job: SimJob): number {
+  let r = Infinity;
+  for (const t of job.tasks) r = Math.min(r, t.rate);
+  return r === Infinity ? 0 : r;
 }

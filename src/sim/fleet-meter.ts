@@ -1,0 +1,100 @@
+import type { InstanceType } from '../core/catalog.js';
+import type { Resources } from '../core/resources.js';
+import { perHourToPerSecond } from '../core/units.js';
+import { SeriesRecorder } from './series.js';
+import type { RunSeries } from './types.js';
+
+/**
+ * Billing and the run's time series. Instances are billed per second at their hourly price from
+ * instantiate-complete to terminate-complete, with no minimum and no rounding (research digest §6 "Cost").
+ */
+export class FleetMeter {
+  /** Σ price × billed seconds of instances already terminated: the run's total once all are gone. */
+  private closedCost = 0;
+  /** Everything billed up to `accruedTo` (terminated and running instances), for the series. */
+  private accruedCost = 0;
+  private accruedTo = 0;
+  private costPerHourNow = 0;
+  private peak = 0;
+  private billed = 0;
+  private migrations = 0;
+  private readonly capacity: [number, number, number] = [0, 0, 0];
+  private readonly allocated: [number, number, number] = [0, 0, 0];
+  private readonly recorder = new SeriesRecorder();
+
+  /** Accrue the cost of the billed fleet up to `t`. */
+  advanceTo(t: number): void {
+    this.accruedCost += perHourToPerSecond(this.costPerHourNow) * (t - this.accruedTo);
+    this.accruedTo = t;
+  }
+
+  startBilling(type: InstanceType): void {
+    this.billed += 1;
+    this.costPerHourNow += type.costPerHour;
+    this.peak = Math.max(this.peak, this.costPerHourNow);
+    this.addTo(this.capacity, type.capacity, 1);
+  }
+
+  stopBilling(type: InstanceType, billedSeconds: number): void {
+    this.closedCost += perHourToPerSecond(type.costPerHour) * billedSeconds;
+    this.billed -= 1;
+    this.costPerHourNow -= type.costPerHour;
+    if (this.billed === 0) this.costPerHourNow = 0; // no drift from adding and subtracting prices
+    this.addTo(this.capacity, type.capacity, -1);
+  }
+
+  /** A task starts (+1) or stops (−1) holding `demand` of some instance's capacity. */
+  allocate(demand: Resources, sign: 1 | -1): void {
+    this.addTo(this.allocated, demand, sign);
+  }
+
+  countMigration(): void {
+    this.migrations += 1;
+  }
+
+  get billedInstances(): number {
+    return this.billed;
+  }
+
+  get totalCost(): number {
+    return this.closedCost;
+  }
+
+  get costSoFar(): number {
+    return this.accruedCost;
+  }
+
+  get peakCostPerHour(): number {
+    return this.peak;
+  }
+
+  /** Record the state at `t` if it changed since the last sample (or always, when forced). */
+  sample(t: number, force: boolean): void {
+    this.recorder.record(
+      {
+        timeSeconds: t,
+        cumulativeCost: this.accruedCost,
+        costPerHour: this.costPerHourNow,
+        runningInstances: this.billed,
+        allocatedGpus: this.allocated[0],
+        allocatedVcpus: this.allocated[1],
+        allocatedMemoryGiB: this.allocated[2],
+        capacityGpus: this.capacity[0],
+        capacityVcpus: this.capacity[1],
+        capacityMemoryGiB: this.capacity[2],
+        migrations: this.migrations,
+      },
+      force,
+    );
+  }
+
+  series(maxPoints: number): RunSeries {
+    return this.recorder.result(maxPoints);
+  }
+
+  private addTo(target: [number, number, number], r: Resources, sign: 1 | -1): void {
+    target[0] += sign * r[0];
+    target[1] += sign * r[1];
+    target[2] += sign * r[2];
+  }
+}
