@@ -137,10 +137,14 @@ export function normalizeServer(server: string): string {
   try {
     url = new URL(withScheme);
   } catch {
-    throw new Error(`invalid server address ${JSON.stringify(server)}: expected a URL like http://10.0.0.5:8080`);
+    throw new Error(
+      `invalid server address ${JSON.stringify(server)}: expected a URL like http://10.0.0.5:8080`,
+    );
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    throw new Error(`invalid server address ${JSON.stringify(server)}: only http:// and https:// are supported`);
+    throw new Error(
+      `invalid server address ${JSON.stringify(server)}: only http:// and https:// are supported`,
+    );
   return withScheme;
 }
 
@@ -162,7 +166,9 @@ export class FleetwiseClient {
     const server = options.server ?? env[SERVER_ENV];
     const token = options.token ?? env[TOKEN_ENV];
     if (server === undefined || server.trim() === '')
-      throw new Error(`no controller address: pass --server URL or set ${SERVER_ENV} (e.g. http://10.0.0.5:8080)`);
+      throw new Error(
+        `no controller address: pass --server URL or set ${SERVER_ENV} (e.g. http://10.0.0.5:8080)`,
+      );
     if (token === undefined || token.trim() === '')
       throw new Error(`no API token: pass --token TOKEN or set ${TOKEN_ENV}`);
     return new FleetwiseClient(server, token.trim());
@@ -172,11 +178,17 @@ export class FleetwiseClient {
     return this.request('POST', '/v1/jobs', jobSummarySchema, { json: spec });
   }
 
-  async listJobs(filter: { readonly states?: readonly string[]; readonly team?: string } = {}): Promise<JobSummaryResponse[]> {
+  async listJobs(
+    filter: { readonly states?: readonly string[]; readonly team?: string } = {},
+  ): Promise<JobSummaryResponse[]> {
     const query = new URLSearchParams();
     if (filter.states !== undefined && filter.states.length > 0) query.set('state', filter.states.join(','));
     if (filter.team !== undefined) query.set('team', filter.team);
-    const body = await this.request('GET', withQuery('/v1/jobs', query), z.object({ jobs: z.array(jobSummarySchema) }));
+    const body = await this.request(
+      'GET',
+      withQuery('/v1/jobs', query),
+      z.object({ jobs: z.array(jobSummarySchema) }),
+    );
     return body.jobs;
   }
 
@@ -238,7 +250,10 @@ export class FleetwiseClient {
     } = {},
   ): Promise<z.output<S>> {
     const what = `${method} ${path}`;
-    const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, accept: 'application/json' };
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${this.token}`,
+      accept: 'application/json',
+    };
     let body: string | Uint8Array | undefined;
     if (options.json !== undefined) {
       headers['content-type'] = 'application/json';

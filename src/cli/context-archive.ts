@@ -20,7 +20,10 @@ export interface PackedContext {
   readonly uncompressedBytes: number;
 }
 
-export async function packContext(directory: string, maxBytes: number = MAX_CONTEXT_BYTES): Promise<PackedContext> {
+export async function packContext(
+  directory: string,
+  maxBytes: number = MAX_CONTEXT_BYTES,
+): Promise<PackedContext> {
   const info = await lstat(directory).catch(() => undefined);
   if (info === undefined || !info.isDirectory())
     throw new Error(`build context ${directory} is not a directory`);
@@ -104,7 +107,8 @@ function truncate(text: string, bytes: number): string {
 function paxRecord(key: string, value: string): string {
   const rest = ` ${key}=${value}\n`;
   let length = Buffer.byteLength(rest);
-  while (String(length).length + Buffer.byteLength(rest) !== length) length = String(length).length + Buffer.byteLength(rest);
+  while (String(length).length + Buffer.byteLength(rest) !== length)
+    length = String(length).length + Buffer.byteLength(rest);
   return `${length}${rest}`;
 }
 
@@ -114,7 +118,8 @@ function splitUstarPath(path: string): { name: string; prefix: string } | undefi
   for (let i = path.indexOf('/'); i !== -1; i = path.indexOf('/', i + 1)) {
     const prefix = path.slice(0, i);
     const name = path.slice(i + 1);
-    if (Buffer.byteLength(prefix) <= 155 && Buffer.byteLength(name) <= 100 && name !== '') return { name, prefix };
+    if (Buffer.byteLength(prefix) <= 155 && Buffer.byteLength(name) <= 100 && name !== '')
+      return { name, prefix };
   }
   return undefined;
 }
@@ -157,7 +162,9 @@ function header(h: {
  * below it. The last matching pattern wins, as in docker.
  */
 export class DockerIgnore {
-  private constructor(private readonly rules: readonly { readonly regex: RegExp; readonly include: boolean }[]) {}
+  private constructor(
+    private readonly rules: readonly { readonly regex: RegExp; readonly include: boolean }[],
+  ) {}
 
   static async load(directory: string): Promise<DockerIgnore> {
     const text = await readFile(join(directory, '.dockerignore'), 'utf8').catch(() => '');

@@ -1,7 +1,10 @@
 /** Plain-text output helpers for the client commands (human tables; `--json` bypasses them). */
 
 /** Left-aligned columns separated by two spaces; numbers are right-aligned. */
-export function formatTable(headers: readonly string[], rows: readonly (readonly (string | number)[])[]): string {
+export function formatTable(
+  headers: readonly string[],
+  rows: readonly (readonly (string | number)[])[],
+): string {
   const cells = rows.map((r) => headers.map((_, i) => r[i] ?? ''));
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => String(r[i]).length)));
   const line = (row: readonly (string | number)[]): string =>
@@ -18,15 +21,22 @@ export function formatTable(headers: readonly string[], rows: readonly (readonly
 /** Epoch seconds as `2024-06-10 14:03:22Z`; `-` when absent. */
 export function formatTime(epochSeconds: number | undefined): string {
   if (epochSeconds === undefined) return '-';
-  return new Date(epochSeconds * 1000).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+  return new Date(epochSeconds * 1000)
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, 'Z');
 }
 
 export function formatDollars(amount: number): string {
   return `$${amount.toFixed(amount !== 0 && Math.abs(amount) < 0.01 ? 4 : 2)}`;
 }
 
-export function formatProgress(progress: { readonly completed: number; readonly total: number | null }): string {
-  if (progress.total === null || progress.total <= 0) return progress.completed > 0 ? `${progress.completed} it` : '-';
+export function formatProgress(progress: {
+  readonly completed: number;
+  readonly total: number | null;
+}): string {
+  if (progress.total === null || progress.total <= 0)
+    return progress.completed > 0 ? `${progress.completed} it` : '-';
   return `${Math.min(100, (100 * progress.completed) / progress.total).toFixed(0)}%`;
 }
 

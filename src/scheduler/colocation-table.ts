@@ -33,6 +33,13 @@ export class ColocationTable {
   private readonly entries = new Map<string, Map<string, Entry>>();
   /** target → sizes of `others` that have exact entries (to skip building signatures on the hot path). */
   private readonly exactSizes = new Map<string, Set<number>>();
+  /** Lookups by target, then whole co-located set; a target's lookups are dropped when one of its means changes. */
+  private readonly setCache = new Map<string, Map<string, number>>();
+  /** Values of whole task sets (see packing.ts compositionValue), valid while no mean changes. */
+  private readonly valueCache = new Map<string, number>();
+  private readonly identities = new Map<string, number>();
+  /** Incremented whenever a recorded mean changes (re-recording the same value leaves it unchanged). */
+  version = 0;
 
   constructor(readonly defaultRate = 0.95) {
     if (!(defaultRate > 0 && defaultRate <= 1)) throw new Error(`default co-location rate must be in (0, 1], got ${defaultRate}`);
@@ -50,6 +57,24 @@ export class ColocationTable {
     }
     let r = 1;
     for (const o of others) r *= this.meanOf(byOthers.get(o)) ?? this.defaultRate;
+    return r;
+  }
+
+  /**
+   * rate(target, set − one target), memoized by the signature of the whole set (its keys sorted and joined with
+   * \u0001), which the packing loops compute once per candidate set instead of once per member.
+   */
+  rateInSet(target: string, setSignature: string, others: () => readonly string[]): number {
+    let byTarget = this.setCache.get(target);
+    if (byTarget === undefined) {
+      byTarget = new Map();
+      this.setCache.set(target, byTarget);
+    }
+    let r = byTarget.get(setSignature);
+    if (r === undefined) {
+      r = this.rate(target, others());
+      byTarget.set(setSignature, r);
+    }
     return r;
   }
 
@@ -74,10 +99,14 @@ export class ColocationTable {
     }
     const sig = othersKey(others);
     const entry = byOthers.get(sig);
-    if (entry === undefined) byOthers.set(sig, { sum: value, count: 1 });
-    else {
+    if (entry === undefined) {
+      byOthers.set(sig, { sum: value, count: 1 });
+      this.changed(target);
+    } else {
+      const before = this.meanOf(entry);
       entry.sum += value;
       entry.count += 1;
+      if (this.meanOf(entry) !== before) this.changed(target);
     }
     let sizes = this.exactSizes.get(target);
     if (sizes === undefined) {
@@ -130,12 +159,45 @@ export class ColocationTable {
         entry.sum = e.mean * e.count;
         entry.count = e.count;
       }
+      table.changed();
     }
     return table;
   }
 
+  /** A small integer naming a packing class identity (key, price, job size) for set-value signatures. */
+  identityId(identity: string): number {
+    let id = this.identities.get(identity);
+    if (id === undefined) {
+      id = this.identities.size;
+      this.identities.set(identity, id);
+    }
+    return id;
+  }
+
+  /** Memoized value of a task set under the current means (the cache is bounded and cleared on any change). */
+  cachedValue(signature: string, compute: () => number): number {
+    let v = this.valueCache.get(signature);
+    if (v === undefined) {
+      v = compute();
+      if (this.valueCache.size > 500_000) this.valueCache.clear();
+      this.valueCache.set(signature, v);
+    }
+    return v;
+  }
+
+  private changed(target?: string): void {
+    this.version += 1;
+    if (target === undefined) this.setCache.clear();
+    else this.setCache.delete(target);
+    this.valueCache.clear();
+  }
+
+  /**
+   * Means are rounded to 1e-12 so that re-recording the same value (floating-point drift of the running sum) neither
+   * changes a lookup nor counts as a change: plans stay identical when nothing was really learned.
+   */
   private meanOf(e: Entry | undefined): number | undefined {
-    return e === undefined ? undefined : e.sum / e.count;
+    return e === undefined ? undefined : Math.round((e.sum / e.count) * 1e12) / 1e12;
   }
 }
 

@@ -6,11 +6,11 @@
 /**
  * Mean time until the next Full Reconfiguration: events (job arrivals and completions) arrive as a Poisson process
  * of rate λ and each leads to a Full Reconfiguration with probability p, so P(none by t) = (1−p)^{λt} and
- * T = −1 / (λ·ln(1−p)). Before any Full Reconfiguration (p = 0) the reference bootstraps T with the current time;
- * p = 1 gives 0.
+ * T = −1 / (λ·ln(1−p)). Before any Full Reconfiguration (p = 0) the reference bootstraps T with the current
+ * simulation time, i.e. the time the cluster has run: `elapsedSeconds` (not an epoch timestamp). p = 1 gives 0.
  */
-export function horizonSeconds(eventRatePerSecond: number | undefined, fullFraction: number, nowSeconds: number): number {
-  if (fullFraction <= 0 || eventRatePerSecond === undefined || !(eventRatePerSecond > 0)) return Math.max(0, nowSeconds);
+export function horizonSeconds(eventRatePerSecond: number | undefined, fullFraction: number, elapsedSeconds: number): number {
+  if (fullFraction <= 0 || eventRatePerSecond === undefined || !(eventRatePerSecond > 0)) return Math.max(0, elapsedSeconds);
   if (fullFraction >= 1) return 0;
   return -1 / (eventRatePerSecond * Math.log(1 - fullFraction));
 }
@@ -31,6 +31,11 @@ export class EventHistory {
 
   recordFull(): void {
     this.fullCount += 1;
+  }
+
+  /** Time of the first event seen (the bootstrap horizon counts from it, not from the clock's epoch). */
+  get firstEventSeconds(): number | undefined {
+    return this.times[0];
   }
 
   get eventCount(): number {

@@ -6,7 +6,7 @@ import { ColocationTable, type SerializedColocationTable } from './colocation-ta
 import { chooseFull, EventHistory, horizonSeconds, netValue } from './decision-rule.js';
 import { toPlanned, type DraftInstance } from './full-reconfiguration.js';
 import { compositionValue, type PackTask, type RateModel } from './packing.js';
-import { committedValue, fullReconfiguration, partialReconfiguration, type PlanningInput } from './reconfiguration.js';
+import { fullReconfiguration, inefficientInstances, partialReconfiguration, type PlanningInput } from './reconfiguration.js';
 import { PriceBook } from './reservation-price.js';
 import type { CandidateSummary, Configuration, Plan, Scheduler, ThroughputObservation } from './types.js';
 
@@ -39,6 +39,7 @@ export class EvaScheduler implements Scheduler {
   private readonly caps: Caps;
   private history = new EventHistory();
   private knownJobs = new Set<string>();
+  private previous: { fingerprint: string; plan: Plan } | undefined;
 
   constructor(catalog: Catalog, options: EvaOptions = {}) {
     this.variant = options.variant ?? 'eva';
@@ -121,17 +122,24 @@ export class EvaScheduler implements Scheduler {
       maxMovedJobs: this.caps.maxMigrationsPerRound ?? Number.POSITIVE_INFINITY,
     };
 
-    const horizon = horizonSeconds(this.history.eventRatePerSecond, this.history.fullFraction, now);
+    const horizon = horizonSeconds(this.history.eventRatePerSecond, this.history.fullFraction, this.elapsed(now));
     const evaluate = (name: CandidateSummary['name'], drafts: readonly DraftInstance[]): Candidate => ({
       summary: this.summarize(name, drafts, input, jobs, jobRp, now),
       drafts,
     });
+    const fingerprint = this.fingerprint(snapshot, pinnedTaskIds, horizon);
+    const previous = this.previous;
+    if (previous !== undefined && previous.fingerprint === fingerprint) return this.unchanged(previous.plan, now);
+
     const candidates: Candidate[] = [];
+    const repack = inefficientInstances(input);
     if (this.variant === 'eva-full-only') candidates.push(evaluate('full', fullReconfiguration(input)));
-    else if (this.variant === 'eva-partial-only') candidates.push(evaluate('partial', partialReconfiguration(input, true)));
+    else if (this.variant === 'eva-partial-only') candidates.push(evaluate('partial', partialReconfiguration(input, repack)));
     else {
-      candidates.push(evaluate('stay', partialReconfiguration(input, false)));
-      candidates.push(evaluate('partial', partialReconfiguration(input, true)));
+      const stay = partialReconfiguration(input, new Set());
+      candidates.push(evaluate('stay', stay));
+      // With nothing to repack, Partial Reconfiguration is the stay plan itself.
+      candidates.push(evaluate('partial', repack.size === 0 ? stay : partialReconfiguration(input, repack)));
       candidates.push(evaluate('full', fullReconfiguration(input)));
     }
     const checked = candidates.map((c) => ({ ...c, summary: { ...c.summary, rejectedBecause: this.capViolation(c.summary) } }));
@@ -140,7 +148,7 @@ export class EvaScheduler implements Scheduler {
 
     const capped = enforceCaps(chosen.drafts, this.caps, packTasks, pinnedTaskIds, (d) => compositionValue(d.composition, input.model, false));
     const configuration: Configuration = { instances: toPlanned(capped.drafts) };
-    return {
+    const plan: Plan = {
       configuration,
       decision: {
         scheduler: this.name,
@@ -155,7 +163,41 @@ export class EvaScheduler implements Scheduler {
         pinned,
       },
     };
+    // The fingerprint after the choice: a Full Reconfiguration changes p, hence T, so the next round re-plans.
+    this.previous = { fingerprint: this.fingerprint(snapshot, pinnedTaskIds, horizonSeconds(this.history.eventRatePerSecond, this.history.fullFraction, this.elapsed(now))), plan };
+    return plan;
   }
+
+  /**
+   * A round whose inputs did not change (same jobs, placements, instance states, pins, learned means and horizon)
+   * would compute the same plan: reuse it. Only the work lost since the last checkpoint grows meanwhile, which can
+   * only make a move less attractive, so reusing a "stay" decision is safe and a move decision stays the same plan.
+   */
+  private unchanged(plan: Plan, now: number): Plan {
+    return {
+      configuration: plan.configuration,
+      decision: {
+        ...plan.decision,
+        nowSeconds: now,
+        chosen: plan.decision.chosen === 'full' ? 'stay' : plan.decision.chosen,
+        reason: `inputs unchanged since t=${plan.decision.nowSeconds} s: same plan (${plan.decision.reason})`,
+      },
+    };
+  }
+
+  /** Seconds since the first job event: the bootstrap horizon (reference: the simulation's clock). */
+  private elapsed(now: number): number {
+    return now - (this.history.firstEventSeconds ?? now);
+  }
+
+  private fingerprint(snapshot: ClusterSnapshot, pinned: ReadonlySet<string>, horizon: number): string {
+    const parts: string[] = [String(this.table.version), horizon.toFixed(3)];
+    for (const j of snapshot.jobs) parts.push(`${j.id}${j.reconfigurable ? '' : '!'}${pinned.has(j.taskIds[0] ?? '') ? '^' : ''}`);
+    for (const t of snapshot.tasks) parts.push(`${t.id}@${t.instanceId ?? ''}`);
+    for (const i of snapshot.instances) parts.push(`${i.id}:${i.typeName}:${i.state}:${i.taskIds.join(',')}`);
+    return parts.join('|');
+  }
+
 
   /** Scheduler state to persist across controller restarts. */
   exportState(): { table: SerializedColocationTable; history: ReturnType<EventHistory['toJSON']>; knownJobs: string[] } {

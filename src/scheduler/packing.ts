@@ -38,6 +38,8 @@ export class TaskClass {
   private readonly placed = new Map<string, PackTask[]>();
   private placedOrder: string[] = [];
   count = 0;
+  /** Interned identity in the table of the current plan (see compositionValue). */
+  private identity: { table: ColocationTable; id: number } | undefined;
 
   constructor(
     readonly index: number,
@@ -89,6 +91,12 @@ export class TaskClass {
 
   demandOn(family: string): Resources | undefined {
     return demandOn(this.demand, family);
+  }
+
+  identityIn(table: ColocationTable): number {
+    if (this.identity?.table !== table)
+      this.identity = { table, id: table.identityId(`${this.key}\u0000${this.rp}\u0000${this.jobTaskCount}`) };
+    return this.identity.id;
   }
 }
 
@@ -156,25 +164,63 @@ export function compositionValue(
   extra?: TaskClass,
 ): number {
   const n = comp.size + (extra === undefined ? 0 : 1);
+  if (n <= 1 || !model.throughputAware) return plainValue(comp, model, multiTaskCorrection, extra);
+  // The greedy loops evaluate the same sets again and again (three candidate plans a round, round after round):
+  // memoize by the multiset of class identities while the table's means are unchanged.
+  const table = model.table;
+  const parts: number[] = [];
+  comp.classes.forEach((c, i) => {
+    parts.push(c.identityIn(table) * 4096 + (comp.counts[i] as number) + (c === extra ? 1 : 0));
+  });
+  if (extra !== undefined && !comp.classes.includes(extra)) parts.push(extra.identityIn(table) * 4096 + 1);
+  parts.sort((a, b) => a - b);
+  const flags = (multiTaskCorrection ? 1 : 0) + (model.multiTaskAware ? 2 : 0);
+  return table.cachedValue(`${flags}:${parts.join(',')}`, () => interferenceValue(comp, model, multiTaskCorrection, extra, n));
+}
+
+/** Σ RP (with only the multi-task correction, which needs no table): sets of one task, or eva-rp. */
+function plainValue(comp: Composition, model: RateModel, multiTaskCorrection: boolean, extra?: TaskClass): number {
+  let total = 0;
+  const correct = multiTaskCorrection && model.multiTaskAware;
+  const n = comp.size + (extra === undefined ? 0 : 1);
+  const rate = (cls: TaskClass) => (correct && n > 1 ? multiTaskRate(1, cls.jobTaskCount) : 1);
+  comp.classes.forEach((c, i) => {
+    total += ((comp.counts[i] as number) + (c === extra ? 1 : 0)) * c.rp * rate(c);
+  });
+  if (extra !== undefined && !comp.classes.includes(extra)) total += extra.rp * rate(extra);
+  return total;
+}
+
+function interferenceValue(
+  comp: Composition,
+  model: RateModel,
+  multiTaskCorrection: boolean,
+  extra: TaskClass | undefined,
+  n: number,
+): number {
   let allKeys: string[] | undefined;
+  let signature: string | undefined;
   let total = 0;
   const member = (cls: TaskClass, count: number): void => {
-    let rate = 1;
-    if (n > 1 && model.throughputAware) {
-      if (!model.table.hasEntriesFor(cls.key)) rate = model.table.defaultRate ** (n - 1);
-      else {
-        allKeys ??= comp.keys(extra);
-        const others = allKeys.slice();
-        others.splice(others.indexOf(cls.key), 1);
-        rate = model.table.rate(cls.key, others);
+    let rate: number;
+    if (!model.table.hasEntriesFor(cls.key)) rate = model.table.defaultRate ** (n - 1);
+    else {
+      if (allKeys === undefined) {
+        allKeys = comp.keys(extra).sort();
+        signature = allKeys.join('\u0001');
       }
+      const keys = allKeys;
+      rate = model.table.rateInSet(cls.key, signature as string, () => {
+        const others = keys.slice();
+        others.splice(others.indexOf(cls.key), 1);
+        return others;
+      });
     }
     if (multiTaskCorrection && model.multiTaskAware) rate = multiTaskRate(rate, cls.jobTaskCount);
     total += count * cls.rp * rate;
   };
   comp.classes.forEach((c, i) => {
-    const count = (comp.counts[i] as number) + (c === extra ? 1 : 0);
-    member(c, count);
+    member(c, (comp.counts[i] as number) + (c === extra ? 1 : 0));
   });
   if (extra !== undefined && !comp.classes.includes(extra)) member(extra, 1);
   return total;

@@ -90,20 +90,16 @@ export function isCostEfficient(input: PlanningInput, inst: PlanningInput['insta
 }
 
 /**
- * Partial Reconfiguration (§4.5): only unplaced tasks and the tasks of instances that stopped being cost-efficient
- * are placed; everything else stays. With `includeInefficient` false this is the "stay" plan: new tasks are
- * placed and nothing moves. Inefficient instances are taken most-wasteful first until the jobs they would move
- * reach `maxMovedJobs`.
+ * Instances whose tasks Partial Reconfiguration repacks (§4.5): those that stopped being cost-efficient and hold
+ * only movable tasks, most wasteful first, while the jobs they would move stay within `maxMovedJobs`.
  */
-export function partialReconfiguration(input: PlanningInput, includeInefficient: boolean): DraftInstance[] {
+export function inefficientInstances(input: PlanningInput): Set<string> {
   const movable = (inst: PlanningInput['instances'][number]) =>
     inst.taskIds.length > 0 && inst.taskIds.every((id) => !input.pinnedTaskIds.has(id));
-  const inefficient = includeInefficient
-    ? input.instances
-        .filter((inst) => movable(inst) && !isCostEfficient(input, inst))
-        .map((inst) => ({ inst, waste: inst.type.costPerHour - committedValue(input, inst.taskIds) }))
-        .sort((a, b) => b.waste - a.waste || (a.inst.id < b.inst.id ? -1 : 1))
-    : [];
+  const inefficient = input.instances
+    .filter((inst) => movable(inst) && !isCostEfficient(input, inst))
+    .map((inst) => ({ inst, waste: inst.type.costPerHour - committedValue(input, inst.taskIds) }))
+    .sort((a, b) => b.waste - a.waste || (a.inst.id < b.inst.id ? -1 : 1));
   const chosen = new Set<string>();
   const movedJobs = new Set<string>();
   for (const { inst } of inefficient) {
@@ -113,11 +109,20 @@ export function partialReconfiguration(input: PlanningInput, includeInefficient:
     added.forEach((j) => movedJobs.add(j));
     chosen.add(inst.id);
   }
+  return chosen;
+}
+
+/**
+ * Partial Reconfiguration (§4.5): only unplaced tasks and the tasks of the `repack` instances (see
+ * inefficientInstances) are placed; everything else stays. With an empty `repack` this is the "stay" plan: new
+ * tasks are placed and nothing moves.
+ */
+export function partialReconfiguration(input: PlanningInput, repack: ReadonlySet<string>): DraftInstance[] {
   const kept: { inst: PlanningInput['instances'][number]; tasks: PackTask[] }[] = [];
   const free: ExistingInstance[] = [];
   const placedIds = new Set<string>();
   for (const inst of input.instances) {
-    if (inst.taskIds.length === 0 || chosen.has(inst.id)) {
+    if (inst.taskIds.length === 0 || repack.has(inst.id)) {
       free.push({ id: inst.id, typeName: inst.type.name, committedTaskCount: inst.taskIds.length });
       continue;
     }

@@ -1,5 +1,10 @@
 import type { Command } from 'commander';
-import { addConnectionOptions, FleetwiseClient, type ConnectionOptions, type JobSummaryResponse } from '../client.js';
+import {
+  addConnectionOptions,
+  FleetwiseClient,
+  type ConnectionOptions,
+  type JobSummaryResponse,
+} from '../client.js';
 import { printJson } from '../table.js';
 
 interface CancelOptions extends ConnectionOptions {

@@ -12,7 +12,7 @@ export function registerJobs(program: Command): void {
   addConnectionOptions(
     program
       .command('jobs')
-      .description('list jobs (a team token lists its own team\'s)')
+      .description("list jobs (a team token lists its own team's)")
       .option('--state <states>', 'only these states, comma-separated (queued,starting,running,migrating,…)')
       .option('--team <team>', 'only this team (admin token)')
       .option('--json', 'print a JSON array of jobs (id, name, team, state, progress, …)'),

@@ -1,7 +1,14 @@
 import type { Command } from 'commander';
 import { parseSince, SINCE_RULE } from '../../controller/api/since.js';
-import { openObjectStore, type ObjectInfo } from '../../storage/object-store.js';
-import { addConnectionOptions, costsSchema, FleetwiseClient, type ConnectionOptions, type CostsResponse } from '../client.js';
+import { LATEST_REPORT_KEY, REPORTS_PREFIX } from '../../controller/reports.js';
+import type { ObjectInfo } from '../../storage/object-store.js';
+import {
+  addConnectionOptions,
+  costsSchema,
+  FleetwiseClient,
+  type ConnectionOptions,
+  type CostsResponse,
+} from '../client.js';
 import { formatDollars, formatTable, formatTime, printJson } from '../table.js';
 
 interface ReportOptions extends ConnectionOptions {
@@ -11,8 +18,8 @@ interface ReportOptions extends ConnectionOptions {
   readonly now?: boolean;
 }
 
-/** Where the controller writes reports in its object store (ARCHITECTURE.md; issue "Cost accounting and reports"). */
-export const REPORTS_PREFIX = 'reports/';
+/** Rows of stored reports listed in the human output (all of them with --json). */
+const LISTED_REPORTS = 20;
 
 export function renderCosts(costs: CostsResponse): string {
   const out: string[] = [
@@ -24,7 +31,13 @@ export function renderCosts(costs: CostsResponse): string {
     out.push(`migration overhead: ${formatDollars(costs.migrationOverheadCost)}`);
   const section = (title: string, table: string): void => void out.push('', title, table.trimEnd());
   if (costs.byTeam.length > 0)
-    section('by team', formatTable(['TEAM', 'COST'], costs.byTeam.map((t) => [t.id, formatDollars(t.cost)])));
+    section(
+      'by team',
+      formatTable(
+        ['TEAM', 'COST'],
+        costs.byTeam.map((t) => [t.id, formatDollars(t.cost)]),
+      ),
+    );
   if (costs.byJob.length > 0)
     section(
       'by job',
@@ -58,21 +71,29 @@ function sinceSeconds(since: string | undefined): number | undefined {
 
 /** Reports stored by the controller, read back straight from the object store (no controller needed). */
 async function reportFromStore(location: string, options: ReportOptions): Promise<void> {
+  // Loaded on demand: the S3 SDK is heavy and only this path needs it.
+  const { openObjectStore } = await import('../../storage/object-store.js');
   const store = openObjectStore(location);
   const since = sinceSeconds(options.since);
   const reports: ObjectInfo[] = [];
   for await (const info of store.list(REPORTS_PREFIX))
     if (since === undefined || info.lastModified === undefined || info.lastModified.getTime() / 1000 >= since)
       reports.push(info);
-  reports.sort((a, b) => (a.lastModified?.getTime() ?? 0) - (b.lastModified?.getTime() ?? 0) || (a.key < b.key ? -1 : 1));
-  const latestJson = [...reports].reverse().find((r) => r.key.endsWith('.json'));
+  // Keys carry a UTC stamp (reports/costs-<stamp>.json), so key order is time order; latest.json is a copy of the newest.
+  reports.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  const jsonReports = reports.filter((r) => r.key.endsWith('.json'));
+  const latestJson =
+    [...jsonReports].reverse().find((r) => r.key !== LATEST_REPORT_KEY) ??
+    jsonReports.find((r) => r.key === LATEST_REPORT_KEY);
   let latest: unknown = null;
   if (latestJson !== undefined) {
     const text = (await store.getBuffer(latestJson.key)).toString('utf8');
     try {
       latest = JSON.parse(text) as unknown;
     } catch (e) {
-      throw new Error(`${store.location} ${latestJson.key}: not valid JSON: ${(e as Error).message}`, { cause: e });
+      throw new Error(`${store.location} ${latestJson.key}: not valid JSON: ${(e as Error).message}`, {
+        cause: e,
+      });
     }
   }
   if (options.json === true) {
@@ -88,13 +109,18 @@ async function reportFromStore(location: string, options: ReportOptions): Promis
     return;
   }
   if (reports.length === 0) {
-    process.stdout.write(`no reports under ${REPORTS_PREFIX} in ${store.location}${since === undefined ? '' : ' since then'}\n`);
+    process.stdout.write(
+      `no reports under ${REPORTS_PREFIX} in ${store.location}${since === undefined ? '' : ' since then'}\n`,
+    );
     return;
   }
+  const listed = reports.slice(-LISTED_REPORTS);
+  if (listed.length < reports.length)
+    process.stdout.write(`${reports.length - listed.length} older reports not shown (--json lists all)\n`);
   process.stdout.write(
     formatTable(
       ['REPORT', 'BYTES', 'WRITTEN'],
-      reports.map((r) => [
+      listed.map((r) => [
         r.key,
         r.sizeBytes,
         r.lastModified === undefined ? '-' : formatTime(r.lastModified.getTime() / 1000),
@@ -104,16 +130,22 @@ async function reportFromStore(location: string, options: ReportOptions): Promis
   const parsed = costsSchema.safeParse(latest);
   if (latestJson !== undefined && parsed.success)
     process.stdout.write(`\nlatest: ${latestJson.key}\n${renderCosts(parsed.data)}`);
-  else if (latestJson !== undefined) process.stdout.write(`\nlatest: ${latestJson.key} (use --json to print it)\n`);
+  else if (latestJson !== undefined)
+    process.stdout.write(`\nlatest: ${latestJson.key} (use --json to print it)\n`);
 }
 
 export function registerReport(program: Command): void {
   addConnectionOptions(
     program
       .command('report')
-      .description('cost report: per job, team and instance (from the controller, or stored reports with --from)')
+      .description(
+        'cost report: per job, team and instance (from the controller, or stored reports with --from)',
+      )
       .option('--since <time>', `only costs (or reports) since then: ${SINCE_RULE}`)
-      .option('--from <location>', 'read stored reports from an object store (s3://bucket/prefix or a directory)')
+      .option(
+        '--from <location>',
+        'read stored reports from an object store (s3://bucket/prefix or a directory)',
+      )
       .option('--now', 'ask the controller to write a report to its object store now (admin token)')
       .option('--json', 'print JSON'),
   ).action(async (options: ReportOptions) => {

@@ -6,7 +6,12 @@ import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
 import { parseJobSpec, validateJobSpec } from '../../controller/job-spec.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
-import { addConnectionOptions, FleetwiseClient, type ConnectionOptions, type JobSummaryResponse } from '../client.js';
+import {
+  addConnectionOptions,
+  FleetwiseClient,
+  type ConnectionOptions,
+  type JobSummaryResponse,
+} from '../client.js';
 import { packContext } from '../context-archive.js';
 
 interface SubmitOptions extends ConnectionOptions {
@@ -77,9 +82,14 @@ async function uploadBuildContexts(
       const stored = await client.uploadContext(packed.archive);
       ref = stored.ref;
       uploaded.set(directory, ref);
-      log(`uploaded build context ${directory} (${packed.files} files, ${packed.archive.length} bytes) as ${ref}\n`);
+      log(
+        `uploaded build context ${directory} (${packed.files} files, ${packed.archive.length} bytes) as ${ref}\n`,
+      );
     }
-    tasks.push({ ...(task as object), build: typeof build === 'string' ? ref : { ...(build as object), context: ref } });
+    tasks.push({
+      ...(task as object),
+      build: typeof build === 'string' ? ref : { ...(build as object), context: ref },
+    });
   }
   return { ...raw, tasks };
 }
@@ -100,7 +110,9 @@ export function registerSubmit(program: Command): void {
     const client = FleetwiseClient.fromOptions(options);
     const submitted: JobSummaryResponse[] = [];
     for (const [i, file] of files.entries()) {
-      const raw = await uploadBuildContexts(specs[i] as RawSpec, file, client, (l) => process.stderr.write(l));
+      const raw = await uploadBuildContexts(specs[i] as RawSpec, file, client, (l) =>
+        process.stderr.write(l),
+      );
       let job: JobSummaryResponse;
       try {
         job = await client.submitJob(raw);
@@ -111,7 +123,9 @@ export function registerSubmit(program: Command): void {
       }
       submitted.push(job);
       if (options.json === true)
-        process.stdout.write(`${JSON.stringify({ id: job.id, name: job.name, team: job.team, state: job.state })}\n`);
+        process.stdout.write(
+          `${JSON.stringify({ id: job.id, name: job.name, team: job.team, state: job.state })}\n`,
+        );
       else process.stdout.write(`submitted ${job.id} (${job.name}, team ${job.team}): ${job.state}\n`);
     }
   });

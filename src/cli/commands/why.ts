@@ -17,7 +17,8 @@ export function registerWhy(program: Command): void {
       .option('--json', 'print the decision records as JSON'),
   ).action(async (id: string, options: WhyOptions) => {
     const limit = Number(options.limit ?? '10');
-    if (!Number.isInteger(limit) || limit < 1) throw new Error(`--limit: expected a positive whole number, got ${options.limit}`);
+    if (!Number.isInteger(limit) || limit < 1)
+      throw new Error(`--limit: expected a positive whole number, got ${options.limit}`);
     const why = await FleetwiseClient.fromOptions(options).why(id, limit);
     if (options.json === true) return printJson(why);
     process.stdout.write(`${why.jobId}: ${why.state}\n`);
@@ -26,9 +27,11 @@ export function registerWhy(program: Command): void {
       return;
     }
     for (const r of why.records) {
-      const chosen = r.decision.chosen === undefined ? '' : ` [plan: ${r.decision.chosen}]`;
-      process.stdout.write(`round ${r.round} at ${formatTime(r.atSeconds)}: ${r.summary}${chosen}\n`);
-      if (r.decision.reason !== undefined) process.stdout.write(`  ${r.decision.reason}\n`);
+      // The controller's summary usually carries the plan and reason already; add them only when it does not.
+      const { chosen, reason } = r.decision;
+      const plan = chosen === undefined || r.summary.includes(chosen) ? '' : ` [plan: ${chosen}]`;
+      process.stdout.write(`round ${r.round} at ${formatTime(r.atSeconds)}: ${r.summary}${plan}\n`);
+      if (reason !== undefined && !r.summary.includes(reason)) process.stdout.write(`  ${reason}\n`);
     }
   });
 }

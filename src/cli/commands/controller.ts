@@ -1,0 +1,278 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  DescribeAvailabilityZonesCommand,
+  DescribeImagesCommand,
+  DescribeSubnetsCommand,
+  type EC2Client,
+} from '@aws-sdk/client-ec2';
+import type { Command } from 'commander';
+import { pino } from 'pino';
+import type { Catalog } from '../../core/catalog.js';
+import { ValidationError } from '../../core/validation.js';
+import { createEc2Client, ec2ApiFromClient } from '../../cloud/aws/ec2-api.js';
+import { Ec2Provider, type Ec2ProviderConfig } from '../../cloud/aws/ec2-provider.js';
+import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
+import { startApiServer, type ApiServer } from '../../controller/api/server.js';
+import { SystemClock } from '../../controller/clock.js';
+import { loadControllerConfig, ORPHAN_POLICIES, type ControllerConfig, type ControllerFlags } from '../../controller/config.js';
+import { Controller, settingsFromConfig } from '../../controller/controller.js';
+import {
+  FAULT_POINTS,
+  type ControllerLogger,
+  type FaultInjector,
+  type FaultPoint,
+} from '../../controller/reconciler.js';
+import { SqliteStateStore } from '../../controller/state/sqlite-state-store.js';
+import { openObjectStore } from '../../storage/object-store.js';
+
+/**
+ * `fleetwise controller`: the long-running controller (issue "Controller on AWS"). Wires the configuration, the
+ * SQLite state, the EC2 provider (the AWS SDK's standard configuration: credential chain, AWS_REGION,
+ * AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_EC2 / _S3, so it runs unchanged against moto_server), the object store for
+ * reports, the HTTP API and the loop, and stops cleanly on SIGTERM/SIGINT.
+ */
+
+export const ADMIN_TOKEN_ENV = 'FLEETWISE_ADMIN_TOKEN';
+/**
+ * Testing hook: `FLEETWISE_CRASH_AT=<fault point>[:<n>]` makes the process SIGKILL itself at the n-th time (default
+ * the first) it reaches that point between an intent and its effect, so tests can check recovery from a real kill.
+ */
+export const CRASH_AT_ENV = 'FLEETWISE_CRASH_AT';
+
+const DB_FILE = 'state.db';
+const ADMIN_TOKEN_FILE = 'admin-token';
+const WORKER_TOKEN_FILE = 'worker-token';
+const PID_FILE = 'controller.pid';
+
+/** Read a secret from the state directory, or create it there readable by the owner only (0600). */
+export function ensureSecretFile(path: string): { value: string; created: boolean } {
+  try {
+    const existing = readFileSync(path, 'utf8').trim();
+    if (existing !== '') return { value: existing, created: false };
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+  const value = randomBytes(32).toString('base64url');
+  writeFileSync(path, `${value}\n`, { mode: 0o600, flag: 'w' });
+  return { value, created: true };
+}
+
+/** One controller per state directory: a second one would launch the same plan twice. A SIGKILLed one leaves a stale pid. */
+function claimStateDir(stateDir: string): () => void {
+  const path = join(stateDir, PID_FILE);
+  let pid: number | undefined;
+  try {
+    pid = Number(readFileSync(path, 'utf8').trim());
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+  if (pid !== undefined && Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid))
+    throw new Error(`another controller (pid ${pid}) is using ${stateDir}; stop it first (or remove ${path} if it is not)`);
+  writeFileSync(path, `${process.pid}\n`, { mode: 0o600 });
+  return () => rmSync(path, { force: true });
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+function crashInjectorFromEnv(env: NodeJS.ProcessEnv): FaultInjector | undefined {
+  const spec = env[CRASH_AT_ENV];
+  if (spec === undefined || spec.trim() === '') return undefined;
+  const match = /^(.*?)(?::(\d+))?$/.exec(spec.trim()) as RegExpExecArray;
+  const point = match[1] as string;
+  const countText = match[2];
+  if (!(FAULT_POINTS as readonly string[]).includes(point))
+    throw new ValidationError(CRASH_AT_ENV, [`${point}: not a fault point (one of ${FAULT_POINTS.join(', ')})`]);
+  const target = countText === undefined ? 1 : Number(countText);
+  let hits = 0;
+  return {
+    hit(at: FaultPoint) {
+      if (at !== point) return;
+      hits += 1;
+      if (hits === target) process.kill(process.pid, 'SIGKILL');
+    },
+  };
+}
+
+function makeLogger(): ControllerLogger {
+  const log = pino({ base: { component: 'controller' } }, pino.destination(2));
+  return {
+    info: (message, data) => log.info(data ?? {}, message),
+    warn: (message, data) => log.warn(data ?? {}, message),
+    error: (message, data) => log.error(data ?? {}, message),
+  };
+}
+
+/**
+ * EC2 settings the configuration left out, from the account itself: the newest Amazon Linux 2023 AMI, the zones of
+ * the given subnets or else every available zone of the region.
+ */
+export async function resolveEc2Settings(config: ControllerConfig, client: EC2Client, workerToken: string | undefined): Promise<Ec2ProviderConfig> {
+  const ec2 = config.ec2;
+  let amiId = ec2.amiId;
+  if (amiId === undefined) {
+    const images = await client.send(
+      new DescribeImagesCommand({
+        Owners: ['amazon'],
+        Filters: [
+          { Name: 'name', Values: ['al2023-ami-2023.*-x86_64'] },
+          { Name: 'state', Values: ['available'] },
+        ],
+      }),
+    );
+    const newest = (images.Images ?? [])
+      .filter((i) => i.ImageId !== undefined && !(i.Name ?? '').includes('minimal'))
+      .sort((a, b) => (b.CreationDate ?? '').localeCompare(a.CreationDate ?? '') || (b.Name ?? '').localeCompare(a.Name ?? ''))[0];
+    if (newest?.ImageId === undefined)
+      throw new ValidationError('ec2.amiId', ['not set, and no Amazon Linux 2023 AMI was found in the region: set --ami']);
+    amiId = newest.ImageId;
+  }
+  let placements = ec2.placements;
+  if (placements === undefined && ec2.subnetIds !== undefined) {
+    const subnets = await client.send(new DescribeSubnetsCommand({ SubnetIds: [...ec2.subnetIds] }));
+    const zoneOf = new Map((subnets.Subnets ?? []).map((s) => [s.SubnetId, s.AvailabilityZone]));
+    placements = ec2.subnetIds.map((subnetId) => {
+      const zone = zoneOf.get(subnetId);
+      if (zone === undefined) throw new ValidationError('ec2.subnetIds', [`${subnetId}: no such subnet in ${config.region}`]);
+      return { availabilityZone: zone, subnetId };
+    });
+  }
+  if (placements === undefined) {
+    const zones = await client.send(
+      new DescribeAvailabilityZonesCommand({ Filters: [{ Name: 'state', Values: ['available'] }] }),
+    );
+    const names = (zones.AvailabilityZones ?? [])
+      .filter((z) => z.ZoneType === undefined || z.ZoneType === 'availability-zone')
+      .map((z) => z.ZoneName)
+      .filter((n): n is string => n !== undefined)
+      .sort();
+    if (names.length === 0) throw new ValidationError('ec2.placements', [`no available zone in ${config.region}`]);
+    placements = names.map((availabilityZone) => ({ availabilityZone }));
+  }
+  return {
+    region: config.region,
+    amiId,
+    placements: placements.map((p) => ({ ...p })),
+    securityGroupIds: [...ec2.securityGroupIds],
+    ...(ec2.instanceProfile === undefined ? {} : { instanceProfile: ec2.instanceProfile }),
+    ...(ec2.keyName === undefined ? {} : { keyName: ec2.keyName }),
+    ...(ec2.capacityErrorTtlSeconds === undefined ? {} : { capacityErrorTtlSeconds: ec2.capacityErrorTtlSeconds }),
+    ...(ec2.worker === undefined || workerToken === undefined
+      ? {}
+      : {
+          worker: {
+            controllerUrl: ec2.worker.controllerUrl,
+            workerToken,
+            ...(ec2.worker.packageSpec === undefined ? {} : { packageSpec: ec2.worker.packageSpec }),
+            ...(ec2.worker.nodeVersion === undefined ? {} : { nodeVersion: ec2.worker.nodeVersion }),
+            ...(ec2.worker.templatePath === undefined ? {} : { templatePath: ec2.worker.templatePath }),
+          },
+        }),
+  };
+}
+
+export async function runController(flags: ControllerFlags, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  // The catalog first: its region is the last fallback for the configuration's.
+  const preliminary = loadControllerConfig({ flags, env, defaultRegion: 'us-east-1' });
+  const catalog: Catalog = loadCatalogFile(preliminary.catalog ?? BUNDLED_CATALOG_PATH);
+  const config = loadControllerConfig({ flags, env, defaultRegion: catalog.region });
+  mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
+  const releaseStateDir = claimStateDir(config.stateDir);
+  const log = makeLogger();
+  const clock = new SystemClock();
+  const faults = crashInjectorFromEnv(env);
+
+  const envToken = env[ADMIN_TOKEN_ENV]?.trim();
+  const adminToken =
+    envToken !== undefined && envToken !== '' ? envToken : ensureSecretFile(join(config.stateDir, ADMIN_TOKEN_FILE)).value;
+  const store = new SqliteStateStore(join(config.stateDir, DB_FILE), { nowSeconds: () => clock.nowSeconds() });
+
+  let provider: Ec2Provider | undefined;
+  if (!config.dryRun) {
+    const client = createEc2Client({ region: config.region });
+    const workerToken = config.ec2.worker === undefined ? undefined : ensureSecretFile(join(config.stateDir, WORKER_TOKEN_FILE)).value;
+    const ec2Config = await resolveEc2Settings(config, client, workerToken);
+    provider = new Ec2Provider(ec2Config, { api: ec2ApiFromClient(client) });
+    log.info('EC2 settings', { amiId: ec2Config.amiId, zones: ec2Config.placements.map((p) => p.availabilityZone) });
+  }
+  if (!config.objectStore.startsWith('s3://')) mkdirSync(config.objectStore, { recursive: true });
+  const objectStore = openObjectStore(config.objectStore, { region: config.region });
+
+  const controller = new Controller({
+    store,
+    catalog,
+    provider,
+    clock,
+    objectStore,
+    settings: settingsFromConfig(config),
+    faults,
+    logger: log,
+  });
+
+  let api: ApiServer | undefined;
+  let stopping = false;
+  const shutdown = async (signal: string): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    log.info(`received ${signal}; stopping`);
+    await api?.close().catch(() => undefined);
+    await controller.stop().catch(() => undefined);
+    store.close();
+    releaseStateDir();
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void shutdown('SIGTERM'));
+  process.once('SIGINT', () => void shutdown('SIGINT'));
+
+  await controller.start();
+  if (config.listen !== undefined) api = await startApiServer(controller, { listen: config.listen, adminToken, catalog });
+  process.stdout.write(
+    `fleetwise controller: cluster ${config.cluster} in ${config.region}${config.dryRun ? ' (dry run: no cloud calls)' : ''}; ` +
+      `state ${config.stateDir}; reports to ${objectStore.location}` +
+      `${api === undefined ? '' : `; API ${api.url}`}` +
+      `${envToken !== undefined && envToken !== '' ? '' : `; admin token in ${join(config.stateDir, ADMIN_TOKEN_FILE)}`}\n`,
+  );
+}
+
+export function registerController(program: Command): void {
+  program
+    .command('controller')
+    .description('run the controller: plan rounds with Eva, launch and terminate EC2 instances, serve the API')
+    .option('--config <file>', 'YAML (or JSON) configuration; flags override it')
+    .option('--provider <name>', 'cloud provider: aws')
+    .option('--cluster <name>', 'cluster name (the fleetwise:cluster tag on every instance)')
+    .option('--region <region>', 'AWS region (default: AWS_REGION, then the catalog region)')
+    .option('--state-dir <dir>', 'state directory (SQLite database, tokens)')
+    .option('--bucket <name>', 'S3 bucket for reports (shorthand for --object-store s3://NAME)')
+    .option('--object-store <location>', 's3://bucket/prefix or a directory (default: <state-dir>/objects)')
+    .option('--listen <host:port>', 'HTTP API address, e.g. 127.0.0.1:8080')
+    .option('--round-seconds <s>', 'seconds between scheduling rounds (default 300)')
+    .option('--poll-seconds <s>', 'seconds between reconciliation passes (default min(round, 15))')
+    .option('--catalog <file>', 'instance catalog (default: the bundled us-east-1 catalog)')
+    .option('--max-cost-per-hour <usd>', 'hard cap on the fleet $/hour')
+    .option('--max-instances <n>', 'hard cap on instances')
+    .option('--max-migrations-per-round <n>', 'hard cap on job moves per round')
+    .option('--dry-run', 'plan and record decisions, make no cloud call')
+    .option('--orphans <policy>', `instances tagged with the cluster but unknown to the state: ${ORPHAN_POLICIES.join(' | ')}`)
+    .option('--registration-timeout-seconds <s>', 'replace an instance whose worker has not registered by then (default 900)')
+    .option('--registration-backoff-seconds <s>', 'first launch backoff after a registration failure, doubling (default 60)')
+    .option('--report-every-seconds <s>', 'cost report period (default 3600)')
+    .option('--ami <id>', 'worker AMI (default: newest Amazon Linux 2023)')
+    .option('--subnets <ids>', 'comma-separated subnet ids (their zones are used)')
+    .option('--security-groups <ids>', 'comma-separated security group ids')
+    .option('--instance-profile <name|arn>', 'instance profile of the workers')
+    .option('--key-name <name>', 'EC2 key pair')
+    .option('--worker-controller-url <url>', 'start a worker on new instances (user data) that reaches the API here')
+    .option('--user-data-template <file>', 'user-data template (default infra/worker-user-data.sh)')
+    .action(async (options: ControllerFlags) => {
+      await runController(options);
+    });
+}

@@ -1,0 +1,79 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { ValidationError } from '../../core/validation.js';
+import { IllegalTransitionError, StateStoreError, UnknownRecordError } from '../state-store.js';
+import { AuthError } from './auth.js';
+
+/** Every error response has this shape: a one-line reason and, for validation failures, one line per problem. */
+export interface ErrorBody {
+  readonly error: string;
+  readonly details?: readonly string[];
+}
+
+/** An error a route raises on purpose, with the status and body the client sees. */
+export class HttpError extends Error {
+  override name = 'HttpError';
+  constructor(
+    readonly statusCode: number,
+    message: string,
+    readonly details?: readonly string[],
+  ) {
+    super(message);
+  }
+}
+
+export function notFound(kind: string, id: string): HttpError {
+  return new HttpError(404, `${kind} ${id} not found`);
+}
+
+function formatBytes(bytes: number): string {
+  return bytes >= 1024 * 1024 && bytes % (1024 * 1024) === 0
+    ? `${bytes / (1024 * 1024)} MiB`
+    : bytes >= 1024 && bytes % 1024 === 0
+      ? `${bytes / 1024} KiB`
+      : `${bytes} bytes`;
+}
+
+/** Map what a handler (or fastify itself) threw to a status and an ErrorBody. */
+export function toHttpError(
+  error: unknown,
+  bodyLimitBytes: (request: FastifyRequest) => number,
+  request: FastifyRequest,
+): HttpError {
+  if (error instanceof HttpError) return error;
+  if (error instanceof AuthError) return new HttpError(error.statusCode, error.message);
+  if (error instanceof ValidationError) return new HttpError(400, `invalid ${error.source}`, error.problems);
+  if (error instanceof UnknownRecordError) return new HttpError(404, `${error.kind} ${error.id} not found`);
+  if (error instanceof IllegalTransitionError) return new HttpError(409, error.message);
+  if (error instanceof StateStoreError) return new HttpError(409, error.message);
+  const fastifyError = error as Partial<FastifyError>;
+  switch (fastifyError.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new HttpError(
+        413,
+        `request body too large: this route accepts at most ${formatBytes(bodyLimitBytes(request))}`,
+      );
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE': {
+      const type = request.headers['content-type'];
+      return new HttpError(
+        415,
+        type === undefined
+          ? 'missing Content-Type header (application/json or application/yaml)'
+          : `unsupported content type ${JSON.stringify(type)}`,
+      );
+    }
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new HttpError(400, 'the Content-Length header does not match the body');
+    default:
+      break;
+  }
+  const status = fastifyError.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500)
+    return new HttpError(status, fastifyError.message ?? 'bad request');
+  return new HttpError(500, 'internal error');
+}
+
+export function sendError(reply: FastifyReply, error: HttpError): FastifyReply {
+  const body: ErrorBody =
+    error.details === undefined ? { error: error.message } : { error: error.message, details: error.details };
+  return reply.code(error.statusCode).type('application/json; charset=utf-8').send(body);
+}

@@ -1,0 +1,119 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { ControllerService } from '../service.js';
+import { JOB_STATES, TASK_STATES } from '../state-store.js';
+
+/**
+ * Prometheus metrics of a controller. Counters (rounds, their duration, migrations, caps hit) are incremented by
+ * the controller loop through this object; gauges (cost rate, instances, jobs) are read from the state store at
+ * scrape time, so they can never drift from what the store says.
+ */
+export class ControllerMetrics {
+  readonly registry = new Registry();
+  private readonly rounds = new Counter({
+    name: 'fleetwise_rounds_total',
+    help: 'Scheduling rounds completed',
+    registers: [this.registry],
+  });
+  private readonly roundDuration = new Histogram({
+    name: 'fleetwise_round_duration_seconds',
+    help: 'Wall time of a scheduling round (snapshot, plan, actions)',
+    // Rounds plan in milliseconds for small clusters and up to tens of seconds when the ILP runs (digest §5).
+    buckets: [0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+    registers: [this.registry],
+  });
+  private readonly migrations = new Counter({
+    name: 'fleetwise_migrations_total',
+    help: 'Jobs moved (checkpointed and restarted on another instance)',
+    registers: [this.registry],
+  });
+  private readonly capsHit = new Counter({
+    name: 'fleetwise_caps_hit_total',
+    help: 'Times a cap ($/hour, instances, migrations per round) kept a plan or a job back',
+    labelNames: ['cap'] as const,
+    registers: [this.registry],
+  });
+
+  /** One finished round and how long it took. */
+  observeRound(durationSeconds: number): void {
+    this.rounds.inc();
+    this.roundDuration.observe(durationSeconds);
+  }
+
+  countMigrations(jobs = 1): void {
+    if (jobs > 0) this.migrations.inc(jobs);
+  }
+
+  countCapHit(cap: string, times = 1): void {
+    if (times > 0) this.capsHit.inc({ cap }, times);
+  }
+}
+
+/** Gauges computed from the service's store at scrape time, in a registry of their own. */
+export function storeGaugeRegistry(service: ControllerService): Registry {
+  const registry = new Registry();
+  new Gauge({
+    name: 'fleetwise_cost_per_hour_dollars',
+    help: 'On-demand cost rate of the instances currently held ($/hour)',
+    registers: [registry],
+    collect() {
+      this.set(service.cluster().costPerHour);
+    },
+  });
+  new Gauge({
+    name: 'fleetwise_instances',
+    help: 'Instances not yet terminated, by instance type and state',
+    labelNames: ['type', 'state'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const i of service.store.listInstances())
+        if (i.state !== 'terminated') this.inc({ type: i.typeName, state: i.state });
+    },
+  });
+  new Gauge({
+    name: 'fleetwise_jobs',
+    help: 'Jobs by state',
+    labelNames: ['state'] as const,
+    registers: [registry],
+    collect() {
+      const counts = new Map<string, number>(JOB_STATES.map((s) => [s, 0]));
+      for (const j of service.store.listJobs()) counts.set(j.state, (counts.get(j.state) ?? 0) + 1);
+      for (const [state, n] of counts) this.set({ state }, n);
+    },
+  });
+  new Gauge({
+    name: 'fleetwise_tasks',
+    help: 'Tasks by state',
+    labelNames: ['state'] as const,
+    registers: [registry],
+    collect() {
+      const counts = new Map<string, number>(TASK_STATES.map((s) => [s, 0]));
+      for (const t of service.store.listTasks()) counts.set(t.state, (counts.get(t.state) ?? 0) + 1);
+      for (const [state, n] of counts) this.set({ state }, n);
+    },
+  });
+  new Gauge({
+    name: 'fleetwise_jobs_waiting_on_cap',
+    help: 'Jobs the latest round kept off the plan, by the cap that kept them',
+    labelNames: ['cap'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const w of service.store.latestRound()?.decision.waiting ?? []) this.inc({ cap: w.cap });
+    },
+  });
+  new Gauge({
+    name: 'fleetwise_last_round_timestamp_seconds',
+    help: 'When the latest recorded round ran (store clock; 0 before the first round)',
+    registers: [registry],
+    collect() {
+      this.set(service.store.latestRound()?.atSeconds ?? 0);
+    },
+  });
+  return registry;
+}
+
+/** One registry for /metrics: the scrape-time gauges plus the controller's counters. */
+export function metricsRegistry(service: ControllerService, metrics: ControllerMetrics): Registry {
+  return Registry.merge([storeGaugeRegistry(service), metrics.registry]);
+}

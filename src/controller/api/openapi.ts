@@ -1,0 +1,509 @@
+import { CHECKPOINT_SIGNALS } from '../job-spec.js';
+import { INSTANCE_STATES, JOB_STATES, TASK_STATES } from '../state-store.js';
+
+/**
+ * The API described as OpenAPI 3.0, written by hand next to the routes (test/controller/api.test.ts checks every
+ * registered route is documented here). Served at GET /openapi.json.
+ */
+
+type Schema = Readonly<Record<string, unknown>>;
+
+const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
+const json = (schema: Schema): Schema => ({ 'application/json': { schema } });
+const ok = (description: string, schema: Schema): Schema => ({ description, content: json(schema) });
+const error = (description: string): Schema => ({ description, content: json(ref('Error')) });
+
+const COMMON_ERRORS = {
+  '401': error('Missing, malformed or unknown bearer token'),
+};
+const JOB_ERRORS = {
+  ...COMMON_ERRORS,
+  '404': error('No such job, or a job of another team (indistinguishable)'),
+};
+const ADMIN_ERRORS = { ...COMMON_ERRORS, '403': error('A team token; this action needs the admin token') };
+
+const idParam = (description: string): Schema => ({
+  name: 'id',
+  in: 'path',
+  required: true,
+  description,
+  schema: { type: 'string' },
+});
+
+const num = { type: 'number' } as const;
+const int = { type: 'integer' } as const;
+const str = { type: 'string' } as const;
+const vector = {
+  type: 'array',
+  items: num,
+  minItems: 3,
+  maxItems: 3,
+  description: '[gpus, vcpus, memoryGiB]',
+};
+
+const schemas: Record<string, Schema> = {
+  Error: {
+    type: 'object',
+    required: ['error'],
+    properties: {
+      error: { type: 'string', description: 'What went wrong, in one line' },
+      details: { type: 'array', items: str, description: 'One line per problem, e.g. "tasks.0.demand: …"' },
+    },
+  },
+  JobSpec: {
+    type: 'object',
+    description:
+      "A job spec as in examples/jobs/*.yaml. With a team token, `team` may be omitted (it is the token's team).",
+    required: ['name', 'tasks'],
+    additionalProperties: false,
+    properties: {
+      name: str,
+      team: str,
+      description: str,
+      tasks: {
+        type: 'array',
+        minItems: 1,
+        items: {
+          type: 'object',
+          required: ['demand'],
+          additionalProperties: false,
+          properties: {
+            name: str,
+            image: str,
+            build: {
+              oneOf: [
+                str,
+                {
+                  type: 'object',
+                  required: ['context'],
+                  properties: { context: str, dockerfile: str },
+                },
+              ],
+            },
+            command: { type: 'array', items: str },
+            env: { type: 'object', additionalProperties: { oneOf: [str, num, { type: 'boolean' }] } },
+            demand: {
+              oneOf: [
+                vector,
+                { type: 'object', additionalProperties: vector, description: 'family (or any) → vector' },
+              ],
+            },
+            replicas: { ...int, minimum: 1 },
+            shmSizeGiB: num,
+            workload: str,
+          },
+        },
+      },
+      checkpoint: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          signal: { type: 'string', enum: [...CHECKPOINT_SIGNALS] },
+          timeoutSeconds: num,
+          everySeconds: num,
+          restoreDelaySeconds: num,
+          initDelaySeconds: num,
+        },
+      },
+      totalIterations: int,
+      expectedDurationSeconds: num,
+      noMoveSeconds: num,
+      workload: str,
+      queue: { type: 'object', additionalProperties: true },
+    },
+  },
+  JobSummary: {
+    type: 'object',
+    required: [
+      'id',
+      'name',
+      'team',
+      'state',
+      'submittedAtSeconds',
+      'updatedAtSeconds',
+      'migrations',
+      'progress',
+      'taskCount',
+    ],
+    properties: {
+      id: str,
+      name: str,
+      team: str,
+      state: { type: 'string', enum: [...JOB_STATES] },
+      reason: str,
+      submittedAtSeconds: num,
+      startedAtSeconds: num,
+      finishedAtSeconds: num,
+      updatedAtSeconds: num,
+      migrations: int,
+      progress: {
+        type: 'object',
+        required: ['completed', 'total'],
+        properties: { completed: num, total: { ...num, nullable: true } },
+      },
+      taskCount: int,
+    },
+  },
+  JobList: {
+    type: 'object',
+    required: ['jobs'],
+    properties: { jobs: { type: 'array', items: ref('JobSummary') } },
+  },
+  Task: {
+    type: 'object',
+    required: ['id', 'jobId', 'index', 'name', 'workloadKey', 'state', 'updatedAtSeconds'],
+    properties: {
+      id: str,
+      jobId: str,
+      index: int,
+      name: str,
+      workloadKey: str,
+      state: { type: 'string', enum: [...TASK_STATES] },
+      instanceId: str,
+      lastCheckpointKey: str,
+      lastCheckpointAtSeconds: num,
+      updatedAtSeconds: num,
+    },
+  },
+  Instance: {
+    type: 'object',
+    required: ['id', 'typeName', 'state', 'launchToken', 'requestedAtSeconds', 'updatedAtSeconds'],
+    properties: {
+      id: str,
+      cloudId: str,
+      typeName: str,
+      state: { type: 'string', enum: [...INSTANCE_STATES] },
+      availabilityZone: str,
+      launchToken: str,
+      requestedAtSeconds: num,
+      launchedAtSeconds: num,
+      runningAtSeconds: num,
+      terminatedAtSeconds: num,
+      updatedAtSeconds: num,
+      reason: str,
+    },
+  },
+  JobDocument: {
+    allOf: [
+      ref('JobSummary'),
+      {
+        type: 'object',
+        required: ['spec', 'instances', 'tasks', 'etaSeconds'],
+        properties: {
+          spec: { type: 'object', description: 'The validated spec, with defaults filled in' },
+          instances: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['id', 'typeName', 'state', 'taskIds'],
+              properties: {
+                id: str,
+                cloudId: str,
+                typeName: str,
+                state: { type: 'string', enum: [...INSTANCE_STATES] },
+                availabilityZone: str,
+                taskIds: { type: 'array', items: str },
+              },
+            },
+          },
+          tasks: { type: 'array', items: ref('Task') },
+          etaSeconds: {
+            ...num,
+            nullable: true,
+            description: 'Estimated seconds to completion (null: no prediction yet)',
+          },
+        },
+      },
+    ],
+  },
+  Cluster: {
+    type: 'object',
+    required: ['scope', 'instances', 'tasks', 'costPerHour'],
+    properties: {
+      scope: {
+        type: 'string',
+        enum: ['all', 'team'],
+        description: "team: only the caller's tasks are listed",
+      },
+      costPerHour: { ...num, description: '$/hour of the instances held now' },
+      instances: {
+        type: 'array',
+        items: {
+          allOf: [
+            ref('Instance'),
+            {
+              type: 'object',
+              required: ['costPerHour', 'taskIds'],
+              properties: { costPerHour: num, taskIds: { type: 'array', items: str } },
+            },
+          ],
+        },
+      },
+      tasks: { type: 'array', items: ref('Task') },
+    },
+  },
+  Why: {
+    type: 'object',
+    required: ['jobId', 'state', 'records'],
+    properties: {
+      jobId: str,
+      state: { type: 'string', enum: [...JOB_STATES] },
+      records: {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['round', 'atSeconds', 'summary', 'decision'],
+          properties: {
+            round: int,
+            atSeconds: num,
+            summary: str,
+            decision: {
+              type: 'object',
+              description: "The round's decision record (candidates, chosen plan, reason, waiting, pinned)",
+            },
+          },
+        },
+      },
+    },
+  },
+  Costs: {
+    type: 'object',
+    required: ['scope', 'generatedAtSeconds', 'sinceSeconds', 'totalCost', 'byJob', 'byTeam', 'byInstance'],
+    properties: {
+      scope: {
+        type: 'string',
+        enum: ['all', 'team'],
+        description: "team: only the caller's jobs; instance lines and cluster overheads withheld",
+      },
+      generatedAtSeconds: num,
+      sinceSeconds: num,
+      totalCost: num,
+      byJob: {
+        type: 'array',
+        items: { type: 'object', properties: { id: str, cost: num, team: str, name: str } },
+      },
+      byTeam: { type: 'array', items: { type: 'object', properties: { id: str, cost: num } } },
+      byInstance: {
+        type: 'array',
+        items: { type: 'object', properties: { id: str, cost: num, typeName: str, idleCost: num } },
+      },
+      idleCost: { ...num, nullable: true },
+      migrationOverheadCost: { ...num, nullable: true },
+    },
+  },
+};
+
+const paths: Record<string, Record<string, Schema>> = {
+  '/v1/jobs': {
+    post: {
+      summary: 'Submit a job',
+      operationId: 'submitJob',
+      requestBody: {
+        required: true,
+        content: {
+          'application/json': { schema: ref('JobSpec') },
+          'application/yaml': { schema: ref('JobSpec') },
+        },
+      },
+      responses: {
+        '201': ok('The queued job', ref('JobSummary')),
+        '400': error('Malformed body or invalid spec; `details` names each field (and line, for YAML)'),
+        ...COMMON_ERRORS,
+        '403': error("The spec names a team other than the token's"),
+        '413': error('Body larger than the limit (1 MiB)'),
+        '415': error('Content type other than JSON or YAML'),
+      },
+    },
+    get: {
+      summary: "List jobs (a team token sees its own team's)",
+      operationId: 'listJobs',
+      parameters: [
+        {
+          name: 'state',
+          in: 'query',
+          description: 'Comma-separated states',
+          schema: { type: 'string' },
+          example: 'queued,running',
+        },
+        { name: 'team', in: 'query', schema: str },
+      ],
+      responses: {
+        '200': ok('Jobs in submission order', ref('JobList')),
+        '400': error('Bad filter'),
+        ...COMMON_ERRORS,
+      },
+    },
+  },
+  '/v1/jobs/{id}': {
+    get: {
+      summary: 'One job: state, progress, migrations, instances, tasks',
+      operationId: 'getJob',
+      parameters: [idParam('Job id, e.g. job-7')],
+      responses: { '200': ok('The job', ref('JobDocument')), ...JOB_ERRORS },
+    },
+  },
+  '/v1/jobs/{id}/cancel': {
+    post: {
+      summary: 'Cancel a job; its tasks stop and its instances are freed at the next round',
+      operationId: 'cancelJob',
+      parameters: [idParam('Job id')],
+      responses: {
+        '200': ok('The job after cancelling', ref('JobSummary')),
+        ...JOB_ERRORS,
+        '409': error('The job already finished'),
+      },
+    },
+  },
+  '/v1/jobs/{id}/why': {
+    get: {
+      summary: 'Decision records that mention the job (waiting, moved, placed), newest first',
+      operationId: 'whyJob',
+      parameters: [
+        idParam('Job id'),
+        { name: 'limit', in: 'query', schema: { ...int, minimum: 1, maximum: 1000 } },
+      ],
+      responses: { '200': ok('Decision records', ref('Why')), ...JOB_ERRORS },
+    },
+  },
+  '/v1/jobs/{id}/logs': {
+    get: {
+      summary: 'Task logs (collected by the worker agent)',
+      operationId: 'jobLogs',
+      parameters: [idParam('Job id')],
+      responses: { '501': error('No worker agent yet'), ...JOB_ERRORS },
+    },
+  },
+  '/v1/cluster': {
+    get: {
+      summary: 'Instances, the tasks on them and the current $/hour',
+      operationId: 'cluster',
+      responses: { '200': ok('The cluster', ref('Cluster')), ...COMMON_ERRORS },
+    },
+  },
+  '/v1/instances/{id}/drain': {
+    post: {
+      summary: 'Move every task off an instance and retire it (admin)',
+      operationId: 'drainInstance',
+      parameters: [idParam('Instance id (inst-4) or cloud id (i-0abc…)')],
+      responses: {
+        '200': ok('The instance', ref('Instance')),
+        ...ADMIN_ERRORS,
+        '404': error('No such instance'),
+        '409': error('The instance cannot be drained in its state'),
+      },
+    },
+  },
+  '/v1/costs': {
+    get: {
+      summary: 'Cost accounting per job, team and instance',
+      operationId: 'costs',
+      parameters: [
+        {
+          name: 'since',
+          in: 'query',
+          description: 'Epoch seconds, ISO 8601 time, or an age like 24h or 7d',
+          schema: str,
+        },
+      ],
+      responses: { '200': ok('Costs', ref('Costs')), '400': error('Bad since'), ...COMMON_ERRORS },
+    },
+  },
+  '/v1/reports': {
+    post: {
+      summary: 'Write a cost report to the object store now (admin)',
+      operationId: 'writeReport',
+      responses: {
+        '201': ok('Where the report was written', {
+          type: 'object',
+          required: ['location'],
+          properties: { location: str },
+        }),
+        ...ADMIN_ERRORS,
+        '501': error('No object store configured'),
+      },
+    },
+  },
+  '/v1/contexts': {
+    post: {
+      summary: 'Upload a Docker build context; returns the reference to use as build.context',
+      operationId: 'uploadContext',
+      requestBody: {
+        required: true,
+        content: {
+          'application/x-tar': { schema: { type: 'string', format: 'binary' } },
+          'application/gzip': { schema: { type: 'string', format: 'binary' } },
+        },
+      },
+      responses: {
+        '201': ok('Stored', {
+          type: 'object',
+          required: ['ref', 'sha256', 'sizeBytes'],
+          properties: { ref: str, sha256: str, sizeBytes: int },
+        }),
+        '400': error('Not a tar archive or gzip stream'),
+        ...COMMON_ERRORS,
+        '413': error('Archive larger than the limit'),
+        '415': error('Content type other than tar or gzip'),
+        '501': error('No object store configured'),
+      },
+    },
+  },
+  '/healthz': {
+    get: {
+      summary: 'Liveness and readiness (no token needed)',
+      operationId: 'health',
+      security: [],
+      responses: {
+        '200': ok('Serving', {
+          type: 'object',
+          properties: { status: { type: 'string', enum: ['ok'] }, latestRound: { ...int, nullable: true } },
+        }),
+        '503': ok('The state store is unavailable', {
+          type: 'object',
+          properties: { status: str, error: str },
+        }),
+      },
+    },
+  },
+  '/metrics': {
+    get: {
+      summary: 'Prometheus metrics (no token needed; aggregate counts only)',
+      operationId: 'metrics',
+      security: [],
+      responses: {
+        '200': { description: 'Prometheus text format', content: { 'text/plain': { schema: str } } },
+      },
+    },
+  },
+  '/openapi.json': {
+    get: {
+      summary: 'This document',
+      operationId: 'openapi',
+      security: [],
+      responses: { '200': ok('OpenAPI 3.0 document', { type: 'object' }) },
+    },
+  },
+};
+
+export const OPENAPI_DOCUMENT = {
+  openapi: '3.0.3',
+  info: {
+    title: 'fleetwise controller API',
+    version: '0.1.0',
+    description:
+      'Submit, inspect and cancel batch jobs; see the cluster, decision records and costs. Authenticate with ' +
+      "`Authorization: Bearer <token>`: a team token sees and cancels only its team's jobs, the admin token sees " +
+      'everything and may drain instances and write reports. Errors are `{error, details?}`.',
+  },
+  components: {
+    securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+    schemas,
+  },
+  security: [{ bearer: [] }],
+  paths,
+} as const;
+
+/** `/v1/jobs/:id` → `/v1/jobs/{id}` (fastify's path syntax to OpenAPI's). */
+export function openApiPath(fastifyPath: string): string {
+  return fastifyPath.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+}

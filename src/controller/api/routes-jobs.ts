@@ -1,0 +1,119 @@
+import { z } from 'zod';
+import { parseWith } from '../../core/validation.js';
+import { JOB_STATES, type JobRecord, type JobState } from '../state-store.js';
+import { teamScope, type Principal } from './auth.js';
+import { bodyOf } from './body.js';
+import { HttpError, notFound } from './errors.js';
+import type { ApiContext, RouteTable } from './routing.js';
+import { specFromBody } from './submission.js';
+import { jobDocument, jobSummary, visibleJobIds, whyForScope } from './views.js';
+
+const idParams = z.object({ id: z.string().min(1).max(128) });
+
+/** `state=queued,running` or `state=queued&state=running`. */
+const statesParam = z
+  .union([z.string(), z.array(z.string())])
+  .optional()
+  .transform((v) => (v === undefined ? undefined : (Array.isArray(v) ? v : [v]).flatMap((s) => s.split(','))))
+  .pipe(z.array(z.enum(JOB_STATES, { error: `expected one of ${JOB_STATES.join(', ')}` })).optional());
+
+const listQuery = z.object({ state: statesParam, team: z.string().min(1).optional() });
+const whyQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(20) });
+
+/** The job if the caller may see it; a job of another team is "not found", exactly like a missing one. */
+export function visibleJob(context: ApiContext, principal: Principal, id: string): JobRecord {
+  const job = context.service.store.getJob(id);
+  const team = teamScope(principal);
+  if (job === undefined || (team !== undefined && job.team !== team)) throw notFound('job', id);
+  return job;
+}
+
+export function registerJobRoutes(routes: RouteTable, context: ApiContext): void {
+  const { service } = context;
+  const store = service.store;
+  const taskCount = (jobId: string): number => store.listTasks({ jobId }).length;
+
+  routes.add({
+    method: 'POST',
+    url: '/v1/jobs',
+    access: 'any',
+    handler: async (request, reply) => {
+      const principal = context.principal(request);
+      const spec = specFromBody(bodyOf(request.body), principal, context.priceBook);
+      const job = service.submit(spec, spec.team);
+      return reply
+        .code(201)
+        .header('location', `/v1/jobs/${job.id}`)
+        .send(jobSummary(job, taskCount(job.id)));
+    },
+  });
+
+  routes.add({
+    method: 'GET',
+    url: '/v1/jobs',
+    access: 'any',
+    handler: async (request) => {
+      const query = parseWith(listQuery, request.query, 'query');
+      const scope = teamScope(context.principal(request));
+      // A team asking for another team's jobs gets none, the same answer as for a team with no jobs.
+      if (scope !== undefined && query.team !== undefined && query.team !== scope) return { jobs: [] };
+      const states: readonly JobState[] | undefined = query.state;
+      const jobs = store.listJobs({ states, team: scope ?? query.team });
+      return { jobs: jobs.map((j) => jobSummary(j, taskCount(j.id))) };
+    },
+  });
+
+  routes.add({
+    method: 'GET',
+    url: '/v1/jobs/:id',
+    access: 'any',
+    handler: async (request) => {
+      const { id } = parseWith(idParams, request.params, 'path');
+      return jobDocument(store, visibleJob(context, context.principal(request), id));
+    },
+  });
+
+  routes.add({
+    method: 'POST',
+    url: '/v1/jobs/:id/cancel',
+    access: 'any',
+    handler: async (request) => {
+      const { id } = parseWith(idParams, request.params, 'path');
+      visibleJob(context, context.principal(request), id);
+      const job = service.cancel(id);
+      return jobSummary(job, taskCount(job.id));
+    },
+  });
+
+  routes.add({
+    method: 'GET',
+    url: '/v1/jobs/:id/why',
+    access: 'any',
+    handler: async (request) => {
+      const { id } = parseWith(idParams, request.params, 'path');
+      const { limit } = parseWith(whyQuery, request.query, 'query');
+      const principal = context.principal(request);
+      const job = visibleJob(context, principal, id);
+      const records = service.why(job.id, limit);
+      return {
+        jobId: job.id,
+        state: job.state,
+        records: whyForScope(records, visibleJobIds(store, teamScope(principal))),
+      };
+    },
+  });
+
+  routes.add({
+    method: 'GET',
+    url: '/v1/jobs/:id/logs',
+    access: 'any',
+    handler: async (request) => {
+      const { id } = parseWith(idParams, request.params, 'path');
+      visibleJob(context, context.principal(request), id);
+      throw new HttpError(
+        501,
+        'no worker yet: task logs are collected by the worker agent, which this controller does not run',
+      );
+    },
+  });
+}

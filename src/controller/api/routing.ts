@@ -1,0 +1,70 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { PriceBook } from '../../scheduler/reservation-price.js';
+import type { ControllerService } from '../service.js';
+import type { Principal, RouteAccess } from './auth.js';
+
+/** What the API needs of an uploaded build context's owner when storing it. */
+export interface ContextInfo {
+  readonly sha256: string;
+  readonly sizeBytes: number;
+  /** `tar`, or `gzip` for a gzip-compressed tar (both are what `docker build` accepts as a context). */
+  readonly encoding: 'tar' | 'gzip';
+  /** The uploading team, or undefined for the admin. */
+  readonly team: string | undefined;
+}
+
+/**
+ * The controller as the API uses it: the ControllerService contract plus optional capabilities. A route whose
+ * capability is absent answers 501 and says what is missing.
+ */
+export interface ApiControllerService extends ControllerService {
+  /** Write a cost report to the object store now; returns where it was written (e.g. `s3://bucket/reports/…`). */
+  writeReport?(): Promise<string>;
+  /**
+   * Keep an uploaded build context (content-addressed by `info.sha256`) in the object store; returns the reference
+   * the job spec's `build.context` should carry so workers can fetch it.
+   */
+  storeContext?(archive: Buffer, info: ContextInfo): Promise<string>;
+}
+
+export interface ApiContext {
+  readonly service: ApiControllerService;
+  readonly priceBook: PriceBook;
+  /** The caller of an authenticated route (set by the auth hook). */
+  principal(request: FastifyRequest): Principal;
+}
+
+export type HttpMethod = 'GET' | 'POST';
+
+export interface RouteDefinition {
+  readonly method: HttpMethod;
+  /** Fastify path, e.g. `/v1/jobs/:id`. */
+  readonly url: string;
+  readonly access: RouteAccess;
+  /** Overrides the server's body limit for this route (uploads). */
+  readonly bodyLimit?: number;
+  readonly handler: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+}
+
+/** Registers routes and remembers each one's access rule (read by the auth hook) and path (checked against OpenAPI). */
+export class RouteTable {
+  private readonly access = new Map<string, RouteAccess>();
+  readonly routes: { readonly method: HttpMethod; readonly url: string }[] = [];
+
+  constructor(private readonly app: FastifyInstance) {}
+
+  add(route: RouteDefinition): void {
+    this.access.set(`${route.method} ${route.url}`, route.access);
+    this.routes.push({ method: route.method, url: route.url });
+    this.app.route({
+      method: route.method,
+      url: route.url,
+      ...(route.bodyLimit === undefined ? {} : { bodyLimit: route.bodyLimit }),
+      handler: route.handler,
+    });
+  }
+
+  accessOf(method: string, url: string | undefined): RouteAccess | undefined {
+    return url === undefined ? undefined : this.access.get(`${method} ${url}`);
+  }
+}

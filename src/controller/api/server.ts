@@ -1,0 +1,127 @@
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import type { Catalog } from '../../core/catalog.js';
+import { loadCatalogFile } from '../../cloud/catalog-file.js';
+import { JOB_SPEC_LIMITS } from '../job-spec.js';
+import { PriceBook } from '../../scheduler/reservation-price.js';
+import { authenticate, authorize, type Principal } from './auth.js';
+import { registerBodyParsers } from './body.js';
+import { HttpError, sendError, toHttpError } from './errors.js';
+import { ControllerMetrics, metricsRegistry } from './metrics.js';
+import { DEFAULT_MAX_CONTEXT_BYTES, registerClusterRoutes } from './routes-cluster.js';
+import { registerJobRoutes } from './routes-jobs.js';
+import { registerSystemRoutes } from './routes-system.js';
+import { RouteTable, type ApiContext, type ApiControllerService } from './routing.js';
+
+export { ControllerMetrics } from './metrics.js';
+export type { ApiControllerService, ContextInfo } from './routing.js';
+
+/** Requests other than context uploads: a job spec is at most this large (job-spec.ts), and nothing else is bigger. */
+export const DEFAULT_BODY_LIMIT_BYTES = JOB_SPEC_LIMITS.maxSpecBytes;
+
+export interface ApiServerOptions {
+  /** `host:port` (`[::1]:port` for IPv6); port 0 picks a free port. */
+  readonly listen: string;
+  /** The operator's token (FLEETWISE_ADMIN_TOKEN or the generated one); team tokens come from the state store. */
+  readonly adminToken: string;
+  /** Log requests with pino (fastify's logger). Default off. */
+  readonly logger?: boolean;
+  /** The catalog submitted specs are validated against (families, hostable demands). Default: the bundled one. */
+  readonly catalog?: Catalog | PriceBook;
+  /** Counters the controller increments; created here when absent (and returned either way). */
+  readonly metrics?: ControllerMetrics;
+  readonly bodyLimitBytes?: number;
+  readonly maxContextBytes?: number;
+}
+
+export interface ApiServer {
+  /** `http://host:port` with the port actually bound. */
+  readonly url: string;
+  readonly port: number;
+  readonly metrics: ControllerMetrics;
+  /** The routes served (method and fastify path), e.g. to check the OpenAPI document covers them. */
+  readonly routes: readonly { readonly method: string; readonly url: string }[];
+  close(): Promise<void>;
+}
+
+/** Split `host:port`; throws naming the expected form. */
+export function parseListenAddress(listen: string): { host: string; port: number } {
+  const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([^:[\]\s]+)):(\d{1,5})$/.exec(listen.trim());
+  const host = match?.[1] ?? match?.[2];
+  const port = Number(match?.[3]);
+  if (host === undefined || !Number.isInteger(port) || port > 65535)
+    throw new Error(
+      `invalid listen address ${JSON.stringify(listen)}: expected host:port, e.g. 127.0.0.1:8080 or [::1]:8080`,
+    );
+  return { host, port };
+}
+
+/** Build the fastify app with every route; not yet listening (tests may inject into it). */
+export function buildApiApp(
+  service: ApiControllerService,
+  options: Omit<ApiServerOptions, 'listen'> & { readonly metrics: ControllerMetrics },
+): { app: FastifyInstance; routes: RouteTable } {
+  const bodyLimit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
+  const app = Fastify({ logger: options.logger ?? false, bodyLimit, exposeHeadRoutes: false });
+  const catalog = options.catalog ?? loadCatalogFile();
+  const priceBook = catalog instanceof PriceBook ? catalog : new PriceBook(catalog);
+  const principals = new WeakMap<FastifyRequest, Principal>();
+  const routes = new RouteTable(app);
+  const context: ApiContext = {
+    service,
+    priceBook,
+    principal(request) {
+      const principal = principals.get(request);
+      if (principal === undefined) throw new Error('internal: route has no authenticated caller');
+      return principal;
+    },
+  };
+
+  registerBodyParsers(app);
+  app.addHook('onRequest', async (request) => {
+    const url = request.routeOptions.url;
+    if (url === undefined) return; // no such route: the not-found handler answers
+    // A route without an access rule is an oversight; fail closed.
+    const access = routes.accessOf(request.method, url) ?? 'admin';
+    if (access === 'none') return;
+    const principal = authenticate(request.headers.authorization, options.adminToken, service.store);
+    authorize(principal, access);
+    principals.set(request, principal);
+  });
+  app.setErrorHandler((error, request, reply) => {
+    const http = toHttpError(error, (r) => r.routeOptions.bodyLimit ?? bodyLimit, request);
+    if (http.statusCode >= 500) request.log.error(error);
+    return sendError(reply, http);
+  });
+  app.setNotFoundHandler((request, reply) =>
+    sendError(reply, new HttpError(404, `no route ${request.method} ${request.url.split('?')[0] ?? ''}`)),
+  );
+
+  registerJobRoutes(routes, context);
+  registerClusterRoutes(routes, context, options.maxContextBytes ?? DEFAULT_MAX_CONTEXT_BYTES);
+  registerSystemRoutes(routes, context, metricsRegistry(service, options.metrics));
+  return { app, routes };
+}
+
+/**
+ * Serve the controller's HTTP API (OpenAPI at /openapi.json). The controller passes itself as `service`;
+ * `writeReport` and `storeContext` are optional capabilities (their routes answer 501 without them).
+ */
+export async function startApiServer(
+  service: ApiControllerService,
+  options: ApiServerOptions,
+): Promise<ApiServer> {
+  const { host, port } = parseListenAddress(options.listen);
+  const metrics = options.metrics ?? new ControllerMetrics();
+  const { app, routes } = buildApiApp(service, { ...options, metrics });
+  await app.listen({ host, port });
+  const address = app.server.address();
+  const boundPort = typeof address === 'object' && address !== null ? address.port : port;
+  const urlHost = host.includes(':') ? `[${host}]` : host;
+  return {
+    url: `http://${urlHost}:${boundPort}`,
+    port: boundPort,
+    metrics,
+    routes: routes.routes,
+    close: () => app.close(),
+  };
+}

@@ -1,0 +1,18 @@
+const AGE = /^(\d+(?:\.\d+)?)(s|m|h|d|w)$/;
+const UNIT_SECONDS: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 };
+
+/**
+ * A point in time as users write it: epoch seconds (`1718000000`), an ISO 8601 time (`2024-06-10T00:00:00Z`) or
+ * an age (`90m`, `24h`, `7d`) counted back from `nowSeconds`. Undefined when it is none of these.
+ */
+export function parseSince(text: string, nowSeconds: number): number | undefined {
+  const trimmed = text.trim();
+  if (/^\d+(\.\d+)?$/.test(trimmed)) return Number(trimmed);
+  const age = AGE.exec(trimmed);
+  if (age !== null) return nowSeconds - Number(age[1]) * (UNIT_SECONDS[age[2] ?? 's'] ?? 1);
+  if (!/^\d{4}-\d{2}-\d{2}/.test(trimmed)) return undefined;
+  const ms = Date.parse(trimmed);
+  return Number.isNaN(ms) ? undefined : ms / 1000;
+}
+
+export const SINCE_RULE = 'epoch seconds, an ISO 8601 time or an age like 24h or 7d';

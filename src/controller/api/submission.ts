@@ -1,0 +1,61 @@
+import { parseDocument } from 'yaml';
+import { ValidationError } from '../../core/validation.js';
+import type { PriceBook } from '../../scheduler/reservation-price.js';
+import { parseJobSpec, validateJobSpec, type JobSpec } from '../job-spec.js';
+import type { Principal } from './auth.js';
+import type { RequestBody } from './body.js';
+import { HttpError } from './errors.js';
+
+/** How validation errors name the request body. */
+export const SPEC_SOURCE = 'job spec';
+
+function yamlValue(text: string): unknown {
+  const doc = parseDocument(text, { uniqueKeys: true });
+  if (doc.errors.length > 0)
+    throw new ValidationError(
+      SPEC_SOURCE,
+      doc.errors.map((e) => `not valid YAML/JSON: ${e.message.split('\n')[0] ?? e.message}`),
+    );
+  try {
+    return doc.toJS({ maxAliasCount: 100 }) as unknown;
+  } catch (e) {
+    throw new ValidationError(SPEC_SOURCE, [`not valid YAML/JSON: ${(e as Error).message}`]);
+  }
+}
+
+function isMap(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * The validated spec of a submission. A team token submits for its own team: a spec without `team` gets it, a spec
+ * naming another team is refused (403) rather than silently rewritten. YAML specs are validated from their text so
+ * every problem names its line; JSON problems name the field path.
+ */
+export function specFromBody(
+  body: RequestBody | undefined,
+  principal: Principal,
+  priceBook: PriceBook,
+): JobSpec {
+  if (body === undefined || body.kind === 'archive')
+    throw new HttpError(
+      body === undefined ? 400 : 415,
+      'send the job spec as JSON (Content-Type: application/json) or YAML (Content-Type: application/yaml)',
+    );
+  const value = body.kind === 'json' ? body.value : yamlValue(body.text);
+  if (value === undefined || value === null)
+    throw new ValidationError(SPEC_SOURCE, ['(root): the body is empty']);
+  if (principal.kind === 'team' && isMap(value)) {
+    const named = value['team'];
+    if (named !== undefined && named !== principal.team)
+      throw new HttpError(
+        403,
+        `this token submits for team ${principal.team}, but the spec names team ${JSON.stringify(named)}`,
+      );
+    if (named === undefined)
+      return validateJobSpec({ ...value, team: principal.team }, SPEC_SOURCE, priceBook);
+  }
+  return body.kind === 'yaml'
+    ? parseJobSpec(body.text, SPEC_SOURCE, priceBook)
+    : validateJobSpec(value, SPEC_SOURCE, priceBook);
+}

@@ -1,0 +1,164 @@
+import type { DecisionRecord } from '../../scheduler/types.js';
+import type { ClusterView, CostReport, WhyRecord } from '../service.js';
+import type { InstanceRecord, JobRecord, JobState, StateStore, TaskRecord } from '../state-store.js';
+
+/**
+ * The JSON documents the API returns, built from store records. Team callers get views restricted to their own
+ * jobs: another team's job ids never appear in what they read (its existence does not leak).
+ */
+
+export interface JobSummary {
+  readonly id: string;
+  readonly name: string;
+  readonly team: string;
+  readonly state: JobState;
+  readonly reason?: string;
+  readonly submittedAtSeconds: number;
+  readonly startedAtSeconds?: number;
+  readonly finishedAtSeconds?: number;
+  readonly updatedAtSeconds: number;
+  readonly migrations: number;
+  readonly progress: { readonly completed: number; readonly total: number | null };
+  readonly taskCount: number;
+}
+
+export interface JobInstanceView {
+  readonly id: string;
+  readonly cloudId?: string;
+  readonly typeName: string;
+  readonly state: InstanceRecord['state'];
+  readonly availabilityZone?: string;
+  readonly taskIds: readonly string[];
+}
+
+export interface JobDocument extends JobSummary {
+  readonly spec: JobRecord['spec'];
+  readonly instances: readonly JobInstanceView[];
+  readonly tasks: readonly TaskRecord[];
+  /** Estimated seconds to completion: null until the queue's predictions exist. */
+  readonly etaSeconds: null;
+}
+
+function defined<T extends object>(value: T): T {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
+}
+
+export function jobSummary(job: JobRecord, taskCount: number): JobSummary {
+  return defined({
+    id: job.id,
+    name: job.name,
+    team: job.team,
+    state: job.state,
+    reason: job.reason,
+    submittedAtSeconds: job.submittedAtSeconds,
+    startedAtSeconds: job.startedAtSeconds,
+    finishedAtSeconds: job.finishedAtSeconds,
+    updatedAtSeconds: job.updatedAtSeconds,
+    migrations: job.migrations,
+    progress: { completed: job.completedIterations, total: job.totalIterations ?? null },
+    taskCount,
+  });
+}
+
+export function jobDocument(store: StateStore, job: JobRecord): JobDocument {
+  const tasks = store.listTasks({ jobId: job.id });
+  const byInstance = new Map<string, string[]>();
+  for (const t of tasks)
+    if (t.instanceId !== undefined)
+      byInstance.set(t.instanceId, [...(byInstance.get(t.instanceId) ?? []), t.id]);
+  const instances = [...byInstance].flatMap(([id, taskIds]): JobInstanceView[] => {
+    const instance = store.getInstance(id);
+    return instance === undefined
+      ? []
+      : [
+          defined({
+            id: instance.id,
+            cloudId: instance.cloudId,
+            typeName: instance.typeName,
+            state: instance.state,
+            availabilityZone: instance.availabilityZone,
+            taskIds,
+          }),
+        ];
+  });
+  return { ...jobSummary(job, tasks.length), spec: job.spec, instances, tasks, etaSeconds: null };
+}
+
+/** The job ids a team may see (all of the store's jobs for the admin: `undefined`). */
+export function visibleJobIds(store: StateStore, team: string | undefined): ReadonlySet<string> | undefined {
+  return team === undefined ? undefined : new Set(store.listJobs({ team }).map((j) => j.id));
+}
+
+function jobOfTask(taskId: string): string {
+  const dot = taskId.lastIndexOf('.');
+  return dot === -1 ? taskId : taskId.slice(0, dot);
+}
+
+/** A team sees every instance (the fleet is shared and priced) but only its own tasks on them. */
+export function clusterForScope(
+  view: ClusterView,
+  visible: ReadonlySet<string> | undefined,
+): ClusterView & { readonly scope: 'all' | 'team' } {
+  if (visible === undefined) return { ...view, scope: 'all' };
+  return {
+    scope: 'team',
+    costPerHour: view.costPerHour,
+    instances: view.instances.map((i) => ({
+      ...i,
+      taskIds: i.taskIds.filter((t) => visible.has(jobOfTask(t))),
+    })),
+    tasks: view.tasks.filter((t) => visible.has(t.jobId)),
+  };
+}
+
+/** Decision records name other jobs (moved, waiting, pinned); a team sees only its own among them. */
+export function decisionForScope(
+  decision: DecisionRecord,
+  visible: ReadonlySet<string> | undefined,
+): DecisionRecord {
+  if (visible === undefined) return decision;
+  return {
+    ...decision,
+    candidates: decision.candidates.map((c) => ({
+      ...c,
+      movedJobs: c.movedJobs.filter((j) => visible.has(j)),
+    })),
+    waiting: decision.waiting.filter((w) => visible.has(w.jobId)),
+    pinned: decision.pinned.filter((p) => visible.has(p.jobId)),
+  };
+}
+
+export function whyForScope(
+  records: readonly WhyRecord[],
+  visible: ReadonlySet<string> | undefined,
+): WhyRecord[] {
+  return records.map((r) => ({ ...r, decision: decisionForScope(r.decision, visible) }));
+}
+
+export type CostView =
+  | (CostReport & { readonly scope: 'all' })
+  | (Omit<CostReport, 'idleCost' | 'migrationOverheadCost'> & {
+      readonly scope: 'team';
+      readonly idleCost: null;
+      readonly migrationOverheadCost: null;
+    });
+
+/**
+ * A team sees its own jobs and team line; per-instance lines and cluster-wide overheads mix teams, so they are
+ * withheld (empty, null) rather than shown with other teams' shares in them.
+ */
+export function costsForScope(report: CostReport, team: string | undefined): CostView {
+  if (team === undefined) return { ...report, scope: 'all' };
+  const byJob = report.byJob.filter((j) => j.team === team);
+  return {
+    scope: 'team',
+    generatedAtSeconds: report.generatedAtSeconds,
+    sinceSeconds: report.sinceSeconds,
+    totalCost: byJob.reduce((sum, j) => sum + j.cost, 0),
+    byJob,
+    byTeam: report.byTeam.filter((t) => t.id === team),
+    byInstance: [],
+    idleCost: null,
+    migrationOverheadCost: null,
+  };
+}

@@ -1,0 +1,264 @@
+import type { Catalog } from '../core/catalog.js';
+import { perHourToPerSecond } from '../core/units.js';
+import { PriceBook } from '../scheduler/reservation-price.js';
+import { expandTasks } from './job-spec.js';
+import type { CostLine, CostReport } from './service.js';
+import { PLACED_TASK_STATES } from './state/lifecycle.js';
+import type { EventRecord, InstanceRecord, JobRecord, StateStore, TaskState } from './state-store.js';
+
+/**
+ * Cost accounting (issue "Controller on AWS", cost accounting): per-second billing of every instance from its launch
+ * to its termination, each instance's cost attributed to the tasks on it by reservation-price share (Eva §4.2: a
+ * task's reservation price is what it would cost alone, so the share is what each task "brings" to the packing),
+ * rolled up per job and team. Instance time with no task is idle; task time spent checkpointing off an instance or
+ * restoring on a new one is migration overhead (part of its job's cost, and also reported on its own).
+ *
+ * Pure: `attributeCosts` works on plain intervals; `computeCostReport` reads them from the store (instance records
+ * and the `task.state` event log). A cost is recomputed from the records each time, never accumulated, so it cannot
+ * drift (the negative-cost bug of Karpenter's incremental cost metric, industry-anchors.md §(c) 12).
+ */
+
+/** EC2 bills Linux on-demand instances per second with a one-minute minimum. */
+export const MINIMUM_BILLED_SECONDS = 60;
+
+export interface BilledInstance {
+  readonly id: string;
+  readonly typeName: string;
+  readonly costPerHour: number;
+  /** Billing starts at the launch… */
+  readonly fromSeconds: number;
+  /** …and ends at the termination; undefined while the instance is billed still. */
+  readonly terminatedAtSeconds: number | undefined;
+}
+
+export type PlacementKind = 'work' | 'migration';
+
+/** A task on an instance during [from, to). */
+export interface Placement {
+  readonly taskId: string;
+  readonly jobId: string;
+  readonly instanceId: string;
+  readonly fromSeconds: number;
+  readonly toSeconds: number;
+  readonly kind: PlacementKind;
+}
+
+export interface JobInfo {
+  readonly id: string;
+  readonly name: string;
+  readonly team: string;
+}
+
+export interface AttributionInput {
+  readonly instances: readonly BilledInstance[];
+  readonly placements: readonly Placement[];
+  /** Reservation price ($/h) per task: the weight of its share. */
+  readonly reservationPrice: (taskId: string) => number;
+  readonly jobs: ReadonlyMap<string, JobInfo>;
+  readonly sinceSeconds: number;
+  readonly nowSeconds: number;
+}
+
+export interface JobCostLine extends CostLine {
+  readonly team: string;
+  readonly name: string;
+  /** The part of `cost` spent checkpointing and restoring moved tasks. */
+  readonly migrationCost: number;
+}
+
+export interface InstanceCostLine extends CostLine {
+  readonly typeName: string;
+  readonly idleCost: number;
+  readonly billedSeconds: number;
+}
+
+export interface DetailedCostReport extends CostReport {
+  readonly byJob: readonly JobCostLine[];
+  readonly byInstance: readonly InstanceCostLine[];
+  /** Current $/hour of the instances still billed. */
+  readonly costPerHourNow: number;
+}
+
+/**
+ * Split each instance's billed time into segments over which the set of tasks on it is constant; a segment's cost goes
+ * to its tasks in proportion to their reservation prices, or to idle when it has none. The one-minute minimum is
+ * charged to idle. Only time within [since, now] counts.
+ */
+export function attributeCosts(input: AttributionInput): DetailedCostReport {
+  const since = input.sinceSeconds;
+  const now = input.nowSeconds;
+  const byInstancePlacements = new Map<string, Placement[]>();
+  for (const p of input.placements) {
+    const list = byInstancePlacements.get(p.instanceId);
+    if (list === undefined) byInstancePlacements.set(p.instanceId, [p]);
+    else list.push(p);
+  }
+  const jobCost = new Map<string, { cost: number; migration: number }>();
+  const instanceLines: InstanceCostLine[] = [];
+  let idleTotal = 0;
+  let migrationTotal = 0;
+  let costPerHourNow = 0;
+  for (const inst of input.instances) {
+    const ratePerSecond = perHourToPerSecond(inst.costPerHour);
+    const ended = inst.terminatedAtSeconds !== undefined;
+    if (!ended) costPerHourNow += inst.costPerHour;
+    // Tasks can only be on it until it ended (or now); a terminated instance owes at least the minimum.
+    const usedTo = Math.min(inst.terminatedAtSeconds ?? now, now);
+    const to = ended ? Math.max(inst.terminatedAtSeconds as number, inst.fromSeconds + MINIMUM_BILLED_SECONDS) : now;
+    const from = Math.max(inst.fromSeconds, since);
+    let instanceCost = 0;
+    let idle = 0;
+    if (to > from) {
+      const placements = (byInstancePlacements.get(inst.id) ?? []).filter((p) => p.toSeconds > from && p.fromSeconds < usedTo);
+      const cuts = new Set<number>([from, to, Math.min(Math.max(usedTo, from), to)]);
+      for (const p of placements) {
+        if (p.fromSeconds > from && p.fromSeconds < to) cuts.add(p.fromSeconds);
+        if (p.toSeconds > from && p.toSeconds < to) cuts.add(p.toSeconds);
+      }
+      const points = [...cuts].sort((a, b) => a - b);
+      for (let k = 0; k + 1 < points.length; k++) {
+        const a = points[k] as number;
+        const b = points[k + 1] as number;
+        if (b <= a) continue;
+        const cost = (b - a) * ratePerSecond;
+        instanceCost += cost;
+        const present = a >= usedTo ? [] : placements.filter((p) => p.fromSeconds <= a && p.toSeconds >= b);
+        const totalWeight = present.reduce((s, p) => s + weight(input.reservationPrice(p.taskId)), 0);
+        if (present.length === 0 || totalWeight <= 0) {
+          idle += cost;
+          continue;
+        }
+        for (const p of present) {
+          const share = (cost * weight(input.reservationPrice(p.taskId))) / totalWeight;
+          const line = jobCost.get(p.jobId) ?? { cost: 0, migration: 0 };
+          line.cost += share;
+          if (p.kind === 'migration') {
+            line.migration += share;
+            migrationTotal += share;
+          }
+          jobCost.set(p.jobId, line);
+        }
+      }
+    }
+    idleTotal += idle;
+    instanceLines.push({
+      id: inst.id,
+      typeName: inst.typeName,
+      cost: instanceCost,
+      idleCost: idle,
+      billedSeconds: Math.max(0, to - from),
+    });
+  }
+  const byJob: JobCostLine[] = [...jobCost.entries()]
+    .map(([id, c]) => {
+      const info = input.jobs.get(id);
+      return { id, name: info?.name ?? id, team: info?.team ?? 'unknown', cost: c.cost, migrationCost: c.migration };
+    })
+    .sort((a, b) => b.cost - a.cost || a.id.localeCompare(b.id));
+  const teamCost = new Map<string, number>();
+  for (const j of byJob) teamCost.set(j.team, (teamCost.get(j.team) ?? 0) + j.cost);
+  const byTeam: CostLine[] = [...teamCost.entries()]
+    .map(([id, cost]) => ({ id, cost }))
+    .sort((a, b) => b.cost - a.cost || a.id.localeCompare(b.id));
+  return {
+    generatedAtSeconds: now,
+    sinceSeconds: since,
+    totalCost: instanceLines.reduce((s, l) => s + l.cost, 0),
+    byJob,
+    byTeam,
+    byInstance: instanceLines,
+    idleCost: idleTotal,
+    migrationOverheadCost: migrationTotal,
+    costPerHourNow,
+  };
+}
+
+/** A zero reservation price would take no share; a tiny floor keeps such a task's time from counting as idle. */
+function weight(reservationPrice: number): number {
+  return Number.isFinite(reservationPrice) && reservationPrice > 0 ? reservationPrice : 1e-9;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// From the store
+
+interface TaskStateData {
+  readonly from?: unknown;
+  readonly to?: unknown;
+  readonly instanceId?: unknown;
+}
+
+/**
+ * Task placements replayed from the `task.state` event log. `checkpointing` is migration overhead, and so is
+ * `starting` after the task was stopped once (restoring a checkpoint on its new instance).
+ */
+export function placementsFromEvents(events: readonly EventRecord[], nowSeconds: number): Placement[] {
+  const open = new Map<string, { jobId: string; instanceId: string; from: number; kind: PlacementKind }>();
+  const stoppedBefore = new Set<string>();
+  const out: Placement[] = [];
+  const close = (taskId: string, at: number): void => {
+    const o = open.get(taskId);
+    if (o === undefined) return;
+    open.delete(taskId);
+    if (at > o.from) out.push({ taskId, jobId: o.jobId, instanceId: o.instanceId, fromSeconds: o.from, toSeconds: at, kind: o.kind });
+  };
+  for (const e of events) {
+    if (e.kind !== 'task.state' || e.taskId === undefined || e.jobId === undefined) continue;
+    const data = (typeof e.data === 'object' && e.data !== null && !Array.isArray(e.data) ? e.data : {}) as TaskStateData;
+    const to = typeof data.to === 'string' ? (data.to as TaskState) : undefined;
+    if (to === undefined) continue;
+    close(e.taskId, e.atSeconds);
+    if (to === 'stopped') stoppedBefore.add(e.taskId);
+    const instanceId = typeof data.instanceId === 'string' ? data.instanceId : undefined;
+    if (!PLACED_TASK_STATES.includes(to) || instanceId === undefined) continue;
+    const kind: PlacementKind =
+      to === 'checkpointing' || (to === 'starting' && stoppedBefore.has(e.taskId)) ? 'migration' : 'work';
+    open.set(e.taskId, { jobId: e.jobId, instanceId, from: e.atSeconds, kind });
+  }
+  for (const taskId of [...open.keys()]) close(taskId, nowSeconds);
+  return out;
+}
+
+export function billedInstances(instances: readonly InstanceRecord[], catalog: Catalog): BilledInstance[] {
+  const price = new Map(catalog.types.map((t) => [t.name, t.costPerHour]));
+  return instances
+    .filter((i) => i.launchedAtSeconds !== undefined)
+    .map((i) => ({
+      id: i.id,
+      typeName: i.typeName,
+      costPerHour: price.get(i.typeName) ?? 0,
+      fromSeconds: i.launchedAtSeconds as number,
+      terminatedAtSeconds: i.terminatedAtSeconds,
+    }));
+}
+
+/** The cost report for [since, now] from the store's instances, jobs and task events. */
+export function computeCostReport(
+  store: StateStore,
+  catalog: Catalog,
+  nowSeconds: number,
+  sinceSeconds = 0,
+): DetailedCostReport {
+  const book = new PriceBook(catalog);
+  const jobs = store.listJobs();
+  const jobById = new Map<string, JobRecord>(jobs.map((j) => [j.id, j]));
+  const rpByTask = new Map<string, number>();
+  for (const job of jobs)
+    for (const t of expandTasks(job.spec)) {
+      const type = book.minType(t.template.demand);
+      rpByTask.set(`${job.id}.${t.index}`, type?.costPerHour ?? 0);
+    }
+  const events = store.listEvents({ kind: 'task.state' });
+  const instances = store.listInstances();
+  // Nothing is billed before the first record: start the period there rather than at the epoch.
+  let firstRecord = nowSeconds;
+  for (const j of jobs) firstRecord = Math.min(firstRecord, j.submittedAtSeconds);
+  for (const i of instances) firstRecord = Math.min(firstRecord, i.requestedAtSeconds);
+  return attributeCosts({
+    instances: billedInstances(instances, catalog),
+    placements: placementsFromEvents(events, nowSeconds),
+    reservationPrice: (taskId) => rpByTask.get(taskId) ?? 0,
+    jobs: new Map([...jobById.values()].map((j) => [j.id, { id: j.id, name: j.name, team: j.team }])),
+    sinceSeconds: Math.max(sinceSeconds, firstRecord),
+    nowSeconds,
+  });
+}

@@ -1,0 +1,147 @@
+import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../core/model.js';
+import type { TaskTemplateSpec } from './job-spec.js';
+import { expandTasks } from './job-spec.js';
+import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
+import type { InstanceRecord, JobRecord, StateStore, TaskRecord } from './state-store.js';
+
+/**
+ * The scheduler's view of the controller's durable state (ARCHITECTURE.md: "each round: snapshot → plan → diff").
+ *
+ * - Instances: requested, launching and running ones. Draining, terminating and terminated instances are going
+ *   away, so no plan may use them; tasks still on them appear unplaced to the scheduler and are moved off.
+ * - Jobs: every job not finished. Queued and running jobs are reconfigurable; starting and migrating jobs are
+ *   pinned where they are committed (Eva reference `_create_initial_config`).
+ * - A task moving to another instance (checkpointing at its source, a pending start at its destination) is
+ *   reported at its destination: that is where the plan committed it and where it will need capacity.
+ * - A pinned job with a task committed to an instance that is going away is left out for this round: it cannot move
+ *   until it is reconfigurable again, and it cannot stay on an instance that no plan may use.
+ */
+
+export interface SnapshotInputs {
+  readonly jobs: readonly JobRecord[];
+  readonly tasks: readonly TaskRecord[];
+  readonly instances: readonly InstanceRecord[];
+  /** task id → destination instance of its pending start. */
+  readonly pendingStarts: ReadonlyMap<string, string>;
+  /** job id → when it last entered `running`. */
+  readonly runningSince: ReadonlyMap<string, number>;
+  readonly nowSeconds: number;
+}
+
+const SCHEDULABLE_INSTANCE_STATES = new Set(['requested', 'launching', 'running']);
+
+/** Read what a snapshot needs from the store. */
+export function readSnapshotInputs(store: StateStore, nowSeconds: number): SnapshotInputs {
+  const jobs = store.listJobs({ states: ['queued', 'starting', 'running', 'migrating'] });
+  const tasks = store.listTasks().filter((t) => jobs.some((j) => j.id === t.jobId));
+  const instances = store.listInstances({ states: ['requested', 'launching', 'running', 'draining', 'terminating'] });
+  const pendingStarts = new Map<string, string>();
+  for (const intent of store.listIntents({ states: ['pending'], kind: 'start-task' }))
+    if (intent.kind === 'start-task') pendingStarts.set(intent.payload.taskId, intent.payload.instanceId);
+  const runningSince = new Map<string, number>();
+  for (const job of jobs)
+    if (job.state === 'running') runningSince.set(job.id, lastEnteredRunning(store, job));
+  return { jobs, tasks, instances, pendingStarts, runningSince, nowSeconds };
+}
+
+function lastEnteredRunning(store: StateStore, job: JobRecord): number {
+  if (job.migrations === 0) return job.startedAtSeconds ?? job.updatedAtSeconds;
+  const events = store.listEvents({ jobId: job.id, kind: 'job.state' });
+  for (let i = events.length - 1; i >= 0; i--) {
+    const data = events[i]?.data;
+    if (typeof data === 'object' && data !== null && !Array.isArray(data) && (data as { to?: unknown }).to === 'running')
+      return (events[i] as { atSeconds: number }).atSeconds;
+  }
+  return job.startedAtSeconds ?? job.updatedAtSeconds;
+}
+
+/** The instance a task occupies for planning: its pending start's destination, else where it is placed. */
+export function committedInstanceOf(task: TaskRecord, pendingStarts: ReadonlyMap<string, string>): string | undefined {
+  const destination = pendingStarts.get(task.id);
+  if (destination !== undefined) return destination;
+  return PLACED_TASK_STATES.includes(task.state) ? task.instanceId : undefined;
+}
+
+export function buildSnapshot(input: SnapshotInputs): ClusterSnapshot {
+  const schedulable = new Map(
+    input.instances.filter((i) => SCHEDULABLE_INSTANCE_STATES.has(i.state)).map((i) => [i.id, i]),
+  );
+  const tasksByJob = new Map<string, TaskRecord[]>();
+  for (const task of input.tasks) {
+    const list = tasksByJob.get(task.jobId);
+    if (list === undefined) tasksByJob.set(task.jobId, [task]);
+    else list.push(task);
+  }
+  const jobs: SchedJob[] = [];
+  const tasks: SchedTask[] = [];
+  const onInstance = new Map<string, string[]>();
+  for (const job of input.jobs) {
+    if (isFinalJobState(job.state)) continue;
+    const jobTasks = (tasksByJob.get(job.id) ?? []).slice().sort((a, b) => a.index - b.index);
+    const reconfigurable = job.state === 'queued' || job.state === 'running';
+    const committed = jobTasks.map((t) => committedInstanceOf(t, input.pendingStarts));
+    if (!reconfigurable && committed.some((id) => id !== undefined && !schedulable.has(id))) continue;
+    const templates = templatesByIndex(job);
+    jobTasks.forEach((task, i) => {
+      const instanceId = committed[i];
+      const template = templates.get(task.index);
+      if (template === undefined) throw new Error(`task ${task.id}: its job's spec has no task ${task.index}`);
+      tasks.push({ id: task.id, jobId: job.id, key: task.workloadKey, demand: template.demand, instanceId });
+      if (instanceId !== undefined && schedulable.has(instanceId)) {
+        const list = onInstance.get(instanceId);
+        if (list === undefined) onInstance.set(instanceId, [task.id]);
+        else list.push(task.id);
+      }
+    });
+    jobs.push(schedJob(job, jobTasks, reconfigurable, input));
+  }
+  const instances: SchedInstance[] = [...schedulable.values()].map((i) => ({
+    id: i.id,
+    typeName: i.typeName,
+    state: i.state === 'running' ? 'running' : 'launching',
+    taskIds: onInstance.get(i.id) ?? [],
+  }));
+  return { nowSeconds: input.nowSeconds, jobs, tasks, instances };
+}
+
+function templatesByIndex(job: JobRecord): Map<number, TaskTemplateSpec> {
+  return new Map(expandTasks(job.spec).map((t) => [t.index, t.template]));
+}
+
+function schedJob(job: JobRecord, tasks: readonly TaskRecord[], reconfigurable: boolean, input: SnapshotInputs): SchedJob {
+  const { spec } = job;
+  const restoreSeconds = spec.checkpoint.restoreDelaySeconds ?? 0;
+  const runningSinceSeconds = input.runningSince.get(job.id);
+  const checkpoints = tasks.map((t) => t.lastCheckpointAtSeconds);
+  // The job can resume from the oldest of its tasks' latest checkpoints; never checkpointed = all work since it
+  // started running is lost by a move.
+  const lastCheckpointSeconds = checkpoints.every((c) => c !== undefined)
+    ? Math.min(...(checkpoints as number[]))
+    : (runningSinceSeconds ?? job.startedAtSeconds);
+  return {
+    id: job.id,
+    taskIds: tasks.map((t) => t.id),
+    reconfigurable,
+    arrivalSeconds: job.submittedAtSeconds,
+    runningSinceSeconds,
+    noMoveSeconds: spec.noMoveSeconds,
+    // Out of service during a move (Eva reference `Job.get_migration_cost`): upload the checkpoint, fetch it on the
+    // new instance, then initialize. The upload moves the same bytes as the fetch, so it is estimated alike until
+    // measured.
+    migrationDelaySeconds: 2 * restoreSeconds + (spec.checkpoint.initDelaySeconds ?? 0),
+    lastCheckpointSeconds,
+    expectedRemainingSeconds: expectedRemaining(job, input.nowSeconds, runningSinceSeconds),
+  };
+}
+
+/** Declared duration scaled by the progress reported, else minus the time it has been running. */
+function expectedRemaining(job: JobRecord, nowSeconds: number, runningSince: number | undefined): number | undefined {
+  const expected = job.spec.expectedDurationSeconds;
+  if (expected === undefined) return undefined;
+  const total = job.totalIterations;
+  if (total !== undefined && total > 0 && job.completedIterations > 0)
+    return Math.max(0, expected * (1 - Math.min(1, job.completedIterations / total)));
+  if (job.startedAtSeconds === undefined) return expected;
+  const ranFor = runningSince === undefined ? 0 : Math.max(0, nowSeconds - runningSince);
+  return Math.max(0, expected - ranFor);
+}

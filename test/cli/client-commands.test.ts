@@ -1,0 +1,179 @@
+import { execFile, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import { gunzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
+import {
+  ADMIN_TOKEN,
+  fakeWithTeams,
+  VISION_TOKEN,
+  type FakeControllerService,
+} from '../controller/api-fake-service.js';
+
+/**
+ * The client commands as users run them: `node dist/cli/main.js …` in a subprocess against an API server started in
+ * this process over a real socket. `npm test` builds dist/ first; run alone, this builds once when a module the CLI
+ * loads is missing from dist/ or older than its source.
+ */
+const CLI = join(PROJECT_ROOT, 'dist', 'cli', 'main.js');
+const EXAMPLES = join(PROJECT_ROOT, 'examples', 'jobs');
+
+function staleCliModules(): string[] {
+  const src = join(PROJECT_ROOT, 'src');
+  const seen = new Set<string>();
+  const stale: string[] = [];
+  const visit = (path: string): void => {
+    if (seen.has(path) || !existsSync(path)) return;
+    seen.add(path);
+    const built = join(PROJECT_ROOT, 'dist', relative(src, path)).replace(/\.ts$/, '.js');
+    if (!existsSync(built) || statSync(built).mtimeMs < statSync(path).mtimeMs) stale.push(path);
+    for (const m of readFileSync(path, 'utf8').matchAll(/from '(\.\.?\/[^']+)\.js'/g))
+      visit(join(dirname(path), `${m[1] ?? ''}.ts`));
+  };
+  visit(join(src, 'cli', 'main.ts'));
+  return stale;
+}
+
+interface CliResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+let server: ApiServer;
+let service: FakeControllerService;
+let workDir = '';
+
+/** Run the CLI with FLEETWISE_SERVER/FLEETWISE_TOKEN set to this test's server and `token`. */
+function cli(args: readonly string[], token: string | null = VISION_TOKEN): Promise<CliResult> {
+  const env: NodeJS.ProcessEnv = { ...process.env, FLEETWISE_SERVER: server.url };
+  delete env['FLEETWISE_TOKEN'];
+  if (token !== null) env['FLEETWISE_TOKEN'] = token;
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [CLI, ...args],
+      { cwd: PROJECT_ROOT, env, maxBuffer: 4 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+beforeAll(async () => {
+  if (staleCliModules().length > 0)
+    // Emits even when an unrelated module has a type error; these checks need only the client commands.
+    spawnSync(
+      process.execPath,
+      [join(PROJECT_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
+      {
+        cwd: PROJECT_ROOT,
+        stdio: 'ignore',
+      },
+    );
+  expect(existsSync(CLI), `${CLI} is missing: run npm run build`).toBe(true);
+  service = fakeWithTeams();
+  server = await startApiServer(service, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN });
+  workDir = mkdtempSync(join(tmpdir(), 'fleetwise-client-'));
+}, 240_000);
+
+afterAll(async () => {
+  await server?.close();
+  if (workDir !== '') rmSync(workDir, { recursive: true, force: true });
+});
+
+describe('fleetwise client commands (CLI subprocess)', () => {
+  it('submit --json prints {"id": …} per job, and jobs --json is an array with id, name and state', async () => {
+    const submit = await cli([
+      'submit',
+      join(EXAMPLES, 'resnet.yaml'),
+      join(EXAMPLES, 'resnet-ddp.yaml'),
+      '--json',
+    ]);
+    expect(submit.stderr).toBe('');
+    expect(submit.code).toBe(0);
+    const lines = submit.stdout
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { id: string; name: string });
+    expect(lines.map((l) => l.name)).toEqual(['resnet18-cifar10', 'resnet18-ddp']);
+    for (const l of lines) expect(l.id).toMatch(/^job-\d+$/);
+    expect(service.store.getJob(lines[0]?.id ?? '')?.team).toBe('vision');
+    expect(service.store.listTasks({ jobId: lines[1]?.id ?? '' })).toHaveLength(2); // two replicas
+
+    const jobs = await cli(['jobs', '--json']);
+    expect(jobs.code).toBe(0);
+    const list = JSON.parse(jobs.stdout) as { id: string; name: string; state: string }[];
+    expect(Array.isArray(list)).toBe(true);
+    expect(list.map((j) => [j.id, j.name, j.state])).toEqual(lines.map((l) => [l.id, l.name, 'queued']));
+
+    const table = await cli(['jobs']);
+    expect(table.stdout.split('\n')[0]).toMatch(/^ID\s+NAME\s+TEAM\s+STATE\s+PROGRESS/);
+    expect(table.stdout).toContain('resnet18-ddp');
+  });
+
+  it("a bad token exits non-zero with the server's reason", async () => {
+    const result = await cli(['jobs', '--json'], 'wrong-token-0123456789abcdef');
+    expect(result.code).not.toBe(0);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(
+      /fleetwise: GET \/v1\/jobs: the controller answered 401: invalid or revoked token/,
+    );
+    const missing = await cli(['jobs'], null);
+    expect(missing.code).not.toBe(0);
+    expect(missing.stderr).toContain('FLEETWISE_TOKEN');
+  });
+
+  it('submit checks the spec locally first: errors name file, field and line, and nothing is submitted', async () => {
+    const bad = join(workDir, 'bad.yaml');
+    writeFileSync(
+      bad,
+      readFileSync(join(EXAMPLES, 'resnet.yaml'), 'utf8').replace('any: [1, 4, 24]', 'any: [1, -4, 24]'),
+    );
+    const before = service.store.listJobs().length;
+    const result = await cli(['submit', join(EXAMPLES, 'resnet.yaml'), bad]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(bad);
+    expect(result.stderr).toMatch(/tasks\.0\.demand\.any: .*\(line \d+\)/);
+    expect(service.store.listJobs()).toHaveLength(before);
+  });
+
+  it("shows the server's field errors when the controller refuses a spec", async () => {
+    // Valid locally (no team: filled in by the token) but naming a team that is not the token's is refused remotely.
+    const foreign = join(workDir, 'foreign.yaml');
+    writeFileSync(foreign, readFileSync(join(EXAMPLES, 'gpt2.yaml'), 'utf8'));
+    const result = await cli(['submit', foreign]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('answered 403');
+    expect(result.stderr).toContain('team vision');
+  });
+
+  it('submit uploads a build context and points the spec at the stored copy', async () => {
+    const dir = join(workDir, 'with-build');
+    mkdirSync(join(dir, 'ctx'), { recursive: true });
+    writeFileSync(join(dir, 'ctx', 'Dockerfile'), 'FROM busybox\nCOPY run.sh /run.sh\n');
+    writeFileSync(join(dir, 'ctx', 'run.sh'), '#!/bin/sh\necho hi\n', { mode: 0o755 });
+    writeFileSync(join(dir, 'ctx', 'secret.env'), 'TOKEN=x\n');
+    writeFileSync(join(dir, 'ctx', '.dockerignore'), '*.env\n');
+    const spec = join(dir, 'job.yaml');
+    writeFileSync(
+      spec,
+      'name: built\ntasks:\n  - build: ./ctx\n    command: [/run.sh]\n    demand: [0, 1, 1]\n',
+    );
+    const result = await cli(['submit', spec, '--json']);
+    expect(result.stderr).toMatch(/uploaded build context .*ctx \(3 files/);
+    expect(result.code).toBe(0);
+    const { id } = JSON.parse(result.stdout) as { id: string };
+    const stored = service.store.getJob(id)?.spec.tasks[0]?.build?.context ?? '';
+    expect(stored).toMatch(/^contexts\/[0-9a-f]{64}\.tar\.gz$/);
+    const tar = gunzipSync(service.contexts.get(stored)?.archive ?? Buffer.alloc(0)).toString('latin1');
+    expect(tar).toContain('run.sh');
+    expect(tar).toContain('FROM busybox');
+    expect(tar).not.toContain('secret.env');
+  });
+});

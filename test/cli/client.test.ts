@@ -1,0 +1,303 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Command } from 'commander';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { ApiError, FleetwiseClient, normalizeServer } from '../../src/cli/client.js';
+import { registerCancel } from '../../src/cli/commands/cancel.js';
+import { registerCluster } from '../../src/cli/commands/cluster.js';
+import { registerDrain } from '../../src/cli/commands/drain.js';
+import { registerJob } from '../../src/cli/commands/job.js';
+import { registerJobs } from '../../src/cli/commands/jobs.js';
+import { registerLogs } from '../../src/cli/commands/logs.js';
+import { registerReport } from '../../src/cli/commands/report.js';
+import { registerWhy } from '../../src/cli/commands/why.js';
+import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
+import type { JobSpec } from '../../src/controller/job-spec.js';
+import {
+  buildReportDocument,
+  writeReportFiles,
+  type CostReportDocument,
+} from '../../src/controller/reports.js';
+import { FsObjectStore } from '../../src/storage/fs-store.js';
+import {
+  ADMIN_TOKEN,
+  fakeWithTeams,
+  NLP_TOKEN,
+  VISION_TOKEN,
+  type FakeControllerService,
+} from '../controller/api-fake-service.js';
+
+/**
+ * The client and the commands in-process (fast) against a real API server on a socket; the subprocess checks of
+ * `node dist/cli/main.js` are in client-commands.test.ts.
+ */
+
+let server: ApiServer;
+let service: FakeControllerService;
+let workDir = '';
+
+const SPEC: JobSpec = {
+  name: 'resnet',
+  team: 'vision',
+  tasks: [
+    {
+      name: 'trainer',
+      image: 'r:1',
+      env: {},
+      demand: { any: [1, 4, 24] },
+      replicas: 1,
+      shmSizeGiB: 1,
+      workload: 'resnet',
+    },
+  ],
+  checkpoint: { signal: 'SIGTERM', timeoutSeconds: 60 },
+  totalIterations: 1000,
+  queue: {},
+};
+
+interface Output {
+  readonly stdout: string;
+  readonly error: Error | undefined;
+}
+
+/** Run one command as `fleetwise …` would, with --server/--token flags, capturing stdout. */
+async function run(args: readonly string[], token = VISION_TOKEN): Promise<Output> {
+  const program = new Command('fleetwise').exitOverride();
+  for (const register of [
+    registerJobs,
+    registerJob,
+    registerCancel,
+    registerCluster,
+    registerWhy,
+    registerDrain,
+    registerReport,
+    registerLogs,
+  ])
+    register(program);
+  let stdout = '';
+  const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    stdout += String(chunk);
+    return true;
+  });
+  let error: Error | undefined;
+  try {
+    await program.parseAsync(['node', 'fleetwise', ...args, '--server', server.url, '--token', token]);
+  } catch (e) {
+    error = e as Error;
+  } finally {
+    spy.mockRestore();
+  }
+  return { stdout, error };
+}
+
+beforeAll(async () => {
+  service = fakeWithTeams();
+  server = await startApiServer(service, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN });
+  workDir = mkdtempSync(join(tmpdir(), 'fleetwise-client-'));
+});
+
+afterAll(async () => {
+  await server.close();
+  rmSync(workDir, { recursive: true, force: true });
+});
+
+describe('FleetwiseClient', () => {
+  it('normalizes server addresses and refuses other schemes', () => {
+    expect(normalizeServer('10.0.0.5:8080/')).toBe('http://10.0.0.5:8080');
+    expect(normalizeServer('https://fw.example.com')).toBe('https://fw.example.com');
+    expect(() => normalizeServer('ftp://x')).toThrow(/only http/);
+  });
+
+  it('takes server and token from flags, then FLEETWISE_SERVER/FLEETWISE_TOKEN, and says which is missing', () => {
+    const env = { FLEETWISE_SERVER: 'h:1', FLEETWISE_TOKEN: 't' };
+    expect(FleetwiseClient.fromOptions({}, env).server).toBe('http://h:1');
+    expect(FleetwiseClient.fromOptions({ server: 'other:2' }, env).server).toBe('http://other:2');
+    expect(() => FleetwiseClient.fromOptions({}, { FLEETWISE_TOKEN: 't' })).toThrow(
+      /--server URL or set FLEETWISE_SERVER/,
+    );
+    expect(() => FleetwiseClient.fromOptions({}, { FLEETWISE_SERVER: 'h:1' })).toThrow(
+      /--token TOKEN or set FLEETWISE_TOKEN/,
+    );
+  });
+
+  it('turns error responses into ApiError with status, reason and field details', async () => {
+    const client = new FleetwiseClient(server.url, ADMIN_TOKEN);
+    const error = await client
+      .submitJob({ name: 'x', team: 'vision', tasks: [{ image: 'i', demand: [0, 0, 1] }] })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ApiError);
+    const api = error as ApiError;
+    expect(api.status).toBe(400);
+    expect(api.reason).toBe('invalid job spec');
+    expect(api.details).toEqual([expect.stringMatching(/^tasks\.0\.demand: vcpus must be > 0/)]);
+    expect(api.message).toContain('\n  - tasks.0.demand: vcpus must be > 0');
+  });
+
+  it('reports an unreachable controller by address', async () => {
+    // A port that was just free: nothing listens there.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const client = new FleetwiseClient(`http://127.0.0.1:${port}`, ADMIN_TOKEN);
+    await expect(client.listJobs()).rejects.toThrow(
+      new RegExp(
+        `^cannot reach the controller at http://127\\.0\\.0\\.1:${port} \\(GET /v1/jobs\\): ECONNREFUSED$`,
+      ),
+    );
+  });
+
+  it('rejects a response that is not what this client understands', async () => {
+    const fake = async (): Promise<Response> =>
+      new Response(JSON.stringify({ jobs: [{ id: 1 }] }), { status: 200 });
+    const client = new FleetwiseClient('http://x', 't', fake);
+    await expect(client.listJobs()).rejects.toThrow(/unexpected response from the controller/);
+  });
+});
+
+describe('client commands (in-process)', () => {
+  it('jobs filters by state; job prints the document; cancel cancels', async () => {
+    const a = service.submit(SPEC, 'vision');
+    const b = service.submit({ ...SPEC, name: 'other' }, 'vision');
+    service.store.setJobState(b.id, 'starting');
+    const queued = await run(['jobs', '--state', 'queued', '--json']);
+    expect((JSON.parse(queued.stdout) as { id: string }[]).map((j) => j.id)).toEqual([a.id]);
+    const badState = await run(['jobs', '--state', 'sleeping']);
+    expect(badState.error).toBeInstanceOf(ApiError);
+    expect((badState.error as ApiError).details[0]).toMatch(/^state\.0: expected one of queued/);
+
+    const job = await run(['job', a.id]);
+    expect(job.stdout).toMatch(
+      new RegExp(
+        `^job\\s+${a.id} \\(resnet\\)\\nteam\\s+vision\\nstate\\s+queued\\nprogress\\s+0/1000 iterations \\(0%\\)`,
+      ),
+    );
+    expect(job.stdout).toMatch(new RegExp(`${a.id}\\.0\\s+trainer\\s+pending\\s+-`));
+
+    const cancel = await run(['cancel', a.id, b.id, '--json']);
+    expect((JSON.parse(cancel.stdout) as { state: string }[]).map((j) => j.state)).toEqual([
+      'cancelled',
+      'cancelled',
+    ]);
+  });
+
+  it("cluster and why show a team's own tasks and decisions", async () => {
+    const job = service.submit(SPEC, 'vision');
+    const foreign = service.submit({ ...SPEC, team: 'nlp', name: 'theirs' }, 'nlp');
+    const instance = service.store.createInstance({ typeName: 'p3.2xlarge' });
+    service.store.setInstanceState(instance.id, 'launching', { cloudId: 'i-0cli' });
+    service.store.setInstanceState(instance.id, 'running');
+    service.store.setJobState(job.id, 'starting');
+    service.store.setTaskState(`${job.id}.0`, 'starting', instance.id);
+    service.store.setJobState(foreign.id, 'starting');
+    service.store.setTaskState(`${foreign.id}.0`, 'starting', instance.id);
+    const cluster = await run(['cluster']);
+    expect(cluster.stdout).toMatch(
+      new RegExp(`${instance.id}\\s+i-0cli\\s+p3\\.2xlarge\\s+running\\s+-\\s+\\$3\\.06\\s+${job.id}\\.0\\n`),
+    );
+    expect(cluster.stdout).not.toContain(foreign.id);
+    expect(cluster.stdout).toMatch(/of your team, \$3\.06\/hour/);
+
+    service.store.recordRound({
+      configuration: {
+        instances: [{ id: instance.id, typeName: 'p3.2xlarge', isNew: false, taskIds: [`${job.id}.0`] }],
+      },
+      decision: {
+        scheduler: 'eva',
+        nowSeconds: 0,
+        candidates: [],
+        chosen: 'baseline',
+        reason: 'nothing to gain',
+        waiting: [],
+        pinned: [],
+      },
+    });
+    const why = await run(['why', job.id]);
+    expect(why.stdout).toMatch(
+      new RegExp(
+        `^${job.id}: starting\\nround \\d+ at .*: placed \\[plan: baseline\\]\\n  nothing to gain\\n$`,
+      ),
+    );
+  });
+
+  it('drain needs the admin token', async () => {
+    const instance = service.store.createInstance({ typeName: 'c7i.large' });
+    const refused = await run(['drain', instance.id]);
+    expect((refused.error as ApiError).status).toBe(403);
+    service.store.setInstanceState(instance.id, 'launching');
+    service.store.setInstanceState(instance.id, 'running');
+    const drained = await run(['drain', instance.id], ADMIN_TOKEN);
+    expect(drained.stdout).toMatch(new RegExp(`^${instance.id} c7i\\.large: draining`));
+  });
+
+  it("report renders the controller's costs; a team sees its own lines only", async () => {
+    const team = await run(['report'], NLP_TOKEN);
+    expect(team.error).toBeUndefined();
+    expect(team.stdout).toMatch(/^costs from .* \(your team\): \$0\.00\n/);
+    expect(team.stdout).not.toContain('vision');
+    const admin = await run(['report', '--since', '2024-01-01T00:00:00Z'], ADMIN_TOKEN);
+    expect(admin.stdout).toMatch(
+      /^costs from 2024-01-01 00:00:00Z to .*: \$0\.50\nidle instance time: \$0\.50/,
+    );
+    expect(admin.stdout).toMatch(
+      /by instance\nINSTANCE\s+TYPE\s+COST\s+IDLE\ninst-1\s+p3\.2xlarge\s+\$0\.50\s+\$0\.50/,
+    );
+    const bad = await run(['report', '--since', 'last week']);
+    expect(bad.error?.message).toMatch(/^--since: expected epoch seconds/);
+    const now = await run(['report', '--now'], ADMIN_TOKEN);
+    expect(now.stdout).toMatch(/^wrote memory:\/\/reports\/\d+\.json\n$/);
+  });
+
+  it('report --from reads reports written by the controller back from a directory store', async () => {
+    const store = new FsObjectStore(join(workDir, 'bucket'));
+    const report = (generatedAtSeconds: number, totalCost: number): CostReportDocument =>
+      buildReportDocument({
+        cluster: 'bars',
+        reason: 'hourly',
+        report: {
+          generatedAtSeconds,
+          sinceSeconds: 0,
+          totalCost,
+          byJob: [{ id: 'job-1', team: 'vision', name: 'r', cost: totalCost - 0.25, migrationCost: 0 }],
+          byTeam: [{ id: 'vision', cost: totalCost - 0.25 }],
+          byInstance: [
+            { id: 'inst-1', typeName: 'p3.2xlarge', cost: totalCost, idleCost: 0.25, billedSeconds: 3600 },
+          ],
+          idleCost: 0.25,
+          migrationOverheadCost: 0,
+          costPerHourNow: 3.06,
+        },
+        instances: [],
+      });
+    await writeReportFiles(store, report(1_700_000_000, 3.06));
+    const newest = report(1_700_003_600, 6.12);
+    await writeReportFiles(store, newest);
+
+    const json = await run(['report', '--from', store.location, '--json']);
+    const parsed = JSON.parse(json.stdout) as { reports: { key: string }[]; latest: CostReportDocument };
+    expect(parsed.reports).toHaveLength(7); // two reports × JSON, CSV, HTML, plus latest.json
+    expect(parsed.latest).toEqual(JSON.parse(JSON.stringify(newest)));
+    const human = await run(['report', '--from', store.location]);
+    expect(human.stdout).toMatch(
+      /latest: reports\/costs-[^\n]+\.json\ncosts from .*: \$6\.12\nidle instance time: \$0\.25/,
+    );
+    expect(human.stdout).toMatch(/by job\nJOB\s+NAME\s+TEAM\s+COST\njob-1\s+r\s+vision\s+\$5\.87/);
+    const future = await run([
+      'report',
+      '--from',
+      store.location,
+      '--since',
+      String(Date.now() / 1000 + 3600),
+    ]);
+    expect(future.stdout).toMatch(/^no reports under reports\/ in .* since then\n$/);
+  });
+
+  it('logs fails with the 501 "no worker yet"', async () => {
+    const job = service.submit(SPEC, 'vision');
+    const logs = await run(['logs', job.id]);
+    expect((logs.error as ApiError).status).toBe(501);
+    expect(logs.error?.message).toContain('no worker yet');
+  });
+});

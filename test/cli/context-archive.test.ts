@@ -1,0 +1,125 @@
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DockerIgnore, packContext } from '../../src/cli/context-archive.js';
+
+interface TarEntry {
+  readonly path: string;
+  readonly type: string;
+  readonly mode: number;
+  readonly content: string;
+  readonly linkTarget: string;
+}
+
+/** A minimal tar reader (ustar + PAX path/linkpath) that checks every header checksum. */
+function readTar(tar: Buffer): TarEntry[] {
+  const entries: TarEntry[] = [];
+  let pax: Record<string, string> = {};
+  const text = (offset: number, length: number, at: number): string =>
+    tar
+      .subarray(at + offset, at + offset + length)
+      .toString('utf8')
+      .replace(/\0.*$/s, '');
+  for (let at = 0; at + 512 <= tar.length;) {
+    const header = tar.subarray(at, at + 512);
+    if (header.every((b) => b === 0)) break;
+    let sum = 0;
+    header.forEach((b, i) => (sum += i >= 148 && i < 156 ? 32 : b));
+    expect(parseInt(text(148, 8, at), 8), `checksum at ${at}`).toBe(sum);
+    expect(text(257, 6, at)).toBe('ustar');
+    const size = parseInt(text(124, 12, at), 8);
+    const type = text(156, 1, at);
+    const body = tar.subarray(at + 512, at + 512 + size);
+    const headerAt = at;
+    at += 512 + Math.ceil(size / 512) * 512;
+    if (type === 'x') {
+      pax = {};
+      for (const record of body
+        .toString('utf8')
+        .split('\n')
+        .filter((r) => r !== '')) {
+        const [, kv = ''] = /^\d+ (.*)$/s.exec(record) ?? [];
+        const eq = kv.indexOf('=');
+        pax[kv.slice(0, eq)] = kv.slice(eq + 1);
+      }
+      continue;
+    }
+    const prefix = text(345, 155, headerAt);
+    const name = text(0, 100, headerAt);
+    entries.push({
+      path: pax['path'] ?? (prefix === '' ? name : `${prefix}/${name}`),
+      type,
+      mode: parseInt(text(100, 8, headerAt), 8),
+      content: body.toString('utf8'),
+      linkTarget: pax['linkpath'] ?? text(157, 100, headerAt),
+    });
+    pax = {};
+  }
+  return entries;
+}
+
+let dir = '';
+const longDir = `${'d'.repeat(60)}/${'e'.repeat(60)}/${'f'.repeat(60)}`;
+const veryLong = `${'g'.repeat(120)}.txt`;
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'fleetwise-ctx-'));
+  writeFileSync(join(dir, 'Dockerfile'), 'FROM busybox\n');
+  writeFileSync(join(dir, 'run.sh'), '#!/bin/sh\n', { mode: 0o755 });
+  mkdirSync(join(dir, 'data', 'cache'), { recursive: true });
+  writeFileSync(join(dir, 'data', 'keep.txt'), 'keep');
+  writeFileSync(join(dir, 'data', 'cache', 'big.bin'), 'x'.repeat(1000));
+  writeFileSync(join(dir, 'data', 'cache', 'wanted.bin'), 'w');
+  mkdirSync(join(dir, longDir), { recursive: true });
+  writeFileSync(join(dir, longDir, 'file.txt'), 'deep');
+  writeFileSync(join(dir, veryLong), 'long name');
+  symlinkSync('run.sh', join(dir, 'link'));
+  writeFileSync(join(dir, '.dockerignore'), '# comment\ndata/cache\n!data/cache/wanted.bin\n**/*.log\n');
+  writeFileSync(join(dir, 'debug.log'), 'noise');
+});
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('packContext', () => {
+  it('packs a valid tar with modes, symlinks, long paths and .dockerignore applied', async () => {
+    const packed = await packContext(dir);
+    const entries = readTar(gunzipSync(packed.archive));
+    const byPath = new Map(entries.map((e) => [e.path, e]));
+    expect(byPath.get('Dockerfile')?.content).toBe('FROM busybox\n');
+    expect(byPath.get('run.sh')?.mode).toBe(0o755);
+    expect(byPath.get('link')).toMatchObject({ type: '2', linkTarget: 'run.sh' });
+    expect(byPath.get(`${longDir}/file.txt`)?.content).toBe('deep'); // ustar prefix split
+    expect(byPath.get(veryLong)?.content).toBe('long name'); // PAX path
+    expect(byPath.get('data/keep.txt')?.content).toBe('keep');
+    expect(byPath.has('data/cache/big.bin')).toBe(false);
+    expect(byPath.get('data/cache/wanted.bin')?.content).toBe('w');
+    expect(byPath.has('debug.log')).toBe(false);
+    expect(packed.files).toBe([...byPath.values()].filter((e) => e.type === '0').length);
+  });
+
+  it('is deterministic: the same directory gives the same bytes', async () => {
+    const [a, b] = await Promise.all([packContext(dir), packContext(dir)]);
+    expect(a.archive.equals(b.archive)).toBe(true);
+  });
+
+  it('refuses a missing directory and a context over the size limit', async () => {
+    await expect(packContext(join(dir, 'nope'))).rejects.toThrow(/is not a directory/);
+    await expect(packContext(dir, 4096)).rejects.toThrow(/larger than 4096 bytes/);
+  });
+});
+
+describe('DockerIgnore', () => {
+  it('matches segments, ** and exceptions, last rule winning', () => {
+    const ignore = DockerIgnore.parse('node_modules\n*.tmp\n**/build\n!keep.tmp\n/secrets/*.key\n');
+    expect(ignore.ignores('node_modules/x/y.js')).toBe(true);
+    expect(ignore.ignores('a.tmp')).toBe(true);
+    expect(ignore.ignores('keep.tmp')).toBe(false);
+    expect(ignore.ignores('sub/a.tmp')).toBe(false); // * stays within a segment, as in docker
+    expect(ignore.ignores('x/y/build/out')).toBe(true);
+    expect(ignore.ignores('build')).toBe(true);
+    expect(ignore.ignores('secrets/a.key')).toBe(true);
+    expect(ignore.ignores('src/main.ts')).toBe(false);
+  });
+});

@@ -1,0 +1,126 @@
+import { findType, type Catalog } from '../../src/core/catalog.js';
+import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
+import type { ApiControllerService, ContextInfo } from '../../src/controller/api/server.js';
+import type { JobSpec } from '../../src/controller/job-spec.js';
+import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
+import type { ClusterView, CostReport, WhyRecord } from '../../src/controller/service.js';
+import type { InstanceRecord, JobRecord } from '../../src/controller/state-store.js';
+
+/**
+ * A ControllerService for API and CLI tests: the real MemoryStateStore, actions applied to it directly (no
+ * scheduler, no cloud), and a record of what the API asked for.
+ */
+export class FakeControllerService implements ApiControllerService {
+  readonly store = new MemoryStateStore({ storeId: 'api-test' });
+  readonly catalog: Catalog = loadCatalogFile();
+  readonly roundRequests: string[] = [];
+  readonly contexts = new Map<string, { archive: Buffer; info: ContextInfo }>();
+  reportsWritten = 0;
+  /** Per-job costs the fake reports (the controller computes them from instance time). */
+  jobCosts = new Map<string, number>();
+
+  submit(spec: JobSpec, team: string): JobRecord {
+    const job = this.store.submitJob({ ...spec, team });
+    this.requestRound(`submitted ${job.id}`);
+    return job;
+  }
+
+  cancel(jobId: string): JobRecord {
+    const job = this.store.setJobState(jobId, 'cancelled', 'cancelled through the API');
+    this.requestRound(`cancelled ${jobId}`);
+    return job;
+  }
+
+  drain(instanceId: string): InstanceRecord {
+    return this.store.setInstanceState(instanceId, 'draining', { reason: 'drained through the API' });
+  }
+
+  cluster(): ClusterView {
+    const instances = this.store
+      .listInstances()
+      .filter((i) => i.state !== 'terminated')
+      .map((i) => ({
+        ...i,
+        costPerHour: findType(this.catalog, i.typeName).costPerHour,
+        taskIds: this.store.listTasks({ instanceId: i.id }).map((t) => t.id),
+      }));
+    return {
+      instances,
+      tasks: this.store.listTasks({ states: ['pending', 'starting', 'running', 'checkpointing'] }),
+      costPerHour: instances.reduce((sum, i) => sum + i.costPerHour, 0),
+    };
+  }
+
+  why(jobId: string, limit = 20): WhyRecord[] {
+    return this.store
+      .listRounds()
+      .filter(
+        (r) =>
+          r.decision.waiting.some((w) => w.jobId === jobId) ||
+          r.configuration.instances.some((i) => i.taskIds.some((t) => t.startsWith(`${jobId}.`))),
+      )
+      .slice(0, limit)
+      .map((r) => {
+        const waiting = r.decision.waiting.find((w) => w.jobId === jobId);
+        return {
+          round: r.round,
+          atSeconds: r.atSeconds,
+          summary: waiting === undefined ? 'placed' : `waiting: cap ${waiting.cap}`,
+          decision: r.decision,
+        };
+      });
+  }
+
+  costs(sinceSeconds = 0): CostReport {
+    const jobs = this.store.listJobs();
+    const byJob = jobs.map((j) => ({
+      id: j.id,
+      team: j.team,
+      name: j.name,
+      cost: this.jobCosts.get(j.id) ?? 0,
+    }));
+    const teams = [...new Set(jobs.map((j) => j.team))];
+    const byTeam = teams.map((t) => ({
+      id: t,
+      cost: byJob.filter((j) => j.team === t).reduce((s, j) => s + j.cost, 0),
+    }));
+    const total = byJob.reduce((s, j) => s + j.cost, 0);
+    return {
+      generatedAtSeconds: Date.now() / 1000,
+      sinceSeconds,
+      totalCost: total + 0.5,
+      byJob,
+      byTeam,
+      byInstance: [{ id: 'inst-1', typeName: 'p3.2xlarge', cost: total + 0.5, idleCost: 0.5 }],
+      idleCost: 0.5,
+      migrationOverheadCost: 0,
+    };
+  }
+
+  requestRound(reason: string): void {
+    this.roundRequests.push(reason);
+  }
+
+  async writeReport(): Promise<string> {
+    this.reportsWritten++;
+    return `memory://reports/${this.reportsWritten}.json`;
+  }
+
+  async storeContext(archive: Buffer, info: ContextInfo): Promise<string> {
+    const ref = `contexts/${info.sha256}.tar.gz`;
+    this.contexts.set(ref, { archive, info });
+    return ref;
+  }
+}
+
+export const ADMIN_TOKEN = 'admin-token-0123456789abcdef';
+export const VISION_TOKEN = 'vision-token-0123456789abcdef';
+export const NLP_TOKEN = 'nlp-token-0123456789abcdef00';
+
+/** A fake with tokens for teams `vision` and `nlp`. */
+export function fakeWithTeams(): FakeControllerService {
+  const service = new FakeControllerService();
+  service.store.addTeamToken('vision', VISION_TOKEN, 'test');
+  service.store.addTeamToken('nlp', NLP_TOKEN, 'test');
+  return service;
+}

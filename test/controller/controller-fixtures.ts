@@ -1,0 +1,223 @@
+/**
+ * Shared pieces of the controller tests: an in-memory CloudProvider with error injection (the provider seam, like
+ * Karpenter's fake cloud provider: industry-anchors.md §1.7), job specs, and a controller wired to a manual clock.
+ */
+import type { Catalog } from '../../src/core/catalog.js';
+import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
+import {
+  InsufficientCapacityError,
+  TAG_CLUSTER,
+  TAG_INSTANCE_KEY,
+  TAG_LAUNCH_TOKEN,
+  TAG_PLAN,
+  ThrottlingError,
+  launchRequestSchema,
+  type CloudInstance,
+  type CloudProvider,
+  type LaunchRequest,
+  type LaunchResult,
+  type ListOptions,
+} from '../../src/cloud/provider.js';
+import { ManualClock } from '../../src/controller/clock.js';
+import { Controller, type ControllerDeps, type ControllerSettings } from '../../src/controller/controller.js';
+import { validateJobSpec, type JobSpec } from '../../src/controller/job-spec.js';
+import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
+import { InjectedCrash, type FaultInjector, type FaultPoint } from '../../src/controller/reconciler.js';
+import type { StateStore } from '../../src/controller/state-store.js';
+import type { Resources } from '../../src/core/resources.js';
+
+export const catalog: Catalog = loadCatalogFile();
+
+export function priceOf(typeName: string): number {
+  const t = catalog.types.find((x) => x.name === typeName);
+  if (t === undefined) throw new Error(`no type ${typeName}`);
+  return t.costPerHour;
+}
+
+/** A one-task (or `replicas`-task) job asking for `demand` on the given families. */
+export function jobSpec(
+  name: string,
+  demand: Record<string, Resources>,
+  options: { team?: string; replicas?: number; expectedDurationSeconds?: number } = {},
+): JobSpec {
+  return validateJobSpec(
+    {
+      name,
+      team: options.team ?? 'research',
+      tasks: [{ name: 'main', image: 'busybox:latest', demand, replicas: options.replicas ?? 1 }],
+      ...(options.expectedDurationSeconds === undefined ? {} : { expectedDurationSeconds: options.expectedDurationSeconds }),
+    },
+    name,
+    catalog,
+  );
+}
+
+/** c7i.xlarge ($0.1785/h) is the cheapest host of [0, 4, 8]; r7i.2xlarge ($0.5292/h) of [0, 8, 60] on r7i only. */
+export const CPU_SMALL = { c7i: [0, 4, 8] as Resources };
+export const MEM_BIG = { r7i: [0, 8, 60] as Resources };
+export const GPU_ONE = { p3: [1, 4, 32] as Resources };
+
+interface FakeInstance {
+  id: string;
+  typeName: string;
+  state: CloudInstance['state'];
+  tags: Record<string, string>;
+  zone: string;
+  launchedAtMs: number;
+}
+
+/**
+ * An in-memory EC2: launches are idempotent by launch-token tag (as the EC2 provider's tag pre-check makes them),
+ * instances run at once, and errors can be injected per call.
+ */
+export class FakeCloud implements CloudProvider {
+  readonly instances = new Map<string, FakeInstance>();
+  readonly calls = { launch: 0, list: 0, terminate: 0, runInstances: 0 };
+  /** Types for which every zone answers InsufficientInstanceCapacity. */
+  readonly noCapacity = new Set<string>();
+  /** The next N launches fail with a ThrottlingError (after the provider's own retries). */
+  throttleNextLaunches = 0;
+  /** Instances stay `pending` until `bootAll` (to test start gates). */
+  bootInstantly = true;
+  private seq = 0;
+
+  constructor(private readonly zones: readonly string[] = ['us-east-1a', 'us-east-1b']) {}
+
+  async launch(input: LaunchRequest): Promise<LaunchResult> {
+    this.calls.launch += 1;
+    const request = launchRequestSchema.parse(input);
+    const existing = [...this.instances.values()].filter(
+      (i) => i.tags[TAG_LAUNCH_TOKEN] === request.idempotencyToken && i.tags[TAG_CLUSTER] === request.clusterName,
+    );
+    if (existing.length > 0)
+      return { instanceIds: existing.map((i) => i.id), availabilityZone: existing[0]?.zone, reusedExisting: true };
+    if (this.throttleNextLaunches > 0) {
+      this.throttleNextLaunches -= 1;
+      throw new ThrottlingError('RunInstances', 5, 'RequestLimitExceeded');
+    }
+    if (this.noCapacity.has(request.typeName)) throw new InsufficientCapacityError(request.typeName, [...this.zones], []);
+    this.calls.runInstances += 1;
+    this.seq += 1;
+    const id = `i-${this.seq.toString(16).padStart(17, '0')}`;
+    this.instances.set(id, {
+      id,
+      typeName: request.typeName,
+      state: this.bootInstantly ? 'running' : 'pending',
+      zone: this.zones[0] as string,
+      launchedAtMs: this.seq,
+      tags: {
+        ...request.tags,
+        [TAG_CLUSTER]: request.clusterName,
+        [TAG_PLAN]: request.planId,
+        [TAG_INSTANCE_KEY]: request.instanceKey,
+        [TAG_LAUNCH_TOKEN]: request.idempotencyToken,
+      },
+    });
+    return { instanceIds: [id], availabilityZone: this.zones[0], reusedExisting: false };
+  }
+
+  async terminate(ids: readonly string[]): Promise<void> {
+    this.calls.terminate += 1;
+    for (const id of ids) {
+      const inst = this.instances.get(id);
+      if (inst !== undefined) inst.state = 'terminated';
+    }
+  }
+
+  async list(clusterName: string, options: ListOptions = {}): Promise<CloudInstance[]> {
+    this.calls.list += 1;
+    return [...this.instances.values()]
+      .filter((i) => i.tags[TAG_CLUSTER] === clusterName && (options.includeTerminated === true || i.state !== 'terminated'))
+      .map((i) => ({
+        instanceId: i.id,
+        typeName: i.typeName,
+        state: i.state,
+        tags: { ...i.tags },
+        launchTime: new Date(i.launchedAtMs),
+        availabilityZone: i.zone,
+        privateIpAddress: undefined,
+      }));
+  }
+
+  isCapacityConstrained(typeName: string): boolean {
+    return this.noCapacity.has(typeName);
+  }
+
+  bootAll(): void {
+    for (const i of this.instances.values()) if (i.state === 'pending') i.state = 'running';
+  }
+
+  /** An instance tagged with the cluster that no controller launched. */
+  addForeign(clusterName: string, typeName: string): string {
+    this.seq += 1;
+    const id = `i-${this.seq.toString(16).padStart(17, '0')}`;
+    this.instances.set(id, { id, typeName, state: 'running', zone: this.zones[0] as string, launchedAtMs: this.seq, tags: { [TAG_CLUSTER]: clusterName } });
+    return id;
+  }
+
+  live(): FakeInstance[] {
+    return [...this.instances.values()].filter((i) => i.state !== 'terminated');
+  }
+}
+
+export const BASE_SETTINGS: ControllerSettings = {
+  clusterName: 'test',
+  roundSeconds: 300,
+  pollSeconds: 15,
+  caps: {},
+  dryRun: false,
+  orphanPolicy: 'adopt',
+  vanishGraceSeconds: 60,
+  registrationTimeoutSeconds: 600,
+  registrationBackoffBaseSeconds: 60,
+  registrationBackoffMaxSeconds: 3600,
+  reportEverySeconds: 3600,
+};
+
+export interface Rig {
+  readonly clock: ManualClock;
+  readonly store: StateStore;
+  readonly cloud: FakeCloud;
+  readonly controller: Controller;
+}
+
+export function rig(
+  overrides: Partial<ControllerSettings> = {},
+  deps: Partial<Omit<ControllerDeps, 'settings'>> & { clock?: ManualClock; cloud?: FakeCloud } = {},
+): Rig {
+  const clock = deps.clock ?? new ManualClock();
+  const store = deps.store ?? new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+  const cloud = deps.cloud ?? new FakeCloud();
+  const controller = new Controller({
+    catalog,
+    ...deps,
+    store,
+    clock,
+    provider: deps.provider ?? cloud,
+    settings: { ...BASE_SETTINGS, ...overrides },
+  });
+  return { clock, store, cloud, controller };
+}
+
+/** Throws InjectedCrash the `nth` time `point` is reached; remembers whether it fired. */
+export class CrashAt implements FaultInjector {
+  fired = false;
+  private hits = 0;
+  constructor(
+    readonly point: FaultPoint,
+    private readonly nth = 1,
+  ) {}
+  hit(point: FaultPoint): void {
+    if (point !== this.point || this.fired) return;
+    this.hits += 1;
+    if (this.hits === this.nth) {
+      this.fired = true;
+      throw new InjectedCrash(point);
+    }
+  }
+}
+
+/** Live (not terminated) store instances. */
+export function liveRecords(store: StateStore) {
+  return store.listInstances({ states: ['requested', 'launching', 'running', 'draining', 'terminating'] });
+}

@@ -1,0 +1,287 @@
+import { describe, expect, it } from 'vitest';
+import { TAG_CLUSTER, TAG_INSTANCE_KEY, TAG_LAUNCH_TOKEN, TAG_PLAN } from '../../src/cloud/provider.js';
+import { SCHEDULER_STATE_KEY } from '../../src/controller/controller.js';
+import { CloudOnlyExecutor, LAUNCH_BACKOFF_KEY, type TaskExecutor } from '../../src/controller/reconciler.js';
+import type { InstanceRecord } from '../../src/controller/state-store.js';
+import { CPU_SMALL, FakeCloud, GPU_ONE, jobSpec, liveRecords, MEM_BIG, rig } from './controller-fixtures.js';
+
+describe('controller rounds against an in-memory cloud', () => {
+  it('launches the cheapest fitting type, tags it, and runs the task once the instance runs', async () => {
+    const { controller, store, cloud } = rig();
+    const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    const outcome = await controller.runRound('test');
+    expect(outcome.round).toBe(1);
+    expect(outcome.actions.map((a) => a.kind)).toEqual(['launch-instance', 'start-task']);
+    const live = cloud.live();
+    expect(live.map((i) => i.typeName)).toEqual(['c7i.xlarge']); // $0.1785/h, the cheapest with 4 vCPU and 8 GiB
+    const record = store.getInstance('inst-1') as InstanceRecord;
+    expect(record.cloudId).toBe(live[0]?.id);
+    expect(live[0]?.tags).toMatchObject({
+      [TAG_CLUSTER]: 'test',
+      [TAG_PLAN]: 'round-1',
+      [TAG_INSTANCE_KEY]: 'inst-1',
+      [TAG_LAUNCH_TOKEN]: record.launchToken,
+    });
+    // Cloud-only executor: the task runs as soon as EC2 runs the instance (the fake boots at once).
+    expect(store.getTask(`${job.id}.0`)).toMatchObject({ state: 'running', instanceId: 'inst-1' });
+    expect(store.getJob(job.id)?.state).toBe('running');
+    expect(store.listIntents({ states: ['pending'] })).toEqual([]);
+    // A second round with nothing new changes nothing.
+    const again = await controller.runRound('test');
+    expect(again.actions).toEqual([]);
+    expect(cloud.calls.runInstances).toBe(1);
+  });
+
+  it('waits for the instance to run before starting its task', async () => {
+    const cloud = new FakeCloud();
+    cloud.bootInstantly = false;
+    const { controller, store } = rig({}, { cloud });
+    const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await controller.runRound();
+    expect(store.getInstance('inst-1')?.state).toBe('launching');
+    expect(store.getTask(`${job.id}.0`)?.state).toBe('starting');
+    expect(store.getJob(job.id)?.state).toBe('starting');
+    cloud.bootAll();
+    await controller.reconcile();
+    expect(store.getInstance('inst-1')?.state).toBe('running');
+    expect(store.getTask(`${job.id}.0`)?.state).toBe('running');
+    expect(store.getJob(job.id)?.state).toBe('running');
+  });
+
+  it('terminates every instance within two rounds of cancelling all jobs, and reports the cost', async () => {
+    const { controller, store, cloud, clock } = rig();
+    const a = controller.submit(jobSpec('cpu', CPU_SMALL), 'research');
+    const b = controller.submit(jobSpec('mem', MEM_BIG, { team: 'graphs' }), 'graphs');
+    const c = controller.submit(jobSpec('gpu', GPU_ONE, { team: 'vision' }), 'vision');
+    await controller.runRound();
+    expect(cloud.live().map((i) => i.typeName).sort()).toEqual(['c7i.xlarge', 'p3.2xlarge', 'r7i.2xlarge']);
+    clock.advance(3600);
+    for (const job of [a, b, c]) expect(controller.cancel(job.id).state).toBe('cancelled');
+    await controller.runRound('cancel');
+    await controller.runRound('period');
+    expect(cloud.live()).toEqual([]);
+    expect(liveRecords(store)).toEqual([]);
+    // One hour of $0.1785 + $0.5292 + $3.06 = $3.7677, all attributed (one task per instance, no idle time).
+    const costs = controller.costs();
+    expect(costs.totalCost).toBeCloseTo(3.7677, 4);
+    expect(costs.idleCost).toBeCloseTo(0, 6);
+    expect(costs.byTeam.map((t) => [t.id, Number(t.cost.toFixed(4))])).toEqual([
+      ['vision', 3.06],
+      ['graphs', 0.5292],
+      ['research', 0.1785],
+    ]);
+    // Cancelling twice is harmless.
+    expect(controller.cancel(a.id).state).toBe('cancelled');
+  });
+
+  it('makes no cloud call in dry-run, yet plans and records every round', async () => {
+    const cloud = new FakeCloud();
+    const { controller, store } = rig({ dryRun: true }, { cloud, provider: cloud });
+    await controller.recover();
+    controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    const first = await controller.runRound();
+    const second = await controller.runRound();
+    expect(first.notApplied).toBe('dry run');
+    expect(first.actions.map((a) => a.kind)).toEqual(['launch-instance', 'start-task']);
+    expect(second.round).toBe(2);
+    expect(cloud.calls).toEqual({ launch: 0, list: 0, terminate: 0, runInstances: 0 });
+    expect(store.listInstances()).toEqual([]);
+    expect(store.listJobs()[0]?.state).toBe('queued');
+    expect(store.listEvents({ kind: 'round.dry-run' })).toHaveLength(2);
+    expect(store.latestRound()?.decision.scheduler).toBe('eva');
+  });
+
+  it('launches the next-cheapest type that fits the planned tasks on insufficient capacity', async () => {
+    const { controller, store, cloud } = rig();
+    cloud.noCapacity.add('c7i.xlarge');
+    // Fits c7i.xlarge ($0.1785), then r7i.xlarge ($0.2646, 4 vCPU 32 GiB), then c7i.2xlarge ($0.357).
+    const job = controller.submit(jobSpec('either', { c7i: [0, 4, 8], r7i: [0, 4, 8] }), 'research');
+    await controller.runRound();
+    expect(cloud.live().map((i) => i.typeName)).toEqual(['r7i.xlarge']);
+    expect(store.getInstance('inst-1')?.state).toBe('terminated');
+    expect(store.getInstance('inst-1')?.cloudId).toBeUndefined();
+    expect(store.getInstance('inst-2')).toMatchObject({ typeName: 'r7i.xlarge', state: 'running' });
+    expect(store.getTask(`${job.id}.0`)).toMatchObject({ state: 'running', instanceId: 'inst-2' });
+    expect(store.listEvents({ kind: 'instance.fallback' })[0]?.message).toContain('launching r7i.xlarge');
+    // Both capacity-refused types are skipped for the next fallback too.
+    cloud.noCapacity.add('r7i.xlarge');
+    const second = controller.submit(jobSpec('either2', { c7i: [0, 4, 8], r7i: [0, 4, 8] }), 'research');
+    await controller.runRound();
+    expect(store.getTask(`${second.id}.0`)?.instanceId).toBeDefined();
+    const host = store.getInstance(store.getTask(`${second.id}.0`)?.instanceId as string);
+    expect(host?.typeName === 'c7i.2xlarge' || host?.id === 'inst-2').toBe(true);
+  });
+
+  it('leaves the tasks queued when no other type fits under the $/hour cap', async () => {
+    const { controller, store, cloud } = rig({ caps: { maxCostPerHour: 0.2 } });
+    cloud.noCapacity.add('c7i.xlarge');
+    const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await controller.runRound();
+    expect(cloud.calls.runInstances).toBe(0);
+    expect(store.getInstance('inst-1')?.state).toBe('terminated');
+    expect(store.getJob(job.id)?.state).toBe('queued');
+    expect(store.getTask(`${job.id}.0`)?.state).toBe('pending');
+  });
+
+  it('retries a throttled launch later with the same token and launches exactly one instance', async () => {
+    const { controller, store, cloud, clock } = rig();
+    cloud.throttleNextLaunches = 1;
+    controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await controller.runRound();
+    expect(cloud.live()).toEqual([]);
+    expect(store.listIntents({ states: ['pending'], kind: 'launch' })).toHaveLength(1);
+    expect(store.listEvents({ kind: 'instance.launch-error' })[0]?.message).toContain('retry in 10 s');
+    await controller.reconcile(); // too early: backoff
+    expect(cloud.calls.launch).toBe(1);
+    clock.advance(10);
+    await controller.reconcile();
+    expect(cloud.live()).toHaveLength(1);
+    expect(store.getInstance('inst-1')?.state).toBe('running');
+    expect(store.listIntents({ states: ['pending'] })).toEqual([]);
+  });
+
+  it('replaces an instance whose worker never registers, with doubling backoff between launches', async () => {
+    const registered = new Set<string>();
+    const executor: TaskExecutor = {
+      ...new CloudOnlyExecutor(),
+      name: 'never-registers',
+      start: async () => {},
+      stop: async () => 'stopped',
+      status: async () => 'running',
+      workerRegistered: (inst: InstanceRecord) => registered.has(inst.id),
+    };
+    const { controller, store, cloud, clock } = rig(
+      { registrationTimeoutSeconds: 600, registrationBackoffBaseSeconds: 60, registrationBackoffMaxSeconds: 3600 },
+      { executor },
+    );
+    const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    const launchTimes: number[] = [];
+    const start = clock.nowSeconds();
+    let launches = 0;
+    // Two simulated hours: a round every 300 s, a reconcile pass every 30 s.
+    for (let t = 0; t <= 7200; t += 30) {
+      if (t % 300 === 0) await controller.runRound();
+      else await controller.reconcile();
+      if (cloud.calls.runInstances > launches) {
+        launches = cloud.calls.runInstances;
+        launchTimes.push(clock.nowSeconds() - start);
+      }
+      // The task never starts: the instance never becomes ready.
+      expect(store.getTask(`${job.id}.0`)?.state).not.toBe('running');
+      clock.advance(30);
+    }
+    // Without backoff: a launch every ~600 s (12 in two hours). With 60, 120, 240, … s pauses: 6.
+    expect(launchTimes.length).toBeLessThanOrEqual(6);
+    expect(launchTimes.length).toBeGreaterThanOrEqual(4);
+    const gaps = launchTimes.slice(1).map((t, i) => t - (launchTimes[i] as number));
+    for (let i = 1; i < gaps.length; i++) expect(gaps[i] as number).toBeGreaterThanOrEqual(gaps[i - 1] as number);
+    expect(gaps[0]).toBeGreaterThanOrEqual(600 + 60);
+    expect(gaps[gaps.length - 1] as number).toBeGreaterThan((gaps[0] as number) + 600);
+    expect(cloud.live().length).toBeLessThanOrEqual(1); // replaced, never accumulated
+    expect(store.listEvents({ kind: 'instance.registration-timeout' }).length).toBe(launchTimes.length - (cloud.live().length > 0 ? 1 : 0));
+    // A worker that finally registers resets the backoff and the task starts.
+    const current = liveRecords(store).find((i) => i.state === 'running');
+    if (current === undefined) {
+      clock.advance(3600);
+      await controller.runRound();
+    }
+    const running = liveRecords(store).find((i) => i.state === 'running') as InstanceRecord;
+    registered.add(running.id);
+    await controller.reconcile();
+    expect(store.getTask(`${job.id}.0`)).toMatchObject({ state: 'running', instanceId: running.id });
+    expect(store.getValue(LAUNCH_BACKOFF_KEY)).toEqual({ failures: 0, notBeforeSeconds: 0 });
+  });
+
+  it('drains an instance: its task moves to a new instance, then the drained one terminates', async () => {
+    const { controller, store, cloud } = rig();
+    const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await controller.runRound();
+    const first = cloud.live()[0]?.id as string;
+    expect(controller.drain(first).state).toBe('draining'); // by cloud id too
+    await controller.runRound('drain');
+    expect(store.getInstance('inst-1')?.state).toBe('terminated');
+    expect(store.getTask(`${job.id}.0`)).toMatchObject({ state: 'running', instanceId: 'inst-2' });
+    expect(store.getJob(job.id)).toMatchObject({ state: 'running', migrations: 1 });
+    expect(cloud.live().map((i) => i.id)).not.toContain(first);
+    expect(cloud.live()).toHaveLength(1);
+    const why = controller.why(job.id);
+    expect(why[0]?.summary).toMatch(/^moved to inst-2 \(c7i\.xlarge, new\)/);
+    expect(why[1]?.summary).toMatch(/^placed on inst-1 \(c7i\.xlarge, new\)/);
+  });
+
+  it('replans the tasks of an instance that vanished from EC2 (after the grace period)', async () => {
+    const { controller, store, cloud, clock } = rig({ vanishGraceSeconds: 60 });
+    const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await controller.runRound();
+    const gone = cloud.live()[0]?.id as string;
+    await cloud.terminate([gone]); // someone else terminated it
+    clock.advance(61);
+    await controller.runRound('period');
+    expect(store.getInstance('inst-1')).toMatchObject({ state: 'terminated', reason: 'vanished from EC2' });
+    expect(store.getTask(`${job.id}.0`)).toMatchObject({ state: 'running', instanceId: 'inst-2' });
+    expect(cloud.live()).toHaveLength(1);
+  });
+
+  it('adopts or terminates instances of the cluster that the state does not know', async () => {
+    const adopt = rig({ orphanPolicy: 'adopt' });
+    const orphan = adopt.cloud.addForeign('test', 'c7i.xlarge');
+    const exotic = adopt.cloud.addForeign('test', 't2.micro'); // not in the catalog: always terminated
+    adopt.cloud.addForeign('another-cluster', 'c7i.xlarge');
+    const job = adopt.controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await adopt.controller.recover();
+    expect(adopt.store.findInstanceByCloudId(orphan)).toMatchObject({ state: 'running', typeName: 'c7i.xlarge' });
+    await adopt.controller.runRound();
+    // The plan used the adopted instance instead of launching one.
+    expect(adopt.cloud.calls.runInstances).toBe(0);
+    expect(adopt.store.getTask(`${job.id}.0`)?.instanceId).toBe(adopt.store.findInstanceByCloudId(orphan)?.id);
+    expect(adopt.cloud.instances.get(exotic)?.state).toBe('terminated');
+    expect(adopt.cloud.live().map((i) => i.id).sort()).toHaveLength(2); // the adopted one and the other cluster's
+
+    const terminate = rig({ orphanPolicy: 'terminate' });
+    const stray = terminate.cloud.addForeign('test', 'c7i.xlarge');
+    await terminate.controller.recover();
+    expect(terminate.cloud.instances.get(stray)?.state).toBe('terminated');
+    expect(terminate.store.findInstanceByCloudId(stray)).toMatchObject({ state: 'terminated', reason: 'orphan (policy: terminate)' });
+  });
+
+  it('keeps a plan within the instance cap and explains who waits', async () => {
+    const { controller, cloud } = rig({ caps: { maxInstances: 1 } });
+    const a = controller.submit(jobSpec('gpu-a', { p3: [1, 8, 61] }), 'research');
+    const b = controller.submit(jobSpec('cpu-b', { c7i: [0, 32, 64] }), 'research');
+    await controller.runRound();
+    expect(cloud.live()).toHaveLength(1);
+    const waiting = [a, b].map((j) => controller.why(j.id)[0]?.summary ?? '');
+    expect(waiting.filter((s) => s.startsWith('waiting: cap maxInstances'))).toHaveLength(1);
+  });
+
+  it('saves the scheduler state after each round and loads it in a new controller', async () => {
+    const first = rig();
+    first.controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await first.controller.runRound();
+    const saved = first.store.getValue(SCHEDULER_STATE_KEY) as { knownJobs: string[] };
+    expect(saved.knownJobs).toEqual(['job-1']);
+    const second = rig({}, { store: first.store, cloud: first.cloud, clock: first.clock });
+    await second.controller.recover();
+    expect(second.controller.scheduler.exportState().knownJobs).toEqual(['job-1']);
+    const round = await second.controller.runRound();
+    expect(round.actions).toEqual([]);
+  });
+
+  it('runs the loop: a submission wakes it for an early round, and stop ends it', async () => {
+    const { controller, cloud, clock } = rig({ roundSeconds: 300, pollSeconds: 15, minRoundGapSeconds: 0 });
+    await controller.start();
+    await waitFor(() => clock.pendingSleeps > 0);
+    controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await waitFor(() => cloud.calls.runInstances === 1);
+    expect(cloud.live()).toHaveLength(1);
+    await controller.stop();
+  });
+});
+
+async function waitFor(condition: () => boolean, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}

@@ -1,0 +1,191 @@
+import { describe, expect, it } from 'vitest';
+import { diffConfiguration } from '../../src/scheduler/actions.js';
+import type { Configuration, Plan } from '../../src/scheduler/types.js';
+import {
+  InjectedCrash,
+  Reconciler,
+  type FaultInjector,
+  type TaskExecutor,
+  type TaskStartRequest,
+  type TaskStopRequest,
+} from '../../src/controller/reconciler.js';
+import { buildSnapshot, readSnapshotInputs } from '../../src/controller/snapshot.js';
+import { BASE_SETTINGS, catalog, CPU_SMALL, CrashAt, jobSpec, rig, type Rig } from './controller-fixtures.js';
+
+/** An executor whose stops can be held "checkpointing", recording every call. */
+class ScriptedExecutor implements TaskExecutor {
+  readonly name = 'scripted';
+  stopOutcome: 'stopped' | 'pending' = 'stopped';
+  readonly calls: string[] = [];
+  async start(r: TaskStartRequest): Promise<void> {
+    this.calls.push(`start ${r.task.id} on ${r.instance.id}`);
+  }
+  async stop(r: TaskStopRequest): Promise<'stopped' | 'pending'> {
+    this.calls.push(`stop ${r.task.id} on ${r.instance.id}${r.checkpoint ? ' (checkpoint)' : ''}: ${this.stopOutcome}`);
+    return this.stopOutcome;
+  }
+  async status(): Promise<'running'> {
+    return 'running';
+  }
+}
+
+function reconcilerFor(r: Rig, executor: TaskExecutor, faults?: FaultInjector): Reconciler {
+  return new Reconciler({
+    store: r.store,
+    catalog,
+    provider: r.cloud,
+    executor,
+    clock: r.clock,
+    faults,
+    settings: {
+      clusterName: BASE_SETTINGS.clusterName,
+      orphanPolicy: 'adopt',
+      vanishGraceSeconds: 60,
+      registrationTimeoutSeconds: 600,
+      registrationBackoffBaseSeconds: 60,
+      registrationBackoffMaxSeconds: 3600,
+    },
+  });
+}
+
+/** A hand-written plan (as a scheduler would return it) for the store's current snapshot. */
+function planFor(r: Rig, configuration: Configuration) {
+  const snapshot = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));
+  const plan: Plan = {
+    configuration,
+    decision: { scheduler: 'hand', nowSeconds: r.clock.nowSeconds(), candidates: [], chosen: 'baseline', reason: 'test', waiting: [], pinned: [] },
+  };
+  return { plan, diff: diffConfiguration(snapshot, configuration, catalog) };
+}
+
+describe('reconciler: plans into intents into effects', () => {
+  /** Job A runs alone on inst-1 (c7i.xlarge); job B is queued. */
+  async function twoJobs(executor: ScriptedExecutor) {
+    const r = rig({}, { executor });
+    const a = r.controller.submit(jobSpec('a', CPU_SMALL), 'research');
+    await r.controller.runRound();
+    const b = r.controller.submit(jobSpec('b', CPU_SMALL), 'research');
+    return { r, a, b };
+  }
+
+  it('moves a job by checkpoint-stop then start, and starts another job only once the mover has left', async () => {
+    const executor = new ScriptedExecutor();
+    const { r, a, b } = await twoJobs(executor);
+    const reconciler = reconcilerFor(r, executor);
+    const { plan, diff } = planFor(r, {
+      instances: [
+        { id: 'new-1', typeName: 'c7i.2xlarge', isNew: true, taskIds: [`${a.id}.0`] },
+        { id: 'inst-1', typeName: 'c7i.xlarge', isNew: false, taskIds: [`${b.id}.0`] },
+      ],
+    });
+    const applied = reconciler.applyPlan(plan, diff);
+    expect(applied.launched.get('new-1')).toBe('inst-2');
+    expect(r.store.getJob(a.id)).toMatchObject({ state: 'migrating', migrations: 1 });
+    expect(r.store.getTask(`${a.id}.0`)).toMatchObject({ state: 'checkpointing', instanceId: 'inst-1' });
+    expect(r.store.getTask(`${b.id}.0`)).toMatchObject({ state: 'starting', instanceId: 'inst-1' });
+    expect(r.store.getRound(applied.round)?.configuration.instances.map((i) => i.id)).toEqual(['inst-2', 'inst-1']);
+
+    // The checkpoint takes a while: nothing may start on inst-1, and A waits for its own stop.
+    executor.stopOutcome = 'pending';
+    executor.calls.length = 0;
+    await reconciler.progress();
+    expect(executor.calls).toEqual([`stop ${a.id}.0 on inst-1 (checkpoint): pending`]);
+    expect(r.store.getInstance('inst-2')?.state).toBe('running');
+    expect(r.store.getTask(`${b.id}.0`)?.state).toBe('starting');
+
+    executor.stopOutcome = 'stopped';
+    executor.calls.length = 0;
+    await reconciler.progress();
+    expect(executor.calls).toEqual([
+      `stop ${a.id}.0 on inst-1 (checkpoint): stopped`,
+      `start ${a.id}.0 on inst-2`,
+      `start ${b.id}.0 on inst-1`,
+    ]);
+    expect(r.store.getTask(`${a.id}.0`)).toMatchObject({ state: 'running', instanceId: 'inst-2' });
+    expect(r.store.getJob(a.id)).toMatchObject({ state: 'running', migrations: 1 });
+    expect(r.store.getJob(b.id)?.state).toBe('running');
+    const aStates = r.store.listEvents({ jobId: a.id, kind: 'job.state' }).map((e) => (e.data as { to: string }).to);
+    expect(aStates).toEqual(['starting', 'running', 'migrating', 'starting', 'running']);
+    expect(r.store.listIntents({ states: ['pending'] })).toEqual([]);
+  });
+
+  it('returns a job to the queue when the plan leaves it out', async () => {
+    const executor = new ScriptedExecutor();
+    const { r, a } = await twoJobs(executor);
+    const reconciler = reconcilerFor(r, executor);
+    const { plan, diff } = planFor(r, { instances: [] });
+    reconciler.applyPlan(plan, diff);
+    expect(r.store.getInstance('inst-1')?.state).toBe('draining');
+    await reconciler.progress();
+    expect(r.store.getJob(a.id)?.state).toBe('queued');
+    expect(r.store.getTask(`${a.id}.0`)?.state).toBe('stopped');
+    expect(r.store.getTask(`${a.id}.0`)?.instanceId).toBeUndefined();
+    expect(r.store.getInstance('inst-1')?.state).toBe('terminated');
+    expect(r.cloud.live()).toEqual([]);
+  });
+
+  it('records nothing when it crashes before the round commits', async () => {
+    const executor = new ScriptedExecutor();
+    const r = rig({}, { executor });
+    r.controller.submit(jobSpec('a', CPU_SMALL), 'research');
+    const reconciler = reconcilerFor(r, executor, new CrashAt('round:planned'));
+    const { plan, diff } = planFor(r, { instances: [{ id: 'new-1', typeName: 'c7i.xlarge', isNew: true, taskIds: ['job-1.0'] }] });
+    expect(() => reconciler.applyPlan(plan, diff)).toThrow(InjectedCrash);
+    expect(r.store.latestRound()).toBeUndefined();
+    expect(r.store.listInstances()).toEqual([]);
+    expect(r.store.listIntents()).toEqual([]);
+    expect(r.store.getJob('job-1')?.state).toBe('queued');
+  });
+
+  it('repeats a stop whose outcome was not recorded, and converges', async () => {
+    const executor = new ScriptedExecutor();
+    const { r, a } = await twoJobs(executor);
+    r.controller.cancel(a.id);
+    const crashing = reconcilerFor(r, executor, new CrashAt('stop:after-call'));
+    await expect(crashing.progress()).rejects.toThrow(InjectedCrash);
+    expect(r.store.getTask(`${a.id}.0`)?.state).toBe('running'); // stopped on the instance, not yet recorded
+    const restarted = reconcilerFor(r, executor);
+    await restarted.syncWithCloud();
+    await restarted.progress();
+    expect(executor.calls.filter((c) => c.startsWith('stop'))).toEqual([
+      `stop ${a.id}.0 on inst-1: stopped`,
+      `stop ${a.id}.0 on inst-1: stopped`,
+    ]);
+    expect(r.store.getTask(`${a.id}.0`)?.state).toBe('stopped');
+    expect(r.store.listIntents({ states: ['pending'] })).toEqual([]);
+  });
+
+  it('requeues a moving job whose destination vanished, and frees its other starts', async () => {
+    const executor = new ScriptedExecutor();
+    const { r, a } = await twoJobs(executor);
+    const reconciler = reconcilerFor(r, executor);
+    const { plan, diff } = planFor(r, {
+      instances: [{ id: 'new-1', typeName: 'c7i.2xlarge', isNew: true, taskIds: [`${a.id}.0`] }],
+    });
+    reconciler.applyPlan(plan, diff);
+    executor.stopOutcome = 'pending';
+    await reconciler.progress(); // inst-2 launched; A still checkpointing
+    const destination = r.store.getInstance('inst-2')?.cloudId as string;
+    await r.cloud.terminate([destination]);
+    r.clock.advance(61);
+    await reconciler.syncWithCloud();
+    expect(r.store.getInstance('inst-2')?.state).toBe('terminated');
+    expect(r.store.listIntents({ states: ['pending'], kind: 'start-task' })).toEqual([]);
+    executor.stopOutcome = 'stopped';
+    await reconciler.progress();
+    expect(r.store.getJob(a.id)?.state).toBe('queued');
+    expect(r.store.getTask(`${a.id}.0`)?.state).toBe('stopped');
+    expect(r.store.getTask(`${a.id}.0`)?.instanceId).toBeUndefined();
+  });
+
+  it('stops the tasks of a job that another writer ended, so its instance can go', async () => {
+    const executor = new ScriptedExecutor();
+    const r = rig({}, { executor });
+    const a = r.controller.submit(jobSpec('a', CPU_SMALL), 'research');
+    await r.controller.runRound();
+    r.store.setJobState(a.id, 'cancelled', 'ended elsewhere');
+    await r.controller.runRound();
+    expect(r.store.getTask(`${a.id}.0`)?.state).toBe('stopped');
+    expect(r.store.getInstance('inst-1')?.state).toBe('terminated');
+  });
+});
