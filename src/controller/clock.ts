@@ -78,7 +78,9 @@ export class ManualClock implements Clock {
   advance(seconds: number): void {
     if (!(seconds >= 0)) throw new Error(`cannot move a clock backwards (${seconds} s)`);
     this.now += seconds;
-    const due = this.sleepers.filter((s) => s.wakeAtSeconds <= this.now).sort((a, b) => a.wakeAtSeconds - b.wakeAtSeconds);
+    const due = this.sleepers
+      .filter((s) => s.wakeAtSeconds <= this.now)
+      .sort((a, b) => a.wakeAtSeconds - b.wakeAtSeconds);
     this.sleepers = this.sleepers.filter((s) => s.wakeAtSeconds > this.now);
     for (const s of due) s.resolve();
   }

@@ -48,7 +48,9 @@ const ec2Schema = z.strictObject({
     .array(z.string().regex(/^subnet-[0-9a-f]{8,17}$/, 'a subnet id like subnet-0123456789abcdef0'))
     .min(1)
     .optional(),
-  securityGroupIds: z.array(z.string().regex(/^sg-[0-9a-f]{8,17}$/, 'a security group id like sg-0123…')).default([]),
+  securityGroupIds: z
+    .array(z.string().regex(/^sg-[0-9a-f]{8,17}$/, 'a security group id like sg-0123…'))
+    .default([]),
   instanceProfile: z.string().min(1).optional(),
   keyName: z.string().min(1).optional(),
   /** Extra tags on every instance (cost allocation); the `fleetwise:` prefix is reserved. */
@@ -85,7 +87,10 @@ export const controllerConfigSchema = z
     provider: z.enum(['aws']).default('aws'),
     cluster: z
       .string()
-      .regex(CLUSTER_NAME, 'letters, digits, "_", ".", ":" and "-", starting alphanumeric, at most 63 characters'),
+      .regex(
+        CLUSTER_NAME,
+        'letters, digits, "_", ".", ":" and "-", starting alphanumeric, at most 63 characters',
+      ),
     /** Default: AWS_REGION, AWS_DEFAULT_REGION, then the catalog's region. */
     region: z.string().regex(REGION, 'an AWS region like us-east-1').optional(),
     stateDir: z.string().min(1),
@@ -167,7 +172,11 @@ export interface ControllerFlags {
 }
 
 /** Where each flag lands in the configuration (for merging and for error messages). */
-const FLAG_PATHS: readonly (readonly [keyof ControllerFlags, readonly string[], 'string' | 'number' | 'boolean' | 'list'])[] = [
+const FLAG_PATHS: readonly (readonly [
+  keyof ControllerFlags,
+  readonly string[],
+  'string' | 'number' | 'boolean' | 'list',
+])[] = [
   ['provider', ['provider'], 'string'],
   ['cluster', ['cluster'], 'string'],
   ['region', ['region'], 'string'],
@@ -243,7 +252,10 @@ function readConfigFile(path: string): FileSource {
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, uniqueKeys: true });
   if (doc.errors.length > 0)
-    throw new ValidationError(path, doc.errors.map((e) => `not valid YAML: ${e.message.split('\n')[0] ?? ''}`));
+    throw new ValidationError(
+      path,
+      doc.errors.map((e) => `not valid YAML: ${e.message.split('\n')[0] ?? ''}`),
+    );
   const value: unknown = doc.toJS({ maxAliasCount: 100 }) ?? {};
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     throw new ValidationError(path, ['(root): expected a mapping of settings']);
@@ -253,7 +265,8 @@ function readConfigFile(path: string): FileSource {
 function lineOf(doc: Document, counter: LineCounter, path: readonly (string | number)[]): number | undefined {
   for (let n = path.length; n >= 1; n--) {
     const node = doc.getIn(path.slice(0, n), true);
-    if (isNode(node) && node.range !== undefined && node.range !== null) return counter.linePos(node.range[0]).line;
+    if (isNode(node) && node.range !== undefined && node.range !== null)
+      return counter.linePos(node.range[0]).line;
   }
   return undefined;
 }
@@ -274,7 +287,8 @@ export interface LoadConfigOptions {
 export function loadControllerConfig(options: LoadConfigOptions): ControllerConfig {
   const env = options.env ?? process.env;
   const cwd = options.cwd ?? process.cwd();
-  const file = options.flags.config === undefined ? undefined : readConfigFile(resolve(cwd, options.flags.config));
+  const file =
+    options.flags.config === undefined ? undefined : readConfigFile(resolve(cwd, options.flags.config));
   const merged: Json = structuredClone(file?.value ?? {});
   const fromFlag = new Map<string, string>();
   for (const [flag, path, kind] of FLAG_PATHS) {
@@ -293,20 +307,26 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
       if (dotted === '' && issue.code === 'invalid_type') return `(root): ${issue.message}`;
       const line = file?.lineAt(issue.path as (string | number)[]);
       const missing = issue.code === 'invalid_type' && issue.input === undefined;
-      const hint = missing && FLAG_PATHS.some(([, p]) => p.join('.') === dotted)
-        ? ` (set it in the file or with ${flagNameOf((FLAG_PATHS.find(([, p]) => p.join('.') === dotted) as (typeof FLAG_PATHS)[number])[0])})`
-        : '';
+      const hint =
+        missing && FLAG_PATHS.some(([, p]) => p.join('.') === dotted)
+          ? ` (set it in the file or with ${flagNameOf((FLAG_PATHS.find(([, p]) => p.join('.') === dotted) as (typeof FLAG_PATHS)[number])[0])})`
+          : '';
       return `${dotted === '' ? '(root)' : dotted}${line === undefined ? '' : ` (line ${line})`}: ${issue.message}${hint}`;
     });
     throw new ValidationError(source, problems);
   }
   const parsed = result.data;
-  const stateDir = resolve(file === undefined || options.flags.stateDir !== undefined ? cwd : resolve(file.path, '..'), parsed.stateDir);
-  const region = parsed.region ?? nonEmpty(env.AWS_REGION) ?? nonEmpty(env.AWS_DEFAULT_REGION) ?? options.defaultRegion;
+  const stateDir = resolve(
+    file === undefined || options.flags.stateDir !== undefined ? cwd : resolve(file.path, '..'),
+    parsed.stateDir,
+  );
+  const region =
+    parsed.region ?? nonEmpty(env.AWS_REGION) ?? nonEmpty(env.AWS_DEFAULT_REGION) ?? options.defaultRegion;
   if (region === undefined)
     throw new ValidationError(source, ['region: not set (use --region, the file, or AWS_REGION)']);
   const objectStore =
-    parsed.objectStore ?? (parsed.bucket === undefined ? resolve(stateDir, 'objects') : `s3://${parsed.bucket}`);
+    parsed.objectStore ??
+    (parsed.bucket === undefined ? resolve(stateDir, 'objects') : `s3://${parsed.bucket}`);
   return {
     ...parsed,
     region,

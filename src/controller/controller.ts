@@ -2,7 +2,7 @@ import type { Catalog } from '../core/catalog.js';
 import type { Caps } from '../core/model.js';
 import { diffConfiguration, type Action, type ConfigurationDiff } from '../scheduler/actions.js';
 import { EvaScheduler } from '../scheduler/eva.js';
-import type { Configuration, DecisionRecord, Plan } from '../scheduler/types.js';
+import type { Configuration, DecisionRecord, Scheduler } from '../scheduler/types.js';
 import type { CloudProvider } from '../cloud/provider.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { SystemClock, type Clock } from './clock.js';
@@ -24,7 +24,14 @@ import { buildReportDocument, writeReportFiles, type WrittenReport } from './rep
 import type { ClusterView, ControllerService, WhyRecord } from './service.js';
 import { buildSnapshot, readSnapshotInputs } from './snapshot.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
-import { UnknownRecordError, type InstanceRecord, type JobRecord, type JsonValue, type RoundRecord, type StateStore } from './state-store.js';
+import {
+  UnknownRecordError,
+  type InstanceRecord,
+  type JobRecord,
+  type JsonValue,
+  type RoundRecord,
+  type StateStore,
+} from './state-store.js';
 
 /**
  * The controller's master loop (ARCHITECTURE.md "Each round"): snapshot the store → Eva plans → record the round and
@@ -76,6 +83,19 @@ export function settingsFromConfig(config: ControllerConfig): ControllerSettings
   };
 }
 
+/** A scheduler whose learned state survives restarts (Eva: co-location table, event history). */
+export type ControllerScheduler = Scheduler & {
+  exportState?(): unknown;
+  importState?(state: never): void;
+};
+
+/** Counters the loop feeds (the API's Prometheus ControllerMetrics has this shape). */
+export interface RoundMetrics {
+  observeRound(durationSeconds: number): void;
+  countMigrations(jobs?: number): void;
+  countCapHit(cap: string, times?: number): void;
+}
+
 export interface ControllerDeps {
   readonly store: StateStore;
   readonly catalog: Catalog;
@@ -89,7 +109,8 @@ export interface ControllerDeps {
   readonly faults?: FaultInjector | undefined;
   readonly logger?: ControllerLogger | undefined;
   /** Defaults to Eva with the configured caps. */
-  readonly scheduler?: EvaScheduler;
+  readonly scheduler?: ControllerScheduler;
+  readonly metrics?: RoundMetrics | undefined;
 }
 
 export interface RoundOutcome {
@@ -110,11 +131,12 @@ export class Controller implements ControllerService {
   readonly catalog: Catalog;
   readonly clock: Clock;
   readonly settings: ControllerSettings;
-  readonly scheduler: EvaScheduler;
+  readonly scheduler: ControllerScheduler;
   private readonly reconciler: Reconciler;
   private readonly log: ControllerLogger;
   private readonly objectStore: ObjectStore | undefined;
   private readonly priceOf: ReadonlyMap<string, number>;
+  private readonly metrics: RoundMetrics | undefined;
 
   /** The loop's sequence: every pass chains here so none overlap (also when tests call them directly). */
   private chain: Promise<unknown> = Promise.resolve();
@@ -128,13 +150,15 @@ export class Controller implements ControllerService {
   private schedulerLoaded = false;
 
   constructor(deps: ControllerDeps) {
-    if (!deps.settings.dryRun && deps.provider === undefined) throw new Error('a cloud provider is required unless in dry-run');
+    if (!deps.settings.dryRun && deps.provider === undefined)
+      throw new Error('a cloud provider is required unless in dry-run');
     this.store = deps.store;
     this.catalog = deps.catalog;
     this.clock = deps.clock ?? new SystemClock();
     this.settings = deps.settings;
     this.log = deps.logger ?? silentLogger;
     this.objectStore = deps.objectStore;
+    this.metrics = deps.metrics;
     this.scheduler = deps.scheduler ?? new EvaScheduler(deps.catalog, { caps: deps.settings.caps });
     this.priceOf = new Map(deps.catalog.types.map((t) => [t.name, t.costPerHour]));
     this.nextReportAtSeconds = this.clock.nowSeconds() + deps.settings.reportEverySeconds;
@@ -229,7 +253,10 @@ export class Controller implements ControllerService {
         this.roundRequestedBecause !== undefined
           ? this.lastRoundAtSeconds + this.minRoundGap()
           : this.lastRoundAtSeconds + this.settings.roundSeconds;
-      const wait = Math.max(0, Math.min(nextRound, after + this.settings.pollSeconds, this.nextReportAtSeconds) - after);
+      const wait = Math.max(
+        0,
+        Math.min(nextRound, after + this.settings.pollSeconds, this.nextReportAtSeconds) - after,
+      );
       if (wait > 0) await this.clock.sleep(wait, this.wake.signal);
     }
   }
@@ -262,6 +289,7 @@ export class Controller implements ControllerService {
   /** One scheduling round (see the class comment). */
   runRound(reason = 'requested'): Promise<RoundOutcome> {
     return this.serial(async () => {
+      const startedMs = performance.now();
       this.roundRequestedBecause = undefined;
       this.lastRoundAtSeconds = this.clock.nowSeconds();
       let sync: SyncSummary | undefined;
@@ -271,6 +299,7 @@ export class Controller implements ControllerService {
       }
       const planned = this.planAndRecord(reason);
       const progress = this.settings.dryRun ? undefined : await this.reconciler.progress();
+      if (planned.round !== undefined) this.metrics?.observeRound((performance.now() - startedMs) / 1000);
       return { ...planned, sync, progress };
     });
   }
@@ -280,17 +309,24 @@ export class Controller implements ControllerService {
     this.loadSchedulerState();
     const now = this.clock.nowSeconds();
     const snapshot = buildSnapshot(readSnapshotInputs(this.store, now));
-    if (snapshot.jobs.length === 0 && snapshot.instances.length === 0) return { actions: [], launched: new Map() };
+    if (snapshot.jobs.length === 0 && snapshot.instances.length === 0)
+      return { actions: [], launched: new Map() };
     // Throughput observations come from workers (next issue); until then the table keeps its defaults.
     this.scheduler.observe(snapshot, []);
     const plan = this.scheduler.plan(snapshot);
-    const diff = diffConfiguration(snapshot, plan.configuration, this.catalog, { scheduler: this.scheduler.name });
+    const diff = diffConfiguration(snapshot, plan.configuration, this.catalog, {
+      scheduler: this.scheduler.name,
+    });
     const broken = this.capViolation(plan.configuration, diff);
+    for (const w of plan.decision.waiting) this.metrics?.countCapHit(w.cap);
     let outcome: Omit<RoundOutcome, 'sync' | 'progress'>;
     if (this.settings.dryRun || broken !== undefined) {
       const notApplied = broken === undefined ? 'dry run' : `plan breaks a cap: ${broken}`;
       const round = this.store.transaction(() => {
-        const recorded = this.store.recordRound({ configuration: plan.configuration, decision: plan.decision });
+        const recorded = this.store.recordRound({
+          configuration: plan.configuration,
+          decision: plan.decision,
+        });
         this.store.appendEvent({
           kind: broken === undefined ? 'round.dry-run' : 'round.rejected',
           message: `round ${recorded.round} (${reason}): ${notApplied}; would do ${describeActions(diff)}`,
@@ -298,14 +334,29 @@ export class Controller implements ControllerService {
         });
         return recorded;
       });
-      if (broken !== undefined) this.log.error(`round ${round.round}: ${notApplied}`);
-      outcome = { round: round.round, decision: plan.decision, actions: diff.actions, launched: new Map(), notApplied };
+      if (broken !== undefined) {
+        this.log.error(`round ${round.round}: ${notApplied}`);
+        this.metrics?.countCapHit(broken.split(':')[0] ?? 'cap');
+      }
+      outcome = {
+        round: round.round,
+        decision: plan.decision,
+        actions: diff.actions,
+        launched: new Map(),
+        notApplied,
+      };
     } else {
       const applied = this.reconciler.applyPlan(plan, diff);
+      this.metrics?.countMigrations(diff.movedJobIds.length);
       this.log.info(`round ${applied.round} (${reason}): ${plan.decision.chosen}; ${describeActions(diff)}`, {
         costPerHour: plan.decision.candidates.find((c) => c.name === plan.decision.chosen)?.costPerHour,
       });
-      outcome = { round: applied.round, decision: plan.decision, actions: diff.actions, launched: applied.launched };
+      outcome = {
+        round: applied.round,
+        decision: plan.decision,
+        actions: diff.actions,
+        launched: applied.launched,
+      };
     }
     this.saveSchedulerState();
     const kept = this.settings.roundsKept ?? 5000;
@@ -321,11 +372,11 @@ export class Controller implements ControllerService {
     const caps = this.settings.caps;
     const cost = configuration.instances.reduce((s, i) => s + (this.priceOf.get(i.typeName) ?? 0), 0);
     if (caps.maxCostPerHour !== undefined && cost > caps.maxCostPerHour + 1e-9)
-      return `$${cost.toFixed(2)}/h over the $${caps.maxCostPerHour}/h cap`;
+      return `maxCostPerHour: $${cost.toFixed(2)}/h over the $${caps.maxCostPerHour}/h cap`;
     if (caps.maxInstances !== undefined && configuration.instances.length > caps.maxInstances)
-      return `${configuration.instances.length} instances over the cap of ${caps.maxInstances}`;
+      return `maxInstances: ${configuration.instances.length} instances over the cap of ${caps.maxInstances}`;
     if (caps.maxMigrationsPerRound !== undefined && diff.movedJobIds.length > caps.maxMigrationsPerRound)
-      return `${diff.movedJobIds.length} migrations over the cap of ${caps.maxMigrationsPerRound} per round`;
+      return `maxMigrationsPerRound: ${diff.movedJobIds.length} migrations over the cap of ${caps.maxMigrationsPerRound}`;
     return undefined;
   }
 
@@ -333,16 +384,21 @@ export class Controller implements ControllerService {
     if (this.schedulerLoaded) return;
     this.schedulerLoaded = true;
     const saved = this.store.getValue(SCHEDULER_STATE_KEY);
-    if (saved === undefined) return;
+    const importState = this.scheduler.importState;
+    if (saved === undefined || importState === undefined) return;
     try {
-      this.scheduler.importState(saved as unknown as ReturnType<EvaScheduler['exportState']>);
+      importState.call(this.scheduler, saved as never);
     } catch (e) {
-      this.log.warn('saved scheduler state is unreadable; starting from defaults', { error: (e as Error).message });
+      this.log.warn('saved scheduler state is unreadable; starting from defaults', {
+        error: (e as Error).message,
+      });
     }
   }
 
   private saveSchedulerState(): void {
-    this.store.setValue(SCHEDULER_STATE_KEY, JSON.parse(JSON.stringify(this.scheduler.exportState())) as JsonValue);
+    const exported = this.scheduler.exportState?.();
+    if (exported === undefined) return;
+    this.store.setValue(SCHEDULER_STATE_KEY, JSON.parse(JSON.stringify(exported)) as JsonValue);
   }
 
   // -------------------------------------------------------------------------------------------------------------
@@ -397,6 +453,27 @@ export class Controller implements ControllerService {
     return locationOf(this.objectStore, keys.json);
   }
 
+  /**
+   * API: keep an uploaded Docker build context in the object store, content-addressed (the same archive is stored
+   * once); answers the reference a job spec's `build.context` carries for workers to fetch.
+   */
+  async storeContext(
+    archive: Buffer,
+    info: { readonly sha256: string; readonly encoding: 'tar' | 'gzip'; readonly team: string | undefined },
+  ): Promise<string> {
+    if (this.objectStore === undefined) throw new Error('no object store configured for build contexts');
+    if (!/^[0-9a-f]{64}$/.test(info.sha256))
+      throw new Error('a build context is named by its sha256 (64 hex digits)');
+    const key = `contexts/${info.sha256}.${info.encoding === 'gzip' ? 'tar.gz' : 'tar'}`;
+    if (!(await this.objectStore.exists(key))) await this.objectStore.put(key, archive);
+    this.store.appendEvent({
+      kind: 'context.stored',
+      message: `build context ${info.sha256.slice(0, 12)} (${archive.length} bytes) from ${info.team ?? 'admin'}`,
+      data: { key, sizeBytes: archive.length, team: info.team ?? null },
+    });
+    return locationOf(this.objectStore, key);
+  }
+
   // -------------------------------------------------------------------------------------------------------------
   // ControllerService
 
@@ -419,12 +496,21 @@ export class Controller implements ControllerService {
       const pending = this.store.listIntents({ states: ['pending'] });
       const stopping = new Set<string>();
       for (const intent of pending) {
-        if (intent.kind === 'start-task' && taskIds.has(intent.payload.taskId)) this.store.failIntent(intent.id, 'job cancelled');
-        if (intent.kind === 'stop-task' && taskIds.has(intent.payload.taskId)) stopping.add(intent.payload.taskId);
+        if (intent.kind === 'start-task' && taskIds.has(intent.payload.taskId))
+          this.store.failIntent(intent.id, 'job cancelled');
+        if (intent.kind === 'stop-task' && taskIds.has(intent.payload.taskId))
+          stopping.add(intent.payload.taskId);
       }
       for (const task of tasks)
-        if (PLACED_TASK_STATES.includes(task.state) && task.instanceId !== undefined && !stopping.has(task.id))
-          this.store.recordIntent({ kind: 'stop-task', payload: { taskId: task.id, instanceId: task.instanceId, checkpoint: false } });
+        if (
+          PLACED_TASK_STATES.includes(task.state) &&
+          task.instanceId !== undefined &&
+          !stopping.has(task.id)
+        )
+          this.store.recordIntent({
+            kind: 'stop-task',
+            payload: { taskId: task.id, instanceId: task.instanceId, checkpoint: false },
+          });
       return cancelled;
     });
     if (changed) this.jobEnded(job);
@@ -441,7 +527,9 @@ export class Controller implements ControllerService {
   }
 
   cluster(): ClusterView {
-    const instances = this.store.listInstances({ states: ['requested', 'launching', 'running', 'draining', 'terminating'] });
+    const instances = this.store.listInstances({
+      states: ['requested', 'launching', 'running', 'draining', 'terminating'],
+    });
     const tasks = this.store.listTasks({ states: [...PLACED_TASK_STATES] });
     const onInstance = new Map<string, string[]>();
     for (const t of tasks) {
@@ -465,7 +553,8 @@ export class Controller implements ControllerService {
     const movedIn = new Set<number>();
     for (const e of this.store.listEvents({ kind: 'round.applied', afterSeq: 0 })) {
       const data = e.data as { round?: unknown; moved?: unknown } | undefined;
-      if (typeof data?.round === 'number' && Array.isArray(data.moved) && data.moved.includes(jobId)) movedIn.add(data.round);
+      if (typeof data?.round === 'number' && Array.isArray(data.moved) && data.moved.includes(jobId))
+        movedIn.add(data.round);
     }
     const out: WhyRecord[] = [];
     for (const round of this.store.listRounds(Math.max(limit * 20, 200))) {
@@ -473,7 +562,8 @@ export class Controller implements ControllerService {
       if (round.atSeconds < job.submittedAtSeconds) break;
       if (job.finishedAtSeconds !== undefined && round.atSeconds > job.finishedAtSeconds) continue;
       const summary = summarizeForJob(round, jobId, taskIds, movedIn.has(round.round));
-      if (summary !== undefined) out.push({ round: round.round, atSeconds: round.atSeconds, summary, decision: round.decision });
+      if (summary !== undefined)
+        out.push({ round: round.round, atSeconds: round.atSeconds, summary, decision: round.decision });
     }
     return out;
   }
@@ -505,7 +595,9 @@ export function summarizeForJob(
   const chosen = decision.candidates.find((c) => c.name === decision.chosen);
   if (placed.length > 0) {
     const where = placed.map((i) => `${i.id} (${i.typeName}${i.isNew ? ', new' : ''})`).join(', ');
-    parts.push(moved || chosen?.movedJobs.includes(jobId) === true ? `moved to ${where}` : `placed on ${where}`);
+    parts.push(
+      moved || chosen?.movedJobs.includes(jobId) === true ? `moved to ${where}` : `placed on ${where}`,
+    );
   } else if (waiting === undefined) parts.push('not placed by this plan');
   if (parts.length === 0) return undefined;
   return `${parts.join('; ')} — plan ${decision.chosen}: ${decision.reason}`;

@@ -104,12 +104,16 @@ export function attributeCosts(input: AttributionInput): DetailedCostReport {
     if (!ended) costPerHourNow += inst.costPerHour;
     // Tasks can only be on it until it ended (or now); a terminated instance owes at least the minimum.
     const usedTo = Math.min(inst.terminatedAtSeconds ?? now, now);
-    const to = ended ? Math.max(inst.terminatedAtSeconds as number, inst.fromSeconds + MINIMUM_BILLED_SECONDS) : now;
+    const to = ended
+      ? Math.max(inst.terminatedAtSeconds as number, inst.fromSeconds + MINIMUM_BILLED_SECONDS)
+      : now;
     const from = Math.max(inst.fromSeconds, since);
     let instanceCost = 0;
     let idle = 0;
     if (to > from) {
-      const placements = (byInstancePlacements.get(inst.id) ?? []).filter((p) => p.toSeconds > from && p.fromSeconds < usedTo);
+      const placements = (byInstancePlacements.get(inst.id) ?? []).filter(
+        (p) => p.toSeconds > from && p.fromSeconds < usedTo,
+      );
       const cuts = new Set<number>([from, to, Math.min(Math.max(usedTo, from), to)]);
       for (const p of placements) {
         if (p.fromSeconds > from && p.fromSeconds < to) cuts.add(p.fromSeconds);
@@ -152,7 +156,13 @@ export function attributeCosts(input: AttributionInput): DetailedCostReport {
   const byJob: JobCostLine[] = [...jobCost.entries()]
     .map(([id, c]) => {
       const info = input.jobs.get(id);
-      return { id, name: info?.name ?? id, team: info?.team ?? 'unknown', cost: c.cost, migrationCost: c.migration };
+      return {
+        id,
+        name: info?.name ?? id,
+        team: info?.team ?? 'unknown',
+        cost: c.cost,
+        migrationCost: c.migration,
+      };
     })
     .sort((a, b) => b.cost - a.cost || a.id.localeCompare(b.id));
   const teamCost = new Map<string, number>();
@@ -199,11 +209,21 @@ export function placementsFromEvents(events: readonly EventRecord[], nowSeconds:
     const o = open.get(taskId);
     if (o === undefined) return;
     open.delete(taskId);
-    if (at > o.from) out.push({ taskId, jobId: o.jobId, instanceId: o.instanceId, fromSeconds: o.from, toSeconds: at, kind: o.kind });
+    if (at > o.from)
+      out.push({
+        taskId,
+        jobId: o.jobId,
+        instanceId: o.instanceId,
+        fromSeconds: o.from,
+        toSeconds: at,
+        kind: o.kind,
+      });
   };
   for (const e of events) {
     if (e.kind !== 'task.state' || e.taskId === undefined || e.jobId === undefined) continue;
-    const data = (typeof e.data === 'object' && e.data !== null && !Array.isArray(e.data) ? e.data : {}) as TaskStateData;
+    const data = (
+      typeof e.data === 'object' && e.data !== null && !Array.isArray(e.data) ? e.data : {}
+    ) as TaskStateData;
     const to = typeof data.to === 'string' ? (data.to as TaskState) : undefined;
     if (to === undefined) continue;
     close(e.taskId, e.atSeconds);

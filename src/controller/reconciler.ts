@@ -224,7 +224,8 @@ export class Reconciler {
   }
 
   private get provider(): CloudProvider {
-    if (this.deps.provider === undefined) throw new Error('no cloud provider (dry-run): refusing a cloud call');
+    if (this.deps.provider === undefined)
+      throw new Error('no cloud provider (dry-run): refusing a cloud call');
     return this.deps.provider;
   }
 
@@ -254,7 +255,11 @@ export class Reconciler {
             this.store.recordIntent(
               {
                 kind: 'launch',
-                payload: { instanceId: instance.id, typeName: instance.typeName, launchToken: instance.launchToken },
+                payload: {
+                  instanceId: instance.id,
+                  typeName: instance.typeName,
+                  launchToken: instance.launchToken,
+                },
               },
               { key: `launch:${instance.id}`, round },
             );
@@ -262,7 +267,10 @@ export class Reconciler {
           }
           case 'checkpoint-stop': {
             this.store.recordIntent(
-              { kind: 'stop-task', payload: { taskId: action.taskId, instanceId: action.instanceId, checkpoint: true } },
+              {
+                kind: 'stop-task',
+                payload: { taskId: action.taskId, instanceId: action.instanceId, checkpoint: true },
+              },
               { round },
             );
             this.store.setTaskState(action.taskId, 'checkpointing');
@@ -278,14 +286,20 @@ export class Reconciler {
           }
           case 'start-task': {
             const instanceId = resolve(action.instanceId);
-            this.store.recordIntent({ kind: 'start-task', payload: { taskId: action.taskId, instanceId } }, { round });
+            this.store.recordIntent(
+              { kind: 'start-task', payload: { taskId: action.taskId, instanceId } },
+              { round },
+            );
             const task = this.store.getTask(action.taskId) as TaskRecord;
-            if (!PLACED_TASK_STATES.includes(task.state)) this.store.setTaskState(task.id, 'starting', instanceId);
+            if (!PLACED_TASK_STATES.includes(task.state))
+              this.store.setTaskState(task.id, 'starting', instanceId);
             touchedJobs.add(action.jobId);
             break;
           }
           case 'terminate-instance':
-            this.store.setInstanceState(action.instanceId, 'draining', { reason: `not in the plan of round ${round}` });
+            this.store.setInstanceState(action.instanceId, 'draining', {
+              reason: `not in the plan of round ${round}`,
+            });
             break;
         }
       }
@@ -374,7 +388,12 @@ export class Reconciler {
       if (inst.cloudId !== undefined) {
         claimed.add(inst.cloudId);
         const seen = byCloudId.get(inst.cloudId);
-        if (seen === undefined || seen.state === 'shutting-down' || seen.state === 'stopping' || seen.state === 'stopped') {
+        if (
+          seen === undefined ||
+          seen.state === 'shutting-down' ||
+          seen.state === 'stopping' ||
+          seen.state === 'stopped'
+        ) {
           if (inst.state === 'terminating') continue; // the terminate step finishes it
           const since = inst.launchedAtSeconds ?? inst.requestedAtSeconds;
           // DescribeInstances is eventually consistent right after RunInstances: wait before declaring it lost.
@@ -408,14 +427,21 @@ export class Reconciler {
   /** A launch recorded without its result (crash between RunInstances and the store): attach the instance found. */
   private adoptLaunch(inst: InstanceRecord, cloud: CloudInstance): void {
     this.store.transaction(() => {
-      const change = { cloudId: cloud.instanceId, availabilityZone: cloud.availabilityZone, reason: 'found by launch token' };
+      const change = {
+        cloudId: cloud.instanceId,
+        availabilityZone: cloud.availabilityZone,
+        reason: 'found by launch token',
+      };
       if (inst.state === 'requested') this.store.setInstanceState(inst.id, 'launching', change);
       else this.store.setInstanceState(inst.id, inst.state, change);
       if (cloud.state === 'running' && this.store.getInstance(inst.id)?.state === 'launching')
         this.store.setInstanceState(inst.id, 'running');
       for (const intent of this.pendingIntentsFor('launch', inst.id)) this.store.completeIntent(intent.id);
     });
-    this.log.info('adopted a launched instance found by its launch token', { instanceId: inst.id, cloudId: cloud.instanceId });
+    this.log.info('adopted a launched instance found by its launch token', {
+      instanceId: inst.id,
+      cloudId: cloud.instanceId,
+    });
   }
 
   /**
@@ -440,9 +466,13 @@ export class Reconciler {
       });
       if (terminate)
         return this.store.setInstanceState(inst.id, 'draining', {
-          reason: knownType ? 'orphan (policy: terminate)' : `orphan of type ${cloud.typeName}, not in the catalog`,
+          reason: knownType
+            ? 'orphan (policy: terminate)'
+            : `orphan of type ${cloud.typeName}, not in the catalog`,
         });
-      return cloud.state === 'running' ? this.store.setInstanceState(inst.id, 'running', { reason: 'orphan adopted' }) : inst;
+      return cloud.state === 'running'
+        ? this.store.setInstanceState(inst.id, 'running', { reason: 'orphan adopted' })
+        : inst;
     });
     this.log.warn(`orphan instance ${cloud.instanceId} ${terminate ? 'will be terminated' : 'adopted'}`, {
       instanceId: record.id,
@@ -455,7 +485,10 @@ export class Reconciler {
 
   /** An instance whose record is closed still runs: terminate it (intent first, like every effect). */
   private async terminateStray(known: InstanceRecord, cloud: CloudInstance): Promise<void> {
-    const intent = this.store.recordIntent({ kind: 'terminate', payload: { instanceId: known.id, cloudId: cloud.instanceId } });
+    const intent = this.store.recordIntent({
+      kind: 'terminate',
+      payload: { instanceId: known.id, cloudId: cloud.instanceId },
+    });
     this.fault('terminate:before-call', known.id);
     await this.provider.terminate([cloud.instanceId]);
     this.fault('terminate:after-call', known.id);
@@ -473,7 +506,8 @@ export class Reconciler {
   /** The instance is gone (vanished, stopped, never registered): release its tasks so the next plan places them. */
   private loseInstance(inst: InstanceRecord, reason: string): void {
     const affected = this.store.transaction(() => {
-      for (const intent of this.pendingIntentsFor('launch', inst.id)) this.store.failIntent(intent.id, reason);
+      for (const intent of this.pendingIntentsFor('launch', inst.id))
+        this.store.failIntent(intent.id, reason);
       this.store.setInstanceState(inst.id, 'terminated', { reason });
       return this.releaseTasksOn(inst.id, `instance ${inst.id} lost: ${reason}`);
     });
@@ -488,7 +522,10 @@ export class Reconciler {
   private releaseTasksOn(instanceId: string, reason: string): Set<string> {
     const jobs = new Set<string>();
     for (const intent of this.store.listIntents({ states: ['pending'] })) {
-      if ((intent.kind === 'start-task' || intent.kind === 'stop-task') && intent.payload.instanceId === instanceId) {
+      if (
+        (intent.kind === 'start-task' || intent.kind === 'stop-task') &&
+        intent.payload.instanceId === instanceId
+      ) {
         this.store.failIntent(intent.id, reason);
         const task = this.store.getTask(intent.payload.taskId);
         if (task !== undefined) jobs.add(task.jobId);
@@ -559,7 +596,10 @@ export class Reconciler {
         ended.set(task.jobId, final);
       }
       if (final)
-        this.store.recordIntent({ kind: 'stop-task', payload: { taskId: task.id, instanceId: task.instanceId, checkpoint: false } });
+        this.store.recordIntent({
+          kind: 'stop-task',
+          payload: { taskId: task.id, instanceId: task.instanceId, checkpoint: false },
+        });
     }
   }
 
@@ -570,13 +610,19 @@ export class Reconciler {
       const { taskId, instanceId, checkpoint } = intent.payload;
       const task = this.store.getTask(taskId);
       const instance = this.store.getInstance(instanceId);
-      if (task === undefined || instance === undefined || task.instanceId !== instanceId || !PLACED_TASK_STATES.includes(task.state)) {
+      if (
+        task === undefined ||
+        instance === undefined ||
+        task.instanceId !== instanceId ||
+        !PLACED_TASK_STATES.includes(task.state)
+      ) {
         this.store.completeIntent(intent.id); // already off the instance
         continue;
       }
       // A task can only be running where the instance ever ran; otherwise there is nothing to stop there.
       const mayRunThere =
-        instance.runningAtSeconds !== undefined && (instance.state === 'running' || instance.state === 'draining');
+        instance.runningAtSeconds !== undefined &&
+        (instance.state === 'running' || instance.state === 'draining');
       if (mayRunThere) {
         this.fault('stop:before-call', taskId);
         const outcome = await this.deps.executor.stop({ task, instance, checkpoint });
@@ -652,7 +698,12 @@ export class Reconciler {
         const current = this.store.getTask(taskId) as TaskRecord;
         const currentJob = this.store.getJob(current.jobId) as JobRecord;
         // Cancelled meanwhile: its stop intent (recorded by the cancel) stops it.
-        if (isFinalJobState(currentJob.state) || current.state !== 'starting' || current.instanceId !== instanceId) return;
+        if (
+          isFinalJobState(currentJob.state) ||
+          current.state !== 'starting' ||
+          current.instanceId !== instanceId
+        )
+          return;
         this.store.setTaskState(taskId, 'running');
         this.settleJob(current.jobId, 'all tasks running');
       });
@@ -683,7 +734,9 @@ export class Reconciler {
           return this.store.setJobState(job.id, 'failed', `task ${task.id} failed`);
         }
         const all = this.store.listTasks({ jobId: job.id });
-        return all.every((t) => t.state === 'succeeded') ? this.store.setJobState(job.id, 'succeeded') : undefined;
+        return all.every((t) => t.state === 'succeeded')
+          ? this.store.setJobState(job.id, 'succeeded')
+          : undefined;
       });
       if (ended !== undefined) {
         this.deps.onJobEnded?.(ended);
@@ -695,7 +748,8 @@ export class Reconciler {
   // ---- launches
 
   private launchBackoff(): LaunchBackoff {
-    const value = this.store.getValue(LAUNCH_BACKOFF_KEY) as { failures?: unknown; notBeforeSeconds?: unknown } | undefined;
+    const value = this.store.getValue(LAUNCH_BACKOFF_KEY) as
+      { failures?: unknown; notBeforeSeconds?: unknown } | undefined;
     return {
       failures: typeof value?.failures === 'number' ? value.failures : 0,
       notBeforeSeconds: typeof value?.notBeforeSeconds === 'number' ? value.notBeforeSeconds : 0,
@@ -730,7 +784,11 @@ export class Reconciler {
 
   private async launchOne(
     intent: IntentRecord & { kind: 'launch' },
-  ): Promise<{ kind: 'launched'; instanceId: string } | { kind: 'fallback'; next: IntentRecord } | { kind: 'skipped' | 'failed' }> {
+  ): Promise<
+    | { kind: 'launched'; instanceId: string }
+    | { kind: 'fallback'; next: IntentRecord }
+    | { kind: 'skipped' | 'failed' }
+  > {
     const payload: IntentPayload<'launch'> = intent.payload;
     const inst = this.store.getInstance(payload.instanceId);
     if (inst === undefined || inst.state !== 'requested' || inst.cloudId !== undefined) {
@@ -753,7 +811,8 @@ export class Reconciler {
       });
     } catch (e) {
       if (e instanceof InjectedCrash) throw e;
-      if (e instanceof InsufficientCapacityError || e instanceof QuotaExceededError) return this.fallBack(intent, inst, e);
+      if (e instanceof InsufficientCapacityError || e instanceof QuotaExceededError)
+        return this.fallBack(intent, inst, e);
       this.deferLaunch(intent, inst, e);
       return { kind: 'failed' };
     }
@@ -774,6 +833,7 @@ export class Reconciler {
       this.store.completeIntent(intent.id);
     });
     this.launchRetry.delete(intent.id);
+    this.store.deleteValue(refusedKey(inst.id));
     this.log.info(`launched ${inst.typeName} for ${inst.id}`, { cloudId, reused: result.reusedExisting });
     return { kind: 'launched', instanceId: inst.id };
   }
@@ -799,7 +859,8 @@ export class Reconciler {
   /** The tasks an instance is to host: committed there, or waiting to start there. */
   private plannedTasksOf(instanceId: string): TaskRecord[] {
     const ids = new Set<string>();
-    for (const t of this.store.listTasks({ instanceId })) if (PLACED_TASK_STATES.includes(t.state)) ids.add(t.id);
+    for (const t of this.store.listTasks({ instanceId }))
+      if (PLACED_TASK_STATES.includes(t.state)) ids.add(t.id);
     for (const i of this.store.listIntents({ states: ['pending'], kind: 'start-task' }))
       if (i.kind === 'start-task' && i.payload.instanceId === instanceId) ids.add(i.payload.taskId);
     return [...ids].map((id) => this.store.getTask(id)).filter((t): t is TaskRecord => t !== undefined);
@@ -845,19 +906,28 @@ export class Reconciler {
     if (replacement === undefined) {
       this.store.transaction(() => {
         this.store.failIntent(intent.id, reason);
-        this.store.setInstanceState(inst.id, 'terminated', { reason: `${reason}; no other type fits its tasks` });
+        this.store.setInstanceState(inst.id, 'terminated', {
+          reason: `${reason}; no other type fits its tasks`,
+        });
         this.releaseTasksOn(inst.id, `no capacity for ${inst.typeName}`);
       });
-      this.log.warn(`no capacity for ${inst.typeName} and no fitting alternative; its tasks wait`, { instanceId: inst.id });
+      this.log.warn(`no capacity for ${inst.typeName} and no fitting alternative; its tasks wait`, {
+        instanceId: inst.id,
+      });
       this.deps.requestRound?.('insufficient capacity');
       return { kind: 'failed' };
     }
     const next = this.store.transaction(() => {
       const created = this.store.createInstance({ typeName: replacement.name });
       this.store.failIntent(intent.id, `${reason}; replaced by ${created.id} (${replacement.name})`);
-      this.store.setInstanceState(inst.id, 'terminated', { reason: `${reason}; replaced by ${created.id} (${replacement.name})` });
+      this.store.setInstanceState(inst.id, 'terminated', {
+        reason: `${reason}; replaced by ${created.id} (${replacement.name})`,
+      });
       const launch = this.store.recordIntent(
-        { kind: 'launch', payload: { instanceId: created.id, typeName: created.typeName, launchToken: created.launchToken } },
+        {
+          kind: 'launch',
+          payload: { instanceId: created.id, typeName: created.typeName, launchToken: created.launchToken },
+        },
         { key: `launch:${created.id}`, ...(intent.round === undefined ? {} : { round: intent.round }) },
       );
       for (const pending of this.store.listIntents({ states: ['pending'], kind: 'start-task' })) {
@@ -880,7 +950,10 @@ export class Reconciler {
       return launch;
     });
     this.store.deleteValue(refusedKey(inst.id));
-    this.log.warn(`no capacity for ${inst.typeName}; trying ${replacement.name}`, { from: inst.id, to: next.payload.instanceId });
+    this.log.warn(`no capacity for ${inst.typeName}; trying ${replacement.name}`, {
+      from: inst.id,
+      to: next.payload.instanceId,
+    });
     return { kind: 'fallback', next };
   }
 
@@ -907,7 +980,8 @@ export class Reconciler {
     const now = this.now();
     for (const inst of this.store.listInstances({ states: ['running'] })) {
       if (registered.call(this.deps.executor, inst)) {
-        if (this.launchBackoff().failures > 0) this.store.setValue(LAUNCH_BACKOFF_KEY, { failures: 0, notBeforeSeconds: 0 });
+        if (this.launchBackoff().failures > 0)
+          this.store.setValue(LAUNCH_BACKOFF_KEY, { failures: 0, notBeforeSeconds: 0 });
         continue;
       }
       const since = inst.runningAtSeconds ?? inst.updatedAtSeconds;
@@ -922,7 +996,10 @@ export class Reconciler {
       this.store.transaction(() => {
         this.store.setInstanceState(inst.id, 'draining', { reason });
         this.releaseTasksOn(inst.id, reason);
-        this.store.setValue(LAUNCH_BACKOFF_KEY, { failures, notBeforeSeconds: now + delay } satisfies Record<string, JsonValue>);
+        this.store.setValue(LAUNCH_BACKOFF_KEY, { failures, notBeforeSeconds: now + delay } satisfies Record<
+          string,
+          JsonValue
+        >);
         this.store.appendEvent({
           kind: 'instance.registration-timeout',
           instanceId: inst.id,
@@ -942,7 +1019,8 @@ export class Reconciler {
   private async performTerminations(): Promise<string[]> {
     const terminated: string[] = [];
     const busy = new Set<string>();
-    for (const t of this.store.listTasks({ states: [...PLACED_TASK_STATES] })) if (t.instanceId !== undefined) busy.add(t.instanceId);
+    for (const t of this.store.listTasks({ states: [...PLACED_TASK_STATES] }))
+      if (t.instanceId !== undefined) busy.add(t.instanceId);
     for (const i of this.store.listIntents({ states: ['pending'], kind: 'start-task' }))
       if (i.kind === 'start-task') busy.add(i.payload.instanceId);
     for (const inst of this.store.listInstances({ states: ['draining', 'terminating'] })) {
@@ -951,7 +1029,8 @@ export class Reconciler {
       const intent =
         this.pendingIntentsFor('terminate', inst.id)[0] ??
         this.store.transaction(() => {
-          for (const launch of this.pendingIntentsFor('launch', inst.id)) this.store.failIntent(launch.id, 'not needed any more');
+          for (const launch of this.pendingIntentsFor('launch', inst.id))
+            this.store.failIntent(launch.id, 'not needed any more');
           const recorded = this.store.recordIntent({
             kind: 'terminate',
             payload: { instanceId: inst.id, ...(cloudId === undefined ? {} : { cloudId }) },
@@ -968,7 +1047,12 @@ export class Reconciler {
           if (e instanceof InjectedCrash) throw e;
           const message = e instanceof Error ? e.message : String(e);
           this.log.warn(`terminate of ${inst.id} failed; retrying next pass`, { error: message });
-          this.store.appendEvent({ kind: 'instance.terminate-error', instanceId: inst.id, message, data: { error: message } });
+          this.store.appendEvent({
+            kind: 'instance.terminate-error',
+            instanceId: inst.id,
+            message,
+            data: { error: message },
+          });
           continue;
         }
       }

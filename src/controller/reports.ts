@@ -40,7 +40,11 @@ export interface CostReportDocument extends DetailedCostReport {
 }
 
 /** The fleet's $/hour as a step function of time, from the instances' billed intervals, within [since, now]. */
-export function costPerHourSeries(instances: readonly BilledInstance[], sinceSeconds: number, nowSeconds: number): CostPoint[] {
+export function costPerHourSeries(
+  instances: readonly BilledInstance[],
+  sinceSeconds: number,
+  nowSeconds: number,
+): CostPoint[] {
   const deltas = new Map<number, number>();
   const add = (at: number, delta: number): void => {
     deltas.set(at, (deltas.get(at) ?? 0) + delta);
@@ -106,7 +110,9 @@ function formatNumber(n: number): string {
 /** One row per cost line: `scope,id,name,team,typeName,cost,idleCost,migrationCost`. */
 export function reportCsv(doc: CostReportDocument): string {
   const r = doc;
-  const rows: (string | number)[][] = [['scope', 'id', 'name', 'team', 'typeName', 'cost', 'idleCost', 'migrationCost']];
+  const rows: (string | number)[][] = [
+    ['scope', 'id', 'name', 'team', 'typeName', 'cost', 'idleCost', 'migrationCost'],
+  ];
   rows.push(['total', doc.cluster, '', '', '', r.totalCost, r.idleCost, r.migrationOverheadCost]);
   for (const t of r.byTeam) rows.push(['team', t.id, '', t.id, '', t.cost, '', '']);
   for (const j of r.byJob) rows.push(['job', j.id, j.name, j.team, '', j.cost, '', j.migrationCost]);
@@ -140,7 +146,10 @@ export function barChartSvg(title: string, bars: readonly { label: string; value
       `<text x="${(labelPx + w + 6).toFixed(1)}" y="${y + 14}" font-size="12">${escapeXml(money(b.value))}</text>`
     );
   });
-  const empty = bars.length === 0 ? `<text x="${labelPx}" y="40" font-size="12" fill="#777">no costs in this period</text>` : '';
+  const empty =
+    bars.length === 0
+      ? `<text x="${labelPx}" y="40" font-size="12" fill="#777">no costs in this period</text>`
+      : '';
   return (
     `<svg xmlns="http://www.w3.org/2000/svg" width="${widthPx}" height="${height}" role="img" aria-label="${escapeXml(title)}">` +
     `<text x="4" y="16" font-size="14" font-weight="bold">${escapeXml(title)}</text>${rows.join('')}${empty}</svg>`
@@ -208,12 +217,30 @@ it by reservation price; time with no task on an instance is idle.</p>
 ${summary}
 ${chart}
 <h2>By team</h2>
-${barChartSvg('Cost by team', r.byTeam.map((t) => ({ label: t.id, value: t.cost })))}
+${barChartSvg(
+  'Cost by team',
+  r.byTeam.map((t) => ({ label: t.id, value: t.cost })),
+)}
 <h2>By job${r.byJob.length > topJobs.length ? ` (top ${topJobs.length} of ${r.byJob.length})` : ''}</h2>
-${barChartSvg('Cost by job', topJobs.map((j) => ({ label: `${j.id} ${j.name}`, value: j.cost })))}
-${table(['job', 'name', 'team', 'cost', 'of which migration'], r.byJob.map((j) => [j.id, j.name, j.team, money(j.cost), money(j.migrationCost)]))}
+${barChartSvg(
+  'Cost by job',
+  topJobs.map((j) => ({ label: `${j.id} ${j.name}`, value: j.cost })),
+)}
+${table(
+  ['job', 'name', 'team', 'cost', 'of which migration'],
+  r.byJob.map((j) => [j.id, j.name, j.team, money(j.cost), money(j.migrationCost)]),
+)}
 <h2>By instance</h2>
-${table(['instance', 'type', 'billed hours', 'cost', 'idle'], r.byInstance.map((i) => [i.id, i.typeName, (i.billedSeconds / 3600).toFixed(3), money(i.cost), money(i.idleCost)]))}
+${table(
+  ['instance', 'type', 'billed hours', 'cost', 'idle'],
+  r.byInstance.map((i) => [
+    i.id,
+    i.typeName,
+    (i.billedSeconds / 3600).toFixed(3),
+    money(i.cost),
+    money(i.idleCost),
+  ]),
+)}
 </body></html>
 `;
 }
@@ -277,7 +304,10 @@ export function parseReportDocument(text: string, source: string): CostReportDoc
 }
 
 /** The JSON reports in a store, oldest first, generated at or after `sinceSeconds` (for `fleetwise report`). */
-export async function listReports(store: ObjectStore, sinceSeconds = 0): Promise<{ key: string; document: CostReportDocument }[]> {
+export async function listReports(
+  store: ObjectStore,
+  sinceSeconds = 0,
+): Promise<{ key: string; document: CostReportDocument }[]> {
   const out: { key: string; document: CostReportDocument }[] = [];
   for await (const info of store.list(`${REPORTS_PREFIX}costs-`)) {
     if (!info.key.endsWith('.json')) continue;

@@ -33,8 +33,11 @@ const SCHEDULABLE_INSTANCE_STATES = new Set(['requested', 'launching', 'running'
 /** Read what a snapshot needs from the store. */
 export function readSnapshotInputs(store: StateStore, nowSeconds: number): SnapshotInputs {
   const jobs = store.listJobs({ states: ['queued', 'starting', 'running', 'migrating'] });
-  const tasks = store.listTasks().filter((t) => jobs.some((j) => j.id === t.jobId));
-  const instances = store.listInstances({ states: ['requested', 'launching', 'running', 'draining', 'terminating'] });
+  const jobIds = new Set(jobs.map((j) => j.id));
+  const tasks = store.listTasks().filter((t) => jobIds.has(t.jobId));
+  const instances = store.listInstances({
+    states: ['requested', 'launching', 'running', 'draining', 'terminating'],
+  });
   const pendingStarts = new Map<string, string>();
   for (const intent of store.listIntents({ states: ['pending'], kind: 'start-task' }))
     if (intent.kind === 'start-task') pendingStarts.set(intent.payload.taskId, intent.payload.instanceId);
@@ -49,14 +52,22 @@ function lastEnteredRunning(store: StateStore, job: JobRecord): number {
   const events = store.listEvents({ jobId: job.id, kind: 'job.state' });
   for (let i = events.length - 1; i >= 0; i--) {
     const data = events[i]?.data;
-    if (typeof data === 'object' && data !== null && !Array.isArray(data) && (data as { to?: unknown }).to === 'running')
+    if (
+      typeof data === 'object' &&
+      data !== null &&
+      !Array.isArray(data) &&
+      (data as { to?: unknown }).to === 'running'
+    )
       return (events[i] as { atSeconds: number }).atSeconds;
   }
   return job.startedAtSeconds ?? job.updatedAtSeconds;
 }
 
 /** The instance a task occupies for planning: its pending start's destination, else where it is placed. */
-export function committedInstanceOf(task: TaskRecord, pendingStarts: ReadonlyMap<string, string>): string | undefined {
+export function committedInstanceOf(
+  task: TaskRecord,
+  pendingStarts: ReadonlyMap<string, string>,
+): string | undefined {
   const destination = pendingStarts.get(task.id);
   if (destination !== undefined) return destination;
   return PLACED_TASK_STATES.includes(task.state) ? task.instanceId : undefined;
@@ -85,7 +96,8 @@ export function buildSnapshot(input: SnapshotInputs): ClusterSnapshot {
     jobTasks.forEach((task, i) => {
       const instanceId = committed[i];
       const template = templates.get(task.index);
-      if (template === undefined) throw new Error(`task ${task.id}: its job's spec has no task ${task.index}`);
+      if (template === undefined)
+        throw new Error(`task ${task.id}: its job's spec has no task ${task.index}`);
       tasks.push({ id: task.id, jobId: job.id, key: task.workloadKey, demand: template.demand, instanceId });
       if (instanceId !== undefined && schedulable.has(instanceId)) {
         const list = onInstance.get(instanceId);
@@ -108,7 +120,12 @@ function templatesByIndex(job: JobRecord): Map<number, TaskTemplateSpec> {
   return new Map(expandTasks(job.spec).map((t) => [t.index, t.template]));
 }
 
-function schedJob(job: JobRecord, tasks: readonly TaskRecord[], reconfigurable: boolean, input: SnapshotInputs): SchedJob {
+function schedJob(
+  job: JobRecord,
+  tasks: readonly TaskRecord[],
+  reconfigurable: boolean,
+  input: SnapshotInputs,
+): SchedJob {
   const { spec } = job;
   const restoreSeconds = spec.checkpoint.restoreDelaySeconds ?? 0;
   const runningSinceSeconds = input.runningSince.get(job.id);
@@ -135,7 +152,11 @@ function schedJob(job: JobRecord, tasks: readonly TaskRecord[], reconfigurable: 
 }
 
 /** Declared duration scaled by the progress reported, else minus the time it has been running. */
-function expectedRemaining(job: JobRecord, nowSeconds: number, runningSince: number | undefined): number | undefined {
+function expectedRemaining(
+  job: JobRecord,
+  nowSeconds: number,
+  runningSince: number | undefined,
+): number | undefined {
   const expected = job.spec.expectedDurationSeconds;
   if (expected === undefined) return undefined;
   const total = job.totalIterations;

@@ -18,6 +18,8 @@ export interface EvaOptions {
   /** Co-location rate assumed per co-located task before anything is learned (Eva §4.3: 0.95). */
   readonly defaultRate?: number;
   readonly caps?: Caps;
+  /** Re-evaluate Full Reconfiguration only after job arrivals/completions (faster; see plan()). */
+  readonly fullOnEventsOnly?: boolean;
 }
 
 interface Candidate {
@@ -37,9 +39,11 @@ export class EvaScheduler implements Scheduler {
   private readonly book: PriceBook;
   private readonly variant: EvaVariant;
   private readonly caps: Caps;
+  private readonly fullOnEventsOnly: boolean;
   private history = new EventHistory();
   private knownJobs = new Set<string>();
   private previous: { fingerprint: string; plan: Plan } | undefined;
+  private lastFullJobSet: string | undefined;
 
   constructor(catalog: Catalog, options: EvaOptions = {}) {
     this.variant = options.variant ?? 'eva';
@@ -47,6 +51,7 @@ export class EvaScheduler implements Scheduler {
     this.book = new PriceBook(catalog);
     this.table = new ColocationTable(options.defaultRate ?? 0.95);
     this.caps = options.caps ?? {};
+    this.fullOnEventsOnly = options.fullOnEventsOnly ?? false;
   }
 
   private get model(): RateModel {
@@ -140,7 +145,14 @@ export class EvaScheduler implements Scheduler {
       candidates.push(evaluate('stay', stay));
       // With nothing to repack, Partial Reconfiguration is the stay plan itself.
       candidates.push(evaluate('partial', repack.size === 0 ? stay : partialReconfiguration(input, repack)));
-      candidates.push(evaluate('full', fullReconfiguration(input)));
+      // Optionally (fullOnEventsOnly) Full Reconfiguration is re-evaluated only when jobs arrived or finished since
+      // it was last evaluated, as Eva's horizon models it (§4.5): much faster on long traces, but it forgoes moves
+      // that newly learned interference would justify between events. Off by default (the reference's behaviour).
+      const jobSet = this.jobSetKey(snapshot);
+      if (!this.fullOnEventsOnly || jobSet !== this.lastFullJobSet) {
+        candidates.push(evaluate('full', fullReconfiguration(input)));
+        this.lastFullJobSet = jobSet;
+      }
     }
     const checked = candidates.map((c) => ({ ...c, summary: { ...c.summary, rejectedBecause: this.capViolation(c.summary) } }));
     const { chosen, reason } = this.choose(checked, horizon);
@@ -183,6 +195,10 @@ export class EvaScheduler implements Scheduler {
         reason: `inputs unchanged since t=${plan.decision.nowSeconds} s: same plan (${plan.decision.reason})`,
       },
     };
+  }
+
+  private jobSetKey(snapshot: ClusterSnapshot): string {
+    return snapshot.jobs.map((j) => j.id).join(',');
   }
 
   /** Seconds since the first job event: the bootstrap horizon (reference: the simulation's clock). */

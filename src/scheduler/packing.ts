@@ -127,6 +127,17 @@ export class Composition {
   readonly classes: TaskClass[] = [];
   readonly counts: number[] = [];
   size = 0;
+  /** Canonical signature (sorted class identities with counts) under a table, cached until the next add. */
+  private signatureCache: { table: ColocationTable; value: string } | undefined;
+
+  signature(table: ColocationTable): string {
+    if (this.signatureCache?.table === table) return this.signatureCache.value;
+    const parts = this.classes.map((c, i) => c.identityIn(table) * 4096 + (this.counts[i] as number));
+    parts.sort((a, b) => a - b);
+    const value = parts.join(',');
+    this.signatureCache = { table, value };
+    return value;
+  }
 
   countOf(cls: TaskClass): number {
     const i = this.classes.indexOf(cls);
@@ -134,6 +145,7 @@ export class Composition {
   }
 
   add(cls: TaskClass, n = 1): void {
+    this.signatureCache = undefined;
     const i = this.classes.indexOf(cls);
     if (i < 0) {
       this.classes.push(cls);
@@ -167,15 +179,12 @@ export function compositionValue(
   if (n <= 1 || !model.throughputAware) return plainValue(comp, model, multiTaskCorrection, extra);
   // The greedy loops evaluate the same sets again and again (three candidate plans a round, round after round):
   // memoize by the multiset of class identities while the table's means are unchanged.
+  // The key names the multiset uniquely (the base set's canonical signature plus the added class), though the same
+  // multiset reached from another base set gets another key: a few more misses, no wrong hits.
   const table = model.table;
-  const parts: number[] = [];
-  comp.classes.forEach((c, i) => {
-    parts.push(c.identityIn(table) * 4096 + (comp.counts[i] as number) + (c === extra ? 1 : 0));
-  });
-  if (extra !== undefined && !comp.classes.includes(extra)) parts.push(extra.identityIn(table) * 4096 + 1);
-  parts.sort((a, b) => a - b);
   const flags = (multiTaskCorrection ? 1 : 0) + (model.multiTaskAware ? 2 : 0);
-  return table.cachedValue(`${flags}:${parts.join(',')}`, () => interferenceValue(comp, model, multiTaskCorrection, extra, n));
+  const key = `${flags}:${comp.signature(table)}+${extra === undefined ? '' : extra.identityIn(table)}`;
+  return table.cachedValue(key, () => interferenceValue(comp, model, multiTaskCorrection, extra, n));
 }
 
 /** Σ RP (with only the multi-task correction, which needs no table): sets of one task, or eva-rp. */

@@ -93,6 +93,11 @@ export interface RunOptions {
   readonly groundTruth: GroundTruth;
   /** Scheduling period (Eva: 300 s). */
   readonly roundSeconds?: number;
+  /**
+   * Also run a round right after each job arrival and completion (ARCHITECTURE.md: rounds run on the period and
+   * early on arrivals and completions). Off by default: Eva's reference simulator only runs periodic rounds.
+   */
+  readonly earlyRounds?: boolean;
   /** Called after every scheduling round (throttle in the caller). */
   readonly onProgress?: (progress: SimulationProgress) => void;
   /** Safety stop for schedulers that never place some job; default: last arrival + 30 days + 10 × the longest job. */
@@ -119,7 +124,7 @@ const RANK_COMPLETION = 3;
 
 type SimEvent =
   | { readonly kind: 'arrival'; readonly timeSeconds: number; readonly rank: number; readonly job: SimJob }
-  | { readonly kind: 'round'; readonly timeSeconds: number; readonly rank: number }
+  | { readonly kind: 'round'; readonly timeSeconds: number; readonly rank: number; readonly early?: boolean }
   | {
       readonly kind: 'instantiated' | 'worker-started' | 'registered' | 'terminated';
       readonly timeSeconds: number;
@@ -152,6 +157,9 @@ class Simulation {
   private readonly catalog: Catalog;
   private readonly truth: GroundTruth;
   private readonly roundSeconds: number;
+  private readonly earlyRounds: boolean;
+  /** Time of the pending early round, so several events at one time share one round. */
+  private earlyRoundAt: number | undefined;
   private readonly maxSeconds: number;
   private readonly maxSeriesPoints: number;
   private readonly onProgress: RunOptions['onProgress'];
@@ -180,6 +188,7 @@ class Simulation {
     this.catalog = options.catalog;
     this.truth = memoized(options.groundTruth);
     this.roundSeconds = options.roundSeconds ?? DEFAULT_ROUND_SECONDS;
+    this.earlyRounds = options.earlyRounds ?? false;
     if (!(this.roundSeconds > 0 && Number.isFinite(this.roundSeconds)))
       throw new Error(`roundSeconds must be a positive number, got ${this.roundSeconds}`);
     this.maxSeriesPoints = options.maxSeriesPoints ?? DEFAULT_MAX_SERIES_POINTS;
@@ -231,6 +240,10 @@ class Simulation {
       case 'arrival':
         return this.onArrival(e.job);
       case 'round':
+        if (e.early === true) {
+          this.earlyRoundAt = undefined;
+          return this.onRound(true);
+        }
         return this.onRound();
       case 'instantiated':
         return this.onInstantiated(e.instance);
@@ -288,6 +301,14 @@ class Simulation {
     this.log('arrival', { jobId: job.spec.id });
     this.liveJobs.set(job.spec.id, job);
     this.pushNextArrival();
+    this.requestEarlyRound();
+  }
+
+  /** An early round one second after the event (so effects of the same second are seen), if enabled. */
+  private requestEarlyRound(): void {
+    if (!this.earlyRounds || this.earlyRoundAt !== undefined) return;
+    this.earlyRoundAt = this.now + 1;
+    this.queue.push({ kind: 'round', timeSeconds: this.now + 1, rank: RANK_ROUND, early: true });
   }
 
   /** The first round on the period's grid at or after `t` (strictly after now, except for the very first). */
@@ -297,7 +318,7 @@ class Simulation {
     this.queue.push({ kind: 'round', timeSeconds: at, rank: RANK_ROUND });
   }
 
-  private onRound(): void {
+  private onRound(early = false): void {
     this.refreshRates(); // observe the rates as they are now
     this.log('round');
     if (this.finishedJobs === this.jobs.length) {
@@ -324,6 +345,7 @@ class Simulation {
       costSoFar: this.meter.costSoFar,
     });
     if (this.finishedJobs === this.jobs.length && this.assignable.size === 0) return; // no more rounds needed
+    if (early) return; // the periodic chain continues on its own
     const idle =
       this.liveJobs.size === 0 && this.assignable.size === 0 && this.pendingTerminations.length === 0;
     const next = this.jobs[this.nextArrival - 1];
@@ -413,6 +435,7 @@ class Simulation {
     job.endSeconds = this.now;
     job.version += 1;
     this.log('completion', { jobId: job.spec.id });
+    this.requestEarlyRound();
     for (const task of job.tasks) {
       if (task.occupying !== undefined) {
         this.dirtyInstances.add(task.occupying);

@@ -45,7 +45,9 @@ export function jobSpec(
       name,
       team: options.team ?? 'research',
       tasks: [{ name: 'main', image: 'busybox:latest', demand, replicas: options.replicas ?? 1 }],
-      ...(options.expectedDurationSeconds === undefined ? {} : { expectedDurationSeconds: options.expectedDurationSeconds }),
+      ...(options.expectedDurationSeconds === undefined
+        ? {}
+        : { expectedDurationSeconds: options.expectedDurationSeconds }),
     },
     name,
     catalog,
@@ -87,15 +89,21 @@ export class FakeCloud implements CloudProvider {
     this.calls.launch += 1;
     const request = launchRequestSchema.parse(input);
     const existing = [...this.instances.values()].filter(
-      (i) => i.tags[TAG_LAUNCH_TOKEN] === request.idempotencyToken && i.tags[TAG_CLUSTER] === request.clusterName,
+      (i) =>
+        i.tags[TAG_LAUNCH_TOKEN] === request.idempotencyToken && i.tags[TAG_CLUSTER] === request.clusterName,
     );
     if (existing.length > 0)
-      return { instanceIds: existing.map((i) => i.id), availabilityZone: existing[0]?.zone, reusedExisting: true };
+      return {
+        instanceIds: existing.map((i) => i.id),
+        availabilityZone: existing[0]?.zone,
+        reusedExisting: true,
+      };
     if (this.throttleNextLaunches > 0) {
       this.throttleNextLaunches -= 1;
       throw new ThrottlingError('RunInstances', 5, 'RequestLimitExceeded');
     }
-    if (this.noCapacity.has(request.typeName)) throw new InsufficientCapacityError(request.typeName, [...this.zones], []);
+    if (this.noCapacity.has(request.typeName))
+      throw new InsufficientCapacityError(request.typeName, [...this.zones], []);
     this.calls.runInstances += 1;
     this.seq += 1;
     const id = `i-${this.seq.toString(16).padStart(17, '0')}`;
@@ -127,7 +135,11 @@ export class FakeCloud implements CloudProvider {
   async list(clusterName: string, options: ListOptions = {}): Promise<CloudInstance[]> {
     this.calls.list += 1;
     return [...this.instances.values()]
-      .filter((i) => i.tags[TAG_CLUSTER] === clusterName && (options.includeTerminated === true || i.state !== 'terminated'))
+      .filter(
+        (i) =>
+          i.tags[TAG_CLUSTER] === clusterName &&
+          (options.includeTerminated === true || i.state !== 'terminated'),
+      )
       .map((i) => ({
         instanceId: i.id,
         typeName: i.typeName,
@@ -151,7 +163,14 @@ export class FakeCloud implements CloudProvider {
   addForeign(clusterName: string, typeName: string): string {
     this.seq += 1;
     const id = `i-${this.seq.toString(16).padStart(17, '0')}`;
-    this.instances.set(id, { id, typeName, state: 'running', zone: this.zones[0] as string, launchedAtMs: this.seq, tags: { [TAG_CLUSTER]: clusterName } });
+    this.instances.set(id, {
+      id,
+      typeName,
+      state: 'running',
+      zone: this.zones[0] as string,
+      launchedAtMs: this.seq,
+      tags: { [TAG_CLUSTER]: clusterName },
+    });
     return id;
   }
 

@@ -35,7 +35,10 @@ function ec2Error(code: string): EC2ServiceException {
 }
 
 /** The moto-backed EC2 API with a log of calls and a hook in front of RunInstances (the provider seam). */
-function seam(real: Ec2Api, beforeRun?: (input: RunInstancesCommandInput) => void): Ec2Api & { calls: string[] } {
+function seam(
+  real: Ec2Api,
+  beforeRun?: (input: RunInstancesCommandInput) => void,
+): Ec2Api & { calls: string[] } {
   const calls: string[] = [];
   return {
     calls,
@@ -66,7 +69,14 @@ describeWithMoto(
 
     function setup(
       overrides: Partial<ControllerSettings> = {},
-      options: { beforeRun?: (input: RunInstancesCommandInput) => void; executor?: TaskExecutor; s3?: S3Client; bucket?: string; dbPath?: string; clock?: ManualClock } = {},
+      options: {
+        beforeRun?: (input: RunInstancesCommandInput) => void;
+        executor?: TaskExecutor;
+        s3?: S3Client;
+        bucket?: string;
+        dbPath?: string;
+        clock?: ManualClock;
+      } = {},
     ) {
       counter += 1;
       const cluster = `moto-${counter}`;
@@ -82,9 +92,14 @@ describeWithMoto(
         { api, sleep: async () => {} },
       );
       const dbPath = options.dbPath ?? join(scratch, `${cluster}.db`);
-      const store = new SqliteStateStore(dbPath, { nowSeconds: () => clock.nowSeconds(), synchronous: 'normal' });
+      const store = new SqliteStateStore(dbPath, {
+        nowSeconds: () => clock.nowSeconds(),
+        synchronous: 'normal',
+      });
       const objectStore =
-        options.s3 === undefined ? openObjectStore(join(scratch, `${cluster}-objects`)) : openObjectStore(`s3://${options.bucket}`, { s3Client: options.s3 });
+        options.s3 === undefined
+          ? openObjectStore(join(scratch, `${cluster}-objects`))
+          : openObjectStore(`s3://${options.bucket}`, { s3Client: options.s3 });
       const controller = new Controller({
         store,
         catalog,
@@ -126,7 +141,10 @@ describeWithMoto(
       // Restart from the database alone: every job known, no instance launched or lost.
       first.clock.advance(1800);
       first.store.close();
-      const second = setup({}, { s3, bucket: 'fleetwise-controller-test', dbPath: first.dbPath, clock: first.clock });
+      const second = setup(
+        {},
+        { s3, bucket: 'fleetwise-controller-test', dbPath: first.dbPath, clock: first.clock },
+      );
       const restarted = new Controller({
         store: second.store,
         catalog,
@@ -176,15 +194,18 @@ describeWithMoto(
 
     it('falls back to the next-cheapest fitting type when every zone refuses capacity, and retries throttled launches', async () => {
       let throttled = 0;
-      const rigged = setup({}, {
-        beforeRun: (input) => {
-          if (input.InstanceType === 'c7i.xlarge') throw ec2Error('InsufficientInstanceCapacity');
-          if (input.InstanceType === 'r7i.xlarge' && throttled < 2) {
-            throttled += 1;
-            throw ec2Error('RequestLimitExceeded');
-          }
+      const rigged = setup(
+        {},
+        {
+          beforeRun: (input) => {
+            if (input.InstanceType === 'c7i.xlarge') throw ec2Error('InsufficientInstanceCapacity');
+            if (input.InstanceType === 'r7i.xlarge' && throttled < 2) {
+              throttled += 1;
+              throw ec2Error('RequestLimitExceeded');
+            }
+          },
         },
-      });
+      );
       const job = rigged.controller.submit(jobSpec('either', { c7i: [0, 4, 8], r7i: [0, 4, 8] }), 'research');
       await rigged.controller.runRound();
       // Every zone refused c7i.xlarge; r7i.xlarge ($0.2646) is next: throttled twice, then launched.
@@ -205,11 +226,14 @@ describeWithMoto(
 
     it('keeps a throttled launch pending and launches it once, later', async () => {
       let throttle = true;
-      const rigged = setup({}, {
-        beforeRun: () => {
-          if (throttle) throw ec2Error('RequestLimitExceeded');
+      const rigged = setup(
+        {},
+        {
+          beforeRun: () => {
+            if (throttle) throw ec2Error('RequestLimitExceeded');
+          },
         },
-      });
+      );
       rigged.controller.submit(jobSpec('small', CPU_SMALL), 'research');
       await rigged.controller.runRound();
       expect(await rigged.provider.list(rigged.cluster)).toEqual([]);
@@ -231,7 +255,9 @@ describeWithMoto(
           InstanceType: 'c7i.xlarge',
           MinCount: 1,
           MaxCount: 1,
-          TagSpecifications: [{ ResourceType: 'instance', Tags: [{ Key: TAG_CLUSTER, Value: rigged.cluster }] }],
+          TagSpecifications: [
+            { ResourceType: 'instance', Tags: [{ Key: TAG_CLUSTER, Value: rigged.cluster }] },
+          ],
         }),
       );
       const orphan = out.Instances?.[0]?.InstanceId as string;
@@ -258,7 +284,10 @@ describeWithMoto(
         stop: async () => 'stopped',
         status: async () => 'running',
       };
-      const rigged = setup({ registrationTimeoutSeconds: 300, registrationBackoffBaseSeconds: 120 }, { executor: never });
+      const rigged = setup(
+        { registrationTimeoutSeconds: 300, registrationBackoffBaseSeconds: 120 },
+        { executor: never },
+      );
       rigged.controller.submit(jobSpec('small', CPU_SMALL), 'research');
       await rigged.controller.runRound();
       const first = (await rigged.provider.list(rigged.cluster))[0]?.instanceId;

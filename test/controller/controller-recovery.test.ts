@@ -8,10 +8,23 @@ import { Ec2Provider } from '../../src/cloud/aws/ec2-provider.js';
 import { TAG_CLUSTER, TAG_LAUNCH_TOKEN } from '../../src/cloud/provider.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { Controller } from '../../src/controller/controller.js';
-import { FAULT_POINTS, InjectedCrash, type FaultInjector, type FaultPoint } from '../../src/controller/reconciler.js';
+import {
+  FAULT_POINTS,
+  InjectedCrash,
+  type FaultInjector,
+  type FaultPoint,
+} from '../../src/controller/reconciler.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { describeWithMoto } from '../helpers/moto.js';
-import { BASE_SETTINGS, catalog, CPU_SMALL, CrashAt, jobSpec, liveRecords, MEM_BIG } from './controller-fixtures.js';
+import {
+  BASE_SETTINGS,
+  catalog,
+  CPU_SMALL,
+  CrashAt,
+  jobSpec,
+  liveRecords,
+  MEM_BIG,
+} from './controller-fixtures.js';
 
 /**
  * Restart recovery (issue "Controller on AWS": "killing it at any line … loses no job, launches no duplicate instance
@@ -32,8 +45,10 @@ function countingApi(real: Ec2Api): Ec2Api & { runs: number } {
       return real.runInstances(input);
     },
     describeInstances: (input: Parameters<Ec2Api['describeInstances']>[0]) => real.describeInstances(input),
-    terminateInstances: (input: Parameters<Ec2Api['terminateInstances']>[0]) => real.terminateInstances(input),
-    describeInstanceTypes: (input: Parameters<Ec2Api['describeInstanceTypes']>[0]) => real.describeInstanceTypes(input),
+    terminateInstances: (input: Parameters<Ec2Api['terminateInstances']>[0]) =>
+      real.terminateInstances(input),
+    describeInstanceTypes: (input: Parameters<Ec2Api['describeInstanceTypes']>[0]) =>
+      real.describeInstanceTypes(input),
   };
   return api;
 }
@@ -44,7 +59,10 @@ describeWithMoto(
     let counter = 0;
 
     function build(cluster: string, dbPath: string, clock: ManualClock, api: Ec2Api, faults?: FaultInjector) {
-      const store = new SqliteStateStore(dbPath, { nowSeconds: () => clock.nowSeconds(), synchronous: 'normal' });
+      const store = new SqliteStateStore(dbPath, {
+        nowSeconds: () => clock.nowSeconds(),
+        synchronous: 'normal',
+      });
       const provider = new Ec2Provider(
         {
           region: 'us-east-1',
@@ -145,7 +163,9 @@ describeWithMoto(
         const all = live.store.listInstances();
         const adopted = all.filter((r) => r.launchToken.startsWith('adopted-'));
         expect(adopted).toHaveLength(orphans);
-        expect(all.filter((r) => r.cloudId !== undefined && !adopted.includes(r))).toHaveLength(everLaunched.length - orphans);
+        expect(all.filter((r) => r.cloudId !== undefined && !adopted.includes(r))).toHaveLength(
+          everLaunched.length - orphans,
+        );
         expect(live.store.listIntents({ states: ['pending'] })).toEqual([]);
 
         // And the rest converges: cancel everything, all instances terminate within two rounds.

@@ -39,11 +39,17 @@ function start(
     stderr += d.toString();
   });
   child.stdout?.resume();
-  const exit = new Promise<Exit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal, stderr })));
+  const exit = new Promise<Exit>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal, stderr })),
+  );
   return { child, exit, stderr: () => stderr };
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
+async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 30_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
@@ -67,13 +73,20 @@ describeWithMoto(
       );
       const args = [
         'controller',
-        '--provider', 'aws',
-        '--cluster', cluster,
-        '--state-dir', stateDir,
-        '--round-seconds', '1',
-        '--poll-seconds', '1',
-        '--ami', AMI,
-        '--object-store', join(scratch, 'objects'),
+        '--provider',
+        'aws',
+        '--cluster',
+        cluster,
+        '--state-dir',
+        stateDir,
+        '--round-seconds',
+        '1',
+        '--poll-seconds',
+        '1',
+        '--ami',
+        AMI,
+        '--object-store',
+        join(scratch, 'objects'),
       ];
       const env: NodeJS.ProcessEnv = { ...moto.childEnv };
       delete env.FLEETWISE_ADMIN_TOKEN;
@@ -113,7 +126,8 @@ describeWithMoto(
       store = new SqliteStateStore(dbPath);
       const reader = store;
       await until('the job running on the launched instance', () =>
-        reader.getInstance('inst-1')?.cloudId === launched[0]?.instanceId && reader.getJob(job.id)?.state === 'running'
+        reader.getInstance('inst-1')?.cloudId === launched[0]?.instanceId &&
+        reader.getJob(job.id)?.state === 'running'
           ? true
           : undefined,
       );
@@ -122,7 +136,9 @@ describeWithMoto(
       expect((await second.exit).signal).toBe('SIGKILL');
       const roundsBefore = reader.latestRound()?.round ?? 0;
       const third = start(args, env);
-      await until('two rounds after the restart', () => ((reader.latestRound()?.round ?? 0) >= roundsBefore + 2 ? true : undefined));
+      await until('two rounds after the restart', () =>
+        (reader.latestRound()?.round ?? 0) >= roundsBefore + 2 ? true : undefined,
+      );
       expect(reader.listJobs().map((j) => [j.id, j.state])).toEqual([[job.id, 'running']]);
       expect((await provider.list(cluster, { includeTerminated: true })).map((i) => i.instanceId)).toEqual([
         launched[0]?.instanceId,

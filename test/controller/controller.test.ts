@@ -3,6 +3,7 @@ import { TAG_CLUSTER, TAG_INSTANCE_KEY, TAG_LAUNCH_TOKEN, TAG_PLAN } from '../..
 import { SCHEDULER_STATE_KEY } from '../../src/controller/controller.js';
 import { CloudOnlyExecutor, LAUNCH_BACKOFF_KEY, type TaskExecutor } from '../../src/controller/reconciler.js';
 import type { InstanceRecord } from '../../src/controller/state-store.js';
+import type { Scheduler } from '../../src/scheduler/types.js';
 import { CPU_SMALL, FakeCloud, GPU_ONE, jobSpec, liveRecords, MEM_BIG, rig } from './controller-fixtures.js';
 
 describe('controller rounds against an in-memory cloud', () => {
@@ -54,7 +55,12 @@ describe('controller rounds against an in-memory cloud', () => {
     const b = controller.submit(jobSpec('mem', MEM_BIG, { team: 'graphs' }), 'graphs');
     const c = controller.submit(jobSpec('gpu', GPU_ONE, { team: 'vision' }), 'vision');
     await controller.runRound();
-    expect(cloud.live().map((i) => i.typeName).sort()).toEqual(['c7i.xlarge', 'p3.2xlarge', 'r7i.2xlarge']);
+    expect(
+      cloud
+        .live()
+        .map((i) => i.typeName)
+        .sort(),
+    ).toEqual(['c7i.xlarge', 'p3.2xlarge', 'r7i.2xlarge']);
     clock.advance(3600);
     for (const job of [a, b, c]) expect(controller.cancel(job.id).state).toBe('cancelled');
     await controller.runRound('cancel');
@@ -151,7 +157,11 @@ describe('controller rounds against an in-memory cloud', () => {
       workerRegistered: (inst: InstanceRecord) => registered.has(inst.id),
     };
     const { controller, store, cloud, clock } = rig(
-      { registrationTimeoutSeconds: 600, registrationBackoffBaseSeconds: 60, registrationBackoffMaxSeconds: 3600 },
+      {
+        registrationTimeoutSeconds: 600,
+        registrationBackoffBaseSeconds: 60,
+        registrationBackoffMaxSeconds: 3600,
+      },
       { executor },
     );
     const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');
@@ -174,11 +184,14 @@ describe('controller rounds against an in-memory cloud', () => {
     expect(launchTimes.length).toBeLessThanOrEqual(6);
     expect(launchTimes.length).toBeGreaterThanOrEqual(4);
     const gaps = launchTimes.slice(1).map((t, i) => t - (launchTimes[i] as number));
-    for (let i = 1; i < gaps.length; i++) expect(gaps[i] as number).toBeGreaterThanOrEqual(gaps[i - 1] as number);
+    for (let i = 1; i < gaps.length; i++)
+      expect(gaps[i] as number).toBeGreaterThanOrEqual(gaps[i - 1] as number);
     expect(gaps[0]).toBeGreaterThanOrEqual(600 + 60);
     expect(gaps[gaps.length - 1] as number).toBeGreaterThan((gaps[0] as number) + 600);
     expect(cloud.live().length).toBeLessThanOrEqual(1); // replaced, never accumulated
-    expect(store.listEvents({ kind: 'instance.registration-timeout' }).length).toBe(launchTimes.length - (cloud.live().length > 0 ? 1 : 0));
+    expect(store.listEvents({ kind: 'instance.registration-timeout' }).length).toBe(
+      launchTimes.length - (cloud.live().length > 0 ? 1 : 0),
+    );
     // A worker that finally registers resets the backoff and the task starts.
     const current = liveRecords(store).find((i) => i.state === 'running');
     if (current === undefined) {
@@ -229,19 +242,32 @@ describe('controller rounds against an in-memory cloud', () => {
     adopt.cloud.addForeign('another-cluster', 'c7i.xlarge');
     const job = adopt.controller.submit(jobSpec('small', CPU_SMALL), 'research');
     await adopt.controller.recover();
-    expect(adopt.store.findInstanceByCloudId(orphan)).toMatchObject({ state: 'running', typeName: 'c7i.xlarge' });
+    expect(adopt.store.findInstanceByCloudId(orphan)).toMatchObject({
+      state: 'running',
+      typeName: 'c7i.xlarge',
+    });
     await adopt.controller.runRound();
     // The plan used the adopted instance instead of launching one.
     expect(adopt.cloud.calls.runInstances).toBe(0);
-    expect(adopt.store.getTask(`${job.id}.0`)?.instanceId).toBe(adopt.store.findInstanceByCloudId(orphan)?.id);
+    expect(adopt.store.getTask(`${job.id}.0`)?.instanceId).toBe(
+      adopt.store.findInstanceByCloudId(orphan)?.id,
+    );
     expect(adopt.cloud.instances.get(exotic)?.state).toBe('terminated');
-    expect(adopt.cloud.live().map((i) => i.id).sort()).toHaveLength(2); // the adopted one and the other cluster's
+    expect(
+      adopt.cloud
+        .live()
+        .map((i) => i.id)
+        .sort(),
+    ).toHaveLength(2); // the adopted one and the other cluster's
 
     const terminate = rig({ orphanPolicy: 'terminate' });
     const stray = terminate.cloud.addForeign('test', 'c7i.xlarge');
     await terminate.controller.recover();
     expect(terminate.cloud.instances.get(stray)?.state).toBe('terminated');
-    expect(terminate.store.findInstanceByCloudId(stray)).toMatchObject({ state: 'terminated', reason: 'orphan (policy: terminate)' });
+    expect(terminate.store.findInstanceByCloudId(stray)).toMatchObject({
+      state: 'terminated',
+      reason: 'orphan (policy: terminate)',
+    });
   });
 
   it('keeps a plan within the instance cap and explains who waits', async () => {
@@ -254,6 +280,50 @@ describe('controller rounds against an in-memory cloud', () => {
     expect(waiting.filter((s) => s.startsWith('waiting: cap maxInstances'))).toHaveLength(1);
   });
 
+  it('refuses a plan that breaks a hard cap, whatever scheduler made it, and counts cap hits', async () => {
+    const rogue: Scheduler = {
+      name: 'rogue',
+      observe() {},
+      plan(snapshot) {
+        // One instance per task, ignoring the cap of one instance.
+        return {
+          configuration: {
+            instances: snapshot.tasks.map((t, i) => ({
+              id: `new-${i + 1}`,
+              typeName: 'c7i.xlarge',
+              isNew: true,
+              taskIds: [t.id],
+            })),
+          },
+          decision: {
+            scheduler: 'rogue',
+            nowSeconds: snapshot.nowSeconds,
+            candidates: [],
+            chosen: 'baseline',
+            reason: 'x',
+            waiting: [],
+            pinned: [],
+          },
+        };
+      },
+    };
+    const hits: string[] = [];
+    const metrics = {
+      observeRound: () => {},
+      countMigrations: () => {},
+      countCapHit: (cap: string) => void hits.push(cap),
+    };
+    const { controller, store, cloud } = rig({ caps: { maxInstances: 1 } }, { scheduler: rogue, metrics });
+    controller.submit(jobSpec('a', CPU_SMALL), 'research');
+    controller.submit(jobSpec('b', CPU_SMALL), 'research');
+    const outcome = await controller.runRound();
+    expect(outcome.notApplied).toBe('plan breaks a cap: maxInstances: 2 instances over the cap of 1');
+    expect(cloud.calls.runInstances).toBe(0);
+    expect(store.listInstances()).toEqual([]);
+    expect(store.listEvents({ kind: 'round.rejected' })).toHaveLength(1);
+    expect(hits).toEqual(['maxInstances']);
+  });
+
   it('saves the scheduler state after each round and loads it in a new controller', async () => {
     const first = rig();
     first.controller.submit(jobSpec('small', CPU_SMALL), 'research');
@@ -262,7 +332,9 @@ describe('controller rounds against an in-memory cloud', () => {
     expect(saved.knownJobs).toEqual(['job-1']);
     const second = rig({}, { store: first.store, cloud: first.cloud, clock: first.clock });
     await second.controller.recover();
-    expect(second.controller.scheduler.exportState().knownJobs).toEqual(['job-1']);
+    expect((second.controller.scheduler.exportState?.() as { knownJobs: string[] }).knownJobs).toEqual([
+      'job-1',
+    ]);
     const round = await second.controller.runRound();
     expect(round.actions).toEqual([]);
   });

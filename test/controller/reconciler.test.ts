@@ -21,7 +21,9 @@ class ScriptedExecutor implements TaskExecutor {
     this.calls.push(`start ${r.task.id} on ${r.instance.id}`);
   }
   async stop(r: TaskStopRequest): Promise<'stopped' | 'pending'> {
-    this.calls.push(`stop ${r.task.id} on ${r.instance.id}${r.checkpoint ? ' (checkpoint)' : ''}: ${this.stopOutcome}`);
+    this.calls.push(
+      `stop ${r.task.id} on ${r.instance.id}${r.checkpoint ? ' (checkpoint)' : ''}: ${this.stopOutcome}`,
+    );
     return this.stopOutcome;
   }
   async status(): Promise<'running'> {
@@ -53,7 +55,15 @@ function planFor(r: Rig, configuration: Configuration) {
   const snapshot = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));
   const plan: Plan = {
     configuration,
-    decision: { scheduler: 'hand', nowSeconds: r.clock.nowSeconds(), candidates: [], chosen: 'baseline', reason: 'test', waiting: [], pinned: [] },
+    decision: {
+      scheduler: 'hand',
+      nowSeconds: r.clock.nowSeconds(),
+      candidates: [],
+      chosen: 'baseline',
+      reason: 'test',
+      waiting: [],
+      pinned: [],
+    },
   };
   return { plan, diff: diffConfiguration(snapshot, configuration, catalog) };
 }
@@ -83,7 +93,18 @@ describe('reconciler: plans into intents into effects', () => {
     expect(r.store.getJob(a.id)).toMatchObject({ state: 'migrating', migrations: 1 });
     expect(r.store.getTask(`${a.id}.0`)).toMatchObject({ state: 'checkpointing', instanceId: 'inst-1' });
     expect(r.store.getTask(`${b.id}.0`)).toMatchObject({ state: 'starting', instanceId: 'inst-1' });
-    expect(r.store.getRound(applied.round)?.configuration.instances.map((i) => i.id)).toEqual(['inst-2', 'inst-1']);
+    expect(r.store.getRound(applied.round)?.configuration.instances.map((i) => i.id)).toEqual([
+      'inst-2',
+      'inst-1',
+    ]);
+    // While it moves, the scheduler sees the job pinned at its destination (where it will need capacity).
+    const during = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));
+    expect(during.jobs.find((j) => j.id === a.id)?.reconfigurable).toBe(false);
+    expect(during.tasks.find((t) => t.id === `${a.id}.0`)?.instanceId).toBe('inst-2');
+    expect(during.instances.map((i) => [i.id, i.taskIds])).toEqual([
+      ['inst-1', [`${b.id}.0`]],
+      ['inst-2', [`${a.id}.0`]],
+    ]);
 
     // The checkpoint takes a while: nothing may start on inst-1, and A waits for its own stop.
     executor.stopOutcome = 'pending';
@@ -104,7 +125,9 @@ describe('reconciler: plans into intents into effects', () => {
     expect(r.store.getTask(`${a.id}.0`)).toMatchObject({ state: 'running', instanceId: 'inst-2' });
     expect(r.store.getJob(a.id)).toMatchObject({ state: 'running', migrations: 1 });
     expect(r.store.getJob(b.id)?.state).toBe('running');
-    const aStates = r.store.listEvents({ jobId: a.id, kind: 'job.state' }).map((e) => (e.data as { to: string }).to);
+    const aStates = r.store
+      .listEvents({ jobId: a.id, kind: 'job.state' })
+      .map((e) => (e.data as { to: string }).to);
     expect(aStates).toEqual(['starting', 'running', 'migrating', 'starting', 'running']);
     expect(r.store.listIntents({ states: ['pending'] })).toEqual([]);
   });
@@ -129,7 +152,9 @@ describe('reconciler: plans into intents into effects', () => {
     const r = rig({}, { executor });
     r.controller.submit(jobSpec('a', CPU_SMALL), 'research');
     const reconciler = reconcilerFor(r, executor, new CrashAt('round:planned'));
-    const { plan, diff } = planFor(r, { instances: [{ id: 'new-1', typeName: 'c7i.xlarge', isNew: true, taskIds: ['job-1.0'] }] });
+    const { plan, diff } = planFor(r, {
+      instances: [{ id: 'new-1', typeName: 'c7i.xlarge', isNew: true, taskIds: ['job-1.0'] }],
+    });
     expect(() => reconciler.applyPlan(plan, diff)).toThrow(InjectedCrash);
     expect(r.store.latestRound()).toBeUndefined();
     expect(r.store.listInstances()).toEqual([]);

@@ -14,9 +14,14 @@ import { ValidationError } from '../../core/validation.js';
 import { createEc2Client, ec2ApiFromClient } from '../../cloud/aws/ec2-api.js';
 import { Ec2Provider, type Ec2ProviderConfig } from '../../cloud/aws/ec2-provider.js';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
-import { startApiServer, type ApiServer } from '../../controller/api/server.js';
+import { ControllerMetrics, startApiServer, type ApiServer } from '../../controller/api/server.js';
 import { SystemClock } from '../../controller/clock.js';
-import { loadControllerConfig, ORPHAN_POLICIES, type ControllerConfig, type ControllerFlags } from '../../controller/config.js';
+import {
+  loadControllerConfig,
+  ORPHAN_POLICIES,
+  type ControllerConfig,
+  type ControllerFlags,
+} from '../../controller/config.js';
 import { Controller, settingsFromConfig } from '../../controller/controller.js';
 import {
   FAULT_POINTS,
@@ -69,7 +74,9 @@ function claimStateDir(stateDir: string): () => void {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
   }
   if (pid !== undefined && Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid))
-    throw new Error(`another controller (pid ${pid}) is using ${stateDir}; stop it first (or remove ${path} if it is not)`);
+    throw new Error(
+      `another controller (pid ${pid}) is using ${stateDir}; stop it first (or remove ${path} if it is not)`,
+    );
   writeFileSync(path, `${process.pid}\n`, { mode: 0o600 });
   return () => rmSync(path, { force: true });
 }
@@ -90,7 +97,9 @@ function crashInjectorFromEnv(env: NodeJS.ProcessEnv): FaultInjector | undefined
   const point = match[1] as string;
   const countText = match[2];
   if (!(FAULT_POINTS as readonly string[]).includes(point))
-    throw new ValidationError(CRASH_AT_ENV, [`${point}: not a fault point (one of ${FAULT_POINTS.join(', ')})`]);
+    throw new ValidationError(CRASH_AT_ENV, [
+      `${point}: not a fault point (one of ${FAULT_POINTS.join(', ')})`,
+    ]);
   const target = countText === undefined ? 1 : Number(countText);
   let hits = 0;
   return {
@@ -115,7 +124,11 @@ function makeLogger(): ControllerLogger {
  * EC2 settings the configuration left out, from the account itself: the newest Amazon Linux 2023 AMI, the zones of
  * the given subnets or else every available zone of the region.
  */
-export async function resolveEc2Settings(config: ControllerConfig, client: EC2Client, workerToken: string | undefined): Promise<Ec2ProviderConfig> {
+export async function resolveEc2Settings(
+  config: ControllerConfig,
+  client: EC2Client,
+  workerToken: string | undefined,
+): Promise<Ec2ProviderConfig> {
   const ec2 = config.ec2;
   let amiId = ec2.amiId;
   if (amiId === undefined) {
@@ -130,9 +143,15 @@ export async function resolveEc2Settings(config: ControllerConfig, client: EC2Cl
     );
     const newest = (images.Images ?? [])
       .filter((i) => i.ImageId !== undefined && !(i.Name ?? '').includes('minimal'))
-      .sort((a, b) => (b.CreationDate ?? '').localeCompare(a.CreationDate ?? '') || (b.Name ?? '').localeCompare(a.Name ?? ''))[0];
+      .sort(
+        (a, b) =>
+          (b.CreationDate ?? '').localeCompare(a.CreationDate ?? '') ||
+          (b.Name ?? '').localeCompare(a.Name ?? ''),
+      )[0];
     if (newest?.ImageId === undefined)
-      throw new ValidationError('ec2.amiId', ['not set, and no Amazon Linux 2023 AMI was found in the region: set --ami']);
+      throw new ValidationError('ec2.amiId', [
+        'not set, and no Amazon Linux 2023 AMI was found in the region: set --ami',
+      ]);
     amiId = newest.ImageId;
   }
   let placements = ec2.placements;
@@ -141,7 +160,8 @@ export async function resolveEc2Settings(config: ControllerConfig, client: EC2Cl
     const zoneOf = new Map((subnets.Subnets ?? []).map((s) => [s.SubnetId, s.AvailabilityZone]));
     placements = ec2.subnetIds.map((subnetId) => {
       const zone = zoneOf.get(subnetId);
-      if (zone === undefined) throw new ValidationError('ec2.subnetIds', [`${subnetId}: no such subnet in ${config.region}`]);
+      if (zone === undefined)
+        throw new ValidationError('ec2.subnetIds', [`${subnetId}: no such subnet in ${config.region}`]);
       return { availabilityZone: zone, subnetId };
     });
   }
@@ -154,7 +174,8 @@ export async function resolveEc2Settings(config: ControllerConfig, client: EC2Cl
       .map((z) => z.ZoneName)
       .filter((n): n is string => n !== undefined)
       .sort();
-    if (names.length === 0) throw new ValidationError('ec2.placements', [`no available zone in ${config.region}`]);
+    if (names.length === 0)
+      throw new ValidationError('ec2.placements', [`no available zone in ${config.region}`]);
     placements = names.map((availabilityZone) => ({ availabilityZone }));
   }
   return {
@@ -164,7 +185,9 @@ export async function resolveEc2Settings(config: ControllerConfig, client: EC2Cl
     securityGroupIds: [...ec2.securityGroupIds],
     ...(ec2.instanceProfile === undefined ? {} : { instanceProfile: ec2.instanceProfile }),
     ...(ec2.keyName === undefined ? {} : { keyName: ec2.keyName }),
-    ...(ec2.capacityErrorTtlSeconds === undefined ? {} : { capacityErrorTtlSeconds: ec2.capacityErrorTtlSeconds }),
+    ...(ec2.capacityErrorTtlSeconds === undefined
+      ? {}
+      : { capacityErrorTtlSeconds: ec2.capacityErrorTtlSeconds }),
     ...(ec2.worker === undefined || workerToken === undefined
       ? {}
       : {
@@ -179,7 +202,10 @@ export async function resolveEc2Settings(config: ControllerConfig, client: EC2Cl
   };
 }
 
-export async function runController(flags: ControllerFlags, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+export async function runController(
+  flags: ControllerFlags,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<void> {
   // The catalog first: its region is the last fallback for the configuration's.
   const preliminary = loadControllerConfig({ flags, env, defaultRegion: 'us-east-1' });
   const catalog: Catalog = loadCatalogFile(preliminary.catalog ?? BUNDLED_CATALOG_PATH);
@@ -192,26 +218,41 @@ export async function runController(flags: ControllerFlags, env: NodeJS.ProcessE
 
   const envToken = env[ADMIN_TOKEN_ENV]?.trim();
   const adminToken =
-    envToken !== undefined && envToken !== '' ? envToken : ensureSecretFile(join(config.stateDir, ADMIN_TOKEN_FILE)).value;
-  const store = new SqliteStateStore(join(config.stateDir, DB_FILE), { nowSeconds: () => clock.nowSeconds() });
+    envToken !== undefined && envToken !== ''
+      ? envToken
+      : ensureSecretFile(join(config.stateDir, ADMIN_TOKEN_FILE)).value;
+  const store = new SqliteStateStore(join(config.stateDir, DB_FILE), {
+    nowSeconds: () => clock.nowSeconds(),
+  });
 
   let provider: Ec2Provider | undefined;
   if (!config.dryRun) {
     const client = createEc2Client({ region: config.region });
-    const workerToken = config.ec2.worker === undefined ? undefined : ensureSecretFile(join(config.stateDir, WORKER_TOKEN_FILE)).value;
+    const workerToken =
+      config.ec2.worker === undefined
+        ? undefined
+        : ensureSecretFile(join(config.stateDir, WORKER_TOKEN_FILE)).value;
     const ec2Config = await resolveEc2Settings(config, client, workerToken);
     provider = new Ec2Provider(ec2Config, { api: ec2ApiFromClient(client) });
-    log.info('EC2 settings', { amiId: ec2Config.amiId, zones: ec2Config.placements.map((p) => p.availabilityZone) });
+    log.info('EC2 settings', {
+      amiId: ec2Config.amiId,
+      zones: ec2Config.placements.map((p) => p.availabilityZone),
+    });
   }
-  if (!config.objectStore.startsWith('s3://')) mkdirSync(config.objectStore, { recursive: true });
-  const objectStore = openObjectStore(config.objectStore, { region: config.region });
+  const onS3 = config.objectStore.startsWith('s3://');
+  if (!onS3) mkdirSync(config.objectStore, { recursive: true });
+  // A dry run makes no cloud call at all: reports then stay local, or are not written.
+  const objectStore =
+    config.dryRun && onS3 ? undefined : openObjectStore(config.objectStore, { region: config.region });
 
+  const metrics = new ControllerMetrics();
   const controller = new Controller({
     store,
     catalog,
     provider,
     clock,
     objectStore,
+    metrics,
     settings: settingsFromConfig(config),
     faults,
     logger: log,
@@ -233,10 +274,11 @@ export async function runController(flags: ControllerFlags, env: NodeJS.ProcessE
   process.once('SIGINT', () => void shutdown('SIGINT'));
 
   await controller.start();
-  if (config.listen !== undefined) api = await startApiServer(controller, { listen: config.listen, adminToken, catalog });
+  if (config.listen !== undefined)
+    api = await startApiServer(controller, { listen: config.listen, adminToken, catalog, metrics });
   process.stdout.write(
     `fleetwise controller: cluster ${config.cluster} in ${config.region}${config.dryRun ? ' (dry run: no cloud calls)' : ''}; ` +
-      `state ${config.stateDir}; reports to ${objectStore.location}` +
+      `state ${config.stateDir}; reports to ${objectStore?.location ?? 'nowhere (dry run)'}` +
       `${api === undefined ? '' : `; API ${api.url}`}` +
       `${envToken !== undefined && envToken !== '' ? '' : `; admin token in ${join(config.stateDir, ADMIN_TOKEN_FILE)}`}\n`,
   );
@@ -245,7 +287,9 @@ export async function runController(flags: ControllerFlags, env: NodeJS.ProcessE
 export function registerController(program: Command): void {
   program
     .command('controller')
-    .description('run the controller: plan rounds with Eva, launch and terminate EC2 instances, serve the API')
+    .description(
+      'run the controller: plan rounds with Eva, launch and terminate EC2 instances, serve the API',
+    )
     .option('--config <file>', 'YAML (or JSON) configuration; flags override it')
     .option('--provider <name>', 'cloud provider: aws')
     .option('--cluster <name>', 'cluster name (the fleetwise:cluster tag on every instance)')
@@ -261,16 +305,28 @@ export function registerController(program: Command): void {
     .option('--max-instances <n>', 'hard cap on instances')
     .option('--max-migrations-per-round <n>', 'hard cap on job moves per round')
     .option('--dry-run', 'plan and record decisions, make no cloud call')
-    .option('--orphans <policy>', `instances tagged with the cluster but unknown to the state: ${ORPHAN_POLICIES.join(' | ')}`)
-    .option('--registration-timeout-seconds <s>', 'replace an instance whose worker has not registered by then (default 900)')
-    .option('--registration-backoff-seconds <s>', 'first launch backoff after a registration failure, doubling (default 60)')
+    .option(
+      '--orphans <policy>',
+      `instances tagged with the cluster but unknown to the state: ${ORPHAN_POLICIES.join(' | ')}`,
+    )
+    .option(
+      '--registration-timeout-seconds <s>',
+      'replace an instance whose worker has not registered by then (default 900)',
+    )
+    .option(
+      '--registration-backoff-seconds <s>',
+      'first launch backoff after a registration failure, doubling (default 60)',
+    )
     .option('--report-every-seconds <s>', 'cost report period (default 3600)')
     .option('--ami <id>', 'worker AMI (default: newest Amazon Linux 2023)')
     .option('--subnets <ids>', 'comma-separated subnet ids (their zones are used)')
     .option('--security-groups <ids>', 'comma-separated security group ids')
     .option('--instance-profile <name|arn>', 'instance profile of the workers')
     .option('--key-name <name>', 'EC2 key pair')
-    .option('--worker-controller-url <url>', 'start a worker on new instances (user data) that reaches the API here')
+    .option(
+      '--worker-controller-url <url>',
+      'start a worker on new instances (user data) that reaches the API here',
+    )
     .option('--user-data-template <file>', 'user-data template (default infra/worker-user-data.sh)')
     .action(async (options: ControllerFlags) => {
       await runController(options);

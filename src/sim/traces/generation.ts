@@ -95,8 +95,8 @@ export interface JobSpec {
 }
 
 /**
- * A trace job of `workload` with the given demand per task. Eva names every task of a replicated job like
- * the workload's task (`node0`), so all of them share one co-location key; `total_iters =
+ * A trace job of `workload` with the given demand per task. Replicated tasks are named `node0`, `node1`, … as
+ * in Eva's multi-node workloads (two_node_resnet18), so every task of a job has its own name; `total_iters =
  * int(duration × full_throughput)` as in Eva's generators (at least 1, so that a custom catalog with a very
  * slow workload cannot yield a job without work).
  */
@@ -122,7 +122,7 @@ export function buildJob(spec: JobSpec): TraceJob {
     initDelaySeconds: w.initDelaySeconds,
     fullThroughput: w.fullThroughput,
     totalIterations: Math.max(1, Math.floor(spec.durationSeconds * w.fullThroughput)),
-    tasks: Array.from({ length: spec.taskCount }, () => task),
+    tasks: Array.from({ length: spec.taskCount }, (_, i) => (i === 0 ? task : { ...task, name: `node${i}` })),
   };
 }
 

@@ -1,0 +1,173 @@
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ValidationError } from '../../src/core/validation.js';
+import { ensureSecretFile } from '../../src/cli/commands/controller.js';
+import { loadControllerConfig, parseListen } from '../../src/controller/config.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-config-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+function file(name: string, text: string): string {
+  const path = join(scratch, name);
+  writeFileSync(path, text);
+  return path;
+}
+
+function problemsOf(fn: () => unknown): { source: string; problems: readonly string[] } {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof ValidationError) return { source: e.source, problems: e.problems };
+    throw e;
+  }
+  throw new Error('expected a ValidationError');
+}
+
+describe('controller configuration', () => {
+  it('applies defaults and the acceptance-check flags', () => {
+    const config = loadControllerConfig({
+      flags: {
+        provider: 'aws',
+        cluster: 'bars',
+        stateDir: 'state',
+        listen: '127.0.0.1:8080',
+        roundSeconds: '5',
+        bucket: 'fleetwise-bars',
+      },
+      env: { AWS_REGION: 'eu-west-1' },
+      cwd: scratch,
+    });
+    expect(config).toMatchObject({
+      provider: 'aws',
+      cluster: 'bars',
+      region: 'eu-west-1',
+      stateDir: join(scratch, 'state'),
+      objectStore: 's3://fleetwise-bars',
+      listen: '127.0.0.1:8080',
+      roundSeconds: 5,
+      pollSeconds: 5,
+      dryRun: false,
+      orphans: 'adopt',
+      caps: {},
+      reportEverySeconds: 3600,
+      workerRegistration: { timeoutSeconds: 900, backoffBaseSeconds: 60, backoffMaxSeconds: 3600 },
+    });
+    const defaults = loadControllerConfig({
+      flags: { cluster: 'c', stateDir: '/var/lib/fw' },
+      env: {},
+      defaultRegion: 'us-east-1',
+    });
+    expect(defaults).toMatchObject({
+      roundSeconds: 300,
+      pollSeconds: 15,
+      region: 'us-east-1',
+      objectStore: '/var/lib/fw/objects',
+    });
+  });
+
+  it('lets flags override the file, and resolves the file’s state directory next to it', () => {
+    const path = file(
+      'fleetwise.yaml',
+      [
+        'cluster: from-file',
+        'region: us-west-2',
+        'stateDir: ./state',
+        'roundSeconds: 120',
+        'caps:',
+        '  maxCostPerHour: 50',
+        '  maxInstances: 10',
+        'ec2:',
+        '  amiId: ami-0123456789abcdef0',
+        '  securityGroupIds: [sg-0123456789abcdef0]',
+        '  tags: { owner: ml-team }',
+        'orphans: terminate',
+      ].join('\n'),
+    );
+    const config = loadControllerConfig({
+      flags: {
+        config: path,
+        cluster: 'from-flag',
+        maxInstances: '3',
+        dryRun: true,
+        subnets: 'subnet-0123456789abcdef0, subnet-0123456789abcdef1',
+      },
+      env: { AWS_REGION: 'eu-west-1' },
+      cwd: '/',
+    });
+    expect(config.cluster).toBe('from-flag');
+    expect(config.region).toBe('us-west-2'); // the file beats the environment
+    expect(config.stateDir).toBe(join(scratch, 'state'));
+    expect(config.caps).toEqual({ maxCostPerHour: 50, maxInstances: 3 });
+    expect(config.dryRun).toBe(true);
+    expect(config.orphans).toBe('terminate');
+    expect(config.ec2).toMatchObject({
+      amiId: 'ami-0123456789abcdef0',
+      securityGroupIds: ['sg-0123456789abcdef0'],
+      subnetIds: ['subnet-0123456789abcdef0', 'subnet-0123456789abcdef1'],
+      tags: { owner: 'ml-team' },
+    });
+    expect(config.pollSeconds).toBe(15);
+  });
+
+  it('names the flag, or the file field and its line, in errors', () => {
+    const flagged = problemsOf(() =>
+      loadControllerConfig({
+        flags: { cluster: 'c', stateDir: 's', roundSeconds: 'soon', maxInstances: '0', orphans: 'keep' },
+        env: {},
+        defaultRegion: 'us-east-1',
+      }),
+    );
+    expect(flagged.source).toBe('controller options');
+    expect(flagged.problems.some((p) => p.startsWith('--round-seconds: '))).toBe(true);
+    expect(flagged.problems).toContain('--max-instances: must be ≥ 1');
+    expect(flagged.problems.some((p) => p.startsWith('--orphans: '))).toBe(true);
+
+    const path = file(
+      'bad.yaml',
+      ['cluster: ok', 'stateDir: s', 'caps:', '  maxInstances: -2', 'bogus: 1', 'listen: nowhere'].join('\n'),
+    );
+    const filed = problemsOf(() =>
+      loadControllerConfig({ flags: { config: path }, env: {}, defaultRegion: 'us-east-1' }),
+    );
+    expect(filed.source).toBe(path);
+    expect(filed.problems).toContain('caps.maxInstances (line 4): must be ≥ 1');
+    expect(filed.problems.some((p) => p.startsWith('listen (line 6): HOST:PORT'))).toBe(true);
+    expect(filed.problems.some((p) => p.includes('bogus'))).toBe(true);
+
+    const missing = problemsOf(() =>
+      loadControllerConfig({ flags: { stateDir: 's' }, env: {}, defaultRegion: 'us-east-1' }),
+    );
+    expect(missing.problems.join('\n')).toMatch(/^cluster: .*\(set it in the file or with --cluster\)$/m);
+
+    const both = problemsOf(() =>
+      loadControllerConfig({
+        flags: { cluster: 'c', stateDir: 's', bucket: 'b-b-b', objectStore: '/tmp/x' },
+        env: {},
+        defaultRegion: 'us-east-1',
+      }),
+    );
+    expect(both.problems).toContain('--bucket: give either objectStore or bucket, not both');
+
+    const yaml = file('broken.yaml', 'cluster: [unclosed');
+    expect(problemsOf(() => loadControllerConfig({ flags: { config: yaml }, env: {} })).problems[0]).toMatch(
+      /^not valid YAML/,
+    );
+  });
+
+  it('splits listen addresses', () => {
+    expect(parseListen('127.0.0.1:8080')).toEqual({ host: '127.0.0.1', port: 8080 });
+    expect(parseListen('[::1]:9000')).toEqual({ host: '::1', port: 9000 });
+    expect(() => parseListen('localhost:99999')).toThrow(ValidationError);
+  });
+
+  it('creates secrets readable by the owner only, and reuses them', () => {
+    const path = join(scratch, 'admin-token');
+    const first = ensureSecretFile(path);
+    expect(first.created).toBe(true);
+    expect(first.value).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+    expect(ensureSecretFile(path)).toEqual({ value: first.value, created: false });
+  });
+});

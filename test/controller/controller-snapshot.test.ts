@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest';
+import { buildSnapshot, readSnapshotInputs } from '../../src/controller/snapshot.js';
+import { CPU_SMALL, jobSpec, rig } from './controller-fixtures.js';
+
+describe('snapshot of the store for the scheduler', () => {
+  it('maps jobs, tasks and instances, with pinned jobs where they are committed', async () => {
+    const r = rig();
+    const spec = {
+      ...jobSpec('ckpt', CPU_SMALL, { expectedDurationSeconds: 1000 }),
+      checkpoint: {
+        signal: 'SIGTERM' as const,
+        timeoutSeconds: 60,
+        restoreDelaySeconds: 10,
+        initDelaySeconds: 30,
+      },
+    };
+    const running = r.controller.submit(spec, 'research');
+    await r.controller.runRound();
+    r.clock.advance(400);
+    const queued = r.controller.submit(jobSpec('later', CPU_SMALL), 'research');
+    const snapshot = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));
+    expect(snapshot.instances).toEqual([
+      { id: 'inst-1', typeName: 'c7i.xlarge', state: 'running', taskIds: [`${running.id}.0`] },
+    ]);
+    expect(snapshot.tasks.map((t) => [t.id, t.instanceId, t.key])).toEqual([
+      [`${running.id}.0`, 'inst-1', r.store.getTask(`${running.id}.0`)?.workloadKey],
+      [`${queued.id}.0`, undefined, r.store.getTask(`${queued.id}.0`)?.workloadKey],
+    ]);
+    const [a, b] = snapshot.jobs;
+    expect(a).toMatchObject({
+      id: running.id,
+      reconfigurable: true,
+      // Out of service during a move: upload ≈ fetch (10 s each) + 30 s init.
+      migrationDelaySeconds: 50,
+      // Declared 1000 s, running for 400 s.
+      expectedRemainingSeconds: 600,
+      runningSinceSeconds: r.store.getJob(running.id)?.startedAtSeconds,
+      // Never checkpointed: everything since it started running would be lost by a move.
+      lastCheckpointSeconds: r.store.getJob(running.id)?.startedAtSeconds,
+    });
+    expect(b).toMatchObject({
+      id: queued.id,
+      reconfigurable: true,
+      migrationDelaySeconds: 0,
+      lastCheckpointSeconds: undefined,
+    });
+  });
+
+  it('leaves out instances that are going away, and a pinned job committed to one', async () => {
+    const r = rig();
+    const job = r.controller.submit(jobSpec('a', CPU_SMALL), 'research');
+    await r.controller.runRound();
+    r.store.setJobState(job.id, 'migrating', 'test'); // pinned
+    r.store.setInstanceState('inst-1', 'draining', { reason: 'test' });
+    const pinned = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));
+    expect(pinned.instances).toEqual([]);
+    expect(pinned.jobs).toEqual([]);
+    // Reconfigurable again: it appears, its task still pointing at the draining instance, so the plan moves it.
+    r.store.setJobState(job.id, 'running', 'test');
+    const movable = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));
+    expect(movable.jobs.map((j) => [j.id, j.reconfigurable])).toEqual([[job.id, true]]);
+    expect(movable.tasks[0]?.instanceId).toBe('inst-1');
+    expect(movable.instances).toEqual([]);
+  });
+});

@@ -1,0 +1,200 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  attributeCosts,
+  MINIMUM_BILLED_SECONDS,
+  placementsFromEvents,
+  type AttributionInput,
+  type BilledInstance,
+  type Placement,
+} from '../../src/controller/cost-accounting.js';
+import type { EventRecord } from '../../src/controller/state-store.js';
+
+// Catalog prices: c7i.xlarge $0.1785/h, c7i.2xlarge $0.357/h (the reservation prices of [0,4,8] and [0,8,16]).
+const C7I_XL = 0.1785;
+const C7I_2XL = 0.357;
+
+const jobs = new Map([
+  ['job-1', { id: 'job-1', name: 'small', team: 'red' }],
+  ['job-2', { id: 'job-2', name: 'large', team: 'blue' }],
+]);
+const rp = new Map([
+  ['job-1.0', C7I_XL],
+  ['job-2.0', C7I_2XL],
+]);
+
+function input(
+  instances: BilledInstance[],
+  placements: Placement[],
+  since = 0,
+  now = 3600,
+): AttributionInput {
+  return {
+    instances,
+    placements,
+    reservationPrice: (id) => rp.get(id) ?? 0,
+    jobs,
+    sinceSeconds: since,
+    nowSeconds: now,
+  };
+}
+
+const box = (terminatedAtSeconds: number | undefined, fromSeconds = 0): BilledInstance => ({
+  id: 'inst-1',
+  typeName: 'c7i.2xlarge',
+  costPerHour: C7I_2XL,
+  fromSeconds,
+  terminatedAtSeconds,
+});
+
+const on = (taskId: string, from: number, to: number, kind: Placement['kind'] = 'work'): Placement => ({
+  taskId,
+  jobId: taskId.split('.')[0] as string,
+  instanceId: 'inst-1',
+  fromSeconds: from,
+  toSeconds: to,
+  kind,
+});
+
+describe('cost attribution', () => {
+  it('shares an instance hour between its tasks by reservation price', () => {
+    const report = attributeCosts(input([box(3600)], [on('job-1.0', 0, 3600), on('job-2.0', 0, 3600)]));
+    expect(report.totalCost).toBeCloseTo(0.357, 10);
+    // 0.357 × 0.1785 / (0.1785 + 0.357) = 0.119 and 0.357 × 0.357 / 0.5355 = 0.238.
+    expect(report.byJob.map((j) => [j.id, Number(j.cost.toFixed(6))])).toEqual([
+      ['job-2', 0.238],
+      ['job-1', 0.119],
+    ]);
+    expect(report.byTeam.map((t) => t.id)).toEqual(['blue', 'red']);
+    expect(report.idleCost).toBeCloseTo(0, 12);
+    expect(report.costPerHourNow).toBe(0);
+  });
+
+  it('charges time with no task to idle, and a still-running instance until now', () => {
+    const report = attributeCosts(input([box(undefined)], [on('job-1.0', 0, 1800)], 0, 3600));
+    expect(report.totalCost).toBeCloseTo(0.357, 10);
+    expect(report.idleCost).toBeCloseTo(0.1785, 10);
+    expect(report.byJob[0]?.cost).toBeCloseTo(0.1785, 10);
+    expect(report.costPerHourNow).toBe(C7I_2XL);
+    expect(report.byInstance[0]).toMatchObject({ billedSeconds: 3600 });
+  });
+
+  it('bills a short-lived instance the one-minute minimum, the unused part as idle', () => {
+    const report = attributeCosts(input([box(20)], [on('job-1.0', 0, 20)]));
+    const perSecond = C7I_2XL / 3600;
+    expect(report.totalCost).toBeCloseTo(MINIMUM_BILLED_SECONDS * perSecond, 12);
+    expect(report.byJob[0]?.cost).toBeCloseTo(20 * perSecond, 12);
+    expect(report.idleCost).toBeCloseTo(40 * perSecond, 12);
+  });
+
+  it('counts only the time since the start of the period', () => {
+    const report = attributeCosts(input([box(3600)], [on('job-1.0', 0, 3600)], 2700, 3600));
+    expect(report.totalCost).toBeCloseTo(0.357 / 4, 10);
+    expect(report.byJob[0]?.cost).toBeCloseTo(0.357 / 4, 10);
+  });
+
+  it('reports checkpointing and restore time as migration overhead, inside the job cost', () => {
+    const report = attributeCosts(
+      input([box(3600)], [on('job-1.0', 0, 3000), on('job-1.0', 3000, 3600, 'migration')]),
+    );
+    expect(report.migrationOverheadCost).toBeCloseTo(0.357 / 6, 10);
+    expect(report.byJob[0]).toMatchObject({ id: 'job-1' });
+    expect(report.byJob[0]?.cost).toBeCloseTo(0.357, 10);
+    expect(report.byJob[0]?.migrationCost).toBeCloseTo(0.357 / 6, 10);
+  });
+
+  it('replays placements from task state events', () => {
+    const events: EventRecord[] = [
+      ['starting', 'inst-1', 0],
+      ['running', 'inst-1', 60],
+      ['checkpointing', 'inst-1', 1000],
+      ['stopped', undefined, 1030],
+      ['starting', 'inst-2', 1030],
+      ['running', 'inst-2', 1100],
+    ].map(([to, instanceId, at], i) => ({
+      seq: i + 1,
+      atSeconds: at as number,
+      kind: 'task.state',
+      jobId: 'job-1',
+      taskId: 'job-1.0',
+      data: { to: to as string, ...(instanceId === undefined ? {} : { instanceId: instanceId as string }) },
+    }));
+    expect(
+      placementsFromEvents(events, 2000).map((p) => [p.instanceId, p.fromSeconds, p.toSeconds, p.kind]),
+    ).toEqual([
+      ['inst-1', 0, 60, 'work'],
+      ['inst-1', 60, 1000, 'work'],
+      ['inst-1', 1000, 1030, 'migration'],
+      ['inst-2', 1030, 1100, 'migration'],
+      ['inst-2', 1100, 2000, 'work'],
+    ]);
+  });
+
+  it('always adds up: instances = jobs + idle, nothing negative (property)', () => {
+    const instanceArb = fc.record({
+      from: fc.integer({ min: 0, max: 5000 }),
+      length: fc.integer({ min: 1, max: 5000 }),
+      running: fc.boolean(),
+      price: fc.constantFrom(0.1785, 0.357, 3.06, 12.24),
+    });
+    const placementArb = fc.record({
+      instance: fc.nat(3),
+      task: fc.constantFrom('job-1.0', 'job-2.0', 'job-3.0'),
+      from: fc.integer({ min: 0, max: 10_000 }),
+      length: fc.integer({ min: 1, max: 3000 }),
+      migration: fc.boolean(),
+    });
+    fc.assert(
+      fc.property(
+        fc.array(instanceArb, { minLength: 1, maxLength: 4 }),
+        fc.array(placementArb, { maxLength: 12 }),
+        fc.integer({ min: 0, max: 8000 }),
+        (insts, places, since) => {
+          const now = 12_000;
+          const instances: BilledInstance[] = insts.map((i, k) => ({
+            id: `inst-${k}`,
+            typeName: 'x.y',
+            costPerHour: i.price,
+            fromSeconds: i.from,
+            terminatedAtSeconds: i.running ? undefined : i.from + i.length,
+          }));
+          const placements: Placement[] = places
+            .filter((p) => p.instance < instances.length)
+            .map((p) => ({
+              taskId: p.task,
+              jobId: p.task.split('.')[0] as string,
+              instanceId: `inst-${p.instance}`,
+              fromSeconds: p.from,
+              toSeconds: p.from + p.length,
+              kind: p.migration ? ('migration' as const) : ('work' as const),
+            }));
+          const report = attributeCosts({
+            instances,
+            placements,
+            reservationPrice: (id) => (id === 'job-3.0' ? 0 : (rp.get(id) ?? 0)),
+            jobs,
+            sinceSeconds: since,
+            nowSeconds: now,
+          });
+          const jobsSum = report.byJob.reduce((s, j) => s + j.cost, 0);
+          const instSum = report.byInstance.reduce((s, i) => s + i.cost, 0);
+          expect(instSum).toBeCloseTo(report.totalCost, 9);
+          expect(jobsSum + report.idleCost).toBeCloseTo(report.totalCost, 9);
+          expect(report.byTeam.reduce((s, t) => s + t.cost, 0)).toBeCloseTo(jobsSum, 9);
+          expect(report.migrationOverheadCost).toBeLessThanOrEqual(jobsSum + 1e-9);
+          for (const line of [...report.byJob, ...report.byInstance])
+            expect(line.cost).toBeGreaterThanOrEqual(0);
+          for (const i of report.byInstance) expect(i.idleCost).toBeLessThanOrEqual(i.cost + 1e-12);
+          // Never more than each instance's rate over its billed window (with the one-minute minimum).
+          const bound = instances.reduce((s, i) => {
+            const end =
+              i.terminatedAtSeconds === undefined ? now : Math.max(i.terminatedAtSeconds, i.fromSeconds + 60);
+            return s + (Math.max(0, end - Math.max(i.fromSeconds, since)) * i.costPerHour) / 3600;
+          }, 0);
+          expect(report.totalCost).toBeCloseTo(bound, 9);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});

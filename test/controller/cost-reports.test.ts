@@ -1,0 +1,185 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ValidationError } from '../../src/core/validation.js';
+import { attributeCosts, type BilledInstance } from '../../src/controller/cost-accounting.js';
+import {
+  barChartSvg,
+  buildReportDocument,
+  costPerHourSeries,
+  LATEST_REPORT_KEY,
+  listReports,
+  parseReportDocument,
+  reportCsv,
+  reportHtml,
+  reportStamp,
+  writeReportFiles,
+} from '../../src/controller/reports.js';
+import { openObjectStore } from '../../src/storage/object-store.js';
+import { CPU_SMALL, jobSpec, rig } from './controller-fixtures.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-reports-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+const T0 = 1_700_000_000;
+const instances: BilledInstance[] = [
+  {
+    id: 'inst-1',
+    typeName: 'c7i.xlarge',
+    costPerHour: 0.1785,
+    fromSeconds: T0,
+    terminatedAtSeconds: T0 + 3600,
+  },
+  {
+    id: 'inst-2',
+    typeName: 'p3.2xlarge',
+    costPerHour: 3.06,
+    fromSeconds: T0 + 1800,
+    terminatedAtSeconds: undefined,
+  },
+];
+
+function sampleDocument(reason = 'test') {
+  const report = attributeCosts({
+    instances,
+    placements: [
+      {
+        taskId: 'job-1.0',
+        jobId: 'job-1',
+        instanceId: 'inst-1',
+        fromSeconds: T0,
+        toSeconds: T0 + 3600,
+        kind: 'work',
+      },
+      {
+        taskId: 'job-2.0',
+        jobId: 'job-2',
+        instanceId: 'inst-2',
+        fromSeconds: T0 + 1800,
+        toSeconds: T0 + 5400,
+        kind: 'work',
+      },
+    ],
+    reservationPrice: () => 1,
+    jobs: new Map([
+      ['job-1', { id: 'job-1', name: 'cifar, "quoted"', team: 'red' }],
+      ['job-2', { id: 'job-2', name: 'gpt2', team: 'blue' }],
+    ]),
+    sinceSeconds: T0,
+    nowSeconds: T0 + 5400,
+  });
+  return buildReportDocument({ cluster: 'bars', reason, report, instances });
+}
+
+describe('cost reports', () => {
+  it('traces the fleet $/hour as a step function', () => {
+    expect(costPerHourSeries(instances, T0, T0 + 5400)).toEqual([
+      { atSeconds: T0, costPerHour: 0.1785 },
+      { atSeconds: T0 + 1800, costPerHour: 0.1785 + 3.06 },
+      { atSeconds: T0 + 3600, costPerHour: 3.06 },
+      { atSeconds: T0 + 5400, costPerHour: 3.06 },
+    ]);
+    // An empty fleet is exactly zero, not a float residue.
+    expect(costPerHourSeries([instances[0] as BilledInstance], T0, T0 + 7200).at(-1)).toEqual({
+      atSeconds: T0 + 7200,
+      costPerHour: 0,
+    });
+  });
+
+  it('writes CSV rows per total, team, job and instance, quoting where needed', () => {
+    const csv = reportCsv(sampleDocument());
+    const lines = csv.trimEnd().split('\n');
+    expect(lines[0]).toBe('scope,id,name,team,typeName,cost,idleCost,migrationCost');
+    // 1 h of $0.1785 + 1 h of $3.06.
+    expect(lines[1]).toBe('total,bars,,,,3.238500,0,0');
+    expect(lines).toContain('job,job-1,"cifar, ""quoted""",red,,0.178500,,0');
+    expect(lines).toContain('instance,inst-2,,,p3.2xlarge,3.060000,0,');
+    expect(lines).toHaveLength(1 + 1 + 2 + 2 + 2); // header, total, teams, jobs, instances
+  });
+
+  it('renders a self-contained HTML page with escaped names and inline SVG charts', () => {
+    const html = reportHtml(sampleDocument('job-1 cancelled'));
+    expect(html.startsWith('<!doctype html>')).toBe(true);
+    expect(html).toContain('Costs of cluster bars');
+    expect(html).toContain('cifar, &quot;quoted&quot;');
+    expect(html).toContain('written because: job-1 cancelled');
+    expect(html.match(/<svg /g)?.length).toBe(3); // $/hour over time, by team, by job
+    expect(html).not.toMatch(/<script|https?:\/\/(?!www\.w3\.org)/);
+    expect(barChartSvg('t', [{ label: '<b>', value: 1 }])).toContain('&lt;b&gt;');
+  });
+
+  it('writes JSON, CSV and HTML to the object store and reads them back', async () => {
+    const store = openObjectStore(join(scratch, 'objects'));
+    const keys = await writeReportFiles(store, sampleDocument());
+    const stamp = reportStamp(T0 + 5400);
+    expect(keys).toEqual({
+      json: `reports/costs-${stamp}.json`,
+      csv: `reports/costs-${stamp}.csv`,
+      html: `reports/costs-${stamp}.html`,
+    });
+    expect(stamp).toBe('2023-11-14T23-43-20.000Z');
+    const back = await listReports(store);
+    expect(back.map((r) => r.key)).toEqual([keys.json]);
+    expect(back[0]?.document.totalCost).toBeCloseTo(3.2385, 10);
+    expect(await listReports(store, T0 + 6000)).toEqual([]);
+    expect(JSON.parse((await store.getBuffer(LATEST_REPORT_KEY)).toString('utf8')).cluster).toBe('bars');
+  });
+
+  it('rejects a malformed report with the key and the field', () => {
+    expect(() => parseReportDocument('{"schemaVersion":1}', 'reports/x.json')).toThrow(ValidationError);
+    try {
+      parseReportDocument('{"schemaVersion":1,"kind":"fleetwise.cost-report"}', 'reports/x.json');
+    } catch (e) {
+      expect((e as ValidationError).source).toBe('reports/x.json');
+      expect((e as ValidationError).problems.join('\n')).toContain('cluster');
+    }
+    expect(() => parseReportDocument('not json', 'reports/y.json')).toThrow(
+      /reports\/y\.json: not valid JSON/,
+    );
+  });
+
+  it('the controller keeps uploaded build contexts content-addressed in the object store', async () => {
+    const objects = openObjectStore(join(scratch, 'contexts'));
+    const { controller } = rig({}, { objectStore: objects });
+    const archive = Buffer.from('fake tar bytes');
+    const sha256 = 'a'.repeat(64);
+    const ref = await controller.storeContext(archive, { sha256, encoding: 'gzip', team: 'red' });
+    expect(ref).toBe(`${objects.location}/contexts/${sha256}.tar.gz`);
+    expect((await objects.getBuffer(`contexts/${sha256}.tar.gz`)).toString()).toBe('fake tar bytes');
+    await expect(
+      controller.storeContext(archive, { sha256: '../x', encoding: 'tar', team: undefined }),
+    ).rejects.toThrow(/sha256/);
+    expect(await controller.writeReport()).toMatch(/\/reports\/costs-.*\.json$/);
+  });
+
+  it('the controller writes a report when a job ends and every hour, from its loop', async () => {
+    const objects = openObjectStore(join(scratch, 'loop-objects'));
+    const { controller, clock } = rig(
+      { reportEverySeconds: 3600, roundSeconds: 300, pollSeconds: 60, minRoundGapSeconds: 0 },
+      { objectStore: objects },
+    );
+    const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await controller.start();
+    await until(async () => (await listReports(objects)).length === 0 && clock.pendingSleeps > 0);
+    clock.advance(1800);
+    controller.cancel(job.id);
+    await until(async () => (await listReports(objects)).length === 1);
+    const afterCancel = (await listReports(objects))[0]?.document;
+    expect(afterCancel?.reason).toBe(`${job.id} cancelled`);
+    // 1800 s of a c7i.xlarge at $0.1785/h.
+    expect(afterCancel?.totalCost).toBeCloseTo(0.1785 / 2, 6);
+    await until(() => clock.pendingSleeps > 0);
+    clock.advance(1800);
+    await until(async () => (await listReports(objects)).some((r) => r.document.reason === 'hourly'));
+    await controller.stop();
+  });
+});
+
+async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
