@@ -23,7 +23,11 @@ export interface SchedulerBenchResult {
 }
 
 /** A seeded sample of single-task jobs, all waiting (a cold start: the largest Full Reconfiguration). */
-export function sampleSnapshot(demands: readonly WeightedDemand[], count: number, seed: number): ClusterSnapshot {
+export function sampleSnapshot(
+  demands: readonly WeightedDemand[],
+  count: number,
+  seed: number,
+): ClusterSnapshot {
   const rng = new Rng(seed);
   const total = demands.reduce((s, d) => s + d.weight, 0);
   const pick = (): WeightedDemand => {
@@ -39,7 +43,13 @@ export function sampleSnapshot(demands: readonly WeightedDemand[], count: number
   for (let i = 0; i < count; i++) {
     const d = pick();
     const id = `t${String(i).padStart(6, '0')}`;
-    jobs.push({ id: `j${id}`, taskIds: [id], reconfigurable: true, arrivalSeconds: 0, migrationDelaySeconds: 0 });
+    jobs.push({
+      id: `j${id}`,
+      taskIds: [id],
+      reconfigurable: true,
+      arrivalSeconds: 0,
+      migrationDelaySeconds: 0,
+    });
     tasks.push({ id, jobId: `j${id}`, key: d.key, demand: d.demand });
   }
   return { nowSeconds: 0, jobs, tasks, instances: [] };
@@ -57,7 +67,9 @@ export function benchScheduler(
 ): SchedulerBenchResult[] {
   const book = new PriceBook(catalog);
   // Warm the JIT once so the first size is not charged for compilation (sizes are compared as ratios).
-  new EvaScheduler(catalog, { variant: 'eva-full-only' }).plan(sampleSnapshot(demands, 2000, (options.seed ?? 1) + 1));
+  new EvaScheduler(catalog, { variant: 'eva-full-only' }).plan(
+    sampleSnapshot(demands, 2000, (options.seed ?? 1) + 1),
+  );
   return taskCounts.map((count) => {
     const snapshot = sampleSnapshot(demands, count, options.seed ?? 1);
     const repeats = options.repeats ?? (count > 20_000 ? 3 : 5);

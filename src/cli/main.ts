@@ -43,7 +43,9 @@ async function main(): Promise<void> {
   } catch (e) {
     if (e instanceof CommanderError) process.exit(e.exitCode);
     if (e instanceof ValidationError) {
-      process.stderr.write(`fleetwise: invalid input: ${e.source}\n${e.problems.map((p) => `  - ${p}`).join('\n')}\n`);
+      process.stderr.write(
+        `fleetwise: invalid input: ${e.source}\n${e.problems.map((p) => `  - ${p}`).join('\n')}\n`,
+      );
       process.exit(2);
     }
     process.stderr.write(`fleetwise: ${(e as Error).message}\n`);

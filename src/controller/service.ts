@@ -26,7 +26,10 @@ export interface ControllerService {
 }
 
 export interface ClusterView {
-  readonly instances: readonly (InstanceRecord & { readonly costPerHour: number; readonly taskIds: readonly string[] })[];
+  readonly instances: readonly (InstanceRecord & {
+    readonly costPerHour: number;
+    readonly taskIds: readonly string[];
+  })[];
   readonly tasks: readonly TaskRecord[];
   readonly costPerHour: number;
 }

@@ -107,12 +107,19 @@ export function catalogToFile(catalog: Catalog, source?: string): CatalogFile {
 }
 
 /** Apply price overrides; an override naming a type the catalog lacks is an error, not a silent no-op. */
-export function applyPriceOverrides(catalog: Catalog, overrides: PriceOverrides, source = 'price overrides'): Catalog {
+export function applyPriceOverrides(
+  catalog: Catalog,
+  overrides: PriceOverrides,
+  source = 'price overrides',
+): Catalog {
   const parsed = parseWith(priceOverridesSchema, overrides, source);
   const names = new Set(catalog.types.map((t) => t.name));
   const unknown = Object.keys(parsed.pricePerType ?? {}).filter((n) => !names.has(n));
   if (unknown.length > 0)
-    throw new ValidationError(source, unknown.map((n) => `pricePerType.${n}: not an instance type of the catalog`));
+    throw new ValidationError(
+      source,
+      unknown.map((n) => `pricePerType.${n}: not an instance type of the catalog`),
+    );
   const factor = 1 - (parsed.discountPercent ?? 0) / 100;
   return {
     ...catalog,
@@ -125,7 +132,8 @@ export function applyPriceOverrides(catalog: Catalog, overrides: PriceOverrides,
 
 export function findType(catalog: Catalog, name: string): InstanceType {
   const t = catalog.types.find((x) => x.name === name);
-  if (t === undefined) throw new Error(`unknown instance type ${name} (not in the ${catalog.region} catalog)`);
+  if (t === undefined)
+    throw new Error(`unknown instance type ${name} (not in the ${catalog.region} catalog)`);
   return t;
 }
 

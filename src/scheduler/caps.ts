@@ -25,12 +25,15 @@ export function enforceCaps(
   const maxCount = caps.maxInstances ?? Number.POSITIVE_INFINITY;
   let kept = [...drafts];
   const cost = () => kept.reduce((s, d) => s + d.type.costPerHour, 0);
-  const violated = () => (cost() > maxCost + 1e-9 ? 'maxCostPerHour' : kept.length > maxCount ? 'maxInstances' : undefined);
+  const violated = () =>
+    cost() > maxCost + 1e-9 ? 'maxCostPerHour' : kept.length > maxCount ? 'maxInstances' : undefined;
   const waiting: { jobId: string; cap: string }[] = [];
   let cap = violated();
   let preemptedPinned = false;
   while (cap !== undefined) {
-    const victim = kept.reduce((worst, d) => (rank(d, valueOf, pinnedTaskIds) < rank(worst, valueOf, pinnedTaskIds) ? d : worst));
+    const victim = kept.reduce((worst, d) =>
+      rank(d, valueOf, pinnedTaskIds) < rank(worst, valueOf, pinnedTaskIds) ? d : worst,
+    );
     if (victim.taskIds.some((id) => pinnedTaskIds.has(id))) preemptedPinned = true;
     const jobs = new Set(victim.taskIds.map((id) => (tasks.get(id) as PackTask).jobId));
     for (const jobId of [...jobs].sort()) waiting.push({ jobId, cap });
@@ -46,7 +49,9 @@ export function enforceCaps(
   return {
     drafts: kept,
     waiting,
-    note: preemptedPinned ? 'a cap forced stopping jobs that were pinned (they resume from their last checkpoint)' : undefined,
+    note: preemptedPinned
+      ? 'a cap forced stopping jobs that were pinned (they resume from their last checkpoint)'
+      : undefined,
   };
 }
 

@@ -42,7 +42,8 @@ export class ColocationTable {
   version = 0;
 
   constructor(readonly defaultRate = 0.95) {
-    if (!(defaultRate > 0 && defaultRate <= 1)) throw new Error(`default co-location rate must be in (0, 1], got ${defaultRate}`);
+    if (!(defaultRate > 0 && defaultRate <= 1))
+      throw new Error(`default co-location rate must be in (0, 1], got ${defaultRate}`);
   }
 
   /** Normalized throughput of `target` when co-located with `others` (a multiset of keys). */
@@ -142,7 +143,12 @@ export class ColocationTable {
     const out: ObservationSummary[] = [];
     for (const [target, byOthers] of this.entries)
       for (const [sig, e] of byOthers)
-        out.push({ target, others: sig === '' ? [] : sig.split('\u0001'), mean: e.sum / e.count, count: e.count });
+        out.push({
+          target,
+          others: sig === '' ? [] : sig.split('\u0001'),
+          mean: e.sum / e.count,
+          count: e.count,
+        });
     return out.sort((a, b) => (a.target + a.others.join()).localeCompare(b.target + b.others.join()));
   }
 
@@ -216,8 +222,10 @@ export function attributeJobObservation(
   const recorded = candidates.filter((c) => c.recorded !== undefined);
   const unrecorded = candidates.filter((c) => c.recorded === undefined);
   if (recorded.length === 0) return mostColocated(candidates);
-  const lowestRecorded = recorded.reduce((best, c) => ((c.recorded as number) < (best.recorded as number) ? c : best),
-    recorded[0] as (typeof recorded)[number]).index;
+  const lowestRecorded = recorded.reduce(
+    (best, c) => ((c.recorded as number) < (best.recorded as number) ? c : best),
+    recorded[0] as (typeof recorded)[number],
+  ).index;
   if (unrecorded.length === 0) return lowestRecorded;
   if (recorded.every((c) => (c.recorded as number) > observed)) return mostColocated(unrecorded);
   return lowestRecorded;

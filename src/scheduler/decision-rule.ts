@@ -9,8 +9,13 @@
  * T = −1 / (λ·ln(1−p)). Before any Full Reconfiguration (p = 0) the reference bootstraps T with the current
  * simulation time, i.e. the time the cluster has run: `elapsedSeconds` (not an epoch timestamp). p = 1 gives 0.
  */
-export function horizonSeconds(eventRatePerSecond: number | undefined, fullFraction: number, elapsedSeconds: number): number {
-  if (fullFraction <= 0 || eventRatePerSecond === undefined || !(eventRatePerSecond > 0)) return Math.max(0, elapsedSeconds);
+export function horizonSeconds(
+  eventRatePerSecond: number | undefined,
+  fullFraction: number,
+  elapsedSeconds: number,
+): number {
+  if (fullFraction <= 0 || eventRatePerSecond === undefined || !(eventRatePerSecond > 0))
+    return Math.max(0, elapsedSeconds);
   if (fullFraction >= 1) return 0;
   return -1 / (eventRatePerSecond * Math.log(1 - fullFraction));
 }

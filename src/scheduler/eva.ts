@@ -6,7 +6,12 @@ import { ColocationTable, type SerializedColocationTable } from './colocation-ta
 import { chooseFull, EventHistory, horizonSeconds, netValue } from './decision-rule.js';
 import { toPlanned, type DraftInstance } from './full-reconfiguration.js';
 import { compositionValue, type PackTask, type RateModel } from './packing.js';
-import { fullReconfiguration, inefficientInstances, partialReconfiguration, type PlanningInput } from './reconfiguration.js';
+import {
+  fullReconfiguration,
+  inefficientInstances,
+  partialReconfiguration,
+  type PlanningInput,
+} from './reconfiguration.js';
 import { PriceBook } from './reservation-price.js';
 import type { CandidateSummary, Configuration, Plan, Scheduler, ThroughputObservation } from './types.js';
 
@@ -74,7 +79,9 @@ export class EvaScheduler implements Scheduler {
     for (const inst of snapshot.instances)
       keysOn.set(
         inst.id,
-        inst.taskIds.filter((id) => value.has(id) && tasks.has(id)).map((id) => ({ id, key: tasks.get(id)?.key as string })),
+        inst.taskIds
+          .filter((id) => value.has(id) && tasks.has(id))
+          .map((id) => ({ id, key: tasks.get(id)?.key as string })),
       );
     const othersOf = (taskId: string): string[] | undefined => {
       const inst = tasks.get(taskId)?.instanceId;
@@ -111,7 +118,8 @@ export class EvaScheduler implements Scheduler {
         demand: t.demand,
         rp: this.book.reservationPrice(t.demand),
         jobTaskCount: taskCount.get(t.jobId) ?? 1,
-        currentInstanceId: t.instanceId !== undefined && instanceType.has(t.instanceId) ? t.instanceId : undefined,
+        currentInstanceId:
+          t.instanceId !== undefined && instanceType.has(t.instanceId) ? t.instanceId : undefined,
       });
     }
     const jobRp = new Map<string, number>();
@@ -122,24 +130,34 @@ export class EvaScheduler implements Scheduler {
       book: this.book,
       model: this.model,
       tasks: packTasks,
-      instances: snapshot.instances.map((i) => ({ id: i.id, type: instanceType.get(i.id) as InstanceType, taskIds: i.taskIds.filter((id) => packTasks.has(id)) })),
+      instances: snapshot.instances.map((i) => ({
+        id: i.id,
+        type: instanceType.get(i.id) as InstanceType,
+        taskIds: i.taskIds.filter((id) => packTasks.has(id)),
+      })),
       pinnedTaskIds,
       maxMovedJobs: this.caps.maxMigrationsPerRound ?? Number.POSITIVE_INFINITY,
     };
 
-    const horizon = horizonSeconds(this.history.eventRatePerSecond, this.history.fullFraction, this.elapsed(now));
+    const horizon = horizonSeconds(
+      this.history.eventRatePerSecond,
+      this.history.fullFraction,
+      this.elapsed(now),
+    );
     const evaluate = (name: CandidateSummary['name'], drafts: readonly DraftInstance[]): Candidate => ({
       summary: this.summarize(name, drafts, input, jobs, jobRp, now),
       drafts,
     });
     const fingerprint = this.fingerprint(snapshot, pinnedTaskIds, horizon);
     const previous = this.previous;
-    if (previous !== undefined && previous.fingerprint === fingerprint) return this.unchanged(previous.plan, now);
+    if (previous !== undefined && previous.fingerprint === fingerprint)
+      return this.unchanged(previous.plan, now);
 
     const candidates: Candidate[] = [];
     const repack = inefficientInstances(input);
     if (this.variant === 'eva-full-only') candidates.push(evaluate('full', fullReconfiguration(input)));
-    else if (this.variant === 'eva-partial-only') candidates.push(evaluate('partial', partialReconfiguration(input, repack)));
+    else if (this.variant === 'eva-partial-only')
+      candidates.push(evaluate('partial', partialReconfiguration(input, repack)));
     else {
       const stay = partialReconfiguration(input, new Set());
       candidates.push(evaluate('stay', stay));
@@ -154,11 +172,16 @@ export class EvaScheduler implements Scheduler {
         this.lastFullJobSet = jobSet;
       }
     }
-    const checked = candidates.map((c) => ({ ...c, summary: { ...c.summary, rejectedBecause: this.capViolation(c.summary) } }));
+    const checked = candidates.map((c) => ({
+      ...c,
+      summary: { ...c.summary, rejectedBecause: this.capViolation(c.summary) },
+    }));
     const { chosen, reason } = this.choose(checked, horizon);
     if (chosen.summary.name === 'full') this.history.recordFull();
 
-    const capped = enforceCaps(chosen.drafts, this.caps, packTasks, pinnedTaskIds, (d) => compositionValue(d.composition, input.model, false));
+    const capped = enforceCaps(chosen.drafts, this.caps, packTasks, pinnedTaskIds, (d) =>
+      compositionValue(d.composition, input.model, false),
+    );
     const configuration: Configuration = { instances: toPlanned(capped.drafts) };
     const plan: Plan = {
       configuration,
@@ -176,7 +199,14 @@ export class EvaScheduler implements Scheduler {
       },
     };
     // The fingerprint after the choice: a Full Reconfiguration changes p, hence T, so the next round re-plans.
-    this.previous = { fingerprint: this.fingerprint(snapshot, pinnedTaskIds, horizonSeconds(this.history.eventRatePerSecond, this.history.fullFraction, this.elapsed(now))), plan };
+    this.previous = {
+      fingerprint: this.fingerprint(
+        snapshot,
+        pinnedTaskIds,
+        horizonSeconds(this.history.eventRatePerSecond, this.history.fullFraction, this.elapsed(now)),
+      ),
+      plan,
+    };
     return plan;
   }
 
@@ -208,15 +238,19 @@ export class EvaScheduler implements Scheduler {
 
   private fingerprint(snapshot: ClusterSnapshot, pinned: ReadonlySet<string>, horizon: number): string {
     const parts: string[] = [String(this.table.version), horizon.toFixed(3)];
-    for (const j of snapshot.jobs) parts.push(`${j.id}${j.reconfigurable ? '' : '!'}${pinned.has(j.taskIds[0] ?? '') ? '^' : ''}`);
+    for (const j of snapshot.jobs)
+      parts.push(`${j.id}${j.reconfigurable ? '' : '!'}${pinned.has(j.taskIds[0] ?? '') ? '^' : ''}`);
     for (const t of snapshot.tasks) parts.push(`${t.id}@${t.instanceId ?? ''}`);
     for (const i of snapshot.instances) parts.push(`${i.id}:${i.typeName}:${i.state}:${i.taskIds.join(',')}`);
     return parts.join('|');
   }
 
-
   /** Scheduler state to persist across controller restarts. */
-  exportState(): { table: SerializedColocationTable; history: ReturnType<EventHistory['toJSON']>; knownJobs: string[] } {
+  exportState(): {
+    table: SerializedColocationTable;
+    history: ReturnType<EventHistory['toJSON']>;
+    knownJobs: string[];
+  } {
     return { table: this.table.toJSON(), history: this.history.toJSON(), knownJobs: [...this.knownJobs] };
   }
 
@@ -251,16 +285,23 @@ export class EvaScheduler implements Scheduler {
     const pinned: { jobId: string; why: string }[] = [];
     const now = snapshot.nowSeconds;
     for (const job of snapshot.jobs) {
-      const placed = job.taskIds.map((id) => tasks.get(id)).filter((t) => t?.currentInstanceId !== undefined) as PackTask[];
+      const placed = job.taskIds
+        .map((id) => tasks.get(id))
+        .filter((t) => t?.currentInstanceId !== undefined) as PackTask[];
       if (placed.length === 0) continue;
       let why: string | undefined;
       if (!job.reconfigurable) why = 'being launched or migrated';
-      else if (job.noMoveSeconds !== undefined && job.runningSinceSeconds !== undefined && now < job.runningSinceSeconds + job.noMoveSeconds)
+      else if (
+        job.noMoveSeconds !== undefined &&
+        job.runningSinceSeconds !== undefined &&
+        now < job.runningSinceSeconds + job.noMoveSeconds
+      )
         why = `asked not to be moved for ${job.noMoveSeconds} s after starting`;
       else if (job.expectedRemainingSeconds !== undefined) {
         const instances = new Set(placed.map((t) => t.currentInstanceId as string));
         let bestSavingPerSecond = 0;
-        for (const id of instances) bestSavingPerSecond += perHourToPerSecond(instanceType.get(id)?.costPerHour ?? 0);
+        for (const id of instances)
+          bestSavingPerSecond += perHourToPerSecond(instanceType.get(id)?.costPerHour ?? 0);
         const moveCost = this.jobMoveCost(job, jobRp.get(job.id) ?? 0, now);
         if (job.expectedRemainingSeconds * bestSavingPerSecond <= moveCost)
           why = `expected to finish in ${Math.round(job.expectedRemainingSeconds)} s, before a move could pay back $${moveCost.toFixed(2)}`;
@@ -309,7 +350,8 @@ export class EvaScheduler implements Scheduler {
         const t = input.tasks.get(id) as PackTask;
         if (t.currentInstanceId !== undefined && t.currentInstanceId !== d.id) {
           moved.add(t.jobId);
-          if (d.isNew) waitForSetup.set(t.jobId, Math.max(waitForSetup.get(t.jobId) ?? 0, setupSeconds(d.type)));
+          if (d.isNew)
+            waitForSetup.set(t.jobId, Math.max(waitForSetup.get(t.jobId) ?? 0, setupSeconds(d.type)));
         }
       }
     }
@@ -317,7 +359,9 @@ export class EvaScheduler implements Scheduler {
     for (const jobId of moved) {
       // A job moved onto a new instance is also out of service while that instance boots (beyond the reference).
       const rpPerSecond = perHourToPerSecond(jobRp.get(jobId) ?? 0);
-      migrationCost += this.jobMoveCost(jobs.get(jobId) as SchedJob, jobRp.get(jobId) ?? 0, now) + (waitForSetup.get(jobId) ?? 0) * rpPerSecond;
+      migrationCost +=
+        this.jobMoveCost(jobs.get(jobId) as SchedJob, jobRp.get(jobId) ?? 0, now) +
+        (waitForSetup.get(jobId) ?? 0) * rpPerSecond;
     }
     return {
       name,
@@ -335,7 +379,8 @@ export class EvaScheduler implements Scheduler {
     const c = this.caps;
     if (c.maxCostPerHour !== undefined && s.costPerHour > c.maxCostPerHour + 1e-9)
       return `costs $${s.costPerHour.toFixed(2)}/h over the $${c.maxCostPerHour}/h cap`;
-    if (c.maxInstances !== undefined && s.instances > c.maxInstances) return `${s.instances} instances over the cap of ${c.maxInstances}`;
+    if (c.maxInstances !== undefined && s.instances > c.maxInstances)
+      return `${s.instances} instances over the cap of ${c.maxInstances}`;
     if (c.maxMigrationsPerRound !== undefined && s.movedJobs.length > c.maxMigrationsPerRound)
       return `moves ${s.movedJobs.length} jobs over the cap of ${c.maxMigrationsPerRound} per round`;
     return undefined;

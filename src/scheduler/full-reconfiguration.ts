@@ -125,7 +125,8 @@ export function topDownProvisioning(
       if (comp.size === 0) break;
       const single = comp.size === 1 ? (comp.classes[0] as TaskClass) : undefined;
       const costEfficient =
-        type.costPerHour <= grown.value + eps || (single !== undefined && minTypeName.get(single) === type.name);
+        type.costPerHour <= grown.value + eps ||
+        (single !== undefined && minTypeName.get(single) === type.name);
       if (!costEfficient) {
         // Reject (Algorithm 1 line 18): tasks whose cheapest type is this one go alone, then a cheaper type.
         for (const cls of classes) {
@@ -143,7 +144,10 @@ export function topDownProvisioning(
       const canReplicate = reuse === undefined && !free.has(target.name);
       const times = canReplicate ? repeatCount(grown) : 1;
       for (let r = 0; r < times; r++) {
-        const existing = target.name === type.name && reuse !== undefined ? free.take(type.name, reuse.id) : free.take(target.name);
+        const existing =
+          target.name === type.name && reuse !== undefined
+            ? free.take(type.name, reuse.id)
+            : free.take(target.name);
         const draft = draftFor(target, existing, ids);
         comp.classes.forEach((cls, i) => {
           for (let k = 0; k < (comp.counts[i] as number); k++) place(draft, cls);
@@ -153,7 +157,8 @@ export function topDownProvisioning(
     }
   }
   const left = classes.filter((c) => c.count > 0);
-  if (left.length > 0) throw new Error(`top-down provisioning left tasks unplaced: ${left.map((c) => c.key).join(', ')}`);
+  if (left.length > 0)
+    throw new Error(`top-down provisioning left tasks unplaced: ${left.map((c) => c.key).join(', ')}`);
   return out;
 }
 
@@ -170,7 +175,11 @@ function cheapestHostingComposition(book: PriceBook, comp: Composition): Instanc
  * (marginal TNRP gain, already on that instance, alignment); a task is added only where it raises the instance's
  * TNRP, so free space is used but interference never makes an instance worth less (a guard the reference lacks).
  */
-export function fillInstances(drafts: readonly DraftInstance[], classes: readonly TaskClass[], model: RateModel): void {
+export function fillInstances(
+  drafts: readonly DraftInstance[],
+  classes: readonly TaskClass[],
+  model: RateModel,
+): void {
   const current = drafts.map((d) => compositionValue(d.composition, model, true));
   for (;;) {
     let best: { gain: number; on: number; align: number; di: number; cls: TaskClass } | undefined;
@@ -205,7 +214,12 @@ export function fillInstances(drafts: readonly DraftInstance[], classes: readonl
 }
 
 export function toPlanned(drafts: readonly DraftInstance[]): PlannedInstance[] {
-  return drafts.map((d) => ({ id: d.id, typeName: d.type.name, isNew: d.isNew, taskIds: [...d.taskIds].sort() }));
+  return drafts.map((d) => ({
+    id: d.id,
+    typeName: d.type.name,
+    isNew: d.isNew,
+    taskIds: [...d.taskIds].sort(),
+  }));
 }
 
 /**

@@ -85,7 +85,8 @@ export class TaskClass {
     this.placedOrder = this.placedOrder.filter((id) => (this.placed.get(id)?.length ?? 0) > 0);
     let bestId = this.placedOrder[0] as string;
     for (const id of this.placedOrder)
-      if ((this.placed.get(id) as PackTask[]).length < (this.placed.get(bestId) as PackTask[]).length) bestId = id;
+      if ((this.placed.get(id) as PackTask[]).length < (this.placed.get(bestId) as PackTask[]).length)
+        bestId = id;
     return (this.placed.get(bestId) as PackTask[]).pop() as PackTask;
   }
 
@@ -95,7 +96,10 @@ export class TaskClass {
 
   identityIn(table: ColocationTable): number {
     if (this.identity?.table !== table)
-      this.identity = { table, id: table.identityId(`${this.key}\u0000${this.rp}\u0000${this.jobTaskCount}`) };
+      this.identity = {
+        table,
+        id: table.identityId(`${this.key}\u0000${this.rp}\u0000${this.jobTaskCount}`),
+      };
     return this.identity.id;
   }
 }
@@ -112,7 +116,9 @@ export function classify(tasks: readonly PackTask[]): TaskClass[] {
     }
     list.push(t);
   }
-  const groups = [...byKey.entries()].sort(([ka, a], [kb, b]) => (b[0] as PackTask).rp - (a[0] as PackTask).rp || (ka < kb ? -1 : ka > kb ? 1 : 0));
+  const groups = [...byKey.entries()].sort(
+    ([ka, a], [kb, b]) => (b[0] as PackTask).rp - (a[0] as PackTask).rp || (ka < kb ? -1 : ka > kb ? 1 : 0),
+  );
   return groups.map(([, members], index) => {
     const first = members[0] as PackTask;
     const cls = new TaskClass(index, first.key, first.demand, first.rp, first.jobTaskCount);
@@ -188,7 +194,12 @@ export function compositionValue(
 }
 
 /** Σ RP (with only the multi-task correction, which needs no table): sets of one task, or eva-rp. */
-function plainValue(comp: Composition, model: RateModel, multiTaskCorrection: boolean, extra?: TaskClass): number {
+function plainValue(
+  comp: Composition,
+  model: RateModel,
+  multiTaskCorrection: boolean,
+  extra?: TaskClass,
+): number {
   let total = 0;
   const correct = multiTaskCorrection && model.multiTaskAware;
   const n = comp.size + (extra === undefined ? 0 : 1);
@@ -286,14 +297,19 @@ export function growSet(
       const score: Score = {
         value: compositionValue(comp, model, true, cls),
         onInstance: cls.countOn(reuseInstanceId) - comp.countOf(cls) > 0 ? 1 : 0,
-        alignment: alignment(d, [capacity[0] - used[0], capacity[1] - used[1], capacity[2] - used[2]], capacity),
+        alignment: alignment(
+          d,
+          [capacity[0] - used[0], capacity[1] - used[1], capacity[2] - used[2]],
+          capacity,
+        ),
       };
       if (better(score, best)) {
         best = score;
         bestCls = cls;
       }
     }
-    if (best === undefined || bestCls === undefined) return { composition: comp, value, argmaxClasses: argmax, stoppedBy: undefined };
+    if (best === undefined || bestCls === undefined)
+      return { composition: comp, value, argmaxClasses: argmax, stoppedBy: undefined };
     argmax.add(bestCls);
     if (best.value < value) return { composition: comp, value, argmaxClasses: argmax, stoppedBy: bestCls };
     const d = bestCls.demandOn(type.family) as Resources;

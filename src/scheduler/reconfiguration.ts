@@ -8,7 +8,14 @@ import {
   type DraftInstance,
   type ExistingInstance,
 } from './full-reconfiguration.js';
-import { classify, compositionValue, Composition, type PackTask, type RateModel, type TaskClass } from './packing.js';
+import {
+  classify,
+  compositionValue,
+  Composition,
+  type PackTask,
+  type RateModel,
+  type TaskClass,
+} from './packing.js';
 import type { PriceBook } from './reservation-price.js';
 
 /** One round's inputs to Full and Partial Reconfiguration, derived once from the snapshot. */
@@ -17,7 +24,11 @@ export interface PlanningInput {
   readonly model: RateModel;
   readonly tasks: ReadonlyMap<string, PackTask>;
   /** Existing instances (launching or running) with the tasks committed to them. */
-  readonly instances: readonly { readonly id: string; readonly type: InstanceType; readonly taskIds: readonly string[] }[];
+  readonly instances: readonly {
+    readonly id: string;
+    readonly type: InstanceType;
+    readonly taskIds: readonly string[];
+  }[];
   /** Tasks that must stay on their instance in every plan (jobs being launched or migrated, no-move windows…). */
   readonly pinnedTaskIds: ReadonlySet<string>;
   /** Partial Reconfiguration may move at most this many jobs (the migrations-per-round cap). */
@@ -49,7 +60,13 @@ function place(
   const drafts = kept.map((k) => keptDraft(k.inst, k.tasks));
   const classes: TaskClass[] = classify(candidates);
   fillInstances(drafts, classes, input.model);
-  const rest = topDownProvisioning(input.book, classes, input.model, new FreePool(freeInstances), new NewIds());
+  const rest = topDownProvisioning(
+    input.book,
+    classes,
+    input.model,
+    new FreePool(freeInstances),
+    new NewIds(),
+  );
   return [...drafts, ...rest];
 }
 
@@ -61,7 +78,9 @@ export function fullReconfiguration(input: PlanningInput): DraftInstance[] {
   const kept: { inst: PlanningInput['instances'][number]; tasks: PackTask[] }[] = [];
   const free: ExistingInstance[] = [];
   for (const inst of input.instances) {
-    const pinned = inst.taskIds.filter((id) => input.pinnedTaskIds.has(id)).map((id) => input.tasks.get(id) as PackTask);
+    const pinned = inst.taskIds
+      .filter((id) => input.pinnedTaskIds.has(id))
+      .map((id) => input.tasks.get(id) as PackTask);
     if (pinned.length > 0) kept.push({ inst, tasks: pinned });
     else free.push({ id: inst.id, typeName: inst.type.name, committedTaskCount: inst.taskIds.length });
   }
@@ -72,7 +91,8 @@ export function fullReconfiguration(input: PlanningInput): DraftInstance[] {
 /** TNRP of the tasks now on an instance, without the multi-task correction (reference `local_update`). */
 export function committedValue(input: PlanningInput, taskIds: readonly string[]): number {
   const comp = new Composition();
-  for (const cls of classify(taskIds.map((id) => withoutPlacement(input.tasks.get(id) as PackTask)))) comp.add(cls, cls.count);
+  for (const cls of classify(taskIds.map((id) => withoutPlacement(input.tasks.get(id) as PackTask))))
+    comp.add(cls, cls.count);
   return compositionValue(comp, input.model, false);
 }
 

@@ -14,7 +14,9 @@ export class PriceBook {
   private readonly minTypeCache = new Map<string, InstanceType | null>();
 
   constructor(readonly catalog: Catalog) {
-    this.byCostAscending = [...catalog.types].sort((a, b) => a.costPerHour - b.costPerHour || a.name.localeCompare(b.name));
+    this.byCostAscending = [...catalog.types].sort(
+      (a, b) => a.costPerHour - b.costPerHour || a.name.localeCompare(b.name),
+    );
     this.byCostDescending = [...this.byCostAscending].reverse();
     this.typesByName = new Map(catalog.types.map((t) => [t.name, t]));
   }

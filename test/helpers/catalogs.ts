@@ -1,7 +1,12 @@
 import type { Catalog, InstanceType } from '../../src/core/catalog.js';
 import type { Resources } from '../../src/core/resources.js';
 
-const delays = { instantiateSeconds: 10, workerStartSeconds: 50, workerRegisterSeconds: 100, terminateSeconds: 1 };
+const delays = {
+  instantiateSeconds: 10,
+  workerStartSeconds: 50,
+  workerRegisterSeconds: 100,
+  terminateSeconds: 1,
+};
 
 export function makeType(name: string, capacity: Resources, costPerHour: number): InstanceType {
   return { name, family: name.split('.')[0] as string, capacity, costPerHour, delays };

@@ -50,13 +50,22 @@ function jobsAndTasks(drafts: readonly JobDraft[], prefix: string): { jobs: Sche
       expectedRemainingSeconds: d.remainingSeconds,
     });
     for (const id of taskIds)
-      tasks.push({ id, jobId, key: `${KEYS[d.key]}[${d.demand}]_node0`, demand: DEMANDS[d.demand] as FamilyDemand });
+      tasks.push({
+        id,
+        jobId,
+        key: `${KEYS[d.key]}[${d.demand}]_node0`,
+        demand: DEMANDS[d.demand] as FamilyDemand,
+      });
   });
   return { jobs, tasks };
 }
 
 /** A consistent cluster: old jobs placed by a first plan, then some finish and new ones arrive. */
-function evolve(old: readonly JobDraft[], fresh: readonly JobDraft[], finished: readonly boolean[]): ClusterSnapshot {
+function evolve(
+  old: readonly JobDraft[],
+  fresh: readonly JobDraft[],
+  finished: readonly boolean[],
+): ClusterSnapshot {
   const first = jobsAndTasks(old, 'o');
   const s0: ClusterSnapshot = {
     nowSeconds: 1000,
@@ -72,7 +81,10 @@ function evolve(old: readonly JobDraft[], fresh: readonly JobDraft[], finished: 
   });
   const gone = new Set(first.jobs.filter((_, i) => finished[i] === true).map((j) => j.id));
   const second = jobsAndTasks(fresh, 'n');
-  const jobs = [...first.jobs.filter((j) => !gone.has(j.id)), ...second.jobs.map((j) => ({ ...j, reconfigurable: true }))];
+  const jobs = [
+    ...first.jobs.filter((j) => !gone.has(j.id)),
+    ...second.jobs.map((j) => ({ ...j, reconfigurable: true })),
+  ];
   const tasks = [
     ...first.tasks.filter((t) => !gone.has(t.jobId)).map((t) => ({ ...t, instanceId: where.get(t.id) })),
     ...second.tasks,
@@ -81,7 +93,10 @@ function evolve(old: readonly JobDraft[], fresh: readonly JobDraft[], finished: 
     nowSeconds: 5000,
     jobs,
     tasks,
-    instances: instances.map((i) => ({ ...i, taskIds: i.taskIds.filter((id) => !gone.has(id.split('-')[0] as string)) })),
+    instances: instances.map((i) => ({
+      ...i,
+      taskIds: i.taskIds.filter((id) => !gone.has(id.split('-')[0] as string)),
+    })),
   };
 }
 
@@ -107,11 +122,14 @@ function checkPlan(snapshot: ClusterSnapshot, plan: Plan): void {
       expect(d, `task ${id} cannot run on ${type.name}`).toBeDefined();
       used = [used[0] + (d as Resources)[0], used[1] + (d as Resources)[1], used[2] + (d as Resources)[2]];
     }
-    expect(fits(used, type.capacity), `${inst.id} (${type.name}) over capacity: ${used.join(',')}`).toBe(true);
+    expect(fits(used, type.capacity), `${inst.id} (${type.name}) over capacity: ${used.join(',')}`).toBe(
+      true,
+    );
     if (!inst.isNew) expect(existing.get(inst.id)?.typeName).toBe(inst.typeName);
   }
   const waitingJobs = new Set(plan.decision.waiting.map((w) => w.jobId));
-  for (const t of snapshot.tasks) expect(seen.has(t.id) || waitingJobs.has(t.jobId), `task ${t.id} lost`).toBe(true);
+  for (const t of snapshot.tasks)
+    expect(seen.has(t.id) || waitingJobs.has(t.jobId), `task ${t.id} lost`).toBe(true);
   // Pinned (non-reconfigurable) jobs never move.
   const placedOn = new Map<string, string>();
   for (const inst of plan.configuration.instances) for (const id of inst.taskIds) placedOn.set(id, inst.id);
@@ -157,12 +175,15 @@ describe('EvaScheduler', () => {
           expect(stay).toBeDefined();
           if (chosen !== undefined && stay !== undefined && chosen.name !== 'stay') {
             const T = d.horizonSeconds ?? 0;
-            const gain = netValue(chosen.savingPerSecond, chosen.migrationCost, T) - netValue(stay.savingPerSecond, stay.migrationCost, T);
+            const gain =
+              netValue(chosen.savingPerSecond, chosen.migrationCost, T) -
+              netValue(stay.savingPerSecond, stay.migrationCost, T);
             expect(gain).toBeGreaterThan(0);
           }
           // Moves reported by the decision are real: those jobs' tasks changed instance.
           const placedOn = new Map<string, string>();
-          for (const inst of plan.configuration.instances) for (const id of inst.taskIds) placedOn.set(id, inst.id);
+          for (const inst of plan.configuration.instances)
+            for (const id of inst.taskIds) placedOn.set(id, inst.id);
           for (const jobId of chosen?.movedJobs ?? []) {
             const job = snapshot.jobs.find((j) => j.id === jobId) as SchedJob;
             const moved = job.taskIds.some((id) => {
@@ -181,20 +202,33 @@ describe('EvaScheduler', () => {
     fc.assert(
       fc.property(
         fc.array(jobDraft, { minLength: 1, maxLength: 20 }),
-        fc.array(jobDraft.map((j) => ({ ...j, pinned: false })), { maxLength: 10 }),
+        fc.array(
+          jobDraft.map((j) => ({ ...j, pinned: false })),
+          { maxLength: 10 },
+        ),
         fc.array(fc.boolean(), { maxLength: 20 }),
         fc.double({ min: 1, max: 80, noNaN: true }),
         fc.integer({ min: 1, max: 10 }),
         fc.integer({ min: 0, max: 3 }),
         (old, fresh, finished, maxCostPerHour, maxInstances, maxMigrationsPerRound) => {
-          const snapshot = evolve(old.map((j) => ({ ...j, pinned: false })), fresh, finished);
-          const plan = new EvaScheduler(catalog, { caps: { maxCostPerHour, maxInstances, maxMigrationsPerRound } }).plan(snapshot);
+          const snapshot = evolve(
+            old.map((j) => ({ ...j, pinned: false })),
+            fresh,
+            finished,
+          );
+          const plan = new EvaScheduler(catalog, {
+            caps: { maxCostPerHour, maxInstances, maxMigrationsPerRound },
+          }).plan(snapshot);
           checkPlan(snapshot, plan);
-          const cost = plan.configuration.instances.reduce((s, i) => s + book.type(i.typeName).costPerHour, 0);
+          const cost = plan.configuration.instances.reduce(
+            (s, i) => s + book.type(i.typeName).costPerHour,
+            0,
+          );
           expect(cost).toBeLessThanOrEqual(maxCostPerHour + 1e-9);
           expect(plan.configuration.instances.length).toBeLessThanOrEqual(maxInstances);
           const chosen = plan.decision.candidates.find((c) => c.name === plan.decision.chosen);
-          if (chosen?.rejectedBecause === undefined) expect(chosen?.movedJobs.length ?? 0).toBeLessThanOrEqual(maxMigrationsPerRound);
+          if (chosen?.rejectedBecause === undefined)
+            expect(chosen?.movedJobs.length ?? 0).toBeLessThanOrEqual(maxMigrationsPerRound);
         },
       ),
       { numRuns: 80, seed: 3 },
@@ -204,15 +238,31 @@ describe('EvaScheduler', () => {
   it('Full Reconfiguration from scratch: every instance is cost-efficient or one task on its cheapest type (property)', () => {
     fc.assert(
       fc.property(
-        fc.array(fc.record({ demand: fc.integer({ min: 0, max: DEMANDS.length - 1 }), key: fc.integer({ min: 0, max: 3 }) }), {
-          minLength: 1,
-          maxLength: 60,
-        }),
-        fc.array(fc.tuple(fc.integer({ min: 0, max: 3 }), fc.integer({ min: 0, max: 3 }), fc.double({ min: 0.3, max: 1, noNaN: true }))),
+        fc.array(
+          fc.record({
+            demand: fc.integer({ min: 0, max: DEMANDS.length - 1 }),
+            key: fc.integer({ min: 0, max: 3 }),
+          }),
+          {
+            minLength: 1,
+            maxLength: 60,
+          },
+        ),
+        fc.array(
+          fc.tuple(
+            fc.integer({ min: 0, max: 3 }),
+            fc.integer({ min: 0, max: 3 }),
+            fc.double({ min: 0.3, max: 1, noNaN: true }),
+          ),
+        ),
         (specs, learned) => {
           const table = new ColocationTable();
           for (const [a, b, r] of learned) table.record(KEYS[a] as string, [KEYS[b] as string], r);
-          const tasks = specs.map((s, i) => ({ id: `t${i}`, demand: DEMANDS[s.demand] as FamilyDemand, key: KEYS[s.key] as string }));
+          const tasks = specs.map((s, i) => ({
+            id: `t${i}`,
+            demand: DEMANDS[s.demand] as FamilyDemand,
+            key: KEYS[s.key] as string,
+          }));
           const config = packFromScratch(book, tasks, table);
           const byId = new Map(tasks.map((t) => [t.id, t]));
           const placed = config.instances.flatMap((i) => i.taskIds);
@@ -246,7 +296,9 @@ describe('EvaScheduler', () => {
       [],
     );
     const jobs = base.jobs.map((j, i) =>
-      i === 0 ? { ...j, runningSinceSeconds: 4900, noMoveSeconds: 600 } : { ...j, expectedRemainingSeconds: 5 },
+      i === 0
+        ? { ...j, runningSinceSeconds: 4900, noMoveSeconds: 600 }
+        : { ...j, expectedRemainingSeconds: 5 },
     );
     const plan = new EvaScheduler(catalog).plan({ ...base, jobs });
     expect(plan.decision.pinned.map((p) => p.jobId).sort()).toEqual(['o0', 'o1']);
@@ -259,7 +311,13 @@ describe('EvaScheduler', () => {
       { id: 'a', jobId: 'A', key: 'resnet', demand: { any: [1, 4, 10] } },
       { id: 'b', jobId: 'B', key: 'gpt', demand: { any: [1, 4, 10] } },
     ];
-    const jobs: SchedJob[] = ['A', 'B'].map((id) => ({ id, taskIds: [id.toLowerCase()], reconfigurable: true, arrivalSeconds: 0, migrationDelaySeconds: 10 }));
+    const jobs: SchedJob[] = ['A', 'B'].map((id) => ({
+      id,
+      taskIds: [id.toLowerCase()],
+      reconfigurable: true,
+      arrivalSeconds: 0,
+      migrationDelaySeconds: 10,
+    }));
     const eva = new EvaScheduler(catalog);
     const first = eva.plan({ nowSeconds: 0, jobs, tasks, instances: [] });
     // With the 0.95 default, two 1-GPU tasks share a p3.8xlarge? No: TNRP 2 × 3.06 × 0.95 < 12.24, so each gets a p3.2xlarge.
@@ -279,7 +337,11 @@ describe('EvaScheduler', () => {
   });
 
   it('records a decision with both candidates, the horizon and the reason', () => {
-    const snapshot = evolve([{ demand: 0, key: 0, tasks: 1, pinned: false, remainingSeconds: 1e6 }], [{ demand: 4, key: 1, tasks: 1, pinned: false, remainingSeconds: 1e6 }], []);
+    const snapshot = evolve(
+      [{ demand: 0, key: 0, tasks: 1, pinned: false, remainingSeconds: 1e6 }],
+      [{ demand: 4, key: 1, tasks: 1, pinned: false, remainingSeconds: 1e6 }],
+      [],
+    );
     const plan = new EvaScheduler(catalog).plan(snapshot);
     expect(plan.decision.candidates.map((c) => c.name)).toEqual(['stay', 'partial', 'full']);
     expect(plan.decision.horizonSeconds).toBe(5000);

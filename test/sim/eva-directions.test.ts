@@ -10,7 +10,12 @@ const catalog = loadCatalogFile();
 const SEEDS = [10, 11, 12];
 
 function run(trace: Trace, variant: EvaVariant, truth: GroundTruth) {
-  return runSimulation({ trace, scheduler: new EvaScheduler(catalog, { variant }), catalog, groundTruth: truth }).summary;
+  return runSimulation({
+    trace,
+    scheduler: new EvaScheduler(catalog, { variant }),
+    catalog,
+    groundTruth: truth,
+  }).summary;
 }
 
 describe('Eva ablation directions on simulated traces', () => {

@@ -38,9 +38,11 @@ export function registerBenchScheduler(bench: Command): Command {
       const opts = parseWith(optionsSchema, raw, 'fleetwise bench scheduler options');
       const catalog = opts.catalog === undefined ? loadCatalogFile() : loadCatalogFile(opts.catalog);
       const tracePath = opts.trace ?? BUNDLED_ALIBABA_TRACE_PATH;
-      const demands: WeightedDemand[] = alibabaDemandFrequencies(readFileSync(tracePath, 'utf8'), catalog, tracePath).map(
-        (f) => ({ demand: { any: f.demand }, weight: f.count, key: `alibaba[${f.demand.join(',')}]` }),
-      );
+      const demands: WeightedDemand[] = alibabaDemandFrequencies(
+        readFileSync(tracePath, 'utf8'),
+        catalog,
+        tracePath,
+      ).map((f) => ({ demand: { any: f.demand }, weight: f.count, key: `alibaba[${f.demand.join(',')}]` }));
       const results = benchScheduler(catalog, demands, opts.tasks, {
         seed: opts.seed,
         ...(opts.repeats === undefined ? {} : { repeats: opts.repeats }),

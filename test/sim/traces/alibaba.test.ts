@@ -131,7 +131,9 @@ describe('Alibaba conversion with Eva recipe (digest §5.2)', () => {
     expect(strip(multi)).toBe(strip(full));
     multi.jobs.forEach((j, i) => {
       const { name: _first, ...task } = full.jobs[i]?.tasks[0] ?? { name: '' };
-      expect(j.tasks.every(({ name: _name, ...rest }) => JSON.stringify(rest) === JSON.stringify(task))).toBe(true);
+      expect(j.tasks.every(({ name: _name, ...rest }) => JSON.stringify(rest) === JSON.stringify(task))).toBe(
+        true,
+      );
       expect(j.tasks.map((t) => t.name)).toEqual(j.tasks.map((_, k) => `node${k}`));
     });
     // Monotone: a job multi-task at 0.3 keeps its task count at 0.6.
