@@ -7,11 +7,13 @@ import { chooseFull, EventHistory, horizonSeconds, netValue } from './decision-r
 import { toPlanned, type DraftInstance } from './full-reconfiguration.js';
 import { compositionValue, type PackTask, type RateModel } from './packing.js';
 import {
+  draftWithTasks,
   fullReconfiguration,
   inefficientInstances,
   partialReconfiguration,
   type PlanningInput,
 } from './reconfiguration.js';
+import { solveWithSolver, type IlpSolver } from './ilp.js';
 import { PriceBook } from './reservation-price.js';
 import type { CandidateSummary, Configuration, Plan, Scheduler, ThroughputObservation } from './types.js';
 
@@ -23,6 +25,16 @@ export interface EvaOptions {
   /** Co-location rate assumed per co-located task before anything is learned (Eva §4.3: 0.95). */
   readonly defaultRate?: number;
   readonly caps?: Caps;
+  /**
+   * Also offer the exact ILP optimum (§4.1, glpk.js) as a candidate when at most `maxTasks` tasks are waiting or
+   * running and none is pinned. Load the solver first with `loadIlpSolver()`. The candidate is priced like the others
+   * (TNRP, migration cost), so the decision rule takes it only when it pays off.
+   */
+  readonly exact?: {
+    readonly solver: IlpSolver;
+    readonly maxTasks: number;
+    readonly timeLimitSeconds?: number;
+  };
   /** Re-evaluate Full Reconfiguration only after job arrivals/completions (faster; see plan()). */
   readonly fullOnEventsOnly?: boolean;
 }
@@ -45,6 +57,7 @@ export class EvaScheduler implements Scheduler {
   private readonly variant: EvaVariant;
   private readonly caps: Caps;
   private readonly fullOnEventsOnly: boolean;
+  private readonly exact: EvaOptions['exact'];
   private history = new EventHistory();
   private knownJobs = new Set<string>();
   private previous: { fingerprint: string; plan: Plan } | undefined;
@@ -57,6 +70,7 @@ export class EvaScheduler implements Scheduler {
     this.table = new ColocationTable(options.defaultRate ?? 0.95);
     this.caps = options.caps ?? {};
     this.fullOnEventsOnly = options.fullOnEventsOnly ?? false;
+    this.exact = options.exact;
   }
 
   private get model(): RateModel {
@@ -172,6 +186,8 @@ export class EvaScheduler implements Scheduler {
         this.lastFullJobSet = jobSet;
       }
     }
+    const exact = this.exactCandidate(input, snapshot);
+    if (exact !== undefined && this.variant !== 'eva-partial-only') candidates.push(evaluate('exact', exact));
     const checked = candidates.map((c) => ({
       ...c,
       summary: { ...c.summary, rejectedBecause: this.capViolation(c.summary) },
@@ -229,6 +245,31 @@ export class EvaScheduler implements Scheduler {
 
   private jobSetKey(snapshot: ClusterSnapshot): string {
     return snapshot.jobs.map((j) => j.id).join(',');
+  }
+
+  /** The ILP optimum as drafts, for small problems without pinned tasks (see EvaOptions.exact). */
+  private exactCandidate(input: PlanningInput, snapshot: ClusterSnapshot): DraftInstance[] | undefined {
+    const exact = this.exact;
+    if (
+      exact === undefined ||
+      input.pinnedTaskIds.size > 0 ||
+      input.tasks.size === 0 ||
+      input.tasks.size > exact.maxTasks
+    )
+      return undefined;
+    const result = solveWithSolver(exact.solver, {
+      catalog: this.book.catalog,
+      tasks: [...input.tasks.values()].map((t) => ({ id: t.id, demand: t.demand })),
+      timeLimitSeconds: exact.timeLimitSeconds ?? 2,
+      existing: snapshot.instances,
+    });
+    if (result.configuration === undefined) return undefined;
+    return result.configuration.instances.map((inst) =>
+      draftWithTasks(
+        { id: inst.id, type: this.book.type(inst.typeName), isNew: inst.isNew },
+        inst.taskIds.map((id) => input.tasks.get(id) as PackTask),
+      ),
+    );
   }
 
   /** Seconds since the first job event: the bootstrap horizon (reference: the simulation's clock). */
@@ -403,11 +444,13 @@ export class EvaScheduler implements Scheduler {
     const stay = get('stay');
     const partial = get('partial');
     const full = get('full');
-    let best = stay ?? partial ?? full;
+    const exact = get('exact');
+    let best = stay ?? partial ?? full ?? exact;
     if (best === undefined) throw new Error('no candidate plan');
     const beats = (a: Candidate, b: Candidate) => chooseFull(a.summary, b.summary, horizon);
     if (partial !== undefined && best !== partial && beats(partial, best)) best = partial;
     if (full !== undefined && best !== full && beats(full, best)) best = full;
+    if (exact !== undefined && best !== exact && beats(exact, best)) best = exact;
     const reason = `chose ${best.summary.name} — ${pool.map(describe).join('; ')}`;
     return { chosen: best, reason };
   }

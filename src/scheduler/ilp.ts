@@ -90,10 +90,20 @@ function glpk(): Promise<GLPK> {
 }
 
 export async function solveMinCostConfiguration(input: IlpInput): Promise<IlpResult> {
+  return solveWithSolver(await glpk(), input); // the solver is compiled once per process, outside the time limit
+}
+
+/** Load the solver once (async), then solve synchronously with solveWithSolver (e.g. inside a scheduling round). */
+export function loadIlpSolver(): Promise<GLPK> {
+  return glpk();
+}
+
+export type IlpSolver = GLPK;
+
+export function solveWithSolver(solver: GLPK, input: IlpInput): IlpResult {
   if (!(input.timeLimitSeconds > 0))
     throw new Error(`timeLimitSeconds must be positive, got ${input.timeLimitSeconds}`);
   assertUniqueIds(input.tasks);
-  const solver = await glpk(); // compiled once per process, outside the time limit
   const startMs = Date.now();
   const elapsedSeconds = (): number => (Date.now() - startMs) / 1000;
   const types = input.catalog.types;

@@ -39,8 +39,11 @@ function withoutPlacement(t: PackTask): PackTask {
   return { ...t, currentInstanceId: undefined };
 }
 
-/** A draft for an existing instance holding `tasks` (their classes only serve the set's value). */
-function keptDraft(inst: PlanningInput['instances'][number], tasks: readonly PackTask[]): DraftInstance {
+/** A draft for an instance holding `tasks` (their classes only serve the set's value). */
+export function draftWithTasks(
+  inst: { readonly id: string; readonly type: InstanceType; readonly isNew?: boolean },
+  tasks: readonly PackTask[],
+): DraftInstance {
   const composition = new Composition();
   for (const cls of classify(tasks.map(withoutPlacement))) composition.add(cls, cls.count);
   let used: [number, number, number] = [0, 0, 0];
@@ -48,7 +51,14 @@ function keptDraft(inst: PlanningInput['instances'][number], tasks: readonly Pac
     const d = demandOn(t.demand, inst.type.family);
     if (d !== undefined) used = [used[0] + d[0], used[1] + d[1], used[2] + d[2]];
   }
-  return { id: inst.id, type: inst.type, isNew: false, taskIds: tasks.map((t) => t.id), composition, used };
+  return {
+    id: inst.id,
+    type: inst.type,
+    isNew: inst.isNew ?? false,
+    taskIds: tasks.map((t) => t.id),
+    composition,
+    used,
+  };
 }
 
 function place(
@@ -57,7 +67,7 @@ function place(
   candidates: readonly PackTask[],
   freeInstances: readonly ExistingInstance[],
 ): DraftInstance[] {
-  const drafts = kept.map((k) => keptDraft(k.inst, k.tasks));
+  const drafts = kept.map((k) => draftWithTasks(k.inst, k.tasks));
   const classes: TaskClass[] = classify(candidates);
   fillInstances(drafts, classes, input.model);
   const rest = topDownProvisioning(

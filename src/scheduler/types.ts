@@ -15,7 +15,8 @@ export interface Configuration {
 
 /** The numbers behind one candidate plan (Eva §4.5). Money in $, rates in $/s. */
 export interface CandidateSummary {
-  readonly name: 'full' | 'partial' | 'stay';
+  /** full/partial: Eva's two plans; stay: move nothing; exact: the ILP optimum (small problems, optional). */
+  readonly name: 'full' | 'partial' | 'stay' | 'exact';
   readonly costPerHour: number;
   readonly instances: number;
   readonly newInstances: number;
