@@ -42,3 +42,37 @@ describe('EvaScheduler with the exact ILP as an extra candidate (small problems)
     expect(plan.decision.candidates.map((c) => c.name)).toEqual(['stay', 'partial', 'full']);
   });
 });
+
+describe('multi-task and migration-cost details', () => {
+  it("a straggler slows the whole job: r' = max(0, 1 − (1 − r)·n) (Eva §4.4)", async () => {
+    const { multiTaskRate } = await import('../../src/scheduler/reservation-price.js');
+    expect(multiTaskRate(0.9, 1)).toBe(0.9);
+    expect(multiTaskRate(0.9, 4)).toBeCloseTo(0.6, 12);
+    expect(multiTaskRate(0.7, 4)).toBe(0);
+  });
+
+  it('charges the work lost since the last checkpoint in a move (beyond the paper)', () => {
+    const catalog = table3Catalog();
+    // t2 alone on an A instance ($12/h, RP $3/h) is inefficient: Partial Reconfiguration would move it to B.
+    const snapshot = (lastCheckpointSeconds: number): ClusterSnapshot => ({
+      nowSeconds: 100_000,
+      jobs: [
+        {
+          id: 'j',
+          taskIds: ['t2'],
+          reconfigurable: true,
+          arrivalSeconds: 0,
+          migrationDelaySeconds: 60,
+          lastCheckpointSeconds,
+        },
+      ],
+      tasks: [{ id: 't2', jobId: 'j', key: 't2', demand: { any: [1, 4, 10] }, instanceId: 'i-a' }],
+      instances: [{ id: 'i-a', typeName: 'a.x', state: 'running', taskIds: ['t2'] }],
+    });
+    const cost = (last: number) =>
+      new EvaScheduler(catalog).plan(snapshot(last)).decision.candidates.find((c) => c.name === 'partial')
+        ?.migrationCost ?? 0;
+    // 3600 s more of lost work at the job's $3/h reservation price adds exactly $3.
+    expect(cost(100_000 - 3600) - cost(100_000)).toBeCloseTo(3, 9);
+  });
+});
