@@ -1,0 +1,56 @@
+import type { Readable } from 'node:stream';
+
+/**
+ * What a worker runs tasks with: Docker containers (executors/docker.ts) or plain processes (executors/process.ts)
+ * for hosts without Docker. Every call is idempotent and level-triggered: the worker compares the tasks the
+ * controller wants on its instance with `list()` and starts/stops the difference; a restarted worker adopts what
+ * is already running (containers are found again by their labels, processes by their pid files).
+ */
+export interface TaskLaunch {
+  /** Task id (`job-7.0`); containers/processes are labelled with it. */
+  readonly taskId: string;
+  readonly jobId: string;
+  /** An image to pull/use, or a build context directory (already fetched and unpacked) with an optional Dockerfile. */
+  readonly image?: string | undefined;
+  readonly build?: { readonly contextDir: string; readonly dockerfile?: string | undefined; readonly contentHash: string } | undefined;
+  readonly command: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+  /** Limits: vCPUs, memory GiB, GPUs (device requests on GPU instances), shm GiB. */
+  readonly vcpus: number;
+  readonly memoryGiB: number;
+  readonly gpus: number;
+  readonly shmSizeGiB: number;
+  /** Host directory mounted at FLEETWISE_CHECKPOINT_DIR inside the task; holds the restored checkpoint if any. */
+  readonly checkpointDir: string;
+  /** Host file the task appends progress to (FLEETWISE_PROGRESS_FILE). */
+  readonly progressFile: string;
+  /** True when this start restores a checkpoint (FLEETWISE_RESTORE=1). */
+  readonly restoring: boolean;
+}
+
+export type TaskRunState = 'starting' | 'running' | 'exited';
+
+export interface TaskRunStatus {
+  readonly taskId: string;
+  readonly state: TaskRunState;
+  readonly exitCode?: number | undefined;
+  readonly startedAt?: Date | undefined;
+  readonly finishedAt?: Date | undefined;
+}
+
+export interface Executor {
+  readonly kind: 'docker' | 'process';
+  /** Start a task; if one with this task id already runs, this is a no-op (adoption). */
+  start(launch: TaskLaunch): Promise<void>;
+  /** Send the checkpoint signal (e.g. SIGTERM) without waiting. */
+  signal(taskId: string, signal: NodeJS.Signals): Promise<void>;
+  /** Stop now (after the grace period the caller chose); idempotent; removes nothing the logs need. */
+  kill(taskId: string): Promise<void>;
+  /** Forget a finished task (remove its container/process record). */
+  remove(taskId: string): Promise<void>;
+  status(taskId: string): Promise<TaskRunStatus | undefined>;
+  /** Every task this executor knows on this host (for adoption after a worker restart). */
+  list(): Promise<TaskRunStatus[]>;
+  /** The task's combined stdout/stderr so far. */
+  logs(taskId: string): Promise<Readable>;
+}
