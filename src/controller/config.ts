@@ -121,6 +121,13 @@ export const controllerConfigSchema = z
     vanishGraceSeconds: nonNegative.default(120),
     /** Cost reports are written every this many seconds (and whenever a job ends, and on demand). */
     reportEverySeconds: positive.default(3600),
+    /**
+     * Hours between on-demand price refreshes from the AWS Price List API (src/controller/price-refresh.ts); 0 turns
+     * them off. On-demand prices change rarely, so a daily refresh is plenty; a failed one keeps the current catalog.
+     */
+    priceRefreshHours: nonNegative.default(24),
+    /** A dry run makes no cloud call, so it refreshes prices only when this is set. */
+    priceRefreshInDryRun: z.boolean().default(false),
     ec2: ec2Schema.default(ec2Schema.parse({})),
   })
   .refine((c) => c.objectStore === undefined || c.bucket === undefined, {
@@ -161,6 +168,7 @@ export interface ControllerFlags {
   readonly registrationTimeoutSeconds?: string;
   readonly registrationBackoffSeconds?: string;
   readonly reportEverySeconds?: string;
+  readonly priceRefreshHours?: string;
   readonly ami?: string;
   readonly availabilityZones?: string;
   readonly subnets?: string;
@@ -195,6 +203,7 @@ const FLAG_PATHS: readonly (readonly [
   ['registrationTimeoutSeconds', ['workerRegistration', 'timeoutSeconds'], 'number'],
   ['registrationBackoffSeconds', ['workerRegistration', 'backoffBaseSeconds'], 'number'],
   ['reportEverySeconds', ['reportEverySeconds'], 'number'],
+  ['priceRefreshHours', ['priceRefreshHours'], 'number'],
   ['ami', ['ec2', 'amiId'], 'string'],
   ['subnets', ['ec2', 'subnetIds'], 'list'],
   ['securityGroups', ['ec2', 'securityGroupIds'], 'list'],

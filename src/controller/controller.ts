@@ -110,6 +110,11 @@ export interface ControllerDeps {
   readonly logger?: ControllerLogger | undefined;
   /** Defaults to Eva with the configured caps. */
   readonly scheduler?: ControllerScheduler;
+  /**
+   * Builds the scheduler for a repriced catalog (applyCatalog). Defaults to Eva with the configured caps when
+   * `scheduler` is not given; with an injected scheduler and no factory, a new catalog leaves the scheduler as it is.
+   */
+  readonly schedulerFor?: ((catalog: Catalog) => ControllerScheduler) | undefined;
   readonly metrics?: RoundMetrics | undefined;
 }
 
@@ -128,14 +133,17 @@ export interface RoundOutcome {
 
 export class Controller implements ControllerService {
   readonly store: StateStore;
-  readonly catalog: Catalog;
+  /** Replaced only by applyCatalog (price refresh), between rounds. */
+  catalog: Catalog;
   readonly clock: Clock;
   readonly settings: ControllerSettings;
-  readonly scheduler: ControllerScheduler;
+  /** Replaced only by applyCatalog (price refresh), between rounds. */
+  scheduler: ControllerScheduler;
   private readonly reconciler: Reconciler;
   private readonly log: ControllerLogger;
   private readonly objectStore: ObjectStore | undefined;
-  private readonly priceOf: ReadonlyMap<string, number>;
+  private priceOf: ReadonlyMap<string, number>;
+  private readonly schedulerFor: ((catalog: Catalog) => ControllerScheduler) | undefined;
   private readonly metrics: RoundMetrics | undefined;
 
   /** The loop's sequence: every pass chains here so none overlap (also when tests call them directly). */
@@ -159,6 +167,11 @@ export class Controller implements ControllerService {
     this.log = deps.logger ?? silentLogger;
     this.objectStore = deps.objectStore;
     this.metrics = deps.metrics;
+    this.schedulerFor =
+      deps.schedulerFor ??
+      (deps.scheduler === undefined
+        ? (catalog) => new EvaScheduler(catalog, { caps: deps.settings.caps })
+        : undefined);
     this.scheduler = deps.scheduler ?? new EvaScheduler(deps.catalog, { caps: deps.settings.caps });
     this.priceOf = new Map(deps.catalog.types.map((t) => [t.name, t.costPerHour]));
     this.nextReportAtSeconds = this.clock.nowSeconds() + deps.settings.reportEverySeconds;
@@ -378,6 +391,31 @@ export class Controller implements ControllerService {
     if (caps.maxMigrationsPerRound !== undefined && diff.movedJobIds.length > caps.maxMigrationsPerRound)
       return `maxMigrationsPerRound: ${diff.movedJobIds.length} migrations over the cap of ${caps.maxMigrationsPerRound}`;
     return undefined;
+  }
+
+  /**
+   * Use a repriced catalog from the next round on (price refresh, src/controller/price-refresh.ts). Eva's PriceBook is
+   * built from the catalog at construction, so a new scheduler instance is built for it and the learned state
+   * (co-location table, event history, known jobs) is carried over with exportState/importState; its plan cache is
+   * not, so the next round plans afresh at the new prices. Runs in the loop's sequence, never inside a round. The
+   * reconciler keeps the catalog it started with (its cost attribution and launch-time cost check use those prices).
+   */
+  applyCatalog(catalog: Catalog): Promise<void> {
+    return this.serial(() => {
+      this.catalog = catalog;
+      this.priceOf = new Map(catalog.types.map((t) => [t.name, t.costPerHour]));
+      if (this.schedulerFor === undefined) {
+        this.log.warn('new catalog prices do not reach the injected scheduler (no schedulerFor factory)');
+        return Promise.resolve();
+      }
+      const next = this.schedulerFor(catalog);
+      // Before the first round the saved state is still in the store: the new scheduler loads it then.
+      const learned = this.schedulerLoaded ? this.scheduler.exportState?.() : undefined;
+      if (learned !== undefined && next.importState !== undefined)
+        next.importState.call(next, JSON.parse(JSON.stringify(learned)) as never);
+      this.scheduler = next;
+      return Promise.resolve();
+    });
   }
 
   private loadSchedulerState(): void {

@@ -13,6 +13,8 @@ import type { Catalog } from '../../core/catalog.js';
 import { ValidationError } from '../../core/validation.js';
 import { createEc2Client, ec2ApiFromClient } from '../../cloud/aws/ec2-api.js';
 import { Ec2Provider, type Ec2ProviderConfig } from '../../cloud/aws/ec2-provider.js';
+import { createPricingClient, pricingApiFromClient } from '../../cloud/aws/pricing.js';
+import { fixturePricingApi, PRICING_FIXTURE_DIR_ENV } from '../../cloud/aws/pricing-fixture.js';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ControllerMetrics, startApiServer, type ApiServer } from '../../controller/api/server.js';
 import { SystemClock } from '../../controller/clock.js';
@@ -29,6 +31,7 @@ import {
   type FaultInjector,
   type FaultPoint,
 } from '../../controller/reconciler.js';
+import { PriceRefresher, shouldRefreshPrices } from '../../controller/price-refresh.js';
 import { SqliteStateStore } from '../../controller/state/sqlite-state-store.js';
 import { openObjectStore } from '../../storage/object-store.js';
 
@@ -258,6 +261,23 @@ export async function runController(
     logger: log,
   });
 
+  // Prices from the Price List API (or the recorded fixtures: a test hook, as for `catalog refresh`).
+  const fixtureDir = env[PRICING_FIXTURE_DIR_ENV];
+  const priceRefresher = shouldRefreshPrices(config)
+    ? new PriceRefresher({
+        pricing:
+          fixtureDir === undefined || fixtureDir === ''
+            ? pricingApiFromClient(createPricingClient({}, env))
+            : fixturePricingApi(fixtureDir),
+        regionCode: config.region,
+        initial: catalog,
+        clock,
+        periodHours: config.priceRefreshHours,
+        logger: log,
+        apply: (repriced) => controller.applyCatalog(repriced),
+      })
+    : undefined;
+
   let api: ApiServer | undefined;
   let stopping = false;
   const shutdown = async (signal: string): Promise<void> => {
@@ -265,6 +285,7 @@ export async function runController(
     stopping = true;
     log.info(`received ${signal}; stopping`);
     await api?.close().catch(() => undefined);
+    priceRefresher?.stop();
     await controller.stop().catch(() => undefined);
     store.close();
     releaseStateDir();
@@ -274,6 +295,7 @@ export async function runController(
   process.once('SIGINT', () => void shutdown('SIGINT'));
 
   await controller.start();
+  priceRefresher?.start();
   if (config.listen !== undefined)
     api = await startApiServer(controller, { listen: config.listen, adminToken, catalog, metrics });
   process.stdout.write(
@@ -318,6 +340,10 @@ export function registerController(program: Command): void {
       'first launch backoff after a registration failure, doubling (default 60)',
     )
     .option('--report-every-seconds <s>', 'cost report period (default 3600)')
+    .option(
+      '--price-refresh-hours <h>',
+      'hours between on-demand price refreshes from the AWS Price List API; 0 disables (default 24)',
+    )
     .option('--ami <id>', 'worker AMI (default: newest Amazon Linux 2023)')
     .option('--subnets <ids>', 'comma-separated subnet ids (their zones are used)')
     .option('--security-groups <ids>', 'comma-separated security group ids')

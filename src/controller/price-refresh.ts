@@ -1,0 +1,151 @@
+import type { Catalog, InstanceType } from '../core/catalog.js';
+import { catalogFamilies, fetchOnDemandPrices, type PricingApi } from '../cloud/aws/pricing.js';
+import type { Clock } from './clock.js';
+import type { ControllerConfig } from './config.js';
+import type { ControllerLogger } from './reconciler.js';
+
+/**
+ * Periodic on-demand price refresh for the running controller (issue "Controller on AWS", Prices: "the controller
+ * refreshes prices periodically and falls back to the bundled catalog"). Only prices change: the set of types, their
+ * capacities and launch delays stay those of the catalog the controller started with, so a refresh can never make a
+ * placed task's instance type unknown. A failed or empty refresh keeps the catalog in use (at first the bundled one)
+ * and logs a warning; the controller keeps running either way.
+ */
+
+export const SECONDS_PER_HOUR = 3600;
+
+/** Whether this configuration refreshes prices: the aws provider, a positive period, and not in a dry run unless asked. */
+export function shouldRefreshPrices(
+  config: Pick<ControllerConfig, 'provider' | 'priceRefreshHours' | 'dryRun' | 'priceRefreshInDryRun'>,
+): boolean {
+  if (config.provider !== 'aws' || config.priceRefreshHours <= 0) return false;
+  return !config.dryRun || config.priceRefreshInDryRun;
+}
+
+export interface RepricedCatalog {
+  readonly catalog: Catalog;
+  /** "c7i.large 0.0893 → 0.09" for every type whose price moved. */
+  readonly changed: readonly string[];
+  /** Types the price list did not price: they keep their current price. */
+  readonly unpriced: readonly string[];
+}
+
+/** The catalog with each type's costPerHour replaced by its fetched price (types without one keep theirs). */
+export function repriceCatalog(
+  current: Catalog,
+  pricePerHourOf: ReadonlyMap<string, number>,
+): RepricedCatalog {
+  const changed: string[] = [];
+  const unpriced: string[] = [];
+  const types = current.types.map((t): InstanceType => {
+    const costPerHour = pricePerHourOf.get(t.name);
+    if (costPerHour === undefined || !(costPerHour > 0)) {
+      unpriced.push(t.name);
+      return t;
+    }
+    if (costPerHour !== t.costPerHour) changed.push(`${t.name} ${t.costPerHour} → ${costPerHour}`);
+    return { ...t, costPerHour };
+  });
+  return { catalog: { ...current, types }, changed, unpriced };
+}
+
+/** Fetch the on-demand Linux prices of the catalog's families and reprice it. Throws when nothing was priced. */
+export async function fetchRepricedCatalog(
+  pricing: PricingApi,
+  regionCode: string,
+  current: Catalog,
+): Promise<RepricedCatalog & { readonly warnings: readonly string[] }> {
+  const warnings: string[] = [];
+  const prices = await fetchOnDemandPrices(pricing, regionCode, catalogFamilies(current), warnings);
+  const pricePerHourOf = new Map([...prices.values()].map((p) => [p.typeName, p.costPerHour]));
+  const repriced = repriceCatalog(current, pricePerHourOf);
+  if (repriced.unpriced.length === current.types.length)
+    throw new Error(
+      `the Price List API priced none of the catalog's ${current.types.length} types in ${regionCode}`,
+    );
+  return { ...repriced, warnings };
+}
+
+export type PriceRefreshOutcome =
+  | { readonly ok: true; readonly catalog: Catalog; readonly changed: readonly string[] }
+  | { readonly ok: false; readonly error: string };
+
+export interface PriceRefresherDeps {
+  readonly pricing: PricingApi;
+  /** The region whose prices apply (where instances launch). */
+  readonly regionCode: string;
+  /** The catalog in use at start (normally the bundled one): the fallback while no refresh has succeeded. */
+  readonly initial: Catalog;
+  readonly clock: Clock;
+  readonly periodHours: number;
+  readonly logger: ControllerLogger;
+  /** Hands a repriced catalog to the controller (Controller.applyCatalog). */
+  readonly apply: (catalog: Catalog) => Promise<void> | void;
+}
+
+/** Refreshes prices at start and then every `periodHours`, in the background, on the injected clock. */
+export class PriceRefresher {
+  private currentCatalog: Catalog;
+  private running = false;
+  private wake = new AbortController();
+  private loopDone: Promise<void> | undefined;
+
+  constructor(private readonly deps: PriceRefresherDeps) {
+    if (!(deps.periodHours > 0)) throw new Error(`periodHours must be > 0 (got ${deps.periodHours})`);
+    this.currentCatalog = deps.initial;
+  }
+
+  /** The catalog of the last successful refresh, or the initial one. */
+  get catalog(): Catalog {
+    return this.currentCatalog;
+  }
+
+  /** One refresh: on success the controller gets the new catalog; on failure the current one stays. Never throws. */
+  async refreshNow(): Promise<PriceRefreshOutcome> {
+    try {
+      const fetched = await fetchRepricedCatalog(
+        this.deps.pricing,
+        this.deps.regionCode,
+        this.currentCatalog,
+      );
+      for (const w of fetched.warnings) this.deps.logger.warn(`price refresh: ${w}`);
+      if (fetched.unpriced.length > 0)
+        this.deps.logger.warn('price refresh: some types were not priced; they keep their current price', {
+          unpriced: fetched.unpriced,
+        });
+      await this.deps.apply(fetched.catalog);
+      this.currentCatalog = fetched.catalog;
+      this.deps.logger.info('prices refreshed', { changed: fetched.changed });
+      return { ok: true, catalog: fetched.catalog, changed: fetched.changed };
+    } catch (e) {
+      const error = e instanceof Error ? e.message : String(e);
+      this.deps.logger.warn('price refresh failed; keeping the current catalog', { error });
+      return { ok: false, error };
+    }
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loopDone = this.loop();
+  }
+
+  /** Stop waiting for the next refresh; an in-flight request is not awaited (it cannot block a shutdown). */
+  stop(): void {
+    this.running = false;
+    this.wake.abort();
+  }
+
+  /** Resolves once the loop has ended (tests). */
+  async stopped(): Promise<void> {
+    await this.loopDone;
+  }
+
+  private async loop(): Promise<void> {
+    while (this.running) {
+      await this.refreshNow();
+      if (!this.running) break;
+      await this.deps.clock.sleep(this.deps.periodHours * SECONDS_PER_HOUR, this.wake.signal);
+    }
+  }
+}

@@ -1,0 +1,214 @@
+import { describe, expect, it, vi } from 'vitest';
+import { fixturePricingApi } from '../../src/cloud/aws/pricing-fixture.js';
+import type { GetProductsPage, PricingApi } from '../../src/cloud/aws/pricing.js';
+import { loadControllerConfig } from '../../src/controller/config.js';
+import { PriceRefresher, repriceCatalog, shouldRefreshPrices } from '../../src/controller/price-refresh.js';
+import type { ControllerLogger } from '../../src/controller/reconciler.js';
+import { EvaScheduler } from '../../src/scheduler/eva.js';
+import { PRICING_FIXTURES } from '../cloud/aws/fixture-paths.js';
+import { catalog, CPU_SMALL, jobSpec, priceOf, rig } from './controller-fixtures.js';
+
+const HOUR = 3600;
+
+/**
+ * The recorded GetProducts fixtures (bundled us-east-1 prices) with each type's USD rate multiplied by
+ * `factorOf(type)`, or a failure while `failing` is set: the pricing seam the refresher sees.
+ */
+function scriptedPricing(): PricingApi & {
+  calls: number;
+  failing: boolean;
+  factorOf: (typeName: string) => number;
+} {
+  const recorded = fixturePricingApi(PRICING_FIXTURES);
+  const api = {
+    calls: 0,
+    failing: false,
+    factorOf: (_typeName: string) => 1,
+    async getProducts(input: Parameters<PricingApi['getProducts']>[0]): Promise<GetProductsPage> {
+      api.calls++;
+      if (api.failing) throw new Error('ThrottlingException: Rate exceeded');
+      const page = await recorded.getProducts(input);
+      const list = (page.PriceList as string[] | undefined) ?? [];
+      return { ...page, PriceList: list.map((raw) => scale(raw, api.factorOf)) };
+    },
+  };
+  return api;
+}
+
+interface RawEntry {
+  product: { attributes: { instanceType: string } };
+  terms: {
+    OnDemand?: Record<string, { priceDimensions: Record<string, { pricePerUnit: { USD: string } }> }>;
+  };
+}
+
+function scale(raw: string, factorOf: (typeName: string) => number): string {
+  const entry = JSON.parse(raw) as RawEntry;
+  const factor = factorOf(entry.product.attributes.instanceType);
+  for (const term of Object.values(entry.terms.OnDemand ?? {}))
+    for (const d of Object.values(term.priceDimensions))
+      d.pricePerUnit.USD = String(Number(d.pricePerUnit.USD) * factor);
+  return JSON.stringify(entry);
+}
+
+function recordingLogger(): ControllerLogger & { warnings: string[] } {
+  const warnings: string[] = [];
+  return { warnings, info() {}, warn: (m) => warnings.push(m), error: (m) => warnings.push(m) };
+}
+
+function c7iXlargeOf(refresher: { catalog: { types: readonly { name: string; costPerHour: number }[] } }) {
+  return refresher.catalog.types.find((t) => t.name === 'c7i.xlarge')?.costPerHour;
+}
+
+describe('price refresh configuration', () => {
+  const base = {
+    provider: 'aws' as const,
+    priceRefreshHours: 24,
+    dryRun: false,
+    priceRefreshInDryRun: false,
+  };
+  it('refreshes for aws with a positive period, not in a dry run unless asked', () => {
+    expect(shouldRefreshPrices(base)).toBe(true);
+    expect(shouldRefreshPrices({ ...base, priceRefreshHours: 0 })).toBe(false);
+    expect(shouldRefreshPrices({ ...base, dryRun: true })).toBe(false);
+    expect(shouldRefreshPrices({ ...base, dryRun: true, priceRefreshInDryRun: true })).toBe(true);
+  });
+
+  it('defaults to 24 hours and takes --price-refresh-hours', () => {
+    const flags = { cluster: 'c', stateDir: '/tmp/fw' };
+    expect(loadControllerConfig({ flags, env: {}, defaultRegion: 'us-east-1' }).priceRefreshHours).toBe(24);
+    const off = loadControllerConfig({
+      flags: { ...flags, priceRefreshHours: '0' },
+      env: {},
+      defaultRegion: 'us-east-1',
+    });
+    expect(off.priceRefreshHours).toBe(0);
+    expect(() =>
+      loadControllerConfig({
+        flags: { ...flags, priceRefreshHours: '-1' },
+        env: {},
+        defaultRegion: 'us-east-1',
+      }),
+    ).toThrow(/--price-refresh-hours: must be ≥ 0/);
+  });
+});
+
+describe('repriceCatalog', () => {
+  it('replaces known prices, keeps types without one, and lists what moved', () => {
+    const out = repriceCatalog(
+      catalog,
+      new Map([
+        ['c7i.xlarge', 0.2],
+        ['r7i.2xlarge', priceOf('r7i.2xlarge')],
+      ]),
+    );
+    expect(out.catalog.types.map((t) => t.name)).toEqual(catalog.types.map((t) => t.name));
+    expect(out.catalog.types.find((t) => t.name === 'c7i.xlarge')?.costPerHour).toBe(0.2);
+    expect(out.changed).toEqual(['c7i.xlarge 0.1785 → 0.2']);
+    expect(out.unpriced).toHaveLength(catalog.types.length - 2);
+    expect(catalog.types.find((t) => t.name === 'c7i.xlarge')?.costPerHour).toBe(0.1785); // not mutated
+  });
+});
+
+describe('PriceRefresher with a controller on a manual clock', () => {
+  it('applies new prices after the period, and Eva plans with them from the next round', async () => {
+    const { controller, clock } = rig();
+    const pricing = scriptedPricing();
+    const logger = recordingLogger();
+    const refresher = new PriceRefresher({
+      pricing,
+      regionCode: 'us-east-1',
+      initial: catalog,
+      clock,
+      periodHours: 24,
+      logger,
+      apply: (c) => controller.applyCatalog(c),
+    });
+    refresher.start();
+    await vi.waitFor(() => expect(clock.pendingSleeps).toBeGreaterThan(0));
+    const callsAtStart = pricing.calls;
+    expect(callsAtStart).toBe(3); // one GetProducts per family (p3, c7i, r7i), one page each
+    expect(c7iXlargeOf(controller)).toBe(0.1785); // the fixture's prices are the bundled ones
+    const learned = (controller.scheduler as EvaScheduler).exportState();
+
+    // c7i.xlarge becomes 10× dearer: after the period the cheapest c7i host of [0, 4, 8] is c7i.2xlarge ($0.357/h).
+    pricing.factorOf = (t) => (t === 'c7i.xlarge' ? 10 : 1);
+    clock.advance(23 * HOUR);
+    await Promise.resolve();
+    expect(pricing.calls).toBe(callsAtStart);
+    clock.advance(1 * HOUR);
+    await vi.waitFor(() => expect(c7iXlargeOf(controller)).toBe(1.785));
+    expect(pricing.calls).toBe(2 * callsAtStart);
+    expect(controller.scheduler).toBeInstanceOf(EvaScheduler);
+    expect((controller.scheduler as EvaScheduler).exportState()).toEqual(learned); // learned state carried over
+
+    controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    const outcome = await controller.runRound('test');
+    const launches = outcome.actions.filter((a) => a.kind === 'launch-instance');
+    expect(launches).toHaveLength(1);
+    expect(controller.cluster().instances.map((i) => [i.typeName, i.costPerHour])).toEqual([
+      ['c7i.2xlarge', 0.357],
+    ]);
+    refresher.stop();
+    await refresher.stopped();
+    expect(logger.warnings).toEqual([]);
+  });
+
+  it('keeps the current catalog (the bundled one at first) when the Pricing API fails', async () => {
+    const { controller, clock } = rig();
+    const pricing = scriptedPricing();
+    pricing.failing = true;
+    const logger = recordingLogger();
+    const refresher = new PriceRefresher({
+      pricing,
+      regionCode: 'us-east-1',
+      initial: catalog,
+      clock,
+      periodHours: 24,
+      logger,
+      apply: (c) => controller.applyCatalog(c),
+    });
+    const schedulerAtStart = controller.scheduler;
+    refresher.start();
+    await vi.waitFor(() => expect(clock.pendingSleeps).toBeGreaterThan(0));
+    expect(logger.warnings).toEqual(['price refresh failed; keeping the current catalog']);
+    expect(controller.catalog).toBe(catalog);
+    expect(controller.scheduler).toBe(schedulerAtStart);
+
+    // A good refresh, then a failing one: the refreshed prices stay.
+    pricing.failing = false;
+    pricing.factorOf = () => 2;
+    clock.advance(24 * HOUR);
+    await vi.waitFor(() => expect(c7iXlargeOf(controller)).toBe(0.357));
+    const refreshed = controller.catalog;
+    pricing.failing = true;
+    clock.advance(24 * HOUR);
+    await vi.waitFor(() => expect(logger.warnings).toHaveLength(2));
+    expect(controller.catalog).toBe(refreshed);
+    expect(refresher.catalog).toBe(refreshed);
+    // The controller keeps working.
+    controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    expect((await controller.runRound('test')).round).toBe(1);
+    refresher.stop();
+    await refresher.stopped();
+  });
+
+  it('treats a price list that prices none of the catalog types as a failure', async () => {
+    const pricing: PricingApi = { getProducts: () => Promise.resolve({ PriceList: [] }) };
+    const applied: unknown[] = [];
+    const logger = recordingLogger();
+    const refresher = new PriceRefresher({
+      pricing,
+      regionCode: 'us-east-1',
+      initial: catalog,
+      clock: rig().clock,
+      periodHours: 1,
+      logger,
+      apply: (c) => void applied.push(c),
+    });
+    const outcome = await refresher.refreshNow();
+    expect(outcome.ok).toBe(false);
+    expect(outcome.ok ? '' : outcome.error).toMatch(/priced none of the catalog's 21 types in us-east-1/);
+    expect(applied).toEqual([]);
+  });
+});
