@@ -38,6 +38,8 @@ export class ColocationTable {
   /** Values of whole task sets (see packing.ts compositionValue), valid while no mean changes. */
   private readonly valueCache = new Map<string, number>();
   private readonly identities = new Map<string, number>();
+  /** key → signatures of memoized set values with a member of that key. */
+  private readonly valuesByKey = new Map<string, string[]>();
   /** Incremented whenever a recorded mean changes (re-recording the same value leaves it unchanged). */
   version = 0;
 
@@ -180,22 +182,42 @@ export class ColocationTable {
     return id;
   }
 
-  /** Memoized value of a task set under the current means (the cache is bounded and cleared on any change). */
-  cachedValue(signature: string, compute: () => number): number {
+  /**
+   * Memoized value of a task set whose members have the keys `memberKeys`, under the current means. An entry is
+   * dropped when a mean of one of its members' keys changes (the set's value depends on nothing else).
+   */
+  cachedValue(signature: string, memberKeys: readonly string[], compute: () => number): number {
     let v = this.valueCache.get(signature);
     if (v === undefined) {
       v = compute();
-      if (this.valueCache.size > 500_000) this.valueCache.clear();
+      if (this.valueCache.size > 500_000) {
+        this.valueCache.clear();
+        this.valuesByKey.clear();
+      }
       this.valueCache.set(signature, v);
+      for (const k of memberKeys) {
+        let sigs = this.valuesByKey.get(k);
+        if (sigs === undefined) {
+          sigs = [];
+          this.valuesByKey.set(k, sigs);
+        }
+        sigs.push(signature);
+      }
     }
     return v;
   }
 
   private changed(target?: string): void {
     this.version += 1;
-    if (target === undefined) this.setCache.clear();
-    else this.setCache.delete(target);
-    this.valueCache.clear();
+    if (target === undefined) {
+      this.setCache.clear();
+      this.valueCache.clear();
+      this.valuesByKey.clear();
+      return;
+    }
+    this.setCache.delete(target);
+    for (const sig of this.valuesByKey.get(target) ?? []) this.valueCache.delete(sig);
+    this.valuesByKey.delete(target);
   }
 
   /**

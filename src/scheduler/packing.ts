@@ -190,7 +190,9 @@ export function compositionValue(
   const table = model.table;
   const flags = (multiTaskCorrection ? 1 : 0) + (model.multiTaskAware ? 2 : 0);
   const key = `${flags}:${comp.signature(table)}+${extra === undefined ? '' : extra.identityIn(table)}`;
-  return table.cachedValue(key, () => interferenceValue(comp, model, multiTaskCorrection, extra, n));
+  const keys = comp.classes.map((c) => c.key);
+  if (extra !== undefined) keys.push(extra.key);
+  return table.cachedValue(key, keys, () => interferenceValue(comp, model, multiTaskCorrection, extra, n));
 }
 
 /** Σ RP (with only the multi-task correction, which needs no table): sets of one task, or eva-rp. */
