@@ -24,8 +24,9 @@ export interface SerializedColocationTable {
   readonly entries: readonly ObservationSummary[];
 }
 
-function othersKey(others: readonly string[]): string {
-  return others.length <= 1 ? (others[0] ?? '') : [...others].sort().join('\u0001');
+function othersKey(others: readonly string[], sorted = false): string {
+  if (others.length <= 1) return others[0] ?? '';
+  return (sorted ? others : [...others].sort()).join('\u0001');
 }
 
 export class ColocationTable {
@@ -49,13 +50,13 @@ export class ColocationTable {
   }
 
   /** Normalized throughput of `target` when co-located with `others` (a multiset of keys). */
-  rate(target: string, others: readonly string[]): number {
+  rate(target: string, others: readonly string[], othersSorted = false): number {
     if (others.length === 0) return 1;
     const byOthers = this.entries.get(target);
     if (byOthers === undefined) return this.defaultRate ** others.length;
     if (others.length === 1) return this.meanOf(byOthers.get(others[0] as string)) ?? this.defaultRate;
     if (this.exactSizes.get(target)?.has(others.length) === true) {
-      const exact = this.meanOf(byOthers.get(othersKey(others)));
+      const exact = this.meanOf(byOthers.get(othersKey(others, othersSorted)));
       if (exact !== undefined) return exact;
     }
     let r = 1;
@@ -64,7 +65,7 @@ export class ColocationTable {
   }
 
   /**
-   * rate(target, set − one target), memoized by the signature of the whole set (its keys sorted and joined with
+   * rate(target, set − one target), `others` sorted, memoized by the signature of the whole set (its keys sorted and joined with
    * \u0001), which the packing loops compute once per candidate set instead of once per member.
    */
   rateInSet(target: string, setSignature: string, others: () => readonly string[]): number {
@@ -75,7 +76,7 @@ export class ColocationTable {
     }
     let r = byTarget.get(setSignature);
     if (r === undefined) {
-      r = this.rate(target, others());
+      r = this.rate(target, others(), true);
       byTarget.set(setSignature, r);
     }
     return r;
