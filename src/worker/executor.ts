@@ -12,7 +12,9 @@ export interface TaskLaunch {
   readonly jobId: string;
   /** An image to pull/use, or a build context directory (already fetched and unpacked) with an optional Dockerfile. */
   readonly image?: string | undefined;
-  readonly build?: { readonly contextDir: string; readonly dockerfile?: string | undefined; readonly contentHash: string } | undefined;
+  readonly build?:
+    | { readonly contextDir: string; readonly dockerfile?: string | undefined; readonly contentHash: string }
+    | undefined;
   readonly command: readonly string[];
   readonly env: Readonly<Record<string, string>>;
   /** Limits: vCPUs, memory GiB, GPUs (device requests on GPU instances), shm GiB. */
@@ -36,6 +38,8 @@ export interface TaskRunStatus {
   readonly exitCode?: number | undefined;
   readonly startedAt?: Date | undefined;
   readonly finishedAt?: Date | undefined;
+  /** False when the executor records but does not apply the CPU/memory/shm/GPU limits (the process executor). */
+  readonly limitsEnforced?: boolean | undefined;
 }
 
 export interface Executor {

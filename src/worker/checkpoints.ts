@@ -1,0 +1,476 @@
+import { spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdir, readdir, rm, stat, unlink } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { Transform, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { z } from 'zod';
+import type { ObjectStore } from '../storage/object-store.js';
+import type { Executor } from './executor.js';
+import { listFiles } from './image-cache.js';
+
+/**
+ * Checkpoints in the object store (issue 5 "Checkpoints and migration").
+ *
+ * Layout: `checkpoints/<job>/<task>/<seq>/data.tar` then `…/<seq>/manifest.json` (sha256 and size of the tar, its
+ * file list, creation time, seq). The manifest is written LAST: a sequence number without a manifest is a partial
+ * upload (a worker died mid-way) and is never restored. Restoring takes the newest checkpoint whose tar matches its
+ * manifest's sha256 and size, skipping corrupt or partial ones for the previous good one.
+ *
+ * The task contract (FLEETWISE_CHECKPOINT_DIR):
+ * - The task writes its state files into the directory, then creates an empty `COMPLETE` file. The worker uploads the
+ *   directory (without the marker) and deletes `COMPLETE` when the upload is durable. The task must not modify the
+ *   directory while `COMPLETE` exists: it waits, or skips that checkpoint.
+ * - A task that never writes the marker is uploaded when the directory is quiescent: its listing (names, sizes,
+ *   modification times) differs from the last upload and has not changed for `quiescentMs`. Once a task has written a
+ *   marker, only markers trigger uploads (a slow marker-writer is never caught half-way).
+ * - After the task exits, `flush()` uploads whatever complete state is left (marker present, or any change for a
+ *   task that does not use markers), so a final checkpoint written on the signal is never lost.
+ * - On a restore, the directory is emptied and the checkpoint's files are extracted into it before the task starts.
+ *
+ * Tarring and extracting use the host's `tar` (GNU tar on the worker images; busybox tar also works).
+ */
+export const COMPLETE_MARKER = 'COMPLETE';
+const DATA_FILE = 'data.tar';
+const MANIFEST_FILE = 'manifest.json';
+const SEQ_DIGITS = 8;
+
+export const checkpointManifestSchema = z.strictObject({
+  version: z.literal(1),
+  jobId: z.string().min(1),
+  taskId: z.string().min(1),
+  seq: z.number().int().positive(),
+  createdAt: z.string().datetime(),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  sizeBytes: z.number().int().nonnegative(),
+  files: z.array(z.string()),
+});
+export type CheckpointManifest = z.infer<typeof checkpointManifestSchema>;
+
+export interface CheckpointRef {
+  readonly jobId: string;
+  readonly taskId: string;
+}
+
+export function checkpointPrefix(ref: CheckpointRef): string {
+  return `checkpoints/${ref.jobId}/${ref.taskId}/`;
+}
+
+export function checkpointKeys(ref: CheckpointRef, seq: number): { data: string; manifest: string } {
+  const base = `${checkpointPrefix(ref)}${String(seq).padStart(SEQ_DIGITS, '0')}/`;
+  return { data: `${base}${DATA_FILE}`, manifest: `${base}${MANIFEST_FILE}` };
+}
+
+export interface StoredCheckpoint {
+  readonly seq: number;
+  /** The manifest exists (the upload finished); its tar is verified only when restoring. */
+  readonly complete: boolean;
+}
+
+/** Every sequence number under the task's prefix, ascending, with whether its manifest exists. */
+export async function listCheckpoints(store: ObjectStore, ref: CheckpointRef): Promise<StoredCheckpoint[]> {
+  const prefix = checkpointPrefix(ref);
+  const seen = new Map<number, boolean>();
+  for await (const o of store.list(prefix)) {
+    const m = /^(\d+)\/(data\.tar|manifest\.json)$/.exec(o.key.slice(prefix.length));
+    if (m?.[1] === undefined) continue;
+    const seq = Number(m[1]);
+    seen.set(seq, (seen.get(seq) ?? false) || m[2] === MANIFEST_FILE);
+  }
+  return [...seen.entries()].sort((a, b) => a[0] - b[0]).map(([seq, complete]) => ({ seq, complete }));
+}
+
+function tarExit(child: ReturnType<typeof spawn>, what: string): Promise<void> {
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code) =>
+      code === 0
+        ? resolve()
+        : reject(new Error(`${what}: tar exited with ${String(code)}: ${stderr.trim()}`)),
+    );
+  });
+}
+
+/** Files of the checkpoint directory that belong in a checkpoint (everything but the marker and temp files). */
+async function checkpointFiles(dir: string): Promise<string[]> {
+  return (await listFiles(dir)).filter((f) => f !== COMPLETE_MARKER);
+}
+
+export interface UploadResult {
+  readonly manifest: CheckpointManifest;
+  readonly durationMs: number;
+}
+
+/**
+ * Upload `dir` as checkpoint `seq`: the tar streams through a sha256 hash into the store (multipart for large ones,
+ * via the store), then the manifest. A failure leaves no manifest (so the seq counts as partial) and removes the tar.
+ */
+export async function uploadCheckpoint(
+  store: ObjectStore,
+  ref: CheckpointRef,
+  dir: string,
+  seq: number,
+  now: () => Date = () => new Date(),
+): Promise<UploadResult> {
+  const started = Date.now();
+  const files = await checkpointFiles(dir);
+  if (files.some((f) => f.includes('\n')))
+    throw new Error(`checkpoint of ${ref.taskId}: file names with newlines are not supported`);
+  const keys = checkpointKeys(ref, seq);
+  const hash = createHash('sha256');
+  let sizeBytes = 0;
+  const tar = spawn('tar', ['-c', '-f', '-', '-C', dir, '--', ...(files.length === 0 ? ['.'] : files)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exited = tarExit(tar, `checkpoint ${seq} of ${ref.taskId}`);
+  const hashed = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      hash.update(chunk);
+      sizeBytes += chunk.length;
+      done(null, chunk);
+    },
+  });
+  const stdout = tar.stdout as Readable;
+  stdout.pipe(hashed);
+  try {
+    await Promise.all([store.put(keys.data, hashed), exited]);
+  } catch (e) {
+    hashed.destroy();
+    await store.delete(keys.data).catch(() => undefined);
+    throw e;
+  }
+  const manifest: CheckpointManifest = {
+    version: 1,
+    jobId: ref.jobId,
+    taskId: ref.taskId,
+    seq,
+    createdAt: now().toISOString(),
+    sha256: hash.digest('hex'),
+    sizeBytes,
+    files,
+  };
+  await store.put(keys.manifest, Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`));
+  return { manifest, durationMs: Date.now() - started };
+}
+
+export interface SkippedCheckpoint {
+  readonly seq: number;
+  readonly reason: string;
+}
+
+export interface RestoreResult {
+  /** The restored checkpoint, or undefined when there is no good one (the task starts from zero). */
+  readonly manifest: CheckpointManifest | undefined;
+  /** Newer checkpoints passed over (partial, corrupt), newest first. */
+  readonly skipped: readonly SkippedCheckpoint[];
+  readonly durationMs: number;
+}
+
+async function emptyDir(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  for (const name of await readdir(dir)) await rm(join(dir, name), { recursive: true, force: true });
+}
+
+/**
+ * Download the newest checkpoint whose tar matches its manifest and extract it into `dir` (emptied first). The tar
+ * is verified (sha256, size) in a temp file next to `dir` before anything is extracted.
+ */
+export async function restoreLatestCheckpoint(
+  store: ObjectStore,
+  ref: CheckpointRef,
+  dir: string,
+): Promise<RestoreResult> {
+  const started = Date.now();
+  const skipped: SkippedCheckpoint[] = [];
+  const stored = (await listCheckpoints(store, ref)).reverse();
+  await mkdir(dirname(dir), { recursive: true });
+  for (const { seq, complete } of stored) {
+    if (!complete) {
+      skipped.push({ seq, reason: 'partial (no manifest)' });
+      continue;
+    }
+    const keys = checkpointKeys(ref, seq);
+    let manifest: CheckpointManifest;
+    try {
+      const parsed = checkpointManifestSchema.safeParse(
+        JSON.parse((await store.getBuffer(keys.manifest)).toString()),
+      );
+      if (!parsed.success)
+        throw new Error(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
+      manifest = parsed.data;
+      if (manifest.seq !== seq) throw new Error(`manifest says seq ${manifest.seq}`);
+    } catch (e) {
+      skipped.push({ seq, reason: `bad manifest: ${(e as Error).message}` });
+      continue;
+    }
+    const temp = join(dirname(dir), `.fleetwise-restore-${randomBytes(6).toString('hex')}.tar`);
+    try {
+      const hash = createHash('sha256');
+      let size = 0;
+      const body = await store.get(keys.data);
+      const counter = new Transform({
+        transform(chunk: Buffer, _encoding, done) {
+          hash.update(chunk);
+          size += chunk.length;
+          done(null, chunk);
+        },
+      });
+      await pipeline(body, counter, createWriteStream(temp)).catch((e: Error) => {
+        throw new Error(`download: ${e.message}`);
+      });
+      const sha256 = hash.digest('hex');
+      if (size !== manifest.sizeBytes || sha256 !== manifest.sha256) {
+        skipped.push({
+          seq,
+          reason: `corrupt: ${size} bytes with sha256 ${sha256.slice(0, 12)}…, manifest says ${manifest.sizeBytes} bytes with ${manifest.sha256.slice(0, 12)}…`,
+        });
+        continue;
+      }
+      await emptyDir(dir);
+      // tar reads the verified file itself: piped, it may stop reading at the end-of-archive blocks (EPIPE).
+      const tar = spawn('tar', ['-x', '-f', temp, '-C', dir, '--no-same-owner'], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      await tarExit(tar, `extracting checkpoint ${seq} of ${ref.taskId}`);
+      return { manifest, skipped, durationMs: Date.now() - started };
+    } catch (e) {
+      skipped.push({ seq, reason: `unreadable: ${(e as Error).message}` });
+    } finally {
+      await unlink(temp).catch(() => undefined);
+    }
+  }
+  await emptyDir(dir);
+  return { manifest: undefined, skipped, durationMs: Date.now() - started };
+}
+
+/**
+ * Keep the newest `keep` complete checkpoints; delete older ones, and partial ones older than the newest kept (a
+ * newer partial one may be an upload in flight). The manifest goes first, so a half-pruned checkpoint is partial.
+ */
+export async function pruneCheckpoints(
+  store: ObjectStore,
+  ref: CheckpointRef,
+  keep: number,
+): Promise<number[]> {
+  if (!Number.isInteger(keep) || keep < 1) throw new Error(`keep must be a whole number ≥ 1, got ${keep}`);
+  const stored = await listCheckpoints(store, ref);
+  const complete = stored.filter((c) => c.complete);
+  if (complete.length === 0) return [];
+  const oldestKept = complete[Math.max(0, complete.length - keep)]?.seq ?? 0;
+  const doomed = stored.filter((c) => c.seq < oldestKept).map((c) => c.seq);
+  for (const seq of doomed) {
+    const keys = checkpointKeys(ref, seq);
+    await store.delete(keys.manifest);
+    await store.delete(keys.data);
+  }
+  return doomed;
+}
+
+/** Names, sizes and modification times of the directory's checkpoint files: "did anything change?" */
+async function fingerprint(dir: string): Promise<string> {
+  try {
+    const files = await checkpointFiles(dir);
+    const parts = await Promise.all(
+      files.map(async (f) => {
+        const s = await stat(join(dir, f));
+        return `${f}:${s.size}:${s.mtimeMs}`;
+      }),
+    );
+    return parts.join('\n');
+  } catch {
+    return ''; // mid-rename or missing: treat as "no checkpoint yet"
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** `poll`: the periodic check; `final`: the task exited, take any change; `marked-only`: only a COMPLETE marker. */
+export type CheckMode = 'poll' | 'final' | 'marked-only';
+
+export interface CheckpointWatcherOptions {
+  readonly store: ObjectStore;
+  readonly ref: CheckpointRef;
+  readonly dir: string;
+  /** Poll period; 1 s by default. */
+  readonly pollMs?: number;
+  /** How long an unmarked directory must stay unchanged before it is uploaded; 3 polls by default. */
+  readonly quiescentMs?: number;
+  /** Complete checkpoints kept in the store after each upload (default 3). */
+  readonly keep?: number;
+  readonly onUpload?: (result: UploadResult) => void;
+  readonly onError?: (error: Error) => void;
+}
+
+/**
+ * Uploads the checkpoints a running task writes (contract above), so a lost instance costs at most the work since
+ * the last upload. Call `start()` after a restore (the restored state is the baseline, never re-uploaded), `flush()`
+ * after the task exited, `stop()` when done.
+ */
+export class CheckpointWatcher {
+  private timer: NodeJS.Timeout | undefined;
+  private nextSeq = 0;
+  private lastUploaded = '';
+  private candidate = '';
+  private candidateSince = 0;
+  private markerSeen = false;
+  private busy: Promise<UploadResult | undefined> = Promise.resolve(undefined);
+  private readonly pollMs: number;
+  private readonly quiescentMs: number;
+  private readonly keep: number;
+  /** The newest checkpoint this watcher uploaded. */
+  lastManifest: CheckpointManifest | undefined;
+
+  constructor(private readonly options: CheckpointWatcherOptions) {
+    this.pollMs = options.pollMs ?? 1000;
+    this.quiescentMs = options.quiescentMs ?? 3 * this.pollMs;
+    this.keep = options.keep ?? 3;
+  }
+
+  async start(): Promise<void> {
+    const stored = await listCheckpoints(this.options.store, this.options.ref);
+    // After every seq ever used, partial ones included: a new checkpoint never overwrites an old object.
+    this.nextSeq = (stored.at(-1)?.seq ?? 0) + 1;
+    this.lastUploaded = await fingerprint(this.options.dir);
+    this.schedule();
+  }
+
+  private schedule(): void {
+    this.timer = setTimeout(() => {
+      void this.check('poll').finally(() => {
+        if (this.timer !== undefined) this.schedule();
+      });
+    }, this.pollMs);
+  }
+
+  /** One poll: upload if the task marked a checkpoint complete, or (unmarked tasks) the directory went quiet. */
+  check(mode: CheckMode = 'poll'): Promise<UploadResult | undefined> {
+    this.busy = this.busy.then(async () => {
+      try {
+        return await this.checkNow(mode);
+      } catch (e) {
+        this.options.onError?.(e as Error);
+        return undefined;
+      }
+    });
+    return this.busy;
+  }
+
+  private async checkNow(mode: CheckMode): Promise<UploadResult | undefined> {
+    const { dir } = this.options;
+    const marker = join(dir, COMPLETE_MARKER);
+    if (await exists(marker)) {
+      this.markerSeen = true;
+      const result = await this.upload();
+      await unlink(marker).catch(() => undefined);
+      return result;
+    }
+    if (this.markerSeen || mode === 'marked-only') return undefined;
+    const current = await fingerprint(dir);
+    if (current === this.lastUploaded || current === '') return undefined;
+    if (mode === 'poll') {
+      if (current !== this.candidate) {
+        this.candidate = current;
+        this.candidateSince = Date.now();
+        return undefined;
+      }
+      if (Date.now() - this.candidateSince < this.quiescentMs) return undefined;
+    }
+    return this.upload();
+  }
+
+  private async upload(): Promise<UploadResult> {
+    const { store, ref, dir } = this.options;
+    const before = await fingerprint(dir);
+    const seq = this.nextSeq++;
+    const result = await uploadCheckpoint(store, ref, dir, seq);
+    this.lastUploaded = before;
+    this.lastManifest = result.manifest;
+    this.options.onUpload?.(result);
+    await pruneCheckpoints(store, ref, this.keep);
+    return result;
+  }
+
+  /** Upload the final state of an exited task (see the contract); returns the upload, if one was made. */
+  async flush(): Promise<UploadResult | undefined> {
+    return this.check('final');
+  }
+
+  /** After a kill: upload only a checkpoint the task marked complete (unmarked files may be torn mid-write). */
+  async flushMarkedOnly(): Promise<UploadResult | undefined> {
+    return this.check('marked-only');
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.busy;
+  }
+}
+
+export interface CheckpointAndStopOptions {
+  readonly executor: Executor;
+  readonly taskId: string;
+  readonly signal: NodeJS.Signals;
+  readonly timeoutSeconds: number;
+  /** The task's watcher: flushed after the task is gone, so its final checkpoint is uploaded before we report. */
+  readonly watcher?: CheckpointWatcher | undefined;
+  readonly pollMs?: number;
+}
+
+export interface CheckpointAndStopResult {
+  /** `exited`: the task exited within the timeout; `killed`: it did not and was killed (work since the last upload is lost). */
+  readonly outcome: 'exited' | 'killed' | 'gone';
+  readonly exitCode: number | undefined;
+  /** The newest checkpoint in the store from this watcher after the stop (the restore point). */
+  readonly lastManifest: CheckpointManifest | undefined;
+  readonly elapsedMs: number;
+}
+
+/**
+ * The move's first half on the source (issue 5): signal the task, wait up to its timeout for it to exit, kill it
+ * otherwise, upload what it left, and only then report it stopped.
+ */
+export async function checkpointAndStop(options: CheckpointAndStopOptions): Promise<CheckpointAndStopResult> {
+  const { executor, taskId, watcher } = options;
+  const started = Date.now();
+  const pollMs = options.pollMs ?? 200;
+  const initial = await executor.status(taskId);
+  let outcome: CheckpointAndStopResult['outcome'] = 'gone';
+  let exitCode: number | undefined;
+  if (initial !== undefined) {
+    if (initial.state !== 'exited') await executor.signal(taskId, options.signal);
+    const deadline = started + options.timeoutSeconds * 1000;
+    for (;;) {
+      const s = await executor.status(taskId);
+      if (s === undefined || s.state === 'exited') {
+        outcome = 'exited';
+        exitCode = s?.exitCode;
+        break;
+      }
+      if (Date.now() >= deadline) {
+        await executor.kill(taskId);
+        outcome = 'killed';
+        exitCode = (await executor.status(taskId))?.exitCode;
+        break;
+      }
+      await new Promise((r) => setTimeout(r, pollMs));
+    }
+  }
+  if (watcher !== undefined) {
+    await watcher.stop();
+    // A killed task's directory may be torn mid-write; only a marked (or, for unmarked tasks, changed) state is taken.
+    if (outcome !== 'killed') await watcher.flush();
+    else await watcher.flushMarkedOnly();
+  }
+  return { outcome, exitCode, lastManifest: watcher?.lastManifest, elapsedMs: Date.now() - started };
+}

@@ -1,0 +1,260 @@
+import { mkdir, open } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { Readable } from 'node:stream';
+import Docker from 'dockerode';
+import type { Executor, TaskLaunch, TaskRunStatus } from '../executor.js';
+import { ImageCache } from '../image-cache.js';
+
+/**
+ * Tasks as Docker containers over the Engine API (dockerode). A container carries the labels `fleetwise.task` and
+ * `fleetwise.job`, which is how a restarted worker finds (adopts) it instead of starting a duplicate. Checkpoint
+ * directory and progress file are bind mounts at fixed paths inside the container; networking is the host's (the
+ * engine may run with --bridge=none, and tasks reach loopback services that way).
+ */
+export const TASK_LABEL = 'fleetwise.task';
+export const JOB_LABEL = 'fleetwise.job';
+/** Paths inside the container. */
+export const CONTAINER_CHECKPOINT_DIR = '/fleetwise/checkpoint';
+export const CONTAINER_PROGRESS_FILE = '/fleetwise/progress';
+
+const GIB = 1024 ** 3;
+/** Docker's zero time for "never started/finished". */
+const ZERO_TIME = '0001-01-01T00:00:00Z';
+
+/** A Docker client for DOCKER_HOST (unix:// or tcp://), or the default socket /var/run/docker.sock. */
+export function dockerFromEnv(env: NodeJS.ProcessEnv = process.env): Docker {
+  const host = env.DOCKER_HOST;
+  if (host === undefined || host === '') return new Docker({ socketPath: '/var/run/docker.sock' });
+  if (host.startsWith('unix://')) return new Docker({ socketPath: host.slice('unix://'.length) });
+  const url = /^(?:tcp|http):\/\/([^:/]+):(\d+)\/?$/.exec(host);
+  if (url?.[1] === undefined || url[2] === undefined)
+    throw new Error(`DOCKER_HOST=${host}: expected unix:///path/to/docker.sock or tcp://host:port`);
+  return new Docker({ host: url[1], port: Number(url[2]), protocol: 'http' });
+}
+
+/** Container names allow [a-zA-Z0-9][a-zA-Z0-9_.-]*; task ids (`job-7.0`) already fit, anything else is replaced. */
+export function containerName(taskId: string): string {
+  return `fleetwise-${taskId.replace(/[^a-zA-Z0-9_.-]/g, '_')}`;
+}
+
+export class UnknownTaskError extends Error {
+  constructor(readonly taskId: string) {
+    super(`no task ${taskId} on this host`);
+    this.name = 'UnknownTaskError';
+  }
+}
+
+function statusCode(e: unknown): number | undefined {
+  return typeof e === 'object' && e !== null && 'statusCode' in e && typeof e.statusCode === 'number'
+    ? e.statusCode
+    : undefined;
+}
+
+function parseTime(value: string | undefined): Date | undefined {
+  if (value === undefined || value === '' || value.startsWith(ZERO_TIME.slice(0, 4))) return undefined;
+  const d = new Date(value);
+  return Number.isNaN(d.getTime()) ? undefined : d;
+}
+
+/** The environment every task sees (user variables first: the FLEETWISE_ ones are the worker's). */
+export function taskEnvironment(
+  launch: TaskLaunch,
+  checkpointDir: string,
+  progressFile: string,
+): Record<string, string> {
+  return {
+    ...launch.env,
+    FLEETWISE_TASK_ID: launch.taskId,
+    FLEETWISE_JOB_ID: launch.jobId,
+    FLEETWISE_CHECKPOINT_DIR: checkpointDir,
+    FLEETWISE_PROGRESS_FILE: progressFile,
+    FLEETWISE_RESTORE: launch.restoring ? '1' : '0',
+  };
+}
+
+/** Make sure the progress file exists: bind-mounting a missing path makes Docker create a directory there. */
+export async function prepareHostPaths(launch: TaskLaunch): Promise<void> {
+  await mkdir(launch.checkpointDir, { recursive: true });
+  await mkdir(dirname(launch.progressFile), { recursive: true });
+  await (await open(launch.progressFile, 'a')).close();
+}
+
+/** Split Docker's multiplexed log stream (8-byte frame headers: stream, 0, 0, 0, size BE) into plain text. */
+export function demuxLogs(buffer: Buffer): Buffer {
+  const parts: Buffer[] = [];
+  let offset = 0;
+  while (offset + 8 <= buffer.length) {
+    const kind = buffer[offset];
+    const size = buffer.readUInt32BE(offset + 4);
+    if (kind === undefined || kind > 2 || buffer[offset + 1] !== 0) return buffer; // not multiplexed (TTY)
+    parts.push(buffer.subarray(offset + 8, offset + 8 + size));
+    offset += 8 + size;
+  }
+  return Buffer.concat(parts);
+}
+
+export interface DockerExecutorOptions {
+  readonly docker?: Docker;
+  readonly images?: ImageCache;
+}
+
+export class DockerExecutor implements Executor {
+  readonly kind = 'docker' as const;
+  readonly docker: Docker;
+  readonly images: ImageCache;
+
+  constructor(options: DockerExecutorOptions = {}) {
+    this.docker = options.docker ?? dockerFromEnv();
+    this.images = options.images ?? new ImageCache(this.docker);
+  }
+
+  /** Container id of a task, found by label (stopped ones included), or undefined. */
+  private async find(taskId: string): Promise<string | undefined> {
+    const found = await this.docker.listContainers({
+      all: true,
+      filters: { label: [`${TASK_LABEL}=${taskId}`] },
+    });
+    return found[0]?.Id;
+  }
+
+  async start(launch: TaskLaunch): Promise<void> {
+    // Adoption: a container for this task already exists (a restarted worker, or a repeated reconcile). A stopped one
+    // is left for the caller to inspect (status) and remove before starting the task again.
+    const existing = await this.find(launch.taskId);
+    if (existing !== undefined) {
+      const info = await this.docker.getContainer(existing).inspect();
+      if (info.State.Status === 'created') await this.startContainer(existing);
+      return;
+    }
+    const image = await this.resolveImage(launch);
+    await prepareHostPaths(launch);
+    let id: string;
+    try {
+      const container = await this.docker.createContainer(this.containerSpec(launch, image));
+      id = container.id;
+    } catch (e) {
+      // Another reconcile created it between our lookup and now: adopt that one.
+      if (statusCode(e) === 409) {
+        const raced = await this.find(launch.taskId);
+        if (raced !== undefined) return;
+      }
+      throw e;
+    }
+    await this.startContainer(id);
+  }
+
+  private async startContainer(id: string): Promise<void> {
+    try {
+      await this.docker.getContainer(id).start();
+    } catch (e) {
+      if (statusCode(e) !== 304) throw e; // 304: already started
+    }
+  }
+
+  private async resolveImage(launch: TaskLaunch): Promise<string> {
+    if (launch.build !== undefined) return this.images.ensureBuilt(launch.build);
+    if (launch.image !== undefined) return this.images.ensurePulled(launch.image);
+    throw new Error(`task ${launch.taskId}: needs an image or a build context`);
+  }
+
+  /** The create request: labels, limits, mounts, environment (exported for tests and `fleetwise why`-style output). */
+  containerSpec(launch: TaskLaunch, image: string): Docker.ContainerCreateOptions {
+    const env = taskEnvironment(launch, CONTAINER_CHECKPOINT_DIR, CONTAINER_PROGRESS_FILE);
+    return {
+      name: containerName(launch.taskId),
+      Image: image,
+      ...(launch.command.length > 0 ? { Cmd: [...launch.command] } : {}),
+      Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+      Labels: { [TASK_LABEL]: launch.taskId, [JOB_LABEL]: launch.jobId },
+      HostConfig: {
+        NetworkMode: 'host',
+        NanoCpus: Math.round(launch.vcpus * 1e9),
+        ...(launch.memoryGiB > 0 ? { Memory: Math.round(launch.memoryGiB * GIB) } : {}),
+        ...(launch.shmSizeGiB > 0 ? { ShmSize: Math.round(launch.shmSizeGiB * GIB) } : {}),
+        ...(launch.gpus > 0
+          ? { DeviceRequests: [{ Driver: 'nvidia', Count: launch.gpus, Capabilities: [['gpu']] }] }
+          : {}),
+        Binds: [
+          `${launch.checkpointDir}:${CONTAINER_CHECKPOINT_DIR}`,
+          `${launch.progressFile}:${CONTAINER_PROGRESS_FILE}`,
+        ],
+      },
+    };
+  }
+
+  async signal(taskId: string, signal: NodeJS.Signals): Promise<void> {
+    const id = await this.find(taskId);
+    if (id === undefined) throw new UnknownTaskError(taskId);
+    try {
+      await this.docker.getContainer(id).kill({ signal });
+    } catch (e) {
+      if (statusCode(e) !== 409) throw e; // 409: not running; nothing to signal
+    }
+  }
+
+  async kill(taskId: string): Promise<void> {
+    const id = await this.find(taskId);
+    if (id === undefined) return;
+    try {
+      await this.docker.getContainer(id).kill({ signal: 'SIGKILL' });
+      await this.docker.getContainer(id).wait({ condition: 'not-running' });
+    } catch (e) {
+      const code = statusCode(e);
+      if (code !== 409 && code !== 404) throw e;
+    }
+  }
+
+  async remove(taskId: string): Promise<void> {
+    const id = await this.find(taskId);
+    if (id === undefined) return;
+    try {
+      await this.docker.getContainer(id).remove({ force: true });
+    } catch (e) {
+      if (statusCode(e) !== 404) throw e;
+    }
+  }
+
+  async status(taskId: string): Promise<TaskRunStatus | undefined> {
+    const id = await this.find(taskId);
+    return id === undefined ? undefined : this.inspectStatus(id, taskId);
+  }
+
+  private async inspectStatus(id: string, taskId: string): Promise<TaskRunStatus | undefined> {
+    let info: Docker.ContainerInspectInfo;
+    try {
+      info = await this.docker.getContainer(id).inspect();
+    } catch (e) {
+      if (statusCode(e) === 404) return undefined; // removed meanwhile
+      throw e;
+    }
+    const s = info.State;
+    const state = s.Running || s.Restarting ? 'running' : s.Status === 'created' ? 'starting' : 'exited';
+    return {
+      taskId,
+      state,
+      ...(state === 'exited' ? { exitCode: s.ExitCode } : {}),
+      startedAt: parseTime(s.StartedAt),
+      finishedAt: state === 'exited' ? parseTime(s.FinishedAt) : undefined,
+      limitsEnforced: true,
+    };
+  }
+
+  async list(): Promise<TaskRunStatus[]> {
+    const containers = await this.docker.listContainers({ all: true, filters: { label: [TASK_LABEL] } });
+    const out: TaskRunStatus[] = [];
+    for (const c of containers) {
+      const taskId = c.Labels[TASK_LABEL];
+      if (taskId === undefined) continue;
+      const s = await this.inspectStatus(c.Id, taskId);
+      if (s !== undefined) out.push(s);
+    }
+    return out.sort((a, b) => a.taskId.localeCompare(b.taskId));
+  }
+
+  async logs(taskId: string): Promise<Readable> {
+    const id = await this.find(taskId);
+    if (id === undefined) throw new UnknownTaskError(taskId);
+    const raw = await this.docker.getContainer(id).logs({ stdout: true, stderr: true, follow: false });
+    return Readable.from([demuxLogs(raw)]);
+  }
+}

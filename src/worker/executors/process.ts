@@ -1,0 +1,222 @@
+import { spawn } from 'node:child_process';
+import { createReadStream } from 'node:fs';
+import { mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { z } from 'zod';
+import type { Executor, TaskLaunch, TaskRunStatus } from '../executor.js';
+import { prepareHostPaths, taskEnvironment, UnknownTaskError } from './docker.js';
+
+/**
+ * Tasks as plain processes, for hosts without Docker: the same contract as the Docker executor, minus isolation.
+ * LIMITS ARE NOT ENFORCED (vCPUs, memory, shm, GPUs are recorded, not applied), and `image` is ignored: the command
+ * runs on the host, in the build context directory when there is one (so one job spec serves both executors).
+ *
+ * Each task has a state directory `<stateDir>/<task>/` with `launch.json`, `pid.json` (pid + kernel start time, so a
+ * recycled pid is not mistaken for the task), `output.log` (stdout+stderr) and `exit` (the exit code). The command
+ * runs under a small sh wrapper that is the leader of its own process group (detached), so it survives the worker,
+ * signals reach the whole task, and the wrapper records the exit code even when the worker that started it is gone:
+ * a restarted worker adopts the task through these files.
+ */
+const PID_FILE = 'pid.json';
+const EXIT_FILE = 'exit';
+const KILLED_FILE = 'killed';
+const LOG_FILE = 'output.log';
+const LAUNCH_FILE = 'launch.json';
+
+// The wrapper traps the checkpoint signals with a no-op (not ignores them: an ignored signal would stay ignored in the
+// task), so a signal sent to the group reaches the task and the wrapper lives on to record the exit code (128+n for a
+// signal death, as Docker reports it). The trap runs only after the foreground command returns; `$?` is the command's.
+const WRAPPER = [
+  'trap : TERM INT HUP QUIT USR1 USR2',
+  '"$@"',
+  'code=$?',
+  'echo "$code" > "$FLEETWISE_EXIT_FILE.tmp" && mv "$FLEETWISE_EXIT_FILE.tmp" "$FLEETWISE_EXIT_FILE"',
+  'exit "$code"',
+].join('\n');
+
+const pidRecordSchema = z.strictObject({
+  pid: z.number().int().positive(),
+  /** Field 22 of /proc/<pid>/stat (clock ticks since boot), or null where /proc is unavailable. */
+  startTicks: z.number().int().nullable(),
+  startedAt: z.string(),
+});
+type PidRecord = z.infer<typeof pidRecordSchema>;
+
+async function processStartTicks(pid: number): Promise<number | null> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may contain spaces and parentheses; fields after the last ')' are fixed.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[19]);
+    return Number.isFinite(ticks) ? ticks : null;
+  } catch {
+    return null;
+  }
+}
+
+async function isAlive(record: PidRecord): Promise<boolean> {
+  try {
+    process.kill(record.pid, 0);
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  if (record.startTicks === null) return true;
+  const ticks = await processStartTicks(record.pid);
+  // A zombie or a recycled pid has different (or no) stat: only the same start time is our task.
+  if (ticks !== record.startTicks) return false;
+  const state = await readFile(`/proc/${record.pid}/stat`, 'utf8').catch(() => '');
+  return !/\) Z /.test(state);
+}
+
+async function readJson<T>(path: string, schema: z.ZodType<T>): Promise<T | undefined> {
+  try {
+    const parsed = schema.safeParse(JSON.parse(await readFile(path, 'utf8')));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function taskDirName(taskId: string): string {
+  if (!/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(taskId))
+    throw new Error(`task id "${taskId}" is not a safe file name`);
+  return taskId;
+}
+
+export interface ProcessExecutorOptions {
+  /** Where task records live (pid, exit code, logs); survives worker restarts. */
+  readonly stateDir: string;
+}
+
+export class ProcessExecutor implements Executor {
+  readonly kind = 'process' as const;
+  readonly stateDir: string;
+
+  constructor(options: ProcessExecutorOptions) {
+    this.stateDir = options.stateDir;
+  }
+
+  private dir(taskId: string): string {
+    return join(this.stateDir, taskDirName(taskId));
+  }
+
+  async start(launch: TaskLaunch): Promise<void> {
+    const dir = this.dir(launch.taskId);
+    // Adoption: any record of this task (running or exited) means it was started; the caller removes it to rerun.
+    if ((await readJson(join(dir, PID_FILE), pidRecordSchema)) !== undefined) return;
+    if (launch.command.length === 0)
+      throw new Error(
+        `task ${launch.taskId}: the process executor needs a command (it cannot use an image's default)`,
+      );
+    await mkdir(dir, { recursive: true });
+    await prepareHostPaths(launch);
+    await writeFile(join(dir, LAUNCH_FILE), `${JSON.stringify(launch, null, 2)}\n`);
+    const log = await open(join(dir, LOG_FILE), 'a');
+    try {
+      const [program, ...args] = launch.command as [string, ...string[]];
+      const child = spawn('/bin/sh', ['-c', WRAPPER, 'fleetwise-task', program, ...args], {
+        cwd: launch.build?.contextDir ?? dir,
+        env: {
+          ...process.env,
+          ...taskEnvironment(launch, launch.checkpointDir, launch.progressFile),
+          FLEETWISE_EXIT_FILE: join(dir, EXIT_FILE),
+        },
+        detached: true,
+        stdio: ['ignore', log.fd, log.fd],
+      });
+      const pid = await new Promise<number>((resolve, reject) => {
+        child.once('error', reject);
+        child.once('spawn', () =>
+          child.pid === undefined ? reject(new Error('no pid')) : resolve(child.pid),
+        );
+      });
+      child.unref();
+      const record: PidRecord = {
+        pid,
+        startTicks: await processStartTicks(pid),
+        startedAt: new Date().toISOString(),
+      };
+      await writeFile(join(dir, `${PID_FILE}.tmp`), JSON.stringify(record));
+      await rename(join(dir, `${PID_FILE}.tmp`), join(dir, PID_FILE));
+    } finally {
+      await log.close();
+    }
+  }
+
+  private async record(taskId: string): Promise<PidRecord | undefined> {
+    return readJson(join(this.dir(taskId), PID_FILE), pidRecordSchema);
+  }
+
+  async signal(taskId: string, signal: NodeJS.Signals): Promise<void> {
+    const record = await this.record(taskId);
+    if (record === undefined) throw new UnknownTaskError(taskId);
+    if (!(await isAlive(record))) return;
+    try {
+      process.kill(-record.pid, signal); // the whole process group: the wrapper (which traps it) and the task
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ESRCH') throw e;
+    }
+  }
+
+  async kill(taskId: string): Promise<void> {
+    const record = await this.record(taskId);
+    if (record === undefined || !(await isAlive(record))) return;
+    await writeFile(join(this.dir(taskId), KILLED_FILE), '');
+    try {
+      process.kill(-record.pid, 'SIGKILL');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ESRCH') throw e;
+    }
+    const deadline = Date.now() + 5000;
+    while ((await isAlive(record)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  }
+
+  async remove(taskId: string): Promise<void> {
+    await this.kill(taskId);
+    await rm(this.dir(taskId), { recursive: true, force: true });
+  }
+
+  async status(taskId: string): Promise<TaskRunStatus | undefined> {
+    const dir = this.dir(taskId);
+    const record = await this.record(taskId);
+    if (record === undefined) return undefined;
+    const startedAt = new Date(record.startedAt);
+    if (await isAlive(record)) return { taskId, state: 'running', startedAt, limitsEnforced: false };
+    const exitPath = join(dir, EXIT_FILE);
+    const exitText = await readFile(exitPath, 'utf8').catch(() => undefined);
+    const finishedAt = await stat(exitPath)
+      .then((s) => s.mtime)
+      .catch(() => undefined);
+    const code = exitText === undefined ? Number.NaN : Number(exitText.trim());
+    if (Number.isInteger(code))
+      return { taskId, state: 'exited', exitCode: code, startedAt, finishedAt, limitsEnforced: false };
+    // No exit file: the wrapper itself died (SIGKILL of the group). Report it as Docker does a SIGKILL: 137.
+    const killed = await stat(join(dir, KILLED_FILE)).then(
+      () => true,
+      () => false,
+    );
+    const exitCode = killed ? 128 + 9 : undefined;
+    return { taskId, state: 'exited', exitCode, startedAt, finishedAt, limitsEnforced: false };
+  }
+
+  async list(): Promise<TaskRunStatus[]> {
+    let names: string[];
+    try {
+      names = await readdir(this.stateDir);
+    } catch {
+      return [];
+    }
+    const out: TaskRunStatus[] = [];
+    for (const name of names.sort()) {
+      const s = await this.status(name).catch(() => undefined);
+      if (s !== undefined) out.push(s);
+    }
+    return out;
+  }
+
+  async logs(taskId: string): Promise<Readable> {
+    if ((await this.record(taskId)) === undefined) throw new UnknownTaskError(taskId);
+    return createReadStream(join(this.dir(taskId), LOG_FILE));
+  }
+}

@@ -1,0 +1,143 @@
+import { open } from 'node:fs/promises';
+
+/**
+ * Task progress from FLEETWISE_PROGRESS_FILE: one line `<unix seconds> <iterations completed>` per report, appended
+ * by the task (examples/helpers/ has Python and Node helpers). Iterations are cumulative over the job's life (a
+ * resumed task continues from its checkpoint's count). Throughput is measured over a sliding window, 300 s by default
+ * as in Eva's iterator wrapper (digest §1 ThroughputMonitor, `sample_duration=300`; "Throughput window | 300 s").
+ */
+export const DEFAULT_THROUGHPUT_WINDOW_SECONDS = 300;
+
+export interface ProgressSample {
+  readonly timeSeconds: number;
+  readonly iterations: number;
+}
+
+export interface ParsedProgress {
+  readonly samples: ProgressSample[];
+  /** Lines that did not parse (skipped, counted for diagnostics). */
+  readonly malformedLines: number;
+  /** Bytes at the end without a newline yet (a line the task is still writing). */
+  readonly remainder: string;
+}
+
+const LINE = /^\s*(\d+(?:\.\d+)?)\s+(\d+)\s*$/;
+
+/** Parse complete lines; a trailing line without its newline is returned as `remainder`, not parsed. */
+export function parseProgress(text: string): ParsedProgress {
+  const lines = text.split('\n');
+  const remainder = lines.pop() ?? '';
+  const samples: ProgressSample[] = [];
+  let malformedLines = 0;
+  for (const line of lines) {
+    if (line.trim() === '') continue;
+    const m = LINE.exec(line);
+    if (m?.[1] === undefined || m[2] === undefined) {
+      malformedLines++;
+      continue;
+    }
+    samples.push({ timeSeconds: Number(m[1]), iterations: Number(m[2]) });
+  }
+  return { samples, malformedLines, remainder };
+}
+
+export interface ProgressSummary {
+  /** Iterations completed (the latest report), 0 before the first one. */
+  readonly completed: number;
+  readonly total: number | undefined;
+  /** Iterations per second over the window, undefined until two reports span a positive time. */
+  readonly iterationsPerSecond: number | undefined;
+  readonly lastReportSeconds: number | undefined;
+}
+
+/**
+ * Iterations per second over the last `windowSeconds` before `nowSeconds`: (last − first) / (t_last − t_first) over
+ * the samples in the window, plus the last sample before it as the window's left anchor (so sparse reporters, one
+ * line per few minutes, still get a rate). Reports going backwards (a restart from an older checkpoint) start a new
+ * series: only samples after the last decrease count.
+ */
+export function throughput(
+  samples: readonly ProgressSample[],
+  nowSeconds: number,
+  windowSeconds: number = DEFAULT_THROUGHPUT_WINDOW_SECONDS,
+): number | undefined {
+  let start = 0;
+  for (let i = 1; i < samples.length; i++)
+    if ((samples[i]?.iterations ?? 0) < (samples[i - 1]?.iterations ?? 0)) start = i;
+  const series = samples.slice(start).filter((s) => s.timeSeconds <= nowSeconds);
+  const from = nowSeconds - windowSeconds;
+  let first = series.findIndex((s) => s.timeSeconds >= from);
+  if (first === -1) return undefined;
+  if (first > 0) first -= 1;
+  const a = series[first];
+  const b = series.at(-1);
+  if (a === undefined || b === undefined || b.timeSeconds <= a.timeSeconds) return undefined;
+  return (b.iterations - a.iterations) / (b.timeSeconds - a.timeSeconds);
+}
+
+export function summarize(
+  samples: readonly ProgressSample[],
+  nowSeconds: number,
+  total?: number,
+  windowSeconds: number = DEFAULT_THROUGHPUT_WINDOW_SECONDS,
+): ProgressSummary {
+  const last = samples.at(-1);
+  return {
+    completed: last?.iterations ?? 0,
+    total,
+    iterationsPerSecond: throughput(samples, nowSeconds, windowSeconds),
+    lastReportSeconds: last?.timeSeconds,
+  };
+}
+
+/**
+ * Tails a progress file: each `poll()` reads only the bytes appended since the last one, keeps a partial last line
+ * for next time, and forgets samples older than the window (memory stays bounded for week-long jobs). A file that
+ * shrank (truncated or replaced) is read again from the start.
+ */
+export class ProgressTracker {
+  private offset = 0;
+  private remainder = '';
+  private samples: ProgressSample[] = [];
+  malformedLines = 0;
+
+  constructor(
+    readonly path: string,
+    readonly total?: number,
+    readonly windowSeconds: number = DEFAULT_THROUGHPUT_WINDOW_SECONDS,
+  ) {}
+
+  async poll(nowSeconds: number = Date.now() / 1000): Promise<ProgressSummary> {
+    let handle;
+    try {
+      handle = await open(this.path, 'r');
+    } catch {
+      return summarize(this.samples, nowSeconds, this.total, this.windowSeconds);
+    }
+    try {
+      const { size } = await handle.stat();
+      if (size < this.offset) {
+        this.offset = 0;
+        this.remainder = '';
+        this.samples = [];
+      }
+      if (size > this.offset) {
+        const buffer = Buffer.alloc(size - this.offset);
+        const { bytesRead } = await handle.read(buffer, 0, buffer.length, this.offset);
+        this.offset += bytesRead;
+        const parsed = parseProgress(this.remainder + buffer.subarray(0, bytesRead).toString('utf8'));
+        this.remainder = parsed.remainder;
+        this.malformedLines += parsed.malformedLines;
+        this.samples.push(...parsed.samples);
+      }
+    } finally {
+      await handle.close();
+    }
+    // Keep the window plus one anchor sample before it, and always the latest (for `completed`).
+    const from = nowSeconds - this.windowSeconds;
+    const firstInWindow = this.samples.findIndex((s) => s.timeSeconds >= from);
+    const keepFrom = firstInWindow === -1 ? this.samples.length - 1 : Math.max(0, firstInWindow - 1);
+    if (keepFrom > 0) this.samples = this.samples.slice(keepFrom);
+    return summarize(this.samples, nowSeconds, this.total, this.windowSeconds);
+  }
+}

@@ -1,0 +1,210 @@
+import { createHash } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { FsObjectStore } from '../../src/storage/fs-store.js';
+import type { ObjectStore } from '../../src/storage/object-store.js';
+import { createS3Client, S3ObjectStore } from '../../src/storage/s3-store.js';
+import {
+  checkpointKeys,
+  CheckpointWatcher,
+  checkpointManifestSchema,
+  listCheckpoints,
+  pruneCheckpoints,
+  restoreLatestCheckpoint,
+  uploadCheckpoint,
+  type UploadResult,
+} from '../../src/worker/checkpoints.js';
+import { describeWithMoto } from '../helpers/moto.js';
+
+const REF = { jobId: 'job-7', taskId: 'job-7.0' };
+
+let tmp: string;
+beforeEach(() => {
+  tmp = mkdtempSync(join(tmpdir(), 'fw-ckpt-'));
+});
+afterEach(() => {
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+function writeState(dir: string, files: Record<string, string | Buffer>): void {
+  mkdirSync(dir, { recursive: true });
+  for (const [name, body] of Object.entries(files)) {
+    mkdirSync(join(dir, name, '..'), { recursive: true });
+    writeFileSync(join(dir, name), body);
+  }
+}
+
+async function until<T>(probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 5000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** The round-trip contract, for any store. */
+function checkpointContract(open: () => Promise<ObjectStore>, largeBytes: number): void {
+  it('uploads a tar + manifest (written last) and restores it verified, byte for byte', async () => {
+    const store = await open();
+    const big = Buffer.alloc(largeBytes);
+    for (let i = 0; i < big.length; i++) big[i] = (i * 2654435761) >>> 24;
+    const src = join(tmp, 'src');
+    writeState(src, { counter: '42\n', 'nested/model.bin': big, COMPLETE: '' });
+    const { manifest } = await uploadCheckpoint(store, REF, src, 1);
+    expect(manifest.files).toEqual(['counter', 'nested/model.bin']); // the marker is not part of the checkpoint
+    const tar = await store.getBuffer(checkpointKeys(REF, 1).data);
+    expect(manifest.sizeBytes).toBe(tar.length);
+    expect(manifest.sha256).toBe(createHash('sha256').update(tar).digest('hex'));
+    const stored = checkpointManifestSchema.parse(
+      JSON.parse((await store.getBuffer(checkpointKeys(REF, 1).manifest)).toString()),
+    );
+    expect(stored).toEqual(manifest);
+
+    const dst = join(tmp, 'dst');
+    writeState(dst, { stale: 'from an older attempt' });
+    const restored = await restoreLatestCheckpoint(store, REF, dst);
+    expect(restored.skipped).toEqual([]);
+    expect(restored.manifest?.seq).toBe(1);
+    expect(readFileSync(join(dst, 'counter'), 'utf8')).toBe('42\n');
+    expect(readFileSync(join(dst, 'nested/model.bin')).equals(big)).toBe(true);
+    expect(existsSync(join(dst, 'stale'))).toBe(false);
+  });
+
+  it('skips a corrupt and a partial checkpoint for the previous good one', async () => {
+    const store = await open();
+    const src = join(tmp, 'src');
+    for (const seq of [1, 2, 3]) {
+      writeState(src, { counter: `${seq * 10}\n` });
+      await uploadCheckpoint(store, REF, src, seq);
+    }
+    // seq 3: the tar's bytes changed after the manifest was written (bit rot, a truncated copy).
+    const tar = await store.getBuffer(checkpointKeys(REF, 3).data);
+    tar[600] = (tar[600] ?? 0) ^ 0xff;
+    await store.put(checkpointKeys(REF, 3).data, tar);
+    // seq 4: a worker died after the tar and before the manifest.
+    await store.put(checkpointKeys(REF, 4).data, Buffer.from('half a tar'));
+    const dst = join(tmp, 'dst');
+    const restored = await restoreLatestCheckpoint(store, REF, dst);
+    expect(restored.manifest?.seq).toBe(2);
+    expect(readFileSync(join(dst, 'counter'), 'utf8')).toBe('20\n');
+    expect(restored.skipped.map((s) => s.seq)).toEqual([4, 3]);
+    expect(restored.skipped[0]?.reason).toMatch(/partial/);
+    expect(restored.skipped[1]?.reason).toMatch(/corrupt.*sha256/);
+  });
+}
+
+describe('checkpoints on the filesystem store', () => {
+  checkpointContract(async () => new FsObjectStore(join(tmp, 'store')), 256 * 1024);
+
+  it('restores nothing (and empties the directory) when no checkpoint exists', async () => {
+    const store = new FsObjectStore(join(tmp, 'store'));
+    const dst = join(tmp, 'dst');
+    writeState(dst, { leftover: 'x' });
+    const restored = await restoreLatestCheckpoint(store, REF, dst);
+    expect(restored.manifest).toBeUndefined();
+    expect(existsSync(join(dst, 'leftover'))).toBe(false);
+  });
+
+  it('a manifest that does not validate is skipped with the reason', async () => {
+    const store = new FsObjectStore(join(tmp, 'store'));
+    const src = join(tmp, 'src');
+    writeState(src, { counter: '1\n' });
+    await uploadCheckpoint(store, REF, src, 1);
+    await store.put(checkpointKeys(REF, 2).data, Buffer.from('x'));
+    await store.put(checkpointKeys(REF, 2).manifest, Buffer.from('{"version":1,"sha256":"nope"}'));
+    const restored = await restoreLatestCheckpoint(store, REF, join(tmp, 'dst'));
+    expect(restored.manifest?.seq).toBe(1);
+    expect(restored.skipped[0]).toMatchObject({
+      seq: 2,
+      reason: expect.stringMatching(/bad manifest: .*sha256/),
+    });
+  });
+
+  it('pruning keeps the newest N complete checkpoints and an in-flight partial one', async () => {
+    const store = new FsObjectStore(join(tmp, 'store'));
+    const src = join(tmp, 'src');
+    writeState(src, { counter: '1\n' });
+    await store.put(checkpointKeys(REF, 1).data, Buffer.from('old partial'));
+    for (const seq of [2, 3, 4, 5]) await uploadCheckpoint(store, REF, src, seq);
+    await store.put(checkpointKeys(REF, 6).data, Buffer.from('uploading'));
+    expect(await pruneCheckpoints(store, REF, 2)).toEqual([1, 2, 3]);
+    expect(await listCheckpoints(store, REF)).toEqual([
+      { seq: 4, complete: true },
+      { seq: 5, complete: true },
+      { seq: 6, complete: false },
+    ]);
+  });
+
+  it('the watcher uploads on the COMPLETE marker, deletes the marker, and keeps going from the next seq', async () => {
+    const store = new FsObjectStore(join(tmp, 'store'));
+    const dir = join(tmp, 'ck');
+    mkdirSync(dir);
+    await store.put(checkpointKeys(REF, 7).data, Buffer.from('partial from a dead worker'));
+    const uploads: UploadResult[] = [];
+    const watcher = new CheckpointWatcher({
+      store,
+      ref: REF,
+      dir,
+      pollMs: 20,
+      onUpload: (u) => uploads.push(u),
+    });
+    await watcher.start();
+    try {
+      writeState(dir, { counter: '5\n', COMPLETE: '' });
+      await until(() => (existsSync(join(dir, 'COMPLETE')) ? undefined : true));
+      writeState(dir, { counter: '9\n', COMPLETE: '' });
+      await until(() => (uploads.length >= 2 ? true : undefined));
+      // Once a task uses markers, an unmarked change is not uploaded (it may be a half-written checkpoint).
+      writeState(dir, { counter: '11\n' });
+      await new Promise((r) => setTimeout(r, 150));
+    } finally {
+      await watcher.stop();
+    }
+    expect(uploads.map((u) => u.manifest.seq)).toEqual([8, 9]);
+    const restored = await restoreLatestCheckpoint(store, REF, join(tmp, 'dst'));
+    expect(restored.manifest?.seq).toBe(9);
+    expect(readFileSync(join(tmp, 'dst', 'counter'), 'utf8')).toBe('9\n');
+  });
+
+  it('the watcher uploads an unmarked directory once it is quiescent, and flush() takes the final state', async () => {
+    const store = new FsObjectStore(join(tmp, 'store'));
+    const dir = join(tmp, 'ck');
+    writeState(dir, { restored: 'baseline' });
+    const uploads: UploadResult[] = [];
+    const watcher = new CheckpointWatcher({
+      store,
+      ref: REF,
+      dir,
+      pollMs: 20,
+      quiescentMs: 100,
+      onUpload: (u) => uploads.push(u),
+    });
+    await watcher.start();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(uploads).toEqual([]); // the restored baseline is not uploaded again
+    writeState(dir, { state: 'a' });
+    await until(() => (uploads.length === 1 ? true : undefined));
+    await watcher.stop();
+    writeState(dir, { state: 'bb' });
+    const final = await watcher.flush();
+    expect(final?.manifest.seq).toBe(2);
+    expect(await watcher.flush()).toBeUndefined(); // nothing changed since
+  });
+});
+
+describeWithMoto('checkpoints on S3 (moto)', (moto) => {
+  let client: S3Client | undefined;
+  checkpointContract(
+    async () => {
+      client ??= createS3Client(moto.clientOptions);
+      await client.send(new CreateBucketCommand({ Bucket: 'fw-checkpoints' }));
+      return new S3ObjectStore(client, 'fw-checkpoints', 'cluster/');
+    },
+    6 * 1024 * 1024,
+  ); // > one 5 MiB part: a multipart upload
+});

@@ -1,0 +1,258 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { FsObjectStore } from '../../src/storage/fs-store.js';
+import { readAll } from '../../src/storage/streams.js';
+import {
+  checkpointAndStop,
+  CheckpointWatcher,
+  listCheckpoints,
+  restoreLatestCheckpoint,
+} from '../../src/worker/checkpoints.js';
+import type { TaskLaunch } from '../../src/worker/executor.js';
+import {
+  CONTAINER_CHECKPOINT_DIR,
+  demuxLogs,
+  DockerExecutor,
+  JOB_LABEL,
+  TASK_LABEL,
+} from '../../src/worker/executors/docker.js';
+import { buildTag, hashBuildContext, ImageBuildError, ImageCache } from '../../src/worker/image-cache.js';
+import { ProgressTracker } from '../../src/worker/progress.js';
+import { describeWithDocker } from '../helpers/dockerd.js';
+
+const COUNTER_CONTEXT = join(PROJECT_ROOT, 'examples', 'counter');
+const GIB = 1024 ** 3;
+
+async function until<T>(
+  probe: () => Promise<T | undefined>,
+  timeoutMs = 10_000,
+  what = 'condition',
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('docker executor: pure parts', () => {
+  it('requests GPUs only when the task has some, and sets limits from the launch', () => {
+    const executor = new DockerExecutor({ docker: undefined });
+    const launch = (gpus: number): TaskLaunch => ({
+      taskId: 'j-1.0',
+      jobId: 'j-1',
+      image: 'x',
+      command: [],
+      env: { A: '1' },
+      vcpus: 1.5,
+      memoryGiB: 2,
+      gpus,
+      shmSizeGiB: 0,
+      checkpointDir: '/ck',
+      progressFile: '/p/progress',
+      restoring: true,
+    });
+    const withGpu = executor.containerSpec(launch(2), 'img');
+    expect(withGpu.HostConfig?.DeviceRequests).toEqual([
+      { Driver: 'nvidia', Count: 2, Capabilities: [['gpu']] },
+    ]);
+    expect(withGpu.HostConfig?.NanoCpus).toBe(1_500_000_000);
+    expect(withGpu.HostConfig?.ShmSize).toBeUndefined();
+    expect(withGpu.Cmd).toBeUndefined(); // the image's default command
+    expect(withGpu.Env).toContain('FLEETWISE_RESTORE=1');
+    expect(executor.containerSpec(launch(0), 'img').HostConfig?.DeviceRequests).toBeUndefined();
+  });
+
+  it('demultiplexes Docker log frames and passes TTY output through', () => {
+    const frame = (kind: number, text: string): Buffer => {
+      const header = Buffer.alloc(8);
+      header[0] = kind;
+      header.writeUInt32BE(Buffer.byteLength(text), 4);
+      return Buffer.concat([header, Buffer.from(text)]);
+    };
+    expect(demuxLogs(Buffer.concat([frame(1, 'out\n'), frame(2, 'err\n')])).toString()).toBe('out\nerr\n');
+    expect(demuxLogs(Buffer.from('plain tty output\n')).toString()).toBe('plain tty output\n');
+  });
+
+  it('tags builds by content hash and rejects something that is not a digest', async () => {
+    const hash = await hashBuildContext(COUNTER_CONTEXT);
+    expect(hash).toMatch(/^[0-9a-f]{64}$/);
+    expect(buildTag(hash)).toBe(`fleetwise-build:${hash.slice(0, 32)}`);
+    expect(() => buildTag('latest')).toThrow(/not a hex digest/);
+  });
+});
+
+describeWithDocker('docker executor against a real dockerd', (engine) => {
+  let tmp: string;
+  let executor: DockerExecutor;
+  let contentHash: string;
+  beforeAll(async () => {
+    tmp = mkdtempSync(join(tmpdir(), 'fw-docker-test-'));
+    executor = new DockerExecutor({ docker: engine.docker });
+    contentHash = await hashBuildContext(COUNTER_CONTEXT);
+  });
+  afterAll(async () => {
+    for (const t of await executor.list()) await executor.remove(t.taskId);
+    rmSync(tmp, { recursive: true, force: true });
+  });
+
+  const counterLaunch = (taskId: string, env: Record<string, string>, restoring = false): TaskLaunch => ({
+    taskId,
+    jobId: taskId.split('.')[0] ?? taskId,
+    build: { contextDir: COUNTER_CONTEXT, contentHash },
+    command: ['sh', 'counter.sh'],
+    env: { STEP_SECONDS: '0.05', CHECKPOINT_SECONDS: '1', ...env },
+    vcpus: 0.5,
+    memoryGiB: 0.25,
+    gpus: 0,
+    shmSizeGiB: 0.0625,
+    checkpointDir: join(tmp, taskId, 'checkpoint'),
+    progressFile: join(tmp, taskId, 'progress'),
+    restoring,
+  });
+
+  it('builds the counter image once per content hash (FROM base:local)', async () => {
+    const cache = new ImageCache(engine.docker);
+    const started = Date.now();
+    const tag = await cache.ensureBuilt({ contextDir: COUNTER_CONTEXT, contentHash });
+    const buildMs = Date.now() - started;
+    const image = await engine.docker.getImage(tag).inspect();
+    expect(image.Config.WorkingDir).toBe('/app');
+    const again = Date.now();
+    const [a, b] = await Promise.all([
+      cache.ensureBuilt({ contextDir: COUNTER_CONTEXT, contentHash }),
+      new ImageCache(engine.docker).ensureBuilt({ contextDir: COUNTER_CONTEXT, contentHash }),
+    ]);
+    expect([a, b]).toEqual([tag, tag]);
+    expect((await engine.docker.getImage(tag).inspect()).Id).toBe(image.Id);
+    process.stderr.write(`[docker] build ${buildMs} ms, cached lookup ${Date.now() - again} ms\n`);
+  });
+
+  it('reports a failing build with the daemon message', async () => {
+    const ctx = join(tmp, 'bad-context');
+    mkdirSync(ctx);
+    writeFileSync(join(ctx, 'Dockerfile'), 'FROM base:local\nRUN exit 3\n');
+    const cache = new ImageCache(engine.docker);
+    const error = await cache
+      .ensureBuilt({ contextDir: ctx, contentHash: await hashBuildContext(ctx) })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ImageBuildError);
+    expect((error as Error).message).toMatch(/returned a non-zero code: 3/);
+  });
+
+  it('starts with labels, limits, mounts and env; a second executor adopts instead of duplicating', async () => {
+    const launch = counterLaunch('lim-1.0', { COUNT_TO: '100000' });
+    await executor.start(launch);
+    const other = new DockerExecutor({ docker: engine.docker }); // a restarted worker
+    await other.start(launch);
+    await executor.start(launch);
+    const containers = await engine.docker.listContainers({
+      all: true,
+      filters: { label: [`${TASK_LABEL}=lim-1.0`] },
+    });
+    expect(containers).toHaveLength(1);
+    const info = await engine.docker.getContainer(containers[0]?.Id ?? '').inspect();
+    expect(info.Config.Labels).toMatchObject({ [TASK_LABEL]: 'lim-1.0', [JOB_LABEL]: 'lim-1' });
+    expect(info.HostConfig.NanoCpus).toBe(500_000_000);
+    expect(info.HostConfig.Memory).toBe(0.25 * GIB);
+    expect(info.HostConfig.ShmSize).toBe(0.0625 * GIB);
+    expect(info.HostConfig.NetworkMode).toBe('host');
+    expect(info.Config.Env).toEqual(
+      expect.arrayContaining([
+        `FLEETWISE_CHECKPOINT_DIR=${CONTAINER_CHECKPOINT_DIR}`,
+        'FLEETWISE_RESTORE=0',
+        'FLEETWISE_TASK_ID=lim-1.0',
+      ]),
+    );
+    expect((await other.list()).map((t) => [t.taskId, t.state])).toContainEqual(['lim-1.0', 'running']);
+    // The progress file is a bind mount: the host sees the container's lines.
+    const tracker = new ProgressTracker(launch.progressFile, 100000);
+    const progress = await until(async () => {
+      const p = await tracker.poll();
+      return p.completed >= 5 ? p : undefined;
+    });
+    expect(progress.total).toBe(100000);
+    const logs = (await readAll(await other.logs('lim-1.0'))).toString();
+    expect(logs).toContain('starting at 0');
+    await other.kill('lim-1.0');
+    const killed = await executor.status('lim-1.0');
+    expect(killed).toMatchObject({ state: 'exited', exitCode: 137 });
+    await executor.remove('lim-1.0');
+    expect(await executor.status('lim-1.0')).toBeUndefined();
+  });
+
+  it('signal → the counter checkpoints and exits 0; the restored task resumes at K and finishes', async () => {
+    const store = new FsObjectStore(join(tmp, 'store'));
+    const ref = { jobId: 'mig-1', taskId: 'mig-1.0' };
+    const launch = counterLaunch('mig-1.0', { COUNT_TO: '60' });
+    await executor.start(launch);
+    const watcher = new CheckpointWatcher({ store, ref, dir: launch.checkpointDir, pollMs: 100 });
+    await watcher.start();
+    const tracker = new ProgressTracker(launch.progressFile);
+    await until(async () => ((await tracker.poll()).completed >= 10 ? true : undefined));
+    const stop = await checkpointAndStop({
+      executor,
+      taskId: 'mig-1.0',
+      signal: 'SIGTERM',
+      timeoutSeconds: 10,
+      watcher,
+    });
+    expect(stop).toMatchObject({ outcome: 'exited', exitCode: 0 });
+    const k = Number(readFileSync(join(launch.checkpointDir, 'counter'), 'utf8'));
+    expect(k).toBeGreaterThanOrEqual(10);
+    expect(stop.lastManifest?.files).toEqual(['counter']);
+    const logs = (await readAll(await executor.logs('mig-1.0'))).toString();
+    expect(logs).toContain(`checkpointed at ${k} on SIGTERM`);
+    await executor.remove('mig-1.0');
+
+    // "Another instance": a fresh checkpoint dir restored from the store.
+    const target = {
+      ...counterLaunch('mig-1.0', { COUNT_TO: '60' }, true),
+      checkpointDir: join(tmp, 'target', 'ck'),
+    };
+    const restored = await restoreLatestCheckpoint(store, ref, target.checkpointDir);
+    expect(restored.manifest?.seq).toBe(stop.lastManifest?.seq);
+    await executor.start(target);
+    const done = await until(async () => {
+      const s = await executor.status('mig-1.0');
+      return s?.state === 'exited' ? s : undefined;
+    });
+    expect(done.exitCode).toBe(0);
+    const resumed = (await readAll(await executor.logs('mig-1.0'))).toString();
+    expect(resumed).toContain(`resumed at ${k}`);
+    expect(resumed).toContain('finished 60');
+    await executor.remove('mig-1.0');
+  });
+
+  it('a task that ignores the signal is killed after the timeout; its last upload is the restore point', async () => {
+    const store = new FsObjectStore(join(tmp, 'store'));
+    const ref = { jobId: 'deaf-1', taskId: 'deaf-1.0' };
+    const launch = counterLaunch('deaf-1.0', { COUNT_TO: '100000', IGNORE_TERM: '1' });
+    await executor.start(launch);
+    const watcher = new CheckpointWatcher({ store, ref, dir: launch.checkpointDir, pollMs: 100 });
+    await watcher.start();
+    await until(async () => ((await listCheckpoints(store, ref)).some((c) => c.complete) ? true : undefined));
+    const started = Date.now();
+    const stop = await checkpointAndStop({
+      executor,
+      taskId: 'deaf-1.0',
+      signal: 'SIGTERM',
+      timeoutSeconds: 1,
+      watcher,
+    });
+    expect(stop.outcome).toBe('killed');
+    expect(stop.exitCode).toBe(137);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
+    expect(Date.now() - started).toBeLessThan(5000);
+    const restored = await restoreLatestCheckpoint(store, ref, join(tmp, 'deaf-target'));
+    expect(restored.manifest?.seq).toBe(stop.lastManifest?.seq);
+    expect(Number(readFileSync(join(tmp, 'deaf-target', 'counter'), 'utf8'))).toBeGreaterThan(0);
+    expect((await readAll(await executor.logs('deaf-1.0'))).toString()).toContain('ignoring SIGTERM');
+    await executor.remove('deaf-1.0');
+  });
+});

@@ -1,0 +1,136 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { FsObjectStore } from '../../src/storage/fs-store.js';
+import { readAll } from '../../src/storage/streams.js';
+import {
+  checkpointAndStop,
+  CheckpointWatcher,
+  restoreLatestCheckpoint,
+} from '../../src/worker/checkpoints.js';
+import type { TaskLaunch } from '../../src/worker/executor.js';
+import { UnknownTaskError } from '../../src/worker/executors/docker.js';
+import { ProcessExecutor } from '../../src/worker/executors/process.js';
+import { ProgressTracker } from '../../src/worker/progress.js';
+
+const COUNTER_CONTEXT = join(PROJECT_ROOT, 'examples', 'counter');
+
+async function until<T>(probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+describe('process executor (the counter run by /bin/sh, the process variant)', () => {
+  let tmp: string;
+  let executor: ProcessExecutor;
+  beforeAll(() => {
+    tmp = mkdtempSync(join(tmpdir(), 'fw-proc-test-'));
+    executor = new ProcessExecutor({ stateDir: join(tmp, 'state') });
+  });
+  afterAll(async () => {
+    for (const t of await executor.list()) await executor.remove(t.taskId);
+    rmSync(tmp, { recursive: true, force: true });
+  });
+
+  const launch = (taskId: string, env: Record<string, string>, restoring = false): TaskLaunch => ({
+    taskId,
+    jobId: taskId.split('.')[0] ?? taskId,
+    // The same spec as Docker: the command runs in the (fetched) build context.
+    build: { contextDir: COUNTER_CONTEXT, contentHash: '0'.repeat(64) },
+    command: ['sh', 'counter.sh'],
+    env: { STEP_SECONDS: '0.05', CHECKPOINT_SECONDS: '1', ...env },
+    vcpus: 1,
+    memoryGiB: 1,
+    gpus: 0,
+    shmSizeGiB: 0,
+    checkpointDir: join(tmp, taskId, 'checkpoint'),
+    progressFile: join(tmp, taskId, 'progress'),
+    restoring,
+  });
+
+  it('starts, is adopted by a restarted executor without a duplicate, signals to a checkpoint, logs', async () => {
+    const store = new FsObjectStore(join(tmp, 'store'));
+    const ref = { jobId: 'p-1', taskId: 'p-1.0' };
+    const first = launch('p-1.0', { COUNT_TO: '100000' });
+    await executor.start(first);
+    const pid = JSON.parse(readFileSync(join(tmp, 'state', 'p-1.0', 'pid.json'), 'utf8')) as { pid: number };
+    const restarted = new ProcessExecutor({ stateDir: join(tmp, 'state') }); // the worker came back
+    await restarted.start(first);
+    expect(JSON.parse(readFileSync(join(tmp, 'state', 'p-1.0', 'pid.json'), 'utf8'))).toMatchObject({
+      pid: pid.pid,
+    });
+    expect((await restarted.list()).map((t) => [t.taskId, t.state, t.limitsEnforced])).toEqual([
+      ['p-1.0', 'running', false],
+    ]);
+
+    const tracker = new ProgressTracker(first.progressFile);
+    await until(async () => ((await tracker.poll()).completed >= 10 ? true : undefined));
+    const watcher = new CheckpointWatcher({ store, ref, dir: first.checkpointDir, pollMs: 50 });
+    await watcher.start();
+    const stop = await checkpointAndStop({
+      executor: restarted,
+      taskId: 'p-1.0',
+      signal: 'SIGTERM',
+      timeoutSeconds: 10,
+      watcher,
+    });
+    expect(stop).toMatchObject({ outcome: 'exited', exitCode: 0 });
+    const k = Number(readFileSync(join(first.checkpointDir, 'counter'), 'utf8'));
+    expect(k).toBeGreaterThanOrEqual(10);
+    const logs = (await readAll(await restarted.logs('p-1.0'))).toString();
+    expect(logs).toContain('starting at 0');
+    expect(logs).toContain(`checkpointed at ${k} on SIGTERM`);
+    await restarted.remove('p-1.0');
+    expect(await executor.status('p-1.0')).toBeUndefined();
+
+    const target = {
+      ...launch('p-1.0', { COUNT_TO: String(k + 5) }, true),
+      checkpointDir: join(tmp, 'target-ck'),
+    };
+    expect((await restoreLatestCheckpoint(store, ref, target.checkpointDir)).manifest?.seq).toBe(
+      stop.lastManifest?.seq,
+    );
+    await executor.start(target);
+    const done = await until(async () => {
+      const s = await executor.status('p-1.0');
+      return s?.state === 'exited' ? s : undefined;
+    });
+    expect(done.exitCode).toBe(0);
+    const resumed = (await readAll(await executor.logs('p-1.0'))).toString();
+    expect(resumed).toContain(`resumed at ${k}`);
+    expect(resumed).toContain(`finished ${k + 5}`);
+  });
+
+  it('reports a failing command’s exit code, kills a task that ignores the signal (137), and errors clearly', async () => {
+    await executor.start({ ...launch('p-2.0', {}), command: ['sh', '-c', 'echo oops >&2; exit 7'] });
+    const failed = await until(async () => {
+      const s = await executor.status('p-2.0');
+      return s?.state === 'exited' ? s : undefined;
+    });
+    expect(failed.exitCode).toBe(7);
+    expect((await readAll(await executor.logs('p-2.0'))).toString()).toBe('oops\n');
+
+    await executor.start(launch('p-3.0', { COUNT_TO: '100000', IGNORE_TERM: '1' }));
+    // Signal once it runs its loop (its SIGTERM trap is set by then).
+    const tracker = new ProgressTracker(join(tmp, 'p-3.0', 'progress'));
+    await until(async () => ((await tracker.poll()).completed >= 1 ? true : undefined));
+    const stop = await checkpointAndStop({
+      executor,
+      taskId: 'p-3.0',
+      signal: 'SIGTERM',
+      timeoutSeconds: 0.5,
+    });
+    expect(stop).toMatchObject({ outcome: 'killed', exitCode: 137 });
+
+    await expect(executor.signal('nope.0', 'SIGTERM')).rejects.toBeInstanceOf(UnknownTaskError);
+    await expect(executor.start({ ...launch('p-4.0', {}), command: [] })).rejects.toThrow(/needs a command/);
+    await expect(executor.start(launch('../evil', {}))).rejects.toThrow(/not a safe file name/);
+  });
+});

@@ -1,0 +1,112 @@
+import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  DEFAULT_THROUGHPUT_WINDOW_SECONDS,
+  parseProgress,
+  ProgressTracker,
+  summarize,
+  throughput,
+} from '../../src/worker/progress.js';
+
+describe('progress lines', () => {
+  it('parses complete lines, keeps a partial last line as remainder, counts malformed ones', () => {
+    const parsed = parseProgress('100 0\n110 20\nnot a line\n\n120 40\n130 6');
+    expect(parsed.samples).toEqual([
+      { timeSeconds: 100, iterations: 0 },
+      { timeSeconds: 110, iterations: 20 },
+      { timeSeconds: 120, iterations: 40 },
+    ]);
+    expect(parsed.remainder).toBe('130 6');
+    expect(parsed.malformedLines).toBe(1);
+  });
+
+  it('uses Eva’s 300 s window by default', () => {
+    expect(DEFAULT_THROUGHPUT_WINDOW_SECONDS).toBe(300);
+    // 2 it/s for 1000 s, then 1 it/s for the last 400 s: the window sees only the recent rate.
+    const samples = [
+      ...Array.from({ length: 11 }, (_, i) => ({ timeSeconds: i * 100, iterations: i * 200 })),
+      ...Array.from({ length: 4 }, (_, i) => ({
+        timeSeconds: 1100 + i * 100,
+        iterations: 2000 + (i + 1) * 100,
+      })),
+    ];
+    expect(throughput(samples, 1400)).toBeCloseTo(1, 10);
+    expect(throughput(samples, 1400, 1400)).toBeCloseTo(2400 / 1400, 10);
+  });
+
+  it('anchors a sparse reporter on the last sample before the window, and restarts the series on a decrease', () => {
+    expect(
+      throughput(
+        [
+          { timeSeconds: 0, iterations: 0 },
+          { timeSeconds: 600, iterations: 1200 },
+        ],
+        600,
+      ),
+    ).toBe(2);
+    expect(throughput([{ timeSeconds: 0, iterations: 0 }], 10)).toBeUndefined();
+    const restarted = [
+      { timeSeconds: 0, iterations: 500 },
+      { timeSeconds: 10, iterations: 600 },
+      { timeSeconds: 20, iterations: 400 }, // resumed from an older checkpoint
+      { timeSeconds: 30, iterations: 430 },
+    ];
+    expect(throughput(restarted, 30)).toBe(3);
+    expect(summarize(restarted, 30, 1000)).toEqual({
+      completed: 430,
+      total: 1000,
+      iterationsPerSecond: 3,
+      lastReportSeconds: 30,
+    });
+  });
+
+  it('a constant rate is measured exactly whatever the window and sampling (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 50 }),
+        fc.array(fc.integer({ min: 1, max: 120 }), { minLength: 2, maxLength: 60 }),
+        fc.integer({ min: 1, max: 1000 }),
+        (rate, gaps, window) => {
+          let t = 1_700_000_000;
+          const samples = gaps.map((g) => ({
+            timeSeconds: (t += g),
+            iterations: (t - 1_700_000_000) * rate,
+          }));
+          const last = samples.at(-1)?.timeSeconds ?? 0;
+          expect(throughput(samples, last, window)).toBeCloseTo(rate, 9);
+        },
+      ),
+    );
+  });
+});
+
+describe('ProgressTracker', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'fw-progress-'));
+  });
+  afterEach(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('reads appended bytes incrementally, joining a line split across polls, and restarts on truncation', async () => {
+    const file = join(dir, 'progress');
+    const tracker = new ProgressTracker(file, 100, 60);
+    expect(await tracker.poll(1000)).toMatchObject({ completed: 0, iterationsPerSecond: undefined });
+    writeFileSync(file, '1000 0\n1010 1');
+    expect(await tracker.poll(1010)).toMatchObject({ completed: 0, iterationsPerSecond: undefined });
+    appendFileSync(file, '0\n1020 30\n');
+    expect(await tracker.poll(1020)).toEqual({
+      completed: 30,
+      total: 100,
+      iterationsPerSecond: 1.5,
+      lastReportSeconds: 1020,
+    });
+    writeFileSync(file, '2000 5\n');
+    expect(await tracker.poll(2000)).toMatchObject({ completed: 5, iterationsPerSecond: undefined });
+    expect(tracker.malformedLines).toBe(0);
+  });
+});
