@@ -14,6 +14,7 @@ import { registerWhy } from './commands/why.js';
 import { registerDrain } from './commands/drain.js';
 import { registerReport } from './commands/report.js';
 import { registerLogs } from './commands/logs.js';
+import { registerWorker } from './commands/worker.js';
 
 /** The `fleetwise` command. Each subcommand lives in src/cli/commands/<name>.ts and registers itself here. */
 export function buildProgram(): Command {
@@ -34,6 +35,7 @@ export function buildProgram(): Command {
   registerDrain(program);
   registerReport(program);
   registerLogs(program);
+  registerWorker(program);
   return program;
 }
 

@@ -84,7 +84,14 @@ const workerRegistrationSchema = z.strictObject({
 
 export const controllerConfigSchema = z
   .strictObject({
-    provider: z.enum(['aws']).default('aws'),
+    /** `local`: instances are worker processes on this machine (src/cloud/local/), with local-mode defaults. */
+    provider: z.enum(['aws', 'local']).default('aws'),
+    /** How workers run tasks; `auto`: Docker when an engine answers, else plain processes. */
+    executor: z.enum(['auto', 'docker', 'process']).default('auto'),
+    /** Seconds between worker heartbeats. */
+    workerHeartbeatSeconds: positive.default(5),
+    /** A registered worker silent this long is lost: its instance is replaced, its tasks resume elsewhere. */
+    workerHeartbeatTimeoutSeconds: positive.default(60),
     cluster: z
       .string()
       .regex(
@@ -177,6 +184,8 @@ export interface ControllerFlags {
   readonly keyName?: string;
   readonly workerControllerUrl?: string;
   readonly userDataTemplate?: string;
+  readonly executor?: string;
+  readonly heartbeatTimeoutSeconds?: string;
 }
 
 /** Where each flag lands in the configuration (for merging and for error messages). */
@@ -211,7 +220,29 @@ const FLAG_PATHS: readonly (readonly [
   ['keyName', ['ec2', 'keyName'], 'string'],
   ['workerControllerUrl', ['ec2', 'worker', 'controllerUrl'], 'string'],
   ['userDataTemplate', ['ec2', 'worker', 'templatePath'], 'string'],
+  ['executor', ['executor'], 'string'],
+  ['heartbeatTimeoutSeconds', ['workerHeartbeatTimeoutSeconds'], 'number'],
 ];
+
+/**
+ * `--provider local` (the quick start): everything on this machine under `.fleetwise/`, the API on 127.0.0.1:7070,
+ * short rounds and heartbeats so a laptop demo moves in seconds. Only fields left unset are filled.
+ */
+function applyLocalDefaults(merged: Json): void {
+  merged.cluster ??= 'local';
+  merged.stateDir ??= '.fleetwise';
+  merged.listen ??= '127.0.0.1:7070';
+  merged.roundSeconds ??= 10;
+  merged.pollSeconds ??= 2;
+  merged.vanishGraceSeconds ??= 0;
+  merged.workerHeartbeatSeconds ??= 1;
+  merged.workerHeartbeatTimeoutSeconds ??= 10;
+  merged.priceRefreshHours ??= 0;
+  const registration = (merged.workerRegistration ??= {}) as Json;
+  registration.timeoutSeconds ??= 60;
+  registration.backoffBaseSeconds ??= 5;
+  registration.backoffMaxSeconds ??= 60;
+}
 
 export function flagNameOf(field: keyof ControllerFlags): string {
   return `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
@@ -306,6 +337,7 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
     setPath(merged, path, flagValue(raw, kind));
     fromFlag.set(path.join('.'), flagNameOf(flag));
   }
+  if (merged.provider === 'local') applyLocalDefaults(merged);
   const result = controllerConfigSchema.safeParse(merged);
   const source = file === undefined ? 'controller options' : file.path;
   if (!result.success) {

@@ -2,9 +2,10 @@ import type { Catalog } from '../core/catalog.js';
 import type { Caps } from '../core/model.js';
 import { diffConfiguration, type Action, type ConfigurationDiff } from '../scheduler/actions.js';
 import { EvaScheduler } from '../scheduler/eva.js';
-import type { Configuration, DecisionRecord, Scheduler } from '../scheduler/types.js';
+import type { Configuration, DecisionRecord, Scheduler, ThroughputObservation } from '../scheduler/types.js';
 import type { CloudProvider } from '../cloud/provider.js';
 import type { ObjectStore } from '../storage/object-store.js';
+import { taskLogPrefix } from '../worker/controller-client.js';
 import { SystemClock, type Clock } from './clock.js';
 import type { ControllerConfig, OrphanPolicy } from './config.js';
 import { billedInstances, computeCostReport, type DetailedCostReport } from './cost-accounting.js';
@@ -116,6 +117,15 @@ export interface ControllerDeps {
    */
   readonly schedulerFor?: ((catalog: Catalog) => ControllerScheduler) | undefined;
   readonly metrics?: RoundMetrics | undefined;
+  /** Workers (worker-executor.ts): throughput observations, and silent workers whose instance is replaced. */
+  readonly workers?: WorkerFleet | undefined;
+}
+
+/** What the loop asks of the worker side beyond TaskExecutor (implemented by WorkerExecutor). */
+export interface WorkerFleet {
+  takeObservations(): ThroughputObservation[];
+  staleInstances(): InstanceRecord[];
+  markLost(instanceId: string): void;
 }
 
 export interface RoundOutcome {
@@ -145,6 +155,8 @@ export class Controller implements ControllerService {
   private priceOf: ReadonlyMap<string, number>;
   private readonly schedulerFor: ((catalog: Catalog) => ControllerScheduler) | undefined;
   private readonly metrics: RoundMetrics | undefined;
+  private readonly workers: WorkerFleet | undefined;
+  private readonly provider: CloudProvider | undefined;
 
   /** The loop's sequence: every pass chains here so none overlap (also when tests call them directly). */
   private chain: Promise<unknown> = Promise.resolve();
@@ -167,6 +179,8 @@ export class Controller implements ControllerService {
     this.log = deps.logger ?? silentLogger;
     this.objectStore = deps.objectStore;
     this.metrics = deps.metrics;
+    this.workers = deps.workers;
+    this.provider = deps.settings.dryRun ? undefined : deps.provider;
     this.schedulerFor =
       deps.schedulerFor ??
       (deps.scheduler === undefined
@@ -293,6 +307,7 @@ export class Controller implements ControllerService {
   reconcile(): Promise<{ sync?: SyncSummary; progress?: ProgressSummary }> {
     return this.serial(async () => {
       if (this.settings.dryRun) return {};
+      await this.replaceSilentWorkers();
       const sync = await this.reconciler.syncWithCloud();
       const progress = await this.reconciler.progress();
       return { sync, progress };
@@ -307,6 +322,7 @@ export class Controller implements ControllerService {
       this.lastRoundAtSeconds = this.clock.nowSeconds();
       let sync: SyncSummary | undefined;
       if (!this.settings.dryRun) {
+        await this.replaceSilentWorkers();
         sync = await this.reconciler.syncWithCloud();
         await this.reconciler.progress();
       }
@@ -324,8 +340,8 @@ export class Controller implements ControllerService {
     const snapshot = buildSnapshot(readSnapshotInputs(this.store, now));
     if (snapshot.jobs.length === 0 && snapshot.instances.length === 0)
       return { actions: [], launched: new Map() };
-    // Throughput observations come from workers (next issue); until then the table keeps its defaults.
-    this.scheduler.observe(snapshot, []);
+    // Normalized throughputs reported by workers since the last round (worker-executor.ts) teach the co-location table.
+    this.scheduler.observe(snapshot, this.workers?.takeObservations() ?? []);
     const plan = this.scheduler.plan(snapshot);
     const diff = diffConfiguration(snapshot, plan.configuration, this.catalog, {
       scheduler: this.scheduler.name,
@@ -437,6 +453,52 @@ export class Controller implements ControllerService {
     const exported = this.scheduler.exportState?.();
     if (exported === undefined) return;
     this.store.setValue(SCHEDULER_STATE_KEY, JSON.parse(JSON.stringify(exported)) as JsonValue);
+  }
+
+  /**
+   * A registered worker that stopped heartbeating (issue "Worker agent": its tasks are rescheduled from their last
+   * checkpoints and its instance replaced): the instance is terminated through the provider, so the next sync finds
+   * it gone and the reconciler releases its tasks to the queue, exactly as for an instance EC2 lost.
+   */
+  private async replaceSilentWorkers(): Promise<void> {
+    if (this.workers === undefined || this.provider === undefined) return;
+    for (const inst of this.workers.staleInstances()) {
+      this.workers.markLost(inst.id);
+      this.store.appendEvent({
+        kind: 'instance.worker-lost',
+        instanceId: inst.id,
+        message: `worker of ${inst.id} stopped heartbeating; terminating the instance and rescheduling its tasks`,
+      });
+      this.log.warn(`worker of ${inst.id} stopped heartbeating; replacing the instance`, {
+        cloudId: inst.cloudId,
+      });
+      if (inst.cloudId !== undefined) {
+        try {
+          await this.provider.terminate([inst.cloudId]);
+        } catch (e) {
+          this.log.error(`cannot terminate ${inst.id}`, { error: (e as Error).message });
+        }
+      }
+    }
+  }
+
+  /**
+   * API: a job's task output, from the log objects workers upload (`logs/<job>/…`, one per run of a task, in start
+   * order) while tasks run and when they stop or finish.
+   */
+  async jobLogs(jobId: string): Promise<string> {
+    if (this.objectStore === undefined)
+      throw new Error('no object store configured: task logs are kept there');
+    const keys: string[] = [];
+    for await (const info of this.objectStore.list(taskLogPrefix(jobId))) keys.push(info.key);
+    const parts: string[] = [];
+    for (const key of keys.sort()) {
+      const text = (await this.objectStore.getBuffer(key)).toString('utf8');
+      parts.push(
+        `==> ${key.slice(taskLogPrefix(jobId).length)} <==\n${text}${text.endsWith('\n') || text === '' ? '' : '\n'}`,
+      );
+    }
+    return parts.join('');
   }
 
   // -------------------------------------------------------------------------------------------------------------

@@ -81,6 +81,8 @@ export interface TaskExecutor {
   /** `stopped`: the task is gone from the instance (checkpointed if asked); `pending`: still checkpointing. */
   stop(request: TaskStopRequest): Promise<'stopped' | 'pending'>;
   status(task: TaskRecord, instance: InstanceRecord): Promise<TaskStatus>;
+  /** Why a task the executor reported `failed` failed (exit code, last output), for the job's reason. */
+  failureReason?(task: TaskRecord): string | undefined;
 }
 
 /**
@@ -731,7 +733,12 @@ export class Reconciler {
                 kind: 'stop-task',
                 payload: { taskId: other.id, instanceId: other.instanceId as string, checkpoint: false },
               });
-          return this.store.setJobState(job.id, 'failed', `task ${task.id} failed`);
+          const why = this.deps.executor.failureReason?.(task);
+          return this.store.setJobState(
+            job.id,
+            'failed',
+            `task ${task.id} failed${why === undefined ? '' : `: ${why}`}`,
+          );
         }
         const all = this.store.listTasks({ jobId: job.id });
         return all.every((t) => t.state === 'succeeded')

@@ -16,7 +16,13 @@ import { Ec2Provider, type Ec2ProviderConfig } from '../../cloud/aws/ec2-provide
 import { createPricingClient, pricingApiFromClient } from '../../cloud/aws/pricing.js';
 import { fixturePricingApi, PRICING_FIXTURE_DIR_ENV } from '../../cloud/aws/pricing-fixture.js';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
-import { ControllerMetrics, startApiServer, type ApiServer } from '../../controller/api/server.js';
+import {
+  ControllerMetrics,
+  parseListenAddress,
+  startApiServer,
+  type ApiServer,
+} from '../../controller/api/server.js';
+import { WORKER_MAIN as WORKER_MAIN_PATH } from '../../cloud/local/worker-spawner.js';
 import { SystemClock } from '../../controller/clock.js';
 import {
   loadControllerConfig,
@@ -33,6 +39,13 @@ import {
 } from '../../controller/reconciler.js';
 import { PriceRefresher, shouldRefreshPrices } from '../../controller/price-refresh.js';
 import { SqliteStateStore } from '../../controller/state/sqlite-state-store.js';
+import { WorkerExecutor } from '../../controller/worker-executor.js';
+import type { CloudProvider } from '../../cloud/provider.js';
+import { LocalProvider } from '../../cloud/local/local-provider.js';
+import { capacityScale, describeLocalCapacity, hostCapacity } from '../../cloud/local/host-capacity.js';
+import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
+import { dockerAvailable, makeExecutor } from './worker.js';
+import { spawn } from 'node:child_process';
 import { openObjectStore } from '../../storage/object-store.js';
 
 /**
@@ -206,7 +219,7 @@ export async function resolveEc2Settings(
 }
 
 export async function runController(
-  flags: ControllerFlags,
+  flags: ControllerFlags & { readonly submit?: readonly string[] },
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<void> {
   // The catalog first: its region is the last fallback for the configuration's.
@@ -228,10 +241,34 @@ export async function runController(
     nowSeconds: () => clock.nowSeconds(),
   });
 
-  let provider: Ec2Provider | undefined;
-  if (!config.dryRun) {
+  let provider: CloudProvider | undefined;
+  let workerToken: string | undefined;
+  const local = config.provider === 'local';
+  if (local) {
+    workerToken = ensureSecretFile(join(config.stateDir, WORKER_TOKEN_FILE)).value;
+    const kind: 'docker' | 'process' =
+      config.executor === 'auto' ? ((await dockerAvailable()) ? 'docker' : 'process') : config.executor;
+    const host = hostCapacity();
+    const { host: listenHost, port } = parseListenAddress(config.listen ?? '127.0.0.1:7070');
+    const controllerUrl = `http://${listenHost.includes(':') ? `[${listenHost}]` : listenHost}:${port}`;
+    process.stdout.write(
+      `${describeLocalCapacity(catalog, host)}\n` +
+        `local mode: tasks run with the ${kind} executor (${config.executor === 'auto' ? (kind === 'docker' ? 'a Docker engine answered' : 'no Docker engine answered') : 'as configured'})\n`,
+    );
+    provider = new LocalProvider({
+      stateFile: join(config.stateDir, 'local-instances.json'),
+      instancesDir: join(config.stateDir, 'instances'),
+      catalog,
+      spawner: new ProcessWorkerSpawner({
+        controllerUrl,
+        workerToken,
+        executorKind: kind,
+        executorFor: (dir) => makeExecutor(kind, dir),
+      }),
+    });
+  } else if (!config.dryRun) {
     const client = createEc2Client({ region: config.region });
-    const workerToken =
+    workerToken =
       config.ec2.worker === undefined
         ? undefined
         : ensureSecretFile(join(config.stateDir, WORKER_TOKEN_FILE)).value;
@@ -249,7 +286,30 @@ export async function runController(
     config.dryRun && onS3 ? undefined : openObjectStore(config.objectStore, { region: config.region });
 
   const metrics = new ControllerMetrics();
+  const host = hostCapacity();
+  const workers =
+    workerToken === undefined || objectStore === undefined
+      ? undefined
+      : new WorkerExecutor({
+          store,
+          catalog,
+          clock,
+          bootstrapToken: workerToken,
+          objectStoreLocation: objectStore.location,
+          heartbeatSeconds: config.workerHeartbeatSeconds,
+          heartbeatTimeoutSeconds: config.workerHeartbeatTimeoutSeconds,
+          logger: log,
+          ...(local
+            ? {
+                capacityScale: (typeName: string) => {
+                  const type = catalog.types.find((t) => t.name === typeName);
+                  return type === undefined ? 1 : capacityScale(type, host);
+                },
+              }
+            : {}),
+        });
   const controller = new Controller({
+    ...(workers === undefined ? {} : { executor: workers, workers }),
     store,
     catalog,
     provider,
@@ -297,13 +357,31 @@ export async function runController(
   await controller.start();
   priceRefresher?.start();
   if (config.listen !== undefined)
-    api = await startApiServer(controller, { listen: config.listen, adminToken, catalog, metrics });
+    api = await startApiServer(controller, {
+      listen: config.listen,
+      adminToken,
+      catalog,
+      metrics,
+      ...(workers === undefined ? {} : { workers }),
+    });
   process.stdout.write(
     `fleetwise controller: cluster ${config.cluster} in ${config.region}${config.dryRun ? ' (dry run: no cloud calls)' : ''}; ` +
       `state ${config.stateDir}; reports to ${objectStore?.location ?? 'nowhere (dry run)'}` +
       `${api === undefined ? '' : `; API ${api.url}`}` +
       `${envToken !== undefined && envToken !== '' ? '' : `; admin token in ${join(config.stateDir, ADMIN_TOKEN_FILE)}`}\n`,
   );
+  // The quick start's convenience: submit job specs once the API answers (as `fleetwise submit` would).
+  if (api !== undefined)
+    for (const file of flags.submit ?? []) {
+      const child = spawn(
+        process.execPath,
+        [WORKER_MAIN_PATH, 'submit', file, '--server', api.url, '--token', adminToken],
+        {
+          stdio: ['ignore', 'inherit', 'inherit'],
+        },
+      );
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
 }
 
 export function registerController(program: Command): void {
@@ -313,7 +391,19 @@ export function registerController(program: Command): void {
       'run the controller: plan rounds with Eva, launch and terminate EC2 instances, serve the API',
     )
     .option('--config <file>', 'YAML (or JSON) configuration; flags override it')
-    .option('--provider <name>', 'cloud provider: aws')
+    .option(
+      '--provider <name>',
+      'cloud provider: aws, or local (worker processes on this machine; the quick start)',
+    )
+    .option(
+      '--executor <kind>',
+      'how workers run tasks: auto (Docker when an engine answers) | docker | process',
+    )
+    .option(
+      '--heartbeat-timeout-seconds <s>',
+      'replace an instance whose worker is silent this long (default 60; local 10)',
+    )
+    .option('--submit <files...>', 'submit these job specs once the API is up (local quick start)')
     .option('--cluster <name>', 'cluster name (the fleetwise:cluster tag on every instance)')
     .option('--region <region>', 'AWS region (default: AWS_REGION, then the catalog region)')
     .option('--state-dir <dir>', 'state directory (SQLite database, tokens)')
@@ -354,7 +444,7 @@ export function registerController(program: Command): void {
       'start a worker on new instances (user data) that reaches the API here',
     )
     .option('--user-data-template <file>', 'user-data template (default infra/worker-user-data.sh)')
-    .action(async (options: ControllerFlags) => {
+    .action(async (options: ControllerFlags & { submit?: string[] }) => {
       await runController(options);
     });
 }

@@ -107,13 +107,16 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
     method: 'GET',
     url: '/v1/jobs/:id/logs',
     access: 'any',
-    handler: async (request) => {
+    handler: async (request, reply) => {
       const { id } = parseWith(idParams, request.params, 'path');
       visibleJob(context, context.principal(request), id);
-      throw new HttpError(
-        501,
-        'no worker yet: task logs are collected by the worker agent, which this controller does not run',
-      );
+      if (service.jobLogs === undefined)
+        throw new HttpError(
+          501,
+          'no worker yet: task logs are collected by the worker agent into the object store, which this controller lacks',
+        );
+      const text = await service.jobLogs(id);
+      return reply.type('text/plain; charset=utf-8').send(text);
     },
   });
 }

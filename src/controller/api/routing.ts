@@ -25,6 +25,8 @@ export interface ApiControllerService extends ControllerService {
    * the job spec's `build.context` should carry so workers can fetch it.
    */
   storeContext?(archive: Buffer, info: ContextInfo): Promise<string>;
+  /** A job's task output as uploaded by its workers (oldest run first). */
+  jobLogs?(jobId: string): Promise<string>;
 }
 
 export interface ApiContext {

@@ -10,6 +10,7 @@ import { ControllerMetrics, metricsRegistry } from './metrics.js';
 import { DEFAULT_MAX_CONTEXT_BYTES, registerClusterRoutes } from './routes-cluster.js';
 import { registerJobRoutes } from './routes-jobs.js';
 import { registerSystemRoutes } from './routes-system.js';
+import { registerWorkerRoutes, type WorkerEndpoint } from './routes-workers.js';
 import { RouteTable, type ApiContext, type ApiControllerService } from './routing.js';
 
 export { ControllerMetrics } from './metrics.js';
@@ -31,6 +32,8 @@ export interface ApiServerOptions {
   readonly metrics?: ControllerMetrics;
   readonly bodyLimitBytes?: number;
   readonly maxContextBytes?: number;
+  /** The worker protocol's endpoint (WorkerExecutor); without it, no worker routes are served. */
+  readonly workers?: WorkerEndpoint;
 }
 
 export interface ApiServer {
@@ -99,6 +102,7 @@ export function buildApiApp(
   registerJobRoutes(routes, context);
   registerClusterRoutes(routes, context, options.maxContextBytes ?? DEFAULT_MAX_CONTEXT_BYTES);
   registerSystemRoutes(routes, context, metricsRegistry(service, options.metrics));
+  if (options.workers !== undefined) registerWorkerRoutes(routes, options.workers);
   return { app, routes };
 }
 

@@ -1,0 +1,95 @@
+import { join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { pino } from 'pino';
+import { ValidationError } from '../../core/validation.js';
+import { openObjectStore } from '../../storage/object-store.js';
+import { WorkerAgent } from '../../worker/agent.js';
+import { ControllerClient } from '../../worker/controller-client.js';
+import type { Executor } from '../../worker/executor.js';
+import { DockerExecutor, dockerFromEnv } from '../../worker/executors/docker.js';
+import { ProcessExecutor } from '../../worker/executors/process.js';
+
+/**
+ * `fleetwise worker`: the agent on an instance (EC2 user data starts it under systemd; the local provider spawns it).
+ * The token is the cluster's worker token; it may come from FLEETWISE_WORKER_TOKEN instead of the command line.
+ */
+export const WORKER_TOKEN_ENV = 'FLEETWISE_WORKER_TOKEN';
+
+interface WorkerFlags {
+  readonly controller: string;
+  readonly token?: string;
+  readonly instanceId: string;
+  readonly executor?: string;
+  readonly workDir?: string;
+}
+
+/** True when a Docker engine answers within `timeoutMs` (DOCKER_HOST or the default socket). */
+export async function dockerAvailable(timeoutMs = 2000): Promise<boolean> {
+  try {
+    const docker = dockerFromEnv();
+    await Promise.race([
+      docker.ping(),
+      new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), timeoutMs).unref()),
+    ]);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function makeExecutor(kind: 'docker' | 'process', workDir: string): Executor {
+  return kind === 'docker'
+    ? new DockerExecutor()
+    : new ProcessExecutor({ stateDir: join(workDir, 'executor') });
+}
+
+export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const token = flags.token ?? env[WORKER_TOKEN_ENV];
+  if (token === undefined || token.trim() === '')
+    throw new ValidationError('fleetwise worker', [`--token: required (or set ${WORKER_TOKEN_ENV})`]);
+  const requested = flags.executor ?? 'auto';
+  if (!['auto', 'docker', 'process'].includes(requested))
+    throw new ValidationError('fleetwise worker', ['--executor: one of docker, process, auto']);
+  const kind: 'docker' | 'process' =
+    requested === 'auto'
+      ? (await dockerAvailable())
+        ? 'docker'
+        : 'process'
+      : (requested as 'docker' | 'process');
+  const workDir = resolve(flags.workDir ?? join('.fleetwise-worker', flags.instanceId));
+  const log = pino({ base: { component: 'worker', instance: flags.instanceId } }, pino.destination(2));
+  const agent = new WorkerAgent({
+    connection: new ControllerClient(flags.controller, token.trim()),
+    executor: makeExecutor(kind, workDir),
+    openStore: (location) => openObjectStore(location),
+    cloudInstanceId: flags.instanceId,
+    workDir,
+    throughputWindowSeconds: 60,
+    logger: {
+      info: (message, data) => log.info(data ?? {}, message),
+      warn: (message, data) => log.warn(data ?? {}, message),
+    },
+  });
+  const stop = new AbortController();
+  // SIGTERM/SIGINT stop the agent only: tasks keep running and a restarted worker adopts them.
+  process.once('SIGTERM', () => stop.abort());
+  process.once('SIGINT', () => stop.abort());
+  process.stdout.write(
+    `fleetwise worker ${flags.instanceId}: ${kind} executor, work dir ${workDir}, controller ${flags.controller}\n`,
+  );
+  await agent.run(stop.signal);
+}
+
+export function registerWorker(program: Command): void {
+  program
+    .command('worker')
+    .description('run the worker agent on an instance: register, heartbeat, run and checkpoint tasks')
+    .requiredOption('--controller <url>', "the controller's API, e.g. http://10.0.0.5:8080")
+    .option('--token <token>', `the cluster's worker token (default: ${WORKER_TOKEN_ENV})`)
+    .requiredOption('--instance-id <id>', "this instance's cloud id (EC2 i-…, local-…)")
+    .option('--executor <kind>', 'docker | process | auto (Docker when an engine answers)', 'auto')
+    .option('--work-dir <dir>', 'agent state: checkpoints, progress files, build contexts, process records')
+    .action(async (options: WorkerFlags) => {
+      await runWorker(options);
+    });
+}

@@ -1,0 +1,91 @@
+import { spawn } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Executor } from '../../worker/executor.js';
+import { PROJECT_ROOT } from '../catalog-file.js';
+import type { LocalInstance, WorkerSpawner } from './local-provider.js';
+
+/**
+ * Local instances' workers as detached `node dist/cli/main.js worker …` processes (their own process group, so they
+ * outlive a restarted controller, which finds them again through the provider's file). The cluster's worker token goes
+ * through the environment, not the command line (other users can read command lines).
+ */
+export const WORKER_MAIN = join(PROJECT_ROOT, 'dist', 'cli', 'main.js');
+
+export interface ProcessSpawnerOptions {
+  readonly controllerUrl: string;
+  readonly workerToken: string;
+  readonly executorKind: 'docker' | 'process';
+  /** The executor a worker of this kind uses in an instance directory (to stop its tasks at termination). */
+  readonly executorFor: (instanceDir: string) => Executor;
+  readonly main?: string;
+}
+
+export class ProcessWorkerSpawner implements WorkerSpawner {
+  constructor(private readonly options: ProcessSpawnerOptions) {}
+
+  spawn(instance: LocalInstance): number | undefined {
+    mkdirSync(instance.dir, { recursive: true });
+    const log = openSync(join(instance.dir, 'worker.log'), 'a');
+    try {
+      const child = spawn(
+        process.execPath,
+        [
+          this.options.main ?? WORKER_MAIN,
+          'worker',
+          '--controller',
+          this.options.controllerUrl,
+          '--instance-id',
+          instance.instanceId,
+          '--executor',
+          this.options.executorKind,
+          '--work-dir',
+          instance.dir,
+        ],
+        {
+          env: { ...process.env, FLEETWISE_WORKER_TOKEN: this.options.workerToken },
+          detached: true,
+          stdio: ['ignore', log, log],
+        },
+      );
+      child.unref();
+      return child.pid;
+    } finally {
+      closeSync(log);
+    }
+  }
+
+  async kill(instance: LocalInstance): Promise<void> {
+    if (instance.pid !== undefined && isWorkerOf(instance.pid, instance.instanceId)) {
+      try {
+        process.kill(-instance.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    // The tasks run in their own process groups (or containers) so they survive a worker restart: stop them too.
+    const executor = this.options.executorFor(instance.dir);
+    // Only this instance's tasks: a Docker engine is shared by every local instance (the agent keeps tasks/<id>/).
+    const mine = (await executor.list().catch(() => [])).filter((t) =>
+      existsSync(join(instance.dir, 'tasks', t.taskId, 'agent.json')),
+    );
+    for (const task of mine) {
+      await executor.kill(task.taskId).catch(() => undefined);
+      await executor.remove(task.taskId).catch(() => undefined);
+    }
+  }
+}
+
+/** The pid still runs our worker for this instance (not a recycled pid). */
+function isWorkerOf(pid: number, instanceId: string): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(instanceId);
+  } catch {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+}

@@ -1,0 +1,65 @@
+import type { FastifyRequest } from 'fastify';
+import { parseWith } from '../../core/validation.js';
+import { heartbeatRequestSchema, registerRequestSchema } from '../../worker/controller-client.js';
+import { WorkerProtocolError, type WorkerExecutor } from '../worker-executor.js';
+import { bodyOf } from './body.js';
+import { HttpError } from './errors.js';
+import type { RouteTable } from './routing.js';
+
+/**
+ * The worker protocol's routes (src/worker/controller-client.ts). They are outside the team/admin token scheme
+ * (access `none` for the API's auth hook) and check the worker tokens themselves: the cluster's worker token to
+ * register, then the per-instance token the registration issued.
+ */
+export type WorkerEndpoint = Pick<WorkerExecutor, 'register' | 'heartbeat'>;
+
+const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+
+function bearerOf(request: FastifyRequest): string {
+  const token = BEARER.exec(request.headers.authorization ?? '')?.[1];
+  if (token === undefined)
+    throw new HttpError(401, 'missing bearer token: send "Authorization: Bearer <worker token>"');
+  return token;
+}
+
+function jsonOf(request: FastifyRequest): unknown {
+  const body = bodyOf(request.body);
+  if (body?.kind !== 'json') throw new HttpError(415, 'worker requests are application/json');
+  return body.value;
+}
+
+function asHttp(error: unknown): never {
+  if (error instanceof WorkerProtocolError) throw new HttpError(error.statusCode, error.message);
+  throw error;
+}
+
+export function registerWorkerRoutes(routes: RouteTable, workers: WorkerEndpoint): void {
+  routes.add({
+    method: 'POST',
+    url: '/v1/workers/register',
+    access: 'none',
+    handler: async (request) => {
+      const token = bearerOf(request);
+      const body = parseWith(registerRequestSchema, jsonOf(request), 'worker registration');
+      try {
+        return workers.register(token, body);
+      } catch (e) {
+        return asHttp(e);
+      }
+    },
+  });
+  routes.add({
+    method: 'POST',
+    url: '/v1/workers/heartbeat',
+    access: 'none',
+    handler: async (request) => {
+      const token = bearerOf(request);
+      const body = parseWith(heartbeatRequestSchema, jsonOf(request), 'worker heartbeat');
+      try {
+        return workers.heartbeat(token, body);
+      } catch (e) {
+        return asHttp(e);
+      }
+    },
+  });
+}

@@ -1,0 +1,412 @@
+import { randomBytes } from 'node:crypto';
+import type { Catalog } from '../core/catalog.js';
+import { demandOn } from '../core/resources.js';
+import type { ThroughputObservation } from '../scheduler/types.js';
+import type {
+  DesiredTask,
+  HeartbeatRequest,
+  HeartbeatResponse,
+  RegisterRequest,
+  RegisterResponse,
+  TaskReport,
+} from '../worker/controller-client.js';
+import { tokensEqual } from './api/auth.js';
+import type { Clock } from './clock.js';
+import { expandTasks } from './job-spec.js';
+import type {
+  TaskExecutor,
+  TaskStartRequest,
+  TaskStatus,
+  TaskStopRequest,
+  ControllerLogger,
+} from './reconciler.js';
+import { silentLogger } from './reconciler.js';
+import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
+import type { InstanceRecord, JobRecord, JsonValue, StateStore, TaskRecord } from './state-store.js';
+
+/**
+ * The controller's TaskExecutor over the worker protocol (src/worker/controller-client.ts). Level-triggered: a
+ * heartbeat carries what a worker has, and its answer is what the controller wants on that instance, derived from the
+ * store (placed tasks) plus the starts and stops the reconciler asked for in this process. Nothing here needs to
+ * survive a controller restart: the reconciler repeats its pending starts and stops, and workers heartbeat again.
+ *
+ * Throughput (Eva §4.3, digest "co-location table"): workers report iterations per second; a task's standalone
+ * throughput is the best it showed alone on an instance (kept in the store per workload key); observed / standalone
+ * is its normalized throughput, and a job's is its slowest task's (Eva §4.4: a gang runs at its slowest member's pace).
+ */
+
+export const STANDALONE_THROUGHPUT_KEY = 'worker.standaloneThroughput';
+
+export class WorkerProtocolError extends Error {
+  constructor(
+    readonly statusCode: 401 | 404 | 409 | 410,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'WorkerProtocolError';
+  }
+}
+
+export interface WorkerExecutorOptions {
+  readonly store: StateStore;
+  readonly catalog: Catalog;
+  readonly clock: Clock;
+  /** The cluster's worker token (user data, or the local provider's spawn arguments). */
+  readonly bootstrapToken: string;
+  /** Where workers put checkpoints and logs (the controller's object store location). */
+  readonly objectStoreLocation: string;
+  readonly heartbeatSeconds: number;
+  /** A registered worker silent for this long is lost: its instance is replaced, its tasks rescheduled. */
+  readonly heartbeatTimeoutSeconds: number;
+  /** Capacity scale per instance type (local mode on a small host); task limits are scaled alike. Default 1. */
+  readonly capacityScale?: (typeName: string) => number;
+  readonly logger?: ControllerLogger;
+}
+
+interface InstanceReports {
+  readonly seq: number;
+  readonly atSeconds: number;
+  readonly tasks: ReadonlyMap<string, TaskReport>;
+}
+
+interface StopRequest {
+  readonly instanceId: string;
+  checkpoint: boolean;
+  /** Heartbeat sequence number whose answer carried this stop to the worker. */
+  deliveredSeq?: number;
+}
+
+export class WorkerExecutor implements TaskExecutor {
+  readonly name = 'worker';
+  private readonly store: StateStore;
+  private readonly log: ControllerLogger;
+  private readonly startedAtSeconds: number;
+  private readonly reports = new Map<string, InstanceReports>();
+  private readonly lastHeartbeat = new Map<string, number>();
+  private readonly startRequested = new Set<string>();
+  private readonly stopping = new Map<string, StopRequest>();
+  private readonly failures = new Map<string, string>();
+  private readonly completed = new Map<string, number>();
+  private readonly observations = new Map<string, number>();
+  private readonly lost = new Set<string>();
+  private seq = 0;
+
+  constructor(private readonly options: WorkerExecutorOptions) {
+    this.store = options.store;
+    this.log = options.logger ?? silentLogger;
+    this.startedAtSeconds = options.clock.nowSeconds();
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // Protocol
+
+  register(bootstrapToken: string, request: RegisterRequest): RegisterResponse {
+    if (!tokensEqual(bootstrapToken, this.options.bootstrapToken))
+      throw new WorkerProtocolError(401, 'invalid worker token');
+    const inst = this.store.findInstanceByCloudId(request.instanceId);
+    if (inst === undefined)
+      throw new WorkerProtocolError(
+        409,
+        `instance ${request.instanceId} is not known to the controller yet (its launch is being recorded); retry`,
+      );
+    if (inst.state === 'terminating' || inst.state === 'terminated')
+      throw new WorkerProtocolError(410, `instance ${request.instanceId} (${inst.id}) is ${inst.state}`);
+    const workerToken = randomBytes(32).toString('base64url');
+    this.store.transaction(() => {
+      this.store.setWorkerToken(inst.id, workerToken);
+      this.store.appendEvent({
+        kind: 'worker.registered',
+        instanceId: inst.id,
+        message: `worker on ${request.instanceId} registered (${request.executor} executor${request.hostname === undefined ? '' : `, host ${request.hostname}`})`,
+        data: { cloudId: request.instanceId, executor: request.executor },
+      });
+    });
+    this.lastHeartbeat.set(inst.id, this.options.clock.nowSeconds());
+    this.lost.delete(inst.id);
+    this.log.info(`worker registered for ${inst.id}`, {
+      cloudId: request.instanceId,
+      executor: request.executor,
+    });
+    return {
+      instanceId: inst.id,
+      workerToken,
+      heartbeatSeconds: this.options.heartbeatSeconds,
+      objectStore: this.options.objectStoreLocation,
+    };
+  }
+
+  heartbeat(instanceToken: string, request: HeartbeatRequest): HeartbeatResponse {
+    const inst = this.store.instanceForWorkerToken(instanceToken);
+    if (inst === undefined) throw new WorkerProtocolError(401, 'unknown worker token: register again');
+    if (inst.state === 'terminated' || inst.state === 'terminating')
+      throw new WorkerProtocolError(410, `instance ${inst.id} is ${inst.state}`);
+    const now = this.options.clock.nowSeconds();
+    this.seq += 1;
+    const seq = this.seq;
+    this.lastHeartbeat.set(inst.id, now);
+    this.reports.set(inst.id, {
+      seq,
+      atSeconds: now,
+      tasks: new Map(request.tasks.map((t) => [t.taskId, t])),
+    });
+    this.store.transaction(() => this.applyReports(inst, request.tasks));
+    const desired = this.desiredFor(inst);
+    for (const d of desired) {
+      const stop = this.stopping.get(d.taskId);
+      if (
+        d.action !== 'run' &&
+        stop !== undefined &&
+        stop.instanceId === inst.id &&
+        stop.deliveredSeq === undefined
+      )
+        stop.deliveredSeq = seq;
+    }
+    return { tasks: desired };
+  }
+
+  /** Checkpoints, progress, failures and throughputs from one heartbeat. */
+  private applyReports(inst: InstanceRecord, reports: readonly TaskReport[]): void {
+    const touchedJobs = new Set<string>();
+    const throughputs = new Map<string, number>();
+    for (const report of reports) {
+      const task = this.store.getTask(report.taskId);
+      if (task === undefined) continue;
+      const here = task.instanceId === inst.id || this.stopping.get(task.id)?.instanceId === inst.id;
+      if (!here) continue;
+      if (report.checkpoint !== undefined && report.checkpoint.key !== task.lastCheckpointKey) {
+        this.store.recordCheckpoint(task.id, report.checkpoint.key, report.checkpoint.atSeconds);
+        this.store.appendEvent({
+          kind: 'task.checkpoint',
+          jobId: task.jobId,
+          taskId: task.id,
+          instanceId: inst.id,
+          message: `checkpoint ${report.checkpoint.key} uploaded`,
+          data: { key: report.checkpoint.key },
+        });
+      }
+      if (report.state === 'failed' && !this.failures.has(task.id))
+        this.failures.set(task.id, report.reason ?? `exit code ${report.exitCode ?? 'unknown'}`);
+      if (report.completedIterations !== undefined) {
+        this.completed.set(task.id, report.completedIterations);
+        touchedJobs.add(task.jobId);
+      }
+      if (report.state === 'running' && task.state === 'running' && report.throughputPerSecond !== undefined)
+        throughputs.set(task.id, report.throughputPerSecond);
+    }
+    for (const jobId of touchedJobs) {
+      const job = this.store.getJob(jobId);
+      if (job === undefined || isFinalJobState(job.state)) continue;
+      const tasks = this.store.listTasks({ jobId });
+      // A gang has done what its least advanced task has done.
+      const done = Math.min(...tasks.map((t) => this.completed.get(t.id) ?? 0));
+      if (done !== job.completedIterations)
+        this.store.recordJobProgress(jobId, done, job.spec.totalIterations);
+    }
+    this.observeThroughputs(inst, throughputs);
+  }
+
+  private observeThroughputs(inst: InstanceRecord, throughputs: ReadonlyMap<string, number>): void {
+    if (throughputs.size === 0) return;
+    const placed = this.store
+      .listTasks({ instanceId: inst.id })
+      .filter((t) => PLACED_TASK_STATES.includes(t.state));
+    const standalone = this.standalone();
+    let changed = false;
+    const normalized = new Map<string, number>();
+    for (const [taskId, perSecond] of throughputs) {
+      const task = placed.find((t) => t.id === taskId);
+      if (task === undefined || perSecond <= 0) continue;
+      if (placed.length === 1 && perSecond > (standalone[task.workloadKey] ?? 0)) {
+        standalone[task.workloadKey] = perSecond;
+        changed = true;
+      }
+      const base = standalone[task.workloadKey];
+      if (base === undefined) continue; // never seen alone: no reference yet
+      normalized.set(taskId, Math.min(1, Math.max(0.01, perSecond / base)));
+    }
+    if (changed) this.store.setValue(STANDALONE_THROUGHPUT_KEY, standalone);
+    // A job runs at its slowest task's pace; every one of its tasks is observed at that pace.
+    const byJob = new Map<string, number>();
+    for (const [taskId, value] of normalized) {
+      const jobId = (this.store.getTask(taskId) as TaskRecord).jobId;
+      byJob.set(jobId, Math.min(byJob.get(jobId) ?? 1, value));
+    }
+    for (const [taskId] of normalized) {
+      const jobId = (this.store.getTask(taskId) as TaskRecord).jobId;
+      this.observations.set(taskId, byJob.get(jobId) as number);
+    }
+  }
+
+  private standalone(): Record<string, number> {
+    const value = this.store.getValue(STANDALONE_THROUGHPUT_KEY);
+    const out: Record<string, number> = {};
+    if (typeof value === 'object' && value !== null && !Array.isArray(value))
+      for (const [k, v] of Object.entries(value as Record<string, JsonValue>))
+        if (typeof v === 'number') out[k] = v;
+    return out;
+  }
+
+  /** Normalized throughputs observed since the last call (one per running task), for Scheduler.observe. */
+  takeObservations(): ThroughputObservation[] {
+    const out = [...this.observations].map(([taskId, normalizedThroughput]) => ({
+      taskId,
+      normalizedThroughput,
+    }));
+    this.observations.clear();
+    return out;
+  }
+
+  /** What the controller wants on an instance now. */
+  private desiredFor(inst: InstanceRecord): DesiredTask[] {
+    const reported = this.reports.get(inst.id)?.tasks;
+    const ids = new Set<string>();
+    for (const t of this.store.listTasks({ instanceId: inst.id }))
+      if (PLACED_TASK_STATES.includes(t.state)) ids.add(t.id);
+    for (const [taskId, stop] of this.stopping) if (stop.instanceId === inst.id) ids.add(taskId);
+    const out: DesiredTask[] = [];
+    for (const taskId of ids) {
+      const task = this.store.getTask(taskId);
+      const job = task === undefined ? undefined : this.store.getJob(task.jobId);
+      if (task === undefined || job === undefined) continue;
+      const stop = this.stopping.get(taskId);
+      let action: DesiredTask['action'] | undefined;
+      if (stop !== undefined && stop.instanceId === inst.id)
+        action = stop.checkpoint ? 'checkpoint-stop' : 'stop';
+      else if (task.instanceId !== inst.id) continue;
+      else if (isFinalJobState(job.state)) action = 'stop';
+      else if (task.state === 'checkpointing') action = 'checkpoint-stop';
+      else if (task.state === 'running') action = 'run';
+      else if (
+        task.state === 'starting' &&
+        (this.startRequested.has(taskId) || reported?.has(taskId) === true)
+      )
+        action = 'run';
+      if (action === undefined) continue;
+      out.push(this.describe(task, job, inst, action));
+    }
+    return out;
+  }
+
+  private describe(
+    task: TaskRecord,
+    job: JobRecord,
+    inst: InstanceRecord,
+    action: DesiredTask['action'],
+  ): DesiredTask {
+    const expanded = expandTasks(job.spec).find((t) => t.index === task.index);
+    if (expanded === undefined) throw new Error(`task ${task.id}: no such task in its job's spec`);
+    const template = expanded.template;
+    const type = this.options.catalog.types.find((t) => t.name === inst.typeName);
+    const demand = (type === undefined ? undefined : demandOn(template.demand, type.family)) ??
+      Object.values(template.demand)[0] ?? [0, 1, 1];
+    const scale = Math.min(1, Math.max(0.01, this.options.capacityScale?.(inst.typeName) ?? 1));
+    return {
+      taskId: task.id,
+      jobId: job.id,
+      action,
+      restore: task.lastCheckpointKey !== undefined,
+      launch: {
+        ...(template.image === undefined ? {} : { image: template.image }),
+        ...(template.build === undefined
+          ? {}
+          : {
+              build: {
+                context: template.build.context,
+                ...(template.build.dockerfile === undefined ? {} : { dockerfile: template.build.dockerfile }),
+              },
+            }),
+        command: [...(template.command ?? [])],
+        env: { ...template.env },
+        vcpus: Math.max(0.1, demand[1] * scale),
+        memoryGiB: demand[2] * scale,
+        gpus: demand[0],
+        shmSizeGiB: Math.min(template.shmSizeGiB, demand[2] * scale),
+      },
+      checkpoint: { signal: job.spec.checkpoint.signal, timeoutSeconds: job.spec.checkpoint.timeoutSeconds },
+    };
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // TaskExecutor
+
+  workerRegistered(instance: InstanceRecord): boolean {
+    return instance.workerTokenHash !== undefined && !this.lost.has(instance.id);
+  }
+
+  start(request: TaskStartRequest): Promise<void> {
+    this.startRequested.add(request.task.id);
+    const stop = this.stopping.get(request.task.id);
+    if (stop !== undefined && stop.instanceId !== request.instance.id) this.stopping.delete(request.task.id);
+    this.failures.delete(request.task.id);
+    return Promise.resolve();
+  }
+
+  stop(request: TaskStopRequest): Promise<'stopped' | 'pending'> {
+    const { task, instance } = request;
+    let stop = this.stopping.get(task.id);
+    if (stop === undefined || stop.instanceId !== instance.id) {
+      stop = { instanceId: instance.id, checkpoint: request.checkpoint };
+      this.stopping.set(task.id, stop);
+    } else if (!request.checkpoint && stop.checkpoint) {
+      stop.checkpoint = false; // a cancel overrides a move's checkpoint
+      stop.deliveredSeq = undefined;
+    }
+    const reports = this.reports.get(instance.id);
+    if (stop.deliveredSeq !== undefined && reports !== undefined && reports.seq > stop.deliveredSeq) {
+      const report = reports.tasks.get(task.id);
+      if (
+        report === undefined ||
+        report.state === 'stopped' ||
+        report.state === 'succeeded' ||
+        report.state === 'failed'
+      ) {
+        this.stopping.delete(task.id);
+        this.startRequested.delete(task.id);
+        return Promise.resolve('stopped');
+      }
+    }
+    return Promise.resolve('pending');
+  }
+
+  status(task: TaskRecord, instance: InstanceRecord): Promise<TaskStatus> {
+    const report = this.reports.get(instance.id)?.tasks.get(task.id);
+    if (report?.state === 'succeeded' || report?.state === 'failed') {
+      this.startRequested.delete(task.id);
+      return Promise.resolve(report.state);
+    }
+    return Promise.resolve(report === undefined ? 'unknown' : 'running');
+  }
+
+  failureReason(task: TaskRecord): string | undefined {
+    return this.failures.get(task.id);
+  }
+
+  /**
+   * Registered workers silent for longer than the heartbeat timeout (their instance is replaced by the caller). After a
+   * controller restart every worker gets the full timeout from the restart to be heard again.
+   */
+  staleInstances(): InstanceRecord[] {
+    const now = this.options.clock.nowSeconds();
+    const out: InstanceRecord[] = [];
+    for (const inst of this.store.listInstances({ states: ['running', 'draining'] })) {
+      if (inst.workerTokenHash === undefined || this.lost.has(inst.id)) continue;
+      const last = this.lastHeartbeat.get(inst.id) ?? this.startedAtSeconds;
+      if (now - last > this.options.heartbeatTimeoutSeconds) out.push(inst);
+    }
+    return out;
+  }
+
+  /** The caller replaced the instance: forget its worker. */
+  markLost(instanceId: string): void {
+    this.lost.add(instanceId);
+    this.reports.delete(instanceId);
+    for (const [taskId, stop] of this.stopping)
+      if (stop.instanceId === instanceId) this.stopping.delete(taskId);
+  }
+
+  /** Seconds since the instance's worker was last heard (undefined: never, in this process). */
+  secondsSinceHeartbeat(instanceId: string): number | undefined {
+    const last = this.lastHeartbeat.get(instanceId);
+    return last === undefined ? undefined : this.options.clock.nowSeconds() - last;
+  }
+}
