@@ -1,0 +1,183 @@
+import { z } from 'zod';
+import type { Caps } from '../core/model.js';
+import type { FamilyDemand } from '../core/resources.js';
+import { parseWith } from '../core/validation.js';
+import type { PriceBook } from '../scheduler/reservation-price.js';
+
+/**
+ * Caps the queue layer admits jobs under: $/hour, instance count (core `Caps`), and AWS-style on-demand quotas per
+ * family group. AWS counts running on-demand capacity in vCPUs per quota group ("Running On-Demand Standard
+ * (A, C, D, H, I, M, R, T, Z) instances", "Running On-Demand P instances", …); fleetwise adds an optional GPU count
+ * per group because GPU budgets are usually what teams argue about.
+ */
+export interface FamilyGroupQuota {
+  /** Group name, e.g. `standard`, `p`, `g-vt` (see `awsQuotaGroup`). */
+  readonly group: string;
+  readonly maxVcpus?: number | undefined;
+  readonly maxGpus?: number | undefined;
+}
+
+export interface QueueCaps extends Caps {
+  readonly quotas?: readonly FamilyGroupQuota[] | undefined;
+  /** Family → group overrides, for families `awsQuotaGroup` does not know or accounts set up differently. */
+  readonly familyGroups?: Readonly<Record<string, string>> | undefined;
+}
+
+export const queueCapsSchema = z.object({
+  maxCostPerHour: z.number().finite().positive().optional(),
+  maxInstances: z.number().int().positive().optional(),
+  maxMigrationsPerRound: z.number().int().nonnegative().optional(),
+  quotas: z
+    .array(
+      z.object({
+        group: z.string().min(1),
+        maxVcpus: z.number().finite().nonnegative().optional(),
+        maxGpus: z.number().finite().nonnegative().optional(),
+      }),
+    )
+    .optional(),
+  familyGroups: z.record(z.string(), z.string().min(1)).optional(),
+});
+
+/** Validate caps from a config file or CLI flags; `source` names them in errors. */
+export function parseQueueCaps(value: unknown, source = 'caps'): QueueCaps {
+  return parseWith(queueCapsSchema, value, source);
+}
+
+/**
+ * AWS on-demand quota group of an instance family (Service Quotas, EC2 "Running On-Demand … instances").
+ * Unknown prefixes fall into `standard`, which is where AWS puts every general-purpose family.
+ */
+export function awsQuotaGroup(family: string): string {
+  const f = family.toLowerCase();
+  if (/^(p)\d/.test(f)) return 'p';
+  if (/^(g|vt)\d/.test(f)) return 'g-vt';
+  if (/^inf\d/.test(f)) return 'inf';
+  if (/^trn\d/.test(f)) return 'trn';
+  if (/^dl\d/.test(f)) return 'dl';
+  if (/^f\d/.test(f)) return 'f';
+  if (/^x\d/.test(f)) return 'x';
+  if (/^hpc\d/.test(f)) return 'hpc';
+  return 'standard';
+}
+
+/** One instance a job is expected to occupy (its reservation-price instance, Eva §4.2). */
+export interface InstanceFootprint {
+  readonly family: string;
+  readonly gpus: number;
+  readonly vcpus: number;
+  readonly costPerHour: number;
+}
+
+/** What admitting a job is expected to add against the caps. */
+export interface JobFootprint {
+  readonly jobId: string;
+  readonly instances: readonly InstanceFootprint[];
+}
+
+/**
+ * A job's footprint as one standalone reservation-price instance per task. This is the estimate Eva's own
+ * cost model starts from; packing usually needs less, so it is conservative for $/hour and instance count. Quota
+ * use can differ when Eva packs a CPU task onto a GPU instance: the packed plan must still pass
+ * `scheduler/caps.ts enforceCaps`, the safety rail under this layer.
+ */
+export function reservationFootprint(
+  jobId: string,
+  taskDemands: readonly FamilyDemand[],
+  prices: PriceBook,
+): JobFootprint {
+  return {
+    jobId,
+    instances: taskDemands.map((d) => {
+      const t = prices.minType(d);
+      if (t === undefined) throw new Error(`job ${jobId}: no instance type can host a task alone`);
+      return { family: t.family, gpus: t.capacity[0], vcpus: t.capacity[1], costPerHour: t.costPerHour };
+    }),
+  };
+}
+
+export interface GroupUse {
+  readonly vcpus: number;
+  readonly gpus: number;
+}
+
+export interface CapUsage {
+  readonly costPerHour: number;
+  readonly instances: number;
+  readonly byGroup: ReadonlyMap<string, GroupUse>;
+}
+
+export const NO_USAGE: CapUsage = { costPerHour: 0, instances: 0, byGroup: new Map() };
+
+function groupOf(caps: QueueCaps, family: string): string {
+  return caps.familyGroups?.[family] ?? awsQuotaGroup(family);
+}
+
+export function addUsage(usage: CapUsage, footprint: JobFootprint, caps: QueueCaps, sign = 1): CapUsage {
+  const byGroup = new Map(usage.byGroup);
+  let cost = usage.costPerHour;
+  for (const inst of footprint.instances) {
+    const g = groupOf(caps, inst.family);
+    const u = byGroup.get(g) ?? { vcpus: 0, gpus: 0 };
+    byGroup.set(g, { vcpus: u.vcpus + sign * inst.vcpus, gpus: u.gpus + sign * inst.gpus });
+    cost += sign * inst.costPerHour;
+  }
+  return { costPerHour: cost, instances: usage.instances + sign * footprint.instances.length, byGroup };
+}
+
+export function usageOf(footprints: readonly JobFootprint[], caps: QueueCaps): CapUsage {
+  return footprints.reduce((u, f) => addUsage(u, f, caps), NO_USAGE);
+}
+
+const EPS = 1e-9;
+
+/** The caps `usage` breaks, named like `maxCostPerHour` or `quota p maxVcpus`; empty when it fits. */
+export function capViolations(usage: CapUsage, caps: QueueCaps): string[] {
+  const out: string[] = [];
+  if (caps.maxCostPerHour !== undefined && usage.costPerHour > caps.maxCostPerHour + EPS) out.push('maxCostPerHour');
+  if (caps.maxInstances !== undefined && usage.instances > caps.maxInstances + EPS) out.push('maxInstances');
+  for (const q of caps.quotas ?? []) {
+    const u = usage.byGroup.get(q.group) ?? { vcpus: 0, gpus: 0 };
+    if (q.maxVcpus !== undefined && u.vcpus > q.maxVcpus + EPS) out.push(`quota ${q.group} maxVcpus`);
+    if (q.maxGpus !== undefined && u.gpus > q.maxGpus + EPS) out.push(`quota ${q.group} maxGpus`);
+  }
+  return out;
+}
+
+/** Whether a set of jobs, each with its cost/resource estimate, fits every cap at once. */
+export function fitsCaps(footprints: readonly JobFootprint[], caps: QueueCaps): boolean {
+  return capViolations(usageOf(footprints, caps), caps).length === 0;
+}
+
+export function hasAnyCap(caps: QueueCaps): boolean {
+  return (
+    caps.maxCostPerHour !== undefined ||
+    caps.maxInstances !== undefined ||
+    (caps.quotas ?? []).some((q) => q.maxVcpus !== undefined || q.maxGpus !== undefined)
+  );
+}
+
+/**
+ * The job's dominant share of the caps: max over capped dimensions of (its use / the cap), in [0, ∞).
+ * WFQ needs one scalar capacity (PCS §3 works on GPUs); with several caps we measure every job in "fractions of
+ * the whole capped capacity", as DRF does. A set whose shares sum to ≤ 1 fits every cap (each dimension's share
+ * is ≤ the dominant one), so the scalar is safe; admission still checks the exact caps to use the slack.
+ * Returns 0 when nothing is capped (then nobody queues) and Infinity when a cap is 0 but the job needs some.
+ */
+export function dominantShare(footprint: JobFootprint, caps: QueueCaps): number {
+  const u = usageOf([footprint], caps);
+  let share = 0;
+  const ratio = (use: number, cap: number | undefined): void => {
+    if (cap === undefined || use <= 0) return;
+    share = Math.max(share, cap <= 0 ? Number.POSITIVE_INFINITY : use / cap);
+  };
+  ratio(u.costPerHour, caps.maxCostPerHour);
+  ratio(u.instances, caps.maxInstances);
+  for (const q of caps.quotas ?? []) {
+    const g = u.byGroup.get(q.group);
+    if (g === undefined) continue;
+    ratio(g.vcpus, q.maxVcpus);
+    ratio(g.gpus, q.maxGpus);
+  }
+  return share;
+}

@@ -1,0 +1,313 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { capViolations, dominantShare, fitsCaps, usageOf, type JobFootprint, type QueueCaps } from '../../src/queue/caps.js';
+import {
+  admit,
+  classify,
+  DEFAULT_PREEMPTION,
+  demandCap,
+  intraClassAllocation,
+  parseWfqConfig,
+  waterFill,
+  weightsFromDecay,
+  type QueuedJob,
+  type RunningQueuedJob,
+  type WfqConfig,
+} from '../../src/queue/wfq.js';
+
+describe('PCS water-filling and caps (digest §10 P4–P6)', () => {
+  const w = weightsFromDecay(3, Math.LN2); // (1, ½, ¼)/1.75
+  it('P6 weights from 𝒲', () => {
+    expect(w).toEqual([expect.closeTo(4 / 7, 12), expect.closeTo(2 / 7, 12), expect.closeTo(1 / 7, 12)]);
+    expect(weightsFromDecay(3, 0)).toEqual([1 / 3, 1 / 3, 1 / 3]);
+    expect(weightsFromDecay(3, 1).map((x) => Number(x.toFixed(4)))).toEqual([0.6652, 0.2447, 0.09]);
+    expect(weightsFromDecay(3, 3).map((x) => Number(x.toFixed(4)))).toEqual([0.9503, 0.0473, 0.0024]);
+  });
+  it('P4: demands (2, 10, 10) → (2, 16/3, 8/3); (10, 10, 10) → weights; (0, 10, 10) → (0, 6.667, 3.333)', () => {
+    expect(waterFill([2, 10, 10], w, 10)).toEqual([2, expect.closeTo(16 / 3, 12), expect.closeTo(8 / 3, 12)]);
+    expect(waterFill([10, 10, 10], w, 10)).toEqual([
+      expect.closeTo(40 / 7, 12),
+      expect.closeTo(20 / 7, 12),
+      expect.closeTo(10 / 7, 12),
+    ]);
+    expect(waterFill([0, 10, 10], w, 10)).toEqual([0, expect.closeTo(20 / 3, 12), expect.closeTo(10 / 3, 12)]);
+    expect(waterFill([1, 1, 1], w, 10)).toEqual([1, 1, 1]);
+  });
+  it('P5: demand caps with ζ relaxation', () => {
+    const a = { id: 'A', maxUnits: 8, speedup: [0, 1, 1.9, 2.7, 3.4, 3.9, 4.32, 4.62, 4.8] };
+    expect(demandCap(a, 0.8)).toBe(4);
+    expect(demandCap(a, 0.7)).toBe(6);
+    const alloc = (bMax: number, units: number) =>
+      Object.fromEntries(intraClassAllocation([a, { id: 'B', maxUnits: bMax }], units, 0.8, 0.1));
+    expect(alloc(2, 8)).toEqual({ A: 6, B: 2 });
+    expect(alloc(4, 8)).toEqual({ A: 4, B: 4 });
+    expect(alloc(2, 3)).toEqual({ A: 3, B: 0 });
+  });
+});
+
+describe('WFQ config', () => {
+  it('classifies by size thresholds (fixed at arrival) or by team', () => {
+    const bySize = parseWfqConfig({
+      classes: [
+        { id: 'small', weight: 3, maxSizeSeconds: 3600 },
+        { id: 'large', weight: 1 },
+      ],
+    });
+    expect(classify(bySize, { sizeSeconds: 3600 })).toBe('small');
+    expect(classify(bySize, { sizeSeconds: 3601 })).toBe('large');
+    expect(bySize.preemption).toEqual(DEFAULT_PREEMPTION);
+    const byTeam = parseWfqConfig({
+      classifyBy: 'team',
+      classes: [
+        { id: 'ml', weight: 2, teams: ['vision', 'nlp'] },
+        { id: 'rest', weight: 1 },
+      ],
+    });
+    expect(classify(byTeam, { sizeSeconds: 1, team: 'nlp' })).toBe('ml');
+    expect(classify(byTeam, { sizeSeconds: 1, team: 'web' })).toBe('rest');
+  });
+  it('rejects bad thresholds with the field path', () => {
+    expect(() =>
+      parseWfqConfig(
+        {
+          classes: [
+            { id: 'a', weight: 1, maxSizeSeconds: 10 },
+            { id: 'b', weight: 1, maxSizeSeconds: 5 },
+            { id: 'c', weight: 1 },
+          ],
+        },
+        'controller.yaml queue',
+      ),
+    ).toThrow(/controller\.yaml queue: classes\.1\.maxSizeSeconds: thresholds must increase/);
+    expect(() => parseWfqConfig({ classes: [{ id: 'a', weight: 1, maxSizeSeconds: 10 }] })).toThrow(/unbounded/);
+  });
+});
+
+// Admission fixtures: every instance costs $1/h, caps in instances, so shares are easy to read.
+const fp = (jobId: string, instances: number, family = 'c7i'): JobFootprint => ({
+  jobId,
+  instances: Array.from({ length: instances }, () => ({ family, gpus: family === 'p3' ? 1 : 0, vcpus: 4, costPerHour: 1 })),
+});
+const qj = (id: string, arrival: number, size: number, instances: number): QueuedJob => ({
+  id,
+  arrivalSeconds: arrival,
+  remainingWorkSeconds: size,
+  sizeSeconds: size,
+  footprint: fp(id, instances),
+});
+const run = (j: QueuedJob, admittedSeconds: number): RunningQueuedJob => ({ ...j, admittedSeconds });
+const TWO_CLASSES: WfqConfig = parseWfqConfig({
+  classes: [
+    { id: 'small', weight: 3, maxSizeSeconds: 100, ordering: 'fifo' },
+    { id: 'large', weight: 1, ordering: 'fifo' },
+  ],
+});
+
+describe('admission under caps', () => {
+  const caps: QueueCaps = { maxInstances: 8 };
+
+  it('splits the capped capacity 3:1 when both classes are busy, whole jobs only', () => {
+    const waiting = [
+      qj('L1', 0, 1000, 2),
+      qj('L2', 1, 1000, 2),
+      qj('L3', 2, 1000, 2),
+      qj('S1', 3, 10, 2),
+      qj('S2', 4, 10, 2),
+      qj('S3', 5, 10, 2),
+      qj('S4', 6, 10, 2),
+    ];
+    const r = admit({ nowSeconds: 10, caps, config: TWO_CLASSES, running: [], waiting });
+    expect(r.classes.map((c) => [c.classId, c.fluidShare, c.guaranteedShare])).toEqual([
+      ['small', 0.75, 0.75],
+      ['large', 0.25, 0.25],
+    ]);
+    expect(r.admitted).toEqual(['S1', 'S2', 'S3', 'L1']);
+    expect(r.queued.map((p) => [p.jobId, p.position, p.reason])).toEqual([
+      ['S4', 0, 'class-share'],
+      ['L2', 0, 'class-share'],
+      ['L3', 1, 'class-share'],
+    ]);
+    expect(r.usage.instances).toBe(8);
+  });
+
+  it("an idle class's share flows to the busy class (work conservation)", () => {
+    const waiting = [qj('L1', 0, 1000, 2), qj('L2', 1, 1000, 2), qj('L3', 2, 1000, 2), qj('L4', 3, 1000, 4)];
+    const r = admit({ nowSeconds: 10, caps, config: TWO_CLASSES, running: [], waiting });
+    expect(r.admitted).toEqual(['L1', 'L2', 'L3']);
+    expect(r.queued).toEqual([{ jobId: 'L4', classId: 'large', position: 0, reason: 'class-share' }]);
+    expect(r.preemptions).toEqual([]);
+  });
+
+  it('a job larger than the caps waits with reason never-fits and does not block its class share', () => {
+    const r = admit({ nowSeconds: 0, caps, config: TWO_CLASSES, running: [], waiting: [qj('huge', 0, 5, 9)] });
+    expect(r.admitted).toEqual([]);
+    expect(r.queued[0]?.reason).toBe('never-fits');
+  });
+
+  it('preempts only when a class reclaims its guarantee, after the hysteresis rounds, newest job first', () => {
+    const running = [
+      run(qj('L1', 0, 1000, 2), 0),
+      run(qj('L2', 1, 1000, 2), 5),
+      run(qj('L3', 2, 1000, 2), 6),
+      run(qj('L4', 3, 1000, 2), 7),
+    ];
+    const waiting = [qj('S1', 50, 10, 2)];
+    const first = admit({ nowSeconds: 60, caps, config: TWO_CLASSES, running, waiting });
+    expect(first.admitted).toEqual([]);
+    expect(first.preemptions).toEqual([]); // short for one round only
+    expect(first.shortRounds.get('small')).toBe(1);
+    const second = admit({ nowSeconds: 120, caps, config: TWO_CLASSES, running, waiting, shortRounds: first.shortRounds });
+    expect(second.preemptions.map((p) => [p.jobId, p.classId, p.forClassId])).toEqual([['L4', 'large', 'small']]);
+    expect(second.preemptions[0]?.reason).toMatch(/class small reclaims its guaranteed share 0\.250 \(using 0\.000, head job S1 needs 0\.250\)/);
+    // once the victim has stopped (it is waiting again), the small job is admitted and nobody else is preempted
+    const after = admit({
+      nowSeconds: 180,
+      caps,
+      config: TWO_CLASSES,
+      running: running.slice(0, 3),
+      waiting: [...waiting, { ...qj('L4', 3, 1000, 2), waitingSinceSeconds: 170 }],
+      shortRounds: second.shortRounds,
+    });
+    expect(after.admitted).toEqual(['S1']);
+    expect(after.preemptions).toEqual([]);
+  });
+
+  it('no preemption when the shortfall is below the margin or preemption is off', () => {
+    const running = [run(qj('L1', 0, 1000, 4), 0), run(qj('L2', 1, 1000, 4), 1)];
+    const waiting = [qj('S1', 5, 10, 2)];
+    const off = { ...TWO_CLASSES, preemption: { ...TWO_CLASSES.preemption, enabled: false } };
+    const twice = (config: WfqConfig) => {
+      const a = admit({ nowSeconds: 10, caps, config, running, waiting });
+      return admit({ nowSeconds: 20, caps, config, running, waiting, shortRounds: a.shortRounds });
+    };
+    expect(twice(off).preemptions).toEqual([]);
+    const wide = { ...TWO_CLASSES, preemption: { ...TWO_CLASSES.preemption, marginShare: 0.8 } };
+    expect(twice(wide).preemptions).toEqual([]);
+    expect(twice(TWO_CLASSES).preemptions.map((p) => p.jobId)).toEqual(['L2']);
+  });
+
+  it('without caps everyone is admitted', () => {
+    const r = admit({ nowSeconds: 0, caps: {}, config: TWO_CLASSES, running: [], waiting: [qj('a', 0, 1, 50), qj('b', 0, 500, 50)] });
+    expect(r.admitted).toEqual(['a', 'b']);
+  });
+
+  it('srpt and success-rank order a class queue', () => {
+    const config = parseWfqConfig({ classes: [{ id: 'all', weight: 1, ordering: 'srpt' }], ordering: { srptAgingPerSecond: 0 } });
+    const r = admit({
+      nowSeconds: 0,
+      caps: { maxInstances: 1 },
+      config,
+      running: [],
+      waiting: [qj('long', 0, 500, 1), qj('short', 1, 5, 1)],
+    });
+    expect(r.admitted).toEqual(['short']);
+  });
+});
+
+// ------------------------------------------------------------------------------------------------------------
+// Properties
+
+const arbJob = (i: number) =>
+  fc.record({
+    arrival: fc.integer({ min: 0, max: 100 }),
+    size: fc.integer({ min: 1, max: 1000 }),
+    instances: fc.integer({ min: 1, max: 4 }),
+    gpu: fc.boolean(),
+    cost: fc.constantFrom(0.5, 1, 3),
+  }).map(
+    (r): QueuedJob => ({
+      id: `j${i}`,
+      arrivalSeconds: r.arrival,
+      remainingWorkSeconds: r.size,
+      sizeSeconds: r.size,
+      footprint: {
+        jobId: `j${i}`,
+        instances: Array.from({ length: r.instances }, () => ({
+          family: r.gpu ? 'p3' : 'c7i',
+          gpus: r.gpu ? 1 : 0,
+          vcpus: r.gpu ? 8 : 4,
+          costPerHour: r.cost,
+        })),
+      },
+    }),
+  );
+const arbJobs = fc.integer({ min: 0, max: 14 }).chain((n) => fc.tuple(...Array.from({ length: n }, (_, i) => arbJob(i))));
+const arbCaps = fc.record({
+  maxCostPerHour: fc.option(fc.integer({ min: 1, max: 30 }), { nil: undefined }),
+  maxInstances: fc.option(fc.integer({ min: 1, max: 12 }), { nil: undefined }),
+  quotas: fc.constantFrom(undefined, [{ group: 'p', maxGpus: 4 }], [{ group: 'standard', maxVcpus: 16 }]),
+});
+const arbConfig = fc
+  .record({
+    weights: fc.array(fc.integer({ min: 1, max: 9 }), { minLength: 1, maxLength: 3 }),
+    ordering: fc.constantFrom('fifo', 'srpt', 'success-rank'),
+  })
+  .map(({ weights, ordering }) =>
+    parseWfqConfig({
+      classes: weights.map((w, k) => ({
+        id: `c${k}`,
+        weight: w,
+        ordering,
+        ...(k < weights.length - 1 ? { maxSizeSeconds: (k + 1) * 300 } : {}),
+      })),
+    }),
+  );
+
+describe('admission properties', () => {
+  it('caps are never exceeded; jobs are admitted whole; nothing is lost; no idle capacity a class head could use', () => {
+    fc.assert(
+      fc.property(arbJobs, arbCaps, arbConfig, fc.integer({ min: 0, max: 14 }), (jobs, caps, config, nRun) => {
+        // Running jobs: a prefix that fits the caps (as a previous round would have left it).
+        const running: RunningQueuedJob[] = [];
+        for (const j of jobs.slice(0, nRun))
+          if (fitsCaps([...running, j].map((x) => x.footprint), caps)) running.push({ ...j, admittedSeconds: j.arrivalSeconds });
+        const waiting = jobs.filter((j) => !running.includes(j as RunningQueuedJob));
+        const r = admit({ nowSeconds: 200, caps, config, running, waiting });
+        const byId = new Map(jobs.map((j) => [j.id, j]));
+        const admittedFootprints = r.admitted.map((id) => (byId.get(id) as QueuedJob).footprint);
+        const all = [...running.map((j) => j.footprint), ...admittedFootprints];
+        expect(capViolations(usageOf(all, caps), caps)).toEqual([]);
+        // whole jobs: the reported usage counts every instance of every admitted job
+        expect(r.usage.instances).toBe(all.reduce((s, f) => s + f.instances.length, 0));
+        expect([...r.admitted, ...r.queued.map((q) => q.jobId)].sort()).toEqual(waiting.map((j) => j.id).sort());
+        // work conservation in whole jobs: no class head left waiting fits in the leftover caps
+        for (const q of r.queued.filter((x) => x.position === 0))
+          expect(fitsCaps([...all, (byId.get(q.jobId) as QueuedJob).footprint], caps)).toBe(false);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('fluid shares sum to min(capacity, demand) and follow the weights when every class is busy', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.double({ min: 0, max: 5, noNaN: true }), { minLength: 1, maxLength: 5 }),
+        fc.array(fc.double({ min: 0.01, max: 10, noNaN: true }), { minLength: 5, maxLength: 5 }),
+        fc.double({ min: 0.1, max: 10, noNaN: true }),
+        (demands, rawW, capacity) => {
+          const weights = rawW.slice(0, demands.length);
+          const wSum = weights.reduce((a, b) => a + b, 0);
+          const alloc = waterFill(demands, weights, capacity);
+          const total = alloc.reduce((a, b) => a + b, 0);
+          expect(total).toBeCloseTo(Math.min(capacity, demands.reduce((a, b) => a + b, 0)), 6);
+          alloc.forEach((a, k) => {
+            expect(a).toBeLessThanOrEqual((demands[k] as number) + 1e-9);
+            // guarantee: min(w_k·C, D_k)
+            expect(a).toBeGreaterThanOrEqual(Math.min(((weights[k] as number) / wSum) * capacity, demands[k] as number) - 1e-9);
+          });
+          const busy = demands.every((d, k) => d >= ((weights[k] as number) / wSum) * capacity);
+          if (busy) alloc.forEach((a, k) => expect(a).toBeCloseTo(((weights[k] as number) / wSum) * capacity, 6));
+        },
+      ),
+    );
+  });
+
+  it('dominant shares under 1 in total always fit the caps', () => {
+    fc.assert(
+      fc.property(arbJobs, arbCaps, (jobs, caps) => {
+        const fps = jobs.map((j) => j.footprint);
+        if (fps.reduce((s, f) => s + dominantShare(f, caps), 0) <= 1) expect(fitsCaps(fps, caps)).toBe(true);
+      }),
+    );
+  });
+});
