@@ -235,7 +235,7 @@ function renderPanel(
     const d = linePath(line, panel.interpolation, toX, toY, usable);
     if (d === '') continue;
     out.push(
-      `<path class="line" fill="none" d="${d}" stroke="${escapeXml(line.color)}"><title>${escapeXml(line.name)}</title></path>`,
+      `<path class="line" d="${d}" fill="none" stroke="${escapeXml(line.color)}"><title>${escapeXml(line.name)}</title></path>`,
     );
   }
   out.push(`</g></g>`);
