@@ -221,7 +221,7 @@ function renderPanel(
     );
   }
   out.push(
-    `<path class="axis" d="M${px(left)} ${px(top)}V${px(bottom)}H${px(right)}"/>`,
+    `<path class="axis" d="M${px(left)} ${px(top)}V${px(bottom)}H${px(right)}" fill="none" stroke="#888"/>`,
     `<text x="${px((left + right) / 2)}" y="${px(bottom + 38)}" text-anchor="middle" class="axis-label">${escapeXml(panel.x.label)}</text>`,
     `<text transform="translate(${px(originX + 14)} ${px((top + bottom) / 2)}) rotate(-90)" text-anchor="middle" class="axis-label">${escapeXml(panel.y.label)}</text>`,
   );
