@@ -287,11 +287,16 @@ export function growSet(
   let value = comp.size === 0 ? 0 : compositionValue(comp, model, true);
   const argmax = new Set<TaskClass>();
   const capacity = type.capacity;
+  // Rates are at most 1, so value(S + c) ≤ Σ_S RP + RP(c): a class whose bound is below the best value found this
+  // step cannot win it, and its (costly) set value is not computed. Exact: ties are still evaluated.
+  let rpSum = 0;
+  comp.classes.forEach((c, i) => (rpSum += c.rp * (comp.counts[i] as number)));
   for (;;) {
     let best: Score | undefined;
     let bestCls: TaskClass | undefined;
     for (const cls of candidates) {
       if (cls.count - comp.countOf(cls) <= 0) continue;
+      if (best !== undefined && rpSum + cls.rp < best.value - 1e-9) continue;
       const d = cls.demandOn(type.family);
       if (d === undefined) continue;
       const after: Resources = [used[0] + d[0], used[1] + d[1], used[2] + d[2]];
@@ -317,6 +322,7 @@ export function growSet(
     const d = bestCls.demandOn(type.family) as Resources;
     used = [used[0] + d[0], used[1] + d[1], used[2] + d[2]];
     comp.add(bestCls);
+    rpSum += bestCls.rp;
     value = best.value;
   }
 }
