@@ -13,6 +13,7 @@ import {
 } from './entities.js';
 import { EventQueue } from './event-queue.js';
 import { FleetMeter } from './fleet-meter.js';
+import { p99JctHours, SimAdmission, type SimQueueOptions } from './admission.js';
 import { memoized, type GroundTruth } from './ground-truth.js';
 import { summarize } from './metrics.js';
 import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
@@ -106,6 +107,11 @@ export interface RunOptions {
   readonly maxSeriesPoints?: number;
   /** Called for every lifecycle step, in simulated-time order. */
   readonly onEvent?: (entry: SimLogEntry) => void;
+  /**
+   * Queue layer under caps (issue 6, src/sim/admission.ts): each round only the jobs holding capacity and the
+   * waiting jobs `admit` lets in are in the scheduler's snapshot. Omitted: every live job is (Eva's behaviour).
+   */
+  readonly queue?: SimQueueOptions;
 }
 
 export const DEFAULT_ROUND_SECONDS = 300;
@@ -149,7 +155,16 @@ export function runSimulation(options: RunOptions): RunResult {
   const startedMs = performance.now(); // the one clock read: wall time of the run
   const sim = new Simulation(options);
   sim.run();
-  return sim.result((performance.now() - startedMs) / 1000);
+  const result = sim.result((performance.now() - startedMs) / 1000);
+  if (sim.admission === undefined) return result;
+  const serviceSeconds = new Map(options.trace.jobs.map((j) => [j.id, j.durationSeconds]));
+  return {
+    ...result,
+    queue: {
+      p99JctHours: p99JctHours(result.jobs),
+      unfairness: sim.admission.unfairnessPercent(result.jobs, serviceSeconds),
+    },
+  };
 }
 
 class Simulation {
@@ -164,6 +179,7 @@ class Simulation {
   private readonly maxSeriesPoints: number;
   private readonly onProgress: RunOptions['onProgress'];
   private readonly onEvent: RunOptions['onEvent'];
+  readonly admission: SimAdmission | undefined;
 
   private readonly queue = new EventQueue<SimEvent>();
   private readonly jobs: SimJob[];
@@ -194,6 +210,7 @@ class Simulation {
     this.maxSeriesPoints = options.maxSeriesPoints ?? DEFAULT_MAX_SERIES_POINTS;
     this.onProgress = options.onProgress;
     this.onEvent = options.onEvent;
+    this.admission = options.queue === undefined ? undefined : new SimAdmission(options.catalog, options.queue);
     this.jobs = buildSimJobs(options.trace, options.catalog);
     const lastArrival = this.jobs.reduce((m, j) => Math.max(m, j.spec.arrivalSeconds), 0);
     const longest = this.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
@@ -327,7 +344,8 @@ class Simulation {
       for (const inst of [...this.assignable.values()]) this.requestTermination(inst);
     } else if (this.liveJobs.size > 0 || this.assignable.size > 0) {
       for (const job of this.liveJobs.values()) integrateProgress(job, this.now);
-      const snapshot = buildSnapshot(this.now, this.liveJobs.values(), this.assignable.values());
+      const seen = buildSnapshot(this.now, this.liveJobs.values(), this.assignable.values());
+      const snapshot = this.admission === undefined ? seen : this.admission.filter(seen);
       this.scheduler.observe(snapshot, observeThroughputs(this.liveJobs.values()));
       const plan = this.scheduler.plan(snapshot);
       this.rounds += 1;

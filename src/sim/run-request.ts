@@ -1,6 +1,8 @@
 import { loadCatalogFile } from '../cloud/catalog-file.js';
 import type { Catalog } from '../core/catalog.js';
 import { ValidationError } from '../core/validation.js';
+import type { QueueCaps } from '../queue/caps.js';
+import { queueConfigFor, schedulerCaps, type QueueKind } from './admission.js';
 import { runSimulation, type SimulationProgress } from './engine.js';
 import { constantPairwise, type GroundTruth } from './ground-truth.js';
 import { createScheduler, type SchedulerName } from './schedulers.js';
@@ -27,6 +29,8 @@ export interface RunRequest {
   readonly evaDefaultRate?: number | undefined;
   /** Replace the measured contention matrix by a uniform pairwise rate (Eva §6.4 ablation). */
   readonly pairwiseInterference?: number | undefined;
+  /** Queue layer under caps (issue 6): admission each round, and the caps passed to Eva's plans. */
+  readonly queue?: { readonly kind: QueueKind; readonly caps: QueueCaps } | undefined;
 }
 
 /** Messages a run worker posts to the main thread. */
@@ -72,13 +76,18 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
     catalog,
     groundTruth,
     evaDefaultRate: request.evaDefaultRate,
+    caps: request.queue === undefined ? undefined : schedulerCaps(request.queue.caps),
   });
+  const sizesSeconds = trace.jobs.map((j) => j.durationSeconds * j.tasks.length);
   const result = runSimulation({
     trace,
     scheduler,
     catalog,
     groundTruth,
     ...(request.roundSeconds !== undefined ? { roundSeconds: request.roundSeconds } : {}),
+    ...(request.queue !== undefined
+      ? { queue: { caps: request.queue.caps, config: queueConfigFor(request.queue.kind, sizesSeconds) } }
+      : {}),
     ...(onProgress !== undefined
       ? {
           onProgress: (p: SimulationProgress) =>

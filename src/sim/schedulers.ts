@@ -1,4 +1,5 @@
 import type { Catalog } from '../core/catalog.js';
+import type { Caps } from '../core/model.js';
 import { ValidationError } from '../core/validation.js';
 import { KarpenterScheduler } from '../scheduler/baselines/karpenter.js';
 import { NoPackingScheduler } from '../scheduler/baselines/no-packing.js';
@@ -33,6 +34,8 @@ export interface SchedulerOptions {
   readonly groundTruth: GroundTruth;
   /** Eva's prior per co-located task before anything is learned (§4.3: 0.95). */
   readonly evaDefaultRate?: number | undefined;
+  /** Hard caps Eva keeps its plans under (EvaOptions.caps; the queue layer's safety rail). Baselines ignore them. */
+  readonly caps?: Caps | undefined;
 }
 
 export function isSchedulerName(name: string): name is SchedulerName {
@@ -74,6 +77,7 @@ export function createScheduler(name: string, options: SchedulerOptions): Schedu
       return new EvaScheduler(catalog, {
         variant: name,
         ...(options.evaDefaultRate !== undefined ? { defaultRate: options.evaDefaultRate } : {}),
+        ...(options.caps !== undefined ? { caps: options.caps } : {}),
       });
     case 'no-packing':
       return new NoPackingScheduler(catalog);

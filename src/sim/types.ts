@@ -43,8 +43,17 @@ export interface JobOutcome {
   readonly migrations: number;
 }
 
+/** Metrics of a run with the queue layer (issue 6); null when not applicable. */
+export interface QueueRunMetrics {
+  readonly p99JctHours: number | null;
+  /** Mean PCS unfairness in percent (src/sim/admission.ts); null without caps. */
+  readonly unfairness: number | null;
+}
+
 export interface RunResult {
   readonly summary: RunSummary;
   readonly series: RunSeries;
   readonly jobs: readonly JobOutcome[];
+  /** Present when the run had a queue layer (`RunOptions.queue`). */
+  readonly queue?: QueueRunMetrics | undefined;
 }

@@ -12,7 +12,8 @@ import { defaultParallelism, runInWorkers, type RunPoolListener } from '../../si
 import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim/run-request.js';
 import { parseSchedulerList, SCHEDULER_NAMES } from '../../sim/schedulers.js';
 import { TRACE_FORMATS, type TraceFormat } from '../../sim/traces/load.js';
-import type { RunResult } from '../../sim/types.js';
+import type { RunResult, RunSummary } from '../../sim/types.js';
+import { QUEUE_KINDS } from '../../sim/admission.js';
 
 /** Raw commander values (strings); validated by `optionsSchema`. */
 interface RawSimulateOptions {
@@ -29,6 +30,9 @@ interface RawSimulateOptions {
   readonly evaDefaultRate?: string;
   readonly pairwiseInterference?: string;
   readonly parallel?: string;
+  readonly capDollarsPerHour?: string;
+  readonly capInstances?: string;
+  readonly queue?: string;
 }
 
 const numberText = (inner: z.ZodNumber) =>
@@ -61,6 +65,9 @@ const optionsSchema = z.object({
   evaDefaultRate: numberText(rate),
   pairwiseInterference: numberText(rate),
   parallel: numberText(z.number().int('must be an integer').positive('must be ≥ 1')),
+  capDollarsPerHour: numberText(z.number().positive('must be > 0')),
+  capInstances: numberText(z.number().int('must be an integer').positive('must be ≥ 1')),
+  queue: z.enum(QUEUE_KINDS).optional(),
 });
 
 const FLAG_OF: Readonly<Record<string, string>> = {
@@ -68,6 +75,8 @@ const FLAG_OF: Readonly<Record<string, string>> = {
   roundSeconds: '--round-seconds',
   evaDefaultRate: '--eva-default-rate',
   pairwiseInterference: '--pairwise-interference',
+  capDollarsPerHour: '--cap-dollars-per-hour',
+  capInstances: '--cap-instances',
 };
 
 function flagName(field: string): string {
@@ -153,6 +162,17 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   const trace = loadRequestTrace({ trace: traceSpec }, catalog);
   if (trace.jobs.length === 0) throw new ValidationError(o.trace ?? o.format, ['the trace has no jobs']);
 
+  // Any cap or --queue turns the queue layer on (fifo unless said otherwise).
+  const queue: RunRequest['queue'] =
+    o.queue === undefined && o.capDollarsPerHour === undefined && o.capInstances === undefined
+      ? undefined
+      : {
+          kind: o.queue ?? 'fifo',
+          caps: {
+            ...(o.capDollarsPerHour !== undefined ? { maxCostPerHour: o.capDollarsPerHour } : {}),
+            ...(o.capInstances !== undefined ? { maxInstances: o.capInstances } : {}),
+          },
+        };
   const requests: RunRequest[] = o.schedulers.map((scheduler) => ({
     scheduler,
     trace: traceSpec,
@@ -160,6 +180,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     roundSeconds: o.roundSeconds,
     evaDefaultRate: o.evaDefaultRate,
     pairwiseInterference: o.pairwiseInterference,
+    queue,
   }));
   const parallel = o.parallel ?? defaultParallelism(requests.length);
   const progress = progressDisplay(o.schedulers);
@@ -171,8 +192,16 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   }
   const results = withNormalizedCosts(raws);
 
-  if (o.json === true) process.stdout.write(`${JSON.stringify(runsJson(results))}\n`);
-  else process.stdout.write(`${trace.name}: ${trace.jobs.length} jobs\n\n${summaryTextTable(results)}`);
+  if (o.json === true) process.stdout.write(`${JSON.stringify(withQueueMetrics(runsJson(results).runs, results))}\n`);
+  else {
+    process.stdout.write(`${trace.name}: ${trace.jobs.length} jobs\n\n${summaryTextTable(results)}`);
+    for (const r of results)
+      if (r.queue !== undefined)
+        process.stdout.write(
+          `${r.summary.scheduler} (queue ${queue?.kind ?? ''}): p99 JCT ${r.queue.p99JctHours?.toFixed(3) ?? 'n/a'} h, ` +
+            `unfairness ${r.queue.unfairness?.toFixed(1) ?? 'n/a'} %\n`,
+        );
+  }
 
   if (o.out !== undefined) {
     const settings: ReportSettings = {
@@ -189,10 +218,29 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
           ? `pairwise co-location throughput ${o.pairwiseInterference}`
           : 'measured contention matrix (Eva)',
       schedulers: o.schedulers.join(', '),
+      queue: queue?.kind ?? null,
+      capDollarsPerHour: o.capDollarsPerHour ?? null,
+      capInstances: o.capInstances ?? null,
     };
     const paths = await writeReport(o.out, results, settings);
     process.stderr.write(`report written: ${paths.join(', ')}\n`);
   }
+}
+
+/**
+ * `--json` runs, with the queue layer's metrics appended to each run when it was on (issue 6); without a queue the
+ * runs are exactly SUMMARY_FIELDS, as before.
+ */
+function withQueueMetrics(
+  runs: readonly RunSummary[],
+  results: readonly RunResult[],
+): { runs: (RunSummary & { p99JctHours?: number | null; unfairness?: number | null })[] } {
+  return {
+    runs: runs.map((run, i) => {
+      const q = results[i]?.queue;
+      return q === undefined ? run : { ...run, p99JctHours: q.p99JctHours, unfairness: q.unfairness };
+    }),
+  };
 }
 
 /** `fleetwise simulate`: run schedulers on a trace in parallel worker threads and compare them. */
@@ -219,6 +267,12 @@ export function registerSimulate(program: Command): Command {
     .option('--eva-default-rate <r>', "Eva's prior co-location throughput per task, (0, 1] (default 0.95)")
     .option('--pairwise-interference <x>', 'ground truth: every co-located pair runs at rate x (Eva §6.4)')
     .option('--parallel <n>', 'runs at once (default: min(#schedulers, available cores))')
+    .option('--cap-dollars-per-hour <x>', 'queue layer: admit jobs so the fleet stays under $x/hour')
+    .option('--cap-instances <n>', 'queue layer: admit jobs so the fleet stays under n instances')
+    .option(
+      '--queue <kind>',
+      `queue ordering under the caps: ${QUEUE_KINDS.join('|')} (default fifo when a cap is given; wfq: two size classes, weights .95/.05)`,
+    )
     .action(async (raw: RawSimulateOptions) => {
       await simulate(raw);
     });

@@ -1,0 +1,182 @@
+import type { Catalog } from '../core/catalog.js';
+import type { Caps, ClusterSnapshot, SchedJob, SchedTask } from '../core/model.js';
+import { dominantShare, hasAnyCap, reservationFootprint, type JobFootprint, type QueueCaps } from '../queue/caps.js';
+import type { OrderingKind } from '../queue/ordering.js';
+import {
+  admit,
+  singleClassConfig,
+  weightsFromDecay,
+  type QueuedJob,
+  type RunningQueuedJob,
+  type WfqConfig,
+} from '../queue/wfq.js';
+import { PriceBook } from '../scheduler/reservation-price.js';
+import { secondsToHours } from '../core/units.js';
+import { percentile } from './metrics.js';
+import type { JobOutcome } from './types.js';
+
+/**
+ * The queue layer in the simulator (issue 6): each round, before the scheduler plans, `admit` (src/queue/wfq.ts)
+ * decides which waiting jobs enter the snapshot under the caps; the others are left out of it and wait. Jobs
+ * already holding capacity (placed, being launched, moved or checkpointed) always stay in the snapshot.
+ * Preemption proposals are not acted on yet (the engine has no "stop this job" hook).
+ */
+export interface SimQueueOptions {
+  readonly caps: QueueCaps;
+  /** WFQ classes and orderings (PCS §3); `singleClassConfig(kind)` for one ordering over every job. */
+  readonly config: WfqConfig;
+}
+
+/** `--queue` choices of `fleetwise simulate`. */
+export const QUEUE_KINDS = ['fifo', 'wfq', 'srpt', 'success-rank'] as const;
+export type QueueKind = (typeof QUEUE_KINDS)[number];
+
+/**
+ * PCS weight decay 𝒲 ≈ 2.94 gives 0.95 / 0.05 over two classes: the skew the PCS optimiser almost always picks
+ * (digest §7 "Published configs": 6214e9 pred .95/.05, b436b2 jct .953/.047).
+ */
+const PCS_TWO_CLASS_DECAY = Math.log(19);
+
+/**
+ * The WFQ config for a `--queue` kind. `wfq`: two size classes (small jobs weight 0.95, large 0.05), fifo inside
+ * each; the threshold is the median job size of the trace (task-seconds), so both classes have jobs (PCS derives
+ * its thresholds from a sample of the workload, digest §6).
+ */
+export function queueConfigFor(kind: QueueKind, jobSizesSeconds: readonly number[]): WfqConfig {
+  if (kind !== 'wfq') return singleClassConfig(kind satisfies OrderingKind);
+  const [small, large] = weightsFromDecay(2, PCS_TWO_CLASS_DECAY) as [number, number];
+  const threshold = Math.max(1, percentile(jobSizesSeconds, 50));
+  return {
+    ...singleClassConfig('fifo'),
+    classes: [
+      { id: 'small', weight: small, maxSizeSeconds: threshold, ordering: 'fifo' },
+      { id: 'large', weight: large, ordering: 'fifo' },
+    ],
+  };
+}
+
+/** The plan-level caps Eva enforces on its own plans (EvaOptions.caps): $/hour and instance count. */
+export function schedulerCaps(caps: QueueCaps): Caps {
+  return {
+    ...(caps.maxCostPerHour !== undefined ? { maxCostPerHour: caps.maxCostPerHour } : {}),
+    ...(caps.maxInstances !== undefined ? { maxInstances: caps.maxInstances } : {}),
+  };
+}
+
+interface JobRecord {
+  readonly sizeSeconds: number;
+  readonly footprint: JobFootprint;
+  admittedSeconds: number | undefined;
+  /** Σ live-job counts over the rounds the job saw, and their number (PCS N̄_j, for unfairness). */
+  liveSum: number;
+  rounds: number;
+}
+
+export class SimAdmission {
+  private readonly prices: PriceBook;
+  private readonly records = new Map<string, JobRecord>();
+  private shortRounds: ReadonlyMap<string, number> | undefined;
+
+  constructor(
+    catalog: Catalog,
+    readonly options: SimQueueOptions,
+  ) {
+    this.prices = new PriceBook(catalog);
+  }
+
+  /** The snapshot restricted to jobs holding capacity plus the waiting jobs admitted this round. */
+  readonly filter = (snapshot: ClusterSnapshot): ClusterSnapshot => {
+    const tasksByJob = new Map<string, SchedTask[]>();
+    for (const t of snapshot.tasks) tasksByJob.set(t.jobId, [...(tasksByJob.get(t.jobId) ?? []), t]);
+    const running: RunningQueuedJob[] = [];
+    const waiting: QueuedJob[] = [];
+    for (const job of snapshot.jobs) {
+      const tasks = tasksByJob.get(job.id) ?? [];
+      const record = this.recordOf(job, tasks);
+      record.liveSum += snapshot.jobs.length;
+      record.rounds += 1;
+      // Multi-task jobs are admitted whole (gang); remaining work is summed over tasks (Murmuration SJF).
+      const queued: QueuedJob = {
+        id: job.id,
+        arrivalSeconds: job.arrivalSeconds,
+        remainingWorkSeconds: (job.expectedRemainingSeconds ?? 0) * tasks.length,
+        sizeSeconds: record.sizeSeconds,
+        footprint: record.footprint,
+      };
+      const holdsCapacity = !job.reconfigurable || tasks.some((t) => t.instanceId !== undefined);
+      if (holdsCapacity) {
+        record.admittedSeconds ??= snapshot.nowSeconds;
+        running.push({ ...queued, admittedSeconds: record.admittedSeconds });
+      } else {
+        // A job the plan sent back to the queue competes again from scratch.
+        record.admittedSeconds = undefined;
+        waiting.push(queued);
+      }
+    }
+    const result = admit({
+      nowSeconds: snapshot.nowSeconds,
+      caps: this.options.caps,
+      config: this.options.config,
+      running,
+      waiting,
+      shortRounds: this.shortRounds,
+    });
+    this.shortRounds = result.shortRounds;
+    const keep = new Set<string>([...running.map((j) => j.id), ...result.admitted]);
+    for (const id of result.admitted) (this.records.get(id) as JobRecord).admittedSeconds = snapshot.nowSeconds;
+    if (keep.size === snapshot.jobs.length) return snapshot;
+    return {
+      ...snapshot,
+      jobs: snapshot.jobs.filter((j) => keep.has(j.id)),
+      tasks: snapshot.tasks.filter((t) => keep.has(t.jobId)),
+    };
+  };
+
+  private recordOf(job: SchedJob, tasks: readonly SchedTask[]): JobRecord {
+    let r = this.records.get(job.id);
+    if (r === undefined) {
+      // Class by size at first sight = arrival (PCS §3: fixed, not recomputed from the remaining size).
+      r = {
+        sizeSeconds: (job.expectedRemainingSeconds ?? 0) * tasks.length,
+        footprint: reservationFootprint(
+          job.id,
+          tasks.map((t) => t.demand),
+          this.prices,
+        ),
+        admittedSeconds: undefined,
+        liveSum: 0,
+        rounds: 0,
+      };
+      this.records.set(job.id, r);
+    }
+    return r;
+  }
+
+  /**
+   * Mean PCS unfairness in percent (digest §2): unfair_j = 100 · max(0, JCT_j / FFT_j − 1) with
+   * FFT_j = service_j / min(C / N̄_j, demand_j). Here the capacity C is the capped capacity (= 1 in dominant-share
+   * units, `dominantShare`), demand_j the job's dominant share and N̄_j the mean number of live jobs over the rounds
+   * the job saw, itself included. Null without any cap (nobody queues, a fair share is undefined) or finished job.
+   */
+  unfairnessPercent(jobs: readonly JobOutcome[], serviceSeconds: ReadonlyMap<string, number>): number | null {
+    if (!hasAnyCap(this.options.caps)) return null;
+    const values: number[] = [];
+    for (const j of jobs) {
+      const r = this.records.get(j.id);
+      const service = serviceSeconds.get(j.id);
+      if (r === undefined || service === undefined || j.jctSeconds === null || r.rounds === 0) continue;
+      const demand = dominantShare(r.footprint, this.options.caps);
+      const nBar = r.liveSum / r.rounds;
+      const rate = Math.min(1 / nBar, demand) / demand; // fraction of full speed the fair share allows
+      if (!(rate > 0) || !Number.isFinite(rate)) continue;
+      values.push(100 * Math.max(0, j.jctSeconds / (service / rate) - 1));
+    }
+    return values.length === 0 ? null : values.reduce((a, b) => a + b, 0) / values.length;
+  }
+}
+
+/** p99 of the finished jobs' JCT in hours (nearest rank, as p95JctHours); null when no job finished. */
+export function p99JctHours(jobs: readonly JobOutcome[]): number | null {
+  const jcts = jobs.flatMap((j) => (j.jctSeconds === null ? [] : [secondsToHours(j.jctSeconds)]));
+  return jcts.length === 0 ? null : percentile(jcts, 99);
+}

@@ -1,0 +1,61 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { QueueCaps } from '../../src/queue/caps.js';
+import { NoPackingScheduler } from '../../src/scheduler/baselines/no-packing.js';
+import { queueConfigFor, QUEUE_KINDS, schedulerCaps } from '../../src/sim/admission.js';
+import { runSimulation } from '../../src/sim/engine.js';
+import { createScheduler } from '../../src/sim/schedulers.js';
+import { testCatalog, trace, traceJob, traceTask } from './sim-fixtures.js';
+
+const flat = (): number => 1;
+
+const jobArb = fc.record({
+  arrivalSeconds: fc.integer({ min: 0, max: 3000 }),
+  iterations: fc.integer({ min: 100, max: 5000 }),
+  tasks: fc.integer({ min: 1, max: 2 }),
+});
+
+describe('caps under the queue layer (property)', () => {
+  it('the billed $/h and instance count never exceed the caps, and every job finishes', () => {
+    const catalog = testCatalog();
+    fc.assert(
+      fc.property(
+        fc.array(jobArb, { minLength: 1, maxLength: 6 }),
+        // Every job fits alone: at most 2 small.x ($7.2/h).
+        fc.oneof(
+          fc.double({ min: 7.2, max: 20, noNaN: true }).map((c): QueueCaps => ({ maxCostPerHour: c })),
+          fc.integer({ min: 2, max: 4 }).map((n): QueueCaps => ({ maxInstances: n })),
+        ),
+        fc.constantFrom(...QUEUE_KINDS),
+        fc.constantFrom('no-packing', 'eva'),
+        (specs, caps, kind, name) => {
+          const jobs = specs.map((s, i) =>
+            traceJob(`j${i}`, {
+              arrivalSeconds: s.arrivalSeconds,
+              iterations: s.iterations,
+              tasks: Array.from({ length: s.tasks }, (_, t) => traceTask(`node${t}`)),
+            }),
+          );
+          const scheduler =
+            name === 'eva'
+              ? createScheduler('eva', { catalog, groundTruth: flat, caps: schedulerCaps(caps) })
+              : new NoPackingScheduler(catalog);
+          const sizes = jobs.map((j) => j.durationSeconds * j.tasks.length);
+          const r = runSimulation({
+            trace: trace(...jobs),
+            catalog,
+            groundTruth: flat,
+            scheduler,
+            queue: { caps, config: queueConfigFor(kind, sizes) },
+          });
+          if (caps.maxCostPerHour !== undefined)
+            expect(Math.max(...r.series.costPerHour)).toBeLessThanOrEqual(caps.maxCostPerHour + 1e-9);
+          if (caps.maxInstances !== undefined)
+            expect(Math.max(...r.series.runningInstances)).toBeLessThanOrEqual(caps.maxInstances);
+          expect(r.jobs.every((j) => j.endSeconds !== null)).toBe(true);
+        },
+      ),
+      { numRuns: 100, seed: 6 },
+    );
+  });
+});
