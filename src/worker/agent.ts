@@ -14,6 +14,7 @@ import {
 } from './checkpoints.js';
 import {
   ControllerRequestError,
+  desiredTaskSchema,
   taskLogKey,
   type ControllerConnection,
   type DesiredTask,
@@ -63,7 +64,6 @@ export interface AgentOptions {
   readonly throughputWindowSeconds?: number;
   readonly logger?: AgentLogger;
 }
-
 
 /** What the agent remembers of a task across its own restarts (`<task dir>/agent.json`). */
 const persistedSchema = z.object({
@@ -119,7 +119,13 @@ export class WorkerAgent {
         if (e instanceof ControllerRequestError && (e.statusCode === 401 || e.statusCode === 410)) {
           if (e.statusCode === 410) this.log.warn(`the controller retired this instance: ${e.message}`);
           this.store = undefined; // register again (a new token), or keep trying if retired
-        } else this.log.warn(`heartbeat failed: ${(e as Error).message}`);
+        } else if (e instanceof z.ZodError)
+          // A controller answer this worker cannot use (a newer/older protocol, a bad spec): refuse it whole, change
+          // nothing, keep heartbeating (the next answer may be fine), and say which field is wrong.
+          this.log.warn(
+            `refused the controller's answer (nothing changed on this host): ${describeIssues(e)}`,
+          );
+        else this.log.warn(`heartbeat failed: ${(e as Error).message}`);
       }
       await sleep(this.store === undefined ? 1 : this.period(), signal);
     }
@@ -274,7 +280,17 @@ export class WorkerAgent {
     };
   }
 
-  private reconcile(desired: readonly DesiredTask[]): void {
+  private reconcile(answer: readonly DesiredTask[]): void {
+    // A connection that does not validate (tests, embedders) cannot make the agent act on a malformed spec either.
+    const desired: DesiredTask[] = [];
+    for (const [i, raw] of answer.entries()) {
+      const parsed = desiredTaskSchema.safeParse(raw);
+      if (parsed.success) desired.push(parsed.data);
+      else
+        this.log.warn(
+          `refused desired task ${i} from the controller: ${describeIssues(parsed.error, `tasks.${i}`)}`,
+        );
+    }
     const wanted = new Map(desired.map((d) => [d.taskId, d]));
     for (const d of desired) {
       const t = this.tasks.get(d.taskId);
@@ -521,6 +537,17 @@ function checkpointOf(
     key: checkpointKeys(ref, manifest.seq).manifest,
     atSeconds: Date.parse(manifest.createdAt) / 1000,
   };
+}
+
+/** `tasks.0.action: Invalid option…; …` — the field path and zod's reason for each issue. */
+function describeIssues(error: z.ZodError, prefix = ''): string {
+  return error.issues
+    .slice(0, 5)
+    .map(
+      (i) =>
+        `${[prefix, ...i.path.map(String)].filter((p) => p !== '').join('.') || '(answer)'}: ${i.message}`,
+    )
+    .join('; ');
 }
 
 function numberOr(value: string | undefined): number | undefined {

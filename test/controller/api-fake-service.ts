@@ -5,6 +5,14 @@ import type { JobSpec } from '../../src/controller/job-spec.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { ClusterView, CostReport, WhyRecord } from '../../src/controller/service.js';
 import type { InstanceRecord, JobRecord } from '../../src/controller/state-store.js';
+import type { WorkerEndpoint } from '../../src/controller/api/routes-workers.js';
+import { WorkerProtocolError } from '../../src/controller/worker-executor.js';
+import type {
+  HeartbeatRequest,
+  HeartbeatResponse,
+  RegisterRequest,
+  RegisterResponse,
+} from '../../src/worker/controller-client.js';
 
 /**
  * A ControllerService for API and CLI tests: the real MemoryStateStore, actions applied to it directly (no
@@ -123,4 +131,31 @@ export function fakeWithTeams(): FakeControllerService {
   service.store.addTeamToken('vision', VISION_TOKEN, 'test');
   service.store.addTeamToken('nlp', NLP_TOKEN, 'test');
   return service;
+}
+
+export const WORKER_BOOTSTRAP_TOKEN = 'worker-bootstrap-token-0123456789';
+export const WORKER_INSTANCE_TOKEN = 'worker-instance-token-0123456789ab';
+
+/** The worker protocol's endpoint for API tests: one instance, no tasks; records what it was sent. */
+export class FakeWorkerEndpoint implements WorkerEndpoint {
+  readonly registrations: RegisterRequest[] = [];
+  readonly heartbeats: HeartbeatRequest[] = [];
+
+  register(bootstrapToken: string, request: RegisterRequest): RegisterResponse {
+    if (bootstrapToken !== WORKER_BOOTSTRAP_TOKEN) throw new WorkerProtocolError(401, 'invalid worker token');
+    this.registrations.push(request);
+    return {
+      instanceId: 'inst-1',
+      workerToken: WORKER_INSTANCE_TOKEN,
+      heartbeatSeconds: 5,
+      objectStore: '/tmp/objects',
+    };
+  }
+
+  heartbeat(instanceToken: string, request: HeartbeatRequest): HeartbeatResponse {
+    if (instanceToken !== WORKER_INSTANCE_TOKEN)
+      throw new WorkerProtocolError(401, 'unknown worker token: register again');
+    this.heartbeats.push(request);
+    return { tasks: [] };
+  }
 }

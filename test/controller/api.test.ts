@@ -9,8 +9,11 @@ import type { DecisionRecord } from '../../src/scheduler/types.js';
 import {
   ADMIN_TOKEN,
   fakeWithTeams,
+  FakeWorkerEndpoint,
   NLP_TOKEN,
   VISION_TOKEN,
+  WORKER_BOOTSTRAP_TOKEN,
+  WORKER_INSTANCE_TOKEN,
   type FakeControllerService,
 } from './api-fake-service.js';
 
@@ -26,6 +29,7 @@ interface Answer {
 
 let server: ApiServer;
 let service: FakeControllerService;
+let workers: FakeWorkerEndpoint;
 
 async function call(
   method: 'GET' | 'POST',
@@ -71,7 +75,9 @@ function errorOf(answer: Answer): { error: string; details?: string[] } {
 
 beforeAll(async () => {
   service = fakeWithTeams();
-  server = await startApiServer(service, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN });
+  workers = new FakeWorkerEndpoint();
+  // With the worker routes, so the documentation check below covers them too.
+  server = await startApiServer(service, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN, workers });
 });
 
 afterAll(async () => {
@@ -112,6 +118,8 @@ describe('controller API: basics', () => {
       '/v1/contexts',
       '/healthz',
       '/metrics',
+      '/v1/workers/register',
+      '/v1/workers/heartbeat',
     ])
       expect(doc.paths).toHaveProperty([path]);
     // Every $ref resolves.
@@ -119,6 +127,39 @@ describe('controller API: basics', () => {
       .components.schemas;
     for (const m of answer.text.matchAll(/"#\/components\/schemas\/([A-Za-z]+)"/g))
       expect(schemas).toHaveProperty([m[1] as string]);
+  });
+
+  it('documents the worker protocol with the schemas the routes validate with', async () => {
+    const doc = JSON.parse((await call('GET', '/openapi.json')).text) as {
+      components: { schemas: Record<string, { required?: string[]; properties?: Record<string, unknown> }> };
+    };
+    const register = doc.components.schemas.WorkerRegisterRequest;
+    expect(register?.required).toEqual(['instanceId', 'executor']);
+    expect(register?.properties?.executor).toMatchObject({ enum: ['docker', 'process'] });
+    expect(doc.components.schemas.WorkerHeartbeatResponse?.required).toEqual(['tasks']);
+    // The documented routes are the served ones: register, then heartbeat with the issued token.
+    const registered = await call('POST', '/v1/workers/register', {
+      token: WORKER_BOOTSTRAP_TOKEN,
+      json: { instanceId: 'local-abc', executor: 'process' },
+    });
+    expect(registered.status).toBe(200);
+    expect(registered.body).toMatchObject({ instanceId: 'inst-1', workerToken: WORKER_INSTANCE_TOKEN });
+    const beat = await call('POST', '/v1/workers/heartbeat', {
+      token: WORKER_INSTANCE_TOKEN,
+      json: { tasks: [{ taskId: 'job-1.0', state: 'running' }] },
+    });
+    expect(beat.status).toBe(200);
+    expect(beat.body).toEqual({ tasks: [] });
+    expect(workers.heartbeats).toHaveLength(1);
+    const bad = await call('POST', '/v1/workers/register', {
+      token: WORKER_BOOTSTRAP_TOKEN,
+      json: { instanceId: 'local-abc', executor: 'kubernetes' },
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.text).toMatch(/executor/);
+    expect(
+      (await call('POST', '/v1/workers/heartbeat', { token: ADMIN_TOKEN, json: { tasks: [] } })).status,
+    ).toBe(401);
   });
 
   it('answers unknown routes with a JSON 404', async () => {

@@ -15,7 +15,9 @@ import type { TaskLaunch } from '../../src/worker/executor.js';
 import {
   CONTAINER_CHECKPOINT_DIR,
   demuxLogs,
+  containerName,
   DockerExecutor,
+  INSTANCE_LABEL,
   JOB_LABEL,
   TASK_LABEL,
 } from '../../src/worker/executors/docker.js';
@@ -254,5 +256,46 @@ describeWithDocker('docker executor against a real dockerd', (engine) => {
     expect(Number(readFileSync(join(tmp, 'deaf-target', 'counter'), 'utf8'))).toBeGreaterThan(0);
     expect((await readAll(await executor.logs('deaf-1.0'))).toString()).toContain('ignoring SIGTERM');
     await executor.remove('deaf-1.0');
+  });
+  it('scopes containers per instance: same task id on two instances of one engine, never seen or adopted across', async () => {
+    const a = new DockerExecutor({ docker: engine.docker, instanceId: 'local-aaa' });
+    const b = new DockerExecutor({ docker: engine.docker, instanceId: 'local-bbb' });
+    const launch = counterLaunch('scope-1.0', { COUNT_TO: '100000' });
+    try {
+      await a.start(launch);
+      await b.start({
+        ...launch,
+        checkpointDir: join(tmp, 'b', 'checkpoint'),
+        progressFile: join(tmp, 'b', 'progress'),
+      });
+      const containers = await engine.docker.listContainers({
+        all: true,
+        filters: { label: [`${TASK_LABEL}=scope-1.0`] },
+      });
+      expect(containers.map((c) => [c.Names[0], c.Labels[INSTANCE_LABEL]]).sort()).toEqual([
+        ['/fleetwise-local-aaa-scope-1.0', 'local-aaa'],
+        ['/fleetwise-local-bbb-scope-1.0', 'local-bbb'],
+      ]);
+      expect(containerName('scope-1.0', 'local-aaa')).toBe('fleetwise-local-aaa-scope-1.0');
+      // Each sees only its own; the unscoped executor sees neither.
+      expect((await a.list()).map((t) => t.taskId)).toEqual(['scope-1.0']);
+      expect((await executor.list()).map((t) => t.taskId)).not.toContain('scope-1.0');
+      expect(await executor.status('scope-1.0')).toBeUndefined();
+      // Killing and removing on b leaves a's container running.
+      await b.kill('scope-1.0');
+      expect((await b.status('scope-1.0'))?.state).toBe('exited');
+      expect((await a.status('scope-1.0'))?.state).toBe('running');
+      await b.remove('scope-1.0');
+      expect(await b.status('scope-1.0')).toBeUndefined();
+      expect((await a.status('scope-1.0'))?.state).toBe('running');
+      // A restarted worker of instance a adopts its container (no second one).
+      await new DockerExecutor({ docker: engine.docker, instanceId: 'local-aaa' }).start(launch);
+      expect(
+        await engine.docker.listContainers({ all: true, filters: { label: [`${TASK_LABEL}=scope-1.0`] } }),
+      ).toHaveLength(1);
+    } finally {
+      await a.remove('scope-1.0');
+      await b.remove('scope-1.0');
+    }
   });
 });

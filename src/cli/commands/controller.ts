@@ -263,7 +263,7 @@ export async function runController(
         controllerUrl,
         workerToken,
         executorKind: kind,
-        executorFor: (dir) => makeExecutor(kind, dir),
+        executorFor: (dir, instanceId) => makeExecutor(kind, dir, instanceId),
       }),
     });
   } else if (!config.dryRun) {

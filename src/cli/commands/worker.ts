@@ -37,9 +37,9 @@ export async function dockerAvailable(timeoutMs = 2000): Promise<boolean> {
   }
 }
 
-export function makeExecutor(kind: 'docker' | 'process', workDir: string): Executor {
+export function makeExecutor(kind: 'docker' | 'process', workDir: string, instanceId?: string): Executor {
   return kind === 'docker'
-    ? new DockerExecutor()
+    ? new DockerExecutor({ instanceId })
     : new ProcessExecutor({ stateDir: join(workDir, 'executor') });
 }
 
@@ -60,7 +60,7 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
   const log = pino({ base: { component: 'worker', instance: flags.instanceId } }, pino.destination(2));
   const agent = new WorkerAgent({
     connection: new ControllerClient(flags.controller, token.trim()),
-    executor: makeExecutor(kind, workDir),
+    executor: makeExecutor(kind, workDir, flags.instanceId),
     openStore: (location) => openObjectStore(location),
     cloudInstanceId: flags.instanceId,
     workDir,

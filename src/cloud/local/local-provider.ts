@@ -107,7 +107,8 @@ export class LocalProvider implements CloudProvider {
     renameSync(temp, this.options.stateFile);
   }
 
-  launch(request: LaunchRequest): Promise<LaunchResult> {
+  // async for the same reason as list(): state-file and spawn errors reject instead of throwing synchronously.
+  async launch(request: LaunchRequest): Promise<LaunchResult> {
     const parsed = launchRequestSchema.safeParse(request);
     if (!parsed.success)
       return Promise.reject(
@@ -170,21 +171,20 @@ export class LocalProvider implements CloudProvider {
     for (const inst of gone) await this.options.spawner.kill(inst);
   }
 
-  list(clusterName: string, options: ListOptions = {}): Promise<CloudInstance[]> {
-    return Promise.resolve(
-      this.load()
-        .filter((i) => i.tags[TAG_CLUSTER] === clusterName)
-        .filter((i) => options.includeTerminated === true || i.state !== 'terminated')
-        .map((i) => ({
-          instanceId: i.instanceId,
-          typeName: i.typeName,
-          state: i.state,
-          tags: { ...i.tags },
-          launchTime: new Date(i.launchTimeMs),
-          availabilityZone: 'local',
-          privateIpAddress: '127.0.0.1',
-        })),
-    );
+  // async: a corrupt state file rejects the promise (callers' .catch sees it) instead of throwing synchronously.
+  async list(clusterName: string, options: ListOptions = {}): Promise<CloudInstance[]> {
+    return this.load()
+      .filter((i) => i.tags[TAG_CLUSTER] === clusterName)
+      .filter((i) => options.includeTerminated === true || i.state !== 'terminated')
+      .map((i) => ({
+        instanceId: i.instanceId,
+        typeName: i.typeName,
+        state: i.state,
+        tags: { ...i.tags },
+        launchTime: new Date(i.launchTimeMs),
+        availabilityZone: 'local',
+        privateIpAddress: '127.0.0.1',
+      }));
   }
 
   /** Every instance record (for start-up reports and tests). */

@@ -16,8 +16,8 @@ export interface ProcessSpawnerOptions {
   readonly controllerUrl: string;
   readonly workerToken: string;
   readonly executorKind: 'docker' | 'process';
-  /** The executor a worker of this kind uses in an instance directory (to stop its tasks at termination). */
-  readonly executorFor: (instanceDir: string) => Executor;
+  /** The executor a worker of this kind uses for an instance (its directory and id), to stop its tasks at termination. */
+  readonly executorFor: (instanceDir: string, instanceId: string) => Executor;
   readonly main?: string;
 }
 
@@ -64,7 +64,7 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
       }
     }
     // The tasks run in their own process groups (or containers) so they survive a worker restart: stop them too.
-    const executor = this.options.executorFor(instance.dir);
+    const executor = this.options.executorFor(instance.dir, instance.instanceId);
     // Only this instance's tasks: a Docker engine is shared by every local instance (the agent keeps tasks/<id>/).
     const mine = (await executor.list().catch(() => [])).filter((t) =>
       existsSync(join(instance.dir, 'tasks', t.taskId, 'agent.json')),

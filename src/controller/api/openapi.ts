@@ -1,3 +1,10 @@
+import { z } from 'zod';
+import {
+  heartbeatRequestSchema,
+  heartbeatResponseSchema,
+  registerRequestSchema,
+  registerResponseSchema,
+} from '../../worker/controller-client.js';
 import { CHECKPOINT_SIGNALS } from '../job-spec.js';
 import { INSTANCE_STATES, JOB_STATES, TASK_STATES } from '../state-store.js';
 
@@ -293,7 +300,55 @@ const schemas: Record<string, Schema> = {
   },
 };
 
+/**
+ * The worker protocol's bodies, generated from the zod schemas both sides validate with (controller-client.ts), so
+ * the document cannot drift from what the routes accept and answer.
+ */
+const workerSchemas: Record<string, Schema> = {
+  WorkerRegisterRequest: z.toJSONSchema(registerRequestSchema, { target: 'openapi-3.0' }),
+  WorkerRegisterResponse: z.toJSONSchema(registerResponseSchema, { target: 'openapi-3.0' }),
+  WorkerHeartbeatRequest: z.toJSONSchema(heartbeatRequestSchema, { target: 'openapi-3.0' }),
+  WorkerHeartbeatResponse: z.toJSONSchema(heartbeatResponseSchema, { target: 'openapi-3.0' }),
+};
+
+const WORKER_ERRORS = {
+  '400': error('The body does not match the worker protocol (the field and the reason are named)'),
+  '415': error('Not application/json'),
+};
+
 const paths: Record<string, Record<string, Schema>> = {
+  '/v1/workers/register': {
+    post: {
+      summary:
+        "A worker registers its instance (bearer: the cluster's worker token); answers a per-instance token",
+      operationId: 'workerRegister',
+      requestBody: { required: true, content: json(ref('WorkerRegisterRequest')) },
+      responses: {
+        '200': ok(
+          'Registered: the per-instance token, heartbeat period and object store',
+          ref('WorkerRegisterResponse'),
+        ),
+        ...WORKER_ERRORS,
+        '401': error('Missing or wrong worker token'),
+        '409': error('The instance is not known to the controller yet (its launch is being recorded): retry'),
+        '410': error('The instance is terminated or being retired'),
+      },
+    },
+  },
+  '/v1/workers/heartbeat': {
+    post: {
+      summary:
+        'A worker reports its tasks (bearer: the per-instance token); answers the tasks wanted on the instance',
+      operationId: 'workerHeartbeat',
+      requestBody: { required: true, content: json(ref('WorkerHeartbeatRequest')) },
+      responses: {
+        '200': ok('What to run, checkpoint and stop on the instance', ref('WorkerHeartbeatResponse')),
+        ...WORKER_ERRORS,
+        '401': error('Missing or unknown per-instance token: register again'),
+        '410': error('The instance is terminated or being retired'),
+      },
+    },
+  },
   '/v1/jobs': {
     post: {
       summary: 'Submit a job',
@@ -497,7 +552,7 @@ export const OPENAPI_DOCUMENT = {
   },
   components: {
     securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
-    schemas,
+    schemas: { ...schemas, ...workerSchemas },
   },
   security: [{ bearer: [] }],
   paths,

@@ -6,13 +6,17 @@ import type { Executor, TaskLaunch, TaskRunStatus } from '../executor.js';
 import { ImageCache } from '../image-cache.js';
 
 /**
- * Tasks as Docker containers over the Engine API (dockerode). A container carries the labels `fleetwise.task` and
- * `fleetwise.job`, which is how a restarted worker finds (adopts) it instead of starting a duplicate. Checkpoint
+ * Tasks as Docker containers over the Engine API (dockerode). A container carries the labels `fleetwise.task`,
+ * `fleetwise.job` and `fleetwise.instance`, which is how a restarted worker finds (adopts) it instead of starting a
+ * duplicate. An executor scoped to an instance (`instanceId`) sees only that instance's containers (named
+ * `fleetwise-<instance>-<task>`): local-mode instances share one engine, and during a move the same task id runs on
+ * the source and the target, which must never see, adopt or kill each other's container. Checkpoint
  * directory and progress file are bind mounts at fixed paths inside the container; networking is the host's (the
  * engine may run with --bridge=none, and tasks reach loopback services that way).
  */
 export const TASK_LABEL = 'fleetwise.task';
 export const JOB_LABEL = 'fleetwise.job';
+export const INSTANCE_LABEL = 'fleetwise.instance';
 /** Paths inside the container. */
 export const CONTAINER_CHECKPOINT_DIR = '/fleetwise/checkpoint';
 export const CONTAINER_PROGRESS_FILE = '/fleetwise/progress';
@@ -32,9 +36,15 @@ export function dockerFromEnv(env: NodeJS.ProcessEnv = process.env): Docker {
   return new Docker({ host: url[1], port: Number(url[2]), protocol: 'http' });
 }
 
-/** Container names allow [a-zA-Z0-9][a-zA-Z0-9_.-]*; task ids (`job-7.0`) already fit, anything else is replaced. */
-export function containerName(taskId: string): string {
-  return `fleetwise-${taskId.replace(/[^a-zA-Z0-9_.-]/g, '_')}`;
+/**
+ * Container names allow [a-zA-Z0-9][a-zA-Z0-9_.-]*; task ids (`job-7.0`) and instance ids (`local-…`, `i-…`) already
+ * fit, anything else is replaced. Scoped: `fleetwise-<instance>-<task>`.
+ */
+export function containerName(taskId: string, instanceId?: string): string {
+  const safe = (s: string): string => s.replace(/[^a-zA-Z0-9_.-]/g, '_');
+  return instanceId === undefined
+    ? `fleetwise-${safe(taskId)}`
+    : `fleetwise-${safe(instanceId)}-${safe(taskId)}`;
 }
 
 export class UnknownTaskError extends Error {
@@ -96,25 +106,38 @@ export function demuxLogs(buffer: Buffer): Buffer {
 export interface DockerExecutorOptions {
   readonly docker?: Docker;
   readonly images?: ImageCache;
+  /**
+   * The instance this executor works for (the worker's cloud instance id): its containers are labelled and named
+   * with it, and it sees no other instance's. Without it, only containers without an instance label are seen.
+   */
+  readonly instanceId?: string | undefined;
 }
 
 export class DockerExecutor implements Executor {
   readonly kind = 'docker' as const;
   readonly docker: Docker;
   readonly images: ImageCache;
+  readonly instanceId: string | undefined;
 
   constructor(options: DockerExecutorOptions = {}) {
     this.docker = options.docker ?? dockerFromEnv();
     this.images = options.images ?? new ImageCache(this.docker);
+    this.instanceId = options.instanceId;
+  }
+
+  /** This executor's containers (stopped ones included) matching `labels`, by label: never another instance's. */
+  private async containers(labels: readonly string[]): Promise<Docker.ContainerInfo[]> {
+    const scope = this.instanceId === undefined ? [] : [`${INSTANCE_LABEL}=${this.instanceId}`];
+    const found = await this.docker.listContainers({ all: true, filters: { label: [...labels, ...scope] } });
+    // Unscoped: the engine cannot filter on a missing label, so drop every instance's containers here.
+    return this.instanceId === undefined
+      ? found.filter((c) => c.Labels[INSTANCE_LABEL] === undefined)
+      : found;
   }
 
   /** Container id of a task, found by label (stopped ones included), or undefined. */
   private async find(taskId: string): Promise<string | undefined> {
-    const found = await this.docker.listContainers({
-      all: true,
-      filters: { label: [`${TASK_LABEL}=${taskId}`] },
-    });
-    return found[0]?.Id;
+    return (await this.containers([`${TASK_LABEL}=${taskId}`]))[0]?.Id;
   }
 
   async start(launch: TaskLaunch): Promise<void> {
@@ -161,11 +184,15 @@ export class DockerExecutor implements Executor {
   containerSpec(launch: TaskLaunch, image: string): Docker.ContainerCreateOptions {
     const env = taskEnvironment(launch, CONTAINER_CHECKPOINT_DIR, CONTAINER_PROGRESS_FILE);
     return {
-      name: containerName(launch.taskId),
+      name: containerName(launch.taskId, this.instanceId),
       Image: image,
       ...(launch.command.length > 0 ? { Cmd: [...launch.command] } : {}),
       Env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
-      Labels: { [TASK_LABEL]: launch.taskId, [JOB_LABEL]: launch.jobId },
+      Labels: {
+        [TASK_LABEL]: launch.taskId,
+        [JOB_LABEL]: launch.jobId,
+        ...(this.instanceId === undefined ? {} : { [INSTANCE_LABEL]: this.instanceId }),
+      },
       HostConfig: {
         NetworkMode: 'host',
         NanoCpus: Math.round(launch.vcpus * 1e9),
@@ -240,7 +267,7 @@ export class DockerExecutor implements Executor {
   }
 
   async list(): Promise<TaskRunStatus[]> {
-    const containers = await this.docker.listContainers({ all: true, filters: { label: [TASK_LABEL] } });
+    const containers = await this.containers([TASK_LABEL]);
     const out: TaskRunStatus[] = [];
     for (const c of containers) {
       const taskId = c.Labels[TASK_LABEL];

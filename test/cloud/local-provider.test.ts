@@ -1,0 +1,216 @@
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  LocalProvider,
+  type LocalInstance,
+  type WorkerSpawner,
+} from '../../src/cloud/local/local-provider.js';
+import { ProcessWorkerSpawner } from '../../src/cloud/local/worker-spawner.js';
+import { TAG_CLUSTER, TAG_LAUNCH_TOKEN } from '../../src/cloud/provider.js';
+import { ProcessExecutor } from '../../src/worker/executors/process.js';
+import { table3Catalog } from '../helpers/catalogs.js';
+
+/**
+ * The local provider with the real process spawner: its "worker" is a stand-in script (the spawner runs
+ * `node <main> worker … --instance-id <id> …`, and the stand-in just stays alive), so launch, list, terminate and a
+ * provider restart are checked against real processes without a controller.
+ */
+const tmp = mkdtempSync(join(tmpdir(), 'fw-local-provider-'));
+const FAKE_WORKER = join(tmp, 'fake-worker.mjs');
+const spawned: number[] = [];
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  // A killed child not yet reaped is a zombie: dead for our purposes.
+  const stat = existsSync(`/proc/${pid}/stat`) ? readFileSync(`/proc/${pid}/stat`, 'utf8') : '';
+  return !/\) Z /.test(stat);
+}
+
+async function waitDead(pid: number, timeoutMs = 5000): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (alive(pid)) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return true;
+}
+
+/** Counts spawns (a second process for the same token would show here) around the real spawner. */
+class CountingSpawner implements WorkerSpawner {
+  spawns = 0;
+  constructor(private readonly inner: WorkerSpawner) {}
+  spawn(instance: LocalInstance): number | undefined {
+    this.spawns++;
+    const pid = this.inner.spawn(instance);
+    if (pid !== undefined) spawned.push(pid);
+    return pid;
+  }
+  kill(instance: LocalInstance): Promise<void> {
+    return this.inner.kill(instance);
+  }
+}
+
+function provider(dir: string): { provider: LocalProvider; spawner: CountingSpawner } {
+  const spawner = new CountingSpawner(
+    new ProcessWorkerSpawner({
+      controllerUrl: 'http://127.0.0.1:9',
+      workerToken: 'unused-token',
+      executorKind: 'process',
+      executorFor: (instanceDir) => new ProcessExecutor({ stateDir: join(instanceDir, 'executor') }),
+      main: FAKE_WORKER,
+    }),
+  );
+  return {
+    provider: new LocalProvider({
+      stateFile: join(dir, 'local-instances.json'),
+      instancesDir: join(dir, 'instances'),
+      catalog: table3Catalog(),
+      spawner,
+    }),
+    spawner,
+  };
+}
+
+const request = (token: string, clusterName = 'alpha') => ({
+  typeName: 'c.x',
+  idempotencyToken: token,
+  clusterName,
+  planId: 'plan-1',
+  instanceKey: `slot-${token}`,
+});
+
+function pidOf(p: LocalProvider, instanceId: string): number {
+  const pid = p.instances().find((i) => i.instanceId === instanceId)?.pid;
+  if (pid === undefined) throw new Error(`no pid recorded for ${instanceId}`);
+  return pid;
+}
+
+describe('local provider (real worker processes)', () => {
+  beforeAll(() => {
+    writeFileSync(FAKE_WORKER, 'setInterval(() => {}, 1000);\n');
+  });
+  afterAll(() => {
+    for (const pid of spawned)
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('launches once per idempotency token: the same token answers the same instance and spawns no second worker', async () => {
+    const { provider: p, spawner } = provider(join(tmp, 'idem'));
+    const first = await p.launch(request('tok-1'));
+    expect(first.reusedExisting).toBe(false);
+    expect(first.instanceIds).toHaveLength(1);
+    expect(first.instanceIds[0]).toMatch(/^local-[0-9a-f]{12}$/);
+    const again = await p.launch(request('tok-1'));
+    expect(again).toEqual({
+      instanceIds: first.instanceIds,
+      availabilityZone: 'local',
+      reusedExisting: true,
+    });
+    expect(spawner.spawns).toBe(1);
+    expect(p.instances()).toHaveLength(1);
+    expect(alive(pidOf(p, first.instanceIds[0] as string))).toBe(true);
+    // The same token in another cluster is another launch.
+    const other = await p.launch(request('tok-1', 'beta'));
+    expect(other.reusedExisting).toBe(false);
+    expect(other.instanceIds).not.toEqual(first.instanceIds);
+    expect(spawner.spawns).toBe(2);
+    // An unknown type is refused before anything is recorded or spawned.
+    await expect(p.launch({ ...request('tok-2'), typeName: 'zz.huge' })).rejects.toThrow(
+      /not in the catalog/,
+    );
+    expect(spawner.spawns).toBe(2);
+  });
+
+  it('lists by cluster tag, terminated instances only on request', async () => {
+    const { provider: p } = provider(join(tmp, 'list'));
+    const a1 = (await p.launch(request('a-1', 'alpha'))).instanceIds[0] as string;
+    const a2 = (await p.launch(request('a-2', 'alpha'))).instanceIds[0] as string;
+    const b1 = (await p.launch(request('b-1', 'beta'))).instanceIds[0] as string;
+    const alpha = await p.list('alpha');
+    expect(alpha.map((i) => i.instanceId).sort()).toEqual([a1, a2].sort());
+    expect(alpha.every((i) => i.tags[TAG_CLUSTER] === 'alpha' && i.state === 'running')).toBe(true);
+    expect(alpha.find((i) => i.instanceId === a1)?.tags[TAG_LAUNCH_TOKEN]).toBe('a-1');
+    expect((await p.list('beta')).map((i) => i.instanceId)).toEqual([b1]);
+    expect(await p.list('gamma')).toEqual([]);
+    await p.terminate([a2]);
+    expect((await p.list('alpha')).map((i) => i.instanceId)).toEqual([a1]);
+    const all = await p.list('alpha', { includeTerminated: true });
+    expect(all.find((i) => i.instanceId === a2)?.state).toBe('terminated');
+  });
+
+  it('terminate kills the worker process and the tasks it started, and is idempotent', async () => {
+    const { provider: p } = provider(join(tmp, 'terminate'));
+    const id = (await p.launch(request('t-1'))).instanceIds[0] as string;
+    const pid = pidOf(p, id);
+    expect(alive(pid)).toBe(true);
+    // A task this instance's worker started (the agent keeps tasks/<id>/agent.json): terminate must stop it too.
+    const dir = p.instances()[0]?.dir as string;
+    const executor = new ProcessExecutor({ stateDir: join(dir, 'executor') });
+    await executor.start({
+      taskId: 'job-1.0',
+      jobId: 'job-1',
+      command: ['sleep', '60'],
+      env: {},
+      vcpus: 1,
+      memoryGiB: 0,
+      gpus: 0,
+      shmSizeGiB: 0,
+      checkpointDir: join(dir, 'tasks', 'job-1.0', 'checkpoint'),
+      progressFile: join(dir, 'tasks', 'job-1.0', 'progress'),
+      restoring: false,
+    });
+    mkdirSync(join(dir, 'tasks', 'job-1.0'), { recursive: true });
+    writeFileSync(join(dir, 'tasks', 'job-1.0', 'agent.json'), '{}');
+    const taskPid = (
+      JSON.parse(readFileSync(join(dir, 'executor', 'job-1.0', 'pid.json'), 'utf8')) as { pid: number }
+    ).pid;
+    expect(alive(taskPid)).toBe(true);
+
+    await p.terminate([id]);
+    expect(await waitDead(pid)).toBe(true);
+    expect(await waitDead(taskPid)).toBe(true);
+    expect(await executor.list()).toEqual([]);
+    expect(p.instances()[0]?.state).toBe('terminated');
+    const terminatedAt = p.instances()[0]?.terminatedAtMs;
+    expect(terminatedAt).toBeGreaterThan(0);
+    await p.terminate([id]); // again: no error, the first termination time is kept
+    expect(p.instances()[0]?.terminatedAtMs).toBe(terminatedAt);
+  });
+
+  it('state survives a provider restart: a new provider object finds the instances and their tokens', async () => {
+    const dir = join(tmp, 'restart');
+    const { provider: before } = provider(dir);
+    const id = (await before.launch(request('r-1'))).instanceIds[0] as string;
+    const gone = (await before.launch(request('r-2'))).instanceIds[0] as string;
+    await before.terminate([gone]);
+    const pid = pidOf(before, id);
+
+    const { provider: after, spawner } = provider(dir); // a restarted controller
+    expect((await after.list('alpha')).map((i) => i.instanceId)).toEqual([id]);
+    expect((await after.list('alpha', { includeTerminated: true })).map((i) => i.instanceId).sort()).toEqual(
+      [id, gone].sort(),
+    );
+    expect(pidOf(after, id)).toBe(pid);
+    expect(alive(pid)).toBe(true); // the worker outlived the provider object
+    const retried = await after.launch(request('r-1'));
+    expect(retried).toMatchObject({ instanceIds: [id], reusedExisting: true });
+    expect(spawner.spawns).toBe(0);
+    await after.terminate([id]);
+    expect(await waitDead(pid)).toBe(true);
+    // A corrupt state file is an error naming the file, never an empty cluster.
+    writeFileSync(join(dir, 'local-instances.json'), '{"version": 1, "instances": [{"instanceId": 3}]}');
+    await expect(provider(dir).provider.list('alpha')).rejects.toThrow(/local-instances\.json/);
+    await expect(provider(dir).provider.launch(request('r-3'))).rejects.toThrow(/instances\.0\.instanceId/);
+  });
+});

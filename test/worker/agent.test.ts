@@ -1,0 +1,318 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { FsObjectStore } from '../../src/storage/fs-store.js';
+import { readAll } from '../../src/storage/streams.js';
+import { WorkerAgent, type AgentLogger } from '../../src/worker/agent.js';
+import { checkpointPrefix } from '../../src/worker/checkpoints.js';
+import {
+  ControllerClient,
+  type DesiredTask,
+  type HeartbeatRequest,
+  type TaskReport,
+} from '../../src/worker/controller-client.js';
+import { ProcessExecutor } from '../../src/worker/executors/process.js';
+
+/**
+ * The worker agent against a small fake controller speaking the real protocol over HTTP (127.0.0.1:0, the real
+ * ControllerClient) and the real process executor running examples/counter/counter.sh. Ticks are driven by hand
+ * (register → tick → settle) so the tests do not depend on heartbeat timing, except the one about `run()` surviving
+ * a bad answer.
+ */
+const COUNTER_CONTEXT = join(PROJECT_ROOT, 'examples', 'counter');
+const WORKER_TOKEN = 'fake-controller-instance-token-0123456789';
+const BOOTSTRAP = 'fake-controller-bootstrap-token';
+
+class FakeController {
+  /** What the next heartbeat answers (raw JSON: may be deliberately malformed). */
+  answer: unknown[] = [];
+  readonly heartbeats: HeartbeatRequest[] = [];
+  registrations = 0;
+  private server: Server | undefined;
+  url = '';
+
+  constructor(private readonly objectStore: string) {}
+
+  async start(): Promise<void> {
+    this.server = createServer((req, res) => void this.handle(req, res));
+    await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
+    const address = this.server.address();
+    this.url = `http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}`;
+  }
+
+  async stop(): Promise<void> {
+    await new Promise((resolve) => this.server?.close(resolve));
+  }
+
+  /** The newest report of a task. */
+  last(taskId: string): TaskReport | undefined {
+    for (let i = this.heartbeats.length - 1; i >= 0; i--) {
+      const found = this.heartbeats[i]?.tasks.find((t) => t.taskId === taskId);
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = JSON.parse((await readAll(req)).toString('utf8') || '{}') as unknown;
+    const send = (status: number, value: unknown): void => {
+      res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(value));
+    };
+    if (req.url === '/v1/workers/register') {
+      if (req.headers.authorization !== `Bearer ${BOOTSTRAP}`) return send(401, { error: 'bad token' });
+      this.registrations++;
+      return send(200, {
+        instanceId: 'inst-1',
+        workerToken: WORKER_TOKEN,
+        heartbeatSeconds: 0.1,
+        objectStore: this.objectStore,
+      });
+    }
+    if (req.url === '/v1/workers/heartbeat') {
+      if (req.headers.authorization !== `Bearer ${WORKER_TOKEN}`) return send(401, { error: 'bad token' });
+      this.heartbeats.push(body as HeartbeatRequest);
+      return send(200, { tasks: this.answer });
+    }
+    send(404, { error: 'no such route' });
+  }
+}
+
+function runTask(taskId: string, command: string[], env: Record<string, string> = {}): DesiredTask {
+  return {
+    taskId,
+    jobId: taskId.replace(/\.\d+$/, ''),
+    action: 'run',
+    restore: false,
+    launch: {
+      build: { context: COUNTER_CONTEXT },
+      command,
+      env: { STEP_SECONDS: '0.05', CHECKPOINT_SECONDS: '1', COUNT_TO: '100000', ...env },
+      vcpus: 1,
+      memoryGiB: 0.5,
+      gpus: 0,
+      shmSizeGiB: 0,
+    },
+    checkpoint: { signal: 'SIGTERM', timeoutSeconds: 1 },
+  };
+}
+
+class RecordingLogger implements AgentLogger {
+  readonly lines: string[] = [];
+  info(message: string): void {
+    this.lines.push(`info ${message}`);
+  }
+  warn(message: string): void {
+    this.lines.push(`warn ${message}`);
+  }
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('worker agent (fake controller over HTTP, real process executor)', () => {
+  let tmp: string;
+  let storeDir: string;
+  let controller: FakeController;
+  const agents: WorkerAgent[] = [];
+  const executors: ProcessExecutor[] = [];
+
+  beforeAll(async () => {
+    tmp = mkdtempSync(join(tmpdir(), 'fw-agent-test-'));
+    storeDir = join(tmp, 'store');
+    controller = new FakeController(storeDir);
+    await controller.start();
+  });
+  afterAll(async () => {
+    for (const a of agents) await a.run(AbortSignal.abort()); // stops checkpoint watchers
+    for (const e of executors) for (const t of await e.list()) await e.remove(t.taskId);
+    await controller.stop();
+    rmSync(tmp, { recursive: true, force: true });
+  });
+
+  /** A fresh agent on `workDir` (a second one on the same directory is a restarted worker). */
+  function agentOn(
+    workDir: string,
+    logger = new RecordingLogger(),
+  ): {
+    agent: WorkerAgent;
+    executor: ProcessExecutor;
+    logger: RecordingLogger;
+  } {
+    const executor = new ProcessExecutor({ stateDir: join(workDir, 'executor') });
+    const agent = new WorkerAgent({
+      connection: new ControllerClient(controller.url, BOOTSTRAP),
+      executor,
+      openStore: (location) => new FsObjectStore(location),
+      cloudInstanceId: 'local-test',
+      workDir,
+      heartbeatSeconds: 0.1,
+      checkpointPollMs: 50,
+      throughputWindowSeconds: 5,
+      logger,
+    });
+    agents.push(agent);
+    executors.push(executor);
+    return { agent, executor, logger };
+  }
+
+  async function tickUntil(
+    agent: WorkerAgent,
+    what: string,
+    accept: (report: TaskReport | undefined) => boolean,
+    taskId: string,
+  ): Promise<TaskReport> {
+    return until(what, async () => {
+      await agent.tick();
+      await agent.settle();
+      const report = controller.last(taskId);
+      return report !== undefined && accept(report) ? report : undefined;
+    });
+  }
+
+  it('a restarted agent adopts its running task instead of starting a duplicate', async () => {
+    const workDir = join(tmp, 'adopt');
+    const first = agentOn(workDir);
+    controller.answer = [runTask('adopt-1.0', ['sh', 'counter.sh'])];
+    await first.agent.register();
+    const running = await tickUntil(
+      first.agent,
+      'the task to run',
+      (r) => r?.state === 'running',
+      'adopt-1.0',
+    );
+    expect(running.state).toBe('running');
+    const pidFile = join(workDir, 'executor', 'adopt-1.0', 'pid.json');
+    const pidBefore = readFileSync(pidFile, 'utf8');
+    await first.agent.run(AbortSignal.abort()); // the old agent is gone (its watchers stopped); the task lives on
+
+    const second = agentOn(workDir);
+    await second.agent.register();
+    const heartbeatsBefore = controller.heartbeats.length;
+    await second.agent.tick(); // adopt → report → reconcile (the controller still wants it running)
+    await second.agent.settle();
+    // The very first report of the new agent already has the task running: it was adopted, not (re)started.
+    expect(controller.heartbeats[heartbeatsBefore]?.tasks.map((t) => [t.taskId, t.state])).toEqual([
+      ['adopt-1.0', 'running'],
+    ]);
+    await second.agent.tick();
+    await second.agent.settle();
+    expect(second.logger.lines.some((l) => l.includes('adopted task adopt-1.0'))).toBe(true);
+    expect(second.logger.lines.some((l) => l.startsWith('info started adopt-1.0'))).toBe(false);
+    const tasks = await second.executor.list();
+    expect(tasks.map((t) => [t.taskId, t.state])).toEqual([['adopt-1.0', 'running']]);
+    expect(readFileSync(pidFile, 'utf8')).toBe(pidBefore); // same process
+    const log = (await readAll(await second.executor.logs('adopt-1.0'))).toString('utf8');
+    expect(log.match(/starting at 0/g)).toHaveLength(1); // started once, never twice
+    // Progress keeps flowing to the adopted agent.
+    const progressed = await tickUntil(
+      second.agent,
+      'progress after adoption',
+      (r) => (r?.completedIterations ?? 0) > (running.completedIterations ?? 0),
+      'adopt-1.0',
+    );
+    expect(progressed.state).toBe('running');
+    controller.answer = [];
+    await tickUntil(second.agent, 'the unwanted task to stop', (r) => r?.state === 'stopped', 'adopt-1.0');
+  });
+
+  it('a task ignoring the checkpoint signal is killed after its timeout and reported stopped with its last upload', async () => {
+    const { agent, executor, logger } = agentOn(join(tmp, 'stubborn'));
+    const wanted = runTask('stubborn-2.0', ['sh', 'counter.sh'], { IGNORE_TERM: '1' });
+    controller.answer = [wanted];
+    await agent.register();
+    const uploaded = await tickUntil(
+      agent,
+      'a checkpoint upload',
+      (r) => r?.state === 'running' && r.checkpoint !== undefined,
+      'stubborn-2.0',
+    );
+    expect(uploaded.checkpoint?.key).toMatch(/^checkpoints\/stubborn-2\/stubborn-2\.0\/\d+\/manifest\.json$/);
+
+    controller.answer = [{ ...wanted, action: 'checkpoint-stop' }];
+    const askedAt = Date.now();
+    const stopped = await tickUntil(
+      agent,
+      'the task to be stopped',
+      (r) => r?.state === 'stopped',
+      'stubborn-2.0',
+    );
+    expect(Date.now() - askedAt).toBeGreaterThanOrEqual(1000); // it waited the 1 s timeout before killing
+    const status = await executor.status('stubborn-2.0');
+    expect(status?.state).toBe('exited');
+    expect(status?.exitCode).toBe(137); // SIGKILL, not a clean exit
+    const log = (await readAll(await executor.logs('stubborn-2.0'))).toString('utf8');
+    expect(log).toMatch(/ignoring SIGTERM/);
+    expect(logger.lines.some((l) => /no exit within 1 s, killed/.test(l))).toBe(true);
+    // Reported with the newest checkpoint that is complete in the store (its manifest exists).
+    const manifests: string[] = [];
+    const store = new FsObjectStore(storeDir);
+    for await (const o of store.list(checkpointPrefix({ jobId: 'stubborn-2', taskId: 'stubborn-2.0' })))
+      if (o.key.endsWith('manifest.json')) manifests.push(o.key);
+    expect(manifests.length).toBeGreaterThan(0);
+    expect(stopped.checkpoint?.key).toBe(manifests.sort().at(-1));
+    expect(await store.exists(stopped.checkpoint?.key ?? '')).toBe(true);
+    expect(stopped.state).toBe('stopped');
+  });
+
+  it('a task exiting non-zero is reported failed with its exit code and last output', async () => {
+    const { agent } = agentOn(join(tmp, 'failing'));
+    controller.answer = [
+      runTask('fail-3.0', ['sh', '-c', 'echo "loading data"; echo "boom: no such file" >&2; exit 3']),
+    ];
+    await agent.register();
+    const failed = await tickUntil(agent, 'the failure', (r) => r?.state === 'failed', 'fail-3.0');
+    expect(failed.exitCode).toBe(3);
+    expect(failed.reason).toMatch(/^exit code 3; last output:\n/);
+    expect(failed.reason).toContain('boom: no such file');
+    expect(failed.reason).toContain('loading data');
+  });
+
+  it('refuses a malformed or unrunnable task spec with a clear message and keeps running', async () => {
+    const logger = new RecordingLogger();
+    const { agent, executor } = agentOn(join(tmp, 'bad'), logger);
+    const stop = new AbortController();
+    // Unknown action and a task id that is not a safe name: the client's schema refuses the answer.
+    controller.answer = [
+      { ...runTask('bad-4.0', ['true']), action: 'explode' },
+      { ...runTask('ok-4.0', ['true']), taskId: '../../etc' },
+    ];
+    const running = agent.run(stop.signal);
+    try {
+      await until('the refusal', async () =>
+        logger.lines.some((l) => l.startsWith("warn refused the controller's answer")) ? true : undefined,
+      );
+      const refusal = logger.lines.find((l) => l.startsWith("warn refused the controller's answer")) ?? '';
+      expect(refusal).toMatch(/tasks\.0\.action: /);
+      expect(refusal).toMatch(/tasks\.1\.taskId: .*task id like job-7\.0/);
+      expect(await executor.list()).toEqual([]); // nothing was started
+      // Still heartbeating: a later, valid but unrunnable spec (no command for the process executor) fails that task
+      // with the executor's reason, and the agent goes on to run a good one.
+      controller.answer = [runTask('nocmd-4.0', []), runTask('good-4.0', ['sh', '-c', 'echo fine'])];
+      const failed = await until('the unrunnable task to fail', async () => {
+        const r = controller.last('nocmd-4.0');
+        return r?.state === 'failed' ? r : undefined;
+      });
+      expect(failed.reason).toMatch(
+        /^could not start: task nocmd-4\.0: the process executor needs a command/,
+      );
+      const good = await until('the good task to succeed', async () => {
+        const r = controller.last('good-4.0');
+        return r?.state === 'succeeded' ? r : undefined;
+      });
+      expect(good.exitCode).toBe(0);
+    } finally {
+      stop.abort();
+      await running;
+    }
+  });
+});
