@@ -304,7 +304,9 @@ export class WorkerExecutor implements TaskExecutor {
       taskId: task.id,
       jobId: job.id,
       action,
-      restore: task.lastCheckpointKey !== undefined,
+      // A task that ran before may have uploaded a checkpoint its worker died before reporting: always look for one
+      // (the worker starts from zero when there is no good checkpoint).
+      restore: task.lastCheckpointKey !== undefined || job.startedAtSeconds !== undefined,
       launch: {
         ...(template.image === undefined ? {} : { image: template.image }),
         ...(template.build === undefined
