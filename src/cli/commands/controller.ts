@@ -11,9 +11,8 @@ import type { Command } from 'commander';
 import { pino } from 'pino';
 import type { Catalog } from '../../core/catalog.js';
 import { ValidationError } from '../../core/validation.js';
-import { createEc2Client, ec2ApiFromClient } from '../../cloud/aws/ec2-api.js';
-import { Ec2Provider, type Ec2ProviderConfig } from '../../cloud/aws/ec2-provider.js';
-import { createPricingClient, pricingApiFromClient } from '../../cloud/aws/pricing.js';
+// The AWS SDK clients take about a second to load: they are imported only when the aws provider or prices need them.
+import type { Ec2ProviderConfig } from '../../cloud/aws/ec2-provider.js';
 import { fixturePricingApi, PRICING_FIXTURE_DIR_ENV } from '../../cloud/aws/pricing-fixture.js';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
 import {
@@ -267,6 +266,8 @@ export async function runController(
       }),
     });
   } else if (!config.dryRun) {
+    const { createEc2Client, ec2ApiFromClient } = await import('../../cloud/aws/ec2-api.js');
+    const { Ec2Provider } = await import('../../cloud/aws/ec2-provider.js');
     const client = createEc2Client({ region: config.region });
     workerToken =
       config.ec2.worker === undefined
@@ -323,12 +324,16 @@ export async function runController(
 
   // Prices from the Price List API (or the recorded fixtures: a test hook, as for `catalog refresh`).
   const fixtureDir = env[PRICING_FIXTURE_DIR_ENV];
+  const pricingModule =
+    shouldRefreshPrices(config) && (fixtureDir === undefined || fixtureDir === '')
+      ? await import('../../cloud/aws/pricing.js')
+      : undefined;
   const priceRefresher = shouldRefreshPrices(config)
     ? new PriceRefresher({
         pricing:
-          fixtureDir === undefined || fixtureDir === ''
-            ? pricingApiFromClient(createPricingClient({}, env))
-            : fixturePricingApi(fixtureDir),
+          pricingModule !== undefined
+            ? pricingModule.pricingApiFromClient(pricingModule.createPricingClient({}, env))
+            : fixturePricingApi(fixtureDir ?? ''),
         regionCode: config.region,
         initial: catalog,
         clock,
