@@ -134,7 +134,8 @@ const EPS = 1e-9;
 /** The caps `usage` breaks, named like `maxCostPerHour` or `quota p maxVcpus`; empty when it fits. */
 export function capViolations(usage: CapUsage, caps: QueueCaps): string[] {
   const out: string[] = [];
-  if (caps.maxCostPerHour !== undefined && usage.costPerHour > caps.maxCostPerHour + EPS) out.push('maxCostPerHour');
+  if (caps.maxCostPerHour !== undefined && usage.costPerHour > caps.maxCostPerHour + EPS)
+    out.push('maxCostPerHour');
   if (caps.maxInstances !== undefined && usage.instances > caps.maxInstances + EPS) out.push('maxInstances');
   for (const q of caps.quotas ?? []) {
     const u = usage.byGroup.get(q.group) ?? { vcpus: 0, gpus: 0 };

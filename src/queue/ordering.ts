@@ -68,7 +68,10 @@ export function orderQueue<J extends OrderableJob>(
 ): J[] {
   const keyed = jobs.map((j) => ({ j, k: orderingKey(kind, j, nowSeconds, options) }));
   keyed.sort(
-    (a, b) => a.k - b.k || a.j.arrivalSeconds - b.j.arrivalSeconds || (a.j.id < b.j.id ? -1 : a.j.id > b.j.id ? 1 : 0),
+    (a, b) =>
+      a.k - b.k ||
+      a.j.arrivalSeconds - b.j.arrivalSeconds ||
+      (a.j.id < b.j.id ? -1 : a.j.id > b.j.id ? 1 : 0),
   );
   return keyed.map((e) => e.j);
 }

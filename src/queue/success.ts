@@ -89,7 +89,10 @@ export function toDistribution(spec: SuccessSpec): StageDistribution {
 }
 
 /** (x, p) given directly, as the paper writes its examples. */
-export function distribution(checkpointsSeconds: readonly number[], endProbabilities: readonly number[]): StageDistribution {
+export function distribution(
+  checkpointsSeconds: readonly number[],
+  endProbabilities: readonly number[],
+): StageDistribution {
   return {
     checkpointsSeconds,
     endProbabilities,
@@ -139,7 +142,8 @@ export function sevcikRank(dist: StageDistribution, stagesDone = 0): number {
   let mass = 0;
   let spent = 0;
   let total = 0;
-  for (let j = stagesDone; j < dist.checkpointsSeconds.length; j++) total += dist.endProbabilities[j] as number;
+  for (let j = stagesDone; j < dist.checkpointsSeconds.length; j++)
+    total += dist.endProbabilities[j] as number;
   for (let j = stagesDone; j < dist.checkpointsSeconds.length; j++) {
     const pj = (dist.endProbabilities[j] as number) / total;
     const xj = (dist.checkpointsSeconds[j] as number) - a;

@@ -66,7 +66,12 @@ export interface FluidRun {
 
 const EPS = 1e-9;
 
-function allocate(policy: FluidPolicy, active: readonly FluidState[], now: number, capacity: number): Map<string, number> {
+function allocate(
+  policy: FluidPolicy,
+  active: readonly FluidState[],
+  now: number,
+  capacity: number,
+): Map<string, number> {
   const out = new Map<string, number>();
   const greedy = (ordered: readonly FluidState[]): void => {
     let left = capacity;
@@ -115,7 +120,12 @@ function allocate(policy: FluidPolicy, active: readonly FluidState[], now: numbe
         const inClass = active
           .filter((j) => j.classIndex === c)
           .map((j) => ({ id: j.id, maxUnits: j.maxUnits }));
-        const alloc = intraClassAllocation(inClass, shares[c] as number, policy.zetaMin ?? 0, policy.zetaStep ?? 0.1);
+        const alloc = intraClassAllocation(
+          inClass,
+          shares[c] as number,
+          policy.zetaMin ?? 0,
+          policy.zetaStep ?? 0.1,
+        );
         for (const [id, u] of alloc) out.set(id, u);
       }
       return out;
@@ -190,7 +200,12 @@ function cloneSim(sim: FluidSim): FluidSim {
  */
 export function runFluid(jobs: readonly FluidJob[], capacity: number, policy: FluidPolicy): FluidRun {
   const classOf = (size: number): number =>
-    policy.kind === 'wfq' ? Math.max(0, policy.thresholds.findIndex((t) => size <= t)) : 0;
+    policy.kind === 'wfq'
+      ? Math.max(
+          0,
+          policy.thresholds.findIndex((t) => size <= t),
+        )
+      : 0;
   const pending: FluidState[] = jobs
     .map((j) => ({
       id: j.id,
@@ -203,7 +218,13 @@ export function runFluid(jobs: readonly FluidJob[], capacity: number, policy: Fl
       seenCount: 0,
     }))
     .sort((a, b) => a.arrival - b.arrival);
-  const sim: FluidSim = { now: 0, active: [], alloc: new Map(), redivideAt: Number.POSITIVE_INFINITY, ends: new Map() };
+  const sim: FluidSim = {
+    now: 0,
+    active: [],
+    alloc: new Map(),
+    redivideAt: Number.POSITIVE_INFINITY,
+    ends: new Map(),
+  };
   const predicted = new Map<string, number>();
   runFluidSim(sim, pending, policy, capacity, (job, s) => {
     const copy = cloneSim(s);
@@ -283,10 +304,12 @@ export function runStages(
       const m = (done.get(b.job.id) as number) + 1;
       done.set(b.job.id, m);
       const last = endIndex.get(b.job.id) as number;
-      if (m - 1 === last) results.set(b.job.id, { end: now, success: last === b.job.dist.checkpointsSeconds.length - 1 });
+      if (m - 1 === last)
+        results.set(b.job.id, { end: now, success: last === b.job.dist.checkpointsSeconds.length - 1 });
       else waiting.push(b.job);
     }
-    while (pending.length > 0 && (pending[0] as StageJob).arrival <= now + EPS) waiting.push(pending.shift() as StageJob);
+    while (pending.length > 0 && (pending[0] as StageJob).arrival <= now + EPS)
+      waiting.push(pending.shift() as StageJob);
     waiting.sort(
       (a, b) =>
         key(a, done.get(a.id) as number) - key(b, done.get(b.id) as number) ||
@@ -304,9 +327,14 @@ export function runStages(
 }
 
 /** Mean sojourn of the successful jobs in one realisation; 0 when none succeeds (digest §1 convention). */
-export function successfulMeanSojourn(jobs: readonly StageJob[], results: ReadonlyMap<string, StageOutcomeResult>): number {
+export function successfulMeanSojourn(
+  jobs: readonly StageJob[],
+  results: ReadonlyMap<string, StageOutcomeResult>,
+): number {
   const ok = jobs.filter((j) => results.get(j.id)?.success === true);
-  return ok.length === 0 ? 0 : ok.reduce((s, j) => s + (results.get(j.id) as StageOutcomeResult).end - j.arrival, 0) / ok.length;
+  return ok.length === 0
+    ? 0
+    : ok.reduce((s, j) => s + (results.get(j.id) as StageOutcomeResult).end - j.arrival, 0) / ok.length;
 }
 
 /** E[mean sojourn of successful jobs], exactly, by enumerating every combination of end checkpoints. */
@@ -328,5 +356,7 @@ export function expectedSuccessfulSojourn(jobs: readonly StageJob[], servers: nu
 /** All permutations of ids (for OPTIMAL over N! orders; keep N ≤ 8). */
 export function permutations<T>(items: readonly T[]): T[][] {
   if (items.length <= 1) return [[...items]];
-  return items.flatMap((x, i) => permutations([...items.slice(0, i), ...items.slice(i + 1)]).map((p) => [x, ...p]));
+  return items.flatMap((x, i) =>
+    permutations([...items.slice(0, i), ...items.slice(i + 1)]).map((p) => [x, ...p]),
+  );
 }

@@ -10,7 +10,13 @@ import {
   type JobFootprint,
   type QueueCaps,
 } from './caps.js';
-import { ORDERING_KINDS, orderQueue, type OrderableJob, type OrderingKind, type OrderingOptions } from './ordering.js';
+import {
+  ORDERING_KINDS,
+  orderQueue,
+  type OrderableJob,
+  type OrderingKind,
+  type OrderingOptions,
+} from './ordering.js';
 
 /**
  * Weighted fair queueing across job classes, after PCS §3 (digest shared/research/pcs-wfq-predictions.md §3, §11):
@@ -92,7 +98,8 @@ export const wfqConfigSchema = z
   .superRefine((c, ctx) => {
     const ids = new Set<string>();
     c.classes.forEach((k, i) => {
-      if (ids.has(k.id)) ctx.addIssue({ code: 'custom', path: ['classes', i, 'id'], message: `duplicate class ${k.id}` });
+      if (ids.has(k.id))
+        ctx.addIssue({ code: 'custom', path: ['classes', i, 'id'], message: `duplicate class ${k.id}` });
       ids.add(k.id);
       if (c.classifyBy === 'size') {
         const last = i === c.classes.length - 1;
@@ -103,7 +110,11 @@ export const wfqConfigSchema = z
             message: 'the last size class must be unbounded (omit maxSizeSeconds)',
           });
         if (!last && k.maxSizeSeconds === undefined)
-          ctx.addIssue({ code: 'custom', path: ['classes', i, 'maxSizeSeconds'], message: 'required (size threshold)' });
+          ctx.addIssue({
+            code: 'custom',
+            path: ['classes', i, 'maxSizeSeconds'],
+            message: 'required (size threshold)',
+          });
         const prev = c.classes[i - 1]?.maxSizeSeconds;
         if (prev !== undefined && k.maxSizeSeconds !== undefined && k.maxSizeSeconds <= prev)
           ctx.addIssue({
@@ -144,14 +155,20 @@ const EPS = 1e-9;
  * the capacity or every demand is exhausted. An empty class gets 0 and its share flows to the others, in
  * proportion to their weights. This is the exact fixed point of PCS's iterative rescaling.
  */
-export function waterFill(demands: readonly number[], weights: readonly number[], capacity: number): number[] {
+export function waterFill(
+  demands: readonly number[],
+  weights: readonly number[],
+  capacity: number,
+): number[] {
   const alloc = demands.map(() => 0);
   const active = new Set(demands.map((_, i) => i).filter((i) => (demands[i] as number) > EPS));
   let residual = capacity;
   while (active.size > 0 && residual > EPS) {
     const wSum = [...active].reduce((s, i) => s + (weights[i] as number), 0);
     const level = residual / wSum;
-    const satisfied = [...active].filter((i) => (demands[i] as number) <= level * (weights[i] as number) + EPS);
+    const satisfied = [...active].filter(
+      (i) => (demands[i] as number) <= level * (weights[i] as number) + EPS,
+    );
     if (satisfied.length === 0) {
       for (const i of active) alloc[i] = level * (weights[i] as number);
       break;
@@ -347,7 +364,8 @@ export function admit(input: AdmissionInput): AdmissionResult {
     heads[k] = (heads[k] as number) + 1;
     admitted.push(e.job.id);
   };
-  const head = (k: number): Entry<QueuedJob> | undefined => (queues[k] as Entry<QueuedJob>[])[heads[k] as number];
+  const head = (k: number): Entry<QueuedJob> | undefined =>
+    (queues[k] as Entry<QueuedJob>[])[heads[k] as number];
 
   // 2. share pass
   classIds.forEach((_, k) => {
@@ -405,7 +423,11 @@ export function admit(input: AdmissionInput): AdmissionResult {
   classIds.forEach((id, k) => {
     (queues[k] as Entry<QueuedJob>[]).slice(heads[k]).forEach((e, position) => {
       const reason: WaitReason =
-        e.share > 1 + EPS ? 'never-fits' : (used[k] as number) + e.share > (fluid[k] as number) + EPS ? 'class-share' : 'caps';
+        e.share > 1 + EPS
+          ? 'never-fits'
+          : (used[k] as number) + e.share > (fluid[k] as number) + EPS
+            ? 'class-share'
+            : 'caps';
       queued.push({ jobId: e.job.id, classId: id, position, reason });
     });
   });
@@ -451,12 +473,14 @@ function preemptionPlan(
     used.forEach((u, j) => {
       if (j === k || u <= (fluid[j] as number) + EPS) return;
       if (!pool.some((e) => idx.get(e.classId) === j && !plan.includes(e))) return;
-      if (worst < 0 || u - (fluid[j] as number) > (used[worst] as number) - (fluid[worst] as number)) worst = j;
+      if (worst < 0 || u - (fluid[j] as number) > (used[worst] as number) - (fluid[worst] as number))
+        worst = j;
     });
     if (worst < 0) return undefined;
     const candidates = pool.filter((e) => idx.get(e.classId) === worst && !plan.includes(e));
     const victim = candidates.reduce((a, b) =>
-      b.job.admittedSeconds > a.job.admittedSeconds || (b.job.admittedSeconds === a.job.admittedSeconds && b.job.id > a.job.id)
+      b.job.admittedSeconds > a.job.admittedSeconds ||
+      (b.job.admittedSeconds === a.job.admittedSeconds && b.job.id > a.job.id)
         ? b
         : a,
     );

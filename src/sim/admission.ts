@@ -1,6 +1,12 @@
 import type { Catalog } from '../core/catalog.js';
 import type { Caps, ClusterSnapshot, SchedJob, SchedTask } from '../core/model.js';
-import { dominantShare, hasAnyCap, reservationFootprint, type JobFootprint, type QueueCaps } from '../queue/caps.js';
+import {
+  dominantShare,
+  hasAnyCap,
+  reservationFootprint,
+  type JobFootprint,
+  type QueueCaps,
+} from '../queue/caps.js';
 import type { OrderingKind } from '../queue/ordering.js';
 import {
   admit,
@@ -123,7 +129,8 @@ export class SimAdmission {
     });
     this.shortRounds = result.shortRounds;
     const keep = new Set<string>([...running.map((j) => j.id), ...result.admitted]);
-    for (const id of result.admitted) (this.records.get(id) as JobRecord).admittedSeconds = snapshot.nowSeconds;
+    for (const id of result.admitted)
+      (this.records.get(id) as JobRecord).admittedSeconds = snapshot.nowSeconds;
     if (keep.size === snapshot.jobs.length) return snapshot;
     return {
       ...snapshot,

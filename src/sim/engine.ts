@@ -210,7 +210,8 @@ class Simulation {
     this.maxSeriesPoints = options.maxSeriesPoints ?? DEFAULT_MAX_SERIES_POINTS;
     this.onProgress = options.onProgress;
     this.onEvent = options.onEvent;
-    this.admission = options.queue === undefined ? undefined : new SimAdmission(options.catalog, options.queue);
+    this.admission =
+      options.queue === undefined ? undefined : new SimAdmission(options.catalog, options.queue);
     this.jobs = buildSimJobs(options.trace, options.catalog);
     const lastArrival = this.jobs.reduce((m, j) => Math.max(m, j.spec.arrivalSeconds), 0);
     const longest = this.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);

@@ -14,7 +14,12 @@ import {
 } from '../../src/queue/caps.js';
 import { PriceBook } from '../../src/scheduler/reservation-price.js';
 
-const delays = { instantiateSeconds: 0, workerStartSeconds: 0, workerRegisterSeconds: 0, terminateSeconds: 0 };
+const delays = {
+  instantiateSeconds: 0,
+  workerStartSeconds: 0,
+  workerRegisterSeconds: 0,
+  terminateSeconds: 0,
+};
 const catalog: Catalog = {
   provider: 'aws',
   region: 'us-east-1',
@@ -32,26 +37,24 @@ const gpuJob: JobFootprint = {
     { family: 'p3', gpus: 1, vcpus: 8, costPerHour: 3.06 },
   ],
 };
-const cpuJob: JobFootprint = { jobId: 'cpu', instances: [{ family: 'c7i', gpus: 0, vcpus: 4, costPerHour: 0.1785 }] };
+const cpuJob: JobFootprint = {
+  jobId: 'cpu',
+  instances: [{ family: 'c7i', gpus: 0, vcpus: 4, costPerHour: 0.1785 }],
+};
 
 describe('caps', () => {
   it('maps families to AWS on-demand quota groups', () => {
-    expect(['p3', 'p4d', 'g5', 'vt1', 'inf2', 'trn1', 'c7i', 'r7i', 'm5', 'x2iedn'].map(awsQuotaGroup)).toEqual([
-      'p',
-      'p',
-      'g-vt',
-      'g-vt',
-      'inf',
-      'trn',
-      'standard',
-      'standard',
-      'standard',
-      'x',
-    ]);
+    expect(
+      ['p3', 'p4d', 'g5', 'vt1', 'inf2', 'trn1', 'c7i', 'r7i', 'm5', 'x2iedn'].map(awsQuotaGroup),
+    ).toEqual(['p', 'p', 'g-vt', 'g-vt', 'inf', 'trn', 'standard', 'standard', 'standard', 'x']);
   });
 
   it('counts $/hour, instances and per-group vCPUs/GPUs, and names the cap a set breaks', () => {
-    const caps: QueueCaps = { maxCostPerHour: 7, maxInstances: 3, quotas: [{ group: 'p', maxVcpus: 16, maxGpus: 2 }] };
+    const caps: QueueCaps = {
+      maxCostPerHour: 7,
+      maxInstances: 3,
+      quotas: [{ group: 'p', maxVcpus: 16, maxGpus: 2 }],
+    };
     const u = usageOf([gpuJob, cpuJob], caps);
     expect(u.costPerHour).toBeCloseTo(6.2985, 9);
     expect(u.instances).toBe(3);

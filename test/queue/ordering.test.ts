@@ -44,7 +44,11 @@ describe('success model (digest success-ranked-ordering.md)', () => {
   });
 
   it('rejects specs that name the wrong field', () => {
-    const r = successSpecSchema.safeParse({ kind: 'stages', stageSeconds: [1, 2], continueProbabilities: [] });
+    const r = successSpecSchema.safeParse({
+      kind: 'stages',
+      stageSeconds: [1, 2],
+      continueProbabilities: [],
+    });
     expect(r.success).toBe(false);
     expect(JSON.stringify(r.error?.issues)).toContain('continueProbabilities');
   });
@@ -75,7 +79,12 @@ describe('success model (digest success-ranked-ordering.md)', () => {
   });
 });
 
-const q = (id: string, arrivalSeconds: number, remainingWorkSeconds: number, extra: Partial<OrderableJob> = {}): OrderableJob => ({
+const q = (
+  id: string,
+  arrivalSeconds: number,
+  remainingWorkSeconds: number,
+  extra: Partial<OrderableJob> = {},
+): OrderableJob => ({
   id,
   arrivalSeconds,
   remainingWorkSeconds,
@@ -93,7 +102,10 @@ describe('orderings inside a class', () => {
     // at t = 90: big key 100 − 90 = 10 < small 20 − 0 → big first
     expect(orderQueue('srpt', jobs, 90).map((j) => j.id)).toEqual(['big', 'small']);
     // without aging the small job would overtake
-    expect(orderQueue('srpt', jobs, 90, { srptAgingPerSecond: 0 }).map((j) => j.id)).toEqual(['small', 'big']);
+    expect(orderQueue('srpt', jobs, 90, { srptAgingPerSecond: 0 }).map((j) => j.id)).toEqual([
+      'small',
+      'big',
+    ]);
     // a preempted job ages from when it re-entered the queue
     expect(orderingKey('srpt', q('p', 0, 50, { waitingSinceSeconds: 80 }), 90)).toBe(40);
   });

@@ -86,7 +86,11 @@ describe('PCS toy example (Fig. 1, C = 1)', () => {
 });
 
 // Success paper examples (digest success-ranked-ordering.md §8).
-const job = (id: string, x: number[], p: number[], arrival = 0): StageJob => ({ id, arrival, dist: distribution(x, p) });
+const job = (id: string, x: number[], p: number[], arrival = 0): StageJob => ({
+  id,
+  arrival,
+  dist: distribution(x, p),
+});
 
 describe('success paper, 2-job example S1 (single server, both at 0)', () => {
   const jobs = [job('J1', [1, 10], [0.25, 0.75]), job('J2', [3, 6], [0.6, 0.4])];
@@ -94,7 +98,9 @@ describe('success paper, 2-job example S1 (single server, both at 0)', () => {
     expect(expectedSuccessfulSojourn(jobs, 1, RANK_KEY)).toBeCloseTo(9.1, 12);
     expect(expectedSuccessfulSojourn(jobs, 1, SERPT_KEY)).toBeCloseTo(9.75, 12);
     expect(expectedSuccessfulSojourn(jobs, 1, SR_KEY)).toBeCloseTo(10, 12);
-    const best = Math.min(...permutations(['J1', 'J2']).map((o) => expectedSuccessfulSojourn(jobs, 1, fixedOrderKey(o))));
+    const best = Math.min(
+      ...permutations(['J1', 'J2']).map((o) => expectedSuccessfulSojourn(jobs, 1, fixedOrderKey(o))),
+    );
     expect(best).toBeCloseTo(9.1, 12);
   });
 });
@@ -104,7 +110,10 @@ describe('success paper, 3-job cases', () => {
     const jobs = [job('A', [2, 3], [0.2, 0.8]), job('B', [2, 7], [0.8, 0.2]), job('C', [2, 4], [0.2, 0.8])];
     expect(expectedSuccessfulSojourn(jobs, 1, RANK_KEY)).toBeCloseTo(671 / 125, 12);
     const byOrder = Object.fromEntries(
-      permutations(['A', 'B', 'C']).map((o) => [o.join(''), expectedSuccessfulSojourn(jobs, 1, fixedOrderKey(o))]),
+      permutations(['A', 'B', 'C']).map((o) => [
+        o.join(''),
+        expectedSuccessfulSojourn(jobs, 1, fixedOrderKey(o)),
+      ]),
     );
     expect(byOrder).toEqual({
       ACB: expect.closeTo(5.368, 12),
@@ -177,16 +186,23 @@ describe('fluid model properties', () => {
     const fc = (await import('fast-check')).default;
     fc.assert(
       fc.property(
-        fc.array(fc.record({ arrival: fc.integer({ min: 0, max: 50 }), size: fc.integer({ min: 1, max: 20 }) }), {
-          minLength: 1,
-          maxLength: 8,
-        }),
+        fc.array(
+          fc.record({ arrival: fc.integer({ min: 0, max: 50 }), size: fc.integer({ min: 1, max: 20 }) }),
+          {
+            minLength: 1,
+            maxLength: 8,
+          },
+        ),
         fc.integer({ min: 1, max: 3 }),
         (raw, capacity) => {
           const jobs = raw.map((j, i) => ({ id: `j${i}`, ...j }));
           const fifo = runFluid(jobs, capacity, { kind: 'wfq', thresholds: [Infinity], weights: [1] });
           for (const j of fifo.jobs) expect(j.predErrPercent).toBeCloseTo(0, 6);
-          const wfq = runFluid(jobs, capacity, { kind: 'wfq', thresholds: [10, Infinity], weights: [0.8, 0.2] });
+          const wfq = runFluid(jobs, capacity, {
+            kind: 'wfq',
+            thresholds: [10, Infinity],
+            weights: [0.8, 0.2],
+          });
           const lastArrival = Math.max(...jobs.map((j) => j.arrival));
           const lastIds = jobs.filter((j) => j.arrival === lastArrival).map((j) => j.id);
           const last = wfq.jobs.find((j) => j.id === lastIds[lastIds.length - 1]);

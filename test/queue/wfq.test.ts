@@ -1,6 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { capViolations, dominantShare, fitsCaps, usageOf, type JobFootprint, type QueueCaps } from '../../src/queue/caps.js';
+import {
+  capViolations,
+  dominantShare,
+  fitsCaps,
+  usageOf,
+  type JobFootprint,
+  type QueueCaps,
+} from '../../src/queue/caps.js';
 import {
   admit,
   classify,
@@ -30,7 +37,11 @@ describe('PCS water-filling and caps (digest §10 P4–P6)', () => {
       expect.closeTo(20 / 7, 12),
       expect.closeTo(10 / 7, 12),
     ]);
-    expect(waterFill([0, 10, 10], w, 10)).toEqual([0, expect.closeTo(20 / 3, 12), expect.closeTo(10 / 3, 12)]);
+    expect(waterFill([0, 10, 10], w, 10)).toEqual([
+      0,
+      expect.closeTo(20 / 3, 12),
+      expect.closeTo(10 / 3, 12),
+    ]);
     expect(waterFill([1, 1, 1], w, 10)).toEqual([1, 1, 1]);
   });
   it('P5: demand caps with ζ relaxation', () => {
@@ -79,14 +90,21 @@ describe('WFQ config', () => {
         'controller.yaml queue',
       ),
     ).toThrow(/controller\.yaml queue: classes\.1\.maxSizeSeconds: thresholds must increase/);
-    expect(() => parseWfqConfig({ classes: [{ id: 'a', weight: 1, maxSizeSeconds: 10 }] })).toThrow(/unbounded/);
+    expect(() => parseWfqConfig({ classes: [{ id: 'a', weight: 1, maxSizeSeconds: 10 }] })).toThrow(
+      /unbounded/,
+    );
   });
 });
 
 // Admission fixtures: every instance costs $1/h, caps in instances, so shares are easy to read.
 const fp = (jobId: string, instances: number, family = 'c7i'): JobFootprint => ({
   jobId,
-  instances: Array.from({ length: instances }, () => ({ family, gpus: family === 'p3' ? 1 : 0, vcpus: 4, costPerHour: 1 })),
+  instances: Array.from({ length: instances }, () => ({
+    family,
+    gpus: family === 'p3' ? 1 : 0,
+    vcpus: 4,
+    costPerHour: 1,
+  })),
 });
 const qj = (id: string, arrival: number, size: number, instances: number): QueuedJob => ({
   id,
@@ -139,7 +157,13 @@ describe('admission under caps', () => {
   });
 
   it('a job larger than the caps waits with reason never-fits and does not block its class share', () => {
-    const r = admit({ nowSeconds: 0, caps, config: TWO_CLASSES, running: [], waiting: [qj('huge', 0, 5, 9)] });
+    const r = admit({
+      nowSeconds: 0,
+      caps,
+      config: TWO_CLASSES,
+      running: [],
+      waiting: [qj('huge', 0, 5, 9)],
+    });
     expect(r.admitted).toEqual([]);
     expect(r.queued[0]?.reason).toBe('never-fits');
   });
@@ -156,9 +180,20 @@ describe('admission under caps', () => {
     expect(first.admitted).toEqual([]);
     expect(first.preemptions).toEqual([]); // short for one round only
     expect(first.shortRounds.get('small')).toBe(1);
-    const second = admit({ nowSeconds: 120, caps, config: TWO_CLASSES, running, waiting, shortRounds: first.shortRounds });
-    expect(second.preemptions.map((p) => [p.jobId, p.classId, p.forClassId])).toEqual([['L4', 'large', 'small']]);
-    expect(second.preemptions[0]?.reason).toMatch(/class small reclaims its guaranteed share 0\.250 \(using 0\.000, head job S1 needs 0\.250\)/);
+    const second = admit({
+      nowSeconds: 120,
+      caps,
+      config: TWO_CLASSES,
+      running,
+      waiting,
+      shortRounds: first.shortRounds,
+    });
+    expect(second.preemptions.map((p) => [p.jobId, p.classId, p.forClassId])).toEqual([
+      ['L4', 'large', 'small'],
+    ]);
+    expect(second.preemptions[0]?.reason).toMatch(
+      /class small reclaims its guaranteed share 0\.250 \(using 0\.000, head job S1 needs 0\.250\)/,
+    );
     // once the victim has stopped (it is waiting again), the small job is admitted and nobody else is preempted
     const after = admit({
       nowSeconds: 180,
@@ -187,12 +222,21 @@ describe('admission under caps', () => {
   });
 
   it('without caps everyone is admitted', () => {
-    const r = admit({ nowSeconds: 0, caps: {}, config: TWO_CLASSES, running: [], waiting: [qj('a', 0, 1, 50), qj('b', 0, 500, 50)] });
+    const r = admit({
+      nowSeconds: 0,
+      caps: {},
+      config: TWO_CLASSES,
+      running: [],
+      waiting: [qj('a', 0, 1, 50), qj('b', 0, 500, 50)],
+    });
     expect(r.admitted).toEqual(['a', 'b']);
   });
 
   it('srpt and success-rank order a class queue', () => {
-    const config = parseWfqConfig({ classes: [{ id: 'all', weight: 1, ordering: 'srpt' }], ordering: { srptAgingPerSecond: 0 } });
+    const config = parseWfqConfig({
+      classes: [{ id: 'all', weight: 1, ordering: 'srpt' }],
+      ordering: { srptAgingPerSecond: 0 },
+    });
     const r = admit({
       nowSeconds: 0,
       caps: { maxInstances: 1 },
@@ -208,14 +252,15 @@ describe('admission under caps', () => {
 // Properties
 
 const arbJob = (i: number) =>
-  fc.record({
-    arrival: fc.integer({ min: 0, max: 100 }),
-    size: fc.integer({ min: 1, max: 1000 }),
-    instances: fc.integer({ min: 1, max: 4 }),
-    gpu: fc.boolean(),
-    cost: fc.constantFrom(0.5, 1, 3),
-  }).map(
-    (r): QueuedJob => ({
+  fc
+    .record({
+      arrival: fc.integer({ min: 0, max: 100 }),
+      size: fc.integer({ min: 1, max: 1000 }),
+      instances: fc.integer({ min: 1, max: 4 }),
+      gpu: fc.boolean(),
+      cost: fc.constantFrom(0.5, 1, 3),
+    })
+    .map((r): QueuedJob => ({
       id: `j${i}`,
       arrivalSeconds: r.arrival,
       remainingWorkSeconds: r.size,
@@ -229,9 +274,10 @@ const arbJob = (i: number) =>
           costPerHour: r.cost,
         })),
       },
-    }),
-  );
-const arbJobs = fc.integer({ min: 0, max: 14 }).chain((n) => fc.tuple(...Array.from({ length: n }, (_, i) => arbJob(i))));
+    }));
+const arbJobs = fc
+  .integer({ min: 0, max: 14 })
+  .chain((n) => fc.tuple(...Array.from({ length: n }, (_, i) => arbJob(i))));
 const arbCaps = fc.record({
   maxCostPerHour: fc.option(fc.integer({ min: 1, max: 30 }), { nil: undefined }),
   maxInstances: fc.option(fc.integer({ min: 1, max: 12 }), { nil: undefined }),
@@ -256,24 +302,38 @@ const arbConfig = fc
 describe('admission properties', () => {
   it('caps are never exceeded; jobs are admitted whole; nothing is lost; no idle capacity a class head could use', () => {
     fc.assert(
-      fc.property(arbJobs, arbCaps, arbConfig, fc.integer({ min: 0, max: 14 }), (jobs, caps, config, nRun) => {
-        // Running jobs: a prefix that fits the caps (as a previous round would have left it).
-        const running: RunningQueuedJob[] = [];
-        for (const j of jobs.slice(0, nRun))
-          if (fitsCaps([...running, j].map((x) => x.footprint), caps)) running.push({ ...j, admittedSeconds: j.arrivalSeconds });
-        const waiting = jobs.filter((j) => !running.includes(j as RunningQueuedJob));
-        const r = admit({ nowSeconds: 200, caps, config, running, waiting });
-        const byId = new Map(jobs.map((j) => [j.id, j]));
-        const admittedFootprints = r.admitted.map((id) => (byId.get(id) as QueuedJob).footprint);
-        const all = [...running.map((j) => j.footprint), ...admittedFootprints];
-        expect(capViolations(usageOf(all, caps), caps)).toEqual([]);
-        // whole jobs: the reported usage counts every instance of every admitted job
-        expect(r.usage.instances).toBe(all.reduce((s, f) => s + f.instances.length, 0));
-        expect([...r.admitted, ...r.queued.map((q) => q.jobId)].sort()).toEqual(waiting.map((j) => j.id).sort());
-        // work conservation in whole jobs: no class head left waiting fits in the leftover caps
-        for (const q of r.queued.filter((x) => x.position === 0))
-          expect(fitsCaps([...all, (byId.get(q.jobId) as QueuedJob).footprint], caps)).toBe(false);
-      }),
+      fc.property(
+        arbJobs,
+        arbCaps,
+        arbConfig,
+        fc.integer({ min: 0, max: 14 }),
+        (jobs, caps, config, nRun) => {
+          // Running jobs: a prefix that fits the caps (as a previous round would have left it).
+          const running: RunningQueuedJob[] = [];
+          for (const j of jobs.slice(0, nRun))
+            if (
+              fitsCaps(
+                [...running, j].map((x) => x.footprint),
+                caps,
+              )
+            )
+              running.push({ ...j, admittedSeconds: j.arrivalSeconds });
+          const waiting = jobs.filter((j) => !running.includes(j as RunningQueuedJob));
+          const r = admit({ nowSeconds: 200, caps, config, running, waiting });
+          const byId = new Map(jobs.map((j) => [j.id, j]));
+          const admittedFootprints = r.admitted.map((id) => (byId.get(id) as QueuedJob).footprint);
+          const all = [...running.map((j) => j.footprint), ...admittedFootprints];
+          expect(capViolations(usageOf(all, caps), caps)).toEqual([]);
+          // whole jobs: the reported usage counts every instance of every admitted job
+          expect(r.usage.instances).toBe(all.reduce((s, f) => s + f.instances.length, 0));
+          expect([...r.admitted, ...r.queued.map((q) => q.jobId)].sort()).toEqual(
+            waiting.map((j) => j.id).sort(),
+          );
+          // work conservation in whole jobs: no class head left waiting fits in the leftover caps
+          for (const q of r.queued.filter((x) => x.position === 0))
+            expect(fitsCaps([...all, (byId.get(q.jobId) as QueuedJob).footprint], caps)).toBe(false);
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -289,14 +349,23 @@ describe('admission properties', () => {
           const wSum = weights.reduce((a, b) => a + b, 0);
           const alloc = waterFill(demands, weights, capacity);
           const total = alloc.reduce((a, b) => a + b, 0);
-          expect(total).toBeCloseTo(Math.min(capacity, demands.reduce((a, b) => a + b, 0)), 6);
+          expect(total).toBeCloseTo(
+            Math.min(
+              capacity,
+              demands.reduce((a, b) => a + b, 0),
+            ),
+            6,
+          );
           alloc.forEach((a, k) => {
             expect(a).toBeLessThanOrEqual((demands[k] as number) + 1e-9);
             // guarantee: min(w_k·C, D_k)
-            expect(a).toBeGreaterThanOrEqual(Math.min(((weights[k] as number) / wSum) * capacity, demands[k] as number) - 1e-9);
+            expect(a).toBeGreaterThanOrEqual(
+              Math.min(((weights[k] as number) / wSum) * capacity, demands[k] as number) - 1e-9,
+            );
           });
           const busy = demands.every((d, k) => d >= ((weights[k] as number) / wSum) * capacity);
-          if (busy) alloc.forEach((a, k) => expect(a).toBeCloseTo(((weights[k] as number) / wSum) * capacity, 6));
+          if (busy)
+            alloc.forEach((a, k) => expect(a).toBeCloseTo(((weights[k] as number) / wSum) * capacity, 6));
         },
       ),
     );

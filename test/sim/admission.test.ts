@@ -27,7 +27,12 @@ function deterministicPart(r: RunResult): unknown {
 
 describe('admission in the simulator (issue 6)', () => {
   const catalog = loadCatalogFile();
-  const synthetic = loadTrace(undefined, { format: 'synthetic', jobs: 12, seed: 3, instanceCatalog: catalog });
+  const synthetic = loadTrace(undefined, {
+    format: 'synthetic',
+    jobs: 12,
+    seed: 3,
+    instanceCatalog: catalog,
+  });
   const groundTruth = groundTruthFor({});
   const sizes = synthetic.jobs.map((j) => j.durationSeconds * j.tasks.length);
   const run = (name: 'eva' | 'no-packing', extra: Partial<RunOptions> = {}, caps?: QueueCaps): RunResult =>
@@ -122,7 +127,9 @@ describe('orderings under a one-instance cap (hand-made trace)', () => {
 
   it('srpt lowers the short job JCT and the mean, at the long job expense', () => {
     expect(outcome(srpt, 'S').jctSeconds as number).toBeLessThan(outcome(fifo, 'S').jctSeconds as number);
-    expect(outcome(srpt, 'L2').jctSeconds as number).toBeGreaterThan(outcome(fifo, 'L2').jctSeconds as number);
+    expect(outcome(srpt, 'L2').jctSeconds as number).toBeGreaterThan(
+      outcome(fifo, 'L2').jctSeconds as number,
+    );
     expect(srpt.summary.meanJctHours).toBeLessThan(fifo.summary.meanJctHours);
   });
 
@@ -157,7 +164,9 @@ describe('queue configs and metrics', () => {
   });
 
   it('schedulerCaps keeps only what Eva enforces', () => {
-    expect(schedulerCaps({ maxCostPerHour: 5, quotas: [{ group: 'p', maxGpus: 8 }] })).toEqual({ maxCostPerHour: 5 });
+    expect(schedulerCaps({ maxCostPerHour: 5, quotas: [{ group: 'p', maxGpus: 8 }] })).toEqual({
+      maxCostPerHour: 5,
+    });
     expect(schedulerCaps({ maxInstances: 2 })).toEqual({ maxInstances: 2 });
   });
 

@@ -192,7 +192,8 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   }
   const results = withNormalizedCosts(raws);
 
-  if (o.json === true) process.stdout.write(`${JSON.stringify(withQueueMetrics(runsJson(results).runs, results))}\n`);
+  if (o.json === true)
+    process.stdout.write(`${JSON.stringify(withQueueMetrics(runsJson(results).runs, results))}\n`);
   else {
     process.stdout.write(`${trace.name}: ${trace.jobs.length} jobs\n\n${summaryTextTable(results)}`);
     for (const r of results)
