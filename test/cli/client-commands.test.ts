@@ -1,7 +1,7 @@
-import { execFile, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative } from 'node:path';
+import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
@@ -12,30 +12,14 @@ import {
   VISION_TOKEN,
   type FakeControllerService,
 } from '../controller/api-fake-service.js';
+import { CLI, ensureBuiltCli } from '../helpers/built-cli.js';
 
 /**
  * The client commands as users run them: `node dist/cli/main.js …` in a subprocess against an API server started in
  * this process over a real socket. `npm test` builds dist/ first; run alone, this builds once when a module the CLI
  * loads is missing from dist/ or older than its source.
  */
-const CLI = join(PROJECT_ROOT, 'dist', 'cli', 'main.js');
 const EXAMPLES = join(PROJECT_ROOT, 'examples', 'jobs');
-
-function staleCliModules(): string[] {
-  const src = join(PROJECT_ROOT, 'src');
-  const seen = new Set<string>();
-  const stale: string[] = [];
-  const visit = (path: string): void => {
-    if (seen.has(path) || !existsSync(path)) return;
-    seen.add(path);
-    const built = join(PROJECT_ROOT, 'dist', relative(src, path)).replace(/\.ts$/, '.js');
-    if (!existsSync(built) || statSync(built).mtimeMs < statSync(path).mtimeMs) stale.push(path);
-    for (const m of readFileSync(path, 'utf8').matchAll(/from '(\.\.?\/[^']+)\.js'/g))
-      visit(join(dirname(path), `${m[1] ?? ''}.ts`));
-  };
-  visit(join(src, 'cli', 'main.ts'));
-  return stale;
-}
 
 interface CliResult {
   readonly code: number;
@@ -66,16 +50,7 @@ function cli(args: readonly string[], token: string | null = VISION_TOKEN): Prom
 }
 
 beforeAll(async () => {
-  if (staleCliModules().length > 0)
-    // Emits even when an unrelated module has a type error; these checks need only the client commands.
-    spawnSync(
-      process.execPath,
-      [join(PROJECT_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
-      {
-        cwd: PROJECT_ROOT,
-        stdio: 'ignore',
-      },
-    );
+  ensureBuiltCli();
   expect(existsSync(CLI), `${CLI} is missing: run npm run build`).toBe(true);
   service = fakeWithTeams();
   server = await startApiServer(service, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN });

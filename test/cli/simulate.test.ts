@@ -1,11 +1,12 @@
-import { execFile, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { SUMMARY_FIELDS } from '../../src/sim/report/normalize.js';
+import { CLI, ensureBuiltCli } from '../helpers/built-cli.js';
 import type { RunSummary } from '../../src/sim/types.js';
 
 /**
@@ -13,26 +14,7 @@ import type { RunSummary } from '../../src/sim/types.js';
  * the compiled dist/sim/run-worker.js. `npm test` builds first; when run alone (`npx vitest run test/cli`) and
  * a module the CLI loads is missing from dist/ or older than its source, this builds once.
  */
-const CLI = join(PROJECT_ROOT, 'dist', 'cli', 'main.js');
 const TINY = ['simulate', '--format', 'synthetic', '--jobs', '6', '--seed', '3'];
-
-/** The CLI's modules (static imports from main.ts, plus the worker entry loaded by URL) whose dist/ copy is stale. */
-function staleCliModules(): string[] {
-  const src = join(PROJECT_ROOT, 'src');
-  const seen = new Set<string>();
-  const stale: string[] = [];
-  const visit = (path: string): void => {
-    if (seen.has(path) || !existsSync(path)) return;
-    seen.add(path);
-    const built = join(PROJECT_ROOT, 'dist', relative(src, path)).replace(/\.ts$/, '.js');
-    if (!existsSync(built) || statSync(built).mtimeMs < statSync(path).mtimeMs) stale.push(path);
-    for (const m of readFileSync(path, 'utf8').matchAll(/from '(\.\.?\/[^']+)\.js'/g))
-      visit(join(dirname(path), `${m[1] ?? ''}.ts`));
-  };
-  visit(join(src, 'cli', 'main.ts'));
-  visit(join(src, 'sim', 'run-worker.ts'));
-  return stale;
-}
 
 interface CliResult {
   readonly code: number;
@@ -68,17 +50,7 @@ describe('fleetwise simulate (CLI subprocess)', () => {
   let first: CliResult;
 
   beforeAll(async () => {
-    if (staleCliModules().length > 0) {
-      // Emits even when another module has a type error; the checks below need only the simulate path.
-      spawnSync(
-        process.execPath,
-        [join(PROJECT_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
-        {
-          cwd: PROJECT_ROOT,
-          stdio: 'ignore',
-        },
-      );
-    }
+    ensureBuiltCli(['cli/main.ts', 'sim/run-worker.ts']);
     expect(existsSync(CLI), `${CLI} is missing: run npm run build`).toBe(true);
     outDir = mkdtempSync(join(tmpdir(), 'fleetwise-simulate-'));
     first = await cli([...TINY, '--scheduler', 'no-packing,eva', '--json', '--out', outDir]);

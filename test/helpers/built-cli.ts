@@ -1,0 +1,43 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+
+/** The compiled CLI that subprocess tests run, as users do (`node dist/cli/main.js …`). */
+export const CLI = join(PROJECT_ROOT, 'dist', 'cli', 'main.js');
+
+/**
+ * Modules reachable from `entries` (paths under src/, by static relative imports) whose dist/ copy is missing or older
+ * than the source.
+ */
+export function staleCliModules(entries: readonly string[] = ['cli/main.ts']): string[] {
+  const src = join(PROJECT_ROOT, 'src');
+  const seen = new Set<string>();
+  const stale: string[] = [];
+  const visit = (path: string): void => {
+    if (seen.has(path) || !existsSync(path)) return;
+    seen.add(path);
+    const built = join(PROJECT_ROOT, 'dist', relative(src, path)).replace(/\.ts$/, '.js');
+    if (!existsSync(built) || statSync(built).mtimeMs < statSync(path).mtimeMs) stale.push(path);
+    for (const m of readFileSync(path, 'utf8').matchAll(/from '(\.\.?\/[^']+)\.js'/g))
+      visit(join(dirname(path), `${m[1] ?? ''}.ts`));
+  };
+  for (const e of entries) visit(join(src, e));
+  return stale;
+}
+
+/**
+ * `npm test` builds dist/ first; a test file run alone builds once when what the CLI loads is stale. tsc emits even
+ * when an unrelated module has a type error, which is enough for the paths these tests use.
+ */
+export function ensureBuiltCli(entries?: readonly string[]): void {
+  if (staleCliModules(entries).length === 0) return;
+  spawnSync(
+    process.execPath,
+    [join(PROJECT_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
+    {
+      cwd: PROJECT_ROOT,
+      stdio: 'ignore',
+    },
+  );
+}
