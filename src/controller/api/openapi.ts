@@ -422,10 +422,17 @@ const paths: Record<string, Record<string, Schema>> = {
   },
   '/v1/jobs/{id}/logs': {
     get: {
-      summary: 'Task logs (collected by the worker agent)',
+      summary: 'Task logs (uploaded by the worker agents to the object store), oldest run first',
       operationId: 'jobLogs',
       parameters: [idParam('Job id')],
-      responses: { '501': error('No worker agent yet'), ...JOB_ERRORS },
+      responses: {
+        '200': {
+          description: "The output of every run of the job's tasks",
+          content: { 'text/plain': { schema: { type: 'string' } } },
+        },
+        '501': error('This controller has no object store for worker logs'),
+        ...JOB_ERRORS,
+      },
     },
   },
   '/v1/cluster': {
