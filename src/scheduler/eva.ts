@@ -35,8 +35,6 @@ export interface EvaOptions {
     readonly maxTasks: number;
     readonly timeLimitSeconds?: number;
   };
-  /** Re-evaluate Full Reconfiguration only after job arrivals/completions (faster; see plan()). */
-  readonly fullOnEventsOnly?: boolean;
 }
 
 interface Candidate {
@@ -56,12 +54,10 @@ export class EvaScheduler implements Scheduler {
   private readonly book: PriceBook;
   private readonly variant: EvaVariant;
   private readonly caps: Caps;
-  private readonly fullOnEventsOnly: boolean;
   private readonly exact: EvaOptions['exact'];
   private history = new EventHistory();
   private knownJobs = new Set<string>();
   private previous: { fingerprint: string; plan: Plan } | undefined;
-  private lastFullJobSet: string | undefined;
 
   constructor(catalog: Catalog, options: EvaOptions = {}) {
     this.variant = options.variant ?? 'eva';
@@ -69,7 +65,6 @@ export class EvaScheduler implements Scheduler {
     this.book = new PriceBook(catalog);
     this.table = new ColocationTable(options.defaultRate ?? 0.95);
     this.caps = options.caps ?? {};
-    this.fullOnEventsOnly = options.fullOnEventsOnly ?? false;
     this.exact = options.exact;
   }
 
@@ -177,14 +172,7 @@ export class EvaScheduler implements Scheduler {
       candidates.push(evaluate('stay', stay));
       // With nothing to repack, Partial Reconfiguration is the stay plan itself.
       candidates.push(evaluate('partial', repack.size === 0 ? stay : partialReconfiguration(input, repack)));
-      // Optionally (fullOnEventsOnly) Full Reconfiguration is re-evaluated only when jobs arrived or finished since
-      // it was last evaluated, as Eva's horizon models it (§4.5): much faster on long traces, but it forgoes moves
-      // that newly learned interference would justify between events. Off by default (the reference's behaviour).
-      const jobSet = this.jobSetKey(snapshot);
-      if (!this.fullOnEventsOnly || jobSet !== this.lastFullJobSet) {
-        candidates.push(evaluate('full', fullReconfiguration(input)));
-        this.lastFullJobSet = jobSet;
-      }
+      candidates.push(evaluate('full', fullReconfiguration(input)));
     }
     const exact = this.exactCandidate(input, snapshot);
     if (exact !== undefined && this.variant !== 'eva-partial-only') candidates.push(evaluate('exact', exact));
@@ -241,10 +229,6 @@ export class EvaScheduler implements Scheduler {
         reason: `inputs unchanged since t=${plan.decision.nowSeconds} s: same plan (${plan.decision.reason})`,
       },
     };
-  }
-
-  private jobSetKey(snapshot: ClusterSnapshot): string {
-    return snapshot.jobs.map((j) => j.id).join(',');
   }
 
   /** The ILP optimum as drafts, for small problems without pinned tasks (see EvaOptions.exact). */

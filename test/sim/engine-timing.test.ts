@@ -143,3 +143,38 @@ describe('billing arithmetic', () => {
     expect(rounds.filter((t) => t > 1000 && t < 10_000)).toEqual([]); // nothing runs or is billed there
   });
 });
+
+describe('early rounds (ARCHITECTURE.md: rounds also run right after arrivals and completions)', () => {
+  const catalog = loadCatalogFile(BUNDLED_CATALOG_PATH);
+  const pai = parseEvaTrace(
+    readFileSync(join(PROJECT_ROOT, 'data', 'eva-reference', 'pai_200.json'), 'utf8'),
+    'pai_200.json',
+  );
+  const job0 = pai.jobs[0];
+  const run = (earlyRounds: boolean) => {
+    const log = new EventLog();
+    runSimulation({
+      trace: { name: 'job0', jobs: job0 === undefined ? [] : [job0] },
+      scheduler: new NoPackingScheduler(catalog),
+      catalog,
+      groundTruth: constantPairwise(0.95),
+      earlyRounds,
+      onEvent: log.record,
+    });
+    return log;
+  };
+
+  it('orders the instance one second after the arrival instead of at the next period (1200 s)', () => {
+    expect(run(false).all('instance-launch')[0]?.timeSeconds).toBe(1200);
+    expect(run(true).all('instance-launch')[0]?.timeSeconds).toBe(961);
+  });
+
+  it('keeps the periodic rounds on their grid', () => {
+    const rounds = run(true)
+      .all('round')
+      .map((e) => e.timeSeconds)
+      .filter((t) => t !== 961 && t % 300 !== 0);
+    // Besides the early round after the arrival, only the one after the completion is off the 300 s grid.
+    expect(rounds.length).toBeLessThanOrEqual(1);
+  });
+});
