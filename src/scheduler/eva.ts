@@ -59,7 +59,10 @@ export class EvaScheduler implements Scheduler {
   private knownJobs = new Set<string>();
   private previous: { fingerprint: string; plan: Plan } | undefined;
 
-  constructor(catalog: Catalog, options: EvaOptions = {}) {
+  constructor(
+    private readonly catalog: Catalog,
+    private readonly options: EvaOptions = {},
+  ) {
     this.variant = options.variant ?? 'eva';
     this.name = this.variant;
     this.book = new PriceBook(catalog);
@@ -268,6 +271,18 @@ export class EvaScheduler implements Scheduler {
     for (const t of snapshot.tasks) parts.push(`${t.id}@${t.instanceId ?? ''}`);
     for (const i of snapshot.instances) parts.push(`${i.id}:${i.typeName}:${i.state}:${i.taskIds.join(',')}`);
     return parts.join('|');
+  }
+
+  /** Same options, a deep copy of the learned state (table, event history, known jobs). */
+  fork(): EvaScheduler {
+    const copy = new EvaScheduler(this.catalog, this.options);
+    copy.importState(structuredClone(this.exportState()));
+    return copy;
+  }
+
+  /** The co-location table's estimate (§4.4: exact set, else pairwise product, else the default). */
+  expectedRate(taskKey: string, otherKeys: readonly string[]): number {
+    return this.variant === 'eva-rp' ? 1 : this.table.rate(taskKey, otherKeys);
   }
 
   /** Scheduler state to persist across controller restarts. */

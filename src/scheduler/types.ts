@@ -63,6 +63,17 @@ export interface Scheduler {
   /** Throughputs observed since the last round, with the snapshot they were observed under. */
   observe(snapshot: ClusterSnapshot, observations: readonly ThroughputObservation[]): void;
   plan(snapshot: ClusterSnapshot): Plan;
+  /**
+   * An independent copy with the same options and learned state, for completion-time predictions (PCS §4: the
+   * same scheduler run forward in virtual time). Schedulers without state between rounds may omit it: they are
+   * then reused as they are.
+   */
+  fork?(): Scheduler;
+  /**
+   * The normalized throughput the scheduler expects for a task (co-location key) next to others: what it has
+   * learned (interference included). Predictions use it; schedulers that do not model interference omit it (1).
+   */
+  expectedRate?(taskKey: string, otherKeys: readonly string[]): number;
 }
 
 export interface SchedulerContext {

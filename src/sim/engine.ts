@@ -1,11 +1,14 @@
-import type { Catalog } from '../core/catalog.js';
+import type { Catalog, InstanceType } from '../core/catalog.js';
+import { addUsage, capViolations, hasAnyCap, NO_USAGE } from '../queue/caps.js';
 import { fits, type Resources } from '../core/resources.js';
+import type { ClusterSnapshot } from '../core/model.js';
 import { diffConfiguration, type Action } from '../scheduler/actions.js';
 import type { Scheduler } from '../scheduler/types.js';
 import {
   integrateProgress,
   isActive,
   jobRate,
+  successProgress,
   taskDemandOn,
   type SimInstance,
   type SimJob,
@@ -13,13 +16,15 @@ import {
 } from './entities.js';
 import { EventQueue } from './event-queue.js';
 import { FleetMeter } from './fleet-meter.js';
-import { p99JctHours, SimAdmission, type SimQueueOptions } from './admission.js';
+import { p99JctHours, SimAdmission, type AdmissionJobInfo, type SimQueueOptions } from './admission.js';
 import { memoized, type GroundTruth } from './ground-truth.js';
-import { summarize } from './metrics.js';
+import { percentile, summarize } from './metrics.js';
 import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
 import { buildSimJobs } from './trace-jobs.js';
 import type { Trace } from './traces/types.js';
-import type { JobOutcome, RunResult } from './types.js';
+import type { JobOutcome, QueueRunMetrics, RunResult } from './types.js';
+import type { SimWorld, WorldEvent } from './world.js';
+import { secondsToHours } from '../core/units.js';
 
 /**
  * The trace-driven simulator (Eva §5–§6; research digest §1, §7): an event queue on a virtual clock drives the
@@ -163,14 +168,112 @@ export function runSimulation(options: RunOptions): RunResult {
     queue: {
       p99JctHours: p99JctHours(result.jobs),
       unfairness: sim.admission.unfairnessPercent(result.jobs, serviceSeconds),
+      ...predictionErrors(result.jobs),
+      successfulSojournMeanHours: successfulSojournMeanHours(result.jobs),
+      preemptions: sim.preemptionCount,
     },
   };
 }
 
+/**
+ * PCS prediction error of the submission-time predictions (digest §2: Pred_err_j = 100·|JCT_j − ĴCT_j| / ĴCT_j,
+ * relative to the predicted JCT), over the finished jobs that have a positive prediction: mean and p99 (nearest
+ * rank). Null when there is none.
+ */
+export function predictionErrors(
+  jobs: readonly JobOutcome[],
+): Pick<QueueRunMetrics, 'predErrAvg' | 'predErrP99'> {
+  const errors: number[] = [];
+  for (const j of jobs) {
+    if (j.predictedEndSeconds === null || j.jctSeconds === null) continue;
+    const predictedJct = j.predictedEndSeconds - j.arrivalSeconds;
+    if (!(predictedJct > 0)) continue;
+    errors.push((100 * Math.abs(j.jctSeconds - predictedJct)) / predictedJct);
+  }
+  if (errors.length === 0) return { predErrAvg: null, predErrP99: null };
+  return {
+    predErrAvg: errors.reduce((a, b) => a + b, 0) / errors.length,
+    predErrP99: percentile(errors, 99),
+  };
+}
+
+/** Mean JCT in hours of the jobs that ended successfully (success paper's metric); null when none did. */
+export function successfulSojournMeanHours(jobs: readonly JobOutcome[]): number | null {
+  const jcts = jobs.flatMap((j) => (j.successful && j.jctSeconds !== null ? [j.jctSeconds] : []));
+  return jcts.length === 0 ? null : secondsToHours(jcts.reduce((a, b) => a + b, 0) / jcts.length);
+}
+
+/** What `runFromWorld` needs: a world, the scheduler fork to plan with, and how to run it forward. */
+export interface WorldRunOptions {
+  readonly world: SimWorld;
+  /** A fork of the scheduler (it observes and learns during the run). */
+  readonly scheduler: Scheduler;
+  readonly catalog: Catalog;
+  /** Expected normalized throughput by co-location keys; default 1 (no interference). */
+  readonly rate?: ((taskKey: string, otherKeys: readonly string[]) => number) | undefined;
+  readonly queue?: SimQueueOptions | undefined;
+  readonly roundSeconds?: number | undefined;
+  /** Stop once these jobs finished (default: every job of the world). */
+  readonly jobIds?: readonly string[] | undefined;
+  /** Give up (ends stay null) past this simulated time; default: now + 30 days + 10 × the longest job. */
+  readonly maxSimulatedSeconds?: number | undefined;
+}
+
+/**
+ * Run a world forward with no arrivals (PCS §4) and return each job's start (first progress) and end, null when the
+ * run gave up first. The engine's own predictions (`SimQueueOptions.predict`) use the same path.
+ */
+export function runFromWorld(
+  o: WorldRunOptions,
+): Map<string, { readonly startSeconds: number | null; readonly endSeconds: number | null }> {
+  const ids = o.jobIds ?? o.world.jobs.map((j) => j.spec.id);
+  const longest = o.world.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
+  const sim = new Simulation(
+    {
+      trace: { name: 'prediction', jobs: [] },
+      scheduler: o.scheduler,
+      catalog: o.catalog,
+      groundTruth: () => 1, // unused: a world run takes its rates from `rate`
+      ...(o.roundSeconds !== undefined ? { roundSeconds: o.roundSeconds } : {}),
+      maxSimulatedSeconds: o.maxSimulatedSeconds ?? o.world.nowSeconds + 30 * 86_400 + 10 * longest,
+    },
+    {
+      world: o.world,
+      rate: o.rate ?? (() => 1),
+      admission: (jobInfo) =>
+        o.queue === undefined
+          ? undefined
+          : new SimAdmission(o.catalog, { ...o.queue, predict: false }, jobInfo),
+      targets: new Set(ids),
+    },
+  );
+  sim.run();
+  return new Map(ids.map((id) => [id, sim.timesOf(id)]));
+}
+
+/** Rate model over co-location keys (a scheduler's expectations), memoized per composition. */
+type KeyRate = (taskKey: string, otherKeys: readonly string[]) => number;
+
+/** How a prediction run starts: from a world, with the scheduler's expected rates and a copy of the queue state. */
+interface ForkSetup {
+  readonly world: SimWorld;
+  readonly rate: KeyRate;
+  /** The copy of the queue state, given the fork's own job lookup. */
+  readonly admission: (jobInfo: (jobId: string) => AdmissionJobInfo) => SimAdmission | undefined;
+  /** Stop once these jobs have finished. */
+  readonly targets: ReadonlySet<string>;
+}
+
 class Simulation {
+  private readonly options: RunOptions;
   private readonly scheduler: Scheduler;
   private readonly catalog: Catalog;
-  private readonly truth: GroundTruth;
+  /** Normalized throughput of an active task next to the other active tasks of its instance. */
+  private readonly rateOf: (task: SimTask, others: readonly SimTask[]) => number;
+  private readonly fork: ForkSetup | undefined;
+  private targetsLeft = 0;
+  /** Submission-time predictions (PCS §4): end time per job id, null when the prediction run could not tell. */
+  private readonly predictions = new Map<string, number | null>();
   private readonly roundSeconds: number;
   private readonly earlyRounds: boolean;
   /** Time of the pending early round, so several events at one time share one round. */
@@ -188,6 +291,10 @@ class Simulation {
   private readonly assignable = new Map<string, SimInstance>(); // up and in the plan, in launch order
   private pendingStarts: SimTask[] = [];
   private pendingTerminations: SimInstance[] = [];
+  /** Launches held back because they would break a cap (issue 6: caps are never exceeded, not even in transit). */
+  private deferredLaunches: SimInstance[] = [];
+  /** Instances launched and not yet terminated: what the caps count (AWS counts an instance until it is gone). */
+  private readonly launched = new Set<SimInstance>();
   private readonly dirtyInstances = new Set<SimInstance>();
   private readonly dirtyJobs = new Set<SimJob>();
 
@@ -196,13 +303,31 @@ class Simulation {
   private finishedJobs = 0;
   private instanceCounter = 0;
   private rounds = 0;
+  /** Jobs stopped by WFQ preemption (issue 6). */
+  private preemptions = 0;
   private fullRounds = 0;
   private readonly meter = new FleetMeter();
 
-  constructor(options: RunOptions) {
+  constructor(options: RunOptions, fork?: ForkSetup) {
+    this.options = options;
+    this.fork = fork;
     this.scheduler = options.scheduler;
     this.catalog = options.catalog;
-    this.truth = memoized(options.groundTruth);
+    if (fork === undefined) {
+      const truth = memoized(options.groundTruth);
+      this.rateOf = (task, others) =>
+        truth(
+          task.job.spec.workload,
+          others.map((o) => o.job.spec.workload),
+        );
+    } else {
+      const rate = memoizedKeyRate(fork.rate);
+      this.rateOf = (task, others) =>
+        rate(
+          task.key,
+          others.map((o) => o.key),
+        );
+    }
     this.roundSeconds = options.roundSeconds ?? DEFAULT_ROUND_SECONDS;
     this.earlyRounds = options.earlyRounds ?? false;
     if (!(this.roundSeconds > 0 && Number.isFinite(this.roundSeconds)))
@@ -211,23 +336,49 @@ class Simulation {
     this.onProgress = options.onProgress;
     this.onEvent = options.onEvent;
     this.admission =
-      options.queue === undefined ? undefined : new SimAdmission(options.catalog, options.queue);
-    this.jobs = buildSimJobs(options.trace, options.catalog);
+      fork !== undefined
+        ? fork.admission(this.jobInfo)
+        : options.queue === undefined
+          ? undefined
+          : new SimAdmission(options.catalog, options.queue, this.jobInfo);
+    this.jobs = buildSimJobs(
+      fork === undefined ? options.trace : { name: 'prediction', jobs: fork.world.jobs.map((j) => j.spec) },
+      options.catalog,
+    );
     const lastArrival = this.jobs.reduce((m, j) => Math.max(m, j.spec.arrivalSeconds), 0);
     const longest = this.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
     this.maxSeconds = options.maxSimulatedSeconds ?? lastArrival + 30 * 86_400 + 10 * longest;
+    if (fork !== undefined) this.importWorld(fork.world, fork.targets);
   }
+
+  /** Team and declared success model of a live job, for admission (class by team, success-rank). */
+  private readonly jobInfo = (jobId: string): AdmissionJobInfo => {
+    const job = this.liveJobs.get(jobId);
+    if (job === undefined) return {};
+    const progress = successProgress(job);
+    return {
+      team: job.spec.team,
+      success:
+        progress === undefined
+          ? undefined
+          : { distribution: progress.distribution, stagesDone: progress.stagesDone },
+    };
+  };
 
   run(): void {
     if (this.jobs.length === 0) return;
-    // Arrivals are fed one at a time (the trace is sorted by arrival) to keep the queue small.
-    this.pushNextArrival();
-    this.scheduleRoundAtOrAfter((this.jobs[0] as SimJob).spec.arrivalSeconds, true);
+    if (this.fork === undefined) {
+      // Arrivals are fed one at a time (the trace is sorted by arrival) to keep the queue small.
+      this.pushNextArrival();
+      this.scheduleRoundAtOrAfter((this.jobs[0] as SimJob).spec.arrivalSeconds, true);
+    }
     this.meter.sample(this.now, true);
     for (;;) {
+      if (this.fork !== undefined && this.targetsLeft === 0) return;
       const t = this.queue.peekTime();
       if (t === undefined) break;
       if (t > this.maxSeconds) {
+        if (this.fork !== undefined) return; // the prediction cannot tell: unfinished targets stay null
         const unfinished = this.jobs.filter((j) => j.status !== 'finished').map((j) => j.spec.id);
         throw new Error(
           `simulation with ${this.scheduler.name} did not finish by ${this.maxSeconds} s: ` +
@@ -245,6 +396,7 @@ class Simulation {
         break;
     }
     this.meter.sample(this.now, true);
+    if (this.fork !== undefined) return;
     if (this.finishedJobs < this.jobs.length)
       throw new Error(
         `simulation stopped with ${this.jobs.length - this.finishedJobs} jobs unfinished (engine bug)`,
@@ -345,8 +497,10 @@ class Simulation {
       for (const inst of [...this.assignable.values()]) this.requestTermination(inst);
     } else if (this.liveJobs.size > 0 || this.assignable.size > 0) {
       for (const job of this.liveJobs.values()) integrateProgress(job, this.now);
+      if (this.admission?.options.predict === true) this.predictNewJobs(early);
       const seen = buildSnapshot(this.now, this.liveJobs.values(), this.assignable.values());
-      const snapshot = this.admission === undefined ? seen : this.admission.filter(seen);
+      const snapshot =
+        this.admission === undefined ? seen : this.preempt(this.admission.filter(seen), this.admission.preempted);
       this.scheduler.observe(snapshot, observeThroughputs(this.liveJobs.values()));
       const plan = this.scheduler.plan(snapshot);
       this.rounds += 1;
@@ -373,6 +527,38 @@ class Simulation {
     else this.queue.push({ kind: 'round', timeSeconds: this.now + this.roundSeconds, rank: RANK_ROUND });
   }
 
+  /**
+   * Checkpoint the jobs admission preempted back to the queue (each stop counts as a migration, as in the
+   * controller), and leave them out of this round's snapshot: their capacity frees once the checkpoints are
+   * uploaded, and the reclaiming class's head is admitted at a later round.
+   */
+  private preempt(snapshot: ClusterSnapshot, jobIds: readonly string[]): ClusterSnapshot {
+    if (jobIds.length === 0) return snapshot;
+    const gone = new Set(jobIds);
+    const stops: Action[] = [];
+    for (const id of jobIds)
+      for (const task of this.liveJobs.get(id)?.tasks ?? [])
+        if (task.committed !== undefined)
+          stops.push({
+            kind: 'checkpoint-stop',
+            jobId: id,
+            taskId: task.id,
+            instanceId: task.committed.id,
+            then: 'queue',
+          });
+    this.apply(stops);
+    this.preemptions += gone.size;
+    return {
+      ...snapshot,
+      jobs: snapshot.jobs.filter((j) => !gone.has(j.id)),
+      tasks: snapshot.tasks.filter((t) => !gone.has(t.jobId)),
+      instances: snapshot.instances.map((i) => ({
+        ...i,
+        taskIds: i.taskIds.filter((t) => !stops.some((s) => s.kind === 'checkpoint-stop' && s.taskId === t)),
+      })),
+    };
+  }
+
   private onInstantiated(inst: SimInstance): void {
     if (inst.lifecycle === 'terminated') return; // terminated before it came up: never billed
     this.log('instantiated', { instanceId: inst.id });
@@ -386,6 +572,7 @@ class Simulation {
 
   private onTerminated(inst: SimInstance): void {
     inst.lifecycle = 'terminated';
+    this.launched.delete(inst);
     this.log('terminated', { instanceId: inst.id });
     if (inst.billedFromSeconds !== undefined)
       this.meter.stopBilling(inst.type, this.now - inst.billedFromSeconds);
@@ -467,6 +654,7 @@ class Simulation {
     }
     this.liveJobs.delete(job.spec.id);
     this.finishedJobs += 1;
+    if (this.fork?.targets.has(job.spec.id) === true) this.targetsLeft -= 1;
   }
 
   // ---------------------------------------------------------------- applying a plan
@@ -548,9 +736,35 @@ class Simulation {
     };
     this.instances.set(inst.id, inst);
     this.assignable.set(inst.id, inst);
-    this.log('instance-launch', { instanceId: inst.id, typeName });
-    this.at(type.delays.instantiateSeconds, { kind: 'instantiated', instance: inst });
+    if (this.launchFitsCaps(type)) this.issueLaunch(inst);
+    else this.deferredLaunches.push(inst);
     return inst;
+  }
+
+  private issueLaunch(inst: SimInstance): void {
+    this.launched.add(inst);
+    this.log('instance-launch', { instanceId: inst.id, typeName: inst.type.name });
+    this.at(inst.type.delays.instantiateSeconds, { kind: 'instantiated', instance: inst });
+  }
+
+  /**
+   * Whether one more instance of `type` keeps the fleet (every instance launched and not yet terminated, draining
+   * ones included) within the queue layer's caps. A plan respects the caps, but an instance it drops keeps
+   * counting until it has terminated, so a replacement launched in the same round could overshoot; it waits
+   * instead, as a cloud quota would refuse it.
+   */
+  private launchFitsCaps(type: InstanceType): boolean {
+    const caps = this.admission?.options.caps;
+    if (caps === undefined || !hasAnyCap(caps)) return true;
+    const one = (t: InstanceType) => ({
+      jobId: '',
+      instances: [
+        { family: t.family, gpus: t.capacity[0], vcpus: t.capacity[1], costPerHour: t.costPerHour },
+      ],
+    });
+    let usage = addUsage(NO_USAGE, one(type), caps);
+    for (const inst of this.launched) usage = addUsage(usage, one(inst.type), caps);
+    return capViolations(usage, caps).length === 0;
   }
 
   private requestTermination(inst: SimInstance): void {
@@ -566,6 +780,20 @@ class Simulation {
    * and its instance registered with room for it; a termination needs its instance empty.
    */
   private issueGatedCommands(): void {
+    if (this.deferredLaunches.length > 0) {
+      const waiting: SimInstance[] = [];
+      for (const inst of this.deferredLaunches) {
+        if (inst.lifecycle !== 'instantiating') continue; // dropped before it could launch
+        if (!inst.assignable) {
+          inst.lifecycle = 'terminated'; // never launched: nothing to terminate
+          this.assignable.delete(inst.id);
+          continue;
+        }
+        if (this.launchFitsCaps(inst.type)) this.issueLaunch(inst);
+        else waiting.push(inst);
+      }
+      this.deferredLaunches = waiting;
+    }
     if (this.pendingStarts.length > 0) {
       const waiting: SimTask[] = [];
       for (const task of this.pendingStarts) {
@@ -633,8 +861,10 @@ class Simulation {
     for (const inst of this.dirtyInstances) {
       const active = [...inst.occupants].filter(isActive);
       for (const task of active) {
-        const others = active.filter((o) => o !== task).map((o) => o.job.spec.workload);
-        task.rate = this.truth(task.job.spec.workload, others);
+        task.rate = this.rateOf(
+          task,
+          active.filter((o) => o !== task),
+        );
         this.dirtyJobs.add(task.job);
       }
     }
@@ -675,6 +905,254 @@ class Simulation {
     return true;
   }
 
+  // ---------------------------------------------------------------- predictions (PCS §4)
+
+  /**
+   * Predict the completion of every job this round sees for the first time: run a copy of the world forward from
+   * this round with the same admission and a fork of the scheduler, the scheduler's expected (learned) rates
+   * instead of the ground truth, and no future arrivals. Done before the round plans, so the copy replays it.
+   */
+  private predictNewJobs(early: boolean): void {
+    const fresh = [...this.liveJobs.values()]
+      .filter((j) => !this.predictions.has(j.spec.id))
+      .map((j) => j.spec.id);
+    if (fresh.length === 0) return;
+    const model = this.scheduler.fork?.() ?? this.scheduler; // frozen: the run's own fork learns as it goes
+    const expected = model.expectedRate?.bind(model);
+    const rate: KeyRate = expected ?? (() => 1);
+    const world = this.exportWorld(early);
+    const longest = world.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
+    const forked = new Simulation(
+      {
+        ...this.options,
+        scheduler: this.scheduler.fork?.() ?? this.scheduler,
+        onProgress: undefined,
+        onEvent: undefined,
+        queue: undefined,
+        maxSimulatedSeconds: this.now + 30 * 86_400 + 10 * longest,
+      },
+      {
+        world,
+        rate,
+        admission: (jobInfo) => this.admission?.fork(jobInfo),
+        targets: new Set(fresh),
+      },
+    );
+    forked.run();
+    for (const id of fresh) this.predictions.set(id, forked.endOf(id));
+  }
+
+  get preemptionCount(): number {
+    return this.preemptions;
+  }
+
+  /** When a job finished in this run, or null. */
+  endOf(jobId: string): number | null {
+    return this.timesOf(jobId).endSeconds;
+  }
+
+  /** When a job first made progress and when it finished in this run (null: not in this run). */
+  timesOf(jobId: string): { startSeconds: number | null; endSeconds: number | null } {
+    const job = this.jobs.find((j) => j.spec.id === jobId);
+    return { startSeconds: job?.startSeconds ?? null, endSeconds: job?.endSeconds ?? null };
+  }
+
+  /** The world as plain data at the current round (which has been popped: it is listed first). */
+  exportWorld(early = false): SimWorld {
+    const liveIds = new Set(this.liveJobs.keys());
+    const instances = [...this.instances.values()].filter((i) => i.lifecycle !== 'terminated');
+    const known = new Set(instances.map((i) => i.id));
+    const events: WorldEvent[] = [{ kind: 'round', timeSeconds: this.now, early }];
+    for (const e of this.queue.pending()) {
+      switch (e.kind) {
+        case 'round':
+          events.push({ kind: 'round', timeSeconds: e.timeSeconds, early: e.early });
+          break;
+        case 'instantiated':
+        case 'worker-started':
+        case 'registered':
+        case 'terminated':
+          if (known.has(e.instance.id))
+            events.push({ kind: e.kind, timeSeconds: e.timeSeconds, instanceId: e.instance.id });
+          break;
+        case 'launched':
+        case 'killed':
+        case 'uploaded':
+          if (liveIds.has(e.task.job.spec.id))
+            events.push({
+              kind: e.kind,
+              timeSeconds: e.timeSeconds,
+              jobId: e.task.job.spec.id,
+              taskName: e.task.spec.name,
+            });
+          break;
+        case 'job-active':
+          if (liveIds.has(e.job.spec.id))
+            events.push({
+              kind: 'job-active',
+              timeSeconds: e.timeSeconds,
+              jobId: e.job.spec.id,
+              token: e.token,
+            });
+          break;
+        case 'arrival': // no future arrivals (PCS §4)
+        case 'completion': // recomputed from the rates on import
+          break;
+      }
+    }
+    return {
+      nowSeconds: this.now,
+      jobs: [...this.liveJobs.values()].map((job) => ({
+        spec: job.spec,
+        status: job.status,
+        requeueAfterStop: job.requeueAfterStop,
+        active: job.active,
+        activeSinceSeconds: job.activeSinceSeconds,
+        completedIterations: job.completedIterations,
+        startSeconds: job.startSeconds,
+        migrations: job.migrations,
+        activationToken: job.activationToken,
+        tasks: job.tasks.map((t) => ({
+          name: t.spec.name,
+          state: t.state,
+          committedInstanceId: t.committed?.id,
+          occupyingInstanceId: t.occupying?.id,
+          pendingStart: t.pendingStart,
+        })),
+      })),
+      instances: instances.map((i) => ({
+        id: i.id,
+        typeName: i.type.name,
+        lifecycle: i.lifecycle,
+        assignable: i.assignable,
+        images: [...i.images],
+        launchDeferred: this.deferredLaunches.includes(i),
+      })),
+      events,
+      pendingTerminationIds: this.pendingTerminations.map((i) => i.id),
+      instanceCounter: this.instanceCounter,
+    };
+  }
+
+  /** Rebuild a world exported by `exportWorld` (or built by the controller) as this run's starting state. */
+  private importWorld(world: SimWorld, targets: ReadonlySet<string>): void {
+    this.advanceTo(world.nowSeconds);
+    let counter = world.instanceCounter ?? 0;
+    for (const wi of world.instances) {
+      const type = this.catalog.types.find((t) => t.name === wi.typeName);
+      if (type === undefined) throw new Error(`world: unknown instance type ${wi.typeName} (${wi.id})`);
+      const inst: SimInstance = {
+        id: wi.id,
+        type,
+        lifecycle: wi.lifecycle,
+        assignable: wi.assignable,
+        committed: new Set(),
+        occupants: new Set(),
+        used: [0, 0, 0],
+        images: new Set(wi.images),
+        billedFromSeconds: undefined, // a prediction does not bill
+      };
+      this.instances.set(inst.id, inst);
+      if (inst.assignable) this.assignable.set(inst.id, inst);
+      if (wi.launchDeferred === true) this.deferredLaunches.push(inst);
+      else this.launched.add(inst);
+      const n = /^i-(\d+)$/.exec(inst.id);
+      if (n !== null) counter = Math.max(counter, Number(n[1]));
+    }
+    this.instanceCounter = counter;
+    const instanceOf = (id: string | undefined): SimInstance | undefined => {
+      if (id === undefined) return undefined;
+      const inst = this.instances.get(id);
+      if (inst === undefined) throw new Error(`world: a task refers to unknown instance ${id}`);
+      return inst;
+    };
+    const byId = new Map<string, SimJob>();
+    world.jobs.forEach((wj, index) => {
+      const job = this.jobs[index] as SimJob;
+      byId.set(job.spec.id, job);
+      job.status = wj.status;
+      job.requeueAfterStop = wj.requeueAfterStop ?? false;
+      job.active = wj.active;
+      job.activeSinceSeconds = wj.activeSinceSeconds;
+      job.activationToken = wj.activationToken ?? 0;
+      job.completedIterations = wj.completedIterations;
+      job.integratedToSeconds = world.nowSeconds;
+      job.startSeconds = wj.startSeconds;
+      job.migrations = wj.migrations;
+      for (const wt of wj.tasks) {
+        const task = job.tasks.find((t) => t.spec.name === wt.name);
+        if (task === undefined) throw new Error(`world: job ${job.spec.id} has no task ${wt.name}`);
+        task.state = wt.state;
+        task.committed = instanceOf(wt.committedInstanceId);
+        task.committed?.committed.add(task);
+        const occupying = instanceOf(wt.occupyingInstanceId);
+        if (occupying !== undefined) {
+          task.occupying = occupying;
+          occupying.occupants.add(task);
+          this.addUsage(occupying, taskDemandOn(task, occupying), 1);
+          this.dirtyInstances.add(occupying);
+        }
+        task.pendingStart = wt.pendingStart ?? false;
+        if (task.pendingStart) this.pendingStarts.push(task);
+      }
+      this.liveJobs.set(job.spec.id, job);
+      this.dirtyJobs.add(job);
+    });
+    this.nextArrival = this.jobs.length;
+    for (const id of world.pendingTerminationIds ?? []) {
+      const inst = instanceOf(id);
+      if (inst !== undefined) this.pendingTerminations.push(inst);
+    }
+    const taskOf = (jobId: string, taskName: string): SimTask => {
+      const task = byId.get(jobId)?.tasks.find((t) => t.spec.name === taskName);
+      if (task === undefined) throw new Error(`world: event for unknown task ${jobId}/${taskName}`);
+      return task;
+    };
+    for (const e of world.events) {
+      switch (e.kind) {
+        case 'round':
+          if (e.early === true) this.earlyRoundAt = e.timeSeconds;
+          this.queue.push({ kind: 'round', timeSeconds: e.timeSeconds, rank: RANK_ROUND, early: e.early });
+          break;
+        case 'instantiated':
+        case 'worker-started':
+        case 'registered':
+        case 'terminated':
+          this.queue.push({
+            kind: e.kind,
+            timeSeconds: e.timeSeconds,
+            rank: RANK_EFFECT,
+            instance: instanceOf(e.instanceId) as SimInstance,
+          });
+          break;
+        case 'launched':
+        case 'killed':
+        case 'uploaded':
+          this.queue.push({
+            kind: e.kind,
+            timeSeconds: e.timeSeconds,
+            rank: RANK_EFFECT,
+            task: taskOf(e.jobId, e.taskName),
+          });
+          break;
+        case 'job-active': {
+          const job = byId.get(e.jobId);
+          if (job === undefined) throw new Error(`world: event for unknown job ${e.jobId}`);
+          this.queue.push({
+            kind: 'job-active',
+            timeSeconds: e.timeSeconds,
+            rank: RANK_EFFECT,
+            job,
+            token: e.token,
+          });
+          break;
+        }
+      }
+    }
+    this.targetsLeft = [...targets].filter((id) => byId.has(id)).length;
+    this.refreshRates(); // rates from the prediction's model; completions scheduled from them
+  }
+
   // ---------------------------------------------------------------- result
 
   result(wallSeconds: number): RunResult {
@@ -686,6 +1164,8 @@ class Simulation {
       endSeconds: j.endSeconds,
       jctSeconds: j.endSeconds === null ? null : j.endSeconds - j.spec.arrivalSeconds,
       migrations: j.migrations,
+      successful: j.spec.successful ?? true,
+      predictedEndSeconds: this.predictions.get(j.spec.id) ?? null,
     }));
     const summary = summarize(
       {
@@ -701,6 +1181,21 @@ class Simulation {
     );
     return { summary, series: this.meter.series(this.maxSeriesPoints), jobs };
   }
+}
+
+/** Memoize a key rate model by (task key, sorted other keys); alone is 1. */
+function memoizedKeyRate(rate: KeyRate): KeyRate {
+  const cache = new Map<string, number>();
+  return (target, others) => {
+    if (others.length === 0) return 1;
+    const key = `${target}\u0001${[...others].sort().join('\u0001')}`;
+    let r = cache.get(key);
+    if (r === undefined) {
+      r = Math.min(1, Math.max(1e-6, rate(target, others)));
+      cache.set(key, r);
+    }
+    return r;
+  };
 }
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;

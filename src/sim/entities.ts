@@ -1,5 +1,6 @@
 import type { InstanceType } from '../core/catalog.js';
 import { demandOn, type Resources } from '../core/resources.js';
+import { expectedRemainingSeconds, toDistribution, type StageDistribution } from '../queue/success.js';
 import type { TraceJob, TraceTask } from './traces/types.js';
 
 /**
@@ -114,4 +115,35 @@ export function jobRate(job: SimJob): number {
   let r = Infinity;
   for (const t of job.tasks) r = Math.min(r, t.rate);
   return r === Infinity ? 0 : r;
+}
+
+/** What the system knows of a job with a declared success model (issue 6): its distribution and stages passed. */
+export interface SuccessProgress {
+  readonly distribution: StageDistribution;
+  readonly stagesDone: number;
+  /** SERPT's expected remaining seconds at full throughput, given the stages survived and work since. */
+  readonly expectedRemainingSeconds: number;
+}
+
+/**
+ * The declared model seen from the job's progress, or undefined for a job without one. The true (drawn) size is
+ * not used: a scheduler only knows the distribution and how far the job got (success paper §2).
+ */
+export function successProgress(job: SimJob): SuccessProgress | undefined {
+  if (job.spec.success === undefined) return undefined;
+  const distribution = toDistribution(job.spec.success);
+  const attained = job.completedIterations / job.spec.fullThroughput;
+  const xs = distribution.checkpointsSeconds;
+  let stagesDone = 0;
+  // A checkpoint counts as passed once reached (tolerance: progress is integrated in floating point).
+  while (stagesDone < xs.length - 1 && (xs[stagesDone] as number) <= attained + 1e-6) stagesDone += 1;
+  const sinceCheckpoint = attained - (stagesDone === 0 ? 0 : (xs[stagesDone - 1] as number));
+  return {
+    distribution,
+    stagesDone,
+    expectedRemainingSeconds: Math.max(
+      0,
+      expectedRemainingSeconds(distribution, stagesDone) - sinceCheckpoint,
+    ),
+  };
 }

@@ -45,6 +45,11 @@ export class EventQueue<E extends Timed> {
     h[i] = entry;
   }
 
+  /** Every pending event in pop order (time, rank, insertion), without removing them. */
+  pending(): E[] {
+    return [...this.heap].sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0)).map((e) => e.event);
+  }
+
   /** Time of the earliest event, or undefined when empty. */
   peekTime(): number | undefined {
     return this.heap[0]?.timeSeconds;

@@ -2,6 +2,7 @@ import { loadCatalogFile } from '../cloud/catalog-file.js';
 import type { Catalog } from '../core/catalog.js';
 import { ValidationError } from '../core/validation.js';
 import type { QueueCaps } from '../queue/caps.js';
+import type { WfqConfig } from '../queue/wfq.js';
 import { queueConfigFor, schedulerCaps, type QueueKind } from './admission.js';
 import { runSimulation, type SimulationProgress } from './engine.js';
 import { constantPairwise, type GroundTruth } from './ground-truth.js';
@@ -30,7 +31,16 @@ export interface RunRequest {
   /** Replace the measured contention matrix by a uniform pairwise rate (Eva §6.4 ablation). */
   readonly pairwiseInterference?: number | undefined;
   /** Queue layer under caps (issue 6): admission each round, and the caps passed to Eva's plans. */
-  readonly queue?: { readonly kind: QueueKind; readonly caps: QueueCaps } | undefined;
+  readonly queue?:
+    | {
+        readonly kind: QueueKind;
+        readonly caps: QueueCaps;
+        /** WFQ classes/weights/orderings to use instead of `queueConfigFor(kind)` (`fleetwise tune`). */
+        readonly config?: WfqConfig | undefined;
+        /** Completion-time predictions (PCS §4) for every job at its first round: predErrAvg/predErrP99. */
+        readonly predict?: boolean | undefined;
+      }
+    | undefined;
 }
 
 /** Messages a run worker posts to the main thread. */
@@ -86,7 +96,13 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
     groundTruth,
     ...(request.roundSeconds !== undefined ? { roundSeconds: request.roundSeconds } : {}),
     ...(request.queue !== undefined
-      ? { queue: { caps: request.queue.caps, config: queueConfigFor(request.queue.kind, sizesSeconds) } }
+      ? {
+          queue: {
+            caps: request.queue.caps,
+            config: request.queue.config ?? queueConfigFor(request.queue.kind, sizesSeconds),
+            predict: request.queue.predict ?? false,
+          },
+        }
       : {}),
     ...(onProgress !== undefined
       ? {

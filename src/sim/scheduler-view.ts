@@ -4,6 +4,7 @@ import {
   isActive,
   isReconfigurable,
   remainingIterations,
+  successProgress,
   type SimInstance,
   type SimJob,
 } from './entities.js';
@@ -32,7 +33,9 @@ export function buildSnapshot(
       migrationDelaySeconds: job.migrationDelaySeconds,
       // Tasks checkpoint when killed, so a move loses no work (as in Eva's simulator).
       lastCheckpointSeconds: job.startSeconds === null ? undefined : nowSeconds,
-      expectedRemainingSeconds: remainingIterations(job) / job.spec.fullThroughput,
+      // A job with a declared success model is known by its distribution, not by its drawn size.
+      expectedRemainingSeconds:
+        successProgress(job)?.expectedRemainingSeconds ?? remainingIterations(job) / job.spec.fullThroughput,
     });
     for (const task of job.tasks)
       tasks.push({

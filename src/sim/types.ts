@@ -41,6 +41,10 @@ export interface JobOutcome {
   readonly endSeconds: number | null;
   readonly jctSeconds: number | null;
   readonly migrations: number;
+  /** False for a job that ended unsuccessfully at a stage (success workload); true otherwise. */
+  readonly successful: boolean;
+  /** Completion time predicted when the job was first seen by a round (PCS §4); null without predictions. */
+  readonly predictedEndSeconds: number | null;
 }
 
 /** Metrics of a run with the queue layer (issue 6); null when not applicable. */
@@ -48,6 +52,16 @@ export interface QueueRunMetrics {
   readonly p99JctHours: number | null;
   /** Mean PCS unfairness in percent (src/sim/admission.ts); null without caps. */
   readonly unfairness: number | null;
+  /**
+   * PCS prediction error of the submission-time predictions, in percent: mean and p99 over finished jobs of
+   * |actual JCT − predicted JCT| / predicted JCT × 100 (PCS's Pred_err). Null when predictions were off or no job finished.
+   */
+  readonly predErrAvg: number | null;
+  readonly predErrP99: number | null;
+  /** Mean sojourn (JCT) of the jobs that ended successfully, in hours (success paper's metric). */
+  readonly successfulSojournMeanHours: number | null;
+  /** Jobs checkpointed back to the queue so a class could reclaim its guaranteed share (WFQ preemption). */
+  readonly preemptions: number;
 }
 
 export interface RunResult {

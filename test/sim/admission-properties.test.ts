@@ -16,7 +16,7 @@ const jobArb = fc.record({
 });
 
 describe('caps under the queue layer (property)', () => {
-  it('the billed $/h and instance count never exceed the caps, and every job finishes', () => {
+  it('the billed $/h, instance count and vCPU quota never exceed the caps, every job finishes and is predicted', () => {
     const catalog = testCatalog();
     fc.assert(
       fc.property(
@@ -25,10 +25,15 @@ describe('caps under the queue layer (property)', () => {
         fc.oneof(
           fc.double({ min: 7.2, max: 20, noNaN: true }).map((c): QueueCaps => ({ maxCostPerHour: c })),
           fc.integer({ min: 2, max: 4 }).map((n): QueueCaps => ({ maxInstances: n })),
+          // AWS-style quota on the family group of small.x/big.x (`standard`): at least 2 small.x (16 vCPUs).
+          fc
+            .integer({ min: 16, max: 40 })
+            .map((v): QueueCaps => ({ quotas: [{ group: 'standard', maxVcpus: v }] })),
         ),
+        fc.boolean(),
         fc.constantFrom(...QUEUE_KINDS),
         fc.constantFrom('no-packing', 'eva'),
-        (specs, caps, kind, name) => {
+        (specs, caps, predict, kind, name) => {
           const jobs = specs.map((s, i) =>
             traceJob(`j${i}`, {
               arrivalSeconds: s.arrivalSeconds,
@@ -46,12 +51,16 @@ describe('caps under the queue layer (property)', () => {
             catalog,
             groundTruth: flat,
             scheduler,
-            queue: { caps, config: queueConfigFor(kind, sizes) },
+            queue: { caps, config: queueConfigFor(kind, sizes), predict },
           });
           if (caps.maxCostPerHour !== undefined)
             expect(Math.max(...r.series.costPerHour)).toBeLessThanOrEqual(caps.maxCostPerHour + 1e-9);
           if (caps.maxInstances !== undefined)
             expect(Math.max(...r.series.runningInstances)).toBeLessThanOrEqual(caps.maxInstances);
+          const vcpuQuota = caps.quotas?.[0]?.maxVcpus;
+          if (vcpuQuota !== undefined)
+            expect(Math.max(...r.series.capacityVcpus)).toBeLessThanOrEqual(vcpuQuota);
+          if (predict) expect(r.jobs.every((j) => j.predictedEndSeconds !== null)).toBe(true);
           expect(r.jobs.every((j) => j.endSeconds !== null)).toBe(true);
         },
       ),

@@ -148,10 +148,10 @@ describe('orderings under a one-instance cap (hand-made trace)', () => {
 });
 
 describe('queue configs and metrics', () => {
-  it('wfq: two size classes split at the median size, weights .95/.05 (PCS), fifo inside', () => {
-    const c = queueConfigFor('wfq', [10, 20, 30, 40, 50]);
+  it('wfq: two size classes split at the 75th percentile size, weights .95/.05 (PCS), fifo inside', () => {
+    const c = queueConfigFor('wfq', [10, 20, 30, 40, 50, 60, 70, 80]);
     expect(c.classes.map((k) => k.id)).toEqual(['small', 'large']);
-    expect(c.classes[0]?.maxSizeSeconds).toBe(30);
+    expect(c.classes[0]?.maxSizeSeconds).toBe(60);
     expect(c.classes[1]?.maxSizeSeconds).toBeUndefined();
     expect(c.classes[0]?.weight).toBeCloseTo(0.95, 12);
     expect(c.classes[1]?.weight).toBeCloseTo(0.05, 12);
@@ -179,6 +179,8 @@ describe('queue configs and metrics', () => {
       endSeconds: (i + 1) * 36,
       jctSeconds: (i + 1) * 36,
       migrations: 0,
+      successful: true,
+      predictedEndSeconds: null,
     }));
     expect(p99JctHours(jobs)).toBeCloseTo((198 * 36) / 3600, 12); // rank ceil(0.99·200) = 198
     expect(p99JctHours([{ ...(jobs[0] as JobOutcome), endSeconds: null, jctSeconds: null }])).toBeNull();

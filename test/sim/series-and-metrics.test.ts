@@ -90,6 +90,8 @@ describe('metrics', () => {
           endSeconds: 3600,
           jctSeconds: 3600,
           migrations: 1,
+          successful: true,
+          predictedEndSeconds: null,
         },
         {
           id: 'b',
@@ -99,6 +101,8 @@ describe('metrics', () => {
           endSeconds: 10800,
           jctSeconds: 10800,
           migrations: 0,
+          successful: true,
+          predictedEndSeconds: null,
         },
       ],
     );

@@ -12,8 +12,9 @@ import { defaultParallelism, runInWorkers, type RunPoolListener } from '../../si
 import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim/run-request.js';
 import { parseSchedulerList, SCHEDULER_NAMES } from '../../sim/schedulers.js';
 import { TRACE_FORMATS, type TraceFormat } from '../../sim/traces/load.js';
-import type { RunResult, RunSummary } from '../../sim/types.js';
+import type { RunResult } from '../../sim/types.js';
 import { QUEUE_KINDS } from '../../sim/admission.js';
+import type { FamilyGroupQuota } from '../../queue/caps.js';
 
 /** Raw commander values (strings); validated by `optionsSchema`. */
 interface RawSimulateOptions {
@@ -33,6 +34,8 @@ interface RawSimulateOptions {
   readonly capDollarsPerHour?: string;
   readonly capInstances?: string;
   readonly queue?: string;
+  readonly predict?: boolean;
+  readonly quota?: string[];
 }
 
 const numberText = (inner: z.ZodNumber) =>
@@ -68,7 +71,29 @@ const optionsSchema = z.object({
   capDollarsPerHour: numberText(z.number().positive('must be > 0')),
   capInstances: numberText(z.number().int('must be an integer').positive('must be ≥ 1')),
   queue: z.enum(QUEUE_KINDS).optional(),
+  predict: z.boolean().optional(),
+  quota: z.array(z.string()).optional(),
 });
+
+/**
+ * `--quota group:vcpus=N,gpus=M` (repeatable): an AWS-style on-demand quota per family group (src/queue/caps.ts
+ * awsQuotaGroup: `p` for P3, `standard` for C7i/R7i).
+ */
+export function parseQuotaFlag(text: string): FamilyGroupQuota {
+  const problem = (why: string) =>
+    new ValidationError('--quota', [`"${text}": ${why}; expected group:vcpus=N[,gpus=M], e.g. p:gpus=16`]);
+  const m = /^\s*([a-z0-9-]+)\s*:\s*(.+)$/i.exec(text);
+  if (m === null) throw problem('missing the group name');
+  const limits: { maxVcpus?: number; maxGpus?: number } = {};
+  for (const part of (m[2] as string).split(',')) {
+    const kv = /^\s*(vcpus|gpus)\s*=\s*(\d+(\.\d+)?)\s*$/i.exec(part);
+    if (kv === null) throw problem(`"${part.trim()}" is not vcpus=N or gpus=N`);
+    const value = Number(kv[2]);
+    if ((kv[1] as string).toLowerCase() === 'vcpus') limits.maxVcpus = value;
+    else limits.maxGpus = value;
+  }
+  return { group: (m[1] as string).toLowerCase(), ...limits };
+}
 
 const FLAG_OF: Readonly<Record<string, string>> = {
   multiTask: '--multi-task',
@@ -162,16 +187,22 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   const trace = loadRequestTrace({ trace: traceSpec }, catalog);
   if (trace.jobs.length === 0) throw new ValidationError(o.trace ?? o.format, ['the trace has no jobs']);
 
-  // Any cap or --queue turns the queue layer on (fifo unless said otherwise).
+  const quotas = (o.quota ?? []).map(parseQuotaFlag);
+  // Any cap or --queue turns the queue layer on (fifo unless said otherwise), with predictions unless --no-predict.
   const queue: RunRequest['queue'] =
-    o.queue === undefined && o.capDollarsPerHour === undefined && o.capInstances === undefined
+    o.queue === undefined &&
+    o.capDollarsPerHour === undefined &&
+    o.capInstances === undefined &&
+    quotas.length === 0
       ? undefined
       : {
           kind: o.queue ?? 'fifo',
           caps: {
             ...(o.capDollarsPerHour !== undefined ? { maxCostPerHour: o.capDollarsPerHour } : {}),
             ...(o.capInstances !== undefined ? { maxInstances: o.capInstances } : {}),
+            ...(quotas.length > 0 ? { quotas } : {}),
           },
+          predict: o.predict ?? true,
         };
   const requests: RunRequest[] = o.schedulers.map((scheduler) => ({
     scheduler,
@@ -192,17 +223,8 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   }
   const results = withNormalizedCosts(raws);
 
-  if (o.json === true)
-    process.stdout.write(`${JSON.stringify(withQueueMetrics(runsJson(results).runs, results))}\n`);
-  else {
-    process.stdout.write(`${trace.name}: ${trace.jobs.length} jobs\n\n${summaryTextTable(results)}`);
-    for (const r of results)
-      if (r.queue !== undefined)
-        process.stdout.write(
-          `${r.summary.scheduler} (queue ${queue?.kind ?? ''}): p99 JCT ${r.queue.p99JctHours?.toFixed(3) ?? 'n/a'} h, ` +
-            `unfairness ${r.queue.unfairness?.toFixed(1) ?? 'n/a'} %\n`,
-        );
-  }
+  if (o.json === true) process.stdout.write(`${JSON.stringify(runsJson(results))}\n`);
+  else process.stdout.write(`${trace.name}: ${trace.jobs.length} jobs\n\n${summaryTextTable(results)}`);
 
   if (o.out !== undefined) {
     const settings: ReportSettings = {
@@ -222,26 +244,12 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
       queue: queue?.kind ?? null,
       capDollarsPerHour: o.capDollarsPerHour ?? null,
       capInstances: o.capInstances ?? null,
+      quotas: quotas.length === 0 ? null : (o.quota ?? []).join(' '),
+      predictions: queue === undefined ? null : (queue.predict ?? false),
     };
     const paths = await writeReport(o.out, results, settings);
     process.stderr.write(`report written: ${paths.join(', ')}\n`);
   }
-}
-
-/**
- * `--json` runs, with the queue layer's metrics appended to each run when it was on (issue 6); without a queue the
- * runs are exactly SUMMARY_FIELDS, as before.
- */
-function withQueueMetrics(
-  runs: readonly RunSummary[],
-  results: readonly RunResult[],
-): { runs: (RunSummary & { p99JctHours?: number | null; unfairness?: number | null })[] } {
-  return {
-    runs: runs.map((run, i) => {
-      const q = results[i]?.queue;
-      return q === undefined ? run : { ...run, p99JctHours: q.p99JctHours, unfairness: q.unfairness };
-    }),
-  };
 }
 
 /** `fleetwise simulate`: run schedulers on a trace in parallel worker threads and compare them. */
@@ -257,7 +265,7 @@ export function registerSimulate(program: Command): Command {
       '--format <format>',
       `trace format: ${TRACE_FORMATS.join('|')} (default: from the file extension)`,
     )
-    .option('--jobs <n>', 'use the first N jobs (eva) or generate N jobs (alibaba, synthetic)')
+    .option('--jobs <n>', 'use the first N jobs (eva) or generate N jobs (alibaba, synthetic, success)')
     .option('--seed <s>', 'seed of generated traces (default 0)')
     .option('--multi-task <share>', 'share of multi-task jobs in generated traces, 0..1')
     .requiredOption('--scheduler <names>', `comma-separated: ${SCHEDULER_NAMES.join(', ')}`)
@@ -273,6 +281,15 @@ export function registerSimulate(program: Command): Command {
     .option(
       '--queue <kind>',
       `queue ordering under the caps: ${QUEUE_KINDS.join('|')} (default fifo when a cap is given; wfq: two size classes, weights .95/.05)`,
+    )
+    .option(
+      '--quota <group:limits>',
+      'queue layer: AWS-style quota per family group, e.g. p:gpus=16 or standard:vcpus=256 (repeatable)',
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
+    .option(
+      '--no-predict',
+      'queue layer: skip completion-time predictions (predErrAvg/predErrP99 null; runs are several times faster)',
     )
     .action(async (raw: RawSimulateOptions) => {
       await simulate(raw);

@@ -47,6 +47,11 @@ export class OwlScheduler implements Scheduler {
       );
   }
 
+  /** Its offline profile is what it expects (and it does not learn, so it needs no fork). */
+  expectedRate(taskKey: string, otherKeys: readonly string[]): number {
+    return this.oracle(taskKey, otherKeys);
+  }
+
   /** Owl does not learn: its profile is given up front. */
   observe(_snapshot: ClusterSnapshot, _observations: readonly ThroughputObservation[]): void {}
 

@@ -33,12 +33,25 @@ export interface SynergyOptions {
 
 export class SynergyScheduler implements Scheduler {
   readonly name = 'synergy';
-  readonly table: ColocationTable;
+  table: ColocationTable;
   private readonly book: PriceBook;
 
-  constructor(catalog: Catalog, options: SynergyOptions = {}) {
+  constructor(
+    private readonly catalog: Catalog,
+    private readonly options: SynergyOptions = {},
+  ) {
     this.book = new PriceBook(catalog);
     this.table = new ColocationTable(options.defaultRate ?? 0.95);
+  }
+
+  fork(): SynergyScheduler {
+    const copy = new SynergyScheduler(this.catalog, this.options);
+    copy.table = ColocationTable.fromJSON(structuredClone(this.table.toJSON()));
+    return copy;
+  }
+
+  expectedRate(taskKey: string, otherKeys: readonly string[]): number {
+    return this.table.rate(taskKey, otherKeys);
   }
 
   /** Learn the co-location table from observed throughputs, as Eva does. */

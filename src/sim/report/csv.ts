@@ -1,5 +1,5 @@
-import type { RunSummary } from '../types.js';
-import { SUMMARY_FIELDS } from './normalize.js';
+import type { RunResult } from '../types.js';
+import { QUEUE_FIELDS, runRecord, SUMMARY_FIELDS } from './normalize.js';
 
 /** RFC 4180 quoting: only when the value contains a comma, quote or line break. */
 function csvCell(value: string | number | null): string {
@@ -8,9 +8,18 @@ function csvCell(value: string | number | null): string {
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
 
-/** runs.csv: a header with RunSummary's field names, then one row per scheduler; null → empty cell. */
-export function runsCsv(summaries: readonly RunSummary[]): string {
-  const lines = [SUMMARY_FIELDS.join(',')];
-  for (const s of summaries) lines.push(SUMMARY_FIELDS.map((f) => csvCell(s[f])).join(','));
+/**
+ * runs.csv: a header with the run records' field names (RunSummary's, then the queue metrics when any run had a
+ * queue), then one row per scheduler; null or absent → empty cell.
+ */
+export function runsCsv(results: readonly RunResult[]): string {
+  const fields = results.some((r) => r.queue !== undefined)
+    ? [...SUMMARY_FIELDS, ...QUEUE_FIELDS]
+    : [...SUMMARY_FIELDS];
+  const lines = [fields.join(',')];
+  for (const r of results) {
+    const record = runRecord(r);
+    lines.push(fields.map((f) => csvCell(record[f] ?? null)).join(','));
+  }
   return `${lines.join('\n')}\n`;
 }

@@ -45,21 +45,45 @@ export const SUMMARY_COLUMNS: readonly SummaryColumn[] = [
   { header: 'wall s', numeric: true, cell: (r) => one(r.summary.wallSeconds) },
 ];
 
+const orDash =
+  (format: (v: number) => string) =>
+  (v: number | null | undefined): string =>
+    v === null || v === undefined ? '–' : format(v);
+
+/** Columns of the queue layer's metrics (issue 6), shown when some run had a queue. */
+export const QUEUE_COLUMNS: readonly SummaryColumn[] = [
+  { header: 'p99 JCT h', numeric: true, cell: (r) => orDash(three)(r.queue?.p99JctHours) },
+  { header: 'unfair. %', numeric: true, cell: (r) => orDash(one)(r.queue?.unfairness) },
+  { header: 'pred. err %', numeric: true, cell: (r) => orDash(one)(r.queue?.predErrAvg) },
+  { header: 'p99 pred. err %', numeric: true, cell: (r) => orDash(one)(r.queue?.predErrP99) },
+  {
+    header: 'succ. sojourn h',
+    numeric: true,
+    cell: (r) => orDash(three)(r.queue?.successfulSojournMeanHours),
+  },
+];
+
+/** The columns for a set of runs: the summary's, plus the queue metrics' when some run had a queue. */
+export function summaryColumns(results: readonly RunResult[]): readonly SummaryColumn[] {
+  return results.some((r) => r.queue !== undefined)
+    ? [...SUMMARY_COLUMNS, ...QUEUE_COLUMNS]
+    : SUMMARY_COLUMNS;
+}
+
 /** The summary as a plain-text table for the terminal (what `simulate` prints without --json). */
 export function summaryTextTable(results: readonly RunResult[]): string {
-  const rows = results.map((r) => SUMMARY_COLUMNS.map((c) => c.cell(r)));
-  const widths = SUMMARY_COLUMNS.map((c, i) =>
-    Math.max(c.header.length, ...rows.map((row) => row[i]?.length ?? 0)),
-  );
+  const columns = summaryColumns(results);
+  const rows = results.map((r) => columns.map((c) => c.cell(r)));
+  const widths = columns.map((c, i) => Math.max(c.header.length, ...rows.map((row) => row[i]?.length ?? 0)));
   const render = (cells: readonly string[]): string =>
     cells
       .map((cell, i) => {
         const w = widths[i] ?? 0;
-        return SUMMARY_COLUMNS[i]?.numeric ? cell.padStart(w) : cell.padEnd(w);
+        return columns[i]?.numeric ? cell.padStart(w) : cell.padEnd(w);
       })
       .join('  ')
       .trimEnd();
-  const header = render(SUMMARY_COLUMNS.map((c) => c.header));
+  const header = render(columns.map((c) => c.header));
   const rule = widths.map((w) => '-'.repeat(w)).join('  ');
   return [header, rule, ...rows.map(render)].join('\n') + '\n';
 }

@@ -1,7 +1,7 @@
 import type { RunResult } from '../types.js';
 import { reportCharts } from './charts.js';
 import { escapeXml } from './escape.js';
-import { SUMMARY_COLUMNS } from './format.js';
+import { summaryColumns } from './format.js';
 import type { ReportSettings } from './json.js';
 import { renderChartSvg } from './svg-chart.js';
 
@@ -43,13 +43,12 @@ const STYLE = `
 
 function summaryTable(results: readonly RunResult[]): string {
   const cheapest = Math.min(...results.map((r) => r.summary.totalCost));
-  const head = SUMMARY_COLUMNS.map(
-    (c) => `<th${c.numeric ? ' class="num"' : ''}>${escapeXml(c.header)}</th>`,
-  );
+  const columns = summaryColumns(results);
+  const head = columns.map((c) => `<th${c.numeric ? ' class="num"' : ''}>${escapeXml(c.header)}</th>`);
   const rows = results.map((r) => {
-    const cells = SUMMARY_COLUMNS.map(
-      (c) => `<td${c.numeric ? ' class="num"' : ''}>${escapeXml(c.cell(r))}</td>`,
-    ).join('');
+    const cells = columns
+      .map((c) => `<td${c.numeric ? ' class="num"' : ''}>${escapeXml(c.cell(r))}</td>`)
+      .join('');
     return `<tr${r.summary.totalCost === cheapest ? ' class="cheapest"' : ''}>${cells}</tr>`;
   });
   return `<div class="table-wrap"><table id="summary-table"><thead><tr>${head.join('')}</tr></thead><tbody>${rows.join('\n')}</tbody></table></div>`;

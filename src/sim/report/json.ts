@@ -1,17 +1,20 @@
-import type { JobOutcome, RunResult, RunSeries, RunSummary } from '../types.js';
+import type { JobOutcome, RunResult, RunSeries } from '../types.js';
 import { thinAligned } from './downsample.js';
-import { orderedSummary } from './normalize.js';
+import { runRecord, type RunRecord } from './normalize.js';
 
 /** The settings a report was produced with (trace, seed, round length, …), shown in report.json and HTML. */
 export type ReportSettings = Readonly<Record<string, string | number | boolean | null>>;
 
-/** What `fleetwise simulate --json` prints: exactly this object, one summary per run in request order. */
+/**
+ * What `fleetwise simulate --json` prints: exactly this object, one record per run in request order (the summary
+ * fields, then the queue layer's metrics when the run had a queue).
+ */
 export interface RunsJson {
-  readonly runs: RunSummary[];
+  readonly runs: RunRecord[];
 }
 
 export function runsJson(results: readonly RunResult[]): RunsJson {
-  return { runs: results.map((r) => orderedSummary(r.summary)) };
+  return { runs: results.map(runRecord) };
 }
 
 export interface ReportJson extends RunsJson {

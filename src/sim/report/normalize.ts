@@ -1,4 +1,4 @@
-import type { RunResult, RunSummary } from '../types.js';
+import type { QueueRunMetrics, RunResult, RunSummary } from '../types.js';
 
 /** The baseline that costs are normalized to (Eva §6: costs relative to No-Packing). */
 export const BASELINE_SCHEDULER = 'no-packing';
@@ -50,5 +50,33 @@ export function orderedSummary(s: RunSummary): RunSummary {
     instancesLaunched: s.instancesLaunched,
     fullReconfigFraction: s.fullReconfigFraction,
     wallSeconds: s.wallSeconds,
+  };
+}
+
+/** The queue layer's metrics (issue 6), appended to a run's record when the run had a queue, in this order. */
+export const QUEUE_FIELDS = [
+  'p99JctHours',
+  'unfairness',
+  'predErrAvg',
+  'predErrP99',
+  'successfulSojournMeanHours',
+  'preemptions',
+] as const satisfies readonly (keyof QueueRunMetrics)[];
+
+/** One run as `simulate --json`, report.json and runs.csv show it: SUMMARY_FIELDS, then QUEUE_FIELDS if queued. */
+export type RunRecord = RunSummary & Partial<QueueRunMetrics>;
+
+export function runRecord(r: RunResult): RunRecord {
+  const summary = orderedSummary(r.summary);
+  if (r.queue === undefined) return summary;
+  const q = r.queue;
+  return {
+    ...summary,
+    p99JctHours: q.p99JctHours,
+    unfairness: q.unfairness,
+    predErrAvg: q.predErrAvg,
+    predErrP99: q.predErrP99,
+    successfulSojournMeanHours: q.successfulSojournMeanHours,
+    preemptions: q.preemptions,
   };
 }

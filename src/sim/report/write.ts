@@ -16,7 +16,7 @@ export async function writeReport(
   await mkdir(dir, { recursive: true });
   const files: [string, string][] = [
     [REPORT_FILES.json, `${JSON.stringify(reportJson(results, settings))}\n`],
-    [REPORT_FILES.csv, runsCsv(results.map((r) => r.summary))],
+    [REPORT_FILES.csv, runsCsv(results)],
     [REPORT_FILES.html, reportHtml(results, settings)],
   ];
   const paths: string[] = [];

@@ -6,6 +6,7 @@ import { ValidationError } from '../../core/validation.js';
 import { alibabaDemandFrequencies, convertAlibabaTrace, type DemandFrequency } from './alibaba.js';
 import { parseContentionMatrix, type ContentionMatrix } from './contention-matrix.js';
 import { parseEvaTrace } from './eva-json.js';
+import { generateSuccessTrace } from './success-workload.js';
 import { generateSyntheticTrace } from './synthetic.js';
 import { firstJobs, scaleArrivalRate } from './transform.js';
 import type { Trace } from './types.js';
@@ -19,16 +20,16 @@ export const BUNDLED_EVA_TRACE_PATH = join(DATA_DIR, 'eva-reference', 'pai_200.j
 export const BUNDLED_WORKLOAD_CATALOG_PATH = join(DATA_DIR, 'eva-reference', 'workload_catalog.json');
 export const BUNDLED_CONTENTION_MATRIX_PATH = join(DATA_DIR, 'eva-reference', 'contention_matrix.csv');
 
-export const TRACE_FORMATS = ['eva', 'alibaba', 'synthetic'] as const;
+export const TRACE_FORMATS = ['eva', 'alibaba', 'synthetic', 'success'] as const;
 export type TraceFormat = (typeof TRACE_FORMATS)[number];
 
 export interface LoadTraceOptions {
   readonly format: TraceFormat;
   /** Keep the first N jobs (in arrival order for Eva JSON). */
   readonly jobs?: number | undefined;
-  /** Seed of generated traces (alibaba, synthetic); Eva JSON files are fixed. */
+  /** Seed of generated traces (alibaba, synthetic, success); Eva JSON files are fixed. */
   readonly seed?: number | undefined;
-  /** Share of 2-/4-task jobs (alibaba, synthetic). */
+  /** Share of 2-/4-task jobs (alibaba, synthetic, success). */
   readonly multiTaskShare?: number | undefined;
   /** Multiplies the arrival rate (all formats). */
   readonly arrivalRateScale?: number | undefined;
@@ -77,15 +78,16 @@ export function loadAlibabaDemandFrequencies(
 }
 
 /**
- * Load a trace: an Eva JSON file, an Alibaba pod list converted with Eva's recipe, or a synthetic trace.
- * Without a path, eva and alibaba read the bundled files under data/; synthetic takes no path.
+ * Load a trace: an Eva JSON file, an Alibaba pod list converted with Eva's recipe, a synthetic trace, or the
+ * success paper's staged workload (success-workload.ts). Without a path, eva and alibaba read the bundled files
+ * under data/; synthetic and success take no path.
  */
 export function loadTrace(path: string | undefined, options: LoadTraceOptions): Trace {
   switch (options.format) {
     case 'eva': {
       if ((options.multiTaskShare ?? 0) > 0)
         throw new Error(
-          'multiTaskShare applies to generated traces (alibaba, synthetic), not to Eva JSON files',
+          'multiTaskShare applies to generated traces (alibaba, synthetic, success), not to Eva JSON files',
         );
       const file = path ?? BUNDLED_EVA_TRACE_PATH;
       let trace = parseEvaTrace(readText(file, 'Eva JSON trace'), file, basename(file));
@@ -119,6 +121,17 @@ export function loadTrace(path: string | undefined, options: LoadTraceOptions): 
         multiTaskShare: options.multiTaskShare,
         tasksPerJob: options.tasksPerJob,
         workloads: options.workloads,
+      });
+    }
+    case 'success': {
+      if (path !== undefined)
+        throw new Error(`a success trace is generated, not read: drop the path ${path}`);
+      return generateSuccessTrace({
+        workloadCatalog: options.workloadCatalog ?? loadWorkloadCatalog(),
+        seed: options.seed,
+        jobs: options.jobs,
+        arrivalRateScale: options.arrivalRateScale,
+        multiTaskShare: options.multiTaskShare,
       });
     }
     default: {

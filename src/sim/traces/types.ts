@@ -1,4 +1,5 @@
 import type { FamilyDemand } from '../../core/resources.js';
+import type { SuccessSpec } from '../../queue/success.js';
 
 /** One task of a trace job, with the delays Eva's simulator charges (research digest §4, §7). */
 export interface TraceTask {
@@ -28,6 +29,16 @@ export interface TraceJob {
   readonly totalIterations: number;
   readonly tasks: readonly TraceTask[];
   readonly team?: string | undefined;
+  /**
+   * Declared success model (success paper, issue 6): stages with continuation probabilities, or a success
+   * probability and expected size, in seconds at full throughput. Only success-rank ordering reads it.
+   */
+  readonly success?: SuccessSpec | undefined;
+  /**
+   * Whether the job ends successfully (default true). A job that fails at a stage is in the trace with the
+   * iterations it actually runs (durationSeconds/totalIterations up to that stage) and `successful: false`.
+   */
+  readonly successful?: boolean | undefined;
 }
 
 export interface Trace {

@@ -10,7 +10,7 @@ const HEADER =
 describe('runs.csv', () => {
   it('has the summary fields as header and one row per scheduler, in run order', () => {
     const results = withNormalizedCosts(twoRuns());
-    const lines = runsCsv(results.map((r) => r.summary))
+    const lines = runsCsv(results)
       .trimEnd()
       .split('\n');
     expect(lines[0]).toBe(HEADER);
@@ -33,7 +33,7 @@ describe('runs.csv', () => {
   });
 
   it('leaves normalizedCost empty when it is null and quotes names with commas or quotes', () => {
-    const csv = runsCsv([fakeRun('odd,"name"', 1, 1, 1, [1]).summary]);
+    const csv = runsCsv([fakeRun('odd,"name"', 1, 1, 1, [1])]);
     const row = csv.split('\n')[1] ?? '';
     expect(row.startsWith('"odd,""name""",1,1,,')).toBe(true);
   });

@@ -29,6 +29,8 @@ function job(id: number, jctHours: number | null): JobOutcome {
     endSeconds: jctHours === null ? null : jctHours * H,
     jctSeconds: jctHours === null ? null : jctHours * H,
     migrations: 0,
+    successful: true,
+    predictedEndSeconds: null,
   };
 }
 

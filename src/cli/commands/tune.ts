@@ -1,0 +1,394 @@
+import cliProgress from 'cli-progress';
+import type { Command } from 'commander';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { extname, join } from 'node:path';
+import { z } from 'zod';
+import { describeIssues, ValidationError } from '../../core/validation.js';
+import type { QueueCaps } from '../../queue/caps.js';
+import {
+  DEFAULT_TUNE_CLASS_COUNTS,
+  generateCandidates,
+  MAX_TUNE_CLASSES,
+  PREFERENCES,
+  TUNE_ORDERINGS,
+  type TuneCandidate,
+} from '../../queue/tune.js';
+import type { ReportSettings } from '../../sim/report/json.js';
+import { describeConfig, tuneHtml } from '../../sim/report/tune-html.js';
+import {
+  controllerYaml,
+  tuneJson,
+  type CandidateOutcome,
+  type TuneReport,
+  type TuneRow,
+} from '../../sim/report/tune-json.js';
+import { defaultParallelism, runInWorkers } from '../../sim/run-pool.js';
+import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim/run-request.js';
+import { SCHEDULER_NAMES } from '../../sim/schedulers.js';
+import { TRACE_FORMATS, type TraceFormat } from '../../sim/traces/load.js';
+import { formatTable } from '../table.js';
+
+/** Raw commander values (strings); validated by `optionsSchema`. */
+interface RawTuneOptions {
+  readonly trace?: string;
+  readonly format?: string;
+  readonly jobs?: string;
+  readonly seed?: string;
+  readonly multiTask?: string;
+  readonly catalog?: string;
+  readonly roundSeconds?: string;
+  readonly scheduler: string;
+  readonly capDollarsPerHour?: string;
+  readonly capInstances?: string;
+  readonly samples: string;
+  readonly classes: string;
+  readonly orderings: string;
+  readonly searchSeed?: string;
+  readonly prefer: string;
+  readonly parallel?: string;
+  readonly json?: boolean;
+  readonly out?: string;
+}
+
+export const DEFAULT_TUNE_SAMPLES = 24;
+export const TUNE_FILES = { json: 'tune.json', html: 'tune.html' } as const;
+
+const numberText = (inner: z.ZodNumber) =>
+  z
+    .string()
+    .trim()
+    .regex(/^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i, 'must be a number')
+    .transform(Number)
+    .pipe(inner);
+
+const seed = z
+  .number()
+  .int('must be an integer')
+  .min(0, 'must be ≥ 0')
+  .max(2 ** 32 - 1);
+
+/** A comma-separated list, each item checked by `item`. */
+const listText = <T extends z.ZodType<unknown, string>>(item: T) =>
+  z
+    .string()
+    .transform((s) =>
+      s
+        .split(',')
+        .map((x) => x.trim())
+        .filter((x) => x !== ''),
+    )
+    .pipe(z.array(item).min(1, 'give at least one value'));
+
+const optionsSchema = z.object({
+  trace: z.string().min(1).optional(),
+  format: z.enum(TRACE_FORMATS).optional(),
+  jobs: numberText(z.number().int('must be an integer').positive('must be ≥ 1')).optional(),
+  seed: numberText(seed).optional(),
+  multiTask: numberText(z.number().min(0, 'must be ≥ 0').max(1, 'must be ≤ 1')).optional(),
+  catalog: z.string().min(1).optional(),
+  roundSeconds: numberText(z.number().positive('must be > 0')).optional(),
+  scheduler: z.enum(SCHEDULER_NAMES, { error: `must be one of ${SCHEDULER_NAMES.join(', ')}` }),
+  capDollarsPerHour: numberText(z.number().positive('must be > 0')).optional(),
+  capInstances: numberText(z.number().int('must be an integer').positive('must be ≥ 1')).optional(),
+  samples: numberText(
+    z.number().int('must be an integer').min(1, 'must be ≥ 1').max(10_000, 'must be ≤ 10000'),
+  ),
+  classes: listText(
+    numberText(
+      z
+        .number()
+        .int('must be an integer')
+        .min(1, 'must be ≥ 1')
+        .max(MAX_TUNE_CLASSES, `must be ≤ ${MAX_TUNE_CLASSES}`),
+    ),
+  ),
+  orderings: listText(z.enum(TUNE_ORDERINGS, { error: `must be one of ${TUNE_ORDERINGS.join(', ')}` })),
+  searchSeed: numberText(seed).optional(),
+  prefer: z.enum(PREFERENCES, { error: `must be one of ${PREFERENCES.join(', ')}` }),
+  parallel: numberText(z.number().int('must be an integer').positive('must be ≥ 1')).optional(),
+  json: z.boolean().optional(),
+  out: z.string().min(1).optional(),
+});
+
+const FLAG_OF: Readonly<Record<string, string>> = {
+  multiTask: '--multi-task',
+  roundSeconds: '--round-seconds',
+  capDollarsPerHour: '--cap-dollars-per-hour',
+  capInstances: '--cap-instances',
+  searchSeed: '--search-seed',
+};
+
+function flagName(field: string): string {
+  return FLAG_OF[field] ?? `--${field}`;
+}
+
+/** Without --format: a .json file is an Eva trace, a .csv file an Alibaba pod list, no file a synthetic trace. */
+function inferFormat(tracePath: string | undefined): TraceFormat {
+  if (tracePath === undefined) return 'synthetic';
+  const ext = extname(tracePath).toLowerCase();
+  if (ext === '.json') return 'eva';
+  if (ext === '.csv') return 'alibaba';
+  throw new ValidationError('--format', [
+    `cannot tell the format of ${tracePath} from its extension; give --format ${TRACE_FORMATS.join('|')}`,
+  ]);
+}
+
+function parseOptions(raw: RawTuneOptions) {
+  const parsed = optionsSchema.safeParse(raw);
+  if (!parsed.success)
+    throw new ValidationError(
+      'fleetwise tune options',
+      // `classes.1: …` (a list item) → `--classes item 2: …`.
+      describeIssues(parsed.error).map((p) =>
+        p.replace(/^(\w+)(?:\.(\d+))?:/, (_, f: string, item?: string) =>
+          item === undefined ? `${flagName(f)}:` : `${flagName(f)} item ${Number(item) + 1}:`,
+        ),
+      ),
+    );
+  const o = parsed.data;
+  if (o.capDollarsPerHour === undefined && o.capInstances === undefined)
+    throw new ValidationError('fleetwise tune options', [
+      '--cap-dollars-per-hour / --cap-instances: give at least one cap; without a cap no job ever waits, so every ' +
+        'WFQ config schedules alike',
+    ]);
+  const caps: QueueCaps = {
+    ...(o.capDollarsPerHour !== undefined ? { maxCostPerHour: o.capDollarsPerHour } : {}),
+    ...(o.capInstances !== undefined ? { maxInstances: o.capInstances } : {}),
+  };
+  return { ...o, format: o.format ?? inferFormat(o.trace), caps };
+}
+
+interface Progress {
+  done(index: number, candidate: TuneCandidate): void;
+  stop(): void;
+}
+
+/** One bar of candidates done on a terminal (stderr); otherwise one line per candidate. stdout stays clean. */
+function progressDisplay(total: number): Progress {
+  let finished = 0;
+  if (process.stderr.isTTY !== true)
+    return {
+      done: (_, c) => {
+        finished++;
+        process.stderr.write(`tune: ${finished}/${total} candidates done (${c.id})\n`);
+      },
+      stop: () => undefined,
+    };
+  const bar = new cliProgress.SingleBar(
+    {
+      stream: process.stderr,
+      format: 'candidates [{bar}] {value}/{total} | {duration_formatted}',
+      hideCursor: true,
+      fps: 5,
+    },
+    cliProgress.Presets.shades_classic,
+  );
+  bar.start(total, 0);
+  return {
+    done: () => bar.increment(),
+    stop: () => bar.stop(),
+  };
+}
+
+/**
+ * Simulate every candidate, at most `parallel` at once, each in its own worker thread. Unlike one `runInWorkers`
+ * call over all requests, a candidate whose run fails (say a config that starves a job past the horizon) only
+ * loses its own objectives (PCS: +∞) instead of stopping the search.
+ */
+async function evaluate(
+  candidates: readonly TuneCandidate[],
+  requests: readonly RunRequest[],
+  parallel: number,
+  progress: Progress,
+): Promise<CandidateOutcome[]> {
+  const outcomes = new Array<CandidateOutcome>(requests.length);
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < requests.length) {
+      const index = next++;
+      try {
+        const [result] = await runInWorkers([requests[index] as RunRequest], 1);
+        if (result === undefined) throw new Error('no result');
+        outcomes[index] = { ok: true, result };
+      } catch (e) {
+        outcomes[index] = { ok: false, error: e instanceof Error ? e.message : String(e) };
+      }
+      progress.done(index, candidates[index] as TuneCandidate);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(parallel, requests.length)) }, lane));
+  return outcomes;
+}
+
+function fmt(v: number | null, digits: number): string {
+  return v === null ? '–' : v.toFixed(digits);
+}
+
+function frontTable(rows: readonly TuneRow[], recommendedId: string): string {
+  return formatTable(
+    ['', 'id', 'mean JCT h', 'pred err p99 %', 'unfairness %', 'config'],
+    rows.map((r) => [
+      r.id === recommendedId ? '→' : '',
+      r.id,
+      fmt(r.meanJctHours, 3),
+      fmt(r.predErrP99, 1),
+      fmt(r.unfairness, 1),
+      describeConfig(r),
+    ]),
+  );
+}
+
+function capsText(caps: QueueCaps): string {
+  return [
+    ...(caps.maxCostPerHour !== undefined ? [`$${caps.maxCostPerHour}/hour`] : []),
+    ...(caps.maxInstances !== undefined ? [`${caps.maxInstances} instances`] : []),
+  ].join(' and ');
+}
+
+async function tune(raw: RawTuneOptions): Promise<void> {
+  const o = parseOptions(raw);
+  const traceSpec: RunRequest['trace'] = {
+    path: o.trace,
+    format: o.format,
+    jobs: o.jobs,
+    seed: o.seed,
+    multiTaskShare: o.multiTask,
+  };
+  // Load once here: the thresholds come from the trace's sizes, and a bad trace is reported once.
+  const catalog = loadRequestCatalog({ catalogPath: o.catalog });
+  const trace = loadRequestTrace({ trace: traceSpec }, catalog);
+  if (trace.jobs.length === 0) throw new ValidationError(o.trace ?? o.format, ['the trace has no jobs']);
+  // PCS size = resource-time at the minimum allocation: task-seconds, as the simulator's admission classifies.
+  const sizes = trace.jobs.map((j) => j.durationSeconds * j.tasks.length);
+  const searchSeed = o.searchSeed ?? o.seed ?? 0;
+  const candidates = generateCandidates(sizes, {
+    samples: o.samples,
+    seed: searchSeed,
+    classCounts: o.classes,
+    orderings: o.orderings,
+  });
+  if (candidates.length < o.samples)
+    process.stderr.write(
+      `tune: only ${candidates.length} distinct configs on this trace's job sizes (asked for ${o.samples})\n`,
+    );
+
+  const requests: RunRequest[] = candidates.map((c) => ({
+    scheduler: o.scheduler,
+    trace: traceSpec,
+    catalogPath: o.catalog,
+    roundSeconds: o.roundSeconds,
+    queue: { kind: 'wfq', caps: o.caps, config: c.config, predict: true },
+  }));
+  const progress = progressDisplay(requests.length);
+  let outcomes: CandidateOutcome[];
+  try {
+    outcomes = await evaluate(
+      candidates,
+      requests,
+      o.parallel ?? defaultParallelism(requests.length),
+      progress,
+    );
+  } finally {
+    progress.stop();
+  }
+  const result = tuneJson(candidates, outcomes, o.prefer);
+  const failed = result.evaluated.filter((r) => r.error !== null);
+  if (failed.length > 0)
+    process.stderr.write(
+      `tune: ${failed.length} candidate(s) failed to simulate (counted worst): ${failed
+        .map((r) => `${r.id}: ${r.error ?? ''}`)
+        .join('; ')}\n`,
+    );
+  const rec = result.recommended;
+  const yaml = controllerYaml(
+    rec.config,
+    `fleetwise tune: ${rec.id} (${rec.preference}) on ${trace.name}, ${o.scheduler} under ${capsText(o.caps)}\n` +
+      `mean JCT ${fmt(rec.meanJctHours, 3)} h, p99 prediction error ${fmt(rec.predErrP99, 1)} %, ` +
+      `unfairness ${fmt(rec.unfairness, 1)} %`,
+  );
+
+  if (o.json === true) process.stdout.write(`${JSON.stringify(result)}\n`);
+  else
+    process.stdout.write(
+      `${trace.name}: ${trace.jobs.length} jobs; ${o.scheduler} under ${capsText(o.caps)}; ` +
+        `${result.evaluated.length} configs simulated, ${result.front.length} on the Pareto front ` +
+        `(mean JCT, p99 prediction error, unfairness; all minimised)\n\n` +
+        `${frontTable(result.front, rec.id)}\n` +
+        `recommended (${rec.preference}): ${rec.id}: ${describeConfig(rec)}\n\n` +
+        `# controller config:\n${yaml}`,
+    );
+
+  if (o.out !== undefined) {
+    const settings: ReportSettings = {
+      trace: trace.name,
+      format: o.format,
+      jobs: trace.jobs.length,
+      seed: o.seed ?? 0,
+      multiTaskShare: o.multiTask ?? null,
+      catalog: o.catalog ?? `bundled (${catalog.provider} ${catalog.region})`,
+      roundSeconds: o.roundSeconds ?? null,
+      scheduler: o.scheduler,
+      capDollarsPerHour: o.capDollarsPerHour ?? null,
+      capInstances: o.capInstances ?? null,
+      samples: o.samples,
+      searchSeed,
+      classes: o.classes.join(','),
+      orderings: o.orderings.join(','),
+      prefer: o.prefer,
+    };
+    const report: TuneReport = { settings, ...result, controllerYaml: yaml };
+    await mkdir(o.out, { recursive: true });
+    const paths = [join(o.out, TUNE_FILES.json), join(o.out, TUNE_FILES.html)];
+    await writeFile(paths[0] as string, `${JSON.stringify(report)}\n`, 'utf8');
+    await writeFile(paths[1] as string, tuneHtml(report), 'utf8');
+    process.stderr.write(`report written: ${paths.join(', ')}\n`);
+  }
+}
+
+/** `fleetwise tune`: search WFQ configs by simulation (PCS §6) and print the Pareto front and a controller config. */
+export function registerTune(program: Command): Command {
+  return program
+    .command('tune')
+    .description(
+      'search WFQ queue configs (classes, thresholds, weights) by simulation under caps; print the Pareto front ' +
+        'of mean JCT, p99 prediction error and unfairness, and a controller config for the recommended one',
+    )
+    .option(
+      '--trace <file>',
+      'trace file (Eva JSON or Alibaba pod list CSV); default: bundled data / synthetic',
+    )
+    .option(
+      '--format <format>',
+      `trace format: ${TRACE_FORMATS.join('|')} (default: from the file extension)`,
+    )
+    .option('--jobs <n>', 'use the first N jobs (eva) or generate N jobs (alibaba, synthetic, success)')
+    .option('--seed <s>', 'seed of generated traces (default 0)')
+    .option('--multi-task <share>', 'share of multi-task jobs in generated traces, 0..1')
+    .option('--catalog <file>', 'instance catalog JSON (default: bundled aws-us-east-1)')
+    .option('--round-seconds <s>', 'scheduling period in seconds (default 300)')
+    .option('--scheduler <name>', `scheduler to simulate: one of ${SCHEDULER_NAMES.join(', ')}`, 'eva')
+    .option('--cap-dollars-per-hour <x>', 'cap: keep the fleet under $x/hour (at least one cap is required)')
+    .option('--cap-instances <n>', 'cap: keep the fleet under n instances')
+    .option('--samples <n>', 'number of candidate configs to simulate', String(DEFAULT_TUNE_SAMPLES))
+    .option(
+      '--classes <list>',
+      `comma-separated class counts to search, each 1..${MAX_TUNE_CLASSES}`,
+      DEFAULT_TUNE_CLASS_COUNTS.join(','),
+    )
+    .option('--orderings <list>', `orderings inside classes: ${TUNE_ORDERINGS.join(',')}`, 'fifo')
+    .option('--search-seed <s>', 'seed of the candidate sampling (default: --seed)')
+    .option(
+      '--prefer <rule>',
+      `which front point to recommend: ${PREFERENCES.join('|')} (balanced: closest to the ideal point)`,
+      'balanced',
+    )
+    .option('--parallel <n>', 'simulations at once (default: min(#candidates, available cores))')
+    .option(
+      '--json',
+      'print exactly one JSON object {"front":[…],"recommended":{…},"evaluated":[…]} on stdout',
+    )
+    .option('--out <dir>', 'write tune.json and tune.html (charts of the front) into this directory')
+    .action(async (raw: RawTuneOptions) => {
+      await tune(raw);
+    });
+}

@@ -1,0 +1,48 @@
+import type { Catalog } from '../core/catalog.js';
+import type { QueueCaps } from '../queue/caps.js';
+import type { WfqConfig } from '../queue/wfq.js';
+import type { Scheduler } from '../scheduler/types.js';
+import { runFromWorld } from './engine.js';
+import type { SimWorld } from './world.js';
+
+/**
+ * Completion-time predictions for the controller (PCS §4): run its world forward in virtual time with the same
+ * admission and a fork of its scheduler, the scheduler's learned rates, launch and restore delays, and no future
+ * arrivals. The simulator predicts through the same engine path (`SimQueueOptions.predict`).
+ */
+export interface PredictionInput {
+  readonly world: SimWorld;
+  /** A fork of the controller's scheduler (`Scheduler.fork`): the run plans, observes and learns with it. */
+  readonly scheduler: Scheduler;
+  readonly catalog: Catalog;
+  /** Expected normalized throughput by co-location keys; default: the scheduler's `expectedRate`, else 1. */
+  readonly rate?: ((taskKey: string, otherKeys: readonly string[]) => number) | undefined;
+  readonly queue?: { readonly caps: QueueCaps; readonly config: WfqConfig } | undefined;
+  readonly roundSeconds?: number | undefined;
+  /** Jobs to predict (the run stops once they finished); default every job of the world. */
+  readonly jobIds?: readonly string[] | undefined;
+  readonly maxSimulatedSeconds?: number | undefined;
+}
+
+export interface PredictedJobTimes {
+  /** When the job first makes progress (null: it had not by the end of the run). */
+  readonly startSeconds: number | null;
+  /** When it finishes (null: not within `maxSimulatedSeconds`). */
+  readonly endSeconds: number | null;
+}
+
+export function predictCompletions(input: PredictionInput): ReadonlyMap<string, PredictedJobTimes> {
+  // Rates come from a second fork, frozen at this moment: the run's own fork learns as it goes.
+  const model = input.rate === undefined ? (input.scheduler.fork?.() ?? input.scheduler) : undefined;
+  const rate = input.rate ?? model?.expectedRate?.bind(model);
+  return runFromWorld({
+    world: input.world,
+    scheduler: input.scheduler,
+    catalog: input.catalog,
+    rate,
+    queue: input.queue,
+    roundSeconds: input.roundSeconds,
+    jobIds: input.jobIds,
+    maxSimulatedSeconds: input.maxSimulatedSeconds,
+  });
+}

@@ -1,0 +1,166 @@
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { dominates } from '../../src/queue/tune.js';
+import { parseWfqConfig } from '../../src/queue/wfq.js';
+import type { TuneJson, TuneReport, TuneRow } from '../../src/sim/report/tune-json.js';
+import { CLI, ensureBuiltCli } from '../helpers/built-cli.js';
+
+/**
+ * `fleetwise tune` as users run it: the built CLI in a subprocess (worker threads load dist/sim/run-worker.js).
+ * One small search (20 synthetic jobs, 3 candidates, a binding 3-instance cap) feeds most checks.
+ */
+const TINY = ['tune', '--format', 'synthetic', '--jobs', '20', '--samples', '3', '--cap-instances', '3'];
+
+interface CliResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+async function cli(args: readonly string[]): Promise<CliResult> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [CLI, ...args], {
+      cwd: PROJECT_ROOT,
+      maxBuffer: 16 * 1024 * 1024,
+    });
+    return { code: 0, stdout, stderr };
+  } catch (e) {
+    const failed = e as { code?: number; stdout?: string; stderr?: string };
+    return { code: failed.code ?? -1, stdout: failed.stdout ?? '', stderr: failed.stderr ?? '' };
+  }
+}
+
+const objectives = (r: TuneRow) => ({
+  meanJctHours: r.meanJctHours,
+  predErrP99: r.predErrP99,
+  unfairness: r.unfairness,
+});
+
+describe('fleetwise tune (CLI subprocess)', () => {
+  let outDir = '';
+  let run: CliResult;
+  let parsed: TuneJson;
+  let text: CliResult;
+  let noCap: CliResult;
+  let badFlags: CliResult;
+
+  // All subprocesses at once: the small ones are mostly CLI start-up, which overlaps the search's simulations.
+  beforeAll(async () => {
+    ensureBuiltCli(['cli/main.ts', 'sim/run-worker.ts']);
+    expect(existsSync(CLI), `${CLI} is missing: run npm run build`).toBe(true);
+    outDir = mkdtempSync(join(tmpdir(), 'fleetwise-tune-'));
+    [run, text, noCap, badFlags] = await Promise.all([
+      cli([...TINY, '--json', '--out', outDir]),
+      cli([
+        'tune',
+        '--format',
+        'synthetic',
+        '--jobs',
+        '8',
+        '--samples',
+        '1',
+        '--classes',
+        '2',
+        '--cap-instances',
+        '2',
+      ]),
+      cli(['tune', '--format', 'synthetic', '--jobs', '5', '--json']),
+      cli([
+        ...TINY,
+        '--samples',
+        '0',
+        '--classes',
+        '1,9',
+        '--prefer',
+        'best',
+        '--scheduler',
+        'nope',
+        '--orderings',
+        'lifo',
+      ]),
+    ]);
+    parsed = JSON.parse(run.stdout) as TuneJson;
+  }, 120_000);
+
+  afterAll(() => {
+    if (outDir !== '') rmSync(outDir, { recursive: true, force: true });
+  });
+
+  it('--json prints exactly one JSON object {front, recommended, evaluated}', () => {
+    expect(run.stderr).not.toMatch(/Error|fleetwise:/);
+    expect(run.code).toBe(0);
+    expect(run.stdout.trimEnd().split('\n')).toHaveLength(1);
+    expect(Object.keys(parsed)).toEqual(['front', 'recommended', 'evaluated']);
+    expect(parsed.evaluated.map((r) => r.id)).toEqual(['c0', 'c1', 'c2']);
+    // Progress went to stderr: one line per candidate when stderr is not a terminal.
+    expect(run.stderr.match(/candidates done/g)).toHaveLength(3);
+  });
+
+  it('simulates every candidate with predictions under the cap', () => {
+    for (const r of parsed.evaluated) {
+      expect(r.error).toBeNull();
+      expect(r.meanJctHours).toBeGreaterThan(0);
+      expect(r.predErrP99).toEqual(expect.any(Number));
+      expect(r.unfairness).toEqual(expect.any(Number));
+      expect(() => parseWfqConfig(r.config)).not.toThrow();
+    }
+    // The first candidate is one FIFO class: its mean JCT differs from the two-class default's under a binding cap.
+    expect(parsed.evaluated[0]?.classes).toBe(1);
+    expect(parsed.evaluated[1]?.classes).toBe(2);
+    expect(parsed.evaluated[0]?.meanJctHours).not.toBe(parsed.evaluated[1]?.meanJctHours);
+  });
+
+  it('the front is non-empty, non-dominated, and covers every dominated point', () => {
+    expect(parsed.front.length).toBeGreaterThan(0);
+    expect(parsed.front).toEqual(parsed.evaluated.filter((r) => r.onFront));
+    for (const f of parsed.front)
+      for (const q of parsed.evaluated) expect(dominates(objectives(q), objectives(f))).toBe(false);
+    for (const r of parsed.evaluated.filter((x) => !x.onFront))
+      expect(parsed.front.some((f) => dominates(objectives(f), objectives(r)))).toBe(true);
+    expect(parsed.front.map((r) => r.id)).toContain(parsed.recommended.id);
+    expect(parsed.recommended.preference).toBe('balanced');
+  });
+
+  it('--out writes tune.json (with the controller snippet) and a self-contained tune.html', () => {
+    const report = JSON.parse(readFileSync(join(outDir, 'tune.json'), 'utf8')) as TuneReport;
+    expect(report.evaluated).toEqual(parsed.evaluated);
+    expect(report.settings).toMatchObject({ jobs: 20, capInstances: 3, samples: 3, scheduler: 'eva' });
+    const doc = parse(report.controllerYaml) as { queue: unknown };
+    expect(parseWfqConfig(doc.queue)).toEqual(parsed.recommended.config);
+    const html = readFileSync(join(outDir, 'tune.html'), 'utf8');
+    expect(html.match(/<svg /g)).toHaveLength(2);
+    expect(html).not.toMatch(/https?:\/\/|<script/);
+    expect(html.match(/<tbody>[\s\S]*<\/tbody>/)?.[0].match(/<tr/g)).toHaveLength(3);
+  });
+
+  it('without --json prints the front and the recommended config as a controller `queue:` section', () => {
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(/8 jobs; eva under 2 instances; 1 configs simulated, 1 on the Pareto front/);
+    const yaml = text.stdout.slice(text.stdout.indexOf('# controller config:'));
+    const doc = parse(yaml) as { queue: unknown };
+    const config = parseWfqConfig(doc.queue);
+    expect(config.classes.map((c) => c.weight)).toEqual([0.95, 0.05]);
+  });
+
+  it('requires a cap, naming both flags', () => {
+    expect(noCap.code).toBe(2);
+    expect(noCap.stdout).toBe('');
+    expect(noCap.stderr).toContain('--cap-dollars-per-hour / --cap-instances: give at least one cap');
+  });
+
+  it('names the flag and the reason for bad option values', () => {
+    expect(badFlags.code).toBe(2);
+    expect(badFlags.stdout).toBe('');
+    expect(badFlags.stderr).toContain('--samples: must be ≥ 1');
+    expect(badFlags.stderr).toContain('--classes item 2: must be ≤ 5');
+    expect(badFlags.stderr).toContain('--prefer: must be one of balanced, jct, pred, fair');
+    expect(badFlags.stderr).toContain('--scheduler: must be one of eva,');
+    expect(badFlags.stderr).toContain('--orderings item 1: must be one of fifo, srpt');
+  });
+});

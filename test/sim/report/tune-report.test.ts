@@ -1,0 +1,134 @@
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { generateCandidates } from '../../../src/queue/tune.js';
+import { parseWfqConfig } from '../../../src/queue/wfq.js';
+import { tuneHtml } from '../../../src/sim/report/tune-html.js';
+import {
+  controllerYaml,
+  objectivesOf,
+  tuneJson,
+  type CandidateOutcome,
+  type TuneReport,
+} from '../../../src/sim/report/tune-json.js';
+import type { RunResult } from '../../../src/sim/types.js';
+import { fakeRun, unbalancedTags } from './run-fixtures.js';
+
+const sizes = [60, 120, 600, 1200, 3600, 7200, 36_000, 72_000];
+const candidates = generateCandidates(sizes, {
+  samples: 5,
+  seed: 1,
+  classCounts: [1, 2, 3],
+  orderings: ['fifo'],
+});
+
+function run(meanJctHours: number, predErrP99: number | null, unfairness: number | null): CandidateOutcome {
+  const base = fakeRun('eva', 2, 3, 1, [1, 2]);
+  const result: RunResult = {
+    ...base,
+    summary: { ...base.summary, meanJctHours },
+    queue: {
+      p99JctHours: 2,
+      unfairness,
+      predErrAvg: predErrP99,
+      predErrP99,
+      successfulSojournMeanHours: 1.5,
+      preemptions: 0,
+    },
+  };
+  return { ok: true, result };
+}
+
+describe('tuneJson', () => {
+  const outcomes: CandidateOutcome[] = [
+    run(3, 0, 50), // FIFO-like: exact predictions, slow, unfair
+    run(2, 30, 10),
+    run(2.5, 40, 20), // dominated by the previous one
+    { ok: false, error: 'did not finish' },
+    run(1.5, 60, 15),
+  ];
+
+  it('marks the non-dominated rows, keeps candidate order, recommends a front row', () => {
+    const j = tuneJson(candidates, outcomes, 'balanced');
+    expect(Object.keys(j)).toEqual(['front', 'recommended', 'evaluated']);
+    expect(j.evaluated.map((r) => r.id)).toEqual(candidates.map((c) => c.id));
+    expect(j.front.map((r) => r.id)).toEqual(['c0', 'c1', 'c4']);
+    expect(j.evaluated.map((r) => r.onFront)).toEqual([true, true, false, false, true]);
+    expect(j.front.map((r) => r.id)).toContain(j.recommended.id);
+    expect(j.recommended.preference).toBe('balanced');
+    expect(tuneJson(candidates, outcomes, 'pred').recommended.id).toBe('c0');
+    expect(tuneJson(candidates, outcomes, 'jct').recommended.id).toBe('c4');
+  });
+
+  it('records a failed run with null objectives and its error, off the front', () => {
+    const failed = tuneJson(candidates, outcomes, 'balanced').evaluated[3];
+    expect(failed).toMatchObject({
+      error: 'did not finish',
+      meanJctHours: null,
+      predErrP99: null,
+      unfairness: null,
+      totalCost: null,
+      onFront: false,
+    });
+  });
+
+  it('describes each row from its config: thresholds, weights, class count', () => {
+    for (const r of tuneJson(candidates, outcomes, 'balanced').evaluated) {
+      const c = candidates.find((x) => x.id === r.id);
+      expect(r.config).toEqual(c?.config);
+      expect(r.classes).toBe(r.config.classes.length);
+      expect(r.thresholdsSeconds).toHaveLength(r.classes - 1);
+      expect(r.weights.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 9);
+    }
+  });
+
+  it('throws when every candidate failed, quoting the first error', () => {
+    const all = candidates.map((): CandidateOutcome => ({ ok: false, error: 'boom' }));
+    expect(() => tuneJson(candidates, all, 'balanced')).toThrow('every candidate failed to simulate: boom');
+  });
+
+  it('takes a mean JCT only when some job finished', () => {
+    const none: RunResult = fakeRun('eva', 2, 3, 1, [null, null]);
+    expect(objectivesOf({ ok: true, result: none }).meanJctHours).toBeNull();
+    expect(objectivesOf({ ok: true, result: none }).predErrP99).toBeNull();
+  });
+});
+
+describe('controllerYaml', () => {
+  it('round-trips through the controller schema under `queue:`, comment lines first', () => {
+    const config = candidates[2]!.config;
+    const text = controllerYaml(config, 'tuned on X\nmean JCT 1 h');
+    expect(text.split('\n').slice(0, 3)).toEqual(['# tuned on X', '# mean JCT 1 h', 'queue:']);
+    const doc = parse(text) as { queue: unknown };
+    expect(Object.keys(doc)).toEqual(['queue']);
+    expect(parseWfqConfig(doc.queue)).toEqual(config);
+  });
+});
+
+describe('tuneHtml', () => {
+  function report(outcomes: readonly CandidateOutcome[]): TuneReport {
+    const j = tuneJson(candidates, outcomes, 'balanced');
+    return { settings: { trace: 'x <y>' }, ...j, controllerYaml: controllerYaml(j.recommended.config) };
+  }
+
+  it('is self-contained, well-formed, with two charts, the ringed recommendation and every row', () => {
+    const html = tuneHtml(
+      report([run(3, 0, 50), run(2, 30, 10), run(2.5, 40, 20), run(1, 0, 1), run(4, 4, 4)]),
+    );
+    expect(html).not.toMatch(/https?:\/\/|<script/);
+    expect(unbalancedTags(html)).toEqual([]);
+    expect(html.match(/<svg /g)).toHaveLength(2);
+    // c3 dominates everything: the only front point, ringed in both charts (+ the legend's ring each).
+    expect(html.match(/<circle class="recommended"/g)).toHaveLength(4);
+    expect(html.match(/class="point front"/g)).toHaveLength(2);
+    expect(html.match(/<tr class="front recommended">/g)).toHaveLength(1);
+    expect(html.match(/<tr[ >]/g)).toHaveLength(1 + candidates.length);
+    expect(html).toContain('x &lt;y&gt;');
+    expect(html).toContain('queue:');
+    expect(html).not.toContain('class="na"');
+  });
+
+  it('draws points without a prediction error in an n/a band', () => {
+    const html = tuneHtml(report(candidates.map((_, i) => run(1 + i, null, 10 - i))));
+    expect(html.match(/class="na"/g)).toHaveLength(1);
+  });
+});
