@@ -272,8 +272,11 @@ class Simulation {
   private readonly rateOf: (task: SimTask, others: readonly SimTask[]) => number;
   private readonly fork: ForkSetup | undefined;
   private targetsLeft = 0;
-  /** Submission-time predictions (PCS §4): end time per job id, null when the prediction run could not tell. */
-  private readonly predictions = new Map<string, number | null>();
+  /** Submission-time predictions (PCS §4) per job id: start (first progress) and end, null where the run could not tell. */
+  private readonly predictions = new Map<
+    string,
+    { readonly startSeconds: number | null; readonly endSeconds: number | null }
+  >();
   private readonly roundSeconds: number;
   private readonly earlyRounds: boolean;
   /** Time of the pending early round, so several events at one time share one round. */
@@ -500,7 +503,9 @@ class Simulation {
       if (this.admission?.options.predict === true) this.predictNewJobs(early);
       const seen = buildSnapshot(this.now, this.liveJobs.values(), this.assignable.values());
       const snapshot =
-        this.admission === undefined ? seen : this.preempt(this.admission.filter(seen), this.admission.preempted);
+        this.admission === undefined
+          ? seen
+          : this.preempt(this.admission.filter(seen), this.admission.preempted);
       this.scheduler.observe(snapshot, observeThroughputs(this.liveJobs.values()));
       const plan = this.scheduler.plan(snapshot);
       this.rounds += 1;
@@ -939,16 +944,11 @@ class Simulation {
       },
     );
     forked.run();
-    for (const id of fresh) this.predictions.set(id, forked.endOf(id));
+    for (const id of fresh) this.predictions.set(id, forked.timesOf(id));
   }
 
   get preemptionCount(): number {
     return this.preemptions;
-  }
-
-  /** When a job finished in this run, or null. */
-  endOf(jobId: string): number | null {
-    return this.timesOf(jobId).endSeconds;
   }
 
   /** When a job first made progress and when it finished in this run (null: not in this run). */
@@ -1003,7 +1003,7 @@ class Simulation {
     return {
       nowSeconds: this.now,
       jobs: [...this.liveJobs.values()].map((job) => ({
-        spec: job.spec,
+        spec: knownSpec(job),
         status: job.status,
         requeueAfterStop: job.requeueAfterStop,
         active: job.active,
@@ -1165,7 +1165,8 @@ class Simulation {
       jctSeconds: j.endSeconds === null ? null : j.endSeconds - j.spec.arrivalSeconds,
       migrations: j.migrations,
       successful: j.spec.successful ?? true,
-      predictedEndSeconds: this.predictions.get(j.spec.id) ?? null,
+      predictedStartSeconds: this.predictions.get(j.spec.id)?.startSeconds ?? null,
+      predictedEndSeconds: this.predictions.get(j.spec.id)?.endSeconds ?? null,
     }));
     const summary = summarize(
       {
@@ -1181,6 +1182,22 @@ class Simulation {
     );
     return { summary, series: this.meter.series(this.maxSeriesPoints), jobs };
   }
+}
+
+/**
+ * The job as a predictor knows it: a job with a declared success model runs, in the prediction, for its expected
+ * size given the stages it has survived (SERPT's expectation), not for the size the trace drew for it.
+ */
+function knownSpec(job: SimJob): SimJob['spec'] {
+  const progress = successProgress(job);
+  if (progress === undefined) return job.spec;
+  const attained = job.completedIterations / job.spec.fullThroughput;
+  const expectedSeconds = attained + progress.expectedRemainingSeconds;
+  return {
+    ...job.spec,
+    durationSeconds: expectedSeconds,
+    totalIterations: Math.max(job.completedIterations, expectedSeconds * job.spec.fullThroughput),
+  };
 }
 
 /** Memoize a key rate model by (task key, sorted other keys); alone is 1. */

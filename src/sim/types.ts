@@ -43,6 +43,8 @@ export interface JobOutcome {
   readonly migrations: number;
   /** False for a job that ended unsuccessfully at a stage (success workload); true otherwise. */
   readonly successful: boolean;
+  /** Start (first progress) predicted when the job was first seen by a round; null without predictions. */
+  readonly predictedStartSeconds: number | null;
   /** Completion time predicted when the job was first seen by a round (PCS §4); null without predictions. */
   readonly predictedEndSeconds: number | null;
 }

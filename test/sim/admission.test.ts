@@ -180,6 +180,7 @@ describe('queue configs and metrics', () => {
       jctSeconds: (i + 1) * 36,
       migrations: 0,
       successful: true,
+      predictedStartSeconds: null,
       predictedEndSeconds: null,
     }));
     expect(p99JctHours(jobs)).toBeCloseTo((198 * 36) / 3600, 12); // rank ceil(0.99·200) = 198

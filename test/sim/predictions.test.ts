@@ -119,6 +119,28 @@ describe('completion-time predictions in the simulator', () => {
   });
 });
 
+describe('predictions of jobs with a declared success model', () => {
+  it('use the expected size (the predictor does not know where the job will stop)', () => {
+    // Two stages of 1,000 s, continuing with probability 0.5: expected size 1,500 s; this one stops after stage 1.
+    const job = {
+      ...traceJob('staged', { iterations: 1000 }),
+      success: { kind: 'stages' as const, stageSeconds: [1000, 1000], continueProbabilities: [0.5] },
+      successful: false,
+    };
+    const r = runSimulation({
+      trace: trace(job),
+      catalog,
+      groundTruth: constantPairwise(1),
+      scheduler: new NoPackingScheduler(catalog),
+      queue: { caps: { maxInstances: 1 }, config: singleClassConfig('success-rank'), predict: true },
+    });
+    const o = outcome(r, 'staged');
+    expect(o.successful).toBe(false);
+    expect((o.predictedEndSeconds ?? 0) - (o.endSeconds ?? 0)).toBe(500);
+    expect(r.queue?.successfulSojournMeanHours).toBeNull();
+  });
+});
+
 describe('prediction and sojourn metrics', () => {
   const job = (
     id: string,
@@ -134,6 +156,7 @@ describe('prediction and sojourn metrics', () => {
     jctSeconds: jct,
     migrations: 0,
     successful,
+    predictedStartSeconds: null,
     predictedEndSeconds: predictedJct === null ? null : 100 + predictedJct,
   });
 

@@ -91,6 +91,7 @@ describe('metrics', () => {
           jctSeconds: 3600,
           migrations: 1,
           successful: true,
+          predictedStartSeconds: null,
           predictedEndSeconds: null,
         },
         {
@@ -102,6 +103,7 @@ describe('metrics', () => {
           jctSeconds: 10800,
           migrations: 0,
           successful: true,
+          predictedStartSeconds: null,
           predictedEndSeconds: null,
         },
       ],

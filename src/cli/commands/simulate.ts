@@ -1,8 +1,8 @@
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
-import { extname } from 'node:path';
 import { z } from 'zod';
-import { describeIssues, ValidationError } from '../../core/validation.js';
+import { ValidationError } from '../../core/validation.js';
+import { flagProblems, inferFormat, numberText, positiveInteger, seedNumber } from './sim-flags.js';
 import { writeReport } from '../../sim/report/write.js';
 import { summaryTextTable } from '../../sim/report/format.js';
 import type { ReportSettings } from '../../sim/report/json.js';
@@ -11,7 +11,7 @@ import { withNormalizedCosts } from '../../sim/report/normalize.js';
 import { defaultParallelism, runInWorkers, type RunPoolListener } from '../../sim/run-pool.js';
 import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim/run-request.js';
 import { parseSchedulerList, SCHEDULER_NAMES } from '../../sim/schedulers.js';
-import { TRACE_FORMATS, type TraceFormat } from '../../sim/traces/load.js';
+import { TRACE_FORMATS } from '../../sim/traces/load.js';
 import type { RunResult } from '../../sim/types.js';
 import { QUEUE_KINDS } from '../../sim/admission.js';
 import type { FamilyGroupQuota } from '../../queue/caps.js';
@@ -38,38 +38,23 @@ interface RawSimulateOptions {
   readonly quota?: string[];
 }
 
-const numberText = (inner: z.ZodNumber) =>
-  z
-    .string()
-    .trim()
-    .regex(/^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i, 'must be a number')
-    .transform(Number)
-    .pipe(inner)
-    .optional();
-
 const rate = z.number().gt(0, 'must be > 0').max(1, 'must be ≤ 1');
 
 const optionsSchema = z.object({
   trace: z.string().min(1).optional(),
   format: z.enum(TRACE_FORMATS).optional(),
-  jobs: numberText(z.number().int('must be an integer').positive('must be ≥ 1')),
-  seed: numberText(
-    z
-      .number()
-      .int('must be an integer')
-      .min(0, 'must be ≥ 0')
-      .max(2 ** 32 - 1),
-  ),
-  multiTask: numberText(z.number().min(0, 'must be ≥ 0').max(1, 'must be ≤ 1')),
+  jobs: numberText(positiveInteger).optional(),
+  seed: numberText(seedNumber).optional(),
+  multiTask: numberText(z.number().min(0, 'must be ≥ 0').max(1, 'must be ≤ 1')).optional(),
   catalog: z.string().min(1).optional(),
   out: z.string().min(1).optional(),
   json: z.boolean().optional(),
-  roundSeconds: numberText(z.number().positive('must be > 0')),
-  evaDefaultRate: numberText(rate),
-  pairwiseInterference: numberText(rate),
-  parallel: numberText(z.number().int('must be an integer').positive('must be ≥ 1')),
-  capDollarsPerHour: numberText(z.number().positive('must be > 0')),
-  capInstances: numberText(z.number().int('must be an integer').positive('must be ≥ 1')),
+  roundSeconds: numberText(z.number().positive('must be > 0')).optional(),
+  evaDefaultRate: numberText(rate).optional(),
+  pairwiseInterference: numberText(rate).optional(),
+  parallel: numberText(positiveInteger).optional(),
+  capDollarsPerHour: numberText(z.number().positive('must be > 0')).optional(),
+  capInstances: numberText(positiveInteger).optional(),
   queue: z.enum(QUEUE_KINDS).optional(),
   predict: z.boolean().optional(),
   quota: z.array(z.string()).optional(),
@@ -95,39 +80,11 @@ export function parseQuotaFlag(text: string): FamilyGroupQuota {
   return { group: (m[1] as string).toLowerCase(), ...limits };
 }
 
-const FLAG_OF: Readonly<Record<string, string>> = {
-  multiTask: '--multi-task',
-  roundSeconds: '--round-seconds',
-  evaDefaultRate: '--eva-default-rate',
-  pairwiseInterference: '--pairwise-interference',
-  capDollarsPerHour: '--cap-dollars-per-hour',
-  capInstances: '--cap-instances',
-};
-
-function flagName(field: string): string {
-  return FLAG_OF[field] ?? `--${field}`;
-}
-
-/** Without --format: a .json file is an Eva trace, a .csv file an Alibaba pod list, no file a synthetic trace. */
-function inferFormat(tracePath: string | undefined): TraceFormat {
-  if (tracePath === undefined) return 'synthetic';
-  const ext = extname(tracePath).toLowerCase();
-  if (ext === '.json') return 'eva';
-  if (ext === '.csv') return 'alibaba';
-  throw new ValidationError('--format', [
-    `cannot tell the format of ${tracePath} from its extension; give --format ${TRACE_FORMATS.join('|')}`,
-  ]);
-}
-
 function parseOptions(raw: RawSimulateOptions) {
   const { scheduler, ...rest } = raw;
   const schedulers = parseSchedulerList(scheduler);
   const parsed = optionsSchema.safeParse(rest);
-  if (!parsed.success)
-    throw new ValidationError(
-      'fleetwise simulate options',
-      describeIssues(parsed.error).map((p) => p.replace(/^(\w+):/, (_, f: string) => `${flagName(f)}:`)),
-    );
+  if (!parsed.success) throw new ValidationError('fleetwise simulate options', flagProblems(parsed.error));
   const o = parsed.data;
   const format = o.format ?? inferFormat(o.trace);
   return { ...o, format, schedulers };

@@ -1,9 +1,10 @@
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { extname, join } from 'node:path';
+import { join } from 'node:path';
 import { z } from 'zod';
-import { describeIssues, ValidationError } from '../../core/validation.js';
+import { ValidationError } from '../../core/validation.js';
+import { flagProblems, inferFormat, numberText, seedNumber } from './sim-flags.js';
 import type { QueueCaps } from '../../queue/caps.js';
 import {
   DEFAULT_TUNE_CLASS_COUNTS,
@@ -25,7 +26,7 @@ import {
 import { defaultParallelism, runInWorkers } from '../../sim/run-pool.js';
 import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim/run-request.js';
 import { SCHEDULER_NAMES } from '../../sim/schedulers.js';
-import { TRACE_FORMATS, type TraceFormat } from '../../sim/traces/load.js';
+import { TRACE_FORMATS } from '../../sim/traces/load.js';
 import { formatTable } from '../table.js';
 
 /** Raw commander values (strings); validated by `optionsSchema`. */
@@ -53,20 +54,6 @@ interface RawTuneOptions {
 export const DEFAULT_TUNE_SAMPLES = 24;
 export const TUNE_FILES = { json: 'tune.json', html: 'tune.html' } as const;
 
-const numberText = (inner: z.ZodNumber) =>
-  z
-    .string()
-    .trim()
-    .regex(/^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i, 'must be a number')
-    .transform(Number)
-    .pipe(inner);
-
-const seed = z
-  .number()
-  .int('must be an integer')
-  .min(0, 'must be ≥ 0')
-  .max(2 ** 32 - 1);
-
 /** A comma-separated list, each item checked by `item`. */
 const listText = <T extends z.ZodType<unknown, string>>(item: T) =>
   z
@@ -83,7 +70,7 @@ const optionsSchema = z.object({
   trace: z.string().min(1).optional(),
   format: z.enum(TRACE_FORMATS).optional(),
   jobs: numberText(z.number().int('must be an integer').positive('must be ≥ 1')).optional(),
-  seed: numberText(seed).optional(),
+  seed: numberText(seedNumber).optional(),
   multiTask: numberText(z.number().min(0, 'must be ≥ 0').max(1, 'must be ≤ 1')).optional(),
   catalog: z.string().min(1).optional(),
   roundSeconds: numberText(z.number().positive('must be > 0')).optional(),
@@ -103,48 +90,16 @@ const optionsSchema = z.object({
     ),
   ),
   orderings: listText(z.enum(TUNE_ORDERINGS, { error: `must be one of ${TUNE_ORDERINGS.join(', ')}` })),
-  searchSeed: numberText(seed).optional(),
+  searchSeed: numberText(seedNumber).optional(),
   prefer: z.enum(PREFERENCES, { error: `must be one of ${PREFERENCES.join(', ')}` }),
   parallel: numberText(z.number().int('must be an integer').positive('must be ≥ 1')).optional(),
   json: z.boolean().optional(),
   out: z.string().min(1).optional(),
 });
 
-const FLAG_OF: Readonly<Record<string, string>> = {
-  multiTask: '--multi-task',
-  roundSeconds: '--round-seconds',
-  capDollarsPerHour: '--cap-dollars-per-hour',
-  capInstances: '--cap-instances',
-  searchSeed: '--search-seed',
-};
-
-function flagName(field: string): string {
-  return FLAG_OF[field] ?? `--${field}`;
-}
-
-/** Without --format: a .json file is an Eva trace, a .csv file an Alibaba pod list, no file a synthetic trace. */
-function inferFormat(tracePath: string | undefined): TraceFormat {
-  if (tracePath === undefined) return 'synthetic';
-  const ext = extname(tracePath).toLowerCase();
-  if (ext === '.json') return 'eva';
-  if (ext === '.csv') return 'alibaba';
-  throw new ValidationError('--format', [
-    `cannot tell the format of ${tracePath} from its extension; give --format ${TRACE_FORMATS.join('|')}`,
-  ]);
-}
-
 function parseOptions(raw: RawTuneOptions) {
   const parsed = optionsSchema.safeParse(raw);
-  if (!parsed.success)
-    throw new ValidationError(
-      'fleetwise tune options',
-      // `classes.1: …` (a list item) → `--classes item 2: …`.
-      describeIssues(parsed.error).map((p) =>
-        p.replace(/^(\w+)(?:\.(\d+))?:/, (_, f: string, item?: string) =>
-          item === undefined ? `${flagName(f)}:` : `${flagName(f)} item ${Number(item) + 1}:`,
-        ),
-      ),
-    );
+  if (!parsed.success) throw new ValidationError('fleetwise tune options', flagProblems(parsed.error));
   const o = parsed.data;
   if (o.capDollarsPerHour === undefined && o.capInstances === undefined)
     throw new ValidationError('fleetwise tune options', [

@@ -10,9 +10,7 @@ const HEADER =
 describe('runs.csv', () => {
   it('has the summary fields as header and one row per scheduler, in run order', () => {
     const results = withNormalizedCosts(twoRuns());
-    const lines = runsCsv(results)
-      .trimEnd()
-      .split('\n');
+    const lines = runsCsv(results).trimEnd().split('\n');
     expect(lines[0]).toBe(HEADER);
     expect(lines).toHaveLength(3);
     expect(lines[1]).toBe('no-packing,2,9,1,2.5,2.5,2.95,3,0,2,0,0.25');

@@ -30,6 +30,7 @@ function job(id: number, jctHours: number | null): JobOutcome {
     jctSeconds: jctHours === null ? null : jctHours * H,
     migrations: 0,
     successful: true,
+    predictedStartSeconds: null,
     predictedEndSeconds: null,
   };
 }

@@ -1,0 +1,50 @@
+import { extname } from 'node:path';
+import { z } from 'zod';
+import { describeIssues, ValidationError } from '../../core/validation.js';
+import { TRACE_FORMATS, type TraceFormat } from '../../sim/traces/load.js';
+
+/** Flag parsing shared by `simulate` and `tune` (commander hands over strings; zod checks them). */
+
+/** A number given as text, checked by `inner`. */
+export const numberText = (inner: z.ZodNumber) =>
+  z
+    .string()
+    .trim()
+    .regex(/^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i, 'must be a number')
+    .transform(Number)
+    .pipe(inner);
+
+export const seedNumber = z
+  .number()
+  .int('must be an integer')
+  .min(0, 'must be ≥ 0')
+  .max(2 ** 32 - 1);
+
+export const positiveInteger = z.number().int('must be an integer').positive('must be ≥ 1');
+
+/** The command-line flag of an option field: `capDollarsPerHour` → `--cap-dollars-per-hour`. */
+export function flagName(field: string): string {
+  return `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+}
+
+/**
+ * zod's issues with flag names instead of field names; a list item (`classes.1: …`) reads `--classes item 2: …`.
+ */
+export function flagProblems(error: z.ZodError): string[] {
+  return describeIssues(error).map((p) =>
+    p.replace(/^(\w+)(?:\.(\d+))?:/, (_, f: string, item?: string) =>
+      item === undefined ? `${flagName(f)}:` : `${flagName(f)} item ${Number(item) + 1}:`,
+    ),
+  );
+}
+
+/** Without --format: a .json file is an Eva trace, a .csv file an Alibaba pod list, no file a synthetic trace. */
+export function inferFormat(tracePath: string | undefined): TraceFormat {
+  if (tracePath === undefined) return 'synthetic';
+  const ext = extname(tracePath).toLowerCase();
+  if (ext === '.json') return 'eva';
+  if (ext === '.csv') return 'alibaba';
+  throw new ValidationError('--format', [
+    `cannot tell the format of ${tracePath} from its extension; give --format ${TRACE_FORMATS.join('|')}`,
+  ]);
+}
