@@ -5,6 +5,7 @@ import { registerBench } from './commands/bench.js';
 import { registerCatalog } from './commands/catalog.js';
 import { registerController } from './commands/controller.js';
 import { registerSimulate } from './commands/simulate.js';
+import { registerTune } from './commands/tune.js';
 import { registerSubmit } from './commands/submit.js';
 import { registerJobs } from './commands/jobs.js';
 import { registerJob } from './commands/job.js';
@@ -26,6 +27,7 @@ export function buildProgram(): Command {
   registerCatalog(program);
   registerController(program);
   registerSimulate(program);
+  registerTune(program);
   registerSubmit(program);
   registerJobs(program);
   registerJob(program);

@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { isNode, LineCounter, parseDocument, type Document } from 'yaml';
 import { z } from 'zod';
 import { ValidationError } from '../core/validation.js';
+import { wfqConfigSchema } from '../queue/wfq.js';
 
 /**
  * The controller's configuration: a YAML (or JSON) file, with command-line flags overriding it field by field
@@ -20,12 +21,125 @@ const nonNegative = z.number().finite().nonnegative('must be ≥ 0');
 export const ORPHAN_POLICIES = ['adopt', 'terminate'] as const;
 export type OrphanPolicy = (typeof ORPHAN_POLICIES)[number];
 
-const capsSchema = z.strictObject({
-  /** No plan may cost more than this per hour (the safety rail of ARCHITECTURE.md "Principles"). */
-  maxCostPerHour: positive.optional(),
-  maxInstances: z.number().int('a whole number').positive('must be ≥ 1').optional(),
-  maxMigrationsPerRound: z.number().int('a whole number').nonnegative('must be ≥ 0').optional(),
+/** The AWS on-demand quota groups `awsQuotaGroup` maps families to (Service Quotas "Running On-Demand … instances"). */
+export const AWS_QUOTA_GROUPS = ['standard', 'p', 'g-vt', 'inf', 'trn', 'dl', 'f', 'x', 'hpc'] as const;
+
+const quotaSchema = z
+  .strictObject({
+    /** Quota group, e.g. `standard`, `p`, `g-vt` (or a group named in `familyGroups`). */
+    group: z.string().min(1),
+    maxVcpus: nonNegative.optional(),
+    maxGpus: z.number().int('a whole number').nonnegative('must be ≥ 0').optional(),
+  })
+  .refine((q) => q.maxVcpus !== undefined || q.maxGpus !== undefined, 'give maxVcpus, maxGpus or both');
+
+/**
+ * Caps the queue layer admits jobs under (issue 6; src/queue/caps.ts QueueCaps): $/hour and instance count, which
+ * Eva also enforces on its plans, and AWS-style on-demand quotas per family group in vCPUs and GPUs, which
+ * admission enforces (and the controller's safety rail checks on every plan).
+ */
+const capsSchema = z
+  .strictObject({
+    /** No plan may cost more than this per hour (the safety rail of ARCHITECTURE.md "Principles"). */
+    maxCostPerHour: positive.optional(),
+    maxInstances: z.number().int('a whole number').positive('must be ≥ 1').optional(),
+    maxMigrationsPerRound: z.number().int('a whole number').nonnegative('must be ≥ 0').optional(),
+    quotas: z.array(quotaSchema).optional(),
+    /** Family → quota group, for families `awsQuotaGroup` does not know or accounts set up differently. */
+    familyGroups: z
+      .record(z.string().regex(/^[a-z][a-z0-9-]*$/, 'an instance family like p3'), z.string().min(1))
+      .optional(),
+  })
+  .superRefine((caps, ctx) => {
+    const known = new Set<string>([...AWS_QUOTA_GROUPS, ...Object.values(caps.familyGroups ?? {})]);
+    const seen = new Set<string>();
+    (caps.quotas ?? []).forEach((q, i) => {
+      if (!known.has(q.group))
+        ctx.addIssue({
+          code: 'custom',
+          path: ['quotas', i, 'group'],
+          message: `unknown quota group ${q.group} (AWS groups: ${AWS_QUOTA_GROUPS.join(', ')}; or map families to it in familyGroups)`,
+        });
+      if (seen.has(q.group))
+        ctx.addIssue({
+          code: 'custom',
+          path: ['quotas', i, 'group'],
+          message: `duplicate quota for group ${q.group}`,
+        });
+      seen.add(q.group);
+    });
+  });
+
+/**
+ * The `queue:` section: WFQ classes, weights, orderings and preemption (PCS §3; src/queue/wfq.ts). Unknown keys are
+ * refused here (the core schema strips them), then the core schema checks values, defaults and thresholds.
+ */
+const queueKeysSchema = z.strictObject({
+  classifyBy: z.unknown().optional(),
+  classes: z
+    .array(
+      z.strictObject({
+        id: z.unknown().optional(),
+        weight: z.unknown().optional(),
+        maxSizeSeconds: z.unknown().optional(),
+        teams: z.unknown().optional(),
+        ordering: z.unknown().optional(),
+      }),
+    )
+    .optional(),
+  preemption: z
+    .strictObject({
+      enabled: z.unknown().optional(),
+      marginShare: z.unknown().optional(),
+      minShortRounds: z.unknown().optional(),
+    })
+    .optional(),
+  ordering: z
+    .strictObject({
+      srptAgingPerSecond: z.unknown().optional(),
+      defaultSuccessProbability: z.unknown().optional(),
+    })
+    .optional(),
 });
+
+const queueSchema = queueKeysSchema
+  .transform((v): unknown => v)
+  .pipe(wfqConfigSchema)
+  .superRefine((q, ctx) => {
+    const teamOwner = new Map<string, string>();
+    q.classes.forEach((c, i) => {
+      if (q.classifyBy === 'size' && c.teams !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['classes', i, 'teams'],
+          message: 'teams only apply with classifyBy: team',
+        });
+      if (q.classifyBy === 'team' && c.maxSizeSeconds !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['classes', i, 'maxSizeSeconds'],
+          message: 'size thresholds only apply with classifyBy: size',
+        });
+      // Unknown teams fall into the last class; every other class must name its teams.
+      if (q.classifyBy === 'team' && i < q.classes.length - 1 && (c.teams ?? []).length === 0)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['classes', i, 'teams'],
+          message:
+            'required with classifyBy: team (only the last class may leave it out: it takes every other team)',
+        });
+      (c.teams ?? []).forEach((team, j) => {
+        const owner = teamOwner.get(team);
+        if (owner !== undefined)
+          ctx.addIssue({
+            code: 'custom',
+            path: ['classes', i, 'teams', j],
+            message: `team ${team} is already in class ${owner}`,
+          });
+        teamOwner.set(team, c.id);
+      });
+    });
+  });
 
 const placementSchema = z.strictObject({
   availabilityZone: z.string().min(1),
@@ -116,6 +230,11 @@ export const controllerConfigSchema = z
     /** Instance catalog file; default: the bundled catalog. */
     catalog: z.string().min(1).optional(),
     caps: capsSchema.default({}),
+    /**
+     * Weighted fair queueing under the caps (issue 6): classes by size or team, weights, ordering per class
+     * (fifo, srpt, success-rank), preemption policy. Default: one FIFO class.
+     */
+    queue: queueSchema.optional(),
     /** Plan and record decisions, make no cloud call. */
     dryRun: z.boolean().default(false),
     /** What to do with instances tagged with this cluster that the state does not know. */

@@ -1,9 +1,26 @@
 import type { Catalog } from '../core/catalog.js';
 import type { Caps } from '../core/model.js';
+import type { QueueCaps } from '../queue/caps.js';
+import type { WfqConfig } from '../queue/wfq.js';
 import { diffConfiguration, type Action, type ConfigurationDiff } from '../scheduler/actions.js';
 import { EvaScheduler } from '../scheduler/eva.js';
-import type { Configuration, DecisionRecord, Scheduler, ThroughputObservation } from '../scheduler/types.js';
+import type {
+  Configuration,
+  DecisionRecord,
+  Plan,
+  Scheduler,
+  ThroughputObservation,
+} from '../scheduler/types.js';
 import type { CloudProvider } from '../cloud/provider.js';
+import {
+  ControllerAdmission,
+  planCapViolations,
+  preemptionVictims,
+  withoutJobs,
+  type JobQueueView,
+  type PreemptionVictim,
+  type QueueDecision,
+} from './admission.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { taskLogPrefix } from '../worker/controller-client.js';
 import { SystemClock, type Clock } from './clock.js';
@@ -21,9 +38,13 @@ import {
   type SyncSummary,
   type TaskExecutor,
 } from './reconciler.js';
+import { predictCompletions } from '../sim/predict.js';
+import { predictEtas, worldFingerprint, type PredictFn } from './eta.js';
+import { predictionErrorOf, readQueueRecord, writeQueueRecord, type EtaRecord } from './queue-records.js';
 import { buildReportDocument, writeReportFiles, type WrittenReport } from './reports.js';
+import { ValidationError } from '../core/validation.js';
 import type { ClusterView, ControllerService, WhyRecord } from './service.js';
-import { buildSnapshot, readSnapshotInputs } from './snapshot.js';
+import { buildSnapshot, readSnapshotInputs, type SnapshotInputs } from './snapshot.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
 import {
   UnknownRecordError,
@@ -52,7 +73,10 @@ export interface ControllerSettings {
   readonly clusterName: string;
   readonly roundSeconds: number;
   readonly pollSeconds: number;
-  readonly caps: Caps;
+  /** $/hour and instance count (Eva enforces them on its plans) and quotas per family group (admission does). */
+  readonly caps: QueueCaps;
+  /** WFQ classes, orderings and preemption policy of the queue layer (issue 6); default one FIFO class. */
+  readonly queue?: WfqConfig | undefined;
   readonly dryRun: boolean;
   readonly orphanPolicy: OrphanPolicy;
   readonly vanishGraceSeconds: number;
@@ -73,6 +97,7 @@ export function settingsFromConfig(config: ControllerConfig): ControllerSettings
     roundSeconds: config.roundSeconds,
     pollSeconds: config.pollSeconds,
     caps: config.caps,
+    queue: config.queue,
     dryRun: config.dryRun,
     orphanPolicy: config.orphans,
     vanishGraceSeconds: config.vanishGraceSeconds,
@@ -119,6 +144,11 @@ export interface ControllerDeps {
   readonly metrics?: RoundMetrics | undefined;
   /** Workers (worker-executor.ts): throughput observations, and silent workers whose instance is replaced. */
   readonly workers?: WorkerFleet | undefined;
+  /**
+   * Completion-time predictions (PCS §4, eta.ts): the simulator's `predictCompletions` (default), another
+   * function (tests), or false to turn them off.
+   */
+  readonly predict?: PredictFn | false | undefined;
 }
 
 /** What the loop asks of the worker side beyond TaskExecutor (implemented by WorkerExecutor). */
@@ -139,6 +169,19 @@ export interface RoundOutcome {
   readonly notApplied?: string | undefined;
   readonly sync?: SyncSummary | undefined;
   readonly progress?: ProgressSummary | undefined;
+  /** This round's admission decision (who entered the plan, who waits and why). */
+  readonly queue?: QueueDecision | undefined;
+}
+
+/** The plan-level caps Eva enforces on its own plans: $/hour, instance count, migrations per round. */
+export function schedulerCaps(caps: QueueCaps): Caps {
+  return {
+    ...(caps.maxCostPerHour === undefined ? {} : { maxCostPerHour: caps.maxCostPerHour }),
+    ...(caps.maxInstances === undefined ? {} : { maxInstances: caps.maxInstances }),
+    ...(caps.maxMigrationsPerRound === undefined
+      ? {}
+      : { maxMigrationsPerRound: caps.maxMigrationsPerRound }),
+  };
 }
 
 export class Controller implements ControllerService {
@@ -157,6 +200,15 @@ export class Controller implements ControllerService {
   private readonly metrics: RoundMetrics | undefined;
   private readonly workers: WorkerFleet | undefined;
   private readonly provider: CloudProvider | undefined;
+  /** The queue layer: admission under the caps before every plan. */
+  readonly admission: ControllerAdmission;
+  /** Jobs being checkpointed back to the queue by a preemption → the class that reclaims its share. */
+  private readonly preempting = new Map<string, string>();
+  /** Queue views last written per job, so unchanged ones are not rewritten every round. */
+  private readonly writtenViews = new Map<string, string>();
+  private readonly predict: PredictFn | undefined;
+  /** The world the last prediction ran on (eta.ts worldFingerprint) and what it predicted, to skip reruns. */
+  private lastPrediction: { fingerprint: string; etas: ReadonlyMap<string, EtaRecord> } | undefined;
 
   /** The loop's sequence: every pass chains here so none overlap (also when tests call them directly). */
   private chain: Promise<unknown> = Promise.resolve();
@@ -184,9 +236,15 @@ export class Controller implements ControllerService {
     this.schedulerFor =
       deps.schedulerFor ??
       (deps.scheduler === undefined
-        ? (catalog) => new EvaScheduler(catalog, { caps: deps.settings.caps })
+        ? (catalog) => new EvaScheduler(catalog, { caps: schedulerCaps(deps.settings.caps) })
         : undefined);
-    this.scheduler = deps.scheduler ?? new EvaScheduler(deps.catalog, { caps: deps.settings.caps });
+    this.scheduler =
+      deps.scheduler ?? new EvaScheduler(deps.catalog, { caps: schedulerCaps(deps.settings.caps) });
+    this.predict = deps.predict === false ? undefined : (deps.predict ?? defaultPredict);
+    this.admission = new ControllerAdmission(deps.catalog, {
+      caps: deps.settings.caps,
+      config: deps.settings.queue,
+    });
     this.priceOf = new Map(deps.catalog.types.map((t) => [t.name, t.costPerHour]));
     this.nextReportAtSeconds = this.clock.nowSeconds() + deps.settings.reportEverySeconds;
     this.reconciler = new Reconciler({
@@ -337,17 +395,33 @@ export class Controller implements ControllerService {
   private planAndRecord(reason: string): Omit<RoundOutcome, 'sync' | 'progress'> {
     this.loadSchedulerState();
     const now = this.clock.nowSeconds();
-    const snapshot = buildSnapshot(readSnapshotInputs(this.store, now));
-    if (snapshot.jobs.length === 0 && snapshot.instances.length === 0)
-      return { actions: [], launched: new Map() };
+    const inputs = readSnapshotInputs(this.store, now);
+    // The queue layer first (issue 6): only jobs holding capacity and the waiting jobs admitted under the caps
+    // reach the scheduler; the others stay queued and their views say why.
+    const live = new Map(inputs.jobs.map((j) => [j.id, j]));
+    const queue = this.admission.decide(buildSnapshot(inputs), live);
+    const snapshot = queue.snapshot;
+    if (snapshot.jobs.length === 0 && snapshot.instances.length === 0) {
+      this.recordQueueViews(queue, undefined);
+      return { actions: [], launched: new Map(), queue };
+    }
+    // Preemption (PCS §3): a class reclaiming its guaranteed share stops the proposed victims. The scheduler
+    // plans without them; the diff, against the snapshot that has them, checkpoints them back to the queue.
+    for (const [jobId] of this.preempting)
+      if (live.get(jobId)?.state !== 'running' && live.get(jobId)?.state !== 'migrating')
+        this.preempting.delete(jobId);
+    const victims = preemptionVictims(queue, this.preempting);
+    const planned = withoutJobs(snapshot, new Set(victims.map((v) => v.jobId)));
     // Normalized throughputs reported by workers since the last round (worker-executor.ts) teach the co-location table.
-    this.scheduler.observe(snapshot, this.workers?.takeObservations() ?? []);
-    const plan = this.scheduler.plan(snapshot);
+    this.scheduler.observe(planned, this.workers?.takeObservations() ?? []);
+    // Forked before planning: the prediction replays this round with the same learned state.
+    const fork = this.predictionDue(inputs) ? this.scheduler.fork?.() : undefined;
+    const plan = withQueueWaits(this.scheduler.plan(planned), queue);
     const diff = diffConfiguration(snapshot, plan.configuration, this.catalog, {
       scheduler: this.scheduler.name,
     });
     const broken = this.capViolation(plan.configuration, diff);
-    for (const w of plan.decision.waiting) this.metrics?.countCapHit(w.cap);
+    for (const w of plan.decision.waiting) if (!isQueueWait(w.cap)) this.metrics?.countCapHit(w.cap);
     let outcome: Omit<RoundOutcome, 'sync' | 'progress'>;
     if (this.settings.dryRun || broken !== undefined) {
       const notApplied = broken === undefined ? 'dry run' : `plan breaks a cap: ${broken}`;
@@ -373,10 +447,13 @@ export class Controller implements ControllerService {
         actions: diff.actions,
         launched: new Map(),
         notApplied,
+        queue,
       };
     } else {
       const applied = this.reconciler.applyPlan(plan, diff);
-      this.metrics?.countMigrations(diff.movedJobIds.length);
+      // A preemption costs like a move: the work since the last checkpoint, then a restore.
+      this.metrics?.countMigrations(diff.movedJobIds.length + victims.length);
+      this.recordPreemptions(victims);
       this.log.info(`round ${applied.round} (${reason}): ${plan.decision.chosen}; ${describeActions(diff)}`, {
         costPerHour: plan.decision.candidates.find((c) => c.name === plan.decision.chosen)?.costPerHour,
       });
@@ -385,8 +462,11 @@ export class Controller implements ControllerService {
         decision: plan.decision,
         actions: diff.actions,
         launched: applied.launched,
+        queue,
       };
     }
+    this.recordQueueViews(queue, plan.decision, outcome.notApplied === undefined ? victims : []);
+    if (fork !== undefined) this.runPrediction(inputs, fork, now, queue);
     this.saveSchedulerState();
     const kept = this.settings.roundsKept ?? 5000;
     if (outcome.round !== undefined && outcome.round % 100 === 0) this.store.pruneRounds(kept);
@@ -406,7 +486,75 @@ export class Controller implements ControllerService {
       return `maxInstances: ${configuration.instances.length} instances over the cap of ${caps.maxInstances}`;
     if (caps.maxMigrationsPerRound !== undefined && diff.movedJobIds.length > caps.maxMigrationsPerRound)
       return `maxMigrationsPerRound: ${diff.movedJobIds.length} migrations over the cap of ${caps.maxMigrationsPerRound}`;
+    // Quotas are counted on the plan's real instance types (a CPU task packed onto a GPU instance uses GPU quota).
+    const quotas = planCapViolations(configuration, this.catalog, {
+      quotas: caps.quotas,
+      familyGroups: caps.familyGroups,
+    });
+    if (quotas.length > 0) return `${quotas.join(', ')}: the plan's instances exceed the quota`;
     return undefined;
+  }
+
+  private recordPreemptions(victims: readonly PreemptionVictim[]): void {
+    if (victims.length === 0) return;
+    this.store.transaction(() => {
+      for (const v of victims) {
+        this.preempting.set(v.jobId, v.forClassId);
+        this.store.appendEvent({
+          kind: 'queue.preempted',
+          jobId: v.jobId,
+          message: `job ${v.jobId} checkpointed back to the queue: ${v.reason}`,
+          data: { classId: v.classId, forClassId: v.forClassId },
+        });
+      }
+    });
+  }
+
+  /**
+   * Persist each live job's place in the queue (`queue.job.<id>`, read by the API). A job admitted but left out by
+   * the plan (a cap Eva enforces on the packed plan) is shown waiting with that cap. Unchanged views are not
+   * rewritten, so `sinceSeconds` says since when the job has been in its state.
+   */
+  private recordQueueViews(
+    queue: QueueDecision,
+    decision: DecisionRecord | undefined,
+    victims: readonly PreemptionVictim[] = [],
+  ): void {
+    const leftOut = new Map(
+      (decision?.waiting ?? []).filter((w) => !isQueueWait(w.cap)).map((w) => [w.jobId, w.cap]),
+    );
+    const preempted = new Map(victims.map((v) => [v.jobId, v]));
+    const changed: [string, JobQueueView][] = [];
+    for (const [jobId, view] of queue.views) {
+      const cap = leftOut.get(jobId);
+      const victim = preempted.get(jobId);
+      const shown: JobQueueView =
+        victim !== undefined
+          ? {
+              ...view,
+              status: 'waiting',
+              reason: 'class-share',
+              detail: `preempted: checkpointing back to the queue so class ${victim.forClassId} reclaims its guaranteed share`,
+            }
+          : cap === undefined || view.status !== 'admitted'
+            ? view
+            : {
+                ...view,
+                status: 'waiting',
+                reason: 'caps',
+                detail: `admitted, but the packed plan breaks ${cap}; it is admitted again next round`,
+              };
+      const { sinceSeconds: _since, ...content } = shown;
+      const text = JSON.stringify(content);
+      if (this.writtenViews.get(jobId) === text) continue;
+      this.writtenViews.set(jobId, text);
+      changed.push([jobId, shown]);
+    }
+    if (changed.length === 0) return;
+    this.store.transaction(() => {
+      for (const [jobId, view] of changed)
+        writeQueueRecord(this.store, jobId, { ...readQueueRecord(this.store, jobId), queue: view });
+    });
   }
 
   /**
@@ -420,6 +568,7 @@ export class Controller implements ControllerService {
     return this.serial(() => {
       this.catalog = catalog;
       this.priceOf = new Map(catalog.types.map((t) => [t.name, t.costPerHour]));
+      this.admission.setCatalog(catalog);
       if (this.schedulerFor === undefined) {
         this.log.warn('new catalog prices do not reach the injected scheduler (no schedulerFor factory)');
         return Promise.resolve();
@@ -505,8 +654,31 @@ export class Controller implements ControllerService {
   // Reports
 
   private jobEnded(job: JobRecord): void {
+    this.admission.forget(job.id);
+    this.writtenViews.delete(job.id);
+    this.recordPredictionError(job);
     this.reportReasons.push(`${job.id} ${job.state}`);
     this.requestRound(`${job.id} ${job.state}`);
+  }
+
+  /** PCS §2: how far the submission prediction was off, for a job that completed (its error is measured). */
+  private recordPredictionError(job: JobRecord): void {
+    try {
+      const record = readQueueRecord(this.store, job.id);
+      const predicted = record?.submissionEta?.completionSeconds;
+      if (record === undefined || job.state !== 'succeeded' || job.finishedAtSeconds === undefined) return;
+      if (predicted === undefined || predicted === null) return;
+      const predictionError = predictionErrorOf(predicted, job.submittedAtSeconds, job.finishedAtSeconds);
+      writeQueueRecord(this.store, job.id, { ...record, predictionError });
+      this.store.appendEvent({
+        kind: 'job.prediction-error',
+        jobId: job.id,
+        message: `job ${job.id} ended ${Math.round(predictionError.errorSeconds)} s ${predictionError.errorSeconds >= 0 ? 'after' : 'before'} its submission prediction`,
+        data: { ...predictionError },
+      });
+    } catch (e) {
+      this.log.warn(`cannot record the prediction error of ${job.id}`, { error: (e as Error).message });
+    }
   }
 
   private async writeDueReports(): Promise<void> {
@@ -580,24 +752,144 @@ export class Controller implements ControllerService {
   submit(spec: JobSpec, team: string): JobRecord {
     const job = this.store.submitJob(spec.team === team ? spec : { ...spec, team });
     this.requestRound(`${job.id} submitted`);
+    this.predictAtSubmission(job);
     return job;
   }
 
+  /**
+   * PCS §4: a prediction when a job is submitted, recorded as its submission prediction (the one its error is
+   * measured against). It starts from the early round the submission asked for. A failure only costs the ETA.
+   */
+  private predictAtSubmission(job: JobRecord): void {
+    if (this.predict === undefined || this.scheduler.fork === undefined) return;
+    try {
+      this.loadSchedulerState();
+      const now = this.clock.nowSeconds();
+      const inputs = readSnapshotInputs(this.store, now);
+      this.runPrediction(
+        inputs,
+        this.scheduler.fork(),
+        Math.max(now, this.lastRoundAtSeconds + this.minRoundGap()),
+        undefined,
+        [job.id],
+      );
+    } catch (e) {
+      this.log.warn(`cannot predict the completion of ${job.id}`, { error: (e as Error).message });
+    }
+  }
+
+  /**
+   * Whether this round needs a new prediction: the cluster changed (jobs, tasks, placements, instances), or a job
+   * that was predicted to start or end by now has not (the world strayed from the prediction).
+   */
+  private predictionDue(inputs: SnapshotInputs): boolean {
+    if (this.predict === undefined) return false;
+    const last = this.lastPrediction;
+    if (last === undefined || last.fingerprint !== worldFingerprint(inputs)) return true;
+    const now = inputs.nowSeconds;
+    return inputs.jobs.some((j) => {
+      const eta = last.etas.get(j.id);
+      if (eta === undefined) return true;
+      const overdueStart =
+        j.startedAtSeconds === undefined && eta.startSeconds !== null && eta.startSeconds < now;
+      const overdueEnd = eta.completionSeconds !== null && eta.completionSeconds < now;
+      return overdueStart || overdueEnd;
+    });
+  }
+
+  /** Predict and store every live job's ETA; a job's first prediction is also kept as its submission prediction. */
+  private runPrediction(
+    inputs: SnapshotInputs,
+    fork: ControllerScheduler,
+    firstRoundSeconds: number,
+    queue?: QueueDecision,
+    targets?: readonly string[],
+  ): void {
+    if (this.predict === undefined) return;
+    let run;
+    try {
+      run = predictEtas(this.predict, {
+        inputs,
+        queue,
+        scheduler: fork,
+        catalog: this.catalog,
+        caps: this.settings.caps,
+        config: this.admission.config,
+        roundSeconds: this.settings.roundSeconds,
+        firstRoundSeconds,
+        classOf: (job) => this.admission.classOf(job),
+        targets,
+      });
+    } catch (e) {
+      this.log.warn('completion-time prediction failed; ETAs keep their last values', {
+        error: (e as Error).message,
+      });
+      return;
+    }
+    if (run.complete) this.lastPrediction = { fingerprint: worldFingerprint(inputs), etas: run.etas };
+    this.store.transaction(() => {
+      for (const [jobId, eta] of run.etas) {
+        const record = readQueueRecord(this.store, jobId) ?? {};
+        writeQueueRecord(this.store, jobId, {
+          ...record,
+          eta,
+          submissionEta: record.submissionEta ?? { ...eta, basis: `at submission: ${eta.basis}` },
+        });
+      }
+    });
+    this.log.info(`predicted ${run.etas.size} job(s) in ${run.wallMs.toFixed(0)} ms`);
+  }
+
   cancel(jobId: string): JobRecord {
+    return this.endJob(jobId, 'cancelled', 'cancelled by request', true);
+  }
+
+  /**
+   * End a job as unsuccessful at a stage (success-ranked ordering, issue 6): like a cancel, its tasks stop without a
+   * checkpoint and its capacity is freed, but the job is not counted as failed or cancelled. Idempotent; a job
+   * that already ended otherwise cannot become unsuccessful (IllegalTransitionError, 409 in the API).
+   */
+  markUnsuccessful(
+    jobId: string,
+    options: { readonly stage?: number; readonly reason?: string } = {},
+  ): JobRecord {
+    const job = this.store.getJob(jobId);
+    if (job === undefined) throw new UnknownRecordError('job', jobId);
+    const success = job.spec.success;
+    const stages = success?.kind === 'stages' ? success.stageSeconds.length : undefined;
+    if (options.stage !== undefined && stages !== undefined && options.stage > stages)
+      throw new ValidationError('request', [
+        `stage: the job declares ${stages} stage(s), got ${options.stage}`,
+      ]);
+    const why = [
+      'stopped as unsuccessful',
+      options.stage === undefined ? '' : ` at stage ${options.stage}`,
+      options.reason === undefined ? ' by request' : `: ${options.reason}`,
+    ].join('');
+    return this.endJob(jobId, 'unsuccessful', why, false);
+  }
+
+  /** Stop a job's tasks (no checkpoint) and end it in `state`; a job already ended is returned as it is. */
+  private endJob(
+    jobId: string,
+    state: 'cancelled' | 'unsuccessful',
+    reason: string,
+    idempotent: boolean,
+  ): JobRecord {
     let changed = false;
     const job = this.store.transaction(() => {
       const current = this.store.getJob(jobId);
       if (current === undefined) throw new UnknownRecordError('job', jobId);
-      if (isFinalJobState(current.state)) return current;
+      if (isFinalJobState(current.state) && (idempotent || current.state === state)) return current;
+      const ended = this.store.setJobState(jobId, state, reason);
       changed = true;
-      const cancelled = this.store.setJobState(jobId, 'cancelled', 'cancelled by request');
       const tasks = this.store.listTasks({ jobId });
       const taskIds = new Set(tasks.map((t) => t.id));
       const pending = this.store.listIntents({ states: ['pending'] });
       const stopping = new Set<string>();
       for (const intent of pending) {
         if (intent.kind === 'start-task' && taskIds.has(intent.payload.taskId))
-          this.store.failIntent(intent.id, 'job cancelled');
+          this.store.failIntent(intent.id, `job ${state}`);
         if (intent.kind === 'stop-task' && taskIds.has(intent.payload.taskId))
           stopping.add(intent.payload.taskId);
       }
@@ -611,7 +903,7 @@ export class Controller implements ControllerService {
             kind: 'stop-task',
             payload: { taskId: task.id, instanceId: task.instanceId, checkpoint: false },
           });
-      return cancelled;
+      return ended;
     });
     if (changed) this.jobEnded(job);
     return job;
@@ -688,7 +980,8 @@ export function summarizeForJob(
   const { decision, configuration } = round;
   const parts: string[] = [];
   const waiting = decision.waiting.find((w) => w.jobId === jobId);
-  if (waiting !== undefined) parts.push(`waiting: cap ${waiting.cap}`);
+  if (waiting !== undefined)
+    parts.push(isQueueWait(waiting.cap) ? `waiting in the ${waiting.cap}` : `waiting: cap ${waiting.cap}`);
   const pinned = decision.pinned.find((p) => p.jobId === jobId);
   if (pinned !== undefined) parts.push(`kept in place: ${pinned.why}`);
   const placed = configuration.instances.filter((i) => i.taskIds.some((t) => taskIds.has(t)));
@@ -701,6 +994,31 @@ export function summarizeForJob(
   } else if (waiting === undefined) parts.push('not placed by this plan');
   if (parts.length === 0) return undefined;
   return `${parts.join('; ')} — plan ${decision.chosen}: ${decision.reason}`;
+}
+
+/** The simulator's engine run from the controller's world (src/sim/predict.ts). */
+const defaultPredict: PredictFn = predictCompletions;
+
+/** Decision `waiting` entries the queue layer added (`queue <class>: …`), as opposed to caps Eva enforced. */
+const QUEUE_WAIT_PREFIX = 'queue ';
+
+function isQueueWait(cap: string): boolean {
+  return cap.startsWith(QUEUE_WAIT_PREFIX);
+}
+
+/**
+ * The plan with the jobs admission kept out listed in its decision's `waiting` (`queue small: class-share,
+ * position 2`), so `fleetwise why` and the round records say why they were not placed.
+ */
+function withQueueWaits(plan: Plan, queue: QueueDecision): Plan {
+  const waits = [...queue.views]
+    .filter(([, v]) => v.status === 'waiting')
+    .map(([jobId, v]) => ({
+      jobId,
+      cap: `${QUEUE_WAIT_PREFIX}${v.classId}: ${v.reason ?? 'waiting'}${v.position === null ? '' : `, position ${v.position}`}`,
+    }));
+  if (waits.length === 0) return plan;
+  return { ...plan, decision: { ...plan.decision, waiting: [...plan.decision.waiting, ...waits] } };
 }
 
 function locationOf(store: ObjectStore, key: string): string {

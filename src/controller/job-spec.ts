@@ -4,6 +4,7 @@ import type { Catalog } from '../core/catalog.js';
 import { ANY_FAMILY, formatResources, type FamilyDemand, type Resources } from '../core/resources.js';
 import { ValidationError } from '../core/validation.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
+import { successSpecSchema, type SuccessSpec } from '../queue/success.js';
 
 /**
  * The job spec users submit (YAML or JSON). A job is one or more task templates, each run as `replicas` identical
@@ -92,6 +93,16 @@ export interface JobSpec {
   /** The job-level co-location identity as written, if any (each template holds its resolved key). */
   readonly workload?: string | undefined;
   readonly queue: QueueSection;
+  /**
+   * Success model for success-ranked ordering (Yao, Paolieri & Golubchik; issue 6): stages with continuation
+   * probabilities, or a success probability and an expected size, in seconds at full throughput.
+   */
+  readonly success?: SuccessSpec | undefined;
+  /**
+   * Exit codes with which a task says "stopped as unsuccessful at a stage" (e.g. a hyperparameter trial that
+   * diverged): the job ends `unsuccessful` rather than `failed`, and its capacity is freed.
+   */
+  readonly unsuccessfulExitCodes?: readonly number[] | undefined;
 }
 
 /** One task of a job after expanding replicas: what the store keeps a row for and the scheduler places. */
@@ -302,6 +313,13 @@ const jobSpecSchema = z.strictObject({
   noMoveSeconds: z.number().finite().nonnegative().optional(),
   workload: workloadSchema.optional(),
   queue: queueSchema.default({}),
+  success: successSpecSchema.optional(),
+  unsuccessfulExitCodes: z
+    .array(
+      z.number().int('a whole number').min(1, 'exit code 0 means success').max(255, 'exit codes are 1–255'),
+    )
+    .max(32, 'at most 32 exit codes')
+    .optional(),
 });
 
 type RawJobSpec = z.output<typeof jobSpecSchema>;
@@ -482,6 +500,10 @@ function resolve(raw: RawJobSpec): JobSpec {
     ...(raw.noMoveSeconds === undefined ? {} : { noMoveSeconds: raw.noMoveSeconds }),
     ...(raw.workload === undefined ? {} : { workload: raw.workload }),
     queue: raw.queue,
+    ...(raw.success === undefined ? {} : { success: raw.success }),
+    ...(raw.unsuccessfulExitCodes === undefined
+      ? {}
+      : { unsuccessfulExitCodes: [...new Set(raw.unsuccessfulExitCodes)].sort((a, b) => a - b) }),
   };
 }
 

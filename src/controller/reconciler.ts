@@ -83,6 +83,8 @@ export interface TaskExecutor {
   status(task: TaskRecord, instance: InstanceRecord): Promise<TaskStatus>;
   /** Why a task the executor reported `failed` failed (exit code, last output), for the job's reason. */
   failureReason?(task: TaskRecord): string | undefined;
+  /** The exit code of a task the executor reported `failed`, if known (`unsuccessfulExitCodes`). */
+  exitCode?(task: TaskRecord): number | undefined;
 }
 
 /**
@@ -733,6 +735,14 @@ export class Reconciler {
                 kind: 'stop-task',
                 payload: { taskId: other.id, instanceId: other.instanceId as string, checkpoint: false },
               });
+          const code = this.deps.executor.exitCode?.(task);
+          // A declared "unsuccessful at a stage" exit (success-ranked ordering, issue 6) is not a failure.
+          if (code !== undefined && (job.spec.unsuccessfulExitCodes ?? []).includes(code))
+            return this.store.setJobState(
+              job.id,
+              'unsuccessful',
+              `task ${task.id} exited with ${code}, one of the job's unsuccessfulExitCodes`,
+            );
           const why = this.deps.executor.failureReason?.(task);
           return this.store.setJobState(
             job.id,

@@ -25,6 +25,8 @@ export const JOB_STATES = [
   'succeeded',
   'failed',
   'cancelled',
+  /** Stopped at a stage as unsuccessful (success-ranked ordering, issue 6): by exit code or by request; not a failure. */
+  'unsuccessful',
 ] as const;
 export type JobState = (typeof JOB_STATES)[number];
 
@@ -65,7 +67,7 @@ export interface JobRecord {
   readonly submittedAtSeconds: number;
   /** First time the job entered `running`. */
   readonly startedAtSeconds?: number | undefined;
-  /** When the job reached succeeded, failed or cancelled. */
+  /** When the job reached succeeded, failed, cancelled or unsuccessful. */
   readonly finishedAtSeconds?: number | undefined;
   readonly updatedAtSeconds: number;
   readonly completedIterations: number;

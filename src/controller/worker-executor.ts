@@ -86,6 +86,8 @@ export class WorkerExecutor implements TaskExecutor {
   private readonly startRequested = new Set<string>();
   private readonly stopping = new Map<string, StopRequest>();
   private readonly failures = new Map<string, string>();
+  /** Exit codes of failed tasks (a job's `unsuccessfulExitCodes` turn a failure into "unsuccessful"). */
+  private readonly exitCodes = new Map<string, number>();
   private readonly completed = new Map<string, number>();
   private readonly observations = new Map<string, number>();
   private readonly lost = new Set<string>();
@@ -184,8 +186,10 @@ export class WorkerExecutor implements TaskExecutor {
           data: { key: report.checkpoint.key },
         });
       }
-      if (report.state === 'failed' && !this.failures.has(task.id))
+      if (report.state === 'failed' && !this.failures.has(task.id)) {
         this.failures.set(task.id, report.reason ?? `exit code ${report.exitCode ?? 'unknown'}`);
+        if (report.exitCode !== undefined) this.exitCodes.set(task.id, report.exitCode);
+      }
       if (report.completedIterations !== undefined) {
         this.completed.set(task.id, report.completedIterations);
         touchedJobs.add(task.jobId);
@@ -340,6 +344,7 @@ export class WorkerExecutor implements TaskExecutor {
     const stop = this.stopping.get(request.task.id);
     if (stop !== undefined && stop.instanceId !== request.instance.id) this.stopping.delete(request.task.id);
     this.failures.delete(request.task.id);
+    this.exitCodes.delete(request.task.id);
     return Promise.resolve();
   }
 
@@ -381,6 +386,10 @@ export class WorkerExecutor implements TaskExecutor {
 
   failureReason(task: TaskRecord): string | undefined {
     return this.failures.get(task.id);
+  }
+
+  exitCode(task: TaskRecord): number | undefined {
+    return this.exitCodes.get(task.id);
   }
 
   /**

@@ -345,10 +345,13 @@ export function admit(input: AdmissionInput): AdmissionResult {
   }
   const fluid = waterFill(demand, weightShare, 1);
 
+  // A job over the caps on its own can never be admitted; it must not block its class's queue (head-of-line), so it
+  // stays out of the orderings and is listed last with reason never-fits.
+  const neverFits = waiting.filter((e) => e.share > 1 + EPS);
   const queues = config.classes.map((c) =>
     orderQueue(
       c.ordering,
-      waiting.filter((e) => e.classId === c.id).map((e) => ({ ...e.job, entry: e })),
+      waiting.filter((e) => e.classId === c.id && e.share <= 1 + EPS).map((e) => ({ ...e.job, entry: e })),
       nowSeconds,
       config.ordering,
     ).map((j) => j.entry),
@@ -421,15 +424,17 @@ export function admit(input: AdmissionInput): AdmissionResult {
 
   const queued: QueuedPosition[] = [];
   classIds.forEach((id, k) => {
-    (queues[k] as Entry<QueuedJob>[]).slice(heads[k]).forEach((e, position) => {
+    const waitingHere = (queues[k] as Entry<QueuedJob>[]).slice(heads[k]);
+    waitingHere.forEach((e, position) => {
       const reason: WaitReason =
-        e.share > 1 + EPS
-          ? 'never-fits'
-          : (used[k] as number) + e.share > (fluid[k] as number) + EPS
-            ? 'class-share'
-            : 'caps';
+        (used[k] as number) + e.share > (fluid[k] as number) + EPS ? 'class-share' : 'caps';
       queued.push({ jobId: e.job.id, classId: id, position, reason });
     });
+    neverFits
+      .filter((e) => e.classId === id)
+      .forEach((e, i) =>
+        queued.push({ jobId: e.job.id, classId: id, position: waitingHere.length + i, reason: 'never-fits' }),
+      );
   });
   return {
     admitted,

@@ -213,6 +213,8 @@ export interface WorldRunOptions {
   readonly rate?: ((taskKey: string, otherKeys: readonly string[]) => number) | undefined;
   readonly queue?: SimQueueOptions | undefined;
   readonly roundSeconds?: number | undefined;
+  /** Also run a round right after each completion (as the controller does; `RunOptions.earlyRounds`). */
+  readonly earlyRounds?: boolean | undefined;
   /** Stop once these jobs finished (default: every job of the world). */
   readonly jobIds?: readonly string[] | undefined;
   /** Give up (ends stay null) past this simulated time; default: now + 30 days + 10 × the longest job. */
@@ -235,6 +237,7 @@ export function runFromWorld(
       catalog: o.catalog,
       groundTruth: () => 1, // unused: a world run takes its rates from `rate`
       ...(o.roundSeconds !== undefined ? { roundSeconds: o.roundSeconds } : {}),
+      earlyRounds: o.earlyRounds ?? false,
       maxSimulatedSeconds: o.maxSimulatedSeconds ?? o.world.nowSeconds + 30 * 86_400 + 10 * longest,
     },
     {

@@ -19,6 +19,8 @@ export interface PredictionInput {
   readonly rate?: ((taskKey: string, otherKeys: readonly string[]) => number) | undefined;
   readonly queue?: { readonly caps: QueueCaps; readonly config: WfqConfig } | undefined;
   readonly roundSeconds?: number | undefined;
+  /** Also plan right after each completion (the controller's early rounds). */
+  readonly earlyRounds?: boolean | undefined;
   /** Jobs to predict (the run stops once they finished); default every job of the world. */
   readonly jobIds?: readonly string[] | undefined;
   readonly maxSimulatedSeconds?: number | undefined;
@@ -42,6 +44,7 @@ export function predictCompletions(input: PredictionInput): ReadonlyMap<string, 
     rate,
     queue: input.queue,
     roundSeconds: input.roundSeconds,
+    earlyRounds: input.earlyRounds,
     jobIds: input.jobIds,
     maxSimulatedSeconds: input.maxSimulatedSeconds,
   });

@@ -58,7 +58,7 @@ export function buildSimJobs(trace: Trace, catalog: Catalog): SimJob[] {
         id: taskIdOf(spec.id, t.name),
         job,
         spec: t,
-        key: `${spec.name}_${t.name}`,
+        key: t.key ?? `${spec.name}_${t.name}`,
         state: 'queued',
         committed: undefined,
         occupying: undefined,

@@ -276,8 +276,10 @@ describe('controller rounds against an in-memory cloud', () => {
     const b = controller.submit(jobSpec('cpu-b', { c7i: [0, 32, 64] }), 'research');
     await controller.runRound();
     expect(cloud.live()).toHaveLength(1);
+    // The queue layer admits one job under the cap (its reservation-price instance); the other waits at the head
+    // of the queue, and the round record says so.
     const waiting = [a, b].map((j) => controller.why(j.id)[0]?.summary ?? '');
-    expect(waiting.filter((s) => s.startsWith('waiting: cap maxInstances'))).toHaveLength(1);
+    expect(waiting.filter((s) => s.startsWith('waiting in the queue all: caps, position 1'))).toHaveLength(1);
   });
 
   it('refuses a plan that breaks a hard cap, whatever scheduler made it, and counts cap hits', async () => {
@@ -285,15 +287,18 @@ describe('controller rounds against an in-memory cloud', () => {
       name: 'rogue',
       observe() {},
       plan(snapshot) {
-        // One instance per task, ignoring the cap of one instance.
+        // One instance per task plus a spare, ignoring the cap of one instance.
         return {
           configuration: {
-            instances: snapshot.tasks.map((t, i) => ({
-              id: `new-${i + 1}`,
-              typeName: 'c7i.xlarge',
-              isNew: true,
-              taskIds: [t.id],
-            })),
+            instances: [
+              ...snapshot.tasks.map((t, i) => ({
+                id: `new-${i + 1}`,
+                typeName: 'c7i.xlarge',
+                isNew: true,
+                taskIds: [t.id],
+              })),
+              { id: 'new-spare', typeName: 'c7i.xlarge', isNew: true, taskIds: [] },
+            ],
           },
           decision: {
             scheduler: 'rogue',

@@ -324,3 +324,45 @@ describe('parseJobSpec: rejected specs name the field and the reason', () => {
     );
   });
 });
+
+describe('parseJobSpec: success models and unsuccessful exit codes (issue 6)', () => {
+  it('accepts stages with continuation probabilities, or a success probability and size; dedupes exit codes', () => {
+    const staged = parseJobSpec(
+      `${MINIMAL}success:\n  kind: stages\n  stageSeconds: [600, 3000]\n  continueProbabilities: [0.4]\nunsuccessfulExitCodes: [4, 3, 4]\n`,
+      'spec.yaml',
+      catalog,
+    );
+    expect(staged.success).toEqual({
+      kind: 'stages',
+      stageSeconds: [600, 3000],
+      continueProbabilities: [0.4],
+    });
+    expect(staged.unsuccessfulExitCodes).toEqual([3, 4]);
+    const bare = parseJobSpec(
+      `${MINIMAL}success: { kind: success, successProbability: 0.75, expectedSizeSeconds: 3600 }\n`,
+      'spec.yaml',
+      catalog,
+    );
+    expect(bare.success).toEqual({ kind: 'success', successProbability: 0.75, expectedSizeSeconds: 3600 });
+    expect(parseJobSpec(MINIMAL, 'spec.yaml', catalog).success).toBeUndefined();
+  });
+
+  it('names the field, the reason and the line of a bad success model or exit code', () => {
+    const wrongCount = problemsOf(
+      `${MINIMAL}success:\n  kind: stages\n  stageSeconds: [600, 3000, 100]\n  continueProbabilities: [0.4]\n`,
+    );
+    expect(wrongCount).toEqual([
+      'success.continueProbabilities: needs one probability per stage but the last (2), got 1 (line 11)',
+    ]);
+    const never = problemsOf(
+      `${MINIMAL}success: { kind: stages, stageSeconds: [1, 2], continueProbabilities: [0] }\n`,
+    );
+    expect(never[0]).toMatch(
+      /^success\.continueProbabilities: a stage that never continues makes success impossible/,
+    );
+    const zero = problemsOf(`${MINIMAL}unsuccessfulExitCodes: [0]\n`);
+    expect(zero).toEqual(['unsuccessfulExitCodes.0: exit code 0 means success (line 8)']);
+    const kind = problemsOf(`${MINIMAL}success: { kind: maybe }\n`);
+    expect(kind[0]).toMatch(/^success\.kind: /);
+  });
+});

@@ -17,7 +17,11 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { parseJobSpec, type JobSpec } from '../../src/controller/job-spec.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
-import { LATEST_SCHEMA_VERSION } from '../../src/controller/state/sqlite-schema.js';
+import {
+  LATEST_SCHEMA_VERSION,
+  MIGRATIONS,
+  MIGRATIONS_TABLE_SQL,
+} from '../../src/controller/state/sqlite-schema.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import {
   IllegalTransitionError,
@@ -545,6 +549,7 @@ describe('MemoryStateStore and SqliteStateStore agree on random operation sequen
     'succeeded',
     'failed',
     'cancelled',
+    'unsuccessful',
   ] as const;
   const opArb: fc.Arbitrary<Op> = fc.oneof(
     fc.record({ op: fc.constant('submit' as const), which: fc.integer({ min: 0, max: 2 }) }),
@@ -656,6 +661,7 @@ describe('SqliteStateStore on disk', () => {
     expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(raw.prepare('SELECT version, description FROM schema_migrations').all()).toEqual([
       { version: 1, description: expect.stringContaining('jobs') },
+      { version: 2, description: expect.stringContaining('unsuccessful') },
     ]);
     raw.close();
   });
@@ -680,8 +686,52 @@ describe('SqliteStateStore on disk', () => {
     expect(second.submitJob(RESNET).id).toBe('job-2');
     second.close();
     const raw = new Database(path, { readonly: true });
-    expect(raw.prepare('SELECT COUNT(*) FROM schema_migrations').pluck().get()).toBe(1);
+    expect(raw.prepare('SELECT COUNT(*) FROM schema_migrations').pluck().get()).toBe(LATEST_SCHEMA_VERSION);
     raw.close();
+  });
+
+  it('migrates a version-1 database to the unsuccessful job state, keeping rows and foreign keys', () => {
+    const path = freshDbPath();
+    const raw = new Database(path);
+    raw.pragma('foreign_keys = ON');
+    raw.exec(MIGRATIONS_TABLE_SQL);
+    raw.exec((MIGRATIONS[0] as { sql: string }).sql);
+    raw.prepare("INSERT INTO schema_migrations VALUES (1, 'v1', 0)").run();
+    raw
+      .prepare(
+        "INSERT INTO jobs (seq, id, name, team, spec_json, state, submitted_at, updated_at) VALUES (7, 'job-7', 'foam', 'cfd', ?, 'running', 10, 10)",
+      )
+      .run(JSON.stringify(FOAM));
+    raw
+      .prepare(
+        "INSERT INTO tasks (id, job_id, task_index, name, workload_key, state, updated_at) VALUES ('job-7.0', 'job-7', 0, 'main', 'k', 'pending', 10)",
+      )
+      .run();
+    expect(() => raw.prepare("UPDATE jobs SET state = 'unsuccessful' WHERE id = 'job-7'").run()).toThrow(
+      /CHECK constraint/,
+    );
+    raw.close();
+
+    const store = new SqliteStateStore(path, { nowSeconds: () => 20 });
+    expect(store.schemaVersion).toBe(2);
+    expect(store.info().foreignKeys).toBe(true);
+    expect(store.getJob('job-7')).toMatchObject({ state: 'running', spec: FOAM, submittedAtSeconds: 10 });
+    expect(store.setJobState('job-7', 'unsuccessful', 'stopped at stage 2').state).toBe('unsuccessful');
+    expect(store.getTask('job-7.0')?.jobId).toBe('job-7');
+    // New ids continue after the migrated rows, and foreign keys still hold.
+    expect(store.submitJob(RESNET).id).toBe('job-8');
+    store.close();
+    const check = new Database(path);
+    check.pragma('foreign_keys = ON');
+    expect(() =>
+      check
+        .prepare(
+          "INSERT INTO tasks (id, job_id, task_index, name, workload_key, state, updated_at) VALUES ('x.0', 'nope', 0, 'main', 'k', 'pending', 0)",
+        )
+        .run(),
+    ).toThrow(/FOREIGN KEY/);
+    expect(check.pragma('foreign_key_check')).toEqual([]);
+    check.close();
   });
 
   it('gives every database its own launch-token prefix', () => {

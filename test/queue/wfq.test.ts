@@ -162,10 +162,13 @@ describe('admission under caps', () => {
       caps,
       config: TWO_CLASSES,
       running: [],
-      waiting: [qj('huge', 0, 5, 9)],
+      waiting: [qj('huge', 0, 5, 9), qj('after', 1, 5, 1)],
     });
-    expect(r.admitted).toEqual([]);
-    expect(r.queued[0]?.reason).toBe('never-fits');
+    // The job behind it in its class (fifo) is admitted: a never-fits job is not a head-of-line block.
+    expect(r.admitted).toEqual(['after']);
+    expect(r.queued).toEqual([
+      { jobId: 'huge', classId: expect.any(String), position: 0, reason: 'never-fits' },
+    ]);
   });
 
   it('preempts only when a class reclaims its guarantee, after the hysteresis rounds, newest job first', () => {

@@ -29,6 +29,7 @@ import {
   type ControllerConfig,
   type ControllerFlags,
 } from '../../controller/config.js';
+import { describeQueue } from '../../controller/admission.js';
 import { Controller, settingsFromConfig } from '../../controller/controller.js';
 import {
   FAULT_POINTS,
@@ -321,6 +322,7 @@ export async function runController(
     faults,
     logger: log,
   });
+  log.info(`queue: ${describeQueue(controller.admission.config, config.caps)}`);
 
   // Prices from the Price List API (or the recorded fixtures: a test hook, as for `catalog refresh`).
   const fixtureDir = env[PRICING_FIXTURE_DIR_ENV];

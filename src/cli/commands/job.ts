@@ -1,20 +1,127 @@
 import type { Command } from 'commander';
+import { z } from 'zod';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
 import { formatProgress, formatTable, formatTime, printJson } from '../table.js';
+import { markUnsuccessful } from './unsuccessful-request.js';
 
 interface JobOptions extends ConnectionOptions {
   readonly json?: boolean;
+  readonly markUnsuccessful?: boolean;
+  readonly stage?: string;
+  readonly reason?: string;
+}
+
+// The queue layer's fields of the job views (issue 6). The client's schemas let unknown fields through; these are
+// read leniently so a controller without the queue layer still prints the rest.
+const etaSchema = z.object({
+  startSeconds: z.number().nullable(),
+  completionSeconds: z.number().nullable(),
+  computedAtSeconds: z.number(),
+  basis: z.string(),
+});
+const queueSchema = z.object({
+  classId: z.string(),
+  status: z.enum(['admitted', 'waiting']),
+  position: z.number().nullable(),
+  reason: z.string().nullable(),
+  detail: z.string(),
+});
+const queueFieldsSchema = z.object({
+  queue: queueSchema.nullable().optional().catch(undefined),
+  eta: etaSchema.nullable().optional().catch(undefined),
+  submissionEta: etaSchema.nullable().optional().catch(undefined),
+  predictionError: z
+    .object({ errorSeconds: z.number(), errorPercent: z.number().nullable() })
+    .nullable()
+    .optional()
+    .catch(undefined),
+});
+export type QueueFields = z.output<typeof queueFieldsSchema>;
+
+export function queueFieldsOf(job: unknown): QueueFields {
+  const parsed = queueFieldsSchema.safeParse(job);
+  return parsed.success ? parsed.data : {};
+}
+
+/** `small #2 (caps)`, `small admitted`, or `-`. */
+export function formatQueue(fields: QueueFields): string {
+  const q = fields.queue;
+  if (q === undefined || q === null) return '-';
+  if (q.status === 'admitted') return `${q.classId} admitted`;
+  return `${q.classId} ${q.position === null ? '' : `#${q.position} `}(${q.reason ?? 'waiting'})`;
+}
+
+/** The predicted completion time, or `-`. */
+export function formatEta(fields: QueueFields): string {
+  const c = fields.eta?.completionSeconds;
+  return c === undefined || c === null ? '-' : formatTime(c);
+}
+
+function formatDuration(seconds: number): string {
+  const s = Math.abs(seconds);
+  const text =
+    s < 120 ? `${Math.round(s)} s` : s < 7200 ? `${(s / 60).toFixed(1)} min` : `${(s / 3600).toFixed(2)} h`;
+  return seconds < 0 ? `-${text}` : text;
+}
+
+function etaLines(fields: QueueFields): string[] {
+  const lines: string[] = [];
+  const q = fields.queue;
+  if (q !== undefined && q !== null)
+    lines.push(
+      q.status === 'admitted'
+        ? `queue      class ${q.classId}, admitted (${q.detail})`
+        : `queue      class ${q.classId}, ${q.position === null ? 'waiting' : `position ${q.position}`} (${q.reason ?? 'waiting'}): ${q.detail}`,
+    );
+  const eta = fields.eta;
+  if (eta !== undefined && eta !== null) {
+    const start = eta.startSeconds === null ? '' : `, start ${formatTime(eta.startSeconds)}`;
+    lines.push(
+      `eta        ${eta.completionSeconds === null ? 'unknown' : formatTime(eta.completionSeconds)}${start} (computed ${formatTime(eta.computedAtSeconds)})`,
+      `basis      ${eta.basis}`,
+    );
+  } else lines.push('eta        -');
+  const first = fields.submissionEta;
+  if (first !== undefined && first !== null)
+    lines.push(
+      `predicted  ${first.completionSeconds === null ? 'unknown' : formatTime(first.completionSeconds)} at submission (${first.basis.replace(/^at submission: /, '')})`,
+    );
+  const err = fields.predictionError;
+  if (err !== undefined && err !== null)
+    lines.push(
+      `error      ${formatDuration(err.errorSeconds)} ${err.errorSeconds >= 0 ? 'later' : 'earlier'} than predicted at submission${err.errorPercent === null ? '' : ` (${err.errorPercent.toFixed(1)}% of the predicted JCT)`}`,
+    );
+  return lines;
 }
 
 export function registerJob(program: Command): void {
   addConnectionOptions(
     program
       .command('job')
-      .description('show one job: state, progress, migrations, instances and tasks')
+      .description('show one job: state, progress, queue place, ETA, migrations, instances and tasks')
       .argument('<id>', 'job id, e.g. job-7')
-      .option('--json', 'print the job document as JSON'),
+      .option('--json', 'print the job document as JSON')
+      .option(
+        '--mark-unsuccessful',
+        'end the job as unsuccessful (stopped at a stage, e.g. a diverged trial): its capacity is freed',
+      )
+      .option('--stage <n>', 'with --mark-unsuccessful: the stage (1-based) it was stopped at')
+      .option('--reason <text>', 'with --mark-unsuccessful: why, shown in the job view'),
   ).action(async (id: string, options: JobOptions) => {
-    const job = await FleetwiseClient.fromOptions(options).getJob(id);
+    const client = FleetwiseClient.fromOptions(options);
+    if (options.markUnsuccessful === true) {
+      const ended = await markUnsuccessful(options, id, {
+        ...(options.stage === undefined ? {} : { stage: options.stage }),
+        ...(options.reason === undefined ? {} : { reason: options.reason }),
+      });
+      if (options.json === true) return printJson(ended);
+      return void process.stdout.write(
+        `${ended.id} ${ended.state}${ended.reason === undefined ? '' : ` (${ended.reason})`}\n`,
+      );
+    }
+    if (options.stage !== undefined || options.reason !== undefined)
+      throw new Error('--stage and --reason go with --mark-unsuccessful');
+    const job = await client.getJob(id);
     if (options.json === true) return printJson(job);
     const progress =
       job.progress.total === null
@@ -29,7 +136,7 @@ export function registerJob(program: Command): void {
       `submitted  ${formatTime(job.submittedAtSeconds)}`,
       `started    ${formatTime(job.startedAtSeconds)}`,
       `finished   ${formatTime(job.finishedAtSeconds)}`,
-      `eta        ${job.etaSeconds === null ? '-' : `${Math.round(job.etaSeconds)} s`}`,
+      ...etaLines(queueFieldsOf(job)),
     ];
     process.stdout.write(`${lines.join('\n')}\n\n`);
     process.stdout.write(

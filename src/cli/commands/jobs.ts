@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
 import { formatProgress, formatTable, formatTime, printJson } from '../table.js';
+import { formatEta, formatQueue, queueFieldsOf } from './job.js';
 
 interface JobsOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -15,7 +16,7 @@ export function registerJobs(program: Command): void {
       .description("list jobs (a team token lists its own team's)")
       .option('--state <states>', 'only these states, comma-separated (queued,starting,running,migrating,…)')
       .option('--team <team>', 'only this team (admin token)')
-      .option('--json', 'print a JSON array of jobs (id, name, team, state, progress, …)'),
+      .option('--json', 'print a JSON array of jobs (id, name, team, state, progress, queue, eta, …)'),
   ).action(async (options: JobsOptions) => {
     const client = FleetwiseClient.fromOptions(options);
     const jobs = await client.listJobs({
@@ -26,16 +27,21 @@ export function registerJobs(program: Command): void {
     if (jobs.length === 0) return void process.stdout.write('no jobs\n');
     process.stdout.write(
       formatTable(
-        ['ID', 'NAME', 'TEAM', 'STATE', 'PROGRESS', 'MIGRATIONS', 'SUBMITTED'],
-        jobs.map((j) => [
-          j.id,
-          j.name,
-          j.team,
-          j.state,
-          formatProgress(j.progress),
-          j.migrations,
-          formatTime(j.submittedAtSeconds),
-        ]),
+        ['ID', 'NAME', 'TEAM', 'STATE', 'PROGRESS', 'MIGRATIONS', 'SUBMITTED', 'QUEUE', 'ETA'],
+        jobs.map((j) => {
+          const fields = queueFieldsOf(j);
+          return [
+            j.id,
+            j.name,
+            j.team,
+            j.state,
+            formatProgress(j.progress),
+            j.migrations,
+            formatTime(j.submittedAtSeconds),
+            formatQueue(fields),
+            formatEta(fields),
+          ];
+        }),
       ),
     );
   });

@@ -117,6 +117,109 @@ const schemas: Record<string, Schema> = {
       noMoveSeconds: num,
       workload: str,
       queue: { type: 'object', additionalProperties: true },
+      success: {
+        description:
+          'Success model for success-ranked ordering (Yao, Paolieri & Golubchik): stages with the probability of ' +
+          'continuing after each (but the last), or a success probability and an expected size; seconds at full throughput',
+        oneOf: [
+          {
+            type: 'object',
+            required: ['kind', 'stageSeconds', 'continueProbabilities'],
+            additionalProperties: false,
+            properties: {
+              kind: { type: 'string', enum: ['stages'] },
+              stageSeconds: {
+                type: 'array',
+                minItems: 1,
+                items: { ...num, exclusiveMinimum: true, minimum: 0 },
+              },
+              continueProbabilities: { type: 'array', items: { ...num, minimum: 0, maximum: 1 } },
+            },
+          },
+          {
+            type: 'object',
+            required: ['kind', 'successProbability', 'expectedSizeSeconds'],
+            additionalProperties: false,
+            properties: {
+              kind: { type: 'string', enum: ['success'] },
+              successProbability: { ...num, exclusiveMinimum: true, minimum: 0, maximum: 1 },
+              expectedSizeSeconds: { ...num, exclusiveMinimum: true, minimum: 0 },
+            },
+          },
+        ],
+      },
+      unsuccessfulExitCodes: {
+        type: 'array',
+        maxItems: 32,
+        items: { ...int, minimum: 1, maximum: 255 },
+        description:
+          'A task exiting with one of these ends the job as `unsuccessful` (stopped at a stage), not `failed`',
+      },
+    },
+  },
+  QueuePlace: {
+    type: 'object',
+    description: "The job's place in the queue layer (issue 6: weighted fair queueing under the caps)",
+    required: ['classId', 'status', 'position', 'reason', 'detail', 'sinceSeconds'],
+    properties: {
+      classId: { ...str, description: 'Its WFQ class (by size or team, from the controller config)' },
+      status: {
+        type: 'string',
+        enum: ['admitted', 'waiting'],
+        description: "admitted: in this round's plan or holding capacity; waiting: queued",
+      },
+      position: {
+        ...int,
+        nullable: true,
+        minimum: 1,
+        description: '1 = head of its class queue; null when admitted, or waiting outside the class order',
+      },
+      reason: {
+        type: 'string',
+        nullable: true,
+        enum: ['class-share', 'caps', 'never-fits', null],
+        description:
+          'class-share: its class uses its weighted share of the capped capacity; caps: admitting it would break ' +
+          'a cap ($/hour, instances, a family-group quota); never-fits: alone it breaks a cap',
+      },
+      detail: { ...str, description: 'One line naming the share or the caps, and the jobs ahead' },
+      sinceSeconds: { ...num, description: 'Since when this place and reason hold' },
+    },
+  },
+  Eta: {
+    type: 'object',
+    description:
+      'A completion-time prediction (PCS §4): the cluster run forward in virtual time with the same admission and ' +
+      'scheduler, learned throughputs (interference included), launch and restore delays, and no future arrivals',
+    required: ['startSeconds', 'completionSeconds', 'computedAtSeconds', 'basis'],
+    properties: {
+      startSeconds: { ...num, nullable: true, description: 'Predicted start (epoch seconds)' },
+      completionSeconds: {
+        ...num,
+        nullable: true,
+        description: 'Predicted completion (epoch seconds); null when it cannot be predicted (see basis)',
+      },
+      computedAtSeconds: num,
+      basis: {
+        ...str,
+        description:
+          'How it was obtained, e.g. "simulated 14 round(s) ahead with eva (learned co-location throughputs); no future arrivals; 3 job(s) ahead in class small"',
+      },
+    },
+  },
+  PredictionError: {
+    type: 'object',
+    description: 'How far the submission prediction was off, once the job succeeded',
+    required: ['predictedCompletionSeconds', 'actualCompletionSeconds', 'errorSeconds', 'errorPercent'],
+    properties: {
+      predictedCompletionSeconds: num,
+      actualCompletionSeconds: num,
+      errorSeconds: { ...num, description: 'actual − predicted (positive: later than predicted)' },
+      errorPercent: {
+        ...num,
+        nullable: true,
+        description: 'PCS: 100 · |JCT − predicted JCT| / predicted JCT, JCTs from submission',
+      },
     },
   },
   JobSummary: {
@@ -131,6 +234,8 @@ const schemas: Record<string, Schema> = {
       'migrations',
       'progress',
       'taskCount',
+      'queue',
+      'eta',
     ],
     properties: {
       id: str,
@@ -149,6 +254,16 @@ const schemas: Record<string, Schema> = {
         properties: { completed: num, total: { ...num, nullable: true } },
       },
       taskCount: int,
+      queue: {
+        allOf: [ref('QueuePlace')],
+        nullable: true,
+        description: 'Null once the job ended, or before its first round',
+      },
+      eta: {
+        allOf: [ref('Eta')],
+        nullable: true,
+        description: 'The latest prediction; null before the first',
+      },
     },
   },
   JobList: {
@@ -195,7 +310,7 @@ const schemas: Record<string, Schema> = {
       ref('JobSummary'),
       {
         type: 'object',
-        required: ['spec', 'instances', 'tasks', 'etaSeconds'],
+        required: ['spec', 'instances', 'tasks', 'etaSeconds', 'submissionEta', 'predictionError'],
         properties: {
           spec: { type: 'object', description: 'The validated spec, with defaults filled in' },
           instances: {
@@ -217,8 +332,16 @@ const schemas: Record<string, Schema> = {
           etaSeconds: {
             ...num,
             nullable: true,
-            description: 'Estimated seconds to completion (null: no prediction yet)',
+            description:
+              'Seconds from the latest prediction (eta.computedAtSeconds) to its predicted completion (null: none)',
           },
+          submissionEta: {
+            allOf: [ref('Eta')],
+            nullable: true,
+            description:
+              'The prediction made at submission, never overwritten (its error is measured at the end)',
+          },
+          predictionError: { allOf: [ref('PredictionError')], nullable: true },
         },
       },
     ],
@@ -406,6 +529,33 @@ const paths: Record<string, Record<string, Schema>> = {
         '200': ok('The job after cancelling', ref('JobSummary')),
         ...JOB_ERRORS,
         '409': error('The job already finished'),
+      },
+    },
+  },
+  '/v1/jobs/{id}/unsuccessful': {
+    post: {
+      summary:
+        'End a job as unsuccessful at a stage (e.g. a diverged trial): its tasks stop, its capacity is freed, and ' +
+        'its state becomes `unsuccessful` (not failed)',
+      operationId: 'markJobUnsuccessful',
+      parameters: [idParam('Job id')],
+      requestBody: {
+        required: false,
+        content: json({
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            stage: { ...int, minimum: 1, description: 'The stage (1-based) it was stopped at' },
+            reason: { ...str, maxLength: 500 },
+          },
+        }),
+      },
+      responses: {
+        '200': ok('The job, unsuccessful', ref('JobSummary')),
+        '400': error('Bad stage or reason (e.g. a stage beyond the stages the job declares)'),
+        ...JOB_ERRORS,
+        '409': error('The job already ended otherwise (succeeded, failed, cancelled)'),
+        '501': error('This controller cannot end jobs as unsuccessful'),
       },
     },
   },

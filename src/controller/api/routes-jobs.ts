@@ -18,6 +18,10 @@ const statesParam = z
   .pipe(z.array(z.enum(JOB_STATES, { error: `expected one of ${JOB_STATES.join(', ')}` })).optional());
 
 const listQuery = z.object({ state: statesParam, team: z.string().min(1).optional() });
+const unsuccessfulBody = z.strictObject({
+  stage: z.number().int('a whole number').min(1, 'stages count from 1').optional(),
+  reason: z.string().min(1).max(500, 'at most 500 characters').optional(),
+});
 const whyQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(20) });
 
 /** The job if the caller may see it; a job of another team is "not found", exactly like a missing one. */
@@ -44,7 +48,7 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       return reply
         .code(201)
         .header('location', `/v1/jobs/${job.id}`)
-        .send(jobSummary(job, taskCount(job.id)));
+        .send(jobSummary(job, taskCount(job.id), store));
     },
   });
 
@@ -59,7 +63,7 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       if (scope !== undefined && query.team !== undefined && query.team !== scope) return { jobs: [] };
       const states: readonly JobState[] | undefined = query.state;
       const jobs = store.listJobs({ states, team: scope ?? query.team });
-      return { jobs: jobs.map((j) => jobSummary(j, taskCount(j.id))) };
+      return { jobs: jobs.map((j) => jobSummary(j, taskCount(j.id), store)) };
     },
   });
 
@@ -81,7 +85,25 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       const { id } = parseWith(idParams, request.params, 'path');
       visibleJob(context, context.principal(request), id);
       const job = service.cancel(id);
-      return jobSummary(job, taskCount(job.id));
+      return jobSummary(job, taskCount(job.id), store);
+    },
+  });
+
+  routes.add({
+    method: 'POST',
+    url: '/v1/jobs/:id/unsuccessful',
+    access: 'any',
+    handler: async (request) => {
+      const { id } = parseWith(idParams, request.params, 'path');
+      visibleJob(context, context.principal(request), id);
+      if (service.markUnsuccessful === undefined)
+        throw new HttpError(501, 'this controller cannot end jobs as unsuccessful');
+      const body = bodyOf(request.body);
+      if (body !== undefined && body.kind !== 'json')
+        throw new HttpError(415, 'send the stage and reason as application/json (or no body)');
+      const options = parseWith(unsuccessfulBody, body?.value ?? {}, 'body');
+      const job = service.markUnsuccessful(id, options);
+      return jobSummary(job, taskCount(job.id), store);
     },
   });
 

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { PriceBook } from '../../scheduler/reservation-price.js';
 import type { ControllerService } from '../service.js';
+import type { JobRecord } from '../state-store.js';
 import type { Principal, RouteAccess } from './auth.js';
 
 /** What the API needs of an uploaded build context's owner when storing it. */
@@ -27,6 +28,8 @@ export interface ApiControllerService extends ControllerService {
   storeContext?(archive: Buffer, info: ContextInfo): Promise<string>;
   /** A job's task output as uploaded by its workers (oldest run first). */
   jobLogs?(jobId: string): Promise<string>;
+  /** End a job as unsuccessful at a stage (success-ranked ordering), freeing its capacity. */
+  markUnsuccessful?(jobId: string, options: { readonly stage?: number; readonly reason?: string }): JobRecord;
 }
 
 export interface ApiContext {

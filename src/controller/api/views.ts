@@ -1,5 +1,8 @@
 import type { DecisionRecord } from '../../scheduler/types.js';
+import type { JobQueueView } from '../admission.js';
+import { readQueueRecord, type EtaRecord, type PredictionError } from '../queue-records.js';
 import type { ClusterView, CostReport, WhyRecord } from '../service.js';
+import { isFinalJobState } from '../state/lifecycle.js';
 import type { InstanceRecord, JobRecord, JobState, StateStore, TaskRecord } from '../state-store.js';
 
 /**
@@ -20,6 +23,10 @@ export interface JobSummary {
   readonly migrations: number;
   readonly progress: { readonly completed: number; readonly total: number | null };
   readonly taskCount: number;
+  /** Its place in the queue (class, position, why it waits); null once it ended or before its first round. */
+  readonly queue: JobQueueView | null;
+  /** The latest completion-time prediction (PCS §4), with its basis; null before the first one. */
+  readonly eta: EtaRecord | null;
 }
 
 export interface JobInstanceView {
@@ -35,15 +42,21 @@ export interface JobDocument extends JobSummary {
   readonly spec: JobRecord['spec'];
   readonly instances: readonly JobInstanceView[];
   readonly tasks: readonly TaskRecord[];
-  /** Estimated seconds to completion: null until the queue's predictions exist. */
-  readonly etaSeconds: null;
+  /** Seconds from the latest prediction to the predicted completion; null without one. */
+  readonly etaSeconds: number | null;
+  /** The prediction made when the job was submitted (never overwritten: its error is measured at the end). */
+  readonly submissionEta: EtaRecord | null;
+  /** How far the submission prediction was off, once the job ended. */
+  readonly predictionError: PredictionError | null;
 }
 
 function defined<T extends object>(value: T): T {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
 }
 
-export function jobSummary(job: JobRecord, taskCount: number): JobSummary {
+/** The summary; with a store, the job's queue place and latest prediction are read from it. */
+export function jobSummary(job: JobRecord, taskCount: number, store?: StateStore): JobSummary {
+  const record = store === undefined ? undefined : readQueueRecord(store, job.id);
   return defined({
     id: job.id,
     name: job.name,
@@ -57,6 +70,8 @@ export function jobSummary(job: JobRecord, taskCount: number): JobSummary {
     migrations: job.migrations,
     progress: { completed: job.completedIterations, total: job.totalIterations ?? null },
     taskCount,
+    queue: isFinalJobState(job.state) ? null : (record?.queue ?? null),
+    eta: record?.eta ?? null,
   });
 }
 
@@ -81,7 +96,20 @@ export function jobDocument(store: StateStore, job: JobRecord): JobDocument {
           }),
         ];
   });
-  return { ...jobSummary(job, tasks.length), spec: job.spec, instances, tasks, etaSeconds: null };
+  const record = readQueueRecord(store, job.id);
+  const completion = record?.eta?.completionSeconds;
+  return {
+    ...jobSummary(job, tasks.length, store),
+    spec: job.spec,
+    instances,
+    tasks,
+    etaSeconds:
+      completion === undefined || completion === null || record?.eta === undefined
+        ? null
+        : Math.max(0, completion - record.eta.computedAtSeconds),
+    submissionEta: record?.submissionEta ?? null,
+    predictionError: record?.predictionError ?? null,
+  };
 }
 
 /** The job ids a team may see (all of the store's jobs for the admin: `undefined`). */

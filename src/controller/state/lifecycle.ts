@@ -23,15 +23,17 @@ import {
  */
 
 const JOB_TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = {
-  queued: ['starting', 'failed', 'cancelled'],
+  // Unsuccessful: stopped at a stage (success-ranked ordering): a task's exit code, or a request at any time.
+  queued: ['starting', 'failed', 'cancelled', 'unsuccessful'],
   // Back to queued when its instance is lost before it ran (it keeps its last checkpoint).
-  starting: ['running', 'queued', 'failed', 'cancelled'],
-  running: ['migrating', 'queued', 'succeeded', 'failed', 'cancelled'],
+  starting: ['running', 'queued', 'failed', 'cancelled', 'unsuccessful'],
+  running: ['migrating', 'queued', 'succeeded', 'failed', 'cancelled', 'unsuccessful'],
   // A move checkpoints the job, then restarts it elsewhere (starting) or resumes it in place (running).
-  migrating: ['starting', 'running', 'queued', 'failed', 'cancelled'],
+  migrating: ['starting', 'running', 'queued', 'failed', 'cancelled', 'unsuccessful'],
   succeeded: [],
   failed: [],
   cancelled: [],
+  unsuccessful: [],
 };
 
 const INSTANCE_TRANSITIONS: Readonly<Record<InstanceState, readonly InstanceState[]>> = {
@@ -44,7 +46,7 @@ const INSTANCE_TRANSITIONS: Readonly<Record<InstanceState, readonly InstanceStat
   terminated: [],
 };
 
-export const FINAL_JOB_STATES: readonly JobState[] = ['succeeded', 'failed', 'cancelled'];
+export const FINAL_JOB_STATES: readonly JobState[] = ['succeeded', 'failed', 'cancelled', 'unsuccessful'];
 /** Task states that hold an instance. */
 export const PLACED_TASK_STATES: readonly TaskState[] = ['starting', 'running', 'checkpointing'];
 

@@ -7,6 +7,12 @@ export interface Migration {
   readonly version: number;
   readonly description: string;
   readonly sql: string;
+  /**
+   * The migration rebuilds a table other tables reference (SQLite cannot alter a CHECK constraint): it runs with
+   * foreign keys off, and `PRAGMA foreign_key_check` must find nothing before it commits (SQLite's documented
+   * procedure for schema changes, https://www.sqlite.org/lang_altertable.html#otheralter).
+   */
+  readonly rebuildsTables?: boolean;
 }
 
 const states = (values: readonly string[]): string => values.map((v) => `'${v}'`).join(', ');
@@ -123,6 +129,37 @@ export const MIGRATIONS: readonly Migration[] = [
         value_json TEXT NOT NULL,
         updated_at REAL NOT NULL
       ) STRICT;
+    `,
+  },
+  {
+    version: 2,
+    description: "job state 'unsuccessful' (stopped at a stage, issue 6)",
+    rebuildsTables: true,
+    sql: `
+      CREATE TABLE jobs_v2 (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL,
+        team TEXT NOT NULL,
+        spec_json TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN (${states(['queued', 'starting', 'running', 'migrating', 'succeeded', 'failed', 'cancelled', 'unsuccessful'])})),
+        reason TEXT,
+        submitted_at REAL NOT NULL,
+        started_at REAL,
+        finished_at REAL,
+        updated_at REAL NOT NULL,
+        completed_iterations REAL NOT NULL DEFAULT 0,
+        total_iterations REAL,
+        migrations INTEGER NOT NULL DEFAULT 0
+      ) STRICT;
+      INSERT INTO jobs_v2 (seq, id, name, team, spec_json, state, reason, submitted_at, started_at, finished_at,
+                           updated_at, completed_iterations, total_iterations, migrations)
+        SELECT seq, id, name, team, spec_json, state, reason, submitted_at, started_at, finished_at,
+               updated_at, completed_iterations, total_iterations, migrations FROM jobs;
+      DROP TABLE jobs;
+      ALTER TABLE jobs_v2 RENAME TO jobs;
+      CREATE INDEX jobs_by_state ON jobs (state);
+      CREATE INDEX jobs_by_team ON jobs (team);
     `,
   },
 ];

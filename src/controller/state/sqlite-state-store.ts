@@ -502,16 +502,30 @@ export class SqliteStateStore implements StateStore {
         `${this.path}: database schema version ${found} is newer than this fleetwise supports (${LATEST_SCHEMA_VERSION}); upgrade fleetwise, or point it at another database`,
       );
     for (const m of [...MIGRATIONS].sort((a, b) => a.version - b.version)) {
-      this.db
-        .transaction(() => {
-          // Re-read under the write lock: another process may have migrated since.
-          if (current() >= m.version) return;
-          this.db.exec(m.sql);
-          this.db
-            .prepare('INSERT INTO schema_migrations (version, description, applied_at) VALUES (?, ?, ?)')
-            .run(m.version, m.description, this.now());
-        })
-        .immediate();
+      if (current() >= m.version) continue;
+      // The foreign_keys pragma is a no-op inside a transaction: turn it off around the one that rebuilds a table.
+      if (m.rebuildsTables === true) this.db.pragma('foreign_keys = OFF');
+      try {
+        this.db
+          .transaction(() => {
+            // Re-read under the write lock: another process may have migrated since.
+            if (current() >= m.version) return;
+            this.db.exec(m.sql);
+            if (m.rebuildsTables === true) {
+              const broken = this.db.pragma('foreign_key_check') as unknown[];
+              if (broken.length > 0)
+                throw new StateStoreError(
+                  `migration ${m.version} would break ${broken.length} foreign key(s); the database is left as it was`,
+                );
+            }
+            this.db
+              .prepare('INSERT INTO schema_migrations (version, description, applied_at) VALUES (?, ?, ?)')
+              .run(m.version, m.description, this.now());
+          })
+          .immediate();
+      } finally {
+        if (m.rebuildsTables === true) this.db.pragma('foreign_keys = ON');
+      }
     }
     return current();
   }

@@ -12,6 +12,11 @@ export interface TraceTask {
   readonly buildImageDelaySeconds: number;
   readonly killDelaySeconds: number;
   readonly uploadDelaySeconds: number;
+  /**
+   * Co-location key the scheduler learns under; default `<job name>_<task name>` (Eva's convention). The
+   * controller's prediction worlds pass its own workload keys, so a forked scheduler finds what it learned.
+   */
+  readonly key?: string | undefined;
 }
 
 export interface TraceJob {

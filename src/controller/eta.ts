@@ -1,0 +1,412 @@
+import type { Catalog, InstanceType } from '../core/catalog.js';
+import type { QueueCaps } from '../queue/caps.js';
+import type { WfqConfig } from '../queue/wfq.js';
+import type { Scheduler } from '../scheduler/types.js';
+import type { InstanceLifecycle, JobStatus, TaskState as SimTaskState } from '../sim/entities.js';
+import type { TraceJob, TraceTask } from '../sim/traces/types.js';
+import type { PredictionInput } from '../sim/predict.js';
+import type { SimWorld, WorldEvent, WorldInstance, WorldJob, WorldTask } from '../sim/world.js';
+import { UNKNOWN_DURATION_SECONDS, type QueueDecision } from './admission.js';
+import { expandTasks } from './job-spec.js';
+import type { EtaRecord } from './queue-records.js';
+import type { SnapshotInputs } from './snapshot.js';
+import { committedInstanceOf } from './snapshot.js';
+import type { InstanceRecord, JobRecord, TaskRecord } from './state-store.js';
+
+/**
+ * Completion-time predictions in the controller (issue 6, PCS §4): the controller's state as a simulator world
+ * (src/sim/world.ts), run forward in virtual time with the same admission and a fork of the scheduler (its learned
+ * co-location rates, so interference is included), launch delays from the catalog, restore and init delays from the
+ * job specs, and no future arrivals. `controllerWorld` builds the world; `Predictor` runs it (src/sim/predict.ts)
+ * at most once per round and only when the cluster changed.
+ */
+
+/** What the simulator's world knows of a job's tasks: co-location keys map back to the controller's workload keys. */
+export interface ControllerWorld {
+  readonly world: SimWorld;
+  /** Simulator task key (`<job id>_<task name>`) → the controller's workload key (the co-location table's key). */
+  readonly keys: ReadonlyMap<string, string>;
+  /** Jobs whose duration is assumed (no `expectedDurationSeconds`): they get no ETA of their own. */
+  readonly assumedDuration: ReadonlySet<string>;
+}
+
+export interface WorldOptions {
+  readonly catalog: Catalog;
+  /** When the world's first scheduling round happens (≥ now): it replays the admission and plan of that round. */
+  readonly firstRoundSeconds: number;
+}
+
+const LIVE: ReadonlySet<JobRecord['state']> = new Set(['queued', 'starting', 'running', 'migrating']);
+
+/**
+ * The controller's state as a simulator world. Mapping (controller → simulator, src/sim/entities.ts):
+ * - instances: requested/launching → instantiating (instantiated after the catalog's instantiate delay, counted from
+ *   the request); running → starting-worker/registering until its worker start + register delays have passed, then
+ *   running; draining → running, not assignable, terminating once empty; terminating/terminated → left out.
+ * - jobs: queued → queued (tasks queued, or stopped once checkpointed), or migrating when the plan committed its tasks
+ *   (a pending start); starting → migrating with launching tasks (launched after the restore + build delays,
+ *   counted from when they started); running → executing (active once its init delay has passed); migrating →
+ *   migrating with killing tasks (their checkpoint upload follows), restarted where the pending start points or
+ *   sent back to the queue.
+ * - progress: iterations reported by workers when the spec gives `totalIterations`, else the declared duration minus
+ *   the time spent running (as the snapshot's expected remaining time).
+ */
+export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): ControllerWorld {
+  const now = inputs.nowSeconds;
+  const types = new Map(options.catalog.types.map((t) => [t.name, t]));
+  const keys = new Map<string, string>();
+  const assumedDuration = new Set<string>();
+
+  const instances: WorldInstance[] = [];
+  const events: WorldEvent[] = [{ kind: 'round', timeSeconds: Math.max(now, options.firstRoundSeconds) }];
+  const pendingTerminationIds: string[] = [];
+  const known = new Set<string>();
+  for (const inst of inputs.instances) {
+    const type = types.get(inst.typeName);
+    if (type === undefined || inst.state === 'terminating' || inst.state === 'terminated') continue;
+    const { lifecycle, event } = lifecycleOf(inst, type, now);
+    instances.push({
+      id: inst.id,
+      typeName: inst.typeName,
+      lifecycle,
+      assignable: inst.state !== 'draining',
+      images: [],
+    });
+    known.add(inst.id);
+    if (event !== undefined) events.push(event);
+    if (inst.state === 'draining') pendingTerminationIds.push(inst.id);
+  }
+
+  const tasksByJob = new Map<string, TaskRecord[]>();
+  for (const t of inputs.tasks) tasksByJob.set(t.jobId, [...(tasksByJob.get(t.jobId) ?? []), t]);
+  const jobs: WorldJob[] = [];
+  let lastArrival = Number.NEGATIVE_INFINITY;
+  for (const job of inputs.jobs) {
+    if (!LIVE.has(job.state)) continue;
+    const tasks = (tasksByJob.get(job.id) ?? []).slice().sort((a, b) => a.index - b.index);
+    const expanded = new Map(expandTasks(job.spec).map((t) => [t.index, t]));
+    if (job.spec.expectedDurationSeconds === undefined) assumedDuration.add(job.id);
+    const duration = job.spec.expectedDurationSeconds ?? UNKNOWN_DURATION_SECONDS;
+    const restore = job.spec.checkpoint.restoreDelaySeconds ?? 0;
+    const init = job.spec.checkpoint.initDelaySeconds ?? 0;
+    const traceTasks: TraceTask[] = tasks.map((t) => {
+      const template = expanded.get(t.index)?.template;
+      if (template === undefined) throw new Error(`task ${t.id}: its job's spec has no task ${t.index}`);
+      keys.set(`${job.id}_${t.name}`, t.workloadKey);
+      return {
+        name: t.name,
+        key: t.workloadKey, // the forked scheduler plans with the keys it learned under
+        demand: template.demand,
+        shmSizeGiB: template.shmSizeGiB,
+        imageId: template.image ?? `build:${template.build?.context ?? ''}`,
+        // A start fetches the checkpoint (restore delay); a stop uploads the same bytes (snapshot.ts estimates alike).
+        fetchDelaySeconds: restore,
+        buildImageDelaySeconds: 0,
+        killDelaySeconds: 0,
+        uploadDelaySeconds: restore,
+      };
+    });
+    const totalIterations = job.spec.totalIterations ?? duration;
+    // Arrival order is required by the simulator; clocks may step back a little between submissions.
+    lastArrival = Math.max(lastArrival, job.submittedAtSeconds);
+    const spec: TraceJob = {
+      id: job.id,
+      name: job.id,
+      workload: tasks[0]?.workloadKey ?? job.id,
+      arrivalSeconds: lastArrival,
+      durationSeconds: duration,
+      initDelaySeconds: init,
+      fullThroughput: totalIterations / duration,
+      totalIterations,
+      tasks: traceTasks,
+      team: job.team,
+      ...(job.spec.success === undefined ? {} : { success: job.spec.success }),
+    };
+    const runningSince = inputs.runningSince.get(job.id);
+    const completed = completedIterations(job, totalIterations, duration, now, runningSince);
+    jobs.push(worldJob(job, spec, tasks, inputs.pendingStarts, known, now, completed, runningSince, events));
+  }
+  return {
+    world: { nowSeconds: now, jobs, instances, events, pendingTerminationIds, instanceCounter: 0 },
+    keys,
+    assumedDuration,
+  };
+}
+
+function lifecycleOf(
+  inst: InstanceRecord,
+  type: InstanceType,
+  now: number,
+): { lifecycle: InstanceLifecycle; event?: WorldEvent } {
+  const d = type.delays;
+  if (inst.state === 'requested' || inst.state === 'launching') {
+    const at = Math.max(now, inst.requestedAtSeconds + d.instantiateSeconds);
+    return {
+      lifecycle: 'instantiating',
+      event: { kind: 'instantiated', timeSeconds: at, instanceId: inst.id },
+    };
+  }
+  const up = inst.runningAtSeconds ?? inst.requestedAtSeconds + d.instantiateSeconds;
+  if (now < up + d.workerStartSeconds)
+    return {
+      lifecycle: 'starting-worker',
+      event: { kind: 'worker-started', timeSeconds: up + d.workerStartSeconds, instanceId: inst.id },
+    };
+  if (now < up + d.workerStartSeconds + d.workerRegisterSeconds)
+    return {
+      lifecycle: 'registering',
+      event: {
+        kind: 'registered',
+        timeSeconds: up + d.workerStartSeconds + d.workerRegisterSeconds,
+        instanceId: inst.id,
+      },
+    };
+  return { lifecycle: 'running' };
+}
+
+function completedIterations(
+  job: JobRecord,
+  total: number,
+  duration: number,
+  now: number,
+  runningSince: number | undefined,
+): number {
+  if (job.spec.totalIterations !== undefined && job.completedIterations > 0)
+    return Math.min(total, job.completedIterations);
+  if (job.startedAtSeconds === undefined) return 0;
+  // Without reports: the time spent running since it last (re)started, at full throughput (snapshot.ts alike).
+  const ranFor = runningSince === undefined ? 0 : Math.max(0, now - runningSince);
+  return Math.min(total, (total / duration) * ranFor);
+}
+
+function worldJob(
+  job: JobRecord,
+  spec: TraceJob,
+  tasks: readonly TaskRecord[],
+  pendingStarts: ReadonlyMap<string, string>,
+  known: ReadonlySet<string>,
+  now: number,
+  completed: number,
+  runningSince: number | undefined,
+  events: WorldEvent[],
+): WorldJob {
+  const onKnown = (id: string | undefined): string | undefined =>
+    id !== undefined && known.has(id) ? id : undefined;
+  const worldTasks: WorldTask[] = tasks.map((t, i) => {
+    const traceTask = spec.tasks[i] as TraceTask;
+    const destination = onKnown(pendingStarts.get(t.id));
+    const placed = onKnown(t.instanceId);
+    const idle: SimTaskState = t.lastCheckpointKey === undefined ? 'queued' : 'stopped';
+    switch (t.state) {
+      case 'starting':
+        if (placed !== undefined) {
+          events.push({
+            kind: 'launched',
+            timeSeconds: Math.max(now, t.updatedAtSeconds + traceTask.fetchDelaySeconds),
+            jobId: job.id,
+            taskName: t.name,
+          });
+          return {
+            name: t.name,
+            state: 'launching',
+            committedInstanceId: placed,
+            occupyingInstanceId: placed,
+          };
+        }
+        break;
+      case 'running':
+        if (placed !== undefined)
+          return { name: t.name, state: 'running', committedInstanceId: placed, occupyingInstanceId: placed };
+        break;
+      case 'checkpointing':
+        if (placed !== undefined) {
+          events.push({ kind: 'killed', timeSeconds: now, jobId: job.id, taskName: t.name });
+          return {
+            name: t.name,
+            state: 'killing',
+            committedInstanceId: destination,
+            occupyingInstanceId: placed,
+            pendingStart: destination !== undefined,
+          };
+        }
+        break;
+      default:
+        break;
+    }
+    return destination === undefined
+      ? { name: t.name, state: idle }
+      : { name: t.name, state: idle, committedInstanceId: destination, pendingStart: true };
+  });
+  const status = statusOf(job, worldTasks);
+  const init = spec.initDelaySeconds;
+  let active = false;
+  let activeSinceSeconds: number | undefined;
+  if (status === 'executing') {
+    const since = runningSince ?? job.startedAtSeconds ?? now;
+    if (now >= since + init) {
+      active = true;
+      activeSinceSeconds = since + init;
+    } else events.push({ kind: 'job-active', timeSeconds: since + init, jobId: job.id, token: 0 });
+  }
+  const migrating = job.state === 'migrating';
+  return {
+    spec,
+    status,
+    // A move with nowhere to restart (no pending start) sends the job back to the queue.
+    requeueAfterStop: migrating && worldTasks.every((t) => t.committedInstanceId === undefined),
+    active,
+    ...(activeSinceSeconds === undefined ? {} : { activeSinceSeconds }),
+    completedIterations: completed,
+    startSeconds: job.startedAtSeconds ?? null,
+    migrations: job.migrations,
+    tasks: worldTasks,
+    activationToken: 0,
+  };
+}
+
+function statusOf(job: JobRecord, tasks: readonly WorldTask[]): JobStatus {
+  if (tasks.every((t) => t.state === 'running')) return 'executing';
+  if (tasks.some((t) => t.committedInstanceId !== undefined || t.occupyingInstanceId !== undefined))
+    return 'migrating';
+  return job.state === 'running' ? 'executing' : 'queued';
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Predictions
+
+export interface PredictedTimes {
+  readonly startSeconds: number | null;
+  readonly endSeconds: number | null;
+}
+
+/** The simulator's prediction entry point (src/sim/predict.ts `predictCompletions`), injected for tests. */
+export type PredictFn = (input: PredictionInput) => ReadonlyMap<string, PredictedTimes>;
+
+export interface PredictionRun {
+  readonly etas: ReadonlyMap<string, EtaRecord>;
+  /** Every live job was predicted (not only `targets`). */
+  readonly complete: boolean;
+  /** Wall-clock milliseconds the run took. */
+  readonly wallMs: number;
+}
+
+export interface PredictInput {
+  readonly inputs: SnapshotInputs;
+  /** This round's admission (the basis counts the jobs ahead); absent at submission. */
+  readonly queue?: QueueDecision | undefined;
+  /** A fork of the scheduler (same options and learned state); the prediction plans with it. */
+  readonly scheduler: Scheduler;
+  readonly catalog: Catalog;
+  readonly caps: QueueCaps;
+  readonly config: WfqConfig;
+  readonly roundSeconds: number;
+  readonly firstRoundSeconds: number;
+  readonly classOf: (job: JobRecord) => string;
+  /** Predict only these jobs (the run stops once they finished); default every live job. */
+  readonly targets?: readonly string[] | undefined;
+}
+
+/** Longest a prediction may simulate (the simulator's own safety stop is similar): 30 days. */
+const MAX_PREDICTION_SECONDS = 30 * 86_400;
+
+/**
+ * Run one prediction for every live job. Jobs without a declared duration get `completionSeconds: null` (their
+ * basis says why) but still take part, with an assumed duration, since they hold capacity.
+ */
+export function predictEtas(predict: PredictFn, input: PredictInput): PredictionRun {
+  const started = performance.now();
+  const now = input.inputs.nowSeconds;
+  const built = controllerWorld(input.inputs, {
+    catalog: input.catalog,
+    firstRoundSeconds: input.firstRoundSeconds,
+  });
+  const worldIds = built.world.jobs.map((j) => j.spec.id);
+  const wanted =
+    input.targets === undefined ? worldIds : worldIds.filter((id) => input.targets?.includes(id));
+  // Only jobs with a declared duration get an ETA; the run stops once they finished (the others still take part).
+  const targets = wanted.filter((id) => !built.assumedDuration.has(id));
+  // Rates from a second fork, frozen now: the run's own fork learns as it goes (src/sim/predict.ts does alike).
+  const model = targets.length === 0 ? undefined : (input.scheduler.fork?.() ?? input.scheduler);
+  const learned = model?.expectedRate?.bind(model);
+  const rate =
+    learned === undefined
+      ? undefined
+      : (key: string, others: readonly string[]): number =>
+          learned(
+            built.keys.get(key) ?? key,
+            others.map((o) => built.keys.get(o) ?? o),
+          );
+  const times =
+    targets.length === 0
+      ? new Map<string, PredictedTimes>()
+      : predict({
+          world: built.world,
+          scheduler: input.scheduler,
+          catalog: input.catalog,
+          rate,
+          queue: { caps: input.caps, config: input.config },
+          roundSeconds: input.roundSeconds,
+          earlyRounds: true, // the controller plans early on completions too
+          jobIds: targets,
+          maxSimulatedSeconds: now + MAX_PREDICTION_SECONDS,
+        });
+  const assumed = built.assumedDuration.size;
+  const how =
+    `with ${input.scheduler.name}${learned === undefined ? '' : ' (learned co-location throughputs)'}` +
+    `${assumed === 0 ? '' : `; ${assumed} job(s) without expectedDurationSeconds assumed to run ${UNKNOWN_DURATION_SECONDS / 3600} h`}` +
+    '; no future arrivals';
+  const etas = new Map<string, EtaRecord>();
+  const jobs = new Map(input.inputs.jobs.map((j) => [j.id, j]));
+  for (const id of wanted) {
+    const job = jobs.get(id) as JobRecord;
+    const place = placeOf(job, input);
+    if (built.assumedDuration.has(id)) {
+      etas.set(id, {
+        startSeconds: null,
+        completionSeconds: null,
+        computedAtSeconds: now,
+        basis: `no ETA: the job spec has no expectedDurationSeconds; ${place}`,
+      });
+      continue;
+    }
+    const t = times.get(id);
+    const end = t?.endSeconds ?? null;
+    const rounds =
+      end === null ? 0 : Math.max(1, Math.ceil((end - input.firstRoundSeconds) / input.roundSeconds));
+    etas.set(id, {
+      startSeconds: t?.startSeconds ?? null,
+      completionSeconds: end,
+      computedAtSeconds: now,
+      basis:
+        end === null
+          ? `not completed within ${MAX_PREDICTION_SECONDS / 86_400} simulated days ${how}; ${place}`
+          : `simulated ${rounds} round(s) ahead ${how}; ${place}`,
+    });
+  }
+  return { etas, wallMs: performance.now() - started, complete: input.targets === undefined };
+}
+
+function placeOf(job: JobRecord, input: PredictInput): string {
+  const classId = input.classOf(job);
+  const view = input.queue?.views.get(job.id);
+  if (view === undefined) return `class ${classId}`;
+  if (view.status === 'admitted') return `admitted in class ${view.classId}`;
+  if (view.position === null) return `waiting in class ${view.classId} (${view.reason ?? 'waiting'})`;
+  return `${view.position - 1} job(s) ahead in class ${view.classId}`;
+}
+
+/**
+ * What a prediction depends on apart from the passing of time: job and task states, placements, pending starts and
+ * instances. Progress is left out (it advances as predicted); a round that changes none of this reuses the last
+ * prediction.
+ */
+export function worldFingerprint(inputs: SnapshotInputs): string {
+  const parts: string[] = [];
+  for (const j of inputs.jobs) if (LIVE.has(j.state)) parts.push(`${j.id}:${j.state}:${j.migrations}`);
+  for (const t of inputs.tasks)
+    parts.push(
+      `${t.id}:${t.state}:${t.instanceId ?? ''}:${committedInstanceOf(t, inputs.pendingStarts) ?? ''}`,
+    );
+  for (const i of inputs.instances) parts.push(`${i.id}:${i.state}`);
+  return parts.join('|');
+}

@@ -1,0 +1,91 @@
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
+import { catalog, CPU_SMALL, jobSpec, rig, type Rig } from '../controller/controller-fixtures.js';
+import { CLI, ensureBuiltCli } from '../helpers/built-cli.js';
+
+/**
+ * `fleetwise jobs` / `fleetwise job` show the queue layer (class, position, wait reason, ETA and its basis), and
+ * `fleetwise job --mark-unsuccessful` ends a job at a stage: the built CLI in a subprocess against a real controller's
+ * API on a real socket.
+ */
+
+const ADMIN = 'admin-token-cli-queue-0123456789abcdef';
+const TEAM = 'research-token-cli-queue-0123456789';
+
+let r: Rig;
+let server: ApiServer;
+
+function cli(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const env: NodeJS.ProcessEnv = { ...process.env, FLEETWISE_SERVER: server.url, FLEETWISE_TOKEN: TEAM };
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { cwd: PROJECT_ROOT, env }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+beforeAll(async () => {
+  ensureBuiltCli();
+  expect(existsSync(CLI), `${CLI} is missing: run npm run build`).toBe(true);
+  r = rig({ caps: { quotas: [{ group: 'standard', maxVcpus: 4 }] } });
+  r.store.addTeamToken('research', TEAM);
+  server = await startApiServer(r.controller, { listen: '127.0.0.1:0', adminToken: ADMIN, catalog });
+  r.controller.submit(jobSpec('first', CPU_SMALL, { expectedDurationSeconds: 3600 }), 'research');
+  r.controller.submit(jobSpec('second', CPU_SMALL, { expectedDurationSeconds: 1800 }), 'research');
+  await r.controller.runRound('test');
+}, 240_000);
+
+afterAll(async () => {
+  await server?.close();
+});
+
+describe('fleetwise jobs/job with the queue layer (CLI subprocess)', () => {
+  it('jobs lists the queue place and the ETA of every job', async () => {
+    const out = await cli(['jobs']);
+    expect(out.stderr).toBe('');
+    expect(out.code).toBe(0);
+    const [header, first, second] = out.stdout.trimEnd().split('\n');
+    expect(header).toMatch(/^ID\s+NAME\s+TEAM\s+STATE\s+PROGRESS\s+MIGRATIONS\s+SUBMITTED\s+QUEUE\s+ETA$/);
+    expect(first).toMatch(
+      /^job-1\s+first\s+research\s+running\s.*\sall admitted\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$/,
+    );
+    expect(second).toMatch(
+      /^job-2\s+second\s+research\s+queued\s.*\sall #1 \(caps\)\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$/,
+    );
+  });
+
+  it('job shows the queue place, the ETA with its basis and the submission prediction', async () => {
+    const out = await cli(['job', 'job-2']);
+    expect(out.code).toBe(0);
+    expect(out.stdout).toMatch(
+      /^queue {6}class all, position 1 \(caps\): admitting it now would break quota standard maxVcpus/m,
+    );
+    expect(out.stdout).toMatch(/^eta {8}\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ, start \d{4}-/m);
+    expect(out.stdout).toMatch(
+      /^basis {6}simulated \d+ round\(s\) ahead with eva .*no future arrivals; 0 job\(s\) ahead in class all$/m,
+    );
+    expect(out.stdout).toMatch(
+      /^predicted  \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ at submission \(simulated \d+ round/m,
+    );
+  });
+
+  it('job --mark-unsuccessful ends the job at a stage; the next round admits the waiting one', async () => {
+    const out = await cli(['job', 'job-1', '--mark-unsuccessful', '--stage', '1', '--reason', 'diverged']);
+    expect(out.stderr).toBe('');
+    expect(out.code).toBe(0);
+    expect(out.stdout).toBe('job-1 unsuccessful (stopped as unsuccessful at stage 1: diverged)\n');
+    expect(r.store.getJob('job-1')?.state).toBe('unsuccessful');
+    await r.controller.runRound('unsuccessful');
+    await r.controller.runRound('period');
+    expect(r.store.getJob('job-2')?.state).toBe('running');
+    const bad = await cli(['job', 'job-2', '--stage', '1']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('--stage and --reason go with --mark-unsuccessful');
+    const ended = await cli(['job', 'job-1', '--mark-unsuccessful', '--stage', 'x']);
+    expect(ended.stderr).toContain('--stage: expected a stage number ≥ 1, got x');
+  });
+});

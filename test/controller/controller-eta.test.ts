@@ -1,0 +1,238 @@
+import { describe, expect, it } from 'vitest';
+import { controllerWorld, type PredictFn } from '../../src/controller/eta.js';
+import { readQueueRecord } from '../../src/controller/queue-records.js';
+import type { TaskExecutor, TaskStartRequest, TaskStatus } from '../../src/controller/reconciler.js';
+import { readSnapshotInputs } from '../../src/controller/snapshot.js';
+import type { TaskRecord } from '../../src/controller/state-store.js';
+import type { ManualClock } from '../../src/controller/clock.js';
+import { catalog, CPU_SMALL, FakeCloud, GPU_ONE, jobSpec, rig } from './controller-fixtures.js';
+
+/** Tasks succeed once they have run their job's declared duration (the world follows the model). */
+class TimedExecutor implements TaskExecutor {
+  readonly name = 'timed';
+  private readonly started = new Map<string, { at: number; seconds: number }>();
+  constructor(private readonly clock: ManualClock) {}
+  async start(r: TaskStartRequest): Promise<void> {
+    this.started.set(r.task.id, {
+      at: this.clock.nowSeconds(),
+      seconds: r.job.spec.expectedDurationSeconds ?? 1e9,
+    });
+  }
+  async stop(): Promise<'stopped'> {
+    return 'stopped';
+  }
+  async status(task: TaskRecord): Promise<TaskStatus> {
+    const s = this.started.get(task.id);
+    return s !== undefined && this.clock.nowSeconds() >= s.at + s.seconds ? 'succeeded' : 'running';
+  }
+}
+
+/** A stand-in for the simulator: every job starts at the world's first round and ends `seconds` later, in order. */
+function stubPredict(calls: { n: number }): PredictFn {
+  return ({ world }) => {
+    calls.n += 1;
+    const round = world.events.find((e) => e.kind === 'round')?.timeSeconds ?? world.nowSeconds;
+    let at = round;
+    return new Map(
+      world.jobs.map((j) => {
+        const remaining = (j.spec.totalIterations - j.completedIterations) / j.spec.fullThroughput;
+        const start = j.startSeconds ?? at;
+        at = Math.max(at, start) + remaining;
+        return [j.spec.id, { startSeconds: start, endSeconds: at }];
+      }),
+    );
+  };
+}
+
+describe('controller completion-time predictions', () => {
+  it('predicts at submission, keeps that prediction, updates the ETA each round only when something changed, and measures the error', async () => {
+    const calls = { n: 0 };
+    const base = rig();
+    const executor = new TimedExecutor(base.clock);
+    const { controller, store, clock } = rig(
+      {},
+      { clock: base.clock, executor, predict: stubPredict(calls) },
+    );
+    const t0 = clock.nowSeconds();
+    const a = controller.submit(jobSpec('a', CPU_SMALL, { expectedDurationSeconds: 3600 }), 'research');
+    expect(calls.n).toBe(1);
+    const first = readQueueRecord(store, a.id);
+    expect(first?.eta).toMatchObject({ computedAtSeconds: t0, completionSeconds: t0 + 3600 });
+    expect(first?.submissionEta?.completionSeconds).toBe(t0 + 3600);
+    expect(first?.submissionEta?.basis).toMatch(/^at submission: /);
+
+    await controller.runRound('submitted');
+    expect(calls.n).toBe(2); // the first full prediction (the submission one covered only the new job)
+    clock.advance(60);
+    await controller.runRound('period');
+    expect(calls.n).toBe(3); // the job was placed and started: the cluster changed
+    clock.advance(60);
+    await controller.runRound('period');
+    expect(calls.n).toBe(3); // nothing changed: the last prediction stands
+
+    clock.advance(30);
+    const b = controller.submit(jobSpec('b', CPU_SMALL, { expectedDurationSeconds: 600 }), 'research');
+    expect(calls.n).toBe(4);
+    // The submission prediction of a stays what it was.
+    expect(readQueueRecord(store, a.id)?.submissionEta?.completionSeconds).toBe(t0 + 3600);
+    expect(readQueueRecord(store, b.id)?.submissionEta).toBeDefined();
+
+    clock.advance(3600);
+    await controller.reconcile();
+    expect(store.getJob(a.id)?.state).toBe('succeeded');
+    const ended = readQueueRecord(store, a.id);
+    const finished = store.getJob(a.id)?.finishedAtSeconds as number;
+    expect(ended?.predictionError).toMatchObject({
+      predictedCompletionSeconds: t0 + 3600,
+      actualCompletionSeconds: finished,
+      errorSeconds: finished - (t0 + 3600),
+    });
+    expect(ended?.predictionError?.errorPercent).toBeCloseTo((100 * (finished - t0 - 3600)) / 3600, 6);
+    expect(store.listEvents({ kind: 'job.prediction-error', jobId: a.id })).toHaveLength(1);
+  });
+
+  it('gives no ETA to a job without a declared duration, and says why', async () => {
+    const { controller, store } = rig({}, { predict: stubPredict({ n: 0 }) });
+    const job = controller.submit(jobSpec('unknown', CPU_SMALL), 'research');
+    const eta = readQueueRecord(store, job.id)?.eta;
+    expect(eta?.completionSeconds).toBeNull();
+    expect(eta?.basis).toContain('no expectedDurationSeconds');
+  });
+
+  it('keeps the last ETAs when a prediction fails, and turns off with predict: false', async () => {
+    const failing: PredictFn = () => {
+      throw new Error('boom');
+    };
+    const r = rig({}, { predict: failing });
+    const job = r.controller.submit(jobSpec('a', CPU_SMALL, { expectedDurationSeconds: 60 }), 'research');
+    await r.controller.runRound();
+    expect(r.store.getJob(job.id)?.state).toBe('running');
+    expect(readQueueRecord(r.store, job.id)?.eta).toBeUndefined();
+    const off = rig({}, { predict: false });
+    const other = off.controller.submit(jobSpec('b', CPU_SMALL, { expectedDurationSeconds: 60 }), 'research');
+    await off.controller.runRound();
+    expect(readQueueRecord(off.store, other.id)?.eta).toBeUndefined();
+  });
+});
+
+describe('the controller state as a simulator world', () => {
+  it('maps booting and running instances, starting, running and queued jobs, with delays as event times', async () => {
+    const cloud = new FakeCloud();
+    cloud.bootInstantly = false;
+    const { controller, store, clock } = rig({ caps: { maxInstances: 2 } }, { cloud, predict: false });
+    const gpu = controller.submit(
+      {
+        ...jobSpec('gpu', GPU_ONE, { expectedDurationSeconds: 7200 }),
+        checkpoint: { signal: 'SIGTERM', timeoutSeconds: 60, restoreDelaySeconds: 30, initDelaySeconds: 20 },
+      },
+      'research',
+    );
+    const cpu = controller.submit(jobSpec('cpu', CPU_SMALL, { expectedDurationSeconds: 600 }), 'research');
+    const queued = controller.submit(
+      jobSpec('later', CPU_SMALL, { expectedDurationSeconds: 600 }),
+      'research',
+    );
+    const now0 = clock.nowSeconds();
+    await controller.runRound();
+    const inputs = readSnapshotInputs(store, clock.nowSeconds());
+    const { world, keys, assumedDuration } = controllerWorld(inputs, {
+      catalog,
+      firstRoundSeconds: now0 + 300,
+    });
+    expect(assumedDuration.size).toBe(0);
+    expect(world.nowSeconds).toBe(now0);
+    expect(world.instances.map((i) => i.lifecycle)).toEqual(['instantiating', 'instantiating']);
+    const p3 = catalog.types.find((t) => t.name === 'p3.2xlarge');
+    expect(world.events).toContainEqual({
+      kind: 'instantiated',
+      timeSeconds: now0 + (p3?.delays.instantiateSeconds ?? NaN),
+      instanceId: store.listTasks({ jobId: gpu.id })[0]?.instanceId,
+    });
+    expect(world.events[0]).toEqual({ kind: 'round', timeSeconds: now0 + 300 });
+    const byId = new Map(world.jobs.map((j) => [j.spec.id, j]));
+    // Starting on a booting instance: launching there, pinned (migrating).
+    expect(byId.get(gpu.id)).toMatchObject({ status: 'migrating', completedIterations: 0 });
+    expect(byId.get(gpu.id)?.tasks[0]).toMatchObject({ state: 'launching' });
+    expect(byId.get(gpu.id)?.spec).toMatchObject({ durationSeconds: 7200, initDelaySeconds: 20 });
+    expect(byId.get(gpu.id)?.spec.tasks[0]).toMatchObject({ fetchDelaySeconds: 30, uploadDelaySeconds: 30 });
+    expect(byId.get(queued.id)).toMatchObject({ status: 'queued' });
+    expect(byId.get(queued.id)?.tasks[0]).toEqual({ name: 'main', state: 'queued' });
+    expect(keys.get(`${cpu.id}_main`)).toBe(store.listTasks({ jobId: cpu.id })[0]?.workloadKey);
+
+    // Instances up, tasks running for 100 s: executing, active after the init delay, progress counted.
+    cloud.bootAll();
+    await controller.reconcile();
+    clock.advance(100);
+    const later = controllerWorld(readSnapshotInputs(store, clock.nowSeconds()), {
+      catalog,
+      firstRoundSeconds: clock.nowSeconds(),
+    });
+    const gpuJob = later.world.jobs.find((j) => j.spec.id === gpu.id);
+    expect(gpuJob).toMatchObject({ status: 'executing', active: true, activeSinceSeconds: now0 + 20 });
+    expect(gpuJob?.completedIterations).toBeCloseTo(100, 6);
+    // A running instance within its worker start + register delays is still registering.
+    expect(later.world.instances.every((i) => i.lifecycle !== 'instantiating')).toBe(true);
+  });
+});
+
+describe('controller predictions with the simulator (src/sim/predict.ts)', () => {
+  it('counts launch, worker, restore and init delays before the declared duration', async () => {
+    const { controller, store, clock } = rig();
+    const t0 = clock.nowSeconds();
+    const job = controller.submit(
+      {
+        ...jobSpec('one', CPU_SMALL, { expectedDurationSeconds: 3600 }),
+        checkpoint: { signal: 'SIGTERM', timeoutSeconds: 60, restoreDelaySeconds: 30, initDelaySeconds: 20 },
+      },
+      'research',
+    );
+    const eta = readQueueRecord(store, job.id)?.eta;
+    const c7i = catalog.types.find((t) => t.name === 'c7i.xlarge');
+    const d = c7i?.delays;
+    expect(d).toBeDefined();
+    const boot =
+      (d?.instantiateSeconds ?? 0) + (d?.workerStartSeconds ?? 0) + (d?.workerRegisterSeconds ?? 0);
+    // The first simulated round is the submission's early round; the instance boots, the task restores and
+    // initializes, then runs its declared hour at full speed (alone: no interference).
+    expect(eta?.startSeconds).toBeCloseTo(t0 + boot + 30 + 20, 6);
+    expect(eta?.completionSeconds).toBeCloseTo(t0 + boot + 30 + 20 + 3600, 6);
+    expect(eta?.basis).toMatch(/^simulated \d+ round\(s\) ahead with eva/);
+    expect(eta?.basis).toContain('no future arrivals');
+  });
+
+  it('queues the prediction behind the caps: the second job starts after the first ends', async () => {
+    const { controller, store } = rig({ caps: { quotas: [{ group: 'standard', maxVcpus: 4 }] } });
+    const first = controller.submit(
+      jobSpec('first', CPU_SMALL, { expectedDurationSeconds: 3600 }),
+      'research',
+    );
+    const second = controller.submit(
+      jobSpec('second', CPU_SMALL, { expectedDurationSeconds: 1800 }),
+      'research',
+    );
+    await controller.runRound('submitted');
+    const a = readQueueRecord(store, first.id)?.eta;
+    const b = readQueueRecord(store, second.id)?.eta;
+    expect(a?.completionSeconds).not.toBeNull();
+    expect(b?.startSeconds as number).toBeGreaterThanOrEqual(a?.completionSeconds as number);
+    expect(b?.completionSeconds as number).toBeGreaterThanOrEqual((a?.completionSeconds as number) + 1800);
+    expect(b?.basis).toContain('0 job(s) ahead in class all');
+  });
+
+  it('measures the submission prediction’s error when the job ends (the fake cloud boots at once)', async () => {
+    const base = rig();
+    const executor = new TimedExecutor(base.clock);
+    const { controller, store, clock } = rig({}, { clock: base.clock, executor });
+    const job = controller.submit(jobSpec('timed', CPU_SMALL, { expectedDurationSeconds: 3600 }), 'research');
+    await controller.runRound('submitted');
+    for (let i = 0; i < 14 && store.getJob(job.id)?.state !== 'succeeded'; i++) {
+      clock.advance(300);
+      await controller.runRound('period');
+    }
+    const error = readQueueRecord(store, job.id)?.predictionError;
+    expect(store.getJob(job.id)?.state).toBe('succeeded');
+    // The prediction counts ~3 min of instance boot the in-memory cloud skips; rounds add up to 5 min.
+    expect(error?.errorPercent).not.toBeNull();
+    expect(error?.errorPercent as number).toBeLessThan(15);
+  });
+});
