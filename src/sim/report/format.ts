@@ -61,6 +61,7 @@ export const QUEUE_COLUMNS: readonly SummaryColumn[] = [
     numeric: true,
     cell: (r) => orDash(three)(r.queue?.successfulSojournMeanHours),
   },
+  { header: 'preempt.', numeric: true, cell: (r) => orDash(integer)(r.queue?.preemptions) },
 ];
 
 /** The columns for a set of runs: the summary's, plus the queue metrics' when some run had a queue. */

@@ -27,6 +27,30 @@ describe('series metrics', () => {
 });
 
 describe('terminal summary table', () => {
+  it('adds the queue metrics as columns when a run had a queue; – where a metric does not apply', () => {
+    const [a, b] = withNormalizedCosts(twoRuns());
+    const queued = {
+      ...(b as NonNullable<typeof b>),
+      queue: {
+        p99JctHours: 4.25,
+        unfairness: 12.5,
+        predErrAvg: 7.25,
+        predErrP99: 80,
+        successfulSojournMeanHours: null,
+        preemptions: 3,
+      },
+    };
+    const lines = summaryTextTable([a as NonNullable<typeof a>, queued])
+      .trimEnd()
+      .split('\n');
+    expect(lines[0]).toMatch(
+      /p99 JCT h\s+unfair\. %\s+pred\. err %\s+p99 pred\. err %\s+succ\. sojourn h\s+preempt\.$/,
+    );
+    expect(lines[3]).toMatch(/4\.250\s+12\.5\s+7\.3\s+80\.0\s+–\s+3$/);
+    expect(lines[2]).toMatch(/–\s+–\s+–\s+–\s+–\s+–$/); // the run without a queue
+    expect(summaryTextTable(withNormalizedCosts(twoRuns()))).not.toContain('pred. err');
+  });
+
   it('prints a header, a rule and one aligned row per scheduler', () => {
     const lines = summaryTextTable(withNormalizedCosts(twoRuns())).trimEnd().split('\n');
     expect(lines).toHaveLength(4);
