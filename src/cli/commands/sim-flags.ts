@@ -1,7 +1,10 @@
 import { extname } from 'node:path';
 import { z } from 'zod';
 import { describeIssues, ValidationError } from '../../core/validation.js';
+import type { Catalog } from '../../core/catalog.js';
+import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim/run-request.js';
 import { TRACE_FORMATS, type TraceFormat } from '../../sim/traces/load.js';
+import type { Trace } from '../../sim/traces/types.js';
 
 /** Flag parsing shared by `simulate` and `tune` (commander hands over strings; zod checks them). */
 
@@ -47,4 +50,36 @@ export function inferFormat(tracePath: string | undefined): TraceFormat {
   throw new ValidationError('--format', [
     `cannot tell the format of ${tracePath} from its extension; give --format ${TRACE_FORMATS.join('|')}`,
   ]);
+}
+
+/** The trace flags of `simulate` and `tune`, validated. */
+export interface TraceFlags {
+  readonly trace?: string | undefined;
+  readonly format: TraceFormat;
+  readonly jobs?: number | undefined;
+  readonly seed?: number | undefined;
+  readonly multiTask?: number | undefined;
+  readonly catalog?: string | undefined;
+}
+
+/**
+ * Load the catalog and the trace once in the main thread, so a bad file is reported once before any worker
+ * starts; returns the trace request the workers load again.
+ */
+export function loadTraceFlags(o: TraceFlags): {
+  traceSpec: RunRequest['trace'];
+  catalog: Catalog;
+  trace: Trace;
+} {
+  const traceSpec: RunRequest['trace'] = {
+    path: o.trace,
+    format: o.format,
+    jobs: o.jobs,
+    seed: o.seed,
+    multiTaskShare: o.multiTask,
+  };
+  const catalog = loadRequestCatalog({ catalogPath: o.catalog });
+  const trace = loadRequestTrace({ trace: traceSpec }, catalog);
+  if (trace.jobs.length === 0) throw new ValidationError(o.trace ?? o.format, ['the trace has no jobs']);
+  return { traceSpec, catalog, trace };
 }

@@ -2,14 +2,21 @@ import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { ValidationError } from '../../core/validation.js';
-import { flagProblems, inferFormat, numberText, positiveInteger, seedNumber } from './sim-flags.js';
+import {
+  flagProblems,
+  inferFormat,
+  loadTraceFlags,
+  numberText,
+  positiveInteger,
+  seedNumber,
+} from './sim-flags.js';
 import { writeReport } from '../../sim/report/write.js';
 import { summaryTextTable } from '../../sim/report/format.js';
 import type { ReportSettings } from '../../sim/report/json.js';
 import { runsJson } from '../../sim/report/json.js';
 import { withNormalizedCosts } from '../../sim/report/normalize.js';
 import { defaultParallelism, runInWorkers, type RunPoolListener } from '../../sim/run-pool.js';
-import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim/run-request.js';
+import type { RunRequest } from '../../sim/run-request.js';
 import { parseSchedulerList, SCHEDULER_NAMES } from '../../sim/schedulers.js';
 import { TRACE_FORMATS } from '../../sim/traces/load.js';
 import type { RunResult } from '../../sim/types.js';
@@ -132,17 +139,7 @@ function progressDisplay(names: readonly string[]): Progress {
 
 async function simulate(raw: RawSimulateOptions): Promise<void> {
   const o = parseOptions(raw);
-  const traceSpec: RunRequest['trace'] = {
-    path: o.trace,
-    format: o.format,
-    jobs: o.jobs,
-    seed: o.seed,
-    multiTaskShare: o.multiTask,
-  };
-  // Load once here so a bad catalog or trace is reported once, before any worker starts.
-  const catalog = loadRequestCatalog({ catalogPath: o.catalog });
-  const trace = loadRequestTrace({ trace: traceSpec }, catalog);
-  if (trace.jobs.length === 0) throw new ValidationError(o.trace ?? o.format, ['the trace has no jobs']);
+  const { traceSpec, catalog, trace } = loadTraceFlags(o);
 
   const quotas = (o.quota ?? []).map(parseQuotaFlag);
   // Any cap or --queue turns the queue layer on (fifo unless said otherwise), with predictions unless --no-predict.

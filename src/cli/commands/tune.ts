@@ -4,7 +4,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { ValidationError } from '../../core/validation.js';
-import { flagProblems, inferFormat, numberText, seedNumber } from './sim-flags.js';
+import { flagProblems, inferFormat, loadTraceFlags, numberText, seedNumber } from './sim-flags.js';
 import type { QueueCaps } from '../../queue/caps.js';
 import {
   DEFAULT_TUNE_CLASS_COUNTS,
@@ -24,7 +24,7 @@ import {
   type TuneRow,
 } from '../../sim/report/tune-json.js';
 import { defaultParallelism, runInWorkers } from '../../sim/run-pool.js';
-import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim/run-request.js';
+import type { RunRequest } from '../../sim/run-request.js';
 import { SCHEDULER_NAMES } from '../../sim/schedulers.js';
 import { TRACE_FORMATS } from '../../sim/traces/load.js';
 import { formatTable } from '../table.js';
@@ -202,17 +202,8 @@ function capsText(caps: QueueCaps): string {
 
 async function tune(raw: RawTuneOptions): Promise<void> {
   const o = parseOptions(raw);
-  const traceSpec: RunRequest['trace'] = {
-    path: o.trace,
-    format: o.format,
-    jobs: o.jobs,
-    seed: o.seed,
-    multiTaskShare: o.multiTask,
-  };
-  // Load once here: the thresholds come from the trace's sizes, and a bad trace is reported once.
-  const catalog = loadRequestCatalog({ catalogPath: o.catalog });
-  const trace = loadRequestTrace({ trace: traceSpec }, catalog);
-  if (trace.jobs.length === 0) throw new ValidationError(o.trace ?? o.format, ['the trace has no jobs']);
+  // The thresholds come from the trace's sizes.
+  const { traceSpec, catalog, trace } = loadTraceFlags(o);
   // PCS size = resource-time at the minimum allocation: task-seconds, as the simulator's admission classifies.
   const sizes = trace.jobs.map((j) => j.durationSeconds * j.tasks.length);
   const searchSeed = o.searchSeed ?? o.seed ?? 0;
