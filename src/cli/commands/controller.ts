@@ -42,6 +42,7 @@ import { SqliteStateStore } from '../../controller/state/sqlite-state-store.js';
 import { WorkerExecutor } from '../../controller/worker-executor.js';
 import type { CloudProvider } from '../../cloud/provider.js';
 import { LocalProvider } from '../../cloud/local/local-provider.js';
+import { withLocalDelays } from '../../cloud/local/local-delays.js';
 import { capacityScale, describeLocalCapacity, hostCapacity } from '../../cloud/local/host-capacity.js';
 import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
 import { dockerAvailable, makeExecutor } from './worker.js';
@@ -224,8 +225,10 @@ export async function runController(
 ): Promise<void> {
   // The catalog first: its region is the last fallback for the configuration's.
   const preliminary = loadControllerConfig({ flags, env, defaultRegion: 'us-east-1' });
-  const catalog: Catalog = loadCatalogFile(preliminary.catalog ?? BUNDLED_CATALOG_PATH);
-  const config = loadControllerConfig({ flags, env, defaultRegion: catalog.region });
+  const loaded: Catalog = loadCatalogFile(preliminary.catalog ?? BUNDLED_CATALOG_PATH);
+  const config = loadControllerConfig({ flags, env, defaultRegion: loaded.region });
+  // Local "instances" are processes that start in seconds: plan and predict with their delays, not EC2's.
+  const catalog = config.provider === 'local' ? withLocalDelays(loaded) : loaded;
   mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
   const releaseStateDir = claimStateDir(config.stateDir);
   const log = makeLogger();
