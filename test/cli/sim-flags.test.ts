@@ -1,6 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { parseQuotaFlag } from '../../src/cli/commands/simulate.js';
-import { flagName, inferFormat } from '../../src/cli/commands/sim-flags.js';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { flagName, inferFormat, readQueueConfigFile } from '../../src/cli/commands/sim-flags.js';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { ValidationError } from '../../src/core/validation.js';
 
 describe('simulate/tune flag parsing', () => {
@@ -39,5 +43,29 @@ describe('simulate/tune flag parsing', () => {
     expect(inferFormat('t.JSON')).toBe('eva');
     expect(inferFormat('pods.csv')).toBe('alibaba');
     expect(() => inferFormat('trace.txt')).toThrow(/--format/);
+  });
+
+  it('reads a WFQ config file: bare JSON, or YAML with a queue: section (tune output, the example)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fw-queue-config-'));
+    const bare = join(dir, 'bare.json');
+    writeFileSync(bare, JSON.stringify({ classes: [{ id: 'all', weight: 1 }] }));
+    expect(readQueueConfigFile(bare).classes).toEqual([{ id: 'all', weight: 1, ordering: 'fifo' }]);
+    const example = readQueueConfigFile(join(PROJECT_ROOT, 'examples/queue/wfq-3-classes.yaml'));
+    expect(example.classes.map((c) => c.weight)).toEqual([0.7, 0.2, 0.1]);
+    expect(example.preemption.enabled).toBe(true);
+  });
+
+  it('rejects a bad WFQ config naming the file and the field', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fw-queue-config-'));
+    const bad = join(dir, 'bad.yaml');
+    writeFileSync(bad, 'queue:\n  classes:\n    - { id: small, weight: -1 }\n');
+    expect(() => readQueueConfigFile(bad)).toThrow(ValidationError);
+    try {
+      readQueueConfigFile(bad);
+    } catch (e) {
+      expect((e as ValidationError).source).toBe(bad);
+      expect((e as ValidationError).problems.join('\n')).toMatch(/classes\.0\.weight/);
+    }
+    expect(() => readQueueConfigFile(join(dir, 'missing.yaml'))).toThrow(/cannot read/);
   });
 });

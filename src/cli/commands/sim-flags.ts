@@ -1,4 +1,7 @@
+import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { parseWfqConfig, type WfqConfig } from '../../queue/wfq.js';
 import { z } from 'zod';
 import { describeIssues, ValidationError } from '../../core/validation.js';
 import type { Catalog } from '../../core/catalog.js';
@@ -82,4 +85,28 @@ export function loadTraceFlags(o: TraceFlags): {
   const trace = loadRequestTrace({ trace: traceSpec }, catalog);
   if (trace.jobs.length === 0) throw new ValidationError(o.trace ?? o.format, ['the trace has no jobs']);
   return { traceSpec, catalog, trace };
+}
+
+/**
+ * `--queue-config FILE`: a WFQ config in YAML or JSON, either bare or as the controller config's `queue:` section
+ * (what `fleetwise tune` prints), validated with the errors naming the file and field.
+ */
+export function readQueueConfigFile(path: string): WfqConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new ValidationError('--queue-config', [`cannot read ${path}: ${(e as Error).message}`]);
+  }
+  let value: unknown;
+  try {
+    value = parseYaml(text);
+  } catch (e) {
+    throw new ValidationError(path, [`not valid YAML or JSON: ${(e as Error).message}`]);
+  }
+  const section =
+    typeof value === 'object' && value !== null && 'queue' in value
+      ? (value as { queue: unknown }).queue
+      : value;
+  return parseWfqConfig(section, path);
 }

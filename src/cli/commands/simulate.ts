@@ -7,6 +7,7 @@ import {
   inferFormat,
   loadTraceFlags,
   numberText,
+  readQueueConfigFile,
   positiveInteger,
   seedNumber,
 } from './sim-flags.js';
@@ -43,6 +44,7 @@ interface RawSimulateOptions {
   readonly queue?: string;
   readonly predict?: boolean;
   readonly quota?: string[];
+  readonly queueConfig?: string;
 }
 
 const rate = z.number().gt(0, 'must be > 0').max(1, 'must be ≤ 1');
@@ -65,6 +67,7 @@ const optionsSchema = z.object({
   queue: z.enum(QUEUE_KINDS).optional(),
   predict: z.boolean().optional(),
   quota: z.array(z.string()).optional(),
+  queueConfig: z.string().min(1).optional(),
 });
 
 /**
@@ -142,15 +145,22 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   const { traceSpec, catalog, trace } = loadTraceFlags(o);
 
   const quotas = (o.quota ?? []).map(parseQuotaFlag);
+  const queueConfig = o.queueConfig === undefined ? undefined : readQueueConfigFile(o.queueConfig);
+  if (queueConfig !== undefined && o.queue !== undefined && o.queue !== 'wfq')
+    throw new ValidationError('--queue-config', [
+      `a WFQ config needs --queue wfq (or no --queue), not --queue ${o.queue}`,
+    ]);
   // Any cap or --queue turns the queue layer on (fifo unless said otherwise), with predictions unless --no-predict.
   const queue: RunRequest['queue'] =
     o.queue === undefined &&
+    queueConfig === undefined &&
     o.capDollarsPerHour === undefined &&
     o.capInstances === undefined &&
     quotas.length === 0
       ? undefined
       : {
-          kind: o.queue ?? 'fifo',
+          kind: o.queue ?? (queueConfig === undefined ? 'fifo' : 'wfq'),
+          ...(queueConfig === undefined ? {} : { config: queueConfig }),
           caps: {
             ...(o.capDollarsPerHour !== undefined ? { maxCostPerHour: o.capDollarsPerHour } : {}),
             ...(o.capInstances !== undefined ? { maxInstances: o.capInstances } : {}),
@@ -196,6 +206,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
           : 'measured contention matrix (Eva)',
       schedulers: o.schedulers.join(', '),
       queue: queue?.kind ?? null,
+      queueConfig: o.queueConfig ?? null,
       capDollarsPerHour: o.capDollarsPerHour ?? null,
       capInstances: o.capInstances ?? null,
       quotas: quotas.length === 0 ? null : (o.quota ?? []).join(' '),
@@ -240,6 +251,10 @@ export function registerSimulate(program: Command): Command {
       '--quota <group:limits>',
       'queue layer: AWS-style quota per family group, e.g. p:gpus=16 or standard:vcpus=256 (repeatable)',
       (value: string, previous: string[] = []) => [...previous, value],
+    )
+    .option(
+      '--queue-config <file>',
+      'queue layer: a WFQ config (YAML/JSON, bare or as a `queue:` section, e.g. from fleetwise tune); implies --queue wfq',
     )
     .option(
       '--no-predict',
