@@ -200,6 +200,16 @@ export class FleetwiseClient {
     return this.request('POST', `/v1/jobs/${encodeURIComponent(id)}/cancel`, jobSummarySchema);
   }
 
+  /** End a job as unsuccessful (stopped at a stage); its capacity is freed. */
+  async markUnsuccessful(
+    id: string,
+    body: { readonly stage?: number; readonly reason?: string } = {},
+  ): Promise<JobSummaryResponse> {
+    return this.request('POST', `/v1/jobs/${encodeURIComponent(id)}/unsuccessful`, jobSummarySchema, {
+      json: body,
+    });
+  }
+
   async why(id: string, limit?: number): Promise<WhyResponse> {
     const query = new URLSearchParams();
     if (limit !== undefined) query.set('limit', String(limit));

@@ -4,6 +4,7 @@ import type { WfqConfig } from '../queue/wfq.js';
 import type { Scheduler } from '../scheduler/types.js';
 import type { InstanceLifecycle, JobStatus, TaskState as SimTaskState } from '../sim/entities.js';
 import type { TraceJob, TraceTask } from '../sim/traces/types.js';
+import { frozenExpectedRates } from '../sim/engine.js';
 import type { PredictionInput } from '../sim/predict.js';
 import type { SimWorld, WorldEvent, WorldInstance, WorldJob, WorldTask } from '../sim/world.js';
 import { UNKNOWN_DURATION_SECONDS, type QueueDecision } from './admission.js';
@@ -21,11 +22,9 @@ import type { InstanceRecord, JobRecord, TaskRecord } from './state-store.js';
  * at most once per round and only when the cluster changed.
  */
 
-/** What the simulator's world knows of a job's tasks: co-location keys map back to the controller's workload keys. */
+/** A controller world, and which of its jobs run for an assumed duration. */
 export interface ControllerWorld {
   readonly world: SimWorld;
-  /** Simulator task key (`<job id>_<task name>`) → the controller's workload key (the co-location table's key). */
-  readonly keys: ReadonlyMap<string, string>;
   /** Jobs whose duration is assumed (no `expectedDurationSeconds`): they get no ETA of their own. */
   readonly assumedDuration: ReadonlySet<string>;
 }
@@ -54,7 +53,6 @@ const LIVE: ReadonlySet<JobRecord['state']> = new Set(['queued', 'starting', 'ru
 export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): ControllerWorld {
   const now = inputs.nowSeconds;
   const types = new Map(options.catalog.types.map((t) => [t.name, t]));
-  const keys = new Map<string, string>();
   const assumedDuration = new Set<string>();
 
   const instances: WorldInstance[] = [];
@@ -92,7 +90,6 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
     const traceTasks: TraceTask[] = tasks.map((t) => {
       const template = expanded.get(t.index)?.template;
       if (template === undefined) throw new Error(`task ${t.id}: its job's spec has no task ${t.index}`);
-      keys.set(`${job.id}_${t.name}`, t.workloadKey);
       return {
         name: t.name,
         key: t.workloadKey, // the forked scheduler plans with the keys it learned under
@@ -128,7 +125,6 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
   }
   return {
     world: { nowSeconds: now, jobs, instances, events, pendingTerminationIds, instanceCounter: 0 },
-    keys,
     assumedDuration,
   };
 }
@@ -325,17 +321,8 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
     input.targets === undefined ? worldIds : worldIds.filter((id) => input.targets?.includes(id));
   // Only jobs with a declared duration get an ETA; the run stops once they finished (the others still take part).
   const targets = wanted.filter((id) => !built.assumedDuration.has(id));
-  // Rates from a second fork, frozen now: the run's own fork learns as it goes (src/sim/predict.ts does alike).
-  const model = targets.length === 0 ? undefined : (input.scheduler.fork?.() ?? input.scheduler);
-  const learned = model?.expectedRate?.bind(model);
-  const rate =
-    learned === undefined
-      ? undefined
-      : (key: string, others: readonly string[]): number =>
-          learned(
-            built.keys.get(key) ?? key,
-            others.map((o) => built.keys.get(o) ?? o),
-          );
+  // The world's tasks carry the controller's workload keys, so the scheduler's learned rates apply as they are.
+  const rate = targets.length === 0 ? undefined : frozenExpectedRates(input.scheduler);
   const times =
     targets.length === 0
       ? new Map<string, PredictedTimes>()
@@ -352,7 +339,7 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
         });
   const assumed = built.assumedDuration.size;
   const how =
-    `with ${input.scheduler.name}${learned === undefined ? '' : ' (learned co-location throughputs)'}` +
+    `with ${input.scheduler.name}${rate === undefined ? '' : ' (learned co-location throughputs)'}` +
     `${assumed === 0 ? '' : `; ${assumed} job(s) without expectedDurationSeconds assumed to run ${UNKNOWN_DURATION_SECONDS / 3600} h`}` +
     '; no future arrivals';
   const etas = new Map<string, EtaRecord>();

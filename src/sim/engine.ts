@@ -229,6 +229,26 @@ export function runFromWorld(
   o: WorldRunOptions,
 ): Map<string, { readonly startSeconds: number | null; readonly endSeconds: number | null }> {
   const ids = o.jobIds ?? o.world.jobs.map((j) => j.spec.id);
+  const sim = runWorld({ ...o, jobIds: ids }, (jobInfo) =>
+    o.queue === undefined ? undefined : new SimAdmission(o.catalog, { ...o.queue, predict: false }, jobInfo),
+  );
+  return new Map(ids.map((id) => [id, sim.timesOf(id)]));
+}
+
+/**
+ * The rates a scheduler expects (`Scheduler.expectedRate`), frozen now: read from a fork, since the prediction run's
+ * own fork learns as it goes. Undefined for schedulers that do not model interference.
+ */
+export function frozenExpectedRates(scheduler: Scheduler): KeyRate | undefined {
+  const model = scheduler.fork?.() ?? scheduler;
+  return model.expectedRate?.bind(model);
+}
+
+/** Run a world forward until `jobIds` finished (or the time limit); `admission` builds its queue layer. */
+function runWorld(
+  o: WorldRunOptions & { readonly jobIds: readonly string[] },
+  admission: ForkSetup['admission'],
+): Simulation {
   const longest = o.world.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
   const sim = new Simulation(
     {
@@ -240,18 +260,10 @@ export function runFromWorld(
       earlyRounds: o.earlyRounds ?? false,
       maxSimulatedSeconds: o.maxSimulatedSeconds ?? o.world.nowSeconds + 30 * 86_400 + 10 * longest,
     },
-    {
-      world: o.world,
-      rate: o.rate ?? (() => 1),
-      admission: (jobInfo) =>
-        o.queue === undefined
-          ? undefined
-          : new SimAdmission(o.catalog, { ...o.queue, predict: false }, jobInfo),
-      targets: new Set(ids),
-    },
+    { world: o.world, rate: o.rate ?? (() => 1), admission, targets: new Set(o.jobIds) },
   );
   sim.run();
-  return new Map(ids.map((id) => [id, sim.timesOf(id)]));
+  return sim;
 }
 
 /** Rate model over co-location keys (a scheduler's expectations), memoized per composition. */
@@ -925,28 +937,18 @@ class Simulation {
       .filter((j) => !this.predictions.has(j.spec.id))
       .map((j) => j.spec.id);
     if (fresh.length === 0) return;
-    const model = this.scheduler.fork?.() ?? this.scheduler; // frozen: the run's own fork learns as it goes
-    const expected = model.expectedRate?.bind(model);
-    const rate: KeyRate = expected ?? (() => 1);
-    const world = this.exportWorld(early);
-    const longest = world.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
-    const forked = new Simulation(
+    const forked = runWorld(
       {
-        ...this.options,
+        world: this.exportWorld(early),
         scheduler: this.scheduler.fork?.() ?? this.scheduler,
-        onProgress: undefined,
-        onEvent: undefined,
-        queue: undefined,
-        maxSimulatedSeconds: this.now + 30 * 86_400 + 10 * longest,
+        catalog: this.catalog,
+        rate: frozenExpectedRates(this.scheduler),
+        roundSeconds: this.roundSeconds,
+        earlyRounds: this.earlyRounds,
+        jobIds: fresh,
       },
-      {
-        world,
-        rate,
-        admission: (jobInfo) => this.admission?.fork(jobInfo),
-        targets: new Set(fresh),
-      },
+      (jobInfo) => this.admission?.fork(jobInfo),
     );
-    forked.run();
     for (const id of fresh) this.predictions.set(id, forked.timesOf(id));
   }
 

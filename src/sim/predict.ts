@@ -2,7 +2,7 @@ import type { Catalog } from '../core/catalog.js';
 import type { QueueCaps } from '../queue/caps.js';
 import type { WfqConfig } from '../queue/wfq.js';
 import type { Scheduler } from '../scheduler/types.js';
-import { runFromWorld } from './engine.js';
+import { frozenExpectedRates, runFromWorld } from './engine.js';
 import type { SimWorld } from './world.js';
 
 /**
@@ -34,14 +34,11 @@ export interface PredictedJobTimes {
 }
 
 export function predictCompletions(input: PredictionInput): ReadonlyMap<string, PredictedJobTimes> {
-  // Rates come from a second fork, frozen at this moment: the run's own fork learns as it goes.
-  const model = input.rate === undefined ? (input.scheduler.fork?.() ?? input.scheduler) : undefined;
-  const rate = input.rate ?? model?.expectedRate?.bind(model);
   return runFromWorld({
     world: input.world,
     scheduler: input.scheduler,
     catalog: input.catalog,
-    rate,
+    rate: input.rate ?? frozenExpectedRates(input.scheduler),
     queue: input.queue,
     roundSeconds: input.roundSeconds,
     earlyRounds: input.earlyRounds,

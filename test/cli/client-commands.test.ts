@@ -1,4 +1,3 @@
-import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,7 +11,7 @@ import {
   VISION_TOKEN,
   type FakeControllerService,
 } from '../controller/api-fake-service.js';
-import { CLI, ensureBuiltCli } from '../helpers/built-cli.js';
+import { CLI, ensureBuiltCli, runCli, type CliResult } from '../helpers/built-cli.js';
 
 /**
  * The client commands as users run them: `node dist/cli/main.js …` in a subprocess against an API server started in
@@ -20,12 +19,6 @@ import { CLI, ensureBuiltCli } from '../helpers/built-cli.js';
  * loads is missing from dist/ or older than its source.
  */
 const EXAMPLES = join(PROJECT_ROOT, 'examples', 'jobs');
-
-interface CliResult {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
 
 let server: ApiServer;
 let service: FakeControllerService;
@@ -36,17 +29,7 @@ function cli(args: readonly string[], token: string | null = VISION_TOKEN): Prom
   const env: NodeJS.ProcessEnv = { ...process.env, FLEETWISE_SERVER: server.url };
   delete env['FLEETWISE_TOKEN'];
   if (token !== null) env['FLEETWISE_TOKEN'] = token;
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [CLI, ...args],
-      { cwd: PROJECT_ROOT, env, maxBuffer: 4 * 1024 * 1024 },
-      (error, stdout, stderr) => {
-        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
+  return runCli(args, env);
 }
 
 beforeAll(async () => {

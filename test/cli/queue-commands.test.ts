@@ -1,10 +1,8 @@
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
 import { catalog, CPU_SMALL, jobSpec, rig, type Rig } from '../controller/controller-fixtures.js';
-import { CLI, ensureBuiltCli } from '../helpers/built-cli.js';
+import { CLI, ensureBuiltCli, runCli, type CliResult } from '../helpers/built-cli.js';
 
 /**
  * `fleetwise jobs` / `fleetwise job` show the queue layer (class, position, wait reason, ETA and its basis), and
@@ -18,14 +16,8 @@ const TEAM = 'research-token-cli-queue-0123456789';
 let r: Rig;
 let server: ApiServer;
 
-function cli(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const env: NodeJS.ProcessEnv = { ...process.env, FLEETWISE_SERVER: server.url, FLEETWISE_TOKEN: TEAM };
-  return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { cwd: PROJECT_ROOT, env }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
-      resolve({ code, stdout, stderr });
-    });
-  });
+function cli(args: readonly string[]): Promise<CliResult> {
+  return runCli(args, { ...process.env, FLEETWISE_SERVER: server.url, FLEETWISE_TOKEN: TEAM });
 }
 
 beforeAll(async () => {

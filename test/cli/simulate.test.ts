@@ -1,12 +1,9 @@
-import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { SUMMARY_FIELDS } from '../../src/sim/report/normalize.js';
-import { CLI, ensureBuiltCli } from '../helpers/built-cli.js';
+import { CLI, ensureBuiltCli, runCli, type CliResult } from '../helpers/built-cli.js';
 import type { RunSummary } from '../../src/sim/types.js';
 
 /**
@@ -16,24 +13,7 @@ import type { RunSummary } from '../../src/sim/types.js';
  */
 const TINY = ['simulate', '--format', 'synthetic', '--jobs', '6', '--seed', '3'];
 
-interface CliResult {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-async function cli(args: readonly string[]): Promise<CliResult> {
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [CLI, ...args], {
-      cwd: PROJECT_ROOT,
-      maxBuffer: 16 * 1024 * 1024,
-    });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const failed = e as { code?: number; stdout?: string; stderr?: string };
-    return { code: failed.code ?? -1, stdout: failed.stdout ?? '', stderr: failed.stderr ?? '' };
-  }
-}
+const cli = (args: readonly string[]): Promise<CliResult> => runCli(args);
 
 function parseRuns(stdout: string): RunSummary[] {
   const parsed = JSON.parse(stdout) as { runs: RunSummary[] };

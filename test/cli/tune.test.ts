@@ -1,15 +1,12 @@
-import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { dominates } from '../../src/queue/tune.js';
 import { parseWfqConfig } from '../../src/queue/wfq.js';
 import type { TuneJson, TuneReport, TuneRow } from '../../src/sim/report/tune-json.js';
-import { CLI, ensureBuiltCli } from '../helpers/built-cli.js';
+import { CLI, ensureBuiltCli, runCli, type CliResult } from '../helpers/built-cli.js';
 
 /**
  * `fleetwise tune` as users run it: the built CLI in a subprocess (worker threads load dist/sim/run-worker.js).
@@ -17,24 +14,7 @@ import { CLI, ensureBuiltCli } from '../helpers/built-cli.js';
  */
 const TINY = ['tune', '--format', 'synthetic', '--jobs', '20', '--samples', '3', '--cap-instances', '3'];
 
-interface CliResult {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-async function cli(args: readonly string[]): Promise<CliResult> {
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [CLI, ...args], {
-      cwd: PROJECT_ROOT,
-      maxBuffer: 16 * 1024 * 1024,
-    });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const failed = e as { code?: number; stdout?: string; stderr?: string };
-    return { code: failed.code ?? -1, stdout: failed.stdout ?? '', stderr: failed.stderr ?? '' };
-  }
-}
+const cli = (args: readonly string[]): Promise<CliResult> => runCli(args);
 
 const objectives = (r: TuneRow) => ({
   meanJctHours: r.meanJctHours,

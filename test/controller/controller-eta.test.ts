@@ -135,7 +135,7 @@ describe('the controller state as a simulator world', () => {
     const now0 = clock.nowSeconds();
     await controller.runRound();
     const inputs = readSnapshotInputs(store, clock.nowSeconds());
-    const { world, keys, assumedDuration } = controllerWorld(inputs, {
+    const { world, assumedDuration } = controllerWorld(inputs, {
       catalog,
       firstRoundSeconds: now0 + 300,
     });
@@ -157,7 +157,8 @@ describe('the controller state as a simulator world', () => {
     expect(byId.get(gpu.id)?.spec.tasks[0]).toMatchObject({ fetchDelaySeconds: 30, uploadDelaySeconds: 30 });
     expect(byId.get(queued.id)).toMatchObject({ status: 'queued' });
     expect(byId.get(queued.id)?.tasks[0]).toEqual({ name: 'main', state: 'queued' });
-    expect(keys.get(`${cpu.id}_main`)).toBe(store.listTasks({ jobId: cpu.id })[0]?.workloadKey);
+    // The world's tasks carry the controller's workload keys: what the scheduler learned under.
+    expect(byId.get(cpu.id)?.spec.tasks[0]?.key).toBe(store.listTasks({ jobId: cpu.id })[0]?.workloadKey);
 
     // Instances up, tasks running for 100 s: executing, active after the init delay, progress counted.
     cloud.bootAll();

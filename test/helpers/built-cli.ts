@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
@@ -40,4 +40,25 @@ export function ensureBuiltCli(entries?: readonly string[]): void {
       stdio: 'ignore',
     },
   );
+}
+
+export interface CliResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Run the built CLI in a subprocess from the project root; never rejects (a failure is its exit code). */
+export function runCli(args: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [CLI, ...args],
+      { cwd: PROJECT_ROOT, env, maxBuffer: 16 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
 }

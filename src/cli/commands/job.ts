@@ -2,7 +2,6 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
 import { formatProgress, formatTable, formatTime, printJson } from '../table.js';
-import { markUnsuccessful } from './unsuccessful-request.js';
 
 interface JobOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -110,8 +109,14 @@ export function registerJob(program: Command): void {
   ).action(async (id: string, options: JobOptions) => {
     const client = FleetwiseClient.fromOptions(options);
     if (options.markUnsuccessful === true) {
-      const ended = await markUnsuccessful(options, id, {
-        ...(options.stage === undefined ? {} : { stage: options.stage }),
+      let stage: number | undefined;
+      if (options.stage !== undefined) {
+        stage = Number(options.stage);
+        if (!Number.isInteger(stage) || stage < 1)
+          throw new Error(`--stage: expected a stage number ≥ 1, got ${options.stage}`);
+      }
+      const ended = await client.markUnsuccessful(id, {
+        ...(stage === undefined ? {} : { stage }),
         ...(options.reason === undefined ? {} : { reason: options.reason }),
       });
       if (options.json === true) return printJson(ended);

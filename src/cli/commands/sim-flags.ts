@@ -1,3 +1,4 @@
+import type { Command } from 'commander';
 import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
 import { parse as parseYaml } from 'yaml';
@@ -109,4 +110,21 @@ export function readQueueConfigFile(path: string): WfqConfig {
       ? (value as { queue: unknown }).queue
       : value;
   return parseWfqConfig(section, path);
+}
+
+/** The trace and catalog options `simulate` and `tune` share. */
+export function addTraceOptions(command: Command): Command {
+  return command
+    .option(
+      '--trace <file>',
+      'trace file (Eva JSON or Alibaba pod list CSV); default: bundled data / synthetic',
+    )
+    .option(
+      '--format <format>',
+      `trace format: ${TRACE_FORMATS.join('|')} (default: from the file extension)`,
+    )
+    .option('--jobs <n>', 'use the first N jobs (eva) or generate N jobs (alibaba, synthetic, success)')
+    .option('--seed <s>', 'seed of generated traces (default 0)')
+    .option('--multi-task <share>', 'share of multi-task jobs in generated traces, 0..1')
+    .option('--catalog <file>', 'instance catalog JSON (default: bundled aws-us-east-1)');
 }

@@ -5,6 +5,7 @@ import { ValidationError } from '../../core/validation.js';
 import {
   flagProblems,
   inferFormat,
+  addTraceOptions,
   loadTraceFlags,
   numberText,
   readQueueConfigFile,
@@ -219,22 +220,12 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
 
 /** `fleetwise simulate`: run schedulers on a trace in parallel worker threads and compare them. */
 export function registerSimulate(program: Command): Command {
-  return program
-    .command('simulate')
-    .description('simulate schedulers on a trace (in parallel) and compare cost, JCT and migrations')
-    .option(
-      '--trace <file>',
-      'trace file (Eva JSON or Alibaba pod list CSV); default: bundled data / synthetic',
-    )
-    .option(
-      '--format <format>',
-      `trace format: ${TRACE_FORMATS.join('|')} (default: from the file extension)`,
-    )
-    .option('--jobs <n>', 'use the first N jobs (eva) or generate N jobs (alibaba, synthetic, success)')
-    .option('--seed <s>', 'seed of generated traces (default 0)')
-    .option('--multi-task <share>', 'share of multi-task jobs in generated traces, 0..1')
+  return addTraceOptions(
+    program
+      .command('simulate')
+      .description('simulate schedulers on a trace (in parallel) and compare cost, JCT and migrations'),
+  )
     .requiredOption('--scheduler <names>', `comma-separated: ${SCHEDULER_NAMES.join(', ')}`)
-    .option('--catalog <file>', 'instance catalog JSON (default: bundled aws-us-east-1)')
     .option('--out <dir>', 'write report.json, runs.csv and report.html into this directory')
     .option('--json', 'print exactly one JSON object {"runs":[…]} on stdout')
     .option('--round-seconds <s>', 'scheduling period in seconds (default 300)')

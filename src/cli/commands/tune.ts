@@ -4,7 +4,14 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { ValidationError } from '../../core/validation.js';
-import { flagProblems, inferFormat, loadTraceFlags, numberText, seedNumber } from './sim-flags.js';
+import {
+  addTraceOptions,
+  flagProblems,
+  inferFormat,
+  loadTraceFlags,
+  numberText,
+  seedNumber,
+} from './sim-flags.js';
 import type { QueueCaps } from '../../queue/caps.js';
 import {
   DEFAULT_TUNE_CLASS_COUNTS,
@@ -293,24 +300,14 @@ async function tune(raw: RawTuneOptions): Promise<void> {
 
 /** `fleetwise tune`: search WFQ configs by simulation (PCS §6) and print the Pareto front and a controller config. */
 export function registerTune(program: Command): Command {
-  return program
-    .command('tune')
-    .description(
-      'search WFQ queue configs (classes, thresholds, weights) by simulation under caps; print the Pareto front ' +
-        'of mean JCT, p99 prediction error and unfairness, and a controller config for the recommended one',
-    )
-    .option(
-      '--trace <file>',
-      'trace file (Eva JSON or Alibaba pod list CSV); default: bundled data / synthetic',
-    )
-    .option(
-      '--format <format>',
-      `trace format: ${TRACE_FORMATS.join('|')} (default: from the file extension)`,
-    )
-    .option('--jobs <n>', 'use the first N jobs (eva) or generate N jobs (alibaba, synthetic, success)')
-    .option('--seed <s>', 'seed of generated traces (default 0)')
-    .option('--multi-task <share>', 'share of multi-task jobs in generated traces, 0..1')
-    .option('--catalog <file>', 'instance catalog JSON (default: bundled aws-us-east-1)')
+  return addTraceOptions(
+    program
+      .command('tune')
+      .description(
+        'search WFQ queue configs (classes, thresholds, weights) by simulation under caps; print the Pareto front ' +
+          'of mean JCT, p99 prediction error and unfairness, and a controller config for the recommended one',
+      ),
+  )
     .option('--round-seconds <s>', 'scheduling period in seconds (default 300)')
     .option('--scheduler <name>', `scheduler to simulate: one of ${SCHEDULER_NAMES.join(', ')}`, 'eva')
     .option('--cap-dollars-per-hour <x>', 'cap: keep the fleet under $x/hour (at least one cap is required)')

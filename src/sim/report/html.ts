@@ -1,6 +1,7 @@
 import type { RunResult } from '../types.js';
 import { reportCharts } from './charts.js';
 import { escapeXml } from './escape.js';
+import { BASE_STYLE, settingsList } from './page.js';
 import { summaryColumns } from './format.js';
 import type { ReportSettings } from './json.js';
 import { renderChartSvg } from './svg-chart.js';
@@ -18,18 +19,8 @@ const CAPTIONS: Readonly<Record<string, string>> = {
   'chart-migrations': 'Total number of job migrations (moves of a started job to other instances) so far.',
 };
 
-const STYLE = `
-  body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222; margin: 24px auto;
-         max-width: 1000px; padding: 0 16px; }
-  h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 28px; }
-  dl.settings { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; }
-  dl.settings dt { color: #555; } dl.settings dd { margin: 0; font-family: ui-monospace, monospace; }
-  .table-wrap { overflow-x: auto; }
-  table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
-  th, td { padding: 4px 8px; border-bottom: 1px solid #ddd; white-space: nowrap; }
-  th { text-align: left; background: #f4f4f4; } td.num, th.num { text-align: right; }
+const STYLE = `${BASE_STYLE}
   tr.cheapest td { font-weight: 600; }
-  figure { margin: 20px 0; } figcaption { color: #555; font-size: 13px; }
   svg.chart { max-width: 100%; height: auto; font: 11px system-ui, sans-serif; }
   svg.chart .chart-title { font-size: 15px; font-weight: 600; }
   svg.chart .panel-title { font-size: 13px; font-weight: 600; }
@@ -52,13 +43,6 @@ function summaryTable(results: readonly RunResult[]): string {
     return `<tr${r.summary.totalCost === cheapest ? ' class="cheapest"' : ''}>${cells}</tr>`;
   });
   return `<div class="table-wrap"><table id="summary-table"><thead><tr>${head.join('')}</tr></thead><tbody>${rows.join('\n')}</tbody></table></div>`;
-}
-
-function settingsList(settings: ReportSettings): string {
-  const items = Object.entries(settings).map(
-    ([k, v]) => `<dt>${escapeXml(k)}</dt><dd>${escapeXml(v === null ? '–' : String(v))}</dd>`,
-  );
-  return `<dl class="settings">${items.join('')}</dl>`;
 }
 
 /**

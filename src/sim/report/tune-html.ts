@@ -1,5 +1,6 @@
 import type { ObjectiveName } from '../../queue/tune.js';
 import { escapeXml } from './escape.js';
+import { BASE_STYLE, settingsList } from './page.js';
 import { niceStep } from './svg-chart.js';
 import type { TuneReport, TuneRow } from './tune-json.js';
 
@@ -200,19 +201,9 @@ export function scatterSvg(
   return out.join('');
 }
 
-const STYLE = `
-  body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222; margin: 24px auto;
-         max-width: 1000px; padding: 0 16px; }
-  h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 28px; }
-  dl.settings { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; }
-  dl.settings dt { color: #555; } dl.settings dd { margin: 0; font-family: ui-monospace, monospace; }
-  .table-wrap { overflow-x: auto; }
-  table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
-  th, td { padding: 4px 8px; border-bottom: 1px solid #ddd; white-space: nowrap; }
-  th { text-align: left; background: #f4f4f4; } td.num, th.num { text-align: right; }
+const STYLE = `${BASE_STYLE}
   tr.front td { font-weight: 600; } tr.recommended td { background: #fff3d6; }
   pre { background: #f6f6f6; padding: 8px 12px; overflow-x: auto; }
-  figure { margin: 20px 0; } figcaption { color: #555; font-size: 13px; }
   svg.chart { max-width: 100%; height: auto; font: 11px system-ui, sans-serif; }
   svg.chart .chart-title { font-size: 14px; font-weight: 600; }
   svg.chart .grid { stroke: #e6e6e6; stroke-width: 1; }
@@ -264,9 +255,6 @@ function table(report: TuneReport): string {
 }
 
 export function tuneHtml(report: TuneReport): string {
-  const settings = Object.entries(report.settings)
-    .map(([k, v]) => `<dt>${escapeXml(k)}</dt><dd>${escapeXml(v === null ? '–' : String(v))}</dd>`)
-    .join('');
   const rec = report.recommended;
   return [
     '<!doctype html>',
@@ -279,7 +267,7 @@ export function tuneHtml(report: TuneReport): string {
     '</head>',
     '<body>',
     '<h1>fleetwise tune: WFQ configs on the Pareto front</h1>',
-    `<section id="settings"><h2>Settings</h2><dl class="settings">${settings}</dl></section>`,
+    `<section id="settings"><h2>Settings</h2>${settingsList(report.settings)}</section>`,
     `<section id="recommended"><h2>Recommended (${escapeXml(rec.preference)})</h2>` +
       `<p>${escapeXml(`${rec.id}: ${describeConfig(rec)}; mean JCT ${num(rec.meanJctHours, 3)} h, p99 prediction error ${num(rec.predErrP99, 1)} %, unfairness ${num(rec.unfairness, 1)} %`)}</p>` +
       `<p>For the controller config:</p><pre id="controller-yaml">${escapeXml(report.controllerYaml)}</pre></section>`,
