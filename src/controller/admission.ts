@@ -1,4 +1,5 @@
 import type { Catalog } from '../core/catalog.js';
+import { groupBy } from '../core/group.js';
 import type { ClusterSnapshot, SchedJob, SchedTask } from '../core/model.js';
 import {
   addUsage,
@@ -154,12 +155,10 @@ export class ControllerAdmission {
    */
   decide(snapshot: ClusterSnapshot, jobs: ReadonlyMap<string, JobRecord>): QueueDecision {
     const now = snapshot.nowSeconds;
-    const tasksByJob = new Map<string, SchedTask[]>();
-    for (const t of snapshot.tasks) tasksByJob.set(t.jobId, [...(tasksByJob.get(t.jobId) ?? []), t]);
+    const tasksByJob = groupBy(snapshot.tasks, (t) => t.jobId);
     const running: RunningQueuedJob[] = [];
     const waiting: QueuedJob[] = [];
     const unhostable: { job: JobRecord; classId: string }[] = [];
-    const neverFits: QueuedJob[] = [];
     const live = new Set<string>();
     for (const sched of snapshot.jobs) {
       const job = jobs.get(sched.id);
@@ -178,10 +177,8 @@ export class ControllerAdmission {
       else {
         // A job the plan sent back to the queue competes again from scratch.
         this.admittedAt.delete(job.id);
-        const queued = queuedJobOf(job, sched, footprint, tasks.length);
-        // Kept out of `admit`: at the head of its class it would block everyone behind it forever.
-        if (capViolations(usageOf([footprint], this.caps), this.caps).length > 0) neverFits.push(queued);
-        else waiting.push(queued);
+        // `admit` lists a job over the caps on its own as never-fits without letting it block its class.
+        waiting.push(queuedJobOf(job, sched, footprint, tasks.length));
       }
     }
     for (const id of [...this.admittedAt.keys()]) if (!live.has(id)) this.admittedAt.delete(id);
@@ -220,6 +217,18 @@ export class ControllerAdmission {
     const queues = new Map<string, string[]>();
     for (const q of result.queued) {
       const job = byId.get(q.jobId) as QueuedJob;
+      if (q.reason === 'never-fits') {
+        // Not in line: it waits for caps to change, not for the jobs ahead of it.
+        views.set(q.jobId, {
+          classId: q.classId,
+          status: 'waiting',
+          position: null,
+          reason: 'never-fits',
+          detail: this.waitDetail('never-fits', q.classId, 0, job, result),
+          sinceSeconds: now,
+        });
+        continue;
+      }
       const list = queues.get(q.classId) ?? [];
       list.push(q.jobId);
       queues.set(q.classId, list);
@@ -235,15 +244,6 @@ export class ControllerAdmission {
         sinceSeconds: now,
       });
     }
-    for (const job of neverFits)
-      views.set(job.id, {
-        classId: classify(this.config, job),
-        status: 'waiting',
-        position: null,
-        reason: 'never-fits',
-        detail: this.waitDetail('never-fits', classify(this.config, job), 0, job, result),
-        sinceSeconds: now,
-      });
     for (const { job, classId } of unhostable)
       views.set(job.id, {
         classId,

@@ -1,4 +1,5 @@
 import type { Catalog, InstanceType } from '../core/catalog.js';
+import { groupBy } from '../core/group.js';
 import type { QueueCaps } from '../queue/caps.js';
 import type { WfqConfig } from '../queue/wfq.js';
 import type { Scheduler } from '../scheduler/types.js';
@@ -75,8 +76,7 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
     if (inst.state === 'draining') pendingTerminationIds.push(inst.id);
   }
 
-  const tasksByJob = new Map<string, TaskRecord[]>();
-  for (const t of inputs.tasks) tasksByJob.set(t.jobId, [...(tasksByJob.get(t.jobId) ?? []), t]);
+  const tasksByJob = groupBy(inputs.tasks, (t) => t.jobId);
   const jobs: WorldJob[] = [];
   let lastArrival = Number.NEGATIVE_INFINITY;
   for (const job of inputs.jobs) {

@@ -1,4 +1,5 @@
 import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../core/model.js';
+import { groupBy } from '../core/group.js';
 import type { TaskTemplateSpec } from './job-spec.js';
 import { expandTasks } from './job-spec.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
@@ -77,12 +78,7 @@ export function buildSnapshot(input: SnapshotInputs): ClusterSnapshot {
   const schedulable = new Map(
     input.instances.filter((i) => SCHEDULABLE_INSTANCE_STATES.has(i.state)).map((i) => [i.id, i]),
   );
-  const tasksByJob = new Map<string, TaskRecord[]>();
-  for (const task of input.tasks) {
-    const list = tasksByJob.get(task.jobId);
-    if (list === undefined) tasksByJob.set(task.jobId, [task]);
-    else list.push(task);
-  }
+  const tasksByJob = groupBy(input.tasks, (task) => task.jobId);
   const jobs: SchedJob[] = [];
   const tasks: SchedTask[] = [];
   const onInstance = new Map<string, string[]>();

@@ -1,4 +1,5 @@
 import type { Catalog } from '../core/catalog.js';
+import { groupBy } from '../core/group.js';
 import type { Caps, ClusterSnapshot, SchedJob, SchedTask } from '../core/model.js';
 import {
   dominantShare,
@@ -120,8 +121,7 @@ export class SimAdmission {
 
   /** The snapshot restricted to jobs holding capacity plus the waiting jobs admitted this round. */
   readonly filter = (snapshot: ClusterSnapshot): ClusterSnapshot => {
-    const tasksByJob = new Map<string, SchedTask[]>();
-    for (const t of snapshot.tasks) tasksByJob.set(t.jobId, [...(tasksByJob.get(t.jobId) ?? []), t]);
+    const tasksByJob = groupBy(snapshot.tasks, (t) => t.jobId);
     const running: RunningQueuedJob[] = [];
     const executing = new Set<string>();
     const waiting: QueuedJob[] = [];

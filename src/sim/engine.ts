@@ -568,13 +568,14 @@ class Simulation {
           });
     this.apply(stops);
     this.preemptions += gone.size;
+    const stopped = new Set(stops.map((a) => (a.kind === 'checkpoint-stop' ? a.taskId : '')));
     return {
       ...snapshot,
       jobs: snapshot.jobs.filter((j) => !gone.has(j.id)),
       tasks: snapshot.tasks.filter((t) => !gone.has(t.jobId)),
       instances: snapshot.instances.map((i) => ({
         ...i,
-        taskIds: i.taskIds.filter((t) => !stops.some((s) => s.kind === 'checkpoint-stop' && s.taskId === t)),
+        taskIds: i.taskIds.filter((t) => !stopped.has(t)),
       })),
     };
   }

@@ -1,6 +1,11 @@
 import type { InstanceType } from '../core/catalog.js';
 import { demandOn, type Resources } from '../core/resources.js';
-import { expectedRemainingSeconds, toDistribution, type StageDistribution } from '../queue/success.js';
+import {
+  expectedRemainingSeconds,
+  toDistribution,
+  type StageDistribution,
+  type SuccessSpec,
+} from '../queue/success.js';
 import type { TraceJob, TraceTask } from './traces/types.js';
 
 /**
@@ -117,6 +122,17 @@ export function jobRate(job: SimJob): number {
   return r === Infinity ? 0 : r;
 }
 
+/** Declared models are fixed per trace job: their distributions are computed once (asked every round). */
+const distributions = new WeakMap<SuccessSpec, StageDistribution>();
+function distributionOf(spec: SuccessSpec): StageDistribution {
+  let d = distributions.get(spec);
+  if (d === undefined) {
+    d = toDistribution(spec);
+    distributions.set(spec, d);
+  }
+  return d;
+}
+
 /** What the system knows of a job with a declared success model (issue 6): its distribution and stages passed. */
 export interface SuccessProgress {
   readonly distribution: StageDistribution;
@@ -131,7 +147,7 @@ export interface SuccessProgress {
  */
 export function successProgress(job: SimJob): SuccessProgress | undefined {
   if (job.spec.success === undefined) return undefined;
-  const distribution = toDistribution(job.spec.success);
+  const distribution = distributionOf(job.spec.success);
   const attained = job.completedIterations / job.spec.fullThroughput;
   const xs = distribution.checkpointsSeconds;
   let stagesDone = 0;
