@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Rng } from '../core/random.js';
 import { parseWith } from '../core/validation.js';
-import { DEFAULT_PREEMPTION, weightsFromDecay, type WfqClassSpec, type WfqConfig } from './wfq.js';
+import { DEFAULT_PREEMPTION, DEFAULT_SIZE_SPLIT, weightsFromDecay, type WfqClassSpec, type WfqConfig } from './wfq.js';
 
 /**
  * The search space and the Pareto machinery of `fleetwise tune` (issue 6), after PCS's preference solver (paper §3.3;
@@ -31,13 +31,14 @@ export const DEFAULT_TUNE_CLASS_COUNTS: readonly number[] = [1, 2, 3];
 export const DECAY_RANGE = { min: -3, max: 3 } as const;
 
 /**
- * 𝒲 grid: equal weights, mild and strong skews towards small jobs, one inverted point. ln 19 gives .95/.05 over two
- * classes, the skew of most published PCS configs (digest §7) and the simulator's `--queue wfq` default.
+ * 𝒲 grid: equal weights, mild and strong skews towards small jobs, one inverted point. Over two classes, ln(17/3)
+ * gives .85/.15, the simulator's `--queue wfq` default (`DEFAULT_SIZE_SPLIT`), and ln 19 gives .95/.05, the skew of most
+ * published PCS configs (digest §7).
  */
-export const DECAY_GRID: readonly number[] = [-1, 0, 1, 2, Math.log(19)];
+export const DECAY_GRID: readonly number[] = [-1, 0, 1, DEFAULT_SIZE_SPLIT.decay, 2, Math.log(19)];
 
 /** First-threshold percentiles of the grid; the other thresholds split the rest evenly (see `gridPercentiles`). */
-const GRID_FIRST_PERCENTILES = [50, 75, 90] as const;
+const GRID_FIRST_PERCENTILES = [50, 75, 85, 90] as const;
 
 /** Random samples draw threshold percentiles from this range, so no class is a sliver at either end. */
 const RANDOM_PERCENTILE_RANGE = { min: 5, max: 99 } as const;
@@ -155,7 +156,7 @@ function materialise(
   };
 }
 
-/** Grid percentile sets for K classes: the first threshold at 50/75/90 %, the rest evenly up to 100 %; plus even. */
+/** Grid percentile sets for K classes: the first threshold at 50/75/85/90 %, the rest evenly up to 100 %; plus even. */
 export function gridPercentiles(classCount: number): number[][] {
   if (classCount <= 1) return [[]];
   const n = classCount - 1;
@@ -197,8 +198,7 @@ function shuffle<T>(rng: Rng, items: readonly T[]): T[] {
 
 /**
  * Up to `samples` distinct candidate configs, deterministic given the sizes and the options:
- * 1. anchors: one FIFO class (PCS's no-config default) and two classes split at the 75th percentile with 𝒲 = ln 19
- *    (`fleetwise simulate --queue wfq`), when their class counts are allowed, so the front is compared with both;
+ * 1. anchors: one FIFO class (PCS's no-config default) and `DEFAULT_SIZE_SPLIT` (`fleetwise simulate --queue wfq`), when their class counts are allowed, so the front is compared with both;
  * 2. the percentile × 𝒲 grid in a seeded random order (a small budget samples the grid evenly);
  * 3. seeded random samples of (K, percentiles, 𝒲, ordering) until `samples` distinct configs exist (or a bounded
  *    number of draws found no new one: a trace with few distinct sizes supports few configs).
@@ -222,7 +222,12 @@ export function generateCandidates(
   if (classCounts.includes(1))
     anchors.push({ source: 'anchor', percentiles: [], decay: 0, ordering: orderings[0] as TuneOrdering });
   if (classCounts.includes(2))
-    anchors.push({ source: 'anchor', percentiles: [75], decay: Math.log(19), ordering: 'fifo' });
+    anchors.push({
+      source: 'anchor',
+      percentiles: [DEFAULT_SIZE_SPLIT.percentile],
+      decay: DEFAULT_SIZE_SPLIT.decay,
+      ordering: 'fifo',
+    });
 
   const out: TuneCandidate[] = [];
   const seen = new Set<string>();

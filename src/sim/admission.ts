@@ -11,6 +11,7 @@ import {
 import type { OrderingKind } from '../queue/ordering.js';
 import {
   admit,
+  DEFAULT_SIZE_SPLIT,
   singleClassConfig,
   weightsFromDecay,
   type QueuedJob,
@@ -45,22 +46,14 @@ export const QUEUE_KINDS = ['fifo', 'wfq', 'srpt', 'success-rank'] as const;
 export type QueueKind = (typeof QUEUE_KINDS)[number];
 
 /**
- * PCS weight decay 𝒲 ≈ 2.94 gives 0.95 / 0.05 over two classes: the skew the PCS optimiser almost always picks
- * (digest §7 "Published configs": 6214e9 pred .95/.05, b436b2 jct .953/.047).
- */
-const PCS_TWO_CLASS_DECAY = Math.log(19);
-
-/**
- * The WFQ config for a `--queue` kind. `wfq`: two size classes (weights 0.95 / 0.05, fifo inside each: a job is
- * overtaken only by the small class), split at the 75th percentile of the trace's job sizes in task-seconds (PCS
- * derives thresholds from a sample of the workload, digest §6). On pai_200 under a binding cap, the split at the
- * 75th percentile met every issue-6 target; at the median, mean JCT was 1.5× success-rank's, and three classes
- * (25th/75th, 𝒲 = ln 10) sat at the 10% prediction-error limit (`fleetwise tune` searches this space).
+ * The WFQ config for a `--queue` kind. `wfq`: two size classes split at a percentile of the trace's job sizes in
+ * task-seconds (PCS derives thresholds from a sample of the workload, digest §6), weights and fifo inside each
+ * class as `DEFAULT_SIZE_SPLIT` (its comment has the sweep behind the choice).
  */
 export function queueConfigFor(kind: QueueKind, jobSizesSeconds: readonly number[]): WfqConfig {
   if (kind !== 'wfq') return singleClassConfig(kind satisfies OrderingKind);
-  const [small, large] = weightsFromDecay(2, PCS_TWO_CLASS_DECAY) as [number, number];
-  const threshold = Math.max(1, percentile(jobSizesSeconds, 75));
+  const [small, large] = weightsFromDecay(2, DEFAULT_SIZE_SPLIT.decay) as [number, number];
+  const threshold = Math.max(1, percentile(jobSizesSeconds, DEFAULT_SIZE_SPLIT.percentile));
   return {
     ...singleClassConfig('fifo'),
     classes: [

@@ -125,7 +125,7 @@ describe('fleetwise tune (CLI subprocess)', () => {
     const yaml = text.stdout.slice(text.stdout.indexOf('# controller config:'));
     const doc = parse(yaml) as { queue: unknown };
     const config = parseWfqConfig(doc.queue);
-    expect(config.classes.map((c) => c.weight)).toEqual([0.95, 0.05]);
+    expect(config.classes.map((c) => c.weight)).toEqual([0.85, 0.15]);
   });
 
   it('requires a cap, naming both flags', () => {

@@ -124,7 +124,7 @@ describe('roundedWeights (PCS 𝒲, 3 decimals)', () => {
 describe('generateCandidates', () => {
   /** Heavy-tailed sizes, like batch traces: 1 … ~10^5 task-seconds. */
   const sizes = Array.from({ length: 200 }, (_, i) => Math.round(10 ** (1 + (4 * ((i * 37) % 200)) / 200)));
-  const base: TuneSearchOptions = { samples: 40, seed: 7, classCounts: [1, 2, 3], orderings: ['fifo'] };
+  const base: TuneSearchOptions = { samples: 60, seed: 7, classCounts: [1, 2, 3], orderings: ['fifo'] };
 
   function checkValid(candidates: readonly TuneCandidate[], sizesSeconds: readonly number[]): void {
     const largest = Math.max(...sizesSeconds);
@@ -153,22 +153,23 @@ describe('generateCandidates', () => {
 
   it('gives valid, distinct configs: increasing thresholds below the largest size, weights summing to 1', () => {
     const candidates = generateCandidates(sizes, base);
-    expect(candidates).toHaveLength(40);
+    expect(candidates).toHaveLength(60);
     expect(candidates.map((c) => c.id)).toEqual(candidates.map((_, i) => `c${i}`));
     checkValid(candidates, sizes);
     expect(new Set(candidates.map((c) => c.config.classes.length))).toEqual(new Set([1, 2, 3]));
-    // The anchors and the grid (1 + 3×5 + 4×5 = 36 distinct configs) come before random samples.
-    expect(candidates.filter((c) => c.source === 'random')).toHaveLength(4);
-    expect(candidates.slice(0, 36).every((c) => c.source !== 'random')).toBe(true);
+    // The anchors and the grid (FIFO + 4×6 two-class + 5×6 three-class = 55 distinct configs; the two-class anchor is
+    // also a grid point) come before random samples.
+    expect(candidates.filter((c) => c.source === 'random')).toHaveLength(5);
+    expect(candidates.slice(0, 55).every((c) => c.source !== 'random')).toBe(true);
   });
 
-  it('starts with the anchors: FIFO and the simulator default (75th percentile, .95/.05)', () => {
+  it('starts with the anchors: FIFO and the simulator default (85th percentile, .85/.15)', () => {
     const [fifo, wfq] = generateCandidates(sizes, base);
     expect(fifo?.config.classes).toEqual([{ id: 'all', weight: 1, ordering: 'fifo' }]);
     expect(wfq?.source).toBe('anchor');
-    expect(wfq?.config.classes.map((k) => k.weight)).toEqual([0.95, 0.05]);
-    const p75 = [...sizes].sort((a, b) => a - b)[149]!;
-    expect(wfq?.config.classes[0]?.maxSizeSeconds).toBe(Math.ceil(p75));
+    expect(wfq?.config.classes.map((k) => k.weight)).toEqual([0.85, 0.15]);
+    const p85 = [...sizes].sort((a, b) => a - b)[169]!;
+    expect(wfq?.config.classes[0]?.maxSizeSeconds).toBe(Math.ceil(p85));
   });
 
   it('is deterministic given the seed, and the seed changes the sample', () => {
@@ -230,13 +231,14 @@ describe('generateCandidates', () => {
     );
   });
 
-  it('grid: first threshold at 50/75/90 %, the rest evenly up to 100 %, plus even spacing', () => {
+  it('grid: first threshold at 50/75/85/90 %, the rest evenly up to 100 %, plus even spacing', () => {
     expect(gridPercentiles(1)).toEqual([[]]);
-    expect(gridPercentiles(2)).toEqual([[50], [75], [90]]);
+    expect(gridPercentiles(2)).toEqual([[50], [75], [85], [90]]);
     expect(gridPercentiles(3)).toEqual([
       [33.3, 66.7],
       [50, 75],
       [75, 87.5],
+      [85, 92.5],
       [90, 95],
     ]);
     expect(DECAY_GRID).toContain(0);

@@ -148,13 +148,14 @@ describe('orderings under a one-instance cap (hand-made trace)', () => {
 });
 
 describe('queue configs and metrics', () => {
-  it('wfq: two size classes split at the 75th percentile size, weights .95/.05 (PCS), fifo inside', () => {
-    const c = queueConfigFor('wfq', [10, 20, 30, 40, 50, 60, 70, 80]);
+  it('wfq: two size classes split at the 85th percentile size, weights .85/.15, fifo inside', () => {
+    const sizes = Array.from({ length: 20 }, (_, i) => 10 * (i + 1));
+    const c = queueConfigFor('wfq', sizes);
     expect(c.classes.map((k) => k.id)).toEqual(['small', 'large']);
-    expect(c.classes[0]?.maxSizeSeconds).toBe(60);
+    expect(c.classes[0]?.maxSizeSeconds).toBe(170); // nearest rank: the 17th of 20
     expect(c.classes[1]?.maxSizeSeconds).toBeUndefined();
-    expect(c.classes[0]?.weight).toBeCloseTo(0.95, 12);
-    expect(c.classes[1]?.weight).toBeCloseTo(0.05, 12);
+    expect(c.classes[0]?.weight).toBeCloseTo(0.85, 12);
+    expect(c.classes[1]?.weight).toBeCloseTo(0.15, 12);
     expect(c.classes.every((k) => k.ordering === 'fifo')).toBe(true);
   });
 

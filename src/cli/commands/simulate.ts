@@ -236,7 +236,7 @@ export function registerSimulate(program: Command): Command {
     .option('--cap-instances <n>', 'queue layer: admit jobs so the fleet stays under n instances')
     .option(
       '--queue <kind>',
-      `queue ordering under the caps: ${QUEUE_KINDS.join('|')} (default fifo when a cap is given; wfq: two size classes split at the 75th-percentile job size, weights .95/.05)`,
+      `queue ordering under the caps: ${QUEUE_KINDS.join('|')} (default fifo when a cap is given; wfq: two size classes split at the 85th-percentile job size, weights .85/.15)`,
     )
     .option(
       '--quota <group:limits>',
