@@ -36,11 +36,17 @@ export class ColocationTable {
   private readonly exactSizes = new Map<string, Set<number>>();
   /** Lookups by target, then whole co-located set; a target's lookups are dropped when one of its means changes. */
   private readonly setCache = new Map<string, Map<string, number>>();
-  /** Values of whole task sets (see packing.ts compositionValue), valid while no mean changes. */
-  private readonly valueCache = new Map<string, number>();
+  /**
+   * Values of whole task sets (see packing.ts compositionValue), valid while no mean they read changes: by the base
+   * set's signature, then by a small integer naming the variant (added class, flags), so a lookup builds no string.
+   */
+  private valueCache = new Map<string, Map<number, MemoizedValue>>();
+  private valueCount = 0;
   private readonly identities = new Map<string, number>();
-  /** key → signatures of memoized set values with a member of that key. */
-  private readonly valuesByKey = new Map<string, string[]>();
+  /** key → memoized set values with a member of that key. */
+  private readonly valuesByKey = new Map<string, Set<MemoizedValue>>();
+  /** Key signature (sorted member keys) → memoized set values with exactly those members. */
+  private readonly valuesBySet = new Map<string, Set<MemoizedValue>>();
   /** Incremented whenever a recorded mean changes (re-recording the same value leaves it unchanged). */
   version = 0;
 
@@ -105,12 +111,12 @@ export class ColocationTable {
     const entry = byOthers.get(sig);
     if (entry === undefined) {
       byOthers.set(sig, { sum: value, count: 1 });
-      this.changed(target);
+      this.changed(target, byOthers.size === 1 ? undefined : others);
     } else {
       const before = this.meanOf(entry);
       entry.sum += value;
       entry.count += 1;
-      if (this.meanOf(entry) !== before) this.changed(target);
+      if (this.meanOf(entry) !== before) this.changed(target, others);
     }
     let sizes = this.exactSizes.get(target);
     if (sizes === undefined) {
@@ -183,42 +189,77 @@ export class ColocationTable {
     return id;
   }
 
-  /**
-   * Memoized value of a task set whose members have the keys `memberKeys`, under the current means. An entry is
-   * dropped when a mean of one of its members' keys changes (the set's value depends on nothing else).
-   */
-  cachedValue(signature: string, memberKeys: readonly string[], compute: () => number): number {
-    let v = this.valueCache.get(signature);
-    if (v === undefined) {
-      v = compute();
-      if (this.valueCache.size > 500_000) {
-        this.valueCache.clear();
-        this.valuesByKey.clear();
-      }
-      this.valueCache.set(signature, v);
-      for (const k of memberKeys) {
-        let sigs = this.valuesByKey.get(k);
-        if (sigs === undefined) {
-          sigs = [];
-          this.valuesByKey.set(k, sigs);
-        }
-        sigs.push(signature);
-      }
-    }
-    return v;
+  /** Memoized value of a task set (see `storeValue`), or undefined when not known under the current means. */
+  cachedValue(base: string, variant: number): number | undefined {
+    return this.valueCache.get(base)?.get(variant)?.value;
   }
 
-  private changed(target?: string): void {
+  /**
+   * Memoize the value of a task set, named by a base signature and a variant number, whose members have the keys
+   * `memberKeys` (repeats or not) and, when some member has learned entries, the multiset signature `keySignature`
+   * (its keys sorted and joined with \u0001, as `rateInSet`). The entry lives until a mean it may depend on changes
+   * (see `changed`); it depends on nothing else.
+   */
+  storeValue(
+    base: string,
+    variant: number,
+    memberKeys: readonly string[],
+    keySignature: string | undefined,
+    value: number,
+  ): void {
+    if (this.valueCount >= 500_000) this.dropAllValues();
+    let byVariant = this.valueCache.get(base);
+    if (byVariant === undefined) {
+      byVariant = new Map();
+      this.valueCache.set(base, byVariant);
+    }
+    const entry: MemoizedValue = { value, base, variant, keys: memberKeys, keySignature };
+    byVariant.set(variant, entry);
+    this.valueCount += 1;
+    for (const k of memberKeys) addTo(this.valuesByKey, k, entry);
+    if (keySignature !== undefined) addTo(this.valuesBySet, keySignature, entry);
+  }
+
+  /**
+   * A mean changed: drop what may depend on it. Without a target, everything. A pair entry (or a target's first
+   * entry, which ends the default's power) can enter the rate of any set holding `target`: all of those go. An
+   * exact entry (two or more co-located tasks) is read only by the set made of exactly `target` and `others`
+   * (lookup order above), so only that set's memoized values and rate go: most of what is learned is exact sets.
+   * A set memoized without a key signature had no member with entries; a change to one of its members is a first
+   * entry and drops it.
+   */
+  private changed(target?: string, others?: readonly string[]): void {
     this.version += 1;
     if (target === undefined) {
       this.setCache.clear();
-      this.valueCache.clear();
-      this.valuesByKey.clear();
+      this.dropAllValues();
+      return;
+    }
+    if (others !== undefined && others.length >= 2) {
+      const keySignature = [target, ...others].sort().join('\u0001');
+      this.setCache.get(target)?.delete(keySignature);
+      for (const entry of this.valuesBySet.get(keySignature) ?? []) this.dropValue(entry);
       return;
     }
     this.setCache.delete(target);
-    for (const sig of this.valuesByKey.get(target) ?? []) this.valueCache.delete(sig);
-    this.valuesByKey.delete(target);
+    for (const entry of this.valuesByKey.get(target) ?? []) this.dropValue(entry);
+  }
+
+  private dropValue(entry: MemoizedValue): void {
+    const byVariant = this.valueCache.get(entry.base);
+    if (byVariant?.get(entry.variant) !== entry) return;
+    byVariant.delete(entry.variant);
+    if (byVariant.size === 0) this.valueCache.delete(entry.base);
+    this.valueCount -= 1;
+    for (const k of entry.keys) this.valuesByKey.get(k)?.delete(entry);
+    if (entry.keySignature !== undefined) this.valuesBySet.get(entry.keySignature)?.delete(entry);
+  }
+
+  private dropAllValues(): void {
+    this.valueCache = new Map();
+    this.valueCount = 0;
+    this.valuesByKey.clear();
+    this.valuesBySet.clear();
   }
 
   /**
@@ -228,6 +269,23 @@ export class ColocationTable {
   private meanOf(e: Entry | undefined): number | undefined {
     return e === undefined ? undefined : Math.round((e.sum / e.count) * 1e12) / 1e12;
   }
+}
+
+interface MemoizedValue {
+  readonly value: number;
+  readonly base: string;
+  readonly variant: number;
+  readonly keys: readonly string[];
+  readonly keySignature: string | undefined;
+}
+
+function addTo<T>(index: Map<string, Set<T>>, key: string, value: T): void {
+  let set = index.get(key);
+  if (set === undefined) {
+    set = new Set();
+    index.set(key, set);
+  }
+  set.add(value);
 }
 
 /** Eva §4.4's attribution rules (see ColocationTable.recordJob); exported for tests. */

@@ -184,15 +184,20 @@ export function compositionValue(
   const n = comp.size + (extra === undefined ? 0 : 1);
   if (n <= 1 || !model.throughputAware) return plainValue(comp, model, multiTaskCorrection, extra);
   // The greedy loops evaluate the same sets again and again (three candidate plans a round, round after round):
-  // memoize by the multiset of class identities while the table's means are unchanged.
+  // memoize by the multiset of class identities until a mean the value reads changes (ColocationTable.changed).
   // The key names the multiset uniquely (the base set's canonical signature plus the added class), though the same
   // multiset reached from another base set gets another key: a few more misses, no wrong hits.
   const table = model.table;
   const flags = (multiTaskCorrection ? 1 : 0) + (model.multiTaskAware ? 2 : 0);
-  const key = `${flags}:${comp.signature(table)}+${extra === undefined ? '' : extra.identityIn(table)}`;
+  const base = comp.signature(table);
+  const variant = ((extra === undefined ? 0 : extra.identityIn(table) + 1) << 2) | flags;
+  const cached = table.cachedValue(base, variant);
+  if (cached !== undefined) return cached;
+  const { value, keySignature } = interferenceValue(comp, model, multiTaskCorrection, extra, n);
   const keys = comp.classes.map((c) => c.key);
   if (extra !== undefined) keys.push(extra.key);
-  return table.cachedValue(key, keys, () => interferenceValue(comp, model, multiTaskCorrection, extra, n));
+  table.storeValue(base, variant, keys, keySignature, value);
+  return value;
 }
 
 /** Σ RP (with only the multi-task correction, which needs no table): sets of one task, or eva-rp. */
@@ -219,20 +224,37 @@ function interferenceValue(
   multiTaskCorrection: boolean,
   extra: TaskClass | undefined,
   n: number,
-): number {
+): { value: number; keySignature: string | undefined } {
+  const table = model.table;
+  // Summed in an order of the set's own (price, key, job size), so its value depends neither on the order it was
+  // built in nor, through the memo, on what was looked up before: a forked table computes the same bits.
+  const members: { cls: TaskClass; count: number }[] = comp.classes.map((c, i) => ({
+    cls: c,
+    count: (comp.counts[i] as number) + (c === extra ? 1 : 0),
+  }));
+  if (extra !== undefined && !comp.classes.includes(extra)) members.push({ cls: extra, count: 1 });
+  members.sort((x, y) => compareIdentity(x.cls, y.cls));
+  // Classes of one identity (other demands) add up as one member.
+  for (let i = members.length - 1; i > 0; i--) {
+    const here = members[i] as (typeof members)[number];
+    const prev = members[i - 1] as (typeof members)[number];
+    if (compareIdentity(here.cls, prev.cls) !== 0) continue;
+    prev.count += here.count;
+    members.splice(i, 1);
+  }
   let allKeys: string[] | undefined;
   let signature: string | undefined;
   let total = 0;
-  const member = (cls: TaskClass, count: number): void => {
+  for (const { cls, count } of members) {
     let rate: number;
-    if (!model.table.hasEntriesFor(cls.key)) rate = model.table.defaultRate ** (n - 1);
+    if (!table.hasEntriesFor(cls.key)) rate = table.defaultRate ** (n - 1);
     else {
       if (allKeys === undefined) {
         allKeys = comp.keys(extra).sort();
         signature = allKeys.join('\u0001');
       }
       const keys = allKeys;
-      rate = model.table.rateInSet(cls.key, signature as string, () => {
+      rate = table.rateInSet(cls.key, signature as string, () => {
         const others = keys.slice();
         others.splice(others.indexOf(cls.key), 1);
         return others;
@@ -240,12 +262,13 @@ function interferenceValue(
     }
     if (multiTaskCorrection && model.multiTaskAware) rate = multiTaskRate(rate, cls.jobTaskCount);
     total += count * cls.rp * rate;
-  };
-  comp.classes.forEach((c, i) => {
-    member(c, (comp.counts[i] as number) + (c === extra ? 1 : 0));
-  });
-  if (extra !== undefined && !comp.classes.includes(extra)) member(extra, 1);
-  return total;
+  }
+  // The sorted member keys, built only when some member has learned entries (see ColocationTable.storeValue).
+  return { value: total, keySignature: signature };
+}
+
+function compareIdentity(a: TaskClass, b: TaskClass): number {
+  return a.rp - b.rp || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) || a.jobTaskCount - b.jobTaskCount;
 }
 
 /** Lexicographic greedy score of Eva's reference: (set value after adding, already on this instance, alignment). */
@@ -255,9 +278,15 @@ interface Score {
   readonly alignment: number;
 }
 
+/**
+ * Set values closer than this ($/hour) are a tie, decided by the next criteria: values summed from the same rates in
+ * another order differ in the last bits, and such noise must not pick the placement.
+ */
+const VALUE_TIE = 1e-9;
+
 function better(a: Score, b: Score | undefined): boolean {
   if (b === undefined) return true;
-  if (a.value !== b.value) return a.value > b.value;
+  if (Math.abs(a.value - b.value) > VALUE_TIE) return a.value > b.value;
   if (a.onInstance !== b.onInstance) return a.onInstance > b.onInstance;
   return a.alignment > b.alignment;
 }
