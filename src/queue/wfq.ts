@@ -62,7 +62,8 @@ export const DEFAULT_PREEMPTION: PreemptionPolicy = { enabled: true, marginShare
  * leaves the large class living on other classes' unused share, which later arrivals take away, so its predictions
  * run late. A sweep on pai_200 (eva, $ caps at 50/60/70% of the uncapped peak) and a 300-job Alibaba sample (60%):
  * against p75 with .95/.05, average prediction error fell from 15–17.5% to 9.4–13.1% and p99 from 119–186% to 81–91%
- * on pai_200 (189% vs 148% on the Alibaba sample), for a mean JCT at 0.95–1.35× the best other ordering's.
+ * on pai_200 (189% vs 148% on the Alibaba sample), for a mean JCT at 0.95–1.35× the best other ordering's. These
+ * figures move by about a point with any change in the scheduler's decisions.
  * `fleetwise tune` searches this space for a given workload.
  */
 export const DEFAULT_SIZE_SPLIT = { percentile: 85, decay: Math.log(17 / 3) } as const;
