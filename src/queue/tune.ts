@@ -1,7 +1,13 @@
 import { z } from 'zod';
 import { Rng } from '../core/random.js';
 import { parseWith } from '../core/validation.js';
-import { DEFAULT_PREEMPTION, DEFAULT_SIZE_SPLIT, weightsFromDecay, type WfqClassSpec, type WfqConfig } from './wfq.js';
+import {
+  DEFAULT_PREEMPTION,
+  DEFAULT_SIZE_SPLIT,
+  weightsFromDecay,
+  type WfqClassSpec,
+  type WfqConfig,
+} from './wfq.js';
 
 /**
  * The search space and the Pareto machinery of `fleetwise tune` (issue 6), after PCS's preference solver (paper §3.3;
