@@ -251,8 +251,8 @@ export class ColocationTable {
     byVariant.delete(entry.variant);
     if (byVariant.size === 0) this.valueCache.delete(entry.base);
     this.valueCount -= 1;
-    for (const k of entry.keys) this.valuesByKey.get(k)?.delete(entry);
-    if (entry.keySignature !== undefined) this.valuesBySet.get(entry.keySignature)?.delete(entry);
+    for (const k of entry.keys) removeFrom(this.valuesByKey, k, entry);
+    if (entry.keySignature !== undefined) removeFrom(this.valuesBySet, entry.keySignature, entry);
   }
 
   private dropAllValues(): void {
@@ -286,6 +286,14 @@ function addTo<T>(index: Map<string, Set<T>>, key: string, value: T): void {
     index.set(key, set);
   }
   set.add(value);
+}
+
+/** Empty sets go too: a long-running controller sees ever new sets, and the index must not keep one per set seen. */
+function removeFrom<T>(index: Map<string, Set<T>>, key: string, value: T): void {
+  const set = index.get(key);
+  if (set === undefined) return;
+  set.delete(value);
+  if (set.size === 0) index.delete(key);
 }
 
 /** Eva §4.4's attribution rules (see ColocationTable.recordJob); exported for tests. */
