@@ -313,8 +313,15 @@ export class ControllerAdmission {
     result: AdmissionResult,
   ): string {
     const ahead = position === 0 ? '' : `; ${position} job(s) ahead of it in class ${classId}`;
-    if (reason === 'never-fits')
-      return `it can never run under the caps: alone it breaks ${capViolations(usageOf([job.footprint], this.caps), this.caps).join(', ')}`;
+    if (reason === 'never-fits') {
+      const broken = capViolations(usageOf([job.footprint], this.caps), this.caps);
+      if (broken.length > 0) return `it can never run under the caps: alone it breaks ${broken.join(', ')}`;
+      const ceiling = this.config.classes.find((c) => c.id === classId)?.maxShare ?? 1;
+      return (
+        `it can never run in class ${classId}: it needs ${pct(dominantShare(job.footprint, this.caps))} of the ` +
+        `capped capacity, over the class's maxShare of ${pct(ceiling)}`
+      );
+    }
     if (reason === 'class-share') {
       const k = result.classes.find((c) => c.classId === classId);
       const used = k === undefined ? 0 : k.usedShare;
@@ -386,7 +393,8 @@ export function describeQueue(config: WfqConfig, caps: QueueCaps): string {
           : c.teams === undefined
             ? ' (other teams)'
             : ` (${c.teams.join(', ')})`;
-      return `${c.id}${what} (weight ${c.weight}, ${c.ordering})`;
+      const ceiling = c.maxShare === undefined ? '' : `, at most ${pct(c.maxShare)}`;
+      return `${c.id}${what} (weight ${c.weight}, ${c.ordering}${ceiling})`;
     })
     .join(', ');
   const capped: string[] = [];

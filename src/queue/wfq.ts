@@ -33,6 +33,11 @@ export interface WfqClassSpec {
   /** Team classes: the teams mapped here. */
   readonly teams?: readonly string[] | undefined;
   readonly ordering: OrderingKind;
+  /**
+   * Ceiling on the class's dominant share of the capped capacity, in (0, 1]: the class never holds more, even when
+   * the others are idle (a team's hard budget). Its unused share still flows to the other classes. Default 1.
+   */
+  readonly maxShare?: number | undefined;
 }
 
 export interface PreemptionPolicy {
@@ -91,6 +96,11 @@ export const wfqConfigSchema = z
           maxSizeSeconds: z.number().finite().positive().optional(),
           teams: z.array(z.string().min(1)).optional(),
           ordering: z.enum(ORDERING_KINDS as [OrderingKind, ...OrderingKind[]]).default('fifo'),
+          maxShare: z
+            .number()
+            .gt(0, 'must be > 0 (a share of the capped capacity)')
+            .max(1, 'must be ≤ 1 (a share of the capped capacity)')
+            .optional(),
         }),
       )
       .min(1),
@@ -324,8 +334,8 @@ interface Entry<J extends QueuedJob> {
  *    the capacity 1 with the class weights.
  * 2. Share pass: per class, in its ordering, admit the prefix of waiting jobs that fits in the class's fluid share
  *    and the exact caps (head-of-line blocking inside a class keeps its order, hence its predictions).
- * 3. Work-conserving pass: while some class's head job fits the exact caps, admit it, largest (fluid − used)
- *    deficit first: no class idles capacity another class's head could use.
+ * 3. Work-conserving pass: while some class's head job fits the exact caps (and its class's `maxShare` ceiling), admit
+ *    it, largest (fluid − used) deficit first: no class idles capacity another class's head could use.
  * 4. Preemption: a class whose head would fit inside its guarantee min(w_k, D_k), short by ≥ the margin for
  *    `minShortRounds` rounds, proposes stopping the most recently admitted jobs of the classes furthest over their
  *    fluid share until the head fits.
@@ -351,20 +361,25 @@ export function admit(input: AdmissionInput): AdmissionResult {
     const k = idx.get(e.classId) as number;
     used[k] = (used[k] as number) + e.share;
   }
+  // A class never holds more than its ceiling, so it never asks for more: the rest of its share flows to the others.
+  const ceiling = config.classes.map((c) => Math.min(1, c.maxShare ?? 1));
+  const fitsCeiling = (e: Entry<QueuedJob>): boolean =>
+    e.share <= (ceiling[idx.get(e.classId) as number] as number) + EPS;
   const demand = [...used];
   for (const e of waiting) {
     const k = idx.get(e.classId) as number;
-    if (e.share <= 1 + EPS) demand[k] = (demand[k] as number) + e.share;
+    if (fitsCeiling(e)) demand[k] = (demand[k] as number) + e.share;
   }
+  classIds.forEach((_, k) => (demand[k] = Math.min(demand[k] as number, ceiling[k] as number)));
   const fluid = waterFill(demand, weightShare, 1);
 
-  // A job over the caps on its own can never be admitted; it must not block its class's queue (head-of-line), so it
-  // stays out of the orderings and is listed last with reason never-fits.
-  const neverFits = waiting.filter((e) => e.share > 1 + EPS);
+  // A job over the caps (or its class's ceiling) on its own can never be admitted; it must not block its class's queue
+  // (head-of-line), so it stays out of the orderings and is listed last with reason never-fits.
+  const neverFits = waiting.filter((e) => !fitsCeiling(e));
   const queues = config.classes.map((c) =>
     orderQueue(
       c.ordering,
-      waiting.filter((e) => e.classId === c.id && e.share <= 1 + EPS).map((e) => ({ ...e.job, entry: e })),
+      waiting.filter((e) => e.classId === c.id && fitsCeiling(e)).map((e) => ({ ...e.job, entry: e })),
       nowSeconds,
       config.ordering,
     ).map((j) => j.entry),
@@ -396,6 +411,7 @@ export function admit(input: AdmissionInput): AdmissionResult {
     classIds.forEach((_, k) => {
       const e = head(k);
       if (e === undefined || !fitsNow(e)) return;
+      if ((used[k] as number) + e.share > (ceiling[k] as number) + EPS) return;
       const deficit = (fluid[k] as number) - (used[k] as number);
       if (best < 0 || deficit > (fluid[best] as number) - (used[best] as number) + EPS) best = k;
     });

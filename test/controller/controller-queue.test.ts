@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { planCapViolations } from '../../src/controller/admission.js';
+import { describeQueue, planCapViolations } from '../../src/controller/admission.js';
 import { readQueueRecord } from '../../src/controller/queue-records.js';
 import type { StateStore } from '../../src/controller/state-store.js';
 import type { QueueCaps } from '../../src/queue/caps.js';
@@ -219,6 +219,36 @@ describe('controller queue layer: admission under caps', () => {
     const view = readQueueRecord(store, gpu.id)?.queue;
     expect(view).toMatchObject({ status: 'waiting', reason: 'never-fits' });
     expect(view?.detail).toContain('quota p maxGpus');
+  });
+
+  it('holds a team class to its maxShare even with the other class idle, and says so for a job over it', async () => {
+    const queue: WfqConfig = {
+      classifyBy: 'team',
+      classes: [
+        { id: 'vision', weight: 1, teams: ['vision'], ordering: 'fifo', maxShare: 0.25 },
+        { id: 'rest', weight: 1, ordering: 'fifo' },
+      ],
+      preemption: { enabled: true, marginShare: 0.05, minShortRounds: 2 },
+    };
+    const { controller, store, clock } = rig({
+      caps: { quotas: [{ group: 'standard', maxVcpus: 16 }] },
+      queue,
+    });
+    const small = ['v1', 'v2'].map((n) => {
+      clock.advance(1);
+      return controller.submit(jobSpec(n, CPU_SMALL, { team: 'vision' }), 'vision');
+    });
+    const big = controller.submit(jobSpec('v3', { c7i: [0, 8, 16] }, { team: 'vision' }), 'vision');
+    await controller.runRound('test');
+    // 4 of 16 vCPUs = the class's 25%: one job runs, the next waits for the class share, the 8-vCPU one never can.
+    expect(small.map((j) => store.getJob(j.id)?.state)).toEqual(['running', 'queued']);
+    expect(readQueueRecord(store, small[1]?.id as string)?.queue).toMatchObject({ reason: 'class-share' });
+    const view = readQueueRecord(store, big.id)?.queue;
+    expect(view).toMatchObject({ status: 'waiting', reason: 'never-fits' });
+    expect(view?.detail).toBe(
+      "it can never run in class vision: it needs 50.0% of the capped capacity, over the class's maxShare of 25.0%",
+    );
+    expect(describeQueue(queue, {})).toContain('vision (vision) (weight 1, fifo, at most 25.0%)');
   });
 
   it('refuses a plan whose instances break a quota (the safety rail under admission)', async () => {

@@ -93,6 +93,12 @@ describe('WFQ config', () => {
     expect(() => parseWfqConfig({ classes: [{ id: 'a', weight: 1, maxSizeSeconds: 10 }] })).toThrow(
       /unbounded/,
     );
+    expect(() => parseWfqConfig({ classes: [{ id: 'a', weight: 1, maxShare: 0 }] })).toThrow(
+      /classes\.0\.maxShare: must be > 0/,
+    );
+    expect(() => parseWfqConfig({ classes: [{ id: 'a', weight: 1, maxShare: 1.5 }] })).toThrow(
+      /classes\.0\.maxShare: must be ≤ 1/,
+    );
   });
 });
 
@@ -154,6 +160,44 @@ describe('admission under caps', () => {
     expect(r.admitted).toEqual(['L1', 'L2', 'L3']);
     expect(r.queued).toEqual([{ jobId: 'L4', classId: 'large', position: 0, reason: 'class-share' }]);
     expect(r.preemptions).toEqual([]);
+  });
+
+  it('maxShare caps a class even when the other class is idle; its unused share flows to the others', () => {
+    const capped = parseWfqConfig({
+      classes: [
+        { id: 'small', weight: 3, maxSizeSeconds: 100 },
+        { id: 'large', weight: 1, maxShare: 0.25 },
+      ],
+    });
+    const alone = admit({
+      nowSeconds: 10,
+      caps,
+      config: capped,
+      running: [],
+      waiting: [qj('L1', 0, 1000, 1), qj('L2', 1, 1000, 1), qj('L3', 2, 1000, 1), qj('L4', 3, 1000, 4)],
+    });
+    // 8 instances: the large class holds at most 2 (0.25); L4 (4 instances = 0.5) can never run in it.
+    expect(alone.admitted).toEqual(['L1', 'L2']);
+    expect(alone.queued.map((q) => [q.jobId, q.reason])).toEqual([
+      ['L3', 'class-share'],
+      ['L4', 'never-fits'],
+    ]);
+    expect(alone.classes.map((c) => [c.classId, c.fluidShare, c.usedShare])).toEqual([
+      ['small', 0, 0],
+      ['large', 0.25, 0.25],
+    ]);
+    // With both busy, large takes the one instance it asks for and small the other seven (water-filling).
+    const both = admit({
+      nowSeconds: 10,
+      caps,
+      config: capped,
+      running: [],
+      waiting: [
+        qj('L1', 0, 1000, 1),
+        ...['S1', 'S2', 'S3', 'S4', 'S5', 'S6', 'S7'].map((id, i) => qj(id, i + 1, 10, 1)),
+      ],
+    });
+    expect(both.admitted).toEqual(['S1', 'S2', 'S3', 'S4', 'S5', 'S6', 'S7', 'L1']);
   });
 
   it('a job larger than the caps waits with reason never-fits and does not block its class share', () => {
@@ -289,15 +333,20 @@ const arbCaps = fc.record({
 const arbConfig = fc
   .record({
     weights: fc.array(fc.integer({ min: 1, max: 9 }), { minLength: 1, maxLength: 3 }),
+    ceilings: fc.array(fc.option(fc.constantFrom(0.2, 0.5, 0.8), { nil: undefined }), {
+      minLength: 3,
+      maxLength: 3,
+    }),
     ordering: fc.constantFrom('fifo', 'srpt', 'success-rank'),
   })
-  .map(({ weights, ordering }) =>
+  .map(({ weights, ceilings, ordering }) =>
     parseWfqConfig({
       classes: weights.map((w, k) => ({
         id: `c${k}`,
         weight: w,
         ordering,
         ...(k < weights.length - 1 ? { maxSizeSeconds: (k + 1) * 300 } : {}),
+        ...(ceilings[k] !== undefined ? { maxShare: ceilings[k] } : {}),
       })),
     }),
   );
@@ -332,9 +381,25 @@ describe('admission properties', () => {
           expect([...r.admitted, ...r.queued.map((q) => q.jobId)].sort()).toEqual(
             waiting.map((j) => j.id).sort(),
           );
-          // work conservation in whole jobs: no class head left waiting fits in the leftover caps
-          for (const q of r.queued.filter((x) => x.position === 0))
-            expect(fitsCaps([...all, (byId.get(q.jobId) as QueuedJob).footprint], caps)).toBe(false);
+          // class ceilings: admissions never take a class over its maxShare
+          const shareOf = (id: string) => dominantShare((byId.get(id) as QueuedJob).footprint, caps);
+          const classUse = new Map<string, number>();
+          for (const id of [...running.map((j) => j.id), ...r.admitted]) {
+            const c = classify(config, byId.get(id) as QueuedJob);
+            classUse.set(c, (classUse.get(c) ?? 0) + shareOf(id));
+          }
+          const ceilingOf = (c: string) => config.classes.find((k) => k.id === c)?.maxShare ?? 1;
+          for (const id of r.admitted) {
+            const c = classify(config, byId.get(id) as QueuedJob);
+            expect(classUse.get(c) as number).toBeLessThanOrEqual(ceilingOf(c) + 1e-9);
+          }
+          // work conservation in whole jobs: no class head left waiting fits in the leftover caps and its ceiling
+          for (const q of r.queued.filter((x) => x.position === 0)) {
+            const roomInClass =
+              (classUse.get(q.classId) ?? 0) + shareOf(q.jobId) <= ceilingOf(q.classId) + 1e-9;
+            if (roomInClass)
+              expect(fitsCaps([...all, (byId.get(q.jobId) as QueuedJob).footprint], caps)).toBe(false);
+          }
         },
       ),
       { numRuns: 300 },

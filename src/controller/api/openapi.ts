@@ -180,7 +180,7 @@ const schemas: Record<string, Schema> = {
         enum: ['class-share', 'caps', 'never-fits', null],
         description:
           'class-share: its class uses its weighted share of the capped capacity; caps: admitting it would break ' +
-          'a cap ($/hour, instances, a family-group quota); never-fits: alone it breaks a cap',
+          "a cap ($/hour, instances, a family-group quota); never-fits: alone it breaks a cap or its class's maxShare",
       },
       detail: { ...str, description: 'One line naming the share or the caps, and the jobs ahead' },
       sinceSeconds: { ...num, description: 'Since when this place and reason hold' },
