@@ -20,7 +20,8 @@ import {
  *   `SimAdmission`), the workload-sample-derived thresholds PCS uses instead of arbitrary values. PCS derives K and
  *   the thresholds from a C² bound T; percentiles are the same idea with a direct handle on each class's population;
  * - weights from the PCS weight decay 𝒲: w_i ∝ e^{−i·𝒲} (class 0 = smallest jobs), 𝒲 ∈ [−3, 3];
- * - fifo inside every class as PCS (predictable: later arrivals never overtake), optionally srpt.
+ * - fifo inside every class as PCS (predictable: later arrivals never overtake), optionally srpt;
+ * - in a third of the random samples, a `maxShare` ceiling on the largest class (beyond PCS).
  * ζ_min and δ (PCS's elastic demand cap) have no counterpart: autoscaler jobs are rigid gangs admitted whole.
  *
  * The search itself is sampling, not SPEA2: the space is 2–4-dimensional, and the digest (§6.2) notes that random
@@ -48,6 +49,13 @@ const GRID_FIRST_PERCENTILES = [50, 75, 85, 90] as const;
 
 /** Random samples draw threshold percentiles from this range, so no class is a sliver at either end. */
 const RANDOM_PERCENTILE_RANGE = { min: 5, max: 99 } as const;
+
+/**
+ * A random sample with two classes or more holds its largest class to a `maxShare` ceiling this often, drawn from this
+ * range: a ceiling trades the large class's JCT for reliable ETAs (it cannot borrow capacity later arrivals take back).
+ */
+const CEILING_PROBABILITY = 1 / 3;
+export const CEILING_RANGE = { min: 0.3, max: 0.95 } as const;
 
 /** Weights are rounded to this many decimals (PCS code: 3), every weight at least one unit of the last decimal. */
 const WEIGHT_DECIMALS = 3;
@@ -122,6 +130,8 @@ interface Draft {
   readonly percentiles: readonly number[];
   readonly decay: number;
   readonly ordering: TuneOrdering;
+  /** `maxShare` of the largest class (random samples only). */
+  readonly ceiling?: number | undefined;
 }
 
 /**
@@ -146,19 +156,22 @@ function materialise(
   const decay = count === 1 ? 0 : draft.decay;
   const weights = count === 1 ? [1] : roundedWeights(count, decay);
   const ids = classIds(count);
+  // A ceiling on the only class would just shrink the capped capacity: kept for two classes or more.
+  const ceiling = count > 1 ? draft.ceiling : undefined;
   const classes: WfqClassSpec[] = ids.map((id, i) => ({
     id,
     weight: weights[i] as number,
     ...(i < kept.length ? { maxSizeSeconds: (kept[i] as { t: number }).t } : {}),
     ordering: draft.ordering,
+    ...(i === count - 1 && ceiling !== undefined ? { maxShare: ceiling } : {}),
   }));
   return {
     thresholdPercentiles: kept.map((k) => k.p),
     decay,
     ordering: draft.ordering,
     config: { classifyBy: 'size', classes, preemption: DEFAULT_PREEMPTION },
-    // Two drafts with the same thresholds, weights and ordering run identically.
-    key: JSON.stringify([kept.map((k) => k.t), weights, draft.ordering]),
+    // Two drafts with the same thresholds, weights, ordering and ceiling run identically.
+    key: JSON.stringify([kept.map((k) => k.t), weights, draft.ordering, ceiling ?? null]),
   };
 }
 
@@ -190,7 +203,12 @@ function randomDraft(rng: Rng, classCounts: readonly number[], orderings: readon
     Number(rng.uniform(RANDOM_PERCENTILE_RANGE.min, RANDOM_PERCENTILE_RANGE.max).toFixed(1)),
   ).sort((a, b) => a - b);
   const decay = Number(rng.uniform(DECAY_RANGE.min, DECAY_RANGE.max).toFixed(3));
-  return { source: 'random', percentiles, decay, ordering: rng.pick(orderings) };
+  const ordering = rng.pick(orderings);
+  const ceiling =
+    k > 1 && rng.uniform(0, 1) < CEILING_PROBABILITY
+      ? Number(rng.uniform(CEILING_RANGE.min, CEILING_RANGE.max).toFixed(2))
+      : undefined;
+  return { source: 'random', percentiles, decay, ordering, ceiling };
 }
 
 function shuffle<T>(rng: Rng, items: readonly T[]): T[] {

@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/core/validation.js';
 import {
+  CEILING_RANGE,
   DECAY_GRID,
   dominates,
   generateCandidates,
@@ -145,7 +146,17 @@ describe('generateCandidates', () => {
       expect(weights.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 9);
       if (weights.length > 1) expect(weights).toEqual(roundedWeights(weights.length, c.decay));
       expect(new Set(c.config.classes.map((k) => k.ordering))).toEqual(new Set([c.ordering]));
-      const key = JSON.stringify([thresholds, weights, c.ordering]);
+      // Only random samples with two classes or more hold their largest class to a ceiling, within CEILING_RANGE.
+      const ceilings = c.config.classes.map((k) => k.maxShare);
+      expect(ceilings.slice(0, -1).every((m) => m === undefined)).toBe(true);
+      const ceiling = ceilings[ceilings.length - 1];
+      if (ceiling !== undefined) {
+        expect(c.source).toBe('random');
+        expect(c.config.classes.length).toBeGreaterThan(1);
+        expect(ceiling).toBeGreaterThanOrEqual(CEILING_RANGE.min);
+        expect(ceiling).toBeLessThanOrEqual(CEILING_RANGE.max);
+      }
+      const key = JSON.stringify([thresholds, weights, c.ordering, ceiling ?? null]);
       expect(keys.has(key), `duplicate ${c.id}`).toBe(false);
       keys.add(key);
     }
@@ -186,6 +197,11 @@ describe('generateCandidates', () => {
     checkValid(many, sizes);
     expect(many.some((c) => c.source === 'random')).toBe(true);
     expect(new Set(many.map((c) => c.ordering))).toEqual(new Set(['fifo', 'srpt']));
+    const random = many.filter((c) => c.source === 'random' && c.config.classes.length > 1);
+    const capped = random.filter((c) => c.config.classes.at(-1)?.maxShare !== undefined);
+    // About a third of the multi-class random samples carry a ceiling on the largest class.
+    expect(capped.length).toBeGreaterThan(random.length / 6);
+    expect(capped.length).toBeLessThan(random.length / 1.5);
     for (const c of many) {
       expect(c.config.classes.length).toBeLessThanOrEqual(3);
       expect(c.decay).toBeGreaterThanOrEqual(-3);

@@ -82,7 +82,8 @@ function num(v: number | null, digits: number): string {
 export function describeConfig(r: TuneRow): string {
   if (r.classes === 1) return `1 class, ${r.ordering}`;
   const limits = r.thresholdsSeconds.map((t, i) => `≤${t} s (p${r.thresholdPercentiles[i] ?? '?'})`);
-  return `${r.classes} classes ${limits.join(', ')}, weights ${r.weights.join('/')}, 𝒲 ${r.decay.toFixed(2)}, ${r.ordering}`;
+  const ceiling = r.largestClassMaxShare === null ? '' : `, largest class at most ${r.largestClassMaxShare}`;
+  return `${r.classes} classes ${limits.join(', ')}, weights ${r.weights.join('/')}, 𝒲 ${r.decay.toFixed(2)}, ${r.ordering}${ceiling}`;
 }
 
 function tooltip(r: TuneRow): string {
@@ -229,6 +230,11 @@ const COLUMNS: readonly { header: string; numeric: boolean; cell: (r: TuneRow) =
   { header: 'weights', numeric: false, cell: (r) => r.weights.join(' / ') },
   { header: '𝒲', numeric: true, cell: (r) => (r.classes === 1 ? '–' : r.decay.toFixed(2)) },
   { header: 'ordering', numeric: false, cell: (r) => r.ordering },
+  {
+    header: 'largest max share',
+    numeric: true,
+    cell: (r) => (r.largestClassMaxShare === null ? '–' : String(r.largestClassMaxShare)),
+  },
   { header: 'mean JCT h', numeric: true, cell: (r) => num(r.meanJctHours, 3) },
   { header: 'p99 JCT h', numeric: true, cell: (r) => num(r.p99JctHours, 3) },
   { header: 'pred err avg %', numeric: true, cell: (r) => num(r.predErrAvg, 1) },

@@ -27,6 +27,8 @@ export interface TuneRow {
   readonly decay: number;
   readonly weights: readonly number[];
   readonly ordering: TuneOrdering;
+  /** The largest class's `maxShare` ceiling, null without one. */
+  readonly largestClassMaxShare: number | null;
   readonly meanJctHours: number | null;
   /** Percent; null when predictions were off or the run failed. */
   readonly predErrP99: number | null;
@@ -71,6 +73,7 @@ function row(candidate: TuneCandidate, outcome: CandidateOutcome, onFront: boole
     decay: candidate.decay,
     weights: candidate.config.classes.map((c) => c.weight),
     ordering: candidate.ordering,
+    largestClassMaxShare: candidate.config.classes[candidate.config.classes.length - 1]?.maxShare ?? null,
     ...objectives,
     predErrAvg: q?.predErrAvg ?? null,
     p99JctHours: q?.p99JctHours ?? null,

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { generateCandidates } from '../../../src/queue/tune.js';
 import { parseWfqConfig } from '../../../src/queue/wfq.js';
-import { tuneHtml } from '../../../src/sim/report/tune-html.js';
+import { describeConfig, tuneHtml } from '../../../src/sim/report/tune-html.js';
 import {
   controllerYaml,
   objectivesOf,
@@ -79,6 +79,22 @@ describe('tuneJson', () => {
       expect(r.thresholdsSeconds).toHaveLength(r.classes - 1);
       expect(r.weights.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 9);
     }
+  });
+
+  it("reports the largest class's ceiling when a candidate has one", () => {
+    const [first, second] = candidates;
+    const last = second!.config.classes.length - 1;
+    const capped = {
+      ...second!,
+      config: {
+        ...second!.config,
+        classes: second!.config.classes.map((k, i) => (i === last ? { ...k, maxShare: 0.4 } : k)),
+      },
+    };
+    const rows = tuneJson([first!, capped], [run(3, 0, 50), run(2, 30, 10)], 'balanced').evaluated;
+    expect(rows.map((r) => r.largestClassMaxShare)).toEqual([null, 0.4]);
+    expect(describeConfig(rows[1]!)).toMatch(/, largest class at most 0\.4$/);
+    expect(describeConfig(rows[0]!)).not.toMatch(/at most/);
   });
 
   it('throws when every candidate failed, quoting the first error', () => {
