@@ -9,6 +9,7 @@ import type { Catalog } from '../../core/catalog.js';
 import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim/run-request.js';
 import { TRACE_FORMATS, type TraceFormat } from '../../sim/traces/load.js';
 import type { Trace } from '../../sim/traces/types.js';
+import type { ReportSettings } from '../../sim/report/json.js';
 
 /** Flag parsing shared by `simulate` and `tune` (commander hands over strings; zod checks them). */
 
@@ -86,6 +87,23 @@ export function loadTraceFlags(o: TraceFlags): {
   const trace = loadRequestTrace({ trace: traceSpec }, catalog);
   if (trace.jobs.length === 0) throw new ValidationError(o.trace ?? o.format, ['the trace has no jobs']);
   return { traceSpec, catalog, trace };
+}
+
+/** The report settings that name the trace, catalog and round length (first in `simulate`'s and `tune`'s reports). */
+export function traceSettings(
+  o: TraceFlags & { readonly roundSeconds?: number | undefined },
+  trace: Trace,
+  catalog: Catalog,
+): ReportSettings {
+  return {
+    trace: trace.name,
+    format: o.format,
+    jobs: trace.jobs.length,
+    seed: o.seed ?? 0,
+    multiTaskShare: o.multiTask ?? null,
+    catalog: o.catalog ?? `bundled (${catalog.provider} ${catalog.region})`,
+    roundSeconds: o.roundSeconds ?? null,
+  };
 }
 
 /**

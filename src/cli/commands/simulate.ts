@@ -11,6 +11,7 @@ import {
   readQueueConfigFile,
   positiveInteger,
   seedNumber,
+  traceSettings,
 } from './sim-flags.js';
 import { writeReport } from '../../sim/report/write.js';
 import { summaryTextTable } from '../../sim/report/format.js';
@@ -193,13 +194,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
 
   if (o.out !== undefined) {
     const settings: ReportSettings = {
-      trace: trace.name,
-      format: o.format,
-      jobs: trace.jobs.length,
-      seed: o.seed ?? 0,
-      multiTaskShare: o.multiTask ?? null,
-      catalog: o.catalog ?? `bundled (${catalog.provider} ${catalog.region})`,
-      roundSeconds: o.roundSeconds ?? null,
+      ...traceSettings(o, trace, catalog),
       evaDefaultRate: o.evaDefaultRate ?? null,
       groundTruth:
         o.pairwiseInterference !== undefined

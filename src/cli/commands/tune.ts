@@ -11,6 +11,7 @@ import {
   loadTraceFlags,
   numberText,
   seedNumber,
+  traceSettings,
 } from './sim-flags.js';
 import type { QueueCaps } from '../../queue/caps.js';
 import {
@@ -273,13 +274,7 @@ async function tune(raw: RawTuneOptions): Promise<void> {
 
   if (o.out !== undefined) {
     const settings: ReportSettings = {
-      trace: trace.name,
-      format: o.format,
-      jobs: trace.jobs.length,
-      seed: o.seed ?? 0,
-      multiTaskShare: o.multiTask ?? null,
-      catalog: o.catalog ?? `bundled (${catalog.provider} ${catalog.region})`,
-      roundSeconds: o.roundSeconds ?? null,
+      ...traceSettings(o, trace, catalog),
       scheduler: o.scheduler,
       capDollarsPerHour: o.capDollarsPerHour ?? null,
       capInstances: o.capInstances ?? null,

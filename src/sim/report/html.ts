@@ -1,7 +1,7 @@
 import type { RunResult } from '../types.js';
 import { reportCharts } from './charts.js';
 import { escapeXml } from './escape.js';
-import { BASE_STYLE, settingsList } from './page.js';
+import { BASE_STYLE, htmlPage } from './page.js';
 import { summaryColumns } from './format.js';
 import type { ReportSettings } from './json.js';
 import { renderChartSvg } from './svg-chart.js';
@@ -54,23 +54,13 @@ export function reportHtml(results: readonly RunResult[], settings: ReportSettin
     (chart) =>
       `<figure>${renderChartSvg(chart)}<figcaption>${escapeXml(CAPTIONS[chart.id] ?? '')}</figcaption></figure>`,
   );
-  return [
-    '<!doctype html>',
-    '<html lang="en">',
-    '<head>',
-    '<meta charset="utf-8">',
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    '<title>fleetwise simulation report</title>',
-    `<style>${STYLE}</style>`,
-    '</head>',
-    '<body>',
-    '<h1>fleetwise simulation report</h1>',
-    `<section id="settings"><h2>Settings</h2>${settingsList(settings)}</section>`,
-    `<section id="summary"><h2>Summary</h2>${summaryTable(results)}` +
-      '<p>Norm. cost is relative to no-packing when it ran. Utilization is time-weighted over the run.</p></section>',
-    `<section id="charts"><h2>Charts</h2>\n${figures.join('\n')}\n</section>`,
-    '</body>',
-    '</html>',
-    '',
-  ].join('\n');
+  return htmlPage(
+    { title: 'fleetwise simulation report', heading: 'fleetwise simulation report', style: STYLE },
+    settings,
+    [
+      `<section id="summary"><h2>Summary</h2>${summaryTable(results)}` +
+        '<p>Norm. cost is relative to no-packing when it ran. Utilization is time-weighted over the run.</p></section>',
+      `<section id="charts"><h2>Charts</h2>\n${figures.join('\n')}\n</section>`,
+    ],
+  );
 }

@@ -24,3 +24,31 @@ export function settingsList(settings: ReportSettings): string {
   );
   return `<dl class="settings">${items.join('')}</dl>`;
 }
+
+/**
+ * A whole self-contained page: no scripts, fonts, images or links to load. `sections` follow the settings list, one
+ * line each.
+ */
+export function htmlPage(
+  page: { readonly title: string; readonly heading: string; readonly style: string },
+  settings: ReportSettings,
+  sections: readonly string[],
+): string {
+  return [
+    '<!doctype html>',
+    '<html lang="en">',
+    '<head>',
+    '<meta charset="utf-8">',
+    '<meta name="viewport" content="width=device-width, initial-scale=1">',
+    `<title>${escapeXml(page.title)}</title>`,
+    `<style>${page.style}</style>`,
+    '</head>',
+    '<body>',
+    `<h1>${escapeXml(page.heading)}</h1>`,
+    `<section id="settings"><h2>Settings</h2>${settingsList(settings)}</section>`,
+    ...sections,
+    '</body>',
+    '</html>',
+    '',
+  ].join('\n');
+}

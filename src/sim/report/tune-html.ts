@@ -1,6 +1,6 @@
 import type { ObjectiveName } from '../../queue/tune.js';
 import { escapeXml } from './escape.js';
-import { BASE_STYLE, settingsList } from './page.js';
+import { BASE_STYLE, htmlPage } from './page.js';
 import { niceStep } from './svg-chart.js';
 import type { TuneReport, TuneRow } from './tune-json.js';
 
@@ -262,31 +262,25 @@ function table(report: TuneReport): string {
 
 export function tuneHtml(report: TuneReport): string {
   const rec = report.recommended;
-  return [
-    '<!doctype html>',
-    '<html lang="en">',
-    '<head>',
-    '<meta charset="utf-8">',
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    '<title>fleetwise tune report</title>',
-    `<style>${STYLE}</style>`,
-    '</head>',
-    '<body>',
-    '<h1>fleetwise tune: WFQ configs on the Pareto front</h1>',
-    `<section id="settings"><h2>Settings</h2>${settingsList(report.settings)}</section>`,
-    `<section id="recommended"><h2>Recommended (${escapeXml(rec.preference)})</h2>` +
-      `<p>${escapeXml(`${rec.id}: ${describeConfig(rec)}; mean JCT ${num(rec.meanJctHours, 3)} h, p99 prediction error ${num(rec.predErrP99, 1)} %, unfairness ${num(rec.unfairness, 1)} %`)}</p>` +
-      `<p>For the controller config:</p><pre id="controller-yaml">${escapeXml(report.controllerYaml)}</pre></section>`,
-    '<section id="charts"><h2>Trade-offs</h2>',
-    `<figure>${scatterSvg('chart-jct-pred', report.evaluated, rec.id, 'predErrP99', 'unfairness')}</figure>`,
-    `<figure>${scatterSvg('chart-jct-unfairness', report.evaluated, rec.id, 'unfairness', 'predErrP99')}` +
-      '<figcaption>Each point is one simulated WFQ config; all three objectives are minimised. Outlined and ' +
-      'labelled points are on the Pareto front (no other config is at least as good on all three and better on ' +
-      'one); the red ring is the recommended one. Missing values (e.g. no predictions) count as worst.</figcaption></figure>',
-    '</section>',
-    `<section id="configs"><h2>Evaluated configs (${report.evaluated.length}, ${report.front.length} on the front)</h2>${table(report)}</section>`,
-    '</body>',
-    '</html>',
-    '',
-  ].join('\n');
+  return htmlPage(
+    {
+      title: 'fleetwise tune report',
+      heading: 'fleetwise tune: WFQ configs on the Pareto front',
+      style: STYLE,
+    },
+    report.settings,
+    [
+      `<section id="recommended"><h2>Recommended (${escapeXml(rec.preference)})</h2>` +
+        `<p>${escapeXml(`${rec.id}: ${describeConfig(rec)}; mean JCT ${num(rec.meanJctHours, 3)} h, p99 prediction error ${num(rec.predErrP99, 1)} %, unfairness ${num(rec.unfairness, 1)} %`)}</p>` +
+        `<p>For the controller config:</p><pre id="controller-yaml">${escapeXml(report.controllerYaml)}</pre></section>`,
+      '<section id="charts"><h2>Trade-offs</h2>',
+      `<figure>${scatterSvg('chart-jct-pred', report.evaluated, rec.id, 'predErrP99', 'unfairness')}</figure>`,
+      `<figure>${scatterSvg('chart-jct-unfairness', report.evaluated, rec.id, 'unfairness', 'predErrP99')}` +
+        '<figcaption>Each point is one simulated WFQ config; all three objectives are minimised. Outlined and ' +
+        'labelled points are on the Pareto front (no other config is at least as good on all three and better on ' +
+        'one); the red ring is the recommended one. Missing values (e.g. no predictions) count as worst.</figcaption></figure>',
+      '</section>',
+      `<section id="configs"><h2>Evaluated configs (${report.evaluated.length}, ${report.front.length} on the front)</h2>${table(report)}</section>`,
+    ],
+  );
 }
