@@ -38,9 +38,9 @@ export const DEFAULT_TUNE_CLASS_COUNTS: readonly number[] = [1, 2, 3];
 export const DECAY_RANGE = { min: -3, max: 3 } as const;
 
 /**
- * 𝒲 grid: equal weights, mild and strong skews towards small jobs, one inverted point. Over two classes, ln(17/3)
- * gives .85/.15, the simulator's `--queue wfq` default (`DEFAULT_SIZE_SPLIT`), and ln 19 gives .95/.05, the skew of most
- * published PCS configs (digest §7).
+ * 𝒲 grid: equal weights, mild and strong skews towards small jobs, one inverted point. Over two classes,
+ * ln(17/3) gives .85/.15, the simulator's `--queue wfq` default (`DEFAULT_SIZE_SPLIT`), and ln 19 gives .95/.05,
+ * the skew of most published PCS configs (digest §7).
  */
 export const DECAY_GRID: readonly number[] = [-1, 0, 1, DEFAULT_SIZE_SPLIT.decay, 2, Math.log(19)];
 
@@ -222,7 +222,8 @@ function shuffle<T>(rng: Rng, items: readonly T[]): T[] {
 
 /**
  * Up to `samples` distinct candidate configs, deterministic given the sizes and the options:
- * 1. anchors: one FIFO class (PCS's no-config default) and `DEFAULT_SIZE_SPLIT` (`fleetwise simulate --queue wfq`), when their class counts are allowed, so the front is compared with both;
+ * 1. anchors: one FIFO class (PCS's no-config default) and `DEFAULT_SIZE_SPLIT` (`fleetwise simulate --queue wfq`),
+ *    when their class counts are allowed, so the front is compared with both;
  * 2. the percentile × 𝒲 grid in a seeded random order (a small budget samples the grid evenly);
  * 3. seeded random samples of (K, percentiles, 𝒲, ordering) until `samples` distinct configs exist (or a bounded
  *    number of draws found no new one: a trace with few distinct sizes supports few configs).

@@ -34,13 +34,13 @@ export class ColocationTable {
   private readonly entries = new Map<string, Map<string, Entry>>();
   /** target → sizes of `others` that have exact entries (to skip building signatures on the hot path). */
   private readonly exactSizes = new Map<string, Set<number>>();
-  /** Lookups by target, then whole co-located set; a target's lookups are dropped when one of its means changes. */
+  /** Lookups by target, then whole co-located set; dropped with the set values that read a changed mean (`changed`). */
   private readonly setCache = new Map<string, Map<string, number>>();
   /**
    * Values of whole task sets (see packing.ts compositionValue), valid while no mean they read changes: by the base
    * set's signature, then by a small integer naming the variant (added class, flags), so a lookup builds no string.
    */
-  private valueCache = new Map<string, Map<number, MemoizedValue>>();
+  private readonly valueCache = new Map<string, Map<number, MemoizedValue>>();
   private valueCount = 0;
   private readonly identities = new Map<string, number>();
   /** key → memoized set values with a member of that key. */
@@ -118,12 +118,7 @@ export class ColocationTable {
       entry.count += 1;
       if (this.meanOf(entry) !== before) this.changed(target, others);
     }
-    let sizes = this.exactSizes.get(target);
-    if (sizes === undefined) {
-      sizes = new Set();
-      this.exactSizes.set(target, sizes);
-    }
-    sizes.add(others.length);
+    addTo(this.exactSizes, target, others.length);
   }
 
   /**
@@ -256,7 +251,7 @@ export class ColocationTable {
   }
 
   private dropAllValues(): void {
-    this.valueCache = new Map();
+    this.valueCache.clear();
     this.valueCount = 0;
     this.valuesByKey.clear();
     this.valuesBySet.clear();

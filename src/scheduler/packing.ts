@@ -325,7 +325,7 @@ export function growSet(
     let bestCls: TaskClass | undefined;
     for (const cls of candidates) {
       if (cls.count - comp.countOf(cls) <= 0) continue;
-      if (best !== undefined && rpSum + cls.rp < best.value - 1e-9) continue;
+      if (best !== undefined && rpSum + cls.rp < best.value - VALUE_TIE) continue;
       const d = cls.demandOn(type.family);
       if (d === undefined) continue;
       const after: Resources = [used[0] + d[0], used[1] + d[1], used[2] + d[2]];
