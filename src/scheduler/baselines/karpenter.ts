@@ -26,7 +26,7 @@
  */
 import type { Catalog, InstanceType } from '../../core/catalog.js';
 import type { ClusterSnapshot } from '../../core/model.js';
-import { add, demandOn, fits, type Resources } from '../../core/resources.js';
+import { add, demandOn, fits, ZERO, type Resources } from '../../core/resources.js';
 import { PriceBook } from '../reservation-price.js';
 import type { Plan, Scheduler, ThroughputObservation } from '../types.js';
 import {
@@ -110,7 +110,9 @@ export class KarpenterScheduler implements Scheduler {
     for (;;) {
       const candidates = this.candidates(work, view, touched);
       if (candidates.length === 0) break;
-      const cmd = this.multiNode(work, sim, candidates) ?? this.singleNode(work, sim, candidates);
+      const totals = this.balanced ? fleetTotals(work) : undefined;
+      const cmd =
+        this.multiNode(work, sim, candidates, totals) ?? this.singleNode(work, sim, candidates, totals);
       if (cmd === undefined) break;
       for (const r of cmd.removed) work.remove(r.id);
       for (const m of cmd.moves) {
@@ -159,6 +161,7 @@ export class KarpenterScheduler implements Scheduler {
     work: WorkingPlan,
     sim: SchedulingSimulation,
     candidates: readonly WorkingInstance[],
+    totals: FleetTotals | undefined,
   ): Command | undefined {
     const n = Math.min(candidates.length, MAX_MULTI_NODE_CANDIDATES);
     let lo = 2;
@@ -166,7 +169,7 @@ export class KarpenterScheduler implements Scheduler {
     let best: Command | undefined;
     while (lo <= hi) {
       const mid = Math.floor((lo + hi) / 2);
-      const cmd = this.evaluate(work, sim, candidates.slice(0, mid));
+      const cmd = this.evaluate(work, sim, candidates.slice(0, mid), totals);
       if (cmd !== undefined) {
         best = cmd;
         lo = mid + 1;
@@ -179,9 +182,10 @@ export class KarpenterScheduler implements Scheduler {
     work: WorkingPlan,
     sim: SchedulingSimulation,
     candidates: readonly WorkingInstance[],
+    totals: FleetTotals | undefined,
   ): Command | undefined {
     for (const c of candidates) {
-      const cmd = this.evaluate(work, sim, [c]);
+      const cmd = this.evaluate(work, sim, [c], totals);
       if (cmd !== undefined) return cmd;
     }
     return undefined;
@@ -192,13 +196,17 @@ export class KarpenterScheduler implements Scheduler {
     work: WorkingPlan,
     sim: SchedulingSimulation,
     removed: readonly WorkingInstance[],
+    totals: FleetTotals | undefined,
   ): Command | undefined {
+    const removedPrice = removed.reduce((s, r) => s + r.type.costPerHour, 0);
+    // Balanced's pre-filter: when even the best case, deleting outright, cannot pass, skip the simulation.
+    if (totals !== undefined && !(balancedScore(totals, removed, removedPrice) >= 1 / this.k))
+      return undefined;
     const removedIds = new Set(removed.map((r) => r.id));
     const destinations = work.instances
       .filter((w) => !removedIds.has(w.id))
       .sort((a, b) => stateRank(a) - stateRank(b));
     const tasks = sim.ffd(removed.flatMap((r) => r.taskIds));
-    const removedPrice = removed.reduce((s, r) => s + r.type.costPerHour, 0);
     const removedTypes = new Set(removed.map((r) => r.type.name));
     const result = sim.schedule(tasks, destinations, {
       maxNewInstances: 1,
@@ -209,30 +217,50 @@ export class KarpenterScheduler implements Scheduler {
     const savingsPerHour = removedPrice - (replacement?.type.costPerHour ?? 0);
     if (!(savingsPerHour > 0)) return undefined;
     let score: number | undefined;
-    if (this.balanced) {
-      score = this.balancedScore(work, removed, savingsPerHour);
+    if (totals !== undefined) {
+      score = balancedScore(totals, removed, savingsPerHour);
       if (!(score >= 1 / this.k)) return undefined;
     }
     return { removed, moves: result.moves, replacement, savingsPerHour, score };
   }
+}
 
-  /** Balanced consolidation score (`balanced.go` ScoreMove), fleet totals taken from the current plan. */
-  private balancedScore(
-    work: WorkingPlan,
-    removed: readonly WorkingInstance[],
-    savingsPerHour: number,
-  ): number {
-    let totalCost = 0;
-    let totalDisruption = 0;
-    for (const w of work.instances) {
-      if (w.taskIds.length === 0 && w.isNew) continue;
-      totalCost += w.type.costPerHour;
-      totalDisruption += 1 + w.taskIds.length;
-    }
-    const disruption = removed.reduce((s, r) => s + 1 + r.taskIds.length, 0);
-    if (!(totalCost > 0) || !(savingsPerHour > 0)) return 0;
-    return savingsPerHour / totalCost / (disruption / totalDisruption);
+/** The fleet's $/h and disruption cost, Balanced's denominators (snapshotted once per consolidation pass). */
+interface FleetTotals {
+  readonly cost: number;
+  readonly disruption: number;
+}
+
+function fleetTotals(work: WorkingPlan): FleetTotals {
+  let cost = 0;
+  let disruption = 0;
+  for (const w of work.instances) {
+    if (w.taskIds.length === 0 && w.isNew) continue;
+    cost += w.type.costPerHour;
+    disruption += 1 + w.taskIds.length;
   }
+  return { cost, disruption };
+}
+
+/** Balanced consolidation score (`balanced.go` ScoreMove): (savings / fleet $/h) / (disruption / fleet disruption). */
+function balancedScore(
+  totals: FleetTotals,
+  removed: readonly WorkingInstance[],
+  savingsPerHour: number,
+): number {
+  const disruption = removed.reduce((s, r) => s + 1 + r.taskIds.length, 0);
+  if (!(totals.cost > 0) || !(savingsPerHour > 0)) return 0;
+  return savingsPerHour / totals.cost / (disruption / totals.disruption);
+}
+
+/** fits(used + extra + d, capacity) without building the sums (the hot loop of every scheduling simulation). */
+function fitsWith(used: Resources, extra: Resources, d: Resources, capacity: Resources): boolean {
+  const eps = 1e-9;
+  return (
+    used[0] + extra[0] + d[0] <= capacity[0] + eps &&
+    used[1] + extra[1] + d[1] <= capacity[1] + eps &&
+    used[2] + extra[2] + d[2] <= capacity[2] + eps
+  );
 }
 
 /** Initialized instances are tried before in-flight ones, then instances opened this round. */
@@ -293,9 +321,10 @@ class SchedulingSimulation {
     const moves: { taskId: string; to: string }[] = [];
     const claims: Claim[] = [];
     for (const id of taskIds) {
+      const demand = this.view.task(id).demand;
       const dest = destinations.find((w) => {
-        const d = demandOn(this.view.task(id).demand, w.type.family);
-        return d !== undefined && fits(add(add(w.used, extra.get(w.id) ?? [0, 0, 0]), d), w.type.capacity);
+        const d = demandOn(demand, w.type.family);
+        return d !== undefined && fitsWith(w.used, extra.get(w.id) ?? ZERO, d, w.type.capacity);
       });
       if (dest !== undefined) {
         const d = demandOn(this.view.task(id).demand, dest.type.family) as Resources;
