@@ -15,6 +15,7 @@ import {
 } from './reconfiguration.js';
 import { solveWithSolver, type IlpSolver } from './ilp.js';
 import { PriceBook } from './reservation-price.js';
+import { ConsolidationCandidate } from './consolidation-candidate.js';
 import type { CandidateSummary, Configuration, Plan, Scheduler, ThroughputObservation } from './types.js';
 
 export type EvaVariant = 'eva' | 'eva-full-only' | 'eva-partial-only' | 'eva-rp' | 'eva-single';
@@ -25,6 +26,11 @@ export interface EvaOptions {
   /** Co-location rate assumed per co-located task before anything is learned (Eva §4.3: 0.95). */
   readonly defaultRate?: number;
   readonly caps?: Caps;
+  /**
+   * Offer a fourth candidate, targeted consolidation (src/scheduler/consolidation-candidate.ts), to the decision
+   * rule. Default: on for eva, eva-rp and eva-single; the full-only and partial-only ablations never use it.
+   */
+  readonly consolidation?: boolean;
   /**
    * Also offer the exact ILP optimum (§4.1, glpk.js) as a candidate when at most `maxTasks` tasks are waiting or
    * running and none is pinned. Load the solver first with `loadIlpSolver()`. The candidate is priced like the others
@@ -58,6 +64,7 @@ export class EvaScheduler implements Scheduler {
   private history = new EventHistory();
   private knownJobs = new Set<string>();
   private previous: { fingerprint: string; plan: Plan } | undefined;
+  private readonly consolidation: ConsolidationCandidate | undefined;
 
   constructor(
     private readonly catalog: Catalog,
@@ -69,6 +76,9 @@ export class EvaScheduler implements Scheduler {
     this.table = new ColocationTable(options.defaultRate ?? 0.95);
     this.caps = options.caps ?? {};
     this.exact = options.exact;
+    const singlePlan = this.variant === 'eva-full-only' || this.variant === 'eva-partial-only';
+    this.consolidation =
+      !singlePlan && (options.consolidation ?? true) ? new ConsolidationCandidate(catalog) : undefined;
   }
 
   private get model(): RateModel {
@@ -176,6 +186,8 @@ export class EvaScheduler implements Scheduler {
       // With nothing to repack, Partial Reconfiguration is the stay plan itself.
       candidates.push(evaluate('partial', repack.size === 0 ? stay : partialReconfiguration(input, repack)));
       candidates.push(evaluate('full', fullReconfiguration(input)));
+      const consolidated = this.consolidation?.plan(snapshot, input, stay);
+      if (consolidated !== undefined) candidates.push(evaluate('consolidate', consolidated));
     }
     const exact = this.exactCandidate(input, snapshot);
     if (exact !== undefined && this.variant !== 'eva-partial-only') candidates.push(evaluate('exact', exact));
@@ -427,8 +439,8 @@ export class EvaScheduler implements Scheduler {
   }
 
   /**
-   * Eq. 1 between Full and Partial, each also measured against "stay" so that no move is approved without a
-   * positive net saving over the horizon. Candidates that break a cap are skipped while another is eligible.
+   * Eq. 1 between the candidates in turn (stay, partial, full, consolidate, exact: each replaces the best so far
+   * only if it beats it), so that no move is approved without a positive net saving over the horizon. Candidates that break a cap are skipped while another is eligible.
    */
   private choose(candidates: readonly Candidate[], horizon: number): { chosen: Candidate; reason: string } {
     const eligible = candidates.filter((c) => c.summary.rejectedBecause === undefined);
@@ -443,12 +455,14 @@ export class EvaScheduler implements Scheduler {
     const stay = get('stay');
     const partial = get('partial');
     const full = get('full');
+    const consolidate = get('consolidate');
     const exact = get('exact');
     let best = stay ?? partial ?? full ?? exact;
     if (best === undefined) throw new Error('no candidate plan');
     const beats = (a: Candidate, b: Candidate) => chooseFull(a.summary, b.summary, horizon);
     if (partial !== undefined && best !== partial && beats(partial, best)) best = partial;
     if (full !== undefined && best !== full && beats(full, best)) best = full;
+    if (consolidate !== undefined && best !== consolidate && beats(consolidate, best)) best = consolidate;
     if (exact !== undefined && best !== exact && beats(exact, best)) best = exact;
     const reason = `chose ${best.summary.name} — ${pool.map(describe).join('; ')}`;
     return { chosen: best, reason };

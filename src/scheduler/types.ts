@@ -15,8 +15,11 @@ export interface Configuration {
 
 /** The numbers behind one candidate plan (Eva §4.5). Money in $, rates in $/s. */
 export interface CandidateSummary {
-  /** full/partial: Eva's two plans; stay: move nothing; exact: the ILP optimum (small problems, optional). */
-  readonly name: 'full' | 'partial' | 'stay' | 'exact';
+  /**
+   * full/partial: Eva's two plans; stay: move nothing; consolidate: stay plus Karpenter-style delete/replace moves
+   * (src/scheduler/consolidation-candidate.ts); exact: the ILP optimum (small problems, optional).
+   */
+  readonly name: 'full' | 'partial' | 'stay' | 'consolidate' | 'exact';
   readonly costPerHour: number;
   readonly instances: number;
   readonly newInstances: number;
