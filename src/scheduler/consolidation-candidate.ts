@@ -10,7 +10,7 @@ import { draftWithTasks, type PlanningInput } from './reconfiguration.js';
 const STAY_NEW_PREFIX = 'stay:';
 
 /**
- * Eva's third plan generator, targeted consolidation (industry-anchors digest §1.3 and idea (c)1): starting from the
+ * Eva's fourth plan candidate (after stay, Partial and Full), targeted consolidation (industry-anchors digest §1.3 and idea (c)1): starting from the
  * "stay" plan (Eva's own placement of new tasks, nothing moved), Karpenter's consolidation search removes running
  * instances whose tasks fit elsewhere (delete) or on one strictly cheaper instance (replace), keeping only moves that
  * pass Balanced's savings-per-disruption filter (k = 2). Full Reconfiguration repacks everything to reach a better

@@ -440,7 +440,8 @@ export class EvaScheduler implements Scheduler {
 
   /**
    * Eq. 1 between the candidates in turn (stay, partial, full, consolidate, exact: each replaces the best so far
-   * only if it beats it), so that no move is approved without a positive net saving over the horizon. Candidates that break a cap are skipped while another is eligible.
+   * only if it beats it), so that no move is approved without a positive net saving over the horizon. Candidates
+   * that break a cap are skipped while another is eligible.
    */
   private choose(candidates: readonly Candidate[], horizon: number): { chosen: Candidate; reason: string } {
     const eligible = candidates.filter((c) => c.summary.rejectedBecause === undefined);
@@ -457,7 +458,7 @@ export class EvaScheduler implements Scheduler {
     const full = get('full');
     const consolidate = get('consolidate');
     const exact = get('exact');
-    let best = stay ?? partial ?? full ?? exact;
+    let best = stay ?? partial ?? full ?? consolidate ?? exact;
     if (best === undefined) throw new Error('no candidate plan');
     const beats = (a: Candidate, b: Candidate) => chooseFull(a.summary, b.summary, horizon);
     if (partial !== undefined && best !== partial && beats(partial, best)) best = partial;

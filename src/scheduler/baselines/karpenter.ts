@@ -327,7 +327,7 @@ class SchedulingSimulation {
         return d !== undefined && fitsWith(w.used, extra.get(w.id) ?? ZERO, d, w.type.capacity);
       });
       if (dest !== undefined) {
-        const d = demandOn(this.view.task(id).demand, dest.type.family) as Resources;
+        const d = demandOn(demand, dest.type.family) as Resources;
         extra.set(dest.id, add(extra.get(dest.id) ?? [0, 0, 0], d));
         moves.push({ taskId: id, to: dest.id });
         continue;
