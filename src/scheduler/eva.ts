@@ -1,5 +1,6 @@
 import { setupSeconds, type Catalog, type InstanceType } from '../core/catalog.js';
 import type { Caps, ClusterSnapshot, SchedJob } from '../core/model.js';
+import type { FamilyDemand } from '../core/resources.js';
 import { perHourToPerSecond, roundCents } from '../core/units.js';
 import { enforceCaps } from './caps.js';
 import { ColocationTable, type SerializedColocationTable } from './colocation-table.js';
@@ -18,6 +19,12 @@ import { PriceBook } from './reservation-price.js';
 import { ConsolidationCandidate } from './consolidation-candidate.js';
 import type { CandidateSummary, Configuration, Plan, Scheduler, ThroughputObservation } from './types.js';
 
+/** EvaOptions.packingEfficiency's default, measured in README "How the scheduler decides" (θ = 0.8). */
+export const DEFAULT_PACKING_EFFICIENCY = 0.8;
+
+/** Rounds with at most this many tasks also get Eva's Full Reconfiguration at standalone prices as a candidate. */
+const STANDALONE_FULL_MAX_TASKS = 32;
+
 export type EvaVariant = 'eva' | 'eva-full-only' | 'eva-partial-only' | 'eva-rp' | 'eva-single';
 
 export interface EvaOptions {
@@ -26,6 +33,21 @@ export interface EvaOptions {
   /** Co-location rate assumed per co-located task before anything is learned (Eva §4.3: 0.95). */
   readonly defaultRate?: number;
   readonly caps?: Caps;
+  /**
+   * The price set values weigh each task's throughput with. `standalone` is Eva's reservation price (§4.2): the
+   * cheapest type that hosts the task alone. `packed` (default) is what the task costs in a packed fleet: its
+   * dominant-share price ÷ `packingEfficiency`, capped at the standalone price (PriceBook.packedReservationPrice).
+   * Why: the standalone price overstates a task that straddles instance sizes by up to 2.7× (a [1 GPU, 12 vCPU]
+   * task needs a $12.24/h p3.8xlarge alone but takes $4.59/h of a p3.16xlarge), so growing a set by Σ price × rate
+   * adds such a task whatever slowdown it causes its neighbours, and interference looks cheap next to packing. With
+   * packed prices, "a set pays for its instance" (Algorithm 1 line 15) reads: Σ dominant share × rate ≥ efficiency.
+   * Tasks of multi-task jobs keep the standalone price: the straggler correction (§4.4) already cuts their value in
+   * a shared set by n·(1 − r), and at packed prices such sets rarely pass that test, so the gang would be isolated on
+   * standalone instances (measured on Alibaba with 30% multi-task jobs: +2.7% cost packed, −1.7% this way).
+   */
+  readonly reservationPrice?: 'standalone' | 'packed';
+  /** Share of a packed instance's bottleneck capacity the fleet expects to use (default 0.8); `packed` pricing only. */
+  readonly packingEfficiency?: number;
   /**
    * Offer a fourth candidate, targeted consolidation (src/scheduler/consolidation-candidate.ts), to the decision
    * rule. Default: on for eva, eva-rp and eva-single; the full-only and partial-only ablations never use it.
@@ -65,6 +87,9 @@ export class EvaScheduler implements Scheduler {
   private knownJobs = new Set<string>();
   private previous: { fingerprint: string; plan: Plan } | undefined;
   private readonly consolidation: ConsolidationCandidate | undefined;
+  /** The price of a task that set values and move costs use (EvaOptions.reservationPrice). */
+  private readonly priceOf: (demand: FamilyDemand, jobTaskCount: number) => number;
+  private readonly packedPrices: boolean;
 
   constructor(
     private readonly catalog: Catalog,
@@ -76,6 +101,13 @@ export class EvaScheduler implements Scheduler {
     this.table = new ColocationTable(options.defaultRate ?? 0.95);
     this.caps = options.caps ?? {};
     this.exact = options.exact;
+    const efficiency = options.packingEfficiency ?? DEFAULT_PACKING_EFFICIENCY;
+    if (!(efficiency > 0 && efficiency <= 1))
+      throw new Error(`packing efficiency must be in (0, 1], got ${efficiency}`);
+    this.packedPrices = (options.reservationPrice ?? 'packed') === 'packed';
+    this.priceOf = this.packedPrices
+      ? (d, n) => (n > 1 ? this.book.reservationPrice(d) : this.book.packedReservationPrice(d, efficiency))
+      : (d) => this.book.reservationPrice(d);
     const singlePlan = this.variant === 'eva-full-only' || this.variant === 'eva-partial-only';
     this.consolidation =
       !singlePlan && (options.consolidation ?? true) ? new ConsolidationCandidate(catalog) : undefined;
@@ -138,7 +170,7 @@ export class EvaScheduler implements Scheduler {
         jobId: t.jobId,
         key: t.key,
         demand: t.demand,
-        rp: this.book.reservationPrice(t.demand),
+        rp: this.priceOf(t.demand, taskCount.get(t.jobId) ?? 1),
         jobTaskCount: taskCount.get(t.jobId) ?? 1,
         currentInstanceId:
           t.instanceId !== undefined && instanceType.has(t.instanceId) ? t.instanceId : undefined,
@@ -186,6 +218,8 @@ export class EvaScheduler implements Scheduler {
       // With nothing to repack, Partial Reconfiguration is the stay plan itself.
       candidates.push(evaluate('partial', repack.size === 0 ? stay : partialReconfiguration(input, repack)));
       candidates.push(evaluate('full', fullReconfiguration(input)));
+      const standalone = this.standaloneFull(input);
+      if (standalone !== undefined) candidates.push(evaluate('full-standalone', standalone));
       const consolidated = this.consolidation?.plan(snapshot, input, stay);
       if (consolidated !== undefined) candidates.push(evaluate('consolidate', consolidated));
     }
@@ -196,7 +230,8 @@ export class EvaScheduler implements Scheduler {
       summary: { ...c.summary, rejectedBecause: this.capViolation(c.summary) },
     }));
     const { chosen, reason } = this.choose(checked, horizon);
-    if (chosen.summary.name === 'full') this.history.recordFull();
+    if (chosen.summary.name === 'full' || chosen.summary.name === 'full-standalone')
+      this.history.recordFull();
 
     const capped = enforceCaps(chosen.drafts, this.caps, packTasks, pinnedTaskIds, (d) =>
       compositionValue(d.composition, input.model, false),
@@ -244,6 +279,26 @@ export class EvaScheduler implements Scheduler {
         reason: `inputs unchanged since t=${plan.decision.nowSeconds} s: same plan (${plan.decision.reason})`,
       },
     };
+  }
+
+  /**
+   * With packed prices, also Eva's own Full Reconfiguration at standalone prices, re-valued at packed prices for the
+   * decision rule: on small or lumpy problems a set can fill an instance yet miss the packing efficiency that packed
+   * prices assume (Eva Table 3: $16.20/h packed against $12.80/h), and this candidate keeps Eva's plan in reach.
+   * Only on small problems: on large ones it costs a second Full Reconfiguration a round for no measured gain
+   * (full Alibaba trace: $447,382 with it up to 32 tasks, 25.8 s; $446,590 always, 42.6 s).
+   */
+  private standaloneFull(input: PlanningInput): DraftInstance[] | undefined {
+    if (!this.packedPrices || input.tasks.size > STANDALONE_FULL_MAX_TASKS) return undefined;
+    const alone = new Map<string, PackTask>();
+    for (const [id, t] of input.tasks) alone.set(id, { ...t, rp: this.book.reservationPrice(t.demand) });
+    const drafts = fullReconfiguration({ ...input, tasks: alone });
+    return drafts.map((d) =>
+      draftWithTasks(
+        { id: d.id, type: d.type, isNew: d.isNew },
+        d.taskIds.map((id) => input.tasks.get(id) as PackTask),
+      ),
+    );
   }
 
   /** The ILP optimum as drafts, for small problems without pinned tasks (see EvaOptions.exact). */
@@ -456,13 +511,16 @@ export class EvaScheduler implements Scheduler {
     const stay = get('stay');
     const partial = get('partial');
     const full = get('full');
+    const fullStandalone = get('full-standalone');
     const consolidate = get('consolidate');
     const exact = get('exact');
-    let best = stay ?? partial ?? full ?? consolidate ?? exact;
+    let best = stay ?? partial ?? full ?? fullStandalone ?? consolidate ?? exact;
     if (best === undefined) throw new Error('no candidate plan');
     const beats = (a: Candidate, b: Candidate) => chooseFull(a.summary, b.summary, horizon);
     if (partial !== undefined && best !== partial && beats(partial, best)) best = partial;
     if (full !== undefined && best !== full && beats(full, best)) best = full;
+    if (fullStandalone !== undefined && best !== fullStandalone && beats(fullStandalone, best))
+      best = fullStandalone;
     if (consolidate !== undefined && best !== consolidate && beats(consolidate, best)) best = consolidate;
     if (exact !== undefined && best !== exact && beats(exact, best)) best = exact;
     const reason = `chose ${best.summary.name} — ${pool.map(describe).join('; ')}`;

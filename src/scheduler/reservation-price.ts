@@ -12,6 +12,7 @@ export class PriceBook {
   readonly byCostDescending: readonly InstanceType[];
   private readonly typesByName: ReadonlyMap<string, InstanceType>;
   private readonly minTypeCache = new Map<string, InstanceType | null>();
+  private readonly shareCache = new Map<string, number>();
 
   constructor(readonly catalog: Catalog) {
     this.byCostAscending = [...catalog.types].sort(
@@ -43,6 +44,42 @@ export class PriceBook {
     const t = this.minType(demand);
     if (t === undefined) throw new Error(`no instance type can host demand ${demandSignature(demand)}`);
     return t.costPerHour;
+  }
+
+  /**
+   * Dominant-share price in $/hour: over the types that can host the demand, the least price × (the largest share of
+   * one capacity dimension the demand takes). On the bundled catalog, where price is linear in size within a family,
+   * this is what the task costs on a perfectly packed instance of its cheapest family, e.g. [1 GPU, 12 vCPU, 48 GiB]
+   * takes 12/64 of a p3.16xlarge's vCPUs: $4.59/h, against the $12.24/h p3.8xlarge it needs alone.
+   */
+  dominantSharePrice(demand: FamilyDemand): number {
+    const sig = demandSignature(demand);
+    let price = this.shareCache.get(sig);
+    if (price === undefined) {
+      price = Number.POSITIVE_INFINITY;
+      for (const t of this.byCostAscending) {
+        const d = demandOn(demand, t.family);
+        if (d === undefined || !fits(d, t.capacity)) continue;
+        let share = 0;
+        for (let i = 0; i < 3; i++) {
+          const c = t.capacity[i] as number;
+          if (c > 0) share = Math.max(share, (d[i] as number) / c);
+        }
+        price = Math.min(price, share * t.costPerHour);
+      }
+      this.shareCache.set(sig, price);
+    }
+    if (!Number.isFinite(price)) throw new Error(`no instance type can host demand ${sig}`);
+    return price;
+  }
+
+  /**
+   * Packed reservation price (fleetwise, beyond Eva §4.2): what a task costs in a fleet that packs, i.e. its
+   * dominant-share price grossed up by the packing efficiency the fleet can expect (0 < efficiency ≤ 1), and never
+   * more than its standalone reservation price. See EvaOptions.reservationPrice for why.
+   */
+  packedReservationPrice(demand: FamilyDemand, efficiency: number): number {
+    return Math.min(this.reservationPrice(demand), this.dominantSharePrice(demand) / efficiency);
   }
 
   /** The cheapest type on which the summed per-family demands of a set fit (the downsizing step). */

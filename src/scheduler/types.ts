@@ -19,7 +19,7 @@ export interface CandidateSummary {
    * full/partial: Eva's two plans; stay: move nothing; consolidate: stay plus Karpenter-style delete/replace moves
    * (src/scheduler/consolidation-candidate.ts); exact: the ILP optimum (small problems, optional).
    */
-  readonly name: 'full' | 'partial' | 'stay' | 'consolidate' | 'exact';
+  readonly name: 'full' | 'full-standalone' | 'partial' | 'stay' | 'consolidate' | 'exact';
   readonly costPerHour: number;
   readonly instances: number;
   readonly newInstances: number;

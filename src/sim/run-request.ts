@@ -28,6 +28,9 @@ export interface RunRequest {
   readonly catalogPath?: string | undefined;
   readonly roundSeconds?: number | undefined;
   readonly evaDefaultRate?: number | undefined;
+  /** Eva's task prices and packing efficiency (EvaOptions.reservationPrice / packingEfficiency). */
+  readonly evaPrices?: 'standalone' | 'packed' | undefined;
+  readonly evaPackingEfficiency?: number | undefined;
   /** Replace the measured contention matrix by a uniform pairwise rate (Eva §6.4 ablation). */
   readonly pairwiseInterference?: number | undefined;
   /** Queue layer under caps (issue 6): admission each round, and the caps passed to Eva's plans. */
@@ -86,6 +89,8 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
     catalog,
     groundTruth,
     evaDefaultRate: request.evaDefaultRate,
+    evaPrices: request.evaPrices,
+    evaPackingEfficiency: request.evaPackingEfficiency,
     caps: request.queue === undefined ? undefined : schedulerCaps(request.queue.caps),
   });
   const sizesSeconds = trace.jobs.map((j) => j.durationSeconds * j.tasks.length);

@@ -34,6 +34,9 @@ export interface SchedulerOptions {
   readonly groundTruth: GroundTruth;
   /** Eva's prior per co-located task before anything is learned (§4.3: 0.95). */
   readonly evaDefaultRate?: number | undefined;
+  /** Eva's task prices (EvaOptions.reservationPrice; default packed) and packing efficiency (default 0.8). */
+  readonly evaPrices?: 'standalone' | 'packed' | undefined;
+  readonly evaPackingEfficiency?: number | undefined;
   /** Hard caps Eva keeps its plans under (EvaOptions.caps; the queue layer's safety rail). Baselines ignore them. */
   readonly caps?: Caps | undefined;
 }
@@ -77,6 +80,10 @@ export function createScheduler(name: string, options: SchedulerOptions): Schedu
       return new EvaScheduler(catalog, {
         variant: name,
         ...(options.evaDefaultRate !== undefined ? { defaultRate: options.evaDefaultRate } : {}),
+        ...(options.evaPrices !== undefined ? { reservationPrice: options.evaPrices } : {}),
+        ...(options.evaPackingEfficiency !== undefined
+          ? { packingEfficiency: options.evaPackingEfficiency }
+          : {}),
         ...(options.caps !== undefined ? { caps: options.caps } : {}),
       });
     case 'no-packing':

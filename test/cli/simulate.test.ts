@@ -113,4 +113,22 @@ describe('fleetwise simulate (CLI subprocess)', () => {
     expect(bad.stderr).toContain('--parallel: must be ≥ 1');
     expect(bad.stderr).toContain('--eva-default-rate: must be ≤ 1');
   });
+
+  it("checks Eva's price options and runs with standalone prices on request", async () => {
+    const bad = await cli([
+      ...TINY,
+      '--scheduler',
+      'eva',
+      '--eva-prices',
+      'cheap',
+      '--eva-packing-efficiency',
+      '0',
+    ]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--eva-prices');
+    expect(bad.stderr).toContain('--eva-packing-efficiency: must be > 0');
+    const ok = await cli([...TINY, '--scheduler', 'eva', '--eva-prices', 'standalone', '--json']);
+    expect(ok.code).toBe(0);
+    expect(JSON.parse(ok.stdout).runs[0].scheduler).toBe('eva');
+  });
 });

@@ -343,9 +343,15 @@ describe('EvaScheduler', () => {
       [],
     );
     const plan = new EvaScheduler(catalog).plan(snapshot);
-    expect(plan.decision.candidates.map((c) => c.name)).toEqual(['stay', 'partial', 'full']);
+    // A small round (≤ 32 tasks) also gets Eva's Full Reconfiguration at standalone prices.
+    expect(plan.decision.candidates.map((c) => c.name)).toEqual([
+      'stay',
+      'partial',
+      'full',
+      'full-standalone',
+    ]);
     expect(plan.decision.horizonSeconds).toBe(5000);
-    expect(plan.decision.reason).toMatch(/^chose (stay|partial|full) — /);
+    expect(plan.decision.reason).toMatch(/^chose (stay|partial|full|full-standalone) — /);
     for (const c of plan.decision.candidates) expect(c.costPerHour).toBeGreaterThan(0);
   });
 });

@@ -25,6 +25,7 @@ import { TRACE_FORMATS } from '../../sim/traces/load.js';
 import type { RunResult } from '../../sim/types.js';
 import { QUEUE_KINDS } from '../../sim/admission.js';
 import type { FamilyGroupQuota } from '../../queue/caps.js';
+import { DEFAULT_PACKING_EFFICIENCY } from '../../scheduler/eva.js';
 
 /** Raw commander values (strings); validated by `optionsSchema`. */
 interface RawSimulateOptions {
@@ -39,6 +40,8 @@ interface RawSimulateOptions {
   readonly json?: boolean;
   readonly roundSeconds?: string;
   readonly evaDefaultRate?: string;
+  readonly evaPrices?: string;
+  readonly evaPackingEfficiency?: string;
   readonly pairwiseInterference?: string;
   readonly parallel?: string;
   readonly capDollarsPerHour?: string;
@@ -62,6 +65,8 @@ const optionsSchema = z.object({
   json: z.boolean().optional(),
   roundSeconds: numberText(z.number().positive('must be > 0')).optional(),
   evaDefaultRate: numberText(rate).optional(),
+  evaPrices: z.enum(['standalone', 'packed']).optional(),
+  evaPackingEfficiency: numberText(rate).optional(),
   pairwiseInterference: numberText(rate).optional(),
   parallel: numberText(positiveInteger).optional(),
   capDollarsPerHour: numberText(z.number().positive('must be > 0')).optional(),
@@ -176,6 +181,8 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     catalogPath: o.catalog,
     roundSeconds: o.roundSeconds,
     evaDefaultRate: o.evaDefaultRate,
+    evaPrices: o.evaPrices,
+    evaPackingEfficiency: o.evaPackingEfficiency,
     pairwiseInterference: o.pairwiseInterference,
     queue,
   }));
@@ -196,6 +203,8 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     const settings: ReportSettings = {
       ...traceSettings(o, trace, catalog),
       evaDefaultRate: o.evaDefaultRate ?? null,
+      evaPrices: o.evaPrices ?? 'packed',
+      evaPackingEfficiency: o.evaPackingEfficiency ?? DEFAULT_PACKING_EFFICIENCY,
       groundTruth:
         o.pairwiseInterference !== undefined
           ? `pairwise co-location throughput ${o.pairwiseInterference}`
@@ -225,6 +234,14 @@ export function registerSimulate(program: Command): Command {
     .option('--json', 'print exactly one JSON object {"runs":[…]} on stdout')
     .option('--round-seconds <s>', 'scheduling period in seconds (default 300)')
     .option('--eva-default-rate <r>', "Eva's prior co-location throughput per task, (0, 1] (default 0.95)")
+    .option(
+      '--eva-prices <kind>',
+      "Eva's task prices: packed (default: dominant-share price / packing efficiency) or standalone (Eva §4.2)",
+    )
+    .option(
+      '--eva-packing-efficiency <x>',
+      `packed prices: expected share of an instance's bottleneck capacity in use, (0, 1] (default ${DEFAULT_PACKING_EFFICIENCY})`,
+    )
     .option('--pairwise-interference <x>', 'ground truth: every co-located pair runs at rate x (Eva §6.4)')
     .option('--parallel <n>', 'runs at once (default: min(#schedulers, available cores))')
     .option('--cap-dollars-per-hour <x>', 'queue layer: admit jobs so the fleet stays under $x/hour')
