@@ -25,6 +25,16 @@ export const DEFAULT_PACKING_EFFICIENCY = 0.8;
 /** Rounds with at most this many tasks also get Eva's Full Reconfiguration at standalone prices as a candidate. */
 const STANDALONE_FULL_MAX_TASKS = 32;
 
+/** The order the decision rule weighs candidates in: a later one must beat the best so far, so ties keep staying. */
+const CANDIDATE_ORDER: readonly CandidateSummary['name'][] = [
+  'stay',
+  'partial',
+  'full',
+  'full-standalone',
+  'consolidate',
+  'exact',
+];
+
 export type EvaVariant = 'eva' | 'eva-full-only' | 'eva-partial-only' | 'eva-rp' | 'eva-single';
 
 export interface EvaOptions {
@@ -494,35 +504,22 @@ export class EvaScheduler implements Scheduler {
   }
 
   /**
-   * Eq. 1 between the candidates in turn (stay, partial, full, consolidate, exact: each replaces the best so far
-   * only if it beats it), so that no move is approved without a positive net saving over the horizon. Candidates
+   * Eq. 1 between the candidates in turn (CANDIDATE_ORDER: each replaces the best so far only if it beats it), so that no move is approved without a positive net saving over the horizon. Candidates
    * that break a cap are skipped while another is eligible.
    */
   private choose(candidates: readonly Candidate[], horizon: number): { chosen: Candidate; reason: string } {
     const eligible = candidates.filter((c) => c.summary.rejectedBecause === undefined);
     const pool = eligible.length > 0 ? eligible : candidates;
-    const get = (n: CandidateSummary['name']) => pool.find((c) => c.summary.name === n);
     const describe = (c: Candidate) =>
       `${c.summary.name}: saving $${(c.summary.savingPerSecond * 3600).toFixed(2)}/h over T=${Math.round(horizon)} s, migration $${c.summary.migrationCost.toFixed(2)}, net $${netValue(c.summary.savingPerSecond, c.summary.migrationCost, horizon).toFixed(2)}`;
     if (pool.length === 1) {
       const only = pool[0] as Candidate;
       return { chosen: only, reason: `only candidate (${describe(only)})` };
     }
-    const stay = get('stay');
-    const partial = get('partial');
-    const full = get('full');
-    const fullStandalone = get('full-standalone');
-    const consolidate = get('consolidate');
-    const exact = get('exact');
-    let best = stay ?? partial ?? full ?? fullStandalone ?? consolidate ?? exact;
+    const ordered = CANDIDATE_ORDER.flatMap((name) => pool.filter((c) => c.summary.name === name));
+    let best = ordered[0];
     if (best === undefined) throw new Error('no candidate plan');
-    const beats = (a: Candidate, b: Candidate) => chooseFull(a.summary, b.summary, horizon);
-    if (partial !== undefined && best !== partial && beats(partial, best)) best = partial;
-    if (full !== undefined && best !== full && beats(full, best)) best = full;
-    if (fullStandalone !== undefined && best !== fullStandalone && beats(fullStandalone, best))
-      best = fullStandalone;
-    if (consolidate !== undefined && best !== consolidate && beats(consolidate, best)) best = consolidate;
-    if (exact !== undefined && best !== exact && beats(exact, best)) best = exact;
+    for (const c of ordered.slice(1)) if (chooseFull(c.summary, best.summary, horizon)) best = c;
     const reason = `chose ${best.summary.name} — ${pool.map(describe).join('; ')}`;
     return { chosen: best, reason };
   }
