@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { registerBenchBound } from './bench-bound.js';
 import { registerBenchOptimality } from './bench-optimality.js';
 import { registerBenchScheduler } from './bench-scheduler.js';
 
@@ -7,5 +8,6 @@ export function registerBench(program: Command): Command {
   const bench = program.command('bench').description('run a benchmark and print JSON');
   registerBenchScheduler(bench);
   registerBenchOptimality(bench);
+  registerBenchBound(bench);
   return bench;
 }

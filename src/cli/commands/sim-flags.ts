@@ -30,6 +30,16 @@ export const seedNumber = z
 
 export const positiveInteger = z.number().int('must be an integer').positive('must be ≥ 1');
 
+/** zod fields of the trace and catalog flags (`addTraceOptions`), spread into each command's option schema. */
+export const traceOptionFields = {
+  trace: z.string().min(1).optional(),
+  format: z.enum(TRACE_FORMATS).optional(),
+  jobs: numberText(positiveInteger).optional(),
+  seed: numberText(seedNumber).optional(),
+  multiTask: numberText(z.number().min(0, 'must be ≥ 0').max(1, 'must be ≤ 1')).optional(),
+  catalog: z.string().min(1).optional(),
+};
+
 /** The command-line flag of an option field: `capDollarsPerHour` → `--cap-dollars-per-hour`. */
 export function flagName(field: string): string {
   return `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;

@@ -8,9 +8,9 @@ import {
   addTraceOptions,
   loadTraceFlags,
   numberText,
+  traceOptionFields,
   readQueueConfigFile,
   positiveInteger,
-  seedNumber,
   traceSettings,
 } from './sim-flags.js';
 import { writeReport } from '../../sim/report/write.js';
@@ -21,7 +21,6 @@ import { withNormalizedCosts } from '../../sim/report/normalize.js';
 import { defaultParallelism, runInWorkers, type RunPoolListener } from '../../sim/run-pool.js';
 import type { RunRequest } from '../../sim/run-request.js';
 import { parseSchedulerList, SCHEDULER_NAMES } from '../../sim/schedulers.js';
-import { TRACE_FORMATS } from '../../sim/traces/load.js';
 import type { RunResult } from '../../sim/types.js';
 import { QUEUE_KINDS } from '../../sim/admission.js';
 import type { FamilyGroupQuota } from '../../queue/caps.js';
@@ -55,12 +54,7 @@ interface RawSimulateOptions {
 const rate = z.number().gt(0, 'must be > 0').max(1, 'must be ≤ 1');
 
 const optionsSchema = z.object({
-  trace: z.string().min(1).optional(),
-  format: z.enum(TRACE_FORMATS).optional(),
-  jobs: numberText(positiveInteger).optional(),
-  seed: numberText(seedNumber).optional(),
-  multiTask: numberText(z.number().min(0, 'must be ≥ 0').max(1, 'must be ≤ 1')).optional(),
-  catalog: z.string().min(1).optional(),
+  ...traceOptionFields,
   out: z.string().min(1).optional(),
   json: z.boolean().optional(),
   roundSeconds: numberText(z.number().positive('must be > 0')).optional(),

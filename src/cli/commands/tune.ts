@@ -10,6 +10,7 @@ import {
   inferFormat,
   loadTraceFlags,
   numberText,
+  traceOptionFields,
   seedNumber,
   traceSettings,
 } from './sim-flags.js';
@@ -34,7 +35,6 @@ import {
 import { defaultParallelism, runInWorkers } from '../../sim/run-pool.js';
 import type { RunRequest } from '../../sim/run-request.js';
 import { SCHEDULER_NAMES } from '../../sim/schedulers.js';
-import { TRACE_FORMATS } from '../../sim/traces/load.js';
 import { formatTable } from '../table.js';
 
 /** Raw commander values (strings); validated by `optionsSchema`. */
@@ -75,12 +75,7 @@ const listText = <T extends z.ZodType<unknown, string>>(item: T) =>
     .pipe(z.array(item).min(1, 'give at least one value'));
 
 const optionsSchema = z.object({
-  trace: z.string().min(1).optional(),
-  format: z.enum(TRACE_FORMATS).optional(),
-  jobs: numberText(z.number().int('must be an integer').positive('must be ≥ 1')).optional(),
-  seed: numberText(seedNumber).optional(),
-  multiTask: numberText(z.number().min(0, 'must be ≥ 0').max(1, 'must be ≤ 1')).optional(),
-  catalog: z.string().min(1).optional(),
+  ...traceOptionFields,
   roundSeconds: numberText(z.number().positive('must be > 0')).optional(),
   scheduler: z.enum(SCHEDULER_NAMES, { error: `must be one of ${SCHEDULER_NAMES.join(', ')}` }),
   capDollarsPerHour: numberText(z.number().positive('must be > 0')).optional(),

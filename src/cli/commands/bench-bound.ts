@@ -1,0 +1,77 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { costBounds } from '../../bench/cost-bound.js';
+import { ValidationError } from '../../core/validation.js';
+import { loadIlpSolver } from '../../scheduler/ilp.js';
+import { executeRun } from '../../sim/run-request.js';
+import { formatTable } from '../table.js';
+import {
+  addTraceOptions,
+  flagProblems,
+  inferFormat,
+  loadTraceFlags,
+  traceOptionFields,
+} from './sim-flags.js';
+
+const optionsSchema = z.object({ ...traceOptionFields, json: z.boolean().optional() });
+
+/**
+ * `fleetwise bench bound`: lower bounds on any scheduler's cost for a trace (src/bench/cost-bound.ts), next to the
+ * simulated No-Packing cost, so that `simulate`'s normalized costs can be read against what is reachable at all.
+ */
+export function registerBenchBound(bench: Command): Command {
+  return addTraceOptions(
+    bench
+      .command('bound')
+      .description(
+        'lower bounds on any scheduler’s cost for a trace (fluid fleet, no delays, no interference)',
+      ),
+  )
+    .option('--json', 'print one JSON object instead of a table')
+    .action(async (raw: Record<string, unknown>) => {
+      const parsed = optionsSchema.safeParse(raw);
+      if (!parsed.success)
+        throw new ValidationError('fleetwise bench bound options', flagProblems(parsed.error));
+      const o = { ...parsed.data, format: parsed.data.format ?? inferFormat(parsed.data.trace) };
+      const { traceSpec, catalog, trace } = loadTraceFlags(o);
+      const started = performance.now();
+      const bounds = costBounds(await loadIlpSolver(), catalog, trace.jobs);
+      const seconds = (performance.now() - started) / 1000;
+      const noPacking = executeRun({ scheduler: 'no-packing', trace: traceSpec, catalogPath: o.catalog })
+        .summary.totalCost;
+      const result = {
+        trace: trace.name,
+        jobs: trace.jobs.length,
+        noPackingCost: noPacking,
+        standaloneCost: bounds.standaloneCost,
+        workBound: bounds.workBound,
+        timedBound: bounds.timedBound,
+        normalizedWorkBound: bounds.workBound / noPacking,
+        normalizedTimedBound: bounds.timedBound / noPacking,
+        segments: bounds.segments,
+        seconds,
+      };
+      if (o.json === true) {
+        process.stdout.write(`${JSON.stringify(result)}\n`);
+        return;
+      }
+      const row = (name: string, cost: number, meaning: string) => [
+        name,
+        `$${cost.toFixed(2)}`,
+        (cost / noPacking).toFixed(4),
+        meaning,
+      ];
+      process.stdout.write(
+        `${trace.name}: ${trace.jobs.length} jobs\n` +
+          formatTable(
+            ['', 'cost', 'vs no-packing', 'what it is'],
+            [
+              row('no-packing', noPacking, 'simulated: every task alone on its cheapest type'),
+              row('standalone', bounds.standaloneCost, 'the same without delays'),
+              row('timed bound', bounds.timedBound, 'no job waits or slows: fluid fleet over time'),
+              row('work bound', bounds.workBound, 'any schedule: fluid fleet for the task-hours'),
+            ],
+          ),
+      );
+    });
+}

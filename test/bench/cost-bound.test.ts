@@ -1,0 +1,154 @@
+import fc from 'fast-check';
+import type { GLPK } from 'glpk.js/node';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { costBounds } from '../../src/bench/cost-bound.js';
+import type { Catalog } from '../../src/core/catalog.js';
+import type { Resources } from '../../src/core/resources.js';
+import { loadIlpSolver } from '../../src/scheduler/ilp.js';
+import { runSimulation } from '../../src/sim/engine.js';
+import type { GroundTruth } from '../../src/sim/ground-truth.js';
+import { createScheduler } from '../../src/sim/schedulers.js';
+import type { TraceJob } from '../../src/sim/traces/types.js';
+import { CLI, ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+import { instanceType, trace, traceJob, traceTask } from '../sim/sim-fixtures.js';
+
+let solver: GLPK;
+beforeAll(async () => {
+  solver = await loadIlpSolver();
+});
+
+/** A vCPU-rich and a memory-rich family at the same price: jobs with opposite shapes pack well together. */
+const shapes: Catalog = {
+  provider: 'test',
+  region: 'test',
+  types: [instanceType('cpu.x', [0, 4, 8], 1), instanceType('mem.x', [0, 2, 16], 1)],
+};
+
+/** A one-hour job of one task (`iterations` at throughput 1 = seconds). */
+const hourJob = (id: string, demand: Resources, arrivalSeconds: number, hours = 1): TraceJob =>
+  traceJob(id, {
+    arrivalSeconds,
+    iterations: hours * 3600,
+    tasks: [traceTask('node0', { demand: { any: demand } })],
+  });
+
+describe('costBounds (fluid-fleet lower bounds)', () => {
+  // A = [0, 4, 2] alone: one cpu.x ($1/h; on mem.x it needs two for its vCPUs). B = [0, 1, 8] alone: half a mem.x
+  // ($0.50/h). Together on cpu.x: 5 vCPU and 10 GiB = 1.25 cpu.x, both dimensions tight: $1.25/h.
+  const a = (arrival: number) => hourJob('a', [0, 4, 2], arrival);
+  const b = (arrival: number) => hourJob('b', [0, 1, 8], arrival);
+
+  it('overlapping jobs: both bounds are the shared fluid fleet ($1.25 for the hour)', () => {
+    const r = costBounds(solver, shapes, [a(0), b(0)]);
+    expect(r.workBound).toBeCloseTo(1.25, 9);
+    expect(r.timedBound).toBeCloseTo(1.25, 9);
+    expect(r.standaloneCost).toBeCloseTo(2, 9); // each alone on its cheapest whole type
+    expect(r.segments).toBe(1);
+  });
+
+  it('disjoint jobs: the timed bound pays each hour alone ($1 + $0.50); the work bound still pools them', () => {
+    const r = costBounds(solver, shapes, [a(0), b(3600)]);
+    expect(r.timedBound).toBeCloseTo(1.5, 9);
+    expect(r.workBound).toBeCloseTo(1.25, 9);
+    expect(r.segments).toBe(2);
+  });
+
+  it('integrates partial overlaps by segment and skips idle gaps', () => {
+    // A in [0, 2h], B in [1h, 2h], then B again alone in [5h, 6h]: $1 + $1.25 + $0.50.
+    const r = costBounds(solver, shapes, [
+      hourJob('a', [0, 4, 2], 0, 2),
+      b(3600),
+      hourJob('b2', [0, 1, 8], 5 * 3600),
+    ]);
+    expect(r.timedBound).toBeCloseTo(2.75, 9);
+    expect(r.segments).toBe(3);
+  });
+
+  it('keeps a task to the families that can host it alone (a GPU task only on the GPU type)', () => {
+    const catalog: Catalog = {
+      provider: 'test',
+      region: 'test',
+      types: [instanceType('g.x', [2, 8, 32], 6), instanceType('c.x', [0, 8, 32], 1)],
+    };
+    // Two half-GPU tasks' worth: one [1, 2, 4] task for an hour needs half a g.x = $3; the CPU type cannot help.
+    const r = costBounds(solver, catalog, [hourJob('g', [1, 2, 4], 0)]);
+    expect(r.workBound).toBeCloseTo(3, 9);
+  });
+
+  it('says which demand no type can host', () => {
+    expect(() => costBounds(solver, shapes, [hourJob('x', [1, 1, 1], 0)])).toThrow(/no instance type.*1,1,1/);
+  });
+});
+
+describe('no schedule beats the work bound', () => {
+  const catalog: Catalog = {
+    provider: 'test',
+    region: 'test',
+    types: [
+      instanceType('g1.x', [1, 8, 32], 3),
+      instanceType('g4.x', [4, 32, 128], 12),
+      instanceType('c2.x', [0, 16, 32], 0.7),
+      instanceType('r2.x', [0, 4, 64], 0.9),
+    ],
+  };
+  const truth: GroundTruth = (_t, others) => 0.9 ** others.length;
+  const jobArb = fc.record({
+    arrivalSeconds: fc.integer({ min: 0, max: 4000 }),
+    seconds: fc.integer({ min: 60, max: 8000 }),
+    demands: fc.array(fc.constantFrom<Resources>([1, 4, 8], [0, 6, 16], [0, 2, 40], [2, 8, 60], [1, 8, 32]), {
+      minLength: 1,
+      maxLength: 2,
+    }),
+  });
+
+  it('simulated cost ≥ work bound for every scheduler; timed and standalone ≥ work (fast-check)', () => {
+    fc.assert(
+      fc.property(fc.array(jobArb, { minLength: 1, maxLength: 8 }), (specs) => {
+        const jobs = specs.map((s, n) =>
+          traceJob(`j${n}`, {
+            arrivalSeconds: s.arrivalSeconds,
+            iterations: s.seconds,
+            tasks: s.demands.map((d, k) => traceTask(`node${k}`, { demand: { any: d } })),
+          }),
+        );
+        const bounds = costBounds(solver, catalog, jobs);
+        expect(bounds.timedBound).toBeGreaterThanOrEqual(bounds.workBound - 1e-6);
+        expect(bounds.standaloneCost).toBeGreaterThanOrEqual(bounds.workBound - 1e-6);
+        for (const name of ['no-packing', 'eva', 'karpenter-balanced', 'stratus'] as const) {
+          const result = runSimulation({
+            trace: trace(...jobs),
+            scheduler: createScheduler(name, { catalog, groundTruth: truth }),
+            catalog,
+            groundTruth: truth,
+          });
+          expect(result.summary.totalCost, name).toBeGreaterThanOrEqual(bounds.workBound - 1e-6);
+        }
+      }),
+      { numRuns: 25 },
+    );
+  });
+});
+
+describe('fleetwise bench bound (CLI subprocess)', () => {
+  beforeAll(() => ensureBuiltCli(), 180_000);
+
+  it('prints one JSON object: pai_200 No-Packing as calibrated and its bounds', async () => {
+    const r = await runCli(['bench', 'bound', '--format', 'eva', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    const out = JSON.parse(lines[0] as string) as Record<string, number>;
+    expect(out.jobs).toBe(200);
+    expect(out.noPackingCost).toBeCloseTo(20736.38, 2); // the simulator's calibration (digest §6 C)
+    expect(out.workBound).toBeLessThanOrEqual(out.timedBound as number);
+    expect(out.normalizedWorkBound).toBeGreaterThan(0.5);
+    expect(out.normalizedWorkBound).toBeLessThan(0.6);
+  });
+
+  it('names a bad flag', async () => {
+    const r = await runCli(['bench', 'bound', '--format', 'synthetic', '--jobs', '0']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--jobs: must be ≥ 1/);
+    expect(CLI).toMatch(/main\.js$/);
+  });
+});
