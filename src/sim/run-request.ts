@@ -23,6 +23,8 @@ export interface RunRequest {
     readonly jobs?: number | undefined;
     readonly seed?: number | undefined;
     readonly multiTaskShare?: number | undefined;
+    /** Multiplies the arrival rate (`loadTrace`'s arrivalRateScale). */
+    readonly arrivalRateScale?: number | undefined;
   };
   /** Default: the bundled us-east-1 catalog. */
   readonly catalogPath?: string | undefined;
@@ -73,8 +75,8 @@ export function loadRequestCatalog(request: Pick<RunRequest, 'catalogPath'>): Ca
 }
 
 export function loadRequestTrace(request: Pick<RunRequest, 'trace'>, catalog: Catalog): Trace {
-  const { path, format, jobs, seed, multiTaskShare } = request.trace;
-  return loadTrace(path, { format, jobs, seed, multiTaskShare, instanceCatalog: catalog });
+  const { path, format, jobs, seed, multiTaskShare, arrivalRateScale } = request.trace;
+  return loadTrace(path, { format, jobs, seed, multiTaskShare, arrivalRateScale, instanceCatalog: catalog });
 }
 
 /**

@@ -131,4 +131,35 @@ describe('fleetwise simulate (CLI subprocess)', () => {
     expect(ok.code).toBe(0);
     expect(JSON.parse(ok.stdout).runs[0].scheduler).toBe('eva');
   });
+
+  it('--arrival-rate-scale makes the same jobs arrive that much faster and is recorded in report.json', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fleetwise-arrivals-'));
+    try {
+      const args = [...TINY, '--scheduler', 'no-packing', '--json'];
+      const fast = await cli([...args, '--arrival-rate-scale', '4', '--out', dir]);
+      expect(fast.code, fast.stderr).toBe(0);
+      const report = JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')) as {
+        settings: Record<string, unknown>;
+        details: Record<string, { jobs: { id: string; arrivalSeconds: number }[] }>;
+      };
+      expect(report.settings.arrivalRateScale).toBe(4);
+      const base = JSON.parse(readFileSync(join(outDir, 'report.json'), 'utf8')) as typeof report;
+      expect(base.settings.arrivalRateScale).toBe(1);
+      const arrivals = (r: typeof report) =>
+        new Map((r.details['no-packing']?.jobs ?? []).map((j) => [j.id, j.arrivalSeconds]));
+      const before = arrivals(base);
+      const after = arrivals(report);
+      expect(after.size).toBe(6);
+      // Generated arrivals are whole seconds, so the scaled ones are within a second of a quarter of the originals.
+      for (const [id, t] of after)
+        expect(Math.abs(t - (before.get(id) as number) / 4)).toBeLessThanOrEqual(1);
+      expect(Math.max(...after.values())).toBeLessThan(Math.max(...before.values()) / 3);
+
+      const bad = await cli([...args, '--arrival-rate-scale', '0']);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain('--arrival-rate-scale: must be > 0');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

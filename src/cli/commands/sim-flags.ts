@@ -37,6 +37,7 @@ export const traceOptionFields = {
   jobs: numberText(positiveInteger).optional(),
   seed: numberText(seedNumber).optional(),
   multiTask: numberText(z.number().min(0, 'must be ≥ 0').max(1, 'must be ≤ 1')).optional(),
+  arrivalRateScale: numberText(z.number().positive('must be > 0').max(1000, 'must be ≤ 1000')).optional(),
   catalog: z.string().min(1).optional(),
 };
 
@@ -74,6 +75,7 @@ export interface TraceFlags {
   readonly jobs?: number | undefined;
   readonly seed?: number | undefined;
   readonly multiTask?: number | undefined;
+  readonly arrivalRateScale?: number | undefined;
   readonly catalog?: string | undefined;
 }
 
@@ -92,6 +94,7 @@ export function loadTraceFlags(o: TraceFlags): {
     jobs: o.jobs,
     seed: o.seed,
     multiTaskShare: o.multiTask,
+    arrivalRateScale: o.arrivalRateScale,
   };
   const catalog = loadRequestCatalog({ catalogPath: o.catalog });
   const trace = loadRequestTrace({ trace: traceSpec }, catalog);
@@ -111,6 +114,7 @@ export function traceSettings(
     jobs: trace.jobs.length,
     seed: o.seed ?? 0,
     multiTaskShare: o.multiTask ?? null,
+    arrivalRateScale: o.arrivalRateScale ?? 1,
     catalog: o.catalog ?? `bundled (${catalog.provider} ${catalog.region})`,
     roundSeconds: o.roundSeconds ?? null,
   };
@@ -154,5 +158,9 @@ export function addTraceOptions(command: Command): Command {
     .option('--jobs <n>', 'use the first N jobs (eva) or generate N jobs (alibaba, synthetic, success)')
     .option('--seed <s>', 'seed of generated traces (default 0)')
     .option('--multi-task <share>', 'share of multi-task jobs in generated traces, 0..1')
+    .option(
+      '--arrival-rate-scale <x>',
+      'multiply the arrival rate (2 = jobs arrive twice as often; all formats; default 1)',
+    )
     .option('--catalog <file>', 'instance catalog JSON (default: bundled aws-us-east-1)');
 }
