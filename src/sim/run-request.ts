@@ -29,6 +29,8 @@ export interface RunRequest {
   /** Default: the bundled us-east-1 catalog. */
   readonly catalogPath?: string | undefined;
   readonly roundSeconds?: number | undefined;
+  /** Also plan right after arrivals and completions (RunOptions.earlyRounds). */
+  readonly earlyRounds?: boolean | undefined;
   readonly evaDefaultRate?: number | undefined;
   /** Eva's task prices and packing efficiency (EvaOptions.reservationPrice / packingEfficiency). */
   readonly evaPrices?: 'standalone' | 'packed' | undefined;
@@ -102,6 +104,7 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
     catalog,
     groundTruth,
     ...(request.roundSeconds !== undefined ? { roundSeconds: request.roundSeconds } : {}),
+    ...(request.earlyRounds === true ? { earlyRounds: true } : {}),
     ...(request.queue !== undefined
       ? {
           queue: {

@@ -38,6 +38,7 @@ interface RawSimulateOptions {
   readonly out?: string;
   readonly json?: boolean;
   readonly roundSeconds?: string;
+  readonly earlyRounds?: boolean;
   readonly evaDefaultRate?: string;
   readonly evaPrices?: string;
   readonly evaPackingEfficiency?: string;
@@ -58,6 +59,7 @@ const optionsSchema = z.object({
   out: z.string().min(1).optional(),
   json: z.boolean().optional(),
   roundSeconds: numberText(z.number().positive('must be > 0')).optional(),
+  earlyRounds: z.boolean().optional(),
   evaDefaultRate: numberText(rate).optional(),
   evaPrices: z.enum(['standalone', 'packed']).optional(),
   evaPackingEfficiency: numberText(rate).optional(),
@@ -174,6 +176,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     trace: traceSpec,
     catalogPath: o.catalog,
     roundSeconds: o.roundSeconds,
+    earlyRounds: o.earlyRounds,
     evaDefaultRate: o.evaDefaultRate,
     evaPrices: o.evaPrices,
     evaPackingEfficiency: o.evaPackingEfficiency,
@@ -196,6 +199,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   if (o.out !== undefined) {
     const settings: ReportSettings = {
       ...traceSettings(o, trace, catalog),
+      earlyRounds: o.earlyRounds ?? false,
       evaDefaultRate: o.evaDefaultRate ?? null,
       evaPrices: o.evaPrices ?? 'packed',
       evaPackingEfficiency: o.evaPackingEfficiency ?? DEFAULT_PACKING_EFFICIENCY,
@@ -227,6 +231,10 @@ export function registerSimulate(program: Command): Command {
     .option('--out <dir>', 'write report.json, runs.csv and report.html into this directory')
     .option('--json', 'print exactly one JSON object {"runs":[…]} on stdout')
     .option('--round-seconds <s>', 'scheduling period in seconds (default 300)')
+    .option(
+      '--early-rounds',
+      "also plan right after each job arrival and completion, as the controller does (Eva's reference: period only)",
+    )
     .option('--eva-default-rate <r>', "Eva's prior co-location throughput per task, (0, 1] (default 0.95)")
     .option(
       '--eva-prices <kind>',
