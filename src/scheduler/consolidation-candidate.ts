@@ -30,7 +30,7 @@ export class ConsolidationCandidate {
   private last: { key: string; result: readonly PlannedInstance[] } | undefined;
 
   constructor(catalog: Catalog) {
-    this.karpenter = new KarpenterScheduler(catalog, { balanced: true });
+    this.karpenter = new KarpenterScheduler(catalog, { policy: 'Balanced' });
   }
 
   /**

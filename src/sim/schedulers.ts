@@ -24,6 +24,7 @@ export const SCHEDULER_NAMES = [
   'owl',
   'karpenter',
   'karpenter-balanced',
+  'karpenter-when-empty',
 ] as const;
 
 export type SchedulerName = (typeof SCHEDULER_NAMES)[number];
@@ -95,9 +96,11 @@ export function createScheduler(name: string, options: SchedulerOptions): Schedu
     case 'owl':
       return new OwlScheduler(catalog, owlOracle(options.groundTruth));
     case 'karpenter':
-      return new KarpenterScheduler(catalog, { balanced: false });
+      return new KarpenterScheduler(catalog, { policy: 'WhenEmptyOrUnderutilized' });
     case 'karpenter-balanced':
-      return new KarpenterScheduler(catalog, { balanced: true });
+      return new KarpenterScheduler(catalog, { policy: 'Balanced' });
+    case 'karpenter-when-empty':
+      return new KarpenterScheduler(catalog, { policy: 'WhenEmpty' });
     default: {
       const unreachable: never = name;
       throw new Error(unknownSchedulerProblem([String(unreachable)]));

@@ -23,6 +23,12 @@
  *  - Balanced (optional, `designs/balanced-consolidation.md`, k = 2): a move passes when
  *    (savings / fleet $/h) / (disruption / fleet disruption) ≥ 1/k, savings = removed − created $/h, disruption =
  *    1 per removed instance + 1 per evicted task; zero or negative savings never pass.
+ *  - WhenEmpty (optional): Emptiness only, no consolidation of instances with tasks. This is also what every
+ *    long batch job annotated `karpenter.sh/do-not-disrupt` gets, as Karpenter's docs advise for jobs that "would
+ *    need to start over if interrupted" (digest §1.3.2): without checkpointing, an evicted task restarts from scratch.
+ *
+ * The two consolidating policies move tasks with fleetwise's checkpoint/restore, so they stand for Karpenter running
+ * jobs that checkpoint on SIGTERM and resume where they stopped: the most favourable case for Karpenter.
  */
 import type { Catalog, InstanceType } from '../../core/catalog.js';
 import type { ClusterSnapshot } from '../../core/model.js';
@@ -39,9 +45,18 @@ import {
   type WorkingInstance,
 } from './common.js';
 
+/** Karpenter's `spec.disruption.consolidationPolicy` (digest §1.3.2). */
+export type ConsolidationPolicy = 'WhenEmptyOrUnderutilized' | 'Balanced' | 'WhenEmpty';
+
+const NAME_OF_POLICY: Readonly<Record<ConsolidationPolicy, string>> = {
+  WhenEmptyOrUnderutilized: 'karpenter',
+  Balanced: 'karpenter-balanced',
+  WhenEmpty: 'karpenter-when-empty',
+};
+
 export interface KarpenterOptions {
-  /** Use the Balanced consolidation policy instead of WhenEmptyOrUnderutilized. */
-  readonly balanced?: boolean;
+  /** Default WhenEmptyOrUnderutilized, Karpenter's default. */
+  readonly policy?: ConsolidationPolicy;
   /** Balanced's k (`consolidationThreshold`): a move passes when its score ≥ 1/k. Default 2. */
   readonly consolidationThreshold?: number;
 }
@@ -62,7 +77,7 @@ interface Command {
 export class KarpenterScheduler implements Scheduler {
   readonly name: string;
   private readonly book: PriceBook;
-  private readonly balanced: boolean;
+  private readonly policy: ConsolidationPolicy;
   private readonly k: number;
 
   constructor(
@@ -70,10 +85,10 @@ export class KarpenterScheduler implements Scheduler {
     options: KarpenterOptions = {},
   ) {
     this.book = new PriceBook(catalog);
-    this.balanced = options.balanced ?? false;
+    this.policy = options.policy ?? 'WhenEmptyOrUnderutilized';
     this.k = options.consolidationThreshold ?? DEFAULT_CONSOLIDATION_THRESHOLD;
     if (!(this.k > 0)) throw new Error(`consolidationThreshold must be > 0, got ${this.k}`);
-    this.name = this.balanced ? 'karpenter-balanced' : 'karpenter';
+    this.name = NAME_OF_POLICY[this.policy];
   }
 
   /** Karpenter does not model interference. */
@@ -107,10 +122,12 @@ export class KarpenterScheduler implements Scheduler {
     // Consolidation passes: each command removes at least one candidate, and nothing it creates or fills is a
     // candidate again this round, so the loop ends.
     const commands: string[] = [];
+    const balanced = this.policy === 'Balanced';
     for (;;) {
+      if (this.policy === 'WhenEmpty') break;
       const candidates = this.candidates(work, view, touched);
       if (candidates.length === 0) break;
-      const totals = this.balanced ? fleetTotals(work) : undefined;
+      const totals = balanced ? fleetTotals(work) : undefined;
       const cmd =
         this.multiNode(work, sim, candidates, totals) ?? this.singleNode(work, sim, candidates, totals);
       if (cmd === undefined) break;
@@ -134,7 +151,7 @@ export class KarpenterScheduler implements Scheduler {
 
     const configuration = work.toConfiguration();
     const reason =
-      `Karpenter${this.balanced ? ` (Balanced, k=${this.k})` : ''}: ${tally.toString()}; ` +
+      `Karpenter (${this.policy}${balanced ? `, k=${this.k}` : ''}): ${tally.toString()}; ` +
       (commands.length === 0 ? 'no consolidation' : `consolidation: ${commands.join('; ')}`);
     return {
       configuration,

@@ -3,7 +3,8 @@ import { parseCatalog } from '../../../src/core/catalog.js';
 import { KarpenterScheduler } from '../../../src/scheduler/baselines/karpenter.js';
 import { catalog, layout, snapshot } from './fixtures.js';
 
-const karpenter = (balanced = false) => new KarpenterScheduler(catalog, { balanced });
+const karpenter = (balanced = false) =>
+  new KarpenterScheduler(catalog, { policy: balanced ? 'Balanced' : 'WhenEmptyOrUnderutilized' });
 
 describe('KarpenterScheduler provisioning', () => {
   it('places pending tasks first-fit-decreasing onto existing capacity, then onto the cheapest new type', () => {
@@ -39,6 +40,44 @@ describe('KarpenterScheduler provisioning', () => {
   it('deletes empty instances', () => {
     const plan = karpenter().plan(snapshot({ instances: [{ id: 'e', type: 'c7i.large' }], jobs: [] }));
     expect(plan.configuration.instances).toEqual([]);
+  });
+});
+
+describe('KarpenterScheduler WhenEmpty (consolidationPolicy, or do-not-disrupt batch jobs)', () => {
+  const whenEmpty = () => new KarpenterScheduler(catalog, { policy: 'WhenEmpty' });
+
+  it('never moves a running task, even where the default policy deletes the instance', () => {
+    const snap = snapshot({
+      instances: [
+        { id: 'i1', type: 'c7i.2xlarge' },
+        { id: 'i2', type: 'c7i.2xlarge' },
+      ],
+      jobs: [
+        { id: 'a', demand: [0, 2, 4], on: 'i1' },
+        { id: 'b', demand: [0, 6, 12], on: 'i2' },
+      ],
+    });
+    expect(layout(karpenter().plan(snap).configuration)).toHaveLength(1);
+    const plan = whenEmpty().plan(snap);
+    expect(layout(plan.configuration)).toEqual(['i1:c7i.2xlarge[a-0]', 'i2:c7i.2xlarge[b-0]']);
+    expect(plan.decision.reason).toMatch(/^Karpenter \(WhenEmpty\)/);
+    expect(whenEmpty().name).toBe('karpenter-when-empty');
+  });
+
+  it('still deletes empty instances and packs pending tasks like the other policies', () => {
+    const plan = whenEmpty().plan(
+      snapshot({
+        instances: [
+          { id: 'e', type: 'c7i.large' },
+          { id: 'i1', type: 'c7i.2xlarge' },
+        ],
+        jobs: [
+          { id: 'a', demand: [0, 4, 8], on: 'i1' },
+          { id: 'p', demand: [0, 4, 8], arrivalSeconds: 1 },
+        ],
+      }),
+    );
+    expect(layout(plan.configuration)).toEqual(['i1:c7i.2xlarge[a-0,p-0]']);
   });
 });
 

@@ -162,7 +162,12 @@ const makers: readonly { name: string; make: () => Scheduler; maxPerInstance: nu
   { name: 'karpenter', make: () => new KarpenterScheduler(catalog), maxPerInstance: 8 },
   {
     name: 'karpenter-balanced',
-    make: () => new KarpenterScheduler(catalog, { balanced: true }),
+    make: () => new KarpenterScheduler(catalog, { policy: 'Balanced' }),
+    maxPerInstance: 8,
+  },
+  {
+    name: 'karpenter-when-empty',
+    make: () => new KarpenterScheduler(catalog, { policy: 'WhenEmpty' }),
     maxPerInstance: 8,
   },
 ];
