@@ -40,6 +40,13 @@ interface DemandClass {
   readonly families: readonly string[];
 }
 
+/** A job starting (+1) or ending (−1) at `at` seconds. */
+interface JobEvent {
+  readonly at: number;
+  readonly job: number;
+  readonly sign: 1 | -1;
+}
+
 const GLP_UP = 3;
 const GLP_FX = 5;
 const GLP_MIN = 1;
@@ -137,25 +144,24 @@ export function costBounds(solver: GLPK, catalog: Catalog, jobs: readonly TraceJ
   });
   const workBound = lp.cost(taskHours);
 
-  // Timed bound: sweep arrivals (+) and completions (−) in time order; same-time events apply together.
-  const events = jobs.flatMap((j, i) => [
-    { at: j.arrivalSeconds, job: i, sign: 1 },
-    { at: j.arrivalSeconds + j.durationSeconds, job: i, sign: -1 },
+  // Timed bound: sweep arrivals (+1) and completions (−1) in time order; same-time events apply together.
+  const events: JobEvent[] = jobs.flatMap((j, job) => [
+    { at: j.arrivalSeconds, job, sign: 1 },
+    { at: j.arrivalSeconds + j.durationSeconds, job, sign: -1 },
   ]);
   events.sort((a, b) => a.at - b.at || a.sign - b.sign);
   const running = new Map<number, number>();
   let timedBound = 0;
   let segments = 0;
-  for (let e = 0; e < events.length;) {
-    const at = (events[e] as (typeof events)[number]).at;
-    for (; e < events.length && (events[e] as (typeof events)[number]).at === at; e++) {
-      const ev = events[e] as (typeof events)[number];
+  let e = 0;
+  while (e < events.length) {
+    const at = (events[e] as JobEvent).at;
+    for (let ev = events[e]; ev !== undefined && ev.at === at; ev = events[++e])
       for (const c of jobClasses[ev.job] as number[]) {
         const n = (running.get(c) ?? 0) + ev.sign;
         if (n === 0) running.delete(c);
         else running.set(c, n);
       }
-    }
     const next = events[e]?.at;
     if (next === undefined || running.size === 0) continue;
     segments += 1;
