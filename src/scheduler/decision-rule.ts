@@ -78,17 +78,19 @@ export function netValue(savingPerSecond: number, migrationCost: number, horizon
 
 /**
  * Eq. 1: choose Full iff (S_full − S_partial)·T > M_full − M_partial. The reference rounds both sides' values to
- * cents before comparing, so differences below a cent never cause a reconfiguration.
+ * cents before comparing, so differences below a cent never cause a reconfiguration. With `paybackMargin` k > 1
+ * (EvaOptions.paybackMargin) the extra migration cost counts k times: (S_full − S_partial)·T > k·(M_full − M_partial).
  */
 export function chooseFull(
   full: { savingPerSecond: number; migrationCost: number },
   partial: { savingPerSecond: number; migrationCost: number },
   horizon: number,
+  paybackMargin = 1,
 ): boolean {
   const cents = (x: number) => Math.round(x * 100) / 100;
   return (
-    cents(netValue(full.savingPerSecond, full.migrationCost, horizon)) -
-      cents(netValue(partial.savingPerSecond, partial.migrationCost, horizon)) >
+    cents(netValue(full.savingPerSecond, paybackMargin * full.migrationCost, horizon)) -
+      cents(netValue(partial.savingPerSecond, paybackMargin * partial.migrationCost, horizon)) >
     0
   );
 }

@@ -35,6 +35,8 @@ export interface RunRequest {
   /** Eva's task prices and packing efficiency (EvaOptions.reservationPrice / packingEfficiency). */
   readonly evaPrices?: 'standalone' | 'packed' | undefined;
   readonly evaPackingEfficiency?: number | undefined;
+  /** Eva's payback margin k (EvaOptions.paybackMargin). */
+  readonly evaPaybackMargin?: number | undefined;
   /** Replace the measured contention matrix by a uniform pairwise rate (Eva §6.4 ablation). */
   readonly pairwiseInterference?: number | undefined;
   /** Queue layer under caps (issue 6): admission each round, and the caps passed to Eva's plans. */
@@ -95,6 +97,7 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
     evaDefaultRate: request.evaDefaultRate,
     evaPrices: request.evaPrices,
     evaPackingEfficiency: request.evaPackingEfficiency,
+    evaPaybackMargin: request.evaPaybackMargin,
     caps: request.queue === undefined ? undefined : schedulerCaps(request.queue.caps),
   });
   const sizesSeconds = trace.jobs.map((j) => j.durationSeconds * j.tasks.length);

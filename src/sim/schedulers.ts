@@ -38,6 +38,8 @@ export interface SchedulerOptions {
   /** Eva's task prices (EvaOptions.reservationPrice; default packed) and packing efficiency (default 0.8). */
   readonly evaPrices?: 'standalone' | 'packed' | undefined;
   readonly evaPackingEfficiency?: number | undefined;
+  /** A move must save this many times its migration cost over the horizon (EvaOptions.paybackMargin; default 8). */
+  readonly evaPaybackMargin?: number | undefined;
   /** Hard caps Eva keeps its plans under (EvaOptions.caps; the queue layer's safety rail). Baselines ignore them. */
   readonly caps?: Caps | undefined;
 }
@@ -85,6 +87,7 @@ export function createScheduler(name: string, options: SchedulerOptions): Schedu
         ...(options.evaPackingEfficiency !== undefined
           ? { packingEfficiency: options.evaPackingEfficiency }
           : {}),
+        ...(options.evaPaybackMargin !== undefined ? { paybackMargin: options.evaPaybackMargin } : {}),
         ...(options.caps !== undefined ? { caps: options.caps } : {}),
       });
     case 'no-packing':

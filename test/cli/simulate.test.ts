@@ -127,7 +127,19 @@ describe('fleetwise simulate (CLI subprocess)', () => {
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--eva-prices');
     expect(bad.stderr).toContain('--eva-packing-efficiency: must be > 0');
-    const ok = await cli([...TINY, '--scheduler', 'eva', '--eva-prices', 'standalone', '--json']);
+    const margin = await cli([...TINY, '--scheduler', 'eva', '--eva-payback-margin', '0.5']);
+    expect(margin.code).toBe(2);
+    expect(margin.stderr).toContain('--eva-payback-margin: must be ≥ 1');
+    const ok = await cli([
+      ...TINY,
+      '--scheduler',
+      'eva',
+      '--eva-prices',
+      'standalone',
+      '--eva-payback-margin',
+      '1',
+      '--json',
+    ]);
     expect(ok.code).toBe(0);
     expect(JSON.parse(ok.stdout).runs[0].scheduler).toBe('eva');
   });

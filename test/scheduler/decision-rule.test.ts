@@ -34,6 +34,15 @@ describe('full-vs-partial choice, eq. 1', () => {
   it('break-even (equal net values) keeps partial', () => {
     expect(chooseFull(full, partial, 8000)).toBe(false);
   });
+
+  it('a payback margin k counts the extra migration cost k times', () => {
+    // k = 2: 47.46 < 2 × 40 = 80 keeps partial; over T = 20,000 s, 0.005 × 20,000 = 100 > 80 chooses full.
+    expect(chooseFull(full, partial, 9491.2, 2)).toBe(false);
+    expect(chooseFull(full, partial, 20_000, 2)).toBe(true);
+    // Break-even at k = 2 (T = 16,000 s: 80 = 80) keeps partial; k = 1 is eq. 1 itself.
+    expect(chooseFull(full, partial, 16_000, 2)).toBe(false);
+    expect(chooseFull(full, partial, 9491.2, 1)).toBe(chooseFull(full, partial, 9491.2));
+  });
 });
 
 describe('event history', () => {

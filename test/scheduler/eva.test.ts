@@ -4,7 +4,7 @@ import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../../src/core/model.js';
 import { demandOn, fits, type FamilyDemand, type Resources } from '../../src/core/resources.js';
 import { ColocationTable } from '../../src/scheduler/colocation-table.js';
-import { EvaScheduler } from '../../src/scheduler/eva.js';
+import { DEFAULT_PAYBACK_MARGIN, EvaScheduler } from '../../src/scheduler/eva.js';
 import { packFromScratch } from '../../src/scheduler/full-reconfiguration.js';
 import { netValue } from '../../src/scheduler/decision-rule.js';
 import { PriceBook } from '../../src/scheduler/reservation-price.js';
@@ -159,7 +159,8 @@ describe('EvaScheduler', () => {
     );
   });
 
-  it('approves no move without a positive net saving over staying (property)', () => {
+  it('approves no move without a positive net saving over staying, k × the migration cost counted (property)', () => {
+    let declinedOnlyByMargin = 0;
     fc.assert(
       fc.property(
         fc.array(jobDraft, { minLength: 1, maxLength: 25 }),
@@ -168,6 +169,10 @@ describe('EvaScheduler', () => {
         (old, fresh, finished) => {
           const snapshot = evolve(old, fresh, finished);
           const plan = new EvaScheduler(catalog).plan(snapshot);
+          if (plan.decision.chosen === 'stay') {
+            const plain = new EvaScheduler(catalog, { paybackMargin: 1 }).plan(snapshot);
+            if (plain.decision.chosen !== 'stay') declinedOnlyByMargin += 1;
+          }
           const d = plan.decision;
           const chosen = d.candidates.find((c) => c.name === d.chosen);
           const stay = d.candidates.find((c) => c.name === 'stay');
@@ -175,10 +180,12 @@ describe('EvaScheduler', () => {
           expect(stay).toBeDefined();
           if (chosen !== undefined && stay !== undefined && chosen.name !== 'stay') {
             const T = d.horizonSeconds ?? 0;
+            const k = DEFAULT_PAYBACK_MARGIN;
             const gain =
-              netValue(chosen.savingPerSecond, chosen.migrationCost, T) -
-              netValue(stay.savingPerSecond, stay.migrationCost, T);
+              netValue(chosen.savingPerSecond, k * chosen.migrationCost, T) -
+              netValue(stay.savingPerSecond, k * stay.migrationCost, T);
             expect(gain).toBeGreaterThan(0);
+            expect(d.reason).toContain(`×${k}`);
           }
           // Moves reported by the decision are real: those jobs' tasks changed instance.
           const placedOn = new Map<string, string>();
@@ -196,6 +203,14 @@ describe('EvaScheduler', () => {
       ),
       { numRuns: 80, seed: 11 },
     );
+    // Some moves that pay back once but not k times were declined (Eva's eq. 1 alone would have made them).
+    expect(declinedOnlyByMargin).toBeGreaterThan(0);
+  });
+
+  it('rejects a payback margin below 1 or not finite', () => {
+    expect(() => new EvaScheduler(catalog, { paybackMargin: 0.5 })).toThrow(/payback margin.*≥ 1, got 0.5/);
+    expect(() => new EvaScheduler(catalog, { paybackMargin: Number.NaN })).toThrow(/payback margin/);
+    expect(new EvaScheduler(catalog, { paybackMargin: 1 }).name).toBe('eva');
   });
 
   it('never exceeds the $/hour, instance and migration caps (property)', () => {

@@ -24,7 +24,7 @@ import { parseSchedulerList, SCHEDULER_NAMES } from '../../sim/schedulers.js';
 import type { RunResult } from '../../sim/types.js';
 import { QUEUE_KINDS } from '../../sim/admission.js';
 import type { FamilyGroupQuota } from '../../queue/caps.js';
-import { DEFAULT_PACKING_EFFICIENCY } from '../../scheduler/eva.js';
+import { DEFAULT_PACKING_EFFICIENCY, DEFAULT_PAYBACK_MARGIN } from '../../scheduler/eva.js';
 
 /** Raw commander values (strings); validated by `optionsSchema`. */
 interface RawSimulateOptions {
@@ -42,6 +42,7 @@ interface RawSimulateOptions {
   readonly evaDefaultRate?: string;
   readonly evaPrices?: string;
   readonly evaPackingEfficiency?: string;
+  readonly evaPaybackMargin?: string;
   readonly pairwiseInterference?: string;
   readonly parallel?: string;
   readonly capDollarsPerHour?: string;
@@ -63,6 +64,7 @@ const optionsSchema = z.object({
   evaDefaultRate: numberText(rate).optional(),
   evaPrices: z.enum(['standalone', 'packed']).optional(),
   evaPackingEfficiency: numberText(rate).optional(),
+  evaPaybackMargin: numberText(z.number().min(1, 'must be ≥ 1').max(1000, 'must be ≤ 1000')).optional(),
   pairwiseInterference: numberText(rate).optional(),
   parallel: numberText(positiveInteger).optional(),
   capDollarsPerHour: numberText(z.number().positive('must be > 0')).optional(),
@@ -180,6 +182,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     evaDefaultRate: o.evaDefaultRate,
     evaPrices: o.evaPrices,
     evaPackingEfficiency: o.evaPackingEfficiency,
+    evaPaybackMargin: o.evaPaybackMargin,
     pairwiseInterference: o.pairwiseInterference,
     queue,
   }));
@@ -203,6 +206,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
       evaDefaultRate: o.evaDefaultRate ?? null,
       evaPrices: o.evaPrices ?? 'packed',
       evaPackingEfficiency: o.evaPackingEfficiency ?? DEFAULT_PACKING_EFFICIENCY,
+      evaPaybackMargin: o.evaPaybackMargin ?? DEFAULT_PAYBACK_MARGIN,
       groundTruth:
         o.pairwiseInterference !== undefined
           ? `pairwise co-location throughput ${o.pairwiseInterference}`
@@ -243,6 +247,10 @@ export function registerSimulate(program: Command): Command {
     .option(
       '--eva-packing-efficiency <x>',
       `packed prices: expected share of an instance's bottleneck capacity in use, (0, 1] (default ${DEFAULT_PACKING_EFFICIENCY})`,
+    )
+    .option(
+      '--eva-payback-margin <k>',
+      `Eva moves jobs only when the saving over the horizon is ≥ k × the migration cost (Eva eq. 1: 1; default ${DEFAULT_PAYBACK_MARGIN})`,
     )
     .option('--pairwise-interference <x>', 'ground truth: every co-located pair runs at rate x (Eva §6.4)')
     .option('--parallel <n>', 'runs at once (default: min(#schedulers, available cores))')
