@@ -71,6 +71,22 @@ const capsSchema = z
   });
 
 /**
+ * The `scheduler:` section: Eva's tunables (src/scheduler/eva.ts EvaOptions), each defaulting to Eva's measured
+ * default. Unknown keys are errors.
+ */
+const unitRate = z.number().finite().gt(0, 'must be > 0').max(1, 'must be ≤ 1');
+const schedulerSchema = z.strictObject({
+  /** `packed` (default) or `standalone` (Eva §4.2) task prices. */
+  prices: z.enum(['packed', 'standalone']).optional(),
+  /** Packed prices: expected share of an instance's bottleneck capacity in use (default 0.8). */
+  packingEfficiency: unitRate.optional(),
+  /** A move must save this many times its migration cost over the horizon (default 8; Eva's eq. 1: 1). */
+  paybackMargin: z.number().finite().min(1, 'must be ≥ 1').optional(),
+  /** Co-location throughput per co-located task assumed before anything is learned (default 0.95). */
+  defaultRate: unitRate.optional(),
+});
+
+/**
  * The `queue:` section: WFQ classes, weights, orderings and preemption (PCS §3; src/queue/wfq.ts). Unknown keys are
  * refused here (the core schema strips them), then the core schema checks values, defaults and thresholds.
  */
@@ -235,6 +251,8 @@ export const controllerConfigSchema = z
      * (fifo, srpt, success-rank), preemption policy. Default: one FIFO class.
      */
     queue: queueSchema.optional(),
+    /** Eva's tunables: task prices, packing efficiency, payback margin, prior co-location rate. */
+    scheduler: schedulerSchema.default({}),
     /** Plan and record decisions, make no cloud call. */
     dryRun: z.boolean().default(false),
     /** What to do with instances tagged with this cluster that the state does not know. */

@@ -3,7 +3,7 @@ import type { Caps } from '../core/model.js';
 import type { QueueCaps } from '../queue/caps.js';
 import type { WfqConfig } from '../queue/wfq.js';
 import { diffConfiguration, type Action, type ConfigurationDiff } from '../scheduler/actions.js';
-import { EvaScheduler } from '../scheduler/eva.js';
+import { EvaScheduler, type EvaOptions } from '../scheduler/eva.js';
 import type {
   Configuration,
   DecisionRecord,
@@ -77,6 +77,8 @@ export interface ControllerSettings {
   readonly caps: QueueCaps;
   /** WFQ classes, orderings and preemption policy of the queue layer (issue 6); default one FIFO class. */
   readonly queue?: WfqConfig | undefined;
+  /** Eva's options besides the caps (the config's `scheduler:` section); default: Eva's defaults. */
+  readonly eva?: Omit<EvaOptions, 'caps' | 'variant' | 'exact'> | undefined;
   readonly dryRun: boolean;
   readonly orphanPolicy: OrphanPolicy;
   readonly vanishGraceSeconds: number;
@@ -98,6 +100,16 @@ export function settingsFromConfig(config: ControllerConfig): ControllerSettings
     pollSeconds: config.pollSeconds,
     caps: config.caps,
     queue: config.queue,
+    eva: {
+      ...(config.scheduler.prices !== undefined ? { reservationPrice: config.scheduler.prices } : {}),
+      ...(config.scheduler.packingEfficiency !== undefined
+        ? { packingEfficiency: config.scheduler.packingEfficiency }
+        : {}),
+      ...(config.scheduler.paybackMargin !== undefined
+        ? { paybackMargin: config.scheduler.paybackMargin }
+        : {}),
+      ...(config.scheduler.defaultRate !== undefined ? { defaultRate: config.scheduler.defaultRate } : {}),
+    },
     dryRun: config.dryRun,
     orphanPolicy: config.orphans,
     vanishGraceSeconds: config.vanishGraceSeconds,
@@ -236,10 +248,12 @@ export class Controller implements ControllerService {
     this.schedulerFor =
       deps.schedulerFor ??
       (deps.scheduler === undefined
-        ? (catalog) => new EvaScheduler(catalog, { caps: schedulerCaps(deps.settings.caps) })
+        ? (catalog) =>
+            new EvaScheduler(catalog, { ...deps.settings.eva, caps: schedulerCaps(deps.settings.caps) })
         : undefined);
     this.scheduler =
-      deps.scheduler ?? new EvaScheduler(deps.catalog, { caps: schedulerCaps(deps.settings.caps) });
+      deps.scheduler ??
+      new EvaScheduler(deps.catalog, { ...deps.settings.eva, caps: schedulerCaps(deps.settings.caps) });
     this.predict = deps.predict === false ? undefined : (deps.predict ?? defaultPredict);
     this.admission = new ControllerAdmission(deps.catalog, {
       caps: deps.settings.caps,

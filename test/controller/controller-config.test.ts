@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/core/validation.js';
 import { ensureSecretFile } from '../../src/cli/commands/controller.js';
 import { loadControllerConfig, parseListen } from '../../src/controller/config.js';
+import { settingsFromConfig } from '../../src/controller/controller.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-config-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -154,6 +155,39 @@ describe('controller configuration', () => {
     expect(problemsOf(() => loadControllerConfig({ flags: { config: yaml }, env: {} })).problems[0]).toMatch(
       /^not valid YAML/,
     );
+  });
+
+  it('takes Eva’s tunables from the scheduler section and rejects bad or unknown ones', () => {
+    const path = file(
+      'eva.yaml',
+      ['cluster: c', 'stateDir: s', 'scheduler:', '  paybackMargin: 1', '  prices: standalone'].join('\n'),
+    );
+    const config = loadControllerConfig({ flags: { config: path }, env: {}, defaultRegion: 'us-east-1' });
+    expect(settingsFromConfig(config).eva).toEqual({ paybackMargin: 1, reservationPrice: 'standalone' });
+    const plain = loadControllerConfig({
+      flags: { cluster: 'c', stateDir: 's' },
+      env: {},
+      defaultRegion: 'us-east-1',
+    });
+    expect(settingsFromConfig(plain).eva).toEqual({}); // Eva's defaults
+
+    const bad = file(
+      'bad-eva.yaml',
+      [
+        'cluster: c',
+        'stateDir: s',
+        'scheduler:',
+        '  paybackMargin: 0.5',
+        '  packingEfficiency: 2',
+        '  k: 3',
+      ].join('\n'),
+    );
+    const problems = problemsOf(() =>
+      loadControllerConfig({ flags: { config: bad }, env: {}, defaultRegion: 'us-east-1' }),
+    ).problems;
+    expect(problems).toContain('scheduler.paybackMargin (line 4): must be ≥ 1');
+    expect(problems).toContain('scheduler.packingEfficiency (line 5): must be ≤ 1');
+    expect(problems.some((p) => p.startsWith('scheduler') && p.includes('k'))).toBe(true);
   });
 
   it('splits listen addresses', () => {

@@ -97,6 +97,18 @@ describe('controller rounds against an in-memory cloud', () => {
     expect(store.latestRound()?.decision.scheduler).toBe('eva');
   });
 
+  it('plans with the configured Eva options (payback margin shown in the decision only when k ≠ 1)', async () => {
+    const reasonWith = async (overrides: Parameters<typeof rig>[0]): Promise<string> => {
+      const { controller, store } = rig({ dryRun: true, ...overrides });
+      await controller.recover();
+      controller.submit(jobSpec('small', CPU_SMALL), 'research');
+      await controller.runRound();
+      return store.latestRound()?.decision.reason ?? '';
+    };
+    expect(await reasonWith({})).toContain('×8');
+    expect(await reasonWith({ eva: { paybackMargin: 1 } })).not.toContain('×');
+  });
+
   it('launches the next-cheapest type that fits the planned tasks on insufficient capacity', async () => {
     const { controller, store, cloud } = rig();
     cloud.noCapacity.add('c7i.xlarge');
