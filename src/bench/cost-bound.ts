@@ -31,6 +31,8 @@ export interface CostBounds {
   readonly standaloneCost: number;
   /** Intervals between consecutive job events with at least one job running (LPs solved for the timed bound). */
   readonly segments: number;
+  /** The timed bound accumulated over time: its value so far at each distinct job event (seconds, $). */
+  readonly timedSeries: { readonly timeSeconds: number[]; readonly cumulativeCost: number[] };
 }
 
 interface DemandClass {
@@ -153,9 +155,12 @@ export function costBounds(solver: GLPK, catalog: Catalog, jobs: readonly TraceJ
   const running = new Map<number, number>();
   let timedBound = 0;
   let segments = 0;
+  const timedSeries = { timeSeconds: [] as number[], cumulativeCost: [] as number[] };
   let e = 0;
   while (e < events.length) {
     const at = (events[e] as JobEvent).at;
+    timedSeries.timeSeconds.push(at);
+    timedSeries.cumulativeCost.push(timedBound);
     for (let ev = events[e]; ev !== undefined && ev.at === at; ev = events[++e])
       for (const c of jobClasses[ev.job] as number[]) {
         const n = (running.get(c) ?? 0) + ev.sign;
@@ -172,5 +177,5 @@ export function costBounds(solver: GLPK, catalog: Catalog, jobs: readonly TraceJ
   let standaloneCost = 0;
   for (const j of jobs)
     for (const t of j.tasks) standaloneCost += (book.reservationPrice(t.demand) * j.durationSeconds) / 3600;
-  return { workBound, timedBound, standaloneCost, segments };
+  return { workBound, timedBound, standaloneCost, segments, timedSeries };
 }

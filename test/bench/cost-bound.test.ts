@@ -51,6 +51,9 @@ describe('costBounds (fluid-fleet lower bounds)', () => {
     expect(r.timedBound).toBeCloseTo(1.5, 9);
     expect(r.workBound).toBeCloseTo(1.25, 9);
     expect(r.segments).toBe(2);
+    // Accumulated at each event: $1 after A's hour, $0.50 more after B's.
+    expect(r.timedSeries.timeSeconds).toEqual([0, 3600, 7200]);
+    expect(r.timedSeries.cumulativeCost.map((c) => Number(c.toFixed(9)))).toEqual([0, 1, 1.5]);
   });
 
   it('integrates partial overlaps by segment and skips idle gaps', () => {

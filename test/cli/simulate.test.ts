@@ -70,14 +70,20 @@ describe('fleetwise simulate (CLI subprocess)', () => {
     const report = JSON.parse(readFileSync(join(outDir, 'report.json'), 'utf8')) as {
       runs: RunSummary[];
       details: Record<string, unknown>;
+      bounds: { workBound: number; timedBound: number };
     };
     expect(withoutWallTime(report.runs)).toEqual(withoutWallTime(parseRuns(first.stdout)));
+    // The trace's lower bounds: positive, and below what every scheduler paid.
+    expect(report.bounds.workBound).toBeGreaterThan(0);
+    expect(report.bounds.timedBound).toBeGreaterThanOrEqual(report.bounds.workBound - 1e-9);
+    for (const r of report.runs) expect(r.totalCost).toBeGreaterThan(report.bounds.workBound);
     expect(Object.keys(report.details)).toEqual(['no-packing', 'eva']);
     const csv = readFileSync(join(outDir, 'runs.csv'), 'utf8').trimEnd().split('\n');
     expect(csv).toHaveLength(3);
     expect(csv[1]?.startsWith('no-packing,6,')).toBe(true);
     const html = readFileSync(join(outDir, 'report.html'), 'utf8');
     expect(html.match(/<svg /g)).toHaveLength(5);
+    expect(html).toContain('<p id="bounds">');
     expect(html).not.toMatch(/https?:\/\/|<script/);
   });
 

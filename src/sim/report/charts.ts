@@ -1,4 +1,5 @@
 import type { RunResult } from '../types.js';
+import type { ReportBounds } from './json.js';
 import { minMaxIndices } from './downsample.js';
 import { jctCdf, SECONDS_PER_HOUR, utilizationPercent } from './series-metrics.js';
 import type { ChartLine, ChartPanel, ChartSpec, Interpolation, LegendEntry } from './svg-chart.js';
@@ -21,6 +22,10 @@ const PALETTE = [
 export function colorOf(index: number): string {
   return PALETTE[index % PALETTE.length] as string;
 }
+
+/** The timed lower bound in the cumulative-cost chart: dashed grey, apart from the runs' palette. */
+const BOUND_LINE_NAME = 'lower bound (fluid fleet, no delays)';
+const BOUND_COLOR = '#8c8c8c';
 
 /** Points per line after thinning: about two per horizontal pixel of a full-width chart. */
 const BUCKETS = 800;
@@ -66,8 +71,23 @@ function overTime(
  * The report's five charts (issue: cumulative cost, running instances, resource allocation, JCT distribution,
  * migrations), one colour per scheduler across all of them.
  */
-export function reportCharts(results: readonly RunResult[]): ChartSpec[] {
+export function reportCharts(results: readonly RunResult[], bounds?: ReportBounds): ChartSpec[] {
   const legend: LegendEntry[] = results.map((r, i) => ({ name: r.summary.scheduler, color: colorOf(i) }));
+  let costPanel = overTime(results, 'cost ($)', 'linear', (r) => r.series.cumulativeCost);
+  let costLegend = legend;
+  if (bounds !== undefined) {
+    const s = bounds.timedSeries;
+    const keep = minMaxIndices(s.timeSeconds, s.cumulativeCost, BUCKETS);
+    const boundLine: ChartLine = {
+      name: BOUND_LINE_NAME,
+      color: BOUND_COLOR,
+      dashed: true,
+      xs: keep.map((i) => (s.timeSeconds[i] as number) / SECONDS_PER_HOUR),
+      ys: keep.map((i) => s.cumulativeCost[i] as number),
+    };
+    costPanel = { ...costPanel, lines: [...costPanel.lines, boundLine] };
+    costLegend = [...legend, { name: BOUND_LINE_NAME, color: BOUND_COLOR, dashed: true }];
+  }
   const utilizationPanel = (
     title: string,
     allocated: (r: RunResult) => readonly number[],
@@ -85,8 +105,8 @@ export function reportCharts(results: readonly RunResult[]): ChartSpec[] {
     {
       id: 'chart-cumulative-cost',
       title: 'Cumulative cost over time',
-      legend,
-      panels: [overTime(results, 'cost ($)', 'linear', (r) => r.series.cumulativeCost)],
+      legend: costLegend,
+      panels: [costPanel],
     },
     {
       id: 'chart-running-instances',

@@ -3,7 +3,7 @@ import { reportCharts } from './charts.js';
 import { escapeXml } from './escape.js';
 import { BASE_STYLE, htmlPage } from './page.js';
 import { summaryColumns } from './format.js';
-import type { ReportSettings } from './json.js';
+import type { ReportBounds, ReportSettings } from './json.js';
 import { renderChartSvg } from './svg-chart.js';
 
 /** Shown under each chart; keyed by chart id. */
@@ -32,6 +32,23 @@ const STYLE = `${BASE_STYLE}
   svg.chart .empty { fill: #999; font-size: 14px; }
 `;
 
+const BOUND_CAPTION =
+  ' Dashed: the timed lower bound, what a fluid fleet (fractional instances, resized at will) would have spent ' +
+  'hosting every job from its arrival for its standalone duration, with no delays and no interference.';
+
+/** The trace's lower bounds, in $ and relative to No-Packing's simulated cost when it ran. */
+function boundsParagraph(results: readonly RunResult[], bounds: ReportBounds): string {
+  const noPacking = results.find((r) => r.summary.scheduler === 'no-packing')?.summary.totalCost;
+  const money = (x: number) =>
+    `$${x.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}` +
+    (noPacking === undefined || !(noPacking > 0) ? '' : ` (${(x / noPacking).toFixed(3)} of no-packing)`);
+  return (
+    `<p id="bounds">Lower bounds for this trace (<code>fleetwise bench bound</code>): no schedule can cost less ` +
+    `than ${escapeXml(money(bounds.workBound))}, the work bound (a fluid fleet for the trace's task-hours); ` +
+    `one where no job waits or slows down costs at least ${escapeXml(money(bounds.timedBound))}.</p>`
+  );
+}
+
 function summaryTable(results: readonly RunResult[]): string {
   const cheapest = Math.min(...results.map((r) => r.summary.totalCost));
   const columns = summaryColumns(results);
@@ -49,17 +66,25 @@ function summaryTable(results: readonly RunResult[]): string {
  * The self-contained report.html: settings, the summary table and the five charts as inline SVG. No scripts,
  * fonts, images or links to load, so it opens offline and can be attached to an issue as is.
  */
-export function reportHtml(results: readonly RunResult[], settings: ReportSettings): string {
-  const figures = reportCharts(results).map(
+export function reportHtml(
+  results: readonly RunResult[],
+  settings: ReportSettings,
+  bounds?: ReportBounds,
+): string {
+  const caption = (id: string): string =>
+    (CAPTIONS[id] ?? '') + (bounds !== undefined && id === 'chart-cumulative-cost' ? BOUND_CAPTION : '');
+  const figures = reportCharts(results, bounds).map(
     (chart) =>
-      `<figure>${renderChartSvg(chart)}<figcaption>${escapeXml(CAPTIONS[chart.id] ?? '')}</figcaption></figure>`,
+      `<figure>${renderChartSvg(chart)}<figcaption>${escapeXml(caption(chart.id))}</figcaption></figure>`,
   );
   return htmlPage(
     { title: 'fleetwise simulation report', heading: 'fleetwise simulation report', style: STYLE },
     settings,
     [
       `<section id="summary"><h2>Summary</h2>${summaryTable(results)}` +
-        '<p>Norm. cost is relative to no-packing when it ran. Utilization is time-weighted over the run.</p></section>',
+        '<p>Norm. cost is relative to no-packing when it ran. Utilization is time-weighted over the run.</p>' +
+        (bounds === undefined ? '' : boundsParagraph(results, bounds)) +
+        '</section>',
       `<section id="charts"><h2>Charts</h2>\n${figures.join('\n')}\n</section>`,
     ],
   );

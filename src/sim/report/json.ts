@@ -19,6 +19,8 @@ export function runsJson(results: readonly RunResult[]): RunsJson {
 
 export interface ReportJson extends RunsJson {
   readonly settings: ReportSettings;
+  /** Lower bounds on any scheduler's cost for the trace in $ (`fleetwise bench bound`), when computed. */
+  readonly bounds?: { readonly workBound: number; readonly timedBound: number };
   /** Per scheduler: its time series (thinned to bound the file size, peaks kept) and every job's outcome. */
   readonly details: Record<string, { readonly series: RunSeries; readonly jobs: readonly JobOutcome[] }>;
 }
@@ -51,13 +53,35 @@ export function thinSeries(series: RunSeries, maxSeriesBuckets: number): RunSeri
   };
 }
 
+/**
+ * Lower bounds on any scheduler's cost for the trace (src/bench/cost-bound.ts), when the report carries them: the
+ * summary states them and the cumulative-cost chart draws the timed bound dashed.
+ */
+export interface ReportBounds {
+  readonly workBound: number;
+  readonly timedBound: number;
+  readonly timedSeries: {
+    readonly timeSeconds: readonly number[];
+    readonly cumulativeCost: readonly number[];
+  };
+}
+
 export function reportJson(
   results: readonly RunResult[],
   settings: ReportSettings,
-  maxSeriesBuckets = 2000,
+  options: { readonly maxSeriesBuckets?: number; readonly bounds?: ReportBounds | undefined } = {},
 ): ReportJson {
   const details: ReportJson['details'] = {};
   for (const r of results)
-    details[r.summary.scheduler] = { series: thinSeries(r.series, maxSeriesBuckets), jobs: r.jobs };
-  return { ...runsJson(results), settings, details };
+    details[r.summary.scheduler] = {
+      series: thinSeries(r.series, options.maxSeriesBuckets ?? 2000),
+      jobs: r.jobs,
+    };
+  const b = options.bounds;
+  return {
+    ...runsJson(results),
+    settings,
+    ...(b === undefined ? {} : { bounds: { workBound: b.workBound, timedBound: b.timedBound } }),
+    details,
+  };
 }

@@ -10,6 +10,8 @@ export type Interpolation = 'linear' | 'step';
 export interface ChartLine {
   readonly name: string;
   readonly color: string;
+  /** Drawn dashed: a reference line (a bound), not a run. */
+  readonly dashed?: boolean | undefined;
   readonly xs: readonly number[];
   /** Non-finite values leave a gap in the line. */
   readonly ys: readonly number[];
@@ -37,7 +39,10 @@ export interface ChartPanel {
 export interface LegendEntry {
   readonly name: string;
   readonly color: string;
+  readonly dashed?: boolean | undefined;
 }
+
+const DASH = ' stroke-dasharray="6 4"';
 
 export interface ChartSpec {
   /** Unique within the page: prefixes the SVG's element ids. */
@@ -235,7 +240,7 @@ function renderPanel(
     const d = linePath(line, panel.interpolation, toX, toY, usable);
     if (d === '') continue;
     out.push(
-      `<path class="line" d="${d}" fill="none" stroke="${escapeXml(line.color)}"><title>${escapeXml(line.name)}</title></path>`,
+      `<path class="line" d="${d}" fill="none" stroke="${escapeXml(line.color)}"${line.dashed === true ? DASH : ''}><title>${escapeXml(line.name)}</title></path>`,
     );
   }
   out.push(`</g></g>`);
@@ -284,7 +289,7 @@ export function renderChartSvg(spec: ChartSpec): string {
   for (const { entry, x, row } of legend) {
     const y = legendTop + row * LEGEND_ROW_PX + 10;
     out.push(
-      `<line x1="${px(x)}" x2="${px(x + 22)}" y1="${px(y)}" y2="${px(y)}" stroke="${escapeXml(entry.color)}" class="legend-swatch"/>`,
+      `<line x1="${px(x)}" x2="${px(x + 22)}" y1="${px(y)}" y2="${px(y)}" stroke="${escapeXml(entry.color)}"${entry.dashed === true ? DASH : ''} class="legend-swatch"/>`,
       `<text x="${px(x + 28)}" y="${px(y + 4)}" class="legend-label">${escapeXml(entry.name)}</text>`,
     );
   }

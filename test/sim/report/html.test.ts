@@ -54,6 +54,25 @@ describe('report.html', () => {
     expect(html).toContain('<dt>trace</dt><dd>tiny synthetic</dd>');
   });
 
+  it('with bounds: states them in the summary and draws the timed bound dashed in the cost chart only', () => {
+    const bounds = {
+      workBound: 4.5,
+      timedBound: 4.75,
+      timedSeries: { timeSeconds: [0, 3600, 7200], cumulativeCost: [0, 3, 4.75] },
+    };
+    const page = reportHtml(withNormalizedCosts(twoRuns()), {}, bounds);
+    // no-packing costs $9.00 in the fixture: 4.5 / 9 = 0.500.
+    expect(page).toContain('no schedule can cost less than $4.50 (0.500 of no-packing)');
+    expect(page).toContain('costs at least $4.75 (0.528 of no-packing)');
+    const cost = /<svg id="chart-cumulative-cost"[\s\S]*?<\/svg>/.exec(page)?.[0] ?? '';
+    expect(cost.match(/stroke-dasharray/g)).toHaveLength(2); // the line and its legend swatch
+    expect(cost).toContain('>lower bound (fluid fleet, no delays)</text>');
+    expect(page.match(/stroke-dasharray/g)).toHaveLength(2);
+    expect(html).not.toContain('stroke-dasharray');
+    expect(html).not.toContain('id="bounds"');
+    expect(unbalancedTags(page)).toEqual([]);
+  });
+
   it('escapes user-controlled names', () => {
     const page = reportHtml([fakeRun('<img src=x>', 1, 1, 1, [1])], {});
     expect(page).not.toContain('<img src=x>');
@@ -72,12 +91,19 @@ describe('writeReport', () => {
 
   it('writes report.json, runs.csv and report.html into a new directory', async () => {
     const out = join(dir, 'nested', 'out');
-    const paths = await writeReport(out, withNormalizedCosts(twoRuns()), { seed: 3 });
+    const bounds = {
+      workBound: 4.5,
+      timedBound: 4.75,
+      timedSeries: { timeSeconds: [0], cumulativeCost: [0] },
+    };
+    const paths = await writeReport(out, withNormalizedCosts(twoRuns()), { seed: 3 }, bounds);
     expect(paths.map((p) => p.slice(out.length + 1))).toEqual(['report.json', 'runs.csv', 'report.html']);
     const json = JSON.parse(await readFile(join(out, 'report.json'), 'utf8')) as {
       runs: { scheduler: string; normalizedCost: number | null }[];
       settings: { seed: number };
+      bounds: unknown;
     };
+    expect(json.bounds).toEqual({ workBound: 4.5, timedBound: 4.75 });
     expect(json.runs.map((r) => [r.scheduler, r.normalizedCost])).toEqual([
       ['no-packing', 1],
       ['eva', 6 / 9],
