@@ -3,7 +3,9 @@ import { z } from 'zod';
 import { costBounds } from '../../bench/cost-bound.js';
 import { ValidationError } from '../../core/validation.js';
 import { loadIlpSolver } from '../../scheduler/ilp.js';
-import { executeRun } from '../../sim/run-request.js';
+import { runSimulation } from '../../sim/engine.js';
+import { constantPairwise } from '../../sim/ground-truth.js';
+import { createScheduler } from '../../sim/schedulers.js';
 import { formatTable } from '../table.js';
 import {
   addTraceOptions,
@@ -14,6 +16,7 @@ import {
 } from './sim-flags.js';
 
 const optionsSchema = z.object({ ...traceOptionFields, json: z.boolean().optional() });
+const NO_INTERFERENCE_TRUTH = constantPairwise(1);
 
 /**
  * `fleetwise bench bound`: lower bounds on any scheduler's cost for a trace (src/bench/cost-bound.ts), next to the
@@ -33,12 +36,17 @@ export function registerBenchBound(bench: Command): Command {
       if (!parsed.success)
         throw new ValidationError('fleetwise bench bound options', flagProblems(parsed.error));
       const o = { ...parsed.data, format: parsed.data.format ?? inferFormat(parsed.data.trace) };
-      const { traceSpec, catalog, trace } = loadTraceFlags(o);
+      const { catalog, trace } = loadTraceFlags(o);
       const started = performance.now();
       const bounds = costBounds(await loadIlpSolver(), catalog, trace.jobs);
       const seconds = (performance.now() - started) / 1000;
-      const noPacking = executeRun({ scheduler: 'no-packing', trace: traceSpec, catalogPath: o.catalog })
-        .summary.totalCost;
+      // No-Packing on the trace already loaded (no interference to model: every task is alone).
+      const noPacking = runSimulation({
+        trace,
+        catalog,
+        scheduler: createScheduler('no-packing', { catalog, groundTruth: NO_INTERFERENCE_TRUTH }),
+        groundTruth: NO_INTERFERENCE_TRUTH,
+      }).summary.totalCost;
       const result = {
         trace: trace.name,
         jobs: trace.jobs.length,
