@@ -79,10 +79,13 @@ export class ConsolidationCandidate {
     }
 
     const stayHosts = new Map(stay.map((d) => [searchId(d), d]));
-    let moved = false;
-    const drafts = consolidated.map((inst) => {
+    const moved = consolidated.some((inst) => {
       const before = stayHosts.get(inst.id);
-      if (before === undefined || !sameSet(before.taskIds, inst.taskIds)) moved = true;
+      return before === undefined || !sameSet(before.taskIds, inst.taskIds);
+    });
+    // Most rounds find nothing to consolidate: say so before building any draft.
+    if (!moved && consolidated.length === stay.length) return undefined;
+    return consolidated.map((inst) => {
       const isNew = inst.isNew || inst.id.startsWith(STAY_NEW_PREFIX);
       // The stay plan's new instances keep their ids; Karpenter's replacements get ids of their own.
       const id = inst.id.startsWith(STAY_NEW_PREFIX)
@@ -95,8 +98,6 @@ export class ConsolidationCandidate {
         inst.taskIds.map((t) => input.tasks.get(t) as PackTask),
       );
     });
-    if (!moved && consolidated.length === stay.length) return undefined;
-    return drafts;
   }
 }
 

@@ -302,11 +302,22 @@ class SchedulingSimulation {
     private readonly book: PriceBook,
   ) {}
 
+  /** Every task's place in first-fit-decreasing order (a total order), ranked once per plan. */
+  private ffdRank: ReadonlyMap<string, number> | undefined;
+
   /** First-fit-decreasing order: CPU, then memory, then GPU descending; ties by job arrival, then task id. */
   ffd(taskIds: readonly string[]): string[] {
+    this.ffdRank ??= this.rankAll();
+    const rank = this.ffdRank;
+    // The order is total, so sorting a subset by the global rank gives the subset's own FFD order.
+    return [...taskIds].sort((a, b) => (rank.get(a) as number) - (rank.get(b) as number));
+  }
+
+  private rankAll(): Map<string, number> {
+    const taskIds = [...this.view.tasks.keys()];
     const key = new Map(taskIds.map((id) => [id, demandForSorting(this.view, this.view.task(id))]));
     const arrival = (id: string) => this.view.jobs.get(this.view.task(id).jobId)?.arrivalSeconds ?? 0;
-    return [...taskIds].sort((a, b) => {
+    const sorted = [...taskIds].sort((a, b) => {
       const da = key.get(a) as Resources;
       const db = key.get(b) as Resources;
       return (
@@ -317,6 +328,7 @@ class SchedulingSimulation {
         (a < b ? -1 : a > b ? 1 : 0)
       );
     });
+    return new Map(sorted.map((id, i) => [id, i]));
   }
 
   /**
