@@ -49,10 +49,6 @@ interface JobEvent {
   readonly sign: 1 | -1;
 }
 
-const GLP_UP = 3;
-const GLP_FX = 5;
-const GLP_MIN = 1;
-
 /** The cheapest fluid fleet for task counts per class (LP of the module comment), in $/hour (or $ for task-hours). */
 class FluidFleetLp {
   private readonly families: readonly string[];
@@ -96,7 +92,7 @@ class FluidFleetLp {
         for (let i = 0; i < 3; i++)
           if ((d[i] as number) > 0) row(f, i).push({ name: y, coef: d[i] as number });
       }
-      subjectTo.push({ name: `n_${c}`, vars: split, bnds: { type: GLP_FX, lb: n, ub: n } });
+      subjectTo.push({ name: `n_${c}`, vars: split, bnds: { type: this.solver.GLP_FX, lb: n, ub: n } });
     }
     for (const f of this.families) {
       if (!usedFamilies.has(f)) continue;
@@ -107,9 +103,14 @@ class FluidFleetLp {
           if ((k.capacity[i] as number) > 0) row(f, i).push({ name: x, coef: -(k.capacity[i] as number) });
       }
     }
-    for (const [name, vars] of rows) subjectTo.push({ name, vars, bnds: { type: GLP_UP, lb: 0, ub: 0 } });
+    for (const [name, vars] of rows)
+      subjectTo.push({ name, vars, bnds: { type: this.solver.GLP_UP, lb: 0, ub: 0 } });
     const result = this.solver.solve(
-      { name: 'fluid-fleet', objective: { direction: GLP_MIN, name: 'cost', vars: objective }, subjectTo },
+      {
+        name: 'fluid-fleet',
+        objective: { direction: this.solver.GLP_MIN, name: 'cost', vars: objective },
+        subjectTo,
+      },
       { msglev: this.solver.GLP_MSG_OFF, presol: true },
     );
     if (result.result.status !== this.solver.GLP_OPT)

@@ -3,7 +3,7 @@ import type { Caps } from '../core/model.js';
 import type { QueueCaps } from '../queue/caps.js';
 import type { WfqConfig } from '../queue/wfq.js';
 import { diffConfiguration, type Action, type ConfigurationDiff } from '../scheduler/actions.js';
-import { EvaScheduler, type EvaOptions } from '../scheduler/eva.js';
+import { evaTunables, EvaScheduler, type EvaOptions } from '../scheduler/eva.js';
 import type {
   Configuration,
   DecisionRecord,
@@ -100,16 +100,7 @@ export function settingsFromConfig(config: ControllerConfig): ControllerSettings
     pollSeconds: config.pollSeconds,
     caps: config.caps,
     queue: config.queue,
-    eva: {
-      ...(config.scheduler.prices !== undefined ? { reservationPrice: config.scheduler.prices } : {}),
-      ...(config.scheduler.packingEfficiency !== undefined
-        ? { packingEfficiency: config.scheduler.packingEfficiency }
-        : {}),
-      ...(config.scheduler.paybackMargin !== undefined
-        ? { paybackMargin: config.scheduler.paybackMargin }
-        : {}),
-      ...(config.scheduler.defaultRate !== undefined ? { defaultRate: config.scheduler.defaultRate } : {}),
-    },
+    eva: evaTunables(config.scheduler),
     dryRun: config.dryRun,
     orphanPolicy: config.orphans,
     vanishGraceSeconds: config.vanishGraceSeconds,

@@ -37,6 +37,26 @@ const CANDIDATE_ORDER: readonly CandidateSummary['name'][] = [
   'exact',
 ];
 
+/** Eva's user-facing tunables as the CLI and the controller config name them (all optional: Eva's defaults). */
+export interface EvaTunables {
+  readonly prices?: 'standalone' | 'packed' | undefined;
+  readonly packingEfficiency?: number | undefined;
+  readonly paybackMargin?: number | undefined;
+  readonly defaultRate?: number | undefined;
+}
+
+/** EvaOptions for the tunables that are set (unset ones keep Eva's defaults). */
+export function evaTunables(
+  t: EvaTunables,
+): Pick<EvaOptions, 'reservationPrice' | 'packingEfficiency' | 'paybackMargin' | 'defaultRate'> {
+  return {
+    ...(t.prices !== undefined ? { reservationPrice: t.prices } : {}),
+    ...(t.packingEfficiency !== undefined ? { packingEfficiency: t.packingEfficiency } : {}),
+    ...(t.paybackMargin !== undefined ? { paybackMargin: t.paybackMargin } : {}),
+    ...(t.defaultRate !== undefined ? { defaultRate: t.defaultRate } : {}),
+  };
+}
+
 export type EvaVariant = 'eva' | 'eva-full-only' | 'eva-partial-only' | 'eva-rp' | 'eva-single';
 
 export interface EvaOptions {

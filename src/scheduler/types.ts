@@ -16,7 +16,8 @@ export interface Configuration {
 /** The numbers behind one candidate plan (Eva §4.5). Money in $, rates in $/s. */
 export interface CandidateSummary {
   /**
-   * full/partial: Eva's two plans; stay: move nothing; consolidate: stay plus Karpenter-style delete/replace moves
+   * full/partial: Eva's two plans; full-standalone: Full Reconfiguration at Eva's standalone prices (packed prices,
+   * small rounds); stay: move nothing; consolidate: stay plus Karpenter-style delete/replace moves
    * (src/scheduler/consolidation-candidate.ts); exact: the ILP optimum (small problems, optional).
    */
   readonly name: 'full' | 'full-standalone' | 'partial' | 'stay' | 'consolidate' | 'exact';

@@ -6,7 +6,7 @@ import { NoPackingScheduler } from '../scheduler/baselines/no-packing.js';
 import { OwlScheduler } from '../scheduler/baselines/owl.js';
 import { StratusScheduler } from '../scheduler/baselines/stratus.js';
 import { SynergyScheduler } from '../scheduler/baselines/synergy.js';
-import { EvaScheduler } from '../scheduler/eva.js';
+import { evaTunables, EvaScheduler } from '../scheduler/eva.js';
 import type { Scheduler } from '../scheduler/types.js';
 import type { GroundTruth } from './ground-truth.js';
 import { baseWorkloadOf } from './traces/workloads.js';
@@ -82,12 +82,12 @@ export function createScheduler(name: string, options: SchedulerOptions): Schedu
     case 'eva-single':
       return new EvaScheduler(catalog, {
         variant: name,
-        ...(options.evaDefaultRate !== undefined ? { defaultRate: options.evaDefaultRate } : {}),
-        ...(options.evaPrices !== undefined ? { reservationPrice: options.evaPrices } : {}),
-        ...(options.evaPackingEfficiency !== undefined
-          ? { packingEfficiency: options.evaPackingEfficiency }
-          : {}),
-        ...(options.evaPaybackMargin !== undefined ? { paybackMargin: options.evaPaybackMargin } : {}),
+        ...evaTunables({
+          prices: options.evaPrices,
+          packingEfficiency: options.evaPackingEfficiency,
+          paybackMargin: options.evaPaybackMargin,
+          defaultRate: options.evaDefaultRate,
+        }),
         ...(options.caps !== undefined ? { caps: options.caps } : {}),
       });
     case 'no-packing':

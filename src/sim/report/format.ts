@@ -13,8 +13,9 @@ const fixed = (digits: number) => {
   const f = new Intl.NumberFormat('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
   return (v: number): string => (Number.isFinite(v) ? f.format(v) : '–');
 };
-const money = fixed(2);
-const three = fixed(3);
+/** $ amounts and ratios as the summary tables print them (en-US grouping). */
+export const money = fixed(2);
+export const three = fixed(3);
 const one = fixed(1);
 const integer = fixed(0);
 const percent = (v: number | null): string => (v === null ? '–' : `${one(100 * v)}%`);

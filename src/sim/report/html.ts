@@ -2,7 +2,7 @@ import type { RunResult } from '../types.js';
 import { reportCharts } from './charts.js';
 import { escapeXml } from './escape.js';
 import { BASE_STYLE, htmlPage } from './page.js';
-import { summaryColumns } from './format.js';
+import { money as twoDecimals, summaryColumns, three } from './format.js';
 import type { ReportBounds, ReportSettings } from './json.js';
 import { renderChartSvg } from './svg-chart.js';
 
@@ -40,8 +40,8 @@ const BOUND_CAPTION =
 function boundsParagraph(results: readonly RunResult[], bounds: ReportBounds): string {
   const noPacking = results.find((r) => r.summary.scheduler === 'no-packing')?.summary.totalCost;
   const money = (x: number) =>
-    `$${x.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}` +
-    (noPacking === undefined || !(noPacking > 0) ? '' : ` (${(x / noPacking).toFixed(3)} of no-packing)`);
+    `$${twoDecimals(x)}` +
+    (noPacking === undefined || !(noPacking > 0) ? '' : ` (${three(x / noPacking)} of no-packing)`);
   return (
     `<p id="bounds">Lower bounds for this trace (<code>fleetwise bench bound</code>): no schedule can cost less ` +
     `than ${escapeXml(money(bounds.workBound))}, the work bound (a fluid fleet for the trace's task-hours); ` +
