@@ -1,26 +1,22 @@
 import type { Catalog } from '../core/catalog.js';
-import type { Caps } from '../core/model.js';
+import type { ClusterSnapshot } from '../core/model.js';
 import type { QueueCaps } from '../queue/caps.js';
 import type { WfqConfig } from '../queue/wfq.js';
-import { diffConfiguration, type Action, type ConfigurationDiff } from '../scheduler/actions.js';
+import type { Action, ConfigurationDiff } from '../scheduler/actions.js';
 import { evaTunables, EvaScheduler, type EvaOptions } from '../scheduler/eva.js';
-import type {
-  Configuration,
-  DecisionRecord,
-  Plan,
-  Scheduler,
-  ThroughputObservation,
-} from '../scheduler/types.js';
+import type { DecisionRecord, Scheduler, ThroughputObservation } from '../scheduler/types.js';
 import type { CloudProvider } from '../cloud/provider.js';
 import {
-  ControllerAdmission,
-  planCapViolations,
-  preemptionVictims,
-  withoutJobs,
-  type JobQueueView,
+  Admission,
+  UNKNOWN_DURATION_SECONDS,
+  type AdmissionJobInfo,
   type PreemptionVictim,
   type QueueDecision,
-} from './admission.js';
+} from '../queue/admission.js';
+import { queueViews, type JobQueueView } from '../queue/admission-views.js';
+import { stagesDone, toDistribution } from '../queue/success.js';
+import { schedulerCaps } from '../round/plan-caps.js';
+import { isQueueWait, runRound, type PlannedRound, type PredictionFork } from '../round/round.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { taskLogPrefix } from '../worker/controller-client.js';
 import { SystemClock, type Clock } from './clock.js';
@@ -176,17 +172,6 @@ export interface RoundOutcome {
   readonly queue?: QueueDecision | undefined;
 }
 
-/** The plan-level caps Eva enforces on its own plans: $/hour, instance count, migrations per round. */
-export function schedulerCaps(caps: QueueCaps): Caps {
-  return {
-    ...(caps.maxCostPerHour === undefined ? {} : { maxCostPerHour: caps.maxCostPerHour }),
-    ...(caps.maxInstances === undefined ? {} : { maxInstances: caps.maxInstances }),
-    ...(caps.maxMigrationsPerRound === undefined
-      ? {}
-      : { maxMigrationsPerRound: caps.maxMigrationsPerRound }),
-  };
-}
-
 export class Controller implements ControllerService {
   readonly store: StateStore;
   /** Replaced only by applyCatalog (price refresh), between rounds. */
@@ -204,9 +189,7 @@ export class Controller implements ControllerService {
   private readonly workers: WorkerFleet | undefined;
   private readonly provider: CloudProvider | undefined;
   /** The queue layer: admission under the caps before every plan. */
-  readonly admission: ControllerAdmission;
-  /** Jobs being checkpointed back to the queue by a preemption → the class that reclaims its share. */
-  private readonly preempting = new Map<string, string>();
+  readonly admission: Admission;
   /** Queue views last written per job, so unchanged ones are not rewritten every round. */
   private readonly writtenViews = new Map<string, string>();
   private readonly predict: PredictFn | undefined;
@@ -245,8 +228,8 @@ export class Controller implements ControllerService {
     this.scheduler =
       deps.scheduler ??
       new EvaScheduler(deps.catalog, { ...deps.settings.eva, caps: schedulerCaps(deps.settings.caps) });
-    this.predict = deps.predict === false ? undefined : (deps.predict ?? defaultPredict);
-    this.admission = new ControllerAdmission(deps.catalog, {
+    this.predict = deps.predict === false ? undefined : (deps.predict ?? predictCompletions);
+    this.admission = new Admission(deps.catalog, {
       caps: deps.settings.caps,
       config: deps.settings.queue,
     });
@@ -268,7 +251,7 @@ export class Controller implements ControllerService {
         registrationTimeoutSeconds: deps.settings.registrationTimeoutSeconds,
         registrationBackoffBaseSeconds: deps.settings.registrationBackoffBaseSeconds,
         registrationBackoffMaxSeconds: deps.settings.registrationBackoffMaxSeconds,
-        maxCostPerHour: deps.settings.caps.maxCostPerHour,
+        caps: deps.settings.caps,
         tags: deps.settings.tags ?? {},
       },
       onJobEnded: (job) => this.jobEnded(job),
@@ -396,115 +379,92 @@ export class Controller implements ControllerService {
     });
   }
 
-  /** Snapshot → plan → record → diff → intents, synchronously (no other write can interleave). */
+  /** Snapshot → the round (round/round.ts) → record → intents, synchronously (no other write can interleave). */
   private planAndRecord(reason: string): Omit<RoundOutcome, 'sync' | 'progress'> {
     this.loadSchedulerState();
     const now = this.clock.nowSeconds();
     const inputs = readSnapshotInputs(this.store, now);
-    // The queue layer first (issue 6): only jobs holding capacity and the waiting jobs admitted under the caps
-    // reach the scheduler; the others stay queued and their views say why.
-    const live = new Map(inputs.jobs.map((j) => [j.id, j]));
-    const queue = this.admission.decide(buildSnapshot(inputs), live);
-    const snapshot = queue.snapshot;
-    if (snapshot.jobs.length === 0 && snapshot.instances.length === 0) {
+    const snapshot = buildSnapshot(inputs);
+    const outcome = runRound({
+      snapshot,
+      jobInfo: admissionInfo(inputs, snapshot),
+      admission: this.admission,
+      scheduler: this.scheduler,
+      // Normalized throughputs reported by workers since the last round teach the co-location table.
+      observations: this.workers?.takeObservations() ?? [],
+      catalog: this.catalog,
+      forkForPrediction: this.predictionDue(inputs) && this.scheduler.fork !== undefined,
+      carriedOut: !this.settings.dryRun,
+    });
+    const queue = outcome.queue;
+    const planned = outcome.planned;
+    if (planned === undefined) {
       this.recordQueueViews(queue, undefined);
       return { actions: [], launched: new Map(), queue };
     }
-    // Preemption (PCS §3): a class reclaiming its guaranteed share stops the proposed victims. The scheduler
-    // plans without them; the diff, against the snapshot that has them, checkpoints them back to the queue.
-    for (const [jobId] of this.preempting)
-      if (live.get(jobId)?.state !== 'running' && live.get(jobId)?.state !== 'migrating')
-        this.preempting.delete(jobId);
-    const victims = preemptionVictims(queue, this.preempting);
-    const planned = withoutJobs(snapshot, new Set(victims.map((v) => v.jobId)));
-    // Normalized throughputs reported by workers since the last round (worker-executor.ts) teach the co-location table.
-    this.scheduler.observe(planned, this.workers?.takeObservations() ?? []);
-    // Forked before planning: the prediction replays this round with the same learned state.
-    const fork = this.predictionDue(inputs) ? this.scheduler.fork?.() : undefined;
-    const plan = withQueueWaits(this.scheduler.plan(planned), queue);
-    const diff = diffConfiguration(snapshot, plan.configuration, this.catalog, {
-      scheduler: this.scheduler.name,
-    });
-    const broken = this.capViolation(plan.configuration, diff);
+    const { plan, victims, capViolation } = planned;
     for (const w of plan.decision.waiting) if (!isQueueWait(w.cap)) this.metrics?.countCapHit(w.cap);
-    let outcome: Omit<RoundOutcome, 'sync' | 'progress'>;
-    if (this.settings.dryRun || broken !== undefined) {
-      const notApplied = broken === undefined ? 'dry run' : `plan breaks a cap: ${broken}`;
-      const round = this.store.transaction(() => {
-        const recorded = this.store.recordRound({
-          configuration: plan.configuration,
-          decision: plan.decision,
-        });
-        this.store.appendEvent({
-          kind: broken === undefined ? 'round.dry-run' : 'round.rejected',
-          message: `round ${recorded.round} (${reason}): ${notApplied}; would do ${describeActions(diff)}`,
-          data: { round: recorded.round, actions: diff.actions.map(actionJson) },
-        });
-        return recorded;
-      });
-      if (broken !== undefined) {
-        this.log.error(`round ${round.round}: ${notApplied}`);
-        this.metrics?.countCapHit(broken.split(':')[0] ?? 'cap');
-      }
-      outcome = {
-        round: round.round,
-        decision: plan.decision,
-        actions: diff.actions,
-        launched: new Map(),
-        notApplied,
-        queue,
-      };
-    } else {
-      const applied = this.reconciler.applyPlan(plan, diff);
-      // A preemption costs like a move: the work since the last checkpoint, then a restore.
-      this.metrics?.countMigrations(diff.movedJobIds.length + victims.length);
-      this.recordPreemptions(victims);
-      this.log.info(`round ${applied.round} (${reason}): ${plan.decision.chosen}; ${describeActions(diff)}`, {
-        costPerHour: plan.decision.candidates.find((c) => c.name === plan.decision.chosen)?.costPerHour,
-      });
-      outcome = {
-        round: applied.round,
-        decision: plan.decision,
-        actions: diff.actions,
-        launched: applied.launched,
-        queue,
-      };
-    }
-    this.recordQueueViews(queue, plan.decision, outcome.notApplied === undefined ? victims : []);
-    if (fork !== undefined) this.runPrediction(inputs, fork, now, queue);
+    const result =
+      this.settings.dryRun || capViolation !== undefined
+        ? this.recordUnapplied(planned, reason)
+        : this.apply(planned, reason);
+    this.recordQueueViews(queue, plan.decision, result.notApplied === undefined ? victims : []);
+    if (outcome.fork !== undefined) this.runPrediction(inputs, outcome.fork, now, queue);
     this.saveSchedulerState();
     const kept = this.settings.roundsKept ?? 5000;
-    if (outcome.round !== undefined && outcome.round % 100 === 0) this.store.pruneRounds(kept);
-    return outcome;
+    if (result.round !== undefined && result.round % 100 === 0) this.store.pruneRounds(kept);
+    return result;
   }
 
-  /**
-   * The safety rail under the scheduler (ARCHITECTURE.md "Safety rails"): a plan over a hard cap is not carried out,
-   * whatever produced it.
-   */
-  private capViolation(configuration: Configuration, diff: ConfigurationDiff): string | undefined {
-    const caps = this.settings.caps;
-    const cost = configuration.instances.reduce((s, i) => s + (this.priceOf.get(i.typeName) ?? 0), 0);
-    if (caps.maxCostPerHour !== undefined && cost > caps.maxCostPerHour + 1e-9)
-      return `maxCostPerHour: $${cost.toFixed(2)}/h over the $${caps.maxCostPerHour}/h cap`;
-    if (caps.maxInstances !== undefined && configuration.instances.length > caps.maxInstances)
-      return `maxInstances: ${configuration.instances.length} instances over the cap of ${caps.maxInstances}`;
-    if (caps.maxMigrationsPerRound !== undefined && diff.movedJobIds.length > caps.maxMigrationsPerRound)
-      return `maxMigrationsPerRound: ${diff.movedJobIds.length} migrations over the cap of ${caps.maxMigrationsPerRound}`;
-    // Quotas are counted on the plan's real instance types (a CPU task packed onto a GPU instance uses GPU quota).
-    const quotas = planCapViolations(configuration, this.catalog, {
-      quotas: caps.quotas,
-      familyGroups: caps.familyGroups,
+  /** A dry run, or a plan over a cap (the safety rail under the scheduler): recorded, never carried out. */
+  private recordUnapplied(planned: PlannedRound, reason: string): Omit<RoundOutcome, 'sync' | 'progress'> {
+    const { plan, diff, capViolation } = planned;
+    const notApplied = capViolation === undefined ? 'dry run' : `plan breaks a cap: ${capViolation}`;
+    const round = this.store.transaction(() => {
+      const recorded = this.store.recordRound({ configuration: plan.configuration, decision: plan.decision });
+      this.store.appendEvent({
+        kind: capViolation === undefined ? 'round.dry-run' : 'round.rejected',
+        message: `round ${recorded.round} (${reason}): ${notApplied}; would do ${describeActions(diff)}`,
+        data: { round: recorded.round, actions: diff.actions.map(actionJson) },
+      });
+      return recorded;
     });
-    if (quotas.length > 0) return `${quotas.join(', ')}: the plan's instances exceed the quota`;
-    return undefined;
+    if (capViolation !== undefined) {
+      this.log.error(`round ${round.round}: ${notApplied}`);
+      this.metrics?.countCapHit(capViolation.split(':')[0] ?? 'cap');
+    }
+    return {
+      round: round.round,
+      decision: plan.decision,
+      actions: diff.actions,
+      launched: new Map(),
+      notApplied,
+      queue: planned.queue,
+    };
+  }
+
+  private apply(planned: PlannedRound, reason: string): Omit<RoundOutcome, 'sync' | 'progress'> {
+    const { plan, diff, victims } = planned;
+    const applied = this.reconciler.applyPlan(plan, diff);
+    // A preemption costs like a move: the work since the last checkpoint, then a restore.
+    this.metrics?.countMigrations(diff.movedJobIds.length + victims.length);
+    this.recordPreemptions(victims);
+    this.log.info(`round ${applied.round} (${reason}): ${plan.decision.chosen}; ${describeActions(diff)}`, {
+      costPerHour: plan.decision.candidates.find((c) => c.name === plan.decision.chosen)?.costPerHour,
+    });
+    return {
+      round: applied.round,
+      decision: plan.decision,
+      actions: diff.actions,
+      launched: applied.launched,
+      queue: planned.queue,
+    };
   }
 
   private recordPreemptions(victims: readonly PreemptionVictim[]): void {
     if (victims.length === 0) return;
     this.store.transaction(() => {
       for (const v of victims) {
-        this.preempting.set(v.jobId, v.forClassId);
         this.store.appendEvent({
           kind: 'queue.preempted',
           jobId: v.jobId,
@@ -530,7 +490,7 @@ export class Controller implements ControllerService {
     );
     const preempted = new Map(victims.map((v) => [v.jobId, v]));
     const changed: [string, JobQueueView][] = [];
-    for (const [jobId, view] of queue.views) {
+    for (const [jobId, view] of queueViews(queue, this.admission)) {
       const cap = leftOut.get(jobId);
       const victim = preempted.get(jobId);
       const shown: JobQueueView =
@@ -773,7 +733,7 @@ export class Controller implements ControllerService {
       const inputs = readSnapshotInputs(this.store, now);
       this.runPrediction(
         inputs,
-        this.scheduler.fork(),
+        { scheduler: this.scheduler.fork(), admission: this.admission.fork() },
         Math.max(now, this.lastRoundAtSeconds + this.minRoundGap()),
         undefined,
         [job.id],
@@ -805,7 +765,7 @@ export class Controller implements ControllerService {
   /** Predict and store every live job's ETA; a job's first prediction is also kept as its submission prediction. */
   private runPrediction(
     inputs: SnapshotInputs,
-    fork: ControllerScheduler,
+    fork: PredictionFork,
     firstRoundSeconds: number,
     queue?: QueueDecision,
     targets?: readonly string[],
@@ -815,14 +775,12 @@ export class Controller implements ControllerService {
     try {
       run = predictEtas(this.predict, {
         inputs,
-        queue,
-        scheduler: fork,
+        views: queue === undefined ? undefined : queueViews(queue, this.admission),
+        scheduler: fork.scheduler,
+        admission: fork.admission,
         catalog: this.catalog,
-        caps: this.settings.caps,
-        config: this.admission.config,
         roundSeconds: this.settings.roundSeconds,
         firstRoundSeconds,
-        classOf: (job) => this.admission.classOf(job),
         targets,
       });
     } catch (e) {
@@ -1001,31 +959,6 @@ export function summarizeForJob(
   return `${parts.join('; ')} — plan ${decision.chosen}: ${decision.reason}`;
 }
 
-/** The simulator's engine run from the controller's world (src/sim/predict.ts). */
-const defaultPredict: PredictFn = predictCompletions;
-
-/** Decision `waiting` entries the queue layer added (`queue <class>: …`), as opposed to caps Eva enforced. */
-const QUEUE_WAIT_PREFIX = 'queue ';
-
-function isQueueWait(cap: string): boolean {
-  return cap.startsWith(QUEUE_WAIT_PREFIX);
-}
-
-/**
- * The plan with the jobs admission kept out listed in its decision's `waiting` (`queue small: class-share,
- * position 2`), so `fleetwise why` and the round records say why they were not placed.
- */
-function withQueueWaits(plan: Plan, queue: QueueDecision): Plan {
-  const waits = [...queue.views]
-    .filter(([, v]) => v.status === 'waiting')
-    .map(([jobId, v]) => ({
-      jobId,
-      cap: `${QUEUE_WAIT_PREFIX}${v.classId}: ${v.reason ?? 'waiting'}${v.position === null ? '' : `, position ${v.position}`}`,
-    }));
-  if (waits.length === 0) return plan;
-  return { ...plan, decision: { ...plan.decision, waiting: [...plan.decision.waiting, ...waits] } };
-}
-
 function locationOf(store: ObjectStore, key: string): string {
   return store.location.endsWith('/') ? `${store.location}${key}` : `${store.location}/${key}`;
 }
@@ -1037,4 +970,29 @@ function describeActions(diff: ConfigurationDiff): string {
 
 function actionJson(action: Action): JsonValue {
   return JSON.parse(JSON.stringify(action)) as JsonValue;
+}
+
+/** What admission needs of each live job beyond the snapshot: team, declared size, success model, first start. */
+function admissionInfo(
+  inputs: SnapshotInputs,
+  snapshot: ClusterSnapshot,
+): (jobId: string) => AdmissionJobInfo {
+  const records = new Map(inputs.jobs.map((j) => [j.id, j]));
+  const sched = new Map(snapshot.jobs.map((j) => [j.id, j]));
+  return (jobId) => {
+    const job = records.get(jobId);
+    if (job === undefined) return {};
+    const perTask = job.spec.expectedDurationSeconds ?? UNKNOWN_DURATION_SECONDS;
+    const success = job.spec.success === undefined ? undefined : toDistribution(job.spec.success);
+    const remaining = sched.get(jobId)?.expectedRemainingSeconds ?? perTask;
+    return {
+      team: job.team,
+      perTaskSeconds: perTask,
+      startedAtSeconds: job.startedAtSeconds,
+      success:
+        success === undefined
+          ? undefined
+          : { distribution: success, stagesDone: stagesDone(success, Math.max(0, perTask - remaining)) },
+    };
+  };
 }

@@ -1,14 +1,13 @@
 import type { Catalog, InstanceType } from '../core/catalog.js';
 import { groupBy } from '../core/group.js';
-import type { QueueCaps } from '../queue/caps.js';
-import type { WfqConfig } from '../queue/wfq.js';
+import { UNKNOWN_DURATION_SECONDS, type Admission } from '../queue/admission.js';
+import type { JobQueueView } from '../queue/admission-views.js';
 import type { Scheduler } from '../scheduler/types.js';
 import type { InstanceLifecycle, JobStatus, TaskState as SimTaskState } from '../sim/entities.js';
 import type { TraceJob, TraceTask } from '../sim/traces/types.js';
 import { frozenExpectedRates } from '../sim/engine.js';
 import type { PredictionInput } from '../sim/predict.js';
 import type { SimWorld, WorldEvent, WorldInstance, WorldJob, WorldTask } from '../sim/world.js';
-import { UNKNOWN_DURATION_SECONDS, type QueueDecision } from './admission.js';
 import { expandTasks } from './job-spec.js';
 import type { EtaRecord } from './queue-records.js';
 import type { SnapshotInputs } from './snapshot.js';
@@ -288,16 +287,15 @@ export interface PredictionRun {
 
 export interface PredictInput {
   readonly inputs: SnapshotInputs;
-  /** This round's admission (the basis counts the jobs ahead); absent at submission. */
-  readonly queue?: QueueDecision | undefined;
+  /** This round's queue views (the basis counts the jobs ahead); absent at submission. */
+  readonly views?: ReadonlyMap<string, JobQueueView> | undefined;
   /** A fork of the scheduler (same options and learned state); the prediction plans with it. */
   readonly scheduler: Scheduler;
+  /** A fork of the admission in use: the prediction replays the queue layer from its state. */
+  readonly admission: Admission;
   readonly catalog: Catalog;
-  readonly caps: QueueCaps;
-  readonly config: WfqConfig;
   readonly roundSeconds: number;
   readonly firstRoundSeconds: number;
-  readonly classOf: (job: JobRecord) => string;
   /** Predict only these jobs (the run stops once they finished); default every live job. */
   readonly targets?: readonly string[] | undefined;
 }
@@ -331,7 +329,7 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
           scheduler: input.scheduler,
           catalog: input.catalog,
           rate,
-          queue: { caps: input.caps, config: input.config },
+          admission: input.admission,
           roundSeconds: input.roundSeconds,
           earlyRounds: true, // the controller plans early on completions too
           jobIds: targets,
@@ -374,8 +372,11 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
 }
 
 function placeOf(job: JobRecord, input: PredictInput): string {
-  const classId = input.classOf(job);
-  const view = input.queue?.views.get(job.id);
+  const size =
+    (job.spec.expectedDurationSeconds ?? UNKNOWN_DURATION_SECONDS) *
+    job.spec.tasks.reduce((n, t) => n + t.replicas, 0);
+  const classId = input.admission.classOf(size, job.team);
+  const view = input.views?.get(job.id);
   if (view === undefined) return `class ${classId}`;
   if (view.status === 'admitted') return `admitted in class ${view.classId}`;
   if (view.position === null) return `waiting in class ${view.classId} (${view.reason ?? 'waiting'})`;

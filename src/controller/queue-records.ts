@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { JobQueueView } from './admission.js';
+import type { JobQueueView } from '../queue/admission-views.js';
 import type { JsonValue, StateStore } from './state-store.js';
 
 /**

@@ -1,8 +1,10 @@
 import type { Catalog, InstanceType } from '../core/catalog.js';
-import type { FamilyDemand } from '../core/resources.js';
-import { fits } from '../core/resources.js';
+import { demandOn, type FamilyDemand, type Resources } from '../core/resources.js';
+import type { QueueCaps } from '../queue/caps.js';
+import { launchGate, startGate, terminateGate, type GateWait } from '../round/gates.js';
+import { chooseReplacementType } from '../round/replacement.js';
 import type { ConfigurationDiff } from '../scheduler/actions.js';
-import { PriceBook, sumOn } from '../scheduler/reservation-price.js';
+import { PriceBook } from '../scheduler/reservation-price.js';
 import type { Configuration, Plan } from '../scheduler/types.js';
 import {
   InsufficientCapacityError,
@@ -148,7 +150,8 @@ export interface ReconcilerSettings {
   readonly registrationTimeoutSeconds: number;
   readonly registrationBackoffBaseSeconds: number;
   readonly registrationBackoffMaxSeconds: number;
-  readonly maxCostPerHour?: number | undefined;
+  /** Caps every launch keeps, counting the fleet in transit (round/gates.ts `launchGate`). */
+  readonly caps: QueueCaps;
   /** Extra tags on launched instances. */
   readonly tags?: Readonly<Record<string, string>>;
   /** Retry delays for launches that failed for another reason than capacity (throttling, API errors). */
@@ -662,14 +665,18 @@ export class Reconciler {
     return registered === undefined ? true : registered.call(this.deps.executor, instance);
   }
 
+  /**
+   * Carry out pending starts whose gate (round/gates.ts `startGate`, the rule the simulated world follows too) is
+   * open: the task's own stop is done, no task of its job is still checkpointing, its instance is ready, and the
+   * instance has room for it next to what occupies it now.
+   */
   private async performStarts(): Promise<string[]> {
     const started: string[] = [];
-    const checkpointingOn = new Map<string, Set<string>>(); // instance → jobs still checkpointing off it
-    for (const t of this.store.listTasks({ states: ['checkpointing'] })) {
-      if (t.instanceId === undefined) continue;
-      const set = checkpointingOn.get(t.instanceId) ?? new Set<string>();
-      set.add(t.jobId);
-      checkpointingOn.set(t.instanceId, set);
+    const stoppingOf = new Map<string, number>(); // job → tasks still checkpointing
+    const used = new Map<string, Resources>(); // instance → what its occupants use
+    for (const t of this.store.listTasks({ states: ['running', 'checkpointing'] })) {
+      if (t.state === 'checkpointing') stoppingOf.set(t.jobId, (stoppingOf.get(t.jobId) ?? 0) + 1);
+      if (t.instanceId !== undefined) this.occupy(used, t, t.instanceId);
     }
     for (const intent of this.store.listIntents({ states: ['pending'], kind: 'start-task' })) {
       if (intent.kind !== 'start-task') continue;
@@ -688,12 +695,22 @@ export class Reconciler {
         });
         continue;
       }
-      // Gates (actions.ts StartTaskAction): the task's own stop is done (it is committed here), the instance is up,
-      // and no other job is still checkpointing off it (its capacity may be needed).
-      if (task.state !== 'starting' || task.instanceId !== instanceId) continue;
-      if (!this.isReady(instance)) continue;
-      const leaving = checkpointingOn.get(instanceId);
-      if (leaving !== undefined && [...leaving].some((j) => j !== job.id)) continue;
+      const type = this.typeOf(instance.typeName);
+      const demand = type === undefined ? undefined : demandOn(this.demandOf(task), type.family);
+      if (type === undefined || demand === undefined) continue; // the diff never plans this; nothing can start it
+      const occupied = used.get(instanceId) ?? [0, 0, 0];
+      const wait = startGate({
+        taskStopped: task.state === 'starting' && task.instanceId === instanceId,
+        jobTasksStopping: stoppingOf.get(job.id) ?? 0,
+        instanceReady: this.isReady(instance),
+        freeCapacity: [
+          type.capacity[0] - occupied[0],
+          type.capacity[1] - occupied[1],
+          type.capacity[2] - occupied[2],
+        ],
+        demand,
+      });
+      if (wait !== undefined) continue;
       this.fault('start:before-call', taskId);
       await this.deps.executor.start({ task, job, instance });
       this.fault('start:after-call', taskId);
@@ -711,9 +728,23 @@ export class Reconciler {
         this.store.setTaskState(taskId, 'running');
         this.settleJob(current.jobId, 'all tasks running');
       });
+      this.occupy(used, task, instanceId);
       started.push(taskId);
     }
     return started;
+  }
+
+  private occupy(used: Map<string, Resources>, task: TaskRecord, instanceId: string): void {
+    const inst = this.store.getInstance(instanceId);
+    const type = inst === undefined ? undefined : this.typeOf(inst.typeName);
+    const d = type === undefined ? undefined : demandOn(this.demandOf(task), type.family);
+    if (d === undefined) return;
+    const u = used.get(instanceId) ?? [0, 0, 0];
+    used.set(instanceId, [u[0] + d[0], u[1] + d[1], u[2] + d[2]]);
+  }
+
+  private typeOf(typeName: string): InstanceType | undefined {
+    return this.deps.catalog.types.find((t) => t.name === typeName);
   }
 
   // ---- task completion
@@ -788,6 +819,10 @@ export class Reconciler {
         const retry = this.launchRetry.get(intent.id);
         if (retry !== undefined && this.now() < retry.notBeforeSeconds) {
           deferred += 1;
+          break;
+        }
+        if (this.launchWait(intent.payload.typeName) !== undefined) {
+          deferred += 1; // the fleet in transit must shrink first (round/gates.ts `launchGate`)
           break;
         }
         const outcome = await this.launchOne(intent);
@@ -904,21 +939,13 @@ export class Reconciler {
     const tasks = this.plannedTasksOf(inst.id);
     const demands = tasks.map((t) => this.demandOf(t));
     const refused = new Set([inst.typeName, ...this.refusedTypesOf(inst.id)]);
-    const liveCost = this.store
-      .listInstances({ states: ['requested', 'launching', 'running', 'draining'] })
-      .filter((i) => i.id !== inst.id)
-      .reduce((s, i) => s + this.costPerHour(i.typeName), 0);
-    const cap = this.settings.maxCostPerHour ?? Number.POSITIVE_INFINITY;
-    const replacement =
-      tasks.length === 0
-        ? undefined
-        : this.book.byCostAscending.find(
-            (type) =>
-              !refused.has(type.name) &&
-              this.deps.provider?.isCapacityConstrained?.(type.name) !== true &&
-              hosts(type, demands) &&
-              liveCost + type.costPerHour <= cap + 1e-9,
-          );
+    const replacement = chooseReplacementType({
+      typesByCost: this.book.byCostAscending,
+      demands,
+      refused,
+      capacityConstrained: (typeName) => this.deps.provider?.isCapacityConstrained?.(typeName) === true,
+      launchGate: (type) => this.launchWait(type.name),
+    });
     const reason = `${error.message}`;
     if (replacement === undefined) {
       this.store.transaction(() => {
@@ -974,13 +1001,25 @@ export class Reconciler {
     return { kind: 'fallback', next };
   }
 
+  /**
+   * The launch gate for one more instance of `typeName`: every instance launched and not yet terminated counts
+   * against the caps until it is gone (round/gates.ts `launchGate`, as in the simulated world).
+   */
+  private launchWait(typeName: string): GateWait {
+    const type = this.typeOf(typeName);
+    if (type === undefined) return undefined; // the provider refuses an unknown type itself
+    const inTransit: InstanceType[] = [];
+    for (const i of this.store.listInstances({ states: [...LIVE_INSTANCE_STATES] })) {
+      if (i.cloudId === undefined) continue; // not launched (yet, or ever)
+      const t = this.typeOf(i.typeName);
+      if (t !== undefined) inTransit.push(t);
+    }
+    return launchGate(type, inTransit, this.settings.caps);
+  }
+
   private refusedTypesOf(instanceId: string): string[] {
     const value = this.store.getValue(refusedKey(instanceId));
     return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
-  }
-
-  private costPerHour(typeName: string): number {
-    return this.deps.catalog.types.find((t) => t.name === typeName)?.costPerHour ?? 0;
   }
 
   // ---- worker registration
@@ -1035,13 +1074,19 @@ export class Reconciler {
 
   private async performTerminations(): Promise<string[]> {
     const terminated: string[] = [];
-    const busy = new Set<string>();
+    const occupants = new Map<string, number>();
+    const aimedAt = new Map<string, number>();
     for (const t of this.store.listTasks({ states: [...PLACED_TASK_STATES] }))
-      if (t.instanceId !== undefined) busy.add(t.instanceId);
+      if (t.instanceId !== undefined) occupants.set(t.instanceId, (occupants.get(t.instanceId) ?? 0) + 1);
     for (const i of this.store.listIntents({ states: ['pending'], kind: 'start-task' }))
-      if (i.kind === 'start-task') busy.add(i.payload.instanceId);
+      if (i.kind === 'start-task')
+        aimedAt.set(i.payload.instanceId, (aimedAt.get(i.payload.instanceId) ?? 0) + 1);
     for (const inst of this.store.listInstances({ states: ['draining', 'terminating'] })) {
-      if (inst.state === 'draining' && busy.has(inst.id)) continue;
+      if (
+        inst.state === 'draining' &&
+        terminateGate(occupants.get(inst.id) ?? 0, aimedAt.get(inst.id) ?? 0) !== undefined
+      )
+        continue;
       const cloudId = inst.cloudId;
       const intent =
         this.pendingIntentsFor('terminate', inst.id)[0] ??
@@ -1086,10 +1131,4 @@ export class Reconciler {
 
 function refusedKey(instanceId: string): string {
   return `controller.refusedTypes.${instanceId}`;
-}
-
-/** Whether one instance of `type` holds all of `demands` together. */
-export function hosts(type: InstanceType, demands: readonly FamilyDemand[]): boolean {
-  const total = sumOn(demands, type.family);
-  return total !== undefined && fits(total, type.capacity);
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { InstanceType } from '../core/catalog.js';
 import type { Caps } from '../core/model.js';
 import type { FamilyDemand } from '../core/resources.js';
 import { parseWith } from '../core/validation.js';
@@ -69,6 +70,16 @@ export interface InstanceFootprint {
   readonly costPerHour: number;
 }
 
+/** What one instance of a type counts against the caps (AWS counts an instance until it has terminated). */
+export function instanceFootprint(type: InstanceType): InstanceFootprint {
+  return {
+    family: type.family,
+    gpus: type.capacity[0],
+    vcpus: type.capacity[1],
+    costPerHour: type.costPerHour,
+  };
+}
+
 /** What admitting a job is expected to add against the caps. */
 export interface JobFootprint {
   readonly jobId: string;
@@ -91,7 +102,7 @@ export function reservationFootprint(
     instances: taskDemands.map((d) => {
       const t = prices.minType(d);
       if (t === undefined) throw new Error(`job ${jobId}: no instance type can host a task alone`);
-      return { family: t.family, gpus: t.capacity[0], vcpus: t.capacity[1], costPerHour: t.costPerHour };
+      return instanceFootprint(t);
     }),
   };
 }

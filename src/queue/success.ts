@@ -100,6 +100,18 @@ export function distribution(
   };
 }
 
+/** Stages passed by a job with a declared success model, from its attained service (seconds at full throughput). */
+export function stagesDone(dist: StageDistribution, attainedSeconds: number): number {
+  let n = 0;
+  // The last checkpoint is the end of the job: passing it means done, not "one more stage passed".
+  while (
+    n < dist.checkpointsSeconds.length - 1 &&
+    (dist.checkpointsSeconds[n] as number) <= attainedSeconds + 1e-9
+  )
+    n += 1;
+  return n;
+}
+
 /** Attained service after `stagesDone` checkpoints passed. */
 export function attainedSeconds(dist: StageDistribution, stagesDone: number): number {
   return stagesDone <= 0 ? 0 : (dist.checkpointsSeconds[stagesDone - 1] as number);

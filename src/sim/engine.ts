@@ -1,8 +1,10 @@
 import type { Catalog, InstanceType } from '../core/catalog.js';
-import { addUsage, capViolations, hasAnyCap, NO_USAGE } from '../queue/caps.js';
-import { fits, type Resources } from '../core/resources.js';
-import type { ClusterSnapshot } from '../core/model.js';
-import { diffConfiguration, type Action } from '../scheduler/actions.js';
+import type { Resources } from '../core/resources.js';
+import { Admission, type AdmissionJobInfo } from '../queue/admission.js';
+import { hasAnyCap } from '../queue/caps.js';
+import type { Action } from '../scheduler/actions.js';
+import { launchGate, startGate, terminateGate } from '../round/gates.js';
+import { runRound, type PredictionFork } from '../round/round.js';
 import type { Scheduler } from '../scheduler/types.js';
 import {
   integrateProgress,
@@ -16,7 +18,7 @@ import {
 } from './entities.js';
 import { EventQueue } from './event-queue.js';
 import { FleetMeter } from './fleet-meter.js';
-import { p99JctHours, SimAdmission, type AdmissionJobInfo, type SimQueueOptions } from './admission.js';
+import { p99JctHours, type SimQueueOptions } from './admission.js';
 import { memoized, type GroundTruth } from './ground-truth.js';
 import { percentile, summarize } from './metrics.js';
 import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
@@ -161,7 +163,7 @@ export function runSimulation(options: RunOptions): RunResult {
   const sim = new Simulation(options);
   sim.run();
   const result = sim.result((performance.now() - startedMs) / 1000);
-  if (sim.admission === undefined) return result;
+  if (options.queue === undefined) return result;
   const serviceSeconds = new Map(options.trace.jobs.map((j) => [j.id, j.durationSeconds]));
   return {
     ...result,
@@ -211,7 +213,8 @@ export interface WorldRunOptions {
   readonly catalog: Catalog;
   /** Expected normalized throughput by co-location keys; default 1 (no interference). */
   readonly rate?: ((taskKey: string, otherKeys: readonly string[]) => number) | undefined;
-  readonly queue?: SimQueueOptions | undefined;
+  /** A fork of the admission in use (`Admission.fork`); default: every job admitted. */
+  readonly admission?: Admission | undefined;
   readonly roundSeconds?: number | undefined;
   /** Also run a round right after each completion (as the controller does; `RunOptions.earlyRounds`). */
   readonly earlyRounds?: boolean | undefined;
@@ -229,9 +232,7 @@ export function runFromWorld(
   o: WorldRunOptions,
 ): Map<string, { readonly startSeconds: number | null; readonly endSeconds: number | null }> {
   const ids = o.jobIds ?? o.world.jobs.map((j) => j.spec.id);
-  const sim = runWorld({ ...o, jobIds: ids }, (jobInfo) =>
-    o.queue === undefined ? undefined : new SimAdmission(o.catalog, { ...o.queue, predict: false }, jobInfo),
-  );
+  const sim = runWorld({ ...o, jobIds: ids }, o.admission);
   return new Map(ids.map((id) => [id, sim.timesOf(id)]));
 }
 
@@ -247,7 +248,7 @@ export function frozenExpectedRates(scheduler: Scheduler): KeyRate | undefined {
 /** Run a world forward until `jobIds` finished (or the time limit); `admission` builds its queue layer. */
 function runWorld(
   o: WorldRunOptions & { readonly jobIds: readonly string[] },
-  admission: ForkSetup['admission'],
+  admission: Admission | undefined,
 ): Simulation {
   const longest = o.world.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
   const sim = new Simulation(
@@ -273,8 +274,8 @@ type KeyRate = (taskKey: string, otherKeys: readonly string[]) => number;
 interface ForkSetup {
   readonly world: SimWorld;
   readonly rate: KeyRate;
-  /** The copy of the queue state, given the fork's own job lookup. */
-  readonly admission: (jobInfo: (jobId: string) => AdmissionJobInfo) => SimAdmission | undefined;
+  /** The copy of the queue state (undefined: every job admitted). */
+  readonly admission: Admission | undefined;
   /** Stop once these jobs have finished. */
   readonly targets: ReadonlySet<string>;
 }
@@ -300,7 +301,9 @@ class Simulation {
   private readonly maxSeriesPoints: number;
   private readonly onProgress: RunOptions['onProgress'];
   private readonly onEvent: RunOptions['onEvent'];
-  readonly admission: SimAdmission | undefined;
+  /** The queue layer (without caps it admits every job). */
+  readonly admission: Admission;
+  private readonly predicting: boolean;
 
   private readonly queue = new EventQueue<SimEvent>();
   private readonly jobs: SimJob[];
@@ -323,6 +326,8 @@ class Simulation {
   private rounds = 0;
   /** Jobs stopped by WFQ preemption (issue 6). */
   private preemptions = 0;
+  /** Plans refused because they broke a cap (the safety rail; a scheduler that keeps the caps never trips it). */
+  private rejectedPlans = 0;
   private fullRounds = 0;
   private readonly meter = new FleetMeter();
 
@@ -353,12 +358,8 @@ class Simulation {
     this.maxSeriesPoints = options.maxSeriesPoints ?? DEFAULT_MAX_SERIES_POINTS;
     this.onProgress = options.onProgress;
     this.onEvent = options.onEvent;
-    this.admission =
-      fork !== undefined
-        ? fork.admission(this.jobInfo)
-        : options.queue === undefined
-          ? undefined
-          : new SimAdmission(options.catalog, options.queue, this.jobInfo);
+    this.admission = fork?.admission ?? new Admission(options.catalog, options.queue ?? { caps: {} });
+    this.predicting = fork === undefined && options.queue?.predict === true;
     this.jobs = buildSimJobs(
       fork === undefined ? options.trace : { name: 'prediction', jobs: fork.world.jobs.map((j) => j.spec) },
       options.catalog,
@@ -515,20 +516,28 @@ class Simulation {
       for (const inst of [...this.assignable.values()]) this.requestTermination(inst);
     } else if (this.liveJobs.size > 0 || this.assignable.size > 0) {
       for (const job of this.liveJobs.values()) integrateProgress(job, this.now);
-      if (this.admission?.options.predict === true) this.predictNewJobs(early);
-      const seen = buildSnapshot(this.now, this.liveJobs.values(), this.assignable.values());
-      const snapshot =
-        this.admission === undefined
-          ? seen
-          : this.preempt(this.admission.filter(seen), this.admission.preempted);
-      this.scheduler.observe(snapshot, observeThroughputs(this.liveJobs.values()));
-      const plan = this.scheduler.plan(snapshot);
-      this.rounds += 1;
-      if (plan.decision.chosen === 'full') this.fullRounds += 1;
-      const diff = diffConfiguration(snapshot, plan.configuration, this.catalog, {
-        scheduler: this.scheduler.name,
+      const fresh = this.predicting ? this.unpredictedJobs() : [];
+      const round = runRound({
+        snapshot: buildSnapshot(this.now, this.liveJobs.values(), this.assignable.values()),
+        jobInfo: this.jobInfo,
+        admission: this.admission,
+        scheduler: this.scheduler,
+        observations: observeThroughputs(this.liveJobs.values()),
+        catalog: this.catalog,
+        forkForPrediction: fresh.length > 0,
+        carriedOut: true,
       });
-      this.apply(diff.actions);
+      // Predicted before the round's actions are applied: the prediction replays this round from the fork.
+      if (round.fork !== undefined) this.predict(fresh, round.fork, early);
+      const planned = round.planned;
+      if (planned !== undefined) {
+        this.rounds += 1;
+        if (planned.plan.decision.chosen === 'full') this.fullRounds += 1;
+        if (planned.capViolation === undefined) {
+          this.preemptions += planned.victims.length;
+          this.apply(planned.diff.actions);
+        } else this.rejectedPlans += 1;
+      }
     }
     this.onProgress?.({
       nowSeconds: this.now,
@@ -545,39 +554,6 @@ class Simulation {
     if (idle && next !== undefined && next.status === 'pending')
       this.scheduleRoundAtOrAfter(next.spec.arrivalSeconds);
     else this.queue.push({ kind: 'round', timeSeconds: this.now + this.roundSeconds, rank: RANK_ROUND });
-  }
-
-  /**
-   * Checkpoint the jobs admission preempted back to the queue (each stop counts as a migration, as in the
-   * controller), and leave them out of this round's snapshot: their capacity frees once the checkpoints are
-   * uploaded, and the reclaiming class's head is admitted at a later round.
-   */
-  private preempt(snapshot: ClusterSnapshot, jobIds: readonly string[]): ClusterSnapshot {
-    if (jobIds.length === 0) return snapshot;
-    const gone = new Set(jobIds);
-    const stops: Action[] = [];
-    for (const id of jobIds)
-      for (const task of this.liveJobs.get(id)?.tasks ?? [])
-        if (task.committed !== undefined)
-          stops.push({
-            kind: 'checkpoint-stop',
-            jobId: id,
-            taskId: task.id,
-            instanceId: task.committed.id,
-            then: 'queue',
-          });
-    this.apply(stops);
-    this.preemptions += gone.size;
-    const stopped = new Set(stops.map((a) => (a.kind === 'checkpoint-stop' ? a.taskId : '')));
-    return {
-      ...snapshot,
-      jobs: snapshot.jobs.filter((j) => !gone.has(j.id)),
-      tasks: snapshot.tasks.filter((t) => !gone.has(t.jobId)),
-      instances: snapshot.instances.map((i) => ({
-        ...i,
-        taskIds: i.taskIds.filter((t) => !stopped.has(t)),
-      })),
-    };
   }
 
   private onInstantiated(inst: SimInstance): void {
@@ -768,24 +744,17 @@ class Simulation {
     this.at(inst.type.delays.instantiateSeconds, { kind: 'instantiated', instance: inst });
   }
 
-  /**
-   * Whether one more instance of `type` keeps the fleet (every instance launched and not yet terminated, draining
-   * ones included) within the queue layer's caps. A plan respects the caps, but an instance it drops keeps
-   * counting until it has terminated, so a replacement launched in the same round could overshoot; it waits
-   * instead, as a cloud quota would refuse it.
-   */
+  /** The launch gate (round/gates.ts): the fleet in transit plus this instance keeps the caps. */
   private launchFitsCaps(type: InstanceType): boolean {
-    const caps = this.admission?.options.caps;
-    if (caps === undefined || !hasAnyCap(caps)) return true;
-    const one = (t: InstanceType) => ({
-      jobId: '',
-      instances: [
-        { family: t.family, gpus: t.capacity[0], vcpus: t.capacity[1], costPerHour: t.costPerHour },
-      ],
-    });
-    let usage = addUsage(NO_USAGE, one(type), caps);
-    for (const inst of this.launched) usage = addUsage(usage, one(inst.type), caps);
-    return capViolations(usage, caps).length === 0;
+    const caps = this.admission.caps;
+    if (!hasAnyCap(caps)) return true;
+    return (
+      launchGate(
+        type,
+        [...this.launched].map((i) => i.type),
+        caps,
+      ) === undefined
+    );
   }
 
   private requestTermination(inst: SimInstance): void {
@@ -826,7 +795,7 @@ class Simulation {
     if (this.pendingTerminations.length > 0) {
       const waiting: SimInstance[] = [];
       for (const inst of this.pendingTerminations) {
-        if (inst.occupants.size > 0) waiting.push(inst);
+        if (terminateGate(inst.occupants.size, 0) !== undefined) waiting.push(inst);
         else if (inst.lifecycle !== 'terminating' && inst.lifecycle !== 'terminated') {
           inst.lifecycle = 'terminating';
           this.log('terminate-issued', { instanceId: inst.id });
@@ -838,13 +807,20 @@ class Simulation {
   }
 
   private tryStart(task: SimTask): boolean {
-    if (task.state !== 'queued' && task.state !== 'stopped') return false;
-    if (task.job.tasks.some((t) => t.state === 'killing' || t.state === 'uploading')) return false;
     const inst = task.committed as SimInstance;
-    if (inst.lifecycle !== 'running') return false;
     const d = taskDemandOn(task, inst);
-    if (!fits([inst.used[0] + d[0], inst.used[1] + d[1], inst.used[2] + d[2]], inst.type.capacity))
-      return false;
+    const wait = startGate({
+      taskStopped: task.state === 'queued' || task.state === 'stopped',
+      jobTasksStopping: task.job.tasks.filter((t) => t.state === 'killing' || t.state === 'uploading').length,
+      instanceReady: inst.lifecycle === 'running',
+      freeCapacity: [
+        inst.type.capacity[0] - inst.used[0],
+        inst.type.capacity[1] - inst.used[1],
+        inst.type.capacity[2] - inst.used[2],
+      ],
+      demand: d,
+    });
+    if (wait !== undefined) return false;
     task.pendingStart = false;
     task.state = 'launching';
     task.occupying = inst;
@@ -928,29 +904,34 @@ class Simulation {
 
   // ---------------------------------------------------------------- predictions (PCS §4)
 
+  /** Live jobs without a prediction yet (PCS §4: a job is predicted when a round first sees it). */
+  private unpredictedJobs(): string[] {
+    return [...this.liveJobs.values()].filter((j) => !this.predictions.has(j.spec.id)).map((j) => j.spec.id);
+  }
+
   /**
-   * Predict the completion of every job this round sees for the first time: run a copy of the world forward from
-   * this round with the same admission and a fork of the scheduler, the scheduler's expected (learned) rates
-   * instead of the ground truth, and no future arrivals. Done before the round plans, so the copy replays it.
+   * Predict the completion of `fresh` jobs: run a copy of the world forward from this round with the round's fork
+   * of the admission and the scheduler, the scheduler's expected (learned) rates instead of the ground truth, and no
+   * future arrivals. The copy replays this round, so the world is exported before its actions are applied.
    */
-  private predictNewJobs(early: boolean): void {
-    const fresh = [...this.liveJobs.values()]
-      .filter((j) => !this.predictions.has(j.spec.id))
-      .map((j) => j.spec.id);
-    if (fresh.length === 0) return;
+  private predict(fresh: readonly string[], fork: PredictionFork, early: boolean): void {
     const forked = runWorld(
       {
         world: this.exportWorld(early),
-        scheduler: this.scheduler.fork?.() ?? this.scheduler,
+        scheduler: fork.scheduler,
         catalog: this.catalog,
-        rate: frozenExpectedRates(this.scheduler),
+        rate: frozenExpectedRates(fork.scheduler),
         roundSeconds: this.roundSeconds,
         earlyRounds: this.earlyRounds,
         jobIds: fresh,
       },
-      (jobInfo) => this.admission?.fork(jobInfo),
+      fork.admission,
     );
     for (const id of fresh) this.predictions.set(id, forked.timesOf(id));
+  }
+
+  get rejectedPlanCount(): number {
+    return this.rejectedPlans;
   }
 
   get preemptionCount(): number {

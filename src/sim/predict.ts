@@ -1,6 +1,5 @@
 import type { Catalog } from '../core/catalog.js';
-import type { QueueCaps } from '../queue/caps.js';
-import type { WfqConfig } from '../queue/wfq.js';
+import type { Admission } from '../queue/admission.js';
 import type { Scheduler } from '../scheduler/types.js';
 import { frozenExpectedRates, runFromWorld } from './engine.js';
 import type { SimWorld } from './world.js';
@@ -17,7 +16,8 @@ export interface PredictionInput {
   readonly catalog: Catalog;
   /** Expected normalized throughput by co-location keys; default: the scheduler's `expectedRate`, else 1. */
   readonly rate?: ((taskKey: string, otherKeys: readonly string[]) => number) | undefined;
-  readonly queue?: { readonly caps: QueueCaps; readonly config: WfqConfig } | undefined;
+  /** A fork of the admission in use (`Admission.fork`): the run replays the queue layer from its state. */
+  readonly admission?: Admission | undefined;
   readonly roundSeconds?: number | undefined;
   /** Also plan right after each completion (the controller's early rounds). */
   readonly earlyRounds?: boolean | undefined;
@@ -39,7 +39,7 @@ export function predictCompletions(input: PredictionInput): ReadonlyMap<string, 
     scheduler: input.scheduler,
     catalog: input.catalog,
     rate: input.rate ?? frozenExpectedRates(input.scheduler),
-    queue: input.queue,
+    admission: input.admission,
     roundSeconds: input.roundSeconds,
     earlyRounds: input.earlyRounds,
     jobIds: input.jobIds,

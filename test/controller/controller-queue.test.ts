@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { describeQueue, planCapViolations } from '../../src/controller/admission.js';
+import { describeQueue } from '../../src/queue/admission-views.js';
+import { planCapViolations } from '../../src/round/plan-caps.js';
 import { readQueueRecord } from '../../src/controller/queue-records.js';
 import type { StateStore } from '../../src/controller/state-store.js';
 import type { QueueCaps } from '../../src/queue/caps.js';

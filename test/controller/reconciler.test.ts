@@ -46,6 +46,7 @@ function reconcilerFor(r: Rig, executor: TaskExecutor, faults?: FaultInjector): 
       registrationTimeoutSeconds: 600,
       registrationBackoffBaseSeconds: 60,
       registrationBackoffMaxSeconds: 3600,
+      caps: {},
     },
   });
 }

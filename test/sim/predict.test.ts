@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { Admission } from '../../src/queue/admission.js';
 import { NoPackingScheduler } from '../../src/scheduler/baselines/no-packing.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
 import { singleClassConfig } from '../../src/queue/wfq.js';
@@ -59,7 +60,7 @@ describe('predictCompletions (controller worlds)', () => {
       world: world(),
       scheduler: new NoPackingScheduler(catalog),
       catalog,
-      queue: { caps: { maxInstances: 1 }, config: singleClassConfig('fifo') },
+      admission: new Admission(catalog, { caps: { maxInstances: 1 }, config: singleClassConfig('fifo') }),
     });
     const running = p.get('running')?.endSeconds ?? 0;
     const queued = p.get('queued');

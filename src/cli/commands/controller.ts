@@ -29,7 +29,7 @@ import {
   type ControllerConfig,
   type ControllerFlags,
 } from '../../controller/config.js';
-import { describeQueue } from '../../controller/admission.js';
+import { describeQueue } from '../../queue/admission-views.js';
 import { Controller, settingsFromConfig } from '../../controller/controller.js';
 import {
   FAULT_POINTS,

@@ -1,5 +1,5 @@
 import type { DecisionRecord } from '../../scheduler/types.js';
-import type { JobQueueView } from '../admission.js';
+import type { JobQueueView } from '../../queue/admission-views.js';
 import { readQueueRecord, type EtaRecord, type PredictionError } from '../queue-records.js';
 import type { ClusterView, CostReport, WhyRecord } from '../service.js';
 import { isFinalJobState } from '../state/lifecycle.js';

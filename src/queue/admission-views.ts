@@ -1,0 +1,176 @@
+import { addUsage, capViolations, dominantShare, usageOf, type CapUsage, type QueueCaps } from './caps.js';
+import type { Admission, QueueDecision } from './admission.js';
+import type { AdmissionResult, QueuedJob, QueuedPosition, WaitReason, WfqConfig } from './wfq.js';
+
+/**
+ * Admission decisions in words, for the job views the API and `fleetwise job` show: each live job's class, whether
+ * it is admitted, its place in its class queue, and one line saying why it waits (class share, a cap, never fits).
+ */
+
+export type QueueStatus = 'admitted' | 'waiting';
+
+/** What a job's view says about its place in the queue. */
+export interface JobQueueView {
+  readonly classId: string;
+  /** `admitted`: in this round's plan (or holding capacity); `waiting`: queued. */
+  readonly status: QueueStatus;
+  /** 1 = head of its class queue; null when admitted (or admitted but left out by the plan). */
+  readonly position: number | null;
+  readonly reason: WaitReason | null;
+  /** One line, e.g. "class small is at its share of the capped capacity (95.0% used of 95.0%)". */
+  readonly detail: string;
+  /** When this view was computed; a runtime that keeps views keeps the time an unchanged view was first shown. */
+  readonly sinceSeconds: number;
+}
+
+/** Every live job's view after `decision`. */
+export function queueViews(decision: QueueDecision, admission: Admission): Map<string, JobQueueView> {
+  const now = decision.nowSeconds;
+  const { result } = decision;
+  const config = admission.config;
+  const caps = admission.caps;
+  const views = new Map<string, JobQueueView>();
+  for (const j of decision.running)
+    views.set(j.id, {
+      classId: admission.classOf(j.sizeSeconds, j.team),
+      status: 'admitted',
+      position: null,
+      reason: null,
+      detail: 'holds capacity',
+      sinceSeconds: now,
+    });
+  for (const id of result.admitted) {
+    const job = decision.waiting.get(id) as QueuedJob;
+    views.set(id, {
+      classId: admission.classOf(job.sizeSeconds, job.team),
+      status: 'admitted',
+      position: null,
+      reason: null,
+      detail: 'admitted under the caps this round',
+      sinceSeconds: now,
+    });
+  }
+  for (const q of result.queued) {
+    const job = decision.waiting.get(q.jobId) as QueuedJob;
+    if (q.reason === 'never-fits') {
+      views.set(q.jobId, {
+        classId: q.classId,
+        status: 'waiting',
+        position: null,
+        reason: 'never-fits',
+        detail: waitDetail('never-fits', q.classId, 0, job, result, config, caps),
+        sinceSeconds: now,
+      });
+      continue;
+    }
+    const reason = shownWaitReason(q, result);
+    views.set(q.jobId, {
+      classId: q.classId,
+      status: 'waiting',
+      position: q.position + 1,
+      reason,
+      detail: waitDetail(reason, q.classId, q.position, job, result, config, caps),
+      sinceSeconds: now,
+    });
+  }
+  for (const { jobId, classId } of decision.unhostable)
+    views.set(jobId, {
+      classId,
+      status: 'waiting',
+      position: null,
+      reason: 'never-fits',
+      detail: 'no instance type of the current catalog can host one of its tasks',
+      sinceSeconds: now,
+    });
+  return views;
+}
+
+/** A class holding the whole capped capacity (one class, or the others idle) waits for the caps, not its share. */
+export function shownWaitReason(q: QueuedPosition, result: AdmissionResult): WaitReason {
+  const whole = (result.classes.find((c) => c.classId === q.classId)?.fluidShare ?? 0) >= 1 - 1e-9;
+  return q.reason === 'class-share' && whole ? 'caps' : q.reason;
+}
+
+function waitDetail(
+  reason: WaitReason,
+  classId: string,
+  position: number,
+  job: QueuedJob,
+  result: AdmissionResult,
+  config: WfqConfig,
+  caps: QueueCaps,
+): string {
+  const ahead = position === 0 ? '' : `; ${position} job(s) ahead of it in class ${classId}`;
+  if (reason === 'never-fits') {
+    const broken = capViolations(usageOf([job.footprint], caps), caps);
+    if (broken.length > 0) return `it can never run under the caps: alone it breaks ${broken.join(', ')}`;
+    const ceiling = config.classes.find((c) => c.id === classId)?.maxShare ?? 1;
+    return (
+      `it can never run in class ${classId}: it needs ${pct(dominantShare(job.footprint, caps))} of the ` +
+      `capped capacity, over the class's maxShare of ${pct(ceiling)}`
+    );
+  }
+  if (reason === 'class-share') {
+    const k = result.classes.find((c) => c.classId === classId);
+    const used = k === undefined ? 0 : k.usedShare;
+    const fluid = k === undefined ? 0 : k.fluidShare;
+    return (
+      `class ${classId} is at its share of the capped capacity (${pct(used)} used of ${pct(fluid)}; ` +
+      `this job needs ${pct(dominantShare(job.footprint, caps))})${ahead}`
+    );
+  }
+  const broken = capViolations(addUsage(result.usage, job.footprint, caps), caps);
+  if (broken.length === 0) return `waiting behind the head of class ${classId}${ahead}`;
+  return `admitting it now would break ${broken.join(', ')} (${describeUsage(result.usage, caps)})${ahead}`;
+}
+
+function pct(share: number): string {
+  return `${(100 * share).toFixed(1)}%`;
+}
+
+/** "$3.20/h, 4 instances, standard 48 vCPUs" — the capped dimensions in use. */
+export function describeUsage(usage: CapUsage, caps: QueueCaps): string {
+  const parts: string[] = [];
+  if (caps.maxCostPerHour !== undefined)
+    parts.push(`$${usage.costPerHour.toFixed(2)}/h of $${caps.maxCostPerHour}/h`);
+  if (caps.maxInstances !== undefined) parts.push(`${usage.instances} of ${caps.maxInstances} instances`);
+  for (const q of caps.quotas ?? []) {
+    const u = usage.byGroup.get(q.group) ?? { vcpus: 0, gpus: 0 };
+    if (q.maxVcpus !== undefined) parts.push(`${q.group} ${u.vcpus} of ${q.maxVcpus} vCPUs`);
+    if (q.maxGpus !== undefined) parts.push(`${q.group} ${u.gpus} of ${q.maxGpus} GPUs`);
+  }
+  return parts.length === 0 ? 'nothing capped' : `in use: ${parts.join(', ')}`;
+}
+
+/**
+ * The queue layer in one line, for the controller's startup log: "2 classes by size: small ≤ 3600 s (weight 0.95,
+ * srpt), large (weight 0.05, fifo); preemption off; caps: $20/h, quota p 8 GPUs".
+ */
+export function describeQueue(config: WfqConfig, caps: QueueCaps): string {
+  const classes = config.classes
+    .map((c) => {
+      const what =
+        config.classifyBy === 'size'
+          ? c.maxSizeSeconds === undefined
+            ? ''
+            : ` ≤ ${c.maxSizeSeconds} s`
+          : c.teams === undefined
+            ? ' (other teams)'
+            : ` (${c.teams.join(', ')})`;
+      const ceiling = c.maxShare === undefined ? '' : `, at most ${pct(c.maxShare)}`;
+      return `${c.id}${what} (weight ${c.weight}, ${c.ordering}${ceiling})`;
+    })
+    .join(', ');
+  const capped: string[] = [];
+  if (caps.maxCostPerHour !== undefined) capped.push(`$${caps.maxCostPerHour}/h`);
+  if (caps.maxInstances !== undefined) capped.push(`${caps.maxInstances} instances`);
+  for (const q of caps.quotas ?? []) {
+    if (q.maxVcpus !== undefined) capped.push(`quota ${q.group} ${q.maxVcpus} vCPUs`);
+    if (q.maxGpus !== undefined) capped.push(`quota ${q.group} ${q.maxGpus} GPUs`);
+  }
+  return (
+    `${config.classes.length} class(es) by ${config.classifyBy}: ${classes}; ` +
+    `preemption ${config.preemption.enabled ? `on (margin ${config.preemption.marginShare} of the capacity, after ${config.preemption.minShortRounds} short round(s))` : 'off'}; ` +
+    `caps: ${capped.length === 0 ? 'none (every job is admitted)' : capped.join(', ')}`
+  );
+}

@@ -1,0 +1,327 @@
+import type { Catalog } from '../core/catalog.js';
+import { groupBy } from '../core/group.js';
+import type { ClusterSnapshot, SchedJob, SchedTask } from '../core/model.js';
+import { PriceBook } from '../scheduler/reservation-price.js';
+import { dominantShare, hasAnyCap, reservationFootprint, type JobFootprint, type QueueCaps } from './caps.js';
+import type { StageDistribution } from './success.js';
+import {
+  admit,
+  classify,
+  FIFO_CONFIG,
+  type AdmissionResult,
+  type QueuedJob,
+  type RunningQueuedJob,
+  type WfqConfig,
+} from './wfq.js';
+
+/**
+ * The queue layer of every round (PCS §3), one object for both runtimes: each round, before the scheduler plans,
+ * `decide` lets waiting jobs into the snapshot under the caps (`admit`, wfq.ts); jobs holding capacity (placed,
+ * starting, moving) always stay in it and multi-task jobs are admitted whole. `victims` turns admission's
+ * preemption proposals into the stops a round may carry out. It keeps what must survive between rounds (when each
+ * job was admitted, classes' short-round counters, preemptions still checkpointing, fairness bookkeeping) and
+ * `fork()` copies all of it for a completion-time prediction, which then replays the very admission in use.
+ */
+
+/**
+ * Assumed per-task duration of a job that declares none, for its size class and srpt key: a day (long enough to be
+ * served after jobs that say they are short; finite so srpt's aging still bounds its wait).
+ */
+export const UNKNOWN_DURATION_SECONDS = 86_400;
+
+/** What admission needs to know of a live job beyond the snapshot; the runtime supplies it. */
+export interface AdmissionJobInfo {
+  readonly team?: string | undefined;
+  /**
+   * Declared duration per task (PCS §3: the class is fixed at arrival by the declared size). Default: the job's
+   * expected remaining time when admission first sees it, else `UNKNOWN_DURATION_SECONDS`.
+   */
+  readonly perTaskSeconds?: number | undefined;
+  /** A declared success model and the stages the job has passed (success-ranked ordering). */
+  readonly success?: { readonly distribution: StageDistribution; readonly stagesDone: number } | undefined;
+  /** When the job first ran: after a restart, a job holding capacity counts as admitted no later than that. */
+  readonly startedAtSeconds?: number | undefined;
+}
+
+export type AdmissionInfo = (jobId: string) => AdmissionJobInfo;
+
+export interface AdmissionSettings {
+  readonly caps: QueueCaps;
+  /** Default: one FIFO class (PCS's "no config"). */
+  readonly config?: WfqConfig | undefined;
+}
+
+/** A job that no instance type of the catalog can host: it waits as never-fits whatever the caps. */
+export interface UnhostableJob {
+  readonly jobId: string;
+  readonly classId: string;
+}
+
+export interface QueueDecision {
+  readonly nowSeconds: number;
+  /** The snapshot restricted to jobs holding capacity plus the waiting jobs admitted this round. */
+  readonly snapshot: ClusterSnapshot;
+  readonly result: AdmissionResult;
+  /** Jobs holding capacity (always in the snapshot). */
+  readonly running: readonly RunningQueuedJob[];
+  /** Jobs that were waiting before this round, admitted or not. */
+  readonly waiting: ReadonlyMap<string, QueuedJob>;
+  readonly unhostable: readonly UnhostableJob[];
+  /** Waiting job ids per class, in queue order (never-fits jobs are not in line). */
+  readonly queues: ReadonlyMap<string, readonly string[]>;
+}
+
+export interface PreemptionVictim {
+  readonly jobId: string;
+  readonly classId: string;
+  readonly forClassId: string;
+  readonly reason: string;
+}
+
+interface JobMemory {
+  readonly sizeSeconds: number;
+  /** Null: no instance type of the catalog can host one of its tasks; undefined: to (re)compute. */
+  footprint: JobFootprint | null | undefined;
+  admittedSeconds: number | undefined;
+  /** Σ live-job counts over the rounds the job was seen, and their number (PCS N̄_j, for unfairness). */
+  liveSum: number;
+  rounds: number;
+}
+
+export class Admission {
+  private prices: PriceBook;
+  private memory = new Map<string, JobMemory>();
+  private shortRounds: ReadonlyMap<string, number> | undefined;
+  /** Preempted jobs still checkpointing back to the queue → the class reclaiming its share. */
+  private preempting = new Map<string, string>();
+  readonly config: WfqConfig;
+  readonly caps: QueueCaps;
+
+  constructor(
+    private catalog: Catalog,
+    settings: AdmissionSettings,
+  ) {
+    this.prices = new PriceBook(catalog);
+    this.caps = settings.caps;
+    this.config = settings.config ?? FIFO_CONFIG;
+  }
+
+  /** An independent copy of the queue state (a prediction replays admission from here without touching it). */
+  fork(): Admission {
+    const copy = new Admission(this.catalog, { caps: this.caps, config: this.config });
+    copy.prices = this.prices;
+    copy.memory = new Map([...this.memory].map(([id, m]) => [id, { ...m }]));
+    copy.shortRounds = this.shortRounds;
+    copy.preempting = new Map(this.preempting);
+    return copy;
+  }
+
+  /** Reprice footprints from the next round on (price refresh). */
+  setCatalog(catalog: Catalog): void {
+    this.catalog = catalog;
+    this.prices = new PriceBook(catalog);
+    for (const m of this.memory.values()) m.footprint = undefined;
+  }
+
+  /** The class of a job of this declared total size (task-seconds) and team; fixed at arrival. */
+  classOf(sizeSeconds: number, team: string | undefined): string {
+    return classify(this.config, { sizeSeconds, team });
+  }
+
+  /** Forget an ended job. */
+  forget(jobId: string): void {
+    this.memory.delete(jobId);
+    this.preempting.delete(jobId);
+  }
+
+  /**
+   * This round's admissions over `snapshot` (every live job). Remembers admission times, short-round counters and
+   * fairness counts for the next round.
+   */
+  decide(snapshot: ClusterSnapshot, info: AdmissionInfo): QueueDecision {
+    const now = snapshot.nowSeconds;
+    const tasksByJob = groupBy(snapshot.tasks, (t) => t.jobId);
+    const running: RunningQueuedJob[] = [];
+    const waiting = new Map<string, QueuedJob>();
+    const unhostable: UnhostableJob[] = [];
+    const holding = new Set<string>();
+    for (const sched of snapshot.jobs) {
+      const tasks = tasksByJob.get(sched.id) ?? [];
+      const jobInfo = info(sched.id);
+      const memory = this.memoryOf(sched, tasks, jobInfo);
+      memory.liveSum += snapshot.jobs.length;
+      memory.rounds += 1;
+      const holdsCapacity = !sched.reconfigurable || tasks.some((t) => t.instanceId !== undefined);
+      if (memory.footprint === null && !holdsCapacity) {
+        unhostable.push({ jobId: sched.id, classId: this.classOf(memory.sizeSeconds, jobInfo.team) });
+        continue;
+      }
+      const queued = queuedJob(sched, tasks.length, memory, jobInfo);
+      if (holdsCapacity) {
+        holding.add(sched.id);
+        // After a restart: the job was admitted no later than it started (or now, if it never did).
+        memory.admittedSeconds ??= jobInfo.startedAtSeconds ?? now;
+        running.push({ ...queued, admittedSeconds: memory.admittedSeconds });
+      } else {
+        // A job the plan sent back to the queue competes again from scratch.
+        memory.admittedSeconds = undefined;
+        waiting.set(sched.id, queued);
+      }
+    }
+    // A preemption is over once its victim no longer holds capacity (checkpointed back to the queue, or ended).
+    for (const id of [...this.preempting.keys()]) if (!holding.has(id)) this.preempting.delete(id);
+
+    const result = admit({
+      nowSeconds: now,
+      caps: this.caps,
+      config: this.config,
+      running,
+      waiting: [...waiting.values()],
+      shortRounds: this.shortRounds,
+    });
+    this.shortRounds = result.shortRounds;
+    for (const id of result.admitted) (this.memory.get(id) as JobMemory).admittedSeconds = now;
+
+    const queues = new Map<string, string[]>();
+    for (const q of result.queued) {
+      if (q.reason === 'never-fits') continue; // not in line: it waits for the caps to change
+      const list = queues.get(q.classId) ?? [];
+      list.push(q.jobId);
+      queues.set(q.classId, list);
+    }
+    const keep = new Set<string>([...holding, ...result.admitted]);
+    const filtered =
+      keep.size === snapshot.jobs.length
+        ? snapshot
+        : {
+            ...snapshot,
+            jobs: snapshot.jobs.filter((j) => keep.has(j.id)),
+            tasks: snapshot.tasks.filter((t) => keep.has(t.jobId)),
+          };
+    return { nowSeconds: now, snapshot: filtered, result, running, waiting, unhostable, queues };
+  }
+
+  /**
+   * The preemptions admission proposed that a round can carry out (PCS §3: only when a class reclaims its
+   * guaranteed share, with `admit`'s hysteresis): the victim runs (reconfigurable, placed), is outside its no-move
+   * window, and its reclaiming class does not already wait for an earlier preemption to finish checkpointing. A
+   * victim is stopped through a checkpoint and returned to the queue, like a move.
+   */
+  victims(decision: QueueDecision): PreemptionVictim[] {
+    const { snapshot } = decision;
+    const now = snapshot.nowSeconds;
+    const waitingFor = new Set(this.preempting.values());
+    const jobs = new Map(snapshot.jobs.map((j) => [j.id, j]));
+    const placed = new Set(snapshot.tasks.filter((t) => t.instanceId !== undefined).map((t) => t.jobId));
+    const out: PreemptionVictim[] = [];
+    for (const p of decision.result.preemptions) {
+      if (waitingFor.has(p.forClassId)) continue;
+      const job = jobs.get(p.jobId);
+      if (job === undefined || !job.reconfigurable || !placed.has(job.id)) continue;
+      const since = job.runningSinceSeconds;
+      if (since !== undefined && job.noMoveSeconds !== undefined && now < since + job.noMoveSeconds) continue;
+      out.push({ jobId: p.jobId, classId: p.classId, forClassId: p.forClassId, reason: p.reason });
+    }
+    return out;
+  }
+
+  /** The round carried these preemptions out: their classes wait for them before preempting again. */
+  markPreempting(victims: readonly PreemptionVictim[]): void {
+    for (const v of victims) this.preempting.set(v.jobId, v.forClassId);
+  }
+
+  /** The job's expected cap use, null when it cannot be hosted (for explanations). */
+  footprint(jobId: string): JobFootprint | null | undefined {
+    return this.memory.get(jobId)?.footprint;
+  }
+
+  /**
+   * Mean PCS unfairness in percent (digest §2): unfair_j = 100 · max(0, JCT_j / FFT_j − 1) with
+   * FFT_j = service_j / min(C / N̄_j, demand_j). C is the capped capacity (1 in dominant-share units), demand_j the
+   * job's dominant share and N̄_j the mean number of live jobs over the rounds the job saw, itself included. Null
+   * without any cap (nobody queues, a fair share is undefined) or without a finished job.
+   */
+  unfairnessPercent(
+    jobs: readonly { readonly id: string; readonly jctSeconds: number | null }[],
+    serviceSeconds: ReadonlyMap<string, number>,
+  ): number | null {
+    if (!hasAnyCap(this.caps)) return null;
+    const values: number[] = [];
+    for (const j of jobs) {
+      const m = this.memory.get(j.id);
+      const service = serviceSeconds.get(j.id);
+      if (
+        m === undefined ||
+        m.footprint === null ||
+        m.footprint === undefined ||
+        service === undefined ||
+        j.jctSeconds === null
+      )
+        continue;
+      if (m.rounds === 0) continue;
+      const demand = dominantShare(m.footprint, this.caps);
+      const nBar = m.liveSum / m.rounds;
+      const rate = Math.min(1 / nBar, demand) / demand; // fraction of full speed the fair share allows
+      if (!(rate > 0) || !Number.isFinite(rate)) continue;
+      values.push(100 * Math.max(0, j.jctSeconds / (service / rate) - 1));
+    }
+    return values.length === 0 ? null : values.reduce((a, b) => a + b, 0) / values.length;
+  }
+
+  private memoryOf(sched: SchedJob, tasks: readonly SchedTask[], info: AdmissionJobInfo): JobMemory {
+    let m = this.memory.get(sched.id);
+    if (m === undefined) {
+      // PCS §3: the class is fixed at arrival, by the declared size, not recomputed from the remaining size.
+      const perTask = info.perTaskSeconds ?? sched.expectedRemainingSeconds ?? UNKNOWN_DURATION_SECONDS;
+      m = {
+        sizeSeconds: perTask * tasks.length,
+        footprint: undefined,
+        admittedSeconds: undefined,
+        liveSum: 0,
+        rounds: 0,
+      };
+      this.memory.set(sched.id, m);
+    }
+    if (m.footprint === undefined) {
+      try {
+        m.footprint = reservationFootprint(
+          sched.id,
+          tasks.map((t) => t.demand),
+          this.prices,
+        );
+      } catch {
+        m.footprint = null;
+      }
+    }
+    return m;
+  }
+}
+
+/** What `admit` orders and packs: multi-task jobs with their remaining work summed over tasks (Murmuration SJF). */
+function queuedJob(sched: SchedJob, taskCount: number, memory: JobMemory, info: AdmissionJobInfo): QueuedJob {
+  const remaining = sched.expectedRemainingSeconds ?? info.perTaskSeconds ?? UNKNOWN_DURATION_SECONDS;
+  return {
+    id: sched.id,
+    arrivalSeconds: sched.arrivalSeconds,
+    remainingWorkSeconds: remaining * taskCount,
+    sizeSeconds: memory.sizeSeconds,
+    team: info.team,
+    footprint: memory.footprint ?? { jobId: sched.id, instances: [] },
+    success: info.success?.distribution,
+    stagesDone: info.success?.stagesDone,
+  };
+}
+
+/** The snapshot without these jobs (their tasks left out of instances too): what the scheduler plans with. */
+export function withoutJobs(snapshot: ClusterSnapshot, jobIds: ReadonlySet<string>): ClusterSnapshot {
+  if (jobIds.size === 0) return snapshot;
+  const gone = new Set(snapshot.tasks.filter((t) => jobIds.has(t.jobId)).map((t) => t.id));
+  return {
+    ...snapshot,
+    jobs: snapshot.jobs.filter((j) => !jobIds.has(j.id)),
+    tasks: snapshot.tasks.filter((t) => !gone.has(t.id)),
+    instances: snapshot.instances.map((i) =>
+      i.taskIds.some((t) => gone.has(t)) ? { ...i, taskIds: i.taskIds.filter((t) => !gone.has(t)) } : i,
+    ),
+  };
+}

@@ -1,0 +1,121 @@
+import type { Catalog } from '../core/catalog.js';
+import type { ClusterSnapshot } from '../core/model.js';
+import {
+  withoutJobs,
+  type Admission,
+  type AdmissionInfo,
+  type PreemptionVictim,
+  type QueueDecision,
+} from '../queue/admission.js';
+import { shownWaitReason } from '../queue/admission-views.js';
+import { diffConfiguration, type ConfigurationDiff } from '../scheduler/actions.js';
+import type { Plan, Scheduler, ThroughputObservation } from '../scheduler/types.js';
+import { planCapViolation } from './plan-caps.js';
+
+/**
+ * One scheduling round, the same for the simulator and the controller (ARCHITECTURE.md "One scheduler, two
+ * worlds"): admission under the caps → preemption victims → the scheduler observes and plans → the diff into actions
+ * (each with the gates it waits for, see gates.ts) → the cap check. It reads plain data and the two stateful
+ * decision makers (admission and scheduler: their learned state is part of the decision); it performs no I/O and
+ * carries nothing out. The runtimes differ only in how they carry the actions out (EC2 and workers, or the
+ * simulated world) and where the snapshot and observations come from. Karpenter's provisioner and consolidation
+ * share one scheduling simulation the same way; Nomad's schedulers read a state snapshot and write only through a
+ * plan the leader checks.
+ */
+
+export interface RoundInput {
+  /** Every live job and every instance in the plan, as the runtime sees them now. */
+  readonly snapshot: ClusterSnapshot;
+  /** What admission knows of each job beyond the snapshot (team, declared size, success model). */
+  readonly jobInfo: AdmissionInfo;
+  readonly admission: Admission;
+  readonly scheduler: Scheduler;
+  /** Normalized throughputs observed since the last round (they teach the co-location table). */
+  readonly observations: readonly ThroughputObservation[];
+  readonly catalog: Catalog;
+  /**
+   * Copy the admission and the scheduler before this round touches them, for a completion-time prediction that
+   * replays this round and runs on from it (PCS §4).
+   */
+  readonly forkForPrediction?: boolean | undefined;
+  /**
+   * The runtime carries the plan out when it keeps the caps (false: a dry run, which records the plan only).
+   * Preemptions count as under way only for a plan carried out.
+   */
+  readonly carriedOut: boolean;
+}
+
+export interface PredictionFork {
+  readonly admission: Admission;
+  readonly scheduler: Scheduler;
+}
+
+export interface PlannedRound {
+  readonly queue: QueueDecision;
+  /** Jobs checkpointed back to the queue so a class reclaims its guaranteed share. */
+  readonly victims: readonly PreemptionVictim[];
+  /** The plan, its decision listing the jobs admission kept waiting. */
+  readonly plan: Plan;
+  /** Against the admitted snapshot: victims come out as checkpoint-stops back to the queue. */
+  readonly diff: ConfigurationDiff;
+  /** A cap the plan breaks: the plan must not be carried out. */
+  readonly capViolation: string | undefined;
+}
+
+export interface RoundOutcome {
+  readonly queue: QueueDecision;
+  /** Undefined when there was nothing to plan (no admitted job and no instance). */
+  readonly planned: PlannedRound | undefined;
+  readonly fork: PredictionFork | undefined;
+}
+
+/** Run one round. */
+export function runRound(input: RoundInput): RoundOutcome {
+  const { admission, scheduler } = input;
+  const fork =
+    input.forkForPrediction === true
+      ? { admission: admission.fork(), scheduler: scheduler.fork?.() ?? scheduler }
+      : undefined;
+  const queue = admission.decide(input.snapshot, input.jobInfo);
+  const admitted = queue.snapshot;
+  if (admitted.jobs.length === 0 && admitted.instances.length === 0)
+    return { queue, planned: undefined, fork };
+  // Preemption (PCS §3): the scheduler plans without the victims; the diff, against the snapshot that has them,
+  // checkpoints them back to the queue.
+  const victims = admission.victims(queue);
+  const withoutVictims = withoutJobs(admitted, new Set(victims.map((v) => v.jobId)));
+  scheduler.observe(withoutVictims, input.observations);
+  const plan = withQueueWaits(scheduler.plan(withoutVictims), queue);
+  const diff = diffConfiguration(admitted, plan.configuration, input.catalog, { scheduler: scheduler.name });
+  const capViolation = planCapViolation(plan.configuration, diff, input.catalog, admission.caps);
+  if (input.carriedOut && capViolation === undefined) admission.markPreempting(victims);
+  return { queue, planned: { queue, victims, plan, diff, capViolation }, fork };
+}
+
+/** Decision `waiting` entries the queue layer added (`queue <class>: …`), as opposed to caps the scheduler enforced. */
+export const QUEUE_WAIT_PREFIX = 'queue ';
+
+export function isQueueWait(cap: string): boolean {
+  return cap.startsWith(QUEUE_WAIT_PREFIX);
+}
+
+/**
+ * The plan with the jobs admission kept out listed in its decision's `waiting` (`queue small: class-share,
+ * position 2`), so explanations and round records say why they were not placed.
+ */
+function withQueueWaits(plan: Plan, queue: QueueDecision): Plan {
+  const position = new Map<string, number>();
+  for (const ids of queue.queues.values()) ids.forEach((id, i) => position.set(id, i + 1));
+  const waits: { jobId: string; cap: string }[] = [];
+  for (const q of queue.result.queued) {
+    const where = position.get(q.jobId);
+    waits.push({
+      jobId: q.jobId,
+      cap: `${QUEUE_WAIT_PREFIX}${q.classId}: ${shownWaitReason(q, queue.result)}${where === undefined ? '' : `, position ${where}`}`,
+    });
+  }
+  for (const u of queue.unhostable)
+    waits.push({ jobId: u.jobId, cap: `${QUEUE_WAIT_PREFIX}${u.classId}: never-fits` });
+  if (waits.length === 0) return plan;
+  return { ...plan, decision: { ...plan.decision, waiting: [...plan.decision.waiting, ...waits] } };
+}
