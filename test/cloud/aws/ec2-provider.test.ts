@@ -9,7 +9,7 @@ import {
   type Instance,
   type RunInstancesCommandInput,
 } from '@aws-sdk/client-ec2';
-import { beforeAll, beforeEach, expect, it } from 'vitest';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Rng } from '../../../src/core/random.js';
 import { ValidationError } from '../../../src/core/validation.js';
 import { createEc2Client, ec2ApiFromClient, type Ec2Api } from '../../../src/cloud/aws/ec2-api.js';
@@ -21,6 +21,7 @@ import {
   type LaunchRequest,
 } from '../../../src/cloud/provider.js';
 import { describeWithMoto, TEST_REGION } from '../../helpers/moto.js';
+import { cloudProviderContract } from '../provider-contract.js';
 
 /** An AMI moto ships with. */
 const AMI = 'ami-12c6146b';
@@ -144,6 +145,18 @@ describeWithMoto(
     });
     beforeEach(() => {
       cluster = `alpha-${++clusterCounter}`;
+    });
+
+    // The contract's tests use cluster names of their own, so they share this file's moto state too.
+    describe('the CloudProvider contract', () => {
+      cloudProviderContract({
+        open: () => ({
+          provider: new Ec2Provider(configFor(infra), { api: realApi() }),
+          reopen: () => new Ec2Provider(configFor(infra), { api: realApi() }),
+        }),
+        typeNames: ['c7i.large', 'r7i.large'],
+        unknownInstanceId: 'i-0123456789abcdef0',
+      });
     });
 
     async function describeRaw(instanceId: string): Promise<Instance> {
