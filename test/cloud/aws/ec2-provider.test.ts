@@ -229,7 +229,7 @@ describeWithMoto(
       );
     });
 
-    it('sends a ClientToken per zone: stable for a retry in the same zone, different across zones', async () => {
+    it('sends a ClientToken per cluster and zone: stable for a retry in the same zone, different across zones and clusters', async () => {
       const api = interceptedApi(realApi(), {
         beforeRun: (input) => {
           if (input.SubnetId === infra.subnetByZone['us-east-1a'])
@@ -239,12 +239,18 @@ describeWithMoto(
       await new Ec2Provider(configFor(infra), { api }).launch(request());
       const tokens = api.runInputs.map((i) => i.ClientToken);
       expect(tokens).toEqual([
-        zoneClientToken('launch-0001', 'us-east-1a'),
-        zoneClientToken('launch-0001', 'us-east-1b'),
+        zoneClientToken(cluster, 'launch-0001', 'us-east-1a'),
+        zoneClientToken(cluster, 'launch-0001', 'us-east-1b'),
       ]);
       expect(tokens[0]).toMatch(/^[0-9a-f]{64}$/);
       expect(tokens[0]).not.toBe(tokens[1]);
-      expect(zoneClientToken('launch-0001', 'us-east-1a')).toBe(tokens[0]);
+      expect(zoneClientToken(cluster, 'launch-0001', 'us-east-1a')).toBe(tokens[0]);
+      // EC2 scopes ClientToken to the account: another cluster's launch with the same token must not get this one.
+      await new Ec2Provider(configFor(infra), { api }).launch(request({ clusterName: `${cluster}-beta` }));
+      expect(api.runInputs.at(-1)?.ClientToken).toBe(
+        zoneClientToken(`${cluster}-beta`, 'launch-0001', 'us-east-1b'),
+      );
+      expect(api.runInputs.at(-1)?.ClientToken).not.toBe(tokens[1]);
     });
 
     it('lists a cluster by its tag across pages, oldest first, and leaves other clusters out', async () => {
