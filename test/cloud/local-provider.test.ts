@@ -11,6 +11,7 @@ import { ProcessWorkerSpawner } from '../../src/cloud/local/worker-spawner.js';
 import { TAG_CLUSTER, TAG_LAUNCH_TOKEN } from '../../src/cloud/provider.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
 import { table3Catalog } from '../helpers/catalogs.js';
+import { cloudProviderContract } from './provider-contract.js';
 
 /**
  * The local provider with the real process spawner: its "worker" is a stand-in script (the spawner runs
@@ -94,6 +95,19 @@ function pidOf(p: LocalProvider, instanceId: string): number {
 describe('local provider (real worker processes)', () => {
   beforeAll(() => {
     writeFileSync(FAKE_WORKER, 'setInterval(() => {}, 1000);\n');
+  });
+
+  // Inside this describe, so that afterAll stops the workers the contract's launches spawn.
+  describe('the CloudProvider contract', () => {
+    let runs = 0;
+    cloudProviderContract({
+      open: () => {
+        const dir = join(tmp, `contract-${++runs}`);
+        return { provider: provider(dir).provider, reopen: () => provider(dir).provider };
+      },
+      typeNames: ['c.x', 'd.x'],
+      unknownInstanceId: 'local-000000000000',
+    });
   });
   afterAll(() => {
     for (const pid of spawned)

@@ -99,10 +99,19 @@ export interface Ec2ProviderDeps {
 /**
  * The ClientToken for one zone's attempt. EC2 treats a token reused with different parameters as an error
  * (IdempotentParameterMismatch), so each zone gets its own token, derived deterministically so that a retry of the
- * same launch in the same zone reuses it. A SHA-256 hex digest is exactly EC2's 64-character limit.
+ * same launch in the same zone reuses it. The cluster is part of it because launch tokens are per cluster (the tag
+ * pre-check looks in the launching cluster only) while EC2's ClientToken is per account: the same token from two
+ * clusters must launch two instances. A SHA-256 hex digest is exactly EC2's 64-character limit; no part can contain
+ * the newline separating them.
  */
-export function zoneClientToken(idempotencyToken: string, availabilityZone: string): string {
-  return createHash('sha256').update(`${idempotencyToken}\n${availabilityZone}`).digest('hex');
+export function zoneClientToken(
+  clusterName: string,
+  idempotencyToken: string,
+  availabilityZone: string,
+): string {
+  return createHash('sha256')
+    .update(`${clusterName}\n${idempotencyToken}\n${availabilityZone}`)
+    .digest('hex');
 }
 
 function tagsToRecord(tags: readonly Tag[] | undefined): Record<string, string> {
@@ -260,7 +269,7 @@ export class Ec2Provider implements CloudProvider {
       InstanceType: request.typeName as RunInstancesCommandInput['InstanceType'],
       MinCount: request.count,
       MaxCount: request.count,
-      ClientToken: zoneClientToken(request.idempotencyToken, placement.availabilityZone),
+      ClientToken: zoneClientToken(request.clusterName, request.idempotencyToken, placement.availabilityZone),
       ...(placement.subnetId === undefined
         ? { Placement: { AvailabilityZone: placement.availabilityZone } }
         : { SubnetId: placement.subnetId }),

@@ -1,7 +1,6 @@
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Executor } from '../../worker/executor.js';
 import { PROJECT_ROOT } from '../catalog-file.js';
 import type { LocalInstance, WorkerSpawner } from './local-provider.js';
 
@@ -12,12 +11,22 @@ import type { LocalInstance, WorkerSpawner } from './local-provider.js';
  */
 export const WORKER_MAIN = join(PROJECT_ROOT, 'dist', 'cli', 'main.js');
 
+/**
+ * The part of a worker's executor that terminating an instance needs: find the instance's tasks and stop them. Declared
+ * here rather than imported from worker/ (cloud imports only core and protocol); worker/'s Executor satisfies it.
+ */
+export interface InstanceTaskStopper {
+  list(): Promise<readonly { readonly taskId: string }[]>;
+  kill(taskId: string): Promise<void>;
+  remove(taskId: string): Promise<void>;
+}
+
 export interface ProcessSpawnerOptions {
   readonly controllerUrl: string;
   readonly workerToken: string;
   readonly executorKind: 'docker' | 'process';
   /** The executor a worker of this kind uses for an instance (its directory and id), to stop its tasks at termination. */
-  readonly executorFor: (instanceDir: string, instanceId: string) => Executor;
+  readonly executorFor: (instanceDir: string, instanceId: string) => InstanceTaskStopper;
   readonly main?: string;
 }
 

@@ -9,7 +9,7 @@ import {
   type Instance,
   type RunInstancesCommandInput,
 } from '@aws-sdk/client-ec2';
-import { beforeAll, beforeEach, expect, it } from 'vitest';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Rng } from '../../../src/core/random.js';
 import { ValidationError } from '../../../src/core/validation.js';
 import { createEc2Client, ec2ApiFromClient, type Ec2Api } from '../../../src/cloud/aws/ec2-api.js';
@@ -21,6 +21,7 @@ import {
   type LaunchRequest,
 } from '../../../src/cloud/provider.js';
 import { describeWithMoto, TEST_REGION } from '../../helpers/moto.js';
+import { cloudProviderContract } from '../provider-contract.js';
 
 /** An AMI moto ships with. */
 const AMI = 'ami-12c6146b';
@@ -146,6 +147,18 @@ describeWithMoto(
       cluster = `alpha-${++clusterCounter}`;
     });
 
+    // The contract's tests use cluster names of their own, so they share this file's moto state too.
+    describe('the CloudProvider contract', () => {
+      cloudProviderContract({
+        open: () => ({
+          provider: new Ec2Provider(configFor(infra), { api: realApi() }),
+          reopen: () => new Ec2Provider(configFor(infra), { api: realApi() }),
+        }),
+        typeNames: ['c7i.large', 'r7i.large'],
+        unknownInstanceId: 'i-0123456789abcdef0',
+      });
+    });
+
     async function describeRaw(instanceId: string): Promise<Instance> {
       const out = await client().send(new DescribeInstancesCommand({ InstanceIds: [instanceId] }));
       const instance = out.Reservations?.[0]?.Instances?.[0];
@@ -216,7 +229,7 @@ describeWithMoto(
       );
     });
 
-    it('sends a ClientToken per zone: stable for a retry in the same zone, different across zones', async () => {
+    it('sends a ClientToken per cluster and zone: stable for a retry in the same zone, different across zones and clusters', async () => {
       const api = interceptedApi(realApi(), {
         beforeRun: (input) => {
           if (input.SubnetId === infra.subnetByZone['us-east-1a'])
@@ -226,12 +239,18 @@ describeWithMoto(
       await new Ec2Provider(configFor(infra), { api }).launch(request());
       const tokens = api.runInputs.map((i) => i.ClientToken);
       expect(tokens).toEqual([
-        zoneClientToken('launch-0001', 'us-east-1a'),
-        zoneClientToken('launch-0001', 'us-east-1b'),
+        zoneClientToken(cluster, 'launch-0001', 'us-east-1a'),
+        zoneClientToken(cluster, 'launch-0001', 'us-east-1b'),
       ]);
       expect(tokens[0]).toMatch(/^[0-9a-f]{64}$/);
       expect(tokens[0]).not.toBe(tokens[1]);
-      expect(zoneClientToken('launch-0001', 'us-east-1a')).toBe(tokens[0]);
+      expect(zoneClientToken(cluster, 'launch-0001', 'us-east-1a')).toBe(tokens[0]);
+      // EC2 scopes ClientToken to the account: another cluster's launch with the same token must not get this one.
+      await new Ec2Provider(configFor(infra), { api }).launch(request({ clusterName: `${cluster}-beta` }));
+      expect(api.runInputs.at(-1)?.ClientToken).toBe(
+        zoneClientToken(`${cluster}-beta`, 'launch-0001', 'us-east-1b'),
+      );
+      expect(api.runInputs.at(-1)?.ClientToken).not.toBe(tokens[1]);
     });
 
     it('lists a cluster by its tag across pages, oldest first, and leaves other clusters out', async () => {

@@ -1,0 +1,295 @@
+/**
+ * The layering lint rules of eslint.config.js (ARCHITECTURE.md "Dependencies point inward") bite: for every rule, a
+ * forbidden import in a file of that directory is an error naming the rule, and an allowed one is not. Sources are
+ * linted in memory with the repository's own config, so the test checks the config as `npm run lint` uses it.
+ */
+import { readdirSync } from 'node:fs';
+import { join, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ESLint, type Linter } from 'eslint';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const eslint = new ESLint({ cwd: ROOT, overrideConfigFile: join(ROOT, 'eslint.config.js') });
+const LAYER_RULES = new Set(['no-restricted-imports', 'no-restricted-syntax', 'no-restricted-globals']);
+
+async function lint(code: string, filePath: string): Promise<Linter.LintMessage[]> {
+  const [result] = await eslint.lintText(code, { filePath: join(ROOT, filePath) });
+  if (result === undefined) throw new Error(`no lint result for ${filePath}`);
+  return result.messages;
+}
+
+/** Static, re-exporting, type-only and dynamic forms: each must be caught on its own. */
+const FORMS: readonly [string, (spec: string) => string][] = [
+  ['import', (spec) => `import * as m from '${spec}';\nexport { m };\n`],
+  ['export from', (spec) => `export * from '${spec}';\n`],
+  ['import type', (spec) => `import type { T } from '${spec}';\nexport type U = T;\n`],
+  ['dynamic import()', (spec) => `export const m = await import('${spec}');\n`],
+];
+
+interface Case {
+  /** The importing file (need not exist). */
+  readonly file: string;
+  readonly forbidden: readonly string[];
+  readonly allowed: readonly string[];
+  /** The rule's own words, which every violation's message must contain (when something is forbidden). */
+  readonly message?: RegExp;
+}
+
+const PURE_IO = [
+  'node:fs',
+  'fs',
+  'node:fs/promises',
+  'fs/promises',
+  'node:child_process',
+  'child_process',
+  'node:net',
+  'net',
+  'node:http',
+  'https',
+  'node:https',
+  'node:dgram',
+  'node:worker_threads',
+  'worker_threads',
+  'node:os',
+  'os',
+  'node:process',
+  'process',
+  'better-sqlite3',
+  '@aws-sdk/client-ec2',
+  '@aws-sdk/lib-storage',
+  'dockerode',
+  'fastify',
+  'pino',
+  'prom-client',
+  'tar-stream',
+];
+const PURE_ALLOWED_PACKAGES = ['zod', 'glpk.js', 'glpk.js/node', 'node:path'];
+
+const CASES: readonly Case[] = [
+  {
+    file: 'src/core/x.ts',
+    forbidden: ['../scheduler/a.js', '../queue/a.js', '../sim/a.js', '../controller/a.js', '../cloud/a.js'],
+    allowed: ['./a.js', '../core/a.js', ...PURE_ALLOWED_PACKAGES],
+    message: /core may import only core \(dependencies point inward/,
+  },
+  {
+    file: 'src/scheduler/baselines/x.ts',
+    forbidden: ['../../queue/a.js', '../../round/a.js', '../../sim/a.js', '../../storage/a.js'],
+    allowed: ['../types.js', './common.js', '../../core/a.js', ...PURE_ALLOWED_PACKAGES],
+    message: /scheduler may import only core, scheduler \(/,
+  },
+  {
+    file: 'src/queue/x.ts',
+    forbidden: ['../round/a.js', '../world/a.js', '../predict/a.js', '../controller/a.js'],
+    allowed: ['../scheduler/a.js', '../core/a.js', './a.js'],
+    message: /queue may import only core, scheduler, queue \(/,
+  },
+  {
+    file: 'src/round/x.ts',
+    forbidden: ['../world/a.js', '../predict/a.js', '../sim/a.js', '../controller/a.js', '../worker/a.js'],
+    allowed: ['../queue/a.js', '../scheduler/a.js', '../core/a.js', './a.js'],
+    message: /round may import only core, scheduler, queue, round \(/,
+  },
+  {
+    file: 'src/world/x.ts',
+    forbidden: ['../predict/a.js', '../sim/a.js', '../cloud/provider.js', '../controller/a.js'],
+    allowed: ['../round/a.js', '../queue/a.js', '../core/a.js', './a.js'],
+    message: /world may import only core, scheduler, queue, round, world \(/,
+  },
+  {
+    // A subdirectory named like a layer is not that layer: ../cloud/ from here is src/world/cloud/.
+    file: 'src/world/sub/x.ts',
+    forbidden: ['../../cloud/a.js', '../../predict/a.js'],
+    allowed: ['../cloud/a.js', '../sim/a.js', '../../round/a.js'],
+    message: /world may import only/,
+  },
+  {
+    file: 'src/predict/x.ts',
+    forbidden: ['../sim/a.js', '../controller/a.js', '../cli/a.js', '../storage/a.js'],
+    allowed: ['../world/a.js', '../round/a.js', '../queue/a.js', '../scheduler/a.js', '../core/a.js'],
+    message: /predict may import only core, scheduler, queue, round, world, predict \(/,
+  },
+  {
+    file: 'src/controller/x.ts',
+    forbidden: ['../sim/a.js', '../sim/traces/types.js', '../sim'],
+    allowed: [
+      '../round/a.js',
+      '../world/a.js',
+      '../predict/a.js',
+      '../cloud/provider.js',
+      '../storage/a.js',
+      '../worker/a.js',
+      './sim.js',
+      'node:fs',
+      'better-sqlite3',
+    ],
+    message: /controller must not import the simulator: put shared code in round\/, world\/ or predict\//,
+  },
+  {
+    file: 'src/controller/api/x.ts',
+    forbidden: ['../../sim/a.js'],
+    allowed: ['../sim/a.js', '../../cloud/a.js'],
+    message: /controller must not import the simulator/,
+  },
+  {
+    file: 'src/controller/state/x.ts',
+    forbidden: ['../../cli/a.js', '../../bench/a.js'],
+    allowed: ['../x.js', '../../core/a.js'],
+    message: /controller must not import cli\/ or bench\//,
+  },
+  {
+    file: 'src/sim/x.ts',
+    forbidden: ['../cli/a.js', '../bench/a.js'],
+    allowed: ['../round/a.js', '../world/a.js', '../predict/a.js', '../cloud/catalog-file.js', 'node:fs'],
+    message: /sim must not import cli\/ or bench\//,
+  },
+  {
+    file: 'src/sim/traces/x.ts',
+    forbidden: ['../../cli/main.js'],
+    allowed: ['../../core/a.js', '../types.js'],
+    message: /sim must not import cli\//,
+  },
+  {
+    file: 'src/sim/report/x.ts',
+    forbidden: ['../../controller/a.js'],
+    allowed: ['../../queue/a.js'],
+    message: /sim must not import the controller/,
+  },
+  {
+    file: 'src/cloud/local/x.ts',
+    forbidden: [
+      '../../controller/a.js',
+      '../../sim/a.js',
+      '../../cli/a.js',
+      '../../bench/a.js',
+      '../../worker/executor.js',
+      '../../storage/a.js',
+    ],
+    allowed: [
+      '../provider.js',
+      '../aws/a.js',
+      '../../core/a.js',
+      '../../protocol/a.js',
+      'node:child_process',
+    ],
+    message: /cloud may import only core and protocol/,
+  },
+  {
+    file: 'src/storage/x.ts',
+    forbidden: ['../controller/a.js', '../sim/a.js', '../cli/a.js', '../bench/a.js', '../worker/a.js'],
+    allowed: ['../core/a.js', '../protocol/a.js', '../cloud/aws/client-config.js', '@aws-sdk/client-s3'],
+    message: /storage may import only core, protocol and cloud/,
+  },
+  {
+    file: 'src/worker/executors/x.ts',
+    forbidden: [
+      '../../controller/job-spec.js',
+      '../../sim/a.js',
+      '../../cli/a.js',
+      '../../bench/a.js',
+      '../../cloud/a.js',
+    ],
+    allowed: ['../executor.js', '../../protocol/a.js', '../../storage/a.js', '../../core/a.js', 'dockerode'],
+    message: /worker may import only core, protocol and storage/,
+  },
+  {
+    file: 'src/protocol/x.ts',
+    forbidden: ['../controller/a.js', '../sim/a.js', '../cli/a.js', '../bench/a.js', '../worker/a.js'],
+    allowed: ['../core/a.js', './a.js', 'zod'],
+    message: /protocol may import only core/,
+  },
+  {
+    // The outermost layers wire everything together.
+    file: 'src/cli/commands/x.ts',
+    forbidden: [],
+    allowed: ['../../sim/a.js', '../../controller/a.js', '../../bench/a.js', 'node:fs'],
+  },
+  {
+    file: 'src/bench/x.ts',
+    forbidden: [],
+    allowed: ['../sim/a.js', '../scheduler/a.js', 'node:fs'],
+  },
+  {
+    // The deepest files the per-depth patterns cover (eslint.config.js MAX_DEPTH).
+    file: 'src/controller/a/b/c/d/e/f/g/x.ts',
+    forbidden: ['../../../../../../../../sim/a.js'],
+    allowed: ['../../../../../../../sim/a.js'],
+    message: /controller must not import the simulator/,
+  },
+];
+
+const layerMessages = (messages: Linter.LintMessage[]): Linter.LintMessage[] =>
+  messages.filter((m) => m.ruleId !== null && LAYER_RULES.has(m.ruleId));
+
+describe('layering lint rules', () => {
+  for (const c of CASES)
+    describe(c.file, () => {
+      for (const spec of c.forbidden)
+        it.each(FORMS)(`forbids %s of ${spec}`, async (_form, source) => {
+          const messages = await lint(source(spec), c.file);
+          expect(messages.map((m) => m.message)).toEqual([expect.stringMatching(c.message ?? /^$/)]);
+          expect(messages[0]?.severity).toBe(2);
+        });
+      for (const spec of c.allowed)
+        it.each(FORMS)(`allows %s of ${spec}`, async (_form, source) => {
+          expect(layerMessages(await lint(source(spec), c.file))).toEqual([]);
+        });
+    });
+
+  describe.each(['core', 'scheduler', 'queue', 'round', 'world', 'predict'])('pure layer %s', (layer) => {
+    const file = `src/${layer}/x.ts`;
+    const pure = new RegExp(
+      `${layer} is pure \\(the controller and the simulator both run it\\): no Node I/O`,
+    );
+
+    it.each(PURE_IO)('forbids I/O module %s', async (spec) => {
+      for (const [, source] of FORMS) {
+        const messages = await lint(source(spec), file);
+        expect(messages.map((m) => m.message)).toEqual([expect.stringMatching(pure)]);
+      }
+    });
+
+    it('forbids node:crypto (randomness comes from the seeded Rng)', async () => {
+      for (const spec of ['node:crypto', 'crypto']) {
+        const messages = await lint(`import * as m from '${spec}';\nexport { m };\n`, file);
+        expect(messages.map((m) => m.message)).toEqual([
+          `'${spec}' import is restricted from being used by a pattern. ${layer} is pure: no node:crypto; use the seeded Rng of core/random.ts.`,
+        ]);
+      }
+    });
+
+    it('forbids the process and fetch globals, which need no import', async () => {
+      const messages = await lint(
+        "export const a = process.env['X'];\nexport const b = () => fetch('http://x');\n",
+        file,
+      );
+      expect(messages.map((m) => [m.ruleId, m.line])).toEqual([
+        ['no-restricted-globals', 1],
+        ['no-restricted-globals', 2],
+      ]);
+      expect(messages.every((m) => pure.test(m.message))).toBe(true);
+    });
+  });
+
+  it('lets the edges use I/O and the process global', async () => {
+    for (const file of ['src/controller/x.ts', 'src/sim/x.ts', 'src/worker/x.ts', 'src/cloud/x.ts'])
+      expect(
+        layerMessages(
+          await lint(
+            "import { readFileSync } from 'node:fs';\nexport const a = [readFileSync, process.pid];\n",
+            file,
+          ),
+        ),
+      ).toEqual([]);
+  });
+
+  it('covers every source file: none is deeper than the patterns reach', () => {
+    const src = join(ROOT, 'src');
+    // Depth below src/<dir>/, the file's own name included: src/controller/api/x.ts is 2.
+    const depths = readdirSync(src, { recursive: true, encoding: 'utf8' })
+      .filter((path) => path.endsWith('.ts'))
+      .map((path) => path.split(sep).length - 1);
+    expect(Math.max(...depths)).toBeLessThanOrEqual(8);
+  });
+});
