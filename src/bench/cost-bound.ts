@@ -2,7 +2,7 @@ import type { GLPK, LP } from 'glpk.js/node';
 import type { Catalog, InstanceType } from '../core/catalog.js';
 import { demandOn, RESOURCE_NAMES, type FamilyDemand, type Resources } from '../core/resources.js';
 import { canHost, demandSignature, PriceBook } from '../scheduler/reservation-price.js';
-import type { TraceJob } from '../sim/traces/types.js';
+import type { TraceJob } from '../world/trace.js';
 
 /**
  * Lower bounds on what any scheduler can pay for a trace: the yardstick for "how close to optimal" (a scheduler's

@@ -34,7 +34,7 @@ import {
   type SyncSummary,
   type TaskExecutor,
 } from './reconciler.js';
-import { predictCompletions } from '../sim/predict.js';
+import { predictCompletions } from '../predict/predict.js';
 import { predictEtas, worldFingerprint, type PredictFn } from './eta.js';
 import { predictionErrorOf, readQueueRecord, writeQueueRecord, type EtaRecord } from './queue-records.js';
 import { buildReportDocument, writeReportFiles, type WrittenReport } from './reports.js';

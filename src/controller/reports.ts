@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ValidationError } from '../core/validation.js';
-import { escapeXml } from '../sim/report/escape.js';
-import { renderChartSvg } from '../sim/report/svg-chart.js';
+import { escapeXml } from '../report/escape.js';
+import { renderChartSvg } from '../report/svg-chart.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import type { BilledInstance, DetailedCostReport } from './cost-accounting.js';
 

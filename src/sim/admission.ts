@@ -2,8 +2,8 @@ import { singleClassConfig, weightsFromDecay, DEFAULT_SIZE_SPLIT, type WfqConfig
 import type { QueueCaps } from '../queue/caps.js';
 import type { OrderingKind } from '../queue/ordering.js';
 import { secondsToHours } from '../core/units.js';
-import { percentile } from './metrics.js';
-import type { JobOutcome } from './types.js';
+import { percentile } from '../world/metrics.js';
+import type { JobOutcome } from '../world/run-result.js';
 
 /**
  * The queue options of a simulation: caps, WFQ config, predictions. The queue layer itself is the round's

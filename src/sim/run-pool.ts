@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { ValidationError } from '../core/validation.js';
 import type { RunRequest, RunWorkerMessage } from './run-request.js';
-import type { RunResult } from './types.js';
+import type { RunResult } from '../world/run-result.js';
 
 /** Compiled next to this file (dist/sim/run-worker.js); the CLI runs from dist/. */
 const WORKER_URL = new URL('./run-worker.js', import.meta.url);

@@ -4,12 +4,13 @@ import { ValidationError } from '../core/validation.js';
 import type { QueueCaps } from '../queue/caps.js';
 import type { WfqConfig } from '../queue/wfq.js';
 import { queueConfigFor, schedulerCaps, type QueueKind } from './admission.js';
-import { runSimulation, type SimulationProgress } from './engine.js';
-import { constantPairwise, type GroundTruth } from './ground-truth.js';
+import { type SimulationProgress } from '../world/simulation.js';
+import { runSimulation } from './run-simulation.js';
+import { constantPairwise, type GroundTruth } from '../world/ground-truth.js';
 import { createScheduler, type SchedulerName } from './schedulers.js';
 import { loadContentionMatrix, loadTrace, type TraceFormat } from './traces/load.js';
-import type { Trace } from './traces/types.js';
-import type { RunResult } from './types.js';
+import type { Trace } from '../world/trace.js';
+import type { RunResult } from '../world/run-result.js';
 
 /**
  * Everything one simulated run needs, as plain data: a worker thread receives it and loads the trace, the

@@ -8,7 +8,7 @@ import { StratusScheduler } from '../scheduler/baselines/stratus.js';
 import { SynergyScheduler } from '../scheduler/baselines/synergy.js';
 import { evaTunables, EvaScheduler } from '../scheduler/eva.js';
 import type { Scheduler } from '../scheduler/types.js';
-import type { GroundTruth } from './ground-truth.js';
+import type { GroundTruth } from '../world/ground-truth.js';
 import { baseWorkloadOf } from './traces/workloads.js';
 
 /** Every policy `fleetwise simulate` can run: Eva, its ablations (§6.3–§6.4) and the baselines. */

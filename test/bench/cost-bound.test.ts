@@ -5,10 +5,10 @@ import { costBounds } from '../../src/bench/cost-bound.js';
 import type { Catalog } from '../../src/core/catalog.js';
 import type { Resources } from '../../src/core/resources.js';
 import { loadIlpSolver } from '../../src/scheduler/ilp.js';
-import { runSimulation } from '../../src/sim/engine.js';
-import type { GroundTruth } from '../../src/sim/ground-truth.js';
+import { runSimulation } from '../../src/sim/run-simulation.js';
+import type { GroundTruth } from '../../src/world/ground-truth.js';
 import { createScheduler } from '../../src/sim/schedulers.js';
-import type { TraceJob } from '../../src/sim/traces/types.js';
+import type { TraceJob } from '../../src/world/trace.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 import { instanceType, trace, traceJob, traceTask } from '../sim/sim-fixtures.js';
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SUMMARY_FIELDS } from '../../src/sim/report/normalize.js';
 import { CLI, ensureBuiltCli, runCli, type CliResult } from '../helpers/built-cli.js';
-import type { RunSummary } from '../../src/sim/types.js';
+import type { RunSummary } from '../../src/world/run-result.js';
 
 /**
  * `fleetwise simulate` as users run it: `node dist/cli/main.js` in a subprocess, so the worker-thread entry is

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { QueueCaps } from '../../src/queue/caps.js';
 import { NoPackingScheduler } from '../../src/scheduler/baselines/no-packing.js';
 import { queueConfigFor, QUEUE_KINDS, schedulerCaps } from '../../src/sim/admission.js';
-import { runSimulation } from '../../src/sim/engine.js';
+import { runSimulation } from '../../src/sim/run-simulation.js';
 import { createScheduler } from '../../src/sim/schedulers.js';
 import { testCatalog, trace, traceJob, traceTask } from './sim-fixtures.js';
 

@@ -4,12 +4,12 @@ import type { QueueCaps } from '../../src/queue/caps.js';
 import { singleClassConfig } from '../../src/queue/wfq.js';
 import { NoPackingScheduler } from '../../src/scheduler/baselines/no-packing.js';
 import { p99JctHours, queueConfigFor, QUEUE_KINDS, schedulerCaps } from '../../src/sim/admission.js';
-import { runSimulation, type RunOptions } from '../../src/sim/engine.js';
+import { runSimulation, type SimulationOptions as RunOptions } from '../../src/sim/run-simulation.js';
 import { groundTruthFor } from '../../src/sim/run-request.js';
 import { executeRun } from '../../src/sim/run-request.js';
 import { createScheduler } from '../../src/sim/schedulers.js';
 import { loadTrace } from '../../src/sim/traces/load.js';
-import type { JobOutcome, RunResult } from '../../src/sim/types.js';
+import type { JobOutcome, RunResult } from '../../src/world/run-result.js';
 import { testCatalog, trace, traceJob } from './sim-fixtures.js';
 
 const flat = (): number => 1; // no interference: timings are hand-checkable

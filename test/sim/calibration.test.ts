@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { NoPackingScheduler } from '../../src/scheduler/baselines/no-packing.js';
-import { runSimulation } from '../../src/sim/engine.js';
+import { runSimulation } from '../../src/sim/run-simulation.js';
 import { parseContentionMatrix } from '../../src/sim/traces/contention-matrix.js';
 import { parseEvaTrace } from '../../src/sim/traces/eva-json.js';
 

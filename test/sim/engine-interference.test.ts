@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { ClusterSnapshot } from '../../src/core/model.js';
 import type { Configuration } from '../../src/scheduler/types.js';
-import { runSimulation } from '../../src/sim/engine.js';
-import { constantPairwise, type GroundTruth } from '../../src/sim/ground-truth.js';
+import { runSimulation } from '../../src/sim/run-simulation.js';
+import { constantPairwise, type GroundTruth } from '../../src/world/ground-truth.js';
 import {
   EventLog,
   instanceType,

@@ -5,10 +5,10 @@ import type { ClusterSnapshot } from '../../src/core/model.js';
 import { demandOn, fits, type Resources } from '../../src/core/resources.js';
 import { Rng } from '../../src/core/random.js';
 import type { Configuration, Plan, Scheduler } from '../../src/scheduler/types.js';
-import { runSimulation } from '../../src/sim/engine.js';
-import type { GroundTruth } from '../../src/sim/ground-truth.js';
-import type { RunResult } from '../../src/sim/types.js';
-import type { TraceJob } from '../../src/sim/traces/types.js';
+import { runSimulation } from '../../src/sim/run-simulation.js';
+import type { GroundTruth } from '../../src/world/ground-truth.js';
+import type { RunResult } from '../../src/world/run-result.js';
+import type { TraceJob } from '../../src/world/trace.js';
 import { instanceType, trace, traceJob, traceTask } from './sim-fixtures.js';
 
 const catalog: Catalog = {

@@ -3,8 +3,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { NoPackingScheduler } from '../../src/scheduler/baselines/no-packing.js';
-import { runSimulation } from '../../src/sim/engine.js';
-import { constantPairwise } from '../../src/sim/ground-truth.js';
+import { runSimulation } from '../../src/sim/run-simulation.js';
+import { constantPairwise } from '../../src/world/ground-truth.js';
 import { parseEvaTrace } from '../../src/sim/traces/eva-json.js';
 import { EventLog, testCatalog, trace, traceJob, traceTask } from './sim-fixtures.js';
 

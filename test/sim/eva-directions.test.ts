@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import { EvaScheduler, type EvaVariant } from '../../src/scheduler/eva.js';
-import { runSimulation } from '../../src/sim/engine.js';
-import { constantPairwise, memoized, type GroundTruth } from '../../src/sim/ground-truth.js';
+import { runSimulation } from '../../src/sim/run-simulation.js';
+import { constantPairwise, memoized, type GroundTruth } from '../../src/world/ground-truth.js';
 import { loadContentionMatrix, loadTrace } from '../../src/sim/traces/load.js';
-import type { Trace } from '../../src/sim/traces/types.js';
+import type { Trace } from '../../src/world/trace.js';
 
 const catalog = loadCatalogFile();
 const SEEDS = [10, 11, 12];

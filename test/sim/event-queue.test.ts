@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { EventQueue } from '../../src/sim/event-queue.js';
+import { EventQueue } from '../../src/world/event-queue.js';
 
 interface E {
   readonly timeSeconds: number;

@@ -3,8 +3,8 @@ import { Admission } from '../../src/queue/admission.js';
 import { NoPackingScheduler } from '../../src/scheduler/baselines/no-packing.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
 import { singleClassConfig } from '../../src/queue/wfq.js';
-import { predictCompletions } from '../../src/sim/predict.js';
-import type { SimWorld } from '../../src/sim/world.js';
+import { predictCompletions } from '../../src/predict/predict.js';
+import type { SimWorld } from '../../src/world/world.js';
 import { testCatalog, traceJob } from './sim-fixtures.js';
 
 /**

@@ -3,11 +3,11 @@ import { singleClassConfig } from '../../src/queue/wfq.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
 import { NoPackingScheduler } from '../../src/scheduler/baselines/no-packing.js';
 import { schedulerCaps } from '../../src/sim/admission.js';
-import { predictionErrors, runSimulation, successfulSojournMeanHours } from '../../src/sim/engine.js';
-import { constantPairwise } from '../../src/sim/ground-truth.js';
+import { predictionErrors, runSimulation, successfulSojournMeanHours } from '../../src/sim/run-simulation.js';
+import { constantPairwise } from '../../src/world/ground-truth.js';
 import type { QueueCaps } from '../../src/queue/caps.js';
-import type { JobOutcome, RunResult } from '../../src/sim/types.js';
-import type { Trace } from '../../src/sim/traces/types.js';
+import type { JobOutcome, RunResult } from '../../src/world/run-result.js';
+import type { Trace } from '../../src/world/trace.js';
 import { testCatalog, trace, traceJob, traceTask } from './sim-fixtures.js';
 
 /**

@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { WfqConfig } from '../../src/queue/wfq.js';
 import { DEFAULT_PREEMPTION } from '../../src/queue/wfq.js';
 import { NoPackingScheduler } from '../../src/scheduler/baselines/no-packing.js';
-import { runSimulation } from '../../src/sim/engine.js';
-import type { JobOutcome, RunResult } from '../../src/sim/types.js';
+import { runSimulation } from '../../src/sim/run-simulation.js';
+import type { JobOutcome, RunResult } from '../../src/world/run-result.js';
 import { testCatalog, trace, traceJob, traceTask } from './sim-fixtures.js';
 
 /**

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
-import { constantPairwise } from '../../src/sim/ground-truth.js';
+import { constantPairwise } from '../../src/world/ground-truth.js';
 import {
   createScheduler,
   owlOracle,

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { mean, median, percentile, summarize } from '../../src/sim/metrics.js';
-import { downsampleSeries, emptySeries, SeriesRecorder, type SeriesPoint } from '../../src/sim/series.js';
+import { mean, median, percentile, summarize } from '../../src/world/metrics.js';
+import { downsampleSeries, emptySeries, SeriesRecorder, type SeriesPoint } from '../../src/world/series.js';
 
 function point(t: number, costPerHour: number, instances: number): SeriesPoint {
   return {

@@ -3,8 +3,8 @@ import { z } from 'zod';
 import { costBounds } from '../../bench/cost-bound.js';
 import { ValidationError } from '../../core/validation.js';
 import { loadIlpSolver } from '../../scheduler/ilp.js';
-import { runSimulation } from '../../sim/engine.js';
-import { constantPairwise } from '../../sim/ground-truth.js';
+import { runSimulation } from '../../sim/run-simulation.js';
+import { constantPairwise } from '../../world/ground-truth.js';
 import { createScheduler } from '../../sim/schedulers.js';
 import { formatTable } from '../table.js';
 import {

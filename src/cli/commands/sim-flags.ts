@@ -8,7 +8,7 @@ import { describeIssues, ValidationError } from '../../core/validation.js';
 import type { Catalog } from '../../core/catalog.js';
 import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim/run-request.js';
 import { TRACE_FORMATS, type TraceFormat } from '../../sim/traces/load.js';
-import type { Trace } from '../../sim/traces/types.js';
+import type { Trace } from '../../world/trace.js';
 import type { ReportSettings } from '../../sim/report/json.js';
 
 /** Flag parsing shared by `simulate` and `tune` (commander hands over strings; zod checks them). */

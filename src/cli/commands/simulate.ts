@@ -23,7 +23,7 @@ import { withNormalizedCosts } from '../../sim/report/normalize.js';
 import { defaultParallelism, runInWorkers, type RunPoolListener } from '../../sim/run-pool.js';
 import type { RunRequest } from '../../sim/run-request.js';
 import { parseSchedulerList, SCHEDULER_NAMES } from '../../sim/schedulers.js';
-import type { RunResult } from '../../sim/types.js';
+import type { RunResult } from '../../world/run-result.js';
 import { QUEUE_KINDS } from '../../sim/admission.js';
 import type { FamilyGroupQuota } from '../../queue/caps.js';
 import { DEFAULT_PACKING_EFFICIENCY, DEFAULT_PAYBACK_MARGIN } from '../../scheduler/eva.js';

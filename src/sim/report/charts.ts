@@ -1,8 +1,8 @@
-import type { RunResult } from '../types.js';
+import type { RunResult } from '../../world/run-result.js';
 import type { ReportBounds } from './json.js';
 import { minMaxIndices } from './downsample.js';
 import { jctCdf, SECONDS_PER_HOUR, utilizationPercent } from './series-metrics.js';
-import type { ChartLine, ChartPanel, ChartSpec, Interpolation, LegendEntry } from './svg-chart.js';
+import type { ChartLine, ChartPanel, ChartSpec, Interpolation, LegendEntry } from '../../report/svg-chart.js';
 
 /** Colour-blind-friendly categorical palette (Tableau 10, then a dark grey), assigned in run order. */
 const PALETTE = [

@@ -1,4 +1,4 @@
-import type { RunResult } from '../types.js';
+import type { RunResult } from '../../world/run-result.js';
 import { QUEUE_FIELDS, runRecord, SUMMARY_FIELDS } from './normalize.js';
 
 /** RFC 4180 quoting: only when the value contains a comma, quote or line break. */

@@ -1,4 +1,4 @@
-import type { RunResult } from '../types.js';
+import type { RunResult } from '../../world/run-result.js';
 import { timeWeightedUtilization } from './series-metrics.js';
 
 /** One column of the human-readable summary (terminal table and HTML table). */

@@ -1,10 +1,10 @@
-import type { RunResult } from '../types.js';
+import type { RunResult } from '../../world/run-result.js';
 import { reportCharts } from './charts.js';
-import { escapeXml } from './escape.js';
+import { escapeXml } from '../../report/escape.js';
 import { BASE_STYLE, htmlPage } from './page.js';
 import { money as twoDecimals, summaryColumns, three } from './format.js';
 import type { ReportBounds, ReportSettings } from './json.js';
-import { renderChartSvg } from './svg-chart.js';
+import { renderChartSvg } from '../../report/svg-chart.js';
 
 /** Shown under each chart; keyed by chart id. */
 const CAPTIONS: Readonly<Record<string, string>> = {

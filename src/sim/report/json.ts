@@ -1,4 +1,4 @@
-import type { JobOutcome, RunResult, RunSeries } from '../types.js';
+import type { JobOutcome, RunResult, RunSeries } from '../../world/run-result.js';
 import { thinAligned } from './downsample.js';
 import { runRecord, type RunRecord } from './normalize.js';
 

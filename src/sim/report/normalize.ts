@@ -1,4 +1,4 @@
-import type { QueueRunMetrics, RunResult, RunSummary } from '../types.js';
+import type { QueueRunMetrics, RunResult, RunSummary } from '../../world/run-result.js';
 
 /** The baseline that costs are normalized to (Eva §6: costs relative to No-Packing). */
 export const BASELINE_SCHEDULER = 'no-packing';

@@ -1,4 +1,4 @@
-import { escapeXml } from './escape.js';
+import { escapeXml } from '../../report/escape.js';
 import type { ReportSettings } from './json.js';
 
 /** What the self-contained HTML reports (report.html, tune.html) share: page style and the settings list. */

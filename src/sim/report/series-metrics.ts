@@ -1,4 +1,4 @@
-import type { JobOutcome } from '../types.js';
+import type { JobOutcome } from '../../world/run-result.js';
 
 export const SECONDS_PER_HOUR = 3600;
 

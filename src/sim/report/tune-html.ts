@@ -1,7 +1,7 @@
 import type { ObjectiveName } from '../../queue/tune.js';
-import { escapeXml } from './escape.js';
+import { escapeXml } from '../../report/escape.js';
 import { BASE_STYLE, htmlPage } from './page.js';
-import { niceStep } from './svg-chart.js';
+import { niceStep } from '../../report/svg-chart.js';
 import type { TuneReport, TuneRow } from './tune-json.js';
 
 /**

@@ -9,7 +9,7 @@ import {
   type TuneOrdering,
 } from '../../queue/tune.js';
 import type { WfqConfig } from '../../queue/wfq.js';
-import type { RunResult } from '../types.js';
+import type { RunResult } from '../../world/run-result.js';
 import type { ReportSettings } from './json.js';
 
 /**

@@ -1,6 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { RunResult } from '../types.js';
+import type { RunResult } from '../../world/run-result.js';
 import { runsCsv } from './csv.js';
 import { reportHtml } from './html.js';
 import { reportJson, type ReportBounds, type ReportSettings } from './json.js';

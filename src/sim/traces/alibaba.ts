@@ -14,7 +14,7 @@ import {
   shuffled,
   type GenerationOptions,
 } from './generation.js';
-import type { Trace, TraceJob } from './types.js';
+import type { Trace, TraceJob } from '../../world/trace.js';
 import { singleTaskWorkloads, type Workload, type WorkloadCatalog } from './workloads.js';
 
 /**

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { FamilyDemand, Resources } from '../../core/resources.js';
 import { describeIssues, ValidationError } from '../../core/validation.js';
-import type { Trace, TraceJob, TraceTask } from './types.js';
+import type { Trace, TraceJob, TraceTask } from '../../world/trace.js';
 import { baseWorkloadOf, familyDemandSchema } from './workloads.js';
 
 /**

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { FamilyDemand } from '../../core/resources.js';
 import type { Rng } from '../../core/random.js';
 import { parseWith } from '../../core/validation.js';
-import type { TraceJob, TraceTask } from './types.js';
+import type { TraceJob, TraceTask } from '../../world/trace.js';
 import type { Workload } from './workloads.js';
 
 /** Eva's job arrival rate: 3 jobs per hour, i.e. a mean inter-arrival of 1200 s (research digest §5.2). */

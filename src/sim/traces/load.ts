@@ -9,7 +9,7 @@ import { parseEvaTrace } from './eva-json.js';
 import { generateSuccessTrace } from './success-workload.js';
 import { generateSyntheticTrace } from './synthetic.js';
 import { firstJobs, scaleArrivalRate } from './transform.js';
-import type { Trace } from './types.js';
+import type { Trace } from '../../world/trace.js';
 import { parseWorkloadCatalog, type WorkloadCatalog } from './workloads.js';
 
 /** The only file of src/sim/traces that touches the file system; the parsers take text. */

@@ -11,7 +11,7 @@ import {
   resolveGenerationOptions,
   type GenerationOptions,
 } from './generation.js';
-import type { Trace, TraceJob } from './types.js';
+import type { Trace, TraceJob } from '../../world/trace.js';
 import { singleTaskWorkloads, type WorkloadCatalog } from './workloads.js';
 
 /**

@@ -11,7 +11,7 @@ import {
   resolveGenerationOptions,
   type GenerationOptions,
 } from './generation.js';
-import type { Trace, TraceJob } from './types.js';
+import type { Trace, TraceJob } from '../../world/trace.js';
 import { findWorkload, singleTaskWorkloads, type WorkloadCatalog } from './workloads.js';
 
 /** Jobs in Eva's multi-task synthetic traces (`simulation/trace_generator.py`, research digest §5.3). */

@@ -1,4 +1,4 @@
-import type { Trace } from './types.js';
+import type { Trace } from '../../world/trace.js';
 
 /** The first `count` jobs in arrival order; an error when the trace has fewer. */
 export function firstJobs(trace: Trace, count: number, source = trace.name): Trace {

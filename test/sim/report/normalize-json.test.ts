@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { reportJson, runsJson, thinSeries } from '../../../src/sim/report/json.js';
 import { SUMMARY_FIELDS, withNormalizedCosts } from '../../../src/sim/report/normalize.js';
-import type { RunSeries } from '../../../src/sim/types.js';
+import type { RunSeries } from '../../../src/world/run-result.js';
 import { fakeRun, twoRuns } from './run-fixtures.js';
 
 describe('normalized cost', () => {

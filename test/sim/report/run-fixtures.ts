@@ -1,4 +1,4 @@
-import type { JobOutcome, RunResult, RunSeries } from '../../../src/sim/types.js';
+import type { JobOutcome, RunResult, RunSeries } from '../../../src/world/run-result.js';
 
 const H = 3600;
 

@@ -4,7 +4,7 @@ import {
   renderChartSvg,
   type ChartSpec,
   type Interpolation,
-} from '../../../src/sim/report/svg-chart.js';
+} from '../../../src/report/svg-chart.js';
 import { unbalancedTags } from './run-fixtures.js';
 
 /** One full-width panel with fixed 0..10 axes: x 0→64 px, 10→944 px; y 0→306 px, 10→62 px. */

@@ -10,7 +10,7 @@ import {
   type CandidateOutcome,
   type TuneReport,
 } from '../../../src/sim/report/tune-json.js';
-import type { RunResult } from '../../../src/sim/types.js';
+import type { RunResult } from '../../../src/world/run-result.js';
 import { fakeRun, unbalancedTags } from './run-fixtures.js';
 
 const sizes = [60, 120, 600, 1200, 3600, 7200, 36_000, 72_000];

@@ -10,7 +10,7 @@ import {
   podDemand,
 } from '../../../src/sim/traces/alibaba.js';
 import { LineValidationError } from '../../../src/sim/traces/csv.js';
-import type { Trace } from '../../../src/sim/traces/types.js';
+import type { Trace } from '../../../src/world/trace.js';
 import { findWorkload } from '../../../src/sim/traces/workloads.js';
 import { alibabaCsv, instanceCatalog, workloadCatalog } from './fixtures.js';
 

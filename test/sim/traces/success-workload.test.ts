@@ -4,7 +4,7 @@ import { loadCatalogFile } from '../../../src/cloud/catalog-file.js';
 import { successSpecSchema, toDistribution, type SuccessSpec } from '../../../src/queue/success.js';
 import { NoPackingScheduler } from '../../../src/scheduler/baselines/no-packing.js';
 import { queueConfigFor, schedulerCaps } from '../../../src/sim/admission.js';
-import { runSimulation } from '../../../src/sim/engine.js';
+import { runSimulation } from '../../../src/sim/run-simulation.js';
 import { createScheduler } from '../../../src/sim/schedulers.js';
 import { loadTrace } from '../../../src/sim/traces/load.js';
 import {
@@ -16,7 +16,7 @@ import {
   meanSuccessProbabilityFor,
   PHILLY_ATTEMPT_COUNTS,
 } from '../../../src/sim/traces/success-workload.js';
-import type { Trace, TraceJob } from '../../../src/sim/traces/types.js';
+import type { Trace, TraceJob } from '../../../src/world/trace.js';
 import { findWorkload } from '../../../src/sim/traces/workloads.js';
 import { workloadCatalog } from './fixtures.js';
 

@@ -18,15 +18,13 @@ import {
 } from './entities.js';
 import { EventQueue } from './event-queue.js';
 import { FleetMeter } from './fleet-meter.js';
-import { p99JctHours, type SimQueueOptions } from './admission.js';
 import { memoized, type GroundTruth } from './ground-truth.js';
-import { percentile, summarize } from './metrics.js';
+import { summarize } from './metrics.js';
 import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
 import { buildSimJobs } from './trace-jobs.js';
-import type { Trace } from './traces/types.js';
-import type { JobOutcome, QueueRunMetrics, RunResult } from './types.js';
+import type { Trace } from './trace.js';
+import type { JobOutcome, RunResult } from './run-result.js';
 import type { SimWorld, WorldEvent } from './world.js';
-import { secondsToHours } from '../core/units.js';
 
 /**
  * The trace-driven simulator (Eva §5–§6; research digest §1, §7): an event queue on a virtual clock drives the
@@ -115,11 +113,34 @@ export interface RunOptions {
   /** Called for every lifecycle step, in simulated-time order. */
   readonly onEvent?: (entry: SimLogEntry) => void;
   /**
-   * Queue layer under caps (issue 6, src/sim/admission.ts): each round only the jobs holding capacity and the
-   * waiting jobs `admit` lets in are in the scheduler's snapshot. Omitted: every live job is (Eva's behaviour).
+   * The queue layer of every round (src/queue/admission.ts): under caps, only the jobs holding capacity and the
+   * waiting jobs it lets in reach the scheduler. Omitted: every live job does (Eva's behaviour).
    */
-  readonly queue?: SimQueueOptions;
+  readonly admission?: Admission | undefined;
+  /**
+   * Completion-time predictions (PCS §4, src/predict): asked for every job a round sees for the first time, with
+   * the world as it is before that round's actions and the round's fork of admission and scheduler.
+   */
+  readonly predictor?: Predictor | undefined;
 }
+
+/** A prediction request: run `world` forward with the fork until `jobIds` finished; their start and end times. */
+export interface PredictionRequest {
+  readonly world: SimWorld;
+  readonly fork: PredictionFork;
+  readonly jobIds: readonly string[];
+  readonly roundSeconds: number;
+  readonly earlyRounds: boolean;
+}
+
+export interface PredictedTimes {
+  /** When the job first makes progress (null: it had not by the end of the run). */
+  readonly startSeconds: number | null;
+  /** When it finishes (null: not within the run's limit). */
+  readonly endSeconds: number | null;
+}
+
+export type Predictor = (request: PredictionRequest) => ReadonlyMap<string, PredictedTimes>;
 
 export const DEFAULT_ROUND_SECONDS = 300;
 const DEFAULT_MAX_SERIES_POINTS = 2000;
@@ -158,54 +179,7 @@ type SimEvent =
       readonly token: number;
     };
 
-export function runSimulation(options: RunOptions): RunResult {
-  const startedMs = performance.now(); // the one clock read: wall time of the run
-  const sim = new Simulation(options);
-  sim.run();
-  const result = sim.result((performance.now() - startedMs) / 1000);
-  if (options.queue === undefined) return result;
-  const serviceSeconds = new Map(options.trace.jobs.map((j) => [j.id, j.durationSeconds]));
-  return {
-    ...result,
-    queue: {
-      p99JctHours: p99JctHours(result.jobs),
-      unfairness: sim.admission.unfairnessPercent(result.jobs, serviceSeconds),
-      ...predictionErrors(result.jobs),
-      successfulSojournMeanHours: successfulSojournMeanHours(result.jobs),
-      preemptions: sim.preemptionCount,
-    },
-  };
-}
-
-/**
- * PCS prediction error of the submission-time predictions (digest §2: Pred_err_j = 100·|JCT_j − ĴCT_j| / ĴCT_j,
- * relative to the predicted JCT), over the finished jobs that have a positive prediction: mean and p99 (nearest
- * rank). Null when there is none.
- */
-export function predictionErrors(
-  jobs: readonly JobOutcome[],
-): Pick<QueueRunMetrics, 'predErrAvg' | 'predErrP99'> {
-  const errors: number[] = [];
-  for (const j of jobs) {
-    if (j.predictedEndSeconds === null || j.jctSeconds === null) continue;
-    const predictedJct = j.predictedEndSeconds - j.arrivalSeconds;
-    if (!(predictedJct > 0)) continue;
-    errors.push((100 * Math.abs(j.jctSeconds - predictedJct)) / predictedJct);
-  }
-  if (errors.length === 0) return { predErrAvg: null, predErrP99: null };
-  return {
-    predErrAvg: errors.reduce((a, b) => a + b, 0) / errors.length,
-    predErrP99: percentile(errors, 99),
-  };
-}
-
-/** Mean JCT in hours of the jobs that ended successfully (success paper's metric); null when none did. */
-export function successfulSojournMeanHours(jobs: readonly JobOutcome[]): number | null {
-  const jcts = jobs.flatMap((j) => (j.successful && j.jctSeconds !== null ? [j.jctSeconds] : []));
-  return jcts.length === 0 ? null : secondsToHours(jcts.reduce((a, b) => a + b, 0) / jcts.length);
-}
-
-/** What `runFromWorld` needs: a world, the scheduler fork to plan with, and how to run it forward. */
+/** What `runForward` needs: a world, the scheduler fork to plan with, and how to run it forward. */
 export interface WorldRunOptions {
   readonly world: SimWorld;
   /** A fork of the scheduler (it observes and learns during the run). */
@@ -226,23 +200,12 @@ export interface WorldRunOptions {
 
 /**
  * Run a world forward with no arrivals (PCS §4) and return each job's start (first progress) and end, null when the
- * run gave up first. The engine's own predictions (`SimQueueOptions.predict`) use the same path.
+ * run gave up first: what a prediction is made of (src/predict).
  */
-export function runFromWorld(
-  o: WorldRunOptions,
-): Map<string, { readonly startSeconds: number | null; readonly endSeconds: number | null }> {
+export function runForward(o: WorldRunOptions): Map<string, PredictedTimes> {
   const ids = o.jobIds ?? o.world.jobs.map((j) => j.spec.id);
   const sim = runWorld({ ...o, jobIds: ids }, o.admission);
   return new Map(ids.map((id) => [id, sim.timesOf(id)]));
-}
-
-/**
- * The rates a scheduler expects (`Scheduler.expectedRate`), frozen now: read from a fork, since the prediction run's
- * own fork learns as it goes. Undefined for schedulers that do not model interference.
- */
-export function frozenExpectedRates(scheduler: Scheduler): KeyRate | undefined {
-  const model = scheduler.fork?.() ?? scheduler;
-  return model.expectedRate?.bind(model);
 }
 
 /** Run a world forward until `jobIds` finished (or the time limit); `admission` builds its queue layer. */
@@ -268,7 +231,7 @@ function runWorld(
 }
 
 /** Rate model over co-location keys (a scheduler's expectations), memoized per composition. */
-type KeyRate = (taskKey: string, otherKeys: readonly string[]) => number;
+export type KeyRate = (taskKey: string, otherKeys: readonly string[]) => number;
 
 /** How a prediction run starts: from a world, with the scheduler's expected rates and a copy of the queue state. */
 interface ForkSetup {
@@ -280,7 +243,7 @@ interface ForkSetup {
   readonly targets: ReadonlySet<string>;
 }
 
-class Simulation {
+export class Simulation {
   private readonly options: RunOptions;
   private readonly scheduler: Scheduler;
   private readonly catalog: Catalog;
@@ -303,7 +266,7 @@ class Simulation {
   private readonly onEvent: RunOptions['onEvent'];
   /** The queue layer (without caps it admits every job). */
   readonly admission: Admission;
-  private readonly predicting: boolean;
+  private readonly predictor: Predictor | undefined;
 
   private readonly queue = new EventQueue<SimEvent>();
   private readonly jobs: SimJob[];
@@ -358,8 +321,10 @@ class Simulation {
     this.maxSeriesPoints = options.maxSeriesPoints ?? DEFAULT_MAX_SERIES_POINTS;
     this.onProgress = options.onProgress;
     this.onEvent = options.onEvent;
-    this.admission = fork?.admission ?? new Admission(options.catalog, options.queue ?? { caps: {} });
-    this.predicting = fork === undefined && options.queue?.predict === true;
+    this.admission =
+      (fork === undefined ? options.admission : fork.admission) ??
+      new Admission(options.catalog, { caps: {} });
+    this.predictor = fork === undefined ? options.predictor : undefined;
     this.jobs = buildSimJobs(
       fork === undefined ? options.trace : { name: 'prediction', jobs: fork.world.jobs.map((j) => j.spec) },
       options.catalog,
@@ -516,7 +481,7 @@ class Simulation {
       for (const inst of [...this.assignable.values()]) this.requestTermination(inst);
     } else if (this.liveJobs.size > 0 || this.assignable.size > 0) {
       for (const job of this.liveJobs.values()) integrateProgress(job, this.now);
-      const fresh = this.predicting ? this.unpredictedJobs() : [];
+      const fresh = this.predictor === undefined ? [] : this.unpredictedJobs();
       const round = runRound({
         snapshot: buildSnapshot(this.now, this.liveJobs.values(), this.assignable.values()),
         jobInfo: this.jobInfo,
@@ -915,19 +880,15 @@ class Simulation {
    * future arrivals. The copy replays this round, so the world is exported before its actions are applied.
    */
   private predict(fresh: readonly string[], fork: PredictionFork, early: boolean): void {
-    const forked = runWorld(
-      {
-        world: this.exportWorld(early),
-        scheduler: fork.scheduler,
-        catalog: this.catalog,
-        rate: frozenExpectedRates(fork.scheduler),
-        roundSeconds: this.roundSeconds,
-        earlyRounds: this.earlyRounds,
-        jobIds: fresh,
-      },
-      fork.admission,
-    );
-    for (const id of fresh) this.predictions.set(id, forked.timesOf(id));
+    const times = (this.predictor as Predictor)({
+      world: this.exportWorld(early),
+      fork,
+      jobIds: fresh,
+      roundSeconds: this.roundSeconds,
+      earlyRounds: this.earlyRounds,
+    });
+    for (const id of fresh)
+      this.predictions.set(id, times.get(id) ?? { startSeconds: null, endSeconds: null });
   }
 
   get rejectedPlanCount(): number {

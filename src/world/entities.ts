@@ -6,7 +6,7 @@ import {
   type StageDistribution,
   type SuccessSpec,
 } from '../queue/success.js';
-import type { TraceJob, TraceTask } from './traces/types.js';
+import type { TraceJob, TraceTask } from './trace.js';
 
 /**
  * The simulator's mutable world: jobs, tasks and instances with the state machines of Eva's simulator and

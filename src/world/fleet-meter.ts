@@ -2,7 +2,7 @@ import type { InstanceType } from '../core/catalog.js';
 import type { Resources } from '../core/resources.js';
 import { perHourToPerSecond } from '../core/units.js';
 import { SeriesRecorder } from './series.js';
-import type { RunSeries } from './types.js';
+import type { RunSeries } from './run-result.js';
 
 /**
  * Billing and the run's time series. Instances are billed per second at their hourly price from

@@ -1,7 +1,7 @@
 import type { Catalog } from '../core/catalog.js';
 import { canHost, demandSignature } from '../scheduler/reservation-price.js';
 import type { SimJob } from './entities.js';
-import type { Trace } from './traces/types.js';
+import type { Trace } from './trace.js';
 
 /**
  * The simulator's jobs and tasks for a trace, checked before the run starts: unique job ids, arrival order,

@@ -1,5 +1,5 @@
 import type { InstanceLifecycle, JobStatus, TaskState } from './entities.js';
-import type { TraceJob } from './traces/types.js';
+import type { TraceJob } from './trace.js';
 
 /**
  * The simulator's world as plain data (issue 6, PCS §4): what a completion-time prediction runs forward. The

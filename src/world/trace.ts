@@ -1,5 +1,5 @@
-import type { FamilyDemand } from '../../core/resources.js';
-import type { SuccessSpec } from '../../queue/success.js';
+import type { FamilyDemand } from '../core/resources.js';
+import type { SuccessSpec } from '../queue/success.js';
 
 /** One task of a trace job, with the delays Eva's simulator charges (research digest §4, §7). */
 export interface TraceTask {

@@ -1,4 +1,4 @@
-import type { RunSeries } from './types.js';
+import type { RunSeries } from './run-result.js';
 
 /** One sample of the cluster's state (the RunSeries columns). */
 export interface SeriesPoint {

@@ -1,5 +1,5 @@
 import { secondsToHours } from '../core/units.js';
-import type { JobOutcome, RunSummary } from './types.js';
+import type { JobOutcome, RunSummary } from './run-result.js';
 
 /** The run-level numbers behind a RunSummary (research digest §6 "Metric definitions"). */
 export interface RunTotals {

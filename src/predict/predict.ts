@@ -1,8 +1,8 @@
 import type { Catalog } from '../core/catalog.js';
 import type { Admission } from '../queue/admission.js';
 import type { Scheduler } from '../scheduler/types.js';
-import { frozenExpectedRates, runFromWorld } from './engine.js';
-import type { SimWorld } from './world.js';
+import { runForward, type KeyRate, type PredictedTimes } from '../world/simulation.js';
+import type { SimWorld } from '../world/world.js';
 
 /**
  * Completion-time predictions for the controller (PCS §4): run its world forward in virtual time with the same
@@ -26,15 +26,19 @@ export interface PredictionInput {
   readonly maxSimulatedSeconds?: number | undefined;
 }
 
-export interface PredictedJobTimes {
-  /** When the job first makes progress (null: it had not by the end of the run). */
-  readonly startSeconds: number | null;
-  /** When it finishes (null: not within `maxSimulatedSeconds`). */
-  readonly endSeconds: number | null;
+export type PredictedJobTimes = PredictedTimes;
+
+/**
+ * The rates a scheduler expects (`Scheduler.expectedRate`), frozen now: read from a fork, since the prediction run's
+ * own fork learns as it goes. Undefined for schedulers that do not model interference.
+ */
+export function frozenExpectedRates(scheduler: Scheduler): KeyRate | undefined {
+  const model = scheduler.fork?.() ?? scheduler;
+  return model.expectedRate?.bind(model);
 }
 
 export function predictCompletions(input: PredictionInput): ReadonlyMap<string, PredictedJobTimes> {
-  return runFromWorld({
+  return runForward({
     world: input.world,
     scheduler: input.scheduler,
     catalog: input.catalog,
