@@ -83,6 +83,11 @@ export interface ControllerSettings {
   readonly registrationBackoffMaxSeconds: number;
   readonly reportEverySeconds: number;
   readonly tags?: Readonly<Record<string, string>>;
+  /**
+   * Plan early on submissions, completions, drains and lost capacity (default true). False: rounds only on the
+   * period, as Eva's reference simulator plans (the simulator's `--early-rounds` off).
+   */
+  readonly earlyRounds?: boolean | undefined;
   /** Early rounds are at least this far apart, so a burst of submissions is planned together. */
   readonly minRoundGapSeconds?: number;
   /** Rounds (plans and decisions) kept in the store. */
@@ -353,7 +358,7 @@ export class Controller implements ControllerService {
   reconcile(): Promise<{ sync?: SyncSummary; progress?: ProgressSummary }> {
     return this.serial(async () => {
       if (this.settings.dryRun) return {};
-      await this.replaceSilentWorkers();
+      this.replaceSilentWorkers();
       const sync = await this.reconciler.syncWithCloud();
       const progress = await this.reconciler.progress();
       return { sync, progress };
@@ -368,7 +373,7 @@ export class Controller implements ControllerService {
       this.lastRoundAtSeconds = this.clock.nowSeconds();
       let sync: SyncSummary | undefined;
       if (!this.settings.dryRun) {
-        await this.replaceSilentWorkers();
+        this.replaceSilentWorkers();
         sync = await this.reconciler.syncWithCloud();
         await this.reconciler.progress();
       }
@@ -570,29 +575,20 @@ export class Controller implements ControllerService {
   }
 
   /**
-   * A registered worker that stopped heartbeating (issue "Worker agent": its tasks are rescheduled from their last
-   * checkpoints and its instance replaced): the instance is terminated through the provider, so the next sync finds
-   * it gone and the reconciler releases its tasks to the queue, exactly as for an instance EC2 lost.
+   * A registered worker that stopped heartbeating: its tasks are rescheduled from their last checkpoints and its
+   * instance replaced. The termination goes through an intent like every other side effect (reconciler.ts
+   * `replaceLostWorker`), so a crash in between cannot leak the instance.
    */
-  private async replaceSilentWorkers(): Promise<void> {
+  private replaceSilentWorkers(): void {
     if (this.workers === undefined || this.provider === undefined) return;
     for (const inst of this.workers.staleInstances()) {
       this.workers.markLost(inst.id);
-      this.store.appendEvent({
-        kind: 'instance.worker-lost',
-        instanceId: inst.id,
-        message: `worker of ${inst.id} stopped heartbeating; terminating the instance and rescheduling its tasks`,
-      });
+      const reason = `worker of ${inst.id} stopped heartbeating; terminating the instance and rescheduling its tasks`;
+      this.store.appendEvent({ kind: 'instance.worker-lost', instanceId: inst.id, message: reason });
       this.log.warn(`worker of ${inst.id} stopped heartbeating; replacing the instance`, {
         cloudId: inst.cloudId,
       });
-      if (inst.cloudId !== undefined) {
-        try {
-          await this.provider.terminate([inst.cloudId]);
-        } catch (e) {
-          this.log.error(`cannot terminate ${inst.id}`, { error: (e as Error).message });
-        }
-      }
+      this.reconciler.replaceLostWorker(inst.id, reason);
     }
   }
 
@@ -928,6 +924,7 @@ export class Controller implements ControllerService {
   }
 
   requestRound(reason: string): void {
+    if (this.settings.earlyRounds === false) return;
     this.roundRequestedBecause ??= reason;
     this.wake.abort();
   }

@@ -523,6 +523,28 @@ export class Reconciler {
   }
 
   /**
+   * A worker that stopped heartbeating: its tasks go back to the queue (rescheduled from their last checkpoints) and
+   * its instance is terminated through the intent discipline like any other: a `terminate` intent is recorded in
+   * the same transaction, and `performTerminations` carries it out (and again after a crash).
+   */
+  replaceLostWorker(instanceId: string, reason: string): void {
+    const affected = this.store.transaction(() => {
+      const inst = this.store.getInstance(instanceId);
+      if (inst === undefined || inst.state === 'terminating' || inst.state === 'terminated')
+        return new Set<string>();
+      const jobs = this.releaseTasksOn(inst.id, reason);
+      if (this.pendingIntentsFor('terminate', inst.id).length === 0)
+        this.store.recordIntent({
+          kind: 'terminate',
+          payload: { instanceId: inst.id, ...(inst.cloudId === undefined ? {} : { cloudId: inst.cloudId }) },
+        });
+      this.store.setInstanceState(inst.id, 'terminating', { reason });
+      return jobs;
+    });
+    if (affected.size > 0) this.deps.requestRound?.(`worker of ${instanceId} lost`);
+  }
+
+  /**
    * Tasks on (or headed to) an instance that can no longer host them go back to pending, their pending starts and
    * stops there are failed, and their jobs return to the queue. Returns the affected job ids.
    */
