@@ -16,7 +16,7 @@ import {
   reportStamp,
   writeReportFiles,
 } from '../../src/controller/reports.js';
-import { openObjectStore } from '../../src/storage/object-store.js';
+import { openObjectStore } from '../../src/storage/open-object-store.js';
 import { CPU_SMALL, jobSpec, rig } from './controller-fixtures.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-reports-'));

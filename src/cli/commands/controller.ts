@@ -47,7 +47,7 @@ import { capacityScale, describeLocalCapacity, hostCapacity } from '../../cloud/
 import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
 import { dockerAvailable, makeExecutor } from './worker.js';
 import { spawn } from 'node:child_process';
-import { openObjectStore } from '../../storage/object-store.js';
+import { openObjectStore } from '../../storage/open-object-store.js';
 
 /**
  * `fleetwise controller`: the long-running controller (issue "Controller on AWS"). Wires the configuration, the
