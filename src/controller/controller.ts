@@ -22,7 +22,7 @@ import {
   type QueueDecision,
 } from './admission.js';
 import type { ObjectStore } from '../storage/object-store.js';
-import { taskLogPrefix } from '../worker/controller-client.js';
+import { taskLogPrefix } from '../protocol/object-keys.js';
 import { SystemClock, type Clock } from './clock.js';
 import type { ControllerConfig, OrphanPolicy } from './config.js';
 import { billedInstances, computeCostReport, type DetailedCostReport } from './cost-accounting.js';

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { parseSince, SINCE_RULE } from '../../controller/api/since.js';
-import { LATEST_REPORT_KEY, REPORTS_PREFIX } from '../../controller/reports.js';
+import { LATEST_REPORT_KEY, REPORTS_PREFIX } from '../../protocol/object-keys.js';
 import type { ObjectInfo } from '../../storage/object-store.js';
 import {
   addConnectionOptions,
