@@ -6,7 +6,7 @@ import type { WfqConfig } from '../queue/wfq.js';
 import { queueConfigFor, schedulerCaps, type QueueKind } from './admission.js';
 import { runSimulation, type SimulationProgress } from './engine.js';
 import { constantPairwise, type GroundTruth } from './ground-truth.js';
-import { createScheduler, type SchedulerName } from './schedulers.js';
+import { createScheduler, type SchedulerName } from '../scheduler/registry.js';
 import { loadContentionMatrix, loadTrace, type TraceFormat } from './traces/load.js';
 import type { Trace } from './traces/types.js';
 import type { RunResult } from './types.js';
@@ -93,7 +93,7 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
   const groundTruth = groundTruthFor(request);
   const scheduler = createScheduler(request.scheduler, {
     catalog,
-    groundTruth,
+    interferenceProfile: groundTruth,
     evaDefaultRate: request.evaDefaultRate,
     evaPrices: request.evaPrices,
     evaPackingEfficiency: request.evaPackingEfficiency,
