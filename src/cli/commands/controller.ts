@@ -30,6 +30,7 @@ import {
   type ControllerFlags,
 } from '../../controller/config.js';
 import { describeQueue } from '../../controller/admission.js';
+import { configuredSchedulerFactory } from '../../controller/configured-scheduler.js';
 import { Controller, settingsFromConfig } from '../../controller/controller.js';
 import {
   FAULT_POINTS,
@@ -48,6 +49,7 @@ import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
 import { dockerAvailable, makeExecutor } from './worker.js';
 import { spawn } from 'node:child_process';
 import { openObjectStore } from '../../storage/open-object-store.js';
+import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
 
 /**
  * `fleetwise controller`: the long-running controller (issue "Controller on AWS"). Wires the configuration, the
@@ -313,10 +315,13 @@ export async function runController(
               }
             : {}),
         });
+  const schedulerFor = configuredSchedulerFactory(config);
   const controller = new Controller({
     ...(workers === undefined ? {} : { executor: workers, workers }),
     store,
     catalog,
+    scheduler: schedulerFor(catalog),
+    schedulerFor,
     provider,
     clock,
     objectStore,
@@ -325,6 +330,7 @@ export async function runController(
     faults,
     logger: log,
   });
+  log.info(`scheduler: ${controller.scheduler.name}`);
   log.info(`queue: ${describeQueue(controller.admission.config, config.caps)}`);
 
   // Prices from the Price List API (or the recorded fixtures: a test hook, as for `catalog refresh`).
@@ -399,6 +405,10 @@ export function registerController(program: Command): void {
     .command('controller')
     .description(
       'run the controller: plan rounds with Eva, launch and terminate EC2 instances, serve the API',
+    )
+    .option(
+      '--scheduler <name>',
+      `scheduling policy (default eva): ${SCHEDULER_NAMES.join(', ')}; owl assumes no interference`,
     )
     .option('--config <file>', 'YAML (or JSON) configuration; flags override it')
     .option(

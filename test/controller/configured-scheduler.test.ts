@@ -1,0 +1,93 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ValidationError } from '../../src/core/validation.js';
+import { loadControllerConfig } from '../../src/controller/config.js';
+import { configuredSchedulerFactory } from '../../src/controller/configured-scheduler.js';
+import { settingsFromConfig } from '../../src/controller/controller.js';
+import type { OwlScheduler } from '../../src/scheduler/baselines/owl.js';
+import type { EvaScheduler } from '../../src/scheduler/eva.js';
+import { SCHEDULER_NAMES } from '../../src/scheduler/registry.js';
+import { catalog, CPU_SMALL, FakeCloud, jobSpec, rig } from './controller-fixtures.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-configured-scheduler-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+function configFile(name: string, lines: readonly string[]): string {
+  const path = join(scratch, name);
+  writeFileSync(path, ['cluster: c', 'stateDir: s', 'dryRun: true', ...lines].join('\n'));
+  return path;
+}
+
+function load(flags: Parameters<typeof loadControllerConfig>[0]['flags']) {
+  return loadControllerConfig({ flags, env: {}, defaultRegion: 'us-east-1' });
+}
+
+function problemsOf(fn: () => unknown): readonly string[] {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof ValidationError) return e.problems;
+    throw e;
+  }
+  throw new Error('expected a ValidationError');
+}
+
+describe('the scheduler a controller configuration names', () => {
+  it('plans every round with it, and builds it again for repriced catalogs', async () => {
+    const config = load({ config: configFile('karpenter.yaml', ['scheduler:', '  name: karpenter']) });
+    expect(config.scheduler.name).toBe('karpenter');
+    const schedulerFor = configuredSchedulerFactory(config);
+    const cloud = new FakeCloud();
+    const { controller, store } = rig(settingsFromConfig(config), {
+      cloud,
+      provider: cloud,
+      scheduler: schedulerFor(catalog),
+      schedulerFor,
+    });
+    await controller.recover();
+    controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    const outcome = await controller.runRound();
+    expect(outcome.notApplied).toBe('dry run');
+    expect(outcome.actions.map((a) => a.kind)).toEqual(['launch-instance', 'start-task']);
+    expect(store.latestRound()?.decision.scheduler).toBe('karpenter');
+
+    const before = controller.scheduler;
+    await controller.applyCatalog({ ...catalog });
+    expect(controller.scheduler).not.toBe(before);
+    await controller.runRound();
+    expect(store.latestRound()?.decision.scheduler).toBe('karpenter');
+  });
+
+  it('defaults to Eva, with the configured tunables', () => {
+    expect(load({ cluster: 'c', stateDir: 's' }).scheduler.name).toBe('eva');
+    const config = load({
+      config: configFile('eva.yaml', ['scheduler:', '  name: eva-rp', '  defaultRate: 0.8']),
+    });
+    const eva = configuredSchedulerFactory(config)(catalog) as EvaScheduler;
+    expect(eva.name).toBe('eva-rp');
+    expect(eva.table.defaultRate).toBe(0.8);
+  });
+
+  it('accepts every registered name; Owl, without a measured profile, expects no interference', () => {
+    for (const name of SCHEDULER_NAMES)
+      expect(
+        configuredSchedulerFactory(load({ cluster: 'c', stateDir: 's', scheduler: name }))(catalog).name,
+      ).toBe(name);
+    const owl = configuredSchedulerFactory(load({ cluster: 'c', stateDir: 's', scheduler: 'owl' }))(
+      catalog,
+    ) as OwlScheduler;
+    expect(owl.expectedRate('a_main', ['b_main'])).toBe(1);
+  });
+
+  it('refuses an unknown name, naming the field and the valid names', () => {
+    const valid = SCHEDULER_NAMES.join(', ');
+    expect(
+      problemsOf(() => load({ config: configFile('gavel.yaml', ['scheduler:', '  name: gavel']) })),
+    ).toEqual([`scheduler.name (line 5): unknown scheduler "gavel"; valid: ${valid}`]);
+    expect(problemsOf(() => load({ cluster: 'c', stateDir: 's', scheduler: 'gavel' }))).toEqual([
+      `--scheduler: unknown scheduler "gavel"; valid: ${valid}`,
+    ]);
+  });
+});
