@@ -19,10 +19,11 @@ import { listFiles } from './image-cache.js';
 /**
  * Checkpoints in the object store (ARCHITECTURE.md: checkpoint transfer, the worker's side of migration).
  *
- * Layout (src/protocol/object-keys.ts): `checkpoints/<job>/<task>/<seq>/data.tar` then `…/<seq>/manifest.json` (sha256 and size of the tar, its
- * file list, creation time, seq). The manifest is written LAST: a sequence number without a manifest is a partial
- * upload (a worker died mid-way) and is never restored. Restoring takes the newest checkpoint whose tar matches its
- * manifest's sha256 and size, skipping corrupt or partial ones for the previous good one.
+ * Layout (src/protocol/object-keys.ts): `checkpoints/<job>/<task>/<seq>/data.tar` then `…/<seq>/manifest.json`
+ * (sha256 and size of the tar, its file list, creation time, seq). The manifest is written LAST: a sequence number
+ * without a manifest is a partial upload (a worker died mid-way) and is never restored. Restoring takes the newest
+ * checkpoint whose tar matches its manifest's sha256 and size, skipping corrupt or partial ones for the previous good
+ * one.
  *
  * The task contract (FLEETWISE_CHECKPOINT_DIR):
  * - The task writes its state files into the directory, then creates an empty `COMPLETE` file. The worker uploads the

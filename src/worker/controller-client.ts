@@ -23,7 +23,10 @@ export interface ControllerConnection {
   heartbeat(request: HeartbeatRequest): Promise<HeartbeatResponse>;
 }
 
-/** The agent's HTTP client for the worker protocol (src/protocol/worker-protocol.ts). Keeps the per-instance token once registered. */
+/**
+ * The agent's HTTP client for the worker protocol (src/protocol/worker-protocol.ts). Keeps the per-instance token
+ * once registered.
+ */
 export class ControllerClient implements ControllerConnection {
   private instanceToken: string | undefined;
   private readonly baseUrl: string;
