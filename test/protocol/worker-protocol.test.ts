@@ -1,4 +1,7 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { CHECKPOINT_SIGNALS as JOB_SPEC_SIGNALS } from '../../src/controller/job-spec.js';
 import {
   CHECKPOINT_SIGNALS,
@@ -46,5 +49,14 @@ describe('worker protocol', () => {
       desiredTaskSchema.safeParse({ ...desired, checkpoint: { signal: 'SIGKILL', timeoutSeconds: 30 } })
         .success,
     ).toBe(false);
+  });
+});
+
+describe('protocol/', () => {
+  it('imports nothing but zod, so the worker, the controller and the CLI can all depend on it', () => {
+    const root = join(PROJECT_ROOT, 'src', 'protocol');
+    for (const file of readdirSync(root).filter((f) => f.endsWith('.ts')))
+      for (const [, spec] of readFileSync(join(root, file), 'utf8').matchAll(/from '([^']+)'/g))
+        expect(spec, `${file} imports ${spec as string}`).toBe('zod');
   });
 });
