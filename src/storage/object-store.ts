@@ -10,10 +10,10 @@ export interface ObjectInfo {
 }
 
 /**
- * Where checkpoints, logs and job artefacts live (ARCHITECTURE.md "Interfaces at the edges"). Keys follow
- * object-key.ts. Bodies stream both ways so a multi-GiB checkpoint never has to fit in memory. This file is only the
- * interface: open-object-store.ts chooses an implementation from a location, so code that takes a store (the worker,
- * reports) does not load the S3 SDK.
+ * Where checkpoints, logs and job artefacts live (ARCHITECTURE.md "Interfaces at the edges"). Keys follow the rules
+ * of object-key.ts, laid out by src/protocol/object-keys.ts. Bodies stream both ways so a multi-GiB checkpoint never
+ * has to fit in memory. This file is only the interface: open-object-store.ts chooses an implementation from a
+ * location, so code that takes a store (the worker, reports) does not load the S3 SDK.
  */
 export interface ObjectStore {
   /** Where the store points, for logs and errors: `s3://bucket/prefix/` or an absolute directory. */

@@ -358,7 +358,7 @@ export function registerController(program: Command): void {
   program
     .command('controller')
     .description(
-      'run the controller: plan rounds with Eva, launch and terminate EC2 instances, serve the API',
+      'run the controller: plan rounds (Eva, or the --scheduler policy), launch and terminate EC2 instances, serve the API',
     )
     .option(
       '--scheduler <name>',
