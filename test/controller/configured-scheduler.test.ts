@@ -1,11 +1,15 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { loadControllerConfig } from '../../src/controller/config.js';
 import { configuredSchedulerFactory } from '../../src/controller/configured-scheduler.js';
 import { settingsFromConfig } from '../../src/controller/controller.js';
+import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import type { OwlScheduler } from '../../src/scheduler/baselines/owl.js';
 import type { EvaScheduler } from '../../src/scheduler/eva.js';
 import { SCHEDULER_NAMES } from '../../src/scheduler/registry.js';
@@ -90,4 +94,86 @@ describe('the scheduler a controller configuration names', () => {
       `--scheduler: unknown scheduler "gavel"; valid: ${valid}`,
     ]);
   });
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+describe('fleetwise controller --scheduler (the built CLI, dry run)', () => {
+  it('records karpenter as the scheduler of its rounds', async () => {
+    const main = join(PROJECT_ROOT, 'dist', 'cli', 'main.js');
+    if (!existsSync(main)) throw new Error(`${main} is missing: run "npm run build" first (npm test does)`);
+    const stateDir = join(scratch, 'cli-state');
+    const port = await freePort();
+    const admin = 'configured-scheduler-admin-token-0123';
+    const child = spawn(
+      process.execPath,
+      [
+        main,
+        'controller',
+        '--dry-run',
+        '--cluster',
+        'sched',
+        '--region',
+        'us-east-1',
+        '--state-dir',
+        stateDir,
+        '--listen',
+        `127.0.0.1:${port}`,
+        '--round-seconds',
+        '1',
+        '--scheduler',
+        'karpenter',
+      ],
+      { env: { ...process.env, FLEETWISE_ADMIN_TOKEN: admin }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    try {
+      const until = async (what: string, check: () => Promise<boolean> | boolean): Promise<void> => {
+        const deadline = Date.now() + 20_000;
+        while (!(await check())) {
+          if (Date.now() > deadline || child.exitCode !== null)
+            throw new Error(`timed out waiting for ${what}:\n${output.slice(-3000)}`);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      };
+      await until('the API', () => output.includes('API http://'));
+      const submitted = await fetch(`http://127.0.0.1:${port}/v1/jobs`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          name: 'small',
+          team: 'research',
+          tasks: [{ name: 'main', image: 'busybox:latest', demand: { c7i: [0, 4, 8] } }],
+        }),
+      });
+      expect(submitted.status).toBe(201);
+      const store = new SqliteStateStore(join(stateDir, 'state.db'));
+      try {
+        await until(
+          'a round that planned the job',
+          () => (store.latestRound()?.configuration.instances.length ?? 0) > 0,
+        );
+        expect(store.latestRound()?.decision.scheduler).toBe('karpenter');
+      } finally {
+        store.close();
+      }
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+    }
+    expect(output).toContain('scheduler: karpenter');
+  }, 40_000);
 });
