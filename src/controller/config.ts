@@ -4,6 +4,7 @@ import { isNode, LineCounter, parseDocument, type Document } from 'yaml';
 import { z } from 'zod';
 import { ValidationError } from '../core/validation.js';
 import { wfqConfigSchema } from '../queue/wfq.js';
+import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.js';
 
 /**
  * The controller's configuration: a YAML (or JSON) file, with command-line flags overriding it field by field
@@ -71,11 +72,19 @@ const capsSchema = z
   });
 
 /**
- * The `scheduler:` section: Eva's tunables (src/scheduler/eva.ts EvaOptions), each defaulting to Eva's measured
- * default. Unknown keys are errors.
+ * The `scheduler:` section: which registered policy plans the rounds (src/scheduler/registry.ts; default Eva), and
+ * Eva's tunables (src/scheduler/eva.ts EvaOptions), each defaulting to Eva's measured default. The tunables apply to
+ * Eva and its ablations; the baselines have none. Unknown keys are errors.
  */
 const unitRate = z.number().finite().gt(0, 'must be > 0').max(1, 'must be ≤ 1');
 const schedulerSchema = z.strictObject({
+  /**
+   * Any registered policy: Eva, its ablations, or a baseline (to compare them on a real cluster). The controller has
+   * no offline interference profile, so Owl, which plans from one, assumes co-location costs nothing (a profile of 1).
+   */
+  name: z
+    .enum(SCHEDULER_NAMES, { error: (issue) => unknownSchedulerProblem([String(issue.input)]) })
+    .default('eva'),
   /** `packed` (default) or `standalone` (Eva §4.2) task prices. */
   prices: z.enum(['packed', 'standalone']).optional(),
   /** Packed prices: expected share of an instance's bottleneck capacity in use (default 0.8). */
@@ -251,8 +260,8 @@ export const controllerConfigSchema = z
      * (fifo, srpt, success-rank), preemption policy. Default: one FIFO class.
      */
     queue: queueSchema.optional(),
-    /** Eva's tunables: task prices, packing efficiency, payback margin, prior co-location rate. */
-    scheduler: schedulerSchema.default({}),
+    /** The policy (default eva) and Eva's tunables: task prices, packing efficiency, payback margin, prior rate. */
+    scheduler: schedulerSchema.default({ name: 'eva' }),
     /** Plan and record decisions, make no cloud call. */
     dryRun: z.boolean().default(false),
     /** What to do with instances tagged with this cluster that the state does not know. */
@@ -323,6 +332,7 @@ export interface ControllerFlags {
   readonly userDataTemplate?: string;
   readonly executor?: string;
   readonly heartbeatTimeoutSeconds?: string;
+  readonly scheduler?: string;
 }
 
 /** Where each flag lands in the configuration (for merging and for error messages). */
@@ -359,6 +369,7 @@ const FLAG_PATHS: readonly (readonly [
   ['userDataTemplate', ['ec2', 'worker', 'templatePath'], 'string'],
   ['executor', ['executor'], 'string'],
   ['heartbeatTimeoutSeconds', ['workerHeartbeatTimeoutSeconds'], 'number'],
+  ['scheduler', ['scheduler', 'name'], 'string'],
 ];
 
 /**

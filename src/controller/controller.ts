@@ -18,7 +18,7 @@ import { stagesDone, toDistribution } from '../queue/success.js';
 import { schedulerCaps } from '../round/plan-caps.js';
 import { isQueueWait, runRound, type PlannedRound, type PredictionFork } from '../round/round.js';
 import type { ObjectStore } from '../storage/object-store.js';
-import { taskLogPrefix } from '../worker/controller-client.js';
+import { taskLogPrefix } from '../protocol/object-keys.js';
 import { SystemClock, type Clock } from './clock.js';
 import type { ControllerConfig, OrphanPolicy } from './config.js';
 import { billedInstances, computeCostReport, type DetailedCostReport } from './cost-accounting.js';

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ValidationError } from '../core/validation.js';
 import { escapeXml } from '../report/escape.js';
 import { renderChartSvg } from '../report/svg-chart.js';
+import { COST_REPORTS_PREFIX, costReportKeys, LATEST_REPORT_KEY } from '../protocol/object-keys.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import type { BilledInstance, DetailedCostReport } from './cost-accounting.js';
 
@@ -10,12 +11,10 @@ import type { BilledInstance, DetailedCostReport } from './cost-accounting.js';
  * ends, and on demand): the same numbers as JSON (for `fleetwise report` and scripts), CSV (for spreadsheets) and a
  * self-contained HTML page with inline SVG charts (opens offline, no scripts).
  *
- * Keys: `reports/costs-<UTC stamp>.{json,csv,html}` (the stamp sorts chronologically) and `reports/latest.json`,
- * a copy of the newest JSON report.
+ * Keys (src/protocol/object-keys.ts): `reports/costs-<UTC stamp>.{json,csv,html}` (the stamp sorts chronologically)
+ * and `reports/latest.json`, a copy of the newest JSON report.
  */
 
-export const REPORTS_PREFIX = 'reports/';
-export const LATEST_REPORT_KEY = `${REPORTS_PREFIX}latest.json`;
 export const COST_REPORT_KIND = 'fleetwise.cost-report';
 
 export interface CostPoint {
@@ -255,8 +254,7 @@ export interface WrittenReport {
 }
 
 export async function writeReportFiles(store: ObjectStore, doc: CostReportDocument): Promise<WrittenReport> {
-  const base = `${REPORTS_PREFIX}costs-${reportStamp(doc.generatedAtSeconds)}`;
-  const keys: WrittenReport = { json: `${base}.json`, csv: `${base}.csv`, html: `${base}.html` };
+  const keys: WrittenReport = costReportKeys(reportStamp(doc.generatedAtSeconds));
   const json = Buffer.from(`${JSON.stringify(doc, null, 2)}\n`, 'utf8');
   await store.put(keys.csv, Buffer.from(reportCsv(doc), 'utf8'));
   await store.put(keys.html, Buffer.from(reportHtml(doc), 'utf8'));
@@ -309,7 +307,7 @@ export async function listReports(
   sinceSeconds = 0,
 ): Promise<{ key: string; document: CostReportDocument }[]> {
   const out: { key: string; document: CostReportDocument }[] = [];
-  for await (const info of store.list(`${REPORTS_PREFIX}costs-`)) {
+  for await (const info of store.list(COST_REPORTS_PREFIX)) {
     if (!info.key.endsWith('.json')) continue;
     const document = parseReportDocument((await store.getBuffer(info.key)).toString('utf8'), info.key);
     if (document.generatedAtSeconds >= sinceSeconds) out.push({ key: info.key, document });

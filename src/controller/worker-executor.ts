@@ -9,7 +9,7 @@ import type {
   RegisterRequest,
   RegisterResponse,
   TaskReport,
-} from '../worker/controller-client.js';
+} from '../protocol/worker-protocol.js';
 import { tokensEqual } from './api/auth.js';
 import type { Clock } from './clock.js';
 import { expandTasks } from './job-spec.js';
@@ -25,7 +25,7 @@ import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
 import type { InstanceRecord, JobRecord, JsonValue, StateStore, TaskRecord } from './state-store.js';
 
 /**
- * The controller's TaskExecutor over the worker protocol (src/worker/controller-client.ts). Level-triggered: a
+ * The controller's TaskExecutor over the worker protocol (src/protocol/worker-protocol.ts). Level-triggered: a
  * heartbeat carries what a worker has, and its answer is what the controller wants on that instance, derived from the
  * store (placed tasks) plus the starts and stops the reconciler asked for in this process. Nothing here needs to
  * survive a controller restart: the reconciler repeats its pending starts and stops, and workers heartbeat again.

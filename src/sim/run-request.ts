@@ -7,7 +7,7 @@ import { queueConfigFor, schedulerCaps, type QueueKind } from './admission.js';
 import { type SimulationProgress } from '../world/simulation.js';
 import { runSimulation } from './run-simulation.js';
 import { constantPairwise, type GroundTruth } from '../world/ground-truth.js';
-import { createScheduler, type SchedulerName } from './schedulers.js';
+import { createScheduler, type SchedulerName } from '../scheduler/registry.js';
 import { loadContentionMatrix, loadTrace, type TraceFormat } from './traces/load.js';
 import type { Trace } from '../world/trace.js';
 import type { RunResult } from '../world/run-result.js';
@@ -94,7 +94,7 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
   const groundTruth = groundTruthFor(request);
   const scheduler = createScheduler(request.scheduler, {
     catalog,
-    groundTruth,
+    interferenceProfile: groundTruth,
     evaDefaultRate: request.evaDefaultRate,
     evaPrices: request.evaPrices,
     evaPackingEfficiency: request.evaPackingEfficiency,

@@ -1,10 +1,4 @@
-import { resolve } from 'node:path';
 import type { Readable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
-import type { S3Client } from '@aws-sdk/client-s3';
-import type { AwsClientOptions } from '../cloud/aws/client-config.js';
-import { FsObjectStore } from './fs-store.js';
-import { createS3Client, S3ObjectStore, type S3StoreTuning } from './s3-store.js';
 
 export { InvalidObjectKeyError, ObjectNotFoundError } from './object-key.js';
 export { readAll } from './streams.js';
@@ -16,8 +10,10 @@ export interface ObjectInfo {
 }
 
 /**
- * Where checkpoints, logs and job artefacts live (ARCHITECTURE.md "Interfaces at the edges"). Keys follow
- * object-key.ts. Bodies stream both ways so a multi-GiB checkpoint never has to fit in memory.
+ * Where checkpoints, logs and job artefacts live (ARCHITECTURE.md "Interfaces at the edges"). Keys follow the rules
+ * of object-key.ts, laid out by src/protocol/object-keys.ts. Bodies stream both ways so a multi-GiB checkpoint never
+ * has to fit in memory. This file is only the interface: open-object-store.ts chooses an implementation from a
+ * location, so code that takes a store (the worker, reports) does not load the S3 SDK.
  */
 export interface ObjectStore {
   /** Where the store points, for logs and errors: `s3://bucket/prefix/` or an absolute directory. */
@@ -34,47 +30,4 @@ export interface ObjectStore {
   list(prefix?: string): AsyncIterable<ObjectInfo>;
   /** Remove an object; removing a missing object is not an error (retries are safe). */
   delete(key: string): Promise<void>;
-}
-
-export type StoreLocation =
-  | { readonly kind: 's3'; readonly bucket: string; readonly prefix: string }
-  | { readonly kind: 'fs'; readonly root: string };
-
-// S3 bucket naming rules (general purpose buckets): 3–63 of [a-z0-9.-], starting and ending with a letter or digit.
-const BUCKET_NAME = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
-
-/** Parse `s3://bucket[/prefix]`, `file:///dir` or a plain directory path (relative to `cwd`). */
-export function parseStoreLocation(url: string, cwd: string = process.cwd()): StoreLocation {
-  const trimmed = url.trim();
-  if (trimmed === '')
-    throw new Error('object store location is empty (expected s3://bucket/prefix or a directory)');
-  if (trimmed.startsWith('s3://')) {
-    const rest = trimmed.slice('s3://'.length);
-    const slash = rest.indexOf('/');
-    const bucket = slash === -1 ? rest : rest.slice(0, slash);
-    if (!BUCKET_NAME.test(bucket))
-      throw new Error(`object store location ${url}: "${bucket}" is not a valid S3 bucket name`);
-    const rawPrefix = slash === -1 ? '' : rest.slice(slash + 1);
-    const segments = rawPrefix.split('/').filter((s) => s !== '');
-    if (segments.some((s) => s === '.' || s === '..'))
-      throw new Error(`object store location ${url}: "." and ".." are not allowed in the prefix`);
-    return { kind: 's3', bucket, prefix: segments.length === 0 ? '' : `${segments.join('/')}/` };
-  }
-  if (trimmed.startsWith('file://')) return { kind: 'fs', root: fileURLToPath(trimmed) };
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(trimmed))
-    throw new Error(`object store location ${url}: unsupported scheme (expected s3:// or a directory)`);
-  return { kind: 'fs', root: resolve(cwd, trimmed) };
-}
-
-export interface OpenObjectStoreOptions extends AwsClientOptions, S3StoreTuning {
-  /** Use this S3 client instead of building one from the SDK's standard configuration. */
-  readonly s3Client?: S3Client;
-}
-
-/** Open the store a URL names. S3 buckets are not created here: that is infrastructure (infra/). */
-export function openObjectStore(url: string, options: OpenObjectStoreOptions = {}): ObjectStore {
-  const location = parseStoreLocation(url);
-  if (location.kind === 'fs') return new FsObjectStore(location.root);
-  const client = options.s3Client ?? createS3Client(options);
-  return new S3ObjectStore(client, location.bucket, location.prefix, options);
 }

@@ -5,22 +5,20 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import type { ObjectStore } from '../storage/object-store.js';
 import { readAll } from '../storage/streams.js';
+import { checkpointKeys, parseBuildContextRef, taskLogKey } from '../protocol/object-keys.js';
+import {
+  desiredTaskSchema,
+  type DesiredTask,
+  type ReportedTaskState,
+  type TaskReport,
+} from '../protocol/worker-protocol.js';
 import {
   checkpointAndStop,
-  checkpointKeys,
   CheckpointWatcher,
   restoreLatestCheckpoint,
   type CheckpointManifest,
 } from './checkpoints.js';
-import {
-  ControllerRequestError,
-  desiredTaskSchema,
-  taskLogKey,
-  type ControllerConnection,
-  type DesiredTask,
-  type ReportedTaskState,
-  type TaskReport,
-} from './controller-client.js';
+import { ControllerRequestError, type ControllerConnection } from './controller-client.js';
 import type { Executor, TaskLaunch } from './executor.js';
 import { ProgressTracker } from './progress.js';
 
@@ -408,8 +406,8 @@ export class WorkerAgent {
     readonly context: string;
     readonly dockerfile?: string | undefined;
   }): Promise<NonNullable<TaskLaunch['build']>> {
-    const match = /(?:^|\/)(contexts\/([0-9a-f]{64})\.(tar|tar\.gz))$/.exec(build.context);
-    if (match?.[1] === undefined || match[2] === undefined) {
+    const uploaded = parseBuildContextRef(build.context);
+    if (uploaded === undefined) {
       const { hashBuildContext } = await import('./image-cache.js');
       return {
         contextDir: build.context,
@@ -417,7 +415,7 @@ export class WorkerAgent {
         contentHash: await hashBuildContext(build.context),
       };
     }
-    const [, key, hash, kind] = match as unknown as [string, string, string, string];
+    const { key, sha256: hash, encoding } = uploaded;
     const target = join(this.options.workDir, 'contexts', hash);
     try {
       await readFile(join(target, '.fleetwise-complete'));
@@ -426,7 +424,7 @@ export class WorkerAgent {
       await rm(temp, { recursive: true, force: true });
       await mkdir(temp, { recursive: true });
       const archive = await this.requireStore().getBuffer(key);
-      await untar(archive, temp, kind === 'tar.gz');
+      await untar(archive, temp, encoding === 'gzip');
       await writeFile(join(temp, '.fleetwise-complete'), '');
       await rm(target, { recursive: true, force: true });
       await rename(temp, target);

@@ -6,17 +6,24 @@ import { dirname, join } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
+import {
+  checkpointKeys,
+  checkpointPrefix,
+  parseCheckpointKey,
+  type CheckpointRef,
+} from '../protocol/object-keys.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import type { Executor } from './executor.js';
 import { listFiles } from './image-cache.js';
 
 /**
- * Checkpoints in the object store (issue 5 "Checkpoints and migration").
+ * Checkpoints in the object store (ARCHITECTURE.md: checkpoint transfer, the worker's side of migration).
  *
- * Layout: `checkpoints/<job>/<task>/<seq>/data.tar` then `…/<seq>/manifest.json` (sha256 and size of the tar, its
- * file list, creation time, seq). The manifest is written LAST: a sequence number without a manifest is a partial
- * upload (a worker died mid-way) and is never restored. Restoring takes the newest checkpoint whose tar matches its
- * manifest's sha256 and size, skipping corrupt or partial ones for the previous good one.
+ * Layout (src/protocol/object-keys.ts): `checkpoints/<job>/<task>/<seq>/data.tar` then `…/<seq>/manifest.json`
+ * (sha256 and size of the tar, its file list, creation time, seq). The manifest is written LAST: a sequence number
+ * without a manifest is a partial upload (a worker died mid-way) and is never restored. Restoring takes the newest
+ * checkpoint whose tar matches its manifest's sha256 and size, skipping corrupt or partial ones for the previous good
+ * one.
  *
  * The task contract (FLEETWISE_CHECKPOINT_DIR):
  * - The task writes its state files into the directory, then creates an empty `COMPLETE` file. The worker uploads the
@@ -32,9 +39,6 @@ import { listFiles } from './image-cache.js';
  * Tarring and extracting use the host's `tar` (GNU tar on the worker images; busybox tar also works).
  */
 export const COMPLETE_MARKER = 'COMPLETE';
-const DATA_FILE = 'data.tar';
-const MANIFEST_FILE = 'manifest.json';
-const SEQ_DIGITS = 8;
 
 export const checkpointManifestSchema = z.strictObject({
   version: z.literal(1),
@@ -48,20 +52,6 @@ export const checkpointManifestSchema = z.strictObject({
 });
 export type CheckpointManifest = z.infer<typeof checkpointManifestSchema>;
 
-export interface CheckpointRef {
-  readonly jobId: string;
-  readonly taskId: string;
-}
-
-export function checkpointPrefix(ref: CheckpointRef): string {
-  return `checkpoints/${ref.jobId}/${ref.taskId}/`;
-}
-
-export function checkpointKeys(ref: CheckpointRef, seq: number): { data: string; manifest: string } {
-  const base = `${checkpointPrefix(ref)}${String(seq).padStart(SEQ_DIGITS, '0')}/`;
-  return { data: `${base}${DATA_FILE}`, manifest: `${base}${MANIFEST_FILE}` };
-}
-
 export interface StoredCheckpoint {
   readonly seq: number;
   /** The manifest exists (the upload finished); its tar is verified only when restoring. */
@@ -70,13 +60,11 @@ export interface StoredCheckpoint {
 
 /** Every sequence number under the task's prefix, ascending, with whether its manifest exists. */
 export async function listCheckpoints(store: ObjectStore, ref: CheckpointRef): Promise<StoredCheckpoint[]> {
-  const prefix = checkpointPrefix(ref);
   const seen = new Map<number, boolean>();
-  for await (const o of store.list(prefix)) {
-    const m = /^(\d+)\/(data\.tar|manifest\.json)$/.exec(o.key.slice(prefix.length));
-    if (m?.[1] === undefined) continue;
-    const seq = Number(m[1]);
-    seen.set(seq, (seen.get(seq) ?? false) || m[2] === MANIFEST_FILE);
+  for await (const o of store.list(checkpointPrefix(ref))) {
+    const parsed = parseCheckpointKey(ref, o.key);
+    if (parsed === undefined) continue;
+    seen.set(parsed.seq, (seen.get(parsed.seq) ?? false) || parsed.part === 'manifest');
   }
   return [...seen.entries()].sort((a, b) => a[0] - b[0]).map(([seq, complete]) => ({ seq, complete }));
 }

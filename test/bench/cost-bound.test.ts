@@ -7,7 +7,7 @@ import type { Resources } from '../../src/core/resources.js';
 import { loadIlpSolver } from '../../src/scheduler/ilp.js';
 import { runSimulation } from '../../src/sim/run-simulation.js';
 import type { GroundTruth } from '../../src/world/ground-truth.js';
-import { createScheduler } from '../../src/sim/schedulers.js';
+import { createScheduler } from '../../src/scheduler/registry.js';
 import type { TraceJob } from '../../src/world/trace.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 import { instanceType, trace, traceJob, traceTask } from '../sim/sim-fixtures.js';
@@ -120,7 +120,7 @@ describe('no schedule beats the work bound', () => {
         for (const name of ['no-packing', 'eva', 'karpenter-balanced', 'stratus'] as const) {
           const result = runSimulation({
             trace: trace(...jobs),
-            scheduler: createScheduler(name, { catalog, groundTruth: truth }),
+            scheduler: createScheduler(name, { catalog, interferenceProfile: truth }),
             catalog,
             groundTruth: truth,
           });

@@ -12,7 +12,7 @@ import type {
   HeartbeatResponse,
   RegisterRequest,
   RegisterResponse,
-} from '../../src/worker/controller-client.js';
+} from '../../src/protocol/worker-protocol.js';
 
 /**
  * A ControllerService for API and CLI tests: the real MemoryStateStore, actions applied to it directly (no

@@ -12,10 +12,11 @@ import { ManualClock } from '../../src/controller/clock.js';
 import { Controller, type ControllerSettings } from '../../src/controller/controller.js';
 import { parseJobSpec } from '../../src/controller/job-spec.js';
 import type { TaskExecutor } from '../../src/controller/reconciler.js';
-import { listReports, LATEST_REPORT_KEY } from '../../src/controller/reports.js';
+import { listReports } from '../../src/controller/reports.js';
+import { LATEST_REPORT_KEY } from '../../src/protocol/object-keys.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { createS3Client } from '../../src/storage/s3-store.js';
-import { openObjectStore } from '../../src/storage/object-store.js';
+import { openObjectStore } from '../../src/storage/open-object-store.js';
 import { describeWithMoto } from '../helpers/moto.js';
 import { BASE_SETTINGS, catalog, CPU_SMALL, jobSpec, liveRecords } from './controller-fixtures.js';
 

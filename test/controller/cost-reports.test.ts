@@ -8,7 +8,6 @@ import {
   barChartSvg,
   buildReportDocument,
   costPerHourSeries,
-  LATEST_REPORT_KEY,
   listReports,
   parseReportDocument,
   reportCsv,
@@ -16,7 +15,8 @@ import {
   reportStamp,
   writeReportFiles,
 } from '../../src/controller/reports.js';
-import { openObjectStore } from '../../src/storage/object-store.js';
+import { LATEST_REPORT_KEY } from '../../src/protocol/object-keys.js';
+import { openObjectStore } from '../../src/storage/open-object-store.js';
 import { CPU_SMALL, jobSpec, rig } from './controller-fixtures.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-reports-'));

@@ -4,7 +4,7 @@ import type { QueueCaps } from '../../src/queue/caps.js';
 import { NoPackingScheduler } from '../../src/scheduler/baselines/no-packing.js';
 import { queueConfigFor, QUEUE_KINDS, schedulerCaps } from '../../src/sim/admission.js';
 import { runSimulation } from '../../src/sim/run-simulation.js';
-import { createScheduler } from '../../src/sim/schedulers.js';
+import { createScheduler } from '../../src/scheduler/registry.js';
 import { testCatalog, trace, traceJob, traceTask } from './sim-fixtures.js';
 
 const flat = (): number => 1;
@@ -43,7 +43,7 @@ describe('caps under the queue layer (property)', () => {
           );
           const scheduler =
             name === 'eva'
-              ? createScheduler('eva', { catalog, groundTruth: flat, caps: schedulerCaps(caps) })
+              ? createScheduler('eva', { catalog, interferenceProfile: flat, caps: schedulerCaps(caps) })
               : new NoPackingScheduler(catalog);
           const sizes = jobs.map((j) => j.durationSeconds * j.tasks.length);
           const r = runSimulation({

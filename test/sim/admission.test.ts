@@ -7,7 +7,7 @@ import { p99JctHours, queueConfigFor, QUEUE_KINDS, schedulerCaps } from '../../s
 import { runSimulation, type SimulationOptions as RunOptions } from '../../src/sim/run-simulation.js';
 import { groundTruthFor } from '../../src/sim/run-request.js';
 import { executeRun } from '../../src/sim/run-request.js';
-import { createScheduler } from '../../src/sim/schedulers.js';
+import { createScheduler } from '../../src/scheduler/registry.js';
 import { loadTrace } from '../../src/sim/traces/load.js';
 import type { JobOutcome, RunResult } from '../../src/world/run-result.js';
 import { testCatalog, trace, traceJob } from './sim-fixtures.js';
@@ -42,7 +42,7 @@ describe('admission in the simulator (issue 6)', () => {
       groundTruth,
       scheduler: createScheduler(name, {
         catalog,
-        groundTruth,
+        interferenceProfile: groundTruth,
         caps: caps === undefined ? undefined : schedulerCaps(caps),
       }),
       ...extra,

@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { InvalidObjectKeyError } from '../../src/storage/object-key.js';
-import { openObjectStore } from '../../src/storage/object-store.js';
+import { openObjectStore } from '../../src/storage/open-object-store.js';
 import {
   failingStream,
   listAll,

@@ -6,7 +6,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createS3Client, S3ObjectStore } from '../../src/storage/s3-store.js';
-import { openObjectStore, parseStoreLocation } from '../../src/storage/object-store.js';
+import { openObjectStore } from '../../src/storage/open-object-store.js';
 import { describeWithMoto, TEST_CREDENTIALS, TEST_REGION } from '../helpers/moto.js';
 import {
   failingStream,
@@ -98,29 +98,5 @@ describe('S3 client configuration', () => {
       { AWS_ENDPOINT_URL_S3: 'http://x:1', AWS_IGNORE_CONFIGURED_ENDPOINT_URLS: 'true' },
     );
     expect(ignored.config.forcePathStyle).toBe(false);
-  });
-});
-
-describe('parseStoreLocation', () => {
-  it.each([
-    ['s3://bucket', { kind: 's3', bucket: 'bucket', prefix: '' }],
-    ['s3://bucket/', { kind: 's3', bucket: 'bucket', prefix: '' }],
-    ['s3://my.bucket-1/a/b', { kind: 's3', bucket: 'my.bucket-1', prefix: 'a/b/' }],
-    ['s3://bucket//a//b/', { kind: 's3', bucket: 'bucket', prefix: 'a/b/' }],
-    ['relative/dir', { kind: 'fs', root: '/srv/relative/dir' }],
-    ['/abs/dir', { kind: 'fs', root: '/abs/dir' }],
-    ['file:///abs/dir', { kind: 'fs', root: '/abs/dir' }],
-  ])('parses %s', (url, expected) => {
-    expect(parseStoreLocation(url, '/srv')).toEqual(expected);
-  });
-
-  it.each([
-    ['', /empty/],
-    ['s3://Bad_Bucket/x', /not a valid S3 bucket name/],
-    ['s3://ab', /not a valid S3 bucket name/],
-    ['s3://bucket/../x', /"\." and "\.\." are not allowed/],
-    ['gs://bucket/x', /unsupported scheme/],
-  ])('rejects %j', (url, reason) => {
-    expect(() => parseStoreLocation(url)).toThrow(reason);
   });
 });

@@ -7,13 +7,9 @@ import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { readAll } from '../../src/storage/streams.js';
 import { WorkerAgent, type AgentLogger } from '../../src/worker/agent.js';
-import { checkpointPrefix } from '../../src/worker/checkpoints.js';
-import {
-  ControllerClient,
-  type DesiredTask,
-  type HeartbeatRequest,
-  type TaskReport,
-} from '../../src/worker/controller-client.js';
+import { checkpointPrefix } from '../../src/protocol/object-keys.js';
+import type { DesiredTask, HeartbeatRequest, TaskReport } from '../../src/protocol/worker-protocol.js';
+import { ControllerClient } from '../../src/worker/controller-client.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
 
 /**

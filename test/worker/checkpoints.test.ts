@@ -7,8 +7,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import type { ObjectStore } from '../../src/storage/object-store.js';
 import { createS3Client, S3ObjectStore } from '../../src/storage/s3-store.js';
+import { checkpointKeys } from '../../src/protocol/object-keys.js';
 import {
-  checkpointKeys,
   CheckpointWatcher,
   checkpointManifestSchema,
   listCheckpoints,

@@ -5,7 +5,7 @@ import { ValidationError } from '../../core/validation.js';
 import { loadIlpSolver } from '../../scheduler/ilp.js';
 import { runSimulation } from '../../sim/run-simulation.js';
 import { constantPairwise } from '../../world/ground-truth.js';
-import { createScheduler } from '../../sim/schedulers.js';
+import { createScheduler } from '../../scheduler/registry.js';
 import { formatTable } from '../table.js';
 import {
   addTraceOptions,
@@ -44,7 +44,7 @@ export function registerBenchBound(bench: Command): Command {
       const noPacking = runSimulation({
         trace,
         catalog,
-        scheduler: createScheduler('no-packing', { catalog, groundTruth: NO_INTERFERENCE_TRUTH }),
+        scheduler: createScheduler('no-packing', { catalog, interferenceProfile: NO_INTERFERENCE_TRUTH }),
         groundTruth: NO_INTERFERENCE_TRUTH,
       }).summary.totalCost;
       const result = {

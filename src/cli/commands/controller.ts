@@ -1,12 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  DescribeAvailabilityZonesCommand,
-  DescribeImagesCommand,
-  DescribeSubnetsCommand,
-  type EC2Client,
-} from '@aws-sdk/client-ec2';
+import type { EC2Client } from '@aws-sdk/client-ec2';
 import type { Command } from 'commander';
 import { pino } from 'pino';
 import type { Catalog } from '../../core/catalog.js';
@@ -30,6 +25,7 @@ import {
   type ControllerFlags,
 } from '../../controller/config.js';
 import { describeQueue } from '../../queue/admission-views.js';
+import { configuredSchedulerFactory } from '../../controller/configured-scheduler.js';
 import { Controller, settingsFromConfig } from '../../controller/controller.js';
 import {
   FAULT_POINTS,
@@ -47,7 +43,8 @@ import { capacityScale, describeLocalCapacity, hostCapacity } from '../../cloud/
 import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
 import { dockerAvailable, makeExecutor } from './worker.js';
 import { spawn } from 'node:child_process';
-import { openObjectStore } from '../../storage/object-store.js';
+import { openObjectStore } from '../../storage/open-object-store.js';
+import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
 
 /**
  * `fleetwise controller`: the long-running controller (issue "Controller on AWS"). Wires the configuration, the
@@ -138,8 +135,8 @@ function makeLogger(): ControllerLogger {
 }
 
 /**
- * EC2 settings the configuration left out, from the account itself: the newest Amazon Linux 2023 AMI, the zones of
- * the given subnets or else every available zone of the region.
+ * The EC2 provider's settings from the configuration, with what it left out (the AMI, the placements) looked up in
+ * the account (src/cloud/aws/discovery.ts).
  */
 export async function resolveEc2Settings(
   config: ControllerConfig,
@@ -147,58 +144,17 @@ export async function resolveEc2Settings(
   workerToken: string | undefined,
 ): Promise<Ec2ProviderConfig> {
   const ec2 = config.ec2;
-  let amiId = ec2.amiId;
-  if (amiId === undefined) {
-    const images = await client.send(
-      new DescribeImagesCommand({
-        Owners: ['amazon'],
-        Filters: [
-          { Name: 'name', Values: ['al2023-ami-2023.*-x86_64'] },
-          { Name: 'state', Values: ['available'] },
-        ],
-      }),
-    );
-    const newest = (images.Images ?? [])
-      .filter((i) => i.ImageId !== undefined && !(i.Name ?? '').includes('minimal'))
-      .sort(
-        (a, b) =>
-          (b.CreationDate ?? '').localeCompare(a.CreationDate ?? '') ||
-          (b.Name ?? '').localeCompare(a.Name ?? ''),
-      )[0];
-    if (newest?.ImageId === undefined)
-      throw new ValidationError('ec2.amiId', [
-        'not set, and no Amazon Linux 2023 AMI was found in the region: set --ami',
-      ]);
-    amiId = newest.ImageId;
-  }
-  let placements = ec2.placements;
-  if (placements === undefined && ec2.subnetIds !== undefined) {
-    const subnets = await client.send(new DescribeSubnetsCommand({ SubnetIds: [...ec2.subnetIds] }));
-    const zoneOf = new Map((subnets.Subnets ?? []).map((s) => [s.SubnetId, s.AvailabilityZone]));
-    placements = ec2.subnetIds.map((subnetId) => {
-      const zone = zoneOf.get(subnetId);
-      if (zone === undefined)
-        throw new ValidationError('ec2.subnetIds', [`${subnetId}: no such subnet in ${config.region}`]);
-      return { availabilityZone: zone, subnetId };
-    });
-  }
-  if (placements === undefined) {
-    const zones = await client.send(
-      new DescribeAvailabilityZonesCommand({ Filters: [{ Name: 'state', Values: ['available'] }] }),
-    );
-    const names = (zones.AvailabilityZones ?? [])
-      .filter((z) => z.ZoneType === undefined || z.ZoneType === 'availability-zone')
-      .map((z) => z.ZoneName)
-      .filter((n): n is string => n !== undefined)
-      .sort();
-    if (names.length === 0)
-      throw new ValidationError('ec2.placements', [`no available zone in ${config.region}`]);
-    placements = names.map((availabilityZone) => ({ availabilityZone }));
-  }
+  const { discoverEc2Settings } = await import('../../cloud/aws/discovery.js');
+  const { amiId, placements } = await discoverEc2Settings(client, {
+    region: config.region,
+    amiId: ec2.amiId,
+    placements: ec2.placements,
+    subnetIds: ec2.subnetIds,
+  });
   return {
     region: config.region,
     amiId,
-    placements: placements.map((p) => ({ ...p })),
+    placements,
     securityGroupIds: [...ec2.securityGroupIds],
     ...(ec2.instanceProfile === undefined ? {} : { instanceProfile: ec2.instanceProfile }),
     ...(ec2.keyName === undefined ? {} : { keyName: ec2.keyName }),
@@ -313,10 +269,13 @@ export async function runController(
               }
             : {}),
         });
+  const schedulerFor = configuredSchedulerFactory(config);
   const controller = new Controller({
     ...(workers === undefined ? {} : { executor: workers, workers }),
     store,
     catalog,
+    scheduler: schedulerFor(catalog),
+    schedulerFor,
     provider,
     clock,
     objectStore,
@@ -325,6 +284,7 @@ export async function runController(
     faults,
     logger: log,
   });
+  log.info(`scheduler: ${controller.scheduler.name}`);
   log.info(`queue: ${describeQueue(controller.admission.config, config.caps)}`);
 
   // Prices from the Price List API (or the recorded fixtures: a test hook, as for `catalog refresh`).
@@ -398,7 +358,11 @@ export function registerController(program: Command): void {
   program
     .command('controller')
     .description(
-      'run the controller: plan rounds with Eva, launch and terminate EC2 instances, serve the API',
+      'run the controller: plan rounds (Eva, or the --scheduler policy), launch and terminate EC2 instances, serve the API',
+    )
+    .option(
+      '--scheduler <name>',
+      `scheduling policy (default eva): ${SCHEDULER_NAMES.join(', ')}; owl assumes no interference`,
     )
     .option('--config <file>', 'YAML (or JSON) configuration; flags override it')
     .option(

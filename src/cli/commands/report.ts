@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { parseSince, SINCE_RULE } from '../../controller/api/since.js';
-import { LATEST_REPORT_KEY, REPORTS_PREFIX } from '../../controller/reports.js';
+import { LATEST_REPORT_KEY, REPORTS_PREFIX } from '../../protocol/object-keys.js';
 import type { ObjectInfo } from '../../storage/object-store.js';
 import {
   addConnectionOptions,
@@ -72,7 +72,7 @@ function sinceSeconds(since: string | undefined): number | undefined {
 /** Reports stored by the controller, read back straight from the object store (no controller needed). */
 async function reportFromStore(location: string, options: ReportOptions): Promise<void> {
   // Loaded on demand: the S3 SDK is heavy and only this path needs it.
-  const { openObjectStore } = await import('../../storage/object-store.js');
+  const { openObjectStore } = await import('../../storage/open-object-store.js');
   const store = openObjectStore(location);
   const since = sinceSeconds(options.since);
   const reports: ObjectInfo[] = [];

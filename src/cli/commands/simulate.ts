@@ -22,7 +22,7 @@ import { runsJson } from '../../sim/report/json.js';
 import { withNormalizedCosts } from '../../sim/report/normalize.js';
 import { defaultParallelism, runInWorkers, type RunPoolListener } from '../../sim/run-pool.js';
 import type { RunRequest } from '../../sim/run-request.js';
-import { parseSchedulerList, SCHEDULER_NAMES } from '../../sim/schedulers.js';
+import { parseSchedulerList, SCHEDULER_NAMES } from '../../scheduler/registry.js';
 import type { RunResult } from '../../world/run-result.js';
 import { QUEUE_KINDS } from '../../sim/admission.js';
 import type { FamilyGroupQuota } from '../../queue/caps.js';

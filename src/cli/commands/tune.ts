@@ -34,7 +34,7 @@ import {
 } from '../../sim/report/tune-json.js';
 import { defaultParallelism, runInWorkers } from '../../sim/run-pool.js';
 import type { RunRequest } from '../../sim/run-request.js';
-import { SCHEDULER_NAMES } from '../../sim/schedulers.js';
+import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
 import { formatTable } from '../table.js';
 
 /** Raw commander values (strings); validated by `optionsSchema`. */

@@ -2,7 +2,7 @@ import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { pino } from 'pino';
 import { ValidationError } from '../../core/validation.js';
-import { openObjectStore } from '../../storage/object-store.js';
+import { openObjectStore } from '../../storage/open-object-store.js';
 import { WorkerAgent } from '../../worker/agent.js';
 import { ControllerClient } from '../../worker/controller-client.js';
 import type { Executor } from '../../worker/executor.js';

@@ -4,7 +4,7 @@ import {
   heartbeatResponseSchema,
   registerRequestSchema,
   registerResponseSchema,
-} from '../../worker/controller-client.js';
+} from '../../protocol/worker-protocol.js';
 import { CHECKPOINT_SIGNALS } from '../job-spec.js';
 import { INSTANCE_STATES, JOB_STATES, TASK_STATES } from '../state-store.js';
 

@@ -1,13 +1,17 @@
 import type { FastifyRequest } from 'fastify';
 import { parseWith } from '../../core/validation.js';
-import { heartbeatRequestSchema, registerRequestSchema } from '../../worker/controller-client.js';
+import {
+  heartbeatRequestSchema,
+  registerRequestSchema,
+  WORKER_ROUTES,
+} from '../../protocol/worker-protocol.js';
 import { WorkerProtocolError, type WorkerExecutor } from '../worker-executor.js';
 import { bodyOf } from './body.js';
 import { HttpError } from './errors.js';
 import type { RouteTable } from './routing.js';
 
 /**
- * The worker protocol's routes (src/worker/controller-client.ts). They are outside the team/admin token scheme
+ * The worker protocol's routes (src/protocol/worker-protocol.ts). They are outside the team/admin token scheme
  * (access `none` for the API's auth hook) and check the worker tokens themselves: the cluster's worker token to
  * register, then the per-instance token the registration issued.
  */
@@ -36,7 +40,7 @@ function asHttp(error: unknown): never {
 export function registerWorkerRoutes(routes: RouteTable, workers: WorkerEndpoint): void {
   routes.add({
     method: 'POST',
-    url: '/v1/workers/register',
+    url: WORKER_ROUTES.register,
     access: 'none',
     handler: async (request) => {
       const token = bearerOf(request);
@@ -50,7 +54,7 @@ export function registerWorkerRoutes(routes: RouteTable, workers: WorkerEndpoint
   });
   routes.add({
     method: 'POST',
-    url: '/v1/workers/heartbeat',
+    url: WORKER_ROUTES.heartbeat,
     access: 'none',
     handler: async (request) => {
       const token = bearerOf(request);

@@ -5,7 +5,7 @@ import { successSpecSchema, toDistribution, type SuccessSpec } from '../../../sr
 import { NoPackingScheduler } from '../../../src/scheduler/baselines/no-packing.js';
 import { queueConfigFor, schedulerCaps } from '../../../src/sim/admission.js';
 import { runSimulation } from '../../../src/sim/run-simulation.js';
-import { createScheduler } from '../../../src/sim/schedulers.js';
+import { createScheduler } from '../../../src/scheduler/registry.js';
 import { loadTrace } from '../../../src/sim/traces/load.js';
 import {
   continueProbabilityLowerBound,
@@ -242,7 +242,7 @@ describe('success traces through loadTrace and the simulator', () => {
         trace,
         catalog,
         groundTruth: flat,
-        scheduler: createScheduler('eva', { catalog, groundTruth: flat, caps: schedulerCaps(caps) }),
+        scheduler: createScheduler('eva', { catalog, interferenceProfile: flat, caps: schedulerCaps(caps) }),
         queue: { caps, config: queueConfigFor(kind, sizes) },
       });
       expect(

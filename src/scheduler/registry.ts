@@ -1,17 +1,18 @@
 import type { Catalog } from '../core/catalog.js';
 import type { Caps } from '../core/model.js';
 import { ValidationError } from '../core/validation.js';
-import { KarpenterScheduler } from '../scheduler/baselines/karpenter.js';
-import { NoPackingScheduler } from '../scheduler/baselines/no-packing.js';
-import { OwlScheduler } from '../scheduler/baselines/owl.js';
-import { StratusScheduler } from '../scheduler/baselines/stratus.js';
-import { SynergyScheduler } from '../scheduler/baselines/synergy.js';
-import { evaTunables, EvaScheduler } from '../scheduler/eva.js';
-import type { Scheduler } from '../scheduler/types.js';
-import type { GroundTruth } from '../world/ground-truth.js';
-import { baseWorkloadOf } from './traces/workloads.js';
+import { KarpenterScheduler } from './baselines/karpenter.js';
+import { NoPackingScheduler } from './baselines/no-packing.js';
+import { OwlScheduler, type InterferenceOracle } from './baselines/owl.js';
+import { StratusScheduler } from './baselines/stratus.js';
+import { SynergyScheduler } from './baselines/synergy.js';
+import { evaTunables, EvaScheduler } from './eva.js';
+import type { Scheduler } from './types.js';
 
-/** Every policy `fleetwise simulate` can run: Eva, its ablations (§6.3–§6.4) and the baselines. */
+/**
+ * Every registered scheduling policy: Eva, its ablations (§6.3–§6.4) and the baselines. The simulator runs any of
+ * them (`fleetwise simulate --scheduler`), and so does the controller (its config's `scheduler.name`).
+ */
 export const SCHEDULER_NAMES = [
   'eva',
   'eva-full-only',
@@ -29,10 +30,22 @@ export const SCHEDULER_NAMES = [
 
 export type SchedulerName = (typeof SCHEDULER_NAMES)[number];
 
+/**
+ * Normalized throughput of a task of `workload` while co-located with tasks of `others` (1 = unaffected). The
+ * simulator's interference ground truth has this shape; the controller has no such profile.
+ */
+export type InterferenceProfile = (workload: string, others: readonly string[]) => number;
+
+/** No interference at all: what a policy that needs an offline profile gets where none was measured. */
+export const NO_INTERFERENCE: InterferenceProfile = () => 1;
+
 export interface SchedulerOptions {
   readonly catalog: Catalog;
-  /** Owl profiles co-locations offline (digest §2 "Owl": the static pkl), so it is given the ground truth. */
-  readonly groundTruth: GroundTruth;
+  /**
+   * Owl profiles co-locations offline (digest §2 "Owl": the static pkl): the simulator gives it the ground truth,
+   * the controller NO_INTERFERENCE. The other policies ignore it.
+   */
+  readonly interferenceProfile: InterferenceProfile;
   /** Eva's prior per co-located task before anything is learned (§4.3: 0.95). */
   readonly evaDefaultRate?: number | undefined;
   /** Eva's task prices (EvaOptions.reservationPrice; default packed) and packing efficiency (default 0.8). */
@@ -48,7 +61,8 @@ export function isSchedulerName(name: string): name is SchedulerName {
   return (SCHEDULER_NAMES as readonly string[]).includes(name);
 }
 
-function unknownSchedulerProblem(names: readonly string[]): string {
+/** `unknown scheduler "x"; valid: eva, …`, for every place that takes a scheduler name. */
+export function unknownSchedulerProblem(names: readonly string[]): string {
   const quoted = names.map((n) => `"${n}"`).join(', ');
   return `unknown scheduler${names.length > 1 ? 's' : ''} ${quoted}; valid: ${SCHEDULER_NAMES.join(', ')}`;
 }
@@ -58,21 +72,23 @@ function unknownSchedulerProblem(names: readonly string[]): string {
  * `[`. A key without `[` (a job not named in Eva's convention) drops its `_<task name>` suffix instead.
  */
 export function workloadOfKey(key: string): string {
-  if (key.includes('[')) return baseWorkloadOf(key);
+  const bracket = key.indexOf('[');
+  if (bracket >= 0) return key.slice(0, bracket);
   const underscore = key.lastIndexOf('_');
   return underscore > 0 ? key.slice(0, underscore) : key;
 }
 
-/** Owl's oracle over co-location keys, answered by the ground truth on the keys' workloads. */
-export function owlOracle(
-  groundTruth: GroundTruth,
-): (targetKey: string, othersKeys: readonly string[]) => number {
-  return (targetKey, othersKeys) => groundTruth(workloadOfKey(targetKey), othersKeys.map(workloadOfKey));
+/** Owl's oracle over co-location keys, answered by the interference profile on the keys' workloads. */
+export function owlOracle(profile: InterferenceProfile): InterferenceOracle {
+  return (targetKey, othersKeys) => profile(workloadOfKey(targetKey), othersKeys.map(workloadOfKey));
 }
 
-/** A fresh scheduler (no state shared with other runs). Unknown names throw, listing the valid ones. */
-export function createScheduler(name: string, options: SchedulerOptions): Scheduler {
-  if (!isSchedulerName(name)) throw new ValidationError('--scheduler', [unknownSchedulerProblem([name])]);
+/**
+ * A fresh scheduler (no state shared with other runs). Unknown names throw, listing the valid ones; `field` names
+ * where the name came from (default `scheduler`).
+ */
+export function createScheduler(name: string, options: SchedulerOptions, field = 'scheduler'): Scheduler {
+  if (!isSchedulerName(name)) throw new ValidationError(field, [unknownSchedulerProblem([name])]);
   const { catalog } = options;
   switch (name) {
     case 'eva':
@@ -97,7 +113,7 @@ export function createScheduler(name: string, options: SchedulerOptions): Schedu
     case 'synergy':
       return new SynergyScheduler(catalog);
     case 'owl':
-      return new OwlScheduler(catalog, owlOracle(options.groundTruth));
+      return new OwlScheduler(catalog, owlOracle(options.interferenceProfile));
     case 'karpenter':
       return new KarpenterScheduler(catalog, { policy: 'WhenEmptyOrUnderutilized' });
     case 'karpenter-balanced':
@@ -115,14 +131,14 @@ export function createScheduler(name: string, options: SchedulerOptions): Schedu
  * Parse `--scheduler a,b,c`: trimmed, duplicates dropped (first occurrence kept); every unknown name is
  * reported at once with the list of valid names.
  */
-export function parseSchedulerList(text: string): SchedulerName[] {
+export function parseSchedulerList(text: string, flag = '--scheduler'): SchedulerName[] {
   const names = text
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s !== '');
   if (names.length === 0)
-    throw new ValidationError('--scheduler', [`no scheduler given; valid: ${SCHEDULER_NAMES.join(', ')}`]);
+    throw new ValidationError(flag, [`no scheduler given; valid: ${SCHEDULER_NAMES.join(', ')}`]);
   const unknown = names.filter((n) => !isSchedulerName(n));
-  if (unknown.length > 0) throw new ValidationError('--scheduler', [unknownSchedulerProblem(unknown)]);
+  if (unknown.length > 0) throw new ValidationError(flag, [unknownSchedulerProblem(unknown)]);
   return [...new Set(names.filter(isSchedulerName))];
 }

@@ -1,19 +1,23 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
+import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { ValidationError } from '../../src/core/validation.js';
+import type { OwlScheduler } from '../../src/scheduler/baselines/owl.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
-import { constantPairwise } from '../../src/world/ground-truth.js';
 import {
   createScheduler,
+  NO_INTERFERENCE,
+  type InterferenceProfile,
   owlOracle,
   parseSchedulerList,
   SCHEDULER_NAMES,
   workloadOfKey,
-} from '../../src/sim/schedulers.js';
+} from '../../src/scheduler/registry.js';
 import { loadContentionMatrix } from '../../src/sim/traces/load.js';
 
 const catalog = loadCatalogFile();
-const groundTruth = constantPairwise(0.9);
+const interferenceProfile: InterferenceProfile = () => 0.9;
 
 function thrown(f: () => unknown): ValidationError {
   try {
@@ -28,8 +32,8 @@ function thrown(f: () => unknown): ValidationError {
 describe('scheduler registry', () => {
   it('builds a fresh scheduler for every name, named as registered', () => {
     for (const name of SCHEDULER_NAMES) {
-      const a = createScheduler(name, { catalog, groundTruth });
-      const b = createScheduler(name, { catalog, groundTruth });
+      const a = createScheduler(name, { catalog, interferenceProfile });
+      const b = createScheduler(name, { catalog, interferenceProfile });
       expect(a).not.toBe(b);
       expect(a.name).toBe(name);
       const plan = a.plan({ nowSeconds: 0, jobs: [], tasks: [], instances: [] });
@@ -38,15 +42,17 @@ describe('scheduler registry', () => {
   });
 
   it("passes Eva's default co-location rate to every Eva variant", () => {
-    const eva = createScheduler('eva-rp', { catalog, groundTruth, evaDefaultRate: 0.8 });
+    const eva = createScheduler('eva-rp', { catalog, interferenceProfile, evaDefaultRate: 0.8 });
     expect(eva).toBeInstanceOf(EvaScheduler);
     expect((eva as EvaScheduler).table.defaultRate).toBe(0.8);
-    expect((createScheduler('eva', { catalog, groundTruth }) as EvaScheduler).table.defaultRate).toBe(0.95);
+    expect((createScheduler('eva', { catalog, interferenceProfile }) as EvaScheduler).table.defaultRate).toBe(
+      0.95,
+    );
   });
 
   it('rejects an unknown name, listing the valid ones', () => {
-    const e = thrown(() => createScheduler('gavel', { catalog, groundTruth }));
-    expect(e.source).toBe('--scheduler');
+    const e = thrown(() => createScheduler('gavel', { catalog, interferenceProfile }));
+    expect(e.source).toBe('scheduler');
     expect(e.problems[0]).toContain('"gavel"');
     for (const name of SCHEDULER_NAMES) expect(e.problems[0]).toContain(name);
   });
@@ -82,5 +88,28 @@ describe("Owl's oracle", () => {
       12,
     );
     expect(oracle('resnet18[0]_node0', [])).toBe(1);
+  });
+
+  it('sees no interference where no profile was measured (the controller)', () => {
+    const owl = createScheduler('owl', { catalog, interferenceProfile: NO_INTERFERENCE }) as OwlScheduler;
+    expect(owl.expectedRate('resnet18[0]_node0', ['sage[4]_node0', 'gpt2_node0'])).toBe(1);
+  });
+});
+
+describe('scheduler/ layering', () => {
+  it('imports only core/ and itself, so the controller and the simulator can both use the registry', () => {
+    const root = join(PROJECT_ROOT, 'src', 'scheduler');
+    const files = readdirSync(root, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'));
+    expect(files).toContain('registry.ts');
+    for (const file of files) {
+      const text = readFileSync(join(root, file), 'utf8');
+      for (const [, spec] of text.matchAll(/from '(\.[^']+)'/g)) {
+        const target = relative(
+          join(PROJECT_ROOT, 'src'),
+          resolve(dirname(join(root, file)), spec as string),
+        );
+        expect(target, `${file} imports ${spec as string}`).toMatch(/^(core|scheduler)\//);
+      }
+    }
   });
 });

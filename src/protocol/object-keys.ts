@@ -1,0 +1,85 @@
+/**
+ * Where everything lives in the object store, in one place: workers write checkpoints and logs, the controller reads
+ * logs and writes build contexts and cost reports, the CLI reads reports straight from the store. Every key is built
+ * (and, where a reader must recognise one, parsed) here, so the writers and readers cannot disagree.
+ *
+ *   checkpoints/<job>/<task>/<seq>/data.tar        a task's checkpoint (seq zero-padded, so key order is seq order);
+ *   checkpoints/<job>/<task>/<seq>/manifest.json   written last: a seq without a manifest is a partial upload
+ *   logs/<job>/<start ms>-<task>-<instance>.log    one object per run of a task, in start order
+ *   contexts/<sha256>.tar[.gz]                     a build context `fleetwise submit` uploaded (content-addressed)
+ *   reports/costs-<UTC stamp>.{json,csv,html}      cost reports (the stamp sorts chronologically)
+ *   reports/latest.json                            a copy of the newest JSON cost report
+ */
+
+export interface CheckpointRef {
+  readonly jobId: string;
+  readonly taskId: string;
+}
+
+const CHECKPOINT_DATA_FILE = 'data.tar';
+const CHECKPOINT_MANIFEST_FILE = 'manifest.json';
+const CHECKPOINT_SEQ_DIGITS = 8;
+
+export function checkpointPrefix(ref: CheckpointRef): string {
+  return `checkpoints/${ref.jobId}/${ref.taskId}/`;
+}
+
+export function checkpointKeys(ref: CheckpointRef, seq: number): { data: string; manifest: string } {
+  const base = `${checkpointPrefix(ref)}${String(seq).padStart(CHECKPOINT_SEQ_DIGITS, '0')}/`;
+  return { data: `${base}${CHECKPOINT_DATA_FILE}`, manifest: `${base}${CHECKPOINT_MANIFEST_FILE}` };
+}
+
+/** The sequence number and part of one of `ref`'s checkpoint objects; undefined for any other key. */
+export function parseCheckpointKey(
+  ref: CheckpointRef,
+  key: string,
+): { readonly seq: number; readonly part: 'data' | 'manifest' } | undefined {
+  const prefix = checkpointPrefix(ref);
+  if (!key.startsWith(prefix)) return undefined;
+  const match = /^(\d+)\/(data\.tar|manifest\.json)$/.exec(key.slice(prefix.length));
+  if (match?.[1] === undefined) return undefined;
+  return { seq: Number(match[1]), part: match[2] === CHECKPOINT_MANIFEST_FILE ? 'manifest' : 'data' };
+}
+
+export function taskLogPrefix(jobId: string): string {
+  return `logs/${jobId}/`;
+}
+
+/** One log object per run of a task, ordered by start time so concatenating them in key order reads in time order. */
+export function taskLogKey(jobId: string, taskId: string, startedAtMs: number, instanceId: string): string {
+  return `${taskLogPrefix(jobId)}${String(Math.floor(startedAtMs)).padStart(14, '0')}-${taskId}-${instanceId}.log`;
+}
+
+export type ContextEncoding = 'tar' | 'gzip';
+
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+/** Where an uploaded build context is kept: named by the sha256 of the archive, so uploading it again is a no-op. */
+export function buildContextKey(sha256: string, encoding: ContextEncoding): string {
+  if (!SHA256_HEX.test(sha256)) throw new Error('a build context is named by its sha256 (64 hex digits)');
+  return `contexts/${sha256}.${encoding === 'gzip' ? 'tar.gz' : 'tar'}`;
+}
+
+/**
+ * The build context a job's `build.context` names, when it is an uploaded one: the reference ends with a
+ * buildContextKey (the controller answers it inside its store location, `s3://bucket/prefix/contexts/…`). Undefined
+ * for anything else (a directory on the worker's host).
+ */
+export function parseBuildContextRef(
+  ref: string,
+): { readonly key: string; readonly sha256: string; readonly encoding: ContextEncoding } | undefined {
+  const match = /(?:^|\/)(contexts\/([0-9a-f]{64})\.(tar|tar\.gz))$/.exec(ref);
+  if (match?.[1] === undefined || match[2] === undefined) return undefined;
+  return { key: match[1], sha256: match[2], encoding: match[3] === 'tar.gz' ? 'gzip' : 'tar' };
+}
+
+export const REPORTS_PREFIX = 'reports/';
+/** Every cost report's keys start with this (latest.json does not). */
+export const COST_REPORTS_PREFIX = `${REPORTS_PREFIX}costs-`;
+export const LATEST_REPORT_KEY = `${REPORTS_PREFIX}latest.json`;
+
+/** The keys of one cost report; `stamp` must sort chronologically and be safe as a file name. */
+export function costReportKeys(stamp: string): { json: string; csv: string; html: string } {
+  const base = `${COST_REPORTS_PREFIX}${stamp}`;
+  return { json: `${base}.json`, csv: `${base}.csv`, html: `${base}.html` };
+}

@@ -1,0 +1,111 @@
+import { z } from 'zod';
+
+/**
+ * The worker protocol, level-triggered over HTTP, shared by the worker agent (its client, src/worker/) and the
+ * controller (src/controller/api/routes-workers.ts, worker-executor.ts). It lives apart from both so neither side
+ * imports the other:
+ *
+ *   POST /v1/workers/register   bearer: the cluster's worker token (user data / local provider); body names the
+ *                               instance by its cloud id. Answers a per-instance token (stored hashed by the
+ *                               controller), the controller's instance id and where checkpoints and logs go.
+ *   POST /v1/workers/heartbeat  bearer: the per-instance token. Body: every task the worker has, with its state,
+ *                               progress and latest uploaded checkpoint. Answer: the tasks the controller wants on the
+ *                               instance and what to do with each (run, possibly restoring; checkpoint and stop; stop).
+ *
+ * Nothing is an edge-triggered command: a lost request or a restarted worker or controller converges on the next
+ * heartbeat. Where the worker puts checkpoints and logs is object-keys.ts.
+ */
+
+export const WORKER_ROUTES = {
+  register: '/v1/workers/register',
+  heartbeat: '/v1/workers/heartbeat',
+} as const;
+
+/**
+ * Signals a worker may send to ask a task to checkpoint and exit (`docker kill --signal`). The job spec accepts the
+ * same list (src/controller/job-spec.ts; test/protocol/worker-protocol.test.ts keeps the two equal).
+ */
+export const CHECKPOINT_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2'] as const;
+export type CheckpointSignal = (typeof CHECKPOINT_SIGNALS)[number];
+
+const taskId = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'a task id like job-7.0');
+
+export const registerRequestSchema = z.strictObject({
+  /** The cloud's id of the instance (EC2 i-…, or the local provider's local-…). */
+  instanceId: z.string().min(1).max(128),
+  executor: z.enum(['docker', 'process']),
+  hostname: z.string().max(255).optional(),
+});
+export type RegisterRequest = z.infer<typeof registerRequestSchema>;
+
+export const registerResponseSchema = z.object({
+  /** The controller's record id (`inst-3`). */
+  instanceId: z.string(),
+  /** The per-instance bearer token for heartbeats. */
+  workerToken: z.string().min(16),
+  heartbeatSeconds: z.number().positive(),
+  /** `s3://bucket/prefix` or a directory: checkpoints and task logs go there. */
+  objectStore: z.string().min(1),
+});
+export type RegisterResponse = z.infer<typeof registerResponseSchema>;
+
+export const REPORTED_TASK_STATES = [
+  'starting',
+  'running',
+  'checkpointing',
+  'stopped',
+  'succeeded',
+  'failed',
+] as const;
+export type ReportedTaskState = (typeof REPORTED_TASK_STATES)[number];
+
+export const taskReportSchema = z.strictObject({
+  taskId,
+  state: z.enum(REPORTED_TASK_STATES),
+  exitCode: z.number().int().optional(),
+  /** Why a task failed (exit code, the last lines of its output, a start error). */
+  reason: z.string().max(4000).optional(),
+  /** Iterations completed so far (from the task's progress file), absolute. */
+  completedIterations: z.number().nonnegative().optional(),
+  /** Iterations per second over the worker's window; absent until the window has enough samples. */
+  throughputPerSecond: z.number().nonnegative().optional(),
+  /** The newest checkpoint of this task uploaded to the object store. */
+  checkpoint: z.strictObject({ key: z.string().min(1).max(1024), atSeconds: z.number() }).optional(),
+  /** The checkpoint this run restored, if any. */
+  restoredFrom: z.string().max(1024).optional(),
+});
+export type TaskReport = z.infer<typeof taskReportSchema>;
+
+export const heartbeatRequestSchema = z.strictObject({
+  tasks: z.array(taskReportSchema).max(256),
+});
+export type HeartbeatRequest = z.infer<typeof heartbeatRequestSchema>;
+
+export const taskLaunchSpecSchema = z.object({
+  image: z.string().optional(),
+  build: z.object({ context: z.string(), dockerfile: z.string().optional() }).optional(),
+  command: z.array(z.string()),
+  env: z.record(z.string(), z.string()),
+  vcpus: z.number().positive(),
+  memoryGiB: z.number().nonnegative(),
+  gpus: z.number().int().nonnegative(),
+  shmSizeGiB: z.number().nonnegative(),
+});
+export type TaskLaunchSpec = z.infer<typeof taskLaunchSpecSchema>;
+
+export const DESIRED_ACTIONS = ['run', 'checkpoint-stop', 'stop'] as const;
+export type DesiredAction = (typeof DESIRED_ACTIONS)[number];
+
+export const desiredTaskSchema = z.object({
+  taskId,
+  jobId: z.string(),
+  action: z.enum(DESIRED_ACTIONS),
+  /** Start from the latest good checkpoint under the task's prefix (it has uploaded one before). */
+  restore: z.boolean(),
+  launch: taskLaunchSpecSchema,
+  checkpoint: z.object({ signal: z.enum(CHECKPOINT_SIGNALS), timeoutSeconds: z.number().positive() }),
+});
+export type DesiredTask = z.infer<typeof desiredTaskSchema>;
+
+export const heartbeatResponseSchema = z.object({ tasks: z.array(desiredTaskSchema) });
+export type HeartbeatResponse = z.infer<typeof heartbeatResponseSchema>;

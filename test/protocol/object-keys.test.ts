@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import {
+  buildContextKey,
+  checkpointKeys,
+  checkpointPrefix,
+  costReportKeys,
+  LATEST_REPORT_KEY,
+  parseBuildContextRef,
+  parseCheckpointKey,
+  REPORTS_PREFIX,
+  taskLogKey,
+  taskLogPrefix,
+} from '../../src/protocol/object-keys.js';
+import { assertValidKey } from '../../src/storage/object-key.js';
+
+const REF = { jobId: 'job-7', taskId: 'job-7.0' };
+const SHA = 'ab'.repeat(32);
+
+describe('object keys', () => {
+  it('lays checkpoints out per task and zero-pads the seq so key order is seq order', () => {
+    expect(checkpointPrefix(REF)).toBe('checkpoints/job-7/job-7.0/');
+    expect(checkpointKeys(REF, 12)).toEqual({
+      data: 'checkpoints/job-7/job-7.0/00000012/data.tar',
+      manifest: 'checkpoints/job-7/job-7.0/00000012/manifest.json',
+    });
+    expect(checkpointKeys(REF, 9).data < checkpointKeys(REF, 10).data).toBe(true);
+  });
+
+  it("parses back its own checkpoint keys, and nothing else under (or beside) the task's prefix", () => {
+    const keys = checkpointKeys(REF, 3);
+    expect(parseCheckpointKey(REF, keys.data)).toEqual({ seq: 3, part: 'data' });
+    expect(parseCheckpointKey(REF, keys.manifest)).toEqual({ seq: 3, part: 'manifest' });
+    expect(parseCheckpointKey(REF, 'checkpoints/job-7/job-7.0/00000003/other.bin')).toBeUndefined();
+    expect(parseCheckpointKey({ ...REF, taskId: 'job-7.1' }, keys.data)).toBeUndefined();
+    expect(parseCheckpointKey(REF, 'logs/job-7/x.log')).toBeUndefined();
+  });
+
+  it('names task logs per job, in start order', () => {
+    expect(taskLogPrefix('job-7')).toBe('logs/job-7/');
+    const early = taskLogKey('job-7', 'job-7.0', 999.7, 'inst-1');
+    expect(early).toBe('logs/job-7/00000000000999-job-7.0-inst-1.log');
+    expect(early < taskLogKey('job-7', 'job-7.0', 1000, 'inst-2')).toBe(true);
+  });
+
+  it('addresses build contexts by content, and recognises them at the end of a store reference', () => {
+    expect(buildContextKey(SHA, 'gzip')).toBe(`contexts/${SHA}.tar.gz`);
+    expect(buildContextKey(SHA, 'tar')).toBe(`contexts/${SHA}.tar`);
+    expect(() => buildContextKey('not-a-hash', 'tar')).toThrow(/sha256/);
+    expect(parseBuildContextRef(`s3://bucket/cluster/${buildContextKey(SHA, 'gzip')}`)).toEqual({
+      key: `contexts/${SHA}.tar.gz`,
+      sha256: SHA,
+      encoding: 'gzip',
+    });
+    expect(parseBuildContextRef(buildContextKey(SHA, 'tar'))?.encoding).toBe('tar');
+    expect(parseBuildContextRef('./examples/counter')).toBeUndefined();
+    expect(parseBuildContextRef(`/srv/notcontexts/${SHA}.tar`)).toBeUndefined();
+  });
+
+  it('keeps cost reports under reports/, stamped, beside latest.json', () => {
+    expect(costReportKeys('2026-11-22T00-10-05.123Z')).toEqual({
+      json: 'reports/costs-2026-11-22T00-10-05.123Z.json',
+      csv: 'reports/costs-2026-11-22T00-10-05.123Z.csv',
+      html: 'reports/costs-2026-11-22T00-10-05.123Z.html',
+    });
+    expect(LATEST_REPORT_KEY.startsWith(REPORTS_PREFIX)).toBe(true);
+  });
+
+  it('builds only keys every store accepts', () => {
+    for (const key of [
+      ...Object.values(checkpointKeys(REF, 1)),
+      taskLogKey('job-7', 'job-7.0', 0, 'i-0123456789abcdef0'),
+      buildContextKey(SHA, 'gzip'),
+      ...Object.values(costReportKeys('2026-11-22T00-10-05.123Z')),
+      LATEST_REPORT_KEY,
+    ])
+      expect(() => assertValidKey(key)).not.toThrow();
+  });
+});
