@@ -26,7 +26,7 @@ import { taskLogPrefix } from '../worker/controller-client.js';
 import { SystemClock, type Clock } from './clock.js';
 import type { ControllerConfig, OrphanPolicy } from './config.js';
 import { billedInstances, computeCostReport, type DetailedCostReport } from './cost-accounting.js';
-import type { JobSpec } from './job-spec.js';
+import type { JobSpec } from './job-spec/spec.js';
 import {
   CloudOnlyExecutor,
   InjectedCrash,

@@ -9,7 +9,7 @@ import { frozenExpectedRates } from '../sim/engine.js';
 import type { PredictionInput } from '../sim/predict.js';
 import type { SimWorld, WorldEvent, WorldInstance, WorldJob, WorldTask } from '../sim/world.js';
 import { UNKNOWN_DURATION_SECONDS, type QueueDecision } from './admission.js';
-import { expandTasks } from './job-spec.js';
+import { expandTasks } from './job-spec/tasks.js';
 import type { EtaRecord } from './queue-records.js';
 import type { SnapshotInputs } from './snapshot.js';
 import { committedInstanceOf } from './snapshot.js';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CHECKPOINT_SIGNALS } from '../controller/job-spec.js';
+import { CHECKPOINT_SIGNALS } from '../controller/job-spec/spec.js';
 
 /**
  * The worker protocol (issue "Worker agent and task execution"), level-triggered over HTTP:

@@ -5,7 +5,7 @@ import {
   registerRequestSchema,
   registerResponseSchema,
 } from '../../worker/controller-client.js';
-import { CHECKPOINT_SIGNALS } from '../job-spec.js';
+import { CHECKPOINT_SIGNALS } from '../job-spec/spec.js';
 import { INSTANCE_STATES, JOB_STATES, TASK_STATES } from '../state-store.js';
 
 /**

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import Database from 'better-sqlite3';
-import type { JobSpec } from '../job-spec.js';
+import type { JobSpec } from '../job-spec/spec.js';
 import {
   IllegalTransitionError,
   SchemaVersionError,
