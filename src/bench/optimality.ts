@@ -2,12 +2,9 @@ import type { Catalog } from '../core/catalog.js';
 import { Rng } from '../core/random.js';
 import type { FamilyDemand } from '../core/resources.js';
 import { packFromScratch } from '../scheduler/full-reconfiguration.js';
-import {
-  solveMinCostConfiguration,
-  validateConfiguration,
-  type IlpFormulation,
-  type IlpStatus,
-} from '../scheduler/ilp.js';
+import type { IlpFormulation } from '../scheduler/ilp-model.js';
+import { validateConfiguration } from '../scheduler/ilp-result.js';
+import { solveMinCostConfiguration, type IlpStatus } from '../scheduler/ilp.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
 import type { Configuration } from '../scheduler/types.js';
 

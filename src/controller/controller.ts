@@ -18,11 +18,11 @@ import { stagesDone, toDistribution } from '../queue/success.js';
 import { schedulerCaps } from '../round/plan-caps.js';
 import { isQueueWait, runRound, type PlannedRound, type PredictionFork } from '../round/round.js';
 import type { ObjectStore } from '../storage/object-store.js';
-import { taskLogPrefix } from '../protocol/object-keys.js';
+import { buildContextKey, taskLogPrefix } from '../protocol/object-keys.js';
 import { SystemClock, type Clock } from './clock.js';
 import type { ControllerConfig, OrphanPolicy } from './config.js';
 import { billedInstances, computeCostReport, type DetailedCostReport } from './cost-accounting.js';
-import type { JobSpec } from './job-spec.js';
+import type { JobSpec } from './job-spec/spec.js';
 import {
   CloudOnlyExecutor,
   InjectedCrash,
@@ -695,9 +695,7 @@ export class Controller implements ControllerService {
     info: { readonly sha256: string; readonly encoding: 'tar' | 'gzip'; readonly team: string | undefined },
   ): Promise<string> {
     if (this.objectStore === undefined) throw new Error('no object store configured for build contexts');
-    if (!/^[0-9a-f]{64}$/.test(info.sha256))
-      throw new Error('a build context is named by its sha256 (64 hex digits)');
-    const key = `contexts/${info.sha256}.${info.encoding === 'gzip' ? 'tar.gz' : 'tar'}`;
+    const key = buildContextKey(info.sha256, info.encoding);
     if (!(await this.objectStore.exists(key))) await this.objectStore.put(key, archive);
     this.store.appendEvent({
       kind: 'context.stored',

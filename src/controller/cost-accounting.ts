@@ -1,7 +1,7 @@
 import type { Catalog } from '../core/catalog.js';
 import { perHourToPerSecond } from '../core/units.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
-import { expandTasks } from './job-spec.js';
+import { expandTasks } from './job-spec/tasks.js';
 import type { CostLine, CostReport } from './service.js';
 import { PLACED_TASK_STATES } from './state/lifecycle.js';
 import type { EventRecord, InstanceRecord, JobRecord, StateStore, TaskState } from './state-store.js';

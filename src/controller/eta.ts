@@ -8,7 +8,7 @@ import type { TraceJob, TraceTask } from '../world/trace.js';
 import { frozenExpectedRates } from '../predict/predict.js';
 import type { PredictionInput } from '../predict/predict.js';
 import type { SimWorld, WorldEvent, WorldInstance, WorldJob, WorldTask } from '../world/world.js';
-import { expandTasks } from './job-spec.js';
+import { expandTasks } from './job-spec/tasks.js';
 import type { EtaRecord } from './queue-records.js';
 import type { SnapshotInputs } from './snapshot.js';
 import { committedInstanceOf } from './snapshot.js';

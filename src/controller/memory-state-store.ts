@@ -1,4 +1,4 @@
-import type { JobSpec } from './job-spec.js';
+import type { JobSpec } from './job-spec/spec.js';
 import {
   checkEvent,
   checkIntent,

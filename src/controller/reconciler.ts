@@ -15,7 +15,7 @@ import {
 } from '../cloud/provider.js';
 import type { Clock } from './clock.js';
 import type { OrphanPolicy } from './config.js';
-import { expandTasks } from './job-spec.js';
+import { expandTasks } from './job-spec/tasks.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
 import type {
   InstanceRecord,

@@ -1,5 +1,5 @@
 import type { DecisionRecord } from '../scheduler/types.js';
-import type { JobSpec } from './job-spec.js';
+import type { JobSpec } from './job-spec/spec.js';
 import type { InstanceRecord, JobRecord, StateStore, TaskRecord } from './state-store.js';
 
 /**

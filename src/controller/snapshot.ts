@@ -1,7 +1,7 @@
 import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../core/model.js';
 import { groupBy } from '../core/group.js';
-import type { TaskTemplateSpec } from './job-spec.js';
-import { expandTasks } from './job-spec.js';
+import type { TaskTemplateSpec } from './job-spec/spec.js';
+import { expandTasks } from './job-spec/tasks.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
 import type { InstanceRecord, JobRecord, StateStore, TaskRecord } from './state-store.js';
 

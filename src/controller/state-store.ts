@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Configuration, DecisionRecord } from '../scheduler/types.js';
-import type { JobSpec } from './job-spec.js';
+import type { JobSpec } from './job-spec/spec.js';
 
 /**
  * The controller's durable state (ARCHITECTURE.md "Principles"): jobs, tasks, instances, intents, per-round plans

@@ -12,7 +12,7 @@ import type {
 } from '../protocol/worker-protocol.js';
 import { tokensEqual } from './api/auth.js';
 import type { Clock } from './clock.js';
-import { expandTasks } from './job-spec.js';
+import { expandTasks } from './job-spec/tasks.js';
 import type {
   TaskExecutor,
   TaskStartRequest,

@@ -14,7 +14,7 @@ import { registerLogs } from '../../src/cli/commands/logs.js';
 import { registerReport } from '../../src/cli/commands/report.js';
 import { registerWhy } from '../../src/cli/commands/why.js';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
-import type { JobSpec } from '../../src/controller/job-spec.js';
+import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import {
   buildReportDocument,
   writeReportFiles,

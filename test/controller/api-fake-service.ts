@@ -1,7 +1,7 @@
 import { findType, type Catalog } from '../../src/core/catalog.js';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import type { ApiControllerService, ContextInfo } from '../../src/controller/api/server.js';
-import type { JobSpec } from '../../src/controller/job-spec.js';
+import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { ClusterView, CostReport, WhyRecord } from '../../src/controller/service.js';
 import type { InstanceRecord, JobRecord } from '../../src/controller/state-store.js';

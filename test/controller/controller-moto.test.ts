@@ -10,7 +10,7 @@ import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { TAG_CLUSTER, TAG_INSTANCE_KEY, TAG_LAUNCH_TOKEN, TAG_PLAN } from '../../src/cloud/provider.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { Controller, type ControllerSettings } from '../../src/controller/controller.js';
-import { parseJobSpec } from '../../src/controller/job-spec.js';
+import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { TaskExecutor } from '../../src/controller/reconciler.js';
 import { listReports } from '../../src/controller/reports.js';
 import { LATEST_REPORT_KEY } from '../../src/protocol/object-keys.js';

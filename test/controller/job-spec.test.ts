@@ -3,13 +3,9 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
-import {
-  derivedWorkload,
-  expandTasks,
-  JOB_SPEC_LIMITS,
-  parseJobSpec,
-  validateJobSpec,
-} from '../../src/controller/job-spec.js';
+import { parseJobSpec, validateJobSpec } from '../../src/controller/job-spec/parse.js';
+import { JOB_SPEC_LIMITS } from '../../src/controller/job-spec/spec.js';
+import { derivedWorkload, expandTasks } from '../../src/controller/job-spec/tasks.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { PriceBook } from '../../src/scheduler/reservation-price.js';
 

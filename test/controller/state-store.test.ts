@@ -15,7 +15,8 @@ import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
-import { parseJobSpec, type JobSpec } from '../../src/controller/job-spec.js';
+import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
+import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import {
   LATEST_SCHEMA_VERSION,

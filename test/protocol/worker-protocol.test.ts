@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
-import { CHECKPOINT_SIGNALS as JOB_SPEC_SIGNALS } from '../../src/controller/job-spec.js';
+import { CHECKPOINT_SIGNALS as JOB_SPEC_SIGNALS } from '../../src/controller/job-spec/spec.js';
 import {
   CHECKPOINT_SIGNALS,
   desiredTaskSchema,

@@ -4,7 +4,9 @@ import type { Catalog, InstanceType } from '../../src/core/catalog.js';
 import { Rng } from '../../src/core/random.js';
 import { fits, type FamilyDemand, type Resources } from '../../src/core/resources.js';
 import { packFromScratch } from '../../src/scheduler/full-reconfiguration.js';
-import { solveMinCostConfiguration, validateConfiguration, type IlpTask } from '../../src/scheduler/ilp.js';
+import { solveMinCostConfiguration } from '../../src/scheduler/ilp.js';
+import type { IlpTask } from '../../src/scheduler/ilp-model.js';
+import { validateConfiguration } from '../../src/scheduler/ilp-result.js';
 import { PriceBook, sumOn } from '../../src/scheduler/reservation-price.js';
 
 const delays = {

@@ -4,7 +4,7 @@ import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
-import { parseJobSpec, validateJobSpec } from '../../controller/job-spec.js';
+import { parseJobSpec, validateJobSpec } from '../../controller/job-spec/parse.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import {
   addConnectionOptions,

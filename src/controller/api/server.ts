@@ -1,7 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Catalog } from '../../core/catalog.js';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
-import { JOB_SPEC_LIMITS } from '../job-spec.js';
+import { JOB_SPEC_LIMITS } from '../job-spec/spec.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import { authenticate, authorize, type Principal } from './auth.js';
 import { registerBodyParsers } from './body.js';
@@ -16,7 +16,7 @@ import { RouteTable, type ApiContext, type ApiControllerService } from './routin
 export { ControllerMetrics } from './metrics.js';
 export type { ApiControllerService, ContextInfo } from './routing.js';
 
-/** Requests other than context uploads: a job spec is at most this large (job-spec.ts), and nothing else is bigger. */
+/** Requests other than context uploads: a job spec is at most this large (job-spec/spec.ts), and nothing else is bigger. */
 export const DEFAULT_BODY_LIMIT_BYTES = JOB_SPEC_LIMITS.maxSpecBytes;
 
 export interface ApiServerOptions {

@@ -1,7 +1,8 @@
 import { parseDocument } from 'yaml';
 import { ValidationError } from '../../core/validation.js';
 import type { PriceBook } from '../../scheduler/reservation-price.js';
-import { parseJobSpec, validateJobSpec, type JobSpec } from '../job-spec.js';
+import { parseJobSpec, validateJobSpec } from '../job-spec/parse.js';
+import type { JobSpec } from '../job-spec/spec.js';
 import type { Principal } from './auth.js';
 import type { RequestBody } from './body.js';
 import { HttpError } from './errors.js';

@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import { describeIssues } from '../../core/validation.js';
-import { expandTasks, type JobSpec } from '../job-spec.js';
+import type { JobSpec } from '../job-spec/spec.js';
+import { expandTasks } from '../job-spec/tasks.js';
 import {
   IllegalTransitionError,
   intentPayloadSchemas,

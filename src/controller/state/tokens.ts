@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { isValidName } from '../job-spec.js';
+import { isValidName } from '../job-spec/schema.js';
 import { StateStoreError } from '../state-store.js';
 
 /** Tokens are stored only as sha256 hex digests; a leaked database does not leak credentials. */

@@ -1,0 +1,281 @@
+import { INSTANCE_STATES, JOB_STATES, TASK_STATES } from '../state-store.js';
+import { int, num, ref, str, type Schema } from './openapi-builders.js';
+
+/**
+ * The response shapes, written by hand: the views that build them (views.ts) have no zod schema to generate them
+ * from. Request bodies with a schema are generated instead (openapi-zod-components.ts).
+ */
+export const RESPONSE_COMPONENTS: Record<string, Schema> = {
+  Error: {
+    type: 'object',
+    required: ['error'],
+    properties: {
+      error: { type: 'string', description: 'What went wrong, in one line' },
+      details: { type: 'array', items: str, description: 'One line per problem, e.g. "tasks.0.demand: …"' },
+    },
+  },
+  QueuePlace: {
+    type: 'object',
+    description: "The job's place in the queue layer (weighted fair queueing under the caps)",
+    required: ['classId', 'status', 'position', 'reason', 'detail', 'sinceSeconds'],
+    properties: {
+      classId: { ...str, description: 'Its WFQ class (by size or team, from the controller config)' },
+      status: {
+        type: 'string',
+        enum: ['admitted', 'waiting'],
+        description: "admitted: in this round's plan or holding capacity; waiting: queued",
+      },
+      position: {
+        ...int,
+        nullable: true,
+        minimum: 1,
+        description: '1 = head of its class queue; null when admitted, or waiting outside the class order',
+      },
+      reason: {
+        type: 'string',
+        nullable: true,
+        enum: ['class-share', 'caps', 'never-fits', null],
+        description:
+          'class-share: its class uses its weighted share of the capped capacity; caps: admitting it would break ' +
+          "a cap ($/hour, instances, a family-group quota); never-fits: alone it breaks a cap or its class's maxShare",
+      },
+      detail: { ...str, description: 'One line naming the share or the caps, and the jobs ahead' },
+      sinceSeconds: { ...num, description: 'Since when this place and reason hold' },
+    },
+  },
+  Eta: {
+    type: 'object',
+    description:
+      'A completion-time prediction (PCS §4): the cluster run forward in virtual time with the same admission and ' +
+      'scheduler, learned throughputs (interference included), launch and restore delays, and no future arrivals',
+    required: ['startSeconds', 'completionSeconds', 'computedAtSeconds', 'basis'],
+    properties: {
+      startSeconds: { ...num, nullable: true, description: 'Predicted start (epoch seconds)' },
+      completionSeconds: {
+        ...num,
+        nullable: true,
+        description: 'Predicted completion (epoch seconds); null when it cannot be predicted (see basis)',
+      },
+      computedAtSeconds: num,
+      basis: {
+        ...str,
+        description:
+          'How it was obtained, e.g. "simulated 14 round(s) ahead with eva (learned co-location throughputs); no future arrivals; 3 job(s) ahead in class small"',
+      },
+    },
+  },
+  PredictionError: {
+    type: 'object',
+    description: 'How far the submission prediction was off, once the job succeeded',
+    required: ['predictedCompletionSeconds', 'actualCompletionSeconds', 'errorSeconds', 'errorPercent'],
+    properties: {
+      predictedCompletionSeconds: num,
+      actualCompletionSeconds: num,
+      errorSeconds: { ...num, description: 'actual − predicted (positive: later than predicted)' },
+      errorPercent: {
+        ...num,
+        nullable: true,
+        description: 'PCS: 100 · |JCT − predicted JCT| / predicted JCT, JCTs from submission',
+      },
+    },
+  },
+  JobSummary: {
+    type: 'object',
+    required: [
+      'id',
+      'name',
+      'team',
+      'state',
+      'submittedAtSeconds',
+      'updatedAtSeconds',
+      'migrations',
+      'progress',
+      'taskCount',
+      'queue',
+      'eta',
+    ],
+    properties: {
+      id: str,
+      name: str,
+      team: str,
+      state: { type: 'string', enum: [...JOB_STATES] },
+      reason: str,
+      submittedAtSeconds: num,
+      startedAtSeconds: num,
+      finishedAtSeconds: num,
+      updatedAtSeconds: num,
+      migrations: int,
+      progress: {
+        type: 'object',
+        required: ['completed', 'total'],
+        properties: { completed: num, total: { ...num, nullable: true } },
+      },
+      taskCount: int,
+      queue: {
+        allOf: [ref('QueuePlace')],
+        nullable: true,
+        description: 'Null once the job ended, or before its first round',
+      },
+      eta: {
+        allOf: [ref('Eta')],
+        nullable: true,
+        description: 'The latest prediction; null before the first',
+      },
+    },
+  },
+  JobList: {
+    type: 'object',
+    required: ['jobs'],
+    properties: { jobs: { type: 'array', items: ref('JobSummary') } },
+  },
+  Task: {
+    type: 'object',
+    required: ['id', 'jobId', 'index', 'name', 'workloadKey', 'state', 'updatedAtSeconds'],
+    properties: {
+      id: str,
+      jobId: str,
+      index: int,
+      name: str,
+      workloadKey: str,
+      state: { type: 'string', enum: [...TASK_STATES] },
+      instanceId: str,
+      lastCheckpointKey: str,
+      lastCheckpointAtSeconds: num,
+      updatedAtSeconds: num,
+    },
+  },
+  Instance: {
+    type: 'object',
+    required: ['id', 'typeName', 'state', 'launchToken', 'requestedAtSeconds', 'updatedAtSeconds'],
+    properties: {
+      id: str,
+      cloudId: str,
+      typeName: str,
+      state: { type: 'string', enum: [...INSTANCE_STATES] },
+      availabilityZone: str,
+      launchToken: str,
+      requestedAtSeconds: num,
+      launchedAtSeconds: num,
+      runningAtSeconds: num,
+      terminatedAtSeconds: num,
+      updatedAtSeconds: num,
+      reason: str,
+    },
+  },
+  JobDocument: {
+    allOf: [
+      ref('JobSummary'),
+      {
+        type: 'object',
+        required: ['spec', 'instances', 'tasks', 'etaSeconds', 'submissionEta', 'predictionError'],
+        properties: {
+          spec: { type: 'object', description: 'The validated spec, with defaults filled in' },
+          instances: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['id', 'typeName', 'state', 'taskIds'],
+              properties: {
+                id: str,
+                cloudId: str,
+                typeName: str,
+                state: { type: 'string', enum: [...INSTANCE_STATES] },
+                availabilityZone: str,
+                taskIds: { type: 'array', items: str },
+              },
+            },
+          },
+          tasks: { type: 'array', items: ref('Task') },
+          etaSeconds: {
+            ...num,
+            nullable: true,
+            description:
+              'Seconds from the latest prediction (eta.computedAtSeconds) to its predicted completion (null: none)',
+          },
+          submissionEta: {
+            allOf: [ref('Eta')],
+            nullable: true,
+            description:
+              'The prediction made at submission, never overwritten (its error is measured at the end)',
+          },
+          predictionError: { allOf: [ref('PredictionError')], nullable: true },
+        },
+      },
+    ],
+  },
+  Cluster: {
+    type: 'object',
+    required: ['scope', 'instances', 'tasks', 'costPerHour'],
+    properties: {
+      scope: {
+        type: 'string',
+        enum: ['all', 'team'],
+        description: "team: only the caller's tasks are listed",
+      },
+      costPerHour: { ...num, description: '$/hour of the instances held now' },
+      instances: {
+        type: 'array',
+        items: {
+          allOf: [
+            ref('Instance'),
+            {
+              type: 'object',
+              required: ['costPerHour', 'taskIds'],
+              properties: { costPerHour: num, taskIds: { type: 'array', items: str } },
+            },
+          ],
+        },
+      },
+      tasks: { type: 'array', items: ref('Task') },
+    },
+  },
+  Why: {
+    type: 'object',
+    required: ['jobId', 'state', 'records'],
+    properties: {
+      jobId: str,
+      state: { type: 'string', enum: [...JOB_STATES] },
+      records: {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['round', 'atSeconds', 'summary', 'decision'],
+          properties: {
+            round: int,
+            atSeconds: num,
+            summary: str,
+            decision: {
+              type: 'object',
+              description: "The round's decision record (candidates, chosen plan, reason, waiting, pinned)",
+            },
+          },
+        },
+      },
+    },
+  },
+  Costs: {
+    type: 'object',
+    required: ['scope', 'generatedAtSeconds', 'sinceSeconds', 'totalCost', 'byJob', 'byTeam', 'byInstance'],
+    properties: {
+      scope: {
+        type: 'string',
+        enum: ['all', 'team'],
+        description: "team: only the caller's jobs; instance lines and cluster overheads withheld",
+      },
+      generatedAtSeconds: num,
+      sinceSeconds: num,
+      totalCost: num,
+      byJob: {
+        type: 'array',
+        items: { type: 'object', properties: { id: str, cost: num, team: str, name: str } },
+      },
+      byTeam: { type: 'array', items: { type: 'object', properties: { id: str, cost: num } } },
+      byInstance: {
+        type: 'array',
+        items: { type: 'object', properties: { id: str, cost: num, typeName: str, idleCost: num } },
+      },
+      idleCost: { ...num, nullable: true },
+      migrationOverheadCost: { ...num, nullable: true },
+    },
+  },
+};

@@ -1,0 +1,283 @@
+import { error, int, json, ok, ref, str, type Schema } from './openapi-builders.js';
+
+/** The operations, by path; test/controller/api.test.ts checks they are exactly the registered routes. */
+
+const COMMON_ERRORS = {
+  '401': error('Missing, malformed or unknown bearer token'),
+};
+const JOB_ERRORS = {
+  ...COMMON_ERRORS,
+  '404': error('No such job, or a job of another team (indistinguishable)'),
+};
+const ADMIN_ERRORS = { ...COMMON_ERRORS, '403': error('A team token; this action needs the admin token') };
+
+const idParam = (description: string): Schema => ({
+  name: 'id',
+  in: 'path',
+  required: true,
+  description,
+  schema: { type: 'string' },
+});
+
+const WORKER_ERRORS = {
+  '400': error('The body does not match the worker protocol (the field and the reason are named)'),
+  '415': error('Not application/json'),
+};
+
+export const PATHS: Record<string, Record<string, Schema>> = {
+  '/v1/workers/register': {
+    post: {
+      summary:
+        "A worker registers its instance (bearer: the cluster's worker token); answers a per-instance token",
+      operationId: 'workerRegister',
+      requestBody: { required: true, content: json(ref('WorkerRegisterRequest')) },
+      responses: {
+        '200': ok(
+          'Registered: the per-instance token, heartbeat period and object store',
+          ref('WorkerRegisterResponse'),
+        ),
+        ...WORKER_ERRORS,
+        '401': error('Missing or wrong worker token'),
+        '409': error('The instance is not known to the controller yet (its launch is being recorded): retry'),
+        '410': error('The instance is terminated or being retired'),
+      },
+    },
+  },
+  '/v1/workers/heartbeat': {
+    post: {
+      summary:
+        'A worker reports its tasks (bearer: the per-instance token); answers the tasks wanted on the instance',
+      operationId: 'workerHeartbeat',
+      requestBody: { required: true, content: json(ref('WorkerHeartbeatRequest')) },
+      responses: {
+        '200': ok('What to run, checkpoint and stop on the instance', ref('WorkerHeartbeatResponse')),
+        ...WORKER_ERRORS,
+        '401': error('Missing or unknown per-instance token: register again'),
+        '410': error('The instance is terminated or being retired'),
+      },
+    },
+  },
+  '/v1/jobs': {
+    post: {
+      summary: 'Submit a job',
+      operationId: 'submitJob',
+      requestBody: {
+        required: true,
+        content: {
+          'application/json': { schema: ref('JobSpec') },
+          'application/yaml': { schema: ref('JobSpec') },
+        },
+      },
+      responses: {
+        '201': ok('The queued job', ref('JobSummary')),
+        '400': error('Malformed body or invalid spec; `details` names each field (and line, for YAML)'),
+        ...COMMON_ERRORS,
+        '403': error("The spec names a team other than the token's"),
+        '413': error('Body larger than the limit (1 MiB)'),
+        '415': error('Content type other than JSON or YAML'),
+      },
+    },
+    get: {
+      summary: "List jobs (a team token sees its own team's)",
+      operationId: 'listJobs',
+      parameters: [
+        {
+          name: 'state',
+          in: 'query',
+          description: 'Comma-separated states',
+          schema: { type: 'string' },
+          example: 'queued,running',
+        },
+        { name: 'team', in: 'query', schema: str },
+      ],
+      responses: {
+        '200': ok('Jobs in submission order', ref('JobList')),
+        '400': error('Bad filter'),
+        ...COMMON_ERRORS,
+      },
+    },
+  },
+  '/v1/jobs/{id}': {
+    get: {
+      summary: 'One job: state, progress, migrations, instances, tasks',
+      operationId: 'getJob',
+      parameters: [idParam('Job id, e.g. job-7')],
+      responses: { '200': ok('The job', ref('JobDocument')), ...JOB_ERRORS },
+    },
+  },
+  '/v1/jobs/{id}/cancel': {
+    post: {
+      summary: 'Cancel a job; its tasks stop and its instances are freed at the next round',
+      operationId: 'cancelJob',
+      parameters: [idParam('Job id')],
+      responses: {
+        '200': ok('The job after cancelling', ref('JobSummary')),
+        ...JOB_ERRORS,
+        '409': error('The job already finished'),
+      },
+    },
+  },
+  '/v1/jobs/{id}/unsuccessful': {
+    post: {
+      summary:
+        'End a job as unsuccessful at a stage (e.g. a diverged trial): its tasks stop, its capacity is freed, and ' +
+        'its state becomes `unsuccessful` (not failed)',
+      operationId: 'markJobUnsuccessful',
+      parameters: [idParam('Job id')],
+      requestBody: {
+        required: false,
+        content: json({
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            stage: { ...int, minimum: 1, description: 'The stage (1-based) it was stopped at' },
+            reason: { ...str, maxLength: 500 },
+          },
+        }),
+      },
+      responses: {
+        '200': ok('The job, unsuccessful', ref('JobSummary')),
+        '400': error('Bad stage or reason (e.g. a stage beyond the stages the job declares)'),
+        ...JOB_ERRORS,
+        '409': error('The job already ended otherwise (succeeded, failed, cancelled)'),
+        '501': error('This controller cannot end jobs as unsuccessful'),
+      },
+    },
+  },
+  '/v1/jobs/{id}/why': {
+    get: {
+      summary: 'Decision records that mention the job (waiting, moved, placed), newest first',
+      operationId: 'whyJob',
+      parameters: [
+        idParam('Job id'),
+        { name: 'limit', in: 'query', schema: { ...int, minimum: 1, maximum: 1000 } },
+      ],
+      responses: { '200': ok('Decision records', ref('Why')), ...JOB_ERRORS },
+    },
+  },
+  '/v1/jobs/{id}/logs': {
+    get: {
+      summary: 'Task logs (uploaded by the worker agents to the object store), oldest run first',
+      operationId: 'jobLogs',
+      parameters: [idParam('Job id')],
+      responses: {
+        '200': {
+          description: "The output of every run of the job's tasks",
+          content: { 'text/plain': { schema: { type: 'string' } } },
+        },
+        '501': error('This controller has no object store for worker logs'),
+        ...JOB_ERRORS,
+      },
+    },
+  },
+  '/v1/cluster': {
+    get: {
+      summary: 'Instances, the tasks on them and the current $/hour',
+      operationId: 'cluster',
+      responses: { '200': ok('The cluster', ref('Cluster')), ...COMMON_ERRORS },
+    },
+  },
+  '/v1/instances/{id}/drain': {
+    post: {
+      summary: 'Move every task off an instance and retire it (admin)',
+      operationId: 'drainInstance',
+      parameters: [idParam('Instance id (inst-4) or cloud id (i-0abc…)')],
+      responses: {
+        '200': ok('The instance', ref('Instance')),
+        ...ADMIN_ERRORS,
+        '404': error('No such instance'),
+        '409': error('The instance cannot be drained in its state'),
+      },
+    },
+  },
+  '/v1/costs': {
+    get: {
+      summary: 'Cost accounting per job, team and instance',
+      operationId: 'costs',
+      parameters: [
+        {
+          name: 'since',
+          in: 'query',
+          description: 'Epoch seconds, ISO 8601 time, or an age like 24h or 7d',
+          schema: str,
+        },
+      ],
+      responses: { '200': ok('Costs', ref('Costs')), '400': error('Bad since'), ...COMMON_ERRORS },
+    },
+  },
+  '/v1/reports': {
+    post: {
+      summary: 'Write a cost report to the object store now (admin)',
+      operationId: 'writeReport',
+      responses: {
+        '201': ok('Where the report was written', {
+          type: 'object',
+          required: ['location'],
+          properties: { location: str },
+        }),
+        ...ADMIN_ERRORS,
+        '501': error('No object store configured'),
+      },
+    },
+  },
+  '/v1/contexts': {
+    post: {
+      summary: 'Upload a Docker build context; returns the reference to use as build.context',
+      operationId: 'uploadContext',
+      requestBody: {
+        required: true,
+        content: {
+          'application/x-tar': { schema: { type: 'string', format: 'binary' } },
+          'application/gzip': { schema: { type: 'string', format: 'binary' } },
+        },
+      },
+      responses: {
+        '201': ok('Stored', {
+          type: 'object',
+          required: ['ref', 'sha256', 'sizeBytes'],
+          properties: { ref: str, sha256: str, sizeBytes: int },
+        }),
+        '400': error('Not a tar archive or gzip stream'),
+        ...COMMON_ERRORS,
+        '413': error('Archive larger than the limit'),
+        '415': error('Content type other than tar or gzip'),
+        '501': error('No object store configured'),
+      },
+    },
+  },
+  '/healthz': {
+    get: {
+      summary: 'Liveness and readiness (no token needed)',
+      operationId: 'health',
+      security: [],
+      responses: {
+        '200': ok('Serving', {
+          type: 'object',
+          properties: { status: { type: 'string', enum: ['ok'] }, latestRound: { ...int, nullable: true } },
+        }),
+        '503': ok('The state store is unavailable', {
+          type: 'object',
+          properties: { status: str, error: str },
+        }),
+      },
+    },
+  },
+  '/metrics': {
+    get: {
+      summary: 'Prometheus metrics (no token needed; aggregate counts only)',
+      operationId: 'metrics',
+      security: [],
+      responses: {
+        '200': { description: 'Prometheus text format', content: { 'text/plain': { schema: str } } },
+      },
+    },
+  },
+  '/openapi.json': {
+    get: {
+      summary: 'This document',
+      operationId: 'openapi',
+      security: [],
+      responses: { '200': ok('OpenAPI 3.0 document', { type: 'object' }) },
+    },
+  },
+};

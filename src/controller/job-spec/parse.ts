@@ -1,0 +1,179 @@
+import { LineCounter, parseDocument } from 'yaml';
+import type { Catalog } from '../../core/catalog.js';
+import { ANY_FAMILY, formatResources, type FamilyDemand } from '../../core/resources.js';
+import { ValidationError } from '../../core/validation.js';
+import { PriceBook } from '../../scheduler/reservation-price.js';
+import { explainIssue, firstLine, formatPath, lineOf, type Path, type Problem } from './problems.js';
+import { jobSpecSchema, utf8Bytes, type RawJobSpec } from './schema.js';
+import { JOB_SPEC_LIMITS, type JobSpec, type TaskTemplateSpec } from './spec.js';
+import { derivedWorkload } from './tasks.js';
+
+/**
+ * Parse and validate a job spec (YAML or JSON text; JSON is YAML). `source` names the file in errors; every problem
+ * names the field path, the reason and the line. Demands are checked against `catalog`: a family it lacks, or a
+ * demand no instance type can host, is an error here rather than a job that waits forever.
+ */
+export function parseJobSpec(text: string, source: string, catalog: Catalog | PriceBook): JobSpec {
+  if (utf8Bytes(text) > JOB_SPEC_LIMITS.maxSpecBytes)
+    throw new ValidationError(source, [`(root): larger than ${JOB_SPEC_LIMITS.maxSpecBytes} bytes`]);
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, uniqueKeys: true, prettyErrors: true });
+  if (doc.errors.length > 0)
+    throw new ValidationError(
+      source,
+      doc.errors.map((e) => `not valid YAML/JSON: ${firstLine(e.message)}`),
+    );
+  let value: unknown;
+  try {
+    value = doc.toJS({ maxAliasCount: 100 });
+  } catch (e) {
+    throw new ValidationError(source, [`not valid YAML/JSON: ${firstLine((e as Error).message)}`]);
+  }
+  return validate(value, source, catalog, (path) => lineOf(doc, lineCounter, path));
+}
+
+/** Validate an already-parsed spec (an API request body); problems name field paths but no lines. */
+export function validateJobSpec(value: unknown, source: string, catalog: Catalog | PriceBook): JobSpec {
+  return validate(value, source, catalog, () => undefined);
+}
+
+function validate(
+  value: unknown,
+  source: string,
+  catalog: Catalog | PriceBook,
+  lineAt: (path: Path) => number | undefined,
+): JobSpec {
+  const fail = (problems: readonly Problem[]): never => {
+    throw new ValidationError(
+      source,
+      problems.map((p) => {
+        const line = lineAt(p.path);
+        return `${formatPath(p.path)}: ${p.message}${line === undefined ? '' : ` (line ${line})`}`;
+      }),
+    );
+  };
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    return fail([{ path: [], message: 'expected a job spec (a map with name, team and tasks)' }]);
+  const result = jobSpecSchema.safeParse(value);
+  if (!result.success) return fail(result.error.issues.flatMap(explainIssue));
+  const raw = result.data;
+  const problems = [...checkStructure(raw), ...checkAgainstCatalog(raw, catalog)];
+  if (problems.length > 0) return fail(problems);
+  return resolve(raw);
+}
+
+function checkStructure(raw: RawJobSpec): Problem[] {
+  const problems: Problem[] = [];
+  const names = new Map<string, number>();
+  let total = 0;
+  raw.tasks.forEach((t, i) => {
+    const path = ['tasks', i];
+    if (t.image === undefined && t.build === undefined)
+      problems.push({
+        path,
+        message: 'needs either image (a registry image) or build (a Docker build context)',
+      });
+    if (t.image !== undefined && t.build !== undefined)
+      problems.push({ path, message: 'give either image or build, not both' });
+    const name = templateName(t, i);
+    const earlier = names.get(name);
+    if (earlier !== undefined)
+      problems.push({
+        path: [...path, 'name'],
+        message: `duplicate task name ${name} (also tasks.${earlier})`,
+      });
+    names.set(name, i);
+    total += t.replicas;
+    for (const [family, v] of Object.entries(t.demand))
+      if (t.shmSizeGiB > v[2])
+        problems.push({
+          path: [...path, 'shmSizeGiB'],
+          message: `${t.shmSizeGiB} GiB of shared memory exceeds the task's ${v[2]} GiB memory demand on ${family} (shm counts against it)`,
+        });
+  });
+  if (total > JOB_SPEC_LIMITS.maxTasks)
+    problems.push({
+      path: ['tasks'],
+      message: `${total} tasks after replicas, at most ${JOB_SPEC_LIMITS.maxTasks} per job`,
+    });
+  return problems;
+}
+
+function checkAgainstCatalog(raw: RawJobSpec, catalog: Catalog | PriceBook): Problem[] {
+  const book = catalog instanceof PriceBook ? catalog : new PriceBook(catalog);
+  const families = [...new Set(book.catalog.types.map((t) => t.family))];
+  const problems: Problem[] = [];
+  raw.tasks.forEach((t, i) => {
+    let familiesOk = true;
+    for (const family of Object.keys(t.demand))
+      if (family !== ANY_FAMILY && !families.includes(family)) {
+        familiesOk = false;
+        problems.push({
+          path: ['tasks', i, 'demand', family],
+          message: `family ${family} is not in the ${book.catalog.region} catalog (it has ${families.join(', ')}; use any for every family)`,
+        });
+      }
+    if (familiesOk && book.minType(t.demand) === undefined)
+      problems.push({ path: ['tasks', i, 'demand'], message: unhostableMessage(t.demand, book, families) });
+  });
+  return problems;
+}
+
+function unhostableMessage(demand: FamilyDemand, book: PriceBook, families: readonly string[]): string {
+  const largest = families.flatMap((family) => {
+    const d = demand[family] ?? demand[ANY_FAMILY];
+    if (d === undefined) return [];
+    const types = book.byCostDescending.filter((t) => t.family === family);
+    const top = types[0];
+    return top === undefined
+      ? []
+      : [`${family} needs ${formatResources(d)}, largest ${top.name} has ${formatResources(top.capacity)}`];
+  });
+  return `no instance type in the ${book.catalog.region} catalog can host this task (${largest.join('; ')})`;
+}
+
+function resolve(raw: RawJobSpec): JobSpec {
+  const tasks = raw.tasks.map((t, i): TaskTemplateSpec => {
+    const name = templateName(t, i);
+    const workload =
+      t.workload ??
+      (raw.workload === undefined
+        ? derivedWorkload(t)
+        : raw.tasks.length === 1
+          ? raw.workload
+          : `${raw.workload}_${name}`);
+    return {
+      name,
+      ...(t.image === undefined ? {} : { image: t.image }),
+      ...(t.build === undefined ? {} : { build: t.build }),
+      ...(t.command === undefined ? {} : { command: t.command }),
+      env: t.env,
+      demand: t.demand,
+      replicas: t.replicas,
+      shmSizeGiB: t.shmSizeGiB,
+      workload,
+    };
+  });
+  return {
+    name: raw.name,
+    team: raw.team,
+    ...(raw.description === undefined ? {} : { description: raw.description }),
+    tasks,
+    checkpoint: raw.checkpoint,
+    ...(raw.totalIterations === undefined ? {} : { totalIterations: raw.totalIterations }),
+    ...(raw.expectedDurationSeconds === undefined
+      ? {}
+      : { expectedDurationSeconds: raw.expectedDurationSeconds }),
+    ...(raw.noMoveSeconds === undefined ? {} : { noMoveSeconds: raw.noMoveSeconds }),
+    ...(raw.workload === undefined ? {} : { workload: raw.workload }),
+    queue: raw.queue,
+    ...(raw.success === undefined ? {} : { success: raw.success }),
+    ...(raw.unsuccessfulExitCodes === undefined
+      ? {}
+      : { unsuccessfulExitCodes: [...new Set(raw.unsuccessfulExitCodes)].sort((a, b) => a - b) }),
+  };
+}
+
+function templateName(t: { readonly name?: string | undefined }, index: number): string {
+  return t.name ?? `task-${index}`;
+}

@@ -1,0 +1,84 @@
+import { isNode, type Document, type LineCounter } from 'yaml';
+import type { z } from 'zod';
+import { KNOWN_KEYS } from './schema.js';
+
+/** Turning zod issues into one-line problems that name the field, a likely intended name and the line. */
+
+export type Path = readonly (string | number)[];
+export interface Problem {
+  readonly path: Path;
+  readonly message: string;
+}
+
+export function formatPath(path: Path): string {
+  return path.length === 0 ? '(root)' : path.map(String).join('.');
+}
+
+export function explainIssue(issue: z.core.$ZodIssue): Problem[] {
+  const path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
+  if (issue.code === 'unrecognized_keys') {
+    const known = knownKeysAt(path);
+    return issue.keys.map((key) => {
+      const hint = closest(key, known);
+      return {
+        path: [...path, key],
+        message: `unknown field${hint === undefined ? '' : `, did you mean ${hint}?`}${known.length > 0 ? ` (known: ${known.join(', ')})` : ''}`,
+      };
+    });
+  }
+  if (issue.code === 'invalid_key') return [{ path, message: issue.issues.map((i) => i.message).join('; ') }];
+  if (issue.code === 'invalid_type' && /received undefined$/.test(issue.message))
+    return [{ path, message: `required (${issue.expected})` }];
+  return [{ path, message: issue.message }];
+}
+
+function knownKeysAt(path: Path): readonly string[] {
+  if (path.length === 0) return KNOWN_KEYS.job;
+  if (path.length === 1 && path[0] === 'checkpoint') return KNOWN_KEYS.checkpoint;
+  if (path.length === 2 && path[0] === 'tasks') return KNOWN_KEYS.task;
+  if (path.length === 3 && path[0] === 'tasks' && path[2] === 'build') return KNOWN_KEYS.build;
+  return [];
+}
+
+/** The known name within edit distance 2 (or sharing a case-insensitive prefix of 4+), if any. */
+function closest(word: string, candidates: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Infinity;
+  for (const c of candidates) {
+    const d = editDistance(word.toLowerCase(), c.toLowerCase());
+    if (d < bestDistance) {
+      bestDistance = d;
+      best = c;
+    }
+  }
+  if (best !== undefined && bestDistance <= 2) return best;
+  const lower = word.toLowerCase();
+  return candidates.find((c) => lower.length >= 4 && c.toLowerCase().startsWith(lower.slice(0, 4)));
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      cur.push(Math.min((prev[j] as number) + 1, (cur[j - 1] as number) + 1, (prev[j - 1] as number) + cost));
+    }
+    prev = cur;
+  }
+  return prev[b.length] as number;
+}
+
+export function firstLine(message: string): string {
+  return message.split('\n')[0] ?? message;
+}
+
+/** 1-based line of the node at `path`, or of its deepest existing ancestor (for a missing field). */
+export function lineOf(doc: Document, counter: LineCounter, path: Path): number | undefined {
+  for (let n = path.length; n >= 0; n--) {
+    const node = n === 0 ? doc.contents : doc.getIn(path.slice(0, n), true);
+    if (isNode(node) && node.range !== undefined && node.range !== null)
+      return counter.linePos(node.range[0]).line;
+  }
+  return undefined;
+}

@@ -1,0 +1,307 @@
+import { z } from 'zod';
+import { ANY_FAMILY, type FamilyDemand, type Resources } from '../../core/resources.js';
+import { successSpecSchema } from '../../queue/success.js';
+import {
+  CHECKPOINT_SIGNALS,
+  DEFAULT_CHECKPOINT_TIMEOUT_SECONDS,
+  JOB_SPEC_LIMITS,
+  RESERVED_ENV_PREFIX,
+  type BuildSpec,
+} from './spec.js';
+
+/**
+ * The zod schemas a job spec is validated with. They check each field on its own; rules that span fields (image or
+ * build, unique task names, the catalog) are in parse.ts. They are also the API's description of a job spec: the
+ * OpenAPI document is generated from them (api/openapi-zod-components.ts), so descriptions written here are what
+ * API clients read, and a new field is documented by adding it here.
+ */
+
+const NAME_PATTERN = /^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$/;
+const NAME_RULE = `lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit, at most ${JOB_SPEC_LIMITS.maxNameLength} characters`;
+const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const FAMILY_PATTERN = /^[a-z][a-z0-9-]*$/;
+const VECTOR_RULE = 'expected [gpus, vcpus, memoryGiB] with 3 non-negative numbers';
+
+/** Job, team and task names: safe in EC2 tags, container names and URLs. */
+export function isValidName(name: string): boolean {
+  return name.length <= JOB_SPEC_LIMITS.maxNameLength && NAME_PATTERN.test(name);
+}
+
+const nameSchema = z
+  .string()
+  .max(JOB_SPEC_LIMITS.maxNameLength, `at most ${JOB_SPEC_LIMITS.maxNameLength} characters`)
+  .regex(NAME_PATTERN, NAME_RULE);
+
+export const utf8Bytes = (s: string): number => Buffer.byteLength(s, 'utf8');
+
+function parseVector(
+  value: unknown,
+  ctx: z.RefinementCtx,
+  path: readonly (string | number)[],
+): Resources | undefined {
+  const ok =
+    Array.isArray(value) &&
+    value.length === 3 &&
+    value.every((x) => typeof x === 'number' && Number.isFinite(x) && x >= 0);
+  if (!ok) {
+    ctx.addIssue({ code: 'custom', message: VECTOR_RULE, path: [...path] });
+    return undefined;
+  }
+  const [gpus, vcpus, memoryGiB] = value as [number, number, number];
+  if (!Number.isInteger(gpus)) {
+    ctx.addIssue({ code: 'custom', message: `gpus must be a whole number, got ${gpus}`, path: [...path] });
+    return undefined;
+  }
+  if (vcpus <= 0) {
+    ctx.addIssue({
+      code: 'custom',
+      message: 'vcpus must be > 0 (every task needs some CPU)',
+      path: [...path],
+    });
+    return undefined;
+  }
+  return [gpus, vcpus, memoryGiB];
+}
+
+/** How a resource vector is written, for the generated JSON Schema (parseVector checks it). */
+const VECTOR_JSON_SCHEMA = {
+  type: 'array',
+  items: { type: 'number', minimum: 0 },
+  minItems: 3,
+  maxItems: 3,
+  description: '[gpus, vcpus, memoryGiB]',
+} as const;
+
+/**
+ * `demand: [1, 4, 24]` is shorthand for `demand: { any: [1, 4, 24] }`. Parsed by hand for its error messages, so
+ * its JSON Schema (which zod cannot derive from a transform of unknown) is given as metadata.
+ */
+const demandSchema = z
+  .unknown()
+  .transform((value, ctx): FamilyDemand => {
+    if (Array.isArray(value)) {
+      const v = parseVector(value, ctx, []);
+      return v === undefined ? z.NEVER : { [ANY_FAMILY]: v };
+    }
+    if (typeof value !== 'object' || value === null) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `expected a map of family (p3, c7i, r7i, … or any) to [gpus, vcpus, memoryGiB], or one vector for any family`,
+      });
+      return z.NEVER;
+    }
+    const entries = Object.entries(value);
+    if (entries.length === 0) {
+      ctx.addIssue({ code: 'custom', message: 'needs at least one family (or any)' });
+      return z.NEVER;
+    }
+    const out: Record<string, Resources> = {};
+    let failed = false;
+    for (const [family, vector] of entries) {
+      if (!FAMILY_PATTERN.test(family)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `not a family name (e.g. p3, c7i, r7i or any)`,
+          path: [family],
+        });
+        failed = true;
+        continue;
+      }
+      const v = parseVector(vector, ctx, [family]);
+      if (v === undefined) failed = true;
+      else out[family] = v;
+    }
+    return failed ? z.NEVER : out;
+  })
+  .meta({
+    description: 'What one task needs, per instance family (p3, c7i, …) or any family',
+    oneOf: [
+      VECTOR_JSON_SCHEMA,
+      { type: 'object', additionalProperties: VECTOR_JSON_SCHEMA, description: 'family (or any) → vector' },
+    ],
+  });
+
+const buildSchema = z
+  .union([
+    z.string().min(1, 'a build context directory'),
+    z.strictObject({
+      context: z.string().min(1, 'a build context directory'),
+      dockerfile: z.string().min(1).optional(),
+    }),
+  ])
+  .transform((b): BuildSpec => (typeof b === 'string' ? { context: b } : b))
+  .describe(
+    'A Docker build context directory (relative to the spec file unless absolute, or an uploaded context), ' +
+      'or {context, dockerfile}',
+  );
+
+const commandSchema = z
+  .array(z.string(), { error: 'expected a list of strings, e.g. [python, train.py, --epochs, "10"]' })
+  .min(1, 'needs at least the program to run')
+  .max(JOB_SPEC_LIMITS.maxCommandArgs, `at most ${JOB_SPEC_LIMITS.maxCommandArgs} arguments`)
+  .refine((args) => args.reduce((n, a) => n + utf8Bytes(a), 0) <= JOB_SPEC_LIMITS.maxCommandBytes, {
+    message: `longer than ${JOB_SPEC_LIMITS.maxCommandBytes} bytes in total`,
+  })
+  .describe("The program and its arguments (the image's default command when absent)");
+
+const envSchema = z
+  .record(
+    z
+      .string()
+      .regex(ENV_NAME_PATTERN, 'environment names are letters, digits and _, not starting with a digit')
+      .refine(
+        (k) => !k.startsWith(RESERVED_ENV_PREFIX),
+        `names starting with ${RESERVED_ENV_PREFIX} are set by the worker`,
+      ),
+    // YAML turns `EPOCHS: 10` into a number; accept scalars and pass them as the text the user wrote.
+    z
+      .union([z.string(), z.number(), z.boolean()], { error: 'expected a string, number or boolean' })
+      .transform(String),
+  )
+  .default({})
+  .superRefine((env, ctx) => {
+    const keys = Object.keys(env);
+    if (keys.length > JOB_SPEC_LIMITS.maxEnvVars)
+      ctx.addIssue({
+        code: 'custom',
+        message: `${keys.length} variables, at most ${JOB_SPEC_LIMITS.maxEnvVars}`,
+      });
+    const bytes = keys.reduce((n, k) => n + utf8Bytes(k) + utf8Bytes(env[k] as string) + 2, 0);
+    if (bytes > JOB_SPEC_LIMITS.maxEnvBytes)
+      ctx.addIssue({
+        code: 'custom',
+        message: `${bytes} bytes in total, at most ${JOB_SPEC_LIMITS.maxEnvBytes}`,
+      });
+  })
+  .describe(`Environment variables; names starting with ${RESERVED_ENV_PREFIX} are reserved for the worker`);
+
+const workloadSchema = z
+  .string()
+  .min(1)
+  .max(128, 'at most 128 characters')
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._:/[\]-]*$/, 'letters, digits and . _ : / [ ] -')
+  .describe('Co-location identity: tasks with the same workload share learned co-location throughputs');
+
+export const taskSchema = z.strictObject({
+  name: nameSchema.describe('Unique within the job (task-<index> when absent)').optional(),
+  image: z
+    .string()
+    .min(1)
+    .max(255, 'at most 255 characters')
+    .regex(/^[^\s]+$/, 'an image reference has no spaces, e.g. pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime')
+    .describe('A registry image (give either image or build)')
+    .optional(),
+  build: buildSchema.optional(),
+  command: commandSchema.optional(),
+  env: envSchema,
+  demand: demandSchema,
+  replicas: z
+    .number()
+    .int('a whole number')
+    .min(1)
+    .max(JOB_SPEC_LIMITS.maxTasks)
+    .describe('Identical tasks run from this template, gang-scheduled with the rest of the job')
+    .default(1),
+  shmSizeGiB: z
+    .number()
+    .finite()
+    .nonnegative()
+    .describe("Shared memory (/dev/shm), counted against the task's memory demand")
+    .default(1),
+  workload: workloadSchema.optional(),
+});
+
+export const checkpointSchema = z.strictObject({
+  signal: z
+    .enum(CHECKPOINT_SIGNALS)
+    .describe('Sent to ask the task to checkpoint and exit')
+    .default('SIGTERM'),
+  timeoutSeconds: z
+    .number()
+    .positive()
+    .max(
+      JOB_SPEC_LIMITS.maxCheckpointTimeoutSeconds,
+      `at most ${JOB_SPEC_LIMITS.maxCheckpointTimeoutSeconds} s`,
+    )
+    .describe('Seconds the task has to checkpoint and exit after the signal before it is killed')
+    .default(DEFAULT_CHECKPOINT_TIMEOUT_SECONDS),
+  everySeconds: z
+    .number()
+    .positive()
+    .describe('How often the job checkpoints on its own (for the lost-work estimate of a move)')
+    .optional(),
+  restoreDelaySeconds: z
+    .number()
+    .finite()
+    .nonnegative()
+    .describe('Estimated seconds to fetch and restore a checkpoint on a new instance, until measured')
+    .optional(),
+  initDelaySeconds: z
+    .number()
+    .finite()
+    .nonnegative()
+    .describe('Estimated seconds from start until the job makes progress, until measured')
+    .optional(),
+});
+
+const queueSchema = z
+  .looseObject({
+    class: z.string().min(1).optional(),
+    priority: z.number().finite().optional(),
+    stages: z.array(z.unknown()).optional(),
+  })
+  .describe('Settings for the queue layer (class, priority, stages); other keys are kept');
+
+export const jobSpecSchema = z.strictObject({
+  name: nameSchema,
+  team: nameSchema,
+  description: z.string().max(JOB_SPEC_LIMITS.maxDescriptionLength).optional(),
+  tasks: z
+    .array(taskSchema)
+    .min(1, 'a job needs at least one task')
+    .max(JOB_SPEC_LIMITS.maxTasks, `at most ${JOB_SPEC_LIMITS.maxTasks} tasks`),
+  checkpoint: checkpointSchema.describe('How the worker asks a task to checkpoint before a move').default({
+    signal: 'SIGTERM',
+    timeoutSeconds: DEFAULT_CHECKPOINT_TIMEOUT_SECONDS,
+  }),
+  totalIterations: z
+    .number()
+    .int('a whole number')
+    .positive()
+    .describe('Iterations the job runs in all (progress is reported against it)')
+    .optional(),
+  expectedDurationSeconds: z.number().finite().positive().optional(),
+  noMoveSeconds: z
+    .number()
+    .finite()
+    .nonnegative()
+    .describe('Do not move the job during this many seconds after it starts running')
+    .optional(),
+  workload: workloadSchema.optional(),
+  queue: queueSchema.default({}),
+  success: successSpecSchema
+    .describe(
+      'Success model for success-ranked ordering (Yao, Paolieri & Golubchik): stages with the probability of ' +
+        'continuing after each (but the last), or a success probability and an expected size; seconds at full throughput',
+    )
+    .optional(),
+  unsuccessfulExitCodes: z
+    .array(
+      z.number().int('a whole number').min(1, 'exit code 0 means success').max(255, 'exit codes are 1–255'),
+    )
+    .max(32, 'at most 32 exit codes')
+    .describe(
+      'A task exiting with one of these ends the job as `unsuccessful` (stopped at a stage), not `failed`',
+    )
+    .optional(),
+});
+
+export type RawJobSpec = z.output<typeof jobSpecSchema>;
+
+/** Field names per object, for "unknown field; did you mean …" hints. */
+export const KNOWN_KEYS = {
+  job: Object.keys(jobSpecSchema.shape),
+  task: Object.keys(taskSchema.shape),
+  checkpoint: Object.keys(checkpointSchema.shape),
+  build: ['context', 'dockerfile'],
+} as const;

@@ -1,0 +1,102 @@
+import { CHECKPOINT_SIGNALS, type CheckpointSignal } from '../../protocol/worker-protocol.js';
+import type { FamilyDemand } from '../../core/resources.js';
+import type { SuccessSpec } from '../../queue/success.js';
+
+/**
+ * The job spec users submit (YAML or JSON). A job is one or more task templates, each run as `replicas` identical
+ * tasks that are gang-scheduled (all start together; Eva §4.4 multi-task jobs). Demands are per instance family or
+ * `any` (Eva §5: a CPU task may need more vCPUs on a P3 than on a C7i). Checkpoint settings tell the worker how to
+ * ask a task to checkpoint before a move; the delay estimates seed the migration cost until measured (digest §2).
+ */
+
+/** Limits that keep one request from exhausting the controller or a worker; exceeding one is a clear error. */
+export const JOB_SPEC_LIMITS = {
+  maxSpecBytes: 1024 * 1024,
+  maxNameLength: 63,
+  /** Tasks after expanding replicas (a gang larger than this is not a batch job we can place atomically). */
+  maxTasks: 64,
+  maxEnvVars: 256,
+  maxEnvBytes: 64 * 1024,
+  maxCommandArgs: 1024,
+  maxCommandBytes: 64 * 1024,
+  maxDescriptionLength: 1024,
+  maxCheckpointTimeoutSeconds: 3600,
+} as const;
+
+/** Signals a worker may send to ask a task to checkpoint and exit (`docker kill --signal`). */
+// The signals are part of the worker protocol (the worker delivers them); the job spec accepts the same list.
+export { CHECKPOINT_SIGNALS, type CheckpointSignal };
+
+/**
+ * Default grace period after the checkpoint signal. Under EC2's two-minute spot notice with room to upload, and far
+ * above Eva's measured checkpoint delays (2–30 s, digest §3 "Job checkpointing").
+ */
+export const DEFAULT_CHECKPOINT_TIMEOUT_SECONDS = 60;
+
+/** Env names the worker sets itself (checkpoint directory, task index, attempt); users may not override them. */
+export const RESERVED_ENV_PREFIX = 'FLEETWISE_';
+
+export interface BuildSpec {
+  /** Docker build context directory, relative to the spec file unless absolute. */
+  readonly context: string;
+  /** Dockerfile path relative to the context (Docker's default `Dockerfile` when absent). */
+  readonly dockerfile?: string | undefined;
+}
+
+export interface TaskTemplateSpec {
+  readonly name: string;
+  readonly image?: string | undefined;
+  readonly build?: BuildSpec | undefined;
+  readonly command?: readonly string[] | undefined;
+  readonly env: Readonly<Record<string, string>>;
+  readonly demand: FamilyDemand;
+  readonly replicas: number;
+  readonly shmSizeGiB: number;
+  /** Co-location identity of this template's tasks (resolved: explicit, from the job's `workload`, or derived). */
+  readonly workload: string;
+}
+
+export interface CheckpointSpec {
+  readonly signal: CheckpointSignal;
+  /** Seconds the task has to checkpoint and exit after the signal before it is killed (and its work since the last checkpoint lost). */
+  readonly timeoutSeconds: number;
+  /** How often the job checkpoints on its own, a hint for the lost-work estimate of a move. */
+  readonly everySeconds?: number | undefined;
+  /** Estimated seconds to fetch and restore a checkpoint on a new instance (Eva fetch delay), until measured. */
+  readonly restoreDelaySeconds?: number | undefined;
+  /** Estimated seconds from start until the job makes progress (Eva `init_delay`, the paper's "Launch"). */
+  readonly initDelaySeconds?: number | undefined;
+}
+
+/** Reserved for the queue layer (WFQ class, priority, stages); only loosely checked here. */
+export interface QueueSection {
+  readonly class?: string | undefined;
+  readonly priority?: number | undefined;
+  readonly stages?: readonly unknown[] | undefined;
+  readonly [key: string]: unknown;
+}
+
+export interface JobSpec {
+  readonly name: string;
+  readonly team: string;
+  readonly description?: string | undefined;
+  readonly tasks: readonly TaskTemplateSpec[];
+  readonly checkpoint: CheckpointSpec;
+  readonly totalIterations?: number | undefined;
+  readonly expectedDurationSeconds?: number | undefined;
+  /** Do not move the job during this many seconds after it starts running (Karpenter's `do-not-disrupt: 30m`). */
+  readonly noMoveSeconds?: number | undefined;
+  /** The job-level co-location identity as written, if any (each template holds its resolved key). */
+  readonly workload?: string | undefined;
+  readonly queue: QueueSection;
+  /**
+   * Success model for success-ranked ordering (Yao, Paolieri & Golubchik): stages with continuation
+   * probabilities, or a success probability and an expected size, in seconds at full throughput.
+   */
+  readonly success?: SuccessSpec | undefined;
+  /**
+   * Exit codes with which a task says "stopped as unsuccessful at a stage" (e.g. a hyperparameter trial that
+   * diverged): the job ends `unsuccessful` rather than `failed`, and its capacity is freed.
+   */
+  readonly unsuccessfulExitCodes?: readonly number[] | undefined;
+}

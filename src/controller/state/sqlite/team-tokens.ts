@@ -1,0 +1,54 @@
+import { StateStoreError, type TeamTokenRecord } from '../../state-store.js';
+import { checkRawToken, checkTeamName, hashToken } from '../tokens.js';
+import { Where, type Row, type SqliteConnection } from './connection.js';
+import { tokenFromRow } from './rows.js';
+
+/** Team tokens for API authentication, stored as sha256 hashes. */
+export class TeamTokenQueries {
+  constructor(private readonly connection: SqliteConnection) {}
+
+  addTeamToken(team: string, rawToken: string, label?: string): TeamTokenRecord {
+    checkTeamName(team);
+    checkRawToken(rawToken);
+    return this.connection.transaction(() => {
+      const hash = hashToken(rawToken);
+      if (this.connection.get('SELECT 1 FROM team_tokens WHERE token_hash = ?', hash) !== undefined)
+        throw new StateStoreError('this token is already registered');
+      this.connection.run(
+        'INSERT INTO team_tokens (token_hash, team, label, created_at) VALUES (?, ?, ?, ?)',
+        hash,
+        team,
+        label ?? null,
+        this.connection.now(),
+      );
+      return tokenFromRow(this.connection.get('SELECT * FROM team_tokens WHERE token_hash = ?', hash) as Row);
+    });
+  }
+
+  teamForToken(rawToken: string): string | undefined {
+    const row = this.connection.get(
+      'SELECT team FROM team_tokens WHERE token_hash = ? AND revoked_at IS NULL',
+      hashToken(rawToken),
+    );
+    return row === undefined ? undefined : String(row['team']);
+  }
+
+  revokeTeamToken(rawToken: string): boolean {
+    return this.connection.transaction(
+      () =>
+        this.connection.run(
+          'UPDATE team_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL',
+          this.connection.now(),
+          hashToken(rawToken),
+        ).changes > 0,
+    );
+  }
+
+  listTeamTokens(team?: string): TeamTokenRecord[] {
+    const where = new Where();
+    where.eq('team', team);
+    return this.connection
+      .all(`SELECT * FROM team_tokens ${where.sql()} ORDER BY rowid`, ...where.params)
+      .map(tokenFromRow);
+  }
+}
