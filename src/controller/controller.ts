@@ -91,6 +91,11 @@ export interface ControllerSettings {
   readonly minRoundGapSeconds?: number;
   /** Rounds (plans and decisions) kept in the store. */
   readonly roundsKept?: number;
+  /**
+   * Plan early on submissions, cancels, completions and drains (default true). False keeps rounds strictly periodic,
+   * as Eva's reference simulator runs them.
+   */
+  readonly earlyRounds?: boolean;
 }
 
 export function settingsFromConfig(config: ControllerConfig): ControllerSettings {
@@ -970,6 +975,7 @@ export class Controller implements ControllerService {
   }
 
   requestRound(reason: string): void {
+    if (this.settings.earlyRounds === false) return;
     this.roundRequestedBecause ??= reason;
     this.wake.abort();
   }
