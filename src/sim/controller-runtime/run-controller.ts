@@ -48,6 +48,11 @@ export interface ControllerRunOptions {
   readonly roundSeconds?: number | undefined;
   /** Seconds between the loop's reconcile passes when nothing wakes it (default: the round period). */
   readonly pollSeconds?: number | undefined;
+  /**
+   * Let the controller plan early on submissions and completions, as it does in production (default false: rounds
+   * stay periodic, as the engine runs them without `earlyRounds`).
+   */
+  readonly earlyRounds?: boolean | undefined;
   /** Simulated workers' reports wake the loop at once (default true). */
   readonly wakeOnReports?: boolean | undefined;
   /** Caps, queue classes and Eva tunables of the controller (a user's config via settingsFromConfig). */
@@ -110,7 +115,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
     roundsKept: Number.MAX_SAFE_INTEGER,
     ...o.settings,
     roundSeconds,
-    earlyRounds: false,
+    earlyRounds: o.earlyRounds ?? false,
   };
   const controller = new Controller({
     store,
@@ -140,7 +145,9 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
       await new Promise<void>((resolve) => setImmediate(resolve));
       if (clock.sleeping > 0) return;
     }
-    throw new Error('the controller loop did not go back to sleep (a pass awaits something that never resolves)');
+    throw new Error(
+      'the controller loop did not go back to sleep (a pass awaits something that never resolves)',
+    );
   };
 
   /** Progress and a current checkpoint per placed task, as workers report them, for the round's snapshot. */
@@ -150,9 +157,13 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
       for (const job of workers.liveJobs()) {
         const jobId = workers.controllerJobId(job) as string;
         integrateProgress(job, now);
-        if (job.completedIterations > 0 && store.getJob(jobId)?.completedIterations !== job.completedIterations)
+        if (
+          job.completedIterations > 0 &&
+          store.getJob(jobId)?.completedIterations !== job.completedIterations
+        )
           store.recordJobProgress(jobId, Math.min(job.completedIterations, job.spec.totalIterations));
-        if (job.startSeconds === null || !job.tasks.some((t) => workers.isPlaced(t))) continue;
+        // Engine: a job that never ran has no checkpoint and loses nothing either; so `now` for every placed job.
+        if (!job.tasks.some((t) => workers.isPlaced(t))) continue;
         for (const task of job.tasks) {
           const taskId = workers.controllerTaskId(task) as string;
           store.recordCheckpoint(taskId, `checkpoints/${taskId}`, now);
@@ -165,7 +176,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
     const t = clock.nowSeconds();
     const due = clock.nextWakeSeconds() !== undefined && (clock.nextWakeSeconds() as number) <= t;
     if (!due && !(wakeOnReports && reported)) return;
-    if (due && onGrid(t, firstRound, roundSeconds)) reportProgress();
+    if (due && (o.earlyRounds === true || onGrid(t, firstRound, roundSeconds))) reportProgress();
     reported = false;
     if (wakeOnReports) clock.wakeAll();
     else clock.wakeDue();
@@ -202,6 +213,12 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
           .sort((a, b) => a.index - b.index)
           .map((task) => task.id);
         workers.addJob(record.id, job, taskIds);
+      }
+      // An early round asked for by a submission has woken the loop already (the abort signal ends its sleep).
+      if (started && clock.sleeping === 0) {
+        reportProgress();
+        await settle();
+        workers.refreshRates();
       }
       if (!started && t >= firstRound) {
         started = true;

@@ -225,7 +225,8 @@ export class SimulatedWorkers implements TaskExecutor, WorkerFleet {
     if (task.state !== 'uploading') return;
     task.state = 'stopped';
     this.release(task);
-    if (task.job.tasks.every((t) => t.state === 'stopped' || t.state === 'queued')) task.job.status = 'queued';
+    if (task.job.tasks.every((t) => t.state === 'stopped' || t.state === 'queued'))
+      task.job.status = 'queued';
     this.o.onReport?.();
   }
 
