@@ -1,6 +1,6 @@
 import type { Catalog } from '../../core/catalog.js';
 import { Controller, type ControllerSettings } from '../../controller/controller.js';
-import { MemoryStateStore } from '../../controller/memory-state-store.js';
+import type { MemoryStateStore } from '../../controller/memory-state-store.js';
 import type { ControllerLogger } from '../../controller/reconciler.js';
 import type { Scheduler } from '../../scheduler/types.js';
 import { integrateProgress, type SimJob } from '../entities.js';
@@ -12,6 +12,7 @@ import { summarize } from '../metrics.js';
 import { buildSimJobs } from '../trace-jobs.js';
 import type { Trace } from '../traces/types.js';
 import type { JobOutcome, RunResult } from '../types.js';
+import { SimStateStore } from './sim-state-store.js';
 import { SimulatedCloud } from './simulated-cloud.js';
 import { SimulatedWorkers } from './simulated-workers.js';
 import { Timeline } from './timeline.js';
@@ -94,7 +95,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
     countMigration: () => meter.countMigration(),
     onReport: () => (reported = true),
   });
-  const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds(), storeId: 'sim' });
+  const store = new SimStateStore({ nowSeconds: () => clock.nowSeconds(), storeId: 'sim' });
   const errors: string[] = [];
   const logger: ControllerLogger = {
     info() {},
