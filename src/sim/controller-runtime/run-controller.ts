@@ -4,7 +4,12 @@ import type { MemoryStateStore } from '../../controller/memory-state-store.js';
 import type { ControllerLogger } from '../../controller/reconciler.js';
 import type { Scheduler } from '../../scheduler/types.js';
 import { integrateProgress, type SimJob } from '../entities.js';
-import { predictionErrors, successfulSojournMeanHours, type SimulationProgress } from '../engine.js';
+import {
+  predictionErrors,
+  successfulSojournMeanHours,
+  type SimLogEntry,
+  type SimulationProgress,
+} from '../engine.js';
 import { p99JctHours } from '../admission.js';
 import { FleetMeter } from '../fleet-meter.js';
 import type { GroundTruth } from '../ground-truth.js';
@@ -59,6 +64,8 @@ export interface ControllerRunOptions {
   /** Caps, queue classes and Eva tunables of the controller (a user's config via settingsFromConfig). */
   readonly settings?: Partial<ControllerSettings> | undefined;
   readonly maxSeriesPoints?: number | undefined;
+  /** Called for every lifecycle step of the simulated world, in simulated-time order (engine RunOptions.onEvent). */
+  readonly onEvent?: ((entry: SimLogEntry) => void) | undefined;
   readonly onProgress?: ((progress: SimulationProgress) => void) | undefined;
 }
 
@@ -81,6 +88,15 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
     clock,
     timeline,
     hooks: {
+      launched: (inst) =>
+        o.onEvent?.({
+          timeSeconds: clock.nowSeconds(),
+          kind: 'instance-launch',
+          instanceId: inst.instanceId,
+          typeName: inst.type.name,
+        }),
+      terminating: (inst) =>
+        o.onEvent?.({ timeSeconds: clock.nowSeconds(), kind: 'terminate-issued', instanceId: inst.instanceId }),
       billingStarted: (inst) => meter.startBilling(inst.type),
       billingStopped: (inst, seconds) => meter.stopBilling(inst.type, seconds),
       registered: () => (reported = true),
@@ -94,6 +110,13 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
     allocate: (d, sign) => meter.allocate(d, sign),
     countMigration: () => meter.countMigration(),
     onReport: () => (reported = true),
+    log: (kind, task, job) =>
+      o.onEvent?.({
+        timeSeconds: clock.nowSeconds(),
+        kind,
+        jobId: job.spec.id,
+        ...(task === undefined ? {} : { taskId: task.id }),
+      }),
   });
   const store = new SimStateStore({ nowSeconds: () => clock.nowSeconds(), storeId: 'sim' });
   const errors: string[] = [];

@@ -38,6 +38,10 @@ export interface SimulatedInstance {
 }
 
 export interface SimulatedCloudHooks {
+  /** A launch created the instance (not a retry that found it by its token). */
+  readonly launched?: (instance: SimulatedInstance) => void;
+  /** A terminate was asked for the instance. */
+  readonly terminating?: (instance: SimulatedInstance) => void;
   /** The instance came up: billing starts. */
   readonly billingStarted?: (instance: SimulatedInstance) => void;
   /** The instance is gone after being billed for `billedSeconds`. */
@@ -113,6 +117,7 @@ export class SimulatedCloud implements CloudProvider {
     this.instances.set(inst.instanceId, inst);
     this.byToken.set(r.idempotencyToken, inst);
     this.o.timeline.at(now + type.delays.instantiateSeconds, () => this.instantiated(inst));
+    this.o.hooks?.launched?.(inst);
     return { instanceIds: [inst.instanceId], availabilityZone: this.zone, reusedExisting: false };
   }
 
@@ -122,6 +127,7 @@ export class SimulatedCloud implements CloudProvider {
       const inst = this.instances.get(id);
       if (inst === undefined || (inst.state !== 'pending' && inst.state !== 'running')) continue;
       inst.state = 'shutting-down';
+      this.o.hooks?.terminating?.(inst);
       this.o.timeline.at(now + inst.type.delays.terminateSeconds, () => this.terminated(inst));
     }
     return Promise.resolve();

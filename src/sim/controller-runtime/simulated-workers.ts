@@ -10,6 +10,7 @@ import type {
 import type { ThroughputObservation } from '../../scheduler/types.js';
 import { integrateProgress, isActive, jobRate, type SimJob, type SimTask } from '../entities.js';
 import { memoized, type GroundTruth } from '../ground-truth.js';
+import type { SimLogKind } from '../engine.js';
 import type { SimulatedCloud, SimulatedInstance } from './simulated-cloud.js';
 import type { Timeline } from './timeline.js';
 
@@ -37,6 +38,8 @@ export interface SimulatedWorkersOptions {
   /** A task starts (+1) or stops (−1) holding `demand` of an instance (FleetMeter.allocate). */
   readonly allocate?: ((demand: Resources, sign: 1 | -1) => void) | undefined;
   readonly countMigration?: (() => void) | undefined;
+  /** Every lifecycle step of a task or job (the engine's SimLogKind names), for tests and debugging. */
+  readonly log?: ((kind: SimLogKind, task: SimTask | undefined, job: SimJob) => void) | undefined;
   /** Something happened the controller acts on (a checkpoint uploaded, a job finished), as a worker would report it. */
   readonly onReport?: (() => void) | undefined;
 }
@@ -112,6 +115,7 @@ export class SimulatedWorkers implements TaskExecutor, WorkerFleet {
     task.state = 'launching';
     task.job.status = 'migrating';
     this.occupy(task, inst.instanceId, host);
+    this.o.log?.('start-issued', task, task.job);
     // Engine tryStart: fetch + build, the build skipped when the image is on the instance already.
     const build = host.images.has(task.spec.imageId) ? 0 : task.spec.buildImageDelaySeconds;
     this.o.timeline.at(this.now() + task.spec.fetchDelaySeconds + build, () => this.launched(task, host));
@@ -141,6 +145,7 @@ export class SimulatedWorkers implements TaskExecutor, WorkerFleet {
     }
     job.status = 'migrating';
     task.state = 'killing';
+    this.o.log?.('checkpoint-issued', task, job);
     this.o.timeline.at(this.now() + task.spec.killDelaySeconds, () => this.killed(task));
     return Promise.resolve('pending');
   }
@@ -192,6 +197,7 @@ export class SimulatedWorkers implements TaskExecutor, WorkerFleet {
   private launched(task: SimTask, host: Host): void {
     if (task.state !== 'launching') return; // stopped or finished meanwhile
     task.state = 'running';
+    this.o.log?.('launched', task, task.job);
     host.images.add(task.spec.imageId);
     this.dirtyHosts.add(host);
     const job = task.job;
@@ -209,12 +215,14 @@ export class SimulatedWorkers implements TaskExecutor, WorkerFleet {
     job.active = true;
     job.activeSinceSeconds = this.now();
     job.startSeconds ??= this.now();
+    this.o.log?.('job-active', undefined, job);
     this.dirtyJobs.add(job);
   }
 
   private killed(task: SimTask): void {
     if (task.state !== 'killing') return;
     task.state = 'uploading';
+    this.o.log?.('killed', task, task.job);
     const host = this.hostOfTask(task);
     if (host !== undefined) this.dirtyHosts.add(host);
     this.deactivate(task.job);
@@ -224,6 +232,7 @@ export class SimulatedWorkers implements TaskExecutor, WorkerFleet {
   private uploaded(task: SimTask): void {
     if (task.state !== 'uploading') return;
     task.state = 'stopped';
+    this.o.log?.('uploaded', task, task.job);
     this.release(task);
     if (task.job.tasks.every((t) => t.state === 'stopped' || t.state === 'queued'))
       task.job.status = 'queued';
@@ -239,6 +248,7 @@ export class SimulatedWorkers implements TaskExecutor, WorkerFleet {
     job.throughput = 0;
     job.endSeconds = this.now();
     job.version += 1;
+    this.o.log?.('completion', undefined, job);
     for (const task of job.tasks) {
       this.release(task);
       task.state = 'done';
