@@ -28,7 +28,12 @@ function check(result: RunResult): void {
   expect(result.summary.peakCostPerHour).toBeCloseTo(7.2, 9);
   expect(result.summary.instancesLaunched).toBe(2);
   const byId = new Map(result.jobs.map((j) => [j.id, j]));
-  expect(byId.get('a')).toMatchObject({ startSeconds: 72, endSeconds: 1072, jctSeconds: 1072, migrations: 0 });
+  expect(byId.get('a')).toMatchObject({
+    startSeconds: 72,
+    endSeconds: 1072,
+    jctSeconds: 1072,
+    migrations: 0,
+  });
   expect(byId.get('b')).toMatchObject({ startSeconds: 372, endSeconds: 872, jctSeconds: 772, migrations: 0 });
   expect(result.summary.meanJctHours).toBeCloseTo(922 / 3600, 9);
 }
@@ -36,7 +41,14 @@ function check(result: RunResult): void {
 describe('a hand-computed trace in both runtimes', () => {
   for (const name of ['no-packing', 'eva'] as const) {
     it(`engine, ${name}`, () => {
-      check(runSimulation({ trace: handTrace, scheduler: createScheduler(name, { catalog, groundTruth }), catalog, groundTruth }));
+      check(
+        runSimulation({
+          trace: handTrace,
+          scheduler: createScheduler(name, { catalog, groundTruth }),
+          catalog,
+          groundTruth,
+        }),
+      );
     });
 
     it(`controller, ${name}`, async () => {
