@@ -1,6 +1,7 @@
 import { loadCatalogFile } from '../cloud/catalog-file.js';
 import type { Catalog } from '../core/catalog.js';
 import { ValidationError } from '../core/validation.js';
+import type { ControllerSettings } from '../controller/controller.js';
 import type { QueueCaps } from '../queue/caps.js';
 import type { WfqConfig } from '../queue/wfq.js';
 import { queueConfigFor, schedulerCaps, type QueueKind } from './admission.js';
@@ -18,6 +19,18 @@ import type { RunResult } from '../world/run-result.js';
  */
 export interface RunRequest {
   readonly scheduler: SchedulerName;
+  /**
+   * `engine` (default): the simulator's event engine. `controller`: the real Controller driven on a virtual clock
+   * against a simulated cloud and worker fleet (src/sim/controller-runtime/).
+   */
+  readonly runtime?: 'engine' | 'controller' | undefined;
+  /** Controller runtime: seconds between its reconcile passes when no simulated worker wakes it (default: round). */
+  readonly pollSeconds?: number | undefined;
+  /**
+   * Controller runtime with `--config`: the user's controller config as the controller's own settings
+   * (settingsFromConfig). The engine gets the same config mapped onto the fields of this request instead.
+   */
+  readonly controllerSettings?: ControllerSettings | undefined;
   readonly trace: {
     readonly path?: string | undefined;
     readonly format: TraceFormat;

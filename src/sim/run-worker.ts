@@ -4,11 +4,12 @@
  */
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { errorMessage, executeRun, type RunRequest, type RunWorkerMessage } from './run-request.js';
+import { executeControllerRun } from './controller-runtime/execute.js';
 
 /** Post progress at most once per percent: the main thread only redraws a bar. */
 const PROGRESS_STEP = 0.01;
 
-function main(): void {
+async function main(): Promise<void> {
   if (isMainThread || parentPort === null)
     throw new Error('run-worker.js must be started as a worker thread');
   const port = parentPort;
@@ -16,12 +17,16 @@ function main(): void {
   const request = workerData as RunRequest;
   let lastPosted = 0;
   try {
-    const result = executeRun(request, (fraction) => {
+    const onProgress = (fraction: number): void => {
       if (fraction - lastPosted >= PROGRESS_STEP) {
         lastPosted = fraction;
         post({ type: 'progress', fraction });
       }
-    });
+    };
+    const result =
+      request.runtime === 'controller'
+        ? await executeControllerRun(request, onProgress)
+        : executeRun(request, onProgress);
     post({ type: 'progress', fraction: 1 });
     post({ type: 'result', result });
   } catch (e) {
@@ -29,4 +34,4 @@ function main(): void {
   }
 }
 
-main();
+void main();

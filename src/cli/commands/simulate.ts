@@ -27,6 +27,8 @@ import type { RunResult } from '../../world/run-result.js';
 import { QUEUE_KINDS } from '../../sim/admission.js';
 import type { FamilyGroupQuota } from '../../queue/caps.js';
 import { DEFAULT_PACKING_EFFICIENCY, DEFAULT_PAYBACK_MARGIN } from '../../scheduler/eva.js';
+import { loadControllerConfig } from '../../controller/config.js';
+import { settingsFromConfig } from '../../controller/controller.js';
 
 /** Raw commander values (strings); validated by `optionsSchema`. */
 interface RawSimulateOptions {
@@ -53,9 +55,15 @@ interface RawSimulateOptions {
   readonly predict?: boolean;
   readonly quota?: string[];
   readonly queueConfig?: string;
+  readonly runtime?: string;
+  readonly config?: string;
+  readonly pollSeconds?: string;
 }
 
 const rate = z.number().gt(0, 'must be > 0').max(1, 'must be ≤ 1');
+
+/** `--runtime`: the simulator's event engine, or the real controller on a virtual clock (src/sim/controller-runtime/). */
+export const RUNTIMES = ['engine', 'controller'] as const;
 
 const optionsSchema = z.object({
   ...traceOptionFields,
@@ -75,6 +83,9 @@ const optionsSchema = z.object({
   predict: z.boolean().optional(),
   quota: z.array(z.string()).optional(),
   queueConfig: z.string().min(1).optional(),
+  runtime: z.enum(RUNTIMES).optional(),
+  config: z.string().min(1).optional(),
+  pollSeconds: numberText(z.number().positive('must be > 0')).optional(),
 });
 
 /**
@@ -151,8 +162,16 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   const o = parseOptions(raw);
   const { traceSpec, catalog, trace } = loadTraceFlags(o);
 
-  const quotas = (o.quota ?? []).map(parseQuotaFlag);
-  const queueConfig = o.queueConfig === undefined ? undefined : readQueueConfigFile(o.queueConfig);
+  // A user's controller config: its caps, queue classes, round period and Eva tunables, under any flags given.
+  const config =
+    o.config === undefined
+      ? undefined
+      : loadControllerConfig({ flags: { config: o.config }, defaultRegion: catalog.region });
+  const quotas = [...(config?.caps.quotas ?? []), ...(o.quota ?? []).map(parseQuotaFlag)];
+  const queueConfig = o.queueConfig === undefined ? config?.queue : readQueueConfigFile(o.queueConfig);
+  const capDollarsPerHour = o.capDollarsPerHour ?? config?.caps.maxCostPerHour;
+  const capInstances = o.capInstances ?? config?.caps.maxInstances;
+  const roundSeconds = o.roundSeconds ?? config?.roundSeconds;
   if (queueConfig !== undefined && o.queue !== undefined && o.queue !== 'wfq')
     throw new ValidationError('--queue-config', [
       `a WFQ config needs --queue wfq (or no --queue), not --queue ${o.queue}`,
@@ -161,32 +180,46 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   const queue: RunRequest['queue'] =
     o.queue === undefined &&
     queueConfig === undefined &&
-    o.capDollarsPerHour === undefined &&
-    o.capInstances === undefined &&
+    capDollarsPerHour === undefined &&
+    capInstances === undefined &&
     quotas.length === 0
       ? undefined
       : {
           kind: o.queue ?? (queueConfig === undefined ? 'fifo' : 'wfq'),
           ...(queueConfig === undefined ? {} : { config: queueConfig }),
           caps: {
-            ...(o.capDollarsPerHour !== undefined ? { maxCostPerHour: o.capDollarsPerHour } : {}),
-            ...(o.capInstances !== undefined ? { maxInstances: o.capInstances } : {}),
+            ...config?.caps,
+            ...(capDollarsPerHour !== undefined ? { maxCostPerHour: capDollarsPerHour } : {}),
+            ...(capInstances !== undefined ? { maxInstances: capInstances } : {}),
             ...(quotas.length > 0 ? { quotas } : {}),
           },
           predict: o.predict ?? true,
         };
+  const runtime = o.runtime ?? 'engine';
   const requests: RunRequest[] = o.schedulers.map((scheduler) => ({
     scheduler,
+    runtime,
     trace: traceSpec,
     catalogPath: o.catalog,
-    roundSeconds: o.roundSeconds,
+    roundSeconds,
     earlyRounds: o.earlyRounds,
-    evaDefaultRate: o.evaDefaultRate,
-    evaPrices: o.evaPrices,
-    evaPackingEfficiency: o.evaPackingEfficiency,
-    evaPaybackMargin: o.evaPaybackMargin,
+    evaDefaultRate: o.evaDefaultRate ?? config?.scheduler.defaultRate,
+    evaPrices: o.evaPrices ?? config?.scheduler.prices,
+    evaPackingEfficiency: o.evaPackingEfficiency ?? config?.scheduler.packingEfficiency,
+    evaPaybackMargin: o.evaPaybackMargin ?? config?.scheduler.paybackMargin,
     pairwiseInterference: o.pairwiseInterference,
     queue,
+    pollSeconds: o.pollSeconds,
+    // The controller runs the config as its own settings, with the caps and queue the flags laid over it.
+    controllerSettings:
+      config === undefined || runtime !== 'controller'
+        ? undefined
+        : {
+            ...settingsFromConfig(config),
+            caps: queue?.caps ?? config.caps,
+            queue: queueConfig,
+            ...(roundSeconds !== undefined ? { roundSeconds } : {}),
+          },
   }));
   const parallel = o.parallel ?? defaultParallelism(requests.length);
   const progress = progressDisplay(o.schedulers);
@@ -216,9 +249,24 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
       schedulers: o.schedulers.join(', '),
       queue: queue?.kind ?? null,
       queueConfig: o.queueConfig ?? null,
-      capDollarsPerHour: o.capDollarsPerHour ?? null,
-      capInstances: o.capInstances ?? null,
-      quotas: quotas.length === 0 ? null : (o.quota ?? []).join(' '),
+      capDollarsPerHour: capDollarsPerHour ?? null,
+      capInstances: capInstances ?? null,
+      quotas:
+        quotas.length === 0
+          ? null
+          : quotas
+              .map((q) =>
+                [
+                  `${q.group}:`,
+                  [
+                    q.maxVcpus === undefined ? '' : `vcpus=${q.maxVcpus}`,
+                    q.maxGpus === undefined ? '' : `gpus=${q.maxGpus}`,
+                  ]
+                    .filter((x) => x !== '')
+                    .join(','),
+                ].join(''),
+              )
+              .join(' '),
       predictions: queue === undefined ? null : (queue.predict ?? false),
     };
     // The trace's lower bounds, for the report's summary and cost chart (an LP per job event: ~2 s on Alibaba).
@@ -272,6 +320,18 @@ export function registerSimulate(program: Command): Command {
     .option(
       '--queue-config <file>',
       'queue layer: a WFQ config (YAML/JSON, bare or as a `queue:` section, e.g. from fleetwise tune); implies --queue wfq',
+    )
+    .option(
+      '--runtime <runtime>',
+      `${RUNTIMES.join('|')}: the simulator's event engine (default), or the real controller (its rounds, admission, reconciler and state store) on a virtual clock against a simulated cloud and workers`,
+    )
+    .option(
+      '--config <file>',
+      "simulate a controller config (fleetwise.yaml): its caps, queue classes, round period and scheduler tunables; with --runtime controller, the controller's own settings",
+    )
+    .option(
+      '--poll-seconds <s>',
+      'controller runtime: seconds between reconcile passes when no simulated worker report wakes the loop (default: the round period)',
     )
     .option(
       '--no-predict',

@@ -1,0 +1,75 @@
+import { schedulerCaps, type ControllerSettings } from '../../controller/controller.js';
+import { queueConfigFor } from '../admission.js';
+import { groundTruthFor, loadRequestCatalog, loadRequestTrace, type RunRequest } from '../run-request.js';
+import { createScheduler } from '../schedulers.js';
+import type { RunResult } from '../types.js';
+import { runControllerSimulation } from './run-controller.js';
+
+/**
+ * One `--runtime controller` run in this thread (a run worker calls it): the request's trace, catalog and ground
+ * truth as for the engine (run-request.ts executeRun), the scheduler from the simulator's factory, and the controller
+ * settings either from the user's config (`--config`, settingsFromConfig) or from the caps and queue flags.
+ */
+export async function executeControllerRun(
+  request: RunRequest,
+  onProgress?: (fraction: number) => void,
+): Promise<RunResult> {
+  const catalog = loadRequestCatalog(request);
+  const trace = loadRequestTrace(request, catalog);
+  const groundTruth = groundTruthFor(request);
+  const settings = controllerSettingsFor(
+    request,
+    trace.jobs.map((j) => j.durationSeconds * j.tasks.length),
+  );
+  const caps = settings.caps;
+  // A config's `scheduler:` tunables reach the factory through the request's eva fields (simulate.ts maps them).
+  const scheduler = createScheduler(request.scheduler, {
+    catalog,
+    groundTruth,
+    evaDefaultRate: request.evaDefaultRate,
+    evaPrices: request.evaPrices,
+    evaPackingEfficiency: request.evaPackingEfficiency,
+    evaPaybackMargin: request.evaPaybackMargin,
+    caps: Object.keys(caps).length === 0 ? undefined : schedulerCaps(caps),
+  });
+  const result = await runControllerSimulation({
+    trace,
+    catalog,
+    groundTruth,
+    scheduler,
+    name: request.scheduler,
+    settings,
+    ...(request.pollSeconds !== undefined ? { pollSeconds: request.pollSeconds } : {}),
+    ...(request.earlyRounds === true ? { earlyRounds: true } : {}),
+    ...(onProgress !== undefined
+      ? { onProgress: (p) => onProgress(p.totalJobs > 0 ? p.finishedJobs / p.totalJobs : 1) }
+      : {}),
+  });
+  return { ...result, summary: { ...result.summary, scheduler: request.scheduler } };
+}
+
+/**
+ * The controller's settings for a run. With a config: its own settings (caps, queue classes, round and poll
+ * periods), except what only makes sense against a real cloud (a dry run never acts, reports need an object
+ * store). Otherwise the caps and queue the flags asked for, as the engine's queue layer gets them.
+ */
+export function controllerSettingsFor(
+  request: RunRequest,
+  jobSizesSeconds: readonly number[],
+): Partial<ControllerSettings> & Pick<ControllerSettings, 'caps'> {
+  const fromConfig = request.controllerSettings;
+  if (fromConfig !== undefined) {
+    return {
+      ...fromConfig,
+      dryRun: false,
+      reportEverySeconds: Number.POSITIVE_INFINITY,
+      ...(request.roundSeconds !== undefined ? { roundSeconds: request.roundSeconds } : {}),
+      pollSeconds: request.pollSeconds ?? fromConfig.pollSeconds,
+    };
+  }
+  const queue = request.queue;
+  return {
+    caps: queue?.caps ?? {},
+    ...(queue === undefined ? {} : { queue: queue.config ?? queueConfigFor(queue.kind, jobSizesSeconds) }),
+  };
+}

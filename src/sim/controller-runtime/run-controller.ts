@@ -1,0 +1,340 @@
+import type { Catalog } from '../../core/catalog.js';
+import { Controller, type ControllerSettings } from '../../controller/controller.js';
+import type { MemoryStateStore } from '../../controller/memory-state-store.js';
+import type { ControllerLogger } from '../../controller/reconciler.js';
+import type { Scheduler } from '../../scheduler/types.js';
+import { integrateProgress, type SimJob } from '../entities.js';
+import {
+  predictionErrors,
+  successfulSojournMeanHours,
+  type SimLogEntry,
+  type SimulationProgress,
+} from '../engine.js';
+import { p99JctHours } from '../admission.js';
+import { FleetMeter } from '../fleet-meter.js';
+import type { GroundTruth } from '../ground-truth.js';
+import { summarize } from '../metrics.js';
+import { buildSimJobs } from '../trace-jobs.js';
+import type { Trace } from '../traces/types.js';
+import type { JobOutcome, RunResult } from '../types.js';
+import { SimStateStore } from './sim-state-store.js';
+import { SimulatedCloud } from './simulated-cloud.js';
+import { SimulatedWorkers } from './simulated-workers.js';
+import { Timeline } from './timeline.js';
+import { traceJobSpec } from './trace-specs.js';
+import { VirtualClock } from './virtual-clock.js';
+
+/**
+ * `simulate --runtime controller`: the real Controller (its loop, rounds, admission, reconciler and the memory state
+ * store) driven through a trace on a virtual clock, against the simulated cloud and worker fleet. The driver only
+ * moves time: to the next of (a world event, an arrival, the controller's next wake-up), lets the world act, submits
+ * the arrivals through ControllerService.submit, wakes the controller's loop and waits until it sleeps again.
+ *
+ * Alignment with the engine (src/sim/engine.ts), so both runtimes measure the same thing:
+ * - rounds are periodic on multiples of `roundSeconds`, the first at the first arrival rounded up (the controller
+ *   starts then); early rounds are off (`earlyRounds: false`), as the engine runs them by default;
+ * - at one time, the world's effects come first, then arrivals, then the controller (its round), then completions,
+ *   then the controller again (engine ranks: effect, arrival, round, completion);
+ * - a simulated worker's report (a worker registered, a checkpoint uploaded, a job finished) wakes the loop at once,
+ *   as the engine carries out gated commands right after each event; between reports the loop polls every
+ *   `pollSeconds`;
+ * - before each round the workers report progress (completed iterations) and a current checkpoint for every placed
+ *   task (the engine's tasks checkpoint when killed, so a move loses no work).
+ * Cost, peak and series come from the FleetMeter fed by the simulated cloud's billing, JCT from the world's jobs.
+ */
+
+export interface ControllerRunOptions {
+  readonly trace: Trace;
+  readonly catalog: Catalog;
+  readonly groundTruth: GroundTruth;
+  /** The scheduler the controller plans with (src/sim/schedulers.ts createScheduler). */
+  readonly scheduler: Scheduler;
+  /** The run's name in reports (default: the scheduler's). */
+  readonly name?: string | undefined;
+  readonly roundSeconds?: number | undefined;
+  /** Seconds between the loop's reconcile passes when nothing wakes it (default: the round period). */
+  readonly pollSeconds?: number | undefined;
+  /**
+   * Let the controller plan early on submissions and completions, as it does in production (default false: rounds
+   * stay periodic, as the engine runs them without `earlyRounds`).
+   */
+  readonly earlyRounds?: boolean | undefined;
+  /** Simulated workers' reports wake the loop at once (default true). */
+  readonly wakeOnReports?: boolean | undefined;
+  /** Caps, queue classes and Eva tunables of the controller (a user's config via settingsFromConfig). */
+  readonly settings?: Partial<ControllerSettings> | undefined;
+  readonly maxSeriesPoints?: number | undefined;
+  /** Called for every lifecycle step of the simulated world, in simulated-time order (engine RunOptions.onEvent). */
+  readonly onEvent?: ((entry: SimLogEntry) => void) | undefined;
+  readonly onProgress?: ((progress: SimulationProgress) => void) | undefined;
+}
+
+const DEFAULT_ROUND_SECONDS = 300;
+const DEFAULT_MAX_SERIES_POINTS = 2000;
+/** Microtask flushes allowed for the loop to park again after a wake (a pass never needs more than a few). */
+const MAX_SETTLE_TURNS = 10_000;
+
+export async function runControllerSimulation(o: ControllerRunOptions): Promise<RunResult> {
+  const startedMs = performance.now(); // the one wall-clock read: the run's own duration
+  const roundSeconds = o.settings?.roundSeconds ?? o.roundSeconds ?? DEFAULT_ROUND_SECONDS;
+  const wakeOnReports = o.wakeOnReports ?? true;
+  const jobs = buildSimJobs(o.trace, o.catalog);
+  const clock = new VirtualClock(0);
+  const timeline = new Timeline();
+  const meter = new FleetMeter();
+  let reported = false;
+  const cloud = new SimulatedCloud({
+    catalog: o.catalog,
+    clock,
+    timeline,
+    hooks: {
+      launched: (inst) =>
+        o.onEvent?.({
+          timeSeconds: clock.nowSeconds(),
+          kind: 'instance-launch',
+          instanceId: inst.instanceId,
+          typeName: inst.type.name,
+        }),
+      terminating: (inst) =>
+        o.onEvent?.({ timeSeconds: clock.nowSeconds(), kind: 'terminate-issued', instanceId: inst.instanceId }),
+      billingStarted: (inst) => meter.startBilling(inst.type),
+      billingStopped: (inst, seconds) => meter.stopBilling(inst.type, seconds),
+      registered: () => (reported = true),
+    },
+  });
+  const workers = new SimulatedWorkers({
+    clock,
+    timeline,
+    cloud,
+    groundTruth: o.groundTruth,
+    allocate: (d, sign) => meter.allocate(d, sign),
+    countMigration: () => meter.countMigration(),
+    onReport: () => (reported = true),
+    log: (kind, task, job) =>
+      o.onEvent?.({
+        timeSeconds: clock.nowSeconds(),
+        kind,
+        jobId: job.spec.id,
+        ...(task === undefined ? {} : { taskId: task.id }),
+      }),
+  });
+  const store = new SimStateStore({ nowSeconds: () => clock.nowSeconds(), storeId: 'sim' });
+  const errors: string[] = [];
+  const logger: ControllerLogger = {
+    info() {},
+    warn() {},
+    error: (message, data) => errors.push(`${message} ${JSON.stringify(data ?? {})}`),
+  };
+  const settings: ControllerSettings = {
+    clusterName: 'fleetwise-sim',
+    pollSeconds: o.pollSeconds ?? roundSeconds,
+    caps: {},
+    dryRun: false,
+    orphanPolicy: 'adopt',
+    vanishGraceSeconds: 120,
+    registrationTimeoutSeconds: 900,
+    registrationBackoffBaseSeconds: 60,
+    registrationBackoffMaxSeconds: 3600,
+    reportEverySeconds: Number.POSITIVE_INFINITY, // no object store: no reports
+    roundsKept: Number.MAX_SAFE_INTEGER,
+    ...o.settings,
+    roundSeconds,
+    earlyRounds: o.earlyRounds ?? false,
+  };
+  const controller = new Controller({
+    store,
+    catalog: o.catalog,
+    provider: cloud,
+    executor: workers,
+    workers,
+    clock,
+    settings,
+    scheduler: o.scheduler,
+    predict: false,
+    logger,
+  });
+
+  const firstRound = jobs.length === 0 ? 0 : gridCeil((jobs[0] as SimJob).spec.arrivalSeconds, roundSeconds);
+  const lastArrival = jobs.reduce((m, j) => Math.max(m, j.spec.arrivalSeconds), 0);
+  const longest = jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
+  const maxSeconds = lastArrival + 30 * 86_400 + 10 * longest;
+  let nextArrival = 0;
+  let started = false;
+  let finished = 0;
+  const finishedNow = (): number => jobs.filter((j) => j.status === 'finished').length;
+
+  /** Let the controller's loop run until it sleeps again (everything it awaits resolves without timers). */
+  const settle = async (): Promise<void> => {
+    for (let turn = 0; turn < MAX_SETTLE_TURNS; turn++) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (clock.sleeping > 0) return;
+    }
+    throw new Error(
+      'the controller loop did not go back to sleep (a pass awaits something that never resolves)',
+    );
+  };
+
+  /** Progress and a current checkpoint per placed task, as workers report them, for the round's snapshot. */
+  const reportProgress = (): void => {
+    const now = clock.nowSeconds();
+    store.transaction(() => {
+      for (const job of workers.liveJobs()) {
+        const jobId = workers.controllerJobId(job) as string;
+        integrateProgress(job, now);
+        if (
+          job.completedIterations > 0 &&
+          store.getJob(jobId)?.completedIterations !== job.completedIterations
+        )
+          store.recordJobProgress(jobId, Math.min(job.completedIterations, job.spec.totalIterations));
+        // Engine: a job that never ran has no checkpoint and loses nothing either; so `now` for every placed job.
+        if (!job.tasks.some((t) => workers.isPlaced(t))) continue;
+        for (const task of job.tasks) {
+          const taskId = workers.controllerTaskId(task) as string;
+          store.recordCheckpoint(taskId, `checkpoints/${taskId}`, now);
+        }
+      }
+    });
+  };
+
+  const wake = async (): Promise<void> => {
+    const t = clock.nowSeconds();
+    const due = clock.nextWakeSeconds() !== undefined && (clock.nextWakeSeconds() as number) <= t;
+    if (!due && !(wakeOnReports && reported)) return;
+    if (due && (o.earlyRounds === true || onGrid(t, firstRound, roundSeconds))) reportProgress();
+    reported = false;
+    if (wakeOnReports) clock.wakeAll();
+    else clock.wakeDue();
+    await settle();
+    workers.refreshRates();
+    if (errors.length > 0) throw new Error(`the controller failed at ${t} s: ${errors.join('; ')}`);
+  };
+
+  meter.sample(0, true);
+  for (;;) {
+    const arrival = jobs[nextArrival]?.spec.arrivalSeconds;
+    const candidates = [timeline.nextTime(), arrival, started ? clock.nextWakeSeconds() : firstRound].filter(
+      (x): x is number => x !== undefined,
+    );
+    if (candidates.length === 0) break;
+    const t = Math.max(clock.nowSeconds(), Math.min(...candidates));
+    if (t > maxSeconds) {
+      const left = jobs.filter((j) => j.status !== 'finished').map((j) => j.spec.id);
+      throw new Error(
+        `controller simulation with ${o.scheduler.name} did not finish by ${maxSeconds} s: ${left.length} jobs unfinished (e.g. ${left.slice(0, 5).join(', ')})`,
+      );
+    }
+    clock.advanceTo(t);
+    meter.advanceTo(t);
+    do {
+      timeline.runUntil(t, 'effect');
+      workers.refreshRates();
+      while (nextArrival < jobs.length && (jobs[nextArrival] as SimJob).spec.arrivalSeconds <= t) {
+        const job = jobs[nextArrival] as SimJob;
+        nextArrival += 1;
+        const record = controller.submit(traceJobSpec(job.spec), job.spec.team ?? 'default');
+        const taskIds = store
+          .listTasks({ jobId: record.id })
+          .sort((a, b) => a.index - b.index)
+          .map((task) => task.id);
+        workers.addJob(record.id, job, taskIds);
+      }
+      // An early round asked for by a submission has woken the loop already (the abort signal ends its sleep).
+      if (started && clock.sleeping === 0) {
+        reportProgress();
+        await settle();
+        workers.refreshRates();
+      }
+      if (!started && t >= firstRound) {
+        started = true;
+        await controller.start();
+        await settle();
+        workers.refreshRates();
+      } else if (started) await wake();
+      timeline.runUntil(t, 'completion');
+      workers.refreshRates();
+      if (started) await wake();
+    } while (timeline.nextTime() === t);
+    meter.sample(t, false);
+    const nowFinished = finishedNow();
+    if (nowFinished !== finished) {
+      finished = nowFinished;
+      o.onProgress?.({
+        nowSeconds: t,
+        finishedJobs: finished,
+        totalJobs: jobs.length,
+        rounds: 0,
+        costSoFar: meter.costSoFar,
+      });
+    }
+    if (finished === jobs.length && nextArrival === jobs.length && cloud.liveCount === 0) break;
+  }
+  meter.sample(clock.nowSeconds(), true);
+  await controller.stop();
+  if (finishedNow() < jobs.length)
+    throw new Error(`controller simulation stopped with ${jobs.length - finishedNow()} jobs unfinished`);
+  return result(o, jobs, meter, store, cloud, (performance.now() - startedMs) / 1000);
+}
+
+function result(
+  o: ControllerRunOptions,
+  jobs: readonly SimJob[],
+  meter: FleetMeter,
+  store: MemoryStateStore,
+  cloud: SimulatedCloud,
+  wallSeconds: number,
+): RunResult {
+  const outcomes: JobOutcome[] = jobs.map((j) => ({
+    id: j.spec.id,
+    name: j.spec.name,
+    arrivalSeconds: j.spec.arrivalSeconds,
+    startSeconds: j.startSeconds,
+    endSeconds: j.endSeconds,
+    jctSeconds: j.endSeconds === null ? null : j.endSeconds - j.spec.arrivalSeconds,
+    migrations: j.migrations,
+    successful: j.spec.successful ?? true,
+    predictedStartSeconds: null,
+    predictedEndSeconds: null,
+  }));
+  const rounds = store.listRounds();
+  const summary = summarize(
+    {
+      scheduler: o.name ?? o.scheduler.name,
+      totalCost: meter.totalCost,
+      peakCostPerHour: meter.peakCostPerHour,
+      instancesLaunched: cloud.launchCount,
+      plannedRounds: rounds.length,
+      fullRounds: rounds.filter((r) => r.decision.chosen === 'full').length,
+      wallSeconds,
+    },
+    outcomes,
+  );
+  const base: RunResult = {
+    summary,
+    series: meter.series(o.maxSeriesPoints ?? DEFAULT_MAX_SERIES_POINTS),
+    jobs: outcomes,
+  };
+  const caps = o.settings?.caps;
+  const queued = o.settings?.queue !== undefined || (caps !== undefined && Object.keys(caps).length > 0);
+  if (!queued) return base;
+  return {
+    ...base,
+    queue: {
+      p99JctHours: p99JctHours(outcomes),
+      unfairness: null, // the controller's admission keeps no per-round live counts to measure it with
+      ...predictionErrors(outcomes),
+      successfulSojournMeanHours: successfulSojournMeanHours(outcomes),
+      preemptions: store.listEvents({ kind: 'queue.preempted' }).length,
+    },
+  };
+}
+
+/** The first multiple of `period` at or after `t` (engine scheduleRoundAtOrAfter). */
+function gridCeil(t: number, period: number): number {
+  return Math.ceil(t / period - 1e-12) * period;
+}
+
+function onGrid(t: number, first: number, period: number): boolean {
+  if (t < first) return false;
+  const k = Math.round((t - first) / period);
+  return Math.abs(first + k * period - t) < 1e-6;
+}

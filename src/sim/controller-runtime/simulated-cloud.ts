@@ -1,0 +1,241 @@
+import type { Catalog, InstanceType } from '../../core/catalog.js';
+import {
+  CloudProviderError,
+  InsufficientCapacityError,
+  launchRequestSchema,
+  TAG_CLUSTER,
+  TAG_INSTANCE_KEY,
+  TAG_LAUNCH_TOKEN,
+  TAG_PLAN,
+  type CloudInstance,
+  type CloudProvider,
+  type InstanceState,
+  type LaunchRequest,
+  type LaunchResult,
+  type ListOptions,
+} from '../../cloud/provider.js';
+import { Timeline } from './timeline.js';
+import { VirtualClock } from './virtual-clock.js';
+
+/**
+ * A CloudProvider over simulated time, with the engine's instance timing (src/sim/engine.ts): a launched instance is
+ * `pending` for the type's instantiate delay, then `running` (billed from then on), its worker starts and registers
+ * after the catalog's worker-start and register delays, and a terminate takes the terminate delay (billing stops
+ * when it completes). An instance terminated before it came up is never billed. Launches are idempotent by token
+ * (same token ⇒ same instance), instances are found by their cluster tag, and a configured set of types is refused
+ * with InsufficientCapacityError, as EC2 refuses a type it has no capacity for.
+ */
+
+export interface SimulatedInstance {
+  readonly instanceId: string;
+  readonly type: InstanceType;
+  readonly tags: Readonly<Record<string, string>>;
+  readonly launchedAtSeconds: number;
+  state: InstanceState;
+  /** The worker on it has registered (after instantiate + worker start + register). */
+  registered: boolean;
+  billedFromSeconds: number | undefined;
+}
+
+export interface SimulatedCloudHooks {
+  /** A launch created the instance (not a retry that found it by its token). */
+  readonly launched?: (instance: SimulatedInstance) => void;
+  /** A terminate was asked for the instance. */
+  readonly terminating?: (instance: SimulatedInstance) => void;
+  /** The instance came up: billing starts. */
+  readonly billingStarted?: (instance: SimulatedInstance) => void;
+  /** The instance is gone after being billed for `billedSeconds`. */
+  readonly billingStopped?: (instance: SimulatedInstance, billedSeconds: number) => void;
+  /** Its worker registered: the controller may start tasks on it. */
+  readonly registered?: (instance: SimulatedInstance) => void;
+}
+
+export interface SimulatedCloudOptions {
+  readonly catalog: Catalog;
+  readonly clock: { nowSeconds(): number };
+  readonly timeline: Timeline;
+  /** Types refused with InsufficientCapacityError (every zone). */
+  readonly refusedTypes?: Iterable<string> | undefined;
+  readonly availabilityZone?: string | undefined;
+  readonly hooks?: SimulatedCloudHooks | undefined;
+}
+
+export class SimulatedCloud implements CloudProvider {
+  private readonly types: ReadonlyMap<string, InstanceType>;
+  private readonly refused: Set<string>;
+  private readonly zone: string;
+  private readonly instances = new Map<string, SimulatedInstance>();
+  private readonly byToken = new Map<string, SimulatedInstance>();
+  private launches = 0;
+
+  constructor(private readonly o: SimulatedCloudOptions) {
+    this.types = new Map(o.catalog.types.map((t) => [t.name, t]));
+    this.refused = new Set(o.refusedTypes ?? []);
+    this.zone = o.availabilityZone ?? `${o.catalog.region}a`;
+  }
+
+  /** Refuse (or stop refusing) launches of a type from now on. */
+  setRefused(typeName: string, refused: boolean): void {
+    if (refused) this.refused.add(typeName);
+    else this.refused.delete(typeName);
+  }
+
+  launch(request: LaunchRequest): Promise<LaunchResult> {
+    try {
+      return Promise.resolve(this.launchNow(request));
+    } catch (e) {
+      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+    }
+  }
+
+  private launchNow(request: LaunchRequest): LaunchResult {
+    const r = launchRequestSchema.parse(request);
+    const existing = this.byToken.get(r.idempotencyToken);
+    if (existing !== undefined)
+      return { instanceIds: [existing.instanceId], availabilityZone: this.zone, reusedExisting: true };
+    const type = this.types.get(r.typeName);
+    if (type === undefined)
+      throw new CloudProviderError(`unknown instance type ${r.typeName}`, 'InvalidParameterValue');
+    if (this.refused.has(type.name)) throw new InsufficientCapacityError(type.name, [this.zone], []);
+    this.launches += 1;
+    const now = this.o.clock.nowSeconds();
+    const inst: SimulatedInstance = {
+      instanceId: `i-${this.launches.toString(16).padStart(17, '0')}`,
+      type,
+      tags: {
+        ...r.tags,
+        [TAG_CLUSTER]: r.clusterName,
+        [TAG_PLAN]: r.planId,
+        [TAG_INSTANCE_KEY]: r.instanceKey,
+        [TAG_LAUNCH_TOKEN]: r.idempotencyToken,
+      },
+      launchedAtSeconds: now,
+      state: 'pending',
+      registered: false,
+      billedFromSeconds: undefined,
+    };
+    this.instances.set(inst.instanceId, inst);
+    this.byToken.set(r.idempotencyToken, inst);
+    this.o.timeline.at(now + type.delays.instantiateSeconds, () => this.instantiated(inst));
+    this.o.hooks?.launched?.(inst);
+    return { instanceIds: [inst.instanceId], availabilityZone: this.zone, reusedExisting: false };
+  }
+
+  terminate(instanceIds: readonly string[]): Promise<void> {
+    const now = this.o.clock.nowSeconds();
+    for (const id of instanceIds) {
+      const inst = this.instances.get(id);
+      if (inst === undefined || (inst.state !== 'pending' && inst.state !== 'running')) continue;
+      inst.state = 'shutting-down';
+      this.o.hooks?.terminating?.(inst);
+      this.o.timeline.at(now + inst.type.delays.terminateSeconds, () => this.terminated(inst));
+    }
+    return Promise.resolve();
+  }
+
+  list(clusterName: string, options: ListOptions = {}): Promise<CloudInstance[]> {
+    const out: CloudInstance[] = [];
+    for (const inst of this.instances.values()) {
+      if (inst.tags[TAG_CLUSTER] !== clusterName) continue;
+      if (inst.state === 'terminated' && options.includeTerminated !== true) continue;
+      out.push(this.describe(inst));
+    }
+    return Promise.resolve(out);
+  }
+
+  isCapacityConstrained(typeName: string): boolean {
+    return this.refused.has(typeName);
+  }
+
+  /** The instance by cloud id (the simulated workers find their host by it). */
+  get(instanceId: string): SimulatedInstance | undefined {
+    return this.instances.get(instanceId);
+  }
+
+  /** Instances launched so far (a retried launch with a known token is not counted). */
+  get launchCount(): number {
+    return this.launches;
+  }
+
+  /** Instances not yet terminated (shutting-down ones included: they are still billed). */
+  get liveCount(): number {
+    let n = 0;
+    for (const inst of this.instances.values()) if (inst.state !== 'terminated') n += 1;
+    return n;
+  }
+
+  private describe(inst: SimulatedInstance): CloudInstance {
+    return {
+      instanceId: inst.instanceId,
+      typeName: inst.type.name,
+      state: inst.state,
+      tags: inst.tags,
+      launchTime: new Date(inst.launchedAtSeconds * 1000),
+      availabilityZone: this.zone,
+      privateIpAddress: undefined,
+    };
+  }
+
+  // Engine: onInstantiated. An instance whose terminate was asked while it came up is billed from now until that
+  // terminate completes, but starts no worker.
+  private instantiated(inst: SimulatedInstance): void {
+    if (inst.state === 'terminated') return;
+    const now = this.o.clock.nowSeconds();
+    inst.billedFromSeconds = now;
+    this.o.hooks?.billingStarted?.(inst);
+    if (inst.state !== 'pending') return;
+    inst.state = 'running';
+    this.o.timeline.at(now + inst.type.delays.workerStartSeconds, () => {
+      if (inst.state !== 'running') return;
+      this.o.timeline.at(this.o.clock.nowSeconds() + inst.type.delays.workerRegisterSeconds, () => {
+        if (inst.state !== 'running') return;
+        inst.registered = true;
+        this.o.hooks?.registered?.(inst);
+      });
+    });
+  }
+
+  private terminated(inst: SimulatedInstance): void {
+    inst.state = 'terminated';
+    inst.registered = false;
+    if (inst.billedFromSeconds !== undefined)
+      this.o.hooks?.billingStopped?.(inst, this.o.clock.nowSeconds() - inst.billedFromSeconds);
+    inst.billedFromSeconds = undefined;
+  }
+}
+
+/** A standalone simulated cloud on its own clock, for tests (and the shared CloudProvider contract suite). */
+export interface SimulatedCloudHarness {
+  readonly cloud: SimulatedCloud;
+  readonly clock: VirtualClock;
+  /** Move time forward by `seconds`, carrying out every instance transition due by then. */
+  advance(seconds: number): void;
+}
+
+export function createSimulatedCloud(options: {
+  readonly catalog: Catalog;
+  readonly refusedTypes?: Iterable<string> | undefined;
+  readonly hooks?: SimulatedCloudHooks | undefined;
+  readonly startSeconds?: number | undefined;
+}): SimulatedCloudHarness {
+  const clock = new VirtualClock(options.startSeconds ?? 0);
+  const timeline = new Timeline();
+  const cloud = new SimulatedCloud({
+    catalog: options.catalog,
+    clock,
+    timeline,
+    refusedTypes: options.refusedTypes,
+    hooks: options.hooks,
+  });
+  const advance = (seconds: number): void => {
+    const target = clock.nowSeconds() + seconds;
+    for (;;) {
+      const next = timeline.nextTime();
+      if (next === undefined || next > target) break;
+      clock.advanceTo(Math.max(next, clock.nowSeconds()));
+      timeline.runUntil(clock.nowSeconds(), 'effect');
+    }
+    clock.advanceTo(target);
+  };
+  return { cloud, clock, advance };
+}

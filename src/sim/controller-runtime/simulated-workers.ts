@@ -1,0 +1,354 @@
+import { demandOn, type Resources } from '../../core/resources.js';
+import type { InstanceRecord, TaskRecord } from '../../controller/state-store.js';
+import type { WorkerFleet } from '../../controller/controller.js';
+import type {
+  TaskExecutor,
+  TaskStartRequest,
+  TaskStatus,
+  TaskStopRequest,
+} from '../../controller/reconciler.js';
+import type { ThroughputObservation } from '../../scheduler/types.js';
+import { integrateProgress, isActive, jobRate, type SimJob, type SimTask } from '../entities.js';
+import { memoized, type GroundTruth } from '../ground-truth.js';
+import type { SimLogKind } from '../engine.js';
+import type { SimulatedCloud, SimulatedInstance } from './simulated-cloud.js';
+import type { Timeline } from './timeline.js';
+
+/**
+ * The worker fleet over simulated time: a TaskExecutor for the controller's reconciler and a WorkerFleet for its
+ * rounds, running the trace's jobs with the engine's task model (src/sim/engine.ts, entities.ts):
+ * - start: the task holds its instance's capacity at once and runs after fetch + build (build skipped when the image
+ *   is on the instance already); once every task of the job runs, the job progresses after its init delay;
+ * - checkpoint-stop: the task keeps running for the kill delay, then uploads its checkpoint (upload delay), then
+ *   frees the capacity; the stop reports `pending` until then; no progress is lost;
+ * - progress is integrated exactly between events: full throughput × min over the job's tasks of the ground-truth
+ *   rate next to the other active tasks of its instance; completion is rounded up to whole seconds.
+ * Jobs are the engine's SimJob objects, so JCT, start and migrations are measured on the simulated world, not on
+ * the controller's later observation of it.
+ */
+
+const COMPLETION_EPSILON_SECONDS = 1e-6;
+const ITERATION_EPSILON = 1e-9;
+
+export interface SimulatedWorkersOptions {
+  readonly clock: { nowSeconds(): number };
+  readonly timeline: Timeline;
+  readonly cloud: SimulatedCloud;
+  readonly groundTruth: GroundTruth;
+  /** A task starts (+1) or stops (−1) holding `demand` of an instance (FleetMeter.allocate). */
+  readonly allocate?: ((demand: Resources, sign: 1 | -1) => void) | undefined;
+  readonly countMigration?: (() => void) | undefined;
+  /** Every lifecycle step of a task or job (the engine's SimLogKind names), for tests and debugging. */
+  readonly log?: ((kind: SimLogKind, task: SimTask | undefined, job: SimJob) => void) | undefined;
+  /** Something happened the controller acts on (a checkpoint uploaded, a job finished), as a worker would report it. */
+  readonly onReport?: (() => void) | undefined;
+}
+
+interface Host {
+  readonly images: Set<string>;
+  readonly occupants: Set<SimTask>;
+}
+
+export class SimulatedWorkers implements TaskExecutor, WorkerFleet {
+  readonly name = 'simulated';
+  private readonly truth: GroundTruth;
+  private readonly tasks = new Map<string, SimTask>(); // controller task id → task
+  private readonly taskIds = new Map<SimTask, string>(); // task → controller task id
+  private readonly jobIds = new Map<SimJob, string>(); // job → controller job id
+  private readonly live = new Set<SimJob>(); // submitted and unfinished, in submission order
+  private readonly hosts = new Map<string, Host>(); // cloud id → what runs there
+  private readonly placement = new Map<SimTask, string>(); // task → cloud id whose capacity it holds
+  private readonly dirtyHosts = new Set<Host>();
+  private readonly dirtyJobs = new Set<SimJob>();
+
+  constructor(private readonly o: SimulatedWorkersOptions) {
+    this.truth = memoized(o.groundTruth);
+  }
+
+  /** A job the controller accepted: `taskIds` are its controller task ids, in the order of the trace job's tasks. */
+  addJob(jobId: string, job: SimJob, taskIds: readonly string[]): void {
+    if (taskIds.length !== job.tasks.length)
+      throw new Error(`job ${jobId}: ${taskIds.length} controller tasks for ${job.tasks.length} trace tasks`);
+    job.status = 'queued';
+    job.integratedToSeconds = this.now();
+    this.jobIds.set(job, jobId);
+    job.tasks.forEach((task, i) => {
+      const id = taskIds[i] as string;
+      this.tasks.set(id, task);
+      this.taskIds.set(task, id);
+    });
+    this.live.add(job);
+  }
+
+  /** Submitted jobs not finished yet. */
+  liveJobs(): IterableIterator<SimJob> {
+    return this.live.values();
+  }
+
+  controllerJobId(job: SimJob): string | undefined {
+    return this.jobIds.get(job);
+  }
+
+  controllerTaskId(task: SimTask): string | undefined {
+    return this.taskIds.get(task);
+  }
+
+  /** Whether the task holds capacity on an instance (started and not yet uploaded off it). */
+  isPlaced(task: SimTask): boolean {
+    return this.placement.has(task);
+  }
+
+  // ---- TaskExecutor
+
+  workerRegistered(instance: InstanceRecord): boolean {
+    return instance.cloudId !== undefined && this.o.cloud.get(instance.cloudId)?.registered === true;
+  }
+
+  start(request: TaskStartRequest): Promise<void> {
+    const task = this.taskOf(request.task);
+    const cloudId = request.instance.cloudId;
+    if (task === undefined || cloudId === undefined) return Promise.resolve();
+    if (task.state !== 'queued' && task.state !== 'stopped') return Promise.resolve(); // idempotent, or done
+    const inst = this.o.cloud.get(cloudId);
+    if (inst === undefined) return Promise.resolve();
+    const host = this.hostOf(inst);
+    task.state = 'launching';
+    task.job.status = 'migrating';
+    this.occupy(task, inst.instanceId, host);
+    this.o.log?.('start-issued', task, task.job);
+    // Engine tryStart: fetch + build, the build skipped when the image is on the instance already.
+    const build = host.images.has(task.spec.imageId) ? 0 : task.spec.buildImageDelaySeconds;
+    this.o.timeline.at(this.now() + task.spec.fetchDelaySeconds + build, () => this.launched(task, host));
+    return Promise.resolve();
+  }
+
+  stop(request: TaskStopRequest): Promise<'stopped' | 'pending'> {
+    const task = this.taskOf(request.task);
+    if (task === undefined || task.state === 'done') return Promise.resolve('stopped');
+    if (task.state === 'killing' || task.state === 'uploading') return Promise.resolve('pending');
+    if (task.state !== 'launching' && task.state !== 'running') {
+      this.release(task);
+      return Promise.resolve('stopped');
+    }
+    const job = task.job;
+    if (!request.checkpoint) {
+      // Stopped without a checkpoint (a cancel): gone at once.
+      task.state = 'stopped';
+      this.deactivate(job);
+      this.release(task);
+      return Promise.resolve('stopped');
+    }
+    // A move or a return to the queue counts once per job (engine: one migration per job and round).
+    if (!job.tasks.some((t) => t.state === 'killing' || t.state === 'uploading')) {
+      job.migrations += 1;
+      this.o.countMigration?.();
+    }
+    job.status = 'migrating';
+    task.state = 'killing';
+    this.o.log?.('checkpoint-issued', task, job);
+    this.o.timeline.at(this.now() + task.spec.killDelaySeconds, () => this.killed(task));
+    return Promise.resolve('pending');
+  }
+
+  status(task: TaskRecord): Promise<TaskStatus> {
+    const t = this.taskOf(task);
+    if (t === undefined) return Promise.resolve('unknown');
+    switch (t.state) {
+      case 'done':
+        return Promise.resolve('succeeded');
+      case 'launching':
+        return Promise.resolve('starting');
+      case 'running':
+      case 'killing':
+      case 'uploading':
+        return Promise.resolve('running');
+      case 'stopped':
+      case 'queued':
+        return Promise.resolve('stopped');
+    }
+  }
+
+  // ---- WorkerFleet
+
+  /**
+   * Each active task's normalized throughput as its worker measures it: its job's throughput over the full
+   * throughput, the min over the job's active tasks (engine observeThroughputs).
+   */
+  takeObservations(): ThroughputObservation[] {
+    const out: ThroughputObservation[] = [];
+    for (const job of this.live) {
+      let rate = Infinity;
+      for (const t of job.tasks) if (isActive(t)) rate = Math.min(rate, t.rate);
+      if (rate === Infinity) continue;
+      for (const t of job.tasks)
+        if (isActive(t)) out.push({ taskId: this.taskIds.get(t) as string, normalizedThroughput: rate });
+    }
+    return out;
+  }
+
+  staleInstances(): InstanceRecord[] {
+    return []; // simulated workers never go silent
+  }
+
+  markLost(): void {}
+
+  // ---- the world's events
+
+  private launched(task: SimTask, host: Host): void {
+    if (task.state !== 'launching') return; // stopped or finished meanwhile
+    task.state = 'running';
+    this.o.log?.('launched', task, task.job);
+    host.images.add(task.spec.imageId);
+    this.dirtyHosts.add(host);
+    const job = task.job;
+    if (job.tasks.every((t) => t.state === 'running')) {
+      // Gang start: progress begins init_delay after the last task runs.
+      job.status = 'executing';
+      job.activationToken += 1;
+      const token = job.activationToken;
+      this.o.timeline.at(this.now() + job.spec.initDelaySeconds, () => this.activated(job, token));
+    }
+  }
+
+  private activated(job: SimJob, token: number): void {
+    if (token !== job.activationToken || job.status === 'finished') return;
+    job.active = true;
+    job.activeSinceSeconds = this.now();
+    job.startSeconds ??= this.now();
+    this.o.log?.('job-active', undefined, job);
+    this.dirtyJobs.add(job);
+  }
+
+  private killed(task: SimTask): void {
+    if (task.state !== 'killing') return;
+    task.state = 'uploading';
+    this.o.log?.('killed', task, task.job);
+    const host = this.hostOfTask(task);
+    if (host !== undefined) this.dirtyHosts.add(host);
+    this.deactivate(task.job);
+    this.o.timeline.at(this.now() + task.spec.uploadDelaySeconds, () => this.uploaded(task));
+  }
+
+  private uploaded(task: SimTask): void {
+    if (task.state !== 'uploading') return;
+    task.state = 'stopped';
+    this.o.log?.('uploaded', task, task.job);
+    this.release(task);
+    if (task.job.tasks.every((t) => t.state === 'stopped' || t.state === 'queued'))
+      task.job.status = 'queued';
+    this.o.onReport?.();
+  }
+
+  private completed(job: SimJob, version: number): void {
+    if (version !== job.version || job.status === 'finished') return;
+    integrateProgress(job, this.now());
+    job.status = 'finished';
+    job.active = false;
+    job.activeSinceSeconds = undefined;
+    job.throughput = 0;
+    job.endSeconds = this.now();
+    job.version += 1;
+    this.o.log?.('completion', undefined, job);
+    for (const task of job.tasks) {
+      this.release(task);
+      task.state = 'done';
+    }
+    this.live.delete(job);
+    this.o.onReport?.();
+  }
+
+  /**
+   * Recompute the ground-truth rates on instances whose active tasks changed, then the throughput of every affected
+   * job, and reschedule its completion (engine refreshRates).
+   */
+  refreshRates(): void {
+    for (const host of this.dirtyHosts) {
+      const active = [...host.occupants].filter(isActive);
+      for (const task of active) {
+        task.rate = this.truth(
+          task.job.spec.workload,
+          active.filter((o) => o !== task).map((o) => o.job.spec.workload),
+        );
+        this.dirtyJobs.add(task.job);
+      }
+    }
+    this.dirtyHosts.clear();
+    const now = this.now();
+    for (const job of this.dirtyJobs) {
+      if (job.status === 'finished') continue;
+      integrateProgress(job, now);
+      const throughput = job.active ? jobRate(job) * job.spec.fullThroughput : 0;
+      const remaining = job.spec.totalIterations - job.completedIterations;
+      job.throughput = throughput;
+      job.version += 1;
+      const version = job.version;
+      if (remaining <= ITERATION_EPSILON)
+        this.o.timeline.at(now, () => this.completed(job, version), 'completion');
+      else if (throughput > 0) {
+        const end = Math.ceil(now + remaining / throughput - COMPLETION_EPSILON_SECONDS);
+        this.o.timeline.at(Math.max(end, now), () => this.completed(job, version), 'completion');
+      }
+    }
+    this.dirtyJobs.clear();
+  }
+
+  // ---- helpers
+
+  private now(): number {
+    return this.o.clock.nowSeconds();
+  }
+
+  private taskOf(record: TaskRecord): SimTask | undefined {
+    return this.tasks.get(record.id);
+  }
+
+  private hostOf(inst: SimulatedInstance): Host {
+    let host = this.hosts.get(inst.instanceId);
+    if (host === undefined) {
+      host = { images: new Set(), occupants: new Set() };
+      this.hosts.set(inst.instanceId, host);
+    }
+    return host;
+  }
+
+  private hostOfTask(task: SimTask): Host | undefined {
+    const id = this.placement.get(task);
+    return id === undefined ? undefined : this.hosts.get(id);
+  }
+
+  private demandOnHost(task: SimTask, cloudId: string): Resources {
+    const family = this.o.cloud.get(cloudId)?.type.family ?? '';
+    const d = demandOn(task.spec.demand, family);
+    if (d === undefined) throw new Error(`task ${task.id} cannot run on family ${family}`);
+    return d;
+  }
+
+  private occupy(task: SimTask, cloudId: string, host: Host): void {
+    this.release(task);
+    this.placement.set(task, cloudId);
+    host.occupants.add(task);
+    this.o.allocate?.(this.demandOnHost(task, cloudId), 1);
+  }
+
+  private release(task: SimTask): void {
+    const cloudId = this.placement.get(task);
+    if (cloudId === undefined) return;
+    const host = this.hosts.get(cloudId);
+    if (host !== undefined) {
+      host.occupants.delete(task);
+      this.dirtyHosts.add(host);
+    }
+    this.placement.delete(task);
+    this.o.allocate?.(this.demandOnHost(task, cloudId), -1);
+  }
+
+  /** The job stops progressing (a kill cancels a pending activation, as in the engine). */
+  private deactivate(job: SimJob): void {
+    job.activationToken += 1;
+    if (job.active) {
+      job.active = false;
+      job.activeSinceSeconds = undefined;
+    }
+    this.dirtyJobs.add(job);
+  }
+}

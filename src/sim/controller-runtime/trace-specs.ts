@@ -1,0 +1,53 @@
+import type { JobSpec } from '../../controller/job-spec.js';
+import { DEFAULT_CHECKPOINT_TIMEOUT_SECONDS } from '../../controller/job-spec.js';
+import type { TraceJob } from '../traces/types.js';
+
+/**
+ * A trace job as a user would submit it to the controller, chosen so that the controller's snapshot
+ * (src/controller/snapshot.ts) gives the scheduler what the engine's buildSnapshot (src/sim/scheduler-view.ts) gives:
+ * - co-location keys: each task's `workload` is the engine's key, `<job name>_<task name>` unless the trace sets one;
+ * - expected remaining time: `expectedDurationSeconds` = total iterations / full throughput and `totalIterations`, so
+ *   that with the completed iterations the simulated workers report, expected × (1 − completed / total) is the
+ *   engine's remaining iterations / full throughput;
+ * - migration delay: the snapshot estimates 2 × restore + init, the engine max over tasks of (fetch + build + upload)
+ *   + init, so the restore estimate is half of that maximum and the init delay is the job's.
+ * Images are named by the trace's image ids (tasks sharing one skip the build on an instance that has it).
+ */
+export function traceJobSpec(job: TraceJob): JobSpec {
+  const moveSeconds = job.tasks.reduce(
+    (m, t) => Math.max(m, t.fetchDelaySeconds + t.buildImageDelaySeconds + t.uploadDelaySeconds),
+    0,
+  );
+  return {
+    name: specName(job.name),
+    team: job.team ?? 'default',
+    tasks: job.tasks.map((t) => ({
+      name: specName(t.name),
+      image: `trace/image-${t.imageId}`,
+      env: {},
+      demand: t.demand,
+      replicas: 1,
+      shmSizeGiB: t.shmSizeGiB,
+      workload: t.key ?? `${job.name}_${t.name}`,
+    })),
+    checkpoint: {
+      signal: 'SIGTERM',
+      timeoutSeconds: DEFAULT_CHECKPOINT_TIMEOUT_SECONDS,
+      restoreDelaySeconds: moveSeconds / 2,
+      initDelaySeconds: job.initDelaySeconds,
+    },
+    totalIterations: job.totalIterations,
+    expectedDurationSeconds: job.totalIterations / job.fullThroughput,
+    queue: {},
+    ...(job.success === undefined ? {} : { success: job.success }),
+  };
+}
+
+/** A trace name (`resnet18[3]`) as a job-spec name: lowercase letters, digits, `.`, `_`, `-`. */
+function specName(name: string): string {
+  const cleaned = name
+    .toLowerCase()
+    .replace(/[^a-z0-9._-]+/g, '-')
+    .replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, '');
+  return (cleaned === '' ? 'job' : cleaned).slice(0, 63);
+}

@@ -1,0 +1,86 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+
+/**
+ * `fleetwise simulate --runtime controller` and `--config` as users run them (`node dist/cli/main.js …` in a
+ * subprocess). Run alone, this builds dist/ once when what the CLI loads is stale.
+ */
+interface JsonRun {
+  readonly scheduler: string;
+  readonly jobs: number;
+  readonly totalCost: number;
+  readonly meanJctHours: number;
+  readonly peakCostPerHour: number;
+}
+
+function runs(stdout: string): JsonRun[] {
+  return (JSON.parse(stdout) as { runs: JsonRun[] }).runs;
+}
+
+beforeAll(() => ensureBuiltCli(['cli/main.ts', 'sim/run-worker.ts']));
+
+describe('fleetwise simulate --runtime', () => {
+  it('runs the controller on a small trace and prints the same JSON runs as the engine', async () => {
+    const args = ['simulate', '--format', 'eva', '--jobs', '8', '--scheduler', 'eva,no-packing', '--json'];
+    const [controller, engine] = await Promise.all([
+      runCli([...args, '--runtime', 'controller']),
+      runCli([...args, '--runtime', 'engine']),
+    ]);
+    expect(controller.code, controller.stderr).toBe(0);
+    expect(engine.code, engine.stderr).toBe(0);
+    const c = runs(controller.stdout);
+    const e = runs(engine.stdout);
+    expect(c.map((r) => r.scheduler)).toEqual(['eva', 'no-packing']);
+    expect(c.map((r) => Object.keys(r).sort())).toEqual(e.map((r) => Object.keys(r).sort()));
+    for (const r of c) {
+      expect(r.jobs).toBe(8);
+      expect(r.totalCost).toBeGreaterThan(0);
+      expect(r.meanJctHours).toBeGreaterThan(0);
+    }
+    // No-Packing never moves a job: both runtimes agree to the cent.
+    expect(c[1]?.totalCost).toBeCloseTo(e[1]?.totalCost ?? 0, 6);
+  });
+
+  it("--config applies the controller config's caps: the fleet never costs more than its $/h cap", async () => {
+    const args = [
+      'simulate',
+      '--config',
+      'examples/config/fleetwise-capped.yaml',
+      '--format',
+      'eva',
+      '--jobs',
+      '30',
+      '--scheduler',
+      'eva',
+      '--no-predict',
+      '--json',
+    ];
+    const [controller, engine] = await Promise.all([
+      runCli([...args, '--runtime', 'controller']),
+      runCli([...args, '--runtime', 'engine']),
+    ]);
+    for (const out of [controller, engine]) {
+      expect(out.code, out.stderr).toBe(0);
+      const [run] = runs(out.stdout);
+      expect(run?.jobs).toBe(30);
+      expect(run?.peakCostPerHour).toBeGreaterThan(0);
+      expect(run?.peakCostPerHour).toBeLessThanOrEqual(40 + 1e-9); // caps.maxCostPerHour in the file
+    }
+  });
+
+  it('a bad --runtime value is a clear error naming the flag', async () => {
+    const out = await runCli([
+      'simulate',
+      '--format',
+      'eva',
+      '--scheduler',
+      'eva',
+      '--runtime',
+      'kubernetes',
+    ]);
+    expect(out.code).not.toBe(0);
+    expect(out.stderr).toMatch(/--runtime/);
+    expect(out.stderr).toMatch(/engine/);
+    expect(out.stdout).toBe('');
+  });
+});

@@ -1,0 +1,109 @@
+import { describe, expect, it } from 'vitest';
+import {
+  InsufficientCapacityError,
+  TAG_CLUSTER,
+  TAG_LAUNCH_TOKEN,
+  type LaunchRequest,
+} from '../../../src/cloud/provider.js';
+import { createSimulatedCloud } from '../../../src/sim/controller-runtime/simulated-cloud.js';
+import { testCatalog } from '../sim-fixtures.js';
+
+// small.x: instantiate 10 s, worker start 20 s, register 30 s, terminate 5 s, $3.6/h.
+function request(token: string, overrides: Partial<LaunchRequest> = {}): LaunchRequest {
+  return {
+    typeName: 'small.x',
+    idempotencyToken: token,
+    clusterName: 'c1',
+    planId: 'round-1',
+    instanceKey: `key-${token}`,
+    ...overrides,
+  };
+}
+
+describe('SimulatedCloud (CloudProvider)', () => {
+  it('launches idempotently by token: the same token finds the same instance', async () => {
+    const { cloud } = createSimulatedCloud({ catalog: testCatalog() });
+    const first = await cloud.launch(request('t-1'));
+    expect(first.reusedExisting).toBe(false);
+    expect(first.instanceIds).toHaveLength(1);
+    const again = await cloud.launch(request('t-1'));
+    expect(again).toEqual({ ...first, reusedExisting: true });
+    const other = await cloud.launch(request('t-2'));
+    expect(other.instanceIds[0]).not.toBe(first.instanceIds[0]);
+    expect(cloud.launchCount).toBe(2);
+  });
+
+  it('lists by cluster tag, with the launch token and the catalog delays', async () => {
+    const { cloud, advance } = createSimulatedCloud({ catalog: testCatalog() });
+    const a = (await cloud.launch(request('a'))).instanceIds[0] as string;
+    await cloud.launch(request('b', { clusterName: 'other' }));
+    const listed = await cloud.list('c1');
+    expect(listed.map((i) => i.instanceId)).toEqual([a]);
+    expect(listed[0]?.tags[TAG_CLUSTER]).toBe('c1');
+    expect(listed[0]?.tags[TAG_LAUNCH_TOKEN]).toBe('a');
+    expect(listed[0]?.state).toBe('pending');
+    advance(9);
+    expect((await cloud.list('c1'))[0]?.state).toBe('pending');
+    advance(1);
+    expect((await cloud.list('c1'))[0]?.state).toBe('running');
+    expect(cloud.get(a)?.registered).toBe(false);
+    advance(49); // 59 s: worker started at 30, registers at 60
+    expect(cloud.get(a)?.registered).toBe(false);
+    advance(1);
+    expect(cloud.get(a)?.registered).toBe(true);
+  });
+
+  it('terminates after the terminate delay, bills from instantiate to terminate, ignores unknown ids', async () => {
+    const billed: number[] = [];
+    const { cloud, advance } = createSimulatedCloud({
+      catalog: testCatalog(),
+      hooks: { billingStopped: (_i, seconds) => billed.push(seconds) },
+    });
+    const id = (await cloud.launch(request('a'))).instanceIds[0] as string;
+    advance(100);
+    await cloud.terminate([id, 'i-unknown']);
+    expect((await cloud.list('c1'))[0]?.state).toBe('shutting-down');
+    advance(4);
+    expect(await cloud.list('c1')).toHaveLength(1);
+    advance(1);
+    expect(await cloud.list('c1')).toHaveLength(0);
+    expect((await cloud.list('c1', { includeTerminated: true }))[0]?.state).toBe('terminated');
+    expect(billed).toEqual([95]); // running from 10 s to 105 s
+    await cloud.terminate([id]); // a retried terminate succeeds
+    expect(cloud.liveCount).toBe(0);
+  });
+
+  it('never bills an instance terminated before it came up (or bills until the terminate completes)', async () => {
+    const billed: number[] = [];
+    const { cloud, advance } = createSimulatedCloud({
+      catalog: testCatalog(),
+      hooks: { billingStopped: (_i, seconds) => billed.push(seconds) },
+    });
+    const id = (await cloud.launch(request('a'))).instanceIds[0] as string;
+    advance(8);
+    await cloud.terminate([id]); // done at 13 s, after it came up at 10 s: billed 3 s, no worker
+    advance(100);
+    expect(billed).toEqual([3]);
+    expect(cloud.get(id)?.registered).toBe(false);
+  });
+
+  it('refuses configured types with InsufficientCapacityError and says they are constrained', async () => {
+    const { cloud } = createSimulatedCloud({ catalog: testCatalog(), refusedTypes: ['big.x'] });
+    await expect(cloud.launch(request('a', { typeName: 'big.x' }))).rejects.toBeInstanceOf(
+      InsufficientCapacityError,
+    );
+    expect(cloud.isCapacityConstrained('big.x')).toBe(true);
+    expect(cloud.isCapacityConstrained('small.x')).toBe(false);
+    await expect(cloud.launch(request('b'))).resolves.toMatchObject({ reusedExisting: false });
+    cloud.setRefused('big.x', false);
+    await expect(cloud.launch(request('c', { typeName: 'big.x' }))).resolves.toMatchObject({
+      reusedExisting: false,
+    });
+  });
+
+  it('rejects malformed requests and unknown types', async () => {
+    const { cloud } = createSimulatedCloud({ catalog: testCatalog() });
+    await expect(cloud.launch(request('has space'))).rejects.toThrow();
+    await expect(cloud.launch(request('a', { typeName: 'huge.x' }))).rejects.toThrow(/unknown instance type/);
+  });
+});
