@@ -64,9 +64,12 @@ const LAYER_RULES = [
     dir: 'sim',
     forbid: [
       {
-        // ARCHITECTURE.md: "nor the reverse"; the simulator runs the controller only through its interfaces.
+        // ARCHITECTURE.md: "nor the reverse, except the simulated edges it provides": only sim/controller-runtime/
+        // (virtual clock, simulated cloud and workers driving the real controller) may; see the block below.
         dirs: ['controller'],
-        message: 'sim must not import the controller: put shared code in round/, world/ or predict/.',
+        message:
+          'sim must not import the controller (only sim/controller-runtime/, which drives it): put shared code in ' +
+          'round/, world/ or predict/.',
       },
       {
         dirs: ['cli', 'bench'],
@@ -197,4 +200,29 @@ export default tseslint.config(
     },
   },
   ...layerBlocks(),
+  controllerRuntimeBlock(),
 );
+
+/** sim/controller-runtime/ runs the real controller against simulated edges: it may import the controller. */
+function controllerRuntimeBlock() {
+  const patterns = [
+    {
+      regex: reaching(['cli', 'bench'], 2),
+      message: 'sim must not import cli/ or bench/: they drive it, not the reverse.',
+    },
+  ];
+  return {
+    name: 'fleetwise/layers/sim/controller-runtime',
+    files: ['src/sim/controller-runtime/*'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns }],
+      'no-restricted-syntax': [
+        'error',
+        ...patterns.map((p) => ({
+          selector: `ImportExpression[source.value=/${forSelector(p.regex)}/]`,
+          message: p.message,
+        })),
+      ],
+    },
+  };
+}

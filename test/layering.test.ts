@@ -157,6 +157,13 @@ const CASES: readonly Case[] = [
     message: /sim must not import the controller/,
   },
   {
+    // The controller runtime drives the real controller against simulated edges; it alone may import it.
+    file: 'src/sim/controller-runtime/x.ts',
+    forbidden: ['../../cli/a.js'],
+    allowed: ['../../controller/controller.js', '../../controller/state/x.js'],
+    message: /sim must not import cli\//,
+  },
+  {
     file: 'src/cloud/local/x.ts',
     forbidden: [
       '../../controller/a.js',

@@ -92,11 +92,6 @@ export interface ControllerSettings {
   readonly minRoundGapSeconds?: number;
   /** Rounds (plans and decisions) kept in the store. */
   readonly roundsKept?: number;
-  /**
-   * Plan early on submissions, cancels, completions and drains (default true). False keeps rounds strictly periodic,
-   * as Eva's reference simulator runs them.
-   */
-  readonly earlyRounds?: boolean;
 }
 
 export function settingsFromConfig(config: ControllerConfig): ControllerSettings {

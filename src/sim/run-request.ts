@@ -1,7 +1,7 @@
 import { loadCatalogFile } from '../cloud/catalog-file.js';
 import type { Catalog } from '../core/catalog.js';
 import { ValidationError } from '../core/validation.js';
-import type { ControllerSettings } from '../controller/controller.js';
+import type { ControllerSettings } from './controller-runtime/execute.js';
 import type { QueueCaps } from '../queue/caps.js';
 import type { WfqConfig } from '../queue/wfq.js';
 import { queueConfigFor, schedulerCaps, type QueueKind } from './admission.js';

@@ -1,8 +1,12 @@
-import { schedulerCaps, type ControllerSettings } from '../../controller/controller.js';
+import type { ControllerSettings } from '../../controller/controller.js';
+
+/** The controller's settings, as the rest of the simulator names them (only this directory imports the controller). */
+export type { ControllerSettings };
+import { schedulerCaps } from '../../round/plan-caps.js';
 import { queueConfigFor } from '../admission.js';
 import { groundTruthFor, loadRequestCatalog, loadRequestTrace, type RunRequest } from '../run-request.js';
-import { createScheduler } from '../schedulers.js';
-import type { RunResult } from '../types.js';
+import { createScheduler } from '../../scheduler/registry.js';
+import type { RunResult } from '../../world/run-result.js';
 import { runControllerSimulation } from './run-controller.js';
 
 /**
@@ -25,7 +29,7 @@ export async function executeControllerRun(
   // A config's `scheduler:` tunables reach the factory through the request's eva fields (simulate.ts maps them).
   const scheduler = createScheduler(request.scheduler, {
     catalog,
-    groundTruth,
+    interferenceProfile: groundTruth,
     evaDefaultRate: request.evaDefaultRate,
     evaPrices: request.evaPrices,
     evaPackingEfficiency: request.evaPackingEfficiency,

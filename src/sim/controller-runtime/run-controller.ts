@@ -3,20 +3,16 @@ import { Controller, type ControllerSettings } from '../../controller/controller
 import type { MemoryStateStore } from '../../controller/memory-state-store.js';
 import type { ControllerLogger } from '../../controller/reconciler.js';
 import type { Scheduler } from '../../scheduler/types.js';
-import { integrateProgress, type SimJob } from '../entities.js';
-import {
-  predictionErrors,
-  successfulSojournMeanHours,
-  type SimLogEntry,
-  type SimulationProgress,
-} from '../engine.js';
+import { integrateProgress, type SimJob } from '../../world/entities.js';
+import type { SimLogEntry, SimulationProgress } from '../../world/simulation.js';
+import { predictionErrors, successfulSojournMeanHours } from '../run-simulation.js';
 import { p99JctHours } from '../admission.js';
-import { FleetMeter } from '../fleet-meter.js';
-import type { GroundTruth } from '../ground-truth.js';
-import { summarize } from '../metrics.js';
-import { buildSimJobs } from '../trace-jobs.js';
-import type { Trace } from '../traces/types.js';
-import type { JobOutcome, RunResult } from '../types.js';
+import { FleetMeter } from '../../world/fleet-meter.js';
+import type { GroundTruth } from '../../world/ground-truth.js';
+import { summarize } from '../../world/metrics.js';
+import { buildSimJobs } from '../../world/trace-jobs.js';
+import type { Trace } from '../../world/trace.js';
+import type { JobOutcome, RunResult } from '../../world/run-result.js';
 import { SimStateStore } from './sim-state-store.js';
 import { SimulatedCloud } from './simulated-cloud.js';
 import { SimulatedWorkers } from './simulated-workers.js';
@@ -96,7 +92,11 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
           typeName: inst.type.name,
         }),
       terminating: (inst) =>
-        o.onEvent?.({ timeSeconds: clock.nowSeconds(), kind: 'terminate-issued', instanceId: inst.instanceId }),
+        o.onEvent?.({
+          timeSeconds: clock.nowSeconds(),
+          kind: 'terminate-issued',
+          instanceId: inst.instanceId,
+        }),
       billingStarted: (inst) => meter.startBilling(inst.type),
       billingStopped: (inst, seconds) => meter.stopBilling(inst.type, seconds),
       registered: () => (reported = true),

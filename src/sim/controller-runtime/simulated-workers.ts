@@ -8,9 +8,9 @@ import type {
   TaskStopRequest,
 } from '../../controller/reconciler.js';
 import type { ThroughputObservation } from '../../scheduler/types.js';
-import { integrateProgress, isActive, jobRate, type SimJob, type SimTask } from '../entities.js';
-import { memoized, type GroundTruth } from '../ground-truth.js';
-import type { SimLogKind } from '../engine.js';
+import { integrateProgress, isActive, jobRate, type SimJob, type SimTask } from '../../world/entities.js';
+import { memoized, type GroundTruth } from '../../world/ground-truth.js';
+import type { SimLogKind } from '../../world/simulation.js';
 import type { SimulatedCloud, SimulatedInstance } from './simulated-cloud.js';
 import type { Timeline } from './timeline.js';
 

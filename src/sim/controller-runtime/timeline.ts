@@ -1,4 +1,4 @@
-import { EventQueue } from '../event-queue.js';
+import { EventQueue } from '../../world/event-queue.js';
 
 /**
  * The simulated world's own events (instances coming up, tasks launching, checkpoints uploading, jobs finishing),

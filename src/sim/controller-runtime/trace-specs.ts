@@ -1,6 +1,6 @@
-import type { JobSpec } from '../../controller/job-spec.js';
-import { DEFAULT_CHECKPOINT_TIMEOUT_SECONDS } from '../../controller/job-spec.js';
-import type { TraceJob } from '../traces/types.js';
+import type { JobSpec } from '../../controller/job-spec/spec.js';
+import { DEFAULT_CHECKPOINT_TIMEOUT_SECONDS } from '../../controller/job-spec/spec.js';
+import type { TraceJob } from '../../world/trace.js';
 
 /**
  * A trace job as a user would submit it to the controller, chosen so that the controller's snapshot

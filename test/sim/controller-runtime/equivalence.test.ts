@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { loadCatalogFile } from '../../../src/cloud/catalog-file.js';
-import { runSimulation } from '../../../src/sim/engine.js';
+import { runSimulation } from '../../../src/sim/run-simulation.js';
 import { groundTruthFor, loadRequestTrace } from '../../../src/sim/run-request.js';
-import { createScheduler, type SchedulerName } from '../../../src/sim/schedulers.js';
+import { createScheduler, type SchedulerName } from '../../../src/scheduler/registry.js';
 import { runControllerSimulation } from '../../../src/sim/controller-runtime/run-controller.js';
 
 /**
@@ -19,13 +19,13 @@ async function both(name: SchedulerName, jobs: number) {
   const trace = loadRequestTrace({ trace: { format: 'eva', jobs } }, catalog);
   const engine = runSimulation({
     trace,
-    scheduler: createScheduler(name, { catalog, groundTruth }),
+    scheduler: createScheduler(name, { catalog, interferenceProfile: groundTruth }),
     catalog,
     groundTruth,
   });
   const controller = await runControllerSimulation({
     trace,
-    scheduler: createScheduler(name, { catalog, groundTruth }),
+    scheduler: createScheduler(name, { catalog, interferenceProfile: groundTruth }),
     catalog,
     groundTruth,
   });

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { runSimulation } from '../../../src/sim/engine.js';
-import { constantPairwise } from '../../../src/sim/ground-truth.js';
-import { createScheduler } from '../../../src/sim/schedulers.js';
+import { runSimulation } from '../../../src/sim/run-simulation.js';
+import { constantPairwise } from '../../../src/world/ground-truth.js';
+import { createScheduler } from '../../../src/scheduler/registry.js';
 import { runControllerSimulation } from '../../../src/sim/controller-runtime/run-controller.js';
-import type { RunResult } from '../../../src/sim/types.js';
+import type { RunResult } from '../../../src/world/run-result.js';
 import { testCatalog, trace, traceJob } from '../sim-fixtures.js';
 
 /**
@@ -44,7 +44,7 @@ describe('a hand-computed trace in both runtimes', () => {
       check(
         runSimulation({
           trace: handTrace,
-          scheduler: createScheduler(name, { catalog, groundTruth }),
+          scheduler: createScheduler(name, { catalog, interferenceProfile: groundTruth }),
           catalog,
           groundTruth,
         }),
@@ -55,7 +55,7 @@ describe('a hand-computed trace in both runtimes', () => {
       check(
         await runControllerSimulation({
           trace: handTrace,
-          scheduler: createScheduler(name, { catalog, groundTruth }),
+          scheduler: createScheduler(name, { catalog, interferenceProfile: groundTruth }),
           catalog,
           groundTruth,
         }),
@@ -68,7 +68,7 @@ describe('a hand-computed trace in both runtimes', () => {
     check(
       await runControllerSimulation({
         trace: handTrace,
-        scheduler: createScheduler('no-packing', { catalog, groundTruth }),
+        scheduler: createScheduler('no-packing', { catalog, interferenceProfile: groundTruth }),
         catalog,
         groundTruth,
         pollSeconds: 5,
