@@ -77,6 +77,11 @@ export class MemoryStateStore implements StateStore {
   private readonly intentByKey = new Map<string, number>();
   private readonly rounds = new Map<number, RoundRecord>();
   private readonly events: EventRecord[] = [];
+  /**
+   * Events per job, in sequence order: the snapshot asks when each moved job last entered `running` every round,
+   * and a scan of the whole log per job grows quadratic over a long run (the simulator's controller runtime).
+   */
+  private readonly eventsByJob = new Map<string, EventRecord[]>();
   private readonly tokens = new Map<string, TokenRow>();
   private readonly values = new Map<string, JsonValue>();
   private readonly counters = new Map<Counter, number>();
@@ -333,7 +338,8 @@ export class MemoryStateStore implements StateStore {
   listEvents(filter: EventFilter = {}): EventRecord[] {
     const out: EventRecord[] = [];
     const limit = filter.limit ?? Number.MAX_SAFE_INTEGER;
-    for (const e of this.events) {
+    const scanned = filter.jobId === undefined ? this.events : (this.eventsByJob.get(filter.jobId) ?? []);
+    for (const e of scanned) {
       if (out.length >= limit) break;
       if (filter.afterSeq !== undefined && e.seq <= filter.afterSeq) continue;
       if (filter.jobId !== undefined && e.jobId !== filter.jobId) continue;
@@ -434,7 +440,15 @@ export class MemoryStateStore implements StateStore {
       atSeconds,
     }) as EventRecord;
     this.events.push(record);
-    (this.journal as (() => void)[]).push(() => this.events.pop());
+    const ofJob = record.jobId === undefined ? undefined : (this.eventsByJob.get(record.jobId) ?? []);
+    if (ofJob !== undefined && record.jobId !== undefined) {
+      ofJob.push(record);
+      this.eventsByJob.set(record.jobId, ofJob);
+    }
+    (this.journal as (() => void)[]).push(() => {
+      this.events.pop();
+      ofJob?.pop();
+    });
     return record;
   }
 

@@ -1,6 +1,6 @@
 import type { Catalog } from '../../core/catalog.js';
 import { Controller, type ControllerSettings } from '../../controller/controller.js';
-import type { MemoryStateStore } from '../../controller/memory-state-store.js';
+import { MemoryStateStore } from '../../controller/memory-state-store.js';
 import type { ControllerLogger } from '../../controller/reconciler.js';
 import type { Scheduler } from '../../scheduler/types.js';
 import { integrateProgress, type SimJob } from '../../world/entities.js';
@@ -13,7 +13,6 @@ import { summarize } from '../../world/metrics.js';
 import { buildSimJobs } from '../../world/trace-jobs.js';
 import type { Trace } from '../../world/trace.js';
 import type { JobOutcome, RunResult } from '../../world/run-result.js';
-import { SimStateStore } from './sim-state-store.js';
 import { SimulatedCloud } from './simulated-cloud.js';
 import { SimulatedWorkers } from './simulated-workers.js';
 import { Timeline } from './timeline.js';
@@ -118,7 +117,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
         ...(task === undefined ? {} : { taskId: task.id }),
       }),
   });
-  const store = new SimStateStore({ nowSeconds: () => clock.nowSeconds(), storeId: 'sim' });
+  const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds(), storeId: 'sim' });
   const errors: string[] = [];
   const logger: ControllerLogger = {
     info() {},
