@@ -52,6 +52,17 @@ export const launchRequestSchema = z.object({
 });
 
 export type LaunchRequest = z.input<typeof launchRequestSchema>;
+export type ValidLaunchRequest = z.output<typeof launchRequestSchema>;
+
+/** A launch request validated, or a CloudProviderError naming every bad field (providers without their own API checks). */
+export function parseLaunchRequest(request: LaunchRequest): ValidLaunchRequest {
+  const parsed = launchRequestSchema.safeParse(request);
+  if (parsed.success) return parsed.data;
+  throw new CloudProviderError(
+    `invalid launch request: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+    'InvalidParameterValue',
+  );
+}
 
 export interface LaunchResult {
   /** The launched instance, or the instances an earlier attempt with the same token launched (oldest first). */

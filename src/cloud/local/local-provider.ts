@@ -6,7 +6,7 @@ import type { Catalog } from '../../core/catalog.js';
 import { ValidationError } from '../../core/validation.js';
 import {
   CloudProviderError,
-  launchRequestSchema,
+  parseLaunchRequest,
   TAG_CLUSTER,
   TAG_INSTANCE_KEY,
   TAG_LAUNCH_TOKEN,
@@ -109,15 +109,7 @@ export class LocalProvider implements CloudProvider {
 
   // async for the same reason as list(): state-file and spawn errors reject instead of throwing synchronously.
   async launch(request: LaunchRequest): Promise<LaunchResult> {
-    const parsed = launchRequestSchema.safeParse(request);
-    if (!parsed.success)
-      return Promise.reject(
-        new CloudProviderError(
-          `invalid launch request: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
-          'InvalidParameterValue',
-        ),
-      );
-    const req = parsed.data;
+    const req = parseLaunchRequest(request); // async: a bad request rejects
     if (!this.options.catalog.types.some((t) => t.name === req.typeName))
       return Promise.reject(
         new CloudProviderError(`instance type ${req.typeName} is not in the catalog`, 'InvalidInstanceType'),

@@ -2,7 +2,7 @@ import type { Catalog, InstanceType } from '../../core/catalog.js';
 import {
   CloudProviderError,
   InsufficientCapacityError,
-  launchRequestSchema,
+  parseLaunchRequest,
   TAG_CLUSTER,
   TAG_INSTANCE_KEY,
   TAG_LAUNCH_TOKEN,
@@ -89,8 +89,10 @@ export class SimulatedCloud implements CloudProvider {
   }
 
   private launchNow(request: LaunchRequest): LaunchResult {
-    const r = launchRequestSchema.parse(request);
-    const existing = this.byToken.get(r.idempotencyToken);
+    const r = parseLaunchRequest(request);
+    // A launch token belongs to its cluster (as the EC2 provider scopes its ClientToken).
+    const tokenKey = `${r.clusterName}\u0000${r.idempotencyToken}`;
+    const existing = this.byToken.get(tokenKey);
     if (existing !== undefined)
       return { instanceIds: [existing.instanceId], availabilityZone: this.zone, reusedExisting: true };
     const type = this.types.get(r.typeName);
@@ -115,7 +117,7 @@ export class SimulatedCloud implements CloudProvider {
       billedFromSeconds: undefined,
     };
     this.instances.set(inst.instanceId, inst);
-    this.byToken.set(r.idempotencyToken, inst);
+    this.byToken.set(tokenKey, inst);
     this.o.timeline.at(now + type.delays.instantiateSeconds, () => this.instantiated(inst));
     this.o.hooks?.launched?.(inst);
     return { instanceIds: [inst.instanceId], availabilityZone: this.zone, reusedExisting: false };

@@ -7,6 +7,7 @@ import {
 } from '../../../src/cloud/provider.js';
 import { createSimulatedCloud } from '../../../src/sim/controller-runtime/simulated-cloud.js';
 import { testCatalog } from '../sim-fixtures.js';
+import { cloudProviderContract } from '../../cloud/provider-contract.js';
 
 // small.x: instantiate 10 s, worker start 20 s, register 30 s, terminate 5 s, $3.6/h.
 function request(token: string, overrides: Partial<LaunchRequest> = {}): LaunchRequest {
@@ -105,5 +106,21 @@ describe('SimulatedCloud (CloudProvider)', () => {
     const { cloud } = createSimulatedCloud({ catalog: testCatalog() });
     await expect(cloud.launch(request('has space'))).rejects.toThrow();
     await expect(cloud.launch(request('a', { typeName: 'huge.x' }))).rejects.toThrow(/unknown instance type/);
+  });
+});
+
+describe('SimulatedCloud: the CloudProvider contract every provider honours', () => {
+  // The simulated cloud is the cloud itself: a restarted controller constructs a provider over the same state.
+  let harness = createSimulatedCloud({ catalog: testCatalog() });
+  cloudProviderContract({
+    open: () => {
+      harness = createSimulatedCloud({ catalog: testCatalog() });
+      return { provider: harness.cloud, reopen: () => harness.cloud };
+    },
+    typeNames: ['small.x', 'big.x'],
+    unknownInstanceId: 'sim-i-999999',
+    // Instances run once instantiated (catalog delay) and are gone once the terminate delay has passed.
+    waitRunning: async () => harness.advance(3600),
+    waitTerminated: async () => harness.advance(3600),
   });
 });
