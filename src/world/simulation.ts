@@ -1,5 +1,4 @@
 import type { Catalog, InstanceType } from '../core/catalog.js';
-import type { Resources } from '../core/resources.js';
 import { Admission, type AdmissionJobInfo } from '../queue/admission.js';
 import { hasAnyCap } from '../queue/caps.js';
 import type { Action } from '../scheduler/actions.js';
@@ -16,15 +15,21 @@ import {
   type SimJob,
   type SimTask,
 } from './entities.js';
-import { EventQueue } from './event-queue.js';
-import { FleetMeter } from './fleet-meter.js';
 import { memoized } from './ground-truth.js';
 import { summarize } from './metrics.js';
 import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
 import { buildSimJobs } from './trace-jobs.js';
 import type { JobOutcome, RunResult } from './run-result.js';
-import type { PredictedTimes, Predictor, RunOptions, SimLogEntry, SimLogKind } from './simulation-types.js';
+import type { PredictedTimes, Predictor, RunOptions } from './simulation-types.js';
 import type { SimWorld, WorldEvent } from './world.js';
+import {
+  RANK_ARRIVAL,
+  RANK_COMPLETION,
+  RANK_EFFECT,
+  RANK_ROUND,
+  WorldState,
+  type SimEvent,
+} from './world-state.js';
 
 /**
  * The trace-driven simulator (Eva §5–§6; research digest §1, §7): an event queue on a virtual clock drives the
@@ -62,36 +67,6 @@ const DEFAULT_MAX_SERIES_POINTS = 2000;
 const COMPLETION_EPSILON_SECONDS = 1e-6;
 /** Remaining iterations below this count as done. */
 const ITERATION_EPSILON = 1e-9;
-
-// Same-time events run in this order, as in Eva's simulator: effects of earlier commands, then arrivals, then the
-// scheduling round, then completions (a job finishing exactly at a round is still seen running by that round).
-const RANK_EFFECT = 0;
-const RANK_ARRIVAL = 1;
-const RANK_ROUND = 2;
-const RANK_COMPLETION = 3;
-
-type SimEvent =
-  | { readonly kind: 'arrival'; readonly timeSeconds: number; readonly rank: number; readonly job: SimJob }
-  | { readonly kind: 'round'; readonly timeSeconds: number; readonly rank: number; readonly early?: boolean }
-  | {
-      readonly kind: 'instantiated' | 'worker-started' | 'registered' | 'terminated';
-      readonly timeSeconds: number;
-      readonly rank: number;
-      readonly instance: SimInstance;
-    }
-  | {
-      readonly kind: 'launched' | 'killed' | 'uploaded';
-      readonly timeSeconds: number;
-      readonly rank: number;
-      readonly task: SimTask;
-    }
-  | {
-      readonly kind: 'job-active' | 'completion';
-      readonly timeSeconds: number;
-      readonly rank: number;
-      readonly job: SimJob;
-      readonly token: number;
-    };
 
 /** What `runForward` needs: a world, the scheduler fork to plan with, and how to run it forward. */
 export interface WorldRunOptions {
@@ -158,7 +133,6 @@ interface ForkSetup {
 }
 
 export class Simulation {
-  private readonly options: RunOptions;
   private readonly scheduler: Scheduler;
   private readonly catalog: Catalog;
   /** Normalized throughput of an active task next to the other active tasks of its instance. */
@@ -172,44 +146,22 @@ export class Simulation {
   >();
   private readonly roundSeconds: number;
   private readonly earlyRounds: boolean;
-  /** Time of the pending early round, so several events at one time share one round. */
-  private earlyRoundAt: number | undefined;
   private readonly maxSeconds: number;
   private readonly maxSeriesPoints: number;
   private readonly onProgress: RunOptions['onProgress'];
-  private readonly onEvent: RunOptions['onEvent'];
   /** The queue layer (without caps it admits every job). */
   readonly admission: Admission;
   private readonly predictor: Predictor | undefined;
+  private readonly state: WorldState;
 
-  private readonly queue = new EventQueue<SimEvent>();
-  private readonly jobs: SimJob[];
-  private readonly liveJobs = new Map<string, SimJob>(); // arrived, unfinished, in arrival order
-  private readonly instances = new Map<string, SimInstance>(); // every instance ever launched
-  private readonly assignable = new Map<string, SimInstance>(); // up and in the plan, in launch order
-  private pendingStarts: SimTask[] = [];
-  private pendingTerminations: SimInstance[] = [];
-  /** Launches held back because they would break a cap (issue 6: caps are never exceeded, not even in transit). */
-  private deferredLaunches: SimInstance[] = [];
-  /** Instances launched and not yet terminated: what the caps count (AWS counts an instance until it is gone). */
-  private readonly launched = new Set<SimInstance>();
-  private readonly dirtyInstances = new Set<SimInstance>();
-  private readonly dirtyJobs = new Set<SimJob>();
-
-  private now = 0;
-  private nextArrival = 0;
-  private finishedJobs = 0;
-  private instanceCounter = 0;
   private rounds = 0;
-  /** Jobs stopped by WFQ preemption (issue 6). */
+  /** Jobs stopped by WFQ preemption. */
   private preemptions = 0;
   /** Plans refused because they broke a cap (the safety rail; a scheduler that keeps the caps never trips it). */
   private rejectedPlans = 0;
   private fullRounds = 0;
-  private readonly meter = new FleetMeter();
 
   constructor(options: RunOptions, fork?: ForkSetup) {
-    this.options = options;
     this.fork = fork;
     this.scheduler = options.scheduler;
     this.catalog = options.catalog;
@@ -234,24 +186,26 @@ export class Simulation {
       throw new Error(`roundSeconds must be a positive number, got ${this.roundSeconds}`);
     this.maxSeriesPoints = options.maxSeriesPoints ?? DEFAULT_MAX_SERIES_POINTS;
     this.onProgress = options.onProgress;
-    this.onEvent = options.onEvent;
     this.admission =
       (fork === undefined ? options.admission : fork.admission) ??
       new Admission(options.catalog, { caps: {} });
     this.predictor = fork === undefined ? options.predictor : undefined;
-    this.jobs = buildSimJobs(
-      fork === undefined ? options.trace : { name: 'prediction', jobs: fork.world.jobs.map((j) => j.spec) },
-      options.catalog,
+    this.state = new WorldState(
+      buildSimJobs(
+        fork === undefined ? options.trace : { name: 'prediction', jobs: fork.world.jobs.map((j) => j.spec) },
+        options.catalog,
+      ),
+      options.onEvent,
     );
-    const lastArrival = this.jobs.reduce((m, j) => Math.max(m, j.spec.arrivalSeconds), 0);
-    const longest = this.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
+    const lastArrival = this.state.jobs.reduce((m, j) => Math.max(m, j.spec.arrivalSeconds), 0);
+    const longest = this.state.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
     this.maxSeconds = options.maxSimulatedSeconds ?? lastArrival + 30 * 86_400 + 10 * longest;
     if (fork !== undefined) this.importWorld(fork.world, fork.targets);
   }
 
   /** Team and declared success model of a live job, for admission (class by team, success-rank). */
   private readonly jobInfo = (jobId: string): AdmissionJobInfo => {
-    const job = this.liveJobs.get(jobId);
+    const job = this.state.liveJobs.get(jobId);
     if (job === undefined) return {};
     const progress = successProgress(job);
     return {
@@ -264,40 +218,44 @@ export class Simulation {
   };
 
   run(): void {
-    if (this.jobs.length === 0) return;
+    if (this.state.jobs.length === 0) return;
     if (this.fork === undefined) {
       // Arrivals are fed one at a time (the trace is sorted by arrival) to keep the queue small.
       this.pushNextArrival();
-      this.scheduleRoundAtOrAfter((this.jobs[0] as SimJob).spec.arrivalSeconds, true);
+      this.scheduleRoundAtOrAfter((this.state.jobs[0] as SimJob).spec.arrivalSeconds, true);
     }
-    this.meter.sample(this.now, true);
+    this.state.meter.sample(this.state.now, true);
     for (;;) {
       if (this.fork !== undefined && this.targetsLeft === 0) return;
-      const t = this.queue.peekTime();
+      const t = this.state.queue.peekTime();
       if (t === undefined) break;
       if (t > this.maxSeconds) {
         if (this.fork !== undefined) return; // the prediction cannot tell: unfinished targets stay null
-        const unfinished = this.jobs.filter((j) => j.status !== 'finished').map((j) => j.spec.id);
+        const unfinished = this.state.jobs.filter((j) => j.status !== 'finished').map((j) => j.spec.id);
         throw new Error(
           `simulation with ${this.scheduler.name} did not finish by ${this.maxSeconds} s: ` +
             `${unfinished.length} jobs unfinished (e.g. ${unfinished.slice(0, 5).join(', ')}); does the scheduler place them?`,
         );
       }
-      this.advanceTo(t);
+      this.state.advanceTo(t);
       do {
-        while (this.queue.peekTime() === t) this.handle(this.queue.pop() as SimEvent);
+        while (this.state.queue.peekTime() === t) this.handle(this.state.queue.pop() as SimEvent);
         this.issueGatedCommands();
         this.refreshRates();
-      } while (this.queue.peekTime() === t);
-      this.meter.sample(this.now, false);
-      if (this.finishedJobs === this.jobs.length && this.meter.billedInstances === 0 && this.allTerminated())
+      } while (this.state.queue.peekTime() === t);
+      this.state.meter.sample(this.state.now, false);
+      if (
+        this.state.finishedJobs === this.state.jobs.length &&
+        this.state.meter.billedInstances === 0 &&
+        this.state.allTerminated()
+      )
         break;
     }
-    this.meter.sample(this.now, true);
+    this.state.meter.sample(this.state.now, true);
     if (this.fork !== undefined) return;
-    if (this.finishedJobs < this.jobs.length)
+    if (this.state.finishedJobs < this.state.jobs.length)
       throw new Error(
-        `simulation stopped with ${this.jobs.length - this.finishedJobs} jobs unfinished (engine bug)`,
+        `simulation stopped with ${this.state.jobs.length - this.state.finishedJobs} jobs unfinished (engine bug)`,
       );
   }
 
@@ -309,7 +267,7 @@ export class Simulation {
         return this.onArrival(e.job);
       case 'round':
         if (e.early === true) {
-          this.earlyRoundAt = undefined;
+          this.state.earlyRoundAt = undefined;
           return this.onRound(true);
         }
         return this.onRound();
@@ -318,14 +276,17 @@ export class Simulation {
       case 'worker-started':
         if (e.instance.lifecycle === 'starting-worker') {
           e.instance.lifecycle = 'registering';
-          this.log('worker-started', { instanceId: e.instance.id });
-          this.at(e.instance.type.delays.workerRegisterSeconds, { kind: 'registered', instance: e.instance });
+          this.state.log('worker-started', { instanceId: e.instance.id });
+          this.state.at(e.instance.type.delays.workerRegisterSeconds, {
+            kind: 'registered',
+            instance: e.instance,
+          });
         }
         return;
       case 'registered':
         if (e.instance.lifecycle === 'registering') {
           e.instance.lifecycle = 'running';
-          this.log('registered', { instanceId: e.instance.id });
+          this.state.log('registered', { instanceId: e.instance.id });
         }
         return;
       case 'terminated':
@@ -343,65 +304,52 @@ export class Simulation {
     }
   }
 
-  private log(kind: SimLogKind, ids: Omit<SimLogEntry, 'timeSeconds' | 'kind'> = {}): void {
-    this.onEvent?.({ timeSeconds: this.now, kind, ...ids });
-  }
-
-  /** Push an event `delaySeconds` from now (rank: effects of commands unless said otherwise). */
-  private at(
-    delaySeconds: number,
-    e: DistributiveOmit<SimEvent, 'timeSeconds' | 'rank'>,
-    rank = RANK_EFFECT,
-  ): void {
-    this.queue.push({ ...e, timeSeconds: this.now + delaySeconds, rank } as SimEvent);
-  }
-
   private pushNextArrival(): void {
-    const job = this.jobs[this.nextArrival];
+    const job = this.state.jobs[this.state.nextArrival];
     if (job === undefined) return;
-    this.nextArrival += 1;
-    this.queue.push({ kind: 'arrival', timeSeconds: job.spec.arrivalSeconds, rank: RANK_ARRIVAL, job });
+    this.state.nextArrival += 1;
+    this.state.queue.push({ kind: 'arrival', timeSeconds: job.spec.arrivalSeconds, rank: RANK_ARRIVAL, job });
   }
 
   private onArrival(job: SimJob): void {
     job.status = 'queued';
-    job.integratedToSeconds = this.now;
-    this.log('arrival', { jobId: job.spec.id });
-    this.liveJobs.set(job.spec.id, job);
+    job.integratedToSeconds = this.state.now;
+    this.state.log('arrival', { jobId: job.spec.id });
+    this.state.liveJobs.set(job.spec.id, job);
     this.pushNextArrival();
     this.requestEarlyRound();
   }
 
   /** An early round one second after the event (so effects of the same second are seen), if enabled. */
   private requestEarlyRound(): void {
-    if (!this.earlyRounds || this.earlyRoundAt !== undefined) return;
-    this.earlyRoundAt = this.now + 1;
-    this.queue.push({ kind: 'round', timeSeconds: this.now + 1, rank: RANK_ROUND, early: true });
+    if (!this.earlyRounds || this.state.earlyRoundAt !== undefined) return;
+    this.state.earlyRoundAt = this.state.now + 1;
+    this.state.queue.push({ kind: 'round', timeSeconds: this.state.now + 1, rank: RANK_ROUND, early: true });
   }
 
   /** The first round on the period's grid at or after `t` (strictly after now, except for the very first). */
   private scheduleRoundAtOrAfter(t: number, first = false): void {
     let at = Math.ceil(t / this.roundSeconds - 1e-12) * this.roundSeconds;
-    if (!first && at <= this.now) at = this.now + this.roundSeconds;
-    this.queue.push({ kind: 'round', timeSeconds: at, rank: RANK_ROUND });
+    if (!first && at <= this.state.now) at = this.state.now + this.roundSeconds;
+    this.state.queue.push({ kind: 'round', timeSeconds: at, rank: RANK_ROUND });
   }
 
   private onRound(early = false): void {
     this.refreshRates(); // observe the rates as they are now
-    this.log('round');
-    if (this.finishedJobs === this.jobs.length) {
+    this.state.log('round');
+    if (this.state.finishedJobs === this.state.jobs.length) {
       // Every job is done: the fleet is drained (any scheduler's plan drops idle instances; this guarantees the
       // run ends even if one would not).
-      for (const inst of [...this.assignable.values()]) this.requestTermination(inst);
-    } else if (this.liveJobs.size > 0 || this.assignable.size > 0) {
-      for (const job of this.liveJobs.values()) integrateProgress(job, this.now);
+      for (const inst of [...this.state.assignable.values()]) this.requestTermination(inst);
+    } else if (this.state.liveJobs.size > 0 || this.state.assignable.size > 0) {
+      for (const job of this.state.liveJobs.values()) integrateProgress(job, this.state.now);
       const fresh = this.predictor === undefined ? [] : this.unpredictedJobs();
       const round = runRound({
-        snapshot: buildSnapshot(this.now, this.liveJobs.values(), this.assignable.values()),
+        snapshot: buildSnapshot(this.state.now, this.state.liveJobs.values(), this.state.assignable.values()),
         jobInfo: this.jobInfo,
         admission: this.admission,
         scheduler: this.scheduler,
-        observations: observeThroughputs(this.liveJobs.values()),
+        observations: observeThroughputs(this.state.liveJobs.values()),
         catalog: this.catalog,
         forkForPrediction: fresh.length > 0,
         carriedOut: true,
@@ -419,39 +367,46 @@ export class Simulation {
       }
     }
     this.onProgress?.({
-      nowSeconds: this.now,
-      finishedJobs: this.finishedJobs,
-      totalJobs: this.jobs.length,
+      nowSeconds: this.state.now,
+      finishedJobs: this.state.finishedJobs,
+      totalJobs: this.state.jobs.length,
       rounds: this.rounds,
-      costSoFar: this.meter.costSoFar,
+      costSoFar: this.state.meter.costSoFar,
     });
-    if (this.finishedJobs === this.jobs.length && this.assignable.size === 0) return; // no more rounds needed
+    if (this.state.finishedJobs === this.state.jobs.length && this.state.assignable.size === 0) return; // no more rounds needed
     if (early) return; // the periodic chain continues on its own
     const idle =
-      this.liveJobs.size === 0 && this.assignable.size === 0 && this.pendingTerminations.length === 0;
-    const next = this.jobs[this.nextArrival - 1];
+      this.state.liveJobs.size === 0 &&
+      this.state.assignable.size === 0 &&
+      this.state.pendingTerminations.length === 0;
+    const next = this.state.jobs[this.state.nextArrival - 1];
     if (idle && next !== undefined && next.status === 'pending')
       this.scheduleRoundAtOrAfter(next.spec.arrivalSeconds);
-    else this.queue.push({ kind: 'round', timeSeconds: this.now + this.roundSeconds, rank: RANK_ROUND });
+    else
+      this.state.queue.push({
+        kind: 'round',
+        timeSeconds: this.state.now + this.roundSeconds,
+        rank: RANK_ROUND,
+      });
   }
 
   private onInstantiated(inst: SimInstance): void {
     if (inst.lifecycle === 'terminated') return; // terminated before it came up: never billed
-    this.log('instantiated', { instanceId: inst.id });
-    inst.billedFromSeconds = this.now;
-    this.meter.startBilling(inst.type);
+    this.state.log('instantiated', { instanceId: inst.id });
+    inst.billedFromSeconds = this.state.now;
+    this.state.meter.startBilling(inst.type);
     if (inst.lifecycle === 'instantiating') {
       inst.lifecycle = 'starting-worker';
-      this.at(inst.type.delays.workerStartSeconds, { kind: 'worker-started', instance: inst });
+      this.state.at(inst.type.delays.workerStartSeconds, { kind: 'worker-started', instance: inst });
     }
   }
 
   private onTerminated(inst: SimInstance): void {
     inst.lifecycle = 'terminated';
-    this.launched.delete(inst);
-    this.log('terminated', { instanceId: inst.id });
+    this.state.launched.delete(inst);
+    this.state.log('terminated', { instanceId: inst.id });
     if (inst.billedFromSeconds !== undefined)
-      this.meter.stopBilling(inst.type, this.now - inst.billedFromSeconds);
+      this.state.meter.stopBilling(inst.type, this.state.now - inst.billedFromSeconds);
     inst.billedFromSeconds = undefined;
   }
 
@@ -459,47 +414,47 @@ export class Simulation {
     if (task.state !== 'launching') return; // the job finished meanwhile
     const inst = task.occupying as SimInstance;
     task.state = 'running';
-    this.log('launched', { jobId: task.job.spec.id, taskId: task.id, instanceId: inst.id });
+    this.state.log('launched', { jobId: task.job.spec.id, taskId: task.id, instanceId: inst.id });
     inst.images.add(task.spec.imageId);
-    this.dirtyInstances.add(inst);
+    this.state.dirtyInstances.add(inst);
     const job = task.job;
     if (job.tasks.every((t) => t.state === 'running')) {
       // All tasks run: the job is reconfigurable again and makes progress after init_delay (gang start).
       job.status = 'executing';
       job.activationToken += 1;
-      this.at(job.spec.initDelaySeconds, { kind: 'job-active', job, token: job.activationToken });
+      this.state.at(job.spec.initDelaySeconds, { kind: 'job-active', job, token: job.activationToken });
     }
   }
 
   private onJobActive(job: SimJob, token: number): void {
     if (token !== job.activationToken || job.status === 'finished') return;
     job.active = true;
-    job.activeSinceSeconds = this.now;
-    job.startSeconds ??= this.now;
-    this.log('job-active', { jobId: job.spec.id });
-    this.dirtyJobs.add(job);
+    job.activeSinceSeconds = this.state.now;
+    job.startSeconds ??= this.state.now;
+    this.state.log('job-active', { jobId: job.spec.id });
+    this.state.dirtyJobs.add(job);
   }
 
   private onKilled(task: SimTask): void {
     if (task.state !== 'killing') return;
     task.state = 'uploading';
-    this.log('killed', { jobId: task.job.spec.id, taskId: task.id, instanceId: task.occupying?.id });
-    this.dirtyInstances.add(task.occupying as SimInstance);
+    this.state.log('killed', { jobId: task.job.spec.id, taskId: task.id, instanceId: task.occupying?.id });
+    this.state.dirtyInstances.add(task.occupying as SimInstance);
     const job = task.job;
     job.activationToken += 1; // a pending JobBecomesActive is cancelled (reference KillTaskCompleteEvent)
     if (job.active) {
       job.active = false;
       job.activeSinceSeconds = undefined;
     }
-    this.dirtyJobs.add(job);
-    this.at(task.spec.uploadDelaySeconds, { kind: 'uploaded', task });
+    this.state.dirtyJobs.add(job);
+    this.state.at(task.spec.uploadDelaySeconds, { kind: 'uploaded', task });
   }
 
   private onUploaded(task: SimTask): void {
     if (task.state !== 'uploading') return;
     task.state = 'stopped';
-    this.log('uploaded', { jobId: task.job.spec.id, taskId: task.id, instanceId: task.occupying?.id });
-    this.release(task);
+    this.state.log('uploaded', { jobId: task.job.spec.id, taskId: task.id, instanceId: task.occupying?.id });
+    this.state.release(task);
     const job = task.job;
     if (job.requeueAfterStop && job.tasks.every((t) => t.state === 'stopped')) {
       job.requeueAfterStop = false;
@@ -509,27 +464,27 @@ export class Simulation {
 
   private onCompletion(job: SimJob, token: number): void {
     if (token !== job.version || job.status === 'finished') return;
-    integrateProgress(job, this.now);
+    integrateProgress(job, this.state.now);
     job.status = 'finished';
     job.active = false;
     job.activeSinceSeconds = undefined;
     job.throughput = 0;
-    job.endSeconds = this.now;
+    job.endSeconds = this.state.now;
     job.version += 1;
-    this.log('completion', { jobId: job.spec.id });
+    this.state.log('completion', { jobId: job.spec.id });
     this.requestEarlyRound();
     for (const task of job.tasks) {
       if (task.occupying !== undefined) {
-        this.dirtyInstances.add(task.occupying);
-        this.release(task);
+        this.state.dirtyInstances.add(task.occupying);
+        this.state.release(task);
       }
       task.committed?.committed.delete(task);
       task.committed = undefined;
       task.pendingStart = false;
       task.state = 'done';
     }
-    this.liveJobs.delete(job.spec.id);
-    this.finishedJobs += 1;
+    this.state.liveJobs.delete(job.spec.id);
+    this.state.finishedJobs += 1;
     if (this.fork?.targets.has(job.spec.id) === true) this.targetsLeft -= 1;
   }
 
@@ -538,7 +493,7 @@ export class Simulation {
   private apply(actions: readonly Action[]): void {
     const newInstances = new Map<string, SimInstance>();
     const instanceFor = (planId: string): SimInstance => {
-      const inst = newInstances.get(planId) ?? this.instances.get(planId);
+      const inst = newInstances.get(planId) ?? this.state.instances.get(planId);
       if (inst === undefined) throw new Error(`plan refers to unknown instance ${planId}`);
       return inst;
     };
@@ -551,19 +506,19 @@ export class Simulation {
           if (!jobsCounted.has(job)) {
             jobsCounted.add(job);
             job.migrations += 1;
-            this.meter.countMigration();
+            this.state.meter.countMigration();
           }
           job.status = 'migrating';
           job.requeueAfterStop = a.then === 'queue';
           task.committed?.committed.delete(task);
           task.committed = undefined;
           task.state = 'killing';
-          this.log('checkpoint-issued', {
+          this.state.log('checkpoint-issued', {
             jobId: job.spec.id,
             taskId: task.id,
             instanceId: task.occupying?.id,
           });
-          this.at(task.spec.killDelaySeconds, { kind: 'killed', task });
+          this.state.at(task.spec.killDelaySeconds, { kind: 'killed', task });
           break;
         }
         case 'launch-instance': {
@@ -579,7 +534,7 @@ export class Simulation {
           inst.committed.add(task);
           task.pendingStart = true;
           task.job.status = 'migrating';
-          this.pendingStarts.push(task);
+          this.state.pendingStarts.push(task);
           break;
         }
         case 'terminate-instance':
@@ -590,7 +545,7 @@ export class Simulation {
   }
 
   private task(jobId: string, taskId: string): SimTask {
-    const task = this.liveJobs.get(jobId)?.tasks.find((t) => t.id === taskId);
+    const task = this.state.liveJobs.get(jobId)?.tasks.find((t) => t.id === taskId);
     if (task === undefined) throw new Error(`plan refers to unknown task ${taskId} of job ${jobId}`);
     return task;
   }
@@ -598,9 +553,9 @@ export class Simulation {
   private launchInstance(typeName: string): SimInstance {
     const type = this.catalog.types.find((t) => t.name === typeName);
     if (type === undefined) throw new Error(`unknown instance type ${typeName}`);
-    this.instanceCounter += 1;
+    this.state.instanceCounter += 1;
     const inst: SimInstance = {
-      id: `i-${this.instanceCounter}`,
+      id: `i-${this.state.instanceCounter}`,
       type,
       lifecycle: 'instantiating',
       assignable: true,
@@ -610,17 +565,17 @@ export class Simulation {
       images: new Set(),
       billedFromSeconds: undefined,
     };
-    this.instances.set(inst.id, inst);
-    this.assignable.set(inst.id, inst);
+    this.state.instances.set(inst.id, inst);
+    this.state.assignable.set(inst.id, inst);
     if (this.launchFitsCaps(type)) this.issueLaunch(inst);
-    else this.deferredLaunches.push(inst);
+    else this.state.deferredLaunches.push(inst);
     return inst;
   }
 
   private issueLaunch(inst: SimInstance): void {
-    this.launched.add(inst);
-    this.log('instance-launch', { instanceId: inst.id, typeName: inst.type.name });
-    this.at(inst.type.delays.instantiateSeconds, { kind: 'instantiated', instance: inst });
+    this.state.launched.add(inst);
+    this.state.log('instance-launch', { instanceId: inst.id, typeName: inst.type.name });
+    this.state.at(inst.type.delays.instantiateSeconds, { kind: 'instantiated', instance: inst });
   }
 
   /** The launch gate (round/gates.ts): the fleet in transit plus this instance keeps the caps. */
@@ -630,7 +585,7 @@ export class Simulation {
     return (
       launchGate(
         type,
-        [...this.launched].map((i) => i.type),
+        [...this.state.launched].map((i) => i.type),
         caps,
       ) === undefined
     );
@@ -639,8 +594,8 @@ export class Simulation {
   private requestTermination(inst: SimInstance): void {
     if (!inst.assignable) return;
     inst.assignable = false;
-    this.assignable.delete(inst.id);
-    this.pendingTerminations.push(inst);
+    this.state.assignable.delete(inst.id);
+    this.state.pendingTerminations.push(inst);
   }
 
   /**
@@ -649,39 +604,39 @@ export class Simulation {
    * and its instance registered with room for it; a termination needs its instance empty.
    */
   private issueGatedCommands(): void {
-    if (this.deferredLaunches.length > 0) {
+    if (this.state.deferredLaunches.length > 0) {
       const waiting: SimInstance[] = [];
-      for (const inst of this.deferredLaunches) {
+      for (const inst of this.state.deferredLaunches) {
         if (inst.lifecycle !== 'instantiating') continue; // dropped before it could launch
         if (!inst.assignable) {
           inst.lifecycle = 'terminated'; // never launched: nothing to terminate
-          this.assignable.delete(inst.id);
+          this.state.assignable.delete(inst.id);
           continue;
         }
         if (this.launchFitsCaps(inst.type)) this.issueLaunch(inst);
         else waiting.push(inst);
       }
-      this.deferredLaunches = waiting;
+      this.state.deferredLaunches = waiting;
     }
-    if (this.pendingStarts.length > 0) {
+    if (this.state.pendingStarts.length > 0) {
       const waiting: SimTask[] = [];
-      for (const task of this.pendingStarts) {
+      for (const task of this.state.pendingStarts) {
         if (!task.pendingStart) continue; // finished meanwhile
         if (!this.tryStart(task)) waiting.push(task);
       }
-      this.pendingStarts = waiting;
+      this.state.pendingStarts = waiting;
     }
-    if (this.pendingTerminations.length > 0) {
+    if (this.state.pendingTerminations.length > 0) {
       const waiting: SimInstance[] = [];
-      for (const inst of this.pendingTerminations) {
+      for (const inst of this.state.pendingTerminations) {
         if (terminateGate(inst.occupants.size, 0) !== undefined) waiting.push(inst);
         else if (inst.lifecycle !== 'terminating' && inst.lifecycle !== 'terminated') {
           inst.lifecycle = 'terminating';
-          this.log('terminate-issued', { instanceId: inst.id });
-          this.at(inst.type.delays.terminateSeconds, { kind: 'terminated', instance: inst });
+          this.state.log('terminate-issued', { instanceId: inst.id });
+          this.state.at(inst.type.delays.terminateSeconds, { kind: 'terminated', instance: inst });
         }
       }
-      this.pendingTerminations = waiting;
+      this.state.pendingTerminations = waiting;
     }
   }
 
@@ -704,27 +659,11 @@ export class Simulation {
     task.state = 'launching';
     task.occupying = inst;
     inst.occupants.add(task);
-    this.addUsage(inst, d, 1);
-    this.log('start-issued', { jobId: task.job.spec.id, taskId: task.id, instanceId: inst.id });
+    this.state.addUsage(inst, d, 1);
+    this.state.log('start-issued', { jobId: task.job.spec.id, taskId: task.id, instanceId: inst.id });
     const build = inst.images.has(task.spec.imageId) ? 0 : task.spec.buildImageDelaySeconds;
-    this.at(task.spec.fetchDelaySeconds + build, { kind: 'launched', task });
+    this.state.at(task.spec.fetchDelaySeconds + build, { kind: 'launched', task });
     return true;
-  }
-
-  /** The task stops holding its instance's capacity. */
-  private release(task: SimTask): void {
-    const inst = task.occupying;
-    if (inst === undefined) return;
-    inst.occupants.delete(task);
-    this.addUsage(inst, taskDemandOn(task, inst), -1);
-    task.occupying = undefined;
-  }
-
-  private addUsage(inst: SimInstance, d: Resources, sign: 1 | -1): void {
-    inst.used[0] += sign * d[0];
-    inst.used[1] += sign * d[1];
-    inst.used[2] += sign * d[2];
-    this.meter.allocate(d, sign);
   }
 
   // ---------------------------------------------------------------- progress
@@ -734,58 +673,47 @@ export class Simulation {
    * every affected job, and reschedule its completion.
    */
   private refreshRates(): void {
-    for (const inst of this.dirtyInstances) {
+    for (const inst of this.state.dirtyInstances) {
       const active = [...inst.occupants].filter(isActive);
       for (const task of active) {
         task.rate = this.rateOf(
           task,
           active.filter((o) => o !== task),
         );
-        this.dirtyJobs.add(task.job);
+        this.state.dirtyJobs.add(task.job);
       }
     }
-    this.dirtyInstances.clear();
-    for (const job of this.dirtyJobs) {
+    this.state.dirtyInstances.clear();
+    for (const job of this.state.dirtyJobs) {
       if (job.status === 'finished') continue;
-      integrateProgress(job, this.now);
+      integrateProgress(job, this.state.now);
       const throughput = job.active ? jobRate(job) * job.spec.fullThroughput : 0;
       const remaining = job.spec.totalIterations - job.completedIterations;
       job.throughput = throughput;
       job.version += 1;
       if (remaining <= ITERATION_EPSILON)
-        this.at(0, { kind: 'completion', job, token: job.version }, RANK_COMPLETION);
+        this.state.at(0, { kind: 'completion', job, token: job.version }, RANK_COMPLETION);
       else if (throughput > 0) {
-        const end = Math.ceil(this.now + remaining / throughput - COMPLETION_EPSILON_SECONDS);
-        this.queue.push({
+        const end = Math.ceil(this.state.now + remaining / throughput - COMPLETION_EPSILON_SECONDS);
+        this.state.queue.push({
           kind: 'completion',
-          timeSeconds: Math.max(end, this.now),
+          timeSeconds: Math.max(end, this.state.now),
           rank: RANK_COMPLETION,
           job,
           token: job.version,
         });
       }
     }
-    this.dirtyJobs.clear();
-  }
-
-  // ---------------------------------------------------------------- clock
-
-  private advanceTo(t: number): void {
-    this.meter.advanceTo(t);
-    this.now = t;
-  }
-
-  private allTerminated(): boolean {
-    if (this.assignable.size > 0 || this.pendingTerminations.length > 0) return false;
-    for (const inst of this.instances.values()) if (inst.lifecycle !== 'terminated') return false;
-    return true;
+    this.state.dirtyJobs.clear();
   }
 
   // ---------------------------------------------------------------- predictions (PCS §4)
 
   /** Live jobs without a prediction yet (PCS §4: a job is predicted when a round first sees it). */
   private unpredictedJobs(): string[] {
-    return [...this.liveJobs.values()].filter((j) => !this.predictions.has(j.spec.id)).map((j) => j.spec.id);
+    return [...this.state.liveJobs.values()]
+      .filter((j) => !this.predictions.has(j.spec.id))
+      .map((j) => j.spec.id);
   }
 
   /**
@@ -815,17 +743,17 @@ export class Simulation {
 
   /** When a job first made progress and when it finished in this run (null: not in this run). */
   timesOf(jobId: string): { startSeconds: number | null; endSeconds: number | null } {
-    const job = this.jobs.find((j) => j.spec.id === jobId);
+    const job = this.state.jobs.find((j) => j.spec.id === jobId);
     return { startSeconds: job?.startSeconds ?? null, endSeconds: job?.endSeconds ?? null };
   }
 
   /** The world as plain data at the current round (which has been popped: it is listed first). */
   exportWorld(early = false): SimWorld {
-    const liveIds = new Set(this.liveJobs.keys());
-    const instances = [...this.instances.values()].filter((i) => i.lifecycle !== 'terminated');
+    const liveIds = new Set(this.state.liveJobs.keys());
+    const instances = [...this.state.instances.values()].filter((i) => i.lifecycle !== 'terminated');
     const known = new Set(instances.map((i) => i.id));
-    const events: WorldEvent[] = [{ kind: 'round', timeSeconds: this.now, early }];
-    for (const e of this.queue.pending()) {
+    const events: WorldEvent[] = [{ kind: 'round', timeSeconds: this.state.now, early }];
+    for (const e of this.state.queue.pending()) {
       switch (e.kind) {
         case 'round':
           events.push({ kind: 'round', timeSeconds: e.timeSeconds, early: e.early });
@@ -863,8 +791,8 @@ export class Simulation {
       }
     }
     return {
-      nowSeconds: this.now,
-      jobs: [...this.liveJobs.values()].map((job) => ({
+      nowSeconds: this.state.now,
+      jobs: [...this.state.liveJobs.values()].map((job) => ({
         spec: knownSpec(job),
         status: job.status,
         requeueAfterStop: job.requeueAfterStop,
@@ -888,17 +816,17 @@ export class Simulation {
         lifecycle: i.lifecycle,
         assignable: i.assignable,
         images: [...i.images],
-        launchDeferred: this.deferredLaunches.includes(i),
+        launchDeferred: this.state.deferredLaunches.includes(i),
       })),
       events,
-      pendingTerminationIds: this.pendingTerminations.map((i) => i.id),
-      instanceCounter: this.instanceCounter,
+      pendingTerminationIds: this.state.pendingTerminations.map((i) => i.id),
+      instanceCounter: this.state.instanceCounter,
     };
   }
 
   /** Rebuild a world exported by `exportWorld` (or built by the controller) as this run's starting state. */
   private importWorld(world: SimWorld, targets: ReadonlySet<string>): void {
-    this.advanceTo(world.nowSeconds);
+    this.state.advanceTo(world.nowSeconds);
     let counter = world.instanceCounter ?? 0;
     for (const wi of world.instances) {
       const type = this.catalog.types.find((t) => t.name === wi.typeName);
@@ -914,23 +842,23 @@ export class Simulation {
         images: new Set(wi.images),
         billedFromSeconds: undefined, // a prediction does not bill
       };
-      this.instances.set(inst.id, inst);
-      if (inst.assignable) this.assignable.set(inst.id, inst);
-      if (wi.launchDeferred === true) this.deferredLaunches.push(inst);
-      else this.launched.add(inst);
+      this.state.instances.set(inst.id, inst);
+      if (inst.assignable) this.state.assignable.set(inst.id, inst);
+      if (wi.launchDeferred === true) this.state.deferredLaunches.push(inst);
+      else this.state.launched.add(inst);
       const n = /^i-(\d+)$/.exec(inst.id);
       if (n !== null) counter = Math.max(counter, Number(n[1]));
     }
-    this.instanceCounter = counter;
+    this.state.instanceCounter = counter;
     const instanceOf = (id: string | undefined): SimInstance | undefined => {
       if (id === undefined) return undefined;
-      const inst = this.instances.get(id);
+      const inst = this.state.instances.get(id);
       if (inst === undefined) throw new Error(`world: a task refers to unknown instance ${id}`);
       return inst;
     };
     const byId = new Map<string, SimJob>();
     world.jobs.forEach((wj, index) => {
-      const job = this.jobs[index] as SimJob;
+      const job = this.state.jobs[index] as SimJob;
       byId.set(job.spec.id, job);
       job.status = wj.status;
       job.requeueAfterStop = wj.requeueAfterStop ?? false;
@@ -951,19 +879,19 @@ export class Simulation {
         if (occupying !== undefined) {
           task.occupying = occupying;
           occupying.occupants.add(task);
-          this.addUsage(occupying, taskDemandOn(task, occupying), 1);
-          this.dirtyInstances.add(occupying);
+          this.state.addUsage(occupying, taskDemandOn(task, occupying), 1);
+          this.state.dirtyInstances.add(occupying);
         }
         task.pendingStart = wt.pendingStart ?? false;
-        if (task.pendingStart) this.pendingStarts.push(task);
+        if (task.pendingStart) this.state.pendingStarts.push(task);
       }
-      this.liveJobs.set(job.spec.id, job);
-      this.dirtyJobs.add(job);
+      this.state.liveJobs.set(job.spec.id, job);
+      this.state.dirtyJobs.add(job);
     });
-    this.nextArrival = this.jobs.length;
+    this.state.nextArrival = this.state.jobs.length;
     for (const id of world.pendingTerminationIds ?? []) {
       const inst = instanceOf(id);
-      if (inst !== undefined) this.pendingTerminations.push(inst);
+      if (inst !== undefined) this.state.pendingTerminations.push(inst);
     }
     const taskOf = (jobId: string, taskName: string): SimTask => {
       const task = byId.get(jobId)?.tasks.find((t) => t.spec.name === taskName);
@@ -973,14 +901,19 @@ export class Simulation {
     for (const e of world.events) {
       switch (e.kind) {
         case 'round':
-          if (e.early === true) this.earlyRoundAt = e.timeSeconds;
-          this.queue.push({ kind: 'round', timeSeconds: e.timeSeconds, rank: RANK_ROUND, early: e.early });
+          if (e.early === true) this.state.earlyRoundAt = e.timeSeconds;
+          this.state.queue.push({
+            kind: 'round',
+            timeSeconds: e.timeSeconds,
+            rank: RANK_ROUND,
+            early: e.early,
+          });
           break;
         case 'instantiated':
         case 'worker-started':
         case 'registered':
         case 'terminated':
-          this.queue.push({
+          this.state.queue.push({
             kind: e.kind,
             timeSeconds: e.timeSeconds,
             rank: RANK_EFFECT,
@@ -990,7 +923,7 @@ export class Simulation {
         case 'launched':
         case 'killed':
         case 'uploaded':
-          this.queue.push({
+          this.state.queue.push({
             kind: e.kind,
             timeSeconds: e.timeSeconds,
             rank: RANK_EFFECT,
@@ -1000,7 +933,7 @@ export class Simulation {
         case 'job-active': {
           const job = byId.get(e.jobId);
           if (job === undefined) throw new Error(`world: event for unknown job ${e.jobId}`);
-          this.queue.push({
+          this.state.queue.push({
             kind: 'job-active',
             timeSeconds: e.timeSeconds,
             rank: RANK_EFFECT,
@@ -1018,7 +951,7 @@ export class Simulation {
   // ---------------------------------------------------------------- result
 
   result(wallSeconds: number): RunResult {
-    const jobs: JobOutcome[] = this.jobs.map((j) => ({
+    const jobs: JobOutcome[] = this.state.jobs.map((j) => ({
       id: j.spec.id,
       name: j.spec.name,
       arrivalSeconds: j.spec.arrivalSeconds,
@@ -1033,16 +966,16 @@ export class Simulation {
     const summary = summarize(
       {
         scheduler: this.scheduler.name,
-        totalCost: this.meter.totalCost,
-        peakCostPerHour: this.meter.peakCostPerHour,
-        instancesLaunched: this.instanceCounter,
+        totalCost: this.state.meter.totalCost,
+        peakCostPerHour: this.state.meter.peakCostPerHour,
+        instancesLaunched: this.state.instanceCounter,
         plannedRounds: this.rounds,
         fullRounds: this.fullRounds,
         wallSeconds,
       },
       jobs,
     );
-    return { summary, series: this.meter.series(this.maxSeriesPoints), jobs };
+    return { summary, series: this.state.meter.series(this.maxSeriesPoints), jobs };
   }
 }
 
@@ -1076,5 +1009,3 @@ function memoizedKeyRate(rate: KeyRate): KeyRate {
     return r;
   };
 }
-
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
