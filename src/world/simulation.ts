@@ -21,15 +21,9 @@ import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
 import { buildSimJobs } from './trace-jobs.js';
 import type { JobOutcome, RunResult } from './run-result.js';
 import type { PredictedTimes, Predictor, RunOptions } from './simulation-types.js';
-import type { SimWorld, WorldEvent } from './world.js';
-import {
-  RANK_ARRIVAL,
-  RANK_COMPLETION,
-  RANK_EFFECT,
-  RANK_ROUND,
-  WorldState,
-  type SimEvent,
-} from './world-state.js';
+import type { SimWorld } from './world.js';
+import { exportWorld, importWorld } from './world-io.js';
+import { RANK_ARRIVAL, RANK_COMPLETION, RANK_ROUND, WorldState, type SimEvent } from './world-state.js';
 
 /**
  * The trace-driven simulator (Eva §5–§6; research digest §1, §7): an event queue on a virtual clock drives the
@@ -200,7 +194,11 @@ export class Simulation {
     const lastArrival = this.state.jobs.reduce((m, j) => Math.max(m, j.spec.arrivalSeconds), 0);
     const longest = this.state.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
     this.maxSeconds = options.maxSimulatedSeconds ?? lastArrival + 30 * 86_400 + 10 * longest;
-    if (fork !== undefined) this.importWorld(fork.world, fork.targets);
+    if (fork !== undefined) {
+      importWorld(this.state, fork.world, options.catalog);
+      this.targetsLeft = [...fork.targets].filter((id) => this.state.liveJobs.has(id)).length;
+      this.refreshRates(); // rates from the prediction's model; completions scheduled from them
+    }
   }
 
   /** Team and declared success model of a live job, for admission (class by team, success-rank). */
@@ -723,7 +721,7 @@ export class Simulation {
    */
   private predict(fresh: readonly string[], fork: PredictionFork, early: boolean): void {
     const times = (this.predictor as Predictor)({
-      world: this.exportWorld(early),
+      world: exportWorld(this.state, early),
       fork,
       jobIds: fresh,
       roundSeconds: this.roundSeconds,
@@ -745,207 +743,6 @@ export class Simulation {
   timesOf(jobId: string): { startSeconds: number | null; endSeconds: number | null } {
     const job = this.state.jobs.find((j) => j.spec.id === jobId);
     return { startSeconds: job?.startSeconds ?? null, endSeconds: job?.endSeconds ?? null };
-  }
-
-  /** The world as plain data at the current round (which has been popped: it is listed first). */
-  exportWorld(early = false): SimWorld {
-    const liveIds = new Set(this.state.liveJobs.keys());
-    const instances = [...this.state.instances.values()].filter((i) => i.lifecycle !== 'terminated');
-    const known = new Set(instances.map((i) => i.id));
-    const events: WorldEvent[] = [{ kind: 'round', timeSeconds: this.state.now, early }];
-    for (const e of this.state.queue.pending()) {
-      switch (e.kind) {
-        case 'round':
-          events.push({ kind: 'round', timeSeconds: e.timeSeconds, early: e.early });
-          break;
-        case 'instantiated':
-        case 'worker-started':
-        case 'registered':
-        case 'terminated':
-          if (known.has(e.instance.id))
-            events.push({ kind: e.kind, timeSeconds: e.timeSeconds, instanceId: e.instance.id });
-          break;
-        case 'launched':
-        case 'killed':
-        case 'uploaded':
-          if (liveIds.has(e.task.job.spec.id))
-            events.push({
-              kind: e.kind,
-              timeSeconds: e.timeSeconds,
-              jobId: e.task.job.spec.id,
-              taskName: e.task.spec.name,
-            });
-          break;
-        case 'job-active':
-          if (liveIds.has(e.job.spec.id))
-            events.push({
-              kind: 'job-active',
-              timeSeconds: e.timeSeconds,
-              jobId: e.job.spec.id,
-              token: e.token,
-            });
-          break;
-        case 'arrival': // no future arrivals (PCS §4)
-        case 'completion': // recomputed from the rates on import
-          break;
-      }
-    }
-    return {
-      nowSeconds: this.state.now,
-      jobs: [...this.state.liveJobs.values()].map((job) => ({
-        spec: knownSpec(job),
-        status: job.status,
-        requeueAfterStop: job.requeueAfterStop,
-        active: job.active,
-        activeSinceSeconds: job.activeSinceSeconds,
-        completedIterations: job.completedIterations,
-        startSeconds: job.startSeconds,
-        migrations: job.migrations,
-        activationToken: job.activationToken,
-        tasks: job.tasks.map((t) => ({
-          name: t.spec.name,
-          state: t.state,
-          committedInstanceId: t.committed?.id,
-          occupyingInstanceId: t.occupying?.id,
-          pendingStart: t.pendingStart,
-        })),
-      })),
-      instances: instances.map((i) => ({
-        id: i.id,
-        typeName: i.type.name,
-        lifecycle: i.lifecycle,
-        assignable: i.assignable,
-        images: [...i.images],
-        launchDeferred: this.state.deferredLaunches.includes(i),
-      })),
-      events,
-      pendingTerminationIds: this.state.pendingTerminations.map((i) => i.id),
-      instanceCounter: this.state.instanceCounter,
-    };
-  }
-
-  /** Rebuild a world exported by `exportWorld` (or built by the controller) as this run's starting state. */
-  private importWorld(world: SimWorld, targets: ReadonlySet<string>): void {
-    this.state.advanceTo(world.nowSeconds);
-    let counter = world.instanceCounter ?? 0;
-    for (const wi of world.instances) {
-      const type = this.catalog.types.find((t) => t.name === wi.typeName);
-      if (type === undefined) throw new Error(`world: unknown instance type ${wi.typeName} (${wi.id})`);
-      const inst: SimInstance = {
-        id: wi.id,
-        type,
-        lifecycle: wi.lifecycle,
-        assignable: wi.assignable,
-        committed: new Set(),
-        occupants: new Set(),
-        used: [0, 0, 0],
-        images: new Set(wi.images),
-        billedFromSeconds: undefined, // a prediction does not bill
-      };
-      this.state.instances.set(inst.id, inst);
-      if (inst.assignable) this.state.assignable.set(inst.id, inst);
-      if (wi.launchDeferred === true) this.state.deferredLaunches.push(inst);
-      else this.state.launched.add(inst);
-      const n = /^i-(\d+)$/.exec(inst.id);
-      if (n !== null) counter = Math.max(counter, Number(n[1]));
-    }
-    this.state.instanceCounter = counter;
-    const instanceOf = (id: string | undefined): SimInstance | undefined => {
-      if (id === undefined) return undefined;
-      const inst = this.state.instances.get(id);
-      if (inst === undefined) throw new Error(`world: a task refers to unknown instance ${id}`);
-      return inst;
-    };
-    const byId = new Map<string, SimJob>();
-    world.jobs.forEach((wj, index) => {
-      const job = this.state.jobs[index] as SimJob;
-      byId.set(job.spec.id, job);
-      job.status = wj.status;
-      job.requeueAfterStop = wj.requeueAfterStop ?? false;
-      job.active = wj.active;
-      job.activeSinceSeconds = wj.activeSinceSeconds;
-      job.activationToken = wj.activationToken ?? 0;
-      job.completedIterations = wj.completedIterations;
-      job.integratedToSeconds = world.nowSeconds;
-      job.startSeconds = wj.startSeconds;
-      job.migrations = wj.migrations;
-      for (const wt of wj.tasks) {
-        const task = job.tasks.find((t) => t.spec.name === wt.name);
-        if (task === undefined) throw new Error(`world: job ${job.spec.id} has no task ${wt.name}`);
-        task.state = wt.state;
-        task.committed = instanceOf(wt.committedInstanceId);
-        task.committed?.committed.add(task);
-        const occupying = instanceOf(wt.occupyingInstanceId);
-        if (occupying !== undefined) {
-          task.occupying = occupying;
-          occupying.occupants.add(task);
-          this.state.addUsage(occupying, taskDemandOn(task, occupying), 1);
-          this.state.dirtyInstances.add(occupying);
-        }
-        task.pendingStart = wt.pendingStart ?? false;
-        if (task.pendingStart) this.state.pendingStarts.push(task);
-      }
-      this.state.liveJobs.set(job.spec.id, job);
-      this.state.dirtyJobs.add(job);
-    });
-    this.state.nextArrival = this.state.jobs.length;
-    for (const id of world.pendingTerminationIds ?? []) {
-      const inst = instanceOf(id);
-      if (inst !== undefined) this.state.pendingTerminations.push(inst);
-    }
-    const taskOf = (jobId: string, taskName: string): SimTask => {
-      const task = byId.get(jobId)?.tasks.find((t) => t.spec.name === taskName);
-      if (task === undefined) throw new Error(`world: event for unknown task ${jobId}/${taskName}`);
-      return task;
-    };
-    for (const e of world.events) {
-      switch (e.kind) {
-        case 'round':
-          if (e.early === true) this.state.earlyRoundAt = e.timeSeconds;
-          this.state.queue.push({
-            kind: 'round',
-            timeSeconds: e.timeSeconds,
-            rank: RANK_ROUND,
-            early: e.early,
-          });
-          break;
-        case 'instantiated':
-        case 'worker-started':
-        case 'registered':
-        case 'terminated':
-          this.state.queue.push({
-            kind: e.kind,
-            timeSeconds: e.timeSeconds,
-            rank: RANK_EFFECT,
-            instance: instanceOf(e.instanceId) as SimInstance,
-          });
-          break;
-        case 'launched':
-        case 'killed':
-        case 'uploaded':
-          this.state.queue.push({
-            kind: e.kind,
-            timeSeconds: e.timeSeconds,
-            rank: RANK_EFFECT,
-            task: taskOf(e.jobId, e.taskName),
-          });
-          break;
-        case 'job-active': {
-          const job = byId.get(e.jobId);
-          if (job === undefined) throw new Error(`world: event for unknown job ${e.jobId}`);
-          this.state.queue.push({
-            kind: 'job-active',
-            timeSeconds: e.timeSeconds,
-            rank: RANK_EFFECT,
-            job,
-            token: e.token,
-          });
-          break;
-        }
-      }
-    }
-    this.targetsLeft = [...targets].filter((id) => byId.has(id)).length;
-    this.refreshRates(); // rates from the prediction's model; completions scheduled from them
   }
 
   // ---------------------------------------------------------------- result
@@ -977,22 +774,6 @@ export class Simulation {
     );
     return { summary, series: this.state.meter.series(this.maxSeriesPoints), jobs };
   }
-}
-
-/**
- * The job as a predictor knows it: a job with a declared success model runs, in the prediction, for its expected
- * size given the stages it has survived (SERPT's expectation), not for the size the trace drew for it.
- */
-function knownSpec(job: SimJob): SimJob['spec'] {
-  const progress = successProgress(job);
-  if (progress === undefined) return job.spec;
-  const attained = job.completedIterations / job.spec.fullThroughput;
-  const expectedSeconds = attained + progress.expectedRemainingSeconds;
-  return {
-    ...job.spec,
-    durationSeconds: expectedSeconds,
-    totalIterations: Math.max(job.completedIterations, expectedSeconds * job.spec.fullThroughput),
-  };
 }
 
 /** Memoize a key rate model by (task key, sorted other keys); alone is 1. */
