@@ -17,7 +17,7 @@ import { summarize } from './metrics.js';
 import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
 import { buildSimJobs } from './trace-jobs.js';
 import type { JobOutcome, RunResult } from './run-result.js';
-import type { PredictedTimes, Predictor, RunOptions } from './simulation-types.js';
+import type { Predictor, RunOptions } from './simulation-types.js';
 import type { SimWorld } from './world.js';
 import { exportWorld, importWorld } from './world-io.js';
 import { RANK_ARRIVAL, RANK_COMPLETION, RANK_ROUND, WorldState, type SimEvent } from './world-state.js';
@@ -59,64 +59,14 @@ const COMPLETION_EPSILON_SECONDS = 1e-6;
 /** Remaining iterations below this count as done. */
 const ITERATION_EPSILON = 1e-9;
 
-/** What `runForward` needs: a world, the scheduler fork to plan with, and how to run it forward. */
-export interface WorldRunOptions {
-  readonly world: SimWorld;
-  /** A fork of the scheduler (it observes and learns during the run). */
-  readonly scheduler: Scheduler;
-  readonly catalog: Catalog;
-  /** Expected normalized throughput by co-location keys; default 1 (no interference). */
-  readonly rate?: ((taskKey: string, otherKeys: readonly string[]) => number) | undefined;
-  /** A fork of the admission in use (`Admission.fork`); default: every job admitted. */
-  readonly admission?: Admission | undefined;
-  readonly roundSeconds?: number | undefined;
-  /** Also run a round right after each completion (as the controller does; `RunOptions.earlyRounds`). */
-  readonly earlyRounds?: boolean | undefined;
-  /** Stop once these jobs finished (default: every job of the world). */
-  readonly jobIds?: readonly string[] | undefined;
-  /** Give up (ends stay null) past this simulated time; default: now + 30 days + 10 × the longest job. */
-  readonly maxSimulatedSeconds?: number | undefined;
-}
-
-/**
- * Run a world forward with no arrivals (PCS §4) and return each job's start (first progress) and end, null when the
- * run gave up first: what a prediction is made of (src/predict).
- */
-export function runForward(o: WorldRunOptions): Map<string, PredictedTimes> {
-  const ids = o.jobIds ?? o.world.jobs.map((j) => j.spec.id);
-  const sim = runWorld({ ...o, jobIds: ids }, o.admission);
-  return new Map(ids.map((id) => [id, sim.timesOf(id)]));
-}
-
-/** Run a world forward until `jobIds` finished (or the time limit); `admission` builds its queue layer. */
-function runWorld(
-  o: WorldRunOptions & { readonly jobIds: readonly string[] },
-  admission: Admission | undefined,
-): Simulation {
-  const longest = o.world.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
-  const sim = new Simulation(
-    {
-      trace: { name: 'prediction', jobs: [] },
-      scheduler: o.scheduler,
-      catalog: o.catalog,
-      groundTruth: () => 1, // unused: a world run takes its rates from `rate`
-      ...(o.roundSeconds !== undefined ? { roundSeconds: o.roundSeconds } : {}),
-      earlyRounds: o.earlyRounds ?? false,
-      maxSimulatedSeconds: o.maxSimulatedSeconds ?? o.world.nowSeconds + 30 * 86_400 + 10 * longest,
-    },
-    { world: o.world, rate: o.rate ?? (() => 1), admission, targets: new Set(o.jobIds) },
-  );
-  sim.run();
-  return sim;
-}
-
-/** Rate model over co-location keys (a scheduler's expectations), memoized per composition. */
-export type KeyRate = (taskKey: string, otherKeys: readonly string[]) => number;
+/** Normalized throughput of an active task next to the other active tasks of its instance. */
+export type TaskRate = (task: SimTask, others: readonly SimTask[]) => number;
 
 /** How a prediction run starts: from a world, with the scheduler's expected rates and a copy of the queue state. */
-interface ForkSetup {
+export interface ForkSetup {
   readonly world: SimWorld;
-  readonly rate: KeyRate;
+  /** The scheduler's expected rates (the prediction's model of interference). */
+  readonly rateOf: TaskRate;
   /** The copy of the queue state (undefined: every job admitted). */
   readonly admission: Admission | undefined;
   /** Stop once these jobs have finished. */
@@ -126,8 +76,7 @@ interface ForkSetup {
 export class Simulation {
   private readonly scheduler: Scheduler;
   private readonly catalog: Catalog;
-  /** Normalized throughput of an active task next to the other active tasks of its instance. */
-  private readonly rateOf: (task: SimTask, others: readonly SimTask[]) => number;
+  private readonly rateOf: TaskRate;
   private readonly fork: ForkSetup | undefined;
   private targetsLeft = 0;
   /** Submission-time predictions (PCS §4) per job id: start (first progress) and end, null where the run could not tell. */
@@ -164,14 +113,7 @@ export class Simulation {
           task.job.spec.workload,
           others.map((o) => o.job.spec.workload),
         );
-    } else {
-      const rate = memoizedKeyRate(fork.rate);
-      this.rateOf = (task, others) =>
-        rate(
-          task.key,
-          others.map((o) => o.key),
-        );
-    }
+    } else this.rateOf = fork.rateOf;
     this.roundSeconds = options.roundSeconds ?? DEFAULT_ROUND_SECONDS;
     this.earlyRounds = options.earlyRounds ?? false;
     if (!(this.roundSeconds > 0 && Number.isFinite(this.roundSeconds)))
@@ -595,19 +537,4 @@ export class Simulation {
     );
     return { summary, series: this.state.meter.series(this.maxSeriesPoints), jobs };
   }
-}
-
-/** Memoize a key rate model by (task key, sorted other keys); alone is 1. */
-function memoizedKeyRate(rate: KeyRate): KeyRate {
-  const cache = new Map<string, number>();
-  return (target, others) => {
-    if (others.length === 0) return 1;
-    const key = `${target}\u0001${[...others].sort().join('\u0001')}`;
-    let r = cache.get(key);
-    if (r === undefined) {
-      r = Math.min(1, Math.max(1e-6, rate(target, others)));
-      cache.set(key, r);
-    }
-    return r;
-  };
 }
