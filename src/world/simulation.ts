@@ -7,11 +7,11 @@ import {
   isActive,
   jobRate,
   successProgress,
-  type SimInstance,
   type SimJob,
   type SimTask,
 } from './entities.js';
 import { CommandIssuer } from './commands.js';
+import { handleEffect } from './effects.js';
 import { memoized } from './ground-truth.js';
 import { summarize } from './metrics.js';
 import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
@@ -210,36 +210,10 @@ export class Simulation {
           return this.onRound(true);
         }
         return this.onRound();
-      case 'instantiated':
-        return this.onInstantiated(e.instance);
-      case 'worker-started':
-        if (e.instance.lifecycle === 'starting-worker') {
-          e.instance.lifecycle = 'registering';
-          this.state.log('worker-started', { instanceId: e.instance.id });
-          this.state.at(e.instance.type.delays.workerRegisterSeconds, {
-            kind: 'registered',
-            instance: e.instance,
-          });
-        }
-        return;
-      case 'registered':
-        if (e.instance.lifecycle === 'registering') {
-          e.instance.lifecycle = 'running';
-          this.state.log('registered', { instanceId: e.instance.id });
-        }
-        return;
-      case 'terminated':
-        return this.onTerminated(e.instance);
-      case 'launched':
-        return this.onLaunched(e.task);
-      case 'killed':
-        return this.onKilled(e.task);
-      case 'uploaded':
-        return this.onUploaded(e.task);
-      case 'job-active':
-        return this.onJobActive(e.job, e.token);
       case 'completion':
         return this.onCompletion(e.job, e.token);
+      default:
+        return handleEffect(this.state, e);
     }
   }
 
@@ -327,78 +301,6 @@ export class Simulation {
         timeSeconds: this.state.now + this.roundSeconds,
         rank: RANK_ROUND,
       });
-  }
-
-  private onInstantiated(inst: SimInstance): void {
-    if (inst.lifecycle === 'terminated') return; // terminated before it came up: never billed
-    this.state.log('instantiated', { instanceId: inst.id });
-    inst.billedFromSeconds = this.state.now;
-    this.state.meter.startBilling(inst.type);
-    if (inst.lifecycle === 'instantiating') {
-      inst.lifecycle = 'starting-worker';
-      this.state.at(inst.type.delays.workerStartSeconds, { kind: 'worker-started', instance: inst });
-    }
-  }
-
-  private onTerminated(inst: SimInstance): void {
-    inst.lifecycle = 'terminated';
-    this.state.launched.delete(inst);
-    this.state.log('terminated', { instanceId: inst.id });
-    if (inst.billedFromSeconds !== undefined)
-      this.state.meter.stopBilling(inst.type, this.state.now - inst.billedFromSeconds);
-    inst.billedFromSeconds = undefined;
-  }
-
-  private onLaunched(task: SimTask): void {
-    if (task.state !== 'launching') return; // the job finished meanwhile
-    const inst = task.occupying as SimInstance;
-    task.state = 'running';
-    this.state.log('launched', { jobId: task.job.spec.id, taskId: task.id, instanceId: inst.id });
-    inst.images.add(task.spec.imageId);
-    this.state.dirtyInstances.add(inst);
-    const job = task.job;
-    if (job.tasks.every((t) => t.state === 'running')) {
-      // All tasks run: the job is reconfigurable again and makes progress after init_delay (gang start).
-      job.status = 'executing';
-      job.activationToken += 1;
-      this.state.at(job.spec.initDelaySeconds, { kind: 'job-active', job, token: job.activationToken });
-    }
-  }
-
-  private onJobActive(job: SimJob, token: number): void {
-    if (token !== job.activationToken || job.status === 'finished') return;
-    job.active = true;
-    job.activeSinceSeconds = this.state.now;
-    job.startSeconds ??= this.state.now;
-    this.state.log('job-active', { jobId: job.spec.id });
-    this.state.dirtyJobs.add(job);
-  }
-
-  private onKilled(task: SimTask): void {
-    if (task.state !== 'killing') return;
-    task.state = 'uploading';
-    this.state.log('killed', { jobId: task.job.spec.id, taskId: task.id, instanceId: task.occupying?.id });
-    this.state.dirtyInstances.add(task.occupying as SimInstance);
-    const job = task.job;
-    job.activationToken += 1; // a pending JobBecomesActive is cancelled (reference KillTaskCompleteEvent)
-    if (job.active) {
-      job.active = false;
-      job.activeSinceSeconds = undefined;
-    }
-    this.state.dirtyJobs.add(job);
-    this.state.at(task.spec.uploadDelaySeconds, { kind: 'uploaded', task });
-  }
-
-  private onUploaded(task: SimTask): void {
-    if (task.state !== 'uploading') return;
-    task.state = 'stopped';
-    this.state.log('uploaded', { jobId: task.job.spec.id, taskId: task.id, instanceId: task.occupying?.id });
-    this.state.release(task);
-    const job = task.job;
-    if (job.requeueAfterStop && job.tasks.every((t) => t.state === 'stopped')) {
-      job.requeueAfterStop = false;
-      job.status = 'queued';
-    }
   }
 
   private onCompletion(job: SimJob, token: number): void {
