@@ -1,7 +1,8 @@
 import type { Catalog } from '../core/catalog.js';
 import type { Admission } from '../queue/admission.js';
 import type { Scheduler } from '../scheduler/types.js';
-import { Simulation, type TaskRate } from './simulation.js';
+import type { TaskRate } from './progress.js';
+import { Simulation } from './simulation.js';
 import type { PredictedTimes } from './simulation-types.js';
 import type { SimWorld } from './world.js';
 

@@ -2,25 +2,33 @@ import type { Catalog } from '../core/catalog.js';
 import { Admission, type AdmissionJobInfo } from '../queue/admission.js';
 import { runRound, type PredictionFork } from '../round/round.js';
 import type { Scheduler } from '../scheduler/types.js';
-import {
-  integrateProgress,
-  isActive,
-  jobRate,
-  successProgress,
-  type SimJob,
-  type SimTask,
-} from './entities.js';
 import { CommandIssuer } from './commands.js';
 import { handleEffect } from './effects.js';
+import { integrateProgress, successProgress, type SimJob } from './entities.js';
 import { memoized } from './ground-truth.js';
 import { summarize } from './metrics.js';
-import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
-import { buildSimJobs } from './trace-jobs.js';
+import { refreshRates, type TaskRate } from './progress.js';
 import type { JobOutcome, RunResult } from './run-result.js';
-import type { Predictor, RunOptions } from './simulation-types.js';
+import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
+import type { PredictedTimes, Predictor, RunOptions } from './simulation-types.js';
+import { buildSimJobs } from './trace-jobs.js';
 import type { SimWorld } from './world.js';
 import { exportWorld, importWorld } from './world-io.js';
-import { RANK_ARRIVAL, RANK_COMPLETION, RANK_ROUND, WorldState, type SimEvent } from './world-state.js';
+import { RANK_ARRIVAL, RANK_ROUND, WorldState, type SimEvent } from './world-state.js';
+
+export const DEFAULT_ROUND_SECONDS = 300;
+const DEFAULT_MAX_SERIES_POINTS = 2000;
+
+/** How a prediction run starts: from a world, with the scheduler's expected rates and a copy of the queue state. */
+export interface ForkSetup {
+  readonly world: SimWorld;
+  /** The scheduler's expected rates (the prediction's model of interference). */
+  readonly rateOf: TaskRate;
+  /** The copy of the queue state (undefined: every job admitted). */
+  readonly admission: Admission | undefined;
+  /** Stop once these jobs have finished. */
+  readonly targets: ReadonlySet<string>;
+}
 
 /**
  * The trace-driven simulator (Eva §5–§6; research digest §1, §7): an event queue on a virtual clock drives the
@@ -50,40 +58,20 @@ import { RANK_ARRIVAL, RANK_COMPLETION, RANK_ROUND, WorldState, type SimEvent } 
  * job out, which checkpoints it back to the queue (the reference has no such path); once every job has
  * finished, the next round releases every instance without asking the scheduler (so a run always ends).
  * Calibration: No-Packing on pai_200 costs $20,736.38, the reference's figure to the cent (digest §6 C).
+ *
+ * The class runs the clock, the arrivals, the rounds and the completions. The world's state is a WorldState
+ * (world-state.ts) shared with the engine's other parts: CommandIssuer (commands.ts) issues a plan's commands,
+ * effects.ts carries out their delayed effects, progress.ts keeps rates and completion times, world-io.ts exports
+ * and imports the world for predictions (run-forward.ts runs one).
  */
-
-export const DEFAULT_ROUND_SECONDS = 300;
-const DEFAULT_MAX_SERIES_POINTS = 2000;
-/** Tolerance when rounding an analytic completion time up to whole seconds (floating-point noise). */
-const COMPLETION_EPSILON_SECONDS = 1e-6;
-/** Remaining iterations below this count as done. */
-const ITERATION_EPSILON = 1e-9;
-
-/** Normalized throughput of an active task next to the other active tasks of its instance. */
-export type TaskRate = (task: SimTask, others: readonly SimTask[]) => number;
-
-/** How a prediction run starts: from a world, with the scheduler's expected rates and a copy of the queue state. */
-export interface ForkSetup {
-  readonly world: SimWorld;
-  /** The scheduler's expected rates (the prediction's model of interference). */
-  readonly rateOf: TaskRate;
-  /** The copy of the queue state (undefined: every job admitted). */
-  readonly admission: Admission | undefined;
-  /** Stop once these jobs have finished. */
-  readonly targets: ReadonlySet<string>;
-}
-
 export class Simulation {
   private readonly scheduler: Scheduler;
   private readonly catalog: Catalog;
   private readonly rateOf: TaskRate;
   private readonly fork: ForkSetup | undefined;
   private targetsLeft = 0;
-  /** Submission-time predictions (PCS §4) per job id: start (first progress) and end, null where the run could not tell. */
-  private readonly predictions = new Map<
-    string,
-    { readonly startSeconds: number | null; readonly endSeconds: number | null }
-  >();
+  /** Submission-time predictions (PCS §4) per job id; null where the prediction run could not tell. */
+  private readonly predictions = new Map<string, PredictedTimes>();
   private readonly roundSeconds: number;
   private readonly earlyRounds: boolean;
   private readonly maxSeconds: number;
@@ -138,7 +126,7 @@ export class Simulation {
     if (fork !== undefined) {
       importWorld(this.state, fork.world, options.catalog);
       this.targetsLeft = [...fork.targets].filter((id) => this.state.liveJobs.has(id)).length;
-      this.refreshRates(); // rates from the prediction's model; completions scheduled from them
+      refreshRates(this.state, this.rateOf); // rates from the prediction's model; completions scheduled from them
     }
   }
 
@@ -180,14 +168,10 @@ export class Simulation {
       do {
         while (this.state.queue.peekTime() === t) this.handle(this.state.queue.pop() as SimEvent);
         this.commands.issueGated();
-        this.refreshRates();
+        refreshRates(this.state, this.rateOf);
       } while (this.state.queue.peekTime() === t);
       this.state.meter.sample(this.state.now, false);
-      if (
-        this.state.finishedJobs === this.state.jobs.length &&
-        this.state.meter.billedInstances === 0 &&
-        this.state.allTerminated()
-      )
+      if (this.state.allJobsFinished && this.state.meter.billedInstances === 0 && this.state.allTerminated())
         break;
     }
     this.state.meter.sample(this.state.now, true);
@@ -248,9 +232,9 @@ export class Simulation {
   }
 
   private onRound(early = false): void {
-    this.refreshRates(); // observe the rates as they are now
+    refreshRates(this.state, this.rateOf); // observe the rates as they are now
     this.state.log('round');
-    if (this.state.finishedJobs === this.state.jobs.length) {
+    if (this.state.allJobsFinished) {
       // Every job is done: the fleet is drained (any scheduler's plan drops idle instances; this guarantees the
       // run ends even if one would not).
       for (const inst of [...this.state.assignable.values()]) this.commands.requestTermination(inst);
@@ -286,7 +270,7 @@ export class Simulation {
       rounds: this.rounds,
       costSoFar: this.state.meter.costSoFar,
     });
-    if (this.state.finishedJobs === this.state.jobs.length && this.state.assignable.size === 0) return; // no more rounds needed
+    if (this.state.allJobsFinished && this.state.assignable.size === 0) return; // no more rounds needed
     if (early) return; // the periodic chain continues on its own
     const idle =
       this.state.liveJobs.size === 0 &&
@@ -327,47 +311,6 @@ export class Simulation {
     this.state.liveJobs.delete(job.spec.id);
     this.state.finishedJobs += 1;
     if (this.fork?.targets.has(job.spec.id) === true) this.targetsLeft -= 1;
-  }
-
-  // ---------------------------------------------------------------- progress
-
-  /**
-   * Recompute the ground-truth rates on instances whose set of active tasks changed, then the throughput of
-   * every affected job, and reschedule its completion.
-   */
-  private refreshRates(): void {
-    for (const inst of this.state.dirtyInstances) {
-      const active = [...inst.occupants].filter(isActive);
-      for (const task of active) {
-        task.rate = this.rateOf(
-          task,
-          active.filter((o) => o !== task),
-        );
-        this.state.dirtyJobs.add(task.job);
-      }
-    }
-    this.state.dirtyInstances.clear();
-    for (const job of this.state.dirtyJobs) {
-      if (job.status === 'finished') continue;
-      integrateProgress(job, this.state.now);
-      const throughput = job.active ? jobRate(job) * job.spec.fullThroughput : 0;
-      const remaining = job.spec.totalIterations - job.completedIterations;
-      job.throughput = throughput;
-      job.version += 1;
-      if (remaining <= ITERATION_EPSILON)
-        this.state.at(0, { kind: 'completion', job, token: job.version }, RANK_COMPLETION);
-      else if (throughput > 0) {
-        const end = Math.ceil(this.state.now + remaining / throughput - COMPLETION_EPSILON_SECONDS);
-        this.state.queue.push({
-          kind: 'completion',
-          timeSeconds: Math.max(end, this.state.now),
-          rank: RANK_COMPLETION,
-          job,
-          token: job.version,
-        });
-      }
-    }
-    this.state.dirtyJobs.clear();
   }
 
   // ---------------------------------------------------------------- predictions (PCS §4)

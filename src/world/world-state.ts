@@ -11,7 +11,7 @@ export const RANK_ARRIVAL = 1;
 export const RANK_ROUND = 2;
 export const RANK_COMPLETION = 3;
 
-/** The delayed effect of a command (an instance coming up or going, a task launching or stopping, a job activating). */
+/** The delayed effect of a command: an instance coming up or going, a task launching or stopping, a job activating. */
 export type EffectEvent =
   | {
       readonly kind: 'instantiated' | 'worker-started' | 'registered' | 'terminated';
@@ -48,8 +48,9 @@ export type SimEvent =
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 /**
- * The live state of a simulated cluster, shared by the engine's parts: the world's bookkeeping, and the few steps
- * every part takes the same way (time, events, the log, capacity held). Only the engine mutates it.
+ * The live state of a simulated cluster, shared by the parts of the engine (simulation.ts, commands.ts, effects.ts,
+ * progress.ts, world-io.ts) and mutated only by them: the world's bookkeeping, and the few steps every part takes
+ * the same way (the clock, events, the log, capacity held).
  */
 export class WorldState {
   /** Every job of the run, in arrival order. */
@@ -123,6 +124,10 @@ export class WorldState {
     inst.occupants.delete(task);
     this.addUsage(inst, taskDemandOn(task, inst), -1);
     task.occupying = undefined;
+  }
+
+  get allJobsFinished(): boolean {
+    return this.finishedJobs === this.jobs.length;
   }
 
   allTerminated(): boolean {
