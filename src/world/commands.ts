@@ -9,7 +9,7 @@ import type { WorldState } from './world-state.js';
 /**
  * The commands a round issues to the simulated cloud and executor (Eva's master): a checkpoint-stop or a launch
  * goes out at once, a start or a termination when its gate opens, a launch that would break a cap when room frees.
- * Each command's effect arrives later as an event (effects of commands, src/world/simulation.ts).
+ * Each command's effect arrives later as an event (src/world/effects.ts).
  */
 export class CommandIssuer {
   private readonly state: WorldState;
