@@ -1,7 +1,8 @@
 import type { Catalog } from '../core/catalog.js';
 import type { Admission } from '../queue/admission.js';
 import type { Scheduler } from '../scheduler/types.js';
-import { runForward, type KeyRate, type PredictedTimes } from '../world/simulation.js';
+import { runForward, type KeyRate } from '../world/run-forward.js';
+import type { PredictedTimes } from '../world/simulation-types.js';
 import type { SimWorld } from '../world/world.js';
 
 /**

@@ -3,7 +3,8 @@ import { predictCompletions } from '../predict/predict.js';
 import { secondsToHours } from '../core/units.js';
 import { percentile } from '../world/metrics.js';
 import type { JobOutcome, QueueRunMetrics, RunResult } from '../world/run-result.js';
-import { Simulation, type Predictor, type RunOptions } from '../world/simulation.js';
+import { Simulation } from '../world/simulation.js';
+import type { Predictor, RunOptions } from '../world/simulation-types.js';
 import { p99JctHours, type SimQueueOptions } from './admission.js';
 
 /**

@@ -1,30 +1,34 @@
-import type { Catalog, InstanceType } from '../core/catalog.js';
-import type { Resources } from '../core/resources.js';
+import type { Catalog } from '../core/catalog.js';
 import { Admission, type AdmissionJobInfo } from '../queue/admission.js';
-import { hasAnyCap } from '../queue/caps.js';
-import type { Action } from '../scheduler/actions.js';
-import { launchGate, startGate, terminateGate } from '../round/gates.js';
 import { runRound, type PredictionFork } from '../round/round.js';
 import type { Scheduler } from '../scheduler/types.js';
-import {
-  integrateProgress,
-  isActive,
-  jobRate,
-  successProgress,
-  taskDemandOn,
-  type SimInstance,
-  type SimJob,
-  type SimTask,
-} from './entities.js';
-import { EventQueue } from './event-queue.js';
-import { FleetMeter } from './fleet-meter.js';
-import { memoized, type GroundTruth } from './ground-truth.js';
+import { CommandIssuer } from './commands.js';
+import { handleEffect } from './effects.js';
+import { integrateProgress, successProgress, type SimJob } from './entities.js';
+import { memoized } from './ground-truth.js';
 import { summarize } from './metrics.js';
-import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
-import { buildSimJobs } from './trace-jobs.js';
-import type { Trace } from './trace.js';
+import { refreshRates, type TaskRate } from './progress.js';
 import type { JobOutcome, RunResult } from './run-result.js';
-import type { SimWorld, WorldEvent } from './world.js';
+import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
+import type { PredictedTimes, Predictor, RunOptions } from './simulation-types.js';
+import { buildSimJobs } from './trace-jobs.js';
+import type { SimWorld } from './world.js';
+import { exportWorld, importWorld } from './world-io.js';
+import { RANK_ARRIVAL, RANK_ROUND, WorldState, type SimEvent } from './world-state.js';
+
+export const DEFAULT_ROUND_SECONDS = 300;
+const DEFAULT_MAX_SERIES_POINTS = 2000;
+
+/** How a prediction run starts: from a world, with the scheduler's expected rates and a copy of the queue state. */
+export interface ForkSetup {
+  readonly world: SimWorld;
+  /** The scheduler's expected rates (the prediction's model of interference). */
+  readonly rateOf: TaskRate;
+  /** The copy of the queue state (undefined: every job admitted). */
+  readonly admission: Admission | undefined;
+  /** Stop once these jobs have finished. */
+  readonly targets: ReadonlySet<string>;
+}
 
 /**
  * The trace-driven simulator (Eva §5–§6; research digest §1, §7): an event queue on a virtual clock drives the
@@ -54,248 +58,39 @@ import type { SimWorld, WorldEvent } from './world.js';
  * job out, which checkpoints it back to the queue (the reference has no such path); once every job has
  * finished, the next round releases every instance without asking the scheduler (so a run always ends).
  * Calibration: No-Packing on pai_200 costs $20,736.38, the reference's figure to the cent (digest §6 C).
+ *
+ * The class runs the clock, the arrivals, the rounds and the completions. The world's state is a WorldState
+ * (world-state.ts) shared with the engine's other parts: CommandIssuer (commands.ts) issues a plan's commands,
+ * effects.ts carries out their delayed effects, progress.ts keeps rates and completion times, world-io.ts exports
+ * and imports the world for predictions (run-forward.ts runs one).
  */
-
-export interface SimulationProgress {
-  readonly nowSeconds: number;
-  readonly finishedJobs: number;
-  readonly totalJobs: number;
-  readonly rounds: number;
-  readonly costSoFar: number;
-}
-
-/** What happened, for tests, debugging and verbose output (`RunOptions.onEvent`). */
-export type SimLogKind =
-  | 'arrival'
-  | 'round'
-  | 'instance-launch'
-  | 'instantiated'
-  | 'worker-started'
-  | 'registered'
-  | 'terminate-issued'
-  | 'terminated'
-  | 'start-issued'
-  | 'launched'
-  | 'job-active'
-  | 'checkpoint-issued'
-  | 'killed'
-  | 'uploaded'
-  | 'completion';
-
-export interface SimLogEntry {
-  readonly timeSeconds: number;
-  readonly kind: SimLogKind;
-  readonly jobId?: string;
-  readonly taskId?: string;
-  readonly instanceId?: string;
-  /** Instance type for `instance-launch`. */
-  readonly typeName?: string;
-}
-
-export interface RunOptions {
-  readonly trace: Trace;
-  readonly scheduler: Scheduler;
-  readonly catalog: Catalog;
-  readonly groundTruth: GroundTruth;
-  /** Scheduling period (Eva: 300 s). */
-  readonly roundSeconds?: number;
-  /**
-   * Also run a round right after each job arrival and completion (ARCHITECTURE.md: rounds run on the period and
-   * early on arrivals and completions). Off by default: Eva's reference simulator only runs periodic rounds.
-   */
-  readonly earlyRounds?: boolean;
-  /** Called after every scheduling round (throttle in the caller). */
-  readonly onProgress?: (progress: SimulationProgress) => void;
-  /** Safety stop for schedulers that never place some job; default: last arrival + 30 days + 10 × the longest job. */
-  readonly maxSimulatedSeconds?: number;
-  /** Bound on the series' length for reports (default 2,000). */
-  readonly maxSeriesPoints?: number;
-  /** Called for every lifecycle step, in simulated-time order. */
-  readonly onEvent?: (entry: SimLogEntry) => void;
-  /**
-   * The queue layer of every round (src/queue/admission.ts): under caps, only the jobs holding capacity and the
-   * waiting jobs it lets in reach the scheduler. Omitted: every live job does (Eva's behaviour).
-   */
-  readonly admission?: Admission | undefined;
-  /**
-   * Completion-time predictions (PCS §4, src/predict): asked for every job a round sees for the first time, with
-   * the world as it is before that round's actions and the round's fork of admission and scheduler.
-   */
-  readonly predictor?: Predictor | undefined;
-}
-
-/** A prediction request: run `world` forward with the fork until `jobIds` finished; their start and end times. */
-export interface PredictionRequest {
-  readonly world: SimWorld;
-  readonly fork: PredictionFork;
-  readonly jobIds: readonly string[];
-  readonly roundSeconds: number;
-  readonly earlyRounds: boolean;
-}
-
-export interface PredictedTimes {
-  /** When the job first makes progress (null: it had not by the end of the run). */
-  readonly startSeconds: number | null;
-  /** When it finishes (null: not within the run's limit). */
-  readonly endSeconds: number | null;
-}
-
-export type Predictor = (request: PredictionRequest) => ReadonlyMap<string, PredictedTimes>;
-
-export const DEFAULT_ROUND_SECONDS = 300;
-const DEFAULT_MAX_SERIES_POINTS = 2000;
-/** Tolerance when rounding an analytic completion time up to whole seconds (floating-point noise). */
-const COMPLETION_EPSILON_SECONDS = 1e-6;
-/** Remaining iterations below this count as done. */
-const ITERATION_EPSILON = 1e-9;
-
-// Same-time events run in this order, as in Eva's simulator: effects of earlier commands, then arrivals, then the
-// scheduling round, then completions (a job finishing exactly at a round is still seen running by that round).
-const RANK_EFFECT = 0;
-const RANK_ARRIVAL = 1;
-const RANK_ROUND = 2;
-const RANK_COMPLETION = 3;
-
-type SimEvent =
-  | { readonly kind: 'arrival'; readonly timeSeconds: number; readonly rank: number; readonly job: SimJob }
-  | { readonly kind: 'round'; readonly timeSeconds: number; readonly rank: number; readonly early?: boolean }
-  | {
-      readonly kind: 'instantiated' | 'worker-started' | 'registered' | 'terminated';
-      readonly timeSeconds: number;
-      readonly rank: number;
-      readonly instance: SimInstance;
-    }
-  | {
-      readonly kind: 'launched' | 'killed' | 'uploaded';
-      readonly timeSeconds: number;
-      readonly rank: number;
-      readonly task: SimTask;
-    }
-  | {
-      readonly kind: 'job-active' | 'completion';
-      readonly timeSeconds: number;
-      readonly rank: number;
-      readonly job: SimJob;
-      readonly token: number;
-    };
-
-/** What `runForward` needs: a world, the scheduler fork to plan with, and how to run it forward. */
-export interface WorldRunOptions {
-  readonly world: SimWorld;
-  /** A fork of the scheduler (it observes and learns during the run). */
-  readonly scheduler: Scheduler;
-  readonly catalog: Catalog;
-  /** Expected normalized throughput by co-location keys; default 1 (no interference). */
-  readonly rate?: ((taskKey: string, otherKeys: readonly string[]) => number) | undefined;
-  /** A fork of the admission in use (`Admission.fork`); default: every job admitted. */
-  readonly admission?: Admission | undefined;
-  readonly roundSeconds?: number | undefined;
-  /** Also run a round right after each completion (as the controller does; `RunOptions.earlyRounds`). */
-  readonly earlyRounds?: boolean | undefined;
-  /** Stop once these jobs finished (default: every job of the world). */
-  readonly jobIds?: readonly string[] | undefined;
-  /** Give up (ends stay null) past this simulated time; default: now + 30 days + 10 × the longest job. */
-  readonly maxSimulatedSeconds?: number | undefined;
-}
-
-/**
- * Run a world forward with no arrivals (PCS §4) and return each job's start (first progress) and end, null when the
- * run gave up first: what a prediction is made of (src/predict).
- */
-export function runForward(o: WorldRunOptions): Map<string, PredictedTimes> {
-  const ids = o.jobIds ?? o.world.jobs.map((j) => j.spec.id);
-  const sim = runWorld({ ...o, jobIds: ids }, o.admission);
-  return new Map(ids.map((id) => [id, sim.timesOf(id)]));
-}
-
-/** Run a world forward until `jobIds` finished (or the time limit); `admission` builds its queue layer. */
-function runWorld(
-  o: WorldRunOptions & { readonly jobIds: readonly string[] },
-  admission: Admission | undefined,
-): Simulation {
-  const longest = o.world.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
-  const sim = new Simulation(
-    {
-      trace: { name: 'prediction', jobs: [] },
-      scheduler: o.scheduler,
-      catalog: o.catalog,
-      groundTruth: () => 1, // unused: a world run takes its rates from `rate`
-      ...(o.roundSeconds !== undefined ? { roundSeconds: o.roundSeconds } : {}),
-      earlyRounds: o.earlyRounds ?? false,
-      maxSimulatedSeconds: o.maxSimulatedSeconds ?? o.world.nowSeconds + 30 * 86_400 + 10 * longest,
-    },
-    { world: o.world, rate: o.rate ?? (() => 1), admission, targets: new Set(o.jobIds) },
-  );
-  sim.run();
-  return sim;
-}
-
-/** Rate model over co-location keys (a scheduler's expectations), memoized per composition. */
-export type KeyRate = (taskKey: string, otherKeys: readonly string[]) => number;
-
-/** How a prediction run starts: from a world, with the scheduler's expected rates and a copy of the queue state. */
-interface ForkSetup {
-  readonly world: SimWorld;
-  readonly rate: KeyRate;
-  /** The copy of the queue state (undefined: every job admitted). */
-  readonly admission: Admission | undefined;
-  /** Stop once these jobs have finished. */
-  readonly targets: ReadonlySet<string>;
-}
-
 export class Simulation {
-  private readonly options: RunOptions;
   private readonly scheduler: Scheduler;
   private readonly catalog: Catalog;
-  /** Normalized throughput of an active task next to the other active tasks of its instance. */
-  private readonly rateOf: (task: SimTask, others: readonly SimTask[]) => number;
+  private readonly rateOf: TaskRate;
   private readonly fork: ForkSetup | undefined;
   private targetsLeft = 0;
-  /** Submission-time predictions (PCS §4) per job id: start (first progress) and end, null where the run could not tell. */
-  private readonly predictions = new Map<
-    string,
-    { readonly startSeconds: number | null; readonly endSeconds: number | null }
-  >();
+  /** Submission-time predictions (PCS §4) per job id; null where the prediction run could not tell. */
+  private readonly predictions = new Map<string, PredictedTimes>();
   private readonly roundSeconds: number;
   private readonly earlyRounds: boolean;
-  /** Time of the pending early round, so several events at one time share one round. */
-  private earlyRoundAt: number | undefined;
   private readonly maxSeconds: number;
   private readonly maxSeriesPoints: number;
   private readonly onProgress: RunOptions['onProgress'];
-  private readonly onEvent: RunOptions['onEvent'];
   /** The queue layer (without caps it admits every job). */
   readonly admission: Admission;
   private readonly predictor: Predictor | undefined;
+  private readonly state: WorldState;
+  private readonly commands: CommandIssuer;
 
-  private readonly queue = new EventQueue<SimEvent>();
-  private readonly jobs: SimJob[];
-  private readonly liveJobs = new Map<string, SimJob>(); // arrived, unfinished, in arrival order
-  private readonly instances = new Map<string, SimInstance>(); // every instance ever launched
-  private readonly assignable = new Map<string, SimInstance>(); // up and in the plan, in launch order
-  private pendingStarts: SimTask[] = [];
-  private pendingTerminations: SimInstance[] = [];
-  /** Launches held back because they would break a cap (issue 6: caps are never exceeded, not even in transit). */
-  private deferredLaunches: SimInstance[] = [];
-  /** Instances launched and not yet terminated: what the caps count (AWS counts an instance until it is gone). */
-  private readonly launched = new Set<SimInstance>();
-  private readonly dirtyInstances = new Set<SimInstance>();
-  private readonly dirtyJobs = new Set<SimJob>();
-
-  private now = 0;
-  private nextArrival = 0;
-  private finishedJobs = 0;
-  private instanceCounter = 0;
   private rounds = 0;
-  /** Jobs stopped by WFQ preemption (issue 6). */
+  /** Jobs stopped by WFQ preemption. */
   private preemptions = 0;
   /** Plans refused because they broke a cap (the safety rail; a scheduler that keeps the caps never trips it). */
   private rejectedPlans = 0;
   private fullRounds = 0;
-  private readonly meter = new FleetMeter();
 
   constructor(options: RunOptions, fork?: ForkSetup) {
-    this.options = options;
     this.fork = fork;
     this.scheduler = options.scheduler;
     this.catalog = options.catalog;
@@ -306,38 +101,38 @@ export class Simulation {
           task.job.spec.workload,
           others.map((o) => o.job.spec.workload),
         );
-    } else {
-      const rate = memoizedKeyRate(fork.rate);
-      this.rateOf = (task, others) =>
-        rate(
-          task.key,
-          others.map((o) => o.key),
-        );
-    }
+    } else this.rateOf = fork.rateOf;
     this.roundSeconds = options.roundSeconds ?? DEFAULT_ROUND_SECONDS;
     this.earlyRounds = options.earlyRounds ?? false;
     if (!(this.roundSeconds > 0 && Number.isFinite(this.roundSeconds)))
       throw new Error(`roundSeconds must be a positive number, got ${this.roundSeconds}`);
     this.maxSeriesPoints = options.maxSeriesPoints ?? DEFAULT_MAX_SERIES_POINTS;
     this.onProgress = options.onProgress;
-    this.onEvent = options.onEvent;
     this.admission =
       (fork === undefined ? options.admission : fork.admission) ??
       new Admission(options.catalog, { caps: {} });
     this.predictor = fork === undefined ? options.predictor : undefined;
-    this.jobs = buildSimJobs(
-      fork === undefined ? options.trace : { name: 'prediction', jobs: fork.world.jobs.map((j) => j.spec) },
-      options.catalog,
+    this.state = new WorldState(
+      buildSimJobs(
+        fork === undefined ? options.trace : { name: 'prediction', jobs: fork.world.jobs.map((j) => j.spec) },
+        options.catalog,
+      ),
+      options.onEvent,
     );
-    const lastArrival = this.jobs.reduce((m, j) => Math.max(m, j.spec.arrivalSeconds), 0);
-    const longest = this.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
+    this.commands = new CommandIssuer(this.state, options.catalog, this.admission);
+    const lastArrival = this.state.jobs.reduce((m, j) => Math.max(m, j.spec.arrivalSeconds), 0);
+    const longest = this.state.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
     this.maxSeconds = options.maxSimulatedSeconds ?? lastArrival + 30 * 86_400 + 10 * longest;
-    if (fork !== undefined) this.importWorld(fork.world, fork.targets);
+    if (fork !== undefined) {
+      importWorld(this.state, fork.world, options.catalog);
+      this.targetsLeft = [...fork.targets].filter((id) => this.state.liveJobs.has(id)).length;
+      refreshRates(this.state, this.rateOf); // rates from the prediction's model; completions scheduled from them
+    }
   }
 
   /** Team and declared success model of a live job, for admission (class by team, success-rank). */
   private readonly jobInfo = (jobId: string): AdmissionJobInfo => {
-    const job = this.liveJobs.get(jobId);
+    const job = this.state.liveJobs.get(jobId);
     if (job === undefined) return {};
     const progress = successProgress(job);
     return {
@@ -350,40 +145,40 @@ export class Simulation {
   };
 
   run(): void {
-    if (this.jobs.length === 0) return;
+    if (this.state.jobs.length === 0) return;
     if (this.fork === undefined) {
       // Arrivals are fed one at a time (the trace is sorted by arrival) to keep the queue small.
       this.pushNextArrival();
-      this.scheduleRoundAtOrAfter((this.jobs[0] as SimJob).spec.arrivalSeconds, true);
+      this.scheduleRoundAtOrAfter((this.state.jobs[0] as SimJob).spec.arrivalSeconds, true);
     }
-    this.meter.sample(this.now, true);
+    this.state.meter.sample(this.state.now, true);
     for (;;) {
       if (this.fork !== undefined && this.targetsLeft === 0) return;
-      const t = this.queue.peekTime();
+      const t = this.state.queue.peekTime();
       if (t === undefined) break;
       if (t > this.maxSeconds) {
         if (this.fork !== undefined) return; // the prediction cannot tell: unfinished targets stay null
-        const unfinished = this.jobs.filter((j) => j.status !== 'finished').map((j) => j.spec.id);
+        const unfinished = this.state.jobs.filter((j) => j.status !== 'finished').map((j) => j.spec.id);
         throw new Error(
           `simulation with ${this.scheduler.name} did not finish by ${this.maxSeconds} s: ` +
             `${unfinished.length} jobs unfinished (e.g. ${unfinished.slice(0, 5).join(', ')}); does the scheduler place them?`,
         );
       }
-      this.advanceTo(t);
+      this.state.advanceTo(t);
       do {
-        while (this.queue.peekTime() === t) this.handle(this.queue.pop() as SimEvent);
-        this.issueGatedCommands();
-        this.refreshRates();
-      } while (this.queue.peekTime() === t);
-      this.meter.sample(this.now, false);
-      if (this.finishedJobs === this.jobs.length && this.meter.billedInstances === 0 && this.allTerminated())
+        while (this.state.queue.peekTime() === t) this.handle(this.state.queue.pop() as SimEvent);
+        this.commands.issueGated();
+        refreshRates(this.state, this.rateOf);
+      } while (this.state.queue.peekTime() === t);
+      this.state.meter.sample(this.state.now, false);
+      if (this.state.allJobsFinished && this.state.meter.billedInstances === 0 && this.state.allTerminated())
         break;
     }
-    this.meter.sample(this.now, true);
+    this.state.meter.sample(this.state.now, true);
     if (this.fork !== undefined) return;
-    if (this.finishedJobs < this.jobs.length)
+    if (this.state.finishedJobs < this.state.jobs.length)
       throw new Error(
-        `simulation stopped with ${this.jobs.length - this.finishedJobs} jobs unfinished (engine bug)`,
+        `simulation stopped with ${this.state.jobs.length - this.state.finishedJobs} jobs unfinished (engine bug)`,
       );
   }
 
@@ -395,99 +190,63 @@ export class Simulation {
         return this.onArrival(e.job);
       case 'round':
         if (e.early === true) {
-          this.earlyRoundAt = undefined;
+          this.state.earlyRoundAt = undefined;
           return this.onRound(true);
         }
         return this.onRound();
-      case 'instantiated':
-        return this.onInstantiated(e.instance);
-      case 'worker-started':
-        if (e.instance.lifecycle === 'starting-worker') {
-          e.instance.lifecycle = 'registering';
-          this.log('worker-started', { instanceId: e.instance.id });
-          this.at(e.instance.type.delays.workerRegisterSeconds, { kind: 'registered', instance: e.instance });
-        }
-        return;
-      case 'registered':
-        if (e.instance.lifecycle === 'registering') {
-          e.instance.lifecycle = 'running';
-          this.log('registered', { instanceId: e.instance.id });
-        }
-        return;
-      case 'terminated':
-        return this.onTerminated(e.instance);
-      case 'launched':
-        return this.onLaunched(e.task);
-      case 'killed':
-        return this.onKilled(e.task);
-      case 'uploaded':
-        return this.onUploaded(e.task);
-      case 'job-active':
-        return this.onJobActive(e.job, e.token);
       case 'completion':
         return this.onCompletion(e.job, e.token);
+      default:
+        return handleEffect(this.state, e);
     }
   }
 
-  private log(kind: SimLogKind, ids: Omit<SimLogEntry, 'timeSeconds' | 'kind'> = {}): void {
-    this.onEvent?.({ timeSeconds: this.now, kind, ...ids });
-  }
-
-  /** Push an event `delaySeconds` from now (rank: effects of commands unless said otherwise). */
-  private at(
-    delaySeconds: number,
-    e: DistributiveOmit<SimEvent, 'timeSeconds' | 'rank'>,
-    rank = RANK_EFFECT,
-  ): void {
-    this.queue.push({ ...e, timeSeconds: this.now + delaySeconds, rank } as SimEvent);
-  }
-
   private pushNextArrival(): void {
-    const job = this.jobs[this.nextArrival];
+    const job = this.state.jobs[this.state.nextArrival];
     if (job === undefined) return;
-    this.nextArrival += 1;
-    this.queue.push({ kind: 'arrival', timeSeconds: job.spec.arrivalSeconds, rank: RANK_ARRIVAL, job });
+    this.state.nextArrival += 1;
+    this.state.queue.push({ kind: 'arrival', timeSeconds: job.spec.arrivalSeconds, rank: RANK_ARRIVAL, job });
   }
 
   private onArrival(job: SimJob): void {
     job.status = 'queued';
-    job.integratedToSeconds = this.now;
-    this.log('arrival', { jobId: job.spec.id });
-    this.liveJobs.set(job.spec.id, job);
+    job.integratedToSeconds = this.state.now;
+    this.state.log('arrival', { jobId: job.spec.id });
+    this.state.liveJobs.set(job.spec.id, job);
     this.pushNextArrival();
     this.requestEarlyRound();
   }
 
   /** An early round one second after the event (so effects of the same second are seen), if enabled. */
   private requestEarlyRound(): void {
-    if (!this.earlyRounds || this.earlyRoundAt !== undefined) return;
-    this.earlyRoundAt = this.now + 1;
-    this.queue.push({ kind: 'round', timeSeconds: this.now + 1, rank: RANK_ROUND, early: true });
+    if (!this.earlyRounds || this.state.earlyRoundAt !== undefined) return;
+    this.state.earlyRoundAt = this.state.now + 1;
+    this.state.queue.push({ kind: 'round', timeSeconds: this.state.now + 1, rank: RANK_ROUND, early: true });
   }
 
   /** The first round on the period's grid at or after `t` (strictly after now, except for the very first). */
   private scheduleRoundAtOrAfter(t: number, first = false): void {
     let at = Math.ceil(t / this.roundSeconds - 1e-12) * this.roundSeconds;
-    if (!first && at <= this.now) at = this.now + this.roundSeconds;
-    this.queue.push({ kind: 'round', timeSeconds: at, rank: RANK_ROUND });
+    if (!first && at <= this.state.now) at = this.state.now + this.roundSeconds;
+    this.state.queue.push({ kind: 'round', timeSeconds: at, rank: RANK_ROUND });
   }
 
   private onRound(early = false): void {
-    this.refreshRates(); // observe the rates as they are now
-    this.log('round');
-    if (this.finishedJobs === this.jobs.length) {
+    refreshRates(this.state, this.rateOf); // observe the rates as they are now
+    this.state.log('round');
+    if (this.state.allJobsFinished) {
       // Every job is done: the fleet is drained (any scheduler's plan drops idle instances; this guarantees the
       // run ends even if one would not).
-      for (const inst of [...this.assignable.values()]) this.requestTermination(inst);
-    } else if (this.liveJobs.size > 0 || this.assignable.size > 0) {
-      for (const job of this.liveJobs.values()) integrateProgress(job, this.now);
+      for (const inst of [...this.state.assignable.values()]) this.commands.requestTermination(inst);
+    } else if (this.state.liveJobs.size > 0 || this.state.assignable.size > 0) {
+      for (const job of this.state.liveJobs.values()) integrateProgress(job, this.state.now);
       const fresh = this.predictor === undefined ? [] : this.unpredictedJobs();
       const round = runRound({
-        snapshot: buildSnapshot(this.now, this.liveJobs.values(), this.assignable.values()),
+        snapshot: buildSnapshot(this.state.now, this.state.liveJobs.values(), this.state.assignable.values()),
         jobInfo: this.jobInfo,
         admission: this.admission,
         scheduler: this.scheduler,
-        observations: observeThroughputs(this.liveJobs.values()),
+        observations: observeThroughputs(this.state.liveJobs.values()),
         catalog: this.catalog,
         forkForPrediction: fresh.length > 0,
         carriedOut: true,
@@ -500,378 +259,67 @@ export class Simulation {
         if (planned.plan.decision.chosen === 'full') this.fullRounds += 1;
         if (planned.capViolation === undefined) {
           this.preemptions += planned.victims.length;
-          this.apply(planned.diff.actions);
+          this.commands.apply(planned.diff.actions);
         } else this.rejectedPlans += 1;
       }
     }
     this.onProgress?.({
-      nowSeconds: this.now,
-      finishedJobs: this.finishedJobs,
-      totalJobs: this.jobs.length,
+      nowSeconds: this.state.now,
+      finishedJobs: this.state.finishedJobs,
+      totalJobs: this.state.jobs.length,
       rounds: this.rounds,
-      costSoFar: this.meter.costSoFar,
+      costSoFar: this.state.meter.costSoFar,
     });
-    if (this.finishedJobs === this.jobs.length && this.assignable.size === 0) return; // no more rounds needed
+    if (this.state.allJobsFinished && this.state.assignable.size === 0) return; // no more rounds needed
     if (early) return; // the periodic chain continues on its own
     const idle =
-      this.liveJobs.size === 0 && this.assignable.size === 0 && this.pendingTerminations.length === 0;
-    const next = this.jobs[this.nextArrival - 1];
+      this.state.liveJobs.size === 0 &&
+      this.state.assignable.size === 0 &&
+      this.state.pendingTerminations.length === 0;
+    const next = this.state.jobs[this.state.nextArrival - 1];
     if (idle && next !== undefined && next.status === 'pending')
       this.scheduleRoundAtOrAfter(next.spec.arrivalSeconds);
-    else this.queue.push({ kind: 'round', timeSeconds: this.now + this.roundSeconds, rank: RANK_ROUND });
-  }
-
-  private onInstantiated(inst: SimInstance): void {
-    if (inst.lifecycle === 'terminated') return; // terminated before it came up: never billed
-    this.log('instantiated', { instanceId: inst.id });
-    inst.billedFromSeconds = this.now;
-    this.meter.startBilling(inst.type);
-    if (inst.lifecycle === 'instantiating') {
-      inst.lifecycle = 'starting-worker';
-      this.at(inst.type.delays.workerStartSeconds, { kind: 'worker-started', instance: inst });
-    }
-  }
-
-  private onTerminated(inst: SimInstance): void {
-    inst.lifecycle = 'terminated';
-    this.launched.delete(inst);
-    this.log('terminated', { instanceId: inst.id });
-    if (inst.billedFromSeconds !== undefined)
-      this.meter.stopBilling(inst.type, this.now - inst.billedFromSeconds);
-    inst.billedFromSeconds = undefined;
-  }
-
-  private onLaunched(task: SimTask): void {
-    if (task.state !== 'launching') return; // the job finished meanwhile
-    const inst = task.occupying as SimInstance;
-    task.state = 'running';
-    this.log('launched', { jobId: task.job.spec.id, taskId: task.id, instanceId: inst.id });
-    inst.images.add(task.spec.imageId);
-    this.dirtyInstances.add(inst);
-    const job = task.job;
-    if (job.tasks.every((t) => t.state === 'running')) {
-      // All tasks run: the job is reconfigurable again and makes progress after init_delay (gang start).
-      job.status = 'executing';
-      job.activationToken += 1;
-      this.at(job.spec.initDelaySeconds, { kind: 'job-active', job, token: job.activationToken });
-    }
-  }
-
-  private onJobActive(job: SimJob, token: number): void {
-    if (token !== job.activationToken || job.status === 'finished') return;
-    job.active = true;
-    job.activeSinceSeconds = this.now;
-    job.startSeconds ??= this.now;
-    this.log('job-active', { jobId: job.spec.id });
-    this.dirtyJobs.add(job);
-  }
-
-  private onKilled(task: SimTask): void {
-    if (task.state !== 'killing') return;
-    task.state = 'uploading';
-    this.log('killed', { jobId: task.job.spec.id, taskId: task.id, instanceId: task.occupying?.id });
-    this.dirtyInstances.add(task.occupying as SimInstance);
-    const job = task.job;
-    job.activationToken += 1; // a pending JobBecomesActive is cancelled (reference KillTaskCompleteEvent)
-    if (job.active) {
-      job.active = false;
-      job.activeSinceSeconds = undefined;
-    }
-    this.dirtyJobs.add(job);
-    this.at(task.spec.uploadDelaySeconds, { kind: 'uploaded', task });
-  }
-
-  private onUploaded(task: SimTask): void {
-    if (task.state !== 'uploading') return;
-    task.state = 'stopped';
-    this.log('uploaded', { jobId: task.job.spec.id, taskId: task.id, instanceId: task.occupying?.id });
-    this.release(task);
-    const job = task.job;
-    if (job.requeueAfterStop && job.tasks.every((t) => t.state === 'stopped')) {
-      job.requeueAfterStop = false;
-      job.status = 'queued';
-    }
+    else
+      this.state.queue.push({
+        kind: 'round',
+        timeSeconds: this.state.now + this.roundSeconds,
+        rank: RANK_ROUND,
+      });
   }
 
   private onCompletion(job: SimJob, token: number): void {
     if (token !== job.version || job.status === 'finished') return;
-    integrateProgress(job, this.now);
+    integrateProgress(job, this.state.now);
     job.status = 'finished';
     job.active = false;
     job.activeSinceSeconds = undefined;
     job.throughput = 0;
-    job.endSeconds = this.now;
+    job.endSeconds = this.state.now;
     job.version += 1;
-    this.log('completion', { jobId: job.spec.id });
+    this.state.log('completion', { jobId: job.spec.id });
     this.requestEarlyRound();
     for (const task of job.tasks) {
       if (task.occupying !== undefined) {
-        this.dirtyInstances.add(task.occupying);
-        this.release(task);
+        this.state.dirtyInstances.add(task.occupying);
+        this.state.release(task);
       }
       task.committed?.committed.delete(task);
       task.committed = undefined;
       task.pendingStart = false;
       task.state = 'done';
     }
-    this.liveJobs.delete(job.spec.id);
-    this.finishedJobs += 1;
+    this.state.liveJobs.delete(job.spec.id);
+    this.state.finishedJobs += 1;
     if (this.fork?.targets.has(job.spec.id) === true) this.targetsLeft -= 1;
-  }
-
-  // ---------------------------------------------------------------- applying a plan
-
-  private apply(actions: readonly Action[]): void {
-    const newInstances = new Map<string, SimInstance>();
-    const instanceFor = (planId: string): SimInstance => {
-      const inst = newInstances.get(planId) ?? this.instances.get(planId);
-      if (inst === undefined) throw new Error(`plan refers to unknown instance ${planId}`);
-      return inst;
-    };
-    const jobsCounted = new Set<SimJob>();
-    for (const a of actions) {
-      switch (a.kind) {
-        case 'checkpoint-stop': {
-          const task = this.task(a.jobId, a.taskId);
-          const job = task.job;
-          if (!jobsCounted.has(job)) {
-            jobsCounted.add(job);
-            job.migrations += 1;
-            this.meter.countMigration();
-          }
-          job.status = 'migrating';
-          job.requeueAfterStop = a.then === 'queue';
-          task.committed?.committed.delete(task);
-          task.committed = undefined;
-          task.state = 'killing';
-          this.log('checkpoint-issued', {
-            jobId: job.spec.id,
-            taskId: task.id,
-            instanceId: task.occupying?.id,
-          });
-          this.at(task.spec.killDelaySeconds, { kind: 'killed', task });
-          break;
-        }
-        case 'launch-instance': {
-          const inst = this.launchInstance(a.typeName);
-          newInstances.set(a.instanceId, inst);
-          break;
-        }
-        case 'start-task': {
-          const task = this.task(a.jobId, a.taskId);
-          const inst = instanceFor(a.instanceId);
-          task.committed?.committed.delete(task);
-          task.committed = inst;
-          inst.committed.add(task);
-          task.pendingStart = true;
-          task.job.status = 'migrating';
-          this.pendingStarts.push(task);
-          break;
-        }
-        case 'terminate-instance':
-          this.requestTermination(instanceFor(a.instanceId));
-          break;
-      }
-    }
-  }
-
-  private task(jobId: string, taskId: string): SimTask {
-    const task = this.liveJobs.get(jobId)?.tasks.find((t) => t.id === taskId);
-    if (task === undefined) throw new Error(`plan refers to unknown task ${taskId} of job ${jobId}`);
-    return task;
-  }
-
-  private launchInstance(typeName: string): SimInstance {
-    const type = this.catalog.types.find((t) => t.name === typeName);
-    if (type === undefined) throw new Error(`unknown instance type ${typeName}`);
-    this.instanceCounter += 1;
-    const inst: SimInstance = {
-      id: `i-${this.instanceCounter}`,
-      type,
-      lifecycle: 'instantiating',
-      assignable: true,
-      committed: new Set(),
-      occupants: new Set(),
-      used: [0, 0, 0],
-      images: new Set(),
-      billedFromSeconds: undefined,
-    };
-    this.instances.set(inst.id, inst);
-    this.assignable.set(inst.id, inst);
-    if (this.launchFitsCaps(type)) this.issueLaunch(inst);
-    else this.deferredLaunches.push(inst);
-    return inst;
-  }
-
-  private issueLaunch(inst: SimInstance): void {
-    this.launched.add(inst);
-    this.log('instance-launch', { instanceId: inst.id, typeName: inst.type.name });
-    this.at(inst.type.delays.instantiateSeconds, { kind: 'instantiated', instance: inst });
-  }
-
-  /** The launch gate (round/gates.ts): the fleet in transit plus this instance keeps the caps. */
-  private launchFitsCaps(type: InstanceType): boolean {
-    const caps = this.admission.caps;
-    if (!hasAnyCap(caps)) return true;
-    return (
-      launchGate(
-        type,
-        [...this.launched].map((i) => i.type),
-        caps,
-      ) === undefined
-    );
-  }
-
-  private requestTermination(inst: SimInstance): void {
-    if (!inst.assignable) return;
-    inst.assignable = false;
-    this.assignable.delete(inst.id);
-    this.pendingTerminations.push(inst);
-  }
-
-  /**
-   * Issue the commands whose gates are open (Eva reference: the master's prerequisite-gated commands, synced
-   * after each event tick): a start needs its task stopped or queued, every task of its job stopped (gang),
-   * and its instance registered with room for it; a termination needs its instance empty.
-   */
-  private issueGatedCommands(): void {
-    if (this.deferredLaunches.length > 0) {
-      const waiting: SimInstance[] = [];
-      for (const inst of this.deferredLaunches) {
-        if (inst.lifecycle !== 'instantiating') continue; // dropped before it could launch
-        if (!inst.assignable) {
-          inst.lifecycle = 'terminated'; // never launched: nothing to terminate
-          this.assignable.delete(inst.id);
-          continue;
-        }
-        if (this.launchFitsCaps(inst.type)) this.issueLaunch(inst);
-        else waiting.push(inst);
-      }
-      this.deferredLaunches = waiting;
-    }
-    if (this.pendingStarts.length > 0) {
-      const waiting: SimTask[] = [];
-      for (const task of this.pendingStarts) {
-        if (!task.pendingStart) continue; // finished meanwhile
-        if (!this.tryStart(task)) waiting.push(task);
-      }
-      this.pendingStarts = waiting;
-    }
-    if (this.pendingTerminations.length > 0) {
-      const waiting: SimInstance[] = [];
-      for (const inst of this.pendingTerminations) {
-        if (terminateGate(inst.occupants.size, 0) !== undefined) waiting.push(inst);
-        else if (inst.lifecycle !== 'terminating' && inst.lifecycle !== 'terminated') {
-          inst.lifecycle = 'terminating';
-          this.log('terminate-issued', { instanceId: inst.id });
-          this.at(inst.type.delays.terminateSeconds, { kind: 'terminated', instance: inst });
-        }
-      }
-      this.pendingTerminations = waiting;
-    }
-  }
-
-  private tryStart(task: SimTask): boolean {
-    const inst = task.committed as SimInstance;
-    const d = taskDemandOn(task, inst);
-    const wait = startGate({
-      taskStopped: task.state === 'queued' || task.state === 'stopped',
-      jobTasksStopping: task.job.tasks.filter((t) => t.state === 'killing' || t.state === 'uploading').length,
-      instanceReady: inst.lifecycle === 'running',
-      freeCapacity: [
-        inst.type.capacity[0] - inst.used[0],
-        inst.type.capacity[1] - inst.used[1],
-        inst.type.capacity[2] - inst.used[2],
-      ],
-      demand: d,
-    });
-    if (wait !== undefined) return false;
-    task.pendingStart = false;
-    task.state = 'launching';
-    task.occupying = inst;
-    inst.occupants.add(task);
-    this.addUsage(inst, d, 1);
-    this.log('start-issued', { jobId: task.job.spec.id, taskId: task.id, instanceId: inst.id });
-    const build = inst.images.has(task.spec.imageId) ? 0 : task.spec.buildImageDelaySeconds;
-    this.at(task.spec.fetchDelaySeconds + build, { kind: 'launched', task });
-    return true;
-  }
-
-  /** The task stops holding its instance's capacity. */
-  private release(task: SimTask): void {
-    const inst = task.occupying;
-    if (inst === undefined) return;
-    inst.occupants.delete(task);
-    this.addUsage(inst, taskDemandOn(task, inst), -1);
-    task.occupying = undefined;
-  }
-
-  private addUsage(inst: SimInstance, d: Resources, sign: 1 | -1): void {
-    inst.used[0] += sign * d[0];
-    inst.used[1] += sign * d[1];
-    inst.used[2] += sign * d[2];
-    this.meter.allocate(d, sign);
-  }
-
-  // ---------------------------------------------------------------- progress
-
-  /**
-   * Recompute the ground-truth rates on instances whose set of active tasks changed, then the throughput of
-   * every affected job, and reschedule its completion.
-   */
-  private refreshRates(): void {
-    for (const inst of this.dirtyInstances) {
-      const active = [...inst.occupants].filter(isActive);
-      for (const task of active) {
-        task.rate = this.rateOf(
-          task,
-          active.filter((o) => o !== task),
-        );
-        this.dirtyJobs.add(task.job);
-      }
-    }
-    this.dirtyInstances.clear();
-    for (const job of this.dirtyJobs) {
-      if (job.status === 'finished') continue;
-      integrateProgress(job, this.now);
-      const throughput = job.active ? jobRate(job) * job.spec.fullThroughput : 0;
-      const remaining = job.spec.totalIterations - job.completedIterations;
-      job.throughput = throughput;
-      job.version += 1;
-      if (remaining <= ITERATION_EPSILON)
-        this.at(0, { kind: 'completion', job, token: job.version }, RANK_COMPLETION);
-      else if (throughput > 0) {
-        const end = Math.ceil(this.now + remaining / throughput - COMPLETION_EPSILON_SECONDS);
-        this.queue.push({
-          kind: 'completion',
-          timeSeconds: Math.max(end, this.now),
-          rank: RANK_COMPLETION,
-          job,
-          token: job.version,
-        });
-      }
-    }
-    this.dirtyJobs.clear();
-  }
-
-  // ---------------------------------------------------------------- clock
-
-  private advanceTo(t: number): void {
-    this.meter.advanceTo(t);
-    this.now = t;
-  }
-
-  private allTerminated(): boolean {
-    if (this.assignable.size > 0 || this.pendingTerminations.length > 0) return false;
-    for (const inst of this.instances.values()) if (inst.lifecycle !== 'terminated') return false;
-    return true;
   }
 
   // ---------------------------------------------------------------- predictions (PCS §4)
 
   /** Live jobs without a prediction yet (PCS §4: a job is predicted when a round first sees it). */
   private unpredictedJobs(): string[] {
-    return [...this.liveJobs.values()].filter((j) => !this.predictions.has(j.spec.id)).map((j) => j.spec.id);
+    return [...this.state.liveJobs.values()]
+      .filter((j) => !this.predictions.has(j.spec.id))
+      .map((j) => j.spec.id);
   }
 
   /**
@@ -881,7 +329,7 @@ export class Simulation {
    */
   private predict(fresh: readonly string[], fork: PredictionFork, early: boolean): void {
     const times = (this.predictor as Predictor)({
-      world: this.exportWorld(early),
+      world: exportWorld(this.state, early),
       fork,
       jobIds: fresh,
       roundSeconds: this.roundSeconds,
@@ -901,210 +349,14 @@ export class Simulation {
 
   /** When a job first made progress and when it finished in this run (null: not in this run). */
   timesOf(jobId: string): { startSeconds: number | null; endSeconds: number | null } {
-    const job = this.jobs.find((j) => j.spec.id === jobId);
+    const job = this.state.jobs.find((j) => j.spec.id === jobId);
     return { startSeconds: job?.startSeconds ?? null, endSeconds: job?.endSeconds ?? null };
-  }
-
-  /** The world as plain data at the current round (which has been popped: it is listed first). */
-  exportWorld(early = false): SimWorld {
-    const liveIds = new Set(this.liveJobs.keys());
-    const instances = [...this.instances.values()].filter((i) => i.lifecycle !== 'terminated');
-    const known = new Set(instances.map((i) => i.id));
-    const events: WorldEvent[] = [{ kind: 'round', timeSeconds: this.now, early }];
-    for (const e of this.queue.pending()) {
-      switch (e.kind) {
-        case 'round':
-          events.push({ kind: 'round', timeSeconds: e.timeSeconds, early: e.early });
-          break;
-        case 'instantiated':
-        case 'worker-started':
-        case 'registered':
-        case 'terminated':
-          if (known.has(e.instance.id))
-            events.push({ kind: e.kind, timeSeconds: e.timeSeconds, instanceId: e.instance.id });
-          break;
-        case 'launched':
-        case 'killed':
-        case 'uploaded':
-          if (liveIds.has(e.task.job.spec.id))
-            events.push({
-              kind: e.kind,
-              timeSeconds: e.timeSeconds,
-              jobId: e.task.job.spec.id,
-              taskName: e.task.spec.name,
-            });
-          break;
-        case 'job-active':
-          if (liveIds.has(e.job.spec.id))
-            events.push({
-              kind: 'job-active',
-              timeSeconds: e.timeSeconds,
-              jobId: e.job.spec.id,
-              token: e.token,
-            });
-          break;
-        case 'arrival': // no future arrivals (PCS §4)
-        case 'completion': // recomputed from the rates on import
-          break;
-      }
-    }
-    return {
-      nowSeconds: this.now,
-      jobs: [...this.liveJobs.values()].map((job) => ({
-        spec: knownSpec(job),
-        status: job.status,
-        requeueAfterStop: job.requeueAfterStop,
-        active: job.active,
-        activeSinceSeconds: job.activeSinceSeconds,
-        completedIterations: job.completedIterations,
-        startSeconds: job.startSeconds,
-        migrations: job.migrations,
-        activationToken: job.activationToken,
-        tasks: job.tasks.map((t) => ({
-          name: t.spec.name,
-          state: t.state,
-          committedInstanceId: t.committed?.id,
-          occupyingInstanceId: t.occupying?.id,
-          pendingStart: t.pendingStart,
-        })),
-      })),
-      instances: instances.map((i) => ({
-        id: i.id,
-        typeName: i.type.name,
-        lifecycle: i.lifecycle,
-        assignable: i.assignable,
-        images: [...i.images],
-        launchDeferred: this.deferredLaunches.includes(i),
-      })),
-      events,
-      pendingTerminationIds: this.pendingTerminations.map((i) => i.id),
-      instanceCounter: this.instanceCounter,
-    };
-  }
-
-  /** Rebuild a world exported by `exportWorld` (or built by the controller) as this run's starting state. */
-  private importWorld(world: SimWorld, targets: ReadonlySet<string>): void {
-    this.advanceTo(world.nowSeconds);
-    let counter = world.instanceCounter ?? 0;
-    for (const wi of world.instances) {
-      const type = this.catalog.types.find((t) => t.name === wi.typeName);
-      if (type === undefined) throw new Error(`world: unknown instance type ${wi.typeName} (${wi.id})`);
-      const inst: SimInstance = {
-        id: wi.id,
-        type,
-        lifecycle: wi.lifecycle,
-        assignable: wi.assignable,
-        committed: new Set(),
-        occupants: new Set(),
-        used: [0, 0, 0],
-        images: new Set(wi.images),
-        billedFromSeconds: undefined, // a prediction does not bill
-      };
-      this.instances.set(inst.id, inst);
-      if (inst.assignable) this.assignable.set(inst.id, inst);
-      if (wi.launchDeferred === true) this.deferredLaunches.push(inst);
-      else this.launched.add(inst);
-      const n = /^i-(\d+)$/.exec(inst.id);
-      if (n !== null) counter = Math.max(counter, Number(n[1]));
-    }
-    this.instanceCounter = counter;
-    const instanceOf = (id: string | undefined): SimInstance | undefined => {
-      if (id === undefined) return undefined;
-      const inst = this.instances.get(id);
-      if (inst === undefined) throw new Error(`world: a task refers to unknown instance ${id}`);
-      return inst;
-    };
-    const byId = new Map<string, SimJob>();
-    world.jobs.forEach((wj, index) => {
-      const job = this.jobs[index] as SimJob;
-      byId.set(job.spec.id, job);
-      job.status = wj.status;
-      job.requeueAfterStop = wj.requeueAfterStop ?? false;
-      job.active = wj.active;
-      job.activeSinceSeconds = wj.activeSinceSeconds;
-      job.activationToken = wj.activationToken ?? 0;
-      job.completedIterations = wj.completedIterations;
-      job.integratedToSeconds = world.nowSeconds;
-      job.startSeconds = wj.startSeconds;
-      job.migrations = wj.migrations;
-      for (const wt of wj.tasks) {
-        const task = job.tasks.find((t) => t.spec.name === wt.name);
-        if (task === undefined) throw new Error(`world: job ${job.spec.id} has no task ${wt.name}`);
-        task.state = wt.state;
-        task.committed = instanceOf(wt.committedInstanceId);
-        task.committed?.committed.add(task);
-        const occupying = instanceOf(wt.occupyingInstanceId);
-        if (occupying !== undefined) {
-          task.occupying = occupying;
-          occupying.occupants.add(task);
-          this.addUsage(occupying, taskDemandOn(task, occupying), 1);
-          this.dirtyInstances.add(occupying);
-        }
-        task.pendingStart = wt.pendingStart ?? false;
-        if (task.pendingStart) this.pendingStarts.push(task);
-      }
-      this.liveJobs.set(job.spec.id, job);
-      this.dirtyJobs.add(job);
-    });
-    this.nextArrival = this.jobs.length;
-    for (const id of world.pendingTerminationIds ?? []) {
-      const inst = instanceOf(id);
-      if (inst !== undefined) this.pendingTerminations.push(inst);
-    }
-    const taskOf = (jobId: string, taskName: string): SimTask => {
-      const task = byId.get(jobId)?.tasks.find((t) => t.spec.name === taskName);
-      if (task === undefined) throw new Error(`world: event for unknown task ${jobId}/${taskName}`);
-      return task;
-    };
-    for (const e of world.events) {
-      switch (e.kind) {
-        case 'round':
-          if (e.early === true) this.earlyRoundAt = e.timeSeconds;
-          this.queue.push({ kind: 'round', timeSeconds: e.timeSeconds, rank: RANK_ROUND, early: e.early });
-          break;
-        case 'instantiated':
-        case 'worker-started':
-        case 'registered':
-        case 'terminated':
-          this.queue.push({
-            kind: e.kind,
-            timeSeconds: e.timeSeconds,
-            rank: RANK_EFFECT,
-            instance: instanceOf(e.instanceId) as SimInstance,
-          });
-          break;
-        case 'launched':
-        case 'killed':
-        case 'uploaded':
-          this.queue.push({
-            kind: e.kind,
-            timeSeconds: e.timeSeconds,
-            rank: RANK_EFFECT,
-            task: taskOf(e.jobId, e.taskName),
-          });
-          break;
-        case 'job-active': {
-          const job = byId.get(e.jobId);
-          if (job === undefined) throw new Error(`world: event for unknown job ${e.jobId}`);
-          this.queue.push({
-            kind: 'job-active',
-            timeSeconds: e.timeSeconds,
-            rank: RANK_EFFECT,
-            job,
-            token: e.token,
-          });
-          break;
-        }
-      }
-    }
-    this.targetsLeft = [...targets].filter((id) => byId.has(id)).length;
-    this.refreshRates(); // rates from the prediction's model; completions scheduled from them
   }
 
   // ---------------------------------------------------------------- result
 
   result(wallSeconds: number): RunResult {
-    const jobs: JobOutcome[] = this.jobs.map((j) => ({
+    const jobs: JobOutcome[] = this.state.jobs.map((j) => ({
       id: j.spec.id,
       name: j.spec.name,
       arrivalSeconds: j.spec.arrivalSeconds,
@@ -1119,48 +371,15 @@ export class Simulation {
     const summary = summarize(
       {
         scheduler: this.scheduler.name,
-        totalCost: this.meter.totalCost,
-        peakCostPerHour: this.meter.peakCostPerHour,
-        instancesLaunched: this.instanceCounter,
+        totalCost: this.state.meter.totalCost,
+        peakCostPerHour: this.state.meter.peakCostPerHour,
+        instancesLaunched: this.state.instanceCounter,
         plannedRounds: this.rounds,
         fullRounds: this.fullRounds,
         wallSeconds,
       },
       jobs,
     );
-    return { summary, series: this.meter.series(this.maxSeriesPoints), jobs };
+    return { summary, series: this.state.meter.series(this.maxSeriesPoints), jobs };
   }
 }
-
-/**
- * The job as a predictor knows it: a job with a declared success model runs, in the prediction, for its expected
- * size given the stages it has survived (SERPT's expectation), not for the size the trace drew for it.
- */
-function knownSpec(job: SimJob): SimJob['spec'] {
-  const progress = successProgress(job);
-  if (progress === undefined) return job.spec;
-  const attained = job.completedIterations / job.spec.fullThroughput;
-  const expectedSeconds = attained + progress.expectedRemainingSeconds;
-  return {
-    ...job.spec,
-    durationSeconds: expectedSeconds,
-    totalIterations: Math.max(job.completedIterations, expectedSeconds * job.spec.fullThroughput),
-  };
-}
-
-/** Memoize a key rate model by (task key, sorted other keys); alone is 1. */
-function memoizedKeyRate(rate: KeyRate): KeyRate {
-  const cache = new Map<string, number>();
-  return (target, others) => {
-    if (others.length === 0) return 1;
-    const key = `${target}\u0001${[...others].sort().join('\u0001')}`;
-    let r = cache.get(key);
-    if (r === undefined) {
-      r = Math.min(1, Math.max(1e-6, rate(target, others)));
-      cache.set(key, r);
-    }
-    return r;
-  };
-}
-
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;

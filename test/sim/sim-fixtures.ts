@@ -2,7 +2,7 @@ import type { Catalog, InstanceType, LaunchDelays } from '../../src/core/catalog
 import type { ClusterSnapshot } from '../../src/core/model.js';
 import type { Resources } from '../../src/core/resources.js';
 import type { Configuration, Plan, Scheduler, ThroughputObservation } from '../../src/scheduler/types.js';
-import type { SimLogEntry, SimLogKind } from '../../src/world/simulation.js';
+import type { SimLogEntry, SimLogKind } from '../../src/world/simulation-types.js';
 import type { Trace, TraceJob, TraceTask } from '../../src/world/trace.js';
 
 /** Small hand-checkable worlds for the engine's tests. */

@@ -1,0 +1,203 @@
+import type { Catalog, InstanceType } from '../core/catalog.js';
+import type { Admission } from '../queue/admission.js';
+import { hasAnyCap } from '../queue/caps.js';
+import { launchGate, startGate, terminateGate } from '../round/gates.js';
+import type { Action } from '../scheduler/actions.js';
+import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './entities.js';
+import type { WorldState } from './world-state.js';
+
+/**
+ * The commands a round issues to the simulated cloud and executor (Eva's master): a checkpoint-stop or a launch
+ * goes out at once, a start or a termination when its gate opens, a launch that would break a cap when room frees.
+ * Each command's effect arrives later as an event (src/world/effects.ts).
+ */
+export class CommandIssuer {
+  private readonly state: WorldState;
+  private readonly catalog: Catalog;
+  /** Its caps gate launches. */
+  private readonly admission: Admission;
+
+  constructor(state: WorldState, catalog: Catalog, admission: Admission) {
+    this.state = state;
+    this.catalog = catalog;
+    this.admission = admission;
+  }
+
+  /** Carry out a round's actions: stops and launches are issued now, starts and terminations wait for their gates. */
+  apply(actions: readonly Action[]): void {
+    const newInstances = new Map<string, SimInstance>();
+    const instanceFor = (planId: string): SimInstance => {
+      const inst = newInstances.get(planId) ?? this.state.instances.get(planId);
+      if (inst === undefined) throw new Error(`plan refers to unknown instance ${planId}`);
+      return inst;
+    };
+    const jobsCounted = new Set<SimJob>();
+    for (const a of actions) {
+      switch (a.kind) {
+        case 'checkpoint-stop': {
+          const task = this.task(a.jobId, a.taskId);
+          const job = task.job;
+          if (!jobsCounted.has(job)) {
+            jobsCounted.add(job);
+            job.migrations += 1;
+            this.state.meter.countMigration();
+          }
+          job.status = 'migrating';
+          job.requeueAfterStop = a.then === 'queue';
+          task.committed?.committed.delete(task);
+          task.committed = undefined;
+          task.state = 'killing';
+          this.state.log('checkpoint-issued', {
+            jobId: job.spec.id,
+            taskId: task.id,
+            instanceId: task.occupying?.id,
+          });
+          this.state.at(task.spec.killDelaySeconds, { kind: 'killed', task });
+          break;
+        }
+        case 'launch-instance': {
+          const inst = this.launchInstance(a.typeName);
+          newInstances.set(a.instanceId, inst);
+          break;
+        }
+        case 'start-task': {
+          const task = this.task(a.jobId, a.taskId);
+          const inst = instanceFor(a.instanceId);
+          task.committed?.committed.delete(task);
+          task.committed = inst;
+          inst.committed.add(task);
+          task.pendingStart = true;
+          task.job.status = 'migrating';
+          this.state.pendingStarts.push(task);
+          break;
+        }
+        case 'terminate-instance':
+          this.requestTermination(instanceFor(a.instanceId));
+          break;
+      }
+    }
+  }
+
+  private task(jobId: string, taskId: string): SimTask {
+    const task = this.state.liveJobs.get(jobId)?.tasks.find((t) => t.id === taskId);
+    if (task === undefined) throw new Error(`plan refers to unknown task ${taskId} of job ${jobId}`);
+    return task;
+  }
+
+  private launchInstance(typeName: string): SimInstance {
+    const type = this.catalog.types.find((t) => t.name === typeName);
+    if (type === undefined) throw new Error(`unknown instance type ${typeName}`);
+    this.state.instanceCounter += 1;
+    const inst: SimInstance = {
+      id: `i-${this.state.instanceCounter}`,
+      type,
+      lifecycle: 'instantiating',
+      assignable: true,
+      committed: new Set(),
+      occupants: new Set(),
+      used: [0, 0, 0],
+      images: new Set(),
+      billedFromSeconds: undefined,
+    };
+    this.state.instances.set(inst.id, inst);
+    this.state.assignable.set(inst.id, inst);
+    if (this.launchFitsCaps(type)) this.issueLaunch(inst);
+    else this.state.deferredLaunches.push(inst);
+    return inst;
+  }
+
+  private issueLaunch(inst: SimInstance): void {
+    this.state.launched.add(inst);
+    this.state.log('instance-launch', { instanceId: inst.id, typeName: inst.type.name });
+    this.state.at(inst.type.delays.instantiateSeconds, { kind: 'instantiated', instance: inst });
+  }
+
+  /** The launch gate (round/gates.ts): the fleet in transit plus this instance keeps the caps. */
+  private launchFitsCaps(type: InstanceType): boolean {
+    const caps = this.admission.caps;
+    if (!hasAnyCap(caps)) return true;
+    return (
+      launchGate(
+        type,
+        [...this.state.launched].map((i) => i.type),
+        caps,
+      ) === undefined
+    );
+  }
+
+  /** The instance leaves the plan; it terminates once empty. */
+  requestTermination(inst: SimInstance): void {
+    if (!inst.assignable) return;
+    inst.assignable = false;
+    this.state.assignable.delete(inst.id);
+    this.state.pendingTerminations.push(inst);
+  }
+
+  /**
+   * Issue the commands whose gates are open (Eva reference: the master's prerequisite-gated commands, synced
+   * after each event tick): a start needs its task stopped or queued, every task of its job stopped (gang),
+   * and its instance registered with room for it; a termination needs its instance empty.
+   */
+  issueGated(): void {
+    if (this.state.deferredLaunches.length > 0) {
+      const waiting: SimInstance[] = [];
+      for (const inst of this.state.deferredLaunches) {
+        if (inst.lifecycle !== 'instantiating') continue; // dropped before it could launch
+        if (!inst.assignable) {
+          inst.lifecycle = 'terminated'; // never launched: nothing to terminate
+          this.state.assignable.delete(inst.id);
+          continue;
+        }
+        if (this.launchFitsCaps(inst.type)) this.issueLaunch(inst);
+        else waiting.push(inst);
+      }
+      this.state.deferredLaunches = waiting;
+    }
+    if (this.state.pendingStarts.length > 0) {
+      const waiting: SimTask[] = [];
+      for (const task of this.state.pendingStarts) {
+        if (!task.pendingStart) continue; // finished meanwhile
+        if (!this.tryStart(task)) waiting.push(task);
+      }
+      this.state.pendingStarts = waiting;
+    }
+    if (this.state.pendingTerminations.length > 0) {
+      const waiting: SimInstance[] = [];
+      for (const inst of this.state.pendingTerminations) {
+        if (terminateGate(inst.occupants.size, 0) !== undefined) waiting.push(inst);
+        else if (inst.lifecycle !== 'terminating' && inst.lifecycle !== 'terminated') {
+          inst.lifecycle = 'terminating';
+          this.state.log('terminate-issued', { instanceId: inst.id });
+          this.state.at(inst.type.delays.terminateSeconds, { kind: 'terminated', instance: inst });
+        }
+      }
+      this.state.pendingTerminations = waiting;
+    }
+  }
+
+  private tryStart(task: SimTask): boolean {
+    const inst = task.committed as SimInstance;
+    const d = taskDemandOn(task, inst);
+    const wait = startGate({
+      taskStopped: task.state === 'queued' || task.state === 'stopped',
+      jobTasksStopping: task.job.tasks.filter((t) => t.state === 'killing' || t.state === 'uploading').length,
+      instanceReady: inst.lifecycle === 'running',
+      freeCapacity: [
+        inst.type.capacity[0] - inst.used[0],
+        inst.type.capacity[1] - inst.used[1],
+        inst.type.capacity[2] - inst.used[2],
+      ],
+      demand: d,
+    });
+    if (wait !== undefined) return false;
+    task.pendingStart = false;
+    task.state = 'launching';
+    task.occupying = inst;
+    inst.occupants.add(task);
+    this.state.addUsage(inst, d, 1);
+    this.state.log('start-issued', { jobId: task.job.spec.id, taskId: task.id, instanceId: inst.id });
+    const build = inst.images.has(task.spec.imageId) ? 0 : task.spec.buildImageDelaySeconds;
+    this.state.at(task.spec.fetchDelaySeconds + build, { kind: 'launched', task });
+    return true;
+  }
+}

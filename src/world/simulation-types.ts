@@ -1,0 +1,95 @@
+import type { Catalog } from '../core/catalog.js';
+import type { Admission } from '../queue/admission.js';
+import type { PredictionFork } from '../round/round.js';
+import type { Scheduler } from '../scheduler/types.js';
+import type { GroundTruth } from './ground-truth.js';
+import type { Trace } from './trace.js';
+import type { SimWorld } from './world.js';
+
+/** What a simulation run is given and what it reports while it runs (src/world/simulation.ts). */
+
+export interface SimulationProgress {
+  readonly nowSeconds: number;
+  readonly finishedJobs: number;
+  readonly totalJobs: number;
+  readonly rounds: number;
+  readonly costSoFar: number;
+}
+
+/** What happened, for tests, debugging and verbose output (`RunOptions.onEvent`). */
+export type SimLogKind =
+  | 'arrival'
+  | 'round'
+  | 'instance-launch'
+  | 'instantiated'
+  | 'worker-started'
+  | 'registered'
+  | 'terminate-issued'
+  | 'terminated'
+  | 'start-issued'
+  | 'launched'
+  | 'job-active'
+  | 'checkpoint-issued'
+  | 'killed'
+  | 'uploaded'
+  | 'completion';
+
+export interface SimLogEntry {
+  readonly timeSeconds: number;
+  readonly kind: SimLogKind;
+  readonly jobId?: string;
+  readonly taskId?: string;
+  readonly instanceId?: string;
+  /** Instance type for `instance-launch`. */
+  readonly typeName?: string;
+}
+
+export interface RunOptions {
+  readonly trace: Trace;
+  readonly scheduler: Scheduler;
+  readonly catalog: Catalog;
+  readonly groundTruth: GroundTruth;
+  /** Scheduling period (Eva: 300 s). */
+  readonly roundSeconds?: number;
+  /**
+   * Also run a round right after each job arrival and completion (ARCHITECTURE.md: rounds run on the period and
+   * early on arrivals and completions). Off by default: Eva's reference simulator only runs periodic rounds.
+   */
+  readonly earlyRounds?: boolean;
+  /** Called after every scheduling round (throttle in the caller). */
+  readonly onProgress?: (progress: SimulationProgress) => void;
+  /** Safety stop for schedulers that never place some job; default: last arrival + 30 days + 10 × the longest job. */
+  readonly maxSimulatedSeconds?: number;
+  /** Bound on the series' length for reports (default 2,000). */
+  readonly maxSeriesPoints?: number;
+  /** Called for every lifecycle step, in simulated-time order. */
+  readonly onEvent?: (entry: SimLogEntry) => void;
+  /**
+   * The queue layer of every round (src/queue/admission.ts): under caps, only the jobs holding capacity and the
+   * waiting jobs it lets in reach the scheduler. Omitted: every live job does (Eva's behaviour).
+   */
+  readonly admission?: Admission | undefined;
+  /**
+   * Completion-time predictions (PCS §4, src/predict): asked for every job a round sees for the first time, with
+   * the world as it is before that round's actions and the round's fork of admission and scheduler.
+   */
+  readonly predictor?: Predictor | undefined;
+}
+
+/** A prediction request: run `world` forward with the fork until `jobIds` finished; their start and end times. */
+export interface PredictionRequest {
+  readonly world: SimWorld;
+  readonly fork: PredictionFork;
+  readonly jobIds: readonly string[];
+  readonly roundSeconds: number;
+  readonly earlyRounds: boolean;
+}
+
+export interface PredictedTimes {
+  /** When the job first makes progress (null: it had not by the end of the run). */
+  readonly startSeconds: number | null;
+  /** When it finishes (null: not within the run's limit). */
+  readonly endSeconds: number | null;
+}
+
+export type Predictor = (request: PredictionRequest) => ReadonlyMap<string, PredictedTimes>;
