@@ -4,7 +4,7 @@ import { MemoryStateStore } from '../../controller/memory-state-store.js';
 import type { ControllerLogger } from '../../controller/reconciler.js';
 import type { Scheduler } from '../../scheduler/types.js';
 import { integrateProgress, type SimJob } from '../../world/entities.js';
-import type { SimLogEntry, SimulationProgress } from '../../world/simulation.js';
+import type { SimLogEntry, SimulationProgress } from '../../world/simulation-types.js';
 import { predictionErrors, successfulSojournMeanHours } from '../run-simulation.js';
 import { p99JctHours } from '../admission.js';
 import { FleetMeter } from '../../world/fleet-meter.js';

@@ -10,7 +10,7 @@ import type {
 import type { ThroughputObservation } from '../../scheduler/types.js';
 import { integrateProgress, isActive, jobRate, type SimJob, type SimTask } from '../../world/entities.js';
 import { memoized, type GroundTruth } from '../../world/ground-truth.js';
-import type { SimLogKind } from '../../world/simulation.js';
+import type { SimLogKind } from '../../world/simulation-types.js';
 import type { SimulatedCloud, SimulatedInstance } from './simulated-cloud.js';
 import type { Timeline } from './timeline.js';
 
