@@ -5,7 +5,7 @@ import { EvaScheduler } from '../../src/scheduler/eva.js';
 import { singleClassConfig } from '../../src/queue/wfq.js';
 import { predictCompletions } from '../../src/predict/predict.js';
 import type { SimWorld } from '../../src/world/world.js';
-import { testCatalog, traceJob } from './sim-fixtures.js';
+import { testCatalog, traceJob } from '../sim/sim-fixtures.js';
 
 /**
  * The controller's entry point: a world built from plain data (what the controller knows) run forward.

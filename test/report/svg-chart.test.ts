@@ -4,8 +4,8 @@ import {
   renderChartSvg,
   type ChartSpec,
   type Interpolation,
-} from '../../../src/report/svg-chart.js';
-import { unbalancedTags } from './run-fixtures.js';
+} from '../../src/report/svg-chart.js';
+import { unbalancedTags } from '../sim/report/run-fixtures.js';
 
 /** One full-width panel with fixed 0..10 axes: x 0→64 px, 10→944 px; y 0→306 px, 10→62 px. */
 function chart(ys: readonly number[], interpolation: Interpolation): ChartSpec {
