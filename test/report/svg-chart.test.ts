@@ -1,10 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  niceStep,
-  renderChartSvg,
-  type ChartSpec,
-  type Interpolation,
-} from '../../src/report/svg-chart.js';
+import { niceStep, renderChartSvg, type ChartSpec, type Interpolation } from '../../src/report/svg-chart.js';
 import { unbalancedTags } from '../sim/report/run-fixtures.js';
 
 /** One full-width panel with fixed 0..10 axes: x 0→64 px, 10→944 px; y 0→306 px, 10→62 px. */

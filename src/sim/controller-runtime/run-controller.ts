@@ -59,6 +59,11 @@ export interface ControllerRunOptions {
   /** Caps, queue classes and Eva tunables of the controller (a user's config via settingsFromConfig). */
   readonly settings?: Partial<ControllerSettings> | undefined;
   readonly maxSeriesPoints?: number | undefined;
+  /**
+   * Types the simulated cloud has no capacity for: their launches fail with InsufficientCapacityError and the
+   * controller falls back to another type (round/replacement.ts), as on EC2.
+   */
+  readonly refusedTypes?: Iterable<string> | undefined;
   /** Called for every lifecycle step of the simulated world, in simulated-time order (engine RunOptions.onEvent). */
   readonly onEvent?: ((entry: SimLogEntry) => void) | undefined;
   readonly onProgress?: ((progress: SimulationProgress) => void) | undefined;
@@ -82,6 +87,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
     catalog: o.catalog,
     clock,
     timeline,
+    refusedTypes: o.refusedTypes,
     hooks: {
       launched: (inst) =>
         o.onEvent?.({

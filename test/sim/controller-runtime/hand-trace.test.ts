@@ -77,3 +77,19 @@ describe('a hand-computed trace in both runtimes', () => {
     );
   });
 });
+
+describe('a capacity error in the controller runtime', () => {
+  it('falls back to the next type that fits (round/replacement.ts), as on EC2, and the jobs still finish', async () => {
+    const result = await runControllerSimulation({
+      trace: handTrace,
+      scheduler: createScheduler('no-packing', { catalog, interferenceProfile: groundTruth }),
+      catalog,
+      groundTruth,
+      refusedTypes: ['small.x'],
+    });
+    // Same timeline as above, each instance a big.x ($10.8/h, three times small.x's price): $1.79 × 3.
+    expect(result.summary.totalCost).toBeCloseTo(5.37, 9);
+    expect(result.summary.meanJctHours).toBeCloseTo(922 / 3600, 9);
+    expect(result.jobs.every((j) => j.endSeconds !== null)).toBe(true);
+  });
+});
