@@ -8,7 +8,7 @@ import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.
 
 /**
  * The controller's configuration: a YAML (or JSON) file, with command-line flags overriding it field by field
- * (issue "Controller on AWS": `fleetwise controller [--config fleetwise.yaml]`, flags override the file).
+ * (`fleetwise controller [--config fleetwise.yaml]`, flags override the file).
  * Validated with zod; every problem names the file, the field and, for file values, the line.
  */
 
@@ -35,7 +35,7 @@ const quotaSchema = z
   .refine((q) => q.maxVcpus !== undefined || q.maxGpus !== undefined, 'give maxVcpus, maxGpus or both');
 
 /**
- * Caps the queue layer admits jobs under (issue 6; src/queue/caps.ts QueueCaps): $/hour and instance count, which
+ * Caps the queue layer admits jobs under (src/queue/caps.ts QueueCaps): $/hour and instance count, which
  * Eva also enforces on its plans, and AWS-style on-demand quotas per family group in vCPUs and GPUs, which
  * admission enforces (and the controller's safety rail checks on every plan).
  */
@@ -256,7 +256,7 @@ export const controllerConfigSchema = z
     catalog: z.string().min(1).optional(),
     caps: capsSchema.default({}),
     /**
-     * Weighted fair queueing under the caps (issue 6): classes by size or team, weights, ordering per class
+     * Weighted fair queueing under the caps: classes by size or team, weights, ordering per class
      * (fifo, srpt, success-rank), preemption policy. Default: one FIFO class.
      */
     queue: queueSchema.optional(),

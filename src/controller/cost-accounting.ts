@@ -7,7 +7,7 @@ import { PLACED_TASK_STATES } from './state/lifecycle.js';
 import type { EventRecord, InstanceRecord, JobRecord, StateStore, TaskState } from './state-store.js';
 
 /**
- * Cost accounting (issue "Controller on AWS", cost accounting): per-second billing of every instance from its launch
+ * Cost accounting (cost accounting): per-second billing of every instance from its launch
  * to its termination, each instance's cost attributed to the tasks on it by reservation-price share (Eva §4.2: a
  * task's reservation price is what it would cost alone, so the share is what each task "brings" to the packing),
  * rolled up per job and team. Instance time with no task is idle; task time spent checkpointing off an instance or

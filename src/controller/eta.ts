@@ -15,7 +15,7 @@ import { committedInstanceOf } from './snapshot.js';
 import type { InstanceRecord, JobRecord, TaskRecord } from './state-store.js';
 
 /**
- * Completion-time predictions in the controller (issue 6, PCS §4): the controller's state as a simulator world
+ * Completion-time predictions in the controller (PCS §4): the controller's state as a simulator world
  * (src/sim/world.ts), run forward in virtual time with the same admission and a fork of the scheduler (its learned
  * co-location rates, so interference is included), launch delays from the catalog, restore and init delays from the
  * job specs, and no future arrivals. `controllerWorld` builds the world; `Predictor` runs it (src/sim/predict.ts)

@@ -5,7 +5,7 @@ import type { ControllerConfig } from './config.js';
 import type { ControllerLogger } from './reconciler.js';
 
 /**
- * Periodic on-demand price refresh for the running controller (issue "Controller on AWS", Prices: "the controller
+ * Periodic on-demand price refresh for the running controller (Prices: "the controller
  * refreshes prices periodically and falls back to the bundled catalog"). Only prices change: the set of types, their
  * capacities and launch delays stay those of the catalog the controller started with, so a refresh can never make a
  * placed task's instance type unknown. A failed or empty refresh keeps the catalog in use (at first the bundled one)

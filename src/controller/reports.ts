@@ -7,7 +7,7 @@ import type { ObjectStore } from '../storage/object-store.js';
 import type { BilledInstance, DetailedCostReport } from './cost-accounting.js';
 
 /**
- * Cost reports written to the object store under `reports/` (issue "Controller on AWS": every hour, whenever a job
+ * Cost reports written to the object store under `reports/` (every hour, whenever a job
  * ends, and on demand): the same numbers as JSON (for `fleetwise report` and scripts), CSV (for spreadsheets) and a
  * self-contained HTML page with inline SVG charts (opens offline, no scripts).
  *

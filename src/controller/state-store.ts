@@ -25,7 +25,7 @@ export const JOB_STATES = [
   'succeeded',
   'failed',
   'cancelled',
-  /** Stopped at a stage as unsuccessful (success-ranked ordering, issue 6): by exit code or by request; not a failure. */
+  /** Stopped at a stage as unsuccessful (success-ranked ordering): by exit code or by request; not a failure. */
   'unsuccessful',
 ] as const;
 export type JobState = (typeof JOB_STATES)[number];

@@ -58,7 +58,7 @@ export interface ClusterSnapshot {
   readonly instances: readonly SchedInstance[];
 }
 
-/** Hard caps that no plan may exceed (issue: scheduling core, "beyond the paper"). */
+/** Hard caps that no plan may exceed (scheduling core, "beyond the paper"). */
 export interface Caps {
   readonly maxCostPerHour?: number | undefined;
   readonly maxInstances?: number | undefined;

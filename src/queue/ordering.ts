@@ -1,6 +1,6 @@
 import { successRank, type StageDistribution } from './success.js';
 
-/** Orderings inside a class (issue 6); selectable per class. */
+/** Orderings inside a class; selectable per class. */
 export type OrderingKind = 'fifo' | 'srpt' | 'success-rank';
 export const ORDERING_KINDS: readonly OrderingKind[] = ['fifo', 'srpt', 'success-rank'];
 

@@ -10,7 +10,7 @@ import {
 } from './wfq.js';
 
 /**
- * The search space and the Pareto machinery of `fleetwise tune` (issue 6), after PCS's preference solver (paper §3.3;
+ * The search space and the Pareto machinery of `fleetwise tune`, after PCS's preference solver (paper §3.3;
  * digest shared/research/pcs-wfq-predictions.md §6). Pure: the caller simulates each candidate and hands back the
  * objectives.
  *

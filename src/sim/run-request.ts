@@ -53,7 +53,7 @@ export interface RunRequest {
   readonly evaPaybackMargin?: number | undefined;
   /** Replace the measured contention matrix by a uniform pairwise rate (Eva §6.4 ablation). */
   readonly pairwiseInterference?: number | undefined;
-  /** Queue layer under caps (issue 6): admission each round, and the caps passed to Eva's plans. */
+  /** Queue layer under caps: admission each round, and the caps passed to Eva's plans. */
   readonly queue?:
     | {
         readonly kind: QueueKind;

@@ -23,7 +23,7 @@ import type { Executor, TaskLaunch } from './executor.js';
 import { ProgressTracker } from './progress.js';
 
 /**
- * The worker agent (issue "Worker agent and task execution"): registers with the controller, then every few seconds
+ * The worker agent: registers with the controller, then every few seconds
  * reports its tasks (state, progress, newest uploaded checkpoint) and reconciles with the answer, level-triggered:
  *
  *   run              start the task if this host does not have it (restoring its latest good checkpoint if asked);

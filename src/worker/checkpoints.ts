@@ -425,7 +425,7 @@ export interface CheckpointAndStopResult {
 }
 
 /**
- * The move's first half on the source (issue 5): signal the task, wait up to its timeout for it to exit, kill it
+ * The move's first half on the source: signal the task, wait up to its timeout for it to exit, kill it
  * otherwise, upload what it left, and only then report it stopped.
  */
 export async function checkpointAndStop(options: CheckpointAndStopOptions): Promise<CheckpointAndStopResult> {

@@ -133,7 +133,7 @@ function distributionOf(spec: SuccessSpec): StageDistribution {
   return d;
 }
 
-/** What the system knows of a job with a declared success model (issue 6): its distribution and stages passed. */
+/** What the system knows of a job with a declared success model: its distribution and stages passed. */
 export interface SuccessProgress {
   readonly distribution: StageDistribution;
   readonly stagesDone: number;

@@ -49,7 +49,7 @@ export interface JobOutcome {
   readonly predictedEndSeconds: number | null;
 }
 
-/** Metrics of a run with the queue layer (issue 6); null when not applicable. */
+/** Metrics of a run with the queue layer; null when not applicable. */
 export interface QueueRunMetrics {
   readonly p99JctHours: number | null;
   /** Mean PCS unfairness in percent (src/sim/admission.ts); null without caps. */

@@ -35,7 +35,7 @@ export interface TraceJob {
   readonly tasks: readonly TraceTask[];
   readonly team?: string | undefined;
   /**
-   * Declared success model (success paper, issue 6): stages with continuation probabilities, or a success
+   * Declared success model (success paper): stages with continuation probabilities, or a success
    * probability and expected size, in seconds at full throughput. Only success-rank ordering reads it.
    */
   readonly success?: SuccessSpec | undefined;

@@ -2,7 +2,7 @@ import type { InstanceLifecycle, JobStatus, TaskState } from './entities.js';
 import type { TraceJob } from './trace.js';
 
 /**
- * The simulator's world as plain data (issue 6, PCS §4): what a completion-time prediction runs forward. The
+ * The simulator's world as plain data (PCS §4): what a completion-time prediction runs forward. The
  * simulator exports its own world at a round (exact: in-flight events included); the controller builds one from
  * its state store (instances up or booting, tasks running or starting, progress so far).
  */

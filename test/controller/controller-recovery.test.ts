@@ -27,7 +27,7 @@ import {
 } from './controller-fixtures.js';
 
 /**
- * Restart recovery (issue "Controller on AWS": "killing it at any line … loses no job, launches no duplicate instance
+ * Restart recovery ("killing it at any line … loses no job, launches no duplicate instance
  * and leaves no instance unaccounted for"): a crash is injected at every fault point between an intent and its
  * effect, the controller is rebuilt from the SQLite file alone, and the cloud (moto) and the store must agree.
  */

@@ -321,7 +321,7 @@ describe('parseJobSpec: rejected specs name the field and the reason', () => {
   });
 });
 
-describe('parseJobSpec: success models and unsuccessful exit codes (issue 6)', () => {
+describe('parseJobSpec: success models and unsuccessful exit codes', () => {
   it('accepts stages with continuation probabilities, or a success probability and size; dedupes exit codes', () => {
     const staged = parseJobSpec(
       `${MINIMAL}success:\n  kind: stages\n  stageSeconds: [600, 3000]\n  continueProbabilities: [0.4]\nunsuccessfulExitCodes: [4, 3, 4]\n`,

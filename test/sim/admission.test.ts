@@ -25,7 +25,7 @@ function deterministicPart(r: RunResult): unknown {
   return { summary: { ...r.summary, wallSeconds: 0 }, series: r.series, jobs: r.jobs };
 }
 
-describe('admission in the simulator (issue 6)', () => {
+describe('admission in the simulator', () => {
   const catalog = loadCatalogFile();
   const synthetic = loadTrace(undefined, {
     format: 'synthetic',

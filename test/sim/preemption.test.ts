@@ -7,7 +7,7 @@ import type { JobOutcome, RunResult } from '../../src/world/run-result.js';
 import { testCatalog, trace, traceJob, traceTask } from './sim-fixtures.js';
 
 /**
- * WFQ preemption in the simulator (PCS §3, issue 6): a class short of its guaranteed share for `minShortRounds`
+ * WFQ preemption in the simulator (PCS §3): a class short of its guaranteed share for `minShortRounds`
  * rounds stops the most recently admitted jobs of a class over its fair share, at a checkpoint, back to the queue.
  */
 const catalog = testCatalog();

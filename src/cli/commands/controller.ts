@@ -47,7 +47,7 @@ import { openObjectStore } from '../../storage/open-object-store.js';
 import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
 
 /**
- * `fleetwise controller`: the long-running controller (issue "Controller on AWS"). Wires the configuration, the
+ * `fleetwise controller`: the long-running controller. Wires the configuration, the
  * SQLite state, the EC2 provider (the AWS SDK's standard configuration: credential chain, AWS_REGION,
  * AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_EC2 / _S3, so it runs unchanged against moto_server), the object store for
  * reports, the HTTP API and the loop, and stops cleanly on SIGTERM/SIGINT.

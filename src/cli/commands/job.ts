@@ -10,7 +10,7 @@ interface JobOptions extends ConnectionOptions {
   readonly reason?: string;
 }
 
-// The queue layer's fields of the job views (issue 6). The client's schemas let unknown fields through; these are
+// The queue layer's fields of the job views. The client's schemas let unknown fields through; these are
 // read leniently so a controller without the queue layer still prints the rest.
 const etaSchema = z.object({
   startSeconds: z.number().nullable(),

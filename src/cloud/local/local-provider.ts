@@ -19,7 +19,7 @@ import {
 } from '../provider.js';
 
 /**
- * The local provider (issue "Worker agent", local mode): an "instance" is a worker process on this machine, started by
+ * The local provider (local mode): an "instance" is a worker process on this machine, started by
  * a WorkerSpawner with a catalog type's capacity (scaled down to the host, see host-capacity.ts). Launch, terminate and
  * list keep EC2's tag semantics (cluster tag, launch-token idempotency) in a JSON file under the state directory, so a
  * restarted controller finds its instances (and their still-running workers) again. The record is written before the

@@ -133,7 +133,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 2,
-    description: "job state 'unsuccessful' (stopped at a stage, issue 6)",
+    description: "job state 'unsuccessful' (stopped at a stage)",
     rebuildsTables: true,
     sql: `
       CREATE TABLE jobs_v2 (

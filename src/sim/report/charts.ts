@@ -68,7 +68,7 @@ function overTime(
 }
 
 /**
- * The report's five charts (issue: cumulative cost, running instances, resource allocation, JCT distribution,
+ * The report's five charts (cumulative cost, running instances, resource allocation, JCT distribution,
  * migrations), one colour per scheduler across all of them.
  */
 export function reportCharts(results: readonly RunResult[], bounds?: ReportBounds): ChartSpec[] {

@@ -51,7 +51,7 @@ const orDash =
   (v: number | null | undefined): string =>
     v === null || v === undefined ? '–' : format(v);
 
-/** Columns of the queue layer's metrics (issue 6), shown when some run had a queue. */
+/** Columns of the queue layer's metrics, shown when some run had a queue. */
 export const QUEUE_COLUMNS: readonly SummaryColumn[] = [
   { header: 'p99 JCT h', numeric: true, cell: (r) => orDash(three)(r.queue?.p99JctHours) },
   { header: 'unfair. %', numeric: true, cell: (r) => orDash(one)(r.queue?.unfairness) },

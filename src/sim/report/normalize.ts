@@ -53,7 +53,7 @@ export function orderedSummary(s: RunSummary): RunSummary {
   };
 }
 
-/** The queue layer's metrics (issue 6), appended to a run's record when the run had a queue, in this order. */
+/** The queue layer's metrics, appended to a run's record when the run had a queue, in this order. */
 export const QUEUE_FIELDS = [
   'p99JctHours',
   'unfairness',
