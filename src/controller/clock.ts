@@ -40,8 +40,9 @@ interface Sleeper {
 }
 
 /**
- * A clock that moves only when told to (tests). `advance` resolves every sleeper whose time has come, oldest
- * deadline first.
+ * A clock that moves only when told to: tests, and the simulator's controller runtime (virtual time). `advance`
+ * resolves every sleeper whose time has come, oldest deadline first; a driver that must let the world act at a time
+ * before the sleepers wake uses `advanceTo` and `wakeDue` apart. Nothing here reads the wall clock or sets a timer.
  */
 export class ManualClock implements Clock {
   private now: number;
@@ -56,7 +57,7 @@ export class ManualClock implements Clock {
   }
 
   sleep(seconds: number, signal?: AbortSignal): Promise<void> {
-    if (signal?.aborted === true || seconds <= 0) return Promise.resolve();
+    if (signal?.aborted === true || !(seconds > 0)) return Promise.resolve();
     return new Promise((resolve) => {
       const sleeper: Sleeper = {
         wakeAtSeconds: this.now + seconds,
@@ -77,15 +78,43 @@ export class ManualClock implements Clock {
   /** Move time forward and wake the sleepers whose deadline has passed. */
   advance(seconds: number): void {
     if (!(seconds >= 0)) throw new Error(`cannot move a clock backwards (${seconds} s)`);
-    this.now += seconds;
+    this.advanceTo(this.now + seconds);
+    this.wakeDue();
+  }
+
+  /** Move time to `t` without waking anyone. */
+  advanceTo(t: number): void {
+    if (!(t >= this.now)) throw new Error(`cannot move a clock backwards (from ${this.now} s to ${t} s)`);
+    this.now = t;
+  }
+
+  /** Wake the sleepers whose time has come, earliest deadline first; returns how many woke. */
+  wakeDue(): number {
     const due = this.sleepers
       .filter((s) => s.wakeAtSeconds <= this.now)
       .sort((a, b) => a.wakeAtSeconds - b.wakeAtSeconds);
+    if (due.length === 0) return 0;
     this.sleepers = this.sleepers.filter((s) => s.wakeAtSeconds > this.now);
     for (const s of due) s.resolve();
+    return due.length;
   }
 
-  /** How many sleeps are waiting (tests check the loop is parked). */
+  /** Wake every sleeper now, due or not; returns how many woke. */
+  wakeAll(): number {
+    const all = this.sleepers;
+    this.sleepers = [];
+    for (const s of all) s.resolve();
+    return all.length;
+  }
+
+  /** The earliest deadline of a pending sleep, or undefined when nobody sleeps. */
+  nextWakeSeconds(): number | undefined {
+    let next: number | undefined;
+    for (const s of this.sleepers) if (next === undefined || s.wakeAtSeconds < next) next = s.wakeAtSeconds;
+    return next;
+  }
+
+  /** How many sleeps are waiting (tests and the simulator's driver check the loop is parked). */
   get pendingSleeps(): number {
     return this.sleepers.length;
   }

@@ -43,6 +43,18 @@ const typeSchema = z.object({
   delays: delaysSchema,
 });
 
+const typesByCatalog = new WeakMap<Catalog, ReadonlyMap<string, InstanceType>>();
+
+/** A catalog's types by name, built once per catalog object (rounds look types up every time). */
+export function typesByName(catalog: Catalog): ReadonlyMap<string, InstanceType> {
+  let types = typesByCatalog.get(catalog);
+  if (types === undefined) {
+    types = new Map(catalog.types.map((t) => [t.name, t]));
+    typesByCatalog.set(catalog, types);
+  }
+  return types;
+}
+
 export const catalogFileSchema = z.object({
   schemaVersion: z.literal(1),
   provider: z.string().default('aws'),

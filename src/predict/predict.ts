@@ -1,31 +1,17 @@
-import type { Catalog } from '../core/catalog.js';
-import type { Admission } from '../queue/admission.js';
 import type { Scheduler } from '../scheduler/types.js';
-import { runForward, type KeyRate } from '../world/run-forward.js';
+import { runForward, type KeyRate, type WorldRunOptions } from '../world/run-forward.js';
 import type { PredictedTimes } from '../world/simulation-types.js';
-import type { SimWorld } from '../world/world.js';
 
 /**
  * Completion-time predictions for the controller (PCS §4): run its world forward in virtual time with the same
  * admission and a fork of its scheduler, the scheduler's learned rates, launch and restore delays, and no future
  * arrivals. The simulator predicts through the same engine path (`SimQueueOptions.predict`).
  */
-export interface PredictionInput {
-  readonly world: SimWorld;
-  /** A fork of the controller's scheduler (`Scheduler.fork`): the run plans, observes and learns with it. */
-  readonly scheduler: Scheduler;
-  readonly catalog: Catalog;
-  /** Expected normalized throughput by co-location keys; default: the scheduler's `expectedRate`, else 1. */
-  readonly rate?: ((taskKey: string, otherKeys: readonly string[]) => number) | undefined;
-  /** A fork of the admission in use (`Admission.fork`): the run replays the queue layer from its state. */
-  readonly admission?: Admission | undefined;
-  readonly roundSeconds?: number | undefined;
-  /** Also plan right after each completion (the controller's early rounds). */
-  readonly earlyRounds?: boolean | undefined;
-  /** Jobs to predict (the run stops once they finished); default every job of the world. */
-  readonly jobIds?: readonly string[] | undefined;
-  readonly maxSimulatedSeconds?: number | undefined;
-}
+/**
+ * A world, a fork of the scheduler (it plans, observes and learns during the run) and of the admission in use, and
+ * how to run forward (`runForward`'s options). `rate` defaults to the scheduler's learned `expectedRate`, else 1.
+ */
+export type PredictionInput = WorldRunOptions;
 
 export type PredictedJobTimes = PredictedTimes;
 

@@ -1,4 +1,4 @@
-import type { Catalog, InstanceType } from '../core/catalog.js';
+import { typesByName, type Catalog, type InstanceType } from '../core/catalog.js';
 import type { Caps } from '../core/model.js';
 import {
   addUsage,
@@ -32,7 +32,7 @@ export function schedulerCaps(caps: QueueCaps): Caps {
 /** The caps a plan's instances break, counted on their real types (a CPU task packed onto a GPU instance uses GPU quota). */
 export function planCapViolations(configuration: Configuration, catalog: Catalog, caps: QueueCaps): string[] {
   if (!hasAnyCap(caps)) return [];
-  const types = typesOf(catalog);
+  const types = typesByName(catalog);
   const instances = configuration.instances.flatMap((i) => {
     const t = types.get(i.typeName);
     return t === undefined ? [] : [instanceFootprint(t)];
@@ -47,7 +47,7 @@ export function planCapViolation(
   catalog: Catalog,
   caps: QueueCaps,
 ): string | undefined {
-  const types = typesOf(catalog);
+  const types = typesByName(catalog);
   const cost = configuration.instances.reduce((s, i) => s + (types.get(i.typeName)?.costPerHour ?? 0), 0);
   if (caps.maxCostPerHour !== undefined && cost > caps.maxCostPerHour + 1e-9)
     return `maxCostPerHour: $${cost.toFixed(2)}/h over the $${caps.maxCostPerHour}/h cap`;
@@ -76,15 +76,4 @@ export function launchCapViolations(
   const instances = [instanceFootprint(type)];
   for (const t of inTransit) instances.push(instanceFootprint(t));
   return capViolations(addUsage(NO_USAGE, { jobId: 'fleet', instances }, caps), caps);
-}
-
-const typesByCatalog = new WeakMap<Catalog, ReadonlyMap<string, InstanceType>>();
-
-function typesOf(catalog: Catalog): ReadonlyMap<string, InstanceType> {
-  let types = typesByCatalog.get(catalog);
-  if (types === undefined) {
-    types = new Map(catalog.types.map((t) => [t.name, t]));
-    typesByCatalog.set(catalog, types);
-  }
-  return types;
 }

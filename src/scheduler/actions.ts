@@ -1,4 +1,4 @@
-import type { Catalog, InstanceType } from '../core/catalog.js';
+import { typesByName, type Catalog, type InstanceType } from '../core/catalog.js';
 import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../core/model.js';
 import { demandOn, fits, formatResources, type Resources } from '../core/resources.js';
 import type { Configuration, PlannedInstance } from './types.js';
@@ -117,7 +117,7 @@ export function diffConfiguration(
   const ctx: DiffContext = {
     snapshot,
     planned,
-    typesByName: typesOf(catalog),
+    typesByName: typesByName(catalog),
     tasksById: new Map(snapshot.tasks.map((t) => [t.id, t])),
     currentInstances: new Map(snapshot.instances.map((i) => [i.id, i])),
     plannedInstances: new Map(),
@@ -145,18 +145,6 @@ export function diffConfiguration(
     startedJobIds: jobs.startedJobIds,
     queuedJobIds: jobs.queuedJobIds,
   };
-}
-
-const typesByCatalog = new WeakMap<Catalog, ReadonlyMap<string, InstanceType>>();
-
-/** Types by name, built once per catalog object (the diff runs every round). */
-function typesOf(catalog: Catalog): ReadonlyMap<string, InstanceType> {
-  let types = typesByCatalog.get(catalog);
-  if (types === undefined) {
-    types = new Map(catalog.types.map((t) => [t.name, t]));
-    typesByCatalog.set(catalog, types);
-  }
-  return types;
 }
 
 function readPlannedInstances(ctx: DiffContext): void {

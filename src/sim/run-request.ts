@@ -9,6 +9,7 @@ import { type SimulationProgress } from '../world/simulation-types.js';
 import { runSimulation } from './run-simulation.js';
 import { constantPairwise, type GroundTruth } from '../world/ground-truth.js';
 import { createScheduler, type SchedulerName } from '../scheduler/registry.js';
+import type { Scheduler } from '../scheduler/types.js';
 import { loadContentionMatrix, loadTrace, type TraceFormat } from './traces/load.js';
 import type { Trace } from '../world/trace.js';
 import type { RunResult } from '../world/run-result.js';
@@ -97,6 +98,24 @@ export function loadRequestTrace(request: Pick<RunRequest, 'trace'>, catalog: Ca
   return loadTrace(path, { format, jobs, seed, multiTaskShare, arrivalRateScale, instanceCatalog: catalog });
 }
 
+/** The request's scheduler, with its Eva tunables and the plan-level caps it keeps its plans under. */
+export function requestScheduler(
+  request: RunRequest,
+  catalog: Catalog,
+  groundTruth: GroundTruth,
+  caps: QueueCaps | undefined,
+): Scheduler {
+  return createScheduler(request.scheduler, {
+    catalog,
+    interferenceProfile: groundTruth,
+    evaDefaultRate: request.evaDefaultRate,
+    evaPrices: request.evaPrices,
+    evaPackingEfficiency: request.evaPackingEfficiency,
+    evaPaybackMargin: request.evaPaybackMargin,
+    caps: caps === undefined || Object.keys(caps).length === 0 ? undefined : schedulerCaps(caps),
+  });
+}
+
 /**
  * Load everything the request names and run it in this thread. Progress is the share of the trace's jobs
  * finished, reported after each scheduling round.
@@ -105,15 +124,7 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
   const catalog = loadRequestCatalog(request);
   const trace = loadRequestTrace(request, catalog);
   const groundTruth = groundTruthFor(request);
-  const scheduler = createScheduler(request.scheduler, {
-    catalog,
-    interferenceProfile: groundTruth,
-    evaDefaultRate: request.evaDefaultRate,
-    evaPrices: request.evaPrices,
-    evaPackingEfficiency: request.evaPackingEfficiency,
-    evaPaybackMargin: request.evaPaybackMargin,
-    caps: request.queue === undefined ? undefined : schedulerCaps(request.queue.caps),
-  });
+  const scheduler = requestScheduler(request, catalog, groundTruth, request.queue?.caps);
   const sizesSeconds = trace.jobs.map((j) => j.durationSeconds * j.tasks.length);
   const result = runSimulation({
     trace,

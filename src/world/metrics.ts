@@ -1,4 +1,5 @@
 import { secondsToHours } from '../core/units.js';
+import type { SimJob } from './entities.js';
 import type { JobOutcome, RunSummary } from './run-result.js';
 
 /** The run-level numbers behind a RunSummary (research digest §6 "Metric definitions"). */
@@ -53,5 +54,24 @@ export function summarize(totals: RunTotals, jobs: readonly JobOutcome[]): RunSu
     instancesLaunched: totals.instancesLaunched,
     fullReconfigFraction: totals.plannedRounds === 0 ? 0 : totals.fullRounds / totals.plannedRounds,
     wallSeconds: totals.wallSeconds,
+  };
+}
+
+/** A finished (or unfinished) job of a run as the results report it, with its submission-time prediction if any. */
+export function jobOutcome(
+  job: SimJob,
+  predicted: { readonly startSeconds: number | null; readonly endSeconds: number | null } | undefined,
+): JobOutcome {
+  return {
+    id: job.spec.id,
+    name: job.spec.name,
+    arrivalSeconds: job.spec.arrivalSeconds,
+    startSeconds: job.startSeconds,
+    endSeconds: job.endSeconds,
+    jctSeconds: job.endSeconds === null ? null : job.endSeconds - job.spec.arrivalSeconds,
+    migrations: job.migrations,
+    successful: job.spec.successful ?? true,
+    predictedStartSeconds: predicted?.startSeconds ?? null,
+    predictedEndSeconds: predicted?.endSeconds ?? null,
   };
 }

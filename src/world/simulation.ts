@@ -6,7 +6,7 @@ import { CommandIssuer } from './commands.js';
 import { handleEffect } from './effects.js';
 import { integrateProgress, successProgress, type SimJob } from './entities.js';
 import { memoized } from './ground-truth.js';
-import { summarize } from './metrics.js';
+import { jobOutcome, summarize } from './metrics.js';
 import { refreshRates, type TaskRate } from './progress.js';
 import type { JobOutcome, RunResult } from './run-result.js';
 import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
@@ -356,18 +356,7 @@ export class Simulation {
   // ---------------------------------------------------------------- result
 
   result(wallSeconds: number): RunResult {
-    const jobs: JobOutcome[] = this.state.jobs.map((j) => ({
-      id: j.spec.id,
-      name: j.spec.name,
-      arrivalSeconds: j.spec.arrivalSeconds,
-      startSeconds: j.startSeconds,
-      endSeconds: j.endSeconds,
-      jctSeconds: j.endSeconds === null ? null : j.endSeconds - j.spec.arrivalSeconds,
-      migrations: j.migrations,
-      successful: j.spec.successful ?? true,
-      predictedStartSeconds: this.predictions.get(j.spec.id)?.startSeconds ?? null,
-      predictedEndSeconds: this.predictions.get(j.spec.id)?.endSeconds ?? null,
-    }));
+    const jobs: JobOutcome[] = this.state.jobs.map((j) => jobOutcome(j, this.predictions.get(j.spec.id)));
     const summary = summarize(
       {
         scheduler: this.scheduler.name,

@@ -2,10 +2,14 @@ import type { ControllerSettings } from '../../controller/controller.js';
 
 /** The controller's settings, as the rest of the simulator names them (only this directory imports the controller). */
 export type { ControllerSettings };
-import { schedulerCaps } from '../../round/plan-caps.js';
 import { queueConfigFor } from '../admission.js';
-import { groundTruthFor, loadRequestCatalog, loadRequestTrace, type RunRequest } from '../run-request.js';
-import { createScheduler } from '../../scheduler/registry.js';
+import {
+  groundTruthFor,
+  loadRequestCatalog,
+  loadRequestTrace,
+  requestScheduler,
+  type RunRequest,
+} from '../run-request.js';
 import type { RunResult } from '../../world/run-result.js';
 import { runControllerSimulation } from './run-controller.js';
 
@@ -27,15 +31,7 @@ export async function executeControllerRun(
   );
   const caps = settings.caps;
   // A config's `scheduler:` tunables reach the factory through the request's eva fields (simulate.ts maps them).
-  const scheduler = createScheduler(request.scheduler, {
-    catalog,
-    interferenceProfile: groundTruth,
-    evaDefaultRate: request.evaDefaultRate,
-    evaPrices: request.evaPrices,
-    evaPackingEfficiency: request.evaPackingEfficiency,
-    evaPaybackMargin: request.evaPaybackMargin,
-    caps: Object.keys(caps).length === 0 ? undefined : schedulerCaps(caps),
-  });
+  const scheduler = requestScheduler(request, catalog, groundTruth, caps);
   const result = await runControllerSimulation({
     trace,
     catalog,

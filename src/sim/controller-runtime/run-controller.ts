@@ -9,7 +9,7 @@ import { predictionErrors, successfulSojournMeanHours } from '../run-simulation.
 import { p99JctHours } from '../admission.js';
 import { FleetMeter } from '../../world/fleet-meter.js';
 import type { GroundTruth } from '../../world/ground-truth.js';
-import { summarize } from '../../world/metrics.js';
+import { jobOutcome, summarize } from '../../world/metrics.js';
 import { buildSimJobs } from '../../world/trace-jobs.js';
 import type { Trace } from '../../world/trace.js';
 import type { JobOutcome, RunResult } from '../../world/run-result.js';
@@ -288,18 +288,7 @@ function result(
   cloud: SimulatedCloud,
   wallSeconds: number,
 ): RunResult {
-  const outcomes: JobOutcome[] = jobs.map((j) => ({
-    id: j.spec.id,
-    name: j.spec.name,
-    arrivalSeconds: j.spec.arrivalSeconds,
-    startSeconds: j.startSeconds,
-    endSeconds: j.endSeconds,
-    jctSeconds: j.endSeconds === null ? null : j.endSeconds - j.spec.arrivalSeconds,
-    migrations: j.migrations,
-    successful: j.spec.successful ?? true,
-    predictedStartSeconds: null,
-    predictedEndSeconds: null,
-  }));
+  const outcomes: JobOutcome[] = jobs.map((j) => jobOutcome(j, undefined));
   const rounds = store.listRounds();
   const summary = summarize(
     {
