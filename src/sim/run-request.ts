@@ -4,7 +4,7 @@ import { ValidationError } from '../core/validation.js';
 import type { ControllerSettings } from './controller-runtime/execute.js';
 import type { QueueCaps } from '../queue/caps.js';
 import type { WfqConfig } from '../queue/wfq.js';
-import { queueConfigFor, schedulerCaps, type QueueKind } from './admission.js';
+import { queueConfigFor, schedulerCaps, type QueueKind } from './queue-options.js';
 import { type SimulationProgress } from '../world/simulation-types.js';
 import { runSimulation } from './run-simulation.js';
 import { constantPairwise, type GroundTruth } from '../world/ground-truth.js';

@@ -5,7 +5,7 @@ import { percentile } from '../world/metrics.js';
 import type { JobOutcome, QueueRunMetrics, RunResult } from '../world/run-result.js';
 import { Simulation } from '../world/simulation.js';
 import type { Predictor, RunOptions } from '../world/simulation-types.js';
-import { p99JctHours, type SimQueueOptions } from './admission.js';
+import { p99JctHours, type SimQueueOptions } from './queue-options.js';
 
 /**
  * The simulator's engine runtime (Eva §5–§6): a trace run through the virtual-time world (src/world) with the

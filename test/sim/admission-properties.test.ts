@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { QueueCaps } from '../../src/queue/caps.js';
 import { NoPackingScheduler } from '../../src/scheduler/baselines/no-packing.js';
-import { queueConfigFor, QUEUE_KINDS, schedulerCaps } from '../../src/sim/admission.js';
+import { queueConfigFor, QUEUE_KINDS, schedulerCaps } from '../../src/sim/queue-options.js';
 import { runSimulation } from '../../src/sim/run-simulation.js';
 import { createScheduler } from '../../src/scheduler/registry.js';
 import { testCatalog, trace, traceJob, traceTask } from './sim-fixtures.js';

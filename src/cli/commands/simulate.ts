@@ -24,7 +24,7 @@ import { defaultParallelism, runInWorkers, type RunPoolListener } from '../../si
 import type { RunRequest } from '../../sim/run-request.js';
 import { parseSchedulerList, SCHEDULER_NAMES } from '../../scheduler/registry.js';
 import type { RunResult } from '../../world/run-result.js';
-import { QUEUE_KINDS } from '../../sim/admission.js';
+import { QUEUE_KINDS } from '../../sim/queue-options.js';
 import type { FamilyGroupQuota } from '../../queue/caps.js';
 import { DEFAULT_PACKING_EFFICIENCY, DEFAULT_PAYBACK_MARGIN } from '../../scheduler/eva.js';
 import { loadControllerConfig } from '../../controller/config.js';

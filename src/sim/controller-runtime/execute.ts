@@ -2,7 +2,7 @@ import type { ControllerSettings } from '../../controller/controller.js';
 
 /** The controller's settings, as the rest of the simulator names them (only this directory imports the controller). */
 export type { ControllerSettings };
-import { queueConfigFor } from '../admission.js';
+import { queueConfigFor } from '../queue-options.js';
 import {
   groundTruthFor,
   loadRequestCatalog,

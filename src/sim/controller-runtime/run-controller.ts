@@ -6,7 +6,7 @@ import type { Scheduler } from '../../scheduler/types.js';
 import { integrateProgress, type SimJob } from '../../world/entities.js';
 import type { SimLogEntry, SimulationProgress } from '../../world/simulation-types.js';
 import { predictionErrors, successfulSojournMeanHours } from '../run-simulation.js';
-import { p99JctHours } from '../admission.js';
+import { p99JctHours } from '../queue-options.js';
 import { FleetMeter } from '../../world/fleet-meter.js';
 import type { GroundTruth } from '../../world/ground-truth.js';
 import { jobOutcome, summarize } from '../../world/metrics.js';

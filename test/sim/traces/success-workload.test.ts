@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { loadCatalogFile } from '../../../src/cloud/catalog-file.js';
 import { successSpecSchema, toDistribution, type SuccessSpec } from '../../../src/queue/success.js';
 import { NoPackingScheduler } from '../../../src/scheduler/baselines/no-packing.js';
-import { queueConfigFor, schedulerCaps } from '../../../src/sim/admission.js';
+import { queueConfigFor, schedulerCaps } from '../../../src/sim/queue-options.js';
 import { runSimulation } from '../../../src/sim/run-simulation.js';
 import { createScheduler } from '../../../src/scheduler/registry.js';
 import { loadTrace } from '../../../src/sim/traces/load.js';

@@ -3,7 +3,7 @@ import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import type { QueueCaps } from '../../src/queue/caps.js';
 import { singleClassConfig } from '../../src/queue/wfq.js';
 import { NoPackingScheduler } from '../../src/scheduler/baselines/no-packing.js';
-import { p99JctHours, queueConfigFor, QUEUE_KINDS, schedulerCaps } from '../../src/sim/admission.js';
+import { p99JctHours, queueConfigFor, QUEUE_KINDS, schedulerCaps } from '../../src/sim/queue-options.js';
 import { runSimulation, type SimulationOptions as RunOptions } from '../../src/sim/run-simulation.js';
 import { groundTruthFor } from '../../src/sim/run-request.js';
 import { executeRun } from '../../src/sim/run-request.js';
