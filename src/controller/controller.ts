@@ -23,17 +23,10 @@ import { SystemClock, type Clock } from './clock.js';
 import type { ControllerConfig, OrphanPolicy } from './config.js';
 import { billedInstances, computeCostReport, type DetailedCostReport } from './cost-accounting.js';
 import type { JobSpec } from './job-spec/spec.js';
-import {
-  CloudOnlyExecutor,
-  InjectedCrash,
-  Reconciler,
-  silentLogger,
-  type ControllerLogger,
-  type FaultInjector,
-  type ProgressSummary,
-  type SyncSummary,
-  type TaskExecutor,
-} from './reconciler.js';
+import { CloudOnlyExecutor, silentLogger, type ControllerLogger, type TaskExecutor } from './seams.js';
+import { InjectedCrash, type FaultInjector } from './faults.js';
+import { Reconciler, type ProgressSummary } from './reconciler.js';
+import type { SyncSummary } from './reconcile/cloud-sync.js';
 import { predictCompletions } from '../predict/predict.js';
 import { predictEtas, worldFingerprint, type PredictFn } from './eta.js';
 import { predictionErrorOf, readQueueRecord, writeQueueRecord, type EtaRecord } from './queue-records.js';

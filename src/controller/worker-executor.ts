@@ -13,14 +13,14 @@ import type {
 import { tokensEqual } from './api/auth.js';
 import type { Clock } from './clock.js';
 import { expandTasks } from './job-spec/tasks.js';
-import type {
-  TaskExecutor,
-  TaskStartRequest,
-  TaskStatus,
-  TaskStopRequest,
-  ControllerLogger,
-} from './reconciler.js';
-import { silentLogger } from './reconciler.js';
+import {
+  silentLogger,
+  type ControllerLogger,
+  type TaskExecutor,
+  type TaskStartRequest,
+  type TaskStatus,
+  type TaskStopRequest,
+} from './seams.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
 import type { InstanceRecord, JobRecord, JsonValue, StateStore, TaskRecord } from './state-store.js';
 

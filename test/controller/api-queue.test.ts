@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
 import type { PredictFn } from '../../src/controller/eta.js';
-import type { TaskExecutor, TaskStatus } from '../../src/controller/reconciler.js';
+import type { TaskExecutor, TaskStatus } from '../../src/controller/seams.js';
 import type { TaskRecord } from '../../src/controller/state-store.js';
 import { catalog, CPU_SMALL, jobSpec, liveRecords, rig, type Rig } from './controller-fixtures.js';
 

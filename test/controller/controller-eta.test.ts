@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { controllerWorld, type PredictFn } from '../../src/controller/eta.js';
 import { readQueueRecord } from '../../src/controller/queue-records.js';
-import type { TaskExecutor, TaskStartRequest, TaskStatus } from '../../src/controller/reconciler.js';
+import type { TaskExecutor, TaskStartRequest, TaskStatus } from '../../src/controller/seams.js';
 import { readSnapshotInputs } from '../../src/controller/snapshot.js';
 import type { TaskRecord } from '../../src/controller/state-store.js';
 import type { ManualClock } from '../../src/controller/clock.js';

@@ -23,7 +23,7 @@ import { Controller, type ControllerDeps, type ControllerSettings } from '../../
 import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
-import { InjectedCrash, type FaultInjector, type FaultPoint } from '../../src/controller/reconciler.js';
+import { InjectedCrash, type FaultInjector, type FaultPoint } from '../../src/controller/faults.js';
 import type { StateStore } from '../../src/controller/state-store.js';
 import type { Resources } from '../../src/core/resources.js';
 

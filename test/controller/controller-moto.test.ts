@@ -11,7 +11,7 @@ import { TAG_CLUSTER, TAG_INSTANCE_KEY, TAG_LAUNCH_TOKEN, TAG_PLAN } from '../..
 import { ManualClock } from '../../src/controller/clock.js';
 import { Controller, type ControllerSettings } from '../../src/controller/controller.js';
 import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
-import type { TaskExecutor } from '../../src/controller/reconciler.js';
+import type { TaskExecutor } from '../../src/controller/seams.js';
 import { listReports } from '../../src/controller/reports.js';
 import { LATEST_REPORT_KEY } from '../../src/protocol/object-keys.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { TAG_CLUSTER, TAG_INSTANCE_KEY, TAG_LAUNCH_TOKEN, TAG_PLAN } from '../../src/cloud/provider.js';
 import { SCHEDULER_STATE_KEY } from '../../src/controller/controller.js';
-import { CloudOnlyExecutor, LAUNCH_BACKOFF_KEY, type TaskExecutor } from '../../src/controller/reconciler.js';
+import { CloudOnlyExecutor, type TaskExecutor } from '../../src/controller/seams.js';
+import { LAUNCH_BACKOFF_KEY } from '../../src/controller/reconcile/effects/registrations.js';
 import type { InstanceRecord } from '../../src/controller/state-store.js';
 import type { Scheduler } from '../../src/scheduler/types.js';
 import { CPU_SMALL, FakeCloud, GPU_ONE, jobSpec, liveRecords, MEM_BIG, rig } from './controller-fixtures.js';

@@ -1,14 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { diffConfiguration } from '../../src/scheduler/actions.js';
 import type { Configuration, Plan } from '../../src/scheduler/types.js';
-import {
-  InjectedCrash,
-  Reconciler,
-  type FaultInjector,
-  type TaskExecutor,
-  type TaskStartRequest,
-  type TaskStopRequest,
-} from '../../src/controller/reconciler.js';
+import { InjectedCrash, type FaultInjector } from '../../src/controller/faults.js';
+import { Reconciler } from '../../src/controller/reconciler.js';
+import type { TaskExecutor, TaskStartRequest, TaskStopRequest } from '../../src/controller/seams.js';
 import { buildSnapshot, readSnapshotInputs } from '../../src/controller/snapshot.js';
 import { BASE_SETTINGS, catalog, CPU_SMALL, CrashAt, jobSpec, rig, type Rig } from './controller-fixtures.js';
 

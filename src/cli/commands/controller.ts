@@ -27,12 +27,8 @@ import {
 import { describeQueue } from '../../queue/admission-views.js';
 import { configuredSchedulerFactory } from '../../controller/configured-scheduler.js';
 import { Controller, settingsFromConfig } from '../../controller/controller.js';
-import {
-  FAULT_POINTS,
-  type ControllerLogger,
-  type FaultInjector,
-  type FaultPoint,
-} from '../../controller/reconciler.js';
+import { FAULT_POINTS, type FaultInjector, type FaultPoint } from '../../controller/faults.js';
+import type { ControllerLogger } from '../../controller/seams.js';
 import { PriceRefresher, shouldRefreshPrices } from '../../controller/price-refresh.js';
 import { SqliteStateStore } from '../../controller/state/sqlite-state-store.js';
 import { WorkerExecutor } from '../../controller/worker-executor.js';

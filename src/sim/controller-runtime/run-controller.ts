@@ -1,7 +1,7 @@
 import type { Catalog } from '../../core/catalog.js';
 import { Controller, type ControllerSettings } from '../../controller/controller.js';
 import type { MemoryStateStore } from '../../controller/memory-state-store.js';
-import type { ControllerLogger } from '../../controller/reconciler.js';
+import type { ControllerLogger } from '../../controller/seams.js';
 import type { Scheduler } from '../../scheduler/types.js';
 import { integrateProgress, type SimJob } from '../../world/entities.js';
 import type { SimLogEntry, SimulationProgress } from '../../world/simulation.js';

@@ -1,12 +1,7 @@
 import { demandOn, type Resources } from '../../core/resources.js';
 import type { InstanceRecord, TaskRecord } from '../../controller/state-store.js';
 import type { WorkerFleet } from '../../controller/controller.js';
-import type {
-  TaskExecutor,
-  TaskStartRequest,
-  TaskStatus,
-  TaskStopRequest,
-} from '../../controller/reconciler.js';
+import type { TaskExecutor, TaskStartRequest, TaskStatus, TaskStopRequest } from '../../controller/seams.js';
 import type { ThroughputObservation } from '../../scheduler/types.js';
 import { integrateProgress, isActive, jobRate, type SimJob, type SimTask } from '../../world/entities.js';
 import { memoized, type GroundTruth } from '../../world/ground-truth.js';
