@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { TAG_CLUSTER, TAG_INSTANCE_KEY, TAG_LAUNCH_TOKEN, TAG_PLAN } from '../../src/cloud/provider.js';
-import { SCHEDULER_STATE_KEY } from '../../src/controller/controller.js';
+import { SCHEDULER_STATE_KEY } from '../../src/controller/scheduler-state.js';
 import { CloudOnlyExecutor, type TaskExecutor } from '../../src/controller/seams.js';
 import { LAUNCH_BACKOFF_KEY } from '../../src/controller/reconcile/effects/registrations.js';
 import type { InstanceRecord } from '../../src/controller/state-store.js';

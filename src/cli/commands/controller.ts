@@ -26,7 +26,8 @@ import {
 } from '../../controller/config.js';
 import { describeQueue } from '../../queue/admission-views.js';
 import { configuredSchedulerFactory } from '../../controller/configured-scheduler.js';
-import { Controller, settingsFromConfig } from '../../controller/controller.js';
+import { Controller } from '../../controller/controller.js';
+import { settingsFromConfig } from '../../controller/settings.js';
 import { FAULT_POINTS, type FaultInjector, type FaultPoint } from '../../controller/faults.js';
 import type { ControllerLogger } from '../../controller/seams.js';
 import { PriceRefresher, shouldRefreshPrices } from '../../controller/price-refresh.js';

@@ -1,5 +1,6 @@
 import type { Catalog } from '../../core/catalog.js';
-import { Controller, type ControllerSettings } from '../../controller/controller.js';
+import { Controller } from '../../controller/controller.js';
+import type { ControllerSettings } from '../../controller/settings.js';
 import type { MemoryStateStore } from '../../controller/memory-state-store.js';
 import type { ControllerLogger } from '../../controller/seams.js';
 import type { Scheduler } from '../../scheduler/types.js';

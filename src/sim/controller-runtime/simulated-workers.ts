@@ -1,6 +1,6 @@
 import { demandOn, type Resources } from '../../core/resources.js';
 import type { InstanceRecord, TaskRecord } from '../../controller/state-store.js';
-import type { WorkerFleet } from '../../controller/controller.js';
+import type { WorkerFleet } from '../../controller/worker-liveness.js';
 import type { TaskExecutor, TaskStartRequest, TaskStatus, TaskStopRequest } from '../../controller/seams.js';
 import type { ThroughputObservation } from '../../scheduler/types.js';
 import { integrateProgress, isActive, jobRate, type SimJob, type SimTask } from '../../world/entities.js';
