@@ -21,7 +21,7 @@ import type { WrittenReport } from './reports.js';
 import { ReportWriter } from './report-writer.js';
 import { RoundRecorder, type RoundMetrics, type RoundOutcome } from './round-recorder.js';
 import { SchedulerState, type ControllerScheduler } from './scheduler-state.js';
-import { CloudOnlyExecutor, silentLogger, type ControllerLogger, type TaskExecutor } from './seams.js';
+import { CloudOnlyTaskControl, silentLogger, type ControllerLogger, type TaskControl } from './seams.js';
 import type { ClusterView, ControllerService, WhyRecord } from './service.js';
 import { reconcilerSettings, type ControllerSettings } from './settings.js';
 import type { InstanceRecord, JobRecord, StateStore } from './state-store.js';
@@ -49,7 +49,7 @@ export interface ControllerDeps {
   readonly catalog: Catalog;
   /** Required unless `settings.dryRun`; a dry run never touches it. */
   readonly provider?: CloudProvider | undefined;
-  readonly executor?: TaskExecutor;
+  readonly tasks?: TaskControl;
   readonly clock?: Clock;
   /** Where cost reports go; without one, reports are only computed on demand. */
   readonly objectStore?: ObjectStore | undefined;
@@ -64,7 +64,7 @@ export interface ControllerDeps {
    */
   readonly schedulerFor?: ((catalog: Catalog) => ControllerScheduler) | undefined;
   readonly metrics?: RoundMetrics | undefined;
-  /** Workers (worker-executor.ts): throughput observations, and silent workers whose instance is replaced. */
+  /** Workers (worker-task-control.ts): throughput observations, and silent workers whose instance is replaced. */
   readonly workers?: WorkerFleet | undefined;
   /**
    * Completion-time predictions (PCS §4, eta.ts): the simulator's `predictCompletions` (default), another
@@ -133,7 +133,7 @@ export class Controller implements ControllerService {
       catalog: deps.catalog,
       // Dry run: the reconciler gets no provider, so no code path can reach the cloud.
       provider: deps.settings.dryRun ? undefined : deps.provider,
-      executor: deps.executor ?? new CloudOnlyExecutor(),
+      tasks: deps.tasks ?? new CloudOnlyTaskControl(),
       clock: this.clock,
       faults: deps.faults,
       logger: this.log,

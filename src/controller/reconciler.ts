@@ -22,9 +22,9 @@ import { applyPlan, type AppliedPlan } from './reconcile/plan-intents.js';
  * the same transaction that records its outcome:
  *
  *   launch      pending `launch` intent → CloudProvider.launch with the instance's stored idempotency token
- *   stop        pending `stop-task` intent → TaskExecutor.stop; the task is released (and re-committed to its
+ *   stop        pending `stop-task` intent → TaskControl.stop; the task is released (and re-committed to its
  *               destination when a `start-task` intent waits for it)
- *   start       pending `start-task` intent → TaskExecutor.start once the instance is running (and its worker
+ *   start       pending `start-task` intent → TaskControl.start once the instance is running (and its worker
  *               registered) and no other job is still checkpointing off it
  *   terminate   a `draining` instance that nothing occupies → `terminate` intent → CloudProvider.terminate
  *

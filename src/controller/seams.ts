@@ -2,8 +2,8 @@ import type { InstanceRecord, JobRecord, TaskRecord } from './state-store.js';
 
 /**
  * The seams between the controller and what runs tasks: how the reconciler starts and stops tasks on instances and
- * reads their status (worker-executor.ts over the worker protocol, the simulator's workers, or a cloud-only stand-in),
- * and where it logs.
+ * reads their status (TaskControl: worker-task-control.ts over the worker protocol, the simulator's workers, or a
+ * cloud-only stand-in), and where it logs.
  */
 
 export type TaskStatus = 'starting' | 'running' | 'succeeded' | 'failed' | 'stopped' | 'unknown';
@@ -22,13 +22,14 @@ export interface TaskStopRequest {
 }
 
 /**
- * Runs tasks on instances (through the worker agents). Calls must be idempotent: after a crash the
+ * How the reconciler controls tasks on instances: asks for starts and stops and reads task status. The tasks
+ * themselves run on the workers (their Executor, src/worker/executor.ts). Calls must be idempotent: after a crash the
  * controller repeats a start or stop whose outcome it did not record.
  */
-export interface TaskExecutor {
+export interface TaskControl {
   readonly name: string;
   /**
-   * Whether the instance's worker has registered. Executors without workers leave it out: an instance is then ready
+   * Whether the instance's worker has registered. Task controls without workers leave it out: an instance is then ready
    * as soon as the cloud reports it running, and no registration timeout applies.
    */
   workerRegistered?(instance: InstanceRecord): boolean;
@@ -36,9 +37,9 @@ export interface TaskExecutor {
   /** `stopped`: the task is gone from the instance (checkpointed if asked); `pending`: still checkpointing. */
   stop(request: TaskStopRequest): Promise<'stopped' | 'pending'>;
   status(task: TaskRecord, instance: InstanceRecord): Promise<TaskStatus>;
-  /** Why a task the executor reported `failed` failed (exit code, last output), for the job's reason. */
+  /** Why a task reported `failed` failed (exit code, last output), for the job's reason. */
   failureReason?(task: TaskRecord): string | undefined;
-  /** The exit code of a task the executor reported `failed`, if known (`unsuccessfulExitCodes`). */
+  /** The exit code of a task reported `failed`, if known (`unsuccessfulExitCodes`). */
   exitCode?(task: TaskRecord): number | undefined;
 }
 
@@ -46,7 +47,7 @@ export interface TaskExecutor {
  * Without workers (dry runs, cloud-only tests): a task "runs" as soon as its instance runs in EC2 and the plan put it
  * there. Nothing ever finishes by itself; a cancel ends a job.
  */
-export class CloudOnlyExecutor implements TaskExecutor {
+export class CloudOnlyTaskControl implements TaskControl {
   readonly name = 'cloud-only';
   async start(): Promise<void> {}
   async stop(): Promise<'stopped'> {

@@ -3,7 +3,7 @@ import type { Reconciler } from './reconciler.js';
 import type { ControllerLogger } from './seams.js';
 import type { InstanceRecord, StateStore } from './state-store.js';
 
-/** What the loop asks of the worker side beyond TaskExecutor (implemented by WorkerExecutor). */
+/** What the loop asks of the worker side beyond TaskControl (implemented by WorkerTaskControl). */
 export interface WorkerFleet {
   takeObservations(): ThroughputObservation[];
   staleInstances(): InstanceRecord[];

@@ -32,7 +32,7 @@ import { FAULT_POINTS, type FaultInjector, type FaultPoint } from '../../control
 import type { ControllerLogger } from '../../controller/seams.js';
 import { PriceRefresher, shouldRefreshPrices } from '../../controller/price-refresh.js';
 import { SqliteStateStore } from '../../controller/state/sqlite-state-store.js';
-import { WorkerExecutor } from '../../controller/worker-executor.js';
+import { WorkerTaskControl } from '../../controller/worker-task-control.js';
 import type { CloudProvider } from '../../cloud/provider.js';
 import { LocalProvider } from '../../cloud/local/local-provider.js';
 import { withLocalDelays } from '../../cloud/local/local-delays.js';
@@ -248,7 +248,7 @@ export async function runController(
   const workers =
     workerToken === undefined || objectStore === undefined
       ? undefined
-      : new WorkerExecutor({
+      : new WorkerTaskControl({
           store,
           catalog,
           clock,
@@ -268,7 +268,7 @@ export async function runController(
         });
   const schedulerFor = configuredSchedulerFactory(config);
   const controller = new Controller({
-    ...(workers === undefined ? {} : { executor: workers, workers }),
+    ...(workers === undefined ? {} : { tasks: workers, workers }),
     store,
     catalog,
     scheduler: schedulerFor(catalog),

@@ -7,7 +7,7 @@ import type { Clock } from '../clock.js';
 import type { OrphanPolicy } from '../config.js';
 import type { FaultInjector, FaultPoint } from '../faults.js';
 import { expandTasks } from '../job-spec/tasks.js';
-import { silentLogger, type ControllerLogger, type TaskExecutor } from '../seams.js';
+import { silentLogger, type ControllerLogger, type TaskControl } from '../seams.js';
 import type { IntentRecord, JobRecord, StateStore, TaskRecord } from '../state-store.js';
 
 export interface ReconcilerSettings {
@@ -31,7 +31,7 @@ export interface ReconcilerDeps {
   readonly catalog: Catalog;
   /** Undefined in dry-run: nothing here may call the cloud then. */
   readonly provider: CloudProvider | undefined;
-  readonly executor: TaskExecutor;
+  readonly tasks: TaskControl;
   readonly clock: Clock;
   readonly settings: ReconcilerSettings;
   readonly faults?: FaultInjector | undefined;

@@ -146,7 +146,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
     store,
     catalog: o.catalog,
     provider: cloud,
-    executor: workers,
+    tasks: workers,
     workers,
     clock,
     settings,

@@ -25,12 +25,12 @@ export function launchBackoff(ctx: ReconcileContext): LaunchBackoff {
  * bootstrap cannot launch instances in a loop. A registration resets the backoff.
  */
 export function checkRegistrations(ctx: ReconcileContext): string[] {
-  const registered = ctx.deps.executor.workerRegistered;
+  const registered = ctx.deps.tasks.workerRegistered;
   if (registered === undefined) return [];
   const replaced: string[] = [];
   const now = ctx.now();
   for (const inst of ctx.store.listInstances({ states: ['running'] })) {
-    if (registered.call(ctx.deps.executor, inst)) {
+    if (registered.call(ctx.deps.tasks, inst)) {
       if (launchBackoff(ctx).failures > 0)
         ctx.store.setValue(LAUNCH_BACKOFF_KEY, { failures: 0, notBeforeSeconds: 0 });
       continue;

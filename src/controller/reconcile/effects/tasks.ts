@@ -53,7 +53,7 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
       (instance.state === 'running' || instance.state === 'draining');
     if (mayRunThere) {
       ctx.fault('stop:before-call', taskId);
-      const outcome = await ctx.deps.executor.stop({ task, instance, checkpoint });
+      const outcome = await ctx.deps.tasks.stop({ task, instance, checkpoint });
       ctx.fault('stop:after-call', taskId);
       if (outcome === 'pending') continue;
     }
@@ -80,8 +80,8 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
 
 function isReady(ctx: ReconcileContext, instance: InstanceRecord): boolean {
   if (instance.state !== 'running') return false;
-  const registered = ctx.deps.executor.workerRegistered;
-  return registered === undefined ? true : registered.call(ctx.deps.executor, instance);
+  const registered = ctx.deps.tasks.workerRegistered;
+  return registered === undefined ? true : registered.call(ctx.deps.tasks, instance);
 }
 
 /**
@@ -131,7 +131,7 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
     });
     if (wait !== undefined) continue;
     ctx.fault('start:before-call', taskId);
-    await ctx.deps.executor.start({ task, job, instance });
+    await ctx.deps.tasks.start({ task, job, instance });
     ctx.fault('start:after-call', taskId);
     ctx.store.transaction(() => {
       ctx.store.completeIntent(intent.id);
@@ -172,7 +172,7 @@ export async function pollTaskStatuses(ctx: ReconcileContext): Promise<void> {
   for (const task of ctx.store.listTasks({ states: ['running'] })) {
     const instance = task.instanceId === undefined ? undefined : ctx.store.getInstance(task.instanceId);
     if (instance === undefined || instance.state !== 'running') continue;
-    const status = await ctx.deps.executor.status(task, instance);
+    const status = await ctx.deps.tasks.status(task, instance);
     if (status !== 'succeeded' && status !== 'failed') continue;
     const ended = ctx.store.transaction(() => {
       const job = ctx.store.getJob(task.jobId) as JobRecord;
@@ -185,7 +185,7 @@ export async function pollTaskStatuses(ctx: ReconcileContext): Promise<void> {
               kind: 'stop-task',
               payload: { taskId: other.id, instanceId: other.instanceId as string, checkpoint: false },
             });
-        const code = ctx.deps.executor.exitCode?.(task);
+        const code = ctx.deps.tasks.exitCode?.(task);
         // A declared "unsuccessful at a stage" exit (success-ranked ordering) is not a failure.
         if (code !== undefined && (job.spec.unsuccessfulExitCodes ?? []).includes(code))
           return ctx.store.setJobState(
@@ -193,7 +193,7 @@ export async function pollTaskStatuses(ctx: ReconcileContext): Promise<void> {
             'unsuccessful',
             `task ${task.id} exited with ${code}, one of the job's unsuccessfulExitCodes`,
           );
-        const why = ctx.deps.executor.failureReason?.(task);
+        const why = ctx.deps.tasks.failureReason?.(task);
         return ctx.store.setJobState(
           job.id,
           'failed',
