@@ -8,7 +8,7 @@ import type { ObjectStore } from '../storage/object-store.js';
 import { readJobLogs, storeBuildContext } from './artifacts.js';
 import { SystemClock, type Clock } from './clock.js';
 import { computeCostReport, type DetailedCostReport } from './cost-accounting.js';
-import type { PredictFn } from './eta.js';
+import type { PredictFn } from './eta-world.js';
 import { clusterView, whyJob } from './explain.js';
 import { InjectedCrash, type FaultInjector } from './faults.js';
 import { JobControl } from './job-control.js';
@@ -67,7 +67,7 @@ export interface ControllerDeps {
   /** Workers (worker-task-control.ts): throughput observations, and silent workers whose instance is replaced. */
   readonly workers?: WorkerFleet | undefined;
   /**
-   * Completion-time predictions (PCS §4, eta.ts): the simulator's `predictCompletions` (default), another
+   * Completion-time predictions (PCS §4, eta-world.ts): the simulator's `predictCompletions` (default), another
    * function (tests), or false to turn them off.
    */
   readonly predict?: PredictFn | false | undefined;

@@ -3,7 +3,7 @@ import type { Admission, QueueDecision } from '../queue/admission.js';
 import { queueViews } from '../queue/admission-views.js';
 import type { PredictionFork } from '../round/round.js';
 import type { Clock } from './clock.js';
-import { predictEtas, worldFingerprint, type PredictFn } from './eta.js';
+import { predictEtas, worldFingerprint, type PredictFn } from './eta-world.js';
 import { predictionErrorOf, readQueueRecord, writeQueueRecord, type EtaRecord } from './queue-records.js';
 import type { SchedulerState } from './scheduler-state.js';
 import type { ControllerLogger } from './seams.js';
@@ -26,10 +26,10 @@ export interface PredictionsDeps {
 /**
  * When the controller predicts completion times and where the ETAs go (PCS §4): at submission, and in a round when
  * the cluster changed or strayed from the last prediction; each job's ETAs and, once it ended, the error of its
- * submission prediction are kept in its queue record. eta.ts builds and runs the prediction world itself.
+ * submission prediction are kept in its queue record. eta-world.ts builds and runs the prediction world itself.
  */
 export class Predictions {
-  /** The world the last prediction ran on (eta.ts worldFingerprint) and what it predicted, to skip reruns. */
+  /** The world the last prediction ran on (eta-world.ts worldFingerprint) and what it predicted, to skip reruns. */
   private last: { fingerprint: string; etas: ReadonlyMap<string, EtaRecord> } | undefined;
 
   constructor(private readonly deps: PredictionsDeps) {}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { controllerWorld, type PredictFn } from '../../src/controller/eta.js';
+import { controllerWorld, type PredictFn } from '../../src/controller/eta-world.js';
 import { readQueueRecord } from '../../src/controller/queue-records.js';
 import type { TaskControl, TaskStartRequest, TaskStatus } from '../../src/controller/seams.js';
 import { readSnapshotInputs } from '../../src/controller/snapshot.js';
