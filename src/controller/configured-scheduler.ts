@@ -2,7 +2,7 @@ import type { Catalog } from '../core/catalog.js';
 import { createScheduler, NO_INTERFERENCE } from '../scheduler/registry.js';
 import type { ControllerConfig } from './config.js';
 import { schedulerCaps } from '../round/plan-caps.js';
-import type { ControllerScheduler } from './controller.js';
+import type { ControllerScheduler } from './scheduler-state.js';
 
 /**
  * The scheduler the configuration names (`scheduler.name`, any registered policy), as a factory per catalog: the

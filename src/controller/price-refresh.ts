@@ -2,7 +2,7 @@ import type { Catalog, InstanceType } from '../core/catalog.js';
 import { catalogFamilies, fetchOnDemandPrices, type PricingApi } from '../cloud/aws/pricing.js';
 import type { Clock } from './clock.js';
 import type { ControllerConfig } from './config.js';
-import type { ControllerLogger } from './reconciler.js';
+import type { ControllerLogger } from './seams.js';
 
 /**
  * Periodic on-demand price refresh for the running controller (Prices: "the controller

@@ -2,7 +2,7 @@ import { z } from 'zod';
 
 /**
  * The worker protocol, level-triggered over HTTP, shared by the worker agent (its client, src/worker/) and the
- * controller (src/controller/api/routes-workers.ts, worker-executor.ts). It lives apart from both so neither side
+ * controller (src/controller/api/routes-workers.ts, worker-task-control.ts). It lives apart from both so neither side
  * imports the other:
  *
  *   POST /v1/workers/register   bearer: the cluster's worker token (user data / local provider); body names the

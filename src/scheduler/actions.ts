@@ -5,8 +5,8 @@ import type { Configuration, PlannedInstance } from './types.js';
 
 /**
  * Turning a plan into work: a pure diff of the current configuration (the snapshot's committed placements)
- * against a planned one, as Eva's executor does (reference `Master._reconfigure` / `_simulate_reconfigure`,
- * research digest §1 and §7). Runtime-agnostic: the simulator and the controller both carry the actions out,
+ * against a planned one, as Eva's master does when it reconfigures (reference `Master._reconfigure` /
+ * `_simulate_reconfigure`, research digest §1 and §7). Runtime-agnostic: the simulator and the controller both carry the actions out,
  * each honouring the gates written on them.
  *
  * Rules (from the reference):

@@ -6,7 +6,7 @@ import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { ClusterView, CostReport, WhyRecord } from '../../src/controller/service.js';
 import type { InstanceRecord, JobRecord } from '../../src/controller/state-store.js';
 import type { WorkerEndpoint } from '../../src/controller/api/routes-workers.js';
-import { WorkerProtocolError } from '../../src/controller/worker-executor.js';
+import { WorkerProtocolError } from '../../src/controller/worker-task-control.js';
 import type {
   HeartbeatRequest,
   HeartbeatResponse,

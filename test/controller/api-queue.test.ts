@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
-import type { PredictFn } from '../../src/controller/eta.js';
-import type { TaskExecutor, TaskStatus } from '../../src/controller/reconciler.js';
+import type { PredictFn } from '../../src/controller/eta-world.js';
+import type { TaskControl, TaskStatus } from '../../src/controller/seams.js';
 import type { TaskRecord } from '../../src/controller/state-store.js';
 import { catalog, CPU_SMALL, jobSpec, liveRecords, rig, type Rig } from './controller-fixtures.js';
 
@@ -27,7 +27,7 @@ const sequential: PredictFn = ({ world }) => {
 };
 
 /** Tasks report `failed` with exit code 3 once marked. */
-class ExitingExecutor implements TaskExecutor {
+class ExitingTaskControl implements TaskControl {
   readonly name = 'exiting';
   readonly exited = new Map<string, number>();
   async start(): Promise<void> {}
@@ -48,7 +48,7 @@ class ExitingExecutor implements TaskExecutor {
 
 let r: Rig;
 let server: ApiServer;
-const executor = new ExitingExecutor();
+const control = new ExitingTaskControl();
 
 async function call(
   method: 'GET' | 'POST',
@@ -68,7 +68,10 @@ async function call(
 }
 
 beforeAll(async () => {
-  r = rig({ caps: { quotas: [{ group: 'standard', maxVcpus: 8 }] } }, { executor, predict: sequential });
+  r = rig(
+    { caps: { quotas: [{ group: 'standard', maxVcpus: 8 }] } },
+    { tasks: control, predict: sequential },
+  );
   r.store.addTeamToken('research', RESEARCH);
   r.store.addTeamToken('vision', VISION);
   server = await startApiServer(r.controller, { listen: '127.0.0.1:0', adminToken: ADMIN, catalog });
@@ -179,7 +182,7 @@ describe('controller API over HTTP: queue places, ETAs and unsuccessful jobs', (
     await r.controller.runRound('room');
     await r.controller.runRound('period');
     expect(r.store.getJob(coded.id)?.state).toBe('running');
-    executor.exited.set(`${coded.id}.0`, 3);
+    control.exited.set(`${coded.id}.0`, 3);
     await r.controller.reconcile();
     expect(r.store.getJob(coded.id)).toMatchObject({
       state: 'unsuccessful',
@@ -190,7 +193,7 @@ describe('controller API over HTTP: queue places, ETAs and unsuccessful jobs', (
       'research',
     );
     await r.controller.runRound('room');
-    executor.exited.set(`${plain.id}.0`, 3);
+    control.exited.set(`${plain.id}.0`, 3);
     await r.controller.reconcile();
     expect(r.store.getJob(plain.id)?.state).toBe('failed');
   });

@@ -8,7 +8,7 @@ import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { loadControllerConfig } from '../../src/controller/config.js';
 import { configuredSchedulerFactory } from '../../src/controller/configured-scheduler.js';
-import { settingsFromConfig } from '../../src/controller/controller.js';
+import { settingsFromConfig } from '../../src/controller/settings.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import type { OwlScheduler } from '../../src/scheduler/baselines/owl.js';
 import type { EvaScheduler } from '../../src/scheduler/eva.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import { AWS_QUOTA_GROUPS, loadControllerConfig } from '../../src/controller/config.js';
-import { settingsFromConfig } from '../../src/controller/controller.js';
+import { settingsFromConfig } from '../../src/controller/settings.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { awsQuotaGroup } from '../../src/queue/caps.js';
 

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/core/validation.js';
 import { ensureSecretFile } from '../../src/cli/commands/controller.js';
 import { loadControllerConfig, parseListen } from '../../src/controller/config.js';
-import { settingsFromConfig } from '../../src/controller/controller.js';
+import { settingsFromConfig } from '../../src/controller/settings.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-config-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));

@@ -1,14 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { controllerWorld, type PredictFn } from '../../src/controller/eta.js';
+import { controllerWorld, type PredictFn } from '../../src/controller/eta-world.js';
 import { readQueueRecord } from '../../src/controller/queue-records.js';
-import type { TaskExecutor, TaskStartRequest, TaskStatus } from '../../src/controller/reconciler.js';
+import type { TaskControl, TaskStartRequest, TaskStatus } from '../../src/controller/seams.js';
 import { readSnapshotInputs } from '../../src/controller/snapshot.js';
 import type { TaskRecord } from '../../src/controller/state-store.js';
 import type { ManualClock } from '../../src/controller/clock.js';
 import { catalog, CPU_SMALL, FakeCloud, GPU_ONE, jobSpec, rig } from './controller-fixtures.js';
 
 /** Tasks succeed once they have run their job's declared duration (the world follows the model). */
-class TimedExecutor implements TaskExecutor {
+class TimedTaskControl implements TaskControl {
   readonly name = 'timed';
   private readonly started = new Map<string, { at: number; seconds: number }>();
   constructor(private readonly clock: ManualClock) {}
@@ -48,10 +48,10 @@ describe('controller completion-time predictions', () => {
   it('predicts at submission, keeps that prediction, updates the ETA each round only when something changed, and measures the error', async () => {
     const calls = { n: 0 };
     const base = rig();
-    const executor = new TimedExecutor(base.clock);
+    const control = new TimedTaskControl(base.clock);
     const { controller, store, clock } = rig(
       {},
-      { clock: base.clock, executor, predict: stubPredict(calls) },
+      { clock: base.clock, tasks: control, predict: stubPredict(calls) },
     );
     const t0 = clock.nowSeconds();
     const a = controller.submit(jobSpec('a', CPU_SMALL, { expectedDurationSeconds: 3600 }), 'research');
@@ -222,8 +222,8 @@ describe('controller predictions with the simulator (src/sim/predict.ts)', () =>
 
   it('measures the submission prediction’s error when the job ends (the fake cloud boots at once)', async () => {
     const base = rig();
-    const executor = new TimedExecutor(base.clock);
-    const { controller, store, clock } = rig({}, { clock: base.clock, executor });
+    const control = new TimedTaskControl(base.clock);
+    const { controller, store, clock } = rig({}, { clock: base.clock, tasks: control });
     const job = controller.submit(jobSpec('timed', CPU_SMALL, { expectedDurationSeconds: 3600 }), 'research');
     await controller.runRound('submitted');
     for (let i = 0; i < 14 && store.getJob(job.id)?.state !== 'succeeded'; i++) {

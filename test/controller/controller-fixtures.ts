@@ -19,11 +19,12 @@ import {
   type ListOptions,
 } from '../../src/cloud/provider.js';
 import { ManualClock } from '../../src/controller/clock.js';
-import { Controller, type ControllerDeps, type ControllerSettings } from '../../src/controller/controller.js';
+import { Controller, type ControllerDeps } from '../../src/controller/controller.js';
+import type { ControllerSettings } from '../../src/controller/settings.js';
 import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
-import { InjectedCrash, type FaultInjector, type FaultPoint } from '../../src/controller/reconciler.js';
+import { InjectedCrash, type FaultInjector, type FaultPoint } from '../../src/controller/faults.js';
 import type { StateStore } from '../../src/controller/state-store.js';
 import type { Resources } from '../../src/core/resources.js';
 

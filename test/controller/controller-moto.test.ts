@@ -9,9 +9,10 @@ import { Ec2Provider } from '../../src/cloud/aws/ec2-provider.js';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { TAG_CLUSTER, TAG_INSTANCE_KEY, TAG_LAUNCH_TOKEN, TAG_PLAN } from '../../src/cloud/provider.js';
 import { ManualClock } from '../../src/controller/clock.js';
-import { Controller, type ControllerSettings } from '../../src/controller/controller.js';
+import { Controller } from '../../src/controller/controller.js';
+import type { ControllerSettings } from '../../src/controller/settings.js';
 import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
-import type { TaskExecutor } from '../../src/controller/reconciler.js';
+import type { TaskControl } from '../../src/controller/seams.js';
 import { listReports } from '../../src/controller/reports.js';
 import { LATEST_REPORT_KEY } from '../../src/protocol/object-keys.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
@@ -72,7 +73,7 @@ describeWithMoto(
       overrides: Partial<ControllerSettings> = {},
       options: {
         beforeRun?: (input: RunInstancesCommandInput) => void;
-        executor?: TaskExecutor;
+        tasks?: TaskControl;
         s3?: S3Client;
         bucket?: string;
         dbPath?: string;
@@ -107,7 +108,7 @@ describeWithMoto(
         provider,
         clock,
         objectStore,
-        ...(options.executor === undefined ? {} : { executor: options.executor }),
+        ...(options.tasks === undefined ? {} : { tasks: options.tasks }),
         settings: { ...BASE_SETTINGS, clusterName: cluster, ...overrides },
       });
       return { cluster, clock, api, provider, store, controller, dbPath };
@@ -278,7 +279,7 @@ describeWithMoto(
     });
 
     it('replaces an instance whose worker never registers and backs off before the next launch', async () => {
-      const never: TaskExecutor = {
+      const never: TaskControl = {
         name: 'never-registers',
         workerRegistered: () => false,
         start: async () => {},
@@ -287,7 +288,7 @@ describeWithMoto(
       };
       const rigged = setup(
         { registrationTimeoutSeconds: 300, registrationBackoffBaseSeconds: 120 },
-        { executor: never },
+        { tasks: never },
       );
       rigged.controller.submit(jobSpec('small', CPU_SMALL), 'research');
       await rigged.controller.runRound();

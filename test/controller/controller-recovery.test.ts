@@ -13,7 +13,7 @@ import {
   InjectedCrash,
   type FaultInjector,
   type FaultPoint,
-} from '../../src/controller/reconciler.js';
+} from '../../src/controller/faults.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { describeWithMoto } from '../helpers/moto.js';
 import {

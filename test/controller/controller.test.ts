@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { TAG_CLUSTER, TAG_INSTANCE_KEY, TAG_LAUNCH_TOKEN, TAG_PLAN } from '../../src/cloud/provider.js';
-import { SCHEDULER_STATE_KEY } from '../../src/controller/controller.js';
-import { CloudOnlyExecutor, LAUNCH_BACKOFF_KEY, type TaskExecutor } from '../../src/controller/reconciler.js';
+import { SCHEDULER_STATE_KEY } from '../../src/controller/scheduler-state.js';
+import { CloudOnlyTaskControl, type TaskControl } from '../../src/controller/seams.js';
+import { LAUNCH_BACKOFF_KEY } from '../../src/controller/reconcile/effects/registrations.js';
 import type { InstanceRecord } from '../../src/controller/state-store.js';
 import type { Scheduler } from '../../src/scheduler/types.js';
 import { CPU_SMALL, FakeCloud, GPU_ONE, jobSpec, liveRecords, MEM_BIG, rig } from './controller-fixtures.js';
@@ -23,7 +24,7 @@ describe('controller rounds against an in-memory cloud', () => {
       [TAG_INSTANCE_KEY]: 'inst-1',
       [TAG_LAUNCH_TOKEN]: record.launchToken,
     });
-    // Cloud-only executor: the task runs as soon as EC2 runs the instance (the fake boots at once).
+    // Cloud-only task control: the task runs as soon as EC2 runs the instance (the fake boots at once).
     expect(store.getTask(`${job.id}.0`)).toMatchObject({ state: 'running', instanceId: 'inst-1' });
     expect(store.getJob(job.id)?.state).toBe('running');
     expect(store.listIntents({ states: ['pending'] })).toEqual([]);
@@ -160,8 +161,8 @@ describe('controller rounds against an in-memory cloud', () => {
 
   it('replaces an instance whose worker never registers, with doubling backoff between launches', async () => {
     const registered = new Set<string>();
-    const executor: TaskExecutor = {
-      ...new CloudOnlyExecutor(),
+    const tasks: TaskControl = {
+      ...new CloudOnlyTaskControl(),
       name: 'never-registers',
       start: async () => {},
       stop: async () => 'stopped',
@@ -174,7 +175,7 @@ describe('controller rounds against an in-memory cloud', () => {
         registrationBackoffBaseSeconds: 60,
         registrationBackoffMaxSeconds: 3600,
       },
-      { executor },
+      { tasks },
     );
     const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');
     const launchTimes: number[] = [];

@@ -302,7 +302,7 @@ describe.concurrent('local mode end to end (one controller per scenario, run con
     const ctl = await startController('sigkill-process', 'process', { heartbeatTimeoutSeconds: 2 });
     const id = await ctl.submit();
     await runningWithCheckpoint(ctl, id);
-    // The controller restores only checkpoints a heartbeat has reported (worker-executor.ts: restore ⇔ a known
+    // The controller restores only checkpoints a heartbeat has reported (worker-task-control.ts: restore ⇔ a known
     // checkpoint key), so wait for a complete upload (its manifest) and then for one more heartbeat (new progress).
     const manifestDir = join(ctl.stateDir, 'objects', 'checkpoints', id, `${id}.0`);
     await until(`${ctl.name}: a complete checkpoint`, async () =>

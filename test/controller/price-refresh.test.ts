@@ -3,7 +3,7 @@ import { fixturePricingApi } from '../../src/cloud/aws/pricing-fixture.js';
 import type { GetProductsPage, PricingApi } from '../../src/cloud/aws/pricing.js';
 import { loadControllerConfig } from '../../src/controller/config.js';
 import { PriceRefresher, repriceCatalog, shouldRefreshPrices } from '../../src/controller/price-refresh.js';
-import type { ControllerLogger } from '../../src/controller/reconciler.js';
+import type { ControllerLogger } from '../../src/controller/seams.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
 import { PRICING_FIXTURES } from '../cloud/aws/fixture-paths.js';
 import { catalog, CPU_SMALL, jobSpec, priceOf, rig } from './controller-fixtures.js';

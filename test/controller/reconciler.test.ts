@@ -1,19 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { diffConfiguration } from '../../src/scheduler/actions.js';
 import type { Configuration, Plan } from '../../src/scheduler/types.js';
-import {
-  InjectedCrash,
-  Reconciler,
-  type FaultInjector,
-  type TaskExecutor,
-  type TaskStartRequest,
-  type TaskStopRequest,
-} from '../../src/controller/reconciler.js';
+import { InjectedCrash, type FaultInjector } from '../../src/controller/faults.js';
+import { Reconciler } from '../../src/controller/reconciler.js';
+import type { TaskControl, TaskStartRequest, TaskStopRequest } from '../../src/controller/seams.js';
 import { buildSnapshot, readSnapshotInputs } from '../../src/controller/snapshot.js';
 import { BASE_SETTINGS, catalog, CPU_SMALL, CrashAt, jobSpec, rig, type Rig } from './controller-fixtures.js';
 
-/** An executor whose stops can be held "checkpointing", recording every call. */
-class ScriptedExecutor implements TaskExecutor {
+/** Task control whose stops can be held "checkpointing", recording every call. */
+class ScriptedTaskControl implements TaskControl {
   readonly name = 'scripted';
   stopOutcome: 'stopped' | 'pending' = 'stopped';
   readonly calls: string[] = [];
@@ -31,12 +26,12 @@ class ScriptedExecutor implements TaskExecutor {
   }
 }
 
-function reconcilerFor(r: Rig, executor: TaskExecutor, faults?: FaultInjector): Reconciler {
+function reconcilerFor(r: Rig, control: TaskControl, faults?: FaultInjector): Reconciler {
   return new Reconciler({
     store: r.store,
     catalog,
     provider: r.cloud,
-    executor,
+    tasks: control,
     clock: r.clock,
     faults,
     settings: {
@@ -71,8 +66,8 @@ function planFor(r: Rig, configuration: Configuration) {
 
 describe('reconciler: plans into intents into effects', () => {
   /** Job A runs alone on inst-1 (c7i.xlarge); job B is queued. */
-  async function twoJobs(executor: ScriptedExecutor) {
-    const r = rig({}, { executor });
+  async function twoJobs(control: ScriptedTaskControl) {
+    const r = rig({}, { tasks: control });
     const a = r.controller.submit(jobSpec('a', CPU_SMALL), 'research');
     await r.controller.runRound();
     const b = r.controller.submit(jobSpec('b', CPU_SMALL), 'research');
@@ -80,9 +75,9 @@ describe('reconciler: plans into intents into effects', () => {
   }
 
   it('moves a job by checkpoint-stop then start, and starts another job only once the mover has left', async () => {
-    const executor = new ScriptedExecutor();
-    const { r, a, b } = await twoJobs(executor);
-    const reconciler = reconcilerFor(r, executor);
+    const control = new ScriptedTaskControl();
+    const { r, a, b } = await twoJobs(control);
+    const reconciler = reconcilerFor(r, control);
     const { plan, diff } = planFor(r, {
       instances: [
         { id: 'new-1', typeName: 'c7i.2xlarge', isNew: true, taskIds: [`${a.id}.0`] },
@@ -108,17 +103,17 @@ describe('reconciler: plans into intents into effects', () => {
     ]);
 
     // The checkpoint takes a while: nothing may start on inst-1, and A waits for its own stop.
-    executor.stopOutcome = 'pending';
-    executor.calls.length = 0;
+    control.stopOutcome = 'pending';
+    control.calls.length = 0;
     await reconciler.progress();
-    expect(executor.calls).toEqual([`stop ${a.id}.0 on inst-1 (checkpoint): pending`]);
+    expect(control.calls).toEqual([`stop ${a.id}.0 on inst-1 (checkpoint): pending`]);
     expect(r.store.getInstance('inst-2')?.state).toBe('running');
     expect(r.store.getTask(`${b.id}.0`)?.state).toBe('starting');
 
-    executor.stopOutcome = 'stopped';
-    executor.calls.length = 0;
+    control.stopOutcome = 'stopped';
+    control.calls.length = 0;
     await reconciler.progress();
-    expect(executor.calls).toEqual([
+    expect(control.calls).toEqual([
       `stop ${a.id}.0 on inst-1 (checkpoint): stopped`,
       `start ${a.id}.0 on inst-2`,
       `start ${b.id}.0 on inst-1`,
@@ -134,9 +129,9 @@ describe('reconciler: plans into intents into effects', () => {
   });
 
   it('returns a job to the queue when the plan leaves it out', async () => {
-    const executor = new ScriptedExecutor();
-    const { r, a } = await twoJobs(executor);
-    const reconciler = reconcilerFor(r, executor);
+    const control = new ScriptedTaskControl();
+    const { r, a } = await twoJobs(control);
+    const reconciler = reconcilerFor(r, control);
     const { plan, diff } = planFor(r, { instances: [] });
     reconciler.applyPlan(plan, diff);
     expect(r.store.getInstance('inst-1')?.state).toBe('draining');
@@ -149,10 +144,10 @@ describe('reconciler: plans into intents into effects', () => {
   });
 
   it('records nothing when it crashes before the round commits', async () => {
-    const executor = new ScriptedExecutor();
-    const r = rig({}, { executor });
+    const control = new ScriptedTaskControl();
+    const r = rig({}, { tasks: control });
     r.controller.submit(jobSpec('a', CPU_SMALL), 'research');
-    const reconciler = reconcilerFor(r, executor, new CrashAt('round:planned'));
+    const reconciler = reconcilerFor(r, control, new CrashAt('round:planned'));
     const { plan, diff } = planFor(r, {
       instances: [{ id: 'new-1', typeName: 'c7i.xlarge', isNew: true, taskIds: ['job-1.0'] }],
     });
@@ -164,16 +159,16 @@ describe('reconciler: plans into intents into effects', () => {
   });
 
   it('repeats a stop whose outcome was not recorded, and converges', async () => {
-    const executor = new ScriptedExecutor();
-    const { r, a } = await twoJobs(executor);
+    const control = new ScriptedTaskControl();
+    const { r, a } = await twoJobs(control);
     r.controller.cancel(a.id);
-    const crashing = reconcilerFor(r, executor, new CrashAt('stop:after-call'));
+    const crashing = reconcilerFor(r, control, new CrashAt('stop:after-call'));
     await expect(crashing.progress()).rejects.toThrow(InjectedCrash);
     expect(r.store.getTask(`${a.id}.0`)?.state).toBe('running'); // stopped on the instance, not yet recorded
-    const restarted = reconcilerFor(r, executor);
+    const restarted = reconcilerFor(r, control);
     await restarted.syncWithCloud();
     await restarted.progress();
-    expect(executor.calls.filter((c) => c.startsWith('stop'))).toEqual([
+    expect(control.calls.filter((c) => c.startsWith('stop'))).toEqual([
       `stop ${a.id}.0 on inst-1: stopped`,
       `stop ${a.id}.0 on inst-1: stopped`,
     ]);
@@ -182,14 +177,14 @@ describe('reconciler: plans into intents into effects', () => {
   });
 
   it('requeues a moving job whose destination vanished, and frees its other starts', async () => {
-    const executor = new ScriptedExecutor();
-    const { r, a } = await twoJobs(executor);
-    const reconciler = reconcilerFor(r, executor);
+    const control = new ScriptedTaskControl();
+    const { r, a } = await twoJobs(control);
+    const reconciler = reconcilerFor(r, control);
     const { plan, diff } = planFor(r, {
       instances: [{ id: 'new-1', typeName: 'c7i.2xlarge', isNew: true, taskIds: [`${a.id}.0`] }],
     });
     reconciler.applyPlan(plan, diff);
-    executor.stopOutcome = 'pending';
+    control.stopOutcome = 'pending';
     await reconciler.progress(); // inst-2 launched; A still checkpointing
     const destination = r.store.getInstance('inst-2')?.cloudId as string;
     await r.cloud.terminate([destination]);
@@ -197,7 +192,7 @@ describe('reconciler: plans into intents into effects', () => {
     await reconciler.syncWithCloud();
     expect(r.store.getInstance('inst-2')?.state).toBe('terminated');
     expect(r.store.listIntents({ states: ['pending'], kind: 'start-task' })).toEqual([]);
-    executor.stopOutcome = 'stopped';
+    control.stopOutcome = 'stopped';
     await reconciler.progress();
     expect(r.store.getJob(a.id)?.state).toBe('queued');
     expect(r.store.getTask(`${a.id}.0`)?.state).toBe('stopped');
@@ -205,8 +200,8 @@ describe('reconciler: plans into intents into effects', () => {
   });
 
   it('stops the tasks of a job that another writer ended, so its instance can go', async () => {
-    const executor = new ScriptedExecutor();
-    const r = rig({}, { executor });
+    const control = new ScriptedTaskControl();
+    const r = rig({}, { tasks: control });
     const a = r.controller.submit(jobSpec('a', CPU_SMALL), 'research');
     await r.controller.runRound();
     r.store.setJobState(a.id, 'cancelled', 'ended elsewhere');

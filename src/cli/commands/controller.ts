@@ -26,16 +26,13 @@ import {
 } from '../../controller/config.js';
 import { describeQueue } from '../../queue/admission-views.js';
 import { configuredSchedulerFactory } from '../../controller/configured-scheduler.js';
-import { Controller, settingsFromConfig } from '../../controller/controller.js';
-import {
-  FAULT_POINTS,
-  type ControllerLogger,
-  type FaultInjector,
-  type FaultPoint,
-} from '../../controller/reconciler.js';
+import { Controller } from '../../controller/controller.js';
+import { settingsFromConfig } from '../../controller/settings.js';
+import { FAULT_POINTS, type FaultInjector, type FaultPoint } from '../../controller/faults.js';
+import type { ControllerLogger } from '../../controller/seams.js';
 import { PriceRefresher, shouldRefreshPrices } from '../../controller/price-refresh.js';
 import { SqliteStateStore } from '../../controller/state/sqlite-state-store.js';
-import { WorkerExecutor } from '../../controller/worker-executor.js';
+import { WorkerTaskControl } from '../../controller/worker-task-control.js';
 import type { CloudProvider } from '../../cloud/provider.js';
 import { LocalProvider } from '../../cloud/local/local-provider.js';
 import { withLocalDelays } from '../../cloud/local/local-delays.js';
@@ -251,7 +248,7 @@ export async function runController(
   const workers =
     workerToken === undefined || objectStore === undefined
       ? undefined
-      : new WorkerExecutor({
+      : new WorkerTaskControl({
           store,
           catalog,
           clock,
@@ -271,7 +268,7 @@ export async function runController(
         });
   const schedulerFor = configuredSchedulerFactory(config);
   const controller = new Controller({
-    ...(workers === undefined ? {} : { executor: workers, workers }),
+    ...(workers === undefined ? {} : { tasks: workers, workers }),
     store,
     catalog,
     scheduler: schedulerFor(catalog),

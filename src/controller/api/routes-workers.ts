@@ -5,7 +5,7 @@ import {
   registerRequestSchema,
   WORKER_ROUTES,
 } from '../../protocol/worker-protocol.js';
-import { WorkerProtocolError, type WorkerExecutor } from '../worker-executor.js';
+import { WorkerProtocolError, type WorkerTaskControl } from '../worker-task-control.js';
 import { bodyOf } from './body.js';
 import { HttpError } from './errors.js';
 import type { RouteTable } from './routing.js';
@@ -15,7 +15,7 @@ import type { RouteTable } from './routing.js';
  * (access `none` for the API's auth hook) and check the worker tokens themselves: the cluster's worker token to
  * register, then the per-instance token the registration issued.
  */
-export type WorkerEndpoint = Pick<WorkerExecutor, 'register' | 'heartbeat'>;
+export type WorkerEndpoint = Pick<WorkerTaskControl, 'register' | 'heartbeat'>;
 
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 

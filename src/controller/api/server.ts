@@ -32,7 +32,7 @@ export interface ApiServerOptions {
   readonly metrics?: ControllerMetrics;
   readonly bodyLimitBytes?: number;
   readonly maxContextBytes?: number;
-  /** The worker protocol's endpoint (WorkerExecutor); without it, no worker routes are served. */
+  /** The worker protocol's endpoint (WorkerTaskControl); without it, no worker routes are served. */
   readonly workers?: WorkerEndpoint;
 }
 

@@ -1,4 +1,4 @@
-import type { ControllerSettings } from '../../controller/controller.js';
+import type { ControllerSettings } from '../../controller/settings.js';
 
 /** The controller's settings, as the rest of the simulator names them (only this directory imports the controller). */
 export type { ControllerSettings };

@@ -1,7 +1,8 @@
 import type { Catalog } from '../../core/catalog.js';
-import { Controller, type ControllerSettings } from '../../controller/controller.js';
+import { Controller } from '../../controller/controller.js';
+import type { ControllerSettings } from '../../controller/settings.js';
 import { MemoryStateStore } from '../../controller/memory-state-store.js';
-import type { ControllerLogger } from '../../controller/reconciler.js';
+import type { ControllerLogger } from '../../controller/seams.js';
 import type { Scheduler } from '../../scheduler/types.js';
 import { integrateProgress, type SimJob } from '../../world/entities.js';
 import type { SimLogEntry, SimulationProgress } from '../../world/simulation-types.js';
@@ -150,7 +151,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
     store,
     catalog: o.catalog,
     provider: cloud,
-    executor: workers,
+    tasks: workers,
     workers,
     clock,
     settings,

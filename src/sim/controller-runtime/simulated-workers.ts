@@ -1,12 +1,7 @@
 import { demandOn, type Resources } from '../../core/resources.js';
 import type { InstanceRecord, TaskRecord } from '../../controller/state-store.js';
-import type { WorkerFleet } from '../../controller/controller.js';
-import type {
-  TaskExecutor,
-  TaskStartRequest,
-  TaskStatus,
-  TaskStopRequest,
-} from '../../controller/reconciler.js';
+import type { WorkerFleet } from '../../controller/worker-liveness.js';
+import type { TaskControl, TaskStartRequest, TaskStatus, TaskStopRequest } from '../../controller/seams.js';
 import type { ThroughputObservation } from '../../scheduler/types.js';
 import { integrateProgress, isActive, jobRate, type SimJob, type SimTask } from '../../world/entities.js';
 import { memoized, type GroundTruth } from '../../world/ground-truth.js';
@@ -15,7 +10,7 @@ import type { SimulatedCloud, SimulatedInstance } from './simulated-cloud.js';
 import type { Timeline } from './timeline.js';
 
 /**
- * The worker fleet over simulated time: a TaskExecutor for the controller's reconciler and a WorkerFleet for its
+ * The worker fleet over simulated time: a TaskControl for the controller's reconciler and a WorkerFleet for its
  * rounds, running the trace's jobs with the engine's task model (src/sim/engine.ts, entities.ts):
  * - start: the task holds its instance's capacity at once and runs after fetch + build (build skipped when the image
  *   is on the instance already); once every task of the job runs, the job progresses after its init delay;
@@ -49,7 +44,7 @@ interface Host {
   readonly occupants: Set<SimTask>;
 }
 
-export class SimulatedWorkers implements TaskExecutor, WorkerFleet {
+export class SimulatedWorkers implements TaskControl, WorkerFleet {
   readonly name = 'simulated';
   private readonly truth: GroundTruth;
   private readonly tasks = new Map<string, SimTask>(); // controller task id → task
@@ -98,7 +93,7 @@ export class SimulatedWorkers implements TaskExecutor, WorkerFleet {
     return this.placement.has(task);
   }
 
-  // ---- TaskExecutor
+  // ---- TaskControl
 
   workerRegistered(instance: InstanceRecord): boolean {
     return instance.cloudId !== undefined && this.o.cloud.get(instance.cloudId)?.registered === true;

@@ -13,19 +13,19 @@ import type {
 import { tokensEqual } from './api/auth.js';
 import type { Clock } from './clock.js';
 import { expandTasks } from './job-spec/tasks.js';
-import type {
-  TaskExecutor,
-  TaskStartRequest,
-  TaskStatus,
-  TaskStopRequest,
-  ControllerLogger,
-} from './reconciler.js';
-import { silentLogger } from './reconciler.js';
+import {
+  silentLogger,
+  type ControllerLogger,
+  type TaskControl,
+  type TaskStartRequest,
+  type TaskStatus,
+  type TaskStopRequest,
+} from './seams.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
 import type { InstanceRecord, JobRecord, JsonValue, StateStore, TaskRecord } from './state-store.js';
 
 /**
- * The controller's TaskExecutor over the worker protocol (src/protocol/worker-protocol.ts). Level-triggered: a
+ * The controller's TaskControl over the worker protocol (src/protocol/worker-protocol.ts). Level-triggered: a
  * heartbeat carries what a worker has, and its answer is what the controller wants on that instance, derived from the
  * store (placed tasks) plus the starts and stops the reconciler asked for in this process. Nothing here needs to
  * survive a controller restart: the reconciler repeats its pending starts and stops, and workers heartbeat again.
@@ -47,7 +47,7 @@ export class WorkerProtocolError extends Error {
   }
 }
 
-export interface WorkerExecutorOptions {
+export interface WorkerTaskControlOptions {
   readonly store: StateStore;
   readonly catalog: Catalog;
   readonly clock: Clock;
@@ -76,7 +76,7 @@ interface StopRequest {
   deliveredSeq?: number;
 }
 
-export class WorkerExecutor implements TaskExecutor {
+export class WorkerTaskControl implements TaskControl {
   readonly name = 'worker';
   private readonly store: StateStore;
   private readonly log: ControllerLogger;
@@ -93,7 +93,7 @@ export class WorkerExecutor implements TaskExecutor {
   private readonly lost = new Set<string>();
   private seq = 0;
 
-  constructor(private readonly options: WorkerExecutorOptions) {
+  constructor(private readonly options: WorkerTaskControlOptions) {
     this.store = options.store;
     this.log = options.logger ?? silentLogger;
     this.startedAtSeconds = options.clock.nowSeconds();
@@ -333,7 +333,7 @@ export class WorkerExecutor implements TaskExecutor {
   }
 
   // ---------------------------------------------------------------------------------------------------------------
-  // TaskExecutor
+  // TaskControl
 
   workerRegistered(instance: InstanceRecord): boolean {
     return instance.workerTokenHash !== undefined && !this.lost.has(instance.id);

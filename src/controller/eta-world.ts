@@ -15,11 +15,11 @@ import { committedInstanceOf } from './snapshot.js';
 import type { InstanceRecord, JobRecord, TaskRecord } from './state-store.js';
 
 /**
- * Completion-time predictions in the controller (PCS §4): the controller's state as a simulator world
- * (src/sim/world.ts), run forward in virtual time with the same admission and a fork of the scheduler (its learned
- * co-location rates, so interference is included), launch delays from the catalog, restore and init delays from the
- * job specs, and no future arrivals. `controllerWorld` builds the world; `Predictor` runs it (src/sim/predict.ts)
- * at most once per round and only when the cluster changed.
+ * The prediction world of the controller's completion-time predictions (PCS §4): the controller's state as a
+ * simulator world (src/world/world.ts), run forward in virtual time with the same admission and a fork of the
+ * scheduler (its learned co-location rates, so interference is included), launch delays from the catalog, restore and
+ * init delays from the job specs, and no future arrivals. `controllerWorld` builds the world and `predictEtas` runs it
+ * (src/predict/predict.ts); predictions.ts decides when, at most once per round and only when the cluster changed.
  */
 
 /** A controller world, and which of its jobs run for an assumed duration. */

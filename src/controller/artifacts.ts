@@ -1,0 +1,49 @@
+import { buildContextKey, taskLogPrefix } from '../protocol/object-keys.js';
+import type { ObjectStore } from '../storage/object-store.js';
+import type { StateStore } from './state-store.js';
+
+/** Files the API reads and writes in the object store besides reports: task logs and Docker build contexts. */
+
+/** Where a key of the store is, as users address it (`s3://bucket/key`, a local path). */
+export function locationOf(store: ObjectStore, key: string): string {
+  return store.location.endsWith('/') ? `${store.location}${key}` : `${store.location}/${key}`;
+}
+
+/**
+ * A job's task output, from the log objects workers upload (`logs/<job>/…`, one per run of a task, in start order)
+ * while tasks run and when they stop or finish.
+ */
+export async function readJobLogs(objectStore: ObjectStore | undefined, jobId: string): Promise<string> {
+  if (objectStore === undefined) throw new Error('no object store configured: task logs are kept there');
+  const keys: string[] = [];
+  for await (const info of objectStore.list(taskLogPrefix(jobId))) keys.push(info.key);
+  const parts: string[] = [];
+  for (const key of keys.sort()) {
+    const text = (await objectStore.getBuffer(key)).toString('utf8');
+    parts.push(
+      `==> ${key.slice(taskLogPrefix(jobId).length)} <==\n${text}${text.endsWith('\n') || text === '' ? '' : '\n'}`,
+    );
+  }
+  return parts.join('');
+}
+
+/**
+ * Keep an uploaded Docker build context in the object store, content-addressed (the same archive is stored once);
+ * answers the reference a job spec's `build.context` carries for workers to fetch.
+ */
+export async function storeBuildContext(
+  objectStore: ObjectStore | undefined,
+  store: StateStore,
+  archive: Buffer,
+  info: { readonly sha256: string; readonly encoding: 'tar' | 'gzip'; readonly team: string | undefined },
+): Promise<string> {
+  if (objectStore === undefined) throw new Error('no object store configured for build contexts');
+  const key = buildContextKey(info.sha256, info.encoding);
+  if (!(await objectStore.exists(key))) await objectStore.put(key, archive);
+  store.appendEvent({
+    kind: 'context.stored',
+    message: `build context ${info.sha256.slice(0, 12)} (${archive.length} bytes) from ${info.team ?? 'admin'}`,
+    data: { key, sizeBytes: archive.length, team: info.team ?? null },
+  });
+  return locationOf(objectStore, key);
+}

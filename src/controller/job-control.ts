@@ -1,0 +1,105 @@
+import { ValidationError } from '../core/validation.js';
+import type { JobSpec } from './job-spec/spec.js';
+import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
+import { UnknownRecordError, type InstanceRecord, type JobRecord, type StateStore } from './state-store.js';
+
+export interface JobControlDeps {
+  readonly store: StateStore;
+  readonly requestRound: (reason: string) => void;
+  /** A job ended here (cancelled, unsuccessful): forget it in the queue, note its report and prediction error. */
+  readonly jobEnded: (job: JobRecord) => void;
+  readonly predictAtSubmission: (job: JobRecord) => void;
+}
+
+/**
+ * What the API asks of jobs and instances: submit, cancel, end as unsuccessful, drain. Each writes the store
+ * synchronously and asks the loop for an early round; the loop carries the changes out.
+ */
+export class JobControl {
+  constructor(private readonly deps: JobControlDeps) {}
+
+  submit(spec: JobSpec, team: string): JobRecord {
+    const job = this.deps.store.submitJob(spec.team === team ? spec : { ...spec, team });
+    this.deps.requestRound(`${job.id} submitted`);
+    this.deps.predictAtSubmission(job);
+    return job;
+  }
+
+  cancel(jobId: string): JobRecord {
+    return this.endJob(jobId, 'cancelled', 'cancelled by request', true);
+  }
+
+  /**
+   * End a job as unsuccessful at a stage (success-ranked ordering): like a cancel, its tasks stop without a
+   * checkpoint and its capacity is freed, but the job is not counted as failed or cancelled. Idempotent; a job
+   * that already ended otherwise cannot become unsuccessful (IllegalTransitionError, 409 in the API).
+   */
+  markUnsuccessful(
+    jobId: string,
+    options: { readonly stage?: number; readonly reason?: string } = {},
+  ): JobRecord {
+    const job = this.deps.store.getJob(jobId);
+    if (job === undefined) throw new UnknownRecordError('job', jobId);
+    const success = job.spec.success;
+    const stages = success?.kind === 'stages' ? success.stageSeconds.length : undefined;
+    if (options.stage !== undefined && stages !== undefined && options.stage > stages)
+      throw new ValidationError('request', [
+        `stage: the job declares ${stages} stage(s), got ${options.stage}`,
+      ]);
+    const why = [
+      'stopped as unsuccessful',
+      options.stage === undefined ? '' : ` at stage ${options.stage}`,
+      options.reason === undefined ? ' by request' : `: ${options.reason}`,
+    ].join('');
+    return this.endJob(jobId, 'unsuccessful', why, false);
+  }
+
+  /** Stop a job's tasks (no checkpoint) and end it in `state`; a job already ended is returned as it is. */
+  private endJob(
+    jobId: string,
+    state: 'cancelled' | 'unsuccessful',
+    reason: string,
+    idempotent: boolean,
+  ): JobRecord {
+    let changed = false;
+    const job = this.deps.store.transaction(() => {
+      const current = this.deps.store.getJob(jobId);
+      if (current === undefined) throw new UnknownRecordError('job', jobId);
+      if (isFinalJobState(current.state) && (idempotent || current.state === state)) return current;
+      const ended = this.deps.store.setJobState(jobId, state, reason);
+      changed = true;
+      const tasks = this.deps.store.listTasks({ jobId });
+      const taskIds = new Set(tasks.map((t) => t.id));
+      const pending = this.deps.store.listIntents({ states: ['pending'] });
+      const stopping = new Set<string>();
+      for (const intent of pending) {
+        if (intent.kind === 'start-task' && taskIds.has(intent.payload.taskId))
+          this.deps.store.failIntent(intent.id, `job ${state}`);
+        if (intent.kind === 'stop-task' && taskIds.has(intent.payload.taskId))
+          stopping.add(intent.payload.taskId);
+      }
+      for (const task of tasks)
+        if (
+          PLACED_TASK_STATES.includes(task.state) &&
+          task.instanceId !== undefined &&
+          !stopping.has(task.id)
+        )
+          this.deps.store.recordIntent({
+            kind: 'stop-task',
+            payload: { taskId: task.id, instanceId: task.instanceId, checkpoint: false },
+          });
+      return ended;
+    });
+    if (changed) this.deps.jobEnded(job);
+    return job;
+  }
+
+  drain(instanceId: string): InstanceRecord {
+    const inst = this.deps.store.getInstance(instanceId) ?? this.deps.store.findInstanceByCloudId(instanceId);
+    if (inst === undefined) throw new UnknownRecordError('instance', instanceId);
+    if (inst.state !== 'requested' && inst.state !== 'launching' && inst.state !== 'running') return inst;
+    const drained = this.deps.store.setInstanceState(inst.id, 'draining', { reason: 'drained by request' });
+    this.deps.requestRound(`${inst.id} drained`);
+    return drained;
+  }
+}

@@ -1,0 +1,193 @@
+import { TAG_LAUNCH_TOKEN, type CloudInstance } from '../../cloud/provider.js';
+import type { InstanceRecord } from '../state-store.js';
+import { LIVE_INSTANCE_STATES, type ReconcileContext } from './context.js';
+import { releaseTasksOn } from './jobs.js';
+
+/**
+ * The store against the cloud: a launch whose instance exists (found by its launch-token tag) is adopted rather than
+ * relaunched; instances EC2 has that the store does not know are adopted or terminated (orphan policy); instances
+ * that vanished are marked terminated and their tasks replanned.
+ */
+
+export interface SyncSummary {
+  readonly listed: number;
+  readonly adopted: readonly string[];
+  readonly orphans: readonly string[];
+  readonly vanished: readonly string[];
+}
+
+/**
+ * Compare the store with the cloud's view of the cluster (one List call). Level-triggered: safe to run at any time,
+ * and the whole of crash recovery for launches and terminations.
+ */
+export async function syncWithCloud(ctx: ReconcileContext): Promise<SyncSummary> {
+  const cloud = await ctx.provider.list(ctx.settings.clusterName);
+  const now = ctx.now();
+  const byCloudId = new Map(cloud.map((c) => [c.instanceId, c]));
+  const byToken = new Map<string, CloudInstance[]>();
+  for (const c of cloud) {
+    const token = c.tags[TAG_LAUNCH_TOKEN];
+    if (token === undefined) continue;
+    const list = byToken.get(token);
+    if (list === undefined) byToken.set(token, [c]);
+    else list.push(c);
+  }
+  const claimed = new Set<string>();
+  const adopted: string[] = [];
+  const vanished: string[] = [];
+  const records = ctx.store.listInstances({ states: [...LIVE_INSTANCE_STATES] });
+  for (const inst of records) {
+    if (inst.cloudId !== undefined) {
+      claimed.add(inst.cloudId);
+      const seen = byCloudId.get(inst.cloudId);
+      if (
+        seen === undefined ||
+        seen.state === 'shutting-down' ||
+        seen.state === 'stopping' ||
+        seen.state === 'stopped'
+      ) {
+        if (inst.state === 'terminating') continue; // the terminate step finishes it
+        const since = inst.launchedAtSeconds ?? inst.requestedAtSeconds;
+        // DescribeInstances is eventually consistent right after RunInstances: wait before declaring it lost.
+        if (seen === undefined && now - since < ctx.settings.vanishGraceSeconds) continue;
+        loseInstance(ctx, inst, seen === undefined ? 'vanished from EC2' : `EC2 reports it ${seen.state}`);
+        vanished.push(inst.id);
+      } else if (seen.state === 'running' && inst.state === 'launching') {
+        ctx.store.setInstanceState(inst.id, 'running', { availabilityZone: seen.availabilityZone });
+      }
+      continue;
+    }
+    // No cloud id yet: a launch that may have happened before a crash. Its token finds it.
+    const found = (byToken.get(inst.launchToken) ?? []).filter((c) => !claimed.has(c.instanceId));
+    const first = found[0];
+    if (first === undefined) continue;
+    claimed.add(first.instanceId);
+    adoptLaunch(ctx, inst, first);
+    adopted.push(inst.id);
+  }
+  const orphans: string[] = [];
+  for (const c of cloud) {
+    if (claimed.has(c.instanceId) || c.state === 'shutting-down') continue;
+    // Known to the store but closed (declared lost, or replaced): its tasks are elsewhere, so it only costs money.
+    const known = ctx.store.findInstanceByCloudId(c.instanceId);
+    if (known !== undefined) await terminateStray(ctx, known, c);
+    else orphans.push(handleOrphan(ctx, c).id);
+  }
+  return { listed: cloud.length, adopted, orphans, vanished };
+}
+
+/** A launch recorded without its result (crash between RunInstances and the store): attach the instance found. */
+function adoptLaunch(ctx: ReconcileContext, inst: InstanceRecord, cloud: CloudInstance): void {
+  ctx.store.transaction(() => {
+    const change = {
+      cloudId: cloud.instanceId,
+      availabilityZone: cloud.availabilityZone,
+      reason: 'found by launch token',
+    };
+    if (inst.state === 'requested') ctx.store.setInstanceState(inst.id, 'launching', change);
+    else ctx.store.setInstanceState(inst.id, inst.state, change);
+    if (cloud.state === 'running' && ctx.store.getInstance(inst.id)?.state === 'launching')
+      ctx.store.setInstanceState(inst.id, 'running');
+    for (const intent of ctx.pendingIntentsFor('launch', inst.id)) ctx.store.completeIntent(intent.id);
+  });
+  ctx.log.info('adopted a launched instance found by its launch token', {
+    instanceId: inst.id,
+    cloudId: cloud.instanceId,
+  });
+}
+
+/**
+ * An instance tagged with this cluster that the store does not know (a lost database, a launch whose record was
+ * rolled back, or someone else's launch with our tags). It gets a record either way, so its cost is accounted for:
+ * adopted, the plan uses it or drops it; under the terminate policy (or a type the catalog lacks) it is drained at
+ * once and terminated by the next terminate pass.
+ */
+function handleOrphan(ctx: ReconcileContext, cloud: CloudInstance): InstanceRecord {
+  const knownType = ctx.deps.catalog.types.some((t) => t.name === cloud.typeName);
+  const terminate = ctx.settings.orphanPolicy === 'terminate' || !knownType;
+  const record = ctx.store.transaction(() => {
+    const inst = ctx.store.createInstance({
+      typeName: cloud.typeName,
+      availabilityZone: cloud.availabilityZone,
+      launchToken: `adopted-${cloud.instanceId}`,
+    });
+    ctx.store.setInstanceState(inst.id, 'launching', {
+      cloudId: cloud.instanceId,
+      availabilityZone: cloud.availabilityZone,
+      reason: 'orphan found in EC2',
+    });
+    if (terminate)
+      return ctx.store.setInstanceState(inst.id, 'draining', {
+        reason: knownType
+          ? 'orphan (policy: terminate)'
+          : `orphan of type ${cloud.typeName}, not in the catalog`,
+      });
+    return cloud.state === 'running'
+      ? ctx.store.setInstanceState(inst.id, 'running', { reason: 'orphan adopted' })
+      : inst;
+  });
+  ctx.log.warn(`orphan instance ${cloud.instanceId} ${terminate ? 'will be terminated' : 'adopted'}`, {
+    instanceId: record.id,
+    typeName: cloud.typeName,
+  });
+  ctx.fault('orphan:recorded', record.id);
+  ctx.requestRound('orphan found');
+  return record;
+}
+
+/** An instance whose record is closed still runs: terminate it (intent first, like every effect). */
+async function terminateStray(
+  ctx: ReconcileContext,
+  known: InstanceRecord,
+  cloud: CloudInstance,
+): Promise<void> {
+  const intent = ctx.store.recordIntent({
+    kind: 'terminate',
+    payload: { instanceId: known.id, cloudId: cloud.instanceId },
+  });
+  ctx.fault('terminate:before-call', known.id);
+  await ctx.provider.terminate([cloud.instanceId]);
+  ctx.fault('terminate:after-call', known.id);
+  ctx.store.transaction(() => {
+    ctx.store.completeIntent(intent.id);
+    ctx.store.appendEvent({
+      kind: 'instance.stray-terminated',
+      instanceId: known.id,
+      message: `${cloud.instanceId} still ran after ${known.id} was closed (${known.reason ?? known.state}); terminated`,
+    });
+  });
+  ctx.log.warn(`terminated stray instance ${cloud.instanceId} of closed record ${known.id}`);
+}
+
+/** The instance is gone (vanished, stopped, never registered): release its tasks so the next plan places them. */
+function loseInstance(ctx: ReconcileContext, inst: InstanceRecord, reason: string): void {
+  const affected = ctx.store.transaction(() => {
+    for (const intent of ctx.pendingIntentsFor('launch', inst.id)) ctx.store.failIntent(intent.id, reason);
+    ctx.store.setInstanceState(inst.id, 'terminated', { reason });
+    return releaseTasksOn(ctx, inst.id, `instance ${inst.id} lost: ${reason}`);
+  });
+  ctx.log.warn(`instance ${inst.id} lost: ${reason}`, { cloudId: inst.cloudId, jobs: [...affected] });
+  if (affected.size > 0) ctx.requestRound(`instance ${inst.id} lost`);
+}
+
+/**
+ * A worker that stopped heartbeating: its tasks go back to the queue (rescheduled from their last checkpoints) and
+ * its instance is terminated through the intent discipline like any other: a `terminate` intent is recorded in
+ * the same transaction, and `performTerminations` carries it out (and again after a crash).
+ */
+export function replaceLostWorker(ctx: ReconcileContext, instanceId: string, reason: string): void {
+  const affected = ctx.store.transaction(() => {
+    const inst = ctx.store.getInstance(instanceId);
+    if (inst === undefined || inst.state === 'terminating' || inst.state === 'terminated')
+      return new Set<string>();
+    const jobs = releaseTasksOn(ctx, inst.id, reason);
+    if (ctx.pendingIntentsFor('terminate', inst.id).length === 0)
+      ctx.store.recordIntent({
+        kind: 'terminate',
+        payload: { instanceId: inst.id, ...(inst.cloudId === undefined ? {} : { cloudId: inst.cloudId }) },
+      });
+    ctx.store.setInstanceState(inst.id, 'terminating', { reason });
+    return jobs;
+  });
+  if (affected.size > 0) ctx.requestRound(`worker of ${instanceId} lost`);
+}

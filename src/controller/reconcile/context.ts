@@ -1,0 +1,106 @@
+import type { Catalog, InstanceType } from '../../core/catalog.js';
+import type { FamilyDemand } from '../../core/resources.js';
+import type { QueueCaps } from '../../queue/caps.js';
+import { PriceBook } from '../../scheduler/reservation-price.js';
+import type { CloudProvider } from '../../cloud/provider.js';
+import type { Clock } from '../clock.js';
+import type { OrphanPolicy } from '../config.js';
+import type { FaultInjector, FaultPoint } from '../faults.js';
+import { expandTasks } from '../job-spec/tasks.js';
+import { silentLogger, type ControllerLogger, type TaskControl } from '../seams.js';
+import type { IntentRecord, JobRecord, StateStore, TaskRecord } from '../state-store.js';
+
+export interface ReconcilerSettings {
+  readonly clusterName: string;
+  readonly orphanPolicy: OrphanPolicy;
+  readonly vanishGraceSeconds: number;
+  readonly registrationTimeoutSeconds: number;
+  readonly registrationBackoffBaseSeconds: number;
+  readonly registrationBackoffMaxSeconds: number;
+  /** Caps every launch keeps, counting the fleet in transit (round/gates.ts `launchGate`). */
+  readonly caps: QueueCaps;
+  /** Extra tags on launched instances. */
+  readonly tags?: Readonly<Record<string, string>>;
+  /** Retry delays for launches that failed for another reason than capacity (throttling, API errors). */
+  readonly launchRetryBaseSeconds?: number;
+  readonly launchRetryMaxSeconds?: number;
+}
+
+export interface ReconcilerDeps {
+  readonly store: StateStore;
+  readonly catalog: Catalog;
+  /** Undefined in dry-run: nothing here may call the cloud then. */
+  readonly provider: CloudProvider | undefined;
+  readonly tasks: TaskControl;
+  readonly clock: Clock;
+  readonly settings: ReconcilerSettings;
+  readonly faults?: FaultInjector | undefined;
+  readonly logger?: ControllerLogger | undefined;
+  /** A job reached a final state (its cost report is due) or the fleet changed enough to plan again. */
+  readonly onJobEnded?: (job: JobRecord) => void;
+  readonly requestRound?: (reason: string) => void;
+}
+
+/** Instances that cost money or may still: counted by the launch gate and compared with the cloud by the sync. */
+export const LIVE_INSTANCE_STATES = ['requested', 'launching', 'running', 'draining', 'terminating'] as const;
+
+/** What every step of the reconciler shares: its dependencies and the store look-ups they all make. */
+export class ReconcileContext {
+  readonly store: StateStore;
+  readonly book: PriceBook;
+  readonly settings: ReconcilerSettings;
+  readonly log: ControllerLogger;
+
+  constructor(readonly deps: ReconcilerDeps) {
+    this.store = deps.store;
+    this.book = new PriceBook(deps.catalog);
+    this.settings = deps.settings;
+    this.log = deps.logger ?? silentLogger;
+  }
+
+  fault(point: FaultPoint, detail: string): void {
+    this.deps.faults?.hit(point, detail);
+  }
+
+  now(): number {
+    return this.deps.clock.nowSeconds();
+  }
+
+  /** The cloud; throws in dry-run, so no code path can reach it then. */
+  get provider(): CloudProvider {
+    if (this.deps.provider === undefined)
+      throw new Error('no cloud provider (dry-run): refusing a cloud call');
+    return this.deps.provider;
+  }
+
+  get dryRun(): boolean {
+    return this.deps.provider === undefined;
+  }
+
+  requestRound(reason: string): void {
+    this.deps.requestRound?.(reason);
+  }
+
+  typeOf(typeName: string): InstanceType | undefined {
+    return this.deps.catalog.types.find((t) => t.name === typeName);
+  }
+
+  demandOf(task: TaskRecord): FamilyDemand {
+    const job = this.store.getJob(task.jobId) as JobRecord;
+    const expanded = expandTasks(job.spec).find((t) => t.index === task.index);
+    if (expanded === undefined) throw new Error(`task ${task.id}: no such task in its job's spec`);
+    return expanded.template.demand;
+  }
+
+  pendingStartsOf(taskIds: ReadonlySet<string>): IntentRecord[] {
+    return this.store
+      .listIntents({ states: ['pending'], kind: 'start-task' })
+      .filter((i) => i.kind === 'start-task' && taskIds.has(i.payload.taskId));
+  }
+
+  pendingIntentsFor(kind: 'launch' | 'terminate', instanceId: string): IntentRecord[] {
+    return this.store
+      .listIntents({ states: ['pending'], kind })
+      .filter((i) => (i.kind === 'launch' || i.kind === 'terminate') && i.payload.instanceId === instanceId);
+  }
+}

@@ -1,0 +1,237 @@
+import type { InstanceType } from '../../../core/catalog.js';
+import { launchGate, type GateWait } from '../../../round/gates.js';
+import { chooseReplacementType } from '../../../round/replacement.js';
+import { InsufficientCapacityError, QuotaExceededError } from '../../../cloud/provider.js';
+import { InjectedCrash } from '../../faults.js';
+import { PLACED_TASK_STATES } from '../../state/lifecycle.js';
+import type { InstanceRecord, IntentPayload, IntentRecord, TaskRecord } from '../../state-store.js';
+import { LIVE_INSTANCE_STATES, type ReconcileContext } from '../context.js';
+import { releaseTasksOn } from '../jobs.js';
+import { launchBackoff } from './registrations.js';
+
+/**
+ * Launches: a pending `launch` intent → CloudProvider.launch with the instance's stored idempotency token, once the
+ * launch gate and any backoff allow. No capacity or a quota falls back to another type; other errors retry later.
+ */
+export class Launches {
+  /** Launch intents that failed for a transient reason: attempts and when to try again (in memory). */
+  private readonly launchRetry = new Map<number, { attempts: number; notBeforeSeconds: number }>();
+
+  constructor(private readonly ctx: ReconcileContext) {}
+
+  async perform(): Promise<{ launched: string[]; deferred: number }> {
+    const launched: string[] = [];
+    let deferred = 0;
+    const backoff = launchBackoff(this.ctx);
+    for (let intent of this.ctx.store.listIntents({ states: ['pending'], kind: 'launch' })) {
+      // Each capacity fallback records a new intent for a new instance; follow the chain within this pass.
+      for (;;) {
+        if (intent.kind !== 'launch') break;
+        if (this.ctx.now() < backoff.notBeforeSeconds) {
+          deferred += 1;
+          break;
+        }
+        const retry = this.launchRetry.get(intent.id);
+        if (retry !== undefined && this.ctx.now() < retry.notBeforeSeconds) {
+          deferred += 1;
+          break;
+        }
+        if (this.launchWait(intent.payload.typeName) !== undefined) {
+          deferred += 1; // the fleet in transit must shrink first (round/gates.ts `launchGate`)
+          break;
+        }
+        const outcome = await this.launchOne(intent);
+        if (outcome.kind === 'launched') launched.push(outcome.instanceId);
+        if (outcome.kind !== 'fallback') break;
+        intent = outcome.next;
+      }
+    }
+    return { launched, deferred };
+  }
+
+  private async launchOne(
+    intent: IntentRecord & { kind: 'launch' },
+  ): Promise<
+    | { kind: 'launched'; instanceId: string }
+    | { kind: 'fallback'; next: IntentRecord }
+    | { kind: 'skipped' | 'failed' }
+  > {
+    const payload: IntentPayload<'launch'> = intent.payload;
+    const inst = this.ctx.store.getInstance(payload.instanceId);
+    if (inst === undefined || inst.state !== 'requested' || inst.cloudId !== undefined) {
+      // Launched already (adopted by the sync), or dropped before its launch.
+      if (inst?.cloudId !== undefined) this.ctx.store.completeIntent(intent.id);
+      else
+        this.ctx.store.failIntent(intent.id, `instance ${payload.instanceId} is ${inst?.state ?? 'unknown'}`);
+      return { kind: 'skipped' };
+    }
+    this.ctx.fault('launch:before-call', inst.id);
+    let result;
+    try {
+      result = await this.ctx.provider.launch({
+        typeName: inst.typeName,
+        idempotencyToken: payload.launchToken,
+        clusterName: this.ctx.settings.clusterName,
+        planId: `round-${intent.round ?? 0}`,
+        instanceKey: inst.id,
+        availabilityZones: inst.availabilityZone === undefined ? [] : [inst.availabilityZone],
+        tags: { ...(this.ctx.settings.tags ?? {}) },
+      });
+    } catch (e) {
+      if (e instanceof InjectedCrash) throw e;
+      if (e instanceof InsufficientCapacityError || e instanceof QuotaExceededError)
+        return this.fallBack(intent, inst, e);
+      this.deferLaunch(intent, inst, e);
+      return { kind: 'failed' };
+    }
+    this.ctx.fault('launch:after-call', inst.id);
+    const cloudId = result.instanceIds[0] as string;
+    if (result.instanceIds.length > 1)
+      this.ctx.log.warn('a launch token matched several instances; the others are handled as orphans', {
+        instanceId: inst.id,
+        cloudIds: [...result.instanceIds],
+      });
+    this.ctx.store.transaction(() => {
+      const current = this.ctx.store.getInstance(inst.id) as InstanceRecord;
+      this.ctx.store.setInstanceState(inst.id, current.state === 'requested' ? 'launching' : current.state, {
+        cloudId,
+        availabilityZone: result.availabilityZone,
+        reason: result.reusedExisting ? 'found by launch token' : `launched (round ${intent.round ?? 0})`,
+      });
+      this.ctx.store.completeIntent(intent.id);
+    });
+    this.launchRetry.delete(intent.id);
+    this.ctx.store.deleteValue(refusedKey(inst.id));
+    this.ctx.log.info(`launched ${inst.typeName} for ${inst.id}`, { cloudId, reused: result.reusedExisting });
+    return { kind: 'launched', instanceId: inst.id };
+  }
+
+  /** Throttling or another API error: keep the intent pending and retry with capped exponential backoff. */
+  private deferLaunch(intent: IntentRecord, inst: InstanceRecord, error: unknown): void {
+    const previous = this.launchRetry.get(intent.id)?.attempts ?? 0;
+    const attempts = previous + 1;
+    const base = this.ctx.settings.launchRetryBaseSeconds ?? 10;
+    const max = this.ctx.settings.launchRetryMaxSeconds ?? 300;
+    const delay = Math.min(max, base * 2 ** (attempts - 1));
+    this.launchRetry.set(intent.id, { attempts, notBeforeSeconds: this.ctx.now() + delay });
+    const message = error instanceof Error ? error.message : String(error);
+    this.ctx.store.appendEvent({
+      kind: 'instance.launch-error',
+      instanceId: inst.id,
+      message: `launch of ${inst.typeName} failed (attempt ${attempts}, retry in ${delay} s): ${message}`,
+      data: { attempts, retryInSeconds: delay, error: message },
+    });
+    this.ctx.log.warn(`launch of ${inst.id} failed; retrying in ${delay} s`, { error: message });
+  }
+
+  /** The tasks an instance is to host: committed there, or waiting to start there. */
+  private plannedTasksOf(instanceId: string): TaskRecord[] {
+    const ids = new Set<string>();
+    for (const t of this.ctx.store.listTasks({ instanceId }))
+      if (PLACED_TASK_STATES.includes(t.state)) ids.add(t.id);
+    for (const i of this.ctx.store.listIntents({ states: ['pending'], kind: 'start-task' }))
+      if (i.kind === 'start-task' && i.payload.instanceId === instanceId) ids.add(i.payload.taskId);
+    return [...ids].map((id) => this.ctx.store.getTask(id)).filter((t): t is TaskRecord => t !== undefined);
+  }
+
+  /**
+   * No capacity for the type (in any zone the provider tried) or a quota: launch the next-cheapest type that holds
+   * the instance's planned tasks instead (industry-anchors.md §(c) 6; Karpenter falls back across offerings), keeping
+   * the $/hour cap. The old record is closed and a new one (new token) takes over its tasks; without any fitting
+   * type, the tasks return to the queue and the next round plans again.
+   */
+  private fallBack(
+    intent: IntentRecord & { kind: 'launch' },
+    inst: InstanceRecord,
+    error: InsufficientCapacityError | QuotaExceededError,
+  ): { kind: 'fallback'; next: IntentRecord } | { kind: 'failed' } {
+    const tasks = this.plannedTasksOf(inst.id);
+    const demands = tasks.map((t) => this.ctx.demandOf(t));
+    const refused = new Set([inst.typeName, ...this.refusedTypesOf(inst.id)]);
+    const replacement = chooseReplacementType({
+      typesByCost: this.ctx.book.byCostAscending,
+      demands,
+      refused,
+      capacityConstrained: (typeName) => this.ctx.deps.provider?.isCapacityConstrained?.(typeName) === true,
+      launchGate: (type) => this.launchWait(type.name),
+    });
+    const reason = `${error.message}`;
+    if (replacement === undefined) {
+      this.ctx.store.transaction(() => {
+        this.ctx.store.failIntent(intent.id, reason);
+        this.ctx.store.setInstanceState(inst.id, 'terminated', {
+          reason: `${reason}; no other type fits its tasks`,
+        });
+        releaseTasksOn(this.ctx, inst.id, `no capacity for ${inst.typeName}`);
+      });
+      this.ctx.log.warn(`no capacity for ${inst.typeName} and no fitting alternative; its tasks wait`, {
+        instanceId: inst.id,
+      });
+      this.ctx.requestRound('insufficient capacity');
+      return { kind: 'failed' };
+    }
+    const next = this.ctx.store.transaction(() => {
+      const created = this.ctx.store.createInstance({ typeName: replacement.name });
+      this.ctx.store.failIntent(intent.id, `${reason}; replaced by ${created.id} (${replacement.name})`);
+      this.ctx.store.setInstanceState(inst.id, 'terminated', {
+        reason: `${reason}; replaced by ${created.id} (${replacement.name})`,
+      });
+      const launch = this.ctx.store.recordIntent(
+        {
+          kind: 'launch',
+          payload: { instanceId: created.id, typeName: created.typeName, launchToken: created.launchToken },
+        },
+        { key: `launch:${created.id}`, ...(intent.round === undefined ? {} : { round: intent.round }) },
+      );
+      for (const pending of this.ctx.store.listIntents({ states: ['pending'], kind: 'start-task' })) {
+        if (pending.kind !== 'start-task' || pending.payload.instanceId !== inst.id) continue;
+        this.ctx.store.failIntent(pending.id, `moved to ${created.id}`);
+        this.ctx.store.recordIntent(
+          { kind: 'start-task', payload: { taskId: pending.payload.taskId, instanceId: created.id } },
+          intent.round === undefined ? {} : { round: intent.round },
+        );
+      }
+      for (const task of this.ctx.store.listTasks({ instanceId: inst.id }))
+        if (task.state === 'starting') this.ctx.store.setTaskState(task.id, 'starting', created.id);
+      this.ctx.store.setValue(refusedKey(created.id), [...refused]);
+      this.ctx.store.appendEvent({
+        kind: 'instance.fallback',
+        instanceId: created.id,
+        message: `${inst.typeName} refused (${error.code ?? 'capacity'}); launching ${replacement.name} for ${tasks.length} task(s) instead`,
+        data: { from: inst.id, fromType: inst.typeName, toType: replacement.name, refused: [...refused] },
+      });
+      return launch;
+    });
+    this.ctx.store.deleteValue(refusedKey(inst.id));
+    this.ctx.log.warn(`no capacity for ${inst.typeName}; trying ${replacement.name}`, {
+      from: inst.id,
+      to: next.payload.instanceId,
+    });
+    return { kind: 'fallback', next };
+  }
+
+  /**
+   * The launch gate for one more instance of `typeName`: every instance launched and not yet terminated counts
+   * against the caps until it is gone (round/gates.ts `launchGate`, as in the simulated world).
+   */
+  private launchWait(typeName: string): GateWait {
+    const type = this.ctx.typeOf(typeName);
+    if (type === undefined) return undefined; // the provider refuses an unknown type itself
+    const inTransit: InstanceType[] = [];
+    for (const i of this.ctx.store.listInstances({ states: [...LIVE_INSTANCE_STATES] })) {
+      if (i.cloudId === undefined) continue; // not launched (yet, or ever)
+      const t = this.ctx.typeOf(i.typeName);
+      if (t !== undefined) inTransit.push(t);
+    }
+    return launchGate(type, inTransit, this.ctx.settings.caps);
+  }
+
+  private refusedTypesOf(instanceId: string): string[] {
+    const value = this.ctx.store.getValue(refusedKey(instanceId));
+    return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
+  }
+}
+
+function refusedKey(instanceId: string): string {
+  return `controller.refusedTypes.${instanceId}`;
+}

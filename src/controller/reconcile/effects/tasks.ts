@@ -1,0 +1,213 @@
+import { demandOn, type Resources } from '../../../core/resources.js';
+import { startGate } from '../../../round/gates.js';
+import { isFinalJobState, PLACED_TASK_STATES } from '../../state/lifecycle.js';
+import type { InstanceRecord, JobRecord, TaskRecord } from '../../state-store.js';
+import type { ReconcileContext } from '../context.js';
+import { releaseTasksOn, settleJob } from '../jobs.js';
+
+/** Task effects: stops (checkpointing off an instance), starts once their gate opens, and task completions. */
+
+/**
+ * Level-triggered safety net: a task still placed although its job ended (e.g. the job was ended by another writer
+ * of the store, not through ControllerService.cancel) gets a stop intent, so its instance can empty and terminate.
+ */
+export function stopTasksOfEndedJobs(ctx: ReconcileContext): void {
+  const stopping = new Set<string>();
+  for (const i of ctx.store.listIntents({ states: ['pending'], kind: 'stop-task' }))
+    if (i.kind === 'stop-task') stopping.add(i.payload.taskId);
+  const ended = new Map<string, boolean>();
+  for (const task of ctx.store.listTasks({ states: [...PLACED_TASK_STATES] })) {
+    if (stopping.has(task.id) || task.instanceId === undefined) continue;
+    let final = ended.get(task.jobId);
+    if (final === undefined) {
+      final = isFinalJobState((ctx.store.getJob(task.jobId) as JobRecord).state);
+      ended.set(task.jobId, final);
+    }
+    if (final)
+      ctx.store.recordIntent({
+        kind: 'stop-task',
+        payload: { taskId: task.id, instanceId: task.instanceId, checkpoint: false },
+      });
+  }
+}
+
+export async function performStops(ctx: ReconcileContext): Promise<string[]> {
+  const done: string[] = [];
+  for (const intent of ctx.store.listIntents({ states: ['pending'], kind: 'stop-task' })) {
+    if (intent.kind !== 'stop-task') continue;
+    const { taskId, instanceId, checkpoint } = intent.payload;
+    const task = ctx.store.getTask(taskId);
+    const instance = ctx.store.getInstance(instanceId);
+    if (
+      task === undefined ||
+      instance === undefined ||
+      task.instanceId !== instanceId ||
+      !PLACED_TASK_STATES.includes(task.state)
+    ) {
+      ctx.store.completeIntent(intent.id); // already off the instance
+      continue;
+    }
+    // A task can only be running where the instance ever ran; otherwise there is nothing to stop there.
+    const mayRunThere =
+      instance.runningAtSeconds !== undefined &&
+      (instance.state === 'running' || instance.state === 'draining');
+    if (mayRunThere) {
+      ctx.fault('stop:before-call', taskId);
+      const outcome = await ctx.deps.tasks.stop({ task, instance, checkpoint });
+      ctx.fault('stop:after-call', taskId);
+      if (outcome === 'pending') continue;
+    }
+    ctx.store.transaction(() => {
+      ctx.store.completeIntent(intent.id);
+      const current = ctx.store.getTask(taskId) as TaskRecord;
+      if (current.instanceId !== instanceId || !PLACED_TASK_STATES.includes(current.state)) return;
+      ctx.store.setTaskState(taskId, 'stopped');
+      const job = ctx.store.getJob(current.jobId) as JobRecord;
+      if (isFinalJobState(job.state)) return;
+      const next = ctx.pendingStartsOf(new Set([taskId]))[0];
+      if (next?.kind === 'start-task') {
+        const target = ctx.store.getInstance(next.payload.instanceId);
+        if (target !== undefined && target.state !== 'terminated' && target.state !== 'terminating')
+          ctx.store.setTaskState(taskId, 'starting', target.id);
+        else ctx.store.failIntent(next.id, `instance ${next.payload.instanceId} is gone`);
+      }
+      settleJob(ctx, current.jobId, 'checkpointed and stopped');
+    });
+    done.push(taskId);
+  }
+  return done;
+}
+
+function isReady(ctx: ReconcileContext, instance: InstanceRecord): boolean {
+  if (instance.state !== 'running') return false;
+  const registered = ctx.deps.tasks.workerRegistered;
+  return registered === undefined ? true : registered.call(ctx.deps.tasks, instance);
+}
+
+/**
+ * Carry out pending starts whose gate (round/gates.ts `startGate`, the rule the simulated world follows too) is
+ * open: the task's own stop is done, no task of its job is still checkpointing, its instance is ready, and the
+ * instance has room for it next to what occupies it now.
+ */
+export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
+  const started: string[] = [];
+  const stoppingOf = new Map<string, number>(); // job → tasks still checkpointing
+  const used = new Map<string, Resources>(); // instance → what its occupants use
+  for (const t of ctx.store.listTasks({ states: ['running', 'checkpointing'] })) {
+    if (t.state === 'checkpointing') stoppingOf.set(t.jobId, (stoppingOf.get(t.jobId) ?? 0) + 1);
+    if (t.instanceId !== undefined) occupy(ctx, used, t, t.instanceId);
+  }
+  for (const intent of ctx.store.listIntents({ states: ['pending'], kind: 'start-task' })) {
+    if (intent.kind !== 'start-task') continue;
+    const { taskId, instanceId } = intent.payload;
+    const task = ctx.store.getTask(taskId);
+    const job = task === undefined ? undefined : ctx.store.getJob(task.jobId);
+    const instance = ctx.store.getInstance(instanceId);
+    if (task === undefined || job === undefined || isFinalJobState(job.state)) {
+      ctx.store.failIntent(intent.id, 'the job ended');
+      continue;
+    }
+    if (instance === undefined || instance.state === 'terminated' || instance.state === 'terminating') {
+      ctx.store.transaction(() => {
+        ctx.store.failIntent(intent.id, `instance ${instanceId} is gone`);
+        releaseTasksOn(ctx, instanceId, `instance ${instanceId} is gone`);
+      });
+      continue;
+    }
+    const type = ctx.typeOf(instance.typeName);
+    const demand = type === undefined ? undefined : demandOn(ctx.demandOf(task), type.family);
+    if (type === undefined || demand === undefined) continue; // the diff never plans this; nothing can start it
+    const occupied = used.get(instanceId) ?? [0, 0, 0];
+    const wait = startGate({
+      taskStopped: task.state === 'starting' && task.instanceId === instanceId,
+      jobTasksStopping: stoppingOf.get(job.id) ?? 0,
+      instanceReady: isReady(ctx, instance),
+      freeCapacity: [
+        type.capacity[0] - occupied[0],
+        type.capacity[1] - occupied[1],
+        type.capacity[2] - occupied[2],
+      ],
+      demand,
+    });
+    if (wait !== undefined) continue;
+    ctx.fault('start:before-call', taskId);
+    await ctx.deps.tasks.start({ task, job, instance });
+    ctx.fault('start:after-call', taskId);
+    ctx.store.transaction(() => {
+      ctx.store.completeIntent(intent.id);
+      const current = ctx.store.getTask(taskId) as TaskRecord;
+      const currentJob = ctx.store.getJob(current.jobId) as JobRecord;
+      // Cancelled meanwhile: its stop intent (recorded by the cancel) stops it.
+      if (
+        isFinalJobState(currentJob.state) ||
+        current.state !== 'starting' ||
+        current.instanceId !== instanceId
+      )
+        return;
+      ctx.store.setTaskState(taskId, 'running');
+      settleJob(ctx, current.jobId, 'all tasks running');
+    });
+    occupy(ctx, used, task, instanceId);
+    started.push(taskId);
+  }
+  return started;
+}
+
+function occupy(
+  ctx: ReconcileContext,
+  used: Map<string, Resources>,
+  task: TaskRecord,
+  instanceId: string,
+): void {
+  const inst = ctx.store.getInstance(instanceId);
+  const type = inst === undefined ? undefined : ctx.typeOf(inst.typeName);
+  const d = type === undefined ? undefined : demandOn(ctx.demandOf(task), type.family);
+  if (d === undefined) return;
+  const u = used.get(instanceId) ?? [0, 0, 0];
+  used.set(instanceId, [u[0] + d[0], u[1] + d[1], u[2] + d[2]]);
+}
+
+/** Poll running tasks; a success or failure ends the task (and, with it, maybe its job). */
+export async function pollTaskStatuses(ctx: ReconcileContext): Promise<void> {
+  for (const task of ctx.store.listTasks({ states: ['running'] })) {
+    const instance = task.instanceId === undefined ? undefined : ctx.store.getInstance(task.instanceId);
+    if (instance === undefined || instance.state !== 'running') continue;
+    const status = await ctx.deps.tasks.status(task, instance);
+    if (status !== 'succeeded' && status !== 'failed') continue;
+    const ended = ctx.store.transaction(() => {
+      const job = ctx.store.getJob(task.jobId) as JobRecord;
+      if (isFinalJobState(job.state)) return undefined;
+      ctx.store.setTaskState(task.id, status);
+      if (status === 'failed') {
+        for (const other of ctx.store.listTasks({ jobId: job.id }))
+          if (PLACED_TASK_STATES.includes(other.state))
+            ctx.store.recordIntent({
+              kind: 'stop-task',
+              payload: { taskId: other.id, instanceId: other.instanceId as string, checkpoint: false },
+            });
+        const code = ctx.deps.tasks.exitCode?.(task);
+        // A declared "unsuccessful at a stage" exit (success-ranked ordering) is not a failure.
+        if (code !== undefined && (job.spec.unsuccessfulExitCodes ?? []).includes(code))
+          return ctx.store.setJobState(
+            job.id,
+            'unsuccessful',
+            `task ${task.id} exited with ${code}, one of the job's unsuccessfulExitCodes`,
+          );
+        const why = ctx.deps.tasks.failureReason?.(task);
+        return ctx.store.setJobState(
+          job.id,
+          'failed',
+          `task ${task.id} failed${why === undefined ? '' : `: ${why}`}`,
+        );
+      }
+      const all = ctx.store.listTasks({ jobId: job.id });
+      return all.every((t) => t.state === 'succeeded')
+        ? ctx.store.setJobState(job.id, 'succeeded')
+        : undefined;
+    });
+    if (ended !== undefined) {
+      ctx.deps.onJobEnded?.(ended);
+      ctx.requestRound(`job ${ended.id} ${ended.state}`);
+    }
+  }
+}

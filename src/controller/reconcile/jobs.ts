@@ -1,0 +1,69 @@
+import type { JobRecord, JobState } from '../state-store.js';
+import { isFinalJobState, PLACED_TASK_STATES } from '../state/lifecycle.js';
+import type { ReconcileContext } from './context.js';
+
+/** A job's state follows its tasks; tasks on an instance that is gone go back to the queue. */
+
+/**
+ * Derive a job's state from its tasks and pending starts: checkpointing → migrating, starting (or waiting to) →
+ * starting, all running → running, nothing placed → queued. Only legal transitions are taken (lifecycle.ts); a
+ * queued job whose tasks all run passes through starting.
+ */
+export function settleJob(ctx: ReconcileContext, jobId: string, reason: string): void {
+  const job = ctx.store.getJob(jobId);
+  if (job === undefined || isFinalJobState(job.state)) return;
+  const tasks = ctx.store.listTasks({ jobId });
+  const starts = ctx.pendingStartsOf(new Set(tasks.map((t) => t.id)));
+  const checkpointing = tasks.some((t) => t.state === 'checkpointing');
+  const allRunning = tasks.length > 0 && tasks.every((t) => t.state === 'running');
+  const anyPlaced = tasks.some((t) => PLACED_TASK_STATES.includes(t.state));
+  let target: JobState;
+  if (checkpointing) target = job.state === 'running' ? 'migrating' : job.state;
+  else if (allRunning && starts.length === 0) target = 'running';
+  else if (starts.length > 0 || tasks.some((t) => t.state === 'starting')) target = 'starting';
+  else if (!anyPlaced) target = 'queued';
+  else target = 'queued'; // part of a gang lost: the next plan restarts or requeues it whole
+  moveJob(ctx, job, target, reason);
+}
+
+function moveJob(ctx: ReconcileContext, job: JobRecord, target: JobState, reason: string): void {
+  if (job.state === target) return;
+  if (job.state === 'queued' && target === 'running') ctx.store.setJobState(job.id, 'starting', reason);
+  if (job.state === 'running' && target === 'starting') return; // only a move (via migrating) restarts a running job
+  ctx.store.setJobState(job.id, target, reason);
+}
+
+/**
+ * Tasks on (or headed to) an instance that can no longer host them go back to pending, their pending starts and
+ * stops there are failed, and their jobs return to the queue. Returns the affected job ids.
+ */
+export function releaseTasksOn(ctx: ReconcileContext, instanceId: string, reason: string): Set<string> {
+  const jobs = new Set<string>();
+  for (const intent of ctx.store.listIntents({ states: ['pending'] })) {
+    if (
+      (intent.kind === 'start-task' || intent.kind === 'stop-task') &&
+      intent.payload.instanceId === instanceId
+    ) {
+      ctx.store.failIntent(intent.id, reason);
+      const task = ctx.store.getTask(intent.payload.taskId);
+      if (task !== undefined) jobs.add(task.jobId);
+    }
+  }
+  for (const task of ctx.store.listTasks({ instanceId })) {
+    if (!PLACED_TASK_STATES.includes(task.state)) continue;
+    const job = ctx.store.getJob(task.jobId) as JobRecord;
+    ctx.store.setTaskState(task.id, isFinalJobState(job.state) ? 'stopped' : 'pending');
+    jobs.add(task.jobId);
+  }
+  for (const jobId of jobs) {
+    const job = ctx.store.getJob(jobId) as JobRecord;
+    if (isFinalJobState(job.state)) continue;
+    // Starts elsewhere for a job that just lost part of its gang are void: the next plan places it whole.
+    const taskIds = new Set(ctx.store.listTasks({ jobId }).map((t) => t.id));
+    for (const start of ctx.pendingStartsOf(taskIds)) ctx.store.failIntent(start.id, reason);
+    for (const task of ctx.store.listTasks({ jobId }))
+      if (task.state === 'starting') ctx.store.setTaskState(task.id, 'pending');
+    if (job.state !== 'queued') ctx.store.setJobState(jobId, 'queued', reason);
+  }
+  return jobs;
+}

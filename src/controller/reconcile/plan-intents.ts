@@ -1,0 +1,104 @@
+import type { ConfigurationDiff } from '../../scheduler/actions.js';
+import type { Configuration, Plan } from '../../scheduler/types.js';
+import { PLACED_TASK_STATES } from '../state/lifecycle.js';
+import type { InstanceRecord, JobRecord, TaskRecord } from '../state-store.js';
+import type { ReconcileContext } from './context.js';
+import { settleJob } from './jobs.js';
+
+export interface AppliedPlan {
+  readonly round: number;
+  /** Plan ids (`new-<n>`) → instance records created for them. */
+  readonly launched: ReadonlyMap<string, string>;
+  readonly configuration: Configuration;
+}
+
+/**
+ * Record the round and turn its diff into intents and state changes, all in one transaction: a crash before the
+ * commit leaves no trace (the next round plans again), after it every effect is recorded as pending.
+ */
+export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: ConfigurationDiff): AppliedPlan {
+  const applied = ctx.store.transaction(() => {
+    const launched = new Map<string, string>();
+    for (const action of diff.actions)
+      if (action.kind === 'launch-instance')
+        launched.set(action.instanceId, ctx.store.createInstance({ typeName: action.typeName }).id);
+    const resolve = (id: string): string => launched.get(id) ?? id;
+    const configuration: Configuration = {
+      instances: plan.configuration.instances.map((i) => ({ ...i, id: resolve(i.id) })),
+    };
+    const { round } = ctx.store.recordRound({ configuration, decision: plan.decision });
+    const touchedJobs = new Set<string>();
+    for (const action of diff.actions) {
+      switch (action.kind) {
+        case 'launch-instance': {
+          const instance = ctx.store.getInstance(resolve(action.instanceId)) as InstanceRecord;
+          ctx.store.recordIntent(
+            {
+              kind: 'launch',
+              payload: {
+                instanceId: instance.id,
+                typeName: instance.typeName,
+                launchToken: instance.launchToken,
+              },
+            },
+            { key: `launch:${instance.id}`, round },
+          );
+          break;
+        }
+        case 'checkpoint-stop': {
+          ctx.store.recordIntent(
+            {
+              kind: 'stop-task',
+              payload: { taskId: action.taskId, instanceId: action.instanceId, checkpoint: true },
+            },
+            { round },
+          );
+          ctx.store.setTaskState(action.taskId, 'checkpointing');
+          const job = ctx.store.getJob(action.jobId) as JobRecord;
+          if (job.state === 'running')
+            ctx.store.setJobState(
+              job.id,
+              'migrating',
+              action.then === 'move' ? `moving (round ${round})` : `returned to the queue (round ${round})`,
+            );
+          touchedJobs.add(action.jobId);
+          break;
+        }
+        case 'start-task': {
+          const instanceId = resolve(action.instanceId);
+          ctx.store.recordIntent(
+            { kind: 'start-task', payload: { taskId: action.taskId, instanceId } },
+            { round },
+          );
+          const task = ctx.store.getTask(action.taskId) as TaskRecord;
+          if (!PLACED_TASK_STATES.includes(task.state))
+            ctx.store.setTaskState(task.id, 'starting', instanceId);
+          touchedJobs.add(action.jobId);
+          break;
+        }
+        case 'terminate-instance':
+          ctx.store.setInstanceState(action.instanceId, 'draining', {
+            reason: `not in the plan of round ${round}`,
+          });
+          break;
+      }
+    }
+    for (const jobId of touchedJobs) settleJob(ctx, jobId, `round ${round}`);
+    ctx.store.appendEvent({
+      kind: 'round.applied',
+      message: `round ${round}: ${diff.actions.length} action(s), ${launched.size} launch(es), ${diff.movedJobIds.length} move(s), ${diff.startedJobIds.length} start(s)`,
+      data: {
+        round,
+        launched: Object.fromEntries(launched),
+        moved: [...diff.movedJobIds],
+        started: [...diff.startedJobIds],
+        queued: [...diff.queuedJobIds],
+        terminated: diff.actions.filter((a) => a.kind === 'terminate-instance').map((a) => a.instanceId),
+      },
+    });
+    ctx.fault('round:planned', `round ${round}`);
+    return { round, launched, configuration };
+  });
+  ctx.fault('round:committed', `round ${applied.round}`);
+  return applied;
+}

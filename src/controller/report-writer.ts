@@ -1,0 +1,89 @@
+import type { Catalog } from '../core/catalog.js';
+import type { ObjectStore } from '../storage/object-store.js';
+import { locationOf } from './artifacts.js';
+import type { Clock } from './clock.js';
+import { billedInstances, type DetailedCostReport } from './cost-accounting.js';
+import { buildReportDocument, writeReportFiles, type WrittenReport } from './reports.js';
+import type { ControllerLogger } from './seams.js';
+import type { StateStore } from './state-store.js';
+
+export interface ReportWriterDeps {
+  readonly store: StateStore;
+  readonly clock: Clock;
+  readonly log: ControllerLogger;
+  /** Where reports go; without one, reports are only computed on demand. */
+  readonly objectStore: ObjectStore | undefined;
+  readonly clusterName: string;
+  readonly everySeconds: number;
+  /** The cost report since the beginning. */
+  readonly costs: () => DetailedCostReport;
+  /** The current catalog (a price refresh replaces it). */
+  readonly catalog: () => Catalog;
+  /** Record an event, never throwing (the loop goes on when the store fails). */
+  readonly safeEvent: (kind: string, message: string) => void;
+}
+
+/** Cost reports in the object store: every `everySeconds`, when jobs end, and on request. */
+export class ReportWriter {
+  /** Why a report is due before its period (jobs that ended), written with the next pass. */
+  private readonly reasons: string[] = [];
+  private nextAtSeconds: number;
+
+  constructor(private readonly deps: ReportWriterDeps) {
+    this.nextAtSeconds = deps.clock.nowSeconds() + deps.everySeconds;
+  }
+
+  /** When the periodic report is due (the loop wakes for it). */
+  get nextDueSeconds(): number {
+    return this.nextAtSeconds;
+  }
+
+  /** A report is due with the next pass, for this reason. */
+  due(reason: string): void {
+    this.reasons.push(reason);
+  }
+
+  async writeDue(): Promise<void> {
+    if (this.deps.objectStore === undefined) return;
+    const now = this.deps.clock.nowSeconds();
+    const reasons = this.reasons.splice(0);
+    if (now >= this.nextAtSeconds) {
+      reasons.push('hourly');
+      this.nextAtSeconds = now + this.deps.everySeconds;
+    }
+    if (reasons.length === 0) return;
+    try {
+      await this.writeCostReport(reasons.join(', '));
+    } catch (e) {
+      this.deps.log.error('cannot write the cost report', { error: (e as Error).message });
+      this.deps.safeEvent('report.error', (e as Error).message);
+    }
+  }
+
+  /** Write the cost report (JSON, CSV, HTML) to the object store now. */
+  async writeCostReport(reason = 'on demand'): Promise<WrittenReport> {
+    if (this.deps.objectStore === undefined) throw new Error('no object store configured for reports');
+    const now = this.deps.clock.nowSeconds();
+    const report = this.deps.costs();
+    const doc = buildReportDocument({
+      cluster: this.deps.clusterName,
+      reason,
+      report,
+      instances: billedInstances(this.deps.store.listInstances(), this.deps.catalog()),
+    });
+    const keys = await writeReportFiles(this.deps.objectStore, doc);
+    this.deps.store.appendEvent({
+      kind: 'report.written',
+      message: `cost report (${reason}) written to ${locationOf(this.deps.objectStore, keys.json)}`,
+      data: { ...keys, reason, totalCost: report.totalCost, atSeconds: now },
+    });
+    return keys;
+  }
+
+  /** API: write a report now; answers where the JSON went (`s3://bucket/reports/costs-….json`). */
+  async writeReport(): Promise<string> {
+    if (this.deps.objectStore === undefined) throw new Error('no object store configured for reports');
+    const keys = await this.writeCostReport('on demand');
+    return locationOf(this.deps.objectStore, keys.json);
+  }
+}

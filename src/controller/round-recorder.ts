@@ -1,0 +1,208 @@
+import type { Catalog } from '../core/catalog.js';
+import type { ClusterSnapshot } from '../core/model.js';
+import {
+  UNKNOWN_DURATION_SECONDS,
+  type Admission,
+  type AdmissionJobInfo,
+  type PreemptionVictim,
+  type QueueDecision,
+} from '../queue/admission.js';
+import { stagesDone, toDistribution } from '../queue/success.js';
+import { isQueueWait, runRound, type PlannedRound } from '../round/round.js';
+import type { Action, ConfigurationDiff } from '../scheduler/actions.js';
+import type { DecisionRecord } from '../scheduler/types.js';
+import type { Clock } from './clock.js';
+import type { SyncSummary } from './reconcile/cloud-sync.js';
+import type { Predictions } from './predictions.js';
+import type { QueueViews } from './queue-views.js';
+import type { ProgressSummary, Reconciler } from './reconciler.js';
+import type { SchedulerState } from './scheduler-state.js';
+import type { ControllerLogger } from './seams.js';
+import type { ControllerSettings } from './settings.js';
+import { buildSnapshot, readSnapshotInputs, type SnapshotInputs } from './snapshot.js';
+import type { JsonValue, StateStore } from './state-store.js';
+import type { WorkerFleet } from './worker-liveness.js';
+
+/** Counters the loop feeds (the API's Prometheus ControllerMetrics has this shape). */
+export interface RoundMetrics {
+  observeRound(durationSeconds: number): void;
+  countMigrations(jobs?: number): void;
+  countCapHit(cap: string, times?: number): void;
+}
+
+export interface RoundOutcome {
+  /** Undefined when nothing was planned (no jobs and no instances). */
+  readonly round?: number | undefined;
+  readonly decision?: DecisionRecord | undefined;
+  readonly actions: readonly Action[];
+  /** Plan ids of new instances → their records. */
+  readonly launched: ReadonlyMap<string, string>;
+  /** Why the plan was not carried out (dry run, a cap the plan broke). */
+  readonly notApplied?: string | undefined;
+  readonly sync?: SyncSummary | undefined;
+  readonly progress?: ProgressSummary | undefined;
+  /** This round's admission decision (who entered the plan, who waits and why). */
+  readonly queue?: QueueDecision | undefined;
+}
+
+export interface RoundRecorderDeps {
+  readonly store: StateStore;
+  readonly clock: Clock;
+  readonly settings: ControllerSettings;
+  readonly log: ControllerLogger;
+  readonly metrics: RoundMetrics | undefined;
+  readonly workers: WorkerFleet | undefined;
+  readonly reconciler: Reconciler;
+  readonly admission: Admission;
+  readonly schedulerState: SchedulerState;
+  /** The current catalog (a price refresh replaces it). */
+  readonly catalog: () => Catalog;
+  readonly queueViews: QueueViews;
+  readonly predictions: Predictions;
+}
+
+/**
+ * A scheduling round as the controller records it: the round itself (round/round.ts) on a snapshot of the store, then
+ * the plan recorded and turned into intents (reconciler.ts), or recorded unapplied (dry run, a broken cap), the
+ * queue views and preemptions written, a prediction run when due, and the scheduler's learned state saved.
+ */
+export class RoundRecorder {
+  constructor(private readonly deps: RoundRecorderDeps) {}
+
+  /** Snapshot → the round (round/round.ts) → record → intents, synchronously (no other write can interleave). */
+  planAndRecord(reason: string): Omit<RoundOutcome, 'sync' | 'progress'> {
+    this.deps.schedulerState.load();
+    const now = this.deps.clock.nowSeconds();
+    const inputs = readSnapshotInputs(this.deps.store, now);
+    const snapshot = buildSnapshot(inputs);
+    const outcome = runRound({
+      snapshot,
+      jobInfo: admissionInfo(inputs, snapshot),
+      admission: this.deps.admission,
+      scheduler: this.deps.schedulerState.scheduler,
+      // Normalized throughputs reported by workers since the last round teach the co-location table.
+      observations: this.deps.workers?.takeObservations() ?? [],
+      catalog: this.deps.catalog(),
+      forkForPrediction:
+        this.deps.predictions.due(inputs) && this.deps.schedulerState.scheduler.fork !== undefined,
+      carriedOut: !this.deps.settings.dryRun,
+    });
+    const queue = outcome.queue;
+    const planned = outcome.planned;
+    if (planned === undefined) {
+      this.deps.queueViews.record(queue, undefined);
+      return { actions: [], launched: new Map(), queue };
+    }
+    const { plan, victims, capViolation } = planned;
+    for (const w of plan.decision.waiting) if (!isQueueWait(w.cap)) this.deps.metrics?.countCapHit(w.cap);
+    const result =
+      this.deps.settings.dryRun || capViolation !== undefined
+        ? this.recordUnapplied(planned, reason)
+        : this.apply(planned, reason);
+    this.deps.queueViews.record(queue, plan.decision, result.notApplied === undefined ? victims : []);
+    if (outcome.fork !== undefined) this.deps.predictions.run(inputs, outcome.fork, now, queue);
+    this.deps.schedulerState.save();
+    const kept = this.deps.settings.roundsKept ?? 5000;
+    if (result.round !== undefined && result.round % 100 === 0) this.deps.store.pruneRounds(kept);
+    return result;
+  }
+
+  /** A dry run, or a plan over a cap (the safety rail under the scheduler): recorded, never carried out. */
+  private recordUnapplied(planned: PlannedRound, reason: string): Omit<RoundOutcome, 'sync' | 'progress'> {
+    const { plan, diff, capViolation } = planned;
+    const notApplied = capViolation === undefined ? 'dry run' : `plan breaks a cap: ${capViolation}`;
+    const round = this.deps.store.transaction(() => {
+      const recorded = this.deps.store.recordRound({
+        configuration: plan.configuration,
+        decision: plan.decision,
+      });
+      this.deps.store.appendEvent({
+        kind: capViolation === undefined ? 'round.dry-run' : 'round.rejected',
+        message: `round ${recorded.round} (${reason}): ${notApplied}; would do ${describeActions(diff)}`,
+        data: { round: recorded.round, actions: diff.actions.map(actionJson) },
+      });
+      return recorded;
+    });
+    if (capViolation !== undefined) {
+      this.deps.log.error(`round ${round.round}: ${notApplied}`);
+      this.deps.metrics?.countCapHit(capViolation.split(':')[0] ?? 'cap');
+    }
+    return {
+      round: round.round,
+      decision: plan.decision,
+      actions: diff.actions,
+      launched: new Map(),
+      notApplied,
+      queue: planned.queue,
+    };
+  }
+
+  private apply(planned: PlannedRound, reason: string): Omit<RoundOutcome, 'sync' | 'progress'> {
+    const { plan, diff, victims } = planned;
+    const applied = this.deps.reconciler.applyPlan(plan, diff);
+    // A preemption costs like a move: the work since the last checkpoint, then a restore.
+    this.deps.metrics?.countMigrations(diff.movedJobIds.length + victims.length);
+    this.recordPreemptions(victims);
+    this.deps.log.info(
+      `round ${applied.round} (${reason}): ${plan.decision.chosen}; ${describeActions(diff)}`,
+      {
+        costPerHour: plan.decision.candidates.find((c) => c.name === plan.decision.chosen)?.costPerHour,
+      },
+    );
+    return {
+      round: applied.round,
+      decision: plan.decision,
+      actions: diff.actions,
+      launched: applied.launched,
+      queue: planned.queue,
+    };
+  }
+
+  private recordPreemptions(victims: readonly PreemptionVictim[]): void {
+    if (victims.length === 0) return;
+    this.deps.store.transaction(() => {
+      for (const v of victims) {
+        this.deps.store.appendEvent({
+          kind: 'queue.preempted',
+          jobId: v.jobId,
+          message: `job ${v.jobId} checkpointed back to the queue: ${v.reason}`,
+          data: { classId: v.classId, forClassId: v.forClassId },
+        });
+      }
+    });
+  }
+}
+
+function describeActions(diff: ConfigurationDiff): string {
+  const count = (kind: Action['kind']): number => diff.actions.filter((a) => a.kind === kind).length;
+  return `${count('launch-instance')} launch(es), ${count('start-task')} task start(s), ${count('checkpoint-stop')} checkpoint-stop(s), ${count('terminate-instance')} termination(s)`;
+}
+
+function actionJson(action: Action): JsonValue {
+  return JSON.parse(JSON.stringify(action)) as JsonValue;
+}
+
+/** What admission needs of each live job beyond the snapshot: team, declared size, success model, first start. */
+function admissionInfo(
+  inputs: SnapshotInputs,
+  snapshot: ClusterSnapshot,
+): (jobId: string) => AdmissionJobInfo {
+  const records = new Map(inputs.jobs.map((j) => [j.id, j]));
+  const sched = new Map(snapshot.jobs.map((j) => [j.id, j]));
+  return (jobId) => {
+    const job = records.get(jobId);
+    if (job === undefined) return {};
+    const perTask = job.spec.expectedDurationSeconds ?? UNKNOWN_DURATION_SECONDS;
+    const success = job.spec.success === undefined ? undefined : toDistribution(job.spec.success);
+    const remaining = sched.get(jobId)?.expectedRemainingSeconds ?? perTask;
+    return {
+      team: job.team,
+      perTaskSeconds: perTask,
+      startedAtSeconds: job.startedAtSeconds,
+      success:
+        success === undefined
+          ? undefined
+          : { distribution: success, stagesDone: stagesDone(success, Math.max(0, perTask - remaining)) },
+    };
+  };
+}

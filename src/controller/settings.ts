@@ -1,0 +1,68 @@
+import type { QueueCaps } from '../queue/caps.js';
+import type { WfqConfig } from '../queue/wfq.js';
+import { evaTunables, type EvaOptions } from '../scheduler/eva.js';
+import type { ControllerConfig, OrphanPolicy } from './config.js';
+import type { ReconcilerSettings } from './reconcile/context.js';
+
+/** What the controller loop runs with, from the controller configuration (settingsFromConfig) or a test. */
+export interface ControllerSettings {
+  readonly clusterName: string;
+  readonly roundSeconds: number;
+  readonly pollSeconds: number;
+  /** $/hour and instance count (Eva enforces them on its plans) and quotas per family group (admission does). */
+  readonly caps: QueueCaps;
+  /** WFQ classes, orderings and preemption policy of the queue layer; default one FIFO class. */
+  readonly queue?: WfqConfig | undefined;
+  /** Eva's options besides the caps (the config's `scheduler:` section); default: Eva's defaults. */
+  readonly eva?: Omit<EvaOptions, 'caps' | 'variant' | 'exact'> | undefined;
+  readonly dryRun: boolean;
+  readonly orphanPolicy: OrphanPolicy;
+  readonly vanishGraceSeconds: number;
+  readonly registrationTimeoutSeconds: number;
+  readonly registrationBackoffBaseSeconds: number;
+  readonly registrationBackoffMaxSeconds: number;
+  readonly reportEverySeconds: number;
+  readonly tags?: Readonly<Record<string, string>>;
+  /**
+   * Plan early on submissions, completions, drains and lost capacity (default true). False: rounds only on the
+   * period, as Eva's reference simulator plans (the simulator's `--early-rounds` off).
+   */
+  readonly earlyRounds?: boolean | undefined;
+  /** Early rounds are at least this far apart, so a burst of submissions is planned together. */
+  readonly minRoundGapSeconds?: number;
+  /** Rounds (plans and decisions) kept in the store. */
+  readonly roundsKept?: number;
+}
+
+export function settingsFromConfig(config: ControllerConfig): ControllerSettings {
+  return {
+    clusterName: config.cluster,
+    roundSeconds: config.roundSeconds,
+    pollSeconds: config.pollSeconds,
+    caps: config.caps,
+    queue: config.queue,
+    eva: evaTunables(config.scheduler),
+    dryRun: config.dryRun,
+    orphanPolicy: config.orphans,
+    vanishGraceSeconds: config.vanishGraceSeconds,
+    registrationTimeoutSeconds: config.workerRegistration.timeoutSeconds,
+    registrationBackoffBaseSeconds: config.workerRegistration.backoffBaseSeconds,
+    registrationBackoffMaxSeconds: config.workerRegistration.backoffMaxSeconds,
+    reportEverySeconds: config.reportEverySeconds,
+    tags: config.ec2.tags,
+  };
+}
+
+/** The part of the settings the reconciler works with. */
+export function reconcilerSettings(settings: ControllerSettings): ReconcilerSettings {
+  return {
+    clusterName: settings.clusterName,
+    orphanPolicy: settings.orphanPolicy,
+    vanishGraceSeconds: settings.vanishGraceSeconds,
+    registrationTimeoutSeconds: settings.registrationTimeoutSeconds,
+    registrationBackoffBaseSeconds: settings.registrationBackoffBaseSeconds,
+    registrationBackoffMaxSeconds: settings.registrationBackoffMaxSeconds,
+    caps: settings.caps,
+    tags: settings.tags ?? {},
+  };
+}

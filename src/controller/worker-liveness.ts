@@ -1,0 +1,33 @@
+import type { ThroughputObservation } from '../scheduler/types.js';
+import type { Reconciler } from './reconciler.js';
+import type { ControllerLogger } from './seams.js';
+import type { InstanceRecord, StateStore } from './state-store.js';
+
+/** What the loop asks of the worker side beyond TaskControl (implemented by WorkerTaskControl). */
+export interface WorkerFleet {
+  takeObservations(): ThroughputObservation[];
+  staleInstances(): InstanceRecord[];
+  markLost(instanceId: string): void;
+}
+
+/**
+ * A registered worker that stopped heartbeating: its tasks are rescheduled from their last checkpoints and its
+ * instance replaced. The termination goes through an intent like every other side effect (reconciler.ts
+ * `replaceLostWorker`), so a crash in between cannot leak the instance.
+ */
+export function replaceSilentWorkers(deps: {
+  readonly workers: WorkerFleet;
+  readonly store: StateStore;
+  readonly log: ControllerLogger;
+  readonly reconciler: Reconciler;
+}): void {
+  for (const inst of deps.workers.staleInstances()) {
+    deps.workers.markLost(inst.id);
+    const reason = `worker of ${inst.id} stopped heartbeating; terminating the instance and rescheduling its tasks`;
+    deps.store.appendEvent({ kind: 'instance.worker-lost', instanceId: inst.id, message: reason });
+    deps.log.warn(`worker of ${inst.id} stopped heartbeating; replacing the instance`, {
+      cloudId: inst.cloudId,
+    });
+    deps.reconciler.replaceLostWorker(inst.id, reason);
+  }
+}
