@@ -38,7 +38,7 @@ export interface WorldOptions {
 const LIVE: ReadonlySet<JobRecord['state']> = new Set(['queued', 'starting', 'running', 'migrating']);
 
 /**
- * The controller's state as a simulator world. Mapping (controller → simulator, src/sim/entities.ts):
+ * The controller's state as a simulator world. Mapping (controller → simulator, src/world/entities.ts):
  * - instances: requested/launching → instantiating (instantiated after the catalog's instantiate delay, counted from
  *   the request); running → starting-worker/registering until its worker start + register delays have passed, then
  *   running; draining → running, not assignable, terminating once empty; terminating/terminated → left out.
@@ -274,7 +274,7 @@ export interface PredictedTimes {
   readonly endSeconds: number | null;
 }
 
-/** The simulator's prediction entry point (src/sim/predict.ts `predictCompletions`), injected for tests. */
+/** The simulator's prediction entry point (src/predict/predict.ts `predictCompletions`), injected for tests. */
 export type PredictFn = (input: PredictionInput) => ReadonlyMap<string, PredictedTimes>;
 
 export interface PredictionRun {

@@ -176,7 +176,7 @@ describe('the controller state as a simulator world', () => {
   });
 });
 
-describe('controller predictions with the simulator (src/sim/predict.ts)', () => {
+describe('controller predictions with the simulator (src/predict/predict.ts)', () => {
   it('counts launch, worker, restore and init delays before the declared duration', async () => {
     const { controller, store, clock } = rig();
     const t0 = clock.nowSeconds();

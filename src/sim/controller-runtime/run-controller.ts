@@ -26,7 +26,7 @@ import { VirtualClock } from './virtual-clock.js';
  * moves time: to the next of (a world event, an arrival, the controller's next wake-up), lets the world act, submits
  * the arrivals through ControllerService.submit, wakes the controller's loop and waits until it sleeps again.
  *
- * Alignment with the engine (src/sim/engine.ts), so both runtimes measure the same thing:
+ * Alignment with the engine (src/world/simulation.ts), so both runtimes measure the same thing:
  * - rounds are periodic on multiples of `roundSeconds`, the first at the first arrival rounded up (the controller
  *   starts then); early rounds are off (`earlyRounds: false`), as the engine runs them by default;
  * - at one time, the world's effects come first, then arrivals, then the controller (its round), then completions,
@@ -43,7 +43,7 @@ export interface ControllerRunOptions {
   readonly trace: Trace;
   readonly catalog: Catalog;
   readonly groundTruth: GroundTruth;
-  /** The scheduler the controller plans with (src/sim/schedulers.ts createScheduler). */
+  /** The scheduler the controller plans with (src/scheduler/registry.ts createScheduler). */
   readonly scheduler: Scheduler;
   /** The run's name in reports (default: the scheduler's). */
   readonly name?: string | undefined;

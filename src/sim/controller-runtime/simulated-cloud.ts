@@ -18,7 +18,7 @@ import { Timeline } from './timeline.js';
 import { VirtualClock } from './virtual-clock.js';
 
 /**
- * A CloudProvider over simulated time, with the engine's instance timing (src/sim/engine.ts): a launched instance is
+ * A CloudProvider over simulated time, with the engine's instance timing (src/world/simulation.ts): a launched instance is
  * `pending` for the type's instantiate delay, then `running` (billed from then on), its worker starts and registers
  * after the catalog's worker-start and register delays, and a terminate takes the terminate delay (billing stops
  * when it completes). An instance terminated before it came up is never billed. Launches are idempotent by token

@@ -11,7 +11,7 @@ import type { Timeline } from './timeline.js';
 
 /**
  * The worker fleet over simulated time: a TaskControl for the controller's reconciler and a WorkerFleet for its
- * rounds, running the trace's jobs with the engine's task model (src/sim/engine.ts, entities.ts):
+ * rounds, running the trace's jobs with the engine's task model (src/world/simulation.ts, entities.ts):
  * - start: the task holds its instance's capacity at once and runs after fetch + build (build skipped when the image
  *   is on the instance already); once every task of the job runs, the job progresses after its init delay;
  * - checkpoint-stop: the task keeps running for the kill delay, then uploads its checkpoint (upload delay), then

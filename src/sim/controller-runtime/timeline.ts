@@ -3,7 +3,7 @@ import { EventQueue } from '../../world/event-queue.js';
 /**
  * The simulated world's own events (instances coming up, tasks launching, checkpoints uploading, jobs finishing),
  * shared by the simulated cloud and workers. At one time, effects of earlier commands run first and completions
- * last, with the controller's round in between, as the engine ranks them (src/sim/engine.ts: a job finishing exactly
+ * last, with the controller's round in between, as the engine ranks them (src/world/simulation.ts: a job finishing exactly
  * at a round is still seen running by that round); within each kind, in the order they were scheduled.
  */
 export type TimelineKind = 'effect' | 'completion';
