@@ -1,7 +1,7 @@
 /**
  * moto_server as a stand-in for EC2 and S3 (see /work/shared/research/local-aws-and-docker.md for what it does and does
  * not reproduce). One server per test file: started in beforeAll, wiped (and re-seeded, for deterministic ids) before
- * each test, stopped in afterAll. Without moto_server the suite fails in CI (CI=true) and is skipped loudly elsewhere.
+ * each test, stopped in afterAll. Without moto_server the suite fails (never skips).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
@@ -141,18 +141,14 @@ export function describeWithMoto(
   const binary = findMotoServer();
   if (binary === undefined) {
     const message =
-      `moto_server not found on PATH (set MOTO_SERVER_BIN or install moto[server]); ` +
+      `moto_server not found on PATH (set MOTO_SERVER_BIN, or install it: pip install 'moto[server]'); ` +
       `the AWS tests of "${name}" need it`;
-    if (process.env.CI === 'true') {
-      describe(name, () => {
-        it('requires moto_server', () => {
-          throw new Error(message);
-        });
+    // A test that cannot find its dependency fails, never skips (`npm test` tries to install it first).
+    describe(name, () => {
+      it('requires moto_server', () => {
+        throw new Error(message);
       });
-    } else {
-      process.stderr.write(`\n${'!'.repeat(100)}\n!!! SKIPPING: ${message}\n${'!'.repeat(100)}\n\n`);
-      describe.skip(name, () => body(unavailableContext()));
-    }
+    });
     return;
   }
   describe(name, () => {
@@ -198,19 +194,3 @@ export function describeWithMoto(
   });
 }
 
-function unavailableContext(): MotoContext {
-  const fail = (): never => {
-    throw new Error('moto_server is not available');
-  };
-  return {
-    get endpoint() {
-      return fail();
-    },
-    get clientOptions() {
-      return fail();
-    },
-    get childEnv() {
-      return fail();
-    },
-  };
-}
