@@ -1,6 +1,7 @@
 import { addUsage, capViolations, dominantShare, usageOf, type CapUsage, type QueueCaps } from './caps.js';
 import type { Admission, QueueDecision } from './admission.js';
-import type { AdmissionResult, QueuedJob, QueuedPosition, WaitReason, WfqConfig } from './wfq.js';
+import type { AdmissionResult, QueuedJob, QueuedPosition, WaitReason } from './admit.js';
+import type { WfqConfig } from './wfq.js';
 
 /**
  * Admission decisions in words, for the job views the API and `fleetwise job` show: each live job's class, whether

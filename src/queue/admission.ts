@@ -4,19 +4,13 @@ import type { ClusterSnapshot, SchedJob, SchedTask } from '../core/model.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
 import { dominantShare, hasAnyCap, reservationFootprint, type JobFootprint, type QueueCaps } from './caps.js';
 import type { StageDistribution } from './success.js';
-import {
-  admit,
-  classify,
-  FIFO_CONFIG,
-  type AdmissionResult,
-  type QueuedJob,
-  type RunningQueuedJob,
-  type WfqConfig,
-} from './wfq.js';
+import { admit, type AdmissionResult, type QueuedJob, type RunningQueuedJob } from './admit.js';
+import { classify } from './class-shares.js';
+import { FIFO_CONFIG, type WfqConfig } from './wfq.js';
 
 /**
  * The queue layer of every round (PCS §3), one object for both runtimes: each round, before the scheduler plans,
- * `decide` lets waiting jobs into the snapshot under the caps (`admit`, wfq.ts); jobs holding capacity (placed,
+ * `decide` lets waiting jobs into the snapshot under the caps (`admit`, admit.ts); jobs holding capacity (placed,
  * starting, moving) always stay in it and multi-task jobs are admitted whole. `victims` turns admission's
  * preemption proposals into the stops a round may carry out. It keeps what must survive between rounds (when each
  * job was admitted, classes' short-round counters, preemptions still checkpointing, fairness bookkeeping) and

@@ -1,5 +1,6 @@
 import { expectedRemainingSeconds, sevcikRank, successRank, type StageDistribution } from './success.js';
-import { intraClassAllocation, waterFill } from './wfq.js';
+import { waterFill } from './class-shares.js';
+import { intraClassAllocation } from './intra-class.js';
 
 /**
  * Tiny deterministic event models, just enough to reproduce the papers' worked examples (time in abstract units).

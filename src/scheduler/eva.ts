@@ -1,20 +1,24 @@
-import { setupSeconds, type Catalog, type InstanceType } from '../core/catalog.js';
-import type { Caps, ClusterSnapshot, SchedJob } from '../core/model.js';
+import type { Catalog, InstanceType } from '../core/catalog.js';
+import type { Caps, ClusterSnapshot } from '../core/model.js';
 import type { FamilyDemand } from '../core/resources.js';
-import { perHourToPerSecond, roundCents } from '../core/units.js';
 import { enforceCaps } from './caps.js';
 import { ColocationTable, type SerializedColocationTable } from './colocation-table.js';
-import { chooseFull, EventHistory, horizonSeconds, netValue } from './decision-rule.js';
+import { EventHistory, horizonSeconds } from './decision-rule.js';
+import { capViolation, chooseCandidate, summarizeCandidate, type Candidate } from './eva-choice.js';
+import {
+  exactCandidate,
+  standaloneFullCandidate,
+  type ExactCandidateOptions,
+} from './eva-extra-candidates.js';
+import { pinnedTasks } from './eva-pins.js';
 import { toPlanned, type DraftInstance } from './full-reconfiguration.js';
 import { compositionValue, type PackTask, type RateModel } from './packing.js';
 import {
-  draftWithTasks,
   fullReconfiguration,
   inefficientInstances,
   partialReconfiguration,
   type PlanningInput,
 } from './reconfiguration.js';
-import { solveWithSolver, type IlpSolver } from './ilp.js';
 import { PriceBook } from './reservation-price.js';
 import { ConsolidationCandidate } from './consolidation-candidate.js';
 import type { CandidateSummary, Configuration, Plan, Scheduler, ThroughputObservation } from './types.js';
@@ -23,19 +27,6 @@ import type { CandidateSummary, Configuration, Plan, Scheduler, ThroughputObserv
 export const DEFAULT_PACKING_EFFICIENCY = 0.8;
 /** EvaOptions.paybackMargin's default, measured in README "How the scheduler decides" (k = 8). */
 export const DEFAULT_PAYBACK_MARGIN = 8;
-
-/** Rounds with at most this many tasks also get Eva's Full Reconfiguration at standalone prices as a candidate. */
-const STANDALONE_FULL_MAX_TASKS = 32;
-
-/** The order the decision rule weighs candidates in: a later one must beat the best so far, so ties keep staying. */
-const CANDIDATE_ORDER: readonly CandidateSummary['name'][] = [
-  'stay',
-  'partial',
-  'full',
-  'full-standalone',
-  'consolidate',
-  'exact',
-];
 
 /** Eva's user-facing tunables as the CLI and the controller config name them (all optional: Eva's defaults). */
 export interface EvaTunables {
@@ -98,16 +89,7 @@ export interface EvaOptions {
    * running and none is pinned. Load the solver first with `loadIlpSolver()`. The candidate is priced like the others
    * (TNRP, migration cost), so the decision rule takes it only when it pays off.
    */
-  readonly exact?: {
-    readonly solver: IlpSolver;
-    readonly maxTasks: number;
-    readonly timeLimitSeconds?: number;
-  };
-}
-
-interface Candidate {
-  readonly summary: CandidateSummary;
-  readonly drafts: readonly DraftInstance[];
+  readonly exact?: ExactCandidateOptions;
 }
 
 /**
@@ -122,7 +104,7 @@ export class EvaScheduler implements Scheduler {
   private readonly book: PriceBook;
   private readonly variant: EvaVariant;
   private readonly caps: Caps;
-  private readonly exact: EvaOptions['exact'];
+  private readonly exact: ExactCandidateOptions | undefined;
   private history = new EventHistory();
   private knownJobs = new Set<string>();
   private previous: { fingerprint: string; plan: Plan } | undefined;
@@ -223,7 +205,7 @@ export class EvaScheduler implements Scheduler {
     const jobRp = new Map<string, number>();
     for (const t of packTasks.values()) jobRp.set(t.jobId, (jobRp.get(t.jobId) ?? 0) + t.rp);
 
-    const { pinnedTaskIds, pinned } = this.pins(snapshot, packTasks, instanceType, jobRp);
+    const { pinnedTaskIds, pinned } = pinnedTasks(snapshot, packTasks, instanceType, jobRp);
     const input: PlanningInput = {
       book: this.book,
       model: this.model,
@@ -243,7 +225,7 @@ export class EvaScheduler implements Scheduler {
       this.elapsed(now),
     );
     const evaluate = (name: CandidateSummary['name'], drafts: readonly DraftInstance[]): Candidate => ({
-      summary: this.summarize(name, drafts, input, jobs, jobRp, now),
+      summary: summarizeCandidate(name, drafts, input, jobs, jobRp, now),
       drafts,
     });
     const fingerprint = this.fingerprint(snapshot, pinnedTaskIds, horizon);
@@ -262,18 +244,18 @@ export class EvaScheduler implements Scheduler {
       // With nothing to repack, Partial Reconfiguration is the stay plan itself.
       candidates.push(evaluate('partial', repack.size === 0 ? stay : partialReconfiguration(input, repack)));
       candidates.push(evaluate('full', fullReconfiguration(input)));
-      const standalone = this.standaloneFull(input);
+      const standalone = this.packedPrices ? standaloneFullCandidate(input, this.book) : undefined;
       if (standalone !== undefined) candidates.push(evaluate('full-standalone', standalone));
       const consolidated = this.consolidation?.plan(snapshot, input, stay);
       if (consolidated !== undefined) candidates.push(evaluate('consolidate', consolidated));
     }
-    const exact = this.exactCandidate(input, snapshot);
+    const exact = exactCandidate(this.exact, input, snapshot, this.book);
     if (exact !== undefined && this.variant !== 'eva-partial-only') candidates.push(evaluate('exact', exact));
     const checked = candidates.map((c) => ({
       ...c,
-      summary: { ...c.summary, rejectedBecause: this.capViolation(c.summary) },
+      summary: { ...c.summary, rejectedBecause: capViolation(c.summary, this.caps) },
     }));
-    const { chosen, reason } = this.choose(checked, horizon);
+    const { chosen, reason } = chooseCandidate(checked, horizon, this.paybackMargin);
     if (chosen.summary.name === 'full' || chosen.summary.name === 'full-standalone')
       this.history.recordFull();
 
@@ -325,51 +307,6 @@ export class EvaScheduler implements Scheduler {
     };
   }
 
-  /**
-   * With packed prices, also Eva's own Full Reconfiguration at standalone prices, re-valued at packed prices for the
-   * decision rule: on small or lumpy problems a set can fill an instance yet miss the packing efficiency that packed
-   * prices assume (Eva Table 3: $16.20/h packed against $12.80/h), and this candidate keeps Eva's plan in reach.
-   * Only on small problems: on large ones it costs a second Full Reconfiguration a round for no measured gain
-   * (full Alibaba trace: $447,382 with it up to 32 tasks, 25.8 s; $446,590 always, 42.6 s).
-   */
-  private standaloneFull(input: PlanningInput): DraftInstance[] | undefined {
-    if (!this.packedPrices || input.tasks.size > STANDALONE_FULL_MAX_TASKS) return undefined;
-    const alone = new Map<string, PackTask>();
-    for (const [id, t] of input.tasks) alone.set(id, { ...t, rp: this.book.reservationPrice(t.demand) });
-    const drafts = fullReconfiguration({ ...input, tasks: alone });
-    return drafts.map((d) =>
-      draftWithTasks(
-        { id: d.id, type: d.type, isNew: d.isNew },
-        d.taskIds.map((id) => input.tasks.get(id) as PackTask),
-      ),
-    );
-  }
-
-  /** The ILP optimum as drafts, for small problems without pinned tasks (see EvaOptions.exact). */
-  private exactCandidate(input: PlanningInput, snapshot: ClusterSnapshot): DraftInstance[] | undefined {
-    const exact = this.exact;
-    if (
-      exact === undefined ||
-      input.pinnedTaskIds.size > 0 ||
-      input.tasks.size === 0 ||
-      input.tasks.size > exact.maxTasks
-    )
-      return undefined;
-    const result = solveWithSolver(exact.solver, {
-      catalog: this.book.catalog,
-      tasks: [...input.tasks.values()].map((t) => ({ id: t.id, demand: t.demand })),
-      timeLimitSeconds: exact.timeLimitSeconds ?? 2,
-      existing: snapshot.instances,
-    });
-    if (result.configuration === undefined) return undefined;
-    return result.configuration.instances.map((inst) =>
-      draftWithTasks(
-        { id: inst.id, type: this.book.type(inst.typeName), isNew: inst.isNew },
-        inst.taskIds.map((id) => input.tasks.get(id) as PackTask),
-      ),
-    );
-  }
-
   /** Seconds since the first job event: the bootstrap horizon (reference: the simulation's clock). */
   private elapsed(now: number): number {
     return now - (this.history.firstEventSeconds ?? now);
@@ -419,145 +356,5 @@ export class EvaScheduler implements Scheduler {
     for (const id of this.knownJobs) if (!present.has(id)) events.push(snapshot.nowSeconds);
     this.history.addEvents(events);
     this.knownJobs = present;
-  }
-
-  /**
-   * Tasks that no plan may move: jobs being launched or migrated (reference), jobs inside their no-move window,
-   * and jobs expected to finish before any move could pay back: even if the move saved the whole price of the
-   * job's current instances, the saving until completion would not cover the move's cost.
-   */
-  private pins(
-    snapshot: ClusterSnapshot,
-    tasks: ReadonlyMap<string, PackTask>,
-    instanceType: ReadonlyMap<string, InstanceType>,
-    jobRp: ReadonlyMap<string, number>,
-  ): { pinnedTaskIds: Set<string>; pinned: { jobId: string; why: string }[] } {
-    const pinnedTaskIds = new Set<string>();
-    const pinned: { jobId: string; why: string }[] = [];
-    const now = snapshot.nowSeconds;
-    for (const job of snapshot.jobs) {
-      const placed = job.taskIds
-        .map((id) => tasks.get(id))
-        .filter((t) => t?.currentInstanceId !== undefined) as PackTask[];
-      if (placed.length === 0) continue;
-      let why: string | undefined;
-      if (!job.reconfigurable) why = 'being launched or migrated';
-      else if (
-        job.noMoveSeconds !== undefined &&
-        job.runningSinceSeconds !== undefined &&
-        now < job.runningSinceSeconds + job.noMoveSeconds
-      )
-        why = `asked not to be moved for ${job.noMoveSeconds} s after starting`;
-      else if (job.expectedRemainingSeconds !== undefined) {
-        const instances = new Set(placed.map((t) => t.currentInstanceId as string));
-        let bestSavingPerSecond = 0;
-        for (const id of instances)
-          bestSavingPerSecond += perHourToPerSecond(instanceType.get(id)?.costPerHour ?? 0);
-        const moveCost = this.jobMoveCost(job, jobRp.get(job.id) ?? 0, now);
-        if (job.expectedRemainingSeconds * bestSavingPerSecond <= moveCost)
-          why = `expected to finish in ${Math.round(job.expectedRemainingSeconds)} s, before a move could pay back $${moveCost.toFixed(2)}`;
-      }
-      if (why === undefined) continue;
-      placed.forEach((t) => pinnedTaskIds.add(t.id));
-      if (job.reconfigurable) pinned.push({ jobId: job.id, why });
-    }
-    return { pinnedTaskIds, pinned };
-  }
-
-  /**
-   * What moving a job costs (reference `Job.get_migration_cost`, plus lost work): the seconds it is out of service
-   * (checkpoint, fetch, build, restore, init) and the work since its last checkpoint, at the job's reservation
-   * price per second.
-   */
-  private jobMoveCost(job: SchedJob, rpPerHour: number, now: number): number {
-    const lost = job.lastCheckpointSeconds === undefined ? 0 : Math.max(0, now - job.lastCheckpointSeconds);
-    return (job.migrationDelaySeconds + lost) * perHourToPerSecond(rpPerHour);
-  }
-
-  private summarize(
-    name: CandidateSummary['name'],
-    drafts: readonly DraftInstance[],
-    input: PlanningInput,
-    jobs: ReadonlyMap<string, SchedJob>,
-    jobRp: ReadonlyMap<string, number>,
-    now: number,
-  ): CandidateSummary {
-    let costPerHour = 0;
-    let tnrp = 0;
-    let newInstances = 0;
-    let launchCost = 0;
-    const moved = new Set<string>();
-    /** Per moved job, the longest setup of a new instance it must wait for. */
-    const waitForSetup = new Map<string, number>();
-    for (const d of drafts) {
-      costPerHour += d.type.costPerHour;
-      tnrp += compositionValue(d.composition, input.model, false);
-      if (d.isNew) {
-        newInstances += 1;
-        // A new instance is paid while it boots and before its tasks run (catalog launch delays).
-        launchCost += perHourToPerSecond(d.type.costPerHour) * setupSeconds(d.type);
-      }
-      for (const id of d.taskIds) {
-        const t = input.tasks.get(id) as PackTask;
-        if (t.currentInstanceId !== undefined && t.currentInstanceId !== d.id) {
-          moved.add(t.jobId);
-          if (d.isNew)
-            waitForSetup.set(t.jobId, Math.max(waitForSetup.get(t.jobId) ?? 0, setupSeconds(d.type)));
-        }
-      }
-    }
-    let migrationCost = launchCost;
-    for (const jobId of moved) {
-      // A job moved onto a new instance is also out of service while that instance boots (beyond the reference).
-      const rpPerSecond = perHourToPerSecond(jobRp.get(jobId) ?? 0);
-      migrationCost +=
-        this.jobMoveCost(jobs.get(jobId) as SchedJob, jobRp.get(jobId) ?? 0, now) +
-        (waitForSetup.get(jobId) ?? 0) * rpPerSecond;
-    }
-    return {
-      name,
-      costPerHour,
-      instances: drafts.length,
-      newInstances,
-      // Reference `provision_saving_per_sec`: (Σ TNRP − round(Σ cost, 2)) / 3600.
-      savingPerSecond: perHourToPerSecond(tnrp - roundCents(costPerHour)),
-      migrationCost,
-      movedJobs: [...moved].sort(),
-    };
-  }
-
-  private capViolation(s: CandidateSummary): string | undefined {
-    const c = this.caps;
-    if (c.maxCostPerHour !== undefined && s.costPerHour > c.maxCostPerHour + 1e-9)
-      return `costs $${s.costPerHour.toFixed(2)}/h over the $${c.maxCostPerHour}/h cap`;
-    if (c.maxInstances !== undefined && s.instances > c.maxInstances)
-      return `${s.instances} instances over the cap of ${c.maxInstances}`;
-    if (c.maxMigrationsPerRound !== undefined && s.movedJobs.length > c.maxMigrationsPerRound)
-      return `moves ${s.movedJobs.length} jobs over the cap of ${c.maxMigrationsPerRound} per round`;
-    return undefined;
-  }
-
-  /**
-   * Eq. 1 between the candidates in turn (CANDIDATE_ORDER: each replaces the best so far only if it beats it, its
-   * extra migration cost counted `paybackMargin` times), so that no move is approved without a positive net saving
-   * over the horizon. Candidates that break a cap are skipped while another is eligible.
-   */
-  private choose(candidates: readonly Candidate[], horizon: number): { chosen: Candidate; reason: string } {
-    const eligible = candidates.filter((c) => c.summary.rejectedBecause === undefined);
-    const pool = eligible.length > 0 ? eligible : candidates;
-    const margin = this.paybackMargin === 1 ? '' : ` ×${this.paybackMargin}`;
-    const describe = (c: Candidate) =>
-      `${c.summary.name}: saving $${(c.summary.savingPerSecond * 3600).toFixed(2)}/h over T=${Math.round(horizon)} s, migration $${c.summary.migrationCost.toFixed(2)}${margin}, net $${netValue(c.summary.savingPerSecond, this.paybackMargin * c.summary.migrationCost, horizon).toFixed(2)}`;
-    if (pool.length === 1) {
-      const only = pool[0] as Candidate;
-      return { chosen: only, reason: `only candidate (${describe(only)})` };
-    }
-    const ordered = CANDIDATE_ORDER.flatMap((name) => pool.filter((c) => c.summary.name === name));
-    let best = ordered[0];
-    if (best === undefined) throw new Error('no candidate plan');
-    for (const c of ordered.slice(1))
-      if (chooseFull(c.summary, best.summary, horizon, this.paybackMargin)) best = c;
-    const reason = `chose ${best.summary.name} — ${pool.map(describe).join('; ')}`;
-    return { chosen: best, reason };
   }
 }

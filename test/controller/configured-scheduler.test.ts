@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { ValidationError } from '../../src/core/validation.js';
-import { loadControllerConfig } from '../../src/controller/config.js';
+import { loadControllerConfig } from '../../src/controller/config-loading.js';
 import { configuredSchedulerFactory } from '../../src/controller/configured-scheduler.js';
 import { settingsFromConfig } from '../../src/controller/settings.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/core/validation.js';
 import { ensureSecretFile } from '../../src/cli/commands/controller.js';
-import { loadControllerConfig, parseListen } from '../../src/controller/config.js';
+import { parseListen } from '../../src/controller/config.js';
+import { loadControllerConfig } from '../../src/controller/config-loading.js';
 import { settingsFromConfig } from '../../src/controller/settings.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-config-'));

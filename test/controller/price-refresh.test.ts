@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { fixturePricingApi } from '../../src/cloud/aws/pricing-fixture.js';
 import type { GetProductsPage, PricingApi } from '../../src/cloud/aws/pricing.js';
-import { loadControllerConfig } from '../../src/controller/config.js';
+import { loadControllerConfig } from '../../src/controller/config-loading.js';
 import { PriceRefresher, repriceCatalog, shouldRefreshPrices } from '../../src/controller/price-refresh.js';
 import type { ControllerLogger } from '../../src/controller/seams.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';

@@ -8,19 +8,10 @@ import {
   type JobFootprint,
   type QueueCaps,
 } from '../../src/queue/caps.js';
-import {
-  admit,
-  classify,
-  DEFAULT_PREEMPTION,
-  demandCap,
-  intraClassAllocation,
-  parseWfqConfig,
-  waterFill,
-  weightsFromDecay,
-  type QueuedJob,
-  type RunningQueuedJob,
-  type WfqConfig,
-} from '../../src/queue/wfq.js';
+import { admit, type QueuedJob, type RunningQueuedJob } from '../../src/queue/admit.js';
+import { classify, waterFill } from '../../src/queue/class-shares.js';
+import { demandCap, intraClassAllocation } from '../../src/queue/intra-class.js';
+import { DEFAULT_PREEMPTION, parseWfqConfig, weightsFromDecay, type WfqConfig } from '../../src/queue/wfq.js';
 
 describe('PCS water-filling and caps (digest §10 P4–P6)', () => {
   const w = weightsFromDecay(3, Math.LN2); // (1, ½, ¼)/1.75

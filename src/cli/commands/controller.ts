@@ -18,12 +18,9 @@ import {
 } from '../../controller/api/server.js';
 import { WORKER_MAIN as WORKER_MAIN_PATH } from '../../cloud/local/worker-spawner.js';
 import { SystemClock } from '../../controller/clock.js';
-import {
-  loadControllerConfig,
-  ORPHAN_POLICIES,
-  type ControllerConfig,
-  type ControllerFlags,
-} from '../../controller/config.js';
+import { ORPHAN_POLICIES, type ControllerConfig } from '../../controller/config.js';
+import type { ControllerFlags } from '../../controller/config-flags.js';
+import { loadControllerConfig } from '../../controller/config-loading.js';
 import { describeQueue } from '../../queue/admission-views.js';
 import { configuredSchedulerFactory } from '../../controller/configured-scheduler.js';
 import { Controller } from '../../controller/controller.js';

@@ -27,7 +27,7 @@ import type { RunResult } from '../../world/run-result.js';
 import { QUEUE_KINDS } from '../../sim/queue-options.js';
 import type { FamilyGroupQuota } from '../../queue/caps.js';
 import { DEFAULT_PACKING_EFFICIENCY, DEFAULT_PAYBACK_MARGIN } from '../../scheduler/eva.js';
-import { loadControllerConfig } from '../../controller/config.js';
+import { loadControllerConfig } from '../../controller/config-loading.js';
 import { settingsFromConfig } from '../../controller/settings.js';
 
 /** Raw commander values (strings); validated by `optionsSchema`. */

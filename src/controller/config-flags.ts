@@ -1,0 +1,105 @@
+/** The controller's command-line flags and where each lands in the configuration. */
+
+type Json = Record<string, unknown>;
+
+/** Raw commander values: strings, booleans and lists as commander gives them. */
+export interface ControllerFlags {
+  readonly config?: string;
+  readonly provider?: string;
+  readonly cluster?: string;
+  readonly region?: string;
+  readonly stateDir?: string;
+  readonly bucket?: string;
+  readonly objectStore?: string;
+  readonly listen?: string;
+  readonly roundSeconds?: string;
+  readonly pollSeconds?: string;
+  readonly catalog?: string;
+  readonly maxCostPerHour?: string;
+  readonly maxInstances?: string;
+  readonly maxMigrationsPerRound?: string;
+  readonly dryRun?: boolean;
+  readonly orphans?: string;
+  readonly registrationTimeoutSeconds?: string;
+  readonly registrationBackoffSeconds?: string;
+  readonly reportEverySeconds?: string;
+  readonly priceRefreshHours?: string;
+  readonly ami?: string;
+  readonly availabilityZones?: string;
+  readonly subnets?: string;
+  readonly securityGroups?: string;
+  readonly instanceProfile?: string;
+  readonly keyName?: string;
+  readonly workerControllerUrl?: string;
+  readonly userDataTemplate?: string;
+  readonly executor?: string;
+  readonly heartbeatTimeoutSeconds?: string;
+  readonly scheduler?: string;
+}
+
+/** Where each flag lands in the configuration (for merging and for error messages). */
+export const FLAG_PATHS: readonly (readonly [
+  keyof ControllerFlags,
+  readonly string[],
+  'string' | 'number' | 'boolean' | 'list',
+])[] = [
+  ['provider', ['provider'], 'string'],
+  ['cluster', ['cluster'], 'string'],
+  ['region', ['region'], 'string'],
+  ['stateDir', ['stateDir'], 'string'],
+  ['bucket', ['bucket'], 'string'],
+  ['objectStore', ['objectStore'], 'string'],
+  ['listen', ['listen'], 'string'],
+  ['roundSeconds', ['roundSeconds'], 'number'],
+  ['pollSeconds', ['pollSeconds'], 'number'],
+  ['catalog', ['catalog'], 'string'],
+  ['maxCostPerHour', ['caps', 'maxCostPerHour'], 'number'],
+  ['maxInstances', ['caps', 'maxInstances'], 'number'],
+  ['maxMigrationsPerRound', ['caps', 'maxMigrationsPerRound'], 'number'],
+  ['dryRun', ['dryRun'], 'boolean'],
+  ['orphans', ['orphans'], 'string'],
+  ['registrationTimeoutSeconds', ['workerRegistration', 'timeoutSeconds'], 'number'],
+  ['registrationBackoffSeconds', ['workerRegistration', 'backoffBaseSeconds'], 'number'],
+  ['reportEverySeconds', ['reportEverySeconds'], 'number'],
+  ['priceRefreshHours', ['priceRefreshHours'], 'number'],
+  ['ami', ['ec2', 'amiId'], 'string'],
+  ['subnets', ['ec2', 'subnetIds'], 'list'],
+  ['securityGroups', ['ec2', 'securityGroupIds'], 'list'],
+  ['instanceProfile', ['ec2', 'instanceProfile'], 'string'],
+  ['keyName', ['ec2', 'keyName'], 'string'],
+  ['workerControllerUrl', ['ec2', 'worker', 'controllerUrl'], 'string'],
+  ['userDataTemplate', ['ec2', 'worker', 'templatePath'], 'string'],
+  ['executor', ['executor'], 'string'],
+  ['heartbeatTimeoutSeconds', ['workerHeartbeatTimeoutSeconds'], 'number'],
+  ['scheduler', ['scheduler', 'name'], 'string'],
+];
+
+export function flagNameOf(field: keyof ControllerFlags): string {
+  return `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+}
+
+export function setPath(target: Json, path: readonly string[], value: unknown): void {
+  let node = target;
+  for (const key of path.slice(0, -1)) {
+    const next = node[key];
+    if (typeof next !== 'object' || next === null || Array.isArray(next)) node[key] = {};
+    node = node[key] as Json;
+  }
+  node[path[path.length - 1] as string] = value;
+}
+
+export function flagValue(raw: string | boolean, kind: 'string' | 'number' | 'boolean' | 'list'): unknown {
+  if (kind === 'boolean') return raw === true || raw === 'true';
+  if (typeof raw !== 'string') return raw;
+  if (kind === 'list')
+    return raw
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '');
+  if (kind === 'number') {
+    const trimmed = raw.trim();
+    // Leave a non-number as a string: the schema then says "expected number" for that flag.
+    return /^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(trimmed) ? Number(trimmed) : raw;
+  }
+  return raw;
+}

@@ -1,0 +1,121 @@
+import { setupSeconds } from '../core/catalog.js';
+import type { Caps, SchedJob } from '../core/model.js';
+import { perHourToPerSecond, roundCents } from '../core/units.js';
+import { chooseFull, netValue } from './decision-rule.js';
+import type { DraftInstance } from './full-reconfiguration.js';
+import { compositionValue, type PackTask } from './packing.js';
+import type { PlanningInput } from './reconfiguration.js';
+import { jobMoveCost } from './eva-pins.js';
+import type { CandidateSummary } from './types.js';
+
+/**
+ * How Eva weighs its candidate plans against each other: each is priced (cost, TNRP saving, migration cost), checked
+ * against the caps, and the time-amortized rule (§4.5, eq. 1) picks one.
+ */
+
+/** The order the decision rule weighs candidates in: a later one must beat the best so far, so ties keep staying. */
+const CANDIDATE_ORDER: readonly CandidateSummary['name'][] = [
+  'stay',
+  'partial',
+  'full',
+  'full-standalone',
+  'consolidate',
+  'exact',
+];
+
+/** A candidate plan: its instances and what the decision rule knows of it. */
+export interface Candidate {
+  readonly summary: CandidateSummary;
+  readonly drafts: readonly DraftInstance[];
+}
+
+/** A candidate's cost per hour, saving per second against its cost, and the migration cost of getting there. */
+export function summarizeCandidate(
+  name: CandidateSummary['name'],
+  drafts: readonly DraftInstance[],
+  input: PlanningInput,
+  jobs: ReadonlyMap<string, SchedJob>,
+  jobRp: ReadonlyMap<string, number>,
+  now: number,
+): CandidateSummary {
+  let costPerHour = 0;
+  let tnrp = 0;
+  let newInstances = 0;
+  let launchCost = 0;
+  const moved = new Set<string>();
+  /** Per moved job, the longest setup of a new instance it must wait for. */
+  const waitForSetup = new Map<string, number>();
+  for (const d of drafts) {
+    costPerHour += d.type.costPerHour;
+    tnrp += compositionValue(d.composition, input.model, false);
+    if (d.isNew) {
+      newInstances += 1;
+      // A new instance is paid while it boots and before its tasks run (catalog launch delays).
+      launchCost += perHourToPerSecond(d.type.costPerHour) * setupSeconds(d.type);
+    }
+    for (const id of d.taskIds) {
+      const t = input.tasks.get(id) as PackTask;
+      if (t.currentInstanceId !== undefined && t.currentInstanceId !== d.id) {
+        moved.add(t.jobId);
+        if (d.isNew)
+          waitForSetup.set(t.jobId, Math.max(waitForSetup.get(t.jobId) ?? 0, setupSeconds(d.type)));
+      }
+    }
+  }
+  let migrationCost = launchCost;
+  for (const jobId of moved) {
+    // A job moved onto a new instance is also out of service while that instance boots (beyond the reference).
+    const rpPerSecond = perHourToPerSecond(jobRp.get(jobId) ?? 0);
+    migrationCost +=
+      jobMoveCost(jobs.get(jobId) as SchedJob, jobRp.get(jobId) ?? 0, now) +
+      (waitForSetup.get(jobId) ?? 0) * rpPerSecond;
+  }
+  return {
+    name,
+    costPerHour,
+    instances: drafts.length,
+    newInstances,
+    // Reference `provision_saving_per_sec`: (Σ TNRP − round(Σ cost, 2)) / 3600.
+    savingPerSecond: perHourToPerSecond(tnrp - roundCents(costPerHour)),
+    migrationCost,
+    movedJobs: [...moved].sort(),
+  };
+}
+
+/** Why a candidate breaks the caps, or undefined when it keeps them. */
+export function capViolation(s: CandidateSummary, c: Caps): string | undefined {
+  if (c.maxCostPerHour !== undefined && s.costPerHour > c.maxCostPerHour + 1e-9)
+    return `costs $${s.costPerHour.toFixed(2)}/h over the $${c.maxCostPerHour}/h cap`;
+  if (c.maxInstances !== undefined && s.instances > c.maxInstances)
+    return `${s.instances} instances over the cap of ${c.maxInstances}`;
+  if (c.maxMigrationsPerRound !== undefined && s.movedJobs.length > c.maxMigrationsPerRound)
+    return `moves ${s.movedJobs.length} jobs over the cap of ${c.maxMigrationsPerRound} per round`;
+  return undefined;
+}
+
+/**
+ * Eq. 1 between the candidates in turn (CANDIDATE_ORDER: each replaces the best so far only if it beats it, its
+ * extra migration cost counted `paybackMargin` times), so that no move is approved without a positive net saving
+ * over the horizon. Candidates that break a cap are skipped while another is eligible.
+ */
+export function chooseCandidate(
+  candidates: readonly Candidate[],
+  horizon: number,
+  paybackMargin: number,
+): { chosen: Candidate; reason: string } {
+  const eligible = candidates.filter((c) => c.summary.rejectedBecause === undefined);
+  const pool = eligible.length > 0 ? eligible : candidates;
+  const margin = paybackMargin === 1 ? '' : ` ×${paybackMargin}`;
+  const describe = (c: Candidate) =>
+    `${c.summary.name}: saving $${(c.summary.savingPerSecond * 3600).toFixed(2)}/h over T=${Math.round(horizon)} s, migration $${c.summary.migrationCost.toFixed(2)}${margin}, net $${netValue(c.summary.savingPerSecond, paybackMargin * c.summary.migrationCost, horizon).toFixed(2)}`;
+  if (pool.length === 1) {
+    const only = pool[0] as Candidate;
+    return { chosen: only, reason: `only candidate (${describe(only)})` };
+  }
+  const ordered = CANDIDATE_ORDER.flatMap((name) => pool.filter((c) => c.summary.name === name));
+  let best = ordered[0];
+  if (best === undefined) throw new Error('no candidate plan');
+  for (const c of ordered.slice(1)) if (chooseFull(c.summary, best.summary, horizon, paybackMargin)) best = c;
+  const reason = `chose ${best.summary.name} — ${pool.map(describe).join('; ')}`;
+  return { chosen: best, reason };
+}

@@ -1,0 +1,57 @@
+import type { InstanceType } from '../core/catalog.js';
+import type { ClusterSnapshot, SchedJob } from '../core/model.js';
+import { perHourToPerSecond } from '../core/units.js';
+import type { PackTask } from './packing.js';
+
+/**
+ * What moving a job costs (reference `Job.get_migration_cost`, plus lost work): the seconds it is out of service
+ * (checkpoint, fetch, build, restore, init) and the work since its last checkpoint, at the job's reservation
+ * price per second.
+ */
+export function jobMoveCost(job: SchedJob, rpPerHour: number, now: number): number {
+  const lost = job.lastCheckpointSeconds === undefined ? 0 : Math.max(0, now - job.lastCheckpointSeconds);
+  return (job.migrationDelaySeconds + lost) * perHourToPerSecond(rpPerHour);
+}
+
+/**
+ * Tasks that no plan may move: jobs being launched or migrated (reference), jobs inside their no-move window,
+ * and jobs expected to finish before any move could pay back: even if the move saved the whole price of the
+ * job's current instances, the saving until completion would not cover the move's cost.
+ */
+export function pinnedTasks(
+  snapshot: ClusterSnapshot,
+  tasks: ReadonlyMap<string, PackTask>,
+  instanceType: ReadonlyMap<string, InstanceType>,
+  jobRp: ReadonlyMap<string, number>,
+): { pinnedTaskIds: Set<string>; pinned: { jobId: string; why: string }[] } {
+  const pinnedTaskIds = new Set<string>();
+  const pinned: { jobId: string; why: string }[] = [];
+  const now = snapshot.nowSeconds;
+  for (const job of snapshot.jobs) {
+    const placed = job.taskIds
+      .map((id) => tasks.get(id))
+      .filter((t) => t?.currentInstanceId !== undefined) as PackTask[];
+    if (placed.length === 0) continue;
+    let why: string | undefined;
+    if (!job.reconfigurable) why = 'being launched or migrated';
+    else if (
+      job.noMoveSeconds !== undefined &&
+      job.runningSinceSeconds !== undefined &&
+      now < job.runningSinceSeconds + job.noMoveSeconds
+    )
+      why = `asked not to be moved for ${job.noMoveSeconds} s after starting`;
+    else if (job.expectedRemainingSeconds !== undefined) {
+      const instances = new Set(placed.map((t) => t.currentInstanceId as string));
+      let bestSavingPerSecond = 0;
+      for (const id of instances)
+        bestSavingPerSecond += perHourToPerSecond(instanceType.get(id)?.costPerHour ?? 0);
+      const moveCost = jobMoveCost(job, jobRp.get(job.id) ?? 0, now);
+      if (job.expectedRemainingSeconds * bestSavingPerSecond <= moveCost)
+        why = `expected to finish in ${Math.round(job.expectedRemainingSeconds)} s, before a move could pay back $${moveCost.toFixed(2)}`;
+    }
+    if (why === undefined) continue;
+    placed.forEach((t) => pinnedTaskIds.add(t.id));
+    if (job.reconfigurable) pinned.push({ jobId: job.id, why });
+  }
+  return { pinnedTaskIds, pinned };
+}

@@ -1,0 +1,324 @@
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { ObjectStore } from '../storage/object-store.js';
+import { checkpointKeys } from '../protocol/object-keys.js';
+import type { DesiredTask, ReportedTaskState, TaskReport } from '../protocol/worker-protocol.js';
+import type { AgentLogger, AgentOptions } from './agent.js';
+import { fetchBuildContext } from './build-context.js';
+import { checkpointAndStop, CheckpointWatcher, restoreLatestCheckpoint } from './checkpoints.js';
+import type { TaskLaunch } from './executor.js';
+import { ProgressTracker } from './progress.js';
+import { uploadTaskLog } from './task-log.js';
+import { checkpointOf, persistTask, readPersistedTask, type LocalTask } from './task-record.js';
+
+/** The agent's registration as the task operations see it: both undefined until it registers (and after a 401). */
+export interface Registration {
+  readonly store: ObjectStore | undefined;
+  readonly instanceId: string | undefined;
+}
+
+/**
+ * The tasks on this host and what happens to them: adopted after an agent restart, started (restoring a checkpoint
+ * if asked), watched for exits, progress and checkpoints, stopped (checkpointed or killed), forgotten. Long
+ * operations run in the background (`busy`) so heartbeats continue meanwhile.
+ */
+export class TaskLifecycle {
+  private readonly tasks = new Map<string, LocalTask>();
+
+  constructor(
+    private readonly options: AgentOptions,
+    private readonly log: AgentLogger,
+    private readonly registration: () => Registration,
+  ) {}
+
+  get(taskId: string): LocalTask | undefined {
+    return this.tasks.get(taskId);
+  }
+
+  all(): IterableIterator<LocalTask> {
+    return this.tasks.values();
+  }
+
+  /** Stop every checkpoint watcher (the agent is shutting down; the tasks live on). */
+  async stopWatchers(): Promise<void> {
+    for (const t of this.tasks.values()) await t.watcher?.stop();
+  }
+
+  /** Wait for every background operation (tests). */
+  async settle(): Promise<void> {
+    await Promise.all([...this.tasks.values()].map((t) => t.busy));
+  }
+
+  private taskDir(taskId: string): string {
+    return join(this.options.workDir, 'tasks', taskId);
+  }
+
+  private persist(t: LocalTask): Promise<void> {
+    return persistTask(this.taskDir(t.taskId), t);
+  }
+
+  /** After a restart: every task the executor still has is ours again (found by label / pid file). */
+  async adopt(): Promise<void> {
+    for (const status of await this.options.executor.list()) {
+      if (this.tasks.has(status.taskId)) continue;
+      const saved = await readPersistedTask(this.taskDir(status.taskId));
+      const t: LocalTask = {
+        taskId: status.taskId,
+        jobId: saved?.jobId ?? status.taskId.replace(/\.\d+$/, ''),
+        phase: saved?.phase ?? 'running',
+        startedAtMs: saved?.startedAtMs ?? status.startedAt?.getTime() ?? Date.now(),
+        stopRequested: saved?.stopRequested ?? false,
+        exitCode: saved?.exitCode,
+        reason: saved?.reason,
+        restoredFrom: saved?.restoredFrom,
+        checkpoint: saved?.checkpoint,
+        signal: saved?.signal,
+        timeoutSeconds: saved?.timeoutSeconds,
+        lastLogUploadMs: 0,
+      };
+      if (t.phase === 'starting' || t.phase === 'checkpointing') t.phase = 'running';
+      this.tasks.set(t.taskId, t);
+      if (t.phase === 'running' && status.state !== 'exited') await this.watch(t);
+      this.log.info(`adopted task ${t.taskId} (${status.state})`);
+    }
+  }
+
+  private async watch(t: LocalTask): Promise<void> {
+    const store = this.registration().store;
+    if (store === undefined) return;
+    const dir = this.taskDir(t.taskId);
+    t.progress = new ProgressTracker(
+      join(dir, 'progress'),
+      t.total,
+      this.options.throughputWindowSeconds ?? 60,
+    );
+    t.watcher = new CheckpointWatcher({
+      store,
+      ref: { jobId: t.jobId, taskId: t.taskId },
+      dir: join(dir, 'checkpoint'),
+      ...(this.options.checkpointPollMs === undefined ? {} : { pollMs: this.options.checkpointPollMs }),
+      onUpload: (result) => {
+        t.checkpoint = checkpointOf(t, result.manifest);
+        void this.persist(t);
+      },
+      onError: (e) => this.log.warn(`checkpoint upload of ${t.taskId} failed: ${e.message}`),
+    });
+    await t.watcher.start();
+  }
+
+  /** Exits, progress. */
+  async observe(): Promise<void> {
+    const statuses = new Map((await this.options.executor.list()).map((s) => [s.taskId, s]));
+    for (const t of this.tasks.values()) {
+      if (t.progress !== undefined) {
+        const summary = await t.progress.poll();
+        t.completed = summary.completed;
+        t.perSecond = summary.iterationsPerSecond;
+      }
+      if (t.busy !== undefined || t.phase !== 'running') continue;
+      const status = statuses.get(t.taskId);
+      if (status === undefined) {
+        t.phase = 'failed';
+        t.reason = 'the task disappeared from this host (container or process removed)';
+        await this.persist(t);
+      } else if (status.state === 'exited') this.background(t, () => this.finished(t, status.exitCode));
+    }
+  }
+
+  reports(): TaskReport[] {
+    return [...this.tasks.values()].map((t) => report(t));
+  }
+
+  background(t: LocalTask, op: () => Promise<void>): void {
+    t.busy = op()
+      .catch((e: unknown) => this.log.warn(`task ${t.taskId}: ${(e as Error).message}`))
+      .finally(() => {
+        t.busy = undefined;
+      });
+  }
+
+  start(d: DesiredTask): void {
+    const previous = this.tasks.get(d.taskId);
+    const t: LocalTask = {
+      taskId: d.taskId,
+      jobId: d.jobId,
+      phase: 'starting',
+      startedAtMs: Date.now(),
+      stopRequested: false,
+      signal: d.checkpoint.signal,
+      timeoutSeconds: d.checkpoint.timeoutSeconds,
+      checkpoint: previous?.checkpoint,
+      lastLogUploadMs: 0,
+      total: numberOr(d.launch.env.COUNT_TO),
+    };
+    this.tasks.set(d.taskId, t);
+    this.background(t, async () => {
+      try {
+        await this.launch(t, d);
+        t.phase = 'running';
+      } catch (e) {
+        t.phase = 'failed';
+        t.reason = `could not start: ${(e as Error).message}`;
+        this.log.warn(`task ${t.taskId} could not start: ${(e as Error).message}`);
+      }
+      await this.persist(t);
+    });
+  }
+
+  private async launch(t: LocalTask, d: DesiredTask): Promise<void> {
+    const store = this.requireStore();
+    const executor = this.options.executor;
+    const dir = this.taskDir(t.taskId);
+    const checkpointDir = join(dir, 'checkpoint');
+    const progressFile = join(dir, 'progress');
+    if ((await executor.status(t.taskId)) !== undefined) await executor.remove(t.taskId);
+    await mkdir(dir, { recursive: true });
+    await writeFile(progressFile, '');
+    await this.persist(t);
+    let restoring = false;
+    if (d.restore) {
+      const restored = await restoreLatestCheckpoint(
+        store,
+        { jobId: t.jobId, taskId: t.taskId },
+        checkpointDir,
+      );
+      for (const s of restored.skipped)
+        this.log.warn(`task ${t.taskId}: skipped checkpoint ${s.seq}: ${s.reason}`);
+      if (restored.manifest !== undefined) {
+        restoring = true;
+        t.restoredFrom = checkpointKeys(t, restored.manifest.seq).manifest;
+        t.checkpoint = checkpointOf(t, restored.manifest);
+        this.log.info(
+          `task ${t.taskId}: restored checkpoint ${restored.manifest.seq} in ${restored.durationMs} ms`,
+        );
+      } else this.log.warn(`task ${t.taskId}: no good checkpoint to restore; starting from zero`);
+    } else {
+      await rm(checkpointDir, { recursive: true, force: true });
+      await mkdir(checkpointDir, { recursive: true });
+    }
+    await this.watch(t);
+    const launch: TaskLaunch = {
+      taskId: t.taskId,
+      jobId: t.jobId,
+      ...(d.launch.image === undefined ? {} : { image: d.launch.image }),
+      ...(d.launch.build === undefined
+        ? {}
+        : {
+            build: await fetchBuildContext(d.launch.build, this.options.workDir, () => this.requireStore()),
+          }),
+      command: d.launch.command,
+      env: d.launch.env,
+      vcpus: d.launch.vcpus,
+      memoryGiB: d.launch.memoryGiB,
+      gpus: d.launch.gpus,
+      shmSizeGiB: d.launch.shmSizeGiB,
+      checkpointDir,
+      progressFile,
+      restoring,
+    };
+    await executor.start(launch);
+    this.log.info(`started ${t.taskId}${restoring ? ' from a checkpoint' : ''}`);
+  }
+
+  async stop(
+    t: LocalTask,
+    checkpoint: boolean,
+    settings: { readonly signal: string; readonly timeoutSeconds: number },
+  ): Promise<void> {
+    t.stopRequested = true;
+    t.phase = 'checkpointing';
+    await this.persist(t);
+    const executor = this.options.executor;
+    if (checkpoint) {
+      const result = await checkpointAndStop({
+        executor,
+        taskId: t.taskId,
+        signal: settings.signal as NodeJS.Signals,
+        timeoutSeconds: settings.timeoutSeconds,
+        watcher: t.watcher,
+      });
+      if (result.lastManifest !== undefined) t.checkpoint = checkpointOf(t, result.lastManifest);
+      this.log.info(
+        `task ${t.taskId} checkpointed and stopped (${result.outcome} after ${result.elapsedMs} ms)` +
+          (result.outcome === 'killed'
+            ? `: no exit within ${settings.timeoutSeconds} s, killed; it resumes from its last uploaded checkpoint`
+            : ''),
+      );
+    } else {
+      await executor.kill(t.taskId);
+      await t.watcher?.stop();
+    }
+    await this.uploadLog(t);
+    t.phase = 'stopped';
+    await this.persist(t);
+  }
+
+  /** The task exited without being asked: 0 is success, anything else a failure with its last output. */
+  private async finished(t: LocalTask, exitCode: number | undefined): Promise<void> {
+    if (t.watcher !== undefined) {
+      await t.watcher.stop();
+      await t.watcher.flush();
+    }
+    if (t.progress !== undefined) {
+      const summary = await t.progress.poll();
+      t.completed = summary.completed;
+    }
+    const text = await this.uploadLog(t);
+    t.exitCode = exitCode;
+    if (t.stopRequested) t.phase = 'stopped';
+    else if (exitCode === 0) t.phase = 'succeeded';
+    else {
+      t.phase = 'failed';
+      const tail = text.trimEnd().split('\n').slice(-5).join('\n');
+      t.reason = `exit code ${exitCode ?? 'unknown'}${tail === '' ? '' : `; last output:\n${tail}`}`;
+    }
+    this.log.info(`task ${t.taskId} ${t.phase} (exit ${exitCode ?? '?'})`);
+    await this.persist(t);
+  }
+
+  async forget(t: LocalTask): Promise<void> {
+    await t.watcher?.stop();
+    await this.options.executor.remove(t.taskId).catch(() => undefined);
+    await rm(this.taskDir(t.taskId), { recursive: true, force: true });
+    this.tasks.delete(t.taskId);
+  }
+
+  /** Running tasks' logs, each at most every `logUploadSeconds`, so `fleetwise logs` follows a task as it runs. */
+  async uploadRunningLogs(): Promise<void> {
+    const every = (this.options.logUploadSeconds ?? 5) * 1000;
+    for (const t of this.tasks.values())
+      if (t.phase === 'running' && t.busy === undefined && Date.now() - t.lastLogUploadMs >= every)
+        await this.uploadLog(t).catch((e: unknown) =>
+          this.log.warn(`log upload of ${t.taskId}: ${(e as Error).message}`),
+        );
+  }
+
+  private uploadLog(t: LocalTask): Promise<string> {
+    return uploadTaskLog(this.requireStore(), this.options.executor, t, () => this.registration().instanceId);
+  }
+
+  private requireStore(): ObjectStore {
+    const store = this.registration().store;
+    if (store === undefined) throw new Error('not registered yet');
+    return store;
+  }
+}
+
+function report(t: LocalTask): TaskReport {
+  const state: ReportedTaskState = t.busy !== undefined && t.phase === 'running' ? 'running' : t.phase;
+  return {
+    taskId: t.taskId,
+    state,
+    ...(t.exitCode === undefined ? {} : { exitCode: t.exitCode }),
+    ...(t.reason === undefined ? {} : { reason: t.reason.slice(0, 4000) }),
+    ...(t.completed === undefined ? {} : { completedIterations: t.completed }),
+    ...(t.perSecond === undefined || state !== 'running' ? {} : { throughputPerSecond: t.perSecond }),
+    ...(t.checkpoint === undefined ? {} : { checkpoint: t.checkpoint }),
+    ...(t.restoredFrom === undefined ? {} : { restoredFrom: t.restoredFrom }),
+  };
+}
+
+function numberOr(value: string | undefined): number | undefined {
+  const n = Number(value);
+  return value === undefined || !Number.isFinite(n) ? undefined : n;
+}

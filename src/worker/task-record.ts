@@ -1,0 +1,75 @@
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { checkpointKeys } from '../protocol/object-keys.js';
+import type { CheckpointManifest, CheckpointWatcher } from './checkpoints.js';
+import type { ProgressTracker } from './progress.js';
+
+/** What the agent knows of each task on this host, and the part of it that survives the agent's own restarts. */
+
+/** What the agent remembers of a task across its own restarts (`<task dir>/agent.json`). */
+const persistedSchema = z.object({
+  jobId: z.string(),
+  phase: z.enum(['starting', 'running', 'checkpointing', 'stopped', 'succeeded', 'failed']),
+  startedAtMs: z.number(),
+  stopRequested: z.boolean(),
+  exitCode: z.number().optional(),
+  reason: z.string().optional(),
+  restoredFrom: z.string().optional(),
+  checkpoint: z.object({ key: z.string(), atSeconds: z.number() }).optional(),
+  signal: z.string().optional(),
+  timeoutSeconds: z.number().optional(),
+});
+export type PersistedTask = z.infer<typeof persistedSchema>;
+
+export interface LocalTask extends PersistedTask {
+  readonly taskId: string;
+  watcher?: CheckpointWatcher | undefined;
+  progress?: ProgressTracker | undefined;
+  completed?: number | undefined;
+  perSecond?: number | undefined;
+  busy?: Promise<void> | undefined;
+  lastLogUploadMs: number;
+  total?: number | undefined;
+}
+
+/** Write the task's record to `<taskDir>/agent.json`, atomically (a crash leaves the old record or the new one). */
+export async function persistTask(taskDir: string, t: LocalTask): Promise<void> {
+  const data: PersistedTask = {
+    jobId: t.jobId,
+    phase: t.phase,
+    startedAtMs: t.startedAtMs,
+    stopRequested: t.stopRequested,
+    ...(t.exitCode === undefined ? {} : { exitCode: t.exitCode }),
+    ...(t.reason === undefined ? {} : { reason: t.reason }),
+    ...(t.restoredFrom === undefined ? {} : { restoredFrom: t.restoredFrom }),
+    ...(t.checkpoint === undefined ? {} : { checkpoint: t.checkpoint }),
+    ...(t.signal === undefined ? {} : { signal: t.signal }),
+    ...(t.timeoutSeconds === undefined ? {} : { timeoutSeconds: t.timeoutSeconds }),
+  };
+  const path = join(taskDir, 'agent.json');
+  await mkdir(taskDir, { recursive: true });
+  await writeFile(`${path}.tmp`, JSON.stringify(data));
+  await rename(`${path}.tmp`, path);
+}
+
+/** The task's record, or undefined when there is none or it cannot be read. */
+export async function readPersistedTask(taskDir: string): Promise<PersistedTask | undefined> {
+  try {
+    const parsed = persistedSchema.safeParse(JSON.parse(await readFile(join(taskDir, 'agent.json'), 'utf8')));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The newest checkpoint as the task reports it: the manifest's object key and when it was taken. */
+export function checkpointOf(
+  ref: { jobId: string; taskId: string },
+  manifest: CheckpointManifest,
+): { key: string; atSeconds: number } {
+  return {
+    key: checkpointKeys(ref, manifest.seq).manifest,
+    atSeconds: Date.parse(manifest.createdAt) / 1000,
+  };
+}
