@@ -234,4 +234,3 @@ export function describeWithDocker(name: string, body: (engine: DockerContext) =
     });
   });
 }
-
