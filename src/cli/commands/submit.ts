@@ -24,16 +24,28 @@ const LOCAL_TEAM_PLACEHOLDER = 'token-team';
 
 type RawSpec = Record<string, unknown> & { tasks?: unknown };
 
+/** `submit -` reads the spec from standard input (a `build:` directory is then relative to the working directory). */
+const STDIN = '-';
+
+async function readStdin(): Promise<string> {
+  if (process.stdin.isTTY)
+    process.stderr.write('reading the job spec from standard input (end with Ctrl-D)\n');
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 /**
  * Check a spec file locally (same validation as the controller, against the bundled or given catalog) so mistakes
  * are reported with their line before anything is sent. Returns the document as written, to be sent as JSON.
  */
 export async function checkSpecFile(file: string, priceBook: PriceBook): Promise<RawSpec> {
+  const source = file === STDIN ? 'standard input' : file;
   let text: string;
   try {
-    text = await readFile(file, 'utf8');
+    text = file === STDIN ? await readStdin() : await readFile(file, 'utf8');
   } catch (e) {
-    throw new ValidationError(file, [`cannot read: ${(e as Error).message}`]);
+    throw new ValidationError(source, [`cannot read: ${(e as Error).message}`]);
   }
   const raw: unknown = (() => {
     try {
@@ -43,10 +55,10 @@ export async function checkSpecFile(file: string, priceBook: PriceBook): Promise
     }
   })();
   if (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && !('team' in raw)) {
-    validateJobSpec({ ...raw, team: LOCAL_TEAM_PLACEHOLDER }, file, priceBook);
+    validateJobSpec({ ...raw, team: LOCAL_TEAM_PLACEHOLDER }, source, priceBook);
     return raw as RawSpec;
   }
-  parseJobSpec(text, file, priceBook);
+  parseJobSpec(text, source, priceBook);
   return raw as RawSpec;
 }
 
@@ -99,10 +111,15 @@ export function registerSubmit(program: Command): void {
     program
       .command('submit')
       .description('submit job specs (YAML or JSON) to the controller')
-      .argument('<file...>', 'job spec files, e.g. examples/jobs/resnet.yaml')
+      .argument(
+        '<file...>',
+        'job spec files, e.g. examples/jobs/resnet.yaml; - reads one from standard input',
+      )
       .option('--json', 'print {"id": …} per job (one JSON object per line) instead of text')
       .option('--catalog <file>', 'catalog to check demands against locally (default: the bundled one)'),
   ).action(async (files: string[], options: SubmitOptions) => {
+    if (files.filter((f) => f === STDIN).length > 1)
+      throw new ValidationError('arguments', ['-: standard input can be read only once']);
     const priceBook = new PriceBook(loadCatalogFile(options.catalog));
     // Check every file before submitting any, so a typo in the third file does not leave two jobs submitted.
     const specs: RawSpec[] = [];
