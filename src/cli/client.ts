@@ -112,6 +112,30 @@ export const costsSchema = z.looseObject({
 });
 export type CostsResponse = z.output<typeof costsSchema>;
 
+const etaSchema = z.looseObject({
+  startSeconds: z.number().nullable(),
+  completionSeconds: z.number().nullable(),
+  computedAtSeconds: z.number(),
+  basis: z.string(),
+});
+
+export const dryRunSchema = z.looseObject({
+  dryRun: z.literal(true),
+  name: z.string(),
+  team: z.string(),
+  tasks: z.array(
+    z.looseObject({
+      name: z.string(),
+      replicas: z.number(),
+      instanceType: z.string(),
+      costPerHour: z.number(),
+    }),
+  ),
+  costPerHour: z.number(),
+  eta: etaSchema.nullable(),
+});
+export type DryRunResponse = z.output<typeof dryRunSchema>;
+
 const contextSchema = z.object({ ref: z.string().min(1), sha256: z.string(), sizeBytes: z.number() });
 const reportSchema = z.object({ location: z.string() });
 const errorSchema = z.object({ error: z.string(), details: z.array(z.string()).optional() });
@@ -210,6 +234,11 @@ export class FleetwiseClient {
 
   async submitJob(spec: unknown): Promise<JobSummaryResponse> {
     return this.request('POST', '/v1/jobs', jobSummarySchema, { json: spec });
+  }
+
+  /** Validate a spec on the controller and see what it would get now; nothing is created. */
+  async dryRunJob(spec: unknown): Promise<DryRunResponse> {
+    return this.request('POST', '/v1/jobs?dryRun=true', dryRunSchema, { json: spec });
   }
 
   async listJobs(
