@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { describeIssues } from '../core/validation.js';
 import { INSTANCE_STATES, JOB_STATES, TASK_STATES } from '../controller/state-store.js';
+import { API_URL_FILE, findLocalController, LOCAL_DEFAULT_LISTEN, LOCAL_STATE_DIR } from './local-state.js';
 
 /**
  * The HTTP client the `fleetwise` commands use to talk to a controller's API (src/controller/api). Responses are
@@ -111,6 +112,30 @@ export const costsSchema = z.looseObject({
 });
 export type CostsResponse = z.output<typeof costsSchema>;
 
+const etaSchema = z.looseObject({
+  startSeconds: z.number().nullable(),
+  completionSeconds: z.number().nullable(),
+  computedAtSeconds: z.number(),
+  basis: z.string(),
+});
+
+export const dryRunSchema = z.looseObject({
+  dryRun: z.literal(true),
+  name: z.string(),
+  team: z.string(),
+  tasks: z.array(
+    z.looseObject({
+      name: z.string(),
+      replicas: z.number(),
+      instanceType: z.string(),
+      costPerHour: z.number(),
+    }),
+  ),
+  costPerHour: z.number(),
+  eta: etaSchema.nullable(),
+});
+export type DryRunResponse = z.output<typeof dryRunSchema>;
+
 const contextSchema = z.object({ ref: z.string().min(1), sha256: z.string(), sizeBytes: z.number() });
 const reportSchema = z.object({ location: z.string() });
 const errorSchema = z.object({ error: z.string(), details: z.array(z.string()).optional() });
@@ -125,11 +150,17 @@ export interface ConnectionOptions {
 /** `--server` and `--token` on a command (falling back to FLEETWISE_SERVER and FLEETWISE_TOKEN). */
 export function addConnectionOptions(command: Command): Command {
   return command
-    .option('--server <url>', `controller API address, e.g. http://10.0.0.5:8080 (default: $${SERVER_ENV})`)
-    .option('--token <token>', `API token of your team, or the admin token (default: $${TOKEN_ENV})`);
+    .option(
+      '--server <url>',
+      `controller API address, e.g. http://${LOCAL_DEFAULT_LISTEN} (default: $${SERVER_ENV}, else the local controller's ${LOCAL_STATE_DIR}/${API_URL_FILE})`,
+    )
+    .option(
+      '--token <token>',
+      `API token of your team, or the admin token (default: $${TOKEN_ENV}, else the local controller's admin token)`,
+    );
 }
 
-/** `10.0.0.5:8080` → `http://10.0.0.5:8080`; a trailing slash is dropped. */
+/** `10.0.0.5:7070` → `http://10.0.0.5:7070`; a trailing slash is dropped. */
 export function normalizeServer(server: string): string {
   const trimmed = server.trim().replace(/\/+$/, '');
   const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(trimmed) ? trimmed : `http://${trimmed}`;
@@ -138,7 +169,7 @@ export function normalizeServer(server: string): string {
     url = new URL(withScheme);
   } catch {
     throw new Error(
-      `invalid server address ${JSON.stringify(server)}: expected a URL like http://10.0.0.5:8080`,
+      `invalid server address ${JSON.stringify(server)}: expected a URL like http://${LOCAL_DEFAULT_LISTEN}`,
     );
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:')
@@ -157,25 +188,57 @@ export class FleetwiseClient {
     server: string,
     private readonly token: string,
     private readonly fetchImpl: FetchLike = (input, init) => fetch(input, init),
+    /** Where the address came from when it was not given, for the hint when the controller does not answer. */
+    private readonly origin?: string,
   ) {
     this.server = normalizeServer(server);
   }
 
-  /** From command options, then the environment; throws saying which flag or variable is missing. */
-  static fromOptions(options: ConnectionOptions, env: NodeJS.ProcessEnv = process.env): FleetwiseClient {
-    const server = options.server ?? env[SERVER_ENV];
-    const token = options.token ?? env[TOKEN_ENV];
-    if (server === undefined || server.trim() === '')
+  /**
+   * From command options, then the environment, then the local controller's state directory (`.fleetwise/` here or
+   * in a parent directory: the quick start needs no exported variable). The local admin token is used only for the
+   * local controller's address, never sent to a server named elsewhere. Throws saying what is missing.
+   */
+  static fromOptions(
+    options: ConnectionOptions,
+    env: NodeJS.ProcessEnv = process.env,
+    cwd: string = process.cwd(),
+  ): FleetwiseClient {
+    const given = (value: string | undefined): string | undefined =>
+      value === undefined || value.trim() === '' ? undefined : value.trim();
+    let server = given(options.server) ?? given(env[SERVER_ENV]);
+    let token = given(options.token) ?? given(env[TOKEN_ENV]);
+    let origin: string | undefined;
+    const local = server === undefined || token === undefined ? findLocalController(cwd) : undefined;
+    if (local !== undefined) {
+      const sameServer = server === undefined || sameAddress(server, local.server);
+      if (server === undefined) {
+        server = local.server;
+        origin = `the local controller of ${local.stateDir}`;
+      }
+      if (token === undefined && sameServer) token = local.token;
+    }
+    if (server === undefined)
       throw new Error(
-        `no controller address: pass --server URL or set ${SERVER_ENV} (e.g. http://10.0.0.5:8080)`,
+        `no controller address: pass --server URL or set ${SERVER_ENV} (e.g. http://${LOCAL_DEFAULT_LISTEN}); ` +
+          `no local controller state (${LOCAL_STATE_DIR}/) here or in a parent directory`,
       );
-    if (token === undefined || token.trim() === '')
-      throw new Error(`no API token: pass --token TOKEN or set ${TOKEN_ENV}`);
-    return new FleetwiseClient(server, token.trim());
+    if (token === undefined)
+      throw new Error(
+        local === undefined
+          ? `no API token: pass --token TOKEN or set ${TOKEN_ENV}`
+          : `no API token: pass --token TOKEN or set ${TOKEN_ENV} (${local.stateDir} has no admin token for ${server})`,
+      );
+    return new FleetwiseClient(server, token, undefined, origin);
   }
 
   async submitJob(spec: unknown): Promise<JobSummaryResponse> {
     return this.request('POST', '/v1/jobs', jobSummarySchema, { json: spec });
+  }
+
+  /** Validate a spec on the controller and see what it would get now; nothing is created. */
+  async dryRunJob(spec: unknown): Promise<DryRunResponse> {
+    return this.request('POST', '/v1/jobs?dryRun=true', dryRunSchema, { json: spec });
   }
 
   async listJobs(
@@ -281,7 +344,11 @@ export class FleetwiseClient {
         signal: AbortSignal.timeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS),
       });
     } catch (e) {
-      throw new Error(`cannot reach the controller at ${this.server} (${what}): ${networkReason(e)}`);
+      const hint =
+        this.origin === undefined
+          ? ''
+          : `; found as ${this.origin}: is it running (npm start, or fleetwise controller --provider local)?`;
+      throw new Error(`cannot reach the controller at ${this.server} (${what}): ${networkReason(e)}${hint}`);
     }
     const text = await response.text();
     if (!response.ok) {
@@ -300,6 +367,14 @@ export class FleetwiseClient {
             .join('\n'),
       );
     return result.data;
+  }
+}
+
+function sameAddress(a: string, b: string): boolean {
+  try {
+    return new URL(normalizeServer(a)).origin === new URL(normalizeServer(b)).origin;
+  } catch {
+    return false;
   }
 }
 

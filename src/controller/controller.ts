@@ -14,6 +14,7 @@ import { InjectedCrash, type FaultInjector } from './faults.js';
 import { JobControl } from './job-control.js';
 import type { JobSpec } from './job-spec/spec.js';
 import { Predictions } from './predictions.js';
+import type { EtaRecord } from './queue-records.js';
 import { QueueViews } from './queue-views.js';
 import type { SyncSummary } from './reconcile/cloud-sync.js';
 import { Reconciler, type ProgressSummary } from './reconciler.js';
@@ -382,6 +383,11 @@ export class Controller implements ControllerService {
 
   cancel(jobId: string): JobRecord {
     return this.jobs.cancel(jobId);
+  }
+
+  /** API (`submit --dry-run`): the ETA a job with this spec would get if submitted now; nothing is stored. */
+  estimate(spec: JobSpec): EtaRecord | null {
+    return this.predictions.estimate(spec, this.lastRoundAtSeconds + this.minRoundGap());
   }
 
   /** End a job as unsuccessful at a stage (job-control.ts). */

@@ -8,6 +8,8 @@ import { predictionErrorOf, readQueueRecord, writeQueueRecord, type EtaRecord } 
 import type { SchedulerState } from './scheduler-state.js';
 import type { ControllerLogger } from './seams.js';
 import { readSnapshotInputs, type SnapshotInputs } from './snapshot.js';
+import type { JobSpec } from './job-spec/spec.js';
+import { newJobRecord, newTaskRecords } from './state/lifecycle.js';
 import type { JobRecord, StateStore } from './state-store.js';
 
 export interface PredictionsDeps {
@@ -53,6 +55,39 @@ export class Predictions {
       );
     } catch (e) {
       this.deps.log.warn(`cannot predict the completion of ${job.id}`, { error: (e as Error).message });
+    }
+  }
+
+  /**
+   * What a job with this spec would get if submitted now (`submit --dry-run`): the same prediction as at submission,
+   * on a copy of the world with the job added and nothing stored. Null when predictions are off or fail.
+   */
+  estimate(spec: JobSpec, earliestRoundSeconds: number): EtaRecord | null {
+    if (this.deps.predict === undefined || this.deps.schedulerState.scheduler.fork === undefined) return null;
+    try {
+      this.deps.schedulerState.load();
+      const now = this.deps.clock.nowSeconds();
+      const inputs = readSnapshotInputs(this.deps.store, now);
+      // An id no stored job can have (stored ids are job-N).
+      const job = newJobRecord('dry-run', spec, now);
+      const run = predictEtas(this.deps.predict, {
+        inputs: {
+          ...inputs,
+          jobs: [...inputs.jobs, job],
+          tasks: [...inputs.tasks, ...newTaskRecords(job, now)],
+        },
+        views: undefined,
+        scheduler: this.deps.schedulerState.scheduler.fork(),
+        admission: this.deps.admission.fork(),
+        catalog: this.deps.catalog(),
+        roundSeconds: this.deps.roundSeconds,
+        firstRoundSeconds: Math.max(now, earliestRoundSeconds),
+        targets: [job.id],
+      });
+      return run.etas.get(job.id) ?? null;
+    } catch (e) {
+      this.deps.log.warn('cannot predict a dry-run submission', { error: (e as Error).message });
+      return null;
     }
   }
 

@@ -76,7 +76,8 @@ describe('fleetwise client commands (CLI subprocess)', () => {
   });
 
   it("a bad token exits non-zero with the server's reason", async () => {
-    const result = await cli(['jobs', '--json'], 'wrong-token-0123456789abcdef');
+    // Without --json the error is text (with --json, a JSON object: client-newcomer.test.ts).
+    const result = await cli(['jobs'], 'wrong-token-0123456789abcdef');
     expect(result.code).not.toBe(0);
     expect(result.stdout).toBe('');
     expect(result.stderr).toMatch(

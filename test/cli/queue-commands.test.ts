@@ -41,7 +41,9 @@ describe('fleetwise jobs/job with the queue layer (CLI subprocess)', () => {
     expect(out.stderr).toBe('');
     expect(out.code).toBe(0);
     const [header, first, second] = out.stdout.trimEnd().split('\n');
-    expect(header).toMatch(/^ID\s+NAME\s+TEAM\s+STATE\s+PROGRESS\s+MIGRATIONS\s+SUBMITTED\s+QUEUE\s+ETA$/);
+    expect(header).toMatch(
+      /^ID\s+NAME\s+TEAM\s+STATE\s+PROGRESS\s+MIGRATIONS\s+COST\s+SUBMITTED\s+QUEUE\s+ETA$/,
+    );
     expect(first).toMatch(
       /^job-1\s+first\s+research\s+running\s.*\sall admitted\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$/,
     );

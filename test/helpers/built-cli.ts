@@ -48,17 +48,25 @@ export interface CliResult {
   readonly stderr: string;
 }
 
-/** Run the built CLI in a subprocess from the project root; never rejects (a failure is its exit code). */
-export function runCli(args: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<CliResult> {
+/**
+ * Run the built CLI in a subprocess (from the project root unless `cwd` is given, with `input` on its standard
+ * input); never rejects (a failure is its exit code).
+ */
+export function runCli(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = process.env,
+  options: { readonly cwd?: string; readonly input?: string } = {},
+): Promise<CliResult> {
   return new Promise((resolve) => {
-    execFile(
+    const child = execFile(
       process.execPath,
       [CLI, ...args],
-      { cwd: PROJECT_ROOT, env, maxBuffer: 16 * 1024 * 1024 },
+      { cwd: options.cwd ?? PROJECT_ROOT, env, maxBuffer: 16 * 1024 * 1024 },
       (error, stdout, stderr) => {
         const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
         resolve({ code, stdout, stderr });
       },
     );
+    child.stdin?.end(options.input ?? '');
   });
 }

@@ -3,9 +3,11 @@ import { registerBenchBound } from './bench-bound.js';
 import { registerBenchOptimality } from './bench-optimality.js';
 import { registerBenchScheduler } from './bench-scheduler.js';
 
-/** `fleetwise bench <name>`: benchmarks that print JSON (bench/README.md lists the targets). */
+/** `fleetwise bench <name>`: benchmarks that print a table, or one JSON object with --json (bench/README.md lists the targets). */
 export function registerBench(program: Command): Command {
-  const bench = program.command('bench').description('run a benchmark and print JSON');
+  const bench = program
+    .command('bench')
+    .description('run a benchmark and print a table (--json: one JSON object)');
   registerBenchScheduler(bench);
   registerBenchOptimality(bench);
   registerBenchBound(bench);

@@ -1,4 +1,8 @@
+import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
+import { JOB_STATES } from '../../controller/state-store.js';
+import { isFinalJobState } from '../../controller/state/lifecycle.js';
+import { ValidationError } from '../../core/validation.js';
 import {
   addConnectionOptions,
   FleetwiseClient,
@@ -9,6 +13,20 @@ import { printJson } from '../table.js';
 
 interface CancelOptions extends ConnectionOptions {
   readonly json?: boolean;
+  readonly all?: boolean;
+  readonly team?: string;
+  readonly yes?: boolean;
+}
+
+const LIVE_STATES = JOB_STATES.filter((s) => !isFinalJobState(s));
+
+async function confirm(question: string): Promise<boolean> {
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    return /^y(es)?$/i.test((await rl.question(question)).trim());
+  } finally {
+    rl.close();
+  }
 }
 
 export function registerCancel(program: Command): void {
@@ -16,10 +34,42 @@ export function registerCancel(program: Command): void {
     program
       .command('cancel')
       .description('cancel jobs: their tasks stop and their instances are freed at the next round')
-      .argument('<id...>', 'job ids, e.g. job-7')
+      .argument('[id...]', 'job ids, e.g. job-7')
+      .option('--all', "every job not yet ended that the token sees (a team token: its team's)")
+      .option('--team <team>', 'with --all: only this team (admin token)')
+      .option('-y, --yes', 'with --all: do not ask for confirmation on a terminal')
       .option('--json', 'print the cancelled jobs as a JSON array'),
   ).action(async (ids: string[], options: CancelOptions) => {
+    if (options.all === true && ids.length > 0)
+      throw new ValidationError('arguments', ['--all: give job ids or --all, not both']);
+    if (options.all !== true && ids.length === 0)
+      throw new ValidationError('arguments', ['id: give the job ids to cancel, or --all']);
+    if (options.all !== true && options.team !== undefined)
+      throw new ValidationError('arguments', ['--team: only with --all']);
     const client = FleetwiseClient.fromOptions(options);
+    let scope = '';
+    if (options.all === true) {
+      // The API scopes the list to a team token's team, so --all never reaches another team's jobs.
+      const live = await client.listJobs({
+        states: LIVE_STATES,
+        ...(options.team === undefined ? {} : { team: options.team }),
+      });
+      ids = live.map((j) => j.id);
+      if (ids.length === 0) {
+        if (options.json === true) printJson([]);
+        else
+          process.stdout.write(
+            `no jobs to cancel: none ${options.team === undefined ? 'that this token sees' : `of team ${options.team}`} is queued or running\n`,
+          );
+        return;
+      }
+      const teams = [...new Set(live.map((j) => j.team))].sort();
+      scope = `of ${teams.length === 1 ? 'team' : 'teams'} ${teams.join(', ')}`;
+      if (options.yes !== true && process.stdin.isTTY && process.stderr.isTTY) {
+        const go = await confirm(`cancel ${ids.length} job(s) ${scope} (${ids.join(', ')})? [y/N] `);
+        if (!go) throw new Error('not cancelled');
+      }
+    }
     const cancelled: JobSummaryResponse[] = [];
     for (const id of ids) {
       const job = await client.cancelJob(id);
@@ -27,5 +77,6 @@ export function registerCancel(program: Command): void {
       if (options.json !== true) process.stdout.write(`${job.id} (${job.name}): ${job.state}\n`);
     }
     if (options.json === true) printJson(cancelled);
+    else if (options.all === true) process.stdout.write(`cancelled ${cancelled.length} job(s) ${scope}\n`);
   });
 }

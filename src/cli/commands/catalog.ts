@@ -123,8 +123,8 @@ export function registerCatalog(program: Command): Command {
     )
     .addHelpText(
       'after',
-      `\nCredentials, AWS_ENDPOINT_URL_EC2 and AWS_ENDPOINT_URL_PRICING follow the AWS SDK's standard configuration.\n` +
-        `Test hook: ${PRICING_FIXTURE_DIR_ENV}=DIR serves recorded GetProducts responses from DIR instead of AWS.`,
+      // The test hook (PRICING_FIXTURE_DIR_ENV, recorded GetProducts responses) is left out: users have no use for it.
+      `\nCredentials, AWS_ENDPOINT_URL_EC2 and AWS_ENDPOINT_URL_PRICING follow the AWS SDK's standard configuration.`,
     )
     .action(async (rawOptions: unknown) => {
       // Validate before loading the AWS clients, so a typo fails at once.

@@ -39,6 +39,7 @@ import { dockerAvailable, makeExecutor } from './worker.js';
 import { spawn } from 'node:child_process';
 import { openObjectStore } from '../../storage/open-object-store.js';
 import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
+import { ADMIN_TOKEN_FILE, API_URL_FILE, LOCAL_DEFAULT_LISTEN } from '../local-state.js';
 
 /**
  * `fleetwise controller`: the long-running controller. Wires the configuration, the
@@ -55,7 +56,6 @@ export const ADMIN_TOKEN_ENV = 'FLEETWISE_ADMIN_TOKEN';
 export const CRASH_AT_ENV = 'FLEETWISE_CRASH_AT';
 
 const DB_FILE = 'state.db';
-const ADMIN_TOKEN_FILE = 'admin-token';
 const WORKER_TOKEN_FILE = 'worker-token';
 const PID_FILE = 'controller.pid';
 
@@ -202,7 +202,7 @@ export async function runController(
     const kind: 'docker' | 'process' =
       config.executor === 'auto' ? ((await dockerAvailable()) ? 'docker' : 'process') : config.executor;
     const host = hostCapacity();
-    const { host: listenHost, port } = parseListenAddress(config.listen ?? '127.0.0.1:7070');
+    const { host: listenHost, port } = parseListenAddress(config.listen ?? LOCAL_DEFAULT_LISTEN);
     const controllerUrl = `http://${listenHost.includes(':') ? `[${listenHost}]` : listenHost}:${port}`;
     process.stdout.write(
       `${describeLocalCapacity(catalog, host)}\n` +
@@ -320,32 +320,71 @@ export async function runController(
 
   await controller.start();
   priceRefresher?.start();
-  if (config.listen !== undefined)
-    api = await startApiServer(controller, {
-      listen: config.listen,
-      adminToken,
-      catalog,
-      metrics,
-      ...(workers === undefined ? {} : { workers }),
-    });
+  if (config.listen !== undefined) {
+    try {
+      api = await startApiServer(controller, {
+        listen: config.listen,
+        adminToken,
+        catalog,
+        metrics,
+        ...(workers === undefined ? {} : { workers }),
+      });
+    } catch (e) {
+      // Stop what started, so the one-line error is all that remains (no loop keeps the process alive).
+      priceRefresher?.stop();
+      await controller.stop().catch(() => undefined);
+      store.close();
+      releaseStateDir();
+      throw listenError(e, config.listen);
+    }
+    // The client finds a controller it was not told about through this file (src/cli/local-state.ts).
+    writeFileSync(join(config.stateDir, API_URL_FILE), `${api.url}\n`, { mode: 0o600 });
+  }
   process.stdout.write(
     `fleetwise controller: cluster ${config.cluster} in ${config.region}${config.dryRun ? ' (dry run: no cloud calls)' : ''}; ` +
       `state ${config.stateDir}; reports to ${objectStore?.location ?? 'nowhere (dry run)'}` +
       `${api === undefined ? '' : `; API ${api.url}`}` +
       `${envToken !== undefined && envToken !== '' ? '' : `; admin token in ${join(config.stateDir, ADMIN_TOKEN_FILE)}`}\n`,
   );
-  // The quick start's convenience: submit job specs once the API answers (as `fleetwise submit` would).
-  if (api !== undefined)
-    for (const file of flags.submit ?? []) {
-      const child = spawn(
-        process.execPath,
-        [WORKER_MAIN_PATH, 'submit', file, '--server', api.url, '--token', adminToken],
-        {
-          stdio: ['ignore', 'inherit', 'inherit'],
-        },
+  // The quick start's convenience: submit job specs once the API answers (as `fleetwise submit` would), but only
+  // into an empty state: a restart (every `npm start`) must not queue the example again.
+  const toSubmit = flags.submit ?? [];
+  if (api !== undefined && toSubmit.length > 0) {
+    const existing = store.listJobs().length;
+    if (existing > 0)
+      process.stdout.write(
+        `not submitting ${toSubmit.join(', ')}: the state already has ${existing} job(s) (fleetwise jobs lists them)\n`,
       );
-      await new Promise((resolve) => child.once('exit', resolve));
-    }
+    else
+      for (const file of toSubmit) {
+        const child = spawn(
+          process.execPath,
+          [WORKER_MAIN_PATH, 'submit', file, '--server', api.url, '--token', adminToken],
+          {
+            stdio: ['ignore', 'inherit', 'inherit'],
+          },
+        );
+        await new Promise((resolve) => child.once('exit', resolve));
+      }
+  }
+}
+
+/** A bind failure as one line that says what to change. */
+function listenError(error: unknown, listen: string): Error {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'EADDRINUSE')
+    return new Error(
+      `cannot serve the API on ${listen}: the address is in use (another controller?); choose another with --listen HOST:PORT`,
+    );
+  if (code === 'EACCES')
+    return new Error(
+      `cannot serve the API on ${listen}: permission denied (ports below 1024 need privileges); choose another with --listen HOST:PORT`,
+    );
+  if (code === 'EADDRNOTAVAIL')
+    return new Error(
+      `cannot serve the API on ${listen}: no such address on this machine; choose another with --listen HOST:PORT`,
+    );
+  return error instanceof Error ? error : new Error(String(error));
 }
 
 export function registerController(program: Command): void {
@@ -377,7 +416,7 @@ export function registerController(program: Command): void {
     .option('--state-dir <dir>', 'state directory (SQLite database, tokens)')
     .option('--bucket <name>', 'S3 bucket for reports (shorthand for --object-store s3://NAME)')
     .option('--object-store <location>', 's3://bucket/prefix or a directory (default: <state-dir>/objects)')
-    .option('--listen <host:port>', 'HTTP API address, e.g. 127.0.0.1:8080')
+    .option('--listen <host:port>', 'HTTP API address (default for --provider local: 127.0.0.1:7070)')
     .option('--round-seconds <s>', 'seconds between scheduling rounds (default 300)')
     .option('--poll-seconds <s>', 'seconds between reconciliation passes (default min(round, 15))')
     .option('--catalog <file>', 'instance catalog (default: the bundled us-east-1 catalog)')

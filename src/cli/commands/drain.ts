@@ -16,9 +16,11 @@ export function registerDrain(program: Command): void {
   ).action(async (instance: string, options: DrainOptions) => {
     const drained = await FleetwiseClient.fromOptions(options).drain(instance);
     if (options.json === true) return printJson(drained);
+    const name = `${drained.id}${drained.cloudId === undefined ? '' : ` (${drained.cloudId})`} ${drained.typeName}`;
     process.stdout.write(
-      `${drained.id}${drained.cloudId === undefined ? '' : ` (${drained.cloudId})`} ${drained.typeName}: ${drained.state}; ` +
-        'its tasks move at the next round, then it is terminated\n',
+      drained.state === 'draining'
+        ? `${name}: draining; its tasks move at the next round, then it is terminated\n`
+        : `${name}: ${drained.state}\n`,
     );
   });
 }

@@ -1,14 +1,111 @@
 import type { Command } from 'commander';
-import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import { z } from 'zod';
+import { isFinalJobState } from '../../controller/state/lifecycle.js';
+import { parseWith } from '../../core/validation.js';
+import {
+  addConnectionOptions,
+  FleetwiseClient,
+  type ConnectionOptions,
+  type JobSummaryResponse,
+} from '../client.js';
+import { pollIntervalOption, sleep } from '../poll.js';
+
+interface LogsOptions extends ConnectionOptions {
+  readonly follow?: boolean;
+  readonly interval?: string;
+}
+
+const optionsSchema = z.object({ interval: pollIntervalOption });
+
+/** Why a job has no output yet, or none at all. */
+export function noOutputReason(job: JobSummaryResponse): string {
+  if (job.startedAtSeconds === undefined)
+    return isFinalJobState(job.state)
+      ? `${job.id} ended ${job.state} before it started${job.reason === undefined ? '' : ` (${job.reason})`}: it has no output`
+      : `${job.id} has not started yet (${job.state}): no output so far; fleetwise job ${job.id} says why it waits`;
+  return `${job.id} (${job.state}) has written no output${isFinalJobState(job.state) ? '' : ' yet'}`;
+}
+
+/**
+ * The controller serves a job's logs as one text: each run of a task is a part headed `==> key <==` (as `tail` heads
+ * files), in start order. Following compares part by part, because an earlier part can still grow (another task of the
+ * job) while a later one exists.
+ */
+export function splitLogParts(text: string): { key: string; body: string }[] {
+  const parts: { key: string; body: string }[] = [];
+  const header = /^==> (.+) <==\n/gm;
+  let match: RegExpExecArray | null;
+  let last: { key: string; start: number } | undefined;
+  const leading = text.search(header);
+  header.lastIndex = 0;
+  if (leading !== 0 && text !== '')
+    parts.push({ key: '', body: leading === -1 ? text : text.slice(0, leading) });
+  while ((match = header.exec(text)) !== null) {
+    if (last !== undefined) parts.push({ key: last.key, body: text.slice(last.start, match.index) });
+    last = { key: match[1] ?? '', start: match.index + match[0].length };
+  }
+  if (last !== undefined) parts.push({ key: last.key, body: text.slice(last.start) });
+  return parts;
+}
+
+/** Prints what is new in each part since the last call; a part's header when output switches to it. */
+class LogFollower {
+  private readonly printed = new Map<string, number>();
+  private current: string | undefined;
+  printedAnything = false;
+
+  constructor(private readonly write: (text: string) => void) {}
+
+  update(text: string): void {
+    for (const { key, body } of splitLogParts(text)) {
+      const seen = this.printed.get(key) ?? 0;
+      if (body.length <= seen) continue;
+      if (this.current !== key && key !== '') this.write(`==> ${key} <==\n`);
+      this.current = key;
+      this.write(body.slice(seen));
+      this.printed.set(key, body.length);
+      this.printedAnything = true;
+    }
+  }
+}
 
 export function registerLogs(program: Command): void {
   addConnectionOptions(
     program
       .command('logs')
       .description("print a job's task logs (collected by the worker agent)")
-      .argument('<id>', 'job id, e.g. job-7'),
-  ).action(async (id: string, options: ConnectionOptions) => {
-    const text = await FleetwiseClient.fromOptions(options).logs(id);
-    process.stdout.write(text.endsWith('\n') || text === '' ? text : `${text}\n`);
+      .argument('<id>', 'job id, e.g. job-7')
+      .option('-f, --follow', 'keep printing new output until the job ends')
+      .option('--interval <seconds>', 'with --follow: seconds between polls', '2'),
+  ).action(async (id: string, options: LogsOptions) => {
+    const { interval } = parseWith(optionsSchema, options, 'fleetwise logs options');
+    const client = FleetwiseClient.fromOptions(options);
+    const write = (text: string): void => void process.stdout.write(text);
+    if (options.follow !== true) {
+      const text = await client.logs(id);
+      if (text === '') {
+        process.stderr.write(`${noOutputReason(await client.getJob(id))}\n`);
+        return;
+      }
+      write(text.endsWith('\n') ? text : `${text}\n`);
+      return;
+    }
+    const follower = new LogFollower(write);
+    let toldWaiting = false;
+    for (;;) {
+      // The state first: output written before the job ended is then in the logs read after it.
+      const job = await client.getJob(id);
+      follower.update(await client.logs(id));
+      if (isFinalJobState(job.state)) {
+        if (!follower.printedAnything) process.stderr.write(`${noOutputReason(job)}\n`);
+        process.stderr.write(`${job.id} ${job.state}${job.reason === undefined ? '' : `: ${job.reason}`}\n`);
+        return;
+      }
+      if (job.startedAtSeconds === undefined && !toldWaiting) {
+        process.stderr.write(`${noOutputReason(job)}; waiting\n`);
+        toldWaiting = true;
+      }
+      await sleep(interval);
+    }
   });
 }

@@ -10,12 +10,15 @@ import {
   addConnectionOptions,
   FleetwiseClient,
   type ConnectionOptions,
+  type DryRunResponse,
   type JobSummaryResponse,
 } from '../client.js';
 import { packContext } from '../context-archive.js';
+import { formatDollars, formatTable, formatTime } from '../table.js';
 
 interface SubmitOptions extends ConnectionOptions {
   readonly json?: boolean;
+  readonly dryRun?: boolean;
   readonly catalog?: string;
 }
 
@@ -24,16 +27,28 @@ const LOCAL_TEAM_PLACEHOLDER = 'token-team';
 
 type RawSpec = Record<string, unknown> & { tasks?: unknown };
 
+/** `submit -` reads the spec from standard input (a `build:` directory is then relative to the working directory). */
+const STDIN = '-';
+
+async function readStdin(): Promise<string> {
+  if (process.stdin.isTTY)
+    process.stderr.write('reading the job spec from standard input (end with Ctrl-D)\n');
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 /**
  * Check a spec file locally (same validation as the controller, against the bundled or given catalog) so mistakes
  * are reported with their line before anything is sent. Returns the document as written, to be sent as JSON.
  */
 export async function checkSpecFile(file: string, priceBook: PriceBook): Promise<RawSpec> {
+  const source = file === STDIN ? 'standard input' : file;
   let text: string;
   try {
-    text = await readFile(file, 'utf8');
+    text = file === STDIN ? await readStdin() : await readFile(file, 'utf8');
   } catch (e) {
-    throw new ValidationError(file, [`cannot read: ${(e as Error).message}`]);
+    throw new ValidationError(source, [`cannot read: ${(e as Error).message}`]);
   }
   const raw: unknown = (() => {
     try {
@@ -43,10 +58,10 @@ export async function checkSpecFile(file: string, priceBook: PriceBook): Promise
     }
   })();
   if (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && !('team' in raw)) {
-    validateJobSpec({ ...raw, team: LOCAL_TEAM_PLACEHOLDER }, file, priceBook);
+    validateJobSpec({ ...raw, team: LOCAL_TEAM_PLACEHOLDER }, source, priceBook);
     return raw as RawSpec;
   }
-  parseJobSpec(text, file, priceBook);
+  parseJobSpec(text, source, priceBook);
   return raw as RawSpec;
 }
 
@@ -99,15 +114,38 @@ export function registerSubmit(program: Command): void {
     program
       .command('submit')
       .description('submit job specs (YAML or JSON) to the controller')
-      .argument('<file...>', 'job spec files, e.g. examples/jobs/resnet.yaml')
+      .argument(
+        '<file...>',
+        'job spec files, e.g. examples/jobs/resnet.yaml; - reads one from standard input',
+      )
       .option('--json', 'print {"id": …} per job (one JSON object per line) instead of text')
-      .option('--catalog <file>', 'catalog to check demands against locally (default: the bundled one)'),
+      .option('--catalog <file>', 'catalog to check demands against locally (default: the bundled one)')
+      .option(
+        '--dry-run',
+        "validate on the controller and show each task's instance type, $/hour and the ETA it would get now; submit nothing",
+      ),
   ).action(async (files: string[], options: SubmitOptions) => {
+    if (files.filter((f) => f === STDIN).length > 1)
+      throw new ValidationError('arguments', ['-: standard input can be read only once']);
     const priceBook = new PriceBook(loadCatalogFile(options.catalog));
     // Check every file before submitting any, so a typo in the third file does not leave two jobs submitted.
     const specs: RawSpec[] = [];
     for (const file of files) specs.push(await checkSpecFile(file, priceBook));
     const client = FleetwiseClient.fromOptions(options);
+    if (options.dryRun === true) {
+      // Build contexts are not uploaded: nothing runs, and the controller checks the spec without them.
+      for (const [i, file] of files.entries()) {
+        let view: DryRunResponse;
+        try {
+          view = await client.dryRunJob(specs[i]);
+        } catch (e) {
+          throw new Error(`${file}: ${(e as Error).message}`, { cause: e });
+        }
+        if (options.json === true) process.stdout.write(`${JSON.stringify(view)}\n`);
+        else process.stdout.write(formatDryRun(file, view));
+      }
+      return;
+    }
     const submitted: JobSummaryResponse[] = [];
     for (const [i, file] of files.entries()) {
       const raw = await uploadBuildContexts(specs[i] as RawSpec, file, client, (l) =>
@@ -129,4 +167,22 @@ export function registerSubmit(program: Command): void {
       else process.stdout.write(`submitted ${job.id} (${job.name}, team ${job.team}): ${job.state}\n`);
     }
   });
+}
+
+function formatDryRun(file: string, view: DryRunResponse): string {
+  const eta = view.eta;
+  const etaLine =
+    eta === null
+      ? 'eta        - (the controller predicts ETAs for jobs with expectedDurationSeconds, when predictions are on)'
+      : `eta        ${eta.completionSeconds === null ? 'unknown' : formatTime(eta.completionSeconds)}` +
+        `${eta.startSeconds === null ? '' : `, start ${formatTime(eta.startSeconds)}`} (${eta.basis})`;
+  return (
+    `${file}: ${view.name} (team ${view.team}) is valid; dry run, nothing submitted\n` +
+    formatTable(
+      ['TASK', 'REPLICAS', 'INSTANCE TYPE', '$/HOUR'],
+      view.tasks.map((t) => [t.name, t.replicas, t.instanceType, formatDollars(t.costPerHour)]),
+    ) +
+    `cost       ${formatDollars(view.costPerHour)}/hour alone (reservation prices; packing shares instances and costs less)\n` +
+    `${etaLine}\n`
+  );
 }

@@ -84,7 +84,7 @@ export function registerWorker(program: Command): void {
   program
     .command('worker')
     .description('run the worker agent on an instance: register, heartbeat, run and checkpoint tasks')
-    .requiredOption('--controller <url>', "the controller's API, e.g. http://10.0.0.5:8080")
+    .requiredOption('--controller <url>', "the controller's API, e.g. http://10.0.0.5:7070")
     .option('--token <token>', `the cluster's worker token (default: ${WORKER_TOKEN_ENV})`)
     .requiredOption('--instance-id <id>', "this instance's cloud id (EC2 i-…, local-…)")
     .option('--executor <kind>', 'docker | process | auto (Docker when an engine answers)', 'auto')

@@ -123,6 +123,39 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
       },
     },
   },
+  DryRun: {
+    type: 'object',
+    description: 'What a job would get if submitted now (POST /v1/jobs?dryRun=true); nothing is stored',
+    required: ['dryRun', 'name', 'team', 'tasks', 'costPerHour', 'eta'],
+    properties: {
+      dryRun: { type: 'boolean', enum: [true] },
+      name: str,
+      team: str,
+      tasks: {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['name', 'replicas', 'demand', 'instanceType', 'costPerHour'],
+          properties: {
+            name: str,
+            replicas: int,
+            demand: { type: 'object', description: 'Per family [gpus, vcpus, memoryGiB], as in the spec' },
+            instanceType: {
+              ...str,
+              description: 'Cheapest type that hosts one replica alone (reservation price)',
+            },
+            costPerHour: { ...num, description: "That type's $/hour" },
+          },
+        },
+      },
+      costPerHour: { ...num, description: 'Sum of the reservation prices over all replicas, before packing' },
+      eta: {
+        allOf: [ref('Eta')],
+        nullable: true,
+        description: 'Null when the controller cannot predict one',
+      },
+    },
+  },
   JobList: {
     type: 'object',
     required: ['jobs'],

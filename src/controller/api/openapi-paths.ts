@@ -59,8 +59,17 @@ export const PATHS: Record<string, Record<string, Schema>> = {
   },
   '/v1/jobs': {
     post: {
-      summary: 'Submit a job',
+      summary: 'Submit a job (or, with dryRun=true, validate it and show what it would get now)',
       operationId: 'submitJob',
+      parameters: [
+        {
+          name: 'dryRun',
+          in: 'query',
+          description:
+            'true: validate the spec and answer the instance type and $/hour of each task and the predicted ETA, without creating the job',
+          schema: { type: 'string', enum: ['true', 'false'] },
+        },
+      ],
       requestBody: {
         required: true,
         content: {
@@ -69,6 +78,7 @@ export const PATHS: Record<string, Record<string, Schema>> = {
         },
       },
       responses: {
+        '200': ok('dryRun=true: what the job would get; nothing is stored', ref('DryRun')),
         '201': ok('The queued job', ref('JobSummary')),
         '400': error('Malformed body or invalid spec; `details` names each field (and line, for YAML)'),
         ...COMMON_ERRORS,

@@ -52,6 +52,12 @@ export function registerClusterRoutes(
       // Accept our id (inst-4) or the cloud's (i-0abc…): operators see the latter in the EC2 console.
       const instance = store.getInstance(id) ?? store.findInstanceByCloudId(id);
       if (instance === undefined) throw notFound('instance', id);
+      // Nothing runs on an instance that is gone or going: answering as if its tasks would move misleads.
+      if (instance.state === 'terminating' || instance.state === 'terminated')
+        throw new HttpError(
+          409,
+          `instance ${instance.id}${instance.cloudId === undefined ? '' : ` (${instance.cloudId})`} is ${instance.state}: it is gone, there is nothing to drain`,
+        );
       return service.drain(instance.id);
     },
   });

@@ -5,7 +5,7 @@ import { teamScope, type Principal } from './auth.js';
 import { bodyOf } from './body.js';
 import { HttpError, notFound } from './errors.js';
 import type { ApiContext, RouteTable } from './routing.js';
-import { specFromBody } from './submission.js';
+import { dryRunView, specFromBody } from './submission.js';
 import { jobDocument, jobSummary, visibleJobIds, whyForScope } from './views.js';
 
 const idParams = z.object({ id: z.string().min(1).max(128) });
@@ -18,6 +18,12 @@ const statesParam = z
   .pipe(z.array(z.enum(JOB_STATES, { error: `expected one of ${JOB_STATES.join(', ')}` })).optional());
 
 const listQuery = z.object({ state: statesParam, team: z.string().min(1).optional() });
+const submitQuery = z.object({
+  dryRun: z
+    .enum(['true', 'false'], { error: 'expected true or false' })
+    .optional()
+    .transform((v) => v === 'true'),
+});
 const unsuccessfulBody = z.strictObject({
   stage: z.number().int('a whole number').min(1, 'stages count from 1').optional(),
   reason: z.string().min(1).max(500, 'at most 500 characters').optional(),
@@ -43,7 +49,9 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
     access: 'any',
     handler: async (request, reply) => {
       const principal = context.principal(request);
+      const { dryRun } = parseWith(submitQuery, request.query, 'query');
       const spec = specFromBody(bodyOf(request.body), principal, context.priceBook);
+      if (dryRun) return dryRunView(spec, context.priceBook, service.estimate?.(spec) ?? null);
       const job = service.submit(spec, spec.team);
       return reply
         .code(201)

@@ -1,6 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { PriceBook } from '../../scheduler/reservation-price.js';
 import type { ControllerService } from '../service.js';
+import type { JobSpec } from '../job-spec/spec.js';
+import type { EtaRecord } from '../queue-records.js';
 import type { JobRecord } from '../state-store.js';
 import type { Principal, RouteAccess } from './auth.js';
 
@@ -28,6 +30,8 @@ export interface ApiControllerService extends ControllerService {
   storeContext?(archive: Buffer, info: ContextInfo): Promise<string>;
   /** A job's task output as uploaded by its workers (oldest run first). */
   jobLogs?(jobId: string): Promise<string>;
+  /** The ETA a job with this spec would get if submitted now, stored nowhere; null when none can be predicted. */
+  estimate?(spec: JobSpec): EtaRecord | null;
   /** End a job as unsuccessful at a stage (success-ranked ordering), freeing its capacity. */
   markUnsuccessful?(jobId: string, options: { readonly stage?: number; readonly reason?: string }): JobRecord;
 }

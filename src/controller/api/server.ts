@@ -53,7 +53,7 @@ export function parseListenAddress(listen: string): { host: string; port: number
   const port = Number(match?.[3]);
   if (host === undefined || !Number.isInteger(port) || port > 65535)
     throw new Error(
-      `invalid listen address ${JSON.stringify(listen)}: expected host:port, e.g. 127.0.0.1:8080 or [::1]:8080`,
+      `invalid listen address ${JSON.stringify(listen)}: expected host:port, e.g. 127.0.0.1:7070 or [::1]:7070`,
     );
   return { host, port };
 }

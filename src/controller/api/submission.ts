@@ -3,6 +3,8 @@ import { ValidationError } from '../../core/validation.js';
 import type { PriceBook } from '../../scheduler/reservation-price.js';
 import { parseJobSpec, validateJobSpec } from '../job-spec/parse.js';
 import type { JobSpec } from '../job-spec/spec.js';
+import type { FamilyDemand } from '../../core/resources.js';
+import type { EtaRecord } from '../queue-records.js';
 import type { Principal } from './auth.js';
 import type { RequestBody } from './body.js';
 import { HttpError } from './errors.js';
@@ -59,4 +61,49 @@ export function specFromBody(
   return body.kind === 'yaml'
     ? parseJobSpec(body.text, SPEC_SOURCE, priceBook)
     : validateJobSpec(value, SPEC_SOURCE, priceBook);
+}
+
+export interface DryRunTask {
+  readonly name: string;
+  readonly replicas: number;
+  readonly demand: FamilyDemand;
+  /** The cheapest instance type that hosts one replica alone (its reservation price, Eva §4.2). */
+  readonly instanceType: string;
+  /** That type's $/hour: what one replica costs at most, before packing. */
+  readonly costPerHour: number;
+}
+
+/** What `POST /v1/jobs?dryRun=true` answers: the validated job and what it would get now. Nothing is stored. */
+export interface DryRunView {
+  readonly dryRun: true;
+  readonly name: string;
+  readonly team: string;
+  readonly tasks: readonly DryRunTask[];
+  /** Sum over replicas of the reservation prices: the job's $/hour alone, before packing. */
+  readonly costPerHour: number;
+  /** The completion the controller predicts if the job were submitted now; null when it cannot predict one. */
+  readonly eta: EtaRecord | null;
+}
+
+export function dryRunView(spec: JobSpec, priceBook: PriceBook, eta: EtaRecord | null): DryRunView {
+  const tasks = spec.tasks.map((t): DryRunTask => {
+    // The spec was validated against this price book, so every demand has a type.
+    const type = priceBook.minType(t.demand);
+    if (type === undefined) throw new HttpError(400, `no instance type can host task ${t.name}`);
+    return {
+      name: t.name,
+      replicas: t.replicas,
+      demand: t.demand,
+      instanceType: type.name,
+      costPerHour: type.costPerHour,
+    };
+  });
+  return {
+    dryRun: true,
+    name: spec.name,
+    team: spec.team,
+    tasks,
+    costPerHour: tasks.reduce((sum, t) => sum + t.costPerHour * t.replicas, 0),
+    eta,
+  };
 }

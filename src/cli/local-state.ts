@@ -1,0 +1,53 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+
+/**
+ * What `fleetwise controller --provider local` leaves in its state directory for the client: the admin token and the
+ * API's address. With them the client commands work in a checkout running `npm start` without any exported variable.
+ */
+
+/** The local mode's default state directory (relative to where the controller was started). */
+export const LOCAL_STATE_DIR = '.fleetwise';
+/** The local mode's default API address. */
+export const LOCAL_DEFAULT_LISTEN = '127.0.0.1:7070';
+export const ADMIN_TOKEN_FILE = 'admin-token';
+/** The API's URL as bound (`http://127.0.0.1:7070`), written once the controller listens. */
+export const API_URL_FILE = 'api-url';
+
+export interface LocalController {
+  /** The state directory found, e.g. /home/me/fleetwise/.fleetwise. */
+  readonly stateDir: string;
+  /** From `api-url`; the local default when the file is missing (a controller that has not listened yet). */
+  readonly server: string;
+  /** From `admin-token`; undefined when the file is missing or empty. */
+  readonly token: string | undefined;
+}
+
+function readTrimmed(path: string): string | undefined {
+  try {
+    const text = readFileSync(path, 'utf8').trim();
+    return text === '' ? undefined : text;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The nearest `.fleetwise/` in `cwd` or a parent directory (as git finds `.git/`), so the client works from any
+ * subdirectory of the checkout; undefined when there is none.
+ */
+export function findLocalController(cwd: string = process.cwd()): LocalController | undefined {
+  let dir = resolve(cwd);
+  for (;;) {
+    const stateDir = join(dir, LOCAL_STATE_DIR);
+    if (existsSync(join(stateDir, ADMIN_TOKEN_FILE)) || existsSync(join(stateDir, API_URL_FILE)))
+      return {
+        stateDir,
+        server: readTrimmed(join(stateDir, API_URL_FILE)) ?? `http://${LOCAL_DEFAULT_LISTEN}`,
+        token: readTrimmed(join(stateDir, ADMIN_TOKEN_FILE)),
+      };
+    const parent = dirname(dir);
+    if (parent === dir) return undefined;
+    dir = parent;
+  }
+}

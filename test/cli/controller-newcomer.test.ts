@@ -1,0 +1,122 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { CLI, ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+
+/**
+ * `npm start` as a newcomer runs it, in a subprocess: a local controller (a dry run: no worker is launched) with
+ * `--submit`, found by the client through `.fleetwise/` without any exported variable; a restart does not submit the
+ * example again; a second controller on the same address fails with one line naming --listen.
+ */
+const COUNTER = join(PROJECT_ROOT, 'examples', 'jobs', 'counter.yaml');
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-npm-start-'));
+const children: ChildProcess[] = [];
+
+function bareEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const key of Object.keys(env)) if (key.startsWith('FLEETWISE_')) delete env[key];
+  return env;
+}
+
+function startController(stateDir: string, listen: string) {
+  const child = spawn(
+    process.execPath,
+    [
+      CLI,
+      'controller',
+      '--provider',
+      'local',
+      '--dry-run',
+      '--executor',
+      'process',
+      '--state-dir',
+      stateDir,
+      '--listen',
+      listen,
+      '--submit',
+      COUNTER,
+    ],
+    { cwd: PROJECT_ROOT, env: bareEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  children.push(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    child,
+    exited,
+    output: () => ({ stdout, stderr }),
+    async until(text: string, timeoutMs = 60_000): Promise<void> {
+      const deadline = Date.now() + timeoutMs;
+      while (!stdout.includes(text)) {
+        if (Date.now() > deadline || child.exitCode !== null)
+          throw new Error(`the controller never printed ${JSON.stringify(text)}:\n${stdout}\n${stderr}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+  };
+}
+
+beforeAll(() => ensureBuiltCli(), 240_000);
+
+afterAll(() => {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('npm start, then the client (CLI subprocesses)', () => {
+  it('finds the local controller by itself; --submit only into an empty state; a taken --listen is one line', async () => {
+    const stateDir = join(scratch, '.fleetwise');
+    const first = startController(stateDir, '127.0.0.1:0');
+    await first.until('submitted job-1');
+    const url = readFileSync(join(stateDir, 'api-url'), 'utf8').trim();
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(existsSync(join(stateDir, 'admin-token'))).toBe(true);
+
+    // No FLEETWISE_SERVER, no FLEETWISE_TOKEN: the client reads both from .fleetwise/.
+    const jobs = await runCli(['jobs', '--json'], bareEnv(), { cwd: scratch });
+    expect(jobs.stderr).toBe('');
+    expect((JSON.parse(jobs.stdout) as { id: string; name: string }[]).map((j) => [j.id, j.name])).toEqual([
+      ['job-1', 'counter'],
+    ]);
+
+    // A dry run against the real controller: the reservation-price type, its $/h, and a predicted ETA.
+    const dry = await runCli(['submit', COUNTER, '--dry-run', '--json'], bareEnv(), { cwd: scratch });
+    expect(dry.stderr).toBe('');
+    const view = JSON.parse(dry.stdout) as {
+      tasks: { instanceType: string; costPerHour: number }[];
+      eta: { completionSeconds: number | null } | null;
+    };
+    expect(view.tasks[0]?.instanceType).toMatch(/\./);
+    expect(view.tasks[0]?.costPerHour).toBeGreaterThan(0);
+    expect(view.eta?.completionSeconds).toBeGreaterThan(Date.now() / 1000 - 5);
+    expect(
+      (JSON.parse((await runCli(['jobs', '--json'], bareEnv(), { cwd: scratch })).stdout) as []).length,
+    ).toBe(1);
+
+    // Another controller on the same address.
+    const port = new URL(url).host;
+    const clash = startController(join(scratch, 'other'), port);
+    expect(await clash.exited).toBe(1);
+    // One line of its own among the controller's JSON log lines, which are flushed in no fixed order with it.
+    const lines = clash.output().stderr.trimEnd().split('\n');
+    expect(lines.filter((l) => l.startsWith('fleetwise:'))).toEqual([
+      `fleetwise: cannot serve the API on ${port}: the address is in use (another controller?); choose another with --listen HOST:PORT`,
+    ]);
+
+    // A restart (the next `npm start`) does not queue the example again.
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    const second = startController(stateDir, '127.0.0.1:0');
+    await second.until('not submitting');
+    expect(second.output().stdout).toContain('the state already has 1 job(s)');
+    expect(second.output().stdout).not.toContain('submitted job-2');
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+  }, 180_000);
+});
