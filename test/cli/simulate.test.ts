@@ -109,8 +109,11 @@ describe('fleetwise simulate (CLI subprocess)', () => {
     const bad = await cli([...TINY, '--scheduler', 'no-packing,nope', '--json']);
     expect(bad.code).toBe(2);
     expect(bad.stdout).toBe('');
-    expect(bad.stderr).toContain('unknown scheduler "nope"; valid: eva, eva-full-only');
-    expect(bad.stderr).toContain('karpenter-balanced');
+    // With --json the error is one JSON object on stderr, naming the flag.
+    const error = JSON.parse(bad.stderr) as { error: string; details: string[] };
+    expect(error.error).toBe('invalid input: --scheduler');
+    expect(error.details[0]).toContain('unknown scheduler "nope"; valid: eva, eva-full-only');
+    expect(error.details[0]).toContain('karpenter-balanced');
   });
 
   it('names the flag and the reason for a bad option value', async () => {
