@@ -1,4 +1,5 @@
 import { isQueueWait } from '../round/round.js';
+import type { DecisionRecord } from '../scheduler/types.js';
 import type { ClusterView, WhyRecord } from './service.js';
 import { PLACED_TASK_STATES } from './state/lifecycle.js';
 import { UnknownRecordError, type RoundRecord, type StateStore } from './state-store.js';
@@ -25,52 +26,122 @@ export function clusterView(store: StateStore, priceOf: ReadonlyMap<string, numb
   return { instances: views, tasks, costPerHour };
 }
 
-/** The latest rounds that mention a job (waiting, moved, placed), newest first, each as one line. */
+/**
+ * The latest rounds that mention a job (waiting, moved, placed), newest first, each led by what happened and why in
+ * words. A move says what forced it when an instance the job was on was drained, lost or replaced before the round.
+ */
 export function whyJob(store: StateStore, jobId: string, limit = 10): WhyRecord[] {
   const job = store.getJob(jobId);
   if (job === undefined) throw new UnknownRecordError('job', jobId);
   const taskIds = new Set(store.listTasks({ jobId }).map((t) => t.id));
-  // The rounds that moved the job, as the controller carried them out (the diff, not only the scheduler's view).
-  const movedIn = new Set<number>();
+  // The rounds that moved the job, as the controller carried them out (the diff, not only the scheduler's view),
+  // with the event's position: what happened to an instance before it is what the round reacted to.
+  const movedIn = new Map<number, number>();
   for (const e of store.listEvents({ kind: 'round.applied', afterSeq: 0 })) {
     const data = e.data as { round?: unknown; moved?: unknown } | undefined;
     if (typeof data?.round === 'number' && Array.isArray(data.moved) && data.moved.includes(jobId))
-      movedIn.add(data.round);
+      movedIn.set(data.round, e.seq);
   }
   const out: WhyRecord[] = [];
-  for (const round of store.listRounds(Math.max(limit * 20, 200))) {
+  const rounds = store.listRounds(Math.max(limit * 20, 200));
+  for (const [i, round] of rounds.entries()) {
     if (out.length >= limit) break;
     if (round.atSeconds < job.submittedAtSeconds) break;
     if (job.finishedAtSeconds !== undefined && round.atSeconds > job.finishedAtSeconds) continue;
-    const summary = summarizeForJob(round, jobId, taskIds, movedIn.has(round.round));
+    const appliedSeq = movedIn.get(round.round);
+    const before = rounds[i + 1]; // newest first: the round before this one
+    const cause =
+      appliedSeq === undefined || before === undefined
+        ? undefined
+        : moveCause(store, round, before, taskIds, appliedSeq);
+    const summary = summarizeForJob(round, jobId, taskIds, appliedSeq !== undefined, cause);
     if (summary !== undefined)
       out.push({ round: round.round, atSeconds: round.atSeconds, summary, decision: round.decision });
   }
   return out;
 }
 
-/** A round as one line for one job ("waiting: cap maxCostPerHour", "moved to inst-4 (c7i.xlarge, new)", …). */
+/**
+ * What forced a move: an instance the job was on in the previous round that was drained, lost or replaced before
+ * the move was applied ("inst-2 was drained"). Undefined when the plan moved the job by choice.
+ */
+function moveCause(
+  store: StateStore,
+  round: RoundRecord,
+  before: RoundRecord,
+  taskIds: ReadonlySet<string>,
+  appliedSeq: number,
+): string | undefined {
+  const now = new Set(onInstances(round, taskIds));
+  // Draining an instance the plan left out is this round's doing, not a cause of it.
+  const ownDoing = `not in the plan of round ${round.round}`;
+  for (const id of onInstances(before, taskIds)) {
+    if (now.has(id)) continue;
+    const left = store
+      .listEvents({ kind: 'instance.state', instanceId: id })
+      .filter((e) => e.seq < appliedSeq)
+      .map((e) => e.data as { to?: unknown; reason?: unknown } | undefined)
+      .filter((d) => d?.to === 'draining' || d?.to === 'terminating' || d?.to === 'terminated')
+      .find((d) => d?.reason !== ownDoing);
+    if (left === undefined) continue;
+    if (left.reason === 'drained by request') return `${id} was drained`;
+    return `${id} was ${String(left.to)}${typeof left.reason === 'string' ? ` (${left.reason})` : ''}`;
+  }
+  return undefined;
+}
+
+function onInstances(round: RoundRecord, taskIds: ReadonlySet<string>): string[] {
+  return round.configuration.instances.filter((i) => i.taskIds.some((t) => taskIds.has(t))).map((i) => i.id);
+}
+
+/**
+ * A round for one job, reason first: "moved to inst-4 (c7i.xlarge, new) because inst-2 was drained", "kept
+ * waiting: class small is at its share of the capped capacity (2nd in its queue)", "placed on inst-1 (…)". The
+ * plan's numbers are in the decision record; `fleetwise why` prints them after this line.
+ */
 export function summarizeForJob(
   round: RoundRecord,
   jobId: string,
   taskIds: ReadonlySet<string>,
   moved = false,
+  cause?: string,
 ): string | undefined {
   const { decision, configuration } = round;
   const parts: string[] = [];
   const waiting = decision.waiting.find((w) => w.jobId === jobId);
-  if (waiting !== undefined)
-    parts.push(isQueueWait(waiting.cap) ? `waiting in the ${waiting.cap}` : `waiting: cap ${waiting.cap}`);
+  if (waiting !== undefined) parts.push(`kept waiting: ${waitInWords(waiting.cap)}`);
   const pinned = decision.pinned.find((p) => p.jobId === jobId);
   if (pinned !== undefined) parts.push(`kept in place: ${pinned.why}`);
   const placed = configuration.instances.filter((i) => i.taskIds.some((t) => taskIds.has(t)));
   const chosen = decision.candidates.find((c) => c.name === decision.chosen);
   if (placed.length > 0) {
     const where = placed.map((i) => `${i.id} (${i.typeName}${i.isNew ? ', new' : ''})`).join(', ');
-    parts.push(
-      moved || chosen?.movedJobs.includes(jobId) === true ? `moved to ${where}` : `placed on ${where}`,
-    );
+    if (moved || chosen?.movedJobs.includes(jobId) === true)
+      parts.push(`moved to ${where} ${cause === undefined ? byChoice(decision) : `because ${cause}`}`);
+    else parts.push(`placed on ${where}`);
   } else if (waiting === undefined) parts.push('not placed by this plan');
   if (parts.length === 0) return undefined;
-  return `${parts.join('; ')} — plan ${decision.chosen}: ${decision.reason}`;
+  return parts.join('; ');
+}
+
+function byChoice(decision: DecisionRecord): string {
+  return decision.chosen === 'baseline'
+    ? `by ${decision.scheduler}'s plan`
+    : `because plan ${decision.chosen} saves more than the move costs`;
+}
+
+const WAIT_REASONS: Readonly<Record<string, (classId: string) => string>> = {
+  'class-share': (c) => `class ${c} is at its share of the capped capacity`,
+  caps: () => 'admitting it now would break a cap',
+  'never-fits': (c) => `it can never run: it breaks a cap alone, or needs more than class ${c}'s maxShare`,
+};
+
+/** A decision's `waiting` entry in words: the queue's (`queue small: class-share, position 2`) or a cap's name. */
+export function waitInWords(cap: string): string {
+  if (!isQueueWait(cap)) return `placing it would break the cap ${cap}`;
+  const match = /^queue (.+): ([a-z-]+)(?:, position (\d+))?$/.exec(cap);
+  const words = match === null ? undefined : WAIT_REASONS[match[2] as string];
+  if (match === null || words === undefined) return `in the ${cap}`;
+  const position = match[3] === undefined ? '' : ` (position ${match[3]} in its queue)`;
+  return `${words(match[1] as string)}${position}`;
 }

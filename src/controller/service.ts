@@ -37,7 +37,11 @@ export interface ClusterView {
 export interface WhyRecord {
   readonly round: number;
   readonly atSeconds: number;
-  /** Plain-language summary for the job ("waiting: cap maxCostPerHour", "moved to inst-4", "placed on inst-2"). */
+  /**
+   * What happened to the job and why, in words ("moved to inst-4 (c7i.xlarge, new) because inst-2 was drained",
+   * "kept waiting: class small is at its share of the capped capacity (position 2 in its queue)"); the numbers are
+   * in `decision`.
+   */
   readonly summary: string;
   readonly decision: DecisionRecord;
 }

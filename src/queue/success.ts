@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { durationSecondsSchema } from '../core/duration.js';
 
 /**
  * The success model of Yao, Paolieri & Golubchik, "Scheduling to Optimize Sojourn Time of Successful Jobs"
@@ -34,13 +35,13 @@ export const successSpecSchema = z
   .discriminatedUnion('kind', [
     z.object({
       kind: z.literal('stages'),
-      stageSeconds: z.array(z.number().finite().positive()).min(1),
+      stageSeconds: z.array(durationSecondsSchema(z.number().finite().positive())).min(1),
       continueProbabilities: z.array(prob),
     }),
     z.object({
       kind: z.literal('success'),
       successProbability: z.number().finite().gt(0).max(1),
-      expectedSizeSeconds: z.number().finite().positive(),
+      expectedSizeSeconds: durationSecondsSchema(z.number().finite().positive()),
     }),
   ])
   .superRefine((s, ctx) => {

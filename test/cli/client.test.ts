@@ -216,9 +216,7 @@ describe('client commands (in-process)', () => {
     });
     const why = await run(['why', job.id]);
     expect(why.stdout).toMatch(
-      new RegExp(
-        `^${job.id}: starting\\nround \\d+ at .*: placed \\[plan: baseline\\]\\n  nothing to gain\\n$`,
-      ),
+      new RegExp(`^${job.id}: starting\\nround \\d+ at .*: placed\\n  plan baseline: nothing to gain\\n$`),
     );
   });
 

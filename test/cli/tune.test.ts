@@ -78,8 +78,14 @@ describe('fleetwise tune (CLI subprocess)', () => {
     expect(run.stdout.trimEnd().split('\n')).toHaveLength(1);
     expect(Object.keys(parsed)).toEqual(['front', 'recommended', 'evaluated']);
     expect(parsed.evaluated.map((r) => r.id)).toEqual(['c0', 'c1', 'c2']);
-    // Progress went to stderr: one line per candidate when stderr is not a terminal.
-    expect(run.stderr.match(/candidates done/g)).toHaveLength(3);
+    // Progress went to stderr: one line per candidate when stderr is not a terminal, with elapsed and left.
+    const lines = run.stderr.match(/^tune: c\d+ done; .*$/gm) ?? [];
+    expect(lines).toHaveLength(3);
+    for (const line of lines)
+      expect(line).toMatch(
+        /\d\/3 candidates done \(\d+%\), \d+(m\d\ds|s) elapsed, (about \S+ left|estimating)/,
+      );
+    expect(lines.at(-1)).toMatch(/3\/3 candidates done \(100%\), .* about 0s left$/);
   });
 
   it('simulates every candidate with predictions under the cap', () => {

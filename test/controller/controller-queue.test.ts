@@ -46,7 +46,9 @@ describe('controller queue layer: admission under caps', () => {
     expect(readQueueRecord(store, jobs[0]?.id as string)?.queue).toMatchObject({ status: 'admitted' });
     // The round record says why they were not placed (fleetwise why).
     const why = controller.why(jobs[2]?.id as string);
-    expect(why[0]?.summary).toContain('waiting in the queue all: caps, position 1');
+    expect(why[0]?.summary).toBe(
+      'kept waiting: admitting it now would break a cap (position 1 in its queue)',
+    );
 
     // A job ends: the head of the queue is admitted at the next round, the other moves up.
     controller.cancel(jobs[0]?.id as string);

@@ -231,7 +231,7 @@ describe('controller rounds against an in-memory cloud', () => {
     expect(cloud.live().map((i) => i.id)).not.toContain(first);
     expect(cloud.live()).toHaveLength(1);
     const why = controller.why(job.id);
-    expect(why[0]?.summary).toMatch(/^moved to inst-2 \(c7i\.xlarge, new\)/);
+    expect(why[0]?.summary).toBe('moved to inst-2 (c7i.xlarge, new) because inst-1 was drained');
     expect(why[1]?.summary).toMatch(/^placed on inst-1 \(c7i\.xlarge, new\)/);
   });
 
@@ -292,7 +292,11 @@ describe('controller rounds against an in-memory cloud', () => {
     // The queue layer admits one job under the cap (its reservation-price instance); the other waits at the head
     // of the queue, and the round record says so.
     const waiting = [a, b].map((j) => controller.why(j.id)[0]?.summary ?? '');
-    expect(waiting.filter((s) => s.startsWith('waiting in the queue all: caps, position 1'))).toHaveLength(1);
+    expect(
+      waiting.filter(
+        (s) => s === 'kept waiting: admitting it now would break a cap (position 1 in its queue)',
+      ),
+    ).toHaveLength(1);
   });
 
   it('refuses a plan that breaks a hard cap, whatever scheduler made it, and counts cap hits', async () => {

@@ -267,7 +267,31 @@ describe('parseJobSpec: rejected specs name the field and the reason', () => {
       `name: d\nteam: t\ntasks:\n  - { name: a, image: x, replicas: 40, demand: [0, 1, 1] }\n  - { name: b, image: x, replicas: 40, demand: [0, 1, 1] }\n`,
       /^tasks: 80 tasks after replicas, at most 64 per job/,
     ],
-    ['a negative noMoveSeconds', `${MINIMAL}noMoveSeconds: -5\n`, /^noMoveSeconds: Too small/],
+    [
+      'a negative noMoveSeconds',
+      `${MINIMAL}noMoveSeconds: -5\n`,
+      /^noMoveSeconds: must be 0 seconds or more/,
+    ],
+    [
+      'a duration in words',
+      `${MINIMAL}expectedDurationSeconds: half an hour\n`,
+      /^expectedDurationSeconds: expected seconds or a duration such as 90s, 30m/,
+    ],
+    [
+      'a checkpoint timeout over the limit written in hours',
+      `${MINIMAL}checkpoint: { timeoutSeconds: 2h }\n`,
+      /^checkpoint\.timeoutSeconds: at most 3600 s/,
+    ],
+    [
+      'a task field at the top level',
+      `${MINIMAL}image: python:3.12-slim\n`,
+      /^image: a field of a task: put it under tasks\[\]/,
+    ],
+    [
+      'shared memory in MiB',
+      MINIMAL.replace('[0, 1, 1]', '[0, 1, 4]').replace('demand:', 'shmSizeGiB: 2048\n    demand:'),
+      /^tasks\.0\.shmSizeGiB: .*memory is in GiB: 2048 looks like MiB, which would be 2 GiB/,
+    ],
     ['broken YAML', 'name: [unclosed\nteam: t\n', /^not valid YAML\/JSON: /],
     ['a duplicated key', `${MINIMAL}team: other\n`, /^not valid YAML\/JSON: Map keys must be unique/],
     ['a list at the root', '- a\n- b\n', /^\(root\): expected a job spec/],
@@ -360,5 +384,23 @@ describe('parseJobSpec: success models and unsuccessful exit codes', () => {
     expect(zero).toEqual(['unsuccessfulExitCodes.0: exit code 0 means success (line 8)']);
     const kind = problemsOf(`${MINIMAL}success: { kind: maybe }\n`);
     expect(kind[0]).toMatch(/^success\.kind: /);
+  });
+});
+
+describe('durations in …Seconds fields', () => {
+  it('reads 90s, 30m, 2h, 1d, 1h30m and plain seconds, in the job, its checkpoint and its success model', () => {
+    const spec = parseJobSpec(
+      `${MINIMAL}expectedDurationSeconds: 1d\nnoMoveSeconds: 1h30m\n` +
+        `checkpoint: { timeoutSeconds: 90s, everySeconds: "600", restoreDelaySeconds: 2m, initDelaySeconds: 0.5m }\n` +
+        `success: { kind: stages, stageSeconds: [30m, 2h], continueProbabilities: [0.5] }\n`,
+      'spec.yaml',
+      catalog,
+    );
+    expect(spec).toMatchObject({
+      expectedDurationSeconds: 86400,
+      noMoveSeconds: 5400,
+      checkpoint: { timeoutSeconds: 90, everySeconds: 600, restoreDelaySeconds: 120, initDelaySeconds: 30 },
+      success: { kind: 'stages', stageSeconds: [1800, 7200] },
+    });
   });
 });

@@ -4,6 +4,13 @@ import { join } from 'node:path';
 import type { EC2Client } from '@aws-sdk/client-ec2';
 import type { Command } from 'commander';
 import { pino } from 'pino';
+import {
+  LOG_FORMAT_ENV,
+  LOG_FORMATS,
+  logDestination,
+  selectLogFormat,
+  type LogFormat,
+} from '../log-output.js';
 import type { Catalog } from '../../core/catalog.js';
 import { ValidationError } from '../../core/validation.js';
 // The AWS SDK clients take about a second to load: they are imported only when the aws provider or prices need them.
@@ -119,8 +126,9 @@ function crashInjectorFromEnv(env: NodeJS.ProcessEnv): FaultInjector | undefined
   };
 }
 
-function makeLogger(): ControllerLogger {
-  const log = pino({ base: { component: 'controller' } }, pino.destination(2));
+/** The controller logs to stderr (stdout carries the startup summary), pretty when stderr is a terminal. */
+function makeLogger(format: LogFormat): ControllerLogger {
+  const log = pino({ base: { component: 'controller' } }, logDestination(format, 2));
   return {
     info: (message, data) => log.info(data ?? {}, message),
     warn: (message, data) => log.warn(data ?? {}, message),
@@ -172,6 +180,7 @@ export async function resolveEc2Settings(
 export async function runController(
   flags: ControllerFlags & { readonly submit?: readonly string[] },
   env: NodeJS.ProcessEnv = process.env,
+  logFormat: LogFormat = selectLogFormat(undefined, process.stderr, env),
 ): Promise<void> {
   // The catalog first: its region is the last fallback for the configuration's.
   const preliminary = loadControllerConfig({ flags, env, defaultRegion: 'us-east-1' });
@@ -181,7 +190,7 @@ export async function runController(
   const catalog = config.provider === 'local' ? withLocalDelays(loaded) : loaded;
   mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
   const releaseStateDir = claimStateDir(config.stateDir);
-  const log = makeLogger();
+  const log = makeLogger(logFormat);
   const clock = new SystemClock();
   const faults = crashInjectorFromEnv(env);
 
@@ -451,7 +460,13 @@ export function registerController(program: Command): void {
       'start a worker on new instances (user data) that reaches the API here',
     )
     .option('--user-data-template <file>', 'user-data template (default infra/worker-user-data.sh)')
-    .action(async (options: ControllerFlags & { submit?: string[] }) => {
-      await runController(options);
-    });
+    .option(
+      '--log-format <format>',
+      `${LOG_FORMATS.join(' | ')}: auto is pretty on a terminal, JSON lines otherwise (default: ${LOG_FORMAT_ENV} or auto)`,
+    )
+    .action(
+      async ({ logFormat, ...options }: ControllerFlags & { submit?: string[]; logFormat?: string }) => {
+        await runController(options, process.env, selectLogFormat(logFormat, process.stderr));
+      },
+    );
 }

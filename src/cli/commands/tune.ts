@@ -36,6 +36,7 @@ import { defaultParallelism, runInWorkers } from '../../sim/run-pool.js';
 import type { RunRequest } from '../../sim/run-request.js';
 import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
 import { formatTable } from '../table.js';
+import { formatDuration, WorkEstimate } from '../work-estimate.js';
 
 /** Raw commander values (strings); validated by `optionsSchema`. */
 interface RawTuneOptions {
@@ -117,34 +118,80 @@ function parseOptions(raw: RawTuneOptions) {
 }
 
 interface Progress {
+  /** Candidate `index` has simulated `fraction` (0–1) of its trace. */
+  advance(index: number, fraction: number): void;
   done(index: number, candidate: TuneCandidate): void;
   stop(): void;
 }
 
-/** One bar of candidates done on a terminal (stderr); otherwise one line per candidate. stdout stays clean. */
+/** How often a log (not a terminal) hears that tune is still working while no candidate finishes. */
+const QUIET_LINE_SECONDS = 30;
+
+/**
+ * Progress on stderr (stdout stays clean) with the time elapsed and an estimate of the time left, from every
+ * candidate's share simulated: a bar on a terminal; otherwise a line per finished candidate, and a line every
+ * QUIET_LINE_SECONDS while none finishes, so a long tune does not look stuck in a log.
+ */
 function progressDisplay(total: number): Progress {
-  let finished = 0;
-  if (process.stderr.isTTY !== true)
-    return {
-      done: (_, c) => {
-        finished++;
-        process.stderr.write(`tune: ${finished}/${total} candidates done (${c.id})\n`);
-      },
-      stop: () => undefined,
+  const estimate = new WorkEstimate(total, Date.now());
+  if (process.stderr.isTTY !== true) {
+    let lastLine = Date.now();
+    const line = (text: string): void => {
+      lastLine = Date.now();
+      process.stderr.write(`tune: ${text}\n`);
     };
+    const timer = setInterval(() => {
+      if (Date.now() - lastLine >= QUIET_LINE_SECONDS * 1000)
+        line(estimate.describe(Date.now(), 'candidates'));
+    }, 1000);
+    timer.unref();
+    return {
+      advance: (index, fraction) => estimate.progress(index, fraction),
+      done: (index, c) => {
+        estimate.finish(index);
+        line(`${c.id} done; ${estimate.describe(Date.now(), 'candidates')}`);
+      },
+      stop: () => clearInterval(timer),
+    };
+  }
   const bar = new cliProgress.SingleBar(
     {
       stream: process.stderr,
-      format: 'candidates [{bar}] {value}/{total} | {duration_formatted}',
+      format: 'candidates [{bar}] {finished}/{candidates} ({percentage}%) | {elapsed} elapsed | {left}',
       hideCursor: true,
       fps: 5,
     },
     cliProgress.Presets.shades_classic,
   );
-  bar.start(total, 0);
+  const STEPS = 1000;
+  const payload = (): Record<string, string | number> => {
+    const now = Date.now();
+    const left = estimate.remainingSeconds(now);
+    return {
+      finished: estimate.finished,
+      candidates: total,
+      elapsed: formatDuration(estimate.elapsedSeconds(now)),
+      left: left === undefined ? 'estimating the time left' : `about ${formatDuration(left)} left`,
+    };
+  };
+  const redraw = (): void => bar.update(Math.round(estimate.fractionDone * STEPS), payload());
+  bar.start(STEPS, 0, payload());
+  // Elapsed time keeps moving between progress reports.
+  const timer = setInterval(redraw, 1000);
+  timer.unref();
   return {
-    done: () => bar.increment(),
-    stop: () => bar.stop(),
+    advance: (index, fraction) => {
+      estimate.progress(index, fraction);
+      redraw();
+    },
+    done: (index) => {
+      estimate.finish(index);
+      redraw();
+    },
+    stop: () => {
+      clearInterval(timer);
+      bar.stop();
+    },
   };
 }
 
@@ -165,7 +212,9 @@ async function evaluate(
     while (next < requests.length) {
       const index = next++;
       try {
-        const [result] = await runInWorkers([requests[index] as RunRequest], 1);
+        const [result] = await runInWorkers([requests[index] as RunRequest], 1, {
+          onProgress: (_, fraction) => progress.advance(index, fraction),
+        });
         if (result === undefined) throw new Error('no result');
         outcomes[index] = { ok: true, result };
       } catch (e) {

@@ -88,7 +88,7 @@ function checkStructure(raw: RawJobSpec): Problem[] {
       if (t.shmSizeGiB > v[2])
         problems.push({
           path: [...path, 'shmSizeGiB'],
-          message: `${t.shmSizeGiB} GiB of shared memory exceeds the task's ${v[2]} GiB memory demand on ${family} (shm counts against it)`,
+          message: `${t.shmSizeGiB} GiB of shared memory exceeds the task's ${v[2]} GiB memory demand on ${family} (shm counts against it)${mibHint(t.shmSizeGiB)}`,
         });
   });
   if (total > JOB_SPEC_LIMITS.maxTasks)
@@ -129,7 +129,23 @@ function unhostableMessage(demand: FamilyDemand, book: PriceBook, families: read
       ? []
       : [`${family} needs ${formatResources(d)}, largest ${top.name} has ${formatResources(top.capacity)}`];
   });
-  return `no instance type in the ${book.catalog.region} catalog can host this task (${largest.join('; ')})`;
+  const memory = Math.max(...Object.values(demand).map((v) => v[2]));
+  const largestMemory = Math.max(...book.catalog.types.map((t) => t.capacity[2]));
+  const hint = memory > largestMemory ? mibHint(memory) : '';
+  return `no instance type in the ${book.catalog.region} catalog can host this task (${largest.join('; ')})${hint}`;
+}
+
+/** Memory is in GiB; values written in MiB (16384 for 16 GiB) are the usual reason a demand fits nowhere. */
+export function mibHint(gib: number): string {
+  if (gib < MIB_HINT_FROM_GIB) return '';
+  return `; memory is in GiB: ${gib} looks like MiB, which would be ${formatGiB(gib / 1024)} GiB`;
+}
+
+/** Below this many "GiB" a value is plausibly meant as GiB; from here on it is more likely MiB. */
+const MIB_HINT_FROM_GIB = 1024;
+
+function formatGiB(gib: number): string {
+  return Number.isInteger(gib) ? String(gib) : gib.toFixed(2).replace(/0+$/, '');
 }
 
 function resolve(raw: RawJobSpec): JobSpec {

@@ -19,6 +19,8 @@ export function explainIssue(issue: z.core.$ZodIssue): Problem[] {
   if (issue.code === 'unrecognized_keys') {
     const known = knownKeysAt(path);
     return issue.keys.map((key) => {
+      if (path.length === 0 && isTaskOnlyKey(key))
+        return { path: [key], message: 'a field of a task: put it under tasks[]' };
       const hint = closest(key, known);
       return {
         path: [...path, key],
@@ -28,8 +30,27 @@ export function explainIssue(issue: z.core.$ZodIssue): Problem[] {
   }
   if (issue.code === 'invalid_key') return [{ path, message: issue.issues.map((i) => i.message).join('; ') }];
   if (issue.code === 'invalid_type' && /received undefined$/.test(issue.message))
-    return [{ path, message: `required (${issue.expected})` }];
+    return [
+      {
+        path,
+        message:
+          path.length === 1 && path[0] === 'tasks'
+            ? `required: the job's list of tasks, ${TASKS_EXAMPLE}`
+            : `required (${issue.expected})`,
+      },
+    ];
   return [{ path, message: issue.message }];
+}
+
+/** How a job's tasks are written, for problems that point a flat spec at `tasks`. */
+const TASKS_EXAMPLE = 'e.g. tasks: [{image: …, command: […], demand: […]}]';
+
+/** Keys of a task that a job does not have: at the top level they were meant for `tasks[]`. */
+function isTaskOnlyKey(key: string): boolean {
+  return (
+    (KNOWN_KEYS.task as readonly string[]).includes(key) &&
+    !(KNOWN_KEYS.job as readonly string[]).includes(key)
+  );
 }
 
 function knownKeysAt(path: Path): readonly string[] {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { durationSecondsSchema } from '../../core/duration.js';
 import { ANY_FAMILY, type FamilyDemand, type Resources } from '../../core/resources.js';
 import { successSpecSchema } from '../../queue/success.js';
 import {
@@ -21,6 +22,8 @@ const NAME_RULE = `lowercase letters, digits, '.', '_' or '-', starting and endi
 const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const FAMILY_PATTERN = /^[a-z][a-z0-9-]*$/;
 const VECTOR_RULE = 'expected [gpus, vcpus, memoryGiB] with 3 non-negative numbers';
+const POSITIVE = 'must be more than 0 seconds';
+const NON_NEGATIVE = 'must be 0 seconds or more';
 
 /** Job, team and task names: safe in EC2 tags, container names and URLs. */
 export function isValidName(name: string): boolean {
@@ -216,30 +219,24 @@ export const checkpointSchema = z.strictObject({
     .enum(CHECKPOINT_SIGNALS)
     .describe('Sent to ask the task to checkpoint and exit')
     .default('SIGTERM'),
-  timeoutSeconds: z
-    .number()
-    .positive()
-    .max(
-      JOB_SPEC_LIMITS.maxCheckpointTimeoutSeconds,
-      `at most ${JOB_SPEC_LIMITS.maxCheckpointTimeoutSeconds} s`,
-    )
+  timeoutSeconds: durationSecondsSchema(
+    z
+      .number()
+      .positive(POSITIVE)
+      .max(
+        JOB_SPEC_LIMITS.maxCheckpointTimeoutSeconds,
+        `at most ${JOB_SPEC_LIMITS.maxCheckpointTimeoutSeconds} s`,
+      ),
+  )
     .describe('Seconds the task has to checkpoint and exit after the signal before it is killed')
     .default(DEFAULT_CHECKPOINT_TIMEOUT_SECONDS),
-  everySeconds: z
-    .number()
-    .positive()
+  everySeconds: durationSecondsSchema(z.number().positive(POSITIVE))
     .describe('How often the job checkpoints on its own (for the lost-work estimate of a move)')
     .optional(),
-  restoreDelaySeconds: z
-    .number()
-    .finite()
-    .nonnegative()
+  restoreDelaySeconds: durationSecondsSchema(z.number().finite().nonnegative(NON_NEGATIVE))
     .describe('Estimated seconds to fetch and restore a checkpoint on a new instance, until measured')
     .optional(),
-  initDelaySeconds: z
-    .number()
-    .finite()
-    .nonnegative()
+  initDelaySeconds: durationSecondsSchema(z.number().finite().nonnegative(NON_NEGATIVE))
     .describe('Estimated seconds from start until the job makes progress, until measured')
     .optional(),
 });
@@ -270,11 +267,10 @@ export const jobSpecSchema = z.strictObject({
     .positive()
     .describe('Iterations the job runs in all (progress is reported against it)')
     .optional(),
-  expectedDurationSeconds: z.number().finite().positive().optional(),
-  noMoveSeconds: z
-    .number()
-    .finite()
-    .nonnegative()
+  expectedDurationSeconds: durationSecondsSchema(z.number().finite().positive(POSITIVE))
+    .describe('How long the job is expected to run at full throughput, in seconds or as 30m, 2h, …')
+    .optional(),
+  noMoveSeconds: durationSecondsSchema(z.number().finite().nonnegative(NON_NEGATIVE))
     .describe('Do not move the job during this many seconds after it starts running')
     .optional(),
   workload: workloadSchema.optional(),

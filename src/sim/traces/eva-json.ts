@@ -45,8 +45,14 @@ function toDemand(d: Record<string, readonly [number, number, number]>): FamilyD
 }
 
 function toTraceJob(id: string, job: EvaJob): TraceJob {
-  const tasks = Object.values(job.tasks).map((t): TraceTask => ({
-    name: t.name,
+  // Eva identifies a task by its key in `tasks`; its multi-task workloads (two_node_Resnet18, the 4-task generator)
+  // name every task `node0`. Such a job's tasks are named by their keys; the co-location key stays Eva's
+  // `<job name>_<task name>`, so identical tasks of a job still share what the scheduler learns.
+  const entries = Object.entries(job.tasks);
+  const namesUnique = new Set(entries.map(([, t]) => t.name)).size === entries.length;
+  const tasks = entries.map(([key, t]): TraceTask => ({
+    name: namesUnique ? t.name : key,
+    ...(namesUnique ? {} : { key: `${job.name}_${t.name}` }),
     demand: toDemand(t.demand),
     shmSizeGiB: t.shm_size,
     imageId: String(t.image_id),

@@ -1,6 +1,12 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { loadCatalogFile } from '../../../src/cloud/catalog-file.js';
 import { ValidationError } from '../../../src/core/validation.js';
 import { parseEvaTrace } from '../../../src/sim/traces/eva-json.js';
+import { buildSimJobs } from '../../../src/world/trace-jobs.js';
+import { ensureBuiltCli, runCli } from '../../helpers/built-cli.js';
 import { evaJson } from './fixtures.js';
 
 describe('Eva JSON traces (digest §5.2, §5.3)', () => {
@@ -82,4 +88,65 @@ describe('Eva JSON traces (digest §5.2, §5.3)', () => {
     expect(() => parseEvaTrace('{}', 't.json')).toThrow(/t\.json: \(root\): the trace has no jobs/);
     expect(() => parseEvaTrace('{"a": {"name": "x"}}', 't.json')).toThrow(/job a: arrival_time:/);
   });
+});
+
+/** A two-node job as Eva's own multi-task workloads write it: every task is named `node0`. */
+function twoNodeTrace(): string {
+  const task = {
+    name: 'node0',
+    demand: { any: [1, 8, 30] },
+    shm_size: 2,
+    image_id: 3,
+    fetch_delay: 1,
+    build_image_delay: 10,
+    kill_delay: 1,
+    upload_delay: 1,
+  };
+  return JSON.stringify({
+    '0': {
+      name: 'two_node_Resnet18[0]',
+      arrival_time: 0,
+      duration: 1200,
+      init_delay: 30,
+      full_throughput: 2,
+      total_iters: 2400,
+      tasks: { '0': task, '1': task },
+    },
+  });
+}
+
+describe("Eva JSON traces with repeated task names (Eva's multi-task workloads)", () => {
+  it('identifies the tasks by their keys and keeps one co-location key for the identical tasks', () => {
+    const trace = parseEvaTrace(twoNodeTrace(), 'two_node.json');
+    const tasks = trace.jobs[0]?.tasks ?? [];
+    expect(tasks.map((t) => t.name)).toEqual(['0', '1']);
+    expect(tasks.map((t) => t.key)).toEqual(['two_node_Resnet18[0]_node0', 'two_node_Resnet18[0]_node0']);
+    const jobs = buildSimJobs(trace, loadCatalogFile());
+    expect(jobs[0]?.taskIds).toEqual(['0/0', '0/1']);
+  });
+
+  it('fleetwise simulate runs such a trace to the end', async () => {
+    ensureBuiltCli(['cli/main.ts', 'sim/run-worker.ts']);
+    const dir = mkdtempSync(join(tmpdir(), 'fleetwise-two-node-'));
+    try {
+      const file = join(dir, 'two_node.json');
+      writeFileSync(file, twoNodeTrace());
+      const result = await runCli([
+        'simulate',
+        '--trace',
+        file,
+        '--scheduler',
+        'eva',
+        '--json',
+        '--out',
+        dir,
+      ]);
+      expect(result.stderr).not.toMatch(/duplicate task name/);
+      expect(result.code).toBe(0);
+      const runs = (JSON.parse(result.stdout) as { runs: { jobs: number; completedJobs?: number }[] }).runs;
+      expect(runs[0]?.jobs).toBe(1);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

@@ -1,0 +1,43 @@
+import { pino, type DestinationStream } from 'pino';
+import pretty from 'pino-pretty';
+import { ValidationError } from '../core/validation.js';
+
+/**
+ * How the controller writes its log: readable lines for a person at a terminal, JSON lines (pino's format, epoch
+ * milliseconds) for anything that reads the stream: a file, a pipe, journald, a log shipper.
+ */
+
+export const LOG_FORMATS = ['auto', 'pretty', 'json'] as const;
+export type LogFormatChoice = (typeof LOG_FORMATS)[number];
+export type LogFormat = Exclude<LogFormatChoice, 'auto'>;
+
+/** Overrides the choice when no --log-format is given (e.g. a service unit that wants JSON on a terminal). */
+export const LOG_FORMAT_ENV = 'FLEETWISE_LOG_FORMAT';
+
+/** The format for a stream: `auto` is pretty exactly when the stream is a terminal. */
+export function selectLogFormat(
+  choice: string | undefined,
+  stream: { readonly isTTY?: boolean | undefined },
+  env: NodeJS.ProcessEnv = process.env,
+): LogFormat {
+  const wanted = choice ?? env[LOG_FORMAT_ENV] ?? 'auto';
+  if (!(LOG_FORMATS as readonly string[]).includes(wanted))
+    throw new ValidationError(choice === undefined ? LOG_FORMAT_ENV : '--log-format', [
+      `expected ${LOG_FORMATS.join(' | ')}, got ${wanted}`,
+    ]);
+  if (wanted === 'auto') return stream.isTTY === true ? 'pretty' : 'json';
+  return wanted as LogFormat;
+}
+
+/** A pino destination on file descriptor `fd` in `format`; pretty lines are written synchronously, like JSON. */
+export function logDestination(format: LogFormat, fd: number): DestinationStream {
+  if (format === 'json') return pino.destination(fd);
+  return pretty({
+    destination: fd,
+    sync: true,
+    translateTime: 'SYS:HH:MM:ss.l',
+    // The same on every line of one controller: noise for a reader at a terminal (JSON keeps them).
+    ignore: 'pid,hostname,component',
+    singleLine: true,
+  });
+}
