@@ -271,6 +271,7 @@ export class EvaScheduler implements Scheduler {
         candidates: checked.map((c) => c.summary),
         chosen: chosen.summary.name,
         horizonSeconds: horizon,
+        paybackMargin: this.paybackMargin,
         eventRatePerSecond: this.history.eventRatePerSecond,
         fullFraction: this.history.fullFraction,
         reason: capped.note === undefined ? reason : `${reason}; ${capped.note}`,

@@ -38,6 +38,8 @@ export interface DecisionRecord {
   readonly candidates: readonly CandidateSummary[];
   readonly chosen: CandidateSummary['name'] | 'baseline';
   readonly horizonSeconds?: number | undefined;
+  /** A move must pay back this many times its migration cost over the horizon (Eva's eq. 1 is 1). */
+  readonly paybackMargin?: number | undefined;
   readonly eventRatePerSecond?: number | undefined;
   readonly fullFraction?: number | undefined;
   readonly reason: string;

@@ -95,12 +95,18 @@ describe('why helpers', () => {
 
   it("reads Eva's payback margin from its reason (1 without a mark)", () => {
     expect(
-      paybackMarginOf('chose stay — stay: saving $0.00/h over T=600 s, migration $0.00 ×8, net $0.00'),
+      paybackMarginOf({
+        reason: 'chose stay — stay: saving $0.00/h over T=600 s, migration $0.00 ×8, net $0.00',
+      }),
     ).toBe(8);
     expect(
-      paybackMarginOf('only candidate (stay: saving $0.00/h over T=600 s, migration $0.00, net $0.00)'),
+      paybackMarginOf({
+        reason: 'only candidate (stay: saving $0.00/h over T=600 s, migration $0.00, net $0.00)',
+      }),
     ).toBe(1);
-    expect(paybackMarginOf(undefined)).toBe(1);
+    expect(paybackMarginOf({})).toBe(1);
+    // The record's own field wins over the reason text.
+    expect(paybackMarginOf({ paybackMargin: 4, reason: 'migration $0.12 ×8' })).toBe(4);
   });
 });
 

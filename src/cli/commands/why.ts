@@ -28,6 +28,7 @@ const decisionSchema = z.object({
   chosen: z.string().optional(),
   reason: z.string().optional(),
   horizonSeconds: z.number().optional(),
+  paybackMargin: z.number().optional(),
   candidates: z.array(candidateSchema).default([]),
 });
 type Candidate = z.output<typeof candidateSchema>;
@@ -41,11 +42,16 @@ export function formatMoney(amount: number): string {
 }
 
 /**
- * Eva's payback margin k (a move must pay back k times its migration cost): the decision record carries it only in
- * Eva's reason text (`migration $0.12 ×8`); without the mark the rule is Eva's own, k = 1.
+ * Eva's payback margin k (a move must pay back k times its migration cost), from the decision record. Rounds recorded
+ * before the record carried it have it only in Eva's reason text (`migration $0.12 ×8`); without either, the rule is
+ * Eva's own, k = 1.
  */
-export function paybackMarginOf(reason: string | undefined): number {
-  const match = /×(\d+(?:\.\d+)?)/.exec(reason ?? '');
+export function paybackMarginOf(decision: {
+  readonly paybackMargin?: number | undefined;
+  readonly reason?: string | undefined;
+}): number {
+  if (decision.paybackMargin !== undefined) return decision.paybackMargin;
+  const match = /×(\d+(?:\.\d+)?)/.exec(decision.reason ?? '');
   return match === null ? 1 : Number(match[1]);
 }
 
@@ -157,7 +163,7 @@ export function renderWhy(why: WhyResponse): string {
   const out = [`${why.jobId}: ${why.state}\n`];
   if (why.records.length === 0) return `${out[0]}no scheduling decision mentions this job yet\n`;
   const rows = groupRounds(why.records);
-  const margin = Math.max(1, ...rows.map((r) => paybackMarginOf(r.decision.reason)));
+  const margin = Math.max(1, ...rows.map((r) => paybackMarginOf(r.decision)));
   for (const row of rows) {
     out.push(`${roundsLabel(row)}: ${row.summary}\n`);
     if (!showsNumbers(row)) continue;
