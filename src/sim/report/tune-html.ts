@@ -267,6 +267,7 @@ export function tuneHtml(report: TuneReport): string {
       title: 'fleetwise tune report',
       heading: 'fleetwise tune: WFQ configs on the Pareto front',
       style: STYLE,
+      bundle: 'full',
     },
     report.settings,
     [
