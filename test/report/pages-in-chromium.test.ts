@@ -172,9 +172,14 @@ describe('HTML pages in headless Chromium', () => {
         if (r.url() !== pathToFileURL(path).href) problems.push(`request: ${r.url()}`);
       });
       await tab.goto(pathToFileURL(path).href, { waitUntil: 'load' });
-      await tab.waitForFunction((n) => document.querySelectorAll('.chart.live').length === n, page.charts, {
-        timeout: 20_000,
-      });
+      // A string: the test's TypeScript has no DOM types, the page evaluates it.
+      await tab.waitForFunction(
+        `document.querySelectorAll('.chart.live').length === ${page.charts}`,
+        undefined,
+        {
+          timeout: 20_000,
+        },
+      );
       // Every live chart drew something: ECharts' SVG with paths and text in it.
       const drawn = await tab.$$eval('.chart.live', (charts) =>
         charts.map((c) => c.querySelectorAll('svg path, svg text').length),
