@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { ValidationError } from '../core/validation.js';
 import { escapeXml } from '../report/escape.js';
-import { renderChartSvg } from '../report/svg-chart.js';
+import { CHART_STYLE, chartHtml, chartRuntime, fmt, type Chart } from '../report/chart.js';
+import { CATEGORY_COLORS } from '../report/palette.js';
 import { COST_REPORTS_PREFIX, costReportKeys, LATEST_REPORT_KEY } from '../protocol/object-keys.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import type { BilledInstance, DetailedCostReport } from './cost-accounting.js';
@@ -9,7 +10,8 @@ import type { BilledInstance, DetailedCostReport } from './cost-accounting.js';
 /**
  * Cost reports written to the object store under `reports/` (every hour, whenever a job
  * ends, and on demand): the same numbers as JSON (for `fleetwise report` and scripts), CSV (for spreadsheets) and a
- * self-contained HTML page with inline SVG charts (opens offline, no scripts).
+ * self-contained HTML page with ECharts charts (static SVG, live when scripts run; the library is inline, so it
+ * opens offline).
  *
  * Keys (src/protocol/object-keys.ts): `reports/costs-<UTC stamp>.{json,csv,html}` (the stamp sorts chronologically)
  * and `reports/latest.json`, a copy of the newest JSON report.
@@ -122,112 +124,190 @@ export function reportCsv(doc: CostReportDocument): string {
 // ---------------------------------------------------------------------------------------------------------------
 // HTML
 
-const BAR_COLORS = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948', '#b07aa1', '#9c755f'];
-
 function money(dollars: number): string {
   return `$${dollars.toFixed(dollars !== 0 && Math.abs(dollars) < 1 ? 4 : 2)}`;
 }
 
-/** A horizontal bar chart as inline SVG. */
-export function barChartSvg(title: string, bars: readonly { label: string; value: number }[]): string {
-  const rowPx = 22;
-  const labelPx = 220;
-  const widthPx = 720;
-  const plotPx = widthPx - labelPx - 90;
-  const max = Math.max(1e-12, ...bars.map((b) => b.value));
-  const height = 30 + rowPx * Math.max(1, bars.length);
-  const rows = bars.map((b, i) => {
-    const y = 26 + i * rowPx;
-    const w = Math.max(0, (b.value / max) * plotPx);
-    return (
-      `<text x="${labelPx - 6}" y="${y + 14}" text-anchor="end" font-size="12">${escapeXml(b.label)}</text>` +
-      `<rect x="${labelPx}" y="${y + 2}" width="${w.toFixed(1)}" height="${rowPx - 6}" fill="${BAR_COLORS[i % BAR_COLORS.length] as string}"/>` +
-      `<text x="${(labelPx + w + 6).toFixed(1)}" y="${y + 14}" font-size="12">${escapeXml(money(b.value))}</text>`
-    );
-  });
-  const empty =
-    bars.length === 0
-      ? `<text x="${labelPx}" y="40" font-size="12" fill="#777">no costs in this period</text>`
-      : '';
-  return (
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${widthPx}" height="${height}" role="img" aria-label="${escapeXml(title)}">` +
-    `<text x="4" y="16" font-size="14" font-weight="bold">${escapeXml(title)}</text>${rows.join('')}${empty}</svg>`
-  );
+const CHART_WIDTH = 960;
+const BAR_PX = 24;
+const IDLE_LABEL = 'idle (no task on the instance)';
+
+/**
+ * A horizontal bar chart, largest first, each bar labelled with its amount; `group` colours bars by a category (a
+ * job's team) and lists the categories in the legend.
+ */
+export function barChart(
+  id: string,
+  title: string,
+  bars: readonly { label: string; value: number; color?: string }[],
+): Chart {
+  const rows = bars.length === 0 ? [{ label: 'no costs in this period', value: 0, color: '#ccc' }] : bars;
+  return {
+    id,
+    title,
+    width: CHART_WIDTH,
+    height: 40 + BAR_PX * rows.length,
+    option: {
+      tooltip: { trigger: 'item', confine: true, valueFormatter: fmt('money') },
+      grid: { left: 12, right: 110, top: 8, bottom: 24, containLabel: true },
+      xAxis: { type: 'value', min: 0, axisLabel: { formatter: '${value}' } },
+      yAxis: {
+        type: 'category',
+        inverse: true,
+        data: rows.map((b) => b.label),
+        axisTick: { show: false },
+        axisLabel: { width: 260, overflow: 'truncate' },
+      },
+      series: [
+        {
+          type: 'bar',
+          name: title,
+          barMaxWidth: 18,
+          data: rows.map((b, i) => ({
+            value: b.value,
+            itemStyle: { color: b.color ?? (CATEGORY_COLORS[i % CATEGORY_COLORS.length] as string) },
+            label: { show: true, position: 'right', formatter: money(b.value), color: '#333' },
+          })),
+        },
+      ],
+    },
+  };
 }
 
-function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
-  const head = headers.map((h) => `<th>${escapeXml(h)}</th>`).join('');
-  const body = rows.map((r) => `<tr>${r.map((c) => `<td>${escapeXml(c)}</td>`).join('')}</tr>`).join('');
-  return `<table><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table>`;
+/** The fleet's $/hour over the period, a step function. */
+function costRateChart(doc: CostReportDocument): Chart | undefined {
+  const series = doc.costPerHourSeries;
+  if (series.length < 2) return undefined;
+  const t0 = series[0]?.atSeconds ?? doc.sinceSeconds;
+  return {
+    id: 'cost-rate',
+    title: 'Fleet cost rate ($/hour)',
+    width: CHART_WIDTH,
+    height: 300,
+    option: {
+      tooltip: { trigger: 'axis', confine: true, valueFormatter: fmt('money') },
+      grid: { left: 70, right: 30, top: 20, bottom: 50 },
+      xAxis: {
+        type: 'value',
+        name: 'hours since the start of the period',
+        nameLocation: 'middle',
+        nameGap: 30,
+        min: 0,
+        max: 'dataMax',
+      },
+      yAxis: { type: 'value', name: '$/hour', nameLocation: 'middle', nameGap: 50, min: 0 },
+      series: [
+        {
+          type: 'line',
+          name: '$/hour',
+          step: 'end',
+          showSymbol: false,
+          color: CATEGORY_COLORS[0],
+          areaStyle: { opacity: 0.2 },
+          data: series.map((p) => [Number(((p.atSeconds - t0) / 3600).toFixed(4)), p.costPerHour]),
+        },
+      ],
+    },
+  };
 }
 
+function table(
+  headers: readonly string[],
+  rows: readonly (readonly string[])[],
+  numeric: readonly boolean[] = [],
+): string {
+  const cls = (i: number): string => (numeric[i] === true ? ' class="num"' : '');
+  const head = headers.map((h, i) => `<th${cls(i)}>${escapeXml(h)}</th>`).join('');
+  const body = rows
+    .map((r) => `<tr>${r.map((c, i) => `<td${cls(i)}>${escapeXml(c)}</td>`).join('')}</tr>`)
+    .join('\n');
+  return `<div class="table-wrap"><table><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table></div>`;
+}
+
+const STYLE = `
+  body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222; margin: 24px auto;
+    max-width: 1000px; padding: 0 16px; }
+  h1 { font-size: 21px; } h2 { font-size: 17px; margin-top: 30px; } .note { color: #555; font-size: 13px; }
+  p.lead { font-size: 16px; }
+  .table-wrap { overflow-x: auto; max-width: 100%; }
+  table { border-collapse: collapse; margin: 8px 0 16px; font-variant-numeric: tabular-nums; }
+  th, td { border-bottom: 1px solid #e0e0e0; padding: 4px 10px; text-align: left; font-size: 13px; white-space: nowrap; }
+  th { background: #f3f3f3; } td.num, th.num { text-align: right; }
+  figure { margin: 12px 0 20px; } figcaption { color: #555; font-size: 13px; }
+  ${CHART_STYLE}
+`;
+
+const share = (part: number, whole: number): string =>
+  whole > 0 ? ` (${((100 * part) / whole).toFixed(1)}%)` : '';
+
+/**
+ * The cost report as a self-contained page: the totals in a sentence and a table, the cost rate over time, cost by
+ * team (idle beside them: every dollar is a team's or idle) and by job (bars in their team's colour), and the
+ * instances. Charts are ECharts, inline (the smaller "common" build: this page is written every hour and whenever a
+ * job ends).
+ */
 export function reportHtml(doc: CostReportDocument): string {
   const r = doc;
-  const series = doc.costPerHourSeries;
-  const t0 = series[0]?.atSeconds ?? r.sinceSeconds;
-  const chart =
-    series.length < 2
-      ? ''
-      : renderChartSvg({
-          id: 'cost-rate',
-          title: 'Fleet cost rate',
-          legend: [{ name: '$/hour', color: BAR_COLORS[0] as string }],
-          panels: [
-            {
-              x: { label: 'hours since the start of the period', tight: true, format: (v) => v.toFixed(2) },
-              y: { label: '$/hour', min: 0 },
-              interpolation: 'step',
-              lines: [
-                {
-                  name: '$/hour',
-                  color: BAR_COLORS[0] as string,
-                  xs: series.map((p) => (p.atSeconds - t0) / 3600),
-                  ys: series.map((p) => p.costPerHour),
-                },
-              ],
-            },
-          ],
-        });
+  const attributed = r.byJob.reduce((s, j) => s + j.cost, 0);
+  const teamColor = new Map(
+    r.byTeam.map((t, i) => [t.id, CATEGORY_COLORS[i % CATEGORY_COLORS.length] as string]),
+  );
+  const rate = costRateChart(doc);
+  const topJobs = r.byJob.slice(0, 25);
+  const byTeam = barChart('cost-by-team', 'Cost by team', [
+    ...r.byTeam.map((t) => ({ label: t.id, value: t.cost, color: teamColor.get(t.id) as string })),
+    ...(r.idleCost > 0 ? [{ label: IDLE_LABEL, value: r.idleCost, color: '#b0b0b0' }] : []),
+  ]);
+  const byJob = barChart(
+    'cost-by-job',
+    'Cost by job',
+    topJobs.map((j) => ({
+      label: `${j.id} ${j.name}`,
+      value: j.cost,
+      color: teamColor.get(j.team) ?? '#888',
+    })),
+  );
+  const teamKey = r.byTeam
+    .map((t) => `<span style="color:${teamColor.get(t.id) as string}">■</span> ${escapeXml(t.id)}`)
+    .join(' &nbsp; ');
   const summary = table(
     ['total', 'attributed to jobs', 'idle', 'migration overhead', '$/hour now'],
     [
       [
         money(r.totalCost),
-        money(r.byJob.reduce((s, j) => s + j.cost, 0)),
+        money(attributed),
         money(r.idleCost),
         money(r.migrationOverheadCost),
         money(r.costPerHourNow),
       ],
     ],
+    [true, true, true, true, true],
   );
-  const topJobs = r.byJob.slice(0, 25);
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>fleetwise costs: ${escapeXml(doc.cluster)} (${escapeXml(doc.generatedAt)})</title>
-<style>
-body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1000px}
-table{border-collapse:collapse;margin:8px 0 20px}th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;font-size:13px}
-th{background:#f3f3f3}h1{font-size:20px}h2{font-size:16px;margin-top:28px}.note{color:#666;font-size:13px}
-</style></head><body>
+<style>${STYLE}</style></head><body>
 <h1>Costs of cluster ${escapeXml(doc.cluster)}</h1>
+<p class="lead" id="lead">${escapeXml(
+    `${money(r.totalCost)} spent in this period: ${money(attributed)}${share(attributed, r.totalCost)} by jobs, ` +
+      `${money(r.idleCost)}${share(r.idleCost, r.totalCost)} on idle instances; the fleet costs ` +
+      `${money(r.costPerHourNow)}/hour now.`,
+  )}</p>
 <p class="note">From ${escapeXml(doc.since)} to ${escapeXml(doc.generatedAt)}; written because: ${escapeXml(doc.reason)}.
 Per-second billing from launch to termination (one-minute minimum); each instance's cost is shared among the tasks on
-it by reservation price; time with no task on an instance is idle.</p>
+it by reservation price; time with no task on an instance is idle. Migration overhead: instance time spent
+checkpointing and restoring moved jobs (part of their jobs' cost).</p>
 ${summary}
-${chart}
+${rate === undefined ? '' : `<h2>Cost rate</h2><figure>${chartHtml(rate)}<figcaption>The fleet's $/hour: the sum of the hourly prices of the instances billed at each moment.</figcaption></figure>`}
 <h2>By team</h2>
-${barChartSvg(
-  'Cost by team',
-  r.byTeam.map((t) => ({ label: t.id, value: t.cost })),
-)}
+<figure>${chartHtml(byTeam)}</figure>
 <h2>By job${r.byJob.length > topJobs.length ? ` (top ${topJobs.length} of ${r.byJob.length})` : ''}</h2>
-${barChartSvg(
-  'Cost by job',
-  topJobs.map((j) => ({ label: `${j.id} ${j.name}`, value: j.cost })),
-)}
+<figure>${chartHtml(byJob)}<figcaption>Coloured by team: ${teamKey}</figcaption></figure>
 ${table(
   ['job', 'name', 'team', 'cost', 'of which migration'],
   r.byJob.map((j) => [j.id, j.name, j.team, money(j.cost), money(j.migrationCost)]),
+  [false, false, false, true, true],
 )}
 <h2>By instance</h2>
 ${table(
@@ -239,7 +319,9 @@ ${table(
     money(i.cost),
     money(i.idleCost),
   ]),
+  [false, false, true, true, true],
 )}
+${chartRuntime('common')}
 </body></html>
 `;
 }

@@ -1,3 +1,6 @@
+/** Co-location rate assumed per co-located task before anything is learned (Eva §4.3). */
+export const DEFAULT_COLOCATION_RATE = 0.95;
+
 /**
  * Co-location throughput table (Eva §4.3–§4.4), learned online from observed throughputs.
  *
@@ -50,7 +53,7 @@ export class ColocationTable {
   /** Incremented whenever a recorded mean changes (re-recording the same value leaves it unchanged). */
   version = 0;
 
-  constructor(readonly defaultRate = 0.95) {
+  constructor(readonly defaultRate = DEFAULT_COLOCATION_RATE) {
     if (!(defaultRate > 0 && defaultRate <= 1))
       throw new Error(`default co-location rate must be in (0, 1], got ${defaultRate}`);
   }

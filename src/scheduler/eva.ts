@@ -121,7 +121,7 @@ export class EvaScheduler implements Scheduler {
     this.variant = options.variant ?? 'eva';
     this.name = this.variant;
     this.book = new PriceBook(catalog);
-    this.table = new ColocationTable(options.defaultRate ?? 0.95);
+    this.table = new ColocationTable(options.defaultRate);
     this.caps = options.caps ?? {};
     this.exact = options.exact;
     const efficiency = options.packingEfficiency ?? DEFAULT_PACKING_EFFICIENCY;

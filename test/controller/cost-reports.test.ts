@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/core/validation.js';
 import { attributeCosts, type BilledInstance } from '../../src/controller/cost-accounting.js';
 import {
-  barChartSvg,
+  barChart,
   buildReportDocument,
   costPerHourSeries,
   listReports,
@@ -104,9 +104,17 @@ describe('cost reports', () => {
     expect(html).toContain('Costs of cluster bars');
     expect(html).toContain('cifar, &quot;quoted&quot;');
     expect(html).toContain('written because: job-1 cancelled');
-    expect(html.match(/<svg /g)?.length).toBe(3); // $/hour over time, by team, by job
-    expect(html).not.toMatch(/<script|https?:\/\/(?!www\.w3\.org)/);
-    expect(barChartSvg('t', [{ label: '<b>', value: 1 }])).toContain('&lt;b&gt;');
+    // $/hour over time, by team, by job: each a static SVG, live in the browser (the library inline, no URL).
+    expect(
+      html.match(/<div class="chart" id="(cost-rate|cost-by-team|cost-by-job)"[^>]*><svg /g),
+    ).toHaveLength(3);
+    const markup = html.replace(/(<script\b[^>]*>)[\s\S]*?(<\/script>)/g, '$1$2');
+    expect(markup).not.toMatch(/https?:\/\/(?!www\.w3\.org)|\ssrc=|<link/);
+    // 1 h of $0.1785 + 1 h of $3.06, all attributed to the two jobs.
+    expect(html).toContain('$3.24 spent in this period: $3.24 (100.0%) by jobs');
+    // Same input, same bytes.
+    expect(reportHtml(sampleDocument('job-1 cancelled'))).toBe(html);
+    expect(barChart('c', 't', [{ label: '<b>', value: 1 }]).option.yAxis).toMatchObject({ data: ['<b>'] });
   });
 
   it('writes JSON, CSV and HTML to the object store and reads them back', async () => {

@@ -9,6 +9,7 @@ import type { Catalog } from '../../core/catalog.js';
 import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim/run-request.js';
 import { TRACE_FORMATS, type TraceFormat } from '../../sim/traces/load.js';
 import type { Trace } from '../../world/trace.js';
+import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
 import type { ReportSettings } from '../../sim/report/json.js';
 
 /** Flag parsing shared by `simulate` and `tune` (commander hands over strings; zod checks them). */
@@ -113,10 +114,10 @@ export function traceSettings(
     format: o.format,
     jobs: trace.jobs.length,
     seed: o.seed ?? 0,
-    multiTaskShare: o.multiTask ?? null,
+    multiTaskShare: o.multiTask ?? 0,
     arrivalRateScale: o.arrivalRateScale ?? 1,
     catalog: o.catalog ?? `bundled (${catalog.provider} ${catalog.region})`,
-    roundSeconds: o.roundSeconds ?? null,
+    roundSeconds: o.roundSeconds ?? DEFAULT_ROUND_SECONDS,
   };
 }
 

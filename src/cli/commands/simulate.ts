@@ -27,6 +27,8 @@ import type { RunResult } from '../../world/run-result.js';
 import { QUEUE_KINDS } from '../../sim/queue-options.js';
 import type { FamilyGroupQuota } from '../../queue/caps.js';
 import { DEFAULT_PACKING_EFFICIENCY, DEFAULT_PAYBACK_MARGIN } from '../../scheduler/eva.js';
+import { DEFAULT_COLOCATION_RATE } from '../../scheduler/colocation-table.js';
+import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
 import { loadControllerConfig } from '../../controller/config-loading.js';
 import { settingsFromConfig } from '../../controller/settings.js';
 
@@ -237,8 +239,10 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   if (o.out !== undefined) {
     const settings: ReportSettings = {
       ...traceSettings(o, trace, catalog),
+      // Defaults as their values: a reader of the report should not need the code to know what ran.
+      roundSeconds: roundSeconds ?? DEFAULT_ROUND_SECONDS,
       earlyRounds: o.earlyRounds ?? false,
-      evaDefaultRate: o.evaDefaultRate ?? null,
+      evaDefaultRate: o.evaDefaultRate ?? config?.scheduler.defaultRate ?? DEFAULT_COLOCATION_RATE,
       evaPrices: o.evaPrices ?? 'packed',
       evaPackingEfficiency: o.evaPackingEfficiency ?? DEFAULT_PACKING_EFFICIENCY,
       evaPaybackMargin: o.evaPaybackMargin ?? DEFAULT_PAYBACK_MARGIN,
@@ -247,13 +251,13 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
           ? `pairwise co-location throughput ${o.pairwiseInterference}`
           : 'measured contention matrix (Eva)',
       schedulers: o.schedulers.join(', '),
-      queue: queue?.kind ?? null,
-      queueConfig: o.queueConfig ?? null,
-      capDollarsPerHour: capDollarsPerHour ?? null,
-      capInstances: capInstances ?? null,
+      queue: queue?.kind ?? 'none (jobs start when placed)',
+      queueConfig: o.queueConfig ?? (queue === undefined ? 'none' : 'built-in default'),
+      capDollarsPerHour: capDollarsPerHour ?? 'none (uncapped)',
+      capInstances: capInstances ?? 'none (uncapped)',
       quotas:
         quotas.length === 0
-          ? null
+          ? 'none'
           : quotas
               .map((q) =>
                 [
@@ -267,7 +271,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
                 ].join(''),
               )
               .join(' '),
-      predictions: queue === undefined ? null : (queue.predict ?? false),
+      predictions: queue === undefined ? 'off (no queue)' : (queue.predict ?? false),
     };
     // The trace's lower bounds, for the report's summary and cost chart (an LP per job event: ~2 s on Alibaba).
     const bounds = costBounds(await loadIlpSolver(), catalog, trace.jobs);

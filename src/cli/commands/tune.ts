@@ -320,8 +320,8 @@ async function tune(raw: RawTuneOptions): Promise<void> {
     const settings: ReportSettings = {
       ...traceSettings(o, trace, catalog),
       scheduler: o.scheduler,
-      capDollarsPerHour: o.capDollarsPerHour ?? null,
-      capInstances: o.capInstances ?? null,
+      capDollarsPerHour: o.capDollarsPerHour ?? 'none (uncapped)',
+      capInstances: o.capInstances ?? 'none (uncapped)',
       samples: o.samples,
       searchSeed,
       classes: o.classes.join(','),

@@ -41,7 +41,7 @@ export class SynergyScheduler implements Scheduler {
     private readonly options: SynergyOptions = {},
   ) {
     this.book = new PriceBook(catalog);
-    this.table = new ColocationTable(options.defaultRate ?? 0.95);
+    this.table = new ColocationTable(options.defaultRate);
   }
 
   fork(): SynergyScheduler {

@@ -4,6 +4,8 @@ import { timeWeightedUtilization } from './series-metrics.js';
 /** One column of the human-readable summary (terminal table and HTML table). */
 export interface SummaryColumn {
   readonly header: string;
+  /** What the column means, for a reader who has not read the code: the HTML table's header tooltip and footnote. */
+  readonly description: string;
   /** Numeric columns are right-aligned. */
   readonly numeric: boolean;
   readonly cell: (r: RunResult) => string;
@@ -16,8 +18,8 @@ const fixed = (digits: number) => {
 /** $ amounts and ratios as the summary tables print them (en-US grouping). */
 export const money = fixed(2);
 export const three = fixed(3);
-const one = fixed(1);
-const integer = fixed(0);
+export const one = fixed(1);
+export const integer = fixed(0);
 const percent = (v: number | null): string => (v === null ? '–' : `${one(100 * v)}%`);
 
 /** Utilization columns are extras of the report (not in RunSummary): time-weighted allocated ÷ provisioned. */
@@ -29,21 +31,99 @@ function utilization(dim: 'Gpus' | 'Vcpus' | 'MemoryGiB') {
 }
 
 export const SUMMARY_COLUMNS: readonly SummaryColumn[] = [
-  { header: 'scheduler', numeric: false, cell: (r) => r.summary.scheduler },
-  { header: 'jobs', numeric: true, cell: (r) => integer(r.summary.jobs) },
-  { header: 'total cost $', numeric: true, cell: (r) => money(r.summary.totalCost) },
-  { header: 'norm. cost', numeric: true, cell: (r) => percent(r.summary.normalizedCost) },
-  { header: 'mean JCT h', numeric: true, cell: (r) => three(r.summary.meanJctHours) },
-  { header: 'median JCT h', numeric: true, cell: (r) => three(r.summary.medianJctHours) },
-  { header: 'p95 JCT h', numeric: true, cell: (r) => three(r.summary.p95JctHours) },
-  { header: 'peak $/h', numeric: true, cell: (r) => money(r.summary.peakCostPerHour) },
-  { header: 'migr./job', numeric: true, cell: (r) => three(r.summary.migrationsPerJob) },
-  { header: 'instances', numeric: true, cell: (r) => integer(r.summary.instancesLaunched) },
-  { header: 'full-reconf.', numeric: true, cell: (r) => three(r.summary.fullReconfigFraction) },
-  { header: 'GPU util.', numeric: true, cell: utilization('Gpus') },
-  { header: 'vCPU util.', numeric: true, cell: utilization('Vcpus') },
-  { header: 'RAM util.', numeric: true, cell: utilization('MemoryGiB') },
-  { header: 'wall s', numeric: true, cell: (r) => one(r.summary.wallSeconds) },
+  {
+    header: 'scheduler',
+    description: 'The scheduling policy simulated.',
+    numeric: false,
+    cell: (r) => r.summary.scheduler,
+  },
+  {
+    header: 'jobs',
+    description: 'Jobs in the trace the run simulated.',
+    numeric: true,
+    cell: (r) => integer(r.summary.jobs),
+  },
+  {
+    header: 'total cost $',
+    description: "What the run's instances cost in all, billed per second from launch to termination.",
+    numeric: true,
+    cell: (r) => money(r.summary.totalCost),
+  },
+  {
+    header: 'norm. cost',
+    description:
+      "Total cost as a share of no-packing's (one instance per job), when no-packing ran; lower is better.",
+    numeric: true,
+    cell: (r) => percent(r.summary.normalizedCost),
+  },
+  {
+    header: 'mean JCT h',
+    description: 'Mean job completion time (end − arrival, queueing included), in hours.',
+    numeric: true,
+    cell: (r) => three(r.summary.meanJctHours),
+  },
+  {
+    header: 'median JCT h',
+    description: 'Median job completion time, in hours.',
+    numeric: true,
+    cell: (r) => three(r.summary.medianJctHours),
+  },
+  {
+    header: 'p95 JCT h',
+    description: '95th percentile of job completion time: 95% of jobs finished within it, in hours.',
+    numeric: true,
+    cell: (r) => three(r.summary.p95JctHours),
+  },
+  {
+    header: 'peak $/h',
+    description: 'Highest cost rate of the fleet at any moment, in dollars per hour.',
+    numeric: true,
+    cell: (r) => money(r.summary.peakCostPerHour),
+  },
+  {
+    header: 'migr./job',
+    description: 'Job migrations (a started job moved to other instances) per job.',
+    numeric: true,
+    cell: (r) => three(r.summary.migrationsPerJob),
+  },
+  {
+    header: 'instances',
+    description: 'Instances launched over the whole run (each counted once, however long it ran).',
+    numeric: true,
+    cell: (r) => integer(r.summary.instancesLaunched),
+  },
+  {
+    header: 'full-reconf.',
+    description:
+      'Share of scheduling rounds in which Eva chose a full reconfiguration (repacking every job) over a partial one; 0 for schedulers without it.',
+    numeric: true,
+    cell: (r) => three(r.summary.fullReconfigFraction),
+  },
+  {
+    header: 'GPU util.',
+    description:
+      'Time-weighted GPU utilization: Σ GPUs requested by placed tasks ÷ Σ GPUs provisioned, over the run.',
+    numeric: true,
+    cell: utilization('Gpus'),
+  },
+  {
+    header: 'vCPU util.',
+    description: 'Time-weighted vCPU utilization: requested by placed tasks ÷ provisioned, over the run.',
+    numeric: true,
+    cell: utilization('Vcpus'),
+  },
+  {
+    header: 'RAM util.',
+    description: 'Time-weighted memory utilization: requested by placed tasks ÷ provisioned, over the run.',
+    numeric: true,
+    cell: utilization('MemoryGiB'),
+  },
+  {
+    header: 'wall s',
+    description: 'Wall-clock seconds the simulation of this run took (not simulated time).',
+    numeric: true,
+    cell: (r) => one(r.summary.wallSeconds),
+  },
 ];
 
 const orDash =
@@ -53,16 +133,44 @@ const orDash =
 
 /** Columns of the queue layer's metrics, shown when some run had a queue. */
 export const QUEUE_COLUMNS: readonly SummaryColumn[] = [
-  { header: 'p99 JCT h', numeric: true, cell: (r) => orDash(three)(r.queue?.p99JctHours) },
-  { header: 'unfair. %', numeric: true, cell: (r) => orDash(one)(r.queue?.unfairness) },
-  { header: 'pred. err %', numeric: true, cell: (r) => orDash(one)(r.queue?.predErrAvg) },
-  { header: 'p99 pred. err %', numeric: true, cell: (r) => orDash(one)(r.queue?.predErrP99) },
+  {
+    header: 'p99 JCT h',
+    description: '99th percentile of job completion time, in hours.',
+    numeric: true,
+    cell: (r) => orDash(three)(r.queue?.p99JctHours),
+  },
+  {
+    header: 'unfair. %',
+    description:
+      'Mean unfairness in percent: how much longer a job took than with a fair share of the capped capacity, 100 × max(0, JCT ÷ fair-share time − 1), averaged over jobs (0 = fair); – without caps.',
+    numeric: true,
+    cell: (r) => orDash(one)(r.queue?.unfairness),
+  },
+  {
+    header: 'pred. err %',
+    description:
+      'Mean error of the completion times predicted at submission: |actual − predicted| ÷ predicted, in percent; – without predictions.',
+    numeric: true,
+    cell: (r) => orDash(one)(r.queue?.predErrAvg),
+  },
+  {
+    header: 'p99 pred. err %',
+    description: '99th percentile of that prediction error, in percent.',
+    numeric: true,
+    cell: (r) => orDash(one)(r.queue?.predErrP99),
+  },
   {
     header: 'succ. sojourn h',
+    description: 'Mean completion time of the jobs that ended successfully, in hours.',
     numeric: true,
     cell: (r) => orDash(three)(r.queue?.successfulSojournMeanHours),
   },
-  { header: 'preempt.', numeric: true, cell: (r) => orDash(integer)(r.queue?.preemptions) },
+  {
+    header: 'preempt.',
+    description: 'Jobs checkpointed back to the queue so a class could reclaim its guaranteed share.',
+    numeric: true,
+    cell: (r) => orDash(integer)(r.queue?.preemptions),
+  },
 ];
 
 /** The columns for a set of runs: the summary's, plus the queue metrics' when some run had a queue. */

@@ -1,88 +1,133 @@
 import type { RunResult } from '../../world/run-result.js';
 import { reportCharts } from './charts.js';
 import { escapeXml } from '../../report/escape.js';
-import { BASE_STYLE, htmlPage } from './page.js';
-import { money as twoDecimals, summaryColumns, three } from './format.js';
+import { chartHtml } from '../../report/chart.js';
+import { seriesStyle } from '../../report/palette.js';
+import { BASE_STYLE, dataTable, htmlPage } from './page.js';
+import { money as twoDecimals, one, summaryColumns, three } from './format.js';
 import type { ReportBounds, ReportSettings } from './json.js';
-import { renderChartSvg } from '../../report/svg-chart.js';
-
-/** Shown under each chart; keyed by chart id. */
-const CAPTIONS: Readonly<Record<string, string>> = {
-  'chart-cumulative-cost':
-    'Money spent so far: every instance is billed per second from launch to termination.',
-  'chart-running-instances': 'Instances provisioned (launching or running) at each moment.',
-  'chart-resource-allocation':
-    'Σ demand of the tasks placed on instances ÷ Σ capacity of the provisioned instances, per dimension; ' +
-    'a gap means nothing was provisioned.',
-  'chart-jct-distribution':
-    'Share of completed jobs whose completion time (end − arrival) is at most x; further right = slower.',
-  'chart-migrations': 'Total number of job migrations (moves of a started job to other instances) so far.',
-};
 
 const STYLE = `${BASE_STYLE}
   tr.cheapest td { font-weight: 600; }
-  svg.chart { max-width: 100%; height: auto; font: 11px system-ui, sans-serif; }
-  svg.chart .chart-title { font-size: 15px; font-weight: 600; }
-  svg.chart .panel-title { font-size: 13px; font-weight: 600; }
-  svg.chart .grid { stroke: #e6e6e6; stroke-width: 1; }
-  svg.chart .axis { stroke: #888; fill: none; }
-  svg.chart .tick { fill: #555; } svg.chart .axis-label { fill: #333; font-size: 12px; }
-  svg.chart .line { fill: none; stroke-width: 1.6; stroke-linejoin: round; }
-  svg.chart .legend-swatch { stroke-width: 3; } svg.chart .legend-label { fill: #333; font-size: 12px; }
-  svg.chart .empty { fill: #999; font-size: 14px; }
+  p.bounds { color: #444; }
 `;
 
-const BOUND_CAPTION =
-  ' Dashed: the timed lower bound, what a fluid fleet (fractional instances, resized at will) would have spent ' +
-  'hosting every job from its arrival for its standalone duration, with no delays and no interference.';
+const BASELINE = 'no-packing';
+/** The scheduler the report is about when it ran; otherwise the lead speaks of the cheapest run. */
+const FOCUS = 'eva';
+
+const dollars = (x: number): string => `$${twoDecimals(x)}`;
+
+/** "$X (Y%) less than no-packing" (or more). */
+function versusBaseline(cost: number, baseline: number): string {
+  const saving = baseline - cost;
+  const share = baseline > 0 ? ` (${one((100 * Math.abs(saving)) / baseline)}%)` : '';
+  return `${dollars(Math.abs(saving))}${share} ${saving >= 0 ? 'less' : 'more'} than ${BASELINE}`;
+}
+
+/**
+ * The report's first lines: what the focus run (eva, else the cheapest) saved against no-packing in dollars, at what
+ * cost in completion time, how far it stays above the trace's lower bounds, and which run was cheapest if another.
+ */
+function leadParagraph(results: readonly RunResult[], bounds: ReportBounds | undefined): string {
+  if (results.length === 0) return '<p class="lead">No runs.</p>';
+  const cheapest = results.reduce((a, b) => (b.summary.totalCost < a.summary.totalCost ? b : a));
+  const baseline = results.find((r) => r.summary.scheduler === BASELINE);
+  const focus = results.find((r) => r.summary.scheduler === FOCUS) ?? cheapest;
+  const name = (r: RunResult): string =>
+    `<strong style="color:${seriesStyle(r.summary.scheduler).color}">${escapeXml(r.summary.scheduler)}</strong>`;
+  const parts: string[] = [];
+  const cost = focus.summary.totalCost;
+  if (baseline !== undefined && baseline !== focus) {
+    const jct = focus.summary.meanJctHours;
+    const baseJct = baseline.summary.meanJctHours;
+    const jctChange =
+      baseJct > 0 ? ` (${jct >= baseJct ? '+' : '−'}${one((100 * Math.abs(jct - baseJct)) / baseJct)}%)` : '';
+    parts.push(
+      `${name(focus)}: <strong>${escapeXml(versusBaseline(cost, baseline.summary.totalCost))}</strong> ` +
+        `(${escapeXml(dollars(cost))} against ${escapeXml(dollars(baseline.summary.totalCost))}); ` +
+        `mean job completion time ${escapeXml(three(jct))} h against ${escapeXml(three(baseJct))} h${escapeXml(jctChange)}.`,
+    );
+  } else
+    parts.push(
+      `${name(focus)} cost ${escapeXml(dollars(cost))}${baseline === undefined ? ` (${BASELINE} did not run)` : ''}.`,
+    );
+  if (bounds !== undefined) {
+    const above = (bound: number): string =>
+      `${dollars(cost - bound)}${bound > 0 ? ` (${one((100 * (cost - bound)) / bound)}%)` : ''}`;
+    parts.push(
+      `That is ${escapeXml(above(bounds.timedBound))} above the lower bound of ${escapeXml(dollars(bounds.timedBound))} ` +
+        `for this trace without delays, and ${escapeXml(above(bounds.workBound))} above the work bound ` +
+        `(${escapeXml(dollars(bounds.workBound))}), below which no schedule can go.`,
+    );
+  }
+  if (cheapest !== focus)
+    parts.push(
+      `The cheapest run was ${name(cheapest)}: ${escapeXml(
+        baseline === undefined
+          ? dollars(cheapest.summary.totalCost)
+          : `${dollars(cheapest.summary.totalCost)}, ${versusBaseline(cheapest.summary.totalCost, baseline.summary.totalCost)}`,
+      )}.`,
+    );
+  return `<p class="lead" id="lead">${parts.join(' ')}</p>`;
+}
 
 /** The trace's lower bounds, in $ and relative to No-Packing's simulated cost when it ran. */
 function boundsParagraph(results: readonly RunResult[], bounds: ReportBounds): string {
-  const noPacking = results.find((r) => r.summary.scheduler === 'no-packing')?.summary.totalCost;
+  const noPacking = results.find((r) => r.summary.scheduler === BASELINE)?.summary.totalCost;
   const money = (x: number) =>
-    `$${twoDecimals(x)}` +
+    dollars(x) +
     (noPacking === undefined || !(noPacking > 0) ? '' : ` (${three(x / noPacking)} of no-packing)`);
   return (
-    `<p id="bounds">Lower bounds for this trace (<code>fleetwise bench bound</code>): no schedule can cost less ` +
-    `than ${escapeXml(money(bounds.workBound))}, the work bound (a fluid fleet for the trace's task-hours); ` +
-    `one where no job waits or slows down costs at least ${escapeXml(money(bounds.timedBound))}.</p>`
+    `<p id="bounds" class="bounds">Lower bounds for this trace (<code>fleetwise bench bound</code>): no schedule can ` +
+    `cost less than ${escapeXml(money(bounds.workBound))}, the work bound (a fluid fleet for the trace's ` +
+    `task-hours); one where no job waits or slows down costs at least ${escapeXml(money(bounds.timedBound))}.</p>`
   );
 }
 
 function summaryTable(results: readonly RunResult[]): string {
   const cheapest = Math.min(...results.map((r) => r.summary.totalCost));
   const columns = summaryColumns(results);
-  const head = columns.map((c) => `<th${c.numeric ? ' class="num"' : ''}>${escapeXml(c.header)}</th>`);
-  const rows = results.map((r) => {
-    const cells = columns
-      .map((c) => `<td${c.numeric ? ' class="num"' : ''}>${escapeXml(c.cell(r))}</td>`)
-      .join('');
-    return `<tr${r.summary.totalCost === cheapest ? ' class="cheapest"' : ''}>${cells}</tr>`;
-  });
-  return `<div class="table-wrap"><table id="summary-table"><thead><tr>${head.join('')}</tr></thead><tbody>${rows.join('\n')}</tbody></table></div>`;
+  return dataTable(
+    'summary-table',
+    columns,
+    results,
+    (r) => (r.summary.totalCost === cheapest ? ' class="cheapest"' : ''),
+    // The scheduler's colour next to its name: the key to every chart below.
+    (c, r) =>
+      c === columns[0]
+        ? `<span class="swatch" style="background:${seriesStyle(r.summary.scheduler).color}"></span>${escapeXml(c.cell(r))}`
+        : escapeXml(c.cell(r)),
+  );
 }
 
 /**
- * The self-contained report.html: settings, the summary table and the five charts as inline SVG. No scripts,
- * fonts, images or links to load, so it opens offline and can be attached to an issue as is.
+ * The self-contained report.html: the lead (saving and bounds), the summary table, the five charts, then the
+ * settings. Charts are ECharts SVGs, live when scripts run (the library is inline), so it opens offline and can be
+ * attached to an issue as is.
  */
 export function reportHtml(
   results: readonly RunResult[],
   settings: ReportSettings,
   bounds?: ReportBounds,
 ): string {
-  const caption = (id: string): string =>
-    (CAPTIONS[id] ?? '') + (bounds !== undefined && id === 'chart-cumulative-cost' ? BOUND_CAPTION : '');
   const figures = reportCharts(results, bounds).map(
-    (chart) =>
-      `<figure>${renderChartSvg(chart)}<figcaption>${escapeXml(caption(chart.id))}</figcaption></figure>`,
+    ({ chart, caption }) =>
+      `<figure><h3>${escapeXml(chart.title)}</h3>${chartHtml(chart)}<figcaption>${escapeXml(caption)}</figcaption></figure>`,
   );
   return htmlPage(
-    { title: 'fleetwise simulation report', heading: 'fleetwise simulation report', style: STYLE },
+    {
+      title: 'fleetwise simulation report',
+      heading: 'fleetwise simulation report',
+      style: STYLE,
+      bundle: 'common',
+    },
     settings,
     [
+      leadParagraph(results, bounds),
       `<section id="summary"><h2>Summary</h2>${summaryTable(results)}` +
-        '<p>Norm. cost is relative to no-packing when it ran. Utilization is time-weighted over the run.</p>' +
+        '<p>Norm. cost is relative to no-packing when it ran. Utilization is time-weighted over the run. ' +
+        'Bold: the cheapest run. Hover a column header for its meaning.</p>' +
         (bounds === undefined ? '' : boundsParagraph(results, bounds)) +
         '</section>',
       `<section id="charts"><h2>Charts</h2>\n${figures.join('\n')}\n</section>`,

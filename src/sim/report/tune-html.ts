@@ -1,13 +1,16 @@
+import type { ScatterSeriesOption } from 'echarts';
 import type { ObjectiveName } from '../../queue/tune.js';
+import { chartHtml, fmt, type Chart } from '../../report/chart.js';
 import { escapeXml } from '../../report/escape.js';
-import { BASE_STYLE, htmlPage } from './page.js';
-import { niceStep } from '../../report/svg-chart.js';
+import { BASE_STYLE, dataTable, htmlPage, type TableColumn } from './page.js';
+import { money } from './format.js';
 import type { TuneReport, TuneRow } from './tune-json.js';
 
 /**
- * tune.html: self-contained (inline SVG and CSS, no scripts or URLs, like report.html). Two scatter charts of the
- * evaluated configs (mean JCT against p99 prediction error and against unfairness, the third objective as colour),
- * front points outlined and labelled, the recommended one ringed; then the table and the controller snippet.
+ * tune.html: self-contained like report.html (ECharts inline). The recommendation in words and as controller YAML;
+ * two scatter charts of the evaluated configs (mean JCT against p99 prediction error and against unfairness, the
+ * third objective as colour; the front outlined and labelled, the recommended one ringed); what the objectives and
+ * parameters mean; then every config in a table.
  */
 const LABEL: Readonly<Record<ObjectiveName, string>> = {
   meanJctHours: 'mean JCT (hours)',
@@ -15,271 +18,395 @@ const LABEL: Readonly<Record<ObjectiveName, string>> = {
   unfairness: 'mean unfairness (%)',
 };
 
-/** Colour legend titles: short, the legend column is narrow. */
-const SHORT: Readonly<Record<ObjectiveName, string>> = {
-  meanJctHours: 'mean JCT h',
-  predErrP99: 'p99 pred. error %',
-  unfairness: 'unfairness %',
-};
-
-const WIDTH = 960;
-const HEIGHT = 400;
-const M = { left: 72, right: 150, top: 52, bottom: 52 } as const;
-/** Points without a y value are drawn in a band above the plot. */
-const NA_BAND = 22;
-
+const WIDTH = 1120;
+const HEIGHT = 440;
+const RECOMMENDED_COLOR = '#d62728';
 /** Viridis stops (perceptually uniform, colour-blind safe): low = dark purple, high = yellow. */
-const VIRIDIS = ['#440154', '#3b528b', '#21918c', '#5ec962', '#fde725'] as const;
-const MISSING_COLOUR = '#b0b0b0';
-/** Inline, so no stylesheet rule for front points (black outline) can override the ring's colour. */
-const RING_STYLE = 'fill:none;stroke:#d62728;stroke-width:2.5;opacity:1';
+const VIRIDIS = ['#440154', '#3b528b', '#21918c', '#5ec962', '#fde725'];
+/**
+ * Points closer than this share of both axes' spans are drawn apart, on a small circle around their common spot: two
+ * configs with (nearly) the same results would otherwise hide each other. Tooltips give the exact values.
+ */
+const OVERLAP_SHARE = 0.015;
+const SPREAD_SHARE = 0.012;
 
-function hexToRgb(hex: string): [number, number, number] {
-  const n = Number.parseInt(hex.slice(1), 16);
-  return [(n >> 16) & 255, (n >> 8) & 255, n & 255];
-}
-
-/** Colour of t ∈ [0, 1] on the viridis ramp. */
-export function rampColour(t: number): string {
-  const x = Math.min(1, Math.max(0, t)) * (VIRIDIS.length - 1);
-  const i = Math.min(VIRIDIS.length - 2, Math.floor(x));
-  const a = hexToRgb(VIRIDIS[i] as string);
-  const b = hexToRgb(VIRIDIS[i + 1] as string);
-  const f = x - i;
-  const c = a.map((v, k) => Math.round(v + ((b[k] as number) - v) * f));
-  return `#${c.map((v) => v.toString(16).padStart(2, '0')).join('')}`;
-}
-
-const px = (v: number): string => (Math.round(v * 10) / 10).toString();
-
-interface Axis {
-  readonly lo: number;
-  readonly hi: number;
-  readonly ticks: number[];
-}
-
-function axisOf(values: readonly number[]): Axis {
-  let lo = Math.min(...values);
-  let hi = Math.max(...values);
-  if (!Number.isFinite(lo)) [lo, hi] = [0, 1];
-  if (hi <= lo) [lo, hi] = lo === 0 ? [0, 1] : [lo * 0.9, hi * 1.1];
-  const step = niceStep(hi - lo, 5);
-  lo = Math.floor(lo / step) * step;
-  hi = Math.ceil(hi / step) * step;
-  const ticks: number[] = [];
-  for (let t = lo; t <= hi + step * 1e-9; t += step) ticks.push(Number(t.toPrecision(12)));
-  return { lo, hi, ticks };
-}
-
-function tickText(v: number): string {
-  return new Intl.NumberFormat('en-US', { maximumSignificantDigits: 4 }).format(v);
-}
+const rangeText = (v: number): string =>
+  new Intl.NumberFormat('en-US', { maximumSignificantDigits: 4 }).format(v);
 
 function num(v: number | null, digits: number): string {
   return v === null ? '–' : v.toFixed(digits);
 }
 
-export function describeConfig(r: TuneRow): string {
-  if (r.classes === 1) return `1 class, ${r.ordering}`;
-  const limits = r.thresholdsSeconds.map((t, i) => `≤${t} s (p${r.thresholdPercentiles[i] ?? '?'})`);
-  const ceiling = r.largestClassMaxShare === null ? '' : `, largest class at most ${r.largestClassMaxShare}`;
-  return `${r.classes} classes ${limits.join(', ')}, weights ${r.weights.join('/')}, 𝒲 ${r.decay.toFixed(2)}, ${r.ordering}${ceiling}`;
+/** A size threshold in hours of task time (task-seconds in the config): what a reader compares to job lengths. */
+export function hoursOfTaskTime(seconds: number): string {
+  const h = seconds / 3600;
+  return `${h >= 100 ? h.toFixed(0) : h >= 10 ? h.toFixed(1) : h.toFixed(2)} h`;
 }
 
-function tooltip(r: TuneRow): string {
+function thresholds(r: TuneRow): string {
+  return r.thresholdsSeconds
+    .map((t, i) => `≤${hoursOfTaskTime(t)} (p${r.thresholdPercentiles[i] ?? '?'})`)
+    .join(', ');
+}
+
+export function describeConfig(r: TuneRow): string {
+  if (r.classes === 1) return `1 class, ${r.ordering}`;
+  const ceiling = r.largestClassMaxShare === null ? '' : `, largest class at most ${r.largestClassMaxShare}`;
+  return `${r.classes} classes ${thresholds(r)}, weights ${r.weights.join('/')}, 𝒲 ${r.decay.toFixed(2)}, ${r.ordering}${ceiling}`;
+}
+
+function tip(r: TuneRow, moved: boolean): string {
   return (
-    `${r.id}: ${describeConfig(r)}\nmean JCT ${num(r.meanJctHours, 3)} h, p99 pred err ${num(r.predErrP99, 1)} %, ` +
-    `unfairness ${num(r.unfairness, 1)} %`
+    `${r.id}${r.onFront ? ' (Pareto front)' : ''}: ${describeConfig(r)}\n` +
+    `mean JCT ${num(r.meanJctHours, 3)} h · p99 prediction error ${num(r.predErrP99, 1)}% · ` +
+    `unfairness ${num(r.unfairness, 1)}% · cost $${num(r.totalCost, 2)}` +
+    (moved ? '\n(drawn slightly apart from a config with nearly the same results)' : '')
   );
 }
 
+interface Placed {
+  readonly row: TuneRow;
+  readonly x: number;
+  readonly y: number;
+  readonly moved: boolean;
+}
+
+/**
+ * Positions of the points: each at its values, except that a group of points closer than OVERLAP_SHARE of the spans
+ * is spread evenly on a circle around its first member, in row order (deterministic).
+ */
+function place(rows: readonly TuneRow[], y: ObjectiveName): Placed[] {
+  const xs = rows.map((r) => r.meanJctHours as number);
+  const ys = rows.map((r) => r[y] as number);
+  const span = (v: number[]): number => Math.max(...v) - Math.min(...v) || Math.abs(v[0] ?? 1) || 1;
+  const [sx, sy] = [span(xs), span(ys)];
+  const groups: number[][] = [];
+  rows.forEach((_, i) => {
+    const group = groups.find((g) => {
+      const j = g[0] as number;
+      return (
+        Math.abs((xs[i] as number) - (xs[j] as number)) < OVERLAP_SHARE * sx &&
+        Math.abs((ys[i] as number) - (ys[j] as number)) < OVERLAP_SHARE * sy
+      );
+    });
+    if (group === undefined) groups.push([i]);
+    else group.push(i);
+  });
+  const placed: Placed[] = [];
+  for (const g of groups)
+    g.forEach((i, k) => {
+      const angle = (2 * Math.PI * k) / g.length + Math.PI / 4;
+      const moved = g.length > 1;
+      placed.push({
+        row: rows[i] as TuneRow,
+        x: (xs[g[0] as number] as number) + (moved ? SPREAD_SHARE * sx * Math.cos(angle) : 0),
+        y: (ys[g[0] as number] as number) + (moved ? SPREAD_SHARE * sy * Math.sin(angle) * 2 : 0),
+        moved,
+      });
+    });
+  return placed.sort((a, b) => rows.indexOf(a.row) - rows.indexOf(b.row));
+}
+
 /** One scatter chart: x = mean JCT, y and colour = the other two objectives. */
-export function scatterSvg(
+export function scatterChart(
   id: string,
   rows: readonly TuneRow[],
   recommendedId: string,
   y: ObjectiveName,
   colour: ObjectiveName,
-): string {
-  const plotted = rows.filter((r) => r.meanJctHours !== null);
-  const xs = plotted.map((r) => r.meanJctHours as number);
-  const ys = plotted.flatMap((r) => (r[y] === null ? [] : [r[y]]));
+): { chart: Chart; missing: TuneRow[] } {
+  const plotted = rows.filter((r) => r.meanJctHours !== null && r[y] !== null);
+  const missing = rows.filter((r) => !plotted.includes(r));
+  const placed = place(plotted, y);
   const cs = plotted.flatMap((r) => (r[colour] === null ? [] : [r[colour]]));
-  const xAxis = axisOf(xs);
-  const yAxis = axisOf(ys);
-  const [cLo, cHi] = [Math.min(...cs), Math.max(...cs)];
-  const left = M.left;
-  const right = WIDTH - M.right;
-  const top = M.top;
-  const bottom = HEIGHT - M.bottom;
-  const toX = (v: number): number => left + ((v - xAxis.lo) / (xAxis.hi - xAxis.lo)) * (right - left);
-  const toY = (v: number | null): number =>
-    v === null ? top - NA_BAND / 2 - 4 : bottom - ((v - yAxis.lo) / (yAxis.hi - yAxis.lo)) * (bottom - top);
-  const colourOf = (v: number | null): string =>
-    v === null ? MISSING_COLOUR : rampColour(cHi > cLo ? (v - cLo) / (cHi - cLo) : 0.5);
-  const title = `${LABEL[y]} vs ${LABEL.meanJctHours}; colour: ${LABEL[colour]}`;
-  const out: string[] = [
-    `<svg id="${id}" class="chart" viewBox="0 0 ${WIDTH} ${HEIGHT}" width="${WIDTH}" height="${HEIGHT}" role="img" aria-labelledby="${id}-title">`,
-    `<title id="${id}-title">${escapeXml(title)}</title>`,
-    `<text x="${px((left + right) / 2)}" y="18" text-anchor="middle" class="chart-title">${escapeXml(title)}</text>`,
+  const [cLo, cHi] = cs.length === 0 ? [0, 1] : [Math.min(...cs), Math.max(...cs)];
+  const item = (p: Placed) => ({
+    name: p.row.id,
+    value: [p.x, p.y, p.row[colour] ?? '-'],
+    tip: tip(p.row, p.moved),
+  });
+  const front = placed.filter((p) => p.row.onFront);
+  const rest = placed.filter((p) => !p.row.onFront);
+  const recommended = placed.filter((p) => p.row.id === recommendedId);
+  const series: ScatterSeriesOption[] = [
+    {
+      type: 'scatter',
+      name: 'dominated',
+      symbolSize: 9,
+      itemStyle: { opacity: 0.75 },
+      label: { show: true, formatter: '{b}', position: 'right', color: '#777' },
+      labelLayout: { moveOverlap: 'shiftY' },
+      data: rest.map(item),
+    },
+    {
+      type: 'scatter',
+      name: 'Pareto front',
+      symbolSize: 14,
+      itemStyle: { borderColor: '#111', borderWidth: 1.5 },
+      // Clear of the recommended config's ring.
+      label: {
+        show: true,
+        formatter: '{b}',
+        position: 'right',
+        distance: 10,
+        fontWeight: 600,
+        color: '#222',
+      },
+      labelLayout: { moveOverlap: 'shiftY' },
+      data: front.map(item),
+    },
+    {
+      type: 'scatter',
+      name: 'recommended',
+      symbol: 'circle',
+      symbolSize: 26,
+      silent: true,
+      z: 1,
+      itemStyle: { color: 'rgba(0,0,0,0)', borderColor: RECOMMENDED_COLOR, borderWidth: 2.5 },
+      data: recommended.map((p) => ({ name: p.row.id, value: [p.x, p.y] })),
+    },
   ];
-  for (const t of yAxis.ticks) {
-    const ty = toY(t);
-    out.push(
-      `<line class="grid" x1="${left}" x2="${right}" y1="${px(ty)}" y2="${px(ty)}"/>`,
-      `<text x="${left - 6}" y="${px(ty + 4)}" text-anchor="end" class="tick">${escapeXml(tickText(t))}</text>`,
-    );
-  }
-  for (const t of xAxis.ticks) {
-    const tx = toX(t);
-    out.push(
-      `<line class="grid" x1="${px(tx)}" x2="${px(tx)}" y1="${top}" y2="${bottom}"/>`,
-      `<text x="${px(tx)}" y="${bottom + 16}" text-anchor="middle" class="tick">${escapeXml(tickText(t))}</text>`,
-    );
-  }
-  if (plotted.some((r) => r[y] === null))
-    out.push(
-      `<rect class="na" x="${left}" y="${top - NA_BAND - 4}" width="${right - left}" height="${NA_BAND}"/>`,
-      `<text x="${left - 6}" y="${px(toY(null) + 4)}" text-anchor="end" class="tick">n/a</text>`,
-    );
-  out.push(
-    `<path class="axis" d="M${left} ${top}V${bottom}H${right}"/>`,
-    `<text x="${px((left + right) / 2)}" y="${bottom + 38}" text-anchor="middle" class="axis-label">${escapeXml(LABEL.meanJctHours)}</text>`,
-    `<text transform="translate(16 ${px((top + bottom) / 2)}) rotate(-90)" text-anchor="middle" class="axis-label">${escapeXml(LABEL[y])}</text>`,
-  );
-  if (plotted.length === 0)
-    out.push(
-      `<text x="${px((left + right) / 2)}" y="${px((top + bottom) / 2)}" text-anchor="middle" class="empty">no data</text>`,
-    );
-  // Dominated points first, so the front is drawn on top.
-  const ordered = [...plotted.filter((r) => !r.onFront), ...plotted.filter((r) => r.onFront)];
-  // Front points at (nearly) the same spot share one label, "c2, c4", instead of overprinting.
-  const labels: { x: number; y: number; ids: string[] }[] = [];
-  for (const r of ordered) {
-    const x = toX(r.meanJctHours as number);
-    const yy = toY(r[y]);
-    const cls = r.onFront ? 'point front' : 'point';
-    out.push(
-      `<g class="${cls}" data-id="${escapeXml(r.id)}"><title>${escapeXml(tooltip(r))}</title>`,
-      `<circle cx="${px(x)}" cy="${px(yy)}" r="${r.onFront ? 6 : 4}" fill="${colourOf(r[colour])}"/>`,
-    );
-    if (r.id === recommendedId)
-      out.push(`<circle class="recommended" cx="${px(x)}" cy="${px(yy)}" r="11" style="${RING_STYLE}"/>`);
-    out.push('</g>');
-    if (!r.onFront) continue;
-    const near = labels.find((l) => Math.abs(l.x - x) < 8 && Math.abs(l.y - yy) < 8);
-    if (near === undefined) labels.push({ x, y: yy, ids: [r.id] });
-    else near.ids.push(r.id);
-  }
-  for (const l of labels)
-    out.push(
-      `<text x="${px(l.x + 9)}" y="${px(l.y - 7)}" class="point-label">${escapeXml(l.ids.join(', '))}</text>`,
-    );
-  // Colour legend: five swatches from low to high, grey for missing values.
-  const lx = right + 24;
-  out.push(
-    `<g class="legend"><text x="${lx}" y="${top}" class="legend-label">${escapeXml(SHORT[colour])}</text>`,
-  );
-  if (cs.length > 0)
-    [0, 0.25, 0.5, 0.75, 1].forEach((t, i) => {
-      const v = cLo + t * (cHi - cLo);
-      const ly = top + 14 + i * 20;
-      out.push(
-        `<rect x="${lx}" y="${ly}" width="14" height="14" fill="${rampColour(t)}"/>`,
-        `<text x="${lx + 20}" y="${ly + 11}" class="legend-label">${escapeXml(tickText(v))}</text>`,
-      );
-    });
-  const ly = top + 14 + (cs.length > 0 ? 5 : 0) * 20;
-  out.push(
-    `<rect x="${lx}" y="${ly}" width="14" height="14" fill="${MISSING_COLOUR}"/>`,
-    `<text x="${lx + 20}" y="${ly + 11}" class="legend-label">n/a</text>`,
-    `<circle cx="${lx + 7}" cy="${ly + 40}" r="6" fill="#fff" stroke="#000" stroke-width="1.5"/>`,
-    `<text x="${lx + 20}" y="${ly + 44}" class="legend-label">Pareto front</text>`,
-    `<circle class="recommended" cx="${lx + 7}" cy="${ly + 66}" r="9" style="${RING_STYLE}"/>`,
-    `<text x="${lx + 20}" y="${ly + 70}" class="legend-label">recommended</text>`,
-    '</g></svg>',
-  );
-  return out.join('');
+  const title = `${LABEL[y]} against ${LABEL.meanJctHours}; colour: ${LABEL[colour]}`;
+  return {
+    missing,
+    chart: {
+      id,
+      title,
+      width: WIDTH,
+      height: HEIGHT,
+      option: {
+        legend: {
+          top: 0,
+          data: [
+            {
+              name: 'Pareto front',
+              icon: 'circle',
+              itemStyle: { color: '#fff', borderColor: '#111', borderWidth: 1.5 },
+            },
+            { name: 'dominated', icon: 'circle', itemStyle: { color: '#999' } },
+            {
+              name: 'recommended',
+              icon: 'circle',
+              itemStyle: { color: '#fff', borderColor: RECOMMENDED_COLOR, borderWidth: 2.5 },
+            },
+          ],
+        },
+        tooltip: { trigger: 'item', confine: true, formatter: fmt('tip') },
+        grid: { left: 80, right: 170, top: 44, bottom: 56 },
+        xAxis: {
+          type: 'value',
+          name: LABEL.meanJctHours,
+          nameLocation: 'middle',
+          nameGap: 30,
+          scale: true,
+        },
+        yAxis: { type: 'value', name: LABEL[y], nameLocation: 'middle', nameGap: 50, scale: true },
+        visualMap: {
+          type: 'continuous',
+          dimension: 2,
+          seriesIndex: [0, 1],
+          min: cLo,
+          max: cHi > cLo ? cHi : cLo + 1,
+          inRange: { color: VIRIDIS },
+          outOfRange: { color: '#b0b0b0' },
+          calculable: false,
+          orient: 'vertical',
+          right: 20,
+          top: 'middle',
+          itemHeight: 200,
+          text: [`${LABEL[colour]}\nhigh: ${rangeText(cHi)}`, `low: ${rangeText(cLo)}`],
+          textGap: 8,
+          textStyle: { lineHeight: 18 },
+          formatter: '{value}',
+          precision: 0,
+        },
+        series,
+      },
+    },
+  };
 }
 
 const STYLE = `${BASE_STYLE}
   tr.front td { font-weight: 600; } tr.recommended td { background: #fff3d6; }
   pre { background: #f6f6f6; padding: 8px 12px; overflow-x: auto; }
-  svg.chart { max-width: 100%; height: auto; font: 11px system-ui, sans-serif; }
-  svg.chart .chart-title { font-size: 14px; font-weight: 600; }
-  svg.chart .grid { stroke: #e6e6e6; stroke-width: 1; }
-  svg.chart .axis { stroke: #888; fill: none; }
-  svg.chart .tick { fill: #555; } svg.chart .axis-label { fill: #333; font-size: 12px; }
-  svg.chart .na { fill: #f4f4f4; }
-  svg.chart .point circle { stroke: none; opacity: 0.7; }
-  svg.chart .point.front circle { stroke: #000; stroke-width: 1.5; opacity: 1; }
-  svg.chart .point-label { fill: #222; font-size: 11px; }
-  svg.chart .legend-label { fill: #333; font-size: 11px; } svg.chart .empty { fill: #999; font-size: 14px; }
+  dl.terms { display: grid; grid-template-columns: max-content 1fr; gap: 4px 14px; }
+  dl.terms dt { font-weight: 600; } dl.terms dd { margin: 0; }
 `;
 
-const COLUMNS: readonly { header: string; numeric: boolean; cell: (r: TuneRow) => string }[] = [
-  { header: 'id', numeric: false, cell: (r) => r.id },
-  { header: 'front', numeric: false, cell: (r) => (r.onFront ? '★' : '') },
-  { header: 'source', numeric: false, cell: (r) => r.source },
-  { header: 'classes', numeric: true, cell: (r) => String(r.classes) },
+const UNFAIRNESS =
+  'How much longer a job took than it would with a fair share of the capped fleet: 100 × max(0, JCT ÷ fair-share ' +
+  'time − 1), averaged over jobs; 0 = every job got at least its fair share, 100 = jobs took twice as long on average.';
+const PRED_ERR =
+  'Error of the completion time predicted when the job was submitted: |actual − predicted| ÷ predicted, in percent; ' +
+  'p99 = the 99th percentile over jobs.';
+const DECAY =
+  'The weight decay 𝒲 sets the classes’ weights: class i (0 = smallest jobs) gets a weight ∝ e^(−i·𝒲). 𝒲 > 0 ' +
+  'favours small jobs, 0 gives equal weights, 𝒲 < 0 favours large ones.';
+const THRESHOLDS =
+  'Jobs are classed by size, their total task time (tasks × duration): a class takes jobs up to its threshold, ' +
+  'here in hours, chosen at a percentile (p50 = the median) of the trace’s job sizes; the last class takes the rest.';
+
+const COLUMNS: readonly TableColumn<TuneRow>[] = [
+  { header: 'id', description: 'The config’s name in this report.', numeric: false, cell: (r) => r.id },
   {
-    header: 'thresholds (s, percentile)',
+    header: 'front',
+    description:
+      '★ when on the Pareto front: no other config is at least as good on all three objectives and better on one.',
     numeric: false,
-    cell: (r) => r.thresholdsSeconds.map((t, i) => `${t} (p${r.thresholdPercentiles[i] ?? '?'})`).join(', '),
+    cell: (r) => (r.onFront ? '★' : ''),
   },
-  { header: 'weights', numeric: false, cell: (r) => r.weights.join(' / ') },
-  { header: '𝒲', numeric: true, cell: (r) => (r.classes === 1 ? '–' : r.decay.toFixed(2)) },
-  { header: 'ordering', numeric: false, cell: (r) => r.ordering },
+  {
+    header: 'mean JCT h',
+    description: 'Mean job completion time (objective; lower is better).',
+    numeric: true,
+    cell: (r) => num(r.meanJctHours, 3),
+  },
+  {
+    header: 'p99 pred. err %',
+    description: `${PRED_ERR} (objective)`,
+    numeric: true,
+    cell: (r) => num(r.predErrP99, 1),
+  },
+  {
+    header: 'unfairness %',
+    description: `${UNFAIRNESS} (objective)`,
+    numeric: true,
+    cell: (r) => num(r.unfairness, 1),
+  },
+  {
+    header: 'cost $',
+    description: 'What the simulated run cost in all under the cap.',
+    numeric: true,
+    cell: (r) => (r.totalCost === null ? '–' : money(r.totalCost)),
+  },
+  {
+    header: 'p99 JCT h',
+    description: '99th percentile of job completion time.',
+    numeric: true,
+    cell: (r) => num(r.p99JctHours, 3),
+  },
+  {
+    header: 'mean pred. err %',
+    description: 'Mean prediction error, as above.',
+    numeric: true,
+    cell: (r) => num(r.predErrAvg, 1),
+  },
+  {
+    header: 'classes',
+    description: 'Number of job classes (queues sharing the capped fleet by weight).',
+    numeric: true,
+    cell: (r) => String(r.classes),
+  },
+  { header: 'thresholds (percentile)', description: THRESHOLDS, numeric: false, cell: thresholds },
+  {
+    header: 'weights',
+    description: 'Each class’s share of the capped fleet when all are busy, smallest jobs first.',
+    numeric: false,
+    cell: (r) => r.weights.join(' / '),
+  },
+  {
+    header: '𝒲',
+    description: DECAY,
+    numeric: true,
+    cell: (r) => (r.classes === 1 ? '–' : r.decay.toFixed(2)),
+  },
+  {
+    header: 'ordering',
+    description: 'Order of jobs within a class (fifo: by arrival).',
+    numeric: false,
+    cell: (r) => r.ordering,
+  },
   {
     header: 'largest max share',
+    description: 'Ceiling on the largest-jobs class’s share of the fleet; – for none.',
     numeric: true,
     cell: (r) => (r.largestClassMaxShare === null ? '–' : String(r.largestClassMaxShare)),
   },
-  { header: 'mean JCT h', numeric: true, cell: (r) => num(r.meanJctHours, 3) },
-  { header: 'p99 JCT h', numeric: true, cell: (r) => num(r.p99JctHours, 3) },
-  { header: 'pred err avg %', numeric: true, cell: (r) => num(r.predErrAvg, 1) },
-  { header: 'pred err p99 %', numeric: true, cell: (r) => num(r.predErrP99, 1) },
-  { header: 'unfairness %', numeric: true, cell: (r) => num(r.unfairness, 1) },
-  { header: 'cost $', numeric: true, cell: (r) => num(r.totalCost, 2) },
-  { header: 'error', numeric: false, cell: (r) => r.error ?? '' },
+  {
+    header: 'source',
+    description:
+      'How the config was chosen: anchor (FIFO or the default WFQ config), grid (percentile × 𝒲 grid) or random.',
+    numeric: false,
+    cell: (r) => r.source,
+  },
+  {
+    header: 'error',
+    description: 'Why the simulation failed, if it did.',
+    numeric: false,
+    cell: (r) => r.error ?? '',
+  },
 ];
 
 function table(report: TuneReport): string {
-  const head = COLUMNS.map((c) => `<th${c.numeric ? ' class="num"' : ''}>${escapeXml(c.header)}</th>`).join(
-    '',
-  );
-  const rows = report.evaluated.map((r) => {
+  return dataTable('tune-table', COLUMNS, report.evaluated, (r) => {
     const cls = [r.onFront ? 'front' : '', r.id === report.recommended.id ? 'recommended' : '']
       .filter((c) => c !== '')
       .join(' ');
-    const cells = COLUMNS.map(
-      (c) => `<td${c.numeric ? ' class="num"' : ''}>${escapeXml(c.cell(r))}</td>`,
-    ).join('');
-    return `<tr${cls === '' ? '' : ` class="${cls}"`}>${cells}</tr>`;
+    return cls === '' ? '' : ` class="${cls}"`;
   });
-  return `<div class="table-wrap"><table id="tune-table"><thead><tr>${head}</tr></thead><tbody>${rows.join('\n')}</tbody></table></div>`;
+}
+
+function figure(
+  report: TuneReport,
+  id: string,
+  y: ObjectiveName,
+  colour: ObjectiveName,
+  caption: string,
+): string {
+  const { chart, missing } = scatterChart(id, report.evaluated, report.recommended.id, y, colour);
+  const note =
+    missing.length === 0
+      ? ''
+      : ` Not drawn, without a ${LABEL[y]} or a mean JCT: ${missing.map((r) => r.id).join(', ')}.`;
+  return `<figure><h3>${escapeXml(chart.title)}</h3>${chartHtml(chart)}<figcaption>${escapeXml(caption + note)}</figcaption></figure>`;
 }
 
 export function tuneHtml(report: TuneReport): string {
   const rec = report.recommended;
+  const lead =
+    `<p class="lead" id="lead">Recommended (${escapeXml(rec.preference)}): <strong>${escapeXml(rec.id)}</strong>, ` +
+    `${escapeXml(describeConfig(rec))}.</p>` +
+    `<p>${escapeXml(
+      `Mean JCT ${num(rec.meanJctHours, 3)} h, p99 prediction error ${num(rec.predErrP99, 1)}%, unfairness ` +
+        `${num(rec.unfairness, 1)}%, cost ${rec.totalCost === null ? '–' : `$${money(rec.totalCost)}`}; ${report.evaluated.length} configs simulated, ` +
+        `${report.front.length} on the Pareto front.`,
+    )}</p>`;
   return htmlPage(
     {
       title: 'fleetwise tune report',
       heading: 'fleetwise tune: WFQ configs on the Pareto front',
       style: STYLE,
+      bundle: 'full',
     },
     report.settings,
     [
-      `<section id="recommended"><h2>Recommended (${escapeXml(rec.preference)})</h2>` +
-        `<p>${escapeXml(`${rec.id}: ${describeConfig(rec)}; mean JCT ${num(rec.meanJctHours, 3)} h, p99 prediction error ${num(rec.predErrP99, 1)} %, unfairness ${num(rec.unfairness, 1)} %`)}</p>` +
-        `<p>For the controller config:</p><pre id="controller-yaml">${escapeXml(report.controllerYaml)}</pre></section>`,
+      lead,
+      `<section id="recommended"><h2>For the controller config</h2><pre id="controller-yaml">${escapeXml(report.controllerYaml)}</pre></section>`,
       '<section id="charts"><h2>Trade-offs</h2>',
-      `<figure>${scatterSvg('chart-jct-pred', report.evaluated, rec.id, 'predErrP99', 'unfairness')}</figure>`,
-      `<figure>${scatterSvg('chart-jct-unfairness', report.evaluated, rec.id, 'unfairness', 'predErrP99')}` +
-        '<figcaption>Each point is one simulated WFQ config; all three objectives are minimised. Outlined and ' +
-        'labelled points are on the Pareto front (no other config is at least as good on all three and better on ' +
-        'one); the red ring is the recommended one. Missing values (e.g. no predictions) count as worst.</figcaption></figure>',
+      figure(
+        report,
+        'chart-jct-pred',
+        'predErrP99',
+        'unfairness',
+        'Each point is one simulated WFQ config; all three objectives are minimised, so better is down and left. ' +
+          'Outlined and labelled: the Pareto front; ringed red: the recommended config. Hover a point for its config.',
+      ),
+      figure(
+        report,
+        'chart-jct-unfairness',
+        'unfairness',
+        'predErrP99',
+        'The same configs against unfairness, coloured by p99 prediction error. Configs with nearly the same ' +
+          'results are drawn slightly apart.',
+      ),
       '</section>',
+      '<section id="terms"><h2>What the objectives and parameters mean</h2><dl class="terms">' +
+        `<dt>mean JCT</dt><dd>${escapeXml('Mean job completion time: end − arrival, queueing included.')}</dd>` +
+        `<dt>p99 prediction error</dt><dd>${escapeXml(PRED_ERR)}</dd>` +
+        `<dt>unfairness</dt><dd>${escapeXml(UNFAIRNESS)}</dd>` +
+        `<dt>thresholds</dt><dd>${escapeXml(THRESHOLDS)}</dd>` +
+        `<dt>𝒲 (weight decay)</dt><dd>${escapeXml(DECAY)}</dd>` +
+        '</dl></section>',
       `<section id="configs"><h2>Evaluated configs (${report.evaluated.length}, ${report.front.length} on the front)</h2>${table(report)}</section>`,
     ],
   );

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reportHtml } from '../../../src/sim/report/html.js';
 import { withNormalizedCosts } from '../../../src/sim/report/normalize.js';
 import { writeReport } from '../../../src/sim/report/write.js';
-import { fakeRun, twoRuns, unbalancedTags } from './run-fixtures.js';
+import { fakeRun, twoRuns, unbalancedTags, withoutScripts } from './run-fixtures.js';
 
 const CHART_IDS = [
   'chart-cumulative-cost',
@@ -15,46 +15,88 @@ const CHART_IDS = [
   'chart-migrations',
 ];
 
+/** The static SVG drawn for one chart container. */
+function chartSvg(page: string, id: string): string {
+  return new RegExp(`<div class="chart" id="${id}"[^>]*>(<svg[\\s\\S]*?</svg>)</div>`).exec(page)?.[1] ?? '';
+}
+
+/** The chart's option, as the page's runtime reads it. */
+function chartOption(page: string, id: string): { series: { name: string; type: string }[] } {
+  const json = new RegExp(`<script type="application/json" data-chart="${id}">([\\s\\S]*?)</script>`).exec(
+    page,
+  )?.[1];
+  return JSON.parse(json ?? 'null') as { series: { name: string; type: string }[] };
+}
+
 describe('report.html', () => {
-  const html = reportHtml(withNormalizedCosts(twoRuns()), { trace: 'tiny synthetic', seed: 1 });
+  const html = reportHtml(withNormalizedCosts(twoRuns()), { trace: 'tiny synthetic', seed: 1, cap: null });
 
-  it('has one inline SVG per chart, in order', () => {
-    expect(html.match(/<svg /g)).toHaveLength(5);
-    const ids = [...html.matchAll(/<svg id="([^"]+)"/g)].map((m) => m[1]);
+  it('has one chart per figure, in order, each a static SVG and its option for the page runtime', () => {
+    const ids = [...html.matchAll(/<div class="chart" id="([^"]+)"/g)].map((m) => m[1]);
     expect(ids).toEqual(CHART_IDS);
-    // The resource chart has a GPU, a vCPU and a memory panel.
-    const resources = /<svg id="chart-resource-allocation"[\s\S]*?<\/svg>/.exec(html)?.[0] ?? '';
-    expect(resources.match(/<g class="panel">/g)).toHaveLength(3);
-    for (const dim of ['GPU', 'vCPU', 'Memory']) expect(resources).toContain(`>${dim}</text>`);
-  });
-
-  it('names every scheduler in the table and in each chart legend', () => {
-    for (const name of ['no-packing', 'eva']) {
-      expect(html).toContain(`<td>${name}</td>`);
-      expect(html.split(`class="legend-label">${name}</text>`)).toHaveLength(6);
+    for (const id of CHART_IDS) {
+      expect(chartSvg(html, id)).toMatch(/^<svg /);
+      expect(chartOption(html, id).series.length).toBeGreaterThan(0);
     }
+    // Resource allocation: a panel per run and resource (2 × 3), titled by resource.
+    const resources = chartOption(html, 'chart-resource-allocation');
+    expect(resources.series).toHaveLength(6);
+    for (const dim of ['GPU', 'vCPU', 'Memory'])
+      expect(chartSvg(html, 'chart-resource-allocation')).toContain(dim);
   });
 
-  it('shows hand-checkable summary values: costs, normalized cost, time-weighted utilization', () => {
+  it('draws each scheduler in its own colour, the same whatever the order of the runs', () => {
+    const reversed = reportHtml(withNormalizedCosts(twoRuns().reverse()), {});
+    const colour = (page: string, name: string): unknown =>
+      (
+        chartOption(page, 'chart-cumulative-cost').series.find((s) => s.name === name) as unknown as {
+          color: string;
+        }
+      ).color;
+    expect(colour(html, 'eva')).toBe(colour(reversed, 'eva'));
+    expect(colour(html, 'eva')).not.toBe(colour(html, 'no-packing'));
+  });
+
+  it('leads with the saving in dollars against no-packing', () => {
+    const lead = /<p class="lead" id="lead">([\s\S]*?)<\/p>/.exec(html)?.[1] ?? '';
+    // eva $6 against no-packing $9.
+    expect(lead.replace(/<[^>]+>/g, '')).toContain(
+      'eva: $3.00 (33.3%) less than no-packing ($6.00 against $9.00)',
+    );
+  });
+
+  it('shows hand-checkable summary values, and explains every column', () => {
     expect(html).toContain('<td class="num">9.00</td>');
     expect(html).toContain('<td class="num">100.0%</td>');
     expect(html).toContain('<td class="num">66.7%</td>');
     // eva: 1 GPU of 1, 4 vCPUs of 8, 16 GiB of 61 while running.
     expect(html).toMatch(
-      /<td>eva<\/td>(<td class="num">[^<]*<\/td>){10}<td class="num">100\.0%<\/td><td class="num">50\.0%<\/td><td class="num">26\.2%<\/td>/,
+      /<td>[^]*?eva<\/td>(<td class="num">[^<]*<\/td>){10}<td class="num">100\.0%<\/td><td class="num">50\.0%<\/td><td class="num">26\.2%<\/td>/,
     );
-    expect(html).toContain('<tr class="cheapest"><td>eva</td>');
+    expect(html).toMatch(/<tr class="cheapest"><td><span class="swatch"[^>]*><\/span>eva<\/td>/);
+    const headers = [...html.matchAll(/<th[ >][^>]*>/g)].map((m) => m[0]);
+    expect(headers.length).toBeGreaterThan(10);
+    for (const th of headers) expect(th).toMatch(/ title="[^"]{10,}"/);
+    expect(html).toContain('<dt>full-reconf.</dt><dd>Share of scheduling rounds');
   });
 
-  it('is self-contained and well-formed: no URLs, scripts or external resources', () => {
+  it('is self-contained and well-formed: no URLs or external resources, scripts inline', () => {
     expect(html.startsWith('<!doctype html>')).toBe(true);
-    expect(html).not.toMatch(/https?:\/\//);
-    expect(html).not.toMatch(/<script|<link|<img|\ssrc=|\shref=|@import/i);
+    expect(withoutScripts(html)).not.toMatch(
+      /<link|<img|\ssrc=|\shref=|@import|https?:\/\/(?!www\.w3\.org)/i,
+    );
     expect(unbalancedTags(html)).toEqual([]);
     expect(html).toContain('<dt>trace</dt><dd>tiny synthetic</dd>');
+    expect(html).toContain('<dt>cap</dt><dd>none</dd>');
   });
 
-  it('with bounds: states them in the summary and draws the timed bound dashed in the cost chart only', () => {
+  it('is deterministic: the same runs give the same bytes', () => {
+    expect(reportHtml(withNormalizedCosts(twoRuns()), { trace: 'tiny synthetic', seed: 1, cap: null })).toBe(
+      html,
+    );
+  });
+
+  it('with bounds: states them and the distance to them, and draws the timed bound dashed in the cost chart only', () => {
     const bounds = {
       workBound: 4.5,
       timedBound: 4.75,
@@ -64,11 +106,14 @@ describe('report.html', () => {
     // no-packing costs $9.00 in the fixture: 4.5 / 9 = 0.500.
     expect(page).toContain('no schedule can cost less than $4.50 (0.500 of no-packing)');
     expect(page).toContain('costs at least $4.75 (0.528 of no-packing)');
-    const cost = /<svg id="chart-cumulative-cost"[\s\S]*?<\/svg>/.exec(page)?.[0] ?? '';
-    expect(cost.match(/stroke-dasharray/g)).toHaveLength(2); // the line and its legend swatch
-    expect(cost).toContain('>lower bound (fluid fleet, no delays)</text>');
-    expect(page.match(/stroke-dasharray/g)).toHaveLength(2);
-    expect(html).not.toContain('stroke-dasharray');
+    // eva's $6 is $1.25 (26.3%) above the timed bound.
+    expect(page).toContain('That is $1.25 (26.3%) above the lower bound of $4.75');
+    const names = chartOption(page, 'chart-cumulative-cost').series.map((s) => s.name);
+    expect(names).toContain('lower bound (fluid fleet, no delays)');
+    expect(chartSvg(page, 'chart-cumulative-cost')).toContain('stroke-dasharray');
+    expect(chartOption(page, 'chart-migrations').series.map((s) => s.name)).not.toContain(
+      'lower bound (fluid fleet, no delays)',
+    );
     expect(html).not.toContain('id="bounds"');
     expect(unbalancedTags(page)).toEqual([]);
   });
@@ -110,6 +155,8 @@ describe('writeReport', () => {
     ]);
     expect(json.settings.seed).toBe(3);
     expect((await readFile(join(out, 'runs.csv'), 'utf8')).trimEnd().split('\n')).toHaveLength(3);
-    expect(await readFile(join(out, 'report.html'), 'utf8')).toContain('<svg id="chart-migrations"');
+    expect(await readFile(join(out, 'report.html'), 'utf8')).toContain(
+      '<div class="chart" id="chart-migrations"',
+    );
   });
 });

@@ -11,7 +11,7 @@ import {
   type TuneReport,
 } from '../../../src/sim/report/tune-json.js';
 import type { RunResult } from '../../../src/world/run-result.js';
-import { fakeRun, unbalancedTags } from './run-fixtures.js';
+import { fakeRun, unbalancedTags, withoutScripts } from './run-fixtures.js';
 
 const sizes = [60, 120, 600, 1200, 3600, 7200, 36_000, 72_000];
 const candidates = generateCandidates(sizes, {
@@ -126,25 +126,64 @@ describe('tuneHtml', () => {
     return { settings: { trace: 'x <y>' }, ...j, controllerYaml: controllerYaml(j.recommended.config) };
   }
 
+  function option(page: string, id: string): { series: { name: string; data: { name: string }[] }[] } {
+    const json = new RegExp(`<script type="application/json" data-chart="${id}">([\\s\\S]*?)</script>`).exec(
+      page,
+    )?.[1];
+    return JSON.parse(json ?? 'null') as { series: { name: string; data: { name: string }[] }[] };
+  }
+  const names = (page: string, id: string, series: string): string[] =>
+    option(page, id)
+      .series.find((s) => s.name === series)
+      ?.data.map((d) => d.name) ?? [];
+
   it('is self-contained, well-formed, with two charts, the ringed recommendation and every row', () => {
     const html = tuneHtml(
       report([run(3, 0, 50), run(2, 30, 10), run(2.5, 40, 20), run(1, 0, 1), run(4, 4, 4)]),
     );
-    expect(html).not.toMatch(/https?:\/\/|<script/);
+    expect(withoutScripts(html)).not.toMatch(/https?:\/\/(?!www\.w3\.org)|<link|\ssrc=/);
     expect(unbalancedTags(html)).toEqual([]);
+    expect(html.match(/<div class="chart" id="/g)).toHaveLength(2);
     expect(html.match(/<svg /g)).toHaveLength(2);
-    // c3 dominates everything: the only front point, ringed in both charts (+ the legend's ring each).
-    expect(html.match(/<circle class="recommended"/g)).toHaveLength(4);
-    expect(html.match(/class="point front"/g)).toHaveLength(2);
+    // c3 dominates everything: the only front point, ringed in both charts.
+    for (const id of ['chart-jct-pred', 'chart-jct-unfairness']) {
+      expect(names(html, id, 'recommended')).toEqual(['c3']);
+      expect(names(html, id, 'Pareto front')).toEqual(['c3']);
+    }
     expect(html.match(/<tr class="front recommended">/g)).toHaveLength(1);
     expect(html.match(/<tr[ >]/g)).toHaveLength(1 + candidates.length);
     expect(html).toContain('x &lt;y&gt;');
     expect(html).toContain('queue:');
-    expect(html).not.toContain('class="na"');
+    // Cost is a column; 𝒲 and unfairness are explained.
+    expect(html).toMatch(/<th class="num" scope="col" title="[^"]+">cost \$<\/th>/);
+    expect(html).toContain('<dt>𝒲 (weight decay)</dt>');
+    expect(html).toContain('<dt>unfairness</dt>');
   });
 
-  it('draws points without a prediction error in an n/a band', () => {
+  it('gives size thresholds in hours', () => {
+    const rows = tuneJson(
+      candidates,
+      candidates.map((_, i) => run(1 + i, 1, 1)),
+      'balanced',
+    ).evaluated;
+    const twoClasses = rows.find((r) => r.classes === 2);
+    expect(twoClasses).toBeDefined();
+    expect(describeConfig(twoClasses!)).toMatch(/≤\d+(\.\d+)? h \(p\d/);
+  });
+
+  it('lists points without a prediction error under the chart instead of drawing them', () => {
     const html = tuneHtml(report(candidates.map((_, i) => run(1 + i, null, 10 - i))));
-    expect(html.match(/class="na"/g)).toHaveLength(1);
+    expect(html).toContain('Not drawn, without a p99 prediction error (%) or a mean JCT:');
+    expect(option(html, 'chart-jct-pred').series.every((s) => s.data.length === 0)).toBe(true);
+  });
+
+  it('draws configs with the same results apart, and says so in their tooltips', () => {
+    const html = tuneHtml(report(candidates.map(() => run(2, 10, 10))));
+    const points = option(html, 'chart-jct-unfairness').series.flatMap((s) =>
+      s.name === 'recommended' ? [] : (s.data as unknown as { value: number[]; tip: string }[]),
+    );
+    expect(points).toHaveLength(candidates.length);
+    expect(new Set(points.map((p) => p.value.slice(0, 2).join())).size).toBe(candidates.length);
+    expect(points.every((p) => p.tip.includes('drawn slightly apart'))).toBe(true);
   });
 });

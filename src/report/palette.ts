@@ -1,0 +1,80 @@
+/**
+ * How a scheduler is drawn in every report: a colour, a dash pattern and a marker, fixed per name, so eva is the same
+ * blue in every report.html whichever schedulers ran and in whatever order. Dashes and markers keep lines apart where
+ * they overlap and for readers who cannot tell the colours apart.
+ */
+export interface SeriesStyle {
+  readonly color: string;
+  /** ECharts `lineStyle.type`: solid, or a dash array in px. */
+  readonly dash: 'solid' | number[];
+  /** An ECharts symbol name. */
+  readonly symbol: string;
+}
+
+/** Tableau 10 (colour-blind friendly), one hue per scheduler family; variants get lighter or darker shades. */
+const KNOWN: Readonly<Record<string, SeriesStyle>> = {
+  eva: { color: '#4e79a7', dash: 'solid', symbol: 'circle' },
+  'eva-full-only': { color: '#2b4b6f', dash: [10, 3, 2, 3], symbol: 'emptyCircle' },
+  'eva-partial-only': { color: '#a0cbe8', dash: [4, 3], symbol: 'circle' },
+  'eva-rp': { color: '#6b9ac4', dash: [2, 3], symbol: 'emptyCircle' },
+  'eva-single': { color: '#1f3552', dash: [8, 4], symbol: 'circle' },
+  'no-packing': { color: '#f28e2b', dash: [8, 4], symbol: 'rect' },
+  stratus: { color: '#e15759', dash: [2, 3], symbol: 'triangle' },
+  synergy: { color: '#76b7b2', dash: [12, 3, 3, 3], symbol: 'diamond' },
+  owl: { color: '#59a14f', dash: [5, 2], symbol: 'emptyRect' },
+  karpenter: { color: '#b07aa1', dash: [1, 2], symbol: 'emptyTriangle' },
+  'karpenter-balanced': { color: '#d4a6c8', dash: [6, 2, 1, 2], symbol: 'emptyTriangle' },
+  'karpenter-when-empty': { color: '#7a4f6f', dash: [3, 3], symbol: 'triangle' },
+};
+
+/** For names not above (e.g. a scheduler added later): chosen by a hash of the name, so still stable. */
+const FALLBACK_COLORS = [
+  '#9c755f',
+  '#ff9da7',
+  '#edc948',
+  '#8cd17d',
+  '#b6992d',
+  '#499894',
+  '#d37295',
+  '#79706e',
+];
+const FALLBACK_DASHES: readonly ('solid' | number[])[] = ['solid', [8, 4], [2, 3], [12, 3, 3, 3]];
+const FALLBACK_SYMBOLS = ['circle', 'rect', 'triangle', 'diamond', 'emptyCircle', 'emptyRect'];
+
+/** The colour of reference lines (lower bounds, a baseline in the background): grey, outside the palette. */
+export const REFERENCE_COLOR = '#8c8c8c';
+
+/** FNV-1a: a small, stable string hash (the same on every platform and release). */
+function hash(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h;
+}
+
+export function seriesStyle(name: string): SeriesStyle {
+  const known = KNOWN[name];
+  if (known !== undefined) return known;
+  const h = hash(name);
+  return {
+    color: FALLBACK_COLORS[h % FALLBACK_COLORS.length] as string,
+    dash: FALLBACK_DASHES[(h >>> 8) % FALLBACK_DASHES.length] as 'solid' | number[],
+    symbol: FALLBACK_SYMBOLS[(h >>> 16) % FALLBACK_SYMBOLS.length] as string,
+  };
+}
+
+/** Colours for a list of categories without names of their own (teams, jobs): Tableau 10 in order. */
+export const CATEGORY_COLORS = [
+  '#4e79a7',
+  '#f28e2b',
+  '#e15759',
+  '#76b7b2',
+  '#59a14f',
+  '#edc948',
+  '#b07aa1',
+  '#ff9da7',
+  '#9c755f',
+  '#bab0ac',
+] as const;

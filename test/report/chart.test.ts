@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest';
+import {
+  chartHtml,
+  chartRuntime,
+  fmt,
+  renderChartSvg,
+  scriptJson,
+  type Chart,
+} from '../../src/report/chart.js';
+import { seriesStyle } from '../../src/report/palette.js';
+
+function lineChart(id: string, name = 'eva'): Chart {
+  return {
+    id,
+    title: 'T',
+    width: 400,
+    height: 200,
+    option: {
+      tooltip: { trigger: 'axis', valueFormatter: fmt('money') },
+      legend: {},
+      xAxis: { type: 'value' },
+      yAxis: { type: 'log' },
+      series: [
+        {
+          type: 'line',
+          name,
+          data: [
+            [1, 2],
+            [2, 30],
+            [3, 4],
+          ],
+          lineStyle: { type: [6, 4] },
+        },
+      ],
+    },
+  };
+}
+
+describe('renderChartSvg', () => {
+  it('gives the same bytes for the same chart, however many charts the process drew before', () => {
+    const first = renderChartSvg(lineChart('a'));
+    renderChartSvg(lineChart('b'));
+    expect(renderChartSvg(lineChart('a'))).toBe(first);
+    expect(first).toMatch(/^<svg /);
+    expect(first).toContain('stroke-dasharray');
+  });
+
+  it('numbers the SVG ids per chart, so two charts on one page do not share any', () => {
+    const ids = (svg: string): string[] =>
+      [...svg.matchAll(/\b(?:id|class)="([^"]+)"/g)].map((m) => m[1] as string);
+    const a = ids(renderChartSvg(lineChart('a')));
+    const b = ids(renderChartSvg(lineChart('b')));
+    expect(a.length).toBeGreaterThan(0);
+    expect(a.every((id) => id.startsWith('a-svg-'))).toBe(true);
+    expect(b.every((id) => id.startsWith('b-svg-'))).toBe(true);
+  });
+
+  it('escapes text from users', () => {
+    const html = chartHtml(lineChart('c', '<b onload=x>'));
+    expect(html).not.toContain('<b onload');
+    expect(html).toContain('\\u003cb onload=x>');
+  });
+});
+
+describe('scriptJson', () => {
+  it('cannot end its script element early', () => {
+    expect(scriptJson({ name: '</script><script>alert(1)</script><!--' })).not.toMatch(/<\/script|<!--/i);
+  });
+
+  it('names the page formatters and refuses any other function', () => {
+    expect(scriptJson({ valueFormatter: fmt('percent') })).toBe('{"valueFormatter":"$fmt:percent"}');
+    expect(() => scriptJson({ formatter: (v: number) => String(v) })).toThrow(/not a page formatter/);
+  });
+});
+
+describe('chartRuntime', () => {
+  it('inlines the library and the bootstrap, with nothing that could close the script early', () => {
+    const runtime = chartRuntime('common');
+    expect(runtime.match(/<script>/g)).toHaveLength(2);
+    expect(runtime.match(/<\/script>/gi)).toHaveLength(2);
+    expect(runtime).toContain('echarts.init(el');
+    expect(chartRuntime('full').length).toBeGreaterThan(runtime.length);
+  });
+});
+
+describe('seriesStyle', () => {
+  it('gives every scheduler a fixed colour, and unknown names a stable one', () => {
+    expect(seriesStyle('eva').color).toBe('#4e79a7');
+    expect(seriesStyle('no-packing').color).toBe('#f28e2b');
+    const known = ['eva', 'no-packing', 'stratus', 'synergy', 'owl', 'karpenter'].map(
+      (n) => seriesStyle(n).color,
+    );
+    expect(new Set(known).size).toBe(known.length);
+    expect(seriesStyle('my-scheduler')).toEqual(seriesStyle('my-scheduler'));
+  });
+});
