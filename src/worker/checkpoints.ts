@@ -12,7 +12,7 @@ import {
   type CheckpointRef,
 } from '../protocol/object-keys.js';
 import type { ObjectStore } from '../storage/object-store.js';
-import { extractCheckpoint, packCheckpoint } from './checkpoint-tar.js';
+import { extractCheckpoint, packCheckpoint } from './archives.js';
 import type { Executor } from './executor.js';
 import { listFiles } from './image-cache.js';
 
@@ -37,7 +37,7 @@ import { listFiles } from './image-cache.js';
  * - On a restore, the directory is emptied and the checkpoint's files are extracted into it before the task starts.
  * - Symlinks are kept as links and must be relative and point inside the directory; other special files are left out.
  *
- * The tar is written and extracted in-process (src/worker/checkpoint-tar.ts, which also holds extraction's safety
+ * The tar is written and extracted in-process (src/worker/archives.ts, which also holds extraction's safety
  * rules); checkpoints that the host's GNU tar wrote read the same way.
  */
 export const COMPLETE_MARKER = 'COMPLETE';

@@ -2,18 +2,20 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { chmod, link, lstat, mkdir, readlink, symlink, utimes } from 'node:fs/promises';
 import { isAbsolute, join, posix } from 'node:path';
 import { Readable } from 'node:stream';
+import { createGunzip } from 'node:zlib';
 import { pipeline } from 'node:stream/promises';
 import { extract as tarExtract, pack as tarPack, type Header } from 'tar-stream';
 
 /**
- * The checkpoint tar, written and read in-process with tar-stream (no host `tar`, so busybox, GNU and BSD tar
- * differences stop mattering). The format is plain ustar with PAX for long names: what GNU tar made before reads the
- * same way (GNU long names, hard links and a leading `./` are understood), and any tar can read what this writes.
+ * The worker's tar archives, written and read in-process with tar-stream (no host `tar`, so busybox, GNU and BSD tar
+ * differences stop mattering): checkpoints, and the build contexts `fleetwise submit` uploads. The format is plain
+ * ustar with PAX for long names: what GNU tar made before reads the same way (GNU long names, hard links and a
+ * leading `./` are understood), and any tar can read what this writes.
  *
- * Extraction trusts nothing in the archive, even though its sha256 was checked (whoever can write the store can
- * write a matching manifest): absolute names and `..` are refused, a symlink must point inside the directory, a
- * hard link must name a file already extracted, no entry is written through a symlink (every parent must be a real
- * directory), and no entry replaces an existing path. Set-id bits and owners are dropped.
+ * Extraction trusts nothing in the archive, even a checkpoint whose sha256 was checked (whoever can write the store
+ * can write a matching manifest): absolute names and `..` are refused, a checkpoint's symlinks must point inside the
+ * directory, a hard link must name a file already extracted, no entry is written through a symlink (every parent
+ * must be a real directory), and no entry replaces an existing path. Set-id bits and owners are dropped.
  */
 
 /** The contract's rule for symlinks: relative, and resolving inside the checkpoint directory. */
@@ -23,10 +25,10 @@ function linkEscapes(entry: string, target: string): boolean {
   return resolved === '..' || resolved.startsWith('../');
 }
 
-export class UnsafeCheckpointEntry extends Error {
+export class UnsafeArchiveEntry extends Error {
   constructor(entry: string, reason: string) {
     super(`entry ${JSON.stringify(entry)} ${reason}`);
-    this.name = 'UnsafeCheckpointEntry';
+    this.name = 'UnsafeArchiveEntry';
   }
 }
 
@@ -59,7 +61,7 @@ export async function packCheckpoint(
     else if (info.isSymbolicLink()) {
       const target = await readlink(join(dir, path));
       if (linkEscapes(path, target))
-        throw new UnsafeCheckpointEntry(
+        throw new UnsafeArchiveEntry(
           path,
           `is a symlink to ${target}, outside the checkpoint directory (only relative links within it restore)`,
         );
@@ -86,10 +88,10 @@ export async function packCheckpoint(
 
 /** The safe relative form of an entry's name, or undefined for the directory itself (GNU tar's `./`). */
 function safeName(raw: string): string | undefined {
-  if (raw.includes('\0')) throw new UnsafeCheckpointEntry(raw, 'has a NUL byte in its name');
-  if (posix.isAbsolute(raw)) throw new UnsafeCheckpointEntry(raw, 'has an absolute path');
+  if (raw.includes('\0')) throw new UnsafeArchiveEntry(raw, 'has a NUL byte in its name');
+  if (posix.isAbsolute(raw)) throw new UnsafeArchiveEntry(raw, 'has an absolute path');
   const segments = raw.split('/');
-  if (segments.includes('..')) throw new UnsafeCheckpointEntry(raw, 'has a `..` path segment');
+  if (segments.includes('..')) throw new UnsafeArchiveEntry(raw, 'has a `..` path segment');
   const name = segments.filter((s) => s !== '' && s !== '.').join('/');
   return name === '' ? undefined : name;
 }
@@ -103,6 +105,23 @@ async function drain(stream: AsyncIterable<unknown>): Promise<void> {
  * unsafe or unreadable entry; the caller empties the directory before trying another checkpoint.
  */
 export async function extractCheckpoint(archive: string, dir: string): Promise<void> {
+  await extractInto(createReadStream(archive), dir, { linksMayLeave: false });
+}
+
+/**
+ * Extract an uploaded build context (tar, or gzip-compressed tar) into `dir`, an existing empty directory. A context's
+ * symlinks may point anywhere, as `docker build` copies them as links; they are never followed while extracting.
+ */
+export async function extractBuildContext(archive: Buffer, dir: string, gzip: boolean): Promise<void> {
+  const source = Readable.from([archive]);
+  await extractInto(gzip ? source.pipe(createGunzip()) : source, dir, { linksMayLeave: true });
+}
+
+async function extractInto(
+  source: Readable,
+  dir: string,
+  options: { readonly linksMayLeave: boolean },
+): Promise<void> {
   /** Directories below `dir` known to be real directories (an entry never replaces an existing path). */
   const directories = new Set<string>(['']);
   const ensureParents = async (name: string, create: boolean): Promise<void> => {
@@ -113,19 +132,18 @@ export async function extractCheckpoint(archive: string, dir: string): Promise<v
       const info = await lstat(join(dir, parent)).catch(() => undefined);
       if (info === undefined && create) await mkdir(join(dir, parent));
       else if (info === undefined)
-        throw new UnsafeCheckpointEntry(name, 'names a file that is not in the archive');
+        throw new UnsafeArchiveEntry(name, 'names a file that is not in the archive');
       else if (!info.isDirectory())
-        throw new UnsafeCheckpointEntry(name, `goes through ${parent}, not a directory`);
+        throw new UnsafeArchiveEntry(name, `goes through ${parent}, not a directory`);
       directories.add(parent);
     }
   };
   const notThere = async (name: string): Promise<void> => {
     if ((await lstat(join(dir, name)).catch(() => undefined)) !== undefined)
-      throw new UnsafeCheckpointEntry(name, 'appears twice in the archive');
+      throw new UnsafeArchiveEntry(name, 'appears twice in the archive');
   };
 
   const extract = tarExtract();
-  const source = createReadStream(archive);
   source.once('error', (e) => extract.destroy(e));
   source.pipe(extract);
   try {
@@ -144,7 +162,7 @@ export async function extractCheckpoint(archive: string, dir: string): Promise<v
           const info = await lstat(target).catch(() => undefined);
           if (info === undefined) await mkdir(target, { mode: header.mode & 0o777 });
           else if (!info.isDirectory())
-            throw new UnsafeCheckpointEntry(name, 'replaces a file with a directory');
+            throw new UnsafeArchiveEntry(name, 'replaces a file with a directory');
           directories.add(name);
           break;
         }
@@ -160,11 +178,8 @@ export async function extractCheckpoint(archive: string, dir: string): Promise<v
         }
         case 'symlink': {
           await drain(entry);
-          if (linkEscapes(name, header.linkname))
-            throw new UnsafeCheckpointEntry(
-              name,
-              `is a symlink to ${header.linkname}, outside the directory`,
-            );
+          if (!options.linksMayLeave && linkEscapes(name, header.linkname))
+            throw new UnsafeArchiveEntry(name, `is a symlink to ${header.linkname}, outside the directory`);
           await ensureParents(name, true);
           await notThere(name);
           await symlink(header.linkname, target);
@@ -173,18 +188,15 @@ export async function extractCheckpoint(archive: string, dir: string): Promise<v
         case 'link': {
           // GNU tar stored a second name of the same file as a hard link to the first.
           await drain(entry);
-          const source = safeName(header.linkname);
-          if (source === undefined) throw new UnsafeCheckpointEntry(name, 'is a hard link to the directory');
-          await ensureParents(source, false);
-          const info = await lstat(join(dir, source)).catch(() => undefined);
+          const linked = safeName(header.linkname);
+          if (linked === undefined) throw new UnsafeArchiveEntry(name, 'is a hard link to the directory');
+          await ensureParents(linked, false);
+          const info = await lstat(join(dir, linked)).catch(() => undefined);
           if (info === undefined || !info.isFile())
-            throw new UnsafeCheckpointEntry(
-              name,
-              `is a hard link to ${source}, not a file extracted before it`,
-            );
+            throw new UnsafeArchiveEntry(name, `is a hard link to ${linked}, not a file extracted before it`);
           await ensureParents(name, true);
           await notThere(name);
-          await link(join(dir, source), target);
+          await link(join(dir, linked), target);
           break;
         }
         default:
