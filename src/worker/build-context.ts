@@ -1,8 +1,8 @@
-import { spawn } from 'node:child_process';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ObjectStore } from '../storage/object-store.js';
 import { parseBuildContextRef } from '../protocol/object-keys.js';
+import { extractBuildContext } from './archives.js';
 import type { TaskLaunch } from './executor.js';
 
 /**
@@ -33,25 +33,10 @@ export async function fetchBuildContext(
     await rm(temp, { recursive: true, force: true });
     await mkdir(temp, { recursive: true });
     const archive = await store().getBuffer(key);
-    await untar(archive, temp, encoding === 'gzip');
+    await extractBuildContext(archive, temp, encoding === 'gzip');
     await writeFile(join(temp, '.fleetwise-complete'), '');
     await rm(target, { recursive: true, force: true });
     await rename(temp, target);
   }
   return { contextDir: target, dockerfile: build.dockerfile, contentHash: hash };
-}
-
-function untar(archive: Buffer, dir: string, gzip: boolean): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const tar = spawn('tar', [gzip ? '-xzf' : '-xf', '-', '-C', dir, '--no-same-owner'], {
-      stdio: ['pipe', 'ignore', 'pipe'],
-    });
-    let stderr = '';
-    tar.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    tar.once('error', reject);
-    tar.once('exit', (code) =>
-      code === 0 ? resolve() : reject(new Error(`tar exited ${code}: ${stderr.trim()}`)),
-    );
-    tar.stdin.end(archive);
-  });
 }

@@ -1,9 +1,8 @@
-import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdir, readdir, rm, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { Transform, type Readable } from 'node:stream';
+import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
 import {
@@ -13,6 +12,7 @@ import {
   type CheckpointRef,
 } from '../protocol/object-keys.js';
 import type { ObjectStore } from '../storage/object-store.js';
+import { extractCheckpoint, packCheckpoint } from './archives.js';
 import type { Executor } from './executor.js';
 import { listFiles } from './image-cache.js';
 
@@ -35,8 +35,10 @@ import { listFiles } from './image-cache.js';
  * - After the task exits, `flush()` uploads whatever complete state is left (marker present, or any change for a
  *   task that does not use markers), so a final checkpoint written on the signal is never lost.
  * - On a restore, the directory is emptied and the checkpoint's files are extracted into it before the task starts.
+ * - Symlinks are kept as links and must be relative and point inside the directory; other special files are left out.
  *
- * Tarring and extracting use the host's `tar` (GNU tar on the worker images; busybox tar also works).
+ * The tar is written and extracted in-process (src/worker/archives.ts, which also holds extraction's safety
+ * rules); checkpoints that the host's GNU tar wrote read the same way.
  */
 export const COMPLETE_MARKER = 'COMPLETE';
 
@@ -69,19 +71,6 @@ export async function listCheckpoints(store: ObjectStore, ref: CheckpointRef): P
   return [...seen.entries()].sort((a, b) => a[0] - b[0]).map(([seq, complete]) => ({ seq, complete }));
 }
 
-function tarExit(child: ReturnType<typeof spawn>, what: string): Promise<void> {
-  let stderr = '';
-  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('close', (code) =>
-      code === 0
-        ? resolve()
-        : reject(new Error(`${what}: tar exited with ${String(code)}: ${stderr.trim()}`)),
-    );
-  });
-}
-
 /** Files of the checkpoint directory that belong in a checkpoint (everything but the marker and temp files). */
 async function checkpointFiles(dir: string): Promise<string[]> {
   return (await listFiles(dir)).filter((f) => f !== COMPLETE_MARKER);
@@ -104,16 +93,15 @@ export async function uploadCheckpoint(
   now: () => Date = () => new Date(),
 ): Promise<UploadResult> {
   const started = Date.now();
-  const files = await checkpointFiles(dir);
-  if (files.some((f) => f.includes('\n')))
+  const listed = await checkpointFiles(dir);
+  if (listed.some((f) => f.includes('\n')))
     throw new Error(`checkpoint of ${ref.taskId}: file names with newlines are not supported`);
   const keys = checkpointKeys(ref, seq);
   const hash = createHash('sha256');
   let sizeBytes = 0;
-  const tar = spawn('tar', ['-c', '-f', '-', '-C', dir, '--', ...(files.length === 0 ? ['.'] : files)], {
-    stdio: ['ignore', 'pipe', 'pipe'],
+  const { tar, files } = await packCheckpoint(dir, listed).catch((e: Error) => {
+    throw new Error(`checkpoint ${seq} of ${ref.taskId}: ${e.message}`);
   });
-  const exited = tarExit(tar, `checkpoint ${seq} of ${ref.taskId}`);
   const hashed = new Transform({
     transform(chunk: Buffer, _encoding, done) {
       hash.update(chunk);
@@ -121,11 +109,12 @@ export async function uploadCheckpoint(
       done(null, chunk);
     },
   });
-  const stdout = tar.stdout as Readable;
-  stdout.pipe(hashed);
+  tar.once('error', (e) => hashed.destroy(new Error(`checkpoint ${seq} of ${ref.taskId}: ${e.message}`)));
+  tar.pipe(hashed);
   try {
-    await Promise.all([store.put(keys.data, hashed), exited]);
+    await store.put(keys.data, hashed);
   } catch (e) {
+    tar.destroy();
     hashed.destroy();
     await store.delete(keys.data).catch(() => undefined);
     throw e;
@@ -218,11 +207,7 @@ export async function restoreLatestCheckpoint(
         continue;
       }
       await emptyDir(dir);
-      // tar reads the verified file itself: piped, it may stop reading at the end-of-archive blocks (EPIPE).
-      const tar = spawn('tar', ['-x', '-f', temp, '-C', dir, '--no-same-owner'], {
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
-      await tarExit(tar, `extracting checkpoint ${seq} of ${ref.taskId}`);
+      await extractCheckpoint(temp, dir);
       return { manifest, skipped, durationMs: Date.now() - started };
     } catch (e) {
       skipped.push({ seq, reason: `unreadable: ${(e as Error).message}` });

@@ -1,4 +1,5 @@
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
@@ -11,6 +12,8 @@ interface TarEntry {
   readonly mode: number;
   readonly content: string;
   readonly linkTarget: string;
+  readonly uid: number;
+  readonly mtime: number;
 }
 
 /** A minimal tar reader (ustar + PAX path/linkpath) that checks every header checksum. */
@@ -54,6 +57,8 @@ function readTar(tar: Buffer): TarEntry[] {
       mode: parseInt(text(100, 8, headerAt), 8),
       content: body.toString('utf8'),
       linkTarget: pax['linkpath'] ?? text(157, 100, headerAt),
+      uid: parseInt(text(108, 8, headerAt), 8),
+      mtime: parseInt(text(136, 12, headerAt), 8),
     });
     pax = {};
   }
@@ -97,11 +102,50 @@ describe('packContext', () => {
     expect(byPath.get('data/cache/wanted.bin')?.content).toBe('w');
     expect(byPath.has('debug.log')).toBe(false);
     expect(packed.files).toBe([...byPath.values()].filter((e) => e.type === '0').length);
+    expect(entries.every((e) => e.uid === 0 && e.mtime === 0)).toBe(true);
   });
 
   it('is deterministic: the same directory gives the same bytes', async () => {
     const [a, b] = await Promise.all([packContext(dir), packContext(dir)]);
     expect(a.archive.equals(b.archive)).toBe(true);
+  });
+
+  it('packs a fixed tree to known bytes (the controller stores contexts by content hash)', async () => {
+    const fixed = mkdtempSync(join(tmpdir(), 'fleetwise-ctx-fixed-'));
+    try {
+      mkdirSync(join(fixed, 'src'));
+      writeFileSync(join(fixed, 'Dockerfile'), 'FROM busybox\nCOPY src /src\n');
+      writeFileSync(join(fixed, 'src', 'main.sh'), 'echo hi\n');
+      writeFileSync(join(fixed, `${'n'.repeat(110)}.txt`), 'long');
+      symlinkSync('src/main.sh', join(fixed, 'main'));
+      chmodSync(join(fixed, 'src'), 0o755);
+      chmodSync(join(fixed, 'Dockerfile'), 0o644);
+      chmodSync(join(fixed, 'src', 'main.sh'), 0o755);
+      chmodSync(join(fixed, `${'n'.repeat(110)}.txt`), 0o600);
+      const tar = gunzipSync((await packContext(fixed)).archive);
+      expect(createHash('sha256').update(tar).digest('hex')).toBe(
+        '943350d520ea6bde2a8853b4099bc732a6eb676915c7e09e8d96fc0852d8b502',
+      );
+    } finally {
+      rmSync(fixed, { recursive: true, force: true });
+    }
+  });
+
+  it('always sends the Dockerfile and .dockerignore, as the docker CLI does', async () => {
+    const ctx = mkdtempSync(join(tmpdir(), 'fleetwise-ctx-keep-'));
+    try {
+      mkdirSync(join(ctx, 'docker'));
+      writeFileSync(join(ctx, 'docker', 'app.Dockerfile'), 'FROM busybox\n');
+      writeFileSync(join(ctx, 'notes.txt'), 'x');
+      writeFileSync(join(ctx, '.dockerignore'), '*\n');
+      const paths = (ctx2: Buffer): string[] => readTar(gunzipSync(ctx2)).map((e) => e.path);
+      expect(paths((await packContext(ctx, undefined, 'docker/app.Dockerfile')).archive)).toEqual([
+        '.dockerignore',
+        'docker/app.Dockerfile',
+      ]);
+    } finally {
+      rmSync(ctx, { recursive: true, force: true });
+    }
   });
 
   it('refuses a missing directory and a context over the size limit', async () => {
@@ -121,5 +165,55 @@ describe('DockerIgnore', () => {
     expect(ignore.ignores('build')).toBe(true);
     expect(ignore.ignores('secrets/a.key')).toBe(true);
     expect(ignore.ignores('src/main.ts')).toBe(false);
+  });
+
+  it('re-includes with ! below an excluded directory, and a later line excludes again', () => {
+    const ignore = DockerIgnore.parse('logs\n!logs/keep\nlogs/keep/secret\n*.md\n!README.md\n');
+    expect(ignore.hasExceptions).toBe(true);
+    expect(ignore.ignores('logs/a')).toBe(true);
+    expect(ignore.ignores('logs/keep/b')).toBe(false);
+    expect(ignore.ignores('logs/keep/secret')).toBe(true);
+    expect(ignore.ignores('README.md')).toBe(false);
+    expect(ignore.ignores('CHANGES.md')).toBe(true);
+    expect(ignore.ignores('docs/a.md')).toBe(false); // * does not cross '/'
+    expect(DockerIgnore.parse('a\n!\n').hasExceptions).toBe(false); // a bare ! is no rule
+  });
+
+  it('** spans any number of directories, zero included', () => {
+    const ignore = DockerIgnore.parse('docs/**/*.md\n**/node_modules\ncache/**\n');
+    expect(ignore.ignores('docs/a.md')).toBe(true);
+    expect(ignore.ignores('docs/x/y/a.md')).toBe(true);
+    expect(ignore.ignores('a.md')).toBe(false);
+    expect(ignore.ignores('node_modules/x.js')).toBe(true);
+    expect(ignore.ignores('pkg/sub/node_modules/x.js')).toBe(true);
+    expect(ignore.ignores('cache/a/b')).toBe(true);
+    expect(ignore.ignores('cache')).toBe(false); // cache/** matches what is inside, not the directory
+  });
+
+  it('a trailing slash matches the directory (and a file of that name), as Go filepath.Clean does', () => {
+    const ignore = DockerIgnore.parse('build/\n!build/keep/\n');
+    expect(ignore.ignores('build')).toBe(true);
+    expect(ignore.ignores('build/out.o')).toBe(true);
+    expect(ignore.ignores('build/keep/x')).toBe(false);
+    expect(ignore.ignores('src/build')).toBe(false); // anchored at the context root
+  });
+
+  it('follows Go filepath.Match: [...] classes, \\ escapes, cleaned paths', () => {
+    const ignore = DockerIgnore.parse('[ab].txt\nfile\\*\n./out/../dist\n\\#notes\n');
+    expect(ignore.ignores('a.txt')).toBe(true);
+    expect(ignore.ignores('c.txt')).toBe(false);
+    expect(ignore.ignores('[ab].txt')).toBe(false);
+    expect(ignore.ignores('file*')).toBe(true);
+    expect(ignore.ignores('fileX')).toBe(false);
+    expect(ignore.ignores('dist/x')).toBe(true);
+    expect(ignore.ignores('#notes')).toBe(true);
+  });
+
+  it('never ignores .dockerignore or the Dockerfile', () => {
+    const ignore = DockerIgnore.parse('*\n', 'ci/Dockerfile.prod');
+    expect(ignore.ignores('.dockerignore')).toBe(false);
+    expect(ignore.ignores('ci/Dockerfile.prod')).toBe(false);
+    expect(ignore.ignores('ci/other')).toBe(true);
+    expect(ignore.ignores('Dockerfile')).toBe(true); // not the one this build uses
   });
 });

@@ -1,7 +1,22 @@
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import {
+  existsSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pack as tarPack, type Header } from 'tar-stream';
 import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
@@ -45,6 +60,39 @@ async function until<T>(probe: () => Promise<T | undefined> | T | undefined, tim
     if (Date.now() > deadline) throw new Error('timed out');
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/** A tar with exactly these entries (names, types and link targets unchecked), as a hostile store could hold. */
+async function craftTar(
+  entries: readonly (Partial<Header> & { readonly name: string; readonly content?: string })[],
+): Promise<Buffer> {
+  const tar = tarPack();
+  const chunks: Buffer[] = [];
+  tar.on('data', (c) => chunks.push(c as Buffer));
+  const ended = new Promise<void>((resolve) => tar.once('end', () => resolve()));
+  for (const { content, ...header } of entries)
+    await new Promise<void>((resolve, reject) =>
+      tar.entry(header, content ?? '', (e) => (e ? reject(e) : resolve())),
+    );
+  tar.finalize();
+  await ended;
+  return Buffer.concat(chunks);
+}
+
+/** Store `tar` as checkpoint `seq` with a manifest that matches it, the way a worker would. */
+async function putCheckpoint(store: ObjectStore, seq: number, tar: Buffer, files: string[]): Promise<void> {
+  const keys = checkpointKeys(REF, seq);
+  await store.put(keys.data, tar);
+  const manifest = {
+    version: 1,
+    ...REF,
+    seq,
+    createdAt: new Date().toISOString(),
+    sha256: createHash('sha256').update(tar).digest('hex'),
+    sizeBytes: tar.length,
+    files,
+  };
+  await store.put(keys.manifest, Buffer.from(JSON.stringify(manifest)));
 }
 
 /** The round-trip contract, for any store. */
@@ -194,6 +242,114 @@ describe('checkpoints on the filesystem store', () => {
     const final = await watcher.flush();
     expect(final?.manifest.seq).toBe(2);
     expect(await watcher.flush()).toBeUndefined(); // nothing changed since
+  });
+});
+
+describe('checkpoint archives', () => {
+  it('keeps a relative symlink as a link, and refuses to upload one leading outside the directory', async () => {
+    const store = new FsObjectStore(join(tmp, 'store'));
+    const src = join(tmp, 'src');
+    writeState(src, { 'ckpt-0005.pt': 'weights', 'sub/notes': 'n' });
+    symlinkSync('ckpt-0005.pt', join(src, 'latest.pt'));
+    symlinkSync('../ckpt-0005.pt', join(src, 'sub', 'up'));
+    const { manifest } = await uploadCheckpoint(store, REF, src, 1);
+    expect(manifest.files).toEqual(['ckpt-0005.pt', 'latest.pt', 'sub/notes', 'sub/up']);
+    const dst = join(tmp, 'dst');
+    expect((await restoreLatestCheckpoint(store, REF, dst)).manifest?.seq).toBe(1);
+    expect(readlinkSync(join(dst, 'latest.pt'))).toBe('ckpt-0005.pt');
+    expect(readFileSync(join(dst, 'sub', 'up'), 'utf8')).toBe('weights');
+
+    symlinkSync('/etc/passwd', join(src, 'passwd'));
+    await expect(uploadCheckpoint(store, REF, src, 2)).rejects.toThrow(
+      /"passwd" is a symlink to \/etc\/passwd, outside the checkpoint directory/,
+    );
+    expect(await listCheckpoints(store, REF)).toEqual([{ seq: 1, complete: true }]);
+  });
+
+  it('restores what GNU tar wrote before (./ names, hard links, GNU long names), modes and mtimes included', async () => {
+    const store = new FsObjectStore(join(tmp, 'store'));
+    const src = join(tmp, 'src');
+    const long = `${'l'.repeat(120)}/${'m'.repeat(120)}.bin`;
+    writeState(src, { run: '#!/bin/sh\n', [long]: 'deep', a: 'shared' });
+    linkSync(join(src, 'a'), join(src, 'b'));
+    execFileSync('chmod', ['0750', join(src, 'run')]);
+    execFileSync('touch', ['-d', '2024-01-02T03:04:05Z', join(src, 'run')]);
+    // What the worker ran before checkpoints were packed in-process.
+    const files = ['a', 'b', long, 'run'];
+    const tar = execFileSync('tar', ['-c', '-f', '-', '-C', src, '--', ...files.map((f) => `./${f}`)]);
+    await putCheckpoint(store, 1, tar, files);
+    const dst = join(tmp, 'dst');
+    const restored = await restoreLatestCheckpoint(store, REF, dst);
+    expect(restored.skipped).toEqual([]);
+    expect(readFileSync(join(dst, long), 'utf8')).toBe('deep');
+    expect(readFileSync(join(dst, 'b'), 'utf8')).toBe('shared');
+    expect(statSync(join(dst, 'run')).mode & 0o777).toBe(0o750);
+    expect(statSync(join(dst, 'run')).mtime.toISOString()).toBe('2024-01-02T03:04:05.000Z');
+  });
+
+  it('refuses entries that would land outside the directory or write through a link, for the previous checkpoint', async () => {
+    const store = new FsObjectStore(join(tmp, 'store'));
+    const src = join(tmp, 'src');
+    writeState(src, { counter: 'good\n' });
+    await uploadCheckpoint(store, REF, src, 1);
+    const outside = join(tmp, 'outside');
+    mkdirSync(outside);
+    const hostile: [string, Parameters<typeof craftTar>[0], RegExp][] = [
+      [
+        'dot-dot',
+        [{ name: '../outside/evil', content: 'x' }],
+        /"\.\.\/outside\/evil" has a `\.\.` path segment/,
+      ],
+      ['absolute', [{ name: join(outside, 'evil'), content: 'x' }], /has an absolute path/],
+      [
+        'symlink out',
+        [{ name: 'out', type: 'symlink', linkname: outside }],
+        /"out" is a symlink to .*outside the directory/,
+      ],
+      [
+        'symlink up',
+        [{ name: 'up', type: 'symlink', linkname: '../outside' }],
+        /"up" is a symlink to \.\.\/outside/,
+      ],
+      [
+        // Each link stays inside by itself; followed one after the other they lead out (d/up is the directory itself).
+        'write through a symlink',
+        [
+          { name: 'd/', type: 'directory' },
+          { name: 'd/up', type: 'symlink', linkname: '..' },
+          { name: 'e', type: 'symlink', linkname: 'd/up/..' },
+          { name: 'e/outside/evil', content: 'x' },
+        ],
+        /"e\/outside\/evil" goes through e, not a directory/,
+      ],
+      [
+        'replace a link',
+        [
+          { name: 'l', type: 'symlink', linkname: 'f' },
+          { name: 'l', content: 'x' },
+        ],
+        /"l" appears twice/,
+      ],
+      [
+        'hard link out',
+        [{ name: 'h', type: 'link', linkname: '../outside/secret' }],
+        /has a `\.\.` path segment/,
+      ],
+    ];
+    writeFileSync(join(outside, 'secret'), 's');
+    for (const [index, [, entries]] of hostile.entries())
+      await putCheckpoint(store, index + 2, await craftTar(entries), []);
+    const dst = join(tmp, 'ck', 'dir');
+    const restored = await restoreLatestCheckpoint(store, REF, dst);
+    expect(restored.manifest?.seq).toBe(1);
+    expect(readdirSync(dst)).toEqual(['counter']);
+    expect(readdirSync(outside)).toEqual(['secret']);
+    expect(lstatSync(join(tmp, 'ck')).isDirectory()).toBe(true);
+    const reasons = [...restored.skipped].reverse();
+    hostile.forEach(([what, , reason], i) => {
+      expect(reasons[i]?.reason, what).toMatch(/^unreadable: entry /);
+      expect(reasons[i]?.reason, what).toMatch(reason);
+    });
   });
 });
 

@@ -26,6 +26,11 @@ interface SubmitOptions extends ConnectionOptions {
 const LOCAL_TEAM_PLACEHOLDER = 'token-team';
 
 type RawSpec = Record<string, unknown> & { tasks?: unknown };
+/** A task's `build` in object form (validated by checkSpecFile before upload). */
+interface RawBuild {
+  readonly context: string;
+  readonly dockerfile?: string | undefined;
+}
 
 /** `submit -` reads the spec from standard input (a `build:` directory is then relative to the working directory). */
 const STDIN = '-';
@@ -67,7 +72,7 @@ export async function checkSpecFile(file: string, priceBook: PriceBook): Promise
 
 /**
  * Upload each task's local `build.context` directory (relative to the spec file) and point the spec at the stored
- * copy. The same directory used by several tasks is uploaded once.
+ * copy. The same directory (and Dockerfile) used by several tasks is uploaded once.
  */
 async function uploadBuildContexts(
   raw: RawSpec,
@@ -84,19 +89,22 @@ async function uploadBuildContexts(
       tasks.push(task);
       continue;
     }
-    const context = typeof build === 'string' ? build : (build as { context: string }).context;
+    const { context, dockerfile } =
+      typeof build === 'string' ? { context: build, dockerfile: undefined } : (build as RawBuild);
     const directory = isAbsolute(context) ? context : resolve(dirname(file), context);
-    let ref = uploaded.get(directory);
+    // The Dockerfile is always packed, even when .dockerignore excludes it: one archive per directory and Dockerfile.
+    const key = `${directory}\0${dockerfile ?? ''}`;
+    let ref = uploaded.get(key);
     if (ref === undefined) {
       let packed;
       try {
-        packed = await packContext(directory);
+        packed = await packContext(directory, undefined, dockerfile);
       } catch (e) {
         throw new ValidationError(file, [`tasks.${index}.build.context: ${(e as Error).message}`]);
       }
       const stored = await client.uploadContext(packed.archive);
       ref = stored.ref;
-      uploaded.set(directory, ref);
+      uploaded.set(key, ref);
       log(
         `uploaded build context ${directory} (${packed.files} files, ${packed.archive.length} bytes) as ${ref}\n`,
       );

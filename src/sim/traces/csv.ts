@@ -1,3 +1,4 @@
+import { CsvError, parse } from 'csv-parse/sync';
 import { ValidationError } from '../../core/validation.js';
 
 /** One problem of a text input, reported as `file:line: field: reason` so editors can jump to it. */
@@ -6,6 +7,9 @@ export interface LineProblem {
   readonly field: string;
   readonly reason: string;
 }
+
+const LF = 0x0a;
+const CR = 0x0d;
 
 /** How many problems the message lists before summarizing the rest (a broken file can have thousands). */
 const MAX_LISTED_PROBLEMS = 20;
@@ -37,67 +41,69 @@ export interface CsvTable {
 }
 
 /**
- * Split one CSV line into cells (RFC 4180 quoting within a line: `"a,b"` and `""` escapes). Returns
- * undefined for an unterminated quote. Cells are not trimmed here; callers decide.
- */
-export function splitCsvLine(line: string): string[] | undefined {
-  const cells: string[] = [];
-  let cell = '';
-  let quoted = false;
-  for (let i = 0; i < line.length; i++) {
-    const ch = line[i] as string;
-    if (quoted) {
-      if (ch !== '"') cell += ch;
-      else if (line[i + 1] === '"') {
-        cell += '"';
-        i++;
-      } else quoted = false;
-    } else if (ch === '"' && cell.length === 0) quoted = true;
-    else if (ch === ',') {
-      cells.push(cell);
-      cell = '';
-    } else cell += ch;
-  }
-  if (quoted) return undefined;
-  cells.push(cell);
-  return cells;
-}
-
-/**
- * Parse simple comma-separated text with a header line: tolerates a BOM, CRLF and blank lines; rejects rows
- * whose cell count differs from the header's, naming the line.
+ * Parse comma-separated text with a header line (RFC 4180, via csv-parse): tolerates a BOM, CRLF and blank lines;
+ * a quoted cell may hold commas, `""` escapes and line breaks, and a quote inside an unquoted cell is kept as text.
+ * Cells are not trimmed here (callers decide); the header's are. Every row whose cell count differs from the
+ * header's is reported with its line, as is an unterminated quote.
  */
 export function parseCsv(text: string, source: string): CsvTable {
-  const lines = text.replace(/^\uFEFF/, '').split(/\r?\n/);
+  // Line numbers are counted here from byte offsets, as `file:line` means to an editor: csv-parse's own count
+  // also takes a lone CR for a line break and gives a record's last line, not its first.
+  const bytes = Buffer.from(text, 'utf8');
+  let offset = text.startsWith('\uFEFF') ? 3 : 0; // csv-parse drops the BOM (3 bytes in UTF-8)
+  let line = 1;
+  const advanceTo = (to: number): void => {
+    for (; offset < to; offset++) if (bytes[offset] === LF) line++;
+  };
+  /** Skip the blank lines csv-parse passed over before the next record; returns where that record starts. */
+  const recordStart = (): number => {
+    let start = offset;
+    for (;;) {
+      if (bytes[start] === LF) start += 1;
+      else if (bytes[start] === CR && bytes[start + 1] === LF) start += 2;
+      else break;
+    }
+    advanceTo(start);
+    return start;
+  };
+
   const problems: LineProblem[] = [];
   let header: string[] | undefined;
   let headerLine = 0;
   const rows: CsvRow[] = [];
-  lines.forEach((raw, index) => {
-    const line = index + 1;
-    if (raw.trim() === '') return;
-    const cells = splitCsvLine(raw);
-    if (cells === undefined) {
-      problems.push({ line, field: '(row)', reason: 'unterminated quoted field' });
-      return;
-    }
-    if (header === undefined) {
-      header = cells.map((c) => c.trim());
-      headerLine = line;
-      return;
-    }
-    if (cells.length !== header.length) {
-      problems.push({
-        line,
-        field: '(row)',
-        reason: `expected ${header.length} comma-separated fields like the header, found ${cells.length}`,
-      });
-      return;
-    }
-    rows.push({ line, cells });
-  });
-  if (header === undefined)
+  try {
+    parse(bytes, {
+      bom: true,
+      record_delimiter: ['\r\n', '\n'],
+      skip_empty_lines: true,
+      relax_quotes: true,
+      relax_column_count: true, // checked below, so that every short or long row is reported
+      on_record: (cells: string[], info) => {
+        const start = recordStart();
+        const first = line;
+        advanceTo(info.bytes);
+        if (bytes.toString('utf8', start, info.bytes).trim() === '') return null; // a line of spaces
+        if (header === undefined) {
+          header = cells.map((c) => c.trim());
+          headerLine = first;
+        } else if (cells.length !== header.length)
+          problems.push({
+            line: first,
+            field: '(row)',
+            reason: `expected ${header.length} comma-separated fields like the header, found ${cells.length}`,
+          });
+        else rows.push({ line: first, cells });
+        return null; // collected here: csv-parse need not keep them
+      },
+    });
+  } catch (e) {
+    if (!(e instanceof CsvError)) throw e;
+    recordStart();
+    const reason = e.code === 'CSV_QUOTE_NOT_CLOSED' ? 'unterminated quoted field' : e.message;
+    problems.push({ line, field: '(row)', reason });
+  }
+  if (header === undefined && problems.length === 0)
     throw new LineValidationError(source, [{ line: 1, field: '(header)', reason: 'the file is empty' }]);
   if (problems.length > 0) throw new LineValidationError(source, problems);
-  return { header, headerLine, rows };
+  return { header: header ?? [], headerLine, rows };
 }

@@ -1,10 +1,38 @@
 import { describe, expect, it } from 'vitest';
-import { LineValidationError, parseCsv, splitCsvLine } from '../../../src/sim/traces/csv.js';
+import { LineValidationError, parseCsv } from '../../../src/sim/traces/csv.js';
 
-describe('CSV splitting', () => {
+describe('CSV parsing', () => {
   it('handles quotes, escaped quotes and empty cells', () => {
-    expect(splitCsvLine('a,"b,c","d""e",,')).toEqual(['a', 'b,c', 'd"e', '', '']);
-    expect(splitCsvLine('"open,1')).toBeUndefined();
+    expect(parseCsv('a,b,c,d,e\na,"b,c","d""e",,\n', 'f.csv').rows).toEqual([
+      { line: 2, cells: ['a', 'b,c', 'd"e', '', ''] },
+    ]);
+  });
+
+  it('keeps a quote inside an unquoted cell as text, and cells untrimmed', () => {
+    expect(parseCsv(' x , y\n12" , "a"\n', 'f.csv')).toEqual({
+      header: ['x', 'y'],
+      headerLine: 1,
+      rows: [{ line: 2, cells: ['12" ', ' "a"'] }],
+    });
+  });
+
+  it('lets a quoted cell span lines, numbering rows by their first line', () => {
+    const t = parseCsv('x,y\n"two\nlines",1\n\n   \n3,4\n', 'f.csv');
+    expect(t.rows).toEqual([
+      { line: 2, cells: ['two\nlines', '1'] },
+      { line: 6, cells: ['3', '4'] },
+    ]);
+  });
+
+  it('reports an unterminated quote at the line it opens, after the rows before it', () => {
+    expect(() => parseCsv('x,y\n1\n"open,1\n2,3\n', 'f.csv')).toThrow(
+      'f.csv:2: (row): expected 2 comma-separated fields like the header, found 1\n' +
+        'f.csv:3: (row): unterminated quoted field',
+    );
+  });
+
+  it('reports an empty file', () => {
+    expect(() => parseCsv('\uFEFF\n \r\n', 'f.csv')).toThrow('f.csv:1: (header): the file is empty');
   });
 
   it('skips blank lines, strips a BOM and keeps 1-based line numbers', () => {

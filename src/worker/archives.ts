@@ -1,0 +1,210 @@
+import { createReadStream, createWriteStream } from 'node:fs';
+import { chmod, link, lstat, mkdir, readlink, symlink, utimes } from 'node:fs/promises';
+import { isAbsolute, join, posix } from 'node:path';
+import { Readable } from 'node:stream';
+import { createGunzip } from 'node:zlib';
+import { pipeline } from 'node:stream/promises';
+import { extract as tarExtract, pack as tarPack, type Header } from 'tar-stream';
+
+/**
+ * The worker's tar archives, written and read in-process with tar-stream (no host `tar`, so busybox, GNU and BSD tar
+ * differences stop mattering): checkpoints, and the build contexts `fleetwise submit` uploads. The format is plain
+ * ustar with PAX for long names: what GNU tar made before reads the same way (GNU long names, hard links and a
+ * leading `./` are understood), and any tar can read what this writes.
+ *
+ * Extraction trusts nothing in the archive, even a checkpoint whose sha256 was checked (whoever can write the store
+ * can write a matching manifest): absolute names and `..` are refused, a checkpoint's symlinks must point inside the
+ * directory, a hard link must name a file already extracted, no entry is written through a symlink (every parent
+ * must be a real directory), and no entry replaces an existing path. Set-id bits and owners are dropped.
+ */
+
+/** The contract's rule for symlinks: relative, and resolving inside the checkpoint directory. */
+function linkEscapes(entry: string, target: string): boolean {
+  if (target === '' || posix.isAbsolute(target) || isAbsolute(target)) return true;
+  const resolved = posix.normalize(posix.join(posix.dirname(entry), target));
+  return resolved === '..' || resolved.startsWith('../');
+}
+
+export class UnsafeArchiveEntry extends Error {
+  constructor(entry: string, reason: string) {
+    super(`entry ${JSON.stringify(entry)} ${reason}`);
+    this.name = 'UnsafeArchiveEntry';
+  }
+}
+
+/**
+ * Stream `dir`'s `files` as a tar. Regular files keep their mode and mtime; symlinks are stored as links (never
+ * followed) and must stay inside the directory, or the checkpoint could not be restored; other kinds (FIFOs,
+ * sockets) hold no state and are left out. `files` are '/'-separated paths relative to `dir`. Returns the stream
+ * and the files it will contain.
+ */
+export async function packCheckpoint(
+  dir: string,
+  files: readonly string[],
+): Promise<{ readonly tar: Readable; readonly files: string[] }> {
+  const entries: { readonly path: string; readonly header: Header }[] = [];
+  for (const path of files) {
+    const info = await lstat(join(dir, path));
+    const base = {
+      name: path,
+      mode: info.mode & 0o777,
+      mtime: info.mtime,
+      uid: 0,
+      gid: 0,
+      uname: '',
+      gname: '',
+      devmajor: 0,
+      devminor: 0,
+    };
+    if (info.isFile())
+      entries.push({ path, header: { ...base, type: 'file', size: info.size, linkname: '' } });
+    else if (info.isSymbolicLink()) {
+      const target = await readlink(join(dir, path));
+      if (linkEscapes(path, target))
+        throw new UnsafeArchiveEntry(
+          path,
+          `is a symlink to ${target}, outside the checkpoint directory (only relative links within it restore)`,
+        );
+      entries.push({ path, header: { ...base, type: 'symlink', size: 0, linkname: target } });
+    }
+  }
+  const tar = tarPack();
+  const write = async (): Promise<void> => {
+    for (const { path, header } of entries) {
+      if (header.type !== 'file') {
+        await new Promise<void>((resolve, reject) => tar.entry(header, (e) => (e ? reject(e) : resolve())));
+        continue;
+      }
+      // tar-stream fails the entry if the file's size changed since lstat (the task must not write meanwhile).
+      const sink = tar.entry(header);
+      await pipeline(createReadStream(join(dir, path)), sink);
+    }
+    tar.finalize();
+  };
+  write().catch((e: Error) => tar.destroy(e));
+  // A Node Readable for the object store's put (multipart uploads read it like any stream).
+  return { tar: Readable.from(tar), files: entries.map((e) => e.path) };
+}
+
+/** The safe relative form of an entry's name, or undefined for the directory itself (GNU tar's `./`). */
+function safeName(raw: string): string | undefined {
+  if (raw.includes('\0')) throw new UnsafeArchiveEntry(raw, 'has a NUL byte in its name');
+  if (posix.isAbsolute(raw)) throw new UnsafeArchiveEntry(raw, 'has an absolute path');
+  const segments = raw.split('/');
+  if (segments.includes('..')) throw new UnsafeArchiveEntry(raw, 'has a `..` path segment');
+  const name = segments.filter((s) => s !== '' && s !== '.').join('/');
+  return name === '' ? undefined : name;
+}
+
+async function drain(stream: AsyncIterable<unknown>): Promise<void> {
+  for await (const chunk of stream) void chunk;
+}
+
+/**
+ * Extract the tar file `archive` into `dir` (an existing, empty directory) under the rules above. Throws on the first
+ * unsafe or unreadable entry; the caller empties the directory before trying another checkpoint.
+ */
+export async function extractCheckpoint(archive: string, dir: string): Promise<void> {
+  await extractInto(createReadStream(archive), dir, { linksMayLeave: false });
+}
+
+/**
+ * Extract an uploaded build context (tar, or gzip-compressed tar) into `dir`, an existing empty directory. A context's
+ * symlinks may point anywhere, as `docker build` copies them as links; they are never followed while extracting.
+ */
+export async function extractBuildContext(archive: Buffer, dir: string, gzip: boolean): Promise<void> {
+  const source = Readable.from([archive]);
+  await extractInto(gzip ? source.pipe(createGunzip()) : source, dir, { linksMayLeave: true });
+}
+
+async function extractInto(
+  source: Readable,
+  dir: string,
+  options: { readonly linksMayLeave: boolean },
+): Promise<void> {
+  /** Directories below `dir` known to be real directories (an entry never replaces an existing path). */
+  const directories = new Set<string>(['']);
+  const ensureParents = async (name: string, create: boolean): Promise<void> => {
+    const segments = name.split('/').slice(0, -1);
+    for (let i = 1; i <= segments.length; i++) {
+      const parent = segments.slice(0, i).join('/');
+      if (directories.has(parent)) continue;
+      const info = await lstat(join(dir, parent)).catch(() => undefined);
+      if (info === undefined && create) await mkdir(join(dir, parent));
+      else if (info === undefined)
+        throw new UnsafeArchiveEntry(name, 'names a file that is not in the archive');
+      else if (!info.isDirectory())
+        throw new UnsafeArchiveEntry(name, `goes through ${parent}, not a directory`);
+      directories.add(parent);
+    }
+  };
+  const notThere = async (name: string): Promise<void> => {
+    if ((await lstat(join(dir, name)).catch(() => undefined)) !== undefined)
+      throw new UnsafeArchiveEntry(name, 'appears twice in the archive');
+  };
+
+  const extract = tarExtract();
+  source.once('error', (e) => extract.destroy(e));
+  source.pipe(extract);
+  try {
+    for await (const entry of extract) {
+      const { header } = entry;
+      const name = safeName(header.name);
+      if (name === undefined) {
+        await drain(entry);
+        continue;
+      }
+      const target = join(dir, name);
+      switch (header.type) {
+        case 'directory': {
+          await drain(entry);
+          await ensureParents(name, true);
+          const info = await lstat(target).catch(() => undefined);
+          if (info === undefined) await mkdir(target, { mode: header.mode & 0o777 });
+          else if (!info.isDirectory())
+            throw new UnsafeArchiveEntry(name, 'replaces a file with a directory');
+          directories.add(name);
+          break;
+        }
+        case 'file':
+        case 'contiguous-file': {
+          await ensureParents(name, true);
+          await notThere(name);
+          // 'wx': O_CREAT|O_EXCL, which also refuses to open through a symlink at the final path.
+          await pipeline(entry, createWriteStream(target, { flags: 'wx', mode: 0o600 }));
+          await chmod(target, header.mode & 0o777);
+          await utimes(target, header.mtime, header.mtime);
+          break;
+        }
+        case 'symlink': {
+          await drain(entry);
+          if (!options.linksMayLeave && linkEscapes(name, header.linkname))
+            throw new UnsafeArchiveEntry(name, `is a symlink to ${header.linkname}, outside the directory`);
+          await ensureParents(name, true);
+          await notThere(name);
+          await symlink(header.linkname, target);
+          break;
+        }
+        case 'link': {
+          // GNU tar stored a second name of the same file as a hard link to the first.
+          await drain(entry);
+          const linked = safeName(header.linkname);
+          if (linked === undefined) throw new UnsafeArchiveEntry(name, 'is a hard link to the directory');
+          await ensureParents(linked, false);
+          const info = await lstat(join(dir, linked)).catch(() => undefined);
+          if (info === undefined || !info.isFile())
+            throw new UnsafeArchiveEntry(name, `is a hard link to ${linked}, not a file extracted before it`);
+          await ensureParents(name, true);
+          await notThere(name);
+          await link(join(dir, linked), target);
+          break;
+        }
+        default:
+          // FIFOs and devices hold no state, and creating devices would need privileges: left out.
+          await drain(entry);
+      }
+    }
+  } finally {
+    source.destroy();
+  }
+}
