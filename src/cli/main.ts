@@ -16,6 +16,7 @@ import { registerDrain } from './commands/drain.js';
 import { registerReport } from './commands/report.js';
 import { registerLogs } from './commands/logs.js';
 import { registerWorker } from './commands/worker.js';
+import { registerDown } from './commands/down.js';
 
 /** The `fleetwise` command. Each subcommand lives in src/cli/commands/<name>.ts and registers itself here. */
 export function buildProgram(): Command {
@@ -38,6 +39,7 @@ export function buildProgram(): Command {
   registerReport(program);
   registerLogs(program);
   registerWorker(program);
+  registerDown(program);
   return program;
 }
 
