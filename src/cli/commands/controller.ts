@@ -38,6 +38,7 @@ import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
 import { liveWorkers, stopWorkersGently } from '../../cloud/local/local-shutdown.js';
 import { isFinalJobState } from '../../controller/state/lifecycle.js';
 import type { StateStore } from '../../controller/state-store.js';
+import type { ExecutorKind } from '../../controller/execution-check.js';
 import { dockerAvailable, makeExecutor } from './worker.js';
 import { spawn } from 'node:child_process';
 import { openObjectStore } from '../../storage/open-object-store.js';
@@ -256,18 +257,22 @@ export async function runController(
 
   let provider: CloudProvider | undefined;
   let localProvider: LocalProvider | undefined;
+  // EC2 workers run tasks in Docker (their user data installs it); local ones with the executor chosen below.
+  let executor: ExecutorKind = 'docker';
   let workerToken: string | undefined;
   const local = config.provider === 'local';
   if (local) {
     workerToken = ensureSecretFile(join(config.stateDir, WORKER_TOKEN_FILE)).value;
     const kind: 'docker' | 'process' =
       config.executor === 'auto' ? ((await dockerAvailable()) ? 'docker' : 'process') : config.executor;
+    executor = kind;
     const host = hostCapacity();
     const { host: listenHost, port } = parseListenAddress(config.listen ?? '127.0.0.1:7070');
     const controllerUrl = `http://${listenHost.includes(':') ? `[${listenHost}]` : listenHost}:${port}`;
     process.stdout.write(
       `${describeLocalCapacity(catalog, host)}\n` +
-        `local mode: tasks run with the ${kind} executor (${config.executor === 'auto' ? (kind === 'docker' ? 'a Docker engine answered' : 'no Docker engine answered') : 'as configured'})\n`,
+        `local mode: tasks run with the ${kind} executor (${config.executor === 'auto' ? (kind === 'docker' ? 'a Docker engine answered' : 'no Docker engine answered') : 'as configured'})` +
+        `${kind === 'process' ? ": a task's image is not used, its command runs on this host (submissions say so)" : ''}\n`,
     );
     provider = localProvider = new LocalProvider({
       stateFile: join(config.stateDir, 'local-instances.json'),
@@ -339,6 +344,7 @@ export async function runController(
     settings: settingsFromConfig(config),
     faults,
     logger: log,
+    executor,
   });
   log.info(`scheduler: ${controller.scheduler.name}`);
   log.info(`queue: ${describeQueue(controller.admission.config, config.caps)}`);
