@@ -42,8 +42,13 @@ function stopWorkers(stateDir: string): void {
   }
 }
 
-afterAll(() => {
-  for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
+afterAll(async () => {
+  // A stopped controller stops its workers (checkpointing their tasks) before it exits: wait for that.
+  await Promise.all(
+    children
+      .filter((c) => c.exitCode === null && c.signalCode === null)
+      .map((c) => new Promise((resolve) => c.once('exit', resolve).kill('SIGTERM'))),
+  );
   for (const dir of stateDirs) stopWorkers(dir);
   rmSync(scratch, { recursive: true, force: true });
 });

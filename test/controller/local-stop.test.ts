@@ -84,6 +84,8 @@ describe.concurrent('stopping local mode', () => {
     const { id, pid, dir } = await submitAndRun(ctl);
     const task = taskPid(dir, `${id}.0`) as number;
     expect(pidAlive(task)).toBe(true);
+    // Twice at once, as under `npm start` (the terminal's SIGINT and npm's forwarded one): still one clean stop.
+    ctl.process.kill('SIGINT');
     ctl.process.kill('SIGINT');
     expect(await ctl.exited).toBe(0);
     expect(ctl.stdout()).toMatch(/stopping 1 local worker\(s\): checkpointing their tasks/);

@@ -372,9 +372,11 @@ export async function runController(
 
   let api: ApiServer | undefined;
   let stopping = false;
+  let stoppingSinceMs = 0;
   const shutdown = async (signal: string): Promise<void> => {
     if (stopping) return;
     stopping = true;
+    stoppingSinceMs = Date.now();
     log.info(`received ${signal}; stopping`);
     priceRefresher?.stop();
     // The loop first, so no round launches or replaces an instance while the workers go; the API last, so workers
@@ -392,8 +394,18 @@ export async function runController(
     releaseStateDir();
     process.exit(0);
   };
-  process.once('SIGTERM', () => void shutdown('SIGTERM'));
-  process.once('SIGINT', () => void shutdown('SIGINT'));
+  // Under `npm start` one Ctrl-C arrives twice (from the terminal, and forwarded by npm): a repeat within a second is
+  // the same request; a later one means "exit now", leaving whatever is still running.
+  const onSignal = (signal: string): void => {
+    if (!stopping) return void shutdown(signal);
+    if (Date.now() - stoppingSinceMs < 1000) return;
+    process.stdout.write(
+      `${signal} again: exiting now${local ? `; stop what is left with: fleetwise down --state-dir ${config.stateDir}` : ''}\n`,
+    );
+    process.exit(130);
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
 
   await controller.start();
   priceRefresher?.start();
