@@ -36,24 +36,21 @@ function checkTask(
       };
     return {};
   }
+  // An uploaded build context is named by its stored archive, which would mean nothing to the submitter.
   const origin =
-    t.image !== undefined
-      ? `image ${t.image}`
-      : t.build !== undefined
-        ? `build ${t.build.context}`
-        : undefined;
+    t.image !== undefined ? `image ${t.image}` : t.build !== undefined ? 'a build context' : undefined;
   if (origin === undefined) return {};
   if (t.command === undefined)
     return {
       problem:
-        `${path}: ${origin} without a command cannot run here: no Docker engine answers, and the process executor ` +
+        `${path}: ${origin} without a command cannot run here: tasks run without Docker, and the process executor ` +
         "runs a task's command on this host (it cannot use the image's default command); give a command " +
         '(or start the controller where Docker answers)',
     };
   const where =
     t.image !== undefined
       ? `image ${t.image} is ignored and \`${describeCommand(t.command)}\` runs directly on this host (its programs, not the image's)`
-      : `build ${t.build?.context ?? ''} is not built and \`${describeCommand(t.command)}\` runs on this host in that directory`;
+      : `the build context's Dockerfile is not built and \`${describeCommand(t.command)}\` runs on this host in the context directory`;
   return {
     warning: `task ${t.name}: no Docker engine (process executor): ${where}, without isolation or resource limits`,
   };
