@@ -17,6 +17,7 @@ import { registerDrain } from './commands/drain.js';
 import { registerReport } from './commands/report.js';
 import { registerLogs } from './commands/logs.js';
 import { registerWorker } from './commands/worker.js';
+import { registerDown } from './commands/down.js';
 
 /**
  * With `--json`, scripts read stdout as JSON: an error then goes to stderr as one JSON object (`{"error": …}`, plus
@@ -58,6 +59,7 @@ export function buildProgram(jsonErrors = false): Command {
   registerReport(program);
   registerLogs(program);
   registerWorker(program);
+  registerDown(program);
   return program;
 }
 

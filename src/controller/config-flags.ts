@@ -34,6 +34,7 @@ export interface ControllerFlags {
   readonly userDataTemplate?: string;
   readonly executor?: string;
   readonly heartbeatTimeoutSeconds?: string;
+  readonly workerGiveUpSeconds?: string;
   readonly scheduler?: string;
 }
 
@@ -71,6 +72,7 @@ export const FLAG_PATHS: readonly (readonly [
   ['userDataTemplate', ['ec2', 'worker', 'templatePath'], 'string'],
   ['executor', ['executor'], 'string'],
   ['heartbeatTimeoutSeconds', ['workerHeartbeatTimeoutSeconds'], 'number'],
+  ['workerGiveUpSeconds', ['workerGiveUpSeconds'], 'number'],
   ['scheduler', ['scheduler', 'name'], 'string'],
 ];
 

@@ -229,6 +229,11 @@ export const controllerConfigSchema = z
     workerHeartbeatSeconds: positive.default(5),
     /** A registered worker silent this long is lost: its instance is replaced, its tasks resume elsewhere. */
     workerHeartbeatTimeoutSeconds: positive.default(60),
+    /**
+     * Local mode: a worker whose controller has not answered this long checkpoints and stops its tasks and exits
+     * (workers kept by `--keep-workers` do not run unsupervised forever); 0 keeps them waiting.
+     */
+    workerGiveUpSeconds: nonNegative.default(300),
     cluster: z
       .string()
       .regex(

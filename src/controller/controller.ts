@@ -10,6 +10,7 @@ import { SystemClock, type Clock } from './clock.js';
 import { computeCostReport, type DetailedCostReport } from './cost-accounting.js';
 import type { PredictFn } from './eta-world.js';
 import { clusterView, whyJob } from './explain.js';
+import type { ExecutorKind } from './execution-check.js';
 import { InjectedCrash, type FaultInjector } from './faults.js';
 import { JobControl } from './job-control.js';
 import type { JobSpec } from './job-spec/spec.js';
@@ -72,6 +73,11 @@ export interface ControllerDeps {
    * function (tests), or false to turn them off.
    */
   readonly predict?: PredictFn | false | undefined;
+  /**
+   * How the workers run tasks, when known: submissions are then checked against it (execution-check.ts: warnings for
+   * an image the process executor ignores, refusals for what cannot run). Unknown (tests, the simulator) checks nothing.
+   */
+  readonly executor?: ExecutorKind | undefined;
 }
 
 export class Controller implements ControllerService {
@@ -186,6 +192,7 @@ export class Controller implements ControllerService {
       // Predicted from the early round the submission asks for.
       predictAtSubmission: (job) =>
         this.predictions.atSubmission(job, this.lastRoundAtSeconds + this.minRoundGap()),
+      executor: deps.executor,
     });
   }
 

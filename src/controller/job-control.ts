@@ -1,4 +1,5 @@
 import { ValidationError } from '../core/validation.js';
+import { checkExecution, recordJobWarnings, type ExecutorKind } from './execution-check.js';
 import type { JobSpec } from './job-spec/spec.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
 import { UnknownRecordError, type InstanceRecord, type JobRecord, type StateStore } from './state-store.js';
@@ -9,6 +10,8 @@ export interface JobControlDeps {
   /** A job ended here (cancelled, unsuccessful): forget it in the queue, note its report and prediction error. */
   readonly jobEnded: (job: JobRecord) => void;
   readonly predictAtSubmission: (job: JobRecord) => void;
+  /** How the workers run tasks, when the controller knows (execution-check.ts); unknown checks nothing. */
+  readonly executor?: ExecutorKind | undefined;
 }
 
 /**
@@ -19,7 +22,9 @@ export class JobControl {
   constructor(private readonly deps: JobControlDeps) {}
 
   submit(spec: JobSpec, team: string): JobRecord {
+    const warnings = checkExecution(spec, this.deps.executor);
     const job = this.deps.store.submitJob(spec.team === team ? spec : { ...spec, team });
+    recordJobWarnings(this.deps.store, job.id, warnings);
     this.deps.requestRound(`${job.id} submitted`);
     this.deps.predictAtSubmission(job);
     return job;

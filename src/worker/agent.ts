@@ -47,8 +47,26 @@ export interface AgentOptions {
   readonly logUploadSeconds?: number;
   /** Throughput window (default progress.ts's 300 s; shorter in local mode and tests). */
   readonly throughputWindowSeconds?: number;
+  /**
+   * Give up after this many seconds without a working controller (no successful registration or heartbeat):
+   * checkpoint and stop every task, then return from run(). Without it a worker whose controller is gone (a local
+   * controller stopped with its workers kept, an instance the controller forgot) would retry forever while its tasks
+   * run unsupervised. Default 300; 0 never gives up.
+   */
+  readonly giveUpAfterSeconds?: number;
+  /** On a stop (run's signal), checkpoint and stop the tasks instead of leaving them for a restarted agent to adopt. */
+  readonly stopTasksOnExit?: boolean;
+  /** Where the controller is, for log lines. */
+  readonly controllerUrl?: string;
   readonly logger?: AgentLogger;
 }
+
+/** Why run() returned. */
+export type AgentExit = 'stopped' | 'gave-up';
+
+export const DEFAULT_GIVE_UP_AFTER_SECONDS = 300;
+/** A failing heartbeat is logged once, then at most this often (with how long until the agent gives up). */
+const FAILURE_LOG_EVERY_MS = 30_000;
 
 const silent: AgentLogger = { info() {}, warn() {} };
 
@@ -59,6 +77,8 @@ export class WorkerAgent {
   private controllerInstanceId: string | undefined;
   private heartbeatSeconds = 5;
   private adopted = false;
+  private lastContactMs = Date.now();
+  private lastFailureLogMs: number | undefined;
 
   constructor(private readonly options: AgentOptions) {
     this.log = options.logger ?? silent;
@@ -72,12 +92,20 @@ export class WorkerAgent {
     return this.controllerInstanceId;
   }
 
-  /** Register (retrying until the controller knows this instance), then heartbeat until `signal` aborts. */
-  async run(signal: AbortSignal): Promise<void> {
+  /**
+   * Register (retrying until the controller knows this instance), then heartbeat until `signal` aborts or the
+   * controller has been gone for `giveUpAfterSeconds`. On giving up, and on a stop with `stopTasksOnExit`, every task
+   * is checkpointed and stopped first.
+   */
+  async run(signal: AbortSignal): Promise<AgentExit> {
+    const giveUpMs = (this.options.giveUpAfterSeconds ?? DEFAULT_GIVE_UP_AFTER_SECONDS) * 1000;
+    this.lastContactMs = Date.now();
+    let exit: AgentExit = 'stopped';
     while (!signal.aborted) {
       try {
         if (this.store === undefined) await this.register();
         await this.tick();
+        this.contact();
       } catch (e) {
         if (e instanceof ControllerRequestError && (e.statusCode === 401 || e.statusCode === 410)) {
           if (e.statusCode === 410) this.log.warn(`the controller retired this instance: ${e.message}`);
@@ -88,11 +116,54 @@ export class WorkerAgent {
           this.log.warn(
             `refused the controller's answer (nothing changed on this host): ${describeIssues(e)}`,
           );
-        else this.log.warn(`heartbeat failed: ${(e as Error).message}`);
+        else this.failed(e as Error, giveUpMs);
+      }
+      if (giveUpMs > 0 && Date.now() - this.lastContactMs >= giveUpMs) {
+        exit = 'gave-up';
+        break;
       }
       await sleep(this.store === undefined ? 1 : this.period(), signal);
     }
+    if (exit === 'gave-up') {
+      const stopped = await this.tasks.checkpointAll();
+      this.log.warn(
+        `giving up: no answer from the controller${this.where()} for ${Math.round((Date.now() - this.lastContactMs) / 1000)} s; ` +
+          `${describeStopped(stopped)}; exiting`,
+      );
+    } else if (this.options.stopTasksOnExit === true) {
+      const stopped = await this.tasks.checkpointAll();
+      // One last report, so a controller still listening records the final checkpoints; its answer is not acted on.
+      if (this.store !== undefined)
+        await this.options.connection.heartbeat({ tasks: this.tasks.reports() }).catch(() => undefined);
+      this.log.info(`stopping: ${describeStopped(stopped)}`);
+    }
     await this.tasks.stopWatchers();
+    return exit;
+  }
+
+  private where(): string {
+    return this.options.controllerUrl === undefined ? '' : ` at ${this.options.controllerUrl}`;
+  }
+
+  private contact(): void {
+    this.lastContactMs = Date.now();
+    if (this.lastFailureLogMs !== undefined) this.log.info(`the controller${this.where()} answers again`);
+    this.lastFailureLogMs = undefined;
+  }
+
+  /** The first failure in a row is logged at once, the next ones every 30 s with the time left before giving up. */
+  private failed(e: Error, giveUpMs: number): void {
+    const now = Date.now();
+    if (this.lastFailureLogMs !== undefined && now - this.lastFailureLogMs < FAILURE_LOG_EVERY_MS) return;
+    const silent = Math.round((now - this.lastContactMs) / 1000);
+    const left =
+      giveUpMs > 0 ? Math.max(0, Math.round((giveUpMs - (now - this.lastContactMs)) / 1000)) : undefined;
+    this.log.warn(
+      `heartbeat failed: ${e.message}` +
+        (this.lastFailureLogMs === undefined ? '' : ` (no answer for ${silent} s)`) +
+        (left === undefined ? '' : `; giving up in ${left} s unless the controller answers`),
+    );
+    this.lastFailureLogMs = now;
   }
 
   private period(): number {
@@ -162,6 +233,12 @@ export class WorkerAgent {
       else tasks.background(t, () => tasks.forget(t));
     }
   }
+}
+
+function describeStopped(taskIds: readonly string[]): string {
+  return taskIds.length === 0
+    ? 'no task was running'
+    : `checkpointed and stopped ${taskIds.length} task(s) (${taskIds.join(', ')})`;
 }
 
 /** `tasks.0.action: Invalid option…; …` — the field path and zod's reason for each issue. */

@@ -44,6 +44,23 @@ export class TaskLifecycle {
     for (const t of this.tasks.values()) await t.watcher?.stop();
   }
 
+  /**
+   * The agent is leaving (its controller is gone, or it was asked to stop its tasks): once every background operation
+   * has ended, checkpoint and stop each running task with its job's signal and timeout. Returns their ids.
+   */
+  async checkpointAll(): Promise<string[]> {
+    await this.settle();
+    const running = [...this.tasks.values()].filter((t) => t.phase === 'running');
+    await Promise.all(
+      running.map((t) =>
+        this.stop(t, true, { signal: t.signal ?? 'SIGTERM', timeoutSeconds: t.timeoutSeconds ?? 60 }).catch(
+          (e: unknown) => this.log.warn(`task ${t.taskId}: ${(e as Error).message}`),
+        ),
+      ),
+    );
+    return running.map((t) => t.taskId);
+  }
+
   /** Wait for every background operation (tests). */
   async settle(): Promise<void> {
     await Promise.all([...this.tasks.values()].map((t) => t.busy));
@@ -248,7 +265,8 @@ export class TaskLifecycle {
       await executor.kill(t.taskId);
       await t.watcher?.stop();
     }
-    await this.uploadLog(t);
+    // Unregistered (an agent giving up before its controller ever answered): nowhere to upload the log to.
+    if (this.registration().store !== undefined) await this.uploadLog(t);
     t.phase = 'stopped';
     await this.persist(t);
   }

@@ -222,9 +222,9 @@ describe('parseJobSpec: rejected specs name the field and the reason', () => {
       /^tasks\.0\.demand: no instance type in the us-east-1 catalog can host this task \(p3 needs \[9 GPU, 8 vCPU, 64 GiB\], largest p3\.16xlarge has \[8 GPU, 64 vCPU, 488 GiB\]/,
     ],
     [
-      'neither image nor build',
-      MINIMAL.replace('image: python:3.12-slim', 'shmSizeGiB: 1'),
-      /^tasks\.0: needs either image .* or build/,
+      'neither image, build nor command',
+      MINIMAL.replace('image: python:3.12-slim', 'shmSizeGiB: 1').replace(/ {4}command: .*\n/, ''),
+      /^tasks\.0: needs image .* or build .*, or, for the process executor, a command/,
     ],
     [
       'both image and build',

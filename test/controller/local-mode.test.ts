@@ -7,6 +7,7 @@ import Docker from 'dockerode';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { INSTANCE_LABEL, TASK_LABEL } from '../../src/worker/executors/docker.js';
+import { writeShortCounterSpec } from '../helpers/counter-spec.js';
 import { describeWithDocker } from '../helpers/dockerd.js';
 
 /**
@@ -41,8 +42,13 @@ function stopWorkers(stateDir: string): void {
   }
 }
 
-afterAll(() => {
-  for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
+afterAll(async () => {
+  // A stopped controller stops its workers (checkpointing their tasks) before it exits: wait for that.
+  await Promise.all(
+    children
+      .filter((c) => c.exitCode === null && c.signalCode === null)
+      .map((c) => new Promise((resolve) => c.once('exit', resolve).kill('SIGTERM'))),
+  );
   for (const dir of stateDirs) stopWorkers(dir);
   rmSync(scratch, { recursive: true, force: true });
 });
@@ -105,15 +111,7 @@ const TEST_CONFIG = ['workerHeartbeatSeconds: 0.5', 'pollSeconds: 0.5', 'roundSe
 function counterSpec(): string {
   const spec = join(scratch, 'counter.yaml');
   if (!existsSync(spec))
-    writeFileSync(
-      spec,
-      readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', 'counter.yaml'), 'utf8')
-        .replace('context: ../counter', `context: ${join(PROJECT_ROOT, 'examples', 'counter')}`)
-        .replace('COUNT_TO: 300', `COUNT_TO: ${COUNT_TO}`)
-        .replace("STEP_SECONDS: '0.2'", "STEP_SECONDS: '0.04'")
-        .replace('CHECKPOINT_SECONDS: 2', 'CHECKPOINT_SECONDS: 1')
-        .replace('totalIterations: 300', `totalIterations: ${COUNT_TO}`),
-    );
+    writeShortCounterSpec(spec, { countTo: COUNT_TO, stepSeconds: 0.04, checkpointSeconds: 1 });
   return spec;
 }
 

@@ -42,6 +42,10 @@ import { LocalProvider } from '../../cloud/local/local-provider.js';
 import { withLocalDelays } from '../../cloud/local/local-delays.js';
 import { capacityScale, describeLocalCapacity, hostCapacity } from '../../cloud/local/host-capacity.js';
 import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
+import { liveWorkers, stopWorkersGently } from '../../cloud/local/local-shutdown.js';
+import { isFinalJobState } from '../../controller/state/lifecycle.js';
+import type { StateStore } from '../../controller/state-store.js';
+import type { ExecutorKind } from '../../controller/execution-check.js';
 import { dockerAvailable, makeExecutor } from './worker.js';
 import { spawn } from 'node:child_process';
 import { openObjectStore } from '../../storage/open-object-store.js';
@@ -64,7 +68,8 @@ export const CRASH_AT_ENV = 'FLEETWISE_CRASH_AT';
 
 const DB_FILE = 'state.db';
 const WORKER_TOKEN_FILE = 'worker-token';
-const PID_FILE = 'controller.pid';
+/** The running controller's pid, in the state directory (`fleetwise down` reads it). */
+export const PID_FILE = 'controller.pid';
 
 /** Read a secret from the state directory, or create it there readable by the owner only (0600). */
 export function ensureSecretFile(path: string): { value: string; created: boolean } {
@@ -96,7 +101,7 @@ function claimStateDir(stateDir: string): () => void {
   return () => rmSync(path, { force: true });
 }
 
-function isAlive(pid: number): boolean {
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -177,8 +182,64 @@ export async function resolveEc2Settings(
   };
 }
 
+/** Seconds a stopping worker may need: its jobs' longest checkpoint timeout, plus the uploads and a last report. */
+function workerStopGraceSeconds(store: StateStore): number {
+  const timeouts = store
+    .listJobs()
+    .filter((j) => !isFinalJobState(j.state))
+    .map((j) => j.spec.checkpoint.timeoutSeconds);
+  return Math.max(0, ...timeouts) + 20;
+}
+
+/**
+ * Local mode's instances are processes on this machine: a stopped controller stops them too (each worker checkpoints
+ * and stops its tasks, then its instance is terminated), so nothing keeps running, and nothing is billed, unseen. The
+ * next start finds the instances terminated and resumes their jobs from those checkpoints. `--keep-workers` leaves
+ * them running and says which, and how to stop them later.
+ */
+async function stopLocalFleet(
+  provider: LocalProvider,
+  options: {
+    readonly keepWorkers: boolean;
+    readonly stateDir: string;
+    readonly giveUpSeconds: number;
+    readonly graceSeconds: number;
+  },
+): Promise<void> {
+  const running = provider.instances().filter((i) => i.state === 'running');
+  if (running.length === 0) return;
+  const out = (line: string): boolean => process.stdout.write(`${line}\n`);
+  if (options.keepWorkers) {
+    const live = liveWorkers(running);
+    out(
+      `--keep-workers: left ${live.length} worker process(es) running with their tasks: ` +
+        `${live.map((i) => `${i.instanceId} (pid ${i.pid ?? '?'})`).join(', ') || 'none still alive'}`,
+    );
+    out(
+      `  a controller started again on ${options.stateDir} adopts them; ` +
+        (options.giveUpSeconds > 0
+          ? `without one, each checkpoints its tasks and exits after ${options.giveUpSeconds} s`
+          : 'without one they wait indefinitely (workerGiveUpSeconds: 0)'),
+    );
+    out(`  stop them now with: fleetwise down --state-dir ${options.stateDir}`);
+    return;
+  }
+  out(
+    `stopping ${running.length} local worker(s): checkpointing their tasks (up to ${options.graceSeconds} s; ` +
+      'Ctrl-C again exits at once and leaves them running)',
+  );
+  const outcomes = await stopWorkersGently(running, { graceMs: options.graceSeconds * 1000 });
+  await provider.terminate(running.map((i) => i.instanceId));
+  const killed = outcomes.filter((o) => o.outcome === 'still-running').map((o) => o.instanceId);
+  out(
+    `stopped ${outcomes.map((o) => `${o.instanceId} (pid ${o.pid ?? '?'})`).join(', ')}` +
+      (killed.length === 0 ? '' : `; killed ${killed.join(', ')}, which did not stop in time`) +
+      '; their jobs resume from their checkpoints when the controller starts again',
+  );
+}
+
 export async function runController(
-  flags: ControllerFlags & { readonly submit?: readonly string[] },
+  flags: ControllerFlags & { readonly submit?: readonly string[]; readonly keepWorkers?: boolean },
   env: NodeJS.ProcessEnv = process.env,
   logFormat: LogFormat = selectLogFormat(undefined, process.stderr, env),
 ): Promise<void> {
@@ -204,20 +265,25 @@ export async function runController(
   });
 
   let provider: CloudProvider | undefined;
+  let localProvider: LocalProvider | undefined;
+  // EC2 workers run tasks in Docker (their user data installs it); local ones with the executor chosen below.
+  let executor: ExecutorKind = 'docker';
   let workerToken: string | undefined;
   const local = config.provider === 'local';
   if (local) {
     workerToken = ensureSecretFile(join(config.stateDir, WORKER_TOKEN_FILE)).value;
     const kind: 'docker' | 'process' =
       config.executor === 'auto' ? ((await dockerAvailable()) ? 'docker' : 'process') : config.executor;
+    executor = kind;
     const host = hostCapacity();
     const { host: listenHost, port } = parseListenAddress(config.listen ?? LOCAL_DEFAULT_LISTEN);
     const controllerUrl = `http://${listenHost.includes(':') ? `[${listenHost}]` : listenHost}:${port}`;
     process.stdout.write(
       `${describeLocalCapacity(catalog, host)}\n` +
-        `local mode: tasks run with the ${kind} executor (${config.executor === 'auto' ? (kind === 'docker' ? 'a Docker engine answered' : 'no Docker engine answered') : 'as configured'})\n`,
+        `local mode: tasks run with the ${kind} executor (${config.executor === 'auto' ? (kind === 'docker' ? 'a Docker engine answered' : 'no Docker engine answered') : 'as configured'})` +
+        `${kind === 'process' ? ": a task's image is not used, its command runs on this host (submissions say so)" : ''}\n`,
     );
-    provider = new LocalProvider({
+    provider = localProvider = new LocalProvider({
       stateFile: join(config.stateDir, 'local-instances.json'),
       instancesDir: join(config.stateDir, 'instances'),
       catalog,
@@ -226,6 +292,7 @@ export async function runController(
         workerToken,
         executorKind: kind,
         executorFor: (dir, instanceId) => makeExecutor(kind, dir, instanceId),
+        giveUpAfterSeconds: config.workerGiveUpSeconds,
       }),
     });
   } else if (!config.dryRun) {
@@ -286,6 +353,7 @@ export async function runController(
     settings: settingsFromConfig(config),
     faults,
     logger: log,
+    executor,
   });
   log.info(`scheduler: ${controller.scheduler.name}`);
   log.info(`queue: ${describeQueue(controller.admission.config, config.caps)}`);
@@ -313,19 +381,40 @@ export async function runController(
 
   let api: ApiServer | undefined;
   let stopping = false;
+  let stoppingSinceMs = 0;
   const shutdown = async (signal: string): Promise<void> => {
     if (stopping) return;
     stopping = true;
+    stoppingSinceMs = Date.now();
     log.info(`received ${signal}; stopping`);
-    await api?.close().catch(() => undefined);
     priceRefresher?.stop();
+    // The loop first, so no round launches or replaces an instance while the workers go; the API last, so workers
+    // checkpointing their tasks can still report the final checkpoints.
     await controller.stop().catch(() => undefined);
+    if (localProvider !== undefined)
+      await stopLocalFleet(localProvider, {
+        keepWorkers: flags.keepWorkers === true,
+        stateDir: config.stateDir,
+        giveUpSeconds: config.workerGiveUpSeconds,
+        graceSeconds: workerStopGraceSeconds(store),
+      }).catch((e: unknown) => log.error(`stopping the local workers failed: ${(e as Error).message}`));
+    await api?.close().catch(() => undefined);
     store.close();
     releaseStateDir();
     process.exit(0);
   };
-  process.once('SIGTERM', () => void shutdown('SIGTERM'));
-  process.once('SIGINT', () => void shutdown('SIGINT'));
+  // Under `npm start` one Ctrl-C arrives twice (from the terminal, and forwarded by npm): a repeat within a second is
+  // the same request; a later one means "exit now", leaving whatever is still running.
+  const onSignal = (signal: string): void => {
+    if (!stopping) return void shutdown(signal);
+    if (Date.now() - stoppingSinceMs < 1000) return;
+    process.stdout.write(
+      `${signal} again: exiting now${local ? `; stop what is left with: fleetwise down --state-dir ${config.stateDir}` : ''}\n`,
+    );
+    process.exit(130);
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
 
   await controller.start();
   priceRefresher?.start();
@@ -420,6 +509,14 @@ export function registerController(program: Command): void {
       'replace an instance whose worker is silent this long (default 60; local 10)',
     )
     .option('--submit <files...>', 'submit these job specs once the API is up (local quick start)')
+    .option(
+      '--keep-workers',
+      'local mode: on stop, leave the worker processes and their tasks running (default: checkpoint and stop them)',
+    )
+    .option(
+      '--worker-give-up-seconds <s>',
+      'local mode: a worker without an answer from its controller this long checkpoints its tasks and exits (default 300; 0 never)',
+    )
     .option('--cluster <name>', 'cluster name (the fleetwise:cluster tag on every instance)')
     .option('--region <region>', 'AWS region (default: AWS_REGION, then the catalog region)')
     .option('--state-dir <dir>', 'state directory (SQLite database, tokens)')
@@ -465,7 +562,10 @@ export function registerController(program: Command): void {
       `${LOG_FORMATS.join(' | ')}: auto is pretty on a terminal, JSON lines otherwise (default: ${LOG_FORMAT_ENV} or auto)`,
     )
     .action(
-      async ({ logFormat, ...options }: ControllerFlags & { submit?: string[]; logFormat?: string }) => {
+      async ({
+        logFormat,
+        ...options
+      }: ControllerFlags & { submit?: string[]; keepWorkers?: boolean; logFormat?: string }) => {
         await runController(options, process.env, selectLogFormat(logFormat, process.stderr));
       },
     );

@@ -42,6 +42,15 @@ export function queueFieldsOf(job: unknown): QueueFields {
   return parsed.success ? parsed.data : {};
 }
 
+// Read leniently too: a controller that predates submission warnings sends none.
+const warningsSchema = z.object({ warnings: z.array(z.string()).catch([]) });
+
+/** The job's warnings (how it runs here that its submitter may not expect), or none. */
+export function warningsOf(job: unknown): string[] {
+  const parsed = warningsSchema.safeParse(job);
+  return parsed.success ? parsed.data.warnings : [];
+}
+
 /** `small #2 (caps)`, `small admitted`, or `-`. */
 export function formatQueue(fields: QueueFields): string {
   const q = fields.queue;
@@ -142,6 +151,7 @@ export function registerJob(program: Command): void {
       `started    ${formatTime(job.startedAtSeconds)}`,
       `finished   ${formatTime(job.finishedAtSeconds)}`,
       ...etaLines(queueFieldsOf(job)),
+      ...warningsOf(job).map((w) => `warning    ${w}`),
     ];
     process.stdout.write(`${lines.join('\n')}\n\n`);
     process.stdout.write(

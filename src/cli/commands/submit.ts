@@ -5,6 +5,7 @@ import { parse as parseYaml } from 'yaml';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
 import { parseJobSpec, validateJobSpec } from '../../controller/job-spec/parse.js';
+import { warningsOf } from './job.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import {
   addConnectionOptions,
@@ -168,11 +169,13 @@ export function registerSubmit(program: Command): void {
         throw new Error(`${file}: ${(e as Error).message}`, { cause: e });
       }
       submitted.push(job);
+      const warnings = warningsOf(job);
       if (options.json === true)
         process.stdout.write(
-          `${JSON.stringify({ id: job.id, name: job.name, team: job.team, state: job.state })}\n`,
+          `${JSON.stringify({ id: job.id, name: job.name, team: job.team, state: job.state, warnings })}\n`,
         );
       else process.stdout.write(`submitted ${job.id} (${job.name}, team ${job.team}): ${job.state}\n`);
+      for (const w of warnings) process.stderr.write(`warning: ${job.id}: ${w}\n`);
     }
   });
 }

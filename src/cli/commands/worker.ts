@@ -1,9 +1,10 @@
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { pino } from 'pino';
-import { ValidationError } from '../../core/validation.js';
+import { z } from 'zod';
+import { parseWith, ValidationError } from '../../core/validation.js';
 import { openObjectStore } from '../../storage/open-object-store.js';
-import { WorkerAgent } from '../../worker/agent.js';
+import { DEFAULT_GIVE_UP_AFTER_SECONDS, WorkerAgent } from '../../worker/agent.js';
 import { ControllerClient } from '../../worker/controller-client.js';
 import type { Executor } from '../../worker/executor.js';
 import { DockerExecutor, dockerFromEnv } from '../../worker/executors/docker.js';
@@ -21,7 +22,14 @@ interface WorkerFlags {
   readonly instanceId: string;
   readonly executor?: string;
   readonly workDir?: string;
+  readonly giveUpAfterSeconds?: string;
+  readonly stopTasksOnExit?: boolean;
 }
+
+const giveUpSchema = z.coerce
+  .number({ error: 'a number of seconds' })
+  .min(0, 'at least 0 (0 never gives up)')
+  .default(DEFAULT_GIVE_UP_AFTER_SECONDS);
 
 /** True when a Docker engine answers within `timeoutMs` (DOCKER_HOST or the default socket). */
 export async function dockerAvailable(timeoutMs = 2000): Promise<boolean> {
@@ -56,6 +64,11 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
         ? 'docker'
         : 'process'
       : (requested as 'docker' | 'process');
+  const giveUpAfterSeconds = parseWith(
+    z.object({ '--give-up-after-seconds': giveUpSchema }),
+    { '--give-up-after-seconds': flags.giveUpAfterSeconds },
+    'fleetwise worker',
+  )['--give-up-after-seconds'];
   const workDir = resolve(flags.workDir ?? join('.fleetwise-worker', flags.instanceId));
   const log = pino({ base: { component: 'worker', instance: flags.instanceId } }, pino.destination(2));
   const agent = new WorkerAgent({
@@ -65,19 +78,24 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
     cloudInstanceId: flags.instanceId,
     workDir,
     throughputWindowSeconds: 60,
+    giveUpAfterSeconds,
+    stopTasksOnExit: flags.stopTasksOnExit === true,
+    controllerUrl: flags.controller,
     logger: {
       info: (message, data) => log.info(data ?? {}, message),
       warn: (message, data) => log.warn(data ?? {}, message),
     },
   });
   const stop = new AbortController();
-  // SIGTERM/SIGINT stop the agent only: tasks keep running and a restarted worker adopts them.
+  // SIGTERM/SIGINT stop the agent only: tasks keep running and a restarted worker adopts them; with
+  // --stop-tasks-on-exit (local mode's workers, whose "instance" ends with them) the tasks are checkpointed and stopped.
   process.once('SIGTERM', () => stop.abort());
   process.once('SIGINT', () => stop.abort());
   process.stdout.write(
     `fleetwise worker ${flags.instanceId}: ${kind} executor, work dir ${workDir}, controller ${flags.controller}\n`,
   );
-  await agent.run(stop.signal);
+  // Giving up is a failure: a supervisor that restarts failed workers (systemd on EC2) tries the controller again.
+  if ((await agent.run(stop.signal)) === 'gave-up') process.exitCode = 1;
 }
 
 export function registerWorker(program: Command): void {
@@ -89,6 +107,14 @@ export function registerWorker(program: Command): void {
     .requiredOption('--instance-id <id>', "this instance's cloud id (EC2 i-…, local-…)")
     .option('--executor <kind>', 'docker | process | auto (Docker when an engine answers)', 'auto')
     .option('--work-dir <dir>', 'agent state: checkpoints, progress files, build contexts, process records')
+    .option(
+      '--give-up-after-seconds <s>',
+      `without a controller answer this long, checkpoint and stop the tasks and exit (default ${DEFAULT_GIVE_UP_AFTER_SECONDS}; 0 never)`,
+    )
+    .option(
+      '--stop-tasks-on-exit',
+      'on SIGTERM/SIGINT, checkpoint and stop the tasks before exiting (default: leave them for a restarted worker)',
+    )
     .action(async (options: WorkerFlags) => {
       await runWorker(options);
     });

@@ -27,6 +27,8 @@ export interface ProcessSpawnerOptions {
   readonly executorKind: 'docker' | 'process';
   /** The executor a worker of this kind uses for an instance (its directory and id), to stop its tasks at termination. */
   readonly executorFor: (instanceDir: string, instanceId: string) => InstanceTaskStopper;
+  /** A worker whose controller is gone this long checkpoints its tasks and exits (the worker's default when absent). */
+  readonly giveUpAfterSeconds?: number;
   readonly main?: string;
 }
 
@@ -50,6 +52,11 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
           this.options.executorKind,
           '--work-dir',
           instance.dir,
+          // A local instance ends with its worker: a stopped worker checkpoints and stops its tasks.
+          '--stop-tasks-on-exit',
+          ...(this.options.giveUpAfterSeconds === undefined
+            ? []
+            : ['--give-up-after-seconds', String(this.options.giveUpAfterSeconds)]),
         ],
         {
           env: { ...process.env, FLEETWISE_WORKER_TOKEN: this.options.workerToken },
@@ -86,7 +93,7 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
 }
 
 /** The pid still runs our worker for this instance (not a recycled pid). */
-function isWorkerOf(pid: number, instanceId: string): boolean {
+export function isWorkerOf(pid: number, instanceId: string): boolean {
   try {
     return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(instanceId);
   } catch {

@@ -93,6 +93,7 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
       'taskCount',
       'queue',
       'eta',
+      'warnings',
     ],
     properties: {
       id: str,
@@ -120,6 +121,12 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
         allOf: [ref('Eta')],
         nullable: true,
         description: 'The latest prediction; null before the first',
+      },
+      warnings: {
+        type: 'array',
+        items: str,
+        description:
+          'How the job runs here that the submitter may not expect, e.g. an image the process executor ignores',
       },
     },
   },

@@ -1,5 +1,6 @@
 import type { DecisionRecord } from '../../scheduler/types.js';
 import type { JobQueueView } from '../../queue/admission-views.js';
+import { readJobWarnings } from '../execution-check.js';
 import { readQueueRecord, type EtaRecord, type PredictionError } from '../queue-records.js';
 import type { ClusterView, CostReport, WhyRecord } from '../service.js';
 import { isFinalJobState } from '../state/lifecycle.js';
@@ -27,6 +28,8 @@ export interface JobSummary {
   readonly queue: JobQueueView | null;
   /** The latest completion-time prediction (PCS §4), with its basis; null before the first one. */
   readonly eta: EtaRecord | null;
+  /** What the submitter should know about how the job runs here (e.g. an image the process executor ignores). */
+  readonly warnings: readonly string[];
 }
 
 export interface JobInstanceView {
@@ -72,6 +75,7 @@ export function jobSummary(job: JobRecord, taskCount: number, store?: StateStore
     taskCount,
     queue: isFinalJobState(job.state) ? null : (record?.queue ?? null),
     eta: record?.eta ?? null,
+    warnings: store === undefined ? [] : readJobWarnings(store, job.id),
   });
 }
 

@@ -68,10 +68,12 @@ function checkStructure(raw: RawJobSpec): Problem[] {
   let total = 0;
   raw.tasks.forEach((t, i) => {
     const path = ['tasks', i];
-    if (t.image === undefined && t.build === undefined)
+    // A command alone is a process-executor task; whether this cluster can run it is checked at submission.
+    if (t.image === undefined && t.build === undefined && t.command === undefined)
       problems.push({
         path,
-        message: 'needs either image (a registry image) or build (a Docker build context)',
+        message:
+          'needs image (a registry image) or build (a Docker build context), or, for the process executor, a command',
       });
     if (t.image !== undefined && t.build !== undefined)
       problems.push({ path, message: 'give either image or build, not both' });

@@ -1,0 +1,216 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { CLI } from './built-cli.js';
+
+/**
+ * A local-mode controller as a subprocess (`node dist/cli/main.js controller --provider local …`) for tests of local
+ * mode through the real CLI: its own state directory and port, test timings, and helpers to reach its API and read
+ * what its workers left on disk.
+ */
+
+export const LOCAL_ADMIN_TOKEN = 'local-controller-admin-token-0123456789';
+const TEST_CONFIG = ['workerHeartbeatSeconds: 0.5', 'pollSeconds: 0.5', 'roundSeconds: 1'];
+
+export interface LocalInstanceRecord {
+  readonly instanceId: string;
+  readonly state: string;
+  readonly pid?: number;
+  readonly dir: string;
+}
+
+export interface StartedController {
+  readonly process: ChildProcess;
+  readonly stateDir: string;
+  readonly url: string;
+  readonly env: NodeJS.ProcessEnv;
+  /** Everything the controller wrote to stdout so far. */
+  stdout(): string;
+  stderr(): string;
+  /** Resolves with the exit code once the controller exits. */
+  readonly exited: Promise<number | null>;
+  api(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown; text: string }>;
+  instances(): LocalInstanceRecord[];
+  /** The last lines of every worker's log. */
+  diagnostics(): string;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 40_000,
+  diagnostics?: () => string,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await Promise.resolve()
+      .then(probe)
+      .catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out waiting for ${what}${diagnostics === undefined ? '' : `\n${diagnostics()}`}`,
+      );
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** True while `pid` runs (a zombie counts as gone). */
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    return !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return true;
+  }
+}
+
+export async function startLocalController(
+  stateDir: string,
+  options: {
+    readonly executor?: 'process' | 'docker';
+    readonly config?: readonly string[];
+    readonly args?: readonly string[];
+    readonly env?: NodeJS.ProcessEnv;
+  } = {},
+): Promise<StartedController> {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run "npm run build" first (npm test does)`);
+  const port = await freePort();
+  const config = `${stateDir}.yaml`;
+  writeFileSync(config, [...TEST_CONFIG, ...(options.config ?? []), ''].join('\n'));
+  const url = `http://127.0.0.1:${port}`;
+  const env = {
+    ...process.env,
+    ...options.env,
+    FLEETWISE_ADMIN_TOKEN: LOCAL_ADMIN_TOKEN,
+    FLEETWISE_SERVER: url,
+    FLEETWISE_TOKEN: LOCAL_ADMIN_TOKEN,
+  };
+  const child = spawn(
+    process.execPath,
+    [
+      CLI,
+      'controller',
+      '--config',
+      config,
+      '--provider',
+      'local',
+      '--state-dir',
+      stateDir,
+      '--listen',
+      `127.0.0.1:${port}`,
+      '--executor',
+      options.executor ?? 'process',
+      ...(options.args ?? []),
+    ],
+    { env, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-20_000)));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const instances = (): LocalInstanceRecord[] => {
+    const file = join(stateDir, 'local-instances.json');
+    return existsSync(file)
+      ? (JSON.parse(readFileSync(file, 'utf8')) as { instances: LocalInstanceRecord[] }).instances
+      : [];
+  };
+  const started: StartedController = {
+    process: child,
+    stateDir,
+    url,
+    env,
+    stdout: () => out,
+    stderr: () => err,
+    exited,
+    api: async (method, path, body) => {
+      const response = await fetch(`${url}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${LOCAL_ADMIN_TOKEN}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      const text = await response.text();
+      let json: unknown;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = undefined;
+      }
+      return { status: response.status, json, text };
+    },
+    instances,
+    diagnostics: () => {
+      const dir = join(stateDir, 'instances');
+      const workers = existsSync(dir)
+        ? readdirSync(dir).map((i) => {
+            const log = join(dir, i, 'worker.log');
+            const text = existsSync(log) ? readFileSync(log, 'utf8') : '(no worker.log)';
+            return `--- worker ${i}:\n${text.split('\n').slice(-8).join('\n')}`;
+          })
+        : [];
+      return [`--- controller:\n${(out + err).slice(-3000)}`, ...workers].join('\n');
+    },
+  };
+  await until(
+    'the controller API',
+    () => (out.includes('API http://') ? true : undefined),
+    40_000,
+    () => started.diagnostics(),
+  );
+  return started;
+}
+
+/** Kill whatever a test's local controller left running (workers are detached process groups). */
+export function killLocalLeftovers(stateDir: string): void {
+  const file = join(stateDir, 'local-instances.json');
+  if (!existsSync(file)) return;
+  const records = (JSON.parse(readFileSync(file, 'utf8')) as { instances: LocalInstanceRecord[] }).instances;
+  for (const i of records) {
+    if (i.pid !== undefined)
+      try {
+        process.kill(-i.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    // Process-executor tasks run in their own process groups.
+    const executorDir = join(i.dir, 'executor');
+    if (existsSync(executorDir))
+      for (const task of readdirSync(executorDir)) {
+        const pid = taskPid(i.dir, task);
+        if (pid !== undefined)
+          try {
+            process.kill(-pid, 'SIGKILL');
+          } catch {
+            // already gone
+          }
+      }
+  }
+}
+
+/** The pid of a process-executor task on a local instance, from its record. */
+export function taskPid(instanceDir: string, taskId: string): number | undefined {
+  const file = join(instanceDir, 'executor', taskId, 'pid.json');
+  if (!existsSync(file)) return undefined;
+  return (JSON.parse(readFileSync(file, 'utf8')) as { pid: number }).pid;
+}
