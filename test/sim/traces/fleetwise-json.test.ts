@@ -14,7 +14,7 @@ const job = (over: Record<string, unknown> = {}) => ({
   name: 'train',
   arrivalSeconds: 0,
   durationSeconds: 600,
-  tasks: [{ name: 'trainer', workload: 'resnet18', demand: { any: [1, 4, 24] } }],
+  tasks: [{ name: 'trainer', workload: 'resnet18', demand: { any: [1, 4, 24] as [number, number, number] } }],
   ...over,
 });
 
