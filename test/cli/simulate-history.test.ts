@@ -131,6 +131,29 @@ describe('fleetwise simulate --trace DIR --format specs (CLI subprocess)', () =>
     expect(engine[0]?.jctSeconds).toBeGreaterThanOrEqual(4408); // resnet.yaml's expectedDurationSeconds
   }, 120_000);
 
+  it('without arrivals.yaml: the files in name order, --arrival-gap-seconds apart (specs only)', async () => {
+    const dir = join(tmp, 'gapped');
+    mkdirSync(dir);
+    copyFileSync(example('resnet.yaml'), join(dir, 'b.yaml'));
+    copyFileSync(example('gpt2.yaml'), join(dir, 'a.yaml'));
+    const jobs = await simulateJobs(['--trace', dir, '--arrival-gap-seconds', '600'], 'engine');
+    expect(jobs.map((j) => [j.id, j.arrivalSeconds])).toEqual([
+      ['a.yaml', 0],
+      ['b.yaml', 600],
+    ]);
+    const eva = await runCli([
+      'simulate',
+      '--format',
+      'eva',
+      '--arrival-gap-seconds',
+      '5',
+      '--scheduler',
+      'eva',
+    ]);
+    expect(eva.code).not.toBe(0);
+    expect(eva.stderr).toMatch(/--format specs/);
+  }, 120_000);
+
   it('names the file and field of a spec without expectedDurationSeconds, and refuses an empty directory', async () => {
     const dir = join(tmp, 'undeclared');
     mkdirSync(dir);
