@@ -18,6 +18,7 @@ import { registerReport } from './commands/report.js';
 import { registerLogs } from './commands/logs.js';
 import { registerWorker } from './commands/worker.js';
 import { registerDown } from './commands/down.js';
+import { registerExportTrace } from './commands/export-trace.js';
 
 /**
  * With `--json`, scripts read stdout as JSON: an error then goes to stderr as one JSON object (`{"error": …}`, plus
@@ -48,6 +49,7 @@ export function buildProgram(jsonErrors = false): Command {
   registerCatalog(program);
   registerController(program);
   registerSimulate(program);
+  registerExportTrace(program);
   registerTune(program);
   registerSubmit(program);
   registerJobs(program);

@@ -40,6 +40,8 @@ export interface RunRequest {
     readonly multiTaskShare?: number | undefined;
     /** Multiplies the arrival rate (`loadTrace`'s arrivalRateScale). */
     readonly arrivalRateScale?: number | undefined;
+    /** A directory of job specs without an arrivals index: seconds between arrivals (`loadTrace`'s option). */
+    readonly arrivalGapSeconds?: number | undefined;
   };
   /** Default: the bundled us-east-1 catalog. */
   readonly catalogPath?: string | undefined;
@@ -94,8 +96,16 @@ export function loadRequestCatalog(request: Pick<RunRequest, 'catalogPath'>): Ca
 }
 
 export function loadRequestTrace(request: Pick<RunRequest, 'trace'>, catalog: Catalog): Trace {
-  const { path, format, jobs, seed, multiTaskShare, arrivalRateScale } = request.trace;
-  return loadTrace(path, { format, jobs, seed, multiTaskShare, arrivalRateScale, instanceCatalog: catalog });
+  const { path, format, jobs, seed, multiTaskShare, arrivalRateScale, arrivalGapSeconds } = request.trace;
+  return loadTrace(path, {
+    format,
+    jobs,
+    seed,
+    multiTaskShare,
+    arrivalRateScale,
+    arrivalGapSeconds,
+    instanceCatalog: catalog,
+  });
 }
 
 /** The request's scheduler, with its Eva tunables and the plan-level caps it keeps its plans under. */

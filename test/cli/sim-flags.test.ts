@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseQuotaFlag } from '../../src/cli/commands/simulate.js';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { flagName, inferFormat, readQueueConfigFile } from '../../src/cli/commands/sim-flags.js';
@@ -43,6 +43,16 @@ describe('simulate/tune flag parsing', () => {
     expect(inferFormat('t.JSON')).toBe('eva');
     expect(inferFormat('pods.csv')).toBe('alibaba');
     expect(() => inferFormat('trace.txt')).toThrow(/--format/);
+  });
+
+  it('infers specs for a directory, and fleetwise for a JSON file whose format field says so', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fw-infer-'));
+    expect(inferFormat(dir)).toBe('specs');
+    const exported = join(dir, 'history.json');
+    writeFileSync(exported, JSON.stringify({ format: 'fleetwise-trace/v1', jobs: [] }));
+    expect(inferFormat(exported)).toBe('fleetwise');
+    expect(inferFormat(join(PROJECT_ROOT, 'data/eva-reference/pai_200.json'))).toBe('eva');
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('reads a WFQ config file: bare JSON, or YAML with a queue: section (tune output, the example)', () => {

@@ -66,7 +66,8 @@ export const ADMIN_TOKEN_ENV = 'FLEETWISE_ADMIN_TOKEN';
  */
 export const CRASH_AT_ENV = 'FLEETWISE_CRASH_AT';
 
-const DB_FILE = 'state.db';
+/** The SQLite state in the state directory (`fleetwise export-trace` reads it too). */
+export const DB_FILE = 'state.db';
 const WORKER_TOKEN_FILE = 'worker-token';
 /** The running controller's pid, in the state directory (`fleetwise down` reads it). */
 export const PID_FILE = 'controller.pid';

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { extname } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { parseWfqConfig, type WfqConfig } from '../../queue/wfq.js';
@@ -8,6 +8,7 @@ import { describeIssues, ValidationError } from '../../core/validation.js';
 import type { Catalog } from '../../core/catalog.js';
 import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim/run-request.js';
 import { TRACE_FORMATS, type TraceFormat } from '../../sim/traces/load.js';
+import { isFleetwiseTraceJson } from '../../sim/traces/fleetwise-json.js';
 import type { Trace } from '../../world/trace.js';
 import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
 import type { ReportSettings } from '../../sim/report/json.js';
@@ -39,6 +40,7 @@ export const traceOptionFields = {
   seed: numberText(seedNumber).optional(),
   multiTask: numberText(z.number().min(0, 'must be ≥ 0').max(1, 'must be ≤ 1')).optional(),
   arrivalRateScale: numberText(z.number().positive('must be > 0').max(1000, 'must be ≤ 1000')).optional(),
+  arrivalGapSeconds: numberText(z.number().min(0, 'must be ≥ 0')).optional(),
   catalog: z.string().min(1).optional(),
 };
 
@@ -58,15 +60,33 @@ export function flagProblems(error: z.ZodError): string[] {
   );
 }
 
-/** Without --format: a .json file is an Eva trace, a .csv file an Alibaba pod list, no file a synthetic trace. */
+/**
+ * Without --format: a directory holds job specs, a .json file is a fleetwise trace when its `format` field says so
+ * (what export-trace writes) and an Eva trace otherwise, a .csv file an Alibaba pod list, no file a synthetic trace.
+ */
 export function inferFormat(tracePath: string | undefined): TraceFormat {
   if (tracePath === undefined) return 'synthetic';
+  let isDirectory = false;
+  try {
+    isDirectory = statSync(tracePath).isDirectory();
+  } catch {
+    // a missing path is reported by the loader, which names what it expected
+  }
+  if (isDirectory) return 'specs';
   const ext = extname(tracePath).toLowerCase();
-  if (ext === '.json') return 'eva';
+  if (ext === '.json') return jsonTraceFormat(tracePath);
   if (ext === '.csv') return 'alibaba';
   throw new ValidationError('--format', [
     `cannot tell the format of ${tracePath} from its extension; give --format ${TRACE_FORMATS.join('|')}`,
   ]);
+}
+
+function jsonTraceFormat(path: string): TraceFormat {
+  try {
+    return isFleetwiseTraceJson(JSON.parse(readFileSync(path, 'utf8'))) ? 'fleetwise' : 'eva';
+  } catch {
+    return 'eva'; // unreadable or not JSON: the Eva parser says which
+  }
 }
 
 /** The trace flags of `simulate` and `tune`, validated. */
@@ -77,6 +97,7 @@ export interface TraceFlags {
   readonly seed?: number | undefined;
   readonly multiTask?: number | undefined;
   readonly arrivalRateScale?: number | undefined;
+  readonly arrivalGapSeconds?: number | undefined;
   readonly catalog?: string | undefined;
 }
 
@@ -96,6 +117,7 @@ export function loadTraceFlags(o: TraceFlags): {
     seed: o.seed,
     multiTaskShare: o.multiTask,
     arrivalRateScale: o.arrivalRateScale,
+    arrivalGapSeconds: o.arrivalGapSeconds,
   };
   const catalog = loadRequestCatalog({ catalogPath: o.catalog });
   const trace = loadRequestTrace({ trace: traceSpec }, catalog);
@@ -149,19 +171,26 @@ export function readQueueConfigFile(path: string): WfqConfig {
 export function addTraceOptions(command: Command): Command {
   return command
     .option(
-      '--trace <file>',
-      'trace file (Eva JSON or Alibaba pod list CSV); default: bundled data / synthetic',
+      '--trace <path>',
+      'trace file (Eva JSON, Alibaba pod list CSV, fleetwise JSON from export-trace) or a directory of job specs; default: bundled data / synthetic',
     )
     .option(
       '--format <format>',
       `trace format: ${TRACE_FORMATS.join('|')} (default: from the file extension)`,
     )
-    .option('--jobs <n>', 'use the first N jobs (eva) or generate N jobs (alibaba, synthetic, success)')
+    .option(
+      '--jobs <n>',
+      'use the first N jobs (eva, fleetwise, specs) or generate N jobs (alibaba, synthetic, success)',
+    )
     .option('--seed <s>', 'seed of generated traces (default 0)')
     .option('--multi-task <share>', 'share of multi-task jobs in generated traces, 0..1')
     .option(
       '--arrival-rate-scale <x>',
       'multiply the arrival rate (2 = jobs arrive twice as often; all formats; default 1)',
+    )
+    .option(
+      '--arrival-gap-seconds <s>',
+      'specs without an arrivals.yaml: the files arrive in name order this many seconds apart (default 0)',
     )
     .option('--catalog <file>', 'instance catalog JSON (default: bundled aws-us-east-1)');
 }

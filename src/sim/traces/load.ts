@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { loadCatalogFile, PROJECT_ROOT } from '../../cloud/catalog-file.js';
 import type { Catalog } from '../../core/catalog.js';
@@ -6,6 +6,9 @@ import { ValidationError } from '../../core/validation.js';
 import { alibabaDemandFrequencies, convertAlibabaTrace, type DemandFrequency } from './alibaba.js';
 import { parseContentionMatrix, type ContentionMatrix } from './contention-matrix.js';
 import { parseEvaTrace } from './eva-json.js';
+import { parseFleetwiseTrace } from './fleetwise-json.js';
+import { ARRIVALS_FILES, gapArrivals, isSpecFileName, parseArrivals } from './spec-arrivals.js';
+import { specFilesTrace } from '../controller-runtime/spec-trace.js';
 import { generateSuccessTrace } from './success-workload.js';
 import { generateSyntheticTrace } from './synthetic.js';
 import { firstJobs, scaleArrivalRate } from './transform.js';
@@ -20,7 +23,7 @@ export const BUNDLED_EVA_TRACE_PATH = join(DATA_DIR, 'eva-reference', 'pai_200.j
 export const BUNDLED_WORKLOAD_CATALOG_PATH = join(DATA_DIR, 'eva-reference', 'workload_catalog.json');
 export const BUNDLED_CONTENTION_MATRIX_PATH = join(DATA_DIR, 'eva-reference', 'contention_matrix.csv');
 
-export const TRACE_FORMATS = ['eva', 'alibaba', 'synthetic', 'success'] as const;
+export const TRACE_FORMATS = ['eva', 'alibaba', 'synthetic', 'success', 'fleetwise', 'specs'] as const;
 export type TraceFormat = (typeof TRACE_FORMATS)[number];
 
 export interface LoadTraceOptions {
@@ -41,6 +44,8 @@ export interface LoadTraceOptions {
   readonly tasksPerJob?: number | undefined;
   /** Synthetic only: the workloads to draw from. */
   readonly workloads?: readonly string[] | undefined;
+  /** Specs only, without an arrivals index: seconds between the arrivals of the files in name order (default 0). */
+  readonly arrivalGapSeconds?: number | undefined;
 }
 
 function readText(path: string, what: string): string {
@@ -78,11 +83,52 @@ export function loadAlibabaDemandFrequencies(
 }
 
 /**
- * Load a trace: an Eva JSON file, an Alibaba pod list converted with Eva's recipe, a synthetic trace, or the
- * success paper's staged workload (success-workload.ts). Without a path, eva and alibaba read the bundled files
- * under data/; synthetic and success take no path.
+ * A directory of job specs (spec-arrivals.ts says when each arrives; controller-runtime/spec-trace.ts converts them).
+ * `catalog` validates the demands, as `fleetwise submit` does against the controller's.
+ */
+function loadSpecsDirectory(dir: string, catalog: Catalog, gapSeconds: number | undefined): Trace {
+  let names: string[];
+  try {
+    if (!statSync(dir).isDirectory())
+      throw new ValidationError(dir, ['--format specs reads a directory of job spec files, not a file']);
+    names = readdirSync(dir, { withFileTypes: true })
+      .filter((e) => e.isFile())
+      .map((e) => e.name)
+      .sort();
+  } catch (e) {
+    if (e instanceof ValidationError) throw e;
+    throw new ValidationError(dir, [`cannot read the job spec directory: ${(e as Error).message}`]);
+  }
+  const specFiles = names.filter(isSpecFileName);
+  if (specFiles.length === 0)
+    throw new ValidationError(dir, [
+      `no job spec files (*.yaml, *.yml, *.json) in the directory${names.length === 0 ? ' (it is empty)' : `; it has ${names.join(', ')}`}`,
+    ]);
+  const index = names.find((n) => (ARRIVALS_FILES as readonly string[]).includes(n.toLowerCase()));
+  if (index !== undefined && gapSeconds !== undefined)
+    throw new ValidationError('--arrival-gap-seconds', [
+      `${join(dir, index)} already says when each job arrives; drop the flag or the file`,
+    ]);
+  const arrivals =
+    index === undefined
+      ? gapArrivals(specFiles, gapSeconds ?? 0)
+      : parseArrivals(readText(join(dir, index), 'arrivals index'), join(dir, index), specFiles);
+  const files = specFiles.map((name) => {
+    const path = join(dir, name);
+    return { name, path, text: readText(path, 'job spec') };
+  });
+  return specFilesTrace(files, arrivals, catalog, basename(dir.replace(/\/+$/, '')) || dir);
+}
+
+/**
+ * Load a trace: an Eva JSON file, an Alibaba pod list converted with Eva's recipe, a synthetic trace, the
+ * success paper's staged workload (success-workload.ts), a fleetwise JSON trace (fleetwise-json.ts, what
+ * `fleetwise export-trace` writes) or a directory of job specs. Without a path, eva and alibaba read the bundled
+ * files under data/; synthetic and success take no path; fleetwise and specs need one.
  */
 export function loadTrace(path: string | undefined, options: LoadTraceOptions): Trace {
+  if (options.arrivalGapSeconds !== undefined && options.format !== 'specs')
+    throw new Error('arrivalGapSeconds applies to a directory of job specs (--format specs) only');
   switch (options.format) {
     case 'eva': {
       if ((options.multiTaskShare ?? 0) > 0)
@@ -133,6 +179,25 @@ export function loadTrace(path: string | undefined, options: LoadTraceOptions): 
         arrivalRateScale: options.arrivalRateScale,
         multiTaskShare: options.multiTaskShare,
       });
+    }
+    case 'fleetwise':
+    case 'specs': {
+      if ((options.multiTaskShare ?? 0) > 0)
+        throw new Error(
+          `multiTaskShare applies to generated traces (alibaba, synthetic, success), not to ${options.format} traces`,
+        );
+      if (path === undefined)
+        throw new Error(
+          options.format === 'specs'
+            ? 'a specs trace needs --trace DIR: a directory of job spec files'
+            : 'a fleetwise trace needs --trace FILE (written by fleetwise export-trace)',
+        );
+      let trace =
+        options.format === 'specs'
+          ? loadSpecsDirectory(path, options.instanceCatalog ?? loadCatalogFile(), options.arrivalGapSeconds)
+          : parseFleetwiseTrace(readText(path, 'fleetwise trace'), path, basename(path));
+      if (options.jobs !== undefined) trace = firstJobs(trace, options.jobs, path);
+      return scaleArrivalRate(trace, options.arrivalRateScale ?? 1);
     }
     default: {
       const unknown: never = options.format;

@@ -1,0 +1,66 @@
+import { writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { parseWith, ValidationError } from '../../core/validation.js';
+import { historyTrace, readStateHistory } from '../../sim/controller-runtime/state-history.js';
+import { DB_FILE } from './controller.js';
+
+/**
+ * `fleetwise export-trace`: what really ran on a controller, as a fleetwise JSON trace that `fleetwise simulate
+ * --trace FILE` replays (with another scheduler, a cap, a config). Reads the state read-only, so it can run next to
+ * a live controller.
+ */
+
+interface ExportTraceFlags {
+  readonly stateDir?: string;
+  readonly out?: string;
+}
+
+const flagsSchema = z.object({
+  '--state-dir': z.string().min(1, 'a directory').default('.fleetwise'),
+  '--out': z.string().min(1, 'a file').optional(),
+});
+
+export function runExportTrace(flags: ExportTraceFlags): void {
+  const options = parseWith(
+    flagsSchema,
+    { '--state-dir': flags.stateDir, '--out': flags.out },
+    'fleetwise export-trace',
+  );
+  const stateDir = resolve(options['--state-dir']);
+  const dbPath = join(stateDir, DB_FILE);
+  const { document, skipped } = historyTrace(readStateHistory(dbPath), {
+    name: `history of ${options['--state-dir']}`,
+    source: stateDir,
+  });
+  const notes = skipped.map((s) => `  ${s.id}: ${s.reason}`);
+  if (document.jobs.length === 0)
+    throw new ValidationError(dbPath, [
+      skipped.length === 0
+        ? 'no jobs to export: the controller has none'
+        : `no job ran or declares expectedDurationSeconds (${skipped.map((s) => `${s.id}: ${s.reason}`).join('; ')})`,
+    ]);
+  const text = `${JSON.stringify(document, null, 2)}\n`;
+  if (options['--out'] === undefined) process.stdout.write(text);
+  else writeFileSync(options['--out'], text);
+  const measured = document.jobs.filter((j) => j.durationFrom === 'measured').length;
+  process.stderr.write(
+    `exported ${document.jobs.length} job(s) (${measured} measured, ${document.jobs.length - measured} declared)` +
+      `${options['--out'] === undefined ? '' : ` to ${options['--out']}`}` +
+      `${skipped.length === 0 ? '' : `; left out:\n${notes.join('\n')}`}\n`,
+  );
+}
+
+export function registerExportTrace(program: Command): void {
+  program
+    .command('export-trace')
+    .description(
+      'write what ran on a controller (its state, read-only) as a fleetwise JSON trace for `fleetwise simulate --trace`',
+    )
+    .option('--state-dir <dir>', "the controller's state directory (default .fleetwise)")
+    .option('--out <file>', 'write the trace here (default: stdout)')
+    .action((options: ExportTraceFlags) => {
+      runExportTrace(options);
+    });
+}

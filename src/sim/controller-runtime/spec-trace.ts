@@ -1,0 +1,120 @@
+import type { Catalog } from '../../core/catalog.js';
+import { ValidationError } from '../../core/validation.js';
+import { parseJobSpec } from '../../controller/job-spec/parse.js';
+import type { JobSpec } from '../../controller/job-spec/spec.js';
+import { expandTasks } from '../../controller/job-spec/tasks.js';
+import { fleetwiseTrace, FLEETWISE_TRACE_FORMAT, type FleetwiseTraceJob } from '../traces/fleetwise-json.js';
+import type { Trace } from '../../world/trace.js';
+
+/**
+ * Job specs (the controller's own format) as trace jobs. The simulator may reach the controller's job-spec parser
+ * only from here (sim/controller-runtime/, eslint's layering), so a directory of specs and a controller's job
+ * history are both turned into fleetwise trace jobs (traces/fleetwise-json.ts) here, and the simulator reads only that.
+ */
+
+export interface SpecTiming {
+  readonly id: string;
+  readonly arrivalSeconds: number;
+  readonly durationSeconds: number;
+  readonly durationFrom?: 'measured' | 'declared' | undefined;
+  /** False for a job that stopped as unsuccessful at a stage. */
+  readonly successful?: boolean | undefined;
+}
+
+/**
+ * A job spec as a fleetwise trace job: one task per replica with the controller's names and co-location keys
+ * (expandTasks), so the simulated scheduler learns under the keys the controller would; the spec's restore and
+ * init delay estimates become the trace's delays.
+ */
+export function specTraceJob(spec: JobSpec, timing: SpecTiming): FleetwiseTraceJob {
+  return {
+    id: timing.id,
+    name: spec.name,
+    team: spec.team,
+    ...(spec.workload === undefined ? {} : { workload: spec.workload }),
+    arrivalSeconds: timing.arrivalSeconds,
+    durationSeconds: timing.durationSeconds,
+    ...(timing.durationFrom === undefined ? {} : { durationFrom: timing.durationFrom }),
+    ...(spec.totalIterations === undefined ? {} : { totalIterations: spec.totalIterations }),
+    initDelaySeconds: spec.checkpoint.initDelaySeconds ?? 0,
+    restoreDelaySeconds: spec.checkpoint.restoreDelaySeconds ?? 0,
+    ...(timing.successful === undefined ? {} : { successful: timing.successful }),
+    tasks: expandTasks(spec).map((t) => {
+      const image =
+        t.template.image ??
+        (t.template.build === undefined ? undefined : `build:${t.template.build.context}`);
+      return {
+        name: t.name,
+        workload: t.workloadKey,
+        ...(image === undefined ? {} : { image }),
+        demand: Object.fromEntries(
+          Object.entries(t.template.demand).map(([family, r]): [string, [number, number, number]] => [
+            family,
+            [r[0], r[1], r[2]],
+          ]),
+        ),
+        shmSizeGiB: t.template.shmSizeGiB,
+      };
+    }),
+  };
+}
+
+export interface SpecFile {
+  /** The file's name in the directory; the job's id in the trace. */
+  readonly name: string;
+  /** Its path, for errors. */
+  readonly path: string;
+  readonly text: string;
+}
+
+/**
+ * A directory of job specs as a trace: each file parsed and validated as `fleetwise submit` would (against the
+ * catalog the run uses), arriving at `arrivals.get(file name)`, running for its `expectedDurationSeconds`. Every
+ * invalid file is reported, each under its own path.
+ */
+export function specFilesTrace(
+  files: readonly SpecFile[],
+  arrivals: ReadonlyMap<string, number>,
+  catalog: Catalog,
+  traceName: string,
+): Trace {
+  const problems: ValidationError[] = [];
+  const jobs: FleetwiseTraceJob[] = [];
+  for (const file of files) {
+    let spec: JobSpec;
+    try {
+      spec = parseJobSpec(file.text, file.path, catalog);
+    } catch (e) {
+      if (e instanceof ValidationError) {
+        problems.push(e);
+        continue;
+      }
+      throw e;
+    }
+    if (spec.expectedDurationSeconds === undefined) {
+      problems.push(
+        new ValidationError(file.path, [
+          'expectedDurationSeconds: required to simulate the job: how long it runs at full throughput (seconds, or 30m, 2h, …)',
+        ]),
+      );
+      continue;
+    }
+    const arrivalSeconds = arrivals.get(file.name);
+    if (arrivalSeconds === undefined) throw new Error(`${file.path}: no arrival time for ${file.name}`);
+    jobs.push(
+      specTraceJob(spec, {
+        id: file.name,
+        arrivalSeconds,
+        durationSeconds: spec.expectedDurationSeconds,
+        durationFrom: 'declared',
+      }),
+    );
+  }
+  if (problems.length === 1) throw problems[0] as ValidationError;
+  if (problems.length > 1)
+    throw new ValidationError(
+      traceName,
+      problems.flatMap((p) => p.problems.map((problem) => `${p.source}: ${problem}`)),
+    );
+  return fleetwiseTrace({ format: FLEETWISE_TRACE_FORMAT, name: traceName, jobs }, traceName);
+}

@@ -1,0 +1,156 @@
+import Database from 'better-sqlite3';
+import { existsSync } from 'node:fs';
+import { ValidationError } from '../../core/validation.js';
+import { LATEST_SCHEMA_VERSION } from '../../controller/state/sqlite-schema.js';
+import { eventFromRow, jobFromRow } from '../../controller/state/sqlite/rows.js';
+import type { EventRecord, JobRecord, JobState } from '../../controller/state-store.js';
+import {
+  FLEETWISE_TRACE_FORMAT,
+  type FleetwiseTraceDocument,
+  type FleetwiseTraceJob,
+} from '../traces/fleetwise-json.js';
+import { specTraceJob } from './spec-trace.js';
+
+/**
+ * What ran on a controller, as a fleetwise trace (`fleetwise export-trace`): each job at its submission time
+ * (relative to the first exported job), with its spec's tasks and demands, running for the time its state history
+ * shows it `running`, or for its declared `expectedDurationSeconds` when it never finished.
+ */
+
+/** The jobs and their state changes (`job.state` events), in submission and event order. */
+export interface StateHistory {
+  readonly jobs: readonly JobRecord[];
+  readonly jobStateEvents: readonly EventRecord[];
+}
+
+/** The event kind a job's state change is recorded under (controller/state/lifecycle.ts transitionJob). */
+const JOB_STATE_EVENT = 'job.state';
+
+/**
+ * Read a controller's SQLite state without changing it: opened read-only (the store's own constructor would
+ * migrate the file and set its journal mode, which an export must not do to a live or an older controller's state).
+ * The rows are mapped by the store's own row readers, so records read here are the ones the controller sees.
+ */
+export function readStateHistory(dbPath: string): StateHistory {
+  if (!existsSync(dbPath))
+    throw new ValidationError(dbPath, [
+      "no controller state here (is --state-dir the controller's state directory?)",
+    ]);
+  let db: Database.Database;
+  try {
+    db = new Database(dbPath, { readonly: true, fileMustExist: true });
+  } catch (e) {
+    throw new ValidationError(dbPath, [`cannot open the state database: ${(e as Error).message}`]);
+  }
+  try {
+    let tables: string[];
+    try {
+      tables = db
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        .pluck()
+        .all() as string[];
+    } catch (e) {
+      throw new ValidationError(dbPath, [`not a fleetwise state database: ${(e as Error).message}`]);
+    }
+    const missing = ['schema_migrations', 'jobs', 'events'].filter((t) => !tables.includes(t));
+    if (missing.length > 0)
+      throw new ValidationError(dbPath, [
+        `not a fleetwise state database: no ${missing.join(', ')} table${missing.length > 1 ? 's' : ''} (it has ${tables.length === 0 ? 'no tables' : tables.join(', ')})`,
+      ]);
+    const version = Number(
+      db.prepare('SELECT COALESCE(MAX(version), 0) FROM schema_migrations').pluck().get(),
+    );
+    if (version > LATEST_SCHEMA_VERSION)
+      throw new ValidationError(dbPath, [
+        `schema version ${version} is newer than this fleetwise reads (${LATEST_SCHEMA_VERSION}); export with the fleetwise that wrote it`,
+      ]);
+    const jobs = (db.prepare('SELECT * FROM jobs ORDER BY seq').all() as Record<string, unknown>[]).map(
+      jobFromRow,
+    );
+    const jobStateEvents = (
+      db.prepare('SELECT * FROM events WHERE kind = ? ORDER BY seq').all(JOB_STATE_EVENT) as Record<
+        string,
+        unknown
+      >[]
+    ).map(eventFromRow);
+    return { jobs, jobStateEvents };
+  } finally {
+    db.close();
+  }
+}
+
+/** A job left out of the trace, and why. */
+export interface SkippedJob {
+  readonly id: string;
+  readonly reason: string;
+}
+
+export interface HistoryTrace {
+  readonly document: FleetwiseTraceDocument;
+  readonly skipped: readonly SkippedJob[];
+}
+
+const FINAL: readonly JobState[] = ['succeeded', 'failed', 'cancelled', 'unsuccessful'];
+
+/** Seconds each job spent `running`, summed over its state history (a move's checkpoint and restart excluded). */
+export function runningSeconds(events: readonly EventRecord[]): ReadonlyMap<string, number> {
+  const total = new Map<string, number>();
+  const since = new Map<string, number>();
+  for (const e of events) {
+    if (e.kind !== JOB_STATE_EVENT || e.jobId === undefined) continue;
+    const data = e.data;
+    if (typeof data !== 'object' || data === null || Array.isArray(data)) continue;
+    const { from, to } = data as { readonly from?: unknown; readonly to?: unknown };
+    const started = since.get(e.jobId);
+    if (from === 'running' && started !== undefined) {
+      total.set(e.jobId, (total.get(e.jobId) ?? 0) + Math.max(0, e.atSeconds - started));
+      since.delete(e.jobId);
+    }
+    if (to === 'running') since.set(e.jobId, e.atSeconds);
+  }
+  return total;
+}
+
+/**
+ * The history as a fleetwise trace. A finished job runs for its measured running time (which includes any slowdown
+ * it had next to its neighbours: the simulator's own interference comes on top). A job that has not finished
+ * runs for its declared duration. Jobs that never ran (cancelled while queued, failed before they started) and
+ * unfinished jobs without a declared duration are left out, each with its reason.
+ */
+export function historyTrace(
+  history: StateHistory,
+  options: { readonly name: string; readonly source: string },
+): HistoryTrace {
+  const ran = runningSeconds(history.jobStateEvents);
+  const skipped: SkippedJob[] = [];
+  const kept: { job: JobRecord; durationSeconds: number; durationFrom: 'measured' | 'declared' }[] = [];
+  for (const job of history.jobs) {
+    if (FINAL.includes(job.state)) {
+      const measured = ran.get(job.id) ?? 0;
+      if (measured > 0) kept.push({ job, durationSeconds: measured, durationFrom: 'measured' });
+      else skipped.push({ id: job.id, reason: `${job.state} without ever running` });
+      continue;
+    }
+    const declared = job.spec.expectedDurationSeconds;
+    if (declared !== undefined) kept.push({ job, durationSeconds: declared, durationFrom: 'declared' });
+    else
+      skipped.push({
+        id: job.id,
+        reason: `${job.state}, not finished, and its spec declares no expectedDurationSeconds`,
+      });
+  }
+  const start = Math.min(...kept.map((k) => k.job.submittedAtSeconds));
+  const jobs: FleetwiseTraceJob[] = kept.map(({ job, durationSeconds, durationFrom }) =>
+    specTraceJob(job.spec, {
+      id: job.id,
+      arrivalSeconds: job.submittedAtSeconds - start,
+      durationSeconds,
+      durationFrom,
+      ...(job.state === 'succeeded' || !FINAL.includes(job.state) ? {} : { successful: false }),
+    }),
+  );
+  return {
+    document: { format: FLEETWISE_TRACE_FORMAT, name: options.name, source: options.source, jobs },
+    skipped,
+  };
+}

@@ -1,0 +1,151 @@
+import { z } from 'zod';
+import type { FamilyDemand, Resources } from '../../core/resources.js';
+import { describeIssues, ValidationError } from '../../core/validation.js';
+import type { Trace, TraceJob, TraceTask } from '../../world/trace.js';
+import { baseWorkloadOf, familyDemandSchema } from './workloads.js';
+
+/**
+ * fleetwise's own JSON trace format: what `fleetwise export-trace` writes from a controller's state and what a
+ * directory of job specs becomes. Unlike Eva's format it speaks the controller's terms (co-location workload keys,
+ * demands per family, the checkpoint delay estimates of a job spec), so a trace of what ran on a cluster replays with
+ * the keys the controller learned under. One entry per task (replicas expanded).
+ */
+export const FLEETWISE_TRACE_FORMAT = 'fleetwise-trace/v1';
+
+const nonNegative = z.number().finite().nonnegative();
+
+const taskSchema = z.strictObject({
+  name: z.string().min(1),
+  /** Co-location key the scheduler learns under (the job spec's resolved `workload`). */
+  workload: z.string().min(1),
+  /** Tasks with the same image skip the build on an instance that already has it; default: the workload. */
+  image: z.string().min(1).optional(),
+  demand: familyDemandSchema,
+  shmSizeGiB: nonNegative.default(0),
+});
+
+const jobSchema = z.strictObject({
+  id: z.string().min(1),
+  name: z.string().min(1),
+  team: z.string().min(1).optional(),
+  /** Interference identity (a contention-matrix workload); default: the first task's workload. */
+  workload: z.string().min(1).optional(),
+  /** Seconds after the trace's start. */
+  arrivalSeconds: nonNegative,
+  /** Running time at full throughput, in seconds. */
+  durationSeconds: z.number().finite().positive(),
+  /** Where the duration came from: the job's measured running time, or its spec's expectedDurationSeconds. */
+  durationFrom: z.enum(['measured', 'declared']).optional(),
+  totalIterations: z.number().int().positive().optional(),
+  initDelaySeconds: nonNegative.default(0),
+  /** Seconds to fetch (and, when the job moves, to upload) a checkpoint. */
+  restoreDelaySeconds: nonNegative.default(0),
+  /** False for a job that stopped as unsuccessful at a stage; its duration is what it ran. */
+  successful: z.boolean().optional(),
+  tasks: z
+    .array(taskSchema)
+    .min(1, 'a job needs at least one task')
+    .superRefine((tasks, ctx) => {
+      const seen = new Set<string>();
+      tasks.forEach((t, i) => {
+        if (seen.has(t.name))
+          ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate task name ${t.name}` });
+        seen.add(t.name);
+      });
+    }),
+});
+
+const documentSchema = z.strictObject({
+  format: z.literal(FLEETWISE_TRACE_FORMAT, { error: `expected "${FLEETWISE_TRACE_FORMAT}"` }),
+  name: z.string().min(1).optional(),
+  /** Where the trace came from (a state directory, a directory of specs), for the reader. */
+  source: z.string().optional(),
+  jobs: z
+    .array(jobSchema)
+    .min(1, 'the trace has no jobs')
+    .superRefine((jobs, ctx) => {
+      const seen = new Set<string>();
+      jobs.forEach((j, i) => {
+        if (seen.has(j.id))
+          ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate job id ${j.id}` });
+        seen.add(j.id);
+      });
+    }),
+});
+
+/** A job of the format as written (defaults may be left out). */
+export type FleetwiseTraceJob = z.input<typeof jobSchema>;
+export type FleetwiseTraceDocument = z.input<typeof documentSchema>;
+type ParsedJob = z.output<typeof jobSchema>;
+
+function toDemand(d: Record<string, readonly [number, number, number]>): FamilyDemand {
+  const out: Record<string, Resources> = {};
+  for (const [family, r] of Object.entries(d)) out[family] = [r[0], r[1], r[2]];
+  return out;
+}
+
+/**
+ * A job of the format as the simulator runs it, mapped as the controller's prediction world maps a job record
+ * (controller/eta-world.ts), so a replayed job costs the simulator what the controller assumes: a start fetches
+ * the checkpoint and a stop uploads it (the restore delay each), no build delay, `initDelaySeconds` before
+ * progress. Without `totalIterations` a job runs one iteration per second of its duration.
+ */
+function toTraceJob(job: ParsedJob): TraceJob {
+  const totalIterations = job.totalIterations ?? Math.max(1, Math.round(job.durationSeconds));
+  const tasks = job.tasks.map((t): TraceTask => ({
+    name: t.name,
+    key: t.workload,
+    demand: toDemand(t.demand),
+    shmSizeGiB: t.shmSizeGiB,
+    imageId: t.image ?? t.workload,
+    fetchDelaySeconds: job.restoreDelaySeconds,
+    buildImageDelaySeconds: 0,
+    killDelaySeconds: 0,
+    uploadDelaySeconds: job.restoreDelaySeconds,
+  }));
+  const first = job.tasks[0]?.workload ?? job.name;
+  return {
+    id: job.id,
+    name: job.name,
+    workload: baseWorkloadOf(job.workload ?? first),
+    arrivalSeconds: job.arrivalSeconds,
+    durationSeconds: job.durationSeconds,
+    initDelaySeconds: job.initDelaySeconds,
+    fullThroughput: totalIterations / job.durationSeconds,
+    totalIterations,
+    tasks,
+    ...(job.team === undefined ? {} : { team: job.team }),
+    ...(job.successful === undefined ? {} : { successful: job.successful }),
+  };
+}
+
+/** Validate a fleetwise trace document (already parsed JSON) into a trace, jobs in arrival order. */
+export function fleetwiseTrace(value: unknown, source: string, traceName = source): Trace {
+  const parsed = documentSchema.safeParse(value);
+  if (!parsed.success) throw new ValidationError(source, describeIssues(parsed.error));
+  const jobs = parsed.data.jobs.map(toTraceJob);
+  jobs.sort((a, b) => a.arrivalSeconds - b.arrivalSeconds); // stable: ties keep file order
+  return { name: parsed.data.name ?? traceName, jobs };
+}
+
+/** Parse the text of a fleetwise JSON trace. Errors name the file and the field, e.g. `jobs.2.durationSeconds`. */
+export function parseFleetwiseTrace(text: string, source = 'trace.json', traceName = source): Trace {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new ValidationError(source, [`not valid JSON: ${(e as Error).message}`]);
+  }
+  return fleetwiseTrace(json, source, traceName);
+}
+
+/** Whether parsed JSON claims to be a fleetwise trace (its `format` field), to tell it from an Eva trace. */
+export function isFleetwiseTraceJson(json: unknown): boolean {
+  return (
+    typeof json === 'object' &&
+    json !== null &&
+    !Array.isArray(json) &&
+    typeof (json as { format?: unknown }).format === 'string' &&
+    (json as { format: string }).format.startsWith('fleetwise-trace')
+  );
+}

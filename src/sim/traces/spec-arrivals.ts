@@ -1,0 +1,65 @@
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { DURATION_RULE, durationSecondsSchema } from '../../core/duration.js';
+import { describeIssues, ValidationError } from '../../core/validation.js';
+
+/**
+ * When the jobs of a directory of job specs arrive. The controller's job spec is strict and has no place for an
+ * arrival time, so it is said next to the specs: an `arrivals.yaml` index mapping each spec file to its arrival
+ * (seconds or a duration such as 30m after the trace starts), or, without one, the files in name order a fixed gap
+ * apart (`--arrival-gap-seconds`, default 0: all at once).
+ */
+
+/** The index file's names; it is not a job spec. */
+export const ARRIVALS_FILES = ['arrivals.yaml', 'arrivals.yml'] as const;
+
+/** File names that hold a job spec (YAML or JSON). */
+export function isSpecFileName(name: string): boolean {
+  return /\.(ya?ml|json)$/i.test(name) && !(ARRIVALS_FILES as readonly string[]).includes(name.toLowerCase());
+}
+
+const arrivalsSchema = z.record(
+  z.string().min(1),
+  durationSecondsSchema(z.number().finite().nonnegative('must be 0 seconds or more')),
+  { error: `expected a map of job spec file → arrival (${DURATION_RULE})` },
+);
+
+/**
+ * Parse an arrivals index against the directory's spec files: every spec file must be listed, and every entry must
+ * name one of them, so a renamed or forgotten file is an error rather than a job that silently arrives at 0.
+ */
+export function parseArrivals(
+  text: string,
+  source: string,
+  specFiles: readonly string[],
+): ReadonlyMap<string, number> {
+  let value: unknown;
+  try {
+    value = parseYaml(text, { uniqueKeys: true });
+  } catch (e) {
+    throw new ValidationError(source, [`not valid YAML: ${(e as Error).message.split('\n')[0] ?? ''}`]);
+  }
+  if (value === null || value === undefined)
+    throw new ValidationError(source, [
+      '(root): empty; list each job spec file with its arrival, e.g. train.yaml: 30m',
+    ]);
+  const parsed = arrivalsSchema.safeParse(value);
+  if (!parsed.success) throw new ValidationError(source, describeIssues(parsed.error));
+  const problems: string[] = [];
+  for (const file of Object.keys(parsed.data))
+    if (!specFiles.includes(file))
+      problems.push(
+        `${file}: no such job spec file in the directory (it has ${specFiles.length === 0 ? 'none' : specFiles.join(', ')})`,
+      );
+  for (const file of specFiles)
+    if (!(file in parsed.data)) problems.push(`${file}: missing: every job spec file needs an arrival`);
+  if (problems.length > 0) throw new ValidationError(source, problems);
+  return new Map(Object.entries(parsed.data));
+}
+
+/** Without an index: the files in the order given, `gapSeconds` apart from 0. */
+export function gapArrivals(specFiles: readonly string[], gapSeconds: number): ReadonlyMap<string, number> {
+  if (!(Number.isFinite(gapSeconds) && gapSeconds >= 0))
+    throw new Error(`the arrival gap must be 0 seconds or more, got ${gapSeconds}`);
+  return new Map(specFiles.map((file, i) => [file, i * gapSeconds]));
+}

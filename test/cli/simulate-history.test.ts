@@ -1,0 +1,192 @@
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
+import type { FleetwiseTraceDocument } from '../../src/sim/traces/fleetwise-json.js';
+import type { JobOutcome } from '../../src/world/run-result.js';
+import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+import { writeJobHistory, type JobHistory } from '../helpers/job-history.js';
+
+/**
+ * "Simulate my workload" as users run it (`node dist/cli/main.js` in a subprocess): a directory of job specs, and a
+ * controller's own history exported with `fleetwise export-trace` and replayed in both runtimes.
+ */
+
+const tmp = mkdtempSync(join(tmpdir(), 'fleetwise-simulate-history-'));
+const example = (name: string): string => join(PROJECT_ROOT, 'examples', 'jobs', name);
+
+let stateDir = '';
+let history: JobHistory;
+
+beforeAll(() => {
+  ensureBuiltCli(['cli/main.ts', 'sim/run-worker.ts']);
+  stateDir = join(tmp, 'state');
+  mkdirSync(stateDir);
+  let now = 0;
+  const store = new SqliteStateStore(join(stateDir, 'state.db'), { nowSeconds: () => now });
+  history = writeJobHistory(store, { set: (t) => void (now = t) });
+  store.close();
+});
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+/** Per-job outcomes of each runtime's run, from report.json (`--out`). */
+async function simulateJobs(
+  traceArgs: readonly string[],
+  runtime: 'engine' | 'controller',
+): Promise<JobOutcome[]> {
+  const out = join(tmp, `out-${runtime}-${Math.random().toString(36).slice(2)}`);
+  const result = await runCli([
+    'simulate',
+    ...traceArgs,
+    '--scheduler',
+    'no-packing',
+    '--runtime',
+    runtime,
+    '--json',
+    '--out',
+    out,
+  ]);
+  expect(result.code, result.stderr).toBe(0);
+  const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as {
+    details: Record<string, { jobs: JobOutcome[] }>;
+  };
+  return report.details['no-packing']?.jobs ?? [];
+}
+
+describe('fleetwise export-trace → simulate (CLI subprocess)', () => {
+  it('exports what ran and replays it in the engine and the controller with the same jobs, arrivals and durations', async () => {
+    const file = join(tmp, 'history.json');
+    const exported = await runCli(['export-trace', '--state-dir', stateDir, '--out', file]);
+    expect(exported.code, exported.stderr).toBe(0);
+    expect(exported.stdout).toBe('');
+    expect(exported.stderr).toMatch(/exported 3 job\(s\) \(2 measured, 1 declared\)/);
+    for (const id of history.skipped) expect(exported.stderr).toContain(`${id}: `);
+
+    const document = JSON.parse(readFileSync(file, 'utf8')) as FleetwiseTraceDocument;
+    expect(document.format).toBe('fleetwise-trace/v1');
+    expect(document.source).toBe(stateDir);
+    expect(
+      document.jobs.map((j) => ({
+        id: j.id,
+        name: j.name,
+        arrivalSeconds: j.arrivalSeconds,
+        durationSeconds: j.durationSeconds,
+        durationFrom: j.durationFrom,
+        ...(j.successful === undefined ? {} : { successful: j.successful }),
+      })),
+    ).toEqual(history.exported);
+
+    // Without --format: the JSON's format field says it is a fleetwise trace, not an Eva one.
+    const [engine, controller] = await Promise.all([
+      simulateJobs(['--trace', file], 'engine'),
+      simulateJobs(['--trace', file, '--format', 'fleetwise'], 'controller'),
+    ]);
+    for (const jobs of [engine, controller]) {
+      expect(jobs.map((j) => j.arrivalSeconds)).toEqual(history.exported.map((j) => j.arrivalSeconds));
+      jobs.forEach((j, i) => {
+        const expected = history.exported[i];
+        // No-Packing runs each job alone: its JCT is its duration plus the launch and start delays.
+        expect(j.jctSeconds).toBeGreaterThanOrEqual(expected?.durationSeconds ?? Infinity);
+        expect(j.jctSeconds).toBeLessThan((expected?.durationSeconds ?? 0) + 900);
+      });
+    }
+    expect(engine.map((j) => j.id)).toEqual(history.exported.map((j) => j.id));
+    // The two runtimes agree job by job (No-Packing never moves a job).
+    controller.forEach((j, i) => expect(j.jctSeconds).toBeCloseTo(engine[i]?.jctSeconds ?? 0, 0));
+  }, 120_000);
+
+  it('writes the trace to stdout without --out', async () => {
+    const out = await runCli(['export-trace', '--state-dir', stateDir]);
+    expect(out.code, out.stderr).toBe(0);
+    expect((JSON.parse(out.stdout) as FleetwiseTraceDocument).jobs).toHaveLength(3);
+  });
+
+  it('refuses a state directory without a fleetwise database, naming the file', async () => {
+    const empty = join(tmp, 'not-state');
+    mkdirSync(empty);
+    writeFileSync(join(empty, 'state.db'), 'not a database, just text\n'.repeat(20));
+    const out = await runCli(['export-trace', '--state-dir', empty]);
+    expect(out.code).toBe(2);
+    expect(out.stderr).toContain(join(empty, 'state.db'));
+    expect(out.stderr).toMatch(/not a fleetwise state database/);
+    expect(out.stdout).toBe('');
+  });
+});
+
+describe('fleetwise simulate --trace DIR --format specs (CLI subprocess)', () => {
+  it('simulates a directory of job specs with their arrivals in both runtimes', async () => {
+    const dir = join(tmp, 'specs');
+    mkdirSync(dir);
+    copyFileSync(example('resnet.yaml'), join(dir, 'resnet.yaml'));
+    copyFileSync(example('gpt2.yaml'), join(dir, 'gpt2.yaml'));
+    writeFileSync(join(dir, 'arrivals.yaml'), 'resnet.yaml: 0\ngpt2.yaml: 30m\n');
+    const [engine, controller] = await Promise.all([
+      simulateJobs(['--trace', dir, '--format', 'specs'], 'engine'),
+      simulateJobs(['--trace', dir], 'controller'),
+    ]);
+    for (const jobs of [engine, controller]) expect(jobs.map((j) => j.arrivalSeconds)).toEqual([0, 1800]);
+    expect(engine.map((j) => j.id)).toEqual(['resnet.yaml', 'gpt2.yaml']);
+    expect(engine[0]?.jctSeconds).toBeGreaterThanOrEqual(4408); // resnet.yaml's expectedDurationSeconds
+  }, 120_000);
+
+  it('without arrivals.yaml: the files in name order, --arrival-gap-seconds apart (specs only)', async () => {
+    const dir = join(tmp, 'gapped');
+    mkdirSync(dir);
+    copyFileSync(example('resnet.yaml'), join(dir, 'b.yaml'));
+    copyFileSync(example('gpt2.yaml'), join(dir, 'a.yaml'));
+    const jobs = await simulateJobs(['--trace', dir, '--arrival-gap-seconds', '600'], 'engine');
+    expect(jobs.map((j) => [j.id, j.arrivalSeconds])).toEqual([
+      ['a.yaml', 0],
+      ['b.yaml', 600],
+    ]);
+    const eva = await runCli([
+      'simulate',
+      '--format',
+      'eva',
+      '--arrival-gap-seconds',
+      '5',
+      '--scheduler',
+      'eva',
+    ]);
+    expect(eva.code).not.toBe(0);
+    expect(eva.stderr).toMatch(/--format specs/);
+  }, 120_000);
+
+  it('names the file and field of a spec without expectedDurationSeconds, and refuses an empty directory', async () => {
+    const dir = join(tmp, 'undeclared');
+    mkdirSync(dir);
+    writeFileSync(
+      join(dir, 'resnet.yaml'),
+      readFileSync(example('resnet.yaml'), 'utf8').replace(/^expectedDurationSeconds:.*$/m, ''),
+    );
+    const out = await runCli(['simulate', '--trace', dir, '--scheduler', 'eva']);
+    expect(out.code).toBe(2);
+    expect(out.stderr).toContain(join(dir, 'resnet.yaml'));
+    expect(out.stderr).toMatch(/expectedDurationSeconds: required to simulate the job/);
+
+    const empty = join(tmp, 'empty-specs');
+    mkdirSync(empty);
+    const none = await runCli([
+      'simulate',
+      '--trace',
+      empty,
+      '--format',
+      'specs',
+      '--scheduler',
+      'eva',
+      '--json',
+    ]);
+    expect(none.code).toBe(2);
+    expect(none.stdout).toBe('');
+    expect(none.stderr).toMatch(/no job spec files/);
+
+    writeFileSync(join(empty, 'a.yaml'), readFileSync(example('resnet.yaml'), 'utf8'));
+    writeFileSync(join(empty, 'arrivals.yaml'), 'a.yaml: later\n');
+    const badIndex = await runCli(['simulate', '--trace', empty, '--scheduler', 'eva']);
+    expect(badIndex.code).toBe(2);
+    expect(badIndex.stderr).toContain(join(empty, 'arrivals.yaml'));
+    expect(badIndex.stderr).toMatch(/a\.yaml: expected seconds or a duration/);
+  });
+});

@@ -1,0 +1,146 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { loadCatalogFile, PROJECT_ROOT } from '../../../src/cloud/catalog-file.js';
+import { parseJobSpec } from '../../../src/controller/job-spec/parse.js';
+import { expandTasks } from '../../../src/controller/job-spec/tasks.js';
+import { ValidationError } from '../../../src/core/validation.js';
+import { specFilesTrace, specTraceJob } from '../../../src/sim/controller-runtime/spec-trace.js';
+import { loadTrace } from '../../../src/sim/traces/load.js';
+
+const catalog = loadCatalogFile();
+const example = (name: string): string => readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', name), 'utf8');
+
+const tmp = mkdtempSync(join(tmpdir(), 'fleetwise-spec-trace-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+/** A directory holding `files` (name → text). */
+function directory(name: string, files: Record<string, string>): string {
+  const dir = join(tmp, name);
+  mkdirSync(dir);
+  for (const [file, text] of Object.entries(files)) writeFileSync(join(dir, file), text);
+  return dir;
+}
+
+function problemsOf(fn: () => unknown): { source: string; problems: readonly string[] } {
+  try {
+    fn();
+  } catch (e) {
+    expect(e).toBeInstanceOf(ValidationError);
+    return { source: (e as ValidationError).source, problems: (e as ValidationError).problems };
+  }
+  throw new Error('expected a validation error');
+}
+
+describe('job specs as trace jobs', () => {
+  it("keeps the controller's task names and co-location keys (replicas expanded) and the spec's delays", () => {
+    const spec = parseJobSpec(example('resnet-ddp.yaml'), 'resnet-ddp.yaml', catalog);
+    const job = specTraceJob(spec, { id: 'x', arrivalSeconds: 30, durationSeconds: 900 });
+    const expanded = expandTasks(spec);
+    expect(expanded.length).toBeGreaterThan(1);
+    expect(job.tasks.map((t) => [t.name, t.workload])).toEqual(expanded.map((t) => [t.name, t.workloadKey]));
+    expect(job).toMatchObject({
+      id: 'x',
+      name: spec.name,
+      team: spec.team,
+      arrivalSeconds: 30,
+      durationSeconds: 900,
+      initDelaySeconds: spec.checkpoint.initDelaySeconds ?? 0,
+      restoreDelaySeconds: spec.checkpoint.restoreDelaySeconds ?? 0,
+    });
+  });
+
+  it('reads a directory with an arrivals index: arrivals, declared durations, keys', () => {
+    const dir = directory('indexed', {
+      'resnet.yaml': example('resnet.yaml'),
+      'gpt2.yaml': example('gpt2.yaml'),
+      'arrivals.yaml': 'resnet.yaml: 10m\ngpt2.yaml: 0\n',
+      'README.md': 'not a spec',
+    });
+    const trace = loadTrace(dir, { format: 'specs', instanceCatalog: catalog });
+    expect(trace.name).toBe('indexed');
+    expect(trace.jobs.map((j) => [j.id, j.arrivalSeconds])).toEqual([
+      ['gpt2.yaml', 0],
+      ['resnet.yaml', 600],
+    ]);
+    const resnet = trace.jobs[1];
+    expect(resnet).toMatchObject({ name: 'resnet18-cifar10', workload: 'resnet18', durationSeconds: 4408 });
+    expect(resnet?.totalIterations).toBe(10010);
+    expect(resnet?.tasks.map((t) => t.key)).toEqual(['resnet18']);
+  });
+
+  it('without an index: name order, --arrival-gap-seconds apart; --jobs cuts it', () => {
+    const dir = directory('gapped', {
+      'b.yaml': example('resnet.yaml'),
+      'a.yaml': example('gpt2.yaml'),
+      'c.json': JSON.stringify(parseJobSpec(example('graphsage.yaml'), 'g', catalog)),
+    });
+    const trace = loadTrace(dir, { format: 'specs', instanceCatalog: catalog, arrivalGapSeconds: 120 });
+    expect(trace.jobs.map((j) => [j.id, j.arrivalSeconds])).toEqual([
+      ['a.yaml', 0],
+      ['b.yaml', 120],
+      ['c.json', 240],
+    ]);
+    expect(loadTrace(dir, { format: 'specs', instanceCatalog: catalog, jobs: 2 }).jobs).toHaveLength(2);
+    expect(
+      loadTrace(dir, { format: 'specs', instanceCatalog: catalog }).jobs.map((j) => j.arrivalSeconds),
+    ).toEqual([0, 0, 0]);
+  });
+
+  it('names the file and field of a spec without expectedDurationSeconds, and of every invalid spec', () => {
+    const noDuration = example('resnet.yaml').replace(/^expectedDurationSeconds:.*$/m, '');
+    const one = problemsOf(() =>
+      specFilesTrace(
+        [{ name: 'r.yaml', path: 'jobs/r.yaml', text: noDuration }],
+        new Map([['r.yaml', 0]]),
+        catalog,
+        'jobs',
+      ),
+    );
+    expect(one.source).toBe('jobs/r.yaml');
+    expect(one.problems[0]).toMatch(/^expectedDurationSeconds: required to simulate the job/);
+
+    const dir = directory('bad', {
+      'a.yaml': noDuration,
+      'b.yaml': example('gpt2.yaml').replace(/^team:.*$/m, 'team: Not A Name'),
+      'c.yaml': example('resnet.yaml'),
+    });
+    const all = problemsOf(() => loadTrace(dir, { format: 'specs', instanceCatalog: catalog }));
+    expect(all.source).toBe('bad');
+    expect(all.problems).toEqual([
+      expect.stringMatching(/a\.yaml: expectedDurationSeconds: required/),
+      expect.stringMatching(/b\.yaml: team: .*\(line \d+\)/),
+    ]);
+  });
+
+  it('refuses an empty directory, a file, a bad index, and the gap next to an index', () => {
+    const empty = directory('empty', {});
+    expect(
+      problemsOf(() => loadTrace(empty, { format: 'specs', instanceCatalog: catalog })).problems[0],
+    ).toMatch(/no job spec files .* \(it is empty\)/);
+    const onlyNotes = directory('notes', { 'notes.txt': 'x' });
+    expect(problemsOf(() => loadTrace(onlyNotes, { format: 'specs' })).problems[0]).toMatch(
+      /it has notes\.txt/,
+    );
+    const file = join(tmp, 'file.yaml');
+    writeFileSync(file, example('resnet.yaml'));
+    expect(problemsOf(() => loadTrace(file, { format: 'specs' })).problems[0]).toMatch(/a directory/);
+    const badIndex = directory('bad-index', {
+      'a.yaml': example('resnet.yaml'),
+      'arrivals.yaml': 'b.yaml: 0\n',
+    });
+    const bad = problemsOf(() => loadTrace(badIndex, { format: 'specs', instanceCatalog: catalog }));
+    expect(bad.source).toBe(join(badIndex, 'arrivals.yaml'));
+    expect(bad.problems).toEqual([
+      'b.yaml: no such job spec file in the directory (it has a.yaml)',
+      'a.yaml: missing: every job spec file needs an arrival',
+    ]);
+    const indexed = directory('both', { 'a.yaml': example('resnet.yaml'), 'arrivals.yaml': 'a.yaml: 0\n' });
+    expect(problemsOf(() => loadTrace(indexed, { format: 'specs', arrivalGapSeconds: 5 })).source).toBe(
+      '--arrival-gap-seconds',
+    );
+    expect(() => loadTrace(undefined, { format: 'specs' })).toThrow(/needs --trace DIR/);
+    expect(() => loadTrace(undefined, { format: 'eva', arrivalGapSeconds: 5 })).toThrow(/--format specs/);
+  });
+});

@@ -1,0 +1,108 @@
+import Database from 'better-sqlite3';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { MemoryStateStore } from '../../../src/controller/memory-state-store.js';
+import { SqliteStateStore } from '../../../src/controller/state/sqlite-state-store.js';
+import { ValidationError } from '../../../src/core/validation.js';
+import {
+  historyTrace,
+  readStateHistory,
+  runningSeconds,
+} from '../../../src/sim/controller-runtime/state-history.js';
+import { fleetwiseTrace } from '../../../src/sim/traces/fleetwise-json.js';
+import { writeJobHistory } from '../../helpers/job-history.js';
+
+const tmp = mkdtempSync(join(tmpdir(), 'fleetwise-state-history-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+function clock() {
+  let now = 0;
+  return { now: () => now, set: (t: number) => void (now = t) };
+}
+
+const sha256 = (path: string): string => createHash('sha256').update(readFileSync(path)).digest('hex');
+
+describe("a controller's job history as a trace", () => {
+  it('measures running time over moves, declares what never finished, leaves out what never ran', () => {
+    const c = clock();
+    const store = new MemoryStateStore({ nowSeconds: c.now });
+    const expected = writeJobHistory(store, c);
+    const history = { jobs: store.listJobs(), jobStateEvents: store.listEvents({ kind: 'job.state' }) };
+    expect(runningSeconds(history.jobStateEvents).get('job-1')).toBe(980);
+
+    const { document, skipped } = historyTrace(history, { name: 'h', source: 'memory' });
+    expect(skipped.map((s) => s.id)).toEqual(expected.skipped);
+    expect(skipped.map((s) => s.reason)).toEqual([
+      'cancelled without ever running',
+      'running, not finished, and its spec declares no expectedDurationSeconds',
+    ]);
+    expect(
+      document.jobs.map((j) => ({
+        id: j.id,
+        name: j.name,
+        arrivalSeconds: j.arrivalSeconds,
+        durationSeconds: j.durationSeconds,
+        durationFrom: j.durationFrom,
+        ...(j.successful === undefined ? {} : { successful: j.successful }),
+      })),
+    ).toEqual(expected.exported);
+    // Every task keeps the co-location key the controller stored for it.
+    const ddp = document.jobs[2];
+    expect(ddp?.tasks.map((t) => t.workload)).toEqual(
+      store.listTasks({ jobId: 'job-3' }).map((t) => t.workloadKey),
+    );
+    // What it writes is a valid fleetwise trace.
+    expect(fleetwiseTrace(document, 'h').jobs).toHaveLength(3);
+  });
+
+  it('reads a SQLite state read-only: same records as the store, the file left as it was', () => {
+    const c = clock();
+    const path = join(tmp, 'state.db');
+    const store = new SqliteStateStore(path, { nowSeconds: c.now });
+    writeJobHistory(store, c);
+    const jobs = store.listJobs();
+    const events = store.listEvents({ kind: 'job.state' });
+    store.close();
+    const before = sha256(path);
+    const files = readdirSync(tmp).sort();
+
+    const history = readStateHistory(path);
+    expect(history.jobs).toEqual(jobs);
+    expect(history.jobStateEvents).toEqual(events);
+    expect(sha256(path)).toBe(before);
+    // A WAL reader coordinates through the -shm file, which SQLite creates; it writes nothing to the log.
+    expect(readdirSync(tmp).filter((f) => !files.includes(f) && !/^state\.db-(shm|wal)$/.test(f))).toEqual(
+      [],
+    );
+    const wal = `${path}-wal`;
+    if (existsSync(wal)) expect(statSync(wal).size).toBe(0);
+  });
+
+  it('refuses what is not a fleetwise state, naming the file', () => {
+    const problemsOf = (path: string): string => {
+      try {
+        readStateHistory(path);
+      } catch (e) {
+        expect(e).toBeInstanceOf(ValidationError);
+        expect((e as ValidationError).source).toBe(path);
+        return (e as ValidationError).problems.join('; ');
+      }
+      throw new Error('expected a validation error');
+    };
+    expect(problemsOf(join(tmp, 'missing.db'))).toMatch(/no controller state here/);
+    const text = join(tmp, 'text.db');
+    writeFileSync(text, 'hello, not SQLite\n'.repeat(10));
+    expect(problemsOf(text)).toMatch(/not a fleetwise state database/);
+    const other = join(tmp, 'other.db');
+    const db = new Database(other);
+    db.exec('CREATE TABLE jobs (id TEXT)');
+    db.close();
+    expect(problemsOf(other)).toMatch(
+      /not a fleetwise state database: no schema_migrations, events tables \(it has jobs\)/,
+    );
+    expect(existsSync(join(tmp, 'missing.db'))).toBe(false);
+  });
+});

@@ -1,0 +1,118 @@
+import { describe, expect, it } from 'vitest';
+import { ValidationError } from '../../../src/core/validation.js';
+import {
+  FLEETWISE_TRACE_FORMAT,
+  isFleetwiseTraceJson,
+  parseFleetwiseTrace,
+  type FleetwiseTraceDocument,
+} from '../../../src/sim/traces/fleetwise-json.js';
+
+const doc = (jobs: unknown[]): string => JSON.stringify({ format: FLEETWISE_TRACE_FORMAT, name: 't', jobs });
+
+const job = (over: Record<string, unknown> = {}) => ({
+  id: 'job-1',
+  name: 'train',
+  arrivalSeconds: 0,
+  durationSeconds: 600,
+  tasks: [{ name: 'trainer', workload: 'resnet18', demand: { any: [1, 4, 24] as [number, number, number] } }],
+  ...over,
+});
+
+function problemsOf(text: string): string[] {
+  try {
+    parseFleetwiseTrace(text, 'history.json');
+  } catch (e) {
+    expect(e).toBeInstanceOf(ValidationError);
+    expect((e as ValidationError).source).toBe('history.json');
+    return [...(e as ValidationError).problems];
+  }
+  throw new Error('expected a validation error');
+}
+
+describe('fleetwise JSON traces', () => {
+  it('maps jobs as the controller would: keys, delays, throughput, in arrival order', () => {
+    const document: FleetwiseTraceDocument = {
+      format: FLEETWISE_TRACE_FORMAT,
+      name: 'history',
+      jobs: [
+        job({ id: 'late', arrivalSeconds: 300, durationSeconds: 120, team: 'ml' }),
+        {
+          id: 'ddp',
+          name: 'resnet-ddp',
+          workload: 'resnet18[2]',
+          arrivalSeconds: 0,
+          durationSeconds: 1000,
+          totalIterations: 4000,
+          initDelaySeconds: 80,
+          restoreDelaySeconds: 5,
+          successful: false,
+          tasks: [
+            {
+              name: 'w-0',
+              workload: 'resnet18_w',
+              image: 'img:1',
+              demand: { p3: [1, 8, 32] },
+              shmSizeGiB: 4,
+            },
+            {
+              name: 'w-1',
+              workload: 'resnet18_w',
+              image: 'img:1',
+              demand: { p3: [1, 8, 32] },
+              shmSizeGiB: 4,
+            },
+          ],
+        },
+      ],
+    };
+    const trace = parseFleetwiseTrace(JSON.stringify(document), 'history.json');
+    expect(trace.name).toBe('history');
+    expect(trace.jobs.map((j) => j.id)).toEqual(['ddp', 'late']);
+    const [ddp, late] = trace.jobs;
+    expect(ddp).toMatchObject({
+      workload: 'resnet18', // the interference identity without the `[k]` suffix
+      durationSeconds: 1000,
+      totalIterations: 4000,
+      fullThroughput: 4,
+      initDelaySeconds: 80,
+      successful: false,
+    });
+    expect(ddp?.tasks[1]).toEqual({
+      name: 'w-1',
+      key: 'resnet18_w',
+      demand: { p3: [1, 8, 32] },
+      shmSizeGiB: 4,
+      imageId: 'img:1',
+      fetchDelaySeconds: 5,
+      buildImageDelaySeconds: 0,
+      killDelaySeconds: 0,
+      uploadDelaySeconds: 5,
+    });
+    // Without totalIterations: one iteration a second, so iterations / throughput is the duration.
+    expect(late).toMatchObject({ team: 'ml', totalIterations: 120, fullThroughput: 1, workload: 'resnet18' });
+    expect(late?.tasks[0]).toMatchObject({ imageId: 'resnet18', shmSizeGiB: 0, fetchDelaySeconds: 0 });
+  });
+
+  it('names the job and field of every problem', () => {
+    const { durationSeconds: _d, ...withoutDuration } = job();
+    expect(problemsOf(doc([withoutDuration]))).toEqual([
+      expect.stringMatching(/^jobs\.0\.durationSeconds: /),
+    ]);
+    expect(problemsOf(doc([job(), job()]))).toEqual(['jobs.1.id: duplicate job id job-1']);
+    expect(problemsOf(doc([job({ arrivalSeconds: -1 })]))[0]).toMatch(/^jobs\.0\.arrivalSeconds: /);
+    expect(problemsOf(doc([job({ tasks: [] })]))[0]).toMatch(/jobs\.0\.tasks: a job needs at least one task/);
+    expect(problemsOf(doc([job({ durationFrom: 'guessed' })]))[0]).toMatch(/^jobs\.0\.durationFrom: /);
+    expect(problemsOf(doc([job({ arrival: 3 })]))[0]).toMatch(/arrival/);
+    expect(problemsOf(doc([]))).toEqual(['jobs: the trace has no jobs']);
+    expect(problemsOf(JSON.stringify({ format: 'eva', jobs: [job()] }))[0]).toMatch(
+      /^format: expected "fleetwise-trace\/v1"/,
+    );
+    expect(problemsOf('{')[0]).toMatch(/not valid JSON/);
+  });
+
+  it('tells its documents from Eva traces by their format field', () => {
+    expect(isFleetwiseTraceJson({ format: FLEETWISE_TRACE_FORMAT, jobs: [] })).toBe(true);
+    expect(isFleetwiseTraceJson({ '0': { name: 'resnet18[0]' } })).toBe(false);
+    expect(isFleetwiseTraceJson([])).toBe(false);
+  });
+});
