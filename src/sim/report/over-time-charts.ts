@@ -1,0 +1,187 @@
+import type {
+  GridComponentOption,
+  LineSeriesOption,
+  TitleComponentOption,
+  XAXisComponentOption,
+  YAXisComponentOption,
+} from 'echarts';
+import type { RunResult } from '../../world/run-result.js';
+import type { ReportBounds } from './json.js';
+import { SECONDS_PER_HOUR } from './series-metrics.js';
+import { fmt } from '../../report/chart.js';
+import { integer } from './format.js';
+import { REFERENCE_COLOR, seriesStyle } from '../../report/palette.js';
+import {
+  type ReportChart,
+  BOUND_LINE_NAME,
+  WIDTH,
+  BUCKETS,
+  SMALL_BUCKETS,
+  BASELINE,
+  AXIS_NAME,
+  TOOLTIP_AXIS,
+  points,
+  niceAxis,
+  hoursOf,
+  timeAxis,
+  timeLines,
+  labelEnds,
+  overTimeOption,
+  type PanelGrid,
+  panelBox,
+} from './chart-kit.js';
+
+/**
+ * The charts over time: cumulative cost (with the timed lower bound), running instances per scheduler, migrations.
+ */
+export function costChart(results: readonly RunResult[], bounds: ReportBounds | undefined): ReportChart {
+  const series = timeLines(results, (r) => r.series.cumulativeCost, false);
+  // The end label shows the run's total, formatted here (a label template cannot group digits).
+  labelEnds(
+    series,
+    results.map((r) => r.summary.scheduler),
+    results.map((r) => `$${integer(r.summary.totalCost)}`),
+  );
+  if (bounds !== undefined) {
+    const s = bounds.timedSeries;
+    series.push({
+      type: 'line',
+      name: BOUND_LINE_NAME,
+      showSymbol: false,
+      color: REFERENCE_COLOR,
+      lineStyle: { width: 2, type: [6, 4] },
+      endLabel: {
+        show: true,
+        formatter: `lower bound: $${integer(bounds.timedBound)}`,
+        color: '#555',
+      },
+      labelLayout: { moveOverlap: 'shiftY' },
+      data: points(
+        s.timeSeconds.map((t) => t / SECONDS_PER_HOUR),
+        s.cumulativeCost,
+        BUCKETS,
+      ),
+    });
+  }
+  return {
+    chart: {
+      id: 'chart-cumulative-cost',
+      title: 'Cumulative cost over time',
+      width: WIDTH,
+      height: 440,
+      option: overTimeOption(results, series, 'cost ($)', '${value}', fmt('money')),
+    },
+    caption:
+      'Money spent so far: every instance is billed per second from launch to termination. Each line ends when ' +
+      'the run’s last job finished; the label gives the total.' +
+      (bounds === undefined
+        ? ''
+        : ' Dashed grey: the timed lower bound, what a fluid fleet (fractional instances, resized at will) would ' +
+          'have spent hosting every job from its arrival for its standalone duration, with no delays and no ' +
+          'interference.'),
+  };
+}
+
+/** Small multiples: one panel per run, laid out in rows of `columns`, sharing axes. */
+
+export function instancesChart(results: readonly RunResult[]): ReportChart {
+  const g: PanelGrid = { columns: 3, panelHeight: 150, left: 50, top: 30, gapX: 40, gapY: 58, right: 20 };
+  const rows = Math.ceil(results.length / g.columns);
+  const baseline = results.find((r) => r.summary.scheduler === BASELINE);
+  const y = niceAxis(Math.max(1, ...results.map((r) => Math.max(0, ...r.series.runningInstances))), 3);
+  const x = timeAxis(results);
+  const lastRow = Math.floor((results.length - 1) / g.columns);
+  const titles: TitleComponentOption[] = [];
+  const grids: GridComponentOption[] = [];
+  const xAxes: XAXisComponentOption[] = [];
+  const yAxes: YAXisComponentOption[] = [];
+  const series: LineSeriesOption[] = [];
+  results.forEach((r, i) => {
+    const box = panelBox(g, i);
+    const style = seriesStyle(r.summary.scheduler);
+    const peak = Math.max(0, ...r.series.runningInstances);
+    titles.push({
+      text: `${r.summary.scheduler}  (peak ${peak}, ${r.summary.instancesLaunched} launched)`,
+      left: box.left,
+      top: box.top - 26,
+      textStyle: { fontSize: 13, fontWeight: 600, color: style.color },
+    });
+    grids.push({ left: box.left, top: box.top, width: box.width, height: box.height });
+    xAxes.push({
+      type: 'value',
+      gridIndex: i,
+      min: 0,
+      ...x,
+      ...(Math.floor(i / g.columns) === lastRow ? { name: 'time (hours)', ...AXIS_NAME, nameGap: 24 } : {}),
+    });
+    yAxes.push({ type: 'value', gridIndex: i, min: 0, ...y });
+    if (baseline !== undefined && baseline !== r)
+      series.push({
+        type: 'line',
+        name: `${BASELINE} (for scale)`,
+        xAxisIndex: i,
+        yAxisIndex: i,
+        step: 'end',
+        showSymbol: false,
+        silent: true,
+        color: '#c8c8c8',
+        lineStyle: { width: 1 },
+        data: points(hoursOf(baseline), baseline.series.runningInstances, SMALL_BUCKETS),
+      });
+    series.push({
+      type: 'line',
+      name: r.summary.scheduler,
+      xAxisIndex: i,
+      yAxisIndex: i,
+      step: 'end',
+      showSymbol: false,
+      color: style.color,
+      lineStyle: { width: 1.5 },
+      areaStyle: { opacity: 0.25 },
+      data: points(hoursOf(r), r.series.runningInstances, SMALL_BUCKETS),
+    });
+  });
+  return {
+    chart: {
+      id: 'chart-running-instances',
+      title: 'Running instances',
+      width: WIDTH,
+      height: g.top + rows * (g.panelHeight + g.gapY),
+      option: {
+        tooltip: { ...TOOLTIP_AXIS, valueFormatter: fmt('integer') },
+        title: titles,
+        grid: grids,
+        xAxis: xAxes,
+        yAxis: yAxes,
+        series,
+      },
+    },
+    caption:
+      'Instances provisioned (launching or running) at each moment, one panel per scheduler on the same axes.' +
+      (baseline === undefined ? '' : ' Grey behind each panel: no-packing, one instance per job, for scale.'),
+  };
+}
+
+export function migrationsChart(results: readonly RunResult[]): ReportChart {
+  const series = timeLines(results, (r) => r.series.migrations, true);
+  labelEnds(
+    series,
+    results.map((r) => r.summary.scheduler),
+    results.map((r) => integer(r.series.migrations.at(-1) ?? 0)),
+  );
+  return {
+    chart: {
+      id: 'chart-migrations',
+      title: 'Job migrations (cumulative)',
+      width: WIDTH,
+      height: 400,
+      option: overTimeOption(results, series, 'migrations', '{value}', fmt('integer')),
+    },
+    caption: 'Total number of job migrations (moves of a started job to other instances) so far.',
+  };
+}
+
+/**
+ * The report's five charts (cumulative cost, running instances, resource allocation, JCT distribution,
+ * migrations); each scheduler has the same colour in all of them, and in every report.
+ */
