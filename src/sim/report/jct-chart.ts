@@ -3,7 +3,7 @@ import type { RunResult } from '../../world/run-result.js';
 import { jctCdf } from './series-metrics.js';
 import { fmt } from '../../report/chart.js';
 import { seriesStyle } from '../../report/palette.js';
-import { ReportChart, WIDTH, BUCKETS, AXIS_NAME, points, round } from './chart-kit.js';
+import { type ReportChart, WIDTH, BUCKETS, AXIS_NAME, points, round } from './chart-kit.js';
 
 const MARKED = [25, 50, 75, 90] as const;
 
