@@ -488,7 +488,7 @@ describe('retryVerdict: the first matching rule decides, no match retries, attem
     });
     expect(retryVerdict(spec, 3, 137)).toMatchObject({
       retry: false,
-      why: 'exit code 137 matches evaluateOnExit[0] (137: retry); no attempts left (3)',
+      why: 'exit code 137 matches evaluateOnExit[0] (137: retry); no attempts left',
     });
     expect(retryVerdict(spec, 1, 12)).toMatchObject({
       retry: false,
@@ -500,7 +500,10 @@ describe('retryVerdict: the first matching rule decides, no match retries, attem
     });
     expect(retryVerdict(spec, 1, undefined).retry).toBe(true);
     const bare = parseJobSpec(`${MINIMAL}retryStrategy: { attempts: 2 }\n`, 'spec.yaml', catalog);
-    expect(retryVerdict(bare, 1, 1)).toMatchObject({ retry: true, why: 'retrying (attempt 2 of 2)' });
+    expect(retryVerdict(bare, 1, 1)).toMatchObject({
+      retry: true,
+      why: 'exit code 1; retrying (attempt 2 of 2)',
+    });
     expect(retryVerdict(parseJobSpec(MINIMAL, 'spec.yaml', catalog), 1, 1).retry).toBe(false);
   });
 });

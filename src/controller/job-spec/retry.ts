@@ -7,7 +7,7 @@ export interface RetryVerdict {
   readonly attempts: number;
   /** The rule that decided (its index in `evaluateOnExit`), when one matched. */
   readonly rule?: { readonly index: number; readonly rule: ExitRule } | undefined;
-  /** Why, in words, e.g. `exit code 137 matches evaluateOnExit[0] (137: retry)`. */
+  /** Why, in words, e.g. `exit code 137 matches evaluateOnExit[0] (137: retry); retrying (attempt 2 of 3)`. */
   readonly why: string;
 }
 
@@ -38,11 +38,11 @@ export function retryVerdict(spec: JobSpec, attempt: number, exitCode: number | 
   if (rule?.action === 'exit')
     return { retry: false, attempts, rule: { index, rule }, why: matched as string };
   const left = attempt < attempts;
-  const tail = left ? `retrying (attempt ${attempt + 1} of ${attempts})` : `no attempts left (${attempts})`;
+  const tail = left ? `retrying (attempt ${attempt + 1} of ${attempts})` : 'no attempts left';
   return {
     retry: left,
     attempts,
     ...(rule === undefined ? {} : { rule: { index, rule } }),
-    why: matched === undefined ? tail : `${matched}; ${tail}`,
+    why: `${matched ?? code}; ${tail}`,
   };
 }
