@@ -4,65 +4,17 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/controller/clock.js';
 import type { JobSpec, RetryStrategy } from '../../src/controller/job-spec/spec.js';
-import type {
-  TaskControl,
-  TaskStartRequest,
-  TaskStatus,
-  TaskStopRequest,
-} from '../../src/controller/seams.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
-import type { StateStore, TaskRecord } from '../../src/controller/state-store.js';
-import { CPU_SMALL, FakeCloud, jobSpec, rig, type Rig } from './controller-fixtures.js';
-
-/** In a script: this run does not exit by itself. */
-const RUNS_ON = -1;
-
-/**
- * Tasks that exit by script: each run of a task takes the next exit code of its script (0: success) on its first
- * status poll, after "uploading" a checkpoint, as a worker does when a task exits. Every start records which attempt
- * it is and the checkpoint it resumes from.
- */
-class ScriptedExits implements TaskControl {
-  readonly name = 'scripted-exits';
-  readonly starts: { taskId: string; attempt: number; fromCheckpoint: string | undefined }[] = [];
-  readonly stops: string[] = [];
-  private readonly runs = new Map<string, number>();
-  private readonly exited = new Map<string, number>();
-
-  /** Where the runs' checkpoints are recorded (the rig's store, once made). */
-  store: StateStore | undefined;
-
-  constructor(private readonly scripts: ReadonlyMap<string, readonly number[]>) {}
-
-  async start({ task, job }: TaskStartRequest): Promise<void> {
-    this.starts.push({ taskId: task.id, attempt: job.attempts, fromCheckpoint: task.lastCheckpointKey });
-    this.runs.set(task.id, (this.runs.get(task.id) ?? 0) + 1);
-    this.exited.delete(task.id);
-  }
-
-  async stop({ task, checkpoint }: TaskStopRequest): Promise<'stopped'> {
-    this.stops.push(`${task.id}${checkpoint ? ' (checkpoint)' : ''}`);
-    return 'stopped';
-  }
-
-  async status(task: TaskRecord): Promise<TaskStatus> {
-    const run = this.runs.get(task.id) ?? 0;
-    const code = this.scripts.get(task.id)?.[run - 1];
-    if (code === undefined || code === RUNS_ON) return 'running';
-    this.store?.recordCheckpoint(task.id, `checkpoints/${task.jobId}/${task.id}/${run}/manifest.json`);
-    this.exited.set(task.id, code);
-    return code === 0 ? 'succeeded' : 'failed';
-  }
-
-  exitCode(task: TaskRecord): number | undefined {
-    return this.exited.get(task.id);
-  }
-
-  failureReason(task: TaskRecord): string | undefined {
-    const code = this.exited.get(task.id);
-    return code === undefined ? undefined : `exit code ${code}; last output:\nKilled`;
-  }
-}
+import type { StateStore } from '../../src/controller/state-store.js';
+import {
+  CPU_SMALL,
+  FakeCloud,
+  jobSpec,
+  rig,
+  RUNS_ON,
+  ScriptedExits,
+  type Rig,
+} from './controller-fixtures.js';
 
 function withRetry(spec: JobSpec, retryStrategy: RetryStrategy): JobSpec {
   return { ...spec, retryStrategy };
