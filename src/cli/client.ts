@@ -46,6 +46,9 @@ export const jobSummarySchema = z.looseObject({
   finishedAtSeconds: z.number().optional(),
   updatedAtSeconds: z.number(),
   migrations: z.number(),
+  // Optional: a controller that predates retryStrategy does not send them (one attempt).
+  attempts: z.number().optional(),
+  maxAttempts: z.number().optional(),
   progress: progressSchema,
   taskCount: z.number(),
 });
@@ -73,6 +76,17 @@ export const jobDocumentSchema = jobSummarySchema.extend({
   instances: z.array(instanceSchema.extend({ taskIds: z.array(z.string()) })),
   tasks: z.array(taskSchema),
   etaSeconds: z.number().nullable(),
+  attemptFailures: z
+    .array(
+      z.looseObject({
+        attempt: z.number(),
+        taskId: z.string(),
+        exitCode: z.number().optional(),
+        reason: z.string(),
+        atSeconds: z.number(),
+      }),
+    )
+    .catch([]),
 });
 export type JobDocumentResponse = z.output<typeof jobDocumentSchema>;
 

@@ -14,6 +14,7 @@ import {
   transitionTask,
   withCheckpoint,
   withProgress,
+  withRetry,
   type Change,
 } from './state/lifecycle.js';
 import { checkRawToken, checkTeamName, HASH_PREFIX_LENGTH, hashToken } from './state/tokens.js';
@@ -22,6 +23,7 @@ import {
   StateStoreError,
   UnknownRecordError,
   wallClockSeconds,
+  type AttemptFailureInput,
   type EventFilter,
   type EventInput,
   type EventRecord,
@@ -150,6 +152,14 @@ export class MemoryStateStore implements StateStore {
         record: withProgress(this.job(id), completedIterations, totalIterations, this.now()),
       }),
     );
+  }
+
+  retryJob(id: string, failure: AttemptFailureInput, reason: string): JobRecord {
+    return this.transaction(() => {
+      const now = this.now();
+      const next = this.apply(this.jobs, withRetry(this.job(id), frozenCopy(failure), now));
+      return this.apply(this.jobs, transitionJob(next, 'queued', now, reason));
+    });
   }
 
   getTask(id: string): TaskRecord | undefined {

@@ -74,6 +74,25 @@ export interface JobRecord {
   readonly totalIterations?: number | undefined;
   /** Times the job entered `migrating`. */
   readonly migrations: number;
+  /** The attempt running, or the last one made: 1 at submission, one more per retry (`retryStrategy`). */
+  readonly attempts: number;
+  /** How each attempt that was retried failed, oldest first; absent before the first retry. */
+  readonly attemptFailures?: readonly AttemptFailure[] | undefined;
+}
+
+/** The failure that ended an attempt of a job. */
+export interface AttemptFailureInput {
+  /** The task whose failure ended the attempt. */
+  readonly taskId: string;
+  readonly exitCode?: number | undefined;
+  /** The task's failure reason (exit code, last output) and what `retryStrategy` made of it. */
+  readonly reason: string;
+}
+
+export interface AttemptFailure extends AttemptFailureInput {
+  /** 1-based. */
+  readonly attempt: number;
+  readonly atSeconds: number;
 }
 
 export interface TaskRecord {
@@ -236,6 +255,12 @@ export interface StateStore {
   /** Move a job to `state` (same state: no-op). Illegal moves (out of a final state) throw IllegalTransitionError. */
   setJobState(id: string, state: JobState, reason?: string): JobRecord;
   recordJobProgress(id: string, completedIterations: number, totalIterations?: number): JobRecord;
+  /**
+   * End the job's current attempt with `failure` and queue it for the next: the failure is kept with its attempt
+   * number, `attempts` counts one more, the job moves to queued (with `reason`) and a `job.retry` event is logged.
+   * Its tasks are the caller's to stop and release. A job in a final state cannot be retried.
+   */
+  retryJob(id: string, failure: AttemptFailureInput, reason: string): JobRecord;
   getTask(id: string): TaskRecord | undefined;
   /** In submission order, then task index. */
   listTasks(filter?: TaskFilter): TaskRecord[];

@@ -186,7 +186,7 @@ export class WorkerTaskControl implements TaskControl {
           data: { key: report.checkpoint.key },
         });
       }
-      if (report.state === 'failed' && !this.failures.has(task.id)) {
+      if (report.state === 'failed' && !this.failures.has(task.id) && !this.isStale(report, task)) {
         this.failures.set(task.id, report.reason ?? `exit code ${report.exitCode ?? 'unknown'}`);
         if (report.exitCode !== undefined) this.exitCodes.set(task.id, report.exitCode);
       }
@@ -311,6 +311,7 @@ export class WorkerTaskControl implements TaskControl {
       // A task that ran before may have uploaded a checkpoint its worker died before reporting: always look for one
       // (the worker starts from zero when there is no good checkpoint).
       restore: task.lastCheckpointKey !== undefined || job.startedAtSeconds !== undefined,
+      attempt: job.attempts,
       launch: {
         ...(template.image === undefined ? {} : { image: template.image }),
         ...(template.build === undefined
@@ -375,8 +376,18 @@ export class WorkerTaskControl implements TaskControl {
     return Promise.resolve('pending');
   }
 
+  /**
+   * A report of an earlier attempt of the task's job: after a retry the worker still reports the exit that ended
+   * that attempt until it runs the task again.
+   */
+  private isStale(report: TaskReport, task: TaskRecord): boolean {
+    const job = this.store.getJob(task.jobId);
+    return job !== undefined && (report.attempt ?? 1) < job.attempts;
+  }
+
   status(task: TaskRecord, instance: InstanceRecord): Promise<TaskStatus> {
     const report = this.reports.get(instance.id)?.tasks.get(task.id);
+    if (report !== undefined && this.isStale(report, task)) return Promise.resolve('unknown');
     if (report?.state === 'succeeded' || report?.state === 'failed') {
       this.startRequested.delete(task.id);
       return Promise.resolve(report.state);

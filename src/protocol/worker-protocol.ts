@@ -73,6 +73,8 @@ export const taskReportSchema = z.strictObject({
   checkpoint: z.strictObject({ key: z.string().min(1).max(1024), atSeconds: z.number() }).optional(),
   /** The checkpoint this run restored, if any. */
   restoredFrom: z.string().max(1024).optional(),
+  /** The job attempt this run belongs to (DesiredTask.attempt), so an older attempt's exit is not taken for this one's. */
+  attempt: z.number().int().positive().optional(),
 });
 export type TaskReport = z.infer<typeof taskReportSchema>;
 
@@ -104,6 +106,11 @@ export const desiredTaskSchema = z.object({
   restore: z.boolean(),
   launch: taskLaunchSpecSchema,
   checkpoint: z.object({ signal: z.enum(CHECKPOINT_SIGNALS), timeoutSeconds: z.number().positive() }),
+  /**
+   * The job's attempt (1 when absent). A task that ended in an earlier attempt is run again when asked to run in a
+   * later one; without it, a `run` for a task that already exited is the controller not having seen the exit yet.
+   */
+  attempt: z.number().int().positive().optional(),
 });
 export type DesiredTask = z.infer<typeof desiredTaskSchema>;
 

@@ -217,7 +217,12 @@ export class WorkerAgent {
       const t = tasks.get(d.taskId);
       if (t?.busy !== undefined) continue;
       if (d.action === 'run') {
-        if (t === undefined || t.phase === 'stopped') tasks.start(d);
+        // A task that exited in an earlier attempt of its job runs again (from its checkpoint) in the next one.
+        const newAttempt =
+          t !== undefined &&
+          (t.phase === 'failed' || t.phase === 'succeeded') &&
+          (d.attempt ?? 1) > (t.attempt ?? 1);
+        if (t === undefined || t.phase === 'stopped' || newAttempt) tasks.start(d);
       } else if (t !== undefined && (t.phase === 'running' || t.phase === 'starting'))
         tasks.background(t, () => tasks.stop(t, d.action === 'checkpoint-stop', d.checkpoint));
     }

@@ -28,6 +28,8 @@ export interface TaskLaunch {
   readonly progressFile: string;
   /** True when this start restores a checkpoint (FLEETWISE_RESTORE=1). */
   readonly restoring: boolean;
+  /** The job's attempt, from 1 (FLEETWISE_ATTEMPT; AWS Batch's AWS_BATCH_JOB_ATTEMPT). */
+  readonly attempt?: number | undefined;
 }
 
 export type TaskRunState = 'starting' | 'running' | 'exited';

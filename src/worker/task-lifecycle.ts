@@ -91,6 +91,7 @@ export class TaskLifecycle {
         checkpoint: saved?.checkpoint,
         signal: saved?.signal,
         timeoutSeconds: saved?.timeoutSeconds,
+        attempt: saved?.attempt,
         lastLogUploadMs: 0,
       };
       if (t.phase === 'starting' || t.phase === 'checkpointing') t.phase = 'running';
@@ -164,6 +165,7 @@ export class TaskLifecycle {
       stopRequested: false,
       signal: d.checkpoint.signal,
       timeoutSeconds: d.checkpoint.timeoutSeconds,
+      attempt: d.attempt,
       checkpoint: previous?.checkpoint,
       lastLogUploadMs: 0,
       total: numberOr(d.launch.env.COUNT_TO),
@@ -232,6 +234,7 @@ export class TaskLifecycle {
       checkpointDir,
       progressFile,
       restoring,
+      attempt: d.attempt ?? 1,
     };
     await executor.start(launch);
     this.log.info(`started ${t.taskId}${restoring ? ' from a checkpoint' : ''}`);
@@ -333,6 +336,7 @@ function report(t: LocalTask): TaskReport {
     ...(t.perSecond === undefined || state !== 'running' ? {} : { throughputPerSecond: t.perSecond }),
     ...(t.checkpoint === undefined ? {} : { checkpoint: t.checkpoint }),
     ...(t.restoredFrom === undefined ? {} : { restoredFrom: t.restoredFrom }),
+    ...(t.attempt === undefined ? {} : { attempt: t.attempt }),
   };
 }
 

@@ -19,6 +19,7 @@ const persistedSchema = z.object({
   checkpoint: z.object({ key: z.string(), atSeconds: z.number() }).optional(),
   signal: z.string().optional(),
   timeoutSeconds: z.number().optional(),
+  attempt: z.number().optional(),
 });
 export type PersistedTask = z.infer<typeof persistedSchema>;
 
@@ -46,6 +47,7 @@ export async function persistTask(taskDir: string, t: LocalTask): Promise<void> 
     ...(t.checkpoint === undefined ? {} : { checkpoint: t.checkpoint }),
     ...(t.signal === undefined ? {} : { signal: t.signal }),
     ...(t.timeoutSeconds === undefined ? {} : { timeoutSeconds: t.timeoutSeconds }),
+    ...(t.attempt === undefined ? {} : { attempt: t.attempt }),
   };
   const path = join(taskDir, 'agent.json');
   await mkdir(taskDir, { recursive: true });

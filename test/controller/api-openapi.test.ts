@@ -247,6 +247,18 @@ describe('OpenAPI document', () => {
     expect(spec['additionalProperties']).toBe(false);
   });
 
+  it('documents retryStrategy from its schema: attempts 1–10, exit rules with their glob and actions', () => {
+    const retry = (component(document, 'JobSpec')['properties'] as Json)['retryStrategy'] as Json;
+    expect(retry['description']).toMatch(/AWS Batch retryStrategy/);
+    const attempts = (retry['properties'] as Json)['attempts'] as Json;
+    expect(attempts).toMatchObject({ type: 'integer', minimum: 1, maximum: 10, default: 1 });
+    const rules = (retry['properties'] as Json)['evaluateOnExit'] as Json;
+    const rule = (rules['items'] as Json)['properties'] as Json;
+    expect(JSON.stringify(rule['onExitCode'])).toContain('^[0-9*]+$');
+    expect(JSON.stringify(rule['action'])).toContain('"retry","exit"');
+    expect(documentProblems(document)).toEqual([]);
+  });
+
   it('a field added to the job spec schema appears in the document with no other change', () => {
     const extended = jobSpecSchema.extend({
       maxCostDollars: z.number().positive().describe('Stop the job once it has cost this much').optional(),

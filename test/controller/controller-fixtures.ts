@@ -25,7 +25,13 @@ import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { InjectedCrash, type FaultInjector, type FaultPoint } from '../../src/controller/faults.js';
-import type { StateStore } from '../../src/controller/state-store.js';
+import type {
+  TaskControl,
+  TaskStartRequest,
+  TaskStatus,
+  TaskStopRequest,
+} from '../../src/controller/seams.js';
+import type { StateStore, TaskRecord } from '../../src/controller/state-store.js';
 import type { Resources } from '../../src/core/resources.js';
 
 export const catalog: Catalog = loadCatalogFile();
@@ -241,4 +247,54 @@ export class CrashAt implements FaultInjector {
 /** Live (not terminated) store instances. */
 export function liveRecords(store: StateStore) {
   return store.listInstances({ states: ['requested', 'launching', 'running', 'draining', 'terminating'] });
+}
+
+/** In a script: this run does not exit by itself. */
+export const RUNS_ON = -1;
+
+/**
+ * Tasks that exit by script: each run of a task takes the next exit code of its script (0: success) on its first
+ * status poll, after "uploading" a checkpoint, as a worker does when a task exits. Every start records which attempt
+ * it is and the checkpoint it resumes from.
+ */
+export class ScriptedExits implements TaskControl {
+  readonly name = 'scripted-exits';
+  readonly starts: { taskId: string; attempt: number; fromCheckpoint: string | undefined }[] = [];
+  readonly stops: string[] = [];
+  private readonly runs = new Map<string, number>();
+  private readonly exited = new Map<string, number>();
+
+  /** Where the runs' checkpoints are recorded (the rig's store, once made). */
+  store: StateStore | undefined;
+
+  constructor(private readonly scripts: ReadonlyMap<string, readonly number[]>) {}
+
+  async start({ task, job }: TaskStartRequest): Promise<void> {
+    this.starts.push({ taskId: task.id, attempt: job.attempts, fromCheckpoint: task.lastCheckpointKey });
+    this.runs.set(task.id, (this.runs.get(task.id) ?? 0) + 1);
+    this.exited.delete(task.id);
+  }
+
+  async stop({ task, checkpoint }: TaskStopRequest): Promise<'stopped'> {
+    this.stops.push(`${task.id}${checkpoint ? ' (checkpoint)' : ''}`);
+    return 'stopped';
+  }
+
+  async status(task: TaskRecord): Promise<TaskStatus> {
+    const run = this.runs.get(task.id) ?? 0;
+    const code = this.scripts.get(task.id)?.[run - 1];
+    if (code === undefined || code === RUNS_ON) return 'running';
+    this.store?.recordCheckpoint(task.id, `checkpoints/${task.jobId}/${task.id}/${run}/manifest.json`);
+    this.exited.set(task.id, code);
+    return code === 0 ? 'succeeded' : 'failed';
+  }
+
+  exitCode(task: TaskRecord): number | undefined {
+    return this.exited.get(task.id);
+  }
+
+  failureReason(task: TaskRecord): string | undefined {
+    const code = this.exited.get(task.id);
+    return code === undefined ? undefined : `exit code ${code}; last output:\nKilled`;
+  }
 }

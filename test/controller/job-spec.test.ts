@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { parseJobSpec, validateJobSpec } from '../../src/controller/job-spec/parse.js';
 import { JOB_SPEC_LIMITS } from '../../src/controller/job-spec/spec.js';
+import { exitCodeMatches, retryVerdict } from '../../src/controller/job-spec/retry.js';
 import { derivedWorkload, expandTasks } from '../../src/controller/job-spec/tasks.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { PriceBook } from '../../src/scheduler/reservation-price.js';
@@ -402,5 +403,107 @@ describe('durations in …Seconds fields', () => {
       checkpoint: { timeoutSeconds: 90, everySeconds: 600, restoreDelaySeconds: 120, initDelaySeconds: 30 },
       success: { kind: 'stages', stageSeconds: [1800, 7200] },
     });
+  });
+});
+
+describe('parseJobSpec: retryStrategy', () => {
+  it('reads attempts and exit rules (codes as strings or numbers, Batch’s upper-case actions too)', () => {
+    const spec = parseJobSpec(
+      `${MINIMAL}retryStrategy:\n  attempts: 3\n  evaluateOnExit:\n    - { onExitCode: "137", action: retry }\n` +
+        `    - { onExitCode: 2, action: EXIT }\n    - { onExitCode: "1*", action: exit }\n`,
+      'spec.yaml',
+      catalog,
+    );
+    expect(spec.retryStrategy).toEqual({
+      attempts: 3,
+      evaluateOnExit: [
+        { onExitCode: '137', action: 'retry' },
+        { onExitCode: '2', action: 'exit' },
+        { onExitCode: '1*', action: 'exit' },
+      ],
+    });
+    expect(parseJobSpec(`${MINIMAL}retryStrategy: {}\n`, 'spec.yaml', catalog).retryStrategy).toEqual({
+      attempts: 1,
+    });
+    expect(parseJobSpec(MINIMAL, 'spec.yaml', catalog).retryStrategy).toBeUndefined();
+  });
+
+  it('names the field, the reason and the line of bad attempts, globs, actions and unknown keys', () => {
+    expect(problemsOf(`${MINIMAL}retryStrategy: { attempts: 11 }\n`)).toEqual([
+      'retryStrategy.attempts: at most 10 (line 8)',
+    ]);
+    expect(problemsOf(`${MINIMAL}retryStrategy: { attempts: 0 }\n`)).toEqual([
+      'retryStrategy.attempts: at least 1 (the first run counts) (line 8)',
+    ]);
+    expect(problemsOf(`${MINIMAL}retryStrategy: { attempts: 2.5 }\n`)).toEqual([
+      'retryStrategy.attempts: a whole number (line 8)',
+    ]);
+    const globs = problemsOf(
+      `${MINIMAL}retryStrategy:\n  attempts: 2\n  evaluateOnExit:\n    - { onExitCode: "13?", action: retry }\n` +
+        `    - { onExitCode: "", action: retry }\n    - { onExitCode: -1, action: retry }\n` +
+        `    - { onExitCode: "1*", action: again }\n`,
+    );
+    expect(globs).toEqual([
+      'retryStrategy.evaluateOnExit.0.onExitCode: only digits and * (any run of digits), e.g. "137" or "1*" (line 11)',
+      'retryStrategy.evaluateOnExit.1.onExitCode: only digits and * (any run of digits), e.g. "137" or "1*" (line 12)',
+      'retryStrategy.evaluateOnExit.2.onExitCode: expected an exit code or a glob of digits and *, e.g. "137" or "1*" (line 13)',
+      'retryStrategy.evaluateOnExit.3.action: expected retry or exit (line 14)',
+    ]);
+    expect(
+      problemsOf(
+        `${MINIMAL}retryStrategy:\n  attempt: 3\n  evaluateOnExit: [{ onExitCode: "1", onReason: x }]\n`,
+      ),
+    ).toEqual([
+      'retryStrategy.evaluateOnExit.0.action: required: retry or exit (line 10)',
+      'retryStrategy.evaluateOnExit.0.onReason: unknown field (known: onExitCode, action) (line 10)',
+      'retryStrategy.attempt: unknown field, did you mean attempts? (known: attempts, evaluateOnExit) (line 9)',
+    ]);
+    expect(problemsOf(`${MINIMAL}retryStrategy: { evaluateOnExit: [] }\n`)).toEqual([
+      'retryStrategy.evaluateOnExit: give at least one rule, or leave evaluateOnExit out (line 8)',
+    ]);
+  });
+});
+
+describe('retryVerdict: the first matching rule decides, no match retries, attempts run out', () => {
+  it('matches globs of digits and * against the whole exit code', () => {
+    expect(exitCodeMatches('137', 137)).toBe(true);
+    expect(exitCodeMatches('137', 1370)).toBe(false);
+    expect(exitCodeMatches('1*', 1)).toBe(true);
+    expect(exitCodeMatches('1*', 143)).toBe(true);
+    expect(exitCodeMatches('1*', 21)).toBe(false);
+    expect(exitCodeMatches('*3', 143)).toBe(true);
+    expect(exitCodeMatches('*', 0)).toBe(true);
+  });
+
+  it('retries while attempts are left; exit rules fail at once; without rules every failure retries', () => {
+    const spec = parseJobSpec(
+      `${MINIMAL}retryStrategy:\n  attempts: 3\n  evaluateOnExit:\n    - { onExitCode: "137", action: retry }\n` +
+        `    - { onExitCode: "1*", action: exit }\n`,
+      'spec.yaml',
+      catalog,
+    );
+    expect(retryVerdict(spec, 1, 137)).toMatchObject({
+      retry: true,
+      why: 'exit code 137 matches evaluateOnExit[0] (137: retry); retrying (attempt 2 of 3)',
+    });
+    expect(retryVerdict(spec, 3, 137)).toMatchObject({
+      retry: false,
+      why: 'exit code 137 matches evaluateOnExit[0] (137: retry); no attempts left',
+    });
+    expect(retryVerdict(spec, 1, 12)).toMatchObject({
+      retry: false,
+      why: 'exit code 12 matches evaluateOnExit[1] (1*: exit)',
+    });
+    expect(retryVerdict(spec, 2, 3)).toMatchObject({
+      retry: true,
+      why: 'exit code 3 matches no evaluateOnExit rule; retrying (attempt 3 of 3)',
+    });
+    expect(retryVerdict(spec, 1, undefined).retry).toBe(true);
+    const bare = parseJobSpec(`${MINIMAL}retryStrategy: { attempts: 2 }\n`, 'spec.yaml', catalog);
+    expect(retryVerdict(bare, 1, 1)).toMatchObject({
+      retry: true,
+      why: 'exit code 1; retrying (attempt 2 of 2)',
+    });
+    expect(retryVerdict(parseJobSpec(MINIMAL, 'spec.yaml', catalog), 1, 1).retry).toBe(false);
   });
 });

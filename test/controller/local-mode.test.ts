@@ -338,6 +338,56 @@ describe.concurrent('local mode end to end (one controller per scenario, run con
     expect(new Set(runs.map((r) => /inst-\d+/.exec(r)?.[0])).size).toBeGreaterThanOrEqual(2);
   }, 100_000);
 
+  it('process executor: a task failing its first attempt is retried (retryStrategy) from its checkpoint and succeeds', async () => {
+    const ctl = await startController('retry-process', 'process');
+    // Exits 3 unless its checkpoint holds the marker the first attempt left there (uploaded when the task exited).
+    const script = [
+      'echo "attempt $FLEETWISE_ATTEMPT, restore $FLEETWISE_RESTORE"',
+      'if [ -f "$FLEETWISE_CHECKPOINT_DIR/marker" ]; then echo "resumed from the marker"; exit 0; fi',
+      'echo first > "$FLEETWISE_CHECKPOINT_DIR/marker"',
+      'echo "no marker: failing"',
+      'exit 3',
+    ].join('; ');
+    const spec = join(scratch, 'retry.yaml');
+    writeFileSync(
+      spec,
+      JSON.stringify({
+        name: 'retry-once',
+        team: 'demo',
+        retryStrategy: { attempts: 2, evaluateOnExit: [{ onExitCode: '3', action: 'retry' }] },
+        tasks: [{ command: ['sh', '-c', script], demand: [0, 1, 1] }],
+      }),
+    );
+    const { id } = JSON.parse(await cli(['submit', spec, '--json'], ctl.env)) as { id: string };
+    ctl.mark(`${id} submitted`);
+    await until(
+      `${ctl.name}: the retried job to succeed`,
+      async () => ((await ctl.job(id)).state === 'succeeded' ? true : undefined),
+      40_000,
+      ctl.diagnostics,
+    );
+    ctl.mark(`${id} succeeded`);
+    const doc = JSON.parse(await cli(['job', id, '--json'], ctl.env)) as {
+      attempts: number;
+      maxAttempts: number;
+      attemptFailures: { attempt: number; exitCode?: number; reason: string }[];
+    };
+    expect(doc).toMatchObject({ attempts: 2, maxAttempts: 2 });
+    expect(doc.attemptFailures).toEqual([
+      expect.objectContaining({
+        attempt: 1,
+        exitCode: 3,
+        reason: expect.stringContaining('no marker: failing'),
+      }),
+    ]);
+    const text = await cli(['job', id], ctl.env);
+    expect(text).toMatch(/^attempts {3}attempt 2 of 2$/m);
+    expect(text).toMatch(/^attempt 1 {2}failed .*: task job-1\.0, exit code 3$/m);
+    const logs = await ctl.logs(id);
+    expect(logs).toMatch(/attempt 1, restore 0\nno marker: failing/);
+    expect(logs).toMatch(/attempt 2, restore 1\nresumed from the marker/);
+  }, 100_000);
+
   describeWithDocker('docker executor (private dockerd)', (engine) => {
     afterAll(async () => {
       // Containers outlive their (killed) workers: remove this scenario's before the engine stops.

@@ -151,6 +151,52 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(states).toHaveLength(8);
     });
 
+    it('retries a job: keeps each failed attempt, counts attempts, queues it and logs job.retry', () => {
+      const { id } = store.submitJob(DDP);
+      expect(store.getJob(id)?.attempts).toBe(1);
+      expect(store.getJob(id)?.attemptFailures).toBeUndefined();
+      store.setJobState(id, 'starting');
+      store.setJobState(id, 'running');
+      clock = 1100;
+      const second = store.retryJob(
+        id,
+        { taskId: `${id}.1`, exitCode: 137, reason: 'exit code 137' },
+        'attempt 1 failed; retrying (attempt 2 of 3)',
+      );
+      expect(second).toMatchObject({
+        state: 'queued',
+        reason: 'attempt 1 failed; retrying (attempt 2 of 3)',
+        attempts: 2,
+        attemptFailures: [
+          { attempt: 1, taskId: `${id}.1`, exitCode: 137, reason: 'exit code 137', atSeconds: 1100 },
+        ],
+        updatedAtSeconds: 1100,
+      });
+      store.setJobState(id, 'starting');
+      clock = 1200;
+      const third = store.retryJob(id, { taskId: `${id}.0`, reason: 'could not start' }, 'again');
+      expect(third.attempts).toBe(3);
+      expect(third.attemptFailures?.map((f) => [f.attempt, f.exitCode, f.atSeconds])).toEqual([
+        [1, 137, 1100],
+        [2, undefined, 1200],
+      ]);
+      expect(store.getJob(id)).toEqual(third);
+      const retries = store.listEvents({ jobId: id, kind: 'job.retry' });
+      expect(retries.map((e) => e.data)).toEqual([
+        { attempt: 1, next: 2, exitCode: 137, reason: 'exit code 137' },
+        { attempt: 2, next: 3, reason: 'could not start' },
+      ]);
+      expect(retries[0]).toMatchObject({ taskId: `${id}.1`, atSeconds: 1100 });
+      // The retry comes before the state change it causes.
+      const kinds = store.listEvents({ jobId: id }).map((e) => e.kind);
+      expect(kinds.slice(-2)).toEqual(['job.retry', 'job.state']);
+      store.setJobState(id, 'failed', 'attempt 3 of 3 failed');
+      expect(() => store.retryJob(id, { taskId: `${id}.0`, reason: 'x' }, 'x')).toThrow(
+        IllegalTransitionError,
+      );
+      expect(store.getJob(id)?.attempts).toBe(3);
+    });
+
     it('treats a move to the same state as a no-op without an event', () => {
       const { id } = store.submitJob(RESNET);
       const before = store.listEvents().length;
@@ -541,7 +587,8 @@ describe('MemoryStateStore and SqliteStateStore agree on random operation sequen
         state: 'starting' | 'running' | 'stopped' | 'pending';
         inst: number | null;
       }
-    | { op: 'intent'; inst: number; finish: 'done' | 'failed' | 'none' };
+    | { op: 'intent'; inst: number; finish: 'done' | 'failed' | 'none' }
+    | { op: 'retry'; job: number; exitCode: number | null };
   const jobStates = [
     'queued',
     'starting',
@@ -576,6 +623,11 @@ describe('MemoryStateStore and SqliteStateStore agree on random operation sequen
       op: fc.constant('intent' as const),
       inst: fc.integer({ min: 1, max: 3 }),
       finish: fc.constantFrom('done', 'failed', 'none'),
+    }),
+    fc.record({
+      op: fc.constant('retry' as const),
+      job: fc.integer({ min: 1, max: 4 }),
+      exitCode: fc.option(fc.integer({ min: 1, max: 255 })),
     }),
   );
 
@@ -612,6 +664,18 @@ describe('MemoryStateStore and SqliteStateStore agree on random operation sequen
           if (op.finish === 'failed') store.failIntent(intent.id, 'x');
           return String(intent.id);
         }
+        case 'retry':
+          return String(
+            store.retryJob(
+              `job-${op.job}`,
+              {
+                taskId: `job-${op.job}.0`,
+                ...(op.exitCode === null ? {} : { exitCode: op.exitCode }),
+                reason: 'failed',
+              },
+              'retrying',
+            ).attempts,
+          );
       }
     } catch (e) {
       return `${(e as Error).name}: ${(e as Error).message}`;
@@ -663,6 +727,7 @@ describe('SqliteStateStore on disk', () => {
     expect(raw.prepare('SELECT version, description FROM schema_migrations').all()).toEqual([
       { version: 1, description: expect.stringContaining('jobs') },
       { version: 2, description: expect.stringContaining('unsuccessful') },
+      { version: 3, description: expect.stringContaining('attempts') },
     ]);
     raw.close();
   });
@@ -676,11 +741,20 @@ describe('SqliteStateStore on disk', () => {
     first.setTaskState(`${job.id}.0`, 'starting', inst.id);
     first.recordRound(round(1));
     first.setValue('colocation-table', { defaultRate: 0.95, entries: [] });
+    first.retryJob(job.id, { taskId: `${job.id}.0`, exitCode: 3, reason: 'exit code 3' }, 'retrying');
     const storeId = first.storeId;
     first.close();
     const second = new SqliteStateStore(path, { nowSeconds: () => 60 });
     expect(second.storeId).toBe(storeId);
-    expect(second.getJob(job.id)).toMatchObject({ state: 'starting', spec: FOAM, submittedAtSeconds: 50 });
+    expect(second.getJob(job.id)).toMatchObject({
+      state: 'queued',
+      spec: FOAM,
+      submittedAtSeconds: 50,
+      attempts: 2,
+      attemptFailures: [
+        { attempt: 1, taskId: `${job.id}.0`, exitCode: 3, reason: 'exit code 3', atSeconds: 50 },
+      ],
+    });
     expect(second.getTask(`${job.id}.0`)?.instanceId).toBe(inst.id);
     expect(second.latestRound()?.round).toBe(1);
     expect(second.getValue('colocation-table')).toEqual({ defaultRate: 0.95, entries: [] });
@@ -714,9 +788,15 @@ describe('SqliteStateStore on disk', () => {
     raw.close();
 
     const store = new SqliteStateStore(path, { nowSeconds: () => 20 });
-    expect(store.schemaVersion).toBe(2);
+    expect(store.schemaVersion).toBe(LATEST_SCHEMA_VERSION);
     expect(store.info().foreignKeys).toBe(true);
-    expect(store.getJob('job-7')).toMatchObject({ state: 'running', spec: FOAM, submittedAtSeconds: 10 });
+    expect(store.getJob('job-7')).toMatchObject({
+      state: 'running',
+      spec: FOAM,
+      submittedAtSeconds: 10,
+      attempts: 1,
+    });
+    expect(store.getJob('job-7')?.attemptFailures).toBeUndefined();
     expect(store.setJobState('job-7', 'unsuccessful', 'stopped at stage 2').state).toBe('unsuccessful');
     expect(store.getTask('job-7.0')?.jobId).toBe('job-7');
     // New ids continue after the migrated rows, and foreign keys still hold.

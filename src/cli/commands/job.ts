@@ -106,7 +106,9 @@ export function registerJob(program: Command): void {
   addConnectionOptions(
     program
       .command('job')
-      .description('show one job: state, progress, queue place, ETA, migrations, instances and tasks')
+      .description(
+        'show one job: state, progress, queue place, ETA, migrations, attempts and how each failed, instances and tasks',
+      )
       .argument('<id>', 'job id, e.g. job-7')
       .option('--json', 'print the job document as JSON')
       .option(
@@ -147,6 +149,15 @@ export function registerJob(program: Command): void {
       `state      ${job.state}${job.reason === undefined ? '' : ` (${job.reason})`}`,
       `progress   ${progress}`,
       `migrations ${job.migrations}`,
+      `attempts   attempt ${job.attempts ?? 1} of ${job.maxAttempts ?? 1}`,
+      ...job.attemptFailures.map(
+        (f) =>
+          `attempt ${f.attempt}  failed ${formatTime(f.atSeconds)}: task ${f.taskId}${f.exitCode === undefined ? '' : `, exit code ${f.exitCode}`}\n` +
+          f.reason
+            .split('\n')
+            .map((line) => `           ${line}`)
+            .join('\n'),
+      ),
       `submitted  ${formatTime(job.submittedAtSeconds)}`,
       `started    ${formatTime(job.startedAtSeconds)}`,
       `finished   ${formatTime(job.finishedAtSeconds)}`,

@@ -40,8 +40,22 @@ export async function jobsWithCost(
 
 function formatJobs(jobs: readonly JobWithCost[]): string {
   if (jobs.length === 0) return 'no jobs\n';
+  // Most jobs never retry: the column appears only once one has.
+  const retried = jobs.some((j) => (j.attempts ?? 1) > 1);
   return formatTable(
-    ['ID', 'NAME', 'TEAM', 'STATE', 'PROGRESS', 'MIGRATIONS', 'COST', 'SUBMITTED', 'QUEUE', 'ETA'],
+    [
+      'ID',
+      'NAME',
+      'TEAM',
+      'STATE',
+      'PROGRESS',
+      'MIGRATIONS',
+      ...(retried ? ['ATTEMPTS'] : []),
+      'COST',
+      'SUBMITTED',
+      'QUEUE',
+      'ETA',
+    ],
     jobs.map((j) => {
       const fields = queueFieldsOf(j);
       return [
@@ -51,6 +65,7 @@ function formatJobs(jobs: readonly JobWithCost[]): string {
         j.state,
         formatProgress(j.progress),
         j.migrations,
+        ...(retried ? [`${j.attempts ?? 1}/${j.maxAttempts ?? 1}`] : []),
         j.cost === null ? '-' : formatDollars(j.cost),
         formatTime(j.submittedAtSeconds),
         formatQueue(fields),

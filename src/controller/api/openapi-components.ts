@@ -89,6 +89,8 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
       'submittedAtSeconds',
       'updatedAtSeconds',
       'migrations',
+      'attempts',
+      'maxAttempts',
       'progress',
       'taskCount',
       'queue',
@@ -106,6 +108,11 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
       finishedAtSeconds: num,
       updatedAtSeconds: num,
       migrations: int,
+      attempts: { ...int, description: 'The attempt running, or the last one made (from 1; retryStrategy)' },
+      maxAttempts: {
+        ...int,
+        description: "Attempts the job may make in all (its retryStrategy's attempts, else 1)",
+      },
       progress: {
         type: 'object',
         required: ['completed', 'total'],
@@ -207,8 +214,35 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
       ref('JobSummary'),
       {
         type: 'object',
-        required: ['spec', 'instances', 'tasks', 'etaSeconds', 'submissionEta', 'predictionError'],
+        required: [
+          'spec',
+          'instances',
+          'tasks',
+          'etaSeconds',
+          'submissionEta',
+          'predictionError',
+          'attemptFailures',
+        ],
         properties: {
+          attemptFailures: {
+            type: 'array',
+            description:
+              "How each retried attempt failed, oldest first (the last attempt's failure is the job's reason)",
+            items: {
+              type: 'object',
+              required: ['attempt', 'taskId', 'reason', 'atSeconds'],
+              properties: {
+                attempt: int,
+                taskId: str,
+                exitCode: int,
+                reason: {
+                  ...str,
+                  description: 'The exit code and the last lines of output, or why it could not run',
+                },
+                atSeconds: num,
+              },
+            },
+          },
           spec: { type: 'object', description: 'The validated spec, with defaults filled in' },
           instances: {
             type: 'array',

@@ -4,7 +4,14 @@ import { readJobWarnings } from '../execution-check.js';
 import { readQueueRecord, type EtaRecord, type PredictionError } from '../queue-records.js';
 import type { ClusterView, CostReport, WhyRecord } from '../service.js';
 import { isFinalJobState } from '../state/lifecycle.js';
-import type { InstanceRecord, JobRecord, JobState, StateStore, TaskRecord } from '../state-store.js';
+import type {
+  AttemptFailure,
+  InstanceRecord,
+  JobRecord,
+  JobState,
+  StateStore,
+  TaskRecord,
+} from '../state-store.js';
 
 /**
  * The JSON documents the API returns, built from store records. Team callers get views restricted to their own
@@ -22,6 +29,10 @@ export interface JobSummary {
   readonly finishedAtSeconds?: number;
   readonly updatedAtSeconds: number;
   readonly migrations: number;
+  /** The attempt running, or the last one made (from 1; `retryStrategy`). */
+  readonly attempts: number;
+  /** Attempts the job may make in all. */
+  readonly maxAttempts: number;
   readonly progress: { readonly completed: number; readonly total: number | null };
   readonly taskCount: number;
   /** Its place in the queue (class, position, why it waits); null once it ended or before its first round. */
@@ -51,6 +62,8 @@ export interface JobDocument extends JobSummary {
   readonly submissionEta: EtaRecord | null;
   /** How far the submission prediction was off, once the job ended. */
   readonly predictionError: PredictionError | null;
+  /** How each retried attempt failed, oldest first (the last attempt's failure is the job's reason). */
+  readonly attemptFailures: readonly AttemptFailure[];
 }
 
 function defined<T extends object>(value: T): T {
@@ -71,6 +84,8 @@ export function jobSummary(job: JobRecord, taskCount: number, store?: StateStore
     finishedAtSeconds: job.finishedAtSeconds,
     updatedAtSeconds: job.updatedAtSeconds,
     migrations: job.migrations,
+    attempts: job.attempts,
+    maxAttempts: job.spec.retryStrategy?.attempts ?? 1,
     progress: { completed: job.completedIterations, total: job.totalIterations ?? null },
     taskCount,
     queue: isFinalJobState(job.state) ? null : (record?.queue ?? null),
@@ -113,6 +128,7 @@ export function jobDocument(store: StateStore, job: JobRecord): JobDocument {
         : Math.max(0, completion - record.eta.computedAtSeconds),
     submissionEta: record?.submissionEta ?? null,
     predictionError: record?.predictionError ?? null,
+    attemptFailures: job.attemptFailures ?? [],
   };
 }
 

@@ -189,6 +189,7 @@ function resolve(raw: RawJobSpec): JobSpec {
     ...(raw.unsuccessfulExitCodes === undefined
       ? {}
       : { unsuccessfulExitCodes: [...new Set(raw.unsuccessfulExitCodes)].sort((a, b) => a - b) }),
+    ...(raw.retryStrategy === undefined ? {} : { retryStrategy: raw.retryStrategy }),
   };
 }
 

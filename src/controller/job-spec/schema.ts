@@ -7,7 +7,9 @@ import {
   DEFAULT_CHECKPOINT_TIMEOUT_SECONDS,
   JOB_SPEC_LIMITS,
   RESERVED_ENV_PREFIX,
+  RETRY_ACTIONS,
   type BuildSpec,
+  type RetryAction,
 } from './spec.js';
 
 /**
@@ -249,6 +251,61 @@ const queueSchema = z
   })
   .describe('Settings for the queue layer (class, priority, stages); other keys are kept');
 
+const EXIT_GLOB_EXAMPLE = 'e.g. "137" or "1*"';
+const EXIT_GLOB_RULE = `expected an exit code or a glob of digits and *, ${EXIT_GLOB_EXAMPLE}`;
+
+/** Batch writes exit codes as strings; YAML reads `onExitCode: 137` as a number, which means the same. */
+const exitCodeGlobSchema = z
+  .union(
+    [
+      z
+        .string()
+        .max(512, 'at most 512 characters')
+        .regex(/^[0-9*]+$/, `only digits and * (any run of digits), ${EXIT_GLOB_EXAMPLE}`),
+      z.number().int('a whole number').nonnegative(EXIT_GLOB_RULE),
+    ],
+    { error: EXIT_GLOB_RULE },
+  )
+  .transform(String)
+  .describe('Exit codes this rule matches: digits and * (any run of digits), e.g. "137", "1*" or "*"');
+
+/** Batch spells actions RETRY and EXIT; both spellings are taken. */
+const retryActionSchema = z
+  .enum([...RETRY_ACTIONS, 'RETRY', 'EXIT'], {
+    error: (issue) => (issue.input === undefined ? 'required: retry or exit' : 'expected retry or exit'),
+  })
+  .transform((a): RetryAction => (a === 'RETRY' ? 'retry' : a === 'EXIT' ? 'exit' : a))
+  .describe('retry: run the job again (from its checkpoints) if attempts are left; exit: fail it now');
+
+export const exitRuleSchema = z.strictObject({
+  onExitCode: exitCodeGlobSchema,
+  action: retryActionSchema,
+});
+
+export const retryStrategySchema = z
+  .strictObject({
+    attempts: z
+      .number()
+      .int('a whole number')
+      .min(1, 'at least 1 (the first run counts)')
+      .max(JOB_SPEC_LIMITS.maxAttempts, `at most ${JOB_SPEC_LIMITS.maxAttempts}`)
+      .describe('Attempts in all, the first included (1–10, as in AWS Batch)')
+      .default(1),
+    evaluateOnExit: z
+      .array(exitRuleSchema)
+      .min(1, 'give at least one rule, or leave evaluateOnExit out')
+      .max(JOB_SPEC_LIMITS.maxExitRules, `at most ${JOB_SPEC_LIMITS.maxExitRules} rules`)
+      .describe(
+        "Rules tried in order on a failed task's exit code; the first match decides, and when none matches the " +
+          'job is retried',
+      )
+      .optional(),
+  })
+  .describe(
+    'Run the job again when a task fails (AWS Batch retryStrategy); a retried attempt resumes from its ' +
+      "tasks' last checkpoints",
+  );
+
 export const jobSpecSchema = z.strictObject({
   name: nameSchema,
   team: nameSchema,
@@ -290,6 +347,7 @@ export const jobSpecSchema = z.strictObject({
       'A task exiting with one of these ends the job as `unsuccessful` (stopped at a stage), not `failed`',
     )
     .optional(),
+  retryStrategy: retryStrategySchema.optional(),
 });
 
 export type RawJobSpec = z.output<typeof jobSpecSchema>;
@@ -300,4 +358,6 @@ export const KNOWN_KEYS = {
   task: Object.keys(taskSchema.shape),
   checkpoint: Object.keys(checkpointSchema.shape),
   build: ['context', 'dockerfile'],
+  retryStrategy: Object.keys(retryStrategySchema.shape),
+  exitRule: Object.keys(exitRuleSchema.shape),
 } as const;

@@ -21,6 +21,9 @@ export const JOB_SPEC_LIMITS = {
   maxCommandBytes: 64 * 1024,
   maxDescriptionLength: 1024,
   maxCheckpointTimeoutSeconds: 3600,
+  /** AWS Batch's range for `retryStrategy.attempts`. */
+  maxAttempts: 10,
+  maxExitRules: 32,
 } as const;
 
 /** Signals a worker may send to ask a task to checkpoint and exit (`docker kill --signal`). */
@@ -68,6 +71,30 @@ export interface CheckpointSpec {
   readonly initDelaySeconds?: number | undefined;
 }
 
+/** What a rule of `retryStrategy.evaluateOnExit` does when it matches a failed task's exit code. */
+export const RETRY_ACTIONS = ['retry', 'exit'] as const;
+export type RetryAction = (typeof RETRY_ACTIONS)[number];
+
+export interface ExitRule {
+  /** A glob of digits and `*` (any run of digits) matched against the whole exit code, e.g. `137` or `1*`. */
+  readonly onExitCode: string;
+  readonly action: RetryAction;
+}
+
+/**
+ * AWS Batch's `retryStrategy`: a job whose task fails is run again, up to `attempts` times in all. Unlike Batch, a
+ * retried attempt resumes from the tasks' last checkpoints rather than starting over.
+ */
+export interface RetryStrategy {
+  /** Attempts in all, the first included (1–10). */
+  readonly attempts: number;
+  /**
+   * Rules tried in order on a failed task's exit code; the first match decides. When rules are given and none
+   * matches, the job is retried (as in Batch).
+   */
+  readonly evaluateOnExit?: readonly ExitRule[] | undefined;
+}
+
 /** Reserved for the queue layer (WFQ class, priority, stages); only loosely checked here. */
 export interface QueueSection {
   readonly class?: string | undefined;
@@ -99,4 +126,6 @@ export interface JobSpec {
    * diverged): the job ends `unsuccessful` rather than `failed`, and its capacity is freed.
    */
   readonly unsuccessfulExitCodes?: readonly number[] | undefined;
+  /** Run the job again when a task fails (one attempt when absent). */
+  readonly retryStrategy?: RetryStrategy | undefined;
 }

@@ -4,6 +4,8 @@ import type { JobSpec } from '../job-spec/spec.js';
 import { expandTasks } from '../job-spec/tasks.js';
 import {
   IllegalTransitionError,
+  type AttemptFailure,
+  type AttemptFailureInput,
   intentPayloadSchemas,
   StateStoreError,
   type EventInput,
@@ -81,6 +83,7 @@ export function newJobRecord(id: string, spec: JobSpec, nowSeconds: number): Job
     completedIterations: 0,
     ...(spec.totalIterations === undefined ? {} : { totalIterations: spec.totalIterations }),
     migrations: 0,
+    attempts: 1,
   };
 }
 
@@ -129,6 +132,43 @@ export function transitionJob(
       jobId: job.id,
       message: `job ${job.id} ${job.state} → ${to}${reason === undefined ? '' : `: ${reason}`}`,
       data: { from: job.state, to, ...(reason === undefined ? {} : { reason }) },
+    },
+  };
+}
+
+/** The job's next attempt after `failure` ended the current one (its state is the caller's to move). */
+export function withRetry(
+  job: JobRecord,
+  failure: AttemptFailureInput,
+  nowSeconds: number,
+): Change<JobRecord> {
+  if (isFinalJobState(job.state))
+    throw new IllegalTransitionError('job', job.id, job.state, 'queued', 'a job that ended is not retried');
+  const ended: AttemptFailure = {
+    attempt: job.attempts,
+    taskId: failure.taskId,
+    ...(failure.exitCode === undefined ? {} : { exitCode: failure.exitCode }),
+    reason: failure.reason,
+    atSeconds: nowSeconds,
+  };
+  return {
+    record: {
+      ...job,
+      attempts: job.attempts + 1,
+      attemptFailures: [...(job.attemptFailures ?? []), ended],
+      updatedAtSeconds: nowSeconds,
+    },
+    event: {
+      kind: 'job.retry',
+      jobId: job.id,
+      taskId: failure.taskId,
+      message: `job ${job.id} attempt ${job.attempts} failed (${failure.reason}); attempt ${job.attempts + 1} queued`,
+      data: {
+        attempt: job.attempts,
+        next: job.attempts + 1,
+        ...(failure.exitCode === undefined ? {} : { exitCode: failure.exitCode }),
+        reason: failure.reason,
+      },
     },
   };
 }

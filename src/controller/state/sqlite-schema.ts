@@ -162,6 +162,14 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX jobs_by_team ON jobs (team);
     `,
   },
+  {
+    version: 3,
+    description: 'job attempts and the failures of retried attempts (retryStrategy)',
+    sql: `
+      ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1;
+      ALTER TABLE jobs ADD COLUMN attempt_failures_json TEXT;
+    `,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.reduce((v, m) => Math.max(v, m.version), 0);

@@ -12,6 +12,7 @@ import {
   type IntentFilter,
   type IntentInput,
   type IntentRecord,
+  type AttemptFailureInput,
   type JobFilter,
   type JobRecord,
   type JobState,
@@ -135,6 +136,10 @@ export class SqliteStateStore implements StateStore {
 
   recordJobProgress(id: string, completedIterations: number, totalIterations?: number): JobRecord {
     return this.jobs.recordJobProgress(id, completedIterations, totalIterations);
+  }
+
+  retryJob(id: string, failure: AttemptFailureInput, reason: string): JobRecord {
+    return this.jobs.retryJob(id, failure, reason);
   }
 
   getTask(id: string): TaskRecord | undefined {

@@ -79,6 +79,7 @@ export function taskEnvironment(
     FLEETWISE_CHECKPOINT_DIR: checkpointDir,
     FLEETWISE_PROGRESS_FILE: progressFile,
     FLEETWISE_RESTORE: launch.restoring ? '1' : '0',
+    FLEETWISE_ATTEMPT: String(launch.attempt ?? 1),
   };
 }
 

@@ -1,5 +1,6 @@
 import { demandOn, type Resources } from '../../../core/resources.js';
 import { startGate } from '../../../round/gates.js';
+import { retryVerdict } from '../../job-spec/retry.js';
 import { isFinalJobState, PLACED_TASK_STATES } from '../../state/lifecycle.js';
 import type { InstanceRecord, JobRecord, TaskRecord } from '../../state-store.js';
 import type { ReconcileContext } from '../context.js';
@@ -167,47 +168,109 @@ function occupy(
   used.set(instanceId, [u[0] + d[0], u[1] + d[1], u[2] + d[2]]);
 }
 
-/** Poll running tasks; a success or failure ends the task (and, with it, maybe its job). */
+/** Poll running tasks; a success or failure ends the task (and, with it, maybe its job or its attempt). */
 export async function pollTaskStatuses(ctx: ReconcileContext): Promise<void> {
   for (const task of ctx.store.listTasks({ states: ['running'] })) {
     const instance = task.instanceId === undefined ? undefined : ctx.store.getInstance(task.instanceId);
     if (instance === undefined || instance.state !== 'running') continue;
     const status = await ctx.deps.tasks.status(task, instance);
     if (status !== 'succeeded' && status !== 'failed') continue;
-    const ended = ctx.store.transaction(() => {
+    const outcome = ctx.store.transaction((): JobRecord | undefined => {
       const job = ctx.store.getJob(task.jobId) as JobRecord;
       if (isFinalJobState(job.state)) return undefined;
       ctx.store.setTaskState(task.id, status);
-      if (status === 'failed') {
-        for (const other of ctx.store.listTasks({ jobId: job.id }))
-          if (PLACED_TASK_STATES.includes(other.state))
-            ctx.store.recordIntent({
-              kind: 'stop-task',
-              payload: { taskId: other.id, instanceId: other.instanceId as string, checkpoint: false },
-            });
-        const code = ctx.deps.tasks.exitCode?.(task);
-        // A declared "unsuccessful at a stage" exit (success-ranked ordering) is not a failure.
-        if (code !== undefined && (job.spec.unsuccessfulExitCodes ?? []).includes(code))
-          return ctx.store.setJobState(
-            job.id,
-            'unsuccessful',
-            `task ${task.id} exited with ${code}, one of the job's unsuccessfulExitCodes`,
-          );
-        const why = ctx.deps.tasks.failureReason?.(task);
-        return ctx.store.setJobState(
-          job.id,
-          'failed',
-          `task ${task.id} failed${why === undefined ? '' : `: ${why}`}`,
-        );
-      }
+      if (status === 'failed') return taskFailed(ctx, job, task);
       const all = ctx.store.listTasks({ jobId: job.id });
       return all.every((t) => t.state === 'succeeded')
         ? ctx.store.setJobState(job.id, 'succeeded')
         : undefined;
     });
-    if (ended !== undefined) {
-      ctx.deps.onJobEnded?.(ended);
-      ctx.requestRound(`job ${ended.id} ${ended.state}`);
-    }
+    if (outcome === undefined) continue;
+    if (isFinalJobState(outcome.state)) {
+      ctx.deps.onJobEnded?.(outcome);
+      ctx.requestRound(`job ${outcome.id} ${outcome.state}`);
+    } else ctx.requestRound(`job ${outcome.id} retried (attempt ${outcome.attempts})`);
+  }
+}
+
+/**
+ * A task of `job` failed (its state already says so): the job ends unsuccessful on one of its
+ * `unsuccessfulExitCodes`, is retried when its `retryStrategy` says so, and fails otherwise.
+ */
+function taskFailed(ctx: ReconcileContext, job: JobRecord, task: TaskRecord): JobRecord {
+  const code = ctx.deps.tasks.exitCode?.(task);
+  // A declared "unsuccessful at a stage" exit (success-ranked ordering) is not a failure.
+  if (code !== undefined && (job.spec.unsuccessfulExitCodes ?? []).includes(code)) {
+    stopOtherTasks(ctx, job, false);
+    return ctx.store.setJobState(
+      job.id,
+      'unsuccessful',
+      `task ${task.id} exited with ${code}, one of the job's unsuccessfulExitCodes`,
+    );
+  }
+  const why = ctx.deps.tasks.failureReason?.(task);
+  const failure = `task ${task.id} failed${why === undefined ? '' : `: ${why}`}`;
+  const verdict = retryVerdict(job.spec, job.attempts, code);
+  if (verdict.retry)
+    return retryJob(
+      ctx,
+      job,
+      task,
+      code,
+      `attempt ${job.attempts} of ${verdict.attempts} failed: task ${task.id}, ${verdict.why}`,
+      why ?? 'failed',
+    );
+  stopOtherTasks(ctx, job, false);
+  return ctx.store.setJobState(
+    job.id,
+    'failed',
+    job.spec.retryStrategy === undefined
+      ? failure
+      : `attempt ${job.attempts} of ${verdict.attempts}, ${verdict.why}: ${failure}`,
+  );
+}
+
+/**
+ * The next attempt of a job one of whose tasks failed. Its other running tasks checkpoint and stop, every task goes
+ * back to be placed anew (a gang restarts whole, tasks that had succeeded too), and the job is queued: the next round
+ * plans it, and each task resumes from its last checkpoint (AWS Batch starts a retried job over).
+ */
+function retryJob(
+  ctx: ReconcileContext,
+  job: JobRecord,
+  failed: TaskRecord,
+  exitCode: number | undefined,
+  reason: string,
+  why: string,
+): JobRecord {
+  const tasks = ctx.store.listTasks({ jobId: job.id });
+  for (const start of ctx.pendingStartsOf(new Set(tasks.map((t) => t.id))))
+    ctx.store.failIntent(start.id, reason);
+  stopOtherTasks(ctx, job, true);
+  for (const t of ctx.store.listTasks({ jobId: job.id }))
+    if (!PLACED_TASK_STATES.includes(t.state) || t.state === 'starting')
+      ctx.store.setTaskState(t.id, 'pending');
+  return ctx.store.retryJob(
+    job.id,
+    { taskId: failed.id, ...(exitCode === undefined ? {} : { exitCode }), reason: why },
+    reason,
+  );
+}
+
+/** Stop intents for the job's tasks still on an instance (checkpointed when the job runs again). */
+function stopOtherTasks(ctx: ReconcileContext, job: JobRecord, checkpoint: boolean): void {
+  const stopping = new Set<string>();
+  for (const i of ctx.store.listIntents({ states: ['pending'], kind: 'stop-task' }))
+    if (i.kind === 'stop-task') stopping.add(i.payload.taskId);
+  for (const other of ctx.store.listTasks({ jobId: job.id })) {
+    if (!PLACED_TASK_STATES.includes(other.state)) continue;
+    // A task only headed to an instance has nothing to stop there (retryJob releases it).
+    if (checkpoint && other.state === 'starting') continue;
+    if (checkpoint && stopping.has(other.id)) continue;
+    ctx.store.recordIntent({
+      kind: 'stop-task',
+      payload: { taskId: other.id, instanceId: other.instanceId as string, checkpoint },
+    });
+    if (checkpoint) ctx.store.setTaskState(other.id, 'checkpointing');
   }
 }

@@ -1,6 +1,7 @@
 import type { JobSpec } from '../../job-spec/spec.js';
 import {
   UnknownRecordError,
+  type AttemptFailureInput,
   type JobFilter,
   type JobRecord,
   type JobState,
@@ -17,6 +18,7 @@ import {
   transitionTask,
   withCheckpoint,
   withProgress,
+  withRetry,
   type Change,
 } from '../lifecycle.js';
 import { Where, type SqliteConnection } from './connection.js';
@@ -97,6 +99,14 @@ export class JobQueries {
     );
   }
 
+  retryJob(id: string, failure: AttemptFailureInput, reason: string): JobRecord {
+    return this.connection.transaction(() => {
+      const now = this.connection.now();
+      const next = this.applyJob(withRetry(this.job(id), failure, now));
+      return this.applyJob(transitionJob(next, 'queued', now, reason));
+    });
+  }
+
   getTask(id: string): TaskRecord | undefined {
     const row = this.connection.get('SELECT * FROM tasks WHERE id = ?', id);
     return row === undefined ? undefined : taskFromRow(row);
@@ -133,7 +143,7 @@ export class JobQueries {
     const j = change.record;
     this.connection.run(
       `UPDATE jobs SET state = ?, reason = ?, started_at = ?, finished_at = ?, updated_at = ?, completed_iterations = ?,
-         total_iterations = ?, migrations = ? WHERE id = ?`,
+         total_iterations = ?, migrations = ?, attempts = ?, attempt_failures_json = ? WHERE id = ?`,
       j.state,
       j.reason ?? null,
       j.startedAtSeconds ?? null,
@@ -142,6 +152,8 @@ export class JobQueries {
       j.completedIterations,
       j.totalIterations ?? null,
       j.migrations,
+      j.attempts,
+      j.attemptFailures === undefined ? null : JSON.stringify(j.attemptFailures),
       j.id,
     );
     if (change.event !== undefined) this.events.emit(change.event, this.connection.now());

@@ -1,5 +1,6 @@
 import type { JobSpec } from '../../job-spec/spec.js';
 import type {
+  AttemptFailure,
   EventRecord,
   InstanceRecord,
   InstanceState,
@@ -53,6 +54,12 @@ export function jobFromRow(row: Row): JobRecord {
     completedIterations: num(row, 'completed_iterations'),
     totalIterations: optNum(row, 'total_iterations'),
     migrations: num(row, 'migrations'),
+    attempts: num(row, 'attempts'),
+    // Written by applyJob from AttemptFailure records: our own output.
+    attemptFailures:
+      optStr(row, 'attempt_failures_json') === undefined
+        ? undefined
+        : (JSON.parse(str(row, 'attempt_failures_json')) as AttemptFailure[]),
   });
 }
 
