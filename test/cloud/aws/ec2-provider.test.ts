@@ -181,7 +181,12 @@ describeWithMoto(
       expect(instance.SubnetId).toBe(infra.subnetByZone['us-east-1b']);
       expect(instance.SecurityGroups?.map((g) => g.GroupId)).toEqual([infra.securityGroupId]);
       expect(instance.IamInstanceProfile?.Arn).toMatch(/:instance-profile\/fleetwise-worker$/);
-      expect(instance.MetadataOptions?.HttpTokens).toBe('required');
+      // IMDSv2 only, one hop: a task's container behind the engine's bridge cannot read the worker's credentials.
+      expect(instance.MetadataOptions).toMatchObject({
+        HttpTokens: 'required',
+        HttpPutResponseHopLimit: 1,
+        HttpEndpoint: 'enabled',
+      });
       const tags = Object.fromEntries((instance.Tags ?? []).map((t) => [t.Key, t.Value]));
       expect(tags).toEqual({
         Name: `fleetwise-${cluster}-slot-3`,
