@@ -205,10 +205,10 @@ describeWithMoto(
       expect(script).toContain("CONTROLLER_URL='http://10.0.0.5:8080'");
       expect(script).toContain(`WORKER_TOKEN='${WORKER_TOKEN}'`);
       expect(script).toContain("FLEETWISE_PACKAGE='fleetwise@0.1.0'");
-      // The systemd unit expands these from /etc/fleetwise/worker.env (escaped in the template's heredoc).
-      expect(script).toContain(
-        'worker --controller \\${CONTROLLER_URL} --token \\${WORKER_TOKEN} --instance-id \\${INSTANCE_ID}',
-      );
+      // The systemd unit expands these from /etc/fleetwise/worker.env (escaped in the template's heredoc); the token
+      // reaches the worker as FLEETWISE_WORKER_TOKEN from that file, not on its command line.
+      expect(script).toContain('worker --controller \\${CONTROLLER_URL} --instance-id \\${INSTANCE_ID}');
+      expect(script).toContain('FLEETWISE_WORKER_TOKEN=${WORKER_TOKEN}');
       expect(script).not.toMatch(/\{\{[A-Z_]+\}\}/);
     });
 
