@@ -57,10 +57,12 @@ IMDS_TOKEN="$(curl -fsS --retry 5 -X PUT "${IMDS}/api/token" -H 'X-aws-ec2-metad
 INSTANCE_ID="$(curl -fsS --retry 5 -H "X-aws-ec2-metadata-token: ${IMDS_TOKEN}" "${IMDS}/meta-data/instance-id")"
 
 # --- the worker, as a service that restarts on failure -------------------------------------------------------------
+# The worker token goes into this root-only file, read by the worker as FLEETWISE_WORKER_TOKEN: on the command line
+# it would be readable by every process on the host (/proc/<pid>/cmdline).
 install -d -m 0700 /etc/fleetwise
 cat > /etc/fleetwise/worker.env <<ENV
 CONTROLLER_URL=${CONTROLLER_URL}
-WORKER_TOKEN=${WORKER_TOKEN}
+FLEETWISE_WORKER_TOKEN=${WORKER_TOKEN}
 INSTANCE_ID=${INSTANCE_ID}
 ENV
 chmod 0600 /etc/fleetwise/worker.env
@@ -75,7 +77,7 @@ Requires=docker.service
 
 [Service]
 EnvironmentFile=/etc/fleetwise/worker.env
-ExecStart=${FLEETWISE_BIN} worker --controller \${CONTROLLER_URL} --token \${WORKER_TOKEN} --instance-id \${INSTANCE_ID}
+ExecStart=${FLEETWISE_BIN} worker --controller \${CONTROLLER_URL} --instance-id \${INSTANCE_ID}
 Restart=always
 RestartSec=5
 

@@ -23,7 +23,7 @@ import {
 } from '../../src/worker/executors/docker.js';
 import { buildTag, hashBuildContext, ImageBuildError, ImageCache } from '../../src/worker/image-cache.js';
 import { ProgressTracker } from '../../src/worker/progress.js';
-import { describeWithDocker } from '../helpers/dockerd.js';
+import { BASE_IMAGE, describeWithDocker } from '../helpers/dockerd.js';
 
 const COUNTER_CONTEXT = join(PROJECT_ROOT, 'examples', 'counter');
 const GIB = 1024 ** 3;
@@ -68,6 +68,7 @@ describe('docker executor: pure parts', () => {
     expect(withGpu.Cmd).toBeUndefined(); // the image's default command
     expect(withGpu.Env).toContain('FLEETWISE_RESTORE=1');
     expect(executor.containerSpec(launch(0), 'img').HostConfig?.DeviceRequests).toBeUndefined();
+    expect(withGpu.HostConfig?.NetworkMode).toBe('bridge');
   });
 
   it('demultiplexes Docker log frames and passes TTY output through', () => {
@@ -163,7 +164,7 @@ describeWithDocker('docker executor against a real dockerd', (engine) => {
     expect(info.HostConfig.NanoCpus).toBe(500_000_000);
     expect(info.HostConfig.Memory).toBe(0.25 * GIB);
     expect(info.HostConfig.ShmSize).toBe(0.0625 * GIB);
-    expect(info.HostConfig.NetworkMode).toBe('host');
+    expect(info.HostConfig.NetworkMode).not.toBe('host');
     expect(info.Config.Env).toEqual(
       expect.arrayContaining([
         `FLEETWISE_CHECKPOINT_DIR=${CONTAINER_CHECKPOINT_DIR}`,
@@ -296,6 +297,49 @@ describeWithDocker('docker executor against a real dockerd', (engine) => {
     } finally {
       await a.remove('scope-1.0');
       await b.remove('scope-1.0');
+    }
+  });
+  it("gives a container only its spec's env and FLEETWISE_ variables, never on the host's network", async () => {
+    const secrets: Record<string, string> = {
+      FLEETWISE_ADMIN_TOKEN: 'admin-secret',
+      FLEETWISE_WORKER_TOKEN: 'worker-secret',
+      AWS_SECRET_ACCESS_KEY: 'aws-secret',
+    };
+    const saved = Object.fromEntries(Object.keys(secrets).map((k) => [k, process.env[k]]));
+    Object.assign(process.env, secrets);
+    try {
+      const launch: TaskLaunch = {
+        ...counterLaunch('env-1.0', {}),
+        build: undefined,
+        image: BASE_IMAGE,
+        command: ['env'],
+        env: { MY_SETTING: 'from-spec' },
+      };
+      await executor.start(launch);
+      const done = await until(async () => {
+        const s = await executor.status('env-1.0');
+        return s?.state === 'exited' ? s : undefined;
+      });
+      expect(done.exitCode).toBe(0);
+      const output = (await readAll(await executor.logs('env-1.0'))).toString();
+      for (const [name, value] of Object.entries(secrets)) {
+        expect(output).not.toContain(`${name}=`);
+        expect(output).not.toContain(value);
+      }
+      expect(output).toContain('MY_SETTING=from-spec');
+      expect(output).toContain('FLEETWISE_TASK_ID=env-1.0');
+      expect(output).toContain('FLEETWISE_JOB_ID=env-1');
+      expect(output).toContain(`FLEETWISE_CHECKPOINT_DIR=${CONTAINER_CHECKPOINT_DIR}`);
+      expect(output).toContain('FLEETWISE_RESTORE=0');
+      const info = await engine.docker.getContainer(containerName('env-1.0')).inspect();
+      // This engine runs with --bridge=none (it must not touch the host's network), so: no network at all.
+      expect(info.HostConfig.NetworkMode).toBe('none');
+      await executor.remove('env-1.0');
+    } finally {
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
     }
   });
 });

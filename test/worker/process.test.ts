@@ -133,4 +133,53 @@ describe('process executor (the counter run by /bin/sh, the process variant)', (
     await expect(executor.start({ ...launch('p-4.0', {}), command: [] })).rejects.toThrow(/needs a command/);
     await expect(executor.start(launch('../evil', {}))).rejects.toThrow(/not a safe file name/);
   });
+  it("gives a task only its spec's env, its FLEETWISE_ variables and a minimal base, never the worker's secrets", async () => {
+    const secrets: Record<string, string> = {
+      FLEETWISE_ADMIN_TOKEN: 'admin-secret',
+      FLEETWISE_WORKER_TOKEN: 'worker-secret',
+      FLEETWISE_TOKEN: 'client-secret',
+      AWS_ACCESS_KEY_ID: 'AKIAEXAMPLE',
+      AWS_SECRET_ACCESS_KEY: 'aws-secret',
+      AWS_SESSION_TOKEN: 'aws-session',
+      SOME_WORKER_SETTING: 'worker-only',
+    };
+    const saved = Object.fromEntries(Object.keys(secrets).map((k) => [k, process.env[k]]));
+    Object.assign(process.env, secrets);
+    try {
+      const spec = { ...launch('p-5.0', { MY_SETTING: 'from-spec' }, true), command: ['env'] };
+      await executor.start(spec);
+      const done = await until(async () => {
+        const s = await executor.status('p-5.0');
+        return s?.state === 'exited' ? s : undefined;
+      });
+      expect(done.exitCode).toBe(0);
+      const lines = (await readAll(await executor.logs('p-5.0'))).toString().split('\n');
+      const env = new Map(
+        lines
+          .filter((l) => l.includes('='))
+          .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+      );
+      const output = lines.join('\n');
+      for (const [name, value] of Object.entries(secrets)) {
+        expect(env.has(name), name).toBe(false);
+        expect(output).not.toContain(value);
+      }
+      expect(Object.fromEntries([...env].filter(([k]) => !k.startsWith('FLEETWISE_')))).toMatchObject({
+        MY_SETTING: 'from-spec',
+        STEP_SECONDS: '0.05',
+      });
+      expect(env.get('FLEETWISE_TASK_ID')).toBe('p-5.0');
+      expect(env.get('FLEETWISE_JOB_ID')).toBe('p-5');
+      expect(env.get('FLEETWISE_CHECKPOINT_DIR')).toBe(spec.checkpointDir);
+      expect(env.get('FLEETWISE_PROGRESS_FILE')).toBe(spec.progressFile);
+      expect(env.get('FLEETWISE_RESTORE')).toBe('1');
+      expect(env.get('PATH')).toBeTruthy();
+      expect(env.get('HOME')).toBeTruthy();
+    } finally {
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
+  });
 });

@@ -11,8 +11,12 @@ import { ImageCache } from '../image-cache.js';
  * duplicate. An executor scoped to an instance (`instanceId`) sees only that instance's containers (named
  * `fleetwise-<instance>-<task>`): local-mode instances share one engine, and during a move the same task id runs on
  * the source and the target, which must never see, adopt or kill each other's container. Checkpoint
- * directory and progress file are bind mounts at fixed paths inside the container; networking is the host's (the
- * engine may run with --bridge=none, and tasks reach loopback services that way).
+ * directory and progress file are bind mounts at fixed paths inside the container.
+ *
+ * Networking is the engine's bridge, never the host's: on the host's network a task could reach the worker's own
+ * loopback services and the instance metadata service (the worker role's credentials, the user data with the worker
+ * token); behind the bridge it is one hop further, which the launch's IMDS hop limit of 1 refuses. A job spec cannot
+ * ask for host networking. An engine started without a bridge (`--bridge=none`) gives its tasks no network at all.
  */
 export const TASK_LABEL = 'fleetwise.task';
 export const JOB_LABEL = 'fleetwise.job';
@@ -104,6 +108,9 @@ export function demuxLogs(buffer: Buffer): Buffer {
   return Buffer.concat(parts);
 }
 
+/** A task container's network: the engine's bridge, or none when the engine has no bridge; never the host's. */
+export type TaskNetworkMode = 'bridge' | 'none';
+
 export interface DockerExecutorOptions {
   readonly docker?: Docker;
   readonly images?: ImageCache;
@@ -119,6 +126,7 @@ export class DockerExecutor implements Executor {
   readonly docker: Docker;
   readonly images: ImageCache;
   readonly instanceId: string | undefined;
+  private network: Promise<TaskNetworkMode> | undefined;
 
   constructor(options: DockerExecutorOptions = {}) {
     this.docker = options.docker ?? dockerFromEnv();
@@ -154,7 +162,9 @@ export class DockerExecutor implements Executor {
     await prepareHostPaths(launch);
     let id: string;
     try {
-      const container = await this.docker.createContainer(this.containerSpec(launch, image));
+      const container = await this.docker.createContainer(
+        this.containerSpec(launch, image, await this.networkMode()),
+      );
       id = container.id;
     } catch (e) {
       // Another reconcile created it between our lookup and now: adopt that one.
@@ -181,8 +191,28 @@ export class DockerExecutor implements Executor {
     throw new Error(`task ${launch.taskId}: needs an image or a build context`);
   }
 
+  /** 'bridge' when the engine has its default bridge network, else 'none' (asked once per executor). */
+  private networkMode(): Promise<TaskNetworkMode> {
+    this.network ??= this.docker
+      .getNetwork('bridge')
+      .inspect()
+      .then(
+        (): TaskNetworkMode => 'bridge',
+        (e: unknown): TaskNetworkMode => {
+          if (statusCode(e) === 404) return 'none';
+          this.network = undefined; // the engine did not answer: ask again next time
+          throw e;
+        },
+      );
+    return this.network;
+  }
+
   /** The create request: labels, limits, mounts, environment (exported for tests and `fleetwise why`-style output). */
-  containerSpec(launch: TaskLaunch, image: string): Docker.ContainerCreateOptions {
+  containerSpec(
+    launch: TaskLaunch,
+    image: string,
+    networkMode: TaskNetworkMode = 'bridge',
+  ): Docker.ContainerCreateOptions {
     const env = taskEnvironment(launch, CONTAINER_CHECKPOINT_DIR, CONTAINER_PROGRESS_FILE);
     return {
       name: containerName(launch.taskId, this.instanceId),
@@ -195,7 +225,7 @@ export class DockerExecutor implements Executor {
         ...(this.instanceId === undefined ? {} : { [INSTANCE_LABEL]: this.instanceId }),
       },
       HostConfig: {
-        NetworkMode: 'host',
+        NetworkMode: networkMode,
         NanoCpus: Math.round(launch.vcpus * 1e9),
         ...(launch.memoryGiB > 0 ? { Memory: Math.round(launch.memoryGiB * GIB) } : {}),
         ...(launch.shmSizeGiB > 0 ? { ShmSize: Math.round(launch.shmSizeGiB * GIB) } : {}),

@@ -84,6 +84,36 @@ function taskDirName(taskId: string): string {
   return taskId;
 }
 
+/** Where a program is found when the worker itself has no PATH. */
+const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/**
+ * A task's whole environment, built from nothing: the worker's own (its worker token, an operator's
+ * FLEETWISE_ADMIN_TOKEN, AWS credentials, …) never reaches a task, which is a team's code. On top of a minimal base:
+ * the spec's env, then the task's FLEETWISE_ variables (taskEnvironment) and the wrapper's exit file.
+ * The base, each overridable by the spec:
+ * - PATH: the worker's (not secret) so a command such as `python3` resolves as it does on this host;
+ * - HOME: the task's own state directory, so tools that write caches or config under ~ work, and SDKs and CLIs do not
+ *   pick up the worker user's ~/.aws, ~/.docker by default (not a boundary: this executor isolates nothing);
+ * - LANG: the worker's, else C.UTF-8, so text tools and Python decode and print UTF-8 as they would in a container;
+ * - TZ: the worker's when set, so timestamps in the task's log match the worker's.
+ */
+export function processTaskEnvironment(
+  launch: TaskLaunch,
+  taskDir: string,
+  workerEnv: NodeJS.ProcessEnv = process.env,
+): Record<string, string> {
+  const tz = workerEnv.TZ;
+  return {
+    PATH: workerEnv.PATH !== undefined && workerEnv.PATH !== '' ? workerEnv.PATH : DEFAULT_PATH,
+    HOME: taskDir,
+    LANG: workerEnv.LANG !== undefined && workerEnv.LANG !== '' ? workerEnv.LANG : 'C.UTF-8',
+    ...(tz !== undefined && tz !== '' ? { TZ: tz } : {}),
+    ...taskEnvironment(launch, launch.checkpointDir, launch.progressFile),
+    FLEETWISE_EXIT_FILE: join(taskDir, EXIT_FILE),
+  };
+}
+
 export interface ProcessExecutorOptions {
   /** Where task records live (pid, exit code, logs); survives worker restarts. */
   readonly stateDir: string;
@@ -117,11 +147,7 @@ export class ProcessExecutor implements Executor {
       const [program, ...args] = launch.command as [string, ...string[]];
       const child = spawn('/bin/sh', ['-c', WRAPPER, 'fleetwise-task', program, ...args], {
         cwd: launch.build?.contextDir ?? dir,
-        env: {
-          ...process.env,
-          ...taskEnvironment(launch, launch.checkpointDir, launch.progressFile),
-          FLEETWISE_EXIT_FILE: join(dir, EXIT_FILE),
-        },
+        env: processTaskEnvironment(launch, dir),
         detached: true,
         stdio: ['ignore', log.fd, log.fd],
       });

@@ -181,7 +181,12 @@ describeWithMoto(
       expect(instance.SubnetId).toBe(infra.subnetByZone['us-east-1b']);
       expect(instance.SecurityGroups?.map((g) => g.GroupId)).toEqual([infra.securityGroupId]);
       expect(instance.IamInstanceProfile?.Arn).toMatch(/:instance-profile\/fleetwise-worker$/);
-      expect(instance.MetadataOptions?.HttpTokens).toBe('required');
+      // IMDSv2 only, one hop: a task's container behind the engine's bridge cannot read the worker's credentials.
+      expect(instance.MetadataOptions).toMatchObject({
+        HttpTokens: 'required',
+        HttpPutResponseHopLimit: 1,
+        HttpEndpoint: 'enabled',
+      });
       const tags = Object.fromEntries((instance.Tags ?? []).map((t) => [t.Key, t.Value]));
       expect(tags).toEqual({
         Name: `fleetwise-${cluster}-slot-3`,
@@ -200,10 +205,10 @@ describeWithMoto(
       expect(script).toContain("CONTROLLER_URL='http://10.0.0.5:8080'");
       expect(script).toContain(`WORKER_TOKEN='${WORKER_TOKEN}'`);
       expect(script).toContain("FLEETWISE_PACKAGE='fleetwise@0.1.0'");
-      // The systemd unit expands these from /etc/fleetwise/worker.env (escaped in the template's heredoc).
-      expect(script).toContain(
-        'worker --controller \\${CONTROLLER_URL} --token \\${WORKER_TOKEN} --instance-id \\${INSTANCE_ID}',
-      );
+      // The systemd unit expands these from /etc/fleetwise/worker.env (escaped in the template's heredoc); the token
+      // reaches the worker as FLEETWISE_WORKER_TOKEN from that file, not on its command line.
+      expect(script).toContain('worker --controller \\${CONTROLLER_URL} --instance-id \\${INSTANCE_ID}');
+      expect(script).toContain('FLEETWISE_WORKER_TOKEN=${WORKER_TOKEN}');
       expect(script).not.toMatch(/\{\{[A-Z_]+\}\}/);
     });
 

@@ -26,6 +26,16 @@ describe('worker user data', () => {
     expect(WORKER_USER_DATA_TEMPLATE_PATH.endsWith(join('infra', 'worker-user-data.sh'))).toBe(true);
   });
 
+  it("passes the worker token in the worker's root-only environment file, never on its command line", () => {
+    const script = decode(workerUserDataBase64(valid));
+    // A command line is readable by every process on the host (/proc/<pid>/cmdline); the env file is root's.
+    const execStart = script.split('\n').find((l) => l.startsWith('ExecStart='));
+    expect(execStart).toBeDefined();
+    expect(execStart).not.toMatch(/--token|WORKER_TOKEN/);
+    expect(script).toContain('FLEETWISE_WORKER_TOKEN=${WORKER_TOKEN}');
+    expect(script).toContain('chmod 0600 /etc/fleetwise/worker.env');
+  });
+
   it.each([
     [{ controllerUrl: "http://x/'; rm -rf /" }, /controllerUrl/],
     [{ controllerUrl: 'ftp://x' }, /controllerUrl/],

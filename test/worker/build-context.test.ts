@@ -1,0 +1,77 @@
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { packContext } from '../../src/cli/context-archive.js';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { buildContextKey } from '../../src/protocol/object-keys.js';
+import { FsObjectStore } from '../../src/storage/fs-store.js';
+import { fetchBuildContext } from '../../src/worker/build-context.js';
+
+const COUNTER_CONTEXT = join(PROJECT_ROOT, 'examples', 'counter');
+
+let tmp = '';
+beforeEach(() => {
+  tmp = mkdtempSync(join(tmpdir(), 'fw-build-context-'));
+});
+afterEach(() => rmSync(tmp, { recursive: true, force: true }));
+
+/** A filesystem store that counts the archives fetched from it. */
+class CountingStore extends FsObjectStore {
+  fetches = 0;
+  override async getBuffer(key: string): Promise<Buffer> {
+    this.fetches++;
+    return super.getBuffer(key);
+  }
+}
+
+async function uploadCounter(store: FsObjectStore): Promise<{ ref: string; hash: string; key: string }> {
+  const { archive } = await packContext(COUNTER_CONTEXT);
+  const hash = createHash('sha256').update(archive).digest('hex');
+  const key = buildContextKey(hash, 'gzip'); // packContext gzips, as `fleetwise submit` uploads it
+  await store.put(key, archive);
+  return { ref: `${store.location}/${key}`, hash, key };
+}
+
+describe('fetchBuildContext of an uploaded context', () => {
+  it('extracts once for concurrent tasks of the same context, and leaves no temporary directory', async () => {
+    const store = new CountingStore(join(tmp, 'store'));
+    const { ref, hash } = await uploadCounter(store);
+    const workDir = join(tmp, 'work');
+    const results = await Promise.all(
+      Array.from({ length: 6 }, () => fetchBuildContext({ context: ref }, workDir, () => store)),
+    );
+    const target = join(workDir, 'contexts', hash);
+    for (const r of results)
+      expect(r).toEqual({ contextDir: target, dockerfile: undefined, contentHash: hash });
+    expect(store.fetches).toBe(1);
+    expect(existsSync(join(target, 'counter.sh'))).toBe(true);
+    expect(readdirSync(join(workDir, 'contexts'))).toEqual([hash]);
+
+    // Already on this host: not fetched again.
+    await fetchBuildContext({ context: ref }, workDir, () => store);
+    expect(store.fetches).toBe(1);
+  });
+
+  it('cleans up after a failed extraction and retries on the next call', async () => {
+    const store = new CountingStore(join(tmp, 'store'));
+    const { ref, hash, key } = await uploadCounter(store);
+    const good = await store.getBuffer(key);
+    store.fetches = 0;
+    await store.put(key, Buffer.from('not a tar archive at all, just bytes '.repeat(40)));
+    const workDir = join(tmp, 'work');
+    const failed = await Promise.allSettled(
+      Array.from({ length: 3 }, () => fetchBuildContext({ context: ref }, workDir, () => store)),
+    );
+    expect(failed.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    expect(store.fetches).toBe(1);
+    expect(readdirSync(join(workDir, 'contexts'))).toEqual([]);
+
+    await store.put(key, good);
+    const retried = await fetchBuildContext({ context: ref }, workDir, () => store);
+    expect(store.fetches).toBe(2);
+    expect(existsSync(join(retried.contextDir, 'counter.sh'))).toBe(true);
+    expect(readdirSync(join(workDir, 'contexts'))).toEqual([hash]);
+  });
+});
