@@ -315,6 +315,33 @@ describe('controller API: authentication and team isolation', () => {
     expect(vision.tasks.every((t) => visionJobs.has(t.jobId))).toBe(true);
   });
 
+  it('the cluster view and a drain answer carry no launch token or worker token hash, for any caller', async () => {
+    const instance = service.store.createInstance({ typeName: 'c7i.large' });
+    service.store.setInstanceState(instance.id, 'launching', { cloudId: 'i-0secret' });
+    service.store.setWorkerToken(instance.id, 'worker-secret-token-0123456789abcdef');
+    const stored = service.store.getInstance(instance.id);
+    expect(stored?.workerTokenHash).toBeDefined();
+    for (const token of [VISION_TOKEN, ADMIN_TOKEN]) {
+      const answer = await call('GET', '/v1/cluster', { token });
+      expect(answer.status).toBe(200);
+      const mine = (answer.body as { instances: Record<string, unknown>[] }).instances.find(
+        (i) => i['id'] === instance.id,
+      );
+      expect(mine).toMatchObject({ id: instance.id, cloudId: 'i-0secret' });
+      expect(mine).not.toHaveProperty('launchToken');
+      expect(mine).not.toHaveProperty('workerTokenHash');
+      expect(answer.text).not.toContain(stored?.workerTokenHash ?? '?');
+      expect(answer.text).not.toContain(instance.launchToken);
+    }
+    const drained = await call('POST', `/v1/instances/${instance.id}/drain`, { token: ADMIN_TOKEN });
+    expect(drained.status).toBe(200);
+    expect(drained.body).toMatchObject({ id: instance.id, state: 'draining' });
+    expect(drained.body).not.toHaveProperty('launchToken');
+    expect(drained.body).not.toHaveProperty('workerTokenHash');
+    service.store.setInstanceState(instance.id, 'terminating');
+    service.store.setInstanceState(instance.id, 'terminated');
+  });
+
   it("decision records name only the caller team's jobs", async () => {
     const a = (await submitYaml(VISION_TOKEN, RESNET_YAML.replace('resnet18-cifar10', 'why-a'))).body as {
       id: string;

@@ -186,14 +186,13 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
   },
   Instance: {
     type: 'object',
-    required: ['id', 'typeName', 'state', 'launchToken', 'requestedAtSeconds', 'updatedAtSeconds'],
+    required: ['id', 'typeName', 'state', 'requestedAtSeconds', 'updatedAtSeconds'],
     properties: {
       id: str,
       cloudId: str,
       typeName: str,
       state: { type: 'string', enum: [...INSTANCE_STATES] },
       availabilityZone: str,
-      launchToken: str,
       requestedAtSeconds: num,
       launchedAtSeconds: num,
       runningAtSeconds: num,
