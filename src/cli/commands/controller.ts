@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { EC2Client } from '@aws-sdk/client-ec2';
 import type { Command } from 'commander';
@@ -72,11 +72,17 @@ const WORKER_TOKEN_FILE = 'worker-token';
 /** The running controller's pid, in the state directory (`fleetwise down` reads it). */
 export const PID_FILE = 'controller.pid';
 
-/** Read a secret from the state directory, or create it there readable by the owner only (0600). */
+/**
+ * Read a secret from the state directory, or create it there; either way it is left readable by the owner only
+ * (0600): a file an older run or an operator made 0644 would let any local user act as the admin.
+ */
 export function ensureSecretFile(path: string): { value: string; created: boolean } {
   try {
     const existing = readFileSync(path, 'utf8').trim();
-    if (existing !== '') return { value: existing, created: false };
+    if (existing !== '') {
+      chmodSync(path, 0o600);
+      return { value: existing, created: false };
+    }
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
   }
@@ -251,6 +257,8 @@ export async function runController(
   // Local "instances" are processes that start in seconds: plan and predict with their delays, not EC2's.
   const catalog = config.provider === 'local' ? withLocalDelays(loaded) : loaded;
   mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
+  // mkdir's mode applies only to a directory it creates: an existing one is narrowed too, as its files hold secrets.
+  chmodSync(config.stateDir, 0o700);
   const releaseStateDir = claimStateDir(config.stateDir);
   const log = makeLogger(logFormat);
   const clock = new SystemClock();
