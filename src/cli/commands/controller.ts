@@ -51,6 +51,7 @@ import { spawn } from 'node:child_process';
 import { openObjectStore } from '../../storage/open-object-store.js';
 import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
 import { ADMIN_TOKEN_FILE, API_URL_FILE, LOCAL_DEFAULT_LISTEN } from '../local-state.js';
+import { SERVER_ENV, TOKEN_ENV } from '../client.js';
 
 /**
  * `fleetwise controller`: the long-running controller. Wires the configuration, the
@@ -464,16 +465,31 @@ export async function runController(
       );
     else
       for (const file of toSubmit) {
-        const child = spawn(
-          process.execPath,
-          [WORKER_MAIN_PATH, 'submit', file, '--server', api.url, '--token', adminToken],
-          {
-            stdio: ['ignore', 'inherit', 'inherit'],
-          },
-        );
+        const command = submitChildCommand(file, api.url, adminToken, process.env);
+        const child = spawn(command.executable, command.args, {
+          env: command.env,
+          stdio: ['ignore', 'inherit', 'inherit'],
+        });
         await new Promise((resolve) => child.once('exit', resolve));
       }
   }
+}
+
+/**
+ * How `--submit` runs `fleetwise submit` for one file. The admin token travels in the child's environment, which
+ * only its owner can read, never in its arguments, which every local user sees (`ps`, /proc/<pid>/cmdline).
+ */
+export function submitChildCommand(
+  file: string,
+  serverUrl: string,
+  adminToken: string,
+  parentEnv: NodeJS.ProcessEnv,
+): { readonly executable: string; readonly args: readonly string[]; readonly env: NodeJS.ProcessEnv } {
+  return {
+    executable: process.execPath,
+    args: [WORKER_MAIN_PATH, 'submit', file],
+    env: { ...parentEnv, [SERVER_ENV]: serverUrl, [TOKEN_ENV]: adminToken },
+  };
 }
 
 /** A bind failure as one line that says what to change. */
