@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { CLI, ensureBuiltCli } from '../helpers/built-cli.js';
+import { makeZombie } from '../helpers/zombie.js';
 
 /**
  * What a local controller leaves in its state directory, through the real CLI: the directory, the admin token and
@@ -92,5 +93,21 @@ describe('the state directory is private to the controller (CLI subprocess)', ()
     db.close();
     controller.child.kill('SIGTERM');
     expect(await controller.exited).toBe(0);
+  }, 90_000);
+
+  it('a pid file naming a zombie (a SIGKILLed controller not yet reaped) does not keep a new controller out', async () => {
+    const stateDir = join(scratch, 'zombie');
+    mkdirSync(stateDir, { mode: 0o700 });
+    const zombie = await makeZombie();
+    children.push(zombie.parent);
+    try {
+      writeFileSync(join(stateDir, 'controller.pid'), `${zombie.pid}\n`);
+      const controller = startController(stateDir);
+      await controller.until('API http://');
+      controller.child.kill('SIGTERM');
+      expect(await controller.exited).toBe(0);
+    } finally {
+      zombie.parent.kill('SIGKILL');
+    }
   }, 90_000);
 });

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { EC2Client } from '@aws-sdk/client-ec2';
 import type { Command } from 'commander';
@@ -52,6 +52,7 @@ import { openObjectStore } from '../../storage/open-object-store.js';
 import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
 import { ADMIN_TOKEN_FILE, API_URL_FILE, LOCAL_DEFAULT_LISTEN } from '../local-state.js';
 import { SERVER_ENV, TOKEN_ENV } from '../client.js';
+import { claimStateDir } from '../state-dir-lock.js';
 
 /**
  * `fleetwise controller`: the long-running controller. Wires the configuration, the
@@ -70,8 +71,7 @@ export const CRASH_AT_ENV = 'FLEETWISE_CRASH_AT';
 /** The SQLite state in the state directory (`fleetwise export-trace` reads it too). */
 export const DB_FILE = 'state.db';
 const WORKER_TOKEN_FILE = 'worker-token';
-/** The running controller's pid, in the state directory (`fleetwise down` reads it). */
-export const PID_FILE = 'controller.pid';
+export { PID_FILE } from '../state-dir-lock.js';
 
 /**
  * Read a secret from the state directory, or create it there; either way it is left readable by the owner only
@@ -90,32 +90,6 @@ export function ensureSecretFile(path: string): { value: string; created: boolea
   const value = randomBytes(32).toString('base64url');
   writeFileSync(path, `${value}\n`, { mode: 0o600, flag: 'w' });
   return { value, created: true };
-}
-
-/** One controller per state directory: a second one would launch the same plan twice. A SIGKILLed one leaves a stale pid. */
-function claimStateDir(stateDir: string): () => void {
-  const path = join(stateDir, PID_FILE);
-  let pid: number | undefined;
-  try {
-    pid = Number(readFileSync(path, 'utf8').trim());
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-  }
-  if (pid !== undefined && Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid))
-    throw new Error(
-      `another controller (pid ${pid}) is using ${stateDir}; stop it first (or remove ${path} if it is not)`,
-    );
-  writeFileSync(path, `${process.pid}\n`, { mode: 0o600 });
-  return () => rmSync(path, { force: true });
-}
-
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 function crashInjectorFromEnv(env: NodeJS.ProcessEnv): FaultInjector | undefined {
