@@ -445,6 +445,41 @@ describe('controller API: authentication and team isolation', () => {
 });
 
 describe('controller API: malformed and oversized requests', () => {
+  it('a spec nested deeper than 64 levels is a 400 naming the field, in JSON and YAML, before validation', async () => {
+    const nested = (depth: number): string => '['.repeat(depth) + ']'.repeat(depth);
+    const json = (depth: number): string =>
+      JSON.stringify({
+        name: 'deep',
+        team: 'vision',
+        tasks: [{ image: 'x', demand: { any: [0, 1, 1] } }],
+      }).replace(/}$/, `,"queue":{"stages":${nested(depth)}}}`);
+    const yaml = (depth: number): string => `${RESNET_YAML}\nqueue:\n  stages: ${nested(depth)}\n`;
+    for (const depth of [500_000, 70]) {
+      for (const answer of [
+        await call('POST', '/v1/jobs', {
+          token: VISION_TOKEN,
+          body: json(depth),
+          contentType: 'application/json',
+        }),
+        await submitYaml(VISION_TOKEN, yaml(depth)),
+      ]) {
+        expect(answer.status, answer.text.slice(0, 300)).toBe(400);
+        const { error, details } = errorOf(answer);
+        expect(error).toMatch(/^invalid (job spec|request body)$/);
+        expect(details).toEqual([
+          expect.stringMatching(/^queue\.stages: nested deeper than 64 levels/),
+        ]);
+      }
+    }
+    // A shallow nesting is left to the spec's own validation.
+    const shallow = await call('POST', '/v1/jobs?dryRun=true', {
+      token: VISION_TOKEN,
+      body: json(3),
+      contentType: 'application/json',
+    });
+    expect(shallow.status, shallow.text).toBe(200);
+  });
+
   it('a spec with bad fields is 400 with each field path (and its line, for YAML)', async () => {
     const bad = RESNET_YAML.replace('any: [1, 4, 24]', 'any: [1, 4]').replace(
       'shmSizeGiB: 4',
