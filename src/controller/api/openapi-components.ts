@@ -184,6 +184,17 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
       updatedAtSeconds: num,
     },
   },
+  TeamToken: {
+    type: 'object',
+    required: ['id', 'team', 'createdAtSeconds'],
+    properties: {
+      id: { type: 'string', description: 'The first 12 hex digits of the sha256 of the token' },
+      team: str,
+      label: str,
+      createdAtSeconds: num,
+      revokedAtSeconds: num,
+    },
+  },
   Instance: {
     type: 'object',
     required: ['id', 'typeName', 'state', 'requestedAtSeconds', 'updatedAtSeconds'],

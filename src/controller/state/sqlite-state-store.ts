@@ -268,6 +268,10 @@ export class SqliteStateStore implements StateStore {
     return this.teamTokens.revokeTeamToken(rawToken);
   }
 
+  revokeTeamTokenByPrefix(hashPrefix: string): TeamTokenRecord | undefined {
+    return this.teamTokens.revokeTeamTokenByPrefix(hashPrefix);
+  }
+
   listTeamTokens(team?: string): TeamTokenRecord[] {
     return this.teamTokens.listTeamTokens(team);
   }
