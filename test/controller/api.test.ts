@@ -466,9 +466,7 @@ describe('controller API: malformed and oversized requests', () => {
         expect(answer.status, answer.text.slice(0, 300)).toBe(400);
         const { error, details } = errorOf(answer);
         expect(error).toMatch(/^invalid (job spec|request body)$/);
-        expect(details).toEqual([
-          expect.stringMatching(/^queue\.stages: nested deeper than 64 levels/),
-        ]);
+        expect(details).toEqual([expect.stringMatching(/^queue\.stages: nested deeper than 64 levels/)]);
       }
     }
     // A shallow nesting is left to the spec's own validation.
