@@ -150,6 +150,17 @@ export const dryRunSchema = z.looseObject({
 });
 export type DryRunResponse = z.output<typeof dryRunSchema>;
 
+const teamTokenSchema = z.looseObject({
+  id: z.string(),
+  team: z.string(),
+  label: z.string().optional(),
+  createdAtSeconds: z.number(),
+  revokedAtSeconds: z.number().optional(),
+});
+export type TeamTokenResponse = z.output<typeof teamTokenSchema>;
+const createdTokenSchema = teamTokenSchema.extend({ token: z.string().min(1) });
+const tokenListSchema = z.looseObject({ tokens: z.array(teamTokenSchema) });
+
 const contextSchema = z.object({ ref: z.string().min(1), sha256: z.string(), sizeBytes: z.number() });
 const reportSchema = z.object({ location: z.string() });
 const errorSchema = z.object({ error: z.string(), details: z.array(z.string()).optional() });
@@ -313,6 +324,23 @@ export class FleetwiseClient {
 
   async writeReport(): Promise<string> {
     return (await this.request('POST', '/v1/reports', reportSchema)).location;
+  }
+
+  /** A new team token (admin): the answer is the only place the token appears. */
+  async createToken(team: string, label?: string): Promise<z.output<typeof createdTokenSchema>> {
+    return this.request('POST', '/v1/tokens', createdTokenSchema, {
+      json: label === undefined ? { team } : { team, label },
+    });
+  }
+
+  async listTokens(team?: string): Promise<TeamTokenResponse[]> {
+    const query = new URLSearchParams();
+    if (team !== undefined) query.set('team', team);
+    return (await this.request('GET', withQuery('/v1/tokens', query), tokenListSchema)).tokens;
+  }
+
+  async revokeToken(id: string): Promise<TeamTokenResponse> {
+    return this.request('POST', `/v1/tokens/${encodeURIComponent(id)}/revoke`, teamTokenSchema);
   }
 
   /** Upload a gzip-compressed tar build context; returns the reference to put in the spec's `build.context`. */

@@ -18,6 +18,7 @@ import { registerReport } from './commands/report.js';
 import { registerLogs } from './commands/logs.js';
 import { registerWorker } from './commands/worker.js';
 import { registerDown } from './commands/down.js';
+import { registerToken } from './commands/token.js';
 import { registerExportTrace } from './commands/export-trace.js';
 
 /**
@@ -62,6 +63,7 @@ export function buildProgram(jsonErrors = false): Command {
   registerLogs(program);
   registerWorker(program);
   registerDown(program);
+  registerToken(program);
   return program;
 }
 

@@ -17,7 +17,13 @@ import {
   withRetry,
   type Change,
 } from './state/lifecycle.js';
-import { checkRawToken, checkTeamName, HASH_PREFIX_LENGTH, hashToken } from './state/tokens.js';
+import {
+  checkPrefixMatch,
+  checkRawToken,
+  checkTeamName,
+  HASH_PREFIX_LENGTH,
+  hashToken,
+} from './state/tokens.js';
 import {
   IllegalTransitionError,
   StateStoreError,
@@ -387,6 +393,18 @@ export class MemoryStateStore implements StateStore {
       if (row === undefined || row.revokedAtSeconds !== undefined) return false;
       this.put(this.tokens, hash, Object.freeze({ ...row, revokedAtSeconds: this.now() }));
       return true;
+    });
+  }
+
+  revokeTeamTokenByPrefix(hashPrefix: string): TeamTokenRecord | undefined {
+    return this.transaction(() => {
+      const rows = [...this.tokens.values()].filter((r) => r.hash.startsWith(hashPrefix));
+      const row = rows[0];
+      if (checkPrefixMatch(hashPrefix, rows.length, row?.revokedAtSeconds) === undefined || row === undefined)
+        return undefined;
+      const revoked: TokenRow = Object.freeze({ ...row, revokedAtSeconds: this.now() });
+      this.put(this.tokens, row.hash, revoked);
+      return tokenRecord(revoked);
     });
   }
 

@@ -316,6 +316,11 @@ export interface StateStore {
   /** The team a valid, unrevoked token belongs to. */
   teamForToken(rawToken: string): string | undefined;
   revokeTeamToken(rawToken: string): boolean;
+  /**
+   * Revoke the token a listing names by its hash prefix (an admin has no raw token to give once it was handed out):
+   * the revoked record, or undefined when no token has that prefix; throws when it is already revoked.
+   */
+  revokeTeamTokenByPrefix(hashPrefix: string): TeamTokenRecord | undefined;
   listTeamTokens(team?: string): TeamTokenRecord[];
 
   // Scheduler state (e.g. the co-location table as JSON)

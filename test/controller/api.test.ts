@@ -315,6 +315,33 @@ describe('controller API: authentication and team isolation', () => {
     expect(vision.tasks.every((t) => visionJobs.has(t.jobId))).toBe(true);
   });
 
+  it('the cluster view and a drain answer carry no launch token or worker token hash, for any caller', async () => {
+    const instance = service.store.createInstance({ typeName: 'c7i.large' });
+    service.store.setInstanceState(instance.id, 'launching', { cloudId: 'i-0secret' });
+    service.store.setWorkerToken(instance.id, 'worker-secret-token-0123456789abcdef');
+    const stored = service.store.getInstance(instance.id);
+    expect(stored?.workerTokenHash).toBeDefined();
+    for (const token of [VISION_TOKEN, ADMIN_TOKEN]) {
+      const answer = await call('GET', '/v1/cluster', { token });
+      expect(answer.status).toBe(200);
+      const mine = (answer.body as { instances: Record<string, unknown>[] }).instances.find(
+        (i) => i['id'] === instance.id,
+      );
+      expect(mine).toMatchObject({ id: instance.id, cloudId: 'i-0secret' });
+      expect(mine).not.toHaveProperty('launchToken');
+      expect(mine).not.toHaveProperty('workerTokenHash');
+      expect(answer.text).not.toContain(stored?.workerTokenHash ?? '?');
+      expect(answer.text).not.toContain(instance.launchToken);
+    }
+    const drained = await call('POST', `/v1/instances/${instance.id}/drain`, { token: ADMIN_TOKEN });
+    expect(drained.status).toBe(200);
+    expect(drained.body).toMatchObject({ id: instance.id, state: 'draining' });
+    expect(drained.body).not.toHaveProperty('launchToken');
+    expect(drained.body).not.toHaveProperty('workerTokenHash');
+    service.store.setInstanceState(instance.id, 'terminating');
+    service.store.setInstanceState(instance.id, 'terminated');
+  });
+
   it("decision records name only the caller team's jobs", async () => {
     const a = (await submitYaml(VISION_TOKEN, RESNET_YAML.replace('resnet18-cifar10', 'why-a'))).body as {
       id: string;
@@ -418,6 +445,39 @@ describe('controller API: authentication and team isolation', () => {
 });
 
 describe('controller API: malformed and oversized requests', () => {
+  it('a spec nested deeper than 64 levels is a 400 naming the field, in JSON and YAML, before validation', async () => {
+    const nested = (depth: number): string => '['.repeat(depth) + ']'.repeat(depth);
+    const json = (depth: number): string =>
+      JSON.stringify({
+        name: 'deep',
+        team: 'vision',
+        tasks: [{ image: 'x', demand: { any: [0, 1, 1] } }],
+      }).replace(/}$/, `,"queue":{"stages":${nested(depth)}}}`);
+    const yaml = (depth: number): string => `${RESNET_YAML}\nqueue:\n  stages: ${nested(depth)}\n`;
+    for (const depth of [500_000, 70]) {
+      for (const answer of [
+        await call('POST', '/v1/jobs', {
+          token: VISION_TOKEN,
+          body: json(depth),
+          contentType: 'application/json',
+        }),
+        await submitYaml(VISION_TOKEN, yaml(depth)),
+      ]) {
+        expect(answer.status, answer.text.slice(0, 300)).toBe(400);
+        const { error, details } = errorOf(answer);
+        expect(error).toMatch(/^invalid (job spec|request body)$/);
+        expect(details).toEqual([expect.stringMatching(/^queue\.stages: nested deeper than 64 levels/)]);
+      }
+    }
+    // A shallow nesting is left to the spec's own validation.
+    const shallow = await call('POST', '/v1/jobs?dryRun=true', {
+      token: VISION_TOKEN,
+      body: json(3),
+      contentType: 'application/json',
+    });
+    expect(shallow.status, shallow.text).toBe(200);
+  });
+
   it('a spec with bad fields is 400 with each field path (and its line, for YAML)', async () => {
     const bad = RESNET_YAML.replace('any: [1, 4, 24]', 'any: [1, 4]').replace(
       'shmSizeGiB: 4',

@@ -470,6 +470,17 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(store.listTeamTokens().map((t) => t.team)).toEqual(['vision', 'nlp']);
     });
 
+    it('revokes a token by the hash prefix a listing shows', () => {
+      const raw = 'team-token-eeeeeeeeeeeeeeee';
+      const rec = store.addTeamToken('vision', raw);
+      clock = 3000;
+      expect(store.revokeTeamTokenByPrefix('000000000000')).toBeUndefined();
+      expect(store.revokeTeamTokenByPrefix(rec.hashPrefix)).toEqual({ ...rec, revokedAtSeconds: 3000 });
+      expect(store.teamForToken(raw)).toBeUndefined();
+      expect(() => store.revokeTeamTokenByPrefix(rec.hashPrefix)).toThrow('already revoked');
+      expect(() => store.revokeTeamTokenByPrefix(rec.hashPrefix.slice(0, 4))).toThrow('12 hex digits');
+    });
+
     it('stores scheduler state as JSON values, copied in and out', () => {
       const table = {
         defaultRate: 0.95,

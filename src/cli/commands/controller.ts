@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { EC2Client } from '@aws-sdk/client-ec2';
 import type { Command } from 'commander';
@@ -51,6 +51,8 @@ import { spawn } from 'node:child_process';
 import { openObjectStore } from '../../storage/open-object-store.js';
 import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
 import { ADMIN_TOKEN_FILE, API_URL_FILE, LOCAL_DEFAULT_LISTEN } from '../local-state.js';
+import { SERVER_ENV, TOKEN_ENV } from '../client.js';
+import { claimStateDir } from '../state-dir-lock.js';
 
 /**
  * `fleetwise controller`: the long-running controller. Wires the configuration, the
@@ -69,46 +71,25 @@ export const CRASH_AT_ENV = 'FLEETWISE_CRASH_AT';
 /** The SQLite state in the state directory (`fleetwise export-trace` reads it too). */
 export const DB_FILE = 'state.db';
 const WORKER_TOKEN_FILE = 'worker-token';
-/** The running controller's pid, in the state directory (`fleetwise down` reads it). */
-export const PID_FILE = 'controller.pid';
+export { PID_FILE } from '../state-dir-lock.js';
 
-/** Read a secret from the state directory, or create it there readable by the owner only (0600). */
+/**
+ * Read a secret from the state directory, or create it there; either way it is left readable by the owner only
+ * (0600): a file an older run or an operator made 0644 would let any local user act as the admin.
+ */
 export function ensureSecretFile(path: string): { value: string; created: boolean } {
   try {
     const existing = readFileSync(path, 'utf8').trim();
-    if (existing !== '') return { value: existing, created: false };
+    if (existing !== '') {
+      chmodSync(path, 0o600);
+      return { value: existing, created: false };
+    }
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
   }
   const value = randomBytes(32).toString('base64url');
   writeFileSync(path, `${value}\n`, { mode: 0o600, flag: 'w' });
   return { value, created: true };
-}
-
-/** One controller per state directory: a second one would launch the same plan twice. A SIGKILLed one leaves a stale pid. */
-function claimStateDir(stateDir: string): () => void {
-  const path = join(stateDir, PID_FILE);
-  let pid: number | undefined;
-  try {
-    pid = Number(readFileSync(path, 'utf8').trim());
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-  }
-  if (pid !== undefined && Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid))
-    throw new Error(
-      `another controller (pid ${pid}) is using ${stateDir}; stop it first (or remove ${path} if it is not)`,
-    );
-  writeFileSync(path, `${process.pid}\n`, { mode: 0o600 });
-  return () => rmSync(path, { force: true });
-}
-
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 function crashInjectorFromEnv(env: NodeJS.ProcessEnv): FaultInjector | undefined {
@@ -251,6 +232,8 @@ export async function runController(
   // Local "instances" are processes that start in seconds: plan and predict with their delays, not EC2's.
   const catalog = config.provider === 'local' ? withLocalDelays(loaded) : loaded;
   mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
+  // mkdir's mode applies only to a directory it creates: an existing one is narrowed too, as its files hold secrets.
+  chmodSync(config.stateDir, 0o700);
   const releaseStateDir = claimStateDir(config.stateDir);
   const log = makeLogger(logFormat);
   const clock = new SystemClock();
@@ -456,16 +439,31 @@ export async function runController(
       );
     else
       for (const file of toSubmit) {
-        const child = spawn(
-          process.execPath,
-          [WORKER_MAIN_PATH, 'submit', file, '--server', api.url, '--token', adminToken],
-          {
-            stdio: ['ignore', 'inherit', 'inherit'],
-          },
-        );
+        const command = submitChildCommand(file, api.url, adminToken, process.env);
+        const child = spawn(command.executable, command.args, {
+          env: command.env,
+          stdio: ['ignore', 'inherit', 'inherit'],
+        });
         await new Promise((resolve) => child.once('exit', resolve));
       }
   }
+}
+
+/**
+ * How `--submit` runs `fleetwise submit` for one file. The admin token travels in the child's environment, which
+ * only its owner can read, never in its arguments, which every local user sees (`ps`, /proc/<pid>/cmdline).
+ */
+export function submitChildCommand(
+  file: string,
+  serverUrl: string,
+  adminToken: string,
+  parentEnv: NodeJS.ProcessEnv,
+): { readonly executable: string; readonly args: readonly string[]; readonly env: NodeJS.ProcessEnv } {
+  return {
+    executable: process.execPath,
+    args: [WORKER_MAIN_PATH, 'submit', file],
+    env: { ...parentEnv, [SERVER_ENV]: serverUrl, [TOKEN_ENV]: adminToken },
+  };
 }
 
 /** A bind failure as one line that says what to change. */

@@ -7,7 +7,7 @@ import { LocalProvider } from '../../cloud/local/local-provider.js';
 import { stopWorkersGently } from '../../cloud/local/local-shutdown.js';
 import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
 import { parseWith } from '../../core/validation.js';
-import { isAlive, PID_FILE } from './controller.js';
+import { lockHolder, processRunning } from '../state-dir-lock.js';
 import { makeExecutor } from './worker.js';
 
 /**
@@ -29,13 +29,8 @@ const flagsSchema = z.object({
 
 /** The controller's pid if one runs on this state directory (not a stale pid file, not a recycled pid). */
 function runningController(stateDir: string): number | undefined {
-  let pid: number;
-  try {
-    pid = Number(readFileSync(join(stateDir, PID_FILE), 'utf8').trim());
-  } catch {
-    return undefined;
-  }
-  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || !isAlive(pid)) return undefined;
+  const pid = lockHolder(stateDir);
+  if (pid === undefined) return undefined;
   try {
     if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes('controller')) return undefined;
   } catch {
@@ -46,7 +41,7 @@ function runningController(stateDir: string): number | undefined {
 
 async function waitForExit(pid: number, ms: number): Promise<boolean> {
   const deadline = Date.now() + ms;
-  while (isAlive(pid)) {
+  while (processRunning(pid)) {
     if (Date.now() >= deadline) return false;
     await new Promise((r) => setTimeout(r, 200));
   }

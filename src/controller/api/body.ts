@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { ValidationError } from '../../core/validation.js';
 import { HttpError } from './errors.js';
 
 /**
@@ -25,11 +26,19 @@ export function registerBodyParsers(app: FastifyInstance): void {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
     const text = String(body);
     if (text.trim() === '') return done(null, { kind: 'json', text, value: undefined } satisfies RequestBody);
+    let value: unknown;
     try {
-      done(null, { kind: 'json', text, value: JSON.parse(text) as unknown } satisfies RequestBody);
+      value = JSON.parse(text) as unknown;
     } catch (e) {
       done(new HttpError(400, `malformed JSON body: ${(e as Error).message}`), undefined);
+      return;
     }
+    const tooDeep = tooDeepProblem(value);
+    if (tooDeep !== undefined) {
+      done(new ValidationError('request body', [tooDeep]), undefined);
+      return;
+    }
+    done(null, { kind: 'json', text, value } satisfies RequestBody);
   });
   app.addContentTypeParser([...YAML_CONTENT_TYPES], { parseAs: 'string' }, (_request, body, done) => {
     done(null, { kind: 'yaml', text: String(body) } satisfies RequestBody);
@@ -45,4 +54,82 @@ export function registerBodyParsers(app: FastifyInstance): void {
 /** The parsed body, or undefined when the request had none. */
 export function bodyOf(body: unknown): RequestBody | undefined {
   return typeof body === 'object' && body !== null && 'kind' in body ? (body as RequestBody) : undefined;
+}
+
+/**
+ * No request has a reason to nest deeper than this; validation (zod), storage and serialization all recurse, so a
+ * deeper body (a megabyte of `[`) would overflow the stack and answer 500 instead of saying what is wrong.
+ */
+export const MAX_BODY_DEPTH = 64;
+/** Segments of a path named in the answer: enough to find the field, not the whole chain of a deep nesting. */
+const NAMED_SEGMENTS = 8;
+
+function fieldPath(keys: readonly string[]): string {
+  if (keys.length === 0) return '(root)';
+  return keys.length > NAMED_SEGMENTS ? `${keys.slice(0, NAMED_SEGMENTS).join('.')}…` : keys.join('.');
+}
+
+/**
+ * The problem with a parsed body nested deeper than MAX_BODY_DEPTH, naming the innermost field (object key) on the
+ * way down; undefined when it is not. Iterative, so the check itself cannot overflow.
+ */
+export function tooDeepProblem(value: unknown): string | undefined {
+  const stack: { readonly value: unknown; readonly depth: number; readonly field: readonly string[] }[] = [
+    { value, depth: 0, field: [] },
+  ];
+  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
+    if (typeof item.value !== 'object' || item.value === null) continue;
+    const depth = item.depth + 1;
+    if (depth > MAX_BODY_DEPTH)
+      return `${fieldPath(item.field)}: nested deeper than ${MAX_BODY_DEPTH} levels`;
+    if (Array.isArray(item.value)) {
+      for (const v of item.value as readonly unknown[]) stack.push({ value: v, depth, field: item.field });
+    } else
+      for (const [k, v] of Object.entries(item.value))
+        stack.push({
+          value: v,
+          depth,
+          field: item.field.length > NAMED_SEGMENTS ? item.field : [...item.field, k],
+        });
+  }
+  return undefined;
+}
+
+/**
+ * The same check on YAML text, before the YAML parser (which recurses on flow collections) sees it: the deepest
+ * `[`/`{` nesting outside quotes and comments, named by the block key it sits under. Block nesting needs an
+ * indentation per level, so a body within the size limit cannot nest it deep enough to overflow; the parsed value
+ * is checked with tooDeepProblem.
+ */
+export function tooDeepYamlProblem(text: string): string | undefined {
+  const keys: { readonly indent: number; readonly key: string }[] = [];
+  // A flow collection may span lines: its depth carries over, and a `key:` inside it is not a block key.
+  let depth = 0;
+  let line = 1;
+  for (const raw of text.split('\n')) {
+    const key = /^(\s*(?:- +)*)(['"]?)([^'"#:\s[\]{}][^:#]*?)\2\s*:(?:\s|$)/.exec(raw);
+    if (key !== null && depth === 0) {
+      // A key's level is its column: `- name:` and the `  image:` below it are siblings.
+      const indent = (key[1] ?? '').length;
+      while (keys.length > 0 && (keys[keys.length - 1]?.indent ?? 0) >= indent) keys.pop();
+      keys.push({ indent, key: key[3] ?? '' });
+    }
+    let quote: string | undefined;
+    for (let i = 0; i < raw.length; i += 1) {
+      const c = raw[i];
+      if (quote !== undefined) {
+        if (c === quote) quote = undefined;
+        continue;
+      }
+      if (c === '"' || c === "'") quote = c;
+      else if (c === '#' && (i === 0 || raw[i - 1] === ' ')) break;
+      else if (c === '[' || c === '{') {
+        depth += 1;
+        if (depth + keys.length > MAX_BODY_DEPTH)
+          return `${fieldPath(keys.map((k) => k.key))}: nested deeper than ${MAX_BODY_DEPTH} levels (line ${line})`;
+      } else if (c === ']' || c === '}') depth = Math.max(0, depth - 1);
+    }
+    line += 1;
+  }
+  return undefined;
 }

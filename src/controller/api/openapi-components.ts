@@ -191,16 +191,26 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
       updatedAtSeconds: num,
     },
   },
+  TeamToken: {
+    type: 'object',
+    required: ['id', 'team', 'createdAtSeconds'],
+    properties: {
+      id: { type: 'string', description: 'The first 12 hex digits of the sha256 of the token' },
+      team: str,
+      label: str,
+      createdAtSeconds: num,
+      revokedAtSeconds: num,
+    },
+  },
   Instance: {
     type: 'object',
-    required: ['id', 'typeName', 'state', 'launchToken', 'requestedAtSeconds', 'updatedAtSeconds'],
+    required: ['id', 'typeName', 'state', 'requestedAtSeconds', 'updatedAtSeconds'],
     properties: {
       id: str,
       cloudId: str,
       typeName: str,
       state: { type: 'string', enum: [...INSTANCE_STATES] },
       availabilityZone: str,
-      launchToken: str,
       requestedAtSeconds: num,
       launchedAtSeconds: num,
       runningAtSeconds: num,

@@ -215,6 +215,54 @@ export const PATHS: Record<string, Record<string, Schema>> = {
       responses: { '200': ok('Costs', ref('Costs')), '400': error('Bad since'), ...COMMON_ERRORS },
     },
   },
+  '/v1/tokens': {
+    post: {
+      summary: 'Create a team token (admin); the token is in this answer only, the controller keeps its hash',
+      operationId: 'createToken',
+      requestBody: {
+        required: true,
+        content: json({
+          type: 'object',
+          required: ['team'],
+          additionalProperties: false,
+          properties: { team: str, label: str },
+        }),
+      },
+      responses: {
+        '201': ok('The token and its record', {
+          allOf: [ref('TeamToken'), { type: 'object', required: ['token'], properties: { token: str } }],
+        }),
+        ...ADMIN_ERRORS,
+        '400': error('An invalid team or label (the field is named)'),
+      },
+    },
+    get: {
+      summary: 'List team tokens by id (the first digits of their hash), never the tokens (admin)',
+      operationId: 'listTokens',
+      parameters: [{ name: 'team', in: 'query', schema: str }],
+      responses: {
+        '200': ok('The tokens, oldest first', {
+          type: 'object',
+          required: ['tokens'],
+          properties: { tokens: { type: 'array', items: ref('TeamToken') } },
+        }),
+        ...ADMIN_ERRORS,
+      },
+    },
+  },
+  '/v1/tokens/{id}/revoke': {
+    post: {
+      summary: 'Revoke a team token (admin): it authenticates no more',
+      operationId: 'revokeToken',
+      parameters: [idParam('Token id: the 12 hex digits a listing shows')],
+      responses: {
+        '200': ok('The revoked token', ref('TeamToken')),
+        ...ADMIN_ERRORS,
+        '404': error('No such token'),
+        '409': error('The token is already revoked'),
+      },
+    },
+  },
   '/v1/reports': {
     post: {
       summary: 'Write a cost report to the object store now (admin)',

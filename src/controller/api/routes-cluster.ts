@@ -6,7 +6,7 @@ import { bodyOf } from './body.js';
 import { HttpError, notFound } from './errors.js';
 import type { ApiContext, RouteTable } from './routing.js';
 import { parseSince, SINCE_RULE } from './since.js';
-import { clusterForScope, costsForScope, visibleJobIds } from './views.js';
+import { clusterForScope, costsForScope, publicInstance, visibleJobIds } from './views.js';
 
 /** Uploaded build contexts may be far larger than a spec; the whole archive is held in memory while stored. */
 export const DEFAULT_MAX_CONTEXT_BYTES = 256 * 1024 * 1024;
@@ -58,7 +58,7 @@ export function registerClusterRoutes(
           409,
           `instance ${instance.id}${instance.cloudId === undefined ? '' : ` (${instance.cloudId})`} is ${instance.state}: it is gone, there is nothing to drain`,
         );
-      return service.drain(instance.id);
+      return publicInstance(service.drain(instance.id));
     },
   });
 

@@ -8,6 +8,7 @@ import { registerBodyParsers } from './body.js';
 import { HttpError, sendError, toHttpError } from './errors.js';
 import { ControllerMetrics, metricsRegistry } from './metrics.js';
 import { DEFAULT_MAX_CONTEXT_BYTES, registerClusterRoutes } from './routes-cluster.js';
+import { registerTokenRoutes } from './routes-tokens.js';
 import { registerJobRoutes } from './routes-jobs.js';
 import { registerSystemRoutes } from './routes-system.js';
 import { registerWorkerRoutes, type WorkerEndpoint } from './routes-workers.js';
@@ -101,6 +102,7 @@ export function buildApiApp(
 
   registerJobRoutes(routes, context);
   registerClusterRoutes(routes, context, options.maxContextBytes ?? DEFAULT_MAX_CONTEXT_BYTES);
+  registerTokenRoutes(routes, context);
   registerSystemRoutes(routes, context, metricsRegistry(service, options.metrics));
   if (options.workers !== undefined) registerWorkerRoutes(routes, options.workers);
   return { app, routes };

@@ -6,24 +6,30 @@ import type { JobSpec } from '../job-spec/spec.js';
 import type { FamilyDemand } from '../../core/resources.js';
 import type { EtaRecord } from '../queue-records.js';
 import type { Principal } from './auth.js';
-import type { RequestBody } from './body.js';
+import { tooDeepProblem, tooDeepYamlProblem, type RequestBody } from './body.js';
 import { HttpError } from './errors.js';
 
 /** How validation errors name the request body. */
 export const SPEC_SOURCE = 'job spec';
 
 function yamlValue(text: string): unknown {
+  const tooDeep = tooDeepYamlProblem(text);
+  if (tooDeep !== undefined) throw new ValidationError(SPEC_SOURCE, [tooDeep]);
   const doc = parseDocument(text, { uniqueKeys: true });
   if (doc.errors.length > 0)
     throw new ValidationError(
       SPEC_SOURCE,
       doc.errors.map((e) => `not valid YAML/JSON: ${e.message.split('\n')[0] ?? e.message}`),
     );
+  let value: unknown;
   try {
-    return doc.toJS({ maxAliasCount: 100 }) as unknown;
+    value = doc.toJS({ maxAliasCount: 100 }) as unknown;
   } catch (e) {
     throw new ValidationError(SPEC_SOURCE, [`not valid YAML/JSON: ${(e as Error).message}`]);
   }
+  const deepValue = tooDeepProblem(value);
+  if (deepValue !== undefined) throw new ValidationError(SPEC_SOURCE, [deepValue]);
+  return value;
 }
 
 function isMap(value: unknown): value is Record<string, unknown> {

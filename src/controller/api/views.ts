@@ -142,17 +142,47 @@ function jobOfTask(taskId: string): string {
   return dot === -1 ? taskId : taskId.slice(0, dot);
 }
 
+/**
+ * An instance as the API shows it. The launch token is EC2's idempotency key for the launch (whoever knows it can
+ * make a second RunInstances call look like the first) and the worker token hash identifies a worker's credential:
+ * both are the controller's internals, so no caller reads them, the admin included.
+ */
+export type PublicInstance<T extends InstanceRecord = InstanceRecord> = Omit<
+  T,
+  'launchToken' | 'workerTokenHash'
+>;
+
+export function publicInstance<T extends InstanceRecord>(instance: T): PublicInstance<T> {
+  const { launchToken: _launchToken, workerTokenHash: _workerTokenHash, ...rest } = instance;
+  return rest;
+}
+
+type ClusterInstance = ClusterView['instances'][number];
+
+export interface ClusterDocument {
+  readonly scope: 'all' | 'team';
+  readonly instances: readonly PublicInstance<ClusterInstance>[];
+  readonly tasks: ClusterView['tasks'];
+  readonly costPerHour: number;
+}
+
 /** A team sees every instance (the fleet is shared and priced) but only its own tasks on them. */
 export function clusterForScope(
   view: ClusterView,
   visible: ReadonlySet<string> | undefined,
-): ClusterView & { readonly scope: 'all' | 'team' } {
-  if (visible === undefined) return { ...view, scope: 'all' };
+): ClusterDocument {
+  if (visible === undefined)
+    return {
+      scope: 'all',
+      costPerHour: view.costPerHour,
+      instances: view.instances.map((i) => publicInstance(i)),
+      tasks: view.tasks,
+    };
   return {
     scope: 'team',
     costPerHour: view.costPerHour,
     instances: view.instances.map((i) => ({
-      ...i,
+      ...publicInstance(i),
       taskIds: i.taskIds.filter((t) => visible.has(jobOfTask(t))),
     })),
     tasks: view.tasks.filter((t) => visible.has(t.jobId)),

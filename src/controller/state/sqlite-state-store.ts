@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { chmodSync, closeSync, existsSync, openSync } from 'node:fs';
 import type { JobSpec } from '../job-spec/spec.js';
 import {
   wallClockSeconds,
@@ -36,6 +37,17 @@ import { KeyValueQueries } from './sqlite/key-values.js';
 import { ensureStoreId, migrate } from './sqlite/migrate.js';
 import { RoundQueries } from './sqlite/rounds.js';
 import { TeamTokenQueries } from './sqlite/team-tokens.js';
+
+/**
+ * The state holds job specs with their environments (often credentials): only its owner may read it. SQLite gives a
+ * new -wal/-shm the database file's mode, so the file is created 0600 before SQLite opens it; files an older run or
+ * an operator left readable are narrowed too, since a mode given at creation never changes an existing file.
+ */
+function restrictToOwner(path: string): void {
+  if (path === '' || path === ':memory:' || path.startsWith('file:')) return;
+  closeSync(openSync(path, 'a', 0o600));
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(file)) chmodSync(file, 0o600);
+}
 
 export interface SqliteStateStoreOptions extends StateStoreOptions {
   /**
@@ -80,9 +92,11 @@ export class SqliteStateStore implements StateStore {
     options: SqliteStateStoreOptions = {},
   ) {
     const now = options.nowSeconds ?? wallClockSeconds;
+    restrictToOwner(path);
     this.db = new Database(path, { timeout: options.busyTimeoutMs ?? 5000 });
     try {
       this.db.pragma('journal_mode = WAL');
+      restrictToOwner(path);
       this.db.pragma(`synchronous = ${options.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
       this.db.pragma('foreign_keys = ON');
       this.schemaVersion = migrate(this.db, path, now);
@@ -257,6 +271,10 @@ export class SqliteStateStore implements StateStore {
 
   revokeTeamToken(rawToken: string): boolean {
     return this.teamTokens.revokeTeamToken(rawToken);
+  }
+
+  revokeTeamTokenByPrefix(hashPrefix: string): TeamTokenRecord | undefined {
+    return this.teamTokens.revokeTeamTokenByPrefix(hashPrefix);
   }
 
   listTeamTokens(team?: string): TeamTokenRecord[] {

@@ -22,3 +22,19 @@ export function checkTeamName(team: string): void {
 }
 
 export const HASH_PREFIX_LENGTH = 12;
+
+/**
+ * What revoking by a hash prefix finds: `true` for one unrevoked token, undefined for none; throws for a prefix
+ * shorter than a listing shows (it could name several tokens) or a token already revoked.
+ */
+export function checkPrefixMatch(hashPrefix: string, matches: number, revokedAt: unknown): true | undefined {
+  if (!new RegExp(`^[0-9a-f]{${HASH_PREFIX_LENGTH}}$`).test(hashPrefix))
+    throw new StateStoreError(
+      `a token id is ${HASH_PREFIX_LENGTH} hex digits (as the listing shows), got "${hashPrefix}"`,
+    );
+  if (matches === 0) return undefined;
+  if (matches > 1) throw new StateStoreError(`token id ${hashPrefix} names ${matches} tokens`);
+  if (revokedAt !== null && revokedAt !== undefined)
+    throw new StateStoreError(`token ${hashPrefix} is already revoked`);
+  return true;
+}

@@ -1,5 +1,5 @@
 import { StateStoreError, type TeamTokenRecord } from '../../state-store.js';
-import { checkRawToken, checkTeamName, hashToken } from '../tokens.js';
+import { checkPrefixMatch, checkRawToken, checkTeamName, hashToken } from '../tokens.js';
 import { Where, type Row, type SqliteConnection } from './connection.js';
 import { tokenFromRow } from './rows.js';
 
@@ -42,6 +42,25 @@ export class TeamTokenQueries {
           hashToken(rawToken),
         ).changes > 0,
     );
+  }
+
+  revokeTeamTokenByPrefix(hashPrefix: string): TeamTokenRecord | undefined {
+    return this.connection.transaction(() => {
+      const rows = this.connection.all(
+        'SELECT token_hash, revoked_at FROM team_tokens WHERE substr(token_hash, 1, ?) = ?',
+        hashPrefix.length,
+        hashPrefix,
+      );
+      const found = checkPrefixMatch(hashPrefix, rows.length, rows[0]?.['revoked_at'] ?? null);
+      if (found === undefined) return undefined;
+      const hash = String(rows[0]?.['token_hash']);
+      this.connection.run(
+        'UPDATE team_tokens SET revoked_at = ? WHERE token_hash = ?',
+        this.connection.now(),
+        hash,
+      );
+      return tokenFromRow(this.connection.get('SELECT * FROM team_tokens WHERE token_hash = ?', hash) as Row);
+    });
   }
 
   listTeamTokens(team?: string): TeamTokenRecord[] {

@@ -1,0 +1,72 @@
+import type { Command } from 'commander';
+import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import { formatTable, formatTime, printJson } from '../table.js';
+
+/**
+ * `fleetwise token create|list|revoke`: team tokens, through the controller's admin API (the controller is the
+ * state's only writer, and this works from any machine that reaches the API with the admin token).
+ */
+
+interface TokenOptions extends ConnectionOptions {
+  readonly json?: boolean;
+}
+
+export function registerToken(program: Command): void {
+  const token = program.command('token').description('create, list and revoke team API tokens (admin token)');
+
+  addConnectionOptions(
+    token
+      .command('create')
+      .description('create a token for a team; it is printed once and only its hash is kept')
+      .requiredOption('--team <team>', 'the team the token submits and reads for')
+      .option('--label <text>', 'a note for listings (who or what uses it)')
+      .option('--json', 'print the token and its record as JSON'),
+  ).action(async (options: TokenOptions & { readonly team: string; readonly label?: string }) => {
+    const created = await FleetwiseClient.fromOptions(options).createToken(options.team, options.label);
+    if (options.json === true) return printJson(created);
+    process.stdout.write(
+      `${created.token}\n` +
+        `token ${created.id} for team ${created.team}${created.label === undefined ? '' : ` (${created.label})`}: ` +
+        'shown once, the controller keeps only its hash; give it to the team as FLEETWISE_TOKEN\n',
+    );
+  });
+
+  addConnectionOptions(
+    token
+      .command('list')
+      .description('list team tokens by id (the first digits of their hash), never the tokens themselves')
+      .option('--team <team>', "only this team's tokens")
+      .option('--json', 'print the tokens as JSON'),
+  ).action(async (options: TokenOptions & { readonly team?: string }) => {
+    const tokens = await FleetwiseClient.fromOptions(options).listTokens(options.team);
+    if (options.json === true) return printJson(tokens);
+    if (tokens.length === 0) {
+      process.stdout.write('no team tokens\n');
+      return;
+    }
+    process.stdout.write(
+      formatTable(
+        ['ID', 'TEAM', 'LABEL', 'CREATED', 'REVOKED'],
+        tokens.map((t) => [
+          t.id,
+          t.team,
+          t.label ?? '-',
+          formatTime(t.createdAtSeconds),
+          t.revokedAtSeconds === undefined ? '-' : formatTime(t.revokedAtSeconds),
+        ]),
+      ),
+    );
+  });
+
+  addConnectionOptions(
+    token
+      .command('revoke')
+      .description('revoke a team token: it authenticates no more')
+      .argument('<id>', 'the token id `fleetwise token list` shows')
+      .option('--json', 'print the revoked token as JSON'),
+  ).action(async (id: string, options: TokenOptions) => {
+    const revoked = await FleetwiseClient.fromOptions(options).revokeToken(id);
+    if (options.json === true) return printJson(revoked);
+    process.stdout.write(`token ${revoked.id} of team ${revoked.team}: revoked\n`);
+  });
+}

@@ -1,0 +1,113 @@
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/**
+ * One controller per state directory: a second one would launch the same plan twice. The lock is a pid file naming
+ * the controller's pid and its start time (field 22 of /proc/<pid>/stat, in clock ticks since boot). A SIGKILLed
+ * controller leaves its file behind, and its pid may then be a zombie its parent has not reaped yet, or, later,
+ * another process's: neither holds the lock. Node has no flock, so liveness is decided from /proc.
+ */
+
+/** The running controller's pid file, in the state directory (`fleetwise down` reads it). */
+export const PID_FILE = 'controller.pid';
+
+export interface ProcessInfo {
+  /** The one-letter state of /proc/<pid>/stat (R, S, D, Z, X, …). */
+  readonly state: string;
+  /** Its start time, in clock ticks after boot: a recycled pid has another one. */
+  readonly startTime: string;
+}
+
+/** What the system says of a pid: undefined when it cannot say (no /proc, or no such process). */
+export type ProcessProbe = (pid: number) => ProcessInfo | undefined;
+
+export function procProbe(pid: number): ProcessInfo | undefined {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // The command name (field 2) is in parentheses and may itself hold spaces or parentheses: split after the last one.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const state = fields[0];
+  const startTime = fields[19];
+  return state === undefined || startTime === undefined ? undefined : { state, startTime };
+}
+
+/** Whether a signal can reach the pid at all (EPERM: it exists, as another user's). */
+function signalable(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * True while `pid` runs: a zombie (or a dead task still listed) does not, nor a process started at another time
+ * than `startTime` when that is known. Without /proc, a pid a signal reaches counts as running.
+ */
+export function processRunning(pid: number, startTime?: string, probe: ProcessProbe = procProbe): boolean {
+  if (!signalable(pid)) return false;
+  const info = probe(pid);
+  if (info === undefined) return true;
+  if (info.state === 'Z' || info.state === 'X') return false;
+  return startTime === undefined || info.startTime === startTime;
+}
+
+interface PidRecord {
+  readonly pid: number;
+  readonly startTime?: string;
+}
+
+/** The pid file's content: `<pid> <start time>`, or a bare pid as controllers before the start time wrote it. */
+function readPidFile(path: string): PidRecord | undefined {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
+  }
+  const [pidText, startTime] = text.trim().split(/\s+/);
+  const pid = Number(pidText);
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  return startTime === undefined || startTime === '' ? { pid } : { pid, startTime };
+}
+
+/** The pid of the controller holding the state directory, if one does. */
+export function lockHolder(stateDir: string, probe: ProcessProbe = procProbe): number | undefined {
+  const record = readPidFile(join(stateDir, PID_FILE));
+  if (record === undefined || record.pid === process.pid) return undefined;
+  return processRunning(record.pid, record.startTime, probe) ? record.pid : undefined;
+}
+
+/**
+ * Take the state directory for this process, or throw naming the controller that holds it. The file is created
+ * exclusively, so of two controllers starting together one wins; a stale file is removed and the claim retried.
+ * Returns the release, which removes the file only while it still names this process.
+ */
+export function claimStateDir(stateDir: string, probe: ProcessProbe = procProbe): () => void {
+  const path = join(stateDir, PID_FILE);
+  const own = probe(process.pid)?.startTime;
+  const content = `${process.pid}${own === undefined ? '' : ` ${own}`}\n`;
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      writeFileSync(path, content, { mode: 0o600, flag: 'wx' });
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 3) throw e;
+    }
+    const holder = lockHolder(stateDir, probe);
+    if (holder !== undefined)
+      throw new Error(
+        `another controller (pid ${holder}) is using ${stateDir}; stop it first (or remove ${path} if it is not)`,
+      );
+    rmSync(path, { force: true });
+  }
+  return () => {
+    if (readPidFile(path)?.pid === process.pid) rmSync(path, { force: true });
+  };
+}

@@ -1,0 +1,81 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { claimStateDir, lockHolder, PID_FILE, procProbe } from '../../src/cli/state-dir-lock.js';
+import { makeZombie } from '../helpers/zombie.js';
+
+/** The state directory's lock: a dead, zombie or recycled pid is taken over, a live controller's lock is not. */
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-lock-'));
+const children: ChildProcess[] = [];
+let dirs = 0;
+
+function stateDir(pidFile?: string): string {
+  const dir = mkdtempSync(join(scratch, `d${(dirs += 1)}-`));
+  if (pidFile !== undefined) writeFileSync(join(dir, PID_FILE), pidFile);
+  return dir;
+}
+
+function sleeper(): ChildProcess & { pid: number } {
+  const child = spawn('sleep', ['60'], { stdio: 'ignore' });
+  children.push(child);
+  if (child.pid === undefined) throw new Error('sleep did not start');
+  return child as ChildProcess & { pid: number };
+}
+
+afterAll(() => {
+  for (const c of children) c.kill('SIGKILL');
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('the state directory lock', () => {
+  it('writes its pid and start time, and removes the file on release', () => {
+    const dir = stateDir();
+    const release = claimStateDir(dir);
+    expect(readFileSync(join(dir, PID_FILE), 'utf8').trim()).toBe(
+      `${process.pid} ${procProbe(process.pid)?.startTime ?? ''}`,
+    );
+    release();
+    expect(existsSync(join(dir, PID_FILE))).toBe(false);
+  });
+
+  it('takes over from a zombie, with or without a start time', async () => {
+    const zombie = await makeZombie();
+    children.push(zombie.parent);
+    const startTime = procProbe(zombie.pid)?.startTime ?? '';
+    for (const content of [`${zombie.pid}\n`, `${zombie.pid} ${startTime}\n`]) {
+      const dir = stateDir(content);
+      expect(lockHolder(dir)).toBeUndefined();
+      claimStateDir(dir)();
+    }
+  });
+
+  it('takes over from a recycled pid: alive, but started at another time', () => {
+    const other = sleeper();
+    const real = procProbe(other.pid)?.startTime;
+    expect(real).toBeDefined();
+    const dir = stateDir(`${other.pid} ${Number(real) + 12345}\n`);
+    expect(lockHolder(dir)).toBeUndefined();
+    claimStateDir(dir)();
+  });
+
+  it('takes over from a pid that is gone', async () => {
+    const gone = sleeper();
+    gone.kill('SIGKILL');
+    await new Promise((r) => gone.once('exit', r));
+    const dir = stateDir(`${gone.pid} 1\n`);
+    claimStateDir(dir)();
+  });
+
+  it("refuses a live controller's lock, and one without /proc it cannot check", () => {
+    const live = sleeper();
+    const dir = stateDir(`${live.pid} ${procProbe(live.pid)?.startTime ?? ''}\n`);
+    expect(lockHolder(dir)).toBe(live.pid);
+    expect(() => claimStateDir(dir)).toThrow(`another controller (pid ${live.pid}) is using ${dir}`);
+    // Where /proc says nothing, a pid a signal reaches is taken as the holder.
+    const legacy = stateDir(`${live.pid} 1\n`);
+    expect(() => claimStateDir(legacy, () => undefined)).toThrow(`pid ${live.pid}`);
+    expect(readFileSync(join(dir, PID_FILE), 'utf8')).toContain(`${live.pid}`);
+  });
+});

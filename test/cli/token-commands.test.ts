@@ -1,0 +1,101 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+import {
+  killLocalLeftovers,
+  LOCAL_ADMIN_TOKEN,
+  startLocalController,
+  type StartedController,
+} from '../helpers/local-controller.js';
+
+/**
+ * `fleetwise token create|list|revoke` through the real CLI against a local controller (a dry run): the admin
+ * creates a team token, shown once; the listing names it by its hash prefix, never the token; revoked, it no longer
+ * authenticates. Team tokens cannot manage tokens.
+ */
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-tokens-'));
+const stateDir = join(scratch, 'state');
+let controller: StartedController;
+
+function env(token: string): NodeJS.ProcessEnv {
+  const e: NodeJS.ProcessEnv = { ...process.env };
+  for (const key of Object.keys(e)) if (key.startsWith('FLEETWISE_')) delete e[key];
+  return { ...e, FLEETWISE_SERVER: controller.url, FLEETWISE_TOKEN: token };
+}
+
+beforeAll(async () => {
+  ensureBuiltCli();
+  controller = await startLocalController(stateDir, { args: ['--dry-run'] });
+}, 240_000);
+
+afterAll(async () => {
+  controller.process.kill('SIGTERM');
+  await controller.exited;
+  killLocalLeftovers(stateDir);
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('fleetwise token (CLI subprocess)', () => {
+  it('creates a team token shown once, lists it by hash prefix, and revokes it', async () => {
+    const created = await runCli(
+      ['token', 'create', '--team', 'vision', '--label', 'ci', '--json'],
+      env(LOCAL_ADMIN_TOKEN),
+    );
+    expect(created.code, created.stderr).toBe(0);
+    const record = JSON.parse(created.stdout) as { token: string; team: string; id: string; label: string };
+    expect(record).toMatchObject({ team: 'vision', label: 'ci' });
+    expect(record.token.length).toBeGreaterThanOrEqual(32);
+    expect(record.id).toMatch(/^[0-9a-f]{12}$/);
+
+    // The new token authenticates as its team.
+    const jobs = await runCli(['jobs', '--json'], env(record.token));
+    expect(jobs.code, jobs.stderr).toBe(0);
+
+    const table = await runCli(['token', 'create', '--team', 'nlp'], env(LOCAL_ADMIN_TOKEN));
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout).toMatch(/shown once/);
+
+    const listed = await runCli(['token', 'list'], env(LOCAL_ADMIN_TOKEN));
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stdout).toContain(record.id);
+    expect(listed.stdout).toContain('vision');
+    expect(listed.stdout).toContain('nlp');
+    expect(listed.stdout).not.toContain(record.token);
+    const visionOnly = JSON.parse(
+      (await runCli(['token', 'list', '--team', 'vision', '--json'], env(LOCAL_ADMIN_TOKEN))).stdout,
+    ) as { id: string; team: string; revokedAtSeconds?: number }[];
+    expect(visionOnly.map((t) => t.team)).toEqual(['vision']);
+
+    // Stored hashed: the raw token is nowhere in the state.
+    expect(readFileSync(join(stateDir, 'state.db')).includes(Buffer.from(record.token))).toBe(false);
+
+    // A team token manages no tokens.
+    const forbidden = await runCli(['token', 'create', '--team', 'nlp', '--json'], env(record.token));
+    expect(forbidden.code).toBe(1);
+    expect(JSON.parse(forbidden.stderr)).toMatchObject({ status: 403 });
+
+    const revoked = await runCli(['token', 'revoke', record.id], env(LOCAL_ADMIN_TOKEN));
+    expect(revoked.code, revoked.stderr).toBe(0);
+    expect(revoked.stdout).toContain(record.id);
+    const after = await runCli(['jobs', '--json'], env(record.token));
+    expect(after.code).toBe(1);
+    expect(JSON.parse(after.stderr)).toMatchObject({ status: 401 });
+    const again = await runCli(['token', 'revoke', record.id, '--json'], env(LOCAL_ADMIN_TOKEN));
+    expect(again.code).toBe(1);
+    expect(JSON.parse(again.stderr)).toMatchObject({ status: 409 });
+    const unknown = await runCli(['token', 'revoke', '000000000000', '--json'], env(LOCAL_ADMIN_TOKEN));
+    expect(JSON.parse(unknown.stderr)).toMatchObject({ status: 404 });
+  }, 120_000);
+
+  it('refuses an invalid team name or id, naming the field', async () => {
+    const bad = await runCli(['token', 'create', '--team', 'Not A Team', '--json'], env(LOCAL_ADMIN_TOKEN));
+    expect(bad.code).toBe(1);
+    const body = JSON.parse(bad.stderr) as { status: number; details: string[] };
+    expect(body.status).toBe(400);
+    expect(body.details).toEqual([expect.stringMatching(/^team: /)]);
+    const badId = await runCli(['token', 'revoke', 'xyz', '--json'], env(LOCAL_ADMIN_TOKEN));
+    expect(JSON.parse(badId.stderr)).toMatchObject({ status: 400 });
+  }, 60_000);
+});
