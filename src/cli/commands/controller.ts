@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { EC2Client } from '@aws-sdk/client-ec2';
 import type { Command } from 'commander';
 import { pino } from 'pino';
 import {
@@ -14,7 +13,6 @@ import {
 import type { Catalog } from '../../core/catalog.js';
 import { ValidationError } from '../../core/validation.js';
 // The AWS SDK clients take about a second to load: they are imported only when the aws provider or prices need them.
-import type { Ec2ProviderConfig } from '../../cloud/aws/ec2-provider.js';
 import { fixturePricingApi, PRICING_FIXTURE_DIR_ENV } from '../../cloud/aws/pricing-fixture.js';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
 import {
@@ -25,7 +23,7 @@ import {
 } from '../../controller/api/server.js';
 import { WORKER_MAIN as WORKER_MAIN_PATH } from '../../cloud/local/worker-spawner.js';
 import { SystemClock } from '../../controller/clock.js';
-import { ORPHAN_POLICIES, type ControllerConfig } from '../../controller/config.js';
+import { ORPHAN_POLICIES } from '../../controller/config.js';
 import type { ControllerFlags } from '../../controller/config-flags.js';
 import { loadControllerConfig } from '../../controller/config-loading.js';
 import { describeQueue } from '../../queue/admission-views.js';
@@ -42,9 +40,6 @@ import { LocalProvider } from '../../cloud/local/local-provider.js';
 import { withLocalDelays } from '../../cloud/local/local-delays.js';
 import { capacityScale, describeLocalCapacity, hostCapacity } from '../../cloud/local/host-capacity.js';
 import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
-import { liveWorkers, stopWorkersGently } from '../../cloud/local/local-shutdown.js';
-import { isFinalJobState } from '../../controller/state/lifecycle.js';
-import type { StateStore } from '../../controller/state-store.js';
 import type { ExecutorKind } from '../../controller/execution-check.js';
 import { dockerAvailable, makeExecutor } from './worker.js';
 import { spawn } from 'node:child_process';
@@ -53,6 +48,8 @@ import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
 import { ADMIN_TOKEN_FILE, API_URL_FILE, LOCAL_DEFAULT_LISTEN } from '../local-state.js';
 import { SERVER_ENV, TOKEN_ENV } from '../client.js';
 import { claimStateDir } from '../state-dir-lock.js';
+import { resolveEc2Settings } from '../ec2-settings.js';
+import { stopLocalFleet, workerStopGraceSeconds } from '../local-fleet-stop.js';
 
 /**
  * `fleetwise controller`: the long-running controller. Wires the configuration, the
@@ -121,103 +118,6 @@ function makeLogger(format: LogFormat): ControllerLogger {
     warn: (message, data) => log.warn(data ?? {}, message),
     error: (message, data) => log.error(data ?? {}, message),
   };
-}
-
-/**
- * The EC2 provider's settings from the configuration, with what it left out (the AMI, the placements) looked up in
- * the account (src/cloud/aws/discovery.ts).
- */
-export async function resolveEc2Settings(
-  config: ControllerConfig,
-  client: EC2Client,
-  workerToken: string | undefined,
-): Promise<Ec2ProviderConfig> {
-  const ec2 = config.ec2;
-  const { discoverEc2Settings } = await import('../../cloud/aws/discovery.js');
-  const { amiId, placements } = await discoverEc2Settings(client, {
-    region: config.region,
-    amiId: ec2.amiId,
-    placements: ec2.placements,
-    subnetIds: ec2.subnetIds,
-  });
-  return {
-    region: config.region,
-    amiId,
-    placements,
-    securityGroupIds: [...ec2.securityGroupIds],
-    ...(ec2.instanceProfile === undefined ? {} : { instanceProfile: ec2.instanceProfile }),
-    ...(ec2.keyName === undefined ? {} : { keyName: ec2.keyName }),
-    ...(ec2.capacityErrorTtlSeconds === undefined
-      ? {}
-      : { capacityErrorTtlSeconds: ec2.capacityErrorTtlSeconds }),
-    ...(ec2.worker === undefined || workerToken === undefined
-      ? {}
-      : {
-          worker: {
-            controllerUrl: ec2.worker.controllerUrl,
-            workerToken,
-            ...(ec2.worker.packageSpec === undefined ? {} : { packageSpec: ec2.worker.packageSpec }),
-            ...(ec2.worker.nodeVersion === undefined ? {} : { nodeVersion: ec2.worker.nodeVersion }),
-            ...(ec2.worker.templatePath === undefined ? {} : { templatePath: ec2.worker.templatePath }),
-          },
-        }),
-  };
-}
-
-/** Seconds a stopping worker may need: its jobs' longest checkpoint timeout, plus the uploads and a last report. */
-function workerStopGraceSeconds(store: StateStore): number {
-  const timeouts = store
-    .listJobs()
-    .filter((j) => !isFinalJobState(j.state))
-    .map((j) => j.spec.checkpoint.timeoutSeconds);
-  return Math.max(0, ...timeouts) + 20;
-}
-
-/**
- * Local mode's instances are processes on this machine: a stopped controller stops them too (each worker checkpoints
- * and stops its tasks, then its instance is terminated), so nothing keeps running, and nothing is billed, unseen. The
- * next start finds the instances terminated and resumes their jobs from those checkpoints. `--keep-workers` leaves
- * them running and says which, and how to stop them later.
- */
-async function stopLocalFleet(
-  provider: LocalProvider,
-  options: {
-    readonly keepWorkers: boolean;
-    readonly stateDir: string;
-    readonly giveUpSeconds: number;
-    readonly graceSeconds: number;
-  },
-): Promise<void> {
-  const running = provider.instances().filter((i) => i.state === 'running');
-  if (running.length === 0) return;
-  const out = (line: string): boolean => process.stdout.write(`${line}\n`);
-  if (options.keepWorkers) {
-    const live = liveWorkers(running);
-    out(
-      `--keep-workers: left ${live.length} worker process(es) running with their tasks: ` +
-        `${live.map((i) => `${i.instanceId} (pid ${i.pid ?? '?'})`).join(', ') || 'none still alive'}`,
-    );
-    out(
-      `  a controller started again on ${options.stateDir} adopts them; ` +
-        (options.giveUpSeconds > 0
-          ? `without one, each checkpoints its tasks and exits after ${options.giveUpSeconds} s`
-          : 'without one they wait indefinitely (workerGiveUpSeconds: 0)'),
-    );
-    out(`  stop them now with: fleetwise down --state-dir ${options.stateDir}`);
-    return;
-  }
-  out(
-    `stopping ${running.length} local worker(s): checkpointing their tasks (up to ${options.graceSeconds} s; ` +
-      'Ctrl-C again exits at once and leaves them running)',
-  );
-  const outcomes = await stopWorkersGently(running, { graceMs: options.graceSeconds * 1000 });
-  await provider.terminate(running.map((i) => i.instanceId));
-  const killed = outcomes.filter((o) => o.outcome === 'still-running').map((o) => o.instanceId);
-  out(
-    `stopped ${outcomes.map((o) => `${o.instanceId} (pid ${o.pid ?? '?'})`).join(', ')}` +
-      (killed.length === 0 ? '' : `; killed ${killed.join(', ')}, which did not stop in time`) +
-      '; their jobs resume from their checkpoints when the controller starts again',
-  );
 }
 
 export async function runController(
