@@ -507,3 +507,24 @@ describe('retryVerdict: the first matching rule decides, no match retries, attem
     expect(retryVerdict(parseJobSpec(MINIMAL, 'spec.yaml', catalog), 1, 1).retry).toBe(false);
   });
 });
+
+describe('parseJobSpec: NUL bytes', () => {
+  // A process argument or environment value is a C string: a NUL would only fail (or be cut) when the task starts.
+  it('refuses a NUL byte in a command argument or an environment value, naming the field', () => {
+    const spec = (command: string, env: string): string => `
+name: tiny
+team: ml
+tasks:
+  - image: python:3.12-slim
+    command: [python, "${command}"]
+    env: { MODE: "${env}" }
+    demand: { any: [0, 1, 1] }
+`;
+    const inCommand = problemsOf(spec('a\\0b', 'fast'));
+    expect(inCommand.some((p) => /tasks\.0\.command\.1.*NUL byte/.test(p))).toBe(true);
+    const inEnv = problemsOf(spec('train.py', 'x\\0y'));
+    expect(inEnv.some((p) => /tasks\.0\.env\.MODE.*NUL byte/.test(p))).toBe(true);
+    // Without the NUL the same spec is accepted.
+    expect(() => parseJobSpec(spec('train.py', 'fast'), 'spec.yaml', catalog)).not.toThrow();
+  });
+});

@@ -140,8 +140,16 @@ const buildSchema = z
       'or {context, dockerfile}',
   );
 
+/**
+ * No NUL byte: a process argument or environment value is a C string, so one would fail at start (or be cut short),
+ * long after the submission was accepted.
+ */
+const NUL_FREE = [(v: string) => !v.includes('\0'), 'must not contain a NUL byte'] as const;
+
 const commandSchema = z
-  .array(z.string(), { error: 'expected a list of strings, e.g. [python, train.py, --epochs, "10"]' })
+  .array(z.string().refine(...NUL_FREE), {
+    error: 'expected a list of strings, e.g. [python, train.py, --epochs, "10"]',
+  })
   .min(1, 'needs at least the program to run')
   .max(JOB_SPEC_LIMITS.maxCommandArgs, `at most ${JOB_SPEC_LIMITS.maxCommandArgs} arguments`)
   .refine((args) => args.reduce((n, a) => n + utf8Bytes(a), 0) <= JOB_SPEC_LIMITS.maxCommandBytes, {
@@ -161,7 +169,8 @@ const envSchema = z
     // YAML turns `EPOCHS: 10` into a number; accept scalars and pass them as the text the user wrote.
     z
       .union([z.string(), z.number(), z.boolean()], { error: 'expected a string, number or boolean' })
-      .transform(String),
+      .transform(String)
+      .refine(...NUL_FREE),
   )
   .default({})
   .superRefine((env, ctx) => {
