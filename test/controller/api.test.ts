@@ -295,6 +295,20 @@ describe('controller API: authentication and team isolation', () => {
     expect(errorOf(adminNoTeam).details).toEqual([expect.stringMatching(/^team: required/)]);
   });
 
+  it("a team token's YAML spec without team: keeps the line numbers of its problems", async () => {
+    const yaml = [
+      'name: cpu-job',
+      'tasks:',
+      '  - image: busybox',
+      '    command: [sh]',
+      '    demand: [0, 1, x]',
+      '',
+    ];
+    const answer = await submitYaml(VISION_TOKEN, yaml.join('\n'));
+    expect(answer.status).toBe(400);
+    expect(errorOf(answer).details).toEqual([expect.stringMatching(/^tasks\.0\.demand.*\(line 5\)$/)]);
+  });
+
   it('a team sees every instance but only its own tasks in the cluster view', async () => {
     const admin = (await call('GET', '/v1/cluster', { token: ADMIN_TOKEN })).body as {
       scope: string;

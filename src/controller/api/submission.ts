@@ -62,7 +62,9 @@ export function specFromBody(
         `this token submits for team ${principal.team}, but the spec names team ${JSON.stringify(named)}`,
       );
     if (named === undefined)
-      return validateJobSpec({ ...value, team: principal.team }, SPEC_SOURCE, priceBook);
+      return body.kind === 'yaml'
+        ? parseJobSpec(body.text, SPEC_SOURCE, priceBook, { team: principal.team })
+        : validateJobSpec({ ...value, team: principal.team }, SPEC_SOURCE, priceBook);
   }
   return body.kind === 'yaml'
     ? parseJobSpec(body.text, SPEC_SOURCE, priceBook)

@@ -13,7 +13,13 @@ import { derivedWorkload } from './tasks.js';
  * names the field path, the reason and the line. Demands are checked against `catalog`: a family it lacks, or a
  * demand no instance type can host, is an error here rather than a job that waits forever.
  */
-export function parseJobSpec(text: string, source: string, catalog: Catalog | PriceBook): JobSpec {
+export function parseJobSpec(
+  text: string,
+  source: string,
+  catalog: Catalog | PriceBook,
+  /** A team for a spec that names none (a team token's submission): problems keep their lines. */
+  defaults: { readonly team?: string | undefined } = {},
+): JobSpec {
   if (utf8Bytes(text) > JOB_SPEC_LIMITS.maxSpecBytes)
     throw new ValidationError(source, [`(root): larger than ${JOB_SPEC_LIMITS.maxSpecBytes} bytes`]);
   const lineCounter = new LineCounter();
@@ -29,7 +35,13 @@ export function parseJobSpec(text: string, source: string, catalog: Catalog | Pr
   } catch (e) {
     throw new ValidationError(source, [`not valid YAML/JSON: ${firstLine((e as Error).message)}`]);
   }
+  if (defaults.team !== undefined && isRecord(value) && value['team'] === undefined)
+    value = { ...value, team: defaults.team };
   return validate(value, source, catalog, (path) => lineOf(doc, lineCounter, path));
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** Validate an already-parsed spec (an API request body); problems name field paths but no lines. */
