@@ -1,4 +1,4 @@
-import type { Catalog, InstanceType } from '../../core/catalog.js';
+import { typesByName, type Catalog, type InstanceType } from '../../core/catalog.js';
 import type { FamilyDemand } from '../../core/resources.js';
 import type { QueueCaps } from '../../queue/caps.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
@@ -82,7 +82,7 @@ export class ReconcileContext {
   }
 
   typeOf(typeName: string): InstanceType | undefined {
-    return this.deps.catalog.types.find((t) => t.name === typeName);
+    return typesByName(this.deps.catalog).get(typeName);
   }
 
   demandOf(task: TaskRecord): FamilyDemand {

@@ -1,4 +1,5 @@
 import type { InstanceType } from '../../../core/catalog.js';
+import { hasAnyCap } from '../../../queue/caps.js';
 import { launchGate, type GateWait } from '../../../round/gates.js';
 import { chooseReplacementType } from '../../../round/replacement.js';
 import { InsufficientCapacityError, QuotaExceededError } from '../../../cloud/provider.js';
@@ -215,6 +216,8 @@ export class Launches {
    * against the caps until it is gone (round/gates.ts `launchGate`, as in the simulated world).
    */
   private launchWait(typeName: string): GateWait {
+    const caps = this.ctx.settings.caps;
+    if (!hasAnyCap(caps)) return undefined; // nothing to keep: no need to read the fleet
     const type = this.ctx.typeOf(typeName);
     if (type === undefined) return undefined; // the provider refuses an unknown type itself
     const inTransit: InstanceType[] = [];
@@ -223,7 +226,7 @@ export class Launches {
       const t = this.ctx.typeOf(i.typeName);
       if (t !== undefined) inTransit.push(t);
     }
-    return launchGate(type, inTransit, this.ctx.settings.caps);
+    return launchGate(type, inTransit, caps);
   }
 
   private refusedTypesOf(instanceId: string): string[] {

@@ -94,9 +94,24 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
   const started: string[] = [];
   const stoppingOf = new Map<string, number>(); // job → tasks still checkpointing
   const used = new Map<string, Resources>(); // instance → what its occupants use
+  const familyOf = new Map<string, string | undefined>(); // instance → its type's family, read once per pass
+  const family = (instanceId: string): string | undefined => {
+    if (!familyOf.has(instanceId)) {
+      const inst = ctx.store.getInstance(instanceId);
+      familyOf.set(instanceId, inst === undefined ? undefined : ctx.typeOf(inst.typeName)?.family);
+    }
+    return familyOf.get(instanceId);
+  };
+  const occupy = (task: TaskRecord, instanceId: string): void => {
+    const f = family(instanceId);
+    const d = f === undefined ? undefined : demandOn(ctx.demandOf(task), f);
+    if (d === undefined) return;
+    const u = used.get(instanceId) ?? [0, 0, 0];
+    used.set(instanceId, [u[0] + d[0], u[1] + d[1], u[2] + d[2]]);
+  };
   for (const t of ctx.store.listTasks({ states: ['running', 'checkpointing'] })) {
     if (t.state === 'checkpointing') stoppingOf.set(t.jobId, (stoppingOf.get(t.jobId) ?? 0) + 1);
-    if (t.instanceId !== undefined) occupy(ctx, used, t, t.instanceId);
+    if (t.instanceId !== undefined) occupy(t, t.instanceId);
   }
   for (const intent of ctx.store.listIntents({ states: ['pending'], kind: 'start-task' })) {
     if (intent.kind !== 'start-task') continue;
@@ -148,24 +163,10 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
       ctx.store.setTaskState(taskId, 'running');
       settleJob(ctx, current.jobId, 'all tasks running');
     });
-    occupy(ctx, used, task, instanceId);
+    occupy(task, instanceId);
     started.push(taskId);
   }
   return started;
-}
-
-function occupy(
-  ctx: ReconcileContext,
-  used: Map<string, Resources>,
-  task: TaskRecord,
-  instanceId: string,
-): void {
-  const inst = ctx.store.getInstance(instanceId);
-  const type = inst === undefined ? undefined : ctx.typeOf(inst.typeName);
-  const d = type === undefined ? undefined : demandOn(ctx.demandOf(task), type.family);
-  if (d === undefined) return;
-  const u = used.get(instanceId) ?? [0, 0, 0];
-  used.set(instanceId, [u[0] + d[0], u[1] + d[1], u[2] + d[2]]);
 }
 
 /** Poll running tasks; a success or failure ends the task (and, with it, maybe its job or its attempt). */
