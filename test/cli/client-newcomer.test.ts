@@ -12,6 +12,7 @@ import {
   VISION_TOKEN,
 } from '../controller/api-fake-service.js';
 import { CLI, ensureBuiltCli, runCli, type CliResult } from '../helpers/built-cli.js';
+import { bareEnv } from '../helpers/local-controller.js';
 
 /**
  * The client commands a newcomer meets, through the built CLI in a subprocess against a real API server (the fake
@@ -33,12 +34,6 @@ let service: LoggingFake;
 let workDir = '';
 
 /** The environment without any FLEETWISE_ variable: what a newcomer's shell has. */
-function bareEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const key of Object.keys(env)) if (key.startsWith('FLEETWISE_')) delete env[key];
-  return env;
-}
-
 function cli(
   args: readonly string[],
   token: string = VISION_TOKEN,

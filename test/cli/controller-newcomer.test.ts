@@ -1,10 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
-import { CLI, ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+import { bareEnv, spawnDryRunController, type DryRunController } from '../helpers/local-controller.js';
 
 /**
  * `npm start` as a newcomer runs it, in a subprocess: a local controller (a dry run: no worker is launched) with
@@ -15,51 +16,8 @@ const COUNTER = join(PROJECT_ROOT, 'examples', 'jobs', 'counter.yaml');
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-npm-start-'));
 const children: ChildProcess[] = [];
 
-function bareEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const key of Object.keys(env)) if (key.startsWith('FLEETWISE_')) delete env[key];
-  return env;
-}
-
-function startController(stateDir: string, listen: string) {
-  const child = spawn(
-    process.execPath,
-    [
-      CLI,
-      'controller',
-      '--provider',
-      'local',
-      '--dry-run',
-      '--executor',
-      'process',
-      '--state-dir',
-      stateDir,
-      '--listen',
-      listen,
-      '--submit',
-      COUNTER,
-    ],
-    { cwd: PROJECT_ROOT, env: bareEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  children.push(child);
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return {
-    child,
-    exited,
-    output: () => ({ stdout, stderr }),
-    async until(text: string, timeoutMs = 60_000): Promise<void> {
-      const deadline = Date.now() + timeoutMs;
-      while (!stdout.includes(text)) {
-        if (Date.now() > deadline || child.exitCode !== null)
-          throw new Error(`the controller never printed ${JSON.stringify(text)}:\n${stdout}\n${stderr}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    },
-  };
+function startController(stateDir: string, listen: string): DryRunController {
+  return spawnDryRunController(stateDir, ['--listen', listen, '--submit', COUNTER], children);
 }
 
 beforeAll(() => ensureBuiltCli(), 240_000);

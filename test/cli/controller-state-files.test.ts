@@ -1,11 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
-import { CLI, ensureBuiltCli } from '../helpers/built-cli.js';
+import { ensureBuiltCli } from '../helpers/built-cli.js';
+import { spawnDryRunController, type DryRunController } from '../helpers/local-controller.js';
 import { makeZombie } from '../helpers/zombie.js';
 
 /**
@@ -16,49 +16,8 @@ import { makeZombie } from '../helpers/zombie.js';
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-state-files-'));
 const children: ChildProcess[] = [];
 
-function bareEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const key of Object.keys(env)) if (key.startsWith('FLEETWISE_')) delete env[key];
-  return env;
-}
-
-function startController(stateDir: string, extra: readonly string[] = []) {
-  const child = spawn(
-    process.execPath,
-    [
-      CLI,
-      'controller',
-      '--provider',
-      'local',
-      '--dry-run',
-      '--executor',
-      'process',
-      '--state-dir',
-      stateDir,
-      '--listen',
-      '127.0.0.1:0',
-      ...extra,
-    ],
-    { cwd: PROJECT_ROOT, env: bareEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  children.push(child);
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return {
-    child,
-    exited,
-    async until(text: string, timeoutMs = 60_000): Promise<void> {
-      const deadline = Date.now() + timeoutMs;
-      while (!stdout.includes(text)) {
-        if (Date.now() > deadline || child.exitCode !== null)
-          throw new Error(`the controller never printed ${JSON.stringify(text)}:\n${stdout}\n${stderr}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    },
-  };
+function startController(stateDir: string, extra: readonly string[] = []): DryRunController {
+  return spawnDryRunController(stateDir, ['--listen', '127.0.0.1:0', ...extra], children);
 }
 
 const modeOf = (path: string): number => statSync(path).mode & 0o777;

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { CLI } from './built-cli.js';
 
 /**
@@ -213,4 +214,65 @@ export function taskPid(instanceDir: string, taskId: string): number | undefined
   const file = join(instanceDir, 'executor', taskId, 'pid.json');
   if (!existsSync(file)) return undefined;
   return (JSON.parse(readFileSync(file, 'utf8')) as { pid: number }).pid;
+}
+
+/** This process's environment without FLEETWISE_ variables: a user who exported nothing. */
+export function bareEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const key of Object.keys(env)) if (key.startsWith('FLEETWISE_')) delete env[key];
+  return env;
+}
+
+export interface DryRunController {
+  readonly child: ChildProcess;
+  readonly exited: Promise<number | null>;
+  output(): { stdout: string; stderr: string };
+  /** Resolves once the controller printed `text`; fails if it exits first or the time runs out. */
+  until(text: string, timeoutMs?: number): Promise<void>;
+}
+
+/**
+ * `fleetwise controller --provider local --dry-run --executor process --state-dir DIR …args` as a user starts it
+ * (bare environment, the project as working directory); `spawned` collects the child for the caller's cleanup.
+ */
+export function spawnDryRunController(
+  stateDir: string,
+  args: readonly string[],
+  spawned: ChildProcess[],
+): DryRunController {
+  const child = spawn(
+    process.execPath,
+    [
+      CLI,
+      'controller',
+      '--provider',
+      'local',
+      '--dry-run',
+      '--executor',
+      'process',
+      '--state-dir',
+      stateDir,
+      ...args,
+    ],
+    { cwd: PROJECT_ROOT, env: bareEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  spawned.push(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    child,
+    exited,
+    output: () => ({ stdout, stderr }),
+    async until(text: string, timeoutMs = 60_000): Promise<void> {
+      const deadline = Date.now() + timeoutMs;
+      while (!stdout.includes(text)) {
+        if (Date.now() > deadline || child.exitCode !== null)
+          throw new Error(`the controller never printed ${JSON.stringify(text)}:\n${stdout}\n${stderr}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+  };
 }
