@@ -12,33 +12,17 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { pack as tarPack, type Header } from 'tar-stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { packContext } from '../../src/cli/context-archive.js';
 import { extractBuildContext } from '../../src/worker/archives.js';
 import { hashBuildContext } from '../../src/worker/image-cache.js';
+import { craftTar } from '../helpers/tar.js';
 
 let tmp = '';
 beforeEach(() => {
   tmp = mkdtempSync(join(tmpdir(), 'fw-archives-'));
 });
 afterEach(() => rmSync(tmp, { recursive: true, force: true }));
-
-async function tarOf(
-  entries: readonly (Partial<Header> & { name: string; content?: string })[],
-): Promise<Buffer> {
-  const tar = tarPack();
-  const chunks: Buffer[] = [];
-  tar.on('data', (c) => chunks.push(c as Buffer));
-  const ended = new Promise<void>((resolve) => tar.once('end', () => resolve()));
-  for (const { content, ...header } of entries)
-    await new Promise<void>((resolve, reject) =>
-      tar.entry(header, content ?? '', (e) => (e ? reject(e) : resolve())),
-    );
-  tar.finalize();
-  await ended;
-  return Buffer.concat(chunks);
-}
 
 describe('extractBuildContext', () => {
   it('unpacks what submit packs to the same tree GNU tar unpacks, links to anywhere kept as links', async () => {
@@ -63,7 +47,7 @@ describe('extractBuildContext', () => {
   it('never writes outside the directory, even through a link the archive made', async () => {
     const outside = join(tmp, 'outside');
     mkdirSync(outside);
-    const cases: [Parameters<typeof tarOf>[0], RegExp][] = [
+    const cases: [Parameters<typeof craftTar>[0], RegExp][] = [
       [[{ name: '../outside/evil', content: 'x' }], /has a `\.\.` path segment/],
       [[{ name: join(outside, 'evil'), content: 'x' }], /has an absolute path/],
       [
@@ -75,7 +59,7 @@ describe('extractBuildContext', () => {
       ],
     ];
     for (const [i, [entries, reason]] of cases.entries()) {
-      const tar = await tarOf(entries);
+      const tar = await craftTar(entries);
       for (const gzip of [false, true]) {
         const dir = join(tmp, `ctx-${i}-${gzip}`);
         mkdirSync(dir);

@@ -16,7 +16,6 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pack as tarPack, type Header } from 'tar-stream';
 import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
@@ -33,6 +32,7 @@ import {
   type UploadResult,
 } from '../../src/worker/checkpoints.js';
 import { describeWithMoto } from '../helpers/moto.js';
+import { craftTar } from '../helpers/tar.js';
 
 const REF = { jobId: 'job-7', taskId: 'job-7.0' };
 
@@ -60,23 +60,6 @@ async function until<T>(probe: () => Promise<T | undefined> | T | undefined, tim
     if (Date.now() > deadline) throw new Error('timed out');
     await new Promise((r) => setTimeout(r, 25));
   }
-}
-
-/** A tar with exactly these entries (names, types and link targets unchecked), as a hostile store could hold. */
-async function craftTar(
-  entries: readonly (Partial<Header> & { readonly name: string; readonly content?: string })[],
-): Promise<Buffer> {
-  const tar = tarPack();
-  const chunks: Buffer[] = [];
-  tar.on('data', (c) => chunks.push(c as Buffer));
-  const ended = new Promise<void>((resolve) => tar.once('end', () => resolve()));
-  for (const { content, ...header } of entries)
-    await new Promise<void>((resolve, reject) =>
-      tar.entry(header, content ?? '', (e) => (e ? reject(e) : resolve())),
-    );
-  tar.finalize();
-  await ended;
-  return Buffer.concat(chunks);
 }
 
 /** Store `tar` as checkpoint `seq` with a manifest that matches it, the way a worker would. */
