@@ -224,11 +224,6 @@ export class Admission {
     for (const v of victims) this.preempting.set(v.jobId, v.forClassId);
   }
 
-  /** The job's expected cap use, null when it cannot be hosted (for explanations). */
-  footprint(jobId: string): JobFootprint | null | undefined {
-    return this.memory.get(jobId)?.footprint;
-  }
-
   /**
    * Mean PCS unfairness in percent (digest §2): unfair_j = 100 · max(0, JCT_j / FFT_j − 1) with
    * FFT_j = service_j / min(C / N̄_j, demand_j). C is the capped capacity (1 in dominant-share units), demand_j the

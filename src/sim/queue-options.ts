@@ -42,8 +42,6 @@ export function queueConfigFor(kind: QueueKind, jobSizesSeconds: readonly number
   };
 }
 
-export { schedulerCaps } from '../round/plan-caps.js';
-
 /** p99 of the finished jobs' JCT in hours (nearest rank, as p95JctHours); null when no job finished. */
 export function p99JctHours(jobs: readonly JobOutcome[]): number | null {
   const jcts = jobs.flatMap((j) => (j.jctSeconds === null ? [] : [secondsToHours(j.jctSeconds)]));

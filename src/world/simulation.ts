@@ -86,8 +86,6 @@ export class Simulation {
   private rounds = 0;
   /** Jobs stopped by WFQ preemption. */
   private preemptions = 0;
-  /** Plans refused because they broke a cap (the safety rail; a scheduler that keeps the caps never trips it). */
-  private rejectedPlans = 0;
   private fullRounds = 0;
 
   constructor(options: RunOptions, fork?: ForkSetup) {
@@ -257,10 +255,11 @@ export class Simulation {
       if (planned !== undefined) {
         this.rounds += 1;
         if (planned.plan.decision.chosen === 'full') this.fullRounds += 1;
+        // A plan over a cap is not carried out (the safety rail; a scheduler that keeps the caps never trips it).
         if (planned.capViolation === undefined) {
           this.preemptions += planned.victims.length;
           this.commands.apply(planned.diff.actions);
-        } else this.rejectedPlans += 1;
+        }
       }
     }
     this.onProgress?.({
@@ -337,10 +336,6 @@ export class Simulation {
     });
     for (const id of fresh)
       this.predictions.set(id, times.get(id) ?? { startSeconds: null, endSeconds: null });
-  }
-
-  get rejectedPlanCount(): number {
-    return this.rejectedPlans;
   }
 
   get preemptionCount(): number {

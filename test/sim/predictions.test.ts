@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { singleClassConfig } from '../../src/queue/wfq.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
 import { NoPackingScheduler } from '../../src/scheduler/baselines/no-packing.js';
-import { schedulerCaps } from '../../src/sim/queue-options.js';
+import { schedulerCaps } from '../../src/round/plan-caps.js';
 import { predictionErrors, runSimulation, successfulSojournMeanHours } from '../../src/sim/run-simulation.js';
 import { constantPairwise } from '../../src/world/ground-truth.js';
 import type { QueueCaps } from '../../src/queue/caps.js';
