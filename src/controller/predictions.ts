@@ -1,6 +1,6 @@
 import type { Catalog } from '../core/catalog.js';
-import type { Admission, QueueDecision } from '../queue/admission.js';
-import { queueViews } from '../queue/admission-views.js';
+import type { Admission } from '../queue/admission.js';
+import type { JobQueueView } from '../queue/admission-views.js';
 import type { PredictionFork } from '../round/round.js';
 import type { Clock } from './clock.js';
 import { predictEtas, worldFingerprint, type PredictFn } from './eta-world.js';
@@ -115,7 +115,7 @@ export class Predictions {
     inputs: SnapshotInputs,
     fork: PredictionFork,
     firstRoundSeconds: number,
-    queue?: QueueDecision,
+    views?: ReadonlyMap<string, JobQueueView>,
     targets?: readonly string[],
   ): void {
     if (this.deps.predict === undefined) return;
@@ -123,7 +123,7 @@ export class Predictions {
     try {
       run = predictEtas(this.deps.predict, {
         inputs,
-        views: queue === undefined ? undefined : queueViews(queue, this.deps.admission),
+        views,
         scheduler: fork.scheduler,
         admission: fork.admission,
         catalog: this.deps.catalog(),

@@ -1,5 +1,5 @@
-import type { Admission, PreemptionVictim, QueueDecision } from '../queue/admission.js';
-import { queueViews, type JobQueueView } from '../queue/admission-views.js';
+import type { Admission, PreemptionVictim } from '../queue/admission.js';
+import type { JobQueueView } from '../queue/admission-views.js';
 import { isQueueWait } from '../round/round.js';
 import type { DecisionRecord } from '../scheduler/types.js';
 import { readQueueRecord, writeQueueRecord } from './queue-records.js';
@@ -18,7 +18,7 @@ export class QueueViews {
    * rewritten, so `sinceSeconds` says since when the job has been in its state.
    */
   record(
-    queue: QueueDecision,
+    views: ReadonlyMap<string, JobQueueView>,
     decision: DecisionRecord | undefined,
     victims: readonly PreemptionVictim[] = [],
   ): void {
@@ -27,7 +27,7 @@ export class QueueViews {
     );
     const preempted = new Map(victims.map((v) => [v.jobId, v]));
     const changed: [string, JobQueueView][] = [];
-    for (const [jobId, view] of queueViews(queue, this.deps.admission)) {
+    for (const [jobId, view] of views) {
       const cap = leftOut.get(jobId);
       const victim = preempted.get(jobId);
       const shown: JobQueueView =

@@ -1,3 +1,4 @@
+import { queueViews } from '../queue/admission-views.js';
 import type { Catalog } from '../core/catalog.js';
 import type { ClusterSnapshot } from '../core/model.js';
 import {
@@ -88,9 +89,11 @@ export class RoundRecorder {
       carriedOut: !this.deps.settings.dryRun,
     });
     const queue = outcome.queue;
+    // Computed once: what the API shows and what the predictions' basis counts.
+    const views = queueViews(queue, this.deps.admission);
     const planned = outcome.planned;
     if (planned === undefined) {
-      this.deps.queueViews.record(queue, undefined);
+      this.deps.queueViews.record(views, undefined);
       return { actions: [], launched: new Map(), queue };
     }
     const { plan, victims, capViolation } = planned;
@@ -99,8 +102,8 @@ export class RoundRecorder {
       this.deps.settings.dryRun || capViolation !== undefined
         ? this.recordUnapplied(planned, reason)
         : this.apply(planned, reason);
-    this.deps.queueViews.record(queue, plan.decision, result.notApplied === undefined ? victims : []);
-    if (outcome.fork !== undefined) this.deps.predictions.run(inputs, outcome.fork, now, queue);
+    this.deps.queueViews.record(views, plan.decision, result.notApplied === undefined ? victims : []);
+    if (outcome.fork !== undefined) this.deps.predictions.run(inputs, outcome.fork, now, views);
     this.deps.schedulerState.save();
     const kept = this.deps.settings.roundsKept ?? 5000;
     if (result.round !== undefined && result.round % 100 === 0) this.deps.store.pruneRounds(kept);
