@@ -1,4 +1,5 @@
 import type { FamilyDemand } from './resources.js';
+import type { InstancePlacement, MeasuredRtt } from './network.js';
 
 /**
  * The scheduler's view of the cluster: plain data, built each round by the simulator or the controller.
@@ -49,6 +50,8 @@ export interface SchedInstance {
   readonly state: InstanceState;
   /** Tasks committed to this instance. */
   readonly taskIds: readonly string[];
+  /** Its zone and placement group, when known. */
+  readonly placement?: InstancePlacement | undefined;
 }
 
 export interface ClusterSnapshot {
@@ -56,6 +59,8 @@ export interface ClusterSnapshot {
   readonly jobs: readonly SchedJob[];
   readonly tasks: readonly SchedTask[];
   readonly instances: readonly SchedInstance[];
+  /** Latest measured round trips between instances (latency-aware placement); absent when nothing is measured. */
+  readonly measuredRtts?: readonly MeasuredRtt[] | undefined;
 }
 
 /** Hard caps that no plan may exceed (scheduling core, "beyond the paper"). */

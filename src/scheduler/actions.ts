@@ -1,6 +1,7 @@
 import { typesByName, type Catalog, type InstanceType } from '../core/catalog.js';
 import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../core/model.js';
 import { demandOn, fits, formatResources, type Resources } from '../core/resources.js';
+import type { InstancePlacement } from '../core/network.js';
 import type { Configuration, PlannedInstance } from './types.js';
 
 /**
@@ -25,6 +26,8 @@ export interface LaunchInstanceAction {
   /** The plan's id for the new instance (`new-<n>`); the runtime maps it to the real id it creates. */
   readonly instanceId: string;
   readonly typeName: string;
+  /** Where to launch it (zone, cluster placement group), when the plan asks for a place. */
+  readonly placement?: InstancePlacement | undefined;
 }
 
 export interface CheckpointStopAction {

@@ -1,3 +1,4 @@
+import type { InstancePlacement } from '../core/network.js';
 import type { Catalog } from '../core/catalog.js';
 import type { ClusterSnapshot } from '../core/model.js';
 
@@ -7,6 +8,8 @@ export interface PlannedInstance {
   readonly typeName: string;
   readonly isNew: boolean;
   readonly taskIds: readonly string[];
+  /** For a new instance: where to launch it (zone, cluster placement group); unset means anywhere. */
+  readonly placement?: InstancePlacement | undefined;
 }
 
 export interface Configuration {
