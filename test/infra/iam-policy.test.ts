@@ -30,6 +30,10 @@ const IAM_ACTIONS_OF: Readonly<Record<string, readonly string[]>> = {
   'client-ec2:DescribeImages': ['ec2:DescribeImages'],
   'client-ec2:DescribeSubnets': ['ec2:DescribeSubnets'],
   'client-ec2:DescribeAvailabilityZones': ['ec2:DescribeAvailabilityZones'],
+  // TagSpecifications on CreatePlacementGroup are authorized as ec2:CreateTags too.
+  'client-ec2:CreatePlacementGroup': ['ec2:CreatePlacementGroup', 'ec2:CreateTags'],
+  'client-ec2:DescribePlacementGroups': ['ec2:DescribePlacementGroups'],
+  'client-ec2:DeletePlacementGroup': ['ec2:DeletePlacementGroup'],
   'client-s3:PutObject': ['s3:PutObject'],
   'client-s3:GetObject': ['s3:GetObject'],
   'client-s3:HeadObject': ['s3:GetObject'], // HEAD is authorized as s3:GetObject
@@ -238,8 +242,19 @@ describe('infra/iam-policy.json', () => {
       StringEquals: { 'aws:RequestTag/fleetwise:cluster': '${ClusterName}' },
     });
     expect(by('ec2:CreateTags')[0]?.Condition).toEqual({
-      StringEquals: { 'ec2:CreateAction': 'RunInstances' },
+      StringEquals: { 'ec2:CreateAction': ['RunInstances', 'CreatePlacementGroup'] },
     });
+    // Placement groups: created only with the cluster tag; launched into and deleted only when they carry it.
+    expect(by('ec2:CreatePlacementGroup')[0]?.Condition).toEqual({
+      StringEquals: { 'aws:RequestTag/fleetwise:cluster': '${ClusterName}' },
+    });
+    for (const action of ['ec2:DeletePlacementGroup', 'ec2:RunInstances']) {
+      const onGroups = by(action).filter((s) => String(s.Resource).endsWith(':placement-group/*'));
+      expect(onGroups, action).toHaveLength(1);
+      expect(onGroups[0]?.Condition).toEqual({
+        StringEquals: { 'aws:ResourceTag/fleetwise:cluster': '${ClusterName}' },
+      });
+    }
     expect(by('iam:PassRole')[0]?.Resource).toMatch(/:role\/\$\{WorkerInstanceRole\}$/);
     for (const s of policy.Statement.filter((st) => actionsOf([st]).values().next().value?.startsWith('s3:')))
       expect(String(s.Resource)).toMatch(/^arn:\$\{AWS::Partition\}:s3:::\$\{ReportsBucket\}(\/\*)?$/);
