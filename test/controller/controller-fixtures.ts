@@ -88,6 +88,9 @@ export class FakeCloud implements CloudProvider {
   readonly requests: LaunchRequest[] = [];
   /** Placement groups with no room: a launch into one lands in its zone without the group. */
   readonly fullGroups = new Set<string>();
+  /** Placement groups that exist (created by a launch into them), and the `keep` sets of each cleanup call. */
+  readonly groups = new Set<string>();
+  readonly groupCleanups: ReadonlySet<string>[] = [];
   /** Types for which every zone answers InsufficientInstanceCapacity. */
   readonly noCapacity = new Set<string>();
   /** The next N launches fail with a ThrottlingError (after the provider's own retries). */
@@ -123,6 +126,7 @@ export class FakeCloud implements CloudProvider {
     this.seq += 1;
     const id = `i-${this.seq.toString(16).padStart(17, '0')}`;
     const zone = request.availabilityZones.find((z) => this.zones.includes(z)) ?? (this.zones[0] as string);
+    if (request.placementGroup !== undefined) this.groups.add(request.placementGroup);
     const group =
       request.placementGroup !== undefined && !this.fullGroups.has(request.placementGroup)
         ? request.placementGroup
@@ -183,6 +187,15 @@ export class FakeCloud implements CloudProvider {
 
   isCapacityConstrained(typeName: string): boolean {
     return this.noCapacity.has(typeName);
+  }
+
+  /** As EC2: a group some live instance is in stays (InUse). */
+  async deletePlacementGroups(_clusterName: string, keep: ReadonlySet<string>): Promise<string[]> {
+    this.groupCleanups.push(new Set(keep));
+    const inUse = new Set(this.live().map((i) => i.tags[TAG_PLACEMENT_GROUP]));
+    const deleted = [...this.groups].filter((g) => !keep.has(g) && !inUse.has(g)).sort();
+    for (const g of deleted) this.groups.delete(g);
+    return deleted;
   }
 
   bootAll(): void {
