@@ -144,7 +144,8 @@ export class RttWindow {
     const out: RttReport[] = [];
     for (const peer of [...this.peers.keys()].sort()) {
       const entry = this.peers.get(peer) as PeerSamples;
-      while (entry.samples.length > 0 && (entry.samples[0] as [number, number])[0] < since) entry.samples.shift();
+      while (entry.samples.length > 0 && (entry.samples[0] as [number, number])[0] < since)
+        entry.samples.shift();
       while (entry.failures.length > 0 && (entry.failures[0] as number) < since) entry.failures.shift();
       if (entry.samples.length === 0 && entry.failures.length === 0) continue;
       const sorted = entry.samples.map(([, us]) => us).sort((a, b) => a - b);

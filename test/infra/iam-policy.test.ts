@@ -3,6 +3,7 @@ import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse, type CollectionTag, type ScalarTag, type YAMLMap, type YAMLSeq } from 'yaml';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { DEFAULT_PROBE_PORT } from '../../src/worker/latency-probe.js';
 
 /**
  * The controller's least-privilege IAM policy (infra/iam-policy.json, embedded in infra/controller.yaml) must name
@@ -296,7 +297,7 @@ describe('infra/controller.yaml', () => {
     });
   });
 
-  it('opens only the API port, only from the workers’ security group, only on the controller', () => {
+  it('opens only the API port on the controller and the probe port between workers, only to the workers', () => {
     const groups = resourcesOfType(template, 'AWS::EC2::SecurityGroup');
     expect(groups.map(([id]) => id).sort()).toEqual(['ControllerSecurityGroup', 'WorkerSecurityGroup']);
     const standalone = resourcesOfType(template, 'AWS::EC2::SecurityGroupIngress').map(([, p]) => p);
@@ -306,15 +307,25 @@ describe('infra/controller.yaml', () => {
       ),
       ...standalone.map((rule) => ({ group: rule.GroupId, rule })),
     ];
-    expect(ingress).toHaveLength(1);
-    for (const { group, rule } of ingress) {
-      expect(group).toEqual({ Ref: 'ControllerSecurityGroup' });
-      expect(rule).toMatchObject({
-        IpProtocol: 'tcp',
-        FromPort: { Ref: 'ApiPort' },
-        ToPort: { Ref: 'ApiPort' },
-        SourceSecurityGroupId: { Ref: 'WorkerSecurityGroup' },
-      });
+    expect(ingress).toHaveLength(2);
+    const [api, probe] = [...ingress].sort((a, b) =>
+      JSON.stringify(a.group).localeCompare(JSON.stringify(b.group)),
+    );
+    expect(api?.group).toEqual({ Ref: 'ControllerSecurityGroup' });
+    expect(api?.rule).toMatchObject({
+      IpProtocol: 'tcp',
+      FromPort: { Ref: 'ApiPort' },
+      ToPort: { Ref: 'ApiPort' },
+    });
+    // The latency probe: the worker's default port, from workers to workers.
+    expect(probe?.group).toEqual({ Ref: 'WorkerSecurityGroup' });
+    expect(probe?.rule).toMatchObject({
+      IpProtocol: 'tcp',
+      FromPort: DEFAULT_PROBE_PORT,
+      ToPort: DEFAULT_PROBE_PORT,
+    });
+    for (const { rule } of ingress) {
+      expect(rule.SourceSecurityGroupId).toEqual({ Ref: 'WorkerSecurityGroup' });
       expect(Object.keys(rule).filter((k) => /Cidr|PrefixList/.test(k))).toEqual([]);
     }
   });
