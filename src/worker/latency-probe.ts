@@ -1,4 +1,4 @@
-import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import { createConnection, createServer, isIP, type Server, type Socket } from 'node:net';
 import type { NetworkReport, ProbePeer, RttReport } from '../protocol/worker-protocol.js';
 
 /**
@@ -171,7 +171,7 @@ export interface LatencyProberOptions {
   readonly port: number;
   /** The address peers should connect to; default: the one the controller sees this worker at. */
   readonly advertisedHost?: string | undefined;
-  /** Listen on this address only (default: every address). */
+  /** Listen on this address only (default: the advertised host when it is an IP address of this host, else every address). */
   readonly listenHost?: string | undefined;
   readonly intervalSeconds?: number;
   readonly windowSeconds?: number;
@@ -198,12 +198,29 @@ export class LatencyProber {
   }
 
   static async start(options: LatencyProberOptions): Promise<LatencyProber> {
-    const listener = await startProbeListener(options.port, options.listenHost);
+    const listener = await LatencyProber.listen(options);
     const prober = new LatencyProber(options, listener);
     const everyMs = (options.intervalSeconds ?? DEFAULT_PROBE_INTERVAL_SECONDS) * 1000;
     prober.timer = setInterval(() => void prober.probeAll(), everyMs);
     prober.timer.unref();
     return prober;
+  }
+
+  /**
+   * Listen where peers are told to connect when that is an address of this host (nothing else need reach the probe),
+   * else on every address: an advertised address may belong to a NAT in front of the host.
+   */
+  private static async listen(options: LatencyProberOptions): Promise<ProbeListener> {
+    const explicit = options.listenHost;
+    const advertised = options.advertisedHost;
+    if (explicit !== undefined || advertised === undefined || isIP(advertised) === 0)
+      return startProbeListener(options.port, explicit);
+    try {
+      return await startProbeListener(options.port, advertised);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EADDRNOTAVAIL') throw e;
+      return startProbeListener(options.port);
+    }
   }
 
   get port(): number {

@@ -124,6 +124,11 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
           advertisedHost: probeFlags['--probe-host'],
           intervalSeconds: probeFlags['--probe-interval-seconds'],
           windowSeconds: probeFlags['--probe-window-seconds'],
+        }).catch((e: unknown) => {
+          throw new ValidationError('fleetwise worker', [
+            `--probe-port: the latency probe cannot listen on port ${probeFlags['--probe-port']} ` +
+              `(${(e as Error).message}); pick another port (0: any free one) or pass --no-probe`,
+          ]);
         });
   const log = pino({ base: { component: 'worker', instance: flags.instanceId } }, pino.destination(2));
   const agent = new WorkerAgent({
