@@ -145,10 +145,11 @@ export function zoneClientToken(
 
 /**
  * The EC2 name of a cluster's placement group. EC2 names are unique per account and region, so the cluster is part of
- * it (two clusters' groups of the same name stay apart); a name over EC2's 255 characters becomes a digest.
+ * it, after its length: cluster `a-b`'s group `c` and cluster `a`'s group `b-c` stay apart (`fleetwise-3-a-b-c`,
+ * `fleetwise-1-a-b-c`). A name over EC2's 255 characters becomes a digest.
  */
 export function ec2PlacementGroupName(clusterName: string, group: string): string {
-  const plain = `fleetwise-${clusterName}-${group}`;
+  const plain = `fleetwise-${clusterName.length}-${clusterName}-${group}`;
   if (plain.length <= MAX_GROUP_NAME) return plain;
   return `fleetwise-${createHash('sha256').update(`${clusterName}\n${group}`).digest('hex')}`;
 }

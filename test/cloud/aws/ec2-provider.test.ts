@@ -700,8 +700,9 @@ describeWithMoto(
       });
 
       it('keeps group names within EC2 limits and apart between clusters', () => {
-        expect(ec2PlacementGroupName('bars', 'job-7')).toBe('fleetwise-bars-job-7');
+        expect(ec2PlacementGroupName('bars', 'job-7')).toBe('fleetwise-4-bars-job-7');
         expect(ec2PlacementGroupName('bars', 'job-7')).not.toBe(ec2PlacementGroupName('foo', 'job-7'));
+        expect(ec2PlacementGroupName('a-b', 'c')).not.toBe(ec2PlacementGroupName('a', 'b-c'));
         const long = ec2PlacementGroupName('c'.repeat(128), 'g'.repeat(128));
         expect(long.length).toBeLessThanOrEqual(255);
         expect(long).not.toBe(ec2PlacementGroupName('c'.repeat(128), `${'g'.repeat(127)}h`));
