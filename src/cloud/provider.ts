@@ -82,6 +82,10 @@ export interface CloudInstance {
   readonly launchTime: Date | undefined;
   readonly availabilityZone: string | undefined;
   readonly privateIpAddress: string | undefined;
+  /** The image it was launched from (EC2's ImageId), where the provider has one. */
+  readonly imageId?: string | undefined;
+  /** The account that owns it (EC2's reservation OwnerId), where the provider has one. */
+  readonly accountId?: string | undefined;
 }
 
 export interface ListOptions {

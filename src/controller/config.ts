@@ -202,6 +202,11 @@ const ec2Schema = z.strictObject({
       packageSpec: z.string().min(1).optional(),
       nodeVersion: z.string().min(1).optional(),
       templatePath: z.string().min(1).optional(),
+      /**
+       * PEM certificate(s) the workers' signed instance identity documents are verified against; default: AWS's
+       * RSA-2048 certificate for the region, bundled in infra/aws-identity-certificates/.
+       */
+      identityCertificate: z.string().min(1).optional(),
     })
     .optional(),
 });

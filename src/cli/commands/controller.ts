@@ -35,6 +35,8 @@ import type { ControllerLogger } from '../../controller/seams.js';
 import { PriceRefresher, shouldRefreshPrices } from '../../controller/price-refresh.js';
 import { SqliteStateStore } from '../../controller/state/sqlite-state-store.js';
 import { WorkerTaskControl } from '../../controller/worker-task-control.js';
+import { WorkerRegistrar } from '../../controller/worker-identity/worker-registrar.js';
+import { identityVerifierFor } from '../../controller/worker-identity/identity-certificates.js';
 import type { CloudProvider } from '../../cloud/provider.js';
 import { LocalProvider } from '../../cloud/local/local-provider.js';
 import { withLocalDelays } from '../../cloud/local/local-delays.js';
@@ -68,6 +70,8 @@ export const CRASH_AT_ENV = 'FLEETWISE_CRASH_AT';
 /** The SQLite state in the state directory (`fleetwise export-trace` reads it too). */
 export const DB_FILE = 'state.db';
 const WORKER_TOKEN_FILE = 'worker-token';
+/** The local provider's record of the instances it launched. */
+const LOCAL_INSTANCES_FILE = 'local-instances.json';
 export { PID_FILE } from '../state-dir-lock.js';
 
 /**
@@ -150,6 +154,8 @@ export async function runController(
 
   let provider: CloudProvider | undefined;
   let localProvider: LocalProvider | undefined;
+  /** Who may register as which instance: set wherever workers run (local mode, EC2 with a worker bootstrap). */
+  let registrar: WorkerRegistrar | undefined;
   // EC2 workers run tasks in Docker (their user data installs it); local ones with the executor chosen below.
   let executor: ExecutorKind = 'docker';
   let workerToken: string | undefined;
@@ -168,16 +174,27 @@ export async function runController(
         `${kind === 'process' ? ": a task's image is not used, its command runs on this host (submissions say so)" : ''}\n`,
     );
     provider = localProvider = new LocalProvider({
-      stateFile: join(config.stateDir, 'local-instances.json'),
+      stateFile: join(config.stateDir, LOCAL_INSTANCES_FILE),
       instancesDir: join(config.stateDir, 'instances'),
       catalog,
       spawner: new ProcessWorkerSpawner({
         controllerUrl,
-        workerToken,
+        launchSecretKey: workerToken,
         executorKind: kind,
         executorFor: (dir, instanceId) => makeExecutor(kind, dir, instanceId),
         giveUpAfterSeconds: config.workerGiveUpSeconds,
       }),
+    });
+    const instances = localProvider;
+    registrar = new WorkerRegistrar({
+      store,
+      clusterName: config.cluster,
+      clusterKey: workerToken,
+      describeInstance: async (cloudId) =>
+        (await instances.list(config.cluster, { includeTerminated: true })).find(
+          (i) => i.instanceId === cloudId,
+        ),
+      launchCredential: { kind: 'launch-secret' },
     });
   } else if (!config.dryRun) {
     const { createEc2Client, ec2ApiFromClient } = await import('../../cloud/aws/ec2-api.js');
@@ -188,7 +205,20 @@ export async function runController(
         ? undefined
         : ensureSecretFile(join(config.stateDir, WORKER_TOKEN_FILE)).value;
     const ec2Config = await resolveEc2Settings(config, client, workerToken);
-    provider = new Ec2Provider(ec2Config, { api: ec2ApiFromClient(client) });
+    const ec2 = new Ec2Provider(ec2Config, { api: ec2ApiFromClient(client) });
+    provider = ec2;
+    if (workerToken !== undefined)
+      registrar = new WorkerRegistrar({
+        store,
+        clusterName: config.cluster,
+        clusterKey: workerToken,
+        describeInstance: (cloudId) => ec2.describeInstance(config.cluster, cloudId),
+        launchCredential: {
+          kind: 'ec2-instance-identity',
+          verifier: identityVerifierFor(config.region, config.ec2.worker?.identityCertificate),
+          region: config.region,
+        },
+      });
     log.info('EC2 settings', {
       amiId: ec2Config.amiId,
       zones: ec2Config.placements.map((p) => p.availabilityZone),
@@ -203,13 +233,13 @@ export async function runController(
   const metrics = new ControllerMetrics();
   const host = hostCapacity();
   const workers =
-    workerToken === undefined || objectStore === undefined
+    registrar === undefined || objectStore === undefined
       ? undefined
       : new WorkerTaskControl({
           store,
           catalog,
           clock,
-          bootstrapToken: workerToken,
+          registrar,
           objectStoreLocation: objectStore.location,
           heartbeatSeconds: config.workerHeartbeatSeconds,
           heartbeatTimeoutSeconds: config.workerHeartbeatTimeoutSeconds,
@@ -456,6 +486,11 @@ export function registerController(program: Command): void {
       'start a worker on new instances (user data) that reaches the API here',
     )
     .option('--user-data-template <file>', 'user-data template (default infra/worker-user-data.sh)')
+    .option(
+      '--identity-certificate <file>',
+      "PEM certificate(s) the workers' signed instance identity documents are verified against (default: AWS's " +
+        'RSA-2048 certificate for the region, bundled)',
+    )
     .option(
       '--log-format <format>',
       `${LOG_FORMATS.join(' | ')}: auto is pretty on a terminal, JSON lines otherwise (default: ${LOG_FORMAT_ENV} or auto)`,

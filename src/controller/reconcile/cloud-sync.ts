@@ -9,6 +9,11 @@ import { releaseTasksOn } from './jobs.js';
  * that vanished are marked terminated and their tasks replanned.
  */
 
+/** The launch token an adopted orphan's record gets: not the tag's, which another record may hold. */
+export function adoptedLaunchToken(cloudId: string): string {
+  return `adopted-${cloudId}`;
+}
+
 export interface SyncSummary {
   readonly listed: number;
   readonly adopted: readonly string[];
@@ -109,7 +114,7 @@ function handleOrphan(ctx: ReconcileContext, cloud: CloudInstance): InstanceReco
     const inst = ctx.store.createInstance({
       typeName: cloud.typeName,
       availabilityZone: cloud.availabilityZone,
-      launchToken: `adopted-${cloud.instanceId}`,
+      launchToken: adoptedLaunchToken(cloud.instanceId),
     });
     ctx.store.setInstanceState(inst.id, 'launching', {
       cloudId: cloud.instanceId,
