@@ -53,6 +53,7 @@ export class FakeControllerService implements ApiControllerService {
         taskIds: this.store.listTasks({ instanceId: i.id }).map((t) => t.id),
       }));
     return {
+      orphans: [],
       instances,
       tasks: this.store.listTasks({ states: ['pending', 'starting', 'running', 'checkpointing'] }),
       costPerHour: instances.reduce((sum, i) => sum + i.costPerHour, 0),

@@ -36,5 +36,15 @@ export function registerCluster(program: Command): void {
       `\n${cluster.instances.length} instances, ${cluster.tasks.length} tasks (${pending} unplaced)` +
         `${cluster.scope === 'team' ? ' of your team' : ''}, ${formatDollars(cluster.costPerHour)}/hour\n`,
     );
+    if (cluster.orphans.length > 0)
+      process.stdout.write(
+        `\n${formatTable(
+          ['ORPHAN', 'TYPE', 'STATE', 'ZONE', 'POLICY'],
+          cluster.orphans.map((o) => [o.cloudId, o.typeName, o.state, o.availabilityZone ?? '-', o.policy]),
+        )}` +
+          `${cluster.orphans.length} orphan instance(s): tagged with the cluster but unknown to its state, so what runs ` +
+          'on them is not accounted for; kept running and not used. Restore the state if it was lost; otherwise stop ' +
+          'them, or restart the controller with --orphans adopt|terminate\n',
+      );
   });
 }

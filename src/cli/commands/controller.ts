@@ -37,6 +37,7 @@ import { SqliteStateStore } from '../../controller/state/sqlite-state-store.js';
 import { WorkerTaskControl } from '../../controller/worker-task-control.js';
 import { WorkerRegistrar } from '../../controller/worker-identity/worker-registrar.js';
 import { identityVerifierFor } from '../../controller/worker-identity/identity-certificates.js';
+import { checkStateBeforeStart } from '../../controller/empty-state-guard.js';
 import type { CloudProvider } from '../../cloud/provider.js';
 import { LocalProvider } from '../../cloud/local/local-provider.js';
 import { withLocalDelays } from '../../cloud/local/local-delays.js';
@@ -125,7 +126,11 @@ function makeLogger(format: LogFormat): ControllerLogger {
 }
 
 export async function runController(
-  flags: ControllerFlags & { readonly submit?: readonly string[]; readonly keepWorkers?: boolean },
+  flags: ControllerFlags & {
+    readonly submit?: readonly string[];
+    readonly keepWorkers?: boolean;
+    readonly init?: boolean;
+  },
   env: NodeJS.ProcessEnv = process.env,
   logFormat: LogFormat = selectLogFormat(undefined, process.stderr, env),
 ): Promise<void> {
@@ -330,6 +335,26 @@ export async function runController(
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
 
+  // An empty state where a cluster ran before is a lost state: refused unless --init (a dry run touches nothing).
+  if (!config.dryRun)
+    await checkStateBeforeStart({
+      store,
+      stateFile: join(config.stateDir, DB_FILE),
+      init: flags.init === true,
+      sources: {
+        clusterName: config.cluster,
+        provider,
+        localInstanceFile: local ? join(config.stateDir, LOCAL_INSTANCES_FILE) : undefined,
+        objectStore,
+      },
+      nowSeconds: clock.nowSeconds(),
+      log,
+    }).catch((e: unknown) => {
+      priceRefresher?.stop();
+      store.close();
+      releaseStateDir();
+      throw e;
+    });
   await controller.start();
   priceRefresher?.start();
   if (config.listen !== undefined) {
@@ -461,7 +486,13 @@ export function registerController(program: Command): void {
     .option('--dry-run', 'plan and record decisions, make no cloud call')
     .option(
       '--orphans <policy>',
-      `instances tagged with the cluster but unknown to the state: ${ORPHAN_POLICIES.join(' | ')}`,
+      `instances tagged with the cluster but unknown to the state: ${ORPHAN_POLICIES.join(' | ')} (default keep: ` +
+        'left running, reported in the log, `fleetwise cluster` and /metrics)',
+    )
+    .option(
+      '--init',
+      'start a new cluster on an empty state even where one ran before (its instances, instance file or objects ' +
+        'remain); without it such a start is refused as a lost state',
     )
     .option(
       '--registration-timeout-seconds <s>',
@@ -499,7 +530,12 @@ export function registerController(program: Command): void {
       async ({
         logFormat,
         ...options
-      }: ControllerFlags & { submit?: string[]; keepWorkers?: boolean; logFormat?: string }) => {
+      }: ControllerFlags & {
+        submit?: string[];
+        keepWorkers?: boolean;
+        init?: boolean;
+        logFormat?: string;
+      }) => {
         await runController(options, process.env, selectLogFormat(logFormat, process.stderr));
       },
     );
