@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 // What the test suite needs besides node_modules, installed before it runs (`npm test` calls this first), so that
 // a fresh machine runs the whole suite with nothing skipped: a Docker engine and a static busybox (the worker's
-// Docker tests build their base image from it; there is no registry access), moto_server (the EC2/S3 stand-in) and
-// Chromium (the report pages are checked in it). As root with apt-get, missing Debian packages are installed, and
-// moto_server with pip; elsewhere one line says what is missing and how to install it, and the tests that need it
-// fail with their own message. This script never fails the run itself: the tests are the verdict.
+// Docker tests build their base image from it; there is no registry access), moto_server (the EC2/S3 stand-in),
+// Chromium (the report pages are checked in it) and openssl (it signs the worker identity tests' documents). As root
+// with apt-get, missing Debian packages are installed, and moto_server with pip; elsewhere one line says what is
+// missing and how to install it, and the tests that need it fail with their own message. This script never fails the run itself: the tests are the verdict.
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
@@ -48,6 +48,11 @@ const needs = [
     what: 'Chromium for the report pages',
     present: () => onPath('chromium') !== undefined || existsSync('/usr/bin/chromium'),
     apt: 'chromium',
+  },
+  {
+    what: 'openssl, which signs the instance identity documents of the worker identity tests',
+    present: () => (process.env.OPENSSL_BIN ?? '') !== '' || onPath('openssl') !== undefined,
+    apt: 'openssl',
   },
   {
     what: 'moto_server (EC2 and S3 stand-in) for the AWS tests',
