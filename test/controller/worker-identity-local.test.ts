@@ -8,6 +8,7 @@ import { writeShortCounterSpec } from '../helpers/counter-spec.js';
 import {
   bareEnv,
   killLocalLeftovers,
+  LOCAL_ADMIN_TOKEN,
   pidAlive,
   startLocalController,
   until,
@@ -97,6 +98,11 @@ describe('worker identity in local mode (real CLI, process executor)', () => {
     const ctl = await start('takeover');
     const job = await runningJob(ctl, 120);
     const shared = readFileSync(join(ctl.stateDir, 'worker-token'), 'utf8').trim();
+    // The worker got its launch's one-time secret, and neither the cluster's key nor the controller's admin token.
+    const environ = readFileSync(`/proc/${job.pid}/environ`, 'utf8').split('\0');
+    expect(environ.some((v) => /^FLEETWISE_LAUNCH_SECRET=.{20,}$/.test(v))).toBe(true);
+    expect(environ.join('\n')).not.toContain(shared);
+    expect(environ.join('\n')).not.toContain(LOCAL_ADMIN_TOKEN);
     const register = `${ctl.url}/v1/workers/register`;
     // The attack as it was made: the shared token and the live instance's cloud id.
     const attempts = [
@@ -136,7 +142,7 @@ describe('worker identity in local mode (real CLI, process executor)', () => {
 
   it('a restarted worker re-registers with its saved per-instance token and its task runs on', async () => {
     const ctl = await start('restart');
-    const job = await runningJob(ctl, 240);
+    const job = await runningJob(ctl, 160);
     // The worker dies (its task, in its own process group, keeps running); its launch secret is spent.
     process.kill(-job.pid, 'SIGKILL');
     await until('the worker to exit', () => (pidAlive(job.pid) ? undefined : true), 10_000);
