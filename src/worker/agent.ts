@@ -1,8 +1,12 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import type { ObjectStore } from '../storage/object-store.js';
-import { desiredTaskSchema, type DesiredTask } from '../protocol/worker-protocol.js';
-import type { RegisterRequest, RegisterResponse } from '../protocol/worker-protocol.js';
+import {
+  desiredTaskSchema,
+  type DesiredTask,
+  type RegisterRequest,
+  type RegisterResponse,
+} from '../protocol/worker-protocol.js';
 import { ControllerRequestError, type ControllerConnection } from './controller-client.js';
 import type { LaunchCredentialSource } from './launch-credential.js';
 import type { SavedCredential } from './saved-credential.js';
@@ -208,7 +212,15 @@ export class WorkerAgent {
       const launch = await credentials.launch();
       answer = await connection.register(launch.bearer, { ...request, identity: launch.identity });
       // Saved before anything else: the launch credential will not register this instance again.
-      credentials.saved?.save(answer.workerToken, answer.instanceId);
+      try {
+        credentials.saved?.save(answer.workerToken, answer.instanceId);
+      } catch (e) {
+        // Registered all the same; only a restart of this worker could not reclaim the instance.
+        this.log.warn(
+          `could not save the per-instance token (${(e as Error).message}): a restarted worker will not be able to ` +
+            'register this instance again',
+        );
+      }
     }
     this.controllerInstanceId = answer.instanceId;
     this.heartbeatSeconds = answer.heartbeatSeconds;
