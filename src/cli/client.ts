@@ -96,6 +96,19 @@ export const clusterSchema = z.looseObject({
   costPerHour: z.number(),
   instances: z.array(instanceSchema.extend({ costPerHour: z.number(), taskIds: z.array(z.string()) })),
   tasks: z.array(taskSchema),
+  /** Absent from a controller of an older release: none. */
+  orphans: z
+    .array(
+      z.looseObject({
+        cloudId: z.string(),
+        typeName: z.string(),
+        state: z.string(),
+        availabilityZone: z.string().optional(),
+        firstSeenAtSeconds: z.number(),
+        policy: z.string(),
+      }),
+    )
+    .catch([]),
 });
 export type ClusterResponse = z.output<typeof clusterSchema>;
 

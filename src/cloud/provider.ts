@@ -99,6 +99,10 @@ export interface CloudInstance {
   /** The cluster placement group it was launched into (the cluster's name for it), if any. */
   readonly placementGroup: string | undefined;
   readonly privateIpAddress: string | undefined;
+  /** The image it was launched from (EC2's ImageId), where the provider has one. */
+  readonly imageId?: string | undefined;
+  /** The account that owns it (EC2's reservation OwnerId), where the provider has one. */
+  readonly accountId?: string | undefined;
 }
 
 export interface ListOptions {

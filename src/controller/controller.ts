@@ -14,6 +14,7 @@ import type { ExecutorKind } from './execution-check.js';
 import { InjectedCrash, type FaultInjector } from './faults.js';
 import { JobControl } from './job-control.js';
 import type { LatencyMatrixView } from './latency-matrix.js';
+import { KeptOrphans } from './kept-orphans.js';
 import type { JobSpec } from './job-spec/spec.js';
 import { Predictions } from './predictions.js';
 import type { EtaRecord } from './queue-records.js';
@@ -102,6 +103,7 @@ export class Controller implements ControllerService {
   private readonly rounds: RoundRecorder;
   private readonly reports: ReportWriter;
   private readonly jobs: JobControl;
+  private readonly orphans: KeptOrphans;
 
   /** The loop's sequence: every pass chains here so none overlap (also when tests call them directly). */
   private chain: Promise<unknown> = Promise.resolve();
@@ -136,6 +138,7 @@ export class Controller implements ControllerService {
       config: deps.settings.queue,
     });
     this.priceOf = new Map(deps.catalog.types.map((t) => [t.name, t.costPerHour]));
+    this.orphans = new KeptOrphans(this.clock, this.log, deps.settings.clusterName);
     this.reconciler = new Reconciler({
       store: deps.store,
       catalog: deps.catalog,
@@ -148,6 +151,7 @@ export class Controller implements ControllerService {
       settings: reconcilerSettings(deps.settings),
       onJobEnded: (job) => this.jobEnded(job),
       requestRound: (reason) => this.requestRound(reason),
+      onOrphansKept: (instances) => this.orphans.update(instances),
     });
     const catalog = (): Catalog => this.catalog;
     this.queueViews = new QueueViews({ store: deps.store, admission: this.admission });
@@ -234,6 +238,7 @@ export class Controller implements ControllerService {
         pendingIntents: pending,
         adopted: sync.adopted.length,
         orphans: sync.orphans.length,
+        keptOrphans: sync.kept.length,
         vanished: sync.vanished.length,
       });
       return { sync, progress };
@@ -411,7 +416,7 @@ export class Controller implements ControllerService {
   }
 
   cluster(): ClusterView {
-    return clusterView(this.store, this.priceOf);
+    return clusterView(this.store, this.priceOf, this.orphans.list());
   }
 
   /** The round trips the workers measured between instances (none without workers that probe). */

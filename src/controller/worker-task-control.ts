@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import type { Catalog } from '../core/catalog.js';
 import type { MeasuredRtt } from '../core/network.js';
 import { demandOn } from '../core/resources.js';
@@ -12,7 +11,6 @@ import type {
   RegisterResponse,
   TaskReport,
 } from '../protocol/worker-protocol.js';
-import { tokensEqual } from './api/auth.js';
 import type { Clock } from './clock.js';
 import { expandTasks } from './job-spec/tasks.js';
 import { LatencyMatrix, type LatencyMatrixView } from './latency-matrix.js';
@@ -26,6 +24,8 @@ import {
 } from './seams.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
 import type { InstanceRecord, JobRecord, JsonValue, StateStore, TaskRecord } from './state-store.js';
+import type { WorkerRegistrar } from './worker-identity/worker-registrar.js';
+import { WorkerProtocolError } from './worker-identity/worker-protocol-error.js';
 
 /**
  * The controller's TaskControl over the worker protocol (src/protocol/worker-protocol.ts). Level-triggered: a
@@ -45,22 +45,14 @@ export const STANDALONE_THROUGHPUT_KEY = 'worker.standaloneThroughput';
 /** The latest latency matrix, saved once per round (round trips are re-measured within a minute anyway). */
 export const LATENCY_MATRIX_KEY = 'network.latencyMatrix';
 
-export class WorkerProtocolError extends Error {
-  constructor(
-    readonly statusCode: 401 | 404 | 409 | 410,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'WorkerProtocolError';
-  }
-}
+export { WorkerProtocolError };
 
 export interface WorkerTaskControlOptions {
   readonly store: StateStore;
   readonly catalog: Catalog;
   readonly clock: Clock;
-  /** The cluster's worker token (user data, or the local provider's spawn arguments). */
-  readonly bootstrapToken: string;
+  /** Who may register as which instance (worker-identity/worker-registrar.ts). */
+  readonly registrar: WorkerRegistrar;
   /** Where workers put checkpoints and logs (the controller's object store location). */
   readonly objectStoreLocation: string;
   readonly heartbeatSeconds: number;
@@ -120,35 +112,21 @@ export class WorkerTaskControl implements TaskControl {
   // ---------------------------------------------------------------------------------------------------------------
   // Protocol
 
-  register(bootstrapToken: string, request: RegisterRequest): RegisterResponse {
-    if (!tokensEqual(bootstrapToken, this.options.bootstrapToken))
-      throw new WorkerProtocolError(401, 'invalid worker token');
-    const inst = this.store.findInstanceByCloudId(request.instanceId);
-    if (inst === undefined)
-      throw new WorkerProtocolError(
-        409,
-        `instance ${request.instanceId} is not known to the controller yet (its launch is being recorded); retry`,
-      );
-    if (inst.state === 'terminating' || inst.state === 'terminated')
-      throw new WorkerProtocolError(410, `instance ${request.instanceId} (${inst.id}) is ${inst.state}`);
-    const workerToken = randomBytes(32).toString('base64url');
-    this.store.transaction(() => {
-      this.store.setWorkerToken(inst.id, workerToken);
-      this.store.appendEvent({
-        kind: 'worker.registered',
-        instanceId: inst.id,
-        message: `worker on ${request.instanceId} registered (${request.executor} executor${request.hostname === undefined ? '' : `, host ${request.hostname}`})`,
-        data: { cloudId: request.instanceId, executor: request.executor },
-      });
-    });
-    this.lastHeartbeat.set(inst.id, this.options.clock.nowSeconds());
-    this.lost.delete(inst.id);
-    this.log.info(`worker registered for ${inst.id}`, {
+  /**
+   * A worker proves which instance it runs on (the registrar's rules: a launch credential once per instance, then its
+   * per-instance token) and gets the token it heartbeats with.
+   */
+  async register(credential: string, request: RegisterRequest): Promise<RegisterResponse> {
+    const { instance, workerToken, how } = await this.options.registrar.register(credential, request);
+    this.lastHeartbeat.set(instance.id, this.options.clock.nowSeconds());
+    this.lost.delete(instance.id);
+    this.log.info(`worker ${how === 'launch' ? 'registered' : 're-registered'} for ${instance.id}`, {
       cloudId: request.instanceId,
       executor: request.executor,
+      identity: request.identity?.kind,
     });
     return {
-      instanceId: inst.id,
+      instanceId: instance.id,
       workerToken,
       heartbeatSeconds: this.options.heartbeatSeconds,
       objectStore: this.options.objectStoreLocation,

@@ -5,9 +5,10 @@ import { z } from 'zod';
  * controller (src/controller/api/routes-workers.ts, worker-task-control.ts). It lives apart from both so neither side
  * imports the other:
  *
- *   POST /v1/workers/register   bearer: the cluster's worker token (user data / local provider); body names the
- *                               instance by its cloud id. Answers a per-instance token (stored hashed by the
- *                               controller), the controller's instance id and where checkpoints and logs go.
+ *   POST /v1/workers/register   body names the instance by its cloud id and says how the worker proves it runs
+ *                               there (`identity`, below); the bearer is the credential that kind names. Answers a
+ *                               per-instance token (stored hashed by the controller), the controller's instance id
+ *                               and where checkpoints and logs go.
  *   POST /v1/workers/heartbeat  bearer: the per-instance token. Body: every task the worker has, with its state,
  *                               progress and latest uploaded checkpoint; optionally its latency probe's endpoint and
  *                               the round trips it measured to its peers. Answer: the tasks the controller wants on
@@ -32,11 +33,47 @@ export type CheckpointSignal = (typeof CHECKPOINT_SIGNALS)[number];
 
 const taskId = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'a task id like job-7.0');
 
+/**
+ * How a registering worker proves it runs on the instance it names (ARCHITECTURE.md "Worker identity"). A launch
+ * credential is good once per instance: once a worker holds the instance's per-instance token, only that token
+ * registers it again (a restarted worker), so whoever else presents the launch credential later is refused.
+ *
+ *   launch-secret          bearer: the one-time secret the controller derived for this launch and handed the worker
+ *                          at spawn (local provider; `FLEETWISE_LAUNCH_SECRET`).
+ *   ec2-instance-identity  bearer: the cluster's worker token (user data); the body carries the instance identity
+ *                          document and its RSA-2048 PKCS #7 signature from IMDSv2, which the controller verifies
+ *                          against AWS's certificate for its region and checks against its launch record.
+ *   instance-token         bearer: the per-instance token an earlier registration of this instance answered (a
+ *                          restarted worker saved it).
+ */
+export const workerIdentitySchema = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('launch-secret') }),
+  z.strictObject({
+    kind: z.literal('ec2-instance-identity'),
+    /** /latest/dynamic/instance-identity/document, as served (JSON text). */
+    document: z.string().min(2).max(8192),
+    /** /latest/dynamic/instance-identity/rsa2048: base64 PKCS #7 SignedData with the document as its content. */
+    rsa2048: z
+      .string()
+      .min(16)
+      .max(16384)
+      .regex(/^[A-Za-z0-9+/=\s]+$/, 'base64 (the body of /latest/dynamic/instance-identity/rsa2048)'),
+  }),
+  z.strictObject({ kind: z.literal('instance-token') }),
+]);
+export type WorkerIdentity = z.infer<typeof workerIdentitySchema>;
+export type WorkerIdentityKind = WorkerIdentity['kind'];
+
 export const registerRequestSchema = z.strictObject({
   /** The cloud's id of the instance (EC2 i-…, or the local provider's local-…). */
   instanceId: z.string().min(1).max(128),
   executor: z.enum(['docker', 'process']),
   hostname: z.string().max(255).optional(),
+  /**
+   * Required by this controller; optional in the schema only so that a worker of an older release (which sent the
+   * shared token alone) gets a 401 saying what to present rather than a validation error.
+   */
+  identity: workerIdentitySchema.optional(),
 });
 export type RegisterRequest = z.infer<typeof registerRequestSchema>;
 

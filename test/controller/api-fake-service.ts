@@ -56,6 +56,7 @@ export class FakeControllerService implements ApiControllerService {
         taskIds: this.store.listTasks({ instanceId: i.id }).map((t) => t.id),
       }));
     return {
+      orphans: [],
       instances,
       tasks: this.store.listTasks({ states: ['pending', 'starting', 'running', 'checkpointing'] }),
       costPerHour: instances.reduce((sum, i) => sum + i.costPerHour, 0),
@@ -144,15 +145,16 @@ export class FakeWorkerEndpoint implements WorkerEndpoint {
   readonly registrations: RegisterRequest[] = [];
   readonly heartbeats: HeartbeatRequest[] = [];
 
-  register(bootstrapToken: string, request: RegisterRequest): RegisterResponse {
-    if (bootstrapToken !== WORKER_BOOTSTRAP_TOKEN) throw new WorkerProtocolError(401, 'invalid worker token');
+  register(bootstrapToken: string, request: RegisterRequest): Promise<RegisterResponse> {
+    if (bootstrapToken !== WORKER_BOOTSTRAP_TOKEN)
+      return Promise.reject(new WorkerProtocolError(401, 'invalid worker token'));
     this.registrations.push(request);
-    return {
+    return Promise.resolve({
       instanceId: 'inst-1',
       workerToken: WORKER_INSTANCE_TOKEN,
       heartbeatSeconds: 5,
       objectStore: '/tmp/objects',
-    };
+    });
   }
 
   heartbeat(instanceToken: string, request: HeartbeatRequest): HeartbeatResponse {

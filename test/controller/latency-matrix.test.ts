@@ -1,8 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TAG_CLUSTER, TAG_LAUNCH_TOKEN } from '../../src/cloud/provider.js';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { LatencyMatrix, plainAddress } from '../../src/controller/latency-matrix.js';
 import { LATENCY_MATRIX_KEY, WorkerTaskControl } from '../../src/controller/worker-task-control.js';
+import { WorkerRegistrar } from '../../src/controller/worker-identity/worker-registrar.js';
+import { launchSecretFor } from '../../src/protocol/launch-secret.js';
 import type { RttReport } from '../../src/protocol/worker-protocol.js';
 import { ADMIN_TOKEN, fakeWithTeams, VISION_TOKEN, type FakeControllerService } from './api-fake-service.js';
 import { catalog, jobSpec } from './controller-fixtures.js';
@@ -13,7 +16,32 @@ import { catalog, jobSpec } from './controller-fixtures.js';
  * the controller keeps, shows (API, Prometheus) and plans with (the round's round trips), and what it refuses.
  */
 
-const BOOTSTRAP = 'worker-bootstrap-token-latency-0123';
+const CLUSTER_KEY = 'worker-cluster-key-latency-0123';
+
+/** Registration by each launch's one-time secret, as local workers register (ARCHITECTURE.md "Worker identity"). */
+function registrarFor(store: FakeControllerService['store']): WorkerRegistrar {
+  return new WorkerRegistrar({
+    store,
+    clusterName: 'latency-test',
+    clusterKey: CLUSTER_KEY,
+    describeInstance: async (cloudId) => {
+      const inst = store.findInstanceByCloudId(cloudId);
+      return inst === undefined
+        ? undefined
+        : {
+            instanceId: cloudId,
+            typeName: inst.typeName,
+            state: 'running',
+            tags: { [TAG_CLUSTER]: 'latency-test', [TAG_LAUNCH_TOKEN]: inst.launchToken },
+            launchTime: undefined,
+            availabilityZone: undefined,
+            placementGroup: undefined,
+            privateIpAddress: undefined,
+          };
+    },
+    launchCredential: { kind: 'launch-secret' },
+  });
+}
 const clock = new ManualClock(10_000);
 let service: FakeControllerService;
 let workers: WorkerTaskControl;
@@ -57,7 +85,7 @@ beforeAll(async () => {
     store,
     catalog,
     clock,
-    bootstrapToken: BOOTSTRAP,
+    registrar: registrarFor(store),
     objectStoreLocation: '/tmp/fleetwise-latency-objects',
     heartbeatSeconds: 5,
     heartbeatTimeoutSeconds: 60,
@@ -66,7 +94,7 @@ beforeAll(async () => {
   server = await startApiServer(service, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN, workers });
   // inst-1 and inst-2 run the two tasks of job-1; inst-3 runs an unrelated job.
   for (const cloudId of ['i-0a', 'i-0b', 'i-0c']) {
-    const inst = store.createInstance({ typeName: 'c7i.xlarge' });
+    const inst = store.createInstance({ typeName: 'c7i.xlarge', launchToken: `launch-${cloudId}` });
     store.setInstanceState(inst.id, 'launching', { cloudId });
     store.setInstanceState(inst.id, 'running');
   }
@@ -82,9 +110,10 @@ beforeAll(async () => {
     ['i-0b', 'inst-2'],
     ['i-0c', 'inst-3'],
   ] as const) {
-    const registered = await post('/v1/workers/register', BOOTSTRAP, {
+    const registered = await post('/v1/workers/register', launchSecretFor(CLUSTER_KEY, `launch-${cloudId}`), {
       instanceId: cloudId,
       executor: 'process',
+      identity: { kind: 'launch-secret' },
     });
     expect(registered.status).toBe(200);
     tokens.set(id, (registered.body as { workerToken: string }).workerToken);
@@ -193,7 +222,7 @@ describe('the latency matrix over the worker protocol', () => {
       store: service.store,
       catalog,
       clock,
-      bootstrapToken: BOOTSTRAP,
+      registrar: registrarFor(service.store),
       objectStoreLocation: '/tmp/fleetwise-latency-objects',
       heartbeatSeconds: 5,
       heartbeatTimeoutSeconds: 60,

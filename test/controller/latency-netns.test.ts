@@ -1,3 +1,7 @@
+import { TAG_LAUNCH_TOKEN } from '../../src/cloud/provider.js';
+import { workerEnvironment } from '../../src/cloud/local/worker-spawner.js';
+import { WorkerRegistrar } from '../../src/controller/worker-identity/worker-registrar.js';
+import { launchSecretFor } from '../../src/protocol/launch-secret.js';
 import { spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -89,7 +93,10 @@ class NamespaceSpawner implements WorkerSpawner {
           '3',
         ],
         {
-          env: { ...process.env, FLEETWISE_WORKER_TOKEN: WORKER_TOKEN },
+          env: workerEnvironment(
+            process.env,
+            launchSecretFor(WORKER_TOKEN, instance.tags[TAG_LAUNCH_TOKEN] ?? instance.instanceId),
+          ),
           detached: true,
           stdio: ['ignore', log, log],
         },
@@ -141,7 +148,16 @@ beforeAll(async () => {
     store,
     catalog,
     clock,
-    bootstrapToken: WORKER_TOKEN,
+    registrar: new WorkerRegistrar({
+      store,
+      clusterName: 'netns',
+      clusterKey: WORKER_TOKEN,
+      describeInstance: async (cloudId) =>
+        (await (provider as LocalProvider).list('netns', { includeTerminated: true })).find(
+          (i) => i.instanceId === cloudId,
+        ),
+      launchCredential: { kind: 'launch-secret' },
+    }),
     objectStoreLocation: join(scratch, 'objects'),
     heartbeatSeconds: 0.5,
     heartbeatTimeoutSeconds: 60,

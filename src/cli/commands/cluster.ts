@@ -46,22 +46,33 @@ export function registerCluster(program: Command): void {
       `\n${cluster.instances.length} instances, ${cluster.tasks.length} tasks (${pending} unplaced)` +
         `${cluster.scope === 'team' ? ' of your team' : ''}, ${formatDollars(cluster.costPerHour)}/hour\n`,
     );
-    if (latency.pairs.length === 0) return;
-    const now = Date.now() / 1000;
-    process.stdout.write(
-      `\nround trips measured by the workers (max and p99 over each one's window):\n` +
-        formatTable(
-          ['FROM', 'TO', 'MAX', 'P99', 'SAMPLES', 'FAILED', 'AGE'],
-          latency.pairs.map((p) => [
-            p.fromInstanceId,
-            p.toInstanceId,
-            formatMicroseconds(p.maxMicroseconds),
-            formatMicroseconds(p.p99Microseconds),
-            String(p.samples),
-            String(p.failures),
-            `${Math.max(0, Math.round(now - p.atSeconds))} s`,
-          ]),
-        ),
-    );
+    if (cluster.orphans.length > 0)
+      process.stdout.write(
+        `\n${formatTable(
+          ['ORPHAN', 'TYPE', 'STATE', 'ZONE', 'POLICY'],
+          cluster.orphans.map((o) => [o.cloudId, o.typeName, o.state, o.availabilityZone ?? '-', o.policy]),
+        )}` +
+          `${cluster.orphans.length} orphan instance(s): tagged with the cluster but unknown to its state, so what runs ` +
+          'on them is not accounted for; kept running and not used. Restore the state if it was lost; otherwise stop ' +
+          'them, or restart the controller with --orphans adopt|terminate\n',
+      );
+    if (latency.pairs.length > 0) {
+      const now = Date.now() / 1000;
+      process.stdout.write(
+        `\nround trips measured by the workers (max and p99 over each one's window):\n` +
+          formatTable(
+            ['FROM', 'TO', 'MAX', 'P99', 'SAMPLES', 'FAILED', 'AGE'],
+            latency.pairs.map((p) => [
+              p.fromInstanceId,
+              p.toInstanceId,
+              formatMicroseconds(p.maxMicroseconds),
+              formatMicroseconds(p.p99Microseconds),
+              String(p.samples),
+              String(p.failures),
+              `${Math.max(0, Math.round(now - p.atSeconds))} s`,
+            ]),
+          ),
+      );
+    }
   });
 }

@@ -12,19 +12,32 @@ import {
   DEFAULT_PROBE_WINDOW_SECONDS,
   LatencyProber,
 } from '../../worker/latency-probe.js';
+import {
+  DEFAULT_IMDS_URL,
+  ec2IdentityCredential,
+  IMDS_URL_ENV,
+  launchSecretCredential,
+  type LaunchCredentialSource,
+} from '../../worker/launch-credential.js';
+import { SavedCredential } from '../../worker/saved-credential.js';
+import { LAUNCH_SECRET_ENV } from '../../protocol/launch-secret.js';
 import type { Executor } from '../../worker/executor.js';
 import { DockerExecutor, dockerFromEnv } from '../../worker/executors/docker.js';
 import { ProcessExecutor } from '../../worker/executors/process.js';
 
 /**
  * `fleetwise worker`: the agent on an instance (EC2 user data starts it under systemd; the local provider spawns it).
- * The token is the cluster's worker token; it may come from FLEETWISE_WORKER_TOKEN instead of the command line.
+ * It registers its instance with a launch credential (ARCHITECTURE.md "Worker identity"): the one-time secret the
+ * local provider puts in FLEETWISE_LAUNCH_SECRET, or on EC2 the cluster's worker token (FLEETWISE_WORKER_TOKEN, or
+ * --token) with the signed instance identity document from the metadata service. The per-instance token it gets is
+ * saved in the work directory, and a restarted worker registers with that alone.
  */
 export const WORKER_TOKEN_ENV = 'FLEETWISE_WORKER_TOKEN';
 
 interface WorkerFlags {
   readonly controller: string;
   readonly token?: string;
+  readonly imdsUrl?: string;
   readonly instanceId: string;
   readonly executor?: string;
   readonly workDir?: string;
@@ -86,10 +99,35 @@ export function makeExecutor(kind: 'docker' | 'process', workDir: string, instan
     : new ProcessExecutor({ stateDir: join(workDir, 'executor') });
 }
 
+/**
+ * The launch credential the environment and flags give: the local launch secret, else (EC2) the cluster's worker
+ * token with the metadata service's identity document; undefined when neither is given.
+ */
+export function launchCredentialFrom(
+  flags: Pick<WorkerFlags, 'token' | 'imdsUrl'>,
+  env: NodeJS.ProcessEnv,
+): LaunchCredentialSource | undefined {
+  const secret = env[LAUNCH_SECRET_ENV]?.trim();
+  if (secret !== undefined && secret !== '') return launchSecretCredential(secret);
+  const token = (flags.token ?? env[WORKER_TOKEN_ENV])?.trim();
+  if (token === undefined || token === '') return undefined;
+  const imdsUrl = flags.imdsUrl ?? env[IMDS_URL_ENV];
+  return ec2IdentityCredential({
+    clusterToken: token,
+    ...(imdsUrl === undefined || imdsUrl === '' ? {} : { imdsUrl }),
+  });
+}
+
 export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  const token = flags.token ?? env[WORKER_TOKEN_ENV];
-  if (token === undefined || token.trim() === '')
-    throw new ValidationError('fleetwise worker', [`--token: required (or set ${WORKER_TOKEN_ENV})`]);
+  const workDir = resolve(flags.workDir ?? join('.fleetwise-worker', flags.instanceId));
+  const saved = new SavedCredential(workDir, flags.instanceId);
+  const launch = launchCredentialFrom(flags, env);
+  if (launch === undefined && saved.load() === undefined)
+    throw new ValidationError('fleetwise worker', [
+      `no credential to register with: ${LAUNCH_SECRET_ENV} (local mode; its controller sets it), or the ` +
+        `cluster's worker token on EC2 (--token or ${WORKER_TOKEN_ENV}); a restarted worker needs neither once it ` +
+        `has saved its per-instance token in ${saved.path}`,
+    ]);
   const requested = flags.executor ?? 'auto';
   if (!['auto', 'docker', 'process'].includes(requested))
     throw new ValidationError('fleetwise worker', ['--executor: one of docker, process, auto']);
@@ -114,7 +152,6 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
     },
     'fleetwise worker',
   );
-  const workDir = resolve(flags.workDir ?? join('.fleetwise-worker', flags.instanceId));
   // The latency probe's echo listener; a port another process holds is a startup error, as for the executor.
   const latencyProbe =
     flags.probe === false
@@ -132,7 +169,8 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
         });
   const log = pino({ base: { component: 'worker', instance: flags.instanceId } }, pino.destination(2));
   const agent = new WorkerAgent({
-    connection: new ControllerClient(flags.controller, token.trim()),
+    connection: new ControllerClient(flags.controller),
+    credentials: { launch, saved },
     executor: makeExecutor(kind, workDir, flags.instanceId),
     openStore: (location) => openObjectStore(location),
     cloudInstanceId: flags.instanceId,
@@ -167,7 +205,14 @@ export function registerWorker(program: Command): void {
     .command('worker')
     .description('run the worker agent on an instance: register, heartbeat, run and checkpoint tasks')
     .requiredOption('--controller <url>', "the controller's API, e.g. http://10.0.0.5:7070")
-    .option('--token <token>', `the cluster's worker token (default: ${WORKER_TOKEN_ENV})`)
+    .option(
+      '--token <token>',
+      `EC2: the cluster's worker token, sent with the instance identity document (default: ${WORKER_TOKEN_ENV})`,
+    )
+    .option(
+      '--imds-url <url>',
+      `EC2: the instance metadata service (default: ${IMDS_URL_ENV}, else ${DEFAULT_IMDS_URL})`,
+    )
     .requiredOption('--instance-id <id>', "this instance's cloud id (EC2 i-…, local-…)")
     .option('--executor <kind>', 'docker | process | auto (Docker when an engine answers)', 'auto')
     .option('--work-dir <dir>', 'agent state: checkpoints, progress files, build contexts, process records')

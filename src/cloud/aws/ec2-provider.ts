@@ -160,7 +160,7 @@ function tagsToRecord(tags: readonly Tag[] | undefined): Record<string, string> 
   return out;
 }
 
-function toCloudInstance(instance: Instance): CloudInstance | undefined {
+function toCloudInstance(instance: Instance, ownerId: string | undefined): CloudInstance | undefined {
   if (instance.InstanceId === undefined) return undefined;
   const state = instance.State?.Name ?? 'pending';
   const tags = tagsToRecord(instance.Tags);
@@ -174,6 +174,8 @@ function toCloudInstance(instance: Instance): CloudInstance | undefined {
     // The cluster's name for the group, tagged by the launch that got into it (Placement.GroupName is EC2's name).
     placementGroup: tags[TAG_PLACEMENT_GROUP],
     privateIpAddress: instance.PrivateIpAddress,
+    imageId: instance.ImageId,
+    accountId: ownerId,
   };
 }
 
@@ -462,6 +464,23 @@ export class Ec2Provider implements CloudProvider {
     return (await this.describe(filters, 'DescribeInstances')).sort(oldestFirst);
   }
 
+  /**
+   * One instance of the cluster, in any state, as EC2 describes it now (type, zone, image, owner): what a worker's
+   * signed instance identity document is checked against when it registers. Undefined when EC2 has no instance with
+   * that id and the cluster's tag.
+   */
+  async describeInstance(clusterName: string, instanceId: string): Promise<CloudInstance | undefined> {
+    if (!INSTANCE_ID.test(instanceId)) return undefined;
+    const found = await this.describe(
+      [
+        { Name: 'instance-id', Values: [instanceId] },
+        { Name: `tag:${TAG_CLUSTER}`, Values: [clusterName] },
+      ],
+      'DescribeInstances (worker identity)',
+    );
+    return found.find((i) => i.instanceId === instanceId);
+  }
+
   private async describe(
     filters: { Name: string; Values: string[] }[],
     operation: string,
@@ -480,7 +499,7 @@ export class Ec2Provider implements CloudProvider {
       });
       for (const reservation of page.Reservations ?? [])
         for (const instance of reservation.Instances ?? []) {
-          const mapped = toCloudInstance(instance);
+          const mapped = toCloudInstance(instance, reservation.OwnerId);
           if (mapped !== undefined) out.push(mapped);
         }
       nextToken = page.NextToken === '' ? undefined : page.NextToken;

@@ -136,6 +136,14 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
     (p) => p.failures,
   );
   new Gauge({
+    name: 'fleetwise_orphan_instances',
+    help: 'Instances tagged with the cluster that the state does not know, kept running (orphan policy keep)',
+    registers: [registry],
+    collect() {
+      this.set(service.cluster().orphans.length);
+    },
+  });
+  new Gauge({
     name: 'fleetwise_last_round_timestamp_seconds',
     help: 'When the latest recorded round ran (store clock; 0 before the first round)',
     registers: [registry],

@@ -315,6 +315,25 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
         },
       },
       tasks: { type: 'array', items: ref('Task') },
+      orphans: {
+        type: 'array',
+        description:
+          'Instances tagged with the cluster that the state does not know, kept running under the orphan policy ' +
+          '`keep`: their tasks are not accounted for, so nothing touches them; the operator decides',
+        items: {
+          type: 'object',
+          required: ['cloudId', 'typeName', 'state', 'policy', 'firstSeenAtSeconds'],
+          properties: {
+            cloudId: str,
+            typeName: str,
+            state: str,
+            availabilityZone: str,
+            launchedAtSeconds: num,
+            firstSeenAtSeconds: num,
+            policy: { type: 'string', enum: ['keep'] },
+          },
+        },
+      },
     },
   },
   ClusterLatency: {
