@@ -68,9 +68,9 @@ export class PostgresConnection implements SqlConnection {
 
   transaction<T>(fn: () => T): T {
     const outer = this.depth === 0;
-    if (outer) this.reconnectIfBroken();
     const savepoint = `fleetwise_${this.depth}`;
-    this.execute(outer ? 'BEGIN' : `SAVEPOINT ${savepoint}`, []);
+    if (outer) this.retriedOnNewConnection(() => this.execute('BEGIN', []));
+    else this.execute(`SAVEPOINT ${savepoint}`, []);
     this.depth += 1;
     try {
       const result = fn();
@@ -112,8 +112,10 @@ export class PostgresConnection implements SqlConnection {
   }
 
   all(sql: string, ...params: Param[]): Row[] {
-    if (this.depth === 0) this.reconnectIfBroken();
-    return this.execute(this.translate(sql), params);
+    const text = this.translate(sql);
+    // Outside a transaction a read stands alone: repeating it on a new connection changes nothing.
+    if (this.depth === 0) return this.retriedOnNewConnection(() => this.execute(text, params));
+    return this.execute(text, params);
   }
 
   /** From the `counters` row of the table, locked until the transaction ends (so numbers follow commit order). */
@@ -167,6 +169,21 @@ export class PostgresConnection implements SqlConnection {
     const primary = fields?.messagePrimary ?? firstLine(e instanceof Error ? e.message : String(e));
     const detail = fields?.messageDetail === undefined ? '' : ` (${fields.messageDetail})`;
     return new PostgresError(`PostgreSQL: ${primary}${detail}`, fields?.sqlState);
+  }
+
+  /**
+   * Run `attempt`, which must be safe to repeat (a BEGIN, or a read outside a transaction), once more on a new
+   * connection when the old one turned out to be gone (the server restarted, or a failover moved it).
+   */
+  private retriedOnNewConnection<T>(attempt: () => T): T {
+    this.reconnectIfBroken();
+    try {
+      return attempt();
+    } catch (e) {
+      if (!this.broken) throw e;
+      this.reconnectIfBroken();
+      return attempt();
+    }
   }
 
   private reconnectIfBroken(): void {
