@@ -95,6 +95,15 @@ export const clusterSchema = z.looseObject({
   costPerHour: z.number(),
   instances: z.array(instanceSchema.extend({ costPerHour: z.number(), taskIds: z.array(z.string()) })),
   tasks: z.array(taskSchema),
+  /** Which controller answered and the lease's epoch (absent from controllers that predate the lease). */
+  controller: z
+    .looseObject({
+      role: z.enum(['active', 'standby']),
+      epoch: z.number().int().nullable(),
+      holder: z.string().nullable(),
+      activeUrl: z.string().nullable(),
+    })
+    .optional(),
 });
 export type ClusterResponse = z.output<typeof clusterSchema>;
 

@@ -36,5 +36,12 @@ export function registerCluster(program: Command): void {
       `\n${cluster.instances.length} instances, ${cluster.tasks.length} tasks (${pending} unplaced)` +
         `${cluster.scope === 'team' ? ' of your team' : ''}, ${formatDollars(cluster.costPerHour)}/hour\n`,
     );
+    // Controllers sharing a PostgreSQL state: which one answered, and the lease's fencing token.
+    const leader = cluster.controller;
+    if (leader !== undefined && leader.epoch !== null)
+      process.stdout.write(
+        `controller: ${leader.role}, lease epoch ${leader.epoch}` +
+          `${leader.holder === null ? '' : ` held by ${leader.holder}`}\n`,
+      );
   });
 }

@@ -23,8 +23,9 @@ export function migratePostgres(connection: PostgresConnection, where: string, n
       throw new StateStoreError(
         `${where} is not a fleetwise state database (its schema has tables ${tables.sort().join(', ')})`,
       );
-    connection.script(`
-      CREATE TABLE IF NOT EXISTS schema_migrations (
+    if (!tables.includes('schema_migrations'))
+      connection.script(`
+      CREATE TABLE schema_migrations (
         version INTEGER PRIMARY KEY,
         description TEXT NOT NULL,
         applied_at DOUBLE PRECISION NOT NULL
