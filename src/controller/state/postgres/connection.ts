@@ -62,10 +62,6 @@ export class PostgresConnection implements SqlConnection {
     this.commitCheck = check;
   }
 
-  get inTransaction(): boolean {
-    return this.depth > 0;
-  }
-
   transaction<T>(fn: () => T): T {
     const outer = this.depth === 0;
     const savepoint = `fleetwise_${this.depth}`;
