@@ -120,11 +120,6 @@ async function becomeActive(
             retryAfterSeconds: elector.settings.retrySeconds,
           });
     const view = elector.view();
-    options.log.info('standing by: another controller holds the lease', {
-      holder: view.holder,
-      epoch: view.epoch,
-      activeUrl: view.activeUrl,
-    });
     process.stdout.write(
       `fleetwise controller: standby on ${store.where}` +
         `${standby === undefined ? '' : `; health on ${standby.url}/healthz`}; ` +

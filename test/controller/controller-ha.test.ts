@@ -25,7 +25,9 @@ import { describeWithPostgres } from '../helpers/postgres.js';
  * test); each time the standby takes the lease and carries on, and a new standby is started in the dead one's place,
  * armed with the next fault point. The workload is chosen so each point is reached: an orphan instance to adopt,
  * rounds, launches, starts, a cancel (stops) and the terminations that follow. At the end every job is accounted
- * for, each task ran exactly once, no launch token started a second instance, and every instance is gone.
+ * for, each task ran exactly once, no launch token started a second instance, and every instance is gone. Then a clean
+ * stop hands the lease and a running task over at once, and a paused (SIGSTOP) active controller, resumed after a
+ * takeover, exits instead of acting on its lost lease.
  */
 
 const ADMIN_TOKEN = 'ha-test-admin-token-0123456789abcdef';
@@ -360,8 +362,8 @@ describeWithPostgres('active/standby controllers on one PostgreSQL', (pg) => {
         diagnostics,
       );
 
-      // `fleetwise cluster` says which controller answered and the lease's epoch: the active one through the load
-      // balancer; the standby, asked directly, answers only where the active one is.
+      // `fleetwise cluster` says which controller answered and the lease's epoch (the active one, through the load
+      // balancer); the standby, asked directly, answers only where the active one is.
       const cliEnv = (server: string): NodeJS.ProcessEnv => ({
         ...bareEnv(),
         FLEETWISE_SERVER: server,
@@ -371,9 +373,11 @@ describeWithPostgres('active/standby controllers on one PostgreSQL', (pg) => {
       expect(viaBalancer.stdout, viaBalancer.stderr).toMatch(
         new RegExp(`^controller: active, lease epoch ${SEQUENCE.length + 1} held by \\S+$`, 'm'),
       );
-      const direct = await runCli(['cluster'], cliEnv(standby.url));
-      expect(direct.code).not.toBe(0);
-      expect(direct.stderr).toMatch(
+      const direct = await fetch(`${standby.url}/v1/cluster`, {
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      });
+      expect(direct.status).toBe(503);
+      expect(((await direct.json()) as { error: string }).error).toMatch(
         /standby: the active controller is \S+ at http:\/\/127\.0\.0\.1:\d+ \(epoch \d+\)/,
       );
 
@@ -399,6 +403,30 @@ describeWithPostgres('active/standby controllers on one PostgreSQL', (pg) => {
         diagnostics,
       );
       expect(readFileSync(join(runsDir, 'handover'), 'utf8')).toBe('run\n');
+
+      // A paused active controller (SIGSTOP: a long GC pause, a frozen VM) loses its lease to the standby; resumed,
+      // it finds its lease gone and exits rather than act on it.
+      const paused = standby;
+      const successor = await startGeneration();
+      await until(
+        'a standby',
+        async () => ((await health(successor)).role === 'standby' ? true : undefined),
+        30_000,
+        diagnostics,
+      );
+      paused.child.kill('SIGSTOP');
+      await until(
+        'the standby to take over from the paused controller',
+        () =>
+          successor.output().includes(`active with lease epoch ${SEQUENCE.length + 3}`) ? true : undefined,
+        TAKEOVER_LIMIT_MS,
+        diagnostics,
+      );
+      paused.child.kill('SIGCONT');
+      const resumed = await paused.exited;
+      expect(resumed.code, paused.output()).toBe(75);
+      expect(paused.output()).toContain('lost the controller lease');
+      await until('the successor to serve', () => isActive(successor), 30_000, diagnostics);
     } finally {
       reader.close();
     }
