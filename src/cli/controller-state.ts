@@ -34,12 +34,8 @@ export interface ControllerState {
    * Stand by until this controller holds the lease (at once without one), then fence the store's writes with its
    * epoch and keep renewing it; `onLost` runs once if the lease is lost, and must stop the controller.
    */
-  becomeActive(options: {
-    readonly listen: string | undefined;
-    readonly log: ControllerLogger;
-    readonly onLost: (reason: string) => void;
-  }): Promise<void>;
-  /** The provider behind the lease: each call checks it first (a provider unchanged without a lease). */
+  becomeActive(onLost: (reason: string) => void): Promise<void>;
+  /** The provider behind the lease: each call checks it first (the provider itself without a lease). */
   fence(provider: CloudProvider): CloudProvider;
   /** For /healthz, /readyz and the cluster view; undefined without a lease (the controller is active alone). */
   readonly leadership: (() => LeadershipView) | undefined;
@@ -54,7 +50,7 @@ export function sharesState(config: ControllerConfig): boolean {
 
 export function openControllerState(
   config: ControllerConfig,
-  options: { readonly nowSeconds: () => number; readonly sqlitePath: string },
+  options: { readonly nowSeconds: () => number; readonly sqlitePath: string; readonly log: ControllerLogger },
 ): ControllerState {
   if (config.state === undefined) {
     const store = new SqliteStateStore(options.sqlitePath, { nowSeconds: options.nowSeconds });
@@ -70,30 +66,23 @@ export function openControllerState(
   }
   const store = new PostgresStateStore(config.state, { nowSeconds: options.nowSeconds });
   const lease = store.lease(LEASE_NAME);
-  // Host and pid say who it is; the random part tells a restarted controller from its previous life.
-  const holder = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
-  let elector: LeaderElector | undefined;
-  const electorFor = (url: string | undefined, log: ControllerLogger): LeaderElector =>
-    (elector ??= new LeaderElector({
-      table: lease,
-      holder,
-      holderUrl: url,
-      settings: config.lease,
-      logger: log,
-    }));
+  const elector = new LeaderElector({
+    table: lease,
+    // Host and pid say who it is; the random part tells a restarted controller from its previous life.
+    holder: `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`,
+    holderUrl: apiUrlOf(config.listen),
+    settings: config.lease,
+    logger: options.log,
+  });
   return {
     store,
     description: store.where,
     shared: true,
-    becomeActive: (active) =>
-      becomeActive(store, lease, electorFor(apiUrlOf(active.listen), active.log), active),
-    fence: (provider) => (elector === undefined ? provider : new FencedCloudProvider(provider, elector)),
-    get leadership() {
-      const current = elector;
-      return current === undefined ? undefined : () => current.view();
-    },
+    becomeActive: (onLost) => becomeActive(store, lease, elector, config.listen, onLost, options.log),
+    fence: (provider) => new FencedCloudProvider(provider, elector),
+    leadership: () => elector.view(),
     close: () => {
-      elector?.release();
+      elector.release();
       store.close();
     },
   };
@@ -103,19 +92,17 @@ async function becomeActive(
   store: PostgresStateStore,
   lease: PostgresLeaseTable,
   elector: LeaderElector,
-  options: {
-    readonly listen: string | undefined;
-    readonly log: ControllerLogger;
-    readonly onLost: (reason: string) => void;
-  },
+  listen: string | undefined,
+  onLost: (reason: string) => void,
+  log: ControllerLogger,
 ): Promise<void> {
   let term = elector.tryAcquire();
   if (term === undefined) {
     const standby =
-      options.listen === undefined
+      listen === undefined
         ? undefined
         : await startStandbyServer({
-            ...parseListenAddress(options.listen),
+            ...parseListenAddress(listen),
             leadership: () => elector.view(),
             retryAfterSeconds: elector.settings.retrySeconds,
           });
@@ -132,8 +119,8 @@ async function becomeActive(
     }
   }
   store.fenceWith(lease, term.epoch);
-  elector.startRenewing(options.onLost);
-  options.log.info('active: this controller holds the lease', { epoch: term.epoch, holder: term.holder });
+  elector.startRenewing(onLost);
+  log.info('active: this controller holds the lease', { epoch: term.epoch, holder: term.holder });
   process.stdout.write(`fleetwise controller: active with lease epoch ${term.epoch} on ${store.where}\n`);
 }
 

@@ -148,16 +148,13 @@ export async function runController(
   const state = openControllerState(config, {
     nowSeconds: () => clock.nowSeconds(),
     sqlitePath: join(config.stateDir, DB_FILE),
+    log,
   });
   const store = state.store;
   // A standby waits here, before anything touches the cloud or the workers, until the lease is its own.
-  await state.becomeActive({
-    listen: config.listen,
-    log,
-    onLost: (reason) => {
-      log.error(`lost the controller lease (${reason}); exiting so that only the new active controller acts`);
-      process.exit(LEASE_LOST_EXIT_CODE);
-    },
+  await state.becomeActive((reason) => {
+    log.error(`lost the controller lease (${reason}); exiting so that only the new active controller acts`);
+    process.exit(LEASE_LOST_EXIT_CODE);
   });
 
   let provider: CloudProvider | undefined;
