@@ -2,13 +2,15 @@
 // What the test suite needs besides node_modules, installed before it runs (`npm test` calls this first), so that
 // a fresh machine runs the whole suite with nothing skipped: a Docker engine and a static busybox (the worker's
 // Docker tests build their base image from it; there is no registry access), moto_server (the EC2/S3 stand-in),
-// Chromium (the report pages are checked in it), openssl (it signs the worker identity tests' documents), and
-// iproute2 with Python 3 (the round-trip test puts workers in network namespaces with a delayed link: tc netem, or a
-// small Python delay line where the kernel has no netem). As root with apt-get, missing Debian packages are installed,
-// and moto_server with pip; elsewhere one line says what is missing and how to install it, and the tests that need it
+// Chromium (the report pages are checked in it), openssl (it signs the worker identity tests' documents), a
+// PostgreSQL server (the PostgreSQL state store and the active/standby controllers; the tests make their own
+// throwaway cluster with its initdb and pg_ctl), and iproute2 with Python 3 (the round-trip test puts workers in
+// network namespaces with a delayed link: tc netem, or a small Python delay line where the kernel has no netem). As
+// root with apt-get, missing Debian packages are installed, and moto_server with pip; elsewhere one line says what is
+// missing and how to install it, and the tests that need it
 // fail with their own message. This script never fails the run itself: the tests are the verdict.
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
+import { accessSync, constants, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
 function onPath(name) {
@@ -33,6 +35,16 @@ function staticBusybox() {
   if (file.status === 0) return /statically linked|static-pie/.test(file.stdout);
   // Without `file`: an ELF with no interpreter section is static (good enough as a hint).
   return !readFileSync(path).includes('/lib64/ld-linux');
+}
+
+/** Debian's PostgreSQL server binaries (/usr/lib/postgresql/<version>/bin), as test/helpers/postgres.ts finds them. */
+function postgresServer() {
+  if ((process.env.PG_BIN ?? '') !== '') return true;
+  const root = '/usr/lib/postgresql';
+  if (!existsSync(root)) return false;
+  return readdirSync(root).some(
+    (v) => existsSync(join(root, v, 'bin', 'initdb')) && existsSync(join(root, v, 'bin', 'pg_ctl')),
+  );
 }
 
 const needs = [
@@ -65,6 +77,11 @@ const needs = [
     what: 'openssl, which signs the instance identity documents of the worker identity tests',
     present: () => (process.env.OPENSSL_BIN ?? '') !== '' || onPath('openssl') !== undefined,
     apt: 'openssl',
+  },
+  {
+    what: 'a PostgreSQL server for the PostgreSQL state store and high-availability tests',
+    present: postgresServer,
+    apt: 'postgresql',
   },
   {
     what: 'moto_server (EC2 and S3 stand-in) for the AWS tests',

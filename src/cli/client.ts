@@ -109,6 +109,15 @@ export const clusterSchema = z.looseObject({
       }),
     )
     .catch([]),
+  /** Which controller answered and the lease's epoch (absent from controllers that predate the lease). */
+  controller: z
+    .looseObject({
+      role: z.enum(['active', 'standby']),
+      epoch: z.number().int().nullable(),
+      holder: z.string().nullable(),
+      activeUrl: z.string().nullable(),
+    })
+    .optional(),
 });
 export type ClusterResponse = z.output<typeof clusterSchema>;
 

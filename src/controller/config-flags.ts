@@ -9,6 +9,7 @@ export interface ControllerFlags {
   readonly cluster?: string;
   readonly region?: string;
   readonly stateDir?: string;
+  readonly state?: string;
   readonly bucket?: string;
   readonly objectStore?: string;
   readonly listen?: string;
@@ -49,6 +50,7 @@ export const FLAG_PATHS: readonly (readonly [
   ['cluster', ['cluster'], 'string'],
   ['region', ['region'], 'string'],
   ['stateDir', ['stateDir'], 'string'],
+  ['state', ['state'], 'string'],
   ['bucket', ['bucket'], 'string'],
   ['objectStore', ['objectStore'], 'string'],
   ['listen', ['listen'], 'string'],

@@ -2,6 +2,8 @@ import { z } from 'zod';
 import { ValidationError } from '../core/validation.js';
 import { wfqConfigSchema } from '../queue/wfq.js';
 import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.js';
+import { DEFAULT_LEASE_SETTINGS, leaseSettingsSchema } from './ha/lease.js';
+import { isPostgresUrl } from './state/postgres/conninfo.js';
 
 /**
  * The controller's configuration: a YAML (or JSON) file, with command-line flags overriding it field by field
@@ -254,6 +256,20 @@ export const controllerConfigSchema = z
     /** Default: AWS_REGION, AWS_DEFAULT_REGION, then the catalog's region. */
     region: z.string().regex(REGION, 'an AWS region like us-east-1').optional(),
     stateDir: z.string().min(1),
+    /**
+     * Where the state lives: left out, a SQLite file in the state directory (one controller); a `postgres://` URL,
+     * PostgreSQL, where every controller started against the same database contends for one lease and the others
+     * stand by (ARCHITECTURE.md "High availability"). Give the password through PGPASSWORD or ~/.pgpass, not here.
+     */
+    state: z
+      .string()
+      .refine(
+        isPostgresUrl,
+        'a postgres://user@host:port/database URL (left out: SQLite in the state directory)',
+      )
+      .optional(),
+    /** The controllers' lease on a PostgreSQL state (client-go's leader-election timings by default). */
+    lease: leaseSettingsSchema.default(DEFAULT_LEASE_SETTINGS),
     /** `s3://bucket/prefix` or a directory; `bucket` is a shorthand for `s3://<bucket>`. Default: <stateDir>/objects. */
     objectStore: z.string().min(1).optional(),
     bucket: z

@@ -9,8 +9,9 @@ import type { JobSpec } from './job-spec/spec.js';
  * terminate, start or stop a task) and marked done or failed after it, so a controller restarted at any line finds
  * the side effects it may have started and reconciles them (level-triggered).
  *
- * Implemented by SqliteStateStore (production: WAL, one transaction per change) and MemoryStateStore (simulator
- * and tests); both pass the same contract tests. Times are seconds on the store's clock (epoch seconds in
+ * Implemented by SqliteStateStore (one controller: WAL, one transaction per change), PostgresStateStore (several
+ * controllers sharing a database, one active under a lease: ha/) and MemoryStateStore (simulator and tests); all three
+ * pass the same contract tests. Times are seconds on the store's clock (epoch seconds in
  * production, virtual seconds in the simulator).
  */
 

@@ -15,6 +15,7 @@ import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { findPostgresBin, startPostgres, type PostgresServer } from '../helpers/postgres.js';
 import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
@@ -23,6 +24,7 @@ import {
   MIGRATIONS,
   MIGRATIONS_TABLE_SQL,
 } from '../../src/controller/state/sqlite-schema.js';
+import { PostgresStateStore } from '../../src/controller/state/postgres-state-store.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import {
   IllegalTransitionError,
@@ -46,6 +48,21 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 let dbCounter = 0;
 const freshDbPath = (): string => join(scratch, `state-${++dbCounter}.db`);
 
+// One PostgreSQL server for the file (Debian's, test/helpers/postgres.ts); each store gets a schema of its own.
+const postgresBin = findPostgresBin();
+let postgres: PostgresServer | undefined;
+beforeAll(async () => {
+  if (postgresBin !== undefined) postgres = await startPostgres(postgresBin);
+});
+afterAll(() => postgres?.stop());
+function freshPostgresUrl(): string {
+  if (postgres === undefined)
+    throw new Error(
+      'PostgreSQL not found under /usr/lib/postgresql (apt-get install postgresql, or set PG_BIN)',
+    );
+  return postgres.createSchema();
+}
+
 function round(n: number): RoundInput {
   return {
     configuration: {
@@ -67,6 +84,7 @@ type Factory = (nowSeconds: () => number) => StateStore;
 const implementations: readonly (readonly [string, Factory])[] = [
   ['MemoryStateStore', (nowSeconds) => new MemoryStateStore({ nowSeconds, storeId: 'test' })],
   ['SqliteStateStore', (nowSeconds) => new SqliteStateStore(freshDbPath(), { nowSeconds })],
+  ['PostgresStateStore', (nowSeconds) => new PostgresStateStore(freshPostgresUrl(), { nowSeconds })],
 ];
 
 describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
@@ -621,7 +639,7 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
   });
 });
 
-describe('MemoryStateStore and SqliteStateStore agree on random operation sequences (property)', () => {
+describe('MemoryStateStore and the SQL stores agree on random operation sequences (property)', () => {
   type Op =
     | { op: 'submit'; which: number }
     | { op: 'job'; job: number; state: JobState }
@@ -733,33 +751,41 @@ describe('MemoryStateStore and SqliteStateStore agree on random operation sequen
     }
   }
 
-  it('gives the same results, errors and final state', () => {
-    fc.assert(
-      fc.property(fc.array(opArb, { minLength: 1, maxLength: 40 }), (ops) => {
-        let clock = 0;
-        const now = (): number => clock;
-        const memory = new MemoryStateStore({ nowSeconds: now, storeId: 'x' });
-        const sqlite = new SqliteStateStore(':memory:', { nowSeconds: now });
-        try {
-          for (const op of ops) {
-            clock += 1;
-            expect(apply(sqlite, op)).toEqual(apply(memory, op));
+  function agreesWithMemory(name: string, make: (now: () => number) => StateStore, numRuns: number): void {
+    it(`${name} gives the same results, errors and final state`, () => {
+      fc.assert(
+        fc.property(fc.array(opArb, { minLength: 1, maxLength: 40 }), (ops) => {
+          let clock = 0;
+          const now = (): number => clock;
+          const memory = new MemoryStateStore({ nowSeconds: now, storeId: 'x' });
+          const sql = make(now);
+          try {
+            for (const op of ops) {
+              clock += 1;
+              expect(apply(sql, op)).toEqual(apply(memory, op));
+            }
+            expect(sql.listJobs()).toEqual(memory.listJobs());
+            expect(sql.listTasks()).toEqual(memory.listTasks());
+            const withoutToken = (s: StateStore) =>
+              s.listInstances().map(({ launchToken: _t, ...rest }) => rest);
+            expect(withoutToken(sql)).toEqual(withoutToken(memory));
+            expect(sql.listIntents()).toEqual(memory.listIntents());
+            expect(sql.listEvents()).toEqual(memory.listEvents());
+          } finally {
+            memory.close();
+            sql.close();
           }
-          expect(sqlite.listJobs()).toEqual(memory.listJobs());
-          expect(sqlite.listTasks()).toEqual(memory.listTasks());
-          const withoutToken = (s: StateStore) =>
-            s.listInstances().map(({ launchToken: _t, ...rest }) => rest);
-          expect(withoutToken(sqlite)).toEqual(withoutToken(memory));
-          expect(sqlite.listIntents()).toEqual(memory.listIntents());
-          expect(sqlite.listEvents()).toEqual(memory.listEvents());
-        } finally {
-          memory.close();
-          sqlite.close();
-        }
-      }),
-      { numRuns: 40, seed: 11 },
-    );
-  });
+        }),
+        { numRuns, seed: 11 },
+      );
+    });
+  }
+  agreesWithMemory('SqliteStateStore', (now) => new SqliteStateStore(':memory:', { nowSeconds: now }), 40);
+  agreesWithMemory(
+    'PostgresStateStore',
+    (now) => new PostgresStateStore(freshPostgresUrl(), { nowSeconds: now }),
+    40,
+  );
 });
 
 describe('SqliteStateStore on disk', () => {

@@ -74,5 +74,12 @@ export function registerCluster(program: Command): void {
           ),
       );
     }
+    // Controllers sharing a PostgreSQL state: which one answered, and the lease's fencing token.
+    const leader = cluster.controller;
+    if (leader !== undefined && leader.epoch !== null)
+      process.stdout.write(
+        `controller: ${leader.role}, lease epoch ${leader.epoch}` +
+          `${leader.holder === null ? '' : ` held by ${leader.holder}`}\n`,
+      );
   });
 }

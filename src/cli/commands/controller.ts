@@ -33,7 +33,7 @@ import { settingsFromConfig } from '../../controller/settings.js';
 import { FAULT_POINTS, type FaultInjector, type FaultPoint } from '../../controller/faults.js';
 import type { ControllerLogger } from '../../controller/seams.js';
 import { PriceRefresher, shouldRefreshPrices } from '../../controller/price-refresh.js';
-import { SqliteStateStore } from '../../controller/state/sqlite-state-store.js';
+import { LEASE_LOST_EXIT_CODE, openControllerState, sharesState } from '../controller-state.js';
 import { WorkerTaskControl } from '../../controller/worker-task-control.js';
 import { WorkerRegistrar } from '../../controller/worker-identity/worker-registrar.js';
 import { identityVerifierFor } from '../../controller/worker-identity/identity-certificates.js';
@@ -143,7 +143,8 @@ export async function runController(
   mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
   // mkdir's mode applies only to a directory it creates: an existing one is narrowed too, as its files hold secrets.
   chmodSync(config.stateDir, 0o700);
-  const releaseStateDir = claimStateDir(config.stateDir);
+  // A shared (PostgreSQL) state is guarded by its lease instead: controllers sharing it may share the directory too.
+  const releaseStateDir = sharesState(config) ? () => undefined : claimStateDir(config.stateDir);
   const log = makeLogger(logFormat);
   const clock = new SystemClock();
   const faults = crashInjectorFromEnv(env);
@@ -153,8 +154,16 @@ export async function runController(
     envToken !== undefined && envToken !== ''
       ? envToken
       : ensureSecretFile(join(config.stateDir, ADMIN_TOKEN_FILE)).value;
-  const store = new SqliteStateStore(join(config.stateDir, DB_FILE), {
+  const state = openControllerState(config, {
     nowSeconds: () => clock.nowSeconds(),
+    sqlitePath: join(config.stateDir, DB_FILE),
+    log,
+  });
+  const store = state.store;
+  // A standby waits here, before anything touches the cloud or the workers, until the lease is its own.
+  await state.becomeActive((reason) => {
+    log.error(`lost the controller lease (${reason}); exiting so that only the new active controller acts`);
+    process.exit(LEASE_LOST_EXIT_CODE);
   });
 
   let provider: CloudProvider | undefined;
@@ -172,13 +181,17 @@ export async function runController(
     executor = kind;
     const host = hostCapacity();
     const { host: listenHost, port } = parseListenAddress(config.listen ?? LOCAL_DEFAULT_LISTEN);
-    const controllerUrl = `http://${listenHost.includes(':') ? `[${listenHost}]` : listenHost}:${port}`;
+    // Workers reach this controller, or, given --worker-controller-url, whatever is in front of the active one of
+    // several (a load balancer that checks /readyz).
+    const controllerUrl =
+      config.ec2.worker?.controllerUrl ??
+      `http://${listenHost.includes(':') ? `[${listenHost}]` : listenHost}:${port}`;
     process.stdout.write(
       `${describeLocalCapacity(catalog, host)}\n` +
         `local mode: tasks run with the ${kind} executor (${config.executor === 'auto' ? (kind === 'docker' ? 'a Docker engine answered' : 'no Docker engine answered') : 'as configured'})` +
         `${kind === 'process' ? ": a task's image is not used, its command runs on this host (submissions say so)" : ''}\n`,
     );
-    provider = localProvider = new LocalProvider({
+    localProvider = new LocalProvider({
       stateFile: join(config.stateDir, LOCAL_INSTANCES_FILE),
       instancesDir: join(config.stateDir, 'instances'),
       catalog,
@@ -190,6 +203,7 @@ export async function runController(
         giveUpAfterSeconds: config.workerGiveUpSeconds,
       }),
     });
+    provider = state.fence(localProvider);
     const instances = localProvider;
     registrar = new WorkerRegistrar({
       store,
@@ -211,7 +225,7 @@ export async function runController(
         : ensureSecretFile(join(config.stateDir, WORKER_TOKEN_FILE)).value;
     const ec2Config = await resolveEc2Settings(config, client, workerToken);
     const ec2 = new Ec2Provider(ec2Config, { api: ec2ApiFromClient(client) });
-    provider = ec2;
+    provider = state.fence(ec2);
     if (workerToken !== undefined)
       registrar = new WorkerRegistrar({
         store,
@@ -310,7 +324,8 @@ export async function runController(
     // The loop first, so no round launches or replaces an instance while the workers go; the API last, so workers
     // checkpointing their tasks can still report the final checkpoints.
     await controller.stop().catch(() => undefined);
-    if (localProvider !== undefined)
+    // Controllers sharing the state hand the fleet over to the next active one: its workers keep running.
+    if (localProvider !== undefined && !state.shared)
       await stopLocalFleet(localProvider, {
         keepWorkers: flags.keepWorkers === true,
         stateDir: config.stateDir,
@@ -318,7 +333,7 @@ export async function runController(
         graceSeconds: workerStopGraceSeconds(store),
       }).catch((e: unknown) => log.error(`stopping the local workers failed: ${(e as Error).message}`));
     await api?.close().catch(() => undefined);
-    store.close();
+    state.close();
     releaseStateDir();
     process.exit(0);
   };
@@ -365,12 +380,13 @@ export async function runController(
         catalog,
         metrics,
         ...(workers === undefined ? {} : { workers }),
+        ...(state.leadership === undefined ? {} : { leadership: state.leadership }),
       });
     } catch (e) {
       // Stop what started, so the one-line error is all that remains (no loop keeps the process alive).
       priceRefresher?.stop();
       await controller.stop().catch(() => undefined);
-      store.close();
+      state.close();
       releaseStateDir();
       throw listenError(e, config.listen);
     }
@@ -379,7 +395,7 @@ export async function runController(
   }
   process.stdout.write(
     `fleetwise controller: cluster ${config.cluster} in ${config.region}${config.dryRun ? ' (dry run: no cloud calls)' : ''}; ` +
-      `state ${config.stateDir}; reports to ${objectStore?.location ?? 'nowhere (dry run)'}` +
+      `state ${state.shared ? state.description : config.stateDir}; reports to ${objectStore?.location ?? 'nowhere (dry run)'}` +
       `${api === undefined ? '' : `; API ${api.url}`}` +
       `${envToken !== undefined && envToken !== '' ? '' : `; admin token in ${join(config.stateDir, ADMIN_TOKEN_FILE)}`}\n`,
   );
@@ -474,6 +490,11 @@ export function registerController(program: Command): void {
     .option('--cluster <name>', 'cluster name (the fleetwise:cluster tag on every instance)')
     .option('--region <region>', 'AWS region (default: AWS_REGION, then the catalog region)')
     .option('--state-dir <dir>', 'state directory (SQLite database, tokens)')
+    .option(
+      '--state <url>',
+      'keep the state in PostgreSQL (postgres://user@host:port/db; password in PGPASSWORD or ~/.pgpass): every ' +
+        'controller on the same database contends for one lease, one is active, the others stand by',
+    )
     .option('--bucket <name>', 'S3 bucket for reports (shorthand for --object-store s3://NAME)')
     .option('--object-store <location>', 's3://bucket/prefix or a directory (default: <state-dir>/objects)')
     .option('--listen <host:port>', 'HTTP API address (default for --provider local: 127.0.0.1:7070)')
@@ -514,7 +535,7 @@ export function registerController(program: Command): void {
     .option('--key-name <name>', 'EC2 key pair')
     .option(
       '--worker-controller-url <url>',
-      'start a worker on new instances (user data) that reaches the API here',
+      'start a worker on new instances (user data) that reaches the API here (local mode: where workers reach it)',
     )
     .option('--user-data-template <file>', 'user-data template (default infra/worker-user-data.sh)')
     .option(

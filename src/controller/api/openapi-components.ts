@@ -291,10 +291,33 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
       },
     ],
   },
+  Leadership: {
+    type: 'object',
+    description:
+      "This controller's place among the controllers sharing its state database (one lease, one active controller)",
+    required: ['role', 'epoch', 'holder', 'activeUrl'],
+    properties: {
+      role: {
+        type: 'string',
+        enum: ['active', 'standby'],
+        description:
+          'active: runs the cluster; standby: waits for the lease (a controller on SQLite is active alone)',
+      },
+      epoch: {
+        ...int,
+        nullable: true,
+        description:
+          "The lease's fencing token: one more at every takeover (null on SQLite, which has no lease)",
+      },
+      holder: { ...str, nullable: true, description: 'The controller holding the lease' },
+      activeUrl: { ...str, nullable: true, description: "The active controller's API, as it announced it" },
+    },
+  },
   Cluster: {
     type: 'object',
-    required: ['scope', 'instances', 'tasks', 'costPerHour'],
+    required: ['scope', 'instances', 'tasks', 'costPerHour', 'controller'],
     properties: {
+      controller: ref('Leadership'),
       scope: {
         type: 'string',
         enum: ['all', 'team'],

@@ -322,13 +322,40 @@ export const PATHS: Record<string, Record<string, Schema>> = {
       operationId: 'health',
       security: [],
       responses: {
-        '200': ok('Serving', {
-          type: 'object',
-          properties: { status: { type: 'string', enum: ['ok'] }, latestRound: { ...int, nullable: true } },
+        '200': ok('Serving (as the active controller, or as a standby: see role)', {
+          allOf: [
+            ref('Leadership'),
+            {
+              type: 'object',
+              properties: {
+                status: { type: 'string', enum: ['ok'] },
+                latestRound: { ...int, nullable: true },
+              },
+            },
+          ],
         }),
         '503': ok('The state store is unavailable', {
           type: 'object',
           properties: { status: str, error: str },
+        }),
+      },
+    },
+  },
+  '/readyz': {
+    get: {
+      summary:
+        'Ready to serve the cluster: only the active controller is (for a load balancer; no token needed)',
+      operationId: 'ready',
+      security: [],
+      responses: {
+        '200': ok('The active controller', {
+          allOf: [
+            ref('Leadership'),
+            { type: 'object', properties: { status: { type: 'string', enum: ['active'] } } },
+          ],
+        }),
+        '503': ok('A standby: send the request to the active controller', {
+          allOf: [ref('Leadership'), { type: 'object', properties: { status: str, error: str } }],
         }),
       },
     },

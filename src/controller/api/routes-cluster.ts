@@ -39,8 +39,10 @@ export function registerClusterRoutes(
     method: 'GET',
     url: '/v1/cluster',
     access: 'any',
-    handler: async (request) =>
-      clusterForScope(service.cluster(), visibleJobIds(store, teamScope(context.principal(request)))),
+    handler: async (request) => ({
+      ...clusterForScope(service.cluster(), visibleJobIds(store, teamScope(context.principal(request)))),
+      controller: context.leadership(),
+    }),
   });
 
   routes.add({

@@ -4,6 +4,7 @@ import type { ControllerService } from '../service.js';
 import type { JobSpec } from '../job-spec/spec.js';
 import type { EtaRecord } from '../queue-records.js';
 import type { LatencyMatrixView } from '../latency-matrix.js';
+import type { LeadershipView } from '../ha/leader-elector.js';
 import type { JobRecord } from '../state-store.js';
 import type { Principal, RouteAccess } from './auth.js';
 
@@ -42,6 +43,8 @@ export interface ApiControllerService extends ControllerService {
 export interface ApiContext {
   readonly service: ApiControllerService;
   readonly priceBook: PriceBook;
+  /** This controller's place among those sharing its database (active, or standby), with the lease's epoch. */
+  leadership(): LeadershipView;
   /** The caller of an authenticated route (set by the auth hook). */
   principal(request: FastifyRequest): Principal;
 }

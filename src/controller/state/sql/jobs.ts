@@ -21,7 +21,7 @@ import {
   withRetry,
   type Change,
 } from '../lifecycle.js';
-import { Where, type SqliteConnection } from './connection.js';
+import { Where, type SqlConnection } from './connection.js';
 import type { EventQueries } from './events.js';
 import type { InstanceQueries } from './instances.js';
 import { jobFromRow, taskFromRow } from './rows.js';
@@ -29,7 +29,7 @@ import { jobFromRow, taskFromRow } from './rows.js';
 /** Jobs and their tasks (a task moves with its job and onto instances). */
 export class JobQueries {
   constructor(
-    private readonly connection: SqliteConnection,
+    private readonly connection: SqlConnection,
     private readonly events: EventQueries,
     private readonly instances: InstanceQueries,
   ) {}
@@ -37,7 +37,7 @@ export class JobQueries {
   submitJob(spec: JobSpec): JobRecord {
     return this.connection.transaction(() => {
       const now = this.connection.now();
-      const seq = this.connection.nextSeq('jobs');
+      const seq = this.connection.nextNumber('jobs');
       const job = newJobRecord(jobIdOf(seq), spec, now);
       this.connection.run(
         `INSERT INTO jobs (seq, id, name, team, spec_json, state, submitted_at, updated_at, completed_iterations, total_iterations, migrations)

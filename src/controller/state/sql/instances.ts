@@ -9,21 +9,21 @@ import {
 } from '../../state-store.js';
 import { instanceIdOf, newInstanceRecord, transitionInstance, type Change } from '../lifecycle.js';
 import { checkRawToken, hashToken } from '../tokens.js';
-import { Where, type SqliteConnection } from './connection.js';
+import { Where, type SqlConnection } from './connection.js';
 import type { EventQueries } from './events.js';
 import { instanceFromRow } from './rows.js';
 
 /** Instances and their worker tokens. */
 export class InstanceQueries {
   constructor(
-    private readonly connection: SqliteConnection,
+    private readonly connection: SqlConnection,
     private readonly events: EventQueries,
     private readonly storeId: string,
   ) {}
 
   createInstance(input: NewInstance): InstanceRecord {
     return this.connection.transaction(() => {
-      const seq = this.connection.nextSeq('instances');
+      const seq = this.connection.nextNumber('instances');
       const { record, event } = newInstanceRecord(
         instanceIdOf(seq),
         input,
