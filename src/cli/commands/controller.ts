@@ -354,7 +354,7 @@ export async function runController(
   if (!config.dryRun)
     await checkStateBeforeStart({
       store,
-      stateFile: join(config.stateDir, DB_FILE),
+      stateFile: state.description,
       init: flags.init === true,
       sources: {
         clusterName: config.cluster,
@@ -366,7 +366,7 @@ export async function runController(
       log,
     }).catch((e: unknown) => {
       priceRefresher?.stop();
-      store.close();
+      state.close();
       releaseStateDir();
       throw e;
     });
