@@ -109,6 +109,8 @@ describeWithPostgres('active/standby controllers on one PostgreSQL', (pg) => {
         'roundSeconds: 1',
         'pollSeconds: 0.5',
         'workerHeartbeatSeconds: 0.5',
+        // The workload makes an orphan instance for the orphan fault point: the controllers adopt it.
+        'orphans: adopt',
         `lease: { durationSeconds: ${LEASE.durationSeconds}, renewDeadlineSeconds: ${LEASE.renewDeadlineSeconds}, retrySeconds: ${LEASE.retrySeconds} }`,
         '',
       ].join('\n'),
