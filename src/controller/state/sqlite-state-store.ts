@@ -18,6 +18,7 @@ import {
   type JobRecord,
   type JobState,
   type JsonValue,
+  type KeptJobIdentity,
   type NewInstance,
   type RoundInput,
   type RoundRecord,
@@ -132,8 +133,8 @@ export class SqliteStateStore implements StateStore {
 
   // ---- jobs and tasks -------------------------------------------------------------------------------------------
 
-  submitJob(spec: JobSpec): JobRecord {
-    return this.jobs.submitJob(spec);
+  submitJob(spec: JobSpec, kept?: KeptJobIdentity): JobRecord {
+    return this.jobs.submitJob(spec, kept);
   }
 
   getJob(id: string): JobRecord | undefined {
