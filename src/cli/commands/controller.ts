@@ -50,6 +50,8 @@ import { SERVER_ENV, TOKEN_ENV } from '../client.js';
 import { claimStateDir } from '../state-dir-lock.js';
 import { resolveEc2Settings } from '../ec2-settings.js';
 import { stopLocalFleet, workerStopGraceSeconds } from '../local-fleet-stop.js';
+import { controllerBackups, describeRestore } from '../controller-backups.js';
+import { restoreState } from '../../controller/backup/restore-state.js';
 
 /**
  * `fleetwise controller`: the long-running controller. Wires the configuration, the
@@ -121,7 +123,11 @@ function makeLogger(format: LogFormat): ControllerLogger {
 }
 
 export async function runController(
-  flags: ControllerFlags & { readonly submit?: readonly string[]; readonly keepWorkers?: boolean },
+  flags: ControllerFlags & {
+    readonly submit?: readonly string[];
+    readonly keepWorkers?: boolean;
+    readonly restoreFrom?: string;
+  },
   env: NodeJS.ProcessEnv = process.env,
   logFormat: LogFormat = selectLogFormat(undefined, process.stderr, env),
 ): Promise<void> {
@@ -138,12 +144,35 @@ export async function runController(
   const log = makeLogger(logFormat);
   const clock = new SystemClock();
   const faults = crashInjectorFromEnv(env);
+  const secretFiles = {
+    workerToken: join(config.stateDir, WORKER_TOKEN_FILE),
+    adminToken: join(config.stateDir, ADMIN_TOKEN_FILE),
+  };
+
+  // A new box from a backup: the state (and its tokens) are installed before anything reads them.
+  if (flags.restoreFrom !== undefined) {
+    const restored = await restoreState({
+      from: flags.restoreFrom,
+      cluster: config.cluster,
+      dbFile: join(config.stateDir, DB_FILE),
+      secretFiles,
+      openObjectStore: (location) => openObjectStore(location, { region: config.region }),
+      catalog,
+    }).catch((e: unknown) => {
+      releaseStateDir();
+      throw e;
+    });
+    process.stdout.write(describeRestore(restored));
+    log.info('state restored from a backup', {
+      key: restored.manifest.key,
+      resubmitted: restored.resubmitted.length,
+      ended: restored.ended.length,
+    });
+  }
 
   const envToken = env[ADMIN_TOKEN_ENV]?.trim();
   const adminToken =
-    envToken !== undefined && envToken !== ''
-      ? envToken
-      : ensureSecretFile(join(config.stateDir, ADMIN_TOKEN_FILE)).value;
+    envToken !== undefined && envToken !== '' ? envToken : ensureSecretFile(secretFiles.adminToken).value;
   const store = new SqliteStateStore(join(config.stateDir, DB_FILE), {
     nowSeconds: () => clock.nowSeconds(),
   });
@@ -201,6 +230,21 @@ export async function runController(
     config.dryRun && onS3 ? undefined : openObjectStore(config.objectStore, { region: config.region });
 
   const metrics = new ControllerMetrics();
+  // A dry run keeps no backups: it changes nothing a new box would need.
+  const backups = config.dryRun
+    ? undefined
+    : controllerBackups({
+        everySeconds: config.backupSeconds,
+        keep: config.backupKeep,
+        cluster: config.cluster,
+        stateDir: config.stateDir,
+        secretFiles,
+        store,
+        objectStore,
+        clock,
+        log,
+        metrics,
+      });
   const host = hostCapacity();
   const workers =
     workerToken === undefined || objectStore === undefined
@@ -233,6 +277,7 @@ export async function runController(
     provider,
     clock,
     objectStore,
+    jobArchive: backups?.archive,
     metrics,
     settings: settingsFromConfig(config),
     faults,
@@ -283,6 +328,9 @@ export async function runController(
         graceSeconds: workerStopGraceSeconds(store),
       }).catch((e: unknown) => log.error(`stopping the local workers failed: ${(e as Error).message}`));
     await api?.close().catch(() => undefined);
+    // After the API and the workers: the final backup holds their last reports.
+    await backups?.archive.stop().catch(() => undefined);
+    await backups?.schedule.stop({ finalBackup: true }).catch(() => undefined);
     store.close();
     releaseStateDir();
     process.exit(0);
@@ -322,6 +370,8 @@ export async function runController(
     // The client finds a controller it was not told about through this file (src/cli/local-state.ts).
     writeFileSync(join(config.stateDir, API_URL_FILE), `${api.url}\n`, { mode: 0o600 });
   }
+  // The first backup now (a restored or recovered state is in the object store at once), then every period.
+  backups?.schedule.start();
   process.stdout.write(
     `fleetwise controller: cluster ${config.cluster} in ${config.region}${config.dryRun ? ' (dry run: no cloud calls)' : ''}; ` +
       `state ${config.stateDir}; reports to ${objectStore?.location ?? 'nowhere (dry run)'}` +
@@ -443,6 +493,16 @@ export function registerController(program: Command): void {
     )
     .option('--report-every-seconds <s>', 'cost report period (default 3600)')
     .option(
+      '--backup-seconds <s>',
+      'back the state up to the object store every this many seconds: the most a lost machine loses (default 60; 0 off)',
+    )
+    .option('--backup-keep <n>', 'state backups kept in the object store (default 10)')
+    .option(
+      '--restore-from <location>',
+      "start a new box from a backup: s3://bucket/prefix or a directory (the cluster's newest backup there), or one " +
+        'backup in it (…/backups/<cluster>/state-<seq>.db.gz); the state directory must hold no state yet',
+    )
+    .option(
       '--price-refresh-hours <h>',
       'hours between on-demand price refreshes from the AWS Price List API; 0 disables (default 24)',
     )
@@ -464,7 +524,12 @@ export function registerController(program: Command): void {
       async ({
         logFormat,
         ...options
-      }: ControllerFlags & { submit?: string[]; keepWorkers?: boolean; logFormat?: string }) => {
+      }: ControllerFlags & {
+        submit?: string[];
+        keepWorkers?: boolean;
+        restoreFrom?: string;
+        logFormat?: string;
+      }) => {
         await runController(options, process.env, selectLogFormat(logFormat, process.stderr));
       },
     );
