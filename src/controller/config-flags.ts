@@ -34,6 +34,7 @@ export interface ControllerFlags {
   readonly keyName?: string;
   readonly workerControllerUrl?: string;
   readonly userDataTemplate?: string;
+  readonly identityCertificate?: string;
   readonly executor?: string;
   readonly heartbeatTimeoutSeconds?: string;
   readonly workerGiveUpSeconds?: string;
@@ -74,6 +75,7 @@ export const FLAG_PATHS: readonly (readonly [
   ['keyName', ['ec2', 'keyName'], 'string'],
   ['workerControllerUrl', ['ec2', 'worker', 'controllerUrl'], 'string'],
   ['userDataTemplate', ['ec2', 'worker', 'templatePath'], 'string'],
+  ['identityCertificate', ['ec2', 'worker', 'identityCertificate'], 'string'],
   ['executor', ['executor'], 'string'],
   ['heartbeatTimeoutSeconds', ['workerHeartbeatTimeoutSeconds'], 'number'],
   ['workerGiveUpSeconds', ['workerGiveUpSeconds'], 'number'],

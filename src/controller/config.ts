@@ -17,7 +17,13 @@ const LISTEN = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
 const positive = z.number().finite().positive('must be > 0');
 const nonNegative = z.number().finite().nonnegative('must be ≥ 0');
 
-export const ORPHAN_POLICIES = ['adopt', 'terminate'] as const;
+/**
+ * What to do with an instance tagged with the cluster that the state does not know. Its tasks, if any, are not
+ * accounted for (a lost state file, another controller), so the default keeps it running and reports it (logs at error
+ * level, `fleetwise cluster`, the `fleetwise_orphan_instances` metric); `adopt` lets the plan use or drop it (an idle
+ * instance is then terminated); `terminate` drains and terminates it.
+ */
+export const ORPHAN_POLICIES = ['keep', 'adopt', 'terminate'] as const;
 export type OrphanPolicy = (typeof ORPHAN_POLICIES)[number];
 
 /** The AWS on-demand quota groups `awsQuotaGroup` maps families to (Service Quotas "Running On-Demand … instances"). */
@@ -202,6 +208,11 @@ const ec2Schema = z.strictObject({
       packageSpec: z.string().min(1).optional(),
       nodeVersion: z.string().min(1).optional(),
       templatePath: z.string().min(1).optional(),
+      /**
+       * PEM certificate(s) the workers' signed instance identity documents are verified against; default: AWS's
+       * RSA-2048 certificate for the region, bundled in infra/aws-identity-certificates/.
+       */
+      identityCertificate: z.string().min(1).optional(),
     })
     .optional(),
 });
@@ -268,7 +279,7 @@ export const controllerConfigSchema = z
     /** Plan and record decisions, make no cloud call. */
     dryRun: z.boolean().default(false),
     /** What to do with instances tagged with this cluster that the state does not know. */
-    orphans: z.enum(ORPHAN_POLICIES).default('adopt'),
+    orphans: z.enum(ORPHAN_POLICIES).default('keep'),
     workerRegistration: workerRegistrationSchema.default(workerRegistrationSchema.parse({})),
     /**
      * An instance the state knows but EC2 no longer lists is declared lost only this long after its launch

@@ -14,6 +14,8 @@ import { clusterView, whyJob } from './explain.js';
 import type { ExecutorKind } from './execution-check.js';
 import { InjectedCrash, type FaultInjector } from './faults.js';
 import { JobControl } from './job-control.js';
+import type { LatencyMatrixView } from './latency-matrix.js';
+import { KeptOrphans } from './kept-orphans.js';
 import type { JobSpec } from './job-spec/spec.js';
 import { Predictions } from './predictions.js';
 import type { EtaRecord } from './queue-records.js';
@@ -108,6 +110,7 @@ export class Controller implements ControllerService {
   private readonly rounds: RoundRecorder;
   private readonly reports: ReportWriter;
   private readonly jobs: JobControl;
+  private readonly orphans: KeptOrphans;
 
   /** The loop's sequence: every pass chains here so none overlap (also when tests call them directly). */
   private chain: Promise<unknown> = Promise.resolve();
@@ -143,6 +146,7 @@ export class Controller implements ControllerService {
       config: deps.settings.queue,
     });
     this.priceOf = new Map(deps.catalog.types.map((t) => [t.name, t.costPerHour]));
+    this.orphans = new KeptOrphans(this.clock, this.log, deps.settings.clusterName);
     this.reconciler = new Reconciler({
       store: deps.store,
       catalog: deps.catalog,
@@ -155,6 +159,7 @@ export class Controller implements ControllerService {
       settings: reconcilerSettings(deps.settings),
       onJobEnded: (job) => this.jobEnded(job),
       requestRound: (reason) => this.requestRound(reason),
+      onOrphansKept: (instances) => this.orphans.update(instances),
     });
     const catalog = (): Catalog => this.catalog;
     this.queueViews = new QueueViews({ store: deps.store, admission: this.admission });
@@ -241,6 +246,7 @@ export class Controller implements ControllerService {
         pendingIntents: pending,
         adopted: sync.adopted.length,
         orphans: sync.orphans.length,
+        keptOrphans: sync.kept.length,
         vanished: sync.vanished.length,
       });
       return { sync, progress };
@@ -436,7 +442,12 @@ export class Controller implements ControllerService {
   }
 
   cluster(): ClusterView {
-    return clusterView(this.store, this.priceOf);
+    return clusterView(this.store, this.priceOf, this.orphans.list());
+  }
+
+  /** The round trips the workers measured between instances (none without workers that probe). */
+  latency(): LatencyMatrixView {
+    return this.workers?.latencyView?.() ?? { pairs: [], probes: [] };
   }
 
   why(jobId: string, limit = 10): WhyRecord[] {

@@ -51,7 +51,8 @@ describe('controller configuration', () => {
       roundSeconds: 5,
       pollSeconds: 5,
       dryRun: false,
-      orphans: 'adopt',
+      // An instance the state does not know may run work nobody accounts for: kept and reported unless told otherwise.
+      orphans: 'keep',
       caps: {},
       reportEverySeconds: 3600,
       workerRegistration: { timeoutSeconds: 900, backoffBaseSeconds: 60, backoffMaxSeconds: 3600 },
@@ -146,7 +147,7 @@ describe('controller configuration', () => {
   it('names the flag, or the file field and its line, in errors', () => {
     const flagged = problemsOf(() =>
       loadControllerConfig({
-        flags: { cluster: 'c', stateDir: 's', roundSeconds: 'soon', maxInstances: '0', orphans: 'keep' },
+        flags: { cluster: 'c', stateDir: 's', roundSeconds: 'soon', maxInstances: '0', orphans: 'drop' },
         env: {},
         defaultRegion: 'us-east-1',
       }),

@@ -283,6 +283,57 @@ describe('controller rounds against an in-memory cloud', () => {
     });
   });
 
+  it('keeps and reports an orphan under the keep policy: never used, never terminated', async () => {
+    const errors: string[] = [];
+    const logger = { info() {}, warn() {}, error: (message: string) => void errors.push(message) };
+    const keep = rig({ orphanPolicy: 'keep' }, { logger });
+    const orphan = keep.cloud.addForeign('test', 'c7i.xlarge');
+    const exotic = keep.cloud.addForeign('test', 't2.micro'); // not in the catalog: kept all the same
+    const job = keep.controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await keep.controller.recover();
+    for (let round = 0; round < 3; round++) {
+      await keep.controller.runRound('period');
+      keep.clock.advance(301);
+    }
+    // Not recorded, not planned on (the job got an instance of its own), not terminated.
+    expect(keep.store.findInstanceByCloudId(orphan)).toBeUndefined();
+    expect(keep.cloud.calls.runInstances).toBe(1);
+    expect(keep.store.getTask(`${job.id}.0`)?.instanceId).toBe('inst-1');
+    for (const id of [orphan, exotic]) expect(keep.cloud.instances.get(id)?.state).toBe('running');
+    expect(keep.controller.cluster().orphans).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ cloudId: orphan, typeName: 'c7i.xlarge', policy: 'keep' }),
+        expect.objectContaining({ cloudId: exotic, typeName: 't2.micro', policy: 'keep' }),
+      ]),
+    );
+    // Reported once each at error level, not on every pass.
+    expect(errors.filter((e) => e.includes(orphan))).toHaveLength(1);
+    expect(errors.find((e) => e.includes(orphan))).toMatch(/not accounted for.*--orphans adopt/);
+    // Once it is gone (the operator stopped it), it is no longer reported.
+    await keep.cloud.terminate([orphan]);
+    await keep.controller.reconcile();
+    expect(keep.controller.cluster().orphans.map((o) => o.cloudId)).toEqual([exotic]);
+  });
+
+  it('terminates a second instance of its own launch under the keep policy: no task of ours can be on it', async () => {
+    const keep = rig({ orphanPolicy: 'keep' });
+    keep.controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await keep.controller.runRound();
+    const record = keep.store.getInstance('inst-1') as InstanceRecord;
+    const twin = keep.cloud.addForeign('test', record.typeName);
+    const twinRecord = keep.cloud.instances.get(twin);
+    if (twinRecord === undefined) throw new Error('no twin');
+    keep.cloud.instances.set(twin, {
+      ...twinRecord,
+      tags: { ...twinRecord.tags, [TAG_LAUNCH_TOKEN]: record.launchToken },
+    });
+    await keep.controller.reconcile();
+    await keep.controller.reconcile();
+    expect(keep.cloud.instances.get(twin)?.state).toBe('terminated');
+    expect(keep.store.findInstanceByCloudId(twin)?.reason).toMatch(/a second instance of a launch of ours/);
+    expect(keep.controller.cluster().orphans).toEqual([]);
+  });
+
   it('keeps a plan within the instance cap and explains who waits', async () => {
     const { controller, cloud } = rig({ caps: { maxInstances: 1 } });
     const a = controller.submit(jobSpec('gpu-a', { p3: [1, 8, 61] }), 'research');

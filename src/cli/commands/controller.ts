@@ -35,6 +35,9 @@ import type { ControllerLogger } from '../../controller/seams.js';
 import { PriceRefresher, shouldRefreshPrices } from '../../controller/price-refresh.js';
 import { SqliteStateStore } from '../../controller/state/sqlite-state-store.js';
 import { WorkerTaskControl } from '../../controller/worker-task-control.js';
+import { WorkerRegistrar } from '../../controller/worker-identity/worker-registrar.js';
+import { identityVerifierFor } from '../../controller/worker-identity/identity-certificates.js';
+import { checkStateBeforeStart } from '../../controller/empty-state-guard.js';
 import type { CloudProvider } from '../../cloud/provider.js';
 import { LocalProvider } from '../../cloud/local/local-provider.js';
 import { withLocalDelays } from '../../cloud/local/local-delays.js';
@@ -70,6 +73,8 @@ export const CRASH_AT_ENV = 'FLEETWISE_CRASH_AT';
 /** The SQLite state in the state directory (`fleetwise export-trace` reads it too). */
 export const DB_FILE = 'state.db';
 const WORKER_TOKEN_FILE = 'worker-token';
+/** The local provider's record of the instances it launched. */
+const LOCAL_INSTANCES_FILE = 'local-instances.json';
 export { PID_FILE } from '../state-dir-lock.js';
 
 /**
@@ -126,6 +131,7 @@ export async function runController(
   flags: ControllerFlags & {
     readonly submit?: readonly string[];
     readonly keepWorkers?: boolean;
+    readonly init?: boolean;
     readonly restoreFrom?: string;
   },
   env: NodeJS.ProcessEnv = process.env,
@@ -179,6 +185,8 @@ export async function runController(
 
   let provider: CloudProvider | undefined;
   let localProvider: LocalProvider | undefined;
+  /** Who may register as which instance: set wherever workers run (local mode, EC2 with a worker bootstrap). */
+  let registrar: WorkerRegistrar | undefined;
   // EC2 workers run tasks in Docker (their user data installs it); local ones with the executor chosen below.
   let executor: ExecutorKind = 'docker';
   let workerToken: string | undefined;
@@ -197,16 +205,27 @@ export async function runController(
         `${kind === 'process' ? ": a task's image is not used, its command runs on this host (submissions say so)" : ''}\n`,
     );
     provider = localProvider = new LocalProvider({
-      stateFile: join(config.stateDir, 'local-instances.json'),
+      stateFile: join(config.stateDir, LOCAL_INSTANCES_FILE),
       instancesDir: join(config.stateDir, 'instances'),
       catalog,
       spawner: new ProcessWorkerSpawner({
         controllerUrl,
-        workerToken,
+        launchSecretKey: workerToken,
         executorKind: kind,
         executorFor: (dir, instanceId) => makeExecutor(kind, dir, instanceId),
         giveUpAfterSeconds: config.workerGiveUpSeconds,
       }),
+    });
+    const instances = localProvider;
+    registrar = new WorkerRegistrar({
+      store,
+      clusterName: config.cluster,
+      clusterKey: workerToken,
+      describeInstance: async (cloudId) =>
+        (await instances.list(config.cluster, { includeTerminated: true })).find(
+          (i) => i.instanceId === cloudId,
+        ),
+      launchCredential: { kind: 'launch-secret' },
     });
   } else if (!config.dryRun) {
     const { createEc2Client, ec2ApiFromClient } = await import('../../cloud/aws/ec2-api.js');
@@ -217,7 +236,20 @@ export async function runController(
         ? undefined
         : ensureSecretFile(join(config.stateDir, WORKER_TOKEN_FILE)).value;
     const ec2Config = await resolveEc2Settings(config, client, workerToken);
-    provider = new Ec2Provider(ec2Config, { api: ec2ApiFromClient(client) });
+    const ec2 = new Ec2Provider(ec2Config, { api: ec2ApiFromClient(client) });
+    provider = ec2;
+    if (workerToken !== undefined)
+      registrar = new WorkerRegistrar({
+        store,
+        clusterName: config.cluster,
+        clusterKey: workerToken,
+        describeInstance: (cloudId) => ec2.describeInstance(config.cluster, cloudId),
+        launchCredential: {
+          kind: 'ec2-instance-identity',
+          verifier: identityVerifierFor(config.region, config.ec2.worker?.identityCertificate),
+          region: config.region,
+        },
+      });
     log.info('EC2 settings', {
       amiId: ec2Config.amiId,
       zones: ec2Config.placements.map((p) => p.availabilityZone),
@@ -247,13 +279,13 @@ export async function runController(
       });
   const host = hostCapacity();
   const workers =
-    workerToken === undefined || objectStore === undefined
+    registrar === undefined || objectStore === undefined
       ? undefined
       : new WorkerTaskControl({
           store,
           catalog,
           clock,
-          bootstrapToken: workerToken,
+          registrar,
           objectStoreLocation: objectStore.location,
           heartbeatSeconds: config.workerHeartbeatSeconds,
           heartbeatTimeoutSeconds: config.workerHeartbeatTimeoutSeconds,
@@ -348,6 +380,26 @@ export async function runController(
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
 
+  // An empty state where a cluster ran before is a lost state: refused unless --init (a dry run touches nothing).
+  if (!config.dryRun)
+    await checkStateBeforeStart({
+      store,
+      stateFile: join(config.stateDir, DB_FILE),
+      init: flags.init === true,
+      sources: {
+        clusterName: config.cluster,
+        provider,
+        localInstanceFile: local ? join(config.stateDir, LOCAL_INSTANCES_FILE) : undefined,
+        objectStore,
+      },
+      nowSeconds: clock.nowSeconds(),
+      log,
+    }).catch((e: unknown) => {
+      priceRefresher?.stop();
+      store.close();
+      releaseStateDir();
+      throw e;
+    });
   await controller.start();
   priceRefresher?.start();
   if (config.listen !== undefined) {
@@ -481,7 +533,13 @@ export function registerController(program: Command): void {
     .option('--dry-run', 'plan and record decisions, make no cloud call')
     .option(
       '--orphans <policy>',
-      `instances tagged with the cluster but unknown to the state: ${ORPHAN_POLICIES.join(' | ')}`,
+      `instances tagged with the cluster but unknown to the state: ${ORPHAN_POLICIES.join(' | ')} (default keep: ` +
+        'left running, reported in the log, `fleetwise cluster` and /metrics)',
+    )
+    .option(
+      '--init',
+      'start a new cluster on an empty state even where one ran before (its instances, instance file or objects ' +
+        'remain); without it such a start is refused as a lost state',
     )
     .option(
       '--registration-timeout-seconds <s>',
@@ -517,6 +575,11 @@ export function registerController(program: Command): void {
     )
     .option('--user-data-template <file>', 'user-data template (default infra/worker-user-data.sh)')
     .option(
+      '--identity-certificate <file>',
+      "PEM certificate(s) the workers' signed instance identity documents are verified against (default: AWS's " +
+        'RSA-2048 certificate for the region, bundled)',
+    )
+    .option(
       '--log-format <format>',
       `${LOG_FORMATS.join(' | ')}: auto is pretty on a terminal, JSON lines otherwise (default: ${LOG_FORMAT_ENV} or auto)`,
     )
@@ -527,6 +590,7 @@ export function registerController(program: Command): void {
       }: ControllerFlags & {
         submit?: string[];
         keepWorkers?: boolean;
+        init?: boolean;
         restoreFrom?: string;
         logFormat?: string;
       }) => {

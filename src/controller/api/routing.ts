@@ -3,6 +3,7 @@ import type { PriceBook } from '../../scheduler/reservation-price.js';
 import type { ControllerService } from '../service.js';
 import type { JobSpec } from '../job-spec/spec.js';
 import type { EtaRecord } from '../queue-records.js';
+import type { LatencyMatrixView } from '../latency-matrix.js';
 import type { JobRecord } from '../state-store.js';
 import type { Principal, RouteAccess } from './auth.js';
 
@@ -37,6 +38,8 @@ export interface ApiControllerService extends ControllerService {
    * withdrawn the job, when that fails.
    */
   keepSubmission?(job: JobRecord): Promise<void>;
+  /** Round trips the workers measured between instances, and where their probes listen. */
+  latency?(): LatencyMatrixView;
   /** End a job as unsuccessful at a stage (success-ranked ordering), freeing its capacity. */
   markUnsuccessful?(jobId: string, options: { readonly stage?: number; readonly reason?: string }): JobRecord;
 }

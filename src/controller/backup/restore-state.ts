@@ -15,6 +15,8 @@ import {
   stateBackupPrefix,
 } from '../../protocol/object-keys.js';
 import type { ObjectStore } from '../../storage/object-store.js';
+import { markInitialized } from '../state/initialization.js';
+import { recordPreviousStoreId } from '../state/lineage.js';
 import { renewStoreId } from '../state/sqlite/migrate.js';
 import { SqliteStateStore } from '../state/sqlite-state-store.js';
 import {
@@ -230,6 +232,10 @@ async function rebuildOnCopy(
   let rebuilt: JobRebuildSummary;
   try {
     rebuilt = await rebuildJobs(store, { objectStore, cluster: options.cluster }, options.catalog);
+    // Instances the old box launched after the backup carry this id in their launch tokens (cloud-sync.ts).
+    recordPreviousStoreId(store, store.storeId);
+    // --restore-from is the explicit start from a backup: never refused as a lost state (empty-state-guard.ts).
+    markInitialized(store, options.cluster, 'existing', Date.now() / 1000);
   } finally {
     store.close();
   }

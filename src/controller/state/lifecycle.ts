@@ -290,6 +290,7 @@ export function newInstanceRecord(
     typeName: input.typeName,
     state: 'requested',
     ...(input.availabilityZone === undefined ? {} : { availabilityZone: input.availabilityZone }),
+    ...(input.placementGroup === undefined ? {} : { placementGroup: input.placementGroup }),
     launchToken,
     requestedAtSeconds: nowSeconds,
     updatedAtSeconds: nowSeconds,
@@ -319,8 +320,13 @@ export function transitionInstance(
     );
   const cloudId = change.cloudId ?? instance.cloudId;
   const availabilityZone = change.availabilityZone ?? instance.availabilityZone;
+  const placementGroup =
+    change.placementGroup === null ? undefined : (change.placementGroup ?? instance.placementGroup);
   const unchanged =
-    instance.state === to && cloudId === instance.cloudId && availabilityZone === instance.availabilityZone;
+    instance.state === to &&
+    cloudId === instance.cloudId &&
+    availabilityZone === instance.availabilityZone &&
+    placementGroup === instance.placementGroup;
   if (unchanged) return { record: instance };
   const entering = instance.state !== to;
   const record: InstanceRecord = {
@@ -328,6 +334,7 @@ export function transitionInstance(
     state: to,
     cloudId,
     availabilityZone,
+    placementGroup,
     reason: entering ? change.reason : instance.reason,
     updatedAtSeconds: nowSeconds,
     launchedAtSeconds: instance.launchedAtSeconds ?? (to === 'launching' ? nowSeconds : undefined),
@@ -345,6 +352,7 @@ export function transitionInstance(
         to,
         ...(cloudId === undefined ? {} : { cloudId }),
         ...(availabilityZone === undefined ? {} : { availabilityZone }),
+        ...(placementGroup === undefined ? {} : { placementGroup }),
         ...(change.reason === undefined ? {} : { reason: change.reason }),
       },
     },
