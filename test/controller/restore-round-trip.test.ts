@@ -309,7 +309,9 @@ describeWithMoto(
       expect(restored.output()).toMatch(/1 job\(s\) accepted after it submitted again \(job-2\)/);
       await running(restored, one);
       await running(restored, two);
-      // Both instances known again (the one launched after the backup found by its cluster tag), none launched.
+      // Both instances known again (the one launched after the backup found by its cluster tag and adopted: its
+      // launch token carries the store id the backup had), none launched.
+      expect(restored.output()).toMatch(/orphan instance i-[0-9a-f]+ adopted/);
       const cluster = (await restored.api('GET', '/v1/cluster')).json as {
         instances: { cloudId?: string }[];
       };

@@ -14,6 +14,8 @@ import {
 } from '../../src/controller/backup/restore-state.js';
 import { StateBackup } from '../../src/controller/backup/state-backup.js';
 import { SystemClock } from '../../src/controller/clock.js';
+import { CLUSTER_INITIALIZED_KEY } from '../../src/controller/state/initialization.js';
+import { previousStoreIds } from '../../src/controller/state/lineage.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import type { JobRecord, JobState, StateStore } from '../../src/controller/state-store.js';
 import {
@@ -149,6 +151,9 @@ describe('restore from a backup', () => {
     // New jobs come after every restored one; new launches never reuse the old box's launch tokens.
     expect(restored.submitJob(jobSpec('next', CPU_SMALL)).id).toBe('job-8');
     expect(restored.storeId).not.toBe(storeId);
+    // The id it had is remembered (instances launched under it are adopted), and the state counts as started.
+    expect(previousStoreIds(restored)).toEqual([storeId]);
+    expect(restored.getValue(CLUSTER_INITIALIZED_KEY)).toBeDefined();
     expect(restored.createInstance({ typeName: 'c7i.large' }).launchToken).not.toContain(storeId);
     restored.close();
     // The state directory's tokens are back, owner-only; the database too.
