@@ -139,13 +139,16 @@ describe('state backups', () => {
   });
 
   it('continues after the highest seq in the store when a new controller (a restart, a restored box) backs up', async () => {
-    const { state, objects, backup } = setup();
+    const { dir, state, objects, backup } = setup();
     await backup().run();
+    // A snapshot a killed process left behind is cleared by the next process's first backup.
+    writeFileSync(join(dir, 'backup-tmp', 'backup-99999-7.db'), 'secrets');
     await backup().run();
     expect((await readJson(objects, latestBackupKey('prod')))['seq']).toBe(2);
     // A pointer lost (its write failed, or deleted): the listing still finds seq 2.
     await objects.delete(latestBackupKey('prod'));
     expect((await backup().run()).seq).toBe(3);
+    expect(readdirSync(join(dir, 'backup-tmp'))).toEqual([]);
     state.close();
   });
 

@@ -61,6 +61,8 @@ export class StateBackup {
   /** Take, store and rotate one backup; answers its manifest. Throws when any step fails (nothing is half-visible). */
   async run(): Promise<BackupManifest> {
     const { objectStore, cluster } = this.options;
+    // A process killed mid-backup leaves its snapshot (which holds secrets) behind: the first backup clears them.
+    if (this.lastSeq === undefined) await rm(this.options.workDir, { recursive: true, force: true });
     const seq = (await this.previousSeq()) + 1;
     const keys = stateBackupKeys(cluster, seq);
     await mkdir(this.options.workDir, { recursive: true, mode: 0o700 });
