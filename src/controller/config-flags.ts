@@ -24,6 +24,8 @@ export interface ControllerFlags {
   readonly registrationTimeoutSeconds?: string;
   readonly registrationBackoffSeconds?: string;
   readonly reportEverySeconds?: string;
+  readonly backupSeconds?: string;
+  readonly backupKeep?: string;
   readonly priceRefreshHours?: string;
   readonly ami?: string;
   readonly availabilityZones?: string;
@@ -65,6 +67,8 @@ export const FLAG_PATHS: readonly (readonly [
   ['registrationTimeoutSeconds', ['workerRegistration', 'timeoutSeconds'], 'number'],
   ['registrationBackoffSeconds', ['workerRegistration', 'backoffBaseSeconds'], 'number'],
   ['reportEverySeconds', ['reportEverySeconds'], 'number'],
+  ['backupSeconds', ['backupSeconds'], 'number'],
+  ['backupKeep', ['backupKeep'], 'number'],
   ['priceRefreshHours', ['priceRefreshHours'], 'number'],
   ['ami', ['ec2', 'amiId'], 'string'],
   ['subnets', ['ec2', 'subnetIds'], 'list'],

@@ -305,6 +305,14 @@ export const controllerConfigSchema = z
     /** Cost reports are written every this many seconds (and whenever a job ends, and on demand). */
     reportEverySeconds: positive.default(3600),
     /**
+     * The state is backed up to the object store every this many seconds, so losing the controller's machine loses at
+     * most this much (src/controller/backup/); jobs accepted since are rebuilt from the job archive. 0 turns backups
+     * and the job archive off.
+     */
+    backupSeconds: nonNegative.max(86_400, 'at most a day (86400)').default(60),
+    /** Backups kept in the object store (the newest ones). */
+    backupKeep: z.number().int('a whole number').min(1, 'must be ≥ 1').max(10_000).default(10),
+    /**
      * Hours between on-demand price refreshes from the AWS Price List API (src/controller/price-refresh.ts); 0 turns
      * them off. On-demand prices change rarely, so a daily refresh is plenty; a failed one keeps the current catalog.
      */

@@ -6,6 +6,7 @@ import { schedulerCaps } from '../round/plan-caps.js';
 import { EvaScheduler } from '../scheduler/eva.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { readJobLogs, storeBuildContext } from './artifacts.js';
+import type { JobArchive } from './backup/job-archive.js';
 import { SystemClock, type Clock } from './clock.js';
 import { computeCostReport, type DetailedCostReport } from './cost-accounting.js';
 import type { PredictFn } from './eta-world.js';
@@ -57,6 +58,11 @@ export interface ControllerDeps {
   readonly clock?: Clock;
   /** Where cost reports go; without one, reports are only computed on demand. */
   readonly objectStore?: ObjectStore | undefined;
+  /**
+   * Every accepted job's spec and end in the object store (backup/job-archive.ts), so a restore from a backup
+   * rebuilds what the backup missed; without one, submissions are answered without it.
+   */
+  readonly jobArchive?: JobArchive | undefined;
   readonly settings: ControllerSettings;
   readonly faults?: FaultInjector | undefined;
   readonly logger?: ControllerLogger | undefined;
@@ -93,6 +99,7 @@ export class Controller implements ControllerService {
   private readonly reconciler: Reconciler;
   private readonly log: ControllerLogger;
   private readonly objectStore: ObjectStore | undefined;
+  private readonly jobArchive: JobArchive | undefined;
   private priceOf: ReadonlyMap<string, number>;
   private readonly metrics: RoundMetrics | undefined;
   private readonly workers: WorkerFleet | undefined;
@@ -122,6 +129,7 @@ export class Controller implements ControllerService {
     this.settings = deps.settings;
     this.log = deps.logger ?? silentLogger;
     this.objectStore = deps.objectStore;
+    this.jobArchive = deps.jobArchive;
     this.metrics = deps.metrics;
     this.workers = deps.workers;
     this.provider = deps.settings.dryRun ? undefined : deps.provider;
@@ -354,6 +362,7 @@ export class Controller implements ControllerService {
   }
 
   private jobEnded(job: JobRecord): void {
+    this.jobArchive?.keepEnded(job);
     this.admission.forget(job.id);
     this.queueViews.forget(job.id);
     this.predictions.recordError(job);
@@ -396,6 +405,23 @@ export class Controller implements ControllerService {
 
   cancel(jobId: string): JobRecord {
     return this.jobs.cancel(jobId);
+  }
+
+  /**
+   * API: make a submitted job durable beyond this machine before it is answered (its spec in the job archive). When
+   * the object store does not take it, the job is withdrawn (cancelled, saying why) and the error thrown, so the
+   * client is told to retry and no job runs that a restore could drop.
+   */
+  async keepSubmission(job: JobRecord): Promise<void> {
+    if (this.jobArchive === undefined) return;
+    try {
+      await this.jobArchive.keepSubmitted(job);
+    } catch (e) {
+      const why = e instanceof Error ? e.message : String(e);
+      this.log.error(`${job.id} withdrawn: its spec could not be stored in the job archive`, { error: why });
+      this.jobs.cancel(job.id, `withdrawn at submission: the object store did not take its spec (${why})`);
+      throw e;
+    }
   }
 
   /** API (`submit --dry-run`): the ETA a job with this spec would get if submitted now; nothing is stored. */

@@ -67,7 +67,8 @@ export function describeEvidence(evidence: readonly ClusterEvidence[], stateFile
     `refusing to start: the state ${stateFile} is empty, but a cluster ran here before:`,
     ...evidence.map((e) => `  - ${e.description}`),
     'Starting on an empty state would treat that cluster as gone: its jobs as never submitted, its instances as ' +
-      'orphans. If the state file was lost, restore it (from a copy or a backup) and start again.',
+      'orphans. If the state file was lost, start from the newest backup with --restore-from <the object store> ' +
+      '(or put back a copy of the file) and start again.',
     'To start a new, empty cluster anyway, run again with --init: the instances found are then kept running and ' +
       'reported as orphans (the default --orphans keep), and terminated only under --orphans terminate (or used and ' +
       'terminated when idle under --orphans adopt).',

@@ -236,6 +236,13 @@ export interface EventFilter {
   readonly limit?: number | undefined;
 }
 
+/** The id and submission time a job keeps when it is submitted again (restore from a backup). */
+export interface KeptJobIdentity {
+  /** `job-<n>`, as the store gave it. */
+  readonly id: string;
+  readonly submittedAtSeconds: number;
+}
+
 export interface NewInstance {
   readonly typeName: string;
   readonly availabilityZone?: string | undefined;
@@ -257,8 +264,11 @@ export interface StateStore {
   transaction<T>(fn: () => T): T;
 
   // Jobs and their tasks
-  /** Store a validated spec as a queued job with one pending task per expanded task. */
-  submitJob(spec: JobSpec): JobRecord;
+  /**
+   * Store a validated spec as a queued job with one pending task per expanded task. With `kept`, the job gets the id
+   * and submission time it had before (a restore re-submits the jobs its backup missed); that id must be free.
+   */
+  submitJob(spec: JobSpec, kept?: KeptJobIdentity): JobRecord;
   getJob(id: string): JobRecord | undefined;
   /** In submission order. */
   listJobs(filter?: JobFilter): JobRecord[];

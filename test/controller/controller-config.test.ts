@@ -67,7 +67,37 @@ describe('controller configuration', () => {
       pollSeconds: 15,
       region: 'us-east-1',
       objectStore: '/var/lib/fw/objects',
+      backupSeconds: 60,
+      backupKeep: 10,
     });
+  });
+
+  it('takes the backup period and how many backups to keep from the file or flags, bounded', () => {
+    const path = file(
+      'backups.yaml',
+      ['cluster: c', 'stateDir: s', 'backupSeconds: 30', 'backupKeep: 48'].join('\n'),
+    );
+    expect(
+      loadControllerConfig({ flags: { config: path }, env: {}, defaultRegion: 'us-east-1' }),
+    ).toMatchObject({
+      backupSeconds: 30,
+      backupKeep: 48,
+    });
+    const flagged = loadControllerConfig({
+      flags: { config: path, backupSeconds: '0', backupKeep: '3' },
+      env: {},
+      defaultRegion: 'us-east-1',
+    });
+    expect(flagged).toMatchObject({ backupSeconds: 0, backupKeep: 3 });
+    const bad = problemsOf(() =>
+      loadControllerConfig({
+        flags: { cluster: 'c', stateDir: 's', backupSeconds: '1e300', backupKeep: '0' },
+        env: {},
+        defaultRegion: 'us-east-1',
+      }),
+    );
+    expect(bad.problems).toContain('--backup-seconds: at most a day (86400)');
+    expect(bad.problems).toContain('--backup-keep: must be ≥ 1');
   });
 
   it('lets flags override the file, and resolves the file’s state directory next to it', () => {

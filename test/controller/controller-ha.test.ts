@@ -109,7 +109,7 @@ describeWithPostgres('active/standby controllers on one PostgreSQL', (pg) => {
         'roundSeconds: 1',
         'pollSeconds: 0.5',
         'workerHeartbeatSeconds: 0.5',
-        // The workload's orphan is adopted (the default keeps orphans aside, which records nothing).
+        // The workload makes an orphan instance for the orphan fault point: the controllers adopt it.
         'orphans: adopt',
         `lease: { durationSeconds: ${LEASE.durationSeconds}, renewDeadlineSeconds: ${LEASE.renewDeadlineSeconds}, retrySeconds: ${LEASE.retrySeconds} }`,
         '',

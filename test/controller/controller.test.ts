@@ -4,6 +4,7 @@ import { SCHEDULER_STATE_KEY } from '../../src/controller/scheduler-state.js';
 import { CloudOnlyTaskControl, type TaskControl } from '../../src/controller/seams.js';
 import { LAUNCH_BACKOFF_KEY } from '../../src/controller/reconcile/effects/registrations.js';
 import type { InstanceRecord } from '../../src/controller/state-store.js';
+import { recordPreviousStoreId } from '../../src/controller/state/lineage.js';
 import type { Scheduler } from '../../src/scheduler/types.js';
 import { CPU_SMALL, FakeCloud, GPU_ONE, jobSpec, liveRecords, MEM_BIG, rig } from './controller-fixtures.js';
 
@@ -332,6 +333,23 @@ describe('controller rounds against an in-memory cloud', () => {
     expect(keep.cloud.instances.get(twin)?.state).toBe('terminated');
     expect(keep.store.findInstanceByCloudId(twin)?.reason).toMatch(/a second instance of a launch of ours/);
     expect(keep.controller.cluster().orphans).toEqual([]);
+  });
+
+  it('adopts under the keep policy an instance launched under the store id a restored state had before', async () => {
+    const keep = rig({ orphanPolicy: 'keep' });
+    recordPreviousStoreId(keep.store, 'old-box');
+    const ours = keep.cloud.addForeign('test', 'c7i.xlarge');
+    const foreign = keep.cloud.addForeign('test', 'c7i.xlarge');
+    const tagged = keep.cloud.instances.get(ours);
+    if (tagged === undefined) throw new Error('no instance');
+    keep.cloud.instances.set(ours, {
+      ...tagged,
+      tags: { ...tagged.tags, [TAG_LAUNCH_TOKEN]: 'old-box-inst-7' },
+    });
+    await keep.controller.reconcile();
+    expect(keep.store.findInstanceByCloudId(ours)?.state).toBe('running');
+    expect(keep.store.findInstanceByCloudId(foreign)).toBeUndefined();
+    expect(keep.controller.cluster().orphans.map((o) => o.cloudId)).toEqual([foreign]);
   });
 
   it('keeps a plan within the instance cap and explains who waits', async () => {

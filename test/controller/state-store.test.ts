@@ -138,6 +138,28 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(store.getJob('job-99')).toBeUndefined();
     });
 
+    it('submits a job again with the id and submission time it kept; later ids never reuse it', () => {
+      store.submitJob(RESNET); // job-1
+      clock = 2000;
+      const kept = store.submitJob(DDP, { id: 'job-5', submittedAtSeconds: 1500 });
+      expect(kept).toMatchObject({
+        id: 'job-5',
+        state: 'queued',
+        submittedAtSeconds: 1500,
+        updatedAtSeconds: 2000,
+      });
+      expect(store.listTasks({ jobId: 'job-5' }).map((t) => t.id)).toEqual(['job-5.0', 'job-5.1']);
+      const lower = store.submitJob(FOAM, { id: 'job-3', submittedAtSeconds: 1200 });
+      expect(lower.id).toBe('job-3');
+      // Listed in id order, as they were first submitted, and the next new job comes after the highest kept id.
+      expect(store.submitJob(RESNET).id).toBe('job-6');
+      expect(store.listJobs().map((j) => j.id)).toEqual(['job-1', 'job-3', 'job-5', 'job-6']);
+      expect(() => store.submitJob(RESNET, { id: 'job-5', submittedAtSeconds: 1 })).toThrow(/exists already/);
+      expect(() => store.submitJob(RESNET, { id: 'inst-2', submittedAtSeconds: 1 })).toThrow(/not a job id/);
+      expect(() => store.submitJob(RESNET, { id: 'job-07', submittedAtSeconds: 1 })).toThrow(/not a job id/);
+      expect(store.listJobs()).toHaveLength(4);
+    });
+
     it('walks the job lifecycle: timestamps, migration count, final states are final', () => {
       const { id } = store.submitJob(RESNET);
       clock = 1010;

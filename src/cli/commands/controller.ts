@@ -12,6 +12,7 @@ import {
 } from '../log-output.js';
 import type { Catalog } from '../../core/catalog.js';
 import { ValidationError } from '../../core/validation.js';
+import { SqliteStateStore } from '../../controller/state/sqlite-state-store.js';
 // The AWS SDK clients take about a second to load: they are imported only when the aws provider or prices need them.
 import { fixturePricingApi, PRICING_FIXTURE_DIR_ENV } from '../../cloud/aws/pricing-fixture.js';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
@@ -53,6 +54,8 @@ import { SERVER_ENV, TOKEN_ENV } from '../client.js';
 import { claimStateDir } from '../state-dir-lock.js';
 import { resolveEc2Settings } from '../ec2-settings.js';
 import { stopLocalFleet, workerStopGraceSeconds } from '../local-fleet-stop.js';
+import { controllerBackups, describeRestore } from '../controller-backups.js';
+import { restoreState } from '../../controller/backup/restore-state.js';
 
 /**
  * `fleetwise controller`: the long-running controller. Wires the configuration, the
@@ -130,6 +133,7 @@ export async function runController(
     readonly submit?: readonly string[];
     readonly keepWorkers?: boolean;
     readonly init?: boolean;
+    readonly restoreFrom?: string;
   },
   env: NodeJS.ProcessEnv = process.env,
   logFormat: LogFormat = selectLogFormat(undefined, process.stderr, env),
@@ -148,12 +152,42 @@ export async function runController(
   const log = makeLogger(logFormat);
   const clock = new SystemClock();
   const faults = crashInjectorFromEnv(env);
+  const secretFiles = {
+    workerToken: join(config.stateDir, WORKER_TOKEN_FILE),
+    adminToken: join(config.stateDir, ADMIN_TOKEN_FILE),
+  };
+
+  // A new box from a backup: the state (and its tokens) are installed before anything reads them.
+  if (flags.restoreFrom !== undefined && sharesState(config)) {
+    releaseStateDir();
+    throw new ValidationError('fleetwise controller', [
+      '--restore-from: restores a SQLite state from its backups; a PostgreSQL state (--state) is restored with ' +
+        "the database's own tools (pg_restore, point-in-time recovery)",
+    ]);
+  }
+  if (flags.restoreFrom !== undefined) {
+    const restored = await restoreState({
+      from: flags.restoreFrom,
+      cluster: config.cluster,
+      dbFile: join(config.stateDir, DB_FILE),
+      secretFiles,
+      openObjectStore: (location) => openObjectStore(location, { region: config.region }),
+      catalog,
+    }).catch((e: unknown) => {
+      releaseStateDir();
+      throw e;
+    });
+    process.stdout.write(describeRestore(restored));
+    log.info('state restored from a backup', {
+      key: restored.manifest.key,
+      resubmitted: restored.resubmitted.length,
+      ended: restored.ended.length,
+    });
+  }
 
   const envToken = env[ADMIN_TOKEN_ENV]?.trim();
   const adminToken =
-    envToken !== undefined && envToken !== ''
-      ? envToken
-      : ensureSecretFile(join(config.stateDir, ADMIN_TOKEN_FILE)).value;
+    envToken !== undefined && envToken !== '' ? envToken : ensureSecretFile(secretFiles.adminToken).value;
   const state = openControllerState(config, {
     nowSeconds: () => clock.nowSeconds(),
     sqlitePath: join(config.stateDir, DB_FILE),
@@ -250,6 +284,23 @@ export async function runController(
     config.dryRun && onS3 ? undefined : openObjectStore(config.objectStore, { region: config.region });
 
   const metrics = new ControllerMetrics();
+  // A dry run keeps no backups: it changes nothing a new box would need. A PostgreSQL state is the database's to back
+  // up (its own base backups and WAL archiving); these backups copy the SQLite file.
+  const backups =
+    config.dryRun || !(store instanceof SqliteStateStore)
+      ? undefined
+      : controllerBackups({
+          everySeconds: config.backupSeconds,
+          keep: config.backupKeep,
+          cluster: config.cluster,
+          stateDir: config.stateDir,
+          secretFiles,
+          store,
+          objectStore,
+          clock,
+          log,
+          metrics,
+        });
   const host = hostCapacity();
   const workers =
     registrar === undefined || objectStore === undefined
@@ -282,6 +333,7 @@ export async function runController(
     provider,
     clock,
     objectStore,
+    jobArchive: backups?.archive,
     metrics,
     settings: settingsFromConfig(config),
     faults,
@@ -333,6 +385,9 @@ export async function runController(
         graceSeconds: workerStopGraceSeconds(store),
       }).catch((e: unknown) => log.error(`stopping the local workers failed: ${(e as Error).message}`));
     await api?.close().catch(() => undefined);
+    // After the API and the workers: the final backup holds their last reports.
+    await backups?.archive.stop().catch(() => undefined);
+    await backups?.schedule.stop({ finalBackup: true }).catch(() => undefined);
     state.close();
     releaseStateDir();
     process.exit(0);
@@ -393,6 +448,8 @@ export async function runController(
     // The client finds a controller it was not told about through this file (src/cli/local-state.ts).
     writeFileSync(join(config.stateDir, API_URL_FILE), `${api.url}\n`, { mode: 0o600 });
   }
+  // The first backup now (a restored or recovered state is in the object store at once), then every period.
+  backups?.schedule.start();
   process.stdout.write(
     `fleetwise controller: cluster ${config.cluster} in ${config.region}${config.dryRun ? ' (dry run: no cloud calls)' : ''}; ` +
       `state ${state.shared ? state.description : config.stateDir}; reports to ${objectStore?.location ?? 'nowhere (dry run)'}` +
@@ -525,6 +582,16 @@ export function registerController(program: Command): void {
     )
     .option('--report-every-seconds <s>', 'cost report period (default 3600)')
     .option(
+      '--backup-seconds <s>',
+      'back the state up to the object store every this many seconds: the most a lost machine loses (default 60; 0 off)',
+    )
+    .option('--backup-keep <n>', 'state backups kept in the object store (default 10)')
+    .option(
+      '--restore-from <location>',
+      "start a new box from a backup: s3://bucket/prefix or a directory (the cluster's newest backup there), or one " +
+        'backup in it (…/backups/<cluster>/state-<seq>.db.gz); the state directory must hold no state yet',
+    )
+    .option(
       '--price-refresh-hours <h>',
       'hours between on-demand price refreshes from the AWS Price List API; 0 disables (default 24)',
     )
@@ -555,6 +622,7 @@ export function registerController(program: Command): void {
         submit?: string[];
         keepWorkers?: boolean;
         init?: boolean;
+        restoreFrom?: string;
         logFormat?: string;
       }) => {
         await runController(options, process.env, selectLogFormat(logFormat, process.stderr));

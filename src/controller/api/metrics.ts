@@ -1,4 +1,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { BackupManifest } from '../backup/backup-documents.js';
+import type { BackupMetrics } from '../backup/backup-schedule.js';
+import type { JobArchiveMetrics } from '../backup/job-archive.js';
 import { JOB_STATES, TASK_STATES } from '../state-store.js';
 import type { LatencyPair } from '../latency-matrix.js';
 import type { ApiControllerService } from './routing.js';
@@ -8,8 +11,10 @@ import type { ApiControllerService } from './routing.js';
  * the controller loop through this object; gauges (cost rate, instances, jobs) are read from the state store at
  * scrape time, so they can never drift from what the store says.
  */
-export class ControllerMetrics {
+export class ControllerMetrics implements BackupMetrics, JobArchiveMetrics {
   readonly registry = new Registry();
+  /** When the object store last held the whole state (epoch seconds); undefined before the first backup. */
+  private backupCoveredAtSeconds: number | undefined;
   private readonly rounds = new Counter({
     name: 'fleetwise_rounds_total',
     help: 'Scheduling rounds completed',
@@ -33,6 +38,62 @@ export class ControllerMetrics {
     labelNames: ['cap'] as const,
     registers: [this.registry],
   });
+
+  private readonly backupCovered = new Gauge({
+    name: 'fleetwise_backup_last_success_timestamp_seconds',
+    help: 'When the object store last held the whole state: the newest backup was taken then, or nothing changed since',
+    registers: [this.registry],
+  });
+  private readonly backupAge = new Gauge({
+    name: 'fleetwise_backup_age_seconds',
+    help: 'Seconds of state changes the loss of the controller machine would lose now (-1 before the first backup)',
+    registers: [this.registry],
+    collect: () => {
+      const covered = this.backupCoveredAtSeconds;
+      this.backupAge.set(covered === undefined ? -1 : Math.max(0, Date.now() / 1000 - covered));
+    },
+  });
+  private readonly backupSize = new Gauge({
+    name: 'fleetwise_backup_size_bytes',
+    help: 'Size of the newest state backup as stored (gzip-compressed)',
+    registers: [this.registry],
+  });
+  private readonly backupDuration = new Gauge({
+    name: 'fleetwise_backup_duration_seconds',
+    help: 'Wall time of the newest state backup (snapshot, compression, uploads, rotation)',
+    registers: [this.registry],
+  });
+  private readonly backupFailures = new Counter({
+    name: 'fleetwise_backup_failures_total',
+    help: 'State backups that failed (each is logged; the next period tries again)',
+    registers: [this.registry],
+  });
+  private readonly jobArchiveFailures = new Counter({
+    name: 'fleetwise_job_archive_failures_total',
+    help: 'Job archive writes that failed: spec (the submission was refused with a 503) or end (retried)',
+    labelNames: ['part'] as const,
+    registers: [this.registry],
+  });
+
+  backupStored(manifest: BackupManifest, durationSeconds: number): void {
+    this.backupCoveredAtSeconds = manifest.takenAtSeconds;
+    this.backupCovered.set(manifest.takenAtSeconds);
+    this.backupSize.set(manifest.sizeBytes);
+    this.backupDuration.set(durationSeconds);
+  }
+
+  backupStillCurrent(atSeconds: number): void {
+    this.backupCoveredAtSeconds = atSeconds;
+    this.backupCovered.set(atSeconds);
+  }
+
+  backupFailed(): void {
+    this.backupFailures.inc();
+  }
+
+  jobArchiveFailed(part: 'spec' | 'end'): void {
+    this.jobArchiveFailures.inc({ part });
+  }
 
   /** One finished round and how long it took. */
   observeRound(durationSeconds: number): void {

@@ -90,6 +90,9 @@ export const PATHS: Record<string, Record<string, Schema>> = {
         '403': error("The spec names a team other than the token's"),
         '413': error('Body larger than the limit (1 MiB)'),
         '415': error('Content type other than JSON or YAML'),
+        '503': error(
+          'The object store did not take the job spec, so the job could not be made durable; it was withdrawn: retry',
+        ),
       },
     },
     get: {

@@ -34,6 +34,11 @@ export interface ApiControllerService extends ControllerService {
   jobLogs?(jobId: string): Promise<string>;
   /** The ETA a job with this spec would get if submitted now, stored nowhere; null when none can be predicted. */
   estimate?(spec: JobSpec): EtaRecord | null;
+  /**
+   * Make a just-submitted job durable beyond this machine (the job archive) before it is answered; throws, having
+   * withdrawn the job, when that fails.
+   */
+  keepSubmission?(job: JobRecord): Promise<void>;
   /** Round trips the workers measured between instances, and where their probes listen. */
   latency?(): LatencyMatrixView;
   /** End a job as unsuccessful at a stage (success-ranked ordering), freeing its capacity. */

@@ -1,4 +1,5 @@
 import { TAG_LAUNCH_TOKEN, type CloudInstance } from '../../cloud/provider.js';
+import { launchedUnderPreviousStore, previousStoreIds } from '../state/lineage.js';
 import type { InstanceRecord } from '../state-store.js';
 import { LIVE_INSTANCE_STATES, type ReconcileContext } from './context.js';
 import { releaseTasksOn } from './jobs.js';
@@ -77,6 +78,7 @@ export async function syncWithCloud(ctx: ReconcileContext): Promise<SyncSummary>
   const orphans: string[] = [];
   const kept: CloudInstance[] = [];
   let launchTokens: ReadonlySet<string> | undefined;
+  let previousIds: readonly string[] | undefined;
   for (const c of cloud) {
     if (claimed.has(c.instanceId) || c.state === 'shutting-down') continue;
     // Known to the store but closed (declared lost, or replaced): its tasks are elsewhere, so it only costs money.
@@ -91,7 +93,12 @@ export async function syncWithCloud(ctx: ReconcileContext): Promise<SyncSummary>
     const token = c.tags[TAG_LAUNCH_TOKEN];
     if (token !== undefined && launchTokens.has(token))
       orphans.push(handleOrphan(ctx, c, 'a second instance of a launch of ours').id);
-    else if (ctx.settings.orphanPolicy === 'keep') kept.push(c);
+    // Launched by this cluster after the backup this state was restored from: its tasks are this state's jobs'.
+    else if (
+      ctx.settings.orphanPolicy === 'keep' &&
+      !launchedUnderPreviousStore((previousIds ??= previousStoreIds(ctx.store)), token)
+    )
+      kept.push(c);
     else orphans.push(handleOrphan(ctx, c).id);
   }
   ctx.deps.onOrphansKept?.(kept);

@@ -15,6 +15,7 @@ import {
   type InstanceState,
   type JobRecord,
   type JobState,
+  type KeptJobIdentity,
   type NewInstance,
   type TaskRecord,
   type TaskState,
@@ -360,6 +361,24 @@ export function transitionInstance(
 
 export function jobIdOf(n: number): string {
   return `job-${n}`;
+}
+
+/** The n of a `job-<n>` id (a kept id must be one the store could have given). */
+export function jobSeqOf(id: string): number {
+  const match = /^job-([1-9]\d{0,14})$/.exec(id);
+  if (match?.[1] === undefined) throw new StateStoreError(`${JSON.stringify(id)} is not a job id (job-<n>)`);
+  return Number(match[1]);
+}
+
+/** A new job's record, or one submitted again with the id and submission time it kept. */
+export function submittedJobRecord(
+  seq: number,
+  spec: JobSpec,
+  nowSeconds: number,
+  kept: KeptJobIdentity | undefined,
+): JobRecord {
+  const job = newJobRecord(jobIdOf(seq), spec, nowSeconds);
+  return kept === undefined ? job : { ...job, submittedAtSeconds: kept.submittedAtSeconds };
 }
 
 export function instanceIdOf(n: number): string {

@@ -15,6 +15,7 @@ import type {
   JobRecord,
   JobState,
   JsonValue,
+  KeptJobIdentity,
   NewInstance,
   RoundInput,
   RoundRecord,
@@ -65,8 +66,8 @@ export abstract class SqlStateStore implements StateStore {
 
   // ---- jobs and tasks -------------------------------------------------------------------------------------------
 
-  submitJob(spec: JobSpec): JobRecord {
-    return this.jobs.submitJob(spec);
+  submitJob(spec: JobSpec, kept?: KeptJobIdentity): JobRecord {
+    return this.jobs.submitJob(spec, kept);
   }
 
   getJob(id: string): JobRecord | undefined {

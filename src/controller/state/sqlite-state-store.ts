@@ -81,6 +81,24 @@ export class SqliteStateStore extends SqlStateStore {
     };
   }
 
+  /**
+   * Copy the database as of one moment to `destination` (a new file) with SQLite's online backup: pages are copied in
+   * steps between turns of the event loop, so the loop and the API go on meanwhile; writes made during the copy are
+   * carried into it (the same connection writes both).
+   */
+  async snapshotTo(destination: string): Promise<void> {
+    await this.db.backup(destination);
+  }
+
+  /**
+   * A mark that changes whenever the database does: this connection's writes (total_changes) and other
+   * connections' commits (data_version). Equal marks mean nothing was written in between.
+   */
+  changeMark(): string {
+    const changes = Number(this.db.prepare('SELECT total_changes()').pluck().get());
+    return `${changes}:${Number(this.db.pragma('data_version', { simple: true }))}`;
+  }
+
   close(): void {
     if (this.db.open) this.db.close();
   }

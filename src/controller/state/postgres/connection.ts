@@ -125,6 +125,12 @@ export class PostgresConnection implements SqlConnection {
     return Number(row['value']);
   }
 
+  numberUsed(table: NumberedTable, number: number): void {
+    if (this.depth === 0) throw new StateStoreError('numberUsed outside a transaction');
+    this.wrote = true;
+    this.execute('UPDATE counters SET value = GREATEST(value, $2) WHERE name = $1', [table, number]);
+  }
+
   /** Statements of this dialect, `$n` parameters, outside the shared queries (schema, lease). */
   query(sql: string, params: readonly Param[] = []): Row[] {
     if (this.depth === 0) this.reconnectIfBroken();

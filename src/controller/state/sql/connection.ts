@@ -21,6 +21,8 @@ export interface SqlConnection {
   all(sql: string, ...params: Param[]): Row[];
   /** The next number of `table`: never reused, even after deletes; given back by a rollback. Call in a transaction. */
   nextNumber(table: NumberedTable): number;
+  /** `number` of `table` was taken explicitly (a kept id): `nextNumber` answers above it from now on. */
+  numberUsed(table: NumberedTable, number: number): void;
 }
 
 /** A WHERE clause built from optional filters, with its bound parameters. */

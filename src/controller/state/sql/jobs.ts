@@ -1,19 +1,21 @@
 import type { JobSpec } from '../../job-spec/spec.js';
 import {
+  StateStoreError,
   UnknownRecordError,
   type AttemptFailureInput,
   type JobFilter,
   type JobRecord,
   type JobState,
+  type KeptJobIdentity,
   type TaskFilter,
   type TaskRecord,
   type TaskState,
 } from '../../state-store.js';
 import {
-  jobIdOf,
-  newJobRecord,
+  jobSeqOf,
   newTaskRecords,
   submittedEvent,
+  submittedJobRecord,
   transitionJob,
   transitionTask,
   withCheckpoint,
@@ -34,11 +36,15 @@ export class JobQueries {
     private readonly instances: InstanceQueries,
   ) {}
 
-  submitJob(spec: JobSpec): JobRecord {
+  submitJob(spec: JobSpec, kept?: KeptJobIdentity): JobRecord {
     return this.connection.transaction(() => {
       const now = this.connection.now();
-      const seq = this.connection.nextNumber('jobs');
-      const job = newJobRecord(jobIdOf(seq), spec, now);
+      if (kept !== undefined && this.getJob(kept.id) !== undefined)
+        throw new StateStoreError(`job ${kept.id} exists already: a kept id must be free`);
+      const seq = kept === undefined ? this.connection.nextNumber('jobs') : jobSeqOf(kept.id);
+      // A kept id above the counter moves it up, so later submissions never reuse it.
+      if (kept !== undefined) this.connection.numberUsed('jobs', seq);
+      const job = submittedJobRecord(seq, spec, now, kept);
       this.connection.run(
         `INSERT INTO jobs (seq, id, name, team, spec_json, state, submitted_at, updated_at, completed_iterations, total_iterations, migrations)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,

@@ -48,4 +48,7 @@ export class SqliteConnection implements SqlConnection {
     const row = this.get('SELECT seq FROM sqlite_sequence WHERE name = ?', table);
     return (row === undefined ? 0 : Number(row['seq'])) + 1;
   }
+
+  /** Nothing to do: inserting an explicit AUTOINCREMENT key above `sqlite_sequence` moves it up by itself. */
+  numberUsed(): void {}
 }
