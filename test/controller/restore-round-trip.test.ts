@@ -8,7 +8,7 @@ import { createEc2Client, ec2ApiFromClient } from '../../src/cloud/aws/ec2-api.j
 import { Ec2Provider } from '../../src/cloud/aws/ec2-provider.js';
 import { TAG_LAUNCH_TOKEN } from '../../src/cloud/provider.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
-import { latestBackupKey } from '../../src/protocol/object-keys.js';
+import { jobArchiveKeys, latestBackupKey } from '../../src/protocol/object-keys.js';
 import { openObjectStore } from '../../src/storage/open-object-store.js';
 import { createS3Client } from '../../src/storage/s3-store.js';
 import type { ObjectStore } from '../../src/storage/object-store.js';
@@ -117,6 +117,11 @@ describe('restore from a backup in local mode, with a directory object store', (
     const quickAfter = await submit(second, 'quick-after', ['true']);
     const longAfter = await submit(second, 'long-after', ['sleep', '3']);
     await jobState(second, quickAfter, ['succeeded']);
+    // Its end is stored in the background, moments after: a job that ended in the very last moments before the loss
+    // (its end record not yet stored) would run again.
+    await until('the end of the finished job archived', async () =>
+      (await objects.exists(jobArchiveKeys('rt', quickAfter).end)) ? true : undefined,
+    );
     await jobState(second, longAfter, ['running']);
     const accepted = await jobs(second);
     expect(accepted.map((j) => j.id)).toEqual([long, quick, quickAfter, longAfter]);

@@ -25,7 +25,9 @@ export interface JobArchiveOptions {
  * Every accepted job in the object store, next to the state backups, so a restore rebuilds what the newest backup
  * missed: a job's spec is stored before its submission is answered (one put; the API answers 503 and the job is
  * withdrawn when it fails), and how it ended is stored once it has, in the background and retried until stored, so
- * a restored controller neither drops a job accepted after its backup nor runs again one that ended after it.
+ * a restored controller neither drops a job accepted after its backup nor runs again one that ended after it. (The
+ * end is not awaited, which would hold the loop through an object-store outage: a job that ended in the moments
+ * before the loss, its end not yet stored, runs again from its last checkpoint.)
  */
 export class JobArchive {
   private readonly pendingEnds = new Map<string, ArchivedEnd>();
