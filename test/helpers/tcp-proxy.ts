@@ -8,7 +8,8 @@
  *           without timeouts waits on forever
  *
  * Switching modes cuts every open connection (the client sees a reset), so a kept-alive connection opened in `pass`
- * cannot carry on through a `hang` or a `refuse`. The proxy keeps its port across modes, so clients keep one endpoint.
+ * cannot carry on through a `hang` or a `refuse`; `setMode('hang', { freeze: true })` instead freezes the open ones
+ * where they are (nothing more is forwarded either way), as a server that stalls mid-transfer. The proxy keeps its port across modes, so clients keep one endpoint.
  * It counts the connections each mode accepted, so a test can assert how many attempts a client made (each retry of
  * a timed-out call opens a new connection), and can wait until a client is stuck in a hung connection.
  */
@@ -22,7 +23,7 @@ export interface TcpProxy {
   readonly port: number;
   readonly mode: ProxyMode;
   /** Switch modes; resolves once the new mode is in force (open connections cut, the port closed or listening). */
-  setMode(mode: ProxyMode): Promise<void>;
+  setMode(mode: ProxyMode, options?: { readonly freeze?: boolean }): Promise<void>;
   /** Connections accepted since the start, by the mode that accepted them. */
   accepted(mode: 'pass' | 'hang'): number;
   /** Connections held open right now by `hang`. */
@@ -41,6 +42,8 @@ export async function startTcpProxy(target: string, initial: ProxyMode = 'pass')
   if (!Number.isInteger(upstreamPort) || upstreamPort <= 0)
     throw new Error(`tcp proxy: no port in target ${target}`);
   const open = new Set<Socket>();
+  /** Client side → upstream side of each forwarded connection. */
+  const forwarded = new Map<Socket, Socket>();
   const hangingNow = new Set<Socket>();
   const counts = { pass: 0, hang: 0 };
   const hangWaiters: { count: number; resolve: () => void }[] = [];
@@ -57,23 +60,29 @@ export async function startTcpProxy(target: string, initial: ProxyMode = 'pass')
     socket.on('error', () => undefined);
   };
 
+  const hang = (client: Socket): void => {
+    hangingNow.add(client);
+    client.resume(); // read and drop whatever the client sends, so it never blocks on a full window
+    for (const waiter of [...hangWaiters])
+      if (hangingNow.size >= waiter.count) {
+        hangWaiters.splice(hangWaiters.indexOf(waiter), 1);
+        waiter.resolve();
+      }
+  };
+
   const onConnection = (client: Socket): void => {
     track(client);
     if (mode === 'hang') {
       counts.hang += 1;
-      hangingNow.add(client);
-      client.resume(); // read and drop whatever the client sends, so it never blocks on a full window
-      for (const waiter of [...hangWaiters])
-        if (hangingNow.size >= waiter.count) {
-          hangWaiters.splice(hangWaiters.indexOf(waiter), 1);
-          waiter.resolve();
-        }
+      hang(client);
       return;
     }
     counts.pass += 1;
     const upstream = connect(upstreamPort, hostname);
     track(upstream);
+    forwarded.set(client, upstream);
     const cut = (): void => {
+      forwarded.delete(client);
       client.destroy();
       upstream.destroy();
     };
@@ -111,11 +120,20 @@ export async function startTcpProxy(target: string, initial: ProxyMode = 'pass')
     get mode() {
       return mode;
     },
-    async setMode(next) {
+    async setMode(next, options = {}) {
       if (closed) throw new Error('tcp proxy: closed');
       if (next === mode) return;
       const previous = mode;
       mode = next;
+      if (next === 'hang' && options.freeze === true) {
+        for (const [client, upstream] of forwarded) {
+          client.unpipe(upstream);
+          upstream.unpipe(client);
+          upstream.pause();
+          hang(client);
+        }
+        return;
+      }
       cutAll();
       if (next === 'refuse') await stopListening();
       else if (previous === 'refuse') await listen(port);
