@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ValidationError } from '../core/validation.js';
 import { wfqConfigSchema } from '../queue/wfq.js';
 import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.js';
+import { DEFAULT_LOOP_STUCK_SECONDS } from './loop-health.js';
 
 /**
  * The controller's configuration: a YAML (or JSON) file, with command-line flags overriding it field by field
@@ -277,6 +278,11 @@ export const controllerConfigSchema = z
     vanishGraceSeconds: nonNegative.default(120),
     /** Cost reports are written every this many seconds (and whenever a job ends, and on demand). */
     reportEverySeconds: positive.default(3600),
+    /**
+     * `/healthz` answers 503 once one pass of the control loop (a round, a reconciliation pass) has been running this
+     * long: the loop is stuck (a cloud call that never answers), whatever the API says.
+     */
+    loopStuckSeconds: positive.default(DEFAULT_LOOP_STUCK_SECONDS),
     /**
      * Hours between on-demand price refreshes from the AWS Price List API (src/controller/price-refresh.ts); 0 turns
      * them off. On-demand prices change rarely, so a daily refresh is plenty; a failed one keeps the current catalog.

@@ -32,6 +32,8 @@ export interface ControllerSettings {
   readonly minRoundGapSeconds?: number;
   /** Rounds (plans and decisions) kept in the store. */
   readonly roundsKept?: number;
+  /** A loop pass running longer than this makes `/healthz` answer 503 (default loop-health.ts's 60 s). */
+  readonly loopStuckSeconds?: number | undefined;
 }
 
 export function settingsFromConfig(config: ControllerConfig): ControllerSettings {
@@ -50,6 +52,7 @@ export function settingsFromConfig(config: ControllerConfig): ControllerSettings
     registrationBackoffMaxSeconds: config.workerRegistration.backoffMaxSeconds,
     reportEverySeconds: config.reportEverySeconds,
     tags: config.ec2.tags,
+    loopStuckSeconds: config.loopStuckSeconds,
   };
 }
 

@@ -19,6 +19,16 @@ const idParam = (description: string): Schema => ({
   schema: { type: 'string' },
 });
 
+/** The control loop's progress, in `/healthz` answers of a running controller. */
+const LOOP_HEALTH: Schema = {
+  type: 'object',
+  properties: {
+    pass: { ...str, nullable: true, description: 'The pass under way (round, reconcile, recovery), if any' },
+    passSeconds: { type: 'number', nullable: true, description: 'How long the pass under way has run' },
+    lastPassEndedAt: { ...str, nullable: true, description: 'When the last pass ended (ISO 8601)' },
+  },
+};
+
 const WORKER_ERRORS = {
   '400': error('The body does not match the worker protocol (the field and the reason are named)'),
   '415': error('Not application/json'),
@@ -311,12 +321,23 @@ export const PATHS: Record<string, Record<string, Schema>> = {
       responses: {
         '200': ok('Serving', {
           type: 'object',
-          properties: { status: { type: 'string', enum: ['ok'] }, latestRound: { ...int, nullable: true } },
+          properties: {
+            status: { type: 'string', enum: ['ok'] },
+            latestRound: { ...int, nullable: true },
+            loop: LOOP_HEALTH,
+          },
         }),
-        '503': ok('The state store is unavailable', {
-          type: 'object',
-          properties: { status: str, error: str },
-        }),
+        '503': ok(
+          'The state store is unavailable, or the control loop is stuck (one pass running too long)',
+          {
+            type: 'object',
+            properties: {
+              status: { type: 'string', enum: ['unavailable', 'stuck'] },
+              error: str,
+              loop: LOOP_HEALTH,
+            },
+          },
+        ),
       },
     },
   },

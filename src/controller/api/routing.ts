@@ -4,6 +4,7 @@ import type { ControllerService } from '../service.js';
 import type { JobSpec } from '../job-spec/spec.js';
 import type { EtaRecord } from '../queue-records.js';
 import type { JobRecord } from '../state-store.js';
+import type { LoopHealth } from '../loop-health.js';
 import type { Principal, RouteAccess } from './auth.js';
 
 /** What the API needs of an uploaded build context's owner when storing it. */
@@ -34,6 +35,8 @@ export interface ApiControllerService extends ControllerService {
   estimate?(spec: JobSpec): EtaRecord | null;
   /** End a job as unsuccessful at a stage (success-ranked ordering), freeing its capacity. */
   markUnsuccessful?(jobId: string, options: { readonly stage?: number; readonly reason?: string }): JobRecord;
+  /** Whether the control loop makes progress (`/healthz` answers 503 when it is stuck). */
+  loopHealth?(): LoopHealth;
 }
 
 export interface ApiContext {
