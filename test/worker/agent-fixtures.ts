@@ -1,6 +1,10 @@
+import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
+import { packContext } from '../../src/cli/context-archive.js';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { buildContextKey } from '../../src/protocol/object-keys.js';
+import type { ObjectStore } from '../../src/storage/object-store.js';
 import { readAll } from '../../src/storage/streams.js';
 import type { AgentLogger } from '../../src/worker/agent.js';
 import type { DesiredTask, HeartbeatRequest, TaskReport } from '../../src/protocol/worker-protocol.js';
@@ -10,6 +14,17 @@ import type { DesiredTask, HeartbeatRequest, TaskReport } from '../../src/protoc
  * (127.0.0.1:0), desired tasks running examples/counter/counter.sh, a logger that records, and a poll helper.
  */
 export const COUNTER_CONTEXT = join(PROJECT_ROOT, 'examples', 'counter');
+/** examples/counter as `fleetwise submit` uploads it, and the reference a job spec then carries. */
+const COUNTER_ARCHIVE = (await packContext(COUNTER_CONTEXT)).archive;
+export const COUNTER_CONTEXT_REF = buildContextKey(
+  createHash('sha256').update(COUNTER_ARCHIVE).digest('hex'),
+  'gzip',
+);
+
+/** Put the counter's build context where the fake controller's store is (workers run only uploaded contexts). */
+export async function storeCounterContext(store: ObjectStore): Promise<void> {
+  await store.put(COUNTER_CONTEXT_REF, COUNTER_ARCHIVE);
+}
 export const WORKER_TOKEN = 'fake-controller-instance-token-0123456789';
 export const BOOTSTRAP = 'fake-controller-bootstrap-token';
 
@@ -74,7 +89,7 @@ export function runTask(taskId: string, command: string[], env: Record<string, s
     action: 'run',
     restore: false,
     launch: {
-      build: { context: COUNTER_CONTEXT },
+      build: { context: COUNTER_CONTEXT_REF },
       command,
       env: { STEP_SECONDS: '0.05', CHECKPOINT_SECONDS: '1', COUNT_TO: '100000', ...env },
       vcpus: 1,

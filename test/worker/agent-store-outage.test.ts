@@ -15,7 +15,14 @@ import { ControllerClient } from '../../src/worker/controller-client.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
 import { describeWithMoto, type MotoContext } from '../helpers/moto.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
-import { BOOTSTRAP, FakeController, RecordingLogger, runTask, until } from './agent-fixtures.js';
+import {
+  BOOTSTRAP,
+  FakeController,
+  RecordingLogger,
+  runTask,
+  storeCounterContext,
+  until,
+} from './agent-fixtures.js';
 
 /**
  * The worker agent while its object store (S3: moto_server behind the outage proxy) is down or hung, with the real
@@ -49,6 +56,7 @@ describeWithMoto(
       proxy = await startTcpProxy(moto.endpoint);
       await createS3Client(moto.clientOptions).send(new CreateBucketCommand({ Bucket: BUCKET }));
       direct = openObjectStore(STORE, moto.clientOptions);
+      await storeCounterContext(direct);
       controller = new FakeController(STORE);
       await controller.start();
     });

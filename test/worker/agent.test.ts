@@ -9,7 +9,14 @@ import { checkpointPrefix } from '../../src/protocol/object-keys.js';
 import type { TaskReport } from '../../src/protocol/worker-protocol.js';
 import { ControllerClient } from '../../src/worker/controller-client.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
-import { BOOTSTRAP, FakeController, RecordingLogger, runTask, until } from './agent-fixtures.js';
+import {
+  BOOTSTRAP,
+  FakeController,
+  RecordingLogger,
+  runTask,
+  storeCounterContext,
+  until,
+} from './agent-fixtures.js';
 
 /**
  * The worker agent against a small fake controller speaking the real protocol over HTTP (127.0.0.1:0, the real
@@ -30,6 +37,7 @@ describe('worker agent (fake controller over HTTP, real process executor)', () =
     storeDir = join(tmp, 'store');
     controller = new FakeController(storeDir);
     await controller.start();
+    await storeCounterContext(new FsObjectStore(storeDir));
   });
   afterAll(async () => {
     for (const a of agents) await a.run(AbortSignal.abort()); // stops checkpoint watchers
@@ -110,7 +118,11 @@ describe('worker agent (fake controller over HTTP, real process executor)', () =
     const tasks = await second.executor.list();
     expect(tasks.map((t) => [t.taskId, t.state])).toEqual([['adopt-1.0', 'running']]);
     expect(readFileSync(pidFile, 'utf8')).toBe(pidBefore); // same process
-    const log = (await readAll(await second.executor.logs('adopt-1.0'))).toString('utf8');
+    // On a busy host the shell may not have printed its first line yet: wait for it, then count.
+    const log = await until("the task's first output", async () => {
+      const text = (await readAll(await second.executor.logs('adopt-1.0'))).toString('utf8');
+      return text.includes('starting at 0') ? text : undefined;
+    });
     expect(log.match(/starting at 0/g)).toHaveLength(1); // started once, never twice
     // Progress keeps flowing to the adopted agent.
     const progressed = await tickUntil(
