@@ -207,6 +207,22 @@ const ec2Schema = z.strictObject({
     .optional(),
 });
 
+/** Build context limits (src/protocol/context-limits.ts); each left out keeps its default. */
+const contextLimitFields = {
+  /** The archive as uploaded, in bytes (default 256 MiB). */
+  maxArchiveBytes: z.number().int('a whole number of bytes').positive('must be > 0').optional(),
+  /** What it decompresses to, in bytes (default 1 GiB). */
+  maxExpandedBytes: z.number().int('a whole number of bytes').positive('must be > 0').optional(),
+  /** Expanded bytes per archive byte, past the first 16 MiB (default 100): a decompression bomb is refused. */
+  maxExpansionRatio: z.number().finite().min(1, 'must be ≥ 1').optional(),
+};
+
+/** The `buildContexts:` section: limits for every upload, and per team (a team's own replace the cluster's). */
+const buildContextsSchema = z.strictObject({
+  ...contextLimitFields,
+  teams: z.record(z.string().min(1), z.strictObject(contextLimitFields)).default({}),
+});
+
 const workerRegistrationSchema = z.strictObject({
   /**
    * An instance whose worker has not registered this long after EC2 reports it running is replaced. The catalog's
@@ -291,6 +307,8 @@ export const controllerConfigSchema = z
     /** A dry run makes no cloud call, so it refreshes prices only when this is set. */
     priceRefreshInDryRun: z.boolean().default(false),
     ec2: ec2Schema.default(ec2Schema.parse({})),
+    /** Limits on uploaded build contexts, for everyone and per team. */
+    buildContexts: buildContextsSchema.default({ teams: {} }),
   })
   .refine((c) => c.objectStore === undefined || c.bucket === undefined, {
     message: 'give either objectStore or bucket, not both',

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { Catalog } from '../core/catalog.js';
 import type { CloudProvider } from '../cloud/provider.js';
 import { predictCompletions } from '../predict/predict.js';
@@ -389,7 +390,7 @@ export class Controller implements ControllerService {
 
   /** API: keep an uploaded Docker build context; answers the reference a job spec's `build.context` carries. */
   storeContext(
-    archive: Buffer,
+    archive: Readable,
     info: { readonly sha256: string; readonly encoding: 'tar' | 'gzip'; readonly team: string | undefined },
   ): Promise<string> {
     return storeBuildContext(this.objectStore, this.store, archive, info);

@@ -10,6 +10,7 @@ import type {
   RegisterResponse,
   TaskReport,
 } from '../protocol/worker-protocol.js';
+import type { ContextLimits } from '../protocol/context-limits.js';
 import { tokensEqual } from './api/auth.js';
 import type { Clock } from './clock.js';
 import { expandTasks } from './job-spec/tasks.js';
@@ -58,6 +59,8 @@ export interface WorkerTaskControlOptions {
   readonly heartbeatSeconds: number;
   /** A registered worker silent for this long is lost: its instance is replaced, its tasks rescheduled. */
   readonly heartbeatTimeoutSeconds: number;
+  /** The build context limits of a team's jobs, checked again by workers as they unpack (default: the defaults). */
+  readonly contextLimits?: (team: string) => ContextLimits;
   /** Capacity scale per instance type (local mode on a small host); task limits are scaled alike. Default 1. */
   readonly capacityScale?: (typeName: string) => number;
   readonly logger?: ControllerLogger;
@@ -320,6 +323,9 @@ export class WorkerTaskControl implements TaskControl {
               build: {
                 context: template.build.context,
                 ...(template.build.dockerfile === undefined ? {} : { dockerfile: template.build.dockerfile }),
+                ...(this.options.contextLimits === undefined
+                  ? {}
+                  : { limits: this.options.contextLimits(job.team) }),
               },
             }),
         command: [...(template.command ?? [])],

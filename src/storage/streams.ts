@@ -24,12 +24,15 @@ export function relayErrorsAs(body: Readable, as: (failure: unknown) => Error): 
   return Readable.from(relay(), { objectMode: false });
 }
 
-/** Remember the first error `stream` emits; the returned function answers it (undefined while there is none). */
+/**
+ * Remember the first error `stream` emits (or had already, before this was called); the returned function answers
+ * it (undefined while there is none).
+ */
 export function watchForError(stream: Readable): () => Error | undefined {
   let failure: Error | undefined;
   const remember = (e: Error): void => {
     failure ??= e;
   };
   stream.on('error', remember);
-  return () => failure;
+  return () => failure ?? stream.errored ?? undefined;
 }

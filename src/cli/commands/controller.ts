@@ -29,7 +29,7 @@ import { loadControllerConfig } from '../../controller/config-loading.js';
 import { describeQueue } from '../../queue/admission-views.js';
 import { configuredSchedulerFactory } from '../../controller/configured-scheduler.js';
 import { Controller } from '../../controller/controller.js';
-import { settingsFromConfig } from '../../controller/settings.js';
+import { contextLimitsFrom, settingsFromConfig } from '../../controller/settings.js';
 import { FAULT_POINTS, type FaultInjector, type FaultPoint } from '../../controller/faults.js';
 import type { ControllerLogger } from '../../controller/seams.js';
 import { PriceRefresher, shouldRefreshPrices } from '../../controller/price-refresh.js';
@@ -202,6 +202,7 @@ export async function runController(
 
   const metrics = new ControllerMetrics();
   const host = hostCapacity();
+  const contextLimits = contextLimitsFrom(config.buildContexts);
   const workers =
     workerToken === undefined || objectStore === undefined
       ? undefined
@@ -213,6 +214,7 @@ export async function runController(
           objectStoreLocation: objectStore.location,
           heartbeatSeconds: config.workerHeartbeatSeconds,
           heartbeatTimeoutSeconds: config.workerHeartbeatTimeoutSeconds,
+          contextLimits,
           logger: log,
           ...(local
             ? {
@@ -309,6 +311,7 @@ export async function runController(
         adminToken,
         catalog,
         metrics,
+        contextLimits,
         ...(workers === undefined ? {} : { workers }),
       });
     } catch (e) {
