@@ -290,8 +290,19 @@ export const PATHS: Record<string, Record<string, Schema>> = {
   },
   '/v1/contexts': {
     post: {
-      summary: 'Upload a Docker build context; returns the reference to use as build.context',
+      summary:
+        'Upload a Docker build context (streamed to the object store, checked against its sha256 and the ' +
+        "team's limits); returns the reference to use as build.context",
       operationId: 'uploadContext',
+      parameters: [
+        {
+          name: 'sha256',
+          in: 'query',
+          required: true,
+          description: 'The sha256 of the body (64 lowercase hex digits): the stored archive is named by it',
+          schema: { type: 'string', pattern: '^[0-9a-f]{64}$' },
+        },
+      ],
       requestBody: {
         required: true,
         content: {
@@ -305,11 +316,14 @@ export const PATHS: Record<string, Record<string, Schema>> = {
           required: ['ref', 'sha256', 'sizeBytes'],
           properties: { ref: str, sha256: str, sizeBytes: int },
         }),
-        '400': error('Not a tar archive or gzip stream'),
+        '400': error('Not a gzip stream or tar archive, an empty archive, a sha256 other than declared'),
         ...COMMON_ERRORS,
-        '413': error('Archive larger than the limit'),
+        '413': error(
+          "Over one of the team's limits, named in the message: maxArchiveBytes, maxExpandedBytes, maxExpansionRatio",
+        ),
         '415': error('Content type other than tar or gzip'),
         '501': error('No object store configured'),
+        '503': error('The object store is unavailable'),
       },
     },
   },
