@@ -12,6 +12,7 @@ import { readAll } from '../../src/storage/streams.js';
 import { WorkerAgent } from '../../src/worker/agent.js';
 import { uploadCheckpoint } from '../../src/worker/checkpoints.js';
 import { ControllerClient } from '../../src/worker/controller-client.js';
+import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
 import { describeWithMoto, type MotoContext } from '../helpers/moto.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
@@ -88,7 +89,8 @@ describeWithMoto(
       const workDir = join(tmp, name);
       const executor = new ProcessExecutor({ stateDir: join(workDir, 'executor') });
       const agent = new WorkerAgent({
-        connection: new ControllerClient(controller.url, BOOTSTRAP),
+        connection: new ControllerClient(controller.url),
+        credentials: { launch: launchSecretCredential(BOOTSTRAP) },
         executor,
         openStore: (location) =>
           openObjectStore(location, { ...moto.clientOptions, endpoint: proxy.url, maxAttempts: 2, timeouts }),

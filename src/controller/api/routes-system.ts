@@ -19,8 +19,9 @@ export function registerSystemRoutes(routes: RouteTable, context: ApiContext, re
         request.log.error(e, 'health check: state store unavailable');
         return reply.code(503).send({ status: 'unavailable', error: 'the state store is unavailable' });
       }
+      const leadership = context.leadership();
       const health = context.service.loopHealth?.();
-      if (health === undefined) return { status: 'ok', latestRound };
+      if (health === undefined) return { status: 'ok', latestRound, ...leadership };
       const loop = {
         pass: health.pass ?? null,
         passSeconds: health.passSeconds ?? null,
@@ -30,8 +31,27 @@ export function registerSystemRoutes(routes: RouteTable, context: ApiContext, re
       if (health.status === 'stuck')
         return reply
           .code(503)
-          .send({ status: 'stuck', error: health.reason ?? 'the control loop is stuck', loop });
-      return { status: 'ok', latestRound, loop };
+          .send({
+            status: 'stuck',
+            error: health.reason ?? 'the control loop is stuck',
+            loop,
+            ...leadership,
+          });
+      return { status: 'ok', latestRound, loop, ...leadership };
+    },
+  });
+
+  // Ready to serve the cluster: only the active controller is (a load balancer in front of an active and a standby
+  // sends traffic where this answers 200; a standby answers 503 from its own server, ha/standby-server.ts).
+  routes.add({
+    method: 'GET',
+    url: '/readyz',
+    access: 'none',
+    handler: async (_request, reply) => {
+      const leadership = context.leadership();
+      return reply
+        .code(leadership.role === 'active' ? 200 : 503)
+        .send({ status: leadership.role, ...leadership });
     },
   });
 
