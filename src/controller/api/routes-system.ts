@@ -29,14 +29,12 @@ export function registerSystemRoutes(routes: RouteTable, context: ApiContext, re
       };
       // A stuck loop decides and carries out nothing: not healthy, however well the API answers.
       if (health.status === 'stuck')
-        return reply
-          .code(503)
-          .send({
-            status: 'stuck',
-            error: health.reason ?? 'the control loop is stuck',
-            loop,
-            ...leadership,
-          });
+        return reply.code(503).send({
+          status: 'stuck',
+          error: health.reason ?? 'the control loop is stuck',
+          loop,
+          ...leadership,
+        });
       return { status: 'ok', latestRound, loop, ...leadership };
     },
   });
