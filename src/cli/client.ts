@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { describeIssues } from '../core/validation.js';
@@ -392,9 +393,13 @@ export class FleetwiseClient {
     return this.request('POST', `/v1/tokens/${encodeURIComponent(id)}/revoke`, teamTokenSchema);
   }
 
-  /** Upload a gzip-compressed tar build context; returns the reference to put in the spec's `build.context`. */
+  /**
+   * Upload a gzip-compressed tar build context; returns the reference to put in the spec's `build.context`. The
+   * archive's sha256 goes with it: the controller stores the archive under it and checks the body against it.
+   */
   async uploadContext(archive: Buffer): Promise<z.output<typeof contextSchema>> {
-    return this.request('POST', '/v1/contexts', contextSchema, {
+    const sha256 = createHash('sha256').update(archive).digest('hex');
+    return this.request('POST', `/v1/contexts?sha256=${sha256}`, contextSchema, {
       bytes: archive,
       contentType: 'application/gzip',
       timeoutMs: UPLOAD_TIMEOUT_MS,

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ValidationError } from '../core/validation.js';
 import { wfqConfigSchema } from '../queue/wfq.js';
 import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.js';
+import { DEFAULT_LOOP_STUCK_SECONDS } from './loop-health.js';
 import { DEFAULT_LEASE_SETTINGS, leaseSettingsSchema } from './ha/lease.js';
 import { isPostgresUrl } from './state/postgres/conninfo.js';
 
@@ -219,6 +220,22 @@ const ec2Schema = z.strictObject({
     .optional(),
 });
 
+/** Build context limits (src/protocol/context-limits.ts); each left out keeps its default. */
+const contextLimitFields = {
+  /** The archive as uploaded, in bytes (default 256 MiB). */
+  maxArchiveBytes: z.number().int('a whole number of bytes').positive('must be > 0').optional(),
+  /** What it decompresses to, in bytes (default 1 GiB). */
+  maxExpandedBytes: z.number().int('a whole number of bytes').positive('must be > 0').optional(),
+  /** Expanded bytes per archive byte, past the first 16 MiB (default 100): a decompression bomb is refused. */
+  maxExpansionRatio: z.number().finite().min(1, 'must be ≥ 1').optional(),
+};
+
+/** The `buildContexts:` section: limits for every upload, and per team (a team's own replace the cluster's). */
+const buildContextsSchema = z.strictObject({
+  ...contextLimitFields,
+  teams: z.record(z.string().min(1), z.strictObject(contextLimitFields)).default({}),
+});
+
 const workerRegistrationSchema = z.strictObject({
   /**
    * An instance whose worker has not registered this long after EC2 reports it running is replaced. The catalog's
@@ -305,6 +322,11 @@ export const controllerConfigSchema = z
     /** Cost reports are written every this many seconds (and whenever a job ends, and on demand). */
     reportEverySeconds: positive.default(3600),
     /**
+     * `/healthz` answers 503 once one pass of the control loop (a round, a reconciliation pass) has been running this
+     * long: the loop is stuck (a cloud call that never answers), whatever the API says.
+     */
+    loopStuckSeconds: positive.default(DEFAULT_LOOP_STUCK_SECONDS),
+    /**
      * The state is backed up to the object store every this many seconds, so losing the controller's machine loses at
      * most this much (src/controller/backup/); jobs accepted since are rebuilt from the job archive. 0 turns backups
      * and the job archive off.
@@ -320,6 +342,8 @@ export const controllerConfigSchema = z
     /** A dry run makes no cloud call, so it refreshes prices only when this is set. */
     priceRefreshInDryRun: z.boolean().default(false),
     ec2: ec2Schema.default(ec2Schema.parse({})),
+    /** Limits on uploaded build contexts, for everyone and per team. */
+    buildContexts: buildContextsSchema.default({ teams: {} }),
   })
   .refine((c) => c.objectStore === undefined || c.bucket === undefined, {
     message: 'give either objectStore or bucket, not both',

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { Catalog } from '../core/catalog.js';
 import type { CloudProvider } from '../cloud/provider.js';
 import { predictCompletions } from '../predict/predict.js';
@@ -14,6 +15,7 @@ import { clusterView, whyJob } from './explain.js';
 import type { ExecutorKind } from './execution-check.js';
 import { InjectedCrash, type FaultInjector } from './faults.js';
 import { JobControl } from './job-control.js';
+import { LoopMonitor, type LoopHealth } from './loop-health.js';
 import type { LatencyMatrixView } from './latency-matrix.js';
 import { KeptOrphans } from './kept-orphans.js';
 import type { JobSpec } from './job-spec/spec.js';
@@ -40,7 +42,9 @@ import { replaceSilentWorkers, type WorkerFleet } from './worker-liveness.js';
  * starts once its instance runs, an instance terminates once empty).
  *
  * Everything the loop does happens in one sequence (no two passes overlap), while the ControllerService methods the
- * API calls only write the store synchronously and wake the loop. The scheduler's learned state (co-location table,
+ * API calls only write the store synchronously and wake the loop. Nothing in a pass waits for the object store: cost
+ * reports are written beside the loop (report-writer.ts), so a hung store cannot stall planning. Each pass is timed
+ * (loop-health.ts), and `/healthz` reports a pass that has run too long. The scheduler's learned state (co-location table,
  * event history) is saved in the store after every round and loaded at start.
  *
  * This file holds the loop and its passes; each other job of the controller is its own module, composed here:
@@ -110,6 +114,7 @@ export class Controller implements ControllerService {
   private readonly rounds: RoundRecorder;
   private readonly reports: ReportWriter;
   private readonly jobs: JobControl;
+  private readonly monitor: LoopMonitor;
   private readonly orphans: KeptOrphans;
 
   /** The loop's sequence: every pass chains here so none overlap (also when tests call them directly). */
@@ -133,6 +138,7 @@ export class Controller implements ControllerService {
     this.metrics = deps.metrics;
     this.workers = deps.workers;
     this.provider = deps.settings.dryRun ? undefined : deps.provider;
+    this.monitor = new LoopMonitor(this.clock, deps.settings.loopStuckSeconds);
     const eva = (catalog: Catalog): EvaScheduler =>
       new EvaScheduler(catalog, { ...deps.settings.eva, caps: schedulerCaps(deps.settings.caps) });
     this.schedulerState = new SchedulerState({
@@ -226,19 +232,25 @@ export class Controller implements ControllerService {
     this.loopDone = this.loop();
   }
 
-  /** Stop after the current pass; resolves when the loop has ended. */
+  /** Stop after the current pass; resolves when the loop has ended (and a report being written is written). */
   async stop(): Promise<void> {
     this.running = false;
     this.wake.abort();
     await this.loopDone;
     await this.chain.catch(() => undefined);
+    await this.reports.settle();
+  }
+
+  /** Whether the loop makes progress (`/healthz`). */
+  loopHealth(): LoopHealth {
+    return this.monitor.health();
   }
 
   /** Crash recovery: pending intents are re-checked against the cloud and carried out (or found done). */
   async recover(): Promise<{ sync?: SyncSummary; progress?: ProgressSummary }> {
     this.schedulerState.load();
     if (this.settings.dryRun) return {};
-    return this.serial(async () => {
+    return this.serial('recovery', async () => {
       const pending = this.store.listIntents({ states: ['pending'] }).length;
       const sync = await this.reconciler.syncWithCloud();
       const progress = await this.reconciler.progress();
@@ -253,8 +265,9 @@ export class Controller implements ControllerService {
     });
   }
 
-  private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const next = this.chain.then(fn, fn);
+  private serial<T>(pass: string, fn: () => Promise<T>): Promise<T> {
+    const tracked = (): Promise<T> => this.monitor.track(pass, fn);
+    const next = this.chain.then(tracked, tracked);
     this.chain = next.catch(() => undefined);
     return next;
   }
@@ -268,7 +281,7 @@ export class Controller implements ControllerService {
         if (roundDue || (this.roundRequestedBecause !== undefined && earlyAllowed))
           await this.runRound(this.roundRequestedBecause ?? 'period');
         else await this.reconcile();
-        await this.reports.writeDue();
+        this.reports.startDue();
       } catch (e) {
         if (e instanceof InjectedCrash) throw e;
         const message = e instanceof Error ? (e.stack ?? e.message) : String(e);
@@ -287,6 +300,8 @@ export class Controller implements ControllerService {
         Math.min(nextRound, after + this.settings.pollSeconds, this.reports.nextDueSeconds) - after,
       );
       if (wait > 0) await this.clock.sleep(wait, this.wake.signal);
+      // A pass that needed no I/O resolves in microtasks only: let timers and sockets (the API) run between passes.
+      else await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
 
@@ -307,7 +322,7 @@ export class Controller implements ControllerService {
 
   /** Reconcile with the cloud and carry out effects whose gates opened (between rounds). */
   reconcile(): Promise<{ sync?: SyncSummary; progress?: ProgressSummary }> {
-    return this.serial(async () => {
+    return this.serial('reconcile', async () => {
       if (this.settings.dryRun) return {};
       this.replaceSilentWorkers();
       const sync = await this.reconciler.syncWithCloud();
@@ -318,7 +333,7 @@ export class Controller implements ControllerService {
 
   /** One scheduling round (see the class comment). */
   runRound(reason = 'requested'): Promise<RoundOutcome> {
-    return this.serial(async () => {
+    return this.serial('round', async () => {
       const startedMs = performance.now();
       this.roundRequestedBecause = undefined;
       this.lastRoundAtSeconds = this.clock.nowSeconds();
@@ -342,7 +357,7 @@ export class Controller implements ControllerService {
    * those prices).
    */
   applyCatalog(catalog: Catalog): Promise<void> {
-    return this.serial(() => {
+    return this.serial('price update', () => {
       this.catalog = catalog;
       this.priceOf = new Map(catalog.types.map((t) => [t.name, t.costPerHour]));
       this.admission.setCatalog(catalog);
@@ -390,7 +405,7 @@ export class Controller implements ControllerService {
 
   /** API: keep an uploaded Docker build context; answers the reference a job spec's `build.context` carries. */
   storeContext(
-    archive: Buffer,
+    archive: Readable,
     info: { readonly sha256: string; readonly encoding: 'tar' | 'gzip'; readonly team: string | undefined },
   ): Promise<string> {
     return storeBuildContext(this.objectStore, this.store, archive, info);

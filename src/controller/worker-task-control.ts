@@ -11,6 +11,7 @@ import type {
   RegisterResponse,
   TaskReport,
 } from '../protocol/worker-protocol.js';
+import type { ContextLimits } from '../protocol/context-limits.js';
 import type { Clock } from './clock.js';
 import { expandTasks } from './job-spec/tasks.js';
 import { LatencyMatrix, type LatencyMatrixView } from './latency-matrix.js';
@@ -58,6 +59,8 @@ export interface WorkerTaskControlOptions {
   readonly heartbeatSeconds: number;
   /** A registered worker silent for this long is lost: its instance is replaced, its tasks rescheduled. */
   readonly heartbeatTimeoutSeconds: number;
+  /** The build context limits of a team's jobs, checked again by workers as they unpack (default: the defaults). */
+  readonly contextLimits?: (team: string) => ContextLimits;
   /** Capacity scale per instance type (local mode on a small host); task limits are scaled alike. Default 1. */
   readonly capacityScale?: (typeName: string) => number;
   /** Round trips older than this are neither shown nor planned with (default latency-matrix.ts's). */
@@ -362,6 +365,9 @@ export class WorkerTaskControl implements TaskControl {
               build: {
                 context: template.build.context,
                 ...(template.build.dockerfile === undefined ? {} : { dockerfile: template.build.dockerfile }),
+                ...(this.options.contextLimits === undefined
+                  ? {}
+                  : { limits: this.options.contextLimits(job.team) }),
               },
             }),
         command: [...(template.command ?? [])],

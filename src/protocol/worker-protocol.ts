@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { contextLimitsSchema } from './context-limits.js';
 
 /**
  * The worker protocol, level-triggered over HTTP, shared by the worker agent (its client, src/worker/) and the
@@ -178,7 +179,15 @@ export type HeartbeatRequest = z.infer<typeof heartbeatRequestSchema>;
 
 export const taskLaunchSpecSchema = z.object({
   image: z.string().optional(),
-  build: z.object({ context: z.string(), dockerfile: z.string().optional() }).optional(),
+  build: z
+    .object({
+      /** An uploaded context's reference (object-keys.ts buildContextKey); nothing else is fetched or used. */
+      context: z.string(),
+      dockerfile: z.string().optional(),
+      /** The job's team's limits, checked again while unpacking; DEFAULT_CONTEXT_LIMITS when absent. */
+      limits: contextLimitsSchema.optional(),
+    })
+    .optional(),
   command: z.array(z.string()),
   env: z.record(z.string(), z.string()),
   vcpus: z.number().positive(),

@@ -28,8 +28,9 @@ import { TaskLifecycle } from './task-lifecycle.js';
  *
  * A task exiting 0 on its own has succeeded; any other exit failed (the reason carries the exit code and its last
  * output lines). Logs go to the object store (`logs/<job>/…`, one object per run) while the task runs and when it ends,
- * which is where `fleetwise logs` reads them. Long operations (restore, checkpoint-and-stop) run in the background so
- * heartbeats continue; the task is reported `checkpointing` meanwhile.
+ * which is where `fleetwise logs` reads them. Long operations (restore, checkpoint-and-stop, log uploads) run in the
+ * background, so the heartbeat never waits for the object store: a hung store cannot make a healthy worker look
+ * dead. A stop is reported `checkpointing` until its uploads are in the store, however long an outage lasts.
  *
  * This module is the controller's side of it (registration, heartbeats, the answer); task-lifecycle.ts does what the
  * answer asks of each task.
@@ -105,13 +106,17 @@ export class WorkerAgent {
   private adopted = false;
   private lastContactMs = Date.now();
   private lastFailureLogMs: number | undefined;
+  /** Aborted when run() is told to stop: steps waiting for the object store stop retrying. */
+  private readonly leaving = new AbortController();
 
   constructor(private readonly options: AgentOptions) {
     this.log = options.logger ?? silent;
-    this.tasks = new TaskLifecycle(options, this.log, () => ({
-      store: this.store,
-      instanceId: this.controllerInstanceId,
-    }));
+    this.tasks = new TaskLifecycle(
+      options,
+      this.log,
+      () => ({ store: this.store, instanceId: this.controllerInstanceId }),
+      this.leaving.signal,
+    );
   }
 
   get instanceId(): string | undefined {
@@ -126,6 +131,8 @@ export class WorkerAgent {
   async run(signal: AbortSignal): Promise<AgentExit> {
     const giveUpMs = (this.options.giveUpAfterSeconds ?? DEFAULT_GIVE_UP_AFTER_SECONDS) * 1000;
     this.lastContactMs = Date.now();
+    if (signal.aborted) this.leaving.abort();
+    else signal.addEventListener('abort', () => this.leaving.abort(), { once: true });
     let exit: AgentExit = 'stopped';
     while (!signal.aborted) {
       const registered = this.store !== undefined;
@@ -262,7 +269,10 @@ export class WorkerAgent {
     }
   }
 
-  /** One heartbeat: observe, report, reconcile with the answer. */
+  /**
+   * One heartbeat: observe, report, reconcile with the answer. It awaits only this host (the executor, local files)
+   * and the controller; what needs the object store is started in the background.
+   */
   async tick(): Promise<void> {
     if (!this.adopted) {
       await this.tasks.adopt();
@@ -278,7 +288,7 @@ export class WorkerAgent {
     });
     probe?.setPeers(answer.peers ?? []);
     this.reconcile(answer.tasks);
-    await this.tasks.uploadRunningLogs();
+    this.tasks.shipRunningLogs();
   }
 
   /** Wait for every background operation (tests). */
@@ -309,12 +319,13 @@ export class WorkerAgent {
           (t.phase === 'failed' || t.phase === 'succeeded') &&
           (d.attempt ?? 1) > (t.attempt ?? 1);
         if (t === undefined || t.phase === 'stopped' || newAttempt) tasks.start(d);
-      } else if (t !== undefined && (t.phase === 'running' || t.phase === 'starting'))
+      } else if (t !== undefined && isStoppable(t.phase))
+        // A stop that ended without finishing (its task is still `checkpointing`) is started again: no dead end.
         tasks.background(t, () => tasks.stop(t, d.action === 'checkpoint-stop', d.checkpoint));
     }
     for (const t of tasks.all()) {
       if (wanted.has(t.taskId) || t.busy !== undefined) continue;
-      if (t.phase === 'running')
+      if (t.phase === 'running' || t.phase === 'checkpointing')
         tasks.background(t, () =>
           tasks.stop(t, true, {
             signal: (t.signal ?? 'SIGTERM') as DesiredTask['checkpoint']['signal'],
@@ -324,6 +335,11 @@ export class WorkerAgent {
       else tasks.background(t, () => tasks.forget(t));
     }
   }
+}
+
+/** Phases a stop applies to: under way, or a stop that did not finish. */
+function isStoppable(phase: string): boolean {
+  return phase === 'running' || phase === 'starting' || phase === 'checkpointing';
 }
 
 function describeStopped(taskIds: readonly string[]): string {

@@ -1,11 +1,17 @@
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ObjectStore } from '../storage/object-store.js';
+import { retryWhileStoreFails } from '../storage/retry.js';
 import { checkpointKeys } from '../protocol/object-keys.js';
 import type { DesiredTask, ReportedTaskState, TaskReport } from '../protocol/worker-protocol.js';
 import type { AgentLogger, AgentOptions } from './agent.js';
 import { fetchBuildContext } from './build-context.js';
-import { checkpointAndStop, CheckpointWatcher, restoreLatestCheckpoint } from './checkpoints.js';
+import {
+  checkpointAndStop,
+  CheckpointWatcher,
+  restoreLatestCheckpoint,
+  type StoreStepRetry,
+} from './checkpoints.js';
 import type { TaskLaunch } from './executor.js';
 import { ProgressTracker } from './progress.js';
 import { uploadTaskLog } from './task-log.js';
@@ -20,16 +26,35 @@ export interface Registration {
 /**
  * The tasks on this host and what happens to them: adopted after an agent restart, started (restoring a checkpoint
  * if asked), watched for exits, progress and checkpoints, stopped (checkpointed or killed), forgotten. Long
- * operations run in the background (`busy`) so heartbeats continue meanwhile.
+ * operations run in the background (`busy`) so heartbeats continue meanwhile, and nothing the heartbeat awaits
+ * touches the object store: running tasks' logs are shipped in the background too.
+ *
+ * Every step of a start or a stop that needs the object store (restore download, build context download, the
+ * final checkpoint upload, the log upload) is tried again, with backoff, until the store takes it
+ * (src/storage/retry.ts): an outage delays a move, it never leaves one half-done. Only the agent leaving (`leaving`)
+ * ends the retries. A step that failed for another reason leaves the task in its phase, and the next heartbeat's
+ * answer starts the step again (reconcile in agent.ts), so no phase is a dead end either.
  */
 export class TaskLifecycle {
   private readonly tasks = new Map<string, LocalTask>();
+  private readonly retry: StoreStepRetry;
 
   constructor(
     private readonly options: AgentOptions,
     private readonly log: AgentLogger,
     private readonly registration: () => Registration,
-  ) {}
+    leaving: AbortSignal,
+  ) {
+    this.retry = (what, step) =>
+      retryWhileStoreFails(step, {
+        signal: leaving,
+        onRetry: (e, failures, delayMs) =>
+          this.log.warn(
+            `${what}: the object store failed (${failures} time${failures === 1 ? '' : 's'} in a row), ` +
+              `trying again in ${(delayMs / 1000).toFixed(1)} s: ${e.message}`,
+          ),
+      });
+  }
 
   get(taskId: string): LocalTask | undefined {
     return this.tasks.get(taskId);
@@ -61,9 +86,9 @@ export class TaskLifecycle {
     return running.map((t) => t.taskId);
   }
 
-  /** Wait for every background operation (tests). */
+  /** Wait for every background operation, log shipping included (tests, and before the agent leaves). */
   async settle(): Promise<void> {
-    await Promise.all([...this.tasks.values()].map((t) => t.busy));
+    await Promise.all([...this.tasks.values()].flatMap((t) => [t.busy, t.logUploads]));
   }
 
   private taskDir(taskId: string): string {
@@ -96,7 +121,8 @@ export class TaskLifecycle {
       };
       if (t.phase === 'starting' || t.phase === 'checkpointing') t.phase = 'running';
       this.tasks.set(t.taskId, t);
-      if (t.phase === 'running' && status.state !== 'exited') await this.watch(t);
+      // The watcher starts by listing the store: in the background, so an outage cannot hold up the heartbeat.
+      if (t.phase === 'running' && status.state !== 'exited') this.background(t, () => this.watch(t));
       this.log.info(`adopted task ${t.taskId} (${status.state})`);
     }
   }
@@ -120,8 +146,10 @@ export class TaskLifecycle {
         void this.persist(t);
       },
       onError: (e) => this.log.warn(`checkpoint upload of ${t.taskId} failed: ${e.message}`),
+      retry: this.retry,
     });
-    await t.watcher.start();
+    const watcher = t.watcher;
+    await this.retry(`checkpoint listing of ${t.taskId}`, () => watcher.start());
   }
 
   /** Exits, progress. */
@@ -196,10 +224,9 @@ export class TaskLifecycle {
     await this.persist(t);
     let restoring = false;
     if (d.restore) {
-      const restored = await restoreLatestCheckpoint(
-        store,
-        { jobId: t.jobId, taskId: t.taskId },
-        checkpointDir,
+      // Retried while the store fails: starting from zero (or an older checkpoint) because S3 was down would lose work.
+      const restored = await this.retry(`restore of ${t.taskId}`, () =>
+        restoreLatestCheckpoint(store, { jobId: t.jobId, taskId: t.taskId }, checkpointDir),
       );
       for (const s of restored.skipped)
         this.log.warn(`task ${t.taskId}: skipped checkpoint ${s.seq}: ${s.reason}`);
@@ -216,14 +243,17 @@ export class TaskLifecycle {
       await mkdir(checkpointDir, { recursive: true });
     }
     await this.watch(t);
+    const build = d.launch.build;
     const launch: TaskLaunch = {
       taskId: t.taskId,
       jobId: t.jobId,
       ...(d.launch.image === undefined ? {} : { image: d.launch.image }),
-      ...(d.launch.build === undefined
+      ...(build === undefined
         ? {}
         : {
-            build: await fetchBuildContext(d.launch.build, this.options.workDir, () => this.requireStore()),
+            build: await this.retry(`build context of ${t.taskId}`, () =>
+              fetchBuildContext(build, this.options.workDir, () => this.requireStore()),
+            ),
           }),
       command: d.launch.command,
       env: d.launch.env,
@@ -304,18 +334,49 @@ export class TaskLifecycle {
     this.tasks.delete(t.taskId);
   }
 
-  /** Running tasks' logs, each at most every `logUploadSeconds`, so `fleetwise logs` follows a task as it runs. */
-  async uploadRunningLogs(): Promise<void> {
+  /**
+   * Ship running tasks' logs, each at most every `logUploadSeconds`, so `fleetwise logs` follows a task as it runs.
+   * In the background, one at a time per task and never awaited by the heartbeat; one that fails is not retried here
+   * (the next due one is).
+   */
+  shipRunningLogs(): void {
     const every = (this.options.logUploadSeconds ?? 5) * 1000;
     for (const t of this.tasks.values())
-      if (t.phase === 'running' && t.busy === undefined && Date.now() - t.lastLogUploadMs >= every)
-        await this.uploadLog(t).catch((e: unknown) =>
-          this.log.warn(`log upload of ${t.taskId}: ${(e as Error).message}`),
-        );
+      if (
+        t.phase === 'running' &&
+        t.busy === undefined &&
+        !t.shippingLog &&
+        Date.now() - t.lastLogUploadMs >= every
+      ) {
+        t.shippingLog = true;
+        this.queueLogUpload(t, () => this.storeLog(t))
+          .catch((e: unknown) => this.log.warn(`log upload of ${t.taskId}: ${(e as Error).message}`))
+          .finally(() => {
+            t.shippingLog = false;
+          });
+      }
   }
 
+  /** The task's whole log, stored once the store takes it (a stop or an exit waits for this). */
   private uploadLog(t: LocalTask): Promise<string> {
+    return this.queueLogUpload(t, () => this.retry(`log upload of ${t.taskId}`, () => this.storeLog(t)));
+  }
+
+  private storeLog(t: LocalTask): Promise<string> {
     return uploadTaskLog(this.requireStore(), this.options.executor, t, () => this.registration().instanceId);
+  }
+
+  /**
+   * Log uploads of a task, one after the other: each stores the whole log under the same key, so an older upload
+   * finishing after a newer one would replace the final log with a shorter one.
+   */
+  private queueLogUpload(t: LocalTask, upload: () => Promise<string>): Promise<string> {
+    const next = (t.logUploads ?? Promise.resolve()).then(upload);
+    t.logUploads = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    return next;
   }
 
   private requireStore(): ObjectStore {

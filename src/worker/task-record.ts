@@ -31,6 +31,10 @@ export interface LocalTask extends PersistedTask {
   perSecond?: number | undefined;
   busy?: Promise<void> | undefined;
   lastLogUploadMs: number;
+  /** The task's log uploads, chained (the newest settles last); undefined before the first. */
+  logUploads?: Promise<void> | undefined;
+  /** A periodic log upload is under way (at most one at a time). */
+  shippingLog?: boolean | undefined;
   total?: number | undefined;
 }
 

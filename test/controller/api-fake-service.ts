@@ -1,3 +1,5 @@
+import type { Readable } from 'node:stream';
+import { readAll } from '../../src/storage/streams.js';
 import { findType, type Catalog } from '../../src/core/catalog.js';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import type { ApiControllerService, ContextInfo } from '../../src/controller/api/server.js';
@@ -118,7 +120,9 @@ export class FakeControllerService implements ApiControllerService {
     return `memory://reports/${this.reportsWritten}.json`;
   }
 
-  async storeContext(archive: Buffer, info: ContextInfo): Promise<string> {
+  /** Reads the upload whole (a fake's liberty) and keeps it in memory; a failing upload stores nothing. */
+  async storeContext(upload: Readable, info: ContextInfo): Promise<string> {
+    const archive = await readAll(upload);
     const ref = `contexts/${info.sha256}.tar.gz`;
     this.contexts.set(ref, { archive, info });
     return ref;

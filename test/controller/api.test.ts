@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +17,7 @@ import {
   WORKER_INSTANCE_TOKEN,
   type FakeControllerService,
 } from './api-fake-service.js';
+import { craftTar } from '../helpers/tar.js';
 
 const RESNET_YAML = readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', 'resnet.yaml'), 'utf8');
 const GPT2_YAML = readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', 'gpt2.yaml'), 'utf8');
@@ -589,29 +591,25 @@ describe('controller API: malformed and oversized requests', () => {
   });
 
   it('build contexts: a tar is stored and its reference returned; garbage is 400', async () => {
-    const tar = Buffer.alloc(2048);
-    tar.write('Dockerfile', 0);
-    tar.write('ustar\0', 257, 'latin1');
-    const stored = await call('POST', '/v1/contexts', {
+    const tar = await craftTar([{ name: 'Dockerfile', content: 'FROM busybox\n' }]);
+    const sha256 = createHash('sha256').update(tar).digest('hex');
+    const stored = await call('POST', `/v1/contexts?sha256=${sha256}`, {
       token: VISION_TOKEN,
       body: new Uint8Array(tar),
       contentType: 'application/x-tar',
     });
-    expect(stored.status).toBe(201);
-    const { ref, sha256, sizeBytes } = stored.body as { ref: string; sha256: string; sizeBytes: number };
-    expect(sizeBytes).toBe(2048);
+    expect(stored.status, stored.text).toBe(201);
+    const { ref, sizeBytes } = stored.body as { ref: string; sha256: string; sizeBytes: number };
+    expect(sizeBytes).toBe(tar.length);
     expect(ref).toBe(`contexts/${sha256}.tar.gz`);
-    expect(service.contexts.get(ref)?.info).toMatchObject({
-      team: 'vision',
-      encoding: 'tar',
-      sizeBytes: 2048,
-    });
-    const garbage = await call('POST', '/v1/contexts', {
+    expect(service.contexts.get(ref)?.info).toMatchObject({ team: 'vision', encoding: 'tar', sha256 });
+    const garbage = await call('POST', `/v1/contexts?sha256=${'0'.repeat(64)}`, {
       token: VISION_TOKEN,
       body: 'not a tar',
       contentType: 'application/x-tar',
     });
     expect(garbage.status).toBe(400);
+    expect(errorOf(garbage).error).toMatch(/^not a tar archive: /);
   });
 });
 
@@ -674,7 +672,7 @@ describe('controller API: optional capabilities', () => {
       );
       const tar = Buffer.alloc(1024);
       tar.write('ustar\0', 257, 'latin1');
-      const context = await post('/v1/contexts', {
+      const context = await post(`/v1/contexts?sha256=${'0'.repeat(64)}`, {
         body: new Uint8Array(tar),
         headers: { 'content-type': 'application/x-tar' },
       });

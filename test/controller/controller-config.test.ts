@@ -6,7 +6,8 @@ import { ValidationError } from '../../src/core/validation.js';
 import { ensureSecretFile } from '../../src/cli/commands/controller.js';
 import { parseListen } from '../../src/controller/config.js';
 import { loadControllerConfig } from '../../src/controller/config-loading.js';
-import { settingsFromConfig } from '../../src/controller/settings.js';
+import { contextLimitsFrom, settingsFromConfig } from '../../src/controller/settings.js';
+import { DEFAULT_CONTEXT_LIMITS } from '../../src/protocol/context-limits.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-config-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -220,6 +221,55 @@ describe('controller configuration', () => {
     expect(problems).toContain('scheduler.paybackMargin (line 4): must be ≥ 1');
     expect(problems).toContain('scheduler.packingEfficiency (line 5): must be ≤ 1');
     expect(problems.some((p) => p.startsWith('scheduler') && p.includes('k'))).toBe(true);
+  });
+
+  it('takes build context limits for everyone and per team, field by field, and the loop-stuck threshold', () => {
+    const path = file(
+      'contexts.yaml',
+      [
+        'cluster: c',
+        'stateDir: s',
+        'loopStuckSeconds: 90',
+        'buildContexts:',
+        '  maxArchiveBytes: 1000000',
+        '  teams:',
+        '    vision: { maxExpandedBytes: 5000000, maxExpansionRatio: 20 }',
+      ].join('\n'),
+    );
+    const config = loadControllerConfig({ flags: { config: path }, env: {}, defaultRegion: 'us-east-1' });
+    const limits = contextLimitsFrom(config.buildContexts);
+    expect(limits('vision')).toEqual({
+      maxArchiveBytes: 1_000_000,
+      maxExpandedBytes: 5_000_000,
+      maxExpansionRatio: 20,
+    });
+    expect(limits('nlp')).toEqual({ ...DEFAULT_CONTEXT_LIMITS, maxArchiveBytes: 1_000_000 });
+    expect(limits(undefined)).toEqual(limits('nlp'));
+    expect(settingsFromConfig(config).loopStuckSeconds).toBe(90);
+    const plain = loadControllerConfig({
+      flags: { cluster: 'c', stateDir: 's' },
+      env: {},
+      defaultRegion: 'us-east-1',
+    });
+    expect(contextLimitsFrom(plain.buildContexts)('vision')).toEqual(DEFAULT_CONTEXT_LIMITS);
+    expect(settingsFromConfig(plain).loopStuckSeconds).toBe(60);
+
+    const bad = file(
+      'bad-contexts.yaml',
+      [
+        'cluster: c',
+        'stateDir: s',
+        'buildContexts:',
+        '  maxExpansionRatio: 0.5',
+        '  teams:',
+        '    v: { maxArchiveBytes: 1.5 }',
+      ].join('\n'),
+    );
+    const problems = problemsOf(() =>
+      loadControllerConfig({ flags: { config: bad }, env: {}, defaultRegion: 'us-east-1' }),
+    ).problems;
+    expect(problems).toContain('buildContexts.maxExpansionRatio (line 4): must be ≥ 1');
+    expect(problems).toContain('buildContexts.teams.v.maxArchiveBytes (line 6): a whole number of bytes');
   });
 
   it('splits listen addresses', () => {

@@ -136,10 +136,12 @@ describe('worker protocol', () => {
 });
 
 describe('protocol/', () => {
-  it('imports nothing but zod and node:crypto, so the worker, the controller and the CLI can all depend on it', () => {
+  it('imports nothing but zod, node:crypto and its own files, so the worker, the controller and the CLI can all depend on it', () => {
     const root = join(PROJECT_ROOT, 'src', 'protocol');
-    for (const file of readdirSync(root).filter((f) => f.endsWith('.ts')))
+    const files = readdirSync(root).filter((f) => f.endsWith('.ts'));
+    const siblings = files.map((f) => `./${f.replace(/\.ts$/, '.js')}`);
+    for (const file of files)
       for (const [, spec] of readFileSync(join(root, file), 'utf8').matchAll(/from '([^']+)'/g))
-        expect(['zod', 'node:crypto'], `${file} imports ${spec as string}`).toContain(spec);
+        expect(['zod', 'node:crypto', ...siblings], `${file} imports ${spec as string}`).toContain(spec);
   });
 });

@@ -30,7 +30,7 @@ import { loadControllerConfig } from '../../controller/config-loading.js';
 import { describeQueue } from '../../queue/admission-views.js';
 import { configuredSchedulerFactory } from '../../controller/configured-scheduler.js';
 import { Controller } from '../../controller/controller.js';
-import { settingsFromConfig } from '../../controller/settings.js';
+import { contextLimitsFrom, settingsFromConfig } from '../../controller/settings.js';
 import { FAULT_POINTS, type FaultInjector, type FaultPoint } from '../../controller/faults.js';
 import type { ControllerLogger } from '../../controller/seams.js';
 import { PriceRefresher, shouldRefreshPrices } from '../../controller/price-refresh.js';
@@ -302,6 +302,7 @@ export async function runController(
           metrics,
         });
   const host = hostCapacity();
+  const contextLimits = contextLimitsFrom(config.buildContexts);
   const workers =
     registrar === undefined || objectStore === undefined
       ? undefined
@@ -313,6 +314,7 @@ export async function runController(
           objectStoreLocation: objectStore.location,
           heartbeatSeconds: config.workerHeartbeatSeconds,
           heartbeatTimeoutSeconds: config.workerHeartbeatTimeoutSeconds,
+          contextLimits,
           logger: log,
           ...(local
             ? {
@@ -434,6 +436,7 @@ export async function runController(
         adminToken,
         catalog,
         metrics,
+        contextLimits,
         ...(workers === undefined ? {} : { workers }),
         ...(state.leadership === undefined ? {} : { leadership: state.leadership }),
       });

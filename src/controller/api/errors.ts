@@ -2,6 +2,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ValidationError } from '../../core/validation.js';
 import { FencedWriteError } from '../ha/lease.js';
 import { IllegalTransitionError, StateStoreError, UnknownRecordError } from '../state-store.js';
+import { isObjectStoreError } from '../../storage/object-store-error.js';
 import { AuthError } from './auth.js';
 
 /** Every error response has this shape: a one-line reason and, for validation failures, one line per problem. */
@@ -48,6 +49,9 @@ export function toHttpError(
   // Another controller took the lease: this one can no longer write; the active one can.
   if (error instanceof FencedWriteError) return new HttpError(503, error.message);
   if (error instanceof StateStoreError) return new HttpError(409, error.message);
+  // The object store failing (after its own timeouts and retries) is a passing outage, not a bug: say so.
+  if (isObjectStoreError(error))
+    return new HttpError(503, `the object store is unavailable (${error.operation} failed); try again later`);
   const fastifyError = error as Partial<FastifyError>;
   switch (fastifyError.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':

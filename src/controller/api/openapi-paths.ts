@@ -19,6 +19,16 @@ const idParam = (description: string): Schema => ({
   schema: { type: 'string' },
 });
 
+/** The control loop's progress, in `/healthz` answers of a running controller. */
+const LOOP_HEALTH: Schema = {
+  type: 'object',
+  properties: {
+    pass: { ...str, nullable: true, description: 'The pass under way (round, reconcile, recovery), if any' },
+    passSeconds: { type: 'number', nullable: true, description: 'How long the pass under way has run' },
+    lastPassEndedAt: { ...str, nullable: true, description: 'When the last pass ended (ISO 8601)' },
+  },
+};
+
 const WORKER_ERRORS = {
   '400': error('The body does not match the worker protocol (the field and the reason are named)'),
   '415': error('Not application/json'),
@@ -296,8 +306,19 @@ export const PATHS: Record<string, Record<string, Schema>> = {
   },
   '/v1/contexts': {
     post: {
-      summary: 'Upload a Docker build context; returns the reference to use as build.context',
+      summary:
+        'Upload a Docker build context (streamed to the object store, checked against its sha256 and the ' +
+        "team's limits); returns the reference to use as build.context",
       operationId: 'uploadContext',
+      parameters: [
+        {
+          name: 'sha256',
+          in: 'query',
+          required: true,
+          description: 'The sha256 of the body (64 lowercase hex digits): the stored archive is named by it',
+          schema: { type: 'string', pattern: '^[0-9a-f]{64}$' },
+        },
+      ],
       requestBody: {
         required: true,
         content: {
@@ -311,11 +332,14 @@ export const PATHS: Record<string, Record<string, Schema>> = {
           required: ['ref', 'sha256', 'sizeBytes'],
           properties: { ref: str, sha256: str, sizeBytes: int },
         }),
-        '400': error('Not a tar archive or gzip stream'),
+        '400': error('Not a gzip stream or tar archive, an empty archive, a sha256 other than declared'),
         ...COMMON_ERRORS,
-        '413': error('Archive larger than the limit'),
+        '413': error(
+          "Over one of the team's limits, named in the message: maxArchiveBytes, maxExpandedBytes, maxExpansionRatio",
+        ),
         '415': error('Content type other than tar or gzip'),
         '501': error('No object store configured'),
+        '503': error('The object store is unavailable'),
       },
     },
   },
@@ -333,14 +357,22 @@ export const PATHS: Record<string, Record<string, Schema>> = {
               properties: {
                 status: { type: 'string', enum: ['ok'] },
                 latestRound: { ...int, nullable: true },
+                loop: LOOP_HEALTH,
               },
             },
           ],
         }),
-        '503': ok('The state store is unavailable', {
-          type: 'object',
-          properties: { status: str, error: str },
-        }),
+        '503': ok(
+          'The state store is unavailable, or the control loop is stuck (one pass running too long)',
+          {
+            type: 'object',
+            properties: {
+              status: { type: 'string', enum: ['unavailable', 'stuck'] },
+              error: str,
+              loop: LOOP_HEALTH,
+            },
+          },
+        ),
       },
     },
   },

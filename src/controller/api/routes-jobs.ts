@@ -6,7 +6,7 @@ import { bodyOf } from './body.js';
 import { HttpError, notFound } from './errors.js';
 import { keepAcceptedJob } from './kept-submission.js';
 import type { ApiContext, RouteTable } from './routing.js';
-import { dryRunView, specFromBody } from './submission.js';
+import { dryRunView, requireUploadedContexts, specFromBody } from './submission.js';
 import { jobDocument, jobSummary, visibleJobIds, whyForScope } from './views.js';
 
 const idParams = z.object({ id: z.string().min(1).max(128) });
@@ -52,7 +52,9 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       const principal = context.principal(request);
       const { dryRun } = parseWith(submitQuery, request.query, 'query');
       const spec = specFromBody(bodyOf(request.body), principal, context.priceBook);
+      // A dry run checks the spec without its build contexts (fleetwise submit --dry-run uploads none).
       if (dryRun) return dryRunView(spec, context.priceBook, service.estimate?.(spec) ?? null);
+      requireUploadedContexts(spec);
       const job = service.submit(spec, spec.team);
       await keepAcceptedJob(service, job);
       return reply

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { PriceBook } from '../../scheduler/reservation-price.js';
 import type { ControllerService } from '../service.js';
@@ -6,12 +7,12 @@ import type { EtaRecord } from '../queue-records.js';
 import type { LatencyMatrixView } from '../latency-matrix.js';
 import type { LeadershipView } from '../ha/leader-elector.js';
 import type { JobRecord } from '../state-store.js';
+import type { LoopHealth } from '../loop-health.js';
 import type { Principal, RouteAccess } from './auth.js';
 
 /** What the API needs of an uploaded build context's owner when storing it. */
 export interface ContextInfo {
   readonly sha256: string;
-  readonly sizeBytes: number;
   /** `tar`, or `gzip` for a gzip-compressed tar (both are what `docker build` accepts as a context). */
   readonly encoding: 'tar' | 'gzip';
   /** The uploading team, or undefined for the admin. */
@@ -26,10 +27,11 @@ export interface ApiControllerService extends ControllerService {
   /** Write a cost report to the object store now; returns where it was written (e.g. `s3://bucket/reports/…`). */
   writeReport?(): Promise<string>;
   /**
-   * Keep an uploaded build context (content-addressed by `info.sha256`) in the object store; returns the reference
-   * the job spec's `build.context` should carry so workers can fetch it.
+   * Keep an uploaded build context (content-addressed by `info.sha256`) in the object store, streaming `archive` (it
+   * fails, and nothing may be kept, when the stream fails: a limit or a check on the way); returns the reference the
+   * job spec's `build.context` should carry so workers can fetch it.
    */
-  storeContext?(archive: Buffer, info: ContextInfo): Promise<string>;
+  storeContext?(archive: Readable, info: ContextInfo): Promise<string>;
   /** A job's task output as uploaded by its workers (oldest run first). */
   jobLogs?(jobId: string): Promise<string>;
   /** The ETA a job with this spec would get if submitted now, stored nowhere; null when none can be predicted. */
@@ -43,6 +45,8 @@ export interface ApiControllerService extends ControllerService {
   latency?(): LatencyMatrixView;
   /** End a job as unsuccessful at a stage (success-ranked ordering), freeing its capacity. */
   markUnsuccessful?(jobId: string, options: { readonly stage?: number; readonly reason?: string }): JobRecord;
+  /** Whether the control loop makes progress (`/healthz` answers 503 when it is stuck). */
+  loopHealth?(): LoopHealth;
 }
 
 export interface ApiContext {

@@ -2,12 +2,13 @@ import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Catalog } from '../../core/catalog.js';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { JOB_SPEC_LIMITS } from '../job-spec/spec.js';
+import { DEFAULT_CONTEXT_LIMITS, type ContextLimits } from '../../protocol/context-limits.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import { authenticate, authorize, type Principal } from './auth.js';
 import { registerBodyParsers } from './body.js';
 import { HttpError, sendError, toHttpError } from './errors.js';
 import { ControllerMetrics, metricsRegistry } from './metrics.js';
-import { DEFAULT_MAX_CONTEXT_BYTES, registerClusterRoutes } from './routes-cluster.js';
+import { registerClusterRoutes } from './routes-cluster.js';
 import { registerTokenRoutes } from './routes-tokens.js';
 import { registerJobRoutes } from './routes-jobs.js';
 import { registerSystemRoutes } from './routes-system.js';
@@ -18,7 +19,10 @@ import type { LeadershipView } from '../ha/leader-elector.js';
 export { ControllerMetrics } from './metrics.js';
 export type { ApiControllerService, ContextInfo } from './routing.js';
 
-/** Requests other than context uploads: a job spec is at most this large (job-spec/spec.ts), and nothing else is bigger. */
+/**
+ * Requests other than context uploads (which stream, within their own limits): a job spec is at most this large
+ * (job-spec/spec.ts), and nothing else is bigger.
+ */
 export const DEFAULT_BODY_LIMIT_BYTES = JOB_SPEC_LIMITS.maxSpecBytes;
 
 export interface ApiServerOptions {
@@ -33,7 +37,8 @@ export interface ApiServerOptions {
   /** Counters the controller increments; created here when absent (and returned either way). */
   readonly metrics?: ControllerMetrics;
   readonly bodyLimitBytes?: number;
-  readonly maxContextBytes?: number;
+  /** The build context limits of an upload by a team (undefined: the admin); default DEFAULT_CONTEXT_LIMITS. */
+  readonly contextLimits?: (team: string | undefined) => ContextLimits;
   /** The worker protocol's endpoint (WorkerTaskControl); without it, no worker routes are served. */
   readonly workers?: WorkerEndpoint;
   /** The controller's lease (ha/): without one (a SQLite state), the controller is active on its own. */
@@ -108,7 +113,7 @@ export function buildApiApp(
   );
 
   registerJobRoutes(routes, context);
-  registerClusterRoutes(routes, context, options.maxContextBytes ?? DEFAULT_MAX_CONTEXT_BYTES);
+  registerClusterRoutes(routes, context, options.contextLimits ?? (() => DEFAULT_CONTEXT_LIMITS));
   registerTokenRoutes(routes, context);
   registerSystemRoutes(routes, context, metricsRegistry(service, options.metrics));
   if (options.workers !== undefined) registerWorkerRoutes(routes, options.workers);
