@@ -11,7 +11,7 @@ import { clusterForScope, costsForScope, publicInstance, visibleJobIds } from '.
 /** Uploaded build contexts may be far larger than a spec; the whole archive is held in memory while stored. */
 export const DEFAULT_MAX_CONTEXT_BYTES = 256 * 1024 * 1024;
 
-const costsQuery = z.object({ since: z.string().min(1).optional() });
+const costsQuery = z.object({ since: z.string().min(1).max(64, 'at most 64 characters').optional() });
 const instanceParams = z.object({ id: z.string().min(1).max(128) });
 
 function isTar(bytes: Buffer): boolean {
