@@ -9,7 +9,8 @@ export interface JobControlDeps {
   readonly requestRound: (reason: string) => void;
   /** A job ended here (cancelled, unsuccessful): forget it in the queue, note its report and prediction error. */
   readonly jobEnded: (job: JobRecord) => void;
-  readonly predictAtSubmission: (job: JobRecord) => void;
+  /** Ask for a completion-time prediction (it runs later, off this path: predictions.ts). */
+  readonly predictAfterSubmission: () => void;
   /** How the workers run tasks, when the controller knows (execution-check.ts); unknown checks nothing. */
   readonly executor?: ExecutorKind | undefined;
 }
@@ -26,7 +27,7 @@ export class JobControl {
     const job = this.deps.store.submitJob(spec.team === team ? spec : { ...spec, team });
     recordJobWarnings(this.deps.store, job.id, warnings);
     this.deps.requestRound(`${job.id} submitted`);
-    this.deps.predictAtSubmission(job);
+    this.deps.predictAfterSubmission();
     return job;
   }
 

@@ -32,6 +32,10 @@ export interface ControllerSettings {
   readonly minRoundGapSeconds?: number;
   /** Rounds (plans and decisions) kept in the store. */
   readonly roundsKept?: number;
+  /** How far ahead a completion-time prediction simulates (default 30 days): later completions read "beyond". */
+  readonly predictionHorizonSeconds?: number | undefined;
+  /** Wall-clock seconds one prediction may take (default 10); it runs in a worker thread, off the loop. */
+  readonly predictionBudgetSeconds?: number | undefined;
 }
 
 export function settingsFromConfig(config: ControllerConfig): ControllerSettings {
@@ -50,6 +54,8 @@ export function settingsFromConfig(config: ControllerConfig): ControllerSettings
     registrationBackoffMaxSeconds: config.workerRegistration.backoffMaxSeconds,
     reportEverySeconds: config.reportEverySeconds,
     tags: config.ec2.tags,
+    predictionHorizonSeconds: config.predictions.horizonDays * 86_400,
+    predictionBudgetSeconds: config.predictions.budgetSeconds,
   };
 }
 

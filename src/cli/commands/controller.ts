@@ -27,7 +27,10 @@ import { ORPHAN_POLICIES } from '../../controller/config.js';
 import type { ControllerFlags } from '../../controller/config-flags.js';
 import { loadControllerConfig } from '../../controller/config-loading.js';
 import { describeQueue } from '../../queue/admission-views.js';
-import { configuredSchedulerFactory } from '../../controller/configured-scheduler.js';
+import {
+  configuredSchedulerFactory,
+  configuredSchedulerRecipe,
+} from '../../controller/configured-scheduler.js';
 import { Controller } from '../../controller/controller.js';
 import { settingsFromConfig } from '../../controller/settings.js';
 import { FAULT_POINTS, type FaultInjector, type FaultPoint } from '../../controller/faults.js';
@@ -230,6 +233,7 @@ export async function runController(
     catalog,
     scheduler: schedulerFor(catalog),
     schedulerFor,
+    schedulerRecipe: configuredSchedulerRecipe(config),
     provider,
     clock,
     objectStore,

@@ -31,7 +31,9 @@ export interface ApiControllerService extends ControllerService {
   /** A job's task output as uploaded by its workers (oldest run first). */
   jobLogs?(jobId: string): Promise<string>;
   /** The ETA a job with this spec would get if submitted now, stored nowhere; null when none can be predicted. */
-  estimate?(spec: JobSpec): EtaRecord | null;
+  estimate?(spec: JobSpec): Promise<EtaRecord | null>;
+  /** Whether completion-time predictions are on: a live job without an ETA yet is then waiting for one. */
+  readonly predictionsEnabled?: boolean;
   /** End a job as unsuccessful at a stage (success-ranked ordering), freeing its capacity. */
   markUnsuccessful?(jobId: string, options: { readonly stage?: number; readonly reason?: string }): JobRecord;
 }
