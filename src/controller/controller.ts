@@ -331,6 +331,7 @@ export class Controller implements ControllerService {
   /** Reconcile with the cloud and carry out effects whose gates opened (between rounds). */
   reconcile(): Promise<{ sync?: SyncSummary; progress?: ProgressSummary }> {
     return this.serial(async () => {
+      this.workers?.flushProgress?.();
       if (this.settings.dryRun) return {};
       this.replaceSilentWorkers();
       const sync = await this.reconciler.syncWithCloud();
@@ -345,6 +346,7 @@ export class Controller implements ControllerService {
       const startedMs = performance.now();
       this.roundRequestedBecause = undefined;
       this.lastRoundAtSeconds = this.clock.nowSeconds();
+      this.workers?.flushProgress?.();
       let sync: SyncSummary | undefined;
       if (!this.settings.dryRun) {
         this.replaceSilentWorkers();
@@ -423,6 +425,11 @@ export class Controller implements ControllerService {
 
   submit(spec: JobSpec, team: string): JobRecord {
     return this.jobs.submit(spec, team);
+  }
+
+  /** API: a submission committed with the others of the same moment (group commit, job-control.ts). */
+  submitBatched(spec: JobSpec, team: string): Promise<JobRecord> {
+    return this.jobs.submitBatched(spec, team);
   }
 
   cancel(jobId: string): JobRecord {

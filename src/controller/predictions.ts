@@ -281,7 +281,11 @@ export class Predictions {
       // Never on the asker's turn: a submission returns first, and a burst of them shares one snapshot.
       await yieldToEventLoop();
       if (this.closed) return;
-      job = wanted.kind === 'round' ? wanted.job : this.freshJob();
+      // A round that ran meanwhile read a newer snapshot than the one asked for, with its queue views: run it instead.
+      const newer = this.wanted;
+      if (newer?.kind === 'round') this.wanted = undefined;
+      const chosen = newer?.kind === 'round' ? newer : wanted;
+      job = chosen.kind === 'round' ? chosen.job : this.freshJob();
     } catch (e) {
       this.deps.log.warn('cannot read the state for a completion-time prediction', {
         error: (e as Error).message,
@@ -310,6 +314,8 @@ export class Predictions {
     this.deps.schedulerState.load();
     const now = this.deps.clock.nowSeconds();
     const inputs = readSnapshotInputs(this.deps.store, now);
+    // Whatever was asked until now is in this snapshot: the newest wins.
+    this.wanted = undefined;
     this.requestedFingerprint = worldFingerprint(inputs);
     return this.job(inputs, this.captureFork(), this.firstRoundSeconds(now), undefined);
   }

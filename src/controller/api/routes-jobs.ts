@@ -59,7 +59,10 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       const { dryRun } = parseWith(submitQuery, request.query, 'query');
       const spec = specFromBody(bodyOf(request.body), principal, context.priceBook);
       if (dryRun) return dryRunView(spec, context.priceBook, (await service.estimate?.(spec)) ?? null);
-      const job = service.submit(spec, spec.team);
+      const job =
+        service.submitBatched === undefined
+          ? service.submit(spec, spec.team)
+          : await service.submitBatched(spec, spec.team);
       return reply
         .code(201)
         .header('location', `/v1/jobs/${job.id}`)

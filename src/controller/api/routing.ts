@@ -30,6 +30,11 @@ export interface ApiControllerService extends ControllerService {
   storeContext?(archive: Buffer, info: ContextInfo): Promise<string>;
   /** A job's task output as uploaded by its workers (oldest run first). */
   jobLogs?(jobId: string): Promise<string>;
+  /**
+   * `submit`, committed together with the submissions of the same moment (one store sync for them all); answered
+   * once durable. Without it the API submits one by one.
+   */
+  submitBatched?(spec: JobSpec, team: string): Promise<JobRecord>;
   /** The ETA a job with this spec would get if submitted now, stored nowhere; null when none can be predicted. */
   estimate?(spec: JobSpec): Promise<EtaRecord | null>;
   /** Whether completion-time predictions are on: a live job without an ETA yet is then waiting for one. */
