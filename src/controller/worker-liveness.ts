@@ -8,6 +8,8 @@ export interface WorkerFleet {
   takeObservations(): ThroughputObservation[];
   staleInstances(): InstanceRecord[];
   markLost(instanceId: string): void;
+  /** Store the progress heartbeats reported since the last pass (WorkerTaskControl.flushProgress). */
+  flushProgress?(): void;
 }
 
 /**
