@@ -5,6 +5,7 @@ import { isFinalJobState, PLACED_TASK_STATES } from '../../state/lifecycle.js';
 import type { InstanceRecord, JobRecord, TaskRecord } from '../../state-store.js';
 import type { ReconcileContext } from '../context.js';
 import { releaseTasksOn, settleJob } from '../jobs.js';
+import { Slices } from '../yielding.js';
 
 /** Task effects: stops (checkpointing off an instance), starts once their gate opens, and task completions. */
 
@@ -34,8 +35,12 @@ export function stopTasksOfEndedJobs(ctx: ReconcileContext): void {
 
 export async function performStops(ctx: ReconcileContext): Promise<string[]> {
   const done: string[] = [];
+  const slices = new Slices();
   for (const intent of ctx.store.listIntents({ states: ['pending'], kind: 'stop-task' })) {
     if (intent.kind !== 'stop-task') continue;
+    await slices.next();
+    // Settled while the pass let the API in (a cancel fails the job's pending starts).
+    if (ctx.store.getIntent(intent.id)?.state !== 'pending') continue;
     const { taskId, instanceId, checkpoint } = intent.payload;
     const task = ctx.store.getTask(taskId);
     const instance = ctx.store.getInstance(instanceId);
@@ -113,8 +118,12 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
     if (t.state === 'checkpointing') stoppingOf.set(t.jobId, (stoppingOf.get(t.jobId) ?? 0) + 1);
     if (t.instanceId !== undefined) occupy(t, t.instanceId);
   }
+  const slices = new Slices();
   for (const intent of ctx.store.listIntents({ states: ['pending'], kind: 'start-task' })) {
     if (intent.kind !== 'start-task') continue;
+    await slices.next();
+    // Settled while the pass let the API in (a cancel fails the job's pending starts).
+    if (ctx.store.getIntent(intent.id)?.state !== 'pending') continue;
     const { taskId, instanceId } = intent.payload;
     const task = ctx.store.getTask(taskId);
     const job = task === undefined ? undefined : ctx.store.getJob(task.jobId);
@@ -171,7 +180,9 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
 
 /** Poll running tasks; a success or failure ends the task (and, with it, maybe its job or its attempt). */
 export async function pollTaskStatuses(ctx: ReconcileContext): Promise<void> {
+  const slices = new Slices();
   for (const task of ctx.store.listTasks({ states: ['running'] })) {
+    await slices.next();
     const instance = task.instanceId === undefined ? undefined : ctx.store.getInstance(task.instanceId);
     if (instance === undefined || instance.state !== 'running') continue;
     const status = await ctx.deps.tasks.status(task, instance);
