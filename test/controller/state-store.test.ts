@@ -29,6 +29,7 @@ import {
   SchemaVersionError,
   StateStoreError,
   UnknownRecordError,
+  type JobRecord,
   type JobState,
   type RoundInput,
   type StateStore,
@@ -118,6 +119,26 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(store.listJobs({ team: 'cfd' }).map((j) => j.id)).toEqual([b.id]);
       expect(store.listJobs({ states: [] })).toEqual([]);
       expect(store.getJob('job-99')).toBeUndefined();
+    });
+
+    it('counts jobs and tasks per state as listing them would', () => {
+      const a = store.submitJob(DDP);
+      store.submitJob(RESNET);
+      store.setJobState(a.id, 'starting');
+      const counts = store.countByState?.();
+      expect(counts?.jobs).toMatchObject({ queued: 1, starting: 1, running: 0, succeeded: 0 });
+      expect(counts?.tasks).toMatchObject({ pending: 3, running: 0 });
+      for (const [state, n] of Object.entries(counts?.jobs ?? {}))
+        expect(store.listJobs({ states: [state as JobState] })).toHaveLength(n);
+    });
+
+    it('hands out specs that cannot be changed through a record', () => {
+      const job = store.submitJob(RESNET);
+      const read = store.getJob(job.id) as JobRecord;
+      expect(() => {
+        (read.spec as { name: string }).name = 'changed';
+      }).toThrow(TypeError);
+      expect(store.getJob(job.id)?.spec.name).toBe(RESNET.name);
     });
 
     it('walks the job lifecycle: timestamps, migration count, final states are final', () => {

@@ -21,6 +21,7 @@ import {
   type NewInstance,
   type RoundInput,
   type RoundRecord,
+  type StateCounts,
   type StateStore,
   type StateStoreOptions,
   type TaskFilter,
@@ -162,6 +163,10 @@ export class SqliteStateStore implements StateStore {
 
   listTasks(filter: TaskFilter = {}): TaskRecord[] {
     return this.jobs.listTasks(filter);
+  }
+
+  countByState(): StateCounts {
+    return this.jobs.countByState();
   }
 
   setTaskState(id: string, state: TaskState, instanceId?: string): TaskRecord {

@@ -1,6 +1,9 @@
 import type { JobSpec } from '../../job-spec/spec.js';
 import {
+  JOB_STATES,
+  TASK_STATES,
   UnknownRecordError,
+  type StateCounts,
   type AttemptFailureInput,
   type JobFilter,
   type JobRecord,
@@ -24,10 +27,42 @@ import {
 import { Where, type SqliteConnection } from './connection.js';
 import type { EventQueries } from './events.js';
 import type { InstanceQueries } from './instances.js';
-import { jobFromRow, taskFromRow } from './rows.js';
+import { jobRecordFromRow, parseStoredSpec, taskFromRow } from './rows.js';
+
+/** Parsed specs kept: more than the live jobs of a large cluster, a few MB. */
+const SPEC_CACHE_SIZE = 20_000;
+
+/**
+ * Job specs parsed once: a spec never changes after submission, and the loop, the API and heartbeats read jobs all
+ * the time (JSON.parse of every spec was a good part of a pass). Frozen, since every reader shares it; the oldest
+ * entries make room first.
+ */
+class SpecCache {
+  private readonly specs = new Map<string, JobSpec>();
+
+  readonly specOf = (jobId: string, json: string): JobSpec => {
+    let spec = this.specs.get(jobId);
+    if (spec === undefined) {
+      spec = deepFreeze(parseStoredSpec(jobId, json));
+      if (this.specs.size >= SPEC_CACHE_SIZE) this.specs.delete(this.specs.keys().next().value as string);
+      this.specs.set(jobId, spec);
+    }
+    return spec;
+  };
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
 
 /** Jobs and their tasks (a task moves with its job and onto instances). */
 export class JobQueries {
+  private readonly specs = new SpecCache();
+
   constructor(
     private readonly connection: SqliteConnection,
     private readonly events: EventQueries,
@@ -73,7 +108,7 @@ export class JobQueries {
 
   getJob(id: string): JobRecord | undefined {
     const row = this.connection.get('SELECT * FROM jobs WHERE id = ?', id);
-    return row === undefined ? undefined : jobFromRow(row);
+    return row === undefined ? undefined : jobRecordFromRow(row, this.specs.specOf);
   }
 
   listJobs(filter: JobFilter = {}): JobRecord[] {
@@ -82,7 +117,7 @@ export class JobQueries {
     where.eq('team', filter.team);
     return this.connection
       .all(`SELECT * FROM jobs ${where.sql()} ORDER BY seq`, ...where.params)
-      .map(jobFromRow);
+      .map((row) => jobRecordFromRow(row, this.specs.specOf));
   }
 
   setJobState(id: string, state: JobState, reason?: string): JobRecord {
@@ -120,6 +155,16 @@ export class JobQueries {
     return this.connection
       .all(`SELECT * FROM tasks ${where.sql()} ORDER BY seq`, ...where.params)
       .map(taskFromRow);
+  }
+
+  countByState(): StateCounts {
+    const count = <S extends string>(table: 'jobs' | 'tasks', states: readonly S[]): Record<S, number> => {
+      const counts = Object.fromEntries(states.map((st) => [st, 0])) as Record<S, number>;
+      for (const row of this.connection.all(`SELECT state, COUNT(*) AS n FROM ${table} GROUP BY state`))
+        counts[String(row['state']) as S] = Number(row['n']);
+      return counts;
+    };
+    return { jobs: count('jobs', JOB_STATES), tasks: count('tasks', TASK_STATES) };
   }
 
   setTaskState(id: string, state: TaskState, instanceId?: string): TaskRecord {
