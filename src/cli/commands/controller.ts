@@ -42,7 +42,7 @@ import type { CloudProvider } from '../../cloud/provider.js';
 import { LocalProvider } from '../../cloud/local/local-provider.js';
 import { withLocalDelays } from '../../cloud/local/local-delays.js';
 import { capacityScale, describeLocalCapacity, hostCapacity } from '../../cloud/local/host-capacity.js';
-import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
+import { ExternalWorkerSpawner, ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
 import type { ExecutorKind } from '../../controller/execution-check.js';
 import { dockerAvailable, makeExecutor } from './worker.js';
 import { spawn } from 'node:child_process';
@@ -67,6 +67,11 @@ export const ADMIN_TOKEN_ENV = 'FLEETWISE_ADMIN_TOKEN';
  * the first) it reaches that point between an intent and its effect, so tests can check recovery from a real kill.
  */
 export const CRASH_AT_ENV = 'FLEETWISE_CRASH_AT';
+/**
+ * Benchmark hook: `FLEETWISE_EXTERNAL_WORKERS=1` makes local mode launch its "instances" without starting their
+ * workers; workers register from elsewhere over the worker protocol (`fleetwise bench controller` simulates them).
+ */
+export const EXTERNAL_WORKERS_ENV = 'FLEETWISE_EXTERNAL_WORKERS';
 
 /** The SQLite state in the state directory (`fleetwise export-trace` reads it too). */
 export const DB_FILE = 'state.db';
@@ -174,13 +179,16 @@ export async function runController(
       stateFile: join(config.stateDir, 'local-instances.json'),
       instancesDir: join(config.stateDir, 'instances'),
       catalog,
-      spawner: new ProcessWorkerSpawner({
-        controllerUrl,
-        workerToken,
-        executorKind: kind,
-        executorFor: (dir, instanceId) => makeExecutor(kind, dir, instanceId),
-        giveUpAfterSeconds: config.workerGiveUpSeconds,
-      }),
+      spawner:
+        env[EXTERNAL_WORKERS_ENV] === '1'
+          ? new ExternalWorkerSpawner()
+          : new ProcessWorkerSpawner({
+              controllerUrl,
+              workerToken,
+              executorKind: kind,
+              executorFor: (dir, instanceId) => makeExecutor(kind, dir, instanceId),
+              giveUpAfterSeconds: config.workerGiveUpSeconds,
+            }),
     });
   } else if (!config.dryRun) {
     const { createEc2Client, ec2ApiFromClient } = await import('../../cloud/aws/ec2-api.js');
