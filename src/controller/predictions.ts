@@ -264,13 +264,17 @@ export class Predictions {
     this.wanted = undefined;
     this.running = true;
     const startedMs = performance.now();
-    void this.execute(wanted).finally(() => {
-      this.running = false;
-      // Rest as long as the run took (at most its budget), so predictions leave the other core to the controller.
-      const tookMs = performance.now() - startedMs;
-      this.restUntilMs = performance.now() + Math.min(tookMs, this.deps.budgetSeconds * 1000);
-      this.startNext();
-    });
+    void this.execute(wanted)
+      .catch((e: unknown) =>
+        this.deps.log.warn('completion-time prediction failed', { error: (e as Error).message }),
+      )
+      .finally(() => {
+        this.running = false;
+        // Rest as long as the run took (at most its budget), so predictions leave the other core to the controller.
+        const tookMs = performance.now() - startedMs;
+        this.restUntilMs = performance.now() + Math.min(tookMs, this.deps.budgetSeconds * 1000);
+        this.startNext();
+      });
   }
 
   private async execute(wanted: Wanted): Promise<void> {
@@ -305,7 +309,12 @@ export class Predictions {
     }
     if (this.closed) return;
     if (run.complete) this.last = run.etas;
-    await this.store(run);
+    try {
+      await this.store(run);
+    } catch (e) {
+      this.deps.log.warn('cannot store the predicted ETAs', { error: (e as Error).message });
+      return;
+    }
     this.deps.log.info(`predicted ${run.etas.size} job(s) in ${run.wallMs.toFixed(0)} ms`);
   }
 

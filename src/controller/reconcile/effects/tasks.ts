@@ -118,7 +118,7 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
     if (t.state === 'checkpointing') stoppingOf.set(t.jobId, (stoppingOf.get(t.jobId) ?? 0) + 1);
     if (t.instanceId !== undefined) occupy(t, t.instanceId);
   }
-  const slices = new Slices();
+  const slices = new Slices(ctx.store);
   for (const intent of ctx.store.listIntents({ states: ['pending'], kind: 'start-task' })) {
     if (intent.kind !== 'start-task') continue;
     await slices.next();
@@ -158,7 +158,7 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
     ctx.fault('start:before-call', taskId);
     await ctx.deps.tasks.start({ task, job, instance });
     ctx.fault('start:after-call', taskId);
-    ctx.store.transaction(() => {
+    slices.defer(() => {
       ctx.store.completeIntent(intent.id);
       const current = ctx.store.getTask(taskId) as TaskRecord;
       const currentJob = ctx.store.getJob(current.jobId) as JobRecord;
@@ -168,41 +168,55 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
         current.state !== 'starting' ||
         current.instanceId !== instanceId
       )
-        return;
+        return undefined;
       ctx.store.setTaskState(taskId, 'running');
       settleJob(ctx, current.jobId, 'all tasks running');
+      return undefined;
     });
     occupy(task, instanceId);
     started.push(taskId);
   }
+  slices.commit();
   return started;
 }
 
 /** Poll running tasks; a success or failure ends the task (and, with it, maybe its job or its attempt). */
 export async function pollTaskStatuses(ctx: ReconcileContext): Promise<void> {
-  const slices = new Slices();
+  const slices = new Slices(ctx.store);
+  const instances = new Map<string, InstanceRecord | undefined>(); // read once per pass
   for (const task of ctx.store.listTasks({ states: ['running'] })) {
     await slices.next();
-    const instance = task.instanceId === undefined ? undefined : ctx.store.getInstance(task.instanceId);
+    const instanceId = task.instanceId;
+    if (instanceId !== undefined && !instances.has(instanceId))
+      instances.set(instanceId, ctx.store.getInstance(instanceId));
+    const instance = instanceId === undefined ? undefined : instances.get(instanceId);
     if (instance === undefined || instance.state !== 'running') continue;
     const status = await ctx.deps.tasks.status(task, instance);
     if (status !== 'succeeded' && status !== 'failed') continue;
-    const outcome = ctx.store.transaction((): JobRecord | undefined => {
+    slices.defer(() => {
       const job = ctx.store.getJob(task.jobId) as JobRecord;
-      if (isFinalJobState(job.state)) return undefined;
+      const current = ctx.store.getTask(task.id) as TaskRecord;
+      // Ended, or moved off, while the pass let the API in.
+      if (isFinalJobState(job.state) || current.state !== 'running' || current.instanceId !== instanceId)
+        return undefined;
       ctx.store.setTaskState(task.id, status);
-      if (status === 'failed') return taskFailed(ctx, job, task);
       const all = ctx.store.listTasks({ jobId: job.id });
-      return all.every((t) => t.state === 'succeeded')
-        ? ctx.store.setJobState(job.id, 'succeeded')
-        : undefined;
+      const outcome =
+        status === 'failed'
+          ? taskFailed(ctx, job, task)
+          : all.every((t) => t.state === 'succeeded')
+            ? ctx.store.setJobState(job.id, 'succeeded')
+            : undefined;
+      if (outcome === undefined) return undefined;
+      return () => {
+        if (isFinalJobState(outcome.state)) {
+          ctx.deps.onJobEnded?.(outcome);
+          ctx.requestRound(`job ${outcome.id} ${outcome.state}`);
+        } else ctx.requestRound(`job ${outcome.id} retried (attempt ${outcome.attempts})`);
+      };
     });
-    if (outcome === undefined) continue;
-    if (isFinalJobState(outcome.state)) {
-      ctx.deps.onJobEnded?.(outcome);
-      ctx.requestRound(`job ${outcome.id} ${outcome.state}`);
-    } else ctx.requestRound(`job ${outcome.id} retried (attempt ${outcome.attempts})`);
   }
+  slices.commit();
 }
 
 /**
