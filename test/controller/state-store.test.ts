@@ -764,6 +764,35 @@ describe('SqliteStateStore on disk', () => {
     raw.close();
   });
 
+  it('reads jobs and instances from memory, yet always as committed: its own writes, rollbacks and other processes', () => {
+    const path = freshDbPath();
+    const store = new SqliteStateStore(path);
+    const other = new SqliteStateStore(path);
+    const job = store.submitJob(RESNET);
+    const inst = store.createInstance({ typeName: 'c7i.2xlarge' });
+    // Read twice: the second read is the first one's (frozen) record.
+    expect(store.getJob(job.id)).toBe(store.getJob(job.id));
+    expect(Object.isFrozen(store.getInstance(inst.id))).toBe(true);
+    store.setJobState(job.id, 'starting');
+    expect(store.getJob(job.id)?.state).toBe('starting');
+    // A transaction that rolls back leaves what was committed.
+    expect(() =>
+      store.transaction(() => {
+        store.setJobState(job.id, 'cancelled');
+        expect(store.getJob(job.id)?.state).toBe('cancelled');
+        throw new Error('roll back');
+      }),
+    ).toThrow('roll back');
+    expect(store.getJob(job.id)?.state).toBe('starting');
+    // Another connection (another process) commits: this one sees it at its next read.
+    other.setJobState(job.id, 'cancelled');
+    other.setInstanceState(inst.id, 'launching');
+    expect(store.getJob(job.id)?.state).toBe('cancelled');
+    expect(store.getInstance(inst.id)?.state).toBe('launching');
+    other.close();
+    store.close();
+  });
+
   it('keeps everything across close and reopen, migrating only once', () => {
     const path = freshDbPath();
     const first = new SqliteStateStore(path, { nowSeconds: () => 50 });

@@ -42,6 +42,11 @@ export class SqliteConnection {
     return this.statement(sql).all(...params) as Row[];
   }
 
+  /** SQLite's `data_version`: it changes when another connection commits to the database. */
+  dataVersion(): number {
+    return Number(this.statement('PRAGMA data_version').pluck().get());
+  }
+
   /** The next AUTOINCREMENT value of `table` (never reused, even after deletes or rollbacks of later rows). */
   nextSeq(table: 'jobs' | 'instances'): number {
     const row = this.get('SELECT seq FROM sqlite_sequence WHERE name = ?', table);

@@ -27,9 +27,10 @@ import {
 import { Where, type SqliteConnection } from './connection.js';
 import type { EventQueries } from './events.js';
 import type { InstanceQueries } from './instances.js';
+import { deepFreeze, RecordCache } from './record-cache.js';
 import { jobRecordFromRow, parseStoredSpec, taskFromRow } from './rows.js';
 
-/** Parsed specs kept: more than the live jobs of a large cluster, a few MB. */
+/** Parsed specs and job records kept: more than the live jobs of a large cluster, a few MB each. */
 const SPEC_CACHE_SIZE = 20_000;
 
 /**
@@ -51,23 +52,18 @@ class SpecCache {
   };
 }
 
-function deepFreeze<T>(value: T): T {
-  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const v of Object.values(value)) deepFreeze(v);
-  }
-  return value;
-}
-
 /** Jobs and their tasks (a task moves with its job and onto instances). */
 export class JobQueries {
   private readonly specs = new SpecCache();
+  private readonly cache: RecordCache<JobRecord>;
 
   constructor(
     private readonly connection: SqliteConnection,
     private readonly events: EventQueries,
     private readonly instances: InstanceQueries,
-  ) {}
+  ) {
+    this.cache = new RecordCache(connection, SPEC_CACHE_SIZE);
+  }
 
   submitJob(spec: JobSpec): JobRecord {
     return this.connection.transaction(() => {
@@ -107,8 +103,10 @@ export class JobQueries {
   }
 
   getJob(id: string): JobRecord | undefined {
+    const cached = this.cache.get(id);
+    if (cached !== undefined) return cached;
     const row = this.connection.get('SELECT * FROM jobs WHERE id = ?', id);
-    return row === undefined ? undefined : jobRecordFromRow(row, this.specs.specOf);
+    return row === undefined ? undefined : this.cache.remember(id, jobRecordFromRow(row, this.specs.specOf));
   }
 
   listJobs(filter: JobFilter = {}): JobRecord[] {
@@ -186,6 +184,7 @@ export class JobQueries {
 
   private applyJob(change: Change<JobRecord>): JobRecord {
     const j = change.record;
+    this.cache.forget(j.id);
     this.connection.run(
       `UPDATE jobs SET state = ?, reason = ?, started_at = ?, finished_at = ?, updated_at = ?, completed_iterations = ?,
          total_iterations = ?, migrations = ?, attempts = ?, attempt_failures_json = ? WHERE id = ?`,
