@@ -764,7 +764,7 @@ describe('SqliteStateStore on disk', () => {
     raw.close();
   });
 
-  it('reads jobs and instances from memory, yet always as committed: its own writes, rollbacks and other processes', () => {
+  it('reads jobs and instances from memory, yet as committed: its own writes, rollbacks, other processes by the next turn', async () => {
     const path = freshDbPath();
     const store = new SqliteStateStore(path);
     const other = new SqliteStateStore(path);
@@ -784,9 +784,10 @@ describe('SqliteStateStore on disk', () => {
       }),
     ).toThrow('roll back');
     expect(store.getJob(job.id)?.state).toBe('starting');
-    // Another connection (another process) commits: this one sees it at its next read.
+    // Another connection (another process) commits: this one sees it from its next turn of the event loop on.
     other.setJobState(job.id, 'cancelled');
     other.setInstanceState(inst.id, 'launching');
+    await new Promise((resolve) => setImmediate(resolve));
     expect(store.getJob(job.id)?.state).toBe('cancelled');
     expect(store.getInstance(inst.id)?.state).toBe('launching');
     other.close();

@@ -5,11 +5,13 @@ import type { SqliteConnection } from './connection.js';
  * jobs and instances many times a second (every pass looks at every running task's job and instance). A record is
  * kept only when read outside a transaction, since one read inside may still be rolled back; every write of a record
  * through this connection forgets it, and a commit by any other connection (another process writing the file; SQLite's
- * `data_version`) forgets them all, so a read always sees the committed row. Records are frozen: readers share them.
+ * `data_version`, looked at once per turn of the event loop) forgets them all, so a read sees the committed row as
+ * of its turn. Records are frozen: readers share them.
  */
 export class RecordCache<T extends object> {
   private readonly records = new Map<string, T>();
   private dataVersion: number | undefined;
+  private checkedThisTurn = false;
 
   constructor(
     private readonly connection: SqliteConnection,
@@ -17,10 +19,15 @@ export class RecordCache<T extends object> {
   ) {}
 
   get(id: string): T | undefined {
-    const version = this.connection.dataVersion();
-    if (version !== this.dataVersion) {
-      this.records.clear();
-      this.dataVersion = version;
+    if (!this.checkedThisTurn) {
+      // Once per turn of the event loop: a turn runs to its end anyway, like a read made at its start.
+      this.checkedThisTurn = true;
+      setImmediate(() => (this.checkedThisTurn = false));
+      const version = this.connection.dataVersion();
+      if (version !== this.dataVersion) {
+        this.records.clear();
+        this.dataVersion = version;
+      }
     }
     return this.records.get(id);
   }
