@@ -169,6 +169,7 @@ export type CostsResponse = z.output<typeof costsSchema>;
 const etaSchema = z.looseObject({
   startSeconds: z.number().nullable(),
   completionSeconds: z.number().nullable(),
+  completesAfterSeconds: z.number().optional(),
   computedAtSeconds: z.number(),
   basis: z.string(),
 });

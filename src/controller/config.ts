@@ -249,6 +249,15 @@ const workerRegistrationSchema = z.strictObject({
   backoffMaxSeconds: positive.default(3600),
 });
 
+/**
+ * Completion-time predictions (PCS §4). They run in a worker thread, off the API and the loop; these bound each one:
+ * how far ahead it simulates (a later completion reads "beyond N days") and how long it may take.
+ */
+const predictionsSchema = z.strictObject({
+  horizonDays: z.number().finite().positive('must be > 0').max(365, 'at most 365 days').default(30),
+  budgetSeconds: z.number().finite().positive('must be > 0').max(600, 'at most 600 s').default(10),
+});
+
 export const controllerConfigSchema = z
   .strictObject({
     /** `local`: instances are worker processes on this machine (src/cloud/local/), with local-mode defaults. */
@@ -344,6 +353,7 @@ export const controllerConfigSchema = z
     ec2: ec2Schema.default(ec2Schema.parse({})),
     /** Limits on uploaded build contexts, for everyone and per team. */
     buildContexts: buildContextsSchema.default({ teams: {} }),
+    predictions: predictionsSchema.default(predictionsSchema.parse({})),
   })
   .refine((c) => c.objectStore === undefined || c.bucket === undefined, {
     message: 'give either objectStore or bucket, not both',

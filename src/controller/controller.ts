@@ -1,16 +1,18 @@
 import type { Readable } from 'node:stream';
 import type { Catalog } from '../core/catalog.js';
 import type { CloudProvider } from '../cloud/provider.js';
-import { predictCompletions } from '../predict/predict.js';
 import { Admission } from '../queue/admission.js';
 import { schedulerCaps } from '../round/plan-caps.js';
-import { EvaScheduler } from '../scheduler/eva.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { readJobLogs, storeBuildContext } from './artifacts.js';
 import type { JobArchive } from './backup/job-archive.js';
 import { SystemClock, type Clock } from './clock.js';
 import { computeCostReport, type DetailedCostReport } from './cost-accounting.js';
-import type { PredictFn } from './eta-world.js';
+import {
+  DEFAULT_PREDICTION_BUDGET_SECONDS,
+  DEFAULT_PREDICTION_HORIZON_SECONDS,
+  type PredictFn,
+} from './eta-world.js';
 import { clusterView, whyJob } from './explain.js';
 import type { ExecutorKind } from './execution-check.js';
 import { InjectedCrash, type FaultInjector } from './faults.js';
@@ -19,6 +21,8 @@ import { LoopMonitor, type LoopHealth } from './loop-health.js';
 import type { LatencyMatrixView } from './latency-matrix.js';
 import { KeptOrphans } from './kept-orphans.js';
 import type { JobSpec } from './job-spec/spec.js';
+import { InProcessPredictionEngine, type PredictionEngine } from './prediction-engine.js';
+import { WorkerThreadPredictionEngine } from './prediction-worker-engine.js';
 import { Predictions } from './predictions.js';
 import type { EtaRecord } from './queue-records.js';
 import { QueueViews } from './queue-views.js';
@@ -27,6 +31,7 @@ import { Reconciler, type ProgressSummary } from './reconciler.js';
 import type { WrittenReport } from './reports.js';
 import { ReportWriter } from './report-writer.js';
 import { RoundRecorder, type RoundMetrics, type RoundOutcome } from './round-recorder.js';
+import { buildScheduler, type SchedulerRecipe } from './scheduler-recipe.js';
 import { SchedulerState, type ControllerScheduler } from './scheduler-state.js';
 import { CloudOnlyTaskControl, silentLogger, type ControllerLogger, type TaskControl } from './seams.js';
 import type { ClusterView, ControllerService, WhyRecord } from './service.js';
@@ -70,8 +75,14 @@ export interface ControllerDeps {
   readonly settings: ControllerSettings;
   readonly faults?: FaultInjector | undefined;
   readonly logger?: ControllerLogger | undefined;
-  /** Defaults to Eva with the configured caps. */
+  /** Defaults to the scheduler `schedulerRecipe` describes. */
   readonly scheduler?: ControllerScheduler;
+  /**
+   * How to build the scheduler (plain data): the controller builds its own from it when `scheduler` is not given,
+   * and predictions rebuild it in their worker thread. Defaults to Eva with the settings' options and caps. An
+   * injected `scheduler` without its recipe gets no predictions.
+   */
+  readonly schedulerRecipe?: SchedulerRecipe | undefined;
   /**
    * Builds the scheduler for a repriced catalog (applyCatalog). Defaults to Eva with the configured caps when
    * `scheduler` is not given; with an injected scheduler and no factory, a new catalog leaves the scheduler as it is.
@@ -81,10 +92,11 @@ export interface ControllerDeps {
   /** Workers (worker-task-control.ts): throughput observations, and silent workers whose instance is replaced. */
   readonly workers?: WorkerFleet | undefined;
   /**
-   * Completion-time predictions (PCS §4, eta-world.ts): the simulator's `predictCompletions` (default), another
-   * function (tests), or false to turn them off.
+   * Completion-time predictions (PCS §4, eta-world.ts): by default in a worker thread running the simulator's
+   * `predictCompletions` (prediction-worker-engine.ts); a prediction function to run in this thread instead (tests),
+   * another engine, or false to turn them off.
    */
-  readonly predict?: PredictFn | false | undefined;
+  readonly predict?: PredictFn | PredictionEngine | false | undefined;
   /**
    * How the workers run tasks, when known: submissions are then checked against it (execution-check.ts: warnings for
    * an image the process executor ignores, refusals for what cannot run). Unknown (tests, the simulator) checks nothing.
@@ -139,13 +151,18 @@ export class Controller implements ControllerService {
     this.workers = deps.workers;
     this.provider = deps.settings.dryRun ? undefined : deps.provider;
     this.monitor = new LoopMonitor(this.clock, deps.settings.loopStuckSeconds);
-    const eva = (catalog: Catalog): EvaScheduler =>
-      new EvaScheduler(catalog, { ...deps.settings.eva, caps: schedulerCaps(deps.settings.caps) });
+    const recipe: SchedulerRecipe | undefined =
+      deps.schedulerRecipe ??
+      (deps.scheduler === undefined
+        ? { kind: 'eva', options: { ...deps.settings.eva, caps: schedulerCaps(deps.settings.caps) } }
+        : undefined);
+    const fromRecipe =
+      recipe === undefined ? undefined : (catalog: Catalog) => buildScheduler(recipe, catalog);
     this.schedulerState = new SchedulerState({
       store: deps.store,
       log: this.log,
-      scheduler: deps.scheduler ?? eva(deps.catalog),
-      schedulerFor: deps.schedulerFor ?? (deps.scheduler === undefined ? eva : undefined),
+      scheduler: deps.scheduler ?? buildScheduler(recipe as SchedulerRecipe, deps.catalog),
+      schedulerFor: deps.schedulerFor ?? (deps.scheduler === undefined ? fromRecipe : undefined),
     });
     this.admission = new Admission(deps.catalog, {
       caps: deps.settings.caps,
@@ -169,15 +186,26 @@ export class Controller implements ControllerService {
     });
     const catalog = (): Catalog => this.catalog;
     this.queueViews = new QueueViews({ store: deps.store, admission: this.admission });
+    const engine = (): PredictionEngine | undefined => {
+      if (deps.predict === false || recipe === undefined) return undefined;
+      if (deps.predict === undefined) return new WorkerThreadPredictionEngine();
+      return typeof deps.predict === 'function' ? new InProcessPredictionEngine(deps.predict) : deps.predict;
+    };
     this.predictions = new Predictions({
       store: deps.store,
       clock: this.clock,
       log: this.log,
-      predict: deps.predict === false ? undefined : (deps.predict ?? predictCompletions),
+      engine: engine(),
+      estimator: engine(),
+      recipe: recipe ?? { kind: 'eva', options: {} },
       schedulerState: this.schedulerState,
       admission: this.admission,
       catalog,
       roundSeconds: deps.settings.roundSeconds,
+      // A prediction outside a round starts from the early round the loop may run next.
+      nextRoundSeconds: () => this.lastRoundAtSeconds + this.minRoundGap(),
+      horizonSeconds: deps.settings.predictionHorizonSeconds ?? DEFAULT_PREDICTION_HORIZON_SECONDS,
+      budgetSeconds: deps.settings.predictionBudgetSeconds ?? DEFAULT_PREDICTION_BUDGET_SECONDS,
     });
     this.rounds = new RoundRecorder({
       store: deps.store,
@@ -208,9 +236,7 @@ export class Controller implements ControllerService {
       store: deps.store,
       requestRound: (reason) => this.requestRound(reason),
       jobEnded: (job) => this.jobEnded(job),
-      // Predicted from the early round the submission asks for.
-      predictAtSubmission: (job) =>
-        this.predictions.atSubmission(job, this.lastRoundAtSeconds + this.minRoundGap()),
+      predictAfterSubmission: () => this.predictions.afterSubmission(),
       executor: deps.executor,
     });
   }
@@ -232,10 +258,14 @@ export class Controller implements ControllerService {
     this.loopDone = this.loop();
   }
 
-  /** Stop after the current pass; resolves when the loop has ended (and a report being written is written). */
+  /**
+   * Stop after the current pass; resolves when the loop has ended (and a report being written is written). A
+   * prediction still running is abandoned.
+   */
   async stop(): Promise<void> {
     this.running = false;
     this.wake.abort();
+    await this.predictions.close();
     await this.loopDone;
     await this.chain.catch(() => undefined);
     await this.reports.settle();
@@ -244,6 +274,16 @@ export class Controller implements ControllerService {
   /** Whether the loop makes progress (`/healthz`). */
   loopHealth(): LoopHealth {
     return this.monitor.health();
+  }
+
+  /** Resolves once no completion-time prediction is running or asked for (tests, benchmarks). */
+  predictionsSettled(): Promise<void> {
+    return this.predictions.settled();
+  }
+
+  /** Whether completion-time predictions are on: a job without an ETA yet is then waiting for one. */
+  get predictionsEnabled(): boolean {
+    return this.predictions.enabled;
   }
 
   /** Crash recovery: pending intents are re-checked against the cloud and carried out (or found done). */
@@ -323,6 +363,7 @@ export class Controller implements ControllerService {
   /** Reconcile with the cloud and carry out effects whose gates opened (between rounds). */
   reconcile(): Promise<{ sync?: SyncSummary; progress?: ProgressSummary }> {
     return this.serial('reconcile', async () => {
+      this.workers?.flushProgress?.();
       if (this.settings.dryRun) return {};
       this.replaceSilentWorkers();
       const sync = await this.reconciler.syncWithCloud();
@@ -337,6 +378,7 @@ export class Controller implements ControllerService {
       const startedMs = performance.now();
       this.roundRequestedBecause = undefined;
       this.lastRoundAtSeconds = this.clock.nowSeconds();
+      this.workers?.flushProgress?.();
       let sync: SyncSummary | undefined;
       if (!this.settings.dryRun) {
         this.replaceSilentWorkers();
@@ -418,6 +460,11 @@ export class Controller implements ControllerService {
     return this.jobs.submit(spec, team);
   }
 
+  /** API: a submission committed with the others of the same moment (group commit, job-control.ts). */
+  submitBatched(spec: JobSpec, team: string): Promise<JobRecord> {
+    return this.jobs.submitBatched(spec, team);
+  }
+
   cancel(jobId: string): JobRecord {
     return this.jobs.cancel(jobId);
   }
@@ -440,8 +487,8 @@ export class Controller implements ControllerService {
   }
 
   /** API (`submit --dry-run`): the ETA a job with this spec would get if submitted now; nothing is stored. */
-  estimate(spec: JobSpec): EtaRecord | null {
-    return this.predictions.estimate(spec, this.lastRoundAtSeconds + this.minRoundGap());
+  estimate(spec: JobSpec): Promise<EtaRecord | null> {
+    return this.predictions.estimate(spec);
   }
 
   /** End a job as unsuccessful at a stage (job-control.ts). */

@@ -1,4 +1,5 @@
 import type { Catalog, InstanceType } from '../core/catalog.js';
+import { durationText } from '../core/duration.js';
 import { groupBy } from '../core/group.js';
 import { UNKNOWN_DURATION_SECONDS, type Admission } from '../queue/admission.js';
 import type { JobQueueView } from '../queue/admission-views.js';
@@ -298,29 +299,50 @@ export interface PredictInput {
   readonly firstRoundSeconds: number;
   /** Predict only these jobs (the run stops once they finished); default every live job. */
   readonly targets?: readonly string[] | undefined;
+  /** How far ahead the prediction simulates: a job not completed by then is "beyond" it. */
+  readonly horizonSeconds: number;
+  /** Wall-clock milliseconds the run may take; where it runs out, the jobs not completed yet are "beyond" it. */
+  readonly budgetMs: number;
 }
 
-/** Longest a prediction may simulate (the simulator's own safety stop is similar): 30 days. */
-const MAX_PREDICTION_SECONDS = 30 * 86_400;
+/** Default prediction horizon: 30 days (the simulator's own safety stop is similar). */
+export const DEFAULT_PREDICTION_HORIZON_SECONDS = 30 * 86_400;
+/** Default time budget of one prediction run. */
+export const DEFAULT_PREDICTION_BUDGET_SECONDS = 10;
 
 /**
  * Run one prediction for every live job. Jobs without a declared duration get `completionSeconds: null` (their
  * basis says why) but still take part, with an assumed duration, since they hold capacity.
+ *
+ * Bounded twice, so no job spec can make it run long: the simulated time stops at the horizon, and the run stops at
+ * its wall-clock budget. A job not completed by where the run stopped gets `completionSeconds: null` and
+ * `completesAfterSeconds` (it completes later than that, if at all), its basis saying "beyond …". A job whose own
+ * remaining work at full throughput already reaches past the horizon is answered so without simulating.
  */
 export function predictEtas(predict: PredictFn, input: PredictInput): PredictionRun {
   const started = performance.now();
   const now = input.inputs.nowSeconds;
+  const horizonEnd = now + input.horizonSeconds;
   const built = controllerWorld(input.inputs, {
     catalog: input.catalog,
     firstRoundSeconds: input.firstRoundSeconds,
   });
   const worldIds = built.world.jobs.map((j) => j.spec.id);
-  const wanted =
-    input.targets === undefined ? worldIds : worldIds.filter((id) => input.targets?.includes(id));
+  const wantedSet = input.targets === undefined ? undefined : new Set(input.targets);
+  const wanted = wantedSet === undefined ? worldIds : worldIds.filter((id) => wantedSet.has(id));
+  const pastHorizon = new Set(
+    built.world.jobs
+      .filter(
+        (j) => now + (j.spec.totalIterations - j.completedIterations) / j.spec.fullThroughput > horizonEnd,
+      )
+      .map((j) => j.spec.id),
+  );
   // Only jobs with a declared duration get an ETA; the run stops once they finished (the others still take part).
-  const targets = wanted.filter((id) => !built.assumedDuration.has(id));
+  const targets = wanted.filter((id) => !built.assumedDuration.has(id) && !pastHorizon.has(id));
   // The world's tasks carry the controller's workload keys, so the scheduler's learned rates apply as they are.
   const rate = targets.length === 0 ? undefined : frozenExpectedRates(input.scheduler);
+  const deadline = started + input.budgetMs;
+  let budgetStop: number | undefined;
   const times =
     targets.length === 0
       ? new Map<string, PredictedTimes>()
@@ -333,13 +355,19 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
           roundSeconds: input.roundSeconds,
           earlyRounds: true, // the controller plans early on completions too
           jobIds: targets,
-          maxSimulatedSeconds: now + MAX_PREDICTION_SECONDS,
+          maxSimulatedSeconds: horizonEnd,
+          shouldStop: (simulatedSeconds) => {
+            if (performance.now() < deadline) return false;
+            budgetStop = simulatedSeconds;
+            return true;
+          },
         });
   const assumed = built.assumedDuration.size;
   const how =
     `with ${input.scheduler.name}${rate === undefined ? '' : ' (learned co-location throughputs)'}` +
     `${assumed === 0 ? '' : `; ${assumed} job(s) without expectedDurationSeconds assumed to run ${UNKNOWN_DURATION_SECONDS / 3600} h`}` +
     '; no future arrivals';
+  const horizon = `the ${durationText(input.horizonSeconds)} prediction horizon`;
   const etas = new Map<string, EtaRecord>();
   const jobs = new Map(input.inputs.jobs.map((j) => [j.id, j]));
   for (const id of wanted) {
@@ -354,18 +382,40 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
       });
       continue;
     }
+    if (pastHorizon.has(id)) {
+      etas.set(id, {
+        startSeconds: null,
+        completionSeconds: null,
+        completesAfterSeconds: horizonEnd,
+        computedAtSeconds: now,
+        basis: `beyond ${durationText(input.horizonSeconds)}: its remaining work at full throughput alone reaches past ${horizon}; ${place}`,
+      });
+      continue;
+    }
     const t = times.get(id);
     const end = t?.endSeconds ?? null;
-    const rounds =
-      end === null ? 0 : Math.max(1, Math.ceil((end - input.firstRoundSeconds) / input.roundSeconds));
+    const start = t?.startSeconds ?? null;
+    if (end === null) {
+      const stoppedAt = budgetStop ?? horizonEnd;
+      const why =
+        budgetStop === undefined
+          ? `not completed within ${horizon}`
+          : `the prediction's ${(input.budgetMs / 1000).toFixed(0)} s time budget ran out ${durationText(stoppedAt - now)} ahead`;
+      etas.set(id, {
+        startSeconds: start,
+        completionSeconds: null,
+        completesAfterSeconds: stoppedAt,
+        computedAtSeconds: now,
+        basis: `beyond ${durationText(stoppedAt - now)}: ${why} ${how}; ${place}`,
+      });
+      continue;
+    }
+    const rounds = Math.max(1, Math.ceil((end - input.firstRoundSeconds) / input.roundSeconds));
     etas.set(id, {
-      startSeconds: t?.startSeconds ?? null,
+      startSeconds: start,
       completionSeconds: end,
       computedAtSeconds: now,
-      basis:
-        end === null
-          ? `not completed within ${MAX_PREDICTION_SECONDS / 86_400} simulated days ${how}; ${place}`
-          : `simulated ${rounds} round(s) ahead ${how}; ${place}`,
+      basis: `simulated ${rounds} round(s) ahead ${how}; ${place}`,
     });
   }
   return { etas, wallMs: performance.now() - started, complete: input.targets === undefined };

@@ -9,7 +9,8 @@ export interface JobControlDeps {
   readonly requestRound: (reason: string) => void;
   /** A job ended here (cancelled, unsuccessful): forget it in the queue, note its report and prediction error. */
   readonly jobEnded: (job: JobRecord) => void;
-  readonly predictAtSubmission: (job: JobRecord) => void;
+  /** Ask for a completion-time prediction (it runs later, off this path: predictions.ts). */
+  readonly predictAfterSubmission: () => void;
   /** How the workers run tasks, when the controller knows (execution-check.ts); unknown checks nothing. */
   readonly executor?: ExecutorKind | undefined;
 }
@@ -18,16 +19,77 @@ export interface JobControlDeps {
  * What the API asks of jobs and instances: submit, cancel, end as unsuccessful, drain. Each writes the store
  * synchronously and asks the loop for an early round; the loop carries the changes out.
  */
+interface WaitingSubmission {
+  readonly spec: JobSpec;
+  readonly team: string;
+  readonly resolve: (job: JobRecord) => void;
+  readonly reject: (error: Error) => void;
+}
+
 export class JobControl {
+  /** Submissions waiting for the batch they will be committed in (submitBatched). */
+  private batch: WaitingSubmission[] = [];
+
   constructor(private readonly deps: JobControlDeps) {}
 
   submit(spec: JobSpec, team: string): JobRecord {
+    const job = this.deps.store.transaction(() => this.record(spec, team));
+    this.submitted([job]);
+    return job;
+  }
+
+  /**
+   * A submission committed together with the others made in the same turn of the event loop: one transaction for
+   * the batch, so one sync of the store's log (SQLite's fsync of its WAL) instead of one per job. This is group
+   * commit, as databases do for concurrent commits: each submitter is answered once its batch is durable, and a
+   * submission the store refuses fails alone (its own nested transaction rolls back).
+   */
+  submitBatched(spec: JobSpec, team: string): Promise<JobRecord> {
+    return new Promise((resolve, reject) => {
+      this.batch.push({ spec, team, resolve, reject });
+      if (this.batch.length === 1) setImmediate(() => this.commitBatch());
+    });
+  }
+
+  private commitBatch(): void {
+    const batch = this.batch;
+    this.batch = [];
+    const outcomes: (JobRecord | Error)[] = [];
+    try {
+      this.deps.store.transaction(() => {
+        for (const s of batch)
+          try {
+            outcomes.push(this.deps.store.transaction(() => this.record(s.spec, s.team)));
+          } catch (e) {
+            outcomes.push(e instanceof Error ? e : new Error(String(e)));
+          }
+      });
+    } catch (e) {
+      for (const s of batch) s.reject(e instanceof Error ? e : new Error(String(e)));
+      return;
+    }
+    const jobs = outcomes.filter((o): o is JobRecord => !(o instanceof Error));
+    if (jobs.length > 0) this.submitted(jobs);
+    batch.forEach((s, i) => {
+      const outcome = outcomes[i] as JobRecord | Error;
+      if (outcome instanceof Error) s.reject(outcome);
+      else s.resolve(outcome);
+    });
+  }
+
+  /** Store one job with its warnings (inside the caller's transaction). */
+  private record(spec: JobSpec, team: string): JobRecord {
     const warnings = checkExecution(spec, this.deps.executor);
     const job = this.deps.store.submitJob(spec.team === team ? spec : { ...spec, team });
     recordJobWarnings(this.deps.store, job.id, warnings);
-    this.deps.requestRound(`${job.id} submitted`);
-    this.deps.predictAtSubmission(job);
     return job;
+  }
+
+  /** After jobs were committed: an early round, and a prediction (both run later, off this path). */
+  private submitted(jobs: readonly JobRecord[]): void {
+    const last = jobs[jobs.length - 1] as JobRecord;
+    this.deps.requestRound(jobs.length === 1 ? `${last.id} submitted` : `${jobs.length} jobs submitted`);
+    this.deps.predictAfterSubmission();
   }
 
   cancel(jobId: string, reason = 'cancelled by request'): JobRecord {

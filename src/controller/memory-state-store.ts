@@ -26,10 +26,13 @@ import {
 } from './state/tokens.js';
 import {
   IllegalTransitionError,
+  JOB_STATES,
   StateStoreError,
+  TASK_STATES,
   UnknownRecordError,
   wallClockSeconds,
   type AttemptFailureInput,
+  type StateCounts,
   type EventFilter,
   type EventInput,
   type EventRecord,
@@ -185,6 +188,14 @@ export class MemoryStateStore implements StateStore {
         (filter.instanceId === undefined || t.instanceId === filter.instanceId) &&
         (filter.states === undefined || filter.states.includes(t.state)),
     );
+  }
+
+  countByState(): StateCounts {
+    const jobs = Object.fromEntries(JOB_STATES.map((st) => [st, 0])) as Record<JobState, number>;
+    const tasks = Object.fromEntries(TASK_STATES.map((st) => [st, 0])) as Record<TaskState, number>;
+    for (const j of this.jobs.values()) jobs[j.state] += 1;
+    for (const t of this.tasks.values()) tasks[t.state] += 1;
+    return { jobs, tasks };
   }
 
   setTaskState(id: string, state: TaskState, instanceId?: string): TaskRecord {

@@ -13,6 +13,11 @@ export interface EtaRecord {
   readonly startSeconds: number | null;
   /** Predicted completion (epoch seconds); null when unknown (see basis). */
   readonly completionSeconds: number | null;
+  /**
+   * When the prediction stopped short of the job's completion (its horizon or its time budget): the job completes
+   * after this time, if at all ("beyond N days").
+   */
+  readonly completesAfterSeconds?: number | undefined;
   readonly computedAtSeconds: number;
   /** How it was obtained, e.g. "simulated 14 rounds ahead with eva; 3 jobs ahead in class small; no future arrivals". */
   readonly basis: string;
@@ -40,6 +45,7 @@ export interface JobQueueRecord {
 const etaSchema = z.object({
   startSeconds: z.number().nullable(),
   completionSeconds: z.number().nullable(),
+  completesAfterSeconds: z.number().optional(),
   computedAtSeconds: z.number(),
   basis: z.string(),
 });

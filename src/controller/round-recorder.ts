@@ -76,6 +76,8 @@ export class RoundRecorder {
     const now = this.deps.clock.nowSeconds();
     const inputs = readSnapshotInputs(this.deps.store, now, this.deps.workers?.roundRtts?.());
     const snapshot = buildSnapshot(inputs);
+    // Taken before the round plans, so the prediction replays this round (round.ts forkForPrediction, as data).
+    const fork = this.deps.predictions.due(inputs) ? this.deps.predictions.captureFork() : undefined;
     const outcome = runRound({
       snapshot,
       jobInfo: admissionInfo(inputs, snapshot),
@@ -84,8 +86,6 @@ export class RoundRecorder {
       // Normalized throughputs reported by workers since the last round teach the co-location table.
       observations: this.deps.workers?.takeObservations() ?? [],
       catalog: this.deps.catalog(),
-      forkForPrediction:
-        this.deps.predictions.due(inputs) && this.deps.schedulerState.scheduler.fork !== undefined,
       carriedOut: !this.deps.settings.dryRun,
     });
     const queue = outcome.queue;
@@ -103,7 +103,7 @@ export class RoundRecorder {
         ? this.recordUnapplied(planned, reason)
         : this.apply(planned, reason);
     this.deps.queueViews.record(views, plan.decision, result.notApplied === undefined ? victims : []);
-    if (outcome.fork !== undefined) this.deps.predictions.run(inputs, outcome.fork, now, views);
+    if (fork !== undefined) this.deps.predictions.afterRound(inputs, fork, now, views);
     this.deps.schedulerState.save();
     const kept = this.deps.settings.roundsKept ?? 5000;
     if (result.round !== undefined && result.round % 100 === 0) this.deps.store.pruneRounds(kept);

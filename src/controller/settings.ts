@@ -35,6 +35,10 @@ export interface ControllerSettings {
   readonly roundsKept?: number;
   /** A loop pass running longer than this makes `/healthz` answer 503 (default loop-health.ts's 60 s). */
   readonly loopStuckSeconds?: number | undefined;
+  /** How far ahead a completion-time prediction simulates (default 30 days): later completions read "beyond". */
+  readonly predictionHorizonSeconds?: number | undefined;
+  /** Wall-clock seconds one prediction may take (default 10); it runs in a worker thread, off the loop. */
+  readonly predictionBudgetSeconds?: number | undefined;
 }
 
 export function settingsFromConfig(config: ControllerConfig): ControllerSettings {
@@ -54,6 +58,8 @@ export function settingsFromConfig(config: ControllerConfig): ControllerSettings
     reportEverySeconds: config.reportEverySeconds,
     tags: config.ec2.tags,
     loopStuckSeconds: config.loopStuckSeconds,
+    predictionHorizonSeconds: config.predictions.horizonDays * 86_400,
+    predictionBudgetSeconds: config.predictions.budgetSeconds,
   };
 }
 

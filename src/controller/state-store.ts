@@ -259,6 +259,11 @@ export interface InstanceChange {
   readonly reason?: string | undefined;
 }
 
+export interface StateCounts {
+  readonly jobs: Readonly<Record<JobState, number>>;
+  readonly tasks: Readonly<Record<TaskState, number>>;
+}
+
 export interface StateStore {
   /** Run `fn` as one transaction: everything it writes commits together or not at all (nested calls nest). */
   transaction<T>(fn: () => T): T;
@@ -284,6 +289,11 @@ export interface StateStore {
   getTask(id: string): TaskRecord | undefined;
   /** In submission order, then task index. */
   listTasks(filter?: TaskFilter): TaskRecord[];
+  /**
+   * How many jobs and tasks are in each state, counted without reading them (/metrics asks on every scrape). Optional:
+   * without it, callers count what listJobs and listTasks return.
+   */
+  countByState?(): StateCounts;
   /**
    * Move a task to `state`. `instanceId` commits it to an instance (required for starting/running/checkpointing
    * unless already set); pending, stopped, succeeded and failed release it. A task of a finished job can only stop.

@@ -14,6 +14,8 @@ export interface WorkerFleet {
   roundRtts?(): readonly MeasuredRtt[];
   /** The latency matrix as shown. */
   latencyView?(): LatencyMatrixView;
+  /** Store the progress heartbeats reported since the last pass (WorkerTaskControl.flushProgress). */
+  flushProgress?(): void;
 }
 
 /**

@@ -99,6 +99,8 @@ export class WorkerTaskControl implements TaskControl {
   /** Exit codes of failed tasks (a job's `unsuccessfulExitCodes` turn a failure into "unsuccessful"). */
   private readonly exitCodes = new Map<string, number>();
   private readonly completed = new Map<string, number>();
+  /** Job → iterations done, reported since the last `flushProgress`. */
+  private readonly progress = new Map<string, number>();
   private readonly observations = new Map<string, number>();
   private readonly lost = new Set<string>();
   private readonly latency: LatencyMatrix;
@@ -243,13 +245,9 @@ export class WorkerTaskControl implements TaskControl {
         throughputs.set(task.id, report.throughputPerSecond);
     }
     for (const jobId of touchedJobs) {
-      const job = this.store.getJob(jobId);
-      if (job === undefined || isFinalJobState(job.state)) continue;
       const tasks = this.store.listTasks({ jobId });
       // A gang has done what its least advanced task has done.
-      const done = Math.min(...tasks.map((t) => this.completed.get(t.id) ?? 0));
-      if (done !== job.completedIterations)
-        this.store.recordJobProgress(jobId, done, job.spec.totalIterations);
+      this.progress.set(jobId, Math.min(...tasks.map((t) => this.completed.get(t.id) ?? 0)));
     }
     this.observeThroughputs(inst, throughputs);
   }
@@ -293,6 +291,25 @@ export class WorkerTaskControl implements TaskControl {
       for (const [k, v] of Object.entries(value as Record<string, JsonValue>))
         if (typeof v === 'number') out[k] = v;
     return out;
+  }
+
+  /**
+   * Store the job progress heartbeats reported since the last call, in one transaction (the loop calls it before each
+   * pass). Progress is level-triggered: workers report absolute iteration counts in every heartbeat, so keeping it
+   * here until the next pass loses nothing a restart would not hear again, and spares each heartbeat a write, and
+   * with it a sync of the store (an fsync of SQLite's WAL), which would bound heartbeats to a few hundred a second.
+   */
+  flushProgress(): void {
+    if (this.progress.size === 0) return;
+    const reported = [...this.progress];
+    this.progress.clear();
+    this.store.transaction(() => {
+      for (const [jobId, done] of reported) {
+        const job = this.store.getJob(jobId);
+        if (job === undefined || isFinalJobState(job.state) || done === job.completedIterations) continue;
+        this.store.recordJobProgress(jobId, done, job.spec.totalIterations);
+      }
+    });
   }
 
   /** Normalized throughputs observed since the last call (one per running task), for Scheduler.observe. */

@@ -13,6 +13,13 @@ const PLAIN = /^\d+(?:\.\d+)?$/;
 
 export const DURATION_RULE = 'expected seconds or a duration such as 90s, 30m, 2h, 1d or 1h30m';
 
+/**
+ * The longest duration a job spec may declare (a job's expected run, a stage, a no-move window): 365 days. Batch jobs
+ * are hours to weeks; a bound keeps every computation over durations (sizes, ranks, predictions) finite and cheap.
+ */
+export const MAX_DURATION_SECONDS = 365 * 86_400;
+export const MAX_DURATION_RULE = `at most ${MAX_DURATION_SECONDS} s (365 days)`;
+
 /** Seconds in `text`, or undefined when it is not a duration. */
 export function parseDurationSeconds(text: string): number | undefined {
   const t = text.trim().toLowerCase();
@@ -41,4 +48,13 @@ export function durationSecondsSchema(bounds: z.ZodNumber = z.number().finite())
       return seconds;
     })
     .pipe(bounds);
+}
+
+/** `45 min`, `9.6 h`, `1 day`, `30 days`: a span of seconds in words, as ETAs say how far ahead ("beyond 30 days"). */
+export function durationText(seconds: number): string {
+  const s = Math.max(0, seconds);
+  if (s < 7200) return `${Math.round(s / 60)} min`;
+  if (s < 86_400) return `${(s / 3600).toFixed(1)} h`;
+  const days = Number.isInteger(s / 86_400) ? s / 86_400 : Number((s / 86_400).toFixed(1));
+  return `${days} ${days === 1 ? 'day' : 'days'}`;
 }

@@ -35,5 +35,6 @@ export function predictCompletions(input: PredictionInput): ReadonlyMap<string, 
     earlyRounds: input.earlyRounds,
     jobIds: input.jobIds,
     maxSimulatedSeconds: input.maxSimulatedSeconds,
+    shouldStop: input.shouldStop,
   });
 }

@@ -99,22 +99,28 @@ export const REPORTED_TASK_STATES = [
 ] as const;
 export type ReportedTaskState = (typeof REPORTED_TASK_STATES)[number];
 
+/** Bounds on what a worker reports: finite, and far beyond any real value. */
+const MAX_REPORTED_COUNT = 1e15;
+const EXIT_CODE = z.number().int().min(-2_147_483_648).max(2_147_483_647);
+
 export const taskReportSchema = z.strictObject({
   taskId,
   state: z.enum(REPORTED_TASK_STATES),
-  exitCode: z.number().int().optional(),
+  exitCode: EXIT_CODE.optional(),
   /** Why a task failed (exit code, the last lines of its output, a start error). */
   reason: z.string().max(4000).optional(),
   /** Iterations completed so far (from the task's progress file), absolute. */
-  completedIterations: z.number().nonnegative().optional(),
+  completedIterations: z.number().nonnegative().max(MAX_REPORTED_COUNT).optional(),
   /** Iterations per second over the worker's window; absent until the window has enough samples. */
-  throughputPerSecond: z.number().nonnegative().optional(),
+  throughputPerSecond: z.number().nonnegative().max(MAX_REPORTED_COUNT).optional(),
   /** The newest checkpoint of this task uploaded to the object store. */
-  checkpoint: z.strictObject({ key: z.string().min(1).max(1024), atSeconds: z.number() }).optional(),
+  checkpoint: z
+    .strictObject({ key: z.string().min(1).max(1024), atSeconds: z.number().finite().nonnegative() })
+    .optional(),
   /** The checkpoint this run restored, if any. */
   restoredFrom: z.string().max(1024).optional(),
   /** The job attempt this run belongs to (DesiredTask.attempt), so an older attempt's exit is not taken for this one's. */
-  attempt: z.number().int().positive().optional(),
+  attempt: z.number().int().positive().max(1000).optional(),
 });
 export type TaskReport = z.infer<typeof taskReportSchema>;
 

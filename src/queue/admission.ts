@@ -72,7 +72,14 @@ export interface PreemptionVictim {
   readonly reason: string;
 }
 
-interface JobMemory {
+/** `Admission.exportState`: what survives between rounds, as plain data. */
+export interface AdmissionState {
+  readonly memory: readonly (readonly [string, JobMemory])[];
+  readonly shortRounds: readonly (readonly [string, number])[] | undefined;
+  readonly preempting: readonly (readonly [string, string])[];
+}
+
+export interface JobMemory {
   readonly sizeSeconds: number;
   /** Null: no instance type of the catalog can host one of its tasks; undefined: to (re)compute. */
   footprint: JobFootprint | null | undefined;
@@ -108,6 +115,27 @@ export class Admission {
     copy.shortRounds = this.shortRounds;
     copy.preempting = new Map(this.preempting);
     return copy;
+  }
+
+  /**
+   * The queue state as plain data (structured-clonable): a prediction run in another thread rebuilds the admission
+   * from it with `restore`, as `fork` copies it in this one.
+   */
+  exportState(): AdmissionState {
+    return {
+      memory: [...this.memory].map(([id, m]) => [id, { ...m }]),
+      shortRounds: this.shortRounds === undefined ? undefined : [...this.shortRounds],
+      preempting: [...this.preempting],
+    };
+  }
+
+  /** An admission with this catalog and settings in the state `exportState` took. */
+  static restore(catalog: Catalog, settings: AdmissionSettings, state: AdmissionState): Admission {
+    const admission = new Admission(catalog, settings);
+    admission.memory = new Map(state.memory.map(([id, m]) => [id, { ...m }]));
+    admission.shortRounds = state.shortRounds === undefined ? undefined : new Map(state.shortRounds);
+    admission.preempting = new Map(state.preempting);
+    return admission;
   }
 
   /** Reprice footprints from the next round on (price refresh). */

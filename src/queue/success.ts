@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { durationSecondsSchema } from '../core/duration.js';
+import { durationSecondsSchema, MAX_DURATION_RULE, MAX_DURATION_SECONDS } from '../core/duration.js';
 
 /**
  * The success model of Yao, Paolieri & Golubchik, "Scheduling to Optimize Sojourn Time of Successful Jobs"
@@ -30,18 +30,23 @@ export type SuccessSpec =
     }
   | { readonly kind: 'success'; readonly successProbability: number; readonly expectedSizeSeconds: number };
 
+/** Stages a success model may declare. */
+export const MAX_SUCCESS_STAGES = 64;
+
 const prob = z.number().finite().min(0).max(1);
+const seconds = () =>
+  durationSecondsSchema(z.number().finite().positive().max(MAX_DURATION_SECONDS, MAX_DURATION_RULE));
 export const successSpecSchema = z
   .discriminatedUnion('kind', [
     z.object({
       kind: z.literal('stages'),
-      stageSeconds: z.array(durationSecondsSchema(z.number().finite().positive())).min(1),
-      continueProbabilities: z.array(prob),
+      stageSeconds: z.array(seconds()).min(1).max(MAX_SUCCESS_STAGES, `at most ${MAX_SUCCESS_STAGES} stages`),
+      continueProbabilities: z.array(prob).max(MAX_SUCCESS_STAGES, `at most ${MAX_SUCCESS_STAGES} stages`),
     }),
     z.object({
       kind: z.literal('success'),
       successProbability: z.number().finite().gt(0).max(1),
-      expectedSizeSeconds: durationSecondsSchema(z.number().finite().positive()),
+      expectedSizeSeconds: seconds(),
     }),
   ])
   .superRefine((s, ctx) => {

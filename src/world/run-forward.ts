@@ -32,6 +32,8 @@ export interface WorldRunOptions {
   readonly jobIds?: readonly string[] | undefined;
   /** Give up (ends stay null) past this simulated time; default: now + 30 days + 10 × the longest job. */
   readonly maxSimulatedSeconds?: number | undefined;
+  /** Asked before each step with the simulated time reached; true gives up there (a caller's time budget). */
+  readonly shouldStop?: ((simulatedSeconds: number) => boolean) | undefined;
 }
 
 /**
@@ -60,7 +62,13 @@ function runWorld(
       earlyRounds: o.earlyRounds ?? false,
       maxSimulatedSeconds: o.maxSimulatedSeconds ?? o.world.nowSeconds + 30 * 86_400 + 10 * longest,
     },
-    { world: o.world, rateOf: taskRate(o.rate ?? (() => 1)), admission, targets: new Set(o.jobIds) },
+    {
+      world: o.world,
+      rateOf: taskRate(o.rate ?? (() => 1)),
+      admission,
+      targets: new Set(o.jobIds),
+      shouldStop: o.shouldStop,
+    },
   );
   sim.run();
   return sim;

@@ -28,6 +28,11 @@ export interface ForkSetup {
   readonly admission: Admission | undefined;
   /** Stop once these jobs have finished. */
   readonly targets: ReadonlySet<string>;
+  /**
+   * Asked before each step with the simulated time reached: true stops the run there, as the time limit does
+   * (unfinished targets stay null). A caller's time budget; the engine itself reads no clock.
+   */
+  readonly shouldStop?: ((simulatedSeconds: number) => boolean) | undefined;
 }
 
 /**
@@ -84,6 +89,8 @@ export class Simulation {
   private readonly commands: CommandIssuer;
 
   private rounds = 0;
+  /** The trace's jobs by id, built on the first `timesOf` (a prediction asks for every target). */
+  private jobsById: Map<string, SimJob> | undefined;
   /** Jobs stopped by WFQ preemption. */
   private preemptions = 0;
   private fullRounds = 0;
@@ -152,6 +159,7 @@ export class Simulation {
     this.state.meter.sample(this.state.now, true);
     for (;;) {
       if (this.fork !== undefined && this.targetsLeft === 0) return;
+      if (this.fork?.shouldStop?.(this.state.now) === true) return;
       const t = this.state.queue.peekTime();
       if (t === undefined) break;
       if (t > this.maxSeconds) {
@@ -344,7 +352,8 @@ export class Simulation {
 
   /** When a job first made progress and when it finished in this run (null: not in this run). */
   timesOf(jobId: string): { startSeconds: number | null; endSeconds: number | null } {
-    const job = this.state.jobs.find((j) => j.spec.id === jobId);
+    this.jobsById ??= new Map(this.state.jobs.map((j) => [j.spec.id, j]));
+    const job = this.jobsById.get(jobId);
     return { startSeconds: job?.startSeconds ?? null, endSeconds: job?.endSeconds ?? null };
   }
 

@@ -29,6 +29,7 @@ beforeAll(async () => {
   r.controller.submit(jobSpec('first', CPU_SMALL, { expectedDurationSeconds: 3600 }), 'research');
   r.controller.submit(jobSpec('second', CPU_SMALL, { expectedDurationSeconds: 1800 }), 'research');
   await r.controller.runRound('test');
+  await r.controller.predictionsSettled();
 }, 240_000);
 
 afterAll(async () => {
@@ -81,5 +82,21 @@ describe('fleetwise jobs/job with the queue layer (CLI subprocess)', () => {
     expect(bad.stderr).toContain('--stage and --reason go with --mark-unsuccessful');
     const ended = await cli(['job', 'job-1', '--mark-unsuccessful', '--stage', 'x']);
     expect(ended.stderr).toContain('--stage: expected a stage number ≥ 1, got x');
+  });
+
+  it('an ETA past the prediction horizon reads "beyond 30 days" in job and jobs', async () => {
+    // 40 days of work at full throughput: past the 30-day horizon, whatever the queue does.
+    const long = r.controller.submit(
+      jobSpec('long', CPU_SMALL, { expectedDurationSeconds: 40 * 86_400 }),
+      'research',
+    );
+    await r.controller.predictionsSettled();
+    const job = await cli(['job', long.id]);
+    expect(job.code).toBe(0);
+    expect(job.stdout).toMatch(/^eta {8}beyond 30 days \(computed \d{4}-/m);
+    expect(job.stdout).toMatch(/^basis {6}beyond 30 days: its remaining work at full throughput alone/m);
+    expect(job.stdout).toMatch(/^predicted  beyond 30 days at submission/m);
+    const jobs = await cli(['jobs']);
+    expect(jobs.stdout.split('\n').find((l) => l.startsWith(long.id))).toMatch(/beyond 30 days$/);
   });
 });

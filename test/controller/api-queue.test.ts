@@ -94,11 +94,18 @@ describe('controller API over HTTP: queue places, ETAs and unsuccessful jobs', (
     for (const name of ['a', 'b', 'c']) {
       const answer = await call('POST', '/v1/jobs', RESEARCH, spec(name));
       expect(answer.status).toBe(201);
-      // The submission's answer already carries its prediction.
-      expect(answer.body['eta']).toMatchObject({ computedAtSeconds: r.clock.nowSeconds() });
+      // The submission answers at once: its prediction runs apart from it, and the view says it is pending.
+      expect(answer.body).toMatchObject({ eta: null, etaPending: true });
       ids.push(answer.body['id'] as string);
     }
+    await r.controller.predictionsSettled();
+    const predicted = await call('GET', `/v1/jobs/${ids[0]}`, RESEARCH);
+    expect(predicted.body).toMatchObject({
+      etaPending: false,
+      eta: { computedAtSeconds: r.clock.nowSeconds() },
+    });
     await r.controller.runRound('test');
+    await r.controller.predictionsSettled();
     const list = await call('GET', '/v1/jobs', RESEARCH);
     const jobs = list.body['jobs'] as Record<string, unknown>[];
     expect(jobs.map((j) => j['state'])).toEqual(['running', 'running', 'queued']);

@@ -45,7 +45,7 @@ function stubPredict(calls: { n: number }): PredictFn {
 }
 
 describe('controller completion-time predictions', () => {
-  it('predicts at submission, keeps that prediction, updates the ETA each round only when something changed, and measures the error', async () => {
+  it('predicts after a submission, off its path; keeps that prediction, updates the ETA each round only when something changed, and measures the error', async () => {
     const calls = { n: 0 };
     const base = rig();
     const control = new TimedTaskControl(base.clock);
@@ -55,6 +55,10 @@ describe('controller completion-time predictions', () => {
     );
     const t0 = clock.nowSeconds();
     const a = controller.submit(jobSpec('a', CPU_SMALL, { expectedDurationSeconds: 3600 }), 'research');
+    // The submission returned before any prediction ran.
+    expect(calls.n).toBe(0);
+    expect(readQueueRecord(store, a.id)?.eta).toBeUndefined();
+    await controller.predictionsSettled();
     expect(calls.n).toBe(1);
     const first = readQueueRecord(store, a.id);
     expect(first?.eta).toMatchObject({ computedAtSeconds: t0, completionSeconds: t0 + 3600 });
@@ -62,17 +66,21 @@ describe('controller completion-time predictions', () => {
     expect(first?.submissionEta?.basis).toMatch(/^at submission: /);
 
     await controller.runRound('submitted');
-    expect(calls.n).toBe(2); // the first full prediction (the submission one covered only the new job)
+    await controller.predictionsSettled();
+    expect(calls.n).toBe(1); // the round saw the world the submission's prediction covered
     clock.advance(60);
     await controller.runRound('period');
-    expect(calls.n).toBe(3); // the job was placed and started: the cluster changed
+    await controller.predictionsSettled();
+    expect(calls.n).toBe(2); // the job was placed and started: the cluster changed
     clock.advance(60);
     await controller.runRound('period');
-    expect(calls.n).toBe(3); // nothing changed: the last prediction stands
+    await controller.predictionsSettled();
+    expect(calls.n).toBe(2); // nothing changed: the last prediction stands
 
     clock.advance(30);
     const b = controller.submit(jobSpec('b', CPU_SMALL, { expectedDurationSeconds: 600 }), 'research');
-    expect(calls.n).toBe(4);
+    await controller.predictionsSettled();
+    expect(calls.n).toBe(3);
     // The submission prediction of a stays what it was.
     expect(readQueueRecord(store, a.id)?.submissionEta?.completionSeconds).toBe(t0 + 3600);
     expect(readQueueRecord(store, b.id)?.submissionEta).toBeDefined();
@@ -94,23 +102,44 @@ describe('controller completion-time predictions', () => {
   it('gives no ETA to a job without a declared duration, and says why', async () => {
     const { controller, store } = rig({}, { predict: stubPredict({ n: 0 }) });
     const job = controller.submit(jobSpec('unknown', CPU_SMALL), 'research');
+    await controller.predictionsSettled();
     const eta = readQueueRecord(store, job.id)?.eta;
     expect(eta?.completionSeconds).toBeNull();
     expect(eta?.basis).toContain('no expectedDurationSeconds');
   });
 
-  it('keeps the last ETAs when a prediction fails, and turns off with predict: false', async () => {
-    const failing: PredictFn = () => {
-      throw new Error('boom');
+  it('says why a job gets no ETA when its prediction fails, keeps ETAs it had, and turns off with predict: false', async () => {
+    let fail = true;
+    const failing: PredictFn = (input) => {
+      if (fail) throw new Error('boom');
+      return stubPredict({ n: 0 })(input);
     };
     const r = rig({}, { predict: failing });
     const job = r.controller.submit(jobSpec('a', CPU_SMALL, { expectedDurationSeconds: 60 }), 'research');
     await r.controller.runRound();
+    await r.controller.predictionsSettled();
     expect(r.store.getJob(job.id)?.state).toBe('running');
-    expect(readQueueRecord(r.store, job.id)?.eta).toBeUndefined();
+    expect(readQueueRecord(r.store, job.id)?.eta).toMatchObject({
+      completionSeconds: null,
+      basis: 'no ETA: the prediction failed (boom)',
+    });
+    fail = false;
+    r.clock.advance(10);
+    r.controller.submit(jobSpec('b', CPU_SMALL, { expectedDurationSeconds: 60 }), 'research');
+    await r.controller.predictionsSettled();
+    const predicted = readQueueRecord(r.store, job.id)?.eta;
+    expect(predicted?.completionSeconds).not.toBeNull();
+    fail = true;
+    r.clock.advance(10);
+    r.controller.submit(jobSpec('c', CPU_SMALL, { expectedDurationSeconds: 60 }), 'research');
+    await r.controller.predictionsSettled();
+    expect(readQueueRecord(r.store, job.id)?.eta).toEqual(predicted);
+
     const off = rig({}, { predict: false });
     const other = off.controller.submit(jobSpec('b', CPU_SMALL, { expectedDurationSeconds: 60 }), 'research');
     await off.controller.runRound();
+    await off.controller.predictionsSettled();
+    expect(off.controller.predictionsEnabled).toBe(false);
     expect(readQueueRecord(off.store, other.id)?.eta).toBeUndefined();
   });
 });
@@ -187,6 +216,7 @@ describe('controller predictions with the simulator (src/predict/predict.ts)', (
       },
       'research',
     );
+    await controller.predictionsSettled();
     const eta = readQueueRecord(store, job.id)?.eta;
     const c7i = catalog.types.find((t) => t.name === 'c7i.xlarge');
     const d = c7i?.delays;
@@ -212,6 +242,7 @@ describe('controller predictions with the simulator (src/predict/predict.ts)', (
       'research',
     );
     await controller.runRound('submitted');
+    await controller.predictionsSettled();
     const a = readQueueRecord(store, first.id)?.eta;
     const b = readQueueRecord(store, second.id)?.eta;
     expect(a?.completionSeconds).not.toBeNull();
@@ -225,6 +256,7 @@ describe('controller predictions with the simulator (src/predict/predict.ts)', (
     const control = new TimedTaskControl(base.clock);
     const { controller, store, clock } = rig({}, { clock: base.clock, tasks: control });
     const job = controller.submit(jobSpec('timed', CPU_SMALL, { expectedDurationSeconds: 3600 }), 'research');
+    await controller.predictionsSettled();
     await controller.runRound('submitted');
     for (let i = 0; i < 14 && store.getJob(job.id)?.state !== 'succeeded'; i++) {
       clock.advance(300);

@@ -20,6 +20,7 @@ import {
   type ListOptions,
 } from '../../src/cloud/provider.js';
 import { ManualClock } from '../../src/controller/clock.js';
+import { predictCompletions } from '../../src/predict/predict.js';
 import { Controller, type ControllerDeps } from '../../src/controller/controller.js';
 import type { ControllerSettings } from '../../src/controller/settings.js';
 import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
@@ -252,6 +253,8 @@ export function rig(
   const cloud = deps.cloud ?? new FakeCloud();
   const controller = new Controller({
     catalog,
+    // Predictions in this thread (the worker thread needs the built dist/): the same simulator, deterministic.
+    predict: predictCompletions,
     ...deps,
     store,
     clock,

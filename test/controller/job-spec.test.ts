@@ -528,3 +528,171 @@ tasks:
     expect(() => parseJobSpec(spec('train.py', 'fast'), 'spec.yaml', catalog)).not.toThrow();
   });
 });
+
+describe('parseJobSpec: every numeric field is bounded', () => {
+  type Spec = Record<string, unknown> & { tasks: Record<string, unknown>[] };
+  const base = (): Spec => ({
+    name: 'tiny',
+    team: 'ml',
+    tasks: [{ image: 'python:3.12-slim', command: ['python'], demand: { any: [0, 1, 1] } }],
+  });
+  const task = (s: Spec): Record<string, unknown> => s.tasks[0] as Record<string, unknown>;
+  const L = JOB_SPEC_LIMITS;
+  /** Field, how to set it, its largest accepted value (undefined: the catalog check decides), the problem's text. */
+  const fields: [string, (s: Spec, v: number) => void, number | undefined, string][] = [
+    [
+      'expectedDurationSeconds',
+      (s, v) => (s['expectedDurationSeconds'] = v),
+      L.maxDurationSeconds,
+      'at most 31536000 s (365 days)',
+    ],
+    [
+      'noMoveSeconds',
+      (s, v) => (s['noMoveSeconds'] = v),
+      L.maxDurationSeconds,
+      'at most 31536000 s (365 days)',
+    ],
+    [
+      'checkpoint.everySeconds',
+      (s, v) => (s['checkpoint'] = { everySeconds: v }),
+      L.maxDurationSeconds,
+      'at most 31536000 s',
+    ],
+    [
+      'checkpoint.restoreDelaySeconds',
+      (s, v) => (s['checkpoint'] = { restoreDelaySeconds: v }),
+      L.maxDelaySeconds,
+      'at most 86400 s (a day)',
+    ],
+    [
+      'checkpoint.initDelaySeconds',
+      (s, v) => (s['checkpoint'] = { initDelaySeconds: v }),
+      L.maxDelaySeconds,
+      'at most 86400 s (a day)',
+    ],
+    [
+      'checkpoint.timeoutSeconds',
+      (s, v) => (s['checkpoint'] = { timeoutSeconds: v }),
+      L.maxCheckpointTimeoutSeconds,
+      'at most 3600 s',
+    ],
+    [
+      'totalIterations',
+      (s, v) => (s['totalIterations'] = Math.round(v)),
+      L.maxIterations,
+      'at most 1000000000000000',
+    ],
+    ['tasks.0.replicas', (s, v) => (task(s)['replicas'] = Math.round(v)), L.maxTasks, ''],
+    ['tasks.0.shmSizeGiB', (s, v) => (task(s)['shmSizeGiB'] = v), undefined, 'at most 65536 GiB'],
+    [
+      'tasks.0.demand.any',
+      (s, v) => (task(s)['demand'] = { any: [0, v, 1] }),
+      undefined,
+      'vcpus must be at most 4096',
+    ],
+    [
+      'tasks.0.demand.any',
+      (s, v) => (task(s)['demand'] = { any: [0, 1, v] }),
+      undefined,
+      'memoryGiB must be at most 65536',
+    ],
+    [
+      'tasks.0.demand.any',
+      (s, v) => (task(s)['demand'] = { any: [Math.round(v), 1, 1] }),
+      undefined,
+      'gpus must be at most 64',
+    ],
+    ['queue.priority', (s, v) => (s['queue'] = { priority: v }), L.maxPriority, 'at most 1000000'],
+    ['queue.priority', (s, v) => (s['queue'] = { priority: -v }), L.maxPriority, 'at least -1000000'],
+    [
+      'success.expectedSizeSeconds',
+      (s, v) => (s['success'] = { kind: 'success', successProbability: 0.5, expectedSizeSeconds: v }),
+      L.maxDurationSeconds,
+      'at most 31536000 s (365 days)',
+    ],
+    [
+      'success.stageSeconds.0',
+      (s, v) => (s['success'] = { kind: 'stages', stageSeconds: [v], continueProbabilities: [] }),
+      L.maxDurationSeconds,
+      'at most 31536000 s (365 days)',
+    ],
+    [
+      'unsuccessfulExitCodes.0',
+      (s, v) => (s['unsuccessfulExitCodes'] = [Math.round(v)]),
+      255,
+      'exit codes are 1–255',
+    ],
+    [
+      'retryStrategy.attempts',
+      (s, v) => (s['retryStrategy'] = { attempts: Math.round(v) }),
+      L.maxAttempts,
+      'at most 10',
+    ],
+    [
+      'retryStrategy.evaluateOnExit.0.onExitCode',
+      (s, v) =>
+        (s['retryStrategy'] = {
+          attempts: 2,
+          evaluateOnExit: [{ onExitCode: Math.round(v), action: 'retry' }],
+        }),
+      255,
+      '',
+    ],
+  ];
+
+  function problems(spec: Spec): readonly string[] {
+    try {
+      validateJobSpec(spec, 'body', catalog);
+      return [];
+    } catch (e) {
+      expect(e).toBeInstanceOf(ValidationError);
+      return (e as ValidationError).problems;
+    }
+  }
+
+  it('refuses any value past its bound (1e300, JSON’s 1e400 read as Infinity), naming the field and the bound', () => {
+    for (const [field, set, max, text] of fields) {
+      const tooBig = fc.oneof(
+        fc.double({ min: (max ?? 100_000) + 1, max: 1e300, noNaN: true }),
+        fc.constantFrom(Number.POSITIVE_INFINITY, 1e300),
+      );
+      fc.assert(
+        fc.property(tooBig, (v) => {
+          const spec = base();
+          set(spec, v);
+          const found = problems(spec);
+          // zod refuses a non-finite number as not a number at all: the field is named either way.
+          const bound = Number.isFinite(v) ? text : '';
+          expect(
+            found.some((p) => p.startsWith(`${field}`) && p.includes(bound)),
+            `${field}=${v}: ${found.join('; ')}`,
+          ).toBe(true);
+        }),
+        { numRuns: 25 },
+      );
+      if (max === undefined) continue;
+      const atBound = base();
+      set(atBound, max);
+      expect(problems(atBound), `${field}=${max}`).toEqual([]);
+    }
+  });
+
+  it('bounds durations written as text too, and the lists of stages', () => {
+    expect(problemsOf(`${MINIMAL}expectedDurationSeconds: 366d\n`)).toEqual([
+      'expectedDurationSeconds: at most 31536000 s (365 days) (line 8)',
+    ]);
+    expect(() =>
+      parseJobSpec(`${MINIMAL}expectedDurationSeconds: 365d\n`, 'spec.yaml', catalog),
+    ).not.toThrow();
+    const stages = base();
+    stages['queue'] = { stages: Array.from({ length: 65 }, (_, i) => i) };
+    expect(problems(stages)).toEqual(['queue.stages: at most 64 stages']);
+    const success = base();
+    success['success'] = {
+      kind: 'stages',
+      stageSeconds: Array.from({ length: 65 }, () => 60),
+      continueProbabilities: Array.from({ length: 64 }, () => 0.5),
+    };
+    expect(problems(success)).toContain('success.stageSeconds: at most 64 stages');
+  });
+});

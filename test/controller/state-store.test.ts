@@ -31,6 +31,7 @@ import {
   SchemaVersionError,
   StateStoreError,
   UnknownRecordError,
+  type JobRecord,
   type JobState,
   type RoundInput,
   type StateStore,
@@ -158,6 +159,26 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(() => store.submitJob(RESNET, { id: 'inst-2', submittedAtSeconds: 1 })).toThrow(/not a job id/);
       expect(() => store.submitJob(RESNET, { id: 'job-07', submittedAtSeconds: 1 })).toThrow(/not a job id/);
       expect(store.listJobs()).toHaveLength(4);
+    });
+
+    it('counts jobs and tasks per state as listing them would', () => {
+      const a = store.submitJob(DDP);
+      store.submitJob(RESNET);
+      store.setJobState(a.id, 'starting');
+      const counts = store.countByState?.();
+      expect(counts?.jobs).toMatchObject({ queued: 1, starting: 1, running: 0, succeeded: 0 });
+      expect(counts?.tasks).toMatchObject({ pending: 3, running: 0 });
+      for (const [state, n] of Object.entries(counts?.jobs ?? {}))
+        expect(store.listJobs({ states: [state as JobState] })).toHaveLength(n);
+    });
+
+    it('hands out specs that cannot be changed through a record', () => {
+      const job = store.submitJob(RESNET);
+      const read = store.getJob(job.id) as JobRecord;
+      expect(() => {
+        (read.spec as { name: string }).name = 'changed';
+      }).toThrow(TypeError);
+      expect(store.getJob(job.id)?.spec.name).toBe(RESNET.name);
     });
 
     it('walks the job lifecycle: timestamps, migration count, final states are final', () => {
@@ -830,6 +851,36 @@ describe('SqliteStateStore on disk', () => {
       { version: 4, description: expect.stringContaining('placement group') },
     ]);
     raw.close();
+  });
+
+  it('reads jobs and instances from memory, yet as committed: its own writes, rollbacks, other processes by the next turn', async () => {
+    const path = freshDbPath();
+    const store = new SqliteStateStore(path);
+    const other = new SqliteStateStore(path);
+    const job = store.submitJob(RESNET);
+    const inst = store.createInstance({ typeName: 'c7i.2xlarge' });
+    // Read twice: the second read is the first one's (frozen) record.
+    expect(store.getJob(job.id)).toBe(store.getJob(job.id));
+    expect(Object.isFrozen(store.getInstance(inst.id))).toBe(true);
+    store.setJobState(job.id, 'starting');
+    expect(store.getJob(job.id)?.state).toBe('starting');
+    // A transaction that rolls back leaves what was committed.
+    expect(() =>
+      store.transaction(() => {
+        store.setJobState(job.id, 'cancelled');
+        expect(store.getJob(job.id)?.state).toBe('cancelled');
+        throw new Error('roll back');
+      }),
+    ).toThrow('roll back');
+    expect(store.getJob(job.id)?.state).toBe('starting');
+    // Another connection (another process) commits: this one sees it from its next turn of the event loop on.
+    other.setJobState(job.id, 'cancelled');
+    other.setInstanceState(inst.id, 'launching');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(store.getJob(job.id)?.state).toBe('cancelled');
+    expect(store.getInstance(inst.id)?.state).toBe('launching');
+    other.close();
+    store.close();
   });
 
   it('keeps everything across close and reopen, migrating only once', () => {

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { registerBenchBound } from './bench-bound.js';
+import { registerBenchController } from './bench-controller.js';
 import { registerBenchOptimality } from './bench-optimality.js';
 import { registerBenchScheduler } from './bench-scheduler.js';
 
@@ -11,5 +12,6 @@ export function registerBench(program: Command): Command {
   registerBenchScheduler(bench);
   registerBenchOptimality(bench);
   registerBenchBound(bench);
+  registerBenchController(bench);
   return bench;
 }

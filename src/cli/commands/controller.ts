@@ -28,7 +28,10 @@ import { ORPHAN_POLICIES } from '../../controller/config.js';
 import type { ControllerFlags } from '../../controller/config-flags.js';
 import { loadControllerConfig } from '../../controller/config-loading.js';
 import { describeQueue } from '../../queue/admission-views.js';
-import { configuredSchedulerFactory } from '../../controller/configured-scheduler.js';
+import {
+  configuredSchedulerFactory,
+  configuredSchedulerRecipe,
+} from '../../controller/configured-scheduler.js';
 import { Controller } from '../../controller/controller.js';
 import { contextLimitsFrom, settingsFromConfig } from '../../controller/settings.js';
 import { FAULT_POINTS, type FaultInjector, type FaultPoint } from '../../controller/faults.js';
@@ -43,7 +46,7 @@ import type { CloudProvider } from '../../cloud/provider.js';
 import { LocalProvider } from '../../cloud/local/local-provider.js';
 import { withLocalDelays } from '../../cloud/local/local-delays.js';
 import { capacityScale, describeLocalCapacity, hostCapacity } from '../../cloud/local/host-capacity.js';
-import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
+import { ExternalWorkerSpawner, ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
 import type { ExecutorKind } from '../../controller/execution-check.js';
 import { dockerAvailable, makeExecutor } from './worker.js';
 import { spawn } from 'node:child_process';
@@ -70,6 +73,11 @@ export const ADMIN_TOKEN_ENV = 'FLEETWISE_ADMIN_TOKEN';
  * the first) it reaches that point between an intent and its effect, so tests can check recovery from a real kill.
  */
 export const CRASH_AT_ENV = 'FLEETWISE_CRASH_AT';
+/**
+ * Benchmark hook: `FLEETWISE_EXTERNAL_WORKERS=1` makes local mode launch its "instances" without starting their
+ * workers; workers register from elsewhere over the worker protocol (`fleetwise bench controller` simulates them).
+ */
+export const EXTERNAL_WORKERS_ENV = 'FLEETWISE_EXTERNAL_WORKERS';
 
 /** The SQLite state in the state directory (`fleetwise export-trace` reads it too). */
 export const DB_FILE = 'state.db';
@@ -229,13 +237,16 @@ export async function runController(
       stateFile: join(config.stateDir, LOCAL_INSTANCES_FILE),
       instancesDir: join(config.stateDir, 'instances'),
       catalog,
-      spawner: new ProcessWorkerSpawner({
-        controllerUrl,
-        launchSecretKey: workerToken,
-        executorKind: kind,
-        executorFor: (dir, instanceId) => makeExecutor(kind, dir, instanceId),
-        giveUpAfterSeconds: config.workerGiveUpSeconds,
-      }),
+      spawner:
+        env[EXTERNAL_WORKERS_ENV] === '1'
+          ? new ExternalWorkerSpawner()
+          : new ProcessWorkerSpawner({
+              controllerUrl,
+              launchSecretKey: workerToken,
+              executorKind: kind,
+              executorFor: (dir, instanceId) => makeExecutor(kind, dir, instanceId),
+              giveUpAfterSeconds: config.workerGiveUpSeconds,
+            }),
     });
     provider = state.fence(localProvider);
     const instances = localProvider;
@@ -332,6 +343,7 @@ export async function runController(
     catalog,
     scheduler: schedulerFor(catalog),
     schedulerFor,
+    schedulerRecipe: configuredSchedulerRecipe(config),
     provider,
     clock,
     objectStore,

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import { durationText } from '../../core/duration.js';
 import { formatProgress, formatTable, formatTime, printJson } from '../table.js';
 
 interface JobOptions extends ConnectionOptions {
@@ -15,6 +16,7 @@ interface JobOptions extends ConnectionOptions {
 const etaSchema = z.object({
   startSeconds: z.number().nullable(),
   completionSeconds: z.number().nullable(),
+  completesAfterSeconds: z.number().optional(),
   computedAtSeconds: z.number(),
   basis: z.string(),
 });
@@ -28,6 +30,7 @@ const queueSchema = z.object({
 const queueFieldsSchema = z.object({
   queue: queueSchema.nullable().optional().catch(undefined),
   eta: etaSchema.nullable().optional().catch(undefined),
+  etaPending: z.boolean().optional().catch(undefined),
   submissionEta: etaSchema.nullable().optional().catch(undefined),
   predictionError: z
     .object({ errorSeconds: z.number(), errorPercent: z.number().nullable() })
@@ -59,10 +62,24 @@ export function formatQueue(fields: QueueFields): string {
   return `${q.classId} ${q.position === null ? '' : `#${q.position} `}(${q.reason ?? 'waiting'})`;
 }
 
-/** The predicted completion time, or `-`. */
+/** What the views' ETAs carry that the CLI prints. */
+export interface EtaFields {
+  readonly completionSeconds: number | null;
+  readonly completesAfterSeconds?: number | undefined;
+  readonly computedAtSeconds: number;
+}
+
+/** The predicted completion time, `beyond 30 days` when the prediction stopped short of it, or undefined. */
+export function completionText(eta: EtaFields): string | undefined {
+  if (eta.completionSeconds !== null) return formatTime(eta.completionSeconds);
+  if (eta.completesAfterSeconds === undefined) return undefined;
+  return `beyond ${durationText(eta.completesAfterSeconds - eta.computedAtSeconds)}`;
+}
+
+/** The predicted completion time, `beyond N days`, `pending` while the first prediction runs, or `-`. */
 export function formatEta(fields: QueueFields): string {
-  const c = fields.eta?.completionSeconds;
-  return c === undefined || c === null ? '-' : formatTime(c);
+  if ((fields.eta === undefined || fields.eta === null) && fields.etaPending === true) return 'pending';
+  return (fields.eta === undefined || fields.eta === null ? undefined : completionText(fields.eta)) ?? '-';
 }
 
 function formatDuration(seconds: number): string {
@@ -85,14 +102,16 @@ function etaLines(fields: QueueFields): string[] {
   if (eta !== undefined && eta !== null) {
     const start = eta.startSeconds === null ? '' : `, start ${formatTime(eta.startSeconds)}`;
     lines.push(
-      `eta        ${eta.completionSeconds === null ? 'unknown' : formatTime(eta.completionSeconds)}${start} (computed ${formatTime(eta.computedAtSeconds)})`,
+      `eta        ${completionText(eta) ?? 'unknown'}${start} (computed ${formatTime(eta.computedAtSeconds)})`,
       `basis      ${eta.basis}`,
     );
-  } else lines.push('eta        -');
+  } else if (fields.etaPending === true)
+    lines.push('eta        pending (the first prediction is being computed)');
+  else lines.push('eta        -');
   const first = fields.submissionEta;
   if (first !== undefined && first !== null)
     lines.push(
-      `predicted  ${first.completionSeconds === null ? 'unknown' : formatTime(first.completionSeconds)} at submission (${first.basis.replace(/^at submission: /, '')})`,
+      `predicted  ${completionText(first) ?? 'unknown'} at submission (${first.basis.replace(/^at submission: /, '')})`,
     );
   const err = fields.predictionError;
   if (err !== undefined && err !== null)

@@ -5,7 +5,7 @@ import { parse as parseYaml } from 'yaml';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
 import { parseJobSpec, validateJobSpec } from '../../controller/job-spec/parse.js';
-import { warningsOf } from './job.js';
+import { completionText, warningsOf } from './job.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import {
   addConnectionOptions,
@@ -185,7 +185,7 @@ function formatDryRun(file: string, view: DryRunResponse): string {
   const etaLine =
     eta === null
       ? 'eta        - (the controller predicts ETAs for jobs with expectedDurationSeconds, when predictions are on)'
-      : `eta        ${eta.completionSeconds === null ? 'unknown' : formatTime(eta.completionSeconds)}` +
+      : `eta        ${completionText(eta) ?? 'unknown'}` +
         `${eta.startSeconds === null ? '' : `, start ${formatTime(eta.startSeconds)}`} (${eta.basis})`;
   return (
     `${file}: ${view.name} (team ${view.team}) is valid; dry run, nothing submitted\n` +

@@ -118,6 +118,20 @@ export function workerEnvironment(parent: NodeJS.ProcessEnv, launchSecret: strin
   return env;
 }
 
+/**
+ * Local instances whose workers run elsewhere: nothing is started or stopped here, and the workers register over the
+ * worker protocol like any other (`fleetwise bench controller` simulates a fleet of them over HTTP).
+ */
+export class ExternalWorkerSpawner implements WorkerSpawner {
+  spawn(): number | undefined {
+    return undefined;
+  }
+
+  kill(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
 /** The pid still runs our worker for this instance (not a recycled pid). */
 export function isWorkerOf(pid: number, instanceId: string): boolean {
   try {

@@ -27,6 +27,11 @@ export class ControllerMetrics implements BackupMetrics, JobArchiveMetrics {
     buckets: [0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
     registers: [this.registry],
   });
+  private readonly lastRoundDuration = new Gauge({
+    name: 'fleetwise_last_round_duration_seconds',
+    help: 'Wall time of the latest scheduling round',
+    registers: [this.registry],
+  });
   private readonly migrations = new Counter({
     name: 'fleetwise_migrations_total',
     help: 'Jobs moved (checkpointed and restarted on another instance)',
@@ -99,6 +104,7 @@ export class ControllerMetrics implements BackupMetrics, JobArchiveMetrics {
   observeRound(durationSeconds: number): void {
     this.rounds.inc();
     this.roundDuration.observe(durationSeconds);
+    this.lastRoundDuration.set(durationSeconds);
   }
 
   countMigrations(jobs = 1): void {
@@ -138,8 +144,10 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
     labelNames: ['state'] as const,
     registers: [registry],
     collect() {
-      const counts = new Map<string, number>(JOB_STATES.map((s) => [s, 0]));
-      for (const j of service.store.listJobs()) counts.set(j.state, (counts.get(j.state) ?? 0) + 1);
+      const counted = service.store.countByState?.().jobs;
+      const counts = new Map<string, number>(JOB_STATES.map((s) => [s, counted?.[s] ?? 0]));
+      if (counted === undefined)
+        for (const j of service.store.listJobs()) counts.set(j.state, (counts.get(j.state) ?? 0) + 1);
       for (const [state, n] of counts) this.set({ state }, n);
     },
   });
@@ -149,8 +157,10 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
     labelNames: ['state'] as const,
     registers: [registry],
     collect() {
-      const counts = new Map<string, number>(TASK_STATES.map((s) => [s, 0]));
-      for (const t of service.store.listTasks()) counts.set(t.state, (counts.get(t.state) ?? 0) + 1);
+      const counted = service.store.countByState?.().tasks;
+      const counts = new Map<string, number>(TASK_STATES.map((s) => [s, counted?.[s] ?? 0]));
+      if (counted === undefined)
+        for (const t of service.store.listTasks()) counts.set(t.state, (counts.get(t.state) ?? 0) + 1);
       for (const [state, n] of counts) this.set({ state }, n);
     },
   });

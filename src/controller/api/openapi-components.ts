@@ -56,6 +56,12 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
         nullable: true,
         description: 'Predicted completion (epoch seconds); null when it cannot be predicted (see basis)',
       },
+      completesAfterSeconds: {
+        ...num,
+        description:
+          'Present when the prediction stopped short of the completion (its horizon or its time budget): the job ' +
+          'completes after this time, if at all ("beyond N days")',
+      },
       computedAtSeconds: num,
       basis: {
         ...str,
@@ -95,6 +101,7 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
       'taskCount',
       'queue',
       'eta',
+      'etaPending',
       'warnings',
     ],
     properties: {
@@ -128,6 +135,11 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
         allOf: [ref('Eta')],
         nullable: true,
         description: 'The latest prediction; null before the first',
+      },
+      etaPending: {
+        type: 'boolean',
+        description:
+          'True while the first prediction is computed: predictions run apart from submissions (a worker thread)',
       },
       warnings: {
         type: 'array',

@@ -11,7 +11,7 @@ import type { ApiContext, RouteTable } from './routing.js';
 import { parseSince, SINCE_RULE } from './since.js';
 import { clusterForScope, costsForScope, publicInstance, visibleJobIds } from './views.js';
 
-const costsQuery = z.object({ since: z.string().min(1).optional() });
+const costsQuery = z.object({ since: z.string().min(1).max(64, 'at most 64 characters').optional() });
 const instanceParams = z.object({ id: z.string().min(1).max(128) });
 const contextQuery = z.object({
   sha256: z

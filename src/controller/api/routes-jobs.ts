@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseWith } from '../../core/validation.js';
+import { MAX_SUCCESS_STAGES } from '../../queue/success.js';
 import { JOB_STATES, type JobRecord, type JobState } from '../state-store.js';
 import { teamScope, type Principal } from './auth.js';
 import { bodyOf } from './body.js';
@@ -26,7 +27,12 @@ const submitQuery = z.object({
     .transform((v) => v === 'true'),
 });
 const unsuccessfulBody = z.strictObject({
-  stage: z.number().int('a whole number').min(1, 'stages count from 1').optional(),
+  stage: z
+    .number()
+    .int('a whole number')
+    .min(1, 'stages count from 1')
+    .max(MAX_SUCCESS_STAGES, `at most ${MAX_SUCCESS_STAGES} (a job declares no more stages)`)
+    .optional(),
   reason: z.string().min(1).max(500, 'at most 500 characters').optional(),
 });
 const whyQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(20) });
@@ -43,6 +49,7 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
   const { service } = context;
   const store = service.store;
   const taskCount = (jobId: string): number => store.listTasks({ jobId }).length;
+  const predicting = (): boolean => service.predictionsEnabled === true;
 
   routes.add({
     method: 'POST',
@@ -53,14 +60,17 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       const { dryRun } = parseWith(submitQuery, request.query, 'query');
       const spec = specFromBody(bodyOf(request.body), principal, context.priceBook);
       // A dry run checks the spec without its build contexts (fleetwise submit --dry-run uploads none).
-      if (dryRun) return dryRunView(spec, context.priceBook, service.estimate?.(spec) ?? null);
+      if (dryRun) return dryRunView(spec, context.priceBook, (await service.estimate?.(spec)) ?? null);
       requireUploadedContexts(spec);
-      const job = service.submit(spec, spec.team);
+      const job =
+        service.submitBatched === undefined
+          ? service.submit(spec, spec.team)
+          : await service.submitBatched(spec, spec.team);
       await keepAcceptedJob(service, job);
       return reply
         .code(201)
         .header('location', `/v1/jobs/${job.id}`)
-        .send(jobSummary(job, taskCount(job.id), store));
+        .send(jobSummary(job, taskCount(job.id), store, predicting()));
     },
   });
 
@@ -75,7 +85,7 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       if (scope !== undefined && query.team !== undefined && query.team !== scope) return { jobs: [] };
       const states: readonly JobState[] | undefined = query.state;
       const jobs = store.listJobs({ states, team: scope ?? query.team });
-      return { jobs: jobs.map((j) => jobSummary(j, taskCount(j.id), store)) };
+      return { jobs: jobs.map((j) => jobSummary(j, taskCount(j.id), store, predicting())) };
     },
   });
 
@@ -85,7 +95,7 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
     access: 'any',
     handler: async (request) => {
       const { id } = parseWith(idParams, request.params, 'path');
-      return jobDocument(store, visibleJob(context, context.principal(request), id));
+      return jobDocument(store, visibleJob(context, context.principal(request), id), predicting());
     },
   });
 
@@ -97,7 +107,7 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       const { id } = parseWith(idParams, request.params, 'path');
       visibleJob(context, context.principal(request), id);
       const job = service.cancel(id);
-      return jobSummary(job, taskCount(job.id), store);
+      return jobSummary(job, taskCount(job.id), store, predicting());
     },
   });
 
@@ -115,7 +125,7 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
         throw new HttpError(415, 'send the stage and reason as application/json (or no body)');
       const options = parseWith(unsuccessfulBody, body?.value ?? {}, 'body');
       const job = service.markUnsuccessful(id, options);
-      return jobSummary(job, taskCount(job.id), store);
+      return jobSummary(job, taskCount(job.id), store, predicting());
     },
   });
 

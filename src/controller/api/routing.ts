@@ -34,8 +34,12 @@ export interface ApiControllerService extends ControllerService {
   storeContext?(archive: Readable, info: ContextInfo): Promise<string>;
   /** A job's task output as uploaded by its workers (oldest run first). */
   jobLogs?(jobId: string): Promise<string>;
+  /**
+   * `submit`, committed together with the submissions of the same moment (one store sync for them all); answered
+   * once durable. Without it the API submits one by one.
+   */
+  submitBatched?(spec: JobSpec, team: string): Promise<JobRecord>;
   /** The ETA a job with this spec would get if submitted now, stored nowhere; null when none can be predicted. */
-  estimate?(spec: JobSpec): EtaRecord | null;
   /**
    * Make a just-submitted job durable beyond this machine (the job archive) before it is answered; throws, having
    * withdrawn the job, when that fails.
@@ -43,6 +47,9 @@ export interface ApiControllerService extends ControllerService {
   keepSubmission?(job: JobRecord): Promise<void>;
   /** Round trips the workers measured between instances, and where their probes listen. */
   latency?(): LatencyMatrixView;
+  estimate?(spec: JobSpec): Promise<EtaRecord | null>;
+  /** Whether completion-time predictions are on: a live job without an ETA yet is then waiting for one. */
+  readonly predictionsEnabled?: boolean;
   /** End a job as unsuccessful at a stage (success-ranked ordering), freeing its capacity. */
   markUnsuccessful?(jobId: string, options: { readonly stage?: number; readonly reason?: string }): JobRecord;
   /** Whether the control loop makes progress (`/healthz` answers 503 when it is stuck). */

@@ -6,7 +6,12 @@ const UNIT_SECONDS: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600, d
  * an age (`90m`, `24h`, `7d`) counted back from `nowSeconds`. Undefined when it is none of these.
  */
 export function parseSince(text: string, nowSeconds: number): number | undefined {
-  const trimmed = text.trim();
+  const seconds = sinceSeconds(text.trim(), nowSeconds);
+  // 400 digits read as Infinity: a time no clock reaches is no point in time.
+  return seconds !== undefined && Number.isFinite(seconds) ? seconds : undefined;
+}
+
+function sinceSeconds(trimmed: string, nowSeconds: number): number | undefined {
   if (/^\d+(\.\d+)?$/.test(trimmed)) return Number(trimmed);
   const age = AGE.exec(trimmed);
   if (age !== null) return nowSeconds - Number(age[1]) * (UNIT_SECONDS[age[2] ?? 's'] ?? 1);

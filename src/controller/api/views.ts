@@ -39,6 +39,8 @@ export interface JobSummary {
   readonly queue: JobQueueView | null;
   /** The latest completion-time prediction (PCS §4), with its basis; null before the first one. */
   readonly eta: EtaRecord | null;
+  /** True while the job's first prediction is being computed (predictions run apart from submissions). */
+  readonly etaPending: boolean;
   /** What the submitter should know about how the job runs here (e.g. an image the process executor ignores). */
   readonly warnings: readonly string[];
 }
@@ -70,9 +72,18 @@ function defined<T extends object>(value: T): T {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
 }
 
-/** The summary; with a store, the job's queue place and latest prediction are read from it. */
-export function jobSummary(job: JobRecord, taskCount: number, store?: StateStore): JobSummary {
+/**
+ * The summary; with a store, the job's queue place and latest prediction are read from it. With predictions on, a
+ * live job without an ETA is waiting for its first one (`etaPending`).
+ */
+export function jobSummary(
+  job: JobRecord,
+  taskCount: number,
+  store?: StateStore,
+  predictionsEnabled = false,
+): JobSummary {
   const record = store === undefined ? undefined : readQueueRecord(store, job.id);
+  const final = isFinalJobState(job.state);
   return defined({
     id: job.id,
     name: job.name,
@@ -88,13 +99,14 @@ export function jobSummary(job: JobRecord, taskCount: number, store?: StateStore
     maxAttempts: job.spec.retryStrategy?.attempts ?? 1,
     progress: { completed: job.completedIterations, total: job.totalIterations ?? null },
     taskCount,
-    queue: isFinalJobState(job.state) ? null : (record?.queue ?? null),
+    queue: final ? null : (record?.queue ?? null),
     eta: record?.eta ?? null,
+    etaPending: predictionsEnabled && !final && record?.eta === undefined,
     warnings: store === undefined ? [] : readJobWarnings(store, job.id),
   });
 }
 
-export function jobDocument(store: StateStore, job: JobRecord): JobDocument {
+export function jobDocument(store: StateStore, job: JobRecord, predictionsEnabled = false): JobDocument {
   const tasks = store.listTasks({ jobId: job.id });
   const byInstance = new Map<string, string[]>();
   for (const t of tasks)
@@ -118,7 +130,7 @@ export function jobDocument(store: StateStore, job: JobRecord): JobDocument {
   const record = readQueueRecord(store, job.id);
   const completion = record?.eta?.completionSeconds;
   return {
-    ...jobSummary(job, tasks.length, store),
+    ...jobSummary(job, tasks.length, store, predictionsEnabled),
     spec: job.spec,
     instances,
     tasks,

@@ -26,6 +26,15 @@ const FAMILY_PATTERN = /^[a-z][a-z0-9-]*$/;
 const VECTOR_RULE = 'expected [gpus, vcpus, memoryGiB] with 3 non-negative numbers';
 const POSITIVE = 'must be more than 0 seconds';
 const NON_NEGATIVE = 'must be 0 seconds or more';
+const AT_MOST_DURATION = `at most ${JOB_SPEC_LIMITS.maxDurationSeconds} s (365 days)`;
+const AT_MOST_DELAY = `at most ${JOB_SPEC_LIMITS.maxDelaySeconds} s (a day)`;
+/** Seconds of a job's run, window or period: more than 0 (or 0 or more), at most a year. */
+const positiveDuration = () =>
+  z.number().finite().positive(POSITIVE).max(JOB_SPEC_LIMITS.maxDurationSeconds, AT_MOST_DURATION);
+const nonNegativeDuration = () =>
+  z.number().finite().nonnegative(NON_NEGATIVE).max(JOB_SPEC_LIMITS.maxDurationSeconds, AT_MOST_DURATION);
+const delay = () =>
+  z.number().finite().nonnegative(NON_NEGATIVE).max(JOB_SPEC_LIMITS.maxDelaySeconds, AT_MOST_DELAY);
 
 /** Job, team and task names: safe in EC2 tags, container names and URLs. */
 export function isValidName(name: string): boolean {
@@ -53,6 +62,22 @@ function parseVector(
     return undefined;
   }
   const [gpus, vcpus, memoryGiB] = value as [number, number, number];
+  const over =
+    gpus > JOB_SPEC_LIMITS.maxGpus
+      ? `gpus must be at most ${JOB_SPEC_LIMITS.maxGpus}`
+      : vcpus > JOB_SPEC_LIMITS.maxVcpus
+        ? `vcpus must be at most ${JOB_SPEC_LIMITS.maxVcpus}`
+        : memoryGiB > JOB_SPEC_LIMITS.maxMemoryGiB
+          ? `memoryGiB must be at most ${JOB_SPEC_LIMITS.maxMemoryGiB}`
+          : undefined;
+  if (over !== undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `${over}, got [${gpus}, ${vcpus}, ${memoryGiB}]`,
+      path: [...path],
+    });
+    return undefined;
+  }
   if (!Number.isInteger(gpus)) {
     ctx.addIssue({ code: 'custom', message: `gpus must be a whole number, got ${gpus}`, path: [...path] });
     return undefined;
@@ -220,6 +245,7 @@ export const taskSchema = z.strictObject({
     .number()
     .finite()
     .nonnegative()
+    .max(JOB_SPEC_LIMITS.maxMemoryGiB, `at most ${JOB_SPEC_LIMITS.maxMemoryGiB} GiB`)
     .describe("Shared memory (/dev/shm), counted against the task's memory demand")
     .default(1),
   workload: workloadSchema.optional(),
@@ -241,13 +267,13 @@ export const checkpointSchema = z.strictObject({
   )
     .describe('Seconds the task has to checkpoint and exit after the signal before it is killed')
     .default(DEFAULT_CHECKPOINT_TIMEOUT_SECONDS),
-  everySeconds: durationSecondsSchema(z.number().positive(POSITIVE))
+  everySeconds: durationSecondsSchema(positiveDuration())
     .describe('How often the job checkpoints on its own (for the lost-work estimate of a move)')
     .optional(),
-  restoreDelaySeconds: durationSecondsSchema(z.number().finite().nonnegative(NON_NEGATIVE))
+  restoreDelaySeconds: durationSecondsSchema(delay())
     .describe('Estimated seconds to fetch and restore a checkpoint on a new instance, until measured')
     .optional(),
-  initDelaySeconds: durationSecondsSchema(z.number().finite().nonnegative(NON_NEGATIVE))
+  initDelaySeconds: durationSecondsSchema(delay())
     .describe('Estimated seconds from start until the job makes progress, until measured')
     .optional(),
 });
@@ -255,8 +281,16 @@ export const checkpointSchema = z.strictObject({
 const queueSchema = z
   .looseObject({
     class: z.string().min(1).optional(),
-    priority: z.number().finite().optional(),
-    stages: z.array(z.unknown()).optional(),
+    priority: z
+      .number()
+      .finite()
+      .min(-JOB_SPEC_LIMITS.maxPriority, `at least -${JOB_SPEC_LIMITS.maxPriority}`)
+      .max(JOB_SPEC_LIMITS.maxPriority, `at most ${JOB_SPEC_LIMITS.maxPriority}`)
+      .optional(),
+    stages: z
+      .array(z.unknown())
+      .max(JOB_SPEC_LIMITS.maxQueueStages, `at most ${JOB_SPEC_LIMITS.maxQueueStages} stages`)
+      .optional(),
   })
   .describe('Settings for the queue layer (class, priority, stages); other keys are kept');
 
@@ -271,7 +305,7 @@ const exitCodeGlobSchema = z
         .string()
         .max(512, 'at most 512 characters')
         .regex(/^[0-9*]+$/, `only digits and * (any run of digits), ${EXIT_GLOB_EXAMPLE}`),
-      z.number().int('a whole number').nonnegative(EXIT_GLOB_RULE),
+      z.number().int('a whole number').nonnegative(EXIT_GLOB_RULE).max(255, 'exit codes are 0–255'),
     ],
     { error: EXIT_GLOB_RULE },
   )
@@ -331,12 +365,13 @@ export const jobSpecSchema = z.strictObject({
     .number()
     .int('a whole number')
     .positive()
+    .max(JOB_SPEC_LIMITS.maxIterations, `at most ${JOB_SPEC_LIMITS.maxIterations}`)
     .describe('Iterations the job runs in all (progress is reported against it)')
     .optional(),
-  expectedDurationSeconds: durationSecondsSchema(z.number().finite().positive(POSITIVE))
+  expectedDurationSeconds: durationSecondsSchema(positiveDuration())
     .describe('How long the job is expected to run at full throughput, in seconds or as 30m, 2h, …')
     .optional(),
-  noMoveSeconds: durationSecondsSchema(z.number().finite().nonnegative(NON_NEGATIVE))
+  noMoveSeconds: durationSecondsSchema(nonNegativeDuration())
     .describe('Do not move the job during this many seconds after it starts running')
     .optional(),
   workload: workloadSchema.optional(),

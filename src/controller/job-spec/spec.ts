@@ -1,6 +1,7 @@
 import { CHECKPOINT_SIGNALS, type CheckpointSignal } from '../../protocol/worker-protocol.js';
 import type { FamilyDemand } from '../../core/resources.js';
 import type { SuccessSpec } from '../../queue/success.js';
+import { MAX_DURATION_SECONDS } from '../../core/duration.js';
 
 /**
  * The job spec users submit (YAML or JSON). A job is one or more task templates, each run as `replicas` identical
@@ -21,6 +22,19 @@ export const JOB_SPEC_LIMITS = {
   maxCommandBytes: 64 * 1024,
   maxDescriptionLength: 1024,
   maxCheckpointTimeoutSeconds: 3600,
+  /** A job's expected run, its no-move window, a checkpoint period (core/duration.ts MAX_DURATION_SECONDS). */
+  maxDurationSeconds: MAX_DURATION_SECONDS,
+  /** Estimated restore and init delays: a day is far beyond any measured one (Eva: 2–30 s). */
+  maxDelaySeconds: 86_400,
+  /** Iterations a job declares (exactly representable as a double, with room to spare). */
+  maxIterations: 1e15,
+  /** Per task: more than any instance type offers, so the catalog check names the real problem. */
+  maxGpus: 64,
+  maxVcpus: 4096,
+  maxMemoryGiB: 65_536,
+  /** `queue.priority` lies within ±this. */
+  maxPriority: 1e6,
+  maxQueueStages: 64,
   /** AWS Batch's range for `retryStrategy.attempts`. */
   maxAttempts: 10,
   maxExitRules: 32,

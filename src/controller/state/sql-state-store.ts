@@ -19,6 +19,7 @@ import type {
   NewInstance,
   RoundInput,
   RoundRecord,
+  StateCounts,
   StateStore,
   TaskFilter,
   TaskRecord,
@@ -88,6 +89,10 @@ export abstract class SqlStateStore implements StateStore {
 
   retryJob(id: string, failure: AttemptFailureInput, reason: string): JobRecord {
     return this.jobs.retryJob(id, failure, reason);
+  }
+
+  countByState(): StateCounts {
+    return this.jobs.countByState();
   }
 
   getTask(id: string): TaskRecord | undefined {

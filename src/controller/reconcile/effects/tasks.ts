@@ -5,6 +5,7 @@ import { isFinalJobState, PLACED_TASK_STATES } from '../../state/lifecycle.js';
 import type { InstanceRecord, JobRecord, TaskRecord } from '../../state-store.js';
 import type { ReconcileContext } from '../context.js';
 import { releaseTasksOn, settleJob } from '../jobs.js';
+import { Slices } from '../yielding.js';
 
 /** Task effects: stops (checkpointing off an instance), starts once their gate opens, and task completions. */
 
@@ -34,8 +35,12 @@ export function stopTasksOfEndedJobs(ctx: ReconcileContext): void {
 
 export async function performStops(ctx: ReconcileContext): Promise<string[]> {
   const done: string[] = [];
+  const slices = new Slices();
   for (const intent of ctx.store.listIntents({ states: ['pending'], kind: 'stop-task' })) {
     if (intent.kind !== 'stop-task') continue;
+    await slices.next();
+    // Settled while the pass let the API in (a cancel fails the job's pending starts).
+    if (ctx.store.getIntent(intent.id)?.state !== 'pending') continue;
     const { taskId, instanceId, checkpoint } = intent.payload;
     const task = ctx.store.getTask(taskId);
     const instance = ctx.store.getInstance(instanceId);
@@ -113,8 +118,12 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
     if (t.state === 'checkpointing') stoppingOf.set(t.jobId, (stoppingOf.get(t.jobId) ?? 0) + 1);
     if (t.instanceId !== undefined) occupy(t, t.instanceId);
   }
+  const slices = new Slices(ctx.store);
   for (const intent of ctx.store.listIntents({ states: ['pending'], kind: 'start-task' })) {
     if (intent.kind !== 'start-task') continue;
+    await slices.next();
+    // Settled while the pass let the API in (a cancel fails the job's pending starts).
+    if (ctx.store.getIntent(intent.id)?.state !== 'pending') continue;
     const { taskId, instanceId } = intent.payload;
     const task = ctx.store.getTask(taskId);
     const job = task === undefined ? undefined : ctx.store.getJob(task.jobId);
@@ -149,7 +158,7 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
     ctx.fault('start:before-call', taskId);
     await ctx.deps.tasks.start({ task, job, instance });
     ctx.fault('start:after-call', taskId);
-    ctx.store.transaction(() => {
+    slices.defer(() => {
       ctx.store.completeIntent(intent.id);
       const current = ctx.store.getTask(taskId) as TaskRecord;
       const currentJob = ctx.store.getJob(current.jobId) as JobRecord;
@@ -159,39 +168,55 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
         current.state !== 'starting' ||
         current.instanceId !== instanceId
       )
-        return;
+        return undefined;
       ctx.store.setTaskState(taskId, 'running');
       settleJob(ctx, current.jobId, 'all tasks running');
+      return undefined;
     });
     occupy(task, instanceId);
     started.push(taskId);
   }
+  slices.commit();
   return started;
 }
 
 /** Poll running tasks; a success or failure ends the task (and, with it, maybe its job or its attempt). */
 export async function pollTaskStatuses(ctx: ReconcileContext): Promise<void> {
+  const slices = new Slices(ctx.store);
+  const instances = new Map<string, InstanceRecord | undefined>(); // read once per pass
   for (const task of ctx.store.listTasks({ states: ['running'] })) {
-    const instance = task.instanceId === undefined ? undefined : ctx.store.getInstance(task.instanceId);
+    await slices.next();
+    const instanceId = task.instanceId;
+    if (instanceId !== undefined && !instances.has(instanceId))
+      instances.set(instanceId, ctx.store.getInstance(instanceId));
+    const instance = instanceId === undefined ? undefined : instances.get(instanceId);
     if (instance === undefined || instance.state !== 'running') continue;
     const status = await ctx.deps.tasks.status(task, instance);
     if (status !== 'succeeded' && status !== 'failed') continue;
-    const outcome = ctx.store.transaction((): JobRecord | undefined => {
+    slices.defer(() => {
       const job = ctx.store.getJob(task.jobId) as JobRecord;
-      if (isFinalJobState(job.state)) return undefined;
+      const current = ctx.store.getTask(task.id) as TaskRecord;
+      // Ended, or moved off, while the pass let the API in.
+      if (isFinalJobState(job.state) || current.state !== 'running' || current.instanceId !== instanceId)
+        return undefined;
       ctx.store.setTaskState(task.id, status);
-      if (status === 'failed') return taskFailed(ctx, job, task);
       const all = ctx.store.listTasks({ jobId: job.id });
-      return all.every((t) => t.state === 'succeeded')
-        ? ctx.store.setJobState(job.id, 'succeeded')
-        : undefined;
+      const outcome =
+        status === 'failed'
+          ? taskFailed(ctx, job, task)
+          : all.every((t) => t.state === 'succeeded')
+            ? ctx.store.setJobState(job.id, 'succeeded')
+            : undefined;
+      if (outcome === undefined) return undefined;
+      return () => {
+        if (isFinalJobState(outcome.state)) {
+          ctx.deps.onJobEnded?.(outcome);
+          ctx.requestRound(`job ${outcome.id} ${outcome.state}`);
+        } else ctx.requestRound(`job ${outcome.id} retried (attempt ${outcome.attempts})`);
+      };
     });
-    if (outcome === undefined) continue;
-    if (isFinalJobState(outcome.state)) {
-      ctx.deps.onJobEnded?.(outcome);
-      ctx.requestRound(`job ${outcome.id} ${outcome.state}`);
-    } else ctx.requestRound(`job ${outcome.id} retried (attempt ${outcome.attempts})`);
   }
+  slices.commit();
 }
 
 /**

@@ -30,6 +30,7 @@ export class PostgresConnection implements SqlConnection {
   private readonly conninfo: string;
   private readonly translated = new Map<string, string>();
   private depth = 0;
+  private versions = 0;
   /** The open transaction wrote something (so the commit check applies). */
   private wrote = false;
   private broken = false;
@@ -123,6 +124,18 @@ export class PostgresConnection implements SqlConnection {
     ])[0];
     if (row === undefined) throw new StateStoreError(`no counter for table ${table}`);
     return Number(row['value']);
+  }
+
+  /**
+   * PostgreSQL has no cheap "changed since" mark, and other connections may write (another controller's fenced
+   * attempt, `fleetwise token`): a new version every time, so cached records last one turn of the event loop.
+   */
+  dataVersion(): number {
+    return ++this.versions;
+  }
+
+  inTransaction(): boolean {
+    return this.depth > 0;
   }
 
   numberUsed(table: NumberedTable, number: number): void {

@@ -23,6 +23,9 @@ export interface SqlConnection {
   nextNumber(table: NumberedTable): number;
   /** `number` of `table` was taken explicitly (a kept id): `nextNumber` answers above it from now on. */
   numberUsed(table: NumberedTable, number: number): void;
+  /** Changes whenever another connection may have committed (records cached before then are forgotten). */
+  dataVersion(): number;
+  inTransaction(): boolean;
 }
 
 /** A WHERE clause built from optional filters, with its bound parameters. */

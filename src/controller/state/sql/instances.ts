@@ -11,15 +11,23 @@ import { instanceIdOf, newInstanceRecord, transitionInstance, type Change } from
 import { checkRawToken, hashToken } from '../tokens.js';
 import { Where, type SqlConnection } from './connection.js';
 import type { EventQueries } from './events.js';
+import { RecordCache } from './record-cache.js';
 import { instanceFromRow } from './rows.js';
+
+/** Instance records kept in memory (record-cache.ts). */
+const INSTANCE_CACHE_SIZE = 20_000;
 
 /** Instances and their worker tokens. */
 export class InstanceQueries {
+  private readonly cache: RecordCache<InstanceRecord>;
+
   constructor(
     private readonly connection: SqlConnection,
     private readonly events: EventQueries,
     private readonly storeId: string,
-  ) {}
+  ) {
+    this.cache = new RecordCache(connection, INSTANCE_CACHE_SIZE);
+  }
 
   createInstance(input: NewInstance): InstanceRecord {
     return this.connection.transaction(() => {
@@ -55,8 +63,10 @@ export class InstanceQueries {
   }
 
   getInstance(id: string): InstanceRecord | undefined {
+    const cached = this.cache.get(id);
+    if (cached !== undefined) return cached;
     const row = this.connection.get('SELECT * FROM instances WHERE id = ?', id);
-    return row === undefined ? undefined : instanceFromRow(row);
+    return row === undefined ? undefined : this.cache.remember(id, instanceFromRow(row));
   }
 
   findInstanceByCloudId(cloudId: string): InstanceRecord | undefined {
@@ -108,6 +118,7 @@ export class InstanceQueries {
 
   private apply(change: Change<InstanceRecord>): InstanceRecord {
     const i = change.record;
+    this.cache.forget(i.id);
     this.connection.run(
       `UPDATE instances SET state = ?, cloud_id = ?, availability_zone = ?, placement_group = ?, launched_at = ?,
          running_at = ?, terminated_at = ?, updated_at = ?, worker_token_hash = ?, reason = ? WHERE id = ?`,

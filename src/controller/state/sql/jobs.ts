@@ -1,7 +1,10 @@
 import type { JobSpec } from '../../job-spec/spec.js';
 import {
   StateStoreError,
+  JOB_STATES,
+  TASK_STATES,
   UnknownRecordError,
+  type StateCounts,
   type AttemptFailureInput,
   type JobFilter,
   type JobRecord,
@@ -26,15 +29,43 @@ import {
 import { Where, type SqlConnection } from './connection.js';
 import type { EventQueries } from './events.js';
 import type { InstanceQueries } from './instances.js';
-import { jobFromRow, taskFromRow } from './rows.js';
+import { deepFreeze, RecordCache } from './record-cache.js';
+import { jobRecordFromRow, parseStoredSpec, taskFromRow } from './rows.js';
+
+/** Parsed specs and job records kept: more than the live jobs of a large cluster, a few MB each. */
+const SPEC_CACHE_SIZE = 20_000;
+
+/**
+ * Job specs parsed once: a spec never changes after submission, and the loop, the API and heartbeats read jobs all
+ * the time (JSON.parse of every spec was a good part of a pass). Frozen, since every reader shares it; the oldest
+ * entries make room first.
+ */
+class SpecCache {
+  private readonly specs = new Map<string, JobSpec>();
+
+  readonly specOf = (jobId: string, json: string): JobSpec => {
+    let spec = this.specs.get(jobId);
+    if (spec === undefined) {
+      spec = deepFreeze(parseStoredSpec(jobId, json));
+      if (this.specs.size >= SPEC_CACHE_SIZE) this.specs.delete(this.specs.keys().next().value as string);
+      this.specs.set(jobId, spec);
+    }
+    return spec;
+  };
+}
 
 /** Jobs and their tasks (a task moves with its job and onto instances). */
 export class JobQueries {
+  private readonly specs = new SpecCache();
+  private readonly cache: RecordCache<JobRecord>;
+
   constructor(
     private readonly connection: SqlConnection,
     private readonly events: EventQueries,
     private readonly instances: InstanceQueries,
-  ) {}
+  ) {
+    this.cache = new RecordCache(connection, SPEC_CACHE_SIZE);
+  }
 
   submitJob(spec: JobSpec, kept?: KeptJobIdentity): JobRecord {
     return this.connection.transaction(() => {
@@ -78,8 +109,10 @@ export class JobQueries {
   }
 
   getJob(id: string): JobRecord | undefined {
+    const cached = this.cache.get(id);
+    if (cached !== undefined) return cached;
     const row = this.connection.get('SELECT * FROM jobs WHERE id = ?', id);
-    return row === undefined ? undefined : jobFromRow(row);
+    return row === undefined ? undefined : this.cache.remember(id, jobRecordFromRow(row, this.specs.specOf));
   }
 
   listJobs(filter: JobFilter = {}): JobRecord[] {
@@ -88,7 +121,7 @@ export class JobQueries {
     where.eq('team', filter.team);
     return this.connection
       .all(`SELECT * FROM jobs ${where.sql()} ORDER BY seq`, ...where.params)
-      .map(jobFromRow);
+      .map((row) => jobRecordFromRow(row, this.specs.specOf));
   }
 
   setJobState(id: string, state: JobState, reason?: string): JobRecord {
@@ -128,6 +161,16 @@ export class JobQueries {
       .map(taskFromRow);
   }
 
+  countByState(): StateCounts {
+    const count = <S extends string>(table: 'jobs' | 'tasks', states: readonly S[]): Record<S, number> => {
+      const counts = Object.fromEntries(states.map((st) => [st, 0])) as Record<S, number>;
+      for (const row of this.connection.all(`SELECT state, COUNT(*) AS n FROM ${table} GROUP BY state`))
+        counts[String(row['state']) as S] = Number(row['n']);
+      return counts;
+    };
+    return { jobs: count('jobs', JOB_STATES), tasks: count('tasks', TASK_STATES) };
+  }
+
   setTaskState(id: string, state: TaskState, instanceId?: string): TaskRecord {
     return this.connection.transaction(() => {
       const task = this.task(id);
@@ -147,6 +190,7 @@ export class JobQueries {
 
   private applyJob(change: Change<JobRecord>): JobRecord {
     const j = change.record;
+    this.cache.forget(j.id);
     this.connection.run(
       `UPDATE jobs SET state = ?, reason = ?, started_at = ?, finished_at = ?, updated_at = ?, completed_iterations = ?,
          total_iterations = ?, migrations = ?, attempts = ?, attempt_failures_json = ? WHERE id = ?`,

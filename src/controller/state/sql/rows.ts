@@ -33,18 +33,35 @@ function optNum(row: Row, column: string): number | undefined {
   const v = row[column];
   return v === null || v === undefined ? undefined : Number(v);
 }
-/** Only defined fields, so records from both stores compare equal field by field. */
+/**
+ * Only defined fields, so records from both stores compare equal field by field. (A plain loop: every row the store
+ * reads passes here, and entries/filter/fromEntries allocate an array per field.)
+ */
 function defined<T extends object>(value: T): T {
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(value)) {
+    const v = (value as Record<string, unknown>)[key];
+    if (v !== undefined) out[key] = v;
+  }
+  return out as T;
+}
+
+/** A job's spec from its stored JSON. Stored specs were validated on submit: our own output, not external input. */
+export function parseStoredSpec(_jobId: string, json: string): JobSpec {
+  return JSON.parse(json) as JobSpec;
 }
 
 export function jobFromRow(row: Row): JobRecord {
+  return jobRecordFromRow(row, parseStoredSpec);
+}
+
+/** `specOf` turns the stored spec into the record's (a cache may answer it: specs never change once stored). */
+export function jobRecordFromRow(row: Row, specOf: (jobId: string, json: string) => JobSpec): JobRecord {
   return defined({
     id: str(row, 'id'),
     name: str(row, 'name'),
     team: str(row, 'team'),
-    // Stored specs were validated on submit; they are our own output, not external input.
-    spec: JSON.parse(str(row, 'spec_json')) as JobSpec,
+    spec: specOf(str(row, 'id'), str(row, 'spec_json')),
     state: str(row, 'state') as JobState,
     reason: optStr(row, 'reason'),
     submittedAtSeconds: num(row, 'submitted_at'),

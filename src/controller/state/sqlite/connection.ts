@@ -40,6 +40,15 @@ export class SqliteConnection implements SqlConnection {
     return this.statement(sql).all(...params) as Row[];
   }
 
+  /** SQLite's `data_version`: it changes when another connection commits to the database. */
+  dataVersion(): number {
+    return Number(this.statement('PRAGMA data_version').pluck().get());
+  }
+
+  inTransaction(): boolean {
+    return this.db.inTransaction;
+  }
+
   /**
    * The next AUTOINCREMENT value of `table`. Inserting it explicitly moves `sqlite_sequence` on, and a rollback moves
    * it back, exactly as an implicit AUTOINCREMENT does.

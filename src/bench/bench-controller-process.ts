@@ -1,0 +1,171 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { WORKER_MAIN } from '../cloud/local/worker-spawner.js';
+
+/**
+ * A real controller for the controller benchmark: `fleetwise controller --provider local` as a child process (its own
+ * state directory, SQLite, HTTP API on a free port), whose local instances start no worker (the controller's
+ * FLEETWISE_EXTERNAL_WORKERS hook): the benchmark's simulated fleet registers and heartbeats for them over HTTP.
+ */
+
+/** The controller's hook for workers started elsewhere (cli/commands/controller.ts EXTERNAL_WORKERS_ENV). */
+const EXTERNAL_WORKERS_ENV = 'FLEETWISE_EXTERNAL_WORKERS';
+
+export interface ApiAnswer {
+  readonly status: number;
+  readonly json: unknown;
+  /** Wall-clock milliseconds from sending the request to the whole answer read. */
+  readonly ms: number;
+}
+
+export interface LocalInstanceState {
+  /** The cloud id the worker registers with (`local-…`). */
+  readonly instanceId: string;
+  readonly state: string;
+  /** Its tags: the launch token among them, from which the worker's one-time launch secret is derived. */
+  readonly tags?: Readonly<Record<string, string>>;
+}
+
+export class BenchController {
+  private constructor(
+    private readonly child: ChildProcess,
+    readonly stateDir: string,
+    readonly url: string,
+    readonly adminToken: string,
+    private readonly exited: Promise<number | null>,
+  ) {}
+
+  /**
+   * Start a controller with these configuration lines (YAML); resolves once its API answers. `nodeArgs` go to its
+   * Node.js (e.g. `--cpu-prof --cpu-prof-dir DIR` to profile it).
+   */
+  static async start(
+    stateDir: string,
+    configLines: readonly string[],
+    nodeArgs: readonly string[] = [],
+  ): Promise<BenchController> {
+    mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+    const configFile = join(stateDir, 'bench-config.yaml');
+    writeFileSync(configFile, `${configLines.join('\n')}\n`);
+    const adminToken = randomBytes(24).toString('base64url');
+    const log = openSync(join(stateDir, 'controller.log'), 'a');
+    let child: ChildProcess;
+    try {
+      child = spawn(
+        process.execPath,
+        [
+          ...nodeArgs,
+          WORKER_MAIN,
+          'controller',
+          '--provider',
+          'local',
+          '--executor',
+          'process',
+          '--state-dir',
+          stateDir,
+          '--listen',
+          '127.0.0.1:0',
+          '--config',
+          configFile,
+          '--log-format',
+          'json',
+        ],
+        {
+          env: { ...process.env, FLEETWISE_ADMIN_TOKEN: adminToken, [EXTERNAL_WORKERS_ENV]: '1' },
+          stdio: ['ignore', 'pipe', log],
+        },
+      );
+    } finally {
+      closeSync(log);
+    }
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    let out = '';
+    const url = await new Promise<string>((resolve, reject) => {
+      const fail = (why: string): void =>
+        reject(
+          new Error(`the benchmark's controller ${why}; see ${join(stateDir, 'controller.log')}\n${out}`),
+        );
+      child.stdout?.on('data', (d: Buffer) => {
+        out += d.toString();
+        const match = /API (http:\/\/[^\s;]+)/.exec(out);
+        if (match !== null) resolve(match[1] as string);
+      });
+      void exited.then((code) => fail(`exited (code ${code}) before its API answered`));
+      setTimeout(() => fail('did not start its API within 60 s'), 60_000).unref();
+    });
+    return new BenchController(child, stateDir, url, adminToken, exited);
+  }
+
+  get pid(): number {
+    return this.child.pid as number;
+  }
+
+  /** The cluster's worker token (the local provider's bootstrap token), for the simulated workers. */
+  workerToken(): string {
+    return readFileSync(join(this.stateDir, 'worker-token'), 'utf8').trim();
+  }
+
+  /** The local provider's instances (its state file, written atomically), without asking the controller. */
+  instances(): LocalInstanceState[] {
+    const file = join(this.stateDir, 'local-instances.json');
+    if (!existsSync(file)) return [];
+    try {
+      return (JSON.parse(readFileSync(file, 'utf8')) as { instances: LocalInstanceState[] }).instances;
+    } catch {
+      return []; // between a write and its rename: read again next time
+    }
+  }
+
+  /** An admin request to the API. */
+  async api(method: 'GET' | 'POST', path: string, body?: unknown): Promise<ApiAnswer> {
+    const started = performance.now();
+    const response = await fetch(`${this.url}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${this.adminToken}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await response.text();
+    const ms = performance.now() - started;
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = text;
+    }
+    return { status: response.status, json, ms };
+  }
+
+  /** `/metrics` as name{labels} → value. */
+  async metrics(): Promise<Map<string, number>> {
+    const response = await fetch(`${this.url}/metrics`);
+    const values = new Map<string, number>();
+    for (const line of (await response.text()).split('\n')) {
+      if (line.startsWith('#') || line.trim() === '') continue;
+      const space = line.lastIndexOf(' ');
+      values.set(line.slice(0, space), Number(line.slice(space + 1)));
+    }
+    return values;
+  }
+
+  /** The controller process's resident set size (Linux /proc), in MiB. */
+  rssMiB(): number {
+    const status = readFileSync(`/proc/${this.pid}/status`, 'utf8');
+    const kb = /^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1];
+    if (kb === undefined) throw new Error(`no VmRSS in /proc/${this.pid}/status`);
+    return Number(kb) / 1024;
+  }
+
+  /** SIGTERM and wait; SIGKILL if it has not exited within `graceMs`. */
+  async stop(graceMs = 30_000): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+    await this.exited;
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,124 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { z } from 'zod';
+import {
+  benchController,
+  CONTROLLER_BENCH_DEFAULTS,
+  CONTROLLER_BENCH_TARGETS,
+  type ControllerBenchResult,
+  type TargetName,
+} from '../../bench/controller-bench.js';
+import { parseWith } from '../../core/validation.js';
+import { formatTable } from '../table.js';
+
+const count = (max: number) => z.coerce.number().int('a whole number').min(1).max(max);
+const optionsSchema = z.object({
+  submissions: count(100_000),
+  waiting: count(100_000),
+  running: count(10_000),
+  workers: count(10_000),
+  finished: count(1_000_000),
+  concurrency: count(256),
+  heartbeatSeconds: z.coerce.number().finite().positive().max(600),
+  keep: z.boolean().optional(),
+  cpuProf: z.string().min(1).optional(),
+  json: z.boolean().optional(),
+});
+
+/**
+ * `fleetwise bench controller`: a real controller (local provider, SQLite, HTTP API) under submissions, rounds,
+ * finished jobs and heartbeats from workers simulated over the worker protocol (src/bench/controller-bench.ts).
+ */
+export function registerBenchController(bench: Command): Command {
+  const d = CONTROLLER_BENCH_DEFAULTS;
+  return bench
+    .command('controller')
+    .description(
+      'load a real controller (local provider, SQLite, HTTP API) with workers simulated over the worker protocol: submissions, rounds, memory, heartbeats',
+    )
+    .option('--submissions <n>', 'jobs submitted while rounds run (measured)', String(d.submissions))
+    .option('--waiting <n>', 'jobs queued while rounds are measured', String(d.waiting))
+    .option('--running <n>', 'jobs running while rounds are measured', String(d.running))
+    .option('--workers <n>', 'simulated workers heartbeating (one job each)', String(d.workers))
+    .option('--finished <n>', 'jobs run to completion before the memory is read', String(d.finished))
+    .option('--concurrency <n>', 'clients submitting at once', String(d.concurrency))
+    .option(
+      '--heartbeat-seconds <s>',
+      'how long the heartbeats are measured',
+      String(d.heartbeatWindowSeconds),
+    )
+    .option('--keep', "keep the controllers' state directories (their controller.log) and print where")
+    .option('--cpu-prof <dir>', "write the controllers' CPU profiles (node --cpu-prof) into this directory")
+    .option('--json', 'print one JSON object instead of a table')
+    .action(async (raw: Record<string, unknown>) => {
+      const opts = parseWith(optionsSchema, raw, 'fleetwise bench controller options');
+      const workDir = mkdtempSync(join(tmpdir(), 'fleetwise-bench-controller-'));
+      const progress = (message: string): void => {
+        process.stderr.write(`bench controller: ${message}\n`);
+      };
+      let result: ControllerBenchResult;
+      try {
+        result = await benchController(
+          {
+            submissions: opts.submissions,
+            waiting: opts.waiting,
+            running: opts.running,
+            workers: opts.workers,
+            finished: opts.finished,
+            concurrency: opts.concurrency,
+            heartbeatWindowSeconds: opts.heartbeatSeconds,
+            workDir,
+            cpuProfileDir: opts.cpuProf === undefined ? undefined : resolve(opts.cpuProf),
+          },
+          progress,
+        );
+      } finally {
+        if (opts.keep === true) progress(`state directories kept in ${workDir}`);
+        else rmSync(workDir, { recursive: true, force: true });
+      }
+      if (opts.json === true) process.stdout.write(`${JSON.stringify(result)}\n`);
+      else process.stdout.write(formatResult(result));
+    });
+}
+
+function targetText(name: TargetName): string {
+  const t: { readonly atLeast?: number; readonly atMost?: number } = CONTROLLER_BENCH_TARGETS[name];
+  return t.atLeast !== undefined ? `≥ ${t.atLeast}` : `≤ ${t.atMost ?? ''}`;
+}
+
+function formatResult(r: ControllerBenchResult): string {
+  const row = (name: TargetName, value: string, context: string): string[] => [
+    name,
+    value,
+    targetText(name),
+    r.met[name] ? 'met' : 'MISSED',
+    context,
+  ];
+  return (
+    formatTable(
+      ['FIGURE', 'VALUE', 'TARGET', '', 'MEASURED ON'],
+      [
+        row(
+          'submitsPerSecond',
+          r.submitsPerSecond.toFixed(0),
+          `${r.submissions} submissions, ${r.roundsDuringSubmissions} rounds meanwhile`,
+        ),
+        row('submitP99Ms', r.submitP99Ms.toFixed(1), `p50 ${r.submitP50Ms.toFixed(1)} ms`),
+        row(
+          'roundSeconds',
+          r.roundSeconds.toFixed(3),
+          `slowest of ${r.roundsMeasured} rounds (mean ${r.roundMeanSeconds.toFixed(3)} s) with ${r.waitingJobs} waiting, ${r.runningJobs} running`,
+        ),
+        row(
+          'heartbeatsPerSecond',
+          r.heartbeatsPerSecond.toFixed(0),
+          `${r.heartbeats} heartbeats from ${r.workers} workers`,
+        ),
+        row('heartbeatP99Ms', r.heartbeatP99Ms.toFixed(1), `p50 ${r.heartbeatP50Ms.toFixed(1)} ms`),
+        row('memoryMiB', r.memoryMiB.toFixed(0), `controller RSS after ${r.finishedJobs} finished jobs`),
+      ],
+    ) + (r.fleetErrors > 0 ? `${r.fleetErrors} simulated-worker request(s) failed\n` : '')
+  );
+}

@@ -1,0 +1,54 @@
+import type { Catalog } from '../core/catalog.js';
+import { Admission, type AdmissionSettings, type AdmissionState } from '../queue/admission.js';
+import type { JobQueueView } from '../queue/admission-views.js';
+import { predictEtas, type PredictFn, type PredictionRun } from './eta-world.js';
+import { buildScheduler, type SchedulerRecipe } from './scheduler-recipe.js';
+import type { SnapshotInputs } from './snapshot.js';
+
+/**
+ * One completion-time prediction as plain data (structured-clonable): the controller's state read at one moment, and
+ * the admission and scheduler as they were then, as state rather than objects. It is what crosses to the prediction
+ * worker thread (prediction-worker.ts), so a prediction runs off the API's and the loop's thread; the in-process
+ * engine runs the same data, so both take one path.
+ */
+export interface PredictionJob {
+  readonly inputs: SnapshotInputs;
+  /** The round's queue views (the basis counts the jobs ahead); absent outside a round. */
+  readonly views: ReadonlyMap<string, JobQueueView> | undefined;
+  readonly fork: PortableFork;
+  readonly catalog: Catalog;
+  readonly roundSeconds: number;
+  /** When the prediction's first round happens (≥ now): it replays the admission and plan of that round. */
+  readonly firstRoundSeconds: number;
+  /** Predict only these jobs; default every live job. */
+  readonly targets: readonly string[] | undefined;
+  readonly horizonSeconds: number;
+  readonly budgetMs: number;
+}
+
+/** The admission and the scheduler at the moment of the prediction (round/round.ts PredictionFork, as data). */
+export interface PortableFork {
+  readonly scheduler: { readonly recipe: SchedulerRecipe; readonly state: unknown };
+  readonly admission: { readonly settings: AdmissionSettings; readonly state: AdmissionState };
+}
+
+/** Rebuild the fork and run the prediction (eta-world.ts predictEtas). */
+export function runPredictionJob(predict: PredictFn, job: PredictionJob): PredictionRun {
+  const scheduler = buildScheduler(job.fork.scheduler.recipe, job.catalog);
+  const state = job.fork.scheduler.state;
+  if (state !== undefined && scheduler.importState !== undefined)
+    scheduler.importState.call(scheduler, state as never);
+  const admission = Admission.restore(job.catalog, job.fork.admission.settings, job.fork.admission.state);
+  return predictEtas(predict, {
+    inputs: job.inputs,
+    views: job.views,
+    scheduler,
+    admission,
+    catalog: job.catalog,
+    roundSeconds: job.roundSeconds,
+    firstRoundSeconds: job.firstRoundSeconds,
+    targets: job.targets,
+    horizonSeconds: job.horizonSeconds,
+    budgetMs: job.budgetMs,
+  });
+}
