@@ -21,7 +21,11 @@ export const networkConfigSchema = z.strictObject({
   zones: z
     .union([
       z.number().int('a whole number').min(1, 'at least 1').max(26, 'at most 26'),
-      z.array(z.string().min(1)).min(1, 'at least one zone').max(26, 'at most 26 zones'),
+      z
+        .array(z.string().min(1))
+        .min(1, 'at least one zone')
+        .max(26, 'at most 26 zones')
+        .refine((zones) => new Set(zones).size === zones.length, 'zone names must differ'),
     ])
     .default(3),
   /** Round trip (µs) between two instances of each domain before noise (digest §10.2's placeholders by default). */
