@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // What the test suite needs besides node_modules, installed before it runs (`npm test` calls this first), so that
 // a fresh machine runs the whole suite with nothing skipped: a Docker engine and a static busybox (the worker's
-// Docker tests build their base image from it; there is no registry access), moto_server (the EC2/S3 stand-in) and
-// Chromium (the report pages are checked in it). As root with apt-get, missing Debian packages are installed, and
+// Docker tests build their base image from it; there is no registry access), moto_server (the EC2/S3 stand-in),
+// Chromium (the report pages are checked in it), and iproute2 with Python 3 (the round-trip test puts workers in
+// network namespaces with a delayed link: tc netem, or a small Python delay line where the kernel has no netem). As root with apt-get, missing Debian packages are installed, and
 // moto_server with pip; elsewhere one line says what is missing and how to install it, and the tests that need it
 // fail with their own message. This script never fails the run itself: the tests are the verdict.
 import { spawnSync } from 'node:child_process';
@@ -48,6 +49,16 @@ const needs = [
     what: 'Chromium for the report pages',
     present: () => onPath('chromium') !== undefined || existsSync('/usr/bin/chromium'),
     apt: 'chromium',
+  },
+  {
+    what: 'iproute2 (ip, tc) for the network-namespace round-trip test',
+    present: () => onPath('ip') !== undefined && onPath('tc') !== undefined,
+    apt: 'iproute2',
+  },
+  {
+    what: 'Python 3 for the delay line of the round-trip test (kernels without netem)',
+    present: () => onPath('python3') !== undefined,
+    apt: 'python3',
   },
   {
     what: 'moto_server (EC2 and S3 stand-in) for the AWS tests',

@@ -13,6 +13,7 @@ import { clusterView, whyJob } from './explain.js';
 import type { ExecutorKind } from './execution-check.js';
 import { InjectedCrash, type FaultInjector } from './faults.js';
 import { JobControl } from './job-control.js';
+import type { LatencyMatrixView } from './latency-matrix.js';
 import type { JobSpec } from './job-spec/spec.js';
 import { Predictions } from './predictions.js';
 import type { EtaRecord } from './queue-records.js';
@@ -411,6 +412,11 @@ export class Controller implements ControllerService {
 
   cluster(): ClusterView {
     return clusterView(this.store, this.priceOf);
+  }
+
+  /** The round trips the workers measured between instances (none without workers that probe). */
+  latency(): LatencyMatrixView {
+    return this.workers?.latencyView?.() ?? { pairs: [], probes: [] };
   }
 
   why(jobId: string, limit = 10): WhyRecord[] {

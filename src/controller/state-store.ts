@@ -118,7 +118,13 @@ export interface InstanceRecord {
   readonly cloudId?: string | undefined;
   readonly typeName: string;
   readonly state: InstanceState;
+  /** Before its launch the zone asked for, after it the zone the cloud placed it in. */
   readonly availabilityZone?: string | undefined;
+  /**
+   * The cluster placement group (latency-aware placement): before its launch the one asked for, after it the one the
+   * cloud really put it in (none when the launch fell back without the group).
+   */
+  readonly placementGroup?: string | undefined;
   /** Idempotency token of the launch (EC2 ClientToken): retrying a launch after a crash cannot start a second instance. */
   readonly launchToken: string;
   readonly requestedAtSeconds: number;
@@ -232,6 +238,7 @@ export interface EventFilter {
 export interface NewInstance {
   readonly typeName: string;
   readonly availabilityZone?: string | undefined;
+  readonly placementGroup?: string | undefined;
   /** Defaults to `<store id>-<instance id>`, unique across databases so a fresh database never reuses a token. */
   readonly launchToken?: string | undefined;
 }
@@ -239,6 +246,8 @@ export interface NewInstance {
 export interface InstanceChange {
   readonly cloudId?: string | undefined;
   readonly availabilityZone?: string | undefined;
+  /** The placement group obtained; `null`: none (a launch that fell back without the group asked for). */
+  readonly placementGroup?: string | null | undefined;
   readonly reason?: string | undefined;
 }
 

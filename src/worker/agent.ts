@@ -1,7 +1,12 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import type { ObjectStore } from '../storage/object-store.js';
-import { desiredTaskSchema, type DesiredTask } from '../protocol/worker-protocol.js';
+import {
+  desiredTaskSchema,
+  type DesiredTask,
+  type NetworkReport,
+  type ProbePeer,
+} from '../protocol/worker-protocol.js';
 import { ControllerRequestError, type ControllerConnection } from './controller-client.js';
 import type { Executor } from './executor.js';
 import { TaskLifecycle } from './task-lifecycle.js';
@@ -58,6 +63,11 @@ export interface AgentOptions {
   readonly stopTasksOnExit?: boolean;
   /** Where the controller is, for log lines. */
   readonly controllerUrl?: string;
+  /** Round trips to the instances of this worker's jobs (latency-probe.ts), reported with each heartbeat. */
+  readonly latencyProbe?: {
+    heartbeatReport(): NetworkReport;
+    setPeers(peers: readonly ProbePeer[]): void;
+  };
   readonly logger?: AgentLogger;
 }
 
@@ -190,7 +200,13 @@ export class WorkerAgent {
     }
     await this.tasks.observe();
     const reports = this.tasks.reports();
-    const answer = await this.options.connection.heartbeat({ tasks: reports });
+    const probe = this.options.latencyProbe;
+    const network = probe?.heartbeatReport();
+    const answer = await this.options.connection.heartbeat({
+      tasks: reports,
+      ...(network === undefined ? {} : { network: { ...network, rtts: network.rtts ?? [] } }),
+    });
+    probe?.setPeers(answer.peers ?? []);
     this.reconcile(answer.tasks);
     await this.tasks.uploadRunningLogs();
   }

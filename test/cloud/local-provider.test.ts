@@ -106,6 +106,7 @@ describe('local provider (real worker processes)', () => {
         return { provider: provider(dir).provider, reopen: () => provider(dir).provider };
       },
       typeNames: ['c.x', 'd.x'],
+      zones: ['local'],
       unknownInstanceId: 'local-000000000000',
     });
   });

@@ -2,6 +2,7 @@ import { findType, type Catalog } from '../../src/core/catalog.js';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import type { ApiControllerService, ContextInfo } from '../../src/controller/api/server.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
+import type { LatencyMatrixView } from '../../src/controller/latency-matrix.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { ClusterView, CostReport, WhyRecord } from '../../src/controller/service.js';
 import type { InstanceRecord, JobRecord } from '../../src/controller/state-store.js';
@@ -26,6 +27,8 @@ export class FakeControllerService implements ApiControllerService {
   reportsWritten = 0;
   /** Per-job costs the fake reports (the controller computes them from instance time). */
   jobCosts = new Map<string, number>();
+  /** The latency matrix, when a test serves one (the controller's comes from its workers). */
+  latency?: () => LatencyMatrixView;
 
   submit(spec: JobSpec, team: string): JobRecord {
     const job = this.store.submitJob({ ...spec, team });

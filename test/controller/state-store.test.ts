@@ -323,6 +323,46 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       ]);
     });
 
+    it('keeps the placement asked for until the launch says what it got; a fallback without the group clears it', () => {
+      const a = store.createInstance({
+        typeName: 'c7i.large',
+        availabilityZone: 'us-east-1b',
+        placementGroup: 'job-7',
+      });
+      expect(a).toMatchObject({ availabilityZone: 'us-east-1b', placementGroup: 'job-7' });
+      expect(store.getInstance(a.id)?.placementGroup).toBe('job-7');
+      // Launched in the group: kept; a state change that does not mention the group keeps it too.
+      store.setInstanceState(a.id, 'launching', {
+        cloudId: 'i-0aa',
+        availabilityZone: 'us-east-1b',
+        placementGroup: 'job-7',
+      });
+      expect(store.setInstanceState(a.id, 'running').placementGroup).toBe('job-7');
+      const b = store.createInstance({
+        typeName: 'c7i.large',
+        availabilityZone: 'us-east-1b',
+        placementGroup: 'job-7',
+      });
+      const fellBack = store.setInstanceState(b.id, 'launching', {
+        cloudId: 'i-0bb',
+        availabilityZone: 'us-east-1c',
+        placementGroup: null,
+      });
+      expect(fellBack.placementGroup).toBeUndefined();
+      expect(fellBack.availabilityZone).toBe('us-east-1c');
+      expect(store.getInstance(b.id)?.placementGroup).toBeUndefined();
+      expect(store.listInstances().map((i) => [i.id, i.placementGroup])).toEqual([
+        [a.id, 'job-7'],
+        [b.id, undefined],
+      ]);
+      const launched = store.listEvents({ instanceId: a.id, kind: 'instance.state' })[0]?.data;
+      expect(launched).toMatchObject({
+        to: 'launching',
+        availabilityZone: 'us-east-1b',
+        placementGroup: 'job-7',
+      });
+    });
+
     it('accepts a caller launch token once and rejects malformed ones', () => {
       store.createInstance({ typeName: 'c7i.large', launchToken: 'tok-1' });
       expect(() => store.createInstance({ typeName: 'c7i.large', launchToken: 'tok-1' })).toThrow(
@@ -739,6 +779,7 @@ describe('SqliteStateStore on disk', () => {
       { version: 1, description: expect.stringContaining('jobs') },
       { version: 2, description: expect.stringContaining('unsuccessful') },
       { version: 3, description: expect.stringContaining('attempts') },
+      { version: 4, description: expect.stringContaining('placement group') },
     ]);
     raw.close();
   });
@@ -824,6 +865,34 @@ describe('SqliteStateStore on disk', () => {
     ).toThrow(/FOREIGN KEY/);
     expect(check.pragma('foreign_key_check')).toEqual([]);
     check.close();
+  });
+
+  it("migrates a version-3 database to instances' placement groups, keeping its instances", () => {
+    const path = freshDbPath();
+    const raw = new Database(path);
+    raw.pragma('foreign_keys = ON');
+    raw.exec(MIGRATIONS_TABLE_SQL);
+    for (const m of MIGRATIONS.filter((x) => x.version <= 3)) {
+      raw.exec(m.sql);
+      raw.prepare('INSERT INTO schema_migrations VALUES (?, ?, 0)').run(m.version, m.description);
+    }
+    raw
+      .prepare(
+        "INSERT INTO instances (seq, id, cloud_id, type_name, state, availability_zone, launch_token, requested_at, updated_at) VALUES (4, 'inst-4', 'i-04', 'c7i.large', 'running', 'us-east-1a', 'tok-4', 10, 10)",
+      )
+      .run();
+    raw.close();
+
+    const store = new SqliteStateStore(path, { nowSeconds: () => 20 });
+    expect(store.schemaVersion).toBe(LATEST_SCHEMA_VERSION);
+    const before = store.getInstance('inst-4');
+    expect(before).toMatchObject({ cloudId: 'i-04', availabilityZone: 'us-east-1a', state: 'running' });
+    expect(before?.placementGroup).toBeUndefined();
+    expect(store.createInstance({ typeName: 'c7i.large', placementGroup: 'job-1' })).toMatchObject({
+      id: 'inst-5',
+      placementGroup: 'job-1',
+    });
+    store.close();
   });
 
   it('gives every database its own launch-token prefix', () => {

@@ -6,6 +6,12 @@ import { parseWith, ValidationError } from '../../core/validation.js';
 import { openObjectStore } from '../../storage/open-object-store.js';
 import { DEFAULT_GIVE_UP_AFTER_SECONDS, WorkerAgent } from '../../worker/agent.js';
 import { ControllerClient } from '../../worker/controller-client.js';
+import {
+  DEFAULT_PROBE_INTERVAL_SECONDS,
+  DEFAULT_PROBE_PORT,
+  DEFAULT_PROBE_WINDOW_SECONDS,
+  LatencyProber,
+} from '../../worker/latency-probe.js';
 import type { Executor } from '../../worker/executor.js';
 import { DockerExecutor, dockerFromEnv } from '../../worker/executors/docker.js';
 import { ProcessExecutor } from '../../worker/executors/process.js';
@@ -24,7 +30,36 @@ interface WorkerFlags {
   readonly workDir?: string;
   readonly giveUpAfterSeconds?: string;
   readonly stopTasksOnExit?: boolean;
+  /** False with --no-probe. */
+  readonly probe?: boolean;
+  readonly probePort?: string;
+  readonly probeHost?: string;
+  readonly probeIntervalSeconds?: string;
+  readonly probeWindowSeconds?: string;
 }
+
+const probeFlagsSchema = z.object({
+  '--probe-port': z.coerce
+    .number({ error: 'a TCP port' })
+    .int('a whole port number')
+    .min(0, '0 (any free port) to 65535')
+    .max(65535, '0 (any free port) to 65535')
+    .default(DEFAULT_PROBE_PORT),
+  '--probe-host': z
+    .string()
+    .regex(/^[A-Za-z0-9:[\]][A-Za-z0-9.:%[\]-]{0,254}$/, 'an IP address or a host name')
+    .optional(),
+  '--probe-interval-seconds': z.coerce
+    .number({ error: 'a number of seconds' })
+    .min(0.05, 'at least 0.05 s')
+    .max(3600, 'at most an hour')
+    .default(DEFAULT_PROBE_INTERVAL_SECONDS),
+  '--probe-window-seconds': z.coerce
+    .number({ error: 'a number of seconds' })
+    .min(1, 'at least 1 s')
+    .max(3600, 'at most an hour')
+    .default(DEFAULT_PROBE_WINDOW_SECONDS),
+});
 
 const giveUpSchema = z.coerce
   .number({ error: 'a number of seconds' })
@@ -69,7 +104,32 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
     { '--give-up-after-seconds': flags.giveUpAfterSeconds },
     'fleetwise worker',
   )['--give-up-after-seconds'];
+  const probeFlags = parseWith(
+    probeFlagsSchema,
+    {
+      '--probe-port': flags.probePort,
+      '--probe-host': flags.probeHost,
+      '--probe-interval-seconds': flags.probeIntervalSeconds,
+      '--probe-window-seconds': flags.probeWindowSeconds,
+    },
+    'fleetwise worker',
+  );
   const workDir = resolve(flags.workDir ?? join('.fleetwise-worker', flags.instanceId));
+  // The latency probe's echo listener; a port another process holds is a startup error, as for the executor.
+  const latencyProbe =
+    flags.probe === false
+      ? undefined
+      : await LatencyProber.start({
+          port: probeFlags['--probe-port'],
+          advertisedHost: probeFlags['--probe-host'],
+          intervalSeconds: probeFlags['--probe-interval-seconds'],
+          windowSeconds: probeFlags['--probe-window-seconds'],
+        }).catch((e: unknown) => {
+          throw new ValidationError('fleetwise worker', [
+            `--probe-port: the latency probe cannot listen on port ${probeFlags['--probe-port']} ` +
+              `(${(e as Error).message}); pick another port (0: any free one) or pass --no-probe`,
+          ]);
+        });
   const log = pino({ base: { component: 'worker', instance: flags.instanceId } }, pino.destination(2));
   const agent = new WorkerAgent({
     connection: new ControllerClient(flags.controller, token.trim()),
@@ -81,6 +141,7 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
     giveUpAfterSeconds,
     stopTasksOnExit: flags.stopTasksOnExit === true,
     controllerUrl: flags.controller,
+    ...(latencyProbe === undefined ? {} : { latencyProbe }),
     logger: {
       info: (message, data) => log.info(data ?? {}, message),
       warn: (message, data) => log.warn(data ?? {}, message),
@@ -92,10 +153,13 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
   process.once('SIGTERM', () => stop.abort());
   process.once('SIGINT', () => stop.abort());
   process.stdout.write(
-    `fleetwise worker ${flags.instanceId}: ${kind} executor, work dir ${workDir}, controller ${flags.controller}\n`,
+    `fleetwise worker ${flags.instanceId}: ${kind} executor, work dir ${workDir}, controller ${flags.controller}` +
+      `${latencyProbe === undefined ? '' : `, latency probe on port ${latencyProbe.port}`}\n`,
   );
   // Giving up is a failure: a supervisor that restarts failed workers (systemd on EC2) tries the controller again.
-  if ((await agent.run(stop.signal)) === 'gave-up') process.exitCode = 1;
+  const exit = await agent.run(stop.signal);
+  await latencyProbe?.stop();
+  if (exit === 'gave-up') process.exitCode = 1;
 }
 
 export function registerWorker(program: Command): void {
@@ -115,6 +179,23 @@ export function registerWorker(program: Command): void {
       '--stop-tasks-on-exit',
       'on SIGTERM/SIGINT, checkpoint and stop the tasks before exiting (default: leave them for a restarted worker)',
     )
+    .option(
+      '--probe-port <port>',
+      `TCP port of the latency probe other workers measure round trips to (default ${DEFAULT_PROBE_PORT}; 0 any free port)`,
+    )
+    .option(
+      '--probe-host <address>',
+      "the address other workers reach this one's probe at (default: the address the controller sees)",
+    )
+    .option(
+      '--probe-interval-seconds <s>',
+      `probe each peer this often (default ${DEFAULT_PROBE_INTERVAL_SECONDS})`,
+    )
+    .option(
+      '--probe-window-seconds <s>',
+      `report max and p99 round trips over this window (default ${DEFAULT_PROBE_WINDOW_SECONDS})`,
+    )
+    .option('--no-probe', 'measure no round trips and open no probe port')
     .action(async (options: WorkerFlags) => {
       await runWorker(options);
     });

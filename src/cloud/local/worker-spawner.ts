@@ -54,6 +54,11 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
           instance.dir,
           // A local instance ends with its worker: a stopped worker checkpoints and stops its tasks.
           '--stop-tasks-on-exit',
+          // Every local worker is on this host: each latency probe takes a free port of its own, on loopback only.
+          '--probe-port',
+          '0',
+          '--probe-host',
+          '127.0.0.1',
           ...(this.options.giveUpAfterSeconds === undefined
             ? []
             : ['--give-up-after-seconds', String(this.options.giveUpAfterSeconds)]),

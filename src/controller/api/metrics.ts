@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { ControllerService } from '../service.js';
 import { JOB_STATES, TASK_STATES } from '../state-store.js';
+import type { LatencyPair } from '../latency-matrix.js';
+import type { ApiControllerService } from './routing.js';
 
 /**
  * Prometheus metrics of a controller. Counters (rounds, their duration, migrations, caps hit) are incremented by
@@ -49,7 +50,7 @@ export class ControllerMetrics {
 }
 
 /** Gauges computed from the service's store at scrape time, in a registry of their own. */
-export function storeGaugeRegistry(service: ControllerService): Registry {
+export function storeGaugeRegistry(service: ApiControllerService): Registry {
   const registry = new Registry();
   new Gauge({
     name: 'fleetwise_cost_per_hour_dollars',
@@ -102,6 +103,38 @@ export function storeGaugeRegistry(service: ControllerService): Registry {
       for (const w of service.store.latestRound()?.decision.waiting ?? []) this.inc({ cap: w.cap });
     },
   });
+  // Round trips between instances, as the workers measured them (one series per measured pair; the max is what
+  // latency-aware placement uses).
+  const rttGauge = (name: string, help: string, pick: (p: LatencyPair) => number | undefined): void => {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['from', 'to'] as const,
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const p of service.latency?.().pairs ?? []) {
+          const value = pick(p);
+          if (value !== undefined) this.set({ from: p.fromInstanceId, to: p.toInstanceId }, value);
+        }
+      },
+    });
+  };
+  rttGauge(
+    'fleetwise_instance_rtt_max_seconds',
+    "Largest round trip from one instance to another over the measuring worker's window",
+    (p) => (p.maxMicroseconds === undefined ? undefined : p.maxMicroseconds / 1e6),
+  );
+  rttGauge(
+    'fleetwise_instance_rtt_p99_seconds',
+    "99th percentile round trip from one instance to another over the measuring worker's window",
+    (p) => (p.p99Microseconds === undefined ? undefined : p.p99Microseconds / 1e6),
+  );
+  rttGauge(
+    'fleetwise_instance_rtt_probe_failures',
+    "Probes from one instance to another that got no answer in the measuring worker's window",
+    (p) => p.failures,
+  );
   new Gauge({
     name: 'fleetwise_last_round_timestamp_seconds',
     help: 'When the latest recorded round ran (store clock; 0 before the first round)',
@@ -114,6 +147,6 @@ export function storeGaugeRegistry(service: ControllerService): Registry {
 }
 
 /** One registry for /metrics: the scrape-time gauges plus the controller's counters. */
-export function metricsRegistry(service: ControllerService, metrics: ControllerMetrics): Registry {
+export function metricsRegistry(service: ApiControllerService, metrics: ControllerMetrics): Registry {
   return Registry.merge([storeGaugeRegistry(service), metrics.registry]);
 }

@@ -211,6 +211,10 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
       typeName: str,
       state: { type: 'string', enum: [...INSTANCE_STATES] },
       availabilityZone: str,
+      placementGroup: {
+        ...str,
+        description: 'The cluster placement group it is in (asked for, until launched)',
+      },
       requestedAtSeconds: num,
       launchedAtSeconds: num,
       runningAtSeconds: num,
@@ -311,6 +315,46 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
         },
       },
       tasks: { type: 'array', items: ref('Task') },
+    },
+  },
+  ClusterLatency: {
+    type: 'object',
+    required: ['scope', 'pairs', 'probes'],
+    properties: {
+      scope: {
+        type: 'string',
+        enum: ['all', 'team'],
+        description: "team: the probes' addresses are withheld",
+      },
+      pairs: {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['fromInstanceId', 'toInstanceId', 'samples', 'failures', 'windowSeconds', 'atSeconds'],
+          properties: {
+            fromInstanceId: str,
+            toInstanceId: str,
+            maxMicroseconds: {
+              ...num,
+              description:
+                'Largest round trip in the window (what placement uses); absent when no probe got through',
+            },
+            p99Microseconds: num,
+            samples: int,
+            failures: { ...int, description: 'Probes that got no answer in the window' },
+            windowSeconds: num,
+            atSeconds: { ...num, description: 'When the report arrived (controller clock)' },
+          },
+        },
+      },
+      probes: {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['instanceId', 'host', 'port', 'atSeconds'],
+          properties: { instanceId: str, host: str, port: int, atSeconds: num },
+        },
+      },
     },
   },
   Why: {

@@ -187,6 +187,14 @@ export const PATHS: Record<string, Record<string, Schema>> = {
       responses: { '200': ok('The cluster', ref('Cluster')), ...COMMON_ERRORS },
     },
   },
+  '/v1/cluster/latency': {
+    get: {
+      summary:
+        "Round trips the workers measured between instances (max and p99 over each worker's window), and their probes",
+      operationId: 'clusterLatency',
+      responses: { '200': ok('The latency matrix', ref('ClusterLatency')), ...COMMON_ERRORS },
+    },
+  },
   '/v1/instances/{id}/drain': {
     post: {
       summary: 'Move every task off an instance and retire it (admin)',

@@ -44,6 +44,22 @@ export function registerClusterRoutes(
   });
 
   routes.add({
+    method: 'GET',
+    url: '/v1/cluster/latency',
+    access: 'any',
+    handler: async (request) => {
+      const view = service.latency?.() ?? { pairs: [], probes: [] };
+      // Where the probes listen (instances' addresses) is the operator's business; the round trips are everyone's.
+      const team = teamScope(context.principal(request));
+      return {
+        scope: team === undefined ? 'all' : 'team',
+        pairs: view.pairs,
+        probes: team === undefined ? view.probes : [],
+      };
+    },
+  });
+
+  routes.add({
     method: 'POST',
     url: '/v1/instances/:id/drain',
     access: 'admin',

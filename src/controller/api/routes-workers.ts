@@ -60,7 +60,7 @@ export function registerWorkerRoutes(routes: RouteTable, workers: WorkerEndpoint
       const token = bearerOf(request);
       const body = parseWith(heartbeatRequestSchema, jsonOf(request), 'worker heartbeat');
       try {
-        return workers.heartbeat(token, body);
+        return workers.heartbeat(token, body, { remoteAddress: request.socket.remoteAddress });
       } catch (e) {
         return asHttp(e);
       }

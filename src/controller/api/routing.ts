@@ -3,6 +3,7 @@ import type { PriceBook } from '../../scheduler/reservation-price.js';
 import type { ControllerService } from '../service.js';
 import type { JobSpec } from '../job-spec/spec.js';
 import type { EtaRecord } from '../queue-records.js';
+import type { LatencyMatrixView } from '../latency-matrix.js';
 import type { JobRecord } from '../state-store.js';
 import type { Principal, RouteAccess } from './auth.js';
 
@@ -32,6 +33,8 @@ export interface ApiControllerService extends ControllerService {
   jobLogs?(jobId: string): Promise<string>;
   /** The ETA a job with this spec would get if submitted now, stored nowhere; null when none can be predicted. */
   estimate?(spec: JobSpec): EtaRecord | null;
+  /** Round trips the workers measured between instances, and where their probes listen. */
+  latency?(): LatencyMatrixView;
   /** End a job as unsuccessful at a stage (success-ranked ordering), freeing its capacity. */
   markUnsuccessful?(jobId: string, options: { readonly stage?: number; readonly reason?: string }): JobRecord;
 }

@@ -82,6 +82,7 @@ function adoptLaunch(ctx: ReconcileContext, inst: InstanceRecord, cloud: CloudIn
     const change = {
       cloudId: cloud.instanceId,
       availabilityZone: cloud.availabilityZone,
+      placementGroup: cloud.placementGroup ?? null,
       reason: 'found by launch token',
     };
     if (inst.state === 'requested') ctx.store.setInstanceState(inst.id, 'launching', change);
@@ -109,6 +110,7 @@ function handleOrphan(ctx: ReconcileContext, cloud: CloudInstance): InstanceReco
     const inst = ctx.store.createInstance({
       typeName: cloud.typeName,
       availabilityZone: cloud.availabilityZone,
+      placementGroup: cloud.placementGroup,
       launchToken: `adopted-${cloud.instanceId}`,
     });
     ctx.store.setInstanceState(inst.id, 'launching', {

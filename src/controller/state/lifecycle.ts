@@ -289,6 +289,7 @@ export function newInstanceRecord(
     typeName: input.typeName,
     state: 'requested',
     ...(input.availabilityZone === undefined ? {} : { availabilityZone: input.availabilityZone }),
+    ...(input.placementGroup === undefined ? {} : { placementGroup: input.placementGroup }),
     launchToken,
     requestedAtSeconds: nowSeconds,
     updatedAtSeconds: nowSeconds,
@@ -318,8 +319,13 @@ export function transitionInstance(
     );
   const cloudId = change.cloudId ?? instance.cloudId;
   const availabilityZone = change.availabilityZone ?? instance.availabilityZone;
+  const placementGroup =
+    change.placementGroup === null ? undefined : (change.placementGroup ?? instance.placementGroup);
   const unchanged =
-    instance.state === to && cloudId === instance.cloudId && availabilityZone === instance.availabilityZone;
+    instance.state === to &&
+    cloudId === instance.cloudId &&
+    availabilityZone === instance.availabilityZone &&
+    placementGroup === instance.placementGroup;
   if (unchanged) return { record: instance };
   const entering = instance.state !== to;
   const record: InstanceRecord = {
@@ -327,6 +333,7 @@ export function transitionInstance(
     state: to,
     cloudId,
     availabilityZone,
+    placementGroup,
     reason: entering ? change.reason : instance.reason,
     updatedAtSeconds: nowSeconds,
     launchedAtSeconds: instance.launchedAtSeconds ?? (to === 'launching' ? nowSeconds : undefined),
@@ -344,6 +351,7 @@ export function transitionInstance(
         to,
         ...(cloudId === undefined ? {} : { cloudId }),
         ...(availabilityZone === undefined ? {} : { availabilityZone }),
+        ...(placementGroup === undefined ? {} : { placementGroup }),
         ...(change.reason === undefined ? {} : { reason: change.reason }),
       },
     },

@@ -36,13 +36,15 @@ export class InstanceQueries {
       )
         throw new StateStoreError(`launch token ${record.launchToken} is already used`);
       this.connection.run(
-        `INSERT INTO instances (seq, id, type_name, state, availability_zone, launch_token, requested_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO instances (seq, id, type_name, state, availability_zone, placement_group, launch_token,
+           requested_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         seq,
         record.id,
         record.typeName,
         record.state,
         record.availabilityZone ?? null,
+        record.placementGroup ?? null,
         record.launchToken,
         record.requestedAtSeconds,
         record.updatedAtSeconds,
@@ -107,11 +109,12 @@ export class InstanceQueries {
   private apply(change: Change<InstanceRecord>): InstanceRecord {
     const i = change.record;
     this.connection.run(
-      `UPDATE instances SET state = ?, cloud_id = ?, availability_zone = ?, launched_at = ?, running_at = ?, terminated_at = ?,
-         updated_at = ?, worker_token_hash = ?, reason = ? WHERE id = ?`,
+      `UPDATE instances SET state = ?, cloud_id = ?, availability_zone = ?, placement_group = ?, launched_at = ?,
+         running_at = ?, terminated_at = ?, updated_at = ?, worker_token_hash = ?, reason = ? WHERE id = ?`,
       i.state,
       i.cloudId ?? null,
       i.availabilityZone ?? null,
+      i.placementGroup ?? null,
       i.launchedAtSeconds ?? null,
       i.runningAtSeconds ?? null,
       i.terminatedAtSeconds ?? null,
