@@ -91,7 +91,11 @@ export function jobOutcome(
  * multi-task jobs of their time-average P_job, which is the "area" of the paper's CDF, digest §6.2), the traffic cost
  * across zones, and the latency-sensitive jobs' JCT and migrations.
  */
-export function networkMetrics(jobs: readonly SimJob[], outcomes: readonly JobOutcome[]): NetworkRunMetrics {
+export function networkMetrics(
+  jobs: readonly SimJob[],
+  outcomes: readonly JobOutcome[],
+  latencyMoves = 0,
+): NetworkRunMetrics {
   const sensitive = jobs.filter(
     (j) =>
       j.spec.network !== undefined && isLatencySensitive(j.spec.network.sensitivity) && j.tasks.length > 1,
@@ -110,5 +114,6 @@ export function networkMetrics(jobs: readonly SimJob[], outcomes: readonly JobOu
     latencySensitiveMeanJctHours: jct.length === 0 ? null : mean(jct),
     latencySensitiveMigrationsPerJob:
       sensitive.length === 0 ? null : sensitive.reduce((s, j) => s + j.migrations, 0) / sensitive.length,
+    latencyMovesPerJob: jobs.length === 0 ? 0 : latencyMoves / jobs.length,
   };
 }

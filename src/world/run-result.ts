@@ -65,6 +65,8 @@ export interface NetworkRunMetrics {
   readonly latencySensitiveMeanJctHours: number | null;
   /** Migrations of latency-sensitive jobs per latency-sensitive job; null when none. */
   readonly latencySensitiveMigrationsPerJob: number | null;
+  /** Moves made by plans chosen for the network (Eva's `latency` candidate), per job of the trace. */
+  readonly latencyMovesPerJob: number;
 }
 
 /** Metrics of a run with the queue layer; null when not applicable. */

@@ -92,6 +92,8 @@ export class Simulation {
   private tickPending = false;
 
   private rounds = 0;
+  /** Job moves carried out by plans chosen for the network's sake. */
+  private latencyMoves = 0;
   /** Jobs stopped by WFQ preemption. */
   private preemptions = 0;
   private fullRounds = 0;
@@ -311,6 +313,9 @@ export class Simulation {
         // A plan over a cap is not carried out (the safety rail; a scheduler that keeps the caps never trips it).
         if (planned.capViolation === undefined) {
           this.preemptions += planned.victims.length;
+          // Moves of plans chosen for the network (the `latency` candidate: jobs measured slow, moved again).
+          if (planned.plan.decision.chosen === 'latency')
+            this.latencyMoves += planned.diff.movedJobIds.length;
           this.commands.apply(planned.diff.actions);
         }
       }
@@ -405,7 +410,9 @@ export class Simulation {
 
   result(wallSeconds: number): RunResult {
     const jobs: JobOutcome[] = this.state.jobs.map((j) => jobOutcome(j, this.predictions.get(j.spec.id)));
-    const network = this.reportsNetwork ? networkMetrics(this.state.jobs, jobs) : undefined;
+    const network = this.reportsNetwork
+      ? networkMetrics(this.state.jobs, jobs, this.latencyMoves)
+      : undefined;
     const summary = summarize(
       {
         scheduler: this.scheduler.name,

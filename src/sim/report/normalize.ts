@@ -70,6 +70,7 @@ export const NETWORK_FIELDS = [
   'latencySensitiveJobs',
   'latencySensitiveMeanJctHours',
   'latencySensitiveMigrationsPerJob',
+  'latencyMovesPerJob',
 ] as const satisfies readonly (keyof NetworkRunMetrics)[];
 
 /**
@@ -102,6 +103,7 @@ export function runRecord(r: RunResult): RunRecord {
           latencySensitiveJobs: n.latencySensitiveJobs,
           latencySensitiveMeanJctHours: n.latencySensitiveMeanJctHours,
           latencySensitiveMigrationsPerJob: n.latencySensitiveMigrationsPerJob,
+          latencyMovesPerJob: n.latencyMovesPerJob,
         }),
   };
 }
