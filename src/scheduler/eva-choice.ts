@@ -6,7 +6,7 @@ import type { DraftInstance } from './full-reconfiguration.js';
 import { compositionValue, type PackTask } from './packing.js';
 import type { PlanningInput } from './reconfiguration.js';
 import { jobMoveCost } from './eva-pins.js';
-import { planNetwork, tagWithPlan } from './latency-placement.js';
+import { planNetwork, tagWithPlan, type StayingPerformance } from './latency-placement.js';
 import { draftWithTasks } from './reconfiguration.js';
 import type { CandidateSummary } from './types.js';
 
@@ -45,13 +45,14 @@ export function summarizeCandidate(
   jobRp: ReadonlyMap<string, number>,
   now: number,
   crossZonePricePerGiB = 0,
+  staying?: StayingPerformance,
 ): CandidateSummary {
   let costPerHour = 0;
   let tnrp = 0;
   const network =
     input.latency === undefined || input.latency.jobs.size === 0
       ? undefined
-      : planNetwork(input.latency, drafts, crossZonePricePerGiB);
+      : planNetwork(input.latency, drafts, crossZonePricePerGiB, staying);
   let newInstances = 0;
   let launchCost = 0;
   const moved = new Set<string>();

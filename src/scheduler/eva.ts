@@ -226,6 +226,15 @@ export class EvaScheduler implements Scheduler {
     this.trackEvents(snapshot);
     const view = this.latencyView(snapshot);
     if (this.latency !== undefined) this.slowJobs.update(snapshot, view, this.latency.migrationThreshold);
+    const horizon = horizonSeconds(
+      this.history.eventRatePerSecond,
+      this.history.fullFraction,
+      this.elapsed(now),
+    );
+    const staying =
+      view === undefined
+        ? () => undefined
+        : (jobId: string) => this.stayingPerformance(view, jobId, now, horizon);
     const instanceType = new Map<string, InstanceType>();
     for (const inst of snapshot.instances) instanceType.set(inst.id, this.book.type(inst.typeName));
     const jobs = new Map(snapshot.jobs.map((j) => [j.id, j]));
@@ -252,12 +261,12 @@ export class EvaScheduler implements Scheduler {
       packTasks,
       instanceType,
       jobRp,
-      (jobId) => view?.current(jobId)?.performance ?? 1,
+      (jobId) => staying(jobId) ?? 1,
     );
     const input: PlanningInput = {
       book: this.book,
       model: this.model,
-      tasks: view === undefined ? packTasks : tagCurrent(view, packTasks),
+      tasks: view === undefined ? packTasks : tagCurrent(view, packTasks, staying),
       instances: snapshot.instances.map((i) => ({
         id: i.id,
         type: instanceType.get(i.id) as InstanceType,
@@ -268,16 +277,14 @@ export class EvaScheduler implements Scheduler {
       latency: view,
     };
 
-    const horizon = horizonSeconds(
-      this.history.eventRatePerSecond,
-      this.history.fullFraction,
-      this.elapsed(now),
-    );
     const trafficPrice = crossZonePricePerGiB(this.catalog);
     const evaluate = (name: CandidateSummary['name'], drafts: readonly DraftInstance[]): Candidate => {
       // Every candidate's new instances go where their jobs' roots are (the packing passes did it for theirs already).
       if (view !== undefined) assignPlacements(view, drafts);
-      return { summary: summarizeCandidate(name, drafts, input, jobs, jobRp, now, trafficPrice), drafts };
+      return {
+        summary: summarizeCandidate(name, drafts, input, jobs, jobRp, now, trafficPrice, staying),
+        drafts,
+      };
     };
     const fingerprint = this.fingerprint(snapshot, pinnedTaskIds, horizon, view);
     const previous = this.previous;
@@ -350,6 +357,28 @@ export class EvaScheduler implements Scheduler {
     if (this.latency === undefined || !snapshot.jobs.some((j) => j.network !== undefined)) return undefined;
     const view = new LatencyView(snapshot, this.latency);
     return view.jobs.size === 0 ? undefined : view;
+  }
+
+  /**
+   * P_job a job can expect over the horizon where it is now. A slowness its placement does not explain (the domains'
+   * defaults say it should be fast: congestion) is expected to last about as long as it has lasted so far (the older a
+   * spell, the likelier it persists), then the placement's own P_job returns: over T that averages to
+   * P_now · w + P_domains · (1 − w) with w = min(1, slow so far / T). Measured slowness that the placement explains
+   * (across zones, say) stays. So a short congestion episode cannot pay for a move, whichever candidate would make it,
+   * while one that lasts soon can.
+   */
+  private stayingPerformance(
+    view: LatencyView,
+    jobId: string,
+    now: number,
+    horizon: number,
+  ): number | undefined {
+    const current = view.current(jobId);
+    if (current === undefined) return undefined;
+    const slowFor = this.slowJobs.slowForSeconds(jobId, now);
+    if (slowFor === undefined || current.byDomain <= current.performance) return current.performance;
+    const w = horizon > 0 ? Math.min(1, slowFor / horizon) : 1;
+    return current.performance * w + current.byDomain * (1 - w);
   }
 
   /** Latency-sensitive jobs slow for long enough to be placed again by the latency candidate (none when pinned). */
@@ -428,8 +457,8 @@ export class EvaScheduler implements Scheduler {
     table: SerializedColocationTable;
     history: ReturnType<EventHistory['toJSON']>;
     knownJobs: string[];
-    /** Rounds each latency-sensitive job has been slow (absent in state saved before latency-aware placement). */
-    slowJobs?: [string, number][];
+    /** Each slow latency-sensitive job's rounds and since when (absent in state saved before latency-aware placement). */
+    slowJobs?: [string, number, number][];
   } {
     return {
       table: this.table.toJSON(),

@@ -1,19 +1,25 @@
 import type { ClusterSnapshot } from '../core/model.js';
 import type { LatencyView } from './latency-view.js';
 
+/** How long a job has been slow: rounds in a row, and since when. */
+interface SlowSpell {
+  readonly rounds: number;
+  readonly sinceSeconds: number;
+}
+
 /**
  * Which jobs Eva considers moving because their network got worse (NoMora §5.3 with the paper's own caution, research
  * digest §10.4): a latency-sensitive job whose measured P_job stayed below the threshold for `persistRounds` rounds
- * in a row. Whether it moves is then Eva's decision rule's call, like any move: the saving over the horizon (its TNRP
- * at the better P_job) against the migration cost, `paybackMargin` times. A job moved, launched or not measured starts
- * counting again, which also keeps it in place for `persistRounds` rounds after a move.
+ * in a row. Whether it moves is then Eva's decision rule's call, like any move: the saving (its TNRP at the better
+ * P_job) against the migration cost, `paybackMargin` times. A job moved, launched or not measured starts counting
+ * again, which also keeps it in place for `persistRounds` rounds after a move.
  */
 export class SlowJobTracker {
-  private rounds = new Map<string, number>();
+  private spells = new Map<string, SlowSpell>();
 
   /** Count this round: every running latency-sensitive job measured below `threshold` adds a round. */
   update(snapshot: ClusterSnapshot, view: LatencyView | undefined, threshold: number): void {
-    const next = new Map<string, number>();
+    const next = new Map<string, SlowSpell>();
     if (view !== undefined)
       for (const job of snapshot.jobs) {
         if (!job.reconfigurable) continue;
@@ -21,9 +27,19 @@ export class SlowJobTracker {
         if (aware === undefined || !aware.sensitive) continue;
         const now = view.current(job.id);
         if (now === undefined || !now.measured || now.performance >= threshold) continue;
-        next.set(job.id, (this.rounds.get(job.id) ?? 0) + 1);
+        const spell = this.spells.get(job.id);
+        next.set(job.id, {
+          rounds: (spell?.rounds ?? 0) + 1,
+          sinceSeconds: spell?.sinceSeconds ?? snapshot.nowSeconds,
+        });
       }
-    this.rounds = next;
+    this.spells = next;
+  }
+
+  /** Seconds the job has been slow (since the first round of its spell), or undefined when it is not slow. */
+  slowForSeconds(jobId: string, nowSeconds: number): number | undefined {
+    const spell = this.spells.get(jobId);
+    return spell === undefined ? undefined : Math.max(0, nowSeconds - spell.sinceSeconds);
   }
 
   /**
@@ -36,8 +52,8 @@ export class SlowJobTracker {
     for (const job of view.jobs.values())
       if (job.sensitive && view.current(job.id) !== undefined) running += 1;
     const limit = Math.max(1, Math.ceil(maxShare * running));
-    return [...this.rounds.entries()]
-      .filter(([id, n]) => n >= persistRounds && !pinnedJobs.has(id))
+    return [...this.spells.entries()]
+      .filter(([id, spell]) => spell.rounds >= persistRounds && !pinnedJobs.has(id))
       .map(([id]) => ({ id, p: view.current(id)?.performance ?? 1 }))
       .sort((a, b) => a.p - b.p || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
       .slice(0, limit)
@@ -46,19 +62,20 @@ export class SlowJobTracker {
 
   /** For the plan fingerprint: a round with other counts may plan otherwise. */
   signature(): string {
-    return [...this.rounds.entries()]
+    return [...this.spells.entries()]
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([id, n]) => `${id}:${n}`)
+      .map(([id, s]) => `${id}:${s.rounds}:${s.sinceSeconds}`)
       .join(',');
   }
 
-  toJSON(): [string, number][] {
-    return [...this.rounds.entries()];
+  /** `[job id, rounds, since]` per slow job. */
+  toJSON(): [string, number, number][] {
+    return [...this.spells.entries()].map(([id, s]) => [id, s.rounds, s.sinceSeconds]);
   }
 
-  static fromJSON(data: readonly (readonly [string, number])[] | undefined): SlowJobTracker {
+  static fromJSON(data: readonly (readonly [string, number, number])[] | undefined): SlowJobTracker {
     const t = new SlowJobTracker();
-    for (const [id, n] of data ?? []) t.rounds.set(id, n);
+    for (const [id, rounds, sinceSeconds] of data ?? []) t.spells.set(id, { rounds, sinceSeconds });
     return t;
   }
 }

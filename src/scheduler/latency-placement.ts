@@ -18,16 +18,22 @@ import type { AwareJob, LatencyView } from './latency-view.js';
  * roots are: into the root's placement group and zone, or into a fresh cluster placement group.
  */
 
-/** The tag of a task of a job that stays where it is: its P_job now (estimated from the measured round trips). */
-function stayingTag(view: LatencyView, job: AwareJob, taskId: string): TaskLatency | undefined {
-  const now = view.current(job.id);
-  if (now === undefined) return undefined;
-  return {
-    jobId: job.id,
-    isRoot: taskId === job.rootTaskId,
-    together: now.performance,
-    spread: now.performance,
-  };
+/** The P_job a job can expect where it is now, or undefined when not all of it is placed. */
+export type StayingPerformance = (jobId: string) => number | undefined;
+
+/**
+ * The tag of a task of a job that stays where it is: the P_job it can expect there (`staying`, from the measured round
+ * trips: see EvaScheduler's stayingPerformance), else its P_job now.
+ */
+function stayingTag(
+  view: LatencyView,
+  job: AwareJob,
+  taskId: string,
+  staying: StayingPerformance,
+): TaskLatency | undefined {
+  const p = staying(job.id) ?? view.current(job.id)?.performance;
+  if (p === undefined) return undefined;
+  return { jobId: job.id, isRoot: taskId === job.rootTaskId, together: p, spread: p };
 }
 
 /**
@@ -56,13 +62,17 @@ function withTag(t: PackTask, latency: TaskLatency | undefined): PackTask {
 }
 
 /** The round's tasks with the tags of where they are now (what committed values and pins are computed with). */
-export function tagCurrent(view: LatencyView, tasks: ReadonlyMap<string, PackTask>): Map<string, PackTask> {
+export function tagCurrent(
+  view: LatencyView,
+  tasks: ReadonlyMap<string, PackTask>,
+  staying: StayingPerformance = () => undefined,
+): Map<string, PackTask> {
   const out = new Map(tasks);
   for (const job of view.jobs.values())
     for (const id of job.taskIds) {
       const t = tasks.get(id);
       if (t !== undefined)
-        out.set(id, withTag(t, stayingTag(view, job, id) ?? placingTag(view, job, id, undefined)));
+        out.set(id, withTag(t, stayingTag(view, job, id, staying) ?? placingTag(view, job, id, undefined)));
     }
   return out;
 }
@@ -285,12 +295,18 @@ export interface PlanNetwork {
   readonly crossZoneCostPerHour: number;
 }
 
-/** Estimate P_job and the cross-zone traffic cost of every aware job the plan places whole. */
+/**
+ * Estimate P_job and the cross-zone traffic cost of every aware job the plan places whole. A job the plan leaves where
+ * it is gets the P_job it can expect there (`staying`).
+ */
 export function planNetwork(
   view: LatencyView,
   drafts: readonly DraftInstance[],
   pricePerGiBEachWay: number,
+  staying: StayingPerformance = () => undefined,
 ): PlanNetwork {
+  const current = new Map<string, string | undefined>();
+  for (const job of view.jobs.values()) for (const id of job.taskIds) current.set(id, view.instanceOf(id));
   const where = new Map<string, PlacedInstance>();
   for (const d of drafts) {
     const inst: PlacedInstance = d.isNew ? { id: d.id, placement: d.placement } : view.instance(d.id);
@@ -302,11 +318,13 @@ export function planNetwork(
     const placed = job.taskIds.map((id) => where.get(id));
     if (placed.some((p) => p === undefined)) continue;
     const instances = placed as PlacedInstance[];
+    const unmoved = job.taskIds.every((id, i) => current.get(id) === instances[i]?.id);
     performance.set(
       job.id,
-      jobPerformance(job.network.sensitivity, job.network.pattern, job.rootIndex, instances, (a, b) =>
-        view.estimator.between(a, b),
-      ),
+      (unmoved ? staying(job.id) : undefined) ??
+        jobPerformance(job.network.sensitivity, job.network.pattern, job.rootIndex, instances, (a, b) =>
+          view.estimator.between(a, b),
+        ),
     );
     if (job.chatty) {
       const share = crossZoneShare(

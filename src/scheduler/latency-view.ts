@@ -127,10 +127,14 @@ export interface CurrentPerformance {
   readonly measured: boolean;
   /** It spans more than one instance. */
   readonly spread: boolean;
+  /** P_job by its instances' domains alone (the defaults, no measurement): what its placement should give. */
+  readonly byDomain: number;
 }
 
 export class LatencyView {
   readonly estimator: RttEstimator;
+  /** Round trips by domain only (what a placement should give, whatever was measured). */
+  private readonly defaults: RttEstimator;
   readonly jobs: ReadonlyMap<string, AwareJob>;
   private readonly instances = new Map<string, PlacedInstance>();
   private readonly instanceOfTask = new Map<string, string | undefined>();
@@ -142,9 +146,15 @@ export class LatencyView {
     readonly options: ResolvedLatencyOptions,
   ) {
     this.estimator = new RttEstimator(snapshot.measuredRtts ?? [], options.domainRtts);
+    this.defaults = new RttEstimator([], options.domainRtts);
     this.jobs = awareJobs(snapshot.jobs);
     for (const i of snapshot.instances) this.instances.set(i.id, { id: i.id, placement: i.placement });
     for (const t of snapshot.tasks) this.instanceOfTask.set(t.id, t.instanceId);
+  }
+
+  /** The instance a task is committed to in the snapshot. */
+  instanceOf(taskId: string): string | undefined {
+    return this.instanceOfTask.get(taskId);
   }
 
   /** An instance of the snapshot by id (an unknown id: no known placement). */
@@ -176,6 +186,13 @@ export class LatencyView {
         const pairs = neededPairs(job, ids as string[]);
         result = {
           performance,
+          byDomain: jobPerformance(
+            job.network.sensitivity,
+            job.network.pattern,
+            job.rootIndex,
+            placed,
+            (a, b) => this.defaults.between(a, b),
+          ),
           measured:
             pairs.length > 0 && pairs.every(([a, b]) => this.estimator.measuredBetween(a, b) !== undefined),
           spread: pairs.length > 0,

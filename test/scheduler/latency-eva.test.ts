@@ -150,6 +150,32 @@ describe('Eva with latency-aware placement', () => {
       ).not.toContain('latency');
   });
 
+  it('moves a job slowed by congestion where it should be fast only once the congestion has lasted', () => {
+    // Both tasks in one placement group (50 µs by default: P = 0.92), measured at 150 µs (P = 0.69).
+    const congested = (now: number): ClusterSnapshot => {
+      const s = splitJob('memcached', 150, now);
+      return {
+        ...s,
+        instances: s.instances.map((i) => ({ ...i, placement: { zone: ZONES[0], placementGroup: 'g' } })),
+      };
+    };
+    const movesJ = (plan: Plan): boolean =>
+      !plan.configuration.instances.some((i) => i.id === 'A' && i.taskIds.includes('J/t0')) ||
+      !plan.configuration.instances.some((i) => i.id === 'B' && i.taskIds.includes('J/t1'));
+    const eva = new EvaScheduler(catalog);
+    // Minutes into the congestion the job is expected back at its placement's P_job soon: no candidate moving it pays.
+    expect(movesJ(eva.plan(congested(36_000)))).toBe(false);
+    const early = eva.plan(congested(36_300));
+    expect(early.decision.candidates.some((c) => c.name === 'latency')).toBe(true);
+    expect(movesJ(early)).toBe(false);
+    let movedAt: number | undefined;
+    for (let now = 36_600; now <= 36_000 + 24 * 3600 && movedAt === undefined; now += 300)
+      if (movesJ(eva.plan(congested(now)))) movedAt = now;
+    // A congestion that lasts does get the job moved, after hours rather than minutes.
+    expect(movedAt).toBeDefined();
+    expect((movedAt as number) - 36_000).toBeGreaterThan(3600);
+  });
+
   it('learns co-location from what is left of a throughput once the network took its share (P_job)', () => {
     const snapshot = splitJob('memcached', 400, 1000);
     // A single-task job X shares A with J's root.
