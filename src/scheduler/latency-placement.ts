@@ -217,76 +217,83 @@ export function placementGroupName(rootTaskId: string): string {
 }
 
 /**
- * Where to launch the plan's new instances: the new instances tied to each other by aware jobs (a job's tasks on
- * them) go together, next to an existing instance of theirs holding a root (its zone and placement group), else any
- * existing instance of theirs (its zone), else into a fresh cluster placement group named after the first root.
- * New instances without tasks of aware jobs keep no preference (the plan is Eva's own).
+ * Where to launch the plan's new instances: next to the roots of the aware jobs (a job's tasks on them) they hold. A
+ * root on an existing instance lends its zone and placement group (its zone alone when it is in none); new instances
+ * tied together by jobs whose roots are new too go together into a fresh cluster placement group named after the first
+ * root. A new instance holding jobs of several roots goes where most of its aware tasks' roots are. New instances
+ * without tasks of aware jobs keep no preference (the plan is Eva's own).
  */
 export function assignPlacements(view: LatencyView, drafts: readonly DraftInstance[]): void {
   if (view.jobs.size === 0) return;
   const byTask = jobOfTask(view);
+  const draftOf = new Map<string, number>();
+  drafts.forEach((d, i) => d.taskIds.forEach((id) => draftOf.set(id, i)));
+  // New instances whose jobs' roots are new share a fresh group: union them with the instance holding the root.
   const parent = drafts.map((_, i) => i);
   const find = (i: number): number => {
     while (parent[i] !== i) i = parent[i] = parent[parent[i] as number] as number;
     return i;
   };
-  const firstDraftOf = new Map<string, number>();
-  const tied = new Set<number>();
+  /** Per new instance: votes for an existing anchor's placement (by the aware tasks it holds). */
+  const votes = new Map<number, Map<string, { placement: InstancePlacement; count: number }>>();
   drafts.forEach((d, i) => {
+    if (!d.isNew) return;
     for (const id of d.taskIds) {
       const job = byTask.get(id);
       if (job === undefined) continue;
-      tied.add(i);
-      const first = firstDraftOf.get(job.id);
-      if (first === undefined) firstDraftOf.set(job.id, i);
-      else parent[find(i)] = find(first);
+      const r = draftOf.get(job.rootTaskId);
+      if (r === undefined) continue;
+      const root = drafts[r] as DraftInstance;
+      if (root.isNew) {
+        parent[find(i)] = find(r);
+        continue;
+      }
+      const p = view.instance(root.id).placement;
+      if (p?.zone === undefined && p?.placementGroup === undefined) continue;
+      const key = `${p.zone ?? ''}\u0000${p.placementGroup ?? ''}`;
+      const mine = votes.get(i) ?? new Map<string, { placement: InstancePlacement; count: number }>();
+      votes.set(i, mine);
+      const seen = mine.get(key);
+      mine.set(key, { placement: placementOf(p), count: (seen?.count ?? 0) + 1 });
     }
   });
   const components = new Map<number, number[]>();
-  for (const i of [...tied].sort((a, b) => a - b)) {
-    const root = find(i);
-    const list = components.get(root);
-    if (list === undefined) components.set(root, [i]);
+  drafts.forEach((d, i) => {
+    if (!d.isNew || !d.taskIds.some((id) => byTask.has(id))) return;
+    const c = find(i);
+    const list = components.get(c);
+    if (list === undefined) components.set(c, [i]);
     else list.push(i);
-  }
+  });
   for (const members of components.values()) {
-    const fresh = members.filter((i) => (drafts[i] as DraftInstance).isNew);
-    if (fresh.length === 0) continue;
-    const target = componentPlacement(view, drafts, members, byTask);
-    for (const i of fresh) (drafts[i] as DraftInstance).placement = target;
+    const tally = new Map<string, { placement: InstancePlacement; count: number }>();
+    for (const i of members)
+      for (const [key, v] of votes.get(i) ?? []) {
+        const seen = tally.get(key);
+        tally.set(key, { placement: v.placement, count: (seen?.count ?? 0) + v.count });
+      }
+    const best = [...tally.entries()].sort(([ka, a], [kb, b]) => b.count - a.count || (ka < kb ? -1 : 1))[0];
+    const target =
+      best?.[1].placement ??
+      ({
+        placementGroup: placementGroupName(
+          members
+            .flatMap((i) => (drafts[i] as DraftInstance).taskIds)
+            .filter((id) => byTask.get(id)?.rootTaskId === id)
+            .sort()[0] ??
+            [...members.flatMap((i) => (drafts[i] as DraftInstance).taskIds)].sort()[0] ??
+            'jobs',
+        ),
+      } satisfies InstancePlacement);
+    for (const i of members) (drafts[i] as DraftInstance).placement = target;
   }
 }
 
-function componentPlacement(
-  view: LatencyView,
-  drafts: readonly DraftInstance[],
-  members: readonly number[],
-  byTask: ReadonlyMap<string, AwareJob>,
-): InstancePlacement {
-  const existing = members
-    .map((i) => drafts[i] as DraftInstance)
-    .filter((d) => !d.isNew)
-    .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  const known = (d: DraftInstance) => {
-    const p = view.instance(d.id).placement;
-    return p?.zone !== undefined || p?.placementGroup !== undefined ? p : undefined;
+function placementOf(p: InstancePlacement): InstancePlacement {
+  return {
+    ...(p.zone === undefined ? {} : { zone: p.zone }),
+    ...(p.placementGroup === undefined ? {} : { placementGroup: p.placementGroup }),
   };
-  const holdsRoot = (d: DraftInstance) => d.taskIds.some((id) => byTask.get(id)?.rootTaskId === id);
-  const anchor =
-    existing.find((d) => holdsRoot(d) && known(d) !== undefined) ?? existing.find((d) => known(d));
-  const p = anchor === undefined ? undefined : known(anchor);
-  if (p !== undefined)
-    return {
-      ...(p.zone === undefined ? {} : { zone: p.zone }),
-      ...(p.placementGroup === undefined ? {} : { placementGroup: p.placementGroup }),
-    };
-  const roots = members
-    .flatMap((i) => (drafts[i] as DraftInstance).taskIds)
-    .filter((id) => byTask.get(id)?.rootTaskId === id)
-    .sort();
-  const name =
-    roots[0] ?? [...members.flatMap((i) => (drafts[i] as DraftInstance).taskIds)].sort()[0] ?? 'jobs';
-  return { placementGroup: placementGroupName(name) };
 }
 
 /** What a plan does for its aware jobs: each one's estimated P_job, and the $/hour of traffic crossing zones. */
