@@ -1,5 +1,5 @@
 import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../core/model.js';
-import type { InstancePlacement, MeasuredRtt } from '../core/network.js';
+import type { InstancePlacement, JobNetwork, MeasuredRtt, NetworkDeclaration } from '../core/network.js';
 import { groupBy } from '../core/group.js';
 import type { TaskTemplateSpec } from './job-spec/spec.js';
 import { expandTasks } from './job-spec/tasks.js';
@@ -175,6 +175,20 @@ function schedJob(
     migrationDelaySeconds: 2 * restoreSeconds + (spec.checkpoint.initDelaySeconds ?? 0),
     lastCheckpointSeconds,
     expectedRemainingSeconds: expectedRemaining(job, input.nowSeconds, runningSinceSeconds),
+    ...(spec.network === undefined ? {} : { network: jobNetwork(job, tasks) }),
+  };
+}
+
+/** The spec's network declaration with its root as a task id (the root names an expanded task; default the first). */
+function jobNetwork(job: JobRecord, tasks: readonly TaskRecord[]): JobNetwork {
+  const network = job.spec.network as NetworkDeclaration;
+  const root = network.rootTask;
+  const rootIndex = root === undefined ? -1 : expandTasks(job.spec).findIndex((t) => t.name === root);
+  return {
+    sensitivity: network.sensitivity,
+    pattern: network.pattern,
+    rootTaskId: (tasks.find((t) => t.index === rootIndex) ?? tasks[0])?.id,
+    gibPerHour: network.gibPerHour,
   };
 }
 
