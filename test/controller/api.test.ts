@@ -548,6 +548,22 @@ describe('controller API: malformed and oversized requests', () => {
     expect(errorOf(list).details?.[0]).toMatch(/^\(root\): expected a job spec/);
   });
 
+  it('a path that is not valid percent-encoding, or an overlong path parameter, is an API error, not fastify’s', async () => {
+    for (const path of ['/v1/tokens/%ff%fe%fd/revoke', '/v1/jobs/%C0%AF']) {
+      const answer = await call('GET', path, { token: ADMIN_TOKEN });
+      expect(answer.status, answer.text).toBe(400);
+      expect(answer.body).toEqual({
+        error: 'malformed URL',
+        details: [expect.stringMatching(/^path: not valid percent-encoding/)],
+      });
+    }
+    const long = await call('GET', `/v1/jobs/${'j'.repeat(129)}`, { token: ADMIN_TOKEN });
+    expect(long.status, long.text).toBe(414);
+    expect(long.body).toEqual({ error: expect.stringMatching(/longer than 128 characters/) });
+    // The longest id a route takes still reaches the route (and is not found).
+    expect((await call('GET', `/v1/jobs/${'j'.repeat(128)}`, { token: ADMIN_TOKEN })).status).toBe(404);
+  });
+
   it('a body over 1 MiB is 413 with a clear message; other content types 415', async () => {
     const huge = JSON.stringify({
       name: 'x',
