@@ -527,6 +527,29 @@ describe('controller API: malformed and oversized requests', () => {
     ]);
   });
 
+  it('a key that is not a plain name is quoted in the field path, so it cannot pass for another field or line', async () => {
+    const answer = await call('POST', '/v1/jobs', {
+      token: ADMIN_TOKEN,
+      json: {
+        name: 'odd-keys',
+        team: 'vision',
+        tasks: [
+          {
+            image: 'x',
+            env: { 'A: b\ntasks.0.image: forged': '1', ['K-'.repeat(50)]: '2' },
+            demand: { 'p3: x': [0, 1, 1] },
+          },
+        ],
+      },
+    });
+    expect(answer.status).toBe(400);
+    expect(errorOf(answer).details).toEqual([
+      'tasks.0.env["A: b\\ntasks.0.image: forged"]: environment names are letters, digits and _, not starting with a digit',
+      `tasks.0.env["${'K-'.repeat(32)}…"]: environment names are letters, digits and _, not starting with a digit`,
+      'tasks.0.demand["p3: x"]: not a family name (e.g. p3, c7i, r7i or any)',
+    ]);
+  });
+
   it('malformed JSON and YAML are 400 naming the problem', async () => {
     const json = await call('POST', '/v1/jobs', {
       token: ADMIN_TOKEN,
