@@ -245,6 +245,7 @@ function clone(value: unknown): unknown {
 
 type Mutation =
   | { readonly kind: 'replace'; readonly at: number; readonly value: unknown }
+  | { readonly kind: 'number'; readonly at: number; readonly value: unknown }
   | { readonly kind: 'drop'; readonly at: number }
   | { readonly kind: 'add'; readonly at: number; readonly key: string; readonly value: unknown };
 
@@ -255,8 +256,33 @@ function withKey(target: unknown, key: string, value: unknown): unknown {
   return target;
 }
 
-function apply(value: unknown, mutation: Mutation): unknown {
-  const paths = pathsOf(value);
+/** Numbers where bounds matter most: huge, tiny, past the safe integers, a duration of 40 days, negative. */
+const EXTREME_NUMBERS: readonly unknown[] = [
+  1e300,
+  -1e300,
+  3_456_000,
+  Number.MAX_SAFE_INTEGER + 2,
+  Number.MIN_VALUE,
+  1e-300,
+  -1,
+  0,
+  rawLiteral('1e400'),
+  '40d',
+  '1e300s',
+];
+
+function apply(value: unknown, input: Mutation): unknown {
+  let paths = pathsOf(value);
+  let mutation = input;
+  if (mutation.kind === 'number') {
+    // A numeric leaf (or a duration string) set to an extreme; any leaf when there is none.
+    const numeric = paths.filter((p) => {
+      const leaf = p.reduce<unknown>((v, k) => (v as Record<string | number, unknown>)[k], value);
+      return typeof leaf === 'number' || (typeof leaf === 'string' && /^\d+(\.\d+)?[smhdw]?$/.test(leaf));
+    });
+    if (numeric.length > 0) paths = numeric;
+    mutation = { kind: 'replace', at: mutation.at, value: mutation.value };
+  }
   const path = paths[mutation.at % paths.length] ?? [];
   if (path.length === 0) {
     if (mutation.kind === 'replace') return mutation.value;
@@ -283,10 +309,18 @@ function apply(value: unknown, mutation: Mutation): unknown {
   return root;
 }
 
-/** `value` with one to three near misses: a field replaced by an odd value, dropped, or an unknown one added. */
+/**
+ * `value` with one to three near misses: a field replaced by an odd value, a number by an extreme one, a field
+ * dropped, or an unknown one added.
+ */
 export function mutated(value: unknown): fc.Arbitrary<unknown> {
   const mutation: fc.Arbitrary<Mutation> = fc.oneof(
     fc.record({ kind: fc.constant('replace' as const), at: fc.nat(), value: oddValue() }),
+    fc.record({
+      kind: fc.constant('number' as const),
+      at: fc.nat(),
+      value: fc.constantFrom(...EXTREME_NUMBERS),
+    }),
     fc.record({ kind: fc.constant('drop' as const), at: fc.nat() }),
     fc.record({
       kind: fc.constant('add' as const),
