@@ -68,6 +68,7 @@ const instanceSchema = z.looseObject({
   typeName: z.string(),
   state: z.enum(INSTANCE_STATES),
   availabilityZone: z.string().optional(),
+  placementGroup: z.string().optional(),
 });
 export type InstanceResponse = z.output<typeof instanceSchema>;
 
@@ -95,8 +96,46 @@ export const clusterSchema = z.looseObject({
   costPerHour: z.number(),
   instances: z.array(instanceSchema.extend({ costPerHour: z.number(), taskIds: z.array(z.string()) })),
   tasks: z.array(taskSchema),
+  /** Absent from a controller of an older release: none. */
+  orphans: z
+    .array(
+      z.looseObject({
+        cloudId: z.string(),
+        typeName: z.string(),
+        state: z.string(),
+        availabilityZone: z.string().optional(),
+        firstSeenAtSeconds: z.number(),
+        policy: z.string(),
+      }),
+    )
+    .catch([]),
+  /** Which controller answered and the lease's epoch (absent from controllers that predate the lease). */
+  controller: z
+    .looseObject({
+      role: z.enum(['active', 'standby']),
+      epoch: z.number().int().nullable(),
+      holder: z.string().nullable(),
+      activeUrl: z.string().nullable(),
+    })
+    .optional(),
 });
 export type ClusterResponse = z.output<typeof clusterSchema>;
+
+export const clusterLatencySchema = z.looseObject({
+  pairs: z.array(
+    z.looseObject({
+      fromInstanceId: z.string(),
+      toInstanceId: z.string(),
+      maxMicroseconds: z.number().optional(),
+      p99Microseconds: z.number().optional(),
+      samples: z.number(),
+      failures: z.number(),
+      windowSeconds: z.number(),
+      atSeconds: z.number(),
+    }),
+  ),
+});
+export type ClusterLatencyResponse = z.output<typeof clusterLatencySchema>;
 
 export const whySchema = z.looseObject({
   jobId: z.string(),
@@ -310,6 +349,16 @@ export class FleetwiseClient {
 
   async cluster(): Promise<ClusterResponse> {
     return this.request('GET', '/v1/cluster', clusterSchema);
+  }
+
+  /** The measured round trips between instances; none from a controller that predates them (404). */
+  async clusterLatency(): Promise<ClusterLatencyResponse> {
+    try {
+      return await this.request('GET', '/v1/cluster/latency', clusterLatencySchema);
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) return { pairs: [] };
+      throw e;
+    }
   }
 
   async drain(instanceId: string): Promise<InstanceResponse> {

@@ -6,6 +6,7 @@ import { schedulerCaps } from '../round/plan-caps.js';
 import { EvaScheduler } from '../scheduler/eva.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { readJobLogs, storeBuildContext } from './artifacts.js';
+import type { JobArchive } from './backup/job-archive.js';
 import { SystemClock, type Clock } from './clock.js';
 import { computeCostReport, type DetailedCostReport } from './cost-accounting.js';
 import type { PredictFn } from './eta-world.js';
@@ -13,6 +14,8 @@ import { clusterView, whyJob } from './explain.js';
 import type { ExecutorKind } from './execution-check.js';
 import { InjectedCrash, type FaultInjector } from './faults.js';
 import { JobControl } from './job-control.js';
+import type { LatencyMatrixView } from './latency-matrix.js';
+import { KeptOrphans } from './kept-orphans.js';
 import type { JobSpec } from './job-spec/spec.js';
 import { Predictions } from './predictions.js';
 import type { EtaRecord } from './queue-records.js';
@@ -55,6 +58,11 @@ export interface ControllerDeps {
   readonly clock?: Clock;
   /** Where cost reports go; without one, reports are only computed on demand. */
   readonly objectStore?: ObjectStore | undefined;
+  /**
+   * Every accepted job's spec and end in the object store (backup/job-archive.ts), so a restore from a backup
+   * rebuilds what the backup missed; without one, submissions are answered without it.
+   */
+  readonly jobArchive?: JobArchive | undefined;
   readonly settings: ControllerSettings;
   readonly faults?: FaultInjector | undefined;
   readonly logger?: ControllerLogger | undefined;
@@ -91,6 +99,7 @@ export class Controller implements ControllerService {
   private readonly reconciler: Reconciler;
   private readonly log: ControllerLogger;
   private readonly objectStore: ObjectStore | undefined;
+  private readonly jobArchive: JobArchive | undefined;
   private priceOf: ReadonlyMap<string, number>;
   private readonly metrics: RoundMetrics | undefined;
   private readonly workers: WorkerFleet | undefined;
@@ -101,6 +110,7 @@ export class Controller implements ControllerService {
   private readonly rounds: RoundRecorder;
   private readonly reports: ReportWriter;
   private readonly jobs: JobControl;
+  private readonly orphans: KeptOrphans;
 
   /** The loop's sequence: every pass chains here so none overlap (also when tests call them directly). */
   private chain: Promise<unknown> = Promise.resolve();
@@ -119,6 +129,7 @@ export class Controller implements ControllerService {
     this.settings = deps.settings;
     this.log = deps.logger ?? silentLogger;
     this.objectStore = deps.objectStore;
+    this.jobArchive = deps.jobArchive;
     this.metrics = deps.metrics;
     this.workers = deps.workers;
     this.provider = deps.settings.dryRun ? undefined : deps.provider;
@@ -135,6 +146,7 @@ export class Controller implements ControllerService {
       config: deps.settings.queue,
     });
     this.priceOf = new Map(deps.catalog.types.map((t) => [t.name, t.costPerHour]));
+    this.orphans = new KeptOrphans(this.clock, this.log, deps.settings.clusterName);
     this.reconciler = new Reconciler({
       store: deps.store,
       catalog: deps.catalog,
@@ -147,6 +159,7 @@ export class Controller implements ControllerService {
       settings: reconcilerSettings(deps.settings),
       onJobEnded: (job) => this.jobEnded(job),
       requestRound: (reason) => this.requestRound(reason),
+      onOrphansKept: (instances) => this.orphans.update(instances),
     });
     const catalog = (): Catalog => this.catalog;
     this.queueViews = new QueueViews({ store: deps.store, admission: this.admission });
@@ -233,6 +246,7 @@ export class Controller implements ControllerService {
         pendingIntents: pending,
         adopted: sync.adopted.length,
         orphans: sync.orphans.length,
+        keptOrphans: sync.kept.length,
         vanished: sync.vanished.length,
       });
       return { sync, progress };
@@ -348,6 +362,7 @@ export class Controller implements ControllerService {
   }
 
   private jobEnded(job: JobRecord): void {
+    this.jobArchive?.keepEnded(job);
     this.admission.forget(job.id);
     this.queueViews.forget(job.id);
     this.predictions.recordError(job);
@@ -392,6 +407,23 @@ export class Controller implements ControllerService {
     return this.jobs.cancel(jobId);
   }
 
+  /**
+   * API: make a submitted job durable beyond this machine before it is answered (its spec in the job archive). When
+   * the object store does not take it, the job is withdrawn (cancelled, saying why) and the error thrown, so the
+   * client is told to retry and no job runs that a restore could drop.
+   */
+  async keepSubmission(job: JobRecord): Promise<void> {
+    if (this.jobArchive === undefined) return;
+    try {
+      await this.jobArchive.keepSubmitted(job);
+    } catch (e) {
+      const why = e instanceof Error ? e.message : String(e);
+      this.log.error(`${job.id} withdrawn: its spec could not be stored in the job archive`, { error: why });
+      this.jobs.cancel(job.id, `withdrawn at submission: the object store did not take its spec (${why})`);
+      throw e;
+    }
+  }
+
   /** API (`submit --dry-run`): the ETA a job with this spec would get if submitted now; nothing is stored. */
   estimate(spec: JobSpec): EtaRecord | null {
     return this.predictions.estimate(spec, this.lastRoundAtSeconds + this.minRoundGap());
@@ -410,7 +442,12 @@ export class Controller implements ControllerService {
   }
 
   cluster(): ClusterView {
-    return clusterView(this.store, this.priceOf);
+    return clusterView(this.store, this.priceOf, this.orphans.list());
+  }
+
+  /** The round trips the workers measured between instances (none without workers that probe). */
+  latency(): LatencyMatrixView {
+    return this.workers?.latencyView?.() ?? { pairs: [], probes: [] };
   }
 
   why(jobId: string, limit = 10): WhyRecord[] {

@@ -30,8 +30,8 @@ export class JobControl {
     return job;
   }
 
-  cancel(jobId: string): JobRecord {
-    return this.endJob(jobId, 'cancelled', 'cancelled by request', true);
+  cancel(jobId: string, reason = 'cancelled by request'): JobRecord {
+    return this.endJob(jobId, 'cancelled', reason, true);
   }
 
   /**

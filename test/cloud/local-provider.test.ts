@@ -61,7 +61,7 @@ function provider(dir: string): { provider: LocalProvider; spawner: CountingSpaw
   const spawner = new CountingSpawner(
     new ProcessWorkerSpawner({
       controllerUrl: 'http://127.0.0.1:9',
-      workerToken: 'unused-token',
+      launchSecretKey: 'unused-key',
       executorKind: 'process',
       executorFor: (instanceDir) => new ProcessExecutor({ stateDir: join(instanceDir, 'executor') }),
       main: FAKE_WORKER,
@@ -106,6 +106,7 @@ describe('local provider (real worker processes)', () => {
         return { provider: provider(dir).provider, reopen: () => provider(dir).provider };
       },
       typeNames: ['c.x', 'd.x'],
+      zones: ['local'],
       unknownInstanceId: 'local-000000000000',
     });
   });

@@ -90,7 +90,18 @@ describe('controller API: basics', () => {
     expect(server.port).toBeGreaterThan(0);
     const health = await call('GET', '/healthz');
     expect(health.status).toBe(200);
-    expect(health.body).toEqual({ status: 'ok', latestRound: null });
+    expect(health.body).toEqual({
+      status: 'ok',
+      latestRound: null,
+      role: 'active',
+      epoch: null,
+      holder: null,
+      activeUrl: null,
+    });
+    // A controller with a state of its own (no lease) is the active one, ready for a load balancer.
+    const ready = await call('GET', '/readyz');
+    expect(ready.status).toBe(200);
+    expect(ready.body).toMatchObject({ status: 'active', role: 'active', epoch: null });
   });
 
   it('documents every route it serves in /openapi.json', async () => {

@@ -51,7 +51,8 @@ describe('controller configuration', () => {
       roundSeconds: 5,
       pollSeconds: 5,
       dryRun: false,
-      orphans: 'adopt',
+      // An instance the state does not know may run work nobody accounts for: kept and reported unless told otherwise.
+      orphans: 'keep',
       caps: {},
       reportEverySeconds: 3600,
       workerRegistration: { timeoutSeconds: 900, backoffBaseSeconds: 60, backoffMaxSeconds: 3600 },
@@ -66,7 +67,37 @@ describe('controller configuration', () => {
       pollSeconds: 15,
       region: 'us-east-1',
       objectStore: '/var/lib/fw/objects',
+      backupSeconds: 60,
+      backupKeep: 10,
     });
+  });
+
+  it('takes the backup period and how many backups to keep from the file or flags, bounded', () => {
+    const path = file(
+      'backups.yaml',
+      ['cluster: c', 'stateDir: s', 'backupSeconds: 30', 'backupKeep: 48'].join('\n'),
+    );
+    expect(
+      loadControllerConfig({ flags: { config: path }, env: {}, defaultRegion: 'us-east-1' }),
+    ).toMatchObject({
+      backupSeconds: 30,
+      backupKeep: 48,
+    });
+    const flagged = loadControllerConfig({
+      flags: { config: path, backupSeconds: '0', backupKeep: '3' },
+      env: {},
+      defaultRegion: 'us-east-1',
+    });
+    expect(flagged).toMatchObject({ backupSeconds: 0, backupKeep: 3 });
+    const bad = problemsOf(() =>
+      loadControllerConfig({
+        flags: { cluster: 'c', stateDir: 's', backupSeconds: '1e300', backupKeep: '0' },
+        env: {},
+        defaultRegion: 'us-east-1',
+      }),
+    );
+    expect(bad.problems).toContain('--backup-seconds: at most a day (86400)');
+    expect(bad.problems).toContain('--backup-keep: must be ≥ 1');
   });
 
   it('lets flags override the file, and resolves the file’s state directory next to it', () => {
@@ -116,7 +147,7 @@ describe('controller configuration', () => {
   it('names the flag, or the file field and its line, in errors', () => {
     const flagged = problemsOf(() =>
       loadControllerConfig({
-        flags: { cluster: 'c', stateDir: 's', roundSeconds: 'soon', maxInstances: '0', orphans: 'keep' },
+        flags: { cluster: 'c', stateDir: 's', roundSeconds: 'soon', maxInstances: '0', orphans: 'drop' },
         env: {},
         defaultRegion: 'us-east-1',
       }),

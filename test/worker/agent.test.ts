@@ -10,6 +10,7 @@ import { WorkerAgent, type AgentLogger } from '../../src/worker/agent.js';
 import { checkpointPrefix } from '../../src/protocol/object-keys.js';
 import type { DesiredTask, HeartbeatRequest, TaskReport } from '../../src/protocol/worker-protocol.js';
 import { ControllerClient } from '../../src/worker/controller-client.js';
+import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
 
 /**
@@ -146,7 +147,8 @@ describe('worker agent (fake controller over HTTP, real process executor)', () =
   } {
     const executor = new ProcessExecutor({ stateDir: join(workDir, 'executor') });
     const agent = new WorkerAgent({
-      connection: new ControllerClient(controller.url, BOOTSTRAP),
+      connection: new ControllerClient(controller.url),
+      credentials: { launch: launchSecretCredential(BOOTSTRAP) },
       executor,
       openStore: (location) => new FsObjectStore(location),
       cloudInstanceId: 'local-test',

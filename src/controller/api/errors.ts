@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ValidationError } from '../../core/validation.js';
+import { FencedWriteError } from '../ha/lease.js';
 import { IllegalTransitionError, StateStoreError, UnknownRecordError } from '../state-store.js';
 import { AuthError } from './auth.js';
 
@@ -47,6 +48,8 @@ export function toHttpError(
   if (error instanceof ValidationError) return new HttpError(400, `invalid ${error.source}`, error.problems);
   if (error instanceof UnknownRecordError) return new HttpError(404, `${error.kind} ${error.id} not found`);
   if (error instanceof IllegalTransitionError) return new HttpError(409, error.message);
+  // Another controller took the lease: this one can no longer write; the active one can.
+  if (error instanceof FencedWriteError) return new HttpError(503, error.message);
   if (error instanceof StateStoreError) return new HttpError(409, error.message);
   const fastifyError = error as Partial<FastifyError>;
   switch (fastifyError.code) {

@@ -28,7 +28,8 @@ export const PATHS: Record<string, Record<string, Schema>> = {
   '/v1/workers/register': {
     post: {
       summary:
-        "A worker registers its instance (bearer: the cluster's worker token); answers a per-instance token",
+        'A worker proves which instance it runs on (identity: a launch credential once, then its per-instance ' +
+        'token; the bearer is the credential that kind names); answers a per-instance token',
       operationId: 'workerRegister',
       requestBody: { required: true, content: json(ref('WorkerRegisterRequest')) },
       responses: {
@@ -37,8 +38,12 @@ export const PATHS: Record<string, Record<string, Schema>> = {
           ref('WorkerRegisterResponse'),
         ),
         ...WORKER_ERRORS,
-        '401': error('Missing or wrong worker token'),
-        '409': error('The instance is not known to the controller yet (its launch is being recorded): retry'),
+        '401': error('Missing or wrong credential, or a signature that does not verify'),
+        '403': error('A valid credential for another instance, region, account, image or cluster'),
+        '409': error(
+          'The instance is not in the state yet (its launch is being recorded: retry), or already has a registered ' +
+            'worker (only its per-instance token registers it again)',
+        ),
         '410': error('The instance is terminated or being retired'),
       },
     },
@@ -85,6 +90,9 @@ export const PATHS: Record<string, Record<string, Schema>> = {
         '403': error("The spec names a team other than the token's"),
         '413': error('Body larger than the limit (1 MiB)'),
         '415': error('Content type other than JSON or YAML'),
+        '503': error(
+          'The object store did not take the job spec, so the job could not be made durable; it was withdrawn: retry',
+        ),
       },
     },
     get: {
@@ -185,6 +193,14 @@ export const PATHS: Record<string, Record<string, Schema>> = {
       summary: 'Instances, the tasks on them and the current $/hour',
       operationId: 'cluster',
       responses: { '200': ok('The cluster', ref('Cluster')), ...COMMON_ERRORS },
+    },
+  },
+  '/v1/cluster/latency': {
+    get: {
+      summary:
+        "Round trips the workers measured between instances (max and p99 over each worker's window), and their probes",
+      operationId: 'clusterLatency',
+      responses: { '200': ok('The latency matrix', ref('ClusterLatency')), ...COMMON_ERRORS },
     },
   },
   '/v1/instances/{id}/drain': {
@@ -309,13 +325,40 @@ export const PATHS: Record<string, Record<string, Schema>> = {
       operationId: 'health',
       security: [],
       responses: {
-        '200': ok('Serving', {
-          type: 'object',
-          properties: { status: { type: 'string', enum: ['ok'] }, latestRound: { ...int, nullable: true } },
+        '200': ok('Serving (as the active controller, or as a standby: see role)', {
+          allOf: [
+            ref('Leadership'),
+            {
+              type: 'object',
+              properties: {
+                status: { type: 'string', enum: ['ok'] },
+                latestRound: { ...int, nullable: true },
+              },
+            },
+          ],
         }),
         '503': ok('The state store is unavailable', {
           type: 'object',
           properties: { status: str, error: str },
+        }),
+      },
+    },
+  },
+  '/readyz': {
+    get: {
+      summary:
+        'Ready to serve the cluster: only the active controller is (for a load balancer; no token needed)',
+      operationId: 'ready',
+      security: [],
+      responses: {
+        '200': ok('The active controller', {
+          allOf: [
+            ref('Leadership'),
+            { type: 'object', properties: { status: { type: 'string', enum: ['active'] } } },
+          ],
+        }),
+        '503': ok('A standby: send the request to the active controller', {
+          allOf: [ref('Leadership'), { type: 'object', properties: { status: str, error: str } }],
         }),
       },
     },

@@ -39,8 +39,26 @@ export function registerClusterRoutes(
     method: 'GET',
     url: '/v1/cluster',
     access: 'any',
-    handler: async (request) =>
-      clusterForScope(service.cluster(), visibleJobIds(store, teamScope(context.principal(request)))),
+    handler: async (request) => ({
+      ...clusterForScope(service.cluster(), visibleJobIds(store, teamScope(context.principal(request)))),
+      controller: context.leadership(),
+    }),
+  });
+
+  routes.add({
+    method: 'GET',
+    url: '/v1/cluster/latency',
+    access: 'any',
+    handler: async (request) => {
+      const view = service.latency?.() ?? { pairs: [], probes: [] };
+      // Where the probes listen (instances' addresses) is the operator's business; the round trips are everyone's.
+      const team = teamScope(context.principal(request));
+      return {
+        scope: team === undefined ? 'all' : 'team',
+        pairs: view.pairs,
+        probes: team === undefined ? view.probes : [],
+      };
+    },
   });
 
   routes.add({

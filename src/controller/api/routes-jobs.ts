@@ -4,6 +4,7 @@ import { JOB_STATES, type JobRecord, type JobState } from '../state-store.js';
 import { teamScope, type Principal } from './auth.js';
 import { bodyOf } from './body.js';
 import { HttpError, notFound } from './errors.js';
+import { keepAcceptedJob } from './kept-submission.js';
 import type { ApiContext, RouteTable } from './routing.js';
 import { dryRunView, specFromBody } from './submission.js';
 import { jobDocument, jobSummary, visibleJobIds, whyForScope } from './views.js';
@@ -53,6 +54,7 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       const spec = specFromBody(bodyOf(request.body), principal, context.priceBook);
       if (dryRun) return dryRunView(spec, context.priceBook, service.estimate?.(spec) ?? null);
       const job = service.submit(spec, spec.team);
+      await keepAcceptedJob(service, job);
       return reply
         .code(201)
         .header('location', `/v1/jobs/${job.id}`)

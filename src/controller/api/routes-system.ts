@@ -9,11 +9,29 @@ export function registerSystemRoutes(routes: RouteTable, context: ApiContext, re
     access: 'none',
     handler: async (request, reply) => {
       try {
-        return { status: 'ok', latestRound: context.service.store.latestRound()?.round ?? null };
+        return {
+          status: 'ok',
+          latestRound: context.service.store.latestRound()?.round ?? null,
+          ...context.leadership(),
+        };
       } catch (e) {
         request.log.error(e, 'health check: state store unavailable');
         return reply.code(503).send({ status: 'unavailable', error: 'the state store is unavailable' });
       }
+    },
+  });
+
+  // Ready to serve the cluster: only the active controller is (a load balancer in front of an active and a standby
+  // sends traffic where this answers 200; a standby answers 503 from its own server, ha/standby-server.ts).
+  routes.add({
+    method: 'GET',
+    url: '/readyz',
+    access: 'none',
+    handler: async (_request, reply) => {
+      const leadership = context.leadership();
+      return reply
+        .code(leadership.role === 'active' ? 200 : 503)
+        .send({ status: leadership.role, ...leadership });
     },
   });
 

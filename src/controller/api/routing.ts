@@ -3,6 +3,8 @@ import type { PriceBook } from '../../scheduler/reservation-price.js';
 import type { ControllerService } from '../service.js';
 import type { JobSpec } from '../job-spec/spec.js';
 import type { EtaRecord } from '../queue-records.js';
+import type { LatencyMatrixView } from '../latency-matrix.js';
+import type { LeadershipView } from '../ha/leader-elector.js';
 import type { JobRecord } from '../state-store.js';
 import type { Principal, RouteAccess } from './auth.js';
 
@@ -32,6 +34,13 @@ export interface ApiControllerService extends ControllerService {
   jobLogs?(jobId: string): Promise<string>;
   /** The ETA a job with this spec would get if submitted now, stored nowhere; null when none can be predicted. */
   estimate?(spec: JobSpec): EtaRecord | null;
+  /**
+   * Make a just-submitted job durable beyond this machine (the job archive) before it is answered; throws, having
+   * withdrawn the job, when that fails.
+   */
+  keepSubmission?(job: JobRecord): Promise<void>;
+  /** Round trips the workers measured between instances, and where their probes listen. */
+  latency?(): LatencyMatrixView;
   /** End a job as unsuccessful at a stage (success-ranked ordering), freeing its capacity. */
   markUnsuccessful?(jobId: string, options: { readonly stage?: number; readonly reason?: string }): JobRecord;
 }
@@ -39,6 +48,8 @@ export interface ApiControllerService extends ControllerService {
 export interface ApiContext {
   readonly service: ApiControllerService;
   readonly priceBook: PriceBook;
+  /** This controller's place among those sharing its database (active, or standby), with the lease's epoch. */
+  leadership(): LeadershipView;
   /** The caller of an authenticated route (set by the auth hook). */
   principal(request: FastifyRequest): Principal;
 }

@@ -13,6 +13,7 @@ import { registerJobRoutes } from './routes-jobs.js';
 import { registerSystemRoutes } from './routes-system.js';
 import { registerWorkerRoutes, type WorkerEndpoint } from './routes-workers.js';
 import { RouteTable, type ApiContext, type ApiControllerService } from './routing.js';
+import type { LeadershipView } from '../ha/leader-elector.js';
 
 export { ControllerMetrics } from './metrics.js';
 export type { ApiControllerService, ContextInfo } from './routing.js';
@@ -35,7 +36,12 @@ export interface ApiServerOptions {
   readonly maxContextBytes?: number;
   /** The worker protocol's endpoint (WorkerTaskControl); without it, no worker routes are served. */
   readonly workers?: WorkerEndpoint;
+  /** The controller's lease (ha/): without one (a SQLite state), the controller is active on its own. */
+  readonly leadership?: () => LeadershipView;
 }
+
+/** A controller with a state of its own: active, with no lease. */
+const SOLE_CONTROLLER: LeadershipView = { role: 'active', epoch: null, holder: null, activeUrl: null };
 
 export interface ApiServer {
   /** `http://host:port` with the port actually bound. */
@@ -85,6 +91,7 @@ export function buildApiApp(
   const context: ApiContext = {
     service,
     priceBook,
+    leadership: options.leadership ?? (() => SOLE_CONTROLLER),
     principal(request) {
       const principal = principals.get(request);
       if (principal === undefined) throw new Error('internal: route has no authenticated caller');

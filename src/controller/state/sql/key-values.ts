@@ -1,9 +1,9 @@
 import type { JsonValue } from '../../state-store.js';
-import type { SqliteConnection } from './connection.js';
+import type { SqlConnection } from './connection.js';
 
 /** Scheduler state kept as JSON under a key (e.g. the co-location table). */
 export class KeyValueQueries {
-  constructor(private readonly connection: SqliteConnection) {}
+  constructor(private readonly connection: SqlConnection) {}
 
   getValue(key: string): JsonValue | undefined {
     const row = this.connection.get('SELECT value_json FROM kv WHERE key = ?', key);
@@ -23,8 +23,6 @@ export class KeyValueQueries {
   }
 
   deleteValue(key: string): boolean {
-    return this.connection.transaction(
-      () => this.connection.run('DELETE FROM kv WHERE key = ?', key).changes > 0,
-    );
+    return this.connection.transaction(() => this.connection.run('DELETE FROM kv WHERE key = ?', key) > 0);
   }
 }

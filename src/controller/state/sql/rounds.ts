@@ -1,22 +1,24 @@
 import type { RoundInput, RoundRecord } from '../../state-store.js';
-import type { SqliteConnection } from './connection.js';
+import type { SqlConnection } from './connection.js';
 import { roundFromRow } from './rows.js';
 
 /** One plan-and-decision record per scheduling round (the `plans` table). */
 export class RoundQueries {
-  constructor(private readonly connection: SqliteConnection) {}
+  constructor(private readonly connection: SqlConnection) {}
 
   recordRound(input: RoundInput): RoundRecord {
     return this.connection.transaction(() => {
-      const info = this.connection.run(
-        `INSERT INTO plans (at_seconds, scheduler, chosen, configuration_json, decision_json) VALUES (?, ?, ?, ?, ?)`,
+      const round = this.connection.nextNumber('plans');
+      this.connection.run(
+        `INSERT INTO plans (round, at_seconds, scheduler, chosen, configuration_json, decision_json) VALUES (?, ?, ?, ?, ?, ?)`,
+        round,
         this.connection.now(),
         input.decision.scheduler,
         input.decision.chosen,
         JSON.stringify(input.configuration),
         JSON.stringify(input.decision),
       );
-      return this.getRound(Number(info.lastInsertRowid)) as RoundRecord;
+      return this.getRound(round) as RoundRecord;
     });
   }
 
@@ -36,12 +38,11 @@ export class RoundQueries {
   }
 
   pruneRounds(keep: number): number {
-    return this.connection.transaction(
-      () =>
-        this.connection.run(
-          'DELETE FROM plans WHERE round NOT IN (SELECT round FROM plans ORDER BY round DESC LIMIT ?)',
-          Math.max(0, Math.floor(keep)),
-        ).changes,
+    return this.connection.transaction(() =>
+      this.connection.run(
+        'DELETE FROM plans WHERE round NOT IN (SELECT round FROM plans ORDER BY round DESC LIMIT ?)',
+        Math.max(0, Math.floor(keep)),
+      ),
     );
   }
 }

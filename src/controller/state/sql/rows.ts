@@ -85,6 +85,7 @@ export function instanceFromRow(row: Row): InstanceRecord {
     typeName: str(row, 'type_name'),
     state: str(row, 'state') as InstanceState,
     availabilityZone: optStr(row, 'availability_zone'),
+    placementGroup: optStr(row, 'placement_group'),
     launchToken: str(row, 'launch_token'),
     requestedAtSeconds: num(row, 'requested_at'),
     launchedAtSeconds: optNum(row, 'launched_at'),

@@ -1,19 +1,21 @@
 import type { JobSpec } from '../../job-spec/spec.js';
 import {
+  StateStoreError,
   UnknownRecordError,
   type AttemptFailureInput,
   type JobFilter,
   type JobRecord,
   type JobState,
+  type KeptJobIdentity,
   type TaskFilter,
   type TaskRecord,
   type TaskState,
 } from '../../state-store.js';
 import {
-  jobIdOf,
-  newJobRecord,
+  jobSeqOf,
   newTaskRecords,
   submittedEvent,
+  submittedJobRecord,
   transitionJob,
   transitionTask,
   withCheckpoint,
@@ -21,7 +23,7 @@ import {
   withRetry,
   type Change,
 } from '../lifecycle.js';
-import { Where, type SqliteConnection } from './connection.js';
+import { Where, type SqlConnection } from './connection.js';
 import type { EventQueries } from './events.js';
 import type { InstanceQueries } from './instances.js';
 import { jobFromRow, taskFromRow } from './rows.js';
@@ -29,16 +31,20 @@ import { jobFromRow, taskFromRow } from './rows.js';
 /** Jobs and their tasks (a task moves with its job and onto instances). */
 export class JobQueries {
   constructor(
-    private readonly connection: SqliteConnection,
+    private readonly connection: SqlConnection,
     private readonly events: EventQueries,
     private readonly instances: InstanceQueries,
   ) {}
 
-  submitJob(spec: JobSpec): JobRecord {
+  submitJob(spec: JobSpec, kept?: KeptJobIdentity): JobRecord {
     return this.connection.transaction(() => {
       const now = this.connection.now();
-      const seq = this.connection.nextSeq('jobs');
-      const job = newJobRecord(jobIdOf(seq), spec, now);
+      if (kept !== undefined && this.getJob(kept.id) !== undefined)
+        throw new StateStoreError(`job ${kept.id} exists already: a kept id must be free`);
+      const seq = kept === undefined ? this.connection.nextNumber('jobs') : jobSeqOf(kept.id);
+      // A kept id above the counter moves it up, so later submissions never reuse it.
+      if (kept !== undefined) this.connection.numberUsed('jobs', seq);
+      const job = submittedJobRecord(seq, spec, now, kept);
       this.connection.run(
         `INSERT INTO jobs (seq, id, name, team, spec_json, state, submitted_at, updated_at, completed_iterations, total_iterations, migrations)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,

@@ -1,11 +1,11 @@
 import type { EventFilter, EventInput, EventRecord } from '../../state-store.js';
 import { checkEvent } from '../lifecycle.js';
-import { Where, type Row, type SqliteConnection } from './connection.js';
+import { Where, type Row, type SqlConnection } from './connection.js';
 import { eventFromRow } from './rows.js';
 
 /** The append-only event log; the other queries append to it in their own transactions. */
 export class EventQueries {
-  constructor(private readonly connection: SqliteConnection) {}
+  constructor(private readonly connection: SqlConnection) {}
 
   appendEvent(event: EventInput): EventRecord {
     checkEvent(event);
@@ -26,8 +26,10 @@ export class EventQueries {
   }
 
   emit(event: EventInput, atSeconds: number): EventRecord {
-    const info = this.connection.run(
-      'INSERT INTO events (at_seconds, kind, job_id, task_id, instance_id, message, data_json) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    const seq = this.connection.nextNumber('events');
+    this.connection.run(
+      'INSERT INTO events (seq, at_seconds, kind, job_id, task_id, instance_id, message, data_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      seq,
       atSeconds,
       event.kind,
       event.jobId ?? null,
@@ -36,8 +38,6 @@ export class EventQueries {
       event.message ?? null,
       event.data === undefined ? null : JSON.stringify(event.data),
     );
-    return eventFromRow(
-      this.connection.get('SELECT * FROM events WHERE seq = ?', Number(info.lastInsertRowid)) as Row,
-    );
+    return eventFromRow(this.connection.get('SELECT * FROM events WHERE seq = ?', seq) as Row);
   }
 }

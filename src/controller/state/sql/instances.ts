@@ -9,21 +9,21 @@ import {
 } from '../../state-store.js';
 import { instanceIdOf, newInstanceRecord, transitionInstance, type Change } from '../lifecycle.js';
 import { checkRawToken, hashToken } from '../tokens.js';
-import { Where, type SqliteConnection } from './connection.js';
+import { Where, type SqlConnection } from './connection.js';
 import type { EventQueries } from './events.js';
 import { instanceFromRow } from './rows.js';
 
 /** Instances and their worker tokens. */
 export class InstanceQueries {
   constructor(
-    private readonly connection: SqliteConnection,
+    private readonly connection: SqlConnection,
     private readonly events: EventQueries,
     private readonly storeId: string,
   ) {}
 
   createInstance(input: NewInstance): InstanceRecord {
     return this.connection.transaction(() => {
-      const seq = this.connection.nextSeq('instances');
+      const seq = this.connection.nextNumber('instances');
       const { record, event } = newInstanceRecord(
         instanceIdOf(seq),
         input,
@@ -36,13 +36,15 @@ export class InstanceQueries {
       )
         throw new StateStoreError(`launch token ${record.launchToken} is already used`);
       this.connection.run(
-        `INSERT INTO instances (seq, id, type_name, state, availability_zone, launch_token, requested_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO instances (seq, id, type_name, state, availability_zone, placement_group, launch_token,
+           requested_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         seq,
         record.id,
         record.typeName,
         record.state,
         record.availabilityZone ?? null,
+        record.placementGroup ?? null,
         record.launchToken,
         record.requestedAtSeconds,
         record.updatedAtSeconds,
@@ -107,11 +109,12 @@ export class InstanceQueries {
   private apply(change: Change<InstanceRecord>): InstanceRecord {
     const i = change.record;
     this.connection.run(
-      `UPDATE instances SET state = ?, cloud_id = ?, availability_zone = ?, launched_at = ?, running_at = ?, terminated_at = ?,
-         updated_at = ?, worker_token_hash = ?, reason = ? WHERE id = ?`,
+      `UPDATE instances SET state = ?, cloud_id = ?, availability_zone = ?, placement_group = ?, launched_at = ?,
+         running_at = ?, terminated_at = ?, updated_at = ?, worker_token_hash = ?, reason = ? WHERE id = ?`,
       i.state,
       i.cloudId ?? null,
       i.availabilityZone ?? null,
+      i.placementGroup ?? null,
       i.launchedAtSeconds ?? null,
       i.runningAtSeconds ?? null,
       i.terminatedAtSeconds ?? null,

@@ -6,12 +6,12 @@ import {
   type IntentRecord,
 } from '../../state-store.js';
 import { checkIntent } from '../lifecycle.js';
-import { Where, type SqliteConnection } from './connection.js';
+import { Where, type SqlConnection } from './connection.js';
 import { intentFromRow } from './rows.js';
 
 /** Intents: written before a side effect, completed or failed after it. */
 export class IntentQueries {
-  constructor(private readonly connection: SqliteConnection) {}
+  constructor(private readonly connection: SqlConnection) {}
 
   recordIntent(
     intent: IntentInput,
@@ -24,9 +24,11 @@ export class IntentQueries {
       }
       checkIntent(intent);
       const now = this.connection.now();
-      const info = this.connection.run(
-        `INSERT INTO intents (kind, idempotency_key, round, payload_json, state, created_at, updated_at)
-         VALUES (?, ?, ?, ?, 'pending', ?, ?)`,
+      const id = this.connection.nextNumber('intents');
+      this.connection.run(
+        `INSERT INTO intents (id, kind, idempotency_key, round, payload_json, state, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)`,
+        id,
         intent.kind,
         options.key ?? null,
         options.round ?? null,
@@ -34,7 +36,7 @@ export class IntentQueries {
         now,
         now,
       );
-      return this.existing(Number(info.lastInsertRowid));
+      return this.existing(id);
     });
   }
 

@@ -1,11 +1,11 @@
 import { StateStoreError, type TeamTokenRecord } from '../../state-store.js';
 import { checkPrefixMatch, checkRawToken, checkTeamName, hashToken } from '../tokens.js';
-import { Where, type Row, type SqliteConnection } from './connection.js';
+import { Where, type Row, type SqlConnection } from './connection.js';
 import { tokenFromRow } from './rows.js';
 
 /** Team tokens for API authentication, stored as sha256 hashes. */
 export class TeamTokenQueries {
-  constructor(private readonly connection: SqliteConnection) {}
+  constructor(private readonly connection: SqlConnection) {}
 
   addTeamToken(team: string, rawToken: string, label?: string): TeamTokenRecord {
     checkTeamName(team);
@@ -40,7 +40,7 @@ export class TeamTokenQueries {
           'UPDATE team_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL',
           this.connection.now(),
           hashToken(rawToken),
-        ).changes > 0,
+        ) > 0,
     );
   }
 
