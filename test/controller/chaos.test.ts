@@ -1,19 +1,17 @@
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  readdirSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { Rng } from '../../src/core/random.js';
 import { ensureBuiltCli } from '../helpers/built-cli.js';
-import { analyzeJob, describeRuns, parseMarks, type Restart, type WorkerKill } from '../helpers/chaos-marks.js';
+import {
+  analyzeJob,
+  describeRuns,
+  parseMarks,
+  type Restart,
+  type WorkerKill,
+} from '../helpers/chaos-marks.js';
 import {
   freePort,
   killLocalLeftovers,
@@ -258,7 +256,9 @@ describe('chaos: a 50-job local run through controller and worker SIGKILLs', () 
       for (const r of analysis.restarts) {
         restarts.push({ name, ...r });
         if (r.lost > intervalIterations)
-          problems.push(`${name}: ${r.to} resumed at ${r.resumedAt} where ${r.from} had reached ${r.reached}${runs}`);
+          problems.push(
+            `${name}: ${r.to} resumed at ${r.resumedAt} where ${r.from} had reached ${r.reached}${runs}`,
+          );
       }
     }
     const maxLost = Math.max(0, ...restarts.map((r) => r.lost));
