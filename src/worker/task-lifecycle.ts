@@ -9,6 +9,7 @@ import { checkpointAndStop, CheckpointWatcher, restoreLatestCheckpoint } from '.
 import type { TaskLaunch } from './executor.js';
 import { ProgressTracker } from './progress.js';
 import { uploadTaskLog } from './task-log.js';
+import { readExitRecord, writeExitRecord, type TaskExitRecord } from './exit-record.js';
 import { checkpointOf, persistTask, readPersistedTask, type LocalTask } from './task-record.js';
 
 /** The agent's registration as the task operations see it: both undefined until it registers (and after a 401). */
@@ -173,8 +174,18 @@ export class TaskLifecycle {
     this.tasks.set(d.taskId, t);
     this.background(t, async () => {
       try {
-        await this.launch(t, d);
-        t.phase = 'running';
+        const exited = await this.launch(t, d);
+        if (exited === undefined) t.phase = 'running';
+        else {
+          // It ended before, where no controller heard of it: report that end, never run it a second time.
+          t.phase = exited.state;
+          t.exitCode = exited.exitCode;
+          t.reason = exited.reason;
+          t.completed = exited.completedIterations;
+          this.log.info(
+            `task ${t.taskId} already ${exited.state} (exit ${exited.exitCode ?? '?'}) on ${exited.instanceId ?? 'another instance'} at ${exited.exitedAt}: not run again`,
+          );
+        }
       } catch (e) {
         t.phase = 'failed';
         t.reason = `could not start: ${(e as Error).message}`;
@@ -184,8 +195,13 @@ export class TaskLifecycle {
     });
   }
 
-  private async launch(t: LocalTask, d: DesiredTask): Promise<void> {
+  /** Start the task; or, when it already exited in this attempt (its exit record says so), answer that exit. */
+  private async launch(t: LocalTask, d: DesiredTask): Promise<TaskExitRecord | undefined> {
     const store = this.requireStore();
+    if (d.restore) {
+      const exited = await readExitRecord(store, t, d.attempt ?? 1);
+      if (exited !== undefined) return exited;
+    }
     const executor = this.options.executor;
     const dir = this.taskDir(t.taskId);
     const checkpointDir = join(dir, 'checkpoint');
@@ -238,6 +254,7 @@ export class TaskLifecycle {
     };
     await executor.start(launch);
     this.log.info(`started ${t.taskId}${restoring ? ' from a checkpoint' : ''}`);
+    return undefined;
   }
 
   async stop(
@@ -285,14 +302,30 @@ export class TaskLifecycle {
       t.completed = summary.completed;
     }
     const text = await this.uploadLog(t);
+    if (!t.stopRequested) {
+      const tail = text.trimEnd().split('\n').slice(-5).join('\n');
+      const reason =
+        exitCode === 0
+          ? undefined
+          : `exit code ${exitCode ?? 'unknown'}${tail === '' ? '' : `; last output:\n${tail}`}`;
+      // Stored before it is reported: from then on a worker asked to run it again finds its end (exit-record.ts).
+      await writeExitRecord(this.requireStore(), {
+        version: 1,
+        jobId: t.jobId,
+        taskId: t.taskId,
+        attempt: t.attempt ?? 1,
+        state: exitCode === 0 ? 'succeeded' : 'failed',
+        ...(exitCode === undefined ? {} : { exitCode }),
+        ...(reason === undefined ? {} : { reason: reason.slice(0, 4000) }),
+        ...(t.completed === undefined ? {} : { completedIterations: t.completed }),
+        instanceId: this.options.cloudInstanceId,
+        exitedAt: new Date().toISOString(),
+      });
+      t.reason = reason;
+    }
     t.exitCode = exitCode;
     if (t.stopRequested) t.phase = 'stopped';
-    else if (exitCode === 0) t.phase = 'succeeded';
-    else {
-      t.phase = 'failed';
-      const tail = text.trimEnd().split('\n').slice(-5).join('\n');
-      t.reason = `exit code ${exitCode ?? 'unknown'}${tail === '' ? '' : `; last output:\n${tail}`}`;
-    }
+    else t.phase = exitCode === 0 ? 'succeeded' : 'failed';
     this.log.info(`task ${t.taskId} ${t.phase} (exit ${exitCode ?? '?'})`);
     await this.persist(t);
   }
