@@ -275,6 +275,13 @@ export class TaskLifecycle {
         watcher: t.watcher,
       });
       if (result.lastManifest !== undefined) t.checkpoint = checkpointOf(t, result.lastManifest);
+      if (result.endedBeforeSignal) {
+        // It ended as the stop arrived: that end (recorded, reported) is the task's, so nothing runs it again.
+        this.log.info(`task ${t.taskId} had ended before it was asked to checkpoint and stop`);
+        t.stopRequested = false;
+        await this.finished(t, result.exitCode);
+        return;
+      }
       this.log.info(
         `task ${t.taskId} checkpointed and stopped (${result.outcome} after ${result.elapsedMs} ms)` +
           (result.outcome === 'killed'
