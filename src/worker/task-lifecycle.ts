@@ -71,8 +71,17 @@ export class TaskLifecycle {
     return join(this.options.workDir, 'tasks', taskId);
   }
 
+  /**
+   * Write the task's record after any write already under way for it: the checkpoint watcher persists on each upload
+   * while a stop persists its own steps, and two writes at once raced on the one temporary file (the second rename
+   * failed, and the stop with it, leaving the task checkpointing for good).
+   */
   private persist(t: LocalTask): Promise<void> {
-    return persistTask(this.taskDir(t.taskId), t);
+    const write = (t.persisting ?? Promise.resolve())
+      .catch(() => undefined)
+      .then(() => persistTask(this.taskDir(t.taskId), t));
+    t.persisting = write;
+    return write;
   }
 
   /** After a restart: every task the executor still has is ours again (found by label / pid file). */
@@ -118,7 +127,9 @@ export class TaskLifecycle {
       ...(this.options.checkpointPollMs === undefined ? {} : { pollMs: this.options.checkpointPollMs }),
       onUpload: (result) => {
         t.checkpoint = checkpointOf(t, result.manifest);
-        void this.persist(t);
+        this.persist(t).catch((e: unknown) =>
+          this.log.warn(`task ${t.taskId}: recording its checkpoint failed: ${(e as Error).message}`),
+        );
       },
       onError: (e) => this.log.warn(`checkpoint upload of ${t.taskId} failed: ${e.message}`),
     });

@@ -10,6 +10,7 @@ import { readExitRecord } from '../../src/worker/exit-record.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
 import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
+import { persistTask, readPersistedTask, type LocalTask } from '../../src/worker/task-record.js';
 
 /**
  * A task's lifecycle on a worker, driven directly (no heartbeats): the moment a checkpoint-stop meets a task that has
@@ -79,5 +80,25 @@ describe('task lifecycle', () => {
     await tasks.stop(moving as NonNullable<typeof moving>, true, settings);
     expect(moving?.phase).toBe('stopped');
     expect(await readExitRecord(store, { jobId: 'moves-2', taskId: 'moves-2.0' }, 1)).toBeUndefined();
+  });
+});
+
+describe('task records', () => {
+  it('writes of one task’s record at the same time all land, and the record reads back whole', async () => {
+    const dir = join(tmp, 'record');
+    const task: LocalTask = {
+      taskId: 'rec-1.0',
+      jobId: 'rec-1',
+      phase: 'running',
+      startedAtMs: 1,
+      stopRequested: false,
+      lastLogUploadMs: 0,
+    };
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        persistTask(dir, { ...task, phase: i % 2 === 0 ? 'running' : 'checkpointing' }),
+      ),
+    );
+    expect((await readPersistedTask(dir))?.jobId).toBe('rec-1');
   });
 });
