@@ -32,7 +32,9 @@ describe('chaos marks', () => {
       [],
     );
     expect(a.overlaps).toEqual([]);
-    expect(a.restarts).toEqual([{ from: 't/1/i1/10', to: 't/1/i2/20', reached: 2, resumedAt: 2, lost: 0 }]);
+    expect(a.restarts).toEqual([
+      { from: 't/1/i1/10', to: 't/1/i2/20', reached: 2, resumedAt: 2, lost: 0, lostSeconds: 0 },
+    ]);
   });
 
   it('work after a worker kill is not counted, work before it that the next run redoes is', () => {
@@ -48,8 +50,8 @@ describe('chaos marks', () => {
       ),
       [{ instance: 'i1', atCs: 200 }],
     );
-    // Killed at 200: it had reached 4 (at 200); the next run resumed at 2.
-    expect(a.restarts[0]).toMatchObject({ reached: 4, resumedAt: 2, lost: 2 });
+    // Killed at 200: it had reached 4 (at 200); the next run resumed at 2 (marked at 150): 0.5 s of work redone.
+    expect(a.restarts[0]).toMatchObject({ reached: 4, resumedAt: 2, lost: 2, lostSeconds: 0.5 });
     expect(a.overlaps).toEqual([]);
   });
 

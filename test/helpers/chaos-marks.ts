@@ -37,7 +37,10 @@ export interface Restart {
   /** The furthest iteration any earlier run reached while its work could still be saved. */
   readonly reached: number;
   readonly resumedAt: number;
+  /** Iterations redone: reached − resumedAt. */
   readonly lost: number;
+  /** The time the earlier run spent on them: from its mark of `resumedAt` (or its start) to its mark of `reached`. */
+  readonly lostSeconds: number;
 }
 
 export interface JobAnalysis {
@@ -117,10 +120,20 @@ export function analyzeJob(marks: JobMarks, kills: readonly WorkerKill[]): JobAn
   for (let k = 1; k < runs.length; k += 1) {
     const run = runs[k] as Run;
     let reached = 0;
+    let lostSeconds = 0;
     for (const earlier of runs.slice(0, k)) {
       // Once its worker was killed, a run's further work could not be uploaded: count it only up to the kill.
       const kill = kills.find((x) => x.instance === earlier.instance && x.atCs >= earlier.startCs);
-      reached = Math.max(reached, reachedBy(earlier, kill === undefined ? Infinity : kill.atCs));
+      const byKill = kill === undefined ? Infinity : kill.atCs;
+      const furthest = reachedBy(earlier, byKill);
+      if (furthest < reached) continue;
+      reached = furthest;
+      const redone = earlier.iterations.filter(
+        (i) => i.cs <= byKill && i.n > run.resumedAt && i.n <= furthest,
+      );
+      const from = earlier.iterations.find((i) => i.n === run.resumedAt)?.cs ?? earlier.startCs;
+      const to = redone[redone.length - 1]?.cs;
+      lostSeconds = to === undefined ? 0 : Math.max(0, to - from) / 100;
     }
     restarts.push({
       from: (runs[k - 1] as Run).id,
@@ -128,6 +141,7 @@ export function analyzeJob(marks: JobMarks, kills: readonly WorkerKill[]): JobAn
       reached,
       resumedAt: run.resumedAt,
       lost: Math.max(0, reached - run.resumedAt),
+      lostSeconds,
     });
   }
   const all = runs.flatMap((r) => [...r.iterations.map((i) => i.n), r.end?.n ?? 0]);
