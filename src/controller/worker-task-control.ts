@@ -90,7 +90,8 @@ export class WorkerTaskControl implements TaskControl {
   readonly name = 'worker';
   private readonly store: StateStore;
   private readonly log: ControllerLogger;
-  private readonly startedAtSeconds: number;
+  /** Since when workers can reach this controller (serving()); undefined before. */
+  private servingSinceSeconds: number | undefined;
   private readonly reports = new Map<string, InstanceReports>();
   private readonly lastHeartbeat = new Map<string, number>();
   private readonly startRequested = new Set<string>();
@@ -109,7 +110,6 @@ export class WorkerTaskControl implements TaskControl {
   constructor(private readonly options: WorkerTaskControlOptions) {
     this.store = options.store;
     this.log = options.logger ?? silentLogger;
-    this.startedAtSeconds = options.clock.nowSeconds();
     this.latency = new LatencyMatrix(options.latencyStaleSeconds);
     this.latency.load(this.store.getValue(LATENCY_MATRIX_KEY));
   }
@@ -469,15 +469,26 @@ export class WorkerTaskControl implements TaskControl {
   }
 
   /**
+   * The worker protocol is served from now on (the API listens). A worker's silence counts from then at the earliest:
+   * before, no worker could have been heard, however long the controller took to start (recovering a large state, a
+   * loaded host), and counting that time against them replaced every healthy instance at once.
+   */
+  serving(): void {
+    this.servingSinceSeconds ??= this.options.clock.nowSeconds();
+  }
+
+  /**
    * Registered workers silent for longer than the heartbeat timeout (their instance is replaced by the caller). After a
-   * controller restart every worker gets the full timeout from the restart to be heard again.
+   * controller restart every worker gets the full timeout from when the restarted controller serves them; none is
+   * silent before it does.
    */
   staleInstances(): InstanceRecord[] {
+    if (this.servingSinceSeconds === undefined) return [];
     const now = this.options.clock.nowSeconds();
     const out: InstanceRecord[] = [];
     for (const inst of this.store.listInstances({ states: ['running', 'draining'] })) {
       if (inst.workerTokenHash === undefined || this.lost.has(inst.id)) continue;
-      const last = this.lastHeartbeat.get(inst.id) ?? this.startedAtSeconds;
+      const last = this.lastHeartbeat.get(inst.id) ?? this.servingSinceSeconds;
       if (now - last > this.options.heartbeatTimeoutSeconds) out.push(inst);
     }
     return out;

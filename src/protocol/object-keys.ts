@@ -5,6 +5,8 @@
  *
  *   checkpoints/<job>/<task>/<seq>/data.tar        a task's checkpoint (seq zero-padded, so key order is seq order);
  *   checkpoints/<job>/<task>/<seq>/manifest.json   written last: a seq without a manifest is a partial upload
+ *   checkpoints/<job>/<task>/exit-<attempt>.json   how the task ended on its own in that attempt of its job (its
+ *                                                  worker writes it before reporting the exit)
  *   logs/<job>/<start ms>-<task>-<instance>.log    one object per run of a task, in start order
  *   contexts/<sha256>.tar[.gz]                     a build context `fleetwise submit` uploaded (content-addressed)
  *   reports/costs-<UTC stamp>.{json,csv,html}      cost reports (the stamp sorts chronologically)
@@ -45,6 +47,16 @@ export function parseCheckpointKey(
   const match = /^(\d+)\/(data\.tar|manifest\.json)$/.exec(key.slice(prefix.length));
   if (match?.[1] === undefined) return undefined;
   return { seq: Number(match[1]), part: match[2] === CHECKPOINT_MANIFEST_FILE ? 'manifest' : 'data' };
+}
+
+/**
+ * Where a task's exit in one attempt of its job is recorded, beside its checkpoints (which are as much the task's
+ * as its exit is; checkpoint listings skip it).
+ */
+export function taskExitKey(ref: CheckpointRef, attempt: number): string {
+  if (!Number.isSafeInteger(attempt) || attempt < 1)
+    throw new Error(`an attempt is a positive integer, got ${attempt}`);
+  return `${checkpointPrefix(ref)}exit-${attempt}.json`;
 }
 
 export function taskLogPrefix(jobId: string): string {

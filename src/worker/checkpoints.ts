@@ -429,6 +429,11 @@ export interface CheckpointAndStopResult {
   /** The newest checkpoint in the store from this watcher after the stop (the restore point). */
   readonly lastManifest: CheckpointManifest | undefined;
   readonly elapsedMs: number;
+  /**
+   * The task had exited on its own before the signal was sent (it ended as the stop arrived): its exit is its end,
+   * a success or a failure, not a checkpoint for a move.
+   */
+  readonly endedBeforeSignal: boolean;
 }
 
 /**
@@ -442,6 +447,9 @@ export async function checkpointAndStop(options: CheckpointAndStopOptions): Prom
   const initial = await executor.status(taskId);
   let outcome: CheckpointAndStopResult['outcome'] = 'gone';
   let exitCode: number | undefined;
+  // Only an exit seen before signalling counts: a file's modification time (the process executor's exit record) runs
+  // on the kernel's coarse clock and may read earlier than a signal sent just before it.
+  const endedBeforeSignal = initial?.state === 'exited';
   if (initial !== undefined) {
     if (initial.state !== 'exited') await executor.signal(taskId, options.signal);
     const deadline = started + options.timeoutSeconds * 1000;
@@ -467,5 +475,11 @@ export async function checkpointAndStop(options: CheckpointAndStopOptions): Prom
     if (outcome !== 'killed') await watcher.flush();
     else await watcher.flushMarkedOnly();
   }
-  return { outcome, exitCode, lastManifest: watcher?.lastManifest, elapsedMs: Date.now() - started };
+  return {
+    outcome,
+    exitCode,
+    lastManifest: watcher?.lastManifest,
+    elapsedMs: Date.now() - started,
+    endedBeforeSignal,
+  };
 }

@@ -15,6 +15,7 @@ import {
 import type { TaskLaunch } from './executor.js';
 import { ProgressTracker } from './progress.js';
 import { uploadTaskLog } from './task-log.js';
+import { readExitRecord, writeExitRecord, type TaskExitRecord } from './exit-record.js';
 import { checkpointOf, persistTask, readPersistedTask, type LocalTask } from './task-record.js';
 
 /** The agent's registration as the task operations see it: both undefined until it registers (and after a 401). */
@@ -95,8 +96,17 @@ export class TaskLifecycle {
     return join(this.options.workDir, 'tasks', taskId);
   }
 
+  /**
+   * Write the task's record after any write already under way for it: the checkpoint watcher persists on each upload
+   * while a stop persists its own steps, and two writes at once raced on the one temporary file (the second rename
+   * failed, and the stop with it, leaving the task checkpointing for good).
+   */
   private persist(t: LocalTask): Promise<void> {
-    return persistTask(this.taskDir(t.taskId), t);
+    const write = (t.persisting ?? Promise.resolve())
+      .catch(() => undefined)
+      .then(() => persistTask(this.taskDir(t.taskId), t));
+    t.persisting = write;
+    return write;
   }
 
   /** After a restart: every task the executor still has is ours again (found by label / pid file). */
@@ -143,7 +153,9 @@ export class TaskLifecycle {
       ...(this.options.checkpointPollMs === undefined ? {} : { pollMs: this.options.checkpointPollMs }),
       onUpload: (result) => {
         t.checkpoint = checkpointOf(t, result.manifest);
-        void this.persist(t);
+        this.persist(t).catch((e: unknown) =>
+          this.log.warn(`task ${t.taskId}: recording its checkpoint failed: ${(e as Error).message}`),
+        );
       },
       onError: (e) => this.log.warn(`checkpoint upload of ${t.taskId} failed: ${e.message}`),
       retry: this.retry,
@@ -201,8 +213,18 @@ export class TaskLifecycle {
     this.tasks.set(d.taskId, t);
     this.background(t, async () => {
       try {
-        await this.launch(t, d);
-        t.phase = 'running';
+        const exited = await this.launch(t, d);
+        if (exited === undefined) t.phase = 'running';
+        else {
+          // It ended before, where no controller heard of it: report that end, never run it a second time.
+          t.phase = exited.state;
+          t.exitCode = exited.exitCode;
+          t.reason = exited.reason;
+          t.completed = exited.completedIterations;
+          this.log.info(
+            `task ${t.taskId} already ${exited.state} (exit ${exited.exitCode ?? '?'}) on ${exited.instanceId ?? 'another instance'} at ${exited.exitedAt}: not run again`,
+          );
+        }
       } catch (e) {
         t.phase = 'failed';
         t.reason = `could not start: ${(e as Error).message}`;
@@ -212,8 +234,13 @@ export class TaskLifecycle {
     });
   }
 
-  private async launch(t: LocalTask, d: DesiredTask): Promise<void> {
+  /** Start the task; or, when it already exited in this attempt (its exit record says so), answer that exit. */
+  private async launch(t: LocalTask, d: DesiredTask): Promise<TaskExitRecord | undefined> {
     const store = this.requireStore();
+    if (d.restore) {
+      const exited = await readExitRecord(store, t, d.attempt ?? 1);
+      if (exited !== undefined) return exited;
+    }
     const executor = this.options.executor;
     const dir = this.taskDir(t.taskId);
     const checkpointDir = join(dir, 'checkpoint');
@@ -268,6 +295,7 @@ export class TaskLifecycle {
     };
     await executor.start(launch);
     this.log.info(`started ${t.taskId}${restoring ? ' from a checkpoint' : ''}`);
+    return undefined;
   }
 
   async stop(
@@ -288,6 +316,13 @@ export class TaskLifecycle {
         watcher: t.watcher,
       });
       if (result.lastManifest !== undefined) t.checkpoint = checkpointOf(t, result.lastManifest);
+      if (result.endedBeforeSignal) {
+        // It ended as the stop arrived: that end (recorded, reported) is the task's, so nothing runs it again.
+        this.log.info(`task ${t.taskId} had ended before it was asked to checkpoint and stop`);
+        t.stopRequested = false;
+        await this.finished(t, result.exitCode);
+        return;
+      }
       this.log.info(
         `task ${t.taskId} checkpointed and stopped (${result.outcome} after ${result.elapsedMs} ms)` +
           (result.outcome === 'killed'
@@ -315,14 +350,30 @@ export class TaskLifecycle {
       t.completed = summary.completed;
     }
     const text = await this.uploadLog(t);
+    if (!t.stopRequested) {
+      const tail = text.trimEnd().split('\n').slice(-5).join('\n');
+      const reason =
+        exitCode === 0
+          ? undefined
+          : `exit code ${exitCode ?? 'unknown'}${tail === '' ? '' : `; last output:\n${tail}`}`;
+      // Stored before it is reported: from then on a worker asked to run it again finds its end (exit-record.ts).
+      await writeExitRecord(this.requireStore(), {
+        version: 1,
+        jobId: t.jobId,
+        taskId: t.taskId,
+        attempt: t.attempt ?? 1,
+        state: exitCode === 0 ? 'succeeded' : 'failed',
+        ...(exitCode === undefined ? {} : { exitCode }),
+        ...(reason === undefined ? {} : { reason: reason.slice(0, 4000) }),
+        ...(t.completed === undefined ? {} : { completedIterations: t.completed }),
+        instanceId: this.options.cloudInstanceId,
+        exitedAt: new Date().toISOString(),
+      });
+      t.reason = reason;
+    }
     t.exitCode = exitCode;
     if (t.stopRequested) t.phase = 'stopped';
-    else if (exitCode === 0) t.phase = 'succeeded';
-    else {
-      t.phase = 'failed';
-      const tail = text.trimEnd().split('\n').slice(-5).join('\n');
-      t.reason = `exit code ${exitCode ?? 'unknown'}${tail === '' ? '' : `; last output:\n${tail}`}`;
-    }
+    else t.phase = exitCode === 0 ? 'succeeded' : 'failed';
     this.log.info(`task ${t.taskId} ${t.phase} (exit ${exitCode ?? '?'})`);
     await this.persist(t);
   }

@@ -540,6 +540,29 @@ describe('controller API: malformed and oversized requests', () => {
     ]);
   });
 
+  it('a key that is not a plain name is quoted in the field path, so it cannot pass for another field or line', async () => {
+    const answer = await call('POST', '/v1/jobs', {
+      token: ADMIN_TOKEN,
+      json: {
+        name: 'odd-keys',
+        team: 'vision',
+        tasks: [
+          {
+            image: 'x',
+            env: { 'A: b\ntasks.0.image: forged': '1', ['K-'.repeat(50)]: '2' },
+            demand: { 'p3: x': [0, 1, 1] },
+          },
+        ],
+      },
+    });
+    expect(answer.status).toBe(400);
+    expect(errorOf(answer).details).toEqual([
+      'tasks.0.env["A: b\\ntasks.0.image: forged"]: environment names are letters, digits and _, not starting with a digit',
+      `tasks.0.env["${'K-'.repeat(32)}…"]: environment names are letters, digits and _, not starting with a digit`,
+      'tasks.0.demand["p3: x"]: not a family name (e.g. p3, c7i, r7i or any)',
+    ]);
+  });
+
   it('malformed JSON and YAML are 400 naming the problem', async () => {
     const json = await call('POST', '/v1/jobs', {
       token: ADMIN_TOKEN,
@@ -559,6 +582,22 @@ describe('controller API: malformed and oversized requests', () => {
     expect(empty.status).toBe(400);
     const list = await call('POST', '/v1/jobs', { token: ADMIN_TOKEN, json: [1, 2] });
     expect(errorOf(list).details?.[0]).toMatch(/^\(root\): expected a job spec/);
+  });
+
+  it('a path that is not valid percent-encoding, or an overlong path parameter, is an API error, not fastify’s', async () => {
+    for (const path of ['/v1/tokens/%ff%fe%fd/revoke', '/v1/jobs/%C0%AF']) {
+      const answer = await call('GET', path, { token: ADMIN_TOKEN });
+      expect(answer.status, answer.text).toBe(400);
+      expect(answer.body).toEqual({
+        error: 'malformed URL',
+        details: [expect.stringMatching(/^path: not valid percent-encoding/)],
+      });
+    }
+    const long = await call('GET', `/v1/jobs/${'j'.repeat(129)}`, { token: ADMIN_TOKEN });
+    expect(long.status, long.text).toBe(414);
+    expect(long.body).toEqual({ error: expect.stringMatching(/longer than 128 characters/) });
+    // The longest id a route takes still reaches the route (and is not found).
+    expect((await call('GET', `/v1/jobs/${'j'.repeat(128)}`, { token: ADMIN_TOKEN })).status).toBe(404);
   });
 
   it('a body over 1 MiB is 413 with a clear message; other content types 415', async () => {

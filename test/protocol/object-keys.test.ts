@@ -16,6 +16,7 @@ import {
   REPORTS_PREFIX,
   stateBackupKeys,
   stateBackupPrefix,
+  taskExitKey,
   taskLogKey,
   taskLogPrefix,
 } from '../../src/protocol/object-keys.js';
@@ -32,6 +33,13 @@ describe('object keys', () => {
       manifest: 'checkpoints/job-7/job-7.0/00000012/manifest.json',
     });
     expect(checkpointKeys(REF, 9).data < checkpointKeys(REF, 10).data).toBe(true);
+  });
+
+  it("keeps a task's exit per attempt beside its checkpoints, where checkpoint listings do not take it for one", () => {
+    expect(taskExitKey(REF, 2)).toBe('checkpoints/job-7/job-7.0/exit-2.json');
+    expect(parseCheckpointKey(REF, taskExitKey(REF, 2))).toBeUndefined();
+    expect(() => taskExitKey(REF, 0)).toThrow(/positive integer/);
+    assertValidKey(taskExitKey(REF, 1));
   });
 
   it("parses back its own checkpoint keys, and nothing else under (or beside) the task's prefix", () => {

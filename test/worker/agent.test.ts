@@ -190,6 +190,46 @@ describe('worker agent (fake controller over HTTP, real process executor)', () =
     expect(failed.reason).toContain('loading data');
   });
 
+  it('a task that exited where no controller heard of it is not run again: the next worker reports its recorded exit', async () => {
+    const runs = join(tmp, 'exit-record-runs');
+    const command = ['sh', '-c', `echo "run $FLEETWISE_ATTEMPT" >> ${runs}; exit "$EXIT"`];
+    for (const [taskId, exit, state] of [
+      ['once-6.0', '0', 'succeeded'],
+      ['once-7.0', '3', 'failed'],
+    ] as const) {
+      // The first worker runs the task to its end, then dies before any controller records it.
+      const first = agentOn(join(tmp, `${taskId}-first`));
+      controller.answer = [runTask(taskId, command, { EXIT: exit })];
+      await first.agent.register();
+      await tickUntil(first.agent, `${taskId} to end`, (r) => r?.state === state, taskId);
+      await first.agent.run(AbortSignal.abort());
+      // Another worker is asked to run it again, from its checkpoints: it reports the end instead.
+      const second = agentOn(join(tmp, `${taskId}-second`));
+      controller.answer = [{ ...runTask(taskId, command, { EXIT: exit }), restore: true, attempt: 1 }];
+      await second.agent.register();
+      const before = controller.heartbeats.length;
+      const reported = await until(`${taskId} reported by the second worker`, async () => {
+        await second.agent.tick();
+        await second.agent.settle();
+        return controller.heartbeats
+          .slice(before)
+          .flatMap((h) => h.tasks)
+          .find((r) => r.taskId === taskId && r.state === state);
+      });
+      expect(reported).toMatchObject({ state, exitCode: Number(exit), attempt: 1 });
+      if (state === 'failed') expect(reported.reason).toMatch(/^exit code 3/);
+      expect(await second.executor.list()).toEqual([]); // nothing was started
+      expect(second.logger.lines.some((l) => l.includes(`task ${taskId} already ${state}`))).toBe(true);
+    }
+    expect(readFileSync(runs, 'utf8')).toBe('run 1\nrun 1\n'); // each task ran once
+    // A new attempt of the job (a retry) runs the task again.
+    const third = agentOn(join(tmp, 'once-7.0-retry'));
+    controller.answer = [{ ...runTask('once-7.0', command, { EXIT: '0' }), restore: true, attempt: 2 }];
+    await third.agent.register();
+    await tickUntil(third.agent, 'the retry to succeed', (r) => r?.state === 'succeeded', 'once-7.0');
+    expect(readFileSync(runs, 'utf8')).toBe('run 1\nrun 1\nrun 2\n');
+  });
+
   it('refuses a malformed or unrunnable task spec with a clear message and keeps running', async () => {
     const logger = new RecordingLogger();
     const { agent, executor } = agentOn(join(tmp, 'bad'), logger);

@@ -460,6 +460,8 @@ export async function runController(
       releaseStateDir();
       throw listenError(e, config.listen);
     }
+    // Workers can reach this controller from now on: their silence counts from here.
+    workers?.serving();
     // The client finds a controller it was not told about through this file (src/cli/local-state.ts).
     writeFileSync(join(config.stateDir, API_URL_FILE), `${api.url}\n`, { mode: 0o600 });
   }

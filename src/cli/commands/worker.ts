@@ -93,10 +93,18 @@ export async function dockerAvailable(timeoutMs = 2000): Promise<boolean> {
   }
 }
 
-export function makeExecutor(kind: 'docker' | 'process', workDir: string, instanceId?: string): Executor {
+export function makeExecutor(
+  kind: 'docker' | 'process',
+  workDir: string,
+  instanceId?: string,
+  options: { readonly tasksEndWithThisProcess?: boolean } = {},
+): Executor {
   return kind === 'docker'
     ? new DockerExecutor({ instanceId })
-    : new ProcessExecutor({ stateDir: join(workDir, 'executor') });
+    : new ProcessExecutor({
+        stateDir: join(workDir, 'executor'),
+        tasksEndWithThisProcess: options.tasksEndWithThisProcess === true,
+      });
 }
 
 /**
@@ -171,7 +179,11 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
   const agent = new WorkerAgent({
     connection: new ControllerClient(flags.controller),
     credentials: { launch, saved },
-    executor: makeExecutor(kind, workDir, flags.instanceId),
+    // A worker that stops its tasks on exit is its instance (local mode): its process tasks end with it however it
+    // ends, a SIGKILL included, instead of running on unsupervised while the controller restarts them elsewhere.
+    executor: makeExecutor(kind, workDir, flags.instanceId, {
+      tasksEndWithThisProcess: flags.stopTasksOnExit === true,
+    }),
     openStore: (location) => openObjectStore(location),
     cloudInstanceId: flags.instanceId,
     workDir,
@@ -222,7 +234,7 @@ export function registerWorker(program: Command): void {
     )
     .option(
       '--stop-tasks-on-exit',
-      'on SIGTERM/SIGINT, checkpoint and stop the tasks before exiting (default: leave them for a restarted worker)',
+      'on SIGTERM/SIGINT, checkpoint and stop the tasks before exiting, and (process executor) end them with the worker however it ends (default: leave them for a restarted worker)',
     )
     .option(
       '--probe-port <port>',

@@ -167,12 +167,14 @@ export class LocalProvider implements CloudProvider {
     const now = this.nowMs();
     const gone: LocalInstance[] = [];
     const next = instances.map((i) => {
-      if (!wanted.has(i.instanceId) || i.state === 'terminated') return i;
-      const closed = { ...i, state: 'terminated' as const, terminatedAtMs: now };
+      if (!wanted.has(i.instanceId)) return i;
+      const closed =
+        i.state === 'terminated' ? i : { ...i, state: 'terminated' as const, terminatedAtMs: now };
       gone.push(closed);
       return closed;
     });
-    // Recorded first: a crash mid-kill leaves a terminated record, and a retried terminate kills again (idempotent).
+    // Recorded first: a crash mid-kill leaves a terminated record, and a retried terminate kills again (idempotent),
+    // so an instance recorded terminated already is killed too: its worker and tasks may have outlived the crash.
     this.save(next);
     for (const inst of gone) await this.options.spawner.kill(inst);
   }

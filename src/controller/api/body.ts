@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import { ValidationError } from '../../core/validation.js';
+import { formatFieldPath, ValidationError } from '../../core/validation.js';
 import { HttpError } from './errors.js';
 
 /**
@@ -81,8 +81,9 @@ export const MAX_BODY_DEPTH = 64;
 const NAMED_SEGMENTS = 8;
 
 function fieldPath(keys: readonly string[]): string {
-  if (keys.length === 0) return '(root)';
-  return keys.length > NAMED_SEGMENTS ? `${keys.slice(0, NAMED_SEGMENTS).join('.')}…` : keys.join('.');
+  return keys.length > NAMED_SEGMENTS
+    ? `${formatFieldPath(keys.slice(0, NAMED_SEGMENTS))}…`
+    : formatFieldPath(keys);
 }
 
 /**

@@ -5,6 +5,9 @@ import { IllegalTransitionError, StateStoreError, UnknownRecordError } from '../
 import { isObjectStoreError } from '../../storage/object-store-error.js';
 import { AuthError } from './auth.js';
 
+/** The bound on one path parameter (the server's `maxParamLength`): the longest id a route accepts. */
+export const MAX_PATH_PARAM_LENGTH = 128;
+
 /** Every error response has this shape: a one-line reason and, for validation failures, one line per problem. */
 export interface ErrorBody {
   readonly error: string;
@@ -68,6 +71,15 @@ export function toHttpError(
           : `unsupported content type ${JSON.stringify(type)}`,
       );
     }
+    case 'FST_ERR_BAD_URL':
+      return new HttpError(400, 'malformed URL', [
+        'path: not valid percent-encoding (each % starts two hex digits of UTF-8)',
+      ]);
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return new HttpError(
+        414,
+        `a path parameter is longer than ${MAX_PATH_PARAM_LENGTH} characters: no id is that long`,
+      );
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new HttpError(400, 'the Content-Length header does not match the body');
     default:

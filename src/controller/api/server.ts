@@ -6,7 +6,7 @@ import { DEFAULT_CONTEXT_LIMITS, type ContextLimits } from '../../protocol/conte
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import { authenticate, authorize, type Principal } from './auth.js';
 import { registerBodyParsers } from './body.js';
-import { HttpError, sendError, toHttpError } from './errors.js';
+import { HttpError, MAX_PATH_PARAM_LENGTH, sendError, toHttpError } from './errors.js';
 import { ControllerMetrics, metricsRegistry } from './metrics.js';
 import { registerClusterRoutes } from './routes-cluster.js';
 import { registerTokenRoutes } from './routes-tokens.js';
@@ -76,7 +76,19 @@ export function buildApiApp(
   options: Omit<ApiServerOptions, 'listen'> & { readonly metrics: ControllerMetrics },
 ): { app: FastifyInstance; routes: RouteTable } {
   const bodyLimit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
-  const app = Fastify({ logger: options.logger ?? false, bodyLimit, exposeHeadRoutes: false });
+  const app = Fastify({
+    logger: options.logger ?? false,
+    bodyLimit,
+    exposeHeadRoutes: false,
+    routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },
+    // Errors fastify raises before routing (a path that is not valid percent-encoding, an overlong path parameter)
+    // get the API's error body too, not fastify's own shape.
+    frameworkErrors: (error, request, reply) =>
+      sendError(
+        reply,
+        toHttpError(error, () => bodyLimit, request),
+      ),
+  });
   const catalog = options.catalog ?? loadCatalogFile();
   const priceBook = catalog instanceof PriceBook ? catalog : new PriceBook(catalog);
   const principals = new WeakMap<FastifyRequest, Principal>();

@@ -1,5 +1,6 @@
 import { isNode, type Document, type LineCounter } from 'yaml';
 import type { z } from 'zod';
+import { formatFieldPath } from '../../core/validation.js';
 import { KNOWN_KEYS } from './schema.js';
 
 /** Turning zod issues into one-line problems that name the field, a likely intended name and the line. */
@@ -11,7 +12,7 @@ export interface Problem {
 }
 
 export function formatPath(path: Path): string {
-  return path.length === 0 ? '(root)' : path.map(String).join('.');
+  return formatFieldPath(path);
 }
 
 export function explainIssue(issue: z.core.$ZodIssue): Problem[] {
