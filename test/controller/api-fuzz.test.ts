@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -198,11 +199,14 @@ beforeAll(async () => {
     { name: 'Dockerfile', content: 'FROM busybox\n' },
     { name: 'run.sh', content: 'echo hi\n' },
   ]);
-  const uploaded = await fetch(`${ctl.url}/v1/contexts`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${LOCAL_ADMIN_TOKEN}`, 'content-type': 'application/x-tar' },
-    body: tar,
-  });
+  const uploaded = await fetch(
+    `${ctl.url}/v1/contexts?sha256=${createHash('sha256').update(tar).digest('hex')}`,
+    {
+      method: 'POST',
+      headers: { authorization: `Bearer ${LOCAL_ADMIN_TOKEN}`, 'content-type': 'application/x-tar' },
+      body: tar,
+    },
+  );
   const context = ((await uploaded.json()) as { ref: string }).ref;
 
   const specs = ['resnet.yaml', 'gpt2.yaml', 'graphsage.yaml', 'openfoam.yaml', 'resnet-ddp.yaml'].map(
