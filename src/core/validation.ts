@@ -12,7 +12,8 @@ export class ValidationError extends Error {
 }
 
 /** A key written bare in a field path (names, indices, file names); any other is quoted. */
-const BARE_KEY = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
+// A plain name, or a command-line flag (`--probe-port`): neither can hold `: `, a quote or a line break.
+const BARE_KEY = /^(--)?[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
 /** A key longer than this is quoted and cut: the path names the field, it need not echo a megabyte. */
 const MAX_QUOTED_KEY = 64;
 
