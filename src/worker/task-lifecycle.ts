@@ -238,7 +238,11 @@ export class TaskLifecycle {
   private async launch(t: LocalTask, d: DesiredTask): Promise<TaskExitRecord | undefined> {
     const store = this.requireStore();
     if (d.restore) {
-      const exited = await readExitRecord(store, t, d.attempt ?? 1);
+      // Retried while the store fails, like the restore: an outage must neither fail the task nor run it twice.
+      // (Part of the restore: its retries are logged as the restore's.)
+      const exited = await this.retry(`restore of ${t.taskId}`, () =>
+        readExitRecord(store, t, d.attempt ?? 1),
+      );
       if (exited !== undefined) return exited;
     }
     const executor = this.options.executor;
@@ -357,7 +361,8 @@ export class TaskLifecycle {
           ? undefined
           : `exit code ${exitCode ?? 'unknown'}${tail === '' ? '' : `; last output:\n${tail}`}`;
       // Stored before it is reported: from then on a worker asked to run it again finds its end (exit-record.ts).
-      await writeExitRecord(this.requireStore(), {
+      const store = this.requireStore();
+      const record: TaskExitRecord = {
         version: 1,
         jobId: t.jobId,
         taskId: t.taskId,
@@ -368,7 +373,8 @@ export class TaskLifecycle {
         ...(t.completed === undefined ? {} : { completedIterations: t.completed }),
         instanceId: this.options.cloudInstanceId,
         exitedAt: new Date().toISOString(),
-      });
+      };
+      await this.retry(`exit record of ${t.taskId}`, () => writeExitRecord(store, record));
       t.reason = reason;
     }
     t.exitCode = exitCode;

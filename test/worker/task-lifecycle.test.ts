@@ -47,6 +47,7 @@ describe('task lifecycle', () => {
       },
       { info: () => undefined, warn: () => undefined },
       () => ({ store, instanceId: 'inst-1' }),
+      new AbortController().signal,
     );
     const settings = { signal: 'SIGTERM', timeoutSeconds: 5 } as const;
 
