@@ -174,7 +174,9 @@ export class TaskLifecycle {
         t.perSecond = summary.iterationsPerSecond;
       }
       if (t.busy !== undefined || t.phase !== 'running') continue;
-      const status = statuses.get(t.taskId);
+      // The listing may predate a start that ended since (starts run in the background, and the polls above await):
+      // ask again before taking a running task for gone.
+      const status = statuses.get(t.taskId) ?? (await this.options.executor.status(t.taskId));
       if (status === undefined) {
         t.phase = 'failed';
         t.reason = 'the task disappeared from this host (container or process removed)';
