@@ -210,7 +210,7 @@ export class TaskLifecycle {
       attempt: d.attempt,
       checkpoint: previous?.checkpoint,
       lastLogUploadMs: 0,
-      total: numberOr(d.launch.env.COUNT_TO),
+      total: d.totalIterations ?? numberOr(d.launch.env.COUNT_TO),
     };
     this.tasks.set(d.taskId, t);
     this.background(t, async () => {
@@ -322,9 +322,10 @@ export class TaskLifecycle {
         watcher: t.watcher,
       });
       if (result.lastManifest !== undefined) t.checkpoint = checkpointOf(t, result.lastManifest);
-      if (result.endedBeforeSignal) {
-        // It ended as the stop arrived: that end (recorded, reported) is the task's, so nothing runs it again.
-        this.log.info(`task ${t.taskId} had ended before it was asked to checkpoint and stop`);
+      if (result.endedBeforeSignal || (result.exitCode === 0 && (await this.didItAll(t)))) {
+        // It ended as the stop arrived (before the signal, or with its last step done): that end (recorded,
+        // reported) is the task's, so nothing runs it again.
+        this.log.info(`task ${t.taskId} had ended when it was asked to checkpoint and stop`);
         t.stopRequested = false;
         await this.finished(t, result.exitCode);
         return;
@@ -343,6 +344,13 @@ export class TaskLifecycle {
     if (this.registration().store !== undefined) await this.uploadLog(t);
     t.phase = 'stopped';
     await this.persist(t);
+  }
+
+  /** The task has reported every iteration its job declares (none declared: not known, so no). */
+  private async didItAll(t: LocalTask): Promise<boolean> {
+    if (t.total === undefined) return false;
+    if (t.progress !== undefined) t.completed = (await t.progress.poll()).completed;
+    return (t.completed ?? 0) >= t.total;
   }
 
   /** The task exited without being asked: 0 is success, anything else a failure with its last output. */

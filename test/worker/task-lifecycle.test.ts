@@ -35,7 +35,7 @@ function runOnce(taskId: string, command: string[]): DesiredTask {
 }
 
 describe('task lifecycle', () => {
-  it('a task that ended as its checkpoint-stop arrived reports (and records) its own end; one the signal ended is stopped', async () => {
+  it('a task that ended as its checkpoint-stop arrived (or did its last step) reports and records its own end; one the signal ended is stopped', async () => {
     const executor = new ProcessExecutor({ stateDir: join(tmp, 'executor') });
     const store = new FsObjectStore(join(tmp, 'store'));
     const tasks = new TaskLifecycle(
@@ -83,6 +83,31 @@ describe('task lifecycle', () => {
     await tasks.stop(moving as NonNullable<typeof moving>, true, settings);
     expect(moving?.phase).toBe('stopped');
     expect(await readExitRecord(store, { jobId: 'moves-2', taskId: 'moves-2.0' }, 1)).toBeUndefined();
+
+    // The signal reaches a task in its last step: it exits 0 having reported all the iterations its job declares.
+    const lastStep = [
+      'sh',
+      '-c',
+      'echo "$(date +%s) 3" >> "$FLEETWISE_PROGRESS_FILE"; trap "exit 0" TERM; echo ready; while :; do sleep 0.05; done',
+    ];
+    for (const [taskId, total, phase] of [
+      ['last-4.0', 3, 'succeeded'],
+      ['unknown-5.0', undefined, 'stopped'],
+    ] as const) {
+      tasks.start({
+        ...runOnce(taskId, lastStep),
+        ...(total === undefined ? {} : { totalIterations: total }),
+      });
+      await tasks.settle();
+      for (let i = 0; !(await readAll(await executor.logs(taskId))).toString().includes('ready'); i += 1) {
+        if (i > 200) throw new Error(`${taskId} never got ready`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      const task = tasks.get(taskId);
+      await tasks.stop(task as NonNullable<typeof task>, true, settings);
+      // Done: its end is recorded. Without a declared total, an exit on the signal is a checkpoint-stop.
+      expect(task?.phase).toBe(phase);
+    }
   });
 });
 
