@@ -374,6 +374,7 @@ export class WorkerTaskControl implements TaskControl {
       // (the worker starts from zero when there is no good checkpoint).
       restore: task.lastCheckpointKey !== undefined || job.startedAtSeconds !== undefined,
       attempt: job.attempts,
+      ...(job.spec.totalIterations === undefined ? {} : { totalIterations: job.spec.totalIterations }),
       launch: {
         ...(template.image === undefined ? {} : { image: template.image }),
         ...(template.build === undefined

@@ -219,6 +219,11 @@ export const desiredTaskSchema = z.object({
    * later one; without it, a `run` for a task that already exited is the controller not having seen the exit yet.
    */
   attempt: z.number().int().positive().optional(),
+  /**
+   * The iterations the job runs in all (its spec's totalIterations), when it says. A task that exits 0 having reported
+   * them all has ended, even when a checkpoint signal reached it during its last step.
+   */
+  totalIterations: z.number().int().positive().optional(),
 });
 export type DesiredTask = z.infer<typeof desiredTaskSchema>;
 

@@ -174,7 +174,9 @@ export class TaskLifecycle {
         t.perSecond = summary.iterationsPerSecond;
       }
       if (t.busy !== undefined || t.phase !== 'running') continue;
-      const status = statuses.get(t.taskId);
+      // The listing may predate a start that ended since (starts run in the background, and the polls above await):
+      // ask again before taking a running task for gone.
+      const status = statuses.get(t.taskId) ?? (await this.options.executor.status(t.taskId));
       if (status === undefined) {
         t.phase = 'failed';
         t.reason = 'the task disappeared from this host (container or process removed)';
@@ -208,7 +210,7 @@ export class TaskLifecycle {
       attempt: d.attempt,
       checkpoint: previous?.checkpoint,
       lastLogUploadMs: 0,
-      total: numberOr(d.launch.env.COUNT_TO),
+      total: d.totalIterations ?? numberOr(d.launch.env.COUNT_TO),
     };
     this.tasks.set(d.taskId, t);
     this.background(t, async () => {
@@ -238,7 +240,11 @@ export class TaskLifecycle {
   private async launch(t: LocalTask, d: DesiredTask): Promise<TaskExitRecord | undefined> {
     const store = this.requireStore();
     if (d.restore) {
-      const exited = await readExitRecord(store, t, d.attempt ?? 1);
+      // Retried while the store fails, like the restore: an outage must neither fail the task nor run it twice.
+      // (Part of the restore: its retries are logged as the restore's.)
+      const exited = await this.retry(`restore of ${t.taskId}`, () =>
+        readExitRecord(store, t, d.attempt ?? 1),
+      );
       if (exited !== undefined) return exited;
     }
     const executor = this.options.executor;
@@ -316,9 +322,10 @@ export class TaskLifecycle {
         watcher: t.watcher,
       });
       if (result.lastManifest !== undefined) t.checkpoint = checkpointOf(t, result.lastManifest);
-      if (result.endedBeforeSignal) {
-        // It ended as the stop arrived: that end (recorded, reported) is the task's, so nothing runs it again.
-        this.log.info(`task ${t.taskId} had ended before it was asked to checkpoint and stop`);
+      if (result.endedBeforeSignal || (result.exitCode === 0 && (await this.didItAll(t)))) {
+        // It ended as the stop arrived (before the signal, or with its last step done): that end (recorded,
+        // reported) is the task's, so nothing runs it again.
+        this.log.info(`task ${t.taskId} had ended when it was asked to checkpoint and stop`);
         t.stopRequested = false;
         await this.finished(t, result.exitCode);
         return;
@@ -339,6 +346,13 @@ export class TaskLifecycle {
     await this.persist(t);
   }
 
+  /** The task has reported every iteration its job declares (none declared: not known, so no). */
+  private async didItAll(t: LocalTask): Promise<boolean> {
+    if (t.total === undefined) return false;
+    if (t.progress !== undefined) t.completed = (await t.progress.poll()).completed;
+    return (t.completed ?? 0) >= t.total;
+  }
+
   /** The task exited without being asked: 0 is success, anything else a failure with its last output. */
   private async finished(t: LocalTask, exitCode: number | undefined): Promise<void> {
     if (t.watcher !== undefined) {
@@ -357,7 +371,8 @@ export class TaskLifecycle {
           ? undefined
           : `exit code ${exitCode ?? 'unknown'}${tail === '' ? '' : `; last output:\n${tail}`}`;
       // Stored before it is reported: from then on a worker asked to run it again finds its end (exit-record.ts).
-      await writeExitRecord(this.requireStore(), {
+      const store = this.requireStore();
+      const record: TaskExitRecord = {
         version: 1,
         jobId: t.jobId,
         taskId: t.taskId,
@@ -368,7 +383,8 @@ export class TaskLifecycle {
         ...(t.completed === undefined ? {} : { completedIterations: t.completed }),
         instanceId: this.options.cloudInstanceId,
         exitedAt: new Date().toISOString(),
-      });
+      };
+      await this.retry(`exit record of ${t.taskId}`, () => writeExitRecord(store, record));
       t.reason = reason;
     }
     t.exitCode = exitCode;

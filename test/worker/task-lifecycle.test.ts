@@ -1,12 +1,14 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Readable } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { DesiredTask } from '../../src/protocol/worker-protocol.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { readAll } from '../../src/storage/streams.js';
 import { ControllerClient } from '../../src/worker/controller-client.js';
 import { readExitRecord } from '../../src/worker/exit-record.js';
+import type { Executor, TaskLaunch, TaskRunStatus } from '../../src/worker/executor.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
 import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
@@ -33,7 +35,7 @@ function runOnce(taskId: string, command: string[]): DesiredTask {
 }
 
 describe('task lifecycle', () => {
-  it('a task that ended as its checkpoint-stop arrived reports (and records) its own end; one the signal ended is stopped', async () => {
+  it('a task that ended as its checkpoint-stop arrived (or did its last step) reports and records its own end; one the signal ended is stopped', async () => {
     const executor = new ProcessExecutor({ stateDir: join(tmp, 'executor') });
     const store = new FsObjectStore(join(tmp, 'store'));
     const tasks = new TaskLifecycle(
@@ -81,6 +83,31 @@ describe('task lifecycle', () => {
     await tasks.stop(moving as NonNullable<typeof moving>, true, settings);
     expect(moving?.phase).toBe('stopped');
     expect(await readExitRecord(store, { jobId: 'moves-2', taskId: 'moves-2.0' }, 1)).toBeUndefined();
+
+    // The signal reaches a task in its last step: it exits 0 having reported all the iterations its job declares.
+    const lastStep = [
+      'sh',
+      '-c',
+      'echo "$(date +%s) 3" >> "$FLEETWISE_PROGRESS_FILE"; trap "exit 0" TERM; echo ready; while :; do sleep 0.05; done',
+    ];
+    for (const [taskId, total, phase] of [
+      ['last-4.0', 3, 'succeeded'],
+      ['unknown-5.0', undefined, 'stopped'],
+    ] as const) {
+      tasks.start({
+        ...runOnce(taskId, lastStep),
+        ...(total === undefined ? {} : { totalIterations: total }),
+      });
+      await tasks.settle();
+      for (let i = 0; !(await readAll(await executor.logs(taskId))).toString().includes('ready'); i += 1) {
+        if (i > 200) throw new Error(`${taskId} never got ready`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      const task = tasks.get(taskId);
+      await tasks.stop(task as NonNullable<typeof task>, true, settings);
+      // Done: its end is recorded. Without a declared total, an exit on the signal is a checkpoint-stop.
+      expect(task?.phase).toBe(phase);
+    }
   });
 });
 
@@ -101,5 +128,74 @@ describe('task records', () => {
       ),
     );
     expect((await readPersistedTask(dir))?.jobId).toBe('rec-1');
+  });
+});
+
+/** The process executor, with a listing that is taken at once but answered only when the test says so. */
+class SlowListing implements Executor {
+  readonly kind = 'process' as const;
+  private release: () => void = () => undefined;
+  private held: Promise<void> | undefined;
+  constructor(private readonly inner: ProcessExecutor) {}
+  hold(): void {
+    this.held = new Promise((resolve) => (this.release = resolve));
+  }
+  letGo(): void {
+    this.release();
+    this.held = undefined;
+  }
+  async list(): Promise<TaskRunStatus[]> {
+    const listed = await this.inner.list();
+    await this.held;
+    return listed;
+  }
+  start(launch: TaskLaunch): Promise<void> {
+    return this.inner.start(launch);
+  }
+  signal(taskId: string, signal: NodeJS.Signals): Promise<void> {
+    return this.inner.signal(taskId, signal);
+  }
+  kill(taskId: string): Promise<void> {
+    return this.inner.kill(taskId);
+  }
+  remove(taskId: string): Promise<void> {
+    return this.inner.remove(taskId);
+  }
+  status(taskId: string): Promise<TaskRunStatus | undefined> {
+    return this.inner.status(taskId);
+  }
+  logs(taskId: string): Promise<Readable> {
+    return this.inner.logs(taskId);
+  }
+}
+
+describe('task lifecycle: observing', () => {
+  it('a task that started while the executor was being listed is not taken for gone', async () => {
+    const inner = new ProcessExecutor({ stateDir: join(tmp, 'slow-executor') });
+    const executor = new SlowListing(inner);
+    const store = new FsObjectStore(join(tmp, 'slow-store'));
+    const tasks = new TaskLifecycle(
+      {
+        connection: new ControllerClient('http://127.0.0.1:9'),
+        credentials: { launch: launchSecretCredential('unused') },
+        executor,
+        openStore: () => store,
+        cloudInstanceId: 'local-test',
+        workDir: join(tmp, 'slow-work'),
+      },
+      { info: () => undefined, warn: () => undefined },
+      () => ({ store, instanceId: 'inst-1' }),
+      new AbortController().signal,
+    );
+    executor.hold();
+    const observing = tasks.observe(); // lists now (no task yet), answers later
+    tasks.start(runOnce('late-3.0', ['sleep', '30']));
+    await tasks.settle();
+    expect(tasks.get('late-3.0')?.phase).toBe('running');
+    executor.letGo();
+    await observing;
+    const late = tasks.get('late-3.0');
+    expect([late?.phase, late?.reason]).toEqual(['running', undefined]);
+    await inner.remove('late-3.0');
   });
 });
