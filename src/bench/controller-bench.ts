@@ -24,6 +24,8 @@ export interface ControllerBenchOptions {
   readonly finished: number;
   /** Clients submitting at once. */
   readonly concurrency: number;
+  /** Rounds measured with `waiting` queued and `running` running. */
+  readonly rounds: number;
   readonly heartbeatWindowSeconds: number;
   /** State directories of the controllers go here. */
   readonly workDir: string;
@@ -38,6 +40,7 @@ export const CONTROLLER_BENCH_DEFAULTS = {
   workers: 1000,
   finished: 10_000,
   concurrency: 4,
+  rounds: 5,
   heartbeatWindowSeconds: 10,
 } as const;
 
@@ -280,12 +283,13 @@ export async function benchController(
       status,
     );
     progress(`measuring rounds with ${describeCounts(steady)}`);
-    const rounds = await measureRounds(a, 5);
+    const rounds = await measureRounds(a, options.rounds);
     const during = await jobCounts(a);
 
-    // 3. Memory once `finished` jobs have succeeded.
+    // 3. Memory once `finished` jobs have succeeded (heartbeats once a second: completions are seen sooner).
     progress(`running ${options.finished} jobs to completion`);
     fleetA.taskSeconds = 1;
+    fleetA.setHeartbeatMs(1000);
     await until(
       `${options.finished} succeeded jobs`,
       async () => {
@@ -332,7 +336,7 @@ export async function benchController(
     url: b.url,
     workerToken: b.workerToken(),
     instances: () => b.instances(),
-    heartbeatMs: 5000,
+    heartbeatMs: 2000,
     taskSeconds: Number.POSITIVE_INFINITY,
   });
   try {

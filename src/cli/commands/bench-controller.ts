@@ -21,6 +21,7 @@ const optionsSchema = z.object({
   workers: count(10_000),
   finished: count(1_000_000),
   concurrency: count(256),
+  rounds: count(100),
   heartbeatSeconds: z.coerce.number().finite().positive().max(600),
   keep: z.boolean().optional(),
   cpuProf: z.string().min(1).optional(),
@@ -44,6 +45,7 @@ export function registerBenchController(bench: Command): Command {
     .option('--workers <n>', 'simulated workers heartbeating (one job each)', String(d.workers))
     .option('--finished <n>', 'jobs run to completion before the memory is read', String(d.finished))
     .option('--concurrency <n>', 'clients submitting at once', String(d.concurrency))
+    .option('--rounds <n>', 'rounds measured with the queue full', String(d.rounds))
     .option(
       '--heartbeat-seconds <s>',
       'how long the heartbeats are measured',
@@ -55,8 +57,10 @@ export function registerBenchController(bench: Command): Command {
     .action(async (raw: Record<string, unknown>) => {
       const opts = parseWith(optionsSchema, raw, 'fleetwise bench controller options');
       const workDir = mkdtempSync(join(tmpdir(), 'fleetwise-bench-controller-'));
+      const started = performance.now();
       const progress = (message: string): void => {
-        process.stderr.write(`bench controller: ${message}\n`);
+        const seconds = ((performance.now() - started) / 1000).toFixed(1);
+        process.stderr.write(`bench controller [${seconds} s]: ${message}\n`);
       };
       let result: ControllerBenchResult;
       try {
@@ -68,6 +72,7 @@ export function registerBenchController(bench: Command): Command {
             workers: opts.workers,
             finished: opts.finished,
             concurrency: opts.concurrency,
+            rounds: opts.rounds,
             heartbeatWindowSeconds: opts.heartbeatSeconds,
             workDir,
             cpuProfileDir: opts.cpuProf === undefined ? undefined : resolve(opts.cpuProf),
@@ -79,7 +84,7 @@ export function registerBenchController(bench: Command): Command {
         else rmSync(workDir, { recursive: true, force: true });
       }
       if (opts.json === true) process.stdout.write(`${JSON.stringify(result)}\n`);
-      else process.stdout.write(formatResult(result));
+      else process.stdout.write(formatControllerBench(result));
     });
 }
 
@@ -88,7 +93,8 @@ function targetText(name: TargetName): string {
   return t.atLeast !== undefined ? `≥ ${t.atLeast}` : `≤ ${t.atMost ?? ''}`;
 }
 
-function formatResult(r: ControllerBenchResult): string {
+/** The human-readable table of a controller benchmark: each figure, its target, whether it was met, and on what. */
+export function formatControllerBench(r: ControllerBenchResult): string {
   const row = (name: TargetName, value: string, context: string): string[] => [
     name,
     value,
