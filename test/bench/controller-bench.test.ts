@@ -56,9 +56,14 @@ describe('fleetwise bench controller (tiny)', () => {
     expect(r.workers).toBe(SIZE.workers);
     expect(r.heartbeats).toBeGreaterThan(0);
     expect(r.fleetErrors).toBe(0);
+    expect(r.submitCpuMs).toBeGreaterThan(0);
+    expect(r.heartbeatCpuMs).toBeGreaterThan(0);
+    expect(r.cpus).toBeGreaterThan(0);
+    expect(Object.keys(r.loadAverages).sort()).toEqual(['heartbeats', 'rounds', 'submit']);
     // Progress went to stderr, the table is for people.
     expect(out.stderr).toMatch(/^bench controller \[\d+\.\d s\]: submitting 12 jobs/m);
     const table = formatControllerBench(r);
+    expect(table).toMatch(/^machine: \d+ cores, load average /m);
     for (const name of Object.keys(CONTROLLER_BENCH_TARGETS))
       expect(table).toMatch(new RegExp(`^${name}\\s`, 'm'));
   }, 180_000);

@@ -111,7 +111,11 @@ export function formatControllerBench(r: ControllerBenchResult): string {
           r.submitsPerSecond.toFixed(0),
           `${r.submissions} submissions, ${r.roundsDuringSubmissions} rounds meanwhile`,
         ),
-        row('submitP99Ms', r.submitP99Ms.toFixed(1), `p50 ${r.submitP50Ms.toFixed(1)} ms`),
+        row(
+          'submitP99Ms',
+          r.submitP99Ms.toFixed(1),
+          `p50 ${r.submitP50Ms.toFixed(1)} ms; controller CPU ${r.submitCpuMs.toFixed(2)} ms per submission`,
+        ),
         row(
           'roundSeconds',
           r.roundSeconds.toFixed(3),
@@ -122,9 +126,16 @@ export function formatControllerBench(r: ControllerBenchResult): string {
           r.heartbeatsPerSecond.toFixed(0),
           `${r.heartbeats} heartbeats from ${r.workers} workers`,
         ),
-        row('heartbeatP99Ms', r.heartbeatP99Ms.toFixed(1), `p50 ${r.heartbeatP50Ms.toFixed(1)} ms`),
+        row(
+          'heartbeatP99Ms',
+          r.heartbeatP99Ms.toFixed(1),
+          `p50 ${r.heartbeatP50Ms.toFixed(1)} ms; controller CPU ${r.heartbeatCpuMs.toFixed(2)} ms per heartbeat`,
+        ),
         row('memoryMiB', r.memoryMiB.toFixed(0), `controller RSS after ${r.finishedJobs} finished jobs`),
       ],
-    ) + (r.fleetErrors > 0 ? `${r.fleetErrors} simulated-worker request(s) failed\n` : '')
+    ) +
+    `machine: ${r.cpus} cores, load average ${r.loadAverages.submit.toFixed(1)} / ${r.loadAverages.rounds.toFixed(1)} / ` +
+    `${r.loadAverages.heartbeats.toFixed(1)} after the submissions / rounds / heartbeats\n` +
+    (r.fleetErrors > 0 ? `${r.fleetErrors} simulated-worker request(s) failed\n` : '')
   );
 }
