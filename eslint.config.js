@@ -123,7 +123,8 @@ const LAYER_RULES = [
 const NODE_IO =
   'fs|child_process|net|http|https|http2|tls|dns|dgram|cluster|worker_threads|os|process|readline|inspector';
 /** Packages that do I/O; glpk.js is a pure solver and allowed. */
-const IO_PACKAGES = 'better-sqlite3|dockerode|fastify|pino|prom-client|tar-stream|commander|cli-progress';
+const IO_PACKAGES =
+  'better-sqlite3|pg-native|libpq|dockerode|fastify|pino|prom-client|tar-stream|commander|cli-progress';
 const IO_SCOPES = 'aws-sdk|smithy|fastify';
 
 /** Import restrictions of the pure layers beyond their allow-list. */

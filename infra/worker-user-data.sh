@@ -58,8 +58,10 @@ INSTANCE_ID="$(curl -fsS --retry 5 -H "X-aws-ec2-metadata-token: ${IMDS_TOKEN}" 
 
 # --- the worker, as a service that restarts on failure -------------------------------------------------------------
 # The worker token goes into this root-only file, read by the worker as FLEETWISE_WORKER_TOKEN: on the command line
-# it would be readable by every process on the host (/proc/<pid>/cmdline).
-install -d -m 0700 /etc/fleetwise
+# it would be readable by every process on the host (/proc/<pid>/cmdline). It is not enough to register: the worker
+# also sends this instance's identity document, signed by AWS (IMDSv2), which the controller verifies; the
+# per-instance token it gets back is kept in its work directory, so a restart (Restart=always) registers with that.
+install -d -m 0700 /etc/fleetwise /var/lib/fleetwise-worker
 cat > /etc/fleetwise/worker.env <<ENV
 CONTROLLER_URL=${CONTROLLER_URL}
 FLEETWISE_WORKER_TOKEN=${WORKER_TOKEN}
@@ -77,7 +79,7 @@ Requires=docker.service
 
 [Service]
 EnvironmentFile=/etc/fleetwise/worker.env
-ExecStart=${FLEETWISE_BIN} worker --controller \${CONTROLLER_URL} --instance-id \${INSTANCE_ID}
+ExecStart=${FLEETWISE_BIN} worker --controller \${CONTROLLER_URL} --instance-id \${INSTANCE_ID} --work-dir /var/lib/fleetwise-worker
 Restart=always
 RestartSec=5
 

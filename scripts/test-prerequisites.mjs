@@ -1,12 +1,16 @@
 #!/usr/bin/env node
 // What the test suite needs besides node_modules, installed before it runs (`npm test` calls this first), so that
 // a fresh machine runs the whole suite with nothing skipped: a Docker engine and a static busybox (the worker's
-// Docker tests build their base image from it; there is no registry access), moto_server (the EC2/S3 stand-in) and
-// Chromium (the report pages are checked in it). As root with apt-get, missing Debian packages are installed, and
-// moto_server with pip; elsewhere one line says what is missing and how to install it, and the tests that need it
+// Docker tests build their base image from it; there is no registry access), moto_server (the EC2/S3 stand-in),
+// Chromium (the report pages are checked in it), openssl (it signs the worker identity tests' documents), a
+// PostgreSQL server (the PostgreSQL state store and the active/standby controllers; the tests make their own
+// throwaway cluster with its initdb and pg_ctl), and iproute2 with Python 3 (the round-trip test puts workers in
+// network namespaces with a delayed link: tc netem, or a small Python delay line where the kernel has no netem). As
+// root with apt-get, missing Debian packages are installed, and moto_server with pip; elsewhere one line says what is
+// missing and how to install it, and the tests that need it
 // fail with their own message. This script never fails the run itself: the tests are the verdict.
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
+import { accessSync, constants, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
 function onPath(name) {
@@ -33,6 +37,16 @@ function staticBusybox() {
   return !readFileSync(path).includes('/lib64/ld-linux');
 }
 
+/** Debian's PostgreSQL server binaries (/usr/lib/postgresql/<version>/bin), as test/helpers/postgres.ts finds them. */
+function postgresServer() {
+  if ((process.env.PG_BIN ?? '') !== '') return true;
+  const root = '/usr/lib/postgresql';
+  if (!existsSync(root)) return false;
+  return readdirSync(root).some(
+    (v) => existsSync(join(root, v, 'bin', 'initdb')) && existsSync(join(root, v, 'bin', 'pg_ctl')),
+  );
+}
+
 const needs = [
   {
     what: 'a Docker engine (dockerd) for the worker tests',
@@ -48,6 +62,26 @@ const needs = [
     what: 'Chromium for the report pages',
     present: () => onPath('chromium') !== undefined || existsSync('/usr/bin/chromium'),
     apt: 'chromium',
+  },
+  {
+    what: 'iproute2 (ip, tc) for the network-namespace round-trip test',
+    present: () => onPath('ip') !== undefined && onPath('tc') !== undefined,
+    apt: 'iproute2',
+  },
+  {
+    what: 'Python 3 for the delay line of the round-trip test (kernels without netem)',
+    present: () => onPath('python3') !== undefined,
+    apt: 'python3',
+  },
+  {
+    what: 'openssl, which signs the instance identity documents of the worker identity tests',
+    present: () => (process.env.OPENSSL_BIN ?? '') !== '' || onPath('openssl') !== undefined,
+    apt: 'openssl',
+  },
+  {
+    what: 'a PostgreSQL server for the PostgreSQL state store and high-availability tests',
+    present: postgresServer,
+    apt: 'postgresql',
   },
   {
     what: 'moto_server (EC2 and S3 stand-in) for the AWS tests',

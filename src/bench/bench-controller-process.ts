@@ -27,6 +27,8 @@ export interface LocalInstanceState {
   /** The cloud id the worker registers with (`local-…`). */
   readonly instanceId: string;
   readonly state: string;
+  /** Its tags: the launch token among them, from which the worker's one-time launch secret is derived. */
+  readonly tags?: Readonly<Record<string, string>>;
 }
 
 export class BenchController {

@@ -1,3 +1,5 @@
+import { TAG_LAUNCH_TOKEN } from '../cloud/provider.js';
+import { launchSecretFor } from '../protocol/launch-secret.js';
 import {
   heartbeatResponseSchema,
   registerResponseSchema,
@@ -8,7 +10,8 @@ import {
 
 /**
  * Workers simulated over the real worker protocol (src/protocol/worker-protocol.ts), for the controller benchmark:
- * each registers for one of the controller's local instances with the cluster's worker token, then heartbeats on its
+ * each registers for one of the controller's local instances with its launch's one-time secret (derived from the
+ * cluster's worker token, as the local provider hands it to the workers it spawns), then heartbeats on its
  * own timer with what it "runs". A task it is asked to run is reported running at once, with progress (ten iterations
  * a second) and, after `taskSeconds`, succeeded; one asked to stop is reported stopped. Nothing runs: the controller does all its real work (API,
  * authentication, the store, reconciliation), the workers only answer as workers would.
@@ -19,7 +22,11 @@ export interface FleetOptions {
   /** The cluster's worker token (the local provider's). */
   readonly workerToken: string;
   /** The controller's instances as its provider lists them: whom to register as. */
-  readonly instances: () => readonly { readonly instanceId: string; readonly state: string }[];
+  readonly instances: () => readonly {
+    readonly instanceId: string;
+    readonly state: string;
+    readonly tags?: Readonly<Record<string, string>>;
+  }[];
   /** Milliseconds between a worker's heartbeats. */
   readonly heartbeatMs: number;
   /** Seconds a task runs before it succeeds (Infinity: until stopped). */
@@ -38,7 +45,11 @@ class SimulatedWorker {
   readonly tasks = new Map<string, SimTask>();
   failures = 0;
 
-  constructor(readonly cloudId: string) {}
+  constructor(
+    readonly cloudId: string,
+    /** The launch's one-time secret: it registers the instance once. */
+    readonly launchSecret: string,
+  ) {}
 
   /** What this worker reports now, finishing the tasks that have run long enough. */
   reports(nowMs: number, taskSeconds: number): TaskReport[] {
@@ -95,7 +106,10 @@ export class SimulatedFleet {
       if (!this.running) return;
       for (const inst of this.options.instances())
         if (inst.state === 'running' && !this.workers.has(inst.instanceId)) {
-          const worker = new SimulatedWorker(inst.instanceId);
+          const worker = new SimulatedWorker(
+            inst.instanceId,
+            launchSecretFor(this.options.workerToken, inst.tags?.[TAG_LAUNCH_TOKEN] ?? inst.instanceId),
+          );
           this.workers.set(inst.instanceId, worker);
           void this.register(worker);
         }
@@ -150,10 +164,14 @@ export class SimulatedFleet {
       const response = await fetch(`${this.options.url}${WORKER_ROUTES.register}`, {
         method: 'POST',
         headers: {
-          authorization: `Bearer ${this.options.workerToken}`,
+          authorization: `Bearer ${worker.launchSecret}`,
           'content-type': 'application/json',
         },
-        body: JSON.stringify({ instanceId: worker.cloudId, executor: 'process' }),
+        body: JSON.stringify({
+          instanceId: worker.cloudId,
+          executor: 'process',
+          identity: { kind: 'launch-secret' },
+        }),
       });
       const body: unknown = await response.json();
       if (response.status === 200) {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { describeIssues } from '../core/validation.js';
@@ -68,6 +69,7 @@ const instanceSchema = z.looseObject({
   typeName: z.string(),
   state: z.enum(INSTANCE_STATES),
   availabilityZone: z.string().optional(),
+  placementGroup: z.string().optional(),
 });
 export type InstanceResponse = z.output<typeof instanceSchema>;
 
@@ -95,8 +97,46 @@ export const clusterSchema = z.looseObject({
   costPerHour: z.number(),
   instances: z.array(instanceSchema.extend({ costPerHour: z.number(), taskIds: z.array(z.string()) })),
   tasks: z.array(taskSchema),
+  /** Absent from a controller of an older release: none. */
+  orphans: z
+    .array(
+      z.looseObject({
+        cloudId: z.string(),
+        typeName: z.string(),
+        state: z.string(),
+        availabilityZone: z.string().optional(),
+        firstSeenAtSeconds: z.number(),
+        policy: z.string(),
+      }),
+    )
+    .catch([]),
+  /** Which controller answered and the lease's epoch (absent from controllers that predate the lease). */
+  controller: z
+    .looseObject({
+      role: z.enum(['active', 'standby']),
+      epoch: z.number().int().nullable(),
+      holder: z.string().nullable(),
+      activeUrl: z.string().nullable(),
+    })
+    .optional(),
 });
 export type ClusterResponse = z.output<typeof clusterSchema>;
+
+export const clusterLatencySchema = z.looseObject({
+  pairs: z.array(
+    z.looseObject({
+      fromInstanceId: z.string(),
+      toInstanceId: z.string(),
+      maxMicroseconds: z.number().optional(),
+      p99Microseconds: z.number().optional(),
+      samples: z.number(),
+      failures: z.number(),
+      windowSeconds: z.number(),
+      atSeconds: z.number(),
+    }),
+  ),
+});
+export type ClusterLatencyResponse = z.output<typeof clusterLatencySchema>;
 
 export const whySchema = z.looseObject({
   jobId: z.string(),
@@ -313,6 +353,16 @@ export class FleetwiseClient {
     return this.request('GET', '/v1/cluster', clusterSchema);
   }
 
+  /** The measured round trips between instances; none from a controller that predates them (404). */
+  async clusterLatency(): Promise<ClusterLatencyResponse> {
+    try {
+      return await this.request('GET', '/v1/cluster/latency', clusterLatencySchema);
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) return { pairs: [] };
+      throw e;
+    }
+  }
+
   async drain(instanceId: string): Promise<InstanceResponse> {
     return this.request('POST', `/v1/instances/${encodeURIComponent(instanceId)}/drain`, instanceSchema);
   }
@@ -344,9 +394,13 @@ export class FleetwiseClient {
     return this.request('POST', `/v1/tokens/${encodeURIComponent(id)}/revoke`, teamTokenSchema);
   }
 
-  /** Upload a gzip-compressed tar build context; returns the reference to put in the spec's `build.context`. */
+  /**
+   * Upload a gzip-compressed tar build context; returns the reference to put in the spec's `build.context`. The
+   * archive's sha256 goes with it: the controller stores the archive under it and checks the body against it.
+   */
   async uploadContext(archive: Buffer): Promise<z.output<typeof contextSchema>> {
-    return this.request('POST', '/v1/contexts', contextSchema, {
+    const sha256 = createHash('sha256').update(archive).digest('hex');
+    return this.request('POST', `/v1/contexts?sha256=${sha256}`, contextSchema, {
       bytes: archive,
       contentType: 'application/gzip',
       timeoutMs: UPLOAD_TIMEOUT_MS,

@@ -14,6 +14,11 @@ export const TAG_PLAN = 'fleetwise:plan';
 export const TAG_INSTANCE_KEY = 'fleetwise:instance-key';
 /** The launch's idempotency token: a retried launch finds the instance by it instead of launching a second one. */
 export const TAG_LAUNCH_TOKEN = 'fleetwise:launch-token';
+/**
+ * The cluster placement group an instance was launched into (the cluster's own name for it), set only when the launch
+ * really went into the group: a launch that fell back to no group carries no such tag.
+ */
+export const TAG_PLACEMENT_GROUP = 'fleetwise:placement-group';
 export const RESERVED_TAG_PREFIX = 'fleetwise:';
 
 // EC2 limits: tag keys ≤ 128 characters, values ≤ 256; ClientToken ≤ 64 ASCII characters.
@@ -36,6 +41,12 @@ export const launchRequestSchema = z.object({
   instanceKey: name,
   /** Preferred availability zones, best first; zones the provider has no placement for are ignored. */
   availabilityZones: z.array(z.string().min(1)).default([]),
+  /**
+   * A cluster placement group to launch into (latency-aware placement, research digest nomora-latency-placement.md
+   * §10.3), named within the cluster; the provider creates it on first use. Best effort: when the group has no room,
+   * the instance is launched without it (LaunchResult.placementGroup says which happened).
+   */
+  placementGroup: name.optional(),
   /** Extra tags (cost allocation, owner). Keys under "fleetwise:" are reserved. */
   tags: z
     .record(z.string().min(1).max(128), tagValue)
@@ -68,6 +79,10 @@ export interface LaunchResult {
   /** The launched instance, or the instances an earlier attempt with the same token launched (oldest first). */
   readonly instanceIds: readonly string[];
   readonly availabilityZone: string | undefined;
+  /** The placement group the instance really is in: the one asked for, or undefined when the launch fell back. */
+  readonly placementGroup: string | undefined;
+  /** Why the instance is not in the placement group the request asked for (no room in it, it could not be created). */
+  readonly placementFallback?: string | undefined;
   /** True when no new instance was launched because one with this idempotency token already existed. */
   readonly reusedExisting: boolean;
 }
@@ -81,7 +96,13 @@ export interface CloudInstance {
   readonly tags: Readonly<Record<string, string>>;
   readonly launchTime: Date | undefined;
   readonly availabilityZone: string | undefined;
+  /** The cluster placement group it was launched into (the cluster's name for it), if any. */
+  readonly placementGroup: string | undefined;
   readonly privateIpAddress: string | undefined;
+  /** The image it was launched from (EC2's ImageId), where the provider has one. */
+  readonly imageId?: string | undefined;
+  /** The account that owns it (EC2's reservation OwnerId), where the provider has one. */
+  readonly accountId?: string | undefined;
 }
 
 export interface ListOptions {
@@ -100,6 +121,11 @@ export interface CloudProvider {
    * caller can pick the next-cheapest type without another round trip. Providers without capacity limits omit it.
    */
   isCapacityConstrained?(typeName: string): boolean;
+  /**
+   * Delete the cluster's placement groups not named in `keep` (best effort: a group the cloud still counts instances
+   * in stays for a later call). Returns the groups deleted. Providers without placement groups of their own omit it.
+   */
+  deletePlacementGroups?(clusterName: string, keep: ReadonlySet<string>): Promise<string[]>;
 }
 
 /** A failure of the cloud API, with the provider's error code when there is one. */

@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import { buildContextKey, taskLogPrefix } from '../protocol/object-keys.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import type { StateStore } from './state-store.js';
@@ -28,22 +29,33 @@ export async function readJobLogs(objectStore: ObjectStore | undefined, jobId: s
 }
 
 /**
- * Keep an uploaded Docker build context in the object store, content-addressed (the same archive is stored once);
- * answers the reference a job spec's `build.context` carries for workers to fetch.
+ * Keep an uploaded Docker build context in the object store, content-addressed (the same archive is stored once),
+ * streaming: `archive` goes to the store as it arrives. When it is already stored it is still read to the end (its
+ * checks run as it is read, so a body that is not the declared archive is refused either way). Answers the reference
+ * a job spec's `build.context` carries for workers to fetch.
  */
 export async function storeBuildContext(
   objectStore: ObjectStore | undefined,
   store: StateStore,
-  archive: Buffer,
+  archive: Readable,
   info: { readonly sha256: string; readonly encoding: 'tar' | 'gzip'; readonly team: string | undefined },
 ): Promise<string> {
   if (objectStore === undefined) throw new Error('no object store configured for build contexts');
   const key = buildContextKey(info.sha256, info.encoding);
-  if (!(await objectStore.exists(key))) await objectStore.put(key, archive);
+  let sizeBytes = 0;
+  async function* counted(): AsyncGenerator<Buffer> {
+    for await (const chunk of archive) {
+      sizeBytes += (chunk as Buffer).length;
+      yield chunk as Buffer;
+    }
+  }
+  const body = Readable.from(counted(), { objectMode: false });
+  if (await objectStore.exists(key)) for await (const chunk of body) void chunk;
+  else await objectStore.put(key, body);
   store.appendEvent({
     kind: 'context.stored',
-    message: `build context ${info.sha256.slice(0, 12)} (${archive.length} bytes) from ${info.team ?? 'admin'}`,
-    data: { key, sizeBytes: archive.length, team: info.team ?? null },
+    message: `build context ${info.sha256.slice(0, 12)} (${sizeBytes} bytes) from ${info.team ?? 'admin'}`,
+    data: { key, sizeBytes, team: info.team ?? null },
   });
   return locationOf(objectStore, key);
 }

@@ -9,6 +9,7 @@ export interface ControllerFlags {
   readonly cluster?: string;
   readonly region?: string;
   readonly stateDir?: string;
+  readonly state?: string;
   readonly bucket?: string;
   readonly objectStore?: string;
   readonly listen?: string;
@@ -23,6 +24,8 @@ export interface ControllerFlags {
   readonly registrationTimeoutSeconds?: string;
   readonly registrationBackoffSeconds?: string;
   readonly reportEverySeconds?: string;
+  readonly backupSeconds?: string;
+  readonly backupKeep?: string;
   readonly priceRefreshHours?: string;
   readonly ami?: string;
   readonly availabilityZones?: string;
@@ -32,6 +35,7 @@ export interface ControllerFlags {
   readonly keyName?: string;
   readonly workerControllerUrl?: string;
   readonly userDataTemplate?: string;
+  readonly identityCertificate?: string;
   readonly executor?: string;
   readonly heartbeatTimeoutSeconds?: string;
   readonly workerGiveUpSeconds?: string;
@@ -48,6 +52,7 @@ export const FLAG_PATHS: readonly (readonly [
   ['cluster', ['cluster'], 'string'],
   ['region', ['region'], 'string'],
   ['stateDir', ['stateDir'], 'string'],
+  ['state', ['state'], 'string'],
   ['bucket', ['bucket'], 'string'],
   ['objectStore', ['objectStore'], 'string'],
   ['listen', ['listen'], 'string'],
@@ -62,6 +67,8 @@ export const FLAG_PATHS: readonly (readonly [
   ['registrationTimeoutSeconds', ['workerRegistration', 'timeoutSeconds'], 'number'],
   ['registrationBackoffSeconds', ['workerRegistration', 'backoffBaseSeconds'], 'number'],
   ['reportEverySeconds', ['reportEverySeconds'], 'number'],
+  ['backupSeconds', ['backupSeconds'], 'number'],
+  ['backupKeep', ['backupKeep'], 'number'],
   ['priceRefreshHours', ['priceRefreshHours'], 'number'],
   ['ami', ['ec2', 'amiId'], 'string'],
   ['subnets', ['ec2', 'subnetIds'], 'list'],
@@ -70,6 +77,7 @@ export const FLAG_PATHS: readonly (readonly [
   ['keyName', ['ec2', 'keyName'], 'string'],
   ['workerControllerUrl', ['ec2', 'worker', 'controllerUrl'], 'string'],
   ['userDataTemplate', ['ec2', 'worker', 'templatePath'], 'string'],
+  ['identityCertificate', ['ec2', 'worker', 'identityCertificate'], 'string'],
   ['executor', ['executor'], 'string'],
   ['heartbeatTimeoutSeconds', ['workerHeartbeatTimeoutSeconds'], 'number'],
   ['workerGiveUpSeconds', ['workerGiveUpSeconds'], 'number'],

@@ -2,6 +2,9 @@ import { z } from 'zod';
 import { ValidationError } from '../core/validation.js';
 import { wfqConfigSchema } from '../queue/wfq.js';
 import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.js';
+import { DEFAULT_LOOP_STUCK_SECONDS } from './loop-health.js';
+import { DEFAULT_LEASE_SETTINGS, leaseSettingsSchema } from './ha/lease.js';
+import { isPostgresUrl } from './state/postgres/conninfo.js';
 
 /**
  * The controller's configuration: a YAML (or JSON) file, with command-line flags overriding it field by field
@@ -17,7 +20,13 @@ const LISTEN = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
 const positive = z.number().finite().positive('must be > 0');
 const nonNegative = z.number().finite().nonnegative('must be ≥ 0');
 
-export const ORPHAN_POLICIES = ['adopt', 'terminate'] as const;
+/**
+ * What to do with an instance tagged with the cluster that the state does not know. Its tasks, if any, are not
+ * accounted for (a lost state file, another controller), so the default keeps it running and reports it (logs at error
+ * level, `fleetwise cluster`, the `fleetwise_orphan_instances` metric); `adopt` lets the plan use or drop it (an idle
+ * instance is then terminated); `terminate` drains and terminates it.
+ */
+export const ORPHAN_POLICIES = ['keep', 'adopt', 'terminate'] as const;
 export type OrphanPolicy = (typeof ORPHAN_POLICIES)[number];
 
 /** The AWS on-demand quota groups `awsQuotaGroup` maps families to (Service Quotas "Running On-Demand … instances"). */
@@ -202,8 +211,29 @@ const ec2Schema = z.strictObject({
       packageSpec: z.string().min(1).optional(),
       nodeVersion: z.string().min(1).optional(),
       templatePath: z.string().min(1).optional(),
+      /**
+       * PEM certificate(s) the workers' signed instance identity documents are verified against; default: AWS's
+       * RSA-2048 certificate for the region, bundled in infra/aws-identity-certificates/.
+       */
+      identityCertificate: z.string().min(1).optional(),
     })
     .optional(),
+});
+
+/** Build context limits (src/protocol/context-limits.ts); each left out keeps its default. */
+const contextLimitFields = {
+  /** The archive as uploaded, in bytes (default 256 MiB). */
+  maxArchiveBytes: z.number().int('a whole number of bytes').positive('must be > 0').optional(),
+  /** What it decompresses to, in bytes (default 1 GiB). */
+  maxExpandedBytes: z.number().int('a whole number of bytes').positive('must be > 0').optional(),
+  /** Expanded bytes per archive byte, past the first 16 MiB (default 100): a decompression bomb is refused. */
+  maxExpansionRatio: z.number().finite().min(1, 'must be ≥ 1').optional(),
+};
+
+/** The `buildContexts:` section: limits for every upload, and per team (a team's own replace the cluster's). */
+const buildContextsSchema = z.strictObject({
+  ...contextLimitFields,
+  teams: z.record(z.string().min(1), z.strictObject(contextLimitFields)).default({}),
 });
 
 const workerRegistrationSchema = z.strictObject({
@@ -252,6 +282,20 @@ export const controllerConfigSchema = z
     /** Default: AWS_REGION, AWS_DEFAULT_REGION, then the catalog's region. */
     region: z.string().regex(REGION, 'an AWS region like us-east-1').optional(),
     stateDir: z.string().min(1),
+    /**
+     * Where the state lives: left out, a SQLite file in the state directory (one controller); a `postgres://` URL,
+     * PostgreSQL, where every controller started against the same database contends for one lease and the others
+     * stand by (ARCHITECTURE.md "High availability"). Give the password through PGPASSWORD or ~/.pgpass, not here.
+     */
+    state: z
+      .string()
+      .refine(
+        isPostgresUrl,
+        'a postgres://user@host:port/database URL (left out: SQLite in the state directory)',
+      )
+      .optional(),
+    /** The controllers' lease on a PostgreSQL state (client-go's leader-election timings by default). */
+    lease: leaseSettingsSchema.default(DEFAULT_LEASE_SETTINGS),
     /** `s3://bucket/prefix` or a directory; `bucket` is a shorthand for `s3://<bucket>`. Default: <stateDir>/objects. */
     objectStore: z.string().min(1).optional(),
     bucket: z
@@ -277,7 +321,7 @@ export const controllerConfigSchema = z
     /** Plan and record decisions, make no cloud call. */
     dryRun: z.boolean().default(false),
     /** What to do with instances tagged with this cluster that the state does not know. */
-    orphans: z.enum(ORPHAN_POLICIES).default('adopt'),
+    orphans: z.enum(ORPHAN_POLICIES).default('keep'),
     workerRegistration: workerRegistrationSchema.default(workerRegistrationSchema.parse({})),
     /**
      * An instance the state knows but EC2 no longer lists is declared lost only this long after its launch
@@ -287,6 +331,19 @@ export const controllerConfigSchema = z
     /** Cost reports are written every this many seconds (and whenever a job ends, and on demand). */
     reportEverySeconds: positive.default(3600),
     /**
+     * `/healthz` answers 503 once one pass of the control loop (a round, a reconciliation pass) has been running this
+     * long: the loop is stuck (a cloud call that never answers), whatever the API says.
+     */
+    loopStuckSeconds: positive.default(DEFAULT_LOOP_STUCK_SECONDS),
+    /**
+     * The state is backed up to the object store every this many seconds, so losing the controller's machine loses at
+     * most this much (src/controller/backup/); jobs accepted since are rebuilt from the job archive. 0 turns backups
+     * and the job archive off.
+     */
+    backupSeconds: nonNegative.max(86_400, 'at most a day (86400)').default(60),
+    /** Backups kept in the object store (the newest ones). */
+    backupKeep: z.number().int('a whole number').min(1, 'must be ≥ 1').max(10_000).default(10),
+    /**
      * Hours between on-demand price refreshes from the AWS Price List API (src/controller/price-refresh.ts); 0 turns
      * them off. On-demand prices change rarely, so a daily refresh is plenty; a failed one keeps the current catalog.
      */
@@ -294,6 +351,8 @@ export const controllerConfigSchema = z
     /** A dry run makes no cloud call, so it refreshes prices only when this is set. */
     priceRefreshInDryRun: z.boolean().default(false),
     ec2: ec2Schema.default(ec2Schema.parse({})),
+    /** Limits on uploaded build contexts, for everyone and per team. */
+    buildContexts: buildContextsSchema.default({ teams: {} }),
     predictions: predictionsSchema.default(predictionsSchema.parse({})),
   })
   .refine((c) => c.objectStore === undefined || c.bucket === undefined, {

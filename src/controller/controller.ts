@@ -1,9 +1,11 @@
+import type { Readable } from 'node:stream';
 import type { Catalog } from '../core/catalog.js';
 import type { CloudProvider } from '../cloud/provider.js';
 import { Admission } from '../queue/admission.js';
 import { schedulerCaps } from '../round/plan-caps.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { readJobLogs, storeBuildContext } from './artifacts.js';
+import type { JobArchive } from './backup/job-archive.js';
 import { SystemClock, type Clock } from './clock.js';
 import { computeCostReport, type DetailedCostReport } from './cost-accounting.js';
 import {
@@ -15,6 +17,9 @@ import { clusterView, whyJob } from './explain.js';
 import type { ExecutorKind } from './execution-check.js';
 import { InjectedCrash, type FaultInjector } from './faults.js';
 import { JobControl } from './job-control.js';
+import { LoopMonitor, type LoopHealth } from './loop-health.js';
+import type { LatencyMatrixView } from './latency-matrix.js';
+import { KeptOrphans } from './kept-orphans.js';
 import type { JobSpec } from './job-spec/spec.js';
 import { InProcessPredictionEngine, type PredictionEngine } from './prediction-engine.js';
 import { WorkerThreadPredictionEngine } from './prediction-worker-engine.js';
@@ -42,7 +47,9 @@ import { replaceSilentWorkers, type WorkerFleet } from './worker-liveness.js';
  * starts once its instance runs, an instance terminates once empty).
  *
  * Everything the loop does happens in one sequence (no two passes overlap), while the ControllerService methods the
- * API calls only write the store synchronously and wake the loop. The scheduler's learned state (co-location table,
+ * API calls only write the store synchronously and wake the loop. Nothing in a pass waits for the object store: cost
+ * reports are written beside the loop (report-writer.ts), so a hung store cannot stall planning. Each pass is timed
+ * (loop-health.ts), and `/healthz` reports a pass that has run too long. The scheduler's learned state (co-location table,
  * event history) is saved in the store after every round and loaded at start.
  *
  * This file holds the loop and its passes; each other job of the controller is its own module, composed here:
@@ -60,6 +67,11 @@ export interface ControllerDeps {
   readonly clock?: Clock;
   /** Where cost reports go; without one, reports are only computed on demand. */
   readonly objectStore?: ObjectStore | undefined;
+  /**
+   * Every accepted job's spec and end in the object store (backup/job-archive.ts), so a restore from a backup
+   * rebuilds what the backup missed; without one, submissions are answered without it.
+   */
+  readonly jobArchive?: JobArchive | undefined;
   readonly settings: ControllerSettings;
   readonly faults?: FaultInjector | undefined;
   readonly logger?: ControllerLogger | undefined;
@@ -103,6 +115,7 @@ export class Controller implements ControllerService {
   private readonly reconciler: Reconciler;
   private readonly log: ControllerLogger;
   private readonly objectStore: ObjectStore | undefined;
+  private readonly jobArchive: JobArchive | undefined;
   private priceOf: ReadonlyMap<string, number>;
   private readonly metrics: RoundMetrics | undefined;
   private readonly workers: WorkerFleet | undefined;
@@ -113,6 +126,8 @@ export class Controller implements ControllerService {
   private readonly rounds: RoundRecorder;
   private readonly reports: ReportWriter;
   private readonly jobs: JobControl;
+  private readonly monitor: LoopMonitor;
+  private readonly orphans: KeptOrphans;
 
   /** The loop's sequence: every pass chains here so none overlap (also when tests call them directly). */
   private chain: Promise<unknown> = Promise.resolve();
@@ -131,9 +146,11 @@ export class Controller implements ControllerService {
     this.settings = deps.settings;
     this.log = deps.logger ?? silentLogger;
     this.objectStore = deps.objectStore;
+    this.jobArchive = deps.jobArchive;
     this.metrics = deps.metrics;
     this.workers = deps.workers;
     this.provider = deps.settings.dryRun ? undefined : deps.provider;
+    this.monitor = new LoopMonitor(this.clock, deps.settings.loopStuckSeconds);
     const recipe: SchedulerRecipe | undefined =
       deps.schedulerRecipe ??
       (deps.scheduler === undefined
@@ -152,6 +169,7 @@ export class Controller implements ControllerService {
       config: deps.settings.queue,
     });
     this.priceOf = new Map(deps.catalog.types.map((t) => [t.name, t.costPerHour]));
+    this.orphans = new KeptOrphans(this.clock, this.log, deps.settings.clusterName);
     this.reconciler = new Reconciler({
       store: deps.store,
       catalog: deps.catalog,
@@ -164,6 +182,7 @@ export class Controller implements ControllerService {
       settings: reconcilerSettings(deps.settings),
       onJobEnded: (job) => this.jobEnded(job),
       requestRound: (reason) => this.requestRound(reason),
+      onOrphansKept: (instances) => this.orphans.update(instances),
     });
     const catalog = (): Catalog => this.catalog;
     this.queueViews = new QueueViews({ store: deps.store, admission: this.admission });
@@ -239,13 +258,22 @@ export class Controller implements ControllerService {
     this.loopDone = this.loop();
   }
 
-  /** Stop after the current pass; resolves when the loop has ended. A prediction still running is abandoned. */
+  /**
+   * Stop after the current pass; resolves when the loop has ended (and a report being written is written). A
+   * prediction still running is abandoned.
+   */
   async stop(): Promise<void> {
     this.running = false;
     this.wake.abort();
     await this.predictions.close();
     await this.loopDone;
     await this.chain.catch(() => undefined);
+    await this.reports.settle();
+  }
+
+  /** Whether the loop makes progress (`/healthz`). */
+  loopHealth(): LoopHealth {
+    return this.monitor.health();
   }
 
   /** Resolves once no completion-time prediction is running or asked for (tests, benchmarks). */
@@ -262,7 +290,7 @@ export class Controller implements ControllerService {
   async recover(): Promise<{ sync?: SyncSummary; progress?: ProgressSummary }> {
     this.schedulerState.load();
     if (this.settings.dryRun) return {};
-    return this.serial(async () => {
+    return this.serial('recovery', async () => {
       const pending = this.store.listIntents({ states: ['pending'] }).length;
       const sync = await this.reconciler.syncWithCloud();
       const progress = await this.reconciler.progress();
@@ -270,14 +298,16 @@ export class Controller implements ControllerService {
         pendingIntents: pending,
         adopted: sync.adopted.length,
         orphans: sync.orphans.length,
+        keptOrphans: sync.kept.length,
         vanished: sync.vanished.length,
       });
       return { sync, progress };
     });
   }
 
-  private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const next = this.chain.then(fn, fn);
+  private serial<T>(pass: string, fn: () => Promise<T>): Promise<T> {
+    const tracked = (): Promise<T> => this.monitor.track(pass, fn);
+    const next = this.chain.then(tracked, tracked);
     this.chain = next.catch(() => undefined);
     return next;
   }
@@ -291,7 +321,7 @@ export class Controller implements ControllerService {
         if (roundDue || (this.roundRequestedBecause !== undefined && earlyAllowed))
           await this.runRound(this.roundRequestedBecause ?? 'period');
         else await this.reconcile();
-        await this.reports.writeDue();
+        this.reports.startDue();
       } catch (e) {
         if (e instanceof InjectedCrash) throw e;
         const message = e instanceof Error ? (e.stack ?? e.message) : String(e);
@@ -310,6 +340,8 @@ export class Controller implements ControllerService {
         Math.min(nextRound, after + this.settings.pollSeconds, this.reports.nextDueSeconds) - after,
       );
       if (wait > 0) await this.clock.sleep(wait, this.wake.signal);
+      // A pass that needed no I/O resolves in microtasks only: let timers and sockets (the API) run between passes.
+      else await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
 
@@ -330,7 +362,7 @@ export class Controller implements ControllerService {
 
   /** Reconcile with the cloud and carry out effects whose gates opened (between rounds). */
   reconcile(): Promise<{ sync?: SyncSummary; progress?: ProgressSummary }> {
-    return this.serial(async () => {
+    return this.serial('reconcile', async () => {
       this.workers?.flushProgress?.();
       if (this.settings.dryRun) return {};
       this.replaceSilentWorkers();
@@ -342,7 +374,7 @@ export class Controller implements ControllerService {
 
   /** One scheduling round (see the class comment). */
   runRound(reason = 'requested'): Promise<RoundOutcome> {
-    return this.serial(async () => {
+    return this.serial('round', async () => {
       const startedMs = performance.now();
       this.roundRequestedBecause = undefined;
       this.lastRoundAtSeconds = this.clock.nowSeconds();
@@ -367,7 +399,7 @@ export class Controller implements ControllerService {
    * those prices).
    */
   applyCatalog(catalog: Catalog): Promise<void> {
-    return this.serial(() => {
+    return this.serial('price update', () => {
       this.catalog = catalog;
       this.priceOf = new Map(catalog.types.map((t) => [t.name, t.costPerHour]));
       this.admission.setCatalog(catalog);
@@ -387,6 +419,7 @@ export class Controller implements ControllerService {
   }
 
   private jobEnded(job: JobRecord): void {
+    this.jobArchive?.keepEnded(job);
     this.admission.forget(job.id);
     this.queueViews.forget(job.id);
     this.predictions.recordError(job);
@@ -414,7 +447,7 @@ export class Controller implements ControllerService {
 
   /** API: keep an uploaded Docker build context; answers the reference a job spec's `build.context` carries. */
   storeContext(
-    archive: Buffer,
+    archive: Readable,
     info: { readonly sha256: string; readonly encoding: 'tar' | 'gzip'; readonly team: string | undefined },
   ): Promise<string> {
     return storeBuildContext(this.objectStore, this.store, archive, info);
@@ -436,6 +469,23 @@ export class Controller implements ControllerService {
     return this.jobs.cancel(jobId);
   }
 
+  /**
+   * API: make a submitted job durable beyond this machine before it is answered (its spec in the job archive). When
+   * the object store does not take it, the job is withdrawn (cancelled, saying why) and the error thrown, so the
+   * client is told to retry and no job runs that a restore could drop.
+   */
+  async keepSubmission(job: JobRecord): Promise<void> {
+    if (this.jobArchive === undefined) return;
+    try {
+      await this.jobArchive.keepSubmitted(job);
+    } catch (e) {
+      const why = e instanceof Error ? e.message : String(e);
+      this.log.error(`${job.id} withdrawn: its spec could not be stored in the job archive`, { error: why });
+      this.jobs.cancel(job.id, `withdrawn at submission: the object store did not take its spec (${why})`);
+      throw e;
+    }
+  }
+
   /** API (`submit --dry-run`): the ETA a job with this spec would get if submitted now; nothing is stored. */
   estimate(spec: JobSpec): Promise<EtaRecord | null> {
     return this.predictions.estimate(spec);
@@ -454,7 +504,12 @@ export class Controller implements ControllerService {
   }
 
   cluster(): ClusterView {
-    return clusterView(this.store, this.priceOf);
+    return clusterView(this.store, this.priceOf, this.orphans.list());
+  }
+
+  /** The round trips the workers measured between instances (none without workers that probe). */
+  latency(): LatencyMatrixView {
+    return this.workers?.latencyView?.() ?? { pairs: [], probes: [] };
   }
 
   why(jobId: string, limit = 10): WhyRecord[] {

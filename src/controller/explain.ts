@@ -1,5 +1,6 @@
 import { isQueueWait } from '../round/round.js';
 import type { DecisionRecord } from '../scheduler/types.js';
+import type { OrphanView } from './kept-orphans.js';
 import type { ClusterView, WhyRecord } from './service.js';
 import { PLACED_TASK_STATES } from './state/lifecycle.js';
 import { UnknownRecordError, type RoundRecord, type StateStore } from './state-store.js';
@@ -7,7 +8,11 @@ import { UnknownRecordError, type RoundRecord, type StateStore } from './state-s
 /** Read-only views the API shows: the cluster now, and why a job is where it is (from the recorded rounds). */
 
 /** Instances not terminated, the tasks placed on them, and what the launched ones cost per hour. */
-export function clusterView(store: StateStore, priceOf: ReadonlyMap<string, number>): ClusterView {
+export function clusterView(
+  store: StateStore,
+  priceOf: ReadonlyMap<string, number>,
+  orphans: readonly OrphanView[] = [],
+): ClusterView {
   const instances = store.listInstances({
     states: ['requested', 'launching', 'running', 'draining', 'terminating'],
   });
@@ -23,7 +28,7 @@ export function clusterView(store: StateStore, priceOf: ReadonlyMap<string, numb
     if (i.launchedAtSeconds !== undefined) costPerHour += price;
     return { ...i, costPerHour: price, taskIds: onInstance.get(i.id) ?? [] };
   });
-  return { instances: views, tasks, costPerHour };
+  return { instances: views, tasks, costPerHour, orphans };
 }
 
 /**

@@ -92,8 +92,8 @@ export class JobControl {
     this.deps.predictAfterSubmission();
   }
 
-  cancel(jobId: string): JobRecord {
-    return this.endJob(jobId, 'cancelled', 'cancelled by request', true);
+  cancel(jobId: string, reason = 'cancelled by request'): JobRecord {
+    return this.endJob(jobId, 'cancelled', reason, true);
   }
 
   /**

@@ -4,11 +4,11 @@ import {
   checkIntent,
   frozenCopy,
   instanceIdOf,
-  jobIdOf,
+  jobSeqOf,
   newInstanceRecord,
-  newJobRecord,
   newTaskRecords,
   submittedEvent,
+  submittedJobRecord,
   transitionInstance,
   transitionJob,
   transitionTask,
@@ -47,6 +47,7 @@ import {
   type JobRecord,
   type JobState,
   type JsonValue,
+  type KeptJobIdentity,
   type NewInstance,
   type RoundInput,
   type RoundRecord,
@@ -125,12 +126,17 @@ export class MemoryStateStore implements StateStore {
 
   // ---- jobs and tasks ----------------------------------------------------------------------------------------
 
-  submitJob(spec: JobSpec): JobRecord {
+  submitJob(spec: JobSpec, kept?: KeptJobIdentity): JobRecord {
     return this.transaction(() => {
       const now = this.now();
-      const job = Object.freeze(newJobRecord(jobIdOf(this.next('job')), frozenCopy(spec), now));
+      if (kept !== undefined && this.jobs.has(kept.id))
+        throw new StateStoreError(`job ${kept.id} exists already: a kept id must be free`);
+      const seq = kept === undefined ? this.next('job') : this.claim('job', jobSeqOf(kept.id));
+      const job = Object.freeze(submittedJobRecord(seq, frozenCopy(spec), now, kept));
       const tasks = newTaskRecords(job, now).map((t) => Object.freeze(t));
       this.put(this.jobs, job.id, job);
+      // Jobs list in id order, as SQLite's do: a kept id may be lower than ids given since.
+      if (kept !== undefined) this.sortJobsById();
       for (const t of tasks) this.put(this.tasks, t.id, t);
       this.emit(submittedEvent(job, tasks.length), now);
       return job;
@@ -461,6 +467,24 @@ export class MemoryStateStore implements StateStore {
     journal.push(() => (had ? map.set(key, previous as V) : map.delete(key)));
     if (value === undefined) map.delete(key);
     else map.set(key, value);
+  }
+
+  /** Move a counter up to `n` (a kept id), so it is never given again; returns `n`. */
+  private claim(counter: Counter, n: number): number {
+    const journal = this.journal;
+    if (journal === undefined) throw new Error('internal: counter outside a transaction');
+    const before = this.counters.get(counter) ?? 0;
+    if (n > before) {
+      this.counters.set(counter, n);
+      journal.push(() => this.counters.set(counter, before));
+    }
+    return n;
+  }
+
+  private sortJobsById(): void {
+    const sorted = [...this.jobs.entries()].sort(([a], [b]) => jobSeqOf(a) - jobSeqOf(b));
+    this.jobs.clear();
+    for (const [id, job] of sorted) this.jobs.set(id, job);
   }
 
   private next(counter: Counter): number {

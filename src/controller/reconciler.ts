@@ -3,6 +3,7 @@ import type { Plan } from '../scheduler/types.js';
 import { syncWithCloud, replaceLostWorker, type SyncSummary } from './reconcile/cloud-sync.js';
 import { ReconcileContext, type ReconcilerDeps } from './reconcile/context.js';
 import { Launches } from './reconcile/effects/launches.js';
+import { PlacementGroupCleanup } from './reconcile/effects/placement-groups.js';
 import { checkRegistrations } from './reconcile/effects/registrations.js';
 import {
   performStarts,
@@ -27,6 +28,7 @@ import { applyPlan, type AppliedPlan } from './reconcile/plan-intents.js';
  *   start       pending `start-task` intent → TaskControl.start once the instance is running (and its worker
  *               registered) and no other job is still checkpointing off it
  *   terminate   a `draining` instance that nothing occupies → `terminate` intent → CloudProvider.terminate
+ *   clean up    placement groups no live instance uses → CloudProvider.deletePlacementGroups (best effort)
  *
  * `syncWithCloud` compares the store with what EC2 lists under the cluster tag: a launch whose instance exists (found by
  * its launch-token tag) is adopted rather than relaunched; instances EC2 has that the store does not know are
@@ -41,6 +43,8 @@ export interface ProgressSummary {
   readonly stopped: readonly string[];
   readonly terminated: readonly string[];
   readonly replaced: readonly string[];
+  /** Placement groups deleted because no live instance uses them. */
+  readonly deletedPlacementGroups?: readonly string[];
   readonly deferredLaunches: number;
 }
 
@@ -48,10 +52,12 @@ export interface ProgressSummary {
 export class Reconciler {
   private readonly ctx: ReconcileContext;
   private readonly launches: Launches;
+  private readonly placementGroups: PlacementGroupCleanup;
 
   constructor(deps: ReconcilerDeps) {
     this.ctx = new ReconcileContext(deps);
     this.launches = new Launches(this.ctx);
+    this.placementGroups = new PlacementGroupCleanup(this.ctx);
   }
 
   /** Record the round and turn its diff into intents, in one transaction (reconcile/plan-intents.ts). */
@@ -81,6 +87,15 @@ export class Reconciler {
     const started = await performStarts(ctx);
     await pollTaskStatuses(ctx);
     const terminated = ctx.dryRun ? [] : await performTerminations(ctx);
-    return { launched, started, stopped, terminated, replaced, deferredLaunches: deferred };
+    const deletedPlacementGroups = await this.placementGroups.perform();
+    return {
+      launched,
+      started,
+      stopped,
+      terminated,
+      replaced,
+      deferredLaunches: deferred,
+      ...(deletedPlacementGroups.length === 0 ? {} : { deletedPlacementGroups }),
+    };
   }
 }

@@ -23,24 +23,44 @@ export interface ReportWriterDeps {
   readonly safeEvent: (kind: string, message: string) => void;
 }
 
-/** Cost reports in the object store: every `everySeconds`, when jobs end, and on request. */
+/**
+ * Cost reports in the object store: every `everySeconds`, when jobs end, and on request. The loop only starts a due
+ * report (`startDue`); the write goes on beside it, one at a time, so the loop never waits for the object store (a
+ * hung store delays reports, never rounds).
+ */
 export class ReportWriter {
   /** Why a report is due before its period (jobs that ended), written with the next pass. */
   private readonly reasons: string[] = [];
   private nextAtSeconds: number;
+  /** The report being written, if one is. */
+  private writing: Promise<void> | undefined;
 
   constructor(private readonly deps: ReportWriterDeps) {
     this.nextAtSeconds = deps.clock.nowSeconds() + deps.everySeconds;
   }
 
-  /** When the periodic report is due (the loop wakes for it). */
+  /** When the periodic report is due (the loop wakes for it); not while one is being written (it may take long). */
   get nextDueSeconds(): number {
-    return this.nextAtSeconds;
+    return this.writing === undefined ? this.nextAtSeconds : Number.POSITIVE_INFINITY;
   }
 
   /** A report is due with the next pass, for this reason. */
   due(reason: string): void {
     this.reasons.push(reason);
+  }
+
+  /** Start writing the due report, unless one is being written (its reasons then wait for the next call). */
+  startDue(): void {
+    if (this.writing !== undefined) return;
+    const writing = this.writeDue().finally(() => {
+      if (this.writing === writing) this.writing = undefined;
+    });
+    this.writing = writing;
+  }
+
+  /** Wait for the report being written, if any (the controller is stopping). */
+  async settle(): Promise<void> {
+    await this.writing;
   }
 
   async writeDue(): Promise<void> {

@@ -74,7 +74,7 @@ export class RoundRecorder {
   planAndRecord(reason: string): Omit<RoundOutcome, 'sync' | 'progress'> {
     this.deps.schedulerState.load();
     const now = this.deps.clock.nowSeconds();
-    const inputs = readSnapshotInputs(this.deps.store, now);
+    const inputs = readSnapshotInputs(this.deps.store, now, this.deps.workers?.roundRtts?.());
     const snapshot = buildSnapshot(inputs);
     // Taken before the round plans, so the prediction replays this round (round.ts forkForPrediction, as data).
     const fork = this.deps.predictions.due(inputs) ? this.deps.predictions.captureFork() : undefined;

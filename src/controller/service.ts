@@ -1,5 +1,6 @@
 import type { DecisionRecord } from '../scheduler/types.js';
 import type { JobSpec } from './job-spec/spec.js';
+import type { OrphanView } from './kept-orphans.js';
 import type { InstanceRecord, JobRecord, StateStore, TaskRecord } from './state-store.js';
 
 /**
@@ -32,6 +33,8 @@ export interface ClusterView {
   })[];
   readonly tasks: readonly TaskRecord[];
   readonly costPerHour: number;
+  /** Instances tagged with the cluster that the state does not know, left running under the keep policy. */
+  readonly orphans: readonly OrphanView[];
 }
 
 export interface WhyRecord {

@@ -1,6 +1,7 @@
 import type { QueueCaps } from '../queue/caps.js';
 import type { WfqConfig } from '../queue/wfq.js';
 import { evaTunables, type EvaOptions } from '../scheduler/eva.js';
+import { DEFAULT_CONTEXT_LIMITS, type ContextLimits } from '../protocol/context-limits.js';
 import type { ControllerConfig, OrphanPolicy } from './config.js';
 import type { ReconcilerSettings } from './reconcile/context.js';
 
@@ -32,6 +33,8 @@ export interface ControllerSettings {
   readonly minRoundGapSeconds?: number;
   /** Rounds (plans and decisions) kept in the store. */
   readonly roundsKept?: number;
+  /** A loop pass running longer than this makes `/healthz` answer 503 (default loop-health.ts's 60 s). */
+  readonly loopStuckSeconds?: number | undefined;
   /** How far ahead a completion-time prediction simulates (default 30 days): later completions read "beyond". */
   readonly predictionHorizonSeconds?: number | undefined;
   /** Wall-clock seconds one prediction may take (default 10); it runs in a worker thread, off the loop. */
@@ -54,6 +57,7 @@ export function settingsFromConfig(config: ControllerConfig): ControllerSettings
     registrationBackoffMaxSeconds: config.workerRegistration.backoffMaxSeconds,
     reportEverySeconds: config.reportEverySeconds,
     tags: config.ec2.tags,
+    loopStuckSeconds: config.loopStuckSeconds,
     predictionHorizonSeconds: config.predictions.horizonDays * 86_400,
     predictionBudgetSeconds: config.predictions.budgetSeconds,
   };
@@ -70,5 +74,26 @@ export function reconcilerSettings(settings: ControllerSettings): ReconcilerSett
     registrationBackoffMaxSeconds: settings.registrationBackoffMaxSeconds,
     caps: settings.caps,
     tags: settings.tags ?? {},
+  };
+}
+
+/**
+ * The build context limits of an upload or a job by `team` (undefined: the admin, who gets the cluster's): the team's
+ * own configured limits, else the cluster's, else the defaults, field by field.
+ */
+export function contextLimitsFrom(
+  section: ControllerConfig['buildContexts'],
+): (team: string | undefined) => ContextLimits {
+  const { teams, ...cluster } = section;
+  return (team) => {
+    const own = team === undefined ? {} : (teams[team] ?? {});
+    return {
+      maxArchiveBytes:
+        own.maxArchiveBytes ?? cluster.maxArchiveBytes ?? DEFAULT_CONTEXT_LIMITS.maxArchiveBytes,
+      maxExpandedBytes:
+        own.maxExpandedBytes ?? cluster.maxExpandedBytes ?? DEFAULT_CONTEXT_LIMITS.maxExpandedBytes,
+      maxExpansionRatio:
+        own.maxExpansionRatio ?? cluster.maxExpansionRatio ?? DEFAULT_CONTEXT_LIMITS.maxExpansionRatio,
+    };
   };
 }

@@ -1,4 +1,5 @@
 import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../core/model.js';
+import type { InstancePlacement, JobNetwork, MeasuredRtt, NetworkDeclaration } from '../core/network.js';
 import { groupBy } from '../core/group.js';
 import type { TaskTemplateSpec } from './job-spec/spec.js';
 import { expandTasks } from './job-spec/tasks.js';
@@ -16,6 +17,8 @@ import type { InstanceRecord, JobRecord, StateStore, TaskRecord } from './state-
  *   reported at its destination: that is where the plan committed it and where it will need capacity.
  * - A pinned job with a task committed to an instance that is going away is left out for this round: it cannot move
  *   until it is reconfigurable again, and it cannot stay on an instance that no plan may use.
+ * - Where instances are (zone, placement group: asked for until launched, then obtained) and the round trips the
+ *   workers measured between them, for latency-aware placement.
  */
 
 export interface SnapshotInputs {
@@ -27,12 +30,18 @@ export interface SnapshotInputs {
   /** job id → when it last entered `running`. */
   readonly runningSince: ReadonlyMap<string, number>;
   readonly nowSeconds: number;
+  /** Round trips the workers measured (latency-matrix.ts); absent without workers that probe. */
+  readonly measuredRtts?: readonly MeasuredRtt[] | undefined;
 }
 
 const SCHEDULABLE_INSTANCE_STATES = new Set(['requested', 'launching', 'running']);
 
 /** Read what a snapshot needs from the store. */
-export function readSnapshotInputs(store: StateStore, nowSeconds: number): SnapshotInputs {
+export function readSnapshotInputs(
+  store: StateStore,
+  nowSeconds: number,
+  measuredRtts?: readonly MeasuredRtt[],
+): SnapshotInputs {
   const jobs = store.listJobs({ states: ['queued', 'starting', 'running', 'migrating'] });
   const jobIds = new Set(jobs.map((j) => j.id));
   const tasks = store.listTasks().filter((t) => jobIds.has(t.jobId));
@@ -45,7 +54,7 @@ export function readSnapshotInputs(store: StateStore, nowSeconds: number): Snaps
   const runningSince = new Map<string, number>();
   for (const job of jobs)
     if (job.state === 'running') runningSince.set(job.id, lastEnteredRunning(store, job));
-  return { jobs, tasks, instances, pendingStarts, runningSince, nowSeconds };
+  return { jobs, tasks, instances, pendingStarts, runningSince, nowSeconds, measuredRtts };
 }
 
 function lastEnteredRunning(store: StateStore, job: JobRecord): number {
@@ -103,13 +112,35 @@ export function buildSnapshot(input: SnapshotInputs): ClusterSnapshot {
     });
     jobs.push(schedJob(job, jobTasks, reconfigurable, input));
   }
-  const instances: SchedInstance[] = [...schedulable.values()].map((i) => ({
-    id: i.id,
-    typeName: i.typeName,
-    state: i.state === 'running' ? 'running' : 'launching',
-    taskIds: onInstance.get(i.id) ?? [],
-  }));
-  return { nowSeconds: input.nowSeconds, jobs, tasks, instances };
+  const instances: SchedInstance[] = [...schedulable.values()].map((i) => {
+    const placement = placementOf(i);
+    return {
+      id: i.id,
+      typeName: i.typeName,
+      state: i.state === 'running' ? 'running' : 'launching',
+      taskIds: onInstance.get(i.id) ?? [],
+      ...(placement === undefined ? {} : { placement }),
+    };
+  });
+  // Only pairs between instances a plan may use: the others are history or going away.
+  const measuredRtts = (input.measuredRtts ?? []).filter(
+    (r) => schedulable.has(r.fromInstanceId) && schedulable.has(r.toInstanceId),
+  );
+  return {
+    nowSeconds: input.nowSeconds,
+    jobs,
+    tasks,
+    instances,
+    ...(measuredRtts.length === 0 ? {} : { measuredRtts }),
+  };
+}
+
+function placementOf(instance: InstanceRecord): InstancePlacement | undefined {
+  if (instance.availabilityZone === undefined && instance.placementGroup === undefined) return undefined;
+  return {
+    ...(instance.availabilityZone === undefined ? {} : { zone: instance.availabilityZone }),
+    ...(instance.placementGroup === undefined ? {} : { placementGroup: instance.placementGroup }),
+  };
 }
 
 function templatesByIndex(job: JobRecord): Map<number, TaskTemplateSpec> {
@@ -144,6 +175,20 @@ function schedJob(
     migrationDelaySeconds: 2 * restoreSeconds + (spec.checkpoint.initDelaySeconds ?? 0),
     lastCheckpointSeconds,
     expectedRemainingSeconds: expectedRemaining(job, input.nowSeconds, runningSinceSeconds),
+    ...(spec.network === undefined ? {} : { network: jobNetwork(job, tasks) }),
+  };
+}
+
+/** The spec's network declaration with its root as a task id (the root names an expanded task; default the first). */
+function jobNetwork(job: JobRecord, tasks: readonly TaskRecord[]): JobNetwork {
+  const network = job.spec.network as NetworkDeclaration;
+  const root = network.rootTask;
+  const rootIndex = root === undefined ? -1 : expandTasks(job.spec).findIndex((t) => t.name === root);
+  return {
+    sensitivity: network.sensitivity,
+    pattern: network.pattern,
+    rootTaskId: (tasks.find((t) => t.index === rootIndex) ?? tasks[0])?.id,
+    gibPerHour: network.gibPerHour,
   };
 }
 

@@ -9,8 +9,9 @@ import type { JobSpec } from './job-spec/spec.js';
  * terminate, start or stop a task) and marked done or failed after it, so a controller restarted at any line finds
  * the side effects it may have started and reconciles them (level-triggered).
  *
- * Implemented by SqliteStateStore (production: WAL, one transaction per change) and MemoryStateStore (simulator
- * and tests); both pass the same contract tests. Times are seconds on the store's clock (epoch seconds in
+ * Implemented by SqliteStateStore (one controller: WAL, one transaction per change), PostgresStateStore (several
+ * controllers sharing a database, one active under a lease: ha/) and MemoryStateStore (simulator and tests); all three
+ * pass the same contract tests. Times are seconds on the store's clock (epoch seconds in
  * production, virtual seconds in the simulator).
  */
 
@@ -118,7 +119,13 @@ export interface InstanceRecord {
   readonly cloudId?: string | undefined;
   readonly typeName: string;
   readonly state: InstanceState;
+  /** Before its launch the zone asked for, after it the zone the cloud placed it in. */
   readonly availabilityZone?: string | undefined;
+  /**
+   * The cluster placement group (latency-aware placement): before its launch the one asked for, after it the one the
+   * cloud really put it in (none when the launch fell back without the group).
+   */
+  readonly placementGroup?: string | undefined;
   /** Idempotency token of the launch (EC2 ClientToken): retrying a launch after a crash cannot start a second instance. */
   readonly launchToken: string;
   readonly requestedAtSeconds: number;
@@ -229,9 +236,17 @@ export interface EventFilter {
   readonly limit?: number | undefined;
 }
 
+/** The id and submission time a job keeps when it is submitted again (restore from a backup). */
+export interface KeptJobIdentity {
+  /** `job-<n>`, as the store gave it. */
+  readonly id: string;
+  readonly submittedAtSeconds: number;
+}
+
 export interface NewInstance {
   readonly typeName: string;
   readonly availabilityZone?: string | undefined;
+  readonly placementGroup?: string | undefined;
   /** Defaults to `<store id>-<instance id>`, unique across databases so a fresh database never reuses a token. */
   readonly launchToken?: string | undefined;
 }
@@ -239,6 +254,8 @@ export interface NewInstance {
 export interface InstanceChange {
   readonly cloudId?: string | undefined;
   readonly availabilityZone?: string | undefined;
+  /** The placement group obtained; `null`: none (a launch that fell back without the group asked for). */
+  readonly placementGroup?: string | null | undefined;
   readonly reason?: string | undefined;
 }
 
@@ -252,8 +269,11 @@ export interface StateStore {
   transaction<T>(fn: () => T): T;
 
   // Jobs and their tasks
-  /** Store a validated spec as a queued job with one pending task per expanded task. */
-  submitJob(spec: JobSpec): JobRecord;
+  /**
+   * Store a validated spec as a queued job with one pending task per expanded task. With `kept`, the job gets the id
+   * and submission time it had before (a restore re-submits the jobs its backup missed); that id must be free.
+   */
+  submitJob(spec: JobSpec, kept?: KeptJobIdentity): JobRecord;
   getJob(id: string): JobRecord | undefined;
   /** In submission order. */
   listJobs(filter?: JobFilter): JobRecord[];

@@ -1,4 +1,6 @@
+import type { MeasuredRtt } from '../core/network.js';
 import type { ThroughputObservation } from '../scheduler/types.js';
+import type { LatencyMatrixView } from './latency-matrix.js';
 import type { Reconciler } from './reconciler.js';
 import type { ControllerLogger } from './seams.js';
 import type { InstanceRecord, StateStore } from './state-store.js';
@@ -8,6 +10,10 @@ export interface WorkerFleet {
   takeObservations(): ThroughputObservation[];
   staleInstances(): InstanceRecord[];
   markLost(instanceId: string): void;
+  /** Measured round trips between instances for this round's snapshot (workers that probe their peers). */
+  roundRtts?(): readonly MeasuredRtt[];
+  /** The latency matrix as shown. */
+  latencyView?(): LatencyMatrixView;
   /** Store the progress heartbeats reported since the last pass (WorkerTaskControl.flushProgress). */
   flushProgress?(): void;
 }

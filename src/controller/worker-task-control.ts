@@ -1,18 +1,20 @@
-import { randomBytes } from 'node:crypto';
 import type { Catalog } from '../core/catalog.js';
+import type { MeasuredRtt } from '../core/network.js';
 import { demandOn } from '../core/resources.js';
 import type { ThroughputObservation } from '../scheduler/types.js';
 import type {
   DesiredTask,
   HeartbeatRequest,
   HeartbeatResponse,
+  ProbePeer,
   RegisterRequest,
   RegisterResponse,
   TaskReport,
 } from '../protocol/worker-protocol.js';
-import { tokensEqual } from './api/auth.js';
+import type { ContextLimits } from '../protocol/context-limits.js';
 import type { Clock } from './clock.js';
 import { expandTasks } from './job-spec/tasks.js';
+import { LatencyMatrix, type LatencyMatrixView } from './latency-matrix.js';
 import {
   silentLogger,
   type ControllerLogger,
@@ -23,6 +25,8 @@ import {
 } from './seams.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
 import type { InstanceRecord, JobRecord, JsonValue, StateStore, TaskRecord } from './state-store.js';
+import type { WorkerRegistrar } from './worker-identity/worker-registrar.js';
+import { WorkerProtocolError } from './worker-identity/worker-protocol-error.js';
 
 /**
  * The controller's TaskControl over the worker protocol (src/protocol/worker-protocol.ts). Level-triggered: a
@@ -33,34 +37,40 @@ import type { InstanceRecord, JobRecord, JsonValue, StateStore, TaskRecord } fro
  * Throughput (Eva §4.3, digest "co-location table"): workers report iterations per second; a task's standalone
  * throughput is the best it showed alone on an instance (kept in the store per workload key); observed / standalone
  * is its normalized throughput, and a job's is its slowest task's (Eva §4.4: a gang runs at its slowest member's pace).
+ *
+ * Round trips (latency-matrix.ts): a worker with a latency probe says where it listens and what it measured; the
+ * answer names its peers, the other instances running tasks of its jobs.
  */
 
 export const STANDALONE_THROUGHPUT_KEY = 'worker.standaloneThroughput';
+/** The latest latency matrix, saved once per round (round trips are re-measured within a minute anyway). */
+export const LATENCY_MATRIX_KEY = 'network.latencyMatrix';
 
-export class WorkerProtocolError extends Error {
-  constructor(
-    readonly statusCode: 401 | 404 | 409 | 410,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'WorkerProtocolError';
-  }
-}
+export { WorkerProtocolError };
 
 export interface WorkerTaskControlOptions {
   readonly store: StateStore;
   readonly catalog: Catalog;
   readonly clock: Clock;
-  /** The cluster's worker token (user data, or the local provider's spawn arguments). */
-  readonly bootstrapToken: string;
+  /** Who may register as which instance (worker-identity/worker-registrar.ts). */
+  readonly registrar: WorkerRegistrar;
   /** Where workers put checkpoints and logs (the controller's object store location). */
   readonly objectStoreLocation: string;
   readonly heartbeatSeconds: number;
   /** A registered worker silent for this long is lost: its instance is replaced, its tasks rescheduled. */
   readonly heartbeatTimeoutSeconds: number;
+  /** The build context limits of a team's jobs, checked again by workers as they unpack (default: the defaults). */
+  readonly contextLimits?: (team: string) => ContextLimits;
   /** Capacity scale per instance type (local mode on a small host); task limits are scaled alike. Default 1. */
   readonly capacityScale?: (typeName: string) => number;
+  /** Round trips older than this are neither shown nor planned with (default latency-matrix.ts's). */
+  readonly latencyStaleSeconds?: number;
   readonly logger?: ControllerLogger;
+}
+
+/** Where a heartbeat came from (the HTTP connection), for a probe whose worker did not name its address. */
+export interface HeartbeatOrigin {
+  readonly remoteAddress?: string | undefined;
 }
 
 interface InstanceReports {
@@ -80,7 +90,8 @@ export class WorkerTaskControl implements TaskControl {
   readonly name = 'worker';
   private readonly store: StateStore;
   private readonly log: ControllerLogger;
-  private readonly startedAtSeconds: number;
+  /** Since when workers can reach this controller (serving()); undefined before. */
+  private servingSinceSeconds: number | undefined;
   private readonly reports = new Map<string, InstanceReports>();
   private readonly lastHeartbeat = new Map<string, number>();
   private readonly startRequested = new Set<string>();
@@ -93,53 +104,45 @@ export class WorkerTaskControl implements TaskControl {
   private readonly progress = new Map<string, number>();
   private readonly observations = new Map<string, number>();
   private readonly lost = new Set<string>();
+  private readonly latency: LatencyMatrix;
   private seq = 0;
 
   constructor(private readonly options: WorkerTaskControlOptions) {
     this.store = options.store;
     this.log = options.logger ?? silentLogger;
-    this.startedAtSeconds = options.clock.nowSeconds();
+    this.latency = new LatencyMatrix(options.latencyStaleSeconds);
+    this.latency.load(this.store.getValue(LATENCY_MATRIX_KEY));
   }
 
   // ---------------------------------------------------------------------------------------------------------------
   // Protocol
 
-  register(bootstrapToken: string, request: RegisterRequest): RegisterResponse {
-    if (!tokensEqual(bootstrapToken, this.options.bootstrapToken))
-      throw new WorkerProtocolError(401, 'invalid worker token');
-    const inst = this.store.findInstanceByCloudId(request.instanceId);
-    if (inst === undefined)
-      throw new WorkerProtocolError(
-        409,
-        `instance ${request.instanceId} is not known to the controller yet (its launch is being recorded); retry`,
-      );
-    if (inst.state === 'terminating' || inst.state === 'terminated')
-      throw new WorkerProtocolError(410, `instance ${request.instanceId} (${inst.id}) is ${inst.state}`);
-    const workerToken = randomBytes(32).toString('base64url');
-    this.store.transaction(() => {
-      this.store.setWorkerToken(inst.id, workerToken);
-      this.store.appendEvent({
-        kind: 'worker.registered',
-        instanceId: inst.id,
-        message: `worker on ${request.instanceId} registered (${request.executor} executor${request.hostname === undefined ? '' : `, host ${request.hostname}`})`,
-        data: { cloudId: request.instanceId, executor: request.executor },
-      });
-    });
-    this.lastHeartbeat.set(inst.id, this.options.clock.nowSeconds());
-    this.lost.delete(inst.id);
-    this.log.info(`worker registered for ${inst.id}`, {
+  /**
+   * A worker proves which instance it runs on (the registrar's rules: a launch credential once per instance, then its
+   * per-instance token) and gets the token it heartbeats with.
+   */
+  async register(credential: string, request: RegisterRequest): Promise<RegisterResponse> {
+    const { instance, workerToken, how } = await this.options.registrar.register(credential, request);
+    this.lastHeartbeat.set(instance.id, this.options.clock.nowSeconds());
+    this.lost.delete(instance.id);
+    this.log.info(`worker ${how === 'launch' ? 'registered' : 're-registered'} for ${instance.id}`, {
       cloudId: request.instanceId,
       executor: request.executor,
+      identity: request.identity?.kind,
     });
     return {
-      instanceId: inst.id,
+      instanceId: instance.id,
       workerToken,
       heartbeatSeconds: this.options.heartbeatSeconds,
       objectStore: this.options.objectStoreLocation,
     };
   }
 
-  heartbeat(instanceToken: string, request: HeartbeatRequest): HeartbeatResponse {
+  heartbeat(
+    instanceToken: string,
+    request: HeartbeatRequest,
+    origin: HeartbeatOrigin = {},
+  ): HeartbeatResponse {
     const inst = this.store.instanceForWorkerToken(instanceToken);
     if (inst === undefined) throw new WorkerProtocolError(401, 'unknown worker token: register again');
     if (inst.state === 'terminated' || inst.state === 'terminating')
@@ -154,6 +157,8 @@ export class WorkerTaskControl implements TaskControl {
       tasks: new Map(request.tasks.map((t) => [t.taskId, t])),
     });
     this.store.transaction(() => this.applyReports(inst, request.tasks));
+    if (request.network !== undefined)
+      this.latency.observe(inst.id, request.network, origin.remoteAddress, now);
     const desired = this.desiredFor(inst);
     for (const d of desired) {
       const stop = this.stopping.get(d.taskId);
@@ -165,7 +170,47 @@ export class WorkerTaskControl implements TaskControl {
       )
         stop.deliveredSeq = seq;
     }
-    return { tasks: desired };
+    // Only a worker that probes is told its peers (an older worker would not know the field).
+    return request.network?.probe === undefined
+      ? { tasks: desired }
+      : { tasks: desired, peers: this.peersOf(inst) };
+  }
+
+  /** The other instances running tasks of the jobs that have tasks on this one, whose probes are known. */
+  private peersOf(inst: InstanceRecord): ProbePeer[] {
+    const jobIds = new Set(
+      this.store
+        .listTasks({ instanceId: inst.id })
+        .filter((t) => PLACED_TASK_STATES.includes(t.state))
+        .map((t) => t.jobId),
+    );
+    const peers: string[] = [];
+    for (const jobId of jobIds)
+      for (const t of this.store.listTasks({ jobId }))
+        if (PLACED_TASK_STATES.includes(t.state) && t.instanceId !== undefined && t.instanceId !== inst.id)
+          peers.push(t.instanceId);
+    return this.latency.probePeers(peers);
+  }
+
+  /** Instances that may still answer probes: pairs to any other are history. */
+  private liveInstanceIds(): Set<string> {
+    return new Set(
+      this.store.listInstances({ states: ['launching', 'running', 'draining'] }).map((i) => i.id),
+    );
+  }
+
+  /**
+   * The fresh measured round trips for a round's snapshot; saved in the store at the same time (once per round), so a
+   * restarted controller plans with them until its workers report again.
+   */
+  roundRtts(): MeasuredRtt[] {
+    this.store.setValue(LATENCY_MATRIX_KEY, this.latency.toJson());
+    return this.latency.measuredRtts(this.options.clock.nowSeconds(), this.liveInstanceIds());
+  }
+
+  /** The matrix as shown by the API, `fleetwise cluster` and Prometheus. */
+  latencyView(): LatencyMatrixView {
+    return this.latency.view(this.options.clock.nowSeconds(), this.liveInstanceIds());
   }
 
   /** Checkpoints, progress, failures and throughputs from one heartbeat. */
@@ -337,6 +382,9 @@ export class WorkerTaskControl implements TaskControl {
               build: {
                 context: template.build.context,
                 ...(template.build.dockerfile === undefined ? {} : { dockerfile: template.build.dockerfile }),
+                ...(this.options.contextLimits === undefined
+                  ? {}
+                  : { limits: this.options.contextLimits(job.team) }),
               },
             }),
         command: [...(template.command ?? [])],
@@ -421,15 +469,26 @@ export class WorkerTaskControl implements TaskControl {
   }
 
   /**
+   * The worker protocol is served from now on (the API listens). A worker's silence counts from then at the earliest:
+   * before, no worker could have been heard, however long the controller took to start (recovering a large state, a
+   * loaded host), and counting that time against them replaced every healthy instance at once.
+   */
+  serving(): void {
+    this.servingSinceSeconds ??= this.options.clock.nowSeconds();
+  }
+
+  /**
    * Registered workers silent for longer than the heartbeat timeout (their instance is replaced by the caller). After a
-   * controller restart every worker gets the full timeout from the restart to be heard again.
+   * controller restart every worker gets the full timeout from when the restarted controller serves them; none is
+   * silent before it does.
    */
   staleInstances(): InstanceRecord[] {
+    if (this.servingSinceSeconds === undefined) return [];
     const now = this.options.clock.nowSeconds();
     const out: InstanceRecord[] = [];
     for (const inst of this.store.listInstances({ states: ['running', 'draining'] })) {
       if (inst.workerTokenHash === undefined || this.lost.has(inst.id)) continue;
-      const last = this.lastHeartbeat.get(inst.id) ?? this.startedAtSeconds;
+      const last = this.lastHeartbeat.get(inst.id) ?? this.servingSinceSeconds;
       if (now - last > this.options.heartbeatTimeoutSeconds) out.push(inst);
     }
     return out;
@@ -439,6 +498,7 @@ export class WorkerTaskControl implements TaskControl {
   markLost(instanceId: string): void {
     this.lost.add(instanceId);
     this.reports.delete(instanceId);
+    this.latency.forget(instanceId);
     for (const [taskId, stop] of this.stopping)
       if (stop.instanceId === instanceId) this.stopping.delete(taskId);
   }

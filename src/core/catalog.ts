@@ -22,6 +22,19 @@ export interface Catalog {
   readonly provider: string;
   readonly region: string;
   readonly types: readonly InstanceType[];
+  /**
+   * $ per GiB of traffic between zones of the region, in each direction (AWS: $0.01/GB each way); counted for a job
+   * whose tasks span zones. Default DEFAULT_CROSS_ZONE_PRICE_PER_GIB.
+   */
+  readonly crossZonePricePerGiB?: number | undefined;
+}
+
+/** AWS's price for data between availability zones of a region: $0.01 per GB in each direction. */
+export const DEFAULT_CROSS_ZONE_PRICE_PER_GIB = 0.01;
+
+/** The catalog's price of a GiB crossing zones, in each direction. */
+export function crossZonePricePerGiB(catalog: Catalog): number {
+  return catalog.crossZonePricePerGiB ?? DEFAULT_CROSS_ZONE_PRICE_PER_GIB;
 }
 
 const nonNegative = z.number().finite().nonnegative();
@@ -61,6 +74,8 @@ export const catalogFileSchema = z.object({
   region: z.string().min(1),
   currency: z.literal('USD').default('USD'),
   source: z.string().optional(),
+  /** $ per GiB between zones, each direction (default DEFAULT_CROSS_ZONE_PRICE_PER_GIB). */
+  crossZonePricePerGiB: nonNegative.optional(),
   types: z.array(typeSchema).min(1, 'a catalog needs at least one instance type'),
 });
 
@@ -88,6 +103,7 @@ export function parseCatalog(json: unknown, source = 'catalog'): Catalog {
   return {
     provider: file.provider,
     region: file.region,
+    ...(file.crossZonePricePerGiB === undefined ? {} : { crossZonePricePerGiB: file.crossZonePricePerGiB }),
     types: file.types.map((t) => ({
       name: t.name,
       family: t.family,
@@ -106,6 +122,9 @@ export function catalogToFile(catalog: Catalog, source?: string): CatalogFile {
     region: catalog.region,
     currency: 'USD',
     ...(source === undefined ? {} : { source }),
+    ...(catalog.crossZonePricePerGiB === undefined
+      ? {}
+      : { crossZonePricePerGiB: catalog.crossZonePricePerGiB }),
     types: catalog.types.map((t) => ({
       name: t.name,
       family: t.family,

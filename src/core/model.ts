@@ -1,5 +1,5 @@
 import type { FamilyDemand } from './resources.js';
-import type { InstancePlacement, MeasuredRtt } from './network.js';
+import type { InstancePlacement, JobNetwork, MeasuredRtt } from './network.js';
 
 /**
  * The scheduler's view of the cluster: plain data, built each round by the simulator or the controller.
@@ -40,6 +40,8 @@ export interface SchedJob {
   readonly lastCheckpointSeconds?: number | undefined;
   /** Expected seconds until the job completes at full throughput, when known (declared or predicted). */
   readonly expectedRemainingSeconds?: number | undefined;
+  /** Its latency sensitivity, pattern, root and traffic (latency-aware placement); absent: insensitive, no traffic. */
+  readonly network?: JobNetwork | undefined;
 }
 
 export type InstanceState = 'launching' | 'running';

@@ -64,3 +64,25 @@ export class Rng {
     return new Rng(this.nextUint32());
   }
 }
+
+/**
+ * A uniform number in [0, 1) that depends only on its inputs (a seeded hash, not a stream): for values that must not
+ * depend on the order they are asked for, such as the noise of an instance pair in a time slot.
+ */
+export function hashUnit(seed: number, ...parts: readonly (string | number)[]): number {
+  let h = (seed ^ 0x811c9dc5) >>> 0;
+  const mix = (x: number): void => {
+    h = Math.imul(h ^ x, 0x01000193) >>> 0;
+    h = Math.imul(h ^ (h >>> 15), 0x2c1b3c6d) >>> 0;
+  };
+  for (const part of parts) {
+    if (typeof part === 'number') {
+      mix(part >>> 0);
+      mix(Math.floor(part / 4294967296) >>> 0);
+    } else for (let i = 0; i < part.length; i++) mix(part.charCodeAt(i));
+    mix(0x9e3779b9);
+  }
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b) >>> 0;
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35) >>> 0;
+  return ((h ^ (h >>> 16)) >>> 0) / 4294967296;
+}

@@ -5,10 +5,18 @@
  *
  *   checkpoints/<job>/<task>/<seq>/data.tar        a task's checkpoint (seq zero-padded, so key order is seq order);
  *   checkpoints/<job>/<task>/<seq>/manifest.json   written last: a seq without a manifest is a partial upload
+ *   checkpoints/<job>/<task>/exit-<attempt>.json   how the task ended on its own in that attempt of its job (its
+ *                                                  worker writes it before reporting the exit)
  *   logs/<job>/<start ms>-<task>-<instance>.log    one object per run of a task, in start order
  *   contexts/<sha256>.tar[.gz]                     a build context `fleetwise submit` uploaded (content-addressed)
  *   reports/costs-<UTC stamp>.{json,csv,html}      cost reports (the stamp sorts chronologically)
  *   reports/latest.json                            a copy of the newest JSON cost report
+ *   backups/<cluster>/state-<seq>.db.gz            a gzip-compressed copy of the controller's SQLite state
+ *   backups/<cluster>/state-<seq>.json             its manifest (size, sha256), written after the data
+ *   backups/<cluster>/latest.json                  a copy of the newest manifest, written last
+ *   backups/<cluster>/secrets.json                 the state directory's tokens a restored controller needs
+ *   jobs/<cluster>/<job>/spec.json                 an accepted job's spec, stored before its submission is answered
+ *   jobs/<cluster>/<job>/end.json                  how and when the job ended (written once it has)
  */
 
 export interface CheckpointRef {
@@ -39,6 +47,16 @@ export function parseCheckpointKey(
   const match = /^(\d+)\/(data\.tar|manifest\.json)$/.exec(key.slice(prefix.length));
   if (match?.[1] === undefined) return undefined;
   return { seq: Number(match[1]), part: match[2] === CHECKPOINT_MANIFEST_FILE ? 'manifest' : 'data' };
+}
+
+/**
+ * Where a task's exit in one attempt of its job is recorded, beside its checkpoints (which are as much the task's
+ * as its exit is; checkpoint listings skip it).
+ */
+export function taskExitKey(ref: CheckpointRef, attempt: number): string {
+  if (!Number.isSafeInteger(attempt) || attempt < 1)
+    throw new Error(`an attempt is a positive integer, got ${attempt}`);
+  return `${checkpointPrefix(ref)}exit-${attempt}.json`;
 }
 
 export function taskLogPrefix(jobId: string): string {
@@ -82,4 +100,61 @@ export const LATEST_REPORT_KEY = `${REPORTS_PREFIX}latest.json`;
 export function costReportKeys(stamp: string): { json: string; csv: string; html: string } {
   const base = `${COST_REPORTS_PREFIX}${stamp}`;
   return { json: `${base}.json`, csv: `${base}.csv`, html: `${base}.html` };
+}
+
+const BACKUP_SEQ_DIGITS = 10;
+
+/** Every backup object of a cluster starts with this. */
+export function stateBackupPrefix(cluster: string): string {
+  return `backups/${cluster}/`;
+}
+
+/** One backup: its data (the gzip-compressed database) and its manifest (seq zero-padded, so key order is seq order). */
+export function stateBackupKeys(cluster: string, seq: number): { data: string; manifest: string } {
+  if (!Number.isSafeInteger(seq) || seq < 1)
+    throw new Error(`a backup seq is a positive integer, got ${seq}`);
+  const base = `${stateBackupPrefix(cluster)}state-${String(seq).padStart(BACKUP_SEQ_DIGITS, '0')}`;
+  return { data: `${base}.db.gz`, manifest: `${base}.json` };
+}
+
+/** The cluster, seq and part of a backup object's key; undefined for any other key. */
+export function parseStateBackupKey(
+  key: string,
+): { readonly cluster: string; readonly seq: number; readonly part: 'data' | 'manifest' } | undefined {
+  const match = /(?:^|\/)backups\/([^/]+)\/state-(\d+)\.(db\.gz|json)$/.exec(key);
+  if (match?.[1] === undefined || match[2] === undefined) return undefined;
+  const seq = Number(match[2]);
+  if (!Number.isSafeInteger(seq) || seq < 1) return undefined;
+  return { cluster: match[1], seq, part: match[3] === 'json' ? 'manifest' : 'data' };
+}
+
+/** The newest backup's manifest, written after its data and manifest: a reader never finds it ahead of them. */
+export function latestBackupKey(cluster: string): string {
+  return `${stateBackupPrefix(cluster)}latest.json`;
+}
+
+export function backupSecretsKey(cluster: string): string {
+  return `${stateBackupPrefix(cluster)}secrets.json`;
+}
+
+/** Every archived job of a cluster starts with this. */
+export function jobArchivePrefix(cluster: string): string {
+  return `jobs/${cluster}/`;
+}
+
+export function jobArchiveKeys(cluster: string, jobId: string): { spec: string; end: string } {
+  const base = `${jobArchivePrefix(cluster)}${jobId}/`;
+  return { spec: `${base}spec.json`, end: `${base}end.json` };
+}
+
+/** The job and part of a job archive key under `cluster`; undefined for any other key. */
+export function parseJobArchiveKey(
+  cluster: string,
+  key: string,
+): { readonly jobId: string; readonly part: 'spec' | 'end' } | undefined {
+  const prefix = jobArchivePrefix(cluster);
+  if (!key.startsWith(prefix)) return undefined;
+  const match = /^([^/]+)\/(spec|end)\.json$/.exec(key.slice(prefix.length));
+  if (match?.[1] === undefined) return undefined;
+  return { jobId: match[1], part: match[2] === 'end' ? 'end' : 'spec' };
 }

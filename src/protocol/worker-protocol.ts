@@ -1,16 +1,20 @@
 import { z } from 'zod';
+import { contextLimitsSchema } from './context-limits.js';
 
 /**
  * The worker protocol, level-triggered over HTTP, shared by the worker agent (its client, src/worker/) and the
  * controller (src/controller/api/routes-workers.ts, worker-task-control.ts). It lives apart from both so neither side
  * imports the other:
  *
- *   POST /v1/workers/register   bearer: the cluster's worker token (user data / local provider); body names the
- *                               instance by its cloud id. Answers a per-instance token (stored hashed by the
- *                               controller), the controller's instance id and where checkpoints and logs go.
+ *   POST /v1/workers/register   body names the instance by its cloud id and says how the worker proves it runs
+ *                               there (`identity`, below); the bearer is the credential that kind names. Answers a
+ *                               per-instance token (stored hashed by the controller), the controller's instance id
+ *                               and where checkpoints and logs go.
  *   POST /v1/workers/heartbeat  bearer: the per-instance token. Body: every task the worker has, with its state,
- *                               progress and latest uploaded checkpoint. Answer: the tasks the controller wants on the
- *                               instance and what to do with each (run, possibly restoring; checkpoint and stop; stop).
+ *                               progress and latest uploaded checkpoint; optionally its latency probe's endpoint and
+ *                               the round trips it measured to its peers. Answer: the tasks the controller wants on
+ *                               the instance and what to do with each (run, possibly restoring; checkpoint and stop;
+ *                               stop), and, to a worker that announced a probe, the peers to measure.
  *
  * Nothing is an edge-triggered command: a lost request or a restarted worker or controller converges on the next
  * heartbeat. Where the worker puts checkpoints and logs is object-keys.ts.
@@ -30,11 +34,47 @@ export type CheckpointSignal = (typeof CHECKPOINT_SIGNALS)[number];
 
 const taskId = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'a task id like job-7.0');
 
+/**
+ * How a registering worker proves it runs on the instance it names (ARCHITECTURE.md "Worker identity"). A launch
+ * credential is good once per instance: once a worker holds the instance's per-instance token, only that token
+ * registers it again (a restarted worker), so whoever else presents the launch credential later is refused.
+ *
+ *   launch-secret          bearer: the one-time secret the controller derived for this launch and handed the worker
+ *                          at spawn (local provider; `FLEETWISE_LAUNCH_SECRET`).
+ *   ec2-instance-identity  bearer: the cluster's worker token (user data); the body carries the instance identity
+ *                          document and its RSA-2048 PKCS #7 signature from IMDSv2, which the controller verifies
+ *                          against AWS's certificate for its region and checks against its launch record.
+ *   instance-token         bearer: the per-instance token an earlier registration of this instance answered (a
+ *                          restarted worker saved it).
+ */
+export const workerIdentitySchema = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('launch-secret') }),
+  z.strictObject({
+    kind: z.literal('ec2-instance-identity'),
+    /** /latest/dynamic/instance-identity/document, as served (JSON text). */
+    document: z.string().min(2).max(8192),
+    /** /latest/dynamic/instance-identity/rsa2048: base64 PKCS #7 SignedData with the document as its content. */
+    rsa2048: z
+      .string()
+      .min(16)
+      .max(16384)
+      .regex(/^[A-Za-z0-9+/=\s]+$/, 'base64 (the body of /latest/dynamic/instance-identity/rsa2048)'),
+  }),
+  z.strictObject({ kind: z.literal('instance-token') }),
+]);
+export type WorkerIdentity = z.infer<typeof workerIdentitySchema>;
+export type WorkerIdentityKind = WorkerIdentity['kind'];
+
 export const registerRequestSchema = z.strictObject({
   /** The cloud's id of the instance (EC2 i-…, or the local provider's local-…). */
   instanceId: z.string().min(1).max(128),
   executor: z.enum(['docker', 'process']),
   hostname: z.string().max(255).optional(),
+  /**
+   * Required by this controller; optional in the schema only so that a worker of an older release (which sent the
+   * shared token alone) gets a 401 saying what to present rather than a validation error.
+   */
+  identity: workerIdentitySchema.optional(),
 });
 export type RegisterRequest = z.infer<typeof registerRequestSchema>;
 
@@ -84,14 +124,76 @@ export const taskReportSchema = z.strictObject({
 });
 export type TaskReport = z.infer<typeof taskReportSchema>;
 
+/** The controller's id of an instance (`inst-3`), as peers are named in the latency reports. */
+const instanceId = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/, 'an instance id like inst-3');
+/** An IP address or a host name that other workers connect to. */
+const probeHost = z
+  .string()
+  .regex(/^[A-Za-z0-9:[\]][A-Za-z0-9.:%[\]-]{0,254}$/, 'an IP address or a host name');
+const port = z.number().int().min(1, 'a TCP port, 1–65535').max(65535, 'a TCP port, 1–65535');
+/** A round trip over a minute is no network a job could use; a larger value is a broken report. */
+export const MAX_RTT_MICROSECONDS = 60_000_000;
+const microseconds = z
+  .number()
+  .nonnegative('a duration cannot be negative')
+  .max(MAX_RTT_MICROSECONDS, 'at most 60 s in microseconds');
+
+/**
+ * Round trips from this instance to one peer over the worker's window (latency-aware placement, research digest
+ * nomora-latency-placement.md §10.4): the maximum (what NoMora uses: ECMP spreads flows over paths of different
+ * length) and the 99th percentile. A peer no probe reached in the window has no sample and no figures.
+ */
+export const rttReportSchema = z
+  .strictObject({
+    peerInstanceId: instanceId,
+    maxMicroseconds: microseconds.optional(),
+    p99Microseconds: microseconds.optional(),
+    samples: z.number().int().min(0).max(100_000),
+    failures: z.number().int().min(0).max(100_000),
+    windowSeconds: z.number().positive().max(3600, 'at most an hour'),
+  })
+  .superRefine((r, ctx) => {
+    const measured = r.maxMicroseconds !== undefined && r.p99Microseconds !== undefined;
+    if (r.samples > 0 && !measured)
+      ctx.addIssue({ code: 'custom', path: ['maxMicroseconds'], message: 'required with samples > 0' });
+    if (r.samples === 0 && (r.maxMicroseconds !== undefined || r.p99Microseconds !== undefined))
+      ctx.addIssue({ code: 'custom', path: ['samples'], message: 'figures without samples' });
+    if (measured && (r.p99Microseconds as number) > (r.maxMicroseconds as number))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['p99Microseconds'],
+        message: 'at most maxMicroseconds (a percentile cannot exceed the maximum)',
+      });
+  });
+export type RttReport = z.infer<typeof rttReportSchema>;
+
+/** Where a worker's latency probe listens: `host` defaults to the address the controller sees it heartbeat from. */
+export const probeEndpointSchema = z.strictObject({ host: probeHost.optional(), port });
+
+export const networkReportSchema = z.strictObject({
+  probe: probeEndpointSchema.optional(),
+  rtts: z.array(rttReportSchema).max(256).default([]),
+});
+export type NetworkReport = z.input<typeof networkReportSchema>;
+
 export const heartbeatRequestSchema = z.strictObject({
   tasks: z.array(taskReportSchema).max(256),
+  /** The worker's latency probe and what it measured (absent: this worker does not probe). */
+  network: networkReportSchema.optional(),
 });
 export type HeartbeatRequest = z.infer<typeof heartbeatRequestSchema>;
 
 export const taskLaunchSpecSchema = z.object({
   image: z.string().optional(),
-  build: z.object({ context: z.string(), dockerfile: z.string().optional() }).optional(),
+  build: z
+    .object({
+      /** An uploaded context's reference (object-keys.ts buildContextKey); nothing else is fetched or used. */
+      context: z.string(),
+      dockerfile: z.string().optional(),
+      /** The job's team's limits, checked again while unpacking; DEFAULT_CONTEXT_LIMITS when absent. */
+      limits: contextLimitsSchema.optional(),
+    })
+    .optional(),
   command: z.array(z.string()),
   env: z.record(z.string(), z.string()),
   vcpus: z.number().positive(),
@@ -120,5 +222,13 @@ export const desiredTaskSchema = z.object({
 });
 export type DesiredTask = z.infer<typeof desiredTaskSchema>;
 
-export const heartbeatResponseSchema = z.object({ tasks: z.array(desiredTaskSchema) });
+/** Another instance running tasks of the same jobs, to measure the round trip to. */
+export const probePeerSchema = z.object({ instanceId, host: probeHost, port });
+export type ProbePeer = z.infer<typeof probePeerSchema>;
+
+export const heartbeatResponseSchema = z.object({
+  tasks: z.array(desiredTaskSchema),
+  /** The peers to probe: the complete list (absent or empty: none). Only for workers that announced a probe. */
+  peers: z.array(probePeerSchema).max(256).optional(),
+});
 export type HeartbeatResponse = z.infer<typeof heartbeatResponseSchema>;

@@ -136,7 +136,12 @@ export function diffConfiguration(
 
   const launches: LaunchInstanceAction[] = planned.instances
     .filter((i) => i.isNew)
-    .map((i) => ({ kind: 'launch-instance', instanceId: i.id, typeName: i.typeName }));
+    .map((i) => ({
+      kind: 'launch-instance',
+      instanceId: i.id,
+      typeName: i.typeName,
+      ...(i.placement === undefined ? {} : { placement: i.placement }),
+    }));
   // Instances the plan drops, unless pinned tasks it left implicit still hold them.
   const heldByPinned = new Set(ctx.keptPinned.values());
   const terminations: TerminateInstanceAction[] = snapshot.instances

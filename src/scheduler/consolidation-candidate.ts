@@ -50,6 +50,9 @@ export class ConsolidationCandidate {
       const job = input.tasks.get(id)?.jobId;
       if (job !== undefined) pinnedJobs.add(job);
     }
+    // Karpenter's search knows nothing of the network: it leaves the jobs the network matters to where they are (Eva's
+    // own candidates place them, latency-aware placement).
+    for (const job of input.latency?.jobs.keys() ?? []) pinnedJobs.add(job);
     const existing = new Map(snapshot.instances.map((i) => [i.id, i]));
     // The stay plan as the search's starting cluster: its new instances count as launching (destinations, never
     // consolidation candidates), exactly as Karpenter treats in-flight NodeClaims.

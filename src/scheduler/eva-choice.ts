@@ -6,6 +6,8 @@ import type { DraftInstance } from './full-reconfiguration.js';
 import { compositionValue, type PackTask } from './packing.js';
 import type { PlanningInput } from './reconfiguration.js';
 import { jobMoveCost } from './eva-pins.js';
+import { planNetwork, tagWithPlan, type StayingPerformance } from './latency-placement.js';
+import { draftWithTasks } from './reconfiguration.js';
 import type { CandidateSummary } from './types.js';
 
 /**
@@ -17,6 +19,7 @@ import type { CandidateSummary } from './types.js';
 const CANDIDATE_ORDER: readonly CandidateSummary['name'][] = [
   'stay',
   'partial',
+  'latency',
   'full',
   'full-standalone',
   'consolidate',
@@ -29,7 +32,11 @@ export interface Candidate {
   readonly drafts: readonly DraftInstance[];
 }
 
-/** A candidate's cost per hour, saving per second against its cost, and the migration cost of getting there. */
+/**
+ * A candidate's cost per hour, saving per second against its cost, and the migration cost of getting there. With the
+ * round's network view (latency-aware placement, research digest §10.2), each network-aware job's TNRP is taken at
+ * the P_job the plan gives it, and the traffic its tasks would send across zones is a cost of the plan.
+ */
 export function summarizeCandidate(
   name: CandidateSummary['name'],
   drafts: readonly DraftInstance[],
@@ -37,9 +44,15 @@ export function summarizeCandidate(
   jobs: ReadonlyMap<string, SchedJob>,
   jobRp: ReadonlyMap<string, number>,
   now: number,
+  crossZonePricePerGiB = 0,
+  staying?: StayingPerformance,
 ): CandidateSummary {
   let costPerHour = 0;
   let tnrp = 0;
+  const network =
+    input.latency === undefined || input.latency.jobs.size === 0
+      ? undefined
+      : planNetwork(input.latency, drafts, crossZonePricePerGiB, staying);
   let newInstances = 0;
   let launchCost = 0;
   const moved = new Set<string>();
@@ -47,7 +60,7 @@ export function summarizeCandidate(
   const waitForSetup = new Map<string, number>();
   for (const d of drafts) {
     costPerHour += d.type.costPerHour;
-    tnrp += compositionValue(d.composition, input.model, false);
+    tnrp += draftValue(d, input, network?.performance);
     if (d.isNew) {
       newInstances += 1;
       // A new instance is paid while it boots and before its tasks run (catalog launch delays).
@@ -70,16 +83,33 @@ export function summarizeCandidate(
       jobMoveCost(jobs.get(jobId) as SchedJob, jobRp.get(jobId) ?? 0, now) +
       (waitForSetup.get(jobId) ?? 0) * rpPerSecond;
   }
+  const traffic = network?.crossZoneCostPerHour ?? 0;
   return {
     name,
     costPerHour,
     instances: drafts.length,
     newInstances,
     // Reference `provision_saving_per_sec`: (Σ TNRP − round(Σ cost, 2)) / 3600.
-    savingPerSecond: perHourToPerSecond(tnrp - roundCents(costPerHour)),
+    savingPerSecond: perHourToPerSecond(tnrp - roundCents(costPerHour + traffic)),
     migrationCost,
     movedJobs: [...moved].sort(),
+    ...(traffic > 0 ? { crossZoneCostPerHour: traffic } : {}),
   };
+}
+
+/** A draft's TNRP, its network-aware jobs at the P_job the plan gives them. */
+function draftValue(
+  d: DraftInstance,
+  input: PlanningInput,
+  performance: ReadonlyMap<string, number> | undefined,
+): number {
+  if (performance === undefined || d.composition.latencyMembers === 0)
+    return compositionValue(d.composition, input.model, false);
+  const { tasks } = tagWithPlan(
+    d.taskIds.map((id) => input.tasks.get(id) as PackTask),
+    performance,
+  );
+  return compositionValue(draftWithTasks(d, tasks).composition, input.model, false);
 }
 
 /** Why a candidate breaks the caps, or undefined when it keeps them. */

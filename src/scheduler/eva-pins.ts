@@ -23,6 +23,8 @@ export function pinnedTasks(
   tasks: ReadonlyMap<string, PackTask>,
   instanceType: ReadonlyMap<string, InstanceType>,
   jobRp: ReadonlyMap<string, number>,
+  /** A job's latency factor where it is (P_job ≤ 1 stretches its remaining time; 1 when the network does not matter). */
+  performanceOf: (jobId: string) => number = () => 1,
 ): { pinnedTaskIds: Set<string>; pinned: { jobId: string; why: string }[] } {
   const pinnedTaskIds = new Set<string>();
   const pinned: { jobId: string; why: string }[] = [];
@@ -41,13 +43,15 @@ export function pinnedTasks(
     )
       why = `asked not to be moved for ${job.noMoveSeconds} s after starting`;
     else if (job.expectedRemainingSeconds !== undefined) {
+      // At P_job < 1 the job progresses slower where it is: its remaining time there is longer (digest §10.2).
+      const remaining = job.expectedRemainingSeconds / performanceOf(job.id);
       const instances = new Set(placed.map((t) => t.currentInstanceId as string));
       let bestSavingPerSecond = 0;
       for (const id of instances)
         bestSavingPerSecond += perHourToPerSecond(instanceType.get(id)?.costPerHour ?? 0);
       const moveCost = jobMoveCost(job, jobRp.get(job.id) ?? 0, now);
-      if (job.expectedRemainingSeconds * bestSavingPerSecond <= moveCost)
-        why = `expected to finish in ${Math.round(job.expectedRemainingSeconds)} s, before a move could pay back $${moveCost.toFixed(2)}`;
+      if (remaining * bestSavingPerSecond <= moveCost)
+        why = `expected to finish in ${Math.round(remaining)} s, before a move could pay back $${moveCost.toFixed(2)}`;
     }
     if (why === undefined) continue;
     placed.forEach((t) => pinnedTaskIds.add(t.id));

@@ -1,4 +1,4 @@
-import type { Catalog, InstanceType } from '../core/catalog.js';
+import { crossZonePricePerGiB, type Catalog, type InstanceType } from '../core/catalog.js';
 import type { Caps, ClusterSnapshot } from '../core/model.js';
 import type { FamilyDemand } from '../core/resources.js';
 import { enforceCaps } from './caps.js';
@@ -21,6 +21,14 @@ import {
 } from './reconfiguration.js';
 import { PriceBook } from './reservation-price.js';
 import { ConsolidationCandidate } from './consolidation-candidate.js';
+import { assignPlacements, tagCurrent } from './latency-placement.js';
+import { SlowJobTracker } from './latency-migration.js';
+import {
+  LatencyView,
+  resolveLatencyOptions,
+  type LatencyOptions,
+  type ResolvedLatencyOptions,
+} from './latency-view.js';
 import type { CandidateSummary, Configuration, Plan, Scheduler, ThroughputObservation } from './types.js';
 
 /** EvaOptions.packingEfficiency's default, measured in README "How the scheduler decides" (θ = 0.8). */
@@ -90,6 +98,15 @@ export interface EvaOptions {
    * (TNRP, migration cost), so the decision rule takes it only when it pays off.
    */
   readonly exact?: ExactCandidateOptions;
+  /**
+   * Latency-aware placement of multi-task jobs that declare a network sensitivity or traffic (NoMora, research digest
+   * §10): their P_job multiplies their TNRP, roots go first and the other tasks follow, new instances get a zone and a
+   * cluster placement group, slow jobs may move. Default true; false is the `eva-latency-blind` ablation, which plans
+   * as if the network were free. Jobs without a declaration are planned exactly as without the feature.
+   */
+  readonly latencyAware?: boolean;
+  /** Domain defaults, NoMora's thresholds and the migration trigger (latency-view.ts LatencyOptions). */
+  readonly latency?: LatencyOptions;
 }
 
 /**
@@ -113,13 +130,25 @@ export class EvaScheduler implements Scheduler {
   private readonly priceOf: (demand: FamilyDemand, jobTaskCount: number) => number;
   private readonly packedPrices: boolean;
   private readonly paybackMargin: number;
+  /** Undefined: latency-blind. */
+  private readonly latency: ResolvedLatencyOptions | undefined;
+  private slowJobs = new SlowJobTracker();
 
   constructor(
     private readonly catalog: Catalog,
     private readonly options: EvaOptions = {},
   ) {
     this.variant = options.variant ?? 'eva';
-    this.name = this.variant;
+    const aware = options.latencyAware ?? true;
+    this.latency = aware ? resolveLatencyOptions(options.latency) : undefined;
+    this.name =
+      this.variant !== 'eva'
+        ? this.variant
+        : !aware
+          ? 'eva-latency-blind'
+          : this.latency?.migrate === false
+            ? 'eva-latency-no-migration'
+            : 'eva';
     this.book = new PriceBook(catalog);
     this.table = new ColocationTable(options.defaultRate);
     this.caps = options.caps ?? {};
@@ -154,6 +183,17 @@ export class EvaScheduler implements Scheduler {
    */
   observe(snapshot: ClusterSnapshot, observations: readonly ThroughputObservation[]): void {
     const value = new Map(observations.map((o) => [o.taskId, o.normalizedThroughput]));
+    // A job's observed throughput includes what its network costs it (P_job); what co-location costs it is the rest.
+    const view = this.latencyView(snapshot);
+    if (view !== undefined)
+      for (const job of view.jobs.values()) {
+        const p = view.current(job.id)?.performance;
+        if (p === undefined || p >= 1) continue;
+        for (const id of job.taskIds) {
+          const v = value.get(id);
+          if (v !== undefined) value.set(id, Math.min(1, v / p));
+        }
+      }
     const tasks = new Map(snapshot.tasks.map((t) => [t.id, t]));
     const keysOn = new Map<string, { id: string; key: string }[]>();
     for (const inst of snapshot.instances)
@@ -184,6 +224,17 @@ export class EvaScheduler implements Scheduler {
   plan(snapshot: ClusterSnapshot): Plan {
     const now = snapshot.nowSeconds;
     this.trackEvents(snapshot);
+    const view = this.latencyView(snapshot);
+    if (this.latency !== undefined) this.slowJobs.update(snapshot, view, this.latency.migrationThreshold);
+    const horizon = horizonSeconds(
+      this.history.eventRatePerSecond,
+      this.history.fullFraction,
+      this.elapsed(now),
+    );
+    const staying =
+      view === undefined
+        ? () => undefined
+        : (jobId: string) => this.stayingPerformance(view, jobId, now, horizon);
     const instanceType = new Map<string, InstanceType>();
     for (const inst of snapshot.instances) instanceType.set(inst.id, this.book.type(inst.typeName));
     const jobs = new Map(snapshot.jobs.map((j) => [j.id, j]));
@@ -205,11 +256,17 @@ export class EvaScheduler implements Scheduler {
     const jobRp = new Map<string, number>();
     for (const t of packTasks.values()) jobRp.set(t.jobId, (jobRp.get(t.jobId) ?? 0) + t.rp);
 
-    const { pinnedTaskIds, pinned } = pinnedTasks(snapshot, packTasks, instanceType, jobRp);
+    const { pinnedTaskIds, pinned } = pinnedTasks(
+      snapshot,
+      packTasks,
+      instanceType,
+      jobRp,
+      (jobId) => staying(jobId) ?? 1,
+    );
     const input: PlanningInput = {
       book: this.book,
       model: this.model,
-      tasks: packTasks,
+      tasks: view === undefined ? packTasks : tagCurrent(view, packTasks, staying),
       instances: snapshot.instances.map((i) => ({
         id: i.id,
         type: instanceType.get(i.id) as InstanceType,
@@ -217,18 +274,19 @@ export class EvaScheduler implements Scheduler {
       })),
       pinnedTaskIds,
       maxMovedJobs: this.caps.maxMigrationsPerRound ?? Number.POSITIVE_INFINITY,
+      latency: view,
     };
 
-    const horizon = horizonSeconds(
-      this.history.eventRatePerSecond,
-      this.history.fullFraction,
-      this.elapsed(now),
-    );
-    const evaluate = (name: CandidateSummary['name'], drafts: readonly DraftInstance[]): Candidate => ({
-      summary: summarizeCandidate(name, drafts, input, jobs, jobRp, now),
-      drafts,
-    });
-    const fingerprint = this.fingerprint(snapshot, pinnedTaskIds, horizon);
+    const trafficPrice = crossZonePricePerGiB(this.catalog);
+    const evaluate = (name: CandidateSummary['name'], drafts: readonly DraftInstance[]): Candidate => {
+      // Every candidate's new instances go where their jobs' roots are (the packing passes did it for theirs already).
+      if (view !== undefined) assignPlacements(view, drafts);
+      return {
+        summary: summarizeCandidate(name, drafts, input, jobs, jobRp, now, trafficPrice, staying),
+        drafts,
+      };
+    };
+    const fingerprint = this.fingerprint(snapshot, pinnedTaskIds, horizon, view);
     const previous = this.previous;
     if (previous !== undefined && previous.fingerprint === fingerprint)
       return this.unchanged(previous.plan, now);
@@ -248,6 +306,8 @@ export class EvaScheduler implements Scheduler {
       if (standalone !== undefined) candidates.push(evaluate('full-standalone', standalone));
       const consolidated = this.consolidation?.plan(snapshot, input, stay);
       if (consolidated !== undefined) candidates.push(evaluate('consolidate', consolidated));
+      const slow = this.slowJobsDue(view, pinnedTaskIds, packTasks);
+      if (slow.size > 0) candidates.push(evaluate('latency', partialReconfiguration(input, new Set(), slow)));
     }
     const exact = exactCandidate(this.exact, input, snapshot, this.book);
     if (exact !== undefined && this.variant !== 'eva-partial-only') candidates.push(evaluate('exact', exact));
@@ -285,10 +345,57 @@ export class EvaScheduler implements Scheduler {
         snapshot,
         pinnedTaskIds,
         horizonSeconds(this.history.eventRatePerSecond, this.history.fullFraction, this.elapsed(now)),
+        view,
       ),
       plan,
     };
     return plan;
+  }
+
+  /** The round's network view, or undefined when latency-blind or no job of the snapshot declares a network. */
+  private latencyView(snapshot: ClusterSnapshot): LatencyView | undefined {
+    if (this.latency === undefined || !snapshot.jobs.some((j) => j.network !== undefined)) return undefined;
+    const view = new LatencyView(snapshot, this.latency);
+    return view.jobs.size === 0 ? undefined : view;
+  }
+
+  /**
+   * P_job a job can expect over the horizon where it is now. A slowness its placement does not explain (the domains'
+   * defaults say it should be fast: congestion) is expected to last about as long as it has lasted so far (the older a
+   * spell, the likelier it persists), then the placement's own P_job returns: over T that averages to
+   * P_now · w + P_domains · (1 − w) with w = min(1, slow so far / T). Measured slowness that the placement explains
+   * (across zones, say) stays. So a short congestion episode cannot pay for a move, whichever candidate would make it,
+   * while one that lasts soon can.
+   */
+  private stayingPerformance(
+    view: LatencyView,
+    jobId: string,
+    now: number,
+    horizon: number,
+  ): number | undefined {
+    const current = view.current(jobId);
+    if (current === undefined) return undefined;
+    const slowFor = this.slowJobs.slowForSeconds(jobId, now);
+    if (slowFor === undefined || current.byDomain <= current.performance) return current.performance;
+    const w = horizon > 0 ? Math.min(1, slowFor / horizon) : 1;
+    return current.performance * w + current.byDomain * (1 - w);
+  }
+
+  /** Latency-sensitive jobs slow for long enough to be placed again by the latency candidate (none when pinned). */
+  private slowJobsDue(
+    view: LatencyView | undefined,
+    pinnedTaskIds: ReadonlySet<string>,
+    tasks: ReadonlyMap<string, PackTask>,
+  ): Set<string> {
+    if (view === undefined || this.latency === undefined || !this.latency.migrate) return new Set();
+    const pinnedJobs = new Set<string>();
+    for (const id of pinnedTaskIds) {
+      const job = tasks.get(id)?.jobId;
+      if (job !== undefined) pinnedJobs.add(job);
+    }
+    return new Set(
+      this.slowJobs.due(view, this.latency.persistRounds, pinnedJobs, this.latency.maxMoveShare),
+    );
   }
 
   /**
@@ -313,8 +420,19 @@ export class EvaScheduler implements Scheduler {
     return now - (this.history.firstEventSeconds ?? now);
   }
 
-  private fingerprint(snapshot: ClusterSnapshot, pinned: ReadonlySet<string>, horizon: number): string {
+  private fingerprint(
+    snapshot: ClusterSnapshot,
+    pinned: ReadonlySet<string>,
+    horizon: number,
+    view: LatencyView | undefined,
+  ): string {
     const parts: string[] = [String(this.table.version), horizon.toFixed(3)];
+    // Round trips change the plan of network-aware jobs only: their P_job now and how long they have been slow.
+    if (view !== undefined) {
+      parts.push(this.slowJobs.signature());
+      for (const job of view.jobs.values())
+        parts.push(`${job.id}~${view.current(job.id)?.performance ?? ''}`);
+    }
     for (const j of snapshot.jobs)
       parts.push(`${j.id}${j.reconfigurable ? '' : '!'}${pinned.has(j.taskIds[0] ?? '') ? '^' : ''}`);
     for (const t of snapshot.tasks) parts.push(`${t.id}@${t.instanceId ?? ''}`);
@@ -339,14 +457,22 @@ export class EvaScheduler implements Scheduler {
     table: SerializedColocationTable;
     history: ReturnType<EventHistory['toJSON']>;
     knownJobs: string[];
+    /** Each slow latency-sensitive job's rounds and since when (absent in state saved before latency-aware placement). */
+    slowJobs?: [string, number, number][];
   } {
-    return { table: this.table.toJSON(), history: this.history.toJSON(), knownJobs: [...this.knownJobs] };
+    return {
+      table: this.table.toJSON(),
+      history: this.history.toJSON(),
+      knownJobs: [...this.knownJobs],
+      slowJobs: this.slowJobs.toJSON(),
+    };
   }
 
   importState(state: ReturnType<EvaScheduler['exportState']>): void {
     this.table = ColocationTable.fromJSON(state.table);
     this.history = EventHistory.fromJSON(state.history);
     this.knownJobs = new Set(state.knownJobs);
+    this.slowJobs = SlowJobTracker.fromJSON(state.slowJobs);
   }
 
   /** Arrivals and completions feed λ (reference `update_event_arrival_times`). */

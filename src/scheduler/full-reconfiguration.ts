@@ -1,4 +1,5 @@
 import type { InstanceType } from '../core/catalog.js';
+import type { InstancePlacement } from '../core/network.js';
 import { fits, type FamilyDemand, type Resources } from '../core/resources.js';
 import { ColocationTable } from './colocation-table.js';
 import {
@@ -32,6 +33,22 @@ export interface DraftInstance {
   readonly taskIds: string[];
   readonly composition: Composition;
   used: Resources;
+  /** A new instance's zone and placement group, when its tasks need them (latency-aware placement). */
+  placement?: InstancePlacement | undefined;
+}
+
+/**
+ * Where tasks may go beyond capacity (latency-aware placement, src/scheduler/latency-placement.ts): the packing loops
+ * ask before they add a task to an instance or reuse a free one, and say where they put each class. Without rules,
+ * any instance with room will do (Eva).
+ */
+export interface PlacementRules {
+  /** Whether a member of `cls` may join `draft`, an instance already in the plan. */
+  mayFill(cls: TaskClass, draft: DraftInstance): boolean;
+  /** Whether the set `comp` may go on the free existing instance `instanceId` (else a new instance is launched). */
+  mayReuse(comp: Composition, instanceId: string): boolean;
+  /** A member of `cls` was placed on `draft`. */
+  placed(cls: TaskClass, draft: DraftInstance): void;
 }
 
 /** Hands out ids `new-1`, `new-2`, … for instances to launch. */
@@ -65,11 +82,16 @@ export class FreePool {
     return (this.byType.get(typeName)?.length ?? 0) > 0;
   }
 
-  /** Take a specific free instance (or the preferred one of the type). */
-  take(typeName: string, id?: string): ExistingInstance | undefined {
+  /** Take a specific free instance (or the preferred one of the type that `accept` allows, if given). */
+  take(typeName: string, id?: string, accept?: (id: string) => boolean): ExistingInstance | undefined {
     const list = this.byType.get(typeName);
     if (list === undefined || list.length === 0) return undefined;
-    const i = id === undefined ? 0 : list.findIndex((x) => x.id === id);
+    const i =
+      id === undefined
+        ? accept === undefined
+          ? 0
+          : list.findIndex((x) => accept(x.id))
+        : list.findIndex((x) => x.id === id && (accept?.(x.id) ?? true));
     if (i < 0) return undefined;
     return list.splice(i, 1)[0];
   }
@@ -108,6 +130,7 @@ export function topDownProvisioning(
   model: RateModel,
   free: FreePool,
   ids: NewIds,
+  rules?: PlacementRules,
 ): DraftInstance[] {
   const out: DraftInstance[] = [];
   const eps = 1e-9;
@@ -132,8 +155,11 @@ export function topDownProvisioning(
         for (const cls of classes) {
           if (cls.count === 0 || minTypeName.get(cls) !== type.name) continue;
           while (cls.count > 0) {
-            const draft = draftFor(type, free.take(type.name), ids);
+            const alone = new Composition();
+            alone.add(cls);
+            const draft = draftFor(type, free.take(type.name, undefined, reusable(rules, alone)), ids);
             place(draft, cls);
+            rules?.placed(cls, draft);
             out.push(draft);
           }
         }
@@ -143,14 +169,17 @@ export function topDownProvisioning(
       const target = cheapestHostingComposition(book, comp) ?? type;
       const canReplicate = reuse === undefined && !free.has(target.name);
       const times = canReplicate ? repeatCount(grown) : 1;
+      const accept = reusable(rules, comp);
       for (let r = 0; r < times; r++) {
         const existing =
           target.name === type.name && reuse !== undefined
-            ? free.take(type.name, reuse.id)
-            : free.take(target.name);
+            ? (free.take(type.name, reuse.id, accept) ??
+              (accept === undefined ? undefined : free.take(type.name, undefined, accept)))
+            : free.take(target.name, undefined, accept);
         const draft = draftFor(target, existing, ids);
         comp.classes.forEach((cls, i) => {
           for (let k = 0; k < (comp.counts[i] as number); k++) place(draft, cls);
+          rules?.placed(cls, draft);
         });
         out.push(draft);
       }
@@ -160,6 +189,15 @@ export function topDownProvisioning(
   if (left.length > 0)
     throw new Error(`top-down provisioning left tasks unplaced: ${left.map((c) => c.key).join(', ')}`);
   return out;
+}
+
+/** Which free instances a set may reuse under the rules (undefined: any). */
+function reusable(
+  rules: PlacementRules | undefined,
+  comp: Composition,
+): ((id: string) => boolean) | undefined {
+  if (rules === undefined || comp.latencyMembers === 0) return undefined;
+  return (id) => rules.mayReuse(comp, id);
 }
 
 function cheapestHostingComposition(book: PriceBook, comp: Composition): InstanceType | undefined {
@@ -179,6 +217,7 @@ export function fillInstances(
   drafts: readonly DraftInstance[],
   classes: readonly TaskClass[],
   model: RateModel,
+  rules?: PlacementRules,
 ): void {
   const current = drafts.map((d) => compositionValue(d.composition, model, true));
   for (;;) {
@@ -190,6 +229,7 @@ export function fillInstances(
         const d = cls.demandOn(draft.type.family);
         if (d === undefined) continue;
         if (!fits([draft.used[0] + d[0], draft.used[1] + d[1], draft.used[2] + d[2]], cap)) continue;
+        if (rules !== undefined && cls.latency !== undefined && !rules.mayFill(cls, draft)) continue;
         const gain = compositionValue(draft.composition, model, true, cls) - (current[di] as number);
         if (!(gain > 1e-12)) continue;
         const on = cls.countOn(draft.isNew ? undefined : draft.id) > 0 ? 1 : 0;
@@ -209,6 +249,7 @@ export function fillInstances(
     if (best === undefined) return;
     const draft = drafts[best.di] as DraftInstance;
     place(draft, best.cls);
+    rules?.placed(best.cls, draft);
     current[best.di] = compositionValue(draft.composition, model, true);
   }
 }
@@ -219,6 +260,7 @@ export function toPlanned(drafts: readonly DraftInstance[]): PlannedInstance[] {
     typeName: d.type.name,
     isNew: d.isNew,
     taskIds: [...d.taskIds].sort(),
+    ...(d.isNew && d.placement !== undefined ? { placement: d.placement } : {}),
   }));
 }
 

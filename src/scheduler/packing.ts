@@ -13,6 +13,28 @@ export interface PackTask {
   readonly rp: number;
   readonly jobTaskCount: number;
   readonly currentInstanceId?: string | undefined;
+  /** Set for tasks of network-aware multi-task jobs (latency-aware placement): see TaskLatency. */
+  readonly latency?: TaskLatency | undefined;
+}
+
+/**
+ * How a task's job fares on the network (NoMora, research digest §10.2): its latency factor P_job multiplies the
+ * job's throughput, hence every one of its tasks' TNRP. A set holding all the job's tasks puts them on one instance
+ * (`together`); otherwise the job spans instances (`spread`, what its placement domain is expected to give).
+ */
+export interface TaskLatency {
+  readonly jobId: string;
+  /** The job's root task (placed first; the others follow it, NoMora §5.1). */
+  readonly isRoot: boolean;
+  readonly together: number;
+  readonly spread: number;
+}
+
+/** A class identity's latency part: tasks of different aware jobs, or a root and its job's others, never share one. */
+export function latencyTag(latency: TaskLatency | undefined): string {
+  return latency === undefined
+    ? ''
+    : `${latency.jobId}\u0000${latency.isRoot ? 'root' : ''}\u0000${latency.together}\u0000${latency.spread}`;
 }
 
 /**
@@ -47,6 +69,7 @@ export class TaskClass {
     readonly demand: FamilyDemand,
     readonly rp: number,
     readonly jobTaskCount: number,
+    readonly latency?: TaskLatency | undefined,
   ) {}
 
   add(t: PackTask): void {
@@ -98,7 +121,9 @@ export class TaskClass {
     if (this.identity?.table !== table)
       this.identity = {
         table,
-        id: table.identityId(`${this.key}\u0000${this.rp}\u0000${this.jobTaskCount}`),
+        id: table.identityId(
+          `${this.key}\u0000${this.rp}\u0000${this.jobTaskCount}\u0000${latencyTag(this.latency)}`,
+        ),
       };
     return this.identity.id;
   }
@@ -108,7 +133,7 @@ export class TaskClass {
 export function classify(tasks: readonly PackTask[]): TaskClass[] {
   const byKey = new Map<string, PackTask[]>();
   for (const t of tasks) {
-    const k = `${t.key}\u0000${demandSignature(t.demand)}\u0000${t.jobTaskCount}`;
+    const k = `${t.key}\u0000${demandSignature(t.demand)}\u0000${t.jobTaskCount}\u0000${latencyTag(t.latency)}`;
     let list = byKey.get(k);
     if (list === undefined) {
       list = [];
@@ -121,7 +146,7 @@ export function classify(tasks: readonly PackTask[]): TaskClass[] {
   );
   return groups.map(([, members], index) => {
     const first = members[0] as PackTask;
-    const cls = new TaskClass(index, first.key, first.demand, first.rp, first.jobTaskCount);
+    const cls = new TaskClass(index, first.key, first.demand, first.rp, first.jobTaskCount, first.latency);
     // Reverse id order so that `pop()` hands out tasks in ascending id order (deterministic, readable plans).
     for (const t of [...members].sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))) cls.add(t);
     return cls;
@@ -133,6 +158,8 @@ export class Composition {
   readonly classes: TaskClass[] = [];
   readonly counts: number[] = [];
   size = 0;
+  /** Members of network-aware jobs (their set value depends on where the rest of their job is). */
+  latencyMembers = 0;
   /** Canonical signature (sorted class identities with counts) under a table, cached until the next add. */
   private signatureCache: { table: ColocationTable; value: string } | undefined;
 
@@ -158,6 +185,7 @@ export class Composition {
       this.counts.push(n);
     } else this.counts[i] = (this.counts[i] as number) + n;
     this.size += n;
+    if (cls.latency !== undefined) this.latencyMembers += n;
   }
 
   /** Keys of every member (with multiplicity), optionally with one more member of `extra`. */
@@ -211,11 +239,33 @@ function plainValue(
   const correct = multiTaskCorrection && model.multiTaskAware;
   const n = comp.size + (extra === undefined ? 0 : 1);
   const rate = (cls: TaskClass) => (correct && n > 1 ? multiTaskRate(1, cls.jobTaskCount) : 1);
+  const factor = latencyFactors(comp, extra);
   comp.classes.forEach((c, i) => {
-    total += ((comp.counts[i] as number) + (c === extra ? 1 : 0)) * c.rp * rate(c);
+    total += ((comp.counts[i] as number) + (c === extra ? 1 : 0)) * c.rp * rate(c) * factor(c);
   });
-  if (extra !== undefined && !comp.classes.includes(extra)) total += extra.rp * rate(extra);
+  if (extra !== undefined && !comp.classes.includes(extra)) total += extra.rp * rate(extra) * factor(extra);
   return total;
+}
+
+const NO_LATENCY = (): number => 1;
+
+/**
+ * Each class's latency factor in a set (TaskLatency): `together` for a job whose every task is in the set, `spread`
+ * for one whose tasks are also elsewhere; 1 for classes of jobs the network does not matter to.
+ */
+function latencyFactors(comp: Composition, extra: TaskClass | undefined): (cls: TaskClass) => number {
+  if (comp.latencyMembers === 0 && extra?.latency === undefined) return NO_LATENCY;
+  const inSet = new Map<string, number>();
+  const count = (cls: TaskClass, n: number) => {
+    if (cls.latency !== undefined) inSet.set(cls.latency.jobId, (inSet.get(cls.latency.jobId) ?? 0) + n);
+  };
+  comp.classes.forEach((c, i) => count(c, comp.counts[i] as number));
+  if (extra !== undefined) count(extra, 1);
+  return (cls) => {
+    const l = cls.latency;
+    if (l === undefined) return 1;
+    return inSet.get(l.jobId) === cls.jobTaskCount ? l.together : l.spread;
+  };
 }
 
 function interferenceValue(
@@ -245,6 +295,7 @@ function interferenceValue(
   let allKeys: string[] | undefined;
   let signature: string | undefined;
   let total = 0;
+  const factor = latencyFactors(comp, extra);
   for (const { cls, count } of members) {
     let rate: number;
     if (!table.hasEntriesFor(cls.key)) rate = table.defaultRate ** (n - 1);
@@ -261,14 +312,23 @@ function interferenceValue(
       });
     }
     if (multiTaskCorrection && model.multiTaskAware) rate = multiTaskRate(rate, cls.jobTaskCount);
-    total += count * cls.rp * rate;
+    total += count * cls.rp * rate * factor(cls);
   }
   // The sorted member keys, built only when some member has learned entries (see ColocationTable.storeValue).
   return { value: total, keySignature: signature };
 }
 
 function compareIdentity(a: TaskClass, b: TaskClass): number {
-  return a.rp - b.rp || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) || a.jobTaskCount - b.jobTaskCount;
+  return (
+    a.rp - b.rp ||
+    (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) ||
+    a.jobTaskCount - b.jobTaskCount ||
+    compareText(latencyTag(a.latency), latencyTag(b.latency))
+  );
+}
+
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** Lexicographic greedy score of Eva's reference: (set value after adding, already on this instance, alignment). */

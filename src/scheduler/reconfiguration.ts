@@ -17,6 +17,8 @@ import {
   type TaskClass,
 } from './packing.js';
 import type { PriceBook } from './reservation-price.js';
+import { assignPlacements, LatencyRules, tagForPlacement } from './latency-placement.js';
+import type { LatencyView } from './latency-view.js';
 
 /** One round's inputs to Full and Partial Reconfiguration, derived once from the snapshot. */
 export interface PlanningInput {
@@ -33,6 +35,8 @@ export interface PlanningInput {
   readonly pinnedTaskIds: ReadonlySet<string>;
   /** Partial Reconfiguration may move at most this many jobs (the migrations-per-round cap). */
   readonly maxMovedJobs: number;
+  /** The round's network view (latency-aware placement); undefined: the network is ignored (Eva). */
+  readonly latency?: LatencyView | undefined;
 }
 
 function withoutPlacement(t: PackTask): PackTask {
@@ -67,17 +71,41 @@ function place(
   candidates: readonly PackTask[],
   freeInstances: readonly ExistingInstance[],
 ): DraftInstance[] {
-  const drafts = kept.map((k) => draftWithTasks(k.inst, k.tasks));
-  const classes: TaskClass[] = classify(candidates);
-  fillInstances(drafts, classes, input.model);
+  const view = input.latency;
+  if (view === undefined || view.jobs.size === 0) {
+    const drafts = kept.map((k) => draftWithTasks(k.inst, k.tasks));
+    const classes: TaskClass[] = classify(candidates);
+    fillInstances(drafts, classes, input.model);
+    const rest = topDownProvisioning(
+      input.book,
+      classes,
+      input.model,
+      new FreePool(freeInstances),
+      new NewIds(),
+    );
+    return [...drafts, ...rest];
+  }
+  // Latency-aware (NoMora §5.1): jobs being placed are valued where they can go, roots go first, the others follow.
+  const tagged = tagForPlacement(
+    view,
+    kept.map((k) => ({ instanceId: k.inst.id, tasks: k.tasks })),
+    candidates,
+  );
+  const drafts = kept.map((k, i) => draftWithTasks(k.inst, tagged.kept[i] as PackTask[]));
+  const classes: TaskClass[] = classify(tagged.candidates);
+  const rules = new LatencyRules(view, drafts, classes);
+  fillInstances(drafts, classes, input.model, rules);
   const rest = topDownProvisioning(
     input.book,
     classes,
     input.model,
     new FreePool(freeInstances),
     new NewIds(),
+    rules,
   );
-  return [...drafts, ...rest];
+  const all = [...drafts, ...rest];
+  assignPlacements(view, all);
+  return all;
 }
 
 /**
@@ -145,19 +173,28 @@ export function inefficientInstances(input: PlanningInput): Set<string> {
 /**
  * Partial Reconfiguration (§4.5): only unplaced tasks and the tasks of the `repack` instances (see
  * inefficientInstances) are placed; everything else stays. With an empty `repack` this is the "stay" plan: new
- * tasks are placed and nothing moves.
+ * tasks are placed and nothing moves. The jobs in `release` are placed again wherever they are (the latency
+ * candidate: jobs whose round trips got worse).
  */
-export function partialReconfiguration(input: PlanningInput, repack: ReadonlySet<string>): DraftInstance[] {
+export function partialReconfiguration(
+  input: PlanningInput,
+  repack: ReadonlySet<string>,
+  release: ReadonlySet<string> = new Set(),
+): DraftInstance[] {
   const kept: { inst: PlanningInput['instances'][number]; tasks: PackTask[] }[] = [];
   const free: ExistingInstance[] = [];
   const placedIds = new Set<string>();
   for (const inst of input.instances) {
-    if (inst.taskIds.length === 0 || repack.has(inst.id)) {
+    const staying =
+      release.size === 0
+        ? inst.taskIds
+        : inst.taskIds.filter((id) => !release.has((input.tasks.get(id) as PackTask).jobId));
+    if (staying.length === 0 || repack.has(inst.id)) {
       free.push({ id: inst.id, typeName: inst.type.name, committedTaskCount: inst.taskIds.length });
       continue;
     }
-    kept.push({ inst, tasks: inst.taskIds.map((id) => input.tasks.get(id) as PackTask) });
-    inst.taskIds.forEach((id) => placedIds.add(id));
+    kept.push({ inst, tasks: staying.map((id) => input.tasks.get(id) as PackTask) });
+    staying.forEach((id) => placedIds.add(id));
   }
   const candidates = [...input.tasks.values()].filter((t) => !placedIds.has(t.id));
   return place(input, kept, candidates, free);

@@ -8,6 +8,7 @@ import { StratusScheduler } from './baselines/stratus.js';
 import { SynergyScheduler } from './baselines/synergy.js';
 import { evaTunables, EvaScheduler } from './eva.js';
 import type { Scheduler } from './types.js';
+import type { LatencyOptions } from './latency-view.js';
 
 /**
  * Every registered scheduling policy: Eva, its ablations (§6.3–§6.4) and the baselines. The simulator runs any of
@@ -19,6 +20,8 @@ export const SCHEDULER_NAMES = [
   'eva-partial-only',
   'eva-rp',
   'eva-single',
+  'eva-latency-blind',
+  'eva-latency-no-migration',
   'no-packing',
   'stratus',
   'synergy',
@@ -55,6 +58,8 @@ export interface SchedulerOptions {
   readonly evaPaybackMargin?: number | undefined;
   /** Hard caps Eva keeps its plans under (EvaOptions.caps; the queue layer's safety rail). Baselines ignore them. */
   readonly caps?: Caps | undefined;
+  /** Eva's latency-aware placement settings (domain defaults, thresholds, migration trigger). Baselines ignore them. */
+  readonly latency?: LatencyOptions | undefined;
 }
 
 export function isSchedulerName(name: string): name is SchedulerName {
@@ -96,8 +101,11 @@ export function createScheduler(name: string, options: SchedulerOptions, field =
     case 'eva-partial-only':
     case 'eva-rp':
     case 'eva-single':
+    case 'eva-latency-blind':
+    case 'eva-latency-no-migration':
       return new EvaScheduler(catalog, {
-        variant: name,
+        // The latency ablations are Eva with the network ignored, or with slow jobs never moved for it.
+        variant: name === 'eva-latency-blind' || name === 'eva-latency-no-migration' ? 'eva' : name,
         ...evaTunables({
           prices: options.evaPrices,
           packingEfficiency: options.evaPackingEfficiency,
@@ -105,6 +113,8 @@ export function createScheduler(name: string, options: SchedulerOptions, field =
           defaultRate: options.evaDefaultRate,
         }),
         ...(options.caps !== undefined ? { caps: options.caps } : {}),
+        latencyAware: name !== 'eva-latency-blind',
+        latency: { ...options.latency, ...(name === 'eva-latency-no-migration' ? { migrate: false } : {}) },
       });
     case 'no-packing':
       return new NoPackingScheduler(catalog);

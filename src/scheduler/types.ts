@@ -21,9 +21,10 @@ export interface CandidateSummary {
   /**
    * full/partial: Eva's two plans; full-standalone: Full Reconfiguration at Eva's standalone prices (packed prices,
    * small rounds); stay: move nothing; consolidate: stay plus Karpenter-style delete/replace moves
-   * (src/scheduler/consolidation-candidate.ts); exact: the ILP optimum (small problems, optional).
+   * (src/scheduler/consolidation-candidate.ts); exact: the ILP optimum (small problems, optional); latency: stay, but
+   * the jobs whose measured network performance stayed low are placed again (src/scheduler/latency-migration.ts).
    */
-  readonly name: 'full' | 'full-standalone' | 'partial' | 'stay' | 'consolidate' | 'exact';
+  readonly name: 'full' | 'full-standalone' | 'partial' | 'stay' | 'consolidate' | 'exact' | 'latency';
   readonly costPerHour: number;
   readonly instances: number;
   readonly newInstances: number;
@@ -32,6 +33,8 @@ export interface CandidateSummary {
   readonly movedJobs: readonly string[];
   /** Why the candidate was not eligible (a cap it breaks), if so. */
   readonly rejectedBecause?: string | undefined;
+  /** $/hour of network-aware jobs' traffic crossing zones in this plan, when any (part of the saving's cost). */
+  readonly crossZoneCostPerHour?: number | undefined;
 }
 
 /** Why a round's plan was chosen; shown to users by `fleetwise why` and kept in the state store. */

@@ -12,6 +12,15 @@ import { constantPairwise, type GroundTruth } from '../world/ground-truth.js';
 import { createScheduler, type SchedulerName } from '../scheduler/registry.js';
 import type { Scheduler } from '../scheduler/types.js';
 import { loadContentionMatrix, loadTrace, type TraceFormat } from './traces/load.js';
+import { withLatencySensitivity } from './traces/latency-mix.js';
+import { parseWith } from '../core/validation.js';
+import {
+  defaultNetworkConfig,
+  networkConfigSchema,
+  resolveNetworkConfig,
+  type NetworkConfig,
+  type NetworkConfigInput,
+} from '../world/network-config.js';
 import type { Trace } from '../world/trace.js';
 import type { RunResult } from '../world/run-result.js';
 
@@ -43,7 +52,14 @@ export interface RunRequest {
     readonly arrivalRateScale?: number | undefined;
     /** A directory of job specs without an arrivals index: seconds between arrivals (`loadTrace`'s option). */
     readonly arrivalGapSeconds?: number | undefined;
+    /** Share of multi-task jobs given a NoMora curve (`--latency-sensitive`, traces/latency-mix.ts). */
+    readonly latencySensitiveShare?: number | undefined;
   };
+  /**
+   * The simulated network (`--latency-config`, world/network-config.ts), as written; undefined: the default network,
+   * and network metrics only when some job declares a network.
+   */
+  readonly network?: NetworkConfigInput | undefined;
   /** Default: the bundled us-east-1 catalog. */
   readonly catalogPath?: string | undefined;
   readonly roundSeconds?: number | undefined;
@@ -96,9 +112,9 @@ export function loadRequestCatalog(request: Pick<RunRequest, 'catalogPath'>): Ca
   return request.catalogPath === undefined ? loadCatalogFile() : loadCatalogFile(request.catalogPath);
 }
 
-export function loadRequestTrace(request: Pick<RunRequest, 'trace'>, catalog: Catalog): Trace {
+export function loadRequestTrace(request: Pick<RunRequest, 'trace' | 'network'>, catalog: Catalog): Trace {
   const { path, format, jobs, seed, multiTaskShare, arrivalRateScale, arrivalGapSeconds } = request.trace;
-  return loadTrace(path, {
+  const trace = loadTrace(path, {
     format,
     jobs,
     seed,
@@ -107,6 +123,32 @@ export function loadRequestTrace(request: Pick<RunRequest, 'trace'>, catalog: Ca
     arrivalGapSeconds,
     instanceCatalog: catalog,
   });
+  const share = request.trace.latencySensitiveShare ?? 0;
+  if (share === 0) return trace;
+  return withLatencySensitivity(
+    trace,
+    share,
+    seed ?? 0,
+    requestNetworkConfig(request, catalog).generatedGibPerHour,
+  );
+}
+
+/** The request's simulated network, resolved against the catalog's region (zone names). */
+export function requestNetworkConfig(request: Pick<RunRequest, 'network'>, catalog: Catalog): NetworkConfig {
+  if (request.network === undefined) return defaultNetworkConfig(catalog.region);
+  return resolveNetworkConfig(
+    parseWith(networkConfigSchema, request.network, '--latency-config'),
+    catalog.region,
+  );
+}
+
+/** The run's network options: given when a network was configured or latency-sensitive jobs were asked for. */
+function runNetwork(
+  request: RunRequest,
+  catalog: Catalog,
+): { readonly config: NetworkConfig; readonly seed: number } | undefined {
+  if (request.network === undefined && (request.trace.latencySensitiveShare ?? 0) === 0) return undefined;
+  return { config: requestNetworkConfig(request, catalog), seed: request.trace.seed ?? 0 };
 }
 
 /** The request's scheduler, with its Eva tunables and the plan-level caps it keeps its plans under. */
@@ -116,7 +158,10 @@ export function requestScheduler(
   groundTruth: GroundTruth,
   caps: QueueCaps | undefined,
 ): Scheduler {
+  // Eva's domain defaults are the simulated network's (as if calibrated by measurement, digest §10.2).
+  const network = request.network === undefined ? undefined : requestNetworkConfig(request, catalog);
   return createScheduler(request.scheduler, {
+    ...(network === undefined ? {} : { latency: { domainRtts: network.domainRtts } }),
     catalog,
     interferenceProfile: groundTruth,
     evaDefaultRate: request.evaDefaultRate,
@@ -137,11 +182,13 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
   const groundTruth = groundTruthFor(request);
   const scheduler = requestScheduler(request, catalog, groundTruth, request.queue?.caps);
   const sizesSeconds = trace.jobs.map((j) => j.durationSeconds * j.tasks.length);
+  const network = runNetwork(request, catalog);
   const result = runSimulation({
     trace,
     scheduler,
     catalog,
     groundTruth,
+    ...(network === undefined ? {} : { network }),
     ...(request.roundSeconds !== undefined ? { roundSeconds: request.roundSeconds } : {}),
     ...(request.earlyRounds === true ? { earlyRounds: true } : {}),
     ...(request.queue !== undefined

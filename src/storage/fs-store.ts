@@ -10,7 +10,8 @@ import {
   RESERVED_TEMP_SEGMENT,
 } from './object-key.js';
 import type { ObjectInfo, ObjectStore } from './object-store.js';
-import { readAll } from './streams.js';
+import { ObjectStoreError, type ObjectStoreOperation } from './object-store-error.js';
+import { readAll, relayErrorsAs, watchForError } from './streams.js';
 
 function errnoCode(error: unknown): string | undefined {
   return typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string'
@@ -18,11 +19,21 @@ function errnoCode(error: unknown): string | undefined {
     : undefined;
 }
 
+/** Two keys that cannot both be files ("a" and "a/b"): the caller's layout, not a failing disk, so never retried. */
+export class KeyCollisionError extends Error {
+  constructor(message: string, options: ErrorOptions) {
+    super(message, options);
+    this.name = 'KeyCollisionError';
+  }
+}
+
 /**
  * Objects as files under a root directory (a single-machine deployment, or tests). A put writes a temporary file in
  * `<root>/.fleetwise-tmp/`, fsyncs it and renames it into place, so readers see the old object or the new one, never
  * a torn write. Directories are an artefact of the layout: they are created on put and pruned on delete, so listing
  * behaves like S3. One limitation S3 does not have: a key cannot also be a "directory" of another key ("a" and "a/b").
+ * A failing filesystem (full, read-only, I/O errors) fails calls with ObjectStoreError, as S3 failing does; local
+ * calls do not hang the way a network does, so there are no timeouts here.
  */
 export class FsObjectStore implements ObjectStore {
   readonly location: string;
@@ -46,11 +57,19 @@ export class FsObjectStore implements ObjectStore {
     return path;
   }
 
+  private failure(operation: ObjectStoreOperation, key: string, error: unknown): Error {
+    return error instanceof KeyCollisionError || error instanceof ObjectNotFoundError
+      ? error
+      : new ObjectStoreError(operation, key, this.location, undefined, error);
+  }
+
   async put(key: string, body: Buffer | Readable): Promise<void> {
     const target = this.pathFor(key);
-    await mkdir(this.tempDir, { recursive: true });
+    // A body that fails is the caller's failure (a checkpoint being packed, an upload being received), not the store's.
+    const bodyFailure = Buffer.isBuffer(body) ? () => undefined : watchForError(body);
     const temp = join(this.tempDir, `${randomUUID()}.part`);
     try {
+      await mkdir(this.tempDir, { recursive: true });
       const handle = await open(temp, 'wx');
       try {
         if (Buffer.isBuffer(body)) await handle.writeFile(body);
@@ -63,8 +82,8 @@ export class FsObjectStore implements ObjectStore {
       }
       await this.moveIntoPlace(temp, target, key);
     } catch (e) {
-      await rm(temp, { force: true });
-      throw e;
+      await rm(temp, { force: true }).catch(() => undefined);
+      throw bodyFailure() ?? this.failure('put', key, e);
     }
   }
 
@@ -79,7 +98,7 @@ export class FsObjectStore implements ObjectStore {
         const code = errnoCode(e);
         if (code === 'ENOENT' && attempt < 3) continue;
         if (code === 'EISDIR' || code === 'ENOTDIR' || code === 'EEXIST' || code === 'ENOTEMPTY')
-          throw new Error(
+          throw new KeyCollisionError(
             `cannot store ${JSON.stringify(key)} in ${this.root}: a key and a key "directory" collide ` +
               `(the filesystem store cannot hold both "a" and "a/b")`,
             { cause: e },
@@ -94,10 +113,10 @@ export class FsObjectStore implements ObjectStore {
     if ((await this.fileInfo(path, key)) === undefined) throw new ObjectNotFoundError(key, this.location);
     try {
       const handle = await open(path, 'r');
-      return handle.createReadStream();
+      return relayErrorsAs(handle.createReadStream(), (e) => this.failure('get', key, e));
     } catch (e) {
       if (errnoCode(e) === 'ENOENT') throw new ObjectNotFoundError(key, this.location);
-      throw e;
+      throw this.failure('get', key, e);
     }
   }
 
@@ -120,7 +139,7 @@ export class FsObjectStore implements ObjectStore {
     } catch (e) {
       const code = errnoCode(e);
       if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
-      throw e;
+      throw this.failure('head', key, e);
     }
   }
 
@@ -145,7 +164,7 @@ export class FsObjectStore implements ObjectStore {
     } catch (e) {
       const code = errnoCode(e);
       if (code === 'ENOENT' || code === 'ENOTDIR') return;
-      throw e;
+      throw this.failure('list', keyBase, e);
     }
     for (const entry of entries) {
       if (!entry.name.startsWith(partial)) continue;
@@ -159,7 +178,11 @@ export class FsObjectStore implements ObjectStore {
   async delete(key: string): Promise<void> {
     const path = this.pathFor(key);
     if ((await this.fileInfo(path, key)) === undefined) return;
-    await rm(path, { force: true });
+    try {
+      await rm(path, { force: true });
+    } catch (e) {
+      throw this.failure('delete', key, e);
+    }
     await this.pruneEmptyParents(dirname(path));
   }
 

@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 
 export { InvalidObjectKeyError, ObjectNotFoundError } from './object-key.js';
+export { isObjectStoreError, ObjectStoreError } from './object-store-error.js';
 export { readAll } from './streams.js';
 
 export interface ObjectInfo {
@@ -14,6 +15,10 @@ export interface ObjectInfo {
  * of object-key.ts, laid out by src/protocol/object-keys.ts. Bodies stream both ways so a multi-GiB checkpoint never
  * has to fit in memory. This file is only the interface: open-object-store.ts chooses an implementation from a
  * location, so code that takes a store (the worker, reports) does not load the S3 SDK.
+ *
+ * Every call ends: a store that cannot answer (unreachable, hung, refusing) fails the call with ObjectStoreError
+ * after its own bounded timeouts and retries (s3-store.ts), never leaving the caller waiting. A body stream the caller
+ * passes to `put` that fails makes `put` fail with the stream's own error, so the two can be told apart.
  */
 export interface ObjectStore {
   /** Where the store points, for logs and errors: `s3://bucket/prefix/` or an absolute directory. */

@@ -1,10 +1,9 @@
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { S3Client } from '@aws-sdk/client-s3';
-import type { AwsClientOptions } from '../cloud/aws/client-config.js';
 import { FsObjectStore } from './fs-store.js';
 import type { ObjectStore } from './object-store.js';
-import { createS3Client, S3ObjectStore, type S3StoreTuning } from './s3-store.js';
+import { createS3Client, S3ObjectStore, type S3ClientOptions, type S3StoreTuning } from './s3-store.js';
 
 /** A store location parsed: an S3 bucket and key prefix, or a filesystem directory. */
 export type StoreLocation =
@@ -37,7 +36,7 @@ export function parseStoreLocation(url: string, cwd: string = process.cwd()): St
   return { kind: 'fs', root: resolve(cwd, trimmed) };
 }
 
-export interface OpenObjectStoreOptions extends AwsClientOptions, S3StoreTuning {
+export interface OpenObjectStoreOptions extends S3ClientOptions, S3StoreTuning {
   /** Use this S3 client instead of building one from the SDK's standard configuration. */
   readonly s3Client?: S3Client;
 }

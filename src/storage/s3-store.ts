@@ -15,7 +15,8 @@ import {
 } from '../cloud/aws/client-config.js';
 import { assertValidKey, assertValidPrefix, ObjectNotFoundError } from './object-key.js';
 import type { ObjectInfo, ObjectStore } from './object-store.js';
-import { readAll } from './streams.js';
+import { ObjectStoreError, type ObjectStoreOperation } from './object-store-error.js';
+import { readAll, relayErrorsAs, watchForError } from './streams.js';
 
 /** S3's minimum multipart part size (every part but the last). */
 export const MIN_PART_SIZE_BYTES = 5 * 1024 * 1024;
@@ -30,21 +31,65 @@ export interface S3StoreTuning {
 }
 
 /**
+ * How long one attempt of an S3 call may take before it fails (and is retried: the SDK's standard retry mode makes
+ * `maxAttempts` attempts, 3 by default or AWS_MAX_ATTEMPTS, with exponential backoff and jitter, for timeouts, resets,
+ * throttling and 5xx). Without them the SDK waits forever on an endpoint that accepts a connection and never answers,
+ * and so does whoever awaits the call.
+ */
+export interface S3Timeouts {
+  /** Establishing the TCP connection. */
+  readonly connectTimeoutMs: number;
+  /** From sending a request to its response headers (a part's body included: parts are 5 MiB by default). */
+  readonly requestTimeoutMs: number;
+  /** A connection without a byte in either direction for this long fails, mid-body too (a download that stalls). */
+  readonly idleTimeoutMs: number;
+}
+
+export const DEFAULT_S3_TIMEOUTS: S3Timeouts = {
+  connectTimeoutMs: 5_000,
+  requestTimeoutMs: 30_000,
+  idleTimeoutMs: 30_000,
+};
+
+export interface S3ClientOptions extends AwsClientOptions {
+  /** Overrides of DEFAULT_S3_TIMEOUTS (tests use short ones). */
+  readonly timeouts?: Partial<S3Timeouts>;
+}
+
+/**
  * An S3 client built from the SDK's standard configuration (credential chain, region, AWS_ENDPOINT_URL_S3 /
- * AWS_ENDPOINT_URL). With a custom endpoint (moto, MinIO, LocalStack) buckets are addressed path-style, since those
- * servers do not resolve virtual-host bucket names.
+ * AWS_ENDPOINT_URL), with the timeouts above. With a custom endpoint (moto, MinIO, LocalStack) buckets are addressed
+ * path-style, since those servers do not resolve virtual-host bucket names.
  */
 export function createS3Client(
-  options: AwsClientOptions = {},
+  options: S3ClientOptions = {},
   env: NodeJS.ProcessEnv = process.env,
 ): S3Client {
   const config = commonClientConfig('S3', options, env);
-  return new S3Client({ ...config, ...(config.endpoint === undefined ? {} : { forcePathStyle: true }) });
+  const timeouts = { ...DEFAULT_S3_TIMEOUTS, ...options.timeouts };
+  return new S3Client({
+    ...config,
+    ...(config.endpoint === undefined ? {} : { forcePathStyle: true }),
+    requestHandler: {
+      connectionTimeout: timeouts.connectTimeoutMs,
+      requestTimeout: timeouts.requestTimeoutMs,
+      // Without it a request timeout is only a logged warning and the call goes on waiting.
+      throwOnRequestTimeout: true,
+      socketTimeout: timeouts.idleTimeoutMs,
+    },
+  });
 }
 
 function isNotFound(error: unknown): boolean {
   const code = awsErrorCode(error);
   return code === 'NoSuchKey' || code === 'NotFound' || awsHttpStatus(error) === 404;
+}
+
+/** The attempts the SDK made, from the error's metadata. */
+function attemptsOf(error: unknown): number | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const meta = (error as { $metadata?: { attempts?: unknown } }).$metadata;
+  return typeof meta?.attempts === 'number' ? meta.attempts : undefined;
 }
 
 /** Objects under `s3://bucket/prefix`: keys are stored as `prefix + key`. */
@@ -72,30 +117,45 @@ export class S3ObjectStore implements ObjectStore {
     return `${this.prefix}${key}`;
   }
 
+  /** A failure of the call itself (not a missing object), with the attempts the SDK made. */
+  private failure(operation: ObjectStoreOperation, key: string, error: unknown): ObjectStoreError {
+    return new ObjectStoreError(operation, key, this.location, attemptsOf(error), error);
+  }
+
   async put(key: string, body: Buffer | Readable): Promise<void> {
+    const objectKey = this.objectKey(key);
+    // A body that fails is the caller's failure (a checkpoint being packed, an upload being received), not the store's.
+    const bodyFailure = body instanceof Readable ? watchForError(body) : () => undefined;
     // lib-storage sends one PutObject for a body smaller than a part, otherwise a multipart upload that it aborts
-    // on failure (leavePartsOnError: false), so a failed put leaves neither an object nor orphaned parts.
+    // on failure (leavePartsOnError: false), so a failed put leaves neither an object nor orphaned parts. Parts are
+    // buffers, so the SDK retries each one on its own.
     const upload = new Upload({
       client: this.client,
-      params: { Bucket: this.bucket, Key: this.objectKey(key), Body: body },
+      params: { Bucket: this.bucket, Key: objectKey, Body: body },
       leavePartsOnError: false,
       ...(this.tuning.partSizeBytes === undefined ? {} : { partSize: this.tuning.partSizeBytes }),
       ...(this.tuning.uploadQueueSize === undefined ? {} : { queueSize: this.tuning.uploadQueueSize }),
     });
-    await upload.done();
+    try {
+      await upload.done();
+    } catch (e) {
+      throw bodyFailure() ?? this.failure('put', key, e);
+    }
   }
 
   async get(key: string): Promise<Readable> {
+    const objectKey = this.objectKey(key);
+    let body: unknown;
     try {
-      const out = await this.client.send(
-        new GetObjectCommand({ Bucket: this.bucket, Key: this.objectKey(key) }),
-      );
-      if (out.Body instanceof Readable) return out.Body;
-      throw new Error(`GetObject ${this.location}${key}: expected a Node.js stream body`);
+      body = (await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: objectKey }))).Body;
     } catch (e) {
       if (isNotFound(e)) throw new ObjectNotFoundError(key, this.location);
-      throw e;
+      throw this.failure('get', key, e);
     }
+    if (!(body instanceof Readable))
+      throw new Error(`GetObject ${this.location}${key}: expected a Node.js stream body`);
+    // A download that stalls or breaks mid-body (the idle timeout) fails as the store's failure too.
+    return relayErrorsAs(body, (e) => this.failure('get', key, e));
   }
 
   async getBuffer(key: string): Promise<Buffer> {
@@ -103,14 +163,13 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   async head(key: string): Promise<ObjectInfo | undefined> {
+    const objectKey = this.objectKey(key);
     try {
-      const out = await this.client.send(
-        new HeadObjectCommand({ Bucket: this.bucket, Key: this.objectKey(key) }),
-      );
+      const out = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: objectKey }));
       return { key, sizeBytes: out.ContentLength ?? 0, lastModified: out.LastModified };
     } catch (e) {
       if (isNotFound(e)) return undefined;
-      throw e;
+      throw this.failure('head', key, e);
     }
   }
 
@@ -122,14 +181,19 @@ export class S3ObjectStore implements ObjectStore {
     assertValidPrefix(prefix);
     let continuationToken: string | undefined;
     do {
-      const page = await this.client.send(
-        new ListObjectsV2Command({
-          Bucket: this.bucket,
-          Prefix: `${this.prefix}${prefix}`,
-          ...(this.tuning.listPageSize === undefined ? {} : { MaxKeys: this.tuning.listPageSize }),
-          ...(continuationToken === undefined ? {} : { ContinuationToken: continuationToken }),
-        }),
-      );
+      let page;
+      try {
+        page = await this.client.send(
+          new ListObjectsV2Command({
+            Bucket: this.bucket,
+            Prefix: `${this.prefix}${prefix}`,
+            ...(this.tuning.listPageSize === undefined ? {} : { MaxKeys: this.tuning.listPageSize }),
+            ...(continuationToken === undefined ? {} : { ContinuationToken: continuationToken }),
+          }),
+        );
+      } catch (e) {
+        throw this.failure('list', prefix, e);
+      }
       for (const object of page.Contents ?? []) {
         if (object.Key === undefined) continue;
         yield {
@@ -143,7 +207,12 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   async delete(key: string): Promise<void> {
-    // S3's DeleteObject already succeeds for a missing key.
-    await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.objectKey(key) }));
+    const objectKey = this.objectKey(key);
+    try {
+      // S3's DeleteObject already succeeds for a missing key.
+      await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: objectKey }));
+    } catch (e) {
+      throw this.failure('delete', key, e);
+    }
   }
 }

@@ -1,8 +1,17 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import type { ObjectStore } from '../storage/object-store.js';
-import { desiredTaskSchema, type DesiredTask } from '../protocol/worker-protocol.js';
+import {
+  desiredTaskSchema,
+  type DesiredTask,
+  type NetworkReport,
+  type ProbePeer,
+  type RegisterRequest,
+  type RegisterResponse,
+} from '../protocol/worker-protocol.js';
 import { ControllerRequestError, type ControllerConnection } from './controller-client.js';
+import type { LaunchCredentialSource } from './launch-credential.js';
+import type { SavedCredential } from './saved-credential.js';
 import type { Executor } from './executor.js';
 import { TaskLifecycle } from './task-lifecycle.js';
 
@@ -19,8 +28,9 @@ import { TaskLifecycle } from './task-lifecycle.js';
  *
  * A task exiting 0 on its own has succeeded; any other exit failed (the reason carries the exit code and its last
  * output lines). Logs go to the object store (`logs/<job>/…`, one object per run) while the task runs and when it ends,
- * which is where `fleetwise logs` reads them. Long operations (restore, checkpoint-and-stop) run in the background so
- * heartbeats continue; the task is reported `checkpointing` meanwhile.
+ * which is where `fleetwise logs` reads them. Long operations (restore, checkpoint-and-stop, log uploads) run in the
+ * background, so the heartbeat never waits for the object store: a hung store cannot make a healthy worker look
+ * dead. A stop is reported `checkpointing` until its uploads are in the store, however long an outage lasts.
  *
  * This module is the controller's side of it (registration, heartbeats, the answer); task-lifecycle.ts does what the
  * answer asks of each task.
@@ -31,8 +41,20 @@ export interface AgentLogger {
   warn(message: string, data?: Record<string, unknown>): void;
 }
 
+/**
+ * How the agent registers its instance (ARCHITECTURE.md "Worker identity"): with the per-instance token it saved at an
+ * earlier registration when it has one (a restarted worker), else with the launch credential, good once per instance.
+ */
+export interface AgentCredentials {
+  /** The launch credential; absent, only a saved per-instance token can register. */
+  readonly launch?: LaunchCredentialSource | undefined;
+  /** Where the per-instance token is kept across restarts of the worker. */
+  readonly saved?: SavedCredential | undefined;
+}
+
 export interface AgentOptions {
   readonly connection: ControllerConnection;
+  readonly credentials: AgentCredentials;
   readonly executor: Executor;
   /** Opens the object store the controller names at registration. */
   readonly openStore: (location: string) => ObjectStore;
@@ -58,6 +80,11 @@ export interface AgentOptions {
   readonly stopTasksOnExit?: boolean;
   /** Where the controller is, for log lines. */
   readonly controllerUrl?: string;
+  /** Round trips to the instances of this worker's jobs (latency-probe.ts), reported with each heartbeat. */
+  readonly latencyProbe?: {
+    heartbeatReport(): NetworkReport;
+    setPeers(peers: readonly ProbePeer[]): void;
+  };
   readonly logger?: AgentLogger;
 }
 
@@ -79,13 +106,17 @@ export class WorkerAgent {
   private adopted = false;
   private lastContactMs = Date.now();
   private lastFailureLogMs: number | undefined;
+  /** Aborted when run() is told to stop: steps waiting for the object store stop retrying. */
+  private readonly leaving = new AbortController();
 
   constructor(private readonly options: AgentOptions) {
     this.log = options.logger ?? silent;
-    this.tasks = new TaskLifecycle(options, this.log, () => ({
-      store: this.store,
-      instanceId: this.controllerInstanceId,
-    }));
+    this.tasks = new TaskLifecycle(
+      options,
+      this.log,
+      () => ({ store: this.store, instanceId: this.controllerInstanceId }),
+      this.leaving.signal,
+    );
   }
 
   get instanceId(): string | undefined {
@@ -100,16 +131,23 @@ export class WorkerAgent {
   async run(signal: AbortSignal): Promise<AgentExit> {
     const giveUpMs = (this.options.giveUpAfterSeconds ?? DEFAULT_GIVE_UP_AFTER_SECONDS) * 1000;
     this.lastContactMs = Date.now();
+    if (signal.aborted) this.leaving.abort();
+    else signal.addEventListener('abort', () => this.leaving.abort(), { once: true });
     let exit: AgentExit = 'stopped';
     while (!signal.aborted) {
+      const registered = this.store !== undefined;
       try {
-        if (this.store === undefined) await this.register();
+        if (!registered) await this.register();
         await this.tick();
         this.contact();
       } catch (e) {
-        if (e instanceof ControllerRequestError && (e.statusCode === 401 || e.statusCode === 410)) {
+        if (
+          registered &&
+          e instanceof ControllerRequestError &&
+          (e.statusCode === 401 || e.statusCode === 410)
+        ) {
           if (e.statusCode === 410) this.log.warn(`the controller retired this instance: ${e.message}`);
-          this.store = undefined; // register again (a new token), or keep trying if retired
+          this.store = undefined; // register again, or keep trying if retired (a refused registration is a failure)
         } else if (e instanceof z.ZodError)
           // A controller answer this worker cannot use (a newer/older protocol, a bad spec): refuse it whole, change
           // nothing, keep heartbeating (the next answer may be fine), and say which field is wrong.
@@ -159,7 +197,7 @@ export class WorkerAgent {
     const left =
       giveUpMs > 0 ? Math.max(0, Math.round((giveUpMs - (now - this.lastContactMs)) / 1000)) : undefined;
     this.log.warn(
-      `heartbeat failed: ${e.message}` +
+      `${this.store === undefined ? 'registration' : 'heartbeat'} failed: ${e.message}` +
         (this.lastFailureLogMs === undefined ? '' : ` (no answer for ${silent} s)`) +
         (left === undefined ? '' : `; giving up in ${left} s unless the controller answers`),
     );
@@ -171,18 +209,70 @@ export class WorkerAgent {
   }
 
   async register(): Promise<void> {
-    const answer = await this.options.connection.register({
+    const request = {
       instanceId: this.options.cloudInstanceId,
       executor: this.options.executor.kind,
       hostname: hostname(),
-    });
+    } satisfies RegisterRequest;
+    const { credentials, connection } = this.options;
+    let answer = await this.reregister(request);
+    const again = answer !== undefined;
+    if (answer === undefined) {
+      if (credentials.launch === undefined)
+        throw new Error(
+          'nothing to register with: no saved per-instance token (or the controller no longer knows it) and no launch ' +
+            'credential (FLEETWISE_LAUNCH_SECRET in local mode, the worker token on EC2)',
+        );
+      const launch = await credentials.launch();
+      answer = await connection.register(launch.bearer, { ...request, identity: launch.identity });
+      // Saved before anything else: the launch credential will not register this instance again.
+      try {
+        credentials.saved?.save(answer.workerToken, answer.instanceId);
+      } catch (e) {
+        // Registered all the same; only a restart of this worker could not reclaim the instance.
+        this.log.warn(
+          `could not save the per-instance token (${(e as Error).message}): a restarted worker will not be able to ` +
+            'register this instance again',
+        );
+      }
+    }
     this.controllerInstanceId = answer.instanceId;
     this.heartbeatSeconds = answer.heartbeatSeconds;
     this.store = this.options.openStore(answer.objectStore);
-    this.log.info(`registered as ${answer.instanceId}`, { objectStore: answer.objectStore });
+    this.log.info(
+      again
+        ? `re-registered as ${answer.instanceId} with the saved per-instance token`
+        : `registered as ${answer.instanceId}`,
+      { objectStore: answer.objectStore },
+    );
   }
 
-  /** One heartbeat: observe, report, reconcile with the answer. */
+  /** Register with the saved per-instance token; undefined when there is none or the controller does not know it. */
+  private async reregister(request: RegisterRequest): Promise<RegisterResponse | undefined> {
+    const saved = this.options.credentials.saved;
+    const token = saved?.load();
+    if (saved === undefined || token === undefined) return undefined;
+    try {
+      return await this.options.connection.register(token, {
+        ...request,
+        identity: { kind: 'instance-token' },
+      });
+    } catch (e) {
+      // 401/403: a controller whose state lost the registration (restored from an older backup); anything else
+      // (unreachable, 410) is the caller's to handle like any failure.
+      if (!(e instanceof ControllerRequestError) || (e.statusCode !== 401 && e.statusCode !== 403)) throw e;
+      this.log.warn(
+        `the controller refused the saved per-instance token (${e.message}); using the launch credential`,
+      );
+      saved.forget();
+      return undefined;
+    }
+  }
+
+  /**
+   * One heartbeat: observe, report, reconcile with the answer. It awaits only this host (the executor, local files)
+   * and the controller; what needs the object store is started in the background.
+   */
   async tick(): Promise<void> {
     if (!this.adopted) {
       await this.tasks.adopt();
@@ -190,9 +280,15 @@ export class WorkerAgent {
     }
     await this.tasks.observe();
     const reports = this.tasks.reports();
-    const answer = await this.options.connection.heartbeat({ tasks: reports });
+    const probe = this.options.latencyProbe;
+    const network = probe?.heartbeatReport();
+    const answer = await this.options.connection.heartbeat({
+      tasks: reports,
+      ...(network === undefined ? {} : { network: { ...network, rtts: network.rtts ?? [] } }),
+    });
+    probe?.setPeers(answer.peers ?? []);
     this.reconcile(answer.tasks);
-    await this.tasks.uploadRunningLogs();
+    this.tasks.shipRunningLogs();
   }
 
   /** Wait for every background operation (tests). */
@@ -223,12 +319,13 @@ export class WorkerAgent {
           (t.phase === 'failed' || t.phase === 'succeeded') &&
           (d.attempt ?? 1) > (t.attempt ?? 1);
         if (t === undefined || t.phase === 'stopped' || newAttempt) tasks.start(d);
-      } else if (t !== undefined && (t.phase === 'running' || t.phase === 'starting'))
+      } else if (t !== undefined && isStoppable(t.phase))
+        // A stop that ended without finishing (its task is still `checkpointing`) is started again: no dead end.
         tasks.background(t, () => tasks.stop(t, d.action === 'checkpoint-stop', d.checkpoint));
     }
     for (const t of tasks.all()) {
       if (wanted.has(t.taskId) || t.busy !== undefined) continue;
-      if (t.phase === 'running')
+      if (t.phase === 'running' || t.phase === 'checkpointing')
         tasks.background(t, () =>
           tasks.stop(t, true, {
             signal: (t.signal ?? 'SIGTERM') as DesiredTask['checkpoint']['signal'],
@@ -238,6 +335,11 @@ export class WorkerAgent {
       else tasks.background(t, () => tasks.forget(t));
     }
   }
+}
+
+/** Phases a stop applies to: under way, or a stop that did not finish. */
+function isStoppable(phase: string): boolean {
+  return phase === 'running' || phase === 'starting' || phase === 'checkpointing';
 }
 
 function describeStopped(taskIds: readonly string[]): string {

@@ -1,10 +1,12 @@
+import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { chmod, link, lstat, mkdir, readlink, symlink, utimes } from 'node:fs/promises';
 import { isAbsolute, join, posix } from 'node:path';
-import { Readable } from 'node:stream';
+import { pipeline as pipe, Readable, Transform } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { pipeline } from 'node:stream/promises';
 import { extract as tarExtract, pack as tarPack, type Header } from 'tar-stream';
+import { ExpansionMeter, type ContextLimits } from '../protocol/context-limits.js';
 
 /**
  * The worker's tar archives, written and read in-process with tar-stream (no host `tar`, so busybox, GNU and BSD tar
@@ -108,13 +110,59 @@ export async function extractCheckpoint(archive: string, dir: string): Promise<v
   await extractInto(createReadStream(archive), dir, { linksMayLeave: false });
 }
 
+/** A pass-through that hands each chunk to `inspect` first; what `inspect` throws fails the stream. */
+function inspecting(inspect: (chunk: Buffer) => void): Transform {
+  return new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      try {
+        inspect(chunk);
+        done(null, chunk);
+      } catch (e) {
+        done(e as Error);
+      }
+    },
+  });
+}
+
+export interface BuildContextExtraction {
+  /** The archive is gzip-compressed (otherwise a plain tar). */
+  readonly gzip: boolean;
+  /** Checked as the archive streams in: extraction stops at the first byte over a limit (ContextLimitError). */
+  readonly limits: ContextLimits;
+  /** The archive's sha256, as its reference names it: a different archive is refused once read. */
+  readonly sha256?: string | undefined;
+}
+
 /**
- * Extract an uploaded build context (tar, or gzip-compressed tar) into `dir`, an existing empty directory. A context's
- * symlinks may point anywhere, as `docker build` copies them as links; they are never followed while extracting.
+ * Extract an uploaded build context (tar, or gzip-compressed tar) streaming from `archive` into `dir`, an existing
+ * empty directory, never holding it whole in memory. Its size, expanded size and expansion ratio are metered as it
+ * decompresses (a decompression bomb is stopped early, src/protocol/context-limits.ts). A context's symlinks may
+ * point anywhere, as `docker build` copies them as links; they are never followed while extracting. The caller
+ * removes `dir` when this throws.
  */
-export async function extractBuildContext(archive: Buffer, dir: string, gzip: boolean): Promise<void> {
-  const source = Readable.from([archive]);
-  await extractInto(gzip ? source.pipe(createGunzip()) : source, dir, { linksMayLeave: true });
+export async function extractBuildContext(
+  archive: Readable,
+  dir: string,
+  options: BuildContextExtraction,
+): Promise<void> {
+  const meter = new ExpansionMeter(options.limits);
+  const hash = createHash('sha256');
+  const read = inspecting((chunk) => {
+    hash.update(chunk);
+    meter.addArchive(chunk.length);
+  });
+  const expanded = inspecting((chunk) => meter.addExpanded(chunk.length));
+  // Any stream failing (the store, gunzip, a limit) destroys them all; extractInto sees the failure on its source.
+  const tarBytes = options.gzip
+    ? pipe(archive, read, createGunzip(), expanded, () => undefined)
+    : pipe(archive, read, expanded, () => undefined);
+  await extractInto(tarBytes, dir, { linksMayLeave: true });
+  const sha256 = hash.digest('hex');
+  if (options.sha256 !== undefined && sha256 !== options.sha256)
+    throw new Error(
+      `the stored build context is not the one referenced: its sha256 is ${sha256.slice(0, 12)}…, ` +
+        `the reference names ${options.sha256.slice(0, 12)}…`,
+    );
 }
 
 async function extractInto(

@@ -12,6 +12,7 @@ import {
   type CheckpointRef,
 } from '../protocol/object-keys.js';
 import type { ObjectStore } from '../storage/object-store.js';
+import { isObjectStoreError } from '../storage/object-store-error.js';
 import { extractCheckpoint, packCheckpoint } from './archives.js';
 import type { Executor } from './executor.js';
 import { listFiles } from './image-cache.js';
@@ -153,7 +154,9 @@ async function emptyDir(dir: string): Promise<void> {
 
 /**
  * Download the newest checkpoint whose tar matches its manifest and extract it into `dir` (emptied first). The tar
- * is verified (sha256, size) in a temp file next to `dir` before anything is extracted.
+ * is verified (sha256, size) in a temp file next to `dir` before anything is extracted. The store failing is not a
+ * checkpoint being bad: it fails the restore (ObjectStoreError, for the caller to try again) instead of passing over
+ * a good checkpoint for an older one, or for none.
  */
 export async function restoreLatestCheckpoint(
   store: ObjectStore,
@@ -180,6 +183,7 @@ export async function restoreLatestCheckpoint(
       manifest = parsed.data;
       if (manifest.seq !== seq) throw new Error(`manifest says seq ${manifest.seq}`);
     } catch (e) {
+      if (isObjectStoreError(e)) throw e;
       skipped.push({ seq, reason: `bad manifest: ${(e as Error).message}` });
       continue;
     }
@@ -196,7 +200,7 @@ export async function restoreLatestCheckpoint(
         },
       });
       await pipeline(body, counter, createWriteStream(temp)).catch((e: Error) => {
-        throw new Error(`download: ${e.message}`);
+        throw isObjectStoreError(e) ? e : new Error(`download: ${e.message}`);
       });
       const sha256 = hash.digest('hex');
       if (size !== manifest.sizeBytes || sha256 !== manifest.sha256) {
@@ -210,6 +214,7 @@ export async function restoreLatestCheckpoint(
       await extractCheckpoint(temp, dir);
       return { manifest, skipped, durationMs: Date.now() - started };
     } catch (e) {
+      if (isObjectStoreError(e)) throw e;
       skipped.push({ seq, reason: `unreadable: ${(e as Error).message}` });
     } finally {
       await unlink(temp).catch(() => undefined);
@@ -282,7 +287,17 @@ export interface CheckpointWatcherOptions {
   readonly keep?: number;
   readonly onUpload?: (result: UploadResult) => void;
   readonly onError?: (error: Error) => void;
+  /**
+   * Runs the final upload (`flush`, `flushMarkedOnly`: the one a stop waits for) until the store takes it
+   * (TaskLifecycle retries while the store fails). Periodic uploads are not retried: the next poll tries again.
+   */
+  readonly retry?: StoreStepRetry;
 }
+
+/** Runs a step that needs the object store, trying it again while the store fails (src/storage/retry.ts). */
+export type StoreStepRetry = <T>(what: string, step: () => Promise<T>) => Promise<T>;
+
+const once: StoreStepRetry = (_what, step) => step();
 
 /**
  * Uploads the checkpoints a running task writes (contract above), so a lost instance costs at most the work since
@@ -343,7 +358,7 @@ export class CheckpointWatcher {
     const marker = join(dir, COMPLETE_MARKER);
     if (await exists(marker)) {
       this.markerSeen = true;
-      const result = await this.upload();
+      const result = await this.upload(mode);
       await unlink(marker).catch(() => undefined);
       return result;
     }
@@ -358,18 +373,25 @@ export class CheckpointWatcher {
       }
       if (Date.now() - this.candidateSince < this.quiescentMs) return undefined;
     }
-    return this.upload();
+    return this.upload(mode);
   }
 
-  private async upload(): Promise<UploadResult> {
+  private async upload(mode: CheckMode): Promise<UploadResult> {
     const { store, ref, dir } = this.options;
-    const before = await fingerprint(dir);
-    const seq = this.nextSeq++;
-    const result = await uploadCheckpoint(store, ref, dir, seq);
-    this.lastUploaded = before;
+    const attempt = async (): Promise<UploadResult> => {
+      // Each attempt packs the directory as it is then, under a new seq (a failed one is left partial).
+      const before = await fingerprint(dir);
+      const seq = this.nextSeq++;
+      const uploaded = await uploadCheckpoint(store, ref, dir, seq);
+      this.lastUploaded = before;
+      return uploaded;
+    };
+    const result =
+      mode === 'poll' ? await attempt() : await (this.options.retry ?? once)('checkpoint upload', attempt);
     this.lastManifest = result.manifest;
     this.options.onUpload?.(result);
-    await pruneCheckpoints(store, ref, this.keep);
+    // Pruning is housekeeping: the upload stands when it fails, and the next upload prunes again.
+    await pruneCheckpoints(store, ref, this.keep).catch((e: unknown) => this.options.onError?.(e as Error));
     return result;
   }
 
@@ -407,6 +429,11 @@ export interface CheckpointAndStopResult {
   /** The newest checkpoint in the store from this watcher after the stop (the restore point). */
   readonly lastManifest: CheckpointManifest | undefined;
   readonly elapsedMs: number;
+  /**
+   * The task had exited on its own before the signal was sent (it ended as the stop arrived): its exit is its end,
+   * a success or a failure, not a checkpoint for a move.
+   */
+  readonly endedBeforeSignal: boolean;
 }
 
 /**
@@ -420,6 +447,9 @@ export async function checkpointAndStop(options: CheckpointAndStopOptions): Prom
   const initial = await executor.status(taskId);
   let outcome: CheckpointAndStopResult['outcome'] = 'gone';
   let exitCode: number | undefined;
+  // Only an exit seen before signalling counts: a file's modification time (the process executor's exit record) runs
+  // on the kernel's coarse clock and may read earlier than a signal sent just before it.
+  const endedBeforeSignal = initial?.state === 'exited';
   if (initial !== undefined) {
     if (initial.state !== 'exited') await executor.signal(taskId, options.signal);
     const deadline = started + options.timeoutSeconds * 1000;
@@ -445,5 +475,11 @@ export async function checkpointAndStop(options: CheckpointAndStopOptions): Prom
     if (outcome !== 'killed') await watcher.flush();
     else await watcher.flushMarkedOnly();
   }
-  return { outcome, exitCode, lastManifest: watcher?.lastManifest, elapsedMs: Date.now() - started };
+  return {
+    outcome,
+    exitCode,
+    lastManifest: watcher?.lastManifest,
+    elapsedMs: Date.now() - started,
+    endedBeforeSignal,
+  };
 }

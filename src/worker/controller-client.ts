@@ -19,7 +19,8 @@ export class ControllerRequestError extends Error {
 }
 
 export interface ControllerConnection {
-  register(request: RegisterRequest): Promise<RegisterResponse>;
+  /** Register with `credential` as the bearer: what `request.identity` names (worker-protocol.ts). */
+  register(credential: string, request: RegisterRequest): Promise<RegisterResponse>;
   heartbeat(request: HeartbeatRequest): Promise<HeartbeatResponse>;
 }
 
@@ -33,14 +34,13 @@ export class ControllerClient implements ControllerConnection {
 
   constructor(
     baseUrl: string,
-    private readonly bootstrapToken: string,
     private readonly timeoutMs = 10_000,
   ) {
     this.baseUrl = baseUrl.replace(/\/+$/, '');
   }
 
-  async register(request: RegisterRequest): Promise<RegisterResponse> {
-    const answer = await this.post(WORKER_ROUTES.register, this.bootstrapToken, request);
+  async register(credential: string, request: RegisterRequest): Promise<RegisterResponse> {
+    const answer = await this.post(WORKER_ROUTES.register, credential, request);
     const parsed = registerResponseSchema.parse(answer);
     this.instanceToken = parsed.workerToken;
     return parsed;

@@ -1,14 +1,21 @@
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ObjectStore } from '../storage/object-store.js';
+import { retryWhileStoreFails } from '../storage/retry.js';
 import { checkpointKeys } from '../protocol/object-keys.js';
 import type { DesiredTask, ReportedTaskState, TaskReport } from '../protocol/worker-protocol.js';
 import type { AgentLogger, AgentOptions } from './agent.js';
 import { fetchBuildContext } from './build-context.js';
-import { checkpointAndStop, CheckpointWatcher, restoreLatestCheckpoint } from './checkpoints.js';
+import {
+  checkpointAndStop,
+  CheckpointWatcher,
+  restoreLatestCheckpoint,
+  type StoreStepRetry,
+} from './checkpoints.js';
 import type { TaskLaunch } from './executor.js';
 import { ProgressTracker } from './progress.js';
 import { uploadTaskLog } from './task-log.js';
+import { readExitRecord, writeExitRecord, type TaskExitRecord } from './exit-record.js';
 import { checkpointOf, persistTask, readPersistedTask, type LocalTask } from './task-record.js';
 
 /** The agent's registration as the task operations see it: both undefined until it registers (and after a 401). */
@@ -20,16 +27,35 @@ export interface Registration {
 /**
  * The tasks on this host and what happens to them: adopted after an agent restart, started (restoring a checkpoint
  * if asked), watched for exits, progress and checkpoints, stopped (checkpointed or killed), forgotten. Long
- * operations run in the background (`busy`) so heartbeats continue meanwhile.
+ * operations run in the background (`busy`) so heartbeats continue meanwhile, and nothing the heartbeat awaits
+ * touches the object store: running tasks' logs are shipped in the background too.
+ *
+ * Every step of a start or a stop that needs the object store (restore download, build context download, the
+ * final checkpoint upload, the log upload) is tried again, with backoff, until the store takes it
+ * (src/storage/retry.ts): an outage delays a move, it never leaves one half-done. Only the agent leaving (`leaving`)
+ * ends the retries. A step that failed for another reason leaves the task in its phase, and the next heartbeat's
+ * answer starts the step again (reconcile in agent.ts), so no phase is a dead end either.
  */
 export class TaskLifecycle {
   private readonly tasks = new Map<string, LocalTask>();
+  private readonly retry: StoreStepRetry;
 
   constructor(
     private readonly options: AgentOptions,
     private readonly log: AgentLogger,
     private readonly registration: () => Registration,
-  ) {}
+    leaving: AbortSignal,
+  ) {
+    this.retry = (what, step) =>
+      retryWhileStoreFails(step, {
+        signal: leaving,
+        onRetry: (e, failures, delayMs) =>
+          this.log.warn(
+            `${what}: the object store failed (${failures} time${failures === 1 ? '' : 's'} in a row), ` +
+              `trying again in ${(delayMs / 1000).toFixed(1)} s: ${e.message}`,
+          ),
+      });
+  }
 
   get(taskId: string): LocalTask | undefined {
     return this.tasks.get(taskId);
@@ -61,17 +87,26 @@ export class TaskLifecycle {
     return running.map((t) => t.taskId);
   }
 
-  /** Wait for every background operation (tests). */
+  /** Wait for every background operation, log shipping included (tests, and before the agent leaves). */
   async settle(): Promise<void> {
-    await Promise.all([...this.tasks.values()].map((t) => t.busy));
+    await Promise.all([...this.tasks.values()].flatMap((t) => [t.busy, t.logUploads]));
   }
 
   private taskDir(taskId: string): string {
     return join(this.options.workDir, 'tasks', taskId);
   }
 
+  /**
+   * Write the task's record after any write already under way for it: the checkpoint watcher persists on each upload
+   * while a stop persists its own steps, and two writes at once raced on the one temporary file (the second rename
+   * failed, and the stop with it, leaving the task checkpointing for good).
+   */
   private persist(t: LocalTask): Promise<void> {
-    return persistTask(this.taskDir(t.taskId), t);
+    const write = (t.persisting ?? Promise.resolve())
+      .catch(() => undefined)
+      .then(() => persistTask(this.taskDir(t.taskId), t));
+    t.persisting = write;
+    return write;
   }
 
   /** After a restart: every task the executor still has is ours again (found by label / pid file). */
@@ -96,7 +131,8 @@ export class TaskLifecycle {
       };
       if (t.phase === 'starting' || t.phase === 'checkpointing') t.phase = 'running';
       this.tasks.set(t.taskId, t);
-      if (t.phase === 'running' && status.state !== 'exited') await this.watch(t);
+      // The watcher starts by listing the store: in the background, so an outage cannot hold up the heartbeat.
+      if (t.phase === 'running' && status.state !== 'exited') this.background(t, () => this.watch(t));
       this.log.info(`adopted task ${t.taskId} (${status.state})`);
     }
   }
@@ -117,11 +153,15 @@ export class TaskLifecycle {
       ...(this.options.checkpointPollMs === undefined ? {} : { pollMs: this.options.checkpointPollMs }),
       onUpload: (result) => {
         t.checkpoint = checkpointOf(t, result.manifest);
-        void this.persist(t);
+        this.persist(t).catch((e: unknown) =>
+          this.log.warn(`task ${t.taskId}: recording its checkpoint failed: ${(e as Error).message}`),
+        );
       },
       onError: (e) => this.log.warn(`checkpoint upload of ${t.taskId} failed: ${e.message}`),
+      retry: this.retry,
     });
-    await t.watcher.start();
+    const watcher = t.watcher;
+    await this.retry(`checkpoint listing of ${t.taskId}`, () => watcher.start());
   }
 
   /** Exits, progress. */
@@ -173,8 +213,18 @@ export class TaskLifecycle {
     this.tasks.set(d.taskId, t);
     this.background(t, async () => {
       try {
-        await this.launch(t, d);
-        t.phase = 'running';
+        const exited = await this.launch(t, d);
+        if (exited === undefined) t.phase = 'running';
+        else {
+          // It ended before, where no controller heard of it: report that end, never run it a second time.
+          t.phase = exited.state;
+          t.exitCode = exited.exitCode;
+          t.reason = exited.reason;
+          t.completed = exited.completedIterations;
+          this.log.info(
+            `task ${t.taskId} already ${exited.state} (exit ${exited.exitCode ?? '?'}) on ${exited.instanceId ?? 'another instance'} at ${exited.exitedAt}: not run again`,
+          );
+        }
       } catch (e) {
         t.phase = 'failed';
         t.reason = `could not start: ${(e as Error).message}`;
@@ -184,8 +234,13 @@ export class TaskLifecycle {
     });
   }
 
-  private async launch(t: LocalTask, d: DesiredTask): Promise<void> {
+  /** Start the task; or, when it already exited in this attempt (its exit record says so), answer that exit. */
+  private async launch(t: LocalTask, d: DesiredTask): Promise<TaskExitRecord | undefined> {
     const store = this.requireStore();
+    if (d.restore) {
+      const exited = await readExitRecord(store, t, d.attempt ?? 1);
+      if (exited !== undefined) return exited;
+    }
     const executor = this.options.executor;
     const dir = this.taskDir(t.taskId);
     const checkpointDir = join(dir, 'checkpoint');
@@ -196,10 +251,9 @@ export class TaskLifecycle {
     await this.persist(t);
     let restoring = false;
     if (d.restore) {
-      const restored = await restoreLatestCheckpoint(
-        store,
-        { jobId: t.jobId, taskId: t.taskId },
-        checkpointDir,
+      // Retried while the store fails: starting from zero (or an older checkpoint) because S3 was down would lose work.
+      const restored = await this.retry(`restore of ${t.taskId}`, () =>
+        restoreLatestCheckpoint(store, { jobId: t.jobId, taskId: t.taskId }, checkpointDir),
       );
       for (const s of restored.skipped)
         this.log.warn(`task ${t.taskId}: skipped checkpoint ${s.seq}: ${s.reason}`);
@@ -216,14 +270,17 @@ export class TaskLifecycle {
       await mkdir(checkpointDir, { recursive: true });
     }
     await this.watch(t);
+    const build = d.launch.build;
     const launch: TaskLaunch = {
       taskId: t.taskId,
       jobId: t.jobId,
       ...(d.launch.image === undefined ? {} : { image: d.launch.image }),
-      ...(d.launch.build === undefined
+      ...(build === undefined
         ? {}
         : {
-            build: await fetchBuildContext(d.launch.build, this.options.workDir, () => this.requireStore()),
+            build: await this.retry(`build context of ${t.taskId}`, () =>
+              fetchBuildContext(build, this.options.workDir, () => this.requireStore()),
+            ),
           }),
       command: d.launch.command,
       env: d.launch.env,
@@ -238,6 +295,7 @@ export class TaskLifecycle {
     };
     await executor.start(launch);
     this.log.info(`started ${t.taskId}${restoring ? ' from a checkpoint' : ''}`);
+    return undefined;
   }
 
   async stop(
@@ -258,6 +316,13 @@ export class TaskLifecycle {
         watcher: t.watcher,
       });
       if (result.lastManifest !== undefined) t.checkpoint = checkpointOf(t, result.lastManifest);
+      if (result.endedBeforeSignal) {
+        // It ended as the stop arrived: that end (recorded, reported) is the task's, so nothing runs it again.
+        this.log.info(`task ${t.taskId} had ended before it was asked to checkpoint and stop`);
+        t.stopRequested = false;
+        await this.finished(t, result.exitCode);
+        return;
+      }
       this.log.info(
         `task ${t.taskId} checkpointed and stopped (${result.outcome} after ${result.elapsedMs} ms)` +
           (result.outcome === 'killed'
@@ -285,14 +350,30 @@ export class TaskLifecycle {
       t.completed = summary.completed;
     }
     const text = await this.uploadLog(t);
+    if (!t.stopRequested) {
+      const tail = text.trimEnd().split('\n').slice(-5).join('\n');
+      const reason =
+        exitCode === 0
+          ? undefined
+          : `exit code ${exitCode ?? 'unknown'}${tail === '' ? '' : `; last output:\n${tail}`}`;
+      // Stored before it is reported: from then on a worker asked to run it again finds its end (exit-record.ts).
+      await writeExitRecord(this.requireStore(), {
+        version: 1,
+        jobId: t.jobId,
+        taskId: t.taskId,
+        attempt: t.attempt ?? 1,
+        state: exitCode === 0 ? 'succeeded' : 'failed',
+        ...(exitCode === undefined ? {} : { exitCode }),
+        ...(reason === undefined ? {} : { reason: reason.slice(0, 4000) }),
+        ...(t.completed === undefined ? {} : { completedIterations: t.completed }),
+        instanceId: this.options.cloudInstanceId,
+        exitedAt: new Date().toISOString(),
+      });
+      t.reason = reason;
+    }
     t.exitCode = exitCode;
     if (t.stopRequested) t.phase = 'stopped';
-    else if (exitCode === 0) t.phase = 'succeeded';
-    else {
-      t.phase = 'failed';
-      const tail = text.trimEnd().split('\n').slice(-5).join('\n');
-      t.reason = `exit code ${exitCode ?? 'unknown'}${tail === '' ? '' : `; last output:\n${tail}`}`;
-    }
+    else t.phase = exitCode === 0 ? 'succeeded' : 'failed';
     this.log.info(`task ${t.taskId} ${t.phase} (exit ${exitCode ?? '?'})`);
     await this.persist(t);
   }
@@ -304,18 +385,49 @@ export class TaskLifecycle {
     this.tasks.delete(t.taskId);
   }
 
-  /** Running tasks' logs, each at most every `logUploadSeconds`, so `fleetwise logs` follows a task as it runs. */
-  async uploadRunningLogs(): Promise<void> {
+  /**
+   * Ship running tasks' logs, each at most every `logUploadSeconds`, so `fleetwise logs` follows a task as it runs.
+   * In the background, one at a time per task and never awaited by the heartbeat; one that fails is not retried here
+   * (the next due one is).
+   */
+  shipRunningLogs(): void {
     const every = (this.options.logUploadSeconds ?? 5) * 1000;
     for (const t of this.tasks.values())
-      if (t.phase === 'running' && t.busy === undefined && Date.now() - t.lastLogUploadMs >= every)
-        await this.uploadLog(t).catch((e: unknown) =>
-          this.log.warn(`log upload of ${t.taskId}: ${(e as Error).message}`),
-        );
+      if (
+        t.phase === 'running' &&
+        t.busy === undefined &&
+        !t.shippingLog &&
+        Date.now() - t.lastLogUploadMs >= every
+      ) {
+        t.shippingLog = true;
+        this.queueLogUpload(t, () => this.storeLog(t))
+          .catch((e: unknown) => this.log.warn(`log upload of ${t.taskId}: ${(e as Error).message}`))
+          .finally(() => {
+            t.shippingLog = false;
+          });
+      }
   }
 
+  /** The task's whole log, stored once the store takes it (a stop or an exit waits for this). */
   private uploadLog(t: LocalTask): Promise<string> {
+    return this.queueLogUpload(t, () => this.retry(`log upload of ${t.taskId}`, () => this.storeLog(t)));
+  }
+
+  private storeLog(t: LocalTask): Promise<string> {
     return uploadTaskLog(this.requireStore(), this.options.executor, t, () => this.registration().instanceId);
+  }
+
+  /**
+   * Log uploads of a task, one after the other: each stores the whole log under the same key, so an older upload
+   * finishing after a newer one would replace the final log with a shorter one.
+   */
+  private queueLogUpload(t: LocalTask, upload: () => Promise<string>): Promise<string> {
+    const next = (t.logUploads ?? Promise.resolve()).then(upload);
+    t.logUploads = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    return next;
   }
 
   private requireStore(): ObjectStore {

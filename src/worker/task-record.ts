@@ -30,9 +30,17 @@ export interface LocalTask extends PersistedTask {
   completed?: number | undefined;
   perSecond?: number | undefined;
   busy?: Promise<void> | undefined;
+  /** The latest write of this record (task-lifecycle.ts persists one at a time). */
+  persisting?: Promise<void> | undefined;
   lastLogUploadMs: number;
+  /** The task's log uploads, chained (the newest settles last); undefined before the first. */
+  logUploads?: Promise<void> | undefined;
+  /** A periodic log upload is under way (at most one at a time). */
+  shippingLog?: boolean | undefined;
   total?: number | undefined;
 }
+
+let writes = 0;
 
 /** Write the task's record to `<taskDir>/agent.json`, atomically (a crash leaves the old record or the new one). */
 export async function persistTask(taskDir: string, t: LocalTask): Promise<void> {
@@ -50,9 +58,12 @@ export async function persistTask(taskDir: string, t: LocalTask): Promise<void> 
     ...(t.attempt === undefined ? {} : { attempt: t.attempt }),
   };
   const path = join(taskDir, 'agent.json');
+  // A temporary file of its own per write: two writes at once must not rename each other's file away.
+  writes += 1;
+  const temp = `${path}.${process.pid}.${writes}.tmp`;
   await mkdir(taskDir, { recursive: true });
-  await writeFile(`${path}.tmp`, JSON.stringify(data));
-  await rename(`${path}.tmp`, path);
+  await writeFile(temp, JSON.stringify(data));
+  await rename(temp, path);
 }
 
 /** The task's record, or undefined when there is none or it cannot be read. */

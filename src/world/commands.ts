@@ -3,6 +3,7 @@ import type { Admission } from '../queue/admission.js';
 import { hasAnyCap } from '../queue/caps.js';
 import { launchGate, startGate, terminateGate } from '../round/gates.js';
 import type { Action } from '../scheduler/actions.js';
+import type { InstancePlacement } from '../core/network.js';
 import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './entities.js';
 import type { WorldState } from './world-state.js';
 
@@ -56,7 +57,7 @@ export class CommandIssuer {
           break;
         }
         case 'launch-instance': {
-          const inst = this.launchInstance(a.typeName);
+          const inst = this.launchInstance(a.typeName, a.placement);
           newInstances.set(a.instanceId, inst);
           break;
         }
@@ -84,12 +85,13 @@ export class CommandIssuer {
     return task;
   }
 
-  private launchInstance(typeName: string): SimInstance {
+  private launchInstance(typeName: string, placement: InstancePlacement | undefined): SimInstance {
     const type = this.catalog.types.find((t) => t.name === typeName);
     if (type === undefined) throw new Error(`unknown instance type ${typeName}`);
     this.state.instanceCounter += 1;
+    const id = `i-${this.state.instanceCounter}`;
     const inst: SimInstance = {
-      id: `i-${this.state.instanceCounter}`,
+      id,
       type,
       lifecycle: 'instantiating',
       assignable: true,
@@ -98,6 +100,8 @@ export class CommandIssuer {
       used: [0, 0, 0],
       images: new Set(),
       billedFromSeconds: undefined,
+      // The simulated cloud honours the plan's zone and placement group (as the EC2 provider launches with them).
+      placement: this.state.network?.place(id, placement) ?? placement,
     };
     this.state.instances.set(inst.id, inst);
     this.state.assignable.set(inst.id, inst);

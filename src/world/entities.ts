@@ -1,4 +1,5 @@
 import type { InstanceType } from '../core/catalog.js';
+import type { InstancePlacement } from '../core/network.js';
 import { demandOn, type Resources } from '../core/resources.js';
 import {
   expectedRemainingSeconds,
@@ -72,6 +73,17 @@ export interface SimJob {
   startSeconds: number | null;
   endSeconds: number | null;
   migrations: number;
+  /** Index of its root task (the network declaration's root, else 0). */
+  readonly rootIndex: number;
+  /** Its ground-truth latency factor P_job now (1 unless latency-sensitive and spread out). */
+  latencyFactor: number;
+  /** $/hour its traffic across zones costs now (while active). */
+  crossZoneCostPerHour: number;
+  /** ∫ P_job dt and ∫ dt over the time it made progress: its time-average application performance (NoMora §6.1). */
+  performanceSeconds: number;
+  activeSeconds: number;
+  /** $ its traffic across zones has cost so far. */
+  crossZoneCost: number;
 }
 
 export interface SimInstance {
@@ -87,6 +99,8 @@ export interface SimInstance {
   /** Images built on it (Eva's simulator keeps them for the instance's lifetime). */
   readonly images: Set<string>;
   billedFromSeconds: number | undefined;
+  /** Its zone and cluster placement group (where the simulated cloud put it). */
+  placement: InstancePlacement | undefined;
 }
 
 export function taskDemandOn(task: SimTask, instance: SimInstance): Resources {
@@ -109,9 +123,18 @@ export function remainingIterations(job: SimJob): number {
   return Math.max(0, job.spec.totalIterations - job.completedIterations);
 }
 
-/** Bring a job's completed iterations up to `nowSeconds` at its current (constant since the last call) throughput. */
+/**
+ * Bring a job's completed iterations up to `nowSeconds` at its current (constant since the last call) throughput,
+ * with the time-average of its latency factor and the cost of its traffic across zones.
+ */
 export function integrateProgress(job: SimJob, nowSeconds: number): void {
-  if (job.throughput > 0) job.completedIterations += job.throughput * (nowSeconds - job.integratedToSeconds);
+  if (job.throughput > 0) {
+    const dt = nowSeconds - job.integratedToSeconds;
+    job.completedIterations += job.throughput * dt;
+    job.performanceSeconds += job.latencyFactor * dt;
+    job.activeSeconds += dt;
+    job.crossZoneCost += (job.crossZoneCostPerHour * dt) / 3600;
+  }
   job.integratedToSeconds = nowSeconds;
 }
 

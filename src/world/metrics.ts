@@ -1,6 +1,7 @@
 import { secondsToHours } from '../core/units.js';
 import type { SimJob } from './entities.js';
-import type { JobOutcome, RunSummary } from './run-result.js';
+import { isLatencySensitive } from '../core/latency-curves.js';
+import type { JobOutcome, NetworkRunMetrics, RunSummary } from './run-result.js';
 
 /** The run-level numbers behind a RunSummary (research digest §6 "Metric definitions"). */
 export interface RunTotals {
@@ -73,5 +74,46 @@ export function jobOutcome(
     successful: job.spec.successful ?? true,
     predictedStartSeconds: predicted?.startSeconds ?? null,
     predictedEndSeconds: predicted?.endSeconds ?? null,
+    ...(job.spec.network === undefined
+      ? {}
+      : {
+          appPerformance:
+            isLatencySensitive(job.spec.network.sensitivity) && job.tasks.length > 1 && job.activeSeconds > 0
+              ? job.performanceSeconds / job.activeSeconds
+              : null,
+          crossZoneCost: job.crossZoneCost,
+        }),
+  };
+}
+
+/**
+ * The run's network metrics from its jobs: NoMora's mean application performance (the mean over latency-sensitive
+ * multi-task jobs of their time-average P_job, which is the "area" of the paper's CDF, digest §6.2), the traffic cost
+ * across zones, and the latency-sensitive jobs' JCT and migrations.
+ */
+export function networkMetrics(
+  jobs: readonly SimJob[],
+  outcomes: readonly JobOutcome[],
+  latencyMoves = 0,
+): NetworkRunMetrics {
+  const sensitive = jobs.filter(
+    (j) =>
+      j.spec.network !== undefined && isLatencySensitive(j.spec.network.sensitivity) && j.tasks.length > 1,
+  );
+  const ids = new Set(sensitive.map((j) => j.spec.id));
+  const perf = sensitive
+    .filter((j) => j.activeSeconds > 0)
+    .map((j) => j.performanceSeconds / j.activeSeconds);
+  const jct = outcomes.flatMap((o) =>
+    ids.has(o.id) && o.jctSeconds !== null ? [secondsToHours(o.jctSeconds)] : [],
+  );
+  return {
+    appPerformanceMean: perf.length === 0 ? null : mean(perf),
+    crossZoneCost: jobs.reduce((s, j) => s + j.crossZoneCost, 0),
+    latencySensitiveJobs: sensitive.length,
+    latencySensitiveMeanJctHours: jct.length === 0 ? null : mean(jct),
+    latencySensitiveMigrationsPerJob:
+      sensitive.length === 0 ? null : sensitive.reduce((s, j) => s + j.migrations, 0) / sensitive.length,
+    latencyMovesPerJob: jobs.length === 0 ? 0 : latencyMoves / jobs.length,
   };
 }

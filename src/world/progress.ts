@@ -1,4 +1,18 @@
-import { integrateProgress, isActive, jobRate, type SimTask } from './entities.js';
+import {
+  crossZoneCostPerHour,
+  crossZoneShare,
+  jobPerformance,
+  latencyDomain,
+} from '../core/latency-model.js';
+import { isLatencySensitive } from '../core/latency-curves.js';
+import {
+  integrateProgress,
+  isActive,
+  jobRate,
+  type SimInstance,
+  type SimJob,
+  type SimTask,
+} from './entities.js';
 import { RANK_COMPLETION, type WorldState } from './world-state.js';
 
 /**
@@ -33,7 +47,11 @@ export function refreshRates(state: WorldState, rateOf: TaskRate): void {
   for (const job of state.dirtyJobs) {
     if (job.status === 'finished') continue;
     integrateProgress(job, state.now);
-    const throughput = job.active ? jobRate(job) * job.spec.fullThroughput : 0;
+    const network = networkEffect(state, job);
+    job.latencyFactor = network.factor;
+    job.crossZoneCostPerHour = network.crossZoneCostPerHour;
+    // A job runs at its slowest task's co-location rate times its latency factor P_job (digest §10.2).
+    const throughput = job.active ? jobRate(job) * job.spec.fullThroughput * job.latencyFactor : 0;
     const remaining = job.spec.totalIterations - job.completedIterations;
     job.throughput = throughput;
     job.version += 1;
@@ -51,4 +69,52 @@ export function refreshRates(state: WorldState, rateOf: TaskRate): void {
     }
   }
   state.dirtyJobs.clear();
+}
+
+/**
+ * What the network does to a running job now (the ground truth): its latency factor P_job, its curve at the true
+ * round trip its pattern depends on, and the $/hour of its traffic crossing zones. A job not running, of one task, or
+ * without a network declaration runs at 1 and sends nothing billed.
+ */
+export function networkEffect(
+  state: WorldState,
+  job: SimJob,
+): { factor: number; crossZoneCostPerHour: number } {
+  const network = state.network;
+  const declared = job.spec.network;
+  if (network === undefined || declared === undefined || !job.active || job.tasks.length < 2)
+    return { factor: 1, crossZoneCostPerHour: 0 };
+  const instances = job.tasks.map((t) => t.occupying);
+  if (instances.some((i) => i === undefined)) return { factor: 1, crossZoneCostPerHour: 0 };
+  const placed = instances as SimInstance[];
+  const now = state.now;
+  const factor = jobPerformance(declared.sensitivity, declared.pattern, job.rootIndex, placed, (a, b) =>
+    network.rtt(a, b, now),
+  );
+  const cost =
+    declared.gibPerHour > 0
+      ? crossZoneCostPerHour(
+          declared.gibPerHour,
+          crossZoneShare(
+            declared.pattern,
+            job.rootIndex,
+            placed,
+            (a, b) => latencyDomain(a, b) !== 'cross-zone',
+          ),
+          network.crossZonePricePerGiB,
+        )
+      : 0;
+  return { factor, crossZoneCostPerHour: cost };
+}
+
+/**
+ * A network tick (the noise interval): the round trips of latency-sensitive jobs spread over instances may have
+ * changed; those whose P_job did are re-integrated and rescheduled.
+ */
+export function refreshNetwork(state: WorldState): void {
+  for (const job of state.liveJobs.values()) {
+    const declared = job.spec.network;
+    if (!job.active || declared === undefined || !isLatencySensitive(declared.sensitivity)) continue;
+    if (networkEffect(state, job).factor !== job.latencyFactor) state.dirtyJobs.add(job);
+  }
 }

@@ -2,6 +2,7 @@
 export interface RunSummary {
   readonly scheduler: string;
   readonly jobs: number;
+  /** Instances billed per second, plus traffic across zones (NetworkRunMetrics.crossZoneCost). */
   readonly totalCost: number;
   /** totalCost / no-packing's totalCost when no-packing is among the runs, else null. */
   readonly normalizedCost: number | null;
@@ -47,6 +48,25 @@ export interface JobOutcome {
   readonly predictedStartSeconds: number | null;
   /** Completion time predicted when the job was first seen by a round (PCS §4); null without predictions. */
   readonly predictedEndSeconds: number | null;
+  /** Latency-sensitive jobs: the time-average of P_job while it made progress (NoMora §6.1); null otherwise. */
+  readonly appPerformance?: number | null | undefined;
+  /** $ its traffic across zones cost (jobs that declare traffic). */
+  readonly crossZoneCost?: number | undefined;
+}
+
+/** Metrics of a run whose jobs declare a network (latency-aware placement), or with a configured network. */
+export interface NetworkRunMetrics {
+  /** NoMora's metric (§6.1): mean over latency-sensitive jobs of the time-average of P_job; null when none ran. */
+  readonly appPerformanceMean: number | null;
+  /** $ of traffic across zones (already part of totalCost). */
+  readonly crossZoneCost: number;
+  readonly latencySensitiveJobs: number;
+  /** Mean JCT in hours of the latency-sensitive jobs that finished; null when none. */
+  readonly latencySensitiveMeanJctHours: number | null;
+  /** Migrations of latency-sensitive jobs per latency-sensitive job; null when none. */
+  readonly latencySensitiveMigrationsPerJob: number | null;
+  /** Moves made by plans chosen for the network (Eva's `latency` candidate), per job of the trace. */
+  readonly latencyMovesPerJob: number;
 }
 
 /** Metrics of a run with the queue layer; null when not applicable. */
@@ -72,4 +92,6 @@ export interface RunResult {
   readonly jobs: readonly JobOutcome[];
   /** Present when the run had a queue layer (`RunOptions.queue`). */
   readonly queue?: QueueRunMetrics | undefined;
+  /** Present when jobs declare a network or the run was given one (`RunOptions.network`). */
+  readonly network?: NetworkRunMetrics | undefined;
 }

@@ -1,4 +1,6 @@
 import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../core/model.js';
+import type { JobNetwork, MeasuredRtt } from '../core/network.js';
+import type { NetworkWorld } from './network-world.js';
 import type { ThroughputObservation } from '../scheduler/types.js';
 import {
   isActive,
@@ -19,9 +21,11 @@ export function buildSnapshot(
   nowSeconds: number,
   liveJobs: Iterable<SimJob>,
   assignable: Iterable<SimInstance>,
+  network?: NetworkWorld,
 ): ClusterSnapshot {
   const jobs: SchedJob[] = [];
   const tasks: SchedTask[] = [];
+  const measured: MeasuredRtt[] = [];
   for (const job of liveJobs) {
     jobs.push({
       id: job.spec.id,
@@ -36,7 +40,10 @@ export function buildSnapshot(
       // A job with a declared success model is known by its distribution, not by its drawn size.
       expectedRemainingSeconds:
         successProgress(job)?.expectedRemainingSeconds ?? remainingIterations(job) / job.spec.fullThroughput,
+      ...(job.spec.network === undefined ? {} : { network: jobNetwork(job) }),
     });
+    if (network !== undefined && job.spec.network !== undefined)
+      measureJob(job, network, nowSeconds, measured);
     for (const task of job.tasks)
       tasks.push({
         id: task.id,
@@ -53,8 +60,44 @@ export function buildSnapshot(
       typeName: inst.type.name,
       state: inst.lifecycle === 'running' ? 'running' : 'launching',
       taskIds: [...inst.committed].map((t) => t.id),
+      ...(inst.placement === undefined ? {} : { placement: inst.placement }),
     });
-  return { nowSeconds, jobs, tasks, instances };
+  return { nowSeconds, jobs, tasks, instances, ...(measured.length === 0 ? {} : { measuredRtts: measured }) };
+}
+
+/** The job's network declaration with its root as a task id. */
+function jobNetwork(job: SimJob): JobNetwork {
+  const n = job.spec.network as NonNullable<SimJob['spec']['network']>;
+  return {
+    sensitivity: n.sensitivity,
+    pattern: n.pattern,
+    rootTaskId: job.taskIds[job.rootIndex],
+    gibPerHour: n.gibPerHour,
+  };
+}
+
+/**
+ * What the workers of a running multi-task job measure (digest §10.4): the maximum round trip over the last window
+ * between every two instances its tasks run on.
+ */
+function measureJob(job: SimJob, network: NetworkWorld, now: number, out: MeasuredRtt[]): void {
+  if (job.tasks.length < 2) return;
+  const instances = [...new Set(job.tasks.map((t) => (t.state === 'running' ? t.occupying : undefined)))];
+  if (instances.some((i) => i === undefined) || instances.length < 2) return;
+  const placed = instances as SimInstance[];
+  for (let i = 0; i < placed.length; i++)
+    for (let j = i + 1; j < placed.length; j++) {
+      const a = placed[i] as SimInstance;
+      const b = placed[j] as SimInstance;
+      const max = network.measuredMax(a, b, now);
+      out.push({
+        fromInstanceId: a.id,
+        toInstanceId: b.id,
+        maxMicroseconds: max,
+        p99Microseconds: max,
+        atSeconds: now,
+      });
+    }
 }
 
 /**

@@ -3,6 +3,7 @@ import type { Admission } from '../queue/admission.js';
 import type { PredictionFork } from '../round/round.js';
 import type { Scheduler } from '../scheduler/types.js';
 import type { GroundTruth } from './ground-truth.js';
+import type { NetworkConfig } from './network-config.js';
 import type { Trace } from './trace.js';
 import type { SimWorld } from './world.js';
 
@@ -74,6 +75,12 @@ export interface RunOptions {
    * the world as it is before that round's actions and the round's fork of admission and scheduler.
    */
   readonly predictor?: Predictor | undefined;
+  /**
+   * The simulated network (zones, round trips, noise, congestion episodes) and the seed of its draws. Default: the
+   * default network (network-config.ts) with seed 0. The run reports network metrics (RunResult.network) when this is
+   * given or some job declares a network.
+   */
+  readonly network?: { readonly config: NetworkConfig; readonly seed: number } | undefined;
 }
 
 /** A prediction request: run `world` forward with the fork until `jobIds` finished; their start and end times. */

@@ -1,4 +1,5 @@
-import type { Catalog } from '../core/catalog.js';
+import { crossZonePricePerGiB, type Catalog } from '../core/catalog.js';
+import { isLatencySensitive } from '../core/latency-curves.js';
 import { Admission, type AdmissionJobInfo } from '../queue/admission.js';
 import { runRound, type PredictionFork } from '../round/round.js';
 import type { Scheduler } from '../scheduler/types.js';
@@ -6,15 +7,17 @@ import { CommandIssuer } from './commands.js';
 import { handleEffect } from './effects.js';
 import { integrateProgress, successProgress, type SimJob } from './entities.js';
 import { memoized } from './ground-truth.js';
-import { jobOutcome, summarize } from './metrics.js';
-import { refreshRates, type TaskRate } from './progress.js';
+import { jobOutcome, networkMetrics, summarize } from './metrics.js';
+import { defaultNetworkConfig } from './network-config.js';
+import { NetworkWorld } from './network-world.js';
+import { refreshNetwork, refreshRates, type TaskRate } from './progress.js';
 import type { JobOutcome, RunResult } from './run-result.js';
 import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
 import type { PredictedTimes, Predictor, RunOptions } from './simulation-types.js';
 import { buildSimJobs } from './trace-jobs.js';
 import type { SimWorld } from './world.js';
 import { exportWorld, importWorld } from './world-io.js';
-import { RANK_ARRIVAL, RANK_ROUND, WorldState, type SimEvent } from './world-state.js';
+import { RANK_ARRIVAL, RANK_EFFECT, RANK_ROUND, WorldState, type SimEvent } from './world-state.js';
 
 export const DEFAULT_ROUND_SECONDS = 300;
 const DEFAULT_MAX_SERIES_POINTS = 2000;
@@ -87,10 +90,17 @@ export class Simulation {
   private readonly predictor: Predictor | undefined;
   private readonly state: WorldState;
   private readonly commands: CommandIssuer;
+  /** Report network metrics (a network was configured or some job declares one). */
+  private readonly reportsNetwork: boolean;
+  /** Latency-sensitive jobs' round trips vary (noise or episodes): ticks re-evaluate them every noise interval. */
+  private readonly ticks: boolean;
+  private tickPending = false;
 
   private rounds = 0;
   /** The trace's jobs by id, built on the first `timesOf` (a prediction asks for every target). */
   private jobsById: Map<string, SimJob> | undefined;
+  /** Job moves carried out by plans chosen for the network's sake. */
+  private latencyMoves = 0;
   /** Jobs stopped by WFQ preemption. */
   private preemptions = 0;
   private fullRounds = 0;
@@ -117,13 +127,34 @@ export class Simulation {
       (fork === undefined ? options.admission : fork.admission) ??
       new Admission(options.catalog, { caps: {} });
     this.predictor = fork === undefined ? options.predictor : undefined;
+    // Predictions ignore the network (the scheduler's expected rates model co-location only).
+    const network =
+      fork === undefined
+        ? new NetworkWorld(
+            options.network?.config ?? defaultNetworkConfig(options.catalog.region),
+            options.network?.seed ?? 0,
+            crossZonePricePerGiB(options.catalog),
+          )
+        : undefined;
     this.state = new WorldState(
       buildSimJobs(
         fork === undefined ? options.trace : { name: 'prediction', jobs: fork.world.jobs.map((j) => j.spec) },
         options.catalog,
       ),
       options.onEvent,
+      network,
     );
+    this.reportsNetwork =
+      options.network !== undefined || this.state.jobs.some((j) => j.spec.network !== undefined);
+    this.ticks =
+      network !== undefined &&
+      network.varies &&
+      this.state.jobs.some(
+        (j) =>
+          j.tasks.length > 1 &&
+          j.spec.network !== undefined &&
+          isLatencySensitive(j.spec.network.sensitivity),
+      );
     this.commands = new CommandIssuer(this.state, options.catalog, this.admission);
     const lastArrival = this.state.jobs.reduce((m, j) => Math.max(m, j.spec.arrivalSeconds), 0);
     const longest = this.state.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
@@ -202,9 +233,27 @@ export class Simulation {
         return this.onRound();
       case 'completion':
         return this.onCompletion(e.job, e.token);
+      case 'network-tick':
+        return this.onNetworkTick();
       default:
         return handleEffect(this.state, e);
     }
+  }
+
+  /** Round trips change at the start of every noise interval: re-evaluate the jobs they slow down. */
+  private onNetworkTick(): void {
+    this.tickPending = false;
+    refreshNetwork(this.state);
+    this.scheduleTick();
+  }
+
+  /** The next tick, at the next noise interval's start, while jobs are live (arrivals start it again). */
+  private scheduleTick(): void {
+    const network = this.state.network;
+    if (!this.ticks || this.tickPending || network === undefined || this.state.liveJobs.size === 0) return;
+    this.tickPending = true;
+    const at = network.slotStart(this.state.now) + network.config.noiseIntervalSeconds;
+    this.state.queue.push({ kind: 'network-tick', timeSeconds: at, rank: RANK_EFFECT });
   }
 
   private pushNextArrival(): void {
@@ -221,6 +270,7 @@ export class Simulation {
     this.state.liveJobs.set(job.spec.id, job);
     this.pushNextArrival();
     this.requestEarlyRound();
+    this.scheduleTick();
   }
 
   /** An early round one second after the event (so effects of the same second are seen), if enabled. */
@@ -248,7 +298,12 @@ export class Simulation {
       for (const job of this.state.liveJobs.values()) integrateProgress(job, this.state.now);
       const fresh = this.predictor === undefined ? [] : this.unpredictedJobs();
       const round = runRound({
-        snapshot: buildSnapshot(this.state.now, this.state.liveJobs.values(), this.state.assignable.values()),
+        snapshot: buildSnapshot(
+          this.state.now,
+          this.state.liveJobs.values(),
+          this.state.assignable.values(),
+          this.state.network,
+        ),
         jobInfo: this.jobInfo,
         admission: this.admission,
         scheduler: this.scheduler,
@@ -266,6 +321,9 @@ export class Simulation {
         // A plan over a cap is not carried out (the safety rail; a scheduler that keeps the caps never trips it).
         if (planned.capViolation === undefined) {
           this.preemptions += planned.victims.length;
+          // Moves of plans chosen for the network (the `latency` candidate: jobs measured slow, moved again).
+          if (planned.plan.decision.chosen === 'latency')
+            this.latencyMoves += planned.diff.movedJobIds.length;
           this.commands.apply(planned.diff.actions);
         }
       }
@@ -361,10 +419,14 @@ export class Simulation {
 
   result(wallSeconds: number): RunResult {
     const jobs: JobOutcome[] = this.state.jobs.map((j) => jobOutcome(j, this.predictions.get(j.spec.id)));
+    const network = this.reportsNetwork
+      ? networkMetrics(this.state.jobs, jobs, this.latencyMoves)
+      : undefined;
     const summary = summarize(
       {
         scheduler: this.scheduler.name,
-        totalCost: this.state.meter.totalCost,
+        // Traffic across zones is money too (zero without jobs that declare traffic).
+        totalCost: this.state.meter.totalCost + (network?.crossZoneCost ?? 0),
         peakCostPerHour: this.state.meter.peakCostPerHour,
         instancesLaunched: this.state.instanceCounter,
         plannedRounds: this.rounds,
@@ -373,6 +435,11 @@ export class Simulation {
       },
       jobs,
     );
-    return { summary, series: this.state.meter.series(this.maxSeriesPoints), jobs };
+    return {
+      summary,
+      series: this.state.meter.series(this.maxSeriesPoints),
+      jobs,
+      ...(network === undefined ? {} : { network }),
+    };
   }
 }

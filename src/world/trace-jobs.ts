@@ -30,6 +30,9 @@ export function buildSimJobs(trace: Trace, catalog: Catalog): SimJob[] {
       if (!ok)
         problems.push(`job ${spec.id} task ${t.name}: no instance type of the catalog can host ${sig}`);
     }
+    const root = spec.network?.rootTask;
+    const rootIndex = root === undefined ? 0 : spec.tasks.findIndex((t) => t.name === root);
+    if (rootIndex < 0) problems.push(`job ${spec.id}: network.root ${root} is not one of its tasks`);
     const moveSeconds = spec.tasks.reduce(
       (m, t) => Math.max(m, t.fetchDelaySeconds + t.buildImageDelaySeconds + t.uploadDelaySeconds),
       0,
@@ -52,6 +55,12 @@ export function buildSimJobs(trace: Trace, catalog: Catalog): SimJob[] {
       startSeconds: null,
       endSeconds: null,
       migrations: 0,
+      rootIndex: Math.max(0, rootIndex),
+      latencyFactor: 1,
+      crossZoneCostPerHour: 0,
+      performanceSeconds: 0,
+      activeSeconds: 0,
+      crossZoneCost: 0,
     };
     for (const t of spec.tasks)
       job.tasks.push({

@@ -1,3 +1,4 @@
+import type { NetworkDeclaration } from '../core/network.js';
 import type { FamilyDemand } from '../core/resources.js';
 import type { SuccessSpec } from '../queue/success.js';
 
@@ -44,6 +45,11 @@ export interface TraceJob {
    * iterations it actually runs (durationSeconds/totalIterations up to that stage) and `successful: false`.
    */
   readonly successful?: boolean | undefined;
+  /**
+   * Its latency sensitivity, communication pattern, root task and traffic (latency-aware placement): the simulator
+   * slows the job down by its curve at its round trip (its ground truth) and the scheduler sees the declaration.
+   */
+  readonly network?: NetworkDeclaration | undefined;
 }
 
 export interface Trace {

@@ -49,6 +49,7 @@ export function exportWorld(state: WorldState, early: boolean): SimWorld {
         break;
       case 'arrival': // no future arrivals (PCS §4)
       case 'completion': // recomputed from the rates on import
+      case 'network-tick': // predictions do not model the network
         break;
     }
   }
@@ -79,6 +80,7 @@ export function exportWorld(state: WorldState, early: boolean): SimWorld {
       assignable: i.assignable,
       images: [...i.images],
       launchDeferred: state.deferredLaunches.includes(i),
+      ...(i.placement === undefined ? {} : { placement: i.placement }),
     })),
     events,
     pendingTerminationIds: state.pendingTerminations.map((i) => i.id),
@@ -107,7 +109,9 @@ export function importWorld(state: WorldState, world: SimWorld, catalog: Catalog
       used: [0, 0, 0],
       images: new Set(wi.images),
       billedFromSeconds: undefined, // a prediction does not bill
+      placement: wi.placement,
     };
+    state.network?.adopt(wi.placement);
     state.instances.set(inst.id, inst);
     if (inst.assignable) state.assignable.set(inst.id, inst);
     if (wi.launchDeferred === true) state.deferredLaunches.push(inst);

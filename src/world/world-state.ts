@@ -2,6 +2,7 @@ import type { Resources } from '../core/resources.js';
 import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './entities.js';
 import { EventQueue } from './event-queue.js';
 import { FleetMeter } from './fleet-meter.js';
+import type { NetworkWorld } from './network-world.js';
 import type { RunOptions, SimLogEntry, SimLogKind } from './simulation-types.js';
 
 // Same-time events run in this order, as in Eva's simulator: effects of earlier commands, then arrivals, then the
@@ -37,6 +38,7 @@ export type SimEvent =
   | EffectEvent
   | { readonly kind: 'arrival'; readonly timeSeconds: number; readonly rank: number; readonly job: SimJob }
   | { readonly kind: 'round'; readonly timeSeconds: number; readonly rank: number; readonly early?: boolean }
+  | { readonly kind: 'network-tick'; readonly timeSeconds: number; readonly rank: number }
   | {
       readonly kind: 'completion';
       readonly timeSeconds: number;
@@ -82,12 +84,15 @@ export class WorldState {
   /** Time of the pending early round, so several events at one time share one round. */
   earlyRoundAt: number | undefined;
   readonly meter = new FleetMeter();
+  /** The network's ground truth (zones, round trips); undefined in a prediction's world, which ignores latency. */
+  readonly network: NetworkWorld | undefined;
   private nowSeconds = 0;
   private readonly onEvent: RunOptions['onEvent'];
 
-  constructor(jobs: readonly SimJob[], onEvent: RunOptions['onEvent']) {
+  constructor(jobs: readonly SimJob[], onEvent: RunOptions['onEvent'], network?: NetworkWorld) {
     this.jobs = jobs;
     this.onEvent = onEvent;
+    this.network = network;
   }
 
   get now(): number {

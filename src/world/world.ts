@@ -1,3 +1,4 @@
+import type { InstancePlacement } from '../core/network.js';
 import type { InstanceLifecycle, JobStatus, TaskState } from './entities.js';
 import type { TraceJob } from './trace.js';
 
@@ -16,6 +17,8 @@ export interface WorldInstance {
   readonly images: readonly string[];
   /** Planned but not launched yet: launching it now would break a cap (it launches once room frees). */
   readonly launchDeferred?: boolean | undefined;
+  /** Its zone and cluster placement group, when known. */
+  readonly placement?: InstancePlacement | undefined;
 }
 
 export interface WorldTask {

@@ -183,6 +183,57 @@ describe('client commands (in-process)', () => {
     ]);
   });
 
+  it('cluster shows where instances are (zone/placement group) and the round trips measured between them', async () => {
+    const a = service.store.createInstance({
+      typeName: 'c7i.large',
+      availabilityZone: 'us-east-1b',
+      placementGroup: 'job-9',
+    });
+    const b = service.store.createInstance({ typeName: 'c7i.large', availabilityZone: 'us-east-1c' });
+    const now = Date.now() / 1000;
+    service.latency = () => ({
+      pairs: [
+        {
+          fromInstanceId: a.id,
+          toInstanceId: b.id,
+          maxMicroseconds: 5210,
+          p99Microseconds: 412,
+          samples: 6,
+          failures: 0,
+          windowSeconds: 60,
+          atSeconds: now - 2,
+        },
+        {
+          fromInstanceId: b.id,
+          toInstanceId: a.id,
+          samples: 0,
+          failures: 6,
+          windowSeconds: 60,
+          atSeconds: now - 2,
+        },
+      ],
+      probes: [],
+    });
+    try {
+      const shown = (await run(['cluster'], ADMIN_TOKEN)).stdout;
+      expect(shown).toMatch(new RegExp(`${a.id}\\s+-\\s+c7i\\.large\\s+requested\\s+us-east-1b/job-9\\s`));
+      expect(shown).toMatch(new RegExp(`${b.id}\\s+-\\s+c7i\\.large\\s+requested\\s+us-east-1c\\s`));
+      expect(shown).toContain('round trips measured by the workers');
+      expect(shown).toMatch(new RegExp(`${a.id}\\s+${b.id}\\s+5\\.21 ms\\s+412 µs\\s+6\\s+0\\s+2 s`));
+      expect(shown).toMatch(new RegExp(`${b.id}\\s+${a.id}\\s+-\\s+-\\s+0\\s+6\\s`));
+      const json = JSON.parse((await run(['cluster', '--json'], ADMIN_TOKEN)).stdout) as {
+        latency: { pairs: unknown[] };
+      };
+      expect(json.latency.pairs).toHaveLength(2);
+    } finally {
+      service.latency = undefined;
+      service.store.setInstanceState(a.id, 'terminated');
+      service.store.setInstanceState(b.id, 'terminated');
+    }
+    // Nothing measured: no round-trip table at all.
+    expect((await run(['cluster'], ADMIN_TOKEN)).stdout).not.toContain('round trips');
+  });
+
   it("cluster and why show a team's own tasks and decisions", async () => {
     const job = service.submit(SPEC, 'vision');
     const foreign = service.submit({ ...SPEC, team: 'nlp', name: 'theirs' }, 'nlp');

@@ -52,7 +52,13 @@ class CountingSpawner implements WorkerSpawner {
     if (pid !== undefined) spawned.push(pid);
     return pid;
   }
+  /** The next kill fails before killing anything, as a controller SIGKILLed mid-terminate would leave it. */
+  failNextKill = false;
   kill(instance: LocalInstance): Promise<void> {
+    if (this.failNextKill) {
+      this.failNextKill = false;
+      return Promise.reject(new Error('killed mid-terminate'));
+    }
     return this.inner.kill(instance);
   }
 }
@@ -61,7 +67,7 @@ function provider(dir: string): { provider: LocalProvider; spawner: CountingSpaw
   const spawner = new CountingSpawner(
     new ProcessWorkerSpawner({
       controllerUrl: 'http://127.0.0.1:9',
-      workerToken: 'unused-token',
+      launchSecretKey: 'unused-key',
       executorKind: 'process',
       executorFor: (instanceDir) => new ProcessExecutor({ stateDir: join(instanceDir, 'executor') }),
       main: FAKE_WORKER,
@@ -106,6 +112,7 @@ describe('local provider (real worker processes)', () => {
         return { provider: provider(dir).provider, reopen: () => provider(dir).provider };
       },
       typeNames: ['c.x', 'd.x'],
+      zones: ['local'],
       unknownInstanceId: 'local-000000000000',
     });
   });
@@ -200,6 +207,21 @@ describe('local provider (real worker processes)', () => {
     expect(terminatedAt).toBeGreaterThan(0);
     await p.terminate([id]); // again: no error, the first termination time is kept
     expect(p.instances()[0]?.terminatedAtMs).toBe(terminatedAt);
+  });
+
+  it('a terminate cut short after recording the instance terminated kills its worker when retried', async () => {
+    const dir = join(tmp, 'terminate-crash');
+    const { provider: p, spawner } = provider(dir);
+    const id = (await p.launch(request('c-1'))).instanceIds[0] as string;
+    const pid = pidOf(p, id);
+    // The controller dies between recording the termination and killing anything (the first kill never happens).
+    spawner.failNextKill = true;
+    await expect(p.terminate([id])).rejects.toThrow(/killed mid-terminate/);
+    expect(p.instances()[0]?.state).toBe('terminated');
+    expect(alive(pid)).toBe(true);
+    // A restarted controller carries out its pending terminate again: the worker is killed this time.
+    await provider(dir).provider.terminate([id]);
+    expect(await waitDead(pid)).toBe(true);
   });
 
   it('state survives a provider restart: a new provider object finds the instances and their tokens', async () => {

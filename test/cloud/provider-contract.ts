@@ -2,8 +2,8 @@
  * The behaviour every CloudProvider must have (src/cloud/provider.ts), run against each implementation: the local
  * provider (local-provider.test.ts), EC2 on moto_server (aws/ec2-provider.test.ts), and any other with one call of
  * cloudProviderContract. The controller's reconciliation relies on exactly this: launches validated before anything
- * happens, idempotency tokens, instances found again by their cluster tag (also by a restarted controller), and a
- * terminate that can be retried.
+ * happens, idempotency tokens, instances found again by their cluster tag (also by a restarted controller), a
+ * terminate that can be retried, and the placement asked for (zone, placement group) honoured and reported as obtained.
  *
  * Every test uses cluster names of its own, so a provider may share one cloud across tests (moto keeps its state for
  * the whole file). Provider-specific timing (a cloud showing "pending" before "running", "shutting-down" before
@@ -15,6 +15,7 @@ import {
   TAG_CLUSTER,
   TAG_INSTANCE_KEY,
   TAG_LAUNCH_TOKEN,
+  TAG_PLACEMENT_GROUP,
   TAG_PLAN,
   type CloudInstance,
   type CloudProvider,
@@ -39,6 +40,8 @@ export interface ProviderContractOptions {
   readonly open: () => ProviderFixture | Promise<ProviderFixture>;
   /** Two different instance types the provider can launch. */
   readonly typeNames: readonly [string, string];
+  /** The availability zones the provider places instances in (at least one). */
+  readonly zones: readonly string[];
   /** An instance id in the provider's own format that no launch returned: terminate must ignore it. */
   readonly unknownInstanceId: string;
   /** Returns once the launched instances are listed as running. Default: they are as soon as launch returns. */
@@ -300,6 +303,64 @@ export function cloudProviderContract(options: ProviderContractOptions): void {
     expect(result.instanceIds).toHaveLength(1);
     await waitRunning({ provider, clusterName: c.name, instanceIds: result.instanceIds });
     expect(ids(await provider.list(c.name))).toEqual([...result.instanceIds]);
+  });
+
+  it('launches into the zone asked for when it has a placement there', async () => {
+    const { provider } = await options.open();
+    const c = cluster();
+    const zone = options.zones.at(-1) as string;
+    const result = await provider.launch(c.request({ availabilityZones: [zone] }));
+    expect(result.availabilityZone).toBe(zone);
+    await waitRunning({ provider, clusterName: c.name, instanceIds: result.instanceIds });
+    expect((await provider.list(c.name)).map((i) => i.availabilityZone)).toEqual([zone]);
+  });
+
+  it('launches into the placement group asked for, reports it, and keeps it across retries and restarts', async () => {
+    const fixture = await options.open();
+    const { provider } = fixture;
+    const c = cluster();
+    const zone = options.zones[0] as string;
+    const a = await provider.launch(
+      c.request({ idempotencyToken: `${c.name}-a`, placementGroup: 'job-7', availabilityZones: [zone] }),
+    );
+    const b = await provider.launch(
+      c.request({ idempotencyToken: `${c.name}-b`, instanceKey: 'slot-b', placementGroup: 'job-7' }),
+    );
+    const plain = await provider.launch(
+      c.request({ idempotencyToken: `${c.name}-p`, instanceKey: 'slot-p' }),
+    );
+    expect([a.placementGroup, b.placementGroup, plain.placementGroup]).toEqual(['job-7', 'job-7', undefined]);
+    expect(a.availabilityZone).toBe(zone);
+    expect(a.placementFallback).toBeUndefined();
+    const all = [...a.instanceIds, ...b.instanceIds, ...plain.instanceIds];
+    await waitRunning({ provider, clusterName: c.name, instanceIds: all });
+
+    const view = (list: readonly CloudInstance[]): Record<string, unknown> =>
+      Object.fromEntries(list.map((i) => [i.instanceId, [i.placementGroup, i.tags[TAG_PLACEMENT_GROUP]]]));
+    const expected = {
+      [a.instanceIds[0] as string]: ['job-7', 'job-7'],
+      [b.instanceIds[0] as string]: ['job-7', 'job-7'],
+      [plain.instanceIds[0] as string]: [undefined, undefined],
+    };
+    expect(view(await provider.list(c.name))).toEqual(expected);
+    const restarted = await fixture.reopen();
+    expect(view(await restarted.list(c.name))).toEqual(expected);
+    expect(
+      await restarted.launch(c.request({ idempotencyToken: `${c.name}-a`, placementGroup: 'job-7' })),
+    ).toMatchObject({ instanceIds: a.instanceIds, placementGroup: 'job-7', reusedExisting: true });
+  });
+
+  it.each<[string, Record<string, unknown>]>([
+    ['a placement group with a slash', { placementGroup: 'job/7' }],
+    ['an empty placement group', { placementGroup: '' }],
+    ['a 129-character placement group', { placementGroup: 'g'.repeat(129) }],
+  ])('refuses %s, naming the field', async (_label, override) => {
+    const { provider } = await options.open();
+    const c = cluster();
+    await expect(provider.launch({ ...c.request(), ...override } as LaunchRequest)).rejects.toThrow(
+      /placementGroup/,
+    );
+    expect(await provider.list(c.name, { includeTerminated: true })).toEqual([]);
   });
 
   it('reports no capacity constraint for a type it was never refused (when it tracks capacity at all)', async () => {

@@ -1,7 +1,10 @@
+import type { Readable } from 'node:stream';
+import { readAll } from '../../src/storage/streams.js';
 import { findType, type Catalog } from '../../src/core/catalog.js';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import type { ApiControllerService, ContextInfo } from '../../src/controller/api/server.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
+import type { LatencyMatrixView } from '../../src/controller/latency-matrix.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { ClusterView, CostReport, WhyRecord } from '../../src/controller/service.js';
 import type { InstanceRecord, JobRecord } from '../../src/controller/state-store.js';
@@ -26,6 +29,8 @@ export class FakeControllerService implements ApiControllerService {
   reportsWritten = 0;
   /** Per-job costs the fake reports (the controller computes them from instance time). */
   jobCosts = new Map<string, number>();
+  /** The latency matrix, when a test serves one (the controller's comes from its workers). */
+  latency?: () => LatencyMatrixView;
 
   submit(spec: JobSpec, team: string): JobRecord {
     const job = this.store.submitJob({ ...spec, team });
@@ -53,6 +58,7 @@ export class FakeControllerService implements ApiControllerService {
         taskIds: this.store.listTasks({ instanceId: i.id }).map((t) => t.id),
       }));
     return {
+      orphans: [],
       instances,
       tasks: this.store.listTasks({ states: ['pending', 'starting', 'running', 'checkpointing'] }),
       costPerHour: instances.reduce((sum, i) => sum + i.costPerHour, 0),
@@ -114,7 +120,9 @@ export class FakeControllerService implements ApiControllerService {
     return `memory://reports/${this.reportsWritten}.json`;
   }
 
-  async storeContext(archive: Buffer, info: ContextInfo): Promise<string> {
+  /** Reads the upload whole (a fake's liberty) and keeps it in memory; a failing upload stores nothing. */
+  async storeContext(upload: Readable, info: ContextInfo): Promise<string> {
+    const archive = await readAll(upload);
     const ref = `contexts/${info.sha256}.tar.gz`;
     this.contexts.set(ref, { archive, info });
     return ref;
@@ -141,15 +149,16 @@ export class FakeWorkerEndpoint implements WorkerEndpoint {
   readonly registrations: RegisterRequest[] = [];
   readonly heartbeats: HeartbeatRequest[] = [];
 
-  register(bootstrapToken: string, request: RegisterRequest): RegisterResponse {
-    if (bootstrapToken !== WORKER_BOOTSTRAP_TOKEN) throw new WorkerProtocolError(401, 'invalid worker token');
+  register(bootstrapToken: string, request: RegisterRequest): Promise<RegisterResponse> {
+    if (bootstrapToken !== WORKER_BOOTSTRAP_TOKEN)
+      return Promise.reject(new WorkerProtocolError(401, 'invalid worker token'));
     this.registrations.push(request);
-    return {
+    return Promise.resolve({
       instanceId: 'inst-1',
       workerToken: WORKER_INSTANCE_TOKEN,
       heartbeatSeconds: 5,
       objectStore: '/tmp/objects',
-    };
+    });
   }
 
   heartbeat(instanceToken: string, request: HeartbeatRequest): HeartbeatResponse {

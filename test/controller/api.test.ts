@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +17,7 @@ import {
   WORKER_INSTANCE_TOKEN,
   type FakeControllerService,
 } from './api-fake-service.js';
+import { craftTar } from '../helpers/tar.js';
 
 const RESNET_YAML = readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', 'resnet.yaml'), 'utf8');
 const GPT2_YAML = readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', 'gpt2.yaml'), 'utf8');
@@ -90,7 +92,18 @@ describe('controller API: basics', () => {
     expect(server.port).toBeGreaterThan(0);
     const health = await call('GET', '/healthz');
     expect(health.status).toBe(200);
-    expect(health.body).toEqual({ status: 'ok', latestRound: null });
+    expect(health.body).toEqual({
+      status: 'ok',
+      latestRound: null,
+      role: 'active',
+      epoch: null,
+      holder: null,
+      activeUrl: null,
+    });
+    // A controller with a state of its own (no lease) is the active one, ready for a load balancer.
+    const ready = await call('GET', '/readyz');
+    expect(ready.status).toBe(200);
+    expect(ready.body).toMatchObject({ status: 'active', role: 'active', epoch: null });
   });
 
   it('documents every route it serves in /openapi.json', async () => {
@@ -527,6 +540,29 @@ describe('controller API: malformed and oversized requests', () => {
     ]);
   });
 
+  it('a key that is not a plain name is quoted in the field path, so it cannot pass for another field or line', async () => {
+    const answer = await call('POST', '/v1/jobs', {
+      token: ADMIN_TOKEN,
+      json: {
+        name: 'odd-keys',
+        team: 'vision',
+        tasks: [
+          {
+            image: 'x',
+            env: { 'A: b\ntasks.0.image: forged': '1', ['K-'.repeat(50)]: '2' },
+            demand: { 'p3: x': [0, 1, 1] },
+          },
+        ],
+      },
+    });
+    expect(answer.status).toBe(400);
+    expect(errorOf(answer).details).toEqual([
+      'tasks.0.env["A: b\\ntasks.0.image: forged"]: environment names are letters, digits and _, not starting with a digit',
+      `tasks.0.env["${'K-'.repeat(32)}…"]: environment names are letters, digits and _, not starting with a digit`,
+      'tasks.0.demand["p3: x"]: not a family name (e.g. p3, c7i, r7i or any)',
+    ]);
+  });
+
   it('malformed JSON and YAML are 400 naming the problem', async () => {
     const json = await call('POST', '/v1/jobs', {
       token: ADMIN_TOKEN,
@@ -546,6 +582,22 @@ describe('controller API: malformed and oversized requests', () => {
     expect(empty.status).toBe(400);
     const list = await call('POST', '/v1/jobs', { token: ADMIN_TOKEN, json: [1, 2] });
     expect(errorOf(list).details?.[0]).toMatch(/^\(root\): expected a job spec/);
+  });
+
+  it('a path that is not valid percent-encoding, or an overlong path parameter, is an API error, not fastify’s', async () => {
+    for (const path of ['/v1/tokens/%ff%fe%fd/revoke', '/v1/jobs/%C0%AF']) {
+      const answer = await call('GET', path, { token: ADMIN_TOKEN });
+      expect(answer.status, answer.text).toBe(400);
+      expect(answer.body).toEqual({
+        error: 'malformed URL',
+        details: [expect.stringMatching(/^path: not valid percent-encoding/)],
+      });
+    }
+    const long = await call('GET', `/v1/jobs/${'j'.repeat(129)}`, { token: ADMIN_TOKEN });
+    expect(long.status, long.text).toBe(414);
+    expect(long.body).toEqual({ error: expect.stringMatching(/longer than 128 characters/) });
+    // The longest id a route takes still reaches the route (and is not found).
+    expect((await call('GET', `/v1/jobs/${'j'.repeat(128)}`, { token: ADMIN_TOKEN })).status).toBe(404);
   });
 
   it('a body over 1 MiB is 413 with a clear message; other content types 415', async () => {
@@ -578,29 +630,25 @@ describe('controller API: malformed and oversized requests', () => {
   });
 
   it('build contexts: a tar is stored and its reference returned; garbage is 400', async () => {
-    const tar = Buffer.alloc(2048);
-    tar.write('Dockerfile', 0);
-    tar.write('ustar\0', 257, 'latin1');
-    const stored = await call('POST', '/v1/contexts', {
+    const tar = await craftTar([{ name: 'Dockerfile', content: 'FROM busybox\n' }]);
+    const sha256 = createHash('sha256').update(tar).digest('hex');
+    const stored = await call('POST', `/v1/contexts?sha256=${sha256}`, {
       token: VISION_TOKEN,
       body: new Uint8Array(tar),
       contentType: 'application/x-tar',
     });
-    expect(stored.status).toBe(201);
-    const { ref, sha256, sizeBytes } = stored.body as { ref: string; sha256: string; sizeBytes: number };
-    expect(sizeBytes).toBe(2048);
+    expect(stored.status, stored.text).toBe(201);
+    const { ref, sizeBytes } = stored.body as { ref: string; sha256: string; sizeBytes: number };
+    expect(sizeBytes).toBe(tar.length);
     expect(ref).toBe(`contexts/${sha256}.tar.gz`);
-    expect(service.contexts.get(ref)?.info).toMatchObject({
-      team: 'vision',
-      encoding: 'tar',
-      sizeBytes: 2048,
-    });
-    const garbage = await call('POST', '/v1/contexts', {
+    expect(service.contexts.get(ref)?.info).toMatchObject({ team: 'vision', encoding: 'tar', sha256 });
+    const garbage = await call('POST', `/v1/contexts?sha256=${'0'.repeat(64)}`, {
       token: VISION_TOKEN,
       body: 'not a tar',
       contentType: 'application/x-tar',
     });
     expect(garbage.status).toBe(400);
+    expect(errorOf(garbage).error).toMatch(/^not a tar archive: /);
   });
 });
 
@@ -663,7 +711,7 @@ describe('controller API: optional capabilities', () => {
       );
       const tar = Buffer.alloc(1024);
       tar.write('ustar\0', 257, 'latin1');
-      const context = await post('/v1/contexts', {
+      const context = await post(`/v1/contexts?sha256=${'0'.repeat(64)}`, {
         body: new Uint8Array(tar),
         headers: { 'content-type': 'application/x-tar' },
       });

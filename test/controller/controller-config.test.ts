@@ -6,7 +6,8 @@ import { ValidationError } from '../../src/core/validation.js';
 import { ensureSecretFile } from '../../src/cli/commands/controller.js';
 import { parseListen } from '../../src/controller/config.js';
 import { loadControllerConfig } from '../../src/controller/config-loading.js';
-import { settingsFromConfig } from '../../src/controller/settings.js';
+import { contextLimitsFrom, settingsFromConfig } from '../../src/controller/settings.js';
+import { DEFAULT_CONTEXT_LIMITS } from '../../src/protocol/context-limits.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-config-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -51,7 +52,8 @@ describe('controller configuration', () => {
       roundSeconds: 5,
       pollSeconds: 5,
       dryRun: false,
-      orphans: 'adopt',
+      // An instance the state does not know may run work nobody accounts for: kept and reported unless told otherwise.
+      orphans: 'keep',
       caps: {},
       reportEverySeconds: 3600,
       workerRegistration: { timeoutSeconds: 900, backoffBaseSeconds: 60, backoffMaxSeconds: 3600 },
@@ -66,7 +68,37 @@ describe('controller configuration', () => {
       pollSeconds: 15,
       region: 'us-east-1',
       objectStore: '/var/lib/fw/objects',
+      backupSeconds: 60,
+      backupKeep: 10,
     });
+  });
+
+  it('takes the backup period and how many backups to keep from the file or flags, bounded', () => {
+    const path = file(
+      'backups.yaml',
+      ['cluster: c', 'stateDir: s', 'backupSeconds: 30', 'backupKeep: 48'].join('\n'),
+    );
+    expect(
+      loadControllerConfig({ flags: { config: path }, env: {}, defaultRegion: 'us-east-1' }),
+    ).toMatchObject({
+      backupSeconds: 30,
+      backupKeep: 48,
+    });
+    const flagged = loadControllerConfig({
+      flags: { config: path, backupSeconds: '0', backupKeep: '3' },
+      env: {},
+      defaultRegion: 'us-east-1',
+    });
+    expect(flagged).toMatchObject({ backupSeconds: 0, backupKeep: 3 });
+    const bad = problemsOf(() =>
+      loadControllerConfig({
+        flags: { cluster: 'c', stateDir: 's', backupSeconds: '1e300', backupKeep: '0' },
+        env: {},
+        defaultRegion: 'us-east-1',
+      }),
+    );
+    expect(bad.problems).toContain('--backup-seconds: at most a day (86400)');
+    expect(bad.problems).toContain('--backup-keep: must be ≥ 1');
   });
 
   it('lets flags override the file, and resolves the file’s state directory next to it', () => {
@@ -116,7 +148,7 @@ describe('controller configuration', () => {
   it('names the flag, or the file field and its line, in errors', () => {
     const flagged = problemsOf(() =>
       loadControllerConfig({
-        flags: { cluster: 'c', stateDir: 's', roundSeconds: 'soon', maxInstances: '0', orphans: 'keep' },
+        flags: { cluster: 'c', stateDir: 's', roundSeconds: 'soon', maxInstances: '0', orphans: 'drop' },
         env: {},
         defaultRegion: 'us-east-1',
       }),
@@ -189,6 +221,55 @@ describe('controller configuration', () => {
     expect(problems).toContain('scheduler.paybackMargin (line 4): must be ≥ 1');
     expect(problems).toContain('scheduler.packingEfficiency (line 5): must be ≤ 1');
     expect(problems.some((p) => p.startsWith('scheduler') && p.includes('k'))).toBe(true);
+  });
+
+  it('takes build context limits for everyone and per team, field by field, and the loop-stuck threshold', () => {
+    const path = file(
+      'contexts.yaml',
+      [
+        'cluster: c',
+        'stateDir: s',
+        'loopStuckSeconds: 90',
+        'buildContexts:',
+        '  maxArchiveBytes: 1000000',
+        '  teams:',
+        '    vision: { maxExpandedBytes: 5000000, maxExpansionRatio: 20 }',
+      ].join('\n'),
+    );
+    const config = loadControllerConfig({ flags: { config: path }, env: {}, defaultRegion: 'us-east-1' });
+    const limits = contextLimitsFrom(config.buildContexts);
+    expect(limits('vision')).toEqual({
+      maxArchiveBytes: 1_000_000,
+      maxExpandedBytes: 5_000_000,
+      maxExpansionRatio: 20,
+    });
+    expect(limits('nlp')).toEqual({ ...DEFAULT_CONTEXT_LIMITS, maxArchiveBytes: 1_000_000 });
+    expect(limits(undefined)).toEqual(limits('nlp'));
+    expect(settingsFromConfig(config).loopStuckSeconds).toBe(90);
+    const plain = loadControllerConfig({
+      flags: { cluster: 'c', stateDir: 's' },
+      env: {},
+      defaultRegion: 'us-east-1',
+    });
+    expect(contextLimitsFrom(plain.buildContexts)('vision')).toEqual(DEFAULT_CONTEXT_LIMITS);
+    expect(settingsFromConfig(plain).loopStuckSeconds).toBe(60);
+
+    const bad = file(
+      'bad-contexts.yaml',
+      [
+        'cluster: c',
+        'stateDir: s',
+        'buildContexts:',
+        '  maxExpansionRatio: 0.5',
+        '  teams:',
+        '    v: { maxArchiveBytes: 1.5 }',
+      ].join('\n'),
+    );
+    const problems = problemsOf(() =>
+      loadControllerConfig({ flags: { config: bad }, env: {}, defaultRegion: 'us-east-1' }),
+    ).problems;
+    expect(problems).toContain('buildContexts.maxExpansionRatio (line 4): must be ≥ 1');
+    expect(problems).toContain('buildContexts.teams.v.maxArchiveBytes (line 6): a whole number of bytes');
   });
 
   it('splits listen addresses', () => {

@@ -9,6 +9,7 @@ import {
   TAG_CLUSTER,
   TAG_INSTANCE_KEY,
   TAG_LAUNCH_TOKEN,
+  TAG_PLACEMENT_GROUP,
   TAG_PLAN,
   ThrottlingError,
   launchRequestSchema,
@@ -84,6 +85,13 @@ interface FakeInstance {
 export class FakeCloud implements CloudProvider {
   readonly instances = new Map<string, FakeInstance>();
   readonly calls = { launch: 0, list: 0, terminate: 0, runInstances: 0 };
+  /** Every launch request, as validated (what the controller asked for: type, zones, placement group). */
+  readonly requests: LaunchRequest[] = [];
+  /** Placement groups with no room: a launch into one lands in its zone without the group. */
+  readonly fullGroups = new Set<string>();
+  /** Placement groups that exist (created by a launch into them), and the `keep` sets of each cleanup call. */
+  readonly groups = new Set<string>();
+  readonly groupCleanups: ReadonlySet<string>[] = [];
   /** Types for which every zone answers InsufficientInstanceCapacity. */
   readonly noCapacity = new Set<string>();
   /** The next N launches fail with a ThrottlingError (after the provider's own retries). */
@@ -97,6 +105,7 @@ export class FakeCloud implements CloudProvider {
   async launch(input: LaunchRequest): Promise<LaunchResult> {
     this.calls.launch += 1;
     const request = launchRequestSchema.parse(input);
+    this.requests.push(request);
     const existing = [...this.instances.values()].filter(
       (i) =>
         i.tags[TAG_LAUNCH_TOKEN] === request.idempotencyToken && i.tags[TAG_CLUSTER] === request.clusterName,
@@ -105,6 +114,7 @@ export class FakeCloud implements CloudProvider {
       return {
         instanceIds: existing.map((i) => i.id),
         availabilityZone: existing[0]?.zone,
+        placementGroup: existing[0]?.tags[TAG_PLACEMENT_GROUP],
         reusedExisting: true,
       };
     if (this.throttleNextLaunches > 0) {
@@ -116,11 +126,17 @@ export class FakeCloud implements CloudProvider {
     this.calls.runInstances += 1;
     this.seq += 1;
     const id = `i-${this.seq.toString(16).padStart(17, '0')}`;
+    const zone = request.availabilityZones.find((z) => this.zones.includes(z)) ?? (this.zones[0] as string);
+    if (request.placementGroup !== undefined) this.groups.add(request.placementGroup);
+    const group =
+      request.placementGroup !== undefined && !this.fullGroups.has(request.placementGroup)
+        ? request.placementGroup
+        : undefined;
     this.instances.set(id, {
       id,
       typeName: request.typeName,
       state: this.bootInstantly ? 'running' : 'pending',
-      zone: this.zones[0] as string,
+      zone,
       launchedAtMs: this.seq,
       tags: {
         ...request.tags,
@@ -128,9 +144,18 @@ export class FakeCloud implements CloudProvider {
         [TAG_PLAN]: request.planId,
         [TAG_INSTANCE_KEY]: request.instanceKey,
         [TAG_LAUNCH_TOKEN]: request.idempotencyToken,
+        ...(group === undefined ? {} : { [TAG_PLACEMENT_GROUP]: group }),
       },
     });
-    return { instanceIds: [id], availabilityZone: this.zones[0], reusedExisting: false };
+    return {
+      instanceIds: [id],
+      availabilityZone: zone,
+      placementGroup: group,
+      ...(group === undefined && request.placementGroup !== undefined
+        ? { placementFallback: `placement group ${request.placementGroup} is full` }
+        : {}),
+      reusedExisting: false,
+    };
   }
 
   async terminate(ids: readonly string[]): Promise<void> {
@@ -156,12 +181,22 @@ export class FakeCloud implements CloudProvider {
         tags: { ...i.tags },
         launchTime: new Date(i.launchedAtMs),
         availabilityZone: i.zone,
+        placementGroup: i.tags[TAG_PLACEMENT_GROUP],
         privateIpAddress: undefined,
       }));
   }
 
   isCapacityConstrained(typeName: string): boolean {
     return this.noCapacity.has(typeName);
+  }
+
+  /** As EC2: a group some live instance is in stays (InUse). */
+  async deletePlacementGroups(_clusterName: string, keep: ReadonlySet<string>): Promise<string[]> {
+    this.groupCleanups.push(new Set(keep));
+    const inUse = new Set(this.live().map((i) => i.tags[TAG_PLACEMENT_GROUP]));
+    const deleted = [...this.groups].filter((g) => !keep.has(g) && !inUse.has(g)).sort();
+    for (const g of deleted) this.groups.delete(g);
+    return deleted;
   }
 
   bootAll(): void {

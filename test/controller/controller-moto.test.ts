@@ -61,6 +61,12 @@ function seam(
       calls.push('DescribeInstanceTypes');
       return real.describeInstanceTypes(input);
     },
+    createPlacementGroup: (input: Parameters<Ec2Api['createPlacementGroup']>[0]) =>
+      real.createPlacementGroup(input),
+    describePlacementGroups: (input: Parameters<Ec2Api['describePlacementGroups']>[0]) =>
+      real.describePlacementGroups(input),
+    deletePlacementGroup: (input: Parameters<Ec2Api['deletePlacementGroup']>[0]) =>
+      real.deletePlacementGroup(input),
   };
 }
 

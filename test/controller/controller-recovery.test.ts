@@ -49,6 +49,12 @@ function countingApi(real: Ec2Api): Ec2Api & { runs: number } {
       real.terminateInstances(input),
     describeInstanceTypes: (input: Parameters<Ec2Api['describeInstanceTypes']>[0]) =>
       real.describeInstanceTypes(input),
+    createPlacementGroup: (input: Parameters<Ec2Api['createPlacementGroup']>[0]) =>
+      real.createPlacementGroup(input),
+    describePlacementGroups: (input: Parameters<Ec2Api['describePlacementGroups']>[0]) =>
+      real.describePlacementGroups(input),
+    deletePlacementGroup: (input: Parameters<Ec2Api['deletePlacementGroup']>[0]) =>
+      real.deletePlacementGroup(input),
   };
   return api;
 }

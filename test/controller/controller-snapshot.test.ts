@@ -20,7 +20,14 @@ describe('snapshot of the store for the scheduler', () => {
     const queued = r.controller.submit(jobSpec('later', CPU_SMALL), 'research');
     const snapshot = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));
     expect(snapshot.instances).toEqual([
-      { id: 'inst-1', typeName: 'c7i.xlarge', state: 'running', taskIds: [`${running.id}.0`] },
+      {
+        id: 'inst-1',
+        typeName: 'c7i.xlarge',
+        state: 'running',
+        taskIds: [`${running.id}.0`],
+        // Where the cloud put it (the fake cloud's first zone; no placement group asked for).
+        placement: { zone: 'us-east-1a' },
+      },
     ]);
     expect(snapshot.tasks.map((t) => [t.id, t.instanceId, t.key])).toEqual([
       [`${running.id}.0`, 'inst-1', r.store.getTask(`${running.id}.0`)?.workloadKey],

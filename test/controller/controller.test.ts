@@ -4,6 +4,7 @@ import { SCHEDULER_STATE_KEY } from '../../src/controller/scheduler-state.js';
 import { CloudOnlyTaskControl, type TaskControl } from '../../src/controller/seams.js';
 import { LAUNCH_BACKOFF_KEY } from '../../src/controller/reconcile/effects/registrations.js';
 import type { InstanceRecord } from '../../src/controller/state-store.js';
+import { recordPreviousStoreId } from '../../src/controller/state/lineage.js';
 import type { Scheduler } from '../../src/scheduler/types.js';
 import { CPU_SMALL, FakeCloud, GPU_ONE, jobSpec, liveRecords, MEM_BIG, rig } from './controller-fixtures.js';
 
@@ -281,6 +282,74 @@ describe('controller rounds against an in-memory cloud', () => {
       state: 'terminated',
       reason: 'orphan (policy: terminate)',
     });
+  });
+
+  it('keeps and reports an orphan under the keep policy: never used, never terminated', async () => {
+    const errors: string[] = [];
+    const logger = { info() {}, warn() {}, error: (message: string) => void errors.push(message) };
+    const keep = rig({ orphanPolicy: 'keep' }, { logger });
+    const orphan = keep.cloud.addForeign('test', 'c7i.xlarge');
+    const exotic = keep.cloud.addForeign('test', 't2.micro'); // not in the catalog: kept all the same
+    const job = keep.controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await keep.controller.recover();
+    for (let round = 0; round < 3; round++) {
+      await keep.controller.runRound('period');
+      keep.clock.advance(301);
+    }
+    // Not recorded, not planned on (the job got an instance of its own), not terminated.
+    expect(keep.store.findInstanceByCloudId(orphan)).toBeUndefined();
+    expect(keep.cloud.calls.runInstances).toBe(1);
+    expect(keep.store.getTask(`${job.id}.0`)?.instanceId).toBe('inst-1');
+    for (const id of [orphan, exotic]) expect(keep.cloud.instances.get(id)?.state).toBe('running');
+    expect(keep.controller.cluster().orphans).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ cloudId: orphan, typeName: 'c7i.xlarge', policy: 'keep' }),
+        expect.objectContaining({ cloudId: exotic, typeName: 't2.micro', policy: 'keep' }),
+      ]),
+    );
+    // Reported once each at error level, not on every pass.
+    expect(errors.filter((e) => e.includes(orphan))).toHaveLength(1);
+    expect(errors.find((e) => e.includes(orphan))).toMatch(/not accounted for.*--orphans adopt/);
+    // Once it is gone (the operator stopped it), it is no longer reported.
+    await keep.cloud.terminate([orphan]);
+    await keep.controller.reconcile();
+    expect(keep.controller.cluster().orphans.map((o) => o.cloudId)).toEqual([exotic]);
+  });
+
+  it('terminates a second instance of its own launch under the keep policy: no task of ours can be on it', async () => {
+    const keep = rig({ orphanPolicy: 'keep' });
+    keep.controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await keep.controller.runRound();
+    const record = keep.store.getInstance('inst-1') as InstanceRecord;
+    const twin = keep.cloud.addForeign('test', record.typeName);
+    const twinRecord = keep.cloud.instances.get(twin);
+    if (twinRecord === undefined) throw new Error('no twin');
+    keep.cloud.instances.set(twin, {
+      ...twinRecord,
+      tags: { ...twinRecord.tags, [TAG_LAUNCH_TOKEN]: record.launchToken },
+    });
+    await keep.controller.reconcile();
+    await keep.controller.reconcile();
+    expect(keep.cloud.instances.get(twin)?.state).toBe('terminated');
+    expect(keep.store.findInstanceByCloudId(twin)?.reason).toMatch(/a second instance of a launch of ours/);
+    expect(keep.controller.cluster().orphans).toEqual([]);
+  });
+
+  it('adopts under the keep policy an instance launched under the store id a restored state had before', async () => {
+    const keep = rig({ orphanPolicy: 'keep' });
+    recordPreviousStoreId(keep.store, 'old-box');
+    const ours = keep.cloud.addForeign('test', 'c7i.xlarge');
+    const foreign = keep.cloud.addForeign('test', 'c7i.xlarge');
+    const tagged = keep.cloud.instances.get(ours);
+    if (tagged === undefined) throw new Error('no instance');
+    keep.cloud.instances.set(ours, {
+      ...tagged,
+      tags: { ...tagged.tags, [TAG_LAUNCH_TOKEN]: 'old-box-inst-7' },
+    });
+    await keep.controller.reconcile();
+    expect(keep.store.findInstanceByCloudId(ours)?.state).toBe('running');
+    expect(keep.store.findInstanceByCloudId(foreign)).toBeUndefined();
+    expect(keep.controller.cluster().orphans.map((o) => o.cloudId)).toEqual([foreign]);
   });
 
   it('keeps a plan within the instance cap and explains who waits', async () => {

@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -152,11 +153,15 @@ describe('cost reports', () => {
     const { controller } = rig({}, { objectStore: objects });
     const archive = Buffer.from('fake tar bytes');
     const sha256 = 'a'.repeat(64);
-    const ref = await controller.storeContext(archive, { sha256, encoding: 'gzip', team: 'red' });
+    const ref = await controller.storeContext(Readable.from([archive]), {
+      sha256,
+      encoding: 'gzip',
+      team: 'red',
+    });
     expect(ref).toBe(`${objects.location}/contexts/${sha256}.tar.gz`);
     expect((await objects.getBuffer(`contexts/${sha256}.tar.gz`)).toString()).toBe('fake tar bytes');
     await expect(
-      controller.storeContext(archive, { sha256: '../x', encoding: 'tar', team: undefined }),
+      controller.storeContext(Readable.from([archive]), { sha256: '../x', encoding: 'tar', team: undefined }),
     ).rejects.toThrow(/sha256/);
     expect(await controller.writeReport()).toMatch(/\/reports\/costs-.*\.json$/);
   });

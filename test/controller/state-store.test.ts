@@ -15,6 +15,7 @@ import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { findPostgresBin, startPostgres, type PostgresServer } from '../helpers/postgres.js';
 import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
@@ -23,6 +24,7 @@ import {
   MIGRATIONS,
   MIGRATIONS_TABLE_SQL,
 } from '../../src/controller/state/sqlite-schema.js';
+import { PostgresStateStore } from '../../src/controller/state/postgres-state-store.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import {
   IllegalTransitionError,
@@ -47,6 +49,21 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 let dbCounter = 0;
 const freshDbPath = (): string => join(scratch, `state-${++dbCounter}.db`);
 
+// One PostgreSQL server for the file (Debian's, test/helpers/postgres.ts); each store gets a schema of its own.
+const postgresBin = findPostgresBin();
+let postgres: PostgresServer | undefined;
+beforeAll(async () => {
+  if (postgresBin !== undefined) postgres = await startPostgres(postgresBin);
+});
+afterAll(() => postgres?.stop());
+function freshPostgresUrl(): string {
+  if (postgres === undefined)
+    throw new Error(
+      'PostgreSQL not found under /usr/lib/postgresql (apt-get install postgresql, or set PG_BIN)',
+    );
+  return postgres.createSchema();
+}
+
 function round(n: number): RoundInput {
   return {
     configuration: {
@@ -68,6 +85,7 @@ type Factory = (nowSeconds: () => number) => StateStore;
 const implementations: readonly (readonly [string, Factory])[] = [
   ['MemoryStateStore', (nowSeconds) => new MemoryStateStore({ nowSeconds, storeId: 'test' })],
   ['SqliteStateStore', (nowSeconds) => new SqliteStateStore(freshDbPath(), { nowSeconds })],
+  ['PostgresStateStore', (nowSeconds) => new PostgresStateStore(freshPostgresUrl(), { nowSeconds })],
 ];
 
 describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
@@ -119,6 +137,28 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(store.listJobs({ team: 'cfd' }).map((j) => j.id)).toEqual([b.id]);
       expect(store.listJobs({ states: [] })).toEqual([]);
       expect(store.getJob('job-99')).toBeUndefined();
+    });
+
+    it('submits a job again with the id and submission time it kept; later ids never reuse it', () => {
+      store.submitJob(RESNET); // job-1
+      clock = 2000;
+      const kept = store.submitJob(DDP, { id: 'job-5', submittedAtSeconds: 1500 });
+      expect(kept).toMatchObject({
+        id: 'job-5',
+        state: 'queued',
+        submittedAtSeconds: 1500,
+        updatedAtSeconds: 2000,
+      });
+      expect(store.listTasks({ jobId: 'job-5' }).map((t) => t.id)).toEqual(['job-5.0', 'job-5.1']);
+      const lower = store.submitJob(FOAM, { id: 'job-3', submittedAtSeconds: 1200 });
+      expect(lower.id).toBe('job-3');
+      // Listed in id order, as they were first submitted, and the next new job comes after the highest kept id.
+      expect(store.submitJob(RESNET).id).toBe('job-6');
+      expect(store.listJobs().map((j) => j.id)).toEqual(['job-1', 'job-3', 'job-5', 'job-6']);
+      expect(() => store.submitJob(RESNET, { id: 'job-5', submittedAtSeconds: 1 })).toThrow(/exists already/);
+      expect(() => store.submitJob(RESNET, { id: 'inst-2', submittedAtSeconds: 1 })).toThrow(/not a job id/);
+      expect(() => store.submitJob(RESNET, { id: 'job-07', submittedAtSeconds: 1 })).toThrow(/not a job id/);
+      expect(store.listJobs()).toHaveLength(4);
     });
 
     it('counts jobs and tasks per state as listing them would', () => {
@@ -342,6 +382,46 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
         'instance.created',
         ...Array<string>(6).fill('instance.state'),
       ]);
+    });
+
+    it('keeps the placement asked for until the launch says what it got; a fallback without the group clears it', () => {
+      const a = store.createInstance({
+        typeName: 'c7i.large',
+        availabilityZone: 'us-east-1b',
+        placementGroup: 'job-7',
+      });
+      expect(a).toMatchObject({ availabilityZone: 'us-east-1b', placementGroup: 'job-7' });
+      expect(store.getInstance(a.id)?.placementGroup).toBe('job-7');
+      // Launched in the group: kept; a state change that does not mention the group keeps it too.
+      store.setInstanceState(a.id, 'launching', {
+        cloudId: 'i-0aa',
+        availabilityZone: 'us-east-1b',
+        placementGroup: 'job-7',
+      });
+      expect(store.setInstanceState(a.id, 'running').placementGroup).toBe('job-7');
+      const b = store.createInstance({
+        typeName: 'c7i.large',
+        availabilityZone: 'us-east-1b',
+        placementGroup: 'job-7',
+      });
+      const fellBack = store.setInstanceState(b.id, 'launching', {
+        cloudId: 'i-0bb',
+        availabilityZone: 'us-east-1c',
+        placementGroup: null,
+      });
+      expect(fellBack.placementGroup).toBeUndefined();
+      expect(fellBack.availabilityZone).toBe('us-east-1c');
+      expect(store.getInstance(b.id)?.placementGroup).toBeUndefined();
+      expect(store.listInstances().map((i) => [i.id, i.placementGroup])).toEqual([
+        [a.id, 'job-7'],
+        [b.id, undefined],
+      ]);
+      const launched = store.listEvents({ instanceId: a.id, kind: 'instance.state' })[0]?.data;
+      expect(launched).toMatchObject({
+        to: 'launching',
+        availabilityZone: 'us-east-1b',
+        placementGroup: 'job-7',
+      });
     });
 
     it('accepts a caller launch token once and rejects malformed ones', () => {
@@ -602,7 +682,7 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
   });
 });
 
-describe('MemoryStateStore and SqliteStateStore agree on random operation sequences (property)', () => {
+describe('MemoryStateStore and the SQL stores agree on random operation sequences (property)', () => {
   type Op =
     | { op: 'submit'; which: number }
     | { op: 'job'; job: number; state: JobState }
@@ -714,33 +794,41 @@ describe('MemoryStateStore and SqliteStateStore agree on random operation sequen
     }
   }
 
-  it('gives the same results, errors and final state', () => {
-    fc.assert(
-      fc.property(fc.array(opArb, { minLength: 1, maxLength: 40 }), (ops) => {
-        let clock = 0;
-        const now = (): number => clock;
-        const memory = new MemoryStateStore({ nowSeconds: now, storeId: 'x' });
-        const sqlite = new SqliteStateStore(':memory:', { nowSeconds: now });
-        try {
-          for (const op of ops) {
-            clock += 1;
-            expect(apply(sqlite, op)).toEqual(apply(memory, op));
+  function agreesWithMemory(name: string, make: (now: () => number) => StateStore, numRuns: number): void {
+    it(`${name} gives the same results, errors and final state`, () => {
+      fc.assert(
+        fc.property(fc.array(opArb, { minLength: 1, maxLength: 40 }), (ops) => {
+          let clock = 0;
+          const now = (): number => clock;
+          const memory = new MemoryStateStore({ nowSeconds: now, storeId: 'x' });
+          const sql = make(now);
+          try {
+            for (const op of ops) {
+              clock += 1;
+              expect(apply(sql, op)).toEqual(apply(memory, op));
+            }
+            expect(sql.listJobs()).toEqual(memory.listJobs());
+            expect(sql.listTasks()).toEqual(memory.listTasks());
+            const withoutToken = (s: StateStore) =>
+              s.listInstances().map(({ launchToken: _t, ...rest }) => rest);
+            expect(withoutToken(sql)).toEqual(withoutToken(memory));
+            expect(sql.listIntents()).toEqual(memory.listIntents());
+            expect(sql.listEvents()).toEqual(memory.listEvents());
+          } finally {
+            memory.close();
+            sql.close();
           }
-          expect(sqlite.listJobs()).toEqual(memory.listJobs());
-          expect(sqlite.listTasks()).toEqual(memory.listTasks());
-          const withoutToken = (s: StateStore) =>
-            s.listInstances().map(({ launchToken: _t, ...rest }) => rest);
-          expect(withoutToken(sqlite)).toEqual(withoutToken(memory));
-          expect(sqlite.listIntents()).toEqual(memory.listIntents());
-          expect(sqlite.listEvents()).toEqual(memory.listEvents());
-        } finally {
-          memory.close();
-          sqlite.close();
-        }
-      }),
-      { numRuns: 40, seed: 11 },
-    );
-  });
+        }),
+        { numRuns, seed: 11 },
+      );
+    });
+  }
+  agreesWithMemory('SqliteStateStore', (now) => new SqliteStateStore(':memory:', { nowSeconds: now }), 40);
+  agreesWithMemory(
+    'PostgresStateStore',
+    (now) => new PostgresStateStore(freshPostgresUrl(), { nowSeconds: now }),
+    40,
+  );
 });
 
 describe('SqliteStateStore on disk', () => {
@@ -760,6 +848,7 @@ describe('SqliteStateStore on disk', () => {
       { version: 1, description: expect.stringContaining('jobs') },
       { version: 2, description: expect.stringContaining('unsuccessful') },
       { version: 3, description: expect.stringContaining('attempts') },
+      { version: 4, description: expect.stringContaining('placement group') },
     ]);
     raw.close();
   });
@@ -875,6 +964,34 @@ describe('SqliteStateStore on disk', () => {
     ).toThrow(/FOREIGN KEY/);
     expect(check.pragma('foreign_key_check')).toEqual([]);
     check.close();
+  });
+
+  it("migrates a version-3 database to instances' placement groups, keeping its instances", () => {
+    const path = freshDbPath();
+    const raw = new Database(path);
+    raw.pragma('foreign_keys = ON');
+    raw.exec(MIGRATIONS_TABLE_SQL);
+    for (const m of MIGRATIONS.filter((x) => x.version <= 3)) {
+      raw.exec(m.sql);
+      raw.prepare('INSERT INTO schema_migrations VALUES (?, ?, 0)').run(m.version, m.description);
+    }
+    raw
+      .prepare(
+        "INSERT INTO instances (seq, id, cloud_id, type_name, state, availability_zone, launch_token, requested_at, updated_at) VALUES (4, 'inst-4', 'i-04', 'c7i.large', 'running', 'us-east-1a', 'tok-4', 10, 10)",
+      )
+      .run();
+    raw.close();
+
+    const store = new SqliteStateStore(path, { nowSeconds: () => 20 });
+    expect(store.schemaVersion).toBe(LATEST_SCHEMA_VERSION);
+    const before = store.getInstance('inst-4');
+    expect(before).toMatchObject({ cloudId: 'i-04', availabilityZone: 'us-east-1a', state: 'running' });
+    expect(before?.placementGroup).toBeUndefined();
+    expect(store.createInstance({ typeName: 'c7i.large', placementGroup: 'job-1' })).toMatchObject({
+      id: 'inst-5',
+      placementGroup: 'job-1',
+    });
+    store.close();
   });
 
   it('gives every database its own launch-token prefix', () => {

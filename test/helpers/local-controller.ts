@@ -90,10 +90,12 @@ export async function startLocalController(
     readonly config?: readonly string[];
     readonly args?: readonly string[];
     readonly env?: NodeJS.ProcessEnv;
+    /** The API's port; a free one when absent (a restarted controller keeps its workers' port). */
+    readonly port?: number;
   } = {},
 ): Promise<StartedController> {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run "npm run build" first (npm test does)`);
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const config = `${stateDir}.yaml`;
   writeFileSync(config, [...TEST_CONFIG, ...(options.config ?? []), ''].join('\n'));
   const url = `http://127.0.0.1:${port}`;

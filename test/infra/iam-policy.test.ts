@@ -3,6 +3,7 @@ import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse, type CollectionTag, type ScalarTag, type YAMLMap, type YAMLSeq } from 'yaml';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { DEFAULT_PROBE_PORT } from '../../src/worker/latency-probe.js';
 
 /**
  * The controller's least-privilege IAM policy (infra/iam-policy.json, embedded in infra/controller.yaml) must name
@@ -30,6 +31,10 @@ const IAM_ACTIONS_OF: Readonly<Record<string, readonly string[]>> = {
   'client-ec2:DescribeImages': ['ec2:DescribeImages'],
   'client-ec2:DescribeSubnets': ['ec2:DescribeSubnets'],
   'client-ec2:DescribeAvailabilityZones': ['ec2:DescribeAvailabilityZones'],
+  // TagSpecifications on CreatePlacementGroup are authorized as ec2:CreateTags too.
+  'client-ec2:CreatePlacementGroup': ['ec2:CreatePlacementGroup', 'ec2:CreateTags'],
+  'client-ec2:DescribePlacementGroups': ['ec2:DescribePlacementGroups'],
+  'client-ec2:DeletePlacementGroup': ['ec2:DeletePlacementGroup'],
   'client-s3:PutObject': ['s3:PutObject'],
   'client-s3:GetObject': ['s3:GetObject'],
   'client-s3:HeadObject': ['s3:GetObject'], // HEAD is authorized as s3:GetObject
@@ -238,8 +243,19 @@ describe('infra/iam-policy.json', () => {
       StringEquals: { 'aws:RequestTag/fleetwise:cluster': '${ClusterName}' },
     });
     expect(by('ec2:CreateTags')[0]?.Condition).toEqual({
-      StringEquals: { 'ec2:CreateAction': 'RunInstances' },
+      StringEquals: { 'ec2:CreateAction': ['RunInstances', 'CreatePlacementGroup'] },
     });
+    // Placement groups: created only with the cluster tag; launched into and deleted only when they carry it.
+    expect(by('ec2:CreatePlacementGroup')[0]?.Condition).toEqual({
+      StringEquals: { 'aws:RequestTag/fleetwise:cluster': '${ClusterName}' },
+    });
+    for (const action of ['ec2:DeletePlacementGroup', 'ec2:RunInstances']) {
+      const onGroups = by(action).filter((s) => String(s.Resource).endsWith(':placement-group/*'));
+      expect(onGroups, action).toHaveLength(1);
+      expect(onGroups[0]?.Condition).toEqual({
+        StringEquals: { 'aws:ResourceTag/fleetwise:cluster': '${ClusterName}' },
+      });
+    }
     expect(by('iam:PassRole')[0]?.Resource).toMatch(/:role\/\$\{WorkerInstanceRole\}$/);
     for (const s of policy.Statement.filter((st) => actionsOf([st]).values().next().value?.startsWith('s3:')))
       expect(String(s.Resource)).toMatch(/^arn:\$\{AWS::Partition\}:s3:::\$\{ReportsBucket\}(\/\*)?$/);
@@ -281,7 +297,7 @@ describe('infra/controller.yaml', () => {
     });
   });
 
-  it('opens only the API port, only from the workers’ security group, only on the controller', () => {
+  it('opens only the API port on the controller and the probe port between workers, only to the workers', () => {
     const groups = resourcesOfType(template, 'AWS::EC2::SecurityGroup');
     expect(groups.map(([id]) => id).sort()).toEqual(['ControllerSecurityGroup', 'WorkerSecurityGroup']);
     const standalone = resourcesOfType(template, 'AWS::EC2::SecurityGroupIngress').map(([, p]) => p);
@@ -291,15 +307,25 @@ describe('infra/controller.yaml', () => {
       ),
       ...standalone.map((rule) => ({ group: rule.GroupId, rule })),
     ];
-    expect(ingress).toHaveLength(1);
-    for (const { group, rule } of ingress) {
-      expect(group).toEqual({ Ref: 'ControllerSecurityGroup' });
-      expect(rule).toMatchObject({
-        IpProtocol: 'tcp',
-        FromPort: { Ref: 'ApiPort' },
-        ToPort: { Ref: 'ApiPort' },
-        SourceSecurityGroupId: { Ref: 'WorkerSecurityGroup' },
-      });
+    expect(ingress).toHaveLength(2);
+    const [api, probe] = [...ingress].sort((a, b) =>
+      JSON.stringify(a.group).localeCompare(JSON.stringify(b.group)),
+    );
+    expect(api?.group).toEqual({ Ref: 'ControllerSecurityGroup' });
+    expect(api?.rule).toMatchObject({
+      IpProtocol: 'tcp',
+      FromPort: { Ref: 'ApiPort' },
+      ToPort: { Ref: 'ApiPort' },
+    });
+    // The latency probe: the worker's default port, from workers to workers.
+    expect(probe?.group).toEqual({ Ref: 'WorkerSecurityGroup' });
+    expect(probe?.rule).toMatchObject({
+      IpProtocol: 'tcp',
+      FromPort: DEFAULT_PROBE_PORT,
+      ToPort: DEFAULT_PROBE_PORT,
+    });
+    for (const { rule } of ingress) {
+      expect(rule.SourceSecurityGroupId).toEqual({ Ref: 'WorkerSecurityGroup' });
       expect(Object.keys(rule).filter((k) => /Cidr|PrefixList/.test(k))).toEqual([]);
     }
   });

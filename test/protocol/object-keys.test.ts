@@ -1,13 +1,22 @@
 import { describe, expect, it } from 'vitest';
 import {
+  backupSecretsKey,
   buildContextKey,
   checkpointKeys,
   checkpointPrefix,
   costReportKeys,
+  jobArchiveKeys,
+  jobArchivePrefix,
+  latestBackupKey,
   LATEST_REPORT_KEY,
   parseBuildContextRef,
   parseCheckpointKey,
+  parseJobArchiveKey,
+  parseStateBackupKey,
   REPORTS_PREFIX,
+  stateBackupKeys,
+  stateBackupPrefix,
+  taskExitKey,
   taskLogKey,
   taskLogPrefix,
 } from '../../src/protocol/object-keys.js';
@@ -24,6 +33,13 @@ describe('object keys', () => {
       manifest: 'checkpoints/job-7/job-7.0/00000012/manifest.json',
     });
     expect(checkpointKeys(REF, 9).data < checkpointKeys(REF, 10).data).toBe(true);
+  });
+
+  it("keeps a task's exit per attempt beside its checkpoints, where checkpoint listings do not take it for one", () => {
+    expect(taskExitKey(REF, 2)).toBe('checkpoints/job-7/job-7.0/exit-2.json');
+    expect(parseCheckpointKey(REF, taskExitKey(REF, 2))).toBeUndefined();
+    expect(() => taskExitKey(REF, 0)).toThrow(/positive integer/);
+    assertValidKey(taskExitKey(REF, 1));
   });
 
   it("parses back its own checkpoint keys, and nothing else under (or beside) the task's prefix", () => {
@@ -65,6 +81,39 @@ describe('object keys', () => {
     expect(LATEST_REPORT_KEY.startsWith(REPORTS_PREFIX)).toBe(true);
   });
 
+  it('lays backups out per cluster, seq zero-padded so key order is seq order, and parses them back', () => {
+    expect(stateBackupKeys('prod', 42)).toEqual({
+      data: 'backups/prod/state-0000000042.db.gz',
+      manifest: 'backups/prod/state-0000000042.json',
+    });
+    expect(stateBackupKeys('prod', 9).data < stateBackupKeys('prod', 10).data).toBe(true);
+    expect(latestBackupKey('prod').startsWith(stateBackupPrefix('prod'))).toBe(true);
+    expect(parseStateBackupKey(stateBackupKeys('prod', 42).manifest)).toEqual({
+      cluster: 'prod',
+      seq: 42,
+      part: 'manifest',
+    });
+    expect(parseStateBackupKey(`s3://b/p/${stateBackupKeys('a-b', 7).data}`)).toEqual({
+      cluster: 'a-b',
+      seq: 7,
+      part: 'data',
+    });
+    for (const other of [latestBackupKey('prod'), backupSecretsKey('prod'), 'backups/prod/state-0.db.gz'])
+      expect(parseStateBackupKey(other)).toBeUndefined();
+    expect(() => stateBackupKeys('prod', 0)).toThrow(/positive integer/);
+  });
+
+  it("keeps each archived job's spec and end under its cluster, and parses them back", () => {
+    expect(jobArchiveKeys('prod', 'job-7')).toEqual({
+      spec: 'jobs/prod/job-7/spec.json',
+      end: 'jobs/prod/job-7/end.json',
+    });
+    expect(parseJobArchiveKey('prod', 'jobs/prod/job-7/end.json')).toEqual({ jobId: 'job-7', part: 'end' });
+    expect(parseJobArchiveKey('prod', jobArchiveKeys('prod', 'job-7').spec)?.part).toBe('spec');
+    expect(parseJobArchiveKey('other', jobArchiveKeys('prod', 'job-7').spec)).toBeUndefined();
+    expect(parseJobArchiveKey('prod', `${jobArchivePrefix('prod')}job-7/notes.txt`)).toBeUndefined();
+  });
+
   it('builds only keys every store accepts', () => {
     for (const key of [
       ...Object.values(checkpointKeys(REF, 1)),
@@ -72,6 +121,10 @@ describe('object keys', () => {
       buildContextKey(SHA, 'gzip'),
       ...Object.values(costReportKeys('2026-11-22T00-10-05.123Z')),
       LATEST_REPORT_KEY,
+      ...Object.values(stateBackupKeys('prod', 1)),
+      latestBackupKey('prod'),
+      backupSecretsKey('prod'),
+      ...Object.values(jobArchiveKeys('prod', 'job-1')),
     ])
       expect(() => assertValidKey(key)).not.toThrow();
   });

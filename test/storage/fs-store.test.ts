@@ -5,6 +5,7 @@ import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { InvalidObjectKeyError } from '../../src/storage/object-key.js';
+import { ObjectStoreError } from '../../src/storage/object-store-error.js';
 import { openObjectStore } from '../../src/storage/open-object-store.js';
 import {
   failingStream,
@@ -69,6 +70,16 @@ describe('FsObjectStore specifics', () => {
     await expect(store.put('a', Buffer.from('2'))).rejects.toThrow(/cannot hold both "a" and "a\/b"/);
     expect(await store.exists('a')).toBe(false); // a directory is not an object
     await expect(store.get('a')).rejects.toThrow(/no object "a"/);
+  });
+
+  it('a failing filesystem fails calls as the store failing', async () => {
+    // The store's root is a plain file: every call the filesystem refuses (ENOTDIR), as a broken mount would.
+    const root = freshRoot();
+    writeFileSync(root, 'not a directory');
+    const store = new FsObjectStore(root);
+    const put = store.put('k', Buffer.from('1'));
+    await expect(put).rejects.toBeInstanceOf(ObjectStoreError);
+    await expect(put).rejects.toThrow(/put "k" failed: ENOTDIR/);
   });
 
   it('lists nothing (rather than failing) before the root exists', async () => {

@@ -1,16 +1,23 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { readAll } from '../../src/storage/streams.js';
-import { WorkerAgent, type AgentLogger } from '../../src/worker/agent.js';
+import { WorkerAgent } from '../../src/worker/agent.js';
 import { checkpointPrefix } from '../../src/protocol/object-keys.js';
-import type { DesiredTask, HeartbeatRequest, TaskReport } from '../../src/protocol/worker-protocol.js';
+import type { TaskReport } from '../../src/protocol/worker-protocol.js';
 import { ControllerClient } from '../../src/worker/controller-client.js';
+import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
+import {
+  BOOTSTRAP,
+  FakeController,
+  RecordingLogger,
+  runTask,
+  storeCounterContext,
+  until,
+} from './agent-fixtures.js';
 
 /**
  * The worker agent against a small fake controller speaking the real protocol over HTTP (127.0.0.1:0, the real
@@ -18,102 +25,6 @@ import { ProcessExecutor } from '../../src/worker/executors/process.js';
  * (register → tick → settle) so the tests do not depend on heartbeat timing, except the one about `run()` surviving
  * a bad answer.
  */
-const COUNTER_CONTEXT = join(PROJECT_ROOT, 'examples', 'counter');
-const WORKER_TOKEN = 'fake-controller-instance-token-0123456789';
-const BOOTSTRAP = 'fake-controller-bootstrap-token';
-
-class FakeController {
-  /** What the next heartbeat answers (raw JSON: may be deliberately malformed). */
-  answer: unknown[] = [];
-  readonly heartbeats: HeartbeatRequest[] = [];
-  registrations = 0;
-  private server: Server | undefined;
-  url = '';
-
-  constructor(private readonly objectStore: string) {}
-
-  async start(): Promise<void> {
-    this.server = createServer((req, res) => void this.handle(req, res));
-    await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
-    const address = this.server.address();
-    this.url = `http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}`;
-  }
-
-  async stop(): Promise<void> {
-    await new Promise((resolve) => this.server?.close(resolve));
-  }
-
-  /** The newest report of a task. */
-  last(taskId: string): TaskReport | undefined {
-    for (let i = this.heartbeats.length - 1; i >= 0; i--) {
-      const found = this.heartbeats[i]?.tasks.find((t) => t.taskId === taskId);
-      if (found !== undefined) return found;
-    }
-    return undefined;
-  }
-
-  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const body = JSON.parse((await readAll(req)).toString('utf8') || '{}') as unknown;
-    const send = (status: number, value: unknown): void => {
-      res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(value));
-    };
-    if (req.url === '/v1/workers/register') {
-      if (req.headers.authorization !== `Bearer ${BOOTSTRAP}`) return send(401, { error: 'bad token' });
-      this.registrations++;
-      return send(200, {
-        instanceId: 'inst-1',
-        workerToken: WORKER_TOKEN,
-        heartbeatSeconds: 0.1,
-        objectStore: this.objectStore,
-      });
-    }
-    if (req.url === '/v1/workers/heartbeat') {
-      if (req.headers.authorization !== `Bearer ${WORKER_TOKEN}`) return send(401, { error: 'bad token' });
-      this.heartbeats.push(body as HeartbeatRequest);
-      return send(200, { tasks: this.answer });
-    }
-    send(404, { error: 'no such route' });
-  }
-}
-
-function runTask(taskId: string, command: string[], env: Record<string, string> = {}): DesiredTask {
-  return {
-    taskId,
-    jobId: taskId.replace(/\.\d+$/, ''),
-    action: 'run',
-    restore: false,
-    launch: {
-      build: { context: COUNTER_CONTEXT },
-      command,
-      env: { STEP_SECONDS: '0.05', CHECKPOINT_SECONDS: '1', COUNT_TO: '100000', ...env },
-      vcpus: 1,
-      memoryGiB: 0.5,
-      gpus: 0,
-      shmSizeGiB: 0,
-    },
-    checkpoint: { signal: 'SIGTERM', timeoutSeconds: 1 },
-  };
-}
-
-class RecordingLogger implements AgentLogger {
-  readonly lines: string[] = [];
-  info(message: string): void {
-    this.lines.push(`info ${message}`);
-  }
-  warn(message: string): void {
-    this.lines.push(`warn ${message}`);
-  }
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('worker agent (fake controller over HTTP, real process executor)', () => {
   let tmp: string;
@@ -127,6 +38,7 @@ describe('worker agent (fake controller over HTTP, real process executor)', () =
     storeDir = join(tmp, 'store');
     controller = new FakeController(storeDir);
     await controller.start();
+    await storeCounterContext(new FsObjectStore(storeDir));
   });
   afterAll(async () => {
     for (const a of agents) await a.run(AbortSignal.abort()); // stops checkpoint watchers
@@ -146,7 +58,8 @@ describe('worker agent (fake controller over HTTP, real process executor)', () =
   } {
     const executor = new ProcessExecutor({ stateDir: join(workDir, 'executor') });
     const agent = new WorkerAgent({
-      connection: new ControllerClient(controller.url, BOOTSTRAP),
+      connection: new ControllerClient(controller.url),
+      credentials: { launch: launchSecretCredential(BOOTSTRAP) },
       executor,
       openStore: (location) => new FsObjectStore(location),
       cloudInstanceId: 'local-test',
@@ -207,7 +120,11 @@ describe('worker agent (fake controller over HTTP, real process executor)', () =
     const tasks = await second.executor.list();
     expect(tasks.map((t) => [t.taskId, t.state])).toEqual([['adopt-1.0', 'running']]);
     expect(readFileSync(pidFile, 'utf8')).toBe(pidBefore); // same process
-    const log = (await readAll(await second.executor.logs('adopt-1.0'))).toString('utf8');
+    // On a busy host the shell may not have printed its first line yet: wait for it, then count.
+    const log = await until("the task's first output", async () => {
+      const text = (await readAll(await second.executor.logs('adopt-1.0'))).toString('utf8');
+      return text.includes('starting at 0') ? text : undefined;
+    });
     expect(log.match(/starting at 0/g)).toHaveLength(1); // started once, never twice
     // Progress keeps flowing to the adopted agent.
     const progressed = await tickUntil(
@@ -271,6 +188,46 @@ describe('worker agent (fake controller over HTTP, real process executor)', () =
     expect(failed.reason).toMatch(/^exit code 3; last output:\n/);
     expect(failed.reason).toContain('boom: no such file');
     expect(failed.reason).toContain('loading data');
+  });
+
+  it('a task that exited where no controller heard of it is not run again: the next worker reports its recorded exit', async () => {
+    const runs = join(tmp, 'exit-record-runs');
+    const command = ['sh', '-c', `echo "run $FLEETWISE_ATTEMPT" >> ${runs}; exit "$EXIT"`];
+    for (const [taskId, exit, state] of [
+      ['once-6.0', '0', 'succeeded'],
+      ['once-7.0', '3', 'failed'],
+    ] as const) {
+      // The first worker runs the task to its end, then dies before any controller records it.
+      const first = agentOn(join(tmp, `${taskId}-first`));
+      controller.answer = [runTask(taskId, command, { EXIT: exit })];
+      await first.agent.register();
+      await tickUntil(first.agent, `${taskId} to end`, (r) => r?.state === state, taskId);
+      await first.agent.run(AbortSignal.abort());
+      // Another worker is asked to run it again, from its checkpoints: it reports the end instead.
+      const second = agentOn(join(tmp, `${taskId}-second`));
+      controller.answer = [{ ...runTask(taskId, command, { EXIT: exit }), restore: true, attempt: 1 }];
+      await second.agent.register();
+      const before = controller.heartbeats.length;
+      const reported = await until(`${taskId} reported by the second worker`, async () => {
+        await second.agent.tick();
+        await second.agent.settle();
+        return controller.heartbeats
+          .slice(before)
+          .flatMap((h) => h.tasks)
+          .find((r) => r.taskId === taskId && r.state === state);
+      });
+      expect(reported).toMatchObject({ state, exitCode: Number(exit), attempt: 1 });
+      if (state === 'failed') expect(reported.reason).toMatch(/^exit code 3/);
+      expect(await second.executor.list()).toEqual([]); // nothing was started
+      expect(second.logger.lines.some((l) => l.includes(`task ${taskId} already ${state}`))).toBe(true);
+    }
+    expect(readFileSync(runs, 'utf8')).toBe('run 1\nrun 1\n'); // each task ran once
+    // A new attempt of the job (a retry) runs the task again.
+    const third = agentOn(join(tmp, 'once-7.0-retry'));
+    controller.answer = [{ ...runTask('once-7.0', command, { EXIT: '0' }), restore: true, attempt: 2 }];
+    await third.agent.register();
+    await tickUntil(third.agent, 'the retry to succeed', (r) => r?.state === 'succeeded', 'once-7.0');
+    expect(readFileSync(runs, 'utf8')).toBe('run 1\nrun 1\nrun 2\n');
   });
 
   it('refuses a malformed or unrunnable task spec with a clear message and keeps running', async () => {

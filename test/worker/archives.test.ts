@@ -11,12 +11,38 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { packContext } from '../../src/cli/context-archive.js';
+import {
+  ContextLimitError,
+  DEFAULT_CONTEXT_LIMITS,
+  type ContextLimits,
+} from '../../src/protocol/context-limits.js';
 import { extractBuildContext } from '../../src/worker/archives.js';
-import { hashBuildContext } from '../../src/worker/image-cache.js';
-import { craftTar } from '../helpers/tar.js';
+import { hashBuildContext, listFiles } from '../../src/worker/image-cache.js';
+import { craftTar, gzipBomb } from '../helpers/tar.js';
+
+const MIB = 1024 * 1024;
+
+/** Extract `archive` (a Buffer, streamed as a store would) under `limits`. */
+function extract(
+  archive: Buffer,
+  dir: string,
+  gzip: boolean,
+  limits: ContextLimits = DEFAULT_CONTEXT_LIMITS,
+  sha256?: string,
+): Promise<void> {
+  return extractBuildContext(Readable.from([archive]), dir, { gzip, limits, sha256 });
+}
+
+/** Bytes written under `dir`. */
+async function bytesUnder(dir: string): Promise<number> {
+  const { statSync } = await import('node:fs');
+  return (await listFiles(dir)).reduce((sum, f) => sum + statSync(join(dir, f)).size, 0);
+}
 
 let tmp = '';
 beforeEach(() => {
@@ -37,7 +63,7 @@ describe('extractBuildContext', () => {
     const gnu = join(tmp, 'gnu');
     mkdirSync(ours);
     mkdirSync(gnu);
-    await extractBuildContext(archive, ours, true);
+    await extract(archive, ours, true);
     execFileSync('tar', ['-xzf', '-', '-C', gnu, '--no-same-owner'], { input: archive });
     expect(await hashBuildContext(ours)).toBe(await hashBuildContext(gnu));
     expect(await hashBuildContext(ours)).toBe(await hashBuildContext(src));
@@ -63,10 +89,59 @@ describe('extractBuildContext', () => {
       for (const gzip of [false, true]) {
         const dir = join(tmp, `ctx-${i}-${gzip}`);
         mkdirSync(dir);
-        await expect(extractBuildContext(gzip ? gzipSync(tar) : tar, dir, gzip)).rejects.toThrow(reason);
+        await expect(extract(gzip ? gzipSync(tar) : tar, dir, gzip)).rejects.toThrow(reason);
       }
     }
     expect(readdirSync(outside)).toEqual([]);
     expect(existsSync(join(tmp, 'evil'))).toBe(false);
+  });
+
+  it('stops a gzip bomb at its expansion ratio, having written only a little of it', async () => {
+    const bomb = await gzipBomb(256 * MIB); // about 250 KiB of gzip
+    expect(bomb.length).toBeLessThan(MIB);
+    const dir = join(tmp, 'bomb');
+    mkdirSync(dir);
+    const refused = extract(bomb, dir, true);
+    await expect(refused).rejects.toBeInstanceOf(ContextLimitError);
+    await expect(refused).rejects.toThrow(/expands more than 100 times its archive .*maxExpansionRatio/);
+    // Refused once the expansion passed 16 MiB at over 100×: far from the 256 MiB it would have become.
+    expect(await bytesUnder(dir)).toBeLessThan(32 * MIB);
+  });
+
+  it('refuses an archive over its size, or one expanding over its expanded size, naming the limit', async () => {
+    const files = await craftTar([{ name: 'a.txt', content: 'y'.repeat(300_000) }]);
+    const over = async (limits: Partial<ContextLimits>, gzip: boolean): Promise<ContextLimitError> => {
+      const dir = join(tmp, `over-${Object.keys(limits).join()}-${gzip}`);
+      mkdirSync(dir);
+      const error = await extract(gzip ? gzipSync(files) : files, dir, gzip, {
+        ...DEFAULT_CONTEXT_LIMITS,
+        ...limits,
+      }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ContextLimitError);
+      return error as ContextLimitError;
+    };
+    expect((await over({ maxArchiveBytes: 100_000 }, false)).limit).toBe('maxArchiveBytes');
+    expect((await over({ maxExpandedBytes: 100_000 }, true)).message).toMatch(
+      /expands to more than its limit of 100000 bytes \(maxExpandedBytes\)/,
+    );
+    // Within the limits it unpacks.
+    const fine = join(tmp, 'fine');
+    mkdirSync(fine);
+    await extract(gzipSync(files), fine, true, { ...DEFAULT_CONTEXT_LIMITS, maxExpandedBytes: MIB });
+    expect(readdirSync(fine)).toEqual(['a.txt']);
+  });
+
+  it('refuses an archive that is not the one its reference names', async () => {
+    const archive = gzipSync(await craftTar([{ name: 'Dockerfile', content: 'FROM busybox\n' }]));
+    const sha256 = createHash('sha256').update(archive).digest('hex');
+    const dir = join(tmp, 'digest');
+    mkdirSync(dir);
+    await expect(extract(archive, dir, true, DEFAULT_CONTEXT_LIMITS, 'f'.repeat(64))).rejects.toThrow(
+      /not the one referenced: its sha256 is/,
+    );
+    const ok = join(tmp, 'digest-ok');
+    mkdirSync(ok);
+    await extract(archive, ok, true, DEFAULT_CONTEXT_LIMITS, sha256);
+    expect(readdirSync(ok)).toEqual(['Dockerfile']);
   });
 });

@@ -1,13 +1,16 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { packContext } from '../../src/cli/context-archive.js';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import type { Readable } from 'node:stream';
+import { DEFAULT_CONTEXT_LIMITS } from '../../src/protocol/context-limits.js';
 import { buildContextKey } from '../../src/protocol/object-keys.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { fetchBuildContext } from '../../src/worker/build-context.js';
+import { gzipBomb } from '../helpers/tar.js';
 
 const COUNTER_CONTEXT = join(PROJECT_ROOT, 'examples', 'counter');
 
@@ -20,14 +23,21 @@ afterEach(() => rmSync(tmp, { recursive: true, force: true }));
 /** A filesystem store that counts the archives fetched from it. */
 class CountingStore extends FsObjectStore {
   fetches = 0;
-  override async getBuffer(key: string): Promise<Buffer> {
+  override async get(key: string): Promise<Readable> {
     this.fetches++;
-    return super.getBuffer(key);
+    return super.get(key);
   }
 }
 
 async function uploadCounter(store: FsObjectStore): Promise<{ ref: string; hash: string; key: string }> {
   const { archive } = await packContext(COUNTER_CONTEXT);
+  return upload(store, archive);
+}
+
+async function upload(
+  store: FsObjectStore,
+  archive: Buffer,
+): Promise<{ ref: string; hash: string; key: string }> {
   const hash = createHash('sha256').update(archive).digest('hex');
   const key = buildContextKey(hash, 'gzip'); // packContext gzips, as `fleetwise submit` uploads it
   await store.put(key, archive);
@@ -59,6 +69,7 @@ describe('fetchBuildContext of an uploaded context', () => {
     const { ref, hash, key } = await uploadCounter(store);
     const good = await store.getBuffer(key);
     store.fetches = 0;
+    // Same key, other bytes (a tampered store): refused for its sha256 if it unpacked at all.
     await store.put(key, Buffer.from('not a tar archive at all, just bytes '.repeat(40)));
     const workDir = join(tmp, 'work');
     const failed = await Promise.allSettled(
@@ -73,5 +84,42 @@ describe('fetchBuildContext of an uploaded context', () => {
     expect(store.fetches).toBe(2);
     expect(existsSync(join(retried.contextDir, 'counter.sh'))).toBe(true);
     expect(readdirSync(join(workDir, 'contexts'))).toEqual([hash]);
+  });
+
+  it('refuses a path on the host: only uploaded contexts are build contexts', async () => {
+    const store = new CountingStore(join(tmp, 'store'));
+    for (const context of [COUNTER_CONTEXT, '/etc', `${COUNTER_CONTEXT}/../counter`])
+      await expect(fetchBuildContext({ context }, join(tmp, 'work'), () => store)).rejects.toThrow(
+        /is not an uploaded context: workers run only contexts uploaded to the controller/,
+      );
+    expect(store.fetches).toBe(0);
+    expect(existsSync(join(tmp, 'work', 'contexts'))).toBe(false);
+  });
+
+  it('stops a gzip bomb within its limits and leaves no temporary directory', async () => {
+    const store = new CountingStore(join(tmp, 'store'));
+    const { ref } = await upload(store, await gzipBomb(64 * 1024 * 1024));
+    const workDir = join(tmp, 'work');
+    await expect(
+      fetchBuildContext(
+        { context: ref, limits: { ...DEFAULT_CONTEXT_LIMITS, maxExpandedBytes: 8 * 1024 * 1024 } },
+        workDir,
+        () => store,
+      ),
+    ).rejects.toThrow(/expands to more than its limit of 8 MiB \(maxExpandedBytes\)/);
+    expect(readdirSync(join(workDir, 'contexts'))).toEqual([]);
+  });
+
+  it('removes what a worker killed mid-extraction left behind', async () => {
+    const store = new CountingStore(join(tmp, 'store'));
+    const { ref, hash } = await uploadCounter(store);
+    const contexts = join(tmp, 'work', 'contexts');
+    // A killed worker's temporary directories: of this context and of another one.
+    for (const left of [`${hash}.tmp-Ab12Cd`, `${'e'.repeat(64)}.tmp-Zz99Yy`]) {
+      mkdirSync(join(contexts, left, 'half'), { recursive: true });
+      writeFileSync(join(contexts, left, 'half', 'file'), 'partial');
+    }
+    await fetchBuildContext({ context: ref }, join(tmp, 'work'), () => store);
+    expect(readdirSync(contexts)).toEqual([hash]);
   });
 });

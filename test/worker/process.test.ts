@@ -1,4 +1,5 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +15,7 @@ import type { TaskLaunch } from '../../src/worker/executor.js';
 import { UnknownTaskError } from '../../src/worker/executors/docker.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
 import { ProgressTracker } from '../../src/worker/progress.js';
+import { ensureBuiltCli } from '../helpers/built-cli.js';
 
 const COUNTER_CONTEXT = join(PROJECT_ROOT, 'examples', 'counter');
 
@@ -180,6 +182,87 @@ describe('process executor (the counter run by /bin/sh, the process variant)', (
         if (v === undefined) delete process.env[k];
         else process.env[k] = v;
       }
+    }
+  });
+});
+
+/** Processes whose process group is `pgid` (the wrapper of a task leads its own group). */
+function groupMembers(pgid: number): number[] {
+  const members: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      // Field 3 is the state (Z: a zombie, already dead), field 5 the process group.
+      if (Number(fields[2]) === pgid && fields[0] !== 'Z') members.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return members;
+}
+
+describe('process executor: tasks that end with their worker (local instances)', () => {
+  it('a task runs while the process that started it lives and dies with it, even by SIGKILL; one that exits leaves nothing', async () => {
+    ensureBuiltCli(['worker/executors/process.ts']);
+    const tmp = mkdtempSync(join(tmpdir(), 'fw-proc-tied-'));
+    const stateDir = join(tmp, 'state');
+    // The "worker": a process that starts two tied tasks and stays alive until killed.
+    const script = join(tmp, 'worker.mjs');
+    const task = (taskId: string, command: string[]): TaskLaunch => ({
+      taskId,
+      jobId: taskId.split('.')[0] ?? taskId,
+      command,
+      env: {},
+      vcpus: 1,
+      memoryGiB: 0,
+      gpus: 0,
+      shmSizeGiB: 0,
+      checkpointDir: join(tmp, taskId, 'checkpoint'),
+      progressFile: join(tmp, taskId, 'progress'),
+      restoring: false,
+    });
+    writeFileSync(
+      script,
+      [
+        `import { ProcessExecutor } from ${JSON.stringify(join(PROJECT_ROOT, 'dist', 'worker', 'executors', 'process.js'))};`,
+        `const executor = new ProcessExecutor({ stateDir: ${JSON.stringify(stateDir)}, tasksEndWithThisProcess: true });`,
+        `await executor.start(${JSON.stringify(task('long-1.0', ['sleep', '60']))});`,
+        `await executor.start(${JSON.stringify(task('short-2.0', ['true']))});`,
+        `process.stdout.write('started\\n');`,
+        'setInterval(() => undefined, 1000);',
+      ].join('\n'),
+    );
+    const worker = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        worker.stdout.on('data', (d: Buffer) => (d.toString().includes('started') ? resolve() : undefined));
+        worker.once('exit', (code) => reject(new Error(`the worker exited (${code})`)));
+      });
+      const executor = new ProcessExecutor({ stateDir });
+      const pidOf = (taskId: string): number =>
+        (JSON.parse(readFileSync(join(stateDir, taskId, 'pid.json'), 'utf8')) as { pid: number }).pid;
+      // The short task exits on its own with its code, and its guard goes with it.
+      const short = await until(async () => {
+        const s = await executor.status('short-2.0');
+        return s?.state === 'exited' ? s : undefined;
+      });
+      expect(short.exitCode).toBe(0);
+      await until(async () => (groupMembers(pidOf('short-2.0')).length === 0 ? true : undefined));
+      // The long one runs on while its worker lives.
+      await new Promise((r) => setTimeout(r, 1000));
+      expect((await executor.status('long-1.0'))?.state).toBe('running');
+      worker.kill('SIGKILL');
+      const long = await until(async () => {
+        const s = await executor.status('long-1.0');
+        return s?.state === 'exited' ? s : undefined;
+      });
+      expect(long.exitCode).toBeUndefined(); // killed with its wrapper: no exit code was written
+      await until(async () => (groupMembers(pidOf('long-1.0')).length === 0 ? true : undefined));
+    } finally {
+      worker.kill('SIGKILL');
+      rmSync(tmp, { recursive: true, force: true });
     }
   });
 });

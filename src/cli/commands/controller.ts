@@ -12,6 +12,7 @@ import {
 } from '../log-output.js';
 import type { Catalog } from '../../core/catalog.js';
 import { ValidationError } from '../../core/validation.js';
+import { SqliteStateStore } from '../../controller/state/sqlite-state-store.js';
 // The AWS SDK clients take about a second to load: they are imported only when the aws provider or prices need them.
 import { fixturePricingApi, PRICING_FIXTURE_DIR_ENV } from '../../cloud/aws/pricing-fixture.js';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
@@ -32,12 +33,15 @@ import {
   configuredSchedulerRecipe,
 } from '../../controller/configured-scheduler.js';
 import { Controller } from '../../controller/controller.js';
-import { settingsFromConfig } from '../../controller/settings.js';
+import { contextLimitsFrom, settingsFromConfig } from '../../controller/settings.js';
 import { FAULT_POINTS, type FaultInjector, type FaultPoint } from '../../controller/faults.js';
 import type { ControllerLogger } from '../../controller/seams.js';
 import { PriceRefresher, shouldRefreshPrices } from '../../controller/price-refresh.js';
-import { SqliteStateStore } from '../../controller/state/sqlite-state-store.js';
+import { LEASE_LOST_EXIT_CODE, openControllerState, sharesState } from '../controller-state.js';
 import { WorkerTaskControl } from '../../controller/worker-task-control.js';
+import { WorkerRegistrar } from '../../controller/worker-identity/worker-registrar.js';
+import { identityVerifierFor } from '../../controller/worker-identity/identity-certificates.js';
+import { checkStateBeforeStart } from '../../controller/empty-state-guard.js';
 import type { CloudProvider } from '../../cloud/provider.js';
 import { LocalProvider } from '../../cloud/local/local-provider.js';
 import { withLocalDelays } from '../../cloud/local/local-delays.js';
@@ -53,6 +57,8 @@ import { SERVER_ENV, TOKEN_ENV } from '../client.js';
 import { claimStateDir } from '../state-dir-lock.js';
 import { resolveEc2Settings } from '../ec2-settings.js';
 import { stopLocalFleet, workerStopGraceSeconds } from '../local-fleet-stop.js';
+import { controllerBackups, describeRestore } from '../controller-backups.js';
+import { restoreState } from '../../controller/backup/restore-state.js';
 
 /**
  * `fleetwise controller`: the long-running controller. Wires the configuration, the
@@ -76,6 +82,8 @@ export const EXTERNAL_WORKERS_ENV = 'FLEETWISE_EXTERNAL_WORKERS';
 /** The SQLite state in the state directory (`fleetwise export-trace` reads it too). */
 export const DB_FILE = 'state.db';
 const WORKER_TOKEN_FILE = 'worker-token';
+/** The local provider's record of the instances it launched. */
+const LOCAL_INSTANCES_FILE = 'local-instances.json';
 export { PID_FILE } from '../state-dir-lock.js';
 
 /**
@@ -129,7 +137,12 @@ function makeLogger(format: LogFormat): ControllerLogger {
 }
 
 export async function runController(
-  flags: ControllerFlags & { readonly submit?: readonly string[]; readonly keepWorkers?: boolean },
+  flags: ControllerFlags & {
+    readonly submit?: readonly string[];
+    readonly keepWorkers?: boolean;
+    readonly init?: boolean;
+    readonly restoreFrom?: string;
+  },
   env: NodeJS.ProcessEnv = process.env,
   logFormat: LogFormat = selectLogFormat(undefined, process.stderr, env),
 ): Promise<void> {
@@ -142,22 +155,63 @@ export async function runController(
   mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
   // mkdir's mode applies only to a directory it creates: an existing one is narrowed too, as its files hold secrets.
   chmodSync(config.stateDir, 0o700);
-  const releaseStateDir = claimStateDir(config.stateDir);
+  // A shared (PostgreSQL) state is guarded by its lease instead: controllers sharing it may share the directory too.
+  const releaseStateDir = sharesState(config) ? () => undefined : claimStateDir(config.stateDir);
   const log = makeLogger(logFormat);
   const clock = new SystemClock();
   const faults = crashInjectorFromEnv(env);
+  const secretFiles = {
+    workerToken: join(config.stateDir, WORKER_TOKEN_FILE),
+    adminToken: join(config.stateDir, ADMIN_TOKEN_FILE),
+  };
+
+  // A new box from a backup: the state (and its tokens) are installed before anything reads them.
+  if (flags.restoreFrom !== undefined && sharesState(config)) {
+    releaseStateDir();
+    throw new ValidationError('fleetwise controller', [
+      '--restore-from: restores a SQLite state from its backups; a PostgreSQL state (--state) is restored with ' +
+        "the database's own tools (pg_restore, point-in-time recovery)",
+    ]);
+  }
+  if (flags.restoreFrom !== undefined) {
+    const restored = await restoreState({
+      from: flags.restoreFrom,
+      cluster: config.cluster,
+      dbFile: join(config.stateDir, DB_FILE),
+      secretFiles,
+      openObjectStore: (location) => openObjectStore(location, { region: config.region }),
+      catalog,
+    }).catch((e: unknown) => {
+      releaseStateDir();
+      throw e;
+    });
+    process.stdout.write(describeRestore(restored));
+    log.info('state restored from a backup', {
+      key: restored.manifest.key,
+      resubmitted: restored.resubmitted.length,
+      ended: restored.ended.length,
+    });
+  }
 
   const envToken = env[ADMIN_TOKEN_ENV]?.trim();
   const adminToken =
-    envToken !== undefined && envToken !== ''
-      ? envToken
-      : ensureSecretFile(join(config.stateDir, ADMIN_TOKEN_FILE)).value;
-  const store = new SqliteStateStore(join(config.stateDir, DB_FILE), {
+    envToken !== undefined && envToken !== '' ? envToken : ensureSecretFile(secretFiles.adminToken).value;
+  const state = openControllerState(config, {
     nowSeconds: () => clock.nowSeconds(),
+    sqlitePath: join(config.stateDir, DB_FILE),
+    log,
+  });
+  const store = state.store;
+  // A standby waits here, before anything touches the cloud or the workers, until the lease is its own.
+  await state.becomeActive((reason) => {
+    log.error(`lost the controller lease (${reason}); exiting so that only the new active controller acts`);
+    process.exit(LEASE_LOST_EXIT_CODE);
   });
 
   let provider: CloudProvider | undefined;
   let localProvider: LocalProvider | undefined;
+  /** Who may register as which instance: set wherever workers run (local mode, EC2 with a worker bootstrap). */
+  let registrar: WorkerRegistrar | undefined;
   // EC2 workers run tasks in Docker (their user data installs it); local ones with the executor chosen below.
   let executor: ExecutorKind = 'docker';
   let workerToken: string | undefined;
@@ -169,14 +223,18 @@ export async function runController(
     executor = kind;
     const host = hostCapacity();
     const { host: listenHost, port } = parseListenAddress(config.listen ?? LOCAL_DEFAULT_LISTEN);
-    const controllerUrl = `http://${listenHost.includes(':') ? `[${listenHost}]` : listenHost}:${port}`;
+    // Workers reach this controller, or, given --worker-controller-url, whatever is in front of the active one of
+    // several (a load balancer that checks /readyz).
+    const controllerUrl =
+      config.ec2.worker?.controllerUrl ??
+      `http://${listenHost.includes(':') ? `[${listenHost}]` : listenHost}:${port}`;
     process.stdout.write(
       `${describeLocalCapacity(catalog, host)}\n` +
         `local mode: tasks run with the ${kind} executor (${config.executor === 'auto' ? (kind === 'docker' ? 'a Docker engine answered' : 'no Docker engine answered') : 'as configured'})` +
         `${kind === 'process' ? ": a task's image is not used, its command runs on this host (submissions say so)" : ''}\n`,
     );
-    provider = localProvider = new LocalProvider({
-      stateFile: join(config.stateDir, 'local-instances.json'),
+    localProvider = new LocalProvider({
+      stateFile: join(config.stateDir, LOCAL_INSTANCES_FILE),
       instancesDir: join(config.stateDir, 'instances'),
       catalog,
       spawner:
@@ -184,11 +242,23 @@ export async function runController(
           ? new ExternalWorkerSpawner()
           : new ProcessWorkerSpawner({
               controllerUrl,
-              workerToken,
+              launchSecretKey: workerToken,
               executorKind: kind,
               executorFor: (dir, instanceId) => makeExecutor(kind, dir, instanceId),
               giveUpAfterSeconds: config.workerGiveUpSeconds,
             }),
+    });
+    provider = state.fence(localProvider);
+    const instances = localProvider;
+    registrar = new WorkerRegistrar({
+      store,
+      clusterName: config.cluster,
+      clusterKey: workerToken,
+      describeInstance: async (cloudId) =>
+        (await instances.list(config.cluster, { includeTerminated: true })).find(
+          (i) => i.instanceId === cloudId,
+        ),
+      launchCredential: { kind: 'launch-secret' },
     });
   } else if (!config.dryRun) {
     const { createEc2Client, ec2ApiFromClient } = await import('../../cloud/aws/ec2-api.js');
@@ -199,7 +269,20 @@ export async function runController(
         ? undefined
         : ensureSecretFile(join(config.stateDir, WORKER_TOKEN_FILE)).value;
     const ec2Config = await resolveEc2Settings(config, client, workerToken);
-    provider = new Ec2Provider(ec2Config, { api: ec2ApiFromClient(client) });
+    const ec2 = new Ec2Provider(ec2Config, { api: ec2ApiFromClient(client) });
+    provider = state.fence(ec2);
+    if (workerToken !== undefined)
+      registrar = new WorkerRegistrar({
+        store,
+        clusterName: config.cluster,
+        clusterKey: workerToken,
+        describeInstance: (cloudId) => ec2.describeInstance(config.cluster, cloudId),
+        launchCredential: {
+          kind: 'ec2-instance-identity',
+          verifier: identityVerifierFor(config.region, config.ec2.worker?.identityCertificate),
+          region: config.region,
+        },
+      });
     log.info('EC2 settings', {
       amiId: ec2Config.amiId,
       zones: ec2Config.placements.map((p) => p.availabilityZone),
@@ -212,18 +295,37 @@ export async function runController(
     config.dryRun && onS3 ? undefined : openObjectStore(config.objectStore, { region: config.region });
 
   const metrics = new ControllerMetrics();
+  // A dry run keeps no backups: it changes nothing a new box would need. A PostgreSQL state is the database's to back
+  // up (its own base backups and WAL archiving); these backups copy the SQLite file.
+  const backups =
+    config.dryRun || !(store instanceof SqliteStateStore)
+      ? undefined
+      : controllerBackups({
+          everySeconds: config.backupSeconds,
+          keep: config.backupKeep,
+          cluster: config.cluster,
+          stateDir: config.stateDir,
+          secretFiles,
+          store,
+          objectStore,
+          clock,
+          log,
+          metrics,
+        });
   const host = hostCapacity();
+  const contextLimits = contextLimitsFrom(config.buildContexts);
   const workers =
-    workerToken === undefined || objectStore === undefined
+    registrar === undefined || objectStore === undefined
       ? undefined
       : new WorkerTaskControl({
           store,
           catalog,
           clock,
-          bootstrapToken: workerToken,
+          registrar,
           objectStoreLocation: objectStore.location,
           heartbeatSeconds: config.workerHeartbeatSeconds,
           heartbeatTimeoutSeconds: config.workerHeartbeatTimeoutSeconds,
+          contextLimits,
           logger: log,
           ...(local
             ? {
@@ -245,6 +347,7 @@ export async function runController(
     provider,
     clock,
     objectStore,
+    jobArchive: backups?.archive,
     metrics,
     settings: settingsFromConfig(config),
     faults,
@@ -287,7 +390,8 @@ export async function runController(
     // The loop first, so no round launches or replaces an instance while the workers go; the API last, so workers
     // checkpointing their tasks can still report the final checkpoints.
     await controller.stop().catch(() => undefined);
-    if (localProvider !== undefined)
+    // Controllers sharing the state hand the fleet over to the next active one: its workers keep running.
+    if (localProvider !== undefined && !state.shared)
       await stopLocalFleet(localProvider, {
         keepWorkers: flags.keepWorkers === true,
         stateDir: config.stateDir,
@@ -295,7 +399,10 @@ export async function runController(
         graceSeconds: workerStopGraceSeconds(store),
       }).catch((e: unknown) => log.error(`stopping the local workers failed: ${(e as Error).message}`));
     await api?.close().catch(() => undefined);
-    store.close();
+    // After the API and the workers: the final backup holds their last reports.
+    await backups?.archive.stop().catch(() => undefined);
+    await backups?.schedule.stop({ finalBackup: true }).catch(() => undefined);
+    state.close();
     releaseStateDir();
     process.exit(0);
   };
@@ -312,6 +419,26 @@ export async function runController(
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));
 
+  // An empty state where a cluster ran before is a lost state: refused unless --init (a dry run touches nothing).
+  if (!config.dryRun)
+    await checkStateBeforeStart({
+      store,
+      stateFile: state.description,
+      init: flags.init === true,
+      sources: {
+        clusterName: config.cluster,
+        provider,
+        localInstanceFile: local ? join(config.stateDir, LOCAL_INSTANCES_FILE) : undefined,
+        objectStore,
+      },
+      nowSeconds: clock.nowSeconds(),
+      log,
+    }).catch((e: unknown) => {
+      priceRefresher?.stop();
+      state.close();
+      releaseStateDir();
+      throw e;
+    });
   await controller.start();
   priceRefresher?.start();
   if (config.listen !== undefined) {
@@ -321,22 +448,28 @@ export async function runController(
         adminToken,
         catalog,
         metrics,
+        contextLimits,
         ...(workers === undefined ? {} : { workers }),
+        ...(state.leadership === undefined ? {} : { leadership: state.leadership }),
       });
     } catch (e) {
       // Stop what started, so the one-line error is all that remains (no loop keeps the process alive).
       priceRefresher?.stop();
       await controller.stop().catch(() => undefined);
-      store.close();
+      state.close();
       releaseStateDir();
       throw listenError(e, config.listen);
     }
+    // Workers can reach this controller from now on: their silence counts from here.
+    workers?.serving();
     // The client finds a controller it was not told about through this file (src/cli/local-state.ts).
     writeFileSync(join(config.stateDir, API_URL_FILE), `${api.url}\n`, { mode: 0o600 });
   }
+  // The first backup now (a restored or recovered state is in the object store at once), then every period.
+  backups?.schedule.start();
   process.stdout.write(
     `fleetwise controller: cluster ${config.cluster} in ${config.region}${config.dryRun ? ' (dry run: no cloud calls)' : ''}; ` +
-      `state ${config.stateDir}; reports to ${objectStore?.location ?? 'nowhere (dry run)'}` +
+      `state ${state.shared ? state.description : config.stateDir}; reports to ${objectStore?.location ?? 'nowhere (dry run)'}` +
       `${api === undefined ? '' : `; API ${api.url}`}` +
       `${envToken !== undefined && envToken !== '' ? '' : `; admin token in ${join(config.stateDir, ADMIN_TOKEN_FILE)}`}\n`,
   );
@@ -431,6 +564,11 @@ export function registerController(program: Command): void {
     .option('--cluster <name>', 'cluster name (the fleetwise:cluster tag on every instance)')
     .option('--region <region>', 'AWS region (default: AWS_REGION, then the catalog region)')
     .option('--state-dir <dir>', 'state directory (SQLite database, tokens)')
+    .option(
+      '--state <url>',
+      'keep the state in PostgreSQL (postgres://user@host:port/db; password in PGPASSWORD or ~/.pgpass): every ' +
+        'controller on the same database contends for one lease, one is active, the others stand by',
+    )
     .option('--bucket <name>', 'S3 bucket for reports (shorthand for --object-store s3://NAME)')
     .option('--object-store <location>', 's3://bucket/prefix or a directory (default: <state-dir>/objects)')
     .option('--listen <host:port>', 'HTTP API address (default for --provider local: 127.0.0.1:7070)')
@@ -443,7 +581,13 @@ export function registerController(program: Command): void {
     .option('--dry-run', 'plan and record decisions, make no cloud call')
     .option(
       '--orphans <policy>',
-      `instances tagged with the cluster but unknown to the state: ${ORPHAN_POLICIES.join(' | ')}`,
+      `instances tagged with the cluster but unknown to the state: ${ORPHAN_POLICIES.join(' | ')} (default keep: ` +
+        'left running, reported in the log, `fleetwise cluster` and /metrics)',
+    )
+    .option(
+      '--init',
+      'start a new cluster on an empty state even where one ran before (its instances, instance file or objects ' +
+        'remain); without it such a start is refused as a lost state',
     )
     .option(
       '--registration-timeout-seconds <s>',
@@ -455,6 +599,16 @@ export function registerController(program: Command): void {
     )
     .option('--report-every-seconds <s>', 'cost report period (default 3600)')
     .option(
+      '--backup-seconds <s>',
+      'back the state up to the object store every this many seconds: the most a lost machine loses (default 60; 0 off)',
+    )
+    .option('--backup-keep <n>', 'state backups kept in the object store (default 10)')
+    .option(
+      '--restore-from <location>',
+      "start a new box from a backup: s3://bucket/prefix or a directory (the cluster's newest backup there), or one " +
+        'backup in it (…/backups/<cluster>/state-<seq>.db.gz); the state directory must hold no state yet',
+    )
+    .option(
       '--price-refresh-hours <h>',
       'hours between on-demand price refreshes from the AWS Price List API; 0 disables (default 24)',
     )
@@ -465,9 +619,14 @@ export function registerController(program: Command): void {
     .option('--key-name <name>', 'EC2 key pair')
     .option(
       '--worker-controller-url <url>',
-      'start a worker on new instances (user data) that reaches the API here',
+      'start a worker on new instances (user data) that reaches the API here (local mode: where workers reach it)',
     )
     .option('--user-data-template <file>', 'user-data template (default infra/worker-user-data.sh)')
+    .option(
+      '--identity-certificate <file>',
+      "PEM certificate(s) the workers' signed instance identity documents are verified against (default: AWS's " +
+        'RSA-2048 certificate for the region, bundled)',
+    )
     .option(
       '--log-format <format>',
       `${LOG_FORMATS.join(' | ')}: auto is pretty on a terminal, JSON lines otherwise (default: ${LOG_FORMAT_ENV} or auto)`,
@@ -476,7 +635,13 @@ export function registerController(program: Command): void {
       async ({
         logFormat,
         ...options
-      }: ControllerFlags & { submit?: string[]; keepWorkers?: boolean; logFormat?: string }) => {
+      }: ControllerFlags & {
+        submit?: string[];
+        keepWorkers?: boolean;
+        init?: boolean;
+        restoreFrom?: string;
+        logFormat?: string;
+      }) => {
         await runController(options, process.env, selectLogFormat(logFormat, process.stderr));
       },
     );

@@ -78,7 +78,7 @@ export async function runDown(flags: DownFlags): Promise<void> {
       catalog: loadCatalogFile(BUNDLED_CATALOG_PATH),
       spawner: new ProcessWorkerSpawner({
         controllerUrl: '',
-        workerToken: '',
+        launchSecretKey: '',
         executorKind: 'process',
         // Which executor an instance's worker used shows in its directory: the process executor keeps its records
         // under executor/; otherwise its tasks were containers.

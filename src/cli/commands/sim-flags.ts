@@ -4,7 +4,8 @@ import { extname } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { parseWfqConfig, type WfqConfig } from '../../queue/wfq.js';
 import { z } from 'zod';
-import { describeIssues, ValidationError } from '../../core/validation.js';
+import { describeIssues, parseWith, ValidationError } from '../../core/validation.js';
+import { networkConfigSchema, type NetworkConfigInput } from '../../world/network-config.js';
 import type { Catalog } from '../../core/catalog.js';
 import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim/run-request.js';
 import { TRACE_FORMATS, type TraceFormat } from '../../sim/traces/load.js';
@@ -41,6 +42,7 @@ export const traceOptionFields = {
   multiTask: numberText(z.number().min(0, 'must be ≥ 0').max(1, 'must be ≤ 1')).optional(),
   arrivalRateScale: numberText(z.number().positive('must be > 0').max(1000, 'must be ≤ 1000')).optional(),
   arrivalGapSeconds: numberText(z.number().min(0, 'must be ≥ 0')).optional(),
+  latencySensitive: numberText(z.number().min(0, 'must be ≥ 0').max(1, 'must be ≤ 1')).optional(),
   catalog: z.string().min(1).optional(),
 };
 
@@ -98,6 +100,7 @@ export interface TraceFlags {
   readonly multiTask?: number | undefined;
   readonly arrivalRateScale?: number | undefined;
   readonly arrivalGapSeconds?: number | undefined;
+  readonly latencySensitive?: number | undefined;
   readonly catalog?: string | undefined;
 }
 
@@ -118,6 +121,7 @@ export function loadTraceFlags(o: TraceFlags): {
     multiTaskShare: o.multiTask,
     arrivalRateScale: o.arrivalRateScale,
     arrivalGapSeconds: o.arrivalGapSeconds,
+    latencySensitiveShare: o.latencySensitive,
   };
   const catalog = loadRequestCatalog({ catalogPath: o.catalog });
   const trace = loadRequestTrace({ trace: traceSpec }, catalog);
@@ -138,6 +142,7 @@ export function traceSettings(
     seed: o.seed ?? 0,
     multiTaskShare: o.multiTask ?? 0,
     arrivalRateScale: o.arrivalRateScale ?? 1,
+    latencySensitiveShare: o.latencySensitive ?? 0,
     catalog: o.catalog ?? `bundled (${catalog.provider} ${catalog.region})`,
     roundSeconds: o.roundSeconds ?? DEFAULT_ROUND_SECONDS,
   };
@@ -192,5 +197,30 @@ export function addTraceOptions(command: Command): Command {
       '--arrival-gap-seconds <s>',
       'specs without an arrivals.yaml: the files arrive in name order this many seconds apart (default 0)',
     )
+    .option(
+      '--latency-sensitive <share>',
+      'share of multi-task jobs given a NoMora latency curve (50% memcached, 25% strads, 25% tensorflow), 0..1 (default 0; jobs declaring a network keep theirs)',
+    )
     .option('--catalog <file>', 'instance catalog JSON (default: bundled aws-us-east-1)');
+}
+
+/**
+ * `--latency-config FILE`: the simulated network (zones, round trip per domain, noise, congestion episodes) in YAML or
+ * JSON, validated with the errors naming the file and field. Returned as written; the run resolves it.
+ */
+export function readLatencyConfigFile(path: string): NetworkConfigInput {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new ValidationError('--latency-config', [`cannot read ${path}: ${(e as Error).message}`]);
+  }
+  let value: unknown;
+  try {
+    value = parseYaml(text);
+  } catch (e) {
+    throw new ValidationError(path, [`not valid YAML or JSON: ${(e as Error).message}`]);
+  }
+  parseWith(networkConfigSchema, value ?? {}, path);
+  return (value ?? {}) as NetworkConfigInput;
 }

@@ -10,6 +10,7 @@ import {
   numberText,
   traceOptionFields,
   readQueueConfigFile,
+  readLatencyConfigFile,
   positiveInteger,
   traceSettings,
 } from './sim-flags.js';
@@ -60,6 +61,7 @@ interface RawSimulateOptions {
   readonly runtime?: string;
   readonly config?: string;
   readonly pollSeconds?: string;
+  readonly latencyConfig?: string;
 }
 
 const rate = z.number().gt(0, 'must be > 0').max(1, 'must be ≤ 1');
@@ -88,6 +90,7 @@ const optionsSchema = z.object({
   runtime: z.enum(RUNTIMES).optional(),
   config: z.string().min(1).optional(),
   pollSeconds: numberText(z.number().positive('must be > 0')).optional(),
+  latencyConfig: z.string().min(1).optional(),
 });
 
 /**
@@ -198,6 +201,11 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
           predict: o.predict ?? true,
         };
   const runtime = o.runtime ?? 'engine';
+  const network = o.latencyConfig === undefined ? undefined : readLatencyConfigFile(o.latencyConfig);
+  if (runtime === 'controller' && (network !== undefined || (o.latencySensitive ?? 0) > 0))
+    throw new ValidationError('--runtime', [
+      'the simulated network (--latency-sensitive, --latency-config) runs in the engine runtime only: with --runtime controller, round trips reach the controller from its workers',
+    ]);
   const requests: RunRequest[] = o.schedulers.map((scheduler) => ({
     scheduler,
     runtime,
@@ -212,6 +220,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     pairwiseInterference: o.pairwiseInterference,
     queue,
     pollSeconds: o.pollSeconds,
+    network,
     // The controller runs the config as its own settings, with the caps and queue the flags laid over it.
     controllerSettings:
       config === undefined || runtime !== 'controller'
@@ -272,6 +281,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
               )
               .join(' '),
       predictions: queue === undefined ? 'off (no queue)' : (queue.predict ?? false),
+      latencyConfig: o.latencyConfig ?? 'default network (3 zones, digest §10.2 round trips, no episodes)',
     };
     // The trace's lower bounds, for the report's summary and cost chart (an LP per job event: ~2 s on Alibaba).
     const bounds = costBounds(await loadIlpSolver(), catalog, trace.jobs);
@@ -336,6 +346,10 @@ export function registerSimulate(program: Command): Command {
     .option(
       '--poll-seconds <s>',
       'controller runtime: seconds between reconcile passes when no simulated worker report wakes the loop (default: the round period)',
+    )
+    .option(
+      '--latency-config <file>',
+      'simulated network (YAML/JSON): zones, round trip per latency domain, noise, congestion episodes (see README)',
     )
     .option(
       '--no-predict',

@@ -6,25 +6,73 @@ import { parseWith, ValidationError } from '../../core/validation.js';
 import { openObjectStore } from '../../storage/open-object-store.js';
 import { DEFAULT_GIVE_UP_AFTER_SECONDS, WorkerAgent } from '../../worker/agent.js';
 import { ControllerClient } from '../../worker/controller-client.js';
+import {
+  DEFAULT_PROBE_INTERVAL_SECONDS,
+  DEFAULT_PROBE_PORT,
+  DEFAULT_PROBE_WINDOW_SECONDS,
+  LatencyProber,
+} from '../../worker/latency-probe.js';
+import {
+  DEFAULT_IMDS_URL,
+  ec2IdentityCredential,
+  IMDS_URL_ENV,
+  launchSecretCredential,
+  type LaunchCredentialSource,
+} from '../../worker/launch-credential.js';
+import { SavedCredential } from '../../worker/saved-credential.js';
+import { LAUNCH_SECRET_ENV } from '../../protocol/launch-secret.js';
 import type { Executor } from '../../worker/executor.js';
 import { DockerExecutor, dockerFromEnv } from '../../worker/executors/docker.js';
 import { ProcessExecutor } from '../../worker/executors/process.js';
 
 /**
  * `fleetwise worker`: the agent on an instance (EC2 user data starts it under systemd; the local provider spawns it).
- * The token is the cluster's worker token; it may come from FLEETWISE_WORKER_TOKEN instead of the command line.
+ * It registers its instance with a launch credential (ARCHITECTURE.md "Worker identity"): the one-time secret the
+ * local provider puts in FLEETWISE_LAUNCH_SECRET, or on EC2 the cluster's worker token (FLEETWISE_WORKER_TOKEN, or
+ * --token) with the signed instance identity document from the metadata service. The per-instance token it gets is
+ * saved in the work directory, and a restarted worker registers with that alone.
  */
 export const WORKER_TOKEN_ENV = 'FLEETWISE_WORKER_TOKEN';
 
 interface WorkerFlags {
   readonly controller: string;
   readonly token?: string;
+  readonly imdsUrl?: string;
   readonly instanceId: string;
   readonly executor?: string;
   readonly workDir?: string;
   readonly giveUpAfterSeconds?: string;
   readonly stopTasksOnExit?: boolean;
+  /** False with --no-probe. */
+  readonly probe?: boolean;
+  readonly probePort?: string;
+  readonly probeHost?: string;
+  readonly probeIntervalSeconds?: string;
+  readonly probeWindowSeconds?: string;
 }
+
+const probeFlagsSchema = z.object({
+  '--probe-port': z.coerce
+    .number({ error: 'a TCP port' })
+    .int('a whole port number')
+    .min(0, '0 (any free port) to 65535')
+    .max(65535, '0 (any free port) to 65535')
+    .default(DEFAULT_PROBE_PORT),
+  '--probe-host': z
+    .string()
+    .regex(/^[A-Za-z0-9:[\]][A-Za-z0-9.:%[\]-]{0,254}$/, 'an IP address or a host name')
+    .optional(),
+  '--probe-interval-seconds': z.coerce
+    .number({ error: 'a number of seconds' })
+    .min(0.05, 'at least 0.05 s')
+    .max(3600, 'at most an hour')
+    .default(DEFAULT_PROBE_INTERVAL_SECONDS),
+  '--probe-window-seconds': z.coerce
+    .number({ error: 'a number of seconds' })
+    .min(1, 'at least 1 s')
+    .max(3600, 'at most an hour')
+    .default(DEFAULT_PROBE_WINDOW_SECONDS),
+});
 
 const giveUpSchema = z.coerce
   .number({ error: 'a number of seconds' })
@@ -45,16 +93,49 @@ export async function dockerAvailable(timeoutMs = 2000): Promise<boolean> {
   }
 }
 
-export function makeExecutor(kind: 'docker' | 'process', workDir: string, instanceId?: string): Executor {
+export function makeExecutor(
+  kind: 'docker' | 'process',
+  workDir: string,
+  instanceId?: string,
+  options: { readonly tasksEndWithThisProcess?: boolean } = {},
+): Executor {
   return kind === 'docker'
     ? new DockerExecutor({ instanceId })
-    : new ProcessExecutor({ stateDir: join(workDir, 'executor') });
+    : new ProcessExecutor({
+        stateDir: join(workDir, 'executor'),
+        tasksEndWithThisProcess: options.tasksEndWithThisProcess === true,
+      });
+}
+
+/**
+ * The launch credential the environment and flags give: the local launch secret, else (EC2) the cluster's worker
+ * token with the metadata service's identity document; undefined when neither is given.
+ */
+export function launchCredentialFrom(
+  flags: Pick<WorkerFlags, 'token' | 'imdsUrl'>,
+  env: NodeJS.ProcessEnv,
+): LaunchCredentialSource | undefined {
+  const secret = env[LAUNCH_SECRET_ENV]?.trim();
+  if (secret !== undefined && secret !== '') return launchSecretCredential(secret);
+  const token = (flags.token ?? env[WORKER_TOKEN_ENV])?.trim();
+  if (token === undefined || token === '') return undefined;
+  const imdsUrl = flags.imdsUrl ?? env[IMDS_URL_ENV];
+  return ec2IdentityCredential({
+    clusterToken: token,
+    ...(imdsUrl === undefined || imdsUrl === '' ? {} : { imdsUrl }),
+  });
 }
 
 export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  const token = flags.token ?? env[WORKER_TOKEN_ENV];
-  if (token === undefined || token.trim() === '')
-    throw new ValidationError('fleetwise worker', [`--token: required (or set ${WORKER_TOKEN_ENV})`]);
+  const workDir = resolve(flags.workDir ?? join('.fleetwise-worker', flags.instanceId));
+  const saved = new SavedCredential(workDir, flags.instanceId);
+  const launch = launchCredentialFrom(flags, env);
+  if (launch === undefined && saved.load() === undefined)
+    throw new ValidationError('fleetwise worker', [
+      `no credential to register with: ${LAUNCH_SECRET_ENV} (local mode; its controller sets it), or the ` +
+        `cluster's worker token on EC2 (--token or ${WORKER_TOKEN_ENV}); a restarted worker needs neither once it ` +
+        `has saved its per-instance token in ${saved.path}`,
+    ]);
   const requested = flags.executor ?? 'auto';
   if (!['auto', 'docker', 'process'].includes(requested))
     throw new ValidationError('fleetwise worker', ['--executor: one of docker, process, auto']);
@@ -69,11 +150,40 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
     { '--give-up-after-seconds': flags.giveUpAfterSeconds },
     'fleetwise worker',
   )['--give-up-after-seconds'];
-  const workDir = resolve(flags.workDir ?? join('.fleetwise-worker', flags.instanceId));
+  const probeFlags = parseWith(
+    probeFlagsSchema,
+    {
+      '--probe-port': flags.probePort,
+      '--probe-host': flags.probeHost,
+      '--probe-interval-seconds': flags.probeIntervalSeconds,
+      '--probe-window-seconds': flags.probeWindowSeconds,
+    },
+    'fleetwise worker',
+  );
+  // The latency probe's echo listener; a port another process holds is a startup error, as for the executor.
+  const latencyProbe =
+    flags.probe === false
+      ? undefined
+      : await LatencyProber.start({
+          port: probeFlags['--probe-port'],
+          advertisedHost: probeFlags['--probe-host'],
+          intervalSeconds: probeFlags['--probe-interval-seconds'],
+          windowSeconds: probeFlags['--probe-window-seconds'],
+        }).catch((e: unknown) => {
+          throw new ValidationError('fleetwise worker', [
+            `--probe-port: the latency probe cannot listen on port ${probeFlags['--probe-port']} ` +
+              `(${(e as Error).message}); pick another port (0: any free one) or pass --no-probe`,
+          ]);
+        });
   const log = pino({ base: { component: 'worker', instance: flags.instanceId } }, pino.destination(2));
   const agent = new WorkerAgent({
-    connection: new ControllerClient(flags.controller, token.trim()),
-    executor: makeExecutor(kind, workDir, flags.instanceId),
+    connection: new ControllerClient(flags.controller),
+    credentials: { launch, saved },
+    // A worker that stops its tasks on exit is its instance (local mode): its process tasks end with it however it
+    // ends, a SIGKILL included, instead of running on unsupervised while the controller restarts them elsewhere.
+    executor: makeExecutor(kind, workDir, flags.instanceId, {
+      tasksEndWithThisProcess: flags.stopTasksOnExit === true,
+    }),
     openStore: (location) => openObjectStore(location),
     cloudInstanceId: flags.instanceId,
     workDir,
@@ -81,6 +191,7 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
     giveUpAfterSeconds,
     stopTasksOnExit: flags.stopTasksOnExit === true,
     controllerUrl: flags.controller,
+    ...(latencyProbe === undefined ? {} : { latencyProbe }),
     logger: {
       info: (message, data) => log.info(data ?? {}, message),
       warn: (message, data) => log.warn(data ?? {}, message),
@@ -92,10 +203,13 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
   process.once('SIGTERM', () => stop.abort());
   process.once('SIGINT', () => stop.abort());
   process.stdout.write(
-    `fleetwise worker ${flags.instanceId}: ${kind} executor, work dir ${workDir}, controller ${flags.controller}\n`,
+    `fleetwise worker ${flags.instanceId}: ${kind} executor, work dir ${workDir}, controller ${flags.controller}` +
+      `${latencyProbe === undefined ? '' : `, latency probe on port ${latencyProbe.port}`}\n`,
   );
   // Giving up is a failure: a supervisor that restarts failed workers (systemd on EC2) tries the controller again.
-  if ((await agent.run(stop.signal)) === 'gave-up') process.exitCode = 1;
+  const exit = await agent.run(stop.signal);
+  await latencyProbe?.stop();
+  if (exit === 'gave-up') process.exitCode = 1;
 }
 
 export function registerWorker(program: Command): void {
@@ -103,7 +217,14 @@ export function registerWorker(program: Command): void {
     .command('worker')
     .description('run the worker agent on an instance: register, heartbeat, run and checkpoint tasks')
     .requiredOption('--controller <url>', "the controller's API, e.g. http://10.0.0.5:7070")
-    .option('--token <token>', `the cluster's worker token (default: ${WORKER_TOKEN_ENV})`)
+    .option(
+      '--token <token>',
+      `EC2: the cluster's worker token, sent with the instance identity document (default: ${WORKER_TOKEN_ENV})`,
+    )
+    .option(
+      '--imds-url <url>',
+      `EC2: the instance metadata service (default: ${IMDS_URL_ENV}, else ${DEFAULT_IMDS_URL})`,
+    )
     .requiredOption('--instance-id <id>', "this instance's cloud id (EC2 i-…, local-…)")
     .option('--executor <kind>', 'docker | process | auto (Docker when an engine answers)', 'auto')
     .option('--work-dir <dir>', 'agent state: checkpoints, progress files, build contexts, process records')
@@ -113,8 +234,25 @@ export function registerWorker(program: Command): void {
     )
     .option(
       '--stop-tasks-on-exit',
-      'on SIGTERM/SIGINT, checkpoint and stop the tasks before exiting (default: leave them for a restarted worker)',
+      'on SIGTERM/SIGINT, checkpoint and stop the tasks before exiting, and (process executor) end them with the worker however it ends (default: leave them for a restarted worker)',
     )
+    .option(
+      '--probe-port <port>',
+      `TCP port of the latency probe other workers measure round trips to (default ${DEFAULT_PROBE_PORT}; 0 any free port)`,
+    )
+    .option(
+      '--probe-host <address>',
+      "the address other workers reach this one's probe at (default: the address the controller sees)",
+    )
+    .option(
+      '--probe-interval-seconds <s>',
+      `probe each peer this often (default ${DEFAULT_PROBE_INTERVAL_SECONDS})`,
+    )
+    .option(
+      '--probe-window-seconds <s>',
+      `report max and p99 round trips over this window (default ${DEFAULT_PROBE_WINDOW_SECONDS})`,
+    )
+    .option('--no-probe', 'measure no round trips and open no probe port')
     .action(async (options: WorkerFlags) => {
       await runWorker(options);
     });

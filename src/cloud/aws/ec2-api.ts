@@ -1,13 +1,22 @@
 import {
+  CreatePlacementGroupCommand,
+  DeletePlacementGroupCommand,
   DescribeInstancesCommand,
   DescribeInstanceTypesCommand,
+  DescribePlacementGroupsCommand,
   EC2Client,
   RunInstancesCommand,
   TerminateInstancesCommand,
+  type CreatePlacementGroupCommandInput,
+  type CreatePlacementGroupCommandOutput,
+  type DeletePlacementGroupCommandInput,
+  type DeletePlacementGroupCommandOutput,
   type DescribeInstancesCommandInput,
   type DescribeInstancesCommandOutput,
   type DescribeInstanceTypesCommandInput,
   type DescribeInstanceTypesCommandOutput,
+  type DescribePlacementGroupsCommandInput,
+  type DescribePlacementGroupsCommandOutput,
   type RunInstancesCommandInput,
   type RunInstancesCommandOutput,
   type TerminateInstancesCommandInput,
@@ -26,6 +35,12 @@ export interface Ec2Api {
   describeInstanceTypes(
     input: DescribeInstanceTypesCommandInput,
   ): Promise<DescribeInstanceTypesCommandOutput>;
+  /** Cluster placement groups for latency-sensitive jobs (ec2-provider.ts). */
+  createPlacementGroup(input: CreatePlacementGroupCommandInput): Promise<CreatePlacementGroupCommandOutput>;
+  describePlacementGroups(
+    input: DescribePlacementGroupsCommandInput,
+  ): Promise<DescribePlacementGroupsCommandOutput>;
+  deletePlacementGroup(input: DeletePlacementGroupCommandInput): Promise<DeletePlacementGroupCommandOutput>;
 }
 
 /** An EC2 client from the SDK's standard configuration, honouring AWS_ENDPOINT_URL_EC2 / AWS_ENDPOINT_URL. */
@@ -42,5 +57,8 @@ export function ec2ApiFromClient(client: EC2Client): Ec2Api {
     describeInstances: (input) => client.send(new DescribeInstancesCommand(input)),
     terminateInstances: (input) => client.send(new TerminateInstancesCommand(input)),
     describeInstanceTypes: (input) => client.send(new DescribeInstanceTypesCommand(input)),
+    createPlacementGroup: (input) => client.send(new CreatePlacementGroupCommand(input)),
+    describePlacementGroups: (input) => client.send(new DescribePlacementGroupsCommand(input)),
+    deletePlacementGroup: (input) => client.send(new DeletePlacementGroupCommand(input)),
   };
 }

@@ -9,8 +9,10 @@ import {
   launchRequestSchema,
   QuotaExceededError,
   TAG_CLUSTER,
+  ThrottlingError,
   TAG_INSTANCE_KEY,
   TAG_LAUNCH_TOKEN,
+  TAG_PLACEMENT_GROUP,
   TAG_PLAN,
   type CloudInstance,
   type CloudProvider,
@@ -34,6 +36,18 @@ const ZONE_CAPACITY_CODES: ReadonlySet<string> = new Set([
   'InsufficientCapacity',
   'InsufficientHostCapacity',
   'Unsupported',
+]);
+
+/**
+ * What EC2 answers when a cluster placement group cannot take the instance: no room left near the group's instances
+ * (the capacity codes), a type the group's strategy does not allow or a zone other than the group's
+ * (InvalidParameterCombination), or a group deleted meanwhile. The instance is then launched without the group,
+ * in the same zone first: a slower network beats no instance (digest §10.3 step 5).
+ */
+const GROUP_REFUSAL_CODES: ReadonlySet<string> = new Set([
+  ...ZONE_CAPACITY_CODES,
+  'InvalidParameterCombination',
+  'InvalidPlacementGroup.Unknown',
 ]);
 
 /** Account quotas: no other zone helps; a type in another quota class (e.g. C/R instead of P) may. */
@@ -87,6 +101,16 @@ export const ec2ProviderConfigSchema = z
 export type Ec2ProviderConfig = z.input<typeof ec2ProviderConfigSchema>;
 type ParsedConfig = z.output<typeof ec2ProviderConfigSchema>;
 type Placement = ParsedConfig['placements'][number];
+type ValidRequest = z.output<typeof launchRequestSchema>;
+
+/** One RunInstances attempt: a zone, and the placement group to launch into, if any. */
+interface LaunchAttempt {
+  readonly placement: Placement;
+  readonly group?: { readonly name: string; readonly ec2Name: string } | undefined;
+}
+
+/** EC2's limit on a placement group's name. */
+const MAX_GROUP_NAME = 255;
 
 export interface Ec2ProviderDeps {
   readonly api: Ec2Api;
@@ -108,10 +132,26 @@ export function zoneClientToken(
   clusterName: string,
   idempotencyToken: string,
   availabilityZone: string,
+  /** The EC2 name of the placement group of the attempt: an attempt in the group and one without it differ. */
+  placementGroup?: string,
 ): string {
   return createHash('sha256')
-    .update(`${clusterName}\n${idempotencyToken}\n${availabilityZone}`)
+    .update(
+      `${clusterName}\n${idempotencyToken}\n${availabilityZone}` +
+        (placementGroup === undefined ? '' : `\n${placementGroup}`),
+    )
     .digest('hex');
+}
+
+/**
+ * The EC2 name of a cluster's placement group. EC2 names are unique per account and region, so the cluster is part of
+ * it, after its length: cluster `a-b`'s group `c` and cluster `a`'s group `b-c` stay apart (`fleetwise-3-a-b-c`,
+ * `fleetwise-1-a-b-c`). A name over EC2's 255 characters becomes a digest.
+ */
+export function ec2PlacementGroupName(clusterName: string, group: string): string {
+  const plain = `fleetwise-${clusterName.length}-${clusterName}-${group}`;
+  if (plain.length <= MAX_GROUP_NAME) return plain;
+  return `fleetwise-${createHash('sha256').update(`${clusterName}\n${group}`).digest('hex')}`;
 }
 
 function tagsToRecord(tags: readonly Tag[] | undefined): Record<string, string> {
@@ -120,17 +160,22 @@ function tagsToRecord(tags: readonly Tag[] | undefined): Record<string, string> 
   return out;
 }
 
-function toCloudInstance(instance: Instance): CloudInstance | undefined {
+function toCloudInstance(instance: Instance, ownerId: string | undefined): CloudInstance | undefined {
   if (instance.InstanceId === undefined) return undefined;
   const state = instance.State?.Name ?? 'pending';
+  const tags = tagsToRecord(instance.Tags);
   return {
     instanceId: instance.InstanceId,
     typeName: instance.InstanceType ?? 'unknown',
     state: INSTANCE_STATES.has(state) ? (state as InstanceState) : 'pending',
-    tags: tagsToRecord(instance.Tags),
+    tags,
     launchTime: instance.LaunchTime,
     availabilityZone: instance.Placement?.AvailabilityZone,
+    // The cluster's name for the group, tagged by the launch that got into it (Placement.GroupName is EC2's name).
+    placementGroup: tags[TAG_PLACEMENT_GROUP],
     privateIpAddress: instance.PrivateIpAddress,
+    imageId: instance.ImageId,
+    accountId: ownerId,
   };
 }
 
@@ -157,6 +202,8 @@ export class Ec2Provider implements CloudProvider {
   private readonly retry: RetryDeps;
   private readonly capacityErrors: CapacityErrorCache;
   private readonly userDataBase64: string | undefined;
+  /** EC2 names of the placement groups known to exist (created or found by this provider object). */
+  private readonly knownGroups = new Set<string>();
 
   constructor(config: Ec2ProviderConfig, deps: Ec2ProviderDeps) {
     this.config = parseWith(ec2ProviderConfigSchema, config, 'EC2 provider configuration');
@@ -191,26 +238,51 @@ export class Ec2Provider implements CloudProvider {
       return {
         instanceIds: existing.map((i) => i.instanceId),
         availabilityZone: existing[0]?.availabilityZone,
+        placementGroup: existing[0]?.placementGroup,
         reusedExisting: true,
       };
 
     const { candidates, skipped } = this.zonesToTry(request.typeName, request.availabilityZones);
+    const attempts: LaunchAttempt[] = candidates.map((placement) => ({ placement }));
+    // Why the instance is not in the group it asked for, once it is known not to be.
+    let groupFallback: string | undefined;
+    // The group's attempt goes first, in the best zone there is capacity in (the preferred one, normally).
+    const first = candidates[0];
+    if (request.placementGroup !== undefined && first !== undefined) {
+      const ensured = await this.ensurePlacementGroup(request.clusterName, request.placementGroup);
+      if ('refused' in ensured) groupFallback = ensured.refused;
+      else
+        attempts.unshift({
+          placement: first,
+          group: { name: request.placementGroup, ec2Name: ensured.ec2Name },
+        });
+    }
     const refused: string[] = [];
     let lastCapacityError: unknown;
-    for (const placement of candidates) {
+    for (const attempt of attempts) {
+      const { placement, group } = attempt;
       try {
         const out = await this.call('RunInstances', () =>
-          this.api.runInstances(this.runInput(request, placement)),
+          this.api.runInstances(this.runInput(request, attempt)),
         );
         const ids = (out.Instances ?? []).flatMap((i) => (i.InstanceId === undefined ? [] : [i.InstanceId]));
         if (ids.length === 0) throw new CloudProviderError('RunInstances returned no instance', undefined);
         return {
           instanceIds: ids,
           availabilityZone: out.Instances?.[0]?.Placement?.AvailabilityZone ?? placement.availabilityZone,
+          placementGroup: group?.name,
+          ...(group === undefined && groupFallback !== undefined ? { placementFallback: groupFallback } : {}),
           reusedExisting: false,
         };
       } catch (e) {
         const code = awsErrorCode(e);
+        if (group !== undefined && code !== undefined && GROUP_REFUSAL_CODES.has(code)) {
+          // The group is full (or cannot take this type here): that says nothing about the zone's capacity.
+          if (code === 'InvalidPlacementGroup.Unknown') this.knownGroups.delete(group.ec2Name);
+          groupFallback = `placement group ${group.name} refused the instance in ${placement.availabilityZone} (${code})`;
+          lastCapacityError = e;
+          continue;
+        }
         if (code !== undefined && ZONE_CAPACITY_CODES.has(code)) {
           this.capacityErrors.markUnavailable(request.typeName, placement.availabilityZone);
           refused.push(placement.availabilityZone);
@@ -223,6 +295,75 @@ export class Ec2Provider implements CloudProvider {
       }
     }
     throw new InsufficientCapacityError(request.typeName, refused, skipped, { cause: lastCapacityError });
+  }
+
+  /**
+   * The cluster placement group, created on first use (strategy `cluster`, tagged with the cluster so only its own
+   * groups are ever deleted). Creating is the idempotent step: a group that exists already answers Duplicate. A group
+   * that cannot be created (a policy without the permission, the account's group quota) is not a reason to launch
+   * nothing: the launch goes on without it and says why; only throttling, which a later retry gets past, fails it.
+   */
+  private async ensurePlacementGroup(
+    clusterName: string,
+    group: string,
+  ): Promise<{ ec2Name: string } | { refused: string }> {
+    const ec2Name = ec2PlacementGroupName(clusterName, group);
+    if (this.knownGroups.has(ec2Name)) return { ec2Name };
+    try {
+      await this.call('CreatePlacementGroup', () =>
+        this.api.createPlacementGroup({
+          GroupName: ec2Name,
+          Strategy: 'cluster',
+          TagSpecifications: [
+            {
+              ResourceType: 'placement-group',
+              Tags: [
+                { Key: TAG_CLUSTER, Value: clusterName },
+                { Key: TAG_PLACEMENT_GROUP, Value: group },
+              ],
+            },
+          ],
+        }),
+      );
+    } catch (e) {
+      if (e instanceof ThrottlingError) throw e;
+      if (awsErrorCode(e) !== 'InvalidPlacementGroup.Duplicate')
+        return { refused: asProviderError(e, `CreatePlacementGroup ${ec2Name}`).message };
+    }
+    this.knownGroups.add(ec2Name);
+    return { ec2Name };
+  }
+
+  async deletePlacementGroups(clusterName: string, keep: ReadonlySet<string>): Promise<string[]> {
+    const listed = await this.call('DescribePlacementGroups', () =>
+      this.api.describePlacementGroups({ Filters: [{ Name: `tag:${TAG_CLUSTER}`, Values: [clusterName] }] }),
+    ).catch((e: unknown) => {
+      throw asProviderError(e, 'DescribePlacementGroups');
+    });
+    const deleted: string[] = [];
+    for (const pg of listed.PlacementGroups ?? []) {
+      const tags = tagsToRecord(pg.Tags);
+      const group = tags[TAG_PLACEMENT_GROUP];
+      // Only groups this cluster created (both tags), and not one being deleted already.
+      if (pg.GroupName === undefined || group === undefined || tags[TAG_CLUSTER] !== clusterName) continue;
+      if (keep.has(group) || pg.State === 'deleting' || pg.State === 'deleted') continue;
+      const ec2Name = pg.GroupName;
+      try {
+        await this.call('DeletePlacementGroup', () => this.api.deletePlacementGroup({ GroupName: ec2Name }));
+        this.knownGroups.delete(ec2Name);
+        deleted.push(group);
+      } catch (e) {
+        const code = awsErrorCode(e);
+        // InUse: instances (terminating ones too) are still in it; the next call tries again.
+        if (code === 'InvalidPlacementGroup.InUse') continue;
+        if (code === 'InvalidPlacementGroup.Unknown') {
+          this.knownGroups.delete(ec2Name);
+          continue;
+        }
+        throw asProviderError(e, `DeletePlacementGroup ${ec2Name}`);
+      }
+    }
+    return deleted.sort();
   }
 
   isCapacityConstrained(typeName: string): boolean {
@@ -249,10 +390,8 @@ export class Ec2Provider implements CloudProvider {
     return { candidates, skipped };
   }
 
-  private runInput(
-    request: z.output<typeof launchRequestSchema>,
-    placement: Placement,
-  ): RunInstancesCommandInput {
+  private runInput(request: ValidRequest, attempt: LaunchAttempt): RunInstancesCommandInput {
+    const { placement, group } = attempt;
     const tags: Tag[] = [
       ...('Name' in request.tags
         ? []
@@ -262,6 +401,7 @@ export class Ec2Provider implements CloudProvider {
       { Key: TAG_PLAN, Value: request.planId },
       { Key: TAG_INSTANCE_KEY, Value: request.instanceKey },
       { Key: TAG_LAUNCH_TOKEN, Value: request.idempotencyToken },
+      ...(group === undefined ? [] : [{ Key: TAG_PLACEMENT_GROUP, Value: group.name }]),
     ];
     const profile = this.config.instanceProfile;
     return {
@@ -269,10 +409,22 @@ export class Ec2Provider implements CloudProvider {
       InstanceType: request.typeName as RunInstancesCommandInput['InstanceType'],
       MinCount: request.count,
       MaxCount: request.count,
-      ClientToken: zoneClientToken(request.clusterName, request.idempotencyToken, placement.availabilityZone),
-      ...(placement.subnetId === undefined
-        ? { Placement: { AvailabilityZone: placement.availabilityZone } }
-        : { SubnetId: placement.subnetId }),
+      ClientToken: zoneClientToken(
+        request.clusterName,
+        request.idempotencyToken,
+        placement.availabilityZone,
+        group?.ec2Name,
+      ),
+      // A subnet fixes the zone; without one (default VPC) the zone is asked for by name.
+      ...(placement.subnetId === undefined ? {} : { SubnetId: placement.subnetId }),
+      ...(placement.subnetId === undefined || group !== undefined
+        ? {
+            Placement: {
+              ...(placement.subnetId === undefined ? { AvailabilityZone: placement.availabilityZone } : {}),
+              ...(group === undefined ? {} : { GroupName: group.ec2Name }),
+            },
+          }
+        : {}),
       ...(this.config.securityGroupIds.length === 0
         ? {}
         : { SecurityGroupIds: this.config.securityGroupIds }),
@@ -312,6 +464,23 @@ export class Ec2Provider implements CloudProvider {
     return (await this.describe(filters, 'DescribeInstances')).sort(oldestFirst);
   }
 
+  /**
+   * One instance of the cluster, in any state, as EC2 describes it now (type, zone, image, owner): what a worker's
+   * signed instance identity document is checked against when it registers. Undefined when EC2 has no instance with
+   * that id and the cluster's tag.
+   */
+  async describeInstance(clusterName: string, instanceId: string): Promise<CloudInstance | undefined> {
+    if (!INSTANCE_ID.test(instanceId)) return undefined;
+    const found = await this.describe(
+      [
+        { Name: 'instance-id', Values: [instanceId] },
+        { Name: `tag:${TAG_CLUSTER}`, Values: [clusterName] },
+      ],
+      'DescribeInstances (worker identity)',
+    );
+    return found.find((i) => i.instanceId === instanceId);
+  }
+
   private async describe(
     filters: { Name: string; Values: string[] }[],
     operation: string,
@@ -330,7 +499,7 @@ export class Ec2Provider implements CloudProvider {
       });
       for (const reservation of page.Reservations ?? [])
         for (const instance of reservation.Instances ?? []) {
-          const mapped = toCloudInstance(instance);
+          const mapped = toCloudInstance(instance, reservation.OwnerId);
           if (mapped !== undefined) out.push(mapped);
         }
       nextToken = page.NextToken === '' ? undefined : page.NextToken;

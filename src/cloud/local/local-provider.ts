@@ -10,6 +10,7 @@ import {
   TAG_CLUSTER,
   TAG_INSTANCE_KEY,
   TAG_LAUNCH_TOKEN,
+  TAG_PLACEMENT_GROUP,
   TAG_PLAN,
   type CloudInstance,
   type CloudProvider,
@@ -25,7 +26,13 @@ import {
  * restarted controller finds its instances (and their still-running workers) again. The record is written before the
  * worker is spawned: a crash in between leaves an instance whose worker never registers, which the controller's
  * registration timeout replaces, never a second instance for the same token.
+ *
+ * Every local instance is on the one host, in zone `local`; a placement group asked for is recorded (tagged, as EC2
+ * does) and always granted: processes on one host are as near as instances get.
  */
+
+/** The one zone of local instances. */
+export const LOCAL_ZONE = 'local';
 
 export interface LocalInstance {
   readonly instanceId: string;
@@ -121,7 +128,8 @@ export class LocalProvider implements CloudProvider {
     if (existing.length > 0)
       return Promise.resolve({
         instanceIds: existing.map((i) => i.instanceId),
-        availabilityZone: 'local',
+        availabilityZone: LOCAL_ZONE,
+        placementGroup: existing[0]?.tags[TAG_PLACEMENT_GROUP],
         reusedExisting: true,
       });
     const instanceId = `local-${randomBytes(6).toString('hex')}`;
@@ -135,6 +143,7 @@ export class LocalProvider implements CloudProvider {
         [TAG_PLAN]: req.planId,
         [TAG_INSTANCE_KEY]: req.instanceKey,
         [TAG_LAUNCH_TOKEN]: req.idempotencyToken,
+        ...(req.placementGroup === undefined ? {} : { [TAG_PLACEMENT_GROUP]: req.placementGroup }),
       },
       launchTimeMs: this.nowMs(),
       dir: join(this.options.instancesDir, instanceId),
@@ -144,7 +153,12 @@ export class LocalProvider implements CloudProvider {
     const pid = this.options.spawner.spawn(record);
     if (pid !== undefined)
       this.save(this.load().map((i) => (i.instanceId === instanceId ? { ...i, pid } : i)));
-    return Promise.resolve({ instanceIds: [instanceId], availabilityZone: 'local', reusedExisting: false });
+    return Promise.resolve({
+      instanceIds: [instanceId],
+      availabilityZone: LOCAL_ZONE,
+      placementGroup: req.placementGroup,
+      reusedExisting: false,
+    });
   }
 
   async terminate(instanceIds: readonly string[]): Promise<void> {
@@ -153,12 +167,14 @@ export class LocalProvider implements CloudProvider {
     const now = this.nowMs();
     const gone: LocalInstance[] = [];
     const next = instances.map((i) => {
-      if (!wanted.has(i.instanceId) || i.state === 'terminated') return i;
-      const closed = { ...i, state: 'terminated' as const, terminatedAtMs: now };
+      if (!wanted.has(i.instanceId)) return i;
+      const closed =
+        i.state === 'terminated' ? i : { ...i, state: 'terminated' as const, terminatedAtMs: now };
       gone.push(closed);
       return closed;
     });
-    // Recorded first: a crash mid-kill leaves a terminated record, and a retried terminate kills again (idempotent).
+    // Recorded first: a crash mid-kill leaves a terminated record, and a retried terminate kills again (idempotent),
+    // so an instance recorded terminated already is killed too: its worker and tasks may have outlived the crash.
     this.save(next);
     for (const inst of gone) await this.options.spawner.kill(inst);
   }
@@ -174,7 +190,8 @@ export class LocalProvider implements CloudProvider {
         state: i.state,
         tags: { ...i.tags },
         launchTime: new Date(i.launchTimeMs),
-        availabilityZone: 'local',
+        availabilityZone: LOCAL_ZONE,
+        placementGroup: i.tags[TAG_PLACEMENT_GROUP],
         privateIpAddress: '127.0.0.1',
       }));
   }

@@ -1,13 +1,16 @@
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { LAUNCH_SECRET_ENV, launchSecretFor } from '../../protocol/launch-secret.js';
 import { PROJECT_ROOT } from '../catalog-file.js';
+import { TAG_LAUNCH_TOKEN } from '../provider.js';
 import type { LocalInstance, WorkerSpawner } from './local-provider.js';
 
 /**
  * Local instances' workers as detached `node dist/cli/main.js worker …` processes (their own process group, so they
- * outlive a restarted controller, which finds them again through the provider's file). The cluster's worker token goes
- * through the environment, not the command line (other users can read command lines).
+ * outlive a restarted controller, which finds them again through the provider's file). Each worker gets the one-time
+ * secret of its launch (protocol/launch-secret.ts) through the environment, not the command line (other users can read
+ * command lines); the cluster's key it derives from, and the controller's own tokens, are never passed on.
  */
 export const WORKER_MAIN = join(PROJECT_ROOT, 'dist', 'cli', 'main.js');
 
@@ -23,7 +26,8 @@ export interface InstanceTaskStopper {
 
 export interface ProcessSpawnerOptions {
   readonly controllerUrl: string;
-  readonly workerToken: string;
+  /** The cluster's worker key: each launch's one-time secret is derived from it and the launch token. */
+  readonly launchSecretKey: string;
   readonly executorKind: 'docker' | 'process';
   /** The executor a worker of this kind uses for an instance (its directory and id), to stop its tasks at termination. */
   readonly executorFor: (instanceDir: string, instanceId: string) => InstanceTaskStopper;
@@ -54,12 +58,23 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
           instance.dir,
           // A local instance ends with its worker: a stopped worker checkpoints and stops its tasks.
           '--stop-tasks-on-exit',
+          // Every local worker is on this host: each latency probe takes a free port of its own, on loopback only.
+          '--probe-port',
+          '0',
+          '--probe-host',
+          '127.0.0.1',
           ...(this.options.giveUpAfterSeconds === undefined
             ? []
             : ['--give-up-after-seconds', String(this.options.giveUpAfterSeconds)]),
         ],
         {
-          env: { ...process.env, FLEETWISE_WORKER_TOKEN: this.options.workerToken },
+          env: workerEnvironment(
+            process.env,
+            launchSecretFor(
+              this.options.launchSecretKey,
+              instance.tags[TAG_LAUNCH_TOKEN] ?? instance.instanceId,
+            ),
+          ),
           detached: true,
           stdio: ['ignore', log, log],
         },
@@ -90,6 +105,17 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
       await executor.remove(task.taskId).catch(() => undefined);
     }
   }
+}
+
+/** Credentials of the controller and its clients that a worker must not inherit. */
+const WITHHELD_ENV = ['FLEETWISE_WORKER_TOKEN', 'FLEETWISE_ADMIN_TOKEN', 'FLEETWISE_TOKEN'];
+
+/** The controller's environment minus its credentials, plus the launch's one-time secret. */
+export function workerEnvironment(parent: NodeJS.ProcessEnv, launchSecret: string): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...parent };
+  for (const name of WITHHELD_ENV) delete env[name];
+  env[LAUNCH_SECRET_ENV] = launchSecret;
+  return env;
 }
 
 /**

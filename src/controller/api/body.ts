@@ -1,15 +1,21 @@
+import type { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import { ValidationError } from '../../core/validation.js';
+import { formatFieldPath, ValidationError } from '../../core/validation.js';
 import { HttpError } from './errors.js';
 
 /**
  * Request bodies the API accepts. Fastify's own parsers are replaced so every body keeps its raw text (YAML specs
  * are validated from the text, which lets errors name lines) and malformed JSON is a 400 that names the problem.
+ * An archive (a build context upload) is not read here: its route streams it to the object store as it arrives,
+ * checking it on the way (context-inspector.ts), so an upload is never held whole in memory.
  */
 export type RequestBody =
   | { readonly kind: 'json'; readonly text: string; readonly value: unknown }
   | { readonly kind: 'yaml'; readonly text: string }
-  | { readonly kind: 'archive'; readonly encoding: 'tar' | 'gzip'; readonly bytes: Buffer };
+  | { readonly kind: 'archive'; readonly encoding: 'tar' | 'gzip'; readonly stream: Readable };
+
+/** The one route that takes an archive. */
+export const CONTEXT_UPLOAD_URL = '/v1/contexts';
 
 export const YAML_CONTENT_TYPES = [
   'application/yaml',
@@ -43,12 +49,22 @@ export function registerBodyParsers(app: FastifyInstance): void {
   app.addContentTypeParser([...YAML_CONTENT_TYPES], { parseAs: 'string' }, (_request, body, done) => {
     done(null, { kind: 'yaml', text: String(body) } satisfies RequestBody);
   });
-  app.addContentTypeParser(TAR_CONTENT_TYPE, { parseAs: 'buffer' }, (_request, body, done) => {
-    done(null, { kind: 'archive', encoding: 'tar', bytes: body as Buffer } satisfies RequestBody);
-  });
-  app.addContentTypeParser([...GZIP_CONTENT_TYPES], { parseAs: 'buffer' }, (_request, body, done) => {
-    done(null, { kind: 'archive', encoding: 'gzip', bytes: body as Buffer } satisfies RequestBody);
-  });
+  const archive =
+    (encoding: 'tar' | 'gzip') =>
+    (
+      request: { readonly routeOptions: { readonly url?: string | undefined } },
+      stream: Readable,
+      done: (error: Error | null, body?: RequestBody) => void,
+    ): void => {
+      // Elsewhere an archive is refused before a byte of it is read (fastify then closes the connection).
+      if (request.routeOptions.url !== CONTEXT_UPLOAD_URL)
+        return done(
+          new HttpError(415, `an archive is accepted only by ${CONTEXT_UPLOAD_URL}; send JSON or YAML here`),
+        );
+      done(null, { kind: 'archive', encoding, stream });
+    };
+  app.addContentTypeParser(TAR_CONTENT_TYPE, archive('tar'));
+  app.addContentTypeParser([...GZIP_CONTENT_TYPES], archive('gzip'));
 }
 
 /** The parsed body, or undefined when the request had none. */
@@ -65,8 +81,9 @@ export const MAX_BODY_DEPTH = 64;
 const NAMED_SEGMENTS = 8;
 
 function fieldPath(keys: readonly string[]): string {
-  if (keys.length === 0) return '(root)';
-  return keys.length > NAMED_SEGMENTS ? `${keys.slice(0, NAMED_SEGMENTS).join('.')}…` : keys.join('.');
+  return keys.length > NAMED_SEGMENTS
+    ? `${formatFieldPath(keys.slice(0, NAMED_SEGMENTS))}…`
+    : formatFieldPath(keys);
 }
 
 /**

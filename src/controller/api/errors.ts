@@ -1,7 +1,12 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ValidationError } from '../../core/validation.js';
+import { FencedWriteError } from '../ha/lease.js';
 import { IllegalTransitionError, StateStoreError, UnknownRecordError } from '../state-store.js';
+import { isObjectStoreError } from '../../storage/object-store-error.js';
 import { AuthError } from './auth.js';
+
+/** The bound on one path parameter (the server's `maxParamLength`): the longest id a route accepts. */
+export const MAX_PATH_PARAM_LENGTH = 128;
 
 /** Every error response has this shape: a one-line reason and, for validation failures, one line per problem. */
 export interface ErrorBody {
@@ -44,7 +49,12 @@ export function toHttpError(
   if (error instanceof ValidationError) return new HttpError(400, `invalid ${error.source}`, error.problems);
   if (error instanceof UnknownRecordError) return new HttpError(404, `${error.kind} ${error.id} not found`);
   if (error instanceof IllegalTransitionError) return new HttpError(409, error.message);
+  // Another controller took the lease: this one can no longer write; the active one can.
+  if (error instanceof FencedWriteError) return new HttpError(503, error.message);
   if (error instanceof StateStoreError) return new HttpError(409, error.message);
+  // The object store failing (after its own timeouts and retries) is a passing outage, not a bug: say so.
+  if (isObjectStoreError(error))
+    return new HttpError(503, `the object store is unavailable (${error.operation} failed); try again later`);
   const fastifyError = error as Partial<FastifyError>;
   switch (fastifyError.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
@@ -61,6 +71,15 @@ export function toHttpError(
           : `unsupported content type ${JSON.stringify(type)}`,
       );
     }
+    case 'FST_ERR_BAD_URL':
+      return new HttpError(400, 'malformed URL', [
+        'path: not valid percent-encoding (each % starts two hex digits of UTF-8)',
+      ]);
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return new HttpError(
+        414,
+        `a path parameter is longer than ${MAX_PATH_PARAM_LENGTH} characters: no id is that long`,
+      );
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new HttpError(400, 'the Content-Length header does not match the body');
     default:

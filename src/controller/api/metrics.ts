@@ -1,14 +1,20 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { ControllerService } from '../service.js';
+import type { BackupManifest } from '../backup/backup-documents.js';
+import type { BackupMetrics } from '../backup/backup-schedule.js';
+import type { JobArchiveMetrics } from '../backup/job-archive.js';
 import { JOB_STATES, TASK_STATES } from '../state-store.js';
+import type { LatencyPair } from '../latency-matrix.js';
+import type { ApiControllerService } from './routing.js';
 
 /**
  * Prometheus metrics of a controller. Counters (rounds, their duration, migrations, caps hit) are incremented by
  * the controller loop through this object; gauges (cost rate, instances, jobs) are read from the state store at
  * scrape time, so they can never drift from what the store says.
  */
-export class ControllerMetrics {
+export class ControllerMetrics implements BackupMetrics, JobArchiveMetrics {
   readonly registry = new Registry();
+  /** When the object store last held the whole state (epoch seconds); undefined before the first backup. */
+  private backupCoveredAtSeconds: number | undefined;
   private readonly rounds = new Counter({
     name: 'fleetwise_rounds_total',
     help: 'Scheduling rounds completed',
@@ -38,6 +44,62 @@ export class ControllerMetrics {
     registers: [this.registry],
   });
 
+  private readonly backupCovered = new Gauge({
+    name: 'fleetwise_backup_last_success_timestamp_seconds',
+    help: 'When the object store last held the whole state: the newest backup was taken then, or nothing changed since',
+    registers: [this.registry],
+  });
+  private readonly backupAge = new Gauge({
+    name: 'fleetwise_backup_age_seconds',
+    help: 'Seconds of state changes the loss of the controller machine would lose now (-1 before the first backup)',
+    registers: [this.registry],
+    collect: () => {
+      const covered = this.backupCoveredAtSeconds;
+      this.backupAge.set(covered === undefined ? -1 : Math.max(0, Date.now() / 1000 - covered));
+    },
+  });
+  private readonly backupSize = new Gauge({
+    name: 'fleetwise_backup_size_bytes',
+    help: 'Size of the newest state backup as stored (gzip-compressed)',
+    registers: [this.registry],
+  });
+  private readonly backupDuration = new Gauge({
+    name: 'fleetwise_backup_duration_seconds',
+    help: 'Wall time of the newest state backup (snapshot, compression, uploads, rotation)',
+    registers: [this.registry],
+  });
+  private readonly backupFailures = new Counter({
+    name: 'fleetwise_backup_failures_total',
+    help: 'State backups that failed (each is logged; the next period tries again)',
+    registers: [this.registry],
+  });
+  private readonly jobArchiveFailures = new Counter({
+    name: 'fleetwise_job_archive_failures_total',
+    help: 'Job archive writes that failed: spec (the submission was refused with a 503) or end (retried)',
+    labelNames: ['part'] as const,
+    registers: [this.registry],
+  });
+
+  backupStored(manifest: BackupManifest, durationSeconds: number): void {
+    this.backupCoveredAtSeconds = manifest.takenAtSeconds;
+    this.backupCovered.set(manifest.takenAtSeconds);
+    this.backupSize.set(manifest.sizeBytes);
+    this.backupDuration.set(durationSeconds);
+  }
+
+  backupStillCurrent(atSeconds: number): void {
+    this.backupCoveredAtSeconds = atSeconds;
+    this.backupCovered.set(atSeconds);
+  }
+
+  backupFailed(): void {
+    this.backupFailures.inc();
+  }
+
+  jobArchiveFailed(part: 'spec' | 'end'): void {
+    this.jobArchiveFailures.inc({ part });
+  }
+
   /** One finished round and how long it took. */
   observeRound(durationSeconds: number): void {
     this.rounds.inc();
@@ -55,7 +117,7 @@ export class ControllerMetrics {
 }
 
 /** Gauges computed from the service's store at scrape time, in a registry of their own. */
-export function storeGaugeRegistry(service: ControllerService): Registry {
+export function storeGaugeRegistry(service: ApiControllerService): Registry {
   const registry = new Registry();
   new Gauge({
     name: 'fleetwise_cost_per_hour_dollars',
@@ -112,6 +174,46 @@ export function storeGaugeRegistry(service: ControllerService): Registry {
       for (const w of service.store.latestRound()?.decision.waiting ?? []) this.inc({ cap: w.cap });
     },
   });
+  // Round trips between instances, as the workers measured them (one series per measured pair; the max is what
+  // latency-aware placement uses).
+  const rttGauge = (name: string, help: string, pick: (p: LatencyPair) => number | undefined): void => {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['from', 'to'] as const,
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const p of service.latency?.().pairs ?? []) {
+          const value = pick(p);
+          if (value !== undefined) this.set({ from: p.fromInstanceId, to: p.toInstanceId }, value);
+        }
+      },
+    });
+  };
+  rttGauge(
+    'fleetwise_instance_rtt_max_seconds',
+    "Largest round trip from one instance to another over the measuring worker's window",
+    (p) => (p.maxMicroseconds === undefined ? undefined : p.maxMicroseconds / 1e6),
+  );
+  rttGauge(
+    'fleetwise_instance_rtt_p99_seconds',
+    "99th percentile round trip from one instance to another over the measuring worker's window",
+    (p) => (p.p99Microseconds === undefined ? undefined : p.p99Microseconds / 1e6),
+  );
+  rttGauge(
+    'fleetwise_instance_rtt_probe_failures',
+    "Probes from one instance to another that got no answer in the measuring worker's window",
+    (p) => p.failures,
+  );
+  new Gauge({
+    name: 'fleetwise_orphan_instances',
+    help: 'Instances tagged with the cluster that the state does not know, kept running (orphan policy keep)',
+    registers: [registry],
+    collect() {
+      this.set(service.cluster().orphans.length);
+    },
+  });
   new Gauge({
     name: 'fleetwise_last_round_timestamp_seconds',
     help: 'When the latest recorded round ran (store clock; 0 before the first round)',
@@ -124,6 +226,6 @@ export function storeGaugeRegistry(service: ControllerService): Registry {
 }
 
 /** One registry for /metrics: the scrape-time gauges plus the controller's counters. */
-export function metricsRegistry(service: ControllerService, metrics: ControllerMetrics): Registry {
+export function metricsRegistry(service: ApiControllerService, metrics: ControllerMetrics): Registry {
   return Registry.merge([storeGaugeRegistry(service), metrics.registry]);
 }

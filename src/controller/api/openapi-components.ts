@@ -223,6 +223,10 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
       typeName: str,
       state: { type: 'string', enum: [...INSTANCE_STATES] },
       availabilityZone: str,
+      placementGroup: {
+        ...str,
+        description: 'The cluster placement group it is in (asked for, until launched)',
+      },
       requestedAtSeconds: num,
       launchedAtSeconds: num,
       runningAtSeconds: num,
@@ -299,10 +303,33 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
       },
     ],
   },
+  Leadership: {
+    type: 'object',
+    description:
+      "This controller's place among the controllers sharing its state database (one lease, one active controller)",
+    required: ['role', 'epoch', 'holder', 'activeUrl'],
+    properties: {
+      role: {
+        type: 'string',
+        enum: ['active', 'standby'],
+        description:
+          'active: runs the cluster; standby: waits for the lease (a controller on SQLite is active alone)',
+      },
+      epoch: {
+        ...int,
+        nullable: true,
+        description:
+          "The lease's fencing token: one more at every takeover (null on SQLite, which has no lease)",
+      },
+      holder: { ...str, nullable: true, description: 'The controller holding the lease' },
+      activeUrl: { ...str, nullable: true, description: "The active controller's API, as it announced it" },
+    },
+  },
   Cluster: {
     type: 'object',
-    required: ['scope', 'instances', 'tasks', 'costPerHour'],
+    required: ['scope', 'instances', 'tasks', 'costPerHour', 'controller'],
     properties: {
+      controller: ref('Leadership'),
       scope: {
         type: 'string',
         enum: ['all', 'team'],
@@ -323,6 +350,65 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
         },
       },
       tasks: { type: 'array', items: ref('Task') },
+      orphans: {
+        type: 'array',
+        description:
+          'Instances tagged with the cluster that the state does not know, kept running under the orphan policy ' +
+          '`keep`: their tasks are not accounted for, so nothing touches them; the operator decides',
+        items: {
+          type: 'object',
+          required: ['cloudId', 'typeName', 'state', 'policy', 'firstSeenAtSeconds'],
+          properties: {
+            cloudId: str,
+            typeName: str,
+            state: str,
+            availabilityZone: str,
+            launchedAtSeconds: num,
+            firstSeenAtSeconds: num,
+            policy: { type: 'string', enum: ['keep'] },
+          },
+        },
+      },
+    },
+  },
+  ClusterLatency: {
+    type: 'object',
+    required: ['scope', 'pairs', 'probes'],
+    properties: {
+      scope: {
+        type: 'string',
+        enum: ['all', 'team'],
+        description: "team: the probes' addresses are withheld",
+      },
+      pairs: {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['fromInstanceId', 'toInstanceId', 'samples', 'failures', 'windowSeconds', 'atSeconds'],
+          properties: {
+            fromInstanceId: str,
+            toInstanceId: str,
+            maxMicroseconds: {
+              ...num,
+              description:
+                'Largest round trip in the window (what placement uses); absent when no probe got through',
+            },
+            p99Microseconds: num,
+            samples: int,
+            failures: { ...int, description: 'Probes that got no answer in the window' },
+            windowSeconds: num,
+            atSeconds: { ...num, description: 'When the report arrived (controller clock)' },
+          },
+        },
+      },
+      probes: {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['instanceId', 'host', 'port', 'atSeconds'],
+          properties: { instanceId: str, host: str, port: int, atSeconds: num },
+        },
+      },
     },
   },
   Why: {

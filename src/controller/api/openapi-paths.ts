@@ -19,6 +19,16 @@ const idParam = (description: string): Schema => ({
   schema: { type: 'string' },
 });
 
+/** The control loop's progress, in `/healthz` answers of a running controller. */
+const LOOP_HEALTH: Schema = {
+  type: 'object',
+  properties: {
+    pass: { ...str, nullable: true, description: 'The pass under way (round, reconcile, recovery), if any' },
+    passSeconds: { type: 'number', nullable: true, description: 'How long the pass under way has run' },
+    lastPassEndedAt: { ...str, nullable: true, description: 'When the last pass ended (ISO 8601)' },
+  },
+};
+
 const WORKER_ERRORS = {
   '400': error('The body does not match the worker protocol (the field and the reason are named)'),
   '415': error('Not application/json'),
@@ -28,7 +38,8 @@ export const PATHS: Record<string, Record<string, Schema>> = {
   '/v1/workers/register': {
     post: {
       summary:
-        "A worker registers its instance (bearer: the cluster's worker token); answers a per-instance token",
+        'A worker proves which instance it runs on (identity: a launch credential once, then its per-instance ' +
+        'token; the bearer is the credential that kind names); answers a per-instance token',
       operationId: 'workerRegister',
       requestBody: { required: true, content: json(ref('WorkerRegisterRequest')) },
       responses: {
@@ -37,8 +48,12 @@ export const PATHS: Record<string, Record<string, Schema>> = {
           ref('WorkerRegisterResponse'),
         ),
         ...WORKER_ERRORS,
-        '401': error('Missing or wrong worker token'),
-        '409': error('The instance is not known to the controller yet (its launch is being recorded): retry'),
+        '401': error('Missing or wrong credential, or a signature that does not verify'),
+        '403': error('A valid credential for another instance, region, account, image or cluster'),
+        '409': error(
+          'The instance is not in the state yet (its launch is being recorded: retry), or already has a registered ' +
+            'worker (only its per-instance token registers it again)',
+        ),
         '410': error('The instance is terminated or being retired'),
       },
     },
@@ -85,6 +100,9 @@ export const PATHS: Record<string, Record<string, Schema>> = {
         '403': error("The spec names a team other than the token's"),
         '413': error('Body larger than the limit (1 MiB)'),
         '415': error('Content type other than JSON or YAML'),
+        '503': error(
+          'The object store did not take the job spec, so the job could not be made durable; it was withdrawn: retry',
+        ),
       },
     },
     get: {
@@ -187,6 +205,14 @@ export const PATHS: Record<string, Record<string, Schema>> = {
       responses: { '200': ok('The cluster', ref('Cluster')), ...COMMON_ERRORS },
     },
   },
+  '/v1/cluster/latency': {
+    get: {
+      summary:
+        "Round trips the workers measured between instances (max and p99 over each worker's window), and their probes",
+      operationId: 'clusterLatency',
+      responses: { '200': ok('The latency matrix', ref('ClusterLatency')), ...COMMON_ERRORS },
+    },
+  },
   '/v1/instances/{id}/drain': {
     post: {
       summary: 'Move every task off an instance and retire it (admin)',
@@ -280,8 +306,19 @@ export const PATHS: Record<string, Record<string, Schema>> = {
   },
   '/v1/contexts': {
     post: {
-      summary: 'Upload a Docker build context; returns the reference to use as build.context',
+      summary:
+        'Upload a Docker build context (streamed to the object store, checked against its sha256 and the ' +
+        "team's limits); returns the reference to use as build.context",
       operationId: 'uploadContext',
+      parameters: [
+        {
+          name: 'sha256',
+          in: 'query',
+          required: true,
+          description: 'The sha256 of the body (64 lowercase hex digits): the stored archive is named by it',
+          schema: { type: 'string', pattern: '^[0-9a-f]{64}$' },
+        },
+      ],
       requestBody: {
         required: true,
         content: {
@@ -295,11 +332,14 @@ export const PATHS: Record<string, Record<string, Schema>> = {
           required: ['ref', 'sha256', 'sizeBytes'],
           properties: { ref: str, sha256: str, sizeBytes: int },
         }),
-        '400': error('Not a tar archive or gzip stream'),
+        '400': error('Not a gzip stream or tar archive, an empty archive, a sha256 other than declared'),
         ...COMMON_ERRORS,
-        '413': error('Archive larger than the limit'),
+        '413': error(
+          "Over one of the team's limits, named in the message: maxArchiveBytes, maxExpandedBytes, maxExpansionRatio",
+        ),
         '415': error('Content type other than tar or gzip'),
         '501': error('No object store configured'),
+        '503': error('The object store is unavailable'),
       },
     },
   },
@@ -309,13 +349,48 @@ export const PATHS: Record<string, Record<string, Schema>> = {
       operationId: 'health',
       security: [],
       responses: {
-        '200': ok('Serving', {
-          type: 'object',
-          properties: { status: { type: 'string', enum: ['ok'] }, latestRound: { ...int, nullable: true } },
+        '200': ok('Serving (as the active controller, or as a standby: see role)', {
+          allOf: [
+            ref('Leadership'),
+            {
+              type: 'object',
+              properties: {
+                status: { type: 'string', enum: ['ok'] },
+                latestRound: { ...int, nullable: true },
+                loop: LOOP_HEALTH,
+              },
+            },
+          ],
         }),
-        '503': ok('The state store is unavailable', {
-          type: 'object',
-          properties: { status: str, error: str },
+        '503': ok(
+          'The state store is unavailable, or the control loop is stuck (one pass running too long)',
+          {
+            type: 'object',
+            properties: {
+              status: { type: 'string', enum: ['unavailable', 'stuck'] },
+              error: str,
+              loop: LOOP_HEALTH,
+            },
+          },
+        ),
+      },
+    },
+  },
+  '/readyz': {
+    get: {
+      summary:
+        'Ready to serve the cluster: only the active controller is (for a load balancer; no token needed)',
+      operationId: 'ready',
+      security: [],
+      responses: {
+        '200': ok('The active controller', {
+          allOf: [
+            ref('Leadership'),
+            { type: 'object', properties: { status: { type: 'string', enum: ['active'] } } },
+          ],
+        }),
+        '503': ok('A standby: send the request to the active controller', {
+          allOf: [ref('Leadership'), { type: 'object', properties: { status: str, error: str } }],
         }),
       },
     },

@@ -1,36 +1,29 @@
-import { createHash } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { parseWith } from '../../core/validation.js';
+import { ContextLimitError, ExpansionMeter, type ContextLimits } from '../../protocol/context-limits.js';
 import { teamScope } from './auth.js';
-import { bodyOf } from './body.js';
+import { bodyOf, CONTEXT_UPLOAD_URL } from './body.js';
+import { ContextArchiveError, ContextInspector } from './context-inspector.js';
 import { HttpError, notFound } from './errors.js';
 import type { ApiContext, RouteTable } from './routing.js';
 import { parseSince, SINCE_RULE } from './since.js';
 import { clusterForScope, costsForScope, publicInstance, visibleJobIds } from './views.js';
 
-/** Uploaded build contexts may be far larger than a spec; the whole archive is held in memory while stored. */
-export const DEFAULT_MAX_CONTEXT_BYTES = 256 * 1024 * 1024;
-
 const costsQuery = z.object({ since: z.string().min(1).max(64, 'at most 64 characters').optional() });
 const instanceParams = z.object({ id: z.string().min(1).max(128) });
-
-function isTar(bytes: Buffer): boolean {
-  // POSIX ustar magic at offset 257 of the first header; archives are whole 512-byte blocks.
-  return (
-    bytes.length >= 1024 &&
-    bytes.length % 512 === 0 &&
-    bytes.subarray(257, 262).toString('latin1') === 'ustar'
-  );
-}
-
-function isGzip(bytes: Buffer): boolean {
-  return bytes.length >= 18 && bytes[0] === 0x1f && bytes[1] === 0x8b;
-}
+const contextQuery = z.object({
+  sha256: z
+    .string({ error: 'required: the sha256 of the body (64 hex digits), which names the stored context' })
+    .regex(/^[0-9a-f]{64}$/, 'the sha256 of the body: 64 lowercase hex digits'),
+});
 
 export function registerClusterRoutes(
   routes: RouteTable,
   context: ApiContext,
-  maxContextBytes: number,
+  /** The limits of an upload by this team (undefined: the admin). */
+  contextLimits: (team: string | undefined) => ContextLimits,
 ): void {
   const { service } = context;
   const store = service.store;
@@ -39,8 +32,26 @@ export function registerClusterRoutes(
     method: 'GET',
     url: '/v1/cluster',
     access: 'any',
-    handler: async (request) =>
-      clusterForScope(service.cluster(), visibleJobIds(store, teamScope(context.principal(request)))),
+    handler: async (request) => ({
+      ...clusterForScope(service.cluster(), visibleJobIds(store, teamScope(context.principal(request)))),
+      controller: context.leadership(),
+    }),
+  });
+
+  routes.add({
+    method: 'GET',
+    url: '/v1/cluster/latency',
+    access: 'any',
+    handler: async (request) => {
+      const view = service.latency?.() ?? { pairs: [], probes: [] };
+      // Where the probes listen (instances' addresses) is the operator's business; the round trips are everyone's.
+      const team = teamScope(context.principal(request));
+      return {
+        scope: team === undefined ? 'all' : 'team',
+        pairs: view.pairs,
+        probes: team === undefined ? view.probes : [],
+      };
+    },
   });
 
   routes.add({
@@ -100,9 +111,8 @@ export function registerClusterRoutes(
 
   routes.add({
     method: 'POST',
-    url: '/v1/contexts',
+    url: CONTEXT_UPLOAD_URL,
     access: 'any',
-    bodyLimit: maxContextBytes,
     handler: async (request, reply) => {
       const body = bodyOf(request.body);
       if (body === undefined || body.kind !== 'archive')
@@ -110,25 +120,45 @@ export function registerClusterRoutes(
           415,
           'send the build context as a tar archive (application/x-tar or application/gzip)',
         );
-      const valid = body.encoding === 'tar' ? isTar(body.bytes) : isGzip(body.bytes);
-      if (!valid)
-        throw new HttpError(
-          400,
-          `the body is not a ${body.encoding === 'tar' ? 'tar archive' : 'gzip stream'}`,
-        );
-      if (service.storeContext === undefined)
-        throw new HttpError(
-          501,
-          'this controller does not accept build contexts; build and push the image, then use `image:` in the spec',
-        );
-      const sha256 = createHash('sha256').update(body.bytes).digest('hex');
-      const ref = await service.storeContext(body.bytes, {
-        sha256,
-        sizeBytes: body.bytes.length,
-        encoding: body.encoding,
-        team: teamScope(context.principal(request)),
-      });
-      return reply.code(201).send({ ref, sha256, sizeBytes: body.bytes.length });
+      // Whatever ends this request before its body was read whole also ends the connection: the rest is never read.
+      try {
+        return await storeUpload(body.encoding, body.stream, request, reply);
+      } catch (e) {
+        if (!body.stream.readableEnded) {
+          body.stream.unpipe();
+          body.stream.pause();
+          void reply.header('connection', 'close');
+        }
+        if (e instanceof ContextLimitError) throw new HttpError(413, e.message);
+        if (e instanceof ContextArchiveError) throw new HttpError(400, e.message);
+        throw e;
+      }
     },
   });
+
+  async function storeUpload(
+    encoding: 'tar' | 'gzip',
+    stream: Readable,
+    request: FastifyRequest,
+    reply: FastifyReply,
+  ): Promise<FastifyReply> {
+    const { sha256 } = parseWith(contextQuery, request.query, 'query');
+    if (service.storeContext === undefined)
+      throw new HttpError(
+        501,
+        'this controller does not accept build contexts; build and push the image, then use `image:` in the spec',
+      );
+    const team = teamScope(context.principal(request));
+    const limits = contextLimits(team);
+    // A body declared larger than the limit is refused before a byte of it is read.
+    new ExpansionMeter(limits).addArchive(Number(request.headers['content-length'] ?? 0) || 0);
+    const inspector = new ContextInspector(encoding, limits, sha256);
+    stream.on('error', (e) => inspector.destroy(e));
+    // A failure reaches storeContext through the stream it reads; this keeps one that comes before it reads (while
+    // it checks whether the archive is stored already) from going unhandled.
+    inspector.on('error', () => undefined);
+    stream.pipe(inspector);
+    const ref = await service.storeContext(inspector, { sha256, encoding, team });
+    return reply.code(201).send({ ref, sha256, sizeBytes: inspector.sizeBytes });
+  }
 }

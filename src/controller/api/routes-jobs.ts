@@ -5,8 +5,9 @@ import { JOB_STATES, type JobRecord, type JobState } from '../state-store.js';
 import { teamScope, type Principal } from './auth.js';
 import { bodyOf } from './body.js';
 import { HttpError, notFound } from './errors.js';
+import { keepAcceptedJob } from './kept-submission.js';
 import type { ApiContext, RouteTable } from './routing.js';
-import { dryRunView, specFromBody } from './submission.js';
+import { dryRunView, requireUploadedContexts, specFromBody } from './submission.js';
 import { jobDocument, jobSummary, visibleJobIds, whyForScope } from './views.js';
 
 const idParams = z.object({ id: z.string().min(1).max(128) });
@@ -58,11 +59,14 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       const principal = context.principal(request);
       const { dryRun } = parseWith(submitQuery, request.query, 'query');
       const spec = specFromBody(bodyOf(request.body), principal, context.priceBook);
+      // A dry run checks the spec without its build contexts (fleetwise submit --dry-run uploads none).
       if (dryRun) return dryRunView(spec, context.priceBook, (await service.estimate?.(spec)) ?? null);
+      requireUploadedContexts(spec);
       const job =
         service.submitBatched === undefined
           ? service.submit(spec, spec.team)
           : await service.submitBatched(spec, spec.team);
+      await keepAcceptedJob(service, job);
       return reply
         .code(201)
         .header('location', `/v1/jobs/${job.id}`)

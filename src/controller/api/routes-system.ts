@@ -2,18 +2,54 @@ import type { Registry } from 'prom-client';
 import { OPENAPI_DOCUMENT } from './openapi.js';
 import type { ApiContext, RouteTable } from './routing.js';
 
+function secondsToIso(seconds: number | undefined): string | null {
+  return seconds === undefined ? null : new Date(seconds * 1000).toISOString();
+}
+
 export function registerSystemRoutes(routes: RouteTable, context: ApiContext, registry: Registry): void {
   routes.add({
     method: 'GET',
     url: '/healthz',
     access: 'none',
     handler: async (request, reply) => {
+      let latestRound: number | null;
       try {
-        return { status: 'ok', latestRound: context.service.store.latestRound()?.round ?? null };
+        latestRound = context.service.store.latestRound()?.round ?? null;
       } catch (e) {
         request.log.error(e, 'health check: state store unavailable');
         return reply.code(503).send({ status: 'unavailable', error: 'the state store is unavailable' });
       }
+      const leadership = context.leadership();
+      const health = context.service.loopHealth?.();
+      if (health === undefined) return { status: 'ok', latestRound, ...leadership };
+      const loop = {
+        pass: health.pass ?? null,
+        passSeconds: health.passSeconds ?? null,
+        lastPassEndedAt: secondsToIso(health.lastPassEndedAtSeconds),
+      };
+      // A stuck loop decides and carries out nothing: not healthy, however well the API answers.
+      if (health.status === 'stuck')
+        return reply.code(503).send({
+          status: 'stuck',
+          error: health.reason ?? 'the control loop is stuck',
+          loop,
+          ...leadership,
+        });
+      return { status: 'ok', latestRound, loop, ...leadership };
+    },
+  });
+
+  // Ready to serve the cluster: only the active controller is (a load balancer in front of an active and a standby
+  // sends traffic where this answers 200; a standby answers 503 from its own server, ha/standby-server.ts).
+  routes.add({
+    method: 'GET',
+    url: '/readyz',
+    access: 'none',
+    handler: async (_request, reply) => {
+      const leadership = context.leadership();
+      return reply
+        .code(leadership.role === 'active' ? 200 : 503)
+        .send({ status: leadership.role, ...leadership });
     },
   });
 

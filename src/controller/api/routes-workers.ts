@@ -5,15 +5,17 @@ import {
   registerRequestSchema,
   WORKER_ROUTES,
 } from '../../protocol/worker-protocol.js';
-import { WorkerProtocolError, type WorkerTaskControl } from '../worker-task-control.js';
+import type { WorkerTaskControl } from '../worker-task-control.js';
+import { WorkerProtocolError } from '../worker-identity/worker-protocol-error.js';
 import { bodyOf } from './body.js';
 import { HttpError } from './errors.js';
 import type { RouteTable } from './routing.js';
 
 /**
  * The worker protocol's routes (src/protocol/worker-protocol.ts). They are outside the team/admin token scheme
- * (access `none` for the API's auth hook) and check the worker tokens themselves: the cluster's worker token to
- * register, then the per-instance token the registration issued.
+ * (access `none` for the API's auth hook) and check the workers' credentials themselves: to register, the credential
+ * the request's `identity` names (worker-identity/worker-registrar.ts); to heartbeat, the per-instance token the
+ * registration issued.
  */
 export type WorkerEndpoint = Pick<WorkerTaskControl, 'register' | 'heartbeat'>;
 
@@ -22,7 +24,7 @@ const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 function bearerOf(request: FastifyRequest): string {
   const token = BEARER.exec(request.headers.authorization ?? '')?.[1];
   if (token === undefined)
-    throw new HttpError(401, 'missing bearer token: send "Authorization: Bearer <worker token>"');
+    throw new HttpError(401, 'missing bearer token: send "Authorization: Bearer <worker credential>"');
   return token;
 }
 
@@ -46,7 +48,7 @@ export function registerWorkerRoutes(routes: RouteTable, workers: WorkerEndpoint
       const token = bearerOf(request);
       const body = parseWith(registerRequestSchema, jsonOf(request), 'worker registration');
       try {
-        return workers.register(token, body);
+        return await workers.register(token, body);
       } catch (e) {
         return asHttp(e);
       }
@@ -60,7 +62,7 @@ export function registerWorkerRoutes(routes: RouteTable, workers: WorkerEndpoint
       const token = bearerOf(request);
       const body = parseWith(heartbeatRequestSchema, jsonOf(request), 'worker heartbeat');
       try {
-        return workers.heartbeat(token, body);
+        return workers.heartbeat(token, body, { remoteAddress: request.socket.remoteAddress });
       } catch (e) {
         return asHttp(e);
       }

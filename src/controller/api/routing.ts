@@ -1,15 +1,18 @@
+import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { PriceBook } from '../../scheduler/reservation-price.js';
 import type { ControllerService } from '../service.js';
 import type { JobSpec } from '../job-spec/spec.js';
 import type { EtaRecord } from '../queue-records.js';
+import type { LatencyMatrixView } from '../latency-matrix.js';
+import type { LeadershipView } from '../ha/leader-elector.js';
 import type { JobRecord } from '../state-store.js';
+import type { LoopHealth } from '../loop-health.js';
 import type { Principal, RouteAccess } from './auth.js';
 
 /** What the API needs of an uploaded build context's owner when storing it. */
 export interface ContextInfo {
   readonly sha256: string;
-  readonly sizeBytes: number;
   /** `tar`, or `gzip` for a gzip-compressed tar (both are what `docker build` accepts as a context). */
   readonly encoding: 'tar' | 'gzip';
   /** The uploading team, or undefined for the admin. */
@@ -24,10 +27,11 @@ export interface ApiControllerService extends ControllerService {
   /** Write a cost report to the object store now; returns where it was written (e.g. `s3://bucket/reports/…`). */
   writeReport?(): Promise<string>;
   /**
-   * Keep an uploaded build context (content-addressed by `info.sha256`) in the object store; returns the reference
-   * the job spec's `build.context` should carry so workers can fetch it.
+   * Keep an uploaded build context (content-addressed by `info.sha256`) in the object store, streaming `archive` (it
+   * fails, and nothing may be kept, when the stream fails: a limit or a check on the way); returns the reference the
+   * job spec's `build.context` should carry so workers can fetch it.
    */
-  storeContext?(archive: Buffer, info: ContextInfo): Promise<string>;
+  storeContext?(archive: Readable, info: ContextInfo): Promise<string>;
   /** A job's task output as uploaded by its workers (oldest run first). */
   jobLogs?(jobId: string): Promise<string>;
   /**
@@ -36,16 +40,27 @@ export interface ApiControllerService extends ControllerService {
    */
   submitBatched?(spec: JobSpec, team: string): Promise<JobRecord>;
   /** The ETA a job with this spec would get if submitted now, stored nowhere; null when none can be predicted. */
+  /**
+   * Make a just-submitted job durable beyond this machine (the job archive) before it is answered; throws, having
+   * withdrawn the job, when that fails.
+   */
+  keepSubmission?(job: JobRecord): Promise<void>;
+  /** Round trips the workers measured between instances, and where their probes listen. */
+  latency?(): LatencyMatrixView;
   estimate?(spec: JobSpec): Promise<EtaRecord | null>;
   /** Whether completion-time predictions are on: a live job without an ETA yet is then waiting for one. */
   readonly predictionsEnabled?: boolean;
   /** End a job as unsuccessful at a stage (success-ranked ordering), freeing its capacity. */
   markUnsuccessful?(jobId: string, options: { readonly stage?: number; readonly reason?: string }): JobRecord;
+  /** Whether the control loop makes progress (`/healthz` answers 503 when it is stuck). */
+  loopHealth?(): LoopHealth;
 }
 
 export interface ApiContext {
   readonly service: ApiControllerService;
   readonly priceBook: PriceBook;
+  /** This controller's place among those sharing its database (active, or standby), with the lease's epoch. */
+  leadership(): LeadershipView;
   /** The caller of an authenticated route (set by the auth hook). */
   principal(request: FastifyRequest): Principal;
 }

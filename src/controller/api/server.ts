@@ -2,22 +2,27 @@ import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Catalog } from '../../core/catalog.js';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { JOB_SPEC_LIMITS } from '../job-spec/spec.js';
+import { DEFAULT_CONTEXT_LIMITS, type ContextLimits } from '../../protocol/context-limits.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import { authenticate, authorize, type Principal } from './auth.js';
 import { registerBodyParsers } from './body.js';
-import { HttpError, sendError, toHttpError } from './errors.js';
+import { HttpError, MAX_PATH_PARAM_LENGTH, sendError, toHttpError } from './errors.js';
 import { ControllerMetrics, metricsRegistry } from './metrics.js';
-import { DEFAULT_MAX_CONTEXT_BYTES, registerClusterRoutes } from './routes-cluster.js';
+import { registerClusterRoutes } from './routes-cluster.js';
 import { registerTokenRoutes } from './routes-tokens.js';
 import { registerJobRoutes } from './routes-jobs.js';
 import { registerSystemRoutes } from './routes-system.js';
 import { registerWorkerRoutes, type WorkerEndpoint } from './routes-workers.js';
 import { RouteTable, type ApiContext, type ApiControllerService } from './routing.js';
+import type { LeadershipView } from '../ha/leader-elector.js';
 
 export { ControllerMetrics } from './metrics.js';
 export type { ApiControllerService, ContextInfo } from './routing.js';
 
-/** Requests other than context uploads: a job spec is at most this large (job-spec/spec.ts), and nothing else is bigger. */
+/**
+ * Requests other than context uploads (which stream, within their own limits): a job spec is at most this large
+ * (job-spec/spec.ts), and nothing else is bigger.
+ */
 export const DEFAULT_BODY_LIMIT_BYTES = JOB_SPEC_LIMITS.maxSpecBytes;
 
 export interface ApiServerOptions {
@@ -32,10 +37,16 @@ export interface ApiServerOptions {
   /** Counters the controller increments; created here when absent (and returned either way). */
   readonly metrics?: ControllerMetrics;
   readonly bodyLimitBytes?: number;
-  readonly maxContextBytes?: number;
+  /** The build context limits of an upload by a team (undefined: the admin); default DEFAULT_CONTEXT_LIMITS. */
+  readonly contextLimits?: (team: string | undefined) => ContextLimits;
   /** The worker protocol's endpoint (WorkerTaskControl); without it, no worker routes are served. */
   readonly workers?: WorkerEndpoint;
+  /** The controller's lease (ha/): without one (a SQLite state), the controller is active on its own. */
+  readonly leadership?: () => LeadershipView;
 }
+
+/** A controller with a state of its own: active, with no lease. */
+const SOLE_CONTROLLER: LeadershipView = { role: 'active', epoch: null, holder: null, activeUrl: null };
 
 export interface ApiServer {
   /** `http://host:port` with the port actually bound. */
@@ -65,7 +76,19 @@ export function buildApiApp(
   options: Omit<ApiServerOptions, 'listen'> & { readonly metrics: ControllerMetrics },
 ): { app: FastifyInstance; routes: RouteTable } {
   const bodyLimit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
-  const app = Fastify({ logger: options.logger ?? false, bodyLimit, exposeHeadRoutes: false });
+  const app = Fastify({
+    logger: options.logger ?? false,
+    bodyLimit,
+    exposeHeadRoutes: false,
+    routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },
+    // Errors fastify raises before routing (a path that is not valid percent-encoding, an overlong path parameter)
+    // get the API's error body too, not fastify's own shape.
+    frameworkErrors: (error, request, reply) =>
+      sendError(
+        reply,
+        toHttpError(error, () => bodyLimit, request),
+      ),
+  });
   const catalog = options.catalog ?? loadCatalogFile();
   const priceBook = catalog instanceof PriceBook ? catalog : new PriceBook(catalog);
   const principals = new WeakMap<FastifyRequest, Principal>();
@@ -73,6 +96,7 @@ export function buildApiApp(
   const context: ApiContext = {
     service,
     priceBook,
+    leadership: options.leadership ?? (() => SOLE_CONTROLLER),
     principal(request) {
       const principal = principals.get(request);
       if (principal === undefined) throw new Error('internal: route has no authenticated caller');
@@ -101,7 +125,7 @@ export function buildApiApp(
   );
 
   registerJobRoutes(routes, context);
-  registerClusterRoutes(routes, context, options.maxContextBytes ?? DEFAULT_MAX_CONTEXT_BYTES);
+  registerClusterRoutes(routes, context, options.contextLimits ?? (() => DEFAULT_CONTEXT_LIMITS));
   registerTokenRoutes(routes, context);
   registerSystemRoutes(routes, context, metricsRegistry(service, options.metrics));
   if (options.workers !== undefined) registerWorkerRoutes(routes, options.workers);

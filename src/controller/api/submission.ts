@@ -5,6 +5,7 @@ import { parseJobSpec, validateJobSpec } from '../job-spec/parse.js';
 import type { JobSpec } from '../job-spec/spec.js';
 import type { FamilyDemand } from '../../core/resources.js';
 import type { EtaRecord } from '../queue-records.js';
+import { parseBuildContextRef } from '../../protocol/object-keys.js';
 import type { Principal } from './auth.js';
 import { tooDeepProblem, tooDeepYamlProblem, type RequestBody } from './body.js';
 import { HttpError } from './errors.js';
@@ -69,6 +70,24 @@ export function specFromBody(
   return body.kind === 'yaml'
     ? parseJobSpec(body.text, SPEC_SOURCE, priceBook)
     : validateJobSpec(value, SPEC_SOURCE, priceBook);
+}
+
+/**
+ * Refuse a spec whose `build.context` is anything but an uploaded context (`POST /v1/contexts`' reference): a path
+ * would be a directory on the worker's host, which no user may make a worker hash and run a task in. `fleetwise
+ * submit` uploads a local directory and puts the reference in its place.
+ */
+export function requireUploadedContexts(spec: JobSpec): void {
+  const problems = spec.tasks.flatMap((task, i) =>
+    task.build === undefined || parseBuildContextRef(task.build.context) !== undefined
+      ? []
+      : [
+          `tasks.${i}.build.context: ${JSON.stringify(task.build.context)} is not an uploaded build context; ` +
+            'upload the directory with POST /v1/contexts and give the reference it answers ' +
+            '(fleetwise submit does both)',
+        ],
+  );
+  if (problems.length > 0) throw new ValidationError(SPEC_SOURCE, problems);
 }
 
 export interface DryRunTask {

@@ -176,6 +176,7 @@ export interface ClusterDocument {
   readonly instances: readonly PublicInstance<ClusterInstance>[];
   readonly tasks: ClusterView['tasks'];
   readonly costPerHour: number;
+  readonly orphans: ClusterView['orphans'];
 }
 
 /** A team sees every instance (the fleet is shared and priced) but only its own tasks on them. */
@@ -189,6 +190,7 @@ export function clusterForScope(
       costPerHour: view.costPerHour,
       instances: view.instances.map((i) => publicInstance(i)),
       tasks: view.tasks,
+      orphans: view.orphans,
     };
   return {
     scope: 'team',
@@ -198,6 +200,8 @@ export function clusterForScope(
       taskIds: i.taskIds.filter((t) => visible.has(jobOfTask(t))),
     })),
     tasks: view.tasks.filter((t) => visible.has(t.jobId)),
+    // Orphans belong to no team: every caller sees them, as every caller sees the fleet.
+    orphans: view.orphans,
   };
 }
 

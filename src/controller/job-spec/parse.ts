@@ -7,6 +7,7 @@ import { explainIssue, firstLine, formatPath, lineOf, type Path, type Problem } 
 import { jobSpecSchema, utf8Bytes, type RawJobSpec } from './schema.js';
 import { JOB_SPEC_LIMITS, type JobSpec, type TaskTemplateSpec } from './spec.js';
 import { derivedWorkload } from './tasks.js';
+import { toNetworkDeclaration } from '../../core/network-schema.js';
 
 /**
  * Parse and validate a job spec (YAML or JSON text; JSON is YAML). `source` names the file in errors; every problem
@@ -110,7 +111,29 @@ function checkStructure(raw: RawJobSpec): Problem[] {
       path: ['tasks'],
       message: `${total} tasks after replicas, at most ${JOB_SPEC_LIMITS.maxTasks} per job`,
     });
+  const root = raw.network?.root;
+  if (root !== undefined && rootTaskName(raw, root) === undefined)
+    problems.push({
+      path: ['network', 'root'],
+      message: `no task named ${root} (tasks: ${expandedNames(raw).join(', ')})`,
+    });
   return problems;
+}
+
+/** Task names after expanding replicas (`<template>` for one replica, `<template>-<i>` for more). */
+function expandedNames(raw: RawJobSpec): string[] {
+  return raw.tasks.flatMap((t, i) => {
+    const name = templateName(t, i);
+    return t.replicas === 1 ? [name] : Array.from({ length: t.replicas }, (_, r) => `${name}-${r}`);
+  });
+}
+
+/** The expanded task `network.root` names: a task by its name, or a template with replicas by its first replica. */
+function rootTaskName(raw: RawJobSpec, root: string): string | undefined {
+  const names = expandedNames(raw);
+  if (names.includes(root)) return root;
+  const template = raw.tasks.findIndex((t, i) => templateName(t, i) === root);
+  return template < 0 ? undefined : `${root}-0`;
 }
 
 function checkAgainstCatalog(raw: RawJobSpec, catalog: Catalog | PriceBook): Problem[] {
@@ -202,6 +225,14 @@ function resolve(raw: RawJobSpec): JobSpec {
       ? {}
       : { unsuccessfulExitCodes: [...new Set(raw.unsuccessfulExitCodes)].sort((a, b) => a - b) }),
     ...(raw.retryStrategy === undefined ? {} : { retryStrategy: raw.retryStrategy }),
+    ...(raw.network === undefined
+      ? {}
+      : {
+          network: toNetworkDeclaration({
+            ...raw.network,
+            root: raw.network.root === undefined ? undefined : rootTaskName(raw, raw.network.root),
+          }),
+        }),
   };
 }
 

@@ -1,5 +1,6 @@
 import { isNode, type Document, type LineCounter } from 'yaml';
 import type { z } from 'zod';
+import { formatFieldPath } from '../../core/validation.js';
 import { KNOWN_KEYS } from './schema.js';
 
 /** Turning zod issues into one-line problems that name the field, a likely intended name and the line. */
@@ -11,7 +12,7 @@ export interface Problem {
 }
 
 export function formatPath(path: Path): string {
-  return path.length === 0 ? '(root)' : path.map(String).join('.');
+  return formatFieldPath(path);
 }
 
 export function explainIssue(issue: z.core.$ZodIssue): Problem[] {
@@ -59,6 +60,7 @@ function knownKeysAt(path: Path): readonly string[] {
   if (path.length === 2 && path[0] === 'tasks') return KNOWN_KEYS.task;
   if (path.length === 3 && path[0] === 'tasks' && path[2] === 'build') return KNOWN_KEYS.build;
   if (path.length === 1 && path[0] === 'retryStrategy') return KNOWN_KEYS.retryStrategy;
+  if (path.length === 1 && path[0] === 'network') return KNOWN_KEYS.network;
   if (path.length === 3 && path[0] === 'retryStrategy' && path[1] === 'evaluateOnExit')
     return KNOWN_KEYS.exitRule;
   return [];

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { durationSecondsSchema } from '../../core/duration.js';
 import { ANY_FAMILY, type FamilyDemand, type Resources } from '../../core/resources.js';
 import { successSpecSchema } from '../../queue/success.js';
+import { networkDeclarationSchema } from '../../core/network-schema.js';
 import {
   CHECKPOINT_SIGNALS,
   DEFAULT_CHECKPOINT_TIMEOUT_SECONDS,
@@ -392,6 +393,7 @@ export const jobSpecSchema = z.strictObject({
     )
     .optional(),
   retryStrategy: retryStrategySchema.optional(),
+  network: networkDeclarationSchema.optional(),
 });
 
 export type RawJobSpec = z.output<typeof jobSpecSchema>;
@@ -404,4 +406,5 @@ export const KNOWN_KEYS = {
   build: ['context', 'dockerfile'],
   retryStrategy: Object.keys(retryStrategySchema.shape),
   exitRule: Object.keys(exitRuleSchema.shape),
+  network: Object.keys(networkDeclarationSchema.shape),
 } as const;

@@ -2,6 +2,7 @@ import { CHECKPOINT_SIGNALS, type CheckpointSignal } from '../../protocol/worker
 import type { FamilyDemand } from '../../core/resources.js';
 import type { SuccessSpec } from '../../queue/success.js';
 import { MAX_DURATION_SECONDS } from '../../core/duration.js';
+import type { NetworkDeclaration } from '../../core/network.js';
 
 /**
  * The job spec users submit (YAML or JSON). A job is one or more task templates, each run as `replicas` identical
@@ -142,4 +143,10 @@ export interface JobSpec {
   readonly unsuccessfulExitCodes?: readonly number[] | undefined;
   /** Run the job again when a task fails (one attempt when absent). */
   readonly retryStrategy?: RetryStrategy | undefined;
+  /**
+   * Latency-aware placement (NoMora): how the job's performance falls with the round trip between its tasks, its
+   * communication pattern, its root task (an expanded task name, `worker-0` for a template with replicas) and its
+   * traffic. Absent: latency-insensitive, no traffic.
+   */
+  readonly network?: NetworkDeclaration | undefined;
 }

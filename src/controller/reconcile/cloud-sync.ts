@@ -1,19 +1,29 @@
 import { TAG_LAUNCH_TOKEN, type CloudInstance } from '../../cloud/provider.js';
+import { launchedUnderPreviousStore, previousStoreIds } from '../state/lineage.js';
 import type { InstanceRecord } from '../state-store.js';
 import { LIVE_INSTANCE_STATES, type ReconcileContext } from './context.js';
 import { releaseTasksOn } from './jobs.js';
 
 /**
  * The store against the cloud: a launch whose instance exists (found by its launch-token tag) is adopted rather than
- * relaunched; instances EC2 has that the store does not know are adopted or terminated (orphan policy); instances
- * that vanished are marked terminated and their tasks replanned.
+ * relaunched; instances EC2 has that the store does not know are orphans, handled by the orphan policy (kept and
+ * reported by default, or adopted, or terminated); instances that vanished are marked terminated and their tasks
+ * replanned.
  */
 
 export interface SyncSummary {
   readonly listed: number;
   readonly adopted: readonly string[];
+  /** Records made for orphans (policies adopt and terminate, and twins of this controller's own launches). */
   readonly orphans: readonly string[];
+  /** Orphans left alone (policy keep): running, unrecorded, reported. */
+  readonly kept: readonly CloudInstance[];
   readonly vanished: readonly string[];
+}
+
+/** The launch token an adopted orphan's record gets: not the tag's, which another record may hold. */
+export function adoptedLaunchToken(cloudId: string): string {
+  return `adopted-${cloudId}`;
 }
 
 /**
@@ -66,14 +76,33 @@ export async function syncWithCloud(ctx: ReconcileContext): Promise<SyncSummary>
     adopted.push(inst.id);
   }
   const orphans: string[] = [];
+  const kept: CloudInstance[] = [];
+  let launchTokens: ReadonlySet<string> | undefined;
+  let previousIds: readonly string[] | undefined;
   for (const c of cloud) {
     if (claimed.has(c.instanceId) || c.state === 'shutting-down') continue;
     // Known to the store but closed (declared lost, or replaced): its tasks are elsewhere, so it only costs money.
     const known = ctx.store.findInstanceByCloudId(c.instanceId);
-    if (known !== undefined) await terminateStray(ctx, known, c);
+    if (known !== undefined) {
+      await terminateStray(ctx, known, c);
+      continue;
+    }
+    // A second instance of one of this controller's own launches (a token that matched several): it never had a
+    // worker of ours (registration needs the record's cloud id), so no task of ours is on it.
+    launchTokens ??= new Set(ctx.store.listInstances().map((i) => i.launchToken));
+    const token = c.tags[TAG_LAUNCH_TOKEN];
+    if (token !== undefined && launchTokens.has(token))
+      orphans.push(handleOrphan(ctx, c, 'a second instance of a launch of ours').id);
+    // Launched by this cluster after the backup this state was restored from: its tasks are this state's jobs'.
+    else if (
+      ctx.settings.orphanPolicy === 'keep' &&
+      !launchedUnderPreviousStore((previousIds ??= previousStoreIds(ctx.store)), token)
+    )
+      kept.push(c);
     else orphans.push(handleOrphan(ctx, c).id);
   }
-  return { listed: cloud.length, adopted, orphans, vanished };
+  ctx.deps.onOrphansKept?.(kept);
+  return { listed: cloud.length, adopted, orphans, kept, vanished };
 }
 
 /** A launch recorded without its result (crash between RunInstances and the store): attach the instance found. */
@@ -82,6 +111,7 @@ function adoptLaunch(ctx: ReconcileContext, inst: InstanceRecord, cloud: CloudIn
     const change = {
       cloudId: cloud.instanceId,
       availabilityZone: cloud.availabilityZone,
+      placementGroup: cloud.placementGroup ?? null,
       reason: 'found by launch token',
     };
     if (inst.state === 'requested') ctx.store.setInstanceState(inst.id, 'launching', change);
@@ -98,18 +128,20 @@ function adoptLaunch(ctx: ReconcileContext, inst: InstanceRecord, cloud: CloudIn
 
 /**
  * An instance tagged with this cluster that the store does not know (a lost database, a launch whose record was
- * rolled back, or someone else's launch with our tags). It gets a record either way, so its cost is accounted for:
- * adopted, the plan uses it or drops it; under the terminate policy (or a type the catalog lacks) it is drained at
- * once and terminated by the next terminate pass.
+ * rolled back, or someone else's launch with our tags), under an explicit policy (`keep`, the default, never gets
+ * here: such an instance may run tasks nobody accounts for). It gets a record, so its cost is accounted for: adopted,
+ * the plan uses it or drops it; under the terminate policy (or a type the catalog lacks, or a twin of our own launch)
+ * it is drained at once and terminated by the next terminate pass.
  */
-function handleOrphan(ctx: ReconcileContext, cloud: CloudInstance): InstanceRecord {
+function handleOrphan(ctx: ReconcileContext, cloud: CloudInstance, twin?: string): InstanceRecord {
   const knownType = ctx.deps.catalog.types.some((t) => t.name === cloud.typeName);
-  const terminate = ctx.settings.orphanPolicy === 'terminate' || !knownType;
+  const terminate = ctx.settings.orphanPolicy === 'terminate' || !knownType || twin !== undefined;
   const record = ctx.store.transaction(() => {
     const inst = ctx.store.createInstance({
       typeName: cloud.typeName,
       availabilityZone: cloud.availabilityZone,
-      launchToken: `adopted-${cloud.instanceId}`,
+      placementGroup: cloud.placementGroup,
+      launchToken: adoptedLaunchToken(cloud.instanceId),
     });
     ctx.store.setInstanceState(inst.id, 'launching', {
       cloudId: cloud.instanceId,
@@ -118,9 +150,12 @@ function handleOrphan(ctx: ReconcileContext, cloud: CloudInstance): InstanceReco
     });
     if (terminate)
       return ctx.store.setInstanceState(inst.id, 'draining', {
-        reason: knownType
-          ? 'orphan (policy: terminate)'
-          : `orphan of type ${cloud.typeName}, not in the catalog`,
+        reason:
+          twin !== undefined
+            ? `orphan: ${twin}`
+            : knownType
+              ? 'orphan (policy: terminate)'
+              : `orphan of type ${cloud.typeName}, not in the catalog`,
       });
     return cloud.state === 'running'
       ? ctx.store.setInstanceState(inst.id, 'running', { reason: 'orphan adopted' })

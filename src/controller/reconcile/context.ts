@@ -2,7 +2,7 @@ import { typesByName, type Catalog, type InstanceType } from '../../core/catalog
 import type { FamilyDemand } from '../../core/resources.js';
 import type { QueueCaps } from '../../queue/caps.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
-import type { CloudProvider } from '../../cloud/provider.js';
+import type { CloudInstance, CloudProvider } from '../../cloud/provider.js';
 import type { Clock } from '../clock.js';
 import type { OrphanPolicy } from '../config.js';
 import type { FaultInjector, FaultPoint } from '../faults.js';
@@ -39,6 +39,8 @@ export interface ReconcilerDeps {
   /** A job reached a final state (its cost report is due) or the fleet changed enough to plan again. */
   readonly onJobEnded?: (job: JobRecord) => void;
   readonly requestRound?: (reason: string) => void;
+  /** After every comparison with the cloud: the orphans the keep policy left running (reported, never touched). */
+  readonly onOrphansKept?: (instances: readonly CloudInstance[]) => void;
 }
 
 /** Instances that cost money or may still: counted by the launch gate and compared with the cloud by the sync. */

@@ -21,7 +21,15 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
     const launched = new Map<string, string>();
     for (const action of diff.actions)
       if (action.kind === 'launch-instance')
-        launched.set(action.instanceId, ctx.store.createInstance({ typeName: action.typeName }).id);
+        launched.set(
+          action.instanceId,
+          // Where the plan wants it (latency-aware placement): the launch asks the cloud for this zone and group.
+          ctx.store.createInstance({
+            typeName: action.typeName,
+            availabilityZone: action.placement?.zone,
+            placementGroup: action.placement?.placementGroup,
+          }).id,
+        );
     const resolve = (id: string): string => launched.get(id) ?? id;
     const configuration: Configuration = {
       instances: plan.configuration.instances.map((i) => ({ ...i, id: resolve(i.id) })),

@@ -15,6 +15,7 @@ import {
   type InstanceState,
   type JobRecord,
   type JobState,
+  type KeptJobIdentity,
   type NewInstance,
   type TaskRecord,
   type TaskState,
@@ -289,6 +290,7 @@ export function newInstanceRecord(
     typeName: input.typeName,
     state: 'requested',
     ...(input.availabilityZone === undefined ? {} : { availabilityZone: input.availabilityZone }),
+    ...(input.placementGroup === undefined ? {} : { placementGroup: input.placementGroup }),
     launchToken,
     requestedAtSeconds: nowSeconds,
     updatedAtSeconds: nowSeconds,
@@ -318,8 +320,13 @@ export function transitionInstance(
     );
   const cloudId = change.cloudId ?? instance.cloudId;
   const availabilityZone = change.availabilityZone ?? instance.availabilityZone;
+  const placementGroup =
+    change.placementGroup === null ? undefined : (change.placementGroup ?? instance.placementGroup);
   const unchanged =
-    instance.state === to && cloudId === instance.cloudId && availabilityZone === instance.availabilityZone;
+    instance.state === to &&
+    cloudId === instance.cloudId &&
+    availabilityZone === instance.availabilityZone &&
+    placementGroup === instance.placementGroup;
   if (unchanged) return { record: instance };
   const entering = instance.state !== to;
   const record: InstanceRecord = {
@@ -327,6 +334,7 @@ export function transitionInstance(
     state: to,
     cloudId,
     availabilityZone,
+    placementGroup,
     reason: entering ? change.reason : instance.reason,
     updatedAtSeconds: nowSeconds,
     launchedAtSeconds: instance.launchedAtSeconds ?? (to === 'launching' ? nowSeconds : undefined),
@@ -344,6 +352,7 @@ export function transitionInstance(
         to,
         ...(cloudId === undefined ? {} : { cloudId }),
         ...(availabilityZone === undefined ? {} : { availabilityZone }),
+        ...(placementGroup === undefined ? {} : { placementGroup }),
         ...(change.reason === undefined ? {} : { reason: change.reason }),
       },
     },
@@ -352,6 +361,24 @@ export function transitionInstance(
 
 export function jobIdOf(n: number): string {
   return `job-${n}`;
+}
+
+/** The n of a `job-<n>` id (a kept id must be one the store could have given). */
+export function jobSeqOf(id: string): number {
+  const match = /^job-([1-9]\d{0,14})$/.exec(id);
+  if (match?.[1] === undefined) throw new StateStoreError(`${JSON.stringify(id)} is not a job id (job-<n>)`);
+  return Number(match[1]);
+}
+
+/** A new job's record, or one submitted again with the id and submission time it kept. */
+export function submittedJobRecord(
+  seq: number,
+  spec: JobSpec,
+  nowSeconds: number,
+  kept: KeptJobIdentity | undefined,
+): JobRecord {
+  const job = newJobRecord(jobIdOf(seq), spec, nowSeconds);
+  return kept === undefined ? job : { ...job, submittedAtSeconds: kept.submittedAtSeconds };
 }
 
 export function instanceIdOf(n: number): string {

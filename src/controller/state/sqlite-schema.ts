@@ -170,6 +170,13 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE jobs ADD COLUMN attempt_failures_json TEXT;
     `,
   },
+  {
+    version: 4,
+    description: "instances' cluster placement group (latency-aware placement)",
+    sql: `
+      ALTER TABLE instances ADD COLUMN placement_group TEXT;
+    `,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.reduce((v, m) => Math.max(v, m.version), 0);

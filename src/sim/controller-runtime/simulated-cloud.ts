@@ -6,6 +6,7 @@ import {
   TAG_CLUSTER,
   TAG_INSTANCE_KEY,
   TAG_LAUNCH_TOKEN,
+  TAG_PLACEMENT_GROUP,
   TAG_PLAN,
   type CloudInstance,
   type CloudProvider,
@@ -23,12 +24,15 @@ import { VirtualClock } from './virtual-clock.js';
  * after the catalog's worker-start and register delays, and a terminate takes the terminate delay (billing stops
  * when it completes). An instance terminated before it came up is never billed. Launches are idempotent by token
  * (same token ⇒ same instance), instances are found by their cluster tag, and a configured set of types is refused
- * with InsufficientCapacityError, as EC2 refuses a type it has no capacity for.
+ * with InsufficientCapacityError, as EC2 refuses a type it has no capacity for. An instance goes to the first preferred
+ * zone the cloud has (else its first zone) and into the placement group asked for, unless that group is configured
+ * as full: then, as EC2 does, it is launched in the same zone without the group and the result says why.
  */
 
 export interface SimulatedInstance {
   readonly instanceId: string;
   readonly type: InstanceType;
+  readonly availabilityZone: string;
   readonly tags: Readonly<Record<string, string>>;
   readonly launchedAtSeconds: number;
   state: InstanceState;
@@ -56,14 +60,18 @@ export interface SimulatedCloudOptions {
   readonly timeline: Timeline;
   /** Types refused with InsufficientCapacityError (every zone). */
   readonly refusedTypes?: Iterable<string> | undefined;
-  readonly availabilityZone?: string | undefined;
+  /** The cloud's zones, in default order (default: the catalog region's zone `a`). */
+  readonly availabilityZones?: readonly string[] | undefined;
+  /** Placement groups with no room left: a launch into one lands in its zone without the group. */
+  readonly fullPlacementGroups?: Iterable<string> | undefined;
   readonly hooks?: SimulatedCloudHooks | undefined;
 }
 
 export class SimulatedCloud implements CloudProvider {
   private readonly types: ReadonlyMap<string, InstanceType>;
   private readonly refused: Set<string>;
-  private readonly zone: string;
+  private readonly zones: readonly string[];
+  private readonly fullGroups: ReadonlySet<string>;
   private readonly instances = new Map<string, SimulatedInstance>();
   private readonly byToken = new Map<string, SimulatedInstance>();
   private launches = 0;
@@ -71,7 +79,11 @@ export class SimulatedCloud implements CloudProvider {
   constructor(private readonly o: SimulatedCloudOptions) {
     this.types = new Map(o.catalog.types.map((t) => [t.name, t]));
     this.refused = new Set(o.refusedTypes ?? []);
-    this.zone = o.availabilityZone ?? `${o.catalog.region}a`;
+    this.zones =
+      o.availabilityZones !== undefined && o.availabilityZones.length > 0
+        ? [...o.availabilityZones]
+        : [`${o.catalog.region}a`];
+    this.fullGroups = new Set(o.fullPlacementGroups ?? []);
   }
 
   /** Refuse (or stop refusing) launches of a type from now on. */
@@ -94,22 +106,32 @@ export class SimulatedCloud implements CloudProvider {
     const tokenKey = `${r.clusterName}\u0000${r.idempotencyToken}`;
     const existing = this.byToken.get(tokenKey);
     if (existing !== undefined)
-      return { instanceIds: [existing.instanceId], availabilityZone: this.zone, reusedExisting: true };
+      return {
+        instanceIds: [existing.instanceId],
+        availabilityZone: existing.availabilityZone,
+        placementGroup: existing.tags[TAG_PLACEMENT_GROUP],
+        reusedExisting: true,
+      };
     const type = this.types.get(r.typeName);
     if (type === undefined)
       throw new CloudProviderError(`unknown instance type ${r.typeName}`, 'InvalidParameterValue');
-    if (this.refused.has(type.name)) throw new InsufficientCapacityError(type.name, [this.zone], []);
+    if (this.refused.has(type.name)) throw new InsufficientCapacityError(type.name, [...this.zones], []);
+    const zone = r.availabilityZones.find((z) => this.zones.includes(z)) ?? (this.zones[0] as string);
+    const groupFull = r.placementGroup !== undefined && this.fullGroups.has(r.placementGroup);
+    const group = groupFull ? undefined : r.placementGroup;
     this.launches += 1;
     const now = this.o.clock.nowSeconds();
     const inst: SimulatedInstance = {
       instanceId: `i-${this.launches.toString(16).padStart(17, '0')}`,
       type,
+      availabilityZone: zone,
       tags: {
         ...r.tags,
         [TAG_CLUSTER]: r.clusterName,
         [TAG_PLAN]: r.planId,
         [TAG_INSTANCE_KEY]: r.instanceKey,
         [TAG_LAUNCH_TOKEN]: r.idempotencyToken,
+        ...(group === undefined ? {} : { [TAG_PLACEMENT_GROUP]: group }),
       },
       launchedAtSeconds: now,
       state: 'pending',
@@ -120,7 +142,15 @@ export class SimulatedCloud implements CloudProvider {
     this.byToken.set(tokenKey, inst);
     this.o.timeline.at(now + type.delays.instantiateSeconds, () => this.instantiated(inst));
     this.o.hooks?.launched?.(inst);
-    return { instanceIds: [inst.instanceId], availabilityZone: this.zone, reusedExisting: false };
+    return {
+      instanceIds: [inst.instanceId],
+      availabilityZone: zone,
+      placementGroup: group,
+      ...(groupFull
+        ? { placementFallback: `placement group ${r.placementGroup} has no room (simulated)` }
+        : {}),
+      reusedExisting: false,
+    };
   }
 
   terminate(instanceIds: readonly string[]): Promise<void> {
@@ -173,7 +203,8 @@ export class SimulatedCloud implements CloudProvider {
       state: inst.state,
       tags: inst.tags,
       launchTime: new Date(inst.launchedAtSeconds * 1000),
-      availabilityZone: this.zone,
+      availabilityZone: inst.availabilityZone,
+      placementGroup: inst.tags[TAG_PLACEMENT_GROUP],
       privateIpAddress: undefined,
     };
   }
@@ -217,6 +248,8 @@ export interface SimulatedCloudHarness {
 export function createSimulatedCloud(options: {
   readonly catalog: Catalog;
   readonly refusedTypes?: Iterable<string> | undefined;
+  readonly availabilityZones?: readonly string[] | undefined;
+  readonly fullPlacementGroups?: Iterable<string> | undefined;
   readonly hooks?: SimulatedCloudHooks | undefined;
   readonly startSeconds?: number | undefined;
 }): SimulatedCloudHarness {
@@ -227,6 +260,8 @@ export function createSimulatedCloud(options: {
     clock,
     timeline,
     refusedTypes: options.refusedTypes,
+    availabilityZones: options.availabilityZones,
+    fullPlacementGroups: options.fullPlacementGroups,
     hooks: options.hooks,
   });
   const advance = (seconds: number): void => {

@@ -5,6 +5,7 @@ import type { JobSpec } from '../../controller/job-spec/spec.js';
 import { expandTasks } from '../../controller/job-spec/tasks.js';
 import { fleetwiseTrace, FLEETWISE_TRACE_FORMAT, type FleetwiseTraceJob } from '../traces/fleetwise-json.js';
 import type { Trace } from '../../world/trace.js';
+import { networkDeclarationInput } from '../../core/network-schema.js';
 
 /**
  * Job specs (the controller's own format) as trace jobs. The simulator may reach the controller's job-spec parser
@@ -39,6 +40,7 @@ export function specTraceJob(spec: JobSpec, timing: SpecTiming): FleetwiseTraceJ
     initDelaySeconds: spec.checkpoint.initDelaySeconds ?? 0,
     restoreDelaySeconds: spec.checkpoint.restoreDelaySeconds ?? 0,
     ...(timing.successful === undefined ? {} : { successful: timing.successful }),
+    ...(spec.network === undefined ? {} : { network: networkDeclarationInput(spec.network) }),
     tasks: expandTasks(spec).map((t) => {
       const image =
         t.template.image ??

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { existsSync } from 'node:fs';
 import { ValidationError } from '../../core/validation.js';
 import { LATEST_SCHEMA_VERSION } from '../../controller/state/sqlite-schema.js';
-import { eventFromRow, jobFromRow } from '../../controller/state/sqlite/rows.js';
+import { eventFromRow, jobFromRow } from '../../controller/state/sql/rows.js';
 import type { EventRecord, JobRecord, JobState } from '../../controller/state-store.js';
 import {
   FLEETWISE_TRACE_FORMAT,

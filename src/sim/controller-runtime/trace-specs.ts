@@ -40,6 +40,14 @@ export function traceJobSpec(job: TraceJob): JobSpec {
     expectedDurationSeconds: job.totalIterations / job.fullThroughput,
     queue: {},
     ...(job.success === undefined ? {} : { success: job.success }),
+    ...(job.network === undefined
+      ? {}
+      : {
+          network: {
+            ...job.network,
+            ...(job.network.rootTask === undefined ? {} : { rootTask: specName(job.network.rootTask) }),
+          },
+        }),
   };
 }
 

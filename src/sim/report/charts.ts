@@ -4,17 +4,21 @@ import { allocationChart } from './allocation-chart.js';
 import type { ReportChart } from './chart-kit.js';
 import { jctChart } from './jct-chart.js';
 import { costChart, instancesChart, migrationsChart } from './over-time-charts.js';
+import { appPerformanceChart } from './app-performance-chart.js';
 
 /**
- * The report's five charts (cumulative cost, running instances, resource allocation, JCT distribution,
- * migrations); each scheduler has the same colour in all of them, and in every report.
+ * The report's charts (cumulative cost, running instances, resource allocation, JCT distribution, migrations, and
+ * with latency-sensitive jobs their application performance); each scheduler has the same colour in all of them,
+ * and in every report.
  */
 export function reportCharts(results: readonly RunResult[], bounds?: ReportBounds): ReportChart[] {
+  const performance = appPerformanceChart(results);
   return [
     costChart(results, bounds),
     instancesChart(results),
     allocationChart(results),
     jctChart(results),
     migrationsChart(results),
+    ...(performance === undefined ? [] : [performance]),
   ];
 }

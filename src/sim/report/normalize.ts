@@ -1,4 +1,4 @@
-import type { QueueRunMetrics, RunResult, RunSummary } from '../../world/run-result.js';
+import type { NetworkRunMetrics, QueueRunMetrics, RunResult, RunSummary } from '../../world/run-result.js';
 
 /** The baseline that costs are normalized to (Eva §6: costs relative to No-Packing). */
 export const BASELINE_SCHEDULER = 'no-packing';
@@ -63,20 +63,47 @@ export const QUEUE_FIELDS = [
   'preemptions',
 ] as const satisfies readonly (keyof QueueRunMetrics)[];
 
-/** One run as `simulate --json`, report.json and runs.csv show it: SUMMARY_FIELDS, then QUEUE_FIELDS if queued. */
-export type RunRecord = RunSummary & Partial<QueueRunMetrics>;
+/** The network metrics, appended when the run's jobs declare a network (or it had one configured), in this order. */
+export const NETWORK_FIELDS = [
+  'appPerformanceMean',
+  'crossZoneCost',
+  'latencySensitiveJobs',
+  'latencySensitiveMeanJctHours',
+  'latencySensitiveMigrationsPerJob',
+  'latencyMovesPerJob',
+] as const satisfies readonly (keyof NetworkRunMetrics)[];
+
+/**
+ * One run as `simulate --json`, report.json and runs.csv show it: SUMMARY_FIELDS, then QUEUE_FIELDS if queued, then
+ * NETWORK_FIELDS if the run reports the network.
+ */
+export type RunRecord = RunSummary & Partial<QueueRunMetrics> & Partial<NetworkRunMetrics>;
 
 export function runRecord(r: RunResult): RunRecord {
   const summary = orderedSummary(r.summary);
-  if (r.queue === undefined) return summary;
   const q = r.queue;
+  const n = r.network;
   return {
     ...summary,
-    p99JctHours: q.p99JctHours,
-    unfairness: q.unfairness,
-    predErrAvg: q.predErrAvg,
-    predErrP99: q.predErrP99,
-    successfulSojournMeanHours: q.successfulSojournMeanHours,
-    preemptions: q.preemptions,
+    ...(q === undefined
+      ? {}
+      : {
+          p99JctHours: q.p99JctHours,
+          unfairness: q.unfairness,
+          predErrAvg: q.predErrAvg,
+          predErrP99: q.predErrP99,
+          successfulSojournMeanHours: q.successfulSojournMeanHours,
+          preemptions: q.preemptions,
+        }),
+    ...(n === undefined
+      ? {}
+      : {
+          appPerformanceMean: n.appPerformanceMean,
+          crossZoneCost: n.crossZoneCost,
+          latencySensitiveJobs: n.latencySensitiveJobs,
+          latencySensitiveMeanJctHours: n.latencySensitiveMeanJctHours,
+          latencySensitiveMigrationsPerJob: n.latencySensitiveMigrationsPerJob,
+          latencyMovesPerJob: n.latencyMovesPerJob,
+        }),
   };
 }

@@ -3,6 +3,7 @@ import type { FamilyDemand, Resources } from '../../core/resources.js';
 import { describeIssues, ValidationError } from '../../core/validation.js';
 import type { Trace, TraceJob, TraceTask } from '../../world/trace.js';
 import { baseWorkloadOf, familyDemandSchema } from './workloads.js';
+import { networkDeclarationSchema, toNetworkDeclaration } from '../../core/network-schema.js';
 
 /**
  * fleetwise's own JSON trace format: what `fleetwise export-trace` writes from a controller's state and what a
@@ -42,6 +43,8 @@ const jobSchema = z.strictObject({
   restoreDelaySeconds: nonNegative.default(0),
   /** False for a job that stopped as unsuccessful at a stage; its duration is what it ran. */
   successful: z.boolean().optional(),
+  /** Latency sensitivity, pattern, root task (by name) and traffic, as a job spec's `network:`. */
+  network: networkDeclarationSchema.optional(),
   tasks: z
     .array(taskSchema)
     .min(1, 'a job needs at least one task')
@@ -116,6 +119,7 @@ function toTraceJob(job: ParsedJob): TraceJob {
     tasks,
     ...(job.team === undefined ? {} : { team: job.team }),
     ...(job.successful === undefined ? {} : { successful: job.successful }),
+    ...(job.network === undefined ? {} : { network: toNetworkDeclaration(job.network) }),
   };
 }
 

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { createReadStream } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import { z } from 'zod';
 import type { Executor, TaskLaunch, TaskRunStatus } from '../executor.js';
@@ -31,6 +32,24 @@ const WRAPPER = [
   'trap : TERM INT HUP QUIT USR1 USR2',
   '"$@"',
   'code=$?',
+  'echo "$code" > "$FLEETWISE_EXIT_FILE.tmp" && mv "$FLEETWISE_EXIT_FILE.tmp" "$FLEETWISE_EXIT_FILE"',
+  'exit "$code"',
+].join('\n');
+
+/**
+ * The wrapper of a task that ends with the worker that started it: the worker holds the other end of a pipe on fd 3,
+ * and a background reader kills the task's whole process group when that end closes, which the kernel does however
+ * the worker ends (a SIGKILL included). Neither the wrapper nor the task keeps fd 3 open; the reader is stopped once
+ * the task has exited on its own.
+ */
+const WRAPPER_ENDING_WITH_WORKER = [
+  'trap : TERM INT HUP QUIT USR1 USR2',
+  '{ read -r _ <&3; kill -KILL 0; } &',
+  'guard=$!',
+  'exec 3<&-',
+  '"$@"',
+  'code=$?',
+  'kill -KILL "$guard" 2>/dev/null',
   'echo "$code" > "$FLEETWISE_EXIT_FILE.tmp" && mv "$FLEETWISE_EXIT_FILE.tmp" "$FLEETWISE_EXIT_FILE"',
   'exit "$code"',
 ].join('\n');
@@ -117,14 +136,25 @@ export function processTaskEnvironment(
 export interface ProcessExecutorOptions {
   /** Where task records live (pid, exit code, logs); survives worker restarts. */
   readonly stateDir: string;
+  /**
+   * Tasks end with the process that started them, however it ends: a local instance is its worker process, and its
+   * tasks must not run on unsupervised (no checkpoint uploaded, no exit reported) while the controller restarts them
+   * elsewhere. Off by default: a worker restarted by a supervisor (systemd on EC2) adopts its running tasks.
+   */
+  readonly tasksEndWithThisProcess?: boolean;
 }
 
 export class ProcessExecutor implements Executor {
   readonly kind = 'process' as const;
   readonly stateDir: string;
 
+  private readonly tasksEndWithThisProcess: boolean;
+  /** This process's end of each tied task's pipe (tasksEndWithThisProcess): closed when the task is removed. */
+  private readonly lifelines = new Map<string, Socket>();
+
   constructor(options: ProcessExecutorOptions) {
     this.stateDir = options.stateDir;
+    this.tasksEndWithThisProcess = options.tasksEndWithThisProcess === true;
   }
 
   private dir(taskId: string): string {
@@ -145,12 +175,22 @@ export class ProcessExecutor implements Executor {
     const log = await open(join(dir, LOG_FILE), 'a');
     try {
       const [program, ...args] = launch.command as [string, ...string[]];
-      const child = spawn('/bin/sh', ['-c', WRAPPER, 'fleetwise-task', program, ...args], {
+      const tied = this.tasksEndWithThisProcess;
+      const wrapper = tied ? WRAPPER_ENDING_WITH_WORKER : WRAPPER;
+      const child = spawn('/bin/sh', ['-c', wrapper, 'fleetwise-task', program, ...args], {
         cwd: launch.build?.contextDir ?? dir,
         env: processTaskEnvironment(launch, dir),
         detached: true,
-        stdio: ['ignore', log.fd, log.fd],
+        stdio: tied ? ['ignore', log.fd, log.fd, 'pipe'] : ['ignore', log.fd, log.fd],
       });
+      const lifeline = tied ? child.stdio[3] : undefined;
+      if (lifeline instanceof Socket) {
+        // Held open (never read, never keeping this process alive) until the task is removed or this process ends.
+        lifeline.on('error', () => undefined);
+        lifeline.pause();
+        lifeline.unref();
+        this.lifelines.set(launch.taskId, lifeline);
+      }
       const pid = await new Promise<number>((resolve, reject) => {
         child.once('error', reject);
         child.once('spawn', () =>
@@ -200,6 +240,8 @@ export class ProcessExecutor implements Executor {
 
   async remove(taskId: string): Promise<void> {
     await this.kill(taskId);
+    this.lifelines.get(taskId)?.destroy();
+    this.lifelines.delete(taskId);
     await rm(this.dir(taskId), { recursive: true, force: true });
   }
 

@@ -13,14 +13,22 @@ import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Rng } from '../../../src/core/random.js';
 import { ValidationError } from '../../../src/core/validation.js';
 import { createEc2Client, ec2ApiFromClient, type Ec2Api } from '../../../src/cloud/aws/ec2-api.js';
-import { Ec2Provider, zoneClientToken, type Ec2ProviderConfig } from '../../../src/cloud/aws/ec2-provider.js';
+import {
+  Ec2Provider,
+  ec2PlacementGroupName,
+  zoneClientToken,
+  type Ec2ProviderConfig,
+} from '../../../src/cloud/aws/ec2-provider.js';
 import {
   InsufficientCapacityError,
   QuotaExceededError,
+  TAG_CLUSTER,
+  TAG_PLACEMENT_GROUP,
   ThrottlingError,
   type LaunchRequest,
 } from '../../../src/cloud/provider.js';
 import { describeWithMoto, TEST_REGION } from '../../helpers/moto.js';
+import { withPlacementGroups, type PlacementGroupStandIn } from '../../helpers/placement-groups.js';
 import { cloudProviderContract } from '../provider-contract.js';
 
 /** An AMI moto ships with. */
@@ -102,12 +110,13 @@ function request(overrides: Partial<LaunchRequest> = {}): LaunchRequest {
   };
 }
 
-/** The moto-backed API with a hook in front of RunInstances and DescribeInstances, and a log of calls. */
+/** The moto-backed API with a hook in front of RunInstances, DescribeInstances and CreatePlacementGroup, and a log of calls. */
 function interceptedApi(
   real: Ec2Api,
   hooks: {
     beforeRun?: (input: RunInstancesCommandInput, call: number) => void;
     beforeDescribe?: (call: number) => void;
+    beforeCreateGroup?: () => void;
   },
 ): Ec2Api & { runInputs: RunInstancesCommandInput[]; describeCalls: number } {
   const runInputs: RunInstancesCommandInput[] = [];
@@ -128,6 +137,14 @@ function interceptedApi(
       real.terminateInstances(input),
     describeInstanceTypes: (input: Parameters<Ec2Api['describeInstanceTypes']>[0]) =>
       real.describeInstanceTypes(input),
+    createPlacementGroup: async (input: Parameters<Ec2Api['createPlacementGroup']>[0]) => {
+      hooks.beforeCreateGroup?.();
+      return real.createPlacementGroup(input);
+    },
+    describePlacementGroups: (input: Parameters<Ec2Api['describePlacementGroups']>[0]) =>
+      real.describePlacementGroups(input),
+    deletePlacementGroup: (input: Parameters<Ec2Api['deletePlacementGroup']>[0]) =>
+      real.deletePlacementGroup(input),
   };
   return api;
 }
@@ -136,11 +153,14 @@ describeWithMoto(
   'Ec2Provider against moto',
   (moto) => {
     const client = (): EC2Client => createEc2Client(moto.clientOptions);
-    const realApi = (): Ec2Api => ec2ApiFromClient(client());
+    // moto's EC2, with placement groups kept by the stand-in (moto does not implement them; see the helper).
+    let ec2: PlacementGroupStandIn;
+    const realApi = (): Ec2Api => ec2;
     const noSleep = async (): Promise<void> => {};
     let infra: Infra;
 
     beforeAll(async () => {
+      ec2 = withPlacementGroups(ec2ApiFromClient(client()));
       infra = await createInfra(client(), moto.endpoint);
     });
     beforeEach(() => {
@@ -155,6 +175,7 @@ describeWithMoto(
           reopen: () => new Ec2Provider(configFor(infra), { api: realApi() }),
         }),
         typeNames: ['c7i.large', 'r7i.large'],
+        zones: ZONES,
         unknownInstanceId: 'i-0123456789abcdef0',
       });
     });
@@ -493,6 +514,199 @@ describeWithMoto(
       expect(result.availabilityZone).toBe('us-east-1e');
       const instance = await describeRaw(result.instanceIds[0] ?? '');
       expect(instance.Placement?.AvailabilityZone).toBe('us-east-1e');
+    });
+
+    describe('cluster placement groups', () => {
+      const groupName = (group: string): string => ec2PlacementGroupName(cluster, group);
+      const tagsOf = (name: string): Record<string, string | undefined> =>
+        Object.fromEntries((ec2.groups.get(name)?.tags ?? []).map((t) => [t.Key ?? '', t.Value]));
+
+      it('creates the group once (strategy cluster, tagged with the cluster), launches into it in the preferred zone, reuses it', async () => {
+        const api = interceptedApi(realApi(), {});
+        const provider = new Ec2Provider(configFor(infra), { api });
+        const creates = (): number =>
+          ec2.groupCalls.filter((c) => c === `Create ${groupName('job-7')}`).length;
+        const first = await provider.launch(
+          request({ placementGroup: 'job-7', availabilityZones: ['us-east-1b'] }),
+        );
+        expect(first).toMatchObject({
+          availabilityZone: 'us-east-1b',
+          placementGroup: 'job-7',
+          reusedExisting: false,
+        });
+        expect(first.placementFallback).toBeUndefined();
+        expect(ec2.groups.get(groupName('job-7'))?.strategy).toBe('cluster');
+        expect(tagsOf(groupName('job-7'))).toEqual({
+          [TAG_CLUSTER]: cluster,
+          [TAG_PLACEMENT_GROUP]: 'job-7',
+        });
+        expect(api.runInputs[0]?.Placement).toEqual({ GroupName: groupName('job-7') });
+        expect(api.runInputs[0]?.SubnetId).toBe(infra.subnetByZone['us-east-1b']);
+        const id = first.instanceIds[0] ?? '';
+        expect(ec2.groups.get(groupName('job-7'))?.members.has(id)).toBe(true);
+        // Recorded on the instance, so a restarted controller reads it back from the cloud.
+        const raw = await describeRaw(id);
+        expect(raw.Tags).toContainEqual({ Key: TAG_PLACEMENT_GROUP, Value: 'job-7' });
+        expect(raw.Placement?.AvailabilityZone).toBe('us-east-1b');
+        expect((await provider.list(cluster))[0]).toMatchObject({
+          placementGroup: 'job-7',
+          availabilityZone: 'us-east-1b',
+        });
+        expect(creates()).toBe(1);
+
+        // The next instance of the job: same group, no second CreatePlacementGroup from this provider.
+        await provider.launch(
+          request({
+            idempotencyToken: 'launch-0002',
+            placementGroup: 'job-7',
+            availabilityZones: ['us-east-1b'],
+          }),
+        );
+        expect(creates()).toBe(1);
+        // A restarted controller's provider creates again, is told Duplicate, and launches into the existing group.
+        const restarted = new Ec2Provider(configFor(infra), { api: realApi() });
+        const third = await restarted.launch(
+          request({
+            idempotencyToken: 'launch-0003',
+            placementGroup: 'job-7',
+            availabilityZones: ['us-east-1b'],
+          }),
+        );
+        expect(third.placementGroup).toBe('job-7');
+        expect(creates()).toBe(2);
+        expect(ec2.groups.get(groupName('job-7'))?.members.size).toBe(3);
+        // A retried launch answers with the placement the instance really got.
+        expect(await restarted.launch(request({ placementGroup: 'job-7' }))).toMatchObject({
+          instanceIds: first.instanceIds,
+          placementGroup: 'job-7',
+          reusedExisting: true,
+        });
+      });
+
+      it('sends AvailabilityZone and GroupName together when the zone has no subnet (default VPC)', async () => {
+        const api = interceptedApi(realApi(), {});
+        const provider = new Ec2Provider(
+          {
+            region: TEST_REGION,
+            amiId: AMI,
+            placements: [{ availabilityZone: 'us-east-1d' }, { availabilityZone: 'us-east-1e' }],
+          },
+          { api },
+        );
+        const result = await provider.launch(
+          request({ placementGroup: 'g', availabilityZones: ['us-east-1e'] }),
+        );
+        expect(result).toMatchObject({ availabilityZone: 'us-east-1e', placementGroup: 'g' });
+        expect(api.runInputs[0]?.Placement).toEqual({
+          AvailabilityZone: 'us-east-1e',
+          GroupName: groupName('g'),
+        });
+        expect(api.runInputs[0]?.SubnetId).toBeUndefined();
+      });
+
+      it('on InsufficientInstanceCapacity in the group, launches without it in the same zone, and does not blame the zone', async () => {
+        const api = interceptedApi(realApi(), {});
+        const provider = new Ec2Provider(configFor(infra), { api, sleep: noSleep });
+        ec2.full.add(groupName('crowded'));
+        const result = await provider.launch(
+          request({ placementGroup: 'crowded', availabilityZones: ['us-east-1c'] }),
+        );
+        expect(result.availabilityZone).toBe('us-east-1c');
+        expect(result.placementGroup).toBeUndefined();
+        expect(result.placementFallback).toMatch(/crowded.*us-east-1c.*InsufficientInstanceCapacity/);
+        expect(api.runInputs.map((i) => [i.SubnetId, i.Placement?.GroupName])).toEqual([
+          [infra.subnetByZone['us-east-1c'], groupName('crowded')],
+          [infra.subnetByZone['us-east-1c'], undefined],
+        ]);
+        // Two attempts in one zone need two ClientTokens (EC2 refuses a token reused with other parameters).
+        expect(api.runInputs[0]?.ClientToken).not.toBe(api.runInputs[1]?.ClientToken);
+        const instance = (await provider.list(cluster))[0];
+        expect(instance?.placementGroup).toBeUndefined();
+        expect(instance?.tags[TAG_PLACEMENT_GROUP]).toBeUndefined();
+        // The group was full, not the zone: the zone stays usable for this type.
+        expect(provider.isCapacityConstrained('c7i.large')).toBe(false);
+        api.runInputs.length = 0;
+        await provider.launch(request({ idempotencyToken: 'plain', availabilityZones: ['us-east-1c'] }));
+        expect(api.runInputs.map((i) => i.SubnetId)).toEqual([infra.subnetByZone['us-east-1c']]);
+        ec2.full.delete(groupName('crowded'));
+      });
+
+      it('then elsewhere: the zone refusing the type too, the next zone takes it, without the group', async () => {
+        const api = interceptedApi(realApi(), {
+          beforeRun: (input) => {
+            if (
+              input.SubnetId === infra.subnetByZone['us-east-1b'] &&
+              input.Placement?.GroupName === undefined
+            )
+              throw ec2Error('InsufficientInstanceCapacity', 500);
+          },
+        });
+        ec2.full.add(groupName('busy'));
+        const provider = new Ec2Provider(configFor(infra), { api, sleep: noSleep });
+        const result = await provider.launch(
+          request({ placementGroup: 'busy', availabilityZones: ['us-east-1b'] }),
+        );
+        expect(result).toMatchObject({ availabilityZone: 'us-east-1a', placementGroup: undefined });
+        expect(api.runInputs.map((i) => [i.SubnetId, i.Placement?.GroupName])).toEqual([
+          [infra.subnetByZone['us-east-1b'], groupName('busy')],
+          [infra.subnetByZone['us-east-1b'], undefined],
+          [infra.subnetByZone['us-east-1a'], undefined],
+        ]);
+        // This time the zone itself refused: remembered as for any launch.
+        api.runInputs.length = 0;
+        await provider.launch(request({ idempotencyToken: 'next', availabilityZones: ['us-east-1b'] }));
+        expect(api.runInputs.map((i) => i.SubnetId)).toEqual([infra.subnetByZone['us-east-1a']]);
+        ec2.full.delete(groupName('busy'));
+      });
+
+      it('launches without the group when it cannot be created, saying why', async () => {
+        const api = interceptedApi(realApi(), {
+          beforeCreateGroup: () => {
+            throw ec2Error('UnauthorizedOperation', 403);
+          },
+        });
+        const provider = new Ec2Provider(configFor(infra), { api, sleep: noSleep });
+        const result = await provider.launch(request({ placementGroup: 'denied' }));
+        expect(result.instanceIds).toHaveLength(1);
+        expect(result.placementGroup).toBeUndefined();
+        expect(result.placementFallback).toMatch(/CreatePlacementGroup.*UnauthorizedOperation/);
+        expect(api.runInputs.every((i) => i.Placement?.GroupName === undefined)).toBe(true);
+      });
+
+      it("deletes the groups the cluster no longer uses, keeps those asked for or still in use, never another cluster's", async () => {
+        const provider = new Ec2Provider(configFor(infra), { api: realApi() });
+        const [a] = (await provider.launch(request({ idempotencyToken: 'a', placementGroup: 'pg-a' })))
+          .instanceIds;
+        const [b] = (await provider.launch(request({ idempotencyToken: 'b', placementGroup: 'pg-b' })))
+          .instanceIds;
+        await provider.launch(request({ idempotencyToken: 'k', placementGroup: 'pg-kept' }));
+        const other = `${cluster}-other`;
+        await provider.launch(request({ clusterName: other, idempotencyToken: 'o', placementGroup: 'pg-a' }));
+
+        await provider.terminate([a ?? '']);
+        // pg-b still has a running instance (EC2: InUse), pg-kept is asked to stay: only pg-a goes.
+        expect(await provider.deletePlacementGroups(cluster, new Set(['pg-kept']))).toEqual(['pg-a']);
+        expect(ec2.groups.has(groupName('pg-a'))).toBe(false);
+        expect(ec2.groups.has(groupName('pg-b'))).toBe(true);
+        expect(ec2.groups.has(ec2PlacementGroupName(other, 'pg-a'))).toBe(true);
+
+        await provider.terminate([b ?? '']);
+        expect(await provider.deletePlacementGroups(cluster, new Set(['pg-kept']))).toEqual(['pg-b']);
+        expect(await provider.deletePlacementGroups(cluster, new Set(['pg-kept']))).toEqual([]);
+        // A group deleted under a provider that knew it: the next launch creates it again.
+        const again = await provider.launch(request({ idempotencyToken: 'a2', placementGroup: 'pg-a' }));
+        expect(again.placementGroup).toBe('pg-a');
+        expect(ec2.groups.get(groupName('pg-a'))?.members.size).toBe(1);
+      });
+
+      it('keeps group names within EC2 limits and apart between clusters', () => {
+        expect(ec2PlacementGroupName('bars', 'job-7')).toBe('fleetwise-4-bars-job-7');
+        expect(ec2PlacementGroupName('bars', 'job-7')).not.toBe(ec2PlacementGroupName('foo', 'job-7'));
+        expect(ec2PlacementGroupName('a-b', 'c')).not.toBe(ec2PlacementGroupName('a', 'b-c'));
+        const long = ec2PlacementGroupName('c'.repeat(128), 'g'.repeat(128));
+        expect(long.length).toBeLessThanOrEqual(255);
+        expect(long).not.toBe(ec2PlacementGroupName('c'.repeat(128), `${'g'.repeat(127)}h`));
+      });
     });
   },
   { resetBeforeEach: false },

@@ -102,6 +102,28 @@ describe('SimulatedCloud (CloudProvider)', () => {
     });
   });
 
+  it('places in the preferred zone it has, and launches outside a full placement group in that zone', async () => {
+    const { cloud } = createSimulatedCloud({
+      catalog: testCatalog(),
+      availabilityZones: ['z-a', 'z-b'],
+      fullPlacementGroups: ['full'],
+    });
+    expect(await cloud.launch(request('a', { availabilityZones: ['z-x', 'z-b'] }))).toMatchObject({
+      availabilityZone: 'z-b',
+      placementGroup: undefined,
+    });
+    const refused = await cloud.launch(request('b', { availabilityZones: ['z-b'], placementGroup: 'full' }));
+    expect(refused).toMatchObject({ availabilityZone: 'z-b', placementGroup: undefined });
+    expect(refused.placementFallback).toMatch(/full/);
+    const granted = await cloud.launch(request('c', { placementGroup: 'roomy' }));
+    expect(granted).toMatchObject({ availabilityZone: 'z-a', placementGroup: 'roomy' });
+    expect((await cloud.list('c1')).map((i) => [i.availabilityZone, i.placementGroup])).toEqual([
+      ['z-b', undefined],
+      ['z-b', undefined],
+      ['z-a', 'roomy'],
+    ]);
+  });
+
   it('rejects malformed requests and unknown types', async () => {
     const { cloud } = createSimulatedCloud({ catalog: testCatalog() });
     await expect(cloud.launch(request('has space'))).rejects.toThrow();
@@ -111,13 +133,15 @@ describe('SimulatedCloud (CloudProvider)', () => {
 
 describe('SimulatedCloud: the CloudProvider contract every provider honours', () => {
   // The simulated cloud is the cloud itself: a restarted controller constructs a provider over the same state.
-  let harness = createSimulatedCloud({ catalog: testCatalog() });
+  const zones = ['us-east-1a', 'us-east-1b'];
+  let harness = createSimulatedCloud({ catalog: testCatalog(), availabilityZones: zones });
   cloudProviderContract({
     open: () => {
-      harness = createSimulatedCloud({ catalog: testCatalog() });
+      harness = createSimulatedCloud({ catalog: testCatalog(), availabilityZones: zones });
       return { provider: harness.cloud, reopen: () => harness.cloud };
     },
     typeNames: ['small.x', 'big.x'],
+    zones,
     unknownInstanceId: 'sim-i-999999',
     // Instances run once instantiated (catalog delay) and are gone once the terminate delay has passed.
     waitRunning: async () => harness.advance(3600),

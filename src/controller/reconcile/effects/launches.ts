@@ -76,6 +76,7 @@ export class Launches {
         planId: `round-${intent.round ?? 0}`,
         instanceKey: inst.id,
         availabilityZones: inst.availabilityZone === undefined ? [] : [inst.availabilityZone],
+        ...(inst.placementGroup === undefined ? {} : { placementGroup: inst.placementGroup }),
         tags: { ...(this.ctx.settings.tags ?? {}) },
       });
     } catch (e) {
@@ -97,8 +98,21 @@ export class Launches {
       this.ctx.store.setInstanceState(inst.id, current.state === 'requested' ? 'launching' : current.state, {
         cloudId,
         availabilityZone: result.availabilityZone,
+        // What the cloud really gave: the scheduler's latency domains come from this, not from the request.
+        placementGroup: result.placementGroup ?? null,
         reason: result.reusedExisting ? 'found by launch token' : `launched (round ${intent.round ?? 0})`,
       });
+      if (inst.placementGroup !== undefined && result.placementGroup !== inst.placementGroup)
+        this.ctx.store.appendEvent({
+          kind: 'instance.placement-fallback',
+          instanceId: inst.id,
+          message: `launched without placement group ${inst.placementGroup}${result.placementFallback === undefined ? '' : `: ${result.placementFallback}`}`,
+          data: {
+            asked: inst.placementGroup,
+            ...(result.availabilityZone === undefined ? {} : { zone: result.availabilityZone }),
+            ...(result.placementFallback === undefined ? {} : { why: result.placementFallback }),
+          },
+        });
       this.ctx.store.completeIntent(intent.id);
     });
     this.launchRetry.delete(intent.id);
@@ -172,7 +186,12 @@ export class Launches {
       return { kind: 'failed' };
     }
     const next = this.ctx.store.transaction(() => {
-      const created = this.ctx.store.createInstance({ typeName: replacement.name });
+      // The replacement keeps the place its tasks were planned in (zone, placement group).
+      const created = this.ctx.store.createInstance({
+        typeName: replacement.name,
+        availabilityZone: inst.availabilityZone,
+        placementGroup: inst.placementGroup,
+      });
       this.ctx.store.failIntent(intent.id, `${reason}; replaced by ${created.id} (${replacement.name})`);
       this.ctx.store.setInstanceState(inst.id, 'terminated', {
         reason: `${reason}; replaced by ${created.id} (${replacement.name})`,

@@ -1,13 +1,11 @@
 import Database from 'better-sqlite3';
-
-export type Row = Record<string, unknown>;
-export type Param = string | number | null;
+import type { NumberedTable, Param, Row, SqlConnection } from '../sql/connection.js';
 
 /**
- * One database connection with its prepared statements cached, and the clock records are stamped with; shared by
- * the per-entity queries of the SQLite store.
+ * One SQLite connection with its prepared statements cached, and the clock records are stamped with; shared by the
+ * per-entity queries (state/sql/).
  */
-export class SqliteConnection {
+export class SqliteConnection implements SqlConnection {
   private readonly statements = new Map<string, Database.Statement>();
 
   constructor(
@@ -30,8 +28,8 @@ export class SqliteConnection {
     return s;
   }
 
-  run(sql: string, ...params: Param[]): Database.RunResult {
-    return this.statement(sql).run(...params);
+  run(sql: string, ...params: Param[]): number {
+    return this.statement(sql).run(...params).changes;
   }
 
   get(sql: string, ...params: Param[]): Row | undefined {
@@ -47,36 +45,19 @@ export class SqliteConnection {
     return Number(this.statement('PRAGMA data_version').pluck().get());
   }
 
-  /** The next AUTOINCREMENT value of `table` (never reused, even after deletes or rollbacks of later rows). */
-  nextSeq(table: 'jobs' | 'instances'): number {
+  inTransaction(): boolean {
+    return this.db.inTransaction;
+  }
+
+  /**
+   * The next AUTOINCREMENT value of `table`. Inserting it explicitly moves `sqlite_sequence` on, and a rollback moves
+   * it back, exactly as an implicit AUTOINCREMENT does.
+   */
+  nextNumber(table: NumberedTable): number {
     const row = this.get('SELECT seq FROM sqlite_sequence WHERE name = ?', table);
     return (row === undefined ? 0 : Number(row['seq'])) + 1;
   }
-}
 
-/** A WHERE clause built from optional filters, with its bound parameters. */
-export class Where {
-  private readonly clauses: string[] = [];
-  readonly params: Param[] = [];
-
-  eq(column: string, value: string | undefined): void {
-    if (value === undefined) return;
-    this.clauses.push(`${column} = ?`);
-    this.params.push(value);
-  }
-
-  in(column: string, values: readonly string[] | undefined): void {
-    if (values === undefined) return;
-    this.clauses.push(values.length === 0 ? '0' : `${column} IN (${values.map(() => '?').join(', ')})`);
-    this.params.push(...values);
-  }
-
-  raw(clause: string, ...params: Param[]): void {
-    this.clauses.push(clause);
-    this.params.push(...params);
-  }
-
-  sql(): string {
-    return this.clauses.length === 0 ? '' : `WHERE ${this.clauses.join(' AND ')}`;
-  }
+  /** Nothing to do: inserting an explicit AUTOINCREMENT key above `sqlite_sequence` moves it up by itself. */
+  numberUsed(): void {}
 }

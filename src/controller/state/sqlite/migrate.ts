@@ -53,6 +53,17 @@ export function migrate(db: Database.Database, path: string, now: () => number):
   return current();
 }
 
+/**
+ * Give a restored copy of a database an id of its own. Launch tokens carry the store id and its instance number, and
+ * the old controller may have launched instances after its last backup with the numbers the copy gives again: with
+ * the same id, a new launch would reuse such an instance's token (EC2's ClientToken) instead of launching.
+ */
+export function renewStoreId(db: Database.Database): string {
+  const id = randomUUID();
+  db.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES ('store_id', ?)").run(id);
+  return id;
+}
+
 /** The store's id, made once when the database is created (launch tokens carry it). */
 export function ensureStoreId(db: Database.Database): string {
   db.prepare("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)").run(randomUUID());

@@ -1,0 +1,113 @@
+import { jobArchiveKeys } from '../../protocol/object-keys.js';
+import type { ObjectStore } from '../../storage/object-store.js';
+import type { Clock } from '../clock.js';
+import type { ControllerLogger } from '../seams.js';
+import { isFinalJobState } from '../state/lifecycle.js';
+import type { JobRecord } from '../state-store.js';
+import { documentBytes, type ArchivedEnd, type ArchivedSpec } from './backup-documents.js';
+
+/** What the archive reports (ControllerMetrics implements it for /metrics). */
+export interface JobArchiveMetrics {
+  jobArchiveFailed(part: 'spec' | 'end'): void;
+}
+
+export interface JobArchiveOptions {
+  readonly objectStore: ObjectStore;
+  readonly cluster: string;
+  readonly clock: Clock;
+  readonly log: ControllerLogger;
+  readonly metrics?: JobArchiveMetrics | undefined;
+  /** Seconds before an end record that failed to store is tried again. */
+  readonly retrySeconds?: number;
+}
+
+/**
+ * Every accepted job in the object store, next to the state backups, so a restore rebuilds what the newest backup
+ * missed: a job's spec is stored before its submission is answered (one put; the API answers 503 and the job is
+ * withdrawn when it fails), and how it ended is stored once it has, in the background and retried until stored, so
+ * a restored controller neither drops a job accepted after its backup nor runs again one that ended after it. (The
+ * end is not awaited, which would hold the loop through an object-store outage: a job that ended in the moments
+ * before the loss, its end not yet stored, runs again from its last checkpoint.)
+ */
+export class JobArchive {
+  private readonly pendingEnds = new Map<string, ArchivedEnd>();
+  private writing: Promise<void> | undefined;
+  private retry = new AbortController();
+  private stopped = false;
+
+  constructor(private readonly options: JobArchiveOptions) {}
+
+  /** Store an accepted job's spec; throws when the object store does not take it. */
+  async keepSubmitted(job: JobRecord): Promise<void> {
+    const doc: ArchivedSpec = {
+      version: 1,
+      id: job.id,
+      submittedAtSeconds: job.submittedAtSeconds,
+      spec: job.spec,
+    };
+    try {
+      await this.options.objectStore.put(
+        jobArchiveKeys(this.options.cluster, job.id).spec,
+        documentBytes(doc),
+      );
+    } catch (e) {
+      this.options.metrics?.jobArchiveFailed('spec');
+      throw e;
+    }
+  }
+
+  /** Record that a job ended; stored in the background (one write at a time, retried until it succeeds). */
+  keepEnded(job: JobRecord): void {
+    if (!isFinalJobState(job.state)) return;
+    this.pendingEnds.set(job.id, {
+      version: 1,
+      id: job.id,
+      state: job.state,
+      ...(job.reason === undefined ? {} : { reason: job.reason }),
+      finishedAtSeconds: job.finishedAtSeconds ?? job.updatedAtSeconds,
+    });
+    this.writing ??= this.writeEnds().finally(() => {
+      this.writing = undefined;
+    });
+  }
+
+  /** Stop retrying; end records still unstored are written once more, then given up (the backup has them). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.retry.abort();
+    await this.writing;
+  }
+
+  /** End records not yet stored (tests, and the log at stop). */
+  get pendingEndCount(): number {
+    return this.pendingEnds.size;
+  }
+
+  private async writeEnds(): Promise<void> {
+    const { objectStore, cluster, clock, log } = this.options;
+    while (this.pendingEnds.size > 0) {
+      let failed = false;
+      for (const [jobId, doc] of [...this.pendingEnds]) {
+        try {
+          await objectStore.put(jobArchiveKeys(cluster, jobId).end, documentBytes(doc));
+          if (this.pendingEnds.get(jobId) === doc) this.pendingEnds.delete(jobId);
+        } catch (e) {
+          failed = true;
+          this.options.metrics?.jobArchiveFailed('end');
+          log.warn(`cannot store how ${jobId} ended in the job archive; trying again`, {
+            error: e instanceof Error ? e.message : String(e),
+          });
+          break;
+        }
+      }
+      if (!failed) continue;
+      if (this.stopped) {
+        log.warn(
+          `${this.pendingEnds.size} job end(s) left out of the job archive at stop (the state has them)`,
+        );
+        return;
+      }
+      await clock.sleep(this.options.retrySeconds ?? 5, this.retry.signal);
+    }
+  }
+}

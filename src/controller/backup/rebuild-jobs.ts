@@ -1,0 +1,141 @@
+import type { Catalog } from '../../core/catalog.js';
+import { ValidationError } from '../../core/validation.js';
+import { jobArchiveKeys, jobArchivePrefix, parseJobArchiveKey } from '../../protocol/object-keys.js';
+import type { ObjectStore } from '../../storage/object-store.js';
+import { validateJobSpec } from '../job-spec/parse.js';
+import type { JobSpec } from '../job-spec/spec.js';
+import { canTransitionJob, isFinalJobState, jobSeqOf } from '../state/lifecycle.js';
+import { JOB_STATES, type JobState, type StateStore } from '../state-store.js';
+import {
+  archivedEndSchema,
+  archivedSpecSchema,
+  readDocument,
+  type ArchivedEnd,
+  type ArchivedSpec,
+} from './backup-documents.js';
+
+/** Archive reads in flight at once: a restore reads only what its backup missed, but that may be many jobs. */
+const READ_CONCURRENCY = 16;
+
+export interface JobRebuildSummary {
+  /** Jobs accepted after the backup, submitted again with their ids. */
+  readonly resubmitted: readonly string[];
+  /** Jobs that ended after the backup (or were accepted and ended after it), restored ended. */
+  readonly ended: readonly string[];
+}
+
+interface ArchivedJob {
+  spec: boolean;
+  end: boolean;
+}
+
+/**
+ * Bring a restored state up to the job archive (job-archive.ts): every job whose spec is archived but which the
+ * backup lacks is submitted again with its id and submission time, and every job that ended after the backup is
+ * ended as it did (never run again). Every archived spec is validated against `catalog` before anything is written,
+ * and all of it is one transaction: a restore applies the whole archive or fails saying which job stops it.
+ */
+export async function rebuildJobs(
+  store: StateStore,
+  archive: { readonly objectStore: ObjectStore; readonly cluster: string },
+  catalog: Catalog,
+): Promise<JobRebuildSummary> {
+  const { objectStore, cluster } = archive;
+  const listed = new Map<string, ArchivedJob>();
+  for await (const info of objectStore.list(jobArchivePrefix(cluster))) {
+    const parsed = parseJobArchiveKey(cluster, info.key);
+    if (parsed === undefined) continue;
+    const entry = listed.get(parsed.jobId) ?? { spec: false, end: false };
+    entry[parsed.part] = true;
+    listed.set(parsed.jobId, entry);
+  }
+  const missing: string[] = [];
+  const endedSince: string[] = [];
+  for (const [jobId, parts] of listed) {
+    const job = store.getJob(jobId);
+    if (job === undefined && parts.spec) missing.push(jobId);
+    else if (job !== undefined && parts.end && !isFinalJobState(job.state)) endedSince.push(jobId);
+  }
+  const read = async <T>(key: string, parse: (bytes: Buffer, where: string) => T): Promise<T> =>
+    parse(await objectStore.getBuffer(key), `${objectStore.location} ${key}`);
+  const specs = await inBatches(missing, (jobId) =>
+    read(jobArchiveKeys(cluster, jobId).spec, (b, w) => readDocument(archivedSpecSchema, b, w)),
+  );
+  const endIds = [...missing.filter((id) => listed.get(id)?.end === true), ...endedSince];
+  const ends = new Map(
+    (
+      await inBatches(endIds, (jobId) =>
+        read(jobArchiveKeys(cluster, jobId).end, (b, w) => readDocument(archivedEndSchema, b, w)),
+      )
+    ).map((end) => [end.id, end]),
+  );
+  const validated = specs.map((archived) => ({ archived, spec: validArchivedSpec(archived, catalog) }));
+  validated.sort((a, b) => jobSeqOf(a.archived.id) - jobSeqOf(b.archived.id));
+
+  return store.transaction(() => {
+    for (const { archived, spec } of validated) {
+      store.submitJob(spec, { id: archived.id, submittedAtSeconds: archived.submittedAtSeconds });
+      store.appendEvent({
+        kind: 'job.restored',
+        jobId: archived.id,
+        message: `${archived.id} submitted again from the job archive: it was accepted after the backup restored`,
+      });
+    }
+    const ended: string[] = [];
+    for (const end of [...ends.values()].sort((a, b) => jobSeqOf(a.id) - jobSeqOf(b.id)))
+      if (endAsArchived(store, end)) ended.push(end.id);
+    return { resubmitted: validated.map((v) => v.archived.id), ended };
+  });
+}
+
+function validArchivedSpec(archived: ArchivedSpec, catalog: Catalog): JobSpec {
+  try {
+    return validateJobSpec(archived.spec, `archived spec of ${archived.id}`, catalog);
+  } catch (e) {
+    if (!(e instanceof ValidationError)) throw e;
+    throw new ValidationError(e.source, [
+      ...e.problems,
+      'the job was accepted against another catalog: restore with the catalog the cluster ran with (--catalog)',
+    ]);
+  }
+}
+
+/** End a job as the archive says it ended, through the job lifecycle's own transitions; false if already final. */
+function endAsArchived(store: StateStore, end: ArchivedEnd): boolean {
+  const job = store.getJob(end.id);
+  if (job === undefined || isFinalJobState(job.state) || !isFinalJobState(end.state)) return false;
+  const path = transitionPath(job.state, end.state);
+  const when = new Date(end.finishedAtSeconds * 1000).toISOString();
+  const reason = `${end.reason ?? end.state} (ended ${when}, after the backup restored; from the job archive)`;
+  for (const [i, state] of path.entries())
+    store.setJobState(end.id, state, i === path.length - 1 ? reason : 'restored from the job archive');
+  return true;
+}
+
+/** The shortest run of legal job transitions from `from` to `to` (e.g. queued → starting → running → succeeded). */
+function transitionPath(from: JobState, to: JobState): JobState[] {
+  const previous = new Map<JobState, JobState>();
+  const queue: JobState[] = [from];
+  while (queue.length > 0) {
+    const state = queue.shift() as JobState;
+    if (state === to) break;
+    for (const next of JOB_STATES)
+      if (next !== state && !previous.has(next) && next !== from && canTransitionJob(state, next)) {
+        previous.set(next, state);
+        queue.push(next);
+      }
+  }
+  const path: JobState[] = [];
+  for (let at: JobState | undefined = to; at !== undefined && at !== from; at = previous.get(at))
+    path.unshift(at);
+  if (path[0] === undefined || !canTransitionJob(from, path[0]))
+    throw new Error(`no job transition leads from ${from} to ${to}`);
+  return path;
+}
+
+async function inBatches<T, R>(items: readonly T[], read: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  for (let i = 0; i < items.length; i += READ_CONCURRENCY)
+    out.push(...(await Promise.all(items.slice(i, i + READ_CONCURRENCY).map(read))));
+  return out;
+}

@@ -1,0 +1,276 @@
+import { createHash } from 'node:crypto';
+import { createWriteStream, existsSync, statSync } from 'node:fs';
+import { chmod, mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import { Transform, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
+import Database from 'better-sqlite3';
+import type { Catalog } from '../../core/catalog.js';
+import {
+  backupSecretsKey,
+  latestBackupKey,
+  parseStateBackupKey,
+  stateBackupKeys,
+  stateBackupPrefix,
+} from '../../protocol/object-keys.js';
+import type { ObjectStore } from '../../storage/object-store.js';
+import { markInitialized } from '../state/initialization.js';
+import { recordPreviousStoreId } from '../state/lineage.js';
+import { renewStoreId } from '../state/sqlite/migrate.js';
+import { SqliteStateStore } from '../state/sqlite-state-store.js';
+import {
+  backupManifestSchema,
+  backupSecretsSchema,
+  readDocument,
+  type BackupManifest,
+} from './backup-documents.js';
+import { rebuildJobs, type JobRebuildSummary } from './rebuild-jobs.js';
+import { parseRestoreSource } from './restore-source.js';
+
+/** A restore refused: the backup is missing, corrupt, of another cluster, or there is a state it would replace. */
+export class RestoreError extends Error {
+  override name = 'RestoreError';
+}
+
+export interface RestoreOptions {
+  /** `--restore-from`: an object store, or one backup in it (restore-source.ts). */
+  readonly from: string;
+  readonly cluster: string;
+  /** The state database to create (`<state-dir>/state.db`); it must not hold a state yet. */
+  readonly dbFile: string;
+  /** The state directory's token files, written from the backup's secrets when it has them. */
+  readonly secretFiles: { readonly workerToken: string; readonly adminToken: string };
+  readonly openObjectStore: (location: string) => ObjectStore;
+  /** What archived job specs are validated against (the catalog the controller runs with). */
+  readonly catalog: Catalog;
+}
+
+export interface RestoreSummary extends JobRebuildSummary {
+  readonly location: string;
+  readonly manifest: BackupManifest;
+  /** Which token files came from the backup. */
+  readonly secrets: readonly string[];
+}
+
+/**
+ * Start a new box from a backup (`fleetwise controller --restore-from …`): find the backup (the cluster's newest, or
+ * the one named), download it, check it (its sha256 against the manifest, gzip's own CRC, SQLite's integrity check,
+ * the fleetwise schema), give it a store id of its own (migrate.ts renewStoreId), bring it up to the job archive
+ * (rebuild-jobs.ts), and only then move it into place with one rename: a restore installs a checked, complete state
+ * or nothing. The state directory's tokens come back from the backup's secrets. What the backup could not know is
+ * found again once the controller runs: instances by their cluster tags (cloud-sync.ts), tasks from the workers that
+ * register again.
+ */
+export async function restoreState(options: RestoreOptions): Promise<RestoreSummary> {
+  refuseExistingState(options.dbFile);
+  const source = parseRestoreSource(options.from);
+  if (source.cluster !== undefined && source.cluster !== options.cluster)
+    throw new RestoreError(
+      `${options.from} is a backup of cluster ${source.cluster}, but this controller runs cluster ${options.cluster} ` +
+        `(start it with --cluster ${source.cluster})`,
+    );
+  const objectStore = options.openObjectStore(source.location);
+  const manifest = await findManifest(objectStore, options.cluster, source.key);
+  const workDir = join(dirname(options.dbFile), `.restore-${process.pid}`);
+  await rm(workDir, { recursive: true, force: true });
+  await mkdir(workDir, { recursive: true, mode: 0o700 });
+  try {
+    const restored = join(workDir, basename(options.dbFile));
+    await download(objectStore, manifest, restored);
+    checkIntegrity(restored, manifest.key);
+    const rebuilt = await rebuildOnCopy(restored, objectStore, options);
+    const secrets = await restoreSecrets(objectStore, options);
+    await install(restored, options.dbFile);
+    return { location: objectStore.location, manifest, secrets, ...rebuilt };
+  } finally {
+    await rm(workDir, { recursive: true, force: true });
+  }
+}
+
+/** A restore starts a new box: it never replaces a state that has jobs or instances. */
+function refuseExistingState(dbFile: string): void {
+  if (!existsSync(dbFile) || statSync(dbFile).size === 0) return;
+  let used: number;
+  try {
+    const store = new SqliteStateStore(dbFile);
+    try {
+      used = store.listJobs().length + store.listInstances().length;
+    } finally {
+      store.close();
+    }
+  } catch (e) {
+    throw new RestoreError(
+      `${dbFile} exists and is not an empty fleetwise state (${(e as Error).message}); move it away to restore`,
+    );
+  }
+  if (used > 0)
+    throw new RestoreError(
+      `${dbFile} already holds a state (${used} job(s) and instance(s)); a restore starts a new box: move it away ` +
+        'first, or start without --restore-from',
+    );
+}
+
+async function findManifest(
+  store: ObjectStore,
+  cluster: string,
+  key: string | undefined,
+): Promise<BackupManifest> {
+  const read = async (manifestKey: string): Promise<BackupManifest | undefined> => {
+    if (!(await store.exists(manifestKey))) return undefined;
+    const where = `${store.location} ${manifestKey}`;
+    try {
+      return readDocument(backupManifestSchema, await store.getBuffer(manifestKey), where);
+    } catch (e) {
+      throw new RestoreError(`backup manifest ${where} is unreadable: ${(e as Error).message}`);
+    }
+  };
+  let manifest: BackupManifest | undefined;
+  if (key === undefined) {
+    manifest = await read(latestBackupKey(cluster));
+    // No pointer (its write failed, or was deleted): the newest backup that has its manifest.
+    if (manifest === undefined) {
+      let newest: number | undefined;
+      for await (const info of store.list(`${stateBackupPrefix(cluster)}state-`)) {
+        const parsed = parseStateBackupKey(info.key);
+        if (parsed?.part === 'manifest' && parsed.cluster === cluster)
+          newest = Math.max(newest ?? 0, parsed.seq);
+      }
+      if (newest !== undefined) manifest = await read(stateBackupKeys(cluster, newest).manifest);
+    }
+    if (manifest === undefined)
+      throw new RestoreError(
+        `no backup of cluster ${cluster} in ${store.location} (looked for ${latestBackupKey(cluster)})`,
+      );
+  } else {
+    const parsed = parseStateBackupKey(key);
+    if (parsed === undefined) throw new RestoreError(`${key} is not a backup key`);
+    const keys = stateBackupKeys(parsed.cluster, parsed.seq);
+    manifest = await read(keys.manifest);
+    if (manifest === undefined)
+      throw new RestoreError(
+        `backup ${store.location} ${keys.data} has no manifest (${keys.manifest}): it is incomplete or was deleted`,
+      );
+  }
+  if (manifest.cluster !== cluster)
+    throw new RestoreError(
+      `the backup ${manifest.key} is of cluster ${manifest.cluster}, but this controller runs cluster ${cluster}`,
+    );
+  return manifest;
+}
+
+/** Download and decompress the backup, checking its sha256 and size against the manifest. */
+async function download(store: ObjectStore, manifest: BackupManifest, to: string): Promise<void> {
+  const where = `${store.location} ${manifest.key}`;
+  const hash = createHash('sha256');
+  let compressedBytes = 0;
+  const tap = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      hash.update(chunk);
+      compressedBytes += chunk.length;
+      done(null, chunk);
+    },
+  });
+  let body: Readable;
+  try {
+    body = await store.get(manifest.key);
+  } catch (e) {
+    throw new RestoreError(`cannot read backup ${where}: ${(e as Error).message}`);
+  }
+  try {
+    await pipeline(body, tap, createGunzip(), createWriteStream(to, { mode: 0o600 }));
+  } catch (e) {
+    throw new RestoreError(`backup ${where} is corrupt: not a valid gzip stream (${(e as Error).message})`);
+  }
+  const sha256 = hash.digest('hex');
+  if (sha256 !== manifest.sha256 || compressedBytes !== manifest.sizeBytes)
+    throw new RestoreError(
+      `backup ${where} is corrupt: ${compressedBytes} bytes with sha256 ${sha256}, its manifest says ` +
+        `${manifest.sizeBytes} bytes with sha256 ${manifest.sha256}`,
+    );
+  const size = statSync(to).size;
+  if (size !== manifest.databaseBytes)
+    throw new RestoreError(
+      `backup ${where} is corrupt: it decompresses to ${size} bytes, its manifest says ${manifest.databaseBytes}`,
+    );
+}
+
+/** SQLite's own check of every page, index and constraint. */
+function checkIntegrity(file: string, key: string): void {
+  let problems: string[];
+  try {
+    const db = new Database(file, { fileMustExist: true });
+    try {
+      problems = (db.pragma('integrity_check') as { integrity_check: string }[]).map(
+        (r) => r.integrity_check,
+      );
+    } finally {
+      db.close();
+    }
+  } catch (e) {
+    throw new RestoreError(`backup ${key} is not a usable SQLite database: ${(e as Error).message}`);
+  }
+  if (problems.length !== 1 || problems[0] !== 'ok')
+    throw new RestoreError(
+      `backup ${key} fails SQLite's integrity check: ${problems.slice(0, 5).join('; ')}` +
+        `${problems.length > 5 ? ` (and ${problems.length - 5} more)` : ''}`,
+    );
+}
+
+/** On the downloaded copy: the schema (migrated if older), the job archive, then a store id of its own. */
+async function rebuildOnCopy(
+  file: string,
+  objectStore: ObjectStore,
+  options: RestoreOptions,
+): Promise<JobRebuildSummary> {
+  let store: SqliteStateStore;
+  try {
+    store = new SqliteStateStore(file);
+  } catch (e) {
+    throw new RestoreError(`the backup is not a fleetwise state: ${(e as Error).message}`);
+  }
+  let rebuilt: JobRebuildSummary;
+  try {
+    rebuilt = await rebuildJobs(store, { objectStore, cluster: options.cluster }, options.catalog);
+    // Instances the old box launched after the backup carry this id in their launch tokens (cloud-sync.ts).
+    recordPreviousStoreId(store, store.storeId);
+    // --restore-from is the explicit start from a backup: never refused as a lost state (empty-state-guard.ts).
+    markInitialized(store, options.cluster, 'existing', Date.now() / 1000);
+  } finally {
+    store.close();
+  }
+  const db = new Database(file, { fileMustExist: true });
+  try {
+    renewStoreId(db);
+    // Everything into the main file: the install moves that one file.
+    db.pragma('wal_checkpoint(TRUNCATE)');
+  } finally {
+    db.close();
+  }
+  return rebuilt;
+}
+
+/** Move the checked copy into place (one rename: the state appears whole or not at all), owner-only. */
+async function install(restored: string, dbFile: string): Promise<void> {
+  for (const stale of [`${dbFile}-wal`, `${dbFile}-shm`, `${restored}-wal`, `${restored}-shm`])
+    await rm(stale, { force: true });
+  await chmod(restored, 0o600);
+  await rename(restored, dbFile);
+}
+
+async function restoreSecrets(store: ObjectStore, options: RestoreOptions): Promise<string[]> {
+  const key = backupSecretsKey(options.cluster);
+  if (!(await store.exists(key))) return [];
+  const secrets = readDocument(backupSecretsSchema, await store.getBuffer(key), `${store.location} ${key}`);
+  const written: string[] = [];
+  for (const [value, file] of [
+    [secrets.workerToken, options.secretFiles.workerToken],
+    [secrets.adminToken, options.secretFiles.adminToken],
+  ] as const) {
+    if (value === undefined) continue;
+    await writeFile(file, `${value}\n`, { mode: 0o600 });
+    await chmod(file, 0o600);
+    written.push(file);
+  }
+  return written;
+}

@@ -1,0 +1,47 @@
+import type {
+  CloudInstance,
+  CloudProvider,
+  LaunchRequest,
+  LaunchResult,
+  ListOptions,
+} from '../../cloud/provider.js';
+
+/** What the fence asks of the lease: throw unless this controller surely leads (LeaderElector.assertLeading). */
+export interface LeadershipCheck {
+  assertLeading(): void;
+}
+
+/**
+ * The cloud behind the lease: every call first checks that this controller still holds the lease with its term and
+ * enough of it left (LeaseNotHeldError otherwise, which the reconciler treats as a failed call and retries), so a
+ * controller whose lease passed to another makes no cloud call. The cloud cannot check a fencing token itself, so a
+ * call that passed the check just before a stall can still land after a takeover; the launch's idempotency token
+ * (the new controller launches with the same one) and idempotent terminations make such a late call harmless.
+ */
+export class FencedCloudProvider implements CloudProvider {
+  readonly isCapacityConstrained?: (typeName: string) => boolean;
+
+  constructor(
+    private readonly inner: CloudProvider,
+    private readonly lease: LeadershipCheck,
+  ) {
+    // A cache lookup, not a cloud call: nothing to fence.
+    if (inner.isCapacityConstrained !== undefined)
+      this.isCapacityConstrained = (typeName) => inner.isCapacityConstrained?.(typeName) ?? false;
+  }
+
+  async launch(request: LaunchRequest): Promise<LaunchResult> {
+    this.lease.assertLeading();
+    return this.inner.launch(request);
+  }
+
+  async terminate(instanceIds: readonly string[]): Promise<void> {
+    this.lease.assertLeading();
+    return this.inner.terminate(instanceIds);
+  }
+
+  async list(clusterName: string, options?: ListOptions): Promise<CloudInstance[]> {
+    this.lease.assertLeading();
+    return this.inner.list(clusterName, options);
+  }
+}

@@ -1,0 +1,96 @@
+import { z } from 'zod';
+import { CloudProviderError } from '../../cloud/provider.js';
+import { StateStoreError } from '../state-store.js';
+
+/**
+ * The controller's lease: which of several controllers sharing one database is active, and its fencing token. The
+ * design is Chubby's lock with a sequencer (Burrows, OSDI 2006, §2.4) as Kleppmann states it ("How to do distributed
+ * locking", 2016; Designing Data-Intensive Applications §8.4 "Fencing tokens"): a lease expires, so a holder that
+ * stalled (a pause, a partition) may go on acting after another took over; each acquisition therefore carries a token
+ * one greater than the last (the epoch), and the resource refuses an older token. The resource here is the state
+ * database itself: every write transaction checks the epoch in that same transaction. The timing is Kubernetes'
+ * leader election (client-go `leaderelection`: lease duration, renew deadline, retry period): the holder renews every
+ * retry period and stops acting once it could not renew for the renew deadline, which is shorter than the lease, so
+ * it has stopped before anyone else may start. Expiry is judged by the database's clock only; a controller's clock
+ * measures nothing but its own intervals (monotonic), so no two clocks are ever compared.
+ */
+
+export const leaseSettingsSchema = z
+  .strictObject({
+    /** A lease not renewed this long expires, and a standby may take over (client-go LeaseDuration, 15 s). */
+    durationSeconds: z.number().finite().positive('must be > 0').default(15),
+    /**
+     * The holder stops acting when it could not renew for this long (client-go RenewDeadline, 10 s); the rest of the
+     * lease, duration − renew deadline, is the safety margin within which no other controller can yet have started.
+     */
+    renewDeadlineSeconds: z.number().finite().positive('must be > 0').default(10),
+    /** The holder renews, and a standby tries to take over, this often (client-go RetryPeriod, 2 s). */
+    retrySeconds: z.number().finite().positive('must be > 0').default(2),
+  })
+  .superRefine((s, ctx) => {
+    if (s.renewDeadlineSeconds >= s.durationSeconds)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['renewDeadlineSeconds'],
+        message: `must be less than durationSeconds (${s.durationSeconds}): the holder stops before its lease can pass to another`,
+      });
+    if (s.retrySeconds >= s.renewDeadlineSeconds)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['retrySeconds'],
+        message: `must be less than renewDeadlineSeconds (${s.renewDeadlineSeconds}): a renewal needs more than one try before the deadline`,
+      });
+  });
+
+export type LeaseSettings = z.output<typeof leaseSettingsSchema>;
+export const DEFAULT_LEASE_SETTINGS: LeaseSettings = leaseSettingsSchema.parse({});
+
+/** One tenure of the lease: who holds it, and the fencing token of this acquisition. */
+export interface LeaseTerm {
+  readonly holder: string;
+  readonly epoch: number;
+}
+
+/** The lease as the database has it now. */
+export interface LeaseRecord {
+  readonly holder: string | undefined;
+  /** Where the holder serves its API, as it said when it took the lease. */
+  readonly holderUrl: string | undefined;
+  readonly epoch: number;
+  /** Seconds until it expires by the database's clock; ≤ 0 once expired. */
+  readonly expiresInSeconds: number;
+}
+
+/** The lease row of a database; every comparison of times in it uses the database's clock. */
+export interface LeaseTable {
+  /** Take the lease if it is free or expired: the new term, with the epoch one above the last; undefined if held. */
+  tryAcquire(holder: string, holderUrl: string | undefined, durationSeconds: number): LeaseTerm | undefined;
+  /** Extend an unexpired lease this term still holds; false when it expired or passed to another term. */
+  renew(term: LeaseTerm, durationSeconds: number): boolean;
+  /** Give the lease up now (a clean stop), so a standby need not wait for it to expire. */
+  release(term: LeaseTerm): void;
+  read(): LeaseRecord | undefined;
+  /** This term holds the lease with at least `marginSeconds` left before it expires. */
+  holds(term: LeaseTerm, marginSeconds: number): boolean;
+}
+
+/** A write transaction refused because the lease passed to a newer epoch than the writer's. */
+export class FencedWriteError extends StateStoreError {
+  override name = 'FencedWriteError';
+  constructor(
+    readonly epoch: number,
+    readonly currentEpoch: number | undefined,
+  ) {
+    super(
+      `write refused: this controller's lease epoch ${epoch} is over (the lease is at epoch ${currentEpoch ?? 'none'}); another controller is active`,
+    );
+  }
+}
+
+/** A cloud call refused because this controller no longer surely holds the lease. */
+export class LeaseNotHeldError extends CloudProviderError {
+  constructor(reason: string) {
+    super(`cloud call refused: ${reason}`, 'LeaseNotHeld');
+    this.name = 'LeaseNotHeldError';
+  }
+}

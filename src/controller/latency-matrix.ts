@@ -1,0 +1,179 @@
+import { z } from 'zod';
+import type { MeasuredRtt } from '../core/network.js';
+import type { NetworkReport, ProbePeer, RttReport } from '../protocol/worker-protocol.js';
+import type { JsonValue } from './state-store.js';
+
+/**
+ * The controller's latency matrix (latency-aware placement, research digest nomora-latency-placement.md §10.4): the
+ * latest round trips each worker measured to its peers, and where each worker's probe listens. Kept in memory from
+ * the heartbeats; the scheduler gets the fresh pairs in each round's snapshot (`ClusterSnapshot.measuredRtts`), and
+ * the API, `fleetwise cluster` and Prometheus show them. A worker's report replaces all its earlier pairs: it is the
+ * whole of its current window.
+ */
+
+/** A pair as shown (the API, the CLI, Prometheus): the measured figures and how they were measured. */
+export interface LatencyPair {
+  readonly fromInstanceId: string;
+  readonly toInstanceId: string;
+  /** Absent when no probe reached the peer in the window (`failures` says how many tried). */
+  readonly maxMicroseconds?: number | undefined;
+  readonly p99Microseconds?: number | undefined;
+  readonly samples: number;
+  readonly failures: number;
+  readonly windowSeconds: number;
+  /** When the report arrived (the controller's clock, seconds). */
+  readonly atSeconds: number;
+}
+
+export interface ProbeEndpoint {
+  readonly instanceId: string;
+  readonly host: string;
+  readonly port: number;
+  readonly atSeconds: number;
+}
+
+export interface LatencyMatrixView {
+  readonly pairs: readonly LatencyPair[];
+  readonly probes: readonly ProbeEndpoint[];
+}
+
+/** Reports older than this are not shown nor planned with: their workers stopped reporting. Default: a round. */
+export const DEFAULT_LATENCY_STALE_SECONDS = 300;
+
+const persistedSchema = z.object({
+  pairs: z.array(
+    z.object({
+      fromInstanceId: z.string(),
+      toInstanceId: z.string(),
+      maxMicroseconds: z.number().optional(),
+      p99Microseconds: z.number().optional(),
+      samples: z.number(),
+      failures: z.number(),
+      windowSeconds: z.number(),
+      atSeconds: z.number(),
+    }),
+  ),
+});
+
+/** `::ffff:10.0.0.7` (an IPv4 peer on a dual-stack socket) → `10.0.0.7`. */
+export function plainAddress(address: string): string {
+  return address.startsWith('::ffff:') && address.includes('.') ? address.slice('::ffff:'.length) : address;
+}
+
+export class LatencyMatrix {
+  private readonly byFrom = new Map<string, readonly LatencyPair[]>();
+  private readonly endpoints = new Map<string, ProbeEndpoint>();
+
+  constructor(private readonly staleSeconds: number = DEFAULT_LATENCY_STALE_SECONDS) {}
+
+  /**
+   * One heartbeat's network report from `instanceId`. The probe's host is the one the worker named, else the address
+   * its heartbeat came from (what the controller reaches it at, so what its peers in the VPC reach it at too).
+   */
+  observe(
+    instanceId: string,
+    report: NetworkReport,
+    remoteAddress: string | undefined,
+    atSeconds: number,
+  ): void {
+    const host =
+      report.probe?.host ?? (remoteAddress === undefined ? undefined : plainAddress(remoteAddress));
+    if (report.probe !== undefined && host !== undefined)
+      this.endpoints.set(instanceId, { instanceId, host, port: report.probe.port, atSeconds });
+    this.byFrom.set(
+      instanceId,
+      (report.rtts ?? []).map((r: RttReport) => ({
+        fromInstanceId: instanceId,
+        toInstanceId: r.peerInstanceId,
+        ...(r.maxMicroseconds === undefined ? {} : { maxMicroseconds: r.maxMicroseconds }),
+        ...(r.p99Microseconds === undefined ? {} : { p99Microseconds: r.p99Microseconds }),
+        samples: r.samples,
+        failures: r.failures,
+        windowSeconds: r.windowSeconds,
+        atSeconds,
+      })),
+    );
+  }
+
+  /** The instance is gone: its probe and every pair from or to it. */
+  forget(instanceId: string): void {
+    this.endpoints.delete(instanceId);
+    this.byFrom.delete(instanceId);
+    for (const [from, pairs] of this.byFrom)
+      this.byFrom.set(
+        from,
+        pairs.filter((p) => p.toInstanceId !== instanceId),
+      );
+  }
+
+  endpointOf(instanceId: string): ProbeEndpoint | undefined {
+    return this.endpoints.get(instanceId);
+  }
+
+  /** The peers to name in an answer: those of `peerIds` whose probe is known, in id order. */
+  probePeers(peerIds: Iterable<string>): ProbePeer[] {
+    return [...new Set(peerIds)].sort().flatMap((id) => {
+      const e = this.endpoints.get(id);
+      return e === undefined ? [] : [{ instanceId: id, host: e.host, port: e.port }];
+    });
+  }
+
+  /** Fresh pairs among `live` instances (all when undefined), by from then to. */
+  view(nowSeconds: number, live?: ReadonlySet<string>): LatencyMatrixView {
+    const fresh = (at: number): boolean => nowSeconds - at <= this.staleSeconds;
+    const isLive = (id: string): boolean => live === undefined || live.has(id);
+    const pairs = [...this.byFrom.values()]
+      .flat()
+      .filter((p) => fresh(p.atSeconds) && isLive(p.fromInstanceId) && isLive(p.toInstanceId))
+      .sort(
+        (a, b) =>
+          a.fromInstanceId.localeCompare(b.fromInstanceId) || a.toInstanceId.localeCompare(b.toInstanceId),
+      );
+    const probes = [...this.endpoints.values()]
+      .filter((e) => isLive(e.instanceId))
+      .sort((a, b) => a.instanceId.localeCompare(b.instanceId));
+    return { pairs, probes };
+  }
+
+  /** What the scheduler plans with: the fresh, measured pairs (a pair no probe reached has no figure to plan by). */
+  measuredRtts(nowSeconds: number, live?: ReadonlySet<string>): MeasuredRtt[] {
+    return this.view(nowSeconds, live).pairs.flatMap((p) =>
+      p.maxMicroseconds === undefined || p.p99Microseconds === undefined
+        ? []
+        : [
+            {
+              fromInstanceId: p.fromInstanceId,
+              toInstanceId: p.toInstanceId,
+              maxMicroseconds: p.maxMicroseconds,
+              p99Microseconds: p.p99Microseconds,
+              atSeconds: p.atSeconds,
+            },
+          ],
+    );
+  }
+
+  /** The pairs, for the state store (a restarted controller plans with them until fresh reports arrive). */
+  toJson(): JsonValue {
+    return {
+      pairs: [...this.byFrom.values()].flat().map((p) => ({
+        fromInstanceId: p.fromInstanceId,
+        toInstanceId: p.toInstanceId,
+        ...(p.maxMicroseconds === undefined ? {} : { maxMicroseconds: p.maxMicroseconds }),
+        ...(p.p99Microseconds === undefined ? {} : { p99Microseconds: p.p99Microseconds }),
+        samples: p.samples,
+        failures: p.failures,
+        windowSeconds: p.windowSeconds,
+        atSeconds: p.atSeconds,
+      })),
+    };
+  }
+
+  /** At start, before any report: the pairs saved by toJson. Anything malformed is ignored (they are a head start). */
+  load(value: unknown): void {
+    if (this.byFrom.size > 0) return;
+    const parsed = persistedSchema.safeParse(value);
+    if (!parsed.success) return;
+    for (const pair of parsed.data.pairs)
+      this.byFrom.set(pair.fromInstanceId, [...(this.byFrom.get(pair.fromInstanceId) ?? []), pair]);
+  }
+}

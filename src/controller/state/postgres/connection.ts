@@ -1,0 +1,239 @@
+import { StateStoreError } from '../../state-store.js';
+import type { NumberedTable, Param, Row, SqlConnection } from '../sql/connection.js';
+import { boundedConninfo, redactUrl, type ConnectionBounds } from './conninfo.js';
+import { CONNECTION_BAD, endNativeClient, newNativeClient, type NativeClient } from './native-client.js';
+
+/** A statement PostgreSQL refused, with its SQLSTATE (e.g. 23505 unique violation, 57014 statement timeout). */
+export class PostgresError extends StateStoreError {
+  override name = 'PostgresError';
+  constructor(
+    message: string,
+    readonly sqlState: string | undefined,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * What must still hold for a write transaction to commit, checked in that transaction just before COMMIT (the
+ * fencing token of the controller's lease, ha/): throwing rolls the transaction back.
+ */
+export type CommitCheck = () => void;
+
+/**
+ * One PostgreSQL connection (pg-native, synchronous) as an SqlConnection. Nested transactions are savepoints. The
+ * shared queries' `?` parameters become `$n`. A connection found broken after a failure is replaced before the next
+ * transaction starts (never inside one: its earlier statements are lost with the old connection).
+ */
+export class PostgresConnection implements SqlConnection {
+  private client: NativeClient;
+  private readonly conninfo: string;
+  private readonly translated = new Map<string, string>();
+  private depth = 0;
+  private versions = 0;
+  /** The open transaction wrote something (so the commit check applies). */
+  private wrote = false;
+  private broken = false;
+  private closed = false;
+  private commitCheck: CommitCheck | undefined;
+
+  constructor(
+    private readonly url: string,
+    readonly now: () => number,
+    bounds?: ConnectionBounds,
+  ) {
+    this.conninfo = boundedConninfo(url, bounds);
+    this.client = this.connect();
+  }
+
+  private connect(): NativeClient {
+    const client = newNativeClient();
+    try {
+      client.connectSync(this.conninfo);
+    } catch (e) {
+      throw new StateStoreError(
+        `cannot connect to PostgreSQL at ${redactUrl(this.url)}: ${firstLine((e as Error).message)}`,
+      );
+    }
+    return client;
+  }
+
+  /** Every write transaction from now on runs `check` before it commits. */
+  setCommitCheck(check: CommitCheck | undefined): void {
+    this.commitCheck = check;
+  }
+
+  transaction<T>(fn: () => T): T {
+    const outer = this.depth === 0;
+    const savepoint = `fleetwise_${this.depth}`;
+    if (outer) this.retriedOnNewConnection(() => this.execute('BEGIN', []));
+    else this.execute(`SAVEPOINT ${savepoint}`, []);
+    this.depth += 1;
+    try {
+      const result = fn();
+      if (isThenable(result)) throw new StateStoreError('a transaction function must not be async');
+      if (outer) {
+        if (this.wrote) this.commitCheck?.();
+        this.execute('COMMIT', []);
+      } else this.execute(`RELEASE SAVEPOINT ${savepoint}`, []);
+      return result;
+    } catch (e) {
+      this.rollback(outer ? 'ROLLBACK' : `ROLLBACK TO SAVEPOINT ${savepoint}`);
+      throw e;
+    } finally {
+      this.depth -= 1;
+      if (outer) this.wrote = false;
+    }
+  }
+
+  /** Undo after a failure; a rollback that fails too (connection lost) leaves the error that caused it to be seen. */
+  private rollback(sql: string): void {
+    try {
+      this.execute(sql, []);
+    } catch {
+      // the original error says what went wrong
+    }
+  }
+
+  run(sql: string, ...params: Param[]): number {
+    // A write outside a transaction still gets its own, so the commit check covers it.
+    if (this.depth === 0) return this.transaction(() => this.run(sql, ...params));
+    this.wrote = true;
+    this.execute(this.translate(sql), params);
+    const changed = Number.parseInt(this.client.pq.cmdTuples(), 10);
+    return Number.isNaN(changed) ? 0 : changed;
+  }
+
+  get(sql: string, ...params: Param[]): Row | undefined {
+    return this.all(sql, ...params)[0];
+  }
+
+  all(sql: string, ...params: Param[]): Row[] {
+    const text = this.translate(sql);
+    // Outside a transaction a read stands alone: repeating it on a new connection changes nothing.
+    if (this.depth === 0) return this.retriedOnNewConnection(() => this.execute(text, params));
+    return this.execute(text, params);
+  }
+
+  /** From the `counters` row of the table, locked until the transaction ends (so numbers follow commit order). */
+  nextNumber(table: NumberedTable): number {
+    if (this.depth === 0) throw new StateStoreError('nextNumber outside a transaction');
+    this.wrote = true;
+    const row = this.execute('UPDATE counters SET value = value + 1 WHERE name = $1 RETURNING value', [
+      table,
+    ])[0];
+    if (row === undefined) throw new StateStoreError(`no counter for table ${table}`);
+    return Number(row['value']);
+  }
+
+  /**
+   * PostgreSQL has no cheap "changed since" mark, and other connections may write (another controller's fenced
+   * attempt, `fleetwise token`): a new version every time, so cached records last one turn of the event loop.
+   */
+  dataVersion(): number {
+    return ++this.versions;
+  }
+
+  inTransaction(): boolean {
+    return this.depth > 0;
+  }
+
+  numberUsed(table: NumberedTable, number: number): void {
+    if (this.depth === 0) throw new StateStoreError('numberUsed outside a transaction');
+    this.wrote = true;
+    this.execute('UPDATE counters SET value = GREATEST(value, $2) WHERE name = $1', [table, number]);
+  }
+
+  /** Statements of this dialect, `$n` parameters, outside the shared queries (schema, lease). */
+  query(sql: string, params: readonly Param[] = []): Row[] {
+    if (this.depth === 0) this.reconnectIfBroken();
+    return this.execute(sql, params);
+  }
+
+  /** Several statements at once (PQexec: no parameters), e.g. a migration. */
+  script(sql: string): void {
+    if (this.depth === 0) this.reconnectIfBroken();
+    try {
+      this.client.querySync(sql);
+    } catch (e) {
+      throw this.failure(e);
+    }
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    endNativeClient(this.client);
+  }
+
+  private execute(sql: string, params: readonly Param[]): Row[] {
+    if (this.closed) throw new StateStoreError('the PostgreSQL store is closed');
+    try {
+      return this.client.querySync(
+        sql,
+        params.map((p) => (p === null ? null : String(p))),
+      );
+    } catch (e) {
+      throw this.failure(e);
+    }
+  }
+
+  private failure(e: unknown): PostgresError {
+    if (this.client.pq.transactionStatus() === CONNECTION_BAD) this.broken = true;
+    const fields = this.client.pq.resultErrorFields();
+    const primary = fields?.messagePrimary ?? firstLine(e instanceof Error ? e.message : String(e));
+    const detail = fields?.messageDetail === undefined ? '' : ` (${fields.messageDetail})`;
+    return new PostgresError(`PostgreSQL: ${primary}${detail}`, fields?.sqlState);
+  }
+
+  /**
+   * Run `attempt`, which must be safe to repeat (a BEGIN, or a read outside a transaction), once more on a new
+   * connection when the old one turned out to be gone (the server restarted, or a failover moved it).
+   */
+  private retriedOnNewConnection<T>(attempt: () => T): T {
+    this.reconnectIfBroken();
+    try {
+      return attempt();
+    } catch (e) {
+      if (!this.broken) throw e;
+      this.reconnectIfBroken();
+      return attempt();
+    }
+  }
+
+  private reconnectIfBroken(): void {
+    if (!this.broken || this.closed) return;
+    try {
+      endNativeClient(this.client);
+    } catch {
+      // already gone
+    }
+    this.client = this.connect();
+    this.broken = false;
+  }
+
+  /** `?` → `$1`, `$2`, … (outside quoted literals), cached per statement text. */
+  private translate(sql: string): string {
+    let out = this.translated.get(sql);
+    if (out !== undefined) return out;
+    let n = 0;
+    let quoted = false;
+    out = '';
+    for (const ch of sql) {
+      if (ch === "'") quoted = !quoted;
+      out += ch === '?' && !quoted ? `$${++n}` : ch;
+    }
+    this.translated.set(sql, out);
+    return out;
+  }
+}
+
+function isThenable(value: unknown): boolean {
+  return (
+    typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function'
+  );
+}
+
+function firstLine(message: string): string {
+  return message.replace(/^ERROR:\s+/, '').split('\n')[0] ?? message;
+}

@@ -1,0 +1,238 @@
+import type { JobSpec } from '../job-spec/spec.js';
+import type {
+  AttemptFailureInput,
+  EventFilter,
+  EventInput,
+  EventRecord,
+  InstanceChange,
+  InstanceFilter,
+  InstanceRecord,
+  InstanceState,
+  IntentFilter,
+  IntentInput,
+  IntentRecord,
+  JobFilter,
+  JobRecord,
+  JobState,
+  JsonValue,
+  KeptJobIdentity,
+  NewInstance,
+  RoundInput,
+  RoundRecord,
+  StateCounts,
+  StateStore,
+  TaskFilter,
+  TaskRecord,
+  TaskState,
+  TeamTokenRecord,
+} from '../state-store.js';
+import type { SqlConnection } from './sql/connection.js';
+import { EventQueries } from './sql/events.js';
+import { InstanceQueries } from './sql/instances.js';
+import { IntentQueries } from './sql/intents.js';
+import { JobQueries } from './sql/jobs.js';
+import { KeyValueQueries } from './sql/key-values.js';
+import { RoundQueries } from './sql/rounds.js';
+import { TeamTokenQueries } from './sql/team-tokens.js';
+
+/**
+ * The StateStore over SQL, whatever the database: the queries live per entity in state/sql/ and share one
+ * connection, so SqliteStateStore and PostgresStateStore differ only in how they connect, migrate and close.
+ */
+export abstract class SqlStateStore implements StateStore {
+  private readonly jobs: JobQueries;
+  private readonly instances: InstanceQueries;
+  private readonly intents: IntentQueries;
+  private readonly rounds: RoundQueries;
+  private readonly events: EventQueries;
+  private readonly teamTokens: TeamTokenQueries;
+  private readonly keyValues: KeyValueQueries;
+
+  protected constructor(
+    private readonly connection: SqlConnection,
+    readonly storeId: string,
+  ) {
+    this.events = new EventQueries(connection);
+    this.instances = new InstanceQueries(connection, this.events, storeId);
+    this.jobs = new JobQueries(connection, this.events, this.instances);
+    this.intents = new IntentQueries(connection);
+    this.rounds = new RoundQueries(connection);
+    this.teamTokens = new TeamTokenQueries(connection);
+    this.keyValues = new KeyValueQueries(connection);
+  }
+
+  transaction<T>(fn: () => T): T {
+    return this.connection.transaction(fn);
+  }
+
+  // ---- jobs and tasks -------------------------------------------------------------------------------------------
+
+  submitJob(spec: JobSpec, kept?: KeptJobIdentity): JobRecord {
+    return this.jobs.submitJob(spec, kept);
+  }
+
+  getJob(id: string): JobRecord | undefined {
+    return this.jobs.getJob(id);
+  }
+
+  listJobs(filter: JobFilter = {}): JobRecord[] {
+    return this.jobs.listJobs(filter);
+  }
+
+  setJobState(id: string, state: JobState, reason?: string): JobRecord {
+    return this.jobs.setJobState(id, state, reason);
+  }
+
+  recordJobProgress(id: string, completedIterations: number, totalIterations?: number): JobRecord {
+    return this.jobs.recordJobProgress(id, completedIterations, totalIterations);
+  }
+
+  retryJob(id: string, failure: AttemptFailureInput, reason: string): JobRecord {
+    return this.jobs.retryJob(id, failure, reason);
+  }
+
+  countByState(): StateCounts {
+    return this.jobs.countByState();
+  }
+
+  getTask(id: string): TaskRecord | undefined {
+    return this.jobs.getTask(id);
+  }
+
+  listTasks(filter: TaskFilter = {}): TaskRecord[] {
+    return this.jobs.listTasks(filter);
+  }
+
+  setTaskState(id: string, state: TaskState, instanceId?: string): TaskRecord {
+    return this.jobs.setTaskState(id, state, instanceId);
+  }
+
+  recordCheckpoint(taskId: string, key: string, atSeconds?: number): TaskRecord {
+    return this.jobs.recordCheckpoint(taskId, key, atSeconds);
+  }
+
+  // ---- instances ------------------------------------------------------------------------------------------------
+
+  createInstance(input: NewInstance): InstanceRecord {
+    return this.instances.createInstance(input);
+  }
+
+  getInstance(id: string): InstanceRecord | undefined {
+    return this.instances.getInstance(id);
+  }
+
+  findInstanceByCloudId(cloudId: string): InstanceRecord | undefined {
+    return this.instances.findInstanceByCloudId(cloudId);
+  }
+
+  listInstances(filter: InstanceFilter = {}): InstanceRecord[] {
+    return this.instances.listInstances(filter);
+  }
+
+  setInstanceState(id: string, state: InstanceState, change: InstanceChange = {}): InstanceRecord {
+    return this.instances.setInstanceState(id, state, change);
+  }
+
+  setWorkerToken(instanceId: string, rawToken: string): InstanceRecord {
+    return this.instances.setWorkerToken(instanceId, rawToken);
+  }
+
+  instanceForWorkerToken(rawToken: string): InstanceRecord | undefined {
+    return this.instances.instanceForWorkerToken(rawToken);
+  }
+
+  // ---- intents --------------------------------------------------------------------------------------------------
+
+  recordIntent(
+    intent: IntentInput,
+    options: { readonly key?: string; readonly round?: number } = {},
+  ): IntentRecord {
+    return this.intents.recordIntent(intent, options);
+  }
+
+  completeIntent(id: number): IntentRecord {
+    return this.intents.completeIntent(id);
+  }
+
+  failIntent(id: number, error: string): IntentRecord {
+    return this.intents.failIntent(id, error);
+  }
+
+  getIntent(id: number): IntentRecord | undefined {
+    return this.intents.getIntent(id);
+  }
+
+  listIntents(filter: IntentFilter = {}): IntentRecord[] {
+    return this.intents.listIntents(filter);
+  }
+
+  // ---- rounds ---------------------------------------------------------------------------------------------------
+
+  recordRound(input: RoundInput): RoundRecord {
+    return this.rounds.recordRound(input);
+  }
+
+  getRound(round: number): RoundRecord | undefined {
+    return this.rounds.getRound(round);
+  }
+
+  latestRound(): RoundRecord | undefined {
+    return this.rounds.latestRound();
+  }
+
+  listRounds(limit?: number): RoundRecord[] {
+    return this.rounds.listRounds(limit);
+  }
+
+  pruneRounds(keep: number): number {
+    return this.rounds.pruneRounds(keep);
+  }
+
+  // ---- events ---------------------------------------------------------------------------------------------------
+
+  appendEvent(event: EventInput): EventRecord {
+    return this.events.appendEvent(event);
+  }
+
+  listEvents(filter: EventFilter = {}): EventRecord[] {
+    return this.events.listEvents(filter);
+  }
+
+  // ---- tokens ---------------------------------------------------------------------------------------------------
+
+  addTeamToken(team: string, rawToken: string, label?: string): TeamTokenRecord {
+    return this.teamTokens.addTeamToken(team, rawToken, label);
+  }
+
+  teamForToken(rawToken: string): string | undefined {
+    return this.teamTokens.teamForToken(rawToken);
+  }
+
+  revokeTeamToken(rawToken: string): boolean {
+    return this.teamTokens.revokeTeamToken(rawToken);
+  }
+
+  revokeTeamTokenByPrefix(hashPrefix: string): TeamTokenRecord | undefined {
+    return this.teamTokens.revokeTeamTokenByPrefix(hashPrefix);
+  }
+
+  listTeamTokens(team?: string): TeamTokenRecord[] {
+    return this.teamTokens.listTeamTokens(team);
+  }
+
+  // ---- key-values -----------------------------------------------------------------------------------------------
+
+  getValue(key: string): JsonValue | undefined {
+    return this.keyValues.getValue(key);
+  }
+
+  setValue(key: string, value: JsonValue): void {
+    this.keyValues.setValue(key, value);
+  }
+
+  deleteValue(key: string): boolean {
+    return this.keyValues.deleteValue(key);
+  }
+
+  abstract close(): void;
+}

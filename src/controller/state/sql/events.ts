@@ -1,0 +1,43 @@
+import type { EventFilter, EventInput, EventRecord } from '../../state-store.js';
+import { checkEvent } from '../lifecycle.js';
+import { Where, type Row, type SqlConnection } from './connection.js';
+import { eventFromRow } from './rows.js';
+
+/** The append-only event log; the other queries append to it in their own transactions. */
+export class EventQueries {
+  constructor(private readonly connection: SqlConnection) {}
+
+  appendEvent(event: EventInput): EventRecord {
+    checkEvent(event);
+    return this.connection.transaction(() => this.emit(event, this.connection.now()));
+  }
+
+  listEvents(filter: EventFilter = {}): EventRecord[] {
+    const where = new Where();
+    if (filter.afterSeq !== undefined) where.raw('seq > ?', filter.afterSeq);
+    where.eq('job_id', filter.jobId);
+    where.eq('task_id', filter.taskId);
+    where.eq('instance_id', filter.instanceId);
+    where.eq('kind', filter.kind);
+    const limit = Math.max(0, Math.floor(filter.limit ?? Number.MAX_SAFE_INTEGER));
+    return this.connection
+      .all(`SELECT * FROM events ${where.sql()} ORDER BY seq LIMIT ?`, ...where.params, limit)
+      .map(eventFromRow);
+  }
+
+  emit(event: EventInput, atSeconds: number): EventRecord {
+    const seq = this.connection.nextNumber('events');
+    this.connection.run(
+      'INSERT INTO events (seq, at_seconds, kind, job_id, task_id, instance_id, message, data_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      seq,
+      atSeconds,
+      event.kind,
+      event.jobId ?? null,
+      event.taskId ?? null,
+      event.instanceId ?? null,
+      event.message ?? null,
+      event.data === undefined ? null : JSON.stringify(event.data),
+    );
+    return eventFromRow(this.connection.get('SELECT * FROM events WHERE seq = ?', seq) as Row);
+  }
+}

@@ -1,0 +1,48 @@
+import type { RoundInput, RoundRecord } from '../../state-store.js';
+import type { SqlConnection } from './connection.js';
+import { roundFromRow } from './rows.js';
+
+/** One plan-and-decision record per scheduling round (the `plans` table). */
+export class RoundQueries {
+  constructor(private readonly connection: SqlConnection) {}
+
+  recordRound(input: RoundInput): RoundRecord {
+    return this.connection.transaction(() => {
+      const round = this.connection.nextNumber('plans');
+      this.connection.run(
+        `INSERT INTO plans (round, at_seconds, scheduler, chosen, configuration_json, decision_json) VALUES (?, ?, ?, ?, ?, ?)`,
+        round,
+        this.connection.now(),
+        input.decision.scheduler,
+        input.decision.chosen,
+        JSON.stringify(input.configuration),
+        JSON.stringify(input.decision),
+      );
+      return this.getRound(round) as RoundRecord;
+    });
+  }
+
+  getRound(round: number): RoundRecord | undefined {
+    const row = this.connection.get('SELECT * FROM plans WHERE round = ?', round);
+    return row === undefined ? undefined : roundFromRow(row);
+  }
+
+  latestRound(): RoundRecord | undefined {
+    return this.listRounds(1)[0];
+  }
+
+  listRounds(limit = Number.MAX_SAFE_INTEGER): RoundRecord[] {
+    return this.connection
+      .all('SELECT * FROM plans ORDER BY round DESC LIMIT ?', Math.max(0, Math.floor(limit)))
+      .map(roundFromRow);
+  }
+
+  pruneRounds(keep: number): number {
+    return this.connection.transaction(() =>
+      this.connection.run(
+        'DELETE FROM plans WHERE round NOT IN (SELECT round FROM plans ORDER BY round DESC LIMIT ?)',
+        Math.max(0, Math.floor(keep)),
+      ),
+    );
+  }
+}

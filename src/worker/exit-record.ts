@@ -1,0 +1,58 @@
+import { z } from 'zod';
+import { taskExitKey, type CheckpointRef } from '../protocol/object-keys.js';
+import { ObjectNotFoundError, type ObjectStore } from '../storage/object-store.js';
+
+/**
+ * A task's exit, kept in the object store by the worker that saw it, before the worker reports it. The controller
+ * learns of an exit only from a heartbeat; a worker that dies (or loses its controller) between the exit and that
+ * heartbeat would otherwise take the exit with it, and the task would be started again from its last checkpoint on
+ * another instance: its end would run twice. A worker asked to run a task that ran before (a restore) looks here
+ * first and reports the recorded exit instead of running it again. The same rule as checkpoints decides when to
+ * look: only for a task the controller says ran before, so an old record under a reused job id is never read.
+ */
+
+export const taskExitRecordSchema = z.strictObject({
+  version: z.literal(1),
+  jobId: z.string().min(1),
+  taskId: z.string().min(1),
+  attempt: z.number().int().positive(),
+  state: z.enum(['succeeded', 'failed']),
+  exitCode: z.number().int().optional(),
+  /** Why it failed (the exit code and its last output lines), as the worker reported it. */
+  reason: z.string().max(4000).optional(),
+  completedIterations: z.number().nonnegative().optional(),
+  /** The cloud id of the instance it ran on. */
+  instanceId: z.string().optional(),
+  exitedAt: z.string().datetime(),
+});
+export type TaskExitRecord = z.infer<typeof taskExitRecordSchema>;
+
+export async function writeExitRecord(store: ObjectStore, record: TaskExitRecord): Promise<void> {
+  const key = taskExitKey(record, record.attempt);
+  await store.put(key, Buffer.from(`${JSON.stringify(taskExitRecordSchema.parse(record))}\n`));
+}
+
+/**
+ * The recorded exit of `ref` in `attempt`; undefined when there is none. A record that does not parse is an error
+ * (the caller keeps retrying rather than running the task a second time on a guess).
+ */
+export async function readExitRecord(
+  store: ObjectStore,
+  ref: CheckpointRef,
+  attempt: number,
+): Promise<TaskExitRecord | undefined> {
+  const key = taskExitKey(ref, attempt);
+  let body: Buffer;
+  try {
+    body = await store.getBuffer(key);
+  } catch (e) {
+    if (e instanceof ObjectNotFoundError) return undefined;
+    throw e;
+  }
+  const parsed = taskExitRecordSchema.safeParse(JSON.parse(body.toString('utf8')) as unknown);
+  if (!parsed.success || parsed.data.jobId !== ref.jobId || parsed.data.taskId !== ref.taskId)
+    throw new Error(
+      `the exit record ${key} is not one of ${ref.taskId}: ${parsed.error?.message ?? 'another task'}`,
+    );
+  return parsed.data;
+}

@@ -1,0 +1,116 @@
+import { z } from 'zod';
+import { DEFAULT_DOMAIN_RTT_MICROSECONDS, type DomainRtts } from '../core/latency-model.js';
+
+/**
+ * The simulated network (`fleetwise simulate --latency-config FILE`): zones, the round trip of each latency domain,
+ * NoMora's noise and optional congestion episodes (research digest §10.5 "Latency model"). Validated with zod; every
+ * problem names its field.
+ */
+
+const range = (what: string, min: number, max: number) =>
+  z
+    .tuple([z.number().min(min).max(max), z.number().min(min).max(max)], {
+      error: `expected [low, high] ${what}`,
+    })
+    .refine(([lo, hi]) => lo <= hi, 'low must not exceed high');
+
+const rtt = z.number().finite().nonnegative('must be ≥ 0 µs').max(1_000_000, 'at most 1000000 µs');
+
+export const networkConfigSchema = z.strictObject({
+  /** Zones of the region: a count (named after the region: us-east-1a, …) or the names. */
+  zones: z
+    .union([
+      z.number().int('a whole number').min(1, 'at least 1').max(26, 'at most 26'),
+      z
+        .array(z.string().min(1))
+        .min(1, 'at least one zone')
+        .max(26, 'at most 26 zones')
+        .refine((zones) => new Set(zones).size === zones.length, 'zone names must differ'),
+    ])
+    .default(3),
+  /** Round trip (µs) between two instances of each domain before noise (digest §10.2's placeholders by default). */
+  domainRttMicroseconds: z
+    .strictObject({
+      'same-instance': rtt.default(DEFAULT_DOMAIN_RTT_MICROSECONDS['same-instance']),
+      'placement-group': rtt.default(DEFAULT_DOMAIN_RTT_MICROSECONDS['placement-group']),
+      zone: rtt.default(DEFAULT_DOMAIN_RTT_MICROSECONDS.zone),
+      'cross-zone': rtt.default(DEFAULT_DOMAIN_RTT_MICROSECONDS['cross-zone']),
+    })
+    .default({
+      'same-instance': DEFAULT_DOMAIN_RTT_MICROSECONDS['same-instance'],
+      'placement-group': DEFAULT_DOMAIN_RTT_MICROSECONDS['placement-group'],
+      zone: DEFAULT_DOMAIN_RTT_MICROSECONDS.zone,
+      'cross-zone': DEFAULT_DOMAIN_RTT_MICROSECONDS['cross-zone'],
+    }),
+  /**
+   * Multiplicative noise per instance pair, drawn anew every `intervalSeconds` (NoMora §6.1 scales its traces by
+   * U[0.5, 1] within a rack, U[0.8, 1.2] beyond): within a placement group, and between instances further apart.
+   */
+  noise: z
+    .strictObject({
+      intervalSeconds: z.number().positive('must be > 0 s').max(86_400, 'at most 86400 s').default(60),
+      withinPlacementGroup: range('factors', 0, 10).default([0.5, 1]),
+      betweenDomains: range('factors', 0, 10).default([0.8, 1.2]),
+    })
+    .default({ intervalSeconds: 60, withinPlacementGroup: [0.5, 1], betweenDomains: [0.8, 1.2] }),
+  /**
+   * Congestion episodes (digest §10.5: ×2–×3 for 5–30 min): each instance's round trips are multiplied by a factor
+   * during episodes that start as a Poisson process. Off by default.
+   */
+  episodes: z
+    .strictObject({
+      perInstancePerDay: z.number().min(0, 'must be ≥ 0').max(1000, 'at most 1000').default(0),
+      durationMinutes: range('minutes', 0, 1440).default([5, 30]),
+      factor: range('factors', 1, 100).default([2, 3]),
+    })
+    .default({ perInstancePerDay: 0, durationMinutes: [5, 30], factor: [2, 3] }),
+  /** Workers report the maximum round trip over this window (digest §10.4: 60 s). */
+  measurementWindowSeconds: z.number().positive('must be > 0 s').max(86_400).default(60),
+  /**
+   * `--latency-sensitive`: GiB per hour each generated latency-sensitive job exchanges between its tasks (billed when
+   * it crosses zones). An assumption, not a measurement: set it for the workload at hand.
+   */
+  generatedGibPerHour: z.number().finite().nonnegative('must be ≥ 0').default(10),
+});
+
+export type NetworkConfigInput = z.input<typeof networkConfigSchema>;
+type ParsedConfig = z.output<typeof networkConfigSchema>;
+
+/** The simulated network with every default filled in and the zones named. */
+export interface NetworkConfig {
+  readonly zones: readonly string[];
+  readonly domainRtts: DomainRtts;
+  readonly noiseIntervalSeconds: number;
+  readonly withinGroupNoise: readonly [number, number];
+  readonly betweenDomainsNoise: readonly [number, number];
+  readonly episodesPerInstancePerDay: number;
+  readonly episodeSeconds: readonly [number, number];
+  readonly episodeFactor: readonly [number, number];
+  readonly measurementWindowSeconds: number;
+  readonly generatedGibPerHour: number;
+}
+
+/** Resolve a parsed config; zones given as a count are named after the region (`us-east-1a`, `us-east-1b`, …). */
+export function resolveNetworkConfig(parsed: ParsedConfig, region: string): NetworkConfig {
+  const zones =
+    typeof parsed.zones === 'number'
+      ? Array.from({ length: parsed.zones }, (_, i) => `${region}${String.fromCharCode(97 + i)}`)
+      : parsed.zones;
+  return {
+    zones,
+    domainRtts: parsed.domainRttMicroseconds,
+    noiseIntervalSeconds: parsed.noise.intervalSeconds,
+    withinGroupNoise: parsed.noise.withinPlacementGroup,
+    betweenDomainsNoise: parsed.noise.betweenDomains,
+    episodesPerInstancePerDay: parsed.episodes.perInstancePerDay,
+    episodeSeconds: [parsed.episodes.durationMinutes[0] * 60, parsed.episodes.durationMinutes[1] * 60],
+    episodeFactor: parsed.episodes.factor,
+    measurementWindowSeconds: parsed.measurementWindowSeconds,
+    generatedGibPerHour: parsed.generatedGibPerHour,
+  };
+}
+
+/** The defaults (no file given). */
+export function defaultNetworkConfig(region: string): NetworkConfig {
+  return resolveNetworkConfig(networkConfigSchema.parse({}), region);
+}

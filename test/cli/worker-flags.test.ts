@@ -1,0 +1,27 @@
+import { describe, expect, it } from 'vitest';
+import { runWorker } from '../../src/cli/commands/worker.js';
+import { ValidationError } from '../../src/core/validation.js';
+
+/** `fleetwise worker`'s latency-probe flags are checked before the worker starts anything, naming the flag. */
+describe('fleetwise worker: latency probe flags', () => {
+  const base = {
+    controller: 'http://127.0.0.1:9',
+    token: 'worker-token-0123456789',
+    instanceId: 'local-x',
+    executor: 'process',
+  };
+
+  it.each<[string, Record<string, string>, RegExp]>([
+    ['a port above 65535', { probePort: '70000' }, /--probe-port: 0 \(any free port\) to 65535/],
+    ['a port that is not a number', { probePort: 'seventy' }, /--probe-port/],
+    ['an address with a space', { probeHost: 'a b' }, /--probe-host: an IP address or a host name/],
+    ['a probe interval of 0', { probeIntervalSeconds: '0' }, /--probe-interval-seconds: at least 0\.05 s/],
+    ['a window over an hour', { probeWindowSeconds: '7200' }, /--probe-window-seconds: at most an hour/],
+  ])('refuses %s', async (_label, flags, reason) => {
+    const error = await runWorker({ ...base, ...flags }, {}).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as ValidationError).message + (error as ValidationError).problems.join('\n')).toMatch(
+      reason,
+    );
+  });
+});

@@ -1,0 +1,296 @@
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { Rng } from '../../src/core/random.js';
+import { ensureBuiltCli } from '../helpers/built-cli.js';
+import {
+  analyzeJob,
+  describeRuns,
+  parseMarks,
+  type Restart,
+  type WorkerKill,
+} from '../helpers/chaos-marks.js';
+import {
+  freePort,
+  killLocalLeftovers,
+  pidAlive,
+  startLocalController,
+  taskPid,
+  type LocalInstanceRecord,
+  type StartedController,
+} from '../helpers/local-controller.js';
+
+/**
+ * Chaos in local mode with real processes (`fleetwise controller --provider local --executor process`, its worker
+ * processes, the tasks): 50 checkpointing jobs run while the controller is SIGKILLed 20 times (and restarted on its
+ * state) and 5 workers are SIGKILLed, at seeded random times. Every job must succeed; no two runs of a job may execute
+ * at once; no instance, worker or task process may be left; and each restart may redo at most one checkpoint
+ * interval of work (measured from the marks each task leaves, test/helpers/chaos-marks.ts).
+ *
+ * CHAOS_SEED picks another schedule; CHAOS_KEEP=1 keeps the run's directory.
+ */
+
+const SEED = Number(process.env['CHAOS_SEED'] ?? 15);
+const JOBS = 50;
+const CONTROLLER_KILLS = 20;
+const WORKER_KILLS = 5;
+const STEP_SECONDS = 0.25;
+const CHECKPOINT_SECONDS = 1;
+/** Work per job, in iterations of STEP_SECONDS: 45 to 120 s, so jobs run through the kills and end at different times. */
+const MIN_ITERATIONS = 180;
+const MAX_ITERATIONS = 480;
+/**
+ * The controller is killed this long after it is back (its API answers), so it gets to run between kills and dies at
+ * every stage: recovering, mid-round, mid-reconcile, between passes. The 20 kills take about 20 × (restart + 1.65 s).
+ */
+const CONTROLLER_UPTIME_SECONDS: readonly [number, number] = [0.3, 3];
+/** When the workers are killed, in seconds after the submissions (the jobs all run by then). */
+const WORKER_KILL_WINDOW: readonly [number, number] = [5, 60];
+/**
+ * The most work a restart may redo: one checkpoint interval, plus what makes a checkpoint count later than the task
+ * writes it: the task checkpoints at its first step past the interval, and a checkpoint counts once the worker has
+ * uploaded it (a second is ample for a few bytes, even on a loaded host).
+ */
+const LOST_WORK_BOUND_SECONDS = CHECKPOINT_SECONDS + STEP_SECONDS + 1;
+/** A worker silent this long is replaced (short, so a killed worker's tasks move on quickly). */
+const HEARTBEAT_TIMEOUT_SECONDS = 2;
+const RUN_DEADLINE_MS = 240_000;
+
+/** The counter example's contract plus marks (test/helpers/chaos-marks.ts). */
+const script = join(PROJECT_ROOT, 'test', 'fixtures', 'chaos-task.sh');
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-chaos-'));
+const stateDir = join(scratch, 'state');
+const marksDir = join(scratch, 'marks');
+let ctl: StartedController | undefined;
+
+afterAll(async () => {
+  if (ctl !== undefined && ctl.process.exitCode === null && ctl.process.signalCode === null) {
+    ctl.process.kill('SIGKILL');
+    await ctl.exited;
+  }
+  killLocalLeftovers(stateDir);
+  // CHAOS_KEEP=1 keeps the state, the workers' logs and the marks to look into.
+  if (process.env['CHAOS_KEEP'] === undefined) rmSync(scratch, { recursive: true, force: true });
+  else process.stderr.write(`[chaos] kept ${scratch}\n`);
+});
+
+/** Centiseconds of /proc/uptime: the clock the tasks' marks use. */
+function uptimeCs(): number {
+  return Math.round(Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]) * 100);
+}
+
+function instances(): LocalInstanceRecord[] {
+  const file = join(stateDir, 'local-instances.json');
+  return existsSync(file)
+    ? (JSON.parse(readFileSync(file, 'utf8')) as { instances: LocalInstanceRecord[] }).instances
+    : [];
+}
+
+/** Every process a local instance may have left: its worker and the tasks' process groups. */
+function leftoverProcesses(): string[] {
+  const left: string[] = [];
+  for (const i of instances()) {
+    if (i.pid !== undefined && pidAlive(i.pid)) left.push(`worker of ${i.instanceId} (pid ${i.pid})`);
+    const executor = join(i.dir, 'executor');
+    if (existsSync(executor))
+      for (const task of readdirSync(executor)) {
+        const pid = taskPid(i.dir, task);
+        if (pid !== undefined && pidAlive(pid)) left.push(`task ${task} on ${i.instanceId} (pid ${pid})`);
+      }
+  }
+  return left;
+}
+
+interface JobView {
+  readonly id: string;
+  readonly name: string;
+  readonly state: string;
+}
+
+async function jobs(current: StartedController): Promise<JobView[] | undefined> {
+  const answer = await current.api('GET', '/v1/jobs').catch(() => undefined);
+  return answer?.status === 200 ? (answer.json as { jobs: JobView[] }).jobs : undefined;
+}
+
+interface ChaosPlan {
+  /** Seconds the controller runs before each kill: the first counted from the submissions, the others from a restart. */
+  readonly controllerUptimes: readonly number[];
+  /** Seconds after the submissions, ascending. */
+  readonly workerKills: readonly number[];
+}
+
+function chaosPlan(rng: Rng): ChaosPlan {
+  const [upLo, upHi] = CONTROLLER_UPTIME_SECONDS;
+  const [workerLo, workerHi] = WORKER_KILL_WINDOW;
+  return {
+    controllerUptimes: Array.from({ length: CONTROLLER_KILLS }, () => rng.uniform(upLo, upHi)),
+    workerKills: Array.from({ length: WORKER_KILLS }, () => rng.uniform(workerLo, workerHi)).sort(
+      (a, b) => a - b,
+    ),
+  };
+}
+
+describe('chaos: a 50-job local run through controller and worker SIGKILLs', () => {
+  it('every job succeeds once, no run overlaps another, nothing is left, a restart redoes at most a checkpoint interval', async () => {
+    ensureBuiltCli();
+    const rng = new Rng(SEED);
+    mkdirSync(marksDir, { recursive: true });
+    const port = await freePort();
+    const config = [`workerHeartbeatTimeoutSeconds: ${HEARTBEAT_TIMEOUT_SECONDS}`];
+    const start = (): Promise<StartedController> => startLocalController(stateDir, { port, config });
+    let current = await start();
+    ctl = current;
+
+    const iterations = new Map<string, number>();
+    for (let i = 0; i < JOBS; i += 1) {
+      const name = `chaos-${String(i).padStart(2, '0')}`;
+      const count = MIN_ITERATIONS + rng.int(MAX_ITERATIONS - MIN_ITERATIONS + 1);
+      iterations.set(name, count);
+      const answer = await current.api('POST', '/v1/jobs', {
+        name,
+        team: 'chaos',
+        tasks: [
+          {
+            image: 'busybox',
+            command: ['sh', script],
+            env: {
+              COUNT_TO: count,
+              STEP_SECONDS: String(STEP_SECONDS),
+              CHECKPOINT_CS: CHECKPOINT_SECONDS * 100,
+              MARK_FILE: join(marksDir, `${name}.log`),
+            },
+            demand: { any: [0, 0.25, 0.125] },
+            shmSizeGiB: 0.0625,
+          },
+        ],
+        checkpoint: {
+          signal: 'SIGTERM',
+          timeoutSeconds: 10,
+          everySeconds: CHECKPOINT_SECONDS,
+          restoreDelaySeconds: 1,
+          initDelaySeconds: 1,
+        },
+        totalIterations: count,
+        expectedDurationSeconds: Math.ceil(count * STEP_SECONDS),
+      });
+      expect(answer.status, answer.text).toBe(201);
+    }
+
+    const plan = chaosPlan(rng);
+    const kills: WorkerKill[] = [];
+    const log: string[] = [];
+    const startedMs = Date.now();
+    const seconds = (): number => (Date.now() - startedMs) / 1000;
+    const elapsed = (): string => `${seconds().toFixed(1)} s`;
+    let controllerKills = 0;
+    let nextControllerKillMs = startedMs + (plan.controllerUptimes[0] ?? 0) * 1000;
+    const workerKills = [...plan.workerKills];
+    let done: JobView[] | undefined;
+    let lastPollMs = 0;
+    while (Date.now() - startedMs < RUN_DEADLINE_MS) {
+      if (controllerKills < CONTROLLER_KILLS && Date.now() >= nextControllerKillMs) {
+        current.process.kill('SIGKILL');
+        await current.exited;
+        controllerKills += 1;
+        log.push(`${elapsed()} SIGKILL controller (${controllerKills})`);
+        current = await start();
+        ctl = current;
+        log.push(`${elapsed()} controller back`);
+        nextControllerKillMs = Date.now() + (plan.controllerUptimes[controllerKills] ?? 0) * 1000;
+        continue;
+      }
+      const workerKill = workerKills[0];
+      if (workerKill !== undefined && seconds() >= workerKill) {
+        const live = instances().filter(
+          (i) => i.state === 'running' && i.pid !== undefined && pidAlive(i.pid),
+        );
+        // Nothing to kill right now (every worker is being replaced): try again at the next turn.
+        if (live.length > 0) {
+          workerKills.shift();
+          const victim = rng.pick(live.sort((a, b) => a.instanceId.localeCompare(b.instanceId)));
+          process.kill(victim.pid as number, 'SIGKILL');
+          kills.push({ instance: victim.instanceId, atCs: uptimeCs() });
+          log.push(`${elapsed()} SIGKILL worker of ${victim.instanceId}`);
+          continue;
+        }
+      }
+      if (Date.now() - lastPollMs > 1000) {
+        lastPollMs = Date.now();
+        const list = await jobs(current);
+        if (list !== undefined && list.length === JOBS && list.every((j) => j.state === 'succeeded')) {
+          done = list;
+          break;
+        }
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    log.push(`${elapsed()} run over`);
+    const summary = (): string => `${log.join('\n')}\n${current.diagnostics()}`;
+    expect(
+      done,
+      `not every job succeeded in time:\n${JSON.stringify(await jobs(current))}\n${summary()}`,
+    ).toBeDefined();
+    // No instance is left: the controller terminates what no job needs, and every process is gone.
+    await until(
+      'every instance terminated and every worker and task process gone',
+      () => instances().every((i) => i.state === 'terminated') && leftoverProcesses().length === 0,
+      30_000,
+      () =>
+        `${JSON.stringify(instances().filter((i) => i.state !== 'terminated'))}\n${leftoverProcesses().join('\n')}\n${summary()}`,
+    );
+
+    // None ran twice, none finished twice, work lost per restart ≤ one checkpoint interval.
+    const problems: string[] = [];
+    // Every kill happened while the jobs ran (the jobs are long enough for the schedule).
+    if (controllerKills !== CONTROLLER_KILLS)
+      problems.push(
+        `the controller was killed ${controllerKills} times of ${CONTROLLER_KILLS} before the jobs ended`,
+      );
+    if (kills.length !== WORKER_KILLS)
+      problems.push(`workers were killed ${kills.length} times of ${WORKER_KILLS} before the jobs ended`);
+    const restarts: (Restart & { readonly name: string })[] = [];
+    for (const [name, count] of iterations) {
+      const marks = parseMarks(readFileSync(join(marksDir, `${name}.log`), 'utf8'));
+      const analysis = analyzeJob(marks, kills);
+      const runs = `\n    ${describeRuns(marks).join('\n    ')}`;
+      if (analysis.finished !== 1) problems.push(`${name}: finished ${analysis.finished} times${runs}`);
+      if (analysis.lastIteration !== count)
+        problems.push(`${name}: reached ${analysis.lastIteration} of ${count} iterations${runs}`);
+      if (analysis.overlaps.length > 0)
+        problems.push(`${name}: runs at the same time ${JSON.stringify(analysis.overlaps)}${runs}`);
+      for (const r of analysis.restarts) {
+        restarts.push({ name, ...r });
+        if (r.lostSeconds > LOST_WORK_BOUND_SECONDS)
+          problems.push(
+            `${name}: ${r.to} resumed at ${r.resumedAt} where ${r.from} had reached ${r.reached} (${r.lostSeconds} s of work redone)${runs}`,
+          );
+      }
+    }
+    const maxLost = Math.max(0, ...restarts.map((r) => r.lostSeconds));
+    process.stderr.write(
+      `[chaos] seed ${SEED}: ${JOBS} jobs in ${elapsed()}, ${controllerKills} controller and ${kills.length} worker SIGKILLs; ` +
+        `${restarts.length} restarts, work redone per restart ≤ ${maxLost.toFixed(2)} s (checkpoints every ${CHECKPOINT_SECONDS} s, ` +
+        `bound ${LOST_WORK_BOUND_SECONDS} s)\n${log.join('\n')}\n${problems.join('\n')}\n`,
+    );
+    expect(problems).toEqual([]);
+
+    const stopping = current.process;
+    stopping.kill('SIGTERM');
+    expect(await current.exited).toBe(0);
+  }, 300_000);
+});
+
+async function until(
+  what: string,
+  probe: () => boolean,
+  timeoutMs: number,
+  diagnostics: () => string,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${diagnostics()}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}

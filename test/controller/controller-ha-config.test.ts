@@ -1,0 +1,57 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, expect, it } from 'vitest';
+import { ValidationError } from '../../src/core/validation.js';
+import { loadControllerConfig } from '../../src/controller/config-loading.js';
+
+/** The controller configuration's state location and lease timings: defaults, and refusals naming the field. */
+
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-ha-config-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+function problemsOf(fn: () => unknown): readonly string[] {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof ValidationError) return e.problems;
+    throw e;
+  }
+  throw new Error('expected a ValidationError');
+}
+
+const base = { provider: 'local', region: 'us-east-1', stateDir: join(scratch, 'state') } as const;
+
+it('keeps the state in the state directory unless given a PostgreSQL URL, with client-go lease timings', () => {
+  const sqlite = loadControllerConfig({ flags: base });
+  expect(sqlite.state).toBeUndefined();
+  expect(sqlite.lease).toEqual({ durationSeconds: 15, renewDeadlineSeconds: 10, retrySeconds: 2 });
+  const shared = loadControllerConfig({ flags: { ...base, state: 'postgresql://fleetwise@db:5432/fleet' } });
+  expect(shared.state).toBe('postgresql://fleetwise@db:5432/fleet');
+});
+
+it('refuses a state that is not a PostgreSQL URL, naming the flag', () => {
+  expect(problemsOf(() => loadControllerConfig({ flags: { ...base, state: 'mysql://db/fleet' } }))).toEqual([
+    '--state: a postgres://user@host:port/database URL (left out: SQLite in the state directory)',
+  ]);
+});
+
+it('refuses lease timings under which a holder could act after its lease passed on, naming the line', () => {
+  const config = join(scratch, 'ha.yaml');
+  writeFileSync(
+    config,
+    ['state: postgres://db/fleet', 'lease:', '  durationSeconds: 5', '  renewDeadlineSeconds: 6', ''].join(
+      '\n',
+    ),
+  );
+  expect(problemsOf(() => loadControllerConfig({ flags: { ...base, config } }))).toEqual([
+    'lease.renewDeadlineSeconds (line 4): must be less than durationSeconds (5): the holder stops before its lease can pass to another',
+  ]);
+  writeFileSync(
+    config,
+    ['lease: { durationSeconds: 5, renewDeadlineSeconds: 4, retrySeconds: 4 }', ''].join('\n'),
+  );
+  expect(problemsOf(() => loadControllerConfig({ flags: { ...base, config } }))).toEqual([
+    'lease.retrySeconds (line 1): must be less than renewDeadlineSeconds (4): a renewal needs more than one try before the deadline',
+  ]);
+});

@@ -1,0 +1,156 @@
+import { execFile } from 'node:child_process';
+import { closeSync, existsSync, mkdtempSync, openSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CLI, runCli, type CliResult } from '../helpers/built-cli.js';
+import { writeShortCounterSpec } from '../helpers/counter-spec.js';
+import {
+  freePort,
+  killLocalLeftovers,
+  pidAlive,
+  startLocalController,
+  until,
+  type StartedController,
+} from '../helpers/local-controller.js';
+
+/**
+ * A lost state file, through the real CLI in local mode (process executor): with `state.db` emptied while its
+ * instance still runs a job, the controller refuses to start as a new cluster, saying what it found and what `--init`
+ * does; with `--init` it starts, and the instance whose tasks it cannot account for is kept running and reported (an
+ * error in the log, `fleetwise cluster`, `/metrics`), never terminated.
+ */
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-empty-state-'));
+const stateDirs: string[] = [];
+
+afterAll(() => {
+  for (const dir of stateDirs) killLocalLeftovers(dir);
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+interface JobDoc {
+  state: string;
+  progress: { completed: number };
+  instances: { id: string; cloudId?: string }[];
+}
+
+/** Empty the state as a failed disk or a careless `> state.db` would: a zero-length file, no WAL beside it. */
+function emptyStateFile(stateDir: string): void {
+  closeSync(openSync(join(stateDir, 'state.db'), 'w'));
+  for (const suffix of ['-wal', '-shm']) rmSync(join(stateDir, `state.db${suffix}`), { force: true });
+}
+
+/** The CLI run to its exit, or killed after `timeoutMs` (a controller that started instead of refusing). */
+function runToExit(args: readonly string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [CLI, ...args],
+      { env, timeout: timeoutMs, killSignal: 'SIGKILL' },
+      (error, stdout, stderr) =>
+        resolve({
+          code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1,
+          stdout,
+          stderr: `${stderr}${error?.killed === true ? `\n(still running after ${timeoutMs} ms: killed)` : ''}`,
+        }),
+    );
+  });
+}
+
+describe('an emptied state file (real CLI, local mode)', () => {
+  it('is refused as a new cluster unless --init, and --init keeps and reports the instance it cannot account for', async () => {
+    const stateDir = join(scratch, 'emptied');
+    stateDirs.push(stateDir);
+    const first: StartedController = await startLocalController(stateDir);
+    const spec = writeShortCounterSpec(join(scratch, 'counter.yaml'), {
+      countTo: 2000,
+      stepSeconds: 0.05,
+      checkpointSeconds: 1,
+    });
+    const submitted = await runCli(['submit', spec, '--json'], first.env);
+    expect(submitted.code, submitted.stderr).toBe(0);
+    const id = (JSON.parse(submitted.stdout) as { id: string }).id;
+    const running = await until(
+      `${id} to run and checkpoint`,
+      async () => {
+        const job = (await first.api('GET', `/v1/jobs/${id}`)).json as JobDoc;
+        return job.state === 'running' && existsSync(join(stateDir, 'objects', 'checkpoints', id, `${id}.0`))
+          ? job
+          : undefined;
+      },
+      40_000,
+      first.diagnostics,
+    );
+    const cloudId = running.instances[0]?.cloudId as string;
+    const worker = first.instances().find((i) => i.instanceId === cloudId);
+    if (worker?.pid === undefined) throw new Error(`no worker for ${id}\n${first.diagnostics()}`);
+    // The controller's box dies (its workers are detached and run on), and the state file is lost.
+    first.process.kill('SIGKILL');
+    await first.exited;
+    emptyStateFile(stateDir);
+
+    const port = await freePort();
+    const refused = await runToExit(
+      [
+        'controller',
+        '--config',
+        `${stateDir}.yaml`,
+        '--provider',
+        'local',
+        '--state-dir',
+        stateDir,
+        '--listen',
+        `127.0.0.1:${port}`,
+        '--executor',
+        'process',
+      ],
+      first.env,
+      15_000,
+    );
+    expect(refused.stderr).not.toMatch(/still running after/);
+    expect(refused.code, refused.stdout + refused.stderr).not.toBe(0);
+    // What was found, and what --init would do.
+    expect(refused.stderr).toContain(cloudId);
+    expect(refused.stderr).toContain('local-instances.json');
+    expect(refused.stderr).toMatch(/checkpoints\//);
+    expect(refused.stderr).toMatch(/--init/);
+    expect(refused.stderr).toMatch(/--orphans/);
+    expect(pidAlive(worker.pid)).toBe(true);
+
+    // The operator decides this is a new cluster: the instance is kept (its job is unaccounted for) and reported.
+    const second = await startLocalController(stateDir, { args: ['--init'] });
+    try {
+      const cluster = await until(
+        'the orphan in the cluster view',
+        async () => {
+          const doc = (await second.api('GET', '/v1/cluster')).json as {
+            orphans?: { cloudId: string; policy: string }[];
+          };
+          return (doc.orphans ?? []).length > 0 ? doc : undefined;
+        },
+        20_000,
+        second.diagnostics,
+      );
+      expect(cluster.orphans).toEqual([expect.objectContaining({ cloudId, policy: 'keep' })]);
+      // Several reconcile passes and rounds later it still runs, with its worker.
+      await new Promise((r) => setTimeout(r, 3000));
+      expect(second.instances().find((i) => i.instanceId === cloudId)?.state).toBe('running');
+      expect(pidAlive(worker.pid)).toBe(true);
+      const metrics = await fetch(`${second.url}/metrics`).then((r) => r.text());
+      expect(metrics).toMatch(/^fleetwise_orphan_instances 1$/m);
+      expect(second.stderr()).toMatch(/"level":50[^\n]*orphan[^\n]*local-/);
+      const shown = await runCli(['cluster'], second.env);
+      expect(shown.code, shown.stderr).toBe(0);
+      expect(shown.stdout).toContain(cloudId);
+      expect(shown.stdout).toMatch(/orphan/i);
+      // A restart of the now initialised state needs no --init.
+      second.process.kill('SIGKILL');
+      await second.exited;
+      const third = await startLocalController(stateDir);
+      third.process.kill('SIGKILL');
+      await third.exited;
+    } finally {
+      if (second.process.exitCode === null) second.process.kill('SIGKILL');
+    }
+  });
+});

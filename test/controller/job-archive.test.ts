@@ -1,0 +1,131 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
+import { JobArchive } from '../../src/controller/backup/job-archive.js';
+import { ManualClock } from '../../src/controller/clock.js';
+import { jobArchiveKeys } from '../../src/protocol/object-keys.js';
+import { FsObjectStore } from '../../src/storage/fs-store.js';
+import { readJson, recordingLogger, StoreWithOutage, until } from './backup-fixtures.js';
+import { catalog, rig, type Rig } from './controller-fixtures.js';
+
+/**
+ * The job archive over the real API: a submission is answered 201 only once its spec is in the object store, and
+ * refused with a 503 (the job withdrawn, never run) when the store does not take it; how a job ended follows it into
+ * the store, retried through an outage.
+ */
+
+const ADMIN = 'job-archive-admin-token-0123456789';
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-job-archive-'));
+const objects = new StoreWithOutage(new FsObjectStore(join(scratch, 'objects')));
+const clock = new ManualClock();
+const log = recordingLogger();
+const archive = new JobArchive({ objectStore: objects, cluster: 'prod', clock, log, retrySeconds: 5 });
+let r: Rig;
+let server: ApiServer;
+
+beforeAll(async () => {
+  r = rig({ clusterName: 'prod' }, { clock, jobArchive: archive, objectStore: objects, logger: log });
+  server = await startApiServer(r.controller, { listen: '127.0.0.1:0', adminToken: ADMIN, catalog });
+});
+
+afterAll(async () => {
+  await server.close();
+  await archive.stop();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+async function call(
+  method: string,
+  path: string,
+  json?: unknown,
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const response = await fetch(`${server.url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${ADMIN}`,
+      ...(json === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    ...(json === undefined ? {} : { body: JSON.stringify(json) }),
+  });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+const spec = (name: string): Record<string, unknown> => ({
+  name,
+  team: 'research',
+  tasks: [{ name: 'main', image: 'busybox:latest', demand: { c7i: [0, 4, 8] } }],
+});
+
+describe('the job archive behind submissions', () => {
+  it('answers 201 only once the spec is stored, with the id and submission time a restore keeps', async () => {
+    const answer = await call('POST', '/v1/jobs', spec('kept'));
+    expect(answer.status).toBe(201);
+    const id = answer.body['id'] as string;
+    const stored = await readJson(objects, jobArchiveKeys('prod', id).spec);
+    const job = r.store.getJob(id);
+    expect(stored).toEqual({
+      version: 1,
+      id,
+      submittedAtSeconds: job?.submittedAtSeconds,
+      spec: JSON.parse(JSON.stringify(job?.spec)) as unknown,
+    });
+  });
+
+  it('refuses a submission with a 503 when the store does not take the spec; the job is withdrawn and never runs', async () => {
+    objects.failing = (key) => key.endsWith('/spec.json');
+    const answer = await call('POST', '/v1/jobs', spec('refused'));
+    objects.failing = () => false;
+    expect(answer.status).toBe(503);
+    expect(answer.body['error']).toMatch(
+      /could not be made durable \(the object store did not take its spec: injected outage.*\); job-\d+ was withdrawn, nothing will run: submit it again/,
+    );
+    const withdrawn = r.store.listJobs().find((j) => j.name === 'refused');
+    expect(withdrawn?.state).toBe('cancelled');
+    expect(withdrawn?.reason).toMatch(/^withdrawn at submission: the object store did not take its spec/);
+    await r.controller.runRound('test');
+    expect(r.store.listTasks({ jobId: withdrawn?.id }).every((t) => t.instanceId === undefined)).toBe(true);
+    expect(log.lines).toContainEqual(
+      expect.objectContaining({
+        level: 'error',
+        message: `${withdrawn?.id} withdrawn: its spec could not be stored in the job archive`,
+      }),
+    );
+  });
+
+  it('stores how a job ended, and retries through an outage until it is stored', async () => {
+    const first = await call('POST', '/v1/jobs', spec('cancelled-now'));
+    const firstId = first.body['id'] as string;
+    expect((await call('POST', `/v1/jobs/${firstId}/cancel`)).status).toBe(200);
+    const end = await until('the end record', async () =>
+      (await objects.exists(jobArchiveKeys('prod', firstId).end))
+        ? readJson(objects, jobArchiveKeys('prod', firstId).end)
+        : undefined,
+    );
+    expect(end).toMatchObject({
+      version: 1,
+      id: firstId,
+      state: 'cancelled',
+      reason: 'cancelled by request',
+    });
+
+    objects.failing = (key) => key.endsWith('/end.json');
+    const second = await call('POST', '/v1/jobs', spec('cancelled-in-outage'));
+    const secondId = second.body['id'] as string;
+    await call('POST', `/v1/jobs/${secondId}/cancel`);
+    await until('the failed attempt and its retry timer', () =>
+      clock.pendingSleeps > 0 && archive.pendingEndCount > 0 ? true : undefined,
+    );
+    expect(await objects.exists(jobArchiveKeys('prod', secondId).end)).toBe(false);
+    expect(log.lines.some((l) => l.level === 'warn' && l.message.includes(`how ${secondId} ended`))).toBe(
+      true,
+    );
+    objects.failing = () => false;
+    clock.advance(5);
+    await until('the retried end record', () => (archive.pendingEndCount === 0 ? true : undefined));
+    expect(await readJson(objects, jobArchiveKeys('prod', secondId).end)).toMatchObject({
+      state: 'cancelled',
+    });
+  });
+});

@@ -1,0 +1,278 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TAG_CLUSTER, TAG_LAUNCH_TOKEN } from '../../src/cloud/provider.js';
+import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
+import { ManualClock } from '../../src/controller/clock.js';
+import { LatencyMatrix, plainAddress } from '../../src/controller/latency-matrix.js';
+import { LATENCY_MATRIX_KEY, WorkerTaskControl } from '../../src/controller/worker-task-control.js';
+import { WorkerRegistrar } from '../../src/controller/worker-identity/worker-registrar.js';
+import { launchSecretFor } from '../../src/protocol/launch-secret.js';
+import type { RttReport } from '../../src/protocol/worker-protocol.js';
+import { ADMIN_TOKEN, fakeWithTeams, VISION_TOKEN, type FakeControllerService } from './api-fake-service.js';
+import { catalog, jobSpec } from './controller-fixtures.js';
+
+/**
+ * The latency matrix through the real worker protocol: WorkerTaskControl behind the real API server, heartbeats over
+ * HTTP from three instances, two of which run the tasks of one job. What the workers are told (their peers), what
+ * the controller keeps, shows (API, Prometheus) and plans with (the round's round trips), and what it refuses.
+ */
+
+const CLUSTER_KEY = 'worker-cluster-key-latency-0123';
+
+/** Registration by each launch's one-time secret, as local workers register (ARCHITECTURE.md "Worker identity"). */
+function registrarFor(store: FakeControllerService['store']): WorkerRegistrar {
+  return new WorkerRegistrar({
+    store,
+    clusterName: 'latency-test',
+    clusterKey: CLUSTER_KEY,
+    describeInstance: async (cloudId) => {
+      const inst = store.findInstanceByCloudId(cloudId);
+      return inst === undefined
+        ? undefined
+        : {
+            instanceId: cloudId,
+            typeName: inst.typeName,
+            state: 'running',
+            tags: { [TAG_CLUSTER]: 'latency-test', [TAG_LAUNCH_TOKEN]: inst.launchToken },
+            launchTime: undefined,
+            availabilityZone: undefined,
+            placementGroup: undefined,
+            privateIpAddress: undefined,
+          };
+    },
+    launchCredential: { kind: 'launch-secret' },
+  });
+}
+const clock = new ManualClock(10_000);
+let service: FakeControllerService;
+let workers: WorkerTaskControl;
+let server: ApiServer;
+/** Per-instance worker tokens, by our instance id. */
+const tokens = new Map<string, string>();
+
+async function post(path: string, token: string, json: unknown): Promise<{ status: number; body: unknown }> {
+  const response = await fetch(`${server.url}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(json),
+  });
+  return { status: response.status, body: (await response.json()) as unknown };
+}
+
+async function get(path: string, token = ADMIN_TOKEN): Promise<{ status: number; text: string }> {
+  const response = await fetch(`${server.url}${path}`, { headers: { authorization: `Bearer ${token}` } });
+  return { status: response.status, text: await response.text() };
+}
+
+const beat = (instanceId: string, network?: unknown): Promise<{ status: number; body: unknown }> =>
+  post('/v1/workers/heartbeat', tokens.get(instanceId) ?? '', {
+    tasks: [],
+    ...(network === undefined ? {} : { network }),
+  });
+
+const rtt = (peer: string, maxMicroseconds: number, p99Microseconds = maxMicroseconds): RttReport => ({
+  peerInstanceId: peer,
+  maxMicroseconds,
+  p99Microseconds,
+  samples: 6,
+  failures: 0,
+  windowSeconds: 60,
+});
+
+beforeAll(async () => {
+  service = fakeWithTeams();
+  const store = service.store;
+  workers = new WorkerTaskControl({
+    store,
+    catalog,
+    clock,
+    registrar: registrarFor(store),
+    objectStoreLocation: '/tmp/fleetwise-latency-objects',
+    heartbeatSeconds: 5,
+    heartbeatTimeoutSeconds: 60,
+  });
+  service.latency = () => workers.latencyView();
+  server = await startApiServer(service, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN, workers });
+  // inst-1 and inst-2 run the two tasks of job-1; inst-3 runs an unrelated job.
+  for (const cloudId of ['i-0a', 'i-0b', 'i-0c']) {
+    const inst = store.createInstance({ typeName: 'c7i.xlarge', launchToken: `launch-${cloudId}` });
+    store.setInstanceState(inst.id, 'launching', { cloudId });
+    store.setInstanceState(inst.id, 'running');
+  }
+  const pair = store.submitJob(jobSpec('pair', { c7i: [0, 4, 8] }, { team: 'vision', replicas: 2 }));
+  const alone = store.submitJob(jobSpec('alone', { c7i: [0, 4, 8] }, { team: 'nlp' }));
+  store.setJobState(pair.id, 'starting');
+  store.setTaskState(`${pair.id}.0`, 'running', 'inst-1');
+  store.setTaskState(`${pair.id}.1`, 'running', 'inst-2');
+  store.setJobState(alone.id, 'starting');
+  store.setTaskState(`${alone.id}.0`, 'running', 'inst-3');
+  for (const [cloudId, id] of [
+    ['i-0a', 'inst-1'],
+    ['i-0b', 'inst-2'],
+    ['i-0c', 'inst-3'],
+  ] as const) {
+    const registered = await post('/v1/workers/register', launchSecretFor(CLUSTER_KEY, `launch-${cloudId}`), {
+      instanceId: cloudId,
+      executor: 'process',
+      identity: { kind: 'launch-secret' },
+    });
+    expect(registered.status).toBe(200);
+    tokens.set(id, (registered.body as { workerToken: string }).workerToken);
+  }
+});
+
+afterAll(async () => {
+  await server.close();
+});
+
+describe('the latency matrix over the worker protocol', () => {
+  it('tells a probing worker the probes of the other instances of its jobs, and only a probing worker', async () => {
+    // Nobody's probe is known yet.
+    expect((await beat('inst-1', { probe: { port: 7071 } })).body).toMatchObject({ peers: [] });
+    // inst-2 names its address; inst-1's is the one its heartbeat came from (loopback here).
+    expect((await beat('inst-2', { probe: { host: '10.0.0.2', port: 7072 } })).body).toMatchObject({
+      peers: [{ instanceId: 'inst-1', host: '127.0.0.1', port: 7071 }],
+    });
+    expect((await beat('inst-1', { probe: { port: 7071 } })).body).toMatchObject({
+      peers: [{ instanceId: 'inst-2', host: '10.0.0.2', port: 7072 }],
+    });
+    // inst-3 shares no job with anyone: no peers, although it probes.
+    expect((await beat('inst-3', { probe: { port: 7073 } })).body).toMatchObject({ peers: [] });
+    // A worker without a probe gets the answer it always got.
+    const plain = (await beat('inst-1')).body as Record<string, unknown>;
+    expect(Object.keys(plain)).toEqual(['tasks']);
+  });
+
+  it('keeps what the workers measured, shows it (API, scoped; Prometheus) and plans with it', async () => {
+    await beat('inst-1', { probe: { port: 7071 }, rtts: [rtt('inst-2', 5200, 5100)] });
+    await beat('inst-2', {
+      probe: { host: '10.0.0.2', port: 7072 },
+      rtts: [rtt('inst-1', 4900), { peerInstanceId: 'inst-3', samples: 0, failures: 6, windowSeconds: 60 }],
+    });
+    const admin = JSON.parse((await get('/v1/cluster/latency')).text) as {
+      scope: string;
+      pairs: { fromInstanceId: string; toInstanceId: string; maxMicroseconds?: number; failures: number }[];
+      probes: { instanceId: string; host: string }[];
+    };
+    expect(admin.scope).toBe('all');
+    expect(admin.pairs.map((p) => [p.fromInstanceId, p.toInstanceId, p.maxMicroseconds, p.failures])).toEqual(
+      [
+        ['inst-1', 'inst-2', 5200, 0],
+        ['inst-2', 'inst-1', 4900, 0],
+        ['inst-2', 'inst-3', undefined, 6],
+      ],
+    );
+    expect(admin.probes.map((p) => [p.instanceId, p.host])).toEqual([
+      ['inst-1', '127.0.0.1'],
+      ['inst-2', '10.0.0.2'],
+      ['inst-3', '127.0.0.1'],
+    ]);
+    const team = JSON.parse((await get('/v1/cluster/latency', VISION_TOKEN)).text) as {
+      scope: string;
+      pairs: unknown[];
+      probes: unknown[];
+    };
+    expect([team.scope, team.pairs.length, team.probes]).toEqual(['team', 3, []]);
+
+    const metrics = (await get('/metrics')).text;
+    expect(metrics).toContain('fleetwise_instance_rtt_max_seconds{from="inst-1",to="inst-2"} 0.0052');
+    expect(metrics).toContain('fleetwise_instance_rtt_p99_seconds{from="inst-1",to="inst-2"} 0.0051');
+    expect(metrics).toContain('fleetwise_instance_rtt_probe_failures{from="inst-2",to="inst-3"} 6');
+    expect(metrics).not.toContain('fleetwise_instance_rtt_max_seconds{from="inst-2",to="inst-3"}');
+
+    // The round plans with the measured pairs only (an unreached peer has no figure), and saves them.
+    expect(workers.roundRtts()).toEqual([
+      {
+        fromInstanceId: 'inst-1',
+        toInstanceId: 'inst-2',
+        maxMicroseconds: 5200,
+        p99Microseconds: 5100,
+        atSeconds: 10_000,
+      },
+      {
+        fromInstanceId: 'inst-2',
+        toInstanceId: 'inst-1',
+        maxMicroseconds: 4900,
+        p99Microseconds: 4900,
+        atSeconds: 10_000,
+      },
+    ]);
+    expect(service.store.getValue(LATENCY_MATRIX_KEY)).toMatchObject({ pairs: expect.any(Array) });
+  });
+
+  it('refuses a report that breaks the bounds, naming the field, and records nothing of it', async () => {
+    const refused = await beat('inst-1', { probe: { port: 7071 }, rtts: [rtt('inst-2', 5000, 9000)] });
+    expect(refused.status).toBe(400);
+    expect(JSON.stringify(refused.body)).toContain('network.rtts.0.p99Microseconds');
+    const tooSlow = await beat('inst-1', { probe: { port: 7071 }, rtts: [rtt('inst-2', 120e6)] });
+    expect(tooSlow.status).toBe(400);
+    expect(JSON.stringify(tooSlow.body)).toContain('network.rtts.0.maxMicroseconds');
+    expect(workers.latencyView().pairs.find((p) => p.fromInstanceId === 'inst-1')?.maxMicroseconds).toBe(
+      5200,
+    );
+  });
+
+  it('forgets a lost instance and hides pairs of instances that are gone', () => {
+    workers.markLost('inst-2');
+    expect(workers.latencyView().pairs).toEqual([]);
+    expect(workers.latencyView().probes.map((p) => p.instanceId)).toEqual(['inst-1', 'inst-3']);
+  });
+
+  it('carries the matrix saved by the last round over a controller restart, until it goes stale', () => {
+    const restarted = new WorkerTaskControl({
+      store: service.store,
+      catalog,
+      clock,
+      registrar: registrarFor(service.store),
+      objectStoreLocation: '/tmp/fleetwise-latency-objects',
+      heartbeatSeconds: 5,
+      heartbeatTimeoutSeconds: 60,
+    });
+    expect(restarted.roundRtts().map((r) => [r.fromInstanceId, r.toInstanceId, r.maxMicroseconds])).toEqual([
+      ['inst-1', 'inst-2', 5200],
+      ['inst-2', 'inst-1', 4900],
+    ]);
+    clock.advance(301);
+    expect(restarted.roundRtts()).toEqual([]);
+  });
+});
+
+describe('LatencyMatrix', () => {
+  it('takes the address a dual-stack socket reports for an IPv4 peer as the plain IPv4 address', () => {
+    expect(plainAddress('::ffff:10.0.0.7')).toBe('10.0.0.7');
+    expect(plainAddress('fe80::1')).toBe('fe80::1');
+    const m = new LatencyMatrix();
+    m.observe('inst-1', { probe: { port: 7071 } }, '::ffff:10.0.0.7', 0);
+    expect(m.endpointOf('inst-1')).toMatchObject({ host: '10.0.0.7', port: 7071 });
+  });
+
+  it("replaces a worker's pairs with its latest report, keeps others', and only shows live instances", () => {
+    const m = new LatencyMatrix(300);
+    m.observe('inst-1', { rtts: [rtt('inst-2', 100), rtt('inst-3', 900)] }, undefined, 0);
+    m.observe('inst-2', { rtts: [rtt('inst-1', 120)] }, undefined, 0);
+    m.observe('inst-1', { rtts: [rtt('inst-2', 150)] }, undefined, 10);
+    expect(m.view(20).pairs.map((p) => [p.fromInstanceId, p.toInstanceId, p.maxMicroseconds])).toEqual([
+      ['inst-1', 'inst-2', 150],
+      ['inst-2', 'inst-1', 120],
+    ]);
+    expect(m.view(20, new Set(['inst-1', 'inst-2'])).pairs).toHaveLength(2);
+    expect(m.view(20, new Set(['inst-1'])).pairs).toEqual([]);
+    // inst-2's report is from t=0: stale at 301, inst-1's (t=10) not yet.
+    expect(m.view(301).pairs.map((p) => p.fromInstanceId)).toEqual(['inst-1']);
+    expect(m.view(311).pairs).toEqual([]);
+  });
+
+  it('loads saved pairs only into an empty matrix, and ignores a malformed saved value', () => {
+    const m = new LatencyMatrix();
+    m.observe('inst-1', { rtts: [rtt('inst-2', 100)] }, undefined, 0);
+    const saved = m.toJson();
+    const fresh = new LatencyMatrix();
+    fresh.load({ pairs: 'nonsense' });
+    expect(fresh.view(0).pairs).toEqual([]);
+    fresh.load(saved);
+    expect(fresh.view(0).pairs).toEqual(m.view(0).pairs);
+    const busy = new LatencyMatrix();
+    busy.observe('inst-9', { rtts: [rtt('inst-8', 1)] }, undefined, 0);
+    busy.load(saved);
+    expect(busy.view(0).pairs.map((p) => p.fromInstanceId)).toEqual(['inst-9']);
+  });
+});

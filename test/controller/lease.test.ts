@@ -1,0 +1,250 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, expect, it } from 'vitest';
+import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { LocalProvider } from '../../src/cloud/local/local-provider.js';
+import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
+import { FencedCloudProvider } from '../../src/controller/ha/fenced-provider.js';
+import { LeaderElector } from '../../src/controller/ha/leader-elector.js';
+import {
+  FencedWriteError,
+  LeaseNotHeldError,
+  leaseSettingsSchema,
+  type LeaseSettings,
+} from '../../src/controller/ha/lease.js';
+import { PostgresStateStore } from '../../src/controller/state/postgres-state-store.js';
+import { table3Catalog } from '../helpers/catalogs.js';
+import { describeWithPostgres } from '../helpers/postgres.js';
+
+/**
+ * The controller's lease and its fencing against a real PostgreSQL: expiry by the database's clock, takeover with a
+ * greater epoch, a deposed holder's writes and cloud calls refused, renewal, release, and a holder that cannot renew
+ * giving up within its renew deadline. Short leases keep it quick.
+ */
+
+const SHORT: LeaseSettings = { durationSeconds: 1.2, renewDeadlineSeconds: 0.8, retrySeconds: 0.2 };
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-lease-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+const wait = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+describeWithPostgres('controller lease on PostgreSQL', (pg) => {
+  const opened: PostgresStateStore[] = [];
+  const electors: LeaderElector[] = [];
+  afterEach(() => {
+    for (const e of electors.splice(0)) e.release();
+    for (const s of opened.splice(0)) s.close();
+  });
+
+  /** Two controllers' stores on one database, as an active and a standby have. */
+  function pair(url = pg.server.createSchema()): [PostgresStateStore, PostgresStateStore] {
+    const a = new PostgresStateStore(url);
+    const b = new PostgresStateStore(url);
+    opened.push(a, b);
+    return [a, b];
+  }
+
+  function elector(
+    store: PostgresStateStore,
+    holder: string,
+    settings: LeaseSettings = SHORT,
+    monotonicMs?: () => number,
+  ): LeaderElector {
+    const e = new LeaderElector({
+      table: store.lease('controller'),
+      holder,
+      holderUrl: `http://${holder}.test:7070`,
+      settings,
+      ...(monotonicMs === undefined ? {} : { monotonicMs }),
+    });
+    electors.push(e);
+    return e;
+  }
+
+  it('validates its timings: renew deadline below the lease, retries below the deadline', () => {
+    expect(leaseSettingsSchema.parse({})).toEqual({
+      durationSeconds: 15,
+      renewDeadlineSeconds: 10,
+      retrySeconds: 2,
+    });
+    const bad = leaseSettingsSchema.safeParse({
+      durationSeconds: 5,
+      renewDeadlineSeconds: 5,
+      retrySeconds: 5,
+    });
+    expect(bad.success).toBe(false);
+    expect(bad.error?.issues.map((i) => i.path.join('.'))).toEqual(['renewDeadlineSeconds', 'retrySeconds']);
+  });
+
+  it('gives the lease to one controller at a time, and to the next with a greater epoch once it expires', async () => {
+    const [a, b] = pair();
+    const first = elector(a, 'alpha');
+    const second = elector(b, 'beta');
+    expect(first.tryAcquire()).toEqual({ holder: 'alpha', epoch: 1 });
+    expect(second.tryAcquire()).toBeUndefined();
+    expect(second.view()).toEqual({
+      role: 'standby',
+      epoch: 1,
+      holder: 'alpha',
+      activeUrl: 'http://alpha.test:7070',
+    });
+    expect(first.view()).toMatchObject({ role: 'active', epoch: 1, holder: 'alpha' });
+    // Renewals keep it past its duration.
+    for (let i = 0; i < 3; i += 1) {
+      await wait(400);
+      expect(first.renewOnce()).toBeUndefined();
+      expect(second.tryAcquire()).toBeUndefined();
+    }
+    // Once not renewed for the lease's duration, it expires (by the database's clock) and passes on.
+    await wait(1300);
+    expect(second.tryAcquire()).toEqual({ holder: 'beta', epoch: 2 });
+    expect(first.renewOnce()).toMatch(/renew deadline|expired or passed to another controller/);
+    expect(first.term).toBeUndefined();
+    expect(first.view()).toMatchObject({ role: 'standby', epoch: 2, holder: 'beta' });
+  });
+
+  it('a standby polling with acquire() takes over a lease its holder stopped renewing', async () => {
+    const [a, b] = pair();
+    const first = elector(a, 'alpha');
+    first.tryAcquire();
+    const started = Date.now();
+    const term = await elector(b, 'beta').acquire(AbortSignal.timeout(10_000));
+    const waitedMs = Date.now() - started;
+    expect(term.epoch).toBe(2);
+    // The lease's duration, plus at most one retry period (and some slack for a loaded machine).
+    expect(waitedMs).toBeGreaterThanOrEqual(1000);
+    expect(waitedMs).toBeLessThan(1200 + 200 + 1500);
+  });
+
+  it('releasing hands the lease over at once', () => {
+    const [a, b] = pair();
+    const first = elector(a, 'alpha', { durationSeconds: 60, renewDeadlineSeconds: 40, retrySeconds: 2 });
+    first.tryAcquire();
+    const second = elector(b, 'beta');
+    expect(second.tryAcquire()).toBeUndefined();
+    first.release();
+    expect(second.tryAcquire()).toEqual({ holder: 'beta', epoch: 2 });
+    expect(() => first.assertLeading()).toThrow(LeaseNotHeldError);
+  });
+
+  it("refuses a deposed holder's writes in the same transaction, and commits the new holder's", async () => {
+    const [a, b] = pair();
+    const first = elector(a, 'alpha');
+    const term1 = first.tryAcquire();
+    a.fenceWith(a.lease('controller'), term1?.epoch ?? -1);
+    const spec = readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', 'resnet.yaml'), 'utf8');
+    const job = a.submitJob(parseJobSpec(spec, 'resnet.yaml', loadCatalogFile()));
+    expect(job.id).toBe('job-1');
+    await wait(1300);
+    const term2 = elector(b, 'beta').tryAcquire();
+    expect(term2?.epoch).toBe(2);
+    b.fenceWith(b.lease('controller'), term2?.epoch ?? -1);
+
+    // The old holder still reads, but none of its writes commits: not the one alone, not a transaction of several.
+    expect(a.getJob('job-1')?.state).toBe('queued');
+    expect(() => a.setJobState('job-1', 'starting')).toThrow(FencedWriteError);
+    expect(() =>
+      a.transaction(() => {
+        a.createInstance({ typeName: 'c.x' });
+        a.appendEvent({ kind: 'note', message: 'from the deposed controller' });
+      }),
+    ).toThrow(/lease epoch 1 is over \(the lease is at epoch 2\)/);
+    expect(b.getJob('job-1')?.state).toBe('queued');
+    expect(b.listInstances()).toEqual([]);
+    expect(b.listEvents().map((e) => e.kind)).toEqual(['job.submitted']);
+    // The new holder writes, and its numbering continues where the committed state left it.
+    b.setJobState('job-1', 'starting');
+    expect(b.createInstance({ typeName: 'c.x' }).id).toBe('inst-1');
+    expect(a.getJob('job-1')?.state).toBe('starting');
+  });
+
+  it('makes no cloud call for a controller that lost the lease, or may lose it before the call ends', async () => {
+    const url = pg.server.createSchema();
+    const [a, b] = pair(url);
+    let nowMs = 0;
+    const first = elector(a, 'alpha', SHORT, () => nowMs);
+    first.tryAcquire();
+    const dir = join(scratch, 'cloud-1');
+    const local = new LocalProvider({
+      stateFile: join(dir, 'local-instances.json'),
+      instancesDir: join(dir, 'instances'),
+      catalog: table3Catalog(),
+      // No worker process: the test looks only at which calls reached the provider.
+      spawner: { spawn: () => undefined, kill: async () => undefined },
+    });
+    const cloud = new FencedCloudProvider(local, first);
+    const launch = (token: string) =>
+      cloud.launch({
+        typeName: 'c.x',
+        idempotencyToken: token,
+        clusterName: 'ha',
+        planId: 'p',
+        instanceKey: token,
+      });
+
+    // Held, with time left: calls go through.
+    await launch('t-1');
+    expect((await cloud.list('ha')).map((i) => i.tags['fleetwise:launch-token'])).toEqual(['t-1']);
+    // Past its own renew deadline (its monotonic clock), even though the database still shows the lease.
+    nowMs = 900;
+    await expect(launch('t-2')).rejects.toThrow(/renew deadline/);
+    expect(local.instances()).toHaveLength(1);
+
+    // Held by the database's account but with less than the safety margin (duration − renew deadline) left.
+    const [c] = pair(url);
+    // Its own clock stands still: only the database's account of the time left can refuse the call.
+    const second = elector(
+      c,
+      'gamma',
+      { durationSeconds: 1, renewDeadlineSeconds: 0.5, retrySeconds: 0.1 },
+      () => 0,
+    );
+    await wait(1300); // alpha's lease expires
+    second.tryAcquire();
+    const fenced = new FencedCloudProvider(local, second);
+    await fenced.list('ha');
+    await wait(600); // 0.4 s left, under the 0.5 s margin
+    await expect(fenced.terminate(['t-1'])).rejects.toThrow(/less than 0.5 s left/);
+    expect(local.instances().map((i) => i.state)).toEqual(['running']);
+
+    // Taken over: the old holder's calls are refused, whatever its clock says.
+    await wait(500);
+    const third = elector(b, 'beta', { durationSeconds: 30, renewDeadlineSeconds: 20, retrySeconds: 2 });
+    expect(third.tryAcquire()?.epoch).toBe(3);
+    await expect(fenced.list('ha')).rejects.toThrow(/passed to another controller/);
+    await expect(new FencedCloudProvider(local, third).list('ha')).resolves.toHaveLength(1);
+  });
+
+  it('gives up leading within its renew deadline when the database stops answering, and says why once', async () => {
+    const url = pg.server.createDatabase();
+    // Statements give up after 150 ms, so a renewal stuck behind a lock fails quickly.
+    const a = new PostgresStateStore(url, {
+      bounds: { connectTimeoutSeconds: 2, statementTimeoutMs: 150, tcpUserTimeoutMs: 2000 },
+    });
+    opened.push(a);
+    const holder = elector(a, 'alpha');
+    expect(holder.tryAcquire()?.epoch).toBe(1);
+    const reasons: string[] = [];
+    holder.startRenewing((reason) => reasons.push(reason));
+    await wait(1000);
+    expect(reasons).toEqual([]); // renewed past the lease's duration
+    // Another session locks the lease row and keeps it: every renewal now times out.
+    const database = new URL(url).pathname.slice(1);
+    pg.server.sql('BEGIN', database);
+    pg.server.sql("SELECT * FROM leases WHERE name = 'controller' FOR UPDATE", database);
+    const stuckAt = Date.now();
+    try {
+      while (reasons.length === 0 && Date.now() - stuckAt < 5000) await wait(50);
+    } finally {
+      pg.server.sql('ROLLBACK', database);
+    }
+    const gaveUpAfterMs = Date.now() - stuckAt;
+    expect(reasons).toEqual([expect.stringContaining('renew deadline')]);
+    // Within the renew deadline (0.8 s) plus one retry period and a statement timeout.
+    expect(gaveUpAfterMs).toBeLessThan(800 + 200 + 150 + 500);
+    expect(() => holder.assertLeading()).toThrow(LeaseNotHeldError);
+    await wait(500);
+    expect(reasons).toHaveLength(1);
+  });
+});

@@ -1,0 +1,192 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, afterEach, expect, it } from 'vitest';
+import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
+import { PostgresStateStore } from '../../src/controller/state/postgres-state-store.js';
+import { boundedConninfo, isPostgresUrl, redactUrl } from '../../src/controller/state/postgres/conninfo.js';
+import { PostgresError } from '../../src/controller/state/postgres/connection.js';
+import { LATEST_POSTGRES_SCHEMA_VERSION, POSTGRES_ONLY } from '../../src/controller/state/postgres/schema.js';
+import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
+import { SchemaVersionError } from '../../src/controller/state-store.js';
+import { freePort } from '../helpers/local-controller.js';
+import { describeWithPostgres } from '../helpers/postgres.js';
+
+/**
+ * What the PostgreSQL store does beyond the StateStore contract (state-store.test.ts runs that against it): its schema
+ * stays the SQLite schema's twin, a database is shared and reopened, foreign or newer schemas are refused, every wait
+ * is bounded, and a connection the server dropped is replaced.
+ */
+
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-pg-store-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+const RESNET = parseJobSpec(
+  readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', 'resnet.yaml'), 'utf8'),
+  'resnet.yaml',
+  loadCatalogFile(),
+);
+
+it('connects with bounded waits, keeping what the URL says, and never shows a password', () => {
+  const url = new URL(boundedConninfo('postgresql://ops:s3cret@db.internal:5433/fleet?connect_timeout=9'));
+  expect(url.searchParams.get('connect_timeout')).toBe('9');
+  expect(url.searchParams.get('tcp_user_timeout')).toBe('10000');
+  expect(url.searchParams.get('keepalives')).toBe('1');
+  expect(url.searchParams.get('options')).toBe('-c statement_timeout=10000');
+  // libpq reads %20 as a space, not URLSearchParams' `+`.
+  expect(url.search).toContain('options=-c%20statement_timeout%3D10000');
+  const kept = new URL(boundedConninfo('postgres://db/fleet?options=-c%20statement_timeout%3D500'));
+  expect(kept.searchParams.get('options')).toBe('-c statement_timeout=500');
+  expect(redactUrl('postgresql://ops:s3cret@db.internal:5433/fleet')).toBe(
+    'postgresql://ops:***@db.internal:5433/fleet',
+  );
+  expect(isPostgresUrl('postgres://db/fleet')).toBe(true);
+  expect(isPostgresUrl('mysql://db/fleet')).toBe(false);
+  expect(isPostgresUrl('state.db')).toBe(false);
+  expect(() => boundedConninfo('mysql://ops:s3cret@db/fleet')).toThrow(
+    'mysql://ops:***@db/fleet: expected a postgres:// or postgresql:// URL',
+  );
+});
+
+it('fails to connect within its connect timeout, naming the server without the password', async () => {
+  const port = await freePort();
+  const started = Date.now();
+  expect(() => new PostgresStateStore(`postgresql://ops:s3cret@127.0.0.1:${port}/fleet`)).toThrow(
+    new RegExp(
+      `cannot connect to PostgreSQL at postgresql://ops:\\*\\*\\*@127\\.0\\.0\\.1:${port}/fleet: .*refused`,
+    ),
+  );
+  expect(Date.now() - started).toBeLessThan(5000);
+});
+
+describeWithPostgres('PostgresStateStore on a real server', (pg) => {
+  const opened: PostgresStateStore[] = [];
+  const open = (url: string): PostgresStateStore => {
+    const store = new PostgresStateStore(url);
+    opened.push(store);
+    return store;
+  };
+  afterEach(() => {
+    for (const s of opened.splice(0)) s.close();
+  });
+
+  it('has the SQLite schema’s tables and columns, plus only its documented own', () => {
+    // SqliteStateStore migrates the file it opens; read the result back with a plain handle.
+    const path = join(scratch, 'schema.db');
+    new SqliteStateStore(path).close();
+    const db = new Database(path, { readonly: true });
+    const sqliteColumns = new Map<string, string[]>();
+    for (const table of db
+      .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+      .pluck()
+      .all() as string[])
+      sqliteColumns.set(
+        table,
+        (db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all(table) as string[]).sort(),
+      );
+    db.close();
+
+    const url = pg.server.createDatabase();
+    open(url);
+    const database = new URL(url).pathname.slice(1);
+    const pgColumns = new Map<string, string[]>();
+    for (const row of pg.server.sql(
+      "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public' ORDER BY 1, 2",
+      database,
+    )) {
+      const table = String(row['table_name']);
+      pgColumns.set(table, [...(pgColumns.get(table) ?? []), String(row['column_name'])]);
+    }
+    const own: Record<string, readonly string[]> = POSTGRES_ONLY.columns;
+    const comparable = new Map(
+      [...pgColumns]
+        .filter(([table]) => !(POSTGRES_ONLY.tables as readonly string[]).includes(table))
+        .map(([table, columns]) => [table, columns.filter((c) => !(own[table] ?? []).includes(c)).sort()]),
+    );
+    expect(Object.fromEntries(comparable)).toEqual(Object.fromEntries(sqliteColumns));
+  });
+
+  it('is shared by the stores on one database and reopened with its data, numbering and id', () => {
+    const url = pg.server.createSchema();
+    const a = open(url);
+    const b = open(url);
+    expect(a.schemaVersion).toBe(LATEST_POSTGRES_SCHEMA_VERSION);
+    expect(b.storeId).toBe(a.storeId);
+    const job = a.submitJob(RESNET);
+    expect(b.getJob(job.id)?.spec).toEqual(RESNET);
+    expect(b.submitJob(RESNET).id).toBe('job-2');
+    a.close();
+    const again = open(url);
+    expect(again.storeId).toBe(b.storeId);
+    expect(again.listJobs().map((j) => j.id)).toEqual(['job-1', 'job-2']);
+    expect(again.listEvents().map((e) => e.seq)).toEqual([1, 2]);
+    expect(again.createInstance({ typeName: 'c7i.large' }).launchToken).toBe(`${a.storeId}-inst-1`);
+  });
+
+  it('refuses a schema that holds other tables, and one written by a newer fleetwise', () => {
+    const foreign = pg.server.createDatabase();
+    pg.server.sql('CREATE TABLE customers (id int)', new URL(foreign).pathname.slice(1));
+    expect(() => open(foreign)).toThrow(
+      /is not a fleetwise state database \(its schema has tables customers\)/,
+    );
+
+    const newer = pg.server.createDatabase();
+    open(newer).close();
+    pg.server.sql(
+      `INSERT INTO schema_migrations (version, description, applied_at) VALUES (${LATEST_POSTGRES_SCHEMA_VERSION + 1}, 'future', 0)`,
+      new URL(newer).pathname.slice(1),
+    );
+    expect(() => open(newer)).toThrow(SchemaVersionError);
+    expect(() => open(newer)).toThrow(
+      `database schema version ${LATEST_POSTGRES_SCHEMA_VERSION + 1} is newer than this fleetwise supports`,
+    );
+  });
+
+  it('replaces a connection the server dropped, before the next read or transaction', () => {
+    const url = pg.server.createDatabase();
+    const store = open(url);
+    store.submitJob(RESNET);
+    const database = new URL(url).pathname.slice(1);
+    const killed = pg.server.sql(
+      `SELECT pg_terminate_backend(pid) AS gone FROM pg_stat_activity WHERE datname = '${database}' AND application_name = 'fleetwise'`,
+    );
+    expect(killed.map((r) => r['gone'])).toEqual([true]);
+    expect(store.getJob('job-1')?.state).toBe('queued');
+    pg.server.sql(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${database}' AND application_name = 'fleetwise'`,
+    );
+    expect(store.setJobState('job-1', 'starting').state).toBe('starting');
+  });
+
+  it('bounds a write stuck behind a lock by its statement timeout, and rolls it back', () => {
+    const url = pg.server.createDatabase();
+    const store = new PostgresStateStore(url, {
+      bounds: { connectTimeoutSeconds: 2, statementTimeoutMs: 200, tcpUserTimeoutMs: 2000 },
+    });
+    opened.push(store);
+    store.submitJob(RESNET);
+    const database = new URL(url).pathname.slice(1);
+    pg.server.sql('BEGIN', database);
+    pg.server.sql("SELECT * FROM jobs WHERE id = 'job-1' FOR UPDATE", database);
+    const started = Date.now();
+    try {
+      let error: unknown;
+      try {
+        store.setJobState('job-1', 'starting');
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(PostgresError);
+      expect((error as PostgresError).sqlState).toBe('57014');
+      expect((error as PostgresError).message).toMatch(/statement timeout/);
+      expect(Date.now() - started).toBeLessThan(2000);
+    } finally {
+      pg.server.sql('ROLLBACK', database);
+    }
+    expect(store.getJob('job-1')?.state).toBe('queued');
+    expect(store.listEvents().map((e) => e.kind)).toEqual(['job.submitted']);
+    expect(store.setJobState('job-1', 'starting').state).toBe('starting');
+  });
+});

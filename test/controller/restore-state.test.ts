@@ -1,0 +1,337 @@
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import Database from 'better-sqlite3';
+import { afterAll, describe, expect, it } from 'vitest';
+import { JobArchive } from '../../src/controller/backup/job-archive.js';
+import { parseRestoreSource } from '../../src/controller/backup/restore-source.js';
+import {
+  RestoreError,
+  restoreState,
+  type RestoreOptions,
+} from '../../src/controller/backup/restore-state.js';
+import { StateBackup } from '../../src/controller/backup/state-backup.js';
+import { SystemClock } from '../../src/controller/clock.js';
+import { CLUSTER_INITIALIZED_KEY } from '../../src/controller/state/initialization.js';
+import { previousStoreIds } from '../../src/controller/state/lineage.js';
+import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
+import type { JobRecord, JobState, StateStore } from '../../src/controller/state-store.js';
+import {
+  backupSecretsKey,
+  jobArchiveKeys,
+  latestBackupKey,
+  stateBackupKeys,
+} from '../../src/protocol/object-keys.js';
+import { FsObjectStore } from '../../src/storage/fs-store.js';
+import { openObjectStore } from '../../src/storage/open-object-store.js';
+import { gunzipObject, readJson, recordingLogger, until } from './backup-fixtures.js';
+import { catalog, CPU_SMALL, jobSpec } from './controller-fixtures.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-restore-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+let counter = 0;
+
+/** A controller's state and object store, with the backup and the job archive the controller would run. */
+class Cluster {
+  readonly dir = join(scratch, `cluster-${++counter}`);
+  readonly objectsDir = join(this.dir, 'objects');
+  readonly objects = new FsObjectStore(this.objectsDir);
+  readonly state: SqliteStateStore;
+  readonly backup: StateBackup;
+  readonly archive = new JobArchive({
+    objectStore: this.objects,
+    cluster: 'prod',
+    clock: new SystemClock(),
+    log: recordingLogger(),
+  });
+
+  constructor() {
+    mkdirSync(join(this.dir, 'state'), { recursive: true });
+    this.state = new SqliteStateStore(join(this.dir, 'state', 'state.db'));
+    this.backup = new StateBackup({
+      source: this.state,
+      objectStore: this.objects,
+      cluster: 'prod',
+      workDir: join(this.dir, 'state', 'backup-tmp'),
+      keep: 10,
+      secrets: () => ({ version: 1, workerToken: 'the-worker-token', adminToken: 'the-admin-token' }),
+      nowSeconds: () => Date.now() / 1000,
+    });
+  }
+
+  /** A submission as the API makes it: stored, then archived before it is answered. */
+  async submit(name: string): Promise<JobRecord> {
+    const job = this.state.submitJob(jobSpec(name, CPU_SMALL));
+    await this.archive.keepSubmitted(job);
+    return job;
+  }
+
+  /** A job ends as the controller ends it: the store, then the archive in the background. */
+  async end(id: string, path: readonly JobState[]): Promise<void> {
+    let job = this.state.getJob(id) as JobRecord;
+    for (const state of path)
+      job = this.state.setJobState(id, state, state === 'failed' ? 'exit code 3' : undefined);
+    this.archive.keepEnded(job);
+    await until(`the end of ${id} archived`, () => (this.archive.pendingEndCount === 0 ? true : undefined));
+  }
+
+  /** A new box: an empty state directory, restored from `from`. */
+  async restore(from: string, overrides: Partial<RestoreOptions> = {}): Promise<{ dir: string }> {
+    const dir = join(scratch, `box-${++counter}`);
+    mkdirSync(dir, { recursive: true });
+    await restoreState({
+      from,
+      cluster: 'prod',
+      dbFile: join(dir, 'state.db'),
+      secretFiles: { workerToken: join(dir, 'worker-token'), adminToken: join(dir, 'admin-token') },
+      openObjectStore: (location) => openObjectStore(location),
+      catalog,
+      ...overrides,
+    });
+    return { dir };
+  }
+}
+
+/** `database` with the jobs_by_state index redefined on another column without rebuilding it. */
+function skewIndex(database: Buffer, file: string): Buffer {
+  writeFileSync(file, database);
+  const db = new Database(file);
+  db.unsafeMode(true); // better-sqlite3 opens in SQLite's defensive mode, which forbids writing the schema
+  db.pragma('writable_schema = ON');
+  db.prepare(
+    "UPDATE sqlite_master SET sql = 'CREATE INDEX jobs_by_state ON jobs (team)' WHERE name = 'jobs_by_state'",
+  ).run();
+  db.close();
+  return readFileSync(file);
+}
+
+function jobsOf(store: StateStore): [string, string, JobState, number][] {
+  return store.listJobs().map((j) => [j.id, j.name, j.state, j.submittedAtSeconds]);
+}
+
+describe('restore from a backup', () => {
+  it('installs the newest backup, submits again the jobs accepted after it, and ends those that ended after it', async () => {
+    const c = new Cluster();
+    await c.submit('waits'); // job-1: queued in the backup, cancelled after it
+    await c.submit('runs'); // job-2: running in the backup, succeeds after it
+    c.state.setJobState('job-2', 'starting');
+    c.state.setJobState('job-2', 'running');
+    await c.submit('stays'); // job-3: queued in the backup and after it
+    await c.submit('done'); // job-4: ended before the backup
+    await c.end('job-4', ['starting', 'running', 'succeeded']);
+    const taken = await c.backup.run();
+
+    await c.submit('late'); // job-5: accepted after the backup
+    await c.submit('late-and-done'); // job-6: accepted and succeeded after the backup
+    await c.submit('late-and-failed'); // job-7: accepted and failed after the backup
+    await c.end('job-1', ['cancelled']);
+    await c.end('job-2', ['succeeded']);
+    await c.end('job-6', ['starting', 'running', 'succeeded']);
+    await c.end('job-7', ['failed']);
+    const before = jobsOf(c.state);
+    const storeId = c.state.storeId;
+    c.state.close();
+
+    const { dir } = await c.restore(c.objectsDir);
+    const restored = new SqliteStateStore(join(dir, 'state.db'));
+    // Every accepted job, with its id, name and submission time, ended as it ended.
+    expect(jobsOf(restored)).toEqual(before);
+    expect(restored.getJob('job-6')?.reason).toMatch(/after the backup restored; from the job archive/);
+    expect(restored.getJob('job-7')?.reason).toMatch(/^exit code 3 \(ended .* after the backup restored/);
+    expect(restored.listEvents({ kind: 'job.restored' }).map((e) => e.jobId)).toEqual([
+      'job-5',
+      'job-6',
+      'job-7',
+    ]);
+    expect(restored.listTasks({ jobId: 'job-5' }).map((t) => [t.id, t.state])).toEqual([
+      ['job-5.0', 'pending'],
+    ]);
+    // New jobs come after every restored one; new launches never reuse the old box's launch tokens.
+    expect(restored.submitJob(jobSpec('next', CPU_SMALL)).id).toBe('job-8');
+    expect(restored.storeId).not.toBe(storeId);
+    // The id it had is remembered (instances launched under it are adopted), and the state counts as started.
+    expect(previousStoreIds(restored)).toEqual([storeId]);
+    expect(restored.getValue(CLUSTER_INITIALIZED_KEY)).toBeDefined();
+    expect(restored.createInstance({ typeName: 'c7i.large' }).launchToken).not.toContain(storeId);
+    restored.close();
+    // The state directory's tokens are back, owner-only; the database too.
+    expect(readFileSync(join(dir, 'worker-token'), 'utf8').trim()).toBe('the-worker-token');
+    expect(readFileSync(join(dir, 'admin-token'), 'utf8').trim()).toBe('the-admin-token');
+    for (const file of ['worker-token', 'admin-token', 'state.db'])
+      expect(statSync(join(dir, file)).mode & 0o777).toBe(0o600);
+    expect(taken.seq).toBe(1);
+  });
+
+  it('restores a given backup rather than the newest, and refuses one of another cluster', async () => {
+    const c = new Cluster();
+    await c.submit('first');
+    const first = await c.backup.run();
+    await c.submit('second');
+    await c.backup.run();
+    c.state.close();
+    // The archive still brings back job-2, accepted after the backup named.
+    for (const key of [first.key, stateBackupKeys('prod', 1).manifest]) {
+      const { dir } = await c.restore(join(c.objectsDir, key));
+      const restored = new SqliteStateStore(join(dir, 'state.db'));
+      expect(restored.listJobs().map((j) => j.id)).toEqual(['job-1', 'job-2']);
+      expect(restored.listEvents({ kind: 'job.restored' }).map((e) => e.jobId)).toEqual(['job-2']);
+      restored.close();
+    }
+    await expect(c.restore(join(c.objectsDir, first.key), { cluster: 'staging' })).rejects.toThrow(
+      /is a backup of cluster prod, but this controller runs cluster staging \(start it with --cluster prod\)/,
+    );
+    await expect(c.restore(c.objectsDir, { cluster: 'staging' })).rejects.toThrow(
+      /no backup of cluster staging in .*objects \(looked for backups\/staging\/latest\.json\)/,
+    );
+  });
+
+  it('refuses a corrupt backup with a clear error, and installs nothing', async () => {
+    const c = new Cluster();
+    await c.submit('one');
+    const manifest = await c.backup.run();
+    c.state.close();
+    const dataFile = join(c.objectsDir, manifest.key);
+    const good = readFileSync(dataFile);
+    const database = await gunzipObject(c.objects, manifest.key);
+    const manifestFile = join(c.objectsDir, stateBackupKeys('prod', 1).manifest);
+    const latestFile = join(c.objectsDir, latestBackupKey('prod'));
+    /** Store `data` as the backup, with a manifest that matches it (so only the content's own checks can tell). */
+    const storeWithMatchingManifest = (data: Buffer, databaseBytes: number): void => {
+      writeFileSync(dataFile, data);
+      const doc = {
+        ...manifest,
+        sha256: createHash('sha256').update(data).digest('hex'),
+        sizeBytes: data.length,
+        databaseBytes,
+      };
+      writeFileSync(manifestFile, JSON.stringify(doc));
+      writeFileSync(latestFile, JSON.stringify(doc));
+    };
+    const refused = async (pattern: RegExp): Promise<void> => {
+      const dir = join(scratch, `box-${++counter}`);
+      mkdirSync(dir);
+      const attempt = restoreState({
+        from: c.objectsDir,
+        cluster: 'prod',
+        dbFile: join(dir, 'state.db'),
+        secretFiles: { workerToken: join(dir, 'worker-token'), adminToken: join(dir, 'admin-token') },
+        openObjectStore: (location) => openObjectStore(location),
+        catalog,
+      });
+      await expect(attempt).rejects.toThrow(RestoreError);
+      await expect(attempt).rejects.toThrow(pattern);
+      expect(existsSync(join(dir, 'state.db'))).toBe(false);
+      expect(existsSync(join(dir, 'worker-token'))).toBe(false);
+    };
+
+    // One byte flipped: the sha256 in the manifest tells.
+    const flipped = Buffer.from(good);
+    flipped[Math.floor(flipped.length / 2)] = (flipped[Math.floor(flipped.length / 2)] as number) ^ 0xff;
+    writeFileSync(dataFile, flipped);
+    await refused(/backups\/prod\/state-0000000001\.db\.gz is corrupt/);
+    // Cut short.
+    writeFileSync(dataFile, good.subarray(0, good.length - 100));
+    await refused(/is corrupt/);
+    // Not gzip at all, manifest matching.
+    storeWithMatchingManifest(Buffer.from('not a backup'), 12);
+    await refused(/is corrupt: not a valid gzip stream/);
+    // gzip of something that is not SQLite.
+    storeWithMatchingManifest(gzipSync(Buffer.alloc(8192, 7)), 8192);
+    await refused(/is not a usable SQLite database/);
+    // Damaged pages: SQLite cannot even read it.
+    const damaged = Buffer.from(database);
+    for (let page = 4096; page < damaged.length; page += 4096) damaged.fill(0x5a, page, page + 64);
+    storeWithMatchingManifest(gzipSync(damaged), damaged.length);
+    await refused(/is not a usable SQLite database: database disk image is malformed/);
+    // Readable, but an index no longer matches its table: SQLite's integrity check tells.
+    const skewed = skewIndex(database, join(c.dir, 'skewed.db'));
+    storeWithMatchingManifest(gzipSync(skewed), skewed.length);
+    await refused(/fails SQLite's integrity check: .*jobs_by_state/);
+    // A manifest that is not one.
+    writeFileSync(latestFile, '{"version": 1, "cluster": "prod"}');
+    await refused(/backup manifest .*latest\.json is unreadable: .*seq/);
+
+    // And the good backup restores.
+    writeFileSync(dataFile, good);
+    writeFileSync(manifestFile, JSON.stringify(manifest));
+    writeFileSync(latestFile, JSON.stringify(manifest));
+    await expect(c.restore(c.objectsDir)).resolves.toBeDefined();
+  });
+
+  it('never replaces a state that has jobs; an empty or zero-length one is replaced', async () => {
+    const c = new Cluster();
+    await c.submit('one');
+    await c.backup.run();
+    c.state.close();
+    const dir = join(scratch, `box-${++counter}`);
+    mkdirSync(dir);
+    const options = {
+      from: c.objectsDir,
+      cluster: 'prod',
+      dbFile: join(dir, 'state.db'),
+      secretFiles: { workerToken: join(dir, 'worker-token'), adminToken: join(dir, 'admin-token') },
+      openObjectStore: (location: string) => openObjectStore(location),
+      catalog,
+    };
+    writeFileSync(join(dir, 'state.db'), '');
+    await restoreState(options);
+    await expect(restoreState(options)).rejects.toThrow(
+      /state\.db already holds a state \(1 job\(s\) and instance\(s\)\); a restore starts a new box/,
+    );
+  });
+
+  it('refuses an archived spec that no longer validates, naming the job and what to do', async () => {
+    const c = new Cluster();
+    await c.backup.run();
+    await c.objects.put(
+      jobArchiveKeys('prod', 'job-7').spec,
+      Buffer.from(
+        JSON.stringify({
+          version: 1,
+          id: 'job-7',
+          submittedAtSeconds: 1,
+          spec: { name: 'odd', team: 'x', tasks: [{ name: 'main', demand: { zz9: [0, 1, 1] } }] },
+        }),
+      ),
+    );
+    c.state.close();
+    await expect(c.restore(c.objectsDir)).rejects.toThrow(/archived spec of job-7.*--catalog/s);
+  });
+
+  it('backs the secrets document with what the state directory holds', async () => {
+    const c = new Cluster();
+    await c.backup.run();
+    expect(await readJson(c.objects, backupSecretsKey('prod'))).toEqual({
+      version: 1,
+      workerToken: 'the-worker-token',
+      adminToken: 'the-admin-token',
+    });
+    c.state.close();
+  });
+});
+
+describe('--restore-from locations', () => {
+  it('tells an object store from one backup in it', () => {
+    expect(parseRestoreSource('s3://bucket/prefix')).toEqual({ location: 's3://bucket/prefix' });
+    expect(parseRestoreSource('/var/backups')).toEqual({ location: '/var/backups' });
+    expect(parseRestoreSource('s3://bucket/prefix/backups/prod/state-0000000042.db.gz')).toEqual({
+      location: 's3://bucket/prefix',
+      key: 'backups/prod/state-0000000042.db.gz',
+      cluster: 'prod',
+    });
+    expect(parseRestoreSource('s3://bucket/backups/prod/state-0000000042.json')).toEqual({
+      location: 's3://bucket',
+      key: 'backups/prod/state-0000000042.json',
+      cluster: 'prod',
+    });
+    expect(parseRestoreSource('/srv/objects/backups/prod/latest.json')).toEqual({
+      location: '/srv/objects',
+      cluster: 'prod',
+    });
+    expect(parseRestoreSource('/backups/prod/state-1.db.gz')).toMatchObject({ location: '/' });
+    expect(parseRestoreSource('backups/prod/state-1.db.gz')).toMatchObject({ location: '.' });
+    expect(() => parseRestoreSource('  ')).toThrow(/--restore-from is empty/);
+  });
+});

@@ -1,0 +1,244 @@
+import { createHash } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, describe, expect, it } from 'vitest';
+import { BackupSchedule } from '../../src/controller/backup/backup-schedule.js';
+import { StateBackup } from '../../src/controller/backup/state-backup.js';
+import { ManualClock } from '../../src/controller/clock.js';
+import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
+import {
+  backupSecretsKey,
+  latestBackupKey,
+  stateBackupKeys,
+  stateBackupPrefix,
+} from '../../src/protocol/object-keys.js';
+import { FsObjectStore } from '../../src/storage/fs-store.js';
+import {
+  gunzipObject,
+  keysUnder,
+  readJson,
+  RecordedBackupMetrics,
+  recordingLogger,
+  StoreWithOutage,
+  until,
+} from './backup-fixtures.js';
+import { CPU_SMALL, jobSpec } from './controller-fixtures.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-backup-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+let counter = 0;
+
+function setup(keep = 3): {
+  dir: string;
+  state: SqliteStateStore;
+  objects: StoreWithOutage;
+  backup: (options?: { secrets?: () => { version: 1; workerToken?: string } }) => StateBackup;
+} {
+  const dir = join(scratch, `case-${++counter}`);
+  mkdirSync(dir);
+  const state = new SqliteStateStore(join(dir, 'state.db'));
+  const objects = new StoreWithOutage(new FsObjectStore(join(dir, 'objects')));
+  return {
+    dir,
+    state,
+    objects,
+    backup: (options = {}) =>
+      new StateBackup({
+        source: state,
+        objectStore: objects,
+        cluster: 'prod',
+        workDir: join(dir, 'backup-tmp'),
+        keep,
+        secrets: options.secrets,
+        nowSeconds: () => Date.now() / 1000,
+      }),
+  };
+}
+
+/** The jobs a stored backup holds, read back from its data object. */
+async function jobsInBackup(
+  objects: FsObjectStore | StoreWithOutage,
+  key: string,
+  dir: string,
+): Promise<string[]> {
+  const file = join(dir, `read-${++counter}.db`);
+  writeFileSync(file, await gunzipObject(objects, key));
+  const db = new Database(file, { readonly: true });
+  try {
+    return db.prepare('SELECT id FROM jobs ORDER BY seq').pluck().all() as string[];
+  } finally {
+    db.close();
+  }
+}
+
+describe('state backups', () => {
+  it('keeps the newest N complete backups, and latest.json names the newest and checks out against its data', async () => {
+    const { dir, state, objects, backup } = setup(3);
+    const backups = backup();
+    for (let i = 1; i <= 5; i++) {
+      state.submitJob(jobSpec(`j${i}`, CPU_SMALL));
+      const manifest = await backups.run();
+      expect(manifest.seq).toBe(i);
+    }
+    expect(await keysUnder(objects, stateBackupPrefix('prod'))).toEqual([
+      latestBackupKey('prod'),
+      stateBackupKeys('prod', 3).data,
+      stateBackupKeys('prod', 3).manifest,
+      stateBackupKeys('prod', 4).data,
+      stateBackupKeys('prod', 4).manifest,
+      stateBackupKeys('prod', 5).data,
+      stateBackupKeys('prod', 5).manifest,
+    ]);
+    const latest = await readJson(objects, latestBackupKey('prod'));
+    expect(latest).toEqual(await readJson(objects, stateBackupKeys('prod', 5).manifest));
+    expect(latest).toMatchObject({
+      version: 1,
+      cluster: 'prod',
+      seq: 5,
+      key: stateBackupKeys('prod', 5).data,
+    });
+    const data = await objects.getBuffer(stateBackupKeys('prod', 5).data);
+    expect(latest['sha256']).toBe(createHash('sha256').update(data).digest('hex'));
+    expect(latest['sizeBytes']).toBe(data.length);
+    expect(latest['databaseBytes']).toBe(
+      (await gunzipObject(objects, stateBackupKeys('prod', 5).data)).length,
+    );
+    // Each backup holds the state as of its snapshot.
+    expect(await jobsInBackup(objects, stateBackupKeys('prod', 3).data, dir)).toEqual([
+      'job-1',
+      'job-2',
+      'job-3',
+    ]);
+    expect(await jobsInBackup(objects, stateBackupKeys('prod', 5).data, dir)).toHaveLength(5);
+    // No snapshot is left in the state directory.
+    expect(readdirSync(join(dir, 'backup-tmp'))).toEqual([]);
+    state.close();
+  });
+
+  it('writes the pointer last: a failed upload leaves latest.json on the previous backup, and the next one reuses the seq', async () => {
+    const { state, objects, backup } = setup();
+    const backups = backup();
+    await backups.run();
+    const one = stateBackupKeys('prod', 1);
+    expect(objects.puts.slice(0, 3)).toEqual([one.data, one.manifest, latestBackupKey('prod')]);
+
+    state.submitJob(jobSpec('after', CPU_SMALL));
+    const two = stateBackupKeys('prod', 2);
+    for (const failingKey of [two.data, two.manifest]) {
+      objects.failing = (key) => key === failingKey;
+      await expect(backups.run()).rejects.toThrow(/injected outage/);
+      expect((await readJson(objects, latestBackupKey('prod')))['seq']).toBe(1);
+      expect(await objects.exists(two.manifest)).toBe(false);
+    }
+    objects.failing = () => false;
+    expect((await backups.run()).seq).toBe(2);
+    expect((await readJson(objects, latestBackupKey('prod')))['seq']).toBe(2);
+    state.close();
+  });
+
+  it('continues after the highest seq in the store when a new controller (a restart, a restored box) backs up', async () => {
+    const { dir, state, objects, backup } = setup();
+    await backup().run();
+    // A snapshot a killed process left behind is cleared by the next process's first backup.
+    writeFileSync(join(dir, 'backup-tmp', 'backup-99999-7.db'), 'secrets');
+    await backup().run();
+    expect((await readJson(objects, latestBackupKey('prod')))['seq']).toBe(2);
+    // A pointer lost (its write failed, or deleted): the listing still finds seq 2.
+    await objects.delete(latestBackupKey('prod'));
+    expect((await backup().run()).seq).toBe(3);
+    expect(readdirSync(join(dir, 'backup-tmp'))).toEqual([]);
+    state.close();
+  });
+
+  it("stores the state directory's tokens once, and again when they change", async () => {
+    const { state, objects, backup } = setup();
+    let workerToken = 'worker-secret-1';
+    const backups = backup({ secrets: () => ({ version: 1, workerToken }) });
+    await backups.run();
+    await backups.run();
+    expect(objects.puts.filter((k) => k === backupSecretsKey('prod'))).toHaveLength(1);
+    workerToken = 'worker-secret-2';
+    await backups.run();
+    expect(objects.puts.filter((k) => k === backupSecretsKey('prod'))).toHaveLength(2);
+    expect(await readJson(objects, backupSecretsKey('prod'))).toEqual({
+      version: 1,
+      workerToken: 'worker-secret-2',
+    });
+    state.close();
+  });
+});
+
+describe('backup schedule', () => {
+  it('backs up at start and every period, skips an unchanged state, runs one backup at a time, and logs failures', async () => {
+    const { state, objects, backup } = setup(100);
+    const clock = new ManualClock();
+    const log = recordingLogger();
+    const metrics = new RecordedBackupMetrics();
+    const backups = backup();
+    let runs = 0;
+    const schedule = new BackupSchedule({
+      backup: () => {
+        runs += 1;
+        return backups.run();
+      },
+      changeMark: () => state.changeMark(),
+      everySeconds: 60,
+      clock,
+      log,
+      metrics,
+    });
+    schedule.start();
+    await until('the first backup', () => (metrics.stored.length === 1 ? true : undefined));
+    await until('the loop to sleep', () => (clock.pendingSleeps > 0 ? true : undefined));
+
+    // Nothing changed: the period passes without a new backup, and the state counts as covered.
+    clock.advance(60);
+    await until('the unchanged period', () => (metrics.current.length === 1 ? true : undefined));
+    expect(runs).toBe(1);
+
+    // A change is backed up at the next period, not before.
+    state.submitJob(jobSpec('new', CPU_SMALL));
+    await until('the loop to sleep', () => (clock.pendingSleeps > 0 ? true : undefined));
+    expect(runs).toBe(1);
+    clock.advance(60);
+    await until('the second backup', () => (metrics.stored.length === 2 ? true : undefined));
+
+    // Asked twice while one runs: both get the same backup.
+    state.submitJob(jobSpec('newer', CPU_SMALL));
+    const [a, b] = await Promise.all([schedule.backupNow(), schedule.backupNow()]);
+    expect(a?.seq).toBe(3);
+    expect(b).toBe(a);
+    expect(runs).toBe(3);
+
+    // A failure is logged and counted; the next period tries again and stores it.
+    state.submitJob(jobSpec('during-outage', CPU_SMALL));
+    objects.failing = () => true;
+    await until('the loop to sleep', () => (clock.pendingSleeps > 0 ? true : undefined));
+    clock.advance(60);
+    await until('the failure', () => (metrics.failures === 1 ? true : undefined));
+    expect(log.lines).toContainEqual(
+      expect.objectContaining({
+        level: 'error',
+        message: expect.stringContaining('state backup failed') as unknown,
+        data: expect.objectContaining({ consecutiveFailures: 1 }) as unknown,
+      }),
+    );
+    objects.failing = () => false;
+    await until('the loop to sleep', () => (clock.pendingSleeps > 0 ? true : undefined));
+    clock.advance(60);
+    await until('the retried backup', () => (metrics.stored.length === 4 ? true : undefined));
+    expect(await jobsInBackup(objects, stateBackupKeys('prod', 4).data, scratch)).toEqual([
+      'job-1',
+      'job-2',
+      'job-3',
+    ]);
+
+    // A planned stop stores what changed since.
+    state.submitJob(jobSpec('before-stop', CPU_SMALL));
+    await schedule.stop({ finalBackup: true });
+    expect(metrics.stored.map((m) => m.seq)).toEqual([1, 2, 3, 4, 5]);
+    state.close();
+  });
+});

@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/controller/clock.js';
+import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
+import { WorkerRegistrar } from '../../src/controller/worker-identity/worker-registrar.js';
+import { WorkerTaskControl } from '../../src/controller/worker-task-control.js';
+import { catalog } from './controller-fixtures.js';
+
+/**
+ * When a registered worker counts as silent. A restarted controller first recovers (and, on a loaded host or with a
+ * large state, that takes a while) and only then serves the worker protocol: silence before that is the controller's,
+ * not the workers'. Counted from construction, a slow start declared every healthy worker lost at the first pass and
+ * replaced all their instances at once.
+ */
+describe('worker liveness', () => {
+  it("counts a worker's silence from when the protocol is served, then from its last heartbeat", () => {
+    const clock = new ManualClock();
+    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+    const inst = store.createInstance({ typeName: 'c7i.xlarge' });
+    store.setInstanceState(inst.id, 'launching', { cloudId: 'local-a' });
+    store.setInstanceState(inst.id, 'running');
+    store.setWorkerToken(inst.id, 'instance-token-0123456789abcdef');
+    const workers = new WorkerTaskControl({
+      store,
+      catalog,
+      clock,
+      registrar: new WorkerRegistrar({
+        store,
+        clusterName: 'liveness',
+        clusterKey: 'cluster-key-0123456789',
+        describeInstance: () => Promise.resolve(undefined),
+        launchCredential: { kind: 'launch-secret' },
+      }),
+      objectStoreLocation: '/tmp/fleetwise-liveness-objects',
+      heartbeatSeconds: 1,
+      heartbeatTimeoutSeconds: 10,
+    });
+
+    // A minute of recovery: nobody could heartbeat, nobody is silent.
+    clock.advance(60);
+    expect(workers.staleInstances()).toEqual([]);
+    workers.serving();
+    clock.advance(9);
+    expect(workers.staleInstances()).toEqual([]);
+    clock.advance(2);
+    expect(workers.staleInstances().map((i) => i.id)).toEqual([inst.id]);
+    // Serving again (a second call) does not restart the count.
+    workers.serving();
+    expect(workers.staleInstances().map((i) => i.id)).toEqual([inst.id]);
+  });
+});

@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest';
+import { analyzeJob, parseMarks } from './chaos-marks.js';
+
+/** The chaos test's verdicts come from this analysis: it must see what it claims to see. */
+
+const marks = (...lines: string[]): string => `${lines.join('\n')}\n`;
+
+describe('chaos marks', () => {
+  it('one run that finished: no restart, no overlap', () => {
+    const a = analyzeJob(
+      parseMarks(
+        marks('t/1/i1/10 start 0 100', 't/1/i1/10 1 125', 't/1/i1/10 2 150', 't/1/i1/10 finished 2 150'),
+      ),
+      [],
+    );
+    expect(a).toEqual({ runs: 1, finished: 1, lastIteration: 2, overlaps: [], restarts: [] });
+  });
+
+  it('a checkpoint-stop and a resume where it stopped loses nothing', () => {
+    const a = analyzeJob(
+      parseMarks(
+        marks(
+          't/1/i1/10 start 0 100',
+          't/1/i1/10 1 125',
+          't/1/i1/10 2 150',
+          't/1/i1/10 stopped 2 160',
+          't/1/i2/20 start 2 300',
+          't/1/i2/20 3 325',
+          't/1/i2/20 finished 3 325',
+        ),
+      ),
+      [],
+    );
+    expect(a.overlaps).toEqual([]);
+    expect(a.restarts).toEqual([
+      { from: 't/1/i1/10', to: 't/1/i2/20', reached: 2, resumedAt: 2, lost: 0, lostSeconds: 0 },
+    ]);
+  });
+
+  it('work after a worker kill is not counted, work before it that the next run redoes is', () => {
+    const a = analyzeJob(
+      parseMarks(
+        marks(
+          't/1/i1/10 start 0 100',
+          ...[1, 2, 3, 4, 5, 6].map((n) => `t/1/i1/10 ${n} ${100 + n * 25}`),
+          't/1/i2/20 start 2 400',
+          't/1/i2/20 3 425',
+          't/1/i2/20 finished 3 425',
+        ),
+      ),
+      [{ instance: 'i1', atCs: 200 }],
+    );
+    // Killed at 200: it had reached 4 (at 200); the next run resumed at 2 (marked at 150): 0.5 s of work redone.
+    expect(a.restarts[0]).toMatchObject({ reached: 4, resumedAt: 2, lost: 2, lostSeconds: 0.5 });
+    expect(a.overlaps).toEqual([]);
+  });
+
+  it('two runs of a job marking progress at the same time overlap, and two finishes are counted', () => {
+    const a = analyzeJob(
+      parseMarks(
+        marks(
+          't/1/i1/10 start 0 100',
+          't/1/i1/10 1 200',
+          't/1/i2/20 start 0 150',
+          't/1/i2/20 1 250',
+          't/1/i1/10 finished 1 300',
+          't/1/i2/20 finished 1 260',
+        ),
+      ),
+      [],
+    );
+    expect(a.overlaps).toEqual([{ a: 't/1/i1/10', b: 't/1/i2/20', seconds: 1.1 }]);
+    expect(a.finished).toBe(2);
+  });
+
+  it('counts lines it cannot read', () => {
+    expect(parseMarks(marks('garbage', 't/1/i1/10 start 0 100')).malformed).toBe(1);
+  });
+});

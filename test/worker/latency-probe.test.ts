@@ -1,0 +1,196 @@
+import { createConnection, createServer, type Socket } from 'node:net';
+import fc from 'fast-check';
+import { afterEach, describe, expect, it } from 'vitest';
+import { rttReportSchema } from '../../src/protocol/worker-protocol.js';
+import {
+  LatencyProber,
+  measureRoundTrip,
+  nearestRank,
+  RttWindow,
+  startProbeListener,
+  type ProbeListener,
+} from '../../src/worker/latency-probe.js';
+
+/** Round trips over real loopback sockets; the window's arithmetic by hand and by property. */
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0)) await c();
+});
+
+async function listener(): Promise<ProbeListener> {
+  const l = await startProbeListener(0, '127.0.0.1');
+  cleanups.push(() => l.close());
+  return l;
+}
+
+/** A port nothing listens on (bound, then released). */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return typeof address === 'object' && address !== null ? address.port : 0;
+}
+
+describe('the probe echo and one probe', () => {
+  it('measures a loopback round trip in microseconds: positive and far below a millisecond-scale network', async () => {
+    const l = await listener();
+    expect(l.port).toBeGreaterThan(0);
+    const samples: number[] = [];
+    for (let i = 0; i < 5; i++) samples.push(await measureRoundTrip('127.0.0.1', l.port, 1000));
+    expect(samples.every((us) => us > 0)).toBe(true);
+    // Loopback: tens of microseconds; even a loaded 2-core machine stays well under 50 ms.
+    expect(Math.min(...samples)).toBeLessThan(50_000);
+  });
+
+  it('fails a probe of a port nobody listens on, and one that never answers, within its timeout', async () => {
+    await expect(measureRoundTrip('127.0.0.1', await closedPort(), 1000)).rejects.toThrow(
+      /probe of 127\.0\.0\.1/,
+    );
+    // A listener that accepts but never echoes: the probe gives up after its timeout.
+    const held: Socket[] = [];
+    const silent = createServer((socket) => void held.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    cleanups.push(
+      () =>
+        new Promise((resolve) => {
+          for (const socket of held) socket.destroy();
+          silent.close(() => resolve());
+        }),
+    );
+    const port = (silent.address() as { port: number }).port;
+    const started = Date.now();
+    await expect(measureRoundTrip('127.0.0.1', port, 200)).rejects.toThrow(/no answer within 200 ms/);
+    expect(Date.now() - started).toBeLessThan(2000);
+  });
+
+  it('echoes at most 64 bytes per connection, then closes it (no reflector)', async () => {
+    const l = await listener();
+    const received = await new Promise<number>((resolve) => {
+      let bytes = 0;
+      const socket = createConnection({ host: '127.0.0.1', port: l.port }, () =>
+        socket.write(Buffer.alloc(1000, 1)),
+      );
+      socket.on('data', (chunk: Buffer) => (bytes += chunk.length));
+      socket.on('close', () => resolve(bytes));
+    });
+    expect(received).toBe(64);
+  });
+});
+
+describe('RttWindow', () => {
+  it('reports max and nearest-rank p99 per peer over the window, with failures, peers in order', () => {
+    const w = new RttWindow(60);
+    // 100 samples 1..100 µs for inst-2: p99 (nearest rank) = the 99th = 99, max = 100.
+    for (let i = 1; i <= 100; i++) w.add('inst-2', 1000 + i, i);
+    w.add('inst-1', 1000, 250);
+    w.fail('inst-1', 1500);
+    expect(w.report(2000)).toEqual([
+      {
+        peerInstanceId: 'inst-1',
+        maxMicroseconds: 250,
+        p99Microseconds: 250,
+        samples: 1,
+        failures: 1,
+        windowSeconds: 60,
+      },
+      {
+        peerInstanceId: 'inst-2',
+        maxMicroseconds: 100,
+        p99Microseconds: 99,
+        samples: 100,
+        failures: 0,
+        windowSeconds: 60,
+      },
+    ]);
+  });
+
+  it('forgets what left the window, and peers the controller no longer names', () => {
+    const w = new RttWindow(10);
+    w.add('inst-2', 0, 9000); // a congestion spike at t=0
+    w.add('inst-2', 5_000, 300);
+    w.fail('inst-3', 1_000);
+    expect(w.report(9_000).map((r) => [r.peerInstanceId, r.maxMicroseconds, r.failures])).toEqual([
+      ['inst-2', 9000, 0],
+      ['inst-3', undefined, 1],
+    ]);
+    // 11 s later the spike and the failure are out of the 10 s window.
+    expect(w.report(11_500).map((r) => [r.peerInstanceId, r.maxMicroseconds])).toEqual([['inst-2', 300]]);
+    w.retain(new Set(['inst-4']));
+    expect(w.report(11_000)).toEqual([]);
+  });
+
+  it('always reports what the protocol accepts: p99 ≤ max = the largest sample in the window (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.tuple(fc.integer({ min: 0, max: 120_000 }), fc.double({ min: 0, max: 1e6, noNaN: true })),
+          {
+            minLength: 1,
+            maxLength: 200,
+          },
+        ),
+        fc.integer({ min: 0, max: 30 }),
+        (samples, failures) => {
+          const w = new RttWindow(60);
+          const sorted = [...samples].sort((a, b) => a[0] - b[0]);
+          for (const [at, us] of sorted) w.add('p', at, us);
+          for (let i = 0; i < failures; i++) w.fail('p', 119_000);
+          const now = 120_000;
+          const inWindow = sorted.filter(([at]) => at >= now - 60_000).map(([, us]) => us);
+          const [report] = w.report(now);
+          if (inWindow.length === 0 && failures === 0) return report === undefined;
+          expect(rttReportSchema.safeParse(report).success).toBe(true);
+          expect(report?.samples).toBe(inWindow.length);
+          if (inWindow.length > 0) {
+            expect(report?.maxMicroseconds).toBe(Math.round(Math.max(...inWindow)));
+            expect(report?.p99Microseconds).toBeLessThanOrEqual(report?.maxMicroseconds ?? -1);
+          }
+          return true;
+        },
+      ),
+      { numRuns: 200, seed: 17 },
+    );
+  });
+
+  it('takes the nearest rank', () => {
+    expect(nearestRank([5], 0.99)).toBe(5);
+    expect(nearestRank([1, 2, 3, 4], 0.5)).toBe(2);
+    expect(nearestRank([1, 2, 3, 4], 0.99)).toBe(4);
+  });
+});
+
+describe('LatencyProber', () => {
+  it('probes the peers it is given, reports them with its probe endpoint, and drops peers no longer named', async () => {
+    const a = await LatencyProber.start({ port: 0, listenHost: '127.0.0.1', intervalSeconds: 3600 });
+    const b = await LatencyProber.start({
+      port: 0,
+      listenHost: '127.0.0.1',
+      advertisedHost: '127.0.0.1',
+      intervalSeconds: 3600,
+    });
+    cleanups.push(
+      () => a.stop(),
+      () => b.stop(),
+    );
+    const gone = await closedPort();
+    a.setPeers([
+      { instanceId: 'inst-2', host: '127.0.0.1', port: b.port },
+      { instanceId: 'inst-9', host: '127.0.0.1', port: gone },
+    ]);
+    await a.probeAll();
+    await a.probeAll();
+    const report = a.heartbeatReport();
+    expect(report.probe).toEqual({ port: a.port });
+    expect(b.heartbeatReport().probe).toEqual({ host: '127.0.0.1', port: b.port });
+    expect(report.rtts?.map((r) => [r.peerInstanceId, r.samples, r.failures])).toEqual([
+      ['inst-2', 2, 0],
+      ['inst-9', 0, 2],
+    ]);
+    expect(report.rtts?.[0]?.maxMicroseconds).toBeGreaterThan(0);
+    expect(report.rtts?.[1]?.maxMicroseconds).toBeUndefined();
+    a.setPeers([{ instanceId: 'inst-2', host: '127.0.0.1', port: b.port }]);
+    expect(a.heartbeatReport().rtts?.map((r) => r.peerInstanceId)).toEqual(['inst-2']);
+  });
+});

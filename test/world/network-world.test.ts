@@ -1,0 +1,117 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { ValidationError, parseWith } from '../../src/core/validation.js';
+import {
+  defaultNetworkConfig,
+  networkConfigSchema,
+  resolveNetworkConfig,
+} from '../../src/world/network-config.js';
+import { NetworkWorld } from '../../src/world/network-world.js';
+
+const config = defaultNetworkConfig('us-east-1');
+const inst = (id: string, zone: string, placementGroup?: string) => ({
+  id,
+  placement: placementGroup === undefined ? { zone } : { zone, placementGroup },
+});
+
+describe('the network ground truth', () => {
+  it('names three zones after the region and draws a zone for a launch without one', () => {
+    expect(config.zones).toEqual(['us-east-1a', 'us-east-1b', 'us-east-1c']);
+    const world = new NetworkWorld(config, 3, 0.01);
+    const zones = new Set(Array.from({ length: 60 }, (_, i) => world.place(`i-${i}`, undefined).zone));
+    expect(zones).toEqual(new Set(config.zones));
+    expect(world.place('i-x', { zone: 'us-east-1b' })).toEqual({ zone: 'us-east-1b' });
+  });
+
+  it('keeps a placement group in the zone of its first instance', () => {
+    const world = new NetworkWorld(config, 3, 0.01);
+    const first = world.place('i-1', { placementGroup: 'g' });
+    for (let i = 2; i < 10; i++) expect(world.place(`i-${i}`, { placementGroup: 'g' })).toEqual(first);
+  });
+
+  it('noise per domain: U[0.5, 1] within a placement group, U[0.8, 1.2] beyond; the loopback is constant', () => {
+    const world = new NetworkWorld(config, 7, 0.01);
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 10_000_000 }), (t) => {
+        const pg = world.rtt(inst('a', 'z1', 'g'), inst('b', 'z1', 'g'), t);
+        expect(pg).toBeGreaterThanOrEqual(25);
+        expect(pg).toBeLessThanOrEqual(50);
+        const zone = world.rtt(inst('a', 'z1'), inst('b', 'z1'), t);
+        expect(zone).toBeGreaterThanOrEqual(120);
+        expect(zone).toBeLessThanOrEqual(180);
+        const cross = world.rtt(inst('a', 'z1'), inst('b', 'z2'), t);
+        expect(cross).toBeGreaterThanOrEqual(640);
+        expect(cross).toBeLessThanOrEqual(960);
+        expect(world.rtt(inst('a', 'z1'), inst('a', 'z1'), t)).toBe(20);
+      }),
+    );
+  });
+
+  it('is a function of the pair and the time slot: constant within a slot, the same whatever was asked before', () => {
+    const a = new NetworkWorld(config, 7, 0.01);
+    const b = new NetworkWorld(config, 7, 0.01);
+    const x = inst('x', 'z1');
+    const y = inst('y', 'z2');
+    b.rtt(inst('p', 'z1'), inst('q', 'z1'), 999);
+    expect(a.rtt(x, y, 120)).toBe(b.rtt(y, x, 179.5));
+    expect(a.rtt(x, y, 120)).not.toBe(a.rtt(x, y, 180));
+    // A worker's window maximum covers the slots the window overlaps.
+    expect(a.measuredMax(x, y, 180)).toBe(Math.max(a.rtt(x, y, 120), a.rtt(x, y, 180)));
+  });
+
+  it('congestion episodes multiply an instance’s round trips by their factor for their duration', () => {
+    const stormy = resolveNetworkConfig(
+      networkConfigSchema.parse({
+        noise: { withinPlacementGroup: [1, 1], betweenDomains: [1, 1] },
+        episodes: { perInstancePerDay: 24, durationMinutes: [5, 30], factor: [2, 3] },
+      }),
+      'r',
+    );
+    const world = new NetworkWorld(stormy, 5, 0.01);
+    const factors = new Set<number>();
+    let congested = 0;
+    for (let t = 0; t < 5 * 86_400; t += 60) {
+      const f = world.rtt(inst('a', 'z1'), inst('b', 'z1'), t) / 150;
+      factors.add(Math.round(f * 1000) / 1000);
+      if (f > 1) {
+        congested += 1;
+        expect(f).toBeGreaterThanOrEqual(2);
+        expect(f).toBeLessThanOrEqual(3);
+      }
+    }
+    // Two instances, one episode an hour each, 5–30 min long: a sizeable share of the time is congested.
+    expect(congested / (5 * 1440)).toBeGreaterThan(0.2);
+    expect(congested / (5 * 1440)).toBeLessThan(0.8);
+    expect(new NetworkWorld(stormy, 5, 0.01).varies).toBe(true);
+    expect(
+      new NetworkWorld(
+        resolveNetworkConfig(
+          networkConfigSchema.parse({ noise: { withinPlacementGroup: [1, 1], betweenDomains: [1, 1] } }),
+          'r',
+        ),
+        5,
+        0.01,
+      ).varies,
+    ).toBe(false);
+  });
+
+  it('rejects a bad config naming the field', () => {
+    const bad = (value: unknown) => {
+      try {
+        parseWith(networkConfigSchema, value, 'net.yaml');
+      } catch (e) {
+        if (e instanceof ValidationError) return e.problems.join('; ');
+      }
+      return 'accepted';
+    };
+    expect(bad({ zones: 0 })).toMatch(/^zones: at least 1/);
+    expect(bad({ noise: { betweenDomains: [1.2, 0.8] } })).toMatch(
+      /noise\.betweenDomains: low must not exceed high/,
+    );
+    expect(bad({ episodes: { factor: [0.5, 2] } })).toMatch(/episodes\.factor\.0/);
+    expect(bad({ domainRttMicroseconds: { zone: -1 } })).toMatch(
+      /domainRttMicroseconds\.zone: must be ≥ 0 µs/,
+    );
+    expect(bad({ nosie: {} })).toMatch(/nosie/);
+  });
+});
