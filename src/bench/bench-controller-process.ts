@@ -10,6 +10,9 @@ import { WORKER_MAIN } from '../cloud/local/worker-spawner.js';
  * FLEETWISE_EXTERNAL_WORKERS hook): the benchmark's simulated fleet registers and heartbeats for them over HTTP.
  */
 
+/** Clock ticks per second of /proc's CPU times (Linux's USER_HZ). */
+const USER_HZ = 100;
+
 /** The controller's hook for workers started elsewhere (cli/commands/controller.ts EXTERNAL_WORKERS_ENV). */
 const EXTERNAL_WORKERS_ENV = 'FLEETWISE_EXTERNAL_WORKERS';
 
@@ -158,6 +161,17 @@ export class BenchController {
     const kb = /^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1];
     if (kb === undefined) throw new Error(`no VmRSS in /proc/${this.pid}/status`);
     return Number(kb) / 1024;
+  }
+
+  /**
+   * CPU seconds the controller process has used so far, all its threads (the prediction worker's too): user + system
+   * time from /proc/<pid>/stat, in the kernel's USER_HZ ticks (100 per second on Linux).
+   */
+  cpuSeconds(): number {
+    const stat = readFileSync(`/proc/${this.pid}/stat`, 'utf8');
+    // Fields after the command name (which may contain spaces, in parentheses): utime and stime are the 12th and 13th.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / USER_HZ;
   }
 
   /** SIGTERM and wait; SIGKILL if it has not exited within `graceMs`. */

@@ -1,3 +1,4 @@
+import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BenchController } from './bench-controller-process.js';
@@ -24,6 +25,8 @@ export interface ControllerBenchOptions {
   readonly finished: number;
   /** Clients submitting at once. */
   readonly concurrency: number;
+  /** Rounds measured with `waiting` queued and `running` running. */
+  readonly rounds: number;
   readonly heartbeatWindowSeconds: number;
   /** State directories of the controllers go here. */
   readonly workDir: string;
@@ -38,6 +41,7 @@ export const CONTROLLER_BENCH_DEFAULTS = {
   workers: 1000,
   finished: 10_000,
   concurrency: 4,
+  rounds: 5,
   heartbeatWindowSeconds: 10,
 } as const;
 
@@ -74,6 +78,16 @@ export interface ControllerBenchResult {
   readonly heartbeatsPerSecond: number;
   readonly heartbeatP50Ms: number;
   readonly heartbeatP99Ms: number;
+  /**
+   * The controller's CPU time (all its threads) per submission and per heartbeat over those phases: what each costs
+   * with everything the controller did meanwhile (rounds, reconciliation, predictions), whatever else the machine
+   * runs. 1000 / this is what one free core would sustain.
+   */
+  readonly submitCpuMs: number;
+  readonly heartbeatCpuMs: number;
+  /** The machine while it ran: cores, and the 1-minute load average at the end of each phase (a shared box skews wall-clock figures). */
+  readonly cpus: number;
+  readonly loadAverages: { readonly submit: number; readonly rounds: number; readonly heartbeats: number };
   /** Simulated-worker requests that failed (should be 0). */
   readonly fleetErrors: number;
   readonly targets: typeof CONTROLLER_BENCH_TARGETS;
@@ -244,18 +258,24 @@ export async function benchController(
     | 'heartbeatsPerSecond'
     | 'heartbeatP50Ms'
     | 'heartbeatP99Ms'
+    | 'heartbeatCpuMs'
+    | 'cpus'
+    | 'loadAverages'
     | 'fleetErrors'
     | 'met'
     | 'targets'
-  >;
+  > & { readonly loads: { readonly submit: number; readonly rounds: number } };
   try {
     fleetA.start();
     // 1. Submissions while rounds run.
     progress(`submitting ${options.submissions} jobs from ${options.concurrency} clients while rounds run`);
     const roundsBefore = (await jobCounts(a)).rounds;
     const started = performance.now();
+    const cpuBefore = a.cpuSeconds();
     const latencies = await submit(a, 0, options.submissions, options.concurrency, smallJob, progress);
     const submitSeconds = (performance.now() - started) / 1000;
+    const submitCpuMs = ((a.cpuSeconds() - cpuBefore) * 1000) / latencies.length;
+    const submitLoad = loadavg()[0] as number;
     submitted = options.submissions;
     const roundsDuringSubmissions = (await jobCounts(a)).rounds - roundsBefore;
 
@@ -280,12 +300,14 @@ export async function benchController(
       status,
     );
     progress(`measuring rounds with ${describeCounts(steady)}`);
-    const rounds = await measureRounds(a, 5);
+    const rounds = await measureRounds(a, options.rounds);
     const during = await jobCounts(a);
+    const roundsLoad = loadavg()[0] as number;
 
-    // 3. Memory once `finished` jobs have succeeded.
+    // 3. Memory once `finished` jobs have succeeded (heartbeats once a second: completions are seen sooner).
     progress(`running ${options.finished} jobs to completion`);
     fleetA.taskSeconds = 1;
+    fleetA.setHeartbeatMs(1000);
     await until(
       `${options.finished} succeeded jobs`,
       async () => {
@@ -316,6 +338,8 @@ export async function benchController(
       runningJobs: during.running,
       finishedJobs: finished.succeeded,
       memoryMiB: a.rssMiB(),
+      submitCpuMs,
+      loads: { submit: submitLoad, rounds: roundsLoad },
     };
   } finally {
     await fleetA.stop();
@@ -332,7 +356,7 @@ export async function benchController(
     url: b.url,
     workerToken: b.workerToken(),
     instances: () => b.instances(),
-    heartbeatMs: 5000,
+    heartbeatMs: 2000,
     taskSeconds: Number.POSITIVE_INFINITY,
   });
   try {
@@ -352,10 +376,16 @@ export async function benchController(
     await sleep(1500);
     fleetB.startRecording();
     const started = performance.now();
+    const cpuBefore = b.cpuSeconds();
     await sleep(options.heartbeatWindowSeconds * 1000);
     const beats = fleetB.stopRecording();
     const seconds = (performance.now() - started) / 1000;
+    const heartbeatCpuMs = ((b.cpuSeconds() - cpuBefore) * 1000) / Math.max(1, beats.length);
+    const { loads, ...queueFigures } = result;
     const heartbeats = {
+      heartbeatCpuMs,
+      cpus: availableParallelism(),
+      loadAverages: { ...loads, heartbeats: loadavg()[0] as number },
       workers: fleetB.registered,
       heartbeats: beats.length,
       heartbeatsPerSecond: beats.length / seconds,
@@ -363,7 +393,7 @@ export async function benchController(
       heartbeatP99Ms: quantile(beats, 0.99),
       fleetErrors: fleetA.errors + fleetB.errors,
     };
-    const figures = { ...result, ...heartbeats };
+    const figures = { ...queueFigures, ...heartbeats };
     return { ...figures, targets: CONTROLLER_BENCH_TARGETS, met: targetsMet(figures) };
   } finally {
     await fleetB.stop();

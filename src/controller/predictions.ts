@@ -43,6 +43,9 @@ type Wanted =
   /** After a submission: the snapshot is read when the prediction starts, so a burst costs one. */
   | { readonly kind: 'fresh' };
 
+/** After each prediction the engine rests this many times as long as it ran. */
+const REST_FACTOR = 2;
+
 /** ETAs written per transaction. */
 const STORE_SLICE = 200;
 
@@ -58,7 +61,8 @@ const MAX_WAITING_ESTIMATES = 4;
  * the number of jobs) and returns; a round hands over the snapshot it already read. One prediction runs at a time on
  * the engine (a worker thread in production), from a snapshot of the whole queue; what is asked meanwhile is
  * coalesced, the newest request replacing older ones, since its snapshot includes theirs. Between two runs the engine
- * rests as long as the last run took, so predictions take at most about half of a core under a stream of changes. A
+ * rests twice as long as the last run took, so predictions take at most about a third of a core under a stream of
+ * changes (on a small controller host the API and the loop need the rest; an ETA is hours ahead, seconds late). A
  * job's first ETA is also kept as its submission prediction, which its error is measured against; until it has one,
  * its view says the ETA is pending.
  */
@@ -270,9 +274,9 @@ export class Predictions {
       )
       .finally(() => {
         this.running = false;
-        // Rest as long as the run took (at most its budget), so predictions leave the other core to the controller.
+        // Rest twice as long as the run took (at most twice its budget): a third of a core at most, whatever is asked.
         const tookMs = performance.now() - startedMs;
-        this.restUntilMs = performance.now() + Math.min(tookMs, this.deps.budgetSeconds * 1000);
+        this.restUntilMs = performance.now() + REST_FACTOR * Math.min(tookMs, this.deps.budgetSeconds * 1000);
         this.startNext();
       });
   }

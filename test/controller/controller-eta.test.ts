@@ -231,6 +231,20 @@ describe('controller predictions with the simulator (src/predict/predict.ts)', (
     expect(eta?.basis).toContain('no future arrivals');
   });
 
+  it('estimates a dry-run submission in its own lane, storing nothing', async () => {
+    const { controller, store, clock } = rig({ caps: { quotas: [{ group: 'standard', maxVcpus: 4 }] } });
+    controller.submit(jobSpec('first', CPU_SMALL, { expectedDurationSeconds: 3600 }), 'research');
+    await controller.runRound('submitted');
+    const eta = await controller.estimate(jobSpec('what-if', CPU_SMALL, { expectedDurationSeconds: 600 }));
+    // Behind the first job under the quota: it would start once that one ends, an hour from now.
+    expect(eta?.startSeconds as number).toBeGreaterThanOrEqual(clock.nowSeconds() + 3600);
+    expect(eta?.completionSeconds as number).toBeGreaterThanOrEqual(clock.nowSeconds() + 3600 + 600);
+    expect(eta?.basis).toMatch(/^simulated \d+ round\(s\) ahead with eva/);
+    expect(store.listJobs()).toHaveLength(1);
+    await controller.stop();
+    expect(await controller.estimate(jobSpec('after-stop', CPU_SMALL))).toBeNull();
+  });
+
   it('queues the prediction behind the caps: the second job starts after the first ends', async () => {
     const { controller, store } = rig({ caps: { quotas: [{ group: 'standard', maxVcpus: 4 }] } });
     const first = controller.submit(

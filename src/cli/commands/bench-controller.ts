@@ -21,6 +21,7 @@ const optionsSchema = z.object({
   workers: count(10_000),
   finished: count(1_000_000),
   concurrency: count(256),
+  rounds: count(100),
   heartbeatSeconds: z.coerce.number().finite().positive().max(600),
   keep: z.boolean().optional(),
   cpuProf: z.string().min(1).optional(),
@@ -44,6 +45,7 @@ export function registerBenchController(bench: Command): Command {
     .option('--workers <n>', 'simulated workers heartbeating (one job each)', String(d.workers))
     .option('--finished <n>', 'jobs run to completion before the memory is read', String(d.finished))
     .option('--concurrency <n>', 'clients submitting at once', String(d.concurrency))
+    .option('--rounds <n>', 'rounds measured with the queue full', String(d.rounds))
     .option(
       '--heartbeat-seconds <s>',
       'how long the heartbeats are measured',
@@ -55,8 +57,10 @@ export function registerBenchController(bench: Command): Command {
     .action(async (raw: Record<string, unknown>) => {
       const opts = parseWith(optionsSchema, raw, 'fleetwise bench controller options');
       const workDir = mkdtempSync(join(tmpdir(), 'fleetwise-bench-controller-'));
+      const started = performance.now();
       const progress = (message: string): void => {
-        process.stderr.write(`bench controller: ${message}\n`);
+        const seconds = ((performance.now() - started) / 1000).toFixed(1);
+        process.stderr.write(`bench controller [${seconds} s]: ${message}\n`);
       };
       let result: ControllerBenchResult;
       try {
@@ -68,6 +72,7 @@ export function registerBenchController(bench: Command): Command {
             workers: opts.workers,
             finished: opts.finished,
             concurrency: opts.concurrency,
+            rounds: opts.rounds,
             heartbeatWindowSeconds: opts.heartbeatSeconds,
             workDir,
             cpuProfileDir: opts.cpuProf === undefined ? undefined : resolve(opts.cpuProf),
@@ -79,7 +84,7 @@ export function registerBenchController(bench: Command): Command {
         else rmSync(workDir, { recursive: true, force: true });
       }
       if (opts.json === true) process.stdout.write(`${JSON.stringify(result)}\n`);
-      else process.stdout.write(formatResult(result));
+      else process.stdout.write(formatControllerBench(result));
     });
 }
 
@@ -88,7 +93,8 @@ function targetText(name: TargetName): string {
   return t.atLeast !== undefined ? `≥ ${t.atLeast}` : `≤ ${t.atMost ?? ''}`;
 }
 
-function formatResult(r: ControllerBenchResult): string {
+/** The human-readable table of a controller benchmark: each figure, its target, whether it was met, and on what. */
+export function formatControllerBench(r: ControllerBenchResult): string {
   const row = (name: TargetName, value: string, context: string): string[] => [
     name,
     value,
@@ -105,7 +111,11 @@ function formatResult(r: ControllerBenchResult): string {
           r.submitsPerSecond.toFixed(0),
           `${r.submissions} submissions, ${r.roundsDuringSubmissions} rounds meanwhile`,
         ),
-        row('submitP99Ms', r.submitP99Ms.toFixed(1), `p50 ${r.submitP50Ms.toFixed(1)} ms`),
+        row(
+          'submitP99Ms',
+          r.submitP99Ms.toFixed(1),
+          `p50 ${r.submitP50Ms.toFixed(1)} ms; controller CPU ${r.submitCpuMs.toFixed(2)} ms per submission`,
+        ),
         row(
           'roundSeconds',
           r.roundSeconds.toFixed(3),
@@ -116,9 +126,16 @@ function formatResult(r: ControllerBenchResult): string {
           r.heartbeatsPerSecond.toFixed(0),
           `${r.heartbeats} heartbeats from ${r.workers} workers`,
         ),
-        row('heartbeatP99Ms', r.heartbeatP99Ms.toFixed(1), `p50 ${r.heartbeatP50Ms.toFixed(1)} ms`),
+        row(
+          'heartbeatP99Ms',
+          r.heartbeatP99Ms.toFixed(1),
+          `p50 ${r.heartbeatP50Ms.toFixed(1)} ms; controller CPU ${r.heartbeatCpuMs.toFixed(2)} ms per heartbeat`,
+        ),
         row('memoryMiB', r.memoryMiB.toFixed(0), `controller RSS after ${r.finishedJobs} finished jobs`),
       ],
-    ) + (r.fleetErrors > 0 ? `${r.fleetErrors} simulated-worker request(s) failed\n` : '')
+    ) +
+    `machine: ${r.cpus} cores, load average ${r.loadAverages.submit.toFixed(1)} / ${r.loadAverages.rounds.toFixed(1)} / ` +
+    `${r.loadAverages.heartbeats.toFixed(1)} after the submissions / rounds / heartbeats\n` +
+    (r.fleetErrors > 0 ? `${r.fleetErrors} simulated-worker request(s) failed\n` : '')
   );
 }

@@ -1,0 +1,82 @@
+import { describe, expect, it } from 'vitest';
+import {
+  CONTROLLER_BENCH_TARGETS,
+  quantile,
+  type ControllerBenchResult,
+} from '../../src/bench/controller-bench.js';
+import { formatControllerBench } from '../../src/cli/commands/bench-controller.js';
+import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+
+/**
+ * `fleetwise bench controller` at a tiny size, through the built CLI: a real controller process, workers simulated
+ * over HTTP, every phase run. What is checked is the shape and the sense of the figures, never their speed
+ * (benchmarks measure that; README "Benchmarks" has the full-size figures).
+ */
+
+const SIZE = {
+  submissions: 12,
+  waiting: 6,
+  running: 3,
+  workers: 4,
+  finished: 5,
+  rounds: 2,
+};
+
+describe('fleetwise bench controller (tiny)', () => {
+  it('runs every phase against a real controller and prints one JSON object with sane figures', async () => {
+    ensureBuiltCli();
+    const out = await runCli([
+      'bench',
+      'controller',
+      '--json',
+      ...Object.entries(SIZE).flatMap(([k, v]) => [`--${k}`, String(v)]),
+      '--heartbeat-seconds',
+      '1',
+    ]);
+    expect(out.code, out.stderr).toBe(0);
+    const lines = out.stdout.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    const r = JSON.parse(lines[0] as string) as ControllerBenchResult;
+    // Every figure the targets name, and their context.
+    for (const name of Object.keys(CONTROLLER_BENCH_TARGETS) as (keyof typeof CONTROLLER_BENCH_TARGETS)[]) {
+      expect(Number.isFinite(r[name]), name).toBe(true);
+      expect(r[name], name).toBeGreaterThan(0);
+      expect(typeof r.met[name], name).toBe('boolean');
+    }
+    expect(r.targets).toEqual(CONTROLLER_BENCH_TARGETS);
+    expect(r.submissions).toBe(SIZE.submissions);
+    expect(r.submitP50Ms).toBeLessThanOrEqual(r.submitP99Ms);
+    expect(r.heartbeatP50Ms).toBeLessThanOrEqual(r.heartbeatP99Ms);
+    expect(r.roundMeanSeconds).toBeLessThanOrEqual(r.roundSeconds);
+    expect(r.roundsMeasured).toBeGreaterThan(0);
+    // The quota admits exactly `running` of the small jobs; the rest wait.
+    expect(r.runningJobs).toBe(SIZE.running);
+    expect(r.waitingJobs).toBe(SIZE.submissions - SIZE.running);
+    expect(r.finishedJobs).toBeGreaterThanOrEqual(SIZE.finished);
+    expect(r.workers).toBe(SIZE.workers);
+    expect(r.heartbeats).toBeGreaterThan(0);
+    expect(r.fleetErrors).toBe(0);
+    expect(r.submitCpuMs).toBeGreaterThan(0);
+    expect(r.heartbeatCpuMs).toBeGreaterThan(0);
+    expect(r.cpus).toBeGreaterThan(0);
+    expect(Object.keys(r.loadAverages).sort()).toEqual(['heartbeats', 'rounds', 'submit']);
+    // Progress went to stderr, the table is for people.
+    expect(out.stderr).toMatch(/^bench controller \[\d+\.\d s\]: submitting 12 jobs/m);
+    const table = formatControllerBench(r);
+    expect(table).toMatch(/^machine: \d+ cores, load average /m);
+    for (const name of Object.keys(CONTROLLER_BENCH_TARGETS))
+      expect(table).toMatch(new RegExp(`^${name}\\s`, 'm'));
+  }, 180_000);
+
+  it('reads quantiles by nearest rank', () => {
+    expect(quantile([], 0.99)).toBe(0);
+    expect(quantile([5, 1, 3], 0.5)).toBe(3);
+    expect(
+      quantile(
+        Array.from({ length: 100 }, (_, i) => i + 1),
+        0.99,
+      ),
+    ).toBe(99);
+    expect(quantile([7], 0.99)).toBe(7);
+  });
+});
