@@ -1,4 +1,5 @@
 import type { FamilyDemand } from './resources.js';
+import type { Market } from './market.js';
 import type { InstancePlacement, JobNetwork, MeasuredRtt } from './network.js';
 
 /**
@@ -54,6 +55,8 @@ export interface SchedInstance {
   readonly taskIds: readonly string[];
   /** Its zone and placement group, when known. */
   readonly placement?: InstancePlacement | undefined;
+  /** How it is bought; absent: on demand. */
+  readonly market?: Market | undefined;
 }
 
 export interface ClusterSnapshot {
