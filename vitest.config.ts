@@ -1,4 +1,35 @@
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import { defineConfig } from 'vitest/config';
+
+/**
+ * The files that take longest (multi-process runs that mostly wait on their processes), started first so the run
+ * does not end with one of them alone; the rest follow in vitest's own order.
+ */
+const LONGEST_FIRST = [
+  'test/controller/chaos.test.ts',
+  'test/controller/controller-ha.test.ts',
+  'test/cli/client-newcomer.test.ts',
+  'test/controller/local-stop.test.ts',
+  'test/controller/restore-round-trip.test.ts',
+  'test/bench/controller-bench.test.ts',
+  'test/controller/local-mode.test.ts',
+  'test/controller/store-outage-drain.test.ts',
+  'test/controller/worker-identity-local.test.ts',
+];
+
+class LongestFirstSequencer extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    const rank = (f: TestSpecification): number => {
+      const i = LONGEST_FIRST.findIndex((suffix) => f.moduleId.endsWith(suffix));
+      return i === -1 ? LONGEST_FIRST.length : i;
+    };
+    return sorted
+      .map((f, i) => ({ f, i }))
+      .sort((a, b) => rank(a.f) - rank(b.f) || a.i - b.i)
+      .map((x) => x.f);
+  }
+}
 
 export default defineConfig({
   test: {
@@ -6,5 +37,9 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // One file per core: vitest's default (cores − 1) runs the suite serially on a 2-core machine, twice as long;
+    // more than one per core starves the multi-process files (controllers, workers, moto_server, PostgreSQL).
+    maxWorkers: 2,
+    sequence: { sequencer: LongestFirstSequencer },
   },
 });

@@ -130,6 +130,14 @@ export class TaskLifecycle {
         lastLogUploadMs: 0,
       };
       if (t.phase === 'starting' || t.phase === 'checkpointing') t.phase = 'running';
+      if (t.phase === 'running' && status.state === 'exited' && status.exitCode === undefined) {
+        // No exit code: the task did not end, it was ended with the worker that ran it (a local instance's tasks die
+        // with their worker, process.ts). Not the task's failure: it is stopped, and runs again from its last
+        // checkpoint if it is still wanted here.
+        t.phase = 'stopped';
+        t.reason = 'ended with the worker that ran it; it resumes from its last checkpoint';
+        await this.persist(t);
+      }
       this.tasks.set(t.taskId, t);
       // The watcher starts by listing the store: in the background, so an outage cannot hold up the heartbeat.
       if (t.phase === 'running' && status.state !== 'exited') this.background(t, () => this.watch(t));

@@ -187,12 +187,17 @@ describeWithMoto(
       const { logger } = startAgent('restore', SHORT);
       await proxy.setMode('refuse');
       controller.answer = [{ ...runTask('restore-3.0', ['sh', 'counter.sh']), restore: true }];
-      await until('the restore to retry', () =>
-        Promise.resolve(
-          logger.lines.some((l) => l.includes('restore of restore-3.0: the object store failed')) ||
-            undefined,
-        ),
-      );
+      await until(
+        'the restore to retry',
+        () =>
+          Promise.resolve(
+            logger.lines.some((l) => l.includes('restore of restore-3.0: the object store failed')) ||
+              undefined,
+          ),
+        45_000,
+      ).catch((e: unknown) => {
+        throw new Error(`${(e as Error).message}; the agent said:\n${logger.lines.join('\n')}`);
+      });
       // Neither failed nor started from zero: still starting, heartbeat after heartbeat.
       const seen = controller.heartbeats.length;
       await until('two more heartbeats', () =>
