@@ -105,5 +105,9 @@ export function runRecord(r: RunResult): RunRecord {
           latencySensitiveMigrationsPerJob: n.latencySensitiveMigrationsPerJob,
           latencyMovesPerJob: n.latencyMovesPerJob,
         }),
+    // Last, and only in a value-of-time sweep or when one was set: which value the run had.
+    ...(r.summary.valueOfTimePerJobHour === undefined
+      ? {}
+      : { valueOfTimePerJobHour: r.summary.valueOfTimePerJobHour }),
   };
 }
