@@ -13,6 +13,7 @@ import { withNormalizedCosts } from '../../src/sim/report/normalize.js';
 import { tuneHtml } from '../../src/sim/report/tune-html.js';
 import { controllerYaml, tuneJson, type CandidateOutcome } from '../../src/sim/report/tune-json.js';
 import { fakeRun } from '../sim/report/run-fixtures.js';
+import type { RunResult } from '../../src/world/run-result.js';
 
 /**
  * Every HTML page fleetwise writes (report.html, tune.html, the controller's cost report), loaded in headless
@@ -47,6 +48,27 @@ function simulationPage(): string {
     timedSeries: { timeSeconds: [0, 3600, 7200, 10_800], cumulativeCost: [0, 2, 3.5, 4.75] },
   };
   return reportHtml(runs, { trace: 'fixture', seed: 1, capDollarsPerHour: null }, bounds);
+}
+
+/** A value-of-time sweep: eva at three values (cheaper and slower as time is worth less) and three baselines. */
+function sweepPage(): string {
+  const at = (run: RunResult, meanJctHours: number, valueOfTimePerJobHour?: number): RunResult => ({
+    ...run,
+    summary: {
+      ...run.summary,
+      meanJctHours,
+      ...(valueOfTimePerJobHour === undefined ? {} : { valueOfTimePerJobHour }),
+    },
+  });
+  const runs = withNormalizedCosts([
+    at(fakeRun('eva@vot=0', 2, 3, 1, [2.5, 3]), 3.1, 0),
+    at(fakeRun('eva@vot=1', 2.15, 3, 1, [2.4, 3]), 2.8, 1),
+    at(fakeRun('eva@vot=4', 2.4, 3, 1, [2.2, 3]), 2.6, 4),
+    at(fakeRun('no-packing', 3, 3, 2, [2, 3]), 2.5),
+    at(fakeRun('owl', 2.5, 3, 2, [2.1, 3]), 2.65),
+    at(fakeRun('karpenter-balanced', 2.2, 3, 2, [2.6, 3.4]), 3.2),
+  ]);
+  return reportHtml(runs, { trace: 'fixture', seed: 1, valueOfTimePerJobHour: '0, 1, 4' });
 }
 
 function tunePage(): string {
@@ -132,7 +154,8 @@ function costPage(): string {
 }
 
 const PAGES: readonly { name: string; html: () => string; charts: number }[] = [
-  { name: 'report.html', html: simulationPage, charts: 5 },
+  { name: 'report.html', html: simulationPage, charts: 6 },
+  { name: 'report-sweep.html', html: sweepPage, charts: 6 },
   { name: 'tune.html', html: tunePage, charts: 2 },
   { name: 'costs.html', html: costPage, charts: 3 },
 ];
@@ -210,7 +233,7 @@ describe('HTML pages in headless Chromium', () => {
       svgs.map((s) => s.querySelectorAll('path').length),
     );
     await context.close();
-    expect(drawn).toHaveLength(5);
+    expect(drawn).toHaveLength(6);
     for (const count of drawn) expect(count).toBeGreaterThan(5);
   }, 60_000);
 });

@@ -66,6 +66,22 @@ export function frontierChart(results: readonly RunResult[]): ReportChart {
       ]),
     };
   });
+  // Axes padded around the points, so that none sits on a frame and every label shows.
+  const all = [...byPolicy.values()].flat();
+  const span = (values: number[], digits: number) => {
+    const lo = Math.min(...values);
+    const hi = Math.max(...values);
+    const pad = Math.max((hi - lo) * 0.08, Math.abs(hi) * 0.01, 1e-6);
+    return { min: round(Math.max(0, lo - pad), digits), max: round(hi + pad * 1.5, digits) };
+  };
+  const x = span(
+    all.map((p) => p.meanJctHours),
+    3,
+  );
+  const y = span(
+    all.map((p) => p.cost),
+    relative ? 3 : 0,
+  );
   return {
     chart: {
       id: 'chart-frontier',
@@ -76,10 +92,18 @@ export function frontierChart(results: readonly RunResult[]): ReportChart {
         legend: { top: 0, type: 'scroll' },
         tooltip: { trigger: 'item', confine: true },
         grid: { left: 90, right: 40, top: 50, bottom: 60 },
-        xAxis: { type: 'value', scale: true, name: 'mean job completion time (h)', ...AXIS_NAME },
+        xAxis: {
+          type: 'value',
+          ...x,
+          // The padded ends are not round numbers: only the ticks between them are labelled.
+          axisLabel: { showMinLabel: false, showMaxLabel: false },
+          name: 'mean job completion time (h)',
+          ...AXIS_NAME,
+        },
         yAxis: {
           type: 'value',
-          scale: true,
+          ...y,
+          axisLabel: { showMinLabel: false, showMaxLabel: false },
           name: relative ? 'cost (No-Packing = 1)' : 'cost ($)',
           ...AXIS_NAME,
           nameGap: 56,
