@@ -68,9 +68,11 @@ const BUCKET = 'fleetwise-chaos';
 /**
  * The most work a restart may redo: one checkpoint interval, plus what makes a checkpoint count later than the task
  * writes it: the task checkpoints at its first step past the interval, and a checkpoint counts once the worker has
- * uploaded it (a second is ample for a few bytes, even on a loaded host).
+ * uploaded it to S3: fifty tasks uploading to one moto_server take up to a second or two for a few bytes on a loaded
+ * 2-core host.
  */
-const LOST_WORK_BOUND_SECONDS = CHECKPOINT_SECONDS + STEP_SECONDS + 1;
+const UPLOAD_ALLOWANCE_SECONDS = 2;
+const LOST_WORK_BOUND_SECONDS = CHECKPOINT_SECONDS + STEP_SECONDS + UPLOAD_ALLOWANCE_SECONDS;
 /** A worker silent this long is replaced (short, so a killed worker's tasks move on quickly). */
 const HEARTBEAT_TIMEOUT_SECONDS = 2;
 const RUN_DEADLINE_MS = 360_000;
