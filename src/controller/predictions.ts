@@ -56,6 +56,9 @@ export const BURST_QUIET_MS = 1000;
 /** A prediction waits at most this long behind a burst that does not stop (a steady stream still gets ETAs). */
 export const BURST_MAX_WAIT_MS = 30_000;
 
+/** How long after a burst looked quiet it is looked at again before the prediction starts. */
+const QUIET_CONFIRM_MS = 100;
+
 /** ETAs written per transaction. */
 const STORE_SLICE = 200;
 
@@ -91,6 +94,8 @@ export class Predictions {
   /** When the latest submission came (performance.now() milliseconds), and when the burst it is part of began. */
   private lastSubmissionMs = Number.NEGATIVE_INFINITY;
   private burstSinceMs: number | undefined;
+  /** When the burst looked quiet (and is looked at once more, QUIET_CONFIRM_MS later). */
+  private quietSeenAtMs: number | undefined;
   private closed = false;
   private idleWaiters: (() => void)[] = [];
   private waitingEstimates = 0;
@@ -109,6 +114,7 @@ export class Predictions {
     if (now - this.lastSubmissionMs < BURST_QUIET_MS) this.burstSinceMs ??= this.lastSubmissionMs;
     else this.burstSinceMs = undefined; // a lone submission is predicted at once
     this.lastSubmissionMs = now;
+    this.quietSeenAtMs = undefined;
     this.wanted = { kind: 'fresh' };
     this.startNext();
   }
@@ -277,11 +283,17 @@ export class Predictions {
     if (wanted === undefined) return this.notifyIdle();
     const now = performance.now();
     let startAtMs = this.restUntilMs;
-    if (this.burstSinceMs !== undefined && now - this.lastSubmissionMs < BURST_QUIET_MS)
-      startAtMs = Math.max(
-        startAtMs,
-        Math.min(this.lastSubmissionMs + BURST_QUIET_MS, this.burstSinceMs + BURST_MAX_WAIT_MS),
-      );
+    if (this.burstSinceMs !== undefined) {
+      const limitMs = this.burstSinceMs + BURST_MAX_WAIT_MS;
+      const quietAtMs = this.lastSubmissionMs + BURST_QUIET_MS;
+      if (now < Math.min(quietAtMs, limitMs)) startAtMs = Math.max(startAtMs, Math.min(quietAtMs, limitMs));
+      else if (now < limitMs && this.quietSeenAtMs === undefined) {
+        // Quiet as far as this turn knows; but a turn that ran late (the loop was busy) comes before the requests
+        // that queued up meanwhile. Look once more after the loop has read them.
+        this.quietSeenAtMs = now;
+        startAtMs = Math.max(startAtMs, now + QUIET_CONFIRM_MS);
+      }
+    }
     const restMs = startAtMs - now;
     if (restMs > 0) {
       this.resting = setTimeout(() => {
@@ -293,6 +305,7 @@ export class Predictions {
     }
     this.wanted = undefined;
     this.burstSinceMs = undefined; // submissions from now on wait for the next prediction, at most as long again
+    this.quietSeenAtMs = undefined;
     this.running = true;
     const startedMs = performance.now();
     void this.execute(wanted)
