@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { readLocalInstances } from '../../src/cloud/local/instance-file.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
@@ -101,10 +102,7 @@ function uptimeCs(): number {
 }
 
 function instances(): LocalInstanceRecord[] {
-  const file = join(stateDir, 'local-instances.json');
-  return existsSync(file)
-    ? (JSON.parse(readFileSync(file, 'utf8')) as { instances: LocalInstanceRecord[] }).instances
-    : [];
+  return readLocalInstances(join(stateDir, 'local-instances.json'));
 }
 
 /** Every process a local instance may have left: its worker and the tasks' process groups. */
