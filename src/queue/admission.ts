@@ -55,8 +55,12 @@ export interface AdmissionSettings {
 export const ADMIT_BY = ['standalone', 'plan-cost'] as const;
 export type AdmitBy = (typeof ADMIT_BY)[number];
 
-/** The smallest packing factor `plan-cost` assumes (a fleet briefly emptier than its jobs' footprints). */
+/**
+ * Bounds of the factor `plan-cost` applies: a fleet briefly emptier than its jobs' footprints (instances still
+ * launching), or fuller (instances idle until the next plan drops them), should not swing admission too far.
+ */
 const MIN_PACKING_FACTOR = 0.25;
+const MAX_PACKING_FACTOR = 4;
 
 /** A job that no instance type of the catalog can host: it waits as never-fits whatever the caps. */
 export interface UnhostableJob {
@@ -243,7 +247,9 @@ export class Admission {
 
   /**
    * `plan-cost`: the fleet's $/hour over the standalone $/hour of the jobs holding capacity (1 with `standalone`, no
-   * $ cap, or nothing running yet): what a standalone dollar of footprint really costs once packed.
+   * $ cap, or nothing running yet): what a standalone dollar of footprint really costs once packed. Above 1 too
+   * (a fleet with idle room costs more than its jobs' footprints say): jobs holding capacity then count for what the
+   * fleet costs, so admission never counts on money the fleet already spends.
    */
   private packingFactor(snapshot: ClusterSnapshot, running: readonly RunningQueuedJob[]): number {
     if (this.admitBy !== 'plan-cost' || this.caps.maxCostPerHour === undefined) return 1;
@@ -254,7 +260,7 @@ export class Admission {
     if (standalone <= 0) return 1;
     const types = typesByName(this.catalog);
     const fleet = snapshot.instances.reduce((s, i) => s + (types.get(i.typeName)?.costPerHour ?? 0), 0);
-    return Math.min(1, Math.max(MIN_PACKING_FACTOR, fleet / standalone));
+    return Math.min(MAX_PACKING_FACTOR, Math.max(MIN_PACKING_FACTOR, fleet / standalone));
   }
 
   /**
