@@ -106,6 +106,6 @@ export interface RunResult {
   readonly queue?: QueueRunMetrics | undefined;
   /** Present when jobs declare a network or the run was given one (`RunOptions.network`). */
   readonly network?: NetworkRunMetrics | undefined;
-  /** Start skew, barrier-idle cost and wait to be placed (every run of the engine). */
+  /** Start skew, barrier-idle cost and wait to be placed (runs given `RunOptions.starts`). */
   readonly starts?: StartRunMetrics | undefined;
 }

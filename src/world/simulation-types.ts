@@ -92,7 +92,7 @@ export interface RunOptions {
    * given or some job declares a network.
    */
   readonly network?: { readonly config: NetworkConfig; readonly seed: number } | undefined;
-  /** Co-start, placement between rounds and binding (all off when absent). */
+  /** Co-start, placement between rounds and binding (all off when absent); given, the run reports its starts. */
   readonly starts?: StartOptions | undefined;
 }
 

@@ -97,6 +97,8 @@ export class Simulation {
   private readonly ticks: boolean;
   private tickPending = false;
 
+  /** Report start skew, barrier-idle cost and wait to be placed (the run was given start options). */
+  private readonly reportsStarts: boolean;
   /** Placement between rounds, when on. */
   private readonly placer: BetweenRoundsPlacer | undefined;
   private placedBetweenRounds = 0;
@@ -161,6 +163,7 @@ export class Simulation {
           isLatencySensitive(j.spec.network.sensitivity),
       );
     const starts = fork === undefined ? options.starts : undefined;
+    this.reportsStarts = starts !== undefined;
     this.commands = new CommandIssuer(this.state, options.catalog, this.admission, starts?.coStart === true);
     this.placer =
       starts?.placeBetweenRounds === true
@@ -468,12 +471,16 @@ export class Simulation {
       series: this.state.meter.series(this.maxSeriesPoints),
       jobs,
       ...(network === undefined ? {} : { network }),
-      starts: {
-        startSkewSecondsMean: mean(this.state.starts.skews),
-        barrierIdleCost: this.state.starts.barrierIdleCost,
-        waitToPlaceSecondsMean: mean(waits),
-        placedBetweenRounds: this.placedBetweenRounds,
-      },
+      ...(this.reportsStarts
+        ? {
+            starts: {
+              startSkewSecondsMean: mean(this.state.starts.skews),
+              barrierIdleCost: this.state.starts.barrierIdleCost,
+              waitToPlaceSecondsMean: mean(waits),
+              placedBetweenRounds: this.placedBetweenRounds,
+            },
+          }
+        : {}),
     };
   }
 }

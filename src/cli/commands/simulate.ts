@@ -211,12 +211,15 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
           predict: o.predict ?? true,
           ...(o.admitBy !== undefined ? { admitBy: o.admitBy } : {}),
         };
-  // Murmuration's parts (digest §7.5 arms): each off unless asked for.
-  const starts = {
-    coStart: o.coStart === 'on',
-    placeBetweenRounds: o.placeBetweenRounds === 'on',
-    bind: o.bind === 'on',
-  };
+  // Murmuration's parts (digest §7.5 arms): each off unless asked for; naming any (on or off) reports the starts.
+  const starts =
+    o.coStart === undefined && o.placeBetweenRounds === undefined && o.bind === undefined
+      ? undefined
+      : {
+          coStart: o.coStart === 'on',
+          placeBetweenRounds: o.placeBetweenRounds === 'on',
+          bind: o.bind === 'on',
+        };
   const runtime = o.runtime ?? 'engine';
   const network = o.latencyConfig === undefined ? undefined : readLatencyConfigFile(o.latencyConfig);
   if (runtime === 'controller' && (network !== undefined || (o.latencySensitive ?? 0) > 0))
@@ -236,7 +239,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     evaPaybackMargin: o.evaPaybackMargin ?? config?.scheduler.paybackMargin,
     pairwiseInterference: o.pairwiseInterference,
     queue,
-    starts,
+    ...(starts === undefined ? {} : { starts }),
     pollSeconds: o.pollSeconds,
     network,
     // The controller runs the config as its own settings, with the caps and queue the flags laid over it.
