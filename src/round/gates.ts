@@ -12,6 +12,9 @@ import { launchCapViolations } from './plan-caps.js';
 
 export type GateWait = string | undefined;
 
+/** A start's wait when only its instance's registration is missing (co-start reads it as a known time ahead). */
+export const WAIT_INSTANCE_READY = 'its instance to be ready';
+
 /** What a start-task gate needs to know now. */
 export interface StartGateState {
   /** The task's own stop is done (it is queued, or stopped after a checkpoint). */
@@ -33,7 +36,7 @@ export interface StartGateState {
 export function startGate(s: StartGateState): GateWait {
   if (!s.taskStopped) return 'its own checkpoint-stop';
   if (s.jobTasksStopping > 0) return `${s.jobTasksStopping} task(s) of its job still checkpointing`;
-  if (!s.instanceReady) return 'its instance to be ready';
+  if (!s.instanceReady) return WAIT_INSTANCE_READY;
   if (!fits(s.demand, s.freeCapacity))
     return 'room on its instance (tasks leaving it are still checkpointing)';
   return undefined;

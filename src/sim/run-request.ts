@@ -6,7 +6,8 @@ import type { QueueCaps } from '../queue/caps.js';
 import type { WfqConfig } from '../queue/wfq.js';
 import { queueConfigFor, type QueueKind } from './queue-options.js';
 import { schedulerCaps } from '../round/plan-caps.js';
-import { type SimulationProgress } from '../world/simulation-types.js';
+import { type SimulationProgress, type StartOptions } from '../world/simulation-types.js';
+import type { AdmitBy } from '../queue/admission.js';
 import { runSimulation } from './run-simulation.js';
 import { constantPairwise, type GroundTruth } from '../world/ground-truth.js';
 import { createScheduler, type SchedulerName } from '../scheduler/registry.js';
@@ -82,8 +83,12 @@ export interface RunRequest {
         readonly config?: WfqConfig | undefined;
         /** Completion-time predictions (PCS §4) for every job at its first round: predErrAvg/predErrP99. */
         readonly predict?: boolean | undefined;
+        /** How jobs are sized against a $/hour cap (AdmissionSettings.admitBy). */
+        readonly admitBy?: AdmitBy | undefined;
       }
     | undefined;
+  /** Co-start, placement between rounds, binding (RunOptions.starts). */
+  readonly starts?: StartOptions | undefined;
 }
 
 /** Messages a run worker posts to the main thread. */
@@ -191,12 +196,14 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
     ...(network === undefined ? {} : { network }),
     ...(request.roundSeconds !== undefined ? { roundSeconds: request.roundSeconds } : {}),
     ...(request.earlyRounds === true ? { earlyRounds: true } : {}),
+    ...(request.starts !== undefined ? { starts: request.starts } : {}),
     ...(request.queue !== undefined
       ? {
           queue: {
             caps: request.queue.caps,
             config: request.queue.config ?? queueConfigFor(request.queue.kind, sizesSeconds),
             predict: request.queue.predict ?? false,
+            admitBy: request.queue.admitBy,
           },
         }
       : {}),

@@ -1,11 +1,11 @@
 import type { Catalog, InstanceType } from '../core/catalog.js';
 import type { Admission } from '../queue/admission.js';
 import { hasAnyCap } from '../queue/caps.js';
-import { launchGate, startGate, terminateGate } from '../round/gates.js';
+import { launchGate, startGate, terminateGate, WAIT_INSTANCE_READY } from '../round/gates.js';
 import type { Action } from '../scheduler/actions.js';
 import type { InstancePlacement } from '../core/network.js';
 import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './entities.js';
-import type { WorldState } from './world-state.js';
+import { RANK_EFFECT, type WorldState } from './world-state.js';
 
 /**
  * The commands a round issues to the simulated cloud and executor (Eva's master): a checkpoint-stop or a launch
@@ -18,10 +18,14 @@ export class CommandIssuer {
   /** Its caps gate launches. */
   private readonly admission: Admission;
 
-  constructor(state: WorldState, catalog: Catalog, admission: Admission) {
+  /** Start a multi-task job's tasks so that they are all ready at once (round/co-start.ts). */
+  private readonly coStart: boolean;
+
+  constructor(state: WorldState, catalog: Catalog, admission: Admission, coStart = false) {
     this.state = state;
     this.catalog = catalog;
     this.admission = admission;
+    this.coStart = coStart;
   }
 
   /** Carry out a round's actions: stops and launches are issued now, starts and terminations wait for their gates. */
@@ -69,6 +73,7 @@ export class CommandIssuer {
           inst.committed.add(task);
           task.pendingStart = true;
           task.job.status = 'migrating';
+          task.job.firstPlacedSeconds ??= this.state.now;
           this.state.pendingStarts.push(task);
           break;
         }
@@ -112,6 +117,9 @@ export class CommandIssuer {
 
   private issueLaunch(inst: SimInstance): void {
     this.state.launched.add(inst);
+    const d = inst.type.delays;
+    inst.readyAtSeconds =
+      this.state.now + d.instantiateSeconds + d.workerStartSeconds + d.workerRegisterSeconds;
     this.state.log('instance-launch', { instanceId: inst.id, typeName: inst.type.name });
     this.state.at(inst.type.delays.instantiateSeconds, { kind: 'instantiated', instance: inst });
   }
@@ -159,10 +167,16 @@ export class CommandIssuer {
     }
     if (this.state.pendingStarts.length > 0) {
       const waiting: SimTask[] = [];
+      const gangs = new Map<SimJob, SimTask[]>();
       for (const task of this.state.pendingStarts) {
         if (!task.pendingStart) continue; // finished meanwhile
-        if (!this.tryStart(task)) waiting.push(task);
+        if (this.coStart && task.job.tasks.length > 1) {
+          const gang = gangs.get(task.job);
+          if (gang === undefined) gangs.set(task.job, [task]);
+          else gang.push(task);
+        } else if (!this.tryStart(task)) waiting.push(task);
       }
+      for (const gang of gangs.values()) waiting.push(...this.tryCoStart(gang));
       this.state.pendingStarts = waiting;
     }
     if (this.state.pendingTerminations.length > 0) {
@@ -179,20 +193,70 @@ export class CommandIssuer {
     }
   }
 
-  private tryStart(task: SimTask): boolean {
+  /**
+   * Co-start (round/co-start.ts, Murmuration digest §7.2): the job's pending tasks are started so that they are all
+   * prepared at S_job, the latest of their expected ready times (each task's expected gate opening, from the
+   * expected-start index: now, or its instance's expected registration, plus its fetch and build). A task whose gate
+   * is open starts preparing at S_job − its own preparation; until then its slot stays free. While some task's
+   * opening is unknown (room its instance has yet to free, a sibling still checkpointing) none starts. Returns the
+   * tasks still waiting.
+   */
+  private tryCoStart(gang: readonly SimTask[]): SimTask[] {
+    const now = this.state.now;
+    const used = new Map<SimInstance, [number, number, number]>();
+    const opens: (number | undefined)[] = [];
+    const preps: number[] = [];
+    for (const task of gang) {
+      const inst = task.committed as SimInstance;
+      const before = used.get(inst) ?? [0, 0, 0];
+      const d = taskDemandOn(task, inst);
+      const wait = this.gateWait(task, before);
+      used.set(inst, [before[0] + d[0], before[1] + d[1], before[2] + d[2]]);
+      preps.push(
+        task.spec.fetchDelaySeconds +
+          (inst.images.has(task.spec.imageId) ? 0 : task.spec.buildImageDelaySeconds),
+      );
+      if (wait === undefined) opens.push(now);
+      else if (wait === WAIT_INSTANCE_READY && inst.readyAtSeconds !== undefined)
+        opens.push(Math.max(now, inst.readyAtSeconds));
+      else opens.push(undefined);
+    }
+    if (opens.some((o) => o === undefined)) return [...gang];
+    const jobStart = gang.reduce((m, _, i) => Math.max(m, (opens[i] as number) + (preps[i] as number)), 0);
+    const waiting: SimTask[] = [];
+    gang.forEach((task, i) => {
+      const at = jobStart - (preps[i] as number);
+      if (opens[i] === now && at <= now + 1e-9) {
+        if (this.tryStart(task)) return;
+      } else if (opens[i] === now && task.wakeAtSeconds !== at) {
+        task.wakeAtSeconds = at;
+        this.state.queue.push({ kind: 'co-start-wake', timeSeconds: at, rank: RANK_EFFECT });
+      }
+      waiting.push(task);
+    });
+    return waiting;
+  }
+
+  /** What the start gate still waits for, with `extra` of the target already taken by sibling starts. */
+  private gateWait(task: SimTask, extra: readonly [number, number, number] = [0, 0, 0]): string | undefined {
     const inst = task.committed as SimInstance;
-    const d = taskDemandOn(task, inst);
-    const wait = startGate({
+    return startGate({
       taskStopped: task.state === 'queued' || task.state === 'stopped',
       jobTasksStopping: task.job.tasks.filter((t) => t.state === 'killing' || t.state === 'uploading').length,
       instanceReady: inst.lifecycle === 'running',
       freeCapacity: [
-        inst.type.capacity[0] - inst.used[0],
-        inst.type.capacity[1] - inst.used[1],
-        inst.type.capacity[2] - inst.used[2],
+        inst.type.capacity[0] - inst.used[0] - extra[0],
+        inst.type.capacity[1] - inst.used[1] - extra[1],
+        inst.type.capacity[2] - inst.used[2] - extra[2],
       ],
-      demand: d,
+      demand: taskDemandOn(task, inst),
     });
+  }
+
+  private tryStart(task: SimTask): boolean {
+    const inst = task.committed as SimInstance;
+    const d = taskDemandOn(task, inst);
+    const wait = this.gateWait(task);
     if (wait !== undefined) return false;
     task.pendingStart = false;
     task.state = 'launching';

@@ -1,4 +1,6 @@
-import type { SimInstance, SimJob, SimTask } from './entities.js';
+import { barrierIdleCost, startSkewSeconds, type TaskStart } from '../round/co-start.js';
+import { taskShareOf } from '../scheduler/expected-start.js';
+import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './entities.js';
 import type { EffectEvent, WorldState } from './world-state.js';
 
 /**
@@ -66,13 +68,37 @@ function onLaunched(state: WorldState, task: SimTask): void {
   state.log('launched', { jobId: task.job.spec.id, taskId: task.id, instanceId: inst.id });
   inst.images.add(task.spec.imageId);
   state.dirtyInstances.add(inst);
+  task.readySeconds = state.now;
   const job = task.job;
   if (job.tasks.every((t) => t.state === 'running')) {
+    countRelease(state, job);
     // All tasks run: the job is reconfigurable again and makes progress after init_delay (gang start).
     job.status = 'executing';
     job.activationToken += 1;
     state.at(job.spec.initDelaySeconds, { kind: 'job-active', job, token: job.activationToken });
   }
+}
+
+/**
+ * A job's tasks all run: the barrier releases. Its start skew and barrier-idle cost count the tasks that (re)started
+ * for this release, each from when it was ready (launched) to now (round/co-start.ts).
+ */
+function countRelease(state: WorldState, job: SimJob): void {
+  if (job.tasks.length < 2) return;
+  const starts: TaskStart[] = [];
+  for (const t of job.tasks) {
+    if (t.readySeconds === undefined) continue;
+    const inst = t.occupying as SimInstance;
+    starts.push({
+      startSeconds: t.readySeconds,
+      costPerHour: inst.type.costPerHour,
+      share: taskShareOf(taskDemandOn(t, inst), inst.type.capacity),
+    });
+    t.readySeconds = undefined;
+  }
+  if (starts.length === 0) return;
+  state.starts.skews.push(startSkewSeconds(starts));
+  state.starts.barrierIdleCost += barrierIdleCost(starts, state.now);
 }
 
 function onJobActive(state: WorldState, job: SimJob, token: number): void {

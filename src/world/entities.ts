@@ -45,6 +45,10 @@ export interface SimTask {
   pendingStart: boolean;
   /** Ground-truth normalized throughput on its instance, while active. */
   rate: number;
+  /** A co-start wake-up already scheduled for it at this time. */
+  wakeAtSeconds?: number | undefined;
+  /** When it finished launching (prepared) in its current start, until its job's release is counted. */
+  readySeconds?: number | undefined;
 }
 
 export interface SimJob {
@@ -84,6 +88,8 @@ export interface SimJob {
   activeSeconds: number;
   /** $ its traffic across zones has cost so far. */
   crossZoneCost: number;
+  /** When a start was first committed for it (a plan's or a placement between rounds). */
+  firstPlacedSeconds?: number | undefined;
 }
 
 export interface SimInstance {
@@ -99,6 +105,8 @@ export interface SimInstance {
   /** Images built on it (Eva's simulator keeps them for the instance's lifetime). */
   readonly images: Set<string>;
   billedFromSeconds: number | undefined;
+  /** When it is expected to register (its launch plus the type's delays); undefined until launched. */
+  readyAtSeconds?: number | undefined;
   /** Its zone and cluster placement group (where the simulated cloud put it). */
   placement: InstancePlacement | undefined;
 }

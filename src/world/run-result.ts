@@ -86,6 +86,18 @@ export interface QueueRunMetrics {
   readonly preemptions: number;
 }
 
+/** How multi-task jobs started (Murmuration digest §7.5): skew, barrier-idle cost, wait to be placed. */
+export interface StartRunMetrics {
+  /** Mean over starts of multi-task jobs of max − min of their tasks' ready times, seconds. */
+  readonly startSkewSecondsMean: number;
+  /** Σ over those starts and their tasks of (release − ready) × the task's share of its instance's $/hour. */
+  readonly barrierIdleCost: number;
+  /** Mean over jobs of (first placement − arrival), seconds. */
+  readonly waitToPlaceSecondsMean: number;
+  /** Jobs placed between rounds. */
+  readonly placedBetweenRounds: number;
+}
+
 export interface RunResult {
   readonly summary: RunSummary;
   readonly series: RunSeries;
@@ -94,4 +106,6 @@ export interface RunResult {
   readonly queue?: QueueRunMetrics | undefined;
   /** Present when jobs declare a network or the run was given one (`RunOptions.network`). */
   readonly network?: NetworkRunMetrics | undefined;
+  /** Start skew, barrier-idle cost and wait to be placed (runs given `RunOptions.starts`). */
+  readonly starts?: StartRunMetrics | undefined;
 }

@@ -33,7 +33,8 @@ export type SimLogKind =
   | 'checkpoint-issued'
   | 'killed'
   | 'uploaded'
-  | 'completion';
+  | 'completion'
+  | 'placed-between-rounds';
 
 export interface SimLogEntry {
   readonly timeSeconds: number;
@@ -43,6 +44,16 @@ export interface SimLogEntry {
   readonly instanceId?: string;
   /** Instance type for `instance-launch`. */
   readonly typeName?: string;
+}
+
+/** The parts of Murmuration's placement a run uses (digest §7.5 arms); each off by default. */
+export interface StartOptions {
+  /** Start a multi-task job's tasks so they are ready together (round/co-start.ts). */
+  readonly coStart?: boolean | undefined;
+  /** Place waiting jobs on paid capacity at arrivals and completions (round/between-rounds.ts). */
+  readonly placeBetweenRounds?: boolean | undefined;
+  /** Placement between rounds may bind to instances still coming up instead of waiting for a launch. */
+  readonly bind?: boolean | undefined;
 }
 
 export interface RunOptions {
@@ -81,6 +92,8 @@ export interface RunOptions {
    * given or some job declares a network.
    */
   readonly network?: { readonly config: NetworkConfig; readonly seed: number } | undefined;
+  /** Co-start, placement between rounds and binding (all off when absent); given, the run reports its starts. */
+  readonly starts?: StartOptions | undefined;
 }
 
 /** A prediction request: run `world` forward with the fork until `jobIds` finished; their start and end times. */

@@ -7,7 +7,8 @@ import { CommandIssuer } from './commands.js';
 import { handleEffect } from './effects.js';
 import { integrateProgress, successProgress, type SimJob } from './entities.js';
 import { memoized } from './ground-truth.js';
-import { jobOutcome, networkMetrics, summarize } from './metrics.js';
+import { jobOutcome, mean, networkMetrics, summarize } from './metrics.js';
+import { BetweenRoundsPlacer } from './between-rounds.js';
 import { defaultNetworkConfig } from './network-config.js';
 import { NetworkWorld } from './network-world.js';
 import { refreshNetwork, refreshRates, type TaskRate } from './progress.js';
@@ -96,6 +97,12 @@ export class Simulation {
   private readonly ticks: boolean;
   private tickPending = false;
 
+  /** Report start skew, barrier-idle cost and wait to be placed (the run was given start options). */
+  private readonly reportsStarts: boolean;
+  /** Placement between rounds, when on. */
+  private readonly placer: BetweenRoundsPlacer | undefined;
+  private placedBetweenRounds = 0;
+
   private rounds = 0;
   /** The trace's jobs by id, built on the first `timesOf` (a prediction asks for every target). */
   private jobsById: Map<string, SimJob> | undefined;
@@ -155,7 +162,19 @@ export class Simulation {
           j.spec.network !== undefined &&
           isLatencySensitive(j.spec.network.sensitivity),
       );
-    this.commands = new CommandIssuer(this.state, options.catalog, this.admission);
+    const starts = fork === undefined ? options.starts : undefined;
+    this.reportsStarts = starts !== undefined;
+    this.commands = new CommandIssuer(this.state, options.catalog, this.admission, starts?.coStart === true);
+    this.placer =
+      starts?.placeBetweenRounds === true
+        ? new BetweenRoundsPlacer(
+            this.state,
+            this.commands,
+            this.admission,
+            options.catalog,
+            starts.bind === true,
+          )
+        : undefined;
     const lastArrival = this.state.jobs.reduce((m, j) => Math.max(m, j.spec.arrivalSeconds), 0);
     const longest = this.state.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
     this.maxSeconds = options.maxSimulatedSeconds ?? lastArrival + 30 * 86_400 + 10 * longest;
@@ -235,6 +254,8 @@ export class Simulation {
         return this.onCompletion(e.job, e.token);
       case 'network-tick':
         return this.onNetworkTick();
+      case 'co-start-wake':
+        return; // the gated commands are issued after every event
       default:
         return handleEffect(this.state, e);
     }
@@ -269,8 +290,14 @@ export class Simulation {
     this.state.log('arrival', { jobId: job.spec.id });
     this.state.liveJobs.set(job.spec.id, job);
     this.pushNextArrival();
+    this.placeBetweenRounds();
     this.requestEarlyRound();
     this.scheduleTick();
+  }
+
+  /** Waiting jobs onto paid capacity now, instead of at the next round (round/between-rounds.ts). */
+  private placeBetweenRounds(): void {
+    if (this.placer !== undefined) this.placedBetweenRounds += this.placer.place();
   }
 
   /** An early round one second after the event (so effects of the same second are seen), if enabled. */
@@ -375,6 +402,7 @@ export class Simulation {
     }
     this.state.liveJobs.delete(job.spec.id);
     this.state.finishedJobs += 1;
+    this.placeBetweenRounds();
     if (this.fork?.targets.has(job.spec.id) === true) this.targetsLeft -= 1;
   }
 
@@ -435,11 +463,24 @@ export class Simulation {
       },
       jobs,
     );
+    const waits = this.state.jobs.flatMap((j) =>
+      j.firstPlacedSeconds === undefined ? [] : [j.firstPlacedSeconds - j.spec.arrivalSeconds],
+    );
     return {
       summary,
       series: this.state.meter.series(this.maxSeriesPoints),
       jobs,
       ...(network === undefined ? {} : { network }),
+      ...(this.reportsStarts
+        ? {
+            starts: {
+              startSkewSecondsMean: mean(this.state.starts.skews),
+              barrierIdleCost: this.state.starts.barrierIdleCost,
+              waitToPlaceSecondsMean: mean(waits),
+              placedBetweenRounds: this.placedBetweenRounds,
+            },
+          }
+        : {}),
     };
   }
 }

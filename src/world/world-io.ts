@@ -50,6 +50,7 @@ export function exportWorld(state: WorldState, early: boolean): SimWorld {
       case 'arrival': // no future arrivals (PCS §4)
       case 'completion': // recomputed from the rates on import
       case 'network-tick': // predictions do not model the network
+      case 'co-start-wake': // nor the co-start barrier
         break;
     }
   }

@@ -27,6 +27,7 @@ import { parseSchedulerList, SCHEDULER_NAMES } from '../../scheduler/registry.js
 import type { RunResult } from '../../world/run-result.js';
 import { QUEUE_KINDS } from '../../sim/queue-options.js';
 import type { FamilyGroupQuota } from '../../queue/caps.js';
+import { ADMIT_BY } from '../../queue/admission.js';
 import { DEFAULT_PACKING_EFFICIENCY, DEFAULT_PAYBACK_MARGIN } from '../../scheduler/eva.js';
 import { DEFAULT_COLOCATION_RATE } from '../../scheduler/colocation-table.js';
 import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
@@ -62,8 +63,13 @@ interface RawSimulateOptions {
   readonly config?: string;
   readonly pollSeconds?: string;
   readonly latencyConfig?: string;
+  readonly coStart?: string;
+  readonly placeBetweenRounds?: string;
+  readonly bind?: string;
+  readonly admitBy?: string;
 }
 
+const onOff = z.enum(['on', 'off']);
 const rate = z.number().gt(0, 'must be > 0').max(1, 'must be ≤ 1');
 
 /** `--runtime`: the simulator's event engine, or the real controller on a virtual clock (src/sim/controller-runtime/). */
@@ -91,6 +97,10 @@ const optionsSchema = z.object({
   config: z.string().min(1).optional(),
   pollSeconds: numberText(z.number().positive('must be > 0')).optional(),
   latencyConfig: z.string().min(1).optional(),
+  coStart: onOff.optional(),
+  placeBetweenRounds: onOff.optional(),
+  bind: onOff.optional(),
+  admitBy: z.enum(ADMIT_BY).optional(),
 });
 
 /**
@@ -199,6 +209,16 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
             ...(quotas.length > 0 ? { quotas } : {}),
           },
           predict: o.predict ?? true,
+          ...(o.admitBy !== undefined ? { admitBy: o.admitBy } : {}),
+        };
+  // Murmuration's parts (digest §7.5 arms): each off unless asked for; naming any (on or off) reports the starts.
+  const starts =
+    o.coStart === undefined && o.placeBetweenRounds === undefined && o.bind === undefined
+      ? undefined
+      : {
+          coStart: o.coStart === 'on',
+          placeBetweenRounds: o.placeBetweenRounds === 'on',
+          bind: o.bind === 'on',
         };
   const runtime = o.runtime ?? 'engine';
   const network = o.latencyConfig === undefined ? undefined : readLatencyConfigFile(o.latencyConfig);
@@ -219,6 +239,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     evaPaybackMargin: o.evaPaybackMargin ?? config?.scheduler.paybackMargin,
     pairwiseInterference: o.pairwiseInterference,
     queue,
+    ...(starts === undefined ? {} : { starts }),
     pollSeconds: o.pollSeconds,
     network,
     // The controller runs the config as its own settings, with the caps and queue the flags laid over it.
@@ -281,6 +302,10 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
               )
               .join(' '),
       predictions: queue === undefined ? 'off (no queue)' : (queue.predict ?? false),
+      coStart: o.coStart ?? 'off',
+      placeBetweenRounds: o.placeBetweenRounds ?? 'off',
+      bind: o.bind ?? 'off',
+      admitBy: o.admitBy ?? 'standalone',
       latencyConfig: o.latencyConfig ?? 'default network (3 zones, digest §10.2 round trips, no episodes)',
     };
     // The trace's lower bounds, for the report's summary and cost chart (an LP per job event: ~2 s on Alibaba).
@@ -350,6 +375,16 @@ export function registerSimulate(program: Command): Command {
     .option(
       '--latency-config <file>',
       'simulated network (YAML/JSON): zones, round trip per latency domain, noise, congestion episodes (see README)',
+    )
+    .option('--co-start <on|off>', "start a multi-task job's tasks so they are ready together (default off)")
+    .option(
+      '--place-between-rounds <on|off>',
+      'place waiting jobs on paid capacity at arrivals and completions instead of at the next round (default off)',
+    )
+    .option('--bind <on|off>', 'placement between rounds may bind to instances still coming up (default off)')
+    .option(
+      '--admit-by <how>',
+      `queue layer: size jobs against a $ cap by ${ADMIT_BY.join('|')} (plan-cost: scaled by what the packed fleet really costs; default standalone)`,
     )
     .option(
       '--no-predict',

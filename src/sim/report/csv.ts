@@ -1,5 +1,5 @@
 import type { RunResult } from '../../world/run-result.js';
-import { NETWORK_FIELDS, QUEUE_FIELDS, runRecord, SUMMARY_FIELDS } from './normalize.js';
+import { NETWORK_FIELDS, QUEUE_FIELDS, runRecord, START_FIELDS, SUMMARY_FIELDS } from './normalize.js';
 
 /** RFC 4180 quoting: only when the value contains a comma, quote or line break. */
 function csvCell(value: string | number | null): string {
@@ -17,6 +17,7 @@ export function runsCsv(results: readonly RunResult[]): string {
     ...SUMMARY_FIELDS,
     ...(results.some((r) => r.queue !== undefined) ? QUEUE_FIELDS : []),
     ...(results.some((r) => r.network !== undefined) ? NETWORK_FIELDS : []),
+    ...(results.some((r) => r.starts !== undefined) ? START_FIELDS : []),
   ];
   const lines = [fields.join(',')];
   for (const r of results) {

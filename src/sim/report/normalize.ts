@@ -1,4 +1,10 @@
-import type { NetworkRunMetrics, QueueRunMetrics, RunResult, RunSummary } from '../../world/run-result.js';
+import type {
+  NetworkRunMetrics,
+  QueueRunMetrics,
+  StartRunMetrics,
+  RunResult,
+  RunSummary,
+} from '../../world/run-result.js';
 
 /** The baseline that costs are normalized to (Eva §6: costs relative to No-Packing). */
 export const BASELINE_SCHEDULER = 'no-packing';
@@ -73,16 +79,28 @@ export const NETWORK_FIELDS = [
   'latencyMovesPerJob',
 ] as const satisfies readonly (keyof NetworkRunMetrics)[];
 
+/** How multi-task jobs started, appended when the run reports it, in this order. */
+export const START_FIELDS = [
+  'startSkewSecondsMean',
+  'barrierIdleCost',
+  'waitToPlaceSecondsMean',
+  'placedBetweenRounds',
+] as const satisfies readonly (keyof StartRunMetrics)[];
+
 /**
  * One run as `simulate --json`, report.json and runs.csv show it: SUMMARY_FIELDS, then QUEUE_FIELDS if queued, then
- * NETWORK_FIELDS if the run reports the network.
+ * NETWORK_FIELDS if the run reports the network, then START_FIELDS.
  */
-export type RunRecord = RunSummary & Partial<QueueRunMetrics> & Partial<NetworkRunMetrics>;
+export type RunRecord = RunSummary &
+  Partial<QueueRunMetrics> &
+  Partial<NetworkRunMetrics> &
+  Partial<StartRunMetrics>;
 
 export function runRecord(r: RunResult): RunRecord {
   const summary = orderedSummary(r.summary);
   const q = r.queue;
   const n = r.network;
+  const s = r.starts;
   return {
     ...summary,
     ...(q === undefined
@@ -104,6 +122,14 @@ export function runRecord(r: RunResult): RunRecord {
           latencySensitiveMeanJctHours: n.latencySensitiveMeanJctHours,
           latencySensitiveMigrationsPerJob: n.latencySensitiveMigrationsPerJob,
           latencyMovesPerJob: n.latencyMovesPerJob,
+        }),
+    ...(s === undefined
+      ? {}
+      : {
+          startSkewSecondsMean: s.startSkewSecondsMean,
+          barrierIdleCost: s.barrierIdleCost,
+          waitToPlaceSecondsMean: s.waitToPlaceSecondsMean,
+          placedBetweenRounds: s.placedBetweenRounds,
         }),
   };
 }
