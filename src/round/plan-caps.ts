@@ -10,6 +10,7 @@ import {
   type QueueCaps,
 } from '../queue/caps.js';
 import type { ConfigurationDiff } from '../scheduler/actions.js';
+import { plannedPricePerHour } from '../scheduler/market-choice.js';
 import type { Configuration } from '../scheduler/types.js';
 
 /**
@@ -48,7 +49,11 @@ export function planCapViolation(
   caps: QueueCaps,
 ): string | undefined {
   const types = typesByName(catalog);
-  const cost = configuration.instances.reduce((s, i) => s + (types.get(i.typeName)?.costPerHour ?? 0), 0);
+  // Each instance at its market's price: spot at its pool's.
+  const cost = configuration.instances.reduce(
+    (s, i) => s + (types.has(i.typeName) ? plannedPricePerHour(catalog, i) : 0),
+    0,
+  );
   if (caps.maxCostPerHour !== undefined && cost > caps.maxCostPerHour + 1e-9)
     return `maxCostPerHour: $${cost.toFixed(2)}/h over the $${caps.maxCostPerHour}/h cap`;
   if (caps.maxInstances !== undefined && configuration.instances.length > caps.maxInstances)
