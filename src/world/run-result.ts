@@ -86,6 +86,16 @@ export interface QueueRunMetrics {
   readonly preemptions: number;
 }
 
+/** Metrics of a run with spot interruptions simulated (`simulate --spot on`). */
+export interface SpotRunMetrics {
+  /** Spot instances reclaimed (each reclaim counted once, however many jobs it hit). */
+  readonly interruptions: number;
+  /** Work lost to reclaims, in job-hours at full throughput (progress past the last checkpoint). */
+  readonly lostWorkHours: number;
+  /** Share of the billed instance-hours bought on spot. */
+  readonly spotShare: number;
+}
+
 export interface RunResult {
   readonly summary: RunSummary;
   readonly series: RunSeries;
@@ -94,4 +104,6 @@ export interface RunResult {
   readonly queue?: QueueRunMetrics | undefined;
   /** Present when jobs declare a network or the run was given one (`RunOptions.network`). */
   readonly network?: NetworkRunMetrics | undefined;
+  /** Present when spot interruptions were simulated (`RunOptions.spot`). */
+  readonly spot?: SpotRunMetrics | undefined;
 }

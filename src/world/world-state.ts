@@ -3,6 +3,7 @@ import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './ent
 import { EventQueue } from './event-queue.js';
 import { FleetMeter } from './fleet-meter.js';
 import type { NetworkWorld } from './network-world.js';
+import type { SpotEvent, SpotWorld } from './spot-world.js';
 import type { RunOptions, SimLogEntry, SimLogKind } from './simulation-types.js';
 
 // Same-time events run in this order, as in Eva's simulator: effects of earlier commands, then arrivals, then the
@@ -39,6 +40,7 @@ export type SimEvent =
   | { readonly kind: 'arrival'; readonly timeSeconds: number; readonly rank: number; readonly job: SimJob }
   | { readonly kind: 'round'; readonly timeSeconds: number; readonly rank: number; readonly early?: boolean }
   | { readonly kind: 'network-tick'; readonly timeSeconds: number; readonly rank: number }
+  | (SpotEvent & { readonly rank: number })
   | {
       readonly kind: 'completion';
       readonly timeSeconds: number;
@@ -86,6 +88,8 @@ export class WorldState {
   readonly meter = new FleetMeter();
   /** The network's ground truth (zones, round trips); undefined in a prediction's world, which ignores latency. */
   readonly network: NetworkWorld | undefined;
+  /** Spot interruptions (a run with spot on; never in a prediction's world). */
+  spot: SpotWorld | undefined;
   private nowSeconds = 0;
   private readonly onEvent: RunOptions['onEvent'];
 

@@ -62,6 +62,9 @@ interface RawSimulateOptions {
   readonly config?: string;
   readonly pollSeconds?: string;
   readonly latencyConfig?: string;
+  readonly spot?: string;
+  readonly checkpointMinutes?: string;
+  readonly spotBursts?: string;
 }
 
 const rate = z.number().gt(0, 'must be > 0').max(1, 'must be ≤ 1');
@@ -91,6 +94,9 @@ const optionsSchema = z.object({
   config: z.string().min(1).optional(),
   pollSeconds: numberText(z.number().positive('must be > 0')).optional(),
   latencyConfig: z.string().min(1).optional(),
+  spot: z.enum(['off', 'on'], { message: 'must be off or on' }).optional(),
+  checkpointMinutes: numberText(z.number().min(0, 'must be ≥ 0 (0: jobs never checkpoint)')).optional(),
+  spotBursts: numberText(z.number().min(0, 'must be ≥ 0')).optional(),
 });
 
 /**
@@ -206,6 +212,11 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     throw new ValidationError('--runtime', [
       'the simulated network (--latency-sensitive, --latency-config) runs in the engine runtime only: with --runtime controller, round trips reach the controller from its workers',
     ]);
+  const spotOn = o.spot === 'on';
+  if (!spotOn && o.spotBursts !== undefined)
+    throw new ValidationError('--spot-bursts', ['needs --spot on (bursts reclaim spot instances)']);
+  if (spotOn && runtime === 'controller')
+    throw new ValidationError('--spot', ['spot interruptions are simulated in the engine runtime only']);
   const requests: RunRequest[] = o.schedulers.map((scheduler) => ({
     scheduler,
     runtime,
@@ -221,6 +232,8 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     queue,
     pollSeconds: o.pollSeconds,
     network,
+    ...(spotOn ? { spot: { burstsPerPoolPerMonth: o.spotBursts } } : {}),
+    checkpointMinutes: o.checkpointMinutes,
     // The controller runs the config as its own settings, with the caps and queue the flags laid over it.
     controllerSettings:
       config === undefined || runtime !== 'controller'
@@ -282,6 +295,10 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
               .join(' '),
       predictions: queue === undefined ? 'off (no queue)' : (queue.predict ?? false),
       latencyConfig: o.latencyConfig ?? 'default network (3 zones, digest §10.2 round trips, no episodes)',
+      spot: spotOn
+        ? `on (${catalog.spot?.source === undefined ? 'no spot prices in the catalog' : `catalog spot snapshot ${catalog.spot.snapshotDate}`}; bursts per pool per month ${o.spotBursts ?? 0})`
+        : 'off (on demand only)',
+      checkpointMinutes: o.checkpointMinutes ?? "the trace's, else 30",
     };
     // The trace's lower bounds, for the report's summary and cost chart (an LP per job event: ~2 s on Alibaba).
     const bounds = costBounds(await loadIlpSolver(), catalog, trace.jobs);
@@ -350,6 +367,18 @@ export function registerSimulate(program: Command): Command {
     .option(
       '--latency-config <file>',
       'simulated network (YAML/JSON): zones, round trip per latency domain, noise, congestion episodes (see README)',
+    )
+    .option(
+      '--spot <off|on>',
+      "spot capacity (default off): on opens the catalog's spot market (eva buys spot where its expected cost pays; karpenter-spot and skypilot-spot always) and reclaims spot instances at the catalog's interruption rates, with a 2-minute notice",
+    )
+    .option(
+      '--checkpoint-minutes <m>',
+      "every job checkpoints on its own this often (0: never); default the trace's, else 30 (what a reclaimed instance loses)",
+    )
+    .option(
+      '--spot-bursts <n>',
+      'with --spot on: bursts per spot pool per 30 days that reclaim all of its instances at once (default 0)',
     )
     .option(
       '--no-predict',

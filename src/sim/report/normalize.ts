@@ -1,4 +1,10 @@
-import type { NetworkRunMetrics, QueueRunMetrics, RunResult, RunSummary } from '../../world/run-result.js';
+import type {
+  NetworkRunMetrics,
+  QueueRunMetrics,
+  RunResult,
+  RunSummary,
+  SpotRunMetrics,
+} from '../../world/run-result.js';
 
 /** The baseline that costs are normalized to (Eva §6: costs relative to No-Packing). */
 export const BASELINE_SCHEDULER = 'no-packing';
@@ -73,11 +79,21 @@ export const NETWORK_FIELDS = [
   'latencyMovesPerJob',
 ] as const satisfies readonly (keyof NetworkRunMetrics)[];
 
+/** The spot metrics, appended when the run simulated spot interruptions (`--spot on`), in this order. */
+export const SPOT_FIELDS = [
+  'interruptions',
+  'lostWorkHours',
+  'spotShare',
+] as const satisfies readonly (keyof SpotRunMetrics)[];
+
 /**
  * One run as `simulate --json`, report.json and runs.csv show it: SUMMARY_FIELDS, then QUEUE_FIELDS if queued, then
- * NETWORK_FIELDS if the run reports the network.
+ * NETWORK_FIELDS if the run reports the network, then SPOT_FIELDS with spot on.
  */
-export type RunRecord = RunSummary & Partial<QueueRunMetrics> & Partial<NetworkRunMetrics>;
+export type RunRecord = RunSummary &
+  Partial<QueueRunMetrics> &
+  Partial<NetworkRunMetrics> &
+  Partial<SpotRunMetrics>;
 
 export function runRecord(r: RunResult): RunRecord {
   const summary = orderedSummary(r.summary);
@@ -104,6 +120,13 @@ export function runRecord(r: RunResult): RunRecord {
           latencySensitiveMeanJctHours: n.latencySensitiveMeanJctHours,
           latencySensitiveMigrationsPerJob: n.latencySensitiveMigrationsPerJob,
           latencyMovesPerJob: n.latencyMovesPerJob,
+        }),
+    ...(r.spot === undefined
+      ? {}
+      : {
+          interruptions: r.spot.interruptions,
+          lostWorkHours: r.spot.lostWorkHours,
+          spotShare: r.spot.spotShare,
         }),
   };
 }
