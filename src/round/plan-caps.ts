@@ -1,4 +1,4 @@
-import { typesByName, type Catalog, type InstanceType } from '../core/catalog.js';
+import { typesByName, type Catalog } from '../core/catalog.js';
 import type { Caps } from '../core/model.js';
 import {
   addUsage,
@@ -7,6 +7,7 @@ import {
   instanceFootprint,
   NO_USAGE,
   usageOf,
+  type BoughtType,
   type QueueCaps,
 } from '../queue/caps.js';
 import type { ConfigurationDiff } from '../scheduler/actions.js';
@@ -36,7 +37,7 @@ export function planCapViolations(configuration: Configuration, catalog: Catalog
   const types = typesByName(catalog);
   const instances = configuration.instances.flatMap((i) => {
     const t = types.get(i.typeName);
-    return t === undefined ? [] : [instanceFootprint(t)];
+    return t === undefined ? [] : [instanceFootprint({ ...t, market: i.market })];
   });
   return capViolations(usageOf([{ jobId: 'plan', instances }], caps), caps);
 }
@@ -73,8 +74,8 @@ export function planCapViolation(
  * (draining ones included); empty when the launch may go ahead now.
  */
 export function launchCapViolations(
-  type: InstanceType,
-  inTransit: Iterable<InstanceType>,
+  type: BoughtType,
+  inTransit: Iterable<BoughtType>,
   caps: QueueCaps,
 ): string[] {
   if (!hasAnyCap(caps)) return [];

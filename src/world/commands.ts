@@ -1,6 +1,6 @@
-import type { Catalog, InstanceType } from '../core/catalog.js';
+import type { Catalog } from '../core/catalog.js';
 import type { Admission } from '../queue/admission.js';
-import { hasAnyCap } from '../queue/caps.js';
+import { hasAnyCap, type BoughtType } from '../queue/caps.js';
 import { launchGate, startGate, terminateGate } from '../round/gates.js';
 import type { Action } from '../scheduler/actions.js';
 import type { InstancePlacement } from '../core/network.js';
@@ -214,9 +214,9 @@ export class CommandIssuer {
   }
 }
 
-/** The instance's type at the price it is billed (caps count a spot instance at its pool's price). */
-function billedType(inst: SimInstance): InstanceType {
-  return inst.pricePerHour === inst.type.costPerHour
+/** The instance's type as bought: caps count a spot instance at its pool's price, against its spot quota. */
+function billedType(inst: SimInstance): BoughtType {
+  return inst.market === 'on-demand'
     ? inst.type
-    : { ...inst.type, costPerHour: inst.pricePerHour };
+    : { ...inst.type, costPerHour: inst.pricePerHour, market: inst.market };
 }

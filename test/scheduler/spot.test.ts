@@ -201,3 +201,26 @@ describe('caps with mixed markets', () => {
     );
   });
 });
+
+describe('spot quotas', () => {
+  it('counts a spot instance against its group spot quota (p-spot), an on-demand one against the on-demand quota', () => {
+    const configuration = {
+      instances: [
+        { id: 'new-1', typeName: 'p3.8xlarge', isNew: true, taskIds: [], market: 'spot' as const },
+        { id: 'new-2', typeName: 'p3.2xlarge', isNew: true, taskIds: [] },
+      ],
+    };
+    const diff = { actions: [], movedJobIds: [], startedJobIds: [], queuedJobIds: [] };
+    const check = (quotas: { group: string; maxGpus: number }[]) =>
+      planCapViolation(configuration, diff, catalog, { quotas });
+    // 4 GPUs on spot, 1 on demand.
+    expect(
+      check([
+        { group: 'p-spot', maxGpus: 4 },
+        { group: 'p', maxGpus: 1 },
+      ]),
+    ).toBeUndefined();
+    expect(check([{ group: 'p-spot', maxGpus: 3 }])).toMatch(/p-spot/);
+    expect(check([{ group: 'p', maxGpus: 0 }])).toMatch(/\bp\b/);
+  });
+});
