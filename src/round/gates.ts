@@ -1,6 +1,5 @@
-import type { InstanceType } from '../core/catalog.js';
 import { fits, type Resources } from '../core/resources.js';
-import type { QueueCaps } from '../queue/caps.js';
+import type { BoughtType, QueueCaps } from '../queue/caps.js';
 import { launchCapViolations } from './plan-caps.js';
 
 /**
@@ -54,7 +53,7 @@ export function terminateGate(occupants: number, pendingStarts: number): GateWai
  * one keeps every cap: a plan respects the caps, but an instance it drops keeps counting until it has terminated, so
  * a replacement launched in the same round waits, as a cloud quota would refuse it.
  */
-export function launchGate(type: InstanceType, inTransit: Iterable<InstanceType>, caps: QueueCaps): GateWait {
+export function launchGate(type: BoughtType, inTransit: Iterable<BoughtType>, caps: QueueCaps): GateWait {
   const broken = launchCapViolations(type, inTransit, caps);
   return broken.length === 0 ? undefined : `the fleet in transit to shrink (${broken.join(', ')})`;
 }

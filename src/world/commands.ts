@@ -1,9 +1,11 @@
-import type { Catalog, InstanceType } from '../core/catalog.js';
+import type { Catalog } from '../core/catalog.js';
 import type { Admission } from '../queue/admission.js';
-import { hasAnyCap } from '../queue/caps.js';
+import { hasAnyCap, type BoughtType } from '../queue/caps.js';
 import { launchGate, startGate, terminateGate, WAIT_INSTANCE_READY } from '../round/gates.js';
 import type { Action } from '../scheduler/actions.js';
 import type { InstancePlacement } from '../core/network.js';
+import type { Market } from '../core/market.js';
+import { spotOffering } from '../core/spot.js';
 import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './entities.js';
 import { RANK_EFFECT, type WorldState } from './world-state.js';
 
@@ -61,7 +63,7 @@ export class CommandIssuer {
           break;
         }
         case 'launch-instance': {
-          const inst = this.launchInstance(a.typeName, a.placement);
+          const inst = this.launchInstance(a.typeName, a.placement, a.market ?? 'on-demand');
           newInstances.set(a.instanceId, inst);
           break;
         }
@@ -90,11 +92,21 @@ export class CommandIssuer {
     return task;
   }
 
-  private launchInstance(typeName: string, placement: InstancePlacement | undefined): SimInstance {
+  private launchInstance(
+    typeName: string,
+    placement: InstancePlacement | undefined,
+    asked: Market,
+  ): SimInstance {
     const type = this.catalog.types.find((t) => t.name === typeName);
     if (type === undefined) throw new Error(`unknown instance type ${typeName}`);
     this.state.instanceCounter += 1;
     const id = `i-${this.state.instanceCounter}`;
+    // A spot launch goes to the pool asked for, else the price-capacity-optimized one; without an offering (spot
+    // off: no spot prices) the cloud launches on demand, as the EC2 provider falls back.
+    const pool = asked === 'spot' ? spotOffering(this.catalog.spot, typeName, placement?.zone) : undefined;
+    const market: Market = pool === undefined ? 'on-demand' : 'spot';
+    const where =
+      pool === undefined || placement?.zone !== undefined ? placement : { ...placement, zone: pool.zone };
     const inst: SimInstance = {
       id,
       type,
@@ -106,11 +118,13 @@ export class CommandIssuer {
       images: new Set(),
       billedFromSeconds: undefined,
       // The simulated cloud honours the plan's zone and placement group (as the EC2 provider launches with them).
-      placement: this.state.network?.place(id, placement) ?? placement,
+      placement: this.state.network?.place(id, where) ?? where,
+      market,
+      pricePerHour: pool?.pricePerHour ?? type.costPerHour,
     };
     this.state.instances.set(inst.id, inst);
     this.state.assignable.set(inst.id, inst);
-    if (this.launchFitsCaps(type)) this.issueLaunch(inst);
+    if (this.launchFitsCaps(inst)) this.issueLaunch(inst);
     else this.state.deferredLaunches.push(inst);
     return inst;
   }
@@ -125,16 +139,10 @@ export class CommandIssuer {
   }
 
   /** The launch gate (round/gates.ts): the fleet in transit plus this instance keeps the caps. */
-  private launchFitsCaps(type: InstanceType): boolean {
+  private launchFitsCaps(inst: SimInstance): boolean {
     const caps = this.admission.caps;
     if (!hasAnyCap(caps)) return true;
-    return (
-      launchGate(
-        type,
-        [...this.state.launched].map((i) => i.type),
-        caps,
-      ) === undefined
-    );
+    return launchGate(billedType(inst), [...this.state.launched].map(billedType), caps) === undefined;
   }
 
   /** The instance leaves the plan; it terminates once empty. */
@@ -160,7 +168,7 @@ export class CommandIssuer {
           this.state.assignable.delete(inst.id);
           continue;
         }
-        if (this.launchFitsCaps(inst.type)) this.issueLaunch(inst);
+        if (this.launchFitsCaps(inst)) this.issueLaunch(inst);
         else waiting.push(inst);
       }
       this.state.deferredLaunches = waiting;
@@ -268,4 +276,11 @@ export class CommandIssuer {
     this.state.at(task.spec.fetchDelaySeconds + build, { kind: 'launched', task });
     return true;
   }
+}
+
+/** The instance's type as bought: caps count a spot instance at its pool's price, against its spot quota. */
+function billedType(inst: SimInstance): BoughtType {
+  return inst.market === 'on-demand'
+    ? inst.type
+    : { ...inst.type, costPerHour: inst.pricePerHour, market: inst.market };
 }

@@ -45,7 +45,8 @@ function onInstantiated(state: WorldState, inst: SimInstance): void {
   if (inst.lifecycle === 'terminated') return; // terminated before it came up: never billed
   state.log('instantiated', { instanceId: inst.id });
   inst.billedFromSeconds = state.now;
-  state.meter.startBilling(inst.type);
+  state.meter.startBilling(inst.type, inst.pricePerHour);
+  state.spot?.onBilled(inst);
   if (inst.lifecycle === 'instantiating') {
     inst.lifecycle = 'starting-worker';
     state.at(inst.type.delays.workerStartSeconds, { kind: 'worker-started', instance: inst });
@@ -57,7 +58,12 @@ function onTerminated(state: WorldState, inst: SimInstance): void {
   state.launched.delete(inst);
   state.log('terminated', { instanceId: inst.id });
   if (inst.billedFromSeconds !== undefined)
-    state.meter.stopBilling(inst.type, state.now - inst.billedFromSeconds);
+    state.meter.stopBilling(
+      inst.type,
+      inst.pricePerHour,
+      state.now - inst.billedFromSeconds,
+      inst.market === 'spot',
+    );
   inst.billedFromSeconds = undefined;
 }
 
@@ -103,6 +109,8 @@ function countRelease(state: WorldState, job: SimJob): void {
 
 function onJobActive(state: WorldState, job: SimJob, token: number): void {
   if (token !== job.activationToken || job.status === 'finished') return;
+  // It resumed from a checkpoint holding exactly the progress it has (a move checkpoints: nothing is lost).
+  job.checkpointIterations = job.completedIterations;
   job.active = true;
   job.activeSinceSeconds = state.now;
   job.startSeconds ??= state.now;

@@ -1,5 +1,6 @@
 import type { InstanceType } from '../core/catalog.js';
 import type { InstancePlacement } from '../core/network.js';
+import type { Market } from '../core/market.js';
 import { demandOn, type Resources } from '../core/resources.js';
 import {
   expectedRemainingSeconds,
@@ -90,6 +91,15 @@ export interface SimJob {
   crossZoneCost: number;
   /** When a start was first committed for it (a plan's or a placement between rounds). */
   firstPlacedSeconds?: number | undefined;
+  /** Seconds between its own periodic checkpoints while it makes progress; 0: it never checkpoints on its own. */
+  checkpointIntervalSeconds: number;
+  /** Iterations its last durable checkpoint holds (what a reclaimed instance sends it back to). */
+  checkpointIterations: number;
+  /** Its spot instances reclaimed under it, and the standalone seconds of work it lost to them. */
+  interruptions: number;
+  lostWorkSeconds: number;
+  /** Zones where an instance of it was reclaimed, latest last. */
+  interruptedZones: string[];
 }
 
 export interface SimInstance {
@@ -109,6 +119,9 @@ export interface SimInstance {
   readyAtSeconds?: number | undefined;
   /** Its zone and cluster placement group (where the simulated cloud put it). */
   placement: InstancePlacement | undefined;
+  /** How it was bought, and its $/hour there (spot: its pool's price). */
+  readonly market: Market;
+  readonly pricePerHour: number;
 }
 
 export function taskDemandOn(task: SimTask, instance: SimInstance): Resources {

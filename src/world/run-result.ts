@@ -98,6 +98,16 @@ export interface StartRunMetrics {
   readonly placedBetweenRounds: number;
 }
 
+/** Metrics of a run with spot interruptions simulated (`simulate --spot on`). */
+export interface SpotRunMetrics {
+  /** Spot instances reclaimed (each reclaim counted once, however many jobs it hit). */
+  readonly interruptions: number;
+  /** Work lost to reclaims, in job-hours at full throughput (progress past the last checkpoint). */
+  readonly lostWorkHours: number;
+  /** Share of the billed instance-hours bought on spot. */
+  readonly spotShare: number;
+}
+
 export interface RunResult {
   readonly summary: RunSummary;
   readonly series: RunSeries;
@@ -108,4 +118,6 @@ export interface RunResult {
   readonly network?: NetworkRunMetrics | undefined;
   /** Start skew, barrier-idle cost and wait to be placed (runs given `RunOptions.starts`). */
   readonly starts?: StartRunMetrics | undefined;
+  /** Present when spot interruptions were simulated (`RunOptions.spot`). */
+  readonly spot?: SpotRunMetrics | undefined;
 }

@@ -4,6 +4,7 @@ import type { PredictionFork } from '../round/round.js';
 import type { Scheduler } from '../scheduler/types.js';
 import type { GroundTruth } from './ground-truth.js';
 import type { NetworkConfig } from './network-config.js';
+import type { SpotSimulation } from './spot-world.js';
 import type { Trace } from './trace.js';
 import type { SimWorld } from './world.js';
 
@@ -94,6 +95,13 @@ export interface RunOptions {
   readonly network?: { readonly config: NetworkConfig; readonly seed: number } | undefined;
   /** Co-start, placement between rounds and binding (all off when absent); given, the run reports its starts. */
   readonly starts?: StartOptions | undefined;
+  /**
+   * Spot interruptions at the catalog's rates (spot-world.ts); the run then reports RunResult.spot. Without it no
+   * instance is ever reclaimed (spot instances a plan asks for are still billed at spot prices).
+   */
+  readonly spot?: SpotSimulation | undefined;
+  /** Every job checkpoints on its own this often (seconds; 0: never), whatever its trace says. */
+  readonly checkpointIntervalSeconds?: number | undefined;
 }
 
 /** A prediction request: run `world` forward with the fork until `jobIds` finished; their start and end times. */

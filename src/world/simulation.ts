@@ -16,6 +16,7 @@ import type { JobOutcome, RunResult } from './run-result.js';
 import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
 import type { PredictedTimes, Predictor, RunOptions } from './simulation-types.js';
 import { buildSimJobs } from './trace-jobs.js';
+import { SpotWorld } from './spot-world.js';
 import type { SimWorld } from './world.js';
 import { exportWorld, importWorld } from './world-io.js';
 import { RANK_ARRIVAL, RANK_EFFECT, RANK_ROUND, WorldState, type SimEvent } from './world-state.js';
@@ -151,6 +152,10 @@ export class Simulation {
       options.onEvent,
       network,
     );
+    if (options.checkpointIntervalSeconds !== undefined)
+      for (const job of this.state.jobs) job.checkpointIntervalSeconds = options.checkpointIntervalSeconds;
+    // Interruptions are the world's ground truth; a prediction's world has none.
+    if (fork === undefined && options.spot !== undefined) this.state.spot = this.spotWorld(options);
     this.reportsNetwork =
       options.network !== undefined || this.state.jobs.some((j) => j.spec.network !== undefined);
     this.ticks =
@@ -185,6 +190,43 @@ export class Simulation {
     }
   }
 
+  private spotWorld(options: RunOptions): SpotWorld {
+    const state = this.state;
+    return new SpotWorld(options.catalog, options.spot as NonNullable<RunOptions['spot']>, {
+      get now() {
+        return state.now;
+      },
+      schedule: (event) => state.queue.push({ ...event, rank: RANK_EFFECT }),
+      reclaimInstance: (inst) => {
+        if (inst.billedFromSeconds !== undefined)
+          state.meter.stopBilling(inst.type, inst.pricePerHour, state.now - inst.billedFromSeconds, true);
+        inst.billedFromSeconds = undefined;
+        inst.lifecycle = 'terminated';
+        inst.assignable = false;
+        state.launched.delete(inst);
+        state.assignable.delete(inst.id);
+        state.pendingTerminations = state.pendingTerminations.filter((i) => i !== inst);
+        state.deferredLaunches = state.deferredLaunches.filter((i) => i !== inst);
+        state.log('terminated', { instanceId: inst.id });
+      },
+      release: (task) => {
+        if (task.occupying !== undefined) state.dirtyInstances.add(task.occupying);
+        state.release(task);
+      },
+      touch: (job, inst) => {
+        state.dirtyJobs.add(job);
+        if (inst !== undefined) state.dirtyInstances.add(inst);
+      },
+      // The runtime reacts to a reclaim at once: Karpenter provisions, SkyPilot relaunches, fleetwise re-plans.
+      requestRound: () => {
+        if (state.earlyRoundAt !== undefined) return;
+        state.earlyRoundAt = state.now;
+        state.queue.push({ kind: 'round', timeSeconds: state.now, rank: RANK_ROUND, early: true });
+      },
+      liveInstances: () => [...state.instances.values()].filter((i) => i.lifecycle !== 'terminated'),
+    });
+  }
+
   /** Team and declared success model of a live job, for admission (class by team, success-rank). */
   private readonly jobInfo = (jobId: string): AdmissionJobInfo => {
     const job = this.state.liveJobs.get(jobId);
@@ -201,6 +243,7 @@ export class Simulation {
 
   run(): void {
     if (this.state.jobs.length === 0) return;
+    this.state.spot?.start();
     if (this.fork === undefined) {
       // Arrivals are fed one at a time (the trace is sorted by arrival) to keep the queue small.
       this.pushNextArrival();
@@ -256,6 +299,10 @@ export class Simulation {
         return this.onNetworkTick();
       case 'co-start-wake':
         return; // the gated commands are issued after every event
+      case 'spot-notice':
+      case 'spot-reclaim':
+      case 'spot-burst':
+        return this.state.spot?.handle(e);
       default:
         return handleEffect(this.state, e);
     }
@@ -466,6 +513,7 @@ export class Simulation {
     const waits = this.state.jobs.flatMap((j) =>
       j.firstPlacedSeconds === undefined ? [] : [j.firstPlacedSeconds - j.spec.arrivalSeconds],
     );
+    const spot = this.state.spot;
     return {
       summary,
       series: this.state.meter.series(this.maxSeriesPoints),
@@ -481,6 +529,15 @@ export class Simulation {
             },
           }
         : {}),
+      ...(spot === undefined
+        ? {}
+        : {
+            spot: {
+              interruptions: spot.interruptions,
+              lostWorkHours: this.state.jobs.reduce((s, j) => s + j.lostWorkSeconds, 0) / 3600,
+              spotShare: this.state.meter.spotShare,
+            },
+          }),
     };
   }
 }

@@ -3,6 +3,7 @@ import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './ent
 import { EventQueue } from './event-queue.js';
 import { FleetMeter } from './fleet-meter.js';
 import type { NetworkWorld } from './network-world.js';
+import type { SpotEvent, SpotWorld } from './spot-world.js';
 import type { RunOptions, SimLogEntry, SimLogKind } from './simulation-types.js';
 
 // Same-time events run in this order, as in Eva's simulator: effects of earlier commands, then arrivals, then the
@@ -41,6 +42,7 @@ export type SimEvent =
   | { readonly kind: 'network-tick'; readonly timeSeconds: number; readonly rank: number }
   /** A co-started task's time to start preparing (nothing happens but the gated commands being issued). */
   | { readonly kind: 'co-start-wake'; readonly timeSeconds: number; readonly rank: number }
+  | (SpotEvent & { readonly rank: number })
   | {
       readonly kind: 'completion';
       readonly timeSeconds: number;
@@ -98,6 +100,8 @@ export class WorldState {
   readonly starts = new StartMeter();
   /** The network's ground truth (zones, round trips); undefined in a prediction's world, which ignores latency. */
   readonly network: NetworkWorld | undefined;
+  /** Spot interruptions (a run with spot on; never in a prediction's world). */
+  spot: SpotWorld | undefined;
   private nowSeconds = 0;
   private readonly onEvent: RunOptions['onEvent'];
 

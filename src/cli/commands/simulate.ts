@@ -67,6 +67,9 @@ interface RawSimulateOptions {
   readonly placeBetweenRounds?: string;
   readonly bind?: string;
   readonly admitBy?: string;
+  readonly spot?: string;
+  readonly checkpointMinutes?: string;
+  readonly spotBursts?: string;
 }
 
 const onOff = z.enum(['on', 'off']);
@@ -101,6 +104,9 @@ const optionsSchema = z.object({
   placeBetweenRounds: onOff.optional(),
   bind: onOff.optional(),
   admitBy: z.enum(ADMIT_BY).optional(),
+  spot: z.enum(['off', 'on'], { message: 'must be off or on' }).optional(),
+  checkpointMinutes: numberText(z.number().min(0, 'must be ≥ 0 (0: jobs never checkpoint)')).optional(),
+  spotBursts: numberText(z.number().min(0, 'must be ≥ 0')).optional(),
 });
 
 /**
@@ -226,6 +232,11 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     throw new ValidationError('--runtime', [
       'the simulated network (--latency-sensitive, --latency-config) runs in the engine runtime only: with --runtime controller, round trips reach the controller from its workers',
     ]);
+  const spotOn = o.spot === 'on';
+  if (!spotOn && o.spotBursts !== undefined)
+    throw new ValidationError('--spot-bursts', ['needs --spot on (bursts reclaim spot instances)']);
+  if (spotOn && runtime === 'controller')
+    throw new ValidationError('--spot', ['spot interruptions are simulated in the engine runtime only']);
   const requests: RunRequest[] = o.schedulers.map((scheduler) => ({
     scheduler,
     runtime,
@@ -242,6 +253,8 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     ...(starts === undefined ? {} : { starts }),
     pollSeconds: o.pollSeconds,
     network,
+    ...(spotOn ? { spot: { burstsPerPoolPerMonth: o.spotBursts } } : {}),
+    checkpointMinutes: o.checkpointMinutes,
     // The controller runs the config as its own settings, with the caps and queue the flags laid over it.
     controllerSettings:
       config === undefined || runtime !== 'controller'
@@ -307,6 +320,10 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
       bind: o.bind ?? 'off',
       admitBy: o.admitBy ?? 'standalone',
       latencyConfig: o.latencyConfig ?? 'default network (3 zones, digest §10.2 round trips, no episodes)',
+      spot: spotOn
+        ? `on (${catalog.spot?.source === undefined ? 'no spot prices in the catalog' : `catalog spot snapshot ${catalog.spot.snapshotDate}`}; bursts per pool per month ${o.spotBursts ?? 0})`
+        : 'off (on demand only)',
+      checkpointMinutes: o.checkpointMinutes ?? "the trace's, else 30",
     };
     // The trace's lower bounds, for the report's summary and cost chart (an LP per job event: ~2 s on Alibaba).
     const bounds = costBounds(await loadIlpSolver(), catalog, trace.jobs);
@@ -385,6 +402,18 @@ export function registerSimulate(program: Command): Command {
     .option(
       '--admit-by <how>',
       `queue layer: size jobs against a $ cap by ${ADMIT_BY.join('|')} (plan-cost: scaled by what the packed fleet really costs; default standalone)`,
+    )
+    .option(
+      '--spot <off|on>',
+      "spot capacity (default off): on opens the catalog's spot market (eva buys spot where its expected cost pays; karpenter-spot and skypilot-spot always) and reclaims spot instances at the catalog's interruption rates, with a 2-minute notice",
+    )
+    .option(
+      '--checkpoint-minutes <m>',
+      "every job checkpoints on its own this often (0: never); default the trace's, else 30 (what a reclaimed instance loses)",
+    )
+    .option(
+      '--spot-bursts <n>',
+      'with --spot on: bursts per spot pool per 30 days that reclaim all of its instances at once (default 0)',
     )
     .option(
       '--no-predict',

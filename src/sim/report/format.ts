@@ -197,12 +197,39 @@ export const START_COLUMNS: readonly SummaryColumn[] = [
   },
 ];
 
-/** The columns for a set of runs: the summary's, the queue metrics' when some run had a queue, the starts' likewise. */
+/** Columns of the spot metrics, shown when some run simulated spot interruptions. */
+export const SPOT_COLUMNS: readonly SummaryColumn[] = [
+  {
+    header: 'interrupt.',
+    description: 'Spot instances reclaimed by the simulated spot market (each reclaim counted once).',
+    numeric: true,
+    cell: (r) => orDash(integer)(r.spot?.interruptions),
+  },
+  {
+    header: 'lost work h',
+    description:
+      'Work lost to reclaimed spot instances: progress past the last checkpoint, in job-hours at full throughput.',
+    numeric: true,
+    cell: (r) => orDash(three)(r.spot?.lostWorkHours),
+  },
+  {
+    header: 'spot share',
+    description: 'Share of the billed instance-hours bought on spot.',
+    numeric: true,
+    cell: (r) => orDash(three)(r.spot?.spotShare),
+  },
+];
+
+/**
+ * The columns for a set of runs: the summary's, plus the queue metrics' when some run had a queue, the starts' likewise, the spot
+ * metrics' when some run simulated spot.
+ */
 export function summaryColumns(results: readonly RunResult[]): readonly SummaryColumn[] {
   return [
     ...SUMMARY_COLUMNS,
     ...(results.some((r) => r.queue !== undefined) ? QUEUE_COLUMNS : []),
     ...(results.some((r) => r.starts !== undefined) ? START_COLUMNS : []),
+    ...(results.some((r) => r.spot !== undefined) ? SPOT_COLUMNS : []),
   ];
 }
 

@@ -4,6 +4,7 @@ import type {
   StartRunMetrics,
   RunResult,
   RunSummary,
+  SpotRunMetrics,
 } from '../../world/run-result.js';
 
 /** The baseline that costs are normalized to (Eva §6: costs relative to No-Packing). */
@@ -87,14 +88,22 @@ export const START_FIELDS = [
   'placedBetweenRounds',
 ] as const satisfies readonly (keyof StartRunMetrics)[];
 
+/** The spot metrics, appended when the run simulated spot interruptions (`--spot on`), in this order. */
+export const SPOT_FIELDS = [
+  'interruptions',
+  'lostWorkHours',
+  'spotShare',
+] as const satisfies readonly (keyof SpotRunMetrics)[];
+
 /**
  * One run as `simulate --json`, report.json and runs.csv show it: SUMMARY_FIELDS, then QUEUE_FIELDS if queued, then
- * NETWORK_FIELDS if the run reports the network, then START_FIELDS.
+ * NETWORK_FIELDS if the run reports the network, then START_FIELDS if it reports starts, then SPOT_FIELDS with spot on.
  */
 export type RunRecord = RunSummary &
   Partial<QueueRunMetrics> &
   Partial<NetworkRunMetrics> &
-  Partial<StartRunMetrics>;
+  Partial<StartRunMetrics> &
+  Partial<SpotRunMetrics>;
 
 export function runRecord(r: RunResult): RunRecord {
   const summary = orderedSummary(r.summary);
@@ -130,6 +139,13 @@ export function runRecord(r: RunResult): RunRecord {
           barrierIdleCost: s.barrierIdleCost,
           waitToPlaceSecondsMean: s.waitToPlaceSecondsMean,
           placedBetweenRounds: s.placedBetweenRounds,
+        }),
+    ...(r.spot === undefined
+      ? {}
+      : {
+          interruptions: r.spot.interruptions,
+          lostWorkHours: r.spot.lostWorkHours,
+          spotShare: r.spot.spotShare,
         }),
   };
 }
