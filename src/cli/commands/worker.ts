@@ -34,6 +34,8 @@ import { ProcessExecutor } from '../../worker/executors/process.js';
  * saved in the work directory, and a restarted worker registers with that alone.
  */
 export const WORKER_TOKEN_ENV = 'FLEETWISE_WORKER_TOKEN';
+/** The default of --notice-poll-seconds (a local controller's workers inherit it: tests poll faster). */
+export const NOTICE_POLL_SECONDS_ENV = 'FLEETWISE_NOTICE_POLL_SECONDS';
 
 interface WorkerFlags {
   readonly controller: string;
@@ -189,7 +191,10 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
         });
   const noticeFlags = parseWith(
     noticeFlagsSchema,
-    { '--spot-notices': flags.spotNotices, '--notice-poll-seconds': flags.noticePollSeconds },
+    {
+      '--spot-notices': flags.spotNotices,
+      '--notice-poll-seconds': flags.noticePollSeconds ?? env[NOTICE_POLL_SECONDS_ENV],
+    },
     'fleetwise worker',
   );
   // auto: on EC2 (the worker token and the identity document) or wherever a metadata service is named explicitly.
@@ -292,7 +297,7 @@ export function registerWorker(program: Command): void {
     )
     .option(
       '--notice-poll-seconds <s>',
-      `poll for spot notices this often (default ${DEFAULT_NOTICE_POLL_SECONDS})`,
+      `poll for spot notices this often (default ${NOTICE_POLL_SECONDS_ENV}, else ${DEFAULT_NOTICE_POLL_SECONDS})`,
     )
     .action(async (options: WorkerFlags) => {
       await runWorker(options);
