@@ -113,6 +113,8 @@ export interface CloudInstance {
   readonly imageId?: string | undefined;
   /** The account that owns it (EC2's reservation OwnerId), where the provider has one. */
   readonly accountId?: string | undefined;
+  /** How it was bought, where the provider knows (EC2's InstanceLifecycle). */
+  readonly market?: Market | undefined;
 }
 
 export interface ListOptions {

@@ -121,6 +121,18 @@ describeWithMoto('the interruption queue (moto: EC2 and SQS)', (moto) => {
     expect(events.map((e) => e.message)).toEqual([
       expect.stringMatching(/receives a spot interruption at 2026-11-24T13:02:00\.000Z; draining it/),
     ]);
+    // The offering is avoided: a spot launch of the type asking for the interrupted zone goes to the other one.
+    const spot = await provider.launch({
+      typeName: first?.typeName ?? '',
+      idempotencyToken: 'probe-spot',
+      clusterName: 'spot-queue-probe',
+      planId: 'probe',
+      instanceKey: 'probe',
+      market: 'spot',
+      availabilityZones: [first?.availabilityZone ?? ''],
+    });
+    expect(spot.market).toBe('spot');
+    expect(spot.availabilityZone).not.toBe(first?.availabilityZone);
     // Delivered again (a queue may): nothing changes.
     expect(controller.interruptionFromQueue(first?.instanceId ?? '', { kind: 'spot-interruption' })).toBe(
       false,
