@@ -28,6 +28,7 @@ import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
 import type { InstanceRecord, JobRecord, JsonValue, StateStore, TaskRecord } from './state-store.js';
 import type { WorkerRegistrar } from './worker-identity/worker-registrar.js';
 import { WorkerProtocolError } from './worker-identity/worker-protocol-error.js';
+import type { InterruptionHandler } from './worker-liveness.js';
 
 /**
  * The controller's TaskControl over the worker protocol (src/protocol/worker-protocol.ts). Level-triggered: a
@@ -113,6 +114,7 @@ export class WorkerTaskControl implements TaskControl {
   private readonly latency: LatencyMatrix;
   private readonly attention: Attention;
   private seq = 0;
+  private interruptionHandler: InterruptionHandler | undefined;
 
   constructor(private readonly options: WorkerTaskControlOptions) {
     this.store = options.store;
@@ -167,6 +169,8 @@ export class WorkerTaskControl implements TaskControl {
     this.store.transaction(() => this.applyReports(inst, request.tasks));
     if (request.network !== undefined)
       this.latency.observe(inst.id, request.network, origin.remoteAddress, now);
+    // Before the answer: an interrupted instance is drained at once, so this very answer already reflects it.
+    if (request.interruption !== undefined) this.interruptionHandler?.(inst.id, request.interruption);
     const desired = this.desiredFor(inst);
     for (const d of desired) {
       const stop = this.stopping.get(d.taskId);
@@ -182,6 +186,11 @@ export class WorkerTaskControl implements TaskControl {
     return request.network?.probe === undefined
       ? { tasks: desired }
       : { tasks: desired, peers: this.peersOf(inst) };
+  }
+
+  /** Spot interruption notices and rebalance recommendations that workers report go to `handler` (the controller). */
+  onInterruption(handler: InterruptionHandler): void {
+    this.interruptionHandler = handler;
   }
 
   /** The other instances running tasks of the jobs that have tasks on this one, whose probes are known. */

@@ -20,12 +20,12 @@ export interface AwsClientOptions {
 
 /**
  * The endpoint a client should use, following the SDK's "service-specific endpoints" convention: the service's own
- * variable (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL_PRICING) wins over AWS_ENDPOINT_URL, and
+ * variable (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL_PRICING, AWS_ENDPOINT_URL_SQS) wins over AWS_ENDPOINT_URL, and
  * AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true turns both off. We resolve it ourselves (the SDK would too) because S3 needs
  * to know whether a custom endpoint is in use: moto and other stand-ins only serve path-style bucket addressing.
  */
 export function configuredEndpoint(
-  serviceEnvId: 'S3' | 'EC2' | 'PRICING',
+  serviceEnvId: 'S3' | 'EC2' | 'PRICING' | 'SQS',
   env: NodeJS.ProcessEnv = process.env,
 ): string | undefined {
   if (env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS?.toLowerCase() === 'true') return undefined;
@@ -35,7 +35,7 @@ export function configuredEndpoint(
 
 /** The constructor fields common to every client, with only the settings actually given (the SDK fills the rest). */
 export function commonClientConfig(
-  serviceEnvId: 'S3' | 'EC2' | 'PRICING',
+  serviceEnvId: 'S3' | 'EC2' | 'PRICING' | 'SQS',
   options: AwsClientOptions,
   env: NodeJS.ProcessEnv = process.env,
 ): {

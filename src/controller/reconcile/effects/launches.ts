@@ -85,6 +85,7 @@ export class Launches {
         instanceKey: inst.id,
         availabilityZones: inst.availabilityZone === undefined ? [] : [inst.availabilityZone],
         ...(inst.placementGroup === undefined ? {} : { placementGroup: inst.placementGroup }),
+        market: payload.market ?? 'on-demand',
         tags: { ...(this.ctx.settings.tags ?? {}) },
       });
     } catch (e) {
@@ -120,6 +121,13 @@ export class Launches {
             ...(result.availabilityZone === undefined ? {} : { zone: result.availabilityZone }),
             ...(result.placementFallback === undefined ? {} : { why: result.placementFallback }),
           },
+        });
+      if (result.marketFallback !== undefined)
+        this.ctx.store.appendEvent({
+          kind: 'instance.market-fallback',
+          instanceId: inst.id,
+          message: `launched on demand instead of spot: ${result.marketFallback}`,
+          data: { asked: 'spot', obtained: result.market ?? 'on-demand', why: result.marketFallback },
         });
       this.ctx.store.completeIntent(intent.id);
       // In the same commit: one sync of the store per launch, not two.
