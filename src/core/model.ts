@@ -20,6 +20,9 @@ export interface SchedTask {
   readonly instanceId?: string | undefined;
 }
 
+/** The largest value of an hour of a job's completion time accepted anywhere, $ (far above any instance's price). */
+export const MAX_VALUE_OF_TIME_PER_JOB_HOUR = 10_000;
+
 export interface SchedJob {
   readonly id: string;
   readonly taskIds: readonly string[];
@@ -53,6 +56,11 @@ export interface SchedJob {
   readonly checkpointIntervalSeconds?: number | undefined;
   /** Zones where its spot instances were reclaimed, latest last (a recovery may avoid them). */
   readonly interruptedZones?: readonly string[] | undefined;
+  /**
+   * What an hour of this job's completion time is worth to its owner, in $ (the job spec's `valueOfTimePerJobHour`);
+   * absent: the scheduler's default. A scheduler that weighs time adds this much per hour of delay it causes.
+   */
+  readonly valueOfTimePerHour?: number | undefined;
 }
 
 export type InstanceState = 'launching' | 'running';

@@ -1,5 +1,10 @@
 import { crossZonePricePerGiB, type Catalog, type InstanceType } from '../core/catalog.js';
-import type { Caps, ClusterSnapshot } from '../core/model.js';
+import {
+  MAX_VALUE_OF_TIME_PER_JOB_HOUR,
+  type Caps,
+  type ClusterSnapshot,
+  type SchedJob,
+} from '../core/model.js';
 import type { FamilyDemand } from '../core/resources.js';
 import { enforceCaps } from './caps.js';
 import { ColocationTable, type SerializedColocationTable } from './colocation-table.js';
@@ -50,6 +55,11 @@ import type {
 export const DEFAULT_PACKING_EFFICIENCY = 0.8;
 /** EvaOptions.paybackMargin's default, measured in README "How the scheduler decides" (k = 8). */
 export const DEFAULT_PAYBACK_MARGIN = 8;
+/**
+ * EvaOptions.valueOfTimePerJobHour's default, in $ per hour of a job's completion time: 0 weighs dollars only, as
+ * Eva does. Chosen by measurement (README "How the scheduler decides", "Value of time").
+ */
+export const DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR = 0;
 
 /** Eva's user-facing tunables as the CLI and the controller config name them (all optional: Eva's defaults). */
 export interface EvaTunables {
@@ -57,13 +67,18 @@ export interface EvaTunables {
   readonly packingEfficiency?: number | undefined;
   readonly paybackMargin?: number | undefined;
   readonly defaultRate?: number | undefined;
+  readonly valueOfTimePerJobHour?: number | undefined;
 }
 
 /** EvaOptions for the tunables that are set (unset ones keep Eva's defaults). */
 export function evaTunables(
   t: EvaTunables,
-): Pick<EvaOptions, 'reservationPrice' | 'packingEfficiency' | 'paybackMargin' | 'defaultRate'> {
+): Pick<
+  EvaOptions,
+  'reservationPrice' | 'packingEfficiency' | 'paybackMargin' | 'defaultRate' | 'valueOfTimePerJobHour'
+> {
   return {
+    ...(t.valueOfTimePerJobHour !== undefined ? { valueOfTimePerJobHour: t.valueOfTimePerJobHour } : {}),
     ...(t.prices !== undefined ? { reservationPrice: t.prices } : {}),
     ...(t.packingEfficiency !== undefined ? { packingEfficiency: t.packingEfficiency } : {}),
     ...(t.paybackMargin !== undefined ? { paybackMargin: t.paybackMargin } : {}),
@@ -128,6 +143,13 @@ export interface EvaOptions {
    * interruption risk, src/scheduler/spot-cost.ts) is below the on-demand price (src/scheduler/market-choice.ts).
    */
   readonly spot?: boolean;
+  /**
+   * What an hour of a job's completion time is worth, in $, for jobs that do not say (SchedJob.valueOfTimePerHour).
+   * Candidates are then compared on dollars plus the value of the time they add: the slowdown co-location causes
+   * (set values lose v·(1 − r), packing.ts compositionValue), a move's downtime and lost work, and the wait for new
+   * instances (eva-choice.ts summarizeCandidate). Default DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR; 0 is Eva's rule.
+   */
+  readonly valueOfTimePerJobHour?: number;
 }
 
 /**
@@ -153,6 +175,8 @@ export class EvaScheduler implements Scheduler {
   private readonly priceOf: (demand: FamilyDemand, jobTaskCount: number) => number;
   private readonly packedPrices: boolean;
   private readonly paybackMargin: number;
+  /** $ per job-hour of completion time for jobs that do not say (EvaOptions.valueOfTimePerJobHour). */
+  private readonly valueOfTime: number;
   /** Undefined: latency-blind. */
   private readonly latency: ResolvedLatencyOptions | undefined;
   private slowJobs = new SlowJobTracker();
@@ -186,6 +210,11 @@ export class EvaScheduler implements Scheduler {
     this.paybackMargin = options.paybackMargin ?? DEFAULT_PAYBACK_MARGIN;
     if (!(Number.isFinite(this.paybackMargin) && this.paybackMargin >= 1))
       throw new Error(`payback margin must be a finite number ≥ 1, got ${this.paybackMargin}`);
+    this.valueOfTime = options.valueOfTimePerJobHour ?? DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR;
+    if (!(this.valueOfTime >= 0 && this.valueOfTime <= MAX_VALUE_OF_TIME_PER_JOB_HOUR))
+      throw new Error(
+        `value of time must be in [0, ${MAX_VALUE_OF_TIME_PER_JOB_HOUR}] $ per job-hour, got ${this.valueOfTime}`,
+      );
     this.packedPrices = (options.reservationPrice ?? 'packed') === 'packed';
     this.priceOf = this.packedPrices
       ? (d, n) => (n > 1 ? this.book.reservationPrice(d) : this.book.packedReservationPrice(d, efficiency))
@@ -271,7 +300,9 @@ export class EvaScheduler implements Scheduler {
     const taskCount = new Map(snapshot.jobs.map((j) => [j.id, j.taskIds.length]));
     const packTasks = new Map<string, PackTask>();
     for (const t of snapshot.tasks) {
-      if (!jobs.has(t.jobId)) continue;
+      const job = jobs.get(t.jobId);
+      if (job === undefined) continue;
+      const jobValueOfTime = this.valueOfTimeOf(job);
       packTasks.set(t.id, {
         id: t.id,
         jobId: t.jobId,
@@ -281,6 +312,8 @@ export class EvaScheduler implements Scheduler {
         jobTaskCount: taskCount.get(t.jobId) ?? 1,
         currentInstanceId:
           t.instanceId !== undefined && instanceType.has(t.instanceId) ? t.instanceId : undefined,
+        // The job's value of time shared among its tasks: a set holding all of them at rate r loses V·(1 − r).
+        ...(jobValueOfTime > 0 ? { timeValue: jobValueOfTime / (taskCount.get(t.jobId) ?? 1) } : {}),
       });
     }
     const jobRp = new Map<string, number>();
@@ -312,7 +345,9 @@ export class EvaScheduler implements Scheduler {
       // Every candidate's new instances go where their jobs' roots are (the packing passes did it for theirs already).
       if (view !== undefined) assignPlacements(view, drafts);
       return {
-        summary: summarizeCandidate(name, drafts, input, jobs, jobRp, now, trafficPrice, staying),
+        summary: summarizeCandidate(name, drafts, input, jobs, jobRp, now, trafficPrice, staying, (j) =>
+          this.valueOfTimeOf(j),
+        ),
         drafts,
       };
     };
@@ -380,6 +415,7 @@ export class EvaScheduler implements Scheduler {
         chosen: chosen.summary.name,
         horizonSeconds: horizon,
         paybackMargin: this.paybackMargin,
+        ...(this.valueOfTime > 0 ? { valueOfTimePerJobHour: this.valueOfTime } : {}),
         eventRatePerSecond: this.history.eventRatePerSecond,
         fullFraction: this.history.fullFraction,
         reason: capped.note === undefined ? reason : `${reason}; ${capped.note}`,
@@ -398,6 +434,11 @@ export class EvaScheduler implements Scheduler {
       plan,
     };
     return plan;
+  }
+
+  /** $ per hour of the job's completion time: its own, else the scheduler's default; eva-rp ignores time as it does interference. */
+  private valueOfTimeOf(job: SchedJob): number {
+    return this.variant === 'eva-rp' ? 0 : (job.valueOfTimePerHour ?? this.valueOfTime);
   }
 
   /** The round's network view, or undefined when latency-blind or no job of the snapshot declares a network. */

@@ -59,6 +59,8 @@ export interface SchedulerOptions {
   readonly evaPackingEfficiency?: number | undefined;
   /** A move must save this many times its migration cost over the horizon (EvaOptions.paybackMargin; default 8). */
   readonly evaPaybackMargin?: number | undefined;
+  /** $ per hour of a job's completion time, for jobs that do not say (EvaOptions.valueOfTimePerJobHour; default 0). */
+  readonly evaValueOfTime?: number | undefined;
   /** Hard caps Eva keeps its plans under (EvaOptions.caps; the queue layer's safety rail). Baselines ignore them. */
   readonly caps?: Caps | undefined;
   /** Eva's latency-aware placement settings (domain defaults, thresholds, migration trigger). Baselines ignore them. */
@@ -116,6 +118,7 @@ export function createScheduler(name: string, options: SchedulerOptions, field =
           packingEfficiency: options.evaPackingEfficiency,
           paybackMargin: options.evaPaybackMargin,
           defaultRate: options.evaDefaultRate,
+          valueOfTimePerJobHour: options.evaValueOfTime,
         }),
         ...(options.caps !== undefined ? { caps: options.caps } : {}),
         latencyAware: name !== 'eva-latency-blind',

@@ -79,6 +79,10 @@ export interface RunRequest {
   readonly evaPackingEfficiency?: number | undefined;
   /** Eva's payback margin k (EvaOptions.paybackMargin). */
   readonly evaPaybackMargin?: number | undefined;
+  /** Eva's value of an hour of a job's completion time, $ (EvaOptions.valueOfTimePerJobHour). */
+  readonly evaValueOfTime?: number | undefined;
+  /** The run's name in reports when not the scheduler's own (a value-of-time sweep runs eva once per value). */
+  readonly label?: string | undefined;
   /** Replace the measured contention matrix by a uniform pairwise rate (Eva §6.4 ablation). */
   readonly pairwiseInterference?: number | undefined;
   /** Queue layer under caps: admission each round, and the caps passed to Eva's plans. */
@@ -188,6 +192,7 @@ export function requestScheduler(
     evaPrices: request.evaPrices,
     evaPackingEfficiency: request.evaPackingEfficiency,
     evaPaybackMargin: request.evaPaybackMargin,
+    evaValueOfTime: request.evaValueOfTime,
     caps: caps === undefined || Object.keys(caps).length === 0 ? undefined : schedulerCaps(caps),
     spot: request.spot !== undefined,
   });
@@ -243,7 +248,16 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
       : {}),
   });
   // The registry name is the run's identity in every report, whatever the class calls itself.
-  return { ...result, summary: { ...result.summary, scheduler: request.scheduler } };
+  return {
+    ...result,
+    summary: {
+      ...result.summary,
+      scheduler: request.label ?? request.scheduler,
+      ...(request.evaValueOfTime !== undefined && request.scheduler.startsWith('eva')
+        ? { valueOfTimePerJobHour: request.evaValueOfTime }
+        : {}),
+    },
+  };
 }
 
 export function errorMessage(error: unknown): RunWorkerMessage {

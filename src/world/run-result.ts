@@ -15,6 +15,8 @@ export interface RunSummary {
   /** Share of scheduling rounds where Full Reconfiguration was chosen (0 for schedulers without it). */
   readonly fullReconfigFraction: number;
   readonly wallSeconds: number;
+  /** Eva's value of an hour of a job's completion time in this run ($), when one was set (value-of-time sweeps). */
+  readonly valueOfTimePerJobHour?: number | undefined;
 }
 
 /** Time series sampled at every change (event-driven), for the report's charts. */

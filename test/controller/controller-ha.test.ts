@@ -208,7 +208,8 @@ describeWithPostgres('active/standby controllers on one PostgreSQL', (pg) => {
         const r = await api('POST', '/v1/jobs', spec);
         return r.status === 201 ? (r.json as { id: string }) : undefined;
       },
-      20_000,
+      // A takeover may fall between two submissions: its 30 s bound plus the new controller's start on a busy host.
+      45_000,
       diagnostics,
     );
     return answer.id;

@@ -28,7 +28,12 @@ import type { RunResult } from '../../world/run-result.js';
 import { QUEUE_KINDS } from '../../sim/queue-options.js';
 import type { FamilyGroupQuota } from '../../queue/caps.js';
 import { ADMIT_BY } from '../../queue/admission.js';
-import { DEFAULT_PACKING_EFFICIENCY, DEFAULT_PAYBACK_MARGIN } from '../../scheduler/eva.js';
+import {
+  DEFAULT_PACKING_EFFICIENCY,
+  DEFAULT_PAYBACK_MARGIN,
+  DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR,
+} from '../../scheduler/eva.js';
+import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../../core/model.js';
 import { DEFAULT_COLOCATION_RATE } from '../../scheduler/colocation-table.js';
 import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
 import { loadControllerConfig } from '../../controller/config-loading.js';
@@ -51,6 +56,7 @@ interface RawSimulateOptions {
   readonly evaPrices?: string;
   readonly evaPackingEfficiency?: string;
   readonly evaPaybackMargin?: string;
+  readonly valueOfTime?: string;
   readonly pairwiseInterference?: string;
   readonly parallel?: string;
   readonly capDollarsPerHour?: string;
@@ -88,6 +94,27 @@ const optionsSchema = z.object({
   evaPrices: z.enum(['standalone', 'packed']).optional(),
   evaPackingEfficiency: numberText(rate).optional(),
   evaPaybackMargin: numberText(z.number().min(1, 'must be ≥ 1').max(1000, 'must be ≤ 1000')).optional(),
+  valueOfTime: z
+    .string()
+    .transform((text) => text.split(','))
+    .pipe(
+      z
+        .array(
+          numberText(
+            z
+              .number()
+              .min(0, 'must be ≥ 0 ($ per job-hour)')
+              .max(
+                MAX_VALUE_OF_TIME_PER_JOB_HOUR,
+                `must be ≤ ${MAX_VALUE_OF_TIME_PER_JOB_HOUR} ($ per job-hour)`,
+              ),
+          ),
+        )
+        .min(1)
+        .max(16, 'at most 16 values in one sweep')
+        .refine((values) => new Set(values).size === values.length, 'values must differ'),
+    )
+    .optional(),
   pairwiseInterference: numberText(rate).optional(),
   parallel: numberText(positiveInteger).optional(),
   capDollarsPerHour: numberText(z.number().positive('must be > 0')).optional(),
@@ -237,8 +264,21 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     throw new ValidationError('--spot-bursts', ['needs --spot on (bursts reclaim spot instances)']);
   if (spotOn && runtime === 'controller')
     throw new ValidationError('--spot', ['spot interruptions are simulated in the engine runtime only']);
-  const requests: RunRequest[] = o.schedulers.map((scheduler) => ({
+  // A value-of-time sweep (several values) runs each Eva scheduler once per value, named by it; baselines run once.
+  const sweep = (o.valueOfTime?.length ?? 0) > 1;
+  const runs = o.schedulers.flatMap((scheduler) =>
+    scheduler.startsWith('eva')
+      ? (o.valueOfTime ?? [undefined]).map((value) => ({
+          scheduler,
+          value,
+          label: sweep ? valueOfTimeLabel(scheduler, value as number) : undefined,
+        }))
+      : [{ scheduler, value: undefined, label: undefined }],
+  );
+  const requests: RunRequest[] = runs.map(({ scheduler, value, label }) => ({
     scheduler,
+    label,
+    evaValueOfTime: value ?? config?.scheduler.valueOfTimePerJobHour,
     runtime,
     trace: traceSpec,
     catalogPath: o.catalog,
@@ -267,7 +307,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
           },
   }));
   const parallel = o.parallel ?? defaultParallelism(requests.length);
-  const progress = progressDisplay(o.schedulers);
+  const progress = progressDisplay(runs.map((r) => r.label ?? r.scheduler));
   let raws: RunResult[];
   try {
     raws = await runInWorkers(requests, parallel, progress);
@@ -289,6 +329,9 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
       evaPrices: o.evaPrices ?? 'packed',
       evaPackingEfficiency: o.evaPackingEfficiency ?? DEFAULT_PACKING_EFFICIENCY,
       evaPaybackMargin: o.evaPaybackMargin ?? DEFAULT_PAYBACK_MARGIN,
+      valueOfTimePerJobHour: (
+        o.valueOfTime ?? [config?.scheduler.valueOfTimePerJobHour ?? DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR]
+      ).join(', '),
       groundTruth:
         o.pairwiseInterference !== undefined
           ? `pairwise co-location throughput ${o.pairwiseInterference}`
@@ -332,6 +375,11 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   }
 }
 
+/** A sweep run's name: the scheduler and its value of time, e.g. `eva@vot=2`. */
+export function valueOfTimeLabel(scheduler: string, value: number): string {
+  return `${scheduler}@vot=${value}`;
+}
+
 /** `fleetwise simulate`: run schedulers on a trace in parallel worker threads and compare them. */
 export function registerSimulate(program: Command): Command {
   return addTraceOptions(
@@ -359,6 +407,10 @@ export function registerSimulate(program: Command): Command {
     .option(
       '--eva-payback-margin <k>',
       `Eva moves jobs only when the saving over the horizon is ≥ k × the migration cost (Eva eq. 1: 1; default ${DEFAULT_PAYBACK_MARGIN})`,
+    )
+    .option(
+      '--value-of-time <dollars>',
+      `Eva: what an hour of a job's completion time is worth, $ (default ${DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR}); a list a,b,c runs Eva once per value and draws cost against mean JCT`,
     )
     .option('--pairwise-interference <x>', 'ground truth: every co-located pair runs at rate x (Eva §6.4)')
     .option('--parallel <n>', 'runs at once (default: min(#schedulers, available cores))')

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { durationSecondsSchema } from '../../core/duration.js';
+import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../../core/model.js';
 import { ANY_FAMILY, type FamilyDemand, type Resources } from '../../core/resources.js';
 import { successSpecSchema } from '../../queue/success.js';
 import { networkDeclarationSchema } from '../../core/network-schema.js';
@@ -375,6 +376,15 @@ export const jobSpecSchema = z.strictObject({
     .optional(),
   noMoveSeconds: durationSecondsSchema(nonNegativeDuration())
     .describe('Do not move the job during this many seconds after it starts running')
+    .optional(),
+  valueOfTimePerJobHour: z
+    .number()
+    .finite()
+    .min(0, 'must be ≥ 0 ($ per hour of completion time)')
+    .max(MAX_VALUE_OF_TIME_PER_JOB_HOUR, `must be ≤ ${MAX_VALUE_OF_TIME_PER_JOB_HOUR} ($ per hour)`)
+    .describe(
+      "What an hour of this job's completion time is worth, in $ (default: the controller's scheduler.valueOfTimePerJobHour)",
+    )
     .optional(),
   workload: workloadSchema.optional(),
   queue: queueSchema.default({}),

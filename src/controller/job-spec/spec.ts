@@ -129,6 +129,8 @@ export interface JobSpec {
   readonly expectedDurationSeconds?: number | undefined;
   /** Do not move the job during this many seconds after it starts running (Karpenter's `do-not-disrupt: 30m`). */
   readonly noMoveSeconds?: number | undefined;
+  /** What an hour of the job's completion time is worth, $ (the scheduler weighs it against dollars). */
+  readonly valueOfTimePerJobHour?: number | undefined;
   /** The job-level co-location identity as written, if any (each template holds its resolved key). */
   readonly workload?: string | undefined;
   readonly queue: QueueSection;

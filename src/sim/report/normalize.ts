@@ -147,5 +147,9 @@ export function runRecord(r: RunResult): RunRecord {
           lostWorkHours: r.spot.lostWorkHours,
           spotShare: r.spot.spotShare,
         }),
+    // Last, and only in a value-of-time sweep or when one was set: which value the run had.
+    ...(r.summary.valueOfTimePerJobHour === undefined
+      ? {}
+      : { valueOfTimePerJobHour: r.summary.valueOfTimePerJobHour }),
   };
 }
