@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MARKETS, type Market } from '../core/market.js';
 
 /**
  * The cloud as the controller sees it (ARCHITECTURE.md "Interfaces at the edges"): launch one instance of a type,
@@ -47,6 +48,11 @@ export const launchRequestSchema = z.object({
    * the instance is launched without it (LaunchResult.placementGroup says which happened).
    */
   placementGroup: name.optional(),
+  /**
+   * How to buy it: on demand (the default), or spot, which a provider without a spot market launches on demand
+   * and one with it falls back from to on demand when spot capacity is refused (LaunchResult.market says which).
+   */
+  market: z.enum(MARKETS).default('on-demand'),
   /** Extra tags (cost allocation, owner). Keys under "fleetwise:" are reserved. */
   tags: z
     .record(z.string().min(1).max(128), tagValue)
@@ -85,6 +91,10 @@ export interface LaunchResult {
   readonly placementFallback?: string | undefined;
   /** True when no new instance was launched because one with this idempotency token already existed. */
   readonly reusedExisting: boolean;
+  /** How the instance was bought (absent: on demand). */
+  readonly market?: Market | undefined;
+  /** Why a spot request was launched on demand instead (no spot capacity for the type in any zone tried). */
+  readonly marketFallback?: string | undefined;
 }
 
 export type InstanceState = 'pending' | 'running' | 'stopping' | 'stopped' | 'shutting-down' | 'terminated';
@@ -103,6 +113,8 @@ export interface CloudInstance {
   readonly imageId?: string | undefined;
   /** The account that owns it (EC2's reservation OwnerId), where the provider has one. */
   readonly accountId?: string | undefined;
+  /** How it was bought, where the provider knows (EC2's InstanceLifecycle). */
+  readonly market?: Market | undefined;
 }
 
 export interface ListOptions {
@@ -121,6 +133,12 @@ export interface CloudProvider {
    * caller can pick the next-cheapest type without another round trip. Providers without capacity limits omit it.
    */
   isCapacityConstrained?(typeName: string): boolean;
+  /**
+   * EC2 is reclaiming an instance of this offering (a spot interruption): launches of the type in that zone and
+   * market avoid it for a while, as after a capacity error (Karpenter marks the offering unavailable the same way).
+   * A cache entry, not a cloud call. Providers without markets omit it.
+   */
+  markOfferingUnavailable?(typeName: string, zone: string, market: Market): void;
   /**
    * Delete the cluster's placement groups not named in `keep` (best effort: a group the cloud still counts instances
    * in stays for a later call). Returns the groups deleted. Providers without placement groups of their own omit it.

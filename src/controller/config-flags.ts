@@ -40,6 +40,7 @@ export interface ControllerFlags {
   readonly heartbeatTimeoutSeconds?: string;
   readonly workerGiveUpSeconds?: string;
   readonly scheduler?: string;
+  readonly interruptionQueue?: string;
 }
 
 /** Where each flag lands in the configuration (for merging and for error messages). */
@@ -82,6 +83,7 @@ export const FLAG_PATHS: readonly (readonly [
   ['heartbeatTimeoutSeconds', ['workerHeartbeatTimeoutSeconds'], 'number'],
   ['workerGiveUpSeconds', ['workerGiveUpSeconds'], 'number'],
   ['scheduler', ['scheduler', 'name'], 'string'],
+  ['interruptionQueue', ['interruptionQueue'], 'string'],
 ];
 
 export function flagNameOf(field: keyof ControllerFlags): string {

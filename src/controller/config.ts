@@ -361,6 +361,18 @@ export const controllerConfigSchema = z
     priceRefreshHours: nonNegative.default(24),
     /** A dry run makes no cloud call, so it refreshes prices only when this is set. */
     priceRefreshInDryRun: z.boolean().default(false),
+    /**
+     * The SQS queue EventBridge sends EC2's spot interruption warnings and rebalance recommendations to (as
+     * Karpenter's): an interrupted instance is drained and its tasks moved at once. Absent: only the workers' own
+     * notices (from the metadata service) are acted on.
+     */
+    interruptionQueue: z
+      .url({
+        error:
+          'an SQS queue URL, e.g. https://sqs.us-east-1.amazonaws.com/123456789012/fleetwise-interruptions',
+      })
+      .optional()
+      .describe('SQS queue URL of EC2 interruption events (EventBridge)'),
     ec2: ec2Schema.default(ec2Schema.parse({})),
     /** Limits on uploaded build contexts, for everyone and per team. */
     buildContexts: buildContextsSchema.default({ teams: {} }),

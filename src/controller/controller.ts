@@ -27,6 +27,7 @@ import { Predictions } from './predictions.js';
 import type { EtaRecord } from './queue-records.js';
 import { QueueViews } from './queue-views.js';
 import type { SyncSummary } from './reconcile/cloud-sync.js';
+import { SpotInterruptions, type InterruptionReport } from './spot-interruptions.js';
 import { Reconciler, type ProgressSummary } from './reconciler.js';
 import type { WrittenReport } from './reports.js';
 import { ReportWriter } from './report-writer.js';
@@ -128,6 +129,7 @@ export class Controller implements ControllerService {
   private readonly jobs: JobControl;
   private readonly monitor: LoopMonitor;
   private readonly orphans: KeptOrphans;
+  private readonly interruptions: SpotInterruptions;
 
   /** The loop's sequence: every pass chains here so none overlap (also when tests call them directly). */
   private chain: Promise<unknown> = Promise.resolve();
@@ -232,6 +234,15 @@ export class Controller implements ControllerService {
       catalog,
       safeEvent: (kind, message) => this.safeEvent(kind, message),
     });
+    this.interruptions = new SpotInterruptions({
+      store: deps.store,
+      log: this.log,
+      provider: this.provider,
+      requestRound: (reason) => this.requestRound(reason),
+    });
+    deps.workers?.onInterruption?.((instanceId, notice) =>
+      this.interruptions.handle(instanceId, { ...notice, source: 'worker' }),
+    );
     this.jobs = new JobControl({
       store: deps.store,
       requestRound: (reason) => this.requestRound(reason),
@@ -520,9 +531,23 @@ export class Controller implements ControllerService {
     return computeCostReport(this.store, this.catalog, this.clock.nowSeconds(), sinceSeconds);
   }
 
+  /**
+   * EC2 warned that it reclaims (or may soon reclaim) the instance with this cloud id (the interruption queue):
+   * spot-interruptions.ts. False when the instance is not one of this cluster's live instances.
+   */
+  interruptionFromQueue(cloudId: string, report: Omit<InterruptionReport, 'source'>): boolean {
+    const inst = this.store.findInstanceByCloudId(cloudId);
+    if (inst === undefined) return false;
+    return this.interruptions.handle(inst.id, { ...report, source: 'interruption-queue' });
+  }
+
   requestRound(reason: string): void {
     if (this.settings.earlyRounds === false) return;
-    this.roundRequestedBecause ??= reason;
+    // Only a new request wakes the loop. With one pending, the loop already sleeps until the earliest round it may
+    // run (or is in a pass and looks at the request after it): waking it again would only buy a reconciliation pass
+    // per submission in a burst, each reading the whole store, for nothing a round would not do moments later.
+    if (this.roundRequestedBecause !== undefined) return;
+    this.roundRequestedBecause = reason;
     this.wake.abort();
   }
 }

@@ -177,6 +177,10 @@ function schedJob(
     lastCheckpointSeconds,
     expectedRemainingSeconds: expectedRemaining(job, input.nowSeconds, runningSinceSeconds),
     ...(spec.network === undefined ? {} : { network: jobNetwork(job, tasks) }),
+    ...(spec.spot === undefined ? {} : { spot: spec.spot }),
+    ...(spec.checkpoint.everySeconds === undefined
+      ? {}
+      : { checkpointIntervalSeconds: spec.checkpoint.everySeconds }),
   };
 }
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MARKETS } from '../core/market.js';
 import type { Configuration, DecisionRecord } from '../scheduler/types.js';
 import type { JobSpec } from './job-spec/spec.js';
 
@@ -145,6 +146,8 @@ export const intentPayloadSchemas = {
     typeName: z.string().min(1),
     launchToken: z.string().min(1).max(64),
     availabilityZone: z.string().min(1).optional(),
+    /** How the plan buys it; absent: on demand (intents written before spot support). */
+    market: z.enum(MARKETS).optional(),
   }),
   terminate: z.strictObject({ instanceId: z.string().min(1), cloudId: z.string().min(1).optional() }),
   'start-task': z.strictObject({ taskId: z.string().min(1), instanceId: z.string().min(1) }),

@@ -16,7 +16,15 @@ export interface WorkerFleet {
   latencyView?(): LatencyMatrixView;
   /** Store the progress heartbeats reported since the last pass (WorkerTaskControl.flushProgress). */
   flushProgress?(): void;
+  /** Call `handler` with every heartbeat that carries a spot interruption notice or rebalance recommendation. */
+  onInterruption?(handler: InterruptionHandler): void;
 }
+
+/** A worker's instance (record id) reported EC2's notice (worker-protocol.ts `interruption`). */
+export type InterruptionHandler = (
+  instanceId: string,
+  notice: { readonly kind: 'spot-interruption' | 'rebalance-recommendation'; readonly time: string },
+) => void;
 
 /**
  * A registered worker that stopped heartbeating: its tasks are rescheduled from their last checkpoints and its

@@ -1,3 +1,4 @@
+import type { Attention } from './attention-clock.js';
 import type { Catalog } from '../core/catalog.js';
 import type { MeasuredRtt } from '../core/network.js';
 import { demandOn } from '../core/resources.js';
@@ -27,6 +28,7 @@ import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
 import type { InstanceRecord, JobRecord, JsonValue, StateStore, TaskRecord } from './state-store.js';
 import type { WorkerRegistrar } from './worker-identity/worker-registrar.js';
 import { WorkerProtocolError } from './worker-identity/worker-protocol-error.js';
+import type { InterruptionHandler } from './worker-liveness.js';
 
 /**
  * The controller's TaskControl over the worker protocol (src/protocol/worker-protocol.ts). Level-triggered: a
@@ -59,6 +61,11 @@ export interface WorkerTaskControlOptions {
   readonly heartbeatSeconds: number;
   /** A registered worker silent for this long is lost: its instance is replaced, its tasks rescheduled. */
   readonly heartbeatTimeoutSeconds: number;
+  /**
+   * The clock silence is measured on (attention-clock.ts: a stall of the controller's own loop does not count
+   * against its workers). Default: `clock`.
+   */
+  readonly attention?: Attention;
   /** The build context limits of a team's jobs, checked again by workers as they unpack (default: the defaults). */
   readonly contextLimits?: (team: string) => ContextLimits;
   /** Capacity scale per instance type (local mode on a small host); task limits are scaled alike. Default 1. */
@@ -105,12 +112,15 @@ export class WorkerTaskControl implements TaskControl {
   private readonly observations = new Map<string, number>();
   private readonly lost = new Set<string>();
   private readonly latency: LatencyMatrix;
+  private readonly attention: Attention;
   private seq = 0;
+  private interruptionHandler: InterruptionHandler | undefined;
 
   constructor(private readonly options: WorkerTaskControlOptions) {
     this.store = options.store;
     this.log = options.logger ?? silentLogger;
     this.latency = new LatencyMatrix(options.latencyStaleSeconds);
+    this.attention = options.attention ?? { seconds: () => options.clock.nowSeconds() };
     this.latency.load(this.store.getValue(LATENCY_MATRIX_KEY));
   }
 
@@ -123,7 +133,7 @@ export class WorkerTaskControl implements TaskControl {
    */
   async register(credential: string, request: RegisterRequest): Promise<RegisterResponse> {
     const { instance, workerToken, how } = await this.options.registrar.register(credential, request);
-    this.lastHeartbeat.set(instance.id, this.options.clock.nowSeconds());
+    this.lastHeartbeat.set(instance.id, this.attention.seconds());
     this.lost.delete(instance.id);
     this.log.info(`worker ${how === 'launch' ? 'registered' : 're-registered'} for ${instance.id}`, {
       cloudId: request.instanceId,
@@ -150,7 +160,7 @@ export class WorkerTaskControl implements TaskControl {
     const now = this.options.clock.nowSeconds();
     this.seq += 1;
     const seq = this.seq;
-    this.lastHeartbeat.set(inst.id, now);
+    this.lastHeartbeat.set(inst.id, this.attention.seconds());
     this.reports.set(inst.id, {
       seq,
       atSeconds: now,
@@ -159,6 +169,8 @@ export class WorkerTaskControl implements TaskControl {
     this.store.transaction(() => this.applyReports(inst, request.tasks));
     if (request.network !== undefined)
       this.latency.observe(inst.id, request.network, origin.remoteAddress, now);
+    // Before the answer: an interrupted instance is drained at once, so this very answer already reflects it.
+    if (request.interruption !== undefined) this.interruptionHandler?.(inst.id, request.interruption);
     const desired = this.desiredFor(inst);
     for (const d of desired) {
       const stop = this.stopping.get(d.taskId);
@@ -174,6 +186,11 @@ export class WorkerTaskControl implements TaskControl {
     return request.network?.probe === undefined
       ? { tasks: desired }
       : { tasks: desired, peers: this.peersOf(inst) };
+  }
+
+  /** Spot interruption notices and rebalance recommendations that workers report go to `handler` (the controller). */
+  onInterruption(handler: InterruptionHandler): void {
+    this.interruptionHandler = handler;
   }
 
   /** The other instances running tasks of the jobs that have tasks on this one, whose probes are known. */
@@ -475,7 +492,7 @@ export class WorkerTaskControl implements TaskControl {
    * loaded host), and counting that time against them replaced every healthy instance at once.
    */
   serving(): void {
-    this.servingSinceSeconds ??= this.options.clock.nowSeconds();
+    this.servingSinceSeconds ??= this.attention.seconds();
   }
 
   /**
@@ -485,7 +502,7 @@ export class WorkerTaskControl implements TaskControl {
    */
   staleInstances(): InstanceRecord[] {
     if (this.servingSinceSeconds === undefined) return [];
-    const now = this.options.clock.nowSeconds();
+    const now = this.attention.seconds();
     const out: InstanceRecord[] = [];
     for (const inst of this.store.listInstances({ states: ['running', 'draining'] })) {
       if (inst.workerTokenHash === undefined || this.lost.has(inst.id)) continue;
@@ -507,6 +524,6 @@ export class WorkerTaskControl implements TaskControl {
   /** Seconds since the instance's worker was last heard (undefined: never, in this process). */
   secondsSinceHeartbeat(instanceId: string): number | undefined {
     const last = this.lastHeartbeat.get(instanceId);
-    return last === undefined ? undefined : this.options.clock.nowSeconds() - last;
+    return last === undefined ? undefined : this.attention.seconds() - last;
   }
 }

@@ -176,8 +176,25 @@ export const networkReportSchema = z.strictObject({
 });
 export type NetworkReport = z.input<typeof networkReportSchema>;
 
+/**
+ * A warning from EC2 that this spot instance is at risk (the worker reads it from the instance metadata service,
+ * src/worker/interruption-notices.ts): `spot-interruption`, EC2 will reclaim it at `time` (about two minutes after the
+ * notice); `rebalance-recommendation`, it is at elevated risk of one. A worker reports the strongest notice it has seen
+ * in every heartbeat from then on (level-triggered: a lost heartbeat loses nothing).
+ */
+export const interruptionNoticeSchema = z.strictObject({
+  kind: z.enum(['spot-interruption', 'rebalance-recommendation']),
+  /** spot-interruption only: what EC2 will do to the instance. */
+  action: z.enum(['terminate', 'stop', 'hibernate']).optional(),
+  /** When EC2 acts (spot-interruption) or when it recommended a rebalance, as the metadata service says (ISO 8601). */
+  time: z.string().min(1).max(64),
+});
+export type InterruptionNotice = z.infer<typeof interruptionNoticeSchema>;
+
 export const heartbeatRequestSchema = z.strictObject({
   tasks: z.array(taskReportSchema).max(256),
+  /** EC2 warned that this instance is about to be reclaimed (absent: no warning). */
+  interruption: interruptionNoticeSchema.optional(),
   /** The worker's latency probe and what it measured (absent: this worker does not probe). */
   network: networkReportSchema.optional(),
 });

@@ -26,6 +26,14 @@ import {
 } from './reconfiguration.js';
 import { PriceBook } from './reservation-price.js';
 import { ConsolidationCandidate } from './consolidation-candidate.js';
+import {
+  chooseMarket,
+  marketContext,
+  plannedPricePerHour,
+  spotPlanningCatalog,
+  type MarketContext,
+  type MarketInput,
+} from './market-choice.js';
 import { assignPlacements, tagCurrent } from './latency-placement.js';
 import { SlowJobTracker } from './latency-migration.js';
 import {
@@ -34,7 +42,14 @@ import {
   type LatencyOptions,
   type ResolvedLatencyOptions,
 } from './latency-view.js';
-import type { CandidateSummary, Configuration, Plan, Scheduler, ThroughputObservation } from './types.js';
+import type {
+  CandidateSummary,
+  Configuration,
+  Plan,
+  PlannedInstance,
+  Scheduler,
+  ThroughputObservation,
+} from './types.js';
 
 /** EvaOptions.packingEfficiency's default, measured in README "How the scheduler decides" (θ = 0.8). */
 export const DEFAULT_PACKING_EFFICIENCY = 0.8;
@@ -123,6 +138,12 @@ export interface EvaOptions {
   /** Domain defaults, NoMora's thresholds and the migration trigger (latency-view.ts LatencyOptions). */
   readonly latency?: LatencyOptions;
   /**
+   * Use spot capacity where the catalog offers it (default false): plans pack at spot prices while reservation prices
+   * stay on demand, and each new instance is bought on spot when its jobs allow it and its expected cost (price plus
+   * interruption risk, src/scheduler/spot-cost.ts) is below the on-demand price (src/scheduler/market-choice.ts).
+   */
+  readonly spot?: boolean;
+  /**
    * What an hour of a job's completion time is worth, in $, for jobs that do not say (SchedJob.valueOfTimePerHour).
    * Candidates are then compared on dollars plus the value of the time they add: the slowdown co-location causes
    * (set values lose v·(1 − r), packing.ts compositionValue), a move's downtime and lost work, and the wait for new
@@ -141,6 +162,8 @@ export class EvaScheduler implements Scheduler {
   readonly name: string;
   table: ColocationTable;
   private readonly book: PriceBook;
+  /** Types at spot prices, for rounds where some job may use spot (undefined: spot off). */
+  private readonly spotBook: PriceBook | undefined;
   private readonly variant: EvaVariant;
   private readonly caps: Caps;
   private readonly exact: ExactCandidateOptions | undefined;
@@ -174,6 +197,10 @@ export class EvaScheduler implements Scheduler {
             ? 'eva-latency-no-migration'
             : 'eva';
     this.book = new PriceBook(catalog);
+    this.spotBook =
+      options.spot === true && catalog.spot !== undefined
+        ? new PriceBook(spotPlanningCatalog(catalog))
+        : undefined;
     this.table = new ColocationTable(options.defaultRate);
     this.caps = options.caps ?? {};
     this.exact = options.exact;
@@ -264,8 +291,11 @@ export class EvaScheduler implements Scheduler {
       view === undefined
         ? () => undefined
         : (jobId: string) => this.stayingPerformance(view, jobId, now, horizon);
+    // Instances are priced at spot where some job may use it; task prices stay on demand (this.priceOf).
+    const spotRound = this.spotBook !== undefined && snapshot.jobs.some((j) => j.spot !== 'never');
+    const book = spotRound ? (this.spotBook as PriceBook) : this.book;
     const instanceType = new Map<string, InstanceType>();
-    for (const inst of snapshot.instances) instanceType.set(inst.id, this.book.type(inst.typeName));
+    for (const inst of snapshot.instances) instanceType.set(inst.id, book.type(inst.typeName));
     const jobs = new Map(snapshot.jobs.map((j) => [j.id, j]));
     const taskCount = new Map(snapshot.jobs.map((j) => [j.id, j.taskIds.length]));
     const packTasks = new Map<string, PackTask>();
@@ -297,7 +327,7 @@ export class EvaScheduler implements Scheduler {
       (jobId) => staying(jobId) ?? 1,
     );
     const input: PlanningInput = {
-      book: this.book,
+      book,
       model: this.model,
       tasks: view === undefined ? packTasks : tagCurrent(view, packTasks, staying),
       instances: snapshot.instances.map((i) => ({
@@ -337,14 +367,14 @@ export class EvaScheduler implements Scheduler {
       // With nothing to repack, Partial Reconfiguration is the stay plan itself.
       candidates.push(evaluate('partial', repack.size === 0 ? stay : partialReconfiguration(input, repack)));
       candidates.push(evaluate('full', fullReconfiguration(input)));
-      const standalone = this.packedPrices ? standaloneFullCandidate(input, this.book) : undefined;
+      const standalone = this.packedPrices ? standaloneFullCandidate(input, book) : undefined;
       if (standalone !== undefined) candidates.push(evaluate('full-standalone', standalone));
       const consolidated = this.consolidation?.plan(snapshot, input, stay);
       if (consolidated !== undefined) candidates.push(evaluate('consolidate', consolidated));
       const slow = this.slowJobsDue(view, pinnedTaskIds, packTasks);
       if (slow.size > 0) candidates.push(evaluate('latency', partialReconfiguration(input, new Set(), slow)));
     }
-    const exact = exactCandidate(this.exact, input, snapshot, this.book);
+    const exact = exactCandidate(this.exact, input, snapshot, book);
     if (exact !== undefined && this.variant !== 'eva-partial-only') candidates.push(evaluate('exact', exact));
     const checked = candidates.map((c) => ({
       ...c,
@@ -354,10 +384,28 @@ export class EvaScheduler implements Scheduler {
     if (chosen.summary.name === 'full' || chosen.summary.name === 'full-standalone')
       this.history.recordFull();
 
-    const capped = enforceCaps(chosen.drafts, this.caps, packTasks, pinnedTaskIds, (d) =>
-      compositionValue(d.composition, input.model, false),
+    const markets: MarketInput | undefined =
+      this.spotBook === undefined
+        ? undefined
+        : { catalog: this.catalog, snapshot, rpPerHourOfJob: (id) => jobRp.get(id) ?? 0 };
+    const context = markets === undefined ? undefined : marketContext(snapshot);
+    const bought = (d: DraftInstance) =>
+      chooseMarket(toPlanned([d])[0] as PlannedInstance, markets as MarketInput, context as MarketContext);
+    const capped = enforceCaps(
+      chosen.drafts,
+      this.caps,
+      packTasks,
+      pinnedTaskIds,
+      (d) => compositionValue(d.composition, input.model, false),
+      markets === undefined ? undefined : (d) => plannedPricePerHour(this.catalog, bought(d)),
     );
-    const configuration: Configuration = { instances: toPlanned(capped.drafts) };
+    const planned = toPlanned(capped.drafts);
+    const configuration: Configuration = {
+      instances:
+        markets === undefined
+          ? planned
+          : planned.map((i) => chooseMarket(i, markets, context as MarketContext)),
+    };
     const plan: Plan = {
       configuration,
       decision: {

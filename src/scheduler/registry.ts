@@ -6,6 +6,7 @@ import { NoPackingScheduler } from './baselines/no-packing.js';
 import { OwlScheduler, type InterferenceOracle } from './baselines/owl.js';
 import { StratusScheduler } from './baselines/stratus.js';
 import { SynergyScheduler } from './baselines/synergy.js';
+import { SpotBaseline } from './baselines/spot-baseline.js';
 import { evaTunables, EvaScheduler } from './eva.js';
 import type { Scheduler } from './types.js';
 import type { LatencyOptions } from './latency-view.js';
@@ -29,6 +30,8 @@ export const SCHEDULER_NAMES = [
   'karpenter',
   'karpenter-balanced',
   'karpenter-when-empty',
+  'karpenter-spot',
+  'skypilot-spot',
 ] as const;
 
 export type SchedulerName = (typeof SCHEDULER_NAMES)[number];
@@ -62,6 +65,8 @@ export interface SchedulerOptions {
   readonly caps?: Caps | undefined;
   /** Eva's latency-aware placement settings (domain defaults, thresholds, migration trigger). Baselines ignore them. */
   readonly latency?: LatencyOptions | undefined;
+  /** Eva buys spot capacity where the catalog offers it (EvaOptions.spot; default false). Baselines ignore it. */
+  readonly spot?: boolean | undefined;
 }
 
 export function isSchedulerName(name: string): name is SchedulerName {
@@ -117,6 +122,7 @@ export function createScheduler(name: string, options: SchedulerOptions, field =
         }),
         ...(options.caps !== undefined ? { caps: options.caps } : {}),
         latencyAware: name !== 'eva-latency-blind',
+        ...(options.spot === true ? { spot: true } : {}),
         latency: { ...options.latency, ...(name === 'eva-latency-no-migration' ? { migrate: false } : {}) },
       });
     case 'no-packing':
@@ -133,6 +139,9 @@ export function createScheduler(name: string, options: SchedulerOptions, field =
       return new KarpenterScheduler(catalog, { policy: 'Balanced' });
     case 'karpenter-when-empty':
       return new KarpenterScheduler(catalog, { policy: 'WhenEmpty' });
+    case 'karpenter-spot':
+    case 'skypilot-spot':
+      return new SpotBaseline(catalog, name);
     default: {
       const unreachable: never = name;
       throw new Error(unknownSchedulerProblem([String(unreachable)]));

@@ -1,4 +1,5 @@
 import type { InstancePlacement } from '../core/network.js';
+import type { Market } from '../core/market.js';
 import type { Catalog } from '../core/catalog.js';
 import type { ClusterSnapshot } from '../core/model.js';
 
@@ -10,6 +11,8 @@ export interface PlannedInstance {
   readonly taskIds: readonly string[];
   /** For a new instance: where to launch it (zone, cluster placement group); unset means anywhere. */
   readonly placement?: InstancePlacement | undefined;
+  /** How it is bought (a new one: how to launch it; an existing one: as it was); absent: on demand. */
+  readonly market?: Market | undefined;
 }
 
 export interface Configuration {

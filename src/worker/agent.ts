@@ -4,6 +4,7 @@ import type { ObjectStore } from '../storage/object-store.js';
 import {
   desiredTaskSchema,
   type DesiredTask,
+  type InterruptionNotice,
   type NetworkReport,
   type ProbePeer,
   type RegisterRequest,
@@ -13,6 +14,7 @@ import { ControllerRequestError, type ControllerConnection } from './controller-
 import type { LaunchCredentialSource } from './launch-credential.js';
 import type { SavedCredential } from './saved-credential.js';
 import type { Executor } from './executor.js';
+import { DEFAULT_NOTICE_POLL_SECONDS, type InterruptionNoticeSource } from './interruption-notices.js';
 import { TaskLifecycle } from './task-lifecycle.js';
 
 /**
@@ -25,6 +27,10 @@ import { TaskLifecycle } from './task-lifecycle.js';
  *   stop             kill now (a cancel), report stopped
  *   (not listed)     a running task the controller no longer wants is checkpointed and stopped (work is kept);
  *                    a finished one is forgotten
+ *
+ * A spot interruption notice (interruption-notices.ts: EC2 reclaims the instance about two minutes later) makes the agent
+ * checkpoint and stop every task at once, uploading the checkpoints, heartbeat at once to tell the controller (which
+ * moves the tasks elsewhere), and start nothing more on this host; a rebalance recommendation is only reported.
  *
  * A task exiting 0 on its own has succeeded; any other exit failed (the reason carries the exit code and its last
  * output lines). Logs go to the object store (`logs/<job>/…`, one object per run) while the task runs and when it ends,
@@ -85,6 +91,12 @@ export interface AgentOptions {
     heartbeatReport(): NetworkReport;
     setPeers(peers: readonly ProbePeer[]): void;
   };
+  /** EC2's spot interruption notices and rebalance recommendations (absent: not on spot, or not on EC2). */
+  readonly interruptionNotices?: {
+    readonly source: InterruptionNoticeSource;
+    /** Poll this often (default 5 s, as AWS advises). */
+    readonly pollSeconds?: number;
+  };
   readonly logger?: AgentLogger;
 }
 
@@ -108,6 +120,10 @@ export class WorkerAgent {
   private lastFailureLogMs: number | undefined;
   /** Aborted when run() is told to stop: steps waiting for the object store stop retrying. */
   private readonly leaving = new AbortController();
+  /** The strongest interruption notice seen (reported in every heartbeat from then on). */
+  private notice: InterruptionNotice | undefined;
+  /** Aborted to cut the wait before the next heartbeat short (a notice to report). */
+  private nap = new AbortController();
 
   constructor(private readonly options: AgentOptions) {
     this.log = options.logger ?? silent;
@@ -134,6 +150,7 @@ export class WorkerAgent {
     if (signal.aborted) this.leaving.abort();
     else signal.addEventListener('abort', () => this.leaving.abort(), { once: true });
     let exit: AgentExit = 'stopped';
+    const watching = this.watchNotices(this.leaving.signal);
     while (!signal.aborted) {
       const registered = this.store !== undefined;
       try {
@@ -160,8 +177,13 @@ export class WorkerAgent {
         exit = 'gave-up';
         break;
       }
-      await sleep(this.store === undefined ? 1 : this.period(), signal);
+      const nap = this.nap.signal;
+      if (!nap.aborted)
+        await sleep(this.store === undefined ? 1 : this.period(), AbortSignal.any([signal, nap]));
+      if (nap.aborted) this.nap = new AbortController();
     }
+    this.leaving.abort();
+    await watching;
     if (exit === 'gave-up') {
       const stopped = await this.tasks.checkpointAll();
       this.log.warn(
@@ -279,16 +301,76 @@ export class WorkerAgent {
       this.adopted = true;
     }
     await this.tasks.observe();
+    if (this.evacuating()) this.evacuate();
     const reports = this.tasks.reports();
     const probe = this.options.latencyProbe;
     const network = probe?.heartbeatReport();
     const answer = await this.options.connection.heartbeat({
       tasks: reports,
       ...(network === undefined ? {} : { network: { ...network, rtts: network.rtts ?? [] } }),
+      ...(this.notice === undefined ? {} : { interruption: this.notice }),
     });
     probe?.setPeers(answer.peers ?? []);
     this.reconcile(answer.tasks);
     this.tasks.shipRunningLogs();
+  }
+
+  /** The notice this agent acts on, if any (tests, logs). */
+  get interruption(): InterruptionNotice | undefined {
+    return this.notice;
+  }
+
+  private evacuating(): boolean {
+    return this.notice?.kind === 'spot-interruption';
+  }
+
+  /**
+   * Poll the metadata service until the agent leaves. A new notice is acted on at once: a spot interruption
+   * checkpoints and stops the tasks, and either kind cuts the wait before the next heartbeat short.
+   */
+  private async watchNotices(leaving: AbortSignal): Promise<void> {
+    const watch = this.options.interruptionNotices;
+    if (watch === undefined) return;
+    let lastError: string | undefined;
+    while (!leaving.aborted) {
+      try {
+        const notice = await watch.source.poll();
+        lastError = undefined;
+        if (notice !== undefined && this.stronger(notice)) {
+          this.notice = notice;
+          this.log.warn(
+            notice.kind === 'spot-interruption'
+              ? `spot interruption notice: EC2 will ${notice.action ?? 'terminate'} this instance at ${notice.time}; checkpointing and stopping every task now`
+              : `rebalance recommendation (${notice.time}): this spot instance is at elevated risk of interruption`,
+          );
+          if (this.evacuating()) this.evacuate();
+          this.nap.abort();
+        }
+      } catch (e) {
+        // Logged once per distinct failure: a metadata service that is down must not flood the log.
+        const message = (e as Error).message;
+        if (message !== lastError) this.log.warn(`interruption notices: ${message}`);
+        lastError = message;
+      }
+      await sleep(watch.pollSeconds ?? DEFAULT_NOTICE_POLL_SECONDS, leaving);
+    }
+  }
+
+  /** A notice changes what the agent does when it is the first, or an interruption after a recommendation. */
+  private stronger(notice: InterruptionNotice): boolean {
+    if (this.notice === undefined) return true;
+    return this.notice.kind === 'rebalance-recommendation' && notice.kind === 'spot-interruption';
+  }
+
+  /** Checkpoint and stop what runs, within the time EC2 leaves; heartbeat again as soon as the uploads are done. */
+  private evacuate(): void {
+    const atMs = this.notice === undefined ? Number.NaN : Date.parse(this.notice.time);
+    // Ten seconds kept for the last heartbeat; an unreadable time leaves the jobs' own timeouts.
+    const leftSeconds = Number.isFinite(atMs) ? (atMs - Date.now()) / 1000 - 10 : Number.POSITIVE_INFINITY;
+    const { started, done } = this.tasks.evacuate(leftSeconds);
+    if (started.length === 0) return;
+    this.log.info(`checkpointing ${started.join(', ')} before the interruption`);
+    void done.then(() => this.nap.abort());
   }
 
   /** Wait for every background operation (tests). */
@@ -313,6 +395,8 @@ export class WorkerAgent {
       const t = tasks.get(d.taskId);
       if (t?.busy !== undefined) continue;
       if (d.action === 'run') {
+        // The instance is going away: nothing starts here (the controller moves the tasks once it hears).
+        if (this.evacuating()) continue;
         // A task that exited in an earlier attempt of its job runs again (from its checkpoint) in the next one.
         const newAttempt =
           t !== undefined &&

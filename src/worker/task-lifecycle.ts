@@ -87,6 +87,33 @@ export class TaskLifecycle {
     return running.map((t) => t.taskId);
   }
 
+  /**
+   * The instance is about to be reclaimed (a spot interruption notice, about two minutes ahead): checkpoint and stop
+   * at once every running task nothing else is doing, uploading its last checkpoint. A task busy with a start is taken
+   * by a later call (the agent calls this on every heartbeat while the notice stands). `done` resolves when the stops
+   * begun here have ended. `maxTimeoutSeconds` caps each job's checkpoint timeout (the time left before EC2 acts).
+   */
+  evacuate(maxTimeoutSeconds = Number.POSITIVE_INFINITY): {
+    readonly started: string[];
+    readonly done: Promise<void>;
+  } {
+    const started: LocalTask[] = [];
+    for (const t of this.tasks.values())
+      if (t.phase === 'running' && t.busy === undefined) {
+        started.push(t);
+        this.background(t, () =>
+          this.stop(t, true, {
+            signal: t.signal ?? 'SIGTERM',
+            timeoutSeconds: Math.max(1, Math.min(t.timeoutSeconds ?? 60, maxTimeoutSeconds)),
+          }),
+        );
+      }
+    return {
+      started: started.map((t) => t.taskId),
+      done: Promise.all(started.map((t) => t.busy)).then(() => undefined),
+    };
+  }
+
   /** Wait for every background operation, log shipping included (tests, and before the agent leaves). */
   async settle(): Promise<void> {
     await Promise.all([...this.tasks.values()].flatMap((t) => [t.busy, t.logUploads]));

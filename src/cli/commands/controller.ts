@@ -1,7 +1,10 @@
+import { AttentionClock } from '../../controller/attention-clock.js';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
+import { SqsInterruptionQueue } from '../../cloud/aws/interruption-queue.js';
+import { InterruptionListener } from '../../controller/interruption-listener.js';
 import { pino } from 'pino';
 import {
   LOG_FORMAT_ENV,
@@ -325,6 +328,8 @@ export async function runController(
           objectStoreLocation: objectStore.location,
           heartbeatSeconds: config.workerHeartbeatSeconds,
           heartbeatTimeoutSeconds: config.workerHeartbeatTimeoutSeconds,
+          // A stall of this process (a starved host, a long synchronous step) does not count as its workers' silence.
+          attention: new AttentionClock().start(),
           contextLimits,
           logger: log,
           ...(local
@@ -378,6 +383,20 @@ export async function runController(
       })
     : undefined;
 
+  // EC2's interruption events from EventBridge, beside the workers' own notices. A dry run reads nothing (receiving
+  // deletes messages: a cloud call that changes the world).
+  const interruptions =
+    config.interruptionQueue === undefined || config.dryRun
+      ? undefined
+      : new InterruptionListener({
+          source: new SqsInterruptionQueue(
+            { queueUrl: config.interruptionQueue, region: config.region },
+            env,
+          ),
+          handle: (cloudId, report) => controller.interruptionFromQueue(cloudId, report),
+          log,
+        });
+
   let api: ApiServer | undefined;
   let stopping = false;
   let stoppingSinceMs = 0;
@@ -387,6 +406,7 @@ export async function runController(
     stoppingSinceMs = Date.now();
     log.info(`received ${signal}; stopping`);
     priceRefresher?.stop();
+    await interruptions?.stop().catch(() => undefined);
     // The loop first, so no round launches or replaces an instance while the workers go; the API last, so workers
     // checkpointing their tasks can still report the final checkpoints.
     await controller.stop().catch(() => undefined);
@@ -441,6 +461,9 @@ export async function runController(
     });
   await controller.start();
   priceRefresher?.start();
+  interruptions?.start();
+  if (interruptions !== undefined)
+    log.info(`reading EC2 interruption events from ${config.interruptionQueue}`);
   if (config.listen !== undefined) {
     try {
       api = await startApiServer(controller, {
@@ -540,6 +563,10 @@ export function registerController(program: Command): void {
       `scheduling policy (default eva): ${SCHEDULER_NAMES.join(', ')}; owl assumes no interference`,
     )
     .option('--config <file>', 'YAML (or JSON) configuration; flags override it')
+    .option(
+      '--interruption-queue <url>',
+      'SQS queue URL of EC2 spot interruption and rebalance events (EventBridge): interrupted instances are drained at once',
+    )
     .option(
       '--provider <name>',
       'cloud provider: aws, or local (worker processes on this machine; the quick start)',

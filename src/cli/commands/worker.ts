@@ -20,6 +20,7 @@ import {
   type LaunchCredentialSource,
 } from '../../worker/launch-credential.js';
 import { SavedCredential } from '../../worker/saved-credential.js';
+import { DEFAULT_NOTICE_POLL_SECONDS, imdsNoticeSource } from '../../worker/interruption-notices.js';
 import { LAUNCH_SECRET_ENV } from '../../protocol/launch-secret.js';
 import type { Executor } from '../../worker/executor.js';
 import { DockerExecutor, dockerFromEnv } from '../../worker/executors/docker.js';
@@ -33,6 +34,8 @@ import { ProcessExecutor } from '../../worker/executors/process.js';
  * saved in the work directory, and a restarted worker registers with that alone.
  */
 export const WORKER_TOKEN_ENV = 'FLEETWISE_WORKER_TOKEN';
+/** The default of --notice-poll-seconds (a local controller's workers inherit it: tests poll faster). */
+export const NOTICE_POLL_SECONDS_ENV = 'FLEETWISE_NOTICE_POLL_SECONDS';
 
 interface WorkerFlags {
   readonly controller: string;
@@ -49,7 +52,18 @@ interface WorkerFlags {
   readonly probeHost?: string;
   readonly probeIntervalSeconds?: string;
   readonly probeWindowSeconds?: string;
+  readonly spotNotices?: string;
+  readonly noticePollSeconds?: string;
 }
+
+const noticeFlagsSchema = z.object({
+  '--spot-notices': z.enum(['auto', 'on', 'off'], { error: 'one of auto, on, off' }).default('auto'),
+  '--notice-poll-seconds': z.coerce
+    .number({ error: 'a number of seconds' })
+    .min(0.05, 'at least 0.05 s')
+    .max(60, 'at most 60 s (a spot notice comes two minutes ahead)')
+    .default(DEFAULT_NOTICE_POLL_SECONDS),
+});
 
 const probeFlagsSchema = z.object({
   '--probe-port': z.coerce
@@ -175,6 +189,21 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
               `(${(e as Error).message}); pick another port (0: any free one) or pass --no-probe`,
           ]);
         });
+  const noticeFlags = parseWith(
+    noticeFlagsSchema,
+    {
+      '--spot-notices': flags.spotNotices,
+      '--notice-poll-seconds': flags.noticePollSeconds ?? env[NOTICE_POLL_SECONDS_ENV],
+    },
+    'fleetwise worker',
+  );
+  // auto: on EC2 (the worker token and the identity document) or wherever a metadata service is named explicitly.
+  const imdsUrl = flags.imdsUrl ?? (env[IMDS_URL_ENV] === '' ? undefined : env[IMDS_URL_ENV]);
+  const onEc2 =
+    (flags.token ?? env[WORKER_TOKEN_ENV] ?? '').trim() !== '' && env[LAUNCH_SECRET_ENV] === undefined;
+  const pollNotices =
+    noticeFlags['--spot-notices'] === 'on' ||
+    (noticeFlags['--spot-notices'] === 'auto' && (onEc2 || imdsUrl !== undefined));
   const log = pino({ base: { component: 'worker', instance: flags.instanceId } }, pino.destination(2));
   const agent = new WorkerAgent({
     connection: new ControllerClient(flags.controller),
@@ -192,6 +221,14 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
     stopTasksOnExit: flags.stopTasksOnExit === true,
     controllerUrl: flags.controller,
     ...(latencyProbe === undefined ? {} : { latencyProbe }),
+    ...(pollNotices
+      ? {
+          interruptionNotices: {
+            source: imdsNoticeSource(imdsUrl === undefined ? {} : { imdsUrl }),
+            pollSeconds: noticeFlags['--notice-poll-seconds'],
+          },
+        }
+      : {}),
     logger: {
       info: (message, data) => log.info(data ?? {}, message),
       warn: (message, data) => log.warn(data ?? {}, message),
@@ -253,6 +290,15 @@ export function registerWorker(program: Command): void {
       `report max and p99 round trips over this window (default ${DEFAULT_PROBE_WINDOW_SECONDS})`,
     )
     .option('--no-probe', 'measure no round trips and open no probe port')
+    .option(
+      '--spot-notices <mode>',
+      'poll the metadata service for spot interruption notices and rebalance recommendations: on, off, or auto ' +
+        '(on EC2, or when a metadata service is named; default)',
+    )
+    .option(
+      '--notice-poll-seconds <s>',
+      `poll for spot notices this often (default ${NOTICE_POLL_SECONDS_ENV}, else ${DEFAULT_NOTICE_POLL_SECONDS})`,
+    )
     .action(async (options: WorkerFlags) => {
       await runWorker(options);
     });

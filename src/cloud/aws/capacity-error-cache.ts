@@ -1,7 +1,10 @@
+import type { Market } from '../../core/market.js';
+
 /**
  * Remembers "no capacity for this type in this zone" for a few minutes, so the next launch goes straight to another
  * zone or type instead of asking EC2 again. Karpenter keeps the same cache (per type, zone and capacity type) with a
- * 3-minute TTL (industry-anchors.md, "Insufficient-capacity (ICE) handling"); 180 s is our default too.
+ * 3-minute TTL (industry-anchors.md, "Insufficient-capacity (ICE) handling"); 180 s is our default too. Spot and
+ * on-demand capacity are separate pools: a spot refusal (or interruption) says nothing about on-demand capacity.
  */
 export const DEFAULT_CAPACITY_ERROR_TTL_SECONDS = 180;
 
@@ -13,16 +16,19 @@ export class CapacityErrorCache {
     private readonly nowMs: () => number = Date.now,
   ) {}
 
-  private static key(typeName: string, zone: string): string {
-    return `${typeName}@${zone}`;
+  private static key(typeName: string, zone: string, market: Market): string {
+    return `${typeName}@${zone}/${market}`;
   }
 
-  markUnavailable(typeName: string, zone: string): void {
-    this.expiresAtMs.set(CapacityErrorCache.key(typeName, zone), this.nowMs() + this.ttlSeconds * 1000);
+  markUnavailable(typeName: string, zone: string, market: Market = 'on-demand'): void {
+    this.expiresAtMs.set(
+      CapacityErrorCache.key(typeName, zone, market),
+      this.nowMs() + this.ttlSeconds * 1000,
+    );
   }
 
-  isUnavailable(typeName: string, zone: string): boolean {
-    const key = CapacityErrorCache.key(typeName, zone);
+  isUnavailable(typeName: string, zone: string, market: Market = 'on-demand'): boolean {
+    const key = CapacityErrorCache.key(typeName, zone, market);
     const expires = this.expiresAtMs.get(key);
     if (expires === undefined) return false;
     if (this.nowMs() >= expires) {

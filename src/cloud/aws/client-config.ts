@@ -20,12 +20,12 @@ export interface AwsClientOptions {
 
 /**
  * The endpoint a client should use, following the SDK's "service-specific endpoints" convention: the service's own
- * variable (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL_PRICING) wins over AWS_ENDPOINT_URL, and
+ * variable (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL_PRICING, AWS_ENDPOINT_URL_SQS) wins over AWS_ENDPOINT_URL, and
  * AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true turns both off. We resolve it ourselves (the SDK would too) because S3 needs
  * to know whether a custom endpoint is in use: moto and other stand-ins only serve path-style bucket addressing.
  */
 export function configuredEndpoint(
-  serviceEnvId: 'S3' | 'EC2' | 'PRICING',
+  serviceEnvId: 'S3' | 'EC2' | 'PRICING' | 'SQS',
   env: NodeJS.ProcessEnv = process.env,
 ): string | undefined {
   if (env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS?.toLowerCase() === 'true') return undefined;
@@ -35,7 +35,7 @@ export function configuredEndpoint(
 
 /** The constructor fields common to every client, with only the settings actually given (the SDK fills the rest). */
 export function commonClientConfig(
-  serviceEnvId: 'S3' | 'EC2' | 'PRICING',
+  serviceEnvId: 'S3' | 'EC2' | 'PRICING' | 'SQS',
   options: AwsClientOptions,
   env: NodeJS.ProcessEnv = process.env,
 ): {
@@ -65,4 +65,41 @@ export function awsHttpStatus(error: unknown): number | undefined {
   if (typeof error !== 'object' || error === null) return undefined;
   const meta = (error as { $metadata?: { httpStatusCode?: unknown } }).$metadata;
   return typeof meta?.httpStatusCode === 'number' ? meta.httpStatusCode : undefined;
+}
+
+/**
+ * Timeouts for an AWS client's HTTP handler. Without them the SDK waits forever on an endpoint that accepts a
+ * connection and never answers, and so does whoever awaits the call (a controller's round, a worker's upload); with
+ * them a stuck call fails and the SDK's retries (exponential backoff with jitter) take over.
+ */
+export interface ClientTimeouts {
+  /** Establishing the TCP connection. */
+  readonly connectTimeoutMs: number;
+  /** From sending a request to its response headers. */
+  readonly requestTimeoutMs: number;
+  /** A connection without a byte in either direction for this long fails, mid-body too. */
+  readonly idleTimeoutMs: number;
+}
+
+/** For the control-plane APIs (EC2, Pricing, SQS): their answers are small, 30 s is far beyond a healthy call. */
+export const DEFAULT_API_TIMEOUTS: ClientTimeouts = {
+  connectTimeoutMs: 5_000,
+  requestTimeoutMs: 30_000,
+  idleTimeoutMs: 30_000,
+};
+
+/** The `requestHandler` options of an SDK client that enforce these timeouts. */
+export function timeoutHandlerOptions(timeouts: ClientTimeouts): {
+  connectionTimeout: number;
+  requestTimeout: number;
+  throwOnRequestTimeout: true;
+  socketTimeout: number;
+} {
+  return {
+    connectionTimeout: timeouts.connectTimeoutMs,
+    requestTimeout: timeouts.requestTimeoutMs,
+    // Without it a request timeout is only a logged warning and the call goes on waiting.
+    throwOnRequestTimeout: true,
+    socketTimeout: timeouts.idleTimeoutMs,
+  };
 }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Instance, RunInstancesCommandInput, Tag } from '@aws-sdk/client-ec2';
 import { z } from 'zod';
+import type { Market } from '../../core/market.js';
 import { Rng } from '../../core/random.js';
 import { parseWith, ValidationError } from '../../core/validation.js';
 import {
@@ -48,6 +49,16 @@ const GROUP_REFUSAL_CODES: ReadonlySet<string> = new Set([
   ...ZONE_CAPACITY_CODES,
   'InvalidParameterCombination',
   'InvalidPlacementGroup.Unknown',
+]);
+
+/**
+ * Spot refusals: no spot capacity for the type in the zone (the zone codes) or at the price asked, or the account's
+ * spot quota. A spot launch then tries the next zone, and after the last one falls back to on demand.
+ */
+const SPOT_REFUSAL_CODES: ReadonlySet<string> = new Set([
+  ...ZONE_CAPACITY_CODES,
+  'SpotMaxPriceTooLow',
+  'MaxSpotInstanceCountExceeded',
 ]);
 
 /** Account quotas: no other zone helps; a type in another quota class (e.g. C/R instead of P) may. */
@@ -103,9 +114,10 @@ type ParsedConfig = z.output<typeof ec2ProviderConfigSchema>;
 type Placement = ParsedConfig['placements'][number];
 type ValidRequest = z.output<typeof launchRequestSchema>;
 
-/** One RunInstances attempt: a zone, and the placement group to launch into, if any. */
+/** One RunInstances attempt: a zone, the market, and the placement group to launch into, if any. */
 interface LaunchAttempt {
   readonly placement: Placement;
+  readonly market: Market;
   readonly group?: { readonly name: string; readonly ec2Name: string } | undefined;
 }
 
@@ -134,11 +146,14 @@ export function zoneClientToken(
   availabilityZone: string,
   /** The EC2 name of the placement group of the attempt: an attempt in the group and one without it differ. */
   placementGroup?: string,
+  /** A spot attempt and an on-demand one in the same zone differ too (an on-demand token is as it always was). */
+  market: Market = 'on-demand',
 ): string {
   return createHash('sha256')
     .update(
       `${clusterName}\n${idempotencyToken}\n${availabilityZone}` +
-        (placementGroup === undefined ? '' : `\n${placementGroup}`),
+        (placementGroup === undefined ? '' : `\n${placementGroup}`) +
+        (market === 'spot' ? '\nspot' : ''),
     )
     .digest('hex');
 }
@@ -176,6 +191,7 @@ function toCloudInstance(instance: Instance, ownerId: string | undefined): Cloud
     privateIpAddress: instance.PrivateIpAddress,
     imageId: instance.ImageId,
     accountId: ownerId,
+    market: instance.InstanceLifecycle === 'spot' ? 'spot' : 'on-demand',
   };
 }
 
@@ -231,6 +247,12 @@ export class Ec2Provider implements CloudProvider {
     return retryOnThrottling(operation, fn, this.retry);
   }
 
+  /**
+   * Launch in the request's market. Spot goes zone by zone like on demand (capacity errors remembered per type, zone
+   * and market); when no zone has spot capacity (or every one is remembered as having none, after a refusal or an
+   * interruption), the instance is launched on demand instead and the result says why: an instance now beats a
+   * cheaper one later (Karpenter falls back from spot to on-demand capacity the same way).
+   */
   async launch(input: LaunchRequest): Promise<LaunchResult> {
     const request = parseWith(launchRequestSchema, input, 'launch request');
     const existing = await this.findByLaunchToken(request.clusterName, request.idempotencyToken);
@@ -240,10 +262,27 @@ export class Ec2Provider implements CloudProvider {
         availabilityZone: existing[0]?.availabilityZone,
         placementGroup: existing[0]?.placementGroup,
         reusedExisting: true,
+        ...(existing[0]?.market === 'spot' ? { market: 'spot' } : {}),
       };
+    if (request.market === 'spot') {
+      const spot = await this.launchIn(request, 'spot');
+      if (!(spot instanceof InsufficientCapacityError)) return spot;
+      const onDemand = await this.launchIn(request, 'on-demand');
+      if (onDemand instanceof InsufficientCapacityError) throw onDemand;
+      return { ...onDemand, marketFallback: `no spot capacity: ${spot.message}; launched on demand` };
+    }
+    const launched = await this.launchIn(request, 'on-demand');
+    if (launched instanceof InsufficientCapacityError) throw launched;
+    return launched;
+  }
 
-    const { candidates, skipped } = this.zonesToTry(request.typeName, request.availabilityZones);
-    const attempts: LaunchAttempt[] = candidates.map((placement) => ({ placement }));
+  /** Every zone in one market; the capacity error (returned, not thrown) when none has room. */
+  private async launchIn(
+    request: ValidRequest,
+    market: Market,
+  ): Promise<LaunchResult | InsufficientCapacityError> {
+    const { candidates, skipped } = this.zonesToTry(request.typeName, request.availabilityZones, market);
+    const attempts: LaunchAttempt[] = candidates.map((placement) => ({ placement, market }));
     // Why the instance is not in the group it asked for, once it is known not to be.
     let groupFallback: string | undefined;
     // The group's attempt goes first, in the best zone there is capacity in (the preferred one, normally).
@@ -254,6 +293,7 @@ export class Ec2Provider implements CloudProvider {
       else
         attempts.unshift({
           placement: first,
+          market,
           group: { name: request.placementGroup, ec2Name: ensured.ec2Name },
         });
     }
@@ -273,6 +313,7 @@ export class Ec2Provider implements CloudProvider {
           placementGroup: group?.name,
           ...(group === undefined && groupFallback !== undefined ? { placementFallback: groupFallback } : {}),
           reusedExisting: false,
+          ...(market === 'spot' ? { market } : {}),
         };
       } catch (e) {
         const code = awsErrorCode(e);
@@ -283,18 +324,22 @@ export class Ec2Provider implements CloudProvider {
           lastCapacityError = e;
           continue;
         }
-        if (code !== undefined && ZONE_CAPACITY_CODES.has(code)) {
-          this.capacityErrors.markUnavailable(request.typeName, placement.availabilityZone);
+        const capacityCodes = market === 'spot' ? SPOT_REFUSAL_CODES : ZONE_CAPACITY_CODES;
+        if (code !== undefined && capacityCodes.has(code)) {
+          this.capacityErrors.markUnavailable(request.typeName, placement.availabilityZone, market);
           refused.push(placement.availabilityZone);
           lastCapacityError = e;
           continue;
         }
         if (code !== undefined && QUOTA_CODES.has(code))
           throw new QuotaExceededError(request.typeName, code, { cause: e });
-        throw asProviderError(e, `RunInstances ${request.typeName} in ${placement.availabilityZone}`);
+        throw asProviderError(
+          e,
+          `RunInstances ${request.typeName}${market === 'spot' ? ' (spot)' : ''} in ${placement.availabilityZone}`,
+        );
       }
     }
-    throw new InsufficientCapacityError(request.typeName, refused, skipped, { cause: lastCapacityError });
+    return new InsufficientCapacityError(request.typeName, refused, skipped, { cause: lastCapacityError });
   }
 
   /**
@@ -366,6 +411,10 @@ export class Ec2Provider implements CloudProvider {
     return deleted.sort();
   }
 
+  markOfferingUnavailable(typeName: string, zone: string, market: Market): void {
+    this.capacityErrors.markUnavailable(typeName, zone, market);
+  }
+
   isCapacityConstrained(typeName: string): boolean {
     return this.config.placements.every((p) =>
       this.capacityErrors.isUnavailable(typeName, p.availabilityZone),
@@ -376,6 +425,7 @@ export class Ec2Provider implements CloudProvider {
   private zonesToTry(
     typeName: string,
     preferred: readonly string[],
+    market: Market,
   ): { candidates: Placement[]; skipped: string[] } {
     const byZone = new Map(this.config.placements.map((p) => [p.availabilityZone, p]));
     const ordered: Placement[] = [];
@@ -384,14 +434,14 @@ export class Ec2Provider implements CloudProvider {
       if (placement !== undefined && !ordered.includes(placement)) ordered.push(placement);
     }
     const candidates = ordered.filter(
-      (p) => !this.capacityErrors.isUnavailable(typeName, p.availabilityZone),
+      (p) => !this.capacityErrors.isUnavailable(typeName, p.availabilityZone, market),
     );
     const skipped = ordered.filter((p) => !candidates.includes(p)).map((p) => p.availabilityZone);
     return { candidates, skipped };
   }
 
   private runInput(request: ValidRequest, attempt: LaunchAttempt): RunInstancesCommandInput {
-    const { placement, group } = attempt;
+    const { placement, group, market } = attempt;
     const tags: Tag[] = [
       ...('Name' in request.tags
         ? []
@@ -414,6 +464,7 @@ export class Ec2Provider implements CloudProvider {
         request.idempotencyToken,
         placement.availabilityZone,
         group?.ec2Name,
+        market,
       ),
       // A subnet fixes the zone; without one (default VPC) the zone is asked for by name.
       ...(placement.subnetId === undefined ? {} : { SubnetId: placement.subnetId }),
@@ -433,6 +484,16 @@ export class Ec2Provider implements CloudProvider {
         : { IamInstanceProfile: profile.startsWith('arn:') ? { Arn: profile } : { Name: profile } }),
       ...(this.config.keyName === undefined ? {} : { KeyName: this.config.keyName }),
       ...(this.userDataBase64 === undefined ? {} : { UserData: this.userDataBase64 }),
+      // A one-time spot request at the on-demand price cap (no MaxPrice): EC2 terminates the instance when it needs
+      // the capacity back, after the two-minute notice the worker and the interruption queue act on.
+      ...(market === 'spot'
+        ? {
+            InstanceMarketOptions: {
+              MarketType: 'spot',
+              SpotOptions: { SpotInstanceType: 'one-time', InstanceInterruptionBehavior: 'terminate' },
+            },
+          }
+        : {}),
       // IMDSv2 only, and a hop limit of 1 so job containers (one network hop further) cannot read the worker role's
       // credentials; the worker itself runs on the host.
       MetadataOptions: { HttpTokens: 'required', HttpEndpoint: 'enabled', HttpPutResponseHopLimit: 1 },

@@ -5,6 +5,7 @@ import type {
   LaunchResult,
   ListOptions,
 } from '../../cloud/provider.js';
+import type { Market } from '../../core/market.js';
 
 /** What the fence asks of the lease: throw unless this controller surely leads (LeaderElector.assertLeading). */
 export interface LeadershipCheck {
@@ -20,6 +21,7 @@ export interface LeadershipCheck {
  */
 export class FencedCloudProvider implements CloudProvider {
   readonly isCapacityConstrained?: (typeName: string) => boolean;
+  readonly markOfferingUnavailable?: (typeName: string, zone: string, market: Market) => void;
 
   constructor(
     private readonly inner: CloudProvider,
@@ -28,6 +30,9 @@ export class FencedCloudProvider implements CloudProvider {
     // A cache lookup, not a cloud call: nothing to fence.
     if (inner.isCapacityConstrained !== undefined)
       this.isCapacityConstrained = (typeName) => inner.isCapacityConstrained?.(typeName) ?? false;
+    if (inner.markOfferingUnavailable !== undefined)
+      this.markOfferingUnavailable = (typeName, zone, market) =>
+        inner.markOfferingUnavailable?.(typeName, zone, market);
   }
 
   async launch(request: LaunchRequest): Promise<LaunchResult> {

@@ -234,6 +234,7 @@ function resolve(raw: RawJobSpec): JobSpec {
             root: raw.network.root === undefined ? undefined : rootTaskName(raw, raw.network.root),
           }),
         }),
+    ...(raw.spot === undefined ? {} : { spot: raw.spot }),
   };
 }
 

@@ -4,6 +4,7 @@ import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../../core/model.js';
 import { ANY_FAMILY, type FamilyDemand, type Resources } from '../../core/resources.js';
 import { successSpecSchema } from '../../queue/success.js';
 import { networkDeclarationSchema } from '../../core/network-schema.js';
+import { SPOT_PREFERENCES } from '../../core/spot.js';
 import {
   CHECKPOINT_SIGNALS,
   DEFAULT_CHECKPOINT_TIMEOUT_SECONDS,
@@ -404,6 +405,13 @@ export const jobSpecSchema = z.strictObject({
     .optional(),
   retryStrategy: retryStrategySchema.optional(),
   network: networkDeclarationSchema.optional(),
+  spot: z
+    .enum(SPOT_PREFERENCES, { message: `must be one of ${SPOT_PREFERENCES.join(', ')}` })
+    .describe(
+      'Spot capacity: never; allowed (default) when cheaper at its expected cost, interruption risk included; ' +
+        'preferred whenever offered',
+    )
+    .optional(),
 });
 
 export type RawJobSpec = z.output<typeof jobSpecSchema>;

@@ -40,6 +40,11 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
       switch (action.kind) {
         case 'launch-instance': {
           const instance = ctx.store.getInstance(resolve(action.instanceId)) as InstanceRecord;
+          // The plan's purchase option for the new instance, when its planner chose one (on demand otherwise).
+          const planned = plan.configuration.instances.find((i) => i.id === action.instanceId);
+          // (read structurally: the planner's instance type gains the field with spot planning)
+          const market =
+            planned !== undefined && 'market' in planned && planned.market === 'spot' ? 'spot' : 'on-demand';
           ctx.store.recordIntent(
             {
               kind: 'launch',
@@ -47,6 +52,7 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
                 instanceId: instance.id,
                 typeName: instance.typeName,
                 launchToken: instance.launchToken,
+                ...(market === 'spot' ? { market } : {}),
               },
             },
             { key: `launch:${instance.id}`, round },

@@ -31,6 +31,16 @@ describe('CapacityErrorCache', () => {
     expect(cache.isUnavailable('c7i.large', 'z')).toBe(false);
   });
 
+  it('keeps spot and on-demand apart: a refusal in one market says nothing of the other', () => {
+    const cache = new CapacityErrorCache(60, () => 0);
+    cache.markUnavailable('c7i.large', 'z', 'spot');
+    expect(cache.isUnavailable('c7i.large', 'z', 'spot')).toBe(true);
+    expect(cache.isUnavailable('c7i.large', 'z', 'on-demand')).toBe(false);
+    expect(cache.isUnavailable('c7i.large', 'z')).toBe(false);
+    cache.markUnavailable('c7i.large', 'z');
+    expect(cache.isUnavailable('c7i.large', 'z', 'on-demand')).toBe(true);
+  });
+
   it('never remembers with a zero TTL', () => {
     const cache = new CapacityErrorCache(0, () => 5);
     cache.markUnavailable('c7i.large', 'z');

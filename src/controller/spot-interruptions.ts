@@ -1,0 +1,89 @@
+import type { CloudProvider } from '../cloud/provider.js';
+import type { ControllerLogger } from './seams.js';
+import type { InstanceRecord, StateStore } from './state-store.js';
+
+/**
+ * What the controller does when EC2 warns that it reclaims a spot instance, whether a worker read the notice from its
+ * metadata service (the heartbeat's `interruption`) or EventBridge put it on the interruption queue
+ * (interruption-queue.ts). Karpenter's interruption controller is the model (research digest industry-anchors.md
+ * §1.4): drain the node, provision the replacement in parallel, mark the offering unavailable.
+ *
+ *   spot-interruption         the instance is drained now: the next round (requested at once) plans its tasks
+ *                             elsewhere through the one round every drain goes through, its worker has already
+ *                             checkpointed and stopped them (or does when asked), and the reconciler terminates it
+ *                             once it is empty. Its offering (type, zone, spot) is marked unavailable for launches.
+ *   rebalance-recommendation  recorded (an event) and the offering marked unavailable for new launches; the instance
+ *                             and its tasks stay, as Karpenter leaves them.
+ *
+ * Level-triggered: a worker repeats its notice in every heartbeat and the queue may deliver an event twice, so a
+ * notice for an instance already draining (or gone) changes nothing.
+ */
+
+export type InterruptionKind = 'spot-interruption' | 'rebalance-recommendation';
+
+export interface InterruptionReport {
+  readonly kind: InterruptionKind;
+  /** When EC2 acts (spot-interruption) or recommended (rebalance), as EC2 gave it (ISO 8601), if known. */
+  readonly time?: string | undefined;
+  /** Who told the controller. */
+  readonly source: 'worker' | 'interruption-queue';
+}
+
+export interface SpotInterruptionsDeps {
+  readonly store: StateStore;
+  readonly log: ControllerLogger;
+  readonly provider: CloudProvider | undefined;
+  readonly requestRound: (reason: string) => void;
+}
+
+const DRAINABLE: readonly InstanceRecord['state'][] = ['requested', 'launching', 'running'];
+
+export class SpotInterruptions {
+  /** Instances whose rebalance recommendation was recorded (once per instance and process). */
+  private readonly rebalanced = new Set<string>();
+
+  constructor(private readonly deps: SpotInterruptionsDeps) {}
+
+  /** Act on a notice for one of the cluster's instances (its record id). Returns whether anything changed. */
+  handle(instanceId: string, report: InterruptionReport): boolean {
+    const { store } = this.deps;
+    const inst = store.getInstance(instanceId);
+    if (inst === undefined) return false;
+    if (report.kind === 'rebalance-recommendation') {
+      if (this.rebalanced.has(inst.id) || !DRAINABLE.includes(inst.state)) return false;
+      this.rebalanced.add(inst.id);
+      this.markOffering(inst);
+      store.appendEvent({
+        kind: 'instance.rebalance-recommendation',
+        instanceId: inst.id,
+        message: `EC2 recommends rebalancing ${inst.id}: it is at elevated risk of a spot interruption (${report.source})`,
+        data: { source: report.source, ...(report.time === undefined ? {} : { time: report.time }) },
+      });
+      return true;
+    }
+    if (!DRAINABLE.includes(inst.state)) return false;
+    const when = report.time === undefined ? '' : ` at ${report.time}`;
+    const reason = `spot interruption: EC2 reclaims it${when}`;
+    store.transaction(() => {
+      store.setInstanceState(inst.id, 'draining', { reason });
+      store.appendEvent({
+        kind: 'instance.spot-interruption',
+        instanceId: inst.id,
+        message: `${inst.id}${inst.cloudId === undefined ? '' : ` (${inst.cloudId})`} receives a spot interruption${when}; draining it and moving its tasks (${report.source})`,
+        data: { source: report.source, ...(report.time === undefined ? {} : { time: report.time }) },
+      });
+    });
+    this.markOffering(inst);
+    this.deps.log.warn(`spot interruption of ${inst.id}${when}: draining it`, {
+      cloudId: inst.cloudId,
+      source: report.source,
+    });
+    this.deps.requestRound(`${inst.id} spot interruption`);
+    return true;
+  }
+
+  private markOffering(inst: InstanceRecord): void {
+    if (inst.availabilityZone === undefined) return;
+    this.deps.provider?.markOfferingUnavailable?.(inst.typeName, inst.availabilityZone, 'spot');
+  }
+}

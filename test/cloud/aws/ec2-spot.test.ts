@@ -1,0 +1,191 @@
+import {
+  DescribeInstancesCommand,
+  EC2ServiceException,
+  type RunInstancesCommandInput,
+} from '@aws-sdk/client-ec2';
+import { beforeEach, expect, it } from 'vitest';
+import { createEc2Client, ec2ApiFromClient, type Ec2Api } from '../../../src/cloud/aws/ec2-api.js';
+import { Ec2Provider, zoneClientToken } from '../../../src/cloud/aws/ec2-provider.js';
+import { InsufficientCapacityError, type LaunchRequest } from '../../../src/cloud/provider.js';
+import { describeWithMoto, TEST_REGION } from '../../helpers/moto.js';
+
+/**
+ * Spot launches against moto_server: RunInstances with spot market options gives a spot instance (EC2's own
+ * InstanceLifecycle says so); spot capacity errors are remembered per (type, zone, market) apart from on-demand ones;
+ * a spot launch with no spot capacity anywhere falls back to on demand and says why; an interrupted offering is
+ * avoided. moto has no capacity errors: the test injects EC2's error responses in front of the real RunInstances.
+ */
+const ZONES = ['us-east-1a', 'us-east-1b'] as const;
+
+function ec2Error(code: string): EC2ServiceException {
+  return new EC2ServiceException({
+    name: code,
+    $fault: 'server',
+    $metadata: { httpStatusCode: 500 },
+    message: `${code} (injected by the test)`,
+  });
+}
+
+const isSpot = (input: RunInstancesCommandInput): boolean =>
+  input.InstanceMarketOptions?.MarketType === 'spot';
+
+describeWithMoto(
+  'spot launches (EC2 on moto)',
+  (moto) => {
+    let cluster = 'spot-0';
+    let n = 0;
+    beforeEach(() => {
+      cluster = `spot-${++n}`;
+    });
+
+    /** The provider over moto, refusing spot RunInstances in the zones `refuseSpotIn` names; the inputs it sent. */
+    function rig(refuseSpotIn: readonly string[] = []): {
+      provider: Ec2Provider;
+      runs: RunInstancesCommandInput[];
+    } {
+      const real = ec2ApiFromClient(createEc2Client(moto.clientOptions));
+      const runs: RunInstancesCommandInput[] = [];
+      const api: Ec2Api = {
+        ...real,
+        runInstances: async (input) => {
+          runs.push(input);
+          if (isSpot(input) && refuseSpotIn.includes(input.Placement?.AvailabilityZone ?? ''))
+            throw ec2Error('InsufficientInstanceCapacity');
+          return real.runInstances(input);
+        },
+      };
+      const provider = new Ec2Provider(
+        {
+          region: TEST_REGION,
+          amiId: 'ami-12c6146b',
+          placements: ZONES.map((availabilityZone) => ({ availabilityZone })),
+          throttling: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1 },
+        },
+        { api, sleep: async () => {} },
+      );
+      return { provider, runs };
+    }
+
+    const request = (overrides: Partial<LaunchRequest> = {}): LaunchRequest => ({
+      typeName: 'c7i.large',
+      idempotencyToken: `launch-${n}`,
+      clusterName: cluster,
+      planId: 'plan-1',
+      instanceKey: 'slot-1',
+      market: 'spot',
+      ...overrides,
+    });
+
+    it('launches a one-time spot instance that EC2 describes as spot, and lists it as spot', async () => {
+      const { provider, runs } = rig();
+      const result = await provider.launch(request());
+      expect(result).toMatchObject({ market: 'spot', availabilityZone: 'us-east-1a', reusedExisting: false });
+      expect(result.marketFallback).toBeUndefined();
+      expect(runs[0]?.InstanceMarketOptions).toEqual({
+        MarketType: 'spot',
+        SpotOptions: { SpotInstanceType: 'one-time', InstanceInterruptionBehavior: 'terminate' },
+      });
+      expect(runs[0]?.ClientToken).toBe(
+        zoneClientToken(cluster, `launch-${n}`, 'us-east-1a', undefined, 'spot'),
+      );
+      expect(runs[0]?.ClientToken).not.toBe(zoneClientToken(cluster, `launch-${n}`, 'us-east-1a'));
+      const ec2 = createEc2Client(moto.clientOptions);
+      const described = await ec2.send(
+        new DescribeInstancesCommand({ InstanceIds: [...result.instanceIds] }),
+      );
+      expect(described.Reservations?.[0]?.Instances?.[0]?.InstanceLifecycle).toBe('spot');
+      expect((await provider.list(cluster)).map((i) => i.market)).toEqual(['spot']);
+      // A retried launch finds it, still spot.
+      expect(await provider.launch(request())).toMatchObject({ reusedExisting: true, market: 'spot' });
+      // An on-demand launch stays on demand: no market options.
+      const onDemand = await provider.launch(
+        request({ market: 'on-demand', idempotencyToken: 'od', instanceKey: 'od' }),
+      );
+      expect(onDemand.market).toBeUndefined();
+      expect(runs.at(-1)?.InstanceMarketOptions).toBeUndefined();
+    });
+
+    it('remembers a spot refusal per (type, zone, market): the next spot launch skips the zone, on demand does not', async () => {
+      const { provider, runs } = rig(['us-east-1a']);
+      const first = await provider.launch(request());
+      expect(first).toMatchObject({ market: 'spot', availabilityZone: 'us-east-1b' });
+      expect(runs.map((r) => [r.Placement?.AvailabilityZone, isSpot(r)])).toEqual([
+        ['us-east-1a', true],
+        ['us-east-1b', true],
+      ]);
+      runs.length = 0;
+      await provider.launch(request({ idempotencyToken: 'second', instanceKey: 'slot-2' }));
+      expect(runs.map((r) => [r.Placement?.AvailabilityZone, isSpot(r)])).toEqual([['us-east-1b', true]]);
+      runs.length = 0;
+      const od = await provider.launch(
+        request({ market: 'on-demand', idempotencyToken: 'od', instanceKey: 'od' }),
+      );
+      expect(od.availabilityZone).toBe('us-east-1a'); // the spot refusal says nothing of on-demand capacity
+      expect(provider.isCapacityConstrained('c7i.large')).toBe(false);
+    });
+
+    it('falls back to on demand when no zone has spot capacity, and says why', async () => {
+      const { provider, runs } = rig([...ZONES]);
+      const result = await provider.launch(request());
+      expect(result.market).toBeUndefined();
+      expect(result.marketFallback).toMatch(
+        /^no spot capacity: insufficient capacity for c7i\.large: refused in us-east-1a, us-east-1b; launched on demand$/,
+      );
+      expect(runs.map((r) => [r.Placement?.AvailabilityZone, isSpot(r)])).toEqual([
+        ['us-east-1a', true],
+        ['us-east-1b', true],
+        ['us-east-1a', false],
+      ]);
+      const [instance] = await provider.list(cluster);
+      expect(instance?.market).toBe('on-demand');
+      // Within the cache's window the next spot launch asks for no spot capacity at all.
+      runs.length = 0;
+      const next = await provider.launch(request({ idempotencyToken: 'next', instanceKey: 'slot-2' }));
+      expect(next.marketFallback).toMatch(/recently refused in us-east-1a, us-east-1b/);
+      expect(runs.every((r) => !isSpot(r))).toBe(true);
+    });
+
+    it('an interrupted offering is avoided for spot launches in that zone', async () => {
+      const { provider, runs } = rig();
+      provider.markOfferingUnavailable('c7i.large', 'us-east-1a', 'spot');
+      const result = await provider.launch(request({ availabilityZones: ['us-east-1a'] }));
+      expect(result).toMatchObject({ market: 'spot', availabilityZone: 'us-east-1b' });
+      expect(runs).toHaveLength(1);
+      // Another type, and on demand, are unaffected.
+      const other = await provider.launch(
+        request({
+          typeName: 'r7i.large',
+          idempotencyToken: 'r7i',
+          instanceKey: 'r7i',
+          availabilityZones: ['us-east-1a'],
+        }),
+      );
+      expect(other.availabilityZone).toBe('us-east-1a');
+    });
+
+    it('an on-demand launch with no capacity anywhere still fails as before', async () => {
+      const real = ec2ApiFromClient(createEc2Client(moto.clientOptions));
+      const provider = new Ec2Provider(
+        {
+          region: TEST_REGION,
+          amiId: 'ami-12c6146b',
+          placements: ZONES.map((availabilityZone) => ({ availabilityZone })),
+        },
+        {
+          api: {
+            ...real,
+            runInstances: () => Promise.reject(ec2Error('InsufficientInstanceCapacity')),
+          },
+          sleep: async () => {},
+        },
+      );
+      await expect(provider.launch(request({ market: 'on-demand' }))).rejects.toBeInstanceOf(
+        InsufficientCapacityError,
+      );
+      await expect(provider.launch(request({ idempotencyToken: 'spot-too' }))).rejects.toBeInstanceOf(
+        InsufficientCapacityError,
+      );
+    });
+  },
+  { resetBeforeEach: false },
+);
