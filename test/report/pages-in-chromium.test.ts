@@ -222,6 +222,26 @@ describe('HTML pages in headless Chromium', () => {
       expect(problems).toEqual([]);
     }, 60_000);
 
+  it('report.html of a value-of-time sweep draws eva as one line through its values, next to each baseline', async () => {
+    if (browser === undefined) throw new Error('Chromium did not start');
+    const path = join(dir, 'sweep-frontier.html');
+    await writeFile(path, sweepPage(), 'utf8');
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const tab = await context.newPage();
+    await tab.goto(pathToFileURL(path).href, { waitUntil: 'load' });
+    await tab.waitForFunction(`document.querySelector('#chart-frontier.live svg') !== null`, undefined, {
+      timeout: 20_000,
+    });
+    await tab.waitForTimeout(1500);
+    const texts = await tab.$$eval('#chart-frontier svg text', (nodes) => nodes.map((n) => n.textContent));
+    await context.close();
+    // Each value of time labels eva's point, each baseline its own; eva is one legend entry, not three.
+    for (const label of ['$0/h', '$1/h', '$4/h', 'no-packing', 'owl', 'karpenter-balanced'])
+      expect(texts).toContain(label);
+    expect(texts.filter((t) => t === 'eva')).toHaveLength(1);
+    expect(texts.some((t) => t?.startsWith('eva@') === true)).toBe(false);
+  }, 60_000);
+
   it('report.html shows its charts as static SVG with scripts off', async () => {
     if (browser === undefined) throw new Error('Chromium did not start');
     const path = join(dir, 'static.html');

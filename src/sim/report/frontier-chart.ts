@@ -9,6 +9,9 @@ export function policyOf(runName: string): string {
   return at < 0 ? runName : runName.slice(0, at);
 }
 
+/** Where a swept policy's successive point labels go (top, bottom, right, left of the point, in turn). */
+const LABEL_POSITIONS = ['top', 'bottom', 'right', 'left'] as const;
+
 /** A run's point on the cost–time plane. */
 interface FrontierPoint {
   readonly meanJctHours: number;
@@ -52,6 +55,7 @@ export function frontierChart(results: readonly RunResult[]): ReportChart {
       showSymbol: true,
       lineStyle: { width: 2, type: style.dash, opacity: swept ? 1 : 0 },
       emphasis: { focus: 'series' },
+      labelLayout: { moveOverlap: 'shiftY' },
       label: {
         show: true,
         position: 'top',
@@ -59,11 +63,15 @@ export function frontierChart(results: readonly RunResult[]): ReportChart {
         color: '#333',
         formatter: swept ? '{@[2]}' : policy,
       },
-      data: sorted.map((p) => [
-        round(p.meanJctHours, 4),
-        round(p.cost, relative ? 4 : 2),
-        swept ? `$${p.valueOfTime ?? 0}/h` : p.run,
-      ]),
+      data: sorted.map((p, i) => ({
+        value: [
+          round(p.meanJctHours, 4),
+          round(p.cost, relative ? 4 : 2),
+          swept ? `$${p.valueOfTime ?? 0}/h` : p.run,
+        ],
+        // A sweep's points often land close together: their labels go round them in turn, not on top of each other.
+        ...(swept ? { label: { position: LABEL_POSITIONS[i % LABEL_POSITIONS.length] } } : {}),
+      })),
     };
   });
   // Axes padded around the points, so that none sits on a frame and every label shows.
