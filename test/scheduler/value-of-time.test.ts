@@ -196,13 +196,16 @@ describe('value of time 0 (property)', () => {
         fc.array(rateArb, { maxLength: 6 }),
         (drafts, rates) => {
           const { plain, zeros } = snapshotOf(drafts as JobDraft[]);
-          // Eva without the option at all (its dollars-only rule when the default is 0) …
-          const reference = withRates(new EvaScheduler(catalog, { valueOfTimePerJobHour: 0 }), rates);
+          // Eva with the feature absent: no value of time in its options nor on any job …
+          const reference = withRates(new EvaScheduler(catalog), rates);
           const expected = reference.plan(plain);
-          // … and with a default that jobs override with 0 where they say so, the rest at 0 too.
+          // … and Eva told 0, with some jobs saying 0 themselves: the same plan, decision record and all.
           const zero = withRates(new EvaScheduler(catalog, { valueOfTimePerJobHour: 0 }), rates);
           const got = zero.plan(zeros);
           expect(got).toEqual(expected);
+          // And a later round, after each has kept its history of the first (event rate, horizon, previous plan).
+          const later = (s: ClusterSnapshot) => ({ ...s, nowSeconds: s.nowSeconds + 900 });
+          expect(zero.plan(later(zeros))).toEqual(reference.plan(later(plain)));
           for (const c of got.decision.candidates) {
             expect(c.timeCostPerHour).toBeUndefined();
             expect(c.migrationTimeCost).toBeUndefined();
