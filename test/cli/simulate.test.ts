@@ -82,7 +82,7 @@ describe('fleetwise simulate (CLI subprocess)', () => {
     expect(csv).toHaveLength(3);
     expect(csv[1]?.startsWith('no-packing,6,')).toBe(true);
     const html = readFileSync(join(outDir, 'report.html'), 'utf8');
-    expect(html.match(/<svg /g)).toHaveLength(5);
+    expect(html.match(/<svg /g)).toHaveLength(6);
     expect(html).toContain('<p id="bounds"');
     expect(html).toContain('<p class="lead" id="lead">');
     // Self-contained: the only scripts are inline (the chart library and the charts' options).

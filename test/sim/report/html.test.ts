@@ -12,6 +12,7 @@ const CHART_IDS = [
   'chart-running-instances',
   'chart-resource-allocation',
   'chart-jct-distribution',
+  'chart-frontier',
   'chart-migrations',
 ];
 
