@@ -102,7 +102,8 @@ const schedulerSchema = z.strictObject({
   /** Co-location throughput per co-located task assumed before anything is learned (default 0.95). */
   defaultRate: unitRate.optional(),
   /**
-   * What an hour of a job's completion time is worth, $, for jobs whose spec does not say (default 0: dollars only).
+   * What an hour of a job's completion time is worth, $, for jobs whose spec does not say (default
+   * DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR, $0.5; 0 is dollars only, Eva's rule).
    * Eva then declines a co-location or a move that saves less than the time it costs.
    */
   valueOfTimePerJobHour: z

@@ -63,7 +63,10 @@ describe('Eva consolidation candidate', () => {
     // (0.339 < 0.357), so Full and Partial move both jobs onto two new c7i.xlarge: $0.35/h saved over T, minus two
     // launches and both jobs' wait for them (net ≈ $0.04). Consolidating saves $0.33/h net of interference by
     // moving one job onto a running instance (net ≈ $0.09).
-    const plan = new EvaScheduler(catalog).plan(twoHalfEmpty({ arrivals: [4000, 4100] }));
+    // In dollars only (a value of time of 0): the figures above are Eva's.
+    const plan = new EvaScheduler(catalog, { valueOfTimePerJobHour: 0 }).plan(
+      twoHalfEmpty({ arrivals: [4000, 4100] }),
+    );
     expect(plan.decision.horizonSeconds).toBe(1000);
     expect(plan.decision.chosen).toBe('consolidate');
     expect(plan.configuration.instances).toEqual([

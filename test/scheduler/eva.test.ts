@@ -5,6 +5,7 @@ import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../../
 import { demandOn, fits, type FamilyDemand, type Resources } from '../../src/core/resources.js';
 import { ColocationTable } from '../../src/scheduler/colocation-table.js';
 import { DEFAULT_PAYBACK_MARGIN, EvaScheduler } from '../../src/scheduler/eva.js';
+import { weighed } from '../../src/scheduler/eva-choice.js';
 import { packFromScratch } from '../../src/scheduler/full-reconfiguration.js';
 import { netValue } from '../../src/scheduler/decision-rule.js';
 import { PriceBook } from '../../src/scheduler/reservation-price.js';
@@ -181,9 +182,12 @@ describe('EvaScheduler', () => {
           if (chosen !== undefined && stay !== undefined && chosen.name !== 'stay') {
             const T = d.horizonSeconds ?? 0;
             const k = DEFAULT_PAYBACK_MARGIN;
+            // On dollars plus the value of the time each plan adds (Eva's default weighs both).
+            const w = weighed(chosen);
+            const s = weighed(stay);
             const gain =
-              netValue(chosen.savingPerSecond, k * chosen.migrationCost, T) -
-              netValue(stay.savingPerSecond, k * stay.migrationCost, T);
+              netValue(w.savingPerSecond, k * w.migrationCost, T) -
+              netValue(s.savingPerSecond, k * s.migrationCost, T);
             expect(gain).toBeGreaterThan(0);
             expect(d.reason).toContain(`×${k}`);
           }

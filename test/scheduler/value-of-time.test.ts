@@ -196,13 +196,20 @@ describe('value of time 0 (property)', () => {
         fc.array(rateArb, { maxLength: 6 }),
         (drafts, rates) => {
           const { plain, zeros } = snapshotOf(drafts as JobDraft[]);
-          // Eva with the feature absent: no value of time in its options nor on any job …
-          const reference = withRates(new EvaScheduler(catalog), rates);
+          // Eva told 0 and no job saying anything: the code paths of the value of time all stay off (no task has a
+          // time value), which is Eva before the value of time existed (checked once against that commit: the same
+          // simulated runs on pai_200 and two Alibaba conversions) …
+          const reference = withRates(new EvaScheduler(catalog, { valueOfTimePerJobHour: 0 }), rates);
           const expected = reference.plan(plain);
-          // … and Eva told 0, with some jobs saying 0 themselves: the same plan, decision record and all.
+          // … and Eva told 0 with some jobs saying 0 themselves: the same plan, decision record and all.
           const zero = withRates(new EvaScheduler(catalog, { valueOfTimePerJobHour: 0 }), rates);
           const got = zero.plan(zeros);
           expect(got).toEqual(expected);
+          // Under Eva's default (not 0), jobs that all say 0 get the same plan and candidates too.
+          const allZero = { ...plain, jobs: plain.jobs.map((j) => ({ ...j, valueOfTimePerHour: 0 })) };
+          const underDefault = withRates(new EvaScheduler(catalog), rates).plan(allZero);
+          expect(underDefault.configuration).toEqual(expected.configuration);
+          expect(underDefault.decision.candidates).toEqual(expected.decision.candidates);
           // And a later round, after each has kept its history of the first (event rate, horizon, previous plan).
           const later = (s: ClusterSnapshot) => ({ ...s, nowSeconds: s.nowSeconds + 900 });
           expect(zero.plan(later(zeros))).toEqual(reference.plan(later(plain)));
