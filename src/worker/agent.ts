@@ -403,7 +403,12 @@ export class WorkerAgent {
           (t.phase === 'failed' || t.phase === 'succeeded') &&
           (d.attempt ?? 1) > (t.attempt ?? 1);
         if (t === undefined || t.phase === 'stopped' || newAttempt) tasks.start(d);
-      } else if (t !== undefined && isStoppable(t.phase))
+        // Co-start: its job was released (the hold is gone), so what was prepared runs now.
+        else if (t.phase === 'ready' && d.hold !== true) tasks.release(t);
+      } else if (t?.phase === 'ready')
+        // Prepared and never started: nothing to checkpoint or stop.
+        tasks.background(t, () => tasks.forget(t));
+      else if (t !== undefined && isStoppable(t.phase))
         // A stop that ended without finishing (its task is still `checkpointing`) is started again: no dead end.
         tasks.background(t, () => tasks.stop(t, d.action === 'checkpoint-stop', d.checkpoint));
     }
