@@ -61,11 +61,11 @@ export function clearCoStart(store: StateStore, jobId: string): void {
 
 /**
  * The barrier's view of a job being started (the input of round/co-start.ts `coStartDecision`): a task already
- * running is ready; a task waiting to start is ready once its worker reported it prepared on its target instance.
+ * running (or done) is ready; a task waiting to start is ready once its worker reported it prepared on its target instance.
  */
 export function coStartTasks(tasks: readonly TaskRecord[], record: CoStartRecord): CoStartTask[] {
   return tasks.map((t) => {
-    if (t.state === 'running') return { taskId: t.id, ready: true };
+    if (t.state === 'running' || t.state === 'succeeded') return { taskId: t.id, ready: true };
     const ready = record.ready[t.id];
     const here = ready !== undefined && ready.instanceId === t.instanceId;
     return here

@@ -215,8 +215,8 @@ async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly Held
   if (job === undefined || isFinalJobState(job.state)) return [];
   const tasks = ctx.store.listTasks({ jobId });
   const waiting = new Set(gang.map((g) => g.task.id));
-  // A task neither running nor with an open start: the gang waits for it before any task prepares.
-  if (tasks.some((t) => t.state !== 'running' && !waiting.has(t.id))) return [];
+  // A task neither running (or done) nor with an open start: the gang waits for it before any task prepares.
+  if (tasks.some((t) => t.state !== 'running' && t.state !== 'succeeded' && !waiting.has(t.id))) return [];
   for (const g of gang) {
     ctx.fault('start:before-call', g.task.id);
     await ctx.deps.tasks.start({ task: g.task, job, instance: g.instance });
