@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { LocalInstanceFile } from '../../src/cloud/local/instance-file.js';
 
 /**
  * Co-start end to end with real processes (`node dist/cli/main.js`; `npm test` builds dist): a controller in local
@@ -23,21 +24,17 @@ const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-co-start-'));
 const children: ChildProcess[] = [];
 const stateDirs: string[] = [];
 
+/** Workers are detached: stop any a scenario's controller left (it stops them itself when it exits cleanly). */
 function stopWorkers(stateDir: string): void {
-  try {
-    const file = JSON.parse(readFileSync(join(stateDir, 'local-instances.json'), 'utf8')) as {
-      instances: { state: string; pid?: number }[];
-    };
-    for (const i of file.instances)
-      if (i.state !== 'terminated' && i.pid !== undefined)
-        try {
-          process.kill(-i.pid, 'SIGKILL');
-        } catch {
-          // already gone
-        }
-  } catch {
-    // no instances were launched
-  }
+  const path = join(stateDir, 'local-instances.json');
+  if (!existsSync(path) && !existsSync(`${path}.journal`)) return; // no instance was launched
+  for (const i of new LocalInstanceFile(path).all())
+    if (i.state !== 'terminated' && i.pid !== undefined)
+      try {
+        process.kill(-i.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
 }
 
 afterAll(async () => {
