@@ -35,7 +35,7 @@ export interface FleetOptions {
 
 interface SimTask {
   state: TaskReport['state'];
-  readonly sinceMs: number;
+  sinceMs: number;
   readonly attempt: number;
 }
 
@@ -78,9 +78,21 @@ class SimulatedWorker {
         else this.tasks.delete(taskId);
       } else if (d.action !== 'run' && task.state === 'running') task.state = 'stopped';
     }
-    for (const d of desired)
-      if (d.action === 'run' && !this.tasks.has(d.taskId))
-        this.tasks.set(d.taskId, { state: 'running', sinceMs: nowMs, attempt: d.attempt ?? 1 });
+    for (const d of desired) {
+      if (d.action !== 'run') continue;
+      const task = this.tasks.get(d.taskId);
+      // A held start (co-start) is prepared at once and waits, reported ready, for the answer without the hold.
+      if (task === undefined)
+        this.tasks.set(d.taskId, {
+          state: d.hold === true ? 'ready' : 'running',
+          sinceMs: nowMs,
+          attempt: d.attempt ?? 1,
+        });
+      else if (task.state === 'ready' && d.hold !== true) {
+        task.state = 'running';
+        task.sinceMs = nowMs;
+      }
+    }
   }
 }
 

@@ -89,6 +89,16 @@ export const jobDocumentSchema = jobSummarySchema.extend({
       }),
     )
     .catch([]),
+  // Absent from a controller of an older release, null for a job of one task.
+  coStart: z
+    .object({
+      readyTaskIds: z.array(z.string()),
+      releasedAtSeconds: z.number().optional(),
+      startSkewSeconds: z.number().optional(),
+      barrierIdleCost: z.number().optional(),
+    })
+    .nullable()
+    .catch(null),
 });
 export type JobDocumentResponse = z.output<typeof jobDocumentSchema>;
 

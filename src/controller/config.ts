@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_CO_START_TIMEOUT_SECONDS } from '../round/co-start.js';
 import { ValidationError } from '../core/validation.js';
 import { wfqConfigSchema } from '../queue/wfq.js';
 import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.js';
@@ -285,6 +286,13 @@ export const controllerConfigSchema = z
      * (workers kept by `--keep-workers` do not run unsupervised forever); 0 keeps them waiting.
      */
     workerGiveUpSeconds: nonNegative.default(300),
+    /**
+     * Local mode: seconds an instance of a type boots before its worker starts, by type name (as EC2's boot times
+     * differ by type); planned with too. Default: none, every local instance is up in about two seconds.
+     */
+    localBootSeconds: z
+      .record(z.string().min(1), nonNegative.max(3600, 'at most an hour (3600)'))
+      .default({}),
     cluster: z
       .string()
       .regex(
@@ -378,6 +386,14 @@ export const controllerConfigSchema = z
     /** Limits on uploaded build contexts, for everyone and per team. */
     buildContexts: buildContextsSchema.default({ teams: {} }),
     predictions: predictionsSchema.default(predictionsSchema.parse({})),
+    /**
+     * Co-start multi-task jobs (round/co-start.ts, Murmuration digest §7.2): their tasks are prepared independently
+     * (instance up, checkpoint restored, build context fetched), held, and released together when the last is ready,
+     * so no task burns paid capacity waiting for its siblings. Off: each task runs as soon as it is prepared.
+     */
+    coStart: z.boolean().default(true),
+    /** A co-started job some of whose tasks are still unready this long after the first was is planned again. */
+    coStartTimeoutSeconds: positive.default(DEFAULT_CO_START_TIMEOUT_SECONDS),
   })
   .refine((c) => c.objectStore === undefined || c.bucket === undefined, {
     message: 'give either objectStore or bucket, not both',

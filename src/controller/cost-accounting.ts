@@ -199,9 +199,36 @@ interface TaskStateData {
 
 /**
  * Task placements replayed from the `task.state` event log. `checkpointing` is migration overhead, and so is
- * `starting` after the task was stopped once (restoring a checkpoint on its new instance).
+ * `starting` after the task was stopped once (restoring a checkpoint on its new instance). A co-started job's tasks
+ * (`releases`: when each job was released, from its `job.co-start` events) are attributed from their release: a
+ * `starting` that ends in `running` at a release of its job was prepared and held, and that time is its instance's
+ * idle time (the job view and /metrics show it as the job's wait for its siblings), not the job's.
  */
-export function placementsFromEvents(events: readonly EventRecord[], nowSeconds: number): Placement[] {
+export function placementsFromEvents(
+  events: readonly EventRecord[],
+  nowSeconds: number,
+  releases: ReadonlyMap<string, readonly number[]> = new Map(),
+): Placement[] {
+  // Each task.state event's next one for the same task (its index), to tell a held start from another.
+  const next = new Map<number, EventRecord>();
+  const laterOf = new Map<string, EventRecord>();
+  for (let i = events.length - 1; i >= 0; i -= 1) {
+    const e = events[i] as EventRecord;
+    if (e.kind !== 'task.state' || e.taskId === undefined) continue;
+    const later = laterOf.get(e.taskId);
+    if (later !== undefined) next.set(i, later);
+    laterOf.set(e.taskId, e);
+  }
+  const heldUntilRelease = (i: number, jobId: string): boolean => {
+    const n = next.get(i);
+    const to = n === undefined ? undefined : (n.data as TaskStateData | undefined)?.to;
+    // The release is recorded in the transaction that sets the tasks running: within moments of it.
+    return (
+      n !== undefined &&
+      to === 'running' &&
+      (releases.get(jobId) ?? []).some((r) => Math.abs(r - n.atSeconds) <= 1)
+    );
+  };
   const open = new Map<string, { jobId: string; instanceId: string; from: number; kind: PlacementKind }>();
   const stoppedBefore = new Set<string>();
   const out: Placement[] = [];
@@ -219,7 +246,7 @@ export function placementsFromEvents(events: readonly EventRecord[], nowSeconds:
         kind: o.kind,
       });
   };
-  for (const e of events) {
+  for (const [i, e] of events.entries()) {
     if (e.kind !== 'task.state' || e.taskId === undefined || e.jobId === undefined) continue;
     const data = (
       typeof e.data === 'object' && e.data !== null && !Array.isArray(e.data) ? e.data : {}
@@ -230,6 +257,7 @@ export function placementsFromEvents(events: readonly EventRecord[], nowSeconds:
     if (to === 'stopped') stoppedBefore.add(e.taskId);
     const instanceId = typeof data.instanceId === 'string' ? data.instanceId : undefined;
     if (!PLACED_TASK_STATES.includes(to) || instanceId === undefined) continue;
+    if (to === 'starting' && heldUntilRelease(i, e.jobId)) continue;
     const kind: PlacementKind =
       to === 'checkpointing' || (to === 'starting' && stoppedBefore.has(e.taskId)) ? 'migration' : 'work';
     open.set(e.taskId, { jobId: e.jobId, instanceId, from: e.atSeconds, kind });
@@ -268,6 +296,12 @@ export function computeCostReport(
       rpByTask.set(`${job.id}.${t.index}`, type?.costPerHour ?? 0);
     }
   const events = store.listEvents({ kind: 'task.state' });
+  const releases = new Map<string, number[]>();
+  for (const e of store.listEvents({ kind: 'job.co-start' })) {
+    const decision = (e.data as { readonly decision?: unknown } | undefined)?.decision;
+    if (decision !== 'release' || e.jobId === undefined) continue;
+    releases.set(e.jobId, [...(releases.get(e.jobId) ?? []), e.atSeconds]);
+  }
   const instances = store.listInstances();
   // Nothing is billed before the first record: start the period there rather than at the epoch.
   let firstRecord = nowSeconds;
@@ -275,7 +309,7 @@ export function computeCostReport(
   for (const i of instances) firstRecord = Math.min(firstRecord, i.requestedAtSeconds);
   return attributeCosts({
     instances: billedInstances(instances, catalog),
-    placements: placementsFromEvents(events, nowSeconds),
+    placements: placementsFromEvents(events, nowSeconds, releases),
     reservationPrice: (taskId) => rpByTask.get(taskId) ?? 0,
     jobs: new Map([...jobById.values()].map((j) => [j.id, { id: j.id, name: j.name, team: j.team }])),
     sinceSeconds: Math.max(sinceSeconds, firstRecord),

@@ -33,6 +33,12 @@ export interface TaskControl {
    * as soon as the cloud reports it running, and no registration timeout applies.
    */
   workerRegistered?(instance: InstanceRecord): boolean;
+  /**
+   * Starts of multi-task jobs are held (co-start, round/co-start.ts): a start prepares its task and holds it; the task
+   * control records in the store's co-start records (co-start-records.ts) which tasks are prepared, and runs a held
+   * task once its state is `running` (the reconciler's release). Absent or false: every start runs at once.
+   */
+  readonly holdsStarts?: boolean;
   start(request: TaskStartRequest): Promise<void>;
   /** `stopped`: the task is gone from the instance (checkpointed if asked); `pending`: still checkpointing. */
   stop(request: TaskStopRequest): Promise<'stopped' | 'pending'>;

@@ -39,6 +39,8 @@ export interface ControllerSettings {
   readonly predictionHorizonSeconds?: number | undefined;
   /** Wall-clock seconds one prediction may take (default 10); it runs in a worker thread, off the loop. */
   readonly predictionBudgetSeconds?: number | undefined;
+  /** A co-started job whose tasks are not all ready this long after the first was is planned again (default 900 s). */
+  readonly coStartTimeoutSeconds?: number | undefined;
 }
 
 export function settingsFromConfig(config: ControllerConfig): ControllerSettings {
@@ -60,6 +62,7 @@ export function settingsFromConfig(config: ControllerConfig): ControllerSettings
     loopStuckSeconds: config.loopStuckSeconds,
     predictionHorizonSeconds: config.predictions.horizonDays * 86_400,
     predictionBudgetSeconds: config.predictions.budgetSeconds,
+    coStartTimeoutSeconds: config.coStartTimeoutSeconds,
   };
 }
 
@@ -74,6 +77,7 @@ export function reconcilerSettings(settings: ControllerSettings): ReconcilerSett
     registrationBackoffMaxSeconds: settings.registrationBackoffMaxSeconds,
     caps: settings.caps,
     tags: settings.tags ?? {},
+    coStartTimeoutSeconds: settings.coStartTimeoutSeconds,
   };
 }
 

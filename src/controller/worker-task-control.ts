@@ -14,6 +14,14 @@ import type {
 } from '../protocol/worker-protocol.js';
 import type { ContextLimits } from '../protocol/context-limits.js';
 import type { Clock } from './clock.js';
+import {
+  coStarts,
+  readCoStart,
+  startMetrics,
+  writeCoStart,
+  type CoStartRecord,
+  type PlacedTask,
+} from './co-start-records.js';
 import { expandTasks } from './job-spec/tasks.js';
 import { LatencyMatrix, type LatencyMatrixView } from './latency-matrix.js';
 import {
@@ -73,6 +81,18 @@ export interface WorkerTaskControlOptions {
   /** Round trips older than this are neither shown nor planned with (default latency-matrix.ts's). */
   readonly latencyStaleSeconds?: number;
   readonly logger?: ControllerLogger;
+  /**
+   * Co-start multi-task jobs (round/co-start.ts): their starts are prepared and held until the reconciler releases the
+   * job, all its tasks ready. Default off.
+   */
+  readonly coStart?: boolean;
+  /** A multi-task job's start skew and barrier-idle cost, once all its tasks were heard running (metrics). */
+  readonly onStartMeasured?: (jobId: string, measured: StartMeasure) => void;
+}
+
+export interface StartMeasure {
+  readonly startSkewSeconds: number;
+  readonly barrierIdleCost: number;
 }
 
 /** Where a heartbeat came from (the HTTP connection), for a probe whose worker did not name its address. */
@@ -95,6 +115,7 @@ interface StopRequest {
 
 export class WorkerTaskControl implements TaskControl {
   readonly name = 'worker';
+  readonly holdsStarts: boolean;
   private readonly store: StateStore;
   private readonly log: ControllerLogger;
   /** Since when workers can reach this controller (serving()); undefined before. */
@@ -118,6 +139,7 @@ export class WorkerTaskControl implements TaskControl {
 
   constructor(private readonly options: WorkerTaskControlOptions) {
     this.store = options.store;
+    this.holdsStarts = options.coStart === true;
     this.log = options.logger ?? silentLogger;
     this.latency = new LatencyMatrix(options.latencyStaleSeconds);
     this.attention = options.attention ?? { seconds: () => options.clock.nowSeconds() };
@@ -166,7 +188,10 @@ export class WorkerTaskControl implements TaskControl {
       atSeconds: now,
       tasks: new Map(request.tasks.map((t) => [t.taskId, t])),
     });
-    this.store.transaction(() => this.applyReports(inst, request.tasks));
+    this.store.transaction(() => {
+      this.applyReports(inst, request.tasks);
+      this.recordStarts(inst, request.tasks, now);
+    });
     if (request.network !== undefined)
       this.latency.observe(inst.id, request.network, origin.remoteAddress, now);
     // Before the answer: an interrupted instance is drained at once, so this very answer already reflects it.
@@ -339,6 +364,71 @@ export class WorkerTaskControl implements TaskControl {
     return out;
   }
 
+  /**
+   * The co-start records of the multi-task jobs with tasks here (co-start-records.ts): which tasks are prepared and
+   * held (level-triggered: a task no longer reported ready is not), and when each was first heard running, until the
+   * job's start skew and barrier-idle cost are known. Written only when something changed.
+   */
+  private recordStarts(inst: InstanceRecord, reports: readonly TaskReport[], now: number): void {
+    const byTask = new Map(reports.map((r) => [r.taskId, r]));
+    const records = new Map<string, { job: JobRecord; record: CoStartRecord; changed: boolean }>();
+    const entry = (
+      job: JobRecord,
+    ): { job: JobRecord; record: CoStartRecord; changed: boolean } | undefined => {
+      let e = records.get(job.id);
+      if (e === undefined) {
+        if (expandTasks(job.spec).length < 2) return undefined;
+        e = { job, record: readCoStart(this.store, job), changed: false };
+        records.set(job.id, e);
+      }
+      return e;
+    };
+    for (const task of this.store.listTasks({ instanceId: inst.id })) {
+      if (task.state !== 'starting' && task.state !== 'running') continue;
+      const job = this.store.getJob(task.jobId);
+      if (job === undefined || isFinalJobState(job.state)) continue;
+      const report = byTask.get(task.id);
+      if (report === undefined && task.state === 'running') continue;
+      const e = entry(job);
+      if (e === undefined) continue;
+      const { record } = e;
+      if (task.state === 'starting') {
+        const ready = report?.state === 'ready' && (report.attempt ?? 1) === job.attempts;
+        const known = record.ready[task.id]?.instanceId === inst.id;
+        if (ready && !known) record.ready[task.id] = { instanceId: inst.id, sinceSeconds: now };
+        else if (!ready && record.ready[task.id] !== undefined) delete record.ready[task.id];
+        else continue;
+        e.changed = true;
+      } else if (report?.state === 'running' && record.running[task.id] === undefined) {
+        record.running[task.id] = now;
+        e.changed = true;
+      }
+    }
+    for (const { job, record, changed } of records.values()) {
+      if (!changed) continue;
+      if (record.startSkewSeconds === undefined) {
+        const tasks = this.store.listTasks({ jobId: job.id });
+        const expanded = expandTasks(job.spec);
+        const placed: PlacedTask[] = [];
+        for (const t of tasks) {
+          const type =
+            t.instanceId === undefined ? undefined : this.store.getInstance(t.instanceId)?.typeName;
+          const template = expanded.find((x) => x.index === t.index)?.template;
+          if (type !== undefined && template !== undefined)
+            placed.push({ taskId: t.id, demand: template.demand, typeName: type });
+        }
+        const measured =
+          placed.length === tasks.length ? startMetrics(record, placed, this.options.catalog) : undefined;
+        if (measured !== undefined) {
+          record.startSkewSeconds = measured.startSkewSeconds;
+          record.barrierIdleCost = measured.barrierIdleCost;
+          this.options.onStartMeasured?.(job.id, measured);
+        }
+      }
+      writeCoStart(this.store, job.id, record);
+    }
+  }
+
   /** What the controller wants on an instance now. */
   private desiredFor(inst: InstanceRecord): DesiredTask[] {
     const reported = this.reports.get(inst.id)?.tasks;
@@ -353,6 +443,7 @@ export class WorkerTaskControl implements TaskControl {
       if (task === undefined || job === undefined) continue;
       const stop = this.stopping.get(taskId);
       let action: DesiredTask['action'] | undefined;
+      let hold = false;
       if (stop !== undefined && stop.instanceId === inst.id)
         action = stop.checkpoint ? 'checkpoint-stop' : 'stop';
       else if (task.instanceId !== inst.id) continue;
@@ -362,10 +453,14 @@ export class WorkerTaskControl implements TaskControl {
       else if (
         task.state === 'starting' &&
         (this.startRequested.has(taskId) || reported?.has(taskId) === true)
-      )
+      ) {
         action = 'run';
+        // Co-start: prepared and held until the reconciler releases the job (its tasks turn `running`).
+        hold = coStarts(job, this.holdsStarts);
+      }
       if (action === undefined) continue;
-      out.push(this.describe(task, job, inst, action));
+      const desired = this.describe(task, job, inst, action);
+      out.push(hold ? { ...desired, hold: true } : desired);
     }
     return out;
   }

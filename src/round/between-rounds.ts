@@ -19,7 +19,17 @@ import {
 
 export interface WaitingJob {
   readonly id: string;
-  readonly tasks: readonly { readonly id: string; readonly demand: FamilyDemand }[];
+  readonly tasks: readonly {
+    readonly id: string;
+    readonly demand: FamilyDemand;
+    /**
+     * What the task would cost alone, $/hour (its reservation price, Eva §4.2). Given, the task goes only where its
+     * share of the instance's $/hour is no more: paid capacity is free now, but a task placed where it costs more than
+     * alone holds a costly instance (a GPU type's spare vCPUs, a large type's last corner) that the next plans then keep
+     * or move it off; Eva's packing is worth it only below the reservation prices, and so is this.
+     */
+    readonly reservationPricePerHour?: number | undefined;
+  }[];
   /** Expected run time of each task, seconds (prices the bind-or-launch choice). */
   readonly taskSeconds: number;
 }
@@ -85,7 +95,13 @@ export function placeBetweenRounds(input: BetweenRoundsInput): BetweenRoundsPlac
     const placement = placeJobOnSlots(
       job.tasks.map((t) => ({
         taskId: t.id,
-        demandOn: (instanceId: string) => demandOn(t.demand, (byId.get(instanceId) as PaidInstance).family),
+        demandOn: (instanceId: string) => {
+          const inst = byId.get(instanceId) as PaidInstance;
+          const d = demandOn(t.demand, inst.family);
+          if (d === undefined || t.reservationPricePerHour === undefined) return d;
+          const sharePrice = taskShareOf(d, inst.capacity) * inst.costPerHour;
+          return sharePrice <= t.reservationPricePerHour * (1 + 1e-9) ? d : undefined;
+        },
       })),
       slots,
     );

@@ -66,7 +66,14 @@ export function placeJobOnSlots(
       const slot = slots[i] as ExpectedSlot;
       const demand = task.demandOn(slot.instanceId);
       if (demand === undefined || !fits(demand, free[i] as Resources)) continue;
-      if (best === -1 || slot.freeAtSeconds < (slots[best] as ExpectedSlot).freeAtSeconds) {
+      // Earliest expected start; among equally early slots, the one where the task's share costs least.
+      const bestSlot = slots[best];
+      if (
+        bestSlot === undefined ||
+        slot.freeAtSeconds < bestSlot.freeAtSeconds ||
+        (slot.freeAtSeconds === bestSlot.freeAtSeconds &&
+          sharePrice(demand, slot) < sharePrice(bestDemand as Resources, bestSlot))
+      ) {
         best = i;
         bestDemand = demand;
       }
@@ -83,6 +90,11 @@ export function placeJobOnSlots(
     jobStart = Math.max(jobStart, slot.freeAtSeconds);
   }
   return { placements, jobStartSeconds: placements.length === 0 ? 0 : jobStart };
+}
+
+/** What a task's demand costs on a slot's instance: its share of the instance's $/hour. */
+function sharePrice(demand: Resources, slot: ExpectedSlot): number {
+  return taskShareOf(demand, slot.capacity) * slot.costPerHour;
 }
 
 /** A task's share of its instance's $/hour: its dominant share of the instance's capacity (at most 1). */

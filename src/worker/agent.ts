@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import type { ObjectStore } from '../storage/object-store.js';
+import { sleepUnlessAborted } from '../storage/retry.js';
 import {
   desiredTaskSchema,
   type DesiredTask,
@@ -179,7 +180,10 @@ export class WorkerAgent {
       }
       const nap = this.nap.signal;
       if (!nap.aborted)
-        await sleep(this.store === undefined ? 1 : this.period(), AbortSignal.any([signal, nap]));
+        await sleepUnlessAborted(
+          (this.store === undefined ? 1 : this.period()) * 1000,
+          AbortSignal.any([signal, nap]),
+        );
       if (nap.aborted) this.nap = new AbortController();
     }
     this.leaving.abort();
@@ -352,7 +356,7 @@ export class WorkerAgent {
         if (message !== lastError) this.log.warn(`interruption notices: ${message}`);
         lastError = message;
       }
-      await sleep(watch.pollSeconds ?? DEFAULT_NOTICE_POLL_SECONDS, leaving);
+      await sleepUnlessAborted((watch.pollSeconds ?? DEFAULT_NOTICE_POLL_SECONDS) * 1000, leaving);
     }
   }
 
@@ -403,7 +407,12 @@ export class WorkerAgent {
           (t.phase === 'failed' || t.phase === 'succeeded') &&
           (d.attempt ?? 1) > (t.attempt ?? 1);
         if (t === undefined || t.phase === 'stopped' || newAttempt) tasks.start(d);
-      } else if (t !== undefined && isStoppable(t.phase))
+        // Co-start: its job was released (the hold is gone), so what was prepared runs now.
+        else if (t.phase === 'ready' && d.hold !== true) tasks.release(t);
+      } else if (t?.phase === 'ready')
+        // Prepared and never started: nothing to checkpoint or stop.
+        tasks.background(t, () => tasks.forget(t));
+      else if (t !== undefined && isStoppable(t.phase))
         // A stop that ended without finishing (its task is still `checkpointing`) is started again: no dead end.
         tasks.background(t, () => tasks.stop(t, d.action === 'checkpoint-stop', d.checkpoint));
     }
@@ -441,17 +450,4 @@ function describeIssues(error: z.ZodError, prefix = ''): string {
         `${[prefix, ...i.path.map(String)].filter((p) => p !== '').join('.') || '(answer)'}: ${i.message}`,
     )
     .join('; ');
-}
-
-function sleep(seconds: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, seconds * 1000);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

@@ -250,9 +250,9 @@ export class TaskLifecycle {
     this.tasks.set(d.taskId, t);
     this.background(t, async () => {
       try {
-        const exited = await this.launch(t, d);
-        if (exited === undefined) t.phase = 'running';
-        else {
+        const prepared = await this.prepare(t, d);
+        if (!('command' in prepared)) {
+          const exited = prepared;
           // It ended before, where no controller heard of it: report that end, never run it a second time.
           t.phase = exited.state;
           t.exitCode = exited.exitCode;
@@ -261,6 +261,15 @@ export class TaskLifecycle {
           this.log.info(
             `task ${t.taskId} already ${exited.state} (exit ${exited.exitCode ?? '?'}) on ${exited.instanceId ?? 'another instance'} at ${exited.exitedAt}: not run again`,
           );
+        } else if (d.hold === true) {
+          // Co-start: prepared, and held until the controller releases its job (every task ready).
+          t.prepared = prepared;
+          t.phase = 'ready';
+          this.log.info(`task ${t.taskId} ready; waiting for its job's other tasks`);
+        } else {
+          await this.options.executor.start(prepared);
+          t.phase = 'running';
+          this.log.info(`started ${t.taskId}${prepared.restoring ? ' from a checkpoint' : ''}`);
         }
       } catch (e) {
         t.phase = 'failed';
@@ -271,8 +280,35 @@ export class TaskLifecycle {
     });
   }
 
-  /** Start the task; or, when it already exited in this attempt (its exit record says so), answer that exit. */
-  private async launch(t: LocalTask, d: DesiredTask): Promise<TaskExitRecord | undefined> {
+  /**
+   * A held task's job was released (all its tasks are ready): start what was prepared. A start that fails leaves the
+   * task failed, as any start.
+   */
+  release(t: LocalTask): void {
+    const prepared = t.prepared;
+    if (t.phase !== 'ready' || prepared === undefined) return;
+    t.phase = 'starting';
+    t.startedAtMs = Date.now();
+    this.background(t, async () => {
+      try {
+        await this.options.executor.start(prepared);
+        t.phase = 'running';
+        t.prepared = undefined;
+        this.log.info(`started ${t.taskId} (released)${prepared.restoring ? ' from a checkpoint' : ''}`);
+      } catch (e) {
+        t.phase = 'failed';
+        t.reason = `could not start: ${(e as Error).message}`;
+        this.log.warn(`task ${t.taskId} could not start: ${(e as Error).message}`);
+      }
+      await this.persist(t);
+    });
+  }
+
+  /**
+   * Everything a start needs before the task runs (restore its checkpoint, fetch its build context): the launch to
+   * hand the executor; or, when it already exited in this attempt (its exit record says so), that exit.
+   */
+  private async prepare(t: LocalTask, d: DesiredTask): Promise<TaskExitRecord | TaskLaunch> {
     const store = this.requireStore();
     if (d.restore) {
       // Retried while the store fails, like the restore: an outage must neither fail the task nor run it twice.
@@ -334,9 +370,7 @@ export class TaskLifecycle {
       restoring,
       attempt: d.attempt ?? 1,
     };
-    await executor.start(launch);
-    this.log.info(`started ${t.taskId}${restoring ? ' from a checkpoint' : ''}`);
-    return undefined;
+    return launch;
   }
 
   async stop(

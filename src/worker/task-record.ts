@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { checkpointKeys } from '../protocol/object-keys.js';
 import type { CheckpointManifest, CheckpointWatcher } from './checkpoints.js';
+import type { TaskLaunch } from './executor.js';
 import type { ProgressTracker } from './progress.js';
 
 /** What the agent knows of each task on this host, and the part of it that survives the agent's own restarts. */
@@ -10,7 +11,7 @@ import type { ProgressTracker } from './progress.js';
 /** What the agent remembers of a task across its own restarts (`<task dir>/agent.json`). */
 const persistedSchema = z.object({
   jobId: z.string(),
-  phase: z.enum(['starting', 'running', 'checkpointing', 'stopped', 'succeeded', 'failed']),
+  phase: z.enum(['starting', 'ready', 'running', 'checkpointing', 'stopped', 'succeeded', 'failed']),
   startedAtMs: z.number(),
   stopRequested: z.boolean(),
   exitCode: z.number().optional(),
@@ -38,6 +39,8 @@ export interface LocalTask extends PersistedTask {
   /** A periodic log upload is under way (at most one at a time). */
   shippingLog?: boolean | undefined;
   total?: number | undefined;
+  /** Co-start: the prepared start, held (phase `ready`) until the controller releases the task's job. */
+  prepared?: TaskLaunch | undefined;
 }
 
 let writes = 0;

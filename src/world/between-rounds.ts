@@ -49,7 +49,11 @@ export class BetweenRoundsPlacer {
     );
     const jobs: WaitingJob[] = ordered.map((o) => ({
       id: o.id,
-      tasks: o.job.tasks.map((t) => ({ id: t.id, demand: t.spec.demand })),
+      tasks: o.job.tasks.map((t) => ({
+        id: t.id,
+        demand: t.spec.demand,
+        reservationPricePerHour: this.prices.minType(t.spec.demand)?.costPerHour,
+      })),
       taskSeconds: perTask(o.job),
     }));
     const placed = placeBetweenRounds({

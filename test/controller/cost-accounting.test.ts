@@ -103,6 +103,37 @@ describe('cost attribution', () => {
     expect(report.byJob[0]?.migrationCost).toBeCloseTo(0.357 / 6, 10);
   });
 
+  it("attributes a co-started task from its job's release: the time it was held is its instance's idle time", () => {
+    const events: EventRecord[] = [
+      ['job-1.0', 'starting', 'inst-1', 0],
+      ['job-1.1', 'starting', 'inst-2', 0],
+      // Both held until the release at 300 s; then run.
+      ['job-1.0', 'running', 'inst-1', 300],
+      ['job-1.1', 'running', 'inst-2', 300],
+      // Another job's task, not held: attributed from its start as before.
+      ['job-2.0', 'starting', 'inst-3', 0],
+      ['job-2.0', 'running', 'inst-3', 60],
+    ].map(([taskId, to, instanceId, at], i) => ({
+      seq: i + 1,
+      atSeconds: at as number,
+      kind: 'task.state',
+      jobId: (taskId as string).replace(/\.\d+$/, ''),
+      taskId: taskId as string,
+      data: { to: to as string, instanceId: instanceId as string },
+    }));
+    const releases = new Map([['job-1', [300]]]);
+    expect(
+      placementsFromEvents(events, 1000, releases).map((p) => [p.taskId, p.fromSeconds, p.toSeconds]),
+    ).toEqual([
+      ['job-2.0', 0, 60],
+      ['job-1.0', 300, 1000],
+      ['job-1.1', 300, 1000],
+      ['job-2.0', 60, 1000],
+    ]);
+    // Without the release known, the held time is the job's, as for every other start.
+    expect(placementsFromEvents(events, 1000).filter((p) => p.taskId === 'job-1.0')[0]?.fromSeconds).toBe(0);
+  });
+
   it('replays placements from task state events', () => {
     const events: EventRecord[] = [
       ['starting', 'inst-1', 0],

@@ -47,6 +47,34 @@ describe('placement between rounds', () => {
     expect(placeBetweenRounds({ ...base, jobs, instances: late, bind: true })).toEqual([]);
   });
 
+  it('places a task only where its share of the $/hour is within its reservation price, the cheapest share first', () => {
+    // A 2-vCPU task alone costs $0.40/h; on the 8-vCPU $1.6/h instance its share is 2/8 × 1.6 = $0.40/h (fits the
+    // price), on a $16/h GPU-priced type of the same shape it would be $4/h: never there, however free it is.
+    const priced = (rp: number): WaitingJob => ({
+      ...job('a', 1),
+      tasks: [{ id: 'a/t0', demand: { any: [0, 2, 8] }, reservationPricePerHour: rp }],
+    });
+    const costly: PaidInstance = { ...inst('costly', 8), costPerHour: 16 };
+    expect(placeBetweenRounds({ ...base, jobs: [priced(0.4)], instances: [costly], bind: false })).toEqual(
+      [],
+    );
+    const cheap = placeBetweenRounds({
+      ...base,
+      jobs: [priced(0.4)],
+      instances: [costly, inst('cheap', 8)],
+      bind: false,
+    });
+    expect(cheap[0]?.placements.map((p) => p.instanceId)).toEqual(['cheap']);
+    // Without a price, every paid slot is eligible and the cheaper share still wins among equally early slots.
+    const any = placeBetweenRounds({
+      ...base,
+      jobs: [job('b', 1)],
+      instances: [costly, inst('cheap', 8)],
+      bind: false,
+    });
+    expect(any[0]?.placements.map((p) => p.instanceId)).toEqual(['cheap']);
+  });
+
   it('never puts more on an instance than its free room, and places each task once', () => {
     fc.assert(
       fc.property(

@@ -138,6 +138,42 @@ describe('worker agent (fake controller over HTTP, real process executor)', () =
     await tickUntil(second.agent, 'the unwanted task to stop', (r) => r?.state === 'stopped', 'adopt-1.0');
   });
 
+  it('a held task is prepared and reported ready without running; the answer without the hold starts it', async () => {
+    const workDir = join(tmp, 'hold');
+    const { agent, executor } = agentOn(workDir);
+    controller.answer = [{ ...runTask('hold-1.0', ['sh', 'counter.sh']), hold: true }];
+    await agent.register();
+    await tickUntil(agent, 'the task to be ready', (r) => r?.state === 'ready', 'hold-1.0');
+    // Prepared (its build context fetched) but not started: nothing runs, however many heartbeats pass.
+    await agent.tick();
+    await agent.settle();
+    expect(controller.last('hold-1.0')?.state).toBe('ready');
+    expect(await executor.list()).toEqual([]);
+    // Released: the same task runs, from what was prepared.
+    controller.answer = [runTask('hold-1.0', ['sh', 'counter.sh'])];
+    await tickUntil(agent, 'the released task to run', (r) => r?.state === 'running', 'hold-1.0');
+    expect((await executor.list()).map((t) => [t.taskId, t.state])).toEqual([['hold-1.0', 'running']]);
+    controller.answer = [];
+    await tickUntil(agent, 'the unwanted task to stop', (r) => r?.state === 'stopped', 'hold-1.0');
+  });
+
+  it('a held task no longer wanted is dropped without ever running', async () => {
+    const workDir = join(tmp, 'hold-drop');
+    const { agent, executor } = agentOn(workDir);
+    controller.answer = [{ ...runTask('hold-2.0', ['sh', 'counter.sh']), hold: true }];
+    await agent.register();
+    await tickUntil(agent, 'the task to be ready', (r) => r?.state === 'ready', 'hold-2.0');
+    controller.answer = [];
+    const before = controller.heartbeats.length;
+    await agent.tick();
+    await agent.settle();
+    await agent.tick();
+    await agent.settle();
+    expect(controller.heartbeats.at(-1)?.tasks.map((t) => t.taskId)).toEqual([]);
+    expect(controller.heartbeats.length).toBeGreaterThan(before);
+    expect(await executor.list()).toEqual([]);
+  });
+
   it('a task ignoring the checkpoint signal is killed after its timeout and reported stopped with its last upload', async () => {
     const { agent, executor, logger } = agentOn(join(tmp, 'stubborn'));
     const wanted = runTask('stubborn-2.0', ['sh', 'counter.sh'], { IGNORE_TERM: '1' });

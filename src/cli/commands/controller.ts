@@ -154,7 +154,7 @@ export async function runController(
   const loaded: Catalog = loadCatalogFile(preliminary.catalog ?? BUNDLED_CATALOG_PATH);
   const config = loadControllerConfig({ flags, env, defaultRegion: loaded.region });
   // Local "instances" are processes that start in seconds: plan and predict with their delays, not EC2's.
-  const catalog = config.provider === 'local' ? withLocalDelays(loaded) : loaded;
+  const catalog = config.provider === 'local' ? withLocalDelays(loaded, config.localBootSeconds) : loaded;
   mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
   // mkdir's mode applies only to a directory it creates: an existing one is narrowed too, as its files hold secrets.
   chmodSync(config.stateDir, 0o700);
@@ -249,6 +249,7 @@ export async function runController(
               executorKind: kind,
               executorFor: (dir, instanceId) => makeExecutor(kind, dir, instanceId),
               giveUpAfterSeconds: config.workerGiveUpSeconds,
+              bootSecondsOf: (typeName) => config.localBootSeconds[typeName] ?? 0,
             }),
     });
     provider = state.fence(localProvider);
@@ -332,6 +333,8 @@ export async function runController(
           attention: new AttentionClock().start(),
           contextLimits,
           logger: log,
+          coStart: config.coStart,
+          onStartMeasured: (_jobId, measured) => metrics.observeStart(measured),
           ...(local
             ? {
                 capacityScale: (typeName: string) => {

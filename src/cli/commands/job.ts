@@ -1,6 +1,11 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import {
+  addConnectionOptions,
+  FleetwiseClient,
+  type ConnectionOptions,
+  type JobDocumentResponse,
+} from '../client.js';
 import { durationText } from '../../core/duration.js';
 import { formatProgress, formatTable, formatTime, printJson } from '../table.js';
 
@@ -180,6 +185,7 @@ export function registerJob(program: Command): void {
       `submitted  ${formatTime(job.submittedAtSeconds)}`,
       `started    ${formatTime(job.startedAtSeconds)}`,
       `finished   ${formatTime(job.finishedAtSeconds)}`,
+      ...coStartLines(job.coStart ?? null, job.taskCount),
       ...etaLines(queueFieldsOf(job)),
       ...warningsOf(job).map((w) => `warning    ${w}`),
     ];
@@ -207,4 +213,19 @@ export function registerJob(program: Command): void {
       );
     }
   });
+}
+
+/** A multi-task job's start: held tasks while it waits, then its start skew and barrier-idle cost. */
+function coStartLines(coStart: JobDocumentResponse['coStart'], taskCount: number): string[] {
+  if (coStart === null || coStart === undefined) return [];
+  const lines: string[] = [];
+  if (coStart.releasedAtSeconds === undefined && coStart.readyTaskIds.length > 0)
+    lines.push(`co-start   ${coStart.readyTaskIds.length} of ${taskCount} tasks ready, held for the others`);
+  else if (coStart.releasedAtSeconds !== undefined)
+    lines.push(`co-start   released together ${formatTime(coStart.releasedAtSeconds)}`);
+  if (coStart.startSkewSeconds !== undefined)
+    lines.push(
+      `start skew ${coStart.startSkewSeconds.toFixed(1)} s, barrier-idle $${(coStart.barrierIdleCost ?? 0).toFixed(4)}`,
+    );
+  return lines;
 }

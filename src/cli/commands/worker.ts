@@ -45,6 +45,7 @@ interface WorkerFlags {
   readonly executor?: string;
   readonly workDir?: string;
   readonly giveUpAfterSeconds?: string;
+  readonly bootDelaySeconds?: string;
   readonly stopTasksOnExit?: boolean;
   /** False with --no-probe. */
   readonly probe?: boolean;
@@ -87,6 +88,12 @@ const probeFlagsSchema = z.object({
     .max(3600, 'at most an hour')
     .default(DEFAULT_PROBE_WINDOW_SECONDS),
 });
+
+const bootDelaySchema = z.coerce
+  .number({ error: 'a number of seconds' })
+  .min(0, 'at least 0')
+  .max(3600, 'at most an hour (3600)')
+  .default(0);
 
 const giveUpSchema = z.coerce
   .number({ error: 'a number of seconds' })
@@ -159,6 +166,13 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
         ? 'docker'
         : 'process'
       : (requested as 'docker' | 'process');
+  const bootDelaySeconds = parseWith(
+    z.object({ '--boot-delay-seconds': bootDelaySchema }),
+    { '--boot-delay-seconds': flags.bootDelaySeconds },
+    'fleetwise worker',
+  )['--boot-delay-seconds'];
+  // Local mode's slow instance types: this "instance" is still booting (nothing registers, nothing runs).
+  if (bootDelaySeconds > 0) await new Promise((r) => setTimeout(r, bootDelaySeconds * 1000));
   const giveUpAfterSeconds = parseWith(
     z.object({ '--give-up-after-seconds': giveUpSchema }),
     { '--give-up-after-seconds': flags.giveUpAfterSeconds },
@@ -268,6 +282,10 @@ export function registerWorker(program: Command): void {
     .option(
       '--give-up-after-seconds <s>',
       `without a controller answer this long, checkpoint and stop the tasks and exit (default ${DEFAULT_GIVE_UP_AFTER_SECONDS}; 0 never)`,
+    )
+    .option(
+      '--boot-delay-seconds <s>',
+      "local mode: wait this long before registering, as a slow instance type's boot would (default 0)",
     )
     .option(
       '--stop-tasks-on-exit',

@@ -12,7 +12,22 @@ export const LOCAL_LAUNCH_DELAYS: LaunchDelays = {
   terminateSeconds: 1,
 };
 
-/** The catalog with every type's delays replaced by the local ones (prices and capacities unchanged). */
-export function withLocalDelays(catalog: Catalog): Catalog {
-  return { ...catalog, types: catalog.types.map((t) => ({ ...t, delays: LOCAL_LAUNCH_DELAYS })) };
+/**
+ * The catalog with every type's delays replaced by the local ones (prices and capacities unchanged); a type given a
+ * boot time (the configuration's `localBootSeconds`: its workers start that much later) plans with it.
+ */
+export function withLocalDelays(
+  catalog: Catalog,
+  bootSeconds: Readonly<Record<string, number>> = {},
+): Catalog {
+  return {
+    ...catalog,
+    types: catalog.types.map((t) => ({
+      ...t,
+      delays: {
+        ...LOCAL_LAUNCH_DELAYS,
+        workerStartSeconds: LOCAL_LAUNCH_DELAYS.workerStartSeconds + (bootSeconds[t.name] ?? 0),
+      },
+    })),
+  };
 }

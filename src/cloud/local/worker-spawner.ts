@@ -33,6 +33,8 @@ export interface ProcessSpawnerOptions {
   readonly executorFor: (instanceDir: string, instanceId: string) => InstanceTaskStopper;
   /** A worker whose controller is gone this long checkpoints its tasks and exits (the worker's default when absent). */
   readonly giveUpAfterSeconds?: number;
+  /** Seconds an instance of this type boots before its worker starts (EC2-like slow types; default none). */
+  readonly bootSecondsOf?: (typeName: string) => number;
   readonly main?: string;
 }
 
@@ -66,6 +68,7 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
           ...(this.options.giveUpAfterSeconds === undefined
             ? []
             : ['--give-up-after-seconds', String(this.options.giveUpAfterSeconds)]),
+          ...bootDelayArgs(this.options.bootSecondsOf?.(instance.typeName) ?? 0),
         ],
         {
           env: workerEnvironment(
@@ -144,4 +147,8 @@ export function isWorkerOf(pid: number, instanceId: string): boolean {
       return false;
     }
   }
+}
+
+function bootDelayArgs(seconds: number): string[] {
+  return seconds > 0 ? ['--boot-delay-seconds', String(seconds)] : [];
 }

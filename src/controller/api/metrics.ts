@@ -80,6 +80,25 @@ export class ControllerMetrics implements BackupMetrics, JobArchiveMetrics {
     registers: [this.registry],
   });
 
+  private readonly startSkew = new Histogram({
+    name: 'fleetwise_job_start_skew_seconds',
+    help: "Multi-task jobs: the spread of their tasks' starts (latest − earliest, as heard from the workers)",
+    // Co-started tasks start within a heartbeat of each other; uncoordinated ones up to an instance's boot apart.
+    buckets: [1, 2, 5, 10, 30, 60, 120, 300, 600, 1800],
+    registers: [this.registry],
+  });
+  private readonly barrierIdle = new Counter({
+    name: 'fleetwise_barrier_idle_cost_dollars_total',
+    help: "Multi-task jobs: paid capacity their started tasks held while waiting for their siblings (Σ (job start − task start) × the task's share of its instance's $/h)",
+    registers: [this.registry],
+  });
+
+  /** A multi-task job's start, measured once all its tasks were heard running (co-start-records.ts). */
+  observeStart(measured: { readonly startSkewSeconds: number; readonly barrierIdleCost: number }): void {
+    this.startSkew.observe(measured.startSkewSeconds);
+    if (measured.barrierIdleCost > 0) this.barrierIdle.inc(measured.barrierIdleCost);
+  }
+
   backupStored(manifest: BackupManifest, durationSeconds: number): void {
     this.backupCoveredAtSeconds = manifest.takenAtSeconds;
     this.backupCovered.set(manifest.takenAtSeconds);

@@ -299,6 +299,30 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
               'The prediction made at submission, never overwritten (its error is measured at the end)',
           },
           predictionError: { allOf: [ref('PredictionError')], nullable: true },
+          coStart: {
+            type: 'object',
+            nullable: true,
+            description:
+              "A multi-task job's start (null: one task, or not started in this attempt): its tasks are prepared, held and released together (the controller's coStart switch)",
+            required: ['readyTaskIds'],
+            properties: {
+              readyTaskIds: {
+                type: 'array',
+                items: str,
+                description: 'Tasks prepared and held, waiting for the others (empty once released)',
+              },
+              releasedAtSeconds: { ...num, description: 'When all its tasks were released together' },
+              startSkewSeconds: {
+                ...num,
+                description: "Latest − earliest of its tasks' starts, as heard from the workers",
+              },
+              barrierIdleCost: {
+                ...num,
+                description:
+                  "Paid capacity its started tasks held waiting for their siblings, $ (Σ (job start − task start) × the task's share of its instance's $/h)",
+              },
+            },
+          },
         },
       },
     ],

@@ -1,5 +1,6 @@
 import type { DecisionRecord } from '../../scheduler/types.js';
 import type { JobQueueView } from '../../queue/admission-views.js';
+import { storedCoStart } from '../co-start-records.js';
 import { readJobWarnings } from '../execution-check.js';
 import { readQueueRecord, type EtaRecord, type PredictionError } from '../queue-records.js';
 import type { ClusterView, CostReport, WhyRecord } from '../service.js';
@@ -66,6 +67,33 @@ export interface JobDocument extends JobSummary {
   readonly predictionError: PredictionError | null;
   /** How each retried attempt failed, oldest first (the last attempt's failure is the job's reason). */
   readonly attemptFailures: readonly AttemptFailure[];
+  /** A multi-task job's start in this attempt (co-start-records.ts); null for one task or before any start. */
+  readonly coStart: CoStartView | null;
+}
+
+export interface CoStartView {
+  /** Tasks prepared and held, waiting for the others (empty once released). */
+  readonly readyTaskIds: readonly string[];
+  readonly releasedAtSeconds?: number;
+  readonly startSkewSeconds?: number;
+  readonly barrierIdleCost?: number;
+}
+
+function coStartView(store: StateStore, job: JobRecord): CoStartView | null {
+  const record = storedCoStart(store, job);
+  if (record === undefined) return null;
+  const held = new Set(
+    store
+      .listTasks({ jobId: job.id })
+      .filter((t) => t.state === 'starting')
+      .map((t) => t.id),
+  );
+  return defined({
+    readyTaskIds: Object.keys(record.ready).filter((id) => held.has(id)),
+    releasedAtSeconds: record.releasedAtSeconds,
+    startSkewSeconds: record.startSkewSeconds,
+    barrierIdleCost: record.barrierIdleCost,
+  });
 }
 
 function defined<T extends object>(value: T): T {
@@ -141,6 +169,7 @@ export function jobDocument(store: StateStore, job: JobRecord, predictionsEnable
     submissionEta: record?.submissionEta ?? null,
     predictionError: record?.predictionError ?? null,
     attemptFailures: job.attemptFailures ?? [],
+    coStart: coStartView(store, job),
   };
 }
 

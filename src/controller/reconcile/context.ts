@@ -24,6 +24,8 @@ export interface ReconcilerSettings {
   /** Retry delays for launches that failed for another reason than capacity (throttling, API errors). */
   readonly launchRetryBaseSeconds?: number;
   readonly launchRetryMaxSeconds?: number;
+  /** A co-started job some of whose tasks are still unready this long after the first was is planned again. */
+  readonly coStartTimeoutSeconds?: number | undefined;
 }
 
 export interface ReconcilerDeps {

@@ -1,5 +1,8 @@
 import { demandOn, type Resources } from '../../../core/resources.js';
+import { coStartDecision, DEFAULT_CO_START_TIMEOUT_SECONDS } from '../../../round/co-start.js';
 import { startGate } from '../../../round/gates.js';
+import { clearCoStart, coStarts, coStartTasks, readCoStart, writeCoStart } from '../../co-start-records.js';
+import { expandTasks } from '../../job-spec/tasks.js';
 import { retryVerdict } from '../../job-spec/retry.js';
 import { isFinalJobState, PLACED_TASK_STATES } from '../../state/lifecycle.js';
 import type { InstanceRecord, JobRecord, TaskRecord } from '../../state-store.js';
@@ -119,6 +122,9 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
     if (t.instanceId !== undefined) occupy(t, t.instanceId);
   }
   const slices = new Slices(ctx.store);
+  // Co-started jobs (round/co-start.ts): their starts whose gate opened in this pass, issued together afterwards.
+  const gangs = new Map<string, HeldStart[]>();
+  const holds = ctx.deps.tasks.holdsStarts === true;
   for (const intent of ctx.store.listIntents({ states: ['pending'], kind: 'start-task' })) {
     if (intent.kind !== 'start-task') continue;
     await slices.next();
@@ -155,6 +161,13 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
       demand,
     });
     if (wait !== undefined) continue;
+    if (coStarts(job, holds)) {
+      const gang = gangs.get(job.id) ?? [];
+      gang.push({ intentId: intent.id, task, instance });
+      gangs.set(job.id, gang);
+      occupy(task, instanceId); // its room is taken, held or running
+      continue;
+    }
     ctx.fault('start:before-call', taskId);
     await ctx.deps.tasks.start({ task, job, instance });
     ctx.fault('start:after-call', taskId);
@@ -170,6 +183,7 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
       )
         return undefined;
       ctx.store.setTaskState(taskId, 'running');
+      if (expandTasks(currentJob.spec).length > 1) restartMeasure(ctx, currentJob, [taskId]);
       settleJob(ctx, current.jobId, 'all tasks running');
       return undefined;
     });
@@ -177,7 +191,100 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
     started.push(taskId);
   }
   slices.commit();
+  for (const [jobId, gang] of gangs) started.push(...(await coStart(ctx, jobId, gang)));
   return started;
+}
+
+interface HeldStart {
+  readonly intentId: number;
+  readonly task: TaskRecord;
+  readonly instance: InstanceRecord;
+}
+
+/**
+ * The co-start barrier of one job (round/co-start.ts `coStartDecision`, the rule the simulator follows too). Its tasks
+ * start preparing only once every one of them can (each start's gate is open: all its instances are up), so that
+ * they are ready close together, as the simulator times them; each is then held on its instance, prepared, until the
+ * last is ready, and all are released at once: their starts complete and they turn `running` together (the job's
+ * clock starts then), which their workers hear on their next heartbeat. A job some of whose tasks stay unready past
+ * the timeout is planned again: its starts fail, its tasks go back to pending and the next round places it anew.
+ * Returns the tasks released.
+ */
+async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly HeldStart[]): Promise<string[]> {
+  const job = ctx.store.getJob(jobId);
+  if (job === undefined || isFinalJobState(job.state)) return [];
+  const tasks = ctx.store.listTasks({ jobId });
+  const waiting = new Set(gang.map((g) => g.task.id));
+  // A task neither running (or done) nor with an open start: the gang waits for it before any task prepares.
+  if (tasks.some((t) => t.state !== 'running' && t.state !== 'succeeded' && !waiting.has(t.id))) return [];
+  for (const g of gang) {
+    ctx.fault('start:before-call', g.task.id);
+    await ctx.deps.tasks.start({ task: g.task, job, instance: g.instance });
+    ctx.fault('start:after-call', g.task.id);
+  }
+  const now = ctx.now();
+  const record = readCoStart(ctx.store, job);
+  const decision = coStartDecision(
+    coStartTasks(ctx.store.listTasks({ jobId }), record),
+    now,
+    ctx.settings.coStartTimeoutSeconds ?? DEFAULT_CO_START_TIMEOUT_SECONDS,
+  );
+  if (decision.kind === 'wait') return [];
+  return ctx.store.transaction(() => {
+    const current = ctx.store.getJob(jobId) as JobRecord;
+    if (isFinalJobState(current.state)) return [];
+    const open = gang.filter((g) => ctx.store.getIntent(g.intentId)?.state === 'pending');
+    if (decision.kind === 'replan') {
+      for (const g of open) ctx.store.failIntent(g.intentId, `co-start: ${decision.reason}`);
+      for (const t of ctx.store.listTasks({ jobId }))
+        if (t.state === 'starting') ctx.store.setTaskState(t.id, 'pending');
+      clearCoStart(ctx.store, jobId);
+      ctx.store.appendEvent({
+        kind: 'job.co-start',
+        jobId,
+        message: `planned again: ${decision.reason}`,
+        data: { decision: 'replan' },
+      });
+      settleJob(ctx, jobId, `co-start timed out: ${decision.reason}`);
+      ctx.requestRound(`job ${jobId} planned again (co-start timeout)`);
+      return [];
+    }
+    const released: string[] = [];
+    for (const g of open) {
+      ctx.store.completeIntent(g.intentId);
+      const t = ctx.store.getTask(g.task.id) as TaskRecord;
+      if (t.state !== 'starting' || t.instanceId !== g.instance.id) continue;
+      ctx.store.setTaskState(t.id, 'running');
+      released.push(t.id);
+    }
+    writeCoStart(ctx.store, jobId, {
+      ...record,
+      releasedAtSeconds: now,
+      running: {},
+      startSkewSeconds: undefined,
+      barrierIdleCost: undefined,
+    });
+    ctx.store.appendEvent({
+      kind: 'job.co-start',
+      jobId,
+      message: `released ${released.length} task(s) together`,
+      data: { decision: 'release', tasks: released },
+    });
+    settleJob(ctx, jobId, 'all tasks ready: released together');
+    return released;
+  });
+}
+
+/** Tasks of a multi-task job (re)started without a hold: their start metrics are measured again. */
+function restartMeasure(ctx: ReconcileContext, job: JobRecord, taskIds: readonly string[]): void {
+  const record = readCoStart(ctx.store, job);
+  for (const id of taskIds) delete record.running[id];
+  writeCoStart(ctx.store, job.id, {
+    ...record,
+    releasedAtSeconds: undefined,
+    startSkewSeconds: undefined,
+    barrierIdleCost: undefined,
+  });
 }
 
 /** Poll running tasks; a success or failure ends the task (and, with it, maybe its job or its attempt). */

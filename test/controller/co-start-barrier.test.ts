@@ -1,0 +1,175 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/controller/clock.js';
+import { jobDocument } from '../../src/controller/api/views.js';
+import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
+import type { StateStore } from '../../src/controller/state-store.js';
+import { WorkerRegistrar } from '../../src/controller/worker-identity/worker-registrar.js';
+import { WorkerTaskControl, type StartMeasure } from '../../src/controller/worker-task-control.js';
+import type { DesiredTask, TaskReport } from '../../src/protocol/worker-protocol.js';
+import { catalog, CPU_SMALL, FakeCloud, jobSpec, rig, type Rig } from './controller-fixtures.js';
+
+/**
+ * The co-start barrier in the controller (round/co-start.ts through the reconciler and the worker protocol): a
+ * multi-task job's tasks are prepared and held, released together when the last is ready, level-triggered through
+ * the state store (a controller restart while they wait loses nothing), and planned again after the timeout.
+ * Workers are played by heartbeats: what a worker reports and what the controller answers it.
+ */
+
+const TIMEOUT = 600;
+
+function workersFor(store: StateStore, clock: ManualClock, measured: StartMeasure[]): WorkerTaskControl {
+  return new WorkerTaskControl({
+    store,
+    catalog,
+    clock,
+    registrar: new WorkerRegistrar({
+      store,
+      clusterName: 'test',
+      clusterKey: 'cluster-key-0123456789',
+      describeInstance: () => Promise.resolve(undefined),
+      launchCredential: { kind: 'launch-secret' },
+    }),
+    objectStoreLocation: '/tmp/fleetwise-co-start-objects',
+    heartbeatSeconds: 1,
+    heartbeatTimeoutSeconds: 600,
+    coStart: true,
+    onStartMeasured: (_jobId, m) => measured.push(m),
+  });
+}
+
+interface Harness {
+  readonly r: Rig;
+  readonly workers: WorkerTaskControl;
+  readonly measured: StartMeasure[];
+}
+
+function harness(store?: StateStore, clock?: ManualClock, cloud?: FakeCloud): Harness {
+  const c = clock ?? new ManualClock();
+  const s = store ?? new MemoryStateStore({ nowSeconds: () => c.nowSeconds() });
+  const measured: StartMeasure[] = [];
+  const workers = workersFor(s, c, measured);
+  const r = rig(
+    { coStartTimeoutSeconds: TIMEOUT },
+    { store: s, clock: c, tasks: workers, workers, ...(cloud === undefined ? {} : { cloud }) },
+  );
+  return { r, workers, measured };
+}
+
+const token = (instanceId: string): string => `worker-token-${instanceId}-0123456789abcdef`;
+
+/** Every live instance's worker has registered. */
+function registerAll(h: Harness): void {
+  for (const i of h.r.store.listInstances({ states: ['running'] }))
+    if (i.workerTokenHash === undefined) h.r.store.setWorkerToken(i.id, token(i.id));
+}
+
+function beat(h: Harness, instanceId: string, tasks: TaskReport[] = []): DesiredTask[] {
+  return h.workers.heartbeat(token(instanceId), { tasks }).tasks;
+}
+
+const ready = (taskId: string): TaskReport => ({ taskId, state: 'ready', attempt: 1 });
+const running = (taskId: string): TaskReport => ({ taskId, state: 'running', attempt: 1 });
+
+/** A two-task job placed and its instances up and registered; the instance of each task. */
+async function placedGang(h: Harness): Promise<{ jobId: string; on: Map<string, string> }> {
+  const job = h.r.controller.submit(jobSpec('gang', CPU_SMALL, { replicas: 2 }), 'research');
+  await h.r.controller.runRound();
+  await h.r.controller.reconcile();
+  registerAll(h);
+  await h.r.controller.reconcile();
+  const on = new Map(
+    h.r.store.listTasks({ jobId: job.id }).map((t) => [t.id, t.instanceId as string] as const),
+  );
+  // One task per instance (4 of a c7i's vCPUs each): each has a worker of its own.
+  expect(new Set(on.values()).size).toBe(2);
+  return { jobId: job.id, on };
+}
+
+describe('co-start barrier in the controller', () => {
+  it('holds prepared tasks until the last is ready, then releases them together; a restart while waiting loses nothing', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const [t0, t1] = [`${jobId}.0`, `${jobId}.1`];
+    // Both starts were asked for, held: every worker is told to prepare and wait.
+    for (const [taskId, instanceId] of on) {
+      const desired = beat(h, instanceId).find((d) => d.taskId === taskId);
+      expect(desired).toMatchObject({ action: 'run', hold: true });
+    }
+    expect(h.r.store.getTask(t0)?.state).toBe('starting');
+
+    // The first task is prepared; its sibling is not: nothing is released, the job's clock has not started.
+    h.r.clock.advance(5);
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getTask(t0)?.state).toBe('starting');
+    expect(h.r.store.getJob(jobId)?.startedAtSeconds).toBeUndefined();
+    expect(jobDocument(h.r.store, h.r.store.getJob(jobId)!).coStart).toMatchObject({ readyTaskIds: [t0] });
+
+    // The controller restarts while the job waits: a new process over the same store, nothing in memory.
+    const restarted = harness(h.r.store, h.r.clock, h.r.cloud);
+    await restarted.r.controller.recover();
+    h.r.clock.advance(30);
+    // Only the slow task's worker reports (t0's worker has not beaten since): its readiness came from the store.
+    beat(restarted, on.get(t1) as string, [ready(t1)]);
+    await restarted.r.controller.reconcile();
+    expect(restarted.r.store.getTask(t0)?.state).toBe('running');
+    expect(restarted.r.store.getTask(t1)?.state).toBe('running');
+    const job = restarted.r.store.getJob(jobId)!;
+    expect(job.state).toBe('running');
+    // The job's clock starts at the release, not when its first task was ready.
+    expect(job.startedAtSeconds).toBe(restarted.r.clock.nowSeconds());
+    // The hold is lifted: each worker's next answer runs its task.
+    for (const [taskId, instanceId] of on)
+      expect(beat(restarted, instanceId).find((d) => d.taskId === taskId)?.hold).toBeUndefined();
+
+    // Both heard running, one heartbeat apart: the start skew is that heartbeat, and no started task waited.
+    beat(restarted, on.get(t0) as string, [running(t0)]);
+    restarted.r.clock.advance(1);
+    beat(restarted, on.get(t1) as string, [running(t1)]);
+    expect(restarted.measured).toEqual([{ startSkewSeconds: 1, barrierIdleCost: expect.any(Number) }]);
+    const view = jobDocument(restarted.r.store, restarted.r.store.getJob(jobId)!).coStart;
+    expect(view).toMatchObject({ readyTaskIds: [], startSkewSeconds: 1 });
+    expect(view?.releasedAtSeconds).toBe(job.startedAtSeconds);
+    // Barrier-idle: t0 held its slot 30 s before the release, t1 none (each at its share of its instance's $/h).
+    const inst = restarted.r.store.getInstance(on.get(t0) as string)!;
+    const type = catalog.types.find((t) => t.name === inst.typeName)!;
+    const share = Math.max(4 / type.capacity[1], 8 / type.capacity[2]);
+    expect(view?.barrierIdleCost).toBeCloseTo((30 * share * type.costPerHour) / 3600, 9);
+  });
+
+  it('forgets a readiness its worker no longer reports (a restarted worker lost the prepared task)', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const [t0, t1] = [`${jobId}.0`, `${jobId}.1`];
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    // t0's worker restarted: it reports nothing, so t0 is not ready any more; t1 being ready releases nothing.
+    beat(h, on.get(t0) as string, []);
+    beat(h, on.get(t1) as string, [ready(t1)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getTask(t0)?.state).toBe('starting');
+    expect(h.r.store.getTask(t1)?.state).toBe('starting');
+    // The worker prepares it again (it is still told to): now both are ready.
+    expect(beat(h, on.get(t0) as string, [ready(t0)]).find((d) => d.taskId === t0)?.hold).toBe(true);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getTask(t0)?.state).toBe('running');
+  });
+
+  it('plans the job again when a task is still unready after the timeout', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const [t0] = [`${jobId}.0`];
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    h.r.clock.advance(TIMEOUT - 1);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getJob(jobId)?.state).toBe('starting');
+    h.r.clock.advance(1);
+    await h.r.controller.reconcile();
+    // Its starts are void, its tasks wait to be placed again, and the job is back in the queue for the next round.
+    expect(h.r.store.getJob(jobId)?.state).toBe('queued');
+    expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['pending', 'pending']);
+    expect(h.r.store.listIntents({ states: ['pending'], kind: 'start-task' })).toEqual([]);
+    expect(h.r.store.listEvents({ jobId }).some((e) => e.kind === 'job.co-start')).toBe(true);
+    // The held task is no longer wanted on its instance: its worker drops what it prepared.
+    expect(beat(h, on.get(t0) as string, [ready(t0)]).find((d) => d.taskId === t0)).toBeUndefined();
+  });
+});
