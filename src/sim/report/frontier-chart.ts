@@ -88,7 +88,7 @@ export function frontierChart(results: readonly RunResult[]): ReportChart {
   );
   const y = span(
     all.map((p) => p.cost),
-    relative ? 3 : 0,
+    relative ? 3 : 2,
   );
   return {
     chart: {
