@@ -93,7 +93,12 @@ export function buildSnapshot(input: SnapshotInputs): ClusterSnapshot {
   const onInstance = new Map<string, string[]>();
   for (const job of input.jobs) {
     if (isFinalJobState(job.state)) continue;
-    const jobTasks = (tasksByJob.get(job.id) ?? []).slice().sort((a, b) => a.index - b.index);
+    // A task that succeeded has done its part: it needs no room and no place, and showing it unplaced would have the
+    // plan start it again and move its siblings to do so (tasks of one job often end seconds apart).
+    const jobTasks = (tasksByJob.get(job.id) ?? [])
+      .filter((t) => t.state !== 'succeeded')
+      .sort((a, b) => a.index - b.index);
+    if (jobTasks.length === 0) continue;
     const reconfigurable = job.state === 'queued' || job.state === 'running';
     const committed = jobTasks.map((t) => committedInstanceOf(t, input.pendingStarts));
     if (!reconfigurable && committed.some((id) => id !== undefined && !schedulable.has(id))) continue;

@@ -69,4 +69,24 @@ describe('snapshot of the store for the scheduler', () => {
     expect(movable.tasks[0]?.instanceId).toBe('inst-1');
     expect(movable.instances).toEqual([]);
   });
+
+  it('leaves out a task that succeeded while its siblings run, so the next plan neither restarts it nor moves them', async () => {
+    const r = rig();
+    const job = r.controller.submit(jobSpec('pair', CPU_SMALL, { replicas: 2 }), 'research');
+    await r.controller.runRound();
+    const placed = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));
+    expect(placed.tasks.map((t) => t.id)).toEqual([`${job.id}.0`, `${job.id}.1`]);
+    const home = r.store.getTask(`${job.id}.1`)?.instanceId;
+    r.store.setJobState(job.id, 'running', 'test');
+    r.store.setTaskState(`${job.id}.0`, 'running', r.store.getTask(`${job.id}.0`)?.instanceId);
+    r.store.setTaskState(`${job.id}.1`, 'running', home);
+    r.store.setTaskState(`${job.id}.0`, 'succeeded');
+    const after = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));
+    expect(after.tasks.map((t) => [t.id, t.instanceId])).toEqual([[`${job.id}.1`, home]]);
+    expect(after.jobs.map((j) => j.id)).toEqual([job.id]);
+    r.clock.advance(60);
+    const round = await r.controller.runRound();
+    expect(round.actions.filter((a) => a.kind === 'checkpoint-stop' || a.kind === 'start-task')).toEqual([]);
+    expect(r.store.getTask(`${job.id}.1`)).toMatchObject({ state: 'running', instanceId: home });
+  });
 });
