@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { readLocalInstances } from '../cloud/local/instance-file.js';
 import { WORKER_MAIN } from '../cloud/local/worker-spawner.js';
 
 /**
@@ -110,14 +111,12 @@ export class BenchController {
     return readFileSync(join(this.stateDir, 'worker-token'), 'utf8').trim();
   }
 
-  /** The local provider's instances (its state file, written atomically), without asking the controller. */
+  /** The local provider's instances (its state file and journal, instance-file.ts), without asking the controller. */
   instances(): LocalInstanceState[] {
-    const file = join(this.stateDir, 'local-instances.json');
-    if (!existsSync(file)) return [];
     try {
-      return (JSON.parse(readFileSync(file, 'utf8')) as { instances: LocalInstanceState[] }).instances;
+      return readLocalInstances(join(this.stateDir, 'local-instances.json'));
     } catch {
-      return []; // between a write and its rename: read again next time
+      return []; // a line being written: read again next time
     }
   }
 

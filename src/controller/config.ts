@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ValidationError } from '../core/validation.js';
 import { wfqConfigSchema } from '../queue/wfq.js';
 import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.js';
+import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../core/model.js';
 import { DEFAULT_LOOP_STUCK_SECONDS } from './loop-health.js';
 import { DEFAULT_LEASE_SETTINGS, leaseSettingsSchema } from './ha/lease.js';
 import { isPostgresUrl } from './state/postgres/conninfo.js';
@@ -100,6 +101,16 @@ const schedulerSchema = z.strictObject({
   paybackMargin: z.number().finite().min(1, 'must be ≥ 1').optional(),
   /** Co-location throughput per co-located task assumed before anything is learned (default 0.95). */
   defaultRate: unitRate.optional(),
+  /**
+   * What an hour of a job's completion time is worth, $, for jobs whose spec does not say (default 0: dollars only).
+   * Eva then declines a co-location or a move that saves less than the time it costs.
+   */
+  valueOfTimePerJobHour: z
+    .number()
+    .finite()
+    .min(0, 'must be ≥ 0 ($ per job-hour)')
+    .max(MAX_VALUE_OF_TIME_PER_JOB_HOUR, `must be ≤ ${MAX_VALUE_OF_TIME_PER_JOB_HOUR} ($ per job-hour)`)
+    .optional(),
 });
 
 /**

@@ -14,7 +14,8 @@ import type { ControllerScheduler } from './scheduler-state.js';
 export function configuredSchedulerRecipe(
   config: Pick<ControllerConfig, 'scheduler' | 'caps'>,
 ): SchedulerRecipe {
-  const { name, prices, packingEfficiency, paybackMargin, defaultRate } = config.scheduler;
+  const { name, prices, packingEfficiency, paybackMargin, defaultRate, valueOfTimePerJobHour } =
+    config.scheduler;
   return {
     kind: 'registered',
     name,
@@ -23,6 +24,7 @@ export function configuredSchedulerRecipe(
       evaPackingEfficiency: packingEfficiency,
       evaPaybackMargin: paybackMargin,
       evaDefaultRate: defaultRate,
+      evaValueOfTime: valueOfTimePerJobHour,
       caps: schedulerCaps(config.caps),
     },
   };

@@ -543,7 +543,11 @@ export class Controller implements ControllerService {
 
   requestRound(reason: string): void {
     if (this.settings.earlyRounds === false) return;
-    this.roundRequestedBecause ??= reason;
+    // Only a new request wakes the loop. With one pending, the loop already sleeps until the earliest round it may
+    // run (or is in a pass and looks at the request after it): waking it again would only buy a reconciliation pass
+    // per submission in a burst, each reading the whole store, for nothing a round would not do moments later.
+    if (this.roundRequestedBecause !== undefined) return;
+    this.roundRequestedBecause = reason;
     this.wake.abort();
   }
 }

@@ -46,6 +46,19 @@ type Wanted =
 /** After each prediction the engine rests this many times as long as it ran. */
 const REST_FACTOR = 2;
 
+/**
+ * Submissions closer together than this make a burst; a prediction waits until the burst has been quiet this long.
+ * A prediction reads the whole queue, and one made in the middle of a burst is stale by its end: the burst's
+ * submissions share the one made after it (and the API keeps the cores meanwhile).
+ */
+export const BURST_QUIET_MS = 1000;
+
+/** A prediction waits at most this long behind a burst that does not stop (a steady stream still gets ETAs). */
+export const BURST_MAX_WAIT_MS = 30_000;
+
+/** How long after a burst looked quiet it is looked at again before the prediction starts. */
+const QUIET_CONFIRM_MS = 100;
+
 /** ETAs written per transaction. */
 const STORE_SLICE = 200;
 
@@ -62,7 +75,9 @@ const MAX_WAITING_ESTIMATES = 4;
  * the engine (a worker thread in production), from a snapshot of the whole queue; what is asked meanwhile is
  * coalesced, the newest request replacing older ones, since its snapshot includes theirs. Between two runs the engine
  * rests twice as long as the last run took, so predictions take at most about a third of a core under a stream of
- * changes (on a small controller host the API and the loop need the rest; an ETA is hours ahead, seconds late). A
+ * changes (on a small controller host the API and the loop need the rest; an ETA is hours ahead, seconds late), and
+ * none starts while a burst of submissions goes on (BURST_QUIET_MS, at most BURST_MAX_WAIT_MS): the burst shares the
+ * prediction made after it, instead of one that runs on the cores the burst needs and is stale by its end. A
  * job's first ETA is also kept as its submission prediction, which its error is measured against; until it has one,
  * its view says the ETA is pending.
  */
@@ -76,6 +91,11 @@ export class Predictions {
   private resting: NodeJS.Timeout | undefined;
   /** No prediction starts before this (performance.now() milliseconds): the rest after the last one. */
   private restUntilMs = Number.NEGATIVE_INFINITY;
+  /** When the latest submission came (performance.now() milliseconds), and when the burst it is part of began. */
+  private lastSubmissionMs = Number.NEGATIVE_INFINITY;
+  private burstSinceMs: number | undefined;
+  /** When the burst looked quiet (and is looked at once more, QUIET_CONFIRM_MS later). */
+  private quietSeenAtMs: number | undefined;
   private closed = false;
   private idleWaiters: (() => void)[] = [];
   private waitingEstimates = 0;
@@ -90,6 +110,11 @@ export class Predictions {
   /** PCS §4: a job was submitted; its first ETA, from the next prediction, is its submission prediction. O(1). */
   afterSubmission(): void {
     if (!this.enabled || this.closed) return;
+    const now = performance.now();
+    if (now - this.lastSubmissionMs < BURST_QUIET_MS) this.burstSinceMs ??= this.lastSubmissionMs;
+    else this.burstSinceMs = undefined; // a lone submission is predicted at once
+    this.lastSubmissionMs = now;
+    this.quietSeenAtMs = undefined;
     this.wanted = { kind: 'fresh' };
     this.startNext();
   }
@@ -256,7 +281,20 @@ export class Predictions {
     if (this.running || this.resting !== undefined || this.closed) return;
     const wanted = this.wanted;
     if (wanted === undefined) return this.notifyIdle();
-    const restMs = this.restUntilMs - performance.now();
+    const now = performance.now();
+    let startAtMs = this.restUntilMs;
+    if (this.burstSinceMs !== undefined) {
+      const limitMs = this.burstSinceMs + BURST_MAX_WAIT_MS;
+      const quietAtMs = this.lastSubmissionMs + BURST_QUIET_MS;
+      if (now < Math.min(quietAtMs, limitMs)) startAtMs = Math.max(startAtMs, Math.min(quietAtMs, limitMs));
+      else if (now < limitMs && this.quietSeenAtMs === undefined) {
+        // Quiet as far as this turn knows; but a turn that ran late (the loop was busy) comes before the requests
+        // that queued up meanwhile. Look once more after the loop has read them.
+        this.quietSeenAtMs = now;
+        startAtMs = Math.max(startAtMs, now + QUIET_CONFIRM_MS);
+      }
+    }
+    const restMs = startAtMs - now;
     if (restMs > 0) {
       this.resting = setTimeout(() => {
         this.resting = undefined;
@@ -266,6 +304,8 @@ export class Predictions {
       return;
     }
     this.wanted = undefined;
+    this.burstSinceMs = undefined; // submissions from now on wait for the next prediction, at most as long again
+    this.quietSeenAtMs = undefined;
     this.running = true;
     const startedMs = performance.now();
     void this.execute(wanted)

@@ -1,5 +1,7 @@
-import { readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
+import { journalPathOf, readLocalInstances, type LocalInstance } from '../cloud/local/instance-file.js';
 import { TAG_CLUSTER, type CloudProvider } from '../cloud/provider.js';
+import { ValidationError } from '../core/validation.js';
 import type { ObjectStore } from '../storage/object-store.js';
 
 /**
@@ -8,7 +10,7 @@ import type { ObjectStore } from '../storage/object-store.js';
  * orphans and the jobs on them as never submitted. Three places outlive the state file:
  *
  * - the cloud: instances tagged with the cluster's name (EC2 tags, the local provider's records);
- * - the local provider's instance file, which lists every instance an earlier local controller launched, terminated
+ * - the local provider's instance file (with its journal), which lists every instance an earlier local controller launched, terminated
  *   ones included;
  * - the object store: checkpoints, task logs, reports, build contexts and backups an earlier run wrote.
  *
@@ -82,25 +84,20 @@ function named(items: readonly string[]): string {
 
 /** What the local instance file records, or undefined when it does not exist or lists nothing. */
 function localInstanceFile(path: string): string | undefined {
-  let text: string;
+  if (!existsSync(path) && !existsSync(journalPathOf(path))) return undefined;
+  let records: LocalInstance[];
   try {
-    text = readFileSync(path, 'utf8');
+    records = readLocalInstances(path);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    if (e instanceof ValidationError && e.problems.some((p) => p.startsWith('not valid JSON')))
+      return `${path} exists but is not valid JSON`;
     return `${path} exists but cannot be read (${(e as Error).message})`;
-  }
-  let records: { instanceId?: unknown; state?: unknown }[];
-  try {
-    const value = JSON.parse(text) as { instances?: unknown };
-    records = Array.isArray(value.instances) ? (value.instances as typeof records) : [];
-  } catch {
-    return `${path} exists but is not valid JSON`;
   }
   if (records.length === 0) return undefined;
   const running = records.filter((r) => r.state === 'running');
   return (
     `${path} lists ${records.length} instance(s) an earlier controller launched, ${running.length} of them running` +
-    (running.length === 0 ? '' : `: ${named(running.map((r) => String(r.instanceId)))}`)
+    (running.length === 0 ? '' : `: ${named(running.map((r) => r.instanceId))}`)
   );
 }
 

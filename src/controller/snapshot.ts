@@ -169,6 +169,7 @@ function schedJob(
     arrivalSeconds: job.submittedAtSeconds,
     runningSinceSeconds,
     noMoveSeconds: spec.noMoveSeconds,
+    ...(spec.valueOfTimePerJobHour === undefined ? {} : { valueOfTimePerHour: spec.valueOfTimePerJobHour }),
     // Out of service during a move (Eva reference `Job.get_migration_cost`): upload the checkpoint, fetch it on the
     // new instance, then initialize. The upload moves the same bytes as the fetch, so it is estimated alike until
     // measured.
@@ -176,6 +177,10 @@ function schedJob(
     lastCheckpointSeconds,
     expectedRemainingSeconds: expectedRemaining(job, input.nowSeconds, runningSinceSeconds),
     ...(spec.network === undefined ? {} : { network: jobNetwork(job, tasks) }),
+    ...(spec.spot === undefined ? {} : { spot: spec.spot }),
+    ...(spec.checkpoint.everySeconds === undefined
+      ? {}
+      : { checkpointIntervalSeconds: spec.checkpoint.everySeconds }),
   };
 }
 

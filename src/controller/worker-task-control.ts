@@ -1,3 +1,4 @@
+import type { Attention } from './attention-clock.js';
 import type { Catalog } from '../core/catalog.js';
 import type { MeasuredRtt } from '../core/network.js';
 import { demandOn } from '../core/resources.js';
@@ -60,6 +61,11 @@ export interface WorkerTaskControlOptions {
   readonly heartbeatSeconds: number;
   /** A registered worker silent for this long is lost: its instance is replaced, its tasks rescheduled. */
   readonly heartbeatTimeoutSeconds: number;
+  /**
+   * The clock silence is measured on (attention-clock.ts: a stall of the controller's own loop does not count
+   * against its workers). Default: `clock`.
+   */
+  readonly attention?: Attention;
   /** The build context limits of a team's jobs, checked again by workers as they unpack (default: the defaults). */
   readonly contextLimits?: (team: string) => ContextLimits;
   /** Capacity scale per instance type (local mode on a small host); task limits are scaled alike. Default 1. */
@@ -106,6 +112,7 @@ export class WorkerTaskControl implements TaskControl {
   private readonly observations = new Map<string, number>();
   private readonly lost = new Set<string>();
   private readonly latency: LatencyMatrix;
+  private readonly attention: Attention;
   private seq = 0;
   private interruptionHandler: InterruptionHandler | undefined;
 
@@ -113,6 +120,7 @@ export class WorkerTaskControl implements TaskControl {
     this.store = options.store;
     this.log = options.logger ?? silentLogger;
     this.latency = new LatencyMatrix(options.latencyStaleSeconds);
+    this.attention = options.attention ?? { seconds: () => options.clock.nowSeconds() };
     this.latency.load(this.store.getValue(LATENCY_MATRIX_KEY));
   }
 
@@ -125,7 +133,7 @@ export class WorkerTaskControl implements TaskControl {
    */
   async register(credential: string, request: RegisterRequest): Promise<RegisterResponse> {
     const { instance, workerToken, how } = await this.options.registrar.register(credential, request);
-    this.lastHeartbeat.set(instance.id, this.options.clock.nowSeconds());
+    this.lastHeartbeat.set(instance.id, this.attention.seconds());
     this.lost.delete(instance.id);
     this.log.info(`worker ${how === 'launch' ? 'registered' : 're-registered'} for ${instance.id}`, {
       cloudId: request.instanceId,
@@ -152,7 +160,7 @@ export class WorkerTaskControl implements TaskControl {
     const now = this.options.clock.nowSeconds();
     this.seq += 1;
     const seq = this.seq;
-    this.lastHeartbeat.set(inst.id, now);
+    this.lastHeartbeat.set(inst.id, this.attention.seconds());
     this.reports.set(inst.id, {
       seq,
       atSeconds: now,
@@ -484,7 +492,7 @@ export class WorkerTaskControl implements TaskControl {
    * loaded host), and counting that time against them replaced every healthy instance at once.
    */
   serving(): void {
-    this.servingSinceSeconds ??= this.options.clock.nowSeconds();
+    this.servingSinceSeconds ??= this.attention.seconds();
   }
 
   /**
@@ -494,7 +502,7 @@ export class WorkerTaskControl implements TaskControl {
    */
   staleInstances(): InstanceRecord[] {
     if (this.servingSinceSeconds === undefined) return [];
-    const now = this.options.clock.nowSeconds();
+    const now = this.attention.seconds();
     const out: InstanceRecord[] = [];
     for (const inst of this.store.listInstances({ states: ['running', 'draining'] })) {
       if (inst.workerTokenHash === undefined || this.lost.has(inst.id)) continue;
@@ -516,6 +524,6 @@ export class WorkerTaskControl implements TaskControl {
   /** Seconds since the instance's worker was last heard (undefined: never, in this process). */
   secondsSinceHeartbeat(instanceId: string): number | undefined {
     const last = this.lastHeartbeat.get(instanceId);
-    return last === undefined ? undefined : this.options.clock.nowSeconds() - last;
+    return last === undefined ? undefined : this.attention.seconds() - last;
   }
 }

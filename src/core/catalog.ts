@@ -1,6 +1,15 @@
 import { z } from 'zod';
 import { parseWith, ValidationError } from './validation.js';
 import type { Resources } from './resources.js';
+import type { Market } from './market.js';
+import {
+  duplicateOfferings,
+  marketPricePerHour,
+  spotMarketFromFile,
+  spotMarketSchema,
+  spotMarketToFile,
+  type SpotMarket,
+} from './spot.js';
 
 /** Launch delays of an instance type, as Eva's simulator chains them (research digest §7). */
 export interface LaunchDelays {
@@ -27,6 +36,20 @@ export interface Catalog {
    * whose tasks span zones. Default DEFAULT_CROSS_ZONE_PRICE_PER_GIB.
    */
   readonly crossZonePricePerGiB?: number | undefined;
+  /** Spot prices and interruption classes per (type, zone), with their snapshot date and source; absent: no spot. */
+  readonly spot?: SpotMarket | undefined;
+}
+
+/** $ per hour of a `typeName` instance bought in `market` (in `zone` for spot; else the pool a spot launch gets). */
+export function instancePricePerHour(
+  catalog: Catalog,
+  typeName: string,
+  market: Market,
+  zone?: string,
+): number {
+  const type = typesByName(catalog).get(typeName);
+  if (type === undefined) throw new Error(`unknown instance type ${typeName}`);
+  return marketPricePerHour(type.costPerHour, catalog.spot, typeName, market, zone);
 }
 
 /** AWS's price for data between availability zones of a region: $0.01 per GB in each direction. */
@@ -77,6 +100,8 @@ export const catalogFileSchema = z.object({
   /** $ per GiB between zones, each direction (default DEFAULT_CROSS_ZONE_PRICE_PER_GIB). */
   crossZonePricePerGiB: nonNegative.optional(),
   types: z.array(typeSchema).min(1, 'a catalog needs at least one instance type'),
+  /** Spot prices and interruption classes per (type, zone) (absent: the catalog offers no spot). */
+  spot: spotMarketSchema.optional(),
 });
 
 export type CatalogFile = z.output<typeof catalogFileSchema>;
@@ -85,6 +110,8 @@ export type CatalogFile = z.output<typeof catalogFileSchema>;
 export const priceOverridesSchema = z.object({
   discountPercent: z.number().min(0).max(100).optional(),
   pricePerType: z.record(z.string(), z.number().finite().positive()).optional(),
+  /** Spot $/hour per type, in every zone (the discount applies to the other spot prices too). */
+  spotPricePerType: z.record(z.string(), z.number().finite().positive()).optional(),
 });
 export type PriceOverrides = z.output<typeof priceOverridesSchema>;
 
@@ -99,6 +126,7 @@ export function parseCatalog(json: unknown, source = 'catalog'): Catalog {
     if (!t.name.startsWith(`${t.family}.`))
       problems.push(`types.${i}.family: ${t.family} does not match the type name ${t.name}`);
   });
+  if (file.spot !== undefined) problems.push(...duplicateOfferings(file.spot, seen));
   if (problems.length > 0) throw new ValidationError(source, problems);
   return {
     provider: file.provider,
@@ -111,6 +139,7 @@ export function parseCatalog(json: unknown, source = 'catalog'): Catalog {
       costPerHour: t.costPerHour,
       delays: t.delays,
     })),
+    ...(file.spot === undefined ? {} : { spot: spotMarketFromFile(file.spot) }),
   };
 }
 
@@ -134,6 +163,7 @@ export function catalogToFile(catalog: Catalog, source?: string): CatalogFile {
       costPerHour: t.costPerHour,
       delays: { ...t.delays },
     })),
+    ...(catalog.spot === undefined ? {} : { spot: spotMarketToFile(catalog.spot) }),
   };
 }
 
@@ -145,19 +175,34 @@ export function applyPriceOverrides(
 ): Catalog {
   const parsed = parseWith(priceOverridesSchema, overrides, source);
   const names = new Set(catalog.types.map((t) => t.name));
-  const unknown = Object.keys(parsed.pricePerType ?? {}).filter((n) => !names.has(n));
-  if (unknown.length > 0)
-    throw new ValidationError(
-      source,
-      unknown.map((n) => `pricePerType.${n}: not an instance type of the catalog`),
-    );
+  const unknown = [
+    ...Object.keys(parsed.pricePerType ?? {})
+      .filter((n) => !names.has(n))
+      .map((n) => `pricePerType.${n}: not an instance type of the catalog`),
+    ...Object.keys(parsed.spotPricePerType ?? {})
+      .filter((n) => !names.has(n))
+      .map((n) => `spotPricePerType.${n}: not an instance type of the catalog`),
+  ];
+  if (unknown.length > 0) throw new ValidationError(source, unknown);
   const factor = 1 - (parsed.discountPercent ?? 0) / 100;
+  const spot = catalog.spot;
   return {
     ...catalog,
     types: catalog.types.map((t) => ({
       ...t,
       costPerHour: parsed.pricePerType?.[t.name] ?? t.costPerHour * factor,
     })),
+    ...(spot === undefined
+      ? {}
+      : {
+          spot: {
+            ...spot,
+            offerings: spot.offerings.map((o) => ({
+              ...o,
+              pricePerHour: parsed.spotPricePerType?.[o.typeName] ?? o.pricePerHour * factor,
+            })),
+          },
+        }),
   };
 }
 

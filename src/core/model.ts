@@ -1,6 +1,7 @@
 import type { FamilyDemand } from './resources.js';
 import type { Market } from './market.js';
 import type { InstancePlacement, JobNetwork, MeasuredRtt } from './network.js';
+import type { SpotPreference } from './spot.js';
 
 /**
  * The scheduler's view of the cluster: plain data, built each round by the simulator or the controller.
@@ -18,6 +19,9 @@ export interface SchedTask {
   /** Instance the task is committed to now (running or being started there), if any. */
   readonly instanceId?: string | undefined;
 }
+
+/** The largest value of an hour of a job's completion time accepted anywhere, $ (far above any instance's price). */
+export const MAX_VALUE_OF_TIME_PER_JOB_HOUR = 10_000;
 
 export interface SchedJob {
   readonly id: string;
@@ -43,6 +47,20 @@ export interface SchedJob {
   readonly expectedRemainingSeconds?: number | undefined;
   /** Its latency sensitivity, pattern, root and traffic (latency-aware placement); absent: insensitive, no traffic. */
   readonly network?: JobNetwork | undefined;
+  /** Whether it may run on spot capacity; absent: allowed. */
+  readonly spot?: SpotPreference | undefined;
+  /**
+   * How often it checkpoints on its own, in seconds; 0: never (an interruption loses all its work); absent: unknown
+   * (the age of its last checkpoint is what an interruption would lose).
+   */
+  readonly checkpointIntervalSeconds?: number | undefined;
+  /** Zones where its spot instances were reclaimed, latest last (a recovery may avoid them). */
+  readonly interruptedZones?: readonly string[] | undefined;
+  /**
+   * What an hour of this job's completion time is worth to its owner, in $ (the job spec's `valueOfTimePerJobHour`);
+   * absent: the scheduler's default. A scheduler that weighs time adds this much per hour of delay it causes.
+   */
+  readonly valueOfTimePerHour?: number | undefined;
 }
 
 export type InstanceState = 'launching' | 'running';

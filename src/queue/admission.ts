@@ -1,4 +1,4 @@
-import type { Catalog } from '../core/catalog.js';
+import { typesByName, type Catalog } from '../core/catalog.js';
 import { groupBy } from '../core/group.js';
 import type { ClusterSnapshot, SchedJob, SchedTask } from '../core/model.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
@@ -43,7 +43,24 @@ export interface AdmissionSettings {
   readonly caps: QueueCaps;
   /** Default: one FIFO class (PCS's "no config"). */
   readonly config?: WfqConfig | undefined;
+  /**
+   * How a job is sized against a $/hour cap. `standalone` (default): one reservation-price instance per task.
+   * `plan-cost`: that, scaled by what the fleet really costs per standalone dollar of the jobs holding capacity
+   * (packing puts several tasks on one instance), so a packing plan uses the budget that was set; the plan's own cap
+   * rail (scheduler/caps.ts enforceCaps, then round/plan-caps.ts) keeps it from ever going over.
+   */
+  readonly admitBy?: AdmitBy | undefined;
 }
+
+export const ADMIT_BY = ['standalone', 'plan-cost'] as const;
+export type AdmitBy = (typeof ADMIT_BY)[number];
+
+/**
+ * Bounds of the factor `plan-cost` applies: a fleet briefly emptier than its jobs' footprints (instances still
+ * launching), or fuller (instances idle until the next plan drops them), should not swing admission too far.
+ */
+const MIN_PACKING_FACTOR = 0.25;
+const MAX_PACKING_FACTOR = 4;
 
 /** A job that no instance type of the catalog can host: it waits as never-fits whatever the caps. */
 export interface UnhostableJob {
@@ -97,6 +114,7 @@ export class Admission {
   private preempting = new Map<string, string>();
   readonly config: WfqConfig;
   readonly caps: QueueCaps;
+  readonly admitBy: AdmitBy;
 
   constructor(
     private catalog: Catalog,
@@ -105,11 +123,12 @@ export class Admission {
     this.prices = new PriceBook(catalog);
     this.caps = settings.caps;
     this.config = settings.config ?? FIFO_CONFIG;
+    this.admitBy = settings.admitBy ?? 'standalone';
   }
 
   /** An independent copy of the queue state (a prediction replays admission from here without touching it). */
   fork(): Admission {
-    const copy = new Admission(this.catalog, { caps: this.caps, config: this.config });
+    const copy = new Admission(this.catalog, { caps: this.caps, config: this.config, admitBy: this.admitBy });
     copy.prices = this.prices;
     copy.memory = new Map([...this.memory].map(([id, m]) => [id, { ...m }]));
     copy.shortRounds = this.shortRounds;
@@ -193,12 +212,15 @@ export class Admission {
     // A preemption is over once its victim no longer holds capacity (checkpointed back to the queue, or ended).
     for (const id of [...this.preempting.keys()]) if (!holding.has(id)) this.preempting.delete(id);
 
+    const factor = this.packingFactor(snapshot, running);
+    const sized = <J extends QueuedJob>(j: J): J =>
+      factor === 1 ? j : { ...j, footprint: scaledCost(j.footprint, factor) };
     const result = admit({
       nowSeconds: now,
       caps: this.caps,
       config: this.config,
-      running,
-      waiting: [...waiting.values()],
+      running: running.map(sized),
+      waiting: [...waiting.values()].map(sized),
       shortRounds: this.shortRounds,
     });
     this.shortRounds = result.shortRounds;
@@ -221,6 +243,24 @@ export class Admission {
             tasks: snapshot.tasks.filter((t) => keep.has(t.jobId)),
           };
     return { nowSeconds: now, snapshot: filtered, result, running, waiting, unhostable, queues };
+  }
+
+  /**
+   * `plan-cost`: the fleet's $/hour over the standalone $/hour of the jobs holding capacity (1 with `standalone`, no
+   * $ cap, or nothing running yet): what a standalone dollar of footprint really costs once packed. Above 1 too
+   * (a fleet with idle room costs more than its jobs' footprints say): jobs holding capacity then count for what the
+   * fleet costs, so admission never counts on money the fleet already spends.
+   */
+  private packingFactor(snapshot: ClusterSnapshot, running: readonly RunningQueuedJob[]): number {
+    if (this.admitBy !== 'plan-cost' || this.caps.maxCostPerHour === undefined) return 1;
+    const standalone = running.reduce(
+      (s, j) => s + j.footprint.instances.reduce((c, i) => c + i.costPerHour, 0),
+      0,
+    );
+    if (standalone <= 0) return 1;
+    const types = typesByName(this.catalog);
+    const fleet = snapshot.instances.reduce((s, i) => s + (types.get(i.typeName)?.costPerHour ?? 0), 0);
+    return Math.min(MAX_PACKING_FACTOR, Math.max(MIN_PACKING_FACTOR, fleet / standalone));
   }
 
   /**
@@ -326,6 +366,14 @@ function queuedJob(sched: SchedJob, taskCount: number, memory: JobMemory, info: 
     footprint: memory.footprint ?? { jobId: sched.id, instances: [] },
     success: info.success?.distribution,
     stagesDone: info.success?.stagesDone,
+  };
+}
+
+/** A footprint with its $/hour scaled (the instance count and quota use stay). */
+function scaledCost(footprint: JobFootprint, factor: number): JobFootprint {
+  return {
+    jobId: footprint.jobId,
+    instances: footprint.instances.map((i) => ({ ...i, costPerHour: i.costPerHour * factor })),
   };
 }
 

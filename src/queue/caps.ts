@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { InstanceType } from '../core/catalog.js';
 import type { Caps } from '../core/model.js';
+import type { Market } from '../core/market.js';
 import type { FamilyDemand } from '../core/resources.js';
 import { parseWith } from '../core/validation.js';
 import type { PriceBook } from '../scheduler/reservation-price.js';
@@ -68,16 +69,30 @@ export interface InstanceFootprint {
   readonly gpus: number;
   readonly vcpus: number;
   readonly costPerHour: number;
+  /** Bought on spot: counted against the group's spot quota (`<group>-spot`), not its on-demand one. */
+  readonly market?: Market | undefined;
 }
 
+/** An instance type as bought: its market, and its price there as `costPerHour` (spot: its pool's). */
+export type BoughtType = InstanceType & { readonly market?: Market | undefined };
+
 /** What one instance of a type counts against the caps (AWS counts an instance until it has terminated). */
-export function instanceFootprint(type: InstanceType): InstanceFootprint {
+export function instanceFootprint(type: BoughtType): InstanceFootprint {
   return {
     family: type.family,
     gpus: type.capacity[0],
     vcpus: type.capacity[1],
     costPerHour: type.costPerHour,
+    ...(type.market === 'spot' ? { market: 'spot' } : {}),
   };
+}
+
+/**
+ * AWS keeps separate vCPU quotas for spot requests ("All P Spot Instance Requests", …): a spot instance counts
+ * against its group's spot quota, named `<group>-spot` (e.g. `p-spot`), and not against the on-demand one.
+ */
+export function spotQuotaGroup(group: string): string {
+  return `${group}-spot`;
 }
 
 /** What admitting a job is expected to add against the caps. */
@@ -128,7 +143,8 @@ export function addUsage(usage: CapUsage, footprint: JobFootprint, caps: QueueCa
   const byGroup = new Map(usage.byGroup);
   let cost = usage.costPerHour;
   for (const inst of footprint.instances) {
-    const g = groupOf(caps, inst.family);
+    const family = groupOf(caps, inst.family);
+    const g = inst.market === 'spot' ? spotQuotaGroup(family) : family;
     const u = byGroup.get(g) ?? { vcpus: 0, gpus: 0 };
     byGroup.set(g, { vcpus: u.vcpus + sign * inst.vcpus, gpus: u.gpus + sign * inst.gpus });
     cost += sign * inst.costPerHour;

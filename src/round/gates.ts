@@ -1,6 +1,5 @@
-import type { InstanceType } from '../core/catalog.js';
 import { fits, type Resources } from '../core/resources.js';
-import type { QueueCaps } from '../queue/caps.js';
+import type { BoughtType, QueueCaps } from '../queue/caps.js';
 import { launchCapViolations } from './plan-caps.js';
 
 /**
@@ -11,6 +10,9 @@ import { launchCapViolations } from './plan-caps.js';
  */
 
 export type GateWait = string | undefined;
+
+/** A start's wait when only its instance's registration is missing (co-start reads it as a known time ahead). */
+export const WAIT_INSTANCE_READY = 'its instance to be ready';
 
 /** What a start-task gate needs to know now. */
 export interface StartGateState {
@@ -33,7 +35,7 @@ export interface StartGateState {
 export function startGate(s: StartGateState): GateWait {
   if (!s.taskStopped) return 'its own checkpoint-stop';
   if (s.jobTasksStopping > 0) return `${s.jobTasksStopping} task(s) of its job still checkpointing`;
-  if (!s.instanceReady) return 'its instance to be ready';
+  if (!s.instanceReady) return WAIT_INSTANCE_READY;
   if (!fits(s.demand, s.freeCapacity))
     return 'room on its instance (tasks leaving it are still checkpointing)';
   return undefined;
@@ -51,7 +53,7 @@ export function terminateGate(occupants: number, pendingStarts: number): GateWai
  * one keeps every cap: a plan respects the caps, but an instance it drops keeps counting until it has terminated, so
  * a replacement launched in the same round waits, as a cloud quota would refuse it.
  */
-export function launchGate(type: InstanceType, inTransit: Iterable<InstanceType>, caps: QueueCaps): GateWait {
+export function launchGate(type: BoughtType, inTransit: Iterable<BoughtType>, caps: QueueCaps): GateWait {
   const broken = launchCapViolations(type, inTransit, caps);
   return broken.length === 0 ? undefined : `the fleet in transit to shrink (${broken.join(', ')})`;
 }

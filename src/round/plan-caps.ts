@@ -1,4 +1,4 @@
-import { typesByName, type Catalog, type InstanceType } from '../core/catalog.js';
+import { typesByName, type Catalog } from '../core/catalog.js';
 import type { Caps } from '../core/model.js';
 import {
   addUsage,
@@ -7,9 +7,11 @@ import {
   instanceFootprint,
   NO_USAGE,
   usageOf,
+  type BoughtType,
   type QueueCaps,
 } from '../queue/caps.js';
 import type { ConfigurationDiff } from '../scheduler/actions.js';
+import { plannedPricePerHour } from '../scheduler/market-choice.js';
 import type { Configuration } from '../scheduler/types.js';
 
 /**
@@ -35,7 +37,7 @@ export function planCapViolations(configuration: Configuration, catalog: Catalog
   const types = typesByName(catalog);
   const instances = configuration.instances.flatMap((i) => {
     const t = types.get(i.typeName);
-    return t === undefined ? [] : [instanceFootprint(t)];
+    return t === undefined ? [] : [instanceFootprint({ ...t, market: i.market })];
   });
   return capViolations(usageOf([{ jobId: 'plan', instances }], caps), caps);
 }
@@ -48,7 +50,11 @@ export function planCapViolation(
   caps: QueueCaps,
 ): string | undefined {
   const types = typesByName(catalog);
-  const cost = configuration.instances.reduce((s, i) => s + (types.get(i.typeName)?.costPerHour ?? 0), 0);
+  // Each instance at its market's price: spot at its pool's.
+  const cost = configuration.instances.reduce(
+    (s, i) => s + (types.has(i.typeName) ? plannedPricePerHour(catalog, i) : 0),
+    0,
+  );
   if (caps.maxCostPerHour !== undefined && cost > caps.maxCostPerHour + 1e-9)
     return `maxCostPerHour: $${cost.toFixed(2)}/h over the $${caps.maxCostPerHour}/h cap`;
   if (caps.maxInstances !== undefined && configuration.instances.length > caps.maxInstances)
@@ -68,8 +74,8 @@ export function planCapViolation(
  * (draining ones included); empty when the launch may go ahead now.
  */
 export function launchCapViolations(
-  type: InstanceType,
-  inTransit: Iterable<InstanceType>,
+  type: BoughtType,
+  inTransit: Iterable<BoughtType>,
   caps: QueueCaps,
 ): string[] {
   if (!hasAnyCap(caps)) return [];

@@ -2,6 +2,7 @@ import { typesByName, type Catalog, type InstanceType } from '../core/catalog.js
 import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../core/model.js';
 import { demandOn, fits, formatResources, type Resources } from '../core/resources.js';
 import type { InstancePlacement } from '../core/network.js';
+import type { Market } from '../core/market.js';
 import type { Configuration, PlannedInstance } from './types.js';
 
 /**
@@ -28,6 +29,8 @@ export interface LaunchInstanceAction {
   readonly typeName: string;
   /** Where to launch it (zone, cluster placement group), when the plan asks for a place. */
   readonly placement?: InstancePlacement | undefined;
+  /** Spot or on demand; absent: on demand. */
+  readonly market?: Market | undefined;
 }
 
 export interface CheckpointStopAction {
@@ -141,6 +144,7 @@ export function diffConfiguration(
       instanceId: i.id,
       typeName: i.typeName,
       ...(i.placement === undefined ? {} : { placement: i.placement }),
+      ...(i.market === undefined || i.market === 'on-demand' ? {} : { market: i.market }),
     }));
   // Instances the plan drops, unless pinned tasks it left implicit still hold them.
   const heldByPinned = new Set(ctx.keptPinned.values());

@@ -20,11 +20,13 @@ export function enforceCaps(
   tasks: ReadonlyMap<string, PackTask>,
   pinnedTaskIds: ReadonlySet<string>,
   valueOf: (d: DraftInstance) => number,
+  /** $/hour of an instance at the market it will be bought in (default: its type's on-demand price). */
+  priceOf: (d: DraftInstance) => number = (d) => d.type.costPerHour,
 ): CappedPlan {
   const maxCost = caps.maxCostPerHour ?? Number.POSITIVE_INFINITY;
   const maxCount = caps.maxInstances ?? Number.POSITIVE_INFINITY;
   let kept = [...drafts];
-  const cost = () => kept.reduce((s, d) => s + d.type.costPerHour, 0);
+  const cost = () => kept.reduce((s, d) => s + priceOf(d), 0);
   const violated = () =>
     cost() > maxCost + 1e-9 ? 'maxCostPerHour' : kept.length > maxCount ? 'maxInstances' : undefined;
   const waiting: { jobId: string; cap: string }[] = [];
@@ -32,7 +34,7 @@ export function enforceCaps(
   let preemptedPinned = false;
   while (cap !== undefined) {
     const victim = kept.reduce((worst, d) =>
-      rank(d, valueOf, pinnedTaskIds) < rank(worst, valueOf, pinnedTaskIds) ? d : worst,
+      rank(d, valueOf, priceOf, pinnedTaskIds) < rank(worst, valueOf, priceOf, pinnedTaskIds) ? d : worst,
     );
     if (victim.taskIds.some((id) => pinnedTaskIds.has(id))) preemptedPinned = true;
     const jobs = new Set(victim.taskIds.map((id) => (tasks.get(id) as PackTask).jobId));
@@ -59,8 +61,13 @@ export function enforceCaps(
  * Lower = dropped first: new instances, then existing ones, then (a hard cap is hard) those holding pinned jobs;
  * within each group the least TNRP per dollar.
  */
-function rank(d: DraftInstance, valueOf: (d: DraftInstance) => number, pinned: ReadonlySet<string>): number {
-  const efficiency = valueOf(d) / d.type.costPerHour;
+function rank(
+  d: DraftInstance,
+  valueOf: (d: DraftInstance) => number,
+  priceOf: (d: DraftInstance) => number,
+  pinned: ReadonlySet<string>,
+): number {
+  const efficiency = valueOf(d) / priceOf(d);
   const group = d.isNew ? 0 : d.taskIds.some((id) => pinned.has(id)) ? 2e6 : 1e6;
   return group + efficiency;
 }

@@ -46,6 +46,8 @@ export function summarizeCandidate(
   now: number,
   crossZonePricePerGiB = 0,
   staying?: StayingPerformance,
+  /** $ per hour of a job's completion time (0: dollars only, Eva's rule). */
+  valueOfTime: (job: SchedJob) => number = () => 0,
 ): CandidateSummary {
   let costPerHour = 0;
   let tnrp = 0;
@@ -58,9 +60,16 @@ export function summarizeCandidate(
   const moved = new Set<string>();
   /** Per moved job, the longest setup of a new instance it must wait for. */
   const waitForSetup = new Map<string, number>();
+  /** Per job not yet placed, the longest setup of a new instance it must wait for (value of time only). */
+  const waitToStart = new Map<string, number>();
+  const timed = [...input.tasks.values()].some((t) => (t.timeValue ?? 0) > 0);
+  /** Σ TNRP in dollars only, when time is weighed (the summary shows the two parts apart). */
+  let dollarTnrp = 0;
+  const dollarsOnly: PlanningInput = { ...input, model: { ...input.model, valueOfTime: false } };
   for (const d of drafts) {
     costPerHour += d.type.costPerHour;
     tnrp += draftValue(d, input, network?.performance);
+    if (timed) dollarTnrp += draftValue(d, dollarsOnly, network?.performance);
     if (d.isNew) {
       newInstances += 1;
       // A new instance is paid while it boots and before its tasks run (catalog launch delays).
@@ -72,17 +81,27 @@ export function summarizeCandidate(
         moved.add(t.jobId);
         if (d.isNew)
           waitForSetup.set(t.jobId, Math.max(waitForSetup.get(t.jobId) ?? 0, setupSeconds(d.type)));
-      }
+      } else if (timed && t.currentInstanceId === undefined && d.isNew)
+        waitToStart.set(t.jobId, Math.max(waitToStart.get(t.jobId) ?? 0, setupSeconds(d.type)));
     }
   }
   let migrationCost = launchCost;
+  let migrationTimeCost = 0;
   for (const jobId of moved) {
     // A job moved onto a new instance is also out of service while that instance boots (beyond the reference).
+    const job = jobs.get(jobId) as SchedJob;
     const rpPerSecond = perHourToPerSecond(jobRp.get(jobId) ?? 0);
     migrationCost +=
-      jobMoveCost(jobs.get(jobId) as SchedJob, jobRp.get(jobId) ?? 0, now) +
-      (waitForSetup.get(jobId) ?? 0) * rpPerSecond;
+      jobMoveCost(job, jobRp.get(jobId) ?? 0, now) + (waitForSetup.get(jobId) ?? 0) * rpPerSecond;
+    // The same seconds out of service (and the work to redo) delay the job's completion.
+    if (timed)
+      migrationTimeCost +=
+        jobMoveCost(job, valueOfTime(job), now) +
+        (waitForSetup.get(jobId) ?? 0) * perHourToPerSecond(valueOfTime(job));
   }
+  // A new job placed on a new instance starts when that instance is ready, not now.
+  for (const [jobId, seconds] of waitToStart)
+    migrationTimeCost += seconds * perHourToPerSecond(valueOfTime(jobs.get(jobId) as SchedJob));
   const traffic = network?.crossZoneCostPerHour ?? 0;
   return {
     name,
@@ -90,10 +109,12 @@ export function summarizeCandidate(
     instances: drafts.length,
     newInstances,
     // Reference `provision_saving_per_sec`: (Σ TNRP − round(Σ cost, 2)) / 3600.
-    savingPerSecond: perHourToPerSecond(tnrp - roundCents(costPerHour + traffic)),
+    // In dollars only; the value of time is apart (timeCostPerHour) and the decision rule adds the two.
+    savingPerSecond: perHourToPerSecond((timed ? dollarTnrp : tnrp) - roundCents(costPerHour + traffic)),
     migrationCost,
     movedJobs: [...moved].sort(),
     ...(traffic > 0 ? { crossZoneCostPerHour: traffic } : {}),
+    ...(timed ? { timeCostPerHour: Math.max(0, dollarTnrp - tnrp), migrationTimeCost } : {}),
   };
 }
 
@@ -124,9 +145,22 @@ export function capViolation(s: CandidateSummary, c: Caps): string | undefined {
 }
 
 /**
+ * What the decision rule weighs: the saving rate less the value of the time the plan's slowdown adds, and the
+ * migration cost plus the value of the time its moves and waits add (both parts 0 without a value of time).
+ */
+export function weighed(s: CandidateSummary): { savingPerSecond: number; migrationCost: number } {
+  return {
+    savingPerSecond: s.savingPerSecond - perHourToPerSecond(s.timeCostPerHour ?? 0),
+    migrationCost: s.migrationCost + (s.migrationTimeCost ?? 0),
+  };
+}
+
+/**
  * Eq. 1 between the candidates in turn (CANDIDATE_ORDER: each replaces the best so far only if it beats it, its
  * extra migration cost counted `paybackMargin` times), so that no move is approved without a positive net saving
- * over the horizon. Candidates that break a cap are skipped while another is eligible.
+ * over the horizon. Candidates that break a cap are skipped while another is eligible. With a value of time, both
+ * sides of eq. 1 carry it (weighed): a plan that saves dollars by slowing jobs down loses when their time is worth
+ * more, and a move's downtime counts with its dollars, `paybackMargin` times.
  */
 export function chooseCandidate(
   candidates: readonly Candidate[],
@@ -136,8 +170,15 @@ export function chooseCandidate(
   const eligible = candidates.filter((c) => c.summary.rejectedBecause === undefined);
   const pool = eligible.length > 0 ? eligible : candidates;
   const margin = paybackMargin === 1 ? '' : ` ×${paybackMargin}`;
-  const describe = (c: Candidate) =>
-    `${c.summary.name}: saving $${(c.summary.savingPerSecond * 3600).toFixed(2)}/h over T=${Math.round(horizon)} s, migration $${c.summary.migrationCost.toFixed(2)}${margin}, net $${netValue(c.summary.savingPerSecond, paybackMargin * c.summary.migrationCost, horizon).toFixed(2)}`;
+  const describe = (c: Candidate) => {
+    const s = c.summary;
+    const w = weighed(s);
+    const time =
+      s.timeCostPerHour === undefined
+        ? ''
+        : ` (time: −$${s.timeCostPerHour.toFixed(2)}/h slowdown, +$${(s.migrationTimeCost ?? 0).toFixed(2)} delays)`;
+    return `${s.name}: saving $${(s.savingPerSecond * 3600).toFixed(2)}/h over T=${Math.round(horizon)} s, migration $${s.migrationCost.toFixed(2)}${margin}${time}, net $${netValue(w.savingPerSecond, paybackMargin * w.migrationCost, horizon).toFixed(2)}`;
+  };
   if (pool.length === 1) {
     const only = pool[0] as Candidate;
     return { chosen: only, reason: `only candidate (${describe(only)})` };
@@ -145,7 +186,8 @@ export function chooseCandidate(
   const ordered = CANDIDATE_ORDER.flatMap((name) => pool.filter((c) => c.summary.name === name));
   let best = ordered[0];
   if (best === undefined) throw new Error('no candidate plan');
-  for (const c of ordered.slice(1)) if (chooseFull(c.summary, best.summary, horizon, paybackMargin)) best = c;
+  for (const c of ordered.slice(1))
+    if (chooseFull(weighed(c.summary), weighed(best.summary), horizon, paybackMargin)) best = c;
   const reason = `chose ${best.summary.name} — ${pool.map(describe).join('; ')}`;
   return { chosen: best, reason };
 }

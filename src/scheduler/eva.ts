@@ -1,5 +1,10 @@
 import { crossZonePricePerGiB, type Catalog, type InstanceType } from '../core/catalog.js';
-import type { Caps, ClusterSnapshot } from '../core/model.js';
+import {
+  MAX_VALUE_OF_TIME_PER_JOB_HOUR,
+  type Caps,
+  type ClusterSnapshot,
+  type SchedJob,
+} from '../core/model.js';
 import type { FamilyDemand } from '../core/resources.js';
 import { enforceCaps } from './caps.js';
 import { ColocationTable, type SerializedColocationTable } from './colocation-table.js';
@@ -21,6 +26,14 @@ import {
 } from './reconfiguration.js';
 import { PriceBook } from './reservation-price.js';
 import { ConsolidationCandidate } from './consolidation-candidate.js';
+import {
+  chooseMarket,
+  marketContext,
+  plannedPricePerHour,
+  spotPlanningCatalog,
+  type MarketContext,
+  type MarketInput,
+} from './market-choice.js';
 import { assignPlacements, tagCurrent } from './latency-placement.js';
 import { SlowJobTracker } from './latency-migration.js';
 import {
@@ -29,12 +42,24 @@ import {
   type LatencyOptions,
   type ResolvedLatencyOptions,
 } from './latency-view.js';
-import type { CandidateSummary, Configuration, Plan, Scheduler, ThroughputObservation } from './types.js';
+import type {
+  CandidateSummary,
+  Configuration,
+  Plan,
+  PlannedInstance,
+  Scheduler,
+  ThroughputObservation,
+} from './types.js';
 
 /** EvaOptions.packingEfficiency's default, measured in README "How the scheduler decides" (θ = 0.8). */
 export const DEFAULT_PACKING_EFFICIENCY = 0.8;
 /** EvaOptions.paybackMargin's default, measured in README "How the scheduler decides" (k = 8). */
 export const DEFAULT_PAYBACK_MARGIN = 8;
+/**
+ * EvaOptions.valueOfTimePerJobHour's default, in $ per hour of a job's completion time: 0 weighs dollars only, as
+ * Eva does. Chosen by measurement (README "How the scheduler decides", "Value of time").
+ */
+export const DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR = 0;
 
 /** Eva's user-facing tunables as the CLI and the controller config name them (all optional: Eva's defaults). */
 export interface EvaTunables {
@@ -42,13 +67,18 @@ export interface EvaTunables {
   readonly packingEfficiency?: number | undefined;
   readonly paybackMargin?: number | undefined;
   readonly defaultRate?: number | undefined;
+  readonly valueOfTimePerJobHour?: number | undefined;
 }
 
 /** EvaOptions for the tunables that are set (unset ones keep Eva's defaults). */
 export function evaTunables(
   t: EvaTunables,
-): Pick<EvaOptions, 'reservationPrice' | 'packingEfficiency' | 'paybackMargin' | 'defaultRate'> {
+): Pick<
+  EvaOptions,
+  'reservationPrice' | 'packingEfficiency' | 'paybackMargin' | 'defaultRate' | 'valueOfTimePerJobHour'
+> {
   return {
+    ...(t.valueOfTimePerJobHour !== undefined ? { valueOfTimePerJobHour: t.valueOfTimePerJobHour } : {}),
     ...(t.prices !== undefined ? { reservationPrice: t.prices } : {}),
     ...(t.packingEfficiency !== undefined ? { packingEfficiency: t.packingEfficiency } : {}),
     ...(t.paybackMargin !== undefined ? { paybackMargin: t.paybackMargin } : {}),
@@ -107,6 +137,19 @@ export interface EvaOptions {
   readonly latencyAware?: boolean;
   /** Domain defaults, NoMora's thresholds and the migration trigger (latency-view.ts LatencyOptions). */
   readonly latency?: LatencyOptions;
+  /**
+   * Use spot capacity where the catalog offers it (default false): plans pack at spot prices while reservation prices
+   * stay on demand, and each new instance is bought on spot when its jobs allow it and its expected cost (price plus
+   * interruption risk, src/scheduler/spot-cost.ts) is below the on-demand price (src/scheduler/market-choice.ts).
+   */
+  readonly spot?: boolean;
+  /**
+   * What an hour of a job's completion time is worth, in $, for jobs that do not say (SchedJob.valueOfTimePerHour).
+   * Candidates are then compared on dollars plus the value of the time they add: the slowdown co-location causes
+   * (set values lose v·(1 − r), packing.ts compositionValue), a move's downtime and lost work, and the wait for new
+   * instances (eva-choice.ts summarizeCandidate). Default DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR; 0 is Eva's rule.
+   */
+  readonly valueOfTimePerJobHour?: number;
 }
 
 /**
@@ -119,6 +162,8 @@ export class EvaScheduler implements Scheduler {
   readonly name: string;
   table: ColocationTable;
   private readonly book: PriceBook;
+  /** Types at spot prices, for rounds where some job may use spot (undefined: spot off). */
+  private readonly spotBook: PriceBook | undefined;
   private readonly variant: EvaVariant;
   private readonly caps: Caps;
   private readonly exact: ExactCandidateOptions | undefined;
@@ -130,6 +175,8 @@ export class EvaScheduler implements Scheduler {
   private readonly priceOf: (demand: FamilyDemand, jobTaskCount: number) => number;
   private readonly packedPrices: boolean;
   private readonly paybackMargin: number;
+  /** $ per job-hour of completion time for jobs that do not say (EvaOptions.valueOfTimePerJobHour). */
+  private readonly valueOfTime: number;
   /** Undefined: latency-blind. */
   private readonly latency: ResolvedLatencyOptions | undefined;
   private slowJobs = new SlowJobTracker();
@@ -150,6 +197,10 @@ export class EvaScheduler implements Scheduler {
             ? 'eva-latency-no-migration'
             : 'eva';
     this.book = new PriceBook(catalog);
+    this.spotBook =
+      options.spot === true && catalog.spot !== undefined
+        ? new PriceBook(spotPlanningCatalog(catalog))
+        : undefined;
     this.table = new ColocationTable(options.defaultRate);
     this.caps = options.caps ?? {};
     this.exact = options.exact;
@@ -159,6 +210,11 @@ export class EvaScheduler implements Scheduler {
     this.paybackMargin = options.paybackMargin ?? DEFAULT_PAYBACK_MARGIN;
     if (!(Number.isFinite(this.paybackMargin) && this.paybackMargin >= 1))
       throw new Error(`payback margin must be a finite number ≥ 1, got ${this.paybackMargin}`);
+    this.valueOfTime = options.valueOfTimePerJobHour ?? DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR;
+    if (!(this.valueOfTime >= 0 && this.valueOfTime <= MAX_VALUE_OF_TIME_PER_JOB_HOUR))
+      throw new Error(
+        `value of time must be in [0, ${MAX_VALUE_OF_TIME_PER_JOB_HOUR}] $ per job-hour, got ${this.valueOfTime}`,
+      );
     this.packedPrices = (options.reservationPrice ?? 'packed') === 'packed';
     this.priceOf = this.packedPrices
       ? (d, n) => (n > 1 ? this.book.reservationPrice(d) : this.book.packedReservationPrice(d, efficiency))
@@ -235,13 +291,18 @@ export class EvaScheduler implements Scheduler {
       view === undefined
         ? () => undefined
         : (jobId: string) => this.stayingPerformance(view, jobId, now, horizon);
+    // Instances are priced at spot where some job may use it; task prices stay on demand (this.priceOf).
+    const spotRound = this.spotBook !== undefined && snapshot.jobs.some((j) => j.spot !== 'never');
+    const book = spotRound ? (this.spotBook as PriceBook) : this.book;
     const instanceType = new Map<string, InstanceType>();
-    for (const inst of snapshot.instances) instanceType.set(inst.id, this.book.type(inst.typeName));
+    for (const inst of snapshot.instances) instanceType.set(inst.id, book.type(inst.typeName));
     const jobs = new Map(snapshot.jobs.map((j) => [j.id, j]));
     const taskCount = new Map(snapshot.jobs.map((j) => [j.id, j.taskIds.length]));
     const packTasks = new Map<string, PackTask>();
     for (const t of snapshot.tasks) {
-      if (!jobs.has(t.jobId)) continue;
+      const job = jobs.get(t.jobId);
+      if (job === undefined) continue;
+      const jobValueOfTime = this.valueOfTimeOf(job);
       packTasks.set(t.id, {
         id: t.id,
         jobId: t.jobId,
@@ -251,6 +312,8 @@ export class EvaScheduler implements Scheduler {
         jobTaskCount: taskCount.get(t.jobId) ?? 1,
         currentInstanceId:
           t.instanceId !== undefined && instanceType.has(t.instanceId) ? t.instanceId : undefined,
+        // The job's value of time shared among its tasks: a set holding all of them at rate r loses V·(1 − r).
+        ...(jobValueOfTime > 0 ? { timeValue: jobValueOfTime / (taskCount.get(t.jobId) ?? 1) } : {}),
       });
     }
     const jobRp = new Map<string, number>();
@@ -264,7 +327,7 @@ export class EvaScheduler implements Scheduler {
       (jobId) => staying(jobId) ?? 1,
     );
     const input: PlanningInput = {
-      book: this.book,
+      book,
       model: this.model,
       tasks: view === undefined ? packTasks : tagCurrent(view, packTasks, staying),
       instances: snapshot.instances.map((i) => ({
@@ -282,7 +345,9 @@ export class EvaScheduler implements Scheduler {
       // Every candidate's new instances go where their jobs' roots are (the packing passes did it for theirs already).
       if (view !== undefined) assignPlacements(view, drafts);
       return {
-        summary: summarizeCandidate(name, drafts, input, jobs, jobRp, now, trafficPrice, staying),
+        summary: summarizeCandidate(name, drafts, input, jobs, jobRp, now, trafficPrice, staying, (j) =>
+          this.valueOfTimeOf(j),
+        ),
         drafts,
       };
     };
@@ -302,14 +367,14 @@ export class EvaScheduler implements Scheduler {
       // With nothing to repack, Partial Reconfiguration is the stay plan itself.
       candidates.push(evaluate('partial', repack.size === 0 ? stay : partialReconfiguration(input, repack)));
       candidates.push(evaluate('full', fullReconfiguration(input)));
-      const standalone = this.packedPrices ? standaloneFullCandidate(input, this.book) : undefined;
+      const standalone = this.packedPrices ? standaloneFullCandidate(input, book) : undefined;
       if (standalone !== undefined) candidates.push(evaluate('full-standalone', standalone));
       const consolidated = this.consolidation?.plan(snapshot, input, stay);
       if (consolidated !== undefined) candidates.push(evaluate('consolidate', consolidated));
       const slow = this.slowJobsDue(view, pinnedTaskIds, packTasks);
       if (slow.size > 0) candidates.push(evaluate('latency', partialReconfiguration(input, new Set(), slow)));
     }
-    const exact = exactCandidate(this.exact, input, snapshot, this.book);
+    const exact = exactCandidate(this.exact, input, snapshot, book);
     if (exact !== undefined && this.variant !== 'eva-partial-only') candidates.push(evaluate('exact', exact));
     const checked = candidates.map((c) => ({
       ...c,
@@ -319,10 +384,28 @@ export class EvaScheduler implements Scheduler {
     if (chosen.summary.name === 'full' || chosen.summary.name === 'full-standalone')
       this.history.recordFull();
 
-    const capped = enforceCaps(chosen.drafts, this.caps, packTasks, pinnedTaskIds, (d) =>
-      compositionValue(d.composition, input.model, false),
+    const markets: MarketInput | undefined =
+      this.spotBook === undefined
+        ? undefined
+        : { catalog: this.catalog, snapshot, rpPerHourOfJob: (id) => jobRp.get(id) ?? 0 };
+    const context = markets === undefined ? undefined : marketContext(snapshot);
+    const bought = (d: DraftInstance) =>
+      chooseMarket(toPlanned([d])[0] as PlannedInstance, markets as MarketInput, context as MarketContext);
+    const capped = enforceCaps(
+      chosen.drafts,
+      this.caps,
+      packTasks,
+      pinnedTaskIds,
+      (d) => compositionValue(d.composition, input.model, false),
+      markets === undefined ? undefined : (d) => plannedPricePerHour(this.catalog, bought(d)),
     );
-    const configuration: Configuration = { instances: toPlanned(capped.drafts) };
+    const planned = toPlanned(capped.drafts);
+    const configuration: Configuration = {
+      instances:
+        markets === undefined
+          ? planned
+          : planned.map((i) => chooseMarket(i, markets, context as MarketContext)),
+    };
     const plan: Plan = {
       configuration,
       decision: {
@@ -332,6 +415,7 @@ export class EvaScheduler implements Scheduler {
         chosen: chosen.summary.name,
         horizonSeconds: horizon,
         paybackMargin: this.paybackMargin,
+        ...(this.valueOfTime > 0 ? { valueOfTimePerJobHour: this.valueOfTime } : {}),
         eventRatePerSecond: this.history.eventRatePerSecond,
         fullFraction: this.history.fullFraction,
         reason: capped.note === undefined ? reason : `${reason}; ${capped.note}`,
@@ -350,6 +434,11 @@ export class EvaScheduler implements Scheduler {
       plan,
     };
     return plan;
+  }
+
+  /** $ per hour of the job's completion time: its own, else the scheduler's default; eva-rp ignores time as it does interference. */
+  private valueOfTimeOf(job: SchedJob): number {
+    return this.variant === 'eva-rp' ? 0 : (job.valueOfTimePerHour ?? this.valueOfTime);
   }
 
   /** The round's network view, or undefined when latency-blind or no job of the snapshot declares a network. */

@@ -15,6 +15,12 @@ export interface PackTask {
   readonly currentInstanceId?: string | undefined;
   /** Set for tasks of network-aware multi-task jobs (latency-aware placement): see TaskLatency. */
   readonly latency?: TaskLatency | undefined;
+  /**
+   * Value of time: $ per hour of delay to the task's job, divided among the job's tasks (absent: 0). A task at
+   * normalized throughput r loses (1 − r) of each hour it runs, so a set is worth Σ RP·r − v·(1 − r): see
+   * compositionValue.
+   */
+  readonly timeValue?: number | undefined;
 }
 
 /**
@@ -47,6 +53,11 @@ export interface RateModel {
   readonly throughputAware: boolean;
   /** false = eva-single: tasks of multi-task jobs treated as independent. */
   readonly multiTaskAware: boolean;
+  /**
+   * false: set values leave out the value of the time interference costs (TaskClass.timeValue), i.e. dollars only.
+   * Absent or true: included. Eva prices candidates both ways to show both parts of a decision.
+   */
+  readonly valueOfTime?: boolean;
 }
 
 /**
@@ -70,6 +81,8 @@ export class TaskClass {
     readonly rp: number,
     readonly jobTaskCount: number,
     readonly latency?: TaskLatency | undefined,
+    /** $/h of delay per task (PackTask.timeValue); 0 when time is not weighed. */
+    readonly timeValue = 0,
   ) {}
 
   add(t: PackTask): void {
@@ -122,7 +135,7 @@ export class TaskClass {
       this.identity = {
         table,
         id: table.identityId(
-          `${this.key}\u0000${this.rp}\u0000${this.jobTaskCount}\u0000${latencyTag(this.latency)}`,
+          `${this.key}\u0000${this.rp}\u0000${this.jobTaskCount}\u0000${latencyTag(this.latency)}\u0000${this.timeValue}`,
         ),
       };
     return this.identity.id;
@@ -133,7 +146,9 @@ export class TaskClass {
 export function classify(tasks: readonly PackTask[]): TaskClass[] {
   const byKey = new Map<string, PackTask[]>();
   for (const t of tasks) {
-    const k = `${t.key}\u0000${demandSignature(t.demand)}\u0000${t.jobTaskCount}\u0000${latencyTag(t.latency)}`;
+    // A value of time splits classes only when set (without one, the keys and their order are Eva's).
+    const time = (t.timeValue ?? 0) > 0 ? `\u0000${t.timeValue}` : '';
+    const k = `${t.key}\u0000${demandSignature(t.demand)}\u0000${t.jobTaskCount}\u0000${latencyTag(t.latency)}${time}`;
     let list = byKey.get(k);
     if (list === undefined) {
       list = [];
@@ -146,7 +161,15 @@ export function classify(tasks: readonly PackTask[]): TaskClass[] {
   );
   return groups.map(([, members], index) => {
     const first = members[0] as PackTask;
-    const cls = new TaskClass(index, first.key, first.demand, first.rp, first.jobTaskCount, first.latency);
+    const cls = new TaskClass(
+      index,
+      first.key,
+      first.demand,
+      first.rp,
+      first.jobTaskCount,
+      first.latency,
+      first.timeValue ?? 0,
+    );
     // Reverse id order so that `pop()` hands out tasks in ascending id order (deterministic, readable plans).
     for (const t of [...members].sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))) cls.add(t);
     return cls;
@@ -202,6 +225,9 @@ export class Composition {
 /**
  * Throughput-normalized reservation price of a composition (+ optionally one more member of `extra`):
  * Σ_t RP(t)·r(t | others), with r' = 1 − (1 − r)·n for n-task jobs when `multiTaskCorrection` (Eva §4.3–§4.4).
+ * With a value of time (TaskClass.timeValue v, unless `model.valueOfTime` is false), each member also loses
+ * v·(1 − r): the completion time its slowdown adds, in dollars. A task alone (r = 1) is worth its RP either way, so
+ * "a set pays for its instance" (Algorithm 1 line 15) then means it pays for the instance and for the delay it causes.
  */
 export function compositionValue(
   comp: Composition,
@@ -216,9 +242,10 @@ export function compositionValue(
   // The key names the multiset uniquely (the base set's canonical signature plus the added class), though the same
   // multiset reached from another base set gets another key: a few more misses, no wrong hits.
   const table = model.table;
-  const flags = (multiTaskCorrection ? 1 : 0) + (model.multiTaskAware ? 2 : 0);
+  const flags =
+    (multiTaskCorrection ? 1 : 0) + (model.multiTaskAware ? 2 : 0) + (model.valueOfTime === false ? 4 : 0);
   const base = comp.signature(table);
-  const variant = ((extra === undefined ? 0 : extra.identityIn(table) + 1) << 2) | flags;
+  const variant = ((extra === undefined ? 0 : extra.identityIn(table) + 1) << 3) | flags;
   const cached = table.cachedValue(base, variant);
   if (cached !== undefined) return cached;
   const { value, keySignature } = interferenceValue(comp, model, multiTaskCorrection, extra, n);
@@ -240,11 +267,24 @@ function plainValue(
   const n = comp.size + (extra === undefined ? 0 : 1);
   const rate = (cls: TaskClass) => (correct && n > 1 ? multiTaskRate(1, cls.jobTaskCount) : 1);
   const factor = latencyFactors(comp, extra);
+  const timed = model.valueOfTime !== false;
   comp.classes.forEach((c, i) => {
-    total += ((comp.counts[i] as number) + (c === extra ? 1 : 0)) * c.rp * rate(c) * factor(c);
+    total += membersValue(c, (comp.counts[i] as number) + (c === extra ? 1 : 0), rate(c), factor(c), timed);
   });
-  if (extra !== undefined && !comp.classes.includes(extra)) total += extra.rp * rate(extra) * factor(extra);
+  if (extra !== undefined && !comp.classes.includes(extra))
+    total += membersValue(extra, 1, rate(extra), factor(extra), timed);
   return total;
+}
+
+/**
+ * `count` members of a class at throughput rate × latency factor: RP·r each, less the value of the time each loses,
+ * v·(1 − r), when `timed`. Without a value of time, the product is Eva's, in Eva's order (the greedy loops compare
+ * set values exactly, so even the rounding must not change).
+ */
+function membersValue(cls: TaskClass, count: number, rate: number, factor: number, timed: boolean): number {
+  if (!timed || cls.timeValue === 0) return count * cls.rp * rate * factor;
+  const r = rate * factor;
+  return count * (cls.rp * r - cls.timeValue * (1 - r));
 }
 
 const NO_LATENCY = (): number => 1;
@@ -312,7 +352,7 @@ function interferenceValue(
       });
     }
     if (multiTaskCorrection && model.multiTaskAware) rate = multiTaskRate(rate, cls.jobTaskCount);
-    total += count * cls.rp * rate * factor(cls);
+    total += membersValue(cls, count, rate, factor(cls), model.valueOfTime !== false);
   }
   // The sorted member keys, built only when some member has learned entries (see ColocationTable.storeValue).
   return { value: total, keySignature: signature };
@@ -323,7 +363,8 @@ function compareIdentity(a: TaskClass, b: TaskClass): number {
     a.rp - b.rp ||
     (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) ||
     a.jobTaskCount - b.jobTaskCount ||
-    compareText(latencyTag(a.latency), latencyTag(b.latency))
+    compareText(latencyTag(a.latency), latencyTag(b.latency)) ||
+    a.timeValue - b.timeValue
   );
 }
 

@@ -6,6 +6,7 @@ import { NoPackingScheduler } from './baselines/no-packing.js';
 import { OwlScheduler, type InterferenceOracle } from './baselines/owl.js';
 import { StratusScheduler } from './baselines/stratus.js';
 import { SynergyScheduler } from './baselines/synergy.js';
+import { SpotBaseline } from './baselines/spot-baseline.js';
 import { evaTunables, EvaScheduler } from './eva.js';
 import type { Scheduler } from './types.js';
 import type { LatencyOptions } from './latency-view.js';
@@ -29,6 +30,8 @@ export const SCHEDULER_NAMES = [
   'karpenter',
   'karpenter-balanced',
   'karpenter-when-empty',
+  'karpenter-spot',
+  'skypilot-spot',
 ] as const;
 
 export type SchedulerName = (typeof SCHEDULER_NAMES)[number];
@@ -56,10 +59,14 @@ export interface SchedulerOptions {
   readonly evaPackingEfficiency?: number | undefined;
   /** A move must save this many times its migration cost over the horizon (EvaOptions.paybackMargin; default 8). */
   readonly evaPaybackMargin?: number | undefined;
+  /** $ per hour of a job's completion time, for jobs that do not say (EvaOptions.valueOfTimePerJobHour; default 0). */
+  readonly evaValueOfTime?: number | undefined;
   /** Hard caps Eva keeps its plans under (EvaOptions.caps; the queue layer's safety rail). Baselines ignore them. */
   readonly caps?: Caps | undefined;
   /** Eva's latency-aware placement settings (domain defaults, thresholds, migration trigger). Baselines ignore them. */
   readonly latency?: LatencyOptions | undefined;
+  /** Eva buys spot capacity where the catalog offers it (EvaOptions.spot; default false). Baselines ignore it. */
+  readonly spot?: boolean | undefined;
 }
 
 export function isSchedulerName(name: string): name is SchedulerName {
@@ -111,9 +118,11 @@ export function createScheduler(name: string, options: SchedulerOptions, field =
           packingEfficiency: options.evaPackingEfficiency,
           paybackMargin: options.evaPaybackMargin,
           defaultRate: options.evaDefaultRate,
+          valueOfTimePerJobHour: options.evaValueOfTime,
         }),
         ...(options.caps !== undefined ? { caps: options.caps } : {}),
         latencyAware: name !== 'eva-latency-blind',
+        ...(options.spot === true ? { spot: true } : {}),
         latency: { ...options.latency, ...(name === 'eva-latency-no-migration' ? { migrate: false } : {}) },
       });
     case 'no-packing':
@@ -130,6 +139,9 @@ export function createScheduler(name: string, options: SchedulerOptions, field =
       return new KarpenterScheduler(catalog, { policy: 'Balanced' });
     case 'karpenter-when-empty':
       return new KarpenterScheduler(catalog, { policy: 'WhenEmpty' });
+    case 'karpenter-spot':
+    case 'skypilot-spot':
+      return new SpotBaseline(catalog, name);
     default: {
       const unreachable: never = name;
       throw new Error(unknownSchedulerProblem([String(unreachable)]));

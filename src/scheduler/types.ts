@@ -1,4 +1,5 @@
 import type { InstancePlacement } from '../core/network.js';
+import type { Market } from '../core/market.js';
 import type { Catalog } from '../core/catalog.js';
 import type { ClusterSnapshot } from '../core/model.js';
 
@@ -10,6 +11,8 @@ export interface PlannedInstance {
   readonly taskIds: readonly string[];
   /** For a new instance: where to launch it (zone, cluster placement group); unset means anywhere. */
   readonly placement?: InstancePlacement | undefined;
+  /** How it is bought (a new one: how to launch it; an existing one: as it was); absent: on demand. */
+  readonly market?: Market | undefined;
 }
 
 export interface Configuration {
@@ -35,6 +38,13 @@ export interface CandidateSummary {
   readonly rejectedBecause?: string | undefined;
   /** $/hour of network-aware jobs' traffic crossing zones in this plan, when any (part of the saving's cost). */
   readonly crossZoneCostPerHour?: number | undefined;
+  /**
+   * Value of time (EvaOptions.valueOfTimePerJobHour), when weighed: $/hour of the completion time this plan's
+   * co-location slowdown adds (Σ over tasks of v·(1 − r)), a cost on top of `savingPerSecond`'s dollars.
+   */
+  readonly timeCostPerHour?: number | undefined;
+  /** Value of time: $ of the completion time moves (downtime, lost work) and waits for new instances add, once. */
+  readonly migrationTimeCost?: number | undefined;
 }
 
 /** Why a round's plan was chosen; shown to users by `fleetwise why` and kept in the state store. */
@@ -46,6 +56,8 @@ export interface DecisionRecord {
   readonly horizonSeconds?: number | undefined;
   /** A move must pay back this many times its migration cost over the horizon (Eva's eq. 1 is 1). */
   readonly paybackMargin?: number | undefined;
+  /** The default value of an hour of a job's completion time, in $, when time was weighed (absent: dollars only). */
+  readonly valueOfTimePerJobHour?: number | undefined;
   readonly eventRatePerSecond?: number | undefined;
   readonly fullFraction?: number | undefined;
   readonly reason: string;

@@ -1,5 +1,6 @@
 import { singleClassConfig, weightsFromDecay, DEFAULT_SIZE_SPLIT, type WfqConfig } from '../queue/wfq.js';
 import type { QueueCaps } from '../queue/caps.js';
+import type { AdmitBy } from '../queue/admission.js';
 import type { OrderingKind } from '../queue/ordering.js';
 import { secondsToHours } from '../core/units.js';
 import { percentile } from '../world/metrics.js';
@@ -18,6 +19,8 @@ export interface SimQueueOptions {
    * admission and scheduler, learned throughputs, no future arrivals); the runs get predErrAvg/predErrP99.
    */
   readonly predict?: boolean | undefined;
+  /** How jobs are sized against a $/hour cap (AdmissionSettings.admitBy; default standalone). */
+  readonly admitBy?: AdmitBy | undefined;
 }
 
 /** `--queue` choices of `fleetwise simulate`. */

@@ -6,7 +6,8 @@ import type { QueueCaps } from '../queue/caps.js';
 import type { WfqConfig } from '../queue/wfq.js';
 import { queueConfigFor, type QueueKind } from './queue-options.js';
 import { schedulerCaps } from '../round/plan-caps.js';
-import { type SimulationProgress } from '../world/simulation-types.js';
+import { type SimulationProgress, type StartOptions } from '../world/simulation-types.js';
+import type { AdmitBy } from '../queue/admission.js';
 import { runSimulation } from './run-simulation.js';
 import { constantPairwise, type GroundTruth } from '../world/ground-truth.js';
 import { createScheduler, type SchedulerName } from '../scheduler/registry.js';
@@ -62,6 +63,13 @@ export interface RunRequest {
   readonly network?: NetworkConfigInput | undefined;
   /** Default: the bundled us-east-1 catalog. */
   readonly catalogPath?: string | undefined;
+  /**
+   * `--spot on`: the catalog's spot market is open (Eva buys spot where it pays, the spot baselines always) and
+   * instances are reclaimed at its rates; absent (`--spot off`): on demand only, the catalog's spot prices ignored.
+   */
+  readonly spot?: { readonly burstsPerPoolPerMonth?: number | undefined } | undefined;
+  /** Every job checkpoints on its own this often (`--checkpoint-minutes`); default: the trace's, else 30. */
+  readonly checkpointMinutes?: number | undefined;
   readonly roundSeconds?: number | undefined;
   /** Also plan right after arrivals and completions (RunOptions.earlyRounds). */
   readonly earlyRounds?: boolean | undefined;
@@ -71,6 +79,10 @@ export interface RunRequest {
   readonly evaPackingEfficiency?: number | undefined;
   /** Eva's payback margin k (EvaOptions.paybackMargin). */
   readonly evaPaybackMargin?: number | undefined;
+  /** Eva's value of an hour of a job's completion time, $ (EvaOptions.valueOfTimePerJobHour). */
+  readonly evaValueOfTime?: number | undefined;
+  /** The run's name in reports when not the scheduler's own (a value-of-time sweep runs eva once per value). */
+  readonly label?: string | undefined;
   /** Replace the measured contention matrix by a uniform pairwise rate (Eva §6.4 ablation). */
   readonly pairwiseInterference?: number | undefined;
   /** Queue layer under caps: admission each round, and the caps passed to Eva's plans. */
@@ -82,8 +94,12 @@ export interface RunRequest {
         readonly config?: WfqConfig | undefined;
         /** Completion-time predictions (PCS §4) for every job at its first round: predErrAvg/predErrP99. */
         readonly predict?: boolean | undefined;
+        /** How jobs are sized against a $/hour cap (AdmissionSettings.admitBy). */
+        readonly admitBy?: AdmitBy | undefined;
       }
     | undefined;
+  /** Co-start, placement between rounds, binding (RunOptions.starts). */
+  readonly starts?: StartOptions | undefined;
 }
 
 /** Messages a run worker posts to the main thread. */
@@ -108,9 +124,17 @@ export function groundTruthFor(request: Pick<RunRequest, 'pairwiseInterference'>
   return (target, others) => matrix.rate(target, others);
 }
 
-export function loadRequestCatalog(request: Pick<RunRequest, 'catalogPath'>): Catalog {
-  return request.catalogPath === undefined ? loadCatalogFile() : loadCatalogFile(request.catalogPath);
+export function loadRequestCatalog(request: Pick<RunRequest, 'catalogPath' | 'spot'>): Catalog {
+  const catalog =
+    request.catalogPath === undefined ? loadCatalogFile() : loadCatalogFile(request.catalogPath);
+  if (request.spot !== undefined) return catalog;
+  // Spot off: no plan, baseline or launch can find a spot price.
+  const { spot: _spot, ...onDemandOnly } = catalog;
+  return onDemandOnly;
 }
+
+/** The spot baselines model runtimes that do not act on the interruption notice (their jobs lose work since their last checkpoint). */
+const IGNORES_NOTICES: ReadonlySet<SchedulerName> = new Set(['karpenter-spot', 'skypilot-spot']);
 
 export function loadRequestTrace(request: Pick<RunRequest, 'trace' | 'network'>, catalog: Catalog): Trace {
   const { path, format, jobs, seed, multiTaskShare, arrivalRateScale, arrivalGapSeconds } = request.trace;
@@ -168,7 +192,9 @@ export function requestScheduler(
     evaPrices: request.evaPrices,
     evaPackingEfficiency: request.evaPackingEfficiency,
     evaPaybackMargin: request.evaPaybackMargin,
+    evaValueOfTime: request.evaValueOfTime,
     caps: caps === undefined || Object.keys(caps).length === 0 ? undefined : schedulerCaps(caps),
+    spot: request.spot !== undefined,
   });
 }
 
@@ -189,14 +215,28 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
     catalog,
     groundTruth,
     ...(network === undefined ? {} : { network }),
+    ...(request.spot === undefined
+      ? {}
+      : {
+          spot: {
+            seed: request.trace.seed ?? 0,
+            checkpointOnNotice: !IGNORES_NOTICES.has(request.scheduler),
+            burstsPerPoolPerMonth: request.spot.burstsPerPoolPerMonth,
+          },
+        }),
+    ...(request.checkpointMinutes === undefined
+      ? {}
+      : { checkpointIntervalSeconds: request.checkpointMinutes * 60 }),
     ...(request.roundSeconds !== undefined ? { roundSeconds: request.roundSeconds } : {}),
     ...(request.earlyRounds === true ? { earlyRounds: true } : {}),
+    ...(request.starts !== undefined ? { starts: request.starts } : {}),
     ...(request.queue !== undefined
       ? {
           queue: {
             caps: request.queue.caps,
             config: request.queue.config ?? queueConfigFor(request.queue.kind, sizesSeconds),
             predict: request.queue.predict ?? false,
+            admitBy: request.queue.admitBy,
           },
         }
       : {}),
@@ -208,7 +248,16 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
       : {}),
   });
   // The registry name is the run's identity in every report, whatever the class calls itself.
-  return { ...result, summary: { ...result.summary, scheduler: request.scheduler } };
+  return {
+    ...result,
+    summary: {
+      ...result.summary,
+      scheduler: request.label ?? request.scheduler,
+      ...(request.evaValueOfTime !== undefined && request.scheduler.startsWith('eva')
+        ? { valueOfTimePerJobHour: request.evaValueOfTime }
+        : {}),
+    },
+  };
 }
 
 export function errorMessage(error: unknown): RunWorkerMessage {

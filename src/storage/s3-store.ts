@@ -11,7 +11,9 @@ import {
   awsErrorCode,
   awsHttpStatus,
   commonClientConfig,
+  timeoutHandlerOptions,
   type AwsClientOptions,
+  type ClientTimeouts,
 } from '../cloud/aws/client-config.js';
 import { assertValidKey, assertValidPrefix, ObjectNotFoundError } from './object-key.js';
 import type { ObjectInfo, ObjectStore } from './object-store.js';
@@ -36,14 +38,7 @@ export interface S3StoreTuning {
  * throttling and 5xx). Without them the SDK waits forever on an endpoint that accepts a connection and never answers,
  * and so does whoever awaits the call.
  */
-export interface S3Timeouts {
-  /** Establishing the TCP connection. */
-  readonly connectTimeoutMs: number;
-  /** From sending a request to its response headers (a part's body included: parts are 5 MiB by default). */
-  readonly requestTimeoutMs: number;
-  /** A connection without a byte in either direction for this long fails, mid-body too (a download that stalls). */
-  readonly idleTimeoutMs: number;
-}
+export type S3Timeouts = ClientTimeouts;
 
 export const DEFAULT_S3_TIMEOUTS: S3Timeouts = {
   connectTimeoutMs: 5_000,
@@ -70,13 +65,7 @@ export function createS3Client(
   return new S3Client({
     ...config,
     ...(config.endpoint === undefined ? {} : { forcePathStyle: true }),
-    requestHandler: {
-      connectionTimeout: timeouts.connectTimeoutMs,
-      requestTimeout: timeouts.requestTimeoutMs,
-      // Without it a request timeout is only a logged warning and the call goes on waiting.
-      throwOnRequestTimeout: true,
-      socketTimeout: timeouts.idleTimeoutMs,
-    },
+    requestHandler: timeoutHandlerOptions(timeouts),
   });
 }
 

@@ -1,11 +1,13 @@
-import type { Catalog, InstanceType } from '../core/catalog.js';
+import type { Catalog } from '../core/catalog.js';
 import type { Admission } from '../queue/admission.js';
-import { hasAnyCap } from '../queue/caps.js';
-import { launchGate, startGate, terminateGate } from '../round/gates.js';
+import { hasAnyCap, type BoughtType } from '../queue/caps.js';
+import { launchGate, startGate, terminateGate, WAIT_INSTANCE_READY } from '../round/gates.js';
 import type { Action } from '../scheduler/actions.js';
 import type { InstancePlacement } from '../core/network.js';
+import type { Market } from '../core/market.js';
+import { spotOffering } from '../core/spot.js';
 import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './entities.js';
-import type { WorldState } from './world-state.js';
+import { RANK_EFFECT, type WorldState } from './world-state.js';
 
 /**
  * The commands a round issues to the simulated cloud and executor (Eva's master): a checkpoint-stop or a launch
@@ -18,10 +20,14 @@ export class CommandIssuer {
   /** Its caps gate launches. */
   private readonly admission: Admission;
 
-  constructor(state: WorldState, catalog: Catalog, admission: Admission) {
+  /** Start a multi-task job's tasks so that they are all ready at once (round/co-start.ts). */
+  private readonly coStart: boolean;
+
+  constructor(state: WorldState, catalog: Catalog, admission: Admission, coStart = false) {
     this.state = state;
     this.catalog = catalog;
     this.admission = admission;
+    this.coStart = coStart;
   }
 
   /** Carry out a round's actions: stops and launches are issued now, starts and terminations wait for their gates. */
@@ -57,7 +63,7 @@ export class CommandIssuer {
           break;
         }
         case 'launch-instance': {
-          const inst = this.launchInstance(a.typeName, a.placement);
+          const inst = this.launchInstance(a.typeName, a.placement, a.market ?? 'on-demand');
           newInstances.set(a.instanceId, inst);
           break;
         }
@@ -69,6 +75,7 @@ export class CommandIssuer {
           inst.committed.add(task);
           task.pendingStart = true;
           task.job.status = 'migrating';
+          task.job.firstPlacedSeconds ??= this.state.now;
           this.state.pendingStarts.push(task);
           break;
         }
@@ -85,11 +92,21 @@ export class CommandIssuer {
     return task;
   }
 
-  private launchInstance(typeName: string, placement: InstancePlacement | undefined): SimInstance {
+  private launchInstance(
+    typeName: string,
+    placement: InstancePlacement | undefined,
+    asked: Market,
+  ): SimInstance {
     const type = this.catalog.types.find((t) => t.name === typeName);
     if (type === undefined) throw new Error(`unknown instance type ${typeName}`);
     this.state.instanceCounter += 1;
     const id = `i-${this.state.instanceCounter}`;
+    // A spot launch goes to the pool asked for, else the price-capacity-optimized one; without an offering (spot
+    // off: no spot prices) the cloud launches on demand, as the EC2 provider falls back.
+    const pool = asked === 'spot' ? spotOffering(this.catalog.spot, typeName, placement?.zone) : undefined;
+    const market: Market = pool === undefined ? 'on-demand' : 'spot';
+    const where =
+      pool === undefined || placement?.zone !== undefined ? placement : { ...placement, zone: pool.zone };
     const inst: SimInstance = {
       id,
       type,
@@ -101,32 +118,31 @@ export class CommandIssuer {
       images: new Set(),
       billedFromSeconds: undefined,
       // The simulated cloud honours the plan's zone and placement group (as the EC2 provider launches with them).
-      placement: this.state.network?.place(id, placement) ?? placement,
+      placement: this.state.network?.place(id, where) ?? where,
+      market,
+      pricePerHour: pool?.pricePerHour ?? type.costPerHour,
     };
     this.state.instances.set(inst.id, inst);
     this.state.assignable.set(inst.id, inst);
-    if (this.launchFitsCaps(type)) this.issueLaunch(inst);
+    if (this.launchFitsCaps(inst)) this.issueLaunch(inst);
     else this.state.deferredLaunches.push(inst);
     return inst;
   }
 
   private issueLaunch(inst: SimInstance): void {
     this.state.launched.add(inst);
+    const d = inst.type.delays;
+    inst.readyAtSeconds =
+      this.state.now + d.instantiateSeconds + d.workerStartSeconds + d.workerRegisterSeconds;
     this.state.log('instance-launch', { instanceId: inst.id, typeName: inst.type.name });
     this.state.at(inst.type.delays.instantiateSeconds, { kind: 'instantiated', instance: inst });
   }
 
   /** The launch gate (round/gates.ts): the fleet in transit plus this instance keeps the caps. */
-  private launchFitsCaps(type: InstanceType): boolean {
+  private launchFitsCaps(inst: SimInstance): boolean {
     const caps = this.admission.caps;
     if (!hasAnyCap(caps)) return true;
-    return (
-      launchGate(
-        type,
-        [...this.state.launched].map((i) => i.type),
-        caps,
-      ) === undefined
-    );
+    return launchGate(billedType(inst), [...this.state.launched].map(billedType), caps) === undefined;
   }
 
   /** The instance leaves the plan; it terminates once empty. */
@@ -152,17 +168,23 @@ export class CommandIssuer {
           this.state.assignable.delete(inst.id);
           continue;
         }
-        if (this.launchFitsCaps(inst.type)) this.issueLaunch(inst);
+        if (this.launchFitsCaps(inst)) this.issueLaunch(inst);
         else waiting.push(inst);
       }
       this.state.deferredLaunches = waiting;
     }
     if (this.state.pendingStarts.length > 0) {
       const waiting: SimTask[] = [];
+      const gangs = new Map<SimJob, SimTask[]>();
       for (const task of this.state.pendingStarts) {
         if (!task.pendingStart) continue; // finished meanwhile
-        if (!this.tryStart(task)) waiting.push(task);
+        if (this.coStart && task.job.tasks.length > 1) {
+          const gang = gangs.get(task.job);
+          if (gang === undefined) gangs.set(task.job, [task]);
+          else gang.push(task);
+        } else if (!this.tryStart(task)) waiting.push(task);
       }
+      for (const gang of gangs.values()) waiting.push(...this.tryCoStart(gang));
       this.state.pendingStarts = waiting;
     }
     if (this.state.pendingTerminations.length > 0) {
@@ -179,20 +201,70 @@ export class CommandIssuer {
     }
   }
 
-  private tryStart(task: SimTask): boolean {
+  /**
+   * Co-start (round/co-start.ts, Murmuration digest §7.2): the job's pending tasks are started so that they are all
+   * prepared at S_job, the latest of their expected ready times (each task's expected gate opening, from the
+   * expected-start index: now, or its instance's expected registration, plus its fetch and build). A task whose gate
+   * is open starts preparing at S_job − its own preparation; until then its slot stays free. While some task's
+   * opening is unknown (room its instance has yet to free, a sibling still checkpointing) none starts. Returns the
+   * tasks still waiting.
+   */
+  private tryCoStart(gang: readonly SimTask[]): SimTask[] {
+    const now = this.state.now;
+    const used = new Map<SimInstance, [number, number, number]>();
+    const opens: (number | undefined)[] = [];
+    const preps: number[] = [];
+    for (const task of gang) {
+      const inst = task.committed as SimInstance;
+      const before = used.get(inst) ?? [0, 0, 0];
+      const d = taskDemandOn(task, inst);
+      const wait = this.gateWait(task, before);
+      used.set(inst, [before[0] + d[0], before[1] + d[1], before[2] + d[2]]);
+      preps.push(
+        task.spec.fetchDelaySeconds +
+          (inst.images.has(task.spec.imageId) ? 0 : task.spec.buildImageDelaySeconds),
+      );
+      if (wait === undefined) opens.push(now);
+      else if (wait === WAIT_INSTANCE_READY && inst.readyAtSeconds !== undefined)
+        opens.push(Math.max(now, inst.readyAtSeconds));
+      else opens.push(undefined);
+    }
+    if (opens.some((o) => o === undefined)) return [...gang];
+    const jobStart = gang.reduce((m, _, i) => Math.max(m, (opens[i] as number) + (preps[i] as number)), 0);
+    const waiting: SimTask[] = [];
+    gang.forEach((task, i) => {
+      const at = jobStart - (preps[i] as number);
+      if (opens[i] === now && at <= now + 1e-9) {
+        if (this.tryStart(task)) return;
+      } else if (opens[i] === now && task.wakeAtSeconds !== at) {
+        task.wakeAtSeconds = at;
+        this.state.queue.push({ kind: 'co-start-wake', timeSeconds: at, rank: RANK_EFFECT });
+      }
+      waiting.push(task);
+    });
+    return waiting;
+  }
+
+  /** What the start gate still waits for, with `extra` of the target already taken by sibling starts. */
+  private gateWait(task: SimTask, extra: readonly [number, number, number] = [0, 0, 0]): string | undefined {
     const inst = task.committed as SimInstance;
-    const d = taskDemandOn(task, inst);
-    const wait = startGate({
+    return startGate({
       taskStopped: task.state === 'queued' || task.state === 'stopped',
       jobTasksStopping: task.job.tasks.filter((t) => t.state === 'killing' || t.state === 'uploading').length,
       instanceReady: inst.lifecycle === 'running',
       freeCapacity: [
-        inst.type.capacity[0] - inst.used[0],
-        inst.type.capacity[1] - inst.used[1],
-        inst.type.capacity[2] - inst.used[2],
+        inst.type.capacity[0] - inst.used[0] - extra[0],
+        inst.type.capacity[1] - inst.used[1] - extra[1],
+        inst.type.capacity[2] - inst.used[2] - extra[2],
       ],
-      demand: d,
+      demand: taskDemandOn(task, inst),
     });
+  }
+
+  private tryStart(task: SimTask): boolean {
+    const inst = task.committed as SimInstance;
+    const d = taskDemandOn(task, inst);
+    const wait = this.gateWait(task);
     if (wait !== undefined) return false;
     task.pendingStart = false;
     task.state = 'launching';
@@ -204,4 +276,11 @@ export class CommandIssuer {
     this.state.at(task.spec.fetchDelaySeconds + build, { kind: 'launched', task });
     return true;
   }
+}
+
+/** The instance's type as bought: caps count a spot instance at its pool's price, against its spot quota. */
+function billedType(inst: SimInstance): BoughtType {
+  return inst.market === 'on-demand'
+    ? inst.type
+    : { ...inst.type, costPerHour: inst.pricePerHour, market: inst.market };
 }

@@ -1,4 +1,6 @@
-import type { SimInstance, SimJob, SimTask } from './entities.js';
+import { barrierIdleCost, startSkewSeconds, type TaskStart } from '../round/co-start.js';
+import { taskShareOf } from '../scheduler/expected-start.js';
+import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './entities.js';
 import type { EffectEvent, WorldState } from './world-state.js';
 
 /**
@@ -43,7 +45,8 @@ function onInstantiated(state: WorldState, inst: SimInstance): void {
   if (inst.lifecycle === 'terminated') return; // terminated before it came up: never billed
   state.log('instantiated', { instanceId: inst.id });
   inst.billedFromSeconds = state.now;
-  state.meter.startBilling(inst.type);
+  state.meter.startBilling(inst.type, inst.pricePerHour);
+  state.spot?.onBilled(inst);
   if (inst.lifecycle === 'instantiating') {
     inst.lifecycle = 'starting-worker';
     state.at(inst.type.delays.workerStartSeconds, { kind: 'worker-started', instance: inst });
@@ -55,7 +58,12 @@ function onTerminated(state: WorldState, inst: SimInstance): void {
   state.launched.delete(inst);
   state.log('terminated', { instanceId: inst.id });
   if (inst.billedFromSeconds !== undefined)
-    state.meter.stopBilling(inst.type, state.now - inst.billedFromSeconds);
+    state.meter.stopBilling(
+      inst.type,
+      inst.pricePerHour,
+      state.now - inst.billedFromSeconds,
+      inst.market === 'spot',
+    );
   inst.billedFromSeconds = undefined;
 }
 
@@ -66,8 +74,10 @@ function onLaunched(state: WorldState, task: SimTask): void {
   state.log('launched', { jobId: task.job.spec.id, taskId: task.id, instanceId: inst.id });
   inst.images.add(task.spec.imageId);
   state.dirtyInstances.add(inst);
+  task.readySeconds = state.now;
   const job = task.job;
   if (job.tasks.every((t) => t.state === 'running')) {
+    countRelease(state, job);
     // All tasks run: the job is reconfigurable again and makes progress after init_delay (gang start).
     job.status = 'executing';
     job.activationToken += 1;
@@ -75,8 +85,32 @@ function onLaunched(state: WorldState, task: SimTask): void {
   }
 }
 
+/**
+ * A job's tasks all run: the barrier releases. Its start skew and barrier-idle cost count the tasks that (re)started
+ * for this release, each from when it was ready (launched) to now (round/co-start.ts).
+ */
+function countRelease(state: WorldState, job: SimJob): void {
+  if (job.tasks.length < 2) return;
+  const starts: TaskStart[] = [];
+  for (const t of job.tasks) {
+    if (t.readySeconds === undefined) continue;
+    const inst = t.occupying as SimInstance;
+    starts.push({
+      startSeconds: t.readySeconds,
+      costPerHour: inst.type.costPerHour,
+      share: taskShareOf(taskDemandOn(t, inst), inst.type.capacity),
+    });
+    t.readySeconds = undefined;
+  }
+  if (starts.length === 0) return;
+  state.starts.skews.push(startSkewSeconds(starts));
+  state.starts.barrierIdleCost += barrierIdleCost(starts, state.now);
+}
+
 function onJobActive(state: WorldState, job: SimJob, token: number): void {
   if (token !== job.activationToken || job.status === 'finished') return;
+  // It resumed from a checkpoint holding exactly the progress it has (a move checkpoints: nothing is lost).
+  job.checkpointIterations = job.completedIterations;
   job.active = true;
   job.activeSinceSeconds = state.now;
   job.startSeconds ??= state.now;

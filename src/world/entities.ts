@@ -1,5 +1,6 @@
 import type { InstanceType } from '../core/catalog.js';
 import type { InstancePlacement } from '../core/network.js';
+import type { Market } from '../core/market.js';
 import { demandOn, type Resources } from '../core/resources.js';
 import {
   expectedRemainingSeconds,
@@ -45,6 +46,10 @@ export interface SimTask {
   pendingStart: boolean;
   /** Ground-truth normalized throughput on its instance, while active. */
   rate: number;
+  /** A co-start wake-up already scheduled for it at this time. */
+  wakeAtSeconds?: number | undefined;
+  /** When it finished launching (prepared) in its current start, until its job's release is counted. */
+  readySeconds?: number | undefined;
 }
 
 export interface SimJob {
@@ -84,6 +89,17 @@ export interface SimJob {
   activeSeconds: number;
   /** $ its traffic across zones has cost so far. */
   crossZoneCost: number;
+  /** When a start was first committed for it (a plan's or a placement between rounds). */
+  firstPlacedSeconds?: number | undefined;
+  /** Seconds between its own periodic checkpoints while it makes progress; 0: it never checkpoints on its own. */
+  checkpointIntervalSeconds: number;
+  /** Iterations its last durable checkpoint holds (what a reclaimed instance sends it back to). */
+  checkpointIterations: number;
+  /** Its spot instances reclaimed under it, and the standalone seconds of work it lost to them. */
+  interruptions: number;
+  lostWorkSeconds: number;
+  /** Zones where an instance of it was reclaimed, latest last. */
+  interruptedZones: string[];
 }
 
 export interface SimInstance {
@@ -99,8 +115,13 @@ export interface SimInstance {
   /** Images built on it (Eva's simulator keeps them for the instance's lifetime). */
   readonly images: Set<string>;
   billedFromSeconds: number | undefined;
+  /** When it is expected to register (its launch plus the type's delays); undefined until launched. */
+  readyAtSeconds?: number | undefined;
   /** Its zone and cluster placement group (where the simulated cloud put it). */
   placement: InstancePlacement | undefined;
+  /** How it was bought, and its $/hour there (spot: its pool's price). */
+  readonly market: Market;
+  readonly pricePerHour: number;
 }
 
 export function taskDemandOn(task: SimTask, instance: SimInstance): Resources {

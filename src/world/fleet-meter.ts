@@ -18,6 +18,9 @@ export class FleetMeter {
   private peak = 0;
   private billed = 0;
   private migrations = 0;
+  /** Instance-seconds billed in all, and on spot (closed instances only: the run's totals once all are gone). */
+  private instanceSeconds = 0;
+  private spotInstanceSeconds = 0;
   private readonly capacity: [number, number, number] = [0, 0, 0];
   private readonly allocated: [number, number, number] = [0, 0, 0];
   private readonly recorder = new SeriesRecorder();
@@ -28,17 +31,20 @@ export class FleetMeter {
     this.accruedTo = t;
   }
 
-  startBilling(type: InstanceType): void {
+  /** Bill an instance of `type` at `pricePerHour` (its market's price). */
+  startBilling(type: InstanceType, pricePerHour: number): void {
     this.billed += 1;
-    this.costPerHourNow += type.costPerHour;
+    this.costPerHourNow += pricePerHour;
     this.peak = Math.max(this.peak, this.costPerHourNow);
     this.addTo(this.capacity, type.capacity, 1);
   }
 
-  stopBilling(type: InstanceType, billedSeconds: number): void {
-    this.closedCost += perHourToPerSecond(type.costPerHour) * billedSeconds;
+  stopBilling(type: InstanceType, pricePerHour: number, billedSeconds: number, spot: boolean): void {
+    this.closedCost += perHourToPerSecond(pricePerHour) * billedSeconds;
+    this.instanceSeconds += billedSeconds;
+    if (spot) this.spotInstanceSeconds += billedSeconds;
     this.billed -= 1;
-    this.costPerHourNow -= type.costPerHour;
+    this.costPerHourNow -= pricePerHour;
     if (this.billed === 0) this.costPerHourNow = 0; // no drift from adding and subtracting prices
     this.addTo(this.capacity, type.capacity, -1);
   }
@@ -62,6 +68,11 @@ export class FleetMeter {
 
   get costSoFar(): number {
     return this.accruedCost;
+  }
+
+  /** Share of the instance-hours billed on spot (0 before any instance was billed). */
+  get spotShare(): number {
+    return this.instanceSeconds > 0 ? this.spotInstanceSeconds / this.instanceSeconds : 0;
   }
 
   get peakCostPerHour(): number {

@@ -15,6 +15,8 @@ export interface RunSummary {
   /** Share of scheduling rounds where Full Reconfiguration was chosen (0 for schedulers without it). */
   readonly fullReconfigFraction: number;
   readonly wallSeconds: number;
+  /** Eva's value of an hour of a job's completion time in this run ($), when one was set (value-of-time sweeps). */
+  readonly valueOfTimePerJobHour?: number | undefined;
 }
 
 /** Time series sampled at every change (event-driven), for the report's charts. */
@@ -86,6 +88,28 @@ export interface QueueRunMetrics {
   readonly preemptions: number;
 }
 
+/** How multi-task jobs started (Murmuration digest §7.5): skew, barrier-idle cost, wait to be placed. */
+export interface StartRunMetrics {
+  /** Mean over starts of multi-task jobs of max − min of their tasks' ready times, seconds. */
+  readonly startSkewSecondsMean: number;
+  /** Σ over those starts and their tasks of (release − ready) × the task's share of its instance's $/hour. */
+  readonly barrierIdleCost: number;
+  /** Mean over jobs of (first placement − arrival), seconds. */
+  readonly waitToPlaceSecondsMean: number;
+  /** Jobs placed between rounds. */
+  readonly placedBetweenRounds: number;
+}
+
+/** Metrics of a run with spot interruptions simulated (`simulate --spot on`). */
+export interface SpotRunMetrics {
+  /** Spot instances reclaimed (each reclaim counted once, however many jobs it hit). */
+  readonly interruptions: number;
+  /** Work lost to reclaims, in job-hours at full throughput (progress past the last checkpoint). */
+  readonly lostWorkHours: number;
+  /** Share of the billed instance-hours bought on spot. */
+  readonly spotShare: number;
+}
+
 export interface RunResult {
   readonly summary: RunSummary;
   readonly series: RunSeries;
@@ -94,4 +118,8 @@ export interface RunResult {
   readonly queue?: QueueRunMetrics | undefined;
   /** Present when jobs declare a network or the run was given one (`RunOptions.network`). */
   readonly network?: NetworkRunMetrics | undefined;
+  /** Start skew, barrier-idle cost and wait to be placed (runs given `RunOptions.starts`). */
+  readonly starts?: StartRunMetrics | undefined;
+  /** Present when spot interruptions were simulated (`RunOptions.spot`). */
+  readonly spot?: SpotRunMetrics | undefined;
 }

@@ -41,6 +41,9 @@ export function buildSnapshot(
       expectedRemainingSeconds:
         successProgress(job)?.expectedRemainingSeconds ?? remainingIterations(job) / job.spec.fullThroughput,
       ...(job.spec.network === undefined ? {} : { network: jobNetwork(job) }),
+      ...(job.spec.spot === undefined ? {} : { spot: job.spec.spot }),
+      checkpointIntervalSeconds: job.checkpointIntervalSeconds,
+      ...(job.interruptedZones.length === 0 ? {} : { interruptedZones: job.interruptedZones }),
     });
     if (network !== undefined && job.spec.network !== undefined)
       measureJob(job, network, nowSeconds, measured);
@@ -61,6 +64,7 @@ export function buildSnapshot(
       state: inst.lifecycle === 'running' ? 'running' : 'launching',
       taskIds: [...inst.committed].map((t) => t.id),
       ...(inst.placement === undefined ? {} : { placement: inst.placement }),
+      ...(inst.market === 'spot' ? { market: inst.market } : {}),
     });
   return { nowSeconds, jobs, tasks, instances, ...(measured.length === 0 ? {} : { measuredRtts: measured }) };
 }

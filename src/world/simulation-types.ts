@@ -4,6 +4,7 @@ import type { PredictionFork } from '../round/round.js';
 import type { Scheduler } from '../scheduler/types.js';
 import type { GroundTruth } from './ground-truth.js';
 import type { NetworkConfig } from './network-config.js';
+import type { SpotSimulation } from './spot-world.js';
 import type { Trace } from './trace.js';
 import type { SimWorld } from './world.js';
 
@@ -33,7 +34,8 @@ export type SimLogKind =
   | 'checkpoint-issued'
   | 'killed'
   | 'uploaded'
-  | 'completion';
+  | 'completion'
+  | 'placed-between-rounds';
 
 export interface SimLogEntry {
   readonly timeSeconds: number;
@@ -43,6 +45,16 @@ export interface SimLogEntry {
   readonly instanceId?: string;
   /** Instance type for `instance-launch`. */
   readonly typeName?: string;
+}
+
+/** The parts of Murmuration's placement a run uses (digest §7.5 arms); each off by default. */
+export interface StartOptions {
+  /** Start a multi-task job's tasks so they are ready together (round/co-start.ts). */
+  readonly coStart?: boolean | undefined;
+  /** Place waiting jobs on paid capacity at arrivals and completions (round/between-rounds.ts). */
+  readonly placeBetweenRounds?: boolean | undefined;
+  /** Placement between rounds may bind to instances still coming up instead of waiting for a launch. */
+  readonly bind?: boolean | undefined;
 }
 
 export interface RunOptions {
@@ -81,6 +93,15 @@ export interface RunOptions {
    * given or some job declares a network.
    */
   readonly network?: { readonly config: NetworkConfig; readonly seed: number } | undefined;
+  /** Co-start, placement between rounds and binding (all off when absent); given, the run reports its starts. */
+  readonly starts?: StartOptions | undefined;
+  /**
+   * Spot interruptions at the catalog's rates (spot-world.ts); the run then reports RunResult.spot. Without it no
+   * instance is ever reclaimed (spot instances a plan asks for are still billed at spot prices).
+   */
+  readonly spot?: SpotSimulation | undefined;
+  /** Every job checkpoints on its own this often (seconds; 0: never), whatever its trace says. */
+  readonly checkpointIntervalSeconds?: number | undefined;
 }
 
 /** A prediction request: run `world` forward with the fork until `jobIds` finished; their start and end times. */

@@ -7,7 +7,8 @@ import { CommandIssuer } from './commands.js';
 import { handleEffect } from './effects.js';
 import { integrateProgress, successProgress, type SimJob } from './entities.js';
 import { memoized } from './ground-truth.js';
-import { jobOutcome, networkMetrics, summarize } from './metrics.js';
+import { jobOutcome, mean, networkMetrics, summarize } from './metrics.js';
+import { BetweenRoundsPlacer } from './between-rounds.js';
 import { defaultNetworkConfig } from './network-config.js';
 import { NetworkWorld } from './network-world.js';
 import { refreshNetwork, refreshRates, type TaskRate } from './progress.js';
@@ -15,6 +16,7 @@ import type { JobOutcome, RunResult } from './run-result.js';
 import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
 import type { PredictedTimes, Predictor, RunOptions } from './simulation-types.js';
 import { buildSimJobs } from './trace-jobs.js';
+import { SpotWorld } from './spot-world.js';
 import type { SimWorld } from './world.js';
 import { exportWorld, importWorld } from './world-io.js';
 import { RANK_ARRIVAL, RANK_EFFECT, RANK_ROUND, WorldState, type SimEvent } from './world-state.js';
@@ -96,6 +98,12 @@ export class Simulation {
   private readonly ticks: boolean;
   private tickPending = false;
 
+  /** Report start skew, barrier-idle cost and wait to be placed (the run was given start options). */
+  private readonly reportsStarts: boolean;
+  /** Placement between rounds, when on. */
+  private readonly placer: BetweenRoundsPlacer | undefined;
+  private placedBetweenRounds = 0;
+
   private rounds = 0;
   /** The trace's jobs by id, built on the first `timesOf` (a prediction asks for every target). */
   private jobsById: Map<string, SimJob> | undefined;
@@ -144,6 +152,10 @@ export class Simulation {
       options.onEvent,
       network,
     );
+    if (options.checkpointIntervalSeconds !== undefined)
+      for (const job of this.state.jobs) job.checkpointIntervalSeconds = options.checkpointIntervalSeconds;
+    // Interruptions are the world's ground truth; a prediction's world has none.
+    if (fork === undefined && options.spot !== undefined) this.state.spot = this.spotWorld(options);
     this.reportsNetwork =
       options.network !== undefined || this.state.jobs.some((j) => j.spec.network !== undefined);
     this.ticks =
@@ -155,7 +167,19 @@ export class Simulation {
           j.spec.network !== undefined &&
           isLatencySensitive(j.spec.network.sensitivity),
       );
-    this.commands = new CommandIssuer(this.state, options.catalog, this.admission);
+    const starts = fork === undefined ? options.starts : undefined;
+    this.reportsStarts = starts !== undefined;
+    this.commands = new CommandIssuer(this.state, options.catalog, this.admission, starts?.coStart === true);
+    this.placer =
+      starts?.placeBetweenRounds === true
+        ? new BetweenRoundsPlacer(
+            this.state,
+            this.commands,
+            this.admission,
+            options.catalog,
+            starts.bind === true,
+          )
+        : undefined;
     const lastArrival = this.state.jobs.reduce((m, j) => Math.max(m, j.spec.arrivalSeconds), 0);
     const longest = this.state.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
     this.maxSeconds = options.maxSimulatedSeconds ?? lastArrival + 30 * 86_400 + 10 * longest;
@@ -164,6 +188,43 @@ export class Simulation {
       this.targetsLeft = [...fork.targets].filter((id) => this.state.liveJobs.has(id)).length;
       refreshRates(this.state, this.rateOf); // rates from the prediction's model; completions scheduled from them
     }
+  }
+
+  private spotWorld(options: RunOptions): SpotWorld {
+    const state = this.state;
+    return new SpotWorld(options.catalog, options.spot as NonNullable<RunOptions['spot']>, {
+      get now() {
+        return state.now;
+      },
+      schedule: (event) => state.queue.push({ ...event, rank: RANK_EFFECT }),
+      reclaimInstance: (inst) => {
+        if (inst.billedFromSeconds !== undefined)
+          state.meter.stopBilling(inst.type, inst.pricePerHour, state.now - inst.billedFromSeconds, true);
+        inst.billedFromSeconds = undefined;
+        inst.lifecycle = 'terminated';
+        inst.assignable = false;
+        state.launched.delete(inst);
+        state.assignable.delete(inst.id);
+        state.pendingTerminations = state.pendingTerminations.filter((i) => i !== inst);
+        state.deferredLaunches = state.deferredLaunches.filter((i) => i !== inst);
+        state.log('terminated', { instanceId: inst.id });
+      },
+      release: (task) => {
+        if (task.occupying !== undefined) state.dirtyInstances.add(task.occupying);
+        state.release(task);
+      },
+      touch: (job, inst) => {
+        state.dirtyJobs.add(job);
+        if (inst !== undefined) state.dirtyInstances.add(inst);
+      },
+      // The runtime reacts to a reclaim at once: Karpenter provisions, SkyPilot relaunches, fleetwise re-plans.
+      requestRound: () => {
+        if (state.earlyRoundAt !== undefined) return;
+        state.earlyRoundAt = state.now;
+        state.queue.push({ kind: 'round', timeSeconds: state.now, rank: RANK_ROUND, early: true });
+      },
+      liveInstances: () => [...state.instances.values()].filter((i) => i.lifecycle !== 'terminated'),
+    });
   }
 
   /** Team and declared success model of a live job, for admission (class by team, success-rank). */
@@ -182,6 +243,7 @@ export class Simulation {
 
   run(): void {
     if (this.state.jobs.length === 0) return;
+    this.state.spot?.start();
     if (this.fork === undefined) {
       // Arrivals are fed one at a time (the trace is sorted by arrival) to keep the queue small.
       this.pushNextArrival();
@@ -235,6 +297,12 @@ export class Simulation {
         return this.onCompletion(e.job, e.token);
       case 'network-tick':
         return this.onNetworkTick();
+      case 'co-start-wake':
+        return; // the gated commands are issued after every event
+      case 'spot-notice':
+      case 'spot-reclaim':
+      case 'spot-burst':
+        return this.state.spot?.handle(e);
       default:
         return handleEffect(this.state, e);
     }
@@ -269,8 +337,14 @@ export class Simulation {
     this.state.log('arrival', { jobId: job.spec.id });
     this.state.liveJobs.set(job.spec.id, job);
     this.pushNextArrival();
+    this.placeBetweenRounds();
     this.requestEarlyRound();
     this.scheduleTick();
+  }
+
+  /** Waiting jobs onto paid capacity now, instead of at the next round (round/between-rounds.ts). */
+  private placeBetweenRounds(): void {
+    if (this.placer !== undefined) this.placedBetweenRounds += this.placer.place();
   }
 
   /** An early round one second after the event (so effects of the same second are seen), if enabled. */
@@ -375,6 +449,7 @@ export class Simulation {
     }
     this.state.liveJobs.delete(job.spec.id);
     this.state.finishedJobs += 1;
+    this.placeBetweenRounds();
     if (this.fork?.targets.has(job.spec.id) === true) this.targetsLeft -= 1;
   }
 
@@ -435,11 +510,34 @@ export class Simulation {
       },
       jobs,
     );
+    const waits = this.state.jobs.flatMap((j) =>
+      j.firstPlacedSeconds === undefined ? [] : [j.firstPlacedSeconds - j.spec.arrivalSeconds],
+    );
+    const spot = this.state.spot;
     return {
       summary,
       series: this.state.meter.series(this.maxSeriesPoints),
       jobs,
       ...(network === undefined ? {} : { network }),
+      ...(this.reportsStarts
+        ? {
+            starts: {
+              startSkewSecondsMean: mean(this.state.starts.skews),
+              barrierIdleCost: this.state.starts.barrierIdleCost,
+              waitToPlaceSecondsMean: mean(waits),
+              placedBetweenRounds: this.placedBetweenRounds,
+            },
+          }
+        : {}),
+      ...(spot === undefined
+        ? {}
+        : {
+            spot: {
+              interruptions: spot.interruptions,
+              lostWorkHours: this.state.jobs.reduce((s, j) => s + j.lostWorkSeconds, 0) / 3600,
+              spotShare: this.state.meter.spotShare,
+            },
+          }),
     };
   }
 }

@@ -1,7 +1,7 @@
 import type { Catalog } from '../core/catalog.js';
 import { canHost, demandSignature } from '../scheduler/reservation-price.js';
 import type { SimJob } from './entities.js';
-import type { Trace } from './trace.js';
+import { DEFAULT_CHECKPOINT_INTERVAL_SECONDS, type Trace } from './trace.js';
 
 /**
  * The simulator's jobs and tasks for a trace, checked before the run starts: unique job ids, arrival order,
@@ -61,6 +61,11 @@ export function buildSimJobs(trace: Trace, catalog: Catalog): SimJob[] {
       performanceSeconds: 0,
       activeSeconds: 0,
       crossZoneCost: 0,
+      checkpointIntervalSeconds: spec.checkpointIntervalSeconds ?? DEFAULT_CHECKPOINT_INTERVAL_SECONDS,
+      checkpointIterations: 0,
+      interruptions: 0,
+      lostWorkSeconds: 0,
+      interruptedZones: [],
     };
     for (const t of spec.tasks)
       job.tasks.push({

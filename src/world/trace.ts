@@ -1,6 +1,7 @@
 import type { NetworkDeclaration } from '../core/network.js';
 import type { FamilyDemand } from '../core/resources.js';
 import type { SuccessSpec } from '../queue/success.js';
+import type { SpotPreference } from '../core/spot.js';
 
 /** One task of a trace job, with the delays Eva's simulator charges (research digest §4, §7). */
 export interface TraceTask {
@@ -50,7 +51,14 @@ export interface TraceJob {
    * slows the job down by its curve at its round trip (its ground truth) and the scheduler sees the declaration.
    */
   readonly network?: NetworkDeclaration | undefined;
+  /** Seconds between its own checkpoints (0: never); default DEFAULT_CHECKPOINT_INTERVAL_SECONDS. */
+  readonly checkpointIntervalSeconds?: number | undefined;
+  /** Whether it may run on spot capacity (absent: allowed). */
+  readonly spot?: SpotPreference | undefined;
 }
+
+/** A job checkpoints every 30 minutes unless its trace or `--checkpoint-minutes` says otherwise. */
+export const DEFAULT_CHECKPOINT_INTERVAL_SECONDS = 1800;
 
 export interface Trace {
   readonly name: string;

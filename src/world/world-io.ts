@@ -50,6 +50,7 @@ export function exportWorld(state: WorldState, early: boolean): SimWorld {
       case 'arrival': // no future arrivals (PCS §4)
       case 'completion': // recomputed from the rates on import
       case 'network-tick': // predictions do not model the network
+      case 'co-start-wake': // nor the co-start barrier
         break;
     }
   }
@@ -81,6 +82,7 @@ export function exportWorld(state: WorldState, early: boolean): SimWorld {
       images: [...i.images],
       launchDeferred: state.deferredLaunches.includes(i),
       ...(i.placement === undefined ? {} : { placement: i.placement }),
+      ...(i.market === 'spot' ? { market: i.market, pricePerHour: i.pricePerHour } : {}),
     })),
     events,
     pendingTerminationIds: state.pendingTerminations.map((i) => i.id),
@@ -110,6 +112,8 @@ export function importWorld(state: WorldState, world: SimWorld, catalog: Catalog
       images: new Set(wi.images),
       billedFromSeconds: undefined, // a prediction does not bill
       placement: wi.placement,
+      market: wi.market ?? 'on-demand',
+      pricePerHour: wi.pricePerHour ?? type.costPerHour,
     };
     state.network?.adopt(wi.placement);
     state.instances.set(inst.id, inst);

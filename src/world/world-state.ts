@@ -3,6 +3,7 @@ import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './ent
 import { EventQueue } from './event-queue.js';
 import { FleetMeter } from './fleet-meter.js';
 import type { NetworkWorld } from './network-world.js';
+import type { SpotEvent, SpotWorld } from './spot-world.js';
 import type { RunOptions, SimLogEntry, SimLogKind } from './simulation-types.js';
 
 // Same-time events run in this order, as in Eva's simulator: effects of earlier commands, then arrivals, then the
@@ -39,6 +40,9 @@ export type SimEvent =
   | { readonly kind: 'arrival'; readonly timeSeconds: number; readonly rank: number; readonly job: SimJob }
   | { readonly kind: 'round'; readonly timeSeconds: number; readonly rank: number; readonly early?: boolean }
   | { readonly kind: 'network-tick'; readonly timeSeconds: number; readonly rank: number }
+  /** A co-started task's time to start preparing (nothing happens but the gated commands being issued). */
+  | { readonly kind: 'co-start-wake'; readonly timeSeconds: number; readonly rank: number }
+  | (SpotEvent & { readonly rank: number })
   | {
       readonly kind: 'completion';
       readonly timeSeconds: number;
@@ -54,6 +58,14 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
  * progress.ts, world-io.ts) and mutated only by them: the world's bookkeeping, and the few steps every part takes
  * the same way (the clock, events, the log, capacity held).
  */
+/** What the multi-task starts of a run cost in waiting (Murmuration digest §7.5 metrics). */
+export class StartMeter {
+  /** Per start of a multi-task job: max − min of its tasks' ready times. */
+  readonly skews: number[] = [];
+  /** Σ over those starts and tasks of (release − ready) × the task's share of its instance's $/hour. */
+  barrierIdleCost = 0;
+}
+
 export class WorldState {
   /** Every job of the run, in arrival order. */
   readonly jobs: readonly SimJob[];
@@ -84,8 +96,12 @@ export class WorldState {
   /** Time of the pending early round, so several events at one time share one round. */
   earlyRoundAt: number | undefined;
   readonly meter = new FleetMeter();
+  /** Start skew and barrier-idle cost of multi-task jobs' starts (round/co-start.ts). */
+  readonly starts = new StartMeter();
   /** The network's ground truth (zones, round trips); undefined in a prediction's world, which ignores latency. */
   readonly network: NetworkWorld | undefined;
+  /** Spot interruptions (a run with spot on; never in a prediction's world). */
+  spot: SpotWorld | undefined;
   private nowSeconds = 0;
   private readonly onEvent: RunOptions['onEvent'];
 

@@ -1,3 +1,4 @@
+import type { Market } from '../core/market.js';
 import type { InstancePlacement } from '../core/network.js';
 import type { InstanceLifecycle, JobStatus, TaskState } from './entities.js';
 import type { TraceJob } from './trace.js';
@@ -19,6 +20,9 @@ export interface WorldInstance {
   readonly launchDeferred?: boolean | undefined;
   /** Its zone and cluster placement group, when known. */
   readonly placement?: InstancePlacement | undefined;
+  /** Bought on spot (absent: on demand), at this $/hour. */
+  readonly market?: Market | undefined;
+  readonly pricePerHour?: number | undefined;
 }
 
 export interface WorldTask {

@@ -193,10 +193,21 @@ describe('controller configuration', () => {
   it('takes Eva’s tunables from the scheduler section and rejects bad or unknown ones', () => {
     const path = file(
       'eva.yaml',
-      ['cluster: c', 'stateDir: s', 'scheduler:', '  paybackMargin: 1', '  prices: standalone'].join('\n'),
+      [
+        'cluster: c',
+        'stateDir: s',
+        'scheduler:',
+        '  paybackMargin: 1',
+        '  prices: standalone',
+        '  valueOfTimePerJobHour: 0.75',
+      ].join('\n'),
     );
     const config = loadControllerConfig({ flags: { config: path }, env: {}, defaultRegion: 'us-east-1' });
-    expect(settingsFromConfig(config).eva).toEqual({ paybackMargin: 1, reservationPrice: 'standalone' });
+    expect(settingsFromConfig(config).eva).toEqual({
+      paybackMargin: 1,
+      reservationPrice: 'standalone',
+      valueOfTimePerJobHour: 0.75,
+    });
     const plain = loadControllerConfig({
       flags: { cluster: 'c', stateDir: 's' },
       env: {},
@@ -213,6 +224,7 @@ describe('controller configuration', () => {
         '  paybackMargin: 0.5',
         '  packingEfficiency: 2',
         '  k: 3',
+        '  valueOfTimePerJobHour: -2',
       ].join('\n'),
     );
     const problems = problemsOf(() =>
@@ -220,6 +232,7 @@ describe('controller configuration', () => {
     ).problems;
     expect(problems).toContain('scheduler.paybackMargin (line 4): must be ≥ 1');
     expect(problems).toContain('scheduler.packingEfficiency (line 5): must be ≤ 1');
+    expect(problems).toContain('scheduler.valueOfTimePerJobHour (line 7): must be ≥ 0 ($ per job-hour)');
     expect(problems.some((p) => p.startsWith('scheduler') && p.includes('k'))).toBe(true);
   });
 

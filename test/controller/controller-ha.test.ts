@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { readLocalInstances } from '../../src/cloud/local/instance-file.js';
 import { LocalProvider } from '../../src/cloud/local/local-provider.js';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import { TAG_LAUNCH_TOKEN } from '../../src/cloud/provider.js';
@@ -10,12 +11,7 @@ import { FAULT_POINTS, type FaultPoint } from '../../src/controller/faults.js';
 import { PostgresStateStore } from '../../src/controller/state/postgres-state-store.js';
 import { startActiveProxy, type ActiveProxy } from '../helpers/active-proxy.js';
 import { CLI, ensureBuiltCli, runCli } from '../helpers/built-cli.js';
-import {
-  bareEnv,
-  freePort,
-  killLocalLeftovers,
-  type LocalInstanceRecord,
-} from '../helpers/local-controller.js';
+import { bareEnv, freePort, killLocalLeftovers } from '../helpers/local-controller.js';
 import { describeWithPostgres } from '../helpers/postgres.js';
 
 /**
@@ -212,7 +208,8 @@ describeWithPostgres('active/standby controllers on one PostgreSQL', (pg) => {
         const r = await api('POST', '/v1/jobs', spec);
         return r.status === 201 ? (r.json as { id: string }) : undefined;
       },
-      20_000,
+      // A takeover may fall between two submissions: its 30 s bound plus the new controller's start on a busy host.
+      45_000,
       diagnostics,
     );
     return answer.id;
@@ -334,11 +331,7 @@ describeWithPostgres('active/standby controllers on one PostgreSQL', (pg) => {
       expect(readFileSync(join(runsDir, 'long'), 'utf8')).toBe('run\n');
       expect(readFileSync(join(runsDir, 'short'), 'utf8')).toBe('run\n');
       // No launch started a second instance: one local instance per launch token, each known to the state once.
-      const local = (
-        JSON.parse(readFileSync(join(stateDir, 'local-instances.json'), 'utf8')) as {
-          instances: (LocalInstanceRecord & { tags: Record<string, string> })[];
-        }
-      ).instances;
+      const local = readLocalInstances(join(stateDir, 'local-instances.json'));
       const tokens = local.map((i) => i.tags[TAG_LAUNCH_TOKEN]);
       expect(new Set(tokens).size).toBe(tokens.length);
       const records = reader.listInstances();

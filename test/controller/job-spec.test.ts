@@ -274,6 +274,16 @@ describe('parseJobSpec: rejected specs name the field and the reason', () => {
       /^noMoveSeconds: must be 0 seconds or more/,
     ],
     [
+      'a negative value of time',
+      `${MINIMAL}valueOfTimePerJobHour: -1\n`,
+      /^valueOfTimePerJobHour: must be ≥ 0 \(\$ per hour of completion time\)/,
+    ],
+    [
+      'a value of time above the bound',
+      `${MINIMAL}valueOfTimePerJobHour: 20000\n`,
+      /^valueOfTimePerJobHour: must be ≤ 10000 \(\$ per hour\)/,
+    ],
+    [
       'a duration in words',
       `${MINIMAL}expectedDurationSeconds: half an hour\n`,
       /^expectedDurationSeconds: expected seconds or a duration such as 90s, 30m/,
@@ -385,6 +395,15 @@ describe('parseJobSpec: success models and unsuccessful exit codes', () => {
     expect(zero).toEqual(['unsuccessfulExitCodes.0: exit code 0 means success (line 8)']);
     const kind = problemsOf(`${MINIMAL}success: { kind: maybe }\n`);
     expect(kind[0]).toMatch(/^success\.kind: /);
+  });
+});
+
+describe('valueOfTimePerJobHour', () => {
+  it('is read as $ per hour of the job’s completion time, and absent when not given', () => {
+    expect(parseJobSpec(`${MINIMAL}valueOfTimePerJobHour: 2.5\n`, 'spec.yaml', catalog)).toMatchObject({
+      valueOfTimePerJobHour: 2.5,
+    });
+    expect(parseJobSpec(MINIMAL, 'spec.yaml', catalog).valueOfTimePerJobHour).toBeUndefined();
   });
 });
 

@@ -24,7 +24,9 @@ import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { ControllerScheduler } from '../../src/controller/scheduler-state.js';
 import { WorkerTaskControl } from '../../src/controller/worker-task-control.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
+import type { Plan } from '../../src/scheduler/types.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { CLI, ensureBuiltCli } from '../helpers/built-cli.js';
 import { makeType } from '../helpers/catalogs.js';
 import { until } from '../helpers/local-controller.js';
@@ -36,14 +38,36 @@ import { createDelayedLink, type DelayedLink } from '../helpers/netns.js';
  * where the kernel has no netem: test/helpers/netns.ts); the controller (Eva, the worker protocol, the local provider
  * spawning the workers into the namespaces) runs in this process. A two-task job whose tasks cannot share an instance
  * puts one task in each namespace; the workers are told each other as peers, probe over the delayed link, and the
- * controller's matrix, its API and the next round's snapshot show a round trip of at least the delay.
+ * controller's matrix, its API and the next round's snapshot show a round trip of at least the delay. The job is
+ * latency-sensitive (a tenth of its throughput at 2 ms): once its no-move window is over, the measured round trip moves it, and the
+ * same rounds without the measurement would not.
  */
 
 const DELAY_MS = 5;
+/** The job may not move before this; long enough for the measurements to be checked where the job first ran. */
+const NO_MOVE_SECONDS = 20;
 const ADMIN_TOKEN = 'netns-admin-token-0123456789abcdef';
 const WORKER_TOKEN = 'netns-worker-token-0123456789abcdef';
-// One type that holds one task of the job: the plan needs two instances, one per namespace.
-const catalog: Catalog = { provider: 'test', region: 'test', types: [makeType('w.small', [0, 2, 4], 0.1)] };
+// One type that holds one task of the job: the plan needs two instances, one per namespace. Quick to launch, as
+// local instances are (a move's price counts the new instance's launch), and priced like a GPU instance, so what a
+// move saves within the young cluster's short horizon is above the decision rule's cent.
+const catalog: Catalog = {
+  provider: 'test',
+  region: 'test',
+  types: [
+    {
+      ...makeType('w.small', [0, 2, 4], 10),
+      delays: {
+        instantiateSeconds: 0.25,
+        workerStartSeconds: 0.25,
+        workerRegisterSeconds: 0.25,
+        terminateSeconds: 1,
+      },
+    },
+  ],
+};
+/** The counter example: progress, and a checkpoint every second (a move loses at most that). */
+const COUNTER = join(PROJECT_ROOT, 'examples', 'counter', 'counter.sh');
 
 let link: DelayedLink | undefined;
 let scratch: string;
@@ -52,6 +76,7 @@ let provider: LocalProvider | undefined;
 let workers: WorkerTaskControl;
 const servers: ApiServer[] = [];
 const seen: ClusterSnapshot[] = [];
+const plans: Plan[] = [];
 
 /** Spawns the n-th instance's worker into namespace n mod 2, probing on its address on the delayed link. */
 class NamespaceSpawner implements WorkerSpawner {
@@ -175,7 +200,9 @@ beforeAll(async () => {
     observe: (snapshot, observations) => eva.observe(snapshot, observations),
     plan: (snapshot) => {
       seen.push(snapshot);
-      return eva.plan(snapshot);
+      const plan = eva.plan(snapshot);
+      plans.push(plan);
+      return plan;
     },
   };
   controller = new Controller({
@@ -225,7 +252,7 @@ afterAll(async () => {
 }, 60_000);
 
 describe('round trips between workers in two network namespaces', () => {
-  it('reach the controller as about the link delay, shown by the API and planned with in the next round', async () => {
+  it('reach the controller as about the link delay, are shown by the API, and move the latency-sensitive job', async () => {
     const net = link as DelayedLink;
     const ctl = controller as Controller;
     const spec = validateJobSpec(
@@ -233,8 +260,31 @@ describe('round trips between workers in two network namespaces', () => {
         name: 'pair',
         team: 'research',
         tasks: [
-          { name: 'part', command: ['sh', '-c', 'sleep 600'], demand: { w: [0, 1.5, 3] }, replicas: 2 },
+          {
+            name: 'part',
+            command: ['sh', COUNTER],
+            env: { COUNT_TO: '1000000', STEP_SECONDS: '0.1', CHECKPOINT_SECONDS: '1' },
+            demand: { w: [0, 1.5, 3] },
+            replicas: 2,
+          },
         ],
+        // Performance falls to a tenth at 2 ms: the link's 5 ms costs the job nine tenths of its throughput.
+        network: {
+          sensitivity: [
+            [100, 1],
+            [2000, 0.1],
+          ],
+        },
+        noMoveSeconds: NO_MOVE_SECONDS,
+        expectedDurationSeconds: 86_400,
+        // A move costs little (a quick restore and start), so the saving pays for it within the young cluster's
+        // short horizon (Eva's T is the time since the first event until events have been seen).
+        checkpoint: {
+          signal: 'SIGTERM',
+          timeoutSeconds: 2,
+          restoreDelaySeconds: 0.25,
+          initDelaySeconds: 0.25,
+        },
       },
       'pair',
       catalog,
@@ -299,5 +349,26 @@ describe('round trips between workers in two network namespaces', () => {
     for (const rtt of snapshot.measuredRtts ?? [])
       expect(rtt.maxMicroseconds).toBeGreaterThanOrEqual(DELAY_MS * 1000 * 0.95);
     expect(snapshot.instances.map((i) => i.placement?.zone)).toEqual(['local', 'local']);
+
+    // The measured round trip changes the plan: once the job may move, a round moves it (NoMora §5.3 through Eva's
+    // decision rule, latency-migration.ts) ...
+    const moved = await until(
+      `a round moving ${job.id} for its measured round trip`,
+      () =>
+        plans.find(
+          (p) =>
+            p.decision.chosen === 'latency' &&
+            p.decision.candidates.some((c) => c.name === 'latency' && (c.movedJobs ?? []).includes(job.id)),
+        ),
+      60_000,
+      () => `${JSON.stringify(plans.at(-1)?.decision)}\n${diagnostics()}`,
+    );
+    expect(moved.decision.chosen).toBe('latency');
+    // ... while the same rounds planned without the measurements (the domain's default round trip) keep it in place.
+    const blind = new EvaScheduler(catalog);
+    for (const recorded of seen.filter((x) => (x.measuredRtts?.length ?? 0) > 0)) {
+      const plan = blind.plan({ ...recorded, measuredRtts: undefined });
+      expect(plan.decision.candidates.some((c) => c.name === 'latency')).toBe(false);
+    }
   }, 150_000);
 });

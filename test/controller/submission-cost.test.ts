@@ -3,6 +3,7 @@ import { startApiServer } from '../../src/controller/api/server.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { StateStore } from '../../src/controller/state-store.js';
 import { ManualClock } from '../../src/controller/clock.js';
+import { BURST_QUIET_MS } from '../../src/controller/predictions.js';
 import { catalog, CPU_SMALL, jobSpec, rig } from './controller-fixtures.js';
 
 /**
@@ -108,6 +109,35 @@ describe('the cost of a submission', () => {
     await r.controller.predictionsSettled();
     // One prediction, from one snapshot (readSnapshotInputs lists jobs once) for all 50.
     expect(count.scans.filter((s) => s === 'listJobs')).toHaveLength(1);
+    await r.controller.stop();
+  });
+
+  it('a burst spread over time gets no prediction while it goes on: one at its start, one once it is quiet', async () => {
+    const clock = new ManualClock();
+    const inner = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+    const snapshotsAt: number[] = [];
+    const store = new Proxy(inner, {
+      get(target, name, receiver) {
+        const value: unknown = Reflect.get(target, name, receiver);
+        if (name !== 'listJobs' || typeof value !== 'function') return value;
+        return (...args: unknown[]) => {
+          snapshotsAt.push(performance.now());
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const r = rig({}, { clock, store });
+    let lastSubmissionAt = 0;
+    for (let i = 0; i < 30; i++) {
+      r.controller.submit(jobSpec(`stream-${i}`, CPU_SMALL, { expectedDurationSeconds: 600 }), 'research');
+      lastSubmissionAt = performance.now();
+      await new Promise((resolve) => setTimeout(resolve, 40));
+    }
+    // 30 submissions over more than a second: only the first one's prediction ran meanwhile.
+    expect(snapshotsAt).toHaveLength(1);
+    await r.controller.predictionsSettled();
+    expect(snapshotsAt).toHaveLength(2);
+    expect((snapshotsAt[1] as number) - lastSubmissionAt).toBeGreaterThanOrEqual(BURST_QUIET_MS - 5);
     await r.controller.stop();
   });
 });

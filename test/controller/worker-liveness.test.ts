@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { AttentionClock } from '../../src/controller/attention-clock.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { WorkerRegistrar } from '../../src/controller/worker-identity/worker-registrar.js';
@@ -45,6 +46,48 @@ describe('worker liveness', () => {
     expect(workers.staleInstances().map((i) => i.id)).toEqual([inst.id]);
     // Serving again (a second call) does not restart the count.
     workers.serving();
+    expect(workers.staleInstances().map((i) => i.id)).toEqual([inst.id]);
+  });
+
+  it("does not count a stall of the controller's own loop as its workers' silence", () => {
+    const clock = new ManualClock();
+    let wallMs = 0;
+    const attention = new AttentionClock(200, () => wallMs);
+    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+    const inst = store.createInstance({ typeName: 'c7i.xlarge' });
+    store.setInstanceState(inst.id, 'launching', { cloudId: 'local-a' });
+    store.setInstanceState(inst.id, 'running');
+    store.setWorkerToken(inst.id, 'instance-token-0123456789abcdef');
+    const workers = new WorkerTaskControl({
+      store,
+      catalog,
+      clock,
+      attention,
+      registrar: new WorkerRegistrar({
+        store,
+        clusterName: 'liveness',
+        clusterKey: 'cluster-key-0123456789',
+        describeInstance: () => Promise.resolve(undefined),
+        launchCredential: { kind: 'launch-secret' },
+      }),
+      objectStoreLocation: '/tmp/fleetwise-liveness-objects',
+      heartbeatSeconds: 1,
+      heartbeatTimeoutSeconds: 10,
+    });
+    workers.serving();
+    // The loop is held up for 30 s (nothing samples the clock): the worker's beats wait unread in the socket.
+    wallMs += 30_000;
+    expect(workers.staleInstances()).toEqual([]);
+    // The loop runs again, ticking; the worker stays silent: after its timeout of attention it is lost.
+    for (let i = 0; i < 45; i++) {
+      wallMs += 200;
+      attention.sample();
+    }
+    expect(workers.staleInstances()).toEqual([]);
+    for (let i = 0; i < 10; i++) {
+      wallMs += 200;
+      attention.sample();
+    }
     expect(workers.staleInstances().map((i) => i.id)).toEqual([inst.id]);
   });
 });

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readLocalInstances } from '../../src/cloud/local/instance-file.js';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
@@ -131,10 +132,7 @@ export async function startLocalController(
   child.stderr.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-20_000)));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const instances = (): LocalInstanceRecord[] => {
-    const file = join(stateDir, 'local-instances.json');
-    return existsSync(file)
-      ? (JSON.parse(readFileSync(file, 'utf8')) as { instances: LocalInstanceRecord[] }).instances
-      : [];
+    return readLocalInstances(join(stateDir, 'local-instances.json'));
   };
   const started: StartedController = {
     process: child,
@@ -186,9 +184,7 @@ export async function startLocalController(
 
 /** Kill whatever a test's local controller left running (workers are detached process groups). */
 export function killLocalLeftovers(stateDir: string): void {
-  const file = join(stateDir, 'local-instances.json');
-  if (!existsSync(file)) return;
-  const records = (JSON.parse(readFileSync(file, 'utf8')) as { instances: LocalInstanceRecord[] }).instances;
+  const records: LocalInstanceRecord[] = readLocalInstances(join(stateDir, 'local-instances.json'));
   for (const i of records) {
     if (i.pid !== undefined)
       try {

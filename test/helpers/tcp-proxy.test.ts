@@ -59,4 +59,17 @@ describe('tcp proxy (pass / refuse / hang)', () => {
       await proxy.setMode('pass');
     }
   });
+
+  it('from refused to frozen and back: the port listens again once it hangs, and passes after', async () => {
+    await proxy.setMode('refuse');
+    expect(await causeCode(get())).toBe('ECONNREFUSED');
+    await proxy.setMode('hang', { freeze: true });
+    const before = proxy.accepted('hang');
+    expect(await causeCode(get(300))).toBe('TimeoutError');
+    expect(proxy.accepted('hang')).toBeGreaterThan(before);
+    await proxy.setMode('pass');
+    // The switch cut the client's pooled connections; a request may meet one before the pool notices (the client's
+    // own race), the next one is answered.
+    expect(await (await get().catch(() => get())).text()).toBe('hello');
+  });
 });

@@ -125,16 +125,14 @@ export async function startTcpProxy(target: string, initial: ProxyMode = 'pass')
       if (next === mode) return;
       const previous = mode;
       mode = next;
-      if (next === 'hang' && options.freeze === true) {
+      if (next === 'hang' && options.freeze === true)
         for (const [client, upstream] of forwarded) {
           client.unpipe(upstream);
           upstream.unpipe(client);
           upstream.pause();
           hang(client);
         }
-        return;
-      }
-      cutAll();
+      else cutAll();
       if (next === 'refuse') await stopListening();
       else if (previous === 'refuse') await listen(port);
     },

@@ -46,6 +46,8 @@ const IAM_ACTIONS_OF: Readonly<Record<string, readonly string[]>> = {
   // AbortMultipartUpload for a large one.
   'lib-storage:Upload': ['s3:PutObject', 's3:AbortMultipartUpload'],
   'client-pricing:GetProducts': ['pricing:GetProducts'],
+  'client-sqs:ReceiveMessage': ['sqs:ReceiveMessage'],
+  'client-sqs:DeleteMessageBatch': ['sqs:DeleteMessage'], // a batch is authorized as sqs:DeleteMessage
 };
 
 /** Actions the policy grants beyond the calls themselves, and why. */
@@ -257,6 +259,11 @@ describe('infra/iam-policy.json', () => {
       });
     }
     expect(by('iam:PassRole')[0]?.Resource).toMatch(/:role\/\$\{WorkerInstanceRole\}$/);
+    // Only the cluster's own interruption queue (the template names it).
+    for (const action of ['sqs:ReceiveMessage', 'sqs:DeleteMessage'])
+      expect(by(action)[0]?.Resource, action).toMatch(
+        /:sqs:\$\{AWS::Region\}:\$\{AWS::AccountId\}:\$\{ClusterName\}-interruptions$/,
+      );
     for (const s of policy.Statement.filter((st) => actionsOf([st]).values().next().value?.startsWith('s3:')))
       expect(String(s.Resource)).toMatch(/^arn:\$\{AWS::Partition\}:s3:::\$\{ReportsBucket\}(\/\*)?$/);
     // Only Describe* and the Price List API (neither supports resource-level permissions) use "*".

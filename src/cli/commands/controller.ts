@@ -1,3 +1,4 @@
+import { AttentionClock } from '../../controller/attention-clock.js';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -327,6 +328,8 @@ export async function runController(
           objectStoreLocation: objectStore.location,
           heartbeatSeconds: config.workerHeartbeatSeconds,
           heartbeatTimeoutSeconds: config.workerHeartbeatTimeoutSeconds,
+          // A stall of this process (a starved host, a long synchronous step) does not count as its workers' silence.
+          attention: new AttentionClock().start(),
           contextLimits,
           logger: log,
           ...(local

@@ -27,7 +27,13 @@ import { parseSchedulerList, SCHEDULER_NAMES } from '../../scheduler/registry.js
 import type { RunResult } from '../../world/run-result.js';
 import { QUEUE_KINDS } from '../../sim/queue-options.js';
 import type { FamilyGroupQuota } from '../../queue/caps.js';
-import { DEFAULT_PACKING_EFFICIENCY, DEFAULT_PAYBACK_MARGIN } from '../../scheduler/eva.js';
+import { ADMIT_BY } from '../../queue/admission.js';
+import {
+  DEFAULT_PACKING_EFFICIENCY,
+  DEFAULT_PAYBACK_MARGIN,
+  DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR,
+} from '../../scheduler/eva.js';
+import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../../core/model.js';
 import { DEFAULT_COLOCATION_RATE } from '../../scheduler/colocation-table.js';
 import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
 import { loadControllerConfig } from '../../controller/config-loading.js';
@@ -50,6 +56,7 @@ interface RawSimulateOptions {
   readonly evaPrices?: string;
   readonly evaPackingEfficiency?: string;
   readonly evaPaybackMargin?: string;
+  readonly valueOfTime?: string;
   readonly pairwiseInterference?: string;
   readonly parallel?: string;
   readonly capDollarsPerHour?: string;
@@ -62,8 +69,16 @@ interface RawSimulateOptions {
   readonly config?: string;
   readonly pollSeconds?: string;
   readonly latencyConfig?: string;
+  readonly coStart?: string;
+  readonly placeBetweenRounds?: string;
+  readonly bind?: string;
+  readonly admitBy?: string;
+  readonly spot?: string;
+  readonly checkpointMinutes?: string;
+  readonly spotBursts?: string;
 }
 
+const onOff = z.enum(['on', 'off']);
 const rate = z.number().gt(0, 'must be > 0').max(1, 'must be ≤ 1');
 
 /** `--runtime`: the simulator's event engine, or the real controller on a virtual clock (src/sim/controller-runtime/). */
@@ -79,6 +94,27 @@ const optionsSchema = z.object({
   evaPrices: z.enum(['standalone', 'packed']).optional(),
   evaPackingEfficiency: numberText(rate).optional(),
   evaPaybackMargin: numberText(z.number().min(1, 'must be ≥ 1').max(1000, 'must be ≤ 1000')).optional(),
+  valueOfTime: z
+    .string()
+    .transform((text) => text.split(','))
+    .pipe(
+      z
+        .array(
+          numberText(
+            z
+              .number()
+              .min(0, 'must be ≥ 0 ($ per job-hour)')
+              .max(
+                MAX_VALUE_OF_TIME_PER_JOB_HOUR,
+                `must be ≤ ${MAX_VALUE_OF_TIME_PER_JOB_HOUR} ($ per job-hour)`,
+              ),
+          ),
+        )
+        .min(1)
+        .max(16, 'at most 16 values in one sweep')
+        .refine((values) => new Set(values).size === values.length, 'values must differ'),
+    )
+    .optional(),
   pairwiseInterference: numberText(rate).optional(),
   parallel: numberText(positiveInteger).optional(),
   capDollarsPerHour: numberText(z.number().positive('must be > 0')).optional(),
@@ -91,6 +127,13 @@ const optionsSchema = z.object({
   config: z.string().min(1).optional(),
   pollSeconds: numberText(z.number().positive('must be > 0')).optional(),
   latencyConfig: z.string().min(1).optional(),
+  coStart: onOff.optional(),
+  placeBetweenRounds: onOff.optional(),
+  bind: onOff.optional(),
+  admitBy: z.enum(ADMIT_BY).optional(),
+  spot: z.enum(['off', 'on'], { message: 'must be off or on' }).optional(),
+  checkpointMinutes: numberText(z.number().min(0, 'must be ≥ 0 (0: jobs never checkpoint)')).optional(),
+  spotBursts: numberText(z.number().min(0, 'must be ≥ 0')).optional(),
 });
 
 /**
@@ -199,6 +242,16 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
             ...(quotas.length > 0 ? { quotas } : {}),
           },
           predict: o.predict ?? true,
+          ...(o.admitBy !== undefined ? { admitBy: o.admitBy } : {}),
+        };
+  // Murmuration's parts (digest §7.5 arms): each off unless asked for; naming any (on or off) reports the starts.
+  const starts =
+    o.coStart === undefined && o.placeBetweenRounds === undefined && o.bind === undefined
+      ? undefined
+      : {
+          coStart: o.coStart === 'on',
+          placeBetweenRounds: o.placeBetweenRounds === 'on',
+          bind: o.bind === 'on',
         };
   const runtime = o.runtime ?? 'engine';
   const network = o.latencyConfig === undefined ? undefined : readLatencyConfigFile(o.latencyConfig);
@@ -206,8 +259,26 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     throw new ValidationError('--runtime', [
       'the simulated network (--latency-sensitive, --latency-config) runs in the engine runtime only: with --runtime controller, round trips reach the controller from its workers',
     ]);
-  const requests: RunRequest[] = o.schedulers.map((scheduler) => ({
+  const spotOn = o.spot === 'on';
+  if (!spotOn && o.spotBursts !== undefined)
+    throw new ValidationError('--spot-bursts', ['needs --spot on (bursts reclaim spot instances)']);
+  if (spotOn && runtime === 'controller')
+    throw new ValidationError('--spot', ['spot interruptions are simulated in the engine runtime only']);
+  // A value-of-time sweep (several values) runs each Eva scheduler once per value, named by it; baselines run once.
+  const sweep = (o.valueOfTime?.length ?? 0) > 1;
+  const runs = o.schedulers.flatMap((scheduler) =>
+    scheduler.startsWith('eva')
+      ? (o.valueOfTime ?? [undefined]).map((value) => ({
+          scheduler,
+          value,
+          label: sweep ? valueOfTimeLabel(scheduler, value as number) : undefined,
+        }))
+      : [{ scheduler, value: undefined, label: undefined }],
+  );
+  const requests: RunRequest[] = runs.map(({ scheduler, value, label }) => ({
     scheduler,
+    label,
+    evaValueOfTime: value ?? config?.scheduler.valueOfTimePerJobHour,
     runtime,
     trace: traceSpec,
     catalogPath: o.catalog,
@@ -219,8 +290,11 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     evaPaybackMargin: o.evaPaybackMargin ?? config?.scheduler.paybackMargin,
     pairwiseInterference: o.pairwiseInterference,
     queue,
+    ...(starts === undefined ? {} : { starts }),
     pollSeconds: o.pollSeconds,
     network,
+    ...(spotOn ? { spot: { burstsPerPoolPerMonth: o.spotBursts } } : {}),
+    checkpointMinutes: o.checkpointMinutes,
     // The controller runs the config as its own settings, with the caps and queue the flags laid over it.
     controllerSettings:
       config === undefined || runtime !== 'controller'
@@ -233,7 +307,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
           },
   }));
   const parallel = o.parallel ?? defaultParallelism(requests.length);
-  const progress = progressDisplay(o.schedulers);
+  const progress = progressDisplay(runs.map((r) => r.label ?? r.scheduler));
   let raws: RunResult[];
   try {
     raws = await runInWorkers(requests, parallel, progress);
@@ -255,6 +329,9 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
       evaPrices: o.evaPrices ?? 'packed',
       evaPackingEfficiency: o.evaPackingEfficiency ?? DEFAULT_PACKING_EFFICIENCY,
       evaPaybackMargin: o.evaPaybackMargin ?? DEFAULT_PAYBACK_MARGIN,
+      valueOfTimePerJobHour: (
+        o.valueOfTime ?? [config?.scheduler.valueOfTimePerJobHour ?? DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR]
+      ).join(', '),
       groundTruth:
         o.pairwiseInterference !== undefined
           ? `pairwise co-location throughput ${o.pairwiseInterference}`
@@ -281,13 +358,26 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
               )
               .join(' '),
       predictions: queue === undefined ? 'off (no queue)' : (queue.predict ?? false),
+      coStart: o.coStart ?? 'off',
+      placeBetweenRounds: o.placeBetweenRounds ?? 'off',
+      bind: o.bind ?? 'off',
+      admitBy: o.admitBy ?? 'standalone',
       latencyConfig: o.latencyConfig ?? 'default network (3 zones, digest §10.2 round trips, no episodes)',
+      spot: spotOn
+        ? `on (${catalog.spot?.source === undefined ? 'no spot prices in the catalog' : `catalog spot snapshot ${catalog.spot.snapshotDate}`}; bursts per pool per month ${o.spotBursts ?? 0})`
+        : 'off (on demand only)',
+      checkpointMinutes: o.checkpointMinutes ?? "the trace's, else 30",
     };
     // The trace's lower bounds, for the report's summary and cost chart (an LP per job event: ~2 s on Alibaba).
     const bounds = costBounds(await loadIlpSolver(), catalog, trace.jobs);
     const paths = await writeReport(o.out, results, settings, bounds);
     process.stderr.write(`report written: ${paths.join(', ')}\n`);
   }
+}
+
+/** A sweep run's name: the scheduler and its value of time, e.g. `eva@vot=2`. */
+export function valueOfTimeLabel(scheduler: string, value: number): string {
+  return `${scheduler}@vot=${value}`;
 }
 
 /** `fleetwise simulate`: run schedulers on a trace in parallel worker threads and compare them. */
@@ -317,6 +407,10 @@ export function registerSimulate(program: Command): Command {
     .option(
       '--eva-payback-margin <k>',
       `Eva moves jobs only when the saving over the horizon is ≥ k × the migration cost (Eva eq. 1: 1; default ${DEFAULT_PAYBACK_MARGIN})`,
+    )
+    .option(
+      '--value-of-time <dollars>',
+      `Eva: what an hour of a job's completion time is worth, $ (default ${DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR}); a list a,b,c runs Eva once per value and draws cost against mean JCT`,
     )
     .option('--pairwise-interference <x>', 'ground truth: every co-located pair runs at rate x (Eva §6.4)')
     .option('--parallel <n>', 'runs at once (default: min(#schedulers, available cores))')
@@ -350,6 +444,28 @@ export function registerSimulate(program: Command): Command {
     .option(
       '--latency-config <file>',
       'simulated network (YAML/JSON): zones, round trip per latency domain, noise, congestion episodes (see README)',
+    )
+    .option('--co-start <on|off>', "start a multi-task job's tasks so they are ready together (default off)")
+    .option(
+      '--place-between-rounds <on|off>',
+      'place waiting jobs on paid capacity at arrivals and completions instead of at the next round (default off)',
+    )
+    .option('--bind <on|off>', 'placement between rounds may bind to instances still coming up (default off)')
+    .option(
+      '--admit-by <how>',
+      `queue layer: size jobs against a $ cap by ${ADMIT_BY.join('|')} (plan-cost: scaled by what the packed fleet really costs; default standalone)`,
+    )
+    .option(
+      '--spot <off|on>',
+      "spot capacity (default off): on opens the catalog's spot market (eva buys spot where its expected cost pays; karpenter-spot and skypilot-spot always) and reclaims spot instances at the catalog's interruption rates, with a 2-minute notice",
+    )
+    .option(
+      '--checkpoint-minutes <m>',
+      "every job checkpoints on its own this often (0: never); default the trace's, else 30 (what a reclaimed instance loses)",
+    )
+    .option(
+      '--spot-bursts <n>',
+      'with --spot on: bursts per spot pool per 30 days that reclaim all of its instances at once (default 0)',
     )
     .option(
       '--no-predict',

@@ -66,3 +66,40 @@ export function awsHttpStatus(error: unknown): number | undefined {
   const meta = (error as { $metadata?: { httpStatusCode?: unknown } }).$metadata;
   return typeof meta?.httpStatusCode === 'number' ? meta.httpStatusCode : undefined;
 }
+
+/**
+ * Timeouts for an AWS client's HTTP handler. Without them the SDK waits forever on an endpoint that accepts a
+ * connection and never answers, and so does whoever awaits the call (a controller's round, a worker's upload); with
+ * them a stuck call fails and the SDK's retries (exponential backoff with jitter) take over.
+ */
+export interface ClientTimeouts {
+  /** Establishing the TCP connection. */
+  readonly connectTimeoutMs: number;
+  /** From sending a request to its response headers. */
+  readonly requestTimeoutMs: number;
+  /** A connection without a byte in either direction for this long fails, mid-body too. */
+  readonly idleTimeoutMs: number;
+}
+
+/** For the control-plane APIs (EC2, Pricing, SQS): their answers are small, 30 s is far beyond a healthy call. */
+export const DEFAULT_API_TIMEOUTS: ClientTimeouts = {
+  connectTimeoutMs: 5_000,
+  requestTimeoutMs: 30_000,
+  idleTimeoutMs: 30_000,
+};
+
+/** The `requestHandler` options of an SDK client that enforce these timeouts. */
+export function timeoutHandlerOptions(timeouts: ClientTimeouts): {
+  connectionTimeout: number;
+  requestTimeout: number;
+  throwOnRequestTimeout: true;
+  socketTimeout: number;
+} {
+  return {
+    connectionTimeout: timeouts.connectTimeoutMs,
+    requestTimeout: timeouts.requestTimeoutMs,
+    // Without it a request timeout is only a logged warning and the call goes on waiting.
+    throwOnRequestTimeout: true,
+    socketTimeout: timeouts.idleTimeoutMs,
+  };
+}

@@ -22,7 +22,13 @@ import {
   type TerminateInstancesCommandInput,
   type TerminateInstancesCommandOutput,
 } from '@aws-sdk/client-ec2';
-import { commonClientConfig, type AwsClientOptions } from './client-config.js';
+import {
+  commonClientConfig,
+  DEFAULT_API_TIMEOUTS,
+  timeoutHandlerOptions,
+  type AwsClientOptions,
+  type ClientTimeouts,
+} from './client-config.js';
 
 /**
  * The EC2 calls fleetwise makes, one method each: a thin wrapper over the SDK client's send. It is the seam where
@@ -43,12 +49,18 @@ export interface Ec2Api {
   deletePlacementGroup(input: DeletePlacementGroupCommandInput): Promise<DeletePlacementGroupCommandOutput>;
 }
 
-/** An EC2 client from the SDK's standard configuration, honouring AWS_ENDPOINT_URL_EC2 / AWS_ENDPOINT_URL. */
+/**
+ * An EC2 client from the SDK's standard configuration, honouring AWS_ENDPOINT_URL_EC2 / AWS_ENDPOINT_URL, with
+ * timeouts (DEFAULT_API_TIMEOUTS unless overridden) so a hung endpoint cannot hold a round.
+ */
 export function createEc2Client(
-  options: AwsClientOptions = {},
+  options: AwsClientOptions & { readonly timeouts?: Partial<ClientTimeouts> } = {},
   env: NodeJS.ProcessEnv = process.env,
 ): EC2Client {
-  return new EC2Client(commonClientConfig('EC2', options, env));
+  return new EC2Client({
+    ...commonClientConfig('EC2', options, env),
+    requestHandler: timeoutHandlerOptions({ ...DEFAULT_API_TIMEOUTS, ...options.timeouts }),
+  });
 }
 
 export function ec2ApiFromClient(client: EC2Client): Ec2Api {

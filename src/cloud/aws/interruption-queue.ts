@@ -4,7 +4,13 @@ import {
   type InterruptionEventSource,
   type ReceivedInterruption,
 } from '../interruption-events.js';
-import { awsErrorCode, commonClientConfig, type AwsClientOptions } from './client-config.js';
+import {
+  awsErrorCode,
+  commonClientConfig,
+  DEFAULT_API_TIMEOUTS,
+  timeoutHandlerOptions,
+  type AwsClientOptions,
+} from './client-config.js';
 import { CloudProviderError } from '../provider.js';
 
 /**
@@ -19,7 +25,15 @@ export interface SqsInterruptionQueueOptions extends AwsClientOptions {
 }
 
 export function createSqsClient(options: AwsClientOptions, env: NodeJS.ProcessEnv = process.env): SQSClient {
-  return new SQSClient(commonClientConfig('SQS', options, env));
+  // A long poll holds the request up to 20 s (SQS's maximum), so the request timeout sits above it.
+  return new SQSClient({
+    ...commonClientConfig('SQS', options, env),
+    requestHandler: timeoutHandlerOptions({
+      ...DEFAULT_API_TIMEOUTS,
+      requestTimeoutMs: 40_000,
+      idleTimeoutMs: 40_000,
+    }),
+  });
 }
 
 export class SqsInterruptionQueue implements InterruptionEventSource {

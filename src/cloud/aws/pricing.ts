@@ -8,7 +8,12 @@ import { z } from 'zod';
 import type { Catalog, InstanceType, LaunchDelays } from '../../core/catalog.js';
 import type { Resources } from '../../core/resources.js';
 import { describeIssues, ValidationError } from '../../core/validation.js';
-import { commonClientConfig, type AwsClientOptions } from './client-config.js';
+import {
+  commonClientConfig,
+  DEFAULT_API_TIMEOUTS,
+  timeoutHandlerOptions,
+  type AwsClientOptions,
+} from './client-config.js';
 import type { Ec2Api } from './ec2-api.js';
 
 /**
@@ -36,7 +41,10 @@ export function createPricingClient(
   options: AwsClientOptions = {},
   env: NodeJS.ProcessEnv = process.env,
 ): PricingClient {
-  return new PricingClient(commonClientConfig('PRICING', { region: PRICING_API_REGION, ...options }, env));
+  return new PricingClient({
+    ...commonClientConfig('PRICING', { region: PRICING_API_REGION, ...options }, env),
+    requestHandler: timeoutHandlerOptions(DEFAULT_API_TIMEOUTS),
+  });
 }
 
 export function pricingApiFromClient(client: PricingClient): PricingApi {

@@ -1,9 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { z } from 'zod';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Catalog } from '../../core/catalog.js';
-import { ValidationError } from '../../core/validation.js';
 import {
   CloudProviderError,
   parseLaunchRequest,
@@ -18,11 +16,15 @@ import {
   type LaunchResult,
   type ListOptions,
 } from '../provider.js';
+import { LocalInstanceFile, type LocalInstance } from './instance-file.js';
+
+export type { LocalInstance } from './instance-file.js';
 
 /**
  * The local provider (local mode): an "instance" is a worker process on this machine, started by
  * a WorkerSpawner with a catalog type's capacity (scaled down to the host, see host-capacity.ts). Launch, terminate and
- * list keep EC2's tag semantics (cluster tag, launch-token idempotency) in a JSON file under the state directory, so a
+ * list keep EC2's tag semantics (cluster tag, launch-token idempotency) in a file under the state directory
+ * (instance-file.ts: a snapshot and an append-only journal), so a
  * restarted controller finds its instances (and their still-running workers) again. The record is written before the
  * worker is spawned: a crash in between leaves an instance whose worker never registers, which the controller's
  * registration timeout replaces, never a second instance for the same token.
@@ -34,18 +36,6 @@ import {
 /** The one zone of local instances. */
 export const LOCAL_ZONE = 'local';
 
-export interface LocalInstance {
-  readonly instanceId: string;
-  readonly typeName: string;
-  readonly state: 'running' | 'terminated';
-  readonly tags: Readonly<Record<string, string>>;
-  readonly launchTimeMs: number;
-  readonly terminatedAtMs?: number | undefined;
-  /** Working directory of the instance's worker (executor state, task directories, its log). */
-  readonly dir: string;
-  readonly pid?: number | undefined;
-}
-
 /** Starts and stops the worker process of a local instance. */
 export interface WorkerSpawner {
   /** Start the worker; returns its pid. */
@@ -53,18 +43,6 @@ export interface WorkerSpawner {
   /** Stop the worker and every task it started (the instance is gone). Idempotent. */
   kill(instance: LocalInstance): Promise<void>;
 }
-
-const instanceSchema = z.object({
-  instanceId: z.string(),
-  typeName: z.string(),
-  state: z.enum(['running', 'terminated']),
-  tags: z.record(z.string(), z.string()),
-  launchTimeMs: z.number(),
-  terminatedAtMs: z.number().optional(),
-  dir: z.string(),
-  pid: z.number().int().optional(),
-});
-const fileSchema = z.object({ version: z.literal(1), instances: z.array(instanceSchema) });
 
 export interface LocalProviderOptions {
   /** The JSON file holding the instances (created on first launch). */
@@ -78,40 +56,15 @@ export interface LocalProviderOptions {
 
 export class LocalProvider implements CloudProvider {
   private readonly nowMs: () => number;
+  private readonly file: LocalInstanceFile;
 
   constructor(private readonly options: LocalProviderOptions) {
     this.nowMs = options.nowMs ?? Date.now;
+    this.file = new LocalInstanceFile(options.stateFile);
   }
 
   private load(): LocalInstance[] {
-    let text: string;
-    try {
-      text = readFileSync(this.options.stateFile, 'utf8');
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw e;
-    }
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch (e) {
-      throw new ValidationError(this.options.stateFile, [`not valid JSON: ${(e as Error).message}`]);
-    }
-    const parsed = fileSchema.safeParse(value);
-    if (!parsed.success)
-      throw new ValidationError(
-        this.options.stateFile,
-        parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`),
-      );
-    return parsed.data.instances;
-  }
-
-  /** Write atomically (temporary file + rename): a crash leaves the old file or the new one. */
-  private save(instances: readonly LocalInstance[]): void {
-    mkdirSync(dirname(this.options.stateFile), { recursive: true });
-    const temp = `${this.options.stateFile}.${process.pid}.tmp`;
-    writeFileSync(temp, `${JSON.stringify({ version: 1, instances }, null, 2)}\n`, { mode: 0o600 });
-    renameSync(temp, this.options.stateFile);
+    return this.file.all();
   }
 
   // async for the same reason as list(): state-file and spawn errors reject instead of throwing synchronously.
@@ -149,10 +102,9 @@ export class LocalProvider implements CloudProvider {
       dir: join(this.options.instancesDir, instanceId),
     };
     mkdirSync(record.dir, { recursive: true });
-    this.save([...instances, record]);
+    this.file.write([record]);
     const pid = this.options.spawner.spawn(record);
-    if (pid !== undefined)
-      this.save(this.load().map((i) => (i.instanceId === instanceId ? { ...i, pid } : i)));
+    if (pid !== undefined) this.file.write([{ ...record, pid }]);
     return Promise.resolve({
       instanceIds: [instanceId],
       availabilityZone: LOCAL_ZONE,
@@ -165,17 +117,13 @@ export class LocalProvider implements CloudProvider {
     const wanted = new Set(instanceIds);
     const instances = this.load();
     const now = this.nowMs();
-    const gone: LocalInstance[] = [];
-    const next = instances.map((i) => {
-      if (!wanted.has(i.instanceId)) return i;
-      const closed =
-        i.state === 'terminated' ? i : { ...i, state: 'terminated' as const, terminatedAtMs: now };
-      gone.push(closed);
-      return closed;
-    });
+    const gone = instances.filter((i) => wanted.has(i.instanceId));
+    const closed = gone
+      .filter((i) => i.state !== 'terminated')
+      .map((i) => ({ ...i, state: 'terminated' as const, terminatedAtMs: now }));
     // Recorded first: a crash mid-kill leaves a terminated record, and a retried terminate kills again (idempotent),
     // so an instance recorded terminated already is killed too: its worker and tasks may have outlived the crash.
-    this.save(next);
+    this.file.write(closed);
     for (const inst of gone) await this.options.spawner.kill(inst);
   }
 

@@ -218,6 +218,7 @@ function resolve(raw: RawJobSpec): JobSpec {
       ? {}
       : { expectedDurationSeconds: raw.expectedDurationSeconds }),
     ...(raw.noMoveSeconds === undefined ? {} : { noMoveSeconds: raw.noMoveSeconds }),
+    ...(raw.valueOfTimePerJobHour === undefined ? {} : { valueOfTimePerJobHour: raw.valueOfTimePerJobHour }),
     ...(raw.workload === undefined ? {} : { workload: raw.workload }),
     queue: raw.queue,
     ...(raw.success === undefined ? {} : { success: raw.success }),
@@ -233,6 +234,7 @@ function resolve(raw: RawJobSpec): JobSpec {
             root: raw.network.root === undefined ? undefined : rootTaskName(raw, raw.network.root),
           }),
         }),
+    ...(raw.spot === undefined ? {} : { spot: raw.spot }),
   };
 }
 

@@ -1,8 +1,10 @@
 import { z } from 'zod';
 import { durationSecondsSchema } from '../../core/duration.js';
+import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../../core/model.js';
 import { ANY_FAMILY, type FamilyDemand, type Resources } from '../../core/resources.js';
 import { successSpecSchema } from '../../queue/success.js';
 import { networkDeclarationSchema } from '../../core/network-schema.js';
+import { SPOT_PREFERENCES } from '../../core/spot.js';
 import {
   CHECKPOINT_SIGNALS,
   DEFAULT_CHECKPOINT_TIMEOUT_SECONDS,
@@ -375,6 +377,15 @@ export const jobSpecSchema = z.strictObject({
   noMoveSeconds: durationSecondsSchema(nonNegativeDuration())
     .describe('Do not move the job during this many seconds after it starts running')
     .optional(),
+  valueOfTimePerJobHour: z
+    .number()
+    .finite()
+    .min(0, 'must be ≥ 0 ($ per hour of completion time)')
+    .max(MAX_VALUE_OF_TIME_PER_JOB_HOUR, `must be ≤ ${MAX_VALUE_OF_TIME_PER_JOB_HOUR} ($ per hour)`)
+    .describe(
+      "What an hour of this job's completion time is worth, in $ (default: the controller's scheduler.valueOfTimePerJobHour)",
+    )
+    .optional(),
   workload: workloadSchema.optional(),
   queue: queueSchema.default({}),
   success: successSpecSchema
@@ -394,6 +405,13 @@ export const jobSpecSchema = z.strictObject({
     .optional(),
   retryStrategy: retryStrategySchema.optional(),
   network: networkDeclarationSchema.optional(),
+  spot: z
+    .enum(SPOT_PREFERENCES, { message: `must be one of ${SPOT_PREFERENCES.join(', ')}` })
+    .describe(
+      'Spot capacity: never; allowed (default) when cheaper at its expected cost, interruption risk included; ' +
+        'preferred whenever offered',
+    )
+    .optional(),
 });
 
 export type RawJobSpec = z.output<typeof jobSpecSchema>;

@@ -3,6 +3,7 @@ import type { FamilyDemand } from '../../core/resources.js';
 import type { SuccessSpec } from '../../queue/success.js';
 import { MAX_DURATION_SECONDS } from '../../core/duration.js';
 import type { NetworkDeclaration } from '../../core/network.js';
+import type { SpotPreference } from '../../core/spot.js';
 
 /**
  * The job spec users submit (YAML or JSON). A job is one or more task templates, each run as `replicas` identical
@@ -128,6 +129,8 @@ export interface JobSpec {
   readonly expectedDurationSeconds?: number | undefined;
   /** Do not move the job during this many seconds after it starts running (Karpenter's `do-not-disrupt: 30m`). */
   readonly noMoveSeconds?: number | undefined;
+  /** What an hour of the job's completion time is worth, $ (the scheduler weighs it against dollars). */
+  readonly valueOfTimePerJobHour?: number | undefined;
   /** The job-level co-location identity as written, if any (each template holds its resolved key). */
   readonly workload?: string | undefined;
   readonly queue: QueueSection;
@@ -149,4 +152,6 @@ export interface JobSpec {
    * traffic. Absent: latency-insensitive, no traffic.
    */
   readonly network?: NetworkDeclaration | undefined;
+  /** Spot capacity: never, allowed (absent: the default) when cheaper at its expected cost, or preferred. */
+  readonly spot?: SpotPreference | undefined;
 }

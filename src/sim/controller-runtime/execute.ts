@@ -45,7 +45,7 @@ export async function executeControllerRun(
       ? { onProgress: (p) => onProgress(p.totalJobs > 0 ? p.finishedJobs / p.totalJobs : 1) }
       : {}),
   });
-  return { ...result, summary: { ...result.summary, scheduler: request.scheduler } };
+  return { ...result, summary: { ...result.summary, scheduler: request.label ?? request.scheduler } };
 }
 
 /**

@@ -103,8 +103,9 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
           kind: 'terminate-issued',
           instanceId: inst.instanceId,
         }),
-      billingStarted: (inst) => meter.startBilling(inst.type),
-      billingStopped: (inst, seconds) => meter.stopBilling(inst.type, seconds),
+      // The simulated cloud of the controller runtime launches on demand only.
+      billingStarted: (inst) => meter.startBilling(inst.type, inst.type.costPerHour),
+      billingStopped: (inst, seconds) => meter.stopBilling(inst.type, inst.type.costPerHour, seconds, false),
       registered: () => (reported = true),
     },
   });

@@ -5,9 +5,11 @@ import type { ReportChart } from './chart-kit.js';
 import { jctChart } from './jct-chart.js';
 import { costChart, instancesChart, migrationsChart } from './over-time-charts.js';
 import { appPerformanceChart } from './app-performance-chart.js';
+import { frontierChart } from './frontier-chart.js';
 
 /**
- * The report's charts (cumulative cost, running instances, resource allocation, JCT distribution, migrations, and
+ * The report's charts (cumulative cost, running instances, resource allocation, JCT distribution, cost against mean JCT,
+ * migrations, and
  * with latency-sensitive jobs their application performance); each scheduler has the same colour in all of them,
  * and in every report.
  */
@@ -18,6 +20,7 @@ export function reportCharts(results: readonly RunResult[], bounds?: ReportBound
     instancesChart(results),
     allocationChart(results),
     jctChart(results),
+    frontierChart(results),
     migrationsChart(results),
     ...(performance === undefined ? [] : [performance]),
   ];

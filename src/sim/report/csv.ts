@@ -1,5 +1,12 @@
 import type { RunResult } from '../../world/run-result.js';
-import { NETWORK_FIELDS, QUEUE_FIELDS, runRecord, SUMMARY_FIELDS } from './normalize.js';
+import {
+  NETWORK_FIELDS,
+  QUEUE_FIELDS,
+  runRecord,
+  SPOT_FIELDS,
+  START_FIELDS,
+  SUMMARY_FIELDS,
+} from './normalize.js';
 
 /** RFC 4180 quoting: only when the value contains a comma, quote or line break. */
 function csvCell(value: string | number | null): string {
@@ -10,13 +17,15 @@ function csvCell(value: string | number | null): string {
 
 /**
  * runs.csv: a header with the run records' field names (RunSummary's, then the queue metrics when any run had a
- * queue, then the network metrics when any run reports them), then one row per scheduler; null or absent → empty cell.
+ * queue, then the network metrics when any run reports them, then the spot metrics with spot on), then one row per scheduler; null or absent → empty cell.
  */
 export function runsCsv(results: readonly RunResult[]): string {
   const fields = [
     ...SUMMARY_FIELDS,
     ...(results.some((r) => r.queue !== undefined) ? QUEUE_FIELDS : []),
     ...(results.some((r) => r.network !== undefined) ? NETWORK_FIELDS : []),
+    ...(results.some((r) => r.starts !== undefined) ? START_FIELDS : []),
+    ...(results.some((r) => r.spot !== undefined) ? SPOT_FIELDS : []),
   ];
   const lines = [fields.join(',')];
   for (const r of results) {

@@ -173,11 +173,64 @@ export const QUEUE_COLUMNS: readonly SummaryColumn[] = [
   },
 ];
 
-/** The columns for a set of runs: the summary's, plus the queue metrics' when some run had a queue. */
+/** Columns of how multi-task jobs started (co-start, placement between rounds), shown when some run reports them. */
+export const START_COLUMNS: readonly SummaryColumn[] = [
+  {
+    header: 'start skew s',
+    description:
+      'Mean over starts of multi-task jobs of the latest minus the earliest task ready time, in seconds.',
+    numeric: true,
+    cell: (r) => orDash(one)(r.starts?.startSkewSecondsMean),
+  },
+  {
+    header: 'barrier-idle $',
+    description:
+      "Σ over multi-task starts and tasks of (job start − task ready) × the task's share of its instance's $/h: paid capacity idling at the barrier.",
+    numeric: true,
+    cell: (r) => orDash(one)(r.starts?.barrierIdleCost),
+  },
+  {
+    header: 'wait to place s',
+    description: 'Mean seconds from a job’s arrival to its first placement (a plan’s or one between rounds).',
+    numeric: true,
+    cell: (r) => orDash(one)(r.starts?.waitToPlaceSecondsMean),
+  },
+];
+
+/** Columns of the spot metrics, shown when some run simulated spot interruptions. */
+export const SPOT_COLUMNS: readonly SummaryColumn[] = [
+  {
+    header: 'interrupt.',
+    description: 'Spot instances reclaimed by the simulated spot market (each reclaim counted once).',
+    numeric: true,
+    cell: (r) => orDash(integer)(r.spot?.interruptions),
+  },
+  {
+    header: 'lost work h',
+    description:
+      'Work lost to reclaimed spot instances: progress past the last checkpoint, in job-hours at full throughput.',
+    numeric: true,
+    cell: (r) => orDash(three)(r.spot?.lostWorkHours),
+  },
+  {
+    header: 'spot share',
+    description: 'Share of the billed instance-hours bought on spot.',
+    numeric: true,
+    cell: (r) => orDash(three)(r.spot?.spotShare),
+  },
+];
+
+/**
+ * The columns for a set of runs: the summary's, plus the queue metrics' when some run had a queue, the starts' likewise, the spot
+ * metrics' when some run simulated spot.
+ */
 export function summaryColumns(results: readonly RunResult[]): readonly SummaryColumn[] {
-  return results.some((r) => r.queue !== undefined)
-    ? [...SUMMARY_COLUMNS, ...QUEUE_COLUMNS]
-    : SUMMARY_COLUMNS;
+  return [
+    ...SUMMARY_COLUMNS,
+    ...(results.some((r) => r.queue !== undefined) ? QUEUE_COLUMNS : []),
+    ...(results.some((r) => r.starts !== undefined) ? START_COLUMNS : []),
+    ...(results.some((r) => r.spot !== undefined) ? SPOT_COLUMNS : []),
+  ];
 }
 
 /** The summary as a plain-text table for the terminal (what `simulate` prints without --json). */

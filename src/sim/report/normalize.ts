@@ -1,4 +1,11 @@
-import type { NetworkRunMetrics, QueueRunMetrics, RunResult, RunSummary } from '../../world/run-result.js';
+import type {
+  NetworkRunMetrics,
+  QueueRunMetrics,
+  StartRunMetrics,
+  RunResult,
+  RunSummary,
+  SpotRunMetrics,
+} from '../../world/run-result.js';
 
 /** The baseline that costs are normalized to (Eva §6: costs relative to No-Packing). */
 export const BASELINE_SCHEDULER = 'no-packing';
@@ -73,16 +80,36 @@ export const NETWORK_FIELDS = [
   'latencyMovesPerJob',
 ] as const satisfies readonly (keyof NetworkRunMetrics)[];
 
+/** How multi-task jobs started, appended when the run reports it, in this order. */
+export const START_FIELDS = [
+  'startSkewSecondsMean',
+  'barrierIdleCost',
+  'waitToPlaceSecondsMean',
+  'placedBetweenRounds',
+] as const satisfies readonly (keyof StartRunMetrics)[];
+
+/** The spot metrics, appended when the run simulated spot interruptions (`--spot on`), in this order. */
+export const SPOT_FIELDS = [
+  'interruptions',
+  'lostWorkHours',
+  'spotShare',
+] as const satisfies readonly (keyof SpotRunMetrics)[];
+
 /**
  * One run as `simulate --json`, report.json and runs.csv show it: SUMMARY_FIELDS, then QUEUE_FIELDS if queued, then
- * NETWORK_FIELDS if the run reports the network.
+ * NETWORK_FIELDS if the run reports the network, then START_FIELDS if it reports starts, then SPOT_FIELDS with spot on.
  */
-export type RunRecord = RunSummary & Partial<QueueRunMetrics> & Partial<NetworkRunMetrics>;
+export type RunRecord = RunSummary &
+  Partial<QueueRunMetrics> &
+  Partial<NetworkRunMetrics> &
+  Partial<StartRunMetrics> &
+  Partial<SpotRunMetrics>;
 
 export function runRecord(r: RunResult): RunRecord {
   const summary = orderedSummary(r.summary);
   const q = r.queue;
   const n = r.network;
+  const s = r.starts;
   return {
     ...summary,
     ...(q === undefined
@@ -105,5 +132,24 @@ export function runRecord(r: RunResult): RunRecord {
           latencySensitiveMigrationsPerJob: n.latencySensitiveMigrationsPerJob,
           latencyMovesPerJob: n.latencyMovesPerJob,
         }),
+    ...(s === undefined
+      ? {}
+      : {
+          startSkewSecondsMean: s.startSkewSecondsMean,
+          barrierIdleCost: s.barrierIdleCost,
+          waitToPlaceSecondsMean: s.waitToPlaceSecondsMean,
+          placedBetweenRounds: s.placedBetweenRounds,
+        }),
+    ...(r.spot === undefined
+      ? {}
+      : {
+          interruptions: r.spot.interruptions,
+          lostWorkHours: r.spot.lostWorkHours,
+          spotShare: r.spot.spotShare,
+        }),
+    // Last, and only in a value-of-time sweep or when one was set: which value the run had.
+    ...(r.summary.valueOfTimePerJobHour === undefined
+      ? {}
+      : { valueOfTimePerJobHour: r.summary.valueOfTimePerJobHour }),
   };
 }

@@ -24,6 +24,9 @@ export class Launches {
     const launched: string[] = [];
     let deferred = 0;
     const backoff = launchBackoff(this.ctx);
+    // The fleet in transit, read once per pass and kept up to date with this pass's launches: only this pass launches,
+    // and reading every live instance again for each launch made a pass over n launches O(n²).
+    let inTransit: InstanceType[] | undefined;
     for (let intent of this.ctx.store.listIntents({ states: ['pending'], kind: 'launch' })) {
       // Each capacity fallback records a new intent for a new instance; follow the chain within this pass.
       for (;;) {
@@ -37,12 +40,17 @@ export class Launches {
           deferred += 1;
           break;
         }
-        if (this.launchWait(intent.payload.typeName) !== undefined) {
+        inTransit ??= this.fleetInTransit();
+        if (this.launchWait(intent.payload.typeName, inTransit) !== undefined) {
           deferred += 1; // the fleet in transit must shrink first (round/gates.ts `launchGate`)
           break;
         }
         const outcome = await this.launchOne(intent);
-        if (outcome.kind === 'launched') launched.push(outcome.instanceId);
+        if (outcome.kind === 'launched') {
+          launched.push(outcome.instanceId);
+          const type = this.ctx.typeOf(intent.payload.typeName);
+          if (type !== undefined) inTransit.push(type);
+        }
         if (outcome.kind !== 'fallback') break;
         intent = outcome.next;
       }
@@ -122,9 +130,10 @@ export class Launches {
           data: { asked: 'spot', obtained: result.market ?? 'on-demand', why: result.marketFallback },
         });
       this.ctx.store.completeIntent(intent.id);
+      // In the same commit: one sync of the store per launch, not two.
+      this.ctx.store.deleteValue(refusedKey(inst.id));
     });
     this.launchRetry.delete(intent.id);
-    this.ctx.store.deleteValue(refusedKey(inst.id));
     this.ctx.log.info(`launched ${inst.typeName} for ${inst.id}`, { cloudId, reused: result.reusedExisting });
     return { kind: 'launched', instanceId: inst.id };
   }
@@ -171,12 +180,13 @@ export class Launches {
     const tasks = this.plannedTasksOf(inst.id);
     const demands = tasks.map((t) => this.ctx.demandOf(t));
     const refused = new Set([inst.typeName, ...this.refusedTypesOf(inst.id)]);
+    const inTransit = this.fleetInTransit();
     const replacement = chooseReplacementType({
       typesByCost: this.ctx.book.byCostAscending,
       demands,
       refused,
       capacityConstrained: (typeName) => this.ctx.deps.provider?.isCapacityConstrained?.(typeName) === true,
-      launchGate: (type) => this.launchWait(type.name),
+      launchGate: (type) => this.launchWait(type.name, inTransit),
     });
     const reason = `${error.message}`;
     if (replacement === undefined) {
@@ -242,18 +252,24 @@ export class Launches {
    * The launch gate for one more instance of `typeName`: every instance launched and not yet terminated counts
    * against the caps until it is gone (round/gates.ts `launchGate`, as in the simulated world).
    */
-  private launchWait(typeName: string): GateWait {
+  private launchWait(typeName: string, inTransit: readonly InstanceType[]): GateWait {
     const caps = this.ctx.settings.caps;
-    if (!hasAnyCap(caps)) return undefined; // nothing to keep: no need to read the fleet
+    if (!hasAnyCap(caps)) return undefined;
     const type = this.ctx.typeOf(typeName);
     if (type === undefined) return undefined; // the provider refuses an unknown type itself
+    return launchGate(type, inTransit, caps);
+  }
+
+  /** The types of the instances launched and not yet terminated (none read when no cap needs them). */
+  private fleetInTransit(): InstanceType[] {
+    if (!hasAnyCap(this.ctx.settings.caps)) return []; // nothing to keep: no need to read the fleet
     const inTransit: InstanceType[] = [];
     for (const i of this.ctx.store.listInstances({ states: [...LIVE_INSTANCE_STATES] })) {
       if (i.cloudId === undefined) continue; // not launched (yet, or ever)
       const t = this.ctx.typeOf(i.typeName);
       if (t !== undefined) inTransit.push(t);
     }
-    return launchGate(type, inTransit, caps);
+    return inTransit;
   }
 
   private refusedTypesOf(instanceId: string): string[] {

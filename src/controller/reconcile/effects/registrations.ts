@@ -29,16 +29,19 @@ export function checkRegistrations(ctx: ReconcileContext): string[] {
   if (registered === undefined) return [];
   const replaced: string[] = [];
   const now = ctx.now();
+  // Read once per pass (not once per instance): only this pass writes it meanwhile, and it keeps `backoff` in step.
+  let backoff = launchBackoff(ctx);
   for (const inst of ctx.store.listInstances({ states: ['running'] })) {
     if (registered.call(ctx.deps.tasks, inst)) {
-      if (launchBackoff(ctx).failures > 0)
-        ctx.store.setValue(LAUNCH_BACKOFF_KEY, { failures: 0, notBeforeSeconds: 0 });
+      if (backoff.failures > 0) {
+        backoff = { failures: 0, notBeforeSeconds: 0 };
+        ctx.store.setValue(LAUNCH_BACKOFF_KEY, { ...backoff });
+      }
       continue;
     }
     const since = inst.runningAtSeconds ?? inst.updatedAtSeconds;
     if (now - since < ctx.settings.registrationTimeoutSeconds) continue;
-    const previous = launchBackoff(ctx);
-    const failures = previous.failures + 1;
+    const failures = backoff.failures + 1;
     const delay = Math.min(
       ctx.settings.registrationBackoffMaxSeconds,
       ctx.settings.registrationBackoffBaseSeconds * 2 ** (failures - 1),
@@ -51,6 +54,7 @@ export function checkRegistrations(ctx: ReconcileContext): string[] {
         string,
         JsonValue
       >);
+      backoff = { failures, notBeforeSeconds: now + delay };
       ctx.store.appendEvent({
         kind: 'instance.registration-timeout',
         instanceId: inst.id,

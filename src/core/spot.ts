@@ -1,0 +1,175 @@
+import { z } from 'zod';
+import type { Market } from './market.js';
+
+/**
+ * The spot market of a catalog: per (type, zone) a spot price and an interruption class. The classes are the AWS Spot
+ * Instance Advisor's "frequency of interruption" buckets: the share of a pool's instances AWS reclaimed over the
+ * trailing month.
+ */
+
+export const INTERRUPTION_CLASSES = ['<5%', '5-10%', '10-15%', '15-20%', '>20%'] as const;
+export type InterruptionClass = (typeof INTERRUPTION_CLASSES)[number];
+
+/**
+ * The monthly share of instances interrupted that a class stands for: the middle of its bucket, and 25% for the open
+ * ">20%" one (the Advisor gives no upper bound; 25% keeps the classes evenly spaced).
+ */
+const MONTHLY_SHARE: Readonly<Record<InterruptionClass, number>> = {
+  '<5%': 0.025,
+  '5-10%': 0.075,
+  '10-15%': 0.125,
+  '15-20%': 0.175,
+  '>20%': 0.25,
+};
+
+/** Hours in the Advisor's month (365 × 24 / 12). */
+export const HOURS_PER_MONTH = 730;
+
+/**
+ * Interruptions per instance-hour of a class: an instance survives the month with probability 1 − p, so with a
+ * constant hazard λ, e^(−λ·730 h) = 1 − p and λ = −ln(1 − p) / 730.
+ */
+export function interruptionRatePerHour(interruption: InterruptionClass): number {
+  return -Math.log(1 - MONTHLY_SHARE[interruption]) / HOURS_PER_MONTH;
+}
+
+export interface SpotOffering {
+  readonly typeName: string;
+  readonly zone: string;
+  readonly pricePerHour: number;
+  readonly interruption: InterruptionClass;
+}
+
+export interface SpotMarket {
+  /** Day the prices and classes were taken (YYYY-MM-DD). */
+  readonly snapshotDate: string;
+  /** Where they come from. */
+  readonly source: string;
+  readonly offerings: readonly SpotOffering[];
+}
+
+export const spotOfferingSchema = z.object({
+  type: z.string().min(1),
+  zone: z.string().min(1),
+  pricePerHour: z.number().finite().positive(),
+  interruption: z.enum(INTERRUPTION_CLASSES, {
+    message: `must be one of ${INTERRUPTION_CLASSES.join(', ')} (Spot Instance Advisor classes)`,
+  }),
+});
+
+export const spotMarketSchema = z.object({
+  snapshotDate: z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'must be a date, YYYY-MM-DD'),
+  source: z.string().min(1),
+  offerings: z.array(spotOfferingSchema),
+});
+
+export type SpotMarketFile = z.output<typeof spotMarketSchema>;
+
+/** The (type, zone) pairs offered twice, as problems naming the offering. */
+export function duplicateOfferings(file: SpotMarketFile, typeNames: ReadonlySet<string>): string[] {
+  const seen = new Set<string>();
+  const problems: string[] = [];
+  file.offerings.forEach((o, i) => {
+    const key = `${o.type}@${o.zone}`;
+    if (seen.has(key)) problems.push(`spot.offerings.${i}: ${o.type} in ${o.zone} is offered twice`);
+    seen.add(key);
+    if (!typeNames.has(o.type))
+      problems.push(`spot.offerings.${i}.type: ${o.type} is not a type of the catalog`);
+  });
+  return problems;
+}
+
+export function spotMarketFromFile(file: SpotMarketFile): SpotMarket {
+  return {
+    snapshotDate: file.snapshotDate,
+    source: file.source,
+    offerings: file.offerings.map((o) => ({
+      typeName: o.type,
+      zone: o.zone,
+      pricePerHour: o.pricePerHour,
+      interruption: o.interruption,
+    })),
+  };
+}
+
+export function spotMarketToFile(market: SpotMarket): SpotMarketFile {
+  return {
+    snapshotDate: market.snapshotDate,
+    source: market.source,
+    offerings: market.offerings.map((o) => ({
+      type: o.typeName,
+      zone: o.zone,
+      pricePerHour: o.pricePerHour,
+      interruption: o.interruption,
+    })),
+  };
+}
+
+const offeringsByType = new WeakMap<SpotMarket, ReadonlyMap<string, readonly SpotOffering[]>>();
+
+/** A type's offerings, price-capacity-optimized first (see `spotOffering`); built once per market. */
+export function offeringsOf(market: SpotMarket, typeName: string): readonly SpotOffering[] {
+  let byType = offeringsByType.get(market);
+  if (byType === undefined) {
+    const map = new Map<string, SpotOffering[]>();
+    for (const o of market.offerings) {
+      const list = map.get(o.typeName) ?? [];
+      list.push(o);
+      map.set(o.typeName, list);
+    }
+    for (const list of map.values()) list.sort(priceCapacityOrder);
+    byType = map;
+    offeringsByType.set(market, byType);
+  }
+  return byType.get(typeName) ?? [];
+}
+
+/**
+ * EC2's price-capacity-optimized allocation (research digest industry-anchors §4: Batch's
+ * SPOT_PRICE_CAPACITY_OPTIMIZED, Karpenter's default for spot) as a total order: the pools least likely to be
+ * interrupted first, the cheapest among them, then by zone name so the choice is deterministic.
+ */
+function priceCapacityOrder(a: SpotOffering, b: SpotOffering): number {
+  return (
+    INTERRUPTION_CLASSES.indexOf(a.interruption) - INTERRUPTION_CLASSES.indexOf(b.interruption) ||
+    a.pricePerHour - b.pricePerHour ||
+    a.zone.localeCompare(b.zone)
+  );
+}
+
+/**
+ * The pool a spot launch of `typeName` gets: in `zone` when one is asked for, else the price-capacity-optimized one
+ * over the zones (excluding `avoidZones`, when another zone is left). Undefined when the type has no spot offering
+ * there. The simulated cloud launches into this pool, and plans and caps price a spot instance at its price.
+ */
+export function spotOffering(
+  market: SpotMarket | undefined,
+  typeName: string,
+  zone?: string,
+  avoidZones: readonly string[] = [],
+): SpotOffering | undefined {
+  if (market === undefined) return undefined;
+  const offerings = offeringsOf(market, typeName);
+  if (zone !== undefined) return offerings.find((o) => o.zone === zone);
+  return offerings.find((o) => !avoidZones.includes(o.zone)) ?? offerings[0];
+}
+
+/** $ per hour of an instance bought in `market`: the list price on demand, its pool's price on spot. */
+export function marketPricePerHour(
+  onDemandPerHour: number,
+  spot: SpotMarket | undefined,
+  typeName: string,
+  market: Market,
+  zone?: string,
+): number {
+  if (market === 'on-demand') return onDemandPerHour;
+  const offering = spotOffering(spot, typeName, zone);
+  if (offering === undefined)
+    throw new Error(`no spot offering for ${typeName}${zone === undefined ? '' : ` in ${zone}`}`);
+  return offering.pricePerHour;
+}
+
+/** A job's use of spot capacity: never, allowed when it is cheaper at its expected cost (default), or preferred. */
+export const SPOT_PREFERENCES = ['never', 'allowed', 'preferred'] as const;
+export type SpotPreference = (typeof SPOT_PREFERENCES)[number];
+export const DEFAULT_SPOT_PREFERENCE: SpotPreference = 'allowed';

@@ -1,0 +1,120 @@
+import { instancePricePerHour, setupSeconds, typesByName, type Catalog } from '../core/catalog.js';
+import type { ClusterSnapshot, SchedInstance, SchedJob } from '../core/model.js';
+import { spotOffering } from '../core/spot.js';
+import { expectedSpotCostPerHour, type JobAtRisk } from './spot-cost.js';
+import type { PlannedInstance } from './types.js';
+
+/**
+ * How each instance of a plan is bought. An existing instance keeps its market (a purchase option cannot change).
+ * A new one goes to spot when the catalog offers its type there and its jobs allow it: always when one prefers spot
+ * (and none refuses it), else when its expected spot cost (spot-cost.ts) is below the on-demand price. A spot
+ * instance without a zone is placed in the pool a spot launch gets (price-capacity-optimized), so the plan, the caps
+ * and the cloud price the same pool.
+ */
+
+export interface MarketInput {
+  readonly catalog: Catalog;
+  readonly snapshot: ClusterSnapshot;
+  /** Σ reservation prices of a job's tasks, $/hour (on demand): what its work is worth. */
+  readonly rpPerHourOfJob: (jobId: string) => number;
+  /** Spot pools to avoid for a job (SkyPilot's EAGER_NEXT_REGION): none by default. */
+  readonly avoidZones?: ((jobIds: readonly string[]) => readonly string[]) | undefined;
+  /** Spot whenever offered and allowed, without pricing the risk (the spot baselines). */
+  readonly riskBlind?: boolean | undefined;
+}
+
+/** The market of one planned instance and, for a new spot one, its zone. */
+export function chooseMarket(
+  instance: PlannedInstance,
+  input: MarketInput,
+  context: MarketContext,
+): PlannedInstance {
+  if (!instance.isNew) {
+    // An existing spot instance carries the zone it is in, so it is priced at its own pool.
+    const existing = context.existing.get(instance.id);
+    if (existing?.market !== 'spot') return withoutMarket(instance);
+    return existing.placement === undefined
+      ? { ...instance, market: 'spot' }
+      : { ...instance, market: 'spot', placement: existing.placement };
+  }
+  const jobIds = [...new Set(instance.taskIds.map((id) => context.jobOfTask.get(id) ?? ''))].filter(
+    (id) => id !== '',
+  );
+  const jobs = jobIds.flatMap((id) => {
+    const job = context.jobs.get(id);
+    return job === undefined ? [] : [job];
+  });
+  const onDemand = withoutMarket(instance);
+  if (jobs.some((j) => j.spot === 'never')) return onDemand;
+  const offering = spotOffering(
+    input.catalog.spot,
+    instance.typeName,
+    instance.placement?.zone,
+    input.avoidZones?.(jobIds) ?? [],
+  );
+  if (offering === undefined) return onDemand;
+  const spot: PlannedInstance = {
+    ...instance,
+    market: 'spot',
+    placement: instance.placement ?? { zone: offering.zone },
+  };
+  if (input.riskBlind === true || jobs.some((j) => j.spot === 'preferred')) return spot;
+  const type = typesByName(input.catalog).get(instance.typeName);
+  if (type === undefined) return onDemand;
+  const atRisk: JobAtRisk[] = jobs.map((job) => ({ job, rpPerHour: input.rpPerHourOfJob(job.id) }));
+  const expected = expectedSpotCostPerHour(offering, atRisk, input.snapshot.nowSeconds, setupSeconds(type));
+  return expected < type.costPerHour ? spot : onDemand;
+}
+
+export interface MarketContext {
+  readonly jobs: ReadonlyMap<string, SchedJob>;
+  readonly jobOfTask: ReadonlyMap<string, string>;
+  readonly existing: ReadonlyMap<string, SchedInstance>;
+}
+
+export function marketContext(snapshot: ClusterSnapshot): MarketContext {
+  return {
+    jobs: new Map(snapshot.jobs.map((j) => [j.id, j])),
+    jobOfTask: new Map(snapshot.tasks.map((t) => [t.id, t.jobId])),
+    existing: new Map(snapshot.instances.map((i) => [i.id, i])),
+  };
+}
+
+/** Every instance of a plan with its market. */
+export function assignMarkets(instances: readonly PlannedInstance[], input: MarketInput): PlannedInstance[] {
+  const context = marketContext(input.snapshot);
+  return instances.map((i) => chooseMarket(i, input, context));
+}
+
+/** $/hour of a planned instance at its market's price (spot: its zone's pool, else the one a launch gets). */
+export function plannedPricePerHour(catalog: Catalog, instance: PlannedInstance): number {
+  return instancePricePerHour(
+    catalog,
+    instance.typeName,
+    instance.market ?? 'on-demand',
+    instance.placement?.zone,
+  );
+}
+
+function withoutMarket(instance: PlannedInstance): PlannedInstance {
+  if (instance.market === undefined) return instance;
+  const { market: _market, ...rest } = instance;
+  return rest;
+}
+
+/**
+ * The catalog a spot-aware plan packs with: each type at its spot pool's price where the catalog offers it (what a
+ * new instance of it will most likely cost), on demand elsewhere. Reservation prices keep the on-demand catalog, so
+ * a set of tasks pays for a spot instance far more often (the risk is priced per instance by `chooseMarket`).
+ */
+export function spotPlanningCatalog(catalog: Catalog): Catalog {
+  return {
+    ...catalog,
+    types: catalog.types.map((t) => {
+      const offering = spotOffering(catalog.spot, t.name);
+      return offering === undefined || offering.pricePerHour >= t.costPerHour
+        ? t
+        : { ...t, costPerHour: offering.pricePerHour };
+    }),
+  };
+}

@@ -1,0 +1,57 @@
+import type { SchedJob } from '../core/model.js';
+import { interruptionRatePerHour, type SpotOffering } from '../core/spot.js';
+import { perHourToPerSecond } from '../core/units.js';
+
+/**
+ * The expected cost of a spot instance (fleetwise, beyond Eva): its pool's price plus its interruption rate times
+ * what an interruption costs the jobs on it, in Eva's migration-cost terms (reference `Job.get_migration_cost` plus
+ * lost work, src/scheduler/eva-pins.ts `jobMoveCost`): the seconds each job is out of service (restore, its new
+ * instance's launch) and the work it loses, at its reservation price per second. A job of several tasks loses all
+ * of them when any one's instance is reclaimed, so its whole reservation price counts. Reservation prices stay on
+ * demand: they value the work, whatever capacity carries it.
+ */
+
+/** One job with a task on the instance, as the interruption cost needs it. */
+export interface JobAtRisk {
+  readonly job: SchedJob;
+  /** Σ reservation prices of all its tasks, $/hour (on demand). */
+  readonly rpPerHour: number;
+}
+
+/**
+ * Seconds of a job's work an interruption now would lose. The whole work (done so far and still to do: the job
+ * starts over) when it never checkpoints or is inside its no-move window (it asked not to be disturbed: nothing
+ * bounds what a disturbance costs it); else the work since its last checkpoint, or half its checkpoint interval
+ * (the mean age of a periodic checkpoint) before it has run.
+ */
+export function workAtRiskSeconds(job: SchedJob, nowSeconds: number): number {
+  const ranFor =
+    job.runningSinceSeconds === undefined ? 0 : Math.max(0, nowSeconds - job.runningSinceSeconds);
+  const inNoMoveWindow =
+    job.noMoveSeconds !== undefined && job.runningSinceSeconds !== undefined && ranFor < job.noMoveSeconds;
+  if (job.checkpointIntervalSeconds === 0 || inNoMoveWindow)
+    return ranFor + (job.expectedRemainingSeconds ?? 0);
+  if (job.lastCheckpointSeconds !== undefined) return Math.max(0, nowSeconds - job.lastCheckpointSeconds);
+  return (job.checkpointIntervalSeconds ?? 0) / 2;
+}
+
+/** $ an interruption costs one job: (work at risk + restore + relaunch) × its reservation price per second. */
+export function interruptionCost(at: JobAtRisk, nowSeconds: number, relaunchSeconds: number): number {
+  const outOfService = workAtRiskSeconds(at.job, nowSeconds) + at.job.migrationDelaySeconds + relaunchSeconds;
+  return outOfService * perHourToPerSecond(at.rpPerHour);
+}
+
+/**
+ * Expected $/hour of a spot instance in `offering` hosting `jobs`: price + λ · Σ interruption costs, λ the pool's
+ * interruptions per hour. `relaunchSeconds` is the launch of the replacement (the catalog's setup delays).
+ */
+export function expectedSpotCostPerHour(
+  offering: SpotOffering,
+  jobs: readonly JobAtRisk[],
+  nowSeconds: number,
+  relaunchSeconds: number,
+): number {
+  let cost = 0;
+  for (const at of jobs) cost += interruptionCost(at, nowSeconds, relaunchSeconds);
+  return offering.pricePerHour + interruptionRatePerHour(offering.interruption) * cost;
+}

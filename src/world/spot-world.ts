@@ -1,0 +1,206 @@
+import type { Catalog } from '../core/catalog.js';
+import { hashUnit } from '../core/random.js';
+import { interruptionRatePerHour, spotOffering, type SpotOffering } from '../core/spot.js';
+import { integrateProgress, type SimInstance, type SimJob, type SimTask } from './entities.js';
+
+/**
+ * The simulated spot market's interruptions (the ground truth of spot capacity). Each spot instance is reclaimed
+ * after an exponential time drawn at its pool's rate (the catalog's interruption class, core/spot.ts), seeded per
+ * instance so a run is reproducible whatever else happens; optionally, bursts reclaim every instance of one pool at
+ * once (a pool running out of capacity). AWS warns two minutes before (the instance-action notice).
+ *
+ * On a notice, a runtime that reacts to notices (fleetwise's worker: it checkpoints and uploads its tasks at once)
+ * saves each job's progress when the checkpoint fits in the notice; the spot baselines (Karpenter, SkyPilot) do not:
+ * their jobs restart from the application's last periodic checkpoint (research digest industry-anchors §1.4, §3).
+ * When the instance is reclaimed, every job with a task on it or bound for it goes back to the queue at its last
+ * checkpoint (all of its tasks: a gang restarts together), and a round follows at once to place it again.
+ */
+
+/** Seconds between AWS's interruption notice and the reclaim. */
+export const SPOT_NOTICE_SECONDS = 120;
+
+export interface SpotSimulation {
+  /** Seed of the interruption draws. */
+  readonly seed: number;
+  /** Whether the runtime checkpoints a notified instance's tasks at once (fleetwise) or not (the baselines). */
+  readonly checkpointOnNotice: boolean;
+  /** Bursts per pool per 30 days that reclaim all of the pool's instances together (default 0: none). */
+  readonly burstsPerPoolPerMonth?: number | undefined;
+}
+
+/** What the spot world needs of the engine: the clock, events, capacity and the instance's end. */
+export interface SpotEngine {
+  readonly now: number;
+  /** Push a spot event at an absolute time. */
+  schedule(event: SpotEvent): void;
+  /** The instance is gone: stop billing, drop it from the fleet. */
+  reclaimInstance(instance: SimInstance): void;
+  /** A task leaves its instance's capacity. */
+  release(task: SimTask): void;
+  /** The job's rates and completion must be recomputed. */
+  touch(job: SimJob, instance: SimInstance | undefined): void;
+  /** Ask for a round now (the runtime reacts to the reclaim). */
+  requestRound(): void;
+  /** Every instance not yet terminated. */
+  liveInstances(): Iterable<SimInstance>;
+}
+
+export type SpotEvent =
+  | {
+      readonly kind: 'spot-notice' | 'spot-reclaim';
+      readonly timeSeconds: number;
+      readonly instance: SimInstance;
+    }
+  | {
+      readonly kind: 'spot-burst';
+      readonly timeSeconds: number;
+      readonly pool: SpotOffering;
+      readonly n: number;
+    };
+
+const SECONDS_PER_MONTH = 30 * 86_400;
+
+export class SpotWorld {
+  interruptions = 0;
+  private readonly noticed = new Map<SimJob, number>();
+
+  constructor(
+    private readonly catalog: Catalog,
+    private readonly options: SpotSimulation,
+    private readonly engine: SpotEngine,
+  ) {}
+
+  /** Schedule the first burst of every pool (none without bursts). */
+  start(): void {
+    if ((this.options.burstsPerPoolPerMonth ?? 0) <= 0) return;
+    for (const pool of this.catalog.spot?.offerings ?? []) this.scheduleBurst(pool, 0, this.engine.now);
+  }
+
+  /** A spot instance starts being billed: draw when it will be reclaimed. */
+  onBilled(instance: SimInstance): void {
+    if (instance.market !== 'spot') return;
+    const pool = this.poolOf(instance);
+    if (pool === undefined) return;
+    const ratePerSecond = interruptionRatePerHour(pool.interruption) / 3600;
+    const u = hashUnit(this.options.seed, 'spot', instance.id);
+    const life = -Math.log(1 - u) / ratePerSecond;
+    this.scheduleReclaim(instance, this.engine.now + life);
+  }
+
+  handle(event: SpotEvent): void {
+    switch (event.kind) {
+      case 'spot-notice':
+        return this.onNotice(event.instance);
+      case 'spot-reclaim':
+        return this.onReclaim(event.instance);
+      case 'spot-burst':
+        return this.onBurst(event.pool, event.n);
+    }
+  }
+
+  private poolOf(instance: SimInstance): SpotOffering | undefined {
+    return spotOffering(this.catalog.spot, instance.type.name, instance.placement?.zone);
+  }
+
+  private scheduleReclaim(instance: SimInstance, at: number): void {
+    const now = this.engine.now;
+    this.engine.schedule({
+      kind: 'spot-notice',
+      timeSeconds: Math.max(now, at - SPOT_NOTICE_SECONDS),
+      instance,
+    });
+    this.engine.schedule({ kind: 'spot-reclaim', timeSeconds: Math.max(now, at), instance });
+  }
+
+  private scheduleBurst(pool: SpotOffering, n: number, from: number): void {
+    const perSecond = (this.options.burstsPerPoolPerMonth ?? 0) / SECONDS_PER_MONTH;
+    const u = hashUnit(this.options.seed, 'burst', pool.typeName, pool.zone, n);
+    this.engine.schedule({ kind: 'spot-burst', timeSeconds: from - Math.log(1 - u) / perSecond, pool, n });
+  }
+
+  private onBurst(pool: SpotOffering, n: number): void {
+    for (const inst of this.engine.liveInstances())
+      if (inst.market === 'spot' && inst.type.name === pool.typeName && inst.placement?.zone === pool.zone)
+        this.scheduleReclaim(inst, this.engine.now + SPOT_NOTICE_SECONDS);
+    this.scheduleBurst(pool, n + 1, this.engine.now);
+  }
+
+  private static live(instance: SimInstance): boolean {
+    return instance.lifecycle !== 'terminated' && instance.lifecycle !== 'terminating';
+  }
+
+  /**
+   * fleetwise's worker checkpoints and uploads at once: a job whose tasks all checkpoint and upload within the notice
+   * keeps the progress it has now (it runs on meanwhile, and those last seconds are lost).
+   */
+  private onNotice(instance: SimInstance): void {
+    if (!this.options.checkpointOnNotice || !SpotWorld.live(instance)) return;
+    for (const job of jobsOn(instance)) {
+      if (!job.active) continue;
+      const saveSeconds = Math.max(
+        ...job.tasks.map((t) => t.spec.killDelaySeconds + t.spec.uploadDelaySeconds),
+      );
+      if (saveSeconds > SPOT_NOTICE_SECONDS) continue;
+      integrateProgress(job, this.engine.now);
+      this.noticed.set(job, job.completedIterations);
+    }
+  }
+
+  private onReclaim(instance: SimInstance): void {
+    if (!SpotWorld.live(instance)) return;
+    this.interruptions += 1;
+    const zone = instance.placement?.zone;
+    for (const job of jobsOn(instance)) this.restartFromCheckpoint(job, zone);
+    this.engine.reclaimInstance(instance);
+    this.engine.requestRound();
+  }
+
+  /** Back to the queue at its last checkpoint: the notice's, else the latest periodic one, else its last start. */
+  private restartFromCheckpoint(job: SimJob, zone: string | undefined): void {
+    const now = this.engine.now;
+    integrateProgress(job, now);
+    let restored = job.checkpointIterations;
+    if (job.active && job.activeSinceSeconds !== undefined && job.checkpointIntervalSeconds > 0) {
+      // Periodic checkpoints every interval of progress since it resumed; the throughput is taken as constant since
+      // the last one (it changes only when a neighbour starts or stops).
+      const since = now - job.activeSinceSeconds;
+      const sinceLast = since % job.checkpointIntervalSeconds;
+      if (since >= job.checkpointIntervalSeconds)
+        restored = Math.max(restored, job.completedIterations - job.throughput * sinceLast);
+    }
+    const noticed = this.noticed.get(job);
+    if (noticed !== undefined) restored = Math.max(restored, noticed);
+    this.noticed.delete(job);
+    restored = Math.min(restored, job.completedIterations);
+    job.lostWorkSeconds += (job.completedIterations - restored) / job.spec.fullThroughput;
+    job.completedIterations = restored;
+    job.checkpointIterations = restored;
+    job.interruptions += 1;
+    if (zone !== undefined) job.interruptedZones.push(zone);
+    job.status = 'queued';
+    job.requeueAfterStop = false;
+    job.active = false;
+    job.activeSinceSeconds = undefined;
+    job.throughput = 0;
+    job.version += 1; // its pending completion is void
+    job.activationToken += 1; // and so is a pending activation
+    for (const task of job.tasks) {
+      const held = task.occupying;
+      if (held !== undefined) this.engine.release(task);
+      task.committed?.committed.delete(task);
+      task.committed = undefined;
+      task.pendingStart = false;
+      task.state = 'stopped';
+      task.rate = 1;
+      this.engine.touch(job, held);
+    }
+  }
+}
+
+/** Jobs with a task running on, held by or bound for the instance. */
+function jobsOn(instance: SimInstance): SimJob[] {
+  const jobs = new Set<SimJob>();
+  for (const t of instance.occupants) jobs.add(t.job);
+  for (const t of instance.committed) jobs.add(t.job);
+  return [...jobs].filter((j) => j.status !== 'finished');
+}

@@ -1,0 +1,62 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SPOT_FIELDS, SUMMARY_FIELDS } from '../../src/sim/report/normalize.js';
+import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+
+/** `fleetwise simulate --spot on|off` as users run it (the built CLI in a subprocess). */
+const TINY = ['simulate', '--format', 'synthetic', '--jobs', '12', '--seed', '5', '--parallel', '1'];
+
+interface JsonRun {
+  readonly scheduler: string;
+  readonly totalCost: number;
+  readonly interruptions?: number;
+  readonly lostWorkHours?: number;
+  readonly spotShare?: number;
+}
+
+let dir = '';
+beforeAll(() => {
+  ensureBuiltCli(['cli/main.ts', 'sim/run-worker.ts']);
+  dir = mkdtempSync(join(tmpdir(), 'fleetwise-spot-'));
+});
+afterAll(() => {
+  if (dir !== '') rmSync(dir, { recursive: true, force: true });
+});
+
+describe('fleetwise simulate --spot', () => {
+  it('reports interruptions, lost work and spot share per run with spot on, in JSON, runs.csv and report.html', async () => {
+    const out = join(dir, 'report');
+    const args = [...TINY, '--scheduler', 'eva,karpenter-spot,skypilot-spot', '--json'];
+    const on = await runCli([...args, '--spot', 'on', '--spot-bursts', '30', '--out', out]);
+    expect(on.code, on.stderr).toBe(0);
+    const runs = (JSON.parse(on.stdout) as { runs: JsonRun[] }).runs;
+    for (const run of runs) {
+      expect(Object.keys(run)).toEqual([...SUMMARY_FIELDS, ...SPOT_FIELDS]);
+      expect(run.spotShare, run.scheduler).toBeGreaterThan(0.5);
+      expect(run.lostWorkHours).toBeGreaterThanOrEqual(0);
+    }
+    expect(readFileSync(join(out, 'runs.csv'), 'utf8').split('\n')[0]).toContain('lostWorkHours');
+    expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('spot share');
+
+    const off = await runCli([...args, '--spot', 'off']);
+    expect(off.code, off.stderr).toBe(0);
+    const onDemand = (JSON.parse(off.stdout) as { runs: JsonRun[] }).runs;
+    for (const [i, run] of onDemand.entries()) {
+      expect(Object.keys(run)).toEqual([...SUMMARY_FIELDS]);
+      expect(run.totalCost).toBeGreaterThan((runs[i] as JsonRun).totalCost);
+    }
+  }, 180_000);
+
+  it('names the flag of a bad value', async () => {
+    const bad = await runCli([...TINY, '--scheduler', 'eva', '--spot', 'maybe']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('--spot: must be off or on');
+    const bursts = await runCli([...TINY, '--scheduler', 'eva', '--spot-bursts', '2']);
+    expect(bursts.code).not.toBe(0);
+    expect(bursts.stderr).toMatch(/--spot-bursts\n\s+- needs --spot on/);
+    const minutes = await runCli([...TINY, '--scheduler', 'eva', '--checkpoint-minutes', '-1']);
+    expect(minutes.stderr).toContain('--checkpoint-minutes: must be ≥ 0');
+  }, 60_000);
+});

@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import type { ClusterSnapshot, SchedJob, SchedTask } from '../../src/core/model.js';
+import { Admission, type AdmitBy } from '../../src/queue/admission.js';
+import { testCatalog } from '../sim/sim-fixtures.js';
+
+/**
+ * Sizing jobs against a $ cap by what the packed fleet costs. Each job is one task [1, 4, 8], whose standalone
+ * reservation-price instance is a small.x ($3.6/h); `running` of them are packed on big.x instances (4 per
+ * $10.8/h instance, i.e. $2.7/h each).
+ */
+function snapshot(running: number, waiting: number): ClusterSnapshot {
+  const jobs: SchedJob[] = [];
+  const tasks: SchedTask[] = [];
+  const instances: { id: string; taskIds: string[] }[] = [];
+  for (let i = 0; i < running + waiting; i += 1) {
+    const id = `j${i}`;
+    const placed = i < running;
+    const instanceId = placed ? `i-${Math.floor(i / 4)}` : undefined;
+    jobs.push({
+      id,
+      taskIds: [`${id}/t`],
+      reconfigurable: true,
+      arrivalSeconds: i,
+      migrationDelaySeconds: 0,
+      expectedRemainingSeconds: 100,
+    });
+    tasks.push({ id: `${id}/t`, jobId: id, key: id, demand: { any: [1, 4, 8] }, instanceId });
+    if (instanceId !== undefined) {
+      let inst = instances.find((x) => x.id === instanceId);
+      if (inst === undefined) instances.push((inst = { id: instanceId, taskIds: [] }));
+      inst.taskIds.push(`${id}/t`);
+    }
+  }
+  return {
+    nowSeconds: 1000,
+    jobs,
+    tasks,
+    instances: instances.map((i) => ({ ...i, typeName: 'big.x', state: 'running' as const })),
+  };
+}
+
+const admitted = (admitBy: AdmitBy, cap: number, running: number, waiting: number): number =>
+  new Admission(testCatalog(), { caps: { maxCostPerHour: cap }, admitBy }).decide(
+    snapshot(running, waiting),
+    () => ({}),
+  ).result.admitted.length;
+
+describe('admission sized by the plan’s cost', () => {
+  it('standalone sizing stops at the cap in small.x dollars; plan-cost sizing uses what packing saves', () => {
+    // 4 running jobs on one big.x ($10.8/h; $14.4/h standalone), cap $18/h.
+    expect(admitted('standalone', 18, 4, 4)).toBe(1); // 14.4 + 3.6 = 18
+    expect(admitted('plan-cost', 18, 4, 4)).toBe(2); // 10.8 + 2 × 2.7 = 16.2; a third would be 18.9
+  });
+
+  it('with nothing running it sizes as standalone (no fleet to learn from)', () => {
+    expect(admitted('plan-cost', 18, 0, 8)).toBe(admitted('standalone', 18, 0, 8));
+  });
+
+  it('admits as many waiting jobs as fit the cap at the fleet’s real cost per standalone dollar, no more', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 12 }),
+        fc.integer({ min: 0, max: 12 }),
+        fc.integer({ min: 4, max: 80 }),
+        (running, waiting, cap) => {
+          const n = admitted('plan-cost', cap, running, waiting);
+          const fleet = 10.8 * Math.ceil(running / 4);
+          const factor = running === 0 ? 1 : Math.max(0.25, Math.min(4, fleet / (3.6 * running)));
+          const each = 3.6 * factor;
+          // Jobs holding capacity count for the fleet's cost; those let in fit beside them, one more would not.
+          if (n > 0) expect(fleet + n * each).toBeLessThanOrEqual(cap + 1e-6);
+          if (n < waiting) expect(fleet + (n + 1) * each).toBeGreaterThan(cap - 1e-6);
+        },
+      ),
+    );
+  });
+});

@@ -1,0 +1,226 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
+import { applyPriceOverrides, catalogToFile, parseCatalog } from '../../src/core/catalog.js';
+import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../../src/core/model.js';
+import type { FamilyDemand } from '../../src/core/resources.js';
+import {
+  interruptionRatePerHour,
+  SPOT_PREFERENCES,
+  spotOffering,
+  type SpotOffering,
+} from '../../src/core/spot.js';
+import { planCapViolation } from '../../src/round/plan-caps.js';
+import { diffConfiguration } from '../../src/scheduler/actions.js';
+import { EvaScheduler } from '../../src/scheduler/eva.js';
+import { plannedPricePerHour } from '../../src/scheduler/market-choice.js';
+import { expectedSpotCostPerHour, workAtRiskSeconds } from '../../src/scheduler/spot-cost.js';
+
+const catalog = loadCatalogFile();
+
+describe('the catalog spot model', () => {
+  it('bundles a spot price and interruption class per (type, zone), with its date and source, and round-trips', () => {
+    const spot = catalog.spot;
+    expect(spot?.snapshotDate).toMatch(/^\d{4}-\d{2}-\d{2}$/);
+    expect(spot?.source).toContain('catalog refresh');
+    for (const t of catalog.types) {
+      const offerings = spot?.offerings.filter((o) => o.typeName === t.name) ?? [];
+      expect(offerings.length, t.name).toBeGreaterThan(0);
+      for (const o of offerings) expect(o.pricePerHour).toBeLessThan(t.costPerHour);
+    }
+    expect(parseCatalog(catalogToFile(catalog))).toEqual(catalog);
+  });
+
+  it('picks the pool a price-capacity-optimized launch gets: least interrupted, then cheapest', () => {
+    // p3.2xlarge: us-east-1b is 15-20%, the others >20%: the least interrupted wins over the cheaper.
+    expect(spotOffering(catalog.spot, 'p3.2xlarge')?.zone).toBe('us-east-1b');
+    expect(spotOffering(catalog.spot, 'p3.2xlarge', 'us-east-1c')?.zone).toBe('us-east-1c');
+    expect(spotOffering(catalog.spot, 'p3.2xlarge', undefined, ['us-east-1b'])?.interruption).toBe('>20%');
+  });
+
+  it('applies price overrides to spot prices: the discount, and per-type spot prices', () => {
+    const discounted = applyPriceOverrides(catalog, {
+      discountPercent: 10,
+      spotPricePerType: { 'c7i.large': 0.01 },
+    });
+    const before = spotOffering(catalog.spot, 'p3.2xlarge', 'us-east-1a') as SpotOffering;
+    expect(spotOffering(discounted.spot, 'p3.2xlarge', 'us-east-1a')?.pricePerHour).toBeCloseTo(
+      before.pricePerHour * 0.9,
+      10,
+    );
+    expect(
+      discounted.spot?.offerings.filter((o) => o.typeName === 'c7i.large').map((o) => o.pricePerHour),
+    ).toEqual([0.01, 0.01, 0.01]);
+    expect(() => applyPriceOverrides(catalog, { spotPricePerType: { 'x9.huge': 1 } })).toThrow(
+      /spotPricePerType.x9.huge/,
+    );
+  });
+
+  it('rejects an offering of an unknown type, twice the same pool, or an unknown class, naming the field', () => {
+    const file = catalogToFile(catalog);
+    const offering = { type: 'p3.2xlarge', zone: 'us-east-1a', pricePerHour: 1, interruption: '<5%' };
+    const spot = { snapshotDate: '2026-11-24', source: 'test', offerings: [offering, offering] };
+    expect(() => parseCatalog({ ...file, spot })).toThrow(
+      /spot.offerings.1: p3.2xlarge in us-east-1a is offered twice/,
+    );
+    expect(() =>
+      parseCatalog({ ...file, spot: { ...spot, offerings: [{ ...offering, type: 'x9.huge' }] } }),
+    ).toThrow(/spot.offerings.0.type: x9.huge is not a type/);
+    expect(() =>
+      parseCatalog({ ...file, spot: { ...spot, offerings: [{ ...offering, interruption: '30%' }] } }),
+    ).toThrow(/interruption/);
+  });
+});
+
+describe('the expected cost of a spot instance', () => {
+  // One single-task job on a p3.2xlarge: reservation price $3.06/h, migration delay 120 s, relaunch 173 s (the
+  // catalog's 22 + 51 + 100), last checkpoint 10 minutes ago.
+  const job: SchedJob = {
+    id: 'j',
+    taskIds: ['t'],
+    reconfigurable: true,
+    arrivalSeconds: 0,
+    runningSinceSeconds: 1000,
+    migrationDelaySeconds: 120,
+    lastCheckpointSeconds: 4400,
+    checkpointIntervalSeconds: 1800,
+    expectedRemainingSeconds: 36_000,
+  };
+  const at = [{ job, rpPerHour: 3.06 }];
+  const pool = (interruption: SpotOffering['interruption']): SpotOffering => ({
+    typeName: 'p3.2xlarge',
+    zone: 'us-east-1a',
+    pricePerHour: 0.95,
+    interruption,
+  });
+
+  it('is the price plus the interruption rate times the work since the checkpoint, restore and relaunch', () => {
+    // At risk: 600 s of work + 120 s restore + 173 s relaunch = 893 s × $3.06/3600 per s = $0.75905.
+    // >20% a month: λ = −ln(0.75)/730 = 3.9409e-4 /h → +$2.9913e-4/h; <5%: λ = −ln(0.975)/730 = 3.4682e-5 /h →
+    // +$2.6325e-5/h.
+    expect(workAtRiskSeconds(job, 5000)).toBe(600);
+    expect(interruptionRatePerHour('>20%')).toBeCloseTo(3.9409e-4, 8);
+    expect(interruptionRatePerHour('<5%')).toBeCloseTo(3.4682e-5, 9);
+    expect(expectedSpotCostPerHour(pool('>20%'), at, 5000, 173)).toBeCloseTo(0.95 + 2.9913e-4, 8);
+    expect(expectedSpotCostPerHour(pool('<5%'), at, 5000, 173)).toBeCloseTo(0.95 + 2.6325e-5, 9);
+  });
+
+  it('puts the whole work at risk without checkpoints or inside the no-move window', () => {
+    // Ran 4000 s, 36,000 s to go: 40,000 s at risk.
+    expect(workAtRiskSeconds({ ...job, checkpointIntervalSeconds: 0 }, 5000)).toBe(40_000);
+    expect(workAtRiskSeconds({ ...job, noMoveSeconds: 7200 }, 5000)).toBe(40_000);
+    expect(workAtRiskSeconds({ ...job, noMoveSeconds: 3600 }, 5000)).toBe(600);
+    // Never ran: half a checkpoint interval.
+    const fresh: SchedJob = { ...job, runningSinceSeconds: undefined, lastCheckpointSeconds: undefined };
+    expect(workAtRiskSeconds(fresh, 5000)).toBe(900);
+  });
+});
+
+const DEMANDS: FamilyDemand[] = [
+  { any: [1, 8, 30] },
+  { any: [1, 4, 15] },
+  { any: [4, 16, 64] },
+  { any: [0, 4, 8] },
+  { any: [0, 2, 20] },
+];
+
+const jobDraft = fc.record({
+  demand: fc.integer({ min: 0, max: DEMANDS.length - 1 }),
+  tasks: fc.constantFrom(1, 1, 2),
+  spot: fc.constantFrom(...SPOT_PREFERENCES),
+  placedOn: fc.option(
+    fc.record({
+      market: fc.constantFrom('on-demand', 'spot' as const),
+      zone: fc.constantFrom('us-east-1a', 'us-east-1b', 'us-east-1c'),
+    }),
+  ),
+});
+
+describe('caps with mixed markets', () => {
+  it('no plan exceeds the $/hour cap counting spot at its pool price, and never-spot jobs stay on demand (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(jobDraft, { minLength: 1, maxLength: 14 }),
+        fc.double({ min: 0.5, max: 30, noNaN: true }),
+        (drafts, maxCostPerHour) => {
+          const jobs: SchedJob[] = [];
+          const tasks: SchedTask[] = [];
+          const instances: SchedInstance[] = [];
+          drafts.forEach((d, i) => {
+            const taskIds = Array.from({ length: d.tasks }, (_, k) => `j${i}-t${k}`);
+            jobs.push({
+              id: `j${i}`,
+              taskIds,
+              reconfigurable: true,
+              arrivalSeconds: i,
+              runningSinceSeconds: d.placedOn === null ? undefined : 100,
+              migrationDelaySeconds: 60,
+              lastCheckpointSeconds: d.placedOn === null ? undefined : 500,
+              expectedRemainingSeconds: 20_000,
+              spot: d.spot,
+            });
+            for (const id of taskIds) {
+              const placed = d.placedOn;
+              if (placed !== null) {
+                // Each placed task alone on a p3.8xlarge (fits every demand here) of the drawn market and zone.
+                instances.push({
+                  id: `i-${id}`,
+                  typeName: 'p3.8xlarge',
+                  state: 'running',
+                  taskIds: [id],
+                  market: placed.market,
+                  placement: { zone: placed.zone },
+                });
+              }
+              tasks.push({
+                id,
+                jobId: `j${i}`,
+                key: `w${d.demand}_node0`,
+                demand: DEMANDS[d.demand] as FamilyDemand,
+                instanceId: placed === null ? undefined : `i-${id}`,
+              });
+            }
+          });
+          const snapshot: ClusterSnapshot = { nowSeconds: 1000, jobs, tasks, instances };
+          const plan = new EvaScheduler(catalog, { spot: true, caps: { maxCostPerHour } }).plan(snapshot);
+          const cost = plan.configuration.instances.reduce((s, i) => s + plannedPricePerHour(catalog, i), 0);
+          expect(cost).toBeLessThanOrEqual(maxCostPerHour + 1e-9);
+          const diff = diffConfiguration(snapshot, plan.configuration, catalog);
+          expect(planCapViolation(plan.configuration, diff, catalog, { maxCostPerHour })).toBeUndefined();
+          const spotOf = new Map(jobs.map((j) => [j.id, j.spot]));
+          for (const inst of plan.configuration.instances) {
+            const existing = instances.find((i) => i.id === inst.id);
+            if (existing !== undefined) expect(inst.market ?? 'on-demand').toBe(existing.market);
+            else if (inst.taskIds.some((t) => spotOf.get(t.split('-')[0] as string) === 'never'))
+              expect(inst.market ?? 'on-demand').toBe('on-demand');
+            else expect(inst.market).toBe('spot'); // spot is always cheaper at these risks
+          }
+        },
+      ),
+      { numRuns: 60, seed: 19 },
+    );
+  });
+});
+
+describe('spot quotas', () => {
+  it('counts a spot instance against its group spot quota (p-spot), an on-demand one against the on-demand quota', () => {
+    const configuration = {
+      instances: [
+        { id: 'new-1', typeName: 'p3.8xlarge', isNew: true, taskIds: [], market: 'spot' as const },
+        { id: 'new-2', typeName: 'p3.2xlarge', isNew: true, taskIds: [] },
+      ],
+    };
+    const diff = { actions: [], movedJobIds: [], startedJobIds: [], queuedJobIds: [] };
+    const check = (quotas: { group: string; maxGpus: number }[]) =>
+      planCapViolation(configuration, diff, catalog, { quotas });
+    // 4 GPUs on spot, 1 on demand.
+    expect(
+      check([
+        { group: 'p-spot', maxGpus: 4 },
+        { group: 'p', maxGpus: 1 },
+      ]),
+    ).toBeUndefined();
+    expect(check([{ group: 'p-spot', maxGpus: 3 }])).toMatch(/p-spot/);
+    expect(check([{ group: 'p', maxGpus: 0 }])).toMatch(/\bp\b/);
+  });
+});

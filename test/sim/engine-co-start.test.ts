@@ -1,0 +1,104 @@
+import { describe, expect, it } from 'vitest';
+import type { ClusterSnapshot } from '../../src/core/model.js';
+import type { Configuration } from '../../src/scheduler/types.js';
+import { runSimulation } from '../../src/sim/run-simulation.js';
+import { constantPairwise } from '../../src/world/ground-truth.js';
+import type { StartOptions } from '../../src/world/simulation-types.js';
+import {
+  currentConfiguration,
+  EventLog,
+  ScriptedScheduler,
+  testCatalog,
+  trace,
+  traceJob,
+  traceTask,
+} from './sim-fixtures.js';
+
+/**
+ * A 2-task job B arriving at 300 s: one task goes next to A on a running big.x (image there already: ready 2 s after
+ * its start), the other on a new small.x (registered at 360 s, ready 5 s later). A 1-task job C arrives at 400 s
+ * while the big.x has room. The script plans A at 0 s, B at 300 s, and anything still unplaced on the big.x.
+ */
+function scenario(starts: StartOptions) {
+  const catalog = testCatalog();
+  const script = (snapshot: ClusterSnapshot, round: number): Configuration | undefined => {
+    if (round === 0)
+      return { instances: [{ id: 'n1', typeName: 'big.x', isNew: true, taskIds: ['A/node0'] }] };
+    const current = currentConfiguration(snapshot);
+    const placed = new Set(current.instances.flatMap((i) => i.taskIds));
+    const unplaced = snapshot.tasks.filter((t) => !placed.has(t.id)).map((t) => t.id);
+    if (unplaced.length === 0) return current;
+    const big = current.instances.find((i) => i.typeName === 'big.x');
+    if (unplaced.includes('B/node1'))
+      return {
+        instances: [
+          ...current.instances.map((i) => (i === big ? { ...i, taskIds: [...i.taskIds, 'B/node0'] } : i)),
+          { id: 'n2', typeName: 'small.x', isNew: true, taskIds: ['B/node1'] },
+        ],
+      };
+    return {
+      instances: current.instances.map((i) =>
+        i === big ? { ...i, taskIds: [...i.taskIds, ...unplaced] } : i,
+      ),
+    };
+  };
+  const log = new EventLog();
+  const result = runSimulation({
+    trace: trace(
+      traceJob('A', { iterations: 5000 }),
+      traceJob('B', {
+        arrivalSeconds: 300,
+        iterations: 1000,
+        tasks: [traceTask('node0'), traceTask('node1')],
+      }),
+      traceJob('C', { arrivalSeconds: 400, iterations: 100 }),
+    ),
+    scheduler: new ScriptedScheduler('scripted', script),
+    catalog,
+    groundTruth: constantPairwise(1),
+    onEvent: log.record,
+    starts,
+  });
+  return { log, result };
+}
+
+describe('co-start in the engine', () => {
+  it('without it, the task next to A is ready at 302 s and idles until its sibling is at 365 s', () => {
+    const { log, result } = scenario({});
+    expect(log.time('start-issued', { taskId: 'B/node0' })).toBe(300);
+    expect(log.time('launched', { taskId: 'B/node0' })).toBe(302);
+    expect(log.time('launched', { taskId: 'B/node1' })).toBe(365);
+    expect(result.starts?.startSkewSecondsMean).toBe(63);
+    // 63 s × a quarter of a $10.8/h big.x.
+    expect(result.starts?.barrierIdleCost).toBeCloseTo((63 * 0.25 * 10.8) / 3600, 12);
+  });
+
+  it('with it, that task starts preparing at 363 s so both are ready at 365 s: no skew, no idle, same job start', () => {
+    const off = scenario({});
+    const { log, result } = scenario({ coStart: true });
+    expect(log.time('start-issued', { taskId: 'B/node0' })).toBe(363);
+    expect(log.time('launched', { taskId: 'B/node0' })).toBe(365);
+    expect(log.time('launched', { taskId: 'B/node1' })).toBe(365);
+    expect(result.starts?.startSkewSecondsMean).toBe(0);
+    expect(result.starts?.barrierIdleCost).toBe(0);
+    const jobB = (r: typeof result) => r.jobs.find((j) => j.id === 'B');
+    expect(jobB(result)?.startSeconds).toBe(jobB(off.result)?.startSeconds);
+    expect(jobB(result)?.endSeconds).toBe(jobB(off.result)?.endSeconds);
+  });
+});
+
+describe('placement between rounds in the engine', () => {
+  it('places an arriving job on paid room at once instead of at the next round', () => {
+    const off = scenario({});
+    expect(off.log.time('start-issued', { taskId: 'C/node0' })).toBe(600);
+    const on = scenario({ placeBetweenRounds: true });
+    expect(on.log.time('placed-between-rounds', { jobId: 'C' })).toBe(400);
+    expect(on.log.time('start-issued', { taskId: 'C/node0' })).toBe(400);
+    expect(on.result.starts?.placedBetweenRounds).toBeGreaterThanOrEqual(1);
+    const c = (r: typeof on.result) => r.jobs.find((j) => j.id === 'C')?.jctSeconds ?? Infinity;
+    expect(c(on.result)).toBe(c(off.result) - 200);
+    expect(on.result.starts?.waitToPlaceSecondsMean).toBeLessThan(
+      off.result.starts?.waitToPlaceSecondsMean ?? 0,
+    );
+  });
+});
