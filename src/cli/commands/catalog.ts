@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { catalogToFile, parseCatalog, type Catalog } from '../../core/catalog.js';
+import type { SpotMarket } from '../../core/spot.js';
 import { parseWith } from '../../core/validation.js';
 // The AWS SDK clients take seconds to load: they are imported when a catalog command runs, not on every CLI start.
 import type { Ec2Api } from '../../cloud/aws/ec2-api.js';
@@ -75,43 +76,44 @@ export async function runCatalogRefresh(rawOptions: unknown, deps: CatalogRefres
     `AWS Price List API (GetProducts: on-demand, Linux, shared tenancy) and EC2 DescribeInstanceTypes for ` +
     `${options.region}, refreshed ${deps.now().toISOString()}; launch delays kept from ${options.base} ` +
     `(new types get their family's median).`;
-  const file = catalogToFile(catalog, source);
-  parseCatalog(file, 'refreshed catalog'); // what we write must load again
   const spot =
     options.spot && deps.spotPrices !== undefined
-      ? await refreshSpot(deps.spotPrices, catalog, options.base, options.region, deps)
+      ? await refreshSpot(deps.spotPrices, catalog, base.spot, options, deps)
       : undefined;
-  const text = `${JSON.stringify(spot === undefined ? file : { ...file, spot }, null, 2)}\n`;
+  const refreshed: Catalog = spot === undefined ? catalog : { ...catalog, spot };
+  const file = catalogToFile(refreshed, source);
+  parseCatalog(file, 'refreshed catalog'); // what we write must load again
+  const text = `${JSON.stringify(file, null, 2)}\n`;
   if (options.out === undefined) {
     deps.stdout(text);
   } else {
     await writeFileAtomic(resolve(options.out), text);
     deps.stderr(`wrote ${catalog.types.length} instance types for ${options.region} to ${options.out}\n`);
   }
-  return catalog;
+  return refreshed;
 }
 
 /**
- * The catalog's `spot` section: every pool's current price from DescribeSpotPriceHistory, with the base catalog's
+ * The catalog's spot market: every pool's current price from DescribeSpotPriceHistory, with the base catalog's
  * interruption classes (spot-prices.ts). Types EC2 has no spot price for are left out of it (not offered as spot).
  */
 async function refreshSpot(
   api: SpotPriceApi,
   catalog: Catalog,
-  base: string,
-  region: string,
+  baseMarket: SpotMarket | undefined,
+  options: { readonly base: string; readonly region: string },
   deps: Pick<CatalogRefreshDeps, 'now' | 'stderr'>,
-): Promise<unknown> {
-  const { fetchSpotPrices, spotSection, UNKNOWN_POOL_CLASS } = await import('../../cloud/aws/spot-prices.js');
+): Promise<SpotMarket> {
+  const { fetchSpotPrices, spotMarketFromPrices, UNKNOWN_POOL_CLASS } =
+    await import('../../cloud/aws/spot-prices.js');
   const now = deps.now();
   const names = catalog.types.map((t) => t.name);
   const prices = await fetchSpotPrices(api, names, now);
-  const baseFile = JSON.parse(await readFile(base, 'utf8')) as unknown;
-  const { section, unclassified } = spotSection(prices, baseFile, {
+  const { market, unclassified } = spotMarketFromPrices(prices, baseMarket, {
     date: now,
     source:
-      `EC2 DescribeSpotPriceHistory (Linux/UNIX) for ${region}, ${now.toISOString()}; interruption classes ` +
-      `(Spot Instance Advisor) from ${base}, ${UNKNOWN_POOL_CLASS} where it has none`,
+      `EC2 DescribeSpotPriceHistory (Linux/UNIX) for ${options.region}, ${now.toISOString()}; interruption ` +
+      `classes (Spot Instance Advisor) from ${options.base}, ${UNKNOWN_POOL_CLASS} where it has none`,
   });
   const priced = new Set(prices.map((p) => p.typeName));
   const unpriced = names.filter((n) => !priced.has(n));
@@ -123,7 +125,7 @@ async function refreshSpot(
         : `; ${unclassified} pools without a class in the base catalog get ${UNKNOWN_POOL_CLASS}`) +
       '\n',
   );
-  return section;
+  return market;
 }
 
 /** The real Pricing and EC2 clients, from the SDK's standard configuration; or the recorded fixtures (test hook). */

@@ -4,7 +4,7 @@ import {
   type DescribeSpotPriceHistoryCommandOutput,
   type EC2Client,
 } from '@aws-sdk/client-ec2';
-import { z } from 'zod';
+import type { InterruptionClass, SpotMarket } from '../../core/spot.js';
 
 /**
  * Current spot prices per (type, zone) from EC2's DescribeSpotPriceHistory, for `fleetwise catalog refresh`. With a
@@ -81,56 +81,29 @@ export async function fetchSpotPrices(
     );
 }
 
-/** The Spot Instance Advisor's interruption-frequency classes (share of a pool's instances reclaimed per month). */
-export const ADVISOR_CLASSES = ['<5%', '5-10%', '10-15%', '15-20%', '>20%'] as const;
 /** The class a pool gets when the base catalog has none for it: the worst, never an optimistic guess. */
-export const UNKNOWN_POOL_CLASS = '>20%';
+export const UNKNOWN_POOL_CLASS: InterruptionClass = '>20%';
 
-/** The part of a base catalog's `spot` section a refresh keeps: each pool's interruption class. */
-const baseSpotSchema = z.object({
-  spot: z
-    .object({
-      offerings: z.array(
-        z.object({ type: z.string(), zone: z.string(), interruption: z.enum(ADVISOR_CLASSES) }),
-      ),
-    })
-    .optional(),
-});
-
-/** The catalog file's `spot` section: prices from EC2, interruption classes from the base catalog (file JSON). */
-export function spotSection(
+/**
+ * The catalog's spot market: prices from EC2, each pool's interruption class from the base catalog's market (or
+ * UNKNOWN_POOL_CLASS), with the snapshot's date and source.
+ */
+export function spotMarketFromPrices(
   prices: readonly SpotPrice[],
-  baseFile: unknown,
+  baseMarket: SpotMarket | undefined,
   snapshot: { readonly date: Date; readonly source: string },
-): {
-  readonly section: {
-    snapshotDate: string;
-    source: string;
-    offerings: { type: string; zone: string; pricePerHour: number; interruption: string }[];
-  };
-  /** Pools whose class the base did not have (given UNKNOWN_POOL_CLASS). */
-  readonly unclassified: number;
-} {
-  const parsed = baseSpotSchema.safeParse(baseFile);
+): { readonly market: SpotMarket; /** Pools the base had no class for. */ readonly unclassified: number } {
   const classes = new Map(
-    (parsed.success ? (parsed.data.spot?.offerings ?? []) : []).map((o) => [
-      `${o.type}@${o.zone}`,
-      o.interruption,
-    ]),
+    (baseMarket?.offerings ?? []).map((o) => [`${o.typeName}@${o.zone}`, o.interruption]),
   );
   let unclassified = 0;
   const offerings = prices.map((p) => {
     const known = classes.get(`${p.typeName}@${p.zone}`);
     if (known === undefined) unclassified += 1;
-    return {
-      type: p.typeName,
-      zone: p.zone,
-      pricePerHour: p.pricePerHour,
-      interruption: known ?? UNKNOWN_POOL_CLASS,
-    };
+    return { ...p, interruption: known ?? UNKNOWN_POOL_CLASS };
   });
   return {
-    section: { snapshotDate: snapshot.date.toISOString().slice(0, 10), source: snapshot.source, offerings },
+    market: { snapshotDate: snapshot.date.toISOString().slice(0, 10), source: snapshot.source, offerings },
     unclassified,
   };
 }
