@@ -224,3 +224,51 @@ describe('spot quotas', () => {
     expect(check([{ group: 'p', maxGpus: 0 }])).toMatch(/\bp\b/);
   });
 });
+
+describe('eva packing on spot', () => {
+  it('repacks half-empty spot instances as it would on demand: task prices are spot prices too', () => {
+    // Two 1-GPU jobs, each alone on a spot p3.16xlarge (8 GPUs, $7.29/h in us-east-1b), early on (Eva's horizon T is
+    // the 1,000 s elapsed). Moving both to one spot p3.8xlarge saves $10.93/h × T = $3.04; the move costs the jobs'
+    // delays at their task prices, times the payback margin 8. At on-demand task prices ($3.06/h each) that is
+    // 8 × $0.89 and Eva stays; at spot task prices (under a third of it) the move pays and Eva repacks.
+    const jobs: SchedJob[] = ['a', 'b'].map((id) => ({
+      id,
+      taskIds: [`${id}-t`],
+      reconfigurable: true,
+      arrivalSeconds: 0,
+      runningSinceSeconds: 0,
+      migrationDelaySeconds: 60,
+      lastCheckpointSeconds: 900,
+      checkpointIntervalSeconds: 1800,
+      expectedRemainingSeconds: 72_000,
+    }));
+    const snapshot: ClusterSnapshot = {
+      nowSeconds: 1000,
+      jobs,
+      tasks: jobs.map((j) => ({
+        id: `${j.id}-t`,
+        jobId: j.id,
+        key: 'w0_node0',
+        demand: { any: [1, 4, 15] },
+        instanceId: `i-${j.id}`,
+      })),
+      instances: jobs.map((j) => ({
+        id: `i-${j.id}`,
+        typeName: 'p3.16xlarge',
+        state: 'running',
+        taskIds: [`${j.id}-t`],
+        market: 'spot',
+        placement: { zone: 'us-east-1b' },
+      })),
+    };
+    const before = snapshot.instances.reduce(
+      (s, i) => s + plannedPricePerHour(catalog, { ...i, isNew: false }),
+      0,
+    );
+    const plan = new EvaScheduler(catalog, { spot: true }).plan(snapshot);
+    const after = plan.configuration.instances.reduce((s, i) => s + plannedPricePerHour(catalog, i), 0);
+    expect(plan.configuration.instances.every((i) => i.typeName !== 'p3.16xlarge')).toBe(true);
+    expect(after).toBeLessThan(before / 4);
+    expect(plan.configuration.instances.every((i) => i.market === 'spot')).toBe(true);
+  });
+});
