@@ -75,6 +75,8 @@ export interface SchedInstance {
   readonly placement?: InstancePlacement | undefined;
   /** How it is bought; absent: on demand. */
   readonly market?: Market | undefined;
+  /** EC2 recommended rebalancing it: a spot instance at elevated risk of an interruption. */
+  readonly rebalanceRecommended?: boolean | undefined;
 }
 
 export interface ClusterSnapshot {

@@ -1,8 +1,9 @@
-import { crossZonePricePerGiB, type Catalog, type InstanceType } from '../core/catalog.js';
+import { crossZonePricePerGiB, setupSeconds, type Catalog, type InstanceType } from '../core/catalog.js';
 import {
   MAX_VALUE_OF_TIME_PER_JOB_HOUR,
   type Caps,
   type ClusterSnapshot,
+  type SchedInstance,
   type SchedJob,
 } from '../core/model.js';
 import type { FamilyDemand } from '../core/resources.js';
@@ -15,7 +16,7 @@ import {
   standaloneFullCandidate,
   type ExactCandidateOptions,
 } from './eva-extra-candidates.js';
-import { pinnedTasks } from './eva-pins.js';
+import { jobMoveCost, pinnedTasks } from './eva-pins.js';
 import { toPlanned, type DraftInstance } from './full-reconfiguration.js';
 import { compositionValue, type PackTask, type RateModel } from './packing.js';
 import {
@@ -25,6 +26,7 @@ import {
   type PlanningInput,
 } from './reconfiguration.js';
 import { PriceBook } from './reservation-price.js';
+import { rebalanceRiskPerHour, type JobAtRisk } from './spot-cost.js';
 import { ConsolidationCandidate } from './consolidation-candidate.js';
 import {
   chooseMarket,
@@ -225,6 +227,33 @@ export class EvaScheduler implements Scheduler {
       !singlePlan && (options.consolidation ?? true) ? new ConsolidationCandidate(catalog) : undefined;
   }
 
+  /**
+   * What keeping an instance EC2 recommended rebalancing costs on top of its price, $/hour: the risk its jobs run
+   * there (spot-cost.ts `rebalanceRiskPerHour`, their work valued at on-demand prices); 0 for any other instance.
+   * Added to its price, keeping it costs what the risk is worth, and the round moves its tasks off only when that
+   * pays their moves: a priced proactive move.
+   */
+  private rebalancePremium(
+    inst: SchedInstance,
+    type: InstanceType,
+    snapshot: ClusterSnapshot,
+    jobs: ReadonlyMap<string, SchedJob>,
+    taskCount: ReadonlyMap<string, number>,
+  ): number {
+    if (inst.rebalanceRecommended !== true) return 0;
+    const jobIds = new Set(snapshot.tasks.filter((t) => t.instanceId === inst.id).map((t) => t.jobId));
+    const atRisk: JobAtRisk[] = [];
+    for (const id of jobIds) {
+      const job = jobs.get(id);
+      if (job === undefined) continue;
+      const rpPerHour = snapshot.tasks
+        .filter((t) => t.jobId === id)
+        .reduce((sum, t) => sum + this.priceOf(this.book, t.demand, taskCount.get(id) ?? 1), 0);
+      atRisk.push({ job, rpPerHour });
+    }
+    return rebalanceRiskPerHour(atRisk, snapshot.nowSeconds, setupSeconds(type));
+  }
+
   private get model(): RateModel {
     return {
       table: this.table,
@@ -300,10 +329,16 @@ export class EvaScheduler implements Scheduler {
     // more than with spot task prices. The work an interruption loses is still valued on demand (jobRpOnDemand).
     const spotRound = this.spotBook !== undefined && snapshot.jobs.some((j) => j.spot !== 'never');
     const book = spotRound ? (this.spotBook as PriceBook) : this.book;
-    const instanceType = new Map<string, InstanceType>();
-    for (const inst of snapshot.instances) instanceType.set(inst.id, book.type(inst.typeName));
     const jobs = new Map(snapshot.jobs.map((j) => [j.id, j]));
     const taskCount = new Map(snapshot.jobs.map((j) => [j.id, j.taskIds.length]));
+    const instanceType = new Map<string, InstanceType>();
+    const riskPremium = new Map<string, number>();
+    for (const inst of snapshot.instances) {
+      const type = book.type(inst.typeName);
+      const premium = this.rebalancePremium(inst, type, snapshot, jobs, taskCount);
+      if (premium > 0) riskPremium.set(inst.id, premium);
+      instanceType.set(inst.id, premium > 0 ? { ...type, costPerHour: type.costPerHour + premium } : type);
+    }
     const packTasks = new Map<string, PackTask>();
     for (const t of snapshot.tasks) {
       const job = jobs.get(t.jobId);
@@ -347,6 +382,7 @@ export class EvaScheduler implements Scheduler {
         id: i.id,
         type: instanceType.get(i.id) as InstanceType,
         taskIds: i.taskIds.filter((id) => packTasks.has(id)),
+        ...(i.rebalanceRecommended === true ? { retiring: true } : {}),
       })),
       pinnedTaskIds,
       maxMovedJobs: this.caps.maxMigrationsPerRound ?? Number.POSITIVE_INFINITY,
@@ -384,6 +420,25 @@ export class EvaScheduler implements Scheduler {
       if (standalone !== undefined) candidates.push(evaluate('full-standalone', standalone));
       const consolidated = this.consolidation?.plan(snapshot, input, stay);
       if (consolidated !== undefined) candidates.push(evaluate('consolidate', consolidated));
+      // Rebalance: only the instances EC2 recommended rebalancing whose risk over the horizon pays their jobs'
+      // moves k times (Partial Reconfiguration would move every task off a risky instance at once, whether or not
+      // its own move pays).
+      const retire = new Set(
+        input.instances
+          .filter((i) => i.retiring === true && repack.has(i.id))
+          .filter((i) => {
+            const moveCost = [...new Set(i.taskIds.map((t) => (packTasks.get(t) as PackTask).jobId))].reduce(
+              (sum, id) => {
+                const job = jobs.get(id);
+                return job === undefined ? sum : sum + jobMoveCost(job, jobRp.get(id) ?? 0, now);
+              },
+              0,
+            );
+            return (riskPremium.get(i.id) ?? 0) * (horizon / 3600) >= this.paybackMargin * moveCost;
+          })
+          .map((i) => i.id),
+      );
+      if (retire.size > 0) candidates.push(evaluate('rebalance', partialReconfiguration(input, retire)));
       const slow = this.slowJobsDue(view, pinnedTaskIds, packTasks);
       if (slow.size > 0) candidates.push(evaluate('latency', partialReconfiguration(input, new Set(), slow)));
     }
@@ -538,7 +593,10 @@ export class EvaScheduler implements Scheduler {
     for (const j of snapshot.jobs)
       parts.push(`${j.id}${j.reconfigurable ? '' : '!'}${pinned.has(j.taskIds[0] ?? '') ? '^' : ''}`);
     for (const t of snapshot.tasks) parts.push(`${t.id}@${t.instanceId ?? ''}`);
-    for (const i of snapshot.instances) parts.push(`${i.id}:${i.typeName}:${i.state}:${i.taskIds.join(',')}`);
+    for (const i of snapshot.instances)
+      parts.push(
+        `${i.id}:${i.typeName}:${i.state}:${i.taskIds.join(',')}${i.rebalanceRecommended === true ? ':rebalance' : ''}`,
+      );
     return parts.join('|');
   }
 

@@ -272,3 +272,59 @@ describe('eva packing on spot', () => {
     expect(plan.configuration.instances.every((i) => i.market === 'spot')).toBe(true);
   });
 });
+
+describe('a rebalance recommendation', () => {
+  // Each job alone on a spot p3.2xlarge in us-east-1b. `lost` never checkpoints (4,000 s done, 36,000 s to go: all of
+  // it is at risk, a risk premium of $17/h at λ = 0.5/h); `saved` checkpointed a minute ago (its premium is $0.15/h,
+  // less than its move would cost over the horizon).
+  const job = (id: string, extra: Partial<SchedJob>): SchedJob => ({
+    id,
+    taskIds: [`${id}-t`],
+    reconfigurable: true,
+    arrivalSeconds: 0,
+    runningSinceSeconds: 1000,
+    migrationDelaySeconds: 120,
+    expectedRemainingSeconds: 36_000,
+    ...extra,
+  });
+  const snapshotWith = (rebalanceRecommended: boolean): ClusterSnapshot => {
+    const jobs = [
+      job('lost', { checkpointIntervalSeconds: 0 }),
+      job('saved', { checkpointIntervalSeconds: 1800, lastCheckpointSeconds: 4940 }),
+    ];
+    return {
+      nowSeconds: 5000,
+      jobs,
+      tasks: jobs.map((j) => ({
+        id: `${j.id}-t`,
+        jobId: j.id,
+        key: `w${j.id}_node0`,
+        demand: { any: [1, 8, 61] },
+        instanceId: `i-${j.id}`,
+      })),
+      instances: jobs.map((j) => ({
+        id: `i-${j.id}`,
+        typeName: 'p3.2xlarge',
+        state: 'running',
+        taskIds: [`${j.id}-t`],
+        market: 'spot',
+        placement: { zone: 'us-east-1b' },
+        rebalanceRecommended,
+      })),
+    };
+  };
+  const hostOf = (plan: ReturnType<EvaScheduler['plan']>, taskId: string) =>
+    plan.configuration.instances.find((i) => i.taskIds.includes(taskId));
+
+  it('moves a task off when its risk outweighs the move (priced), and leaves a freshly checkpointed one', () => {
+    const calm = new EvaScheduler(catalog, { spot: true }).plan(snapshotWith(false));
+    expect(hostOf(calm, 'lost-t')?.id).toBe('i-lost');
+    expect(hostOf(calm, 'saved-t')?.id).toBe('i-saved');
+    const warned = new EvaScheduler(catalog, { spot: true }).plan(snapshotWith(true));
+    expect(hostOf(warned, 'lost-t')?.isNew).toBe(true);
+    expect(hostOf(warned, 'saved-t')?.id).toBe('i-saved');
+    expect(warned.configuration.instances.some((i) => i.id === 'i-lost')).toBe(false);
+    // Its own candidate: Partial Reconfiguration would move `saved` too (its premium makes its instance inefficient).
+    expect(warned.decision.chosen).toBe('rebalance');
+  });
+});
