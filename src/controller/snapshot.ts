@@ -207,6 +207,7 @@ function schedJob(
     expectedRemainingSeconds: expectedRemaining(job, input.nowSeconds, runningSinceSeconds),
     ...(spec.network === undefined ? {} : { network: jobNetwork(job, tasks) }),
     ...(spec.spot === undefined ? {} : { spot: spec.spot }),
+    ...(spec.spotMaxDelaySeconds === undefined ? {} : { spotMaxDelaySeconds: spec.spotMaxDelaySeconds }),
     ...(spec.checkpoint.everySeconds === undefined
       ? {}
       : { checkpointIntervalSeconds: spec.checkpoint.everySeconds }),

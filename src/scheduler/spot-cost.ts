@@ -35,10 +35,26 @@ export function workAtRiskSeconds(job: SchedJob, nowSeconds: number): number {
   return (job.checkpointIntervalSeconds ?? 0) / 2;
 }
 
+/** Seconds an interruption now would delay a job: work at risk + restore + relaunch of its replacement. */
+export function interruptionDelaySeconds(job: SchedJob, nowSeconds: number, relaunchSeconds: number): number {
+  return workAtRiskSeconds(job, nowSeconds) + job.migrationDelaySeconds + relaunchSeconds;
+}
+
+/** Whether one interruption now would delay the job past the bound its owner set (`spotMaxDelaySeconds`). */
+export function interruptionExceedsBound(
+  job: SchedJob,
+  nowSeconds: number,
+  relaunchSeconds: number,
+): boolean {
+  return (
+    job.spotMaxDelaySeconds !== undefined &&
+    interruptionDelaySeconds(job, nowSeconds, relaunchSeconds) > job.spotMaxDelaySeconds
+  );
+}
+
 /** $ an interruption costs one job: (work at risk + restore + relaunch) × its reservation price per second. */
 export function interruptionCost(at: JobAtRisk, nowSeconds: number, relaunchSeconds: number): number {
-  const outOfService = workAtRiskSeconds(at.job, nowSeconds) + at.job.migrationDelaySeconds + relaunchSeconds;
-  return outOfService * perHourToPerSecond(at.rpPerHour);
+  return interruptionDelaySeconds(at.job, nowSeconds, relaunchSeconds) * perHourToPerSecond(at.rpPerHour);
 }
 
 /**

@@ -328,3 +328,34 @@ describe('a rebalance recommendation', () => {
     expect(warned.decision.chosen).toBe('rebalance');
   });
 });
+
+describe('a bound on the delay one interruption may cause', () => {
+  // A new 1-GPU job, never run: an interruption would lose half its 30-minute checkpoint interval (900 s), plus its
+  // 120 s restore and the replacement's 173 s launch: 1,193 s.
+  const snapshotWith = (extra: Partial<SchedJob>): ClusterSnapshot => ({
+    nowSeconds: 0,
+    jobs: [
+      {
+        id: 'j',
+        taskIds: ['j-t'],
+        reconfigurable: true,
+        arrivalSeconds: 0,
+        migrationDelaySeconds: 120,
+        checkpointIntervalSeconds: 1800,
+        expectedRemainingSeconds: 36_000,
+        ...extra,
+      },
+    ],
+    tasks: [{ id: 'j-t', jobId: 'j', key: 'w_node0', demand: { any: [1, 8, 61] } }],
+    instances: [],
+  });
+  const marketOf = (extra: Partial<SchedJob>) =>
+    new EvaScheduler(catalog, { spot: true }).plan(snapshotWith(extra)).configuration.instances[0]?.market;
+
+  it('buys on demand when one interruption would delay the job past it, even if it prefers spot', () => {
+    expect(marketOf({})).toBe('spot');
+    expect(marketOf({ spotMaxDelaySeconds: 1200 })).toBe('spot');
+    expect(marketOf({ spotMaxDelaySeconds: 1100 })).toBeUndefined();
+    expect(marketOf({ spotMaxDelaySeconds: 1100, spot: 'preferred' })).toBeUndefined();
+  });
+});
