@@ -1,3 +1,4 @@
+import { sleepUnlessAborted } from '../storage/retry.js';
 import type { InterruptionEventSource } from '../cloud/interruption-events.js';
 import type { ControllerLogger } from './seams.js';
 import type { InterruptionReport } from './spot-interruptions.js';
@@ -71,21 +72,8 @@ export class InterruptionListener {
         const message = (e as Error).message;
         if (message !== lastError) this.deps.log.warn(`interruption queue: ${message}`);
         lastError = message;
-        await sleep(this.deps.retrySeconds ?? 5, signal);
+        await sleepUnlessAborted((this.deps.retrySeconds ?? 5) * 1000, signal);
       }
     }
   }
-}
-
-function sleep(seconds: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, seconds * 1000);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

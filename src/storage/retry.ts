@@ -53,14 +53,14 @@ export async function retryWhileStoreFails<T>(
       if (!isObjectStoreError(e) || leaving()) throw e;
       const delayMs = backoffDelayMs(failures, backoff, random);
       options.onRetry?.(e, failures, delayMs);
-      await wait(delayMs, options.signal);
+      await sleepUnlessAborted(delayMs, options.signal);
       if (leaving()) throw e;
     }
   }
 }
 
-/** Sleep `ms`, waking early when `signal` aborts. */
-function wait(ms: number, signal: AbortSignal | undefined): Promise<void> {
+/** Sleep `ms`, waking early (and without an error) when `signal` aborts: for loops that end on an abort. */
+export function sleepUnlessAborted(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted === true) return resolve();
     const done = (): void => {

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import type { ObjectStore } from '../storage/object-store.js';
+import { sleepUnlessAborted } from '../storage/retry.js';
 import {
   desiredTaskSchema,
   type DesiredTask,
@@ -179,7 +180,10 @@ export class WorkerAgent {
       }
       const nap = this.nap.signal;
       if (!nap.aborted)
-        await sleep(this.store === undefined ? 1 : this.period(), AbortSignal.any([signal, nap]));
+        await sleepUnlessAborted(
+          (this.store === undefined ? 1 : this.period()) * 1000,
+          AbortSignal.any([signal, nap]),
+        );
       if (nap.aborted) this.nap = new AbortController();
     }
     this.leaving.abort();
@@ -352,7 +356,7 @@ export class WorkerAgent {
         if (message !== lastError) this.log.warn(`interruption notices: ${message}`);
         lastError = message;
       }
-      await sleep(watch.pollSeconds ?? DEFAULT_NOTICE_POLL_SECONDS, leaving);
+      await sleepUnlessAborted((watch.pollSeconds ?? DEFAULT_NOTICE_POLL_SECONDS) * 1000, leaving);
     }
   }
 
@@ -441,17 +445,4 @@ function describeIssues(error: z.ZodError, prefix = ''): string {
         `${[prefix, ...i.path.map(String)].filter((p) => p !== '').join('.') || '(answer)'}: ${i.message}`,
     )
     .join('; ');
-}
-
-function sleep(seconds: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, seconds * 1000);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

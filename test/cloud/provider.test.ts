@@ -13,12 +13,13 @@ const base = {
 };
 
 describe('launch requests', () => {
-  it('default to one instance, no zone preference and no extra tags', () => {
+  it('default to one instance on demand, no zone preference and no extra tags', () => {
     expect(parseWith(launchRequestSchema, base, 'launch request')).toEqual({
       ...base,
       count: 1,
       availabilityZones: [],
       tags: {},
+      market: 'on-demand',
     });
   });
 

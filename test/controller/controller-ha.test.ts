@@ -29,7 +29,9 @@ import { describeWithPostgres } from '../helpers/postgres.js';
 const ADMIN_TOKEN = 'ha-test-admin-token-0123456789abcdef';
 const CLUSTER = 'ha';
 /** Short leases: a takeover takes the lease's 3 s, a retry period and the recovery. */
-const LEASE = { durationSeconds: 4, renewDeadlineSeconds: 3, retrySeconds: 0.25 };
+// Shorter than the defaults (15/10/2 s) so the eleven takeovers take a minute, yet long enough that a busy CI host
+// stalling a controller for a few seconds does not depose it.
+const LEASE = { durationSeconds: 8, renewDeadlineSeconds: 6, retrySeconds: 0.5 };
 const TAKEOVER_LIMIT_MS = 30_000;
 
 /** In the order the workload reaches them (see the test). */

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { readLocalInstances } from '../../src/cloud/local/instance-file.js';
 import { INSTANCE_LABEL, TASK_LABEL } from '../../src/worker/executors/docker.js';
 import { writeShortCounterSpec } from '../helpers/counter-spec.js';
 import { describeWithDocker } from '../helpers/dockerd.js';
@@ -27,10 +28,7 @@ const stateDirs: string[] = [];
 /** Workers are detached (they outlive a controller restart): stop the ones a scenario's controller spawned. */
 function stopWorkers(stateDir: string): void {
   try {
-    const file = JSON.parse(readFileSync(join(stateDir, 'local-instances.json'), 'utf8')) as {
-      instances: { state: string; pid?: number }[];
-    };
-    for (const i of file.instances)
+    for (const i of readLocalInstances(join(stateDir, 'local-instances.json')))
       if (i.state !== 'terminated' && i.pid !== undefined)
         try {
           process.kill(-i.pid, 'SIGKILL');
@@ -314,10 +312,8 @@ describe.concurrent('local mode end to end (one controller per scenario, run con
       return doc.state === 'running' && doc.progress.completed > seen ? doc : undefined;
     });
     const victim = running.instances[0]?.cloudId as string;
-    const records = JSON.parse(readFileSync(join(ctl.stateDir, 'local-instances.json'), 'utf8')) as {
-      instances: { instanceId: string; pid?: number }[];
-    };
-    const pid = records.instances.find((i) => i.instanceId === victim)?.pid as number;
+    const records = readLocalInstances(join(ctl.stateDir, 'local-instances.json'));
+    const pid = records.find((i) => i.instanceId === victim)?.pid as number;
     ctl.mark(`${id} running at ${running.progress.completed}; SIGKILL worker ${pid}`);
     process.kill(pid, 'SIGKILL');
     const recovered = await until(

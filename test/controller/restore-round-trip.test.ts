@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createEc2Client, ec2ApiFromClient } from '../../src/cloud/aws/ec2-api.js';
 import { Ec2Provider } from '../../src/cloud/aws/ec2-provider.js';
 import { TAG_LAUNCH_TOKEN } from '../../src/cloud/provider.js';
+import { readLocalInstances } from '../../src/cloud/local/instance-file.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { jobArchiveKeys, latestBackupKey } from '../../src/protocol/object-keys.js';
 import { openObjectStore } from '../../src/storage/open-object-store.js';
@@ -170,17 +171,15 @@ describe('restore from a backup in local mode, with a directory object store', (
     expect(await restored.exited).toBe(0);
 
     // One launch per instance record: no launch token used twice, every cloud instance known to the state.
-    const launched = JSON.parse(readFileSync(join(stateDir, 'local-instances.json'), 'utf8')) as {
-      instances: { instanceId: string; tags: Record<string, string> }[];
-    };
-    const tokens = launched.instances.map((i) => i.tags[TAG_LAUNCH_TOKEN]);
+    const launched = readLocalInstances(join(stateDir, 'local-instances.json'));
+    const tokens = launched.map((i) => i.tags[TAG_LAUNCH_TOKEN]);
     expect(new Set(tokens).size).toBe(tokens.length);
     const state = new SqliteStateStore(join(stateDir, 'state.db'));
     const cloudIds = new Set(
       state.listInstances().flatMap((i) => (i.cloudId === undefined ? [] : [i.cloudId])),
     );
     state.close();
-    for (const i of launched.instances) expect(cloudIds.has(i.instanceId)).toBe(true);
+    for (const i of launched) expect(cloudIds.has(i.instanceId)).toBe(true);
   });
 });
 

@@ -4,6 +4,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
 import { LocalProvider } from '../../cloud/local/local-provider.js';
+import { journalPathOf } from '../../cloud/local/instance-file.js';
 import { stopWorkersGently } from '../../cloud/local/local-shutdown.js';
 import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
 import { parseWith } from '../../core/validation.js';
@@ -71,7 +72,8 @@ export async function runDown(flags: DownFlags): Promise<void> {
   }
 
   const stateFile = join(stateDir, 'local-instances.json');
-  if (existsSync(stateFile)) {
+  // The records are a snapshot and its journal; either may exist alone.
+  if (existsSync(stateFile) || existsSync(journalPathOf(stateFile))) {
     const provider = new LocalProvider({
       stateFile,
       instancesDir: join(stateDir, 'instances'),

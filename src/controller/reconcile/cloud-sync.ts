@@ -46,35 +46,39 @@ export async function syncWithCloud(ctx: ReconcileContext): Promise<SyncSummary>
   const adopted: string[] = [];
   const vanished: string[] = [];
   const records = ctx.store.listInstances({ states: [...LIVE_INSTANCE_STATES] });
-  for (const inst of records) {
-    if (inst.cloudId !== undefined) {
-      claimed.add(inst.cloudId);
-      const seen = byCloudId.get(inst.cloudId);
-      if (
-        seen === undefined ||
-        seen.state === 'shutting-down' ||
-        seen.state === 'stopping' ||
-        seen.state === 'stopped'
-      ) {
-        if (inst.state === 'terminating') continue; // the terminate step finishes it
-        const since = inst.launchedAtSeconds ?? inst.requestedAtSeconds;
-        // DescribeInstances is eventually consistent right after RunInstances: wait before declaring it lost.
-        if (seen === undefined && now - since < ctx.settings.vanishGraceSeconds) continue;
-        loseInstance(ctx, inst, seen === undefined ? 'vanished from EC2' : `EC2 reports it ${seen.state}`);
-        vanished.push(inst.id);
-      } else if (seen.state === 'running' && inst.state === 'launching') {
-        ctx.store.setInstanceState(inst.id, 'running', { availabilityZone: seen.availabilityZone });
+  // One commit for the whole comparison (a launch wave turns hundreds of instances running in one pass): each
+  // commit syncs SQLite's WAL on the event loop.
+  ctx.store.transaction(() => {
+    for (const inst of records) {
+      if (inst.cloudId !== undefined) {
+        claimed.add(inst.cloudId);
+        const seen = byCloudId.get(inst.cloudId);
+        if (
+          seen === undefined ||
+          seen.state === 'shutting-down' ||
+          seen.state === 'stopping' ||
+          seen.state === 'stopped'
+        ) {
+          if (inst.state === 'terminating') continue; // the terminate step finishes it
+          const since = inst.launchedAtSeconds ?? inst.requestedAtSeconds;
+          // DescribeInstances is eventually consistent right after RunInstances: wait before declaring it lost.
+          if (seen === undefined && now - since < ctx.settings.vanishGraceSeconds) continue;
+          loseInstance(ctx, inst, seen === undefined ? 'vanished from EC2' : `EC2 reports it ${seen.state}`);
+          vanished.push(inst.id);
+        } else if (seen.state === 'running' && inst.state === 'launching') {
+          ctx.store.setInstanceState(inst.id, 'running', { availabilityZone: seen.availabilityZone });
+        }
+        continue;
       }
-      continue;
+      // No cloud id yet: a launch that may have happened before a crash. Its token finds it.
+      const found = (byToken.get(inst.launchToken) ?? []).filter((c) => !claimed.has(c.instanceId));
+      const first = found[0];
+      if (first === undefined) continue;
+      claimed.add(first.instanceId);
+      adoptLaunch(ctx, inst, first);
+      adopted.push(inst.id);
     }
-    // No cloud id yet: a launch that may have happened before a crash. Its token finds it.
-    const found = (byToken.get(inst.launchToken) ?? []).filter((c) => !claimed.has(c.instanceId));
-    const first = found[0];
-    if (first === undefined) continue;
-    claimed.add(first.instanceId);
-    adoptLaunch(ctx, inst, first);
-    adopted.push(inst.id);
-  }
+  });
   const orphans: string[] = [];
   const kept: CloudInstance[] = [];
   let launchTokens: ReadonlySet<string> | undefined;
