@@ -19,6 +19,8 @@ import type { InstanceRecord, JobRecord, StateStore, TaskRecord } from './state-
  *   until it is reconfigurable again, and it cannot stay on an instance that no plan may use.
  * - Where instances are (zone, placement group: asked for until launched, then obtained) and the round trips the
  *   workers measured between them, for latency-aware placement.
+ * - How instances are bought (spot or on demand) and which ones EC2 recommended rebalancing, so a plan prices them
+ *   at their pool and their risk.
  */
 
 export interface SnapshotInputs {
@@ -32,6 +34,10 @@ export interface SnapshotInputs {
   readonly nowSeconds: number;
   /** Round trips the workers measured (latency-matrix.ts); absent without workers that probe. */
   readonly measuredRtts?: readonly MeasuredRtt[] | undefined;
+  /** Instances bought on spot: launched with the spot market and not fallen back to on demand. */
+  readonly spotInstances?: ReadonlySet<string> | undefined;
+  /** Instances EC2 recommended rebalancing (spot-interruptions.ts records it as an event). */
+  readonly rebalanceRecommended?: ReadonlySet<string> | undefined;
 }
 
 const SCHEDULABLE_INSTANCE_STATES = new Set(['requested', 'launching', 'running']);
@@ -54,7 +60,28 @@ export function readSnapshotInputs(
   const runningSince = new Map<string, number>();
   for (const job of jobs)
     if (job.state === 'running') runningSince.set(job.id, lastEnteredRunning(store, job));
-  return { jobs, tasks, instances, pendingStarts, runningSince, nowSeconds, measuredRtts };
+  const live = new Set(instances.filter((i) => SCHEDULABLE_INSTANCE_STATES.has(i.state)).map((i) => i.id));
+  // The market is in the launch intent; a launch that fell back to on demand says so in an event.
+  const spotInstances = new Set<string>();
+  for (const intent of store.listIntents({ kind: 'launch' }))
+    if (intent.kind === 'launch' && intent.payload.market === 'spot' && live.has(intent.payload.instanceId))
+      spotInstances.add(intent.payload.instanceId);
+  for (const e of store.listEvents({ kind: 'instance.market-fallback' }))
+    if (e.instanceId !== undefined) spotInstances.delete(e.instanceId);
+  const rebalanceRecommended = new Set<string>();
+  for (const e of store.listEvents({ kind: 'instance.rebalance-recommendation' }))
+    if (e.instanceId !== undefined && live.has(e.instanceId)) rebalanceRecommended.add(e.instanceId);
+  return {
+    jobs,
+    tasks,
+    instances,
+    pendingStarts,
+    runningSince,
+    nowSeconds,
+    measuredRtts,
+    spotInstances,
+    rebalanceRecommended,
+  };
 }
 
 function lastEnteredRunning(store: StateStore, job: JobRecord): number {
@@ -93,7 +120,12 @@ export function buildSnapshot(input: SnapshotInputs): ClusterSnapshot {
   const onInstance = new Map<string, string[]>();
   for (const job of input.jobs) {
     if (isFinalJobState(job.state)) continue;
-    const jobTasks = (tasksByJob.get(job.id) ?? []).slice().sort((a, b) => a.index - b.index);
+    // A task that succeeded has done its part: it needs no room and no place, and showing it unplaced would have the
+    // plan start it again and move its siblings to do so (tasks of one job often end seconds apart).
+    const jobTasks = (tasksByJob.get(job.id) ?? [])
+      .filter((t) => t.state !== 'succeeded')
+      .sort((a, b) => a.index - b.index);
+    if (jobTasks.length === 0) continue;
     const reconfigurable = job.state === 'queued' || job.state === 'running';
     const committed = jobTasks.map((t) => committedInstanceOf(t, input.pendingStarts));
     if (!reconfigurable && committed.some((id) => id !== undefined && !schedulable.has(id))) continue;
@@ -120,6 +152,8 @@ export function buildSnapshot(input: SnapshotInputs): ClusterSnapshot {
       state: i.state === 'running' ? 'running' : 'launching',
       taskIds: onInstance.get(i.id) ?? [],
       ...(placement === undefined ? {} : { placement }),
+      ...(input.spotInstances?.has(i.id) === true ? { market: 'spot' as const } : {}),
+      ...(input.rebalanceRecommended?.has(i.id) === true ? { rebalanceRecommended: true } : {}),
     };
   });
   // Only pairs between instances a plan may use: the others are history or going away.
@@ -178,6 +212,7 @@ function schedJob(
     expectedRemainingSeconds: expectedRemaining(job, input.nowSeconds, runningSinceSeconds),
     ...(spec.network === undefined ? {} : { network: jobNetwork(job, tasks) }),
     ...(spec.spot === undefined ? {} : { spot: spec.spot }),
+    ...(spec.spotMaxDelaySeconds === undefined ? {} : { spotMaxDelaySeconds: spec.spotMaxDelaySeconds }),
     ...(spec.checkpoint.everySeconds === undefined
       ? {}
       : { checkpointIntervalSeconds: spec.checkpoint.everySeconds }),

@@ -12,8 +12,10 @@ import type { InstanceRecord, StateStore } from './state-store.js';
  *                             elsewhere through the one round every drain goes through, its worker has already
  *                             checkpointed and stopped them (or does when asked), and the reconciler terminates it
  *                             once it is empty. Its offering (type, zone, spot) is marked unavailable for launches.
- *   rebalance-recommendation  recorded (an event) and the offering marked unavailable for new launches; the instance
- *                             and its tasks stay, as Karpenter leaves them.
+ *   rebalance-recommendation  recorded (an event, which the snapshot reads: snapshot.ts) and the offering marked
+ *                             unavailable for new launches; a round is requested at once, in which Eva prices the
+ *                             instance's risk and moves off the tasks whose risk pays their move (a priced proactive
+ *                             move, src/scheduler/spot-cost.ts `rebalanceRiskPerHour`); the others stay.
  *
  * Level-triggered: a worker repeats its notice in every heartbeat and the queue may deliver an event twice, so a
  * notice for an instance already draining (or gone) changes nothing.
@@ -59,6 +61,7 @@ export class SpotInterruptions {
         message: `EC2 recommends rebalancing ${inst.id}: it is at elevated risk of a spot interruption (${report.source})`,
         data: { source: report.source, ...(report.time === undefined ? {} : { time: report.time }) },
       });
+      this.deps.requestRound(`${inst.id} rebalance recommendation`);
       return true;
     }
     if (!DRAINABLE.includes(inst.state)) return false;

@@ -50,6 +50,11 @@ export interface SchedJob {
   /** Whether it may run on spot capacity; absent: allowed. */
   readonly spot?: SpotPreference | undefined;
   /**
+   * The most one spot interruption may delay it (its owner's bound on the ETA slip), seconds: while an interruption
+   * would cost it more (spot-cost.ts `interruptionDelaySeconds`), new instances for it are bought on demand.
+   */
+  readonly spotMaxDelaySeconds?: number | undefined;
+  /**
    * How often it checkpoints on its own, in seconds; 0: never (an interruption loses all its work); absent: unknown
    * (the age of its last checkpoint is what an interruption would lose).
    */
@@ -75,6 +80,8 @@ export interface SchedInstance {
   readonly placement?: InstancePlacement | undefined;
   /** How it is bought; absent: on demand. */
   readonly market?: Market | undefined;
+  /** EC2 recommended rebalancing it: a spot instance at elevated risk of an interruption. */
+  readonly rebalanceRecommended?: boolean | undefined;
 }
 
 export interface ClusterSnapshot {

@@ -23,6 +23,7 @@ const CANDIDATE_ORDER: readonly CandidateSummary['name'][] = [
   'full',
   'full-standalone',
   'consolidate',
+  'rebalance',
   'exact',
 ];
 

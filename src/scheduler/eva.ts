@@ -1,8 +1,9 @@
-import { crossZonePricePerGiB, type Catalog, type InstanceType } from '../core/catalog.js';
+import { crossZonePricePerGiB, setupSeconds, type Catalog, type InstanceType } from '../core/catalog.js';
 import {
   MAX_VALUE_OF_TIME_PER_JOB_HOUR,
   type Caps,
   type ClusterSnapshot,
+  type SchedInstance,
   type SchedJob,
 } from '../core/model.js';
 import type { FamilyDemand } from '../core/resources.js';
@@ -15,7 +16,7 @@ import {
   standaloneFullCandidate,
   type ExactCandidateOptions,
 } from './eva-extra-candidates.js';
-import { pinnedTasks } from './eva-pins.js';
+import { jobMoveCost, pinnedTasks } from './eva-pins.js';
 import { toPlanned, type DraftInstance } from './full-reconfiguration.js';
 import { compositionValue, type PackTask, type RateModel } from './packing.js';
 import {
@@ -25,6 +26,7 @@ import {
   type PlanningInput,
 } from './reconfiguration.js';
 import { PriceBook } from './reservation-price.js';
+import { rebalanceRiskPerHour, type JobAtRisk } from './spot-cost.js';
 import { ConsolidationCandidate } from './consolidation-candidate.js';
 import {
   chooseMarket,
@@ -141,9 +143,10 @@ export interface EvaOptions {
   /** Domain defaults, NoMora's thresholds and the migration trigger (latency-view.ts LatencyOptions). */
   readonly latency?: LatencyOptions;
   /**
-   * Use spot capacity where the catalog offers it (default false): plans pack at spot prices while reservation prices
-   * stay on demand, and each new instance is bought on spot when its jobs allow it and its expected cost (price plus
-   * interruption risk, src/scheduler/spot-cost.ts) is below the on-demand price (src/scheduler/market-choice.ts).
+   * Use spot capacity where the catalog offers it (default false): plans pack with instances and task prices at spot
+   * prices, and each new instance is bought on spot when its jobs allow it and its expected cost (price plus
+   * interruption risk, the work at risk valued at on-demand reservation prices, src/scheduler/spot-cost.ts) is below
+   * the on-demand price (src/scheduler/market-choice.ts).
    */
   readonly spot?: boolean;
   /**
@@ -175,7 +178,7 @@ export class EvaScheduler implements Scheduler {
   private previous: { fingerprint: string; plan: Plan } | undefined;
   private readonly consolidation: ConsolidationCandidate | undefined;
   /** The price of a task that set values and move costs use (EvaOptions.reservationPrice). */
-  private readonly priceOf: (demand: FamilyDemand, jobTaskCount: number) => number;
+  private readonly priceOf: (book: PriceBook, demand: FamilyDemand, jobTaskCount: number) => number;
   private readonly packedPrices: boolean;
   private readonly paybackMargin: number;
   /** $ per job-hour of completion time for jobs that do not say (EvaOptions.valueOfTimePerJobHour). */
@@ -220,11 +223,38 @@ export class EvaScheduler implements Scheduler {
       );
     this.packedPrices = (options.reservationPrice ?? 'packed') === 'packed';
     this.priceOf = this.packedPrices
-      ? (d, n) => (n > 1 ? this.book.reservationPrice(d) : this.book.packedReservationPrice(d, efficiency))
-      : (d) => this.book.reservationPrice(d);
+      ? (b, d, n) => (n > 1 ? b.reservationPrice(d) : b.packedReservationPrice(d, efficiency))
+      : (b, d) => b.reservationPrice(d);
     const singlePlan = this.variant === 'eva-full-only' || this.variant === 'eva-partial-only';
     this.consolidation =
       !singlePlan && (options.consolidation ?? true) ? new ConsolidationCandidate(catalog) : undefined;
+  }
+
+  /**
+   * What keeping an instance EC2 recommended rebalancing costs on top of its price, $/hour: the risk its jobs run
+   * there (spot-cost.ts `rebalanceRiskPerHour`, their work valued at on-demand prices); 0 for any other instance.
+   * Added to its price, keeping it costs what the risk is worth, and the round moves its tasks off only when that
+   * pays their moves: a priced proactive move.
+   */
+  private rebalancePremium(
+    inst: SchedInstance,
+    type: InstanceType,
+    snapshot: ClusterSnapshot,
+    jobs: ReadonlyMap<string, SchedJob>,
+    taskCount: ReadonlyMap<string, number>,
+  ): number {
+    if (inst.rebalanceRecommended !== true) return 0;
+    const jobIds = new Set(snapshot.tasks.filter((t) => t.instanceId === inst.id).map((t) => t.jobId));
+    const atRisk: JobAtRisk[] = [];
+    for (const id of jobIds) {
+      const job = jobs.get(id);
+      if (job === undefined) continue;
+      const rpPerHour = snapshot.tasks
+        .filter((t) => t.jobId === id)
+        .reduce((sum, t) => sum + this.priceOf(this.book, t.demand, taskCount.get(id) ?? 1), 0);
+      atRisk.push({ job, rpPerHour });
+    }
+    return rebalanceRiskPerHour(atRisk, snapshot.nowSeconds, setupSeconds(type));
   }
 
   private get model(): RateModel {
@@ -294,13 +324,24 @@ export class EvaScheduler implements Scheduler {
       view === undefined
         ? () => undefined
         : (jobId: string) => this.stayingPerformance(view, jobId, now, horizon);
-    // Instances are priced at spot where some job may use it; task prices stay on demand (this.priceOf).
+    // Instances and task prices are at spot where some job may use it. Why task prices too: Eva's tests weigh a set's
+    // Σ price × rate against its instance's price and a move's saving against its delay × price (eq. 1), and with
+    // on-demand task prices over spot instances every set "pays" (a c7i task is worth 2× its share of a spot
+    // instance) so nothing is ever repacked, and moves look 2-3× dearer than the capacity they save. Measured with
+    // `simulate --spot on`: eva migrated 0.92 jobs per job instead of 2.44 and paid 4% (Alibaba) and 6% (pai_200)
+    // more than with spot task prices. The work an interruption loses is still valued on demand (jobRpOnDemand).
     const spotRound = this.spotBook !== undefined && snapshot.jobs.some((j) => j.spot !== 'never');
     const book = spotRound ? (this.spotBook as PriceBook) : this.book;
-    const instanceType = new Map<string, InstanceType>();
-    for (const inst of snapshot.instances) instanceType.set(inst.id, book.type(inst.typeName));
     const jobs = new Map(snapshot.jobs.map((j) => [j.id, j]));
     const taskCount = new Map(snapshot.jobs.map((j) => [j.id, j.taskIds.length]));
+    const instanceType = new Map<string, InstanceType>();
+    const riskPremium = new Map<string, number>();
+    for (const inst of snapshot.instances) {
+      const type = book.type(inst.typeName);
+      const premium = this.rebalancePremium(inst, type, snapshot, jobs, taskCount);
+      if (premium > 0) riskPremium.set(inst.id, premium);
+      instanceType.set(inst.id, premium > 0 ? { ...type, costPerHour: type.costPerHour + premium } : type);
+    }
     const packTasks = new Map<string, PackTask>();
     for (const t of snapshot.tasks) {
       const job = jobs.get(t.jobId);
@@ -311,7 +352,7 @@ export class EvaScheduler implements Scheduler {
         jobId: t.jobId,
         key: t.key,
         demand: t.demand,
-        rp: this.priceOf(t.demand, taskCount.get(t.jobId) ?? 1),
+        rp: this.priceOf(book, t.demand, taskCount.get(t.jobId) ?? 1),
         jobTaskCount: taskCount.get(t.jobId) ?? 1,
         currentInstanceId:
           t.instanceId !== undefined && instanceType.has(t.instanceId) ? t.instanceId : undefined,
@@ -321,6 +362,13 @@ export class EvaScheduler implements Scheduler {
     }
     const jobRp = new Map<string, number>();
     for (const t of packTasks.values()) jobRp.set(t.jobId, (jobRp.get(t.jobId) ?? 0) + t.rp);
+    // What a job's work is worth whatever carries it: the interruption risk of a spot instance (market-choice.ts).
+    const jobRpOnDemand = new Map<string, number>();
+    for (const t of snapshot.tasks)
+      jobRpOnDemand.set(
+        t.jobId,
+        (jobRpOnDemand.get(t.jobId) ?? 0) + this.priceOf(this.book, t.demand, taskCount.get(t.jobId) ?? 1),
+      );
 
     const { pinnedTaskIds, pinned } = pinnedTasks(
       snapshot,
@@ -337,6 +385,7 @@ export class EvaScheduler implements Scheduler {
         id: i.id,
         type: instanceType.get(i.id) as InstanceType,
         taskIds: i.taskIds.filter((id) => packTasks.has(id)),
+        ...(i.rebalanceRecommended === true ? { retiring: true } : {}),
       })),
       pinnedTaskIds,
       maxMovedJobs: this.caps.maxMigrationsPerRound ?? Number.POSITIVE_INFINITY,
@@ -374,6 +423,25 @@ export class EvaScheduler implements Scheduler {
       if (standalone !== undefined) candidates.push(evaluate('full-standalone', standalone));
       const consolidated = this.consolidation?.plan(snapshot, input, stay);
       if (consolidated !== undefined) candidates.push(evaluate('consolidate', consolidated));
+      // Rebalance: only the instances EC2 recommended rebalancing whose risk over the horizon pays their jobs'
+      // moves k times (Partial Reconfiguration would move every task off a risky instance at once, whether or not
+      // its own move pays).
+      const retire = new Set(
+        input.instances
+          .filter((i) => i.retiring === true && repack.has(i.id))
+          .filter((i) => {
+            const moveCost = [...new Set(i.taskIds.map((t) => (packTasks.get(t) as PackTask).jobId))].reduce(
+              (sum, id) => {
+                const job = jobs.get(id);
+                return job === undefined ? sum : sum + jobMoveCost(job, jobRp.get(id) ?? 0, now);
+              },
+              0,
+            );
+            return (riskPremium.get(i.id) ?? 0) * (horizon / 3600) >= this.paybackMargin * moveCost;
+          })
+          .map((i) => i.id),
+      );
+      if (retire.size > 0) candidates.push(evaluate('rebalance', partialReconfiguration(input, retire)));
       const slow = this.slowJobsDue(view, pinnedTaskIds, packTasks);
       if (slow.size > 0) candidates.push(evaluate('latency', partialReconfiguration(input, new Set(), slow)));
     }
@@ -390,7 +458,7 @@ export class EvaScheduler implements Scheduler {
     const markets: MarketInput | undefined =
       this.spotBook === undefined
         ? undefined
-        : { catalog: this.catalog, snapshot, rpPerHourOfJob: (id) => jobRp.get(id) ?? 0 };
+        : { catalog: this.catalog, snapshot, rpPerHourOfJob: (id) => jobRpOnDemand.get(id) ?? 0 };
     const context = markets === undefined ? undefined : marketContext(snapshot);
     const bought = (d: DraftInstance) =>
       chooseMarket(toPlanned([d])[0] as PlannedInstance, markets as MarketInput, context as MarketContext);
@@ -528,7 +596,10 @@ export class EvaScheduler implements Scheduler {
     for (const j of snapshot.jobs)
       parts.push(`${j.id}${j.reconfigurable ? '' : '!'}${pinned.has(j.taskIds[0] ?? '') ? '^' : ''}`);
     for (const t of snapshot.tasks) parts.push(`${t.id}@${t.instanceId ?? ''}`);
-    for (const i of snapshot.instances) parts.push(`${i.id}:${i.typeName}:${i.state}:${i.taskIds.join(',')}`);
+    for (const i of snapshot.instances)
+      parts.push(
+        `${i.id}:${i.typeName}:${i.state}:${i.taskIds.join(',')}${i.rebalanceRecommended === true ? ':rebalance' : ''}`,
+      );
     return parts.join('|');
   }
 

@@ -1,13 +1,14 @@
 import { instancePricePerHour, setupSeconds, typesByName, type Catalog } from '../core/catalog.js';
 import type { ClusterSnapshot, SchedInstance, SchedJob } from '../core/model.js';
 import { spotOffering } from '../core/spot.js';
-import { expectedSpotCostPerHour, type JobAtRisk } from './spot-cost.js';
+import { expectedSpotCostPerHour, interruptionExceedsBound, type JobAtRisk } from './spot-cost.js';
 import type { PlannedInstance } from './types.js';
 
 /**
  * How each instance of a plan is bought. An existing instance keeps its market (a purchase option cannot change).
  * A new one goes to spot when the catalog offers its type there and its jobs allow it: always when one prefers spot
- * (and none refuses it), else when its expected spot cost (spot-cost.ts) is below the on-demand price. A spot
+ * (and none refuses it), else when its expected spot cost (spot-cost.ts) is below the on-demand price; never when one
+ * interruption would delay one of its jobs past the bound its owner set (`spotMaxDelaySeconds`). A spot
  * instance without a zone is placed in the pool a spot launch gets (price-capacity-optimized), so the plan, the caps
  * and the cloud price the same pool.
  */
@@ -58,11 +59,16 @@ export function chooseMarket(
     market: 'spot',
     placement: instance.placement ?? { zone: offering.zone },
   };
-  if (input.riskBlind === true || jobs.some((j) => j.spot === 'preferred')) return spot;
+  const preferred = input.riskBlind === true || jobs.some((j) => j.spot === 'preferred');
   const type = typesByName(input.catalog).get(instance.typeName);
-  if (type === undefined) return onDemand;
+  if (type === undefined) return preferred ? spot : onDemand;
+  // The owner's bound on the ETA slip wins over a spot preference: one interruption must not delay the job past it.
+  const now = input.snapshot.nowSeconds;
+  if (input.riskBlind !== true && jobs.some((j) => interruptionExceedsBound(j, now, setupSeconds(type))))
+    return onDemand;
+  if (preferred) return spot;
   const atRisk: JobAtRisk[] = jobs.map((job) => ({ job, rpPerHour: input.rpPerHourOfJob(job.id) }));
-  const expected = expectedSpotCostPerHour(offering, atRisk, input.snapshot.nowSeconds, setupSeconds(type));
+  const expected = expectedSpotCostPerHour(offering, atRisk, now, setupSeconds(type));
   return expected < type.costPerHour ? spot : onDemand;
 }
 

@@ -30,6 +30,11 @@ export interface PlanningInput {
     readonly id: string;
     readonly type: InstanceType;
     readonly taskIds: readonly string[];
+    /**
+     * EC2 recommended rebalancing it (its price then carries its jobs' interruption risk, EvaScheduler): a plan may
+     * keep tasks on it, but one that repacks it never puts tasks back on it, so a move off is a real move.
+     */
+    readonly retiring?: boolean | undefined;
   }[];
   /** Tasks that must stay on their instance in every plan (jobs being launched or migrated, no-move windows…). */
   readonly pinnedTaskIds: ReadonlySet<string>;
@@ -120,7 +125,8 @@ export function fullReconfiguration(input: PlanningInput): DraftInstance[] {
       .filter((id) => input.pinnedTaskIds.has(id))
       .map((id) => input.tasks.get(id) as PackTask);
     if (pinned.length > 0) kept.push({ inst, tasks: pinned });
-    else free.push({ id: inst.id, typeName: inst.type.name, committedTaskCount: inst.taskIds.length });
+    else if (inst.retiring !== true)
+      free.push({ id: inst.id, typeName: inst.type.name, committedTaskCount: inst.taskIds.length });
   }
   const candidates = [...input.tasks.values()].filter((t) => !input.pinnedTaskIds.has(t.id));
   return place(input, kept, candidates, free);
@@ -140,7 +146,8 @@ export function committedValue(input: PlanningInput, taskIds: readonly string[])
  */
 export function isCostEfficient(input: PlanningInput, inst: PlanningInput['instances'][number]): boolean {
   if (inst.taskIds.length === 0) return false;
-  if (inst.taskIds.length === 1) {
+  // A task alone on its cheapest type is where it belongs, unless the instance carries a risk premium (retiring).
+  if (inst.taskIds.length === 1 && inst.retiring !== true) {
     const t = input.tasks.get(inst.taskIds[0] as string) as PackTask;
     if (input.book.minType(t.demand)?.name === inst.type.name) return true;
   }
@@ -190,7 +197,8 @@ export function partialReconfiguration(
         ? inst.taskIds
         : inst.taskIds.filter((id) => !release.has((input.tasks.get(id) as PackTask).jobId));
     if (staying.length === 0 || repack.has(inst.id)) {
-      free.push({ id: inst.id, typeName: inst.type.name, committedTaskCount: inst.taskIds.length });
+      if (inst.retiring !== true)
+        free.push({ id: inst.id, typeName: inst.type.name, committedTaskCount: inst.taskIds.length });
       continue;
     }
     kept.push({ inst, tasks: staying.map((id) => input.tasks.get(id) as PackTask) });

@@ -35,10 +35,26 @@ export function workAtRiskSeconds(job: SchedJob, nowSeconds: number): number {
   return (job.checkpointIntervalSeconds ?? 0) / 2;
 }
 
+/** Seconds an interruption now would delay a job: work at risk + restore + relaunch of its replacement. */
+export function interruptionDelaySeconds(job: SchedJob, nowSeconds: number, relaunchSeconds: number): number {
+  return workAtRiskSeconds(job, nowSeconds) + job.migrationDelaySeconds + relaunchSeconds;
+}
+
+/** Whether one interruption now would delay the job past the bound its owner set (`spotMaxDelaySeconds`). */
+export function interruptionExceedsBound(
+  job: SchedJob,
+  nowSeconds: number,
+  relaunchSeconds: number,
+): boolean {
+  return (
+    job.spotMaxDelaySeconds !== undefined &&
+    interruptionDelaySeconds(job, nowSeconds, relaunchSeconds) > job.spotMaxDelaySeconds
+  );
+}
+
 /** $ an interruption costs one job: (work at risk + restore + relaunch) × its reservation price per second. */
 export function interruptionCost(at: JobAtRisk, nowSeconds: number, relaunchSeconds: number): number {
-  const outOfService = workAtRiskSeconds(at.job, nowSeconds) + at.job.migrationDelaySeconds + relaunchSeconds;
-  return outOfService * perHourToPerSecond(at.rpPerHour);
+  return interruptionDelaySeconds(at.job, nowSeconds, relaunchSeconds) * perHourToPerSecond(at.rpPerHour);
 }
 
 /**
@@ -54,4 +70,27 @@ export function expectedSpotCostPerHour(
   let cost = 0;
   for (const at of jobs) cost += interruptionCost(at, nowSeconds, relaunchSeconds);
   return offering.pricePerHour + interruptionRatePerHour(offering.interruption) * cost;
+}
+
+/**
+ * Interruptions per hour assumed for an instance EC2 recommended rebalancing. EC2 publishes no figure: the signal
+ * says "elevated risk" and often comes minutes to hours before the two-minute notice, or never. Taken as one
+ * expected within about two hours: far above any Advisor class (≤ 4e-4 /h), so the tasks' risk is priced as
+ * imminent, yet a job whose move would cost more than that risk (a long restore, a fresh checkpoint) stays.
+ */
+export const REBALANCE_INTERRUPTION_RATE_PER_HOUR = 0.5;
+
+/**
+ * The risk premium, $/hour, of an instance EC2 recommended rebalancing: λ_rebalance · Σ interruption costs of its
+ * jobs. Eva adds it to the instance's price, so its decision rule moves the tasks off ahead of a notice exactly when
+ * the saving pays the move (eq. 1), rather than always (Karpenter's optional rebalance draining) or never.
+ */
+export function rebalanceRiskPerHour(
+  jobs: readonly JobAtRisk[],
+  nowSeconds: number,
+  relaunchSeconds: number,
+): number {
+  let cost = 0;
+  for (const at of jobs) cost += interruptionCost(at, nowSeconds, relaunchSeconds);
+  return REBALANCE_INTERRUPTION_RATE_PER_HOUR * cost;
 }

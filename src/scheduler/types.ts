@@ -27,7 +27,8 @@ export interface CandidateSummary {
    * (src/scheduler/consolidation-candidate.ts); exact: the ILP optimum (small problems, optional); latency: stay, but
    * the jobs whose measured network performance stayed low are placed again (src/scheduler/latency-migration.ts).
    */
-  readonly name: 'full' | 'full-standalone' | 'partial' | 'stay' | 'consolidate' | 'exact' | 'latency';
+  readonly name:
+    'full' | 'full-standalone' | 'partial' | 'stay' | 'consolidate' | 'rebalance' | 'exact' | 'latency';
   readonly costPerHour: number;
   readonly instances: number;
   readonly newInstances: number;

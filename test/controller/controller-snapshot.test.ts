@@ -69,4 +69,52 @@ describe('snapshot of the store for the scheduler', () => {
     expect(movable.tasks[0]?.instanceId).toBe('inst-1');
     expect(movable.instances).toEqual([]);
   });
+
+  it('leaves out a task that succeeded while its siblings run, so the next plan neither restarts it nor moves them', async () => {
+    const r = rig();
+    const job = r.controller.submit(jobSpec('pair', CPU_SMALL, { replicas: 2 }), 'research');
+    await r.controller.runRound();
+    const placed = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));
+    expect(placed.tasks.map((t) => t.id)).toEqual([`${job.id}.0`, `${job.id}.1`]);
+    const home = r.store.getTask(`${job.id}.1`)?.instanceId;
+    r.store.setJobState(job.id, 'running', 'test');
+    r.store.setTaskState(`${job.id}.0`, 'running', r.store.getTask(`${job.id}.0`)?.instanceId);
+    r.store.setTaskState(`${job.id}.1`, 'running', home);
+    r.store.setTaskState(`${job.id}.0`, 'succeeded');
+    const after = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));
+    expect(after.tasks.map((t) => [t.id, t.instanceId])).toEqual([[`${job.id}.1`, home]]);
+    expect(after.jobs.map((j) => j.id)).toEqual([job.id]);
+    r.clock.advance(60);
+    const round = await r.controller.runRound();
+    expect(round.actions.filter((a) => a.kind === 'checkpoint-stop' || a.kind === 'start-task')).toEqual([]);
+    expect(r.store.getTask(`${job.id}.1`)).toMatchObject({ state: 'running', instanceId: home });
+  });
+
+  it('carries the market of an instance (spot unless its launch fell back) and a rebalance recommendation', async () => {
+    const r = rig();
+    r.controller.submit(jobSpec('a', CPU_SMALL), 'research');
+    r.controller.submit(jobSpec('b', CPU_SMALL), 'research');
+    await r.controller.runRound();
+    const ids = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds())).instances.map((i) => i.id);
+    expect(ids.length).toBeGreaterThanOrEqual(1);
+    const first = ids[0] as string;
+    const snap = () => buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds())).instances;
+    expect(snap().every((i) => i.market === undefined && i.rebalanceRecommended === undefined)).toBe(true);
+    // As the plan's launch records a spot instance (the fake cloud's launches here are on demand).
+    const typeName = r.store.getInstance(first)?.typeName as string;
+    r.store.recordIntent({
+      kind: 'launch',
+      payload: { instanceId: first, typeName, launchToken: 'spot-token', market: 'spot' },
+    });
+    r.store.appendEvent({ kind: 'instance.rebalance-recommendation', instanceId: first, message: 'test' });
+    expect(snap().find((i) => i.id === first)).toMatchObject({ market: 'spot', rebalanceRecommended: true });
+    expect(
+      snap()
+        .filter((i) => i.id !== first)
+        .every((i) => i.market === undefined),
+    ).toBe(true);
+    // A launch that fell back to on demand is on demand.
+    r.store.appendEvent({ kind: 'instance.market-fallback', instanceId: first, message: 'test' });
+    expect(snap().find((i) => i.id === first)?.market).toBeUndefined();
+  });
 });

@@ -31,3 +31,19 @@ describe("a job spec's spot field", () => {
     }
   });
 });
+
+describe("a job spec's spotMaxDelayMinutes", () => {
+  it('is the bound in seconds, and a non-positive or non-numeric value is rejected naming the field', () => {
+    expect(parseJobSpec(spec('spotMaxDelayMinutes: 15'), 'spec.yaml', catalog).spotMaxDelaySeconds).toBe(900);
+    expect(parseJobSpec(spec(''), 'spec.yaml', catalog).spotMaxDelaySeconds).toBeUndefined();
+    for (const bad of ['spotMaxDelayMinutes: 0', 'spotMaxDelayMinutes: soon']) {
+      try {
+        parseJobSpec(spec(bad), 'spec.yaml', catalog);
+        throw new Error('expected the spec to be rejected');
+      } catch (e) {
+        expect(e).toBeInstanceOf(ValidationError);
+        expect((e as ValidationError).problems.join('\n')).toMatch(/spotMaxDelayMinutes/);
+      }
+    }
+  });
+});

@@ -28,6 +28,8 @@ const IAM_ACTIONS_OF: Readonly<Record<string, readonly string[]>> = {
   'client-ec2:DescribeInstances': ['ec2:DescribeInstances'],
   'client-ec2:TerminateInstances': ['ec2:TerminateInstances'],
   'client-ec2:DescribeInstanceTypes': ['ec2:DescribeInstanceTypes'],
+  // `fleetwise catalog refresh`: spot prices per pool.
+  'client-ec2:DescribeSpotPriceHistory': ['ec2:DescribeSpotPriceHistory'],
   'client-ec2:DescribeImages': ['ec2:DescribeImages'],
   'client-ec2:DescribeSubnets': ['ec2:DescribeSubnets'],
   'client-ec2:DescribeAvailabilityZones': ['ec2:DescribeAvailabilityZones'],

@@ -224,3 +224,138 @@ describe('spot quotas', () => {
     expect(check([{ group: 'p', maxGpus: 0 }])).toMatch(/\bp\b/);
   });
 });
+
+describe('eva packing on spot', () => {
+  it('repacks half-empty spot instances as it would on demand: task prices are spot prices too', () => {
+    // Two 1-GPU jobs, each alone on a spot p3.16xlarge (8 GPUs, $7.29/h in us-east-1b), early on (Eva's horizon T is
+    // the 1,000 s elapsed). Moving both to one spot p3.8xlarge saves $10.93/h × T = $3.04; the move costs the jobs'
+    // delays at their task prices, times the payback margin 8. At on-demand task prices ($3.06/h each) that is
+    // 8 × $0.89 and Eva stays; at spot task prices (under a third of it) the move pays and Eva repacks.
+    const jobs: SchedJob[] = ['a', 'b'].map((id) => ({
+      id,
+      taskIds: [`${id}-t`],
+      reconfigurable: true,
+      arrivalSeconds: 0,
+      runningSinceSeconds: 0,
+      migrationDelaySeconds: 60,
+      lastCheckpointSeconds: 900,
+      checkpointIntervalSeconds: 1800,
+      expectedRemainingSeconds: 72_000,
+    }));
+    const snapshot: ClusterSnapshot = {
+      nowSeconds: 1000,
+      jobs,
+      tasks: jobs.map((j) => ({
+        id: `${j.id}-t`,
+        jobId: j.id,
+        key: 'w0_node0',
+        demand: { any: [1, 4, 15] },
+        instanceId: `i-${j.id}`,
+      })),
+      instances: jobs.map((j) => ({
+        id: `i-${j.id}`,
+        typeName: 'p3.16xlarge',
+        state: 'running',
+        taskIds: [`${j.id}-t`],
+        market: 'spot',
+        placement: { zone: 'us-east-1b' },
+      })),
+    };
+    const before = snapshot.instances.reduce(
+      (s, i) => s + plannedPricePerHour(catalog, { ...i, isNew: false }),
+      0,
+    );
+    const plan = new EvaScheduler(catalog, { spot: true }).plan(snapshot);
+    const after = plan.configuration.instances.reduce((s, i) => s + plannedPricePerHour(catalog, i), 0);
+    expect(plan.configuration.instances.every((i) => i.typeName !== 'p3.16xlarge')).toBe(true);
+    expect(after).toBeLessThan(before / 4);
+    expect(plan.configuration.instances.every((i) => i.market === 'spot')).toBe(true);
+  });
+});
+
+describe('a rebalance recommendation', () => {
+  // Each job alone on a spot p3.2xlarge in us-east-1b. `lost` never checkpoints (4,000 s done, 36,000 s to go: all of
+  // it is at risk, a risk premium of $17/h at λ = 0.5/h); `saved` checkpointed a minute ago (its premium is $0.15/h,
+  // less than its move would cost over the horizon).
+  const job = (id: string, extra: Partial<SchedJob>): SchedJob => ({
+    id,
+    taskIds: [`${id}-t`],
+    reconfigurable: true,
+    arrivalSeconds: 0,
+    runningSinceSeconds: 1000,
+    migrationDelaySeconds: 120,
+    expectedRemainingSeconds: 36_000,
+    ...extra,
+  });
+  const snapshotWith = (rebalanceRecommended: boolean): ClusterSnapshot => {
+    const jobs = [
+      job('lost', { checkpointIntervalSeconds: 0 }),
+      job('saved', { checkpointIntervalSeconds: 1800, lastCheckpointSeconds: 4940 }),
+    ];
+    return {
+      nowSeconds: 5000,
+      jobs,
+      tasks: jobs.map((j) => ({
+        id: `${j.id}-t`,
+        jobId: j.id,
+        key: `w${j.id}_node0`,
+        demand: { any: [1, 8, 61] },
+        instanceId: `i-${j.id}`,
+      })),
+      instances: jobs.map((j) => ({
+        id: `i-${j.id}`,
+        typeName: 'p3.2xlarge',
+        state: 'running',
+        taskIds: [`${j.id}-t`],
+        market: 'spot',
+        placement: { zone: 'us-east-1b' },
+        rebalanceRecommended,
+      })),
+    };
+  };
+  const hostOf = (plan: ReturnType<EvaScheduler['plan']>, taskId: string) =>
+    plan.configuration.instances.find((i) => i.taskIds.includes(taskId));
+
+  it('moves a task off when its risk outweighs the move (priced), and leaves a freshly checkpointed one', () => {
+    const calm = new EvaScheduler(catalog, { spot: true }).plan(snapshotWith(false));
+    expect(hostOf(calm, 'lost-t')?.id).toBe('i-lost');
+    expect(hostOf(calm, 'saved-t')?.id).toBe('i-saved');
+    const warned = new EvaScheduler(catalog, { spot: true }).plan(snapshotWith(true));
+    expect(hostOf(warned, 'lost-t')?.isNew).toBe(true);
+    expect(hostOf(warned, 'saved-t')?.id).toBe('i-saved');
+    expect(warned.configuration.instances.some((i) => i.id === 'i-lost')).toBe(false);
+    // Its own candidate: Partial Reconfiguration would move `saved` too (its premium makes its instance inefficient).
+    expect(warned.decision.chosen).toBe('rebalance');
+  });
+});
+
+describe('a bound on the delay one interruption may cause', () => {
+  // A new 1-GPU job, never run: an interruption would lose half its 30-minute checkpoint interval (900 s), plus its
+  // 120 s restore and the replacement's 173 s launch: 1,193 s.
+  const snapshotWith = (extra: Partial<SchedJob>): ClusterSnapshot => ({
+    nowSeconds: 0,
+    jobs: [
+      {
+        id: 'j',
+        taskIds: ['j-t'],
+        reconfigurable: true,
+        arrivalSeconds: 0,
+        migrationDelaySeconds: 120,
+        checkpointIntervalSeconds: 1800,
+        expectedRemainingSeconds: 36_000,
+        ...extra,
+      },
+    ],
+    tasks: [{ id: 'j-t', jobId: 'j', key: 'w_node0', demand: { any: [1, 8, 61] } }],
+    instances: [],
+  });
+  const marketOf = (extra: Partial<SchedJob>) =>
+    new EvaScheduler(catalog, { spot: true }).plan(snapshotWith(extra)).configuration.instances[0]?.market;
+
+  it('buys on demand when one interruption would delay the job past it, even if it prefers spot', () => {
+    expect(marketOf({})).toBe('spot');
+    expect(marketOf({ spotMaxDelaySeconds: 1200 })).toBe('spot');
+    expect(marketOf({ spotMaxDelaySeconds: 1100 })).toBeUndefined();
+    expect(marketOf({ spotMaxDelaySeconds: 1100, spot: 'preferred' })).toBeUndefined();
+  });
+});

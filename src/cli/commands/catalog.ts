@@ -4,10 +4,12 @@ import { dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { catalogToFile, parseCatalog, type Catalog } from '../../core/catalog.js';
+import type { SpotMarket } from '../../core/spot.js';
 import { parseWith } from '../../core/validation.js';
 // The AWS SDK clients take seconds to load: they are imported when a catalog command runs, not on every CLI start.
 import type { Ec2Api } from '../../cloud/aws/ec2-api.js';
 import type { PricingApi } from '../../cloud/aws/pricing.js';
+import type { SpotPriceApi } from '../../cloud/aws/spot-prices.js';
 import { fixturePricingApi, PRICING_FIXTURE_DIR_ENV } from '../../cloud/aws/pricing-fixture.js';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
 
@@ -32,11 +34,15 @@ const refreshOptionsSchema = z.object({
     ),
   out: z.string().min(1).optional(),
   base: z.string().min(1).default(BUNDLED_CATALOG_PATH),
+  /** False with --no-spot: no spot section is written. */
+  spot: z.boolean().default(true),
 });
 
 export interface CatalogRefreshDeps {
   readonly pricing: PricingApi;
   readonly ec2: Pick<Ec2Api, 'describeInstanceTypes'>;
+  /** DescribeSpotPriceHistory; absent, the catalog gets no spot section. */
+  readonly spotPrices?: SpotPriceApi;
   readonly now: () => Date;
   readonly stdout: (text: string) => void;
   readonly stderr: (text: string) => void;
@@ -70,7 +76,12 @@ export async function runCatalogRefresh(rawOptions: unknown, deps: CatalogRefres
     `AWS Price List API (GetProducts: on-demand, Linux, shared tenancy) and EC2 DescribeInstanceTypes for ` +
     `${options.region}, refreshed ${deps.now().toISOString()}; launch delays kept from ${options.base} ` +
     `(new types get their family's median).`;
-  const file = catalogToFile(catalog, source);
+  const spot =
+    options.spot && deps.spotPrices !== undefined
+      ? await refreshSpot(deps.spotPrices, catalog, base.spot, options, deps)
+      : undefined;
+  const refreshed: Catalog = spot === undefined ? catalog : { ...catalog, spot };
+  const file = catalogToFile(refreshed, source);
   parseCatalog(file, 'refreshed catalog'); // what we write must load again
   const text = `${JSON.stringify(file, null, 2)}\n`;
   if (options.out === undefined) {
@@ -79,20 +90,58 @@ export async function runCatalogRefresh(rawOptions: unknown, deps: CatalogRefres
     await writeFileAtomic(resolve(options.out), text);
     deps.stderr(`wrote ${catalog.types.length} instance types for ${options.region} to ${options.out}\n`);
   }
-  return catalog;
+  return refreshed;
+}
+
+/**
+ * The catalog's spot market: every pool's current price from DescribeSpotPriceHistory, with the base catalog's
+ * interruption classes (spot-prices.ts). Types EC2 has no spot price for are left out of it (not offered as spot).
+ */
+async function refreshSpot(
+  api: SpotPriceApi,
+  catalog: Catalog,
+  baseMarket: SpotMarket | undefined,
+  options: { readonly base: string; readonly region: string },
+  deps: Pick<CatalogRefreshDeps, 'now' | 'stderr'>,
+): Promise<SpotMarket> {
+  const { fetchSpotPrices, spotMarketFromPrices, UNKNOWN_POOL_CLASS } =
+    await import('../../cloud/aws/spot-prices.js');
+  const now = deps.now();
+  const names = catalog.types.map((t) => t.name);
+  const prices = await fetchSpotPrices(api, names, now);
+  const { market, unclassified } = spotMarketFromPrices(prices, baseMarket, {
+    date: now,
+    source:
+      `EC2 DescribeSpotPriceHistory (Linux/UNIX) for ${options.region}, ${now.toISOString()}; interruption ` +
+      `classes (Spot Instance Advisor) from ${options.base}, ${UNKNOWN_POOL_CLASS} where it has none`,
+  });
+  const priced = new Set(prices.map((p) => p.typeName));
+  const unpriced = names.filter((n) => !priced.has(n));
+  deps.stderr(
+    `spot: ${prices.length} pools of ${priced.size} types` +
+      (unpriced.length === 0 ? '' : `; no spot price for ${unpriced.join(', ')}`) +
+      (unclassified === 0
+        ? ''
+        : `; ${unclassified} pools without a class in the base catalog get ${UNKNOWN_POOL_CLASS}`) +
+      '\n',
+  );
+  return market;
 }
 
 /** The real Pricing and EC2 clients, from the SDK's standard configuration; or the recorded fixtures (test hook). */
 async function defaultDeps(region: string): Promise<CatalogRefreshDeps> {
   const { createEc2Client, ec2ApiFromClient } = await import('../../cloud/aws/ec2-api.js');
   const { createPricingClient, pricingApiFromClient } = await import('../../cloud/aws/pricing.js');
+  const { spotPriceApiFromClient } = await import('../../cloud/aws/spot-prices.js');
+  const client = createEc2Client({ region });
   const fixtureDir = process.env[PRICING_FIXTURE_DIR_ENV];
   return {
     pricing:
       fixtureDir === undefined || fixtureDir === ''
         ? pricingApiFromClient(createPricingClient())
         : fixturePricingApi(fixtureDir),
-    ec2: ec2ApiFromClient(createEc2Client({ region })),
+    ec2: ec2ApiFromClient(client),
+    spotPrices: spotPriceApiFromClient(client),
     now: () => new Date(),
     stdout: (text) => process.stdout.write(text),
     stderr: (text) => process.stderr.write(text),
@@ -107,8 +156,9 @@ export function registerCatalog(program: Command): Command {
   catalog
     .command('refresh')
     .description(
-      'build a catalog from the AWS Price List API (on-demand Linux prices) and EC2 DescribeInstanceTypes, ' +
-        'keeping the launch delays of the base catalog',
+      'build a catalog from the AWS Price List API (on-demand Linux prices), EC2 DescribeInstanceTypes and ' +
+        'DescribeSpotPriceHistory (spot prices per zone), keeping the launch delays and spot interruption classes ' +
+        'of the base catalog',
     )
     .requiredOption('--region <region>', 'EC2 region whose prices and types to fetch, e.g. us-east-1')
     .option(
@@ -116,6 +166,7 @@ export function registerCatalog(program: Command): Command {
       "comma-separated instance families (default: the base catalog's, e.g. p3,c7i,r7i)",
     )
     .option('--out <file>', 'write the catalog here instead of standard output')
+    .option('--no-spot', 'leave out the spot section (prices from DescribeSpotPriceHistory)')
     .option(
       '--base <file>',
       'catalog whose launch delays (and fallback capacities) to keep',

@@ -235,6 +235,7 @@ function resolve(raw: RawJobSpec): JobSpec {
           }),
         }),
     ...(raw.spot === undefined ? {} : { spot: raw.spot }),
+    ...(raw.spotMaxDelayMinutes === undefined ? {} : { spotMaxDelaySeconds: raw.spotMaxDelayMinutes * 60 }),
   };
 }
 

@@ -412,6 +412,15 @@ export const jobSpecSchema = z.strictObject({
         'preferred whenever offered',
     )
     .optional(),
+  spotMaxDelayMinutes: z
+    .number({ message: 'must be a number of minutes' })
+    .positive('must be > 0 minutes')
+    .max(10_080, 'at most a week (10080 minutes)')
+    .describe(
+      'The most one spot interruption may delay this job: when it would lose more (work since its last ' +
+        'checkpoint, restore and relaunch), its next instance is bought on demand',
+    )
+    .optional(),
 });
 
 export type RawJobSpec = z.output<typeof jobSpecSchema>;

@@ -154,4 +154,6 @@ export interface JobSpec {
   readonly network?: NetworkDeclaration | undefined;
   /** Spot capacity: never, allowed (absent: the default) when cheaper at its expected cost, or preferred. */
   readonly spot?: SpotPreference | undefined;
+  /** The most one spot interruption may delay the job, seconds; beyond it the job's next instance is on demand. */
+  readonly spotMaxDelaySeconds?: number | undefined;
 }

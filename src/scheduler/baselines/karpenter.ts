@@ -59,6 +59,13 @@ export interface KarpenterOptions {
   readonly policy?: ConsolidationPolicy;
   /** Balanced's k (`consolidationThreshold`): a move passes when its score ≥ 1/k. Default 2. */
   readonly consolidationThreshold?: number;
+  /**
+   * The fleet is spot (karpenter-spot). Karpenter consolidates a spot node only by deleting it: replacing it with a
+   * cheaper spot node takes the SpotToSpotConsolidation feature gate, off by default (digest §1.3 "Spot-to-spot";
+   * with the gate, a single-node replace also needs ≥ 15 cheaper spot types, against a race down the
+   * price-capacity-optimized ladder). Default false.
+   */
+  readonly spotNodes?: boolean;
 }
 
 /** Karpenter's cap on multi-node consolidation candidates (`multinodeconsolidation.go`). */
@@ -79,6 +86,8 @@ export class KarpenterScheduler implements Scheduler {
   private readonly book: PriceBook;
   private readonly policy: ConsolidationPolicy;
   private readonly k: number;
+  /** Consolidation may launch a replacement (not for spot nodes: KarpenterOptions.spotNodes). */
+  private readonly replaces: boolean;
 
   constructor(
     readonly catalog: Catalog,
@@ -89,6 +98,7 @@ export class KarpenterScheduler implements Scheduler {
     this.k = options.consolidationThreshold ?? DEFAULT_CONSOLIDATION_THRESHOLD;
     if (!(this.k > 0)) throw new Error(`consolidationThreshold must be > 0, got ${this.k}`);
     this.name = NAME_OF_POLICY[this.policy];
+    this.replaces = options.spotNodes !== true;
   }
 
   /** Karpenter does not model interference. */
@@ -226,7 +236,7 @@ export class KarpenterScheduler implements Scheduler {
     const tasks = sim.ffd(removed.flatMap((r) => r.taskIds));
     const removedTypes = new Set(removed.map((r) => r.type.name));
     const result = sim.schedule(tasks, destinations, {
-      maxNewInstances: 1,
+      maxNewInstances: this.replaces ? 1 : 0,
       allowType: (t) => t.costPerHour < removedPrice && !removedTypes.has(t.name),
     });
     if (result === undefined) return undefined;

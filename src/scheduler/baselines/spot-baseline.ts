@@ -11,7 +11,8 @@ import { NoPackingScheduler } from './no-packing.js';
  * instance is bought on spot, in the price-capacity-optimized pool, without pricing the interruption risk. What an
  * interruption does to their jobs is the simulator's: evicted, they restart from their last periodic checkpoint.
  * - `karpenter-spot`: Karpenter's provisioning and consolidation with `capacity-type: spot` (EC2 Fleet
- *   price-capacity-optimized over the fitting types);
+ *   price-capacity-optimized over the fitting types), with its default feature gates: spot nodes are consolidated by
+ *   deletion only (no spot-to-spot replacement);
  * - `skypilot-spot`: SkyPilot managed jobs, one instance per task of a job (No-Packing), spot first, and on a
  *   preemption the job relaunches away from the zone it lost (EAGER_NEXT_REGION, with zones for regions).
  */
@@ -28,7 +29,7 @@ export class SpotBaseline implements Scheduler {
     const spotPriced = spotPlanningCatalog(catalog);
     this.inner =
       kind === 'karpenter-spot'
-        ? new KarpenterScheduler(spotPriced, { policy: 'WhenEmptyOrUnderutilized' })
+        ? new KarpenterScheduler(spotPriced, { policy: 'WhenEmptyOrUnderutilized', spotNodes: true })
         : new NoPackingScheduler(spotPriced);
     this.onDemand = new PriceBook(catalog);
   }

@@ -142,6 +142,29 @@ describe('KarpenterScheduler consolidation', () => {
     ]);
   });
 
+  it('on spot nodes (karpenter-spot) consolidates by deletion only: no spot-to-spot replacement', () => {
+    const spotKarpenter = new KarpenterScheduler(catalog, { spotNodes: true });
+    // The replace above (c7i.xlarge → c7i.large) is off without the SpotToSpotConsolidation gate.
+    const lone = snapshot({
+      instances: [{ id: 'i1', type: 'c7i.xlarge' }],
+      jobs: [{ id: 'a', demand: [0, 2, 4], on: 'i1' }],
+    });
+    expect(layout(spotKarpenter.plan(lone).configuration)).toEqual(['i1:c7i.xlarge[a-0]']);
+    // Two half-empty nodes: one is deleted onto the other instead of both merging onto a new cheaper one.
+    const two = snapshot({
+      instances: [
+        { id: 'i1', type: 'c7i.2xlarge' },
+        { id: 'i2', type: 'c7i.2xlarge' },
+      ],
+      jobs: [
+        { id: 'a', demand: [0, 2, 4], on: 'i1' },
+        { id: 'b', demand: [0, 2, 4], on: 'i2' },
+      ],
+    });
+    expect(layout(spotKarpenter.plan(two).configuration)).toHaveLength(1);
+    expect(layout(spotKarpenter.plan(two).configuration)[0]).toMatch(/^i[12]:c7i\.2xlarge\[a-0,b-0\]$/);
+  });
+
   it('merges several instances into one cheaper replacement (multi-node)', () => {
     // Two c7i.2xlarge ($0.714/h together) each hosting [0,2,4] → one c7i.xlarge ($0.1785/h).
     const plan = karpenter().plan(
