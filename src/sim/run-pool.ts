@@ -13,7 +13,7 @@ export interface RunPoolListener {
   onDone?(index: number, result: RunResult): void;
 }
 
-/** Issue default: as many workers as runs, at most one per available core. */
+/** The default: as many workers as runs, at most one per available core. */
 export function defaultParallelism(runs: number): number {
   return Math.max(1, Math.min(runs, availableParallelism()));
 }

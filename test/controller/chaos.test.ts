@@ -54,12 +54,14 @@ const MAX_ITERATIONS = 480;
  */
 const CONTROLLER_UPTIME_SECONDS: readonly [number, number] = [0.3, 3];
 /**
- * When the workers are killed, in seconds after the submissions: once the jobs all run, and before the object store
+ * When the workers are killed, in seconds after tasks run (TASKS_RUNNING_INSTANCES), and before the object store
  * goes down (a task whose worker dies while no checkpoint can be uploaded loses the work done since the store went
  * down, more than a checkpoint interval, and through no fault of the system).
  */
 const WORKER_KILL_WINDOW: readonly [number, number] = [4, 22];
-/** The object store refuses every connection (nothing listens) for 60 s, from this many seconds after submission. */
+/** The store's schedule and the worker kills start once tasks run on this many instances. */
+const TASKS_RUNNING_INSTANCES = 5;
+/** The object store refuses every connection (nothing listens) for 60 s, from this many seconds after tasks run. */
 const OUTAGE_AT_SECONDS = 25;
 const OUTAGE_SECONDS = 60;
 /** Then it hangs for 15 s: connections are taken and never answered, open ones freeze mid-transfer. */
@@ -76,13 +78,22 @@ const UPLOAD_ALLOWANCE_SECONDS = 3;
 const LOST_WORK_BOUND_SECONDS = CHECKPOINT_SECONDS + STEP_SECONDS + UPLOAD_ALLOWANCE_SECONDS;
 /** A worker silent this long is replaced (short, so a killed worker's tasks move on quickly). */
 const HEARTBEAT_TIMEOUT_SECONDS = 2;
-const RUN_DEADLINE_MS = 360_000;
+const RUN_DEADLINE_MS = 420_000;
 
 /** The counter example's contract plus marks (test/helpers/chaos-marks.ts). */
 const script = join(PROJECT_ROOT, 'test', 'fixtures', 'chaos-task.sh');
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-chaos-'));
 const stateDir = join(scratch, 'state');
 const marksDir = join(scratch, 'marks');
+
+/** Instances where a run of some job's task has started and not ended, from the marks the tasks leave. */
+function instancesRunningTasks(): Set<string> {
+  const busy = new Set<string>();
+  for (const file of existsSync(marksDir) ? readdirSync(marksDir) : [])
+    for (const run of parseMarks(readFileSync(join(marksDir, file), 'utf8')).runs)
+      if (run.end === undefined) busy.add(run.instance);
+  return busy;
+}
 let ctl: StartedController | undefined;
 
 afterAll(async () => {
@@ -222,6 +233,12 @@ describeWithMoto(
       const startedMs = Date.now();
       const seconds = (): number => (Date.now() - startedMs) / 1000;
       const elapsed = (): string => `${seconds().toFixed(1)} s`;
+      // The store's outage and the worker kills are timed from when tasks run (a controller killed early may take a
+      // while to launch fifty workers), so that they hit running tasks, not a cluster still starting.
+      let tasksRunningMs: number | undefined;
+      const sinceTasksRun = (): number =>
+        tasksRunningMs === undefined ? Number.NEGATIVE_INFINITY : (Date.now() - tasksRunningMs) / 1000;
+      let lastWorkerKillMs = 0;
       let controllerKills = 0;
       let nextControllerKillMs = startedMs + (plan.controllerUptimes[0] ?? 0) * 1000;
       const workerKills = [...plan.workerKills];
@@ -259,8 +276,14 @@ describeWithMoto(
           });
           continue;
         }
+        if (tasksRunningMs === undefined && instancesRunningTasks().size >= TASKS_RUNNING_INSTANCES) {
+          tasksRunningMs = Date.now();
+          log.push(
+            `${elapsed()} tasks run on ${TASKS_RUNNING_INSTANCES} instances: the store's schedule starts`,
+          );
+        }
         const storeMode = storeModes[0];
-        if (storeMode !== undefined && seconds() >= storeMode.at) {
+        if (storeMode !== undefined && sinceTasksRun() >= storeMode.at) {
           storeModes.shift();
           // A hang freezes the connections open at that moment too, as a store that stalls mid-transfer.
           await proxy.setMode(storeMode.mode, { freeze: storeMode.mode === 'hang' });
@@ -270,16 +293,24 @@ describeWithMoto(
           continue;
         }
         const workerKill = workerKills[0];
-        if (workerKill !== undefined && seconds() >= workerKill) {
+        // One kill at a time, a second apart: a worker just killed still looks alive until it is reaped.
+        if (
+          workerKill !== undefined &&
+          sinceTasksRun() >= workerKill &&
+          Date.now() - lastWorkerKillMs > 1000
+        ) {
+          // A worker running a task of ours: killing an idle one would test nothing.
+          const busy = instancesRunningTasks();
           const live = instances().filter(
-            (i) => i.state === 'running' && i.pid !== undefined && pidAlive(i.pid),
+            (i) => i.state === 'running' && i.pid !== undefined && pidAlive(i.pid) && busy.has(i.instanceId),
           );
-          // Nothing to kill right now (every worker is being replaced): try again at the next turn.
+          // Nothing to kill right now (no task started yet, every worker being replaced): try at the next turn.
           if (live.length > 0) {
             workerKills.shift();
             const victim = rng.pick(live.sort((a, b) => a.instanceId.localeCompare(b.instanceId)));
             process.kill(victim.pid as number, 'SIGKILL');
             kills.push({ instance: victim.instanceId, atCs: uptimeCs() });
+            lastWorkerKillMs = Date.now();
             log.push(`${elapsed()} SIGKILL worker of ${victim.instanceId}`);
             continue;
           }
@@ -340,6 +371,9 @@ describeWithMoto(
             );
         }
       }
+      // Each worker killed was running a task, so each kill made at least one task run again.
+      if (restarts.length < WORKER_KILLS)
+        problems.push(`${restarts.length} restarts for ${WORKER_KILLS} SIGKILLs of busy workers`);
       const maxLost = Math.max(0, ...restarts.map((r) => r.lostSeconds));
       process.stderr.write(
         `[chaos] seed ${SEED}: ${JOBS} jobs in ${elapsed()}, ${controllerKills} controller and ${kills.length} worker SIGKILLs; ` +
@@ -351,7 +385,7 @@ describeWithMoto(
       const stopping = current.process;
       stopping.kill('SIGTERM');
       expect(await current.exited).toBe(0);
-    }, 480_000);
+    }, 540_000);
   },
 );
 
