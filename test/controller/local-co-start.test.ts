@@ -1,11 +1,18 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
-import { LocalInstanceFile } from '../../src/cloud/local/instance-file.js';
+import { runCli } from '../helpers/built-cli.js';
+import { freePort, killLocalLeftovers, until } from '../helpers/local-controller.js';
+
+/** A CLI command's standard output; its failure names the command and what it printed on stderr. */
+async function cliOutput(args: readonly string[], env: NodeJS.ProcessEnv): Promise<string> {
+  const r = await runCli(args, env);
+  if (r.code !== 0) throw new Error(`${args.join(' ')}: ${r.stderr}`);
+  return r.stdout;
+}
 
 /**
  * Co-start end to end with real processes (`node dist/cli/main.js`; `npm test` builds dist): a controller in local
@@ -24,68 +31,16 @@ const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-co-start-'));
 const children: ChildProcess[] = [];
 const stateDirs: string[] = [];
 
-/** Workers are detached: stop any a scenario's controller left (it stops them itself when it exits cleanly). */
-function stopWorkers(stateDir: string): void {
-  const path = join(stateDir, 'local-instances.json');
-  if (!existsSync(path) && !existsSync(`${path}.journal`)) return; // no instance was launched
-  for (const i of new LocalInstanceFile(path).all())
-    if (i.state !== 'terminated' && i.pid !== undefined)
-      try {
-        process.kill(-i.pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-}
-
 afterAll(async () => {
   await Promise.all(
     children
       .filter((c) => c.exitCode === null && c.signalCode === null)
       .map((c) => new Promise((resolve) => c.once('exit', resolve).kill('SIGTERM'))),
   );
-  for (const dir of stateDirs) stopWorkers(dir);
+  // Workers are detached: stop any a scenario's controller left (it stops them itself when it exits cleanly).
+  for (const dir of stateDirs) killLocalLeftovers(dir);
   rmSync(scratch, { recursive: true, force: true });
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function cli(args: readonly string[], env: NodeJS.ProcessEnv): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    child.once('exit', (code) =>
-      code === 0 ? resolve(out) : reject(new Error(`${args.join(' ')}: ${err}`)),
-    );
-  });
-}
-
-async function until<T>(
-  what: string,
-  probe: () => Promise<T | undefined>,
-  timeoutMs: number,
-  diagnostics: () => string,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${diagnostics()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** Two types alike but for their family, so each task of the job needs an instance of its own type. */
 function writeCatalog(path: string): void {
@@ -188,7 +143,7 @@ async function runGang(name: string, coStart: boolean): Promise<{ fast: number; 
   const spec = join(scratch, `${name}-job.json`);
   writeJob(spec, out);
   const id = (
-    JSON.parse(await cli(['submit', spec, '--catalog', catalogFile, '--json'], env)) as { id: string }
+    JSON.parse(await cliOutput(['submit', spec, '--catalog', catalogFile, '--json'], env)) as { id: string }
   ).id;
   const job = async (): Promise<JobDoc> => {
     const response = await fetch(`http://127.0.0.1:${port}/v1/jobs/${id}`, {
