@@ -12,29 +12,39 @@ import { catalog } from './controller-fixtures.js';
  * not the workers'. Counted from construction, a slow start declared every healthy worker lost at the first pass and
  * replaced all their instances at once.
  */
+/** One running instance with a registered worker, and the worker control watching it (10 s heartbeat timeout). */
+function rig(
+  clock: ManualClock,
+  attention?: AttentionClock,
+): { inst: { id: string }; workers: WorkerTaskControl } {
+  const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+  const inst = store.createInstance({ typeName: 'c7i.xlarge' });
+  store.setInstanceState(inst.id, 'launching', { cloudId: 'local-a' });
+  store.setInstanceState(inst.id, 'running');
+  store.setWorkerToken(inst.id, 'instance-token-0123456789abcdef');
+  const workers = new WorkerTaskControl({
+    store,
+    catalog,
+    clock,
+    ...(attention === undefined ? {} : { attention }),
+    registrar: new WorkerRegistrar({
+      store,
+      clusterName: 'liveness',
+      clusterKey: 'cluster-key-0123456789',
+      describeInstance: () => Promise.resolve(undefined),
+      launchCredential: { kind: 'launch-secret' },
+    }),
+    objectStoreLocation: '/tmp/fleetwise-liveness-objects',
+    heartbeatSeconds: 1,
+    heartbeatTimeoutSeconds: 10,
+  });
+  return { inst, workers };
+}
+
 describe('worker liveness', () => {
   it("counts a worker's silence from when the protocol is served, then from its last heartbeat", () => {
     const clock = new ManualClock();
-    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
-    const inst = store.createInstance({ typeName: 'c7i.xlarge' });
-    store.setInstanceState(inst.id, 'launching', { cloudId: 'local-a' });
-    store.setInstanceState(inst.id, 'running');
-    store.setWorkerToken(inst.id, 'instance-token-0123456789abcdef');
-    const workers = new WorkerTaskControl({
-      store,
-      catalog,
-      clock,
-      registrar: new WorkerRegistrar({
-        store,
-        clusterName: 'liveness',
-        clusterKey: 'cluster-key-0123456789',
-        describeInstance: () => Promise.resolve(undefined),
-        launchCredential: { kind: 'launch-secret' },
-      }),
-      objectStoreLocation: '/tmp/fleetwise-liveness-objects',
-      heartbeatSeconds: 1,
-      heartbeatTimeoutSeconds: 10,
-    });
+    const { inst, workers } = rig(clock);
 
     // A minute of recovery: nobody could heartbeat, nobody is silent.
     clock.advance(60);
@@ -53,27 +63,7 @@ describe('worker liveness', () => {
     const clock = new ManualClock();
     let wallMs = 0;
     const attention = new AttentionClock(200, () => wallMs);
-    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
-    const inst = store.createInstance({ typeName: 'c7i.xlarge' });
-    store.setInstanceState(inst.id, 'launching', { cloudId: 'local-a' });
-    store.setInstanceState(inst.id, 'running');
-    store.setWorkerToken(inst.id, 'instance-token-0123456789abcdef');
-    const workers = new WorkerTaskControl({
-      store,
-      catalog,
-      clock,
-      attention,
-      registrar: new WorkerRegistrar({
-        store,
-        clusterName: 'liveness',
-        clusterKey: 'cluster-key-0123456789',
-        describeInstance: () => Promise.resolve(undefined),
-        launchCredential: { kind: 'launch-secret' },
-      }),
-      objectStoreLocation: '/tmp/fleetwise-liveness-objects',
-      heartbeatSeconds: 1,
-      heartbeatTimeoutSeconds: 10,
-    });
+    const { inst, workers } = rig(clock, attention);
     workers.serving();
     // The loop is held up for 30 s (nothing samples the clock): the worker's beats wait unread in the socket.
     wallMs += 30_000;
