@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { counterJobBody, type CounterJobView } from '../helpers/counter-spec.js';
 import { startFakeSpotNotices, type FakeSpotNotices } from '../helpers/fake-spot-notices.js';
 import {
   killLocalLeftovers,
@@ -20,14 +20,6 @@ import {
  * no work is lost beyond it, and all of it happens well within the notice.
  */
 const COUNT_TO = 160;
-const COUNTER = join(PROJECT_ROOT, 'examples', 'counter', 'counter.sh');
-
-interface JobDoc {
-  state: string;
-  migrations: number;
-  progress: { completed: number };
-  instances: { id: string }[];
-}
 
 describe('a spot interruption notice (local controller, real CLI, process executor)', () => {
   let scratch: string;
@@ -64,23 +56,15 @@ describe('a spot interruption notice (local controller, real CLI, process execut
       env: { FLEETWISE_IMDS_URL: notices.url, FLEETWISE_NOTICE_POLL_SECONDS: '0.2' },
     });
     ctl = started;
-    const submitted = await started.api('POST', '/v1/jobs', {
-      name: 'counter',
-      team: 'examples',
-      tasks: [
-        {
-          name: 'counter',
-          command: ['sh', COUNTER],
-          env: { COUNT_TO: String(COUNT_TO), STEP_SECONDS: '0.05', CHECKPOINT_SECONDS: '3600' },
-          demand: { any: [0, 0.25, 0.25] },
-          shmSizeGiB: 0.0625,
-        },
-      ],
-      checkpoint: { signal: 'SIGTERM', timeoutSeconds: 5 },
-    });
+    const submitted = await started.api(
+      'POST',
+      '/v1/jobs',
+      counterJobBody({ countTo: COUNT_TO, checkpointSeconds: 3600, checkpointTimeoutSeconds: 5 }),
+    );
     expect(submitted.status, submitted.text).toBe(201);
     const id = (submitted.json as { id: string }).id;
-    const job = async (): Promise<JobDoc> => (await started.api('GET', `/v1/jobs/${id}`)).json as JobDoc;
+    const job = async (): Promise<CounterJobView> =>
+      (await started.api('GET', `/v1/jobs/${id}`)).json as CounterJobView;
 
     const running = await until(
       'the job to run',

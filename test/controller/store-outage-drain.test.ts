@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { counterJobBody, type CounterJobView } from '../helpers/counter-spec.js';
 import { createS3Client } from '../../src/storage/s3-store.js';
 import {
   killLocalLeftovers,
@@ -23,14 +23,6 @@ import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
  */
 const BUCKET = 'fleetwise-outage-drain';
 const COUNT_TO = 150;
-const COUNTER = join(PROJECT_ROOT, 'examples', 'counter', 'counter.sh');
-
-interface JobDoc {
-  state: string;
-  migrations: number;
-  progress: { completed: number };
-  instances: { id: string }[];
-}
 
 describeWithMoto(
   'a drain during an object-store outage (local controller, S3 behind the outage proxy)',
@@ -80,23 +72,15 @@ describeWithMoto(
         },
       });
       ctl = started;
-      const submitted = await started.api('POST', '/v1/jobs', {
-        name: 'counter',
-        team: 'examples',
-        tasks: [
-          {
-            name: 'counter',
-            command: ['sh', COUNTER],
-            env: { COUNT_TO: String(COUNT_TO), STEP_SECONDS: '0.05', CHECKPOINT_SECONDS: '1' },
-            demand: { any: [0, 0.25, 0.25] },
-            shmSizeGiB: 0.0625,
-          },
-        ],
-        checkpoint: { signal: 'SIGTERM', timeoutSeconds: 2 },
-      });
+      const submitted = await started.api(
+        'POST',
+        '/v1/jobs',
+        counterJobBody({ countTo: COUNT_TO, checkpointSeconds: 1, checkpointTimeoutSeconds: 2 }),
+      );
       expect(submitted.status, submitted.text).toBe(201);
       const id = (submitted.json as { id: string }).id;
-      const job = async (): Promise<JobDoc> => (await started.api('GET', `/v1/jobs/${id}`)).json as JobDoc;
+      const job = async (): Promise<CounterJobView> =>
+        (await started.api('GET', `/v1/jobs/${id}`)).json as CounterJobView;
 
       const running = await until(
         'the job to run and checkpoint',

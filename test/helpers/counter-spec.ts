@@ -34,3 +34,40 @@ export function writeShortCounterSpec(
   writeFileSync(path, text);
   return path;
 }
+
+/** The counter example's script, run by the process executor with `sh`. */
+const COUNTER_SCRIPT = join(PROJECT_ROOT, 'examples', 'counter', 'counter.sh');
+
+/** A job's view in the API, as far as the counter tests read it. */
+export interface CounterJobView {
+  state: string;
+  migrations: number;
+  progress: { completed: number };
+  instances: { id: string }[];
+}
+
+/** A submission body for the counter script under the process executor: one small task, 0.05 s steps. */
+export function counterJobBody(options: {
+  countTo: number;
+  checkpointSeconds: number;
+  checkpointTimeoutSeconds: number;
+}): Record<string, unknown> {
+  return {
+    name: 'counter',
+    team: 'examples',
+    tasks: [
+      {
+        name: 'counter',
+        command: ['sh', COUNTER_SCRIPT],
+        env: {
+          COUNT_TO: String(options.countTo),
+          STEP_SECONDS: '0.05',
+          CHECKPOINT_SECONDS: String(options.checkpointSeconds),
+        },
+        demand: { any: [0, 0.25, 0.25] },
+        shmSizeGiB: 0.0625,
+      },
+    ],
+    checkpoint: { signal: 'SIGTERM', timeoutSeconds: options.checkpointTimeoutSeconds },
+  };
+}
