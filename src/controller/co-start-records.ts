@@ -60,6 +60,25 @@ export function clearCoStart(store: StateStore, jobId: string): void {
 }
 
 /**
+ * A job ended: its record keeps only what the job view shows of it (the release time, start skew and barrier-idle
+ * cost); the per-task readiness and start times go, and a record with nothing measured goes whole. Jobs are kept for
+ * good, so without this every multi-task job would keep a map entry per task for ever.
+ */
+export function compactCoStart(store: StateStore, job: JobRecord): void {
+  const record = storedCoStart(store, job);
+  if (record === undefined) {
+    clearCoStart(store, job.id);
+    return;
+  }
+  if (Object.keys(record.ready).length === 0 && Object.keys(record.running).length === 0) return;
+  if (record.releasedAtSeconds === undefined && record.startSkewSeconds === undefined) {
+    clearCoStart(store, job.id);
+    return;
+  }
+  writeCoStart(store, job.id, { ...record, ready: {}, running: {} });
+}
+
+/**
  * The barrier's view of a job being started (the input of round/co-start.ts `coStartDecision`): a task already
  * running (or done) is ready; a task waiting to start is ready once its worker reported it prepared on its target instance.
  */

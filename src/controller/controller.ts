@@ -8,6 +8,7 @@ import { readJobLogs, storeBuildContext } from './artifacts.js';
 import type { JobArchive } from './backup/job-archive.js';
 import { SystemClock, type Clock } from './clock.js';
 import { computeCostReport, type DetailedCostReport } from './cost-accounting.js';
+import { compactCoStart } from './co-start-records.js';
 import {
   DEFAULT_PREDICTION_BUDGET_SECONDS,
   DEFAULT_PREDICTION_HORIZON_SECONDS,
@@ -430,6 +431,8 @@ export class Controller implements ControllerService {
   }
 
   private jobEnded(job: JobRecord): void {
+    // After the job's end was committed: a crash before this leaves an uncompacted record, which is only larger.
+    compactCoStart(this.store, job);
     this.jobArchive?.keepEnded(job);
     this.admission.forget(job.id);
     this.queueViews.forget(job.id);

@@ -135,6 +135,24 @@ describe('co-start barrier in the controller', () => {
     const type = catalog.types.find((t) => t.name === inst.typeName)!;
     const share = Math.max(4 / type.capacity[1], 8 / type.capacity[2]);
     expect(view?.barrierIdleCost).toBeCloseTo((30 * share * type.costPerHour) / 3600, 9);
+
+    // The job ends: its record keeps what the view shows and drops the per-task times.
+    restarted.r.controller.cancel(jobId);
+    const kept = restarted.r.store.getValue(`coStart.${jobId}`) as { ready: object; running: object };
+    expect([Object.keys(kept.ready), Object.keys(kept.running)]).toEqual([[], []]);
+    const ended = jobDocument(restarted.r.store, restarted.r.store.getJob(jobId)!).coStart;
+    expect(ended).toEqual({ ...view, readyTaskIds: [] });
+  });
+
+  it('drops the record of a job that ended before its release', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const t0 = `${jobId}.0`;
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    expect(h.r.store.getValue(`coStart.${jobId}`)).toMatchObject({ ready: { [t0]: {} } });
+    h.r.controller.cancel(jobId);
+    expect(h.r.store.getValue(`coStart.${jobId}`)).toBeUndefined();
+    expect(jobDocument(h.r.store, h.r.store.getJob(jobId)!).coStart).toBeNull();
   });
 
   it('forgets a readiness its worker no longer reports (a restarted worker lost the prepared task)', async () => {
