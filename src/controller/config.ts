@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { DEFAULT_CO_START_TIMEOUT_SECONDS } from '../round/co-start.js';
 import { ValidationError } from '../core/validation.js';
+import { ADMIT_BY } from '../queue/admission.js';
 import { wfqConfigSchema } from '../queue/wfq.js';
 import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.js';
 import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../core/model.js';
@@ -59,6 +60,12 @@ const capsSchema = z
     familyGroups: z
       .record(z.string().regex(/^[a-z][a-z0-9-]*$/, 'an instance family like p3'), z.string().min(1))
       .optional(),
+    /**
+     * How a waiting job is sized against maxCostPerHour (src/queue/admission.ts AdmitBy): `plan-cost` (default) by
+     * what the packed fleet really costs per standalone dollar, so the budget is used while jobs wait; `standalone`
+     * by one reservation-price instance per task (PCS's rule, which leaves most of a packed fleet's budget unused).
+     */
+    admitBy: z.enum(ADMIT_BY).optional(),
   })
   .superRefine((caps, ctx) => {
     const known = new Set<string>([...AWS_QUOTA_GROUPS, ...Object.values(caps.familyGroups ?? {})]);

@@ -170,6 +170,7 @@ export class Controller implements ControllerService {
     this.admission = new Admission(deps.catalog, {
       caps: deps.settings.caps,
       config: deps.settings.queue,
+      admitBy: deps.settings.admitBy,
     });
     this.priceOf = new Map(deps.catalog.types.map((t) => [t.name, t.costPerHour]));
     this.orphans = new KeptOrphans(this.clock, this.log, deps.settings.clusterName);

@@ -1,4 +1,5 @@
 import type { QueueCaps } from '../queue/caps.js';
+import type { AdmitBy } from '../queue/admission.js';
 import type { WfqConfig } from '../queue/wfq.js';
 import { evaTunables, type EvaOptions } from '../scheduler/eva.js';
 import { DEFAULT_CONTEXT_LIMITS, type ContextLimits } from '../protocol/context-limits.js';
@@ -14,6 +15,8 @@ export interface ControllerSettings {
   readonly caps: QueueCaps;
   /** WFQ classes, orderings and preemption policy of the queue layer; default one FIFO class. */
   readonly queue?: WfqConfig | undefined;
+  /** How waiting jobs are sized against a $/hour cap (queue/admission.ts); default `standalone` here, `plan-cost` from a config. */
+  readonly admitBy?: AdmitBy | undefined;
   /** Eva's options besides the caps (the config's `scheduler:` section); default: Eva's defaults. */
   readonly eva?: Omit<EvaOptions, 'caps' | 'variant' | 'exact'> | undefined;
   readonly dryRun: boolean;
@@ -48,8 +51,9 @@ export function settingsFromConfig(config: ControllerConfig): ControllerSettings
     clusterName: config.cluster,
     roundSeconds: config.roundSeconds,
     pollSeconds: config.pollSeconds,
-    caps: config.caps,
+    caps: capsOf(config.caps),
     queue: config.queue,
+    admitBy: admitByOf(config),
     eva: evaTunables(config.scheduler),
     dryRun: config.dryRun,
     orphanPolicy: config.orphans,
@@ -100,4 +104,15 @@ export function contextLimitsFrom(
         own.maxExpansionRatio ?? cluster.maxExpansionRatio ?? DEFAULT_CONTEXT_LIMITS.maxExpansionRatio,
     };
   };
+}
+
+/** How a config sizes waiting jobs against its $/hour cap: as it says, else by the plan's cost. */
+export function admitByOf(config: ControllerConfig): AdmitBy {
+  return config.caps.admitBy ?? 'plan-cost';
+}
+
+/** The caps of a config without the admission setting that sits beside them. */
+export function capsOf(caps: ControllerConfig['caps']): QueueCaps {
+  const { admitBy: _admitBy, ...rest } = caps;
+  return rest;
 }

@@ -96,6 +96,16 @@ describe('controller configuration: caps quotas and the queue section', () => {
     expect(custom.caps.familyGroups).toEqual({ p5: 'big-gpu' });
   });
 
+  it('sizes waiting jobs by the plan’s cost unless the caps say standalone; a bad value names the field', () => {
+    const byDefault = settingsFromConfig(load(['caps:', '  maxCostPerHour: 20']));
+    expect(byDefault.admitBy).toBe('plan-cost');
+    // The setting sits beside the caps in the file, not among the caps the queue layer checks.
+    expect(byDefault.caps).toEqual({ maxCostPerHour: 20 });
+    expect(settingsFromConfig(load(['caps:', '  admitBy: standalone'])).admitBy).toBe('standalone');
+    const bad = problems(['caps:', '  admitBy: packed']); // line 4
+    expect(bad.some((p) => p.startsWith('caps.admitBy (line 4): ') && p.includes('plan-cost'))).toBe(true);
+  });
+
   it('names the field and its line for a bad queue section', () => {
     const typed = problems([
       'queue:',

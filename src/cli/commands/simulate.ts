@@ -37,7 +37,7 @@ import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../../core/model.js';
 import { DEFAULT_COLOCATION_RATE } from '../../scheduler/colocation-table.js';
 import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
 import { loadControllerConfig } from '../../controller/config-loading.js';
-import { settingsFromConfig } from '../../controller/settings.js';
+import { admitByOf, capsOf, settingsFromConfig } from '../../controller/settings.js';
 
 /** Raw commander values (strings); validated by `optionsSchema`. */
 interface RawSimulateOptions {
@@ -224,6 +224,8 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     throw new ValidationError('--queue-config', [
       `a WFQ config needs --queue wfq (or no --queue), not --queue ${o.queue}`,
     ]);
+  // A controller config sizes jobs as the controller would (by the plan's cost unless it says otherwise).
+  const admitBy = o.admitBy ?? (config === undefined ? undefined : admitByOf(config));
   // Any cap or --queue turns the queue layer on (fifo unless said otherwise), with predictions unless --no-predict.
   const queue: RunRequest['queue'] =
     o.queue === undefined &&
@@ -236,13 +238,13 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
           kind: o.queue ?? (queueConfig === undefined ? 'fifo' : 'wfq'),
           ...(queueConfig === undefined ? {} : { config: queueConfig }),
           caps: {
-            ...config?.caps,
+            ...(config === undefined ? {} : capsOf(config.caps)),
             ...(capDollarsPerHour !== undefined ? { maxCostPerHour: capDollarsPerHour } : {}),
             ...(capInstances !== undefined ? { maxInstances: capInstances } : {}),
             ...(quotas.length > 0 ? { quotas } : {}),
           },
           predict: o.predict ?? true,
-          ...(o.admitBy !== undefined ? { admitBy: o.admitBy } : {}),
+          ...(admitBy !== undefined ? { admitBy } : {}),
         };
   // Murmuration's parts (digest §7.5 arms): each off unless asked for; naming any (on or off) reports the starts.
   const starts =
@@ -301,8 +303,9 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
         ? undefined
         : {
             ...settingsFromConfig(config),
-            caps: queue?.caps ?? config.caps,
+            caps: queue?.caps ?? capsOf(config.caps),
             queue: queueConfig,
+            ...(admitBy !== undefined ? { admitBy } : {}),
             ...(roundSeconds !== undefined ? { roundSeconds } : {}),
           },
   }));
@@ -361,7 +364,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
       coStart: o.coStart ?? 'off',
       placeBetweenRounds: o.placeBetweenRounds ?? 'off',
       bind: o.bind ?? 'off',
-      admitBy: o.admitBy ?? 'standalone',
+      admitBy: admitBy ?? 'standalone',
       latencyConfig: o.latencyConfig ?? 'default network (3 zones, digest §10.2 round trips, no episodes)',
       spot: spotOn
         ? `on (${catalog.spot?.source === undefined ? 'no spot prices in the catalog' : `catalog spot snapshot ${catalog.spot.snapshotDate}`}; bursts per pool per month ${o.spotBursts ?? 0})`
