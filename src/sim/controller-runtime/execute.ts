@@ -71,5 +71,6 @@ export function controllerSettingsFor(
   return {
     caps: queue?.caps ?? {},
     ...(queue === undefined ? {} : { queue: queue.config ?? queueConfigFor(queue.kind, jobSizesSeconds) }),
+    ...(queue?.admitBy === undefined ? {} : { admitBy: queue.admitBy }),
   };
 }
