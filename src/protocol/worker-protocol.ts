@@ -75,6 +75,15 @@ export const registerRequestSchema = z.strictObject({
    * shared token alone) gets a 401 saying what to present rather than a validation error.
    */
   identity: workerIdentitySchema.optional(),
+  /**
+   * With a launch credential: the per-instance token the worker chose (and saved) for itself. The same request sent
+   * again after its answer was lost (a timeout, a controller killed between committing and answering) is then
+   * answered again instead of refused as a second registration. Without it the controller picks the token.
+   */
+  proposedToken: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{43,128}$/, '43 to 128 base64url characters (32 random bytes or more)')
+    .optional(),
 });
 export type RegisterRequest = z.infer<typeof registerRequestSchema>;
 

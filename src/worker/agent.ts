@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import type { ObjectStore } from '../storage/object-store.js';
@@ -116,6 +117,10 @@ export class WorkerAgent {
   private store: ObjectStore | undefined;
   private controllerInstanceId: string | undefined;
   private heartbeatSeconds = 5;
+  /** This process has sent a launch registration (its retries send it again, with the same token). */
+  private proposed = false;
+  /** The proposed token when there is no work directory to save it in. */
+  private unsavedProposal: string | undefined;
   private adopted = false;
   private lastContactMs = Date.now();
   private lastFailureLogMs: number | undefined;
@@ -241,7 +246,9 @@ export class WorkerAgent {
       hostname: hostname(),
     } satisfies RegisterRequest;
     const { credentials, connection } = this.options;
-    let answer = await this.reregister(request);
+    // A saved token may be a registration completed before this process started: offered as such first. Once this
+    // process has proposed one, its retries repeat the launch registration, which the controller answers again.
+    let answer = this.proposed ? undefined : await this.reregister(request);
     const again = answer !== undefined;
     if (answer === undefined) {
       if (credentials.launch === undefined)
@@ -250,7 +257,15 @@ export class WorkerAgent {
             'credential (FLEETWISE_LAUNCH_SECRET in local mode, the worker token on EC2)',
         );
       const launch = await credentials.launch();
-      answer = await connection.register(launch.bearer, { ...request, identity: launch.identity });
+      // The token is chosen (and saved) before the request: an answer lost on the way is asked for again with it.
+      const proposedToken =
+        credentials.saved?.proposal() ?? (this.unsavedProposal ??= randomBytes(32).toString('base64url'));
+      this.proposed = true;
+      answer = await connection.register(launch.bearer, {
+        ...request,
+        identity: launch.identity,
+        proposedToken,
+      });
       // Saved before anything else: the launch credential will not register this instance again.
       try {
         credentials.saved?.save(answer.workerToken, answer.instanceId);
@@ -284,13 +299,13 @@ export class WorkerAgent {
         identity: { kind: 'instance-token' },
       });
     } catch (e) {
-      // 401/403: a controller whose state lost the registration (restored from an older backup); anything else
-      // (unreachable, 410) is the caller's to handle like any failure.
+      // 401/403: a registration whose answer never came (the token is this worker's unanswered proposal), or a
+      // controller whose state lost it (restored from an older backup); the launch credential proposes the same token.
+      // Anything else (unreachable, 410) is the caller's to handle like any failure.
       if (!(e instanceof ControllerRequestError) || (e.statusCode !== 401 && e.statusCode !== 403)) throw e;
       this.log.warn(
-        `the controller refused the saved per-instance token (${e.message}); using the launch credential`,
+        `the controller does not know the saved per-instance token (${e.message}); registering with the launch credential`,
       );
-      saved.forget();
       return undefined;
     }
   }

@@ -1,11 +1,14 @@
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 
 /**
- * The per-instance token a registration answered, kept in the worker's work directory (owner-only, 0600) so that a
- * restarted worker re-registers its instance with it: the launch credential is good once per instance (the controller
- * refuses it once the instance has a worker), so without this file a restart could not reclaim the instance.
+ * The per-instance token, kept in the worker's work directory (owner-only, 0600) so that a restarted worker
+ * re-registers its instance with it: the launch credential is good once per instance (the controller refuses it once
+ * the instance has a worker), so without this file a restart could not reclaim the instance. The worker chooses the
+ * token and saves it before its launch registration (`proposal`), so an answer lost on the way costs nothing: the same
+ * token asked again is answered again.
  */
 
 export const CREDENTIAL_FILE = 'worker-credential.json';
@@ -47,16 +50,25 @@ export class SavedCredential {
       : undefined;
   }
 
+  /**
+   * The token this worker proposes at its launch registration: the saved one, else a new random one, saved before it
+   * is sent (so a retry, or a restart after an answer that never came, proposes the same and the controller can tell
+   * it is the same worker asking again).
+   */
+  proposal(): string {
+    const saved = this.load();
+    if (saved !== undefined) return saved;
+    const token = randomBytes(32).toString('base64url');
+    this.save(token, undefined);
+    return token;
+  }
+
   /** Written whole or not at all (temporary file, then rename), readable by the owner only. */
-  save(workerToken: string, controllerInstanceId: string): void {
+  save(workerToken: string, controllerInstanceId: string | undefined): void {
     mkdirSync(this.workDir, { recursive: true, mode: 0o700 });
     const temp = `${this.path}.${process.pid}.tmp`;
     const record = { cloudInstanceId: this.cloudInstanceId, workerToken, controllerInstanceId };
     writeFileSync(temp, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });
     renameSync(temp, this.path);
-  }
-
-  forget(): void {
-    rmSync(this.path, { force: true });
   }
 }

@@ -3,6 +3,7 @@ import { readLocalInstances } from '../../src/cloud/local/instance-file.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
+import Database from 'better-sqlite3';
 import { afterAll, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { Rng } from '../../src/core/random.js';
@@ -106,6 +107,34 @@ afterAll(async () => {
   if (process.env['CHAOS_KEEP'] === undefined) rmSync(scratch, { recursive: true, force: true });
   else process.stderr.write(`[chaos] kept ${scratch}\n`);
 });
+
+/**
+ * What the controller recorded about a job (its state changes, its instances' worker losses): enough to tell a move
+ * from a lost worker from a cancel when a run ended early.
+ */
+function controllerView(jobName: string): string {
+  try {
+    const db = new Database(join(stateDir, 'state.db'), { readonly: true, fileMustExist: true });
+    try {
+      const rows = db
+        .prepare(
+          `SELECT e.at_seconds AS at, e.kind AS kind, e.message AS message FROM events e
+           WHERE e.kind <> 'task.checkpoint' AND (e.job_id = (SELECT id FROM jobs WHERE name = ?)
+             OR (e.kind = 'instance.worker-lost' AND e.instance_id IN (SELECT instance_id FROM events
+               WHERE job_id = (SELECT id FROM jobs WHERE name = ?) AND instance_id IS NOT NULL)))
+           ORDER BY e.seq`,
+        )
+        .all(jobName, jobName) as { at: number; kind: string; message: string | null }[];
+      const lines = rows.map((r) => `${r.at.toFixed(2)} ${r.kind}: ${(r.message ?? '').slice(0, 160)}`);
+      const offset = Date.now() / 1000 - uptimeCs() / 100;
+      return `\n    controller (unix time; the marks' t = unix − ${offset.toFixed(2)}):\n      ${lines.join('\n      ')}`;
+    } finally {
+      db.close();
+    }
+  } catch (e) {
+    return `\n    controller: state unreadable (${(e as Error).message})`;
+  }
+}
 
 /** Centiseconds of /proc/uptime: the clock the tasks' marks use. */
 function uptimeCs(): number {
@@ -357,7 +386,7 @@ describeWithMoto(
       for (const [name, count] of iterations) {
         const marks = parseMarks(readFileSync(join(marksDir, `${name}.log`), 'utf8'));
         const analysis = analyzeJob(marks, kills);
-        const runs = `\n    ${describeRuns(marks).join('\n    ')}`;
+        const runs = `\n    ${describeRuns(marks).join('\n    ')}${controllerView(name)}`;
         if (analysis.finished !== 1) problems.push(`${name}: finished ${analysis.finished} times${runs}`);
         if (analysis.lastIteration !== count)
           problems.push(`${name}: reached ${analysis.lastIteration} of ${count} iterations${runs}`);

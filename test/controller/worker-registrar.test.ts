@@ -109,6 +109,33 @@ describe('worker registrar (local launch secrets)', () => {
     );
   });
 
+  it('a worker that proposed its token gets the same registration again when the answer was lost', async () => {
+    const { store, registrar, recordIds } = rig();
+    const proposal = 'p'.repeat(43);
+    const launch = (i: number, proposedToken?: string): RegisterRequest => ({
+      ...request(i, { kind: 'launch-secret' }),
+      ...(proposedToken === undefined ? {} : { proposedToken }),
+    });
+    const first = await registrar.register(secretOf(0), launch(0, proposal));
+    expect(first).toMatchObject({ how: 'launch', workerToken: proposal, instance: { id: recordIds[0] } });
+    // The answer never reached the worker; it asks again with the same token: the same registration, recorded once.
+    const again = await registrar.register(secretOf(0), launch(0, proposal));
+    expect(again).toMatchObject({ how: 'launch', workerToken: proposal, instance: { id: recordIds[0] } });
+    expect(store.instanceForWorkerToken(proposal)?.id).toBe(recordIds[0]);
+    expect(
+      store.listEvents({ instanceId: recordIds[0] }).filter((e) => e.kind === 'worker.registered'),
+    ).toHaveLength(1);
+    // Anyone else with the same launch secret (another token, or none) is still refused.
+    for (const other of [launch(0, 'q'.repeat(43)), launch(0)])
+      await expect(registrar.register(secretOf(0), other)).rejects.toMatchObject({ statusCode: 409 });
+    // A token already taken by another instance cannot be proposed for a second one.
+    await expect(registrar.register(secretOf(1), launch(1, proposal))).rejects.toMatchObject({
+      statusCode: 409,
+      message: /taken/,
+    });
+    expect(store.getInstance(recordIds[1] as string)?.workerTokenHash).toBeUndefined();
+  });
+
   it('refuses the cluster key, other instances’ credentials, no identity, and a terminated instance', async () => {
     const { store, registrar, recordIds } = rig();
     const issued = await registrar.register(secretOf(1), request(1, { kind: 'launch-secret' }));

@@ -13,7 +13,14 @@ describe('chaos marks', () => {
       ),
       [],
     );
-    expect(a).toEqual({ runs: 1, finished: 1, lastIteration: 2, overlaps: [], restarts: [] });
+    expect(a).toEqual({
+      runs: 1,
+      finished: 1,
+      unreportedFinishes: 0,
+      lastIteration: 2,
+      overlaps: [],
+      restarts: [],
+    });
   });
 
   it('a checkpoint-stop and a resume where it stopped loses nothing', () => {
@@ -71,6 +78,41 @@ describe('chaos marks', () => {
     );
     expect(a.overlaps).toEqual([{ a: 't/1/i1/10', b: 't/1/i2/20', seconds: 1.1 }]);
     expect(a.finished).toBe(2);
+  });
+
+  it('a run that finishes after its worker was killed is unreported: the tail run again is its one finish', () => {
+    // The worker dies at 200; its task finishes at 210 with no one to report it; the job resumes from 3 elsewhere.
+    const a = analyzeJob(
+      parseMarks(
+        marks(
+          't/1/i1/10 start 0 100',
+          ...[1, 2, 3, 4].map((n) => `t/1/i1/10 ${n} ${100 + n * 25}`),
+          't/1/i1/10 finished 4 210',
+          't/1/i2/20 start 3 400',
+          't/1/i2/20 4 425',
+          't/1/i2/20 finished 4 425',
+        ),
+      ),
+      [{ instance: 'i1', atCs: 200 }],
+    );
+    expect(a).toMatchObject({ finished: 1, unreportedFinishes: 1, overlaps: [] });
+    // Before the kill it had reached 4 (marked at 200): one iteration redone, 0.25 s.
+    expect(a.restarts[0]).toMatchObject({ reached: 4, resumedAt: 3, lost: 1, lostSeconds: 0.25 });
+    // A finish before the kill still counts as one: finishing twice then is a real second finish.
+    const twice = analyzeJob(
+      parseMarks(
+        marks(
+          't/1/i1/10 start 0 100',
+          't/1/i1/10 1 125',
+          't/1/i1/10 finished 1 125',
+          't/1/i2/20 start 0 400',
+          't/1/i2/20 1 425',
+          't/1/i2/20 finished 1 425',
+        ),
+      ),
+      [{ instance: 'i1', atCs: 200 }],
+    );
+    expect(twice).toMatchObject({ finished: 2, unreportedFinishes: 0 });
   });
 
   it('counts lines it cannot read', () => {

@@ -45,7 +45,14 @@ export interface Restart {
 
 export interface JobAnalysis {
   readonly runs: number;
+  /** Runs that finished while their worker lived (a finish after the kill reaches no one: see `unreportedFinishes`). */
   readonly finished: number;
+  /**
+   * Runs that finished after the test had killed their worker: the task outlives its worker (its own process group),
+   * but no agent is left to report the exit, so the controller reschedules it from its last checkpoint and the job's
+   * tail runs again. Correct behaviour, not a second finish.
+   */
+  readonly unreportedFinishes: number;
   readonly lastIteration: number;
   /** Pairs of runs that executed at the same time (`a` still marking progress after `b` started). */
   readonly overlaps: readonly { readonly a: string; readonly b: string; readonly seconds: number }[];
@@ -116,6 +123,8 @@ export function analyzeJob(marks: JobMarks, kills: readonly WorkerKill[]): JobAn
       const seconds = (Math.min(lastCs(a), lastCs(b)) - b.startCs) / 100;
       if (seconds > 0) overlaps.push({ a: a.id, b: b.id, seconds });
     }
+  const killOf = (run: Run): WorkerKill | undefined =>
+    kills.find((x) => x.instance === run.instance && x.atCs >= run.startCs);
   const restarts: Restart[] = [];
   for (let k = 1; k < runs.length; k += 1) {
     const run = runs[k] as Run;
@@ -123,7 +132,7 @@ export function analyzeJob(marks: JobMarks, kills: readonly WorkerKill[]): JobAn
     let lostSeconds = 0;
     for (const earlier of runs.slice(0, k)) {
       // Once its worker was killed, a run's further work could not be uploaded: count it only up to the kill.
-      const kill = kills.find((x) => x.instance === earlier.instance && x.atCs >= earlier.startCs);
+      const kill = killOf(earlier);
       const byKill = kill === undefined ? Infinity : kill.atCs;
       const furthest = reachedBy(earlier, byKill);
       if (furthest < reached) continue;
@@ -144,10 +153,15 @@ export function analyzeJob(marks: JobMarks, kills: readonly WorkerKill[]): JobAn
       lostSeconds,
     });
   }
+  function finishedAfterKill(r: Run): boolean {
+    const kill = killOf(r);
+    return r.end?.kind === 'finished' && kill !== undefined && r.end.cs >= kill.atCs;
+  }
   const all = runs.flatMap((r) => [...r.iterations.map((i) => i.n), r.end?.n ?? 0]);
   return {
     runs: runs.length,
-    finished: runs.filter((r) => r.end?.kind === 'finished').length,
+    finished: runs.filter((r) => r.end?.kind === 'finished' && !finishedAfterKill(r)).length,
+    unreportedFinishes: runs.filter(finishedAfterKill).length,
     lastIteration: all.length === 0 ? 0 : Math.max(...all),
     overlaps,
     restarts,

@@ -196,6 +196,14 @@ export class WorkerRegistrar {
         403,
         `instance ${cloud.instanceId} was not launched for ${instance.id} (its launch token differs from the record's)`,
       );
+    const proposed = request.proposedToken;
+    // The same worker asking again (its first answer was lost): the registration stands, answered once more.
+    if (
+      instance.workerTokenHash !== undefined &&
+      proposed !== undefined &&
+      store.instanceForWorkerToken(proposed)?.id === instance.id
+    )
+      return { instance, workerToken: proposed, how: 'launch' };
     if (instance.workerTokenHash !== undefined)
       throw new WorkerProtocolError(
         409,
@@ -203,7 +211,9 @@ export class WorkerRegistrar {
           'registers an instance once; a restarted worker re-registers with the per-instance token it saved ' +
           '(worker-credential.json in its work directory)',
       );
-    const workerToken = randomBytes(32).toString('base64url');
+    if (proposed !== undefined && store.instanceForWorkerToken(proposed) !== undefined)
+      throw new WorkerProtocolError(409, 'the proposed per-instance token is taken: propose another');
+    const workerToken = proposed ?? randomBytes(32).toString('base64url');
     const registered = store.transaction(() => {
       const updated = store.setWorkerToken(instance.id, workerToken);
       store.appendEvent({
