@@ -3,14 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
-import { LocalProvider, type WorkerSpawner } from '../../src/cloud/local/local-provider.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { StateStore } from '../../src/controller/state-store.js';
 import { WorkerProtocolError } from '../../src/controller/worker-identity/worker-protocol-error.js';
-import { WorkerRegistrar } from '../../src/controller/worker-identity/worker-registrar.js';
+import type { WorkerRegistrar } from '../../src/controller/worker-identity/worker-registrar.js';
 import { launchSecretFor } from '../../src/protocol/launch-secret.js';
 import type { RegisterRequest, WorkerIdentity } from '../../src/protocol/worker-protocol.js';
+import { recordLaunches, registrarOver, type RecordedLaunches } from '../helpers/recorded-launches.js';
 
 /**
  * The registrar's rules in local mode (launch secrets), against the real local provider's instance records and a
@@ -24,51 +23,19 @@ const KEY = 'cluster-key-for-registrar-tests-0123';
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-registrar-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-/** Records instances without starting any worker process: the registrar only reads the provider's records. */
-const recordsOnly: WorkerSpawner = { spawn: () => undefined, kill: () => Promise.resolve() };
-
-let provider: LocalProvider;
-const cloudIds: string[] = [];
-const tokens: string[] = [];
+let launches: RecordedLaunches;
+let cloudIds: readonly string[] = [];
+let tokens: readonly string[] = [];
 
 beforeAll(async () => {
-  provider = new LocalProvider({
-    stateFile: join(scratch, 'local-instances.json'),
-    instancesDir: join(scratch, 'instances'),
-    catalog: loadCatalogFile(),
-    spawner: recordsOnly,
-  });
-  for (const n of [1, 2, 3]) {
-    const token = `launch-token-${n}`;
-    const result = await provider.launch({
-      typeName: 'c7i.large',
-      idempotencyToken: token,
-      clusterName: CLUSTER,
-      planId: 'round-1',
-      instanceKey: `inst-${n}`,
-    });
-    cloudIds.push(result.instanceIds[0] as string);
-    tokens.push(token);
-  }
+  launches = await recordLaunches(scratch, CLUSTER, 3);
+  ({ cloudIds, tokens } = launches);
 });
 
 /** A fresh state that recorded the three launches (running). */
 function rig(): { store: StateStore; registrar: WorkerRegistrar; recordIds: string[] } {
   const store = new MemoryStateStore({ storeId: 'registrar-test' });
-  const recordIds = cloudIds.map((cloudId, i) => {
-    const inst = store.createInstance({ typeName: 'c7i.large', launchToken: tokens[i] as string });
-    store.setInstanceState(inst.id, 'launching', { cloudId });
-    return store.setInstanceState(inst.id, 'running').id;
-  });
-  const registrar = new WorkerRegistrar({
-    store,
-    clusterName: CLUSTER,
-    clusterKey: KEY,
-    describeInstance: async (cloudId) =>
-      (await provider.list(CLUSTER, { includeTerminated: true })).find((i) => i.instanceId === cloudId),
-    launchCredential: { kind: 'launch-secret' },
-  });
-  return { store, registrar, recordIds };
+  return { store, ...registrarOver(launches, store, CLUSTER, KEY) };
 }
 
 const request = (i: number, identity?: WorkerIdentity): RegisterRequest => ({

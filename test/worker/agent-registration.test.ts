@@ -2,11 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
-import { LocalProvider, type WorkerSpawner } from '../../src/cloud/local/local-provider.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { WorkerProtocolError } from '../../src/controller/worker-identity/worker-protocol-error.js';
-import { WorkerRegistrar } from '../../src/controller/worker-identity/worker-registrar.js';
+import type { WorkerRegistrar } from '../../src/controller/worker-identity/worker-registrar.js';
 import { launchSecretFor } from '../../src/protocol/launch-secret.js';
 import type {
   HeartbeatRequest,
@@ -20,6 +18,7 @@ import { ControllerRequestError, type ControllerConnection } from '../../src/wor
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
 import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { SavedCredential } from '../../src/worker/saved-credential.js';
+import { recordLaunches, registrarOver, type RecordedLaunches } from '../helpers/recorded-launches.js';
 
 /**
  * A registration whose answer is lost (the worker's request timed out, or the controller was killed between committing
@@ -32,26 +31,10 @@ const KEY = 'cluster-key-for-agent-registration-0123';
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-agent-registration-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-const recordsOnly: WorkerSpawner = { spawn: () => undefined, kill: () => Promise.resolve() };
-let provider: LocalProvider;
-let cloudId: string;
-const LAUNCH_TOKEN = 'launch-token-1';
+let launches: RecordedLaunches;
 
 beforeAll(async () => {
-  provider = new LocalProvider({
-    stateFile: join(scratch, 'local-instances.json'),
-    instancesDir: join(scratch, 'instances'),
-    catalog: loadCatalogFile(),
-    spawner: recordsOnly,
-  });
-  const launched = await provider.launch({
-    typeName: 'c7i.large',
-    idempotencyToken: LAUNCH_TOKEN,
-    clusterName: CLUSTER,
-    planId: 'round-1',
-    instanceKey: 'inst-1',
-  });
-  cloudId = launched.instanceIds[0] as string;
+  launches = await recordLaunches(scratch, CLUSTER, 1);
 });
 
 /** The worker protocol without HTTP: the real registrar behind it, and an answer that can be lost after the commit. */
@@ -90,24 +73,17 @@ class RegistrarConnection implements ControllerConnection {
 describe('worker registration when the answer is lost', () => {
   it('the worker asks again with the token it proposed and is registered, in the same process and after a restart', async () => {
     const store = new MemoryStateStore({ storeId: 'agent-registration' });
-    const record = store.createInstance({ typeName: 'c7i.large', launchToken: LAUNCH_TOKEN });
-    store.setInstanceState(record.id, 'launching', { cloudId });
-    store.setInstanceState(record.id, 'running');
-    const registrar = new WorkerRegistrar({
-      store,
-      clusterName: CLUSTER,
-      clusterKey: KEY,
-      describeInstance: async (id) =>
-        (await provider.list(CLUSTER, { includeTerminated: true })).find((i) => i.instanceId === id),
-      launchCredential: { kind: 'launch-secret' },
-    });
+    const { registrar, recordIds } = registrarOver(launches, store, CLUSTER, KEY);
+    const record = { id: recordIds[0] as string };
+    const cloudId = launches.cloudIds[0] as string;
+    const launchToken = launches.tokens[0] as string;
     const connection = new RegistrarConnection(registrar);
     const workDir = join(scratch, 'worker');
     const agentOn = (): WorkerAgent =>
       new WorkerAgent({
         connection,
         credentials: {
-          launch: launchSecretCredential(launchSecretFor(KEY, LAUNCH_TOKEN)),
+          launch: launchSecretCredential(launchSecretFor(KEY, launchToken)),
           saved: new SavedCredential(workDir, cloudId),
         },
         executor: new ProcessExecutor({ stateDir: join(workDir, 'executor') }),
