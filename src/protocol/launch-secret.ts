@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 
 /**
  * The one-time secret of a local launch (ARCHITECTURE.md "Worker identity"): what the local provider hands the worker
@@ -19,4 +19,9 @@ const CONTEXT = 'fleetwise launch secret v1';
 
 export function launchSecretFor(clusterKey: string, launchToken: string): string {
   return createHmac('sha256', clusterKey).update(`${CONTEXT}\n${launchToken}`, 'utf8').digest('base64url');
+}
+
+/** A new per-instance worker token: 32 random bytes, base64url (what `proposedToken` and the registrar expect). */
+export function newWorkerToken(): string {
+  return randomBytes(32).toString('base64url');
 }

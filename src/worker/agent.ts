@@ -1,6 +1,6 @@
-import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import { newWorkerToken } from '../protocol/launch-secret.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { sleepUnlessAborted } from '../storage/retry.js';
 import {
@@ -258,8 +258,7 @@ export class WorkerAgent {
         );
       const launch = await credentials.launch();
       // The token is chosen (and saved) before the request: an answer lost on the way is asked for again with it.
-      const proposedToken =
-        credentials.saved?.proposal() ?? (this.unsavedProposal ??= randomBytes(32).toString('base64url'));
+      const proposedToken = credentials.saved?.proposal() ?? (this.unsavedProposal ??= newWorkerToken());
       this.proposed = true;
       answer = await connection.register(launch.bearer, {
         ...request,

@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { newWorkerToken } from '../protocol/launch-secret.js';
 
 /**
  * The per-instance token, kept in the worker's work directory (owner-only, 0600) so that a restarted worker
@@ -58,7 +58,7 @@ export class SavedCredential {
   proposal(): string {
     const saved = this.load();
     if (saved !== undefined) return saved;
-    const token = randomBytes(32).toString('base64url');
+    const token = newWorkerToken();
     this.save(token, undefined);
     return token;
   }

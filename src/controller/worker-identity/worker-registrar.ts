@@ -1,6 +1,5 @@
-import { randomBytes } from 'node:crypto';
 import { TAG_CLUSTER, TAG_LAUNCH_TOKEN, type CloudInstance } from '../../cloud/provider.js';
-import { launchSecretFor } from '../../protocol/launch-secret.js';
+import { launchSecretFor, newWorkerToken } from '../../protocol/launch-secret.js';
 import type { RegisterRequest, WorkerIdentity } from '../../protocol/worker-protocol.js';
 import { tokensEqual } from '../api/auth.js';
 import { adoptedLaunchToken } from '../reconcile/cloud-sync.js';
@@ -197,23 +196,21 @@ export class WorkerRegistrar {
         `instance ${cloud.instanceId} was not launched for ${instance.id} (its launch token differs from the record's)`,
       );
     const proposed = request.proposedToken;
-    // The same worker asking again (its first answer was lost): the registration stands, answered once more.
-    if (
-      instance.workerTokenHash !== undefined &&
-      proposed !== undefined &&
-      store.instanceForWorkerToken(proposed)?.id === instance.id
-    )
-      return { instance, workerToken: proposed, how: 'launch' };
-    if (instance.workerTokenHash !== undefined)
+    const holder = proposed === undefined ? undefined : store.instanceForWorkerToken(proposed);
+    if (instance.workerTokenHash !== undefined) {
+      // The same worker asking again (its first answer was lost): the registration stands, answered once more.
+      if (proposed !== undefined && holder?.id === instance.id)
+        return { instance, workerToken: proposed, how: 'launch' };
       throw new WorkerProtocolError(
         409,
         `instance ${cloud.instanceId} (${instance.id}) already has a registered worker: a launch credential ` +
           'registers an instance once; a restarted worker re-registers with the per-instance token it saved ' +
           '(worker-credential.json in its work directory)',
       );
-    if (proposed !== undefined && store.instanceForWorkerToken(proposed) !== undefined)
+    }
+    if (holder !== undefined)
       throw new WorkerProtocolError(409, 'the proposed per-instance token is taken: propose another');
-    const workerToken = proposed ?? randomBytes(32).toString('base64url');
+    const workerToken = proposed ?? newWorkerToken();
     const registered = store.transaction(() => {
       const updated = store.setWorkerToken(instance.id, workerToken);
       store.appendEvent({
