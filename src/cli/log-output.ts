@@ -29,6 +29,20 @@ export function selectLogFormat(
   return wanted as LogFormat;
 }
 
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** How much the controller and its local workers log (they inherit it); `info` unless set. */
+export const LOG_LEVEL_ENV = 'FLEETWISE_LOG_LEVEL';
+
+export function logLevelFrom(env: NodeJS.ProcessEnv = process.env): LogLevel {
+  const wanted = env[LOG_LEVEL_ENV];
+  if (wanted === undefined || wanted === '') return 'info';
+  if (!(LOG_LEVELS as readonly string[]).includes(wanted))
+    throw new ValidationError(LOG_LEVEL_ENV, [`expected ${LOG_LEVELS.join(' | ')}, got ${wanted}`]);
+  return wanted as LogLevel;
+}
+
 /** A pino destination on file descriptor `fd` in `format`; pretty lines are written synchronously, like JSON. */
 export function logDestination(format: LogFormat, fd: number): DestinationStream {
   if (format === 'json') return pino.destination(fd);

@@ -10,6 +10,8 @@ export interface WorkerFleet {
   takeObservations(): ThroughputObservation[];
   staleInstances(): InstanceRecord[];
   markLost(instanceId: string): void;
+  /** Seconds since the instance's worker was last heard by this process (undefined: never). */
+  secondsSinceHeartbeat?(instanceId: string): number | undefined;
   /** Measured round trips between instances for this round's snapshot (workers that probe their peers). */
   roundRtts?(): readonly MeasuredRtt[];
   /** The latency matrix as shown. */
@@ -38,11 +40,14 @@ export function replaceSilentWorkers(deps: {
   readonly reconciler: Reconciler;
 }): void {
   for (const inst of deps.workers.staleInstances()) {
+    const silent = deps.workers.secondsSinceHeartbeat?.(inst.id);
     deps.workers.markLost(inst.id);
     const reason = `worker of ${inst.id} stopped heartbeating; terminating the instance and rescheduling its tasks`;
     deps.store.appendEvent({ kind: 'instance.worker-lost', instanceId: inst.id, message: reason });
     deps.log.warn(`worker of ${inst.id} stopped heartbeating; replacing the instance`, {
       cloudId: inst.cloudId,
+      // Measured on the controller's attention clock; never heard: not since this controller started serving.
+      silentSeconds: silent === undefined ? 'never heard' : Math.round(silent * 10) / 10,
     });
     deps.reconciler.replaceLostWorker(inst.id, reason);
   }

@@ -39,6 +39,15 @@ import { WorkerProtocolError } from './worker-identity/worker-protocol-error.js'
 import type { InterruptionHandler } from './worker-liveness.js';
 
 /**
+ * How many heartbeat timeouts a restarted controller waits for a worker it has not heard yet. Every worker reconnects
+ * at once, on a new connection, to a process still warming up, and on a starved host that burst is answered late: at
+ * one timeout a restart under load replaced a third of the healthy fleet at once, each replacement costing a launch
+ * and the work since the task's last checkpoint. Kubernetes gives nodes that have not reported a longer grace the
+ * same way (node-startup grace period against the node-monitor grace period).
+ */
+export const RECONNECT_GRACE_TIMEOUTS = 2;
+
+/**
  * The controller's TaskControl over the worker protocol (src/protocol/worker-protocol.ts). Level-triggered: a
  * heartbeat carries what a worker has, and its answer is what the controller wants on that instance, derived from the
  * store (placed tasks) plus the starts and stops the reconciler asked for in this process. Nothing here needs to
@@ -592,17 +601,22 @@ export class WorkerTaskControl implements TaskControl {
 
   /**
    * Registered workers silent for longer than the heartbeat timeout (their instance is replaced by the caller). After a
-   * controller restart every worker gets the full timeout from when the restarted controller serves them; none is
-   * silent before it does.
+   * controller restart none is silent before the restarted controller serves them, and a worker it has not heard yet
+   * gets twice the timeout from then (RECONNECT_GRACE_TIMEOUTS).
    */
   staleInstances(): InstanceRecord[] {
     if (this.servingSinceSeconds === undefined) return [];
     const now = this.attention.seconds();
+    const timeout = this.options.heartbeatTimeoutSeconds;
     const out: InstanceRecord[] = [];
     for (const inst of this.store.listInstances({ states: ['running', 'draining'] })) {
       if (inst.workerTokenHash === undefined || this.lost.has(inst.id)) continue;
-      const last = this.lastHeartbeat.get(inst.id) ?? this.servingSinceSeconds;
-      if (now - last > this.options.heartbeatTimeoutSeconds) out.push(inst);
+      const last = this.lastHeartbeat.get(inst.id);
+      const silent =
+        last === undefined
+          ? now - this.servingSinceSeconds > RECONNECT_GRACE_TIMEOUTS * timeout
+          : now - last > timeout;
+      if (silent) out.push(inst);
     }
     return out;
   }

@@ -45,6 +45,8 @@ import { TaskLifecycle } from './task-lifecycle.js';
  */
 
 export interface AgentLogger {
+  /** Every heartbeat and failure (FLEETWISE_LOG_LEVEL=debug): for a worker the controller says went silent. */
+  debug?(message: string, data?: Record<string, unknown>): void;
   info(message: string, data?: Record<string, unknown>): void;
   warn(message: string, data?: Record<string, unknown>): void;
 }
@@ -161,9 +163,12 @@ export class WorkerAgent {
       const registered = this.store !== undefined;
       try {
         if (!registered) await this.register();
+        const began = Date.now();
         await this.tick();
+        this.log.debug?.('heartbeat answered', { ms: Date.now() - began });
         this.contact();
       } catch (e) {
+        this.log.debug?.(`${registered ? 'heartbeat' : 'registration'} failed: ${(e as Error).message}`);
         if (
           registered &&
           e instanceof ControllerRequestError &&

@@ -64,7 +64,7 @@ export class ControllerClient implements ControllerConnection {
       });
     } catch (e) {
       throw new ControllerRequestError(
-        `cannot reach the controller at ${this.baseUrl}: ${(e as Error).message}`,
+        `cannot reach the controller at ${this.baseUrl}: ${describeFetchError(e as Error)}`,
         undefined,
       );
     }
@@ -84,4 +84,12 @@ export class ControllerClient implements ControllerConnection {
     }
     return JSON.parse(text) as unknown;
   }
+}
+
+/** fetch's own message ("fetch failed") hides why; the cause says it (ECONNREFUSED, a reset, a timeout). */
+function describeFetchError(e: Error): string {
+  const cause = e.cause;
+  if (!(cause instanceof Error)) return e.message;
+  const code = (cause as NodeJS.ErrnoException).code;
+  return `${e.message} (${code !== undefined && !cause.message.includes(code) ? `${code}: ` : ''}${cause.message})`;
 }

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LOG_FORMAT_ENV, selectLogFormat } from '../../src/cli/log-output.js';
+import { LOG_FORMAT_ENV, LOG_LEVEL_ENV, logLevelFrom, selectLogFormat } from '../../src/cli/log-output.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { CLI, ensureBuiltCli } from '../helpers/built-cli.js';
 
@@ -21,6 +21,17 @@ describe('the controller log format', () => {
   });
 });
 
+describe('the log level', () => {
+  it('is info unless FLEETWISE_LOG_LEVEL names a pino level, and a wrong name is refused by name', () => {
+    expect(logLevelFrom({})).toBe('info');
+    expect(logLevelFrom({ [LOG_LEVEL_ENV]: '' })).toBe('info');
+    expect(logLevelFrom({ [LOG_LEVEL_ENV]: 'debug' })).toBe('debug');
+    expect(logLevelFrom({ [LOG_LEVEL_ENV]: 'warn' })).toBe('warn');
+    expect(() => logLevelFrom({ [LOG_LEVEL_ENV]: 'loud' })).toThrow(ValidationError);
+    expect(() => logLevelFrom({ [LOG_LEVEL_ENV]: 'loud' })).toThrow(/FLEETWISE_LOG_LEVEL.*got loud/s);
+  });
+});
+
 describe('fleetwise controller logging (CLI subprocess)', () => {
   let dir = '';
   beforeAll(() => {
@@ -32,9 +43,13 @@ describe('fleetwise controller logging (CLI subprocess)', () => {
   });
 
   /** Start a local controller with stderr piped, wait for its recovery line, stop it; its stderr. */
-  function controllerStderr(name: string, extra: readonly string[]): Promise<string> {
+  function controllerStderr(
+    name: string,
+    extra: readonly string[],
+    extraEnv: NodeJS.ProcessEnv = {},
+  ): Promise<string> {
     return new Promise((resolve, reject) => {
-      const env = { ...process.env };
+      const env = { ...process.env, ...extraEnv };
       delete env[LOG_FORMAT_ENV];
       const child = spawn(
         process.execPath,
@@ -88,5 +103,12 @@ describe('fleetwise controller logging (CLI subprocess)', () => {
     expect(plain).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: scheduler: eva$/m);
     expect(plain).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: recovered state \{.*"pendingIntents":0/m);
     expect(plain).not.toContain('"level"');
+  }, 90_000);
+
+  it('refuses an unknown FLEETWISE_LOG_LEVEL by name before it starts', async () => {
+    const refused = await controllerStderr('bad-level', [], { [LOG_LEVEL_ENV]: 'loud' });
+    expect(refused).toMatch(
+      /FLEETWISE_LOG_LEVEL.*expected trace \| debug \| info \| warn \| error \| fatal, got loud/s,
+    );
   }, 90_000);
 });

@@ -77,8 +77,13 @@ const BUCKET = 'fleetwise-chaos';
  */
 const UPLOAD_ALLOWANCE_SECONDS = 3;
 const LOST_WORK_BOUND_SECONDS = CHECKPOINT_SECONDS + STEP_SECONDS + UPLOAD_ALLOWANCE_SECONDS;
-/** A worker silent this long is replaced (short, so a killed worker's tasks move on quickly). */
-const HEARTBEAT_TIMEOUT_SECONDS = 2;
+/**
+ * A worker silent this long is replaced: short, so a killed worker's tasks move on quickly, but not shorter. Workers
+ * heartbeat every 0.5 s, and with fifty tasks, their workers and the controller on two cores beside other test files,
+ * a heartbeat's round trip reaches 2.2 s (FLEETWISE_LOG_LEVEL=debug logs each): a 2 s timeout replaced healthy
+ * workers, whose tasks then redid the work since their last checkpoint.
+ */
+const HEARTBEAT_TIMEOUT_SECONDS = 3;
 const RUN_DEADLINE_MS = 420_000;
 
 /** The counter example's contract plus marks (test/helpers/chaos-marks.ts). */
@@ -216,8 +221,11 @@ describeWithMoto(
         AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey,
         AWS_REGION: TEST_REGION,
         AWS_EC2_METADATA_DISABLED: 'true',
+        // Every heartbeat in the workers' logs (and the controller's log in the run's directory), for a failure.
+        FLEETWISE_LOG_LEVEL: 'debug',
       };
-      const start = (): Promise<StartedController> => startLocalController(stateDir, { port, config, env });
+      const start = (): Promise<StartedController> =>
+        startLocalController(stateDir, { port, config, env, logFile: join(scratch, 'controller.log') });
       let current = await start();
       ctl = current;
 

@@ -3,7 +3,7 @@ import { AttentionClock } from '../../src/controller/attention-clock.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { WorkerRegistrar } from '../../src/controller/worker-identity/worker-registrar.js';
-import { WorkerTaskControl } from '../../src/controller/worker-task-control.js';
+import { RECONNECT_GRACE_TIMEOUTS, WorkerTaskControl } from '../../src/controller/worker-task-control.js';
 import { catalog } from './controller-fixtures.js';
 
 /**
@@ -12,6 +12,8 @@ import { catalog } from './controller-fixtures.js';
  * not the workers'. Counted from construction, a slow start declared every healthy worker lost at the first pass and
  * replaced all their instances at once.
  */
+const WORKER_TOKEN = 'instance-token-0123456789abcdef';
+
 /** One running instance with a registered worker, and the worker control watching it (10 s heartbeat timeout). */
 function rig(
   clock: ManualClock,
@@ -21,7 +23,7 @@ function rig(
   const inst = store.createInstance({ typeName: 'c7i.xlarge' });
   store.setInstanceState(inst.id, 'launching', { cloudId: 'local-a' });
   store.setInstanceState(inst.id, 'running');
-  store.setWorkerToken(inst.id, 'instance-token-0123456789abcdef');
+  store.setWorkerToken(inst.id, WORKER_TOKEN);
   const workers = new WorkerTaskControl({
     store,
     catalog,
@@ -42,7 +44,7 @@ function rig(
 }
 
 describe('worker liveness', () => {
-  it("counts a worker's silence from when the protocol is served, then from its last heartbeat", () => {
+  it("counts a worker's silence from when the protocol is served, with twice the timeout to reconnect", () => {
     const clock = new ManualClock();
     const { inst, workers } = rig(clock);
 
@@ -50,12 +52,25 @@ describe('worker liveness', () => {
     clock.advance(60);
     expect(workers.staleInstances()).toEqual([]);
     workers.serving();
-    clock.advance(9);
+    // Every worker reconnects at once after a restart: one not heard yet has RECONNECT_GRACE_TIMEOUTS timeouts.
+    clock.advance(11);
     expect(workers.staleInstances()).toEqual([]);
-    clock.advance(2);
+    clock.advance(RECONNECT_GRACE_TIMEOUTS * 10 - 11 + 1);
     expect(workers.staleInstances().map((i) => i.id)).toEqual([inst.id]);
     // Serving again (a second call) does not restart the count.
     workers.serving();
+    expect(workers.staleInstances().map((i) => i.id)).toEqual([inst.id]);
+  });
+
+  it('once a worker was heard, its silence counts from its last heartbeat, against one timeout', () => {
+    const clock = new ManualClock();
+    const { inst, workers } = rig(clock);
+    workers.serving();
+    clock.advance(5);
+    workers.heartbeat(WORKER_TOKEN, { tasks: [] });
+    clock.advance(9);
+    expect(workers.staleInstances()).toEqual([]);
+    clock.advance(2);
     expect(workers.staleInstances().map((i) => i.id)).toEqual([inst.id]);
   });
 
@@ -65,6 +80,7 @@ describe('worker liveness', () => {
     const attention = new AttentionClock(200, () => wallMs);
     const { inst, workers } = rig(clock, attention);
     workers.serving();
+    workers.heartbeat(WORKER_TOKEN, { tasks: [] });
     // The loop is held up for 30 s (nothing samples the clock): the worker's beats wait unread in the socket.
     wallMs += 30_000;
     expect(workers.staleInstances()).toEqual([]);

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { readLocalInstances } from '../../src/cloud/local/instance-file.js';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
@@ -93,6 +93,8 @@ export async function startLocalController(
     readonly env?: NodeJS.ProcessEnv;
     /** The API's port; a free one when absent (a restarted controller keeps its workers' port). */
     readonly port?: number;
+    /** Append the controller's log (stderr) to this file as well (several restarts share one file). */
+    readonly logFile?: string;
   } = {},
 ): Promise<StartedController> {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run "npm run build" first (npm test does)`);
@@ -129,7 +131,10 @@ export async function startLocalController(
   let out = '';
   let err = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-20_000)));
+  child.stderr.on('data', (d: Buffer) => {
+    err = (err + d.toString()).slice(-20_000);
+    if (options.logFile !== undefined) appendFileSync(options.logFile, d);
+  });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const instances = (): LocalInstanceRecord[] => {
     return readLocalInstances(join(stateDir, 'local-instances.json'));

@@ -10,6 +10,7 @@ import {
   LOG_FORMAT_ENV,
   LOG_FORMATS,
   logDestination,
+  logLevelFrom,
   selectLogFormat,
   type LogFormat,
 } from '../log-output.js';
@@ -131,7 +132,7 @@ function crashInjectorFromEnv(env: NodeJS.ProcessEnv): FaultInjector | undefined
 
 /** The controller logs to stderr (stdout carries the startup summary), pretty when stderr is a terminal. */
 function makeLogger(format: LogFormat): ControllerLogger {
-  const log = pino({ base: { component: 'controller' } }, logDestination(format, 2));
+  const log = pino({ base: { component: 'controller' }, level: logLevelFrom() }, logDestination(format, 2));
   return {
     info: (message, data) => log.info(data ?? {}, message),
     warn: (message, data) => log.warn(data ?? {}, message),
