@@ -6,9 +6,10 @@ export const DEFAULT_COLOCATION_RATE = 0.95;
  *
  * Lookup of a task with key `target` co-located with the multiset `others`:
  *  1. the exact (target, others) entry if it was observed (mean of its observations);
- *  2. else, with one co-located task, that pair's entry or the default;
- *  3. else the product over the co-located tasks of the pairwise rates (each learned or the default).
- * A task alone runs at 1. The default (0.95 per co-located task in Eva) is tunable: lower packs more carefully.
+ *  2. else, with one co-located task, that pair's rate;
+ *  3. else the product over the co-located tasks of the pairwise rates.
+ * A pair's rate is its entry when the two were observed alone together, else its factor learned from the larger sets
+ * it was observed in (beyond Eva, which keeps the default there; see `record`), else the default. A task alone runs at 1. The default (0.95 per co-located task in Eva) is tunable: lower packs more carefully.
  */
 export interface ObservationSummary {
   readonly target: string;
@@ -22,10 +23,28 @@ interface Entry {
   count: number;
 }
 
+/** A pair's factor estimated from observations with two or more co-located tasks (see `ColocationTable.record`). */
+export interface PairFactorSummary {
+  readonly target: string;
+  readonly other: string;
+  readonly rate: number;
+  readonly count: number;
+}
+
 export interface SerializedColocationTable {
   readonly defaultRate: number;
   readonly entries: readonly ObservationSummary[];
+  /** Absent in tables saved before pair factors were learned. */
+  readonly factors?: readonly PairFactorSummary[];
 }
+
+/**
+ * Pair factors stop moving after this many updates: by then a pair has been met in many sets, and every update drops
+ * the memoized values of its target (the packing loops' hot path).
+ */
+const FACTOR_MAX_COUNT = 32;
+/** Residuals (in log rate) below this leave the factors as they are. */
+const FACTOR_MIN_RESIDUAL = 1e-3;
 
 function othersKey(others: readonly string[], sorted = false): string {
   if (others.length <= 1) return others[0] ?? '';
@@ -35,6 +54,11 @@ function othersKey(others: readonly string[], sorted = false): string {
 export class ColocationTable {
   /** target → others-signature → entry. Pairs are the signatures of one key. */
   private readonly entries = new Map<string, Map<string, Entry>>();
+  /**
+   * target → other → the pair's factor as estimated from sets of two or more co-located tasks, for pairs never seen
+   * alone together: log rate and how many observations moved it.
+   */
+  private readonly factors = new Map<string, Map<string, { log: number; count: number }>>();
   /** target → sizes of `others` that have exact entries (to skip building signatures on the hot path). */
   private readonly exactSizes = new Map<string, Set<number>>();
   /** Lookups by target, then whole co-located set; dropped with the set values that read a changed mean (`changed`). */
@@ -50,6 +74,8 @@ export class ColocationTable {
   private readonly valuesByKey = new Map<string, Set<MemoizedValue>>();
   /** Key signature (sorted member keys) → memoized set values with exactly those members. */
   private readonly valuesBySet = new Map<string, Set<MemoizedValue>>();
+  /** Set while restoring saved entries: their factors are restored as they were, not learned again. */
+  private exactOnly = false;
   /** Incremented whenever a recorded mean changes (re-recording the same value leaves it unchanged). */
   version = 0;
 
@@ -62,15 +88,28 @@ export class ColocationTable {
   rate(target: string, others: readonly string[], othersSorted = false): number {
     if (others.length === 0) return 1;
     const byOthers = this.entries.get(target);
-    if (byOthers === undefined) return this.defaultRate ** others.length;
-    if (others.length === 1) return this.meanOf(byOthers.get(others[0] as string)) ?? this.defaultRate;
-    if (this.exactSizes.get(target)?.has(others.length) === true) {
+    const factors = this.factors.get(target);
+    if (byOthers === undefined && factors === undefined) return this.defaultRate ** others.length;
+    if (others.length === 1) return this.pairRate(byOthers, factors, others[0] as string);
+    if (byOthers !== undefined && this.exactSizes.get(target)?.has(others.length) === true) {
       const exact = this.meanOf(byOthers.get(othersKey(others, othersSorted)));
       if (exact !== undefined) return exact;
     }
     let r = 1;
-    for (const o of others) r *= this.meanOf(byOthers.get(o)) ?? this.defaultRate;
+    for (const o of others) r *= this.pairRate(byOthers, factors, o);
     return r;
+  }
+
+  /** A pair's rate: observed alone together, else its factor learned from larger sets, else the default. */
+  private pairRate(
+    byOthers: Map<string, Entry> | undefined,
+    factors: Map<string, { log: number; count: number }> | undefined,
+    other: string,
+  ): number {
+    const seen = this.meanOf(byOthers?.get(other));
+    if (seen !== undefined) return seen;
+    const f = factors?.get(other);
+    return f === undefined ? this.defaultRate : Math.round(Math.exp(f.log) * 1e12) / 1e12;
   }
 
   /**
@@ -93,7 +132,7 @@ export class ColocationTable {
 
   /** Whether anything was learned about `target` (if not, every lookup is the default's power). */
   hasEntriesFor(target: string): boolean {
-    return this.entries.has(target);
+    return this.entries.has(target) || this.factors.has(target);
   }
 
   /** Mean recorded value of the exact (target, others) entry, if observed. */
@@ -101,10 +140,20 @@ export class ColocationTable {
     return this.meanOf(this.entries.get(target)?.get(othersKey(others)));
   }
 
-  /** Record one observation of a single-task job's normalized throughput (clamped to (0, 1]). */
+  /**
+   * Record one observation of a single-task job's normalized throughput (clamped to (0, 1]): the exact set's mean,
+   * and, with two or more co-located tasks, the factors of the pairs in it that were never seen alone together.
+   * Why the factors: a set's rate is the product of its pairs' (Eva §4.3), but Eva learns a pair only from the two
+   * running alone together, so a pair met only in larger sets keeps the default (0.95) however slow it is, and every
+   * new set holding it is priced as if it barely interfered. In log space, the observation less the product the set's
+   * pairs predict (the residual) is shared among its unseen pairs in proportion to 1 / (1 + updates so far), so the
+   * set's product meets the observation and the least-observed pairs move most; a factor stays at or below 1 and
+   * stops moving after FACTOR_MAX_COUNT updates.
+   */
   record(target: string, others: readonly string[], normalizedThroughput: number): void {
     if (others.length === 0 || !(normalizedThroughput > 0)) return;
     const value = Math.min(1, normalizedThroughput);
+    if (others.length >= 2 && !this.exactOnly) this.learnFactors(target, others, value);
     let byOthers = this.entries.get(target);
     if (byOthers === undefined) {
       byOthers = new Map();
@@ -122,6 +171,43 @@ export class ColocationTable {
       if (this.meanOf(entry) !== before) this.changed(target, others);
     }
     addTo(this.exactSizes, target, others.length);
+  }
+
+  private learnFactors(target: string, others: readonly string[], value: number): void {
+    const byOthers = this.entries.get(target);
+    let factors = this.factors.get(target);
+    let known = 0;
+    const unseen: string[] = [];
+    for (const o of others) {
+      const seen = this.meanOf(byOthers?.get(o));
+      if (seen !== undefined) known += Math.log(seen);
+      else unseen.push(o);
+    }
+    if (unseen.length === 0) return;
+    let predicted = known;
+    let weights = 0;
+    for (const o of unseen) {
+      const f = factors?.get(o);
+      predicted += f === undefined ? Math.log(this.defaultRate) : f.log;
+      weights += 1 / (1 + (f?.count ?? 0));
+    }
+    const residual = Math.log(value) - predicted;
+    if (Math.abs(residual) < FACTOR_MIN_RESIDUAL) return;
+    if (factors === undefined) {
+      factors = new Map();
+      this.factors.set(target, factors);
+    }
+    let moved = false;
+    for (const o of unseen) {
+      const f = factors.get(o) ?? { log: Math.log(this.defaultRate), count: 0 };
+      if (f.count >= FACTOR_MAX_COUNT) continue;
+      // Never above 1: interference only slows a task; a set faster than predicted raises its factors up to 1.
+      f.log = Math.min(0, f.log + (residual * (1 / (1 + f.count))) / weights);
+      f.count += 1;
+      factors.set(o, f);
+      moved = true;
+    }
+    if (moved) this.changed(target);
   }
 
   /**
@@ -159,14 +245,38 @@ export class ColocationTable {
     return out.sort((a, b) => (a.target + a.others.join()).localeCompare(b.target + b.others.join()));
   }
 
+  /** The pair factors learned from larger sets (for persistence). */
+  factorSummaries(): PairFactorSummary[] {
+    const out: PairFactorSummary[] = [];
+    for (const [target, byOther] of this.factors)
+      for (const [other, f] of byOther) out.push({ target, other, rate: Math.exp(f.log), count: f.count });
+    return out.sort((a, b) => (a.target + a.other).localeCompare(b.target + b.other));
+  }
+
   toJSON(): SerializedColocationTable {
-    return { defaultRate: this.defaultRate, entries: this.summaries() };
+    return { defaultRate: this.defaultRate, entries: this.summaries(), factors: this.factorSummaries() };
   }
 
   static fromJSON(data: SerializedColocationTable): ColocationTable {
     const table = new ColocationTable(data.defaultRate);
+    for (const f of data.factors ?? []) {
+      // Saved by this class, but read back from a state store: a factor that cannot be a rate is refused whole.
+      if (!(f.rate > 0 && f.rate <= 1) || !Number.isInteger(f.count) || f.count < 0)
+        throw new Error(
+          `co-location factor of ${f.target} next to ${f.other}: rate must be in (0, 1] and count a whole number ≥ 0, ` +
+            `got ${f.rate} and ${f.count}`,
+        );
+      let byOther = table.factors.get(f.target);
+      if (byOther === undefined) {
+        byOther = new Map();
+        table.factors.set(f.target, byOther);
+      }
+      byOther.set(f.other, { log: Math.log(f.rate), count: f.count });
+    }
     for (const e of data.entries) {
+      table.exactOnly = true;
       table.record(e.target, e.others, e.mean);
+      table.exactOnly = false;
       const entry = table.entries.get(e.target)?.get(othersKey(e.others));
       if (entry !== undefined) {
         entry.sum = e.mean * e.count;

@@ -40,6 +40,79 @@ describe('co-location throughput table (Eva §4.3)', () => {
   });
 });
 
+describe('pair factors learned from sets of three or more (a pair never seen alone)', () => {
+  it('learns the unseen pair from a larger set: 0.6 observed with b at 0.8 alone gives c 0.6 / 0.8 = 0.75', () => {
+    const t = new ColocationTable(0.95);
+    t.record('a', ['b'], 0.8);
+    // Before: c is unknown, a new set with c is priced with the default.
+    expect(t.rate('a', ['c', 'z'])).toBeCloseTo(0.9025, 12);
+    t.record('a', ['b', 'c'], 0.6);
+    expect(t.rate('a', ['c'])).toBeCloseTo(0.75, 12);
+    // A new set holding c is priced with what was learned: 0.75 × 0.95 (z still unknown).
+    expect(t.rate('a', ['c', 'z'])).toBeCloseTo(0.7125, 12);
+    // The exact set keeps its own mean; the factor does not touch it.
+    expect(t.rate('a', ['b', 'c'])).toBeCloseTo(0.6, 12);
+    // A pair seen alone together afterwards wins over its factor.
+    t.record('a', ['c'], 0.9);
+    expect(t.rate('a', ['c'])).toBeCloseTo(0.9, 12);
+  });
+
+  it('shares the residual among unseen pairs: 0.81 for {c, d} from 0.95 each gives 0.9 each', () => {
+    const t = new ColocationTable(0.95);
+    t.record('a', ['c', 'd'], 0.81);
+    expect(t.rate('a', ['c'])).toBeCloseTo(0.9, 12);
+    expect(t.rate('a', ['d'])).toBeCloseTo(0.9, 12);
+    // The pair factors learned for a say nothing about c's own rate next to a.
+    expect(t.rate('c', ['a'])).toBe(0.95);
+  });
+
+  it('never learns a factor above 1 (interference only slows a task)', () => {
+    const t = new ColocationTable(0.95);
+    t.record('a', ['b'], 0.5);
+    t.record('a', ['b', 'c'], 0.9);
+    expect(t.rate('a', ['c'])).toBe(1);
+  });
+
+  it('stays where repeated observations agree, and stops moving after 32 updates', () => {
+    const t = new ColocationTable(0.95);
+    t.record('a', ['b'], 0.8);
+    for (let i = 0; i < 5; i++) t.record('a', ['b', 'c'], 0.6);
+    expect(t.rate('a', ['c'])).toBeCloseTo(0.75, 12);
+    const u = new ColocationTable(0.95);
+    for (let i = 0; i < 32; i++) u.record('a', ['c', 'd'], i % 2 === 0 ? 0.5 : 0.7);
+    const settled = u.rate('a', ['c']);
+    for (let i = 0; i < 10; i++) u.record('a', ['c', 'd'], 0.1);
+    expect(u.rate('a', ['c'])).toBe(settled);
+  });
+
+  it('drops the memoized set values a factor changes', () => {
+    const t = new ColocationTable(0.95);
+    t.record('a', ['b'], 0.8);
+    expect(t.rateInSet('a', 'a\u0001c\u0001z', () => ['c', 'z'])).toBeCloseTo(0.9025, 12);
+    t.record('a', ['b', 'c'], 0.6);
+    expect(t.rateInSet('a', 'a\u0001c\u0001z', () => ['c', 'z'])).toBeCloseTo(0.7125, 12);
+  });
+
+  it('round-trips its factors through JSON without learning them again from the restored sets', () => {
+    const t = new ColocationTable(0.95);
+    t.record('a', ['b'], 0.8);
+    t.record('a', ['b', 'c'], 0.6);
+    t.record('a', ['c', 'd'], 0.81);
+    const u = ColocationTable.fromJSON(JSON.parse(JSON.stringify(t.toJSON())));
+    expect(u.factorSummaries()).toEqual(t.factorSummaries());
+    for (const others of [['c'], ['d'], ['c', 'z'], ['b', 'c'], ['c', 'd']])
+      expect(u.rate('a', others)).toBeCloseTo(t.rate('a', others), 12);
+    // A table saved before factors existed loads with none.
+    const { factors: _dropped, ...old } = t.toJSON();
+    expect(ColocationTable.fromJSON(old).factorSummaries()).toEqual([]);
+    // A factor that cannot be a rate is refused with what is wrong.
+    const bad = { ...t.toJSON(), factors: [{ target: 'a', other: 'c', rate: 1.5, count: 1 }] };
+    expect(() => ColocationTable.fromJSON(bad)).toThrow(
+      /factor of a next to c: rate must be in \(0, 1\].*got 1\.5/,
+    );
+  });
+});
+
 describe('attribution rules for multi-task jobs (Eva §4.4)', () => {
   const tasks = [
     { key: 'j_0', others: ['x'] },
