@@ -91,7 +91,14 @@ async function submitResnet(token = VISION_TOKEN): Promise<string> {
   return (JSON.parse(result.stdout) as { id: string }).id;
 }
 
-describe('the client a newcomer meets (CLI subprocess)', () => {
+/**
+ * Each test starts several CLI processes, and this file runs first beside the chaos run, whose fifty workers start at
+ * the same moment on two cores: a test of five CLI calls took 47 s and then 60 s there (5 s alone). The limit guards
+ * against a hang, not the speed.
+ */
+const CLI_TEST_TIMEOUT_MS = 180_000;
+
+describe('the client a newcomer meets (CLI subprocess)', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it("finds the local controller's address and admin token in .fleetwise/ (here or a parent directory)", async () => {
     const checkout = join(workDir, 'checkout');
     mkdirSync(join(checkout, '.fleetwise'), { recursive: true });
