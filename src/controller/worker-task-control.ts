@@ -41,9 +41,9 @@ import type { InterruptionHandler } from './worker-liveness.js';
 /**
  * How many heartbeat timeouts a restarted controller waits for a worker it has not heard yet. Every worker reconnects
  * at once, on a new connection, to a process still warming up, and on a starved host that burst is answered late: at
- * one timeout a restart under load replaced a third of the healthy fleet at once, each replacement costing a launch
- * and the work since the task's last checkpoint. Kubernetes gives nodes that have not reported a longer grace the
- * same way (node-startup grace period against the node-monitor grace period).
+ * one timeout, one restart on a loaded host replaced eleven healthy instances at once, each replacement costing a
+ * launch and the work since the task's last checkpoint. Kubernetes gives nodes that have not reported a longer
+ * grace the same way (node-startup grace period against the node-monitor grace period).
  */
 export const RECONNECT_GRACE_TIMEOUTS = 2;
 

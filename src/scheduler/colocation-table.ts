@@ -9,7 +9,8 @@ export const DEFAULT_COLOCATION_RATE = 0.95;
  *  2. else, with one co-located task, that pair's rate;
  *  3. else the product over the co-located tasks of the pairwise rates.
  * A pair's rate is its entry when the two were observed alone together, else its factor learned from the larger sets
- * it was observed in (beyond Eva, which keeps the default there; see `record`), else the default. A task alone runs at 1. The default (0.95 per co-located task in Eva) is tunable: lower packs more carefully.
+ * it was observed in (beyond Eva, which keeps the default there; see `record`), else the default. A task alone runs
+ * at 1. The default (0.95 per co-located task in Eva) is tunable: lower packs more carefully.
  */
 export interface ObservationSummary {
   readonly target: string;
