@@ -1,4 +1,5 @@
 import type { Attention } from './attention-clock.js';
+import { WorkerSilence } from './worker-silence.js';
 import type { Catalog } from '../core/catalog.js';
 import type { MeasuredRtt } from '../core/network.js';
 import { demandOn } from '../core/resources.js';
@@ -37,15 +38,6 @@ import type { InstanceRecord, JobRecord, JsonValue, StateStore, TaskRecord } fro
 import type { WorkerRegistrar } from './worker-identity/worker-registrar.js';
 import { WorkerProtocolError } from './worker-identity/worker-protocol-error.js';
 import type { InterruptionHandler } from './worker-liveness.js';
-
-/**
- * How many heartbeat timeouts a restarted controller waits for a worker it has not heard yet. Every worker reconnects
- * at once, on a new connection, to a process still warming up, and on a starved host that burst is answered late: at
- * one timeout, one restart on a loaded host replaced eleven healthy instances at once, each replacement costing a
- * launch and the work since the task's last checkpoint. Kubernetes gives nodes that have not reported a longer
- * grace the same way (node-startup grace period against the node-monitor grace period).
- */
-export const RECONNECT_GRACE_TIMEOUTS = 2;
 
 /**
  * The controller's TaskControl over the worker protocol (src/protocol/worker-protocol.ts). Level-triggered: a
@@ -127,10 +119,7 @@ export class WorkerTaskControl implements TaskControl {
   readonly holdsStarts: boolean;
   private readonly store: StateStore;
   private readonly log: ControllerLogger;
-  /** Since when workers can reach this controller (serving()); undefined before. */
-  private servingSinceSeconds: number | undefined;
   private readonly reports = new Map<string, InstanceReports>();
-  private readonly lastHeartbeat = new Map<string, number>();
   private readonly startRequested = new Set<string>();
   private readonly stopping = new Map<string, StopRequest>();
   private readonly failures = new Map<string, string>();
@@ -140,9 +129,8 @@ export class WorkerTaskControl implements TaskControl {
   /** Job → iterations done, reported since the last `flushProgress`. */
   private readonly progress = new Map<string, number>();
   private readonly observations = new Map<string, number>();
-  private readonly lost = new Set<string>();
   private readonly latency: LatencyMatrix;
-  private readonly attention: Attention;
+  private readonly silence: WorkerSilence;
   private seq = 0;
   private interruptionHandler: InterruptionHandler | undefined;
 
@@ -151,7 +139,10 @@ export class WorkerTaskControl implements TaskControl {
     this.holdsStarts = options.coStart === true;
     this.log = options.logger ?? silentLogger;
     this.latency = new LatencyMatrix(options.latencyStaleSeconds);
-    this.attention = options.attention ?? { seconds: () => options.clock.nowSeconds() };
+    this.silence = new WorkerSilence(
+      options.attention ?? { seconds: () => options.clock.nowSeconds() },
+      options.heartbeatTimeoutSeconds,
+    );
     this.latency.load(this.store.getValue(LATENCY_MATRIX_KEY));
   }
 
@@ -164,8 +155,7 @@ export class WorkerTaskControl implements TaskControl {
    */
   async register(credential: string, request: RegisterRequest): Promise<RegisterResponse> {
     const { instance, workerToken, how } = await this.options.registrar.register(credential, request);
-    this.lastHeartbeat.set(instance.id, this.attention.seconds());
-    this.lost.delete(instance.id);
+    this.silence.registered(instance.id);
     this.log.info(`worker ${how === 'launch' ? 'registered' : 're-registered'} for ${instance.id}`, {
       cloudId: request.instanceId,
       executor: request.executor,
@@ -191,7 +181,7 @@ export class WorkerTaskControl implements TaskControl {
     const now = this.options.clock.nowSeconds();
     this.seq += 1;
     const seq = this.seq;
-    this.lastHeartbeat.set(inst.id, this.attention.seconds());
+    this.silence.heard(inst.id);
     this.reports.set(inst.id, {
       seq,
       atSeconds: now,
@@ -524,7 +514,7 @@ export class WorkerTaskControl implements TaskControl {
   // TaskControl
 
   workerRegistered(instance: InstanceRecord): boolean {
-    return instance.workerTokenHash !== undefined && !this.lost.has(instance.id);
+    return instance.workerTokenHash !== undefined && !this.silence.isLost(instance.id);
   }
 
   start(request: TaskStartRequest): Promise<void> {
@@ -590,40 +580,21 @@ export class WorkerTaskControl implements TaskControl {
     return this.exitCodes.get(task.id);
   }
 
-  /**
-   * The worker protocol is served from now on (the API listens). A worker's silence counts from then at the earliest:
-   * before, no worker could have been heard, however long the controller took to start (recovering a large state, a
-   * loaded host), and counting that time against them replaced every healthy instance at once.
-   */
+  /** The worker protocol is served from now on (the API listens): silence counts from here (worker-silence.ts). */
   serving(): void {
-    this.servingSinceSeconds ??= this.attention.seconds();
+    this.silence.serving();
   }
 
-  /**
-   * Registered workers silent for longer than the heartbeat timeout (their instance is replaced by the caller). After a
-   * controller restart none is silent before the restarted controller serves them, and a worker it has not heard yet
-   * gets twice the timeout from then (RECONNECT_GRACE_TIMEOUTS).
-   */
+  /** Registered workers silent for too long (worker-silence.ts); the caller replaces their instances. */
   staleInstances(): InstanceRecord[] {
-    if (this.servingSinceSeconds === undefined) return [];
-    const now = this.attention.seconds();
-    const timeout = this.options.heartbeatTimeoutSeconds;
-    const out: InstanceRecord[] = [];
-    for (const inst of this.store.listInstances({ states: ['running', 'draining'] })) {
-      if (inst.workerTokenHash === undefined || this.lost.has(inst.id)) continue;
-      const last = this.lastHeartbeat.get(inst.id);
-      const silent =
-        last === undefined
-          ? now - this.servingSinceSeconds > RECONNECT_GRACE_TIMEOUTS * timeout
-          : now - last > timeout;
-      if (silent) out.push(inst);
-    }
-    return out;
+    return this.store
+      .listInstances({ states: ['running', 'draining'] })
+      .filter((inst) => inst.workerTokenHash !== undefined && this.silence.isSilent(inst.id));
   }
 
   /** The caller replaced the instance: forget its worker. */
   markLost(instanceId: string): void {
-    this.lost.add(instanceId);
+    this.silence.markLost(instanceId);
     this.reports.delete(instanceId);
     this.latency.forget(instanceId);
     for (const [taskId, stop] of this.stopping)
@@ -632,7 +603,6 @@ export class WorkerTaskControl implements TaskControl {
 
   /** Seconds since the instance's worker was last heard (undefined: never, in this process). */
   secondsSinceHeartbeat(instanceId: string): number | undefined {
-    const last = this.lastHeartbeat.get(instanceId);
-    return last === undefined ? undefined : this.attention.seconds() - last;
+    return this.silence.secondsSince(instanceId);
   }
 }

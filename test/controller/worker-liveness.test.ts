@@ -3,7 +3,8 @@ import { AttentionClock } from '../../src/controller/attention-clock.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { WorkerRegistrar } from '../../src/controller/worker-identity/worker-registrar.js';
-import { RECONNECT_GRACE_TIMEOUTS, WorkerTaskControl } from '../../src/controller/worker-task-control.js';
+import { RECONNECT_GRACE_TIMEOUTS } from '../../src/controller/worker-silence.js';
+import { WorkerTaskControl } from '../../src/controller/worker-task-control.js';
 import { catalog } from './controller-fixtures.js';
 
 /**

@@ -1,0 +1,71 @@
+import type { Attention } from './attention-clock.js';
+
+/**
+ * How many heartbeat timeouts a restarted controller waits for a worker it has not heard yet. Every worker reconnects
+ * at once, on a new connection, to a process still warming up, and on a starved host that burst is answered late: at
+ * one timeout, one restart on a loaded host replaced eleven healthy instances at once, each replacement costing a
+ * launch and the work since the task's last checkpoint. Kubernetes gives nodes that have not reported a longer
+ * grace the same way (node-startup grace period against the node-monitor grace period).
+ */
+export const RECONNECT_GRACE_TIMEOUTS = 2;
+
+/**
+ * When a registered worker counts as silent (ARCHITECTURE.md "A silent worker"): measured on the controller's
+ * attention clock, never before the controller serves the worker protocol, with RECONNECT_GRACE_TIMEOUTS timeouts for
+ * a worker not heard since, and one timeout after its last heartbeat. A worker marked lost stays lost until it
+ * registers again.
+ */
+export class WorkerSilence {
+  /** Since when workers can reach this controller (serving()); undefined before. */
+  private servingSinceSeconds: number | undefined;
+  private readonly lastHeard = new Map<string, number>();
+  private readonly lost = new Set<string>();
+
+  constructor(
+    private readonly attention: Attention,
+    private readonly timeoutSeconds: number,
+  ) {}
+
+  /**
+   * The worker protocol is served from now on (the API listens). A worker's silence counts from then at the earliest:
+   * before, no worker could have been heard, however long the controller took to start (recovering a large state, a
+   * loaded host), and counting that time against them replaced every healthy instance at once.
+   */
+  serving(): void {
+    this.servingSinceSeconds ??= this.attention.seconds();
+  }
+
+  /** The instance's worker registered: heard now, and no longer lost. */
+  registered(instanceId: string): void {
+    this.heard(instanceId);
+    this.lost.delete(instanceId);
+  }
+
+  heard(instanceId: string): void {
+    this.lastHeard.set(instanceId, this.attention.seconds());
+  }
+
+  markLost(instanceId: string): void {
+    this.lost.add(instanceId);
+  }
+
+  isLost(instanceId: string): boolean {
+    return this.lost.has(instanceId);
+  }
+
+  /** Whether the instance's worker (registered, not yet lost) has been silent too long. */
+  isSilent(instanceId: string): boolean {
+    if (this.servingSinceSeconds === undefined || this.lost.has(instanceId)) return false;
+    const now = this.attention.seconds();
+    const last = this.lastHeard.get(instanceId);
+    return last === undefined
+      ? now - this.servingSinceSeconds > RECONNECT_GRACE_TIMEOUTS * this.timeoutSeconds
+      : now - last > this.timeoutSeconds;
+  }
+
+  /** Seconds since the instance's worker was last heard (undefined: never, in this process). */
+  secondsSince(instanceId: string): number | undefined {
+    const last = this.lastHeard.get(instanceId);
+    return last === undefined ? undefined : this.attention.seconds() - last;
+  }
+}
