@@ -75,8 +75,6 @@ export class ColocationTable {
   private readonly valuesByKey = new Map<string, Set<MemoizedValue>>();
   /** Key signature (sorted member keys) → memoized set values with exactly those members. */
   private readonly valuesBySet = new Map<string, Set<MemoizedValue>>();
-  /** Set while restoring saved entries: their factors are restored as they were, not learned again. */
-  private exactOnly = false;
   /** Incremented whenever a recorded mean changes (re-recording the same value leaves it unchanged). */
   version = 0;
 
@@ -99,6 +97,16 @@ export class ColocationTable {
     let r = 1;
     for (const o of others) r *= this.pairRate(byOthers, factors, o);
     return r;
+  }
+
+  /** The target's pair factors, created empty on first use. */
+  private factorsOf(target: string): Map<string, { log: number; count: number }> {
+    let byOther = this.factors.get(target);
+    if (byOther === undefined) {
+      byOther = new Map();
+      this.factors.set(target, byOther);
+    }
+    return byOther;
   }
 
   /** A pair's rate: observed alone together, else its factor learned from larger sets, else the default. */
@@ -152,9 +160,19 @@ export class ColocationTable {
    * stops moving after FACTOR_MAX_COUNT updates.
    */
   record(target: string, others: readonly string[], normalizedThroughput: number): void {
+    this.observe(target, others, normalizedThroughput, true);
+  }
+
+  /** `record`, with the factors learned or not (a restored table has its saved factors already). */
+  private observe(
+    target: string,
+    others: readonly string[],
+    normalizedThroughput: number,
+    learnFactors: boolean,
+  ): void {
     if (others.length === 0 || !(normalizedThroughput > 0)) return;
     const value = Math.min(1, normalizedThroughput);
-    if (others.length >= 2 && !this.exactOnly) this.learnFactors(target, others, value);
+    if (learnFactors && others.length >= 2) this.learnFactors(target, others, value);
     let byOthers = this.entries.get(target);
     if (byOthers === undefined) {
       byOthers = new Map();
@@ -176,7 +194,7 @@ export class ColocationTable {
 
   private learnFactors(target: string, others: readonly string[], value: number): void {
     const byOthers = this.entries.get(target);
-    let factors = this.factors.get(target);
+    const learned = this.factors.get(target);
     let known = 0;
     const unseen: string[] = [];
     for (const o of others) {
@@ -188,16 +206,13 @@ export class ColocationTable {
     let predicted = known;
     let weights = 0;
     for (const o of unseen) {
-      const f = factors?.get(o);
+      const f = learned?.get(o);
       predicted += f === undefined ? Math.log(this.defaultRate) : f.log;
       weights += 1 / (1 + (f?.count ?? 0));
     }
     const residual = Math.log(value) - predicted;
     if (Math.abs(residual) < FACTOR_MIN_RESIDUAL) return;
-    if (factors === undefined) {
-      factors = new Map();
-      this.factors.set(target, factors);
-    }
+    const factors = this.factorsOf(target);
     let moved = false;
     for (const o of unseen) {
       const f = factors.get(o) ?? { log: Math.log(this.defaultRate), count: 0 };
@@ -267,17 +282,11 @@ export class ColocationTable {
           `co-location factor of ${f.target} next to ${f.other}: rate must be in (0, 1] and count a whole number ≥ 0, ` +
             `got ${f.rate} and ${f.count}`,
         );
-      let byOther = table.factors.get(f.target);
-      if (byOther === undefined) {
-        byOther = new Map();
-        table.factors.set(f.target, byOther);
-      }
-      byOther.set(f.other, { log: Math.log(f.rate), count: f.count });
+      table.factorsOf(f.target).set(f.other, { log: Math.log(f.rate), count: f.count });
     }
     for (const e of data.entries) {
-      table.exactOnly = true;
-      table.record(e.target, e.others, e.mean);
-      table.exactOnly = false;
+      // The factors were saved too: not learned again from these.
+      table.observe(e.target, e.others, e.mean, false);
       const entry = table.entries.get(e.target)?.get(othersKey(e.others));
       if (entry !== undefined) {
         entry.sum = e.mean * e.count;
