@@ -1,4 +1,4 @@
-import { pino, type DestinationStream } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
 import pretty from 'pino-pretty';
 import { ValidationError } from '../core/validation.js';
 
@@ -41,6 +41,15 @@ export function logLevelFrom(env: NodeJS.ProcessEnv = process.env): LogLevel {
   if (!(LOG_LEVELS as readonly string[]).includes(wanted))
     throw new ValidationError(LOG_LEVEL_ENV, [`expected ${LOG_LEVELS.join(' | ')}, got ${wanted}`]);
   return wanted as LogLevel;
+}
+
+/** A pino logger for a command (`base` names it on every line) at FLEETWISE_LOG_LEVEL's level, writing to `destination`. */
+export function commandLogger(
+  base: Record<string, unknown>,
+  destination: DestinationStream,
+  env: NodeJS.ProcessEnv = process.env,
+): Logger {
+  return pino({ base, level: logLevelFrom(env) }, destination);
 }
 
 /** A pino destination on file descriptor `fd` in `format`; pretty lines are written synchronously, like JSON. */

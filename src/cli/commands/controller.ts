@@ -5,12 +5,11 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { SqsInterruptionQueue } from '../../cloud/aws/interruption-queue.js';
 import { InterruptionListener } from '../../controller/interruption-listener.js';
-import { pino } from 'pino';
 import {
   LOG_FORMAT_ENV,
   LOG_FORMATS,
   logDestination,
-  logLevelFrom,
+  commandLogger,
   selectLogFormat,
   type LogFormat,
 } from '../log-output.js';
@@ -132,7 +131,7 @@ function crashInjectorFromEnv(env: NodeJS.ProcessEnv): FaultInjector | undefined
 
 /** The controller logs to stderr (stdout carries the startup summary), pretty when stderr is a terminal. */
 function makeLogger(format: LogFormat): ControllerLogger {
-  const log = pino({ base: { component: 'controller' }, level: logLevelFrom() }, logDestination(format, 2));
+  const log = commandLogger({ component: 'controller' }, logDestination(format, 2));
   return {
     info: (message, data) => log.info(data ?? {}, message),
     warn: (message, data) => log.warn(data ?? {}, message),
