@@ -6,24 +6,27 @@ import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 /** The compiled CLI that subprocess tests run, as users do (`node dist/cli/main.js …`). */
 export const CLI = join(PROJECT_ROOT, 'dist', 'cli', 'main.js');
 
-/**
- * Modules reachable from `entries` (paths under src/, by static relative imports) whose dist/ copy is missing or older
- * than the source.
- */
-export function staleCliModules(entries: readonly string[] = ['cli/main.ts']): string[] {
+/** Source modules reachable from `entries` (paths under src/) by relative imports, static or dynamic. */
+export function cliSourceModules(entries: readonly string[] = ['cli/main.ts']): string[] {
   const src = join(PROJECT_ROOT, 'src');
   const seen = new Set<string>();
-  const stale: string[] = [];
   const visit = (path: string): void => {
     if (seen.has(path) || !existsSync(path)) return;
     seen.add(path);
-    const built = join(PROJECT_ROOT, 'dist', relative(src, path)).replace(/\.ts$/, '.js');
-    if (!existsSync(built) || statSync(built).mtimeMs < statSync(path).mtimeMs) stale.push(path);
-    for (const m of readFileSync(path, 'utf8').matchAll(/from '(\.\.?\/[^']+)\.js'/g))
+    for (const m of readFileSync(path, 'utf8').matchAll(/(?:from |import\()'(\.\.?\/[^']+)\.js'/g))
       visit(join(dirname(path), `${m[1] ?? ''}.ts`));
   };
   for (const e of entries) visit(join(src, e));
-  return stale;
+  return [...seen];
+}
+
+/** Modules reachable from `entries` whose dist/ copy is missing or older than the source. */
+export function staleCliModules(entries?: readonly string[]): string[] {
+  const src = join(PROJECT_ROOT, 'src');
+  return cliSourceModules(entries).filter((path) => {
+    const built = join(PROJECT_ROOT, 'dist', relative(src, path)).replace(/\.ts$/, '.js');
+    return !existsSync(built) || statSync(built).mtimeMs < statSync(path).mtimeMs;
+  });
 }
 
 /**

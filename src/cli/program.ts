@@ -1,0 +1,68 @@
+import { Command } from 'commander';
+
+/**
+ * With `--json`, scripts read stdout as JSON: an error then goes to stderr as one JSON object (`{"error": …}`, plus
+ * `status` and `details` when the controller gave them) with a non-zero exit, and stdout stays empty. Decided from
+ * the arguments, since a usage error can come before commander knows which command runs.
+ */
+export function wantsJsonErrors(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end === -1 ? argv : argv.slice(0, end)).includes('--json');
+}
+
+export function writeJsonError(error: string, extra: Record<string, unknown> = {}): void {
+  process.stderr.write(`${JSON.stringify({ error, ...extra })}\n`);
+}
+
+type Register = (program: Command) => void;
+
+/**
+ * Each subcommand lives in src/cli/commands/<name>.ts and registers itself, loaded only when needed: the controller's
+ * and the simulator's modules take most of a second to load, which every `fleetwise jobs` and every worker process
+ * would otherwise pay. Listed in the order help shows them.
+ */
+const SUBCOMMANDS: ReadonlyArray<readonly [name: string, load: () => Promise<Register>]> = [
+  ['bench', async () => (await import('./commands/bench.js')).registerBench],
+  ['catalog', async () => (await import('./commands/catalog.js')).registerCatalog],
+  ['controller', async () => (await import('./commands/controller.js')).registerController],
+  ['simulate', async () => (await import('./commands/simulate.js')).registerSimulate],
+  ['export-trace', async () => (await import('./commands/export-trace.js')).registerExportTrace],
+  ['tune', async () => (await import('./commands/tune.js')).registerTune],
+  ['submit', async () => (await import('./commands/submit.js')).registerSubmit],
+  ['jobs', async () => (await import('./commands/jobs.js')).registerJobs],
+  ['job', async () => (await import('./commands/job.js')).registerJob],
+  ['cancel', async () => (await import('./commands/cancel.js')).registerCancel],
+  ['cluster', async () => (await import('./commands/cluster.js')).registerCluster],
+  ['why', async () => (await import('./commands/why.js')).registerWhy],
+  ['drain', async () => (await import('./commands/drain.js')).registerDrain],
+  ['report', async () => (await import('./commands/report.js')).registerReport],
+  ['logs', async () => (await import('./commands/logs.js')).registerLogs],
+  ['worker', async () => (await import('./commands/worker.js')).registerWorker],
+  ['down', async () => (await import('./commands/down.js')).registerDown],
+  ['token', async () => (await import('./commands/token.js')).registerToken],
+];
+
+/** The subcommand the arguments name (the first one not an option), when it is one of ours; otherwise all are needed. */
+export function namedSubcommand(argv: readonly string[]): string | undefined {
+  const first = argv.find((a) => !a.startsWith('-'));
+  return SUBCOMMANDS.some(([name]) => name === first) ? first : undefined;
+}
+
+/**
+ * The `fleetwise` command, with every subcommand, or only `only` (the one the arguments run: its help and errors
+ * are the same either way).
+ */
+export async function buildProgram(jsonErrors = false, only?: string): Promise<Command> {
+  const program = new Command('fleetwise')
+    .description('Cost-aware cluster autoscaler for AWS batch jobs')
+    .version('0.1.0')
+    .showHelpAfterError(!jsonErrors);
+  // Set before the subcommands are added: they inherit it.
+  if (jsonErrors)
+    program.configureOutput({
+      outputError: (text) => writeJsonError(text.trim().replace(/^error: /, '')),
+    });
+  const wanted = SUBCOMMANDS.filter(([name]) => only === undefined || name === only);
+  for (const register of await Promise.all(wanted.map(([, load]) => load()))) register(program);
+  return program;
+}
