@@ -1,8 +1,13 @@
 import type { Catalog } from '../core/catalog.js';
 import type { Resources } from '../core/resources.js';
-import type { Admission } from '../queue/admission.js';
+import type { Admission, QueueDecision } from '../queue/admission.js';
 import { orderQueue } from '../queue/ordering.js';
-import { placeBetweenRounds, type PaidInstance, type WaitingJob } from '../round/between-rounds.js';
+import {
+  capHoldsJobsBack,
+  placeBetweenRounds,
+  type PaidInstance,
+  type WaitingJob,
+} from '../round/between-rounds.js';
 import type { StartTaskAction } from '../scheduler/actions.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
 import type { CommandIssuer } from './commands.js';
@@ -15,6 +20,8 @@ import type { WorldState } from './world-state.js';
  */
 export class BetweenRoundsPlacer {
   private readonly prices: PriceBook;
+  /** What the last round's admission found (round/between-rounds.ts `capHoldsJobsBack`). */
+  private capHoldsJobsBack = false;
 
   constructor(
     private readonly state: WorldState,
@@ -22,12 +29,19 @@ export class BetweenRoundsPlacer {
     private readonly admission: Admission,
     catalog: Catalog,
     private readonly bind: boolean,
+    private readonly expectedRate?: (key: string, others: readonly string[]) => number,
   ) {
     this.prices = new PriceBook(catalog);
   }
 
+  /** What a round's admission decided: whether it left jobs waiting for the next. */
+  noteRound(queue: QueueDecision): void {
+    this.capHoldsJobsBack = capHoldsJobsBack(queue.result.queued);
+  }
+
   /** Place what fits now; returns how many jobs were placed. */
   place(): number {
+    if (!this.capHoldsJobsBack) return 0;
     const now = this.state.now;
     const instances = this.paidInstances();
     if (instances.length === 0) return 0;
@@ -53,6 +67,7 @@ export class BetweenRoundsPlacer {
         id: t.id,
         demand: t.spec.demand,
         reservationPricePerHour: this.prices.minType(t.spec.demand)?.costPerHour,
+        key: t.key,
       })),
       taskSeconds: perTask(o.job),
     }));
@@ -64,11 +79,16 @@ export class BetweenRoundsPlacer {
       launchDelaySeconds: (job) => this.launchDelayOf(byId.get(job.id) as SimJob),
       launchCostPerHour: (job) =>
         job.tasks.reduce((s, t) => s + (this.prices.minType(t.demand)?.costPerHour ?? 0), 0),
+      expectedRate: this.expectedRate,
+      capHoldsJobsBack: this.capHoldsJobsBack,
     });
     const actions: StartTaskAction[] = [];
     for (const p of placed) {
       const job = byId.get(p.jobId) as SimJob;
-      this.state.log('placed-between-rounds', { jobId: job.spec.id });
+      this.state.log('placed-between-rounds', {
+        jobId: job.spec.id,
+        ...(p.bindChoice === undefined ? {} : { bindChoice: p.bindChoice }),
+      });
       for (const pl of p.placements)
         actions.push({
           kind: 'start-task',
@@ -113,6 +133,10 @@ export class BetweenRoundsPlacer {
         free,
         readyAtSeconds: ready,
         costPerHour: inst.type.costPerHour,
+        tasks: [...taken].map((t) => ({
+          key: t.key,
+          reservationPricePerHour: this.prices.minType(t.spec.demand)?.costPerHour ?? 0,
+        })),
       });
     }
     return out;

@@ -1,3 +1,4 @@
+import type { BindOrLaunchChoice } from '../scheduler/expected-start.js';
 import type { Catalog } from '../core/catalog.js';
 import type { Admission } from '../queue/admission.js';
 import type { PredictionFork } from '../round/round.js';
@@ -45,6 +46,8 @@ export interface SimLogEntry {
   readonly instanceId?: string;
   /** Instance type for `instance-launch`. */
   readonly typeName?: string;
+  /** For `placed-between-rounds` onto an instance still coming up: the bind-or-launch choice that allowed it. */
+  readonly bindChoice?: BindOrLaunchChoice;
 }
 
 /** The parts of Murmuration's placement a run uses (digest §7.5 arms); each off by default. */

@@ -178,6 +178,7 @@ export class Simulation {
             this.admission,
             options.catalog,
             starts.bind === true,
+            this.scheduler.expectedRate?.bind(this.scheduler),
           )
         : undefined;
     const lastArrival = this.state.jobs.reduce((m, j) => Math.max(m, j.spec.arrivalSeconds), 0);
@@ -386,6 +387,7 @@ export class Simulation {
         forkForPrediction: fresh.length > 0,
         carriedOut: true,
       });
+      this.placer?.noteRound(round.queue);
       // Predicted before the round's actions are applied: the prediction replays this round from the fork.
       if (round.fork !== undefined) this.predict(fresh, round.fork, early);
       const planned = round.planned;

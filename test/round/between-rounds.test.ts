@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { placeBetweenRounds, type PaidInstance, type WaitingJob } from '../../src/round/between-rounds.js';
+import {
+  capHoldsJobsBack,
+  placeBetweenRounds,
+  type PaidInstance,
+  type WaitingJob,
+} from '../../src/round/between-rounds.js';
 
 const inst = (id: string, freeCpus: number, readyAtSeconds = 0): PaidInstance => ({
   id,
@@ -18,7 +23,12 @@ const job = (id: string, tasks: number, cpus = 2): WaitingJob => ({
   })),
   taskSeconds: 3600,
 });
-const base = { nowSeconds: 100, launchDelaySeconds: () => 209, launchCostPerHour: () => 1.6 };
+const base = {
+  nowSeconds: 100,
+  launchDelaySeconds: () => 209,
+  launchCostPerHour: () => 1.6,
+  capHoldsJobsBack: true,
+};
 
 describe('placement between rounds', () => {
   it('places whole jobs on paid room in queue order, skipping one that does not fit', () => {
@@ -73,6 +83,50 @@ describe('placement between rounds', () => {
       bind: false,
     });
     expect(any[0]?.placements.map((p) => p.instanceId)).toEqual(['cheap']);
+  });
+
+  it('with learned co-location rates, a task joins tasks only where its work there, less what it slows them, pays its share', () => {
+    // A $1/h instance holds a task (key a, $0.60/h alone) with room for a 4-vCPU task (key b, $0.50/h alone) whose
+    // share is 4/8 × $1 = $0.50/h. With no interference (rates 1) b is worth its $0.50/h there: placed. With a and b
+    // slowing each other to 0.9, b is worth 0.5 × 0.9 − 0.6 × (1 − 0.9) = $0.39/h < $0.50/h: left to the round.
+    const holding: PaidInstance = {
+      ...inst('i-1', 4),
+      costPerHour: 1,
+      tasks: [{ key: 'a', reservationPricePerHour: 0.6 }],
+    };
+    const b: WaitingJob = {
+      ...job('b', 1),
+      tasks: [{ id: 'b/t0', demand: { any: [0, 4, 16] }, reservationPricePerHour: 0.5, key: 'b' }],
+    };
+    const place = (rate: number) =>
+      placeBetweenRounds({
+        ...base,
+        jobs: [b],
+        instances: [holding],
+        bind: false,
+        expectedRate: (_key, others) => (others.length === 0 ? 1 : rate),
+      });
+    expect(place(1).map((p) => p.jobId)).toEqual(['b']);
+    expect(place(0.9)).toEqual([]);
+    // An empty paid instance has nobody to slow: the reservation-price rule alone.
+    const empty: PaidInstance = { ...holding, tasks: [] };
+    expect(
+      placeBetweenRounds({ ...base, jobs: [b], instances: [empty], bind: false, expectedRate: () => 0.9 }),
+    ).toHaveLength(1);
+  });
+
+  it('places nothing unless the last admission left a job waiting (else the next round packs them all)', () => {
+    const jobs = [job('a', 2)];
+    const instances = [inst('i-1', 8)];
+    expect(placeBetweenRounds({ ...base, jobs, instances, bind: false, capHoldsJobsBack: false })).toEqual(
+      [],
+    );
+    expect(placeBetweenRounds({ ...base, jobs, instances, bind: false })).toHaveLength(1);
+    // A job no instance type can host waits whatever the caps: no sign that they bind.
+    expect(capHoldsJobsBack([{ reason: 'never-fits' }])).toBe(false);
+    expect(capHoldsJobsBack([{ reason: 'never-fits' }, { reason: 'caps' }])).toBe(true);
+    expect(capHoldsJobsBack([{ reason: 'class-share' }])).toBe(true);
+    expect(capHoldsJobsBack([])).toBe(false);
   });
 
   it('never puts more on an instance than its free room, and places each task once', () => {

@@ -1,9 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { ClusterSnapshot } from '../../src/core/model.js';
 import type { Configuration } from '../../src/scheduler/types.js';
+import { FIFO_CONFIG } from '../../src/queue/wfq.js';
 import { runSimulation } from '../../src/sim/run-simulation.js';
 import { constantPairwise } from '../../src/world/ground-truth.js';
 import type { StartOptions } from '../../src/world/simulation-types.js';
+import type { TraceTask } from '../../src/world/trace.js';
 import {
   currentConfiguration,
   EventLog,
@@ -19,7 +21,11 @@ import {
  * its start), the other on a new small.x (registered at 360 s, ready 5 s later). A 1-task job C arrives at 400 s
  * while the big.x has room. The script plans A at 0 s, B at 300 s, and anything still unplaced on the big.x.
  */
-function scenario(starts: StartOptions) {
+function scenario(
+  starts: StartOptions,
+  capHoldsD = false,
+  c: { arrivalSeconds: number; tasks?: TraceTask[] } = { arrivalSeconds: 400 },
+) {
   const catalog = testCatalog();
   const script = (snapshot: ClusterSnapshot, round: number): Configuration | undefined => {
     if (round === 0)
@@ -51,13 +57,16 @@ function scenario(starts: StartOptions) {
         iterations: 1000,
         tasks: [traceTask('node0'), traceTask('node1')],
       }),
-      traceJob('C', { arrivalSeconds: 400, iterations: 100 }),
+      traceJob('C', { ...c, iterations: 100 }),
+      ...(capHoldsD ? [traceJob('D', { arrivalSeconds: 300, iterations: 100 })] : []),
     ),
     scheduler: new ScriptedScheduler('scripted', script),
     catalog,
     groundTruth: constantPairwise(1),
     onEvent: log.record,
     starts,
+    // Three instances at most: A (1 standalone instance) and B (2) are admitted at 300 s, D (1 more) waits.
+    ...(capHoldsD ? { queue: { caps: { maxInstances: 3 }, config: FIFO_CONFIG } } : {}),
   });
   return { log, result };
 }
@@ -88,17 +97,45 @@ describe('co-start in the engine', () => {
 });
 
 describe('placement between rounds in the engine', () => {
-  it('places an arriving job on paid room at once instead of at the next round', () => {
-    const off = scenario({});
-    expect(off.log.time('start-issued', { taskId: 'C/node0' })).toBe(600);
-    const on = scenario({ placeBetweenRounds: true });
+  it('while a cap holds a job back, places an arriving job on paid room at once instead of at the next round', () => {
+    // Without it, C waits behind the cap too (its own instance would be the fourth) until B ends.
+    const off = scenario({}, true);
+    expect(off.log.time('start-issued', { taskId: 'C/node0' })).toBe(1500);
+    const on = scenario({ placeBetweenRounds: true }, true);
     expect(on.log.time('placed-between-rounds', { jobId: 'C' })).toBe(400);
     expect(on.log.time('start-issued', { taskId: 'C/node0' })).toBe(400);
     expect(on.result.starts?.placedBetweenRounds).toBeGreaterThanOrEqual(1);
     const c = (r: typeof on.result) => r.jobs.find((j) => j.id === 'C')?.jctSeconds ?? Infinity;
-    expect(c(on.result)).toBe(c(off.result) - 200);
+    expect(c(on.result)).toBe(c(off.result) - 1100);
     expect(on.result.starts?.waitToPlaceSecondsMean).toBeLessThan(
       off.result.starts?.waitToPlaceSecondsMean ?? 0,
     );
+  });
+
+  it('binds an arriving job to the instance still coming up when it is ready before a launch, and records why', () => {
+    // C (a small-family task, 2 vCPUs) arrives at 320 s, while B's small.x is booting (ready at 360 s, with 4 vCPUs
+    // free next to B/node1); a launch made now would be ready at 380 s.
+    const small = { arrivalSeconds: 320, tasks: [traceTask('node0', { demand: { small: [0, 2, 4] } })] };
+    const bound = scenario({ placeBetweenRounds: true, bind: true }, true, small);
+    const [placed, ...more] = bound.log.all('placed-between-rounds', { jobId: 'C' });
+    expect(more).toEqual([]);
+    expect(placed?.timeSeconds).toBe(320);
+    expect(placed?.bindChoice?.choice).toBe('bind');
+    expect(placed?.bindChoice?.bindJobStartSeconds).toBe(360);
+    expect(placed?.bindChoice?.launchJobStartSeconds).toBe(380);
+    expect(bound.log.time('start-issued', { taskId: 'C/node0' })).toBe(360);
+    // Without bind only running instances count: C is placed at the first completion after the small.x is up, with no
+    // bind-or-launch choice to record.
+    const unbound = scenario({ placeBetweenRounds: true }, true, small);
+    const [later] = unbound.log.all('placed-between-rounds', { jobId: 'C' });
+    expect(later?.timeSeconds).toBeGreaterThan(360);
+    expect(later?.bindChoice).toBeUndefined();
+  });
+
+  it('without a cap holding jobs back, leaves the arriving job to the next round, which packs all that wait', () => {
+    const on = scenario({ placeBetweenRounds: true });
+    expect(on.log.all('placed-between-rounds')).toEqual([]);
+    expect(on.log.time('start-issued', { taskId: 'C/node0' })).toBe(600);
+    expect(on.result.starts?.placedBetweenRounds).toBe(0);
   });
 });
