@@ -1,10 +1,4 @@
-import { AttentionClock } from '../../controller/attention-clock.js';
-import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Command } from 'commander';
-import { SqsInterruptionQueue } from '../../cloud/aws/interruption-queue.js';
-import { InterruptionListener } from '../../controller/interruption-listener.js';
 import {
   LOG_FORMAT_ENV,
   LOG_FORMATS,
@@ -13,55 +7,23 @@ import {
   selectLogFormat,
   type LogFormat,
 } from '../log-output.js';
-import type { Catalog } from '../../core/catalog.js';
-import { ValidationError } from '../../core/validation.js';
-import { SqliteStateStore } from '../../controller/state/sqlite-state-store.js';
-// The AWS SDK clients take about a second to load: they are imported only when the aws provider or prices need them.
-import { fixturePricingApi, PRICING_FIXTURE_DIR_ENV } from '../../cloud/aws/pricing-fixture.js';
-import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
-import {
-  ControllerMetrics,
-  parseListenAddress,
-  startApiServer,
-  type ApiServer,
-} from '../../controller/api/server.js';
-import { WORKER_MAIN as WORKER_MAIN_PATH } from '../../cloud/local/worker-spawner.js';
+import type { ApiServer } from '../../controller/api/server.js';
 import { SystemClock } from '../../controller/clock.js';
 import { ORPHAN_POLICIES } from '../../controller/config.js';
 import type { ControllerFlags } from '../../controller/config-flags.js';
-import { loadControllerConfig } from '../../controller/config-loading.js';
-import { describeQueue } from '../../queue/admission-views.js';
-import {
-  configuredSchedulerFactory,
-  configuredSchedulerRecipe,
-} from '../../controller/configured-scheduler.js';
-import { Controller } from '../../controller/controller.js';
-import { contextLimitsFrom, settingsFromConfig } from '../../controller/settings.js';
-import { FAULT_POINTS, type FaultInjector, type FaultPoint } from '../../controller/faults.js';
 import type { ControllerLogger } from '../../controller/seams.js';
-import { PriceRefresher, shouldRefreshPrices } from '../../controller/price-refresh.js';
-import { LEASE_LOST_EXIT_CODE, openControllerState, sharesState } from '../controller-state.js';
-import { WorkerTaskControl } from '../../controller/worker-task-control.js';
-import { WorkerRegistrar } from '../../controller/worker-identity/worker-registrar.js';
-import { identityVerifierFor } from '../../controller/worker-identity/identity-certificates.js';
-import { checkStateBeforeStart } from '../../controller/empty-state-guard.js';
-import type { CloudProvider } from '../../cloud/provider.js';
-import { LocalProvider } from '../../cloud/local/local-provider.js';
-import { withLocalDelays } from '../../cloud/local/local-delays.js';
-import { capacityScale, describeLocalCapacity, hostCapacity } from '../../cloud/local/host-capacity.js';
-import { ExternalWorkerSpawner, ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
-import type { ExecutorKind } from '../../controller/execution-check.js';
-import { dockerAvailable, makeExecutor } from './worker.js';
-import { spawn } from 'node:child_process';
-import { openObjectStore } from '../../storage/open-object-store.js';
 import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
-import { ADMIN_TOKEN_FILE, API_URL_FILE, LOCAL_DEFAULT_LISTEN } from '../local-state.js';
-import { SERVER_ENV, TOKEN_ENV } from '../client.js';
-import { claimStateDir } from '../state-dir-lock.js';
-import { resolveEc2Settings } from '../ec2-settings.js';
-import { stopLocalFleet, workerStopGraceSeconds } from '../local-fleet-stop.js';
-import { controllerBackups, describeRestore } from '../controller-backups.js';
-import { restoreState } from '../../controller/backup/restore-state.js';
+import { priceRefresherFor, interruptionListenerFor } from './controller/aws-feeds.js';
+import { openActiveState } from './controller/active-state.js';
+import { buildController } from './controller/build-controller.js';
+import { loadConfigAndCatalog } from './controller/config-and-catalog.js';
+import { crashInjectorFromEnv } from './controller/crash-injection.js';
+import { setUpFleet } from './controller/provider-setup.js';
+import { submitOnStart } from './controller/quick-start-submit.js';
+import { adminTokenFor, secretFilesIn } from './controller/secrets.js';
+import { stopOnSignals } from './controller/shutdown.js';
+import { startController } from './controller/startup.js';
+import { claimStateDirectory, restoreFromBackup } from './controller/state-dir.js';
 
 /**
  * `fleetwise controller`: the long-running controller. Wires the configuration, the
@@ -70,64 +32,12 @@ import { restoreState } from '../../controller/backup/restore-state.js';
  * reports, the HTTP API and the loop, and stops cleanly on SIGTERM/SIGINT.
  */
 
-export const ADMIN_TOKEN_ENV = 'FLEETWISE_ADMIN_TOKEN';
-/**
- * Testing hook: `FLEETWISE_CRASH_AT=<fault point>[:<n>]` makes the process SIGKILL itself at the n-th time (default
- * the first) it reaches that point between an intent and its effect, so tests can check recovery from a real kill.
- */
-export const CRASH_AT_ENV = 'FLEETWISE_CRASH_AT';
-/**
- * Benchmark hook: `FLEETWISE_EXTERNAL_WORKERS=1` makes local mode launch its "instances" without starting their
- * workers; workers register from elsewhere over the worker protocol (`fleetwise bench controller` simulates them).
- */
-export const EXTERNAL_WORKERS_ENV = 'FLEETWISE_EXTERNAL_WORKERS';
-
-/** The SQLite state in the state directory (`fleetwise export-trace` reads it too). */
-export const DB_FILE = 'state.db';
-const WORKER_TOKEN_FILE = 'worker-token';
-/** The local provider's record of the instances it launched. */
-const LOCAL_INSTANCES_FILE = 'local-instances.json';
+export { ADMIN_TOKEN_ENV, ensureSecretFile } from './controller/secrets.js';
+export { CRASH_AT_ENV } from './controller/crash-injection.js';
+export { EXTERNAL_WORKERS_ENV } from './controller/provider-setup.js';
+export { DB_FILE } from './controller/state-dir.js';
 export { PID_FILE } from '../state-dir-lock.js';
-
-/**
- * Read a secret from the state directory, or create it there; either way it is left readable by the owner only
- * (0600): a file an older run or an operator made 0644 would let any local user act as the admin.
- */
-export function ensureSecretFile(path: string): { value: string; created: boolean } {
-  try {
-    const existing = readFileSync(path, 'utf8').trim();
-    if (existing !== '') {
-      chmodSync(path, 0o600);
-      return { value: existing, created: false };
-    }
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-  }
-  const value = randomBytes(32).toString('base64url');
-  writeFileSync(path, `${value}\n`, { mode: 0o600, flag: 'w' });
-  return { value, created: true };
-}
-
-function crashInjectorFromEnv(env: NodeJS.ProcessEnv): FaultInjector | undefined {
-  const spec = env[CRASH_AT_ENV];
-  if (spec === undefined || spec.trim() === '') return undefined;
-  const match = /^(.*?)(?::(\d+))?$/.exec(spec.trim()) as RegExpExecArray;
-  const point = match[1] as string;
-  const countText = match[2];
-  if (!(FAULT_POINTS as readonly string[]).includes(point))
-    throw new ValidationError(CRASH_AT_ENV, [
-      `${point}: not a fault point (one of ${FAULT_POINTS.join(', ')})`,
-    ]);
-  const target = countText === undefined ? 1 : Number(countText);
-  let hits = 0;
-  return {
-    hit(at: FaultPoint) {
-      if (at !== point) return;
-      hits += 1;
-      if (hits === target) process.kill(process.pid, 'SIGKILL');
-    },
-  };
-}
+export { submitChildCommand } from './controller/quick-start-submit.js';
 
 /** The controller logs to stderr (stdout carries the startup summary), pretty when stderr is a terminal. */
 function makeLogger(format: LogFormat): ControllerLogger {
@@ -139,6 +49,7 @@ function makeLogger(format: LogFormat): ControllerLogger {
   };
 }
 
+/** Run the controller until a signal stops it: set up its state, cloud and services, start them, then serve. */
 export async function runController(
   flags: ControllerFlags & {
     readonly submit?: readonly string[];
@@ -149,410 +60,70 @@ export async function runController(
   env: NodeJS.ProcessEnv = process.env,
   logFormat: LogFormat = selectLogFormat(undefined, process.stderr, env),
 ): Promise<void> {
-  // The catalog first: its region is the last fallback for the configuration's.
-  const preliminary = loadControllerConfig({ flags, env, defaultRegion: 'us-east-1' });
-  const loaded: Catalog = loadCatalogFile(preliminary.catalog ?? BUNDLED_CATALOG_PATH);
-  const config = loadControllerConfig({ flags, env, defaultRegion: loaded.region });
-  // Local "instances" are processes that start in seconds: plan and predict with their delays, not EC2's.
-  const catalog = config.provider === 'local' ? withLocalDelays(loaded, config.localBootSeconds) : loaded;
-  mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
-  // mkdir's mode applies only to a directory it creates: an existing one is narrowed too, as its files hold secrets.
-  chmodSync(config.stateDir, 0o700);
-  // A shared (PostgreSQL) state is guarded by its lease instead: controllers sharing it may share the directory too.
-  const releaseStateDir = sharesState(config) ? () => undefined : claimStateDir(config.stateDir);
+  const { config, catalog } = loadConfigAndCatalog(flags, env);
+  const releaseStateDir = claimStateDirectory(config);
   const log = makeLogger(logFormat);
   const clock = new SystemClock();
   const faults = crashInjectorFromEnv(env);
-  const secretFiles = {
-    workerToken: join(config.stateDir, WORKER_TOKEN_FILE),
-    adminToken: join(config.stateDir, ADMIN_TOKEN_FILE),
-  };
+  const secretFiles = secretFilesIn(config.stateDir);
 
   // A new box from a backup: the state (and its tokens) are installed before anything reads them.
-  if (flags.restoreFrom !== undefined && sharesState(config)) {
-    releaseStateDir();
-    throw new ValidationError('fleetwise controller', [
-      '--restore-from: restores a SQLite state from its backups; a PostgreSQL state (--state) is restored with ' +
-        "the database's own tools (pg_restore, point-in-time recovery)",
-    ]);
-  }
-  if (flags.restoreFrom !== undefined) {
-    const restored = await restoreState({
-      from: flags.restoreFrom,
-      cluster: config.cluster,
-      dbFile: join(config.stateDir, DB_FILE),
-      secretFiles,
-      openObjectStore: (location) => openObjectStore(location, { region: config.region }),
-      catalog,
-    }).catch((e: unknown) => {
-      releaseStateDir();
-      throw e;
-    });
-    process.stdout.write(describeRestore(restored));
-    log.info('state restored from a backup', {
-      key: restored.manifest.key,
-      resubmitted: restored.resubmitted.length,
-      ended: restored.ended.length,
-    });
-  }
+  if (flags.restoreFrom !== undefined)
+    await restoreFromBackup({ from: flags.restoreFrom, config, catalog, secretFiles, log, releaseStateDir });
 
-  const envToken = env[ADMIN_TOKEN_ENV]?.trim();
-  const adminToken =
-    envToken !== undefined && envToken !== '' ? envToken : ensureSecretFile(secretFiles.adminToken).value;
-  const state = openControllerState(config, {
-    nowSeconds: () => clock.nowSeconds(),
-    sqlitePath: join(config.stateDir, DB_FILE),
+  const adminToken = adminTokenFor(env, secretFiles.adminToken);
+  const state = await openActiveState(config, { clock, log });
+  const fleet = await setUpFleet({ config, catalog, env, state, secretFiles, log });
+  const built = buildController({ config, catalog, state, fleet, clock, faults, secretFiles, log });
+  const { controller, objectStore, backups } = built;
+  const feedOptions = { config, env, catalog, clock, controller, log };
+  const priceRefresher = await priceRefresherFor(feedOptions);
+  const interruptions = interruptionListenerFor(feedOptions);
+
+  // The signal handlers are installed before the API serves: they close it once it does.
+  const serving: { api: ApiServer | undefined } = { api: undefined };
+  stopOnSignals({
+    config,
+    keepWorkers: flags.keepWorkers === true,
+    state,
+    controller,
+    localProvider: fleet.local?.provider,
+    priceRefresher,
+    interruptions,
+    backups,
+    api: () => serving.api,
+    releaseStateDir,
     log,
   });
-  const store = state.store;
-  // A standby waits here, before anything touches the cloud or the workers, until the lease is its own.
-  await state.becomeActive((reason) => {
-    log.error(`lost the controller lease (${reason}); exiting so that only the new active controller acts`);
-    process.exit(LEASE_LOST_EXIT_CODE);
-  });
-
-  let provider: CloudProvider | undefined;
-  let localProvider: LocalProvider | undefined;
-  /** Who may register as which instance: set wherever workers run (local mode, EC2 with a worker bootstrap). */
-  let registrar: WorkerRegistrar | undefined;
-  // EC2 workers run tasks in Docker (their user data installs it); local ones with the executor chosen below.
-  let executor: ExecutorKind = 'docker';
-  let workerToken: string | undefined;
-  const local = config.provider === 'local';
-  if (local) {
-    workerToken = ensureSecretFile(join(config.stateDir, WORKER_TOKEN_FILE)).value;
-    const kind: 'docker' | 'process' =
-      config.executor === 'auto' ? ((await dockerAvailable()) ? 'docker' : 'process') : config.executor;
-    executor = kind;
-    const host = hostCapacity();
-    const { host: listenHost, port } = parseListenAddress(config.listen ?? LOCAL_DEFAULT_LISTEN);
-    // Workers reach this controller, or, given --worker-controller-url, whatever is in front of the active one of
-    // several (a load balancer that checks /readyz).
-    const controllerUrl =
-      config.ec2.worker?.controllerUrl ??
-      `http://${listenHost.includes(':') ? `[${listenHost}]` : listenHost}:${port}`;
-    process.stdout.write(
-      `${describeLocalCapacity(catalog, host)}\n` +
-        `local mode: tasks run with the ${kind} executor (${config.executor === 'auto' ? (kind === 'docker' ? 'a Docker engine answered' : 'no Docker engine answered') : 'as configured'})` +
-        `${kind === 'process' ? ": a task's image is not used, its command runs on this host (submissions say so)" : ''}\n`,
-    );
-    localProvider = new LocalProvider({
-      stateFile: join(config.stateDir, LOCAL_INSTANCES_FILE),
-      instancesDir: join(config.stateDir, 'instances'),
-      catalog,
-      spawner:
-        env[EXTERNAL_WORKERS_ENV] === '1'
-          ? new ExternalWorkerSpawner()
-          : new ProcessWorkerSpawner({
-              controllerUrl,
-              launchSecretKey: workerToken,
-              executorKind: kind,
-              executorFor: (dir, instanceId) => makeExecutor(kind, dir, instanceId),
-              giveUpAfterSeconds: config.workerGiveUpSeconds,
-              bootSecondsOf: (typeName) => config.localBootSeconds[typeName] ?? 0,
-            }),
-    });
-    provider = state.fence(localProvider);
-    const instances = localProvider;
-    registrar = new WorkerRegistrar({
-      store,
-      clusterName: config.cluster,
-      clusterKey: workerToken,
-      describeInstance: async (cloudId) =>
-        (await instances.list(config.cluster, { includeTerminated: true })).find(
-          (i) => i.instanceId === cloudId,
-        ),
-      launchCredential: { kind: 'launch-secret' },
-    });
-  } else if (!config.dryRun) {
-    const { createEc2Client, ec2ApiFromClient } = await import('../../cloud/aws/ec2-api.js');
-    const { Ec2Provider } = await import('../../cloud/aws/ec2-provider.js');
-    const client = createEc2Client({ region: config.region });
-    workerToken =
-      config.ec2.worker === undefined
-        ? undefined
-        : ensureSecretFile(join(config.stateDir, WORKER_TOKEN_FILE)).value;
-    const ec2Config = await resolveEc2Settings(config, client, workerToken);
-    const ec2 = new Ec2Provider(ec2Config, { api: ec2ApiFromClient(client) });
-    provider = state.fence(ec2);
-    if (workerToken !== undefined)
-      registrar = new WorkerRegistrar({
-        store,
-        clusterName: config.cluster,
-        clusterKey: workerToken,
-        describeInstance: (cloudId) => ec2.describeInstance(config.cluster, cloudId),
-        launchCredential: {
-          kind: 'ec2-instance-identity',
-          verifier: identityVerifierFor(config.region, config.ec2.worker?.identityCertificate),
-          region: config.region,
-        },
-      });
-    log.info('EC2 settings', {
-      amiId: ec2Config.amiId,
-      zones: ec2Config.placements.map((p) => p.availabilityZone),
-    });
-  }
-  const onS3 = config.objectStore.startsWith('s3://');
-  if (!onS3) mkdirSync(config.objectStore, { recursive: true });
-  // A dry run makes no cloud call at all: reports then stay local, or are not written.
-  const objectStore =
-    config.dryRun && onS3 ? undefined : openObjectStore(config.objectStore, { region: config.region });
-
-  const metrics = new ControllerMetrics();
-  // A dry run keeps no backups: it changes nothing a new box would need. A PostgreSQL state is the database's to back
-  // up (its own base backups and WAL archiving); these backups copy the SQLite file.
-  const backups =
-    config.dryRun || !(store instanceof SqliteStateStore)
-      ? undefined
-      : controllerBackups({
-          everySeconds: config.backupSeconds,
-          keep: config.backupKeep,
-          cluster: config.cluster,
-          stateDir: config.stateDir,
-          secretFiles,
-          store,
-          objectStore,
-          clock,
-          log,
-          metrics,
-        });
-  const host = hostCapacity();
-  const contextLimits = contextLimitsFrom(config.buildContexts);
-  const workers =
-    registrar === undefined || objectStore === undefined
-      ? undefined
-      : new WorkerTaskControl({
-          store,
-          catalog,
-          clock,
-          registrar,
-          objectStoreLocation: objectStore.location,
-          heartbeatSeconds: config.workerHeartbeatSeconds,
-          heartbeatTimeoutSeconds: config.workerHeartbeatTimeoutSeconds,
-          // A stall of this process (a starved host, a long synchronous step) does not count as its workers' silence.
-          attention: new AttentionClock().start(),
-          contextLimits,
-          logger: log,
-          coStart: config.coStart,
-          onStartMeasured: (_jobId, measured) => metrics.observeStart(measured),
-          ...(local
-            ? {
-                capacityScale: (typeName: string) => {
-                  const type = catalog.types.find((t) => t.name === typeName);
-                  return type === undefined ? 1 : capacityScale(type, host);
-                },
-              }
-            : {}),
-        });
-  const schedulerFor = configuredSchedulerFactory(config);
-  const controller = new Controller({
-    ...(workers === undefined ? {} : { tasks: workers, workers }),
-    store,
+  const api = await startController({
+    config,
+    init: flags.init === true,
     catalog,
-    scheduler: schedulerFor(catalog),
-    schedulerFor,
-    schedulerRecipe: configuredSchedulerRecipe(config),
-    provider,
+    state,
+    fleet,
+    built,
+    priceRefresher,
+    interruptions,
+    adminToken: adminToken.value,
     clock,
-    objectStore,
-    jobArchive: backups?.archive,
-    metrics,
-    settings: settingsFromConfig(config),
-    faults,
-    logger: log,
-    executor,
+    log,
+    releaseStateDir,
   });
-  log.info(`scheduler: ${controller.scheduler.name}`);
-  log.info(`queue: ${describeQueue(controller.admission.config, config.caps)}`);
-
-  // Prices from the Price List API (or the recorded fixtures: a test hook, as for `catalog refresh`).
-  const fixtureDir = env[PRICING_FIXTURE_DIR_ENV];
-  const pricingModule =
-    shouldRefreshPrices(config) && (fixtureDir === undefined || fixtureDir === '')
-      ? await import('../../cloud/aws/pricing.js')
-      : undefined;
-  const priceRefresher = shouldRefreshPrices(config)
-    ? new PriceRefresher({
-        pricing:
-          pricingModule !== undefined
-            ? pricingModule.pricingApiFromClient(pricingModule.createPricingClient({}, env))
-            : fixturePricingApi(fixtureDir ?? ''),
-        regionCode: config.region,
-        initial: catalog,
-        clock,
-        periodHours: config.priceRefreshHours,
-        logger: log,
-        apply: (repriced) => controller.applyCatalog(repriced),
-      })
-    : undefined;
-
-  // EC2's interruption events from EventBridge, beside the workers' own notices. A dry run reads nothing (receiving
-  // deletes messages: a cloud call that changes the world).
-  const interruptions =
-    config.interruptionQueue === undefined || config.dryRun
-      ? undefined
-      : new InterruptionListener({
-          source: new SqsInterruptionQueue(
-            { queueUrl: config.interruptionQueue, region: config.region },
-            env,
-          ),
-          handle: (cloudId, report) => controller.interruptionFromQueue(cloudId, report),
-          log,
-        });
-
-  let api: ApiServer | undefined;
-  let stopping = false;
-  let stoppingSinceMs = 0;
-  const shutdown = async (signal: string): Promise<void> => {
-    if (stopping) return;
-    stopping = true;
-    stoppingSinceMs = Date.now();
-    log.info(`received ${signal}; stopping`);
-    priceRefresher?.stop();
-    await interruptions?.stop().catch(() => undefined);
-    // The loop first, so no round launches or replaces an instance while the workers go; the API last, so workers
-    // checkpointing their tasks can still report the final checkpoints.
-    await controller.stop().catch(() => undefined);
-    // Controllers sharing the state hand the fleet over to the next active one: its workers keep running.
-    if (localProvider !== undefined && !state.shared)
-      await stopLocalFleet(localProvider, {
-        keepWorkers: flags.keepWorkers === true,
-        stateDir: config.stateDir,
-        giveUpSeconds: config.workerGiveUpSeconds,
-        graceSeconds: workerStopGraceSeconds(store),
-      }).catch((e: unknown) => log.error(`stopping the local workers failed: ${(e as Error).message}`));
-    await api?.close().catch(() => undefined);
-    // After the API and the workers: the final backup holds their last reports.
-    await backups?.archive.stop().catch(() => undefined);
-    await backups?.schedule.stop({ finalBackup: true }).catch(() => undefined);
-    state.close();
-    releaseStateDir();
-    process.exit(0);
-  };
-  // Under `npm start` one Ctrl-C arrives twice (from the terminal, and forwarded by npm): a repeat within a second is
-  // the same request; a later one means "exit now", leaving whatever is still running.
-  const onSignal = (signal: string): void => {
-    if (!stopping) return void shutdown(signal);
-    if (Date.now() - stoppingSinceMs < 1000) return;
-    process.stdout.write(
-      `${signal} again: exiting now${local ? `; stop what is left with: fleetwise down --state-dir ${config.stateDir}` : ''}\n`,
-    );
-    process.exit(130);
-  };
-  process.on('SIGTERM', () => onSignal('SIGTERM'));
-  process.on('SIGINT', () => onSignal('SIGINT'));
-
-  // An empty state where a cluster ran before is a lost state: refused unless --init (a dry run touches nothing).
-  if (!config.dryRun)
-    await checkStateBeforeStart({
-      store,
-      stateFile: state.description,
-      init: flags.init === true,
-      sources: {
-        clusterName: config.cluster,
-        provider,
-        localInstanceFile: local ? join(config.stateDir, LOCAL_INSTANCES_FILE) : undefined,
-        objectStore,
-      },
-      nowSeconds: clock.nowSeconds(),
-      log,
-    }).catch((e: unknown) => {
-      priceRefresher?.stop();
-      state.close();
-      releaseStateDir();
-      throw e;
-    });
-  await controller.start();
-  priceRefresher?.start();
-  interruptions?.start();
-  if (interruptions !== undefined)
-    log.info(`reading EC2 interruption events from ${config.interruptionQueue}`);
-  if (config.listen !== undefined) {
-    try {
-      api = await startApiServer(controller, {
-        listen: config.listen,
-        adminToken,
-        catalog,
-        metrics,
-        contextLimits,
-        ...(workers === undefined ? {} : { workers }),
-        ...(state.leadership === undefined ? {} : { leadership: state.leadership }),
-      });
-    } catch (e) {
-      // Stop what started, so the one-line error is all that remains (no loop keeps the process alive).
-      priceRefresher?.stop();
-      await controller.stop().catch(() => undefined);
-      state.close();
-      releaseStateDir();
-      throw listenError(e, config.listen);
-    }
-    // Workers can reach this controller from now on: their silence counts from here.
-    workers?.serving();
-    // The client finds a controller it was not told about through this file (src/cli/local-state.ts).
-    writeFileSync(join(config.stateDir, API_URL_FILE), `${api.url}\n`, { mode: 0o600 });
-  }
-  // The first backup now (a restored or recovered state is in the object store at once), then every period.
-  backups?.schedule.start();
+  serving.api = api;
   process.stdout.write(
     `fleetwise controller: cluster ${config.cluster} in ${config.region}${config.dryRun ? ' (dry run: no cloud calls)' : ''}; ` +
       `state ${state.shared ? state.description : config.stateDir}; reports to ${objectStore?.location ?? 'nowhere (dry run)'}` +
       `${api === undefined ? '' : `; API ${api.url}`}` +
-      `${envToken !== undefined && envToken !== '' ? '' : `; admin token in ${join(config.stateDir, ADMIN_TOKEN_FILE)}`}\n`,
+      `${adminToken.file === undefined ? '' : `; admin token in ${adminToken.file}`}\n`,
   );
-  // The quick start's convenience: submit job specs once the API answers (as `fleetwise submit` would), but only
-  // into an empty state: a restart (every `npm start`) must not queue the example again.
   const toSubmit = flags.submit ?? [];
-  if (api !== undefined && toSubmit.length > 0) {
-    const existing = store.listJobs().length;
-    if (existing > 0)
-      process.stdout.write(
-        `not submitting ${toSubmit.join(', ')}: the state already has ${existing} job(s) (fleetwise jobs lists them)\n`,
-      );
-    else
-      for (const file of toSubmit) {
-        const command = submitChildCommand(file, api.url, adminToken, process.env);
-        const child = spawn(command.executable, command.args, {
-          env: command.env,
-          stdio: ['ignore', 'inherit', 'inherit'],
-        });
-        await new Promise((resolve) => child.once('exit', resolve));
-      }
-  }
-}
-
-/**
- * How `--submit` runs `fleetwise submit` for one file. The admin token travels in the child's environment, which
- * only its owner can read, never in its arguments, which every local user sees (`ps`, /proc/<pid>/cmdline).
- */
-export function submitChildCommand(
-  file: string,
-  serverUrl: string,
-  adminToken: string,
-  parentEnv: NodeJS.ProcessEnv,
-): { readonly executable: string; readonly args: readonly string[]; readonly env: NodeJS.ProcessEnv } {
-  return {
-    executable: process.execPath,
-    args: [WORKER_MAIN_PATH, 'submit', file],
-    env: { ...parentEnv, [SERVER_ENV]: serverUrl, [TOKEN_ENV]: adminToken },
-  };
-}
-
-/** A bind failure as one line that says what to change. */
-function listenError(error: unknown, listen: string): Error {
-  const code = (error as NodeJS.ErrnoException).code;
-  if (code === 'EADDRINUSE')
-    return new Error(
-      `cannot serve the API on ${listen}: the address is in use (another controller?); choose another with --listen HOST:PORT`,
-    );
-  if (code === 'EACCES')
-    return new Error(
-      `cannot serve the API on ${listen}: permission denied (ports below 1024 need privileges); choose another with --listen HOST:PORT`,
-    );
-  if (code === 'EADDRNOTAVAIL')
-    return new Error(
-      `cannot serve the API on ${listen}: no such address on this machine; choose another with --listen HOST:PORT`,
-    );
-  return error instanceof Error ? error : new Error(String(error));
+  if (api !== undefined && toSubmit.length > 0)
+    await submitOnStart({
+      files: toSubmit,
+      apiUrl: api.url,
+      adminToken: adminToken.value,
+      store: state.store,
+    });
 }
 
 export function registerController(program: Command): void {

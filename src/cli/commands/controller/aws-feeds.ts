@@ -1,0 +1,60 @@
+import type { Catalog } from '../../../core/catalog.js';
+import { SqsInterruptionQueue } from '../../../cloud/aws/interruption-queue.js';
+import { fixturePricingApi, PRICING_FIXTURE_DIR_ENV } from '../../../cloud/aws/pricing-fixture.js';
+import type { Clock } from '../../../controller/clock.js';
+import type { ControllerConfig } from '../../../controller/config.js';
+import type { Controller } from '../../../controller/controller.js';
+import { InterruptionListener } from '../../../controller/interruption-listener.js';
+import { PriceRefresher, shouldRefreshPrices } from '../../../controller/price-refresh.js';
+import type { ControllerLogger } from '../../../controller/seams.js';
+
+/** What the controller hears from AWS besides its own calls' answers: on-demand prices and interruption events. */
+
+export interface AwsFeedOptions {
+  readonly config: ControllerConfig;
+  readonly env: NodeJS.ProcessEnv;
+  readonly catalog: Catalog;
+  readonly clock: Clock;
+  readonly controller: Controller;
+  readonly log: ControllerLogger;
+}
+
+/** The on-demand price refresher (not started), applying new prices to the controller; undefined when turned off. */
+export async function priceRefresherFor(options: AwsFeedOptions): Promise<PriceRefresher | undefined> {
+  const { config, env, controller } = options;
+  // Prices from the Price List API (or the recorded fixtures: a test hook, as for `catalog refresh`).
+  const fixtureDir = env[PRICING_FIXTURE_DIR_ENV];
+  // The AWS SDK clients take about a second to load: they are imported only when prices need them.
+  const pricingModule =
+    shouldRefreshPrices(config) && (fixtureDir === undefined || fixtureDir === '')
+      ? await import('../../../cloud/aws/pricing.js')
+      : undefined;
+  return shouldRefreshPrices(config)
+    ? new PriceRefresher({
+        pricing:
+          pricingModule !== undefined
+            ? pricingModule.pricingApiFromClient(pricingModule.createPricingClient({}, env))
+            : fixturePricingApi(fixtureDir ?? ''),
+        regionCode: config.region,
+        initial: options.catalog,
+        clock: options.clock,
+        periodHours: config.priceRefreshHours,
+        logger: options.log,
+        apply: (repriced) => controller.applyCatalog(repriced),
+      })
+    : undefined;
+}
+
+/** The listener (not started) for EC2's interruption events from `--interruption-queue`; undefined without one. */
+export function interruptionListenerFor(options: AwsFeedOptions): InterruptionListener | undefined {
+  const { config, env, controller } = options;
+  // EC2's interruption events from EventBridge, beside the workers' own notices. A dry run reads nothing (receiving
+  // deletes messages: a cloud call that changes the world).
+  return config.interruptionQueue === undefined || config.dryRun
+    ? undefined
+    : new InterruptionListener({
+        source: new SqsInterruptionQueue({ queueUrl: config.interruptionQueue, region: config.region }, env),
+        handle: (cloudId, report) => controller.interruptionFromQueue(cloudId, report),
+        log: options.log,
+      });
+}

@@ -1,0 +1,138 @@
+import { join } from 'node:path';
+import type { Catalog } from '../../../core/catalog.js';
+import type { CloudProvider } from '../../../cloud/provider.js';
+import { LocalProvider } from '../../../cloud/local/local-provider.js';
+import { describeLocalCapacity, hostCapacity } from '../../../cloud/local/host-capacity.js';
+import { ExternalWorkerSpawner, ProcessWorkerSpawner } from '../../../cloud/local/worker-spawner.js';
+import { parseListenAddress } from '../../../controller/api/server.js';
+import type { ControllerConfig } from '../../../controller/config.js';
+import type { ExecutorKind } from '../../../controller/execution-check.js';
+import type { ControllerLogger } from '../../../controller/seams.js';
+import { WorkerRegistrar } from '../../../controller/worker-identity/worker-registrar.js';
+import { identityVerifierFor } from '../../../controller/worker-identity/identity-certificates.js';
+import type { ControllerState } from '../../controller-state.js';
+import { resolveEc2Settings } from '../../ec2-settings.js';
+import { LOCAL_DEFAULT_LISTEN } from '../../local-state.js';
+import { dockerAvailable, makeExecutor } from '../worker.js';
+import { ensureSecretFile, type SecretFiles } from './secrets.js';
+
+/** The controller's cloud: the local or EC2 provider, how its workers run tasks, and who may register as them. */
+
+/**
+ * Benchmark hook: `FLEETWISE_EXTERNAL_WORKERS=1` makes local mode launch its "instances" without starting their
+ * workers; workers register from elsewhere over the worker protocol (`fleetwise bench controller` simulates them).
+ */
+export const EXTERNAL_WORKERS_ENV = 'FLEETWISE_EXTERNAL_WORKERS';
+/** The local provider's record of the instances it launched. */
+const LOCAL_INSTANCES_FILE = 'local-instances.json';
+
+export interface Fleet {
+  /** What launches and terminates instances, behind the lease; undefined in a dry run (no cloud call). */
+  readonly provider: CloudProvider | undefined;
+  /** Local mode's provider (its workers stop with the controller) and its record of the instances it launched. */
+  readonly local: { readonly provider: LocalProvider; readonly instanceFile: string } | undefined;
+  /** Who may register as which instance: set wherever workers run (local mode, EC2 with a worker bootstrap). */
+  readonly registrar: WorkerRegistrar | undefined;
+  /** EC2 workers run tasks in Docker (their user data installs it); local ones with the executor chosen at start. */
+  readonly executor: ExecutorKind;
+}
+
+export interface FleetOptions {
+  readonly config: ControllerConfig;
+  readonly catalog: Catalog;
+  readonly env: NodeJS.ProcessEnv;
+  readonly state: ControllerState;
+  readonly secretFiles: SecretFiles;
+  readonly log: ControllerLogger;
+}
+
+/** The provider for `--provider`: local worker processes, EC2 (none in a dry run), behind the state's lease. */
+export async function setUpFleet(options: FleetOptions): Promise<Fleet> {
+  if (options.config.provider === 'local') return setUpLocalFleet(options);
+  if (!options.config.dryRun) return setUpEc2Fleet(options);
+  return { provider: undefined, local: undefined, registrar: undefined, executor: 'docker' };
+}
+
+/** Local mode: "instances" are worker processes on this host, running tasks with the configured executor. */
+async function setUpLocalFleet({ config, catalog, env, state, secretFiles }: FleetOptions): Promise<Fleet> {
+  const workerToken = ensureSecretFile(secretFiles.workerToken).value;
+  const kind: 'docker' | 'process' =
+    config.executor === 'auto' ? ((await dockerAvailable()) ? 'docker' : 'process') : config.executor;
+  const host = hostCapacity();
+  const { host: listenHost, port } = parseListenAddress(config.listen ?? LOCAL_DEFAULT_LISTEN);
+  // Workers reach this controller, or, given --worker-controller-url, whatever is in front of the active one of
+  // several (a load balancer that checks /readyz).
+  const controllerUrl =
+    config.ec2.worker?.controllerUrl ??
+    `http://${listenHost.includes(':') ? `[${listenHost}]` : listenHost}:${port}`;
+  process.stdout.write(
+    `${describeLocalCapacity(catalog, host)}\n` +
+      `local mode: tasks run with the ${kind} executor (${config.executor === 'auto' ? (kind === 'docker' ? 'a Docker engine answered' : 'no Docker engine answered') : 'as configured'})` +
+      `${kind === 'process' ? ": a task's image is not used, its command runs on this host (submissions say so)" : ''}\n`,
+  );
+  const localProvider = new LocalProvider({
+    stateFile: join(config.stateDir, LOCAL_INSTANCES_FILE),
+    instancesDir: join(config.stateDir, 'instances'),
+    catalog,
+    spawner:
+      env[EXTERNAL_WORKERS_ENV] === '1'
+        ? new ExternalWorkerSpawner()
+        : new ProcessWorkerSpawner({
+            controllerUrl,
+            launchSecretKey: workerToken,
+            executorKind: kind,
+            executorFor: (dir, instanceId) => makeExecutor(kind, dir, instanceId),
+            giveUpAfterSeconds: config.workerGiveUpSeconds,
+            bootSecondsOf: (typeName) => config.localBootSeconds[typeName] ?? 0,
+          }),
+  });
+  const provider = state.fence(localProvider);
+  const registrar = new WorkerRegistrar({
+    store: state.store,
+    clusterName: config.cluster,
+    clusterKey: workerToken,
+    describeInstance: async (cloudId) =>
+      (await localProvider.list(config.cluster, { includeTerminated: true })).find(
+        (i) => i.instanceId === cloudId,
+      ),
+    launchCredential: { kind: 'launch-secret' },
+  });
+  return {
+    provider,
+    local: { provider: localProvider, instanceFile: join(config.stateDir, LOCAL_INSTANCES_FILE) },
+    registrar,
+    executor: kind,
+  };
+}
+
+/** EC2: instances from the AWS SDK's standard configuration; workers register when a worker bootstrap is set. */
+async function setUpEc2Fleet({ config, state, secretFiles, log }: FleetOptions): Promise<Fleet> {
+  // The AWS SDK clients take about a second to load: they are imported only when the aws provider needs them.
+  const { createEc2Client, ec2ApiFromClient } = await import('../../../cloud/aws/ec2-api.js');
+  const { Ec2Provider } = await import('../../../cloud/aws/ec2-provider.js');
+  const client = createEc2Client({ region: config.region });
+  const workerToken =
+    config.ec2.worker === undefined ? undefined : ensureSecretFile(secretFiles.workerToken).value;
+  const ec2Config = await resolveEc2Settings(config, client, workerToken);
+  const ec2 = new Ec2Provider(ec2Config, { api: ec2ApiFromClient(client) });
+  const provider = state.fence(ec2);
+  const registrar =
+    workerToken === undefined
+      ? undefined
+      : new WorkerRegistrar({
+          store: state.store,
+          clusterName: config.cluster,
+          clusterKey: workerToken,
+          describeInstance: (cloudId) => ec2.describeInstance(config.cluster, cloudId),
+          launchCredential: {
+            kind: 'ec2-instance-identity',
+            verifier: identityVerifierFor(config.region, config.ec2.worker?.identityCertificate),
+            region: config.region,
+          },
+        });
+  log.info('EC2 settings', {
+    amiId: ec2Config.amiId,
+    zones: ec2Config.placements.map((p) => p.availabilityZone),
+  });
+  return { provider, local: undefined, registrar, executor: 'docker' };
+}

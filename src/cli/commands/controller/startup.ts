@@ -1,0 +1,109 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Catalog } from '../../../core/catalog.js';
+import { startApiServer, type ApiServer } from '../../../controller/api/server.js';
+import type { Clock } from '../../../controller/clock.js';
+import type { ControllerConfig } from '../../../controller/config.js';
+import { checkStateBeforeStart } from '../../../controller/empty-state-guard.js';
+import type { InterruptionListener } from '../../../controller/interruption-listener.js';
+import type { PriceRefresher } from '../../../controller/price-refresh.js';
+import type { ControllerLogger } from '../../../controller/seams.js';
+import type { ControllerState } from '../../controller-state.js';
+import { API_URL_FILE } from '../../local-state.js';
+import type { BuiltController } from './build-controller.js';
+import type { Fleet } from './provider-setup.js';
+
+/** Starting a built controller: the empty-state guard, the loop and its feeds, the HTTP API, then the backups. */
+
+export interface StartupOptions {
+  readonly config: ControllerConfig;
+  /** `--init`: start a new cluster on an empty state even where one ran before. */
+  readonly init: boolean;
+  readonly catalog: Catalog;
+  readonly state: ControllerState;
+  readonly fleet: Fleet;
+  readonly built: BuiltController;
+  readonly priceRefresher: PriceRefresher | undefined;
+  readonly interruptions: InterruptionListener | undefined;
+  readonly adminToken: string;
+  readonly clock: Clock;
+  readonly log: ControllerLogger;
+  readonly releaseStateDir: () => void;
+}
+
+/** Start the controller and whatever runs beside it; returns the API server when `--listen` gives it an address. */
+export async function startController(options: StartupOptions): Promise<ApiServer | undefined> {
+  const { config, state, priceRefresher, interruptions, log, releaseStateDir } = options;
+  const { controller, objectStore, metrics, backups, workers, contextLimits } = options.built;
+  // An empty state where a cluster ran before is a lost state: refused unless --init (a dry run touches nothing).
+  if (!config.dryRun)
+    await checkStateBeforeStart({
+      store: state.store,
+      stateFile: state.description,
+      init: options.init,
+      sources: {
+        clusterName: config.cluster,
+        provider: options.fleet.provider,
+        localInstanceFile: options.fleet.local?.instanceFile,
+        objectStore,
+      },
+      nowSeconds: options.clock.nowSeconds(),
+      log,
+    }).catch((e: unknown) => {
+      priceRefresher?.stop();
+      state.close();
+      releaseStateDir();
+      throw e;
+    });
+  await controller.start();
+  priceRefresher?.start();
+  interruptions?.start();
+  if (interruptions !== undefined)
+    log.info(`reading EC2 interruption events from ${config.interruptionQueue}`);
+  let api: ApiServer | undefined;
+  if (config.listen !== undefined) {
+    try {
+      api = await startApiServer(controller, {
+        listen: config.listen,
+        adminToken: options.adminToken,
+        catalog: options.catalog,
+        metrics,
+        contextLimits,
+        ...(workers === undefined ? {} : { workers }),
+        ...(state.leadership === undefined ? {} : { leadership: state.leadership }),
+      });
+    } catch (e) {
+      // Stop what started, so the one-line error is all that remains (no loop keeps the process alive).
+      priceRefresher?.stop();
+      await controller.stop().catch(() => undefined);
+      state.close();
+      releaseStateDir();
+      throw listenError(e, config.listen);
+    }
+    // Workers can reach this controller from now on: their silence counts from here.
+    workers?.serving();
+    // The client finds a controller it was not told about through this file (src/cli/local-state.ts).
+    writeFileSync(join(config.stateDir, API_URL_FILE), `${api.url}\n`, { mode: 0o600 });
+  }
+  // The first backup now (a restored or recovered state is in the object store at once), then every period.
+  backups?.schedule.start();
+  return api;
+}
+
+/** A bind failure as one line that says what to change. */
+function listenError(error: unknown, listen: string): Error {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'EADDRINUSE')
+    return new Error(
+      `cannot serve the API on ${listen}: the address is in use (another controller?); choose another with --listen HOST:PORT`,
+    );
+  if (code === 'EACCES')
+    return new Error(
+      `cannot serve the API on ${listen}: permission denied (ports below 1024 need privileges); choose another with --listen HOST:PORT`,
+    );
+  if (code === 'EADDRNOTAVAIL')
+    return new Error(
+      `cannot serve the API on ${listen}: no such address on this machine; choose another with --listen HOST:PORT`,
+    );
+  return error instanceof Error ? error : new Error(String(error));
+}
