@@ -14,7 +14,7 @@ import { WORKER_MAIN } from '../cloud/local/worker-spawner.js';
 /** Clock ticks per second of /proc's CPU times (Linux's USER_HZ). */
 const USER_HZ = 100;
 
-/** The controller's hook for workers started elsewhere (cli/commands/controller.ts EXTERNAL_WORKERS_ENV). */
+/** The controller's hook for workers started elsewhere (cli/commands/controller/provider-setup.ts EXTERNAL_WORKERS_ENV). */
 const EXTERNAL_WORKERS_ENV = 'FLEETWISE_EXTERNAL_WORKERS';
 
 export interface ApiAnswer {
