@@ -1,42 +1,22 @@
-import { crossZonePricePerGiB, setupSeconds, type Catalog, type InstanceType } from '../core/catalog.js';
+import { crossZonePricePerGiB, type Catalog } from '../core/catalog.js';
 import {
   MAX_VALUE_OF_TIME_PER_JOB_HOUR,
   type Caps,
   type ClusterSnapshot,
-  type SchedInstance,
   type SchedJob,
 } from '../core/model.js';
-import type { FamilyDemand } from '../core/resources.js';
-import { enforceCaps } from './caps.js';
 import { ColocationTable, type SerializedColocationTable } from './colocation-table.js';
 import { EventHistory, horizonSeconds } from './decision-rule.js';
-import { capViolation, chooseCandidate, summarizeCandidate, type Candidate } from './eva-choice.js';
-import {
-  exactCandidate,
-  standaloneFullCandidate,
-  type ExactCandidateOptions,
-} from './eva-extra-candidates.js';
-import { jobMoveCost, pinnedTasks } from './eva-pins.js';
-import { toPlanned, type DraftInstance } from './full-reconfiguration.js';
-import { compositionValue, type PackTask, type RateModel } from './packing.js';
-import {
-  fullReconfiguration,
-  inefficientInstances,
-  partialReconfiguration,
-  type PlanningInput,
-} from './reconfiguration.js';
+import { candidateEvaluator, generateCandidates, slowJobsDue, type EvaVariant } from './eva-candidates.js';
+import { capViolation, chooseCandidate } from './eva-choice.js';
+import { chosenPlan } from './eva-chosen-plan.js';
+import type { ExactCandidateOptions } from './eva-extra-candidates.js';
+import { packInput, roundBook, type TaskPrice } from './eva-pack-input.js';
+import { planFingerprint, unchangedPlan } from './eva-plan-reuse.js';
+import type { RateModel } from './packing.js';
 import { PriceBook } from './reservation-price.js';
-import { rebalanceRiskPerHour, type JobAtRisk } from './spot-cost.js';
 import { ConsolidationCandidate } from './consolidation-candidate.js';
-import {
-  chooseMarket,
-  marketContext,
-  plannedPricePerHour,
-  spotPlanningCatalog,
-  type MarketContext,
-  type MarketInput,
-} from './market-choice.js';
-import { assignPlacements, tagCurrent } from './latency-placement.js';
+import { spotPlanningCatalog } from './market-choice.js';
 import { SlowJobTracker } from './latency-migration.js';
 import {
   LatencyView,
@@ -44,14 +24,9 @@ import {
   type LatencyOptions,
   type ResolvedLatencyOptions,
 } from './latency-view.js';
-import type {
-  CandidateSummary,
-  Configuration,
-  Plan,
-  PlannedInstance,
-  Scheduler,
-  ThroughputObservation,
-} from './types.js';
+import type { Plan, Scheduler, ThroughputObservation } from './types.js';
+
+export type { EvaVariant } from './eva-candidates.js';
 
 /** EvaOptions.packingEfficiency's default, measured in README "How the scheduler decides" (θ = 0.8). */
 export const DEFAULT_PACKING_EFFICIENCY = 0.8;
@@ -90,8 +65,6 @@ export function evaTunables(
     ...(t.defaultRate !== undefined ? { defaultRate: t.defaultRate } : {}),
   };
 }
-
-export type EvaVariant = 'eva' | 'eva-full-only' | 'eva-partial-only' | 'eva-rp' | 'eva-single';
 
 export interface EvaOptions {
   /** eva (default); ablations: full-only, partial-only, rp (no throughput awareness), single (multi-task unaware). */
@@ -178,7 +151,7 @@ export class EvaScheduler implements Scheduler {
   private previous: { fingerprint: string; plan: Plan } | undefined;
   private readonly consolidation: ConsolidationCandidate | undefined;
   /** The price of a task that set values and move costs use (EvaOptions.reservationPrice). */
-  private readonly priceOf: (book: PriceBook, demand: FamilyDemand, jobTaskCount: number) => number;
+  private readonly priceOf: TaskPrice;
   private readonly packedPrices: boolean;
   private readonly paybackMargin: number;
   /** $ per job-hour of completion time for jobs that do not say (EvaOptions.valueOfTimePerJobHour). */
@@ -228,33 +201,6 @@ export class EvaScheduler implements Scheduler {
     const singlePlan = this.variant === 'eva-full-only' || this.variant === 'eva-partial-only';
     this.consolidation =
       !singlePlan && (options.consolidation ?? true) ? new ConsolidationCandidate(catalog) : undefined;
-  }
-
-  /**
-   * What keeping an instance EC2 recommended rebalancing costs on top of its price, $/hour: the risk its jobs run
-   * there (spot-cost.ts `rebalanceRiskPerHour`, their work valued at on-demand prices); 0 for any other instance.
-   * Added to its price, keeping it costs what the risk is worth, and the round moves its tasks off only when that
-   * pays their moves: a priced proactive move.
-   */
-  private rebalancePremium(
-    inst: SchedInstance,
-    type: InstanceType,
-    snapshot: ClusterSnapshot,
-    jobs: ReadonlyMap<string, SchedJob>,
-    taskCount: ReadonlyMap<string, number>,
-  ): number {
-    if (inst.rebalanceRecommended !== true) return 0;
-    const jobIds = new Set(snapshot.tasks.filter((t) => t.instanceId === inst.id).map((t) => t.jobId));
-    const atRisk: JobAtRisk[] = [];
-    for (const id of jobIds) {
-      const job = jobs.get(id);
-      if (job === undefined) continue;
-      const rpPerHour = snapshot.tasks
-        .filter((t) => t.jobId === id)
-        .reduce((sum, t) => sum + this.priceOf(this.book, t.demand, taskCount.get(id) ?? 1), 0);
-      atRisk.push({ job, rpPerHour });
-    }
-    return rebalanceRiskPerHour(atRisk, snapshot.nowSeconds, setupSeconds(type));
   }
 
   private get model(): RateModel {
@@ -324,129 +270,47 @@ export class EvaScheduler implements Scheduler {
       view === undefined
         ? () => undefined
         : (jobId: string) => this.stayingPerformance(view, jobId, now, horizon);
-    // Instances and task prices are at spot where some job may use it. Why task prices too: Eva's tests weigh a set's
-    // Σ price × rate against its instance's price and a move's saving against its delay × price (eq. 1), and with
-    // on-demand task prices over spot instances every set "pays" (a c7i task is worth 2× its share of a spot
-    // instance) so nothing is ever repacked, and moves look 2-3× dearer than the capacity they save. Measured with
-    // `simulate --spot on`: eva migrated 0.92 jobs per job instead of 2.44 and paid 4% (Alibaba) and 6% (pai_200)
-    // more than with spot task prices. The work an interruption loses is still valued on demand (jobRpOnDemand).
-    const spotRound = this.spotBook !== undefined && snapshot.jobs.some((j) => j.spot !== 'never');
-    const book = spotRound ? (this.spotBook as PriceBook) : this.book;
-    const jobs = new Map(snapshot.jobs.map((j) => [j.id, j]));
-    const taskCount = new Map(snapshot.jobs.map((j) => [j.id, j.taskIds.length]));
-    const instanceType = new Map<string, InstanceType>();
-    const riskPremium = new Map<string, number>();
-    for (const inst of snapshot.instances) {
-      const type = book.type(inst.typeName);
-      const premium = this.rebalancePremium(inst, type, snapshot, jobs, taskCount);
-      if (premium > 0) riskPremium.set(inst.id, premium);
-      instanceType.set(inst.id, premium > 0 ? { ...type, costPerHour: type.costPerHour + premium } : type);
-    }
-    const packTasks = new Map<string, PackTask>();
-    for (const t of snapshot.tasks) {
-      const job = jobs.get(t.jobId);
-      if (job === undefined) continue;
-      const jobValueOfTime = this.valueOfTimeOf(job);
-      packTasks.set(t.id, {
-        id: t.id,
-        jobId: t.jobId,
-        key: t.key,
-        demand: t.demand,
-        rp: this.priceOf(book, t.demand, taskCount.get(t.jobId) ?? 1),
-        jobTaskCount: taskCount.get(t.jobId) ?? 1,
-        currentInstanceId:
-          t.instanceId !== undefined && instanceType.has(t.instanceId) ? t.instanceId : undefined,
-        // The job's value of time shared among its tasks: a set holding all of them at rate r loses V·(1 − r).
-        ...(jobValueOfTime > 0 ? { timeValue: jobValueOfTime / (taskCount.get(t.jobId) ?? 1) } : {}),
-      });
-    }
-    const jobRp = new Map<string, number>();
-    for (const t of packTasks.values()) jobRp.set(t.jobId, (jobRp.get(t.jobId) ?? 0) + t.rp);
-    // What a job's work is worth whatever carries it: the interruption risk of a spot instance (market-choice.ts).
-    const jobRpOnDemand = new Map<string, number>();
-    for (const t of snapshot.tasks)
-      jobRpOnDemand.set(
-        t.jobId,
-        (jobRpOnDemand.get(t.jobId) ?? 0) + this.priceOf(this.book, t.demand, taskCount.get(t.jobId) ?? 1),
-      );
-
-    const { pinnedTaskIds, pinned } = pinnedTasks(
+    const valueOfTimeOf = (j: SchedJob) => this.valueOfTimeOf(j);
+    const book = roundBook(this.book, this.spotBook, snapshot);
+    const { input, jobs, packTasks, jobRp, jobRpOnDemand, riskPremium, pinnedTaskIds, pinned } = packInput(
       snapshot,
-      packTasks,
-      instanceType,
-      jobRp,
-      (jobId) => staying(jobId) ?? 1,
+      {
+        book,
+        onDemandBook: this.book,
+        priceOf: this.priceOf,
+        valueOfTimeOf,
+        model: this.model,
+        view,
+        staying,
+        maxMovedJobs: this.caps.maxMigrationsPerRound ?? Number.POSITIVE_INFINITY,
+      },
     );
-    const input: PlanningInput = {
-      book,
-      model: this.model,
-      tasks: view === undefined ? packTasks : tagCurrent(view, packTasks, staying),
-      instances: snapshot.instances.map((i) => ({
-        id: i.id,
-        type: instanceType.get(i.id) as InstanceType,
-        taskIds: i.taskIds.filter((id) => packTasks.has(id)),
-        ...(i.rebalanceRecommended === true ? { retiring: true } : {}),
-      })),
-      pinnedTaskIds,
-      maxMovedJobs: this.caps.maxMigrationsPerRound ?? Number.POSITIVE_INFINITY,
-      latency: view,
-    };
 
     const trafficPrice = crossZonePricePerGiB(this.catalog);
-    const evaluate = (name: CandidateSummary['name'], drafts: readonly DraftInstance[]): Candidate => {
-      // Every candidate's new instances go where their jobs' roots are (the packing passes did it for theirs already).
-      if (view !== undefined) assignPlacements(view, drafts);
-      return {
-        summary: summarizeCandidate(name, drafts, input, jobs, jobRp, now, trafficPrice, staying, (j) =>
-          this.valueOfTimeOf(j),
-        ),
-        drafts,
-      };
-    };
+    const evaluate = candidateEvaluator({ input, jobs, jobRp, now, trafficPrice, staying, valueOfTimeOf });
     const fingerprint = this.fingerprint(snapshot, pinnedTaskIds, horizon, view);
     const previous = this.previous;
     if (previous !== undefined && previous.fingerprint === fingerprint)
-      return this.unchanged(previous.plan, now);
+      return unchangedPlan(previous.plan, now);
 
-    const candidates: Candidate[] = [];
-    const repack = inefficientInstances(input);
-    if (this.variant === 'eva-full-only') candidates.push(evaluate('full', fullReconfiguration(input)));
-    else if (this.variant === 'eva-partial-only')
-      candidates.push(evaluate('partial', partialReconfiguration(input, repack)));
-    else {
-      const stay = partialReconfiguration(input, new Set());
-      candidates.push(evaluate('stay', stay));
-      // With nothing to repack, Partial Reconfiguration is the stay plan itself.
-      candidates.push(evaluate('partial', repack.size === 0 ? stay : partialReconfiguration(input, repack)));
-      candidates.push(evaluate('full', fullReconfiguration(input)));
-      const standalone = this.packedPrices ? standaloneFullCandidate(input, book) : undefined;
-      if (standalone !== undefined) candidates.push(evaluate('full-standalone', standalone));
-      const consolidated = this.consolidation?.plan(snapshot, input, stay);
-      if (consolidated !== undefined) candidates.push(evaluate('consolidate', consolidated));
-      // Rebalance: only the instances EC2 recommended rebalancing whose risk over the horizon pays their jobs'
-      // moves k times (Partial Reconfiguration would move every task off a risky instance at once, whether or not
-      // its own move pays).
-      const retire = new Set(
-        input.instances
-          .filter((i) => i.retiring === true && repack.has(i.id))
-          .filter((i) => {
-            const moveCost = [...new Set(i.taskIds.map((t) => (packTasks.get(t) as PackTask).jobId))].reduce(
-              (sum, id) => {
-                const job = jobs.get(id);
-                return job === undefined ? sum : sum + jobMoveCost(job, jobRp.get(id) ?? 0, now);
-              },
-              0,
-            );
-            return (riskPremium.get(i.id) ?? 0) * (horizon / 3600) >= this.paybackMargin * moveCost;
-          })
-          .map((i) => i.id),
-      );
-      if (retire.size > 0) candidates.push(evaluate('rebalance', partialReconfiguration(input, retire)));
-      const slow = this.slowJobsDue(view, pinnedTaskIds, packTasks);
-      if (slow.size > 0) candidates.push(evaluate('latency', partialReconfiguration(input, new Set(), slow)));
-    }
-    const exact = exactCandidate(this.exact, input, snapshot, book);
-    if (exact !== undefined && this.variant !== 'eva-partial-only') candidates.push(evaluate('exact', exact));
+    const candidates = generateCandidates({
+      variant: this.variant,
+      snapshot,
+      book,
+      input,
+      packTasks,
+      jobs,
+      jobRp,
+      riskPremium,
+      now,
+      horizon,
+      paybackMargin: this.paybackMargin,
+      packedPrices: this.packedPrices,
+      consolidation: this.consolidation,
+      exact: this.exact,
+      slowJobsDue: () => slowJobsDue(view, this.latency, this.slowJobs, pinnedTaskIds, packTasks),
+      evaluate,
+    });
     const checked = candidates.map((c) => ({
       ...c,
       summary: { ...c.summary, rejectedBecause: capViolation(c.summary, this.caps) },
@@ -455,45 +319,27 @@ export class EvaScheduler implements Scheduler {
     if (chosen.summary.name === 'full' || chosen.summary.name === 'full-standalone')
       this.history.recordFull();
 
-    const markets: MarketInput | undefined =
-      this.spotBook === undefined
-        ? undefined
-        : { catalog: this.catalog, snapshot, rpPerHourOfJob: (id) => jobRpOnDemand.get(id) ?? 0 };
-    const context = markets === undefined ? undefined : marketContext(snapshot);
-    const bought = (d: DraftInstance) =>
-      chooseMarket(toPlanned([d])[0] as PlannedInstance, markets as MarketInput, context as MarketContext);
-    const capped = enforceCaps(
-      chosen.drafts,
-      this.caps,
+    const plan = chosenPlan({
+      scheduler: this.name,
+      now,
+      snapshot,
+      catalog: this.catalog,
+      chosen,
+      candidates: checked.map((c) => c.summary),
+      reason,
+      caps: this.caps,
       packTasks,
       pinnedTaskIds,
-      (d) => compositionValue(d.composition, input.model, false),
-      markets === undefined ? undefined : (d) => plannedPricePerHour(this.catalog, bought(d)),
-    );
-    const planned = toPlanned(capped.drafts);
-    const configuration: Configuration = {
-      instances:
-        markets === undefined
-          ? planned
-          : planned.map((i) => chooseMarket(i, markets, context as MarketContext)),
-    };
-    const plan: Plan = {
-      configuration,
-      decision: {
-        scheduler: this.name,
-        nowSeconds: now,
-        candidates: checked.map((c) => c.summary),
-        chosen: chosen.summary.name,
-        horizonSeconds: horizon,
-        paybackMargin: this.paybackMargin,
-        ...(this.valueOfTime > 0 ? { valueOfTimePerJobHour: this.valueOfTime } : {}),
-        eventRatePerSecond: this.history.eventRatePerSecond,
-        fullFraction: this.history.fullFraction,
-        reason: capped.note === undefined ? reason : `${reason}; ${capped.note}`,
-        waiting: capped.waiting,
-        pinned,
-      },
-    };
+      pinned,
+      model: input.model,
+      spot: this.spotBook !== undefined,
+      jobRpOnDemand,
+      horizon,
+      paybackMargin: this.paybackMargin,
+      valueOfTime: this.valueOfTime,
+      eventRatePerSecond: this.history.eventRatePerSecond,
+      fullFraction: this.history.fullFraction,
+    });
     // The fingerprint after the choice: a Full Reconfiguration changes p, hence T, so the next round re-plans.
     this.previous = {
       fingerprint: this.fingerprint(
@@ -541,66 +387,19 @@ export class EvaScheduler implements Scheduler {
     return current.performance * w + current.byDomain * (1 - w);
   }
 
-  /** Latency-sensitive jobs slow for long enough to be placed again by the latency candidate (none when pinned). */
-  private slowJobsDue(
-    view: LatencyView | undefined,
-    pinnedTaskIds: ReadonlySet<string>,
-    tasks: ReadonlyMap<string, PackTask>,
-  ): Set<string> {
-    if (view === undefined || this.latency === undefined || !this.latency.migrate) return new Set();
-    const pinnedJobs = new Set<string>();
-    for (const id of pinnedTaskIds) {
-      const job = tasks.get(id)?.jobId;
-      if (job !== undefined) pinnedJobs.add(job);
-    }
-    return new Set(
-      this.slowJobs.due(view, this.latency.persistRounds, pinnedJobs, this.latency.maxMoveShare),
-    );
-  }
-
-  /**
-   * A round whose inputs did not change (same jobs, placements, instance states, pins, learned means and horizon)
-   * would compute the same plan: reuse it. Only the work lost since the last checkpoint grows meanwhile, which can
-   * only make a move less attractive, so reusing a "stay" decision is safe and a move decision stays the same plan.
-   */
-  private unchanged(plan: Plan, now: number): Plan {
-    return {
-      configuration: plan.configuration,
-      decision: {
-        ...plan.decision,
-        nowSeconds: now,
-        chosen: plan.decision.chosen === 'full' ? 'stay' : plan.decision.chosen,
-        reason: `inputs unchanged since t=${plan.decision.nowSeconds} s: same plan (${plan.decision.reason})`,
-      },
-    };
-  }
-
   /** Seconds since the first job event: the bootstrap horizon (reference: the simulation's clock). */
   private elapsed(now: number): number {
     return now - (this.history.firstEventSeconds ?? now);
   }
 
+  /** The round's inputs as a string (eva-plan-reuse.ts): an unchanged one reuses the last plan. */
   private fingerprint(
     snapshot: ClusterSnapshot,
     pinned: ReadonlySet<string>,
     horizon: number,
     view: LatencyView | undefined,
   ): string {
-    const parts: string[] = [String(this.table.version), horizon.toFixed(3)];
-    // Round trips change the plan of network-aware jobs only: their P_job now and how long they have been slow.
-    if (view !== undefined) {
-      parts.push(this.slowJobs.signature());
-      for (const job of view.jobs.values())
-        parts.push(`${job.id}~${view.current(job.id)?.performance ?? ''}`);
-    }
-    for (const j of snapshot.jobs)
-      parts.push(`${j.id}${j.reconfigurable ? '' : '!'}${pinned.has(j.taskIds[0] ?? '') ? '^' : ''}`);
-    for (const t of snapshot.tasks) parts.push(`${t.id}@${t.instanceId ?? ''}`);
-    for (const i of snapshot.instances)
-      parts.push(
-        `${i.id}:${i.typeName}:${i.state}:${i.taskIds.join(',')}${i.rebalanceRecommended === true ? ':rebalance' : ''}`,
-      );
-    return parts.join('|');
+    return planFingerprint(this.table.version, this.slowJobs, snapshot, pinned, horizon, view);
   }
 
   /** Same options, a deep copy of the learned state (table, event history, known jobs). */

@@ -31,7 +31,7 @@ export interface PlanningInput {
     readonly type: InstanceType;
     readonly taskIds: readonly string[];
     /**
-     * EC2 recommended rebalancing it (its price then carries its jobs' interruption risk, EvaScheduler): a plan may
+     * EC2 recommended rebalancing it (its price then carries its jobs' interruption risk, eva-pack-input.ts): a plan may
      * keep tasks on it, but one that repacks it never puts tasks back on it, so a move off is a real move.
      */
     readonly retiring?: boolean | undefined;
