@@ -254,6 +254,8 @@ export class EvaScheduler implements Scheduler {
         this.table.record(only.key, only.others, observed[0] as number);
       } else this.table.recordJob(typed, Math.min(...(observed as number[])));
     }
+    // Unseen pairs are priced at what the pairs seen so far showed (the configured rate is where it starts).
+    this.table.refreshPrior();
   }
 
   plan(snapshot: ClusterSnapshot): Plan {

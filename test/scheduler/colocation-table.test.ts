@@ -35,8 +35,46 @@ describe('co-location throughput table (Eva §4.3)', () => {
     t.record('a', ['b'], 0.6);
     const u = ColocationTable.fromJSON(JSON.parse(JSON.stringify(t.toJSON())));
     expect(u.rate('a', ['b'])).toBeCloseTo(0.7, 12);
-    expect(u.defaultRate).toBe(0.9);
+    // The configured rate is kept; the prior restored is what the pairs learned give: (0.9 + 0.7) / 2.
+    expect(u.initialRate).toBe(0.9);
+    expect(u.defaultRate).toBeCloseTo(0.8, 12);
     expect(u.summaries()).toEqual(t.summaries());
+  });
+});
+
+describe('the prior for unseen pairs, learned from the pairs seen alone together', () => {
+  it('is the mean of the pairs observed, the configured rate counted once; sets do not count', () => {
+    const t = new ColocationTable(0.95);
+    t.record('a', ['b'], 0.75);
+    // Nothing moves until the round refreshes it.
+    expect(t.rate('c', ['d'])).toBe(0.95);
+    t.refreshPrior();
+    // (0.95 + 0.75) / 2
+    expect(t.defaultRate).toBeCloseTo(0.85, 12);
+    expect(t.rate('c', ['d'])).toBeCloseTo(0.85, 12);
+    expect(t.rate('c', ['d', 'e'])).toBeCloseTo(0.7225, 12);
+    // A pair's mean counts once however often it was seen; a set of three is no pair.
+    t.record('a', ['b'], 0.75);
+    t.record('b', ['a'], 0.55);
+    t.record('a', ['b', 'c'], 0.1);
+    t.refreshPrior();
+    // (0.95 + 0.75 + 0.55) / 3
+    expect(t.defaultRate).toBeCloseTo(0.75, 12);
+    // What was learned about a pair still wins over the prior.
+    expect(t.rate('a', ['b'])).toBeCloseTo(0.75, 12);
+  });
+
+  it('drops memoized set values when it moves, and is restored with the table', () => {
+    const t = new ColocationTable(0.95);
+    t.storeValue('set', 0, ['x', 'y'], undefined, 1.23);
+    t.refreshPrior(); // nothing learned: the prior stays, so does the value
+    expect(t.cachedValue('set', 0)).toBe(1.23);
+    t.record('a', ['b'], 0.55);
+    t.refreshPrior();
+    expect(t.cachedValue('set', 0)).toBeUndefined();
+    const u = ColocationTable.fromJSON(JSON.parse(JSON.stringify(t.toJSON())));
+    expect(u.initialRate).toBe(0.95);
+    expect(u.defaultRate).toBeCloseTo(0.75, 12);
   });
 });
 
@@ -98,6 +136,7 @@ describe('pair factors learned from sets of three or more (a pair never seen alo
     t.record('a', ['b'], 0.8);
     t.record('a', ['b', 'c'], 0.6);
     t.record('a', ['c', 'd'], 0.81);
+    t.refreshPrior(); // as each round does: the restored table refreshes its prior from the same pairs
     const u = ColocationTable.fromJSON(JSON.parse(JSON.stringify(t.toJSON())));
     expect(u.factorSummaries()).toEqual(t.factorSummaries());
     for (const others of [['c'], ['d'], ['c', 'z'], ['b', 'c'], ['c', 'd']])
