@@ -69,11 +69,11 @@ export interface BetweenRoundsInput {
   readonly expectedRate?: ((key: string, others: readonly string[]) => number) | undefined;
   /**
    * Whether the last round's admission left a job waiting (`capHoldsJobsBack`: the caps, or a class's share of them,
-   * kept it out; a job no type can host does not count). When it did not, the next
-   * round admits every waiting job and packs it with the others that arrived meanwhile, within one round period:
-   * placing a job alone now saves minutes and costs that joint packing (measured: +0.1–0.5% cost and a longer mean
-   * JCT on pai_200 and the Alibaba trace without caps), so nothing is placed. Under a binding cap a job may wait
-   * hours, and capacity freed by a completion stays paid and idle until the next round: that is what this fills.
+   * kept it out; a job no type can host does not count). When it did not, the next round admits every waiting job
+   * and packs it with the others that arrived meanwhile, within one round period: placing a job alone now saves
+   * minutes and costs that joint packing (measured without caps: +0.1–0.5% cost and a longer mean JCT on pai_200 and
+   * the Alibaba trace), so nothing is placed. Under a binding cap a job may wait hours, and capacity freed by a
+   * completion stays paid and idle until the next round: that is what this fills.
    */
   readonly capHoldsJobsBack: boolean;
 }
