@@ -37,6 +37,8 @@ export interface WaitingJob {
   readonly taskSeconds: number;
 }
 
+type WaitingTask = WaitingJob['tasks'][number];
+
 export interface PaidInstance {
   readonly id: string;
   readonly family: string;
@@ -119,7 +121,7 @@ export function placeBetweenRounds(input: BetweenRoundsInput): BetweenRoundsPlac
       });
     }
     if (slots.length === 0) continue;
-    const demands = new Map(job.tasks.map((t) => [t.id, t.demand]));
+    const tasksById = new Map(job.tasks.map((t) => [t.id, t]));
     const placement = placeJobOnSlots(
       job.tasks.map((t) => ({
         taskId: t.id,
@@ -146,7 +148,7 @@ export function placeBetweenRounds(input: BetweenRoundsInput): BetweenRoundsPlac
         p.expectedStartSeconds > a.expectedStartSeconds ? p : a,
       );
       const inst = byId.get(latest.instanceId) as PaidInstance;
-      const demand = demandOn(demands.get(latest.taskId) as FamilyDemand, inst.family) as Resources;
+      const demand = demandOn((tasksById.get(latest.taskId) as WaitingTask).demand, inst.family) as Resources;
       bindChoice = bindOrLaunch({
         nowSeconds: input.nowSeconds,
         taskSeconds: job.taskSeconds,
@@ -166,10 +168,10 @@ export function placeBetweenRounds(input: BetweenRoundsInput): BetweenRoundsPlac
     }
     for (const p of placement.placements) {
       const inst = byId.get(p.instanceId) as PaidInstance;
-      const d = demandOn(demands.get(p.taskId) as FamilyDemand, inst.family) as Resources;
+      const task = tasksById.get(p.taskId) as WaitingTask;
+      const d = demandOn(task.demand, inst.family) as Resources;
       free.set(p.instanceId, sub(free.get(p.instanceId) as Resources, d));
-      const task = job.tasks.find((t) => t.id === p.taskId);
-      if (task?.key !== undefined && task.reservationPricePerHour !== undefined)
+      if (task.key !== undefined && task.reservationPricePerHour !== undefined)
         held
           .get(p.instanceId)
           ?.push({ key: task.key, reservationPricePerHour: task.reservationPricePerHour });

@@ -288,12 +288,13 @@ export class EvaScheduler implements Scheduler {
       },
     );
 
-    const trafficPrice = crossZonePricePerGiB(this.catalog);
-    const evaluate = candidateEvaluator({ input, jobs, jobRp, now, trafficPrice, staying, valueOfTimeOf });
     const fingerprint = this.fingerprint(snapshot, pinnedTaskIds, horizon, view);
     const previous = this.previous;
     if (previous !== undefined && previous.fingerprint === fingerprint)
       return unchangedPlan(previous.plan, now);
+
+    const trafficPrice = crossZonePricePerGiB(this.catalog);
+    const evaluate = candidateEvaluator({ input, jobs, jobRp, now, trafficPrice, staying, valueOfTimeOf });
 
     const candidates = generateCandidates({
       variant: this.variant,
