@@ -7,6 +7,7 @@ import {
   type LocalInstance,
   type WorkerSpawner,
 } from '../../src/cloud/local/local-provider.js';
+import { LocalInstanceFile } from '../../src/cloud/local/instance-file.js';
 import { ProcessWorkerSpawner } from '../../src/cloud/local/worker-spawner.js';
 import { TAG_CLUSTER, TAG_LAUNCH_TOKEN } from '../../src/cloud/provider.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
@@ -221,6 +222,21 @@ describe('local provider (real worker processes)', () => {
     expect(alive(pid)).toBe(true);
     // A restarted controller carries out its pending terminate again: the worker is killed this time.
     await provider(dir).provider.terminate([id]);
+    expect(await waitDead(pid)).toBe(true);
+  });
+
+  it('a launch cut short between spawning the worker and recording its pid: terminate finds the worker and kills it', async () => {
+    const dir = join(tmp, 'launch-crash');
+    const { provider: p } = provider(dir);
+    const id = (await p.launch(request('p-1'))).instanceIds[0] as string;
+    const pid = pidOf(p, id);
+    // The record as the crash leaves it: written before the spawn, the pid never added.
+    const record = p.instances()[0] as LocalInstance;
+    const { pid: _dropped, ...withoutPid } = record;
+    new LocalInstanceFile(join(dir, 'local-instances.json')).write([withoutPid]);
+    const restarted = provider(dir).provider;
+    expect(restarted.instances()[0]?.pid).toBeUndefined();
+    await restarted.terminate([id]);
     expect(await waitDead(pid)).toBe(true);
   });
 

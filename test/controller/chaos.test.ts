@@ -109,7 +109,8 @@ afterAll(async () => {
   }
   killLocalLeftovers(stateDir);
   // CHAOS_KEEP=1 keeps the state, the workers' logs and the marks to look into.
-  if (process.env['CHAOS_KEEP'] === undefined) rmSync(scratch, { recursive: true, force: true });
+  if (process.env['CHAOS_KEEP'] === undefined)
+    rmSync(scratch, { recursive: true, force: true, maxRetries: 5 });
   else process.stderr.write(`[chaos] kept ${scratch}\n`);
 });
 

@@ -190,26 +190,62 @@ export async function startLocalController(
 /** Kill whatever a test's local controller left running (workers are detached process groups). */
 export function killLocalLeftovers(stateDir: string): void {
   const records: LocalInstanceRecord[] = readLocalInstances(join(stateDir, 'local-instances.json'));
+  const groups = new Set<number>();
   for (const i of records) {
-    if (i.pid !== undefined)
-      try {
-        process.kill(-i.pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
+    if (i.pid !== undefined) groups.add(i.pid);
     // Process-executor tasks run in their own process groups.
     const executorDir = join(i.dir, 'executor');
     if (existsSync(executorDir))
       for (const task of readdirSync(executorDir)) {
         const pid = taskPid(i.dir, task);
-        if (pid !== undefined)
-          try {
-            process.kill(-pid, 'SIGKILL');
-          } catch {
-            // already gone
-          }
+        if (pid !== undefined) groups.add(pid);
       }
   }
+  // A worker whose pid never reached the record (its controller killed right after the spawn) is found by its
+  // command line, which names its work directory under the state directory.
+  // (Workers run in process groups of their own; never this one, which the test's controller may share.)
+  const ownGroup = processGroupOf('self');
+  for (const p of liveProcesses())
+    if (p.argv.includes('worker') && p.argv.some((arg) => arg.startsWith(stateDir)) && p.pgrp !== ownGroup)
+      groups.add(p.pgrp);
+  for (const group of groups)
+    try {
+      process.kill(-group, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  // SIGKILL is delivered asynchronously: a worker can still finish a write into the state directory after `kill`
+  // returns, and deleting the directory then fails with ENOTEMPTY. Wait (bounded) until the groups are empty.
+  const deadline = Date.now() + 5000;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  while (liveProcesses().some((p) => groups.has(p.pgrp)) && Date.now() < deadline)
+    Atomics.wait(pause, 0, 0, 20);
+}
+
+function processGroupOf(pid: string): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+}
+
+/** The processes /proc lists, zombies left out (they write nothing, and may have no parent left to reap them). */
+function liveProcesses(): { readonly pgrp: number; readonly argv: readonly string[] }[] {
+  const found: { pgrp: number; argv: string[] }[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // The fields after the parenthesised command name: state, ppid, pgrp, …
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (fields[0] === 'Z') continue;
+      found.push({
+        pgrp: Number(fields[2]),
+        argv: readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0'),
+      });
+    } catch {
+      // exited while we looked
+    }
+  }
+  return found;
 }
 
 /** The pid of a process-executor task on a local instance, from its record. */

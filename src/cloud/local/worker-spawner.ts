@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LAUNCH_SECRET_ENV, launchSecretFor } from '../../protocol/launch-secret.js';
 import { PROJECT_ROOT } from '../catalog-file.js';
@@ -90,9 +90,11 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
   }
 
   async kill(instance: LocalInstance): Promise<void> {
-    if (instance.pid !== undefined && isWorkerOf(instance.pid, instance.instanceId)) {
+    // A controller that died between spawning the worker and recording its pid left a record without one.
+    const pid = instance.pid ?? findWorkerPid(instance.instanceId);
+    if (pid !== undefined && isWorkerOf(pid, instance.instanceId)) {
       try {
-        process.kill(-instance.pid, 'SIGKILL');
+        process.kill(-pid, 'SIGKILL');
       } catch {
         // already gone
       }
@@ -147,6 +149,31 @@ export function isWorkerOf(pid: number, instanceId: string): boolean {
       return false;
     }
   }
+}
+
+/**
+ * The pid of the running worker of this instance, found by its command line (`worker … --instance-id <id>`), or
+ * undefined where there is none or no /proc to look in.
+ */
+export function findWorkerPid(instanceId: string): number | undefined {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return undefined;
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    let argv: string[];
+    try {
+      argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+    } catch {
+      continue; // exited while we looked
+    }
+    const at = argv.indexOf('--instance-id');
+    if (argv.includes('worker') && at >= 0 && argv[at + 1] === instanceId) return Number(entry);
+  }
+  return undefined;
 }
 
 function bootDelayArgs(seconds: number): string[] {
