@@ -93,34 +93,48 @@ const capsSchema = z
  * Eva and its ablations; the baselines have none. Unknown keys are errors.
  */
 const unitRate = z.number().finite().gt(0, 'must be > 0').max(1, 'must be ≤ 1');
-const schedulerSchema = z.strictObject({
-  /**
-   * Any registered policy: Eva, its ablations, or a baseline (to compare them on a real cluster). The controller has
-   * no offline interference profile, so Owl, which plans from one, assumes co-location costs nothing (a profile of 1).
-   */
-  name: z
-    .enum(SCHEDULER_NAMES, { error: (issue) => unknownSchedulerProblem([String(issue.input)]) })
-    .default('eva'),
-  /** `packed` (default) or `standalone` (Eva §4.2) task prices. */
-  prices: z.enum(['packed', 'standalone']).optional(),
-  /** Packed prices: expected share of an instance's bottleneck capacity in use (default 0.8). */
-  packingEfficiency: unitRate.optional(),
-  /** A move must save this many times its migration cost over the horizon (default 8; Eva's eq. 1: 1). */
-  paybackMargin: z.number().finite().min(1, 'must be ≥ 1').optional(),
-  /** Co-location throughput per co-located task assumed before anything is learned (default 0.95). */
-  defaultRate: unitRate.optional(),
-  /**
-   * What an hour of a job's completion time is worth, $, for jobs whose spec does not say (default
-   * DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR, $0.5; 0 is dollars only, Eva's rule).
-   * Eva then declines a co-location or a move that saves less than the time it costs.
-   */
-  valueOfTimePerJobHour: z
-    .number()
-    .finite()
-    .min(0, 'must be ≥ 0 ($ per job-hour)')
-    .max(MAX_VALUE_OF_TIME_PER_JOB_HOUR, `must be ≤ ${MAX_VALUE_OF_TIME_PER_JOB_HOUR} ($ per job-hour)`)
-    .optional(),
-});
+const schedulerSchema = z
+  .strictObject({
+    /**
+     * Any registered policy: Eva, its ablations, or a baseline (to compare them on a real cluster). The controller has
+     * no offline interference profile, so Owl, which plans from one, assumes co-location costs nothing (a profile of 1).
+     */
+    name: z
+      .enum(SCHEDULER_NAMES, { error: (issue) => unknownSchedulerProblem([String(issue.input)]) })
+      .default('eva'),
+    /** `packed` (default) or `standalone` (Eva §4.2) task prices. */
+    prices: z.enum(['packed', 'standalone']).optional(),
+    /** Packed prices: expected share of an instance's bottleneck capacity in use (default 0.8). */
+    packingEfficiency: unitRate.optional(),
+    /** A move must save this many times its migration cost over the horizon (default 8; Eva's eq. 1: 1). */
+    paybackMargin: z.number().finite().min(1, 'must be ≥ 1').optional(),
+    /** Co-location throughput per co-located task assumed before anything is learned (default 0.95). */
+    defaultRate: unitRate.optional(),
+    /**
+     * What an hour of a job's completion time is worth, $, for jobs whose spec does not say; `auto` (the default) learns
+     * it each round so that running jobs' mean slowdown from co-location stays near `targetSlowdown`; 0 is dollars
+     * only, Eva's rule. Eva then declines a co-location or a move that saves less than the time it costs.
+     */
+    valueOfTimePerJobHour: z
+      .union([
+        z.literal('auto'),
+        z
+          .number()
+          .finite()
+          .min(0, 'must be ≥ 0 ($ per job-hour)')
+          .max(
+            MAX_VALUE_OF_TIME_PER_JOB_HOUR,
+            `must be ≤ ${MAX_VALUE_OF_TIME_PER_JOB_HOUR} ($ per job-hour)`,
+          ),
+      ])
+      .optional(),
+    /** With `valueOfTimePerJobHour: auto`: the mean slowdown of running jobs to hold, in (0, 1) (default 0.09). */
+    targetSlowdown: z.number().gt(0, 'must be > 0').lt(1, 'must be < 1').optional(),
+  })
+  .refine((s) => s.targetSlowdown === undefined || typeof s.valueOfTimePerJobHour !== 'number', {
+    path: ['targetSlowdown'],
+    message: 'applies to a learned value of time only: valueOfTimePerJobHour must be auto or unset',
+  });
 
 /**
  * The `queue:` section: WFQ classes, weights, orderings and preemption (PCS §3; src/queue/wfq.ts). Unknown keys are

@@ -14,8 +14,15 @@ import type { ControllerScheduler } from './scheduler-state.js';
 export function configuredSchedulerRecipe(
   config: Pick<ControllerConfig, 'scheduler' | 'caps'>,
 ): SchedulerRecipe {
-  const { name, prices, packingEfficiency, paybackMargin, defaultRate, valueOfTimePerJobHour } =
-    config.scheduler;
+  const {
+    name,
+    prices,
+    packingEfficiency,
+    paybackMargin,
+    defaultRate,
+    valueOfTimePerJobHour,
+    targetSlowdown,
+  } = config.scheduler;
   return {
     kind: 'registered',
     name,
@@ -25,6 +32,7 @@ export function configuredSchedulerRecipe(
       evaPaybackMargin: paybackMargin,
       evaDefaultRate: defaultRate,
       evaValueOfTime: valueOfTimePerJobHour,
+      evaTargetSlowdown: targetSlowdown,
       caps: schedulerCaps(config.caps),
     },
   };

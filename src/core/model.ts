@@ -23,6 +23,9 @@ export interface SchedTask {
 /** The largest value of an hour of a job's completion time accepted anywhere, $ (far above any instance's price). */
 export const MAX_VALUE_OF_TIME_PER_JOB_HOUR = 10_000;
 
+/** A scheduler's value of an hour of a job's completion time: $, or 'auto' (learned from a target slowdown). */
+export type ValueOfTimeSetting = number | 'auto';
+
 export interface SchedJob {
   readonly id: string;
   readonly taskIds: readonly string[];

@@ -11,13 +11,14 @@ import type { Plan } from './types.js';
  */
 export function planFingerprint(
   tableVersion: number,
+  valueOfTime: number,
   slowJobs: SlowJobTracker,
   snapshot: ClusterSnapshot,
   pinned: ReadonlySet<string>,
   horizon: number,
   view: LatencyView | undefined,
 ): string {
-  const parts: string[] = [String(tableVersion), horizon.toFixed(3)];
+  const parts: string[] = [String(tableVersion), String(valueOfTime), horizon.toFixed(3)];
   // Round trips change the plan of network-aware jobs only: their P_job now and how long they have been slow.
   if (view !== undefined) {
     parts.push(slowJobs.signature());

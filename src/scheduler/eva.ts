@@ -1,11 +1,13 @@
 import { crossZonePricePerGiB, type Catalog } from '../core/catalog.js';
 import {
   MAX_VALUE_OF_TIME_PER_JOB_HOUR,
+  type ValueOfTimeSetting,
   type Caps,
   type ClusterSnapshot,
   type SchedJob,
 } from '../core/model.js';
 import { ColocationTable, type SerializedColocationTable } from './colocation-table.js';
+import { SlowdownBudget, type SlowdownBudgetState } from './slowdown-budget.js';
 import { EventHistory, horizonSeconds } from './decision-rule.js';
 import { candidateEvaluator, generateCandidates, slowJobsDue, type EvaVariant } from './eva-candidates.js';
 import { capViolation, chooseCandidate } from './eva-choice.js';
@@ -33,13 +35,17 @@ export const DEFAULT_PACKING_EFFICIENCY = 0.8;
 /** EvaOptions.paybackMargin's default, measured in README "How the scheduler decides" (k = 8). */
 export const DEFAULT_PAYBACK_MARGIN = 8;
 /**
- * EvaOptions.valueOfTimePerJobHour's default, in $ per hour of a job's completion time (0 weighs dollars only, as
- * Eva does). Chosen by measurement on pai_200 and twenty Alibaba conversions (README "How the scheduler decides",
- * "Value of time"): $0.5 lowered cost and mean JCT on pai_200 and mean JCT on both sets of conversions at the same
- * cost, and no baseline beat it on both on any of them; $2 and $8 let Karpenter-Balanced do so on one seed, and from
- * about $10 pai_200 costs more than 0.66 of No-Packing.
+ * EvaOptions.valueOfTimePerJobHour's default: learned from a slowdown budget (slowdown-budget.ts), since the dollar
+ * figure that keeps completion times near No-Packing's differs from workload to workload. See DEFAULT_TARGET_SLOWDOWN.
  */
-export const DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR = 0.5;
+export const DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR: ValueOfTimeSetting = 'auto';
+/**
+ * EvaOptions.targetSlowdown's default: running jobs may go 9% slower than alone on average. Chosen on 300-job Alibaba
+ * conversions at seeds 1–6, which the frontier's seeds (21–30) do not include (README "Value of time"). Mean cost and
+ * JCT of No-Packing's, single-task / half multi-task: 8%: 0.566, 1.090 / 0.608, 1.091; 9%: 0.552, 1.101 / 0.597,
+ * 1.104; 10%: 0.545, 1.107 / 0.593, 1.120 (a fixed $8: 0.562, 1.107 / 0.595, 1.124).
+ */
+export const DEFAULT_TARGET_SLOWDOWN = 0.09;
 
 /** Eva's user-facing tunables as the CLI and the controller config name them (all optional: Eva's defaults). */
 export interface EvaTunables {
@@ -47,7 +53,8 @@ export interface EvaTunables {
   readonly packingEfficiency?: number | undefined;
   readonly paybackMargin?: number | undefined;
   readonly defaultRate?: number | undefined;
-  readonly valueOfTimePerJobHour?: number | undefined;
+  readonly valueOfTimePerJobHour?: ValueOfTimeSetting | undefined;
+  readonly targetSlowdown?: number | undefined;
 }
 
 /** EvaOptions for the tunables that are set (unset ones keep Eva's defaults). */
@@ -55,10 +62,16 @@ export function evaTunables(
   t: EvaTunables,
 ): Pick<
   EvaOptions,
-  'reservationPrice' | 'packingEfficiency' | 'paybackMargin' | 'defaultRate' | 'valueOfTimePerJobHour'
+  | 'reservationPrice'
+  | 'packingEfficiency'
+  | 'paybackMargin'
+  | 'defaultRate'
+  | 'valueOfTimePerJobHour'
+  | 'targetSlowdown'
 > {
   return {
     ...(t.valueOfTimePerJobHour !== undefined ? { valueOfTimePerJobHour: t.valueOfTimePerJobHour } : {}),
+    ...(t.targetSlowdown !== undefined ? { targetSlowdown: t.targetSlowdown } : {}),
     ...(t.prices !== undefined ? { reservationPrice: t.prices } : {}),
     ...(t.packingEfficiency !== undefined ? { packingEfficiency: t.packingEfficiency } : {}),
     ...(t.paybackMargin !== undefined ? { paybackMargin: t.paybackMargin } : {}),
@@ -126,9 +139,12 @@ export interface EvaOptions {
    * What an hour of a job's completion time is worth, in $, for jobs that do not say (SchedJob.valueOfTimePerHour).
    * Candidates are then compared on dollars plus the value of the time they add: the slowdown co-location causes
    * (set values lose v·(1 − r), packing.ts compositionValue), a move's downtime and lost work, and the wait for new
-   * instances (eva-choice.ts summarizeCandidate). Default DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR; 0 is Eva's rule.
+   * instances (eva-choice.ts summarizeCandidate). 'auto' (the default): learned each round so that running jobs' mean
+   * slowdown stays near `targetSlowdown` (slowdown-budget.ts); 0 is Eva's rule.
    */
-  readonly valueOfTimePerJobHour?: number;
+  readonly valueOfTimePerJobHour?: ValueOfTimeSetting;
+  /** With an 'auto' value of time: the mean slowdown of running jobs to hold, in (0, 1) (DEFAULT_TARGET_SLOWDOWN). */
+  readonly targetSlowdown?: number;
 }
 
 /**
@@ -154,8 +170,10 @@ export class EvaScheduler implements Scheduler {
   private readonly priceOf: TaskPrice;
   private readonly packedPrices: boolean;
   private readonly paybackMargin: number;
-  /** $ per job-hour of completion time for jobs that do not say (EvaOptions.valueOfTimePerJobHour). */
-  private readonly valueOfTime: number;
+  /** $ per job-hour of completion time for jobs that do not say, when fixed (EvaOptions.valueOfTimePerJobHour). */
+  private readonly fixedValueOfTime: number | undefined;
+  /** Learns the value of time when it is 'auto'. */
+  private slowdownBudget: SlowdownBudget | undefined;
   /** Undefined: latency-blind. */
   private readonly latency: ResolvedLatencyOptions | undefined;
   private slowJobs = new SlowJobTracker();
@@ -189,11 +207,18 @@ export class EvaScheduler implements Scheduler {
     this.paybackMargin = options.paybackMargin ?? DEFAULT_PAYBACK_MARGIN;
     if (!(Number.isFinite(this.paybackMargin) && this.paybackMargin >= 1))
       throw new Error(`payback margin must be a finite number ≥ 1, got ${this.paybackMargin}`);
-    this.valueOfTime = options.valueOfTimePerJobHour ?? DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR;
-    if (!(this.valueOfTime >= 0 && this.valueOfTime <= MAX_VALUE_OF_TIME_PER_JOB_HOUR))
-      throw new Error(
-        `value of time must be in [0, ${MAX_VALUE_OF_TIME_PER_JOB_HOUR}] $ per job-hour, got ${this.valueOfTime}`,
-      );
+    const valueOfTime = options.valueOfTimePerJobHour ?? DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR;
+    if (valueOfTime === 'auto') {
+      this.fixedValueOfTime = undefined;
+      this.slowdownBudget = new SlowdownBudget(options.targetSlowdown ?? DEFAULT_TARGET_SLOWDOWN);
+    } else {
+      if (!(valueOfTime >= 0 && valueOfTime <= MAX_VALUE_OF_TIME_PER_JOB_HOUR))
+        throw new Error(
+          `value of time must be in [0, ${MAX_VALUE_OF_TIME_PER_JOB_HOUR}] $ per job-hour, got ${valueOfTime}`,
+        );
+      this.fixedValueOfTime = valueOfTime;
+      this.slowdownBudget = undefined;
+    }
     this.packedPrices = (options.reservationPrice ?? 'packed') === 'packed';
     this.priceOf = this.packedPrices
       ? (b, d, n) => (n > 1 ? b.reservationPrice(d) : b.packedReservationPrice(d, efficiency))
@@ -201,6 +226,11 @@ export class EvaScheduler implements Scheduler {
     const singlePlan = this.variant === 'eva-full-only' || this.variant === 'eva-partial-only';
     this.consolidation =
       !singlePlan && (options.consolidation ?? true) ? new ConsolidationCandidate(catalog) : undefined;
+  }
+
+  /** $ per job-hour of completion time for jobs that do not say: fixed, or learned from the slowdown budget. */
+  private get valueOfTime(): number {
+    return this.fixedValueOfTime ?? (this.slowdownBudget as SlowdownBudget).valuePerJobHour;
   }
 
   private get model(): RateModel {
@@ -256,6 +286,16 @@ export class EvaScheduler implements Scheduler {
     }
     // Unseen pairs are priced at what the pairs seen so far showed (the configured rate is where it starts).
     this.table.refreshPrior();
+    // The slowdown budget sees every running job's slowdown from co-location (a gang's is its slowest task's).
+    if (this.slowdownBudget !== undefined) {
+      const slowdowns: number[] = [];
+      for (const job of snapshot.jobs) {
+        const observed = job.taskIds.map((id) => value.get(id));
+        if (observed.length > 0 && observed.every((v) => v !== undefined))
+          slowdowns.push(1 - Math.min(1, ...(observed as number[])));
+      }
+      this.slowdownBudget.observe(snapshot.nowSeconds, slowdowns);
+    }
   }
 
   plan(snapshot: ClusterSnapshot): Plan {
@@ -402,7 +442,15 @@ export class EvaScheduler implements Scheduler {
     horizon: number,
     view: LatencyView | undefined,
   ): string {
-    return planFingerprint(this.table.version, this.slowJobs, snapshot, pinned, horizon, view);
+    return planFingerprint(
+      this.table.version,
+      this.valueOfTime,
+      this.slowJobs,
+      snapshot,
+      pinned,
+      horizon,
+      view,
+    );
   }
 
   /** Same options, a deep copy of the learned state (table, event history, known jobs). */
@@ -424,12 +472,15 @@ export class EvaScheduler implements Scheduler {
     knownJobs: string[];
     /** Each slow latency-sensitive job's rounds and since when (absent in state saved before latency-aware placement). */
     slowJobs?: [string, number, number][];
+    /** What the slowdown budget learned (an 'auto' value of time only). */
+    slowdownBudget?: SlowdownBudgetState;
   } {
     return {
       table: this.table.toJSON(),
       history: this.history.toJSON(),
       knownJobs: [...this.knownJobs],
       slowJobs: this.slowJobs.toJSON(),
+      ...(this.slowdownBudget === undefined ? {} : { slowdownBudget: this.slowdownBudget.toJSON() }),
     };
   }
 
@@ -438,6 +489,8 @@ export class EvaScheduler implements Scheduler {
     this.history = EventHistory.fromJSON(state.history);
     this.knownJobs = new Set(state.knownJobs);
     this.slowJobs = SlowJobTracker.fromJSON(state.slowJobs);
+    if (this.slowdownBudget !== undefined)
+      this.slowdownBudget = SlowdownBudget.fromJSON(this.slowdownBudget.target, state.slowdownBudget);
   }
 
   /** Arrivals and completions feed λ (reference `update_event_arrival_times`). */

@@ -1,5 +1,5 @@
 import type { Catalog } from '../core/catalog.js';
-import type { Caps } from '../core/model.js';
+import type { Caps, ValueOfTimeSetting } from '../core/model.js';
 import { ValidationError } from '../core/validation.js';
 import { KarpenterScheduler } from './baselines/karpenter.js';
 import { NoPackingScheduler } from './baselines/no-packing.js';
@@ -59,8 +59,10 @@ export interface SchedulerOptions {
   readonly evaPackingEfficiency?: number | undefined;
   /** A move must save this many times its migration cost over the horizon (EvaOptions.paybackMargin; default 8). */
   readonly evaPaybackMargin?: number | undefined;
-  /** $ per hour of a job's completion time, for jobs that do not say (EvaOptions.valueOfTimePerJobHour; default 0). */
-  readonly evaValueOfTime?: number | undefined;
+  /** $ per hour of a job's completion time, for jobs that do not say, or 'auto' (EvaOptions.valueOfTimePerJobHour). */
+  readonly evaValueOfTime?: ValueOfTimeSetting | undefined;
+  /** With an 'auto' value of time, the mean slowdown of running jobs to hold (EvaOptions.targetSlowdown). */
+  readonly evaTargetSlowdown?: number | undefined;
   /** Hard caps Eva keeps its plans under (EvaOptions.caps; the queue layer's safety rail). Baselines ignore them. */
   readonly caps?: Caps | undefined;
   /** Eva's latency-aware placement settings (domain defaults, thresholds, migration trigger). Baselines ignore them. */
@@ -119,6 +121,7 @@ export function createScheduler(name: string, options: SchedulerOptions, field =
           paybackMargin: options.evaPaybackMargin,
           defaultRate: options.evaDefaultRate,
           valueOfTimePerJobHour: options.evaValueOfTime,
+          targetSlowdown: options.evaTargetSlowdown,
         }),
         ...(options.caps !== undefined ? { caps: options.caps } : {}),
         latencyAware: name !== 'eva-latency-blind',

@@ -1,5 +1,6 @@
 import { loadCatalogFile } from '../cloud/catalog-file.js';
 import type { Catalog } from '../core/catalog.js';
+import type { ValueOfTimeSetting } from '../core/model.js';
 import { ValidationError } from '../core/validation.js';
 import type { ControllerSettings } from './controller-runtime/execute.js';
 import type { QueueCaps } from '../queue/caps.js';
@@ -79,8 +80,10 @@ export interface RunRequest {
   readonly evaPackingEfficiency?: number | undefined;
   /** Eva's payback margin k (EvaOptions.paybackMargin). */
   readonly evaPaybackMargin?: number | undefined;
-  /** Eva's value of an hour of a job's completion time, $ (EvaOptions.valueOfTimePerJobHour). */
-  readonly evaValueOfTime?: number | undefined;
+  /** Eva's value of an hour of a job's completion time, $ or 'auto' (EvaOptions.valueOfTimePerJobHour). */
+  readonly evaValueOfTime?: ValueOfTimeSetting | undefined;
+  /** With an 'auto' value of time, the mean slowdown to hold (EvaOptions.targetSlowdown). */
+  readonly evaTargetSlowdown?: number | undefined;
   /** The run's name in reports when not the scheduler's own (a value-of-time sweep runs eva once per value). */
   readonly label?: string | undefined;
   /** Replace the measured contention matrix by a uniform pairwise rate (Eva §6.4 ablation). */
@@ -193,6 +196,7 @@ export function requestScheduler(
     evaPackingEfficiency: request.evaPackingEfficiency,
     evaPaybackMargin: request.evaPaybackMargin,
     evaValueOfTime: request.evaValueOfTime,
+    evaTargetSlowdown: request.evaTargetSlowdown,
     caps: caps === undefined || Object.keys(caps).length === 0 ? undefined : schedulerCaps(caps),
     spot: request.spot !== undefined,
   });

@@ -1,3 +1,5 @@
+import type { ValueOfTimeSetting } from '../core/model.js';
+
 /** What one simulated run produces; the report (JSON, CSV, HTML) and `simulate --json` are built from it. */
 export interface RunSummary {
   readonly scheduler: string;
@@ -15,8 +17,8 @@ export interface RunSummary {
   /** Share of scheduling rounds where Full Reconfiguration was chosen (0 for schedulers without it). */
   readonly fullReconfigFraction: number;
   readonly wallSeconds: number;
-  /** Eva's value of an hour of a job's completion time in this run ($), when one was set (value-of-time sweeps). */
-  readonly valueOfTimePerJobHour?: number | undefined;
+  /** Eva's value of an hour of a job's completion time in this run ($ or 'auto'), when one was set (value-of-time sweeps). */
+  readonly valueOfTimePerJobHour?: ValueOfTimeSetting | undefined;
 }
 
 /** Time series sampled at every change (event-driven), for the report's charts. */

@@ -18,6 +18,16 @@ afterAll(() => {
 });
 
 describe('fleetwise simulate --value-of-time', () => {
+  it('auto (the default) learns it from --target-slowdown', async () => {
+    const out = join(dir, 'auto');
+    const run = await runCli([...TINY, '--scheduler', 'eva', '--target-slowdown', '0.05', '--out', out]);
+    expect(run.code, run.stderr).toBe(0);
+    const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as {
+      settings: { valueOfTimePerJobHour: string; targetSlowdown: number };
+    };
+    expect(report.settings).toMatchObject({ valueOfTimePerJobHour: 'auto', targetSlowdown: 0.05 });
+  }, 120_000);
+
   it('a list runs eva once per value and each baseline once, and draws them in the frontier chart', async () => {
     const out = join(dir, 'sweep');
     const run = await runCli([
@@ -25,7 +35,7 @@ describe('fleetwise simulate --value-of-time', () => {
       '--scheduler',
       'eva,no-packing,owl',
       '--value-of-time',
-      '0,2,8',
+      '0,2,8,auto',
       '--json',
       '--out',
       out,
@@ -36,17 +46,20 @@ describe('fleetwise simulate --value-of-time', () => {
       'eva@vot=0',
       'eva@vot=2',
       'eva@vot=8',
+      'eva@vot=auto',
       'no-packing',
       'owl',
     ]);
-    expect(runs.map((r) => r.valueOfTimePerJobHour)).toEqual([0, 2, 8, undefined, undefined]);
+    expect(runs.map((r) => r.valueOfTimePerJobHour)).toEqual([0, 2, 8, 'auto', undefined, undefined]);
     const html = readFileSync(join(out, 'report.html'), 'utf8');
     expect(html).toContain('id="chart-frontier"');
     expect(html).toContain('$8/h');
+    // The learned value of time is a point of its own, not a value on the swept line.
+    expect(html).toContain('eva (auto value of time)');
     const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as {
       settings: { valueOfTimePerJobHour: string };
     };
-    expect(report.settings.valueOfTimePerJobHour).toBe('0, 2, 8');
+    expect(report.settings.valueOfTimePerJobHour).toBe('0, 2, 8, auto');
   }, 180_000);
 
   it('one value runs eva once under its own name', async () => {
@@ -64,5 +77,19 @@ describe('fleetwise simulate --value-of-time', () => {
     const twice = await runCli([...TINY, '--scheduler', 'eva', '--value-of-time', '2,2']);
     expect(twice.code).not.toBe(0);
     expect(twice.stderr).toContain('values must differ');
+    const target = await runCli([...TINY, '--scheduler', 'eva', '--target-slowdown', '1.5']);
+    expect(target.code).not.toBe(0);
+    expect(target.stderr).toMatch(/--target-slowdown.*must be < 1/s);
+    const fixed = await runCli([
+      ...TINY,
+      '--scheduler',
+      'eva',
+      '--value-of-time',
+      '2',
+      '--target-slowdown',
+      '0.1',
+    ]);
+    expect(fixed.code).not.toBe(0);
+    expect(fixed.stderr).toContain('add auto to --value-of-time');
   }, 120_000);
 });

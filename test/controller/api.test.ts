@@ -680,6 +680,22 @@ describe('controller API: /metrics', () => {
     expect(text).toContain(`fleetwise_jobs{state="cancelled"} ${cancelled}`);
     const cost = service.cluster().costPerHour;
     expect(text).toContain(`fleetwise_cost_per_hour_dollars ${cost}`);
+    // The value of time the latest round planned with (learned by default, so it changes from round to round).
+    const latest = service.store.latestRound();
+    if (latest === undefined) throw new Error('the fixture recorded a round earlier in this file');
+    expect(text).toMatch(
+      new RegExp(
+        `^fleetwise_value_of_time_dollars_per_job_hour ${latest.decision.valueOfTimePerJobHour ?? 0}$`,
+        'm',
+      ),
+    );
+    service.store.recordRound({
+      configuration: { instances: [] },
+      decision: { ...latest.decision, valueOfTimePerJobHour: 1.4142135623730951 },
+    });
+    expect((await call('GET', '/metrics')).text).toMatch(
+      /^fleetwise_value_of_time_dollars_per_job_hour 1\.4142135623730951$/m,
+    );
   });
 });
 

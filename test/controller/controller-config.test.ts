@@ -214,6 +214,37 @@ describe('controller configuration', () => {
       defaultRegion: 'us-east-1',
     });
     expect(settingsFromConfig(plain).eva).toEqual({}); // Eva's defaults
+    const learned = file(
+      'auto.yaml',
+      [
+        'cluster: c',
+        'stateDir: s',
+        'scheduler:',
+        '  valueOfTimePerJobHour: auto',
+        '  targetSlowdown: 0.12',
+      ].join('\n'),
+    );
+    expect(
+      settingsFromConfig(
+        loadControllerConfig({ flags: { config: learned }, env: {}, defaultRegion: 'us-east-1' }),
+      ).eva,
+    ).toEqual({ valueOfTimePerJobHour: 'auto', targetSlowdown: 0.12 });
+    const both = file(
+      'both.yaml',
+      [
+        'cluster: c',
+        'stateDir: s',
+        'scheduler:',
+        '  valueOfTimePerJobHour: 2',
+        '  targetSlowdown: 0.12',
+      ].join('\n'),
+    );
+    expect(
+      problemsOf(() => loadControllerConfig({ flags: { config: both }, env: {}, defaultRegion: 'us-east-1' }))
+        .problems,
+    ).toEqual([
+      'scheduler.targetSlowdown (line 5): applies to a learned value of time only: valueOfTimePerJobHour must be auto or unset',
+    ]);
 
     const bad = file(
       'bad-eva.yaml',
@@ -225,6 +256,7 @@ describe('controller configuration', () => {
         '  packingEfficiency: 2',
         '  k: 3',
         '  valueOfTimePerJobHour: -2',
+        '  targetSlowdown: 1',
       ].join('\n'),
     );
     const problems = problemsOf(() =>
@@ -233,6 +265,7 @@ describe('controller configuration', () => {
     expect(problems).toContain('scheduler.paybackMargin (line 4): must be ≥ 1');
     expect(problems).toContain('scheduler.packingEfficiency (line 5): must be ≤ 1');
     expect(problems).toContain('scheduler.valueOfTimePerJobHour (line 7): must be ≥ 0 ($ per job-hour)');
+    expect(problems).toContain('scheduler.targetSlowdown (line 8): must be < 1');
     expect(problems.some((p) => p.startsWith('scheduler') && p.includes('k'))).toBe(true);
   });
 

@@ -31,9 +31,10 @@ import { ADMIT_BY } from '../../queue/admission.js';
 import {
   DEFAULT_PACKING_EFFICIENCY,
   DEFAULT_PAYBACK_MARGIN,
+  DEFAULT_TARGET_SLOWDOWN,
   DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR,
 } from '../../scheduler/eva.js';
-import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../../core/model.js';
+import { MAX_VALUE_OF_TIME_PER_JOB_HOUR, type ValueOfTimeSetting } from '../../core/model.js';
 import { DEFAULT_COLOCATION_RATE } from '../../scheduler/colocation-table.js';
 import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
 import { loadControllerConfig } from '../../controller/config-loading.js';
@@ -57,6 +58,7 @@ interface RawSimulateOptions {
   readonly evaPackingEfficiency?: string;
   readonly evaPaybackMargin?: string;
   readonly valueOfTime?: string;
+  readonly targetSlowdown?: string;
   readonly pairwiseInterference?: string;
   readonly parallel?: string;
   readonly capDollarsPerHour?: string;
@@ -100,21 +102,25 @@ const optionsSchema = z.object({
     .pipe(
       z
         .array(
-          numberText(
-            z
-              .number()
-              .min(0, 'must be ≥ 0 ($ per job-hour)')
-              .max(
-                MAX_VALUE_OF_TIME_PER_JOB_HOUR,
-                `must be ≤ ${MAX_VALUE_OF_TIME_PER_JOB_HOUR} ($ per job-hour)`,
-              ),
-          ),
+          z.union([
+            z.literal('auto'),
+            numberText(
+              z
+                .number()
+                .min(0, 'must be ≥ 0 ($ per job-hour), or auto')
+                .max(
+                  MAX_VALUE_OF_TIME_PER_JOB_HOUR,
+                  `must be ≤ ${MAX_VALUE_OF_TIME_PER_JOB_HOUR} ($ per job-hour)`,
+                ),
+            ),
+          ]),
         )
         .min(1)
         .max(16, 'at most 16 values in one sweep')
         .refine((values) => new Set(values).size === values.length, 'values must differ'),
     )
     .optional(),
+  targetSlowdown: numberText(z.number().gt(0, 'must be > 0').lt(1, 'must be < 1')).optional(),
   pairwiseInterference: numberText(rate).optional(),
   parallel: numberText(positiveInteger).optional(),
   capDollarsPerHour: numberText(z.number().positive('must be > 0')).optional(),
@@ -266,6 +272,10 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     throw new ValidationError('--spot-bursts', ['needs --spot on (bursts reclaim spot instances)']);
   if (spotOn && runtime === 'controller')
     throw new ValidationError('--spot', ['spot interruptions are simulated in the engine runtime only']);
+  if (o.targetSlowdown !== undefined && o.valueOfTime !== undefined && !o.valueOfTime.includes('auto'))
+    throw new ValidationError('--target-slowdown', [
+      'applies to a learned value of time only: add auto to --value-of-time',
+    ]);
   // A value-of-time sweep (several values) runs each Eva scheduler once per value, named by it; baselines run once.
   const sweep = (o.valueOfTime?.length ?? 0) > 1;
   const runs = o.schedulers.flatMap((scheduler) =>
@@ -273,7 +283,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
       ? (o.valueOfTime ?? [undefined]).map((value) => ({
           scheduler,
           value,
-          label: sweep ? valueOfTimeLabel(scheduler, value as number) : undefined,
+          label: sweep ? valueOfTimeLabel(scheduler, value as ValueOfTimeSetting) : undefined,
         }))
       : [{ scheduler, value: undefined, label: undefined }],
   );
@@ -281,6 +291,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     scheduler,
     label,
     evaValueOfTime: value ?? config?.scheduler.valueOfTimePerJobHour,
+    evaTargetSlowdown: o.targetSlowdown ?? config?.scheduler.targetSlowdown,
     runtime,
     trace: traceSpec,
     catalogPath: o.catalog,
@@ -335,6 +346,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
       valueOfTimePerJobHour: (
         o.valueOfTime ?? [config?.scheduler.valueOfTimePerJobHour ?? DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR]
       ).join(', '),
+      targetSlowdown: o.targetSlowdown ?? config?.scheduler.targetSlowdown ?? DEFAULT_TARGET_SLOWDOWN,
       groundTruth:
         o.pairwiseInterference !== undefined
           ? `pairwise co-location throughput ${o.pairwiseInterference}`
@@ -379,7 +391,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
 }
 
 /** A sweep run's name: the scheduler and its value of time, e.g. `eva@vot=2`. */
-export function valueOfTimeLabel(scheduler: string, value: number): string {
+export function valueOfTimeLabel(scheduler: string, value: ValueOfTimeSetting): string {
   return `${scheduler}@vot=${value}`;
 }
 
@@ -413,7 +425,11 @@ export function registerSimulate(program: Command): Command {
     )
     .option(
       '--value-of-time <dollars>',
-      `Eva: what an hour of a job's completion time is worth, $ (default ${DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR}); a list a,b,c runs Eva once per value and draws cost against mean JCT`,
+      `Eva: what an hour of a job's completion time is worth, $, or auto: learned so that running jobs average --target-slowdown (default ${DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR}); a list a,b,c runs Eva once per value and draws cost against mean JCT`,
+    )
+    .option(
+      '--target-slowdown <x>',
+      `Eva, value of time auto: the mean slowdown of running jobs to hold, in (0, 1) (default ${DEFAULT_TARGET_SLOWDOWN})`,
     )
     .option('--pairwise-interference <x>', 'ground truth: every co-located pair runs at rate x (Eva §6.4)')
     .option('--parallel <n>', 'runs at once (default: min(#schedulers, available cores))')

@@ -193,6 +193,14 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
       for (const w of service.store.latestRound()?.decision.waiting ?? []) this.inc({ cap: w.cap });
     },
   });
+  new Gauge({
+    name: 'fleetwise_value_of_time_dollars_per_job_hour',
+    help: "Eva's value of an hour of a job's completion time in the latest round: fixed, or learned from the target slowdown (0: dollars only)",
+    registers: [registry],
+    collect() {
+      this.set(service.store.latestRound()?.decision.valueOfTimePerJobHour ?? 0);
+    },
+  });
   // Round trips between instances, as the workers measured them (one series per measured pair; the max is what
   // latency-aware placement uses).
   const rttGauge = (name: string, help: string, pick: (p: LatencyPair) => number | undefined): void => {

@@ -1,4 +1,5 @@
 import type { LineSeriesOption } from 'echarts';
+import type { ValueOfTimeSetting } from '../../core/model.js';
 import type { RunResult } from '../../world/run-result.js';
 import { seriesStyle } from '../../report/palette.js';
 import { AXIS_NAME, BASELINE, round, WIDTH, type ReportChart } from './chart-kit.js';
@@ -9,6 +10,11 @@ export function policyOf(runName: string): string {
   return at < 0 ? runName : runName.slice(0, at);
 }
 
+/** A point's value of time for ordering a swept line (only numbers are swept). */
+function dollarsOf(v: ValueOfTimeSetting | undefined): number {
+  return typeof v === 'number' ? v : 0;
+}
+
 /** Where a swept policy's successive point labels go (top, bottom, right, left of the point, in turn). */
 const LABEL_POSITIONS = ['top', 'bottom', 'right', 'left'] as const;
 
@@ -16,7 +22,7 @@ const LABEL_POSITIONS = ['top', 'bottom', 'right', 'left'] as const;
 interface FrontierPoint {
   readonly meanJctHours: number;
   readonly cost: number;
-  readonly valueOfTime: number | undefined;
+  readonly valueOfTime: ValueOfTimeSetting | undefined;
   readonly run: string;
 }
 
@@ -32,7 +38,10 @@ export function frontierChart(results: readonly RunResult[]): ReportChart {
   const relative = baseline !== undefined && baseline > 0;
   const byPolicy = new Map<string, FrontierPoint[]>();
   for (const r of results) {
-    const policy = policyOf(r.summary.scheduler);
+    // A learned value of time ('auto') is its own point: it is no value on the swept line.
+    const policy =
+      policyOf(r.summary.scheduler) +
+      (r.summary.valueOfTimePerJobHour === 'auto' ? ' (auto value of time)' : '');
     const list = byPolicy.get(policy) ?? [];
     list.push({
       meanJctHours: r.summary.meanJctHours,
@@ -44,8 +53,8 @@ export function frontierChart(results: readonly RunResult[]): ReportChart {
   }
   const series: LineSeriesOption[] = [...byPolicy.entries()].map(([policy, list]) => {
     const style = seriesStyle(policy);
-    const sorted = [...list].sort((a, b) => (a.valueOfTime ?? 0) - (b.valueOfTime ?? 0));
-    const swept = sorted.some((p) => p.valueOfTime !== undefined) && sorted.length > 1;
+    const sorted = [...list].sort((a, b) => dollarsOf(a.valueOfTime) - dollarsOf(b.valueOfTime));
+    const swept = sorted.some((p) => typeof p.valueOfTime === 'number') && sorted.length > 1;
     return {
       type: 'line',
       name: policy,
