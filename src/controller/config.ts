@@ -104,7 +104,7 @@ const schedulerSchema = z
       .default('eva'),
     /** `packed` (default) or `standalone` (Eva §4.2) task prices. */
     prices: z.enum(['packed', 'standalone']).optional(),
-    /** Packed prices: expected share of an instance's bottleneck capacity in use (default 0.8). */
+    /** Packed prices: expected share of an instance's bottleneck capacity in use (default 0.7). */
     packingEfficiency: unitRate.optional(),
     /** A move must save this many times its migration cost over the horizon (default 8; Eva's eq. 1: 1). */
     paybackMargin: z.number().finite().min(1, 'must be ≥ 1').optional(),

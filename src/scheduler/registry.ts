@@ -54,7 +54,7 @@ export interface SchedulerOptions {
   readonly interferenceProfile: InterferenceProfile;
   /** Eva's prior per co-located task before anything is learned (§4.3: 0.95). */
   readonly evaDefaultRate?: number | undefined;
-  /** Eva's task prices (EvaOptions.reservationPrice; default packed) and packing efficiency (default 0.8). */
+  /** Eva's task prices (EvaOptions.reservationPrice; default packed) and packing efficiency (default 0.7). */
   readonly evaPrices?: 'standalone' | 'packed' | undefined;
   readonly evaPackingEfficiency?: number | undefined;
   /** A move must save this many times its migration cost over the horizon (EvaOptions.paybackMargin; default 8). */

@@ -54,10 +54,10 @@ describe('packed reservation prices (beyond Eva §4.2)', () => {
       const plan = new EvaScheduler(table3Catalog(), { reservationPrice: prices }).plan(snapshot);
       return plan.decision.candidates.find((c) => c.name === 'partial')?.migrationCost ?? Number.NaN;
     };
-    // [0, 2, 8] on the Table 3 catalog: standalone d.x $0.40/h; packed: half a d.x, $0.20 / 0.8 = $0.25/h.
+    // [0, 2, 8] on the Table 3 catalog: standalone d.x $0.40/h; packed: half a d.x, $0.20 / θ = 0.7 ≈ $0.2857/h.
     const expected = (jobPricePerHour: number) => (160 * 0.4 + 220 * jobPricePerHour) / 3600;
     expect(moveCost([0, 2, 8], 1, 'standalone')).toBeCloseTo(expected(0.4), 12);
-    expect(moveCost([0, 2, 8], 1, 'packed')).toBeCloseTo(expected(0.25), 12);
+    expect(moveCost([0, 2, 8], 1, 'packed')).toBeCloseTo(expected(0.2 / 0.7), 12);
     // A two-task job's tasks are priced standalone even with packed prices (see EvaOptions.reservationPrice).
     expect(moveCost([0, 2, 8], 2, 'packed')).toBeCloseTo(expected(0.8), 12);
   });
