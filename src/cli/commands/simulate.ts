@@ -272,7 +272,10 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     throw new ValidationError('--spot-bursts', ['needs --spot on (bursts reclaim spot instances)']);
   if (spotOn && runtime === 'controller')
     throw new ValidationError('--spot', ['spot interruptions are simulated in the engine runtime only']);
-  if (o.targetSlowdown !== undefined && o.valueOfTime !== undefined && !o.valueOfTime.includes('auto'))
+  const valuesOfTime = o.valueOfTime ?? [
+    config?.scheduler.valueOfTimePerJobHour ?? DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR,
+  ];
+  if (o.targetSlowdown !== undefined && !valuesOfTime.includes('auto'))
     throw new ValidationError('--target-slowdown', [
       'applies to a learned value of time only: add auto to --value-of-time',
     ]);
@@ -343,9 +346,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
       evaPrices: o.evaPrices ?? 'packed',
       evaPackingEfficiency: o.evaPackingEfficiency ?? DEFAULT_PACKING_EFFICIENCY,
       evaPaybackMargin: o.evaPaybackMargin ?? DEFAULT_PAYBACK_MARGIN,
-      valueOfTimePerJobHour: (
-        o.valueOfTime ?? [config?.scheduler.valueOfTimePerJobHour ?? DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR]
-      ).join(', '),
+      valueOfTimePerJobHour: valuesOfTime.join(', '),
       targetSlowdown: o.targetSlowdown ?? config?.scheduler.targetSlowdown ?? DEFAULT_TARGET_SLOWDOWN,
       groundTruth:
         o.pairwiseInterference !== undefined
