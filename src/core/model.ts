@@ -94,6 +94,8 @@ export interface ClusterSnapshot {
   readonly instances: readonly SchedInstance[];
   /** Latest measured round trips between instances (latency-aware placement); absent when nothing is measured. */
   readonly measuredRtts?: readonly MeasuredRtt[] | undefined;
+  /** The queue layer's caps keep jobs waiting this round (set by the round for the scheduler's observe). */
+  readonly capHoldsJobsBack?: boolean | undefined;
 }
 
 /** Hard caps that no plan may exceed (scheduling core, "beyond the paper"). */

@@ -10,6 +10,7 @@ import {
 import { shownWaitReason } from '../queue/admission-views.js';
 import { diffConfiguration, type ConfigurationDiff } from '../scheduler/actions.js';
 import type { Plan, Scheduler, ThroughputObservation } from '../scheduler/types.js';
+import { capHoldsJobsBack } from './between-rounds.js';
 import { planCapViolation } from './plan-caps.js';
 
 /**
@@ -84,7 +85,11 @@ export function runRound(input: RoundInput): RoundOutcome {
   // checkpoints them back to the queue.
   const victims = admission.victims(queue);
   const withoutVictims = withoutJobs(admitted, new Set(victims.map((v) => v.jobId)));
-  scheduler.observe(withoutVictims, input.observations);
+  // The scheduler learns whether caps hold jobs back: its slowdown budget must not price time up then (Eva).
+  scheduler.observe(
+    capHoldsJobsBack(queue.result.queued) ? { ...withoutVictims, capHoldsJobsBack: true } : withoutVictims,
+    input.observations,
+  );
   const plan = withQueueWaits(scheduler.plan(withoutVictims), queue);
   const diff = diffConfiguration(admitted, plan.configuration, input.catalog, { scheduler: scheduler.name });
   const capViolation = planCapViolation(plan.configuration, diff, input.catalog, admission.caps);

@@ -298,7 +298,7 @@ export class EvaScheduler implements Scheduler {
         if (observed.length > 0 && observed.every((v) => v !== undefined))
           slowdowns.push(1 - Math.min(1, ...(observed as number[])));
       }
-      this.slowdownBudget.observe(snapshot.nowSeconds, slowdowns);
+      this.slowdownBudget.observe(snapshot.nowSeconds, slowdowns, snapshot.capHoldsJobsBack !== true);
     }
   }
 

@@ -9,6 +9,8 @@ import { z } from 'zod';
  * round the mean slowdown the jobs show (1 − their observed normalized throughput, smoothed over about
  * SMOOTHING_SECONDS) moves log₂ v up when above the target and down when below, in proportion to the relative error.
  *
+ * While the queue layer's caps hold jobs back, v may fall but not rise (see `observe`).
+ *
  * v moves on a grid of quarter powers of two, so the set values memoized under one v and the last round's plan stay
  * valid while it settles, and is held in [MIN, MAX] so that it cannot wind up while the target is out of reach (a
  * burst of arrivals that only co-location can absorb).
@@ -53,9 +55,11 @@ export class SlowdownBudget {
 
   /**
    * One round's observation: each running job's slowdown from co-location (1 − its normalized throughput, the
-   * slowest task's for a gang). A round with no running job changes nothing.
+   * slowest task's for a gang). A round with no running job changes nothing. With `mayRaise` false (caps hold jobs
+   * back), v may fall but not rise: while jobs wait for budget, the co-location that slows running jobs is what lets
+   * the waiting ones start, and their wait is most of their completion time.
    */
-  observe(nowSeconds: number, slowdowns: readonly number[]): void {
+  observe(nowSeconds: number, slowdowns: readonly number[], mayRaise = true): void {
     if (slowdowns.length === 0) return;
     const mean = slowdowns.reduce((sum, s) => sum + Math.min(1, Math.max(0, s)), 0) / slowdowns.length;
     const last = this.lastSeconds;
@@ -66,7 +70,8 @@ export class SlowdownBudget {
     }
     const dt = Math.min(MAX_STEP_SECONDS, Math.max(0, nowSeconds - last));
     this.smoothed += (1 - Math.exp(-dt / SMOOTHING_SECONDS)) * (mean - this.smoothed);
-    const step = ((GAIN_PER_HOUR * dt) / 3600) * ((this.smoothed - this.target) / this.target);
+    const error = (this.smoothed - this.target) / this.target;
+    const step = ((GAIN_PER_HOUR * dt) / 3600) * (mayRaise ? error : Math.min(0, error));
     this.log2Value = Math.min(
       Math.log2(SLOWDOWN_BUDGET_MAX),
       Math.max(Math.log2(SLOWDOWN_BUDGET_MIN), this.log2Value + step),

@@ -56,6 +56,15 @@ describe('slowdown budget', () => {
     );
   });
 
+  it('while caps hold jobs back it may fall but not rise', () => {
+    const held = new SlowdownBudget(0.1);
+    held.observe(0, [0.3]);
+    for (let i = 1; i <= 40; i++) held.observe(i * ROUND, [0.3], false);
+    expect(held.valuePerJobHour).toBe(SLOWDOWN_BUDGET_START);
+    for (let i = 41; i <= 80; i++) held.observe(i * ROUND, [0], false);
+    expect(held.valuePerJobHour).toBeLessThan(SLOWDOWN_BUDGET_START);
+  });
+
   it('a round without running jobs changes nothing, and an idle gap counts as one hour at most', () => {
     const idle = run(new SlowdownBudget(0.1), [0.2], 10);
     const before = idle.toJSON();
@@ -144,6 +153,12 @@ describe("Eva's learned value of time", () => {
     };
     expect(learnedUnder(0.1)).toBe(1);
     expect(learnedUnder(0.4)).toBeLessThan(SLOWDOWN_BUDGET_START);
+  });
+
+  it('does not rise in rounds where the queue layer says caps hold jobs back', () => {
+    const eva = new EvaScheduler(catalog, { targetSlowdown: 0.1 });
+    for (let i = 0; i <= 20; i++) eva.observe({ ...snapshot(i * ROUND), capHoldsJobsBack: true }, rates);
+    expect(eva.plan(snapshot(20 * ROUND)).decision.valueOfTimePerJobHour).toBe(SLOWDOWN_BUDGET_START);
   });
 
   it('a fixed value of time does not move', () => {
