@@ -3,6 +3,7 @@ import type { ClusterSnapshot } from '../../src/core/model.js';
 import { Admission } from '../../src/queue/admission.js';
 import { runRound } from '../../src/round/round.js';
 import { NoPackingScheduler } from '../../src/scheduler/baselines/no-packing.js';
+import type { Scheduler } from '../../src/scheduler/types.js';
 import { table3Catalog } from '../helpers/catalogs.js';
 
 const catalog = table3Catalog();
@@ -23,10 +24,14 @@ const snapshot: ClusterSnapshot = {
 
 /** What the scheduler was shown when asked to observe. */
 function observedUnder(maxInstances: number): boolean | undefined {
-  const scheduler = new NoPackingScheduler(catalog);
+  const inner = new NoPackingScheduler(catalog);
   let seen: boolean | undefined;
-  scheduler.observe = (s) => {
-    seen = s.capHoldsJobsBack;
+  const scheduler: Scheduler = {
+    name: inner.name,
+    plan: (s) => inner.plan(s),
+    observe: (s: ClusterSnapshot) => {
+      seen = s.capHoldsJobsBack;
+    },
   };
   runRound({
     snapshot,
