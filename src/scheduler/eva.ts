@@ -277,9 +277,12 @@ export class EvaScheduler implements Scheduler {
       const here = inst === undefined ? undefined : keysOn.get(inst);
       return here?.filter((x) => x.id !== taskId).map((x) => x.key);
     };
+    /** Each fully observed job's slowdown from co-location (a gang's is its slowest task's), for the slowdown budget. */
+    const slowdowns: number[] = [];
     for (const job of snapshot.jobs) {
       const observed = job.taskIds.map((id) => value.get(id));
       if (observed.some((v) => v === undefined)) continue;
+      if (observed.length > 0) slowdowns.push(1 - Math.min(1, ...(observed as number[])));
       const members = job.taskIds.map((id) => ({ key: tasks.get(id)?.key, others: othersOf(id) }));
       if (members.some((m) => m.key === undefined || m.others === undefined)) continue;
       const typed = members as { key: string; others: string[] }[];
@@ -290,16 +293,7 @@ export class EvaScheduler implements Scheduler {
     }
     // Unseen pairs are priced at what the pairs seen so far showed (the configured rate is where it starts).
     this.table.refreshPrior();
-    // The slowdown budget sees every running job's slowdown from co-location (a gang's is its slowest task's).
-    if (this.slowdownBudget !== undefined) {
-      const slowdowns: number[] = [];
-      for (const job of snapshot.jobs) {
-        const observed = job.taskIds.map((id) => value.get(id));
-        if (observed.length > 0 && observed.every((v) => v !== undefined))
-          slowdowns.push(1 - Math.min(1, ...(observed as number[])));
-      }
-      this.slowdownBudget.observe(snapshot.nowSeconds, slowdowns, snapshot.capHoldsJobsBack !== true);
-    }
+    this.slowdownBudget?.observe(snapshot.nowSeconds, slowdowns, snapshot.capHoldsJobsBack !== true);
   }
 
   plan(snapshot: ClusterSnapshot): Plan {
