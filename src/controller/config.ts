@@ -415,6 +415,14 @@ export const controllerConfigSchema = z
     coStart: z.boolean().default(true),
     /** A co-started job some of whose tasks are still unready this long after the first was is planned again. */
     coStartTimeoutSeconds: positive.default(DEFAULT_CO_START_TIMEOUT_SECONDS),
+    /**
+     * While the caps hold jobs back, a submitted job that fits on capacity already paid for is placed at once, each task
+     * on the slot with the earliest expected start, instead of at the next round (Murmuration digest §7.1). Paid
+     * capacity adds nothing to the fleet's $/hour, so the caps hold.
+     */
+    placeBetweenRounds: z.boolean().default(true),
+    /** That placement may wait for an instance still coming up when it is ready no later than a launch would be (§7.2 E2). */
+    bindBetweenRounds: z.boolean().default(true),
   })
   .refine((c) => c.objectStore === undefined || c.bucket === undefined, {
     message: 'give either objectStore or bucket, not both',

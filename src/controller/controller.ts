@@ -7,6 +7,7 @@ import type { ObjectStore } from '../storage/object-store.js';
 import { readJobLogs, storeBuildContext } from './artifacts.js';
 import type { JobArchive } from './backup/job-archive.js';
 import { SystemClock, type Clock } from './clock.js';
+import { BetweenRoundsPlacer } from './between-rounds-placement.js';
 import { computeCostReport, type DetailedCostReport } from './cost-accounting.js';
 import { compactCoStart } from './co-start-records.js';
 import {
@@ -131,6 +132,8 @@ export class Controller implements ControllerService {
   private readonly monitor: LoopMonitor;
   private readonly orphans: KeptOrphans;
   private readonly interruptions: SpotInterruptions;
+  /** Placement between rounds (between-rounds-placement.ts); absent when off or in a dry run. */
+  private readonly placer: BetweenRoundsPlacer | undefined;
 
   /** The loop's sequence: every pass chains here so none overlap (also when tests call them directly). */
   private chain: Promise<unknown> = Promise.resolve();
@@ -245,9 +248,26 @@ export class Controller implements ControllerService {
     deps.workers?.onInterruption?.((instanceId, notice) =>
       this.interruptions.handle(instanceId, { ...notice, source: 'worker' }),
     );
+    this.placer =
+      deps.settings.placeBetweenRounds === true && !deps.settings.dryRun
+        ? new BetweenRoundsPlacer({
+            store: deps.store,
+            clock: this.clock,
+            catalog,
+            admission: this.admission,
+            scheduler: () => this.schedulerState.scheduler,
+            bind: deps.settings.bindBetweenRounds === true,
+            apply: (jobs) => this.reconciler.applyBetweenRoundsStarts(jobs),
+            log: this.log,
+          })
+        : undefined;
     this.jobs = new JobControl({
       store: deps.store,
-      requestRound: (reason) => this.requestRound(reason),
+      // A submission (or a cancel, freeing capacity) may be placed on paid capacity before the round.
+      requestRound: (reason) => {
+        this.requestPlacement();
+        this.requestRound(reason);
+      },
       jobEnded: (job) => this.jobEnded(job),
       predictAfterSubmission: () => this.predictions.afterSubmission(),
       executor: deps.executor,
@@ -348,10 +368,14 @@ export class Controller implements ControllerService {
         this.roundRequestedBecause !== undefined
           ? this.lastRoundAtSeconds + this.minRoundGap()
           : this.lastRoundAtSeconds + this.settings.roundSeconds;
-      const wait = Math.max(
-        0,
-        Math.min(nextRound, after + this.settings.pollSeconds, this.reports.nextDueSeconds) - after,
-      );
+      // A placement asked for during the pass runs in the next one, at once.
+      const wait =
+        this.placer?.pending === true
+          ? 0
+          : Math.max(
+              0,
+              Math.min(nextRound, after + this.settings.pollSeconds, this.reports.nextDueSeconds) - after,
+            );
       if (wait > 0) await this.clock.sleep(wait, this.wake.signal);
       // A pass that needed no I/O resolves in microtasks only: let timers and sockets (the API) run between passes.
       else await new Promise<void>((resolve) => setImmediate(resolve));
@@ -380,6 +404,7 @@ export class Controller implements ControllerService {
       if (this.settings.dryRun) return {};
       this.replaceSilentWorkers();
       const sync = await this.reconciler.syncWithCloud();
+      this.placer?.placeIfRequested();
       const progress = await this.reconciler.progress();
       return { sync, progress };
     });
@@ -396,9 +421,12 @@ export class Controller implements ControllerService {
       if (!this.settings.dryRun) {
         this.replaceSilentWorkers();
         sync = await this.reconciler.syncWithCloud();
+        // Placed first, the round's plan sees them placed (as the simulator's round sees its placements).
+        this.placer?.placeIfRequested();
         await this.reconciler.progress();
       }
       const planned = this.rounds.planAndRecord(reason);
+      if (planned.queue !== undefined) this.placer?.noteRound(planned.queue);
       const progress = this.settings.dryRun ? undefined : await this.reconciler.progress();
       if (planned.round !== undefined) this.metrics?.observeRound((performance.now() - startedMs) / 1000);
       return { ...planned, sync, progress };
@@ -439,6 +467,7 @@ export class Controller implements ControllerService {
     this.queueViews.forget(job.id);
     this.predictions.recordError(job);
     this.reports.due(`${job.id} ${job.state}`);
+    this.requestPlacement();
     this.requestRound(`${job.id} ${job.state}`);
   }
 
@@ -543,6 +572,11 @@ export class Controller implements ControllerService {
     const inst = this.store.findInstanceByCloudId(cloudId);
     if (inst === undefined) return false;
     return this.interruptions.handle(inst.id, { ...report, source: 'interruption-queue' });
+  }
+
+  /** A job arrived or capacity was freed: place between rounds at the next pass, when a cap holds jobs back. */
+  private requestPlacement(): void {
+    if (this.placer?.request() === true) this.wake.abort();
   }
 
   requestRound(reason: string): void {

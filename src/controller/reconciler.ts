@@ -12,7 +12,12 @@ import {
   stopTasksOfEndedJobs,
 } from './reconcile/effects/tasks.js';
 import { performTerminations } from './reconcile/effects/terminations.js';
-import { applyPlan, type AppliedPlan } from './reconcile/plan-intents.js';
+import {
+  applyBetweenRoundsStarts,
+  applyPlan,
+  type AppliedPlan,
+  type BetweenRoundsStart,
+} from './reconcile/plan-intents.js';
 
 /**
  * Turning plans into effects, crash-safely (ARCHITECTURE.md "Principles": level-triggered reconciliation).
@@ -63,6 +68,11 @@ export class Reconciler {
   /** Record the round and turn its diff into intents, in one transaction (reconcile/plan-intents.ts). */
   applyPlan(plan: Plan, diff: ConfigurationDiff): AppliedPlan {
     return applyPlan(this.ctx, plan, diff);
+  }
+
+  /** Starts of jobs placed between rounds, in one transaction (reconcile/plan-intents.ts). */
+  applyBetweenRoundsStarts(jobs: readonly BetweenRoundsStart[]): void {
+    applyBetweenRoundsStarts(this.ctx, jobs);
   }
 
   /** Compare the store with the cloud's view of the cluster (reconcile/cloud-sync.ts). */

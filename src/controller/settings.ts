@@ -44,6 +44,13 @@ export interface ControllerSettings {
   readonly predictionBudgetSeconds?: number | undefined;
   /** A co-started job whose tasks are not all ready this long after the first was is planned again (default 900 s). */
   readonly coStartTimeoutSeconds?: number | undefined;
+  /**
+   * While the caps hold jobs back, place a job that fits on capacity already paid for at its submission (or when a job
+   * ends) instead of at the next round (round/place-waiting.ts). Absent: off (as the simulator's default).
+   */
+  readonly placeBetweenRounds?: boolean | undefined;
+  /** That placement may also wait for an instance still coming up, when it is ready no later than a launch would be. */
+  readonly bindBetweenRounds?: boolean | undefined;
 }
 
 export function settingsFromConfig(config: ControllerConfig): ControllerSettings {
@@ -67,6 +74,8 @@ export function settingsFromConfig(config: ControllerConfig): ControllerSettings
     predictionHorizonSeconds: config.predictions.horizonDays * 86_400,
     predictionBudgetSeconds: config.predictions.budgetSeconds,
     coStartTimeoutSeconds: config.coStartTimeoutSeconds,
+    placeBetweenRounds: config.placeBetweenRounds,
+    bindBetweenRounds: config.bindBetweenRounds,
   };
 }
 

@@ -83,4 +83,22 @@ describe('fleetwise simulate --runtime', () => {
     expect(out.stderr).toMatch(/engine/);
     expect(out.stdout).toBe('');
   });
+
+  it('--co-start on with the controller runtime is refused, naming the flag: its simulated workers do not hold tasks', async () => {
+    const out = await runCli([
+      'simulate',
+      '--format',
+      'eva',
+      '--scheduler',
+      'eva',
+      '--runtime',
+      'controller',
+      '--co-start',
+      'on',
+    ]);
+    expect(out.code).not.toBe(0);
+    expect(out.stderr).toMatch(/--co-start/);
+    expect(out.stderr).toMatch(/engine runtime only/);
+    expect(out.stdout).toBe('');
+  });
 });

@@ -20,4 +20,30 @@ describe('controller runtime settings from flags', () => {
     expect(settings.admitBy).toBeUndefined();
     expect(controllerSettingsFor(request(undefined), []).caps).toEqual({});
   });
+
+  it('passes placement between rounds and binding as the flags ask, over a config', () => {
+    const withStarts = (starts: RunRequest['starts'], config?: object): RunRequest =>
+      ({
+        queue: { kind: 'fifo', caps: {}, predict: false },
+        starts,
+        ...(config === undefined ? {} : { controllerSettings: config }),
+      }) as unknown as RunRequest;
+    const on = controllerSettingsFor(withStarts({ placeBetweenRounds: true, bind: false }), []);
+    expect(on).toMatchObject({ placeBetweenRounds: true, bindBetweenRounds: false });
+    const off = controllerSettingsFor(
+      withStarts(
+        { placeBetweenRounds: false, bind: false },
+        { caps: {}, placeBetweenRounds: true, bindBetweenRounds: true },
+      ),
+      [],
+    );
+    expect(off).toMatchObject({ placeBetweenRounds: false, bindBetweenRounds: false });
+    // Not named: the engine's default (off) without a config, the config's own choice with one.
+    expect(controllerSettingsFor(withStarts(undefined), []).placeBetweenRounds).toBeUndefined();
+    const fromConfig = controllerSettingsFor(
+      withStarts(undefined, { caps: {}, placeBetweenRounds: true }),
+      [],
+    );
+    expect(fromConfig.placeBetweenRounds).toBe(true);
+  });
 });

@@ -1,7 +1,7 @@
 import type { ConfigurationDiff } from '../../scheduler/actions.js';
 import type { Configuration, Plan } from '../../scheduler/types.js';
 import { PLACED_TASK_STATES } from '../state/lifecycle.js';
-import type { InstanceRecord, JobRecord, TaskRecord } from '../state-store.js';
+import type { InstanceRecord, JobRecord, JsonValue, TaskRecord } from '../state-store.js';
 import type { ReconcileContext } from './context.js';
 import { settleJob } from './jobs.js';
 
@@ -79,14 +79,7 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
           break;
         }
         case 'start-task': {
-          const instanceId = resolve(action.instanceId);
-          ctx.store.recordIntent(
-            { kind: 'start-task', payload: { taskId: action.taskId, instanceId } },
-            { round },
-          );
-          const task = ctx.store.getTask(action.taskId) as TaskRecord;
-          if (!PLACED_TASK_STATES.includes(task.state))
-            ctx.store.setTaskState(task.id, 'starting', instanceId);
+          recordTaskStart(ctx, action.taskId, resolve(action.instanceId), round);
           touchedJobs.add(action.jobId);
           break;
         }
@@ -115,4 +108,47 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
   });
   ctx.fault('round:committed', `round ${applied.round}`);
   return applied;
+}
+
+/** A pending start of the task on the instance; the task counts as starting there from now on. */
+function recordTaskStart(
+  ctx: ReconcileContext,
+  taskId: string,
+  instanceId: string,
+  round: number | undefined,
+): void {
+  ctx.store.recordIntent(
+    { kind: 'start-task', payload: { taskId, instanceId } },
+    round === undefined ? {} : { round },
+  );
+  const task = ctx.store.getTask(taskId) as TaskRecord;
+  if (!PLACED_TASK_STATES.includes(task.state)) ctx.store.setTaskState(task.id, 'starting', instanceId);
+}
+
+/** A job placed between rounds (round/place-waiting.ts): its tasks and where each goes, and why, for its events. */
+export interface BetweenRoundsStart {
+  readonly jobId: string;
+  readonly starts: readonly { readonly taskId: string; readonly instanceId: string }[];
+  readonly message: string;
+  readonly data: JsonValue;
+}
+
+/**
+ * Jobs placed between rounds on capacity already paid for: their start intents and states in one transaction, as a
+ * round's would be (no instance is launched or stopped, so nothing else changes). The next round sees them placed.
+ */
+export function applyBetweenRoundsStarts(ctx: ReconcileContext, jobs: readonly BetweenRoundsStart[]): void {
+  if (jobs.length === 0) return;
+  ctx.store.transaction(() => {
+    for (const job of jobs) {
+      for (const s of job.starts) recordTaskStart(ctx, s.taskId, s.instanceId, undefined);
+      settleJob(ctx, job.jobId, 'placed between rounds');
+      ctx.store.appendEvent({
+        kind: 'job.placed-between-rounds',
+        jobId: job.jobId,
+        message: job.message,
+        data: job.data,
+      });
+    }
+  });
 }

@@ -58,9 +58,15 @@ export function controllerSettingsFor(
   jobSizesSeconds: readonly number[],
 ): Partial<ControllerSettings> & Pick<ControllerSettings, 'caps'> {
   const fromConfig = request.controllerSettings;
+  // Placement between rounds as the flags ask (`--place-between-rounds`, `--bind`), over the config's choice.
+  const starts =
+    request.starts === undefined
+      ? {}
+      : { placeBetweenRounds: request.starts.placeBetweenRounds, bindBetweenRounds: request.starts.bind };
   if (fromConfig !== undefined) {
     return {
       ...fromConfig,
+      ...starts,
       dryRun: false,
       reportEverySeconds: Number.POSITIVE_INFINITY,
       ...(request.roundSeconds !== undefined ? { roundSeconds: request.roundSeconds } : {}),
@@ -69,6 +75,7 @@ export function controllerSettingsFor(
   }
   const queue = request.queue;
   return {
+    ...starts,
     caps: queue?.caps ?? {},
     ...(queue === undefined ? {} : { queue: queue.config ?? queueConfigFor(queue.kind, jobSizesSeconds) }),
     ...(queue?.admitBy === undefined ? {} : { admitBy: queue.admitBy }),

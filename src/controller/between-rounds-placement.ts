@@ -1,0 +1,153 @@
+import type { Catalog } from '../core/catalog.js';
+import { UNKNOWN_DURATION_SECONDS, type Admission, type QueueDecision } from '../queue/admission.js';
+import { capHoldsJobsBack, type BetweenRoundsPlacement } from '../round/between-rounds.js';
+import { placeWaitingJobs, type PaidInstanceFacts, type WaitingJobFacts } from '../round/place-waiting.js';
+import { PriceBook } from '../scheduler/reservation-price.js';
+import type { Clock } from './clock.js';
+import type { BetweenRoundsStart } from './reconcile/plan-intents.js';
+import type { ControllerScheduler } from './scheduler-state.js';
+import type { ControllerLogger } from './seams.js';
+import { buildSnapshot, readSnapshotInputs } from './snapshot.js';
+import type { JsonValue, StateStore } from './state-store.js';
+
+/**
+ * The controller's side of placement between rounds (round/place-waiting.ts, the rule the simulator follows too):
+ * after a submission or a job's end, while the last round's admission kept jobs out for the caps, waiting jobs whose
+ * tasks fit on capacity already paid for are placed at once, each task in one attempt on the slot with the earliest
+ * expected start, instead of waiting for the next round. Their starts are written as a round's would be
+ * (reconcile/plan-intents.ts), so they are carried out by the same gates, co-start included, and the next round's
+ * plan sees them placed. Paid capacity adds nothing to the fleet's $/hour or instance count: the caps hold.
+ */
+
+export interface BetweenRoundsPlacementDeps {
+  readonly store: StateStore;
+  readonly clock: Clock;
+  /** The current catalog (a price refresh replaces it). */
+  readonly catalog: () => Catalog;
+  readonly admission: Admission;
+  /** The scheduler planning the rounds: its learned co-location rates bound what a placement may add. */
+  readonly scheduler: () => ControllerScheduler;
+  /** Also wait for an instance still coming up when it is ready no later than a launch would be (digest E2). */
+  readonly bind: boolean;
+  readonly apply: (jobs: readonly BetweenRoundsStart[]) => void;
+  readonly log: ControllerLogger;
+}
+
+export class BetweenRoundsPlacer {
+  /** What the last round's admission found; false until the first round (nothing is known to wait for the caps). */
+  private capHoldsJobsBack = false;
+  private requested = false;
+  private prices: PriceBook | undefined;
+
+  constructor(private readonly deps: BetweenRoundsPlacementDeps) {}
+
+  /** A round's admission decided: whether it left jobs waiting for the caps. */
+  noteRound(queue: QueueDecision): void {
+    this.capHoldsJobsBack = capHoldsJobsBack(queue.result.queued);
+  }
+
+  /** A job arrived or capacity was freed: look at the next pass. Answers whether placing could do anything. */
+  request(): boolean {
+    if (!this.capHoldsJobsBack) return false;
+    this.requested = true;
+    return true;
+  }
+
+  /** Whether a placement was asked for and has not run yet. */
+  get pending(): boolean {
+    return this.requested;
+  }
+
+  /** Place what was asked for and fits; returns the ids of the jobs placed. */
+  placeIfRequested(): string[] {
+    if (!this.requested) return [];
+    this.requested = false;
+    if (!this.capHoldsJobsBack) return [];
+    const catalog = this.deps.catalog();
+    if (this.prices?.catalog !== catalog) this.prices = new PriceBook(catalog);
+    const now = this.deps.clock.nowSeconds();
+    const inputs = readSnapshotInputs(this.deps.store, now);
+    const snapshot = buildSnapshot(inputs);
+    const tasksByJob = new Map<string, (typeof snapshot.tasks)[number][]>();
+    for (const t of snapshot.tasks) tasksByJob.set(t.jobId, [...(tasksByJob.get(t.jobId) ?? []), t]);
+    const jobs: WaitingJobFacts[] = [];
+    for (const job of snapshot.jobs) {
+      const tasks = tasksByJob.get(job.id) ?? [];
+      if (!job.reconfigurable || tasks.length === 0 || tasks.some((t) => t.instanceId !== undefined))
+        continue;
+      jobs.push({
+        id: job.id,
+        arrivalSeconds: job.arrivalSeconds,
+        taskSeconds: job.expectedRemainingSeconds ?? UNKNOWN_DURATION_SECONDS,
+        tasks: tasks.map((t) => ({ id: t.id, demand: t.demand, key: t.key })),
+      });
+    }
+    if (jobs.length === 0) return [];
+    const types = new Map(catalog.types.map((t) => [t.name, t]));
+    const records = new Map(inputs.instances.map((i) => [i.id, i]));
+    const taskById = new Map(snapshot.tasks.map((t) => [t.id, t]));
+    const instances: PaidInstanceFacts[] = [];
+    for (const inst of snapshot.instances) {
+      const type = types.get(inst.typeName);
+      const record = records.get(inst.id);
+      if (type === undefined || record === undefined) continue;
+      // A launch not yet made is not paid for: only instances the cloud is bringing up or running count.
+      if (inst.state === 'launching' && record.launchedAtSeconds === undefined) continue;
+      const d = type.delays;
+      const readyAt =
+        inst.state === 'running'
+          ? now
+          : Math.max(
+              now,
+              (record.launchedAtSeconds as number) +
+                d.instantiateSeconds +
+                d.workerStartSeconds +
+                d.workerRegisterSeconds,
+            );
+      instances.push({
+        id: inst.id,
+        type,
+        readyAtSeconds: readyAt,
+        tasks: inst.taskIds.flatMap((id) => {
+          const t = taskById.get(id);
+          return t === undefined ? [] : [{ demand: t.demand, key: t.key }];
+        }),
+      });
+    }
+    const scheduler = this.deps.scheduler();
+    const placed = placeWaitingJobs({
+      nowSeconds: now,
+      jobs,
+      instances,
+      prices: this.prices,
+      queue: this.deps.admission.config,
+      bind: this.deps.bind,
+      expectedRate: scheduler.expectedRate?.bind(scheduler),
+      capHoldsJobsBack: this.capHoldsJobsBack,
+    });
+    if (placed.length === 0) return [];
+    this.deps.apply(placed.map(startsOf));
+    this.deps.log.info(`placed ${placed.length} job(s) between rounds on paid capacity`, {
+      jobs: placed.map((p) => p.jobId),
+    });
+    return placed.map((p) => p.jobId);
+  }
+}
+
+function startsOf(p: BetweenRoundsPlacement): BetweenRoundsStart {
+  const where = [...new Set(p.placements.map((s) => s.instanceId))].join(', ');
+  const bind = p.bindChoice;
+  return {
+    jobId: p.jobId,
+    starts: p.placements.map((s) => ({ taskId: s.taskId, instanceId: s.instanceId })),
+    message:
+      bind === undefined
+        ? `placed between rounds on paid capacity (${where})`
+        : `placed between rounds on ${where}, still coming up: ${bind.reason}`,
+    data: {
+      instances: [...new Set(p.placements.map((s) => s.instanceId))],
+      expectedStartSeconds: p.jobStartSeconds,
+      ...(bind === undefined ? {} : { bindChoice: JSON.parse(JSON.stringify(bind)) as JsonValue }),
+    },
+  };
+}

@@ -1,0 +1,121 @@
+import type { InstanceType } from '../core/catalog.js';
+import { demandOn, type FamilyDemand, type Resources } from '../core/resources.js';
+import { orderQueue } from '../queue/ordering.js';
+import type { WfqConfig } from '../queue/wfq.js';
+import type { PriceBook } from '../scheduler/reservation-price.js';
+import { placeBetweenRounds, type BetweenRoundsPlacement, type PaidInstance } from './between-rounds.js';
+
+/**
+ * Placement between rounds as both runtimes call it: the waiting jobs and the paid instances as plain facts, put in
+ * the queue's order and priced at their reservation prices, then `placeBetweenRounds`. The simulator's world and the
+ * controller's store differ only in how they read these facts, so the rule is written once.
+ */
+
+export interface WaitingJobFacts {
+  readonly id: string;
+  readonly arrivalSeconds: number;
+  /** Expected seconds of work each task has left (the ordering sums it over the tasks; binding prices it). */
+  readonly taskSeconds: number;
+  readonly tasks: readonly { readonly id: string; readonly demand: FamilyDemand; readonly key: string }[];
+}
+
+export interface PaidInstanceFacts {
+  readonly id: string;
+  readonly type: InstanceType;
+  /** When it can start a task: now for a running instance, later for one still coming up. */
+  readonly readyAtSeconds: number;
+  /** What it holds: the tasks committed to it and still on it. */
+  readonly tasks: readonly { readonly demand: FamilyDemand; readonly key: string }[];
+}
+
+export interface PlaceWaitingInput {
+  readonly nowSeconds: number;
+  /** Waiting jobs: arrived (or sent back), no task committed anywhere. */
+  readonly jobs: readonly WaitingJobFacts[];
+  /** Instances in the plan that are paid for or being launched (none going away). */
+  readonly instances: readonly PaidInstanceFacts[];
+  readonly prices: PriceBook;
+  /** The queue layer's classes and ordering: one class orders by its own rule, several keep arrival order. */
+  readonly queue: WfqConfig;
+  readonly bind: boolean;
+  /** The scheduler's learned co-location rates, when it has them (Eva §4.4). */
+  readonly expectedRate?: ((key: string, others: readonly string[]) => number) | undefined;
+  /** The last round's admission kept a job out for the caps (between-rounds.ts `capHoldsJobsBack`). */
+  readonly capHoldsJobsBack: boolean;
+}
+
+export function placeWaitingJobs(input: PlaceWaitingInput): BetweenRoundsPlacement[] {
+  if (!input.capHoldsJobsBack || input.jobs.length === 0) return [];
+  const { prices } = input;
+  const reservation = (demand: FamilyDemand): number | undefined => prices.minType(demand)?.costPerHour;
+  const instances = input.instances.flatMap((i) => paidInstance(i, reservation));
+  if (instances.length === 0) return [];
+  const byId = new Map(input.jobs.map((j) => [j.id, j]));
+  const classes = input.queue.classes;
+  const ordered = orderQueue(
+    classes.length === 1 ? (classes[0] as (typeof classes)[0]).ordering : 'fifo',
+    input.jobs.map((j) => ({
+      id: j.id,
+      arrivalSeconds: j.arrivalSeconds,
+      remainingWorkSeconds: j.taskSeconds * j.tasks.length,
+    })),
+    input.nowSeconds,
+    input.queue.ordering,
+  );
+  return placeBetweenRounds({
+    nowSeconds: input.nowSeconds,
+    jobs: ordered.map((o) => {
+      const job = byId.get(o.id) as WaitingJobFacts;
+      return {
+        id: job.id,
+        tasks: job.tasks.map((t) => ({
+          id: t.id,
+          demand: t.demand,
+          reservationPricePerHour: reservation(t.demand),
+          key: t.key,
+        })),
+        taskSeconds: job.taskSeconds,
+      };
+    }),
+    instances,
+    bind: input.bind,
+    launchDelaySeconds: (job) => launchDelayOf(prices, byId.get(job.id) as WaitingJobFacts),
+    launchCostPerHour: (job) => job.tasks.reduce((s, t) => s + (reservation(t.demand) ?? 0), 0),
+    expectedRate: input.expectedRate,
+    capHoldsJobsBack: input.capHoldsJobsBack,
+  });
+}
+
+/** The instance with what its tasks leave free; none when no vCPU or memory is left. */
+function paidInstance(
+  inst: PaidInstanceFacts,
+  reservation: (demand: FamilyDemand) => number | undefined,
+): PaidInstance[] {
+  let free: Resources = inst.type.capacity;
+  for (const t of inst.tasks) {
+    const d = demandOn(t.demand, inst.type.family);
+    if (d === undefined) throw new Error(`a task on ${inst.id} cannot run on family ${inst.type.family}`);
+    free = [free[0] - d[0], free[1] - d[1], free[2] - d[2]];
+  }
+  if (free[1] <= 0 || free[2] <= 0) return [];
+  return [
+    {
+      id: inst.id,
+      family: inst.type.family,
+      capacity: inst.type.capacity,
+      free,
+      readyAtSeconds: inst.readyAtSeconds,
+      costPerHour: inst.type.costPerHour,
+      tasks: inst.tasks.map((t) => ({ key: t.key, reservationPricePerHour: reservation(t.demand) ?? 0 })),
+    },
+  ];
+}
+
+/** Acquisition + setup of the job's reservation-price instance: what a launch made now would take. */
+function launchDelayOf(prices: PriceBook, job: WaitingJobFacts): number {
+  const first = job.tasks[0];
+  const t = first === undefined ? undefined : prices.minType(first.demand);
+  if (t === undefined) return 0;
+  const d = t.delays;
+  return d.instantiateSeconds + d.workerStartSeconds + d.workerRegisterSeconds;
+}

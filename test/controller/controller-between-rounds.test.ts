@@ -1,0 +1,114 @@
+import { describe, expect, it } from 'vitest';
+import type { Resources } from '../../src/core/resources.js';
+import type { QueueCaps } from '../../src/queue/caps.js';
+import { GPU_ONE, jobSpec, liveRecords, rig } from './controller-fixtures.js';
+
+/** Six of a c7i.2xlarge's eight vCPUs: Eva's cheapest host for it leaves [0, 2, 4] free. */
+const CPU_SIX = { c7i: [0, 6, 12] as Resources };
+/** One vCPU: its reservation price is a c7i.large's ($0.08925/h); its share of a c7i.2xlarge is half that. */
+const CPU_ONE = { c7i: [0, 1, 2] as Resources };
+
+/** One instance at most: a round admits the CPU job, and the GPU job waits for the cap. */
+const caps: QueueCaps = { maxInstances: 1 };
+
+/**
+ * A controller whose last round kept a job out for the caps, with one running c7i.2xlarge holding a 6-vCPU task;
+ * `place` is its placement-between-rounds switch.
+ */
+async function cappedCluster(place: boolean, options: { bind?: boolean; boot?: boolean } = {}) {
+  const r = rig({ caps, placeBetweenRounds: place, bindBetweenRounds: options.bind ?? place });
+  r.cloud.bootInstantly = options.boot ?? true;
+  const big = r.controller.submit(jobSpec('six', CPU_SIX), 'research');
+  r.clock.advance(1);
+  const gpu = r.controller.submit(jobSpec('gpu', GPU_ONE), 'research');
+  const outcome = await r.controller.runRound('test');
+  expect(outcome.queue?.result.admitted).toEqual([big.id]);
+  expect(outcome.queue?.result.queued.map((q) => q.jobId)).toEqual([gpu.id]);
+  await r.controller.reconcile();
+  const [host] = liveRecords(r.store);
+  expect(host?.typeName).toBe('c7i.2xlarge');
+  expect(r.store.getJob(big.id)?.state).toBe(options.boot === false ? 'starting' : 'running');
+  return { ...r, hostId: host?.id as string, gpu };
+}
+
+describe('controller: placement between rounds on paid capacity', () => {
+  it('places a job that fits on paid room at its submission, in a pass that is not a round', async () => {
+    const { controller, store, clock, cloud, hostId, gpu } = await cappedCluster(true);
+    const roundsBefore = store.listRounds().length;
+    const launchesBefore = cloud.calls.launch;
+    clock.advance(5);
+    const small = controller.submit(jobSpec('one', CPU_ONE), 'research');
+    await controller.reconcile();
+
+    const [task] = store.listTasks({ jobId: small.id });
+    expect(task?.instanceId).toBe(hostId);
+    expect(['starting', 'running']).toContain(task?.state);
+    expect(store.getJob(small.id)?.state).not.toBe('queued');
+    const [placed] = store.listEvents({ jobId: small.id, kind: 'job.placed-between-rounds' });
+    expect(placed?.message).toContain(`on paid capacity (${hostId})`);
+    // No round ran, nothing was launched, and the job the cap holds back still waits.
+    expect(store.listRounds()).toHaveLength(roundsBefore);
+    expect(cloud.calls.launch).toBe(launchesBefore);
+    expect(liveRecords(store)).toHaveLength(1);
+    expect(store.getJob(gpu.id)?.state).toBe('queued');
+
+    // The next round sees it placed where it is: no move, still one instance.
+    await controller.runRound('after');
+    expect(store.listTasks({ jobId: small.id })[0]?.instanceId).toBe(hostId);
+    expect(liveRecords(store)).toHaveLength(1);
+  });
+
+  it('places nothing when switched off: the job waits for the next round', async () => {
+    const { controller, store, clock } = await cappedCluster(false);
+    clock.advance(5);
+    const small = controller.submit(jobSpec('one', CPU_ONE), 'research');
+    await controller.reconcile();
+    expect(store.listTasks({ jobId: small.id })[0]?.instanceId).toBeUndefined();
+    expect(store.getJob(small.id)?.state).toBe('queued');
+    expect(store.listEvents({ kind: 'job.placed-between-rounds' })).toHaveLength(0);
+  });
+
+  it('places nothing while no cap holds a job back (the next round packs it with the others)', async () => {
+    const { controller, store, clock } = rig({ placeBetweenRounds: true });
+    controller.submit(jobSpec('six', CPU_SIX), 'research');
+    await controller.runRound('test');
+    await controller.reconcile();
+    clock.advance(5);
+    const small = controller.submit(jobSpec('one', CPU_ONE), 'research');
+    await controller.reconcile();
+    expect(store.getJob(small.id)?.state).toBe('queued');
+    expect(store.listEvents({ kind: 'job.placed-between-rounds' })).toHaveLength(0);
+  });
+
+  it('does not place a task where its share of the instance costs more than it is worth there', async () => {
+    const { controller, store, clock } = await cappedCluster(true);
+    clock.advance(5);
+    // Two vCPUs and 4 GiB fill the free corner exactly, but at the co-location rate next to the 6-vCPU task its
+    // reservation-priced work no longer pays for a quarter of a c7i.2xlarge.
+    const two = controller.submit(jobSpec('two', { c7i: [0, 2, 4] as Resources }), 'research');
+    await controller.reconcile();
+    expect(store.getJob(two.id)?.state).toBe('queued');
+  });
+
+  it('binds to an instance still coming up when it is ready before a launch made now would be (digest E2)', async () => {
+    const { controller, store, clock, cloud, hostId } = await cappedCluster(true, { boot: false });
+    expect(store.getInstance(hostId)?.state).toBe('launching');
+    clock.advance(30);
+    const small = controller.submit(jobSpec('one', CPU_ONE), 'research');
+    await controller.reconcile();
+    // The c7i.2xlarge is ready 156 s after its launch (126 s from now); a c7i.large launched now, in 170 s.
+    expect(store.listTasks({ jobId: small.id })[0]?.instanceId).toBe(hostId);
+    const [placed] = store.listEvents({ jobId: small.id, kind: 'job.placed-between-rounds' });
+    expect(placed?.message).toContain('still coming up');
+    expect(placed?.data).toMatchObject({ bindChoice: { choice: 'bind', instanceId: hostId } });
+    expect(cloud.calls.launch).toBe(1);
+  });
+
+  it('without binding, an instance still coming up is not a slot', async () => {
+    const { controller, store, clock } = await cappedCluster(true, { boot: false, bind: false });
+    clock.advance(30);
+    const small = controller.submit(jobSpec('one', CPU_ONE), 'research');
+    await controller.reconcile();
+    expect(store.getJob(small.id)?.state).toBe('queued');
+  });
+});
