@@ -68,7 +68,13 @@ export interface RunRequest {
    * `--spot on`: the catalog's spot market is open (Eva buys spot where it pays, the spot baselines always) and
    * instances are reclaimed at its rates; absent (`--spot off`): on demand only, the catalog's spot prices ignored.
    */
-  readonly spot?: { readonly burstsPerPoolPerMonth?: number | undefined } | undefined;
+  readonly spot?:
+    | {
+        readonly burstsPerPoolPerMonth?: number | undefined;
+        /** Share of reclaims a rebalance recommendation precedes (SpotSimulation.rebalanceShare). */
+        readonly rebalanceShare?: number | undefined;
+      }
+    | undefined;
   /** Every job checkpoints on its own this often (`--checkpoint-minutes`); default: the trace's, else 30. */
   readonly checkpointMinutes?: number | undefined;
   readonly roundSeconds?: number | undefined;
@@ -226,6 +232,7 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
             seed: request.trace.seed ?? 0,
             checkpointOnNotice: !IGNORES_NOTICES.has(request.scheduler),
             burstsPerPoolPerMonth: request.spot.burstsPerPoolPerMonth,
+            rebalanceShare: request.spot.rebalanceShare,
           },
         }),
     ...(request.checkpointMinutes === undefined

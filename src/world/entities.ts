@@ -122,6 +122,8 @@ export interface SimInstance {
   /** How it was bought, and its $/hour there (spot: its pool's price). */
   readonly market: Market;
   readonly pricePerHour: number;
+  /** EC2 recommended rebalancing it (the simulated spot market's early warning, spot-world.ts). */
+  rebalanceRecommended?: boolean | undefined;
 }
 
 export function taskDemandOn(task: SimTask, instance: SimInstance): Resources {

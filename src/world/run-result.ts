@@ -110,6 +110,8 @@ export interface SpotRunMetrics {
   readonly lostWorkHours: number;
   /** Share of the billed instance-hours bought on spot. */
   readonly spotShare: number;
+  /** Rebalance recommendations the simulated market gave (`--spot-rebalance`; each instance at most once). */
+  readonly rebalanceRecommendations: number;
 }
 
 export interface RunResult {

@@ -65,6 +65,7 @@ export function buildSnapshot(
       taskIds: [...inst.committed].map((t) => t.id),
       ...(inst.placement === undefined ? {} : { placement: inst.placement }),
       ...(inst.market === 'spot' ? { market: inst.market } : {}),
+      ...(inst.rebalanceRecommended === true ? { rebalanceRecommended: true } : {}),
     });
   return { nowSeconds, jobs, tasks, instances, ...(measured.length === 0 ? {} : { measuredRtts: measured }) };
 }

@@ -301,8 +301,10 @@ export class Simulation {
       case 'co-start-wake':
         return; // the gated commands are issued after every event
       case 'spot-notice':
+      case 'spot-rebalance':
       case 'spot-reclaim':
       case 'spot-burst':
+      case 'spot-burst-warning':
         return this.state.spot?.handle(e);
       default:
         return handleEffect(this.state, e);
@@ -538,6 +540,7 @@ export class Simulation {
               interruptions: spot.interruptions,
               lostWorkHours: this.state.jobs.reduce((s, j) => s + j.lostWorkSeconds, 0) / 3600,
               spotShare: this.state.meter.spotShare,
+              rebalanceRecommendations: spot.rebalanceRecommendations,
             },
           }),
     };

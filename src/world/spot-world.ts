@@ -1,6 +1,7 @@
 import type { Catalog } from '../core/catalog.js';
 import { hashUnit } from '../core/random.js';
 import { interruptionRatePerHour, spotOffering, type SpotOffering } from '../core/spot.js';
+import { REBALANCE_INTERRUPTION_RATE_PER_HOUR } from '../scheduler/spot-cost.js';
 import { integrateProgress, type SimInstance, type SimJob, type SimTask } from './entities.js';
 
 /**
@@ -14,6 +15,14 @@ import { integrateProgress, type SimInstance, type SimJob, type SimTask } from '
  * their jobs restart from the application's last periodic checkpoint (research digest industry-anchors §1.4, §3).
  * When the instance is reclaimed, every job with a task on it or bound for it goes back to the queue at its last
  * checkpoint (all of its tasks: a gang restarts together), and a round follows at once to place it again.
+ *
+ * Optionally, a share of the reclaims is preceded by a rebalance recommendation (EC2's earlier signal that the
+ * instance is at elevated risk; it is not guaranteed, and may come as late as the notice). Its lead before the reclaim
+ * is drawn at the rate the scheduler assumes once a recommendation is in (spot-cost.ts
+ * `REBALANCE_INTERRUPTION_RATE_PER_HOUR`: a mean of two hours); ahead of a burst, the pool's instances live at the
+ * warning get one each (at the same share). fleetwise sees the instance marked and plans at once (Eva prices the risk
+ * and moves the tasks off when that pays); the spot baselines ignore it, as Karpenter and SkyPilot do. False alarms
+ * (a recommendation with no reclaim after it) are not simulated.
  */
 
 /** Seconds between AWS's interruption notice and the reclaim. */
@@ -26,6 +35,8 @@ export interface SpotSimulation {
   readonly checkpointOnNotice: boolean;
   /** Bursts per pool per 30 days that reclaim all of the pool's instances together (default 0: none). */
   readonly burstsPerPoolPerMonth?: number | undefined;
+  /** Share of reclaims a rebalance recommendation precedes, in [0, 1] (default 0: none). */
+  readonly rebalanceShare?: number | undefined;
 }
 
 /** What the spot world needs of the engine: the clock, events, capacity and the instance's end. */
@@ -47,12 +58,13 @@ export interface SpotEngine {
 
 export type SpotEvent =
   | {
-      readonly kind: 'spot-notice' | 'spot-reclaim';
+      readonly kind: 'spot-notice' | 'spot-rebalance' | 'spot-reclaim';
       readonly timeSeconds: number;
       readonly instance: SimInstance;
     }
   | {
-      readonly kind: 'spot-burst';
+      /** A burst, or the rebalance recommendations ahead of it (`warning`). */
+      readonly kind: 'spot-burst' | 'spot-burst-warning';
       readonly timeSeconds: number;
       readonly pool: SpotOffering;
       readonly n: number;
@@ -62,6 +74,8 @@ const SECONDS_PER_MONTH = 30 * 86_400;
 
 export class SpotWorld {
   interruptions = 0;
+  /** Rebalance recommendations given (each instance at most once). */
+  rebalanceRecommendations = 0;
   private readonly noticed = new Map<SimJob, number>();
 
   constructor(
@@ -91,10 +105,14 @@ export class SpotWorld {
     switch (event.kind) {
       case 'spot-notice':
         return this.onNotice(event.instance);
+      case 'spot-rebalance':
+        return this.onRebalance(event.instance);
       case 'spot-reclaim':
         return this.onReclaim(event.instance);
       case 'spot-burst':
         return this.onBurst(event.pool, event.n);
+      case 'spot-burst-warning':
+        return this.onBurstWarning(event.pool, event.n, event.timeSeconds);
     }
   }
 
@@ -104,6 +122,10 @@ export class SpotWorld {
 
   private scheduleReclaim(instance: SimInstance, at: number): void {
     const now = this.engine.now;
+    if (instance.rebalanceRecommended !== true && this.recommends(instance.id, at)) {
+      const lead = this.rebalanceLeadSeconds(instance.id, at);
+      this.engine.schedule({ kind: 'spot-rebalance', timeSeconds: Math.max(now, at - lead), instance });
+    }
     this.engine.schedule({
       kind: 'spot-notice',
       timeSeconds: Math.max(now, at - SPOT_NOTICE_SECONDS),
@@ -115,7 +137,40 @@ export class SpotWorld {
   private scheduleBurst(pool: SpotOffering, n: number, from: number): void {
     const perSecond = (this.options.burstsPerPoolPerMonth ?? 0) / SECONDS_PER_MONTH;
     const u = hashUnit(this.options.seed, 'burst', pool.typeName, pool.zone, n);
-    this.engine.schedule({ kind: 'spot-burst', timeSeconds: from - Math.log(1 - u) / perSecond, pool, n });
+    const at = from - Math.log(1 - u) / perSecond;
+    this.engine.schedule({ kind: 'spot-burst', timeSeconds: at, pool, n });
+    // The pool's instances then live are warned ahead, as a recommendation ahead of a single reclaim is.
+    if ((this.options.rebalanceShare ?? 0) > 0) {
+      const lead = this.rebalanceLeadSeconds('burst', pool.typeName, pool.zone, n);
+      this.engine.schedule({
+        kind: 'spot-burst-warning',
+        timeSeconds: Math.max(from, at - lead),
+        pool,
+        n,
+      });
+    }
+  }
+
+  /** A recommendation's lead before the reclaim it warns of: exponential at the rate Eva assumes after one. */
+  private rebalanceLeadSeconds(...parts: readonly (string | number)[]): number {
+    const u = hashUnit(this.options.seed, 'rebalance-lead', ...parts);
+    return (-Math.log(1 - u) / REBALANCE_INTERRUPTION_RATE_PER_HOUR) * 3600;
+  }
+
+  /** Whether a recommendation precedes this reclaim (the share asked for, drawn per instance and reclaim). */
+  private recommends(...parts: readonly (string | number)[]): boolean {
+    return hashUnit(this.options.seed, 'rebalance', ...parts) < (this.options.rebalanceShare ?? 0);
+  }
+
+  private onBurstWarning(pool: SpotOffering, n: number, at: number): void {
+    for (const inst of this.engine.liveInstances())
+      if (
+        inst.market === 'spot' &&
+        inst.type.name === pool.typeName &&
+        inst.placement?.zone === pool.zone &&
+        this.recommends(inst.id, 'burst', n, at)
+      )
+        this.onRebalance(inst);
   }
 
   private onBurst(pool: SpotOffering, n: number): void {
@@ -144,6 +199,14 @@ export class SpotWorld {
       integrateProgress(job, this.engine.now);
       this.noticed.set(job, job.completedIterations);
     }
+  }
+
+  /** The instance is marked for the plans; a runtime that acts on recommendations (fleetwise) plans at once. */
+  private onRebalance(instance: SimInstance): void {
+    if (!SpotWorld.live(instance) || instance.rebalanceRecommended === true) return;
+    instance.rebalanceRecommended = true;
+    this.rebalanceRecommendations += 1;
+    if (this.options.checkpointOnNotice) this.engine.requestRound();
   }
 
   private onReclaim(instance: SimInstance): void {

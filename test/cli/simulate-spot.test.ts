@@ -14,6 +14,7 @@ interface JsonRun {
   readonly interruptions?: number;
   readonly lostWorkHours?: number;
   readonly spotShare?: number;
+  readonly rebalanceRecommendations?: number;
 }
 
 let dir = '';
@@ -29,13 +30,25 @@ describe('fleetwise simulate --spot', () => {
   it('reports interruptions, lost work and spot share per run with spot on, in JSON, runs.csv and report.html', async () => {
     const out = join(dir, 'report');
     const args = [...TINY, '--scheduler', 'eva,karpenter-spot,skypilot-spot', '--json'];
-    const on = await runCli([...args, '--spot', 'on', '--spot-bursts', '30', '--out', out]);
+    const on = await runCli([
+      ...args,
+      '--spot',
+      'on',
+      '--spot-bursts',
+      '30',
+      '--spot-rebalance',
+      '1',
+      '--out',
+      out,
+    ]);
     expect(on.code, on.stderr).toBe(0);
     const runs = (JSON.parse(on.stdout) as { runs: JsonRun[] }).runs;
     for (const run of runs) {
       expect(Object.keys(run)).toEqual([...SUMMARY_FIELDS, ...SPOT_FIELDS]);
       expect(run.spotShare, run.scheduler).toBeGreaterThan(0.5);
       expect(run.lostWorkHours).toBeGreaterThanOrEqual(0);
+      // Every reclaim is preceded by a recommendation (bursts' come with their notice).
+      expect(run.rebalanceRecommendations, run.scheduler).toBeGreaterThanOrEqual(run.interruptions ?? 0);
     }
     expect(readFileSync(join(out, 'runs.csv'), 'utf8').split('\n')[0]).toContain('lostWorkHours');
     expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('spot share');
@@ -56,6 +69,12 @@ describe('fleetwise simulate --spot', () => {
     const bursts = await runCli([...TINY, '--scheduler', 'eva', '--spot-bursts', '2']);
     expect(bursts.code).not.toBe(0);
     expect(bursts.stderr).toMatch(/--spot-bursts\n\s+- needs --spot on/);
+    const share = await runCli([...TINY, '--scheduler', 'eva', '--spot', 'on', '--spot-rebalance', '1.5']);
+    expect(share.code).not.toBe(0);
+    expect(share.stderr).toContain('--spot-rebalance: must be in [0, 1]');
+    const rebalance = await runCli([...TINY, '--scheduler', 'eva', '--spot-rebalance', '0.5']);
+    expect(rebalance.code).not.toBe(0);
+    expect(rebalance.stderr).toMatch(/--spot-rebalance\n\s+- needs --spot on/);
     const minutes = await runCli([...TINY, '--scheduler', 'eva', '--checkpoint-minutes', '-1']);
     expect(minutes.stderr).toContain('--checkpoint-minutes: must be ≥ 0');
   }, 60_000);

@@ -46,7 +46,12 @@ describe('spot capacity in the simulator', () => {
     });
     // Price-capacity-optimized: the <5% pool in testb at $1.44/h, not the cheaper >20% one. At a rate of
     // 3.5e-5 per hour, the 20-hour job is most likely never interrupted with this seed.
-    expect(result.spot).toEqual({ interruptions: 0, lostWorkHours: 0, spotShare: 1 });
+    expect(result.spot).toEqual({
+      interruptions: 0,
+      lostWorkHours: 0,
+      spotShare: 1,
+      rebalanceRecommendations: 0,
+    });
     const hours = result.summary.totalCost / 1.44;
     expect(hours).toBeGreaterThan(20);
     expect(hours).toBeLessThan(20.2);
@@ -102,5 +107,29 @@ describe('spot capacity in the simulator', () => {
       });
     expect(once().spot).toEqual(once().spot);
     expect(once().summary.totalCost).toBe(once().summary.totalCost);
+  });
+
+  it('a rebalance recommendation reaches the plan at once: the flagged instance is in the snapshot of a round run then', () => {
+    const eva = new EvaScheduler(spotCatalog(), { spot: true });
+    const flagged: number[] = [];
+    const watching: Scheduler = {
+      name: eva.name,
+      observe: (snapshot, observations) => eva.observe(snapshot, observations),
+      plan: (snapshot) => {
+        if (snapshot.instances.some((i) => i.rebalanceRecommended === true))
+          flagged.push(snapshot.nowSeconds);
+        return eva.plan(snapshot);
+      },
+    };
+    const result = run(watching, {
+      spot: { seed: 7, burstsPerPoolPerMonth: 60, checkpointOnNotice: true, rebalanceShare: 1 },
+    });
+    expect(result.spot?.rebalanceRecommendations).toBeGreaterThan(0);
+    // Rounds are every 300 s; a round off that grid is the one the recommendation asked for.
+    expect(flagged.some((t) => t % 300 !== 0)).toBe(true);
+    const without = run(new EvaScheduler(spotCatalog(), { spot: true }), {
+      spot: { seed: 7, burstsPerPoolPerMonth: 60, checkpointOnNotice: true },
+    });
+    expect(without.spot?.rebalanceRecommendations).toBe(0);
   });
 });

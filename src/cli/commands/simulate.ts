@@ -78,6 +78,7 @@ interface RawSimulateOptions {
   readonly spot?: string;
   readonly checkpointMinutes?: string;
   readonly spotBursts?: string;
+  readonly spotRebalance?: string;
 }
 
 const onOff = z.enum(['on', 'off']);
@@ -140,6 +141,7 @@ const optionsSchema = z.object({
   spot: z.enum(['off', 'on'], { message: 'must be off or on' }).optional(),
   checkpointMinutes: numberText(z.number().min(0, 'must be ≥ 0 (0: jobs never checkpoint)')).optional(),
   spotBursts: numberText(z.number().min(0, 'must be ≥ 0')).optional(),
+  spotRebalance: numberText(z.number().min(0, 'must be in [0, 1]').max(1, 'must be in [0, 1]')).optional(),
 });
 
 /**
@@ -270,6 +272,10 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   const spotOn = o.spot === 'on';
   if (!spotOn && o.spotBursts !== undefined)
     throw new ValidationError('--spot-bursts', ['needs --spot on (bursts reclaim spot instances)']);
+  if (!spotOn && o.spotRebalance !== undefined)
+    throw new ValidationError('--spot-rebalance', [
+      'needs --spot on (recommendations warn of spot reclaims)',
+    ]);
   if (o.coStart === 'on' && runtime === 'controller')
     throw new ValidationError('--co-start', [
       'the co-start barrier is simulated in the engine runtime only: with --runtime controller the simulated workers start each task once it is prepared (placement between rounds and binding do run in the controller)',
@@ -313,7 +319,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     ...(starts === undefined ? {} : { starts }),
     pollSeconds: o.pollSeconds,
     network,
-    ...(spotOn ? { spot: { burstsPerPoolPerMonth: o.spotBursts } } : {}),
+    ...(spotOn ? { spot: { burstsPerPoolPerMonth: o.spotBursts, rebalanceShare: o.spotRebalance } } : {}),
     checkpointMinutes: o.checkpointMinutes,
     // The controller runs the config as its own settings, with the caps and queue the flags laid over it.
     controllerSettings:
@@ -384,7 +390,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
       admitBy: admitBy ?? 'standalone',
       latencyConfig: o.latencyConfig ?? 'default network (3 zones, digest §10.2 round trips, no episodes)',
       spot: spotOn
-        ? `on (${catalog.spot?.source === undefined ? 'no spot prices in the catalog' : `catalog spot snapshot ${catalog.spot.snapshotDate}`}; bursts per pool per month ${o.spotBursts ?? 0})`
+        ? `on (${catalog.spot?.source === undefined ? 'no spot prices in the catalog' : `catalog spot snapshot ${catalog.spot.snapshotDate}`}; bursts per pool per month ${o.spotBursts ?? 0}; rebalance recommendations before ${Math.round((o.spotRebalance ?? 0) * 100)}% of reclaims)`
         : 'off (on demand only)',
       checkpointMinutes: o.checkpointMinutes ?? "the trace's, else 30",
     };
@@ -490,6 +496,10 @@ export function registerSimulate(program: Command): Command {
     .option(
       '--spot-bursts <n>',
       'with --spot on: bursts per spot pool per 30 days that reclaim all of its instances at once (default 0)',
+    )
+    .option(
+      '--spot-rebalance <share>',
+      'with --spot on: share of reclaims that a rebalance recommendation precedes, by a lead of 2 h on average (default 0); fleetwise plans at once on one, the spot baselines ignore it',
     )
     .option(
       '--no-predict',

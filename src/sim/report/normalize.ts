@@ -93,6 +93,7 @@ export const SPOT_FIELDS = [
   'interruptions',
   'lostWorkHours',
   'spotShare',
+  'rebalanceRecommendations',
 ] as const satisfies readonly (keyof SpotRunMetrics)[];
 
 /**
@@ -146,6 +147,7 @@ export function runRecord(r: RunResult): RunRecord {
           interruptions: r.spot.interruptions,
           lostWorkHours: r.spot.lostWorkHours,
           spotShare: r.spot.spotShare,
+          rebalanceRecommendations: r.spot.rebalanceRecommendations,
         }),
     // Last, and only in a value-of-time sweep or when one was set: which value the run had.
     ...(r.summary.valueOfTimePerJobHour === undefined
