@@ -5,6 +5,9 @@ import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
  * `fleetwise simulate --runtime controller` and `--config` as users run them (`node dist/cli/main.js …` in a
  * subprocess). Run alone, this builds dist/ once when what the CLI loads is stale.
  */
+/** Eva on the bundled pai_200 trace: the flags under test follow. */
+const EVA_ON_PAI = ['simulate', '--format', 'eva', '--scheduler', 'eva'];
+
 interface JsonRun {
   readonly scheduler: string;
   readonly jobs: number;
@@ -69,15 +72,7 @@ describe('fleetwise simulate --runtime', () => {
   });
 
   it('a bad --runtime value is a clear error naming the flag', async () => {
-    const out = await runCli([
-      'simulate',
-      '--format',
-      'eva',
-      '--scheduler',
-      'eva',
-      '--runtime',
-      'kubernetes',
-    ]);
+    const out = await runCli([...EVA_ON_PAI, '--runtime', 'kubernetes']);
     expect(out.code).not.toBe(0);
     expect(out.stderr).toMatch(/--runtime/);
     expect(out.stderr).toMatch(/engine/);
@@ -85,17 +80,7 @@ describe('fleetwise simulate --runtime', () => {
   });
 
   it('--co-start on with the controller runtime is refused, naming the flag: its simulated workers do not hold tasks', async () => {
-    const out = await runCli([
-      'simulate',
-      '--format',
-      'eva',
-      '--scheduler',
-      'eva',
-      '--runtime',
-      'controller',
-      '--co-start',
-      'on',
-    ]);
+    const out = await runCli([...EVA_ON_PAI, '--runtime', 'controller', '--co-start', 'on']);
     expect(out.code).not.toBe(0);
     expect(out.stderr).toMatch(/--co-start/);
     expect(out.stderr).toMatch(/engine runtime only/);
