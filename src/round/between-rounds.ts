@@ -94,8 +94,11 @@ export interface BetweenRoundsPlacement {
 }
 
 /**
- * Place waiting jobs on paid capacity, in queue order; a job that does not fit whole is skipped (it waits for the
- * round), the ones after it may still fit (the capacity is paid whether used or not).
+ * Place waiting jobs on paid capacity, in queue order. A job that cannot be placed whole waits for the round, and the
+ * room it could use (instances of a family that can host one of its tasks) stays free for it: a job behind it in the
+ * queue takes only room it could never use. Without that, a long job that happens to fit jumps the queue and holds
+ * the capacity the next round's admission would give to the shorter jobs ahead of it (measured under srpt: a higher
+ * median JCT than not placing at all); backfilling only where the jobs ahead cannot go keeps the queue's order.
  */
 export function placeBetweenRounds(input: BetweenRoundsInput): BetweenRoundsPlacement[] {
   if (!input.capHoldsJobsBack) return [];
@@ -105,12 +108,16 @@ export function placeBetweenRounds(input: BetweenRoundsInput): BetweenRoundsPlac
   const held = new Map(usable.map((i) => [i.id, [...(i.tasks ?? [])]]));
   const rate = input.expectedRate;
   const out: BetweenRoundsPlacement[] = [];
+  // Jobs ahead in the queue that could not be placed: room they could use stays theirs for the next round.
+  const passedOver: WaitingJob[] = [];
+  const reservedFor = (inst: PaidInstance): boolean =>
+    passedOver.some((j) => j.tasks.some((t) => demandOn(t.demand, inst.family) !== undefined));
   for (const job of input.jobs) {
     const launchReady = input.nowSeconds + input.launchDelaySeconds(job);
     const slots: ExpectedSlot[] = [];
     for (const inst of usable) {
       const room = free.get(inst.id) as Resources;
-      if (room.every((r) => r <= 0) || inst.readyAtSeconds > launchReady) continue;
+      if (room.every((r) => r <= 0) || inst.readyAtSeconds > launchReady || reservedFor(inst)) continue;
       slots.push({
         instanceId: inst.id,
         freeAtSeconds: Math.max(input.nowSeconds, inst.readyAtSeconds),
@@ -120,7 +127,10 @@ export function placeBetweenRounds(input: BetweenRoundsInput): BetweenRoundsPlac
         capacity: inst.capacity,
       });
     }
-    if (slots.length === 0) continue;
+    if (slots.length === 0) {
+      passedOver.push(job);
+      continue;
+    }
     const tasksById = new Map(job.tasks.map((t) => [t.id, t]));
     const placement = placeJobOnSlots(
       job.tasks.map((t) => ({
@@ -140,7 +150,10 @@ export function placeBetweenRounds(input: BetweenRoundsInput): BetweenRoundsPlac
       })),
       slots,
     );
-    if (placement === undefined) continue;
+    if (placement === undefined) {
+      passedOver.push(job);
+      continue;
+    }
     let bindChoice: BindOrLaunchChoice | undefined;
     if (placement.jobStartSeconds > input.nowSeconds) {
       // Bound to an instance still coming up: priced against launching the job's own instance now.
@@ -164,7 +177,10 @@ export function placeBetweenRounds(input: BetweenRoundsInput): BetweenRoundsPlac
           costPerHour: input.launchCostPerHour(job),
         },
       });
-      if (bindChoice.choice !== 'bind') continue;
+      if (bindChoice.choice !== 'bind') {
+        passedOver.push(job);
+        continue;
+      }
     }
     for (const p of placement.placements) {
       const inst = byId.get(p.instanceId) as PaidInstance;

@@ -31,11 +31,27 @@ const base = {
 };
 
 describe('placement between rounds', () => {
-  it('places whole jobs on paid room in queue order, skipping one that does not fit', () => {
+  it('places whole jobs on paid room in queue order; a job passed over keeps the room it could use', () => {
+    const instances = [inst('i-1', 4), inst('i-2', 2)];
+    // The job ahead does not fit now, and could run on both instances: their room waits for it (the next round).
+    expect(
+      placeBetweenRounds({
+        ...base,
+        jobs: [job('big', 3, 4), job('a', 2), job('b', 1)],
+        instances,
+        bind: false,
+      }),
+    ).toEqual([]);
+    // A job ahead that only a GPU family can host leaves this CPU room to the jobs behind it.
+    const gpuOnly: WaitingJob = {
+      id: 'big',
+      tasks: [{ id: 'big/t0', demand: { p3: [1, 4, 16] } }],
+      taskSeconds: 3600,
+    };
     const placed = placeBetweenRounds({
       ...base,
-      jobs: [job('big', 3, 4), job('a', 2), job('b', 1)],
-      instances: [inst('i-1', 4), inst('i-2', 2)],
+      jobs: [gpuOnly, job('a', 2), job('b', 1)],
+      instances,
       bind: false,
     });
     expect(placed.map((p) => p.jobId)).toEqual(['a', 'b']);
