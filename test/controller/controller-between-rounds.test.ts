@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { Resources } from '../../src/core/resources.js';
 import type { QueueCaps } from '../../src/queue/caps.js';
-import { GPU_ONE, jobSpec, liveRecords, rig } from './controller-fixtures.js';
+import type { ControllerSettings } from '../../src/controller/settings.js';
+import { GPU_ONE, jobSpec, liveRecords, rig, waitFor } from './controller-fixtures.js';
 
 /** Six of a c7i.2xlarge's eight vCPUs: Eva's cheapest host for it leaves [0, 2, 4] free. */
 const CPU_SIX = { c7i: [0, 6, 12] as Resources };
@@ -15,8 +16,16 @@ const caps: QueueCaps = { maxInstances: 1 };
  * A controller whose last round kept a job out for the caps, with one running c7i.2xlarge holding a 6-vCPU task;
  * `place` is its placement-between-rounds switch.
  */
-async function cappedCluster(place: boolean, options: { bind?: boolean; boot?: boolean } = {}) {
-  const r = rig({ caps, placeBetweenRounds: place, bindBetweenRounds: options.bind ?? place });
+async function cappedCluster(
+  place: boolean,
+  options: { bind?: boolean; boot?: boolean; settings?: Partial<ControllerSettings> } = {},
+) {
+  const r = rig({
+    caps,
+    placeBetweenRounds: place,
+    bindBetweenRounds: options.bind ?? place,
+    ...options.settings,
+  });
   r.cloud.bootInstantly = options.boot ?? true;
   const big = r.controller.submit(jobSpec('six', CPU_SIX), 'research');
   r.clock.advance(1);
@@ -110,5 +119,18 @@ describe('controller: placement between rounds on paid capacity', () => {
     const small = controller.submit(jobSpec('one', CPU_ONE), 'research');
     await controller.reconcile();
     expect(store.getJob(small.id)?.state).toBe('queued');
+  });
+
+  it('in the running loop, a submission wakes a pass that places it, with no round (early rounds off)', async () => {
+    const { controller, store, clock, hostId } = await cappedCluster(true, {
+      settings: { earlyRounds: false, roundSeconds: 300, pollSeconds: 1000 },
+    });
+    await controller.start();
+    await waitFor(() => clock.pendingSleeps > 0);
+    const rounds = store.listRounds().length;
+    const small = controller.submit(jobSpec('one', CPU_ONE), 'research');
+    await waitFor(() => store.listTasks({ jobId: small.id })[0]?.instanceId === hostId);
+    expect(store.listRounds()).toHaveLength(rounds);
+    await controller.stop();
   });
 });

@@ -282,6 +282,15 @@ export class CrashAt implements FaultInjector {
   }
 }
 
+/** Polls until `condition` holds (the controller's loop runs on its own), failing after `timeoutMs`. */
+export async function waitFor(condition: () => boolean, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
 /** Live (not terminated) store instances. */
 export function liveRecords(store: StateStore) {
   return store.listInstances({ states: ['requested', 'launching', 'running', 'draining', 'terminating'] });

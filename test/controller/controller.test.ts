@@ -6,7 +6,16 @@ import { LAUNCH_BACKOFF_KEY } from '../../src/controller/reconcile/effects/regis
 import type { InstanceRecord } from '../../src/controller/state-store.js';
 import { recordPreviousStoreId } from '../../src/controller/state/lineage.js';
 import type { Scheduler } from '../../src/scheduler/types.js';
-import { CPU_SMALL, FakeCloud, GPU_ONE, jobSpec, liveRecords, MEM_BIG, rig } from './controller-fixtures.js';
+import {
+  CPU_SMALL,
+  FakeCloud,
+  GPU_ONE,
+  jobSpec,
+  liveRecords,
+  MEM_BIG,
+  rig,
+  waitFor,
+} from './controller-fixtures.js';
 
 describe('controller rounds against an in-memory cloud', () => {
   it('launches the cheapest fitting type, tags it, and runs the task once the instance runs', async () => {
@@ -440,11 +449,3 @@ describe('controller rounds against an in-memory cloud', () => {
     await controller.stop();
   });
 });
-
-async function waitFor(condition: () => boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
