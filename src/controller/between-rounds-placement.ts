@@ -1,6 +1,7 @@
-import type { Catalog } from '../core/catalog.js';
-import { UNKNOWN_DURATION_SECONDS, type Admission, type QueueDecision } from '../queue/admission.js';
-import { capHoldsJobsBack, type BetweenRoundsPlacement } from '../round/between-rounds.js';
+import { setupSeconds, type Catalog } from '../core/catalog.js';
+import { groupBy } from '../core/group.js';
+import { UNKNOWN_DURATION_SECONDS, type Admission } from '../queue/admission.js';
+import type { BetweenRoundsPlacement } from '../round/between-rounds.js';
 import { placeWaitingJobs, type PaidInstanceFacts, type WaitingJobFacts } from '../round/place-waiting.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
 import type { Clock } from './clock.js';
@@ -41,9 +42,9 @@ export class BetweenRoundsPlacer {
 
   constructor(private readonly deps: BetweenRoundsPlacementDeps) {}
 
-  /** A round's admission decided: whether it left jobs waiting for the caps. */
-  noteRound(queue: QueueDecision): void {
-    this.capHoldsJobsBack = capHoldsJobsBack(queue.result.queued);
+  /** What a round's admission decided: whether it left jobs waiting for the caps (RoundOutcome.capHoldsJobsBack). */
+  noteRound(capHoldsJobsBack: boolean): void {
+    this.capHoldsJobsBack = capHoldsJobsBack;
   }
 
   /** A job arrived or capacity was freed: look at the next pass. Answers whether placing could do anything. */
@@ -68,8 +69,7 @@ export class BetweenRoundsPlacer {
     const now = this.deps.clock.nowSeconds();
     const inputs = readSnapshotInputs(this.deps.store, now);
     const snapshot = buildSnapshot(inputs);
-    const tasksByJob = new Map<string, (typeof snapshot.tasks)[number][]>();
-    for (const t of snapshot.tasks) tasksByJob.set(t.jobId, [...(tasksByJob.get(t.jobId) ?? []), t]);
+    const tasksByJob = groupBy(snapshot.tasks, (t) => t.jobId);
     const jobs: WaitingJobFacts[] = [];
     for (const job of snapshot.jobs) {
       const tasks = tasksByJob.get(job.id) ?? [];
@@ -93,17 +93,10 @@ export class BetweenRoundsPlacer {
       if (type === undefined || record === undefined) continue;
       // A launch not yet made is not paid for: only instances the cloud is bringing up or running count.
       if (inst.state === 'launching' && record.launchedAtSeconds === undefined) continue;
-      const d = type.delays;
       const readyAt =
         inst.state === 'running'
           ? now
-          : Math.max(
-              now,
-              (record.launchedAtSeconds as number) +
-                d.instantiateSeconds +
-                d.workerStartSeconds +
-                d.workerRegisterSeconds,
-            );
+          : Math.max(now, (record.launchedAtSeconds as number) + setupSeconds(type));
       instances.push({
         id: inst.id,
         type,

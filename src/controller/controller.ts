@@ -426,7 +426,7 @@ export class Controller implements ControllerService {
         await this.reconciler.progress();
       }
       const planned = this.rounds.planAndRecord(reason);
-      if (planned.queue !== undefined) this.placer?.noteRound(planned.queue);
+      this.placer?.noteRound(planned.capHoldsJobsBack === true);
       const progress = this.settings.dryRun ? undefined : await this.reconciler.progress();
       if (planned.round !== undefined) this.metrics?.observeRound((performance.now() - startedMs) / 1000);
       return { ...planned, sync, progress };

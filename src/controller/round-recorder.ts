@@ -44,6 +44,8 @@ export interface RoundOutcome {
   readonly progress?: ProgressSummary | undefined;
   /** This round's admission decision (who entered the plan, who waits and why). */
   readonly queue?: QueueDecision | undefined;
+  /** Admission kept a job out for the caps (round.ts): placement between rounds acts until the next round. */
+  readonly capHoldsJobsBack?: boolean | undefined;
 }
 
 export interface RoundRecorderDeps {
@@ -94,7 +96,7 @@ export class RoundRecorder {
     const planned = outcome.planned;
     if (planned === undefined) {
       this.deps.queueViews.record(views, undefined);
-      return { actions: [], launched: new Map(), queue };
+      return { actions: [], launched: new Map(), queue, capHoldsJobsBack: outcome.capHoldsJobsBack };
     }
     const { plan, victims, capViolation } = planned;
     for (const w of plan.decision.waiting) if (!isQueueWait(w.cap)) this.deps.metrics?.countCapHit(w.cap);
@@ -107,7 +109,7 @@ export class RoundRecorder {
     this.deps.schedulerState.save();
     const kept = this.deps.settings.roundsKept ?? 5000;
     if (result.round !== undefined && result.round % 100 === 0) this.deps.store.pruneRounds(kept);
-    return result;
+    return { ...result, capHoldsJobsBack: outcome.capHoldsJobsBack };
   }
 
   /** A dry run, or a plan over a cap (the safety rail under the scheduler): recorded, never carried out. */

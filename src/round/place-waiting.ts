@@ -1,4 +1,4 @@
-import type { InstanceType } from '../core/catalog.js';
+import { setupSeconds, type InstanceType } from '../core/catalog.js';
 import { demandOn, type FamilyDemand, type Resources } from '../core/resources.js';
 import { orderQueue } from '../queue/ordering.js';
 import type { WfqConfig } from '../queue/wfq.js';
@@ -115,7 +115,5 @@ function paidInstance(
 function launchDelayOf(prices: PriceBook, job: WaitingJobFacts): number {
   const first = job.tasks[0];
   const t = first === undefined ? undefined : prices.minType(first.demand);
-  if (t === undefined) return 0;
-  const d = t.delays;
-  return d.instantiateSeconds + d.workerStartSeconds + d.workerRegisterSeconds;
+  return t === undefined ? 0 : setupSeconds(t);
 }

@@ -65,6 +65,8 @@ export interface PlannedRound {
 
 export interface RoundOutcome {
   readonly queue: QueueDecision;
+  /** Admission kept a job out for the caps (between-rounds.ts): placement between rounds acts until the next round. */
+  readonly capHoldsJobsBack: boolean;
   /** Undefined when there was nothing to plan (no admitted job and no instance). */
   readonly planned: PlannedRound | undefined;
   readonly fork: PredictionFork | undefined;
@@ -78,23 +80,24 @@ export function runRound(input: RoundInput): RoundOutcome {
       ? { admission: admission.fork(), scheduler: scheduler.fork?.() ?? scheduler }
       : undefined;
   const queue = admission.decide(input.snapshot, input.jobInfo);
+  const holdsBack = capHoldsJobsBack(queue.result.queued);
   const admitted = queue.snapshot;
   if (admitted.jobs.length === 0 && admitted.instances.length === 0)
-    return { queue, planned: undefined, fork };
+    return { queue, capHoldsJobsBack: holdsBack, planned: undefined, fork };
   // Preemption (PCS §3): the scheduler plans without the victims; the diff, against the snapshot that has them,
   // checkpoints them back to the queue.
   const victims = admission.victims(queue);
   const withoutVictims = withoutJobs(admitted, new Set(victims.map((v) => v.jobId)));
   // The scheduler learns whether caps hold jobs back: its slowdown budget must not price time up then (Eva).
   scheduler.observe(
-    capHoldsJobsBack(queue.result.queued) ? { ...withoutVictims, capHoldsJobsBack: true } : withoutVictims,
+    holdsBack ? { ...withoutVictims, capHoldsJobsBack: true } : withoutVictims,
     input.observations,
   );
   const plan = withQueueWaits(scheduler.plan(withoutVictims), queue);
   const diff = diffConfiguration(admitted, plan.configuration, input.catalog, { scheduler: scheduler.name });
   const capViolation = planCapViolation(plan.configuration, diff, input.catalog, admission.caps);
   if (input.carriedOut && capViolation === undefined) admission.markPreempting(victims);
-  return { queue, planned: { queue, victims, plan, diff, capViolation }, fork };
+  return { queue, capHoldsJobsBack: holdsBack, planned: { queue, victims, plan, diff, capViolation }, fork };
 }
 
 /** Decision `waiting` entries the queue layer added (`queue <class>: …`), as opposed to caps the scheduler enforced. */

@@ -1,6 +1,5 @@
 import type { Catalog } from '../core/catalog.js';
-import type { Admission, QueueDecision } from '../queue/admission.js';
-import { capHoldsJobsBack } from '../round/between-rounds.js';
+import type { Admission } from '../queue/admission.js';
 import { placeWaitingJobs, type PaidInstanceFacts } from '../round/place-waiting.js';
 import type { StartTaskAction } from '../scheduler/actions.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
@@ -28,9 +27,9 @@ export class BetweenRoundsPlacer {
     this.prices = new PriceBook(catalog);
   }
 
-  /** What a round's admission decided: whether it left jobs waiting for the next. */
-  noteRound(queue: QueueDecision): void {
-    this.capHoldsJobsBack = capHoldsJobsBack(queue.result.queued);
+  /** What a round's admission decided: whether it left jobs waiting for the caps (RoundOutcome.capHoldsJobsBack). */
+  noteRound(capHoldsJobsBack: boolean): void {
+    this.capHoldsJobsBack = capHoldsJobsBack;
   }
 
   /** Place what fits now; returns how many jobs were placed. */

@@ -389,7 +389,7 @@ export class Simulation {
         forkForPrediction: fresh.length > 0,
         carriedOut: true,
       });
-      this.placer?.noteRound(round.queue);
+      this.placer?.noteRound(round.capHoldsJobsBack);
       // Predicted before the round's actions are applied: the prediction replays this round from the fork.
       if (round.fork !== undefined) this.predict(fresh, round.fork, early);
       const planned = round.planned;

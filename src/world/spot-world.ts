@@ -164,19 +164,12 @@ export class SpotWorld {
 
   private onBurstWarning(pool: SpotOffering, n: number, at: number): void {
     for (const inst of this.engine.liveInstances())
-      if (
-        inst.market === 'spot' &&
-        inst.type.name === pool.typeName &&
-        inst.placement?.zone === pool.zone &&
-        this.recommends(inst.id, 'burst', n, at)
-      )
-        this.onRebalance(inst);
+      if (inPool(inst, pool) && this.recommends(inst.id, 'burst', n, at)) this.onRebalance(inst);
   }
 
   private onBurst(pool: SpotOffering, n: number): void {
     for (const inst of this.engine.liveInstances())
-      if (inst.market === 'spot' && inst.type.name === pool.typeName && inst.placement?.zone === pool.zone)
-        this.scheduleReclaim(inst, this.engine.now + SPOT_NOTICE_SECONDS);
+      if (inPool(inst, pool)) this.scheduleReclaim(inst, this.engine.now + SPOT_NOTICE_SECONDS);
     this.scheduleBurst(pool, n + 1, this.engine.now);
   }
 
@@ -258,6 +251,11 @@ export class SpotWorld {
       this.engine.touch(job, held);
     }
   }
+}
+
+/** A spot instance of the pool's type in the pool's zone. */
+function inPool(inst: SimInstance, pool: SpotOffering): boolean {
+  return inst.market === 'spot' && inst.type.name === pool.typeName && inst.placement?.zone === pool.zone;
 }
 
 /** Jobs with a task running on, held by or bound for the instance. */
