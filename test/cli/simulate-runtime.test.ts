@@ -14,6 +14,9 @@ interface JsonRun {
   readonly totalCost: number;
   readonly meanJctHours: number;
   readonly peakCostPerHour: number;
+  readonly startSkewSecondsMean?: number;
+  readonly barrierIdleCost?: number;
+  readonly waitToPlaceSecondsMean?: number;
 }
 
 function runs(stdout: string): JsonRun[] {
@@ -79,11 +82,22 @@ describe('fleetwise simulate --runtime', () => {
     expect(out.stdout).toBe('');
   });
 
-  it('--co-start on with the controller runtime is refused, naming the flag: its simulated workers do not hold tasks', async () => {
-    const out = await runCli([...EVA_ON_PAI, '--runtime', 'controller', '--co-start', 'on']);
-    expect(out.code).not.toBe(0);
-    expect(out.stderr).toMatch(/--co-start/);
-    expect(out.stderr).toMatch(/engine runtime only/);
-    expect(out.stdout).toBe('');
+  it('--co-start runs the barrier in the controller runtime too: its start skew and barrier-idle cost fall', async () => {
+    const args = [
+      'simulate',
+      ...['--format', 'alibaba', '--jobs', '40', '--seed', '5', '--multi-task', '0.5'],
+      ...['--scheduler', 'eva', '--no-predict', '--json', '--runtime', 'controller'],
+    ];
+    const [off, on] = await Promise.all([
+      runCli([...args, '--co-start', 'off']),
+      runCli([...args, '--co-start', 'on']),
+    ]);
+    for (const out of [off, on]) expect(out.code, out.stderr).toBe(0);
+    const [o] = runs(off.stdout);
+    const [c] = runs(on.stdout);
+    expect(o?.startSkewSecondsMean).toBeGreaterThan(0);
+    expect(c?.startSkewSecondsMean).toBeLessThan(0.2 * (o?.startSkewSecondsMean ?? 0));
+    expect(c?.barrierIdleCost).toBeLessThan(0.2 * (o?.barrierIdleCost ?? 0));
+    expect(c?.waitToPlaceSecondsMean).toBeGreaterThan(0);
   });
 });

@@ -5,6 +5,7 @@ import { InjectedCrash, type FaultInjector } from '../../src/controller/faults.j
 import { Reconciler } from '../../src/controller/reconciler.js';
 import type { TaskControl, TaskStartRequest, TaskStopRequest } from '../../src/controller/seams.js';
 import { buildSnapshot, readSnapshotInputs } from '../../src/controller/snapshot.js';
+import { readCoStart, writeCoStart } from '../../src/controller/co-start-records.js';
 import { BASE_SETTINGS, catalog, CPU_SMALL, CrashAt, jobSpec, rig, type Rig } from './controller-fixtures.js';
 
 /** Task control whose stops can be held "checkpointing", recording every call. */
@@ -24,6 +25,11 @@ class ScriptedTaskControl implements TaskControl {
   async status(): Promise<'running'> {
     return 'running';
   }
+}
+
+/** The same, holding the starts of multi-task jobs for the co-start barrier (as WorkerTaskControl with coStart). */
+class HoldingTaskControl extends ScriptedTaskControl {
+  readonly holdsStarts = true;
 }
 
 function reconcilerFor(r: Rig, control: TaskControl, faults?: FaultInjector): Reconciler {
@@ -208,5 +214,60 @@ describe('reconciler: plans into intents into effects', () => {
     await r.controller.runRound();
     expect(r.store.getTask(`${a.id}.0`)?.state).toBe('stopped');
     expect(r.store.getInstance('inst-1')?.state).toBe('terminated');
+  });
+
+  it('a co-started task started again on the instance it was ready on before waits to be prepared again', async () => {
+    const control = new HoldingTaskControl();
+    const r = rig({ coStartTimeoutSeconds: 600 }, { tasks: control });
+    const gang = r.controller.submit(jobSpec('gang', CPU_SMALL, { replicas: 2 }), 'research');
+    const [t0, t1] = [`${gang.id}.0`, `${gang.id}.1`];
+    const reconciler = reconcilerFor(r, control);
+    const first = planFor(r, {
+      instances: [
+        { id: 'new-1', typeName: 'c7i.xlarge', isNew: true, taskIds: [t0] },
+        { id: 'new-2', typeName: 'c7i.xlarge', isNew: true, taskIds: [t1] },
+      ],
+    });
+    reconciler.applyPlan(first.plan, first.diff);
+    await reconciler.progress(); // launched, then prepared: held until both are ready
+    const ready = (taskId: string, instanceId: string) => {
+      const job = r.store.getJob(gang.id)!;
+      const record = readCoStart(r.store, job);
+      writeCoStart(r.store, gang.id, {
+        ...record,
+        ready: { ...record.ready, [taskId]: { instanceId, sinceSeconds: r.clock.nowSeconds() } },
+      });
+    };
+    ready(t0, 'inst-1');
+    ready(t1, 'inst-2');
+    await reconciler.progress();
+    expect(r.store.getJob(gang.id)?.state).toBe('running');
+
+    // An hour later the plan moves t1 to a new instance; the gang restarts, t0 where it was.
+    r.clock.advance(3600);
+    const move = planFor(r, {
+      instances: [
+        { id: 'inst-1', typeName: 'c7i.xlarge', isNew: false, taskIds: [t0] },
+        { id: 'new-3', typeName: 'c7i.xlarge', isNew: true, taskIds: [t1] },
+      ],
+    });
+    reconciler.applyPlan(move.plan, move.diff);
+    // t0's readiness on inst-1 was of the start before: it no longer counts.
+    expect(readCoStart(r.store, r.store.getJob(gang.id)!).ready[t0]).toBeUndefined();
+    await reconciler.progress(); // stopped, inst-3 launched: both starts prepare again
+    await reconciler.progress();
+    // Neither released (t0 has not been reported prepared since) nor planned again for an hour-old readiness.
+    expect(r.store.getJob(gang.id)?.state).toBe('starting');
+    expect(r.store.listTasks({ jobId: gang.id }).map((t) => [t.state, t.instanceId])).toEqual([
+      ['starting', 'inst-1'],
+      ['starting', 'inst-3'],
+    ]);
+    expect(r.store.listEvents({ jobId: gang.id, kind: 'job.co-start' }).map((e) => e.message)).toEqual([
+      'released 2 task(s) together',
+    ]);
+    ready(t0, 'inst-1');
+    ready(t1, 'inst-3');
+    await reconciler.progress();
+    expect(r.store.getJob(gang.id)?.state).toBe('running');
   });
 });

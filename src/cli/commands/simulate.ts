@@ -276,10 +276,6 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     throw new ValidationError('--spot-rebalance', [
       'needs --spot on (recommendations warn of spot reclaims)',
     ]);
-  if (o.coStart === 'on' && runtime === 'controller')
-    throw new ValidationError('--co-start', [
-      'the co-start barrier is simulated in the engine runtime only: with --runtime controller the simulated workers start each task once it is prepared (placement between rounds and binding do run in the controller)',
-    ]);
   if (spotOn && runtime === 'controller')
     throw new ValidationError('--spot', ['spot interruptions are simulated in the engine runtime only']);
   const valuesOfTime = o.valueOfTime ?? [

@@ -1,6 +1,7 @@
 import type { ConfigurationDiff } from '../../scheduler/actions.js';
 import type { Configuration, Plan } from '../../scheduler/types.js';
 import { PLACED_TASK_STATES } from '../state/lifecycle.js';
+import { storedCoStart, writeCoStart } from '../co-start-records.js';
 import type { InstanceRecord, JobRecord, JsonValue, TaskRecord } from '../state-store.js';
 import type { ReconcileContext } from './context.js';
 import { settleJob } from './jobs.js';
@@ -123,6 +124,20 @@ function recordTaskStart(
   );
   const task = ctx.store.getTask(taskId) as TaskRecord;
   if (!PLACED_TASK_STATES.includes(task.state)) ctx.store.setTaskState(task.id, 'starting', instanceId);
+  forgetReadiness(ctx, task);
+}
+
+/**
+ * A new start prepares the task afresh: its worker's earlier "ready" (a hold already released, or one on the same
+ * instance before a move) would otherwise count for the co-start barrier at once, and with a time since long past,
+ * trip its timeout while the task's siblings are still preparing. The worker reports it ready again when it is.
+ */
+function forgetReadiness(ctx: ReconcileContext, task: TaskRecord): void {
+  const job = ctx.store.getJob(task.jobId);
+  const record = job === undefined ? undefined : storedCoStart(ctx.store, job);
+  if (record?.ready[task.id] === undefined) return;
+  const { [task.id]: _forgotten, ...ready } = record.ready;
+  writeCoStart(ctx.store, task.jobId, { ...record, ready });
 }
 
 /** A job placed between rounds (round/place-waiting.ts): its tasks and where each goes, and why, for its events. */

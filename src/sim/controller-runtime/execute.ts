@@ -41,6 +41,7 @@ export async function executeControllerRun(
     settings,
     ...(request.pollSeconds !== undefined ? { pollSeconds: request.pollSeconds } : {}),
     ...(request.earlyRounds === true ? { earlyRounds: true } : {}),
+    ...(request.starts === undefined ? {} : { reportStarts: true, coStart: request.starts.coStart === true }),
     ...(onProgress !== undefined
       ? { onProgress: (p) => onProgress(p.totalJobs > 0 ? p.finishedJobs / p.totalJobs : 1) }
       : {}),

@@ -10,7 +10,7 @@ import { predictionErrors, successfulSojournMeanHours } from '../run-simulation.
 import { p99JctHours } from '../queue-options.js';
 import { FleetMeter } from '../../world/fleet-meter.js';
 import type { GroundTruth } from '../../world/ground-truth.js';
-import { jobOutcome, summarize } from '../../world/metrics.js';
+import { jobOutcome, mean, summarize } from '../../world/metrics.js';
 import { buildSimJobs } from '../../world/trace-jobs.js';
 import type { Trace } from '../../world/trace.js';
 import type { JobOutcome, RunResult } from '../../world/run-result.js';
@@ -65,6 +65,13 @@ export interface ControllerRunOptions {
    * controller falls back to another type (round/replacement.ts), as on EC2.
    */
   readonly refusedTypes?: Iterable<string> | undefined;
+  /**
+   * The controller's co-start barrier (its `coStart`): the simulated workers hold a multi-task job's prepared tasks
+   * until the reconciler releases them (default false: each task runs once prepared).
+   */
+  readonly coStart?: boolean | undefined;
+  /** Report start skew, barrier-idle cost and waits to be placed (the engine's `starts` metrics). */
+  readonly reportStarts?: boolean | undefined;
   /** Called for every lifecycle step of the simulated world, in simulated-time order (engine RunOptions.onEvent). */
   readonly onEvent?: ((entry: SimLogEntry) => void) | undefined;
   readonly onProgress?: ((progress: SimulationProgress) => void) | undefined;
@@ -109,6 +116,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
       registered: () => (reported = true),
     },
   });
+  const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds(), storeId: 'sim' });
   const workers = new SimulatedWorkers({
     clock,
     timeline,
@@ -117,6 +125,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
     allocate: (d, sign) => meter.allocate(d, sign),
     countMigration: () => meter.countMigration(),
     onReport: () => (reported = true),
+    ...(o.coStart === true ? { holdStarts: { store } } : {}),
     log: (kind, task, job) =>
       o.onEvent?.({
         timeSeconds: clock.nowSeconds(),
@@ -125,7 +134,6 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
         ...(task === undefined ? {} : { taskId: task.id }),
       }),
   });
-  const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds(), storeId: 'sim' });
   const errors: string[] = [];
   const logger: ControllerLogger = {
     info() {},
@@ -170,11 +178,18 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
   let finished = 0;
   const finishedNow = (): number => jobs.filter((j) => j.status === 'finished').length;
 
-  /** Let the controller's loop run until it sleeps again (everything it awaits resolves without timers). */
+  /**
+   * Let the controller's loop run until it sleeps again (everything it awaits resolves without timers); then the
+   * workers hear what it decided (releases, withdrawn starts, placements).
+   */
   const settle = async (): Promise<void> => {
     for (let turn = 0; turn < MAX_SETTLE_TURNS; turn++) {
       await new Promise<void>((resolve) => setImmediate(resolve));
-      if (clock.sleeping > 0) return;
+      if (clock.sleeping > 0) {
+        workers.heartbeat();
+        if (o.reportStarts === true) workers.notePlaced(store);
+        return;
+      }
     }
     throw new Error(
       'the controller loop did not go back to sleep (a pass awaits something that never resolves)',
@@ -279,7 +294,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
   await controller.stop();
   if (finishedNow() < jobs.length)
     throw new Error(`controller simulation stopped with ${jobs.length - finishedNow()} jobs unfinished`);
-  return result(o, jobs, meter, store, cloud, (performance.now() - startedMs) / 1000);
+  return result(o, jobs, meter, store, cloud, workers, (performance.now() - startedMs) / 1000);
 }
 
 function result(
@@ -288,6 +303,7 @@ function result(
   meter: FleetMeter,
   store: MemoryStateStore,
   cloud: SimulatedCloud,
+  workers: SimulatedWorkers,
   wallSeconds: number,
 ): RunResult {
   const outcomes: JobOutcome[] = jobs.map((j) => jobOutcome(j, undefined));
@@ -304,10 +320,24 @@ function result(
     },
     outcomes,
   );
+  const starts = workers.startMetrics();
+  const waits = jobs.flatMap((j) =>
+    j.firstPlacedSeconds === undefined ? [] : [j.firstPlacedSeconds - j.spec.arrivalSeconds],
+  );
   const base: RunResult = {
     summary,
     series: meter.series(o.maxSeriesPoints ?? DEFAULT_MAX_SERIES_POINTS),
     jobs: outcomes,
+    ...(o.reportStarts === true
+      ? {
+          starts: {
+            startSkewSecondsMean: mean(starts.skews),
+            barrierIdleCost: starts.barrierIdleCost,
+            waitToPlaceSecondsMean: mean(waits),
+            placedBetweenRounds: store.listEvents({ kind: 'job.placed-between-rounds' }).length,
+          },
+        }
+      : {}),
   };
   const caps = o.settings?.caps;
   const queued = o.settings?.queue !== undefined || (caps !== undefined && Object.keys(caps).length > 0);

@@ -1,8 +1,11 @@
 import { demandOn, type Resources } from '../../core/resources.js';
-import type { InstanceRecord, TaskRecord } from '../../controller/state-store.js';
+import { coStarts, readCoStart, writeCoStart } from '../../controller/co-start-records.js';
+import type { InstanceRecord, StateStore, TaskRecord } from '../../controller/state-store.js';
 import type { WorkerFleet } from '../../controller/worker-liveness.js';
 import type { TaskControl, TaskStartRequest, TaskStatus, TaskStopRequest } from '../../controller/seams.js';
 import type { ThroughputObservation } from '../../scheduler/types.js';
+import { taskShareOf } from '../../scheduler/expected-start.js';
+import { barrierIdleCost, startSkewSeconds, type TaskStart } from '../../round/co-start.js';
 import { integrateProgress, isActive, jobRate, type SimJob, type SimTask } from '../../world/entities.js';
 import { memoized, type GroundTruth } from '../../world/ground-truth.js';
 import type { SimLogKind } from '../../world/simulation-types.js';
@@ -17,7 +20,11 @@ import type { Timeline } from './timeline.js';
  * - checkpoint-stop: the task keeps running for the kill delay, then uploads its checkpoint (upload delay), then
  *   frees the capacity; the stop reports `pending` until then; no progress is lost;
  * - progress is integrated exactly between events: full throughput × min over the job's tasks of the ground-truth
- *   rate next to the other active tasks of its instance; completion is rounded up to whole seconds.
+ *   rate next to the other active tasks of its instance; completion is rounded up to whole seconds;
+ * - co-start (`holdStarts`): a multi-task job's task, once prepared, is held and reported ready in the store's co-start
+ *   record, as a worker's heartbeat reports it (controller/co-start-records.ts); it runs when the reconciler's barrier
+ *   has released it (its record turns `running`), or is dropped when the controller planned the job again. The
+ *   workers hear the controller after each of its passes (`heartbeat`).
  * Jobs are the engine's SimJob objects, so JCT, start and migrations are measured on the simulated world, not on
  * the controller's later observation of it.
  */
@@ -37,6 +44,29 @@ export interface SimulatedWorkersOptions {
   readonly log?: ((kind: SimLogKind, task: SimTask | undefined, job: SimJob) => void) | undefined;
   /** Something happened the controller acts on (a checkpoint uploaded, a job finished), as a worker would report it. */
   readonly onReport?: (() => void) | undefined;
+  /**
+   * Hold the prepared tasks of multi-task jobs for the controller's co-start barrier (the controller's `coStart`), with
+   * the store the workers report readiness to and hear releases from.
+   */
+  readonly holdStarts?: { readonly store: StateStore } | undefined;
+}
+
+/** The start metrics of a run (the engine's StartMeter, world-state.ts): measured on the simulated world. */
+export interface SimulatedStartMetrics {
+  /** Per start of a multi-task job: max − min of its tasks' ready times. */
+  readonly skews: readonly number[];
+  /** Σ over those starts and tasks of (release − ready) × the task's share of its instance's $/hour. */
+  readonly barrierIdleCost: number;
+}
+
+/** A task prepared (or preparing) and held for its job's release. */
+interface HeldTask {
+  /** The controller's instance id it was started on, and the cloud's. */
+  readonly instanceId: string;
+  readonly cloudId: string;
+  /** Where the task stood before the start (what it goes back to when the controller drops the start). */
+  readonly before: 'queued' | 'stopped';
+  prepared: boolean;
 }
 
 interface Host {
@@ -55,9 +85,17 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
   private readonly placement = new Map<SimTask, string>(); // task → cloud id whose capacity it holds
   private readonly dirtyHosts = new Set<Host>();
   private readonly dirtyJobs = new Set<SimJob>();
+  private readonly held = new Map<SimTask, HeldTask>();
+  /** Submitted jobs the controller has not placed yet (their wait to be placed is measured when it does). */
+  private readonly unplaced = new Set<SimJob>();
+  private readonly skews: number[] = [];
+  private idleCost = 0;
+  /** Starts of multi-task jobs are held for the controller's co-start barrier (TaskControl.holdsStarts). */
+  readonly holdsStarts: boolean;
 
   constructor(private readonly o: SimulatedWorkersOptions) {
     this.truth = memoized(o.groundTruth);
+    this.holdsStarts = o.holdStarts !== undefined;
   }
 
   /** A job the controller accepted: `taskIds` are its controller task ids, in the order of the trace job's tasks. */
@@ -73,6 +111,12 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
       this.taskIds.set(task, id);
     });
     this.live.add(job);
+    this.unplaced.add(job);
+  }
+
+  /** Start skew and barrier-idle cost of the multi-task starts so far. */
+  startMetrics(): SimulatedStartMetrics {
+    return { skews: this.skews, barrierIdleCost: this.idleCost };
   }
 
   /** Submitted jobs not finished yet. */
@@ -107,14 +151,65 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
     const inst = this.o.cloud.get(cloudId);
     if (inst === undefined) return Promise.resolve();
     const host = this.hostOf(inst);
+    if (this.holdsStarts && coStarts(request.job, true))
+      this.held.set(task, {
+        instanceId: request.instance.id,
+        cloudId,
+        before: task.state,
+        prepared: false,
+      });
     task.state = 'launching';
     task.job.status = 'migrating';
     this.occupy(task, inst.instanceId, host);
     this.o.log?.('start-issued', task, task.job);
     // Engine tryStart: fetch + build, the build skipped when the image is on the instance already.
     const build = host.images.has(task.spec.imageId) ? 0 : task.spec.buildImageDelaySeconds;
-    this.o.timeline.at(this.now() + task.spec.fetchDelaySeconds + build, () => this.launched(task, host));
+    this.o.timeline.at(this.now() + task.spec.fetchDelaySeconds + build, () => this.prepared(task, host));
     return Promise.resolve();
+  }
+
+  /**
+   * What the workers hear from the controller after one of its passes: a held task whose job the barrier released
+   * runs; one whose start the controller withdrew (the job planned again after a co-start timeout, cancelled, moved)
+   * is dropped and frees its room. And the jobs the controller placed since (their tasks have an instance) stop
+   * waiting to be placed.
+   */
+  heartbeat(): void {
+    const store = this.o.holdStarts?.store;
+    for (const [task, h] of this.held) {
+      const record = store?.getTask(this.taskIds.get(task) as string);
+      if (task.state !== 'launching') {
+        this.held.delete(task); // stopped or finished meanwhile
+        continue;
+      }
+      const released = record?.state === 'running' && record.instanceId === h.instanceId;
+      if (released && h.prepared) {
+        this.held.delete(task);
+        const host = this.hosts.get(h.cloudId);
+        if (host !== undefined) this.launched(task, host);
+      } else if (record?.state !== 'starting' || record.instanceId !== h.instanceId) {
+        this.held.delete(task);
+        this.release(task);
+        task.state = h.before;
+        task.readySeconds = undefined;
+        if (task.job.tasks.every((t) => t.state === 'stopped' || t.state === 'queued'))
+          task.job.status = 'queued';
+      }
+    }
+  }
+
+  /** Note the jobs the controller has placed (a task record with an instance) since the last call. */
+  notePlaced(store: StateStore): void {
+    if (this.unplaced.size === 0) return;
+    const now = this.now();
+    const placedJobs = new Set<string>();
+    for (const t of store.listTasks({ states: ['starting', 'running'] }))
+      if (t.instanceId !== undefined) placedJobs.add(t.jobId);
+    for (const job of this.unplaced) {
+      if (!placedJobs.has(this.jobIds.get(job) as string)) continue;
+      job.firstPlacedSeconds ??= now;
+      this.unplaced.delete(job);
+    }
   }
 
   stop(request: TaskStopRequest): Promise<'stopped' | 'pending'> {
@@ -189,14 +284,37 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
 
   // ---- the world's events
 
+  /** Fetched and built: a held task reports ready and waits for its release; any other runs. */
+  private prepared(task: SimTask, host: Host): void {
+    if (task.state !== 'launching') return; // stopped or finished meanwhile
+    host.images.add(task.spec.imageId);
+    const h = this.held.get(task);
+    if (h === undefined || this.o.holdStarts === undefined) {
+      this.launched(task, host);
+      return;
+    }
+    h.prepared = true;
+    task.readySeconds = this.now();
+    const store = this.o.holdStarts.store;
+    const job = store.getJob(this.jobIds.get(task.job) as string);
+    if (job === undefined) return;
+    // The worker's report, as WorkerTaskControl.recordStarts writes it: prepared on this instance since now.
+    const record = readCoStart(store, job);
+    record.ready[this.taskIds.get(task) as string] = { instanceId: h.instanceId, sinceSeconds: this.now() };
+    writeCoStart(store, job.id, record);
+    this.o.onReport?.();
+  }
+
   private launched(task: SimTask, host: Host): void {
     if (task.state !== 'launching') return; // stopped or finished meanwhile
     task.state = 'running';
     this.o.log?.('launched', task, task.job);
     host.images.add(task.spec.imageId);
     this.dirtyHosts.add(host);
+    task.readySeconds ??= this.now();
     const job = task.job;
     if (job.tasks.every((t) => t.state === 'running')) {
+      this.countRelease(job);
       // Gang start: progress begins init_delay after the last task runs.
       job.status = 'executing';
       job.activationToken += 1;
@@ -285,6 +403,29 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
       }
     }
     this.dirtyJobs.clear();
+  }
+
+  /**
+   * A job's tasks all run: the start skew and barrier-idle cost of the tasks that (re)started for it, each from when it
+   * was ready to now (the engine's countRelease, world/effects.ts).
+   */
+  private countRelease(job: SimJob): void {
+    if (job.tasks.length < 2) return;
+    const starts: TaskStart[] = [];
+    for (const t of job.tasks) {
+      const cloudId = this.placement.get(t);
+      const type = cloudId === undefined ? undefined : this.o.cloud.get(cloudId)?.type;
+      if (t.readySeconds === undefined || cloudId === undefined || type === undefined) continue;
+      starts.push({
+        startSeconds: t.readySeconds,
+        costPerHour: type.costPerHour,
+        share: taskShareOf(this.demandOnHost(t, cloudId), type.capacity),
+      });
+      t.readySeconds = undefined;
+    }
+    if (starts.length === 0) return;
+    this.skews.push(startSkewSeconds(starts));
+    this.idleCost += barrierIdleCost(starts, this.now());
   }
 
   // ---- helpers
