@@ -2,7 +2,6 @@ import type { Attention } from './attention-clock.js';
 import { WorkerSilence } from './worker-silence.js';
 import type { Catalog } from '../core/catalog.js';
 import type { MeasuredRtt } from '../core/network.js';
-import { demandOn } from '../core/resources.js';
 import type { ThroughputObservation } from '../scheduler/types.js';
 import type {
   DesiredTask,
@@ -15,15 +14,9 @@ import type {
 } from '../protocol/worker-protocol.js';
 import type { ContextLimits } from '../protocol/context-limits.js';
 import type { Clock } from './clock.js';
-import {
-  coStarts,
-  readCoStart,
-  startMetrics,
-  writeCoStart,
-  type CoStartRecord,
-  type PlacedTask,
-} from './co-start-records.js';
-import { expandTasks } from './job-spec/tasks.js';
+import { coStarts } from './co-start-records.js';
+import { recordStartReports, type StartMeasure } from './co-start-reports.js';
+import { describeTask } from './desired-task.js';
 import { LatencyMatrix, type LatencyMatrixView } from './latency-matrix.js';
 import {
   silentLogger,
@@ -34,7 +27,7 @@ import {
   type TaskStopRequest,
 } from './seams.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
-import type { InstanceRecord, JobRecord, JsonValue, StateStore, TaskRecord } from './state-store.js';
+import type { InstanceRecord, JsonValue, StateStore, TaskRecord } from './state-store.js';
 import type { WorkerRegistrar } from './worker-identity/worker-registrar.js';
 import { WorkerProtocolError } from './worker-identity/worker-protocol-error.js';
 import type { InterruptionHandler } from './worker-liveness.js';
@@ -58,6 +51,7 @@ export const STANDALONE_THROUGHPUT_KEY = 'worker.standaloneThroughput';
 export const LATENCY_MATRIX_KEY = 'network.latencyMatrix';
 
 export { WorkerProtocolError };
+export type { StartMeasure };
 
 export interface WorkerTaskControlOptions {
   readonly store: StateStore;
@@ -89,11 +83,6 @@ export interface WorkerTaskControlOptions {
   readonly coStart?: boolean;
   /** A multi-task job's start skew and barrier-idle cost, once all its tasks were heard running (metrics). */
   readonly onStartMeasured?: (jobId: string, measured: StartMeasure) => void;
-}
-
-export interface StartMeasure {
-  readonly startSkewSeconds: number;
-  readonly barrierIdleCost: number;
 }
 
 /** Where a heartbeat came from (the HTTP connection), for a probe whose worker did not name its address. */
@@ -189,7 +178,14 @@ export class WorkerTaskControl implements TaskControl {
     });
     this.store.transaction(() => {
       this.applyReports(inst, request.tasks);
-      this.recordStarts(inst, request.tasks, now);
+      recordStartReports(
+        this.store,
+        this.options.catalog,
+        inst,
+        request.tasks,
+        now,
+        this.options.onStartMeasured,
+      );
     });
     if (request.network !== undefined)
       this.latency.observe(inst.id, request.network, origin.remoteAddress, now);
@@ -363,71 +359,6 @@ export class WorkerTaskControl implements TaskControl {
     return out;
   }
 
-  /**
-   * The co-start records of the multi-task jobs with tasks here (co-start-records.ts): which tasks are prepared and
-   * held (level-triggered: a task no longer reported ready is not), and when each was first heard running, until the
-   * job's start skew and barrier-idle cost are known. Written only when something changed.
-   */
-  private recordStarts(inst: InstanceRecord, reports: readonly TaskReport[], now: number): void {
-    const byTask = new Map(reports.map((r) => [r.taskId, r]));
-    const records = new Map<string, { job: JobRecord; record: CoStartRecord; changed: boolean }>();
-    const entry = (
-      job: JobRecord,
-    ): { job: JobRecord; record: CoStartRecord; changed: boolean } | undefined => {
-      let e = records.get(job.id);
-      if (e === undefined) {
-        if (expandTasks(job.spec).length < 2) return undefined;
-        e = { job, record: readCoStart(this.store, job), changed: false };
-        records.set(job.id, e);
-      }
-      return e;
-    };
-    for (const task of this.store.listTasks({ instanceId: inst.id })) {
-      if (task.state !== 'starting' && task.state !== 'running') continue;
-      const job = this.store.getJob(task.jobId);
-      if (job === undefined || isFinalJobState(job.state)) continue;
-      const report = byTask.get(task.id);
-      if (report === undefined && task.state === 'running') continue;
-      const e = entry(job);
-      if (e === undefined) continue;
-      const { record } = e;
-      if (task.state === 'starting') {
-        const ready = report?.state === 'ready' && (report.attempt ?? 1) === job.attempts;
-        const known = record.ready[task.id]?.instanceId === inst.id;
-        if (ready && !known) record.ready[task.id] = { instanceId: inst.id, sinceSeconds: now };
-        else if (!ready && record.ready[task.id] !== undefined) delete record.ready[task.id];
-        else continue;
-        e.changed = true;
-      } else if (report?.state === 'running' && record.running[task.id] === undefined) {
-        record.running[task.id] = now;
-        e.changed = true;
-      }
-    }
-    for (const { job, record, changed } of records.values()) {
-      if (!changed) continue;
-      if (record.startSkewSeconds === undefined) {
-        const tasks = this.store.listTasks({ jobId: job.id });
-        const expanded = expandTasks(job.spec);
-        const placed: PlacedTask[] = [];
-        for (const t of tasks) {
-          const type =
-            t.instanceId === undefined ? undefined : this.store.getInstance(t.instanceId)?.typeName;
-          const template = expanded.find((x) => x.index === t.index)?.template;
-          if (type !== undefined && template !== undefined)
-            placed.push({ taskId: t.id, demand: template.demand, typeName: type });
-        }
-        const measured =
-          placed.length === tasks.length ? startMetrics(record, placed, this.options.catalog) : undefined;
-        if (measured !== undefined) {
-          record.startSkewSeconds = measured.startSkewSeconds;
-          record.barrierIdleCost = measured.barrierIdleCost;
-          this.options.onStartMeasured?.(job.id, measured);
-        }
-      }
-      writeCoStart(this.store, job.id, record);
-    }
-  }
-
   /** What the controller wants on an instance now. */
   private desiredFor(inst: InstanceRecord): DesiredTask[] {
     const reported = this.reports.get(inst.id)?.tasks;
@@ -458,56 +389,10 @@ export class WorkerTaskControl implements TaskControl {
         hold = coStarts(job, this.holdsStarts);
       }
       if (action === undefined) continue;
-      const desired = this.describe(task, job, inst, action);
+      const desired = describeTask(task, job, inst, action, this.options);
       out.push(hold ? { ...desired, hold: true } : desired);
     }
     return out;
-  }
-
-  private describe(
-    task: TaskRecord,
-    job: JobRecord,
-    inst: InstanceRecord,
-    action: DesiredTask['action'],
-  ): DesiredTask {
-    const expanded = expandTasks(job.spec).find((t) => t.index === task.index);
-    if (expanded === undefined) throw new Error(`task ${task.id}: no such task in its job's spec`);
-    const template = expanded.template;
-    const type = this.options.catalog.types.find((t) => t.name === inst.typeName);
-    const demand = (type === undefined ? undefined : demandOn(template.demand, type.family)) ??
-      Object.values(template.demand)[0] ?? [0, 1, 1];
-    const scale = Math.min(1, Math.max(0.01, this.options.capacityScale?.(inst.typeName) ?? 1));
-    return {
-      taskId: task.id,
-      jobId: job.id,
-      action,
-      // A task that ran before may have uploaded a checkpoint its worker died before reporting: always look for one
-      // (the worker starts from zero when there is no good checkpoint).
-      restore: task.lastCheckpointKey !== undefined || job.startedAtSeconds !== undefined,
-      attempt: job.attempts,
-      ...(job.spec.totalIterations === undefined ? {} : { totalIterations: job.spec.totalIterations }),
-      launch: {
-        ...(template.image === undefined ? {} : { image: template.image }),
-        ...(template.build === undefined
-          ? {}
-          : {
-              build: {
-                context: template.build.context,
-                ...(template.build.dockerfile === undefined ? {} : { dockerfile: template.build.dockerfile }),
-                ...(this.options.contextLimits === undefined
-                  ? {}
-                  : { limits: this.options.contextLimits(job.team) }),
-              },
-            }),
-        command: [...(template.command ?? [])],
-        env: { ...template.env },
-        vcpus: Math.max(0.1, demand[1] * scale),
-        memoryGiB: demand[2] * scale,
-        gpus: demand[0],
-        shmSizeGiB: Math.min(template.shmSizeGiB, demand[2] * scale),
-      },
-      checkpoint: { signal: job.spec.checkpoint.signal, timeoutSeconds: job.spec.checkpoint.timeoutSeconds },
-    };
   }
 
   // ---------------------------------------------------------------------------------------------------------------

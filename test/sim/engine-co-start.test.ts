@@ -138,4 +138,47 @@ describe('placement between rounds in the engine', () => {
     expect(on.log.time('start-issued', { taskId: 'C/node0' })).toBe(600);
     expect(on.result.starts?.placedBetweenRounds).toBe(0);
   });
+
+  it('places a held-back job on an instance when its occupant ends (digest E2: the bind to a busy instance)', () => {
+    // One instance at most. A runs alone on a small.x (active from 72 s, ends at 490 s); D arrives at 250 s and the
+    // round at 300 s holds it back for the cap. The script keeps what runs and puts anything unplaced on that
+    // small.x once it is empty.
+    const run = (starts: StartOptions) => {
+      const log = new EventLog();
+      const result = runSimulation({
+        trace: trace(
+          traceJob('A', { iterations: 418 }),
+          traceJob('D', { arrivalSeconds: 250, iterations: 100 }),
+        ),
+        scheduler: new ScriptedScheduler('scripted', (snapshot, round) => {
+          const first = snapshot.tasks[0];
+          if (round === 0 && first !== undefined)
+            return { instances: [{ id: 'n1', typeName: 'small.x', isNew: true, taskIds: [first.id] }] };
+          const current = currentConfiguration(snapshot);
+          const unplaced = snapshot.tasks.filter((t) => t.instanceId === undefined).map((t) => t.id);
+          const free = snapshot.instances.find((i) => i.taskIds.length === 0);
+          if (current.instances.length > 0 || free === undefined || unplaced.length === 0) return current;
+          return { instances: [{ id: free.id, typeName: free.typeName, isNew: false, taskIds: unplaced }] };
+        }),
+        catalog: testCatalog(),
+        groundTruth: constantPairwise(1),
+        onEvent: log.record,
+        starts,
+        queue: { caps: { maxInstances: 1 }, config: FIFO_CONFIG },
+      });
+      return { log, result };
+    };
+    const on = run({ placeBetweenRounds: true });
+    const aEnds = on.result.jobs.find((j) => j.id === 'A')?.endSeconds;
+    expect(aEnds).toBe(490);
+    // Placed at A's end, on the instance A leaves: 60 s before a launch made then would be ready, and no launch.
+    expect(on.log.time('placed-between-rounds', { jobId: 'D' })).toBe(490);
+    expect(on.log.time('start-issued', { taskId: 'D/node0' })).toBe(490);
+    expect(on.result.summary.instancesLaunched).toBe(1);
+    // Without it, D waits for the round at 600 s.
+    const off = run({});
+    expect(off.log.time('start-issued', { taskId: 'D/node0' })).toBe(600);
+    const d = (r: typeof on.result) => r.jobs.find((j) => j.id === 'D')?.jctSeconds ?? Infinity;
+    expect(d(on.result)).toBe(d(off.result) - 110);
+  });
 });

@@ -1,0 +1,87 @@
+import type { Catalog } from '../core/catalog.js';
+import type { TaskReport } from '../protocol/worker-protocol.js';
+import {
+  readCoStart,
+  startMetrics,
+  writeCoStart,
+  type CoStartRecord,
+  type PlacedTask,
+} from './co-start-records.js';
+import { expandTasks } from './job-spec/tasks.js';
+import { isFinalJobState } from './state/lifecycle.js';
+import type { InstanceRecord, JobRecord, StateStore } from './state-store.js';
+
+/** A multi-task job's start skew and barrier-idle cost, once all its tasks were heard running. */
+export interface StartMeasure {
+  readonly startSkewSeconds: number;
+  readonly barrierIdleCost: number;
+}
+
+/**
+ * A worker's reports update the co-start records of the multi-task jobs with tasks on its instance
+ * (co-start-records.ts): which tasks are prepared and held (level-triggered: a task no longer reported ready is not),
+ * and when each was first heard running, until the job's start skew and barrier-idle cost are known. Written only
+ * when something changed.
+ */
+export function recordStartReports(
+  store: StateStore,
+  catalog: Catalog,
+  inst: InstanceRecord,
+  reports: readonly TaskReport[],
+  now: number,
+  onStartMeasured?: (jobId: string, measured: StartMeasure) => void,
+): void {
+  const byTask = new Map(reports.map((r) => [r.taskId, r]));
+  const records = new Map<string, { job: JobRecord; record: CoStartRecord; changed: boolean }>();
+  const entry = (job: JobRecord): { job: JobRecord; record: CoStartRecord; changed: boolean } | undefined => {
+    let e = records.get(job.id);
+    if (e === undefined) {
+      if (expandTasks(job.spec).length < 2) return undefined;
+      e = { job, record: readCoStart(store, job), changed: false };
+      records.set(job.id, e);
+    }
+    return e;
+  };
+  for (const task of store.listTasks({ instanceId: inst.id })) {
+    if (task.state !== 'starting' && task.state !== 'running') continue;
+    const job = store.getJob(task.jobId);
+    if (job === undefined || isFinalJobState(job.state)) continue;
+    const report = byTask.get(task.id);
+    if (report === undefined && task.state === 'running') continue;
+    const e = entry(job);
+    if (e === undefined) continue;
+    const { record } = e;
+    if (task.state === 'starting') {
+      const ready = report?.state === 'ready' && (report.attempt ?? 1) === job.attempts;
+      const known = record.ready[task.id]?.instanceId === inst.id;
+      if (ready && !known) record.ready[task.id] = { instanceId: inst.id, sinceSeconds: now };
+      else if (!ready && record.ready[task.id] !== undefined) delete record.ready[task.id];
+      else continue;
+      e.changed = true;
+    } else if (report?.state === 'running' && record.running[task.id] === undefined) {
+      record.running[task.id] = now;
+      e.changed = true;
+    }
+  }
+  for (const { job, record, changed } of records.values()) {
+    if (!changed) continue;
+    if (record.startSkewSeconds === undefined) {
+      const tasks = store.listTasks({ jobId: job.id });
+      const expanded = expandTasks(job.spec);
+      const placed: PlacedTask[] = [];
+      for (const t of tasks) {
+        const type = t.instanceId === undefined ? undefined : store.getInstance(t.instanceId)?.typeName;
+        const template = expanded.find((x) => x.index === t.index)?.template;
+        if (type !== undefined && template !== undefined)
+          placed.push({ taskId: t.id, demand: template.demand, typeName: type });
+      }
+      const measured = placed.length === tasks.length ? startMetrics(record, placed, catalog) : undefined;
+      if (measured !== undefined) {
+        record.startSkewSeconds = measured.startSkewSeconds;
+        record.barrierIdleCost = measured.barrierIdleCost;
+        onStartMeasured?.(job.id, measured);
+      }
+    }
+    writeCoStart(store, job.id, record);
+  }
+}

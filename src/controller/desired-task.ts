@@ -1,0 +1,64 @@
+import type { Catalog } from '../core/catalog.js';
+import { demandOn } from '../core/resources.js';
+import type { ContextLimits } from '../protocol/context-limits.js';
+import type { DesiredTask } from '../protocol/worker-protocol.js';
+import { expandTasks } from './job-spec/tasks.js';
+import type { InstanceRecord, JobRecord, TaskRecord } from './state-store.js';
+
+/** What describing a task for its worker needs of the controller's options (WorkerTaskControlOptions). */
+export interface DescribeOptions {
+  readonly catalog: Catalog;
+  /** The build context limits of a team's jobs (default: the defaults). */
+  readonly contextLimits?: ((team: string) => ContextLimits) | undefined;
+  /** Capacity scale per instance type (local mode on a small host); task limits are scaled alike. Default 1. */
+  readonly capacityScale?: ((typeName: string) => number) | undefined;
+}
+
+/**
+ * A task as its worker is told to run it (the heartbeat's answer): the image or build, command and environment of
+ * its spec, its resource limits on the instance's family, whether to restore a checkpoint, and how to checkpoint.
+ */
+export function describeTask(
+  task: TaskRecord,
+  job: JobRecord,
+  inst: InstanceRecord,
+  action: DesiredTask['action'],
+  options: DescribeOptions,
+): DesiredTask {
+  const expanded = expandTasks(job.spec).find((t) => t.index === task.index);
+  if (expanded === undefined) throw new Error(`task ${task.id}: no such task in its job's spec`);
+  const template = expanded.template;
+  const type = options.catalog.types.find((t) => t.name === inst.typeName);
+  const demand = (type === undefined ? undefined : demandOn(template.demand, type.family)) ??
+    Object.values(template.demand)[0] ?? [0, 1, 1];
+  const scale = Math.min(1, Math.max(0.01, options.capacityScale?.(inst.typeName) ?? 1));
+  return {
+    taskId: task.id,
+    jobId: job.id,
+    action,
+    // A task that ran before may have uploaded a checkpoint its worker died before reporting: always look for one
+    // (the worker starts from zero when there is no good checkpoint).
+    restore: task.lastCheckpointKey !== undefined || job.startedAtSeconds !== undefined,
+    attempt: job.attempts,
+    ...(job.spec.totalIterations === undefined ? {} : { totalIterations: job.spec.totalIterations }),
+    launch: {
+      ...(template.image === undefined ? {} : { image: template.image }),
+      ...(template.build === undefined
+        ? {}
+        : {
+            build: {
+              context: template.build.context,
+              ...(template.build.dockerfile === undefined ? {} : { dockerfile: template.build.dockerfile }),
+              ...(options.contextLimits === undefined ? {} : { limits: options.contextLimits(job.team) }),
+            },
+          }),
+      command: [...(template.command ?? [])],
+      env: { ...template.env },
+      vcpus: Math.max(0.1, demand[1] * scale),
+      memoryGiB: demand[2] * scale,
+      gpus: demand[0],
+      shmSizeGiB: Math.min(template.shmSizeGiB, demand[2] * scale),
+    },
+    checkpoint: { signal: job.spec.checkpoint.signal, timeoutSeconds: job.spec.checkpoint.timeoutSeconds },
+  };
+}
