@@ -1,4 +1,4 @@
-import { barrierIdleCost, startSkewSeconds, type TaskStart } from '../round/co-start.js';
+import type { TaskStart } from '../round/co-start.js';
 import { taskShareOf } from '../scheduler/expected-start.js';
 import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './entities.js';
 import type { EffectEvent, WorldState } from './world-state.js';
@@ -102,9 +102,7 @@ function countRelease(state: WorldState, job: SimJob): void {
     });
     t.readySeconds = undefined;
   }
-  if (starts.length === 0) return;
-  state.starts.skews.push(startSkewSeconds(starts));
-  state.starts.barrierIdleCost += barrierIdleCost(starts, state.now);
+  state.starts.release(starts, state.now);
 }
 
 function onJobActive(state: WorldState, job: SimJob, token: number): void {

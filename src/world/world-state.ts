@@ -1,4 +1,5 @@
 import type { Resources } from '../core/resources.js';
+import { barrierIdleCost, startSkewSeconds, type TaskStart } from '../round/co-start.js';
 import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './entities.js';
 import { EventQueue } from './event-queue.js';
 import { FleetMeter } from './fleet-meter.js';
@@ -64,6 +65,13 @@ export class StartMeter {
   readonly skews: number[] = [];
   /** Σ over those starts and tasks of (release − ready) × the task's share of its instance's $/hour. */
   barrierIdleCost = 0;
+
+  /** A multi-task job's tasks all run from `nowSeconds`: count the starts (each from when it was ready) of this release. */
+  release(starts: readonly TaskStart[], nowSeconds: number): void {
+    if (starts.length === 0) return;
+    this.skews.push(startSkewSeconds(starts));
+    this.barrierIdleCost += barrierIdleCost(starts, nowSeconds);
+  }
 }
 
 export class WorldState {

@@ -320,7 +320,7 @@ function result(
     },
     outcomes,
   );
-  const starts = workers.startMetrics();
+  const starts = workers.starts;
   const waits = jobs.flatMap((j) =>
     j.firstPlacedSeconds === undefined ? [] : [j.firstPlacedSeconds - j.spec.arrivalSeconds],
   );

@@ -5,7 +5,8 @@ import type { WorkerFleet } from '../../controller/worker-liveness.js';
 import type { TaskControl, TaskStartRequest, TaskStatus, TaskStopRequest } from '../../controller/seams.js';
 import type { ThroughputObservation } from '../../scheduler/types.js';
 import { taskShareOf } from '../../scheduler/expected-start.js';
-import { barrierIdleCost, startSkewSeconds, type TaskStart } from '../../round/co-start.js';
+import type { TaskStart } from '../../round/co-start.js';
+import { StartMeter } from '../../world/world-state.js';
 import { integrateProgress, isActive, jobRate, type SimJob, type SimTask } from '../../world/entities.js';
 import { memoized, type GroundTruth } from '../../world/ground-truth.js';
 import type { SimLogKind } from '../../world/simulation-types.js';
@@ -51,14 +52,6 @@ export interface SimulatedWorkersOptions {
   readonly holdStarts?: { readonly store: StateStore } | undefined;
 }
 
-/** The start metrics of a run (the engine's StartMeter, world-state.ts): measured on the simulated world. */
-export interface SimulatedStartMetrics {
-  /** Per start of a multi-task job: max − min of its tasks' ready times. */
-  readonly skews: readonly number[];
-  /** Σ over those starts and tasks of (release − ready) × the task's share of its instance's $/hour. */
-  readonly barrierIdleCost: number;
-}
-
 /** A task prepared (or preparing) and held for its job's release. */
 interface HeldTask {
   /** The controller's instance id it was started on, and the cloud's. */
@@ -88,8 +81,8 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
   private readonly held = new Map<SimTask, HeldTask>();
   /** Submitted jobs the controller has not placed yet (their wait to be placed is measured when it does). */
   private readonly unplaced = new Set<SimJob>();
-  private readonly skews: number[] = [];
-  private idleCost = 0;
+  /** Start skew and barrier-idle cost of the multi-task starts, measured on the simulated world as the engine does. */
+  readonly starts = new StartMeter();
   /** Starts of multi-task jobs are held for the controller's co-start barrier (TaskControl.holdsStarts). */
   readonly holdsStarts: boolean;
 
@@ -112,11 +105,6 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
     });
     this.live.add(job);
     this.unplaced.add(job);
-  }
-
-  /** Start skew and barrier-idle cost of the multi-task starts so far. */
-  startMetrics(): SimulatedStartMetrics {
-    return { skews: this.skews, barrierIdleCost: this.idleCost };
   }
 
   /** Submitted jobs not finished yet. */
@@ -423,9 +411,7 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
       });
       t.readySeconds = undefined;
     }
-    if (starts.length === 0) return;
-    this.skews.push(startSkewSeconds(starts));
-    this.idleCost += barrierIdleCost(starts, this.now());
+    this.starts.release(starts, this.now());
   }
 
   // ---- helpers
