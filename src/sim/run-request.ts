@@ -73,6 +73,8 @@ export interface RunRequest {
         readonly burstsPerPoolPerMonth?: number | undefined;
         /** Share of reclaims a rebalance recommendation precedes (SpotSimulation.rebalanceShare). */
         readonly rebalanceShare?: number | undefined;
+        /** Recommendations with no reclaim behind them, per instance-month (SpotSimulation.falseRebalancesPerMonth). */
+        readonly falseRebalancesPerMonth?: number | undefined;
       }
     | undefined;
   /** Every job checkpoints on its own this often (`--checkpoint-minutes`); default: the trace's, else 30. */
@@ -233,6 +235,7 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
             checkpointOnNotice: !IGNORES_NOTICES.has(request.scheduler),
             burstsPerPoolPerMonth: request.spot.burstsPerPoolPerMonth,
             rebalanceShare: request.spot.rebalanceShare,
+            falseRebalancesPerMonth: request.spot.falseRebalancesPerMonth,
           },
         }),
     ...(request.checkpointMinutes === undefined

@@ -21,8 +21,9 @@ import { integrateProgress, type SimInstance, type SimJob, type SimTask } from '
  * is drawn at the rate the scheduler assumes once a recommendation is in (spot-cost.ts
  * `REBALANCE_INTERRUPTION_RATE_PER_HOUR`: a mean of two hours); ahead of a burst, the pool's instances live at the
  * warning get one each (at the same share). fleetwise sees the instance marked and plans at once (Eva prices the risk
- * and moves the tasks off when that pays); the spot baselines ignore it, as Karpenter and SkyPilot do. False alarms
- * (a recommendation with no reclaim after it) are not simulated.
+ * and moves the tasks off when that pays); the spot baselines ignore it, as Karpenter and SkyPilot do. Optionally,
+ * false alarms: recommendations with no reclaim behind them, at a rate per spot instance, drawn per instance (EC2 says
+ * a recommendation is not always followed by an interruption; how often is not published, so the rate is the user's).
  */
 
 /** Seconds between AWS's interruption notice and the reclaim. */
@@ -37,6 +38,8 @@ export interface SpotSimulation {
   readonly burstsPerPoolPerMonth?: number | undefined;
   /** Share of reclaims a rebalance recommendation precedes, in [0, 1] (default 0: none). */
   readonly rebalanceShare?: number | undefined;
+  /** Rebalance recommendations with no reclaim behind them, per spot instance per 30 days (default 0: none). */
+  readonly falseRebalancesPerMonth?: number | undefined;
 }
 
 /** What the spot world needs of the engine: the clock, events, capacity and the instance's end. */
@@ -99,6 +102,15 @@ export class SpotWorld {
     const u = hashUnit(this.options.seed, 'spot', instance.id);
     const life = -Math.log(1 - u) / ratePerSecond;
     this.scheduleReclaim(instance, this.engine.now + life);
+    const falsePerSecond = (this.options.falseRebalancesPerMonth ?? 0) / SECONDS_PER_MONTH;
+    if (falsePerSecond > 0) {
+      // A false alarm: a recommendation at its own exponential time, whatever the instance's reclaim (the first of
+      // the two recommendations counts; an instance is recommended at most once).
+      const v = hashUnit(this.options.seed, 'false-rebalance', instance.id);
+      const at = this.engine.now - Math.log(1 - v) / falsePerSecond;
+      if (at < this.engine.now + life)
+        this.engine.schedule({ kind: 'spot-rebalance', timeSeconds: at, instance });
+    }
   }
 
   handle(event: SpotEvent): void {

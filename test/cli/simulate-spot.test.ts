@@ -75,6 +75,20 @@ describe('fleetwise simulate --spot', () => {
     const rebalance = await runCli([...TINY, '--scheduler', 'eva', '--spot-rebalance', '0.5']);
     expect(rebalance.code).not.toBe(0);
     expect(rebalance.stderr).toMatch(/--spot-rebalance\n\s+- needs --spot on/);
+    const falseRate = await runCli([
+      ...TINY,
+      '--scheduler',
+      'eva',
+      '--spot',
+      'on',
+      '--spot-false-rebalances',
+      '-1',
+    ]);
+    expect(falseRate.code).not.toBe(0);
+    expect(falseRate.stderr).toContain('--spot-false-rebalances: must be ≥ 0');
+    const falseOff = await runCli([...TINY, '--scheduler', 'eva', '--spot-false-rebalances', '1']);
+    expect(falseOff.code).not.toBe(0);
+    expect(falseOff.stderr).toMatch(/--spot-false-rebalances\n\s+- needs --spot on/);
     const minutes = await runCli([...TINY, '--scheduler', 'eva', '--checkpoint-minutes', '-1']);
     expect(minutes.stderr).toContain('--checkpoint-minutes: must be ≥ 0');
   }, 60_000);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Catalog } from '../../src/core/catalog.js';
 import type { SimInstance } from '../../src/world/entities.js';
+import { interruptionRatePerHour } from '../../src/core/spot.js';
 import { SPOT_NOTICE_SECONDS, SpotWorld, type SpotEvent } from '../../src/world/spot-world.js';
 import { testCatalog } from '../sim/sim-fixtures.js';
 
@@ -38,6 +39,7 @@ function spotInstance(id: string, c: Catalog): SimInstance {
 /** A spot world over a recording engine: the events it schedules and the rounds it asks for. */
 function world(options: {
   rebalanceShare?: number;
+  falseRebalancesPerMonth?: number;
   checkpointOnNotice?: boolean;
   burstsPerPoolPerMonth?: number;
   live?: SimInstance[];
@@ -52,6 +54,7 @@ function world(options: {
       seed: 5,
       checkpointOnNotice: options.checkpointOnNotice ?? true,
       rebalanceShare: options.rebalanceShare,
+      falseRebalancesPerMonth: options.falseRebalancesPerMonth,
       burstsPerPoolPerMonth: options.burstsPerPoolPerMonth,
     },
     {
@@ -112,6 +115,33 @@ describe('simulated spot market: rebalance recommendations', () => {
     }
     expect(given / 400).toBeGreaterThan(0.24);
     expect(given / 400).toBeLessThan(0.36);
+  });
+
+  it('gives false alarms at the rate asked for: recommendations with no reclaim soon after, and only before it', () => {
+    // Per instance, the false alarm comes first when its exponential time beats the reclaim's: with probability
+    // f / (f + λ) for a false-alarm rate f and the pool's reclaim rate λ (per month).
+    const f = 2;
+    const lambda = interruptionRatePerHour('>20%') * 24 * 30;
+    let given = 0;
+    const leads: number[] = [];
+    for (let i = 0; i < 400; i++) {
+      const w = world({ falseRebalancesPerMonth: f });
+      w.spot.onBilled(w.instance(`i${i}`));
+      const rebalance = w.events.find((e) => e.kind === 'spot-rebalance')?.timeSeconds;
+      const reclaim = w.events.find((e) => e.kind === 'spot-reclaim')?.timeSeconds as number;
+      if (rebalance === undefined) continue;
+      given += 1;
+      expect(rebalance).toBeLessThan(reclaim);
+      leads.push(reclaim - rebalance);
+      const again = world({ falseRebalancesPerMonth: f });
+      again.spot.onBilled(again.instance(`i${i}`));
+      expect(again.events).toEqual(w.events);
+    }
+    const expected = f / (f + lambda);
+    expect(given / 400).toBeGreaterThan(expected - 0.06);
+    expect(given / 400).toBeLessThan(expected + 0.06);
+    // No reclaim follows it closely: the mean lead is weeks (the reclaim's own time), not the two hours of a true one.
+    expect(leads.reduce((a, b) => a + b, 0) / leads.length).toBeGreaterThan(7 * 86_400);
   });
 
   it('marks the instance for the plans; fleetwise plans at once, a baseline that ignores notices does not', () => {

@@ -79,6 +79,7 @@ interface RawSimulateOptions {
   readonly checkpointMinutes?: string;
   readonly spotBursts?: string;
   readonly spotRebalance?: string;
+  readonly spotFalseRebalances?: string;
 }
 
 const onOff = z.enum(['on', 'off']);
@@ -142,6 +143,7 @@ const optionsSchema = z.object({
   checkpointMinutes: numberText(z.number().min(0, 'must be ≥ 0 (0: jobs never checkpoint)')).optional(),
   spotBursts: numberText(z.number().min(0, 'must be ≥ 0')).optional(),
   spotRebalance: numberText(z.number().min(0, 'must be in [0, 1]').max(1, 'must be in [0, 1]')).optional(),
+  spotFalseRebalances: numberText(z.number().min(0, 'must be ≥ 0')).optional(),
 });
 
 /**
@@ -276,6 +278,10 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     throw new ValidationError('--spot-rebalance', [
       'needs --spot on (recommendations warn of spot reclaims)',
     ]);
+  if (!spotOn && o.spotFalseRebalances !== undefined)
+    throw new ValidationError('--spot-false-rebalances', [
+      'needs --spot on (false alarms are recommendations on spot instances)',
+    ]);
   if (spotOn && runtime === 'controller')
     throw new ValidationError('--spot', ['spot interruptions are simulated in the engine runtime only']);
   const valuesOfTime = o.valueOfTime ?? [
@@ -315,7 +321,15 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     ...(starts === undefined ? {} : { starts }),
     pollSeconds: o.pollSeconds,
     network,
-    ...(spotOn ? { spot: { burstsPerPoolPerMonth: o.spotBursts, rebalanceShare: o.spotRebalance } } : {}),
+    ...(spotOn
+      ? {
+          spot: {
+            burstsPerPoolPerMonth: o.spotBursts,
+            rebalanceShare: o.spotRebalance,
+            falseRebalancesPerMonth: o.spotFalseRebalances,
+          },
+        }
+      : {}),
     checkpointMinutes: o.checkpointMinutes,
     // The controller runs the config as its own settings, with the caps and queue the flags laid over it.
     controllerSettings:
@@ -386,7 +400,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
       admitBy: admitBy ?? 'standalone',
       latencyConfig: o.latencyConfig ?? 'default network (3 zones, digest §10.2 round trips, no episodes)',
       spot: spotOn
-        ? `on (${catalog.spot?.source === undefined ? 'no spot prices in the catalog' : `catalog spot snapshot ${catalog.spot.snapshotDate}`}; bursts per pool per month ${o.spotBursts ?? 0}; rebalance recommendations before ${Math.round((o.spotRebalance ?? 0) * 100)}% of reclaims)`
+        ? `on (${catalog.spot?.source === undefined ? 'no spot prices in the catalog' : `catalog spot snapshot ${catalog.spot.snapshotDate}`}; bursts per pool per month ${o.spotBursts ?? 0}; rebalance recommendations before ${Math.round((o.spotRebalance ?? 0) * 100)}% of reclaims, false ones ${o.spotFalseRebalances ?? 0} per instance-month)`
         : 'off (on demand only)',
       checkpointMinutes: o.checkpointMinutes ?? "the trace's, else 30",
     };
@@ -496,6 +510,10 @@ export function registerSimulate(program: Command): Command {
     .option(
       '--spot-rebalance <share>',
       'with --spot on: share of reclaims that a rebalance recommendation precedes, by a lead of 2 h on average (default 0); fleetwise plans at once on one, the spot baselines ignore it',
+    )
+    .option(
+      '--spot-false-rebalances <n>',
+      'with --spot on: rebalance recommendations with no reclaim behind them, per spot instance per 30 days (default 0)',
     )
     .option(
       '--no-predict',
