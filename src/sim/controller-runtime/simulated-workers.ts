@@ -157,10 +157,9 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
   }
 
   /**
-   * What the workers hear from the controller after one of its passes: a held task whose job the barrier released
-   * runs; one whose start the controller withdrew (the job planned again after a co-start timeout, cancelled, moved)
-   * is dropped and frees its room. And the jobs the controller placed since (their tasks have an instance) stop
-   * waiting to be placed.
+   * What the workers hear from the controller after one of its passes: a prepared held task whose job the barrier
+   * released runs; one whose start the controller withdrew (the job planned again after a co-start timeout,
+   * cancelled, moved) is dropped and frees its room.
    */
   heartbeat(): void {
     const store = this.o.holdStarts?.store;
@@ -170,12 +169,13 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
         this.held.delete(task); // stopped or finished meanwhile
         continue;
       }
-      const released = record?.state === 'running' && record.instanceId === h.instanceId;
-      if (released && h.prepared) {
+      const wanted =
+        record?.instanceId === h.instanceId && (record.state === 'starting' || record.state === 'running');
+      if (wanted && record.state === 'running' && h.prepared) {
         this.held.delete(task);
         const host = this.hosts.get(h.cloudId);
         if (host !== undefined) this.launched(task, host);
-      } else if (record?.state !== 'starting' || record.instanceId !== h.instanceId) {
+      } else if (!wanted) {
         this.held.delete(task);
         this.release(task);
         task.state = h.before;
@@ -286,7 +286,7 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
     const store = this.o.holdStarts.store;
     const job = store.getJob(this.jobIds.get(task.job) as string);
     if (job === undefined) return;
-    // The worker's report, as WorkerTaskControl.recordStarts writes it: prepared on this instance since now.
+    // The worker's report, as recordStartReports (controller/co-start-reports.ts) writes it: prepared here since now.
     const record = readCoStart(store, job);
     record.ready[this.taskIds.get(task) as string] = { instanceId: h.instanceId, sinceSeconds: this.now() };
     writeCoStart(store, job.id, record);
