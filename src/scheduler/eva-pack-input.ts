@@ -30,6 +30,8 @@ export interface PackInputOptions {
   readonly staying: StayingPerformance;
   /** The migrations-per-round cap. */
   readonly maxMovedJobs: number;
+  /** Reclaims per hour of an instance EC2 recommended rebalancing (rebalance-risk.ts); default the prior. */
+  readonly rebalanceReclaimsPerHour?: number | undefined;
 }
 
 /** A round's packing input and the per-job figures the rest of the round prices candidates with. */
@@ -78,6 +80,7 @@ export function rebalancePremium(
   taskCount: ReadonlyMap<string, number>,
   priceOf: TaskPrice,
   onDemandBook: PriceBook,
+  reclaimsPerHour?: number,
 ): number {
   if (inst.rebalanceRecommended !== true) return 0;
   const jobIds = new Set(snapshot.tasks.filter((t) => t.instanceId === inst.id).map((t) => t.jobId));
@@ -90,7 +93,7 @@ export function rebalancePremium(
       .reduce((sum, t) => sum + priceOf(onDemandBook, t.demand, taskCount.get(id) ?? 1), 0);
     atRisk.push({ job, rpPerHour });
   }
-  return rebalanceRiskPerHour(atRisk, snapshot.nowSeconds, setupSeconds(type));
+  return rebalanceRiskPerHour(atRisk, snapshot.nowSeconds, setupSeconds(type), reclaimsPerHour);
 }
 
 /** The round's packing input: instances at the round's prices plus rebalance premiums, priced tasks, pins. */
@@ -102,7 +105,16 @@ export function packInput(snapshot: ClusterSnapshot, o: PackInputOptions): PackI
   const riskPremium = new Map<string, number>();
   for (const inst of snapshot.instances) {
     const type = book.type(inst.typeName);
-    const premium = rebalancePremium(inst, type, snapshot, jobs, taskCount, o.priceOf, o.onDemandBook);
+    const premium = rebalancePremium(
+      inst,
+      type,
+      snapshot,
+      jobs,
+      taskCount,
+      o.priceOf,
+      o.onDemandBook,
+      o.rebalanceReclaimsPerHour,
+    );
     if (premium > 0) riskPremium.set(inst.id, premium);
     instanceType.set(inst.id, premium > 0 ? { ...type, costPerHour: type.costPerHour + premium } : type);
   }

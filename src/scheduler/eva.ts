@@ -20,6 +20,7 @@ import { PriceBook } from './reservation-price.js';
 import { ConsolidationCandidate } from './consolidation-candidate.js';
 import { spotPlanningCatalog } from './market-choice.js';
 import { SlowJobTracker } from './latency-migration.js';
+import { RebalanceRiskTracker, type RebalanceRiskState } from './rebalance-risk.js';
 import {
   LatencyView,
   resolveLatencyOptions,
@@ -181,6 +182,8 @@ export class EvaScheduler implements Scheduler {
   /** Undefined: latency-blind. */
   private readonly latency: ResolvedLatencyOptions | undefined;
   private slowJobs = new SlowJobTracker();
+  /** How often an instance EC2 recommended rebalancing is reclaimed, as the rounds have seen (rebalance-risk.ts). */
+  private rebalanceRisk = new RebalanceRiskTracker();
 
   constructor(
     private readonly catalog: Catalog,
@@ -299,6 +302,7 @@ export class EvaScheduler implements Scheduler {
   plan(snapshot: ClusterSnapshot): Plan {
     const now = snapshot.nowSeconds;
     this.trackEvents(snapshot);
+    this.rebalanceRisk.observe(snapshot);
     const view = this.latencyView(snapshot);
     if (this.latency !== undefined) this.slowJobs.update(snapshot, view, this.latency.migrationThreshold);
     const horizon = horizonSeconds(
@@ -323,13 +327,17 @@ export class EvaScheduler implements Scheduler {
         view,
         staying,
         maxMovedJobs: this.caps.maxMigrationsPerRound ?? Number.POSITIVE_INFINITY,
+        rebalanceReclaimsPerHour: this.rebalanceRisk.ratePerHour(),
       },
     );
 
     const fingerprint = this.fingerprint(snapshot, pinnedTaskIds, horizon, view);
     const previous = this.previous;
-    if (previous !== undefined && previous.fingerprint === fingerprint)
-      return unchangedPlan(previous.plan, now);
+    if (previous !== undefined && previous.fingerprint === fingerprint) {
+      const unchanged = unchangedPlan(previous.plan, now);
+      this.rebalanceRisk.notePlan(unchanged.configuration);
+      return unchanged;
+    }
 
     const trafficPrice = crossZonePricePerGiB(this.catalog);
     const evaluate = candidateEvaluator({ input, jobs, jobRp, now, trafficPrice, staying, valueOfTimeOf });
@@ -391,6 +399,7 @@ export class EvaScheduler implements Scheduler {
       ),
       plan,
     };
+    this.rebalanceRisk.notePlan(plan.configuration);
     return plan;
   }
 
@@ -472,6 +481,8 @@ export class EvaScheduler implements Scheduler {
     slowJobs?: [string, number, number][];
     /** What the slowdown budget learned (an 'auto' value of time only). */
     slowdownBudget?: SlowdownBudgetState;
+    /** Reclaims of instances EC2 recommended rebalancing (absent in state saved before it was learned). */
+    rebalanceRisk?: RebalanceRiskState;
   } {
     return {
       table: this.table.toJSON(),
@@ -479,6 +490,7 @@ export class EvaScheduler implements Scheduler {
       knownJobs: [...this.knownJobs],
       slowJobs: this.slowJobs.toJSON(),
       ...(this.slowdownBudget === undefined ? {} : { slowdownBudget: this.slowdownBudget.toJSON() }),
+      rebalanceRisk: this.rebalanceRisk.toJSON(),
     };
   }
 
@@ -487,6 +499,7 @@ export class EvaScheduler implements Scheduler {
     this.history = EventHistory.fromJSON(state.history);
     this.knownJobs = new Set(state.knownJobs);
     this.slowJobs = SlowJobTracker.fromJSON(state.slowJobs);
+    this.rebalanceRisk = RebalanceRiskTracker.fromJSON(state.rebalanceRisk);
     if (this.slowdownBudget !== undefined)
       this.slowdownBudget = SlowdownBudget.fromJSON(this.slowdownBudget.target, state.slowdownBudget);
   }

@@ -73,8 +73,9 @@ export function expectedSpotCostPerHour(
 }
 
 /**
- * Interruptions per hour assumed for an instance EC2 recommended rebalancing. EC2 publishes no figure: the signal
- * says "elevated risk" and often comes minutes to hours before the two-minute notice, or never. Taken as one
+ * Interruptions per hour assumed for an instance EC2 recommended rebalancing before any has been seen (the prior of
+ * rebalance-risk.ts, which learns the rate from the flagged instances the rounds see). EC2 publishes no figure: the
+ * signal says "elevated risk" and often comes minutes to hours before the two-minute notice, or never. Taken as one
  * expected within about two hours: far above any Advisor class (≤ 4e-4 /h), so the tasks' risk is priced as
  * imminent, yet a job whose move would cost more than that risk (a long restore, a fresh checkpoint) stays.
  */
@@ -82,15 +83,16 @@ export const REBALANCE_INTERRUPTION_RATE_PER_HOUR = 0.5;
 
 /**
  * The risk premium, $/hour, of an instance EC2 recommended rebalancing: λ_rebalance · Σ interruption costs of its
- * jobs. Eva adds it to the instance's price, so its decision rule moves the tasks off ahead of a notice exactly when
+ * jobs (λ_rebalance as learned, rebalance-risk.ts; this constant before any evidence). Eva adds it to the instance's price, so its decision rule moves the tasks off ahead of a notice exactly when
  * the saving pays the move (eq. 1), rather than always (Karpenter's optional rebalance draining) or never.
  */
 export function rebalanceRiskPerHour(
   jobs: readonly JobAtRisk[],
   nowSeconds: number,
   relaunchSeconds: number,
+  reclaimsPerHour: number = REBALANCE_INTERRUPTION_RATE_PER_HOUR,
 ): number {
   let cost = 0;
   for (const at of jobs) cost += interruptionCost(at, nowSeconds, relaunchSeconds);
-  return REBALANCE_INTERRUPTION_RATE_PER_HOUR * cost;
+  return reclaimsPerHour * cost;
 }

@@ -18,7 +18,7 @@ import { integrateProgress, type SimInstance, type SimJob, type SimTask } from '
  *
  * Optionally, a share of the reclaims is preceded by a rebalance recommendation (EC2's earlier signal that the
  * instance is at elevated risk; it is not guaranteed, and may come as late as the notice). Its lead before the reclaim
- * is drawn at the rate the scheduler assumes once a recommendation is in (spot-cost.ts
+ * is drawn at the rate the scheduler assumes before it has learned one (spot-cost.ts
  * `REBALANCE_INTERRUPTION_RATE_PER_HOUR`: a mean of two hours); ahead of a burst, the pool's instances live at the
  * warning get one each (at the same share). fleetwise sees the instance marked and plans at once (Eva prices the risk
  * and moves the tasks off when that pays); the spot baselines ignore it, as Karpenter and SkyPilot do. Optionally,

@@ -327,6 +327,18 @@ describe('a rebalance recommendation', () => {
     // Its own candidate: Partial Reconfiguration would move `saved` too (its premium makes its instance inefficient).
     expect(warned.decision.chosen).toBe('rebalance');
   });
+
+  it('leaves the task where it is once past recommendations have mostly been false alarms (the learned rate)', () => {
+    const learned = new EvaScheduler(catalog, { spot: true });
+    // 500 h of flagged instances seen, none reclaimed: one reclaim in about 502 h, not in 2 h.
+    learned.importState({
+      ...learned.exportState(),
+      rebalanceRisk: { reclaims: 0, exposureSeconds: 500 * 3600, flagged: [], kept: [] },
+    });
+    const plan = learned.plan(snapshotWith(true));
+    expect(hostOf(plan, 'lost-t')?.id).toBe('i-lost');
+    expect(hostOf(plan, 'saved-t')?.id).toBe('i-saved');
+  });
 });
 
 describe('a bound on the delay one interruption may cause', () => {
