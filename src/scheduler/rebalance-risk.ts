@@ -8,8 +8,8 @@ import type { Configuration } from './types.js';
  * rate, false alarms would keep triggering moves that pay for nothing.
  *
  * Exponential lifetimes with independent censoring (a Gamma–Poisson estimate): exposure is the time a flagged
- * instance was seen flagged, round to round; a reclaim is a flagged instance gone from the snapshot while the last
- * plan kept it. An instance the plan dropped (its tasks moved off) leaves without one: censored, which does not bias
+ * instance was seen flagged, round to round (for one reclaimed, to the midpoint of the interval it went in); a reclaim
+ * is a flagged instance gone from the snapshot while the last plan kept it. An instance the plan dropped (its tasks moved off) leaves without one: censored, which does not bias
  * the estimate since the plan's choice does not depend on when the reclaim would have come. The prior is one reclaim
  * in two hours (`REBALANCE_INTERRUPTION_RATE_PER_HOUR`), so that with no evidence the risk is priced as imminent, and
  * the hours of alarms that came to nothing bring it down.
@@ -40,7 +40,12 @@ export class RebalanceRiskTracker {
     const present = new Set(snapshot.instances.map((i) => i.id));
     for (const id of this.flagged.keys()) {
       if (present.has(id)) continue;
-      if (this.kept.has(id)) this.reclaims += 1;
+      // Reclaimed some time since it was last seen: half that interval (the midpoint) counts as exposure too, or the
+      // rate would come out high by up to a round period per reclaim.
+      if (this.kept.has(id)) {
+        this.reclaims += 1;
+        this.exposureSeconds += Math.max(0, now - (this.flagged.get(id) as number)) / 2;
+      }
       this.flagged.delete(id);
     }
     for (const inst of snapshot.instances) {

@@ -36,8 +36,8 @@ describe('the reclaim rate of instances recommended for rebalancing, learned', (
     t.observe(snapshot(3600, { a: true, b: false }));
     t.notePlan(keep('a', 'b'));
     t.observe(snapshot(3900, { b: false }));
-    // (1 reclaim + the prior's 1) / (1 h seen + the prior's 2 h).
-    expect(t.ratePerHour()).toBeCloseTo(2 / 3, 12);
+    // (1 reclaim + the prior's 1) / (1 h seen + half the 300 s it went in + the prior's 2 h).
+    expect(t.ratePerHour()).toBeCloseTo(2 / (1 + 150 / 3600 + 2), 12);
   });
 
   it('counts none for a flagged instance the plan dropped, and lowers the rate as false alarms add hours', () => {
@@ -64,7 +64,7 @@ describe('the reclaim rate of instances recommended for rebalancing, learned', (
     const restored = RebalanceRiskTracker.fromJSON(JSON.parse(JSON.stringify(t.toJSON())));
     for (const x of [t, restored]) x.observe(snapshot(9000, {}));
     expect(restored.ratePerHour()).toBe(t.ratePerHour());
-    expect(t.ratePerHour()).toBeCloseTo(2 / 4, 12);
+    expect(t.ratePerHour()).toBeCloseTo(2 / (2 + 900 / 3600 + 2), 12);
     expect(RebalanceRiskTracker.fromJSON(undefined).ratePerHour()).toBe(REBALANCE_INTERRUPTION_RATE_PER_HOUR);
   });
 });
