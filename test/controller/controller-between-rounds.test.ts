@@ -67,6 +67,27 @@ describe('controller: placement between rounds on paid capacity', () => {
     expect(liveRecords(store)).toHaveLength(1);
   });
 
+  it('places a held-back job on the room a job leaves when it ends, with no round and no launch (digest E2)', async () => {
+    const { controller, store, clock, cloud, hostId } = await cappedCluster(true);
+    const roundsBefore = store.listRounds().length;
+    const launchesBefore = cloud.calls.launch;
+    clock.advance(5);
+    // Six vCPUs do not fit next to the six already there: it waits.
+    const next = controller.submit(jobSpec('six-b', CPU_SIX), 'research');
+    await controller.reconcile();
+    expect(store.getJob(next.id)?.state).toBe('queued');
+    // The job on the host ends (here by a cancel): its room goes to the waiting job at once.
+    const occupant = store.listTasks({ instanceId: hostId })[0]?.jobId as string;
+    clock.advance(5);
+    controller.cancel(occupant);
+    await controller.reconcile();
+    await controller.reconcile();
+    expect(store.listTasks({ jobId: next.id })[0]?.instanceId).toBe(hostId);
+    expect(store.listEvents({ jobId: next.id, kind: 'job.placed-between-rounds' })).toHaveLength(1);
+    expect(store.listRounds()).toHaveLength(roundsBefore);
+    expect(cloud.calls.launch).toBe(launchesBefore);
+  });
+
   it('places nothing when switched off: the job waits for the next round', async () => {
     const { controller, store, clock } = await cappedCluster(false);
     clock.advance(5);
