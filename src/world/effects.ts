@@ -1,5 +1,3 @@
-import type { TaskStart } from '../round/co-start.js';
-import { taskShareOf } from '../scheduler/expected-start.js';
 import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './entities.js';
 import type { EffectEvent, WorldState } from './world-state.js';
 
@@ -77,32 +75,19 @@ function onLaunched(state: WorldState, task: SimTask): void {
   task.readySeconds = state.now;
   const job = task.job;
   if (job.tasks.every((t) => t.state === 'running')) {
-    countRelease(state, job);
+    state.starts.releaseJob(
+      job,
+      (t) => {
+        const on = t.occupying;
+        return on === undefined ? undefined : { type: on.type, demand: taskDemandOn(t, on) };
+      },
+      state.now,
+    );
     // All tasks run: the job is reconfigurable again and makes progress after init_delay (gang start).
     job.status = 'executing';
     job.activationToken += 1;
     state.at(job.spec.initDelaySeconds, { kind: 'job-active', job, token: job.activationToken });
   }
-}
-
-/**
- * A job's tasks all run: the barrier releases. Its start skew and barrier-idle cost count the tasks that (re)started
- * for this release, each from when it was ready (launched) to now (round/co-start.ts).
- */
-function countRelease(state: WorldState, job: SimJob): void {
-  if (job.tasks.length < 2) return;
-  const starts: TaskStart[] = [];
-  for (const t of job.tasks) {
-    if (t.readySeconds === undefined) continue;
-    const inst = t.occupying as SimInstance;
-    starts.push({
-      startSeconds: t.readySeconds,
-      costPerHour: inst.type.costPerHour,
-      share: taskShareOf(taskDemandOn(t, inst), inst.type.capacity),
-    });
-    t.readySeconds = undefined;
-  }
-  state.starts.release(starts, state.now);
 }
 
 function onJobActive(state: WorldState, job: SimJob, token: number): void {

@@ -1,4 +1,6 @@
+import type { InstanceType } from '../core/catalog.js';
 import type { Resources } from '../core/resources.js';
+import { taskShareOf } from '../scheduler/expected-start.js';
 import { barrierIdleCost, startSkewSeconds, type TaskStart } from '../round/co-start.js';
 import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './entities.js';
 import { EventQueue } from './event-queue.js';
@@ -66,8 +68,28 @@ export class StartMeter {
   /** Σ over those starts and tasks of (release − ready) × the task's share of its instance's $/hour. */
   barrierIdleCost = 0;
 
-  /** A multi-task job's tasks all run from `nowSeconds`: count the starts (each from when it was ready) of this release. */
-  release(starts: readonly TaskStart[], nowSeconds: number): void {
+  /**
+   * A job's tasks all run from `nowSeconds`: the barrier releases. Its start skew and barrier-idle cost count the tasks
+   * that (re)started for this release, each from when it was ready to now, on the instance type `placedOn` says it
+   * holds (round/co-start.ts); each task's ready time is then spent. A job of one task counts nothing.
+   */
+  releaseJob(
+    job: SimJob,
+    placedOn: (task: SimTask) => { readonly type: InstanceType; readonly demand: Resources } | undefined,
+    nowSeconds: number,
+  ): void {
+    if (job.tasks.length < 2) return;
+    const starts: TaskStart[] = [];
+    for (const t of job.tasks) {
+      const on = placedOn(t);
+      if (t.readySeconds === undefined || on === undefined) continue;
+      starts.push({
+        startSeconds: t.readySeconds,
+        costPerHour: on.type.costPerHour,
+        share: taskShareOf(on.demand, on.type.capacity),
+      });
+      t.readySeconds = undefined;
+    }
     if (starts.length === 0) return;
     this.skews.push(startSkewSeconds(starts));
     this.barrierIdleCost += barrierIdleCost(starts, nowSeconds);

@@ -1,11 +1,10 @@
 import { demandOn, type Resources } from '../../core/resources.js';
 import { coStarts, readCoStart, writeCoStart } from '../../controller/co-start-records.js';
 import type { InstanceRecord, StateStore, TaskRecord } from '../../controller/state-store.js';
+import { isFinalJobState } from '../../controller/state/lifecycle.js';
 import type { WorkerFleet } from '../../controller/worker-liveness.js';
 import type { TaskControl, TaskStartRequest, TaskStatus, TaskStopRequest } from '../../controller/seams.js';
 import type { ThroughputObservation } from '../../scheduler/types.js';
-import { taskShareOf } from '../../scheduler/expected-start.js';
-import type { TaskStart } from '../../round/co-start.js';
 import { StartMeter } from '../../world/world-state.js';
 import { integrateProgress, isActive, jobRate, type SimJob, type SimTask } from '../../world/entities.js';
 import { memoized, type GroundTruth } from '../../world/ground-truth.js';
@@ -186,16 +185,17 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
     }
   }
 
-  /** Note the jobs the controller has placed (a task record with an instance) since the last call. */
+  /**
+   * Note the jobs the controller has placed since the last call: a job leaves `queued` when its tasks are given an
+   * instance (a round's or a placement between rounds' starts). One ended before that was never placed.
+   */
   notePlaced(store: StateStore): void {
     if (this.unplaced.size === 0) return;
     const now = this.now();
-    const placedJobs = new Set<string>();
-    for (const t of store.listTasks({ states: ['starting', 'running'] }))
-      if (t.instanceId !== undefined) placedJobs.add(t.jobId);
     for (const job of this.unplaced) {
-      if (!placedJobs.has(this.jobIds.get(job) as string)) continue;
-      job.firstPlacedSeconds ??= now;
+      const state = store.getJob(this.jobIds.get(job) as string)?.state;
+      if (state === undefined || state === 'queued') continue;
+      if (!isFinalJobState(state)) job.firstPlacedSeconds ??= now;
       this.unplaced.delete(job);
     }
   }
@@ -302,7 +302,17 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
     task.readySeconds ??= this.now();
     const job = task.job;
     if (job.tasks.every((t) => t.state === 'running')) {
-      this.countRelease(job);
+      this.starts.releaseJob(
+        job,
+        (t) => {
+          const cloudId = this.placement.get(t);
+          const type = cloudId === undefined ? undefined : this.o.cloud.get(cloudId)?.type;
+          return cloudId === undefined || type === undefined
+            ? undefined
+            : { type, demand: this.demandOnHost(t, cloudId) };
+        },
+        this.now(),
+      );
       // Gang start: progress begins init_delay after the last task runs.
       job.status = 'executing';
       job.activationToken += 1;
@@ -391,27 +401,6 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
       }
     }
     this.dirtyJobs.clear();
-  }
-
-  /**
-   * A job's tasks all run: the start skew and barrier-idle cost of the tasks that (re)started for it, each from when it
-   * was ready to now (the engine's countRelease, world/effects.ts).
-   */
-  private countRelease(job: SimJob): void {
-    if (job.tasks.length < 2) return;
-    const starts: TaskStart[] = [];
-    for (const t of job.tasks) {
-      const cloudId = this.placement.get(t);
-      const type = cloudId === undefined ? undefined : this.o.cloud.get(cloudId)?.type;
-      if (t.readySeconds === undefined || cloudId === undefined || type === undefined) continue;
-      starts.push({
-        startSeconds: t.readySeconds,
-        costPerHour: type.costPerHour,
-        share: taskShareOf(this.demandOnHost(t, cloudId), type.capacity),
-      });
-      t.readySeconds = undefined;
-    }
-    this.starts.release(starts, this.now());
   }
 
   // ---- helpers
