@@ -1,7 +1,7 @@
 import type { Catalog } from '../core/catalog.js';
 import type { ClusterSnapshot } from '../core/model.js';
+import { withoutJobs } from '../core/snapshot.js';
 import {
-  withoutJobs,
   type Admission,
   type AdmissionInfo,
   type PreemptionVictim,

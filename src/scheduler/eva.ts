@@ -12,8 +12,9 @@ import { EventHistory, horizonSeconds } from './decision-rule.js';
 import { candidateEvaluator, generateCandidates, slowJobsDue, type EvaVariant } from './eva-candidates.js';
 import { capViolation, chooseCandidate } from './eva-choice.js';
 import { chosenPlan } from './eva-chosen-plan.js';
+import { repackedUnderCaps, type ChosenRound } from './eva-cap-repack.js';
 import type { ExactCandidateOptions } from './eva-extra-candidates.js';
-import { packInput, roundBook, type TaskPrice } from './eva-pack-input.js';
+import { packInput, roundBook, type PackInput, type TaskPrice } from './eva-pack-input.js';
 import { planFingerprint, unchangedPlan } from './eva-plan-reuse.js';
 import type { RateModel } from './packing.js';
 import { PriceBook } from './reservation-price.js';
@@ -39,6 +40,15 @@ export type { EvaVariant } from './eva-candidates.js';
 export const DEFAULT_PACKING_EFFICIENCY = 0.7;
 /** EvaOptions.paybackMargin's default, measured in README "How the scheduler decides" (k = 8). */
 export const DEFAULT_PAYBACK_MARGIN = 8;
+/** One round's packing input with what Eva's choice needs beside it. */
+interface EvaRoundInput extends PackInput {
+  readonly snapshot: ClusterSnapshot;
+  readonly view: LatencyView | undefined;
+  readonly book: PriceBook;
+  readonly staying: (jobId: string) => number | undefined;
+  readonly valueOfTimeOf: (job: SchedJob) => number;
+}
+
 /**
  * EvaOptions.valueOfTimePerJobHour's default: learned from a slowdown budget (slowdown-budget.ts), since the dollar
  * figure that keeps completion times near No-Packing's differs from workload to workload. See DEFAULT_TARGET_SLOWDOWN.
@@ -310,28 +320,8 @@ export class EvaScheduler implements Scheduler {
       this.history.fullFraction,
       this.elapsed(now),
     );
-    const staying =
-      view === undefined
-        ? () => undefined
-        : (jobId: string) => this.stayingPerformance(view, jobId, now, horizon);
-    const valueOfTimeOf = (j: SchedJob) => this.valueOfTimeOf(j);
-    const book = roundBook(this.book, this.spotBook, snapshot);
-    const { input, jobs, packTasks, jobRp, jobRpOnDemand, riskPremium, pinnedTaskIds, pinned } = packInput(
-      snapshot,
-      {
-        book,
-        onDemandBook: this.book,
-        priceOf: this.priceOf,
-        valueOfTimeOf,
-        model: this.model,
-        view,
-        staying,
-        maxMovedJobs: this.caps.maxMigrationsPerRound ?? Number.POSITIVE_INFINITY,
-        rebalanceReclaimsPerHour: this.rebalanceRisk.ratePerHour(),
-      },
-    );
-
-    const fingerprint = this.fingerprint(snapshot, pinnedTaskIds, horizon, view);
+    const round = this.roundInput(snapshot, view, horizon);
+    const fingerprint = this.fingerprint(snapshot, round.pinnedTaskIds, horizon, view);
     const previous = this.previous;
     if (previous !== undefined && previous.fingerprint === fingerprint) {
       const unchanged = unchangedPlan(previous.plan, now);
@@ -339,18 +329,69 @@ export class EvaScheduler implements Scheduler {
       return unchanged;
     }
 
+    const chosen = repackedUnderCaps(snapshot, this.choose(round, horizon), (fewer) =>
+      this.choose(this.roundInput(fewer, this.latencyView(fewer), horizon), horizon),
+    );
+    const plan = chosen.plan;
+    if (chosen.full) this.history.recordFull();
+    // The fingerprint after the choice: a Full Reconfiguration changes p, hence T, so the next round re-plans.
+    this.previous = {
+      fingerprint: this.fingerprint(
+        snapshot,
+        round.pinnedTaskIds,
+        horizonSeconds(this.history.eventRatePerSecond, this.history.fullFraction, this.elapsed(now)),
+        view,
+      ),
+      plan,
+    };
+    this.rebalanceRisk.notePlan(plan.configuration);
+    return plan;
+  }
+
+  /** What the round's candidates are packed from: the snapshot's tasks with their prices, pins and risk premiums. */
+  private roundInput(
+    snapshot: ClusterSnapshot,
+    view: LatencyView | undefined,
+    horizon: number,
+  ): EvaRoundInput {
+    const now = snapshot.nowSeconds;
+    const staying =
+      view === undefined
+        ? () => undefined
+        : (jobId: string) => this.stayingPerformance(view, jobId, now, horizon);
+    const valueOfTimeOf = (j: SchedJob) => this.valueOfTimeOf(j);
+    const book = roundBook(this.book, this.spotBook, snapshot);
+    const packed = packInput(snapshot, {
+      book,
+      onDemandBook: this.book,
+      priceOf: this.priceOf,
+      valueOfTimeOf,
+      model: this.model,
+      view,
+      staying,
+      maxMovedJobs: this.caps.maxMigrationsPerRound ?? Number.POSITIVE_INFINITY,
+      rebalanceReclaimsPerHour: this.rebalanceRisk.ratePerHour(),
+    });
+    return { ...packed, snapshot, view, book, staying, valueOfTimeOf };
+  }
+
+  /** The candidates of one round, the one the decision rule picks, and it as a plan under the caps. No state changes. */
+  private choose(round: EvaRoundInput, horizon: number): ChosenRound {
+    const { snapshot, view, input, jobs, packTasks, jobRp, pinnedTaskIds } = round;
+    const now = snapshot.nowSeconds;
     const trafficPrice = crossZonePricePerGiB(this.catalog);
+    const { staying, valueOfTimeOf } = round;
     const evaluate = candidateEvaluator({ input, jobs, jobRp, now, trafficPrice, staying, valueOfTimeOf });
 
     const candidates = generateCandidates({
       variant: this.variant,
       snapshot,
-      book,
+      book: round.book,
       input,
       packTasks,
       jobs,
       jobRp,
-      riskPremium,
+      riskPremium: round.riskPremium,
       now,
       horizon,
       paybackMargin: this.paybackMargin,
@@ -365,9 +406,6 @@ export class EvaScheduler implements Scheduler {
       summary: { ...c.summary, rejectedBecause: capViolation(c.summary, this.caps) },
     }));
     const { chosen, reason } = chooseCandidate(checked, horizon, this.paybackMargin);
-    if (chosen.summary.name === 'full' || chosen.summary.name === 'full-standalone')
-      this.history.recordFull();
-
     const plan = chosenPlan({
       scheduler: this.name,
       now,
@@ -379,28 +417,17 @@ export class EvaScheduler implements Scheduler {
       caps: this.caps,
       packTasks,
       pinnedTaskIds,
-      pinned,
+      pinned: round.pinned,
       model: input.model,
       spot: this.spotBook !== undefined,
-      jobRpOnDemand,
+      jobRpOnDemand: round.jobRpOnDemand,
       horizon,
       paybackMargin: this.paybackMargin,
       valueOfTime: this.valueOfTime,
       eventRatePerSecond: this.history.eventRatePerSecond,
       fullFraction: this.history.fullFraction,
     });
-    // The fingerprint after the choice: a Full Reconfiguration changes p, hence T, so the next round re-plans.
-    this.previous = {
-      fingerprint: this.fingerprint(
-        snapshot,
-        pinnedTaskIds,
-        horizonSeconds(this.history.eventRatePerSecond, this.history.fullFraction, this.elapsed(now)),
-        view,
-      ),
-      plan,
-    };
-    this.rebalanceRisk.notePlan(plan.configuration);
-    return plan;
+    return { plan, full: chosen.summary.name === 'full' || chosen.summary.name === 'full-standalone' };
   }
 
   /** $ per hour of the job's completion time: its own, else the scheduler's default; eva-rp ignores time as it does interference. */
