@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
+import { findType } from '../../src/core/catalog.js';
+import { singleClassConfig } from '../../src/queue/wfq.js';
+import { placeWaitingJobs, type WaitingJobFacts } from '../../src/round/place-waiting.js';
+import { PriceBook } from '../../src/scheduler/reservation-price.js';
+
+const catalog = loadCatalogFile();
+const prices = new PriceBook(catalog);
+const c7i = findType(catalog, 'c7i.2xlarge');
+
+/** One task of 4 vCPU: half a c7i.2xlarge, so the instance's free half takes one of them. */
+const waiting = (id: string, arrivalSeconds: number, taskSeconds: number): WaitingJobFacts => ({
+  id,
+  arrivalSeconds,
+  taskSeconds,
+  tasks: [{ id: `${id}/t0`, demand: { c7i: [0, 4, 8] }, key: `${id}_node0` }],
+});
+// The long job arrived first; the short one 10 s later.
+const jobs = [waiting('long', 0, 36_000), waiting('short', 10, 600)];
+const occupant = [{ demand: { c7i: [0, 4, 8] as [number, number, number] }, key: 'occupant_node0' }];
+
+describe('placing waiting jobs between rounds in the queue order', () => {
+  it('gives the room an instance frees to the job with the least remaining work under srpt, to the first arrival under fifo', () => {
+    const instances = [{ id: 'i-1', type: c7i, readyAtSeconds: 100, tasks: occupant }];
+    const place = (ordering: 'srpt' | 'fifo') =>
+      placeWaitingJobs({
+        nowSeconds: 100,
+        jobs,
+        instances,
+        prices,
+        queue: singleClassConfig(ordering),
+        bind: false,
+        capHoldsJobsBack: true,
+      }).map((p) => p.jobId);
+    expect(place('srpt')).toEqual(['short']);
+    expect(place('fifo')).toEqual(['long']);
+  });
+
+  it('binds the shortest task first to an instance still coming up (STF among the tasks bound to it)', () => {
+    // Ready 100 s from now, before a c7i.2xlarge launched now would be (its setup takes longer): worth binding to.
+    const booting = [{ id: 'i-boot', type: c7i, readyAtSeconds: 200, tasks: occupant }];
+    const placed = placeWaitingJobs({
+      nowSeconds: 100,
+      jobs,
+      instances: booting,
+      prices,
+      queue: singleClassConfig('srpt'),
+      bind: true,
+      capHoldsJobsBack: true,
+    });
+    expect(placed.map((p) => p.jobId)).toEqual(['short']);
+    expect(placed[0]?.jobStartSeconds).toBe(200);
+    expect(placed[0]?.bindChoice?.choice).toBe('bind');
+  });
+});
