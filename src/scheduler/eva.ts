@@ -40,15 +40,6 @@ export type { EvaVariant } from './eva-candidates.js';
 export const DEFAULT_PACKING_EFFICIENCY = 0.7;
 /** EvaOptions.paybackMargin's default, measured in README "How the scheduler decides" (k = 8). */
 export const DEFAULT_PAYBACK_MARGIN = 8;
-/** One round's packing input with what Eva's choice needs beside it. */
-interface EvaRoundInput extends PackInput {
-  readonly snapshot: ClusterSnapshot;
-  readonly view: LatencyView | undefined;
-  readonly book: PriceBook;
-  readonly staying: (jobId: string) => number | undefined;
-  readonly valueOfTimeOf: (job: SchedJob) => number;
-}
-
 /**
  * EvaOptions.valueOfTimePerJobHour's default: learned from a slowdown budget (slowdown-budget.ts), since the dollar
  * figure that keeps completion times near No-Packing's differs from workload to workload. See DEFAULT_TARGET_SLOWDOWN.
@@ -160,6 +151,15 @@ export interface EvaOptions {
   readonly valueOfTimePerJobHour?: ValueOfTimeSetting;
   /** With an 'auto' value of time: the mean slowdown of running jobs to hold, in (0, 1) (DEFAULT_TARGET_SLOWDOWN). */
   readonly targetSlowdown?: number;
+}
+
+/** One round's packing input with what Eva's choice needs beside it. */
+interface EvaRoundInput extends PackInput {
+  readonly snapshot: ClusterSnapshot;
+  readonly view: LatencyView | undefined;
+  readonly book: PriceBook;
+  readonly staying: (jobId: string) => number | undefined;
+  readonly valueOfTimeOf: (job: SchedJob) => number;
 }
 
 /**
@@ -377,10 +377,9 @@ export class EvaScheduler implements Scheduler {
 
   /** The candidates of one round, the one the decision rule picks, and it as a plan under the caps. No state changes. */
   private choose(round: EvaRoundInput, horizon: number): ChosenRound {
-    const { snapshot, view, input, jobs, packTasks, jobRp, pinnedTaskIds } = round;
+    const { snapshot, view, input, jobs, packTasks, jobRp, pinnedTaskIds, staying, valueOfTimeOf } = round;
     const now = snapshot.nowSeconds;
     const trafficPrice = crossZonePricePerGiB(this.catalog);
-    const { staying, valueOfTimeOf } = round;
     const evaluate = candidateEvaluator({ input, jobs, jobRp, now, trafficPrice, staying, valueOfTimeOf });
 
     const candidates = generateCandidates({
