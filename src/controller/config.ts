@@ -423,6 +423,12 @@ export const controllerConfigSchema = z
     placeBetweenRounds: z.boolean().default(true),
     /** That placement may wait for an instance still coming up when it is ready no later than a launch would be (§7.2 E2). */
     bindBetweenRounds: z.boolean().default(true),
+    /**
+     * Make before break: a job moving to instances still coming up keeps working where it is until they are ready,
+     * and only then checkpoints, instead of idling through their boot (as Karpenter waits for a replacement node).
+     * A new instance a cap holds back until the old one is gone is not waited for.
+     */
+    makeBeforeBreak: z.boolean().default(true),
   })
   .refine((c) => c.objectStore === undefined || c.bucket === undefined, {
     message: 'give either objectStore or bucket, not both',

@@ -211,6 +211,16 @@ function worldJob(
         }
         break;
       case 'running':
+        // A move waiting for its new instances (make before break): working here, headed there.
+        if (placed !== undefined && destination !== undefined && destination !== placed)
+          return {
+            name: t.name,
+            state: 'running',
+            committedInstanceId: destination,
+            occupyingInstanceId: placed,
+            pendingStart: true,
+            pendingStop: true,
+          };
         if (placed !== undefined)
           return { name: t.name, state: 'running', committedInstanceId: placed, occupyingInstanceId: placed };
         break;
@@ -237,7 +247,7 @@ function worldJob(
   const init = spec.initDelaySeconds;
   let active = false;
   let activeSinceSeconds: number | undefined;
-  if (status === 'executing') {
+  if (status === 'executing' || worldTasks.some((t) => t.pendingStop === true)) {
     const since = runningSince ?? job.startedAtSeconds ?? now;
     if (now >= since + init) {
       active = true;
@@ -261,6 +271,7 @@ function worldJob(
 }
 
 function statusOf(job: JobRecord, tasks: readonly WorldTask[]): JobStatus {
+  if (tasks.some((t) => t.pendingStop === true)) return 'migrating';
   if (tasks.every((t) => t.state === 'running')) return 'executing';
   if (tasks.some((t) => t.committedInstanceId !== undefined || t.occupyingInstanceId !== undefined))
     return 'migrating';

@@ -89,11 +89,12 @@ export class Reconciler {
   async progress(): Promise<ProgressSummary> {
     const ctx = this.ctx;
     stopTasksOfEndedJobs(ctx);
-    const stopped = await performStops(ctx);
     const replaced = ctx.dryRun ? [] : checkRegistrations(ctx);
     const { launched, deferred } = ctx.dryRun ? { launched: [], deferred: 0 } : await this.launches.perform();
     // Launched instances may already run (stand-ins like moto start them at once): look before gating starts on it.
     if (launched.length > 0) await syncWithCloud(ctx);
+    // After the launches: a move waits for its new instances only once they are on their way (moveStopGate).
+    const stopped = await performStops(ctx);
     const started = await performStarts(ctx);
     await pollTaskStatuses(ctx);
     const terminated = ctx.dryRun ? [] : await performTerminations(ctx);

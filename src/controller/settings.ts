@@ -51,6 +51,11 @@ export interface ControllerSettings {
   readonly placeBetweenRounds?: boolean | undefined;
   /** That placement may also wait for an instance still coming up, when it is ready no later than a launch would be. */
   readonly bindBetweenRounds?: boolean | undefined;
+  /**
+   * A job moving to instances still coming up works on until they are ready, then checkpoints (round/gates.ts
+   * `moveStopGate`). Absent: off (as the simulator's default); a config turns it on.
+   */
+  readonly makeBeforeBreak?: boolean | undefined;
 }
 
 export function settingsFromConfig(config: ControllerConfig): ControllerSettings {
@@ -76,6 +81,7 @@ export function settingsFromConfig(config: ControllerConfig): ControllerSettings
     coStartTimeoutSeconds: config.coStartTimeoutSeconds,
     placeBetweenRounds: config.placeBetweenRounds,
     bindBetweenRounds: config.bindBetweenRounds,
+    makeBeforeBreak: config.makeBeforeBreak,
   };
 }
 
@@ -91,6 +97,7 @@ export function reconcilerSettings(settings: ControllerSettings): ReconcilerSett
     caps: settings.caps,
     tags: settings.tags ?? {},
     coStartTimeoutSeconds: settings.coStartTimeoutSeconds,
+    makeBeforeBreak: settings.makeBeforeBreak,
   };
 }
 

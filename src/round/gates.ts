@@ -1,5 +1,5 @@
 import { fits, type Resources } from '../core/resources.js';
-import type { BoughtType, QueueCaps } from '../queue/caps.js';
+import { hasAnyCap, type BoughtType, type QueueCaps } from '../queue/caps.js';
 import { launchCapViolations } from './plan-caps.js';
 
 /**
@@ -56,4 +56,32 @@ export function terminateGate(occupants: number, pendingStarts: number): GateWai
 export function launchGate(type: BoughtType, inTransit: Iterable<BoughtType>, caps: QueueCaps): GateWait {
   const broken = launchCapViolations(type, inTransit, caps);
   return broken.length === 0 ? undefined : `the fleet in transit to shrink (${broken.join(', ')})`;
+}
+
+/**
+ * Whether moves make before they break: asked for, and no cap. A plan under caps counts the instances it drops as gone
+ * and gives their room to other launches; a replacement overlapping the instance it replaces would spend that room
+ * through its boot (on 1,500-job Alibaba runs at 60% of the peak it cost 1.2% more on average, up to 6%).
+ */
+export function makesBeforeBreak(asked: boolean, caps: QueueCaps): boolean {
+  return asked && !hasAnyCap(caps);
+}
+
+/** Where a moving job's task is headed, as a runtime sees it now. */
+export interface MoveTarget {
+  /** The cloud was asked for it: it is booting or up (a launch a cap holds back is not). */
+  readonly launched: boolean;
+  /** It runs and its worker has registered. */
+  readonly ready: boolean;
+}
+
+/**
+ * Make before break: a job's move checkpoints it only once every instance it moves to is ready, so it keeps working
+ * through their boot instead of idling (Karpenter launches a replacement and waits for it before draining). A target
+ * whose launch a cap holds back may be waiting for this very instance to empty, so then the stop goes first.
+ */
+export function moveStopGate(targets: readonly MoveTarget[]): GateWait {
+  if (targets.some((t) => !t.launched)) return undefined;
+  const booting = targets.filter((t) => !t.ready).length;
+  return booting === 0 ? undefined : `${booting} instance(s) it moves to to be ready`;
 }

@@ -89,7 +89,8 @@ export function summarizeCandidate(
   let migrationCost = launchCost;
   let migrationTimeCost = 0;
   for (const jobId of moved) {
-    // A job moved onto a new instance is also out of service while that instance boots (beyond the reference).
+    // A job moved onto a new instance is also out of service while that instance boots (beyond the reference). With
+    // make before break it works on instead, while the instance it leaves is paid through the boot: priced alike.
     const job = jobs.get(jobId) as SchedJob;
     const rpPerSecond = perHourToPerSecond(jobRp.get(jobId) ?? 0);
     migrationCost +=

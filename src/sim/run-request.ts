@@ -111,6 +111,8 @@ export interface RunRequest {
     | undefined;
   /** Co-start, placement between rounds, binding (RunOptions.starts). */
   readonly starts?: StartOptions | undefined;
+  /** A moving job works on until its new instances are ready (RunOptions.makeBeforeBreak). */
+  readonly makeBeforeBreak?: boolean | undefined;
 }
 
 /** Messages a run worker posts to the main thread. */
@@ -244,6 +246,7 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
     ...(request.roundSeconds !== undefined ? { roundSeconds: request.roundSeconds } : {}),
     ...(request.earlyRounds === true ? { earlyRounds: true } : {}),
     ...(request.starts !== undefined ? { starts: request.starts } : {}),
+    ...(request.makeBeforeBreak === true ? { makeBeforeBreak: true } : {}),
     ...(request.queue !== undefined
       ? {
           queue: {

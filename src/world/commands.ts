@@ -1,7 +1,14 @@
 import type { Catalog } from '../core/catalog.js';
 import type { Admission } from '../queue/admission.js';
 import { hasAnyCap, type BoughtType } from '../queue/caps.js';
-import { launchGate, startGate, terminateGate, WAIT_INSTANCE_READY } from '../round/gates.js';
+import {
+  launchGate,
+  makesBeforeBreak,
+  moveStopGate,
+  startGate,
+  terminateGate,
+  WAIT_INSTANCE_READY,
+} from '../round/gates.js';
 import type { Action } from '../scheduler/actions.js';
 import type { InstancePlacement } from '../core/network.js';
 import type { Market } from '../core/market.js';
@@ -23,14 +30,27 @@ export class CommandIssuer {
   /** Start a multi-task job's tasks so that they are all ready at once (round/co-start.ts). */
   private readonly coStart: boolean;
 
-  constructor(state: WorldState, catalog: Catalog, admission: Admission, coStart = false) {
+  /** A move's checkpoint-stop waits for the instances the job moves to (round/gates.ts `moveStopGate`). */
+  private readonly makeBeforeBreak: boolean;
+
+  constructor(
+    state: WorldState,
+    catalog: Catalog,
+    admission: Admission,
+    coStart = false,
+    makeBeforeBreak = false,
+  ) {
     this.state = state;
     this.catalog = catalog;
     this.admission = admission;
     this.coStart = coStart;
+    this.makeBeforeBreak = makeBeforeBreak;
   }
 
-  /** Carry out a round's actions: stops and launches are issued now, starts and terminations wait for their gates. */
+  /**
+   * Carry out a round's actions: launches are issued now, then stops (a move's once its targets are ready, with make
+   * before break), while starts and terminations wait for their gates.
+   */
   apply(actions: readonly Action[]): void {
     const newInstances = new Map<string, SimInstance>();
     const instanceFor = (planId: string): SimInstance => {
@@ -38,7 +58,12 @@ export class CommandIssuer {
       if (inst === undefined) throw new Error(`plan refers to unknown instance ${planId}`);
       return inst;
     };
+    // Launches first: a move's stop asks whether the instances it moves to are on their way.
+    for (const a of actions)
+      if (a.kind === 'launch-instance')
+        newInstances.set(a.instanceId, this.launchInstance(a.typeName, a.placement, a.market ?? 'on-demand'));
     const jobsCounted = new Set<SimJob>();
+    const stopsLater: SimTask[] = [];
     for (const a of actions) {
       switch (a.kind) {
         case 'checkpoint-stop': {
@@ -53,20 +78,13 @@ export class CommandIssuer {
           job.requeueAfterStop = a.then === 'queue';
           task.committed?.committed.delete(task);
           task.committed = undefined;
-          task.state = 'killing';
-          this.state.log('checkpoint-issued', {
-            jobId: job.spec.id,
-            taskId: task.id,
-            instanceId: task.occupying?.id,
-          });
-          this.state.at(task.spec.killDelaySeconds, { kind: 'killed', task });
+          if (a.then === 'move' && makesBeforeBreak(this.makeBeforeBreak, this.admission.caps))
+            stopsLater.push(task);
+          else this.issueStop(task);
           break;
         }
-        case 'launch-instance': {
-          const inst = this.launchInstance(a.typeName, a.placement, a.market ?? 'on-demand');
-          newInstances.set(a.instanceId, inst);
+        case 'launch-instance':
           break;
-        }
         case 'start-task': {
           const task = this.task(a.jobId, a.taskId);
           const inst = instanceFor(a.instanceId);
@@ -84,6 +102,51 @@ export class CommandIssuer {
           break;
       }
     }
+    // After the starts: the gate reads where each task of the job is headed.
+    for (const task of stopsLater)
+      if (this.moveStopWait(task) === undefined) this.issueStop(task);
+      else this.state.pendingStops.push(task);
+  }
+
+  /**
+   * A job still working where it was while its move waits for `instance`, which is gone (a spot reclaim): the move is
+   * called off, as the controller's is when a destination vanishes. Its tasks checkpoint now and it returns to the queue
+   * once they have stopped, losing no work. False when the job does not wait so (it runs on the instance, or stopped).
+   */
+  callOffMove(job: SimJob, instance: SimInstance): boolean {
+    const waiting = this.state.pendingStops.filter((t) => t.job === job);
+    if (waiting.length === 0 || job.tasks.some((t) => t.occupying === instance)) return false;
+    job.requeueAfterStop = true;
+    for (const t of job.tasks) {
+      t.committed?.committed.delete(t);
+      t.committed = undefined;
+      t.pendingStart = false;
+    }
+    this.state.pendingStops = this.state.pendingStops.filter((t) => t.job !== job);
+    for (const t of waiting) this.issueStop(t);
+    return true;
+  }
+
+  /** The checkpoint-stop of a task leaving its instance: it stops working once the kill is done. */
+  private issueStop(task: SimTask): void {
+    task.state = 'killing';
+    this.state.log('checkpoint-issued', {
+      jobId: task.job.spec.id,
+      taskId: task.id,
+      instanceId: task.occupying?.id,
+    });
+    this.state.at(task.spec.killDelaySeconds, { kind: 'killed', task });
+  }
+
+  /** What a move's stop still waits for: the instances its job's tasks are headed to (round/gates.ts). */
+  private moveStopWait(task: SimTask): string | undefined {
+    const targets = task.job.tasks.flatMap((t) => {
+      const to = t.pendingStart ? t.committed : undefined;
+      return to === undefined
+        ? []
+        : [{ launched: this.state.launched.has(to), ready: to.lifecycle === 'running' }];
+    });
+    return moveStopGate(targets);
   }
 
   private task(jobId: string, taskId: string): SimTask {
@@ -172,6 +235,17 @@ export class CommandIssuer {
         else waiting.push(inst);
       }
       this.state.deferredLaunches = waiting;
+    }
+    // After the held-back launches: a target launched just now is on its way.
+    if (this.state.pendingStops.length > 0) {
+      const waiting: SimTask[] = [];
+      for (const task of this.state.pendingStops) {
+        // Finished, or reclaimed with its instance, meanwhile: nothing left to stop.
+        if (task.state !== 'running' || task.job.status !== 'migrating') continue;
+        if (this.moveStopWait(task) === undefined) this.issueStop(task);
+        else waiting.push(task);
+      }
+      this.state.pendingStops = waiting;
     }
     if (this.state.pendingStarts.length > 0) {
       const waiting: SimTask[] = [];

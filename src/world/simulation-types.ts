@@ -105,6 +105,11 @@ export interface RunOptions {
   readonly spot?: SpotSimulation | undefined;
   /** Every job checkpoints on its own this often (seconds; 0: never), whatever its trace says. */
   readonly checkpointIntervalSeconds?: number | undefined;
+  /**
+   * Make before break (round/gates.ts `moveStopGate`): a job moving to instances still coming up keeps working until
+   * they are ready, then checkpoints. Off by default: Eva's reference stops a moving job at once.
+   */
+  readonly makeBeforeBreak?: boolean | undefined;
 }
 
 /** A prediction request: run `world` forward with the fork until `jobIds` finished; their start and end times. */

@@ -169,7 +169,13 @@ export class Simulation {
       );
     const starts = fork === undefined ? options.starts : undefined;
     this.reportsStarts = starts !== undefined;
-    this.commands = new CommandIssuer(this.state, options.catalog, this.admission, starts?.coStart === true);
+    this.commands = new CommandIssuer(
+      this.state,
+      options.catalog,
+      this.admission,
+      starts?.coStart === true,
+      options.makeBeforeBreak === true,
+    );
     this.placer =
       starts?.placeBetweenRounds === true
         ? new BetweenRoundsPlacer(
@@ -198,6 +204,7 @@ export class Simulation {
         return state.now;
       },
       schedule: (event) => state.queue.push({ ...event, rank: RANK_EFFECT }),
+      callOffMove: (job, inst) => this.commands.callOffMove(job, inst),
       reclaimInstance: (inst) => {
         if (inst.billedFromSeconds !== undefined)
           state.meter.stopBilling(inst.type, inst.pricePerHour, state.now - inst.billedFromSeconds, true);

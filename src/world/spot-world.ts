@@ -55,6 +55,11 @@ export interface SpotEngine {
   touch(job: SimJob, instance: SimInstance | undefined): void;
   /** Ask for a round now (the runtime reacts to the reclaim). */
   requestRound(): void;
+  /**
+   * The job works on elsewhere while its move waits for this instance (make before break): its move is called off and
+   * it returns to the queue from a checkpoint taken now. False when it does not (it runs on the instance, or stopped).
+   */
+  callOffMove(job: SimJob, instance: SimInstance): boolean;
   /** Every instance not yet terminated. */
   liveInstances(): Iterable<SimInstance>;
 }
@@ -218,7 +223,9 @@ export class SpotWorld {
     if (!SpotWorld.live(instance)) return;
     this.interruptions += 1;
     const zone = instance.placement?.zone;
-    for (const job of jobsOn(instance)) this.restartFromCheckpoint(job, zone);
+    for (const job of jobsOn(instance))
+      if (this.engine.callOffMove(job, instance)) this.noticed.delete(job);
+      else this.restartFromCheckpoint(job, zone);
     this.engine.reclaimInstance(instance);
     this.engine.requestRound();
   }

@@ -72,6 +72,7 @@ export function exportWorld(state: WorldState, early: boolean): SimWorld {
         committedInstanceId: t.committed?.id,
         occupyingInstanceId: t.occupying?.id,
         pendingStart: t.pendingStart,
+        ...(state.pendingStops.includes(t) ? { pendingStop: true } : {}),
       })),
     })),
     instances: instances.map((i) => ({
@@ -158,6 +159,7 @@ export function importWorld(state: WorldState, world: SimWorld, catalog: Catalog
       }
       task.pendingStart = wt.pendingStart ?? false;
       if (task.pendingStart) state.pendingStarts.push(task);
+      if (wt.pendingStop === true) state.pendingStops.push(task);
     }
     state.liveJobs.set(job.spec.id, job);
     state.dirtyJobs.add(job);

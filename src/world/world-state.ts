@@ -108,6 +108,8 @@ export class WorldState {
   readonly assignable = new Map<string, SimInstance>();
   /** Starts waiting for their gates. */
   pendingStarts: SimTask[] = [];
+  /** Moving tasks still working until the instances their job moves to are ready (make before break). */
+  pendingStops: SimTask[] = [];
   /** Instances the plan dropped, terminated once empty. */
   pendingTerminations: SimInstance[] = [];
   /** Launches held back because they would break a cap (caps are never exceeded, not even in transit). */

@@ -35,6 +35,8 @@ export interface WorldTask {
   readonly occupyingInstanceId?: string | undefined;
   /** A start waits for its gates. */
   readonly pendingStart?: boolean | undefined;
+  /** It works on until the instances its job moves to are ready, then checkpoints (make before break). */
+  readonly pendingStop?: boolean | undefined;
 }
 
 export interface WorldJob {

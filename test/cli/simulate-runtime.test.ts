@@ -100,4 +100,32 @@ describe('fleetwise simulate --runtime', () => {
     expect(c?.barrierIdleCost).toBeLessThan(0.2 * (o?.barrierIdleCost ?? 0));
     expect(c?.waitToPlaceSecondsMean).toBeGreaterThan(0);
   });
+
+  it('--make-before-break keeps moving jobs working through their new instances boot, alike in both runtimes', async () => {
+    const args = [
+      'simulate',
+      ...['--format', 'alibaba', '--jobs', '40', '--seed', '5', '--multi-task', '0.5'],
+      ...['--scheduler', 'eva', '--no-predict', '--json'],
+    ];
+    const outs = await Promise.all(
+      ['engine', 'controller'].flatMap((runtime) =>
+        ['off', 'on'].map((m) => runCli([...args, '--runtime', runtime, '--make-before-break', m])),
+      ),
+    );
+    for (const out of outs) expect(out.code, out.stderr).toBe(0);
+    const [engineOff, engineOn, controllerOff, controllerOn] = outs.map((o) => runs(o.stdout)[0] as JsonRun);
+    // The moves into new instances no longer idle through the boot: jobs end sooner.
+    expect(engineOn?.meanJctHours).toBeLessThan(engineOff?.meanJctHours ?? 0);
+    // One round, one gate: the two runtimes carry it out alike.
+    expect(controllerOn?.meanJctHours).toBeCloseTo(engineOn?.meanJctHours ?? 0, 6);
+    expect(controllerOn?.totalCost).toBeCloseTo(engineOn?.totalCost ?? 0, 4);
+    expect(controllerOff?.meanJctHours).toBeCloseTo(engineOff?.meanJctHours ?? 0, 6);
+  });
+
+  it('a bad --make-before-break value is a clear error naming the flag', async () => {
+    const out = await runCli([...EVA_ON_PAI, '--make-before-break', 'sometimes']);
+    expect(out.code).not.toBe(0);
+    expect(out.stderr).toMatch(/make-before-break|makeBeforeBreak/);
+    expect(out.stdout).toBe('');
+  });
 });

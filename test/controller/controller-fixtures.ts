@@ -20,6 +20,11 @@ import {
   type ListOptions,
 } from '../../src/cloud/provider.js';
 import { ManualClock } from '../../src/controller/clock.js';
+import { Reconciler } from '../../src/controller/reconciler.js';
+import type { ReconcilerSettings } from '../../src/controller/reconcile/context.js';
+import { buildSnapshot, readSnapshotInputs } from '../../src/controller/snapshot.js';
+import { diffConfiguration, type ConfigurationDiff } from '../../src/scheduler/actions.js';
+import type { Configuration, Plan } from '../../src/scheduler/types.js';
 import { predictCompletions } from '../../src/predict/predict.js';
 import { Controller, type ControllerDeps } from '../../src/controller/controller.js';
 import type { ControllerSettings } from '../../src/controller/settings.js';
@@ -344,4 +349,48 @@ export class ScriptedExits implements TaskControl {
     const code = this.exited.get(task.id);
     return code === undefined ? undefined : `exit code ${code}; last output:\nKilled`;
   }
+}
+
+/** A reconciler on the rig's store, cloud and clock with `control` for tasks (settings: the test's own). */
+export function reconcilerFor(
+  r: Rig,
+  control: TaskControl,
+  o: { readonly faults?: FaultInjector; readonly settings?: Partial<ReconcilerSettings> } = {},
+): Reconciler {
+  return new Reconciler({
+    store: r.store,
+    catalog,
+    provider: r.cloud,
+    tasks: control,
+    clock: r.clock,
+    faults: o.faults,
+    settings: {
+      clusterName: BASE_SETTINGS.clusterName,
+      orphanPolicy: 'adopt',
+      vanishGraceSeconds: 60,
+      registrationTimeoutSeconds: 600,
+      registrationBackoffBaseSeconds: 60,
+      registrationBackoffMaxSeconds: 3600,
+      caps: {},
+      ...o.settings,
+    },
+  });
+}
+
+/** A hand-written plan (as a scheduler would return it) for the store's current snapshot, and its diff. */
+export function handPlan(r: Rig, configuration: Configuration): { plan: Plan; diff: ConfigurationDiff } {
+  const snapshot = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));
+  const plan: Plan = {
+    configuration,
+    decision: {
+      scheduler: 'hand',
+      nowSeconds: r.clock.nowSeconds(),
+      candidates: [],
+      chosen: 'baseline',
+      reason: 'test',
+      waiting: [],
+      pinned: [],
+    },
+  };
+  return { plan, diff: diffConfiguration(snapshot, configuration, catalog) };
 }

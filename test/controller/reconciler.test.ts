@@ -1,12 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { diffConfiguration } from '../../src/scheduler/actions.js';
-import type { Configuration, Plan } from '../../src/scheduler/types.js';
-import { InjectedCrash, type FaultInjector } from '../../src/controller/faults.js';
-import { Reconciler } from '../../src/controller/reconciler.js';
+import { InjectedCrash } from '../../src/controller/faults.js';
 import type { TaskControl, TaskStartRequest, TaskStopRequest } from '../../src/controller/seams.js';
 import { buildSnapshot, readSnapshotInputs } from '../../src/controller/snapshot.js';
 import { readCoStart, writeCoStart } from '../../src/controller/co-start-records.js';
-import { BASE_SETTINGS, catalog, CPU_SMALL, CrashAt, jobSpec, rig, type Rig } from './controller-fixtures.js';
+import { CPU_SMALL, CrashAt, handPlan, jobSpec, reconcilerFor, rig } from './controller-fixtures.js';
 
 /** Task control whose stops can be held "checkpointing", recording every call. */
 class ScriptedTaskControl implements TaskControl {
@@ -32,44 +29,6 @@ class HoldingTaskControl extends ScriptedTaskControl {
   readonly holdsStarts = true;
 }
 
-function reconcilerFor(r: Rig, control: TaskControl, faults?: FaultInjector): Reconciler {
-  return new Reconciler({
-    store: r.store,
-    catalog,
-    provider: r.cloud,
-    tasks: control,
-    clock: r.clock,
-    faults,
-    settings: {
-      clusterName: BASE_SETTINGS.clusterName,
-      orphanPolicy: 'adopt',
-      vanishGraceSeconds: 60,
-      registrationTimeoutSeconds: 600,
-      registrationBackoffBaseSeconds: 60,
-      registrationBackoffMaxSeconds: 3600,
-      caps: {},
-    },
-  });
-}
-
-/** A hand-written plan (as a scheduler would return it) for the store's current snapshot. */
-function planFor(r: Rig, configuration: Configuration) {
-  const snapshot = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));
-  const plan: Plan = {
-    configuration,
-    decision: {
-      scheduler: 'hand',
-      nowSeconds: r.clock.nowSeconds(),
-      candidates: [],
-      chosen: 'baseline',
-      reason: 'test',
-      waiting: [],
-      pinned: [],
-    },
-  };
-  return { plan, diff: diffConfiguration(snapshot, configuration, catalog) };
-}
-
 describe('reconciler: plans into intents into effects', () => {
   /** Job A runs alone on inst-1 (c7i.xlarge); job B is queued. */
   async function twoJobs(control: ScriptedTaskControl) {
@@ -84,7 +43,7 @@ describe('reconciler: plans into intents into effects', () => {
     const control = new ScriptedTaskControl();
     const { r, a, b } = await twoJobs(control);
     const reconciler = reconcilerFor(r, control);
-    const { plan, diff } = planFor(r, {
+    const { plan, diff } = handPlan(r, {
       instances: [
         { id: 'new-1', typeName: 'c7i.2xlarge', isNew: true, taskIds: [`${a.id}.0`] },
         { id: 'inst-1', typeName: 'c7i.xlarge', isNew: false, taskIds: [`${b.id}.0`] },
@@ -138,7 +97,7 @@ describe('reconciler: plans into intents into effects', () => {
     const control = new ScriptedTaskControl();
     const { r, a } = await twoJobs(control);
     const reconciler = reconcilerFor(r, control);
-    const { plan, diff } = planFor(r, { instances: [] });
+    const { plan, diff } = handPlan(r, { instances: [] });
     reconciler.applyPlan(plan, diff);
     expect(r.store.getInstance('inst-1')?.state).toBe('draining');
     await reconciler.progress();
@@ -153,8 +112,8 @@ describe('reconciler: plans into intents into effects', () => {
     const control = new ScriptedTaskControl();
     const r = rig({}, { tasks: control });
     r.controller.submit(jobSpec('a', CPU_SMALL), 'research');
-    const reconciler = reconcilerFor(r, control, new CrashAt('round:planned'));
-    const { plan, diff } = planFor(r, {
+    const reconciler = reconcilerFor(r, control, { faults: new CrashAt('round:planned') });
+    const { plan, diff } = handPlan(r, {
       instances: [{ id: 'new-1', typeName: 'c7i.xlarge', isNew: true, taskIds: ['job-1.0'] }],
     });
     expect(() => reconciler.applyPlan(plan, diff)).toThrow(InjectedCrash);
@@ -168,7 +127,7 @@ describe('reconciler: plans into intents into effects', () => {
     const control = new ScriptedTaskControl();
     const { r, a } = await twoJobs(control);
     r.controller.cancel(a.id);
-    const crashing = reconcilerFor(r, control, new CrashAt('stop:after-call'));
+    const crashing = reconcilerFor(r, control, { faults: new CrashAt('stop:after-call') });
     await expect(crashing.progress()).rejects.toThrow(InjectedCrash);
     expect(r.store.getTask(`${a.id}.0`)?.state).toBe('running'); // stopped on the instance, not yet recorded
     const restarted = reconcilerFor(r, control);
@@ -186,7 +145,7 @@ describe('reconciler: plans into intents into effects', () => {
     const control = new ScriptedTaskControl();
     const { r, a } = await twoJobs(control);
     const reconciler = reconcilerFor(r, control);
-    const { plan, diff } = planFor(r, {
+    const { plan, diff } = handPlan(r, {
       instances: [{ id: 'new-1', typeName: 'c7i.2xlarge', isNew: true, taskIds: [`${a.id}.0`] }],
     });
     reconciler.applyPlan(plan, diff);
@@ -222,7 +181,7 @@ describe('reconciler: plans into intents into effects', () => {
     const gang = r.controller.submit(jobSpec('gang', CPU_SMALL, { replicas: 2 }), 'research');
     const [t0, t1] = [`${gang.id}.0`, `${gang.id}.1`];
     const reconciler = reconcilerFor(r, control);
-    const first = planFor(r, {
+    const first = handPlan(r, {
       instances: [
         { id: 'new-1', typeName: 'c7i.xlarge', isNew: true, taskIds: [t0] },
         { id: 'new-2', typeName: 'c7i.xlarge', isNew: true, taskIds: [t1] },
@@ -245,7 +204,7 @@ describe('reconciler: plans into intents into effects', () => {
 
     // An hour later the plan moves t1 to a new instance; the gang restarts, t0 where it was.
     r.clock.advance(3600);
-    const move = planFor(r, {
+    const move = handPlan(r, {
       instances: [
         { id: 'inst-1', typeName: 'c7i.xlarge', isNew: false, taskIds: [t0] },
         { id: 'new-3', typeName: 'c7i.xlarge', isNew: true, taskIds: [t1] },

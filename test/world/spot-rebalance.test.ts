@@ -66,6 +66,7 @@ function world(options: {
       release: () => undefined,
       touch: () => undefined,
       requestRound: () => (rounds += 1),
+      callOffMove: () => false,
       liveInstances: () => options.live ?? [],
     },
   );

@@ -73,6 +73,7 @@ interface RawSimulateOptions {
   readonly latencyConfig?: string;
   readonly coStart?: string;
   readonly placeBetweenRounds?: string;
+  readonly makeBeforeBreak?: string;
   readonly bind?: string;
   readonly admitBy?: string;
   readonly spot?: string;
@@ -137,6 +138,7 @@ const optionsSchema = z.object({
   latencyConfig: z.string().min(1).optional(),
   coStart: onOff.optional(),
   placeBetweenRounds: onOff.optional(),
+  makeBeforeBreak: onOff.optional(),
   bind: onOff.optional(),
   admitBy: z.enum(ADMIT_BY).optional(),
   spot: z.enum(['off', 'on'], { message: 'must be off or on' }).optional(),
@@ -319,6 +321,8 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     pairwiseInterference: o.pairwiseInterference,
     queue,
     ...(starts === undefined ? {} : { starts }),
+    // The flag over a controller config's choice (the config's default is on, the simulator's off).
+    makeBeforeBreak: o.makeBeforeBreak === undefined ? config?.makeBeforeBreak : o.makeBeforeBreak === 'on',
     pollSeconds: o.pollSeconds,
     network,
     ...(spotOn
@@ -397,6 +401,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
       coStart: o.coStart ?? 'off',
       placeBetweenRounds: o.placeBetweenRounds ?? 'off',
       bind: o.bind ?? 'off',
+      makeBeforeBreak: o.makeBeforeBreak ?? (config?.makeBeforeBreak === true ? 'on (config)' : 'off'),
       admitBy: admitBy ?? 'standalone',
       latencyConfig: o.latencyConfig ?? 'default network (3 zones, digest §10.2 round trips, no episodes)',
       spot: spotOn
@@ -491,6 +496,10 @@ export function registerSimulate(program: Command): Command {
       'place waiting jobs on paid capacity at arrivals and completions instead of at the next round (default off)',
     )
     .option('--bind <on|off>', 'placement between rounds may bind to instances still coming up (default off)')
+    .option(
+      '--make-before-break <on|off>',
+      'a job moving to new instances keeps working until they are ready, then checkpoints (default off: it stops at once)',
+    )
     .option(
       '--admit-by <how>',
       `queue layer: size jobs against a $ cap by ${ADMIT_BY.join('|')} (plan-cost: scaled by what the packed fleet really costs; default standalone)`,

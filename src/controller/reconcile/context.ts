@@ -26,6 +26,8 @@ export interface ReconcilerSettings {
   readonly launchRetryMaxSeconds?: number;
   /** A co-started job some of whose tasks are still unready this long after the first was is planned again. */
   readonly coStartTimeoutSeconds?: number | undefined;
+  /** A moving job works on until the instances it moves to are ready (round/gates.ts `moveStopGate`). */
+  readonly makeBeforeBreak?: boolean | undefined;
 }
 
 export interface ReconcilerDeps {
@@ -100,6 +102,15 @@ export class ReconcileContext {
     return this.store
       .listIntents({ states: ['pending'], kind: 'start-task' })
       .filter((i) => i.kind === 'start-task' && taskIds.has(i.payload.taskId));
+  }
+
+  /** Pending checkpoint-stops of these tasks that wait for their job's new instances (make before break). */
+  movesWaitingOf(tasks: readonly TaskRecord[]): IntentRecord[] {
+    const running = new Set(tasks.filter((t) => t.state === 'running').map((t) => t.id));
+    if (running.size === 0) return [];
+    return this.store
+      .listIntents({ states: ['pending'], kind: 'stop-task' })
+      .filter((i) => i.kind === 'stop-task' && i.payload.checkpoint && running.has(i.payload.taskId));
   }
 
   pendingIntentsFor(kind: 'launch' | 'terminate', instanceId: string): IntentRecord[] {

@@ -14,8 +14,14 @@ export function settleJob(ctx: ReconcileContext, jobId: string, reason: string):
   if (job === undefined || isFinalJobState(job.state)) return;
   const tasks = ctx.store.listTasks({ jobId });
   const starts = ctx.pendingStartsOf(new Set(tasks.map((t) => t.id)));
-  const checkpointing = tasks.some((t) => t.state === 'checkpointing');
-  const allRunning = tasks.length > 0 && tasks.every((t) => t.state === 'running');
+  // A move waiting for its new instances (make before break) is under way although its tasks still run.
+  const checkpointing =
+    tasks.some((t) => t.state === 'checkpointing') ||
+    (starts.length > 0 && ctx.movesWaitingOf(tasks).length > 0);
+  // A task that succeeded has done its part: the job runs while the others do.
+  const allRunning =
+    tasks.some((t) => t.state === 'running') &&
+    tasks.every((t) => t.state === 'running' || t.state === 'succeeded');
   const anyPlaced = tasks.some((t) => PLACED_TASK_STATES.includes(t.state));
   let target: JobState;
   if (checkpointing) target = job.state === 'running' ? 'migrating' : job.state;

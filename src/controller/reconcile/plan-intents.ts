@@ -5,6 +5,7 @@ import { storedCoStart, writeCoStart } from '../co-start-records.js';
 import type { InstanceRecord, JobRecord, JsonValue, TaskRecord } from '../state-store.js';
 import type { ReconcileContext } from './context.js';
 import { settleJob } from './jobs.js';
+import { makesBeforeBreak } from '../../round/gates.js';
 
 export interface AppliedPlan {
   readonly round: number;
@@ -68,13 +69,21 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
             },
             { round },
           );
-          ctx.store.setTaskState(action.taskId, 'checkpointing');
+          // Make before break: a moving task runs on until its job's new instances are ready (performStops).
+          const later =
+            action.then === 'move' &&
+            makesBeforeBreak(ctx.settings.makeBeforeBreak === true, ctx.settings.caps);
+          if (!later) ctx.store.setTaskState(action.taskId, 'checkpointing');
           const job = ctx.store.getJob(action.jobId) as JobRecord;
           if (job.state === 'running')
             ctx.store.setJobState(
               job.id,
               'migrating',
-              action.then === 'move' ? `moving (round ${round})` : `returned to the queue (round ${round})`,
+              action.then === 'queue'
+                ? `returned to the queue (round ${round})`
+                : later
+                  ? `moving (round ${round}): works on until its new instances are ready`
+                  : `moving (round ${round})`,
             );
           touchedJobs.add(action.jobId);
           break;

@@ -32,8 +32,9 @@ const JOB_TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = {
   // Back to queued when its instance is lost before it ran (it keeps its last checkpoint).
   starting: ['running', 'queued', 'failed', 'cancelled', 'unsuccessful'],
   running: ['migrating', 'queued', 'succeeded', 'failed', 'cancelled', 'unsuccessful'],
-  // A move checkpoints the job, then restarts it elsewhere (starting) or resumes it in place (running).
-  migrating: ['starting', 'running', 'queued', 'failed', 'cancelled', 'unsuccessful'],
+  // A move checkpoints the job, then restarts it elsewhere (starting) or resumes it in place (running); one that works
+  // on until its new instances are ready (make before break) may finish first.
+  migrating: ['starting', 'running', 'queued', 'succeeded', 'failed', 'cancelled', 'unsuccessful'],
   succeeded: [],
   failed: [],
   cancelled: [],

@@ -64,10 +64,12 @@ export function controllerSettingsFor(
     request.starts === undefined
       ? {}
       : { placeBetweenRounds: request.starts.placeBetweenRounds, bindBetweenRounds: request.starts.bind };
+  const moves = request.makeBeforeBreak === undefined ? {} : { makeBeforeBreak: request.makeBeforeBreak };
   if (fromConfig !== undefined) {
     return {
       ...fromConfig,
       ...starts,
+      ...moves,
       dryRun: false,
       reportEverySeconds: Number.POSITIVE_INFINITY,
       ...(request.roundSeconds !== undefined ? { roundSeconds: request.roundSeconds } : {}),
@@ -77,6 +79,7 @@ export function controllerSettingsFor(
   const queue = request.queue;
   return {
     ...starts,
+    ...moves,
     caps: queue?.caps ?? {},
     ...(queue === undefined ? {} : { queue: queue.config ?? queueConfigFor(queue.kind, jobSizesSeconds) }),
     ...(queue?.admitBy === undefined ? {} : { admitBy: queue.admitBy }),

@@ -1,6 +1,12 @@
 import { demandOn, type Resources } from '../../../core/resources.js';
 import { coStartDecision, DEFAULT_CO_START_TIMEOUT_SECONDS } from '../../../round/co-start.js';
-import { startGate } from '../../../round/gates.js';
+import {
+  makesBeforeBreak,
+  moveStopGate,
+  startGate,
+  type GateWait,
+  type MoveTarget,
+} from '../../../round/gates.js';
 import { clearCoStart, coStarts, coStartTasks, readCoStart, writeCoStart } from '../../co-start-records.js';
 import { expandTasks } from '../../job-spec/tasks.js';
 import { retryVerdict } from '../../job-spec/retry.js';
@@ -56,6 +62,11 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
       ctx.store.completeIntent(intent.id); // already off the instance
       continue;
     }
+    // Make before break: a moving task still running works on until its job's new instances are ready.
+    if (checkpoint && task.state === 'running') {
+      if (moveStopWait(ctx, task) !== undefined) continue;
+      ctx.store.setTaskState(taskId, 'checkpointing');
+    }
     // A task can only be running where the instance ever ran; otherwise there is nothing to stop there.
     const mayRunThere =
       instance.runningAtSeconds !== undefined &&
@@ -85,6 +96,27 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
     done.push(taskId);
   }
   return done;
+}
+
+/**
+ * What a moving task's checkpoint-stop still waits for (round/gates.ts `moveStopGate`, as in the simulated world):
+ * the instances its job's tasks start on next, launched and not yet ready. An instance not launched yet (a cap holds it
+ * back until an instance leaves, or its launch keeps failing) is not waited for; nor is anything with the setting off.
+ */
+function moveStopWait(ctx: ReconcileContext, task: TaskRecord): GateWait {
+  if (!makesBeforeBreak(ctx.settings.makeBeforeBreak === true, ctx.settings.caps)) return undefined;
+  const siblings = new Set(ctx.store.listTasks({ jobId: task.jobId }).map((t) => t.id));
+  const targets: MoveTarget[] = [];
+  for (const start of ctx.pendingStartsOf(siblings)) {
+    if (start.kind !== 'start-task') continue;
+    const target = ctx.store.getInstance(start.payload.instanceId);
+    if (target === undefined) continue;
+    targets.push({
+      launched: target.state === 'launching' || target.state === 'running',
+      ready: isReady(ctx, target),
+    });
+  }
+  return moveStopGate(targets);
 }
 
 function isReady(ctx: ReconcileContext, instance: InstanceRecord): boolean {
@@ -297,7 +329,8 @@ export async function pollTaskStatuses(ctx: ReconcileContext): Promise<void> {
     if (instanceId !== undefined && !instances.has(instanceId))
       instances.set(instanceId, ctx.store.getInstance(instanceId));
     const instance = instanceId === undefined ? undefined : instances.get(instanceId);
-    if (instance === undefined || instance.state !== 'running') continue;
+    // A draining instance still runs its tasks until they are stopped (a move making before it breaks, a drain).
+    if (instance === undefined || (instance.state !== 'running' && instance.state !== 'draining')) continue;
     const status = await ctx.deps.tasks.status(task, instance);
     if (status !== 'succeeded' && status !== 'failed') continue;
     slices.defer(() => {
@@ -308,12 +341,18 @@ export async function pollTaskStatuses(ctx: ReconcileContext): Promise<void> {
         return undefined;
       ctx.store.setTaskState(task.id, status);
       const all = ctx.store.listTasks({ jobId: job.id });
+      if (status === 'succeeded')
+        // Done with its part while its job was moving: it needs no start at the job's new place.
+        for (const start of ctx.pendingStartsOf(new Set([task.id])))
+          ctx.store.failIntent(start.id, `task ${task.id} succeeded`);
       const outcome =
         status === 'failed'
           ? taskFailed(ctx, job, task)
           : all.every((t) => t.state === 'succeeded')
             ? ctx.store.setJobState(job.id, 'succeeded')
             : undefined;
+      if (outcome === undefined && status === 'succeeded')
+        settleJob(ctx, job.id, `task ${task.id} succeeded`);
       if (outcome === undefined) return undefined;
       return () => {
         if (isFinalJobState(outcome.state)) {

@@ -1,0 +1,158 @@
+import { describe, expect, it } from 'vitest';
+import type {
+  TaskControl,
+  TaskStartRequest,
+  TaskStopRequest,
+  TaskStatus,
+} from '../../src/controller/seams.js';
+import type { InstanceRecord, TaskRecord } from '../../src/controller/state-store.js';
+import { buildSnapshot, readSnapshotInputs } from '../../src/controller/snapshot.js';
+import type { QueueCaps } from '../../src/queue/caps.js';
+import { CPU_SMALL, handPlan, jobSpec, reconcilerFor, rig } from './controller-fixtures.js';
+
+/**
+ * Make before break in the controller (round/gates.ts `moveStopGate`, as in the engine): a moving job's
+ * checkpoint-stop waits until the instances it moves to are up and their workers registered; its tasks work on
+ * meanwhile.
+ */
+
+/** Task control recording every call, whose workers register when told, and whose tasks report what is set. */
+class RegisteringTaskControl implements TaskControl {
+  readonly name = 'registering';
+  readonly calls: string[] = [];
+  readonly registered = new Set<string>();
+  readonly statuses = new Map<string, TaskStatus>();
+  async start(r: TaskStartRequest): Promise<void> {
+    this.calls.push(`start ${r.task.id} on ${r.instance.id}`);
+  }
+  async stop(r: TaskStopRequest): Promise<'stopped' | 'pending'> {
+    this.calls.push(`stop ${r.task.id} on ${r.instance.id}${r.checkpoint ? ' (checkpoint)' : ''}`);
+    return 'stopped';
+  }
+  async status(task: TaskRecord): Promise<TaskStatus> {
+    return this.statuses.get(task.id) ?? 'running';
+  }
+  workerRegistered(instance: InstanceRecord): boolean {
+    return this.registered.has(instance.id);
+  }
+}
+
+/** Job A runs on inst-1 (c7i.xlarge), its worker registered; the plan moves it to a new c7i.2xlarge. */
+async function aMoving(caps: QueueCaps = {}, keepOld = true) {
+  const control = new RegisteringTaskControl();
+  control.registered.add('inst-1');
+  const r = rig({}, { tasks: control });
+  const a = r.controller.submit(jobSpec('a', CPU_SMALL), 'research');
+  await r.controller.runRound();
+  expect(r.store.getTask(`${a.id}.0`)).toMatchObject({ state: 'running', instanceId: 'inst-1' });
+  r.cloud.bootInstantly = false;
+  const reconciler = reconcilerFor(r, control, { settings: { caps, makeBeforeBreak: true } });
+  const { plan, diff } = handPlan(r, {
+    instances: [
+      ...(keepOld ? [{ id: 'inst-1', typeName: 'c7i.xlarge', isNew: false, taskIds: [] }] : []),
+      { id: 'new-1', typeName: 'c7i.2xlarge', isNew: true, taskIds: [`${a.id}.0`] },
+    ],
+  });
+  reconciler.applyPlan(plan, diff);
+  control.calls.length = 0;
+  return { r, a, control, reconciler };
+}
+
+describe('make before break (controller)', () => {
+  it('keeps a moving task running until its new instance is ready, then checkpoints and starts it there', async () => {
+    const { r, a, control, reconciler } = await aMoving();
+    const task = `${a.id}.0`;
+    // Recorded: the job is moving (pinned at its destination for the planner), its task still runs on inst-1.
+    expect(r.store.getJob(a.id)).toMatchObject({ state: 'migrating', migrations: 1 });
+    expect(r.store.getTask(task)).toMatchObject({ state: 'running', instanceId: 'inst-1' });
+    const snapshot = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));
+    expect(snapshot.jobs.find((j) => j.id === a.id)?.reconfigurable).toBe(false);
+    expect(snapshot.tasks.find((t) => t.id === task)?.instanceId).toBe('inst-2');
+
+    // inst-2 launched and booting: no stop.
+    await reconciler.progress();
+    expect(r.store.getInstance('inst-2')?.state).toBe('launching');
+    expect(control.calls).toEqual([]);
+    // Up, but its worker has not registered: still no stop.
+    r.cloud.bootAll();
+    await reconciler.syncWithCloud();
+    await reconciler.progress();
+    expect(r.store.getInstance('inst-2')?.state).toBe('running');
+    expect(control.calls).toEqual([]);
+    expect(r.store.getTask(task)).toMatchObject({ state: 'running', instanceId: 'inst-1' });
+    expect(r.store.getJob(a.id)?.state).toBe('migrating');
+
+    // Registered: the checkpoint-stop goes out, and the start follows in the same pass.
+    control.registered.add('inst-2');
+    await reconciler.progress();
+    expect(control.calls).toEqual([`stop ${task} on inst-1 (checkpoint)`, `start ${task} on inst-2`]);
+    expect(r.store.getTask(task)).toMatchObject({ state: 'running', instanceId: 'inst-2' });
+    const states = r.store
+      .listEvents({ jobId: a.id, kind: 'job.state' })
+      .map((e) => (e.data as { to: string }).to);
+    expect(states).toEqual(['starting', 'running', 'migrating', 'starting', 'running']);
+    // Its task went running → checkpointing → stopped → starting → running: no checkpointing while it worked on.
+    const taskStates = r.store
+      .listEvents({ kind: 'task.state' })
+      .filter((e) => e.taskId === task)
+      .map((e) => (e.data as { to: string }).to);
+    expect(taskStates.slice(-4)).toEqual(['checkpointing', 'stopped', 'starting', 'running']);
+    expect(r.store.listIntents({ states: ['pending'] })).toEqual([]);
+  });
+
+  it('a job that finishes while its new instance boots succeeds, and nothing is stopped or started', async () => {
+    const { r, a, control, reconciler } = await aMoving();
+    await reconciler.progress(); // inst-2 booting
+    control.statuses.set(`${a.id}.0`, 'succeeded');
+    await reconciler.progress();
+    expect(r.store.getJob(a.id)?.state).toBe('succeeded');
+    await reconciler.progress(); // the next pass withdraws the ended job's start
+    expect(control.calls.filter((c) => c.includes('(checkpoint)') || c.startsWith('start'))).toEqual([]);
+    expect(r.store.listIntents({ states: ['pending'], kind: 'start-task' })).toEqual([]);
+    expect(r.store.listIntents({ states: ['pending'], kind: 'stop-task' })).toEqual([]);
+  });
+
+  it('a task of a moving job that succeeds meanwhile is not started again; the rest moves and the job ends', async () => {
+    const control = new RegisteringTaskControl();
+    for (const id of ['inst-1', 'inst-2']) control.registered.add(id);
+    const r = rig({}, { tasks: control });
+    const gang = r.controller.submit(jobSpec('gang', CPU_SMALL, { replicas: 2 }), 'research');
+    const [t0, t1] = [`${gang.id}.0`, `${gang.id}.1`];
+    await r.controller.runRound();
+    expect(r.store.getJob(gang.id)?.state).toBe('running');
+    r.cloud.bootInstantly = false;
+    const reconciler = reconcilerFor(r, control, { settings: { makeBeforeBreak: true } });
+    const from = r.store.getTask(t1)?.instanceId as string;
+    const { plan, diff } = handPlan(r, {
+      instances: [{ id: 'new-1', typeName: 'c7i.2xlarge', isNew: true, taskIds: [t0, t1] }],
+    });
+    const to = reconciler.applyPlan(plan, diff).launched.get('new-1') as string;
+    await reconciler.progress(); // the new instance boots; both tasks work on
+    control.statuses.set(t0, 'succeeded');
+    await reconciler.progress();
+    // t0 has done its part: its start is withdrawn; the job is still moving (t1 waits for the new instance).
+    expect(r.store.getTask(t0)?.state).toBe('succeeded');
+    expect(r.store.getJob(gang.id)?.state).toBe('migrating');
+    r.cloud.bootAll();
+    await reconciler.syncWithCloud();
+    control.registered.add(to);
+    control.calls.length = 0;
+    await reconciler.progress();
+    expect(control.calls).toEqual([`stop ${t1} on ${from} (checkpoint)`, `start ${t1} on ${to}`]);
+    expect(r.store.getJob(gang.id)?.state).toBe('running');
+    control.statuses.set(t1, 'succeeded');
+    await reconciler.progress();
+    expect(r.store.getJob(gang.id)?.state).toBe('succeeded');
+    expect(r.store.listIntents({ states: ['pending'], kind: 'start-task' })).toEqual([]);
+  });
+
+  it('under a cap, stops at once: the plan gave the room of the instance it drops to others', async () => {
+    // Two instances at most: inst-2 launches next to inst-1, but A does not wait for it.
+    const { r, a, control, reconciler } = await aMoving({ maxInstances: 2 }, false);
+    expect(r.store.getTask(`${a.id}.0`)?.state).toBe('checkpointing');
+    await reconciler.progress();
+    expect(r.store.getInstance('inst-2')?.state).toBe('launching');
+    expect(control.calls[0]).toBe(`stop ${a.id}.0 on inst-1 (checkpoint)`);
+    expect(r.store.getInstance('inst-1')?.state).toBe('terminated');
+  });
+});

@@ -1,0 +1,155 @@
+import { describe, expect, it } from 'vitest';
+import { FIFO_CONFIG } from '../../src/queue/wfq.js';
+import { runSimulation, type SimulationOptions } from '../../src/sim/run-simulation.js';
+import { constantPairwise } from '../../src/world/ground-truth.js';
+import {
+  currentConfiguration,
+  EventLog,
+  ScriptedScheduler,
+  testCatalog,
+  trace,
+  traceJob,
+} from './sim-fixtures.js';
+
+/**
+ * Make before break in the engine (round/gates.ts `moveStopGate`): J (2,000 iterations at 1/s) runs alone on i-1
+ * (small.x, up at 60, active at 72); the round at 300 moves it to a new big.x (launched at 300, ready at 360).
+ */
+function moveJ(o: Partial<SimulationOptions> = {}, job = traceJob('J', { iterations: 2000 })) {
+  const scheduler = new ScriptedScheduler('mover', (snapshot, round) => {
+    if (round === 0)
+      return { instances: [{ id: 'new-1', typeName: 'small.x', isNew: true, taskIds: ['J/node0'] }] };
+    if (round === 1)
+      return { instances: [{ id: 'new-1', typeName: 'big.x', isNew: true, taskIds: ['J/node0'] }] };
+    return currentConfiguration(snapshot);
+  });
+  const log = new EventLog();
+  const result = runSimulation({
+    trace: trace(job),
+    scheduler,
+    catalog: testCatalog(),
+    groundTruth: constantPairwise(0.5),
+    onEvent: log.record,
+    ...o,
+  });
+  return { log, result };
+}
+
+describe('make before break (engine)', () => {
+  it('keeps a moving job working until its new instance is ready, then checkpoints it', () => {
+    const { log, result } = moveJ({ makeBeforeBreak: true });
+    // i-2 is ready at 360: only then the checkpoint (killed 361, uploaded 365); J ran 72 → 361, 289 iterations.
+    expect(log.time('checkpoint-issued')).toBe(360);
+    expect(log.time('killed')).toBe(361);
+    expect(log.time('uploaded')).toBe(365);
+    expect(log.all('terminate-issued')[0]).toMatchObject({ timeSeconds: 365, instanceId: 'i-1' });
+    // Started on i-2 at 365 (fetch 2 + build 3 → 370), active at 377 (init 7): 1,711 left → 2,088.
+    expect(log.times('start-issued')).toEqual([60, 365]);
+    expect(log.times('job-active')).toEqual([72, 377]);
+    expect(result.jobs[0]).toMatchObject({ endSeconds: 2088, migrations: 1 });
+    // i-1 billed 10 → 370, i-2 310 → 2,105 (dropped at the 2,100 round, 5 s to terminate).
+    expect(result.summary.totalCost).toBeCloseTo(360 * 0.001 + 1795 * 0.003, 12);
+  });
+
+  it('stops at once without it: the job idles through the new instance boot', () => {
+    const { log, result } = moveJ();
+    expect(log.time('checkpoint-issued')).toBe(300);
+    expect(log.times('job-active')).toEqual([72, 372]);
+    // 55 s later than with make before break: the 60 s boot less the 5 s its checkpoint now starts later.
+    expect(result.jobs[0]?.endSeconds).toBe(2143);
+  });
+
+  it('under a cap, stops at once: the plan gave the room of the instance it drops to others', () => {
+    // Two instances at most: i-2 may launch next to i-1 (it does, at 300), but J does not wait for it.
+    const { log, result } = moveJ({
+      makeBeforeBreak: true,
+      queue: { caps: { maxInstances: 2 }, config: FIFO_CONFIG },
+    });
+    expect(log.all('instance-launch')[1]).toMatchObject({ timeSeconds: 300 });
+    expect(log.time('checkpoint-issued')).toBe(300);
+    expect(log.times('job-active')).toEqual([72, 372]);
+    expect(result.jobs[0]?.endSeconds).toBe(2143);
+  });
+
+  it('drops the stop of a job that finishes while it waits for its new instance', () => {
+    // J (250 iterations, active at 72) ends at 322, before i-2 (slow to register) is ready at 700.
+    const catalog = testCatalog();
+    const slow = {
+      ...catalog,
+      types: catalog.types.map((t) =>
+        t.name === 'big.x' ? { ...t, delays: { ...t.delays, workerRegisterSeconds: 370 } } : t,
+      ),
+    };
+    const { log, result } = moveJ(
+      { catalog: slow, makeBeforeBreak: true },
+      traceJob('J', { iterations: 250 }),
+    );
+    expect(result.jobs[0]?.endSeconds).toBe(322);
+    expect(log.all('checkpoint-issued')).toEqual([]);
+    expect(log.times('start-issued')).toEqual([60]);
+    // Nothing is left waiting: both instances terminate and the run ends.
+    expect(
+      log
+        .all('terminate-issued')
+        .map((e) => e.instanceId)
+        .sort(),
+    ).toEqual(['i-1', 'i-2']);
+  });
+
+  it('calls off a move whose new spot instance is reclaimed while it boots: the job checkpoints and loses nothing', () => {
+    // J runs on demand; at 300 it moves to a spot small.x in a pool reclaimed every few seconds, while it boots.
+    // small.x takes 230 s to be ready here, so that the reclaim (two minutes after the burst's notice) lands in the boot.
+    const base = testCatalog();
+    const catalog = {
+      ...base,
+      types: base.types.map((t) =>
+        t.name === 'small.x' ? { ...t, delays: { ...t.delays, workerRegisterSeconds: 200 } } : t,
+      ),
+      spot: {
+        snapshotDate: '2026-11-24',
+        source: 'test',
+        offerings: [
+          { typeName: 'small.x', zone: 'testa', pricePerHour: 1.08, interruption: '>20%' as const },
+        ],
+      },
+    };
+    const scheduler = new ScriptedScheduler('mover', (snapshot, round) => {
+      const j = snapshot.tasks[0];
+      if (round === 1)
+        return {
+          instances: [
+            {
+              id: 'new-1',
+              typeName: 'small.x',
+              isNew: true,
+              taskIds: ['J/node0'],
+              market: 'spot',
+              placement: { zone: 'testa' },
+            },
+          ],
+        };
+      const queued = snapshot.jobs[0]?.reconfigurable === true;
+      if (j !== undefined && j.instanceId === undefined && queued)
+        return { instances: [{ id: 'new-1', typeName: 'small.x', isNew: true, taskIds: [j.id] }] };
+      return currentConfiguration(snapshot);
+    });
+    const log = new EventLog();
+    const result = runSimulation({
+      trace: trace(traceJob('J', { iterations: 2000 })),
+      scheduler,
+      catalog,
+      groundTruth: constantPairwise(1),
+      onEvent: log.record,
+      makeBeforeBreak: true,
+      spot: { seed: 3, checkpointOnNotice: true, burstsPerPoolPerMonth: 432_000 },
+    });
+    // i-2 (spot, launched at 300) went before it was ready at 530, and J had not stopped for it: it checkpointed then.
+    const gone = log.all('terminated').find((e) => e.instanceId === 'i-2');
+    expect(gone?.timeSeconds).toBeLessThan(530);
+    expect(log.time('checkpoint-issued')).toBe(gone?.timeSeconds);
+    expect(result.spot?.interruptions).toBeGreaterThanOrEqual(1);
+    expect(result.spot?.lostWorkHours).toBe(0);
+    // It ran from 242 to the reclaim, then resumed on demand from that checkpoint and finished.
+    expect(result.jobs[0]?.endSeconds).not.toBeNull();
+  });
+});
