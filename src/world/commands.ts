@@ -127,6 +127,14 @@ export class CommandIssuer {
     return true;
   }
 
+  /** Moves waiting to leave `instance` (a spot notice: its two minutes are for the checkpoint) stop now. */
+  stopMovesOff(instance: SimInstance): void {
+    const leaving = this.state.pendingStops.filter((t) => t.job.tasks.some((s) => s.occupying === instance));
+    if (leaving.length === 0) return;
+    this.state.pendingStops = this.state.pendingStops.filter((t) => !leaving.includes(t));
+    for (const t of leaving) this.issueStop(t);
+  }
+
   /** The checkpoint-stop of a task leaving its instance: it stops working once the kill is done. */
   private issueStop(task: SimTask): void {
     task.state = 'killing';

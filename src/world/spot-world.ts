@@ -60,6 +60,8 @@ export interface SpotEngine {
    * it returns to the queue from a checkpoint taken now. False when it does not (it runs on the instance, or stopped).
    */
   callOffMove(job: SimJob, instance: SimInstance): boolean;
+  /** Moves waiting to leave this instance (make before break) stop now: a notice's two minutes are for the checkpoint. */
+  stopMovesOff(instance: SimInstance): void;
   /** Every instance not yet terminated. */
   liveInstances(): Iterable<SimInstance>;
 }
@@ -200,6 +202,7 @@ export class SpotWorld {
    */
   private onNotice(instance: SimInstance): void {
     if (!this.options.checkpointOnNotice || !SpotWorld.live(instance)) return;
+    this.engine.stopMovesOff(instance);
     for (const job of jobsOn(instance)) {
       if (!job.active) continue;
       const saveSeconds = Math.max(

@@ -146,6 +146,18 @@ describe('make before break (controller)', () => {
     expect(r.store.listIntents({ states: ['pending'], kind: 'start-task' })).toEqual([]);
   });
 
+  it('a move off an instance under a spot interruption notice stops at once: the two minutes are for the checkpoint', async () => {
+    const { r, a, control, reconciler } = await aMoving();
+    r.store.appendEvent({
+      kind: 'instance.spot-interruption',
+      instanceId: 'inst-1',
+      message: 'inst-1 receives a spot interruption',
+    });
+    await reconciler.progress();
+    expect(r.store.getInstance('inst-2')?.state).toBe('launching');
+    expect(control.calls).toEqual([`stop ${a.id}.0 on inst-1 (checkpoint)`]);
+  });
+
   it('under a cap, stops at once: the plan gave the room of the instance it drops to others', async () => {
     // Two instances at most: inst-2 launches next to inst-1, but A does not wait for it.
     const { r, a, control, reconciler } = await aMoving({ maxInstances: 2 }, false);

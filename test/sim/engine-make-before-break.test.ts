@@ -152,4 +152,58 @@ describe('make before break (engine)', () => {
     // It ran from 242 to the reclaim, then resumed on demand from that checkpoint and finished.
     expect(result.jobs[0]?.endSeconds).not.toBeNull();
   });
+
+  it('a spot notice on the instance a job waits to leave stops it at once: the two minutes are for the checkpoint', () => {
+    // J runs on a spot small.x; at 300 it moves to an on-demand big.x that is ready only at 930. With this seed the
+    // pool's burst sends its notice at 490.5 (reclaim at 610.5), in the middle of that boot.
+    const base = testCatalog();
+    const catalog = {
+      ...base,
+      types: base.types.map((t) =>
+        t.name === 'big.x' ? { ...t, delays: { ...t.delays, workerRegisterSeconds: 600 } } : t,
+      ),
+      spot: {
+        snapshotDate: '2026-11-24',
+        source: 'test',
+        offerings: [
+          { typeName: 'small.x', zone: 'testa', pricePerHour: 1.08, interruption: '>20%' as const },
+        ],
+      },
+    };
+    const scheduler = new ScriptedScheduler('mover', (snapshot, round) => {
+      if (round === 0)
+        return {
+          instances: [
+            {
+              id: 'new-1',
+              typeName: 'small.x',
+              isNew: true,
+              taskIds: ['J/node0'],
+              market: 'spot',
+              placement: { zone: 'testa' },
+            },
+          ],
+        };
+      if (round === 1)
+        return { instances: [{ id: 'new-1', typeName: 'big.x', isNew: true, taskIds: ['J/node0'] }] };
+      return currentConfiguration(snapshot);
+    });
+    const log = new EventLog();
+    const result = runSimulation({
+      trace: trace(traceJob('J', { iterations: 5000 })),
+      scheduler,
+      catalog,
+      groundTruth: constantPairwise(1),
+      onEvent: log.record,
+      makeBeforeBreak: true,
+      spot: { seed: 5, checkpointOnNotice: true, burstsPerPoolPerMonth: 4320 },
+    });
+    const notice = log.time('checkpoint-issued');
+    expect(notice).toBeGreaterThan(300);
+    expect(notice).toBeLessThan(930 - 120);
+    // Stopped, uploaded and gone before the reclaim: nothing to reclaim, no work lost; it resumes on big.x.
+    expect(log.all('terminated').find((e) => e.instanceId === 'i-1')?.timeSeconds).toBeLessThan(notice + 120);
+    expect(result.spot).toMatchObject({ interruptions: 0, lostWorkHours: 0 });
+    expect(log.times('start-issued')).toEqual([60, 930]);
+  });
 });

@@ -67,6 +67,7 @@ function world(options: {
       touch: () => undefined,
       requestRound: () => (rounds += 1),
       callOffMove: () => false,
+      stopMovesOff: () => undefined,
       liveInstances: () => options.live ?? [],
     },
   );

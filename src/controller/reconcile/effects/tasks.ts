@@ -101,10 +101,18 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
 /**
  * What a moving task's checkpoint-stop still waits for (round/gates.ts `moveStopGate`, as in the simulated world):
  * the instances its job's tasks start on next, launched and not yet ready. An instance not launched yet (a cap holds it
- * back until an instance leaves, or its launch keeps failing) is not waited for; nor is anything with the setting off.
+ * back until an instance leaves, or its launch keeps failing) is not waited for; nor is anything with the setting off,
+ * nor a move off an instance under a spot interruption notice.
  */
 function moveStopWait(ctx: ReconcileContext, task: TaskRecord): GateWait {
   if (!makesBeforeBreak(ctx.settings.makeBeforeBreak === true, ctx.settings.caps)) return undefined;
+  // An instance EC2 is reclaiming gives two minutes: they are for the checkpoint, not for a boot.
+  const from = task.instanceId;
+  if (
+    from !== undefined &&
+    ctx.store.listEvents({ instanceId: from, kind: 'instance.spot-interruption' }).length > 0
+  )
+    return undefined;
   const siblings = new Set(ctx.store.listTasks({ jobId: task.jobId }).map((t) => t.id));
   const targets: MoveTarget[] = [];
   for (const start of ctx.pendingStartsOf(siblings)) {
