@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import type { Catalog } from '../../src/core/catalog.js';
+import type { Configuration } from '../../src/scheduler/types.js';
 import { FIFO_CONFIG } from '../../src/queue/wfq.js';
 import { runSimulation, type SimulationOptions } from '../../src/sim/run-simulation.js';
 import { constantPairwise } from '../../src/world/ground-truth.js';
@@ -34,6 +36,36 @@ function moveJ(o: Partial<SimulationOptions> = {}, job = traceJob('J', { iterati
   });
   return { log, result };
 }
+
+/** The test catalog with one spot pool (small.x in zone testa, >20%), and `slow` registering `registerSeconds` late. */
+function spotCatalog(slow: string, registerSeconds: number): Catalog {
+  const base = testCatalog();
+  return {
+    ...base,
+    types: base.types.map((t) =>
+      t.name === slow ? { ...t, delays: { ...t.delays, workerRegisterSeconds: registerSeconds } } : t,
+    ),
+    spot: {
+      snapshotDate: '2026-11-24',
+      source: 'test',
+      offerings: [{ typeName: 'small.x', zone: 'testa', pricePerHour: 1.08, interruption: '>20%' }],
+    },
+  };
+}
+
+/** J on a new spot small.x in the pool. */
+const J_ON_SPOT: Configuration = {
+  instances: [
+    {
+      id: 'new-1',
+      typeName: 'small.x',
+      isNew: true,
+      taskIds: ['J/node0'],
+      market: 'spot',
+      placement: { zone: 'testa' },
+    },
+  ],
+};
 
 describe('make before break (engine)', () => {
   it('keeps a moving job working until its new instance is ready, then checkpoints it', () => {
@@ -99,35 +131,10 @@ describe('make before break (engine)', () => {
   it('calls off a move whose new spot instance is reclaimed while it boots: the job checkpoints and loses nothing', () => {
     // J runs on demand; at 300 it moves to a spot small.x in a pool reclaimed every few seconds, while it boots.
     // small.x takes 230 s to be ready here, so that the reclaim (two minutes after the burst's notice) lands in the boot.
-    const base = testCatalog();
-    const catalog = {
-      ...base,
-      types: base.types.map((t) =>
-        t.name === 'small.x' ? { ...t, delays: { ...t.delays, workerRegisterSeconds: 200 } } : t,
-      ),
-      spot: {
-        snapshotDate: '2026-11-24',
-        source: 'test',
-        offerings: [
-          { typeName: 'small.x', zone: 'testa', pricePerHour: 1.08, interruption: '>20%' as const },
-        ],
-      },
-    };
+    const catalog = spotCatalog('small.x', 200);
     const scheduler = new ScriptedScheduler('mover', (snapshot, round) => {
       const j = snapshot.tasks[0];
-      if (round === 1)
-        return {
-          instances: [
-            {
-              id: 'new-1',
-              typeName: 'small.x',
-              isNew: true,
-              taskIds: ['J/node0'],
-              market: 'spot',
-              placement: { zone: 'testa' },
-            },
-          ],
-        };
+      if (round === 1) return J_ON_SPOT;
       const queued = snapshot.jobs[0]?.reconfigurable === true;
       if (j !== undefined && j.instanceId === undefined && queued)
         return { instances: [{ id: 'new-1', typeName: 'small.x', isNew: true, taskIds: [j.id] }] };
@@ -156,34 +163,9 @@ describe('make before break (engine)', () => {
   it('a spot notice on the instance a job waits to leave stops it at once: the two minutes are for the checkpoint', () => {
     // J runs on a spot small.x; at 300 it moves to an on-demand big.x that is ready only at 930. With this seed the
     // pool's burst sends its notice at 490.5 (reclaim at 610.5), in the middle of that boot.
-    const base = testCatalog();
-    const catalog = {
-      ...base,
-      types: base.types.map((t) =>
-        t.name === 'big.x' ? { ...t, delays: { ...t.delays, workerRegisterSeconds: 600 } } : t,
-      ),
-      spot: {
-        snapshotDate: '2026-11-24',
-        source: 'test',
-        offerings: [
-          { typeName: 'small.x', zone: 'testa', pricePerHour: 1.08, interruption: '>20%' as const },
-        ],
-      },
-    };
+    const catalog = spotCatalog('big.x', 600);
     const scheduler = new ScriptedScheduler('mover', (snapshot, round) => {
-      if (round === 0)
-        return {
-          instances: [
-            {
-              id: 'new-1',
-              typeName: 'small.x',
-              isNew: true,
-              taskIds: ['J/node0'],
-              market: 'spot',
-              placement: { zone: 'testa' },
-            },
-          ],
-        };
+      if (round === 0) return J_ON_SPOT;
       if (round === 1)
         return { instances: [{ id: 'new-1', typeName: 'big.x', isNew: true, taskIds: ['J/node0'] }] };
       return currentConfiguration(snapshot);
