@@ -426,7 +426,8 @@ export const controllerConfigSchema = z
     /**
      * Make before break: a job moving to instances still coming up keeps working where it is until they are ready,
      * and only then checkpoints, instead of idling through their boot (as Karpenter waits for a replacement node).
-     * A new instance a cap holds back until the old one is gone is not waited for.
+     * Not under caps (the plan gave the room of the instance it leaves to other launches), nor off an instance under a
+     * spot interruption notice.
      */
     makeBeforeBreak: z.boolean().default(true),
   })

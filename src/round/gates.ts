@@ -69,7 +69,7 @@ export function makesBeforeBreak(asked: boolean, caps: QueueCaps): boolean {
 
 /** Where a moving job's task is headed, as a runtime sees it now. */
 export interface MoveTarget {
-  /** The cloud was asked for it: it is booting or up (a launch a cap holds back is not). */
+  /** The cloud was asked for it and said yes: it is booting or up. */
   readonly launched: boolean;
   /** It runs and its worker has registered. */
   readonly ready: boolean;
@@ -78,7 +78,7 @@ export interface MoveTarget {
 /**
  * Make before break: a job's move checkpoints it only once every instance it moves to is ready, so it keeps working
  * through their boot instead of idling (Karpenter launches a replacement and waits for it before draining). A target
- * whose launch a cap holds back may be waiting for this very instance to empty, so then the stop goes first.
+ * whose launch has not gone out (refused, or held back) may never come, so then the stop goes first.
  */
 export function moveStopGate(targets: readonly MoveTarget[]): GateWait {
   if (targets.some((t) => !t.launched)) return undefined;

@@ -83,7 +83,7 @@ export class CommandIssuer {
           else this.issueStop(task);
           break;
         }
-        case 'launch-instance':
+        case 'launch-instance': // issued above
           break;
         case 'start-task': {
           const task = this.task(a.jobId, a.taskId);

@@ -12,6 +12,7 @@ import { RANK_EFFECT, RANK_ROUND, type WorldState } from './world-state.js';
 /** The world as plain data at the current round (which has been popped: it is listed first). */
 export function exportWorld(state: WorldState, early: boolean): SimWorld {
   const liveIds = new Set(state.liveJobs.keys());
+  const stopsWaiting = new Set(state.pendingStops);
   const instances = [...state.instances.values()].filter((i) => i.lifecycle !== 'terminated');
   const known = new Set(instances.map((i) => i.id));
   const events: WorldEvent[] = [{ kind: 'round', timeSeconds: state.now, early }];
@@ -72,7 +73,7 @@ export function exportWorld(state: WorldState, early: boolean): SimWorld {
         committedInstanceId: t.committed?.id,
         occupyingInstanceId: t.occupying?.id,
         pendingStart: t.pendingStart,
-        ...(state.pendingStops.includes(t) ? { pendingStop: true } : {}),
+        ...(stopsWaiting.has(t) ? { pendingStop: true } : {}),
       })),
     })),
     instances: instances.map((i) => ({

@@ -104,13 +104,15 @@ export class ReconcileContext {
       .filter((i) => i.kind === 'start-task' && taskIds.has(i.payload.taskId));
   }
 
-  /** Pending checkpoint-stops of these tasks that wait for their job's new instances (make before break). */
-  movesWaitingOf(tasks: readonly TaskRecord[]): IntentRecord[] {
+  /** Whether one of these tasks still runs with a checkpoint-stop pending: a move waiting for its new instances. */
+  moveWaiting(tasks: readonly TaskRecord[]): boolean {
     const running = new Set(tasks.filter((t) => t.state === 'running').map((t) => t.id));
-    if (running.size === 0) return [];
-    return this.store
-      .listIntents({ states: ['pending'], kind: 'stop-task' })
-      .filter((i) => i.kind === 'stop-task' && i.payload.checkpoint && running.has(i.payload.taskId));
+    return (
+      running.size > 0 &&
+      this.store
+        .listIntents({ states: ['pending'], kind: 'stop-task' })
+        .some((i) => i.kind === 'stop-task' && i.payload.checkpoint && running.has(i.payload.taskId))
+    );
   }
 
   pendingIntentsFor(kind: 'launch' | 'terminate', instanceId: string): IntentRecord[] {

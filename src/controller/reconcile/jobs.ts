@@ -16,8 +16,7 @@ export function settleJob(ctx: ReconcileContext, jobId: string, reason: string):
   const starts = ctx.pendingStartsOf(new Set(tasks.map((t) => t.id)));
   // A move waiting for its new instances (make before break) is under way although its tasks still run.
   const checkpointing =
-    tasks.some((t) => t.state === 'checkpointing') ||
-    (starts.length > 0 && ctx.movesWaitingOf(tasks).length > 0);
+    tasks.some((t) => t.state === 'checkpointing') || (starts.length > 0 && ctx.moveWaiting(tasks));
   // A task that succeeded has done its part: the job runs while the others do.
   const allRunning =
     tasks.some((t) => t.state === 'running') &&

@@ -75,15 +75,13 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
             makesBeforeBreak(ctx.settings.makeBeforeBreak === true, ctx.settings.caps);
           if (!later) ctx.store.setTaskState(action.taskId, 'checkpointing');
           const job = ctx.store.getJob(action.jobId) as JobRecord;
+          const why =
+            action.then === 'queue' ? `returned to the queue (round ${round})` : `moving (round ${round})`;
           if (job.state === 'running')
             ctx.store.setJobState(
               job.id,
               'migrating',
-              action.then === 'queue'
-                ? `returned to the queue (round ${round})`
-                : later
-                  ? `moving (round ${round}): works on until its new instances are ready`
-                  : `moving (round ${round})`,
+              later ? `${why}: works on until its new instances are ready` : why,
             );
           touchedJobs.add(action.jobId);
           break;

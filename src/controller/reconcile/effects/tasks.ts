@@ -100,9 +100,9 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
 
 /**
  * What a moving task's checkpoint-stop still waits for (round/gates.ts `moveStopGate`, as in the simulated world):
- * the instances its job's tasks start on next, launched and not yet ready. An instance not launched yet (a cap holds it
- * back until an instance leaves, or its launch keeps failing) is not waited for; nor is anything with the setting off,
- * nor a move off an instance under a spot interruption notice.
+ * the instances its job's tasks start on next, launched and not yet ready. An instance not launched yet (its launch
+ * keeps failing) is not waited for; nor is anything with the setting off or under caps (`makesBeforeBreak`), nor a
+ * move off an instance under a spot interruption notice.
  */
 function moveStopWait(ctx: ReconcileContext, task: TaskRecord): GateWait {
   if (!makesBeforeBreak(ctx.settings.makeBeforeBreak === true, ctx.settings.caps)) return undefined;
