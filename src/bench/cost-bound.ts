@@ -1,6 +1,7 @@
 import type { GLPK, LP } from 'glpk.js/node';
 import type { Catalog, InstanceType } from '../core/catalog.js';
 import { demandOn, RESOURCE_NAMES, type FamilyDemand, type Resources } from '../core/resources.js';
+import { offeringsOf, type SpotMarket } from '../core/spot.js';
 import { canHost, demandSignature, PriceBook } from '../scheduler/reservation-price.js';
 import type { TraceJob } from '../world/trace.js';
 
@@ -23,6 +24,10 @@ import type { TraceJob } from '../world/trace.js';
  * - **Timed bound** (schedules where no job waits or slows down): every job runs exactly during
  *   [arrival, arrival + standalone duration]; the LP is solved between consecutive arrivals and completions and
  *   integrated over time. A real schedule can go below it only by delaying jobs to pack them with later ones.
+ *
+ * With a spot market open, each type may also be bought at its cheapest pool's spot price (x'_k), and the family rows
+ * hold all tasks on on-demand plus spot capacity, while a second set of rows holds the tasks of jobs that never run on
+ * spot on the on-demand capacity alone. Interruptions only add cost, so this stays a lower bound.
  */
 export interface CostBounds {
   readonly workBound: number;
@@ -40,6 +45,16 @@ interface DemandClass {
   readonly demand: FamilyDemand;
   /** Families with a type that hosts one task of the class alone. */
   readonly families: readonly string[];
+  /** Its job never runs on spot (`spot: never`): only on-demand capacity hosts it. */
+  readonly onDemandOnly: boolean;
+}
+
+export interface CostBoundOptions {
+  /**
+   * The spot market the schedules may buy from (the simulator's `--spot on`): a type's spot capacity costs its
+   * cheapest pool's price. Absent, every instance is bought on demand.
+   */
+  readonly spot?: SpotMarket | undefined;
 }
 
 /** A job starting (+1) or ending (−1) at `at` seconds. */
@@ -53,26 +68,37 @@ interface JobEvent {
 class FluidFleetLp {
   private readonly families: readonly string[];
   private readonly typesOf: ReadonlyMap<string, readonly InstanceType[]>;
+  /** Per type with spot pools cheaper than on demand, the cheapest pool's $/hour. */
+  private readonly spotPrice: ReadonlyMap<string, number>;
 
   constructor(
     private readonly solver: GLPK,
     catalog: Catalog,
     private readonly classes: readonly DemandClass[],
+    spot: SpotMarket | undefined,
   ) {
     const typesOf = new Map<string, InstanceType[]>();
     for (const t of catalog.types) typesOf.set(t.family, [...(typesOf.get(t.family) ?? []), t]);
     this.typesOf = typesOf;
     this.families = [...typesOf.keys()].sort();
+    const spotPrice = new Map<string, number>();
+    if (spot !== undefined)
+      for (const t of catalog.types) {
+        const cheapest = Math.min(...offeringsOf(spot, t.name).map((o) => o.pricePerHour));
+        if (cheapest < t.costPerHour) spotPrice.set(t.name, cheapest);
+      }
+    this.spotPrice = spotPrice;
   }
 
   cost(counts: ReadonlyMap<number, number>): number {
     if (counts.size === 0) return 0;
     const objective: { name: string; coef: number }[] = [];
     const subjectTo: LP['subjectTo'] = [];
-    // Per family and dimension: Σ demand·y − Σ capacity·x ≤ 0.
+    // Per family and dimension: Σ demand·y − Σ capacity·(x + x') ≤ 0; and for tasks that never run on spot,
+    // Σ demand·y − Σ capacity·x ≤ 0 (the `od` rows, only when some such task and some spot capacity exist).
     const rows = new Map<string, { name: string; coef: number }[]>();
-    const row = (family: string, dim: number) => {
-      const key = `${family}:${RESOURCE_NAMES[dim]}`;
+    const row = (family: string, dim: number, onDemandOnly = false) => {
+      const key = `${onDemandOnly ? 'od:' : ''}${family}:${RESOURCE_NAMES[dim]}`;
       let vars = rows.get(key);
       if (vars === undefined) {
         vars = [];
@@ -81,6 +107,7 @@ class FluidFleetLp {
       return vars;
     };
     const usedFamilies = new Set<string>();
+    const spotOpen = this.spotPrice.size > 0;
     for (const [c, n] of counts) {
       const cls = this.classes[c] as DemandClass;
       const split: { name: string; coef: number }[] = [];
@@ -90,7 +117,10 @@ class FluidFleetLp {
         usedFamilies.add(f);
         const d = demandOn(cls.demand, f) as Resources;
         for (let i = 0; i < 3; i++)
-          if ((d[i] as number) > 0) row(f, i).push({ name: y, coef: d[i] as number });
+          if ((d[i] as number) > 0) {
+            row(f, i).push({ name: y, coef: d[i] as number });
+            if (spotOpen && cls.onDemandOnly) row(f, i, true).push({ name: y, coef: d[i] as number });
+          }
       }
       subjectTo.push({ name: `n_${c}`, vars: split, bnds: { type: this.solver.GLP_FX, lb: n, ub: n } });
     }
@@ -99,8 +129,15 @@ class FluidFleetLp {
       for (const k of this.typesOf.get(f) ?? []) {
         const x = `x_${k.name}`;
         objective.push({ name: x, coef: k.costPerHour });
-        for (let i = 0; i < 3; i++)
-          if ((k.capacity[i] as number) > 0) row(f, i).push({ name: x, coef: -(k.capacity[i] as number) });
+        const spot = this.spotPrice.get(k.name);
+        if (spot !== undefined) objective.push({ name: `xs_${k.name}`, coef: spot });
+        for (let i = 0; i < 3; i++) {
+          const cap = k.capacity[i] as number;
+          if (cap <= 0) continue;
+          row(f, i).push({ name: x, coef: -cap });
+          if (spot !== undefined) row(f, i).push({ name: `xs_${k.name}`, coef: -cap });
+          if (rows.has(`od:${f}:${RESOURCE_NAMES[i]}`)) row(f, i, true).push({ name: x, coef: -cap });
+        }
       }
     }
     for (const [name, vars] of rows)
@@ -122,23 +159,32 @@ class FluidFleetLp {
 }
 
 /** Work and timed lower bounds of a trace's cost on a catalog (see CostBounds). */
-export function costBounds(solver: GLPK, catalog: Catalog, jobs: readonly TraceJob[]): CostBounds {
+export function costBounds(
+  solver: GLPK,
+  catalog: Catalog,
+  jobs: readonly TraceJob[],
+  options: CostBoundOptions = {},
+): CostBounds {
   const classes: DemandClass[] = [];
   const classIndex = new Map<string, number>();
-  const classOf = (demand: FamilyDemand): number => {
+  const classOf = (demand: FamilyDemand, onDemandOnly: boolean): number => {
     const signature = demandSignature(demand);
-    let c = classIndex.get(signature);
+    const key = onDemandOnly ? `${signature}|on-demand` : signature;
+    let c = classIndex.get(key);
     if (c === undefined) {
       const families = [...new Set(catalog.types.filter((k) => canHost(k, demand)).map((k) => k.family))];
       if (families.length === 0) throw new Error(`no instance type of the catalog hosts demand ${signature}`);
       c = classes.length;
-      classes.push({ signature, demand, families });
-      classIndex.set(signature, c);
+      classes.push({ signature, demand, families, onDemandOnly });
+      classIndex.set(key, c);
     }
     return c;
   };
-  const jobClasses = jobs.map((j) => j.tasks.map((t) => classOf(t.demand)));
-  const lp = new FluidFleetLp(solver, catalog, classes);
+  const spot = options.spot;
+  const jobClasses = jobs.map((j) =>
+    j.tasks.map((t) => classOf(t.demand, spot !== undefined && j.spot === 'never')),
+  );
+  const lp = new FluidFleetLp(solver, catalog, classes, spot);
 
   const taskHours = new Map<number, number>();
   jobs.forEach((j, i) => {

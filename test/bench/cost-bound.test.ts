@@ -83,6 +83,51 @@ describe('costBounds (fluid-fleet lower bounds)', () => {
   });
 });
 
+describe('costBounds with a spot market', () => {
+  // The shapes catalog with spot pools: cpu.x $0.30 in zone a (>20%) and $0.50 in zone b (<5%, the
+  // price-capacity-optimized one); mem.x $0.25.
+  const spotShapes: Catalog = {
+    ...shapes,
+    spot: {
+      snapshotDate: '2026-11-25',
+      source: 'test',
+      offerings: [
+        { typeName: 'cpu.x', zone: 'a', pricePerHour: 0.3, interruption: '>20%' },
+        { typeName: 'cpu.x', zone: 'b', pricePerHour: 0.5, interruption: '<5%' },
+        { typeName: 'mem.x', zone: 'a', pricePerHour: 0.25, interruption: '5-10%' },
+      ],
+    },
+  };
+  const spotJob = (id: string, demand: Resources, spot: 'allowed' | 'never') => ({
+    ...hourJob(id, demand, 0),
+    spot,
+  });
+
+  it('prices spot capacity at the cheapest pool of each type', () => {
+    // A = [0, 4, 2] for an hour: one cpu.x at its cheapest pool, $0.30 (not the $0.50 pool a launch would pick).
+    const r = costBounds(solver, spotShapes, [spotJob('a', [0, 4, 2], 'allowed')], { spot: spotShapes.spot });
+    expect(r.workBound).toBeCloseTo(0.3, 9);
+    expect(r.timedBound).toBeCloseTo(0.3, 9);
+    // Reservation prices stay on demand: the standalone cost is No-Packing's on-demand cost.
+    expect(r.standaloneCost).toBeCloseTo(1, 9);
+  });
+
+  it('keeps the tasks of jobs that never run on spot on on-demand capacity', () => {
+    // A (never) needs one on-demand cpu.x ($1; two mem.x for its vCPUs would be $2). B = [0, 1, 8] (allowed) then adds
+    // 1 vCPU and 8 GiB to the cpu.x family: a quarter cpu.x on spot covers it ($0.075), cheaper than half a spot
+    // mem.x ($0.125). Total $1.075.
+    const jobs = [spotJob('a', [0, 4, 2], 'never'), spotJob('b', [0, 1, 8], 'allowed')];
+    const r = costBounds(solver, spotShapes, jobs, { spot: spotShapes.spot });
+    expect(r.workBound).toBeCloseTo(1.075, 9);
+    expect(r.timedBound).toBeCloseTo(1.075, 9);
+  });
+
+  it('ignores the spot market unless asked (spot off: every instance on demand)', () => {
+    const r = costBounds(solver, spotShapes, [hourJob('a', [0, 4, 2], 0), hourJob('b', [0, 1, 8], 0)]);
+    expect(r.workBound).toBeCloseTo(1.25, 9);
+  });
+});
+
 describe('no schedule beats the work bound', () => {
   const catalog: Catalog = {
     provider: 'test',
@@ -132,6 +177,62 @@ describe('no schedule beats the work bound', () => {
   });
 });
 
+describe('no schedule beats the work bound at spot prices', () => {
+  const catalog: Catalog = {
+    provider: 'test',
+    region: 'test',
+    types: [instanceType('g1.x', [1, 8, 32], 3), instanceType('c2.x', [0, 16, 32], 0.7)],
+    spot: {
+      snapshotDate: '2026-11-25',
+      source: 'test',
+      offerings: [
+        { typeName: 'g1.x', zone: 'a', pricePerHour: 0.9, interruption: '>20%' },
+        { typeName: 'g1.x', zone: 'b', pricePerHour: 1.2, interruption: '<5%' },
+        { typeName: 'c2.x', zone: 'a', pricePerHour: 0.21, interruption: '<5%' },
+      ],
+    },
+  };
+  const truth: GroundTruth = (_t, others) => 0.9 ** others.length;
+  const jobArb = fc.record({
+    arrivalSeconds: fc.integer({ min: 0, max: 4000 }),
+    seconds: fc.integer({ min: 60, max: 8000 }),
+    spot: fc.constantFrom('allowed' as const, 'never' as const, 'preferred' as const),
+    demands: fc.array(fc.constantFrom<Resources>([1, 4, 8], [0, 6, 16], [0, 2, 20], [1, 8, 32]), {
+      minLength: 1,
+      maxLength: 2,
+    }),
+  });
+
+  it('simulated cost with spot on ≥ the spot work bound, for eva and the spot baselines (fast-check)', () => {
+    fc.assert(
+      fc.property(fc.array(jobArb, { minLength: 1, maxLength: 6 }), fc.nat(1000), (specs, seed) => {
+        const jobs = specs.map((s, n) => ({
+          ...traceJob(`j${n}`, {
+            arrivalSeconds: s.arrivalSeconds,
+            iterations: s.seconds,
+            tasks: s.demands.map((d, k) => traceTask(`node${k}`, { demand: { any: d } })),
+          }),
+          spot: s.spot,
+        }));
+        const bounds = costBounds(solver, catalog, jobs, { spot: catalog.spot });
+        const onDemand = costBounds(solver, catalog, jobs);
+        expect(bounds.workBound).toBeLessThanOrEqual(onDemand.workBound + 1e-9);
+        for (const name of ['eva', 'karpenter-spot', 'skypilot-spot'] as const) {
+          const result = runSimulation({
+            trace: trace(...jobs),
+            scheduler: createScheduler(name, { catalog, interferenceProfile: truth, spot: true }),
+            catalog,
+            groundTruth: truth,
+            spot: { seed, checkpointOnNotice: name === 'eva', burstsPerPoolPerMonth: 300 },
+          });
+          expect(result.summary.totalCost, name).toBeGreaterThanOrEqual(bounds.workBound - 1e-6);
+        }
+      }),
+      { numRuns: 15 },
+    );
+  });
+});
+
 describe('fleetwise bench bound (CLI subprocess)', () => {
   beforeAll(() => ensureBuiltCli(), 180_000);
 
@@ -146,6 +247,21 @@ describe('fleetwise bench bound (CLI subprocess)', () => {
     expect(out.workBound).toBeLessThanOrEqual(out.timedBound as number);
     expect(out.normalizedWorkBound).toBeGreaterThan(0.5);
     expect(out.normalizedWorkBound).toBeLessThan(0.6);
+  });
+
+  it('--spot on: the bounds at spot prices, below the on-demand ones; No-Packing stays on demand', async () => {
+    const on = await runCli(['bench', 'bound', '--format', 'eva', '--spot', 'on', '--json']);
+    expect(on.code, on.stderr).toBe(0);
+    const out = JSON.parse(on.stdout.trim()) as Record<string, number | boolean>;
+    expect(out.spot).toBe(true);
+    expect(out.noPackingCost).toBeCloseTo(20736.38, 2);
+    // The bundled catalog's cheapest spot pools cost 30-50% of on demand: the work bound falls from 0.56 of
+    // No-Packing to under 0.2.
+    expect(out.normalizedWorkBound).toBeGreaterThan(0.1);
+    expect(out.normalizedWorkBound).toBeLessThan(0.2);
+    const bad = await runCli(['bench', 'bound', '--format', 'eva', '--spot', 'yes']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--spot: must be off or on');
   });
 
   it('names a bad flag', async () => {

@@ -52,9 +52,22 @@ describe('fleetwise simulate --spot', () => {
     }
     expect(readFileSync(join(out, 'runs.csv'), 'utf8').split('\n')[0]).toContain('lostWorkHours');
     expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('spot share');
+    // The report names the spot snapshot the runs bought from, and its lower bounds are at spot prices: no run is
+    // below them (at on-demand prices every spot run would be).
+    const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as {
+      settings: { spot: string };
+      bounds: { workBound: number; timedBound: number };
+    };
+    expect(report.settings.spot).toMatch(/^on \(catalog spot snapshot \d{4}-\d{2}-\d{2};/);
+    for (const run of runs)
+      expect(run.totalCost, run.scheduler).toBeGreaterThanOrEqual(report.bounds.workBound);
 
-    const off = await runCli([...args, '--spot', 'off']);
+    const offOut = join(dir, 'report-off');
+    const off = await runCli([...args, '--spot', 'off', '--out', offOut]);
     expect(off.code, off.stderr).toBe(0);
+    const offReport = JSON.parse(readFileSync(join(offOut, 'report.json'), 'utf8')) as typeof report;
+    expect(offReport.settings.spot).toBe('off (on demand only)');
+    expect(offReport.bounds.workBound).toBeGreaterThan(report.bounds.workBound);
     const onDemand = (JSON.parse(off.stdout) as { runs: JsonRun[] }).runs;
     for (const [i, run] of onDemand.entries()) {
       expect(Object.keys(run)).toEqual([...SUMMARY_FIELDS]);

@@ -106,9 +106,13 @@ export interface TraceFlags {
 
 /**
  * Load the catalog and the trace once in the main thread, so a bad file is reported once before any worker
- * starts; returns the trace request the workers load again.
+ * starts; returns the trace request the workers load again. The catalog keeps its spot market only when the run
+ * opens it (`spotOpen`), as the workers' does.
  */
-export function loadTraceFlags(o: TraceFlags): {
+export function loadTraceFlags(
+  o: TraceFlags,
+  spotOpen = false,
+): {
   traceSpec: RunRequest['trace'];
   catalog: Catalog;
   trace: Trace;
@@ -123,7 +127,7 @@ export function loadTraceFlags(o: TraceFlags): {
     arrivalGapSeconds: o.arrivalGapSeconds,
     latencySensitiveShare: o.latencySensitive,
   };
-  const catalog = loadRequestCatalog({ catalogPath: o.catalog });
+  const catalog = loadRequestCatalog({ catalogPath: o.catalog, ...(spotOpen ? { spot: {} } : {}) });
   const trace = loadRequestTrace({ trace: traceSpec }, catalog);
   if (trace.jobs.length === 0) throw new ValidationError(o.trace ?? o.format, ['the trace has no jobs']);
   return { traceSpec, catalog, trace };

@@ -220,7 +220,7 @@ function progressDisplay(names: readonly string[]): Progress {
 
 async function simulate(raw: RawSimulateOptions): Promise<void> {
   const o = parseOptions(raw);
-  const { traceSpec, catalog, trace } = loadTraceFlags(o);
+  const { traceSpec, catalog, trace } = loadTraceFlags(o, o.spot === 'on');
 
   // A user's controller config: its caps, queue classes, round period and Eva tunables, under any flags given.
   const config =
@@ -409,9 +409,13 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
         : 'off (on demand only)',
       checkpointMinutes: o.checkpointMinutes ?? "the trace's, else 30",
     };
-    // The trace's lower bounds, for the report's summary and cost chart (an LP per job event: ~2 s on Alibaba).
-    const bounds = costBounds(await loadIlpSolver(), catalog, trace.jobs);
-    const paths = await writeReport(o.out, results, settings, bounds);
+    // The trace's lower bounds, for the report's summary and cost chart (an LP per job event: ~2 s on Alibaba), at
+    // spot prices where the run could buy spot.
+    const spotBounds = spotOn && catalog.spot !== undefined;
+    const bounds = costBounds(await loadIlpSolver(), catalog, trace.jobs, {
+      spot: spotBounds ? catalog.spot : undefined,
+    });
+    const paths = await writeReport(o.out, results, settings, { ...bounds, atSpotPrices: spotBounds });
     process.stderr.write(`report written: ${paths.join(', ')}\n`);
   }
 }

@@ -78,10 +78,12 @@ function boundsParagraph(results: readonly RunResult[], bounds: ReportBounds): s
   const money = (x: number) =>
     dollars(x) +
     (noPacking === undefined || !(noPacking > 0) ? '' : ` (${three(x / noPacking)} of no-packing)`);
+  const spot = bounds.atSpotPrices === true;
   return (
-    `<p id="bounds" class="bounds">Lower bounds for this trace (<code>fleetwise bench bound</code>): no schedule can ` +
-    `cost less than ${escapeXml(money(bounds.workBound))}, the work bound (a fluid fleet for the trace's ` +
-    `task-hours); one where no job waits or slows down costs at least ${escapeXml(money(bounds.timedBound))}.</p>`
+    `<p id="bounds" class="bounds">Lower bounds for this trace (<code>fleetwise bench bound${spot ? ' --spot on' : ''}</code>): ` +
+    `no schedule can cost less than ${escapeXml(money(bounds.workBound))}, the work bound (a fluid fleet for the ` +
+    `trace's task-hours${spot ? ", each type at its cheapest spot pool's price where the job allows spot" : ''}); ` +
+    `one where no job waits or slows down costs at least ${escapeXml(money(bounds.timedBound))}.</p>`
   );
 }
 

@@ -20,7 +20,11 @@ export function runsJson(results: readonly RunResult[]): RunsJson {
 export interface ReportJson extends RunsJson {
   readonly settings: ReportSettings;
   /** Lower bounds on any scheduler's cost for the trace in $ (`fleetwise bench bound`), when computed. */
-  readonly bounds?: { readonly workBound: number; readonly timedBound: number };
+  readonly bounds?: {
+    readonly workBound: number;
+    readonly timedBound: number;
+    readonly atSpotPrices?: boolean;
+  };
   /** Per scheduler: its time series (thinned to bound the file size, peaks kept) and every job's outcome. */
   readonly details: Record<string, { readonly series: RunSeries; readonly jobs: readonly JobOutcome[] }>;
 }
@@ -60,6 +64,8 @@ export function thinSeries(series: RunSeries, maxSeriesBuckets: number): RunSeri
 export interface ReportBounds {
   readonly workBound: number;
   readonly timedBound: number;
+  /** The runs could buy spot (`--spot on`): the bounds price each type at its cheapest spot pool where jobs allow. */
+  readonly atSpotPrices?: boolean | undefined;
   readonly timedSeries: {
     readonly timeSeconds: readonly number[];
     readonly cumulativeCost: readonly number[];
@@ -81,7 +87,15 @@ export function reportJson(
   return {
     ...runsJson(results),
     settings,
-    ...(b === undefined ? {} : { bounds: { workBound: b.workBound, timedBound: b.timedBound } }),
+    ...(b === undefined
+      ? {}
+      : {
+          bounds: {
+            workBound: b.workBound,
+            timedBound: b.timedBound,
+            ...(b.atSpotPrices === true ? { atSpotPrices: true } : {}),
+          },
+        }),
     details,
   };
 }

@@ -117,6 +117,20 @@ describe('report.html', () => {
     );
     expect(html).not.toContain('id="bounds"');
     expect(unbalancedTags(page)).toEqual([]);
+    expect(page).toContain('<code>fleetwise bench bound</code>');
+    expect(page).not.toContain('spot pool');
+  });
+
+  it('with bounds at spot prices: says so and names the command that reproduces them', () => {
+    const bounds = {
+      workBound: 4.5,
+      timedBound: 4.75,
+      atSpotPrices: true,
+      timedSeries: { timeSeconds: [0, 3600, 7200], cumulativeCost: [0, 3, 4.75] },
+    };
+    const page = reportHtml(withNormalizedCosts(twoRuns()), {}, bounds);
+    expect(page).toContain('<code>fleetwise bench bound --spot on</code>');
+    expect(page).toContain("each type at its cheapest spot pool's price where the job allows spot");
   });
 
   it('escapes user-controlled names', () => {
