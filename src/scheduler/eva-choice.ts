@@ -31,6 +31,8 @@ const CANDIDATE_ORDER: readonly CandidateSummary['name'][] = [
 export interface Candidate {
   readonly summary: CandidateSummary;
   readonly drafts: readonly DraftInstance[];
+  /** Weighed as cut to the caps (eva-cap-cut.ts): the jobs the cut leaves waiting, and the cap each waits for. */
+  readonly capWaits?: readonly { readonly jobId: string; readonly cap: string }[] | undefined;
 }
 
 /**

@@ -80,7 +80,7 @@ export function chosenPlan(c: ChosenPlanInput): Plan {
       eventRatePerSecond: c.eventRatePerSecond,
       fullFraction: c.fullFraction,
       reason: capped.note === undefined ? c.reason : `${c.reason}; ${capped.note}`,
-      waiting: capped.waiting,
+      waiting: [...(c.chosen.capWaits ?? []), ...capped.waiting],
       pinned: c.pinned,
     },
   };

@@ -10,13 +10,15 @@ import { ColocationTable, type SerializedColocationTable } from './colocation-ta
 import { SlowdownBudget, type SlowdownBudgetState } from './slowdown-budget.js';
 import { EventHistory, horizonSeconds } from './decision-rule.js';
 import { candidateEvaluator, generateCandidates, slowJobsDue, type EvaVariant } from './eva-candidates.js';
-import { capViolation, chooseCandidate } from './eva-choice.js';
+import { chooseCandidate } from './eva-choice.js';
+import { cutToCaps } from './eva-cap-cut.js';
 import { chosenPlan } from './eva-chosen-plan.js';
 import { repackedUnderCaps, type ChosenRound } from './eva-cap-repack.js';
 import type { ExactCandidateOptions } from './eva-extra-candidates.js';
 import { packInput, roundBook, type PackInput, type TaskPrice } from './eva-pack-input.js';
 import { planFingerprint, unchangedPlan } from './eva-plan-reuse.js';
-import type { RateModel } from './packing.js';
+import { compositionValue, type RateModel } from './packing.js';
+import type { DraftInstance } from './full-reconfiguration.js';
 import { PriceBook } from './reservation-price.js';
 import { ConsolidationCandidate } from './consolidation-candidate.js';
 import { spotPlanningCatalog } from './market-choice.js';
@@ -400,10 +402,10 @@ export class EvaScheduler implements Scheduler {
       slowJobsDue: () => slowJobsDue(view, this.latency, this.slowJobs, pinnedTaskIds, packTasks),
       evaluate,
     });
-    const checked = candidates.map((c) => ({
-      ...c,
-      summary: { ...c.summary, rejectedBecause: capViolation(c.summary, this.caps) },
-    }));
+    const valueOf = (d: DraftInstance) => compositionValue(d.composition, input.model, false);
+    const checked = candidates.map((c) =>
+      cutToCaps(c, this.caps, packTasks, pinnedTaskIds, valueOf, evaluate),
+    );
     const { chosen, reason } = chooseCandidate(checked, horizon, this.paybackMargin);
     const plan = chosenPlan({
       scheduler: this.name,

@@ -37,6 +37,8 @@ export interface CandidateSummary {
   readonly movedJobs: readonly string[];
   /** Why the candidate was not eligible (a cap it breaks), if so. */
   readonly rejectedBecause?: string | undefined;
+  /** Over a cap as packed, it is weighed as cut to the caps: this many newly admitted jobs wait for a later round. */
+  readonly leftWaiting?: number | undefined;
   /** $/hour of network-aware jobs' traffic crossing zones in this plan, when any (part of the saving's cost). */
   readonly crossZoneCostPerHour?: number | undefined;
   /**

@@ -22,6 +22,7 @@ const candidateSchema = z.object({
   migrationCost: z.number(),
   movedJobs: z.array(z.string()),
   rejectedBecause: z.string().optional(),
+  leftWaiting: z.number().int().nonnegative().optional(),
 });
 const decisionSchema = z.object({
   scheduler: z.string().optional(),
@@ -121,7 +122,11 @@ function candidateTable(d: Decision, margin: number): string {
       formatMoney(c.savingPerSecond * 3600),
       formatMoney(c.migrationCost),
       horizon === undefined ? '-' : formatMoney(net(c, horizon, margin)),
-      c.rejectedBecause === undefined ? '' : `breaks ${c.rejectedBecause}`,
+      c.rejectedBecause !== undefined
+        ? `breaks ${c.rejectedBecause}`
+        : c.leftWaiting === undefined
+          ? ''
+          : `cut to the caps: ${c.leftWaiting} new job(s) wait`,
     ];
     const key = cells.join('|');
     const group = groups.get(key) ?? { names: [], chosen: false, cells };

@@ -1,0 +1,45 @@
+import type { Caps } from '../core/model.js';
+import { enforceCaps } from './caps.js';
+import type { EvaluateCandidate } from './eva-candidates.js';
+import { capViolation, type Candidate } from './eva-choice.js';
+import type { DraftInstance } from './full-reconfiguration.js';
+import type { PackTask } from './packing.js';
+
+/**
+ * A candidate over a cap, weighed as the plan it would become. Rejecting it outright leaves the decision rule only the
+ * candidates that fit, and under a binding cap (admission filling it with jobs that need new instances) those are
+ * often a Full Reconfiguration or a consolidation that fits by moving many running jobs: moves no saving chose, only
+ * the cap. A plan over a cap loses its least cost-efficient new instances anyway (enforceCaps), their new jobs waiting
+ * for the next round, so that is the alternative the moves must beat under eq. 1 (Eva §4.5): keeping the running jobs
+ * where they are and letting a newly admitted job wait. A cut that would stop a running job is not offered: the
+ * candidate stays rejected, as before.
+ */
+export function cutToCaps(
+  candidate: Candidate,
+  caps: Caps,
+  tasks: ReadonlyMap<string, PackTask>,
+  pinnedTaskIds: ReadonlySet<string>,
+  valueOf: (d: DraftInstance) => number,
+  evaluate: EvaluateCandidate,
+): Candidate {
+  const violation = capViolation(candidate.summary, caps);
+  if (violation === undefined) return candidate;
+  const rejected = { ...candidate, summary: { ...candidate.summary, rejectedBecause: violation } };
+  const cut = enforceCaps(candidate.drafts, caps, tasks, pinnedTaskIds, valueOf);
+  const waiting = new Set(cut.waiting.map((w) => w.jobId));
+  const stopsRunning = [...tasks.values()].some(
+    (t) => waiting.has(t.jobId) && t.currentInstanceId !== undefined,
+  );
+  if (waiting.size === 0 || stopsRunning) return rejected;
+  const evaluated = evaluate(candidate.summary.name, cut.drafts);
+  const still = capViolation(evaluated.summary, caps);
+  return {
+    drafts: evaluated.drafts,
+    capWaits: cut.waiting,
+    summary: {
+      ...evaluated.summary,
+      leftWaiting: waiting.size,
+      ...(still === undefined ? {} : { rejectedBecause: still }),
+    },
+  };
+}
