@@ -20,6 +20,7 @@ import {
   type PlanningInput,
 } from './reconfiguration.js';
 import type { PriceBook } from './reservation-price.js';
+import { putsOnDemandTaskOnSpot } from './spot-host-rules.js';
 import type { CandidateSummary } from './types.js';
 
 /** The candidate plans Eva's decision rule chooses among each round, by variant. */
@@ -52,18 +53,23 @@ export function candidateEvaluator(p: CandidatePricing): EvaluateCandidate {
   return (name, drafts) => {
     // Every candidate's new instances go where their jobs' roots are (the packing passes did it for theirs already).
     if (view !== undefined) assignPlacements(view, drafts);
+    const summary = summarizeCandidate(
+      name,
+      drafts,
+      p.input,
+      p.jobs,
+      p.jobRp,
+      p.now,
+      p.trafficPrice,
+      p.staying,
+      p.valueOfTimeOf,
+    );
+    // The packing loops keep spot: never jobs off spot instances; candidates built outside them are held to it here.
+    const offSpot = putsOnDemandTaskOnSpot(drafts, p.input.tasks, p.input.spotInstanceIds ?? new Set());
     return {
-      summary: summarizeCandidate(
-        name,
-        drafts,
-        p.input,
-        p.jobs,
-        p.jobRp,
-        p.now,
-        p.trafficPrice,
-        p.staying,
-        p.valueOfTimeOf,
-      ),
+      summary: offSpot
+        ? { ...summary, rejectedBecause: 'puts a spot: never job on a spot instance' }
+        : summary,
       drafts,
     };
   };

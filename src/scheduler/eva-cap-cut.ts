@@ -22,6 +22,7 @@ export function cutToCaps(
   valueOf: (d: DraftInstance) => number,
   evaluate: EvaluateCandidate,
 ): Candidate {
+  if (candidate.summary.rejectedBecause !== undefined) return candidate;
   const violation = capViolation(candidate.summary, caps);
   if (violation === undefined) return candidate;
   const rejected = { ...candidate, summary: { ...candidate.summary, rejectedBecause: violation } };

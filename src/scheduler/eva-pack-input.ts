@@ -118,6 +118,9 @@ export function packInput(snapshot: ClusterSnapshot, o: PackInputOptions): PackI
     if (premium > 0) riskPremium.set(inst.id, premium);
     instanceType.set(inst.id, premium > 0 ? { ...type, costPerHour: type.costPerHour + premium } : type);
   }
+  // Jobs that never run on spot are kept off the fleet's spot instances (spot-host-rules.ts); without any, nothing changes.
+  const spotInstanceIds = new Set(snapshot.instances.filter((i) => i.market === 'spot').map((i) => i.id));
+  const onDemandOnly = (job: SchedJob) => spotInstanceIds.size > 0 && job.spot === 'never';
   const packTasks = new Map<string, PackTask>();
   for (const t of snapshot.tasks) {
     const job = jobs.get(t.jobId);
@@ -134,6 +137,7 @@ export function packInput(snapshot: ClusterSnapshot, o: PackInputOptions): PackI
         t.instanceId !== undefined && instanceType.has(t.instanceId) ? t.instanceId : undefined,
       // The job's value of time shared among its tasks: a set holding all of them at rate r loses V·(1 − r).
       ...(jobValueOfTime > 0 ? { timeValue: jobValueOfTime / (taskCount.get(t.jobId) ?? 1) } : {}),
+      ...(onDemandOnly(job) ? { onDemandOnly: true } : {}),
     });
   }
   const jobRp = new Map<string, number>();
@@ -166,6 +170,7 @@ export function packInput(snapshot: ClusterSnapshot, o: PackInputOptions): PackI
     pinnedTaskIds,
     maxMovedJobs: o.maxMovedJobs,
     latency: view,
+    ...(snapshot.jobs.some(onDemandOnly) ? { spotInstanceIds } : {}),
   };
   return { input, jobs, packTasks, jobRp, jobRpOnDemand, riskPremium, pinnedTaskIds, pinned };
 }

@@ -38,9 +38,9 @@ export interface DraftInstance {
 }
 
 /**
- * Where tasks may go beyond capacity (latency-aware placement, src/scheduler/latency-placement.ts): the packing loops
- * ask before they add a task to an instance or reuse a free one, and say where they put each class. Without rules,
- * any instance with room will do (Eva).
+ * Where tasks may go beyond capacity (latency-aware placement, src/scheduler/latency-placement.ts; spot: never jobs off
+ * spot instances, src/scheduler/spot-host-rules.ts): the packing loops ask before they add a task to an instance or
+ * reuse a free one, and say where they put each class. Without rules, any instance with room will do (Eva).
  */
 export interface PlacementRules {
   /** Whether a member of `cls` may join `draft`, an instance already in the plan. */
@@ -196,7 +196,7 @@ function reusable(
   rules: PlacementRules | undefined,
   comp: Composition,
 ): ((id: string) => boolean) | undefined {
-  if (rules === undefined || comp.latencyMembers === 0) return undefined;
+  if (rules === undefined || (comp.latencyMembers === 0 && comp.onDemandMembers === 0)) return undefined;
   return (id) => rules.mayReuse(comp, id);
 }
 
@@ -229,7 +229,12 @@ export function fillInstances(
         const d = cls.demandOn(draft.type.family);
         if (d === undefined) continue;
         if (!fits([draft.used[0] + d[0], draft.used[1] + d[1], draft.used[2] + d[2]], cap)) continue;
-        if (rules !== undefined && cls.latency !== undefined && !rules.mayFill(cls, draft)) continue;
+        if (
+          rules !== undefined &&
+          (cls.latency !== undefined || cls.onDemandOnly) &&
+          !rules.mayFill(cls, draft)
+        )
+          continue;
         const gain = compositionValue(draft.composition, model, true, cls) - (current[di] as number);
         if (!(gain > 1e-12)) continue;
         const on = cls.countOn(draft.isNew ? undefined : draft.id) > 0 ? 1 : 0;

@@ -15,6 +15,8 @@ export interface PackTask {
   readonly currentInstanceId?: string | undefined;
   /** Set for tasks of network-aware multi-task jobs (latency-aware placement): see TaskLatency. */
   readonly latency?: TaskLatency | undefined;
+  /** Its job never runs on spot (`spot: never`) and the fleet has spot instances: it may not go on one of them. */
+  readonly onDemandOnly?: boolean | undefined;
   /**
    * Value of time: $ per hour of delay to the task's job, divided among the job's tasks (absent: 0). A task at
    * normalized throughput r loses (1 − r) of each hour it runs, so a set is worth Σ RP·r − v·(1 − r): see
@@ -83,6 +85,8 @@ export class TaskClass {
     readonly latency?: TaskLatency | undefined,
     /** $/h of delay per task (PackTask.timeValue); 0 when time is not weighed. */
     readonly timeValue = 0,
+    /** Its tasks may not go on spot instances (PackTask.onDemandOnly). */
+    readonly onDemandOnly = false,
   ) {}
 
   add(t: PackTask): void {
@@ -148,7 +152,8 @@ export function classify(tasks: readonly PackTask[]): TaskClass[] {
   for (const t of tasks) {
     // A value of time splits classes only when set (without one, the keys and their order are Eva's).
     const time = (t.timeValue ?? 0) > 0 ? `\u0000${t.timeValue}` : '';
-    const k = `${t.key}\u0000${demandSignature(t.demand)}\u0000${t.jobTaskCount}\u0000${latencyTag(t.latency)}${time}`;
+    const market = t.onDemandOnly === true ? '\u0000on-demand' : '';
+    const k = `${t.key}\u0000${demandSignature(t.demand)}\u0000${t.jobTaskCount}\u0000${latencyTag(t.latency)}${time}${market}`;
     let list = byKey.get(k);
     if (list === undefined) {
       list = [];
@@ -169,6 +174,7 @@ export function classify(tasks: readonly PackTask[]): TaskClass[] {
       first.jobTaskCount,
       first.latency,
       first.timeValue ?? 0,
+      first.onDemandOnly === true,
     );
     // Reverse id order so that `pop()` hands out tasks in ascending id order (deterministic, readable plans).
     for (const t of [...members].sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))) cls.add(t);
@@ -183,6 +189,8 @@ export class Composition {
   size = 0;
   /** Members of network-aware jobs (their set value depends on where the rest of their job is). */
   latencyMembers = 0;
+  /** Members that may not go on spot instances (TaskClass.onDemandOnly). */
+  onDemandMembers = 0;
   /** Canonical signature (sorted class identities with counts) under a table, cached until the next add. */
   private signatureCache: { table: ColocationTable; value: string } | undefined;
 
@@ -209,6 +217,7 @@ export class Composition {
     } else this.counts[i] = (this.counts[i] as number) + n;
     this.size += n;
     if (cls.latency !== undefined) this.latencyMembers += n;
+    if (cls.onDemandOnly) this.onDemandMembers += n;
   }
 
   /** Keys of every member (with multiplicity), optionally with one more member of `extra`. */

@@ -7,7 +7,9 @@ import {
   topDownProvisioning,
   type DraftInstance,
   type ExistingInstance,
+  type PlacementRules,
 } from './full-reconfiguration.js';
+import { SpotHostRules } from './spot-host-rules.js';
 import {
   classify,
   compositionValue,
@@ -42,6 +44,8 @@ export interface PlanningInput {
   readonly maxMovedJobs: number;
   /** The round's network view (latency-aware placement); undefined: the network is ignored (Eva). */
   readonly latency?: LatencyView | undefined;
+  /** Existing spot instances, when some task may not go on one (PackTask.onDemandOnly; spot-host-rules.ts). */
+  readonly spotInstanceIds?: ReadonlySet<string> | undefined;
 }
 
 function withoutPlacement(t: PackTask): PackTask {
@@ -77,16 +81,21 @@ function place(
   freeInstances: readonly ExistingInstance[],
 ): DraftInstance[] {
   const view = input.latency;
+  const spot = input.spotInstanceIds;
+  const withSpotRules = (rules?: PlacementRules): PlacementRules | undefined =>
+    spot === undefined || spot.size === 0 ? rules : new SpotHostRules(spot, rules);
   if (view === undefined || view.jobs.size === 0) {
     const drafts = kept.map((k) => draftWithTasks(k.inst, k.tasks));
     const classes: TaskClass[] = classify(candidates);
-    fillInstances(drafts, classes, input.model);
+    const rules = withSpotRules();
+    fillInstances(drafts, classes, input.model, rules);
     const rest = topDownProvisioning(
       input.book,
       classes,
       input.model,
       new FreePool(freeInstances),
       new NewIds(),
+      rules,
     );
     return [...drafts, ...rest];
   }
@@ -98,7 +107,7 @@ function place(
   );
   const drafts = kept.map((k, i) => draftWithTasks(k.inst, tagged.kept[i] as PackTask[]));
   const classes: TaskClass[] = classify(tagged.candidates);
-  const rules = new LatencyRules(view, drafts, classes);
+  const rules = withSpotRules(new LatencyRules(view, drafts, classes)) as PlacementRules;
   fillInstances(drafts, classes, input.model, rules);
   const rest = topDownProvisioning(
     input.book,

@@ -228,7 +228,7 @@ describe('no schedule beats the work bound at spot prices', () => {
           expect(result.summary.totalCost, name).toBeGreaterThanOrEqual(bounds.workBound - 1e-6);
         }
       }),
-      { numRuns: 15 },
+      { numRuns: 15, seed: 1489992682 },
     );
   });
 });

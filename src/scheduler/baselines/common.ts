@@ -144,6 +144,8 @@ export interface WorkingInstance {
   readonly state: 'running' | 'launching' | 'new';
   readonly taskIds: string[];
   used: Resources;
+  /** An existing instance bought on spot (a job with `spot: never` does not go on it). */
+  readonly spot?: boolean | undefined;
 }
 
 /**
@@ -171,6 +173,7 @@ export class WorkingPlan {
         state: inst.state,
         taskIds: [],
         used: [0, 0, 0],
+        ...(inst.market === 'spot' ? { spot: true } : {}),
       };
       this.list.push(w);
       this.byId.set(w.id, w);

@@ -360,8 +360,12 @@ class SchedulingSimulation {
     const moves: { taskId: string; to: string }[] = [];
     const claims: Claim[] = [];
     for (const id of taskIds) {
-      const demand = this.view.task(id).demand;
+      const task = this.view.task(id);
+      const demand = task.demand;
+      // A pod requiring on-demand capacity (karpenter.sh/capacity-type) schedules on no spot node.
+      const onDemandOnly = this.view.jobs.get(task.jobId)?.spot === 'never';
       const dest = destinations.find((w) => {
+        if (onDemandOnly && w.spot === true) return false;
         const d = demandOn(demand, w.type.family);
         return d !== undefined && fitsWith(w.used, extra.get(w.id) ?? ZERO, d, w.type.capacity);
       });
