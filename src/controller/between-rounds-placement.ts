@@ -80,6 +80,7 @@ export class BetweenRoundsPlacer {
         arrivalSeconds: job.arrivalSeconds,
         taskSeconds: job.expectedRemainingSeconds ?? UNKNOWN_DURATION_SECONDS,
         tasks: tasks.map((t) => ({ id: t.id, demand: t.demand, key: t.key })),
+        ...(job.spot === 'never' ? { onDemandOnly: true } : {}),
       });
     }
     if (jobs.length === 0) return [];
@@ -105,6 +106,7 @@ export class BetweenRoundsPlacer {
           const t = taskById.get(id);
           return t === undefined ? [] : [{ demand: t.demand, key: t.key }];
         }),
+        ...(inst.market === 'spot' ? { spot: true } : {}),
       });
     }
     const scheduler = this.deps.scheduler();

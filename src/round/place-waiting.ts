@@ -17,6 +17,8 @@ export interface WaitingJobFacts {
   /** Expected seconds of work each task has left (the ordering sums it over the tasks; binding prices it). */
   readonly taskSeconds: number;
   readonly tasks: readonly { readonly id: string; readonly demand: FamilyDemand; readonly key: string }[];
+  /** The job never runs on spot (`spot: never`). */
+  readonly onDemandOnly?: boolean | undefined;
 }
 
 export interface PaidInstanceFacts {
@@ -26,6 +28,8 @@ export interface PaidInstanceFacts {
   readonly readyAtSeconds: number;
   /** What it holds: the tasks committed to it and still on it. */
   readonly tasks: readonly { readonly demand: FamilyDemand; readonly key: string }[];
+  /** Bought on spot. */
+  readonly spot?: boolean | undefined;
 }
 
 export interface PlaceWaitingInput {
@@ -50,11 +54,17 @@ export function placeWaitingJobs(input: PlaceWaitingInput): BetweenRoundsPlaceme
   const reservation = (demand: FamilyDemand): number | undefined => prices.minType(demand)?.costPerHour;
   const instances = input.instances.flatMap((i) => paidInstance(i, reservation));
   if (instances.length === 0) return [];
-  const byId = new Map(input.jobs.map((j) => [j.id, j]));
+  // A spot: never job goes on no spot instance; while the paid capacity has any, it waits for the round, whose
+  // packing keeps it off them (scheduler/spot-host-rules.ts).
+  const jobs = input.instances.some((i) => i.spot === true)
+    ? input.jobs.filter((j) => j.onDemandOnly !== true)
+    : input.jobs;
+  if (jobs.length === 0) return [];
+  const byId = new Map(jobs.map((j) => [j.id, j]));
   const classes = input.queue.classes;
   const ordered = orderQueue(
     classes.length === 1 ? (classes[0] as (typeof classes)[0]).ordering : 'fifo',
-    input.jobs.map((j) => ({
+    jobs.map((j) => ({
       id: j.id,
       arrivalSeconds: j.arrivalSeconds,
       remainingWorkSeconds: j.taskSeconds * j.tasks.length,

@@ -44,6 +44,7 @@ export class BetweenRoundsPlacer {
         arrivalSeconds: j.spec.arrivalSeconds,
         taskSeconds: remainingIterations(j) / j.spec.fullThroughput,
         tasks: j.tasks.map((t) => ({ id: t.id, demand: t.spec.demand, key: t.key })),
+        ...(j.spec.spot === 'never' ? { onDemandOnly: true } : {}),
       })),
       instances: this.paidInstances(),
       prices: this.prices,
@@ -86,6 +87,7 @@ export class BetweenRoundsPlacer {
         type: inst.type,
         readyAtSeconds: ready,
         tasks: [...taken].map((t) => ({ demand: t.spec.demand, key: t.key })),
+        ...(inst.market === 'spot' ? { spot: true } : {}),
       });
     }
     return out;

@@ -53,4 +53,21 @@ describe('placing waiting jobs between rounds in the queue order', () => {
     expect(placed[0]?.jobStartSeconds).toBe(200);
     expect(placed[0]?.bindChoice?.choice).toBe('bind');
   });
+
+  it('leaves a spot: never job for the round while the paid capacity has a spot instance', () => {
+    const never = { ...waiting('short', 10, 600), onDemandOnly: true };
+    const place = (spot: boolean) =>
+      placeWaitingJobs({
+        nowSeconds: 100,
+        jobs: [waiting('long', 0, 36_000), never],
+        instances: [{ id: 'i-1', type: c7i, readyAtSeconds: 100, tasks: occupant, spot }],
+        prices,
+        queue: singleClassConfig('srpt'),
+        bind: false,
+        capHoldsJobsBack: true,
+      }).map((p) => p.jobId);
+    // On demand, srpt gives the free half to the short job; on a spot instance the short job may not go there.
+    expect(place(false)).toEqual(['short']);
+    expect(place(true)).toEqual(['long']);
+  });
 });
