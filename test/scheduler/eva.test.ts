@@ -1,14 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { gainOverStaying } from './decision-gain.js';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../../src/core/model.js';
 import { withoutJobs } from '../../src/core/snapshot.js';
 import { demandOn, fits, type FamilyDemand, type Resources } from '../../src/core/resources.js';
 import { ColocationTable } from '../../src/scheduler/colocation-table.js';
 import { DEFAULT_PAYBACK_MARGIN, EvaScheduler } from '../../src/scheduler/eva.js';
-import { weighed } from '../../src/scheduler/eva-choice.js';
 import { packFromScratch } from '../../src/scheduler/full-reconfiguration.js';
-import { netValue } from '../../src/scheduler/decision-rule.js';
 import { PriceBook } from '../../src/scheduler/reservation-price.js';
 import type { Plan } from '../../src/scheduler/types.js';
 
@@ -183,13 +182,8 @@ describe('EvaScheduler', () => {
           expect(stay?.rejectedBecause).toBeUndefined();
           if (d.waiting.length > 0) cut += 1;
           if (chosen === undefined || stay === undefined || chosen.movedJobs.length === 0) return;
-          const T = d.horizonSeconds ?? 0;
-          const k = DEFAULT_PAYBACK_MARGIN;
-          const w = weighed(chosen);
-          const s = weighed(stay);
           expect(
-            netValue(w.savingPerSecond, k * w.migrationCost, T) -
-              netValue(s.savingPerSecond, k * s.migrationCost, T),
+            gainOverStaying(chosen, stay, DEFAULT_PAYBACK_MARGIN, d.horizonSeconds ?? 0),
           ).toBeGreaterThan(0);
         },
       ),
@@ -219,15 +213,9 @@ describe('EvaScheduler', () => {
           expect(chosen).toBeDefined();
           expect(stay).toBeDefined();
           if (chosen !== undefined && stay !== undefined && chosen.name !== 'stay') {
-            const T = d.horizonSeconds ?? 0;
-            const k = DEFAULT_PAYBACK_MARGIN;
             // On dollars plus the value of the time each plan adds (Eva's default weighs both).
-            const w = weighed(chosen);
-            const s = weighed(stay);
-            const gain =
-              netValue(w.savingPerSecond, k * w.migrationCost, T) -
-              netValue(s.savingPerSecond, k * s.migrationCost, T);
-            expect(gain).toBeGreaterThan(0);
+            const k = DEFAULT_PAYBACK_MARGIN;
+            expect(gainOverStaying(chosen, stay, k, d.horizonSeconds ?? 0)).toBeGreaterThan(0);
             expect(d.reason).toContain(`×${k}`);
           }
           // Moves reported by the decision are real: those jobs' tasks changed instance.

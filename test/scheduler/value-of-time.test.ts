@@ -1,11 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { gainOverStaying } from './decision-gain.js';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../../src/core/model.js';
 import type { FamilyDemand } from '../../src/core/resources.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
 import { weighed } from '../../src/scheduler/eva-choice.js';
-import { netValue } from '../../src/scheduler/decision-rule.js';
 
 const catalog = loadCatalogFile();
 const HOUR = 3600;
@@ -249,14 +249,9 @@ describe('value of time 0 (property)', () => {
           }
           if (chosen === undefined || stay === undefined || chosen.name === 'stay') return;
           if (chosen.rejectedBecause !== undefined) return;
-          const k = d.paybackMargin ?? 1;
-          const T = d.horizonSeconds ?? 0;
-          const w = weighed(chosen);
-          const s = weighed(stay);
-          expect(
-            netValue(w.savingPerSecond, k * w.migrationCost, T) -
-              netValue(s.savingPerSecond, k * s.migrationCost, T),
-          ).toBeGreaterThan(0);
+          expect(gainOverStaying(chosen, stay, d.paybackMargin ?? 1, d.horizonSeconds ?? 0)).toBeGreaterThan(
+            0,
+          );
         },
       ),
       { numRuns: 40, seed: 21 },
