@@ -10,7 +10,7 @@ import type { GroundTruth } from '../../src/world/ground-truth.js';
 import { createScheduler } from '../../src/scheduler/registry.js';
 import type { TraceJob } from '../../src/world/trace.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
-import { instanceType, trace, traceJob, traceTask } from '../sim/sim-fixtures.js';
+import { instanceType, testSpotMarket, trace, traceJob, traceTask } from '../sim/sim-fixtures.js';
 
 let solver: GLPK;
 beforeAll(async () => {
@@ -88,15 +88,11 @@ describe('costBounds with a spot market', () => {
   // price-capacity-optimized one); mem.x $0.25.
   const spotShapes: Catalog = {
     ...shapes,
-    spot: {
-      snapshotDate: '2026-11-25',
-      source: 'test',
-      offerings: [
-        { typeName: 'cpu.x', zone: 'a', pricePerHour: 0.3, interruption: '>20%' },
-        { typeName: 'cpu.x', zone: 'b', pricePerHour: 0.5, interruption: '<5%' },
-        { typeName: 'mem.x', zone: 'a', pricePerHour: 0.25, interruption: '5-10%' },
-      ],
-    },
+    spot: testSpotMarket(
+      { typeName: 'cpu.x', zone: 'a', pricePerHour: 0.3, interruption: '>20%' },
+      { typeName: 'cpu.x', zone: 'b', pricePerHour: 0.5, interruption: '<5%' },
+      { typeName: 'mem.x', zone: 'a', pricePerHour: 0.25, interruption: '5-10%' },
+    ),
   };
   const spotJob = (id: string, demand: Resources, spot: 'allowed' | 'never') => ({
     ...hourJob(id, demand, 0),
@@ -182,15 +178,11 @@ describe('no schedule beats the work bound at spot prices', () => {
     provider: 'test',
     region: 'test',
     types: [instanceType('g1.x', [1, 8, 32], 3), instanceType('c2.x', [0, 16, 32], 0.7)],
-    spot: {
-      snapshotDate: '2026-11-25',
-      source: 'test',
-      offerings: [
-        { typeName: 'g1.x', zone: 'a', pricePerHour: 0.9, interruption: '>20%' },
-        { typeName: 'g1.x', zone: 'b', pricePerHour: 1.2, interruption: '<5%' },
-        { typeName: 'c2.x', zone: 'a', pricePerHour: 0.21, interruption: '<5%' },
-      ],
-    },
+    spot: testSpotMarket(
+      { typeName: 'g1.x', zone: 'a', pricePerHour: 0.9, interruption: '>20%' },
+      { typeName: 'g1.x', zone: 'b', pricePerHour: 1.2, interruption: '<5%' },
+      { typeName: 'c2.x', zone: 'a', pricePerHour: 0.21, interruption: '<5%' },
+    ),
   };
   const truth: GroundTruth = (_t, others) => 0.9 ** others.length;
   const jobArb = fc.record({

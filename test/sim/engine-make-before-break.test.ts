@@ -9,6 +9,7 @@ import {
   EventLog,
   ScriptedScheduler,
   testCatalog,
+  testSpotMarket,
   trace,
   traceJob,
 } from './sim-fixtures.js';
@@ -45,11 +46,7 @@ function spotCatalog(slow: string, registerSeconds: number): Catalog {
     types: base.types.map((t) =>
       t.name === slow ? { ...t, delays: { ...t.delays, workerRegisterSeconds: registerSeconds } } : t,
     ),
-    spot: {
-      snapshotDate: '2026-11-24',
-      source: 'test',
-      offerings: [{ typeName: 'small.x', zone: 'testa', pricePerHour: 1.08, interruption: '>20%' }],
-    },
+    spot: testSpotMarket({ typeName: 'small.x', zone: 'testa', pricePerHour: 1.08, interruption: '>20%' }),
   };
 }
 

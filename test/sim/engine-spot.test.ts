@@ -6,22 +6,18 @@ import type { Scheduler } from '../../src/scheduler/types.js';
 import { runSimulation } from '../../src/sim/run-simulation.js';
 import { constantPairwise } from '../../src/world/ground-truth.js';
 import type { SimulationOptions } from '../../src/sim/run-simulation.js';
-import { testCatalog, trace, traceJob } from './sim-fixtures.js';
+import { testCatalog, testSpotMarket, trace, traceJob } from './sim-fixtures.js';
 
 /** small.x at $3.6/h on demand; on spot $1.08/h in zone a (>20%) and $1.44/h in zone b (<5%). */
 function spotCatalog(): Catalog {
   const base = testCatalog();
   return {
     ...base,
-    spot: {
-      snapshotDate: '2026-11-24',
-      source: 'test',
-      offerings: [
-        { typeName: 'small.x', zone: 'testa', pricePerHour: 1.08, interruption: '>20%' },
-        { typeName: 'small.x', zone: 'testb', pricePerHour: 1.44, interruption: '<5%' },
-        { typeName: 'big.x', zone: 'testa', pricePerHour: 3.24, interruption: '>20%' },
-      ],
-    },
+    spot: testSpotMarket(
+      { typeName: 'small.x', zone: 'testa', pricePerHour: 1.08, interruption: '>20%' },
+      { typeName: 'small.x', zone: 'testb', pricePerHour: 1.44, interruption: '<5%' },
+      { typeName: 'big.x', zone: 'testa', pricePerHour: 3.24, interruption: '>20%' },
+    ),
   };
 }
 

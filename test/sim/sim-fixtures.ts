@@ -1,6 +1,7 @@
 import type { Catalog, InstanceType, LaunchDelays } from '../../src/core/catalog.js';
 import type { ClusterSnapshot } from '../../src/core/model.js';
 import type { Resources } from '../../src/core/resources.js';
+import type { SpotMarket, SpotOffering } from '../../src/core/spot.js';
 import type { Configuration, Plan, Scheduler, ThroughputObservation } from '../../src/scheduler/types.js';
 import type { SimLogEntry, SimLogKind } from '../../src/world/simulation-types.js';
 import type { Trace, TraceJob, TraceTask } from '../../src/world/trace.js';
@@ -35,6 +36,11 @@ export function testCatalog(extra: readonly InstanceType[] = []): Catalog {
     region: 'test',
     types: [instanceType('small.x', [1, 8, 32], 3.6), instanceType('big.x', [4, 32, 128], 10.8), ...extra],
   };
+}
+
+/** A catalog's spot section for tests: these offerings, from a fixed test snapshot. */
+export function testSpotMarket(...offerings: SpotOffering[]): SpotMarket {
+  return { snapshotDate: '2026-11-24', source: 'test', offerings };
 }
 
 export function traceTask(name: string, overrides: Partial<TraceTask> = {}): TraceTask {

@@ -3,17 +3,13 @@ import type { Catalog } from '../../src/core/catalog.js';
 import type { SimInstance } from '../../src/world/entities.js';
 import { interruptionRatePerHour } from '../../src/core/spot.js';
 import { SPOT_NOTICE_SECONDS, SpotWorld, type SpotEvent } from '../../src/world/spot-world.js';
-import { testCatalog } from '../sim/sim-fixtures.js';
+import { testCatalog, testSpotMarket } from '../sim/sim-fixtures.js';
 
 /** small.x on spot in one >20% pool: its instances are reclaimed, on average, about every four months. */
 function catalog(): Catalog {
   return {
     ...testCatalog(),
-    spot: {
-      snapshotDate: '2026-11-24',
-      source: 'test',
-      offerings: [{ typeName: 'small.x', zone: 'testa', pricePerHour: 1.08, interruption: '>20%' }],
-    },
+    spot: testSpotMarket({ typeName: 'small.x', zone: 'testa', pricePerHour: 1.08, interruption: '>20%' }),
   };
 }
 
