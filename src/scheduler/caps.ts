@@ -1,6 +1,6 @@
 import type { Caps } from '../core/model.js';
 import type { DraftInstance } from './full-reconfiguration.js';
-import type { PackTask } from './packing.js';
+import { compositionValue, type PackTask, type RateModel } from './packing.js';
 
 export interface CappedPlan {
   readonly drafts: DraftInstance[];
@@ -55,6 +55,11 @@ export function enforceCaps(
       ? 'a cap forced stopping jobs that were pinned (they resume from their last checkpoint)'
       : undefined,
   };
+}
+
+/** What `enforceCaps` ranks an instance by: its tasks' TNRP (Eva §4.3), without the multi-task correction. */
+export function capRankValue(model: RateModel): (d: DraftInstance) => number {
+  return (d) => compositionValue(d.composition, model, false);
 }
 
 /**

@@ -65,7 +65,7 @@ export function candidateEvaluator(p: CandidatePricing): EvaluateCandidate {
       p.valueOfTimeOf,
     );
     // The packing loops keep spot: never jobs off spot instances; candidates built outside them are held to it here.
-    const offSpot = putsOnDemandTaskOnSpot(drafts, p.input.tasks, p.input.spotInstanceIds ?? new Set());
+    const offSpot = putsOnDemandTaskOnSpot(drafts, p.input.tasks, p.input.spotInstanceIds);
     return {
       summary: offSpot
         ? { ...summary, rejectedBecause: 'puts a spot: never job on a spot instance' }

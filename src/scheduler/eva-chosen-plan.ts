@@ -1,6 +1,6 @@
 import type { Catalog } from '../core/catalog.js';
 import type { Caps, ClusterSnapshot } from '../core/model.js';
-import { enforceCaps } from './caps.js';
+import { capRankValue, enforceCaps } from './caps.js';
 import type { Candidate } from './eva-choice.js';
 import { toPlanned, type DraftInstance } from './full-reconfiguration.js';
 import {
@@ -10,7 +10,7 @@ import {
   type MarketContext,
   type MarketInput,
 } from './market-choice.js';
-import { compositionValue, type PackTask, type RateModel } from './packing.js';
+import type { PackTask, RateModel } from './packing.js';
 import type { CandidateSummary, Configuration, Plan, PlannedInstance } from './types.js';
 
 /** Eva's chosen candidate as the round's plan: caps enforced, each instance's market chosen, the decision recorded. */
@@ -57,7 +57,7 @@ export function chosenPlan(c: ChosenPlanInput): Plan {
     c.caps,
     c.packTasks,
     c.pinnedTaskIds,
-    (d) => compositionValue(d.composition, c.model, false),
+    capRankValue(c.model),
     markets === undefined ? undefined : (d) => plannedPricePerHour(c.catalog, bought(d)),
   );
   const planned = toPlanned(capped.drafts);

@@ -17,8 +17,8 @@ import { repackedUnderCaps, type ChosenRound } from './eva-cap-repack.js';
 import type { ExactCandidateOptions } from './eva-extra-candidates.js';
 import { packInput, roundBook, type PackInput, type TaskPrice } from './eva-pack-input.js';
 import { planFingerprint, unchangedPlan } from './eva-plan-reuse.js';
-import { compositionValue, type RateModel } from './packing.js';
-import type { DraftInstance } from './full-reconfiguration.js';
+import type { RateModel } from './packing.js';
+import { capRankValue } from './caps.js';
 import { PriceBook } from './reservation-price.js';
 import { ConsolidationCandidate } from './consolidation-candidate.js';
 import { spotPlanningCatalog } from './market-choice.js';
@@ -402,7 +402,7 @@ export class EvaScheduler implements Scheduler {
       slowJobsDue: () => slowJobsDue(view, this.latency, this.slowJobs, pinnedTaskIds, packTasks),
       evaluate,
     });
-    const valueOf = (d: DraftInstance) => compositionValue(d.composition, input.model, false);
+    const valueOf = capRankValue(input.model);
     const checked = candidates.map((c) =>
       cutToCaps(c, this.caps, packTasks, pinnedTaskIds, valueOf, evaluate),
     );

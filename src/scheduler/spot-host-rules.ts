@@ -34,9 +34,9 @@ export class SpotHostRules implements PlacementRules {
 export function putsOnDemandTaskOnSpot(
   drafts: readonly DraftInstance[],
   tasks: ReadonlyMap<string, PackTask>,
-  spotInstanceIds: ReadonlySet<string>,
+  spotInstanceIds: ReadonlySet<string> | undefined,
 ): boolean {
-  if (spotInstanceIds.size === 0) return false;
+  if (spotInstanceIds === undefined || spotInstanceIds.size === 0) return false;
   return drafts.some(
     (d) =>
       spotInstanceIds.has(d.id) &&
