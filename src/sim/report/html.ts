@@ -61,6 +61,8 @@ function leadParagraph(results: readonly RunResult[], bounds: ReportBounds | und
         `(${escapeXml(dollars(bounds.workBound))}), below which no schedule can go.`,
     );
   }
+  const spot = spotSentence(focus, results);
+  if (spot !== undefined) parts.push(spot);
   if (cheapest !== focus)
     parts.push(
       `The cheapest run was ${name(cheapest)}: ${escapeXml(
@@ -70,6 +72,36 @@ function leadParagraph(results: readonly RunResult[], bounds: ReportBounds | und
       )}.`,
     );
   return `<p class="lead" id="lead">${parts.join(' ')}</p>`;
+}
+
+/** The spot baselines' names end so (karpenter-spot, skypilot-spot): the runs a spot report is read against. */
+const SPOT_BASELINE_SUFFIX = '-spot';
+
+/**
+ * With spot open, what the focus run did with it (its share of instance-hours on spot, the reclaims and the work they
+ * cost) and how it stands against the spot baselines that ran, in cost and mean JCT.
+ */
+function spotSentence(focus: RunResult, results: readonly RunResult[]): string | undefined {
+  const spot = focus.spot;
+  if (spot === undefined) return undefined;
+  const name = escapeXml(focus.summary.scheduler);
+  const reclaims =
+    spot.interruptions === 0
+      ? 'none was reclaimed'
+      : `${spot.interruptions} reclaim${spot.interruptions === 1 ? '' : 's'} lost ${three(spot.lostWorkHours)} job-hours of work`;
+  const own = `${name} bought ${one(100 * spot.spotShare)}% of its instance-hours on spot; ${reclaims}.`;
+  const baselines = results.filter((r) => r !== focus && r.summary.scheduler.endsWith(SPOT_BASELINE_SUFFIX));
+  if (baselines.length === 0) return own;
+  const against = baselines.map((r, i) => {
+    const cost = r.summary.totalCost;
+    const gap = cost > 0 ? `${one((100 * Math.abs(cost - focus.summary.totalCost)) / cost)}% ` : '';
+    const jct = `${i === 0 ? 'at a mean JCT of ' : 'at '}${three(r.summary.meanJctHours)} h`;
+    return (
+      `${gap}${focus.summary.totalCost <= cost ? 'less' : 'more'} than ${escapeXml(r.summary.scheduler)} ` +
+      `(${escapeXml(dollars(cost))} ${jct})`
+    );
+  });
+  return `${own} Against the spot baselines, ${name} costs ${against.join(' and ')}.`;
 }
 
 /** The trace's lower bounds, in $ and relative to No-Packing's simulated cost when it ran. */

@@ -133,6 +133,37 @@ describe('report.html', () => {
     expect(page).toContain("each type at its cheapest spot pool's price where the job allows spot");
   });
 
+  it('with spot open: the lead says what eva bought on spot, what reclaims cost it, and how it stands against the spot baselines', () => {
+    const spot = (spotShare: number, interruptions: number, lostWorkHours: number) => ({
+      interruptions,
+      lostWorkHours,
+      spotShare,
+      rebalanceRecommendations: 0,
+    });
+    const runs = [
+      // $9 and $4.50 against eva's $6: 33.3% less than the first, 33.3% more than the second.
+      { ...fakeRun('skypilot-spot', 3, 3, 2, [2, 3]), spot: spot(1, 3, 0.25) },
+      { ...fakeRun('eva', 2, 3, 1, [2.5, 3, null]), spot: spot(0.75, 2, 1.5) },
+      { ...fakeRun('karpenter-spot', 1.5, 3, 1, [2, 3]), spot: spot(1, 0, 0) },
+    ];
+    const text = (page: string) =>
+      (/<p class="lead" id="lead">([\s\S]*?)<\/p>/.exec(page)?.[1] ?? '').replace(/<[^>]+>/g, '');
+    const lead = text(reportHtml(withNormalizedCosts(runs), {}));
+    expect(lead).toContain(
+      'eva bought 75.0% of its instance-hours on spot; 2 reclaims lost 1.500 job-hours of work.',
+    );
+    expect(lead).toContain(
+      'Against the spot baselines, eva costs 33.3% less than skypilot-spot ($9.00 at a mean JCT of 2.500 h) ' +
+        'and 33.3% more than karpenter-spot ($4.50 at 2.500 h).',
+    );
+    expect(reportHtml(withNormalizedCosts(runs), {})).toMatch(/<td class="num">75\.0%<\/td>/);
+    const quiet = text(reportHtml([{ ...fakeRun('eva', 2, 3, 1, [2.5]), spot: spot(0.5, 0, 0) }], {}));
+    expect(quiet).toContain('eva bought 50.0% of its instance-hours on spot; none was reclaimed.');
+    expect(quiet).not.toContain('spot baselines');
+    // Without spot, nothing of it.
+    expect(text(html)).not.toContain('on spot');
+  });
+
   it('escapes user-controlled names', () => {
     const page = reportHtml([fakeRun('<img src=x>', 1, 1, 1, [1])], {});
     expect(page).not.toContain('<img src=x>');
