@@ -294,10 +294,14 @@ export class EvaScheduler implements Scheduler {
     };
     /** Each fully observed job's slowdown from co-location (a gang's is its slowest task's), for the slowdown budget. */
     const slowdowns: number[] = [];
+    const placedSeconds: (number | undefined)[] = [];
     for (const job of snapshot.jobs) {
       const observed = job.taskIds.map((id) => value.get(id));
       if (observed.some((v) => v === undefined)) continue;
-      if (observed.length > 0) slowdowns.push(1 - Math.min(1, ...(observed as number[])));
+      if (observed.length > 0) {
+        slowdowns.push(1 - Math.min(1, ...(observed as number[])));
+        placedSeconds.push(job.runningSinceSeconds);
+      }
       const members = job.taskIds.map((id) => ({ key: tasks.get(id)?.key, others: othersOf(id) }));
       if (members.some((m) => m.key === undefined || m.others === undefined)) continue;
       const typed = members as { key: string; others: string[] }[];
@@ -308,7 +312,10 @@ export class EvaScheduler implements Scheduler {
     }
     // Unseen pairs are priced at what the pairs seen so far showed (the configured rate is where it starts).
     this.table.refreshPrior();
-    this.slowdownBudget?.observe(snapshot.nowSeconds, slowdowns, snapshot.capHoldsJobsBack !== true);
+    this.slowdownBudget?.observe(snapshot.nowSeconds, slowdowns, {
+      holdsJobsBack: snapshot.capHoldsJobsBack === true,
+      placedSeconds,
+    });
   }
 
   plan(snapshot: ClusterSnapshot): Plan {

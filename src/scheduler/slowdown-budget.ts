@@ -9,7 +9,8 @@ import { z } from 'zod';
  * round the mean slowdown the jobs show (1 − their observed normalized throughput, smoothed over about
  * SMOOTHING_SECONDS) moves log₂ v up when above the target and down when below, in proportion to the relative error.
  *
- * While the queue layer's caps hold jobs back, v may fall but not rise (see `observe`).
+ * While the queue layer's caps hold jobs back, and after they did until every running job was placed since, v may
+ * fall but not rise (see `observe`).
  *
  * v moves on a grid of quarter powers of two, so the set values memoized under one v and the last round's plan stay
  * valid while it settles, and is held in [MIN, MAX] so that it cannot wind up while the target is out of reach (a
@@ -31,13 +32,24 @@ export const slowdownBudgetStateSchema = z.object({
   smoothedSlowdown: z.number().min(0).max(1).optional(),
   log2Value: z.number().min(Math.log2(SLOWDOWN_BUDGET_MIN)).max(Math.log2(SLOWDOWN_BUDGET_MAX)),
   lastSeconds: z.number().optional(),
+  /** When the queue layer's caps last held jobs back (absent: never seen). */
+  heldBackAtSeconds: z.number().optional(),
 });
 export type SlowdownBudgetState = z.infer<typeof slowdownBudgetStateSchema>;
+
+/** What the queue layer's caps did, for one round's observation. */
+export interface CapContext {
+  /** The caps hold jobs back this round. */
+  readonly holdsJobsBack: boolean;
+  /** When each observed job was last placed (started or moved), at its `slowdowns` index; undefined: not known. */
+  readonly placedSeconds: readonly (number | undefined)[];
+}
 
 export class SlowdownBudget {
   private smoothed: number | undefined;
   private log2Value = Math.log2(SLOWDOWN_BUDGET_START);
   private lastSeconds: number | undefined;
+  private heldBackAtSeconds: number | undefined;
 
   constructor(readonly target: number) {
     if (!(target > 0 && target < 1)) throw new Error(`target slowdown must be in (0, 1), got ${target}`);
@@ -55,11 +67,20 @@ export class SlowdownBudget {
 
   /**
    * One round's observation: each running job's slowdown from co-location (1 − its normalized throughput, the
-   * slowest task's for a gang). A round with no running job changes nothing. With `mayRaise` false (caps hold jobs
-   * back), v may fall but not rise: while jobs wait for budget, the co-location that slows running jobs is what lets
-   * the waiting ones start, and their wait is most of their completion time.
+   * slowest task's for a gang). A round with no running job changes nothing.
+   *
+   * While the caps hold jobs back, v may fall but not rise: while jobs wait for budget, the co-location that slows
+   * running jobs is what lets the waiting ones start, and their wait is most of their completion time. Nor may it rise
+   * afterwards while some running job was placed (started, or last moved) before the caps last held jobs back. Such
+   * a job was packed while time was priced low; a higher v cannot undo its slowdown short of moving it apart, which
+   * costs more than it returns, but it does price out the consolidations that pay as the jobs around it finish. When
+   * the queue drains after a binding cap, the fleet the cap paid for empties with v rising on slowdowns it cannot
+   * change: on a capped Alibaba run that drain ran at 58% GPU utilization against 72% while the cap held (README
+   * "Multi-task starts and placement between rounds").
    */
-  observe(nowSeconds: number, slowdowns: readonly number[], mayRaise = true): void {
+  observe(nowSeconds: number, slowdowns: readonly number[], caps?: CapContext): void {
+    const mayRaise = this.mayRaise(caps);
+    if (caps?.holdsJobsBack === true) this.heldBackAtSeconds = nowSeconds;
     if (slowdowns.length === 0) return;
     const mean = slowdowns.reduce((sum, s) => sum + Math.min(1, Math.max(0, s)), 0) / slowdowns.length;
     const last = this.lastSeconds;
@@ -78,11 +99,19 @@ export class SlowdownBudget {
     );
   }
 
+  /** Whether v may rise this round (see `observe`); an unknown placement time counts as before the caps held. */
+  private mayRaise(caps: CapContext | undefined): boolean {
+    if (caps?.holdsJobsBack === true) return false;
+    const since = this.heldBackAtSeconds;
+    return since === undefined || (caps?.placedSeconds ?? []).every((t) => t !== undefined && t > since);
+  }
+
   toJSON(): SlowdownBudgetState {
     return {
       ...(this.smoothed === undefined ? {} : { smoothedSlowdown: this.smoothed }),
       log2Value: this.log2Value,
       ...(this.lastSeconds === undefined ? {} : { lastSeconds: this.lastSeconds }),
+      ...(this.heldBackAtSeconds === undefined ? {} : { heldBackAtSeconds: this.heldBackAtSeconds }),
     };
   }
 
@@ -93,6 +122,7 @@ export class SlowdownBudget {
     budget.smoothed = s.smoothedSlowdown;
     budget.log2Value = s.log2Value;
     budget.lastSeconds = s.lastSeconds;
+    budget.heldBackAtSeconds = s.heldBackAtSeconds;
     return budget;
   }
 }

@@ -59,10 +59,42 @@ describe('slowdown budget', () => {
   it('while caps hold jobs back it may fall but not rise', () => {
     const held = new SlowdownBudget(0.1);
     held.observe(0, [0.3]);
-    for (let i = 1; i <= 40; i++) held.observe(i * ROUND, [0.3], false);
+    const holding = { holdsJobsBack: true, placedSeconds: [0] };
+    for (let i = 1; i <= 40; i++) held.observe(i * ROUND, [0.3], holding);
     expect(held.valuePerJobHour).toBe(SLOWDOWN_BUDGET_START);
-    for (let i = 41; i <= 80; i++) held.observe(i * ROUND, [0], false);
+    for (let i = 41; i <= 80; i++) held.observe(i * ROUND, [0], holding);
     expect(held.valuePerJobHour).toBeLessThan(SLOWDOWN_BUDGET_START);
+  });
+
+  it('after caps held jobs back, it may rise again only once every running job was placed since', () => {
+    /** Caps hold jobs back at t = 0, then twenty rounds at twice the target with jobs placed at these times. */
+    const after = (placedSeconds: readonly (number | undefined)[]): SlowdownBudget => {
+      const budget = new SlowdownBudget(0.1);
+      budget.observe(0, [0.2], { holdsJobsBack: true, placedSeconds: [0] });
+      const slowdowns = placedSeconds.map(() => 0.2);
+      for (let i = 1; i <= 20; i++)
+        budget.observe(i * ROUND, slowdowns, { holdsJobsBack: false, placedSeconds });
+      return budget;
+    };
+    // One job placed while the caps held others back is enough to hold v where it is.
+    expect(after([0, 0]).valuePerJobHour).toBe(SLOWDOWN_BUDGET_START);
+    expect(after([0, 60]).valuePerJobHour).toBe(SLOWDOWN_BUDGET_START);
+    // An unknown placement time counts as placed under the caps.
+    expect(after([60, undefined]).valuePerJobHour).toBe(SLOWDOWN_BUDGET_START);
+    // All placed since: the full step, as if caps had never held anyone back (the first case of this suite).
+    expect(after([60, 60]).valuePerJobHour).toBe(1);
+    // When the caps last held jobs back is part of the state.
+    expect(after([0, 60]).toJSON().heldBackAtSeconds).toBe(0);
+    const saved = after([0, 60]);
+    const restored = SlowdownBudget.fromJSON(0.1, structuredClone(saved.toJSON()));
+    for (const b of [saved, restored])
+      b.observe(21 * ROUND, [0.2, 0.2], { holdsJobsBack: false, placedSeconds: [60, 0] });
+    expect(restored.toJSON()).toEqual(saved.toJSON());
+    // Falling is never held back.
+    const falling = after([0, 0]);
+    for (let i = 21; i <= 60; i++)
+      falling.observe(i * ROUND, [0, 0], { holdsJobsBack: false, placedSeconds: [0, 0] });
+    expect(falling.valuePerJobHour).toBeLessThan(SLOWDOWN_BUDGET_START);
   });
 
   it('a round without running jobs changes nothing, and an idle gap counts as one hour at most', () => {
@@ -159,6 +191,22 @@ describe("Eva's learned value of time", () => {
     const eva = new EvaScheduler(catalog, { targetSlowdown: 0.1 });
     for (let i = 0; i <= 20; i++) eva.observe({ ...snapshot(i * ROUND), capHoldsJobsBack: true }, rates);
     expect(eva.plan(snapshot(20 * ROUND)).decision.valueOfTimePerJobHour).toBe(SLOWDOWN_BUDGET_START);
+  });
+
+  it('after caps held jobs back, it rises again only once every running job was placed since (its runningSinceSeconds)', () => {
+    /** Caps hold jobs back at t = 0; then twenty rounds without, the jobs running since `since`. */
+    const learned = (since: number) => {
+      const eva = new EvaScheduler(catalog, { targetSlowdown: 0.1 });
+      eva.observe({ ...snapshot(0), capHoldsJobsBack: true }, rates);
+      const placed = (t: number): ClusterSnapshot => {
+        const s = snapshot(t);
+        return { ...s, jobs: s.jobs.map((j) => ({ ...j, runningSinceSeconds: since })) };
+      };
+      for (let i = 1; i <= 21; i++) eva.observe(placed(i * ROUND), rates);
+      return eva.plan(placed(21 * ROUND)).decision.valueOfTimePerJobHour;
+    };
+    expect(learned(0)).toBe(SLOWDOWN_BUDGET_START);
+    expect(learned(1)).toBe(1);
   });
 
   it('a fixed value of time does not move', () => {
