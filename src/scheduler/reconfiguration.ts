@@ -48,6 +48,14 @@ export interface PlanningInput {
   readonly spotInstanceIds?: ReadonlySet<string> | undefined;
 }
 
+/** `rules`, with spot: never tasks also kept off the fleet's spot instances when it has any (spot-host-rules.ts). */
+function withSpotRules<R extends PlacementRules | undefined>(
+  spot: ReadonlySet<string> | undefined,
+  rules: R,
+): R | PlacementRules {
+  return spot === undefined || spot.size === 0 ? rules : new SpotHostRules(spot, rules);
+}
+
 function withoutPlacement(t: PackTask): PackTask {
   return { ...t, currentInstanceId: undefined };
 }
@@ -81,13 +89,10 @@ function place(
   freeInstances: readonly ExistingInstance[],
 ): DraftInstance[] {
   const view = input.latency;
-  const spot = input.spotInstanceIds;
-  const withSpotRules = (rules?: PlacementRules): PlacementRules | undefined =>
-    spot === undefined || spot.size === 0 ? rules : new SpotHostRules(spot, rules);
   if (view === undefined || view.jobs.size === 0) {
     const drafts = kept.map((k) => draftWithTasks(k.inst, k.tasks));
     const classes: TaskClass[] = classify(candidates);
-    const rules = withSpotRules();
+    const rules = withSpotRules(input.spotInstanceIds, undefined);
     fillInstances(drafts, classes, input.model, rules);
     const rest = topDownProvisioning(
       input.book,
@@ -107,7 +112,7 @@ function place(
   );
   const drafts = kept.map((k, i) => draftWithTasks(k.inst, tagged.kept[i] as PackTask[]));
   const classes: TaskClass[] = classify(tagged.candidates);
-  const rules = withSpotRules(new LatencyRules(view, drafts, classes)) as PlacementRules;
+  const rules = withSpotRules(input.spotInstanceIds, new LatencyRules(view, drafts, classes));
   fillInstances(drafts, classes, input.model, rules);
   const rest = topDownProvisioning(
     input.book,

@@ -216,7 +216,7 @@ export const SPOT_COLUMNS: readonly SummaryColumn[] = [
     header: 'spot share',
     description: 'Share of the billed instance-hours bought on spot.',
     numeric: true,
-    cell: (r) => (r.spot === undefined ? '–' : percent(r.spot.spotShare)),
+    cell: (r) => orDash(percent)(r.spot?.spotShare),
   },
 ];
 
