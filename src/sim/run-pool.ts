@@ -24,6 +24,8 @@ function runOne(
   listener: RunPoolListener,
   active: Set<Worker>,
 ): Promise<RunResult> {
+  // A run's failure names it as its results do: by its label (a sweep's `eva@vot=2`), else its scheduler.
+  const name = request.label ?? request.scheduler;
   return new Promise((resolve, reject) => {
     const worker = new Worker(WORKER_URL, { workerData: request });
     active.add(worker);
@@ -44,13 +46,13 @@ function runOne(
           reject(
             message.validation !== undefined
               ? new ValidationError(message.validation.source, message.validation.problems)
-              : new Error(`${request.scheduler}: ${message.message}`),
+              : new Error(`${name}: ${message.message}`),
           ),
         );
     });
-    worker.on('error', (e) => settle(() => reject(new Error(`${request.scheduler}: ${e.message}`))));
+    worker.on('error', (e) => settle(() => reject(new Error(`${name}: ${e.message}`))));
     worker.on('exit', (code) =>
-      settle(() => reject(new Error(`${request.scheduler}: worker exited (code ${code}) without a result`))),
+      settle(() => reject(new Error(`${name}: worker exited (code ${code}) without a result`))),
     );
   });
 }

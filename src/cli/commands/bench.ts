@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { registerBenchArms } from './bench-arms.js';
 import { registerBenchBound } from './bench-bound.js';
 import { registerBenchController } from './bench-controller.js';
 import { registerBenchOptimality } from './bench-optimality.js';
@@ -13,5 +14,6 @@ export function registerBench(program: Command): Command {
   registerBenchOptimality(bench);
   registerBenchBound(bench);
   registerBenchController(bench);
+  registerBenchArms(bench);
   return bench;
 }

@@ -1,5 +1,5 @@
 import cliProgress from 'cli-progress';
-import type { Command } from 'commander';
+import { Command, CommanderError } from 'commander';
 import { z } from 'zod';
 import { ValidationError } from '../../core/validation.js';
 import {
@@ -41,7 +41,7 @@ import { loadControllerConfig } from '../../controller/config-loading.js';
 import { admitByOf, capsOf, settingsFromConfig } from '../../controller/settings.js';
 
 /** Raw commander values (strings); validated by `optionsSchema`. */
-interface RawSimulateOptions {
+export interface RawSimulateOptions {
   readonly trace?: string;
   readonly format?: string;
   readonly jobs?: string;
@@ -218,7 +218,11 @@ function progressDisplay(names: readonly string[]): Progress {
   };
 }
 
-async function simulate(raw: RawSimulateOptions): Promise<void> {
+/**
+ * What a `simulate` command line asks for: its validated options, the trace and catalog, the controller config, the
+ * queue layer, and one run request per (scheduler, value of time). `bench arms` plans its arms through this too.
+ */
+export function simulationPlan(raw: RawSimulateOptions) {
   const o = parseOptions(raw);
   const { traceSpec, catalog, trace } = loadTraceFlags(o, o.spot === 'on');
 
@@ -347,6 +351,29 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
             ...(roundSeconds !== undefined ? { roundSeconds } : {}),
           },
   }));
+  return {
+    o,
+    catalog,
+    trace,
+    config,
+    quotas,
+    queue,
+    capDollarsPerHour,
+    capInstances,
+    roundSeconds,
+    admitBy,
+    spotOn,
+    valuesOfTime,
+    runs,
+    requests,
+  };
+}
+
+async function simulate(raw: RawSimulateOptions): Promise<void> {
+  const plan = simulationPlan(raw);
+  const { o, catalog, trace, config, quotas, queue, capDollarsPerHour, capInstances, roundSeconds, admitBy } =
+    plan;
+  const { spotOn, valuesOfTime, runs, requests } = plan;
   const parallel = o.parallel ?? defaultParallelism(requests.length);
   const progress = progressDisplay(runs.map((r) => r.label ?? r.scheduler));
   let raws: RunResult[];
@@ -427,11 +454,40 @@ export function valueOfTimeLabel(scheduler: string, value: ValueOfTimeSetting): 
 
 /** `fleetwise simulate`: run schedulers on a trace in parallel worker threads and compare them. */
 export function registerSimulate(program: Command): Command {
-  return addTraceOptions(
+  return simulateOptions(
     program
       .command('simulate')
       .description('simulate schedulers on a trace (in parallel) and compare cost, JCT and migrations'),
-  )
+  ).action(async (raw: RawSimulateOptions) => {
+    await simulate(raw);
+  });
+}
+
+/**
+ * A `simulate` command line (without the command's name) as the command's raw options, e.g. one arm of `bench arms`;
+ * a flag commander refuses is a ValidationError naming `source`.
+ */
+export function parseSimulateArgs(args: readonly string[], source: string): RawSimulateOptions {
+  let raw: RawSimulateOptions | undefined;
+  const command = simulateOptions(new Command('simulate'))
+    .exitOverride()
+    .configureOutput({ writeOut: () => undefined, writeErr: () => undefined })
+    .action((options: RawSimulateOptions) => {
+      raw = options;
+    });
+  try {
+    command.parse([...args], { from: 'user' });
+  } catch (e) {
+    if (e instanceof CommanderError) throw new ValidationError(source, [e.message.replace(/^error: /, '')]);
+    throw e;
+  }
+  if (raw === undefined) throw new ValidationError(source, ['no simulate options were parsed']);
+  return raw;
+}
+
+/** Every flag of `simulate`. */
+function simulateOptions(command: Command): Command {
+  return addTraceOptions(command)
     .requiredOption('--scheduler <names>', `comma-separated: ${SCHEDULER_NAMES.join(', ')}`)
     .option('--out <dir>', 'write report.json, runs.csv and report.html into this directory')
     .option('--json', 'print exactly one JSON object {"runs":[…]} on stdout')
@@ -531,8 +587,5 @@ export function registerSimulate(program: Command): Command {
     .option(
       '--no-predict',
       'queue layer: skip completion-time predictions (predErrAvg/predErrP99 null; runs are several times faster)',
-    )
-    .action(async (raw: RawSimulateOptions) => {
-      await simulate(raw);
-    });
+    );
 }

@@ -1,4 +1,3 @@
-import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -36,7 +35,7 @@ import { defaultParallelism, runInWorkers } from '../../sim/run-pool.js';
 import type { RunRequest } from '../../sim/run-request.js';
 import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
 import { formatTable } from '../table.js';
-import { formatDuration, WorkEstimate } from '../work-estimate.js';
+import { batchProgress, type BatchProgress } from '../batch-progress.js';
 
 /** Raw commander values (strings); validated by `optionsSchema`. */
 interface RawTuneOptions {
@@ -117,84 +116,6 @@ function parseOptions(raw: RawTuneOptions) {
   return { ...o, format: o.format ?? inferFormat(o.trace), caps };
 }
 
-interface Progress {
-  /** Candidate `index` has simulated `fraction` (0–1) of its trace. */
-  advance(index: number, fraction: number): void;
-  done(index: number, candidate: TuneCandidate): void;
-  stop(): void;
-}
-
-/** How often a log (not a terminal) hears that tune is still working while no candidate finishes. */
-const QUIET_LINE_SECONDS = 30;
-
-/**
- * Progress on stderr (stdout stays clean) with the time elapsed and an estimate of the time left, from every
- * candidate's share simulated: a bar on a terminal; otherwise a line per finished candidate, and a line every
- * QUIET_LINE_SECONDS while none finishes, so a long tune does not look stuck in a log.
- */
-function progressDisplay(total: number): Progress {
-  const estimate = new WorkEstimate(total, Date.now());
-  if (process.stderr.isTTY !== true) {
-    let lastLine = Date.now();
-    const line = (text: string): void => {
-      lastLine = Date.now();
-      process.stderr.write(`tune: ${text}\n`);
-    };
-    const timer = setInterval(() => {
-      if (Date.now() - lastLine >= QUIET_LINE_SECONDS * 1000)
-        line(estimate.describe(Date.now(), 'candidates'));
-    }, 1000);
-    timer.unref();
-    return {
-      advance: (index, fraction) => estimate.progress(index, fraction),
-      done: (index, c) => {
-        estimate.finish(index);
-        line(`${c.id} done; ${estimate.describe(Date.now(), 'candidates')}`);
-      },
-      stop: () => clearInterval(timer),
-    };
-  }
-  const bar = new cliProgress.SingleBar(
-    {
-      stream: process.stderr,
-      format: 'candidates [{bar}] {finished}/{candidates} ({percentage}%) | {elapsed} elapsed | {left}',
-      hideCursor: true,
-      fps: 5,
-    },
-    cliProgress.Presets.shades_classic,
-  );
-  const STEPS = 1000;
-  const payload = (): Record<string, string | number> => {
-    const now = Date.now();
-    const left = estimate.remainingSeconds(now);
-    return {
-      finished: estimate.finished,
-      candidates: total,
-      elapsed: formatDuration(estimate.elapsedSeconds(now)),
-      left: left === undefined ? 'estimating the time left' : `about ${formatDuration(left)} left`,
-    };
-  };
-  const redraw = (): void => bar.update(Math.round(estimate.fractionDone * STEPS), payload());
-  bar.start(STEPS, 0, payload());
-  // Elapsed time keeps moving between progress reports.
-  const timer = setInterval(redraw, 1000);
-  timer.unref();
-  return {
-    advance: (index, fraction) => {
-      estimate.progress(index, fraction);
-      redraw();
-    },
-    done: (index) => {
-      estimate.finish(index);
-      redraw();
-    },
-    stop: () => {
-      clearInterval(timer);
-      bar.stop();
-    },
-  };
-}
-
 /**
  * Simulate every candidate, at most `parallel` at once, each in its own worker thread. Unlike one `runInWorkers`
  * call over all requests, a candidate whose run fails (say a config that starves a job past the horizon) only
@@ -204,7 +125,7 @@ async function evaluate(
   candidates: readonly TuneCandidate[],
   requests: readonly RunRequest[],
   parallel: number,
-  progress: Progress,
+  progress: BatchProgress,
 ): Promise<CandidateOutcome[]> {
   const outcomes = new Array<CandidateOutcome>(requests.length);
   let next = 0;
@@ -220,7 +141,7 @@ async function evaluate(
       } catch (e) {
         outcomes[index] = { ok: false, error: e instanceof Error ? e.message : String(e) };
       }
-      progress.done(index, candidates[index] as TuneCandidate);
+      progress.done(index, (candidates[index] as TuneCandidate).id);
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(parallel, requests.length)) }, lane));
@@ -277,7 +198,7 @@ async function tune(raw: RawTuneOptions): Promise<void> {
     roundSeconds: o.roundSeconds,
     queue: { kind: 'wfq', caps: o.caps, config: c.config, predict: true },
   }));
-  const progress = progressDisplay(requests.length);
+  const progress = batchProgress(requests.length, 'tune', 'candidates');
   let outcomes: CandidateOutcome[];
   try {
     outcomes = await evaluate(

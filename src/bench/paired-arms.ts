@@ -1,0 +1,89 @@
+/**
+ * Paired comparison of simulation arms over seeds (`fleetwise bench arms`). A change to a plan moves a run's cost by
+ * about a percent either way (the plans after it all shift), so one seed decides nothing: each seed runs every arm on
+ * the same trace, and an arm is judged by its per-seed differences from the baseline arm, their mean and standard
+ * error, and on how many seeds it came out lower.
+ */
+
+/** The figures compared, as `simulate --json` names them. Absent ones (no queue, no starts) are left out. */
+export const COMPARED_METRICS = [
+  'totalCost',
+  'meanJctHours',
+  'medianJctHours',
+  'p99JctHours',
+  'barrierIdleCost',
+  'migrationsPerJob',
+  'peakCostPerHour',
+] as const;
+export type ComparedMetric = (typeof COMPARED_METRICS)[number];
+
+/** One run's figures (a `simulate --json` record); a metric the run did not measure is absent or null. */
+export type ArmFigures = Readonly<Partial<Record<ComparedMetric, number | null>>>;
+
+/** An arm's differences from the baseline on one metric, in percent of the baseline's value. */
+export interface PairedDifference {
+  readonly metric: ComparedMetric;
+  /** Per seed, in the seeds' order: 100 × (arm − baseline) / baseline; null where the baseline is 0 or a value is absent. */
+  readonly percentBySeed: readonly (number | null)[];
+  /** Over the seeds with a difference: their mean, its standard error (null below two seeds), extremes and signs. */
+  readonly meanPercent: number | null;
+  readonly standardError: number | null;
+  readonly minPercent: number | null;
+  readonly maxPercent: number | null;
+  readonly lowerOn: number;
+  readonly higherOn: number;
+  readonly seeds: number;
+}
+
+/** The sample mean, and the standard error of the mean (sample standard deviation / √n; null for n < 2). */
+export function meanAndStandardError(values: readonly number[]): {
+  readonly mean: number | null;
+  readonly standardError: number | null;
+} {
+  const n = values.length;
+  if (n === 0) return { mean: null, standardError: null };
+  const mean = values.reduce((s, v) => s + v, 0) / n;
+  if (n < 2) return { mean, standardError: null };
+  const variance = values.reduce((s, v) => s + (v - mean) ** 2, 0) / (n - 1);
+  return { mean, standardError: Math.sqrt(variance / n) };
+}
+
+function percentDifference(
+  baseline: number | null | undefined,
+  arm: number | null | undefined,
+): number | null {
+  if (baseline === null || baseline === undefined || arm === null || arm === undefined || baseline === 0)
+    return null;
+  return (100 * (arm - baseline)) / baseline;
+}
+
+/**
+ * The arm's paired differences from the baseline, per metric both measured on at least one seed. `baseline[i]` and
+ * `arm[i]` are the same seed's runs.
+ */
+export function pairedDifferences(
+  baseline: readonly ArmFigures[],
+  arm: readonly ArmFigures[],
+): PairedDifference[] {
+  if (baseline.length !== arm.length)
+    throw new Error(`paired runs differ in number: ${baseline.length} baseline, ${arm.length} arm`);
+  const differences: PairedDifference[] = [];
+  for (const metric of COMPARED_METRICS) {
+    const percentBySeed = baseline.map((b, i) => percentDifference(b[metric], arm[i]?.[metric]));
+    const present = percentBySeed.filter((p): p is number => p !== null);
+    if (present.length === 0) continue;
+    const { mean, standardError } = meanAndStandardError(present);
+    differences.push({
+      metric,
+      percentBySeed,
+      meanPercent: mean,
+      standardError,
+      minPercent: Math.min(...present),
+      maxPercent: Math.max(...present),
+      lowerOn: present.filter((p) => p < 0).length,
+      higherOn: present.filter((p) => p > 0).length,
+      seeds: present.length,
+    });
+  }
+  return differences;
+}

@@ -1,0 +1,336 @@
+import type { Command } from 'commander';
+import { parse as parseShellWords } from 'shell-quote';
+import { z } from 'zod';
+import {
+  pairedDifferences,
+  type ArmFigures,
+  type ComparedMetric,
+  type PairedDifference,
+} from '../../bench/paired-arms.js';
+import { ValidationError } from '../../core/validation.js';
+import { runRecord } from '../../sim/report/normalize.js';
+import { defaultParallelism, runInWorkers } from '../../sim/run-pool.js';
+import type { RunRequest } from '../../sim/run-request.js';
+import { batchProgress } from '../batch-progress.js';
+import { formatTable } from '../table.js';
+import { flagProblems, numberText, positiveInteger } from './sim-flags.js';
+import { parseSimulateArgs, simulationPlan } from './simulate.js';
+
+/** Raw commander values; validated by `optionsSchema`. */
+interface RawArmsOptions {
+  readonly seeds: string;
+  readonly arm: string[];
+  readonly common?: string;
+  readonly capShare?: string;
+  readonly parallel?: string;
+  readonly json?: boolean;
+}
+
+const MAX_SEEDS = 200;
+
+/** `4-19`, `4,7,9` or a mix (`1-3,8`): distinct non-negative integers, in the order given. */
+export function parseSeedList(text: string): number[] {
+  const seeds: number[] = [];
+  for (const part of text.split(',')) {
+    const m = /^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$/.exec(part);
+    if (m === null)
+      throw new ValidationError('--seeds', [`"${part.trim()}" is not a seed or a range like 4-19`]);
+    const from = Number(m[1]);
+    const to = m[2] === undefined ? from : Number(m[2]);
+    if (to < from) throw new ValidationError('--seeds', [`range ${from}-${to} runs backwards`]);
+    if (seeds.length + (to - from + 1) > MAX_SEEDS)
+      throw new ValidationError('--seeds', [`at most ${MAX_SEEDS} seeds`]);
+    for (let s = from; s <= to; s++) {
+      if (seeds.includes(s)) throw new ValidationError('--seeds', [`seed ${s} is named twice`]);
+      seeds.push(s);
+    }
+  }
+  return seeds;
+}
+
+const ARM_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
+
+/** `name=simulate flags`: the arm's name and its flags split as a shell would (quotes kept together, no operators). */
+export function parseArm(text: string): { readonly name: string; readonly args: string[] } {
+  const eq = text.indexOf('=');
+  const name = eq < 0 ? '' : text.slice(0, eq).trim();
+  if (!ARM_NAME.test(name))
+    throw new ValidationError('--arm', [
+      `"${text}": expected name=flags, e.g. srpt=--queue srpt (a name of letters, digits, _ . -)`,
+    ]);
+  return { name, args: shellWords(text.slice(eq + 1), `--arm ${name}`) };
+}
+
+/** Flags split as a shell would; `$X` stays as written (nothing is expanded) and operators are refused. */
+export function shellWords(text: string, source: string): string[] {
+  return parseShellWords(text, (key) => `$${key}`).map((word) => {
+    if (typeof word === 'string') return word;
+    throw new ValidationError(source, [
+      `"${text}": only flags and values, no shell operators, globs or comments`,
+    ]);
+  });
+}
+
+/** Flags the bench sets itself on every run, and so refuses in --common and --arm. */
+const BENCH_SET_FLAGS = ['--seed', '--json', '--out', '--parallel'] as const;
+
+function refuseFlags(args: readonly string[], flags: readonly string[], source: string, why: string): void {
+  for (const arg of args)
+    for (const flag of flags)
+      if (arg === flag || arg.startsWith(`${flag}=`)) throw new ValidationError(source, [`${flag}: ${why}`]);
+}
+
+const optionsSchema = z.object({
+  seeds: z.string().transform((text, ctx) => {
+    try {
+      return parseSeedList(text);
+    } catch (e) {
+      ctx.addIssue({
+        code: 'custom',
+        message: e instanceof ValidationError ? e.problems.join('; ') : String(e),
+      });
+      return z.NEVER;
+    }
+  }),
+  arm: z.array(z.string()).min(2, 'give at least two arms (the first is the baseline)'),
+  common: z.string().optional(),
+  capShare: numberText(z.number().gt(0, 'must be > 0').max(10, 'must be ≤ 10')).optional(),
+  parallel: numberText(positiveInteger).optional(),
+  json: z.boolean().optional(),
+});
+
+/** The single run a simulate command line asks for (one scheduler, one value of time), for `source`'s errors. */
+function oneRun(args: readonly string[], source: string, label: string): RunRequest {
+  const { requests } = simulationPlan(parseSimulateArgs(args, source));
+  if (requests.length !== 1)
+    throw new ValidationError(source, [
+      `asks for ${requests.length} runs; an arm is one scheduler at one value of time`,
+    ]);
+  // The label names the run in a failure (`seed 5 srpt: … did not finish`).
+  return { ...(requests[0] as RunRequest), label };
+}
+
+interface Arm {
+  readonly name: string;
+  readonly args: readonly string[];
+}
+
+/** What `bench arms --json` prints. */
+export interface ArmsReport {
+  readonly seeds: readonly number[];
+  readonly common: readonly string[];
+  readonly arms: readonly Arm[];
+  /** The first arm: every other is compared with it. */
+  readonly baseline: string;
+  /** With --cap-share: the share, and per seed the uncapped peak $/h and the cap it gave. */
+  readonly capShare: number | null;
+  readonly uncappedPeakBySeed: readonly (number | null)[];
+  readonly capBySeed: readonly (number | null)[];
+  /** Per arm, per seed in `seeds` order: the run's `simulate --json` record. */
+  readonly runs: Readonly<Record<string, readonly ArmFigures[]>>;
+  /** Per arm other than the baseline: its paired differences. */
+  readonly comparisons: Readonly<Record<string, readonly PairedDifference[]>>;
+}
+
+const METRIC_LABELS: Record<ComparedMetric, string> = {
+  totalCost: 'cost',
+  meanJctHours: 'mean JCT',
+  medianJctHours: 'median JCT',
+  p99JctHours: 'p99 JCT',
+  barrierIdleCost: 'barrier-idle $',
+  migrationsPerJob: 'moves/job',
+  peakCostPerHour: 'peak $/h',
+};
+
+function signedPercent(p: number | null, digits = 2): string {
+  if (p === null) return '-';
+  return `${p > 0 ? '+' : ''}${p.toFixed(digits)}%`;
+}
+
+function figure(metric: ComparedMetric, v: number | null | undefined): string {
+  if (v === null || v === undefined) return '-';
+  if (metric === 'totalCost' || metric === 'barrierIdleCost' || metric === 'peakCostPerHour')
+    return `$${v.toFixed(2)}`;
+  return v.toFixed(3);
+}
+
+/**
+ * A table per compared arm (per seed: the cap, both arms' cost and the differences of every metric; `--json` has every
+ * figure) and a summary line per metric.
+ */
+export function armsText(report: ArmsReport): string {
+  const out: string[] = [];
+  const base = report.runs[report.baseline] ?? [];
+  for (const arm of report.arms.slice(1)) {
+    const runs = report.runs[arm.name] ?? [];
+    const differences = report.comparisons[arm.name] ?? [];
+    const headers = [
+      'seed',
+      ...(report.capShare === null ? [] : ['cap $/h']),
+      `cost ${report.baseline}`,
+      `cost ${arm.name}`,
+      ...differences.map((d) => `Δ ${METRIC_LABELS[d.metric]}`),
+    ];
+    const rows = report.seeds.map((seed, i) => [
+      String(seed),
+      ...(report.capShare === null ? [] : [figure('peakCostPerHour', report.capBySeed[i])]),
+      figure('totalCost', base[i]?.totalCost),
+      figure('totalCost', runs[i]?.totalCost),
+      ...differences.map((d) => signedPercent(d.percentBySeed[i] ?? null)),
+    ]);
+    out.push(`${arm.name} against ${report.baseline}: ${arm.args.join(' ')}`, formatTable(headers, rows));
+    for (const d of differences) {
+      const se = d.standardError === null ? '' : ` (SE ${d.standardError.toFixed(2)})`;
+      out.push(
+        `  ${METRIC_LABELS[d.metric].padEnd(14)} mean ${signedPercent(d.meanPercent)}${se}, ` +
+          `${signedPercent(d.minPercent)} to ${signedPercent(d.maxPercent)}, lower on ${d.lowerOn} of ${d.seeds}`,
+      );
+    }
+    if (report.capShare !== null) {
+      const shares = runs
+        .map((r, i) => {
+          const cap = report.capBySeed[i];
+          const peak = r.peakCostPerHour;
+          return cap === null || cap === undefined || peak === null || peak === undefined ? null : peak / cap;
+        })
+        .filter((x): x is number => x !== null);
+      if (shares.length > 0)
+        out.push(
+          `  peak ÷ cap     ${(100 * Math.min(...shares)).toFixed(2)}% to ${(100 * Math.max(...shares)).toFixed(2)}%`,
+        );
+    }
+    out.push('');
+  }
+  return `${out.join('\n')}\n`;
+}
+
+async function benchArms(raw: RawArmsOptions): Promise<void> {
+  const parsed = optionsSchema.safeParse(raw);
+  if (!parsed.success) throw new ValidationError('fleetwise bench arms options', flagProblems(parsed.error));
+  const o = parsed.data;
+  const common = shellWords(o.common ?? '', '--common');
+  const arms = o.arm.map(parseArm);
+  const names = new Set<string>();
+  for (const a of arms) {
+    if (names.has(a.name)) throw new ValidationError('--arm', [`two arms are named ${a.name}`]);
+    names.add(a.name);
+  }
+  const why = 'the bench sets it on every run';
+  refuseFlags(common, BENCH_SET_FLAGS, '--common', why);
+  for (const a of arms) refuseFlags(a.args, BENCH_SET_FLAGS, `--arm ${a.name}`, why);
+  const capShare = o.capShare ?? null;
+  if (capShare !== null) {
+    const capWhy = 'with --cap-share the cap is the share of each seed’s uncapped peak';
+    refuseFlags(common, ['--cap-dollars-per-hour'], '--common', capWhy);
+    for (const a of arms) refuseFlags(a.args, ['--cap-dollars-per-hour'], `--arm ${a.name}`, capWhy);
+  }
+  const seedArgs = (seed: number) => ['--seed', String(seed)];
+  // Every arm's flags checked on the first seed before anything runs.
+  const first = o.seeds[0] as number;
+  for (const a of arms)
+    oneRun(
+      [
+        ...common,
+        ...a.args,
+        ...seedArgs(first),
+        ...(capShare === null ? [] : ['--cap-dollars-per-hour', '1']),
+      ],
+      `--arm ${a.name}`,
+      a.name,
+    );
+
+  const requests: RunRequest[] = [];
+  // Uncapped reference runs first (the common flags alone), so that each seed's cap is known.
+  if (capShare !== null)
+    for (const seed of o.seeds)
+      requests.push(oneRun([...common, ...seedArgs(seed)], '--common', `seed ${seed} uncapped`));
+  const total = requests.length + o.seeds.length * arms.length;
+  const parallel = o.parallel ?? defaultParallelism(total);
+  const progress = batchProgress(total, 'bench arms', 'runs');
+  const run = async (batch: readonly RunRequest[], offset: number): Promise<ArmFigures[]> => {
+    const results = await runInWorkers(batch, parallel, {
+      onProgress: (index, fraction) => progress.advance(offset + index, fraction),
+      onDone: (index) => progress.done(offset + index, batch[index]?.label ?? ''),
+    });
+    return results.map((r) => runRecord(r));
+  };
+  let report: ArmsReport;
+  try {
+    const uncapped = capShare === null ? [] : await run(requests, 0);
+    const uncappedPeakBySeed = o.seeds.map((_, i) => uncapped[i]?.peakCostPerHour ?? null);
+    const capBySeed = uncappedPeakBySeed.map((peak) =>
+      capShare === null || peak === null ? null : capShare * peak,
+    );
+    const armRequests: RunRequest[] = [];
+    o.seeds.forEach((seed, i) => {
+      const cap = capBySeed[i];
+      for (const a of arms)
+        armRequests.push(
+          oneRun(
+            [
+              ...common,
+              ...a.args,
+              ...seedArgs(seed),
+              ...(cap === null ? [] : ['--cap-dollars-per-hour', String(cap)]),
+            ],
+            `--arm ${a.name}`,
+            `seed ${seed} ${a.name}`,
+          ),
+        );
+    });
+    const figures = await run(armRequests, requests.length);
+    const runs: Record<string, ArmFigures[]> = {};
+    arms.forEach((a, k) => {
+      runs[a.name] = o.seeds.map((_, i) => figures[i * arms.length + k] as ArmFigures);
+    });
+    const baseline = (arms[0] as Arm).name;
+    const comparisons: Record<string, PairedDifference[]> = {};
+    for (const a of arms.slice(1))
+      comparisons[a.name] = pairedDifferences(runs[baseline] ?? [], runs[a.name] ?? []);
+    report = {
+      seeds: o.seeds,
+      common,
+      arms,
+      baseline,
+      capShare,
+      uncappedPeakBySeed,
+      capBySeed,
+      runs,
+      comparisons,
+    };
+  } finally {
+    progress.stop();
+  }
+  process.stdout.write(o.json === true ? `${JSON.stringify(report)}\n` : armsText(report));
+}
+
+/**
+ * `fleetwise bench arms`: run simulate arms on several seeds of a trace and compare each with the first, seed by
+ * seed, with the mean difference, its standard error and how many seeds came out lower (COMPARED_METRICS).
+ */
+export function registerBenchArms(bench: Command): Command {
+  return bench
+    .command('arms')
+    .description(
+      'compare simulate arms on several seeds: per-seed differences from the first arm, their mean, standard error and signs',
+    )
+    .requiredOption('--seeds <list>', 'seeds of the generated trace, e.g. 4-19 or 4,7,9')
+    .requiredOption(
+      '--arm <name=flags>',
+      'an arm: a name and its simulate flags, e.g. "srpt=--queue srpt --co-start on" (repeatable, at least two; the first is the baseline)',
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
+    .option(
+      '--common <flags>',
+      'simulate flags every arm shares, e.g. "--format alibaba --jobs 1500 --scheduler eva"',
+    )
+    .option(
+      '--cap-share <x>',
+      "each seed's --cap-dollars-per-hour is x times the peak $/h of a run of the --common flags alone on that seed (uncapped)",
+    )
+    .option('--parallel <n>', 'runs at once (default: available cores)')
+    .option('--json', 'print one JSON object instead of tables')
+    .action(async (raw: RawArmsOptions) => {
+      await benchArms(raw);
+    });
+}

@@ -1,0 +1,76 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { meanAndStandardError, pairedDifferences, type ArmFigures } from '../../src/bench/paired-arms.js';
+
+describe('paired differences of simulation arms over seeds', () => {
+  it('hand-checked: three seeds, cost −1%, +2% and 0%', () => {
+    const baseline: ArmFigures[] = [
+      { totalCost: 100, meanJctHours: 10 },
+      { totalCost: 200, meanJctHours: 20 },
+      { totalCost: 400, meanJctHours: 40 },
+    ];
+    const arm: ArmFigures[] = [
+      { totalCost: 99, meanJctHours: 5 },
+      { totalCost: 204, meanJctHours: 10 },
+      { totalCost: 400, meanJctHours: 30 },
+    ];
+    const [cost, jct, ...rest] = pairedDifferences(baseline, arm);
+    expect(rest).toEqual([]);
+    expect(cost?.metric).toBe('totalCost');
+    expect(cost?.percentBySeed).toEqual([-1, 2, 0]);
+    // Mean 1/3; sample variance ((−4/3)² + (5/3)² + (−1/3)²) / 2 = 7/3; SE √(7/3 / 3) = 0.8819.
+    expect(cost?.meanPercent).toBeCloseTo(1 / 3, 12);
+    expect(cost?.standardError).toBeCloseTo(0.881917, 6);
+    expect([cost?.minPercent, cost?.maxPercent, cost?.lowerOn, cost?.higherOn, cost?.seeds]).toEqual([
+      -1, 2, 1, 1, 3,
+    ]);
+    expect(jct?.percentBySeed).toEqual([-50, -50, -25]);
+    expect(jct?.lowerOn).toBe(3);
+  });
+
+  it('leaves out a seed whose baseline is 0 or where either run did not measure the metric', () => {
+    const [barrier, ...rest] = pairedDifferences(
+      [{ barrierIdleCost: 0 }, { barrierIdleCost: 10 }, { barrierIdleCost: 8, p99JctHours: null }],
+      [{ barrierIdleCost: 3 }, { barrierIdleCost: 1 }, {}],
+    );
+    expect(rest).toEqual([]);
+    expect(barrier?.percentBySeed).toEqual([null, -90, null]);
+    expect(barrier?.seeds).toBe(1);
+    expect(barrier?.meanPercent).toBe(-90);
+    // One seed gives no standard error.
+    expect(barrier?.standardError).toBeNull();
+  });
+
+  it('refuses runs that are not paired', () => {
+    expect(() => pairedDifferences([{ totalCost: 1 }], [])).toThrow(/differ in number/);
+  });
+
+  it('property: the mean lies between the extremes, and the signs count the seeds that moved', () => {
+    const cost = fc.double({ min: 1, max: 1e6, noNaN: true });
+    fc.assert(
+      fc.property(fc.array(fc.tuple(cost, cost), { minLength: 1, maxLength: 20 }), (pairs) => {
+        const [d] = pairedDifferences(
+          pairs.map(([b]) => ({ totalCost: b })),
+          pairs.map(([, a]) => ({ totalCost: a })),
+        );
+        if (d === undefined) return false;
+        const mean = d.meanPercent as number;
+        expect(mean).toBeGreaterThanOrEqual((d.minPercent as number) - 1e-9);
+        expect(mean).toBeLessThanOrEqual((d.maxPercent as number) + 1e-9);
+        expect(d.lowerOn).toBe(pairs.filter(([b, a]) => a < b).length);
+        expect(d.higherOn).toBe(pairs.filter(([b, a]) => a > b).length);
+        return true;
+      }),
+      { seed: 11 },
+    );
+  });
+
+  it('standard error of the mean: sample deviation over √n', () => {
+    expect(meanAndStandardError([])).toEqual({ mean: null, standardError: null });
+    expect(meanAndStandardError([4])).toEqual({ mean: 4, standardError: null });
+    // [2, 4, 4, 4, 5, 5, 7, 9]: mean 5, sample variance 32/7.
+    const { mean, standardError } = meanAndStandardError([2, 4, 4, 4, 5, 5, 7, 9]);
+    expect(mean).toBe(5);
+    expect(standardError).toBeCloseTo(Math.sqrt(32 / 7 / 8), 12);
+  });
+});

@@ -1,0 +1,154 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { parseArm, parseSeedList, shellWords, type ArmsReport } from '../../src/cli/commands/bench-arms.js';
+import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+
+/** `fleetwise bench arms` as users run it (the built CLI in a subprocess), checked against `simulate` itself. */
+const COMMON = '--format synthetic --jobs 14 --multi-task 0.5 --scheduler eva --no-predict';
+const SIMULATE = [
+  'simulate',
+  '--format',
+  'synthetic',
+  '--jobs',
+  '14',
+  '--multi-task',
+  '0.5',
+  '--scheduler',
+  'eva',
+  '--no-predict',
+  '--json',
+];
+
+interface JsonRun {
+  readonly totalCost: number;
+  readonly peakCostPerHour: number;
+  readonly meanJctHours: number;
+}
+
+async function simulateRun(args: readonly string[]): Promise<JsonRun> {
+  const r = await runCli([...SIMULATE, ...args]);
+  expect(r.code, r.stderr).toBe(0);
+  return (JSON.parse(r.stdout) as { runs: JsonRun[] }).runs[0] as JsonRun;
+}
+
+beforeAll(() => {
+  ensureBuiltCli(['cli/main.ts', 'sim/run-worker.ts']);
+});
+
+describe('fleetwise bench arms', () => {
+  it('runs each arm on each seed under a cap of the seed’s uncapped peak, and compares it with the first arm seed by seed', async () => {
+    const args = ['bench', 'arms', '--seeds', '5-6', '--common', COMMON, '--cap-share', '0.7'];
+    const arms = ['--arm', 'fifo=--queue fifo --co-start off', '--arm', 'srpt=--queue srpt --co-start on'];
+    const r = await runCli([...args, ...arms, '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout) as ArmsReport;
+    expect(report.seeds).toEqual([5, 6]);
+    expect(report.baseline).toBe('fifo');
+    for (const [i, seed] of report.seeds.entries()) {
+      // The cap is 70% of the peak of the common flags run alone on that seed, as simulate reports it.
+      const uncapped = await simulateRun(['--seed', String(seed)]);
+      expect(report.uncappedPeakBySeed[i]).toBe(uncapped.peakCostPerHour);
+      const cap = 0.7 * uncapped.peakCostPerHour;
+      expect(report.capBySeed[i]).toBe(cap);
+      // Each arm's figures are simulate's under that cap.
+      const capArgs = ['--seed', String(seed), '--cap-dollars-per-hour', String(cap)];
+      const fifo = await simulateRun([...capArgs, '--queue', 'fifo', '--co-start', 'off']);
+      const srpt = await simulateRun([...capArgs, '--queue', 'srpt', '--co-start', 'on']);
+      expect(report.runs['fifo']?.[i]?.totalCost).toBe(fifo.totalCost);
+      expect(report.runs['srpt']?.[i]?.totalCost).toBe(srpt.totalCost);
+      expect(srpt.peakCostPerHour).toBeLessThanOrEqual(cap + 1e-9);
+      const cost = report.comparisons['srpt']?.find((d) => d.metric === 'totalCost');
+      expect(cost?.percentBySeed[i]).toBeCloseTo(
+        (100 * (srpt.totalCost - fifo.totalCost)) / fifo.totalCost,
+        9,
+      );
+      const jct = report.comparisons['srpt']?.find((d) => d.metric === 'meanJctHours');
+      expect(jct?.percentBySeed[i]).toBeCloseTo(
+        (100 * (srpt.meanJctHours - fifo.meanJctHours)) / fifo.meanJctHours,
+        9,
+      );
+    }
+    // Co-start named in one arm: its barrier-idle cost is compared (the baseline names co-start off, so it reports it too).
+    expect(report.comparisons['srpt']?.map((d) => d.metric)).toContain('barrierIdleCost');
+
+    // The tables: one per compared arm, with a summary line per metric and the peak against the cap.
+    const text = await runCli([...args, ...arms]);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain('srpt against fifo: --queue srpt --co-start on');
+    expect(text.stdout).toMatch(/^seed\s+cap \$\/h\s+cost fifo\s+cost srpt\s+Δ cost\s+Δ mean JCT/m);
+    expect(text.stdout).toMatch(/^ {2}cost {11}mean [+-]\d+\.\d\d% \(SE \d+\.\d\d\), .* lower on \d of 2$/m);
+    expect(text.stdout).toMatch(/^ {2}peak ÷ cap {5}\d+\.\d\d% to \d+\.\d\d%$/m);
+    // Progress goes to stderr, a line per run in a log.
+    expect(text.stderr).toContain('bench arms: seed 6 srpt done; ');
+  }, 120_000);
+
+  it('names the run that failed', async () => {
+    // Half the uncapped peak is below what one of seed 5's jobs needs alone: it can never be admitted.
+    const r = await runCli([
+      'bench',
+      'arms',
+      '--seeds',
+      '5',
+      '--common',
+      COMMON,
+      '--cap-share',
+      '0.5',
+      '--arm',
+      'fifo=--queue fifo',
+      '--arm',
+      'srpt=--queue srpt',
+    ]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/fleetwise: seed 5 (fifo|srpt): simulation with eva did not finish/);
+    expect(r.stdout).toBe('');
+  }, 60_000);
+
+  it('names the flag and why for bad input, before running anything', async () => {
+    const base = ['bench', 'arms', '--common', COMMON];
+    const cases: [string[], RegExp][] = [
+      [['--seeds', '5', '--arm', 'a=--queue fifo'], /give at least two arms/],
+      [['--seeds', '9-5', '--arm', 'a=', '--arm', 'b='], /--seeds: range 9-5 runs backwards/],
+      [
+        ['--seeds', '5', '--arm', 'a=--seed 3', '--arm', 'b='],
+        /--arm a\n\s+- --seed: the bench sets it on every run/,
+      ],
+      [['--seeds', '5', '--arm', 'a=', '--arm', 'a='], /two arms are named a/],
+      [['--seeds', '5', '--arm', '=x', '--arm', 'b='], /expected name=flags/],
+      [['--seeds', '5', '--arm', 'a=--queue lifo', '--arm', 'b='], /--queue: /],
+      [
+        ['--seeds', '5', '--arm', 'a=--no-such-flag', '--arm', 'b='],
+        /--arm a\n\s+- unknown option '--no-such-flag'/,
+      ],
+      [['--seeds', '5', '--arm', 'a=--scheduler eva,no-packing', '--arm', 'b='], /asks for 2 runs/],
+      [
+        ['--seeds', '5', '--cap-share', '0.5', '--arm', 'a=--cap-dollars-per-hour 9', '--arm', 'b='],
+        /--cap-dollars-per-hour: with --cap-share the cap is the share/,
+      ],
+      [['--seeds', '5', '--arm', 'a=--queue fifo | rm -rf x', '--arm', 'b='], /no shell operators/],
+    ];
+    for (const [args, message] of cases) {
+      const r = await runCli([...base, ...args]);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr, args.join(' ')).toMatch(message);
+      expect(r.stderr).not.toContain('bench arms: seed');
+    }
+  }, 60_000);
+});
+
+describe('bench arms input', () => {
+  it('reads seed lists and ranges in the order given', () => {
+    expect(parseSeedList('4-7')).toEqual([4, 5, 6, 7]);
+    expect(parseSeedList('9, 1-2,5')).toEqual([9, 1, 2, 5]);
+    expect(() => parseSeedList('3,3')).toThrow(/seed 3 is named twice/);
+    expect(() => parseSeedList('x')).toThrow(/"x" is not a seed or a range/);
+    expect(() => parseSeedList('0-500')).toThrow(/at most 200 seeds/);
+  });
+
+  it('splits an arm as a shell would, expanding nothing', () => {
+    expect(parseArm('b=--queue srpt --config "my dir/f.yaml"')).toEqual({
+      name: 'b',
+      args: ['--queue', 'srpt', '--config', 'my dir/f.yaml'],
+    });
+    expect(shellWords('--trace $HOME/t.json', 'x')).toEqual(['--trace', '$HOME/t.json']);
+    expect(parseArm('off=')).toEqual({ name: 'off', args: [] });
+  });
+});
