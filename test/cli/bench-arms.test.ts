@@ -1,5 +1,9 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { parseArm, parseSeedList, shellWords, type ArmsReport } from '../../src/cli/commands/bench-arms.js';
+import type { ArmsReport } from '../../src/bench/arms-report.js';
+import { parseArm, parseSeedList, shellWords } from '../../src/cli/commands/bench-arms.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 
 /** `fleetwise bench arms` as users run it (the built CLI in a subprocess), checked against `simulate` itself. */
@@ -71,7 +75,8 @@ describe('fleetwise bench arms', () => {
     expect(report.comparisons['srpt']?.map((d) => d.metric)).toContain('barrierIdleCost');
 
     // The tables: one per compared arm, with a summary line per metric and the peak against the cap.
-    const text = await runCli([...args, ...arms]);
+    const out = mkdtempSync(join(tmpdir(), 'fleetwise-arms-'));
+    const text = await runCli([...args, ...arms, '--out', out]);
     expect(text.code, text.stderr).toBe(0);
     expect(text.stdout).toContain('srpt against fifo: --queue srpt --co-start on');
     expect(text.stdout).toMatch(/^seed\s+cap \$\/h\s+cost fifo\s+cost srpt\s+Δ cost\s+Δ mean JCT/m);
@@ -79,6 +84,13 @@ describe('fleetwise bench arms', () => {
     expect(text.stdout).toMatch(/^ {2}peak ÷ cap {5}\d+\.\d\d% to \d+\.\d\d%$/m);
     // Progress goes to stderr, a line per run in a log.
     expect(text.stderr).toContain('bench arms: seed 6 srpt done; ');
+    // --out: the same report as --json, and its page.
+    const written = JSON.parse(readFileSync(join(out, 'arms.json'), 'utf8')) as ArmsReport;
+    // Deterministic but for how long each run took.
+    const timeless = (r: ArmsReport) => JSON.stringify(r, (k, v: unknown) => (k === 'wallSeconds' ? 0 : v));
+    expect(timeless(written)).toBe(timeless(report));
+    expect(readFileSync(join(out, 'arms.html'), 'utf8')).toContain('<h2>srpt against fifo</h2>');
+    rmSync(out, { recursive: true, force: true });
   }, 120_000);
 
   it('names the run that failed', async () => {

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { armsHtml } from '../../src/bench/arms-html.js';
 import { attributeCosts, type BilledInstance } from '../../src/controller/cost-accounting.js';
 import { buildReportDocument, reportHtml as costReportHtml } from '../../src/controller/reports.js';
 import { generateCandidates } from '../../src/queue/tune.js';
@@ -12,11 +13,12 @@ import { reportHtml } from '../../src/sim/report/html.js';
 import { withNormalizedCosts } from '../../src/sim/report/normalize.js';
 import { tuneHtml } from '../../src/sim/report/tune-html.js';
 import { controllerYaml, tuneJson, type CandidateOutcome } from '../../src/sim/report/tune-json.js';
+import { armsFixture } from '../bench/arms-fixture.js';
 import { fakeRun } from '../sim/report/run-fixtures.js';
 import type { RunResult } from '../../src/world/run-result.js';
 
 /**
- * Every HTML page fleetwise writes (report.html, tune.html, the controller's cost report), loaded in headless
+ * Every HTML page fleetwise writes (report.html, tune.html, the controller's cost report, arms.html), loaded in headless
  * Chromium: no console error, no page error, no request leaving the file, and every chart drawn live by the inline
  * ECharts. Chromium is Debian's (`apt-get install chromium`); without it this fails rather than skips, since nothing
  * else checks that the pages' scripts run. With FLEETWISE_PAGE_SCREENSHOTS=<dir>, full-page screenshots go there.
@@ -158,6 +160,7 @@ const PAGES: readonly { name: string; html: () => string; charts: number }[] = [
   { name: 'report-sweep.html', html: sweepPage, charts: 6 },
   { name: 'tune.html', html: tunePage, charts: 2 },
   { name: 'costs.html', html: costPage, charts: 3 },
+  { name: 'arms.html', html: () => armsHtml(armsFixture()), charts: 2 },
 ];
 
 describe('HTML pages in headless Chromium', () => {

@@ -1,12 +1,18 @@
 import type { Command } from 'commander';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { armsHtml } from '../../bench/arms-html.js';
 import { parse as parseShellWords } from 'shell-quote';
 import { z } from 'zod';
+import { pairedDifferences, type ArmFigures, type PairedDifference } from '../../bench/paired-arms.js';
 import {
-  pairedDifferences,
-  type ArmFigures,
-  type ComparedMetric,
-  type PairedDifference,
-} from '../../bench/paired-arms.js';
+  METRIC_LABELS,
+  metricFigure,
+  peakShareRange,
+  signedPercent,
+  type Arm,
+  type ArmsReport,
+} from '../../bench/arms-report.js';
 import { ValidationError } from '../../core/validation.js';
 import { runRecord } from '../../sim/report/normalize.js';
 import { defaultParallelism, runInWorkers } from '../../sim/run-pool.js';
@@ -24,6 +30,7 @@ interface RawArmsOptions {
   readonly capShare?: string;
   readonly parallel?: string;
   readonly json?: boolean;
+  readonly out?: string;
 }
 
 const MAX_SEEDS = 200;
@@ -97,6 +104,7 @@ const optionsSchema = z.object({
   capShare: numberText(z.number().gt(0, 'must be > 0').max(10, 'must be ≤ 10')).optional(),
   parallel: numberText(positiveInteger).optional(),
   json: z.boolean().optional(),
+  out: z.string().min(1).optional(),
 });
 
 /** The single run a simulate command line asks for (one scheduler, one value of time), for `source`'s errors. */
@@ -108,50 +116,6 @@ function oneRun(args: readonly string[], source: string, label: string): RunRequ
     ]);
   // The label names the run in a failure (`seed 5 srpt: … did not finish`).
   return { ...(requests[0] as RunRequest), label };
-}
-
-interface Arm {
-  readonly name: string;
-  readonly args: readonly string[];
-}
-
-/** What `bench arms --json` prints. */
-export interface ArmsReport {
-  readonly seeds: readonly number[];
-  readonly common: readonly string[];
-  readonly arms: readonly Arm[];
-  /** The first arm: every other is compared with it. */
-  readonly baseline: string;
-  /** With --cap-share: the share, and per seed the uncapped peak $/h and the cap it gave. */
-  readonly capShare: number | null;
-  readonly uncappedPeakBySeed: readonly (number | null)[];
-  readonly capBySeed: readonly (number | null)[];
-  /** Per arm, per seed in `seeds` order: the run's `simulate --json` record. */
-  readonly runs: Readonly<Record<string, readonly ArmFigures[]>>;
-  /** Per arm other than the baseline: its paired differences. */
-  readonly comparisons: Readonly<Record<string, readonly PairedDifference[]>>;
-}
-
-const METRIC_LABELS: Record<ComparedMetric, string> = {
-  totalCost: 'cost',
-  meanJctHours: 'mean JCT',
-  medianJctHours: 'median JCT',
-  p99JctHours: 'p99 JCT',
-  barrierIdleCost: 'barrier-idle $',
-  migrationsPerJob: 'moves/job',
-  peakCostPerHour: 'peak $/h',
-};
-
-function signedPercent(p: number | null, digits = 2): string {
-  if (p === null) return '-';
-  return `${p > 0 ? '+' : ''}${p.toFixed(digits)}%`;
-}
-
-function figure(metric: ComparedMetric, v: number | null | undefined): string {
-  if (v === null || v === undefined) return '-';
-  if (metric === 'totalCost' || metric === 'barrierIdleCost' || metric === 'peakCostPerHour')
-    return `$${v.toFixed(2)}`;
-  return v.toFixed(3);
 }
 
 /**
@@ -173,9 +137,9 @@ export function armsText(report: ArmsReport): string {
     ];
     const rows = report.seeds.map((seed, i) => [
       String(seed),
-      ...(report.capShare === null ? [] : [figure('peakCostPerHour', report.capBySeed[i])]),
-      figure('totalCost', base[i]?.totalCost),
-      figure('totalCost', runs[i]?.totalCost),
+      ...(report.capShare === null ? [] : [metricFigure('peakCostPerHour', report.capBySeed[i])]),
+      metricFigure('totalCost', base[i]?.totalCost),
+      metricFigure('totalCost', runs[i]?.totalCost),
       ...differences.map((d) => signedPercent(d.percentBySeed[i] ?? null)),
     ]);
     out.push(`${arm.name} against ${report.baseline}: ${arm.args.join(' ')}`, formatTable(headers, rows));
@@ -186,19 +150,9 @@ export function armsText(report: ArmsReport): string {
           `${signedPercent(d.minPercent)} to ${signedPercent(d.maxPercent)}, lower on ${d.lowerOn} of ${d.seeds}`,
       );
     }
-    if (report.capShare !== null) {
-      const shares = runs
-        .map((r, i) => {
-          const cap = report.capBySeed[i];
-          const peak = r.peakCostPerHour;
-          return cap === null || cap === undefined || peak === null || peak === undefined ? null : peak / cap;
-        })
-        .filter((x): x is number => x !== null);
-      if (shares.length > 0)
-        out.push(
-          `  peak ÷ cap     ${(100 * Math.min(...shares)).toFixed(2)}% to ${(100 * Math.max(...shares)).toFixed(2)}%`,
-        );
-    }
+    const peak = peakShareRange(report, arm.name);
+    if (peak !== null)
+      out.push(`  peak ÷ cap     ${(100 * peak.min).toFixed(2)}% to ${(100 * peak.max).toFixed(2)}%`);
     out.push('');
   }
   return `${out.join('\n')}\n`;
@@ -302,7 +256,17 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
     progress.stop();
   }
   process.stdout.write(o.json === true ? `${JSON.stringify(report)}\n` : armsText(report));
+  if (o.out !== undefined) {
+    await mkdir(o.out, { recursive: true });
+    const json = join(o.out, ARMS_FILES.json);
+    const html = join(o.out, ARMS_FILES.html);
+    await writeFile(json, `${JSON.stringify(report)}\n`, 'utf8');
+    await writeFile(html, armsHtml(report), 'utf8');
+    process.stderr.write(`report written: ${json}, ${html}\n`);
+  }
 }
+
+export const ARMS_FILES = { json: 'arms.json', html: 'arms.html' } as const;
 
 /**
  * `fleetwise bench arms`: run simulate arms on several seeds of a trace and compare each with the first, seed by
@@ -330,6 +294,10 @@ export function registerBenchArms(bench: Command): Command {
     )
     .option('--parallel <n>', 'runs at once (default: available cores)')
     .option('--json', 'print one JSON object instead of tables')
+    .option(
+      '--out <dir>',
+      'also write arms.json and arms.html (charts of the per-seed differences) into this directory',
+    )
     .action(async (raw: RawArmsOptions) => {
       await benchArms(raw);
     });

@@ -1,0 +1,264 @@
+import type { BarSeriesOption, EChartsOption } from 'echarts';
+import { chartHtml, fmt, type Chart } from '../report/chart.js';
+import { escapeXml } from '../report/escape.js';
+import { BASE_STYLE, dataTable, htmlPage, type TableColumn } from '../sim/report/page.js';
+import {
+  METRIC_LABELS,
+  metricFigure,
+  peakShareRange,
+  signedPercent,
+  type Arm,
+  type ArmsReport,
+} from './arms-report.js';
+import type { ComparedMetric, PairedDifference } from './paired-arms.js';
+
+/**
+ * arms.html (`bench arms --out`): self-contained like report.html. Per compared arm, a sentence of what it changed on
+ * average, small multiples of its per-seed differences (one panel per metric, each on its own scale: a cost moving by
+ * a percent and a barrier-idle cost falling by 97% do not share an axis), and the per-seed table.
+ */
+
+const WIDTH = 1120;
+const COLUMNS = 4;
+const PANEL_HEIGHT = 170;
+const GAP_Y = 70;
+const TOP = 36;
+const LOWER = '#2a9d5b';
+const HIGHER = '#d1495b';
+const NEUTRAL = '#4c78a8';
+/** Under a cap the point is to use it, so a higher peak is neither good nor bad: drawn neutral. */
+const SIGNLESS: ReadonlySet<ComparedMetric> = new Set(['peakCostPerHour']);
+
+function barColor(metric: ComparedMetric, p: number): string {
+  if (SIGNLESS.has(metric) || p === 0) return NEUTRAL;
+  return p < 0 ? LOWER : HIGHER;
+}
+
+/** The lead: what the arm did to cost and mean JCT on average, and its peak against the caps. */
+export function armSentence(report: ArmsReport, arm: Arm, differences: readonly PairedDifference[]): string {
+  const clause = (d: PairedDifference): string => {
+    const se = d.standardError === null ? '' : ` (standard error ${d.standardError.toFixed(2)})`;
+    return `${METRIC_LABELS[d.metric]} ${signedPercent(d.meanPercent)}${se}, lower on ${d.lowerOn} of ${d.seeds}`;
+  };
+  const lead = differences.filter((d) => d.metric === 'totalCost' || d.metric === 'meanJctHours').map(clause);
+  const peak = peakShareRange(report, arm.name);
+  const capped =
+    peak === null
+      ? ''
+      : ` Its peak was ${(100 * peak.min).toFixed(2)}–${(100 * peak.max).toFixed(2)}% of the cap.`;
+  const seeds = `${report.seeds.length} seed${report.seeds.length === 1 ? '' : 's'}`;
+  return `Against ${report.baseline} on ${seeds}, on average: ${lead.join('; ')}.${capped}`;
+}
+
+const SUMMARY_COLUMNS: readonly TableColumn<PairedDifference>[] = [
+  {
+    header: 'metric',
+    description: 'What was compared.',
+    numeric: false,
+    cell: (d) => METRIC_LABELS[d.metric],
+  },
+  {
+    header: 'mean Δ',
+    description: "Mean over the seeds of the arm's difference, in percent of the baseline's value.",
+    numeric: true,
+    cell: (d) => signedPercent(d.meanPercent),
+  },
+  {
+    header: 'standard error',
+    description: 'Standard error of that mean (sample standard deviation / √seeds), in percentage points.',
+    numeric: true,
+    cell: (d) => (d.standardError === null ? '-' : d.standardError.toFixed(2)),
+  },
+  {
+    header: 'lowest',
+    description: 'The lowest difference of a seed.',
+    numeric: true,
+    cell: (d) => signedPercent(d.minPercent),
+  },
+  {
+    header: 'highest',
+    description: 'The highest difference of a seed.',
+    numeric: true,
+    cell: (d) => signedPercent(d.maxPercent),
+  },
+  {
+    header: 'lower on',
+    description:
+      'Seeds on which the arm came out lower than the baseline, of the seeds that measured the metric.',
+    numeric: true,
+    cell: (d) => `${d.lowerOn} of ${d.seeds}`,
+  },
+];
+
+function differencesChart(report: ArmsReport, arm: Arm, differences: readonly PairedDifference[]): Chart {
+  const rows = Math.ceil(differences.length / COLUMNS);
+  const panelWidth = (WIDTH - 60 - 30 * (COLUMNS - 1) - 20) / COLUMNS;
+  const seeds = report.seeds.map(String);
+  const grid: NonNullable<EChartsOption['grid']> = [];
+  const xAxis: NonNullable<EChartsOption['xAxis']> = [];
+  const yAxis: NonNullable<EChartsOption['yAxis']> = [];
+  const title: NonNullable<EChartsOption['title']> = [];
+  const series: BarSeriesOption[] = [];
+  differences.forEach((d, i) => {
+    const left = 60 + (i % COLUMNS) * (panelWidth + 30);
+    const top = TOP + Math.floor(i / COLUMNS) * (PANEL_HEIGHT + GAP_Y);
+    grid.push({ left, top, width: panelWidth, height: PANEL_HEIGHT, containLabel: false });
+    title.push({
+      text: `Δ ${METRIC_LABELS[d.metric]} (%)`,
+      left: left + panelWidth / 2,
+      top: top - 26,
+      textAlign: 'center',
+      textStyle: { fontSize: 13, fontWeight: 600, color: '#333' },
+    });
+    xAxis.push({
+      gridIndex: i,
+      type: 'category',
+      data: seeds,
+      name: 'seed',
+      nameLocation: 'middle',
+      nameGap: 22,
+      axisLabel: { fontSize: 10, hideOverlap: true },
+      axisTick: { show: false },
+    });
+    yAxis.push({
+      gridIndex: i,
+      type: 'value',
+      axisLabel: { fontSize: 10 },
+      splitLine: { lineStyle: { color: '#eee' } },
+    });
+    const mean = d.meanPercent;
+    const se = d.standardError;
+    series.push({
+      type: 'bar',
+      name: METRIC_LABELS[d.metric],
+      xAxisIndex: i,
+      yAxisIndex: i,
+      barMaxWidth: 18,
+      data: d.percentBySeed.map((p) =>
+        p === null ? null : { value: p, itemStyle: { color: barColor(d.metric, p) } },
+      ),
+      tooltip: { valueFormatter: fmt('percent') },
+      ...(mean === null
+        ? {}
+        : {
+            markLine: {
+              silent: true,
+              symbol: 'none',
+              lineStyle: { color: '#222', type: 'dashed', width: 1.5 },
+              label: {
+                formatter: `mean ${signedPercent(mean)}`,
+                position: 'insideEndTop',
+                fontSize: 10,
+                backgroundColor: 'rgba(255, 255, 255, 0.85)',
+                padding: [1, 3],
+              },
+              data: [{ yAxis: mean }],
+            },
+          }),
+      ...(mean === null || se === null
+        ? {}
+        : {
+            markArea: {
+              silent: true,
+              itemStyle: { color: 'rgba(0, 0, 0, 0.07)' },
+              data: [[{ yAxis: mean - se }, { yAxis: mean + se }]],
+            },
+          }),
+    });
+  });
+  return {
+    id: `arms-${arm.name}`,
+    title: `${arm.name} against ${report.baseline}: difference per seed, in percent of ${report.baseline}`,
+    width: WIDTH,
+    height: TOP + rows * (PANEL_HEIGHT + GAP_Y) - 20,
+    option: { grid, xAxis, yAxis, title, series, tooltip: { trigger: 'item', confine: true } },
+  };
+}
+
+interface SeedRow {
+  readonly index: number;
+  readonly seed: number;
+}
+
+function seedTable(report: ArmsReport, arm: Arm, differences: readonly PairedDifference[]): string {
+  const base = report.runs[report.baseline] ?? [];
+  const runs = report.runs[arm.name] ?? [];
+  const columns: TableColumn<SeedRow>[] = [
+    {
+      header: 'seed',
+      description: 'Seed of the generated trace.',
+      numeric: true,
+      cell: (r) => String(r.seed),
+    },
+    ...(report.capShare === null
+      ? []
+      : [
+          {
+            header: 'cap $/h',
+            description: `The run's --cap-dollars-per-hour: ${report.capShare} × the seed's uncapped peak $/h.`,
+            numeric: true,
+            cell: (r: SeedRow) => metricFigure('peakCostPerHour', report.capBySeed[r.index]),
+          },
+        ]),
+    {
+      header: `cost ${report.baseline}`,
+      description: `Total cost of the baseline arm (${report.baseline}).`,
+      numeric: true,
+      cell: (r) => metricFigure('totalCost', base[r.index]?.totalCost),
+    },
+    {
+      header: `cost ${arm.name}`,
+      description: `Total cost of ${arm.name}.`,
+      numeric: true,
+      cell: (r) => metricFigure('totalCost', runs[r.index]?.totalCost),
+    },
+    ...differences.map((d) => ({
+      header: `Δ ${METRIC_LABELS[d.metric]}`,
+      description: `${arm.name}'s ${METRIC_LABELS[d.metric]} against ${report.baseline}'s, in percent of ${report.baseline}'s.`,
+      numeric: true,
+      cell: (r: SeedRow) => signedPercent(d.percentBySeed[r.index] ?? null),
+    })),
+  ];
+  return dataTable(
+    `table-${arm.name}`,
+    columns,
+    report.seeds.map((seed, index) => ({ seed, index })),
+  );
+}
+
+export function armsHtml(report: ArmsReport): string {
+  const compared = report.arms.slice(1);
+  const sections = compared.map((arm) => {
+    const differences = report.comparisons[arm.name] ?? [];
+    const chart = differencesChart(report, arm, differences);
+    return (
+      `<section id="arm-${escapeXml(arm.name)}"><h2>${escapeXml(`${arm.name} against ${report.baseline}`)}</h2>` +
+      `<p class="lead">${escapeXml(armSentence(report, arm, differences))}</p>` +
+      `<figure><h3>${escapeXml(chart.title)}</h3>${chartHtml(chart)}<figcaption>${escapeXml(
+        'One bar per seed: green lower than the baseline, red higher (peak $/h in blue: under a cap, using it is ' +
+          'the point). Dashed: the mean difference; shaded: ± its standard error. A seed without a bar did not ' +
+          'measure the metric, or the baseline was 0.',
+      )}</figcaption></figure>` +
+      `<h3>Over the seeds</h3>${dataTable(`summary-${arm.name}`, SUMMARY_COLUMNS, differences)}` +
+      `<h3>Seed by seed</h3>${seedTable(report, arm, differences)}</section>`
+    );
+  });
+  const settings: Record<string, string | number> = {
+    seeds: report.seeds.join(', '),
+    common: report.common.join(' '),
+    ...Object.fromEntries(
+      report.arms.map((a, i) => [`arm ${a.name}${i === 0 ? ' (baseline)' : ''}`, a.args.join(' ')]),
+    ),
+    'cap share': report.capShare === null ? 'none (the arms set their own caps, if any)' : report.capShare,
+  };
+  return htmlPage(
+    {
+      title: 'fleetwise bench arms',
+      heading: `fleetwise bench arms: ${compared.map((a) => a.name).join(', ')} against ${report.baseline}`,
+      style: BASE_STYLE,
+      bundle: 'full',
+    },
+    settings,
+    sections,
+  );
+}

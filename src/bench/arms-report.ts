@@ -1,0 +1,59 @@
+import type { ArmFigures, ComparedMetric, PairedDifference } from './paired-arms.js';
+
+/** `bench arms`' report: what `--json` prints, and its text. */
+/** An arm: its name and its simulate flags. */
+export interface Arm {
+  readonly name: string;
+  readonly args: readonly string[];
+}
+
+/** What `bench arms --json` prints. */
+export interface ArmsReport {
+  readonly seeds: readonly number[];
+  readonly common: readonly string[];
+  readonly arms: readonly Arm[];
+  /** The first arm: every other is compared with it. */
+  readonly baseline: string;
+  /** With --cap-share: the share, and per seed the uncapped peak $/h and the cap it gave. */
+  readonly capShare: number | null;
+  readonly uncappedPeakBySeed: readonly (number | null)[];
+  readonly capBySeed: readonly (number | null)[];
+  /** Per arm, per seed in `seeds` order: the run's `simulate --json` record. */
+  readonly runs: Readonly<Record<string, readonly ArmFigures[]>>;
+  /** Per arm other than the baseline: its paired differences. */
+  readonly comparisons: Readonly<Record<string, readonly PairedDifference[]>>;
+}
+
+export const METRIC_LABELS: Record<ComparedMetric, string> = {
+  totalCost: 'cost',
+  meanJctHours: 'mean JCT',
+  medianJctHours: 'median JCT',
+  p99JctHours: 'p99 JCT',
+  barrierIdleCost: 'barrier-idle $',
+  migrationsPerJob: 'moves/job',
+  peakCostPerHour: 'peak $/h',
+};
+
+export function signedPercent(p: number | null, digits = 2): string {
+  if (p === null) return '-';
+  return `${p > 0 ? '+' : ''}${p.toFixed(digits)}%`;
+}
+
+export function metricFigure(metric: ComparedMetric, v: number | null | undefined): string {
+  if (v === null || v === undefined) return '-';
+  if (metric === 'totalCost' || metric === 'barrierIdleCost' || metric === 'peakCostPerHour')
+    return `$${v.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+  return v.toFixed(3);
+}
+
+/** The arm's peak $/h as a share of each seed's cap: the lowest and highest, or null without caps. */
+export function peakShareRange(report: ArmsReport, arm: string): { min: number; max: number } | null {
+  const shares = (report.runs[arm] ?? [])
+    .map((r, i) => {
+      const cap = report.capBySeed[i];
+      const peak = r.peakCostPerHour;
+      return cap === null || cap === undefined || peak === null || peak === undefined ? null : peak / cap;
+    })
+    .filter((x): x is number => x !== null);
+  return shares.length === 0 ? null : { min: Math.min(...shares), max: Math.max(...shares) };
+}

@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { armSentence, armsHtml } from '../../src/bench/arms-html.js';
+import { armsFixture } from './arms-fixture.js';
+
+describe('arms.html', () => {
+  const report = armsFixture();
+
+  it('leads each compared arm with its mean cost and JCT differences and its peak against the caps', () => {
+    const b = report.arms[1];
+    if (b === undefined) throw new Error('fixture');
+    // Cost −1, +2, 0, −2%: mean −0.25%; squared deviations 0.5625 + 5.0625 + 0.0625 + 3.0625 = 8.75, sample sd
+    // √(8.75 / 3) = 1.708, SE 1.708 / √4 = 0.854.
+    expect(armSentence(report, b, report.comparisons['b'] ?? [])).toBe(
+      'Against a on 4 seeds, on average: cost -0.25% (standard error 0.85), lower on 2 of 4; ' +
+        'mean JCT -50.00% (standard error 0.00), lower on 4 of 4. Its peak was 99.90–99.90% of the cap.',
+    );
+  });
+
+  it('draws one chart per compared arm with a panel per metric both runs measured, and the tables', () => {
+    const html = armsHtml(report);
+    expect(html).toContain('<h1>fleetwise bench arms: b, c against a</h1>');
+    expect(html.match(/<div class="chart" id="arms-[bc]"/g)).toHaveLength(2);
+    // b: cost, mean JCT, barrier-idle, peak; c has no barrier-idle cost.
+    const panels = (id: string) =>
+      (
+        html
+          .split(`data-chart="${id}">`)[1]
+          ?.split('</script>')[0]
+          ?.match(/"text":"Δ [^"]+"/g) ?? []
+      ).join(', ');
+    expect(panels('arms-b')).toBe(
+      '"text":"Δ cost (%)", "text":"Δ mean JCT (%)", "text":"Δ barrier-idle $ (%)", "text":"Δ peak $/h (%)"',
+    );
+    expect(panels('arms-c')).toBe('"text":"Δ cost (%)", "text":"Δ mean JCT (%)", "text":"Δ peak $/h (%)"');
+    expect(html).toContain('id="summary-b"');
+    expect(html).toMatch(/<td class="num">\$2,040\.00<\/td>/);
+    expect(html).toContain('--queue srpt --co-start on');
+  });
+});
