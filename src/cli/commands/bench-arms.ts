@@ -1,10 +1,9 @@
 import type { Command } from 'commander';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { armsHtml } from '../../bench/arms-html.js';
 import { parse as parseShellWords } from 'shell-quote';
 import { z } from 'zod';
-import { pairedDifferences, type ArmFigures, type PairedDifference } from '../../bench/paired-arms.js';
+import { armsHtml } from '../../bench/arms-html.js';
 import {
   METRIC_LABELS,
   metricFigure,
@@ -13,6 +12,7 @@ import {
   type Arm,
   type ArmsReport,
 } from '../../bench/arms-report.js';
+import { pairedDifferences, type ArmFigures, type PairedDifference } from '../../bench/paired-arms.js';
 import { ValidationError } from '../../core/validation.js';
 import { runRecord } from '../../sim/report/normalize.js';
 import { defaultParallelism, runInWorkers } from '../../sim/run-pool.js';
