@@ -278,7 +278,10 @@ export function registerBenchArms(bench: Command): Command {
     .description(
       'compare simulate arms on several seeds: per-seed differences from the first arm, their mean, standard error and signs',
     )
-    .requiredOption('--seeds <list>', 'seeds of the generated trace, e.g. 4-19 or 4,7,9')
+    .requiredOption(
+      '--seeds <list>',
+      "each run's --seed: the generated trace's, and the simulated network's and spot market's (e.g. 4-19 or 4,7,9)",
+    )
     .requiredOption(
       '--arm <name=flags>',
       'an arm: a name and its simulate flags, e.g. "srpt=--queue srpt --co-start on" (repeatable, at least two; the first is the baseline)',
