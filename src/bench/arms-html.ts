@@ -26,8 +26,10 @@ const TOP = 36;
 const LOWER = '#2a9d5b';
 const HIGHER = '#d1495b';
 const NEUTRAL = '#4c78a8';
-/** Under a cap the point is to use it, so a higher peak is neither good nor bad: drawn neutral. */
-const SIGNLESS: ReadonlySet<ComparedMetric> = new Set(['peakCostPerHour']);
+/**
+ * Neither good nor bad when higher: under a cap the point is to use it (peak), and spot share is a means, not an end.
+ */
+const SIGNLESS: ReadonlySet<ComparedMetric> = new Set(['peakCostPerHour', 'spotShare']);
 
 function barColor(metric: ComparedMetric, p: number): string {
   if (SIGNLESS.has(metric) || p === 0) return NEUTRAL;
@@ -235,8 +237,8 @@ export function armsHtml(report: ArmsReport): string {
       `<section id="arm-${escapeXml(arm.name)}"><h2>${escapeXml(`${arm.name} against ${report.baseline}`)}</h2>` +
       `<p class="lead">${escapeXml(armSentence(report, arm, differences))}</p>` +
       `<figure><h3>${escapeXml(chart.title)}</h3>${chartHtml(chart)}<figcaption>${escapeXml(
-        'One bar per seed: green lower than the baseline, red higher (peak $/h in blue: under a cap, using it is ' +
-          'the point). Dashed: the mean difference; shaded: ± its standard error. A seed without a bar did not ' +
+        'One bar per seed: green lower than the baseline, red higher (peak $/h and spot share in blue: neither is ' +
+          'better lower). Dashed: the mean difference; shaded: ± its standard error. A seed without a bar did not ' +
           'measure the metric, or the baseline was 0.',
       )}</figcaption></figure>` +
       `<h3>Over the seeds</h3>${dataTable(`summary-${arm.name}`, SUMMARY_COLUMNS, differences)}` +

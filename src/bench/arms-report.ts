@@ -32,6 +32,8 @@ export const METRIC_LABELS: Record<ComparedMetric, string> = {
   barrierIdleCost: 'barrier-idle $',
   migrationsPerJob: 'moves/job',
   peakCostPerHour: 'peak $/h',
+  lostWorkHours: 'lost work',
+  spotShare: 'spot share',
 };
 
 export function signedPercent(p: number | null, digits = 2): string {

@@ -5,7 +5,7 @@
  * error, and on how many seeds it came out lower.
  */
 
-/** The figures compared, as `simulate --json` names them. Absent ones (no queue, no starts) are left out. */
+/** The figures compared, as `simulate --json` names them. Absent ones (no queue, no starts, no spot) are left out. */
 export const COMPARED_METRICS = [
   'totalCost',
   'meanJctHours',
@@ -14,6 +14,8 @@ export const COMPARED_METRICS = [
   'barrierIdleCost',
   'migrationsPerJob',
   'peakCostPerHour',
+  'lostWorkHours',
+  'spotShare',
 ] as const;
 export type ComparedMetric = (typeof COMPARED_METRICS)[number];
 

@@ -41,6 +41,24 @@ describe('paired differences of simulation arms over seeds', () => {
     expect(barrier?.standardError).toBeNull();
   });
 
+  it('compares spot runs on lost work and spot share, leaving out a seed whose baseline lost nothing', () => {
+    const differences = pairedDifferences(
+      [
+        { lostWorkHours: 0, spotShare: 1 },
+        { lostWorkHours: 4, spotShare: 0.5 },
+      ],
+      [
+        { lostWorkHours: 2, spotShare: 0.9 },
+        { lostWorkHours: 1, spotShare: 0.6 },
+      ],
+    );
+    expect(differences.map((d) => d.metric)).toEqual(['lostWorkHours', 'spotShare']);
+    expect(differences[0]?.percentBySeed).toEqual([null, -75]);
+    const [fewer, more] = differences[1]?.percentBySeed ?? [];
+    expect(fewer).toBeCloseTo(-10, 12);
+    expect(more).toBeCloseTo(20, 12);
+  });
+
   it('refuses runs that are not paired', () => {
     expect(() => pairedDifferences([{ totalCost: 1 }], [])).toThrow(/differ in number/);
   });
