@@ -136,6 +136,11 @@ describe('fleetwise bench arms', () => {
         /--cap-dollars-per-hour: with --cap-share the cap is the share/,
       ],
       [['--seeds', '5', '--arm', 'a=--queue fifo | rm -rf x', '--arm', 'b='], /no shell operators/],
+      // A file where the output directory should be: refused before any run, not after all of them.
+      [
+        ['--seeds', '5', '--arm', 'a=', '--arm', 'b=', '--out', 'package.json/arms'],
+        /--out\n\s+- cannot make package\.json\/arms: /,
+      ],
     ];
     for (const [args, message] of cases) {
       const r = await runCli([...base, ...args]);

@@ -193,6 +193,14 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
       a.name,
     );
 
+  // Before the runs: a directory that cannot be made would otherwise lose them.
+  if (o.out !== undefined)
+    await mkdir(o.out, { recursive: true }).catch((e: unknown) => {
+      throw new ValidationError('--out', [
+        `cannot make ${o.out}: ${e instanceof Error ? e.message : String(e)}`,
+      ]);
+    });
+
   const requests: RunRequest[] = [];
   // Uncapped reference runs first (the common flags alone), so that each seed's cap is known.
   if (capShare !== null)
@@ -257,7 +265,6 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
   }
   process.stdout.write(o.json === true ? `${JSON.stringify(report)}\n` : armsText(report));
   if (o.out !== undefined) {
-    await mkdir(o.out, { recursive: true });
     const json = join(o.out, ARMS_FILES.json);
     const html = join(o.out, ARMS_FILES.html);
     await writeFile(json, `${JSON.stringify(report)}\n`, 'utf8');
