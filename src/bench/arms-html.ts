@@ -1,10 +1,11 @@
 import type { BarSeriesOption, EChartsOption } from 'echarts';
 import { chartHtml, fmt, type Chart } from '../report/chart.js';
 import { escapeXml } from '../report/escape.js';
+import { panelBox, WIDTH, type PanelGrid } from '../sim/report/chart-kit.js';
 import { BASE_STYLE, dataTable, htmlPage, type TableColumn } from '../sim/report/page.js';
 import {
   METRIC_LABELS,
-  metricFigure,
+  dollarsOrDash,
   peakShareRange,
   signedPercent,
   type Arm,
@@ -18,11 +19,8 @@ import type { ComparedMetric, PairedDifference } from './paired-arms.js';
  * a percent and a barrier-idle cost falling by 97% do not share an axis), and the per-seed table.
  */
 
-const WIDTH = 1120;
-const COLUMNS = 4;
-const PANEL_HEIGHT = 170;
-const GAP_Y = 70;
-const TOP = 36;
+/** One panel per metric, four to a row; room above each for its title, below for the seed axis. */
+const PANELS: PanelGrid = { columns: 4, panelHeight: 170, left: 60, top: 36, gapX: 30, gapY: 70, right: 20 };
 const LOWER = '#2a9d5b';
 const HIGHER = '#d1495b';
 const NEUTRAL = '#4c78a8';
@@ -93,8 +91,7 @@ const SUMMARY_COLUMNS: readonly TableColumn<PairedDifference>[] = [
 ];
 
 function differencesChart(report: ArmsReport, arm: Arm, differences: readonly PairedDifference[]): Chart {
-  const rows = Math.ceil(differences.length / COLUMNS);
-  const panelWidth = (WIDTH - 60 - 30 * (COLUMNS - 1) - 20) / COLUMNS;
+  const rows = Math.ceil(differences.length / PANELS.columns);
   const seeds = report.seeds.map(String);
   const grid: NonNullable<EChartsOption['grid']> = [];
   const xAxis: NonNullable<EChartsOption['xAxis']> = [];
@@ -102,12 +99,11 @@ function differencesChart(report: ArmsReport, arm: Arm, differences: readonly Pa
   const title: NonNullable<EChartsOption['title']> = [];
   const series: BarSeriesOption[] = [];
   differences.forEach((d, i) => {
-    const left = 60 + (i % COLUMNS) * (panelWidth + 30);
-    const top = TOP + Math.floor(i / COLUMNS) * (PANEL_HEIGHT + GAP_Y);
-    grid.push({ left, top, width: panelWidth, height: PANEL_HEIGHT, containLabel: false });
+    const { left, top, width, height } = panelBox(PANELS, i);
+    grid.push({ left, top, width, height, containLabel: false });
     title.push({
       text: `Δ ${METRIC_LABELS[d.metric]} (%)`,
-      left: left + panelWidth / 2,
+      left: left + width / 2,
       top: top - 26,
       textAlign: 'center',
       textStyle: { fontSize: 13, fontWeight: 600, color: '#333' },
@@ -172,7 +168,7 @@ function differencesChart(report: ArmsReport, arm: Arm, differences: readonly Pa
     id: `arms-${arm.name}`,
     title: `${arm.name} against ${report.baseline}: difference per seed, in percent of ${report.baseline}`,
     width: WIDTH,
-    height: TOP + rows * (PANEL_HEIGHT + GAP_Y) - 20,
+    height: PANELS.top + rows * (PANELS.panelHeight + PANELS.gapY) - 20,
     option: { grid, xAxis, yAxis, title, series, tooltip: { trigger: 'item', confine: true } },
   };
 }
@@ -199,20 +195,20 @@ function seedTable(report: ArmsReport, arm: Arm, differences: readonly PairedDif
             header: 'cap $/h',
             description: `The run's --cap-dollars-per-hour: ${report.capShare} × the seed's uncapped peak $/h.`,
             numeric: true,
-            cell: (r: SeedRow) => metricFigure('peakCostPerHour', report.capBySeed[r.index]),
+            cell: (r: SeedRow) => dollarsOrDash(report.capBySeed[r.index]),
           },
         ]),
     {
       header: `cost ${report.baseline}`,
       description: `Total cost of the baseline arm (${report.baseline}).`,
       numeric: true,
-      cell: (r) => metricFigure('totalCost', base[r.index]?.totalCost),
+      cell: (r) => dollarsOrDash(base[r.index]?.totalCost),
     },
     {
       header: `cost ${arm.name}`,
       description: `Total cost of ${arm.name}.`,
       numeric: true,
-      cell: (r) => metricFigure('totalCost', runs[r.index]?.totalCost),
+      cell: (r) => dollarsOrDash(runs[r.index]?.totalCost),
     },
     ...differences.map((d) => ({
       header: `Δ ${METRIC_LABELS[d.metric]}`,

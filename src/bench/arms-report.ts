@@ -1,3 +1,4 @@
+import { money } from '../sim/report/format.js';
 import type { ArmFigures, ComparedMetric, PairedDifference } from './paired-arms.js';
 
 /** `bench arms`' report: what `--json` prints, and its text. */
@@ -41,11 +42,9 @@ export function signedPercent(p: number | null, digits = 2): string {
   return `${p > 0 ? '+' : ''}${p.toFixed(digits)}%`;
 }
 
-export function metricFigure(metric: ComparedMetric, v: number | null | undefined): string {
-  if (v === null || v === undefined) return '-';
-  if (metric === 'totalCost' || metric === 'barrierIdleCost' || metric === 'peakCostPerHour')
-    return `$${v.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
-  return v.toFixed(3);
+/** A dollar figure of the tables (cost, cap) as the summary tables print money; `-` when absent. */
+export function dollarsOrDash(v: number | null | undefined): string {
+  return v === null || v === undefined ? '-' : `$${money(v)}`;
 }
 
 /** The arm's peak $/h as a share of each seed's cap: the lowest and highest, or null without caps. */

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { armsHtml } from '../../bench/arms-html.js';
 import {
   METRIC_LABELS,
-  metricFigure,
+  dollarsOrDash,
   peakShareRange,
   signedPercent,
   type Arm,
@@ -137,9 +137,9 @@ export function armsText(report: ArmsReport): string {
     ];
     const rows = report.seeds.map((seed, i) => [
       String(seed),
-      ...(report.capShare === null ? [] : [metricFigure('peakCostPerHour', report.capBySeed[i])]),
-      metricFigure('totalCost', base[i]?.totalCost),
-      metricFigure('totalCost', runs[i]?.totalCost),
+      ...(report.capShare === null ? [] : [dollarsOrDash(report.capBySeed[i])]),
+      dollarsOrDash(base[i]?.totalCost),
+      dollarsOrDash(runs[i]?.totalCost),
       ...differences.map((d) => signedPercent(d.percentBySeed[i] ?? null)),
     ]);
     out.push(`${arm.name} against ${report.baseline}: ${arm.args.join(' ')}`, formatTable(headers, rows));
