@@ -5,8 +5,11 @@ import { panelBox, WIDTH, type PanelGrid } from '../sim/report/chart-kit.js';
 import { BASE_STYLE, dataTable, htmlPage, type TableColumn } from '../sim/report/page.js';
 import {
   METRIC_LABELS,
+  confidenceText,
   dollarsOrDash,
   peakShareRange,
+  pValueText,
+  significant,
   signedPercent,
   type Arm,
   type ArmsReport,
@@ -34,11 +37,24 @@ function barColor(metric: ComparedMetric, p: number): string {
   return p < 0 ? LOWER : HIGHER;
 }
 
+/** The p-values there are: `0.36 by t-test, 0.45 by sign test`. */
+function pValues(d: PairedDifference): string {
+  const parts = [
+    ...(d.tTestP === null ? [] : [`${pValueText(d.tTestP)} by t-test`]),
+    ...(d.signTestP === null ? [] : [`${pValueText(d.signTestP)} by sign test`]),
+  ];
+  return parts.length === 0 ? '-' : parts.join(', ');
+}
+
 /** The lead: what the arm did to cost and mean JCT on average, and its peak against the caps. */
 export function armSentence(report: ArmsReport, arm: Arm, differences: readonly PairedDifference[]): string {
   const clause = (d: PairedDifference): string => {
-    const se = d.standardError === null ? '' : ` (standard error ${d.standardError.toFixed(2)})`;
-    return `${METRIC_LABELS[d.metric]} ${signedPercent(d.meanPercent)}${se}, lower on ${d.lowerOn} of ${d.seeds}`;
+    const verdict = significant(d);
+    const spread =
+      verdict === null
+        ? ''
+        : ` (95% interval ${confidenceText(d)}: ${verdict ? 'more than noise' : 'within noise'}; p ${pValues(d)})`;
+    return `${METRIC_LABELS[d.metric]} ${signedPercent(d.meanPercent)}${spread}, lower on ${d.lowerOn} of ${d.seeds}`;
   };
   const lead = differences.filter((d) => d.metric === 'totalCost' || d.metric === 'meanJctHours').map(clause);
   const peak = peakShareRange(report, arm.name);
@@ -68,6 +84,28 @@ const SUMMARY_COLUMNS: readonly TableColumn<PairedDifference>[] = [
     description: 'Standard error of that mean (sample standard deviation / √seeds), in percentage points.',
     numeric: true,
     cell: (d) => (d.standardError === null ? '-' : d.standardError.toFixed(2)),
+  },
+  {
+    header: '95% interval',
+    description:
+      "95% confidence interval of the mean difference (Student's t over the seeds); when it holds 0, the arm is not " +
+      'told apart from the baseline.',
+    numeric: true,
+    cell: confidenceText,
+  },
+  {
+    header: 'p (t-test)',
+    description: 'Two-sided p-value of the paired t-test that the mean difference is 0.',
+    numeric: true,
+    cell: (d) => pValueText(d.tTestP),
+  },
+  {
+    header: 'p (sign test)',
+    description:
+      'Two-sided p-value of the exact sign test: how unlikely so lopsided a count of lower and higher seeds is by ' +
+      'chance. It ignores how far each seed moved, so one far-off seed cannot sway it.',
+    numeric: true,
+    cell: (d) => pValueText(d.signTestP),
   },
   {
     header: 'lowest',
@@ -125,7 +163,7 @@ function differencesChart(report: ArmsReport, arm: Arm, differences: readonly Pa
       splitLine: { lineStyle: { color: '#eee' } },
     });
     const mean = d.meanPercent;
-    const se = d.standardError;
+    const interval = d.confidence95;
     series.push({
       type: 'bar',
       name: METRIC_LABELS[d.metric],
@@ -153,13 +191,13 @@ function differencesChart(report: ArmsReport, arm: Arm, differences: readonly Pa
               data: [{ yAxis: mean }],
             },
           }),
-      ...(mean === null || se === null
+      ...(interval === null
         ? {}
         : {
             markArea: {
               silent: true,
               itemStyle: { color: 'rgba(0, 0, 0, 0.07)' },
-              data: [[{ yAxis: mean - se }, { yAxis: mean + se }]],
+              data: [[{ yAxis: interval.low }, { yAxis: interval.high }]],
             },
           }),
     });
@@ -234,7 +272,7 @@ export function armsHtml(report: ArmsReport): string {
       `<p class="lead">${escapeXml(armSentence(report, arm, differences))}</p>` +
       `<figure><h3>${escapeXml(chart.title)}</h3>${chartHtml(chart)}<figcaption>${escapeXml(
         'One bar per seed: green lower than the baseline, red higher (peak $/h and spot share in blue: neither is ' +
-          'better lower). Dashed: the mean difference; shaded: ± its standard error. A seed without a bar did not ' +
+          'better lower). Dashed: the mean difference; shaded: its 95% confidence interval. A seed without a bar did not ' +
           'measure the metric, or the baseline was 0.',
       )}</figcaption></figure>` +
       `<h3>Over the seeds</h3>${dataTable(`summary-${arm.name}`, SUMMARY_COLUMNS, differences)}` +

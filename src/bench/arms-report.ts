@@ -42,6 +42,29 @@ export function signedPercent(p: number | null, digits = 2): string {
   return `${p > 0 ? '+' : ''}${p.toFixed(digits)}%`;
 }
 
+/** A p-value as the tables print it: two decimals, three below 0.01, `<0.001` below that; `-` when absent. */
+export function pValueText(p: number | null): string {
+  if (p === null) return '-';
+  if (p < 0.001) return '<0.001';
+  return p < 0.01 ? p.toFixed(3) : p.toFixed(2);
+}
+
+/** The 95% confidence interval of a mean difference, in percent: `-0.68% to +0.26%`; `-` below two seeds. */
+export function confidenceText(d: PairedDifference): string {
+  return d.confidence95 === null
+    ? '-'
+    : `${signedPercent(d.confidence95.low)} to ${signedPercent(d.confidence95.high)}`;
+}
+
+/**
+ * Whether the mean difference is told apart from none at the 5% level: its 95% interval leaves out 0. Null below two
+ * seeds.
+ */
+export function significant(d: PairedDifference): boolean | null {
+  if (d.confidence95 === null) return null;
+  return d.confidence95.low > 0 || d.confidence95.high < 0;
+}
+
 /** A dollar figure of the tables (cost, cap) as the summary tables print money; `-` when absent. */
 export function dollarsOrDash(v: number | null | undefined): string {
   return v === null || v === undefined ? '-' : `$${money(v)}`;

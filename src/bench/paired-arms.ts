@@ -1,8 +1,10 @@
+import { pairedSignificance, type PairedSignificance } from './paired-tests.js';
+
 /**
  * Paired comparison of simulation arms over seeds (`fleetwise bench arms`). A change to a plan moves a run's cost by
  * about a percent either way (the plans after it all shift), so one seed decides nothing: each seed runs every arm on
  * the same trace, and an arm is judged by its per-seed differences from the baseline arm, their mean and standard
- * error, and on how many seeds it came out lower.
+ * error, on how many seeds it came out lower, and whether that is more than noise (`paired-tests.ts`).
  */
 
 /** The figures compared, as `simulate --json` names them. Absent ones (no queue, no starts, no spot) are left out. */
@@ -23,7 +25,7 @@ export type ComparedMetric = (typeof COMPARED_METRICS)[number];
 export type ArmFigures = Readonly<Partial<Record<ComparedMetric, number | null>>>;
 
 /** An arm's differences from the baseline on one metric, in percent of the baseline's value. */
-export interface PairedDifference {
+export interface PairedDifference extends PairedSignificance {
   readonly metric: ComparedMetric;
   /** Per seed, in the seeds' order: 100 × (arm − baseline) / baseline; null where the baseline is 0 or a value is absent. */
   readonly percentBySeed: readonly (number | null)[];
@@ -85,6 +87,7 @@ export function pairedDifferences(
       lowerOn: present.filter((p) => p < 0).length,
       higherOn: present.filter((p) => p > 0).length,
       seeds: present.length,
+      ...pairedSignificance(present, mean, standardError),
     });
   }
   return differences;

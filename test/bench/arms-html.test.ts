@@ -9,10 +9,13 @@ describe('arms.html', () => {
     const b = report.arms[1];
     if (b === undefined) throw new Error('fixture');
     // Cost −1, +2, 0, −2%: mean −0.25%; squared deviations 0.5625 + 5.0625 + 0.0625 + 3.0625 = 8.75, sample sd
-    // √(8.75 / 3) = 1.708, SE 1.708 / √4 = 0.854.
+    // √(8.75 / 3) = 1.708, SE 1.708 / √4 = 0.854; t(0.975, 3) = 3.1824, so −0.25 ± 2.7175; p 0.79 (scipy); two seeds
+    // lower and one higher: sign test p 1. Mean JCT −50% on every seed: no spread, so no t-test; 4 of 4 lower: 2/2⁴.
     expect(armSentence(report, b, report.comparisons['b'] ?? [])).toBe(
-      'Against a on 4 seeds, on average: cost -0.25% (standard error 0.85), lower on 2 of 4; ' +
-        'mean JCT -50.00% (standard error 0.00), lower on 4 of 4. Its peak was 99.90–99.90% of the cap.',
+      'Against a on 4 seeds, on average: cost -0.25% (95% interval -2.97% to +2.47%: within noise; ' +
+        'p 0.79 by t-test, 1.00 by sign test), lower on 2 of 4; ' +
+        'mean JCT -50.00% (95% interval -50.00% to -50.00%: more than noise; p 0.13 by sign test), lower on 4 of 4. ' +
+        'Its peak was 99.90–99.90% of the cap.',
     );
   });
 
@@ -33,6 +36,16 @@ describe('arms.html', () => {
     );
     expect(panels('arms-c')).toBe('"text":"Δ cost (%)", "text":"Δ mean JCT (%)", "text":"Δ peak $/h (%)"');
     expect(html).toContain('id="summary-b"');
+    // b's cost row over the seeds: mean, standard error, 95% interval, both p-values.
+    const costRow = html
+      .split('id="summary-b"')[1]
+      ?.split('</tr>')
+      .find((row) => row.includes('>cost<'));
+    expect(costRow?.match(/<td class="num">([^<]*)<\/td>/g)?.slice(0, 5)).toEqual(
+      ['-0.25%', '0.85', '-2.97% to +2.47%', '0.79', '1.00'].map((v) => `<td class="num">${v}</td>`),
+    );
+    // The chart shades b's 95% interval of the cost difference.
+    expect(html.split('data-chart="arms-b">')[1]).toMatch(/"yAxis":-2\.967\d*\},\{"yAxis":2\.467/);
     expect(html).toMatch(/<td class="num">\$2,040\.00<\/td>/);
     expect(html).toContain('--queue srpt --co-start on');
   });

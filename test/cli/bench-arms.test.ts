@@ -80,7 +80,9 @@ describe('fleetwise bench arms', () => {
     expect(text.code, text.stderr).toBe(0);
     expect(text.stdout).toContain('srpt against fifo: --queue srpt --co-start on');
     expect(text.stdout).toMatch(/^seed\s+cap \$\/h\s+cost fifo\s+cost srpt\s+Δ cost\s+Δ mean JCT/m);
-    expect(text.stdout).toMatch(/^ {2}cost {11}mean [+-]\d+\.\d\d% \(SE \d+\.\d\d\), .* lower on \d of 2$/m);
+    expect(text.stdout).toMatch(
+      /^ {2}cost {11}mean [+-]\d+\.\d\d% \(SE \d+\.\d\d\), .* lower on \d of 2; 95% CI [+-]\d+\.\d\d% to [+-]\d+\.\d\d%, p [\d.<]+ \(t-test\) \/ [\d.]+ \(sign test\)$/m,
+    );
     expect(text.stdout).toMatch(/^ {2}peak ÷ cap {5}\d+\.\d\d% to \d+\.\d\d%$/m);
     // Progress goes to stderr, a line per run in a log.
     expect(text.stderr).toContain('bench arms: seed 6 srpt done; ');

@@ -6,8 +6,10 @@ import { z } from 'zod';
 import { armsHtml } from '../../bench/arms-html.js';
 import {
   METRIC_LABELS,
+  confidenceText,
   dollarsOrDash,
   peakShareRange,
+  pValueText,
   signedPercent,
   type Arm,
   type ArmsReport,
@@ -145,9 +147,14 @@ export function armsText(report: ArmsReport): string {
     out.push(`${arm.name} against ${report.baseline}: ${arm.args.join(' ')}`, formatTable(headers, rows));
     for (const d of differences) {
       const se = d.standardError === null ? '' : ` (SE ${d.standardError.toFixed(2)})`;
+      const ci = d.confidence95 === null ? '' : `; 95% CI ${confidenceText(d)}`;
+      const p =
+        d.tTestP === null && d.signTestP === null
+          ? ''
+          : `, p ${pValueText(d.tTestP)} (t-test) / ${pValueText(d.signTestP)} (sign test)`;
       out.push(
         `  ${METRIC_LABELS[d.metric].padEnd(14)} mean ${signedPercent(d.meanPercent)}${se}, ` +
-          `${signedPercent(d.minPercent)} to ${signedPercent(d.maxPercent)}, lower on ${d.lowerOn} of ${d.seeds}`,
+          `${signedPercent(d.minPercent)} to ${signedPercent(d.maxPercent)}, lower on ${d.lowerOn} of ${d.seeds}${ci}${p}`,
       );
     }
     const peak = peakShareRange(report, arm.name);

@@ -1,0 +1,52 @@
+import jStat from 'jstat';
+
+/**
+ * Whether an arm's per-seed differences from the baseline say more than noise. A change to a plan moves a run's cost by
+ * about a percent either way, so a mean difference of a few tenths is read against its spread: the 95% confidence
+ * interval of the mean (Student's t on the paired differences), the paired t-test's two-sided p-value, and the exact
+ * sign test's, which assumes nothing about the differences' distribution (one seed far off moves the mean and the
+ * t-test, not the signs).
+ */
+export interface PairedSignificance {
+  /** The 95% confidence interval of the mean difference (t with n − 1 degrees of freedom); null below two seeds. */
+  readonly confidence95: { readonly low: number; readonly high: number } | null;
+  /** Two-sided p-value of the paired t-test of a zero mean difference; null below two seeds or with no spread. */
+  readonly tTestP: number | null;
+  /** Two-sided p-value of the exact sign test (seeds with no difference left out); null when every seed ties. */
+  readonly signTestP: number | null;
+}
+
+/** The t-interval and t-test of a mean, given its standard error and the number of values it was taken over. */
+function tFigures(
+  mean: number,
+  standardError: number,
+  n: number,
+): Pick<PairedSignificance, 'confidence95' | 'tTestP'> {
+  const dof = n - 1;
+  const half = jStat.studentt.inv(0.975, dof) * standardError;
+  const confidence95 = { low: mean - half, high: mean + half };
+  if (standardError === 0) return { confidence95, tTestP: null };
+  const t = Math.abs(mean / standardError);
+  return { confidence95, tTestP: Math.min(1, 2 * jStat.studentt.cdf(-t, dof)) };
+}
+
+/** The exact two-sided sign test: of the seeds that differ, how unlikely so lopsided a split is under a fair coin. */
+export function signTestP(lower: number, higher: number): number | null {
+  const n = lower + higher;
+  if (n === 0) return null;
+  return Math.min(1, 2 * jStat.binomial.cdf(Math.min(lower, higher), n, 0.5));
+}
+
+export function pairedSignificance(
+  values: readonly number[],
+  mean: number | null,
+  standardError: number | null,
+): PairedSignificance {
+  const lower = values.filter((v) => v < 0).length;
+  const higher = values.filter((v) => v > 0).length;
+  const t =
+    mean === null || standardError === null
+      ? { confidence95: null, tTestP: null }
+      : tFigures(mean, standardError, values.length);
+  return { ...t, signTestP: signTestP(lower, higher) };
+}
