@@ -1,5 +1,5 @@
 import { execFile, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 
@@ -29,20 +29,53 @@ export function staleCliModules(entries?: readonly string[]): string[] {
   });
 }
 
+/** Held while one test process rebuilds dist/; older than this, it was left by a process that died. */
+const BUILD_LOCK = join(PROJECT_ROOT, '.dist-build.lock');
+const BUILD_LOCK_STALE_MS = 5 * 60_000;
+
+function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/** Run `build` holding the lock (a directory: mkdir is atomic), waiting for another holder first. */
+function withBuildLock(build: () => void): void {
+  for (;;) {
+    try {
+      mkdirSync(BUILD_LOCK);
+      break;
+    } catch {
+      try {
+        if (Date.now() - statSync(BUILD_LOCK).mtimeMs > BUILD_LOCK_STALE_MS)
+          rmSync(BUILD_LOCK, { recursive: true });
+      } catch {
+        // released meanwhile
+      }
+      sleepSync(200);
+    }
+  }
+  try {
+    build();
+  } finally {
+    rmSync(BUILD_LOCK, { recursive: true, force: true });
+  }
+}
+
 /**
  * `npm test` builds dist/ first; a test file run alone builds once when what the CLI loads is stale. tsc emits even
- * when an unrelated module has a type error, which is enough for the paths these tests use.
+ * when an unrelated module has a type error, which is enough for the paths these tests use. Test files run two at a
+ * time, so the rebuild holds a lock and looks again once it has it: a second rebuild would rewrite dist/ under a
+ * controller the first file has just started from it.
  */
 export function ensureBuiltCli(entries?: readonly string[]): void {
   if (staleCliModules(entries).length === 0) return;
-  spawnSync(
-    process.execPath,
-    [join(PROJECT_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
-    {
-      cwd: PROJECT_ROOT,
-      stdio: 'ignore',
-    },
-  );
+  withBuildLock(() => {
+    if (staleCliModules(entries).length === 0) return;
+    spawnSync(
+      process.execPath,
+      [join(PROJECT_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
+      { cwd: PROJECT_ROOT, stdio: 'ignore' },
+    );
+  });
 }
 
 export interface CliResult {
