@@ -5,6 +5,7 @@ import { panelBox, WIDTH, type PanelGrid } from '../sim/report/chart-kit.js';
 import { BASE_STYLE, dataTable, htmlPage, type TableColumn } from '../sim/report/page.js';
 import {
   METRIC_LABELS,
+  armFlagsText,
   confidenceText,
   dollarsOrDash,
   peakShareRange,
@@ -283,7 +284,7 @@ export function armsHtml(report: ArmsReport): string {
     seeds: report.seeds.join(', '),
     common: report.common.join(' '),
     ...Object.fromEntries(
-      report.arms.map((a, i) => [`arm ${a.name}${i === 0 ? ' (baseline)' : ''}`, a.args.join(' ')]),
+      report.arms.map((a, i) => [`arm ${a.name}${i === 0 ? ' (baseline)' : ''}`, armFlagsText(report, a)]),
     ),
     'cap share': report.capShare === null ? 'none (the arms set their own caps, if any)' : report.capShare,
   };

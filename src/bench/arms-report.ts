@@ -1,7 +1,6 @@
 import { money } from '../sim/report/format.js';
 import type { ArmFigures, ComparedMetric, PairedDifference } from './paired-arms.js';
 
-/** `bench arms`' report: what `--json` prints, and its text. */
 /** An arm: its name and its simulate flags. */
 export interface Arm {
   readonly name: string;
@@ -13,6 +12,8 @@ export interface ArmsReport {
   readonly seeds: readonly number[];
   readonly common: readonly string[];
   readonly arms: readonly Arm[];
+  /** Arms run with another build (`--build`): arm name → that build's directory. */
+  readonly builds: Readonly<Record<string, string>>;
   /** The first arm: every other is compared with it. */
   readonly baseline: string;
   /** With --cap-share: the share, and per seed the uncapped peak $/h and the cap it gave. */
@@ -23,6 +24,12 @@ export interface ArmsReport {
   readonly runs: Readonly<Record<string, readonly ArmFigures[]>>;
   /** Per arm other than the baseline: its paired differences. */
   readonly comparisons: Readonly<Record<string, readonly PairedDifference[]>>;
+}
+
+/** The arm's flags as the reports show them, with the build it ran with when not this one. */
+export function armFlagsText(report: ArmsReport, arm: Arm): string {
+  const build = report.builds[arm.name];
+  return `${arm.args.join(' ')}${build === undefined ? '' : ` (build ${build})`}`;
 }
 
 export const METRIC_LABELS: Record<ComparedMetric, string> = {

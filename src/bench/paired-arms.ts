@@ -21,8 +21,13 @@ export const COMPARED_METRICS = [
 ] as const;
 export type ComparedMetric = (typeof COMPARED_METRICS)[number];
 
-/** One run's figures (a `simulate --json` record); a metric the run did not measure is absent or null. */
-export type ArmFigures = Readonly<Partial<Record<ComparedMetric, number | null>>>;
+/**
+ * One run's figures (a `simulate --json` record, its `scheduler` the run's label); a metric the run did not measure is
+ * absent or null.
+ */
+export type ArmFigures = Readonly<Partial<Record<ComparedMetric, number | null>>> & {
+  readonly scheduler?: string;
+};
 
 /** An arm's differences from the baseline on one metric, in percent of the baseline's value. */
 export interface PairedDifference extends PairedSignificance {

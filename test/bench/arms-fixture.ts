@@ -33,6 +33,7 @@ export function armsFixture(): ArmsReport {
       { name: 'b', args: ['--queue', 'srpt', '--co-start', 'on'] },
       { name: 'c', args: ['--queue', 'srpt'] },
     ],
+    builds: {},
     baseline: 'a',
     capShare: 0.6,
     uncappedPeakBySeed: caps.map((cap) => cap / 0.6),

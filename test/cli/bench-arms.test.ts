@@ -1,8 +1,9 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ArmsReport } from '../../src/bench/arms-report.js';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { parseArm, parseSeedList, shellWords } from '../../src/cli/commands/bench-arms.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 
@@ -95,6 +96,71 @@ describe('fleetwise bench arms', () => {
     rmSync(out, { recursive: true, force: true });
   }, 120_000);
 
+  it('runs an arm with another build, in a subprocess, seed by seed like the others', async () => {
+    // "Another build": a directory whose dist/ is this one's, so its runs must match this build's exactly.
+    const other = mkdtempSync(join(tmpdir(), 'fleetwise-other-build-'));
+    symlinkSync(join(PROJECT_ROOT, 'dist'), join(other, 'dist'));
+    try {
+      const arms = [
+        '--arm',
+        'fifo=--queue fifo',
+        '--arm',
+        'before=--queue srpt',
+        '--arm',
+        'srpt=--queue srpt',
+      ];
+      const r = await runCli([
+        'bench',
+        'arms',
+        '--seeds',
+        '5-6',
+        '--common',
+        COMMON,
+        ...arms,
+        '--build',
+        `before=${other}`,
+        '--json',
+      ]);
+      expect(r.code, r.stderr).toBe(0);
+      const report = JSON.parse(r.stdout) as ArmsReport;
+      expect(report.builds).toEqual({ before: other });
+      // The same figures as this build's srpt arm, but for how long each run took and its label.
+      const figures = (runs: readonly object[] | undefined) =>
+        (runs ?? []).map((run) =>
+          Object.entries(run)
+            .filter(([k]) => k !== 'wallSeconds' && k !== 'scheduler')
+            .sort(([a], [b]) => a.localeCompare(b)),
+        );
+      expect(figures(report.runs['before'])).toEqual(figures(report.runs['srpt']));
+      expect(report.runs['before']?.map((run) => run.scheduler)).toEqual(['seed 5 before', 'seed 6 before']);
+      // In the seeds' order, not the order the runs finished in: each is simulate's run of that seed.
+      for (const [i, seed] of report.seeds.entries()) {
+        const srpt = await simulateRun(['--seed', String(seed), '--queue', 'srpt']);
+        expect(report.runs['before']?.[i]?.totalCost).toBe(srpt.totalCost);
+      }
+      expect(report.runs['before']?.[0]?.totalCost).not.toBe(report.runs['before']?.[1]?.totalCost);
+      // A flag the other build does not know fails its run, named, with that build's own message.
+      const bad = await runCli([
+        'bench',
+        'arms',
+        '--seeds',
+        '5',
+        '--common',
+        COMMON,
+        '--arm',
+        'a=',
+        '--arm',
+        'b=--no-such-flag',
+        '--build',
+        `b=${other}`,
+      ]);
+      expect(bad.code).toBe(1);
+      expect(bad.stderr).toMatch(/fleetwise: seed 5 b: exited with 1: .*unknown option '--no-such-flag'/);
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+    }
+  }, 120_000);
+
   it('names the run that failed', async () => {
     // Half the uncapped peak is below what one of seed 5's jobs needs alone: it can never be admitted.
     const r = await runCli([
@@ -138,6 +204,14 @@ describe('fleetwise bench arms', () => {
         /--cap-dollars-per-hour: with --cap-share the cap is the share/,
       ],
       [['--seeds', '5', '--arm', 'a=--queue fifo | rm -rf x', '--arm', 'b='], /no shell operators/],
+      [
+        ['--seeds', '5', '--arm', 'a=', '--arm', 'b=', '--build', 'c=dist'],
+        /--build\n\s+- "c=dist": expected arm=dir/,
+      ],
+      [
+        ['--seeds', '5', '--arm', 'a=', '--arm', 'b=', '--build', 'b=test'],
+        /--build b\n\s+- .*test\/dist\/cli\/main\.js does not exist: build that checkout first/,
+      ],
       // A file where the output directory should be: refused before any run, not after all of them.
       [
         ['--seeds', '5', '--arm', 'a=', '--arm', 'b=', '--out', 'package.json/arms'],

@@ -1,11 +1,12 @@
 import type { Command } from 'commander';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { parse as parseShellWords } from 'shell-quote';
 import { z } from 'zod';
 import { armsHtml } from '../../bench/arms-html.js';
 import {
   METRIC_LABELS,
+  armFlagsText,
   confidenceText,
   dollarsOrDash,
   peakShareRange,
@@ -14,6 +15,7 @@ import {
   type Arm,
   type ArmsReport,
 } from '../../bench/arms-report.js';
+import { buildCli, runBuilds, type BuildRun } from '../../bench/build-runs.js';
 import { pairedDifferences, type ArmFigures, type PairedDifference } from '../../bench/paired-arms.js';
 import { ValidationError } from '../../core/validation.js';
 import { runRecord } from '../../sim/report/normalize.js';
@@ -28,6 +30,7 @@ import { parseSimulateArgs, simulationPlan } from './simulate.js';
 interface RawArmsOptions {
   readonly seeds: string;
   readonly arm: string[];
+  readonly build?: string[];
   readonly common?: string;
   readonly capShare?: string;
   readonly parallel?: string;
@@ -80,6 +83,26 @@ export function shellWords(text: string, source: string): string[] {
   });
 }
 
+/** `--build name=dir`: which arms run another build, as arm name → that build's directory and CLI. */
+function armBuilds(
+  texts: readonly string[],
+  arms: ReadonlySet<string>,
+): Map<string, { readonly dir: string; readonly cli: string }> {
+  const builds = new Map<string, { readonly dir: string; readonly cli: string }>();
+  for (const text of texts) {
+    const eq = text.indexOf('=');
+    const name = eq < 0 ? '' : text.slice(0, eq).trim();
+    const dir = eq < 0 ? '' : text.slice(eq + 1).trim();
+    if (!arms.has(name) || dir === '')
+      throw new ValidationError('--build', [
+        `"${text}": expected arm=dir with an arm given by --arm (${[...arms].join(', ')})`,
+      ]);
+    if (builds.has(name)) throw new ValidationError('--build', [`arm ${name} is given two builds`]);
+    builds.set(name, { dir: resolve(dir), cli: buildCli(dir, `--build ${name}`) });
+  }
+  return builds;
+}
+
 /** Flags the bench sets itself on every run, and so refuses in --common and --arm. */
 const BENCH_SET_FLAGS = ['--seed', '--json', '--out', '--parallel'] as const;
 
@@ -102,6 +125,7 @@ const optionsSchema = z.object({
     }
   }),
   arm: z.array(z.string()).min(2, 'give at least two arms (the first is the baseline)'),
+  build: z.array(z.string()).optional(),
   common: z.string().optional(),
   capShare: numberText(z.number().gt(0, 'must be > 0').max(10, 'must be ≤ 10')).optional(),
   parallel: numberText(positiveInteger).optional(),
@@ -144,7 +168,10 @@ export function armsText(report: ArmsReport): string {
       dollarsOrDash(runs[i]?.totalCost),
       ...differences.map((d) => signedPercent(d.percentBySeed[i] ?? null)),
     ]);
-    out.push(`${arm.name} against ${report.baseline}: ${arm.args.join(' ')}`, formatTable(headers, rows));
+    out.push(
+      `${arm.name} against ${report.baseline}: ${armFlagsText(report, arm)}`,
+      formatTable(headers, rows),
+    );
     for (const d of differences) {
       const se = d.standardError === null ? '' : ` (SE ${d.standardError.toFixed(2)})`;
       const ci = d.confidence95 === null ? '' : `; 95% CI ${confidenceText(d)}`;
@@ -176,6 +203,7 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
     if (names.has(a.name)) throw new ValidationError('--arm', [`two arms are named ${a.name}`]);
     names.add(a.name);
   }
+  const builds = armBuilds(o.build ?? [], names);
   const why = 'the bench sets it on every run';
   refuseFlags(common, BENCH_SET_FLAGS, '--common', why);
   for (const a of arms) refuseFlags(a.args, BENCH_SET_FLAGS, `--arm ${a.name}`, why);
@@ -186,9 +214,9 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
     for (const a of arms) refuseFlags(a.args, ['--cap-dollars-per-hour'], `--arm ${a.name}`, capWhy);
   }
   const seedArgs = (seed: number) => ['--seed', String(seed)];
-  // Every arm's flags checked on the first seed before anything runs.
+  // Every arm's flags checked on the first seed before anything runs (another build's, by that build as it runs).
   const first = o.seeds[0] as number;
-  for (const a of arms)
+  for (const a of arms.filter((arm) => !builds.has(arm.name)))
     oneRun(
       [
         ...common,
@@ -223,6 +251,8 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
     });
     return results.map((r) => runRecord(r));
   };
+  const runOther = (batch: readonly BuildRun[], offset: number): Promise<ArmFigures[]> =>
+    runBuilds(batch, parallel, (index) => progress.done(offset + index, batch[index]?.label ?? ''));
   let report: ArmsReport;
   try {
     const uncapped = capShare === null ? [] : await run(requests, 0);
@@ -230,27 +260,39 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
     const capBySeed = uncappedPeakBySeed.map((peak) =>
       capShare === null || peak === null ? null : capShare * peak,
     );
+    // This build's runs in its worker threads, then the other builds' in subprocesses; figures[i][k] is seed i, arm k.
     const armRequests: RunRequest[] = [];
+    const buildRuns: BuildRun[] = [];
+    const slots: { readonly build: boolean; readonly index: number }[][] = [];
     o.seeds.forEach((seed, i) => {
       const cap = capBySeed[i];
-      for (const a of arms)
-        armRequests.push(
-          oneRun(
-            [
-              ...common,
-              ...a.args,
-              ...seedArgs(seed),
-              ...(cap === null ? [] : ['--cap-dollars-per-hour', String(cap)]),
-            ],
-            `--arm ${a.name}`,
-            `seed ${seed} ${a.name}`,
-          ),
-        );
+      slots.push(
+        arms.map((a) => {
+          const args = [
+            ...common,
+            ...a.args,
+            ...seedArgs(seed),
+            ...(cap === null ? [] : ['--cap-dollars-per-hour', String(cap)]),
+          ];
+          const label = `seed ${seed} ${a.name}`;
+          const build = builds.get(a.name);
+          if (build !== undefined) {
+            buildRuns.push({ cli: build.cli, args: [...args, '--json'], label });
+            return { build: true, index: buildRuns.length - 1 };
+          }
+          armRequests.push(oneRun(args, `--arm ${a.name}`, label));
+          return { build: false, index: armRequests.length - 1 };
+        }),
+      );
     });
-    const figures = await run(armRequests, requests.length);
+    const here = await run(armRequests, requests.length);
+    const other = await runOther(buildRuns, requests.length + armRequests.length);
     const runs: Record<string, ArmFigures[]> = {};
     arms.forEach((a, k) => {
-      runs[a.name] = o.seeds.map((_, i) => figures[i * arms.length + k] as ArmFigures);
+      runs[a.name] = o.seeds.map((_, i) => {
+        const slot = slots[i]?.[k] as { build: boolean; index: number };
+        return (slot.build ? other : here)[slot.index] as ArmFigures;
+      });
     });
     const baseline = (arms[0] as Arm).name;
     const comparisons: Record<string, PairedDifference[]> = {};
@@ -260,6 +302,7 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
       seeds: o.seeds,
       common,
       arms,
+      builds: Object.fromEntries([...builds].map(([name, b]) => [name, b.dir])),
       baseline,
       capShare,
       uncappedPeakBySeed,
@@ -299,6 +342,11 @@ export function registerBenchArms(bench: Command): Command {
     .requiredOption(
       '--arm <name=flags>',
       'an arm: a name and its simulate flags, e.g. "srpt=--queue srpt --co-start on" (repeatable, at least two; the first is the baseline)',
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
+    .option(
+      '--build <arm=dir>',
+      'run that arm with the fleetwise built in dir (its dist/cli/main.js, in a subprocess), e.g. a checkout of the commit before a change (repeatable)',
       (value: string, previous: string[] = []) => [...previous, value],
     )
     .option(

@@ -1,0 +1,132 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { z } from 'zod';
+import { ValidationError } from '../core/validation.js';
+import { COMPARED_METRICS, type ArmFigures, type ComparedMetric } from './paired-arms.js';
+
+/**
+ * Runs of another fleetwise build: `node DIR/dist/cli/main.js simulate … --json` in a subprocess, so that `bench arms`
+ * can compare a change with the build before it (a second checkout or worktree, built) on the same seeds. The other
+ * build parses the flags itself, so an arm may use a flag this build no longer has, or lack one it added.
+ */
+
+/** The CLI of the build in `dir`, which must have been built (`npm run build`). */
+export function buildCli(dir: string, source: string): string {
+  const cli = join(resolve(dir), 'dist', 'cli', 'main.js');
+  if (!existsSync(cli))
+    throw new ValidationError(source, [`${cli} does not exist: build that checkout first (npm run build)`]);
+  return cli;
+}
+
+export interface BuildRun {
+  /** The other build's `dist/cli/main.js`. */
+  readonly cli: string;
+  /** The simulate flags, `--json` and the seed included. */
+  readonly args: readonly string[];
+  /** Names the run in a failure and in the progress (`seed 5 before`). */
+  readonly label: string;
+}
+
+/** The figures `bench arms` compares, as numbers or null; the record's other fields are kept as they are. */
+const comparedFigures = z
+  .object(
+    Object.fromEntries(COMPARED_METRICS.map((m) => [m, z.number().nullable().optional()])) as Record<
+      ComparedMetric,
+      z.ZodOptional<z.ZodNullable<z.ZodNumber>>
+    >,
+  )
+  .passthrough();
+
+/** A `simulate --json` answer: `{ runs: [record] }`. */
+const simulateJson = z.object({ runs: z.array(comparedFigures) });
+
+/**
+ * The one run's record from a build's stdout, named by `label` as this build's runs are (`seed 5 before`); names the
+ * run and what was wrong.
+ */
+export function parseBuildOutput(stdout: string, label: string): ArmFigures {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(stdout);
+  } catch {
+    throw new Error(`${label}: the build printed no JSON (${stdout.slice(0, 200).trim() || 'nothing'})`);
+  }
+  const answer = simulateJson.safeParse(parsed);
+  if (!answer.success)
+    throw new Error(
+      `${label}: the build's JSON is not a simulate answer: ${answer.error.issues
+        .map((i) => `${i.path.join('.')}: ${i.message}`)
+        .join('; ')}`,
+    );
+  const [record, ...more] = answer.data.runs;
+  if (record === undefined || more.length > 0)
+    throw new Error(
+      `${label}: asks for ${answer.data.runs.length} runs; an arm is one scheduler at one value of time`,
+    );
+  return { ...record, scheduler: label };
+}
+
+/** How much of a failed run's stderr its error quotes (the end, where the reason is). */
+const STDERR_TAIL = 2000;
+
+function runOne(run: BuildRun, children: Set<ChildProcess>): Promise<ArmFigures> {
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, [run.cli, 'simulate', ...run.args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.add(child);
+    const out: Buffer[] = [];
+    let err = '';
+    child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => {
+      err = (err + chunk.toString('utf8')).slice(-STDERR_TAIL);
+    });
+    child.on('error', (e) => {
+      children.delete(child);
+      fail(new Error(`${run.label}: ${e.message}`));
+    });
+    child.on('close', (code, signal) => {
+      children.delete(child);
+      if (code !== 0) {
+        fail(new Error(`${run.label}: exited ${signal ?? `with ${code}`}: ${err.trim()}`));
+        return;
+      }
+      try {
+        done(parseBuildOutput(Buffer.concat(out).toString('utf8'), run.label));
+      } catch (e) {
+        fail(e instanceof Error ? e : new Error(String(e)));
+      }
+    });
+  });
+}
+
+/**
+ * Run each in its own subprocess, at most `parallel` at once; figures come back in the runs' order. The first failure
+ * rejects and kills the others.
+ */
+export async function runBuilds(
+  runs: readonly BuildRun[],
+  parallel: number,
+  onDone: (index: number) => void = () => undefined,
+): Promise<ArmFigures[]> {
+  const figures = new Array<ArmFigures>(runs.length);
+  const children = new Set<ChildProcess>();
+  let next = 0;
+  let failed = false;
+  const lane = async (): Promise<void> => {
+    while (!failed && next < runs.length) {
+      const index = next++;
+      figures[index] = await runOne(runs[index] as BuildRun, children);
+      onDone(index);
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(parallel, runs.length)) }, lane));
+  } catch (e) {
+    failed = true;
+    for (const child of children) child.kill();
+    throw e;
+  }
+  return figures;
+}
