@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { ValidationError } from '../core/validation.js';
+import { runInLanes } from '../sim/run-pool.js';
 import { COMPARED_METRICS, type ArmFigures, type ComparedMetric } from './paired-arms.js';
 
 /**
@@ -112,21 +113,16 @@ export async function runBuilds(
 ): Promise<ArmFigures[]> {
   const figures = new Array<ArmFigures>(runs.length);
   const children = new Set<ChildProcess>();
-  let next = 0;
-  let failed = false;
-  const lane = async (): Promise<void> => {
-    while (!failed && next < runs.length) {
-      const index = next++;
+  await runInLanes(
+    runs.length,
+    parallel,
+    async (index) => {
       figures[index] = await runOne(runs[index] as BuildRun, children);
       onDone(index);
-    }
-  };
-  try {
-    await Promise.all(Array.from({ length: Math.max(1, Math.min(parallel, runs.length)) }, lane));
-  } catch (e) {
-    failed = true;
-    for (const child of children) child.kill();
-    throw e;
-  }
+    },
+    () => {
+      for (const child of children) child.kill();
+    },
+  );
   return figures;
 }

@@ -58,6 +58,30 @@ function runOne(
 }
 
 /**
+ * Call `runOne(index)` for indices 0…count−1 with at most `parallel` under way, in order of index. The first failure
+ * stops new calls, awaits `onFailure` (which stops the ones under way) and rejects with it.
+ */
+export async function runInLanes(
+  count: number,
+  parallel: number,
+  runOne: (index: number) => Promise<void>,
+  onFailure: () => Promise<unknown> | void,
+): Promise<void> {
+  let next = 0;
+  let failed = false;
+  const lane = async (): Promise<void> => {
+    while (!failed && next < count) await runOne(next++);
+  };
+  try {
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(parallel, count)) }, lane));
+  } catch (e) {
+    failed = true;
+    await onFailure();
+    throw e;
+  }
+}
+
+/**
  * Run each request in its own worker thread, at most `parallel` at once; results come back in request order.
  * The first failure rejects and stops the other workers.
  */
@@ -68,23 +92,15 @@ export async function runInWorkers(
 ): Promise<RunResult[]> {
   const results: RunResult[] = new Array<RunResult>(requests.length);
   const active = new Set<Worker>();
-  let next = 0;
-  let failed = false;
-  const lane = async (): Promise<void> => {
-    while (!failed && next < requests.length) {
-      const index = next++;
-      const request = requests[index] as RunRequest;
-      const result = await runOne(request, index, listener, active);
+  await runInLanes(
+    requests.length,
+    parallel,
+    async (index) => {
+      const result = await runOne(requests[index] as RunRequest, index, listener, active);
       results[index] = result;
       listener.onDone?.(index, result);
-    }
-  };
-  try {
-    await Promise.all(Array.from({ length: Math.max(1, Math.min(parallel, requests.length)) }, lane));
-  } catch (e) {
-    failed = true;
-    await Promise.all([...active].map((w) => w.terminate()));
-    throw e;
-  }
+    },
+    () => Promise.all([...active].map((w) => w.terminate())),
+  );
   return results;
 }
