@@ -287,6 +287,7 @@ export function armsHtml(report: ArmsReport): string {
       report.arms.map((a, i) => [`arm ${a.name}${i === 0 ? ' (baseline)' : ''}`, armFlagsText(report, a)]),
     ),
     'cap share': report.capShare === null ? 'none (the arms set their own caps, if any)' : report.capShare,
+    ...(report.peaksFrom === null ? {} : { 'uncapped peaks from': report.peaksFrom }),
   };
   return htmlPage(
     {

@@ -18,6 +18,8 @@ export interface ArmsReport {
   readonly baseline: string;
   /** With --cap-share: the share, and per seed the uncapped peak $/h and the cap it gave. */
   readonly capShare: number | null;
+  /** With --peaks-from: the earlier report the uncapped peaks were taken from (no reference runs were made). */
+  readonly peaksFrom: string | null;
   readonly uncappedPeakBySeed: readonly (number | null)[];
   readonly capBySeed: readonly (number | null)[];
   /** Per arm, per seed in `seeds` order: the run's `simulate --json` record. */

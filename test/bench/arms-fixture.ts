@@ -36,6 +36,7 @@ export function armsFixture(): ArmsReport {
     builds: {},
     baseline: 'a',
     capShare: 0.6,
+    peaksFrom: null,
     uncappedPeakBySeed: caps.map((cap) => cap / 0.6),
     capBySeed: caps,
     runs: { a, b, c },

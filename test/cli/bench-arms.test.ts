@@ -93,6 +93,14 @@ describe('fleetwise bench arms', () => {
     const timeless = (r: ArmsReport) => JSON.stringify(r, (k, v: unknown) => (k === 'wallSeconds' ? 0 : v));
     expect(timeless(written)).toBe(timeless(report));
     expect(readFileSync(join(out, 'arms.html'), 'utf8')).toContain('<h2>srpt against fifo</h2>');
+
+    // --peaks-from that report: the same caps and runs, without the uncapped reference runs.
+    const again = await runCli([...args, ...arms, '--peaks-from', join(out, 'arms.json'), '--json']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).not.toContain('uncapped done');
+    const reused = JSON.parse(again.stdout) as ArmsReport;
+    expect(reused.peaksFrom).toBe(join(out, 'arms.json'));
+    expect(timeless({ ...reused, peaksFrom: null })).toBe(timeless(report));
     rmSync(out, { recursive: true, force: true });
   }, 120_000);
 
@@ -211,6 +219,10 @@ describe('fleetwise bench arms', () => {
       [
         ['--seeds', '5', '--arm', 'a=', '--arm', 'b=', '--build', 'b=test'],
         /--build b\n\s+- .*test\/dist\/cli\/main\.js does not exist: build that checkout first/,
+      ],
+      [
+        ['--seeds', '5', '--arm', 'a=', '--arm', 'b=', '--peaks-from', 'package.json'],
+        /--peaks-from\n\s+- needs --cap-share/,
       ],
       // A file where the output directory should be: refused before any run, not after all of them.
       [

@@ -16,6 +16,7 @@ import {
   type ArmsReport,
 } from '../../bench/arms-report.js';
 import { buildCli, runBuilds, type BuildRun } from '../../bench/build-runs.js';
+import { earlierPeaks } from '../../bench/earlier-peaks.js';
 import { pairedDifferences, type ArmFigures, type PairedDifference } from '../../bench/paired-arms.js';
 import { ValidationError } from '../../core/validation.js';
 import { runRecord } from '../../sim/report/normalize.js';
@@ -33,6 +34,7 @@ interface RawArmsOptions {
   readonly build?: string[];
   readonly common?: string;
   readonly capShare?: string;
+  readonly peaksFrom?: string;
   readonly parallel?: string;
   readonly json?: boolean;
   readonly out?: string;
@@ -128,6 +130,7 @@ const optionsSchema = z.object({
   build: z.array(z.string()).optional(),
   common: z.string().optional(),
   capShare: numberText(z.number().gt(0, 'must be > 0').max(10, 'must be ≤ 10')).optional(),
+  peaksFrom: z.string().min(1).optional(),
   parallel: numberText(positiveInteger).optional(),
   json: z.boolean().optional(),
   out: z.string().min(1).optional(),
@@ -236,9 +239,13 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
       ]);
     });
 
+  if (o.peaksFrom !== undefined && capShare === null)
+    throw new ValidationError('--peaks-from', ['needs --cap-share: the peaks are there to set caps']);
+  const earlier = o.peaksFrom === undefined ? undefined : await earlierPeaks(o.peaksFrom, o.seeds, common);
+
   const requests: RunRequest[] = [];
   // Uncapped reference runs first (the common flags alone), so that each seed's cap is known.
-  if (capShare !== null)
+  if (capShare !== null && earlier === undefined)
     for (const seed of o.seeds)
       requests.push(oneRun([...common, ...seedArgs(seed)], '--common', `seed ${seed} uncapped`));
   const total = requests.length + o.seeds.length * arms.length;
@@ -255,8 +262,8 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
     runBuilds(batch, parallel, (index) => progress.done(offset + index, batch[index]?.label ?? ''));
   let report: ArmsReport;
   try {
-    const uncapped = capShare === null ? [] : await run(requests, 0);
-    const uncappedPeakBySeed = o.seeds.map((_, i) => uncapped[i]?.peakCostPerHour ?? null);
+    const uncapped = requests.length === 0 ? [] : await run(requests, 0);
+    const uncappedPeakBySeed = o.seeds.map((_, i) => earlier?.[i] ?? uncapped[i]?.peakCostPerHour ?? null);
     const capBySeed = uncappedPeakBySeed.map((peak) =>
       capShare === null || peak === null ? null : capShare * peak,
     );
@@ -305,6 +312,7 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
       builds: Object.fromEntries([...builds].map(([name, b]) => [name, b.dir])),
       baseline,
       capShare,
+      peaksFrom: o.peaksFrom ?? null,
       uncappedPeakBySeed,
       capBySeed,
       runs,
@@ -356,6 +364,10 @@ export function registerBenchArms(bench: Command): Command {
     .option(
       '--cap-share <x>',
       "each seed's --cap-dollars-per-hour is x times the peak $/h of a run of the --common flags alone on that seed (uncapped)",
+    )
+    .option(
+      '--peaks-from <arms.json>',
+      "with --cap-share: each seed's uncapped peak from an earlier report of the same --common flags, instead of running them again",
     )
     .option('--parallel <n>', 'runs at once (default: available cores)')
     .option('--json', 'print one JSON object instead of tables')
