@@ -1,3 +1,4 @@
+import type { CostBreakdown } from './cost-ledger.js';
 import type { ValueOfTimeSetting } from '../core/model.js';
 
 /** What one simulated run produces; the report (JSON, CSV, HTML) and `simulate --json` are built from it. */
@@ -117,6 +118,8 @@ export interface SpotRunMetrics {
 export interface RunResult {
   readonly summary: RunSummary;
   readonly series: RunSeries;
+  /** What the billed capacity was doing, in dollars (the engine's runs; cost-ledger.ts). */
+  readonly costBreakdown?: CostBreakdown | undefined;
   readonly jobs: readonly JobOutcome[];
   /** Present when the run had a queue layer (`RunOptions.queue`). */
   readonly queue?: QueueRunMetrics | undefined;

@@ -529,6 +529,7 @@ export class Simulation {
     return {
       summary,
       series: this.state.meter.series(this.maxSeriesPoints),
+      costBreakdown: this.state.ledger.breakdown(),
       jobs,
       ...(network === undefined ? {} : { network }),
       ...(this.reportsStarts

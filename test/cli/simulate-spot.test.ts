@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SPOT_FIELDS, SUMMARY_FIELDS } from '../../src/sim/report/normalize.js';
+import { COST_FIELDS, SPOT_FIELDS, SUMMARY_FIELDS } from '../../src/sim/report/normalize.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 
 /** `fleetwise simulate --spot on|off` as users run it (the built CLI in a subprocess). */
@@ -44,7 +44,7 @@ describe('fleetwise simulate --spot', () => {
     expect(on.code, on.stderr).toBe(0);
     const runs = (JSON.parse(on.stdout) as { runs: JsonRun[] }).runs;
     for (const run of runs) {
-      expect(Object.keys(run)).toEqual([...SUMMARY_FIELDS, ...SPOT_FIELDS]);
+      expect(Object.keys(run)).toEqual([...SUMMARY_FIELDS, ...SPOT_FIELDS, ...COST_FIELDS]);
       expect(run.spotShare, run.scheduler).toBeGreaterThan(0.5);
       expect(run.lostWorkHours).toBeGreaterThanOrEqual(0);
       // Every reclaim is preceded by a recommendation (bursts' come with their notice).
@@ -70,7 +70,7 @@ describe('fleetwise simulate --spot', () => {
     expect(offReport.bounds.workBound).toBeGreaterThan(report.bounds.workBound);
     const onDemand = (JSON.parse(off.stdout) as { runs: JsonRun[] }).runs;
     for (const [i, run] of onDemand.entries()) {
-      expect(Object.keys(run)).toEqual([...SUMMARY_FIELDS]);
+      expect(Object.keys(run)).toEqual([...SUMMARY_FIELDS, ...COST_FIELDS]);
       expect(run.totalCost).toBeGreaterThan((runs[i] as JsonRun).totalCost);
     }
   }, 180_000);

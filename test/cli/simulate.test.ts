@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SUMMARY_FIELDS } from '../../src/sim/report/normalize.js';
+import { COST_FIELDS, SUMMARY_FIELDS } from '../../src/sim/report/normalize.js';
 import { CLI, ensureBuiltCli, runCli, type CliResult } from '../helpers/built-cli.js';
 import type { RunSummary } from '../../src/world/run-result.js';
 
@@ -49,7 +49,7 @@ describe('fleetwise simulate (CLI subprocess)', () => {
     const runs = parseRuns(first.stdout);
     expect(runs.map((r) => r.scheduler)).toEqual(['no-packing', 'eva']);
     for (const run of runs) {
-      expect(Object.keys(run)).toEqual([...SUMMARY_FIELDS]);
+      expect(Object.keys(run)).toEqual([...SUMMARY_FIELDS, ...COST_FIELDS]);
       expect(run.jobs).toBe(6);
       expect(run.totalCost).toBeGreaterThan(0);
       expect(run.meanJctHours).toBeGreaterThan(0);
@@ -82,7 +82,9 @@ describe('fleetwise simulate (CLI subprocess)', () => {
     expect(csv).toHaveLength(3);
     expect(csv[1]?.startsWith('no-packing,6,')).toBe(true);
     const html = readFileSync(join(outDir, 'report.html'), 'utf8');
-    expect(html.match(/<svg /g)).toHaveLength(6);
+    // Cost over time, where the money went, instances, allocation, JCT, cost against JCT, migrations.
+    expect(html.match(/<svg /g)).toHaveLength(7);
+    expect(html).toContain('id="chart-cost-breakdown"');
     expect(html).toContain('<p id="bounds"');
     expect(html).toContain('<p class="lead" id="lead">');
     // Self-contained: the only scripts are inline (the chart library and the charts' options).

@@ -7,6 +7,7 @@ import { Rng } from '../../src/core/random.js';
 import type { Configuration, Plan, Scheduler } from '../../src/scheduler/types.js';
 import { runSimulation } from '../../src/sim/run-simulation.js';
 import type { GroundTruth } from '../../src/world/ground-truth.js';
+import { COST_PARTS } from '../../src/world/cost-ledger.js';
 import type { RunResult } from '../../src/world/run-result.js';
 import type { TraceJob } from '../../src/world/trace.js';
 import { instanceType, trace, traceJob, traceTask } from './sim-fixtures.js';
@@ -171,6 +172,13 @@ describe('engine invariants under a churning scheduler', () => {
         const s = result.series;
         expect(s.runningInstances.at(-1)).toBe(0);
         expect(s.cumulativeCost.at(-1)).toBeCloseTo(result.summary.totalCost, 6);
+        // Where the dollars went: every part ≥ 0, adding up to the bill; a move's checkpoint is paid for.
+        const parts = Object.values(result.costBreakdown ?? {});
+        expect(parts).toHaveLength(COST_PARTS.length);
+        for (const dollars of parts) expect(dollars).toBeGreaterThanOrEqual(0);
+        expect(parts.reduce((a, b) => a + b, 0)).toBeCloseTo(result.summary.totalCost, 6);
+        if (result.jobs.some((j) => j.migrations > 0))
+          expect(result.costBreakdown?.checkpointing).toBeGreaterThan(0);
         expect(s.migrations.at(-1)).toBe(result.jobs.reduce((a, j) => a + j.migrations, 0));
         movedJobs += result.jobs.filter((j) => j.migrations > 0).length;
         for (let i = 0; i < s.timeSeconds.length; i++) {

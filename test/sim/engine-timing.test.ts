@@ -59,6 +59,22 @@ describe('the digest §6 worked timing example (No-Packing, pai_200 job 0)', () 
     expect(result.summary.peakCostPerHour).toBeCloseTo(12.24, 9);
     expect(result.summary.instancesLaunched).toBe(1);
   });
+
+  it('splits that bill by what the instance was doing (its task holds 12 of 32 vCPUs: a 0.375 share)', () => {
+    const dollars = (seconds: number) => (12.24 * seconds) / 3600;
+    const share = 12 / 32; // [1, 12, 16] of [4, 32, 244]: vCPUs dominate
+    expect(result.costBreakdown?.bootAndShutdown).toBeCloseTo(dollars(1429 - 1237 + 1), 9); // boot, and terminate
+    expect(result.costBreakdown?.preparing).toBeCloseTo(dollars(share * (1440 - 1429)), 9); // fetch and build
+    expect(result.costBreakdown?.starting).toBeCloseTo(dollars(share * (1520 - 1440)), 9); // init delay
+    expect(result.costBreakdown?.working).toBeCloseTo(dollars(share * (13950 - 1520)), 9); // alone: rate 1
+    expect(result.costBreakdown?.slowdown).toBe(0);
+    expect(result.costBreakdown?.checkpointing).toBe(0);
+    // The rest of the instance while the task held it, then all of it until the round dropped it.
+    expect(result.costBreakdown?.idle).toBeCloseTo(
+      dollars((1 - share) * (13950 - 1429) + (14100 - 13950)),
+      9,
+    );
+  });
 });
 
 describe('billing arithmetic', () => {

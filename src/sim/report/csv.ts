@@ -1,5 +1,6 @@
 import type { RunResult } from '../../world/run-result.js';
 import {
+  COST_FIELDS,
   NETWORK_FIELDS,
   QUEUE_FIELDS,
   runRecord,
@@ -17,7 +18,7 @@ function csvCell(value: string | number | null): string {
 
 /**
  * runs.csv: a header with the run records' field names (RunSummary's, then the queue metrics when any run had a
- * queue, then the network metrics when any run reports them, then the spot metrics with spot on), then one row per scheduler; null or absent → empty cell.
+ * queue, then the network metrics when any run reports them, then the spot metrics with spot on, then where the dollars went), then one row per scheduler; null or absent → empty cell.
  */
 export function runsCsv(results: readonly RunResult[]): string {
   const fields = [
@@ -26,6 +27,7 @@ export function runsCsv(results: readonly RunResult[]): string {
     ...(results.some((r) => r.network !== undefined) ? NETWORK_FIELDS : []),
     ...(results.some((r) => r.starts !== undefined) ? START_FIELDS : []),
     ...(results.some((r) => r.spot !== undefined) ? SPOT_FIELDS : []),
+    ...(results.some((r) => r.costBreakdown !== undefined) ? COST_FIELDS : []),
   ];
   const lines = [fields.join(',')];
   for (const r of results) {

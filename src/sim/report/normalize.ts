@@ -1,3 +1,4 @@
+import { COST_PARTS, type CostPart } from '../../world/cost-ledger.js';
 import type {
   NetworkRunMetrics,
   QueueRunMetrics,
@@ -96,15 +97,25 @@ export const SPOT_FIELDS = [
   'rebalanceRecommendations',
 ] as const satisfies readonly (keyof SpotRunMetrics)[];
 
+/** Where the instance dollars went (cost-ledger.ts), appended when the run reports it, in COST_PARTS' order. */
+export const COST_FIELDS = COST_PARTS.map(costField);
+
+/** `working` → `costWorking`. */
+export function costField(part: CostPart): `cost${Capitalize<CostPart>}` {
+  return `cost${part.charAt(0).toUpperCase()}${part.slice(1)}` as `cost${Capitalize<CostPart>}`;
+}
+
 /**
  * One run as `simulate --json`, report.json and runs.csv show it: SUMMARY_FIELDS, then QUEUE_FIELDS if queued, then
- * NETWORK_FIELDS if the run reports the network, then START_FIELDS if it reports starts, then SPOT_FIELDS with spot on.
+ * NETWORK_FIELDS if the run reports the network, then START_FIELDS if it reports starts, then SPOT_FIELDS with spot
+ * on, then COST_FIELDS.
  */
 export type RunRecord = RunSummary &
   Partial<QueueRunMetrics> &
   Partial<NetworkRunMetrics> &
   Partial<StartRunMetrics> &
-  Partial<SpotRunMetrics>;
+  Partial<SpotRunMetrics> &
+  Partial<Record<`cost${Capitalize<CostPart>}`, number>>;
 
 export function runRecord(r: RunResult): RunRecord {
   const summary = orderedSummary(r.summary);
@@ -149,6 +160,9 @@ export function runRecord(r: RunResult): RunRecord {
           spotShare: r.spot.spotShare,
           rebalanceRecommendations: r.spot.rebalanceRecommendations,
         }),
+    ...(r.costBreakdown === undefined
+      ? {}
+      : Object.fromEntries(COST_PARTS.map((part) => [costField(part), r.costBreakdown?.[part] ?? 0]))),
     // Last, and only in a value-of-time sweep or when one was set: which value the run had.
     ...(r.summary.valueOfTimePerJobHour === undefined
       ? {}

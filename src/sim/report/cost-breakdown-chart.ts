@@ -1,0 +1,61 @@
+import type { BarSeriesOption } from 'echarts';
+import { fmt } from '../../report/chart.js';
+import { COST_PARTS, type CostPart } from '../../world/cost-ledger.js';
+import type { RunResult } from '../../world/run-result.js';
+import { AXIS_NAME, WIDTH, type ReportChart } from './chart-kit.js';
+
+/** Each part's name in the legend and its colour: work in greens, overheads in ambers, waste in greys and red. */
+const PARTS: Readonly<Record<CostPart, { readonly label: string; readonly color: string }>> = {
+  working: { label: 'working', color: '#2e9e5b' },
+  slowdown: { label: 'co-location slowdown', color: '#d1495b' },
+  starting: { label: 'starting (init, siblings)', color: '#edae49' },
+  preparing: { label: 'preparing (image, restore)', color: '#f6d186' },
+  checkpointing: { label: 'checkpointing', color: '#8c6bb1' },
+  bootAndShutdown: { label: 'boot and shutdown', color: '#7a8793' },
+  idle: { label: 'idle room', color: '#c9d1d9' },
+};
+
+/**
+ * Where each run's instance dollars went (cost-ledger.ts), one stacked bar per run in dollars, so runs compare both
+ * on their bill and on what it bought. Undefined when no run kept the ledger (the controller runtime does not).
+ */
+export function costBreakdownChart(results: readonly RunResult[]): ReportChart | undefined {
+  const runs = results.filter((r) => r.costBreakdown !== undefined);
+  if (runs.length === 0) return undefined;
+  const names = runs.map((r) => r.summary.scheduler);
+  const series: BarSeriesOption[] = COST_PARTS.map((part) => ({
+    type: 'bar',
+    name: PARTS[part].label,
+    stack: 'cost',
+    color: PARTS[part].color,
+    barMaxWidth: 26,
+    emphasis: { focus: 'series' },
+    tooltip: { valueFormatter: fmt('money') },
+    data: runs.map((r) => Math.round(100 * (r.costBreakdown?.[part] ?? 0)) / 100),
+  }));
+  return {
+    chart: {
+      id: 'chart-cost-breakdown',
+      title: 'Where the money went (instance dollars by what the capacity was doing)',
+      width: WIDTH,
+      height: 110 + 42 * runs.length,
+      option: {
+        legend: { top: 0 },
+        tooltip: { trigger: 'axis', axisPointer: { type: 'shadow' }, confine: true },
+        grid: { left: 150, right: 40, top: 44, bottom: 50 },
+        xAxis: {
+          type: 'value',
+          name: 'dollars',
+          ...AXIS_NAME,
+          axisLabel: { formatter: '$' + '{value}' },
+        },
+        yAxis: { type: 'category', data: names, inverse: true },
+        series,
+      },
+    },
+    caption:
+      'Every billed second of an instance split by what its capacity was doing: each task on it takes its share of the ' +
+      "instance's $/h (its dominant share of the capacity), split between work at the job's rate and the slowdown " +
+      "co-location costs it; the room no task holds is idle. The parts add up to the instances' bill.",
+  };
+}
