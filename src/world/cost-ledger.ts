@@ -1,5 +1,7 @@
 import { taskShareOf } from '../scheduler/expected-start.js';
-import { taskDemandOn, type SimInstance, type SimTask } from './entities.js';
+import type { InstanceType } from '../core/catalog.js';
+import { demandOn } from '../core/resources.js';
+import type { SimInstance, SimTask } from './entities.js';
 
 /**
  * Where a run's instance dollars went. Every billed second of an instance is split by what its capacity was doing:
@@ -34,6 +36,13 @@ function jobRate(task: SimTask): number {
   return Math.max(0, rate);
 }
 
+/** The task's dominant share of an instance of `type` (as barrier-idle cost counts it). */
+function shareOn(task: SimTask, type: InstanceType): number {
+  const d = demandOn(task.spec.demand, type.family);
+  if (d === undefined) throw new Error(`task ${task.id} cannot run on family ${type.family}`);
+  return taskShareOf(d, type.capacity);
+}
+
 function partOf(task: SimTask): CostPart | 'progressing' {
   switch (task.state) {
     case 'launching':
@@ -54,32 +63,46 @@ export class CostLedger {
     number
   >;
 
-  /** Charge `seconds` of the billed instances among `instances`, in the state they held all that while. */
-  accrue(instances: Iterable<SimInstance>, seconds: number): void {
+  /**
+   * Charge `seconds` of one billed instance of `type` at `pricePerHour`, in the state it held all that while: `up`
+   * (its worker registered, so it can run tasks) with `occupants` holding its capacity. Both runtimes call it for each
+   * instance they bill, as their clock moves.
+   */
+  accrue(
+    type: InstanceType,
+    pricePerHour: number,
+    up: boolean,
+    occupants: Iterable<SimTask>,
+    seconds: number,
+  ): void {
     if (seconds <= 0) return;
-    for (const inst of instances) {
-      if (inst.billedFromSeconds === undefined) continue;
-      const dollars = (inst.pricePerHour * seconds) / 3600;
-      if (inst.lifecycle !== 'running') {
-        this.dollars.bootAndShutdown += dollars;
+    const dollars = (pricePerHour * seconds) / 3600;
+    if (!up) {
+      this.dollars.bootAndShutdown += dollars;
+      return;
+    }
+    let held = 0;
+    for (const task of occupants) held += shareOn(task, type);
+    const scale = held > 1 ? dollars / held : dollars;
+    for (const task of occupants) {
+      const share = shareOn(task, type) * scale;
+      const part = partOf(task);
+      if (part !== 'progressing') {
+        this.dollars[part] += share;
         continue;
       }
-      let held = 0;
-      for (const task of inst.occupants) held += taskShareOf(taskDemandOn(task, inst), inst.type.capacity);
-      const scale = held > 1 ? dollars / held : dollars;
-      for (const task of inst.occupants) {
-        const share = taskShareOf(taskDemandOn(task, inst), inst.type.capacity) * scale;
-        const part = partOf(task);
-        if (part !== 'progressing') {
-          this.dollars[part] += share;
-          continue;
-        }
-        const rate = Math.min(1, jobRate(task));
-        this.dollars.working += share * rate;
-        this.dollars.slowdown += share * (1 - rate);
-      }
-      if (held < 1) this.dollars.idle += dollars * (1 - held);
+      const rate = Math.min(1, jobRate(task));
+      this.dollars.working += share * rate;
+      this.dollars.slowdown += share * (1 - rate);
     }
+    if (held < 1) this.dollars.idle += dollars * (1 - held);
+  }
+
+  /** The engine's instances: those billed among `instances`, up once registered (lifecycle `running`). */
+  accrueInstances(instances: Iterable<SimInstance>, seconds: number): void {
+    for (const inst of instances)
+      if (inst.billedFromSeconds !== undefined)
+        this.accrue(inst.type, inst.pricePerHour, inst.lifecycle === 'running', inst.occupants, seconds);
   }
 
   breakdown(): CostBreakdown {

@@ -118,7 +118,7 @@ export interface SpotRunMetrics {
 export interface RunResult {
   readonly summary: RunSummary;
   readonly series: RunSeries;
-  /** What the billed capacity was doing, in dollars (the engine's runs; cost-ledger.ts). */
+  /** What the billed capacity was doing, in dollars (cost-ledger.ts). */
   readonly costBreakdown?: CostBreakdown | undefined;
   readonly jobs: readonly JobOutcome[];
   /** Present when the run had a queue layer (`RunOptions.queue`). */

@@ -152,7 +152,7 @@ export class WorldState {
 
   /** Move the clock (billing accrues up to the new time). */
   advanceTo(t: number): void {
-    this.ledger.accrue(this.launched, t - this.nowSeconds);
+    this.ledger.accrueInstances(this.launched, t - this.nowSeconds);
     this.meter.advanceTo(t);
     this.nowSeconds = t;
   }

@@ -8,13 +8,14 @@ import { integrateProgress, type SimJob } from '../../world/entities.js';
 import type { SimLogEntry, SimulationProgress } from '../../world/simulation-types.js';
 import { predictionErrors, successfulSojournMeanHours } from '../run-simulation.js';
 import { p99JctHours } from '../queue-options.js';
+import { CostLedger } from '../../world/cost-ledger.js';
 import { FleetMeter } from '../../world/fleet-meter.js';
 import type { GroundTruth } from '../../world/ground-truth.js';
 import { jobOutcome, mean, summarize } from '../../world/metrics.js';
 import { buildSimJobs } from '../../world/trace-jobs.js';
 import type { Trace } from '../../world/trace.js';
 import type { JobOutcome, RunResult } from '../../world/run-result.js';
-import { SimulatedCloud } from './simulated-cloud.js';
+import { SimulatedCloud, type SimulatedInstance } from './simulated-cloud.js';
 import { SimulatedWorkers } from './simulated-workers.js';
 import { Timeline } from './timeline.js';
 import { traceJobSpec } from './trace-specs.js';
@@ -90,6 +91,9 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
   const clock = new VirtualClock(0);
   const timeline = new Timeline();
   const meter = new FleetMeter();
+  // Where the money went, as the engine keeps it: every billed instance charged as the clock moves.
+  const ledger = new CostLedger();
+  const billed = new Set<SimulatedInstance>();
   let reported = false;
   const cloud = new SimulatedCloud({
     catalog: o.catalog,
@@ -111,8 +115,14 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
           instanceId: inst.instanceId,
         }),
       // The simulated cloud of the controller runtime launches on demand only.
-      billingStarted: (inst) => meter.startBilling(inst.type, inst.type.costPerHour),
-      billingStopped: (inst, seconds) => meter.stopBilling(inst.type, inst.type.costPerHour, seconds, false),
+      billingStarted: (inst) => {
+        billed.add(inst);
+        meter.startBilling(inst.type, inst.type.costPerHour);
+      },
+      billingStopped: (inst, seconds) => {
+        billed.delete(inst);
+        meter.stopBilling(inst.type, inst.type.costPerHour, seconds, false);
+      },
       registered: () => (reported = true),
     },
   });
@@ -245,6 +255,14 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
         `controller simulation with ${o.scheduler.name} did not finish by ${maxSeconds} s: ${left.length} jobs unfinished (e.g. ${left.slice(0, 5).join(', ')})`,
       );
     }
+    for (const inst of billed)
+      ledger.accrue(
+        inst.type,
+        inst.type.costPerHour,
+        inst.registered && inst.state === 'running',
+        workers.occupantsOf(inst.instanceId),
+        t - clock.nowSeconds(),
+      );
     clock.advanceTo(t);
     meter.advanceTo(t);
     do {
@@ -294,13 +312,14 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
   await controller.stop();
   if (finishedNow() < jobs.length)
     throw new Error(`controller simulation stopped with ${jobs.length - finishedNow()} jobs unfinished`);
-  return result(o, jobs, meter, store, cloud, workers, (performance.now() - startedMs) / 1000);
+  return result(o, jobs, meter, ledger, store, cloud, workers, (performance.now() - startedMs) / 1000);
 }
 
 function result(
   o: ControllerRunOptions,
   jobs: readonly SimJob[],
   meter: FleetMeter,
+  ledger: CostLedger,
   store: MemoryStateStore,
   cloud: SimulatedCloud,
   workers: SimulatedWorkers,
@@ -327,6 +346,7 @@ function result(
   const base: RunResult = {
     summary,
     series: meter.series(o.maxSeriesPoints ?? DEFAULT_MAX_SERIES_POINTS),
+    costBreakdown: ledger.breakdown(),
     jobs: outcomes,
     ...(o.reportStarts === true
       ? {

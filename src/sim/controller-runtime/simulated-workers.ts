@@ -61,6 +61,8 @@ interface HeldTask {
   prepared: boolean;
 }
 
+const NO_TASKS: ReadonlySet<SimTask> = new Set();
+
 interface Host {
   readonly images: Set<string>;
   readonly occupants: Set<SimTask>;
@@ -120,6 +122,11 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
   }
 
   /** Whether the task holds capacity on an instance (started and not yet uploaded off it). */
+  /** The tasks holding capacity on the cloud's instance `cloudId` (none before its first start). */
+  occupantsOf(cloudId: string): ReadonlySet<SimTask> {
+    return this.hosts.get(cloudId)?.occupants ?? NO_TASKS;
+  }
+
   isPlaced(task: SimTask): boolean {
     return this.placement.has(task);
   }

@@ -17,7 +17,7 @@ const PARTS: Readonly<Record<CostPart, { readonly label: string; readonly color:
 
 /**
  * Where each run's instance dollars went (cost-ledger.ts), one stacked bar per run in dollars, so runs compare both
- * on their bill and on what it bought. Undefined when no run kept the ledger (the controller runtime does not).
+ * on their bill and on what it bought. Undefined when no run has the ledger (results made before it was kept).
  */
 export function costBreakdownChart(results: readonly RunResult[]): ReportChart | undefined {
   const runs = results.filter((r) => r.costBreakdown !== undefined);

@@ -38,7 +38,7 @@ describe('where the money went', () => {
     expect(option.series.at(-1)).toMatchObject({ name: 'idle room', data: [3.5, 0] });
   });
 
-  it('is left out when no run kept the ledger (the controller runtime), and is in the report when one did', () => {
+  it('is left out when no run has the ledger, and is in the report when one has', () => {
     const bare = runs().map(({ costBreakdown: _, ...r }) => r);
     expect(costBreakdownChart(bare)).toBeUndefined();
     expect(reportHtml(bare, {})).not.toContain('id="chart-cost-breakdown"');
