@@ -44,6 +44,8 @@ export const METRIC_LABELS: Record<ComparedMetric, string> = {
   peakCostPerHour: 'peak $/h',
   lostWorkHours: 'lost work',
   spotShare: 'spot share',
+  costSlowdown: 'slowdown $',
+  costIdle: 'idle $',
 };
 
 export function signedPercent(p: number | null, digits = 2): string {

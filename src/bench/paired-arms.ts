@@ -18,6 +18,9 @@ export const COMPARED_METRICS = [
   'peakCostPerHour',
   'lostWorkHours',
   'spotShare',
+  // Where the money went (cost-ledger.ts): the two parts a packing change trades against each other.
+  'costSlowdown',
+  'costIdle',
 ] as const;
 export type ComparedMetric = (typeof COMPARED_METRICS)[number];
 

@@ -74,6 +74,14 @@ describe('fleetwise bench arms', () => {
     }
     // Co-start named in one arm: its barrier-idle cost is compared (the baseline names co-start off, so it reports it too).
     expect(report.comparisons['srpt']?.map((d) => d.metric)).toContain('barrierIdleCost');
+    // And where the money went: the slowdown and idle-room dollars, from each run's ledger.
+    const idle = report.comparisons['srpt']?.find((d) => d.metric === 'costIdle');
+    const idleOf = (arm: string, i: number) => report.runs[arm]?.[i]?.costIdle ?? Number.NaN;
+    expect(idle?.percentBySeed[0]).toBeCloseTo(
+      (100 * (idleOf('srpt', 0) - idleOf('fifo', 0))) / idleOf('fifo', 0),
+      9,
+    );
+    expect(report.comparisons['srpt']?.map((d) => d.metric)).toContain('costSlowdown');
 
     // The tables: one per compared arm, with a summary line per metric and the peak against the cap.
     const out = mkdtempSync(join(tmpdir(), 'fleetwise-arms-'));
