@@ -1,7 +1,7 @@
 import { taskShareOf } from '../scheduler/expected-start.js';
 import type { InstanceType } from '../core/catalog.js';
 import { demandOn } from '../core/resources.js';
-import type { SimInstance, SimTask } from './entities.js';
+import { jobRate, type SimInstance, type SimTask } from './entities.js';
 
 /**
  * Where a run's instance dollars went. Every billed second of an instance is split by what its capacity was doing:
@@ -11,7 +11,10 @@ import type { SimInstance, SimTask } from './entities.js';
 export const COST_PARTS = [
   /** Tasks of progressing jobs, at the rate they progress (the job's normalized throughput). */
   'working',
-  /** Tasks of progressing jobs, for the throughput co-location took from them (1 − that rate). */
+  /**
+   * Tasks of progressing jobs, for the throughput co-location took from them (1 − that rate; what network latency
+   * takes from latency-sensitive jobs stays in `working`).
+   */
   'slowdown',
   /** Tasks running while their job does not progress yet: its init delay, or siblings not yet running (gang). */
   'starting',
@@ -28,13 +31,6 @@ export type CostPart = (typeof COST_PARTS)[number];
 
 /** Dollars per part; they add up to the instances' bill (the run's total cost less traffic across zones). */
 export type CostBreakdown = Readonly<Record<CostPart, number>>;
-
-/** A progressing job's normalized throughput: its slowest running task's (a synchronous job runs at its pace). */
-function jobRate(task: SimTask): number {
-  let rate = 1;
-  for (const t of task.job.tasks) if (t.state === 'running') rate = Math.min(rate, t.rate);
-  return Math.max(0, rate);
-}
 
 /** The task's dominant share of an instance of `type` (as barrier-idle cost counts it). */
 function shareOn(task: SimTask, type: InstanceType): number {
@@ -91,7 +87,8 @@ export class CostLedger {
         this.dollars[part] += share;
         continue;
       }
-      const rate = Math.min(1, jobRate(task));
+      // The job's co-location rate, as progress.ts runs it (its slowest task's; a synchronous job runs at its pace).
+      const rate = Math.min(1, Math.max(0, jobRate(task.job)));
       this.dollars.working += share * rate;
       this.dollars.slowdown += share * (1 - rate);
     }
