@@ -27,7 +27,8 @@ function versusBaseline(cost: number, baseline: number): string {
 
 /**
  * The report's first lines: what the focus run (eva, else the cheapest) saved against no-packing in dollars, at what
- * cost in completion time, how far it stays above the trace's lower bounds, and which run was cheapest if another.
+ * cost in completion time, where its money went, how far it stays above the trace's lower bounds, and which run was
+ * cheapest if another.
  */
 function leadParagraph(results: readonly RunResult[], bounds: ReportBounds | undefined): string {
   if (results.length === 0) return '<p class="lead">No runs.</p>';
@@ -52,6 +53,8 @@ function leadParagraph(results: readonly RunResult[], bounds: ReportBounds | und
     parts.push(
       `${name(focus)} cost ${escapeXml(dollars(cost))}${baseline === undefined ? ` (${BASELINE} did not run)` : ''}.`,
     );
+  const ledger = ledgerSentence(focus, baseline);
+  if (ledger !== undefined) parts.push(ledger);
   if (bounds !== undefined) {
     const above = (bound: number): string =>
       `${dollars(cost - bound)}${bound > 0 ? ` (${one((100 * (cost - bound)) / bound)}%)` : ''}`;
@@ -72,6 +75,25 @@ function leadParagraph(results: readonly RunResult[], bounds: ReportBounds | und
       )}.`,
     );
   return `<p class="lead" id="lead">${parts.join(' ')}</p>`;
+}
+
+/** `89.6% on work, 8.6% on co-location slowdown and 1.0% on idle room`: a run's three main parts, of its bill. */
+function ledgerParts(r: RunResult): string | undefined {
+  const b = r.costBreakdown;
+  const bill = Object.values(b ?? {}).reduce((a, x) => a + x, 0);
+  if (b === undefined || bill <= 0) return undefined;
+  const share = (x: number): string => `${one((100 * x) / bill)}%`;
+  return `${share(b.working)} on work, ${share(b.slowdown)} on co-location slowdown and ${share(b.idle)} on idle room`;
+}
+
+/** Where the focus run's money went (cost-ledger.ts), and no-packing's for contrast. */
+function ledgerSentence(focus: RunResult, baseline: RunResult | undefined): string | undefined {
+  const own = ledgerParts(focus);
+  if (own === undefined) return undefined;
+  const base = baseline === undefined || baseline === focus ? undefined : ledgerParts(baseline);
+  return escapeXml(
+    `Of its bill, ${focus.summary.scheduler} spent ${own}${base === undefined ? '' : ` (${BASELINE}: ${base})`}.`,
+  );
 }
 
 /** The spot baselines' names end so (karpenter-spot, skypilot-spot): the runs a spot report is read against. */

@@ -66,6 +66,27 @@ describe('report.html', () => {
     );
   });
 
+  it('says where the money went: the focus run against no-packing, in shares of each bill', () => {
+    const [noPacking, eva] = withNormalizedCosts(twoRuns());
+    if (noPacking === undefined || eva === undefined) throw new Error('fixture');
+    const parts = { starting: 0, preparing: 0, checkpointing: 0, bootAndShutdown: 0 };
+    // eva's $6: $4.80 work, $0.90 slowdown, $0.30 idle; no-packing's $9: $5.40 work, $3.60 idle.
+    const runs = [
+      { ...noPacking, costBreakdown: { ...parts, working: 5.4, slowdown: 0, idle: 3.6 } },
+      { ...eva, costBreakdown: { ...parts, working: 4.8, slowdown: 0.9, idle: 0.3 } },
+    ];
+    const lead = (/<p class="lead" id="lead">([\s\S]*?)<\/p>/.exec(reportHtml(runs, {}))?.[1] ?? '').replace(
+      /<[^>]+>/g,
+      '',
+    );
+    expect(lead).toContain(
+      'Of its bill, eva spent 80.0% on work, 15.0% on co-location slowdown and 5.0% on idle room ' +
+        '(no-packing: 60.0% on work, 0.0% on co-location slowdown and 40.0% on idle room).',
+    );
+    // Without the ledger, no such sentence.
+    expect(html).not.toContain('on idle room');
+  });
+
   it('shows hand-checkable summary values, and explains every column', () => {
     expect(html).toContain('<td class="num">9.00</td>');
     expect(html).toContain('<td class="num">100.0%</td>');
