@@ -85,6 +85,8 @@ export function pairedDifferences(
     const present = percentBySeed.filter((p): p is number => p !== null);
     if (present.length === 0) continue;
     const { mean, standardError } = meanAndStandardError(present);
+    const lowerOn = present.filter((p) => p < 0).length;
+    const higherOn = present.filter((p) => p > 0).length;
     differences.push({
       metric,
       percentBySeed,
@@ -92,10 +94,10 @@ export function pairedDifferences(
       standardError,
       minPercent: Math.min(...present),
       maxPercent: Math.max(...present),
-      lowerOn: present.filter((p) => p < 0).length,
-      higherOn: present.filter((p) => p > 0).length,
+      lowerOn,
+      higherOn,
       seeds: present.length,
-      ...pairedSignificance(present, mean, standardError),
+      ...pairedSignificance(present.length, mean, standardError, lowerOn, higherOn),
     });
   }
   return differences;

@@ -37,16 +37,20 @@ export function signTestP(lower: number, higher: number): number | null {
   return Math.min(1, 2 * jStat.binomial.cdf(Math.min(lower, higher), n, 0.5));
 }
 
+/**
+ * The figures of `n` paired differences with this mean and standard error, of which `lower` are below 0 and `higher`
+ * above.
+ */
 export function pairedSignificance(
-  values: readonly number[],
+  n: number,
   mean: number | null,
   standardError: number | null,
+  lower: number,
+  higher: number,
 ): PairedSignificance {
-  const lower = values.filter((v) => v < 0).length;
-  const higher = values.filter((v) => v > 0).length;
   const t =
     mean === null || standardError === null
       ? { confidence95: null, tTestP: null }
-      : tFigures(mean, standardError, values.length);
+      : tFigures(mean, standardError, n);
   return { ...t, signTestP: signTestP(lower, higher) };
 }

@@ -53,11 +53,14 @@ function partOf(task: SimTask): CostPart | 'progressing' {
   }
 }
 
+function zeros(): Record<CostPart, number> {
+  return Object.fromEntries(COST_PARTS.map((part) => [part, 0])) as Record<CostPart, number>;
+}
+
 export class CostLedger {
-  private readonly dollars = Object.fromEntries(COST_PARTS.map((part) => [part, 0])) as Record<
-    CostPart,
-    number
-  >;
+  /** Scratch: one instance's share of its capacity per part (reused: this runs at every step of the clock). */
+  private readonly shares = zeros();
+  private readonly dollars = zeros();
 
   /**
    * Charge `seconds` of one billed instance of `type` at `pricePerHour`, in the state it held all that while: `up`
@@ -77,22 +80,27 @@ export class CostLedger {
       this.dollars.bootAndShutdown += dollars;
       return;
     }
+    // One pass: each part's share of the capacity, then the instance's dollars split by them (the shares scaled down
+    // when they add up past 1, the rest idle).
+    const shares = this.shares;
+    for (const part of COST_PARTS) shares[part] = 0;
     let held = 0;
-    for (const task of occupants) held += shareOn(task, type);
-    const scale = held > 1 ? dollars / held : dollars;
     for (const task of occupants) {
-      const share = shareOn(task, type) * scale;
+      const share = shareOn(task, type);
+      held += share;
       const part = partOf(task);
       if (part !== 'progressing') {
-        this.dollars[part] += share;
+        shares[part] += share;
         continue;
       }
       // The job's co-location rate, as progress.ts runs it (its slowest task's; a synchronous job runs at its pace).
       const rate = Math.min(1, Math.max(0, jobRate(task.job)));
-      this.dollars.working += share * rate;
-      this.dollars.slowdown += share * (1 - rate);
+      shares.working += share * rate;
+      shares.slowdown += share * (1 - rate);
     }
-    if (held < 1) this.dollars.idle += dollars * (1 - held);
+    shares.idle += Math.max(0, 1 - held);
+    const scale = dollars / Math.max(1, held);
+    for (const part of COST_PARTS) this.dollars[part] += shares[part] * scale;
   }
 
   /** The engine's instances: those billed among `instances`, up once registered (lifecycle `running`). */

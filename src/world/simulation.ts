@@ -19,6 +19,7 @@ import { buildSimJobs } from './trace-jobs.js';
 import { SpotWorld } from './spot-world.js';
 import type { SimWorld } from './world.js';
 import { exportWorld, importWorld } from './world-io.js';
+import { CostLedger } from './cost-ledger.js';
 import { RANK_ARRIVAL, RANK_EFFECT, RANK_ROUND, WorldState, type SimEvent } from './world-state.js';
 
 export const DEFAULT_ROUND_SECONDS = 300;
@@ -156,6 +157,8 @@ export class Simulation {
       for (const job of this.state.jobs) job.checkpointIntervalSeconds = options.checkpointIntervalSeconds;
     // Interruptions are the world's ground truth; a prediction's world has none.
     if (fork === undefined && options.spot !== undefined) this.state.spot = this.spotWorld(options);
+    // Where the money went is the run's; a prediction's world only looks ahead for completion times.
+    if (fork === undefined) this.state.ledger = new CostLedger();
     this.reportsNetwork =
       options.network !== undefined || this.state.jobs.some((j) => j.spec.network !== undefined);
     this.ticks =
@@ -529,7 +532,7 @@ export class Simulation {
     return {
       summary,
       series: this.state.meter.series(this.maxSeriesPoints),
-      costBreakdown: this.state.ledger.breakdown(),
+      costBreakdown: this.state.ledger?.breakdown(),
       jobs,
       ...(network === undefined ? {} : { network }),
       ...(this.reportsStarts

@@ -1,7 +1,7 @@
 import type { InstanceType } from '../core/catalog.js';
 import type { Resources } from '../core/resources.js';
 import { taskShareOf } from '../scheduler/expected-start.js';
-import { CostLedger } from './cost-ledger.js';
+import type { CostLedger } from './cost-ledger.js';
 import { barrierIdleCost, startSkewSeconds, type TaskStart } from '../round/co-start.js';
 import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './entities.js';
 import { EventQueue } from './event-queue.js';
@@ -129,8 +129,8 @@ export class WorldState {
   /** Time of the pending early round, so several events at one time share one round. */
   earlyRoundAt: number | undefined;
   readonly meter = new FleetMeter();
-  /** What the billed capacity was doing, in dollars (cost-ledger.ts). */
-  readonly ledger = new CostLedger();
+  /** What the billed capacity was doing, in dollars (cost-ledger.ts); never in a prediction's world, which bills nothing. */
+  ledger: CostLedger | undefined;
   /** Start skew and barrier-idle cost of multi-task jobs' starts (round/co-start.ts). */
   readonly starts = new StartMeter();
   /** The network's ground truth (zones, round trips); undefined in a prediction's world, which ignores latency. */
@@ -152,7 +152,7 @@ export class WorldState {
 
   /** Move the clock (billing accrues up to the new time). */
   advanceTo(t: number): void {
-    this.ledger.accrueInstances(this.launched, t - this.nowSeconds);
+    this.ledger?.accrueInstances(this.launched, t - this.nowSeconds);
     this.meter.advanceTo(t);
     this.nowSeconds = t;
   }

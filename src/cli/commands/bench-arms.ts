@@ -231,6 +231,10 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
       a.name,
     );
 
+  if (o.peaksFrom !== undefined && capShare === null)
+    throw new ValidationError('--peaks-from', ['needs --cap-share: the peaks are there to set caps']);
+  const earlier = o.peaksFrom === undefined ? undefined : await earlierPeaks(o.peaksFrom, o.seeds, common);
+
   // Before the runs: a directory that cannot be made would otherwise lose them.
   if (o.out !== undefined)
     await mkdir(o.out, { recursive: true }).catch((e: unknown) => {
@@ -238,10 +242,6 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
         `cannot make ${o.out}: ${e instanceof Error ? e.message : String(e)}`,
       ]);
     });
-
-  if (o.peaksFrom !== undefined && capShare === null)
-    throw new ValidationError('--peaks-from', ['needs --cap-share: the peaks are there to set caps']);
-  const earlier = o.peaksFrom === undefined ? undefined : await earlierPeaks(o.peaksFrom, o.seeds, common);
 
   const requests: RunRequest[] = [];
   // Uncapped reference runs first (the common flags alone), so that each seed's cap is known.

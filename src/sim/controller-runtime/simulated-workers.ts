@@ -121,12 +121,12 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
     return this.taskIds.get(task);
   }
 
-  /** Whether the task holds capacity on an instance (started and not yet uploaded off it). */
   /** The tasks holding capacity on the cloud's instance `cloudId` (none before its first start). */
   occupantsOf(cloudId: string): ReadonlySet<SimTask> {
     return this.hosts.get(cloudId)?.occupants ?? NO_TASKS;
   }
 
+  /** Whether the task holds capacity on an instance (started and not yet uploaded off it). */
   isPlaced(task: SimTask): boolean {
     return this.placement.has(task);
   }

@@ -122,6 +122,7 @@ export function runRecord(r: RunResult): RunRecord {
   const q = r.queue;
   const n = r.network;
   const s = r.starts;
+  const breakdown = r.costBreakdown;
   return {
     ...summary,
     ...(q === undefined
@@ -160,9 +161,9 @@ export function runRecord(r: RunResult): RunRecord {
           spotShare: r.spot.spotShare,
           rebalanceRecommendations: r.spot.rebalanceRecommendations,
         }),
-    ...(r.costBreakdown === undefined
+    ...(breakdown === undefined
       ? {}
-      : Object.fromEntries(COST_PARTS.map((part) => [costField(part), r.costBreakdown?.[part] ?? 0]))),
+      : Object.fromEntries(COST_PARTS.map((part) => [costField(part), breakdown[part]]))),
     // Last, and only in a value-of-time sweep or when one was set: which value the run had.
     ...(r.summary.valueOfTimePerJobHour === undefined
       ? {}
