@@ -25,6 +25,7 @@ import {
 } from '../world/network-config.js';
 import type { Trace } from '../world/trace.js';
 import type { RunResult } from '../world/run-result.js';
+import type { SpotSimulation } from '../world/spot-world.js';
 
 /**
  * Everything one simulated run needs, as plain data: a worker thread receives it and loads the trace, the
@@ -212,6 +213,29 @@ export function requestScheduler(
   });
 }
 
+/** The spot market's interruptions and the jobs' checkpoint cadence a request asks for, as both runtimes take them. */
+export function spotRunOptions(request: RunRequest): {
+  readonly spot?: SpotSimulation;
+  readonly checkpointIntervalSeconds?: number;
+} {
+  return {
+    ...(request.spot === undefined
+      ? {}
+      : {
+          spot: {
+            seed: request.trace.seed ?? 0,
+            checkpointOnNotice: !IGNORES_NOTICES.has(request.scheduler),
+            burstsPerPoolPerMonth: request.spot.burstsPerPoolPerMonth,
+            rebalanceShare: request.spot.rebalanceShare,
+            falseRebalancesPerMonth: request.spot.falseRebalancesPerMonth,
+          },
+        }),
+    ...(request.checkpointMinutes === undefined
+      ? {}
+      : { checkpointIntervalSeconds: request.checkpointMinutes * 60 }),
+  };
+}
+
 /**
  * Load everything the request names and run it in this thread. Progress is the share of the trace's jobs
  * finished, reported after each scheduling round.
@@ -229,20 +253,7 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
     catalog,
     groundTruth,
     ...(network === undefined ? {} : { network }),
-    ...(request.spot === undefined
-      ? {}
-      : {
-          spot: {
-            seed: request.trace.seed ?? 0,
-            checkpointOnNotice: !IGNORES_NOTICES.has(request.scheduler),
-            burstsPerPoolPerMonth: request.spot.burstsPerPoolPerMonth,
-            rebalanceShare: request.spot.rebalanceShare,
-            falseRebalancesPerMonth: request.spot.falseRebalancesPerMonth,
-          },
-        }),
-    ...(request.checkpointMinutes === undefined
-      ? {}
-      : { checkpointIntervalSeconds: request.checkpointMinutes * 60 }),
+    ...spotRunOptions(request),
     ...(request.roundSeconds !== undefined ? { roundSeconds: request.roundSeconds } : {}),
     ...(request.earlyRounds === true ? { earlyRounds: true } : {}),
     ...(request.starts !== undefined ? { starts: request.starts } : {}),

@@ -105,19 +105,11 @@ export class SpotWorld {
     if (instance.market !== 'spot') return;
     const pool = this.poolOf(instance);
     if (pool === undefined) return;
-    const ratePerSecond = interruptionRatePerHour(pool.interruption) / 3600;
-    const u = hashUnit(this.options.seed, 'spot', instance.id);
-    const life = -Math.log(1 - u) / ratePerSecond;
+    const life = spotLifeSeconds(this.options.seed, instance.id, pool);
     this.scheduleReclaim(instance, this.engine.now + life);
-    const falsePerSecond = (this.options.falseRebalancesPerMonth ?? 0) / SECONDS_PER_MONTH;
-    if (falsePerSecond > 0) {
-      // A false alarm: a recommendation at its own exponential time, whatever the instance's reclaim (the first of
-      // the two recommendations counts; an instance is recommended at most once).
-      const v = hashUnit(this.options.seed, 'false-rebalance', instance.id);
-      const at = this.engine.now - Math.log(1 - v) / falsePerSecond;
-      if (at < this.engine.now + life)
-        this.engine.schedule({ kind: 'spot-rebalance', timeSeconds: at, instance });
-    }
+    const falseAlarm = falseRebalanceSeconds(this.options, instance.id, this.engine.now, life);
+    if (falseAlarm !== undefined)
+      this.engine.schedule({ kind: 'spot-rebalance', timeSeconds: falseAlarm, instance });
   }
 
   handle(event: SpotEvent): void {
@@ -140,50 +132,26 @@ export class SpotWorld {
   }
 
   private scheduleReclaim(instance: SimInstance, at: number): void {
-    const now = this.engine.now;
-    if (instance.rebalanceRecommended !== true && this.recommends(instance.id, at)) {
-      const lead = this.rebalanceLeadSeconds(instance.id, at);
-      this.engine.schedule({ kind: 'spot-rebalance', timeSeconds: Math.max(now, at - lead), instance });
-    }
-    this.engine.schedule({
-      kind: 'spot-notice',
-      timeSeconds: Math.max(now, at - SPOT_NOTICE_SECONDS),
-      instance,
-    });
-    this.engine.schedule({ kind: 'spot-reclaim', timeSeconds: Math.max(now, at), instance });
+    for (const event of reclaimEvents(
+      this.options,
+      instance.id,
+      this.engine.now,
+      at,
+      instance.rebalanceRecommended === true,
+    ))
+      this.engine.schedule({ ...event, instance });
   }
 
   private scheduleBurst(pool: SpotOffering, n: number, from: number): void {
-    const perSecond = (this.options.burstsPerPoolPerMonth ?? 0) / SECONDS_PER_MONTH;
-    const u = hashUnit(this.options.seed, 'burst', pool.typeName, pool.zone, n);
-    const at = from - Math.log(1 - u) / perSecond;
-    this.engine.schedule({ kind: 'spot-burst', timeSeconds: at, pool, n });
-    // The pool's instances then live are warned ahead, as a recommendation ahead of a single reclaim is.
-    if ((this.options.rebalanceShare ?? 0) > 0) {
-      const lead = this.rebalanceLeadSeconds('burst', pool.typeName, pool.zone, n);
-      this.engine.schedule({
-        kind: 'spot-burst-warning',
-        timeSeconds: Math.max(from, at - lead),
-        pool,
-        n,
-      });
-    }
-  }
-
-  /** A recommendation's lead before the reclaim it warns of: exponential at the rate Eva assumes after one. */
-  private rebalanceLeadSeconds(...parts: readonly (string | number)[]): number {
-    const u = hashUnit(this.options.seed, 'rebalance-lead', ...parts);
-    return (-Math.log(1 - u) / REBALANCE_INTERRUPTION_RATE_PER_HOUR) * 3600;
-  }
-
-  /** Whether a recommendation precedes this reclaim (the share asked for, drawn per instance and reclaim). */
-  private recommends(...parts: readonly (string | number)[]): boolean {
-    return hashUnit(this.options.seed, 'rebalance', ...parts) < (this.options.rebalanceShare ?? 0);
+    const { burstAt, warningAt } = burstEvents(this.options, pool, n, from);
+    this.engine.schedule({ kind: 'spot-burst', timeSeconds: burstAt, pool, n });
+    if (warningAt !== undefined)
+      this.engine.schedule({ kind: 'spot-burst-warning', timeSeconds: warningAt, pool, n });
   }
 
   private onBurstWarning(pool: SpotOffering, n: number, at: number): void {
     for (const inst of this.engine.liveInstances())
-      if (inPool(inst, pool) && this.recommends(inst.id, 'burst', n, at)) this.onRebalance(inst);
+      if (inPool(inst, pool) && warnedOfBurst(this.options, inst.id, n, at)) this.onRebalance(inst);
   }
 
   private onBurst(pool: SpotOffering, n: number): void {
@@ -235,33 +203,10 @@ export class SpotWorld {
 
   /** Back to the queue at its last checkpoint: the notice's, else the latest periodic one, else its last start. */
   private restartFromCheckpoint(job: SimJob, zone: string | undefined): void {
-    const now = this.engine.now;
-    integrateProgress(job, now);
-    let restored = job.checkpointIterations;
-    if (job.active && job.activeSinceSeconds !== undefined && job.checkpointIntervalSeconds > 0) {
-      // Periodic checkpoints every interval of progress since it resumed; the throughput is taken as constant since
-      // the last one (it changes only when a neighbour starts or stops).
-      const since = now - job.activeSinceSeconds;
-      const sinceLast = since % job.checkpointIntervalSeconds;
-      if (since >= job.checkpointIntervalSeconds)
-        restored = Math.max(restored, job.completedIterations - job.throughput * sinceLast);
-    }
-    const noticed = this.noticed.get(job);
-    if (noticed !== undefined) restored = Math.max(restored, noticed);
+    rollBackToCheckpoint(job, this.engine.now, this.noticed.get(job), zone);
     this.noticed.delete(job);
-    restored = Math.min(restored, job.completedIterations);
-    job.lostWorkSeconds += (job.completedIterations - restored) / job.spec.fullThroughput;
-    job.completedIterations = restored;
-    job.checkpointIterations = restored;
-    job.interruptions += 1;
-    if (zone !== undefined) job.interruptedZones.push(zone);
     job.status = 'queued';
     job.requeueAfterStop = false;
-    job.active = false;
-    job.activeSinceSeconds = undefined;
-    job.throughput = 0;
-    job.version += 1; // its pending completion is void
-    job.activationToken += 1; // and so is a pending activation
     for (const task of job.tasks) {
       const held = task.occupying;
       if (held !== undefined) this.engine.release(task);
@@ -286,4 +231,126 @@ function jobsOn(instance: SimInstance): SimJob[] {
   for (const t of instance.occupants) jobs.add(t.job);
   for (const t of instance.committed) jobs.add(t.job);
   return [...jobs].filter((j) => j.status !== 'finished');
+}
+
+/** Seconds a spot instance of `pool` lives before EC2 reclaims it: exponential at the pool's rate, drawn per instance. */
+export function spotLifeSeconds(seed: number, instanceId: string, pool: SpotOffering): number {
+  const ratePerSecond = interruptionRatePerHour(pool.interruption) / 3600;
+  const u = hashUnit(seed, 'spot', instanceId);
+  return -Math.log(1 - u) / ratePerSecond;
+}
+
+/** An instance's spot events, as both runtimes schedule them. */
+export interface SpotInstanceEvent {
+  readonly kind: 'spot-notice' | 'spot-rebalance' | 'spot-reclaim';
+  readonly timeSeconds: number;
+}
+
+/**
+ * What leads up to a spot instance's reclaim due at `at` (seen at `now`): a rebalance recommendation for the share
+ * asked for (unless the instance had one), its lead drawn at the rate the scheduler assumes before it has learned one
+ * (spot-cost.ts `REBALANCE_INTERRUPTION_RATE_PER_HOUR`: a mean of two hours); the notice two minutes before; the reclaim.
+ */
+export function reclaimEvents(
+  options: SpotSimulation,
+  instanceId: string,
+  now: number,
+  at: number,
+  alreadyRecommended: boolean,
+): SpotInstanceEvent[] {
+  const events: SpotInstanceEvent[] = [];
+  if (!alreadyRecommended && recommends(options, instanceId, at)) {
+    const lead = rebalanceLeadSeconds(options.seed, instanceId, at);
+    events.push({ kind: 'spot-rebalance', timeSeconds: Math.max(now, at - lead) });
+  }
+  events.push({ kind: 'spot-notice', timeSeconds: Math.max(now, at - SPOT_NOTICE_SECONDS) });
+  events.push({ kind: 'spot-reclaim', timeSeconds: Math.max(now, at) });
+  return events;
+}
+
+/**
+ * A false alarm for an instance billed from `now` that lives `life` seconds: a recommendation at its own exponential
+ * time, whatever the instance's reclaim (the first of the two recommendations counts; an instance is recommended at
+ * most once). Undefined when none comes before the reclaim, or false alarms are off.
+ */
+export function falseRebalanceSeconds(
+  options: SpotSimulation,
+  instanceId: string,
+  now: number,
+  life: number,
+): number | undefined {
+  const perSecond = (options.falseRebalancesPerMonth ?? 0) / SECONDS_PER_MONTH;
+  if (perSecond <= 0) return undefined;
+  const v = hashUnit(options.seed, 'false-rebalance', instanceId);
+  const at = now - Math.log(1 - v) / perSecond;
+  return at < now + life ? at : undefined;
+}
+
+/**
+ * The pool's burst number `n`, drawn from `from` at the bursts' rate, and when the pool's instances then live are
+ * warned ahead of it (with recommendations on), as a recommendation ahead of a single reclaim is.
+ */
+export function burstEvents(
+  options: SpotSimulation,
+  pool: SpotOffering,
+  n: number,
+  from: number,
+): { readonly burstAt: number; readonly warningAt?: number } {
+  const perSecond = (options.burstsPerPoolPerMonth ?? 0) / SECONDS_PER_MONTH;
+  const u = hashUnit(options.seed, 'burst', pool.typeName, pool.zone, n);
+  const burstAt = from - Math.log(1 - u) / perSecond;
+  if ((options.rebalanceShare ?? 0) <= 0) return { burstAt };
+  const lead = rebalanceLeadSeconds(options.seed, 'burst', pool.typeName, pool.zone, n);
+  return { burstAt, warningAt: Math.max(from, burstAt - lead) };
+}
+
+/** Whether an instance live at a burst's warning gets a recommendation (the share asked for, drawn per instance). */
+export function warnedOfBurst(options: SpotSimulation, instanceId: string, n: number, at: number): boolean {
+  return recommends(options, instanceId, 'burst', n, at);
+}
+
+/** A recommendation's lead before the reclaim it warns of: exponential at the rate Eva assumes after one. */
+function rebalanceLeadSeconds(seed: number, ...parts: readonly (string | number)[]): number {
+  const u = hashUnit(seed, 'rebalance-lead', ...parts);
+  return (-Math.log(1 - u) / REBALANCE_INTERRUPTION_RATE_PER_HOUR) * 3600;
+}
+
+/** Whether a recommendation precedes this reclaim (the share asked for, drawn per instance and reclaim). */
+function recommends(options: SpotSimulation, ...parts: readonly (string | number)[]): boolean {
+  return hashUnit(options.seed, 'rebalance', ...parts) < (options.rebalanceShare ?? 0);
+}
+
+/**
+ * A reclaim took the job's running work: it keeps the progress of its last checkpoint (the one taken on the notice,
+ * `noticedIterations`, else the latest periodic one, else the one it last resumed from), the rest is counted lost, and
+ * it stops progressing (a pending completion or activation is void). Where its tasks go is the runtime's.
+ */
+export function rollBackToCheckpoint(
+  job: SimJob,
+  now: number,
+  noticedIterations: number | undefined,
+  zone: string | undefined,
+): void {
+  integrateProgress(job, now);
+  let restored = job.checkpointIterations;
+  if (job.active && job.activeSinceSeconds !== undefined && job.checkpointIntervalSeconds > 0) {
+    // Periodic checkpoints every interval of progress since it resumed; the throughput is taken as constant since
+    // the last one (it changes only when a neighbour starts or stops).
+    const since = now - job.activeSinceSeconds;
+    const sinceLast = since % job.checkpointIntervalSeconds;
+    if (since >= job.checkpointIntervalSeconds)
+      restored = Math.max(restored, job.completedIterations - job.throughput * sinceLast);
+  }
+  if (noticedIterations !== undefined) restored = Math.max(restored, noticedIterations);
+  restored = Math.min(restored, job.completedIterations);
+  job.lostWorkSeconds += (job.completedIterations - restored) / job.spec.fullThroughput;
+  job.completedIterations = restored;
+  job.checkpointIterations = restored;
+  job.interruptions += 1;
+  if (zone !== undefined) job.interruptedZones.push(zone);
+  job.active = false;
+  job.activeSinceSeconds = undefined;
+  job.throughput = 0;
+  job.version += 1; // its pending completion is void
+  job.activationToken += 1; // and so is a pending activation
 }

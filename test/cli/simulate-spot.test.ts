@@ -75,6 +75,38 @@ describe('fleetwise simulate --spot', () => {
     }
   }, 180_000);
 
+  it('runs the real controller on spot with --runtime controller, reclaims and recommendations included', async () => {
+    const args = [
+      ...TINY,
+      '--scheduler',
+      'eva,skypilot-spot',
+      '--spot',
+      'on',
+      '--spot-bursts',
+      '30',
+      '--spot-rebalance',
+      '1',
+      '--json',
+    ];
+    const [engine, controller] = await Promise.all([
+      runCli(args),
+      runCli([...args, '--runtime', 'controller']),
+    ]);
+    expect(controller.code, controller.stderr).toBe(0);
+    expect(engine.code, engine.stderr).toBe(0);
+    const byRuntime = [engine, controller].map((r) => (JSON.parse(r.stdout) as { runs: JsonRun[] }).runs);
+    for (const runs of byRuntime)
+      for (const run of runs) {
+        expect(Object.keys(run)).toEqual([...SUMMARY_FIELDS, ...SPOT_FIELDS, ...COST_FIELDS]);
+        expect(run.spotShare, run.scheduler).toBeGreaterThan(0.5);
+        // Every reclaim is preceded by a recommendation (bursts' come with their notice).
+        expect(run.rebalanceRecommendations, run.scheduler).toBeGreaterThanOrEqual(run.interruptions ?? 0);
+      }
+    // The same plans at the same spot prices: the runtimes' bills agree within the reclaims' differences.
+    for (const [i, run] of (byRuntime[1] as JsonRun[]).entries())
+      expect(run.totalCost / ((byRuntime[0] as JsonRun[])[i] as JsonRun).totalCost).toBeCloseTo(1, 1);
+  }, 180_000);
+
   it('names the flag of a bad value', async () => {
     const bad = await runCli([...TINY, '--scheduler', 'eva', '--spot', 'maybe']);
     expect(bad.code).not.toBe(0);

@@ -288,8 +288,6 @@ export function simulationPlan(raw: RawSimulateOptions) {
     throw new ValidationError('--spot-false-rebalances', [
       'needs --spot on (false alarms are recommendations on spot instances)',
     ]);
-  if (spotOn && runtime === 'controller')
-    throw new ValidationError('--spot', ['spot interruptions are simulated in the engine runtime only']);
   const valuesOfTime = o.valueOfTime ?? [
     config?.scheduler.valueOfTimePerJobHour ?? DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR,
   ];

@@ -8,6 +8,7 @@ import {
   loadRequestCatalog,
   loadRequestTrace,
   requestScheduler,
+  spotRunOptions,
   type RunRequest,
 } from '../run-request.js';
 import type { RunResult } from '../../world/run-result.js';
@@ -39,6 +40,7 @@ export async function executeControllerRun(
     scheduler,
     name: request.scheduler,
     settings,
+    ...spotRunOptions(request),
     ...(request.pollSeconds !== undefined ? { pollSeconds: request.pollSeconds } : {}),
     ...(request.earlyRounds === true ? { earlyRounds: true } : {}),
     ...(request.starts === undefined ? {} : { reportStarts: true, coStart: request.starts.coStart === true }),

@@ -1,4 +1,10 @@
 import type { Catalog, InstanceType } from '../../core/catalog.js';
+import type { Market } from '../../core/market.js';
+import { offeringsOf, type SpotOffering } from '../../core/spot.js';
+import {
+  CapacityErrorCache,
+  DEFAULT_CAPACITY_ERROR_TTL_SECONDS,
+} from '../../cloud/aws/capacity-error-cache.js';
 import {
   CloudProviderError,
   InsufficientCapacityError,
@@ -27,6 +33,12 @@ import { VirtualClock } from './virtual-clock.js';
  * with InsufficientCapacityError, as EC2 refuses a type it has no capacity for. An instance goes to the first preferred
  * zone the cloud has (else its first zone) and into the placement group asked for, unless that group is configured
  * as full: then, as EC2 does, it is launched in the same zone without the group and the result says why.
+ *
+ * With its spot market open (`spot`), a launch asking for spot goes to the catalog's pool of the type in the zone asked
+ * for and is billed at the pool's price; a pool marked unavailable (an interruption, as the controller marks it) is
+ * skipped for the next one the type has, price-capacity-optimized, for the EC2 provider's cache window; with none
+ * left the instance is launched on demand and the result says why, as EC2Provider falls back. `reclaim` is EC2
+ * taking a spot instance back: it is gone at once, its worker with it.
  */
 
 export interface SimulatedInstance {
@@ -35,6 +47,9 @@ export interface SimulatedInstance {
   readonly availabilityZone: string;
   readonly tags: Readonly<Record<string, string>>;
   readonly launchedAtSeconds: number;
+  /** How it was bought, and its price per hour in that market (its pool's on spot). */
+  readonly market: Market;
+  readonly pricePerHour: number;
   state: InstanceState;
   /** The worker on it has registered (after instantiate + worker start + register). */
   registered: boolean;
@@ -64,6 +79,8 @@ export interface SimulatedCloudOptions {
   readonly availabilityZones?: readonly string[] | undefined;
   /** Placement groups with no room left: a launch into one lands in its zone without the group. */
   readonly fullPlacementGroups?: Iterable<string> | undefined;
+  /** Sell spot capacity from the catalog's spot market (default false: every launch is on demand). */
+  readonly spot?: boolean | undefined;
   readonly hooks?: SimulatedCloudHooks | undefined;
 }
 
@@ -74,6 +91,8 @@ export class SimulatedCloud implements CloudProvider {
   private readonly fullGroups: ReadonlySet<string>;
   private readonly instances = new Map<string, SimulatedInstance>();
   private readonly byToken = new Map<string, SimulatedInstance>();
+  /** Spot pools recently interrupted (markOfferingUnavailable), as the EC2 provider remembers them. */
+  private readonly unavailable: CapacityErrorCache;
   private launches = 0;
 
   constructor(private readonly o: SimulatedCloudOptions) {
@@ -84,6 +103,10 @@ export class SimulatedCloud implements CloudProvider {
         ? [...o.availabilityZones]
         : [`${o.catalog.region}a`];
     this.fullGroups = new Set(o.fullPlacementGroups ?? []);
+    this.unavailable = new CapacityErrorCache(
+      DEFAULT_CAPACITY_ERROR_TTL_SECONDS,
+      () => o.clock.nowSeconds() * 1000,
+    );
   }
 
   /** Refuse (or stop refusing) launches of a type from now on. */
@@ -111,12 +134,15 @@ export class SimulatedCloud implements CloudProvider {
         availabilityZone: existing.availabilityZone,
         placementGroup: existing.tags[TAG_PLACEMENT_GROUP],
         reusedExisting: true,
+        ...(existing.market === 'spot' ? { market: 'spot' } : {}),
       };
     const type = this.types.get(r.typeName);
     if (type === undefined)
       throw new CloudProviderError(`unknown instance type ${r.typeName}`, 'InvalidParameterValue');
     if (this.refused.has(type.name)) throw new InsufficientCapacityError(type.name, [...this.zones], []);
-    const zone = r.availabilityZones.find((z) => this.zones.includes(z)) ?? (this.zones[0] as string);
+    const asked = r.availabilityZones.find((z) => this.zones.includes(z)) ?? (this.zones[0] as string);
+    const pool = r.market === 'spot' ? this.spotPool(type.name, asked) : undefined;
+    const zone = pool?.zone ?? asked;
     const groupFull = r.placementGroup !== undefined && this.fullGroups.has(r.placementGroup);
     const group = groupFull ? undefined : r.placementGroup;
     this.launches += 1;
@@ -134,6 +160,8 @@ export class SimulatedCloud implements CloudProvider {
         ...(group === undefined ? {} : { [TAG_PLACEMENT_GROUP]: group }),
       },
       launchedAtSeconds: now,
+      market: pool === undefined ? 'on-demand' : 'spot',
+      pricePerHour: pool?.pricePerHour ?? type.costPerHour,
       state: 'pending',
       registered: false,
       billedFromSeconds: undefined,
@@ -150,7 +178,46 @@ export class SimulatedCloud implements CloudProvider {
         ? { placementFallback: `placement group ${r.placementGroup} has no room (simulated)` }
         : {}),
       reusedExisting: false,
+      ...(pool !== undefined ? { market: 'spot' } : {}),
+      ...(r.market === 'spot' && pool === undefined
+        ? { marketFallback: `no spot capacity for ${type.name} (simulated); launched on demand` }
+        : {}),
     };
+  }
+
+  /**
+   * The spot pool a launch of the type gets: the one in the zone asked for, else the type's next pool in
+   * price-capacity-optimized order; none when the market is closed or every pool is marked unavailable.
+   */
+  private spotPool(typeName: string, zone: string): SpotOffering | undefined {
+    const market = this.o.spot === true ? this.o.catalog.spot : undefined;
+    if (market === undefined) return undefined;
+    const open = offeringsOf(market, typeName).filter(
+      (p) => this.zones.includes(p.zone) && !this.unavailable.isUnavailable(typeName, p.zone, 'spot'),
+    );
+    return open.find((p) => p.zone === zone) ?? open[0];
+  }
+
+  markOfferingUnavailable(typeName: string, zone: string, market: Market): void {
+    this.unavailable.markUnavailable(typeName, zone, market);
+  }
+
+  /** EC2 takes a spot instance back: terminated at once, billed until now, its worker gone. */
+  reclaim(instanceId: string): void {
+    const inst = this.instances.get(instanceId);
+    if (inst === undefined || inst.state === 'terminated') return;
+    this.terminated(inst);
+  }
+
+  /** Spot instances of a pool not yet terminated (what a pool-wide reclaim takes). */
+  liveInPool(pool: SpotOffering): SimulatedInstance[] {
+    return [...this.instances.values()].filter(
+      (i) =>
+        i.market === 'spot' &&
+        i.state !== 'terminated' &&
+        i.type.name === pool.typeName &&
+        i.availabilityZone === pool.zone,
+    );
   }
 
   terminate(instanceIds: readonly string[]): Promise<void> {
@@ -206,6 +273,7 @@ export class SimulatedCloud implements CloudProvider {
       availabilityZone: inst.availabilityZone,
       placementGroup: inst.tags[TAG_PLACEMENT_GROUP],
       privateIpAddress: undefined,
+      market: inst.market,
     };
   }
 
@@ -250,6 +318,7 @@ export function createSimulatedCloud(options: {
   readonly refusedTypes?: Iterable<string> | undefined;
   readonly availabilityZones?: readonly string[] | undefined;
   readonly fullPlacementGroups?: Iterable<string> | undefined;
+  readonly spot?: boolean | undefined;
   readonly hooks?: SimulatedCloudHooks | undefined;
   readonly startSeconds?: number | undefined;
 }): SimulatedCloudHarness {
@@ -262,6 +331,7 @@ export function createSimulatedCloud(options: {
     refusedTypes: options.refusedTypes,
     availabilityZones: options.availabilityZones,
     fullPlacementGroups: options.fullPlacementGroups,
+    spot: options.spot,
     hooks: options.hooks,
   });
   const advance = (seconds: number): void => {

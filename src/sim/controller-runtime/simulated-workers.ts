@@ -8,6 +8,7 @@ import type { ThroughputObservation } from '../../scheduler/types.js';
 import { StartMeter } from '../../world/world-state.js';
 import { integrateProgress, isActive, jobRate, type SimJob, type SimTask } from '../../world/entities.js';
 import { memoized, type GroundTruth } from '../../world/ground-truth.js';
+import { rollBackToCheckpoint } from '../../world/spot-world.js';
 import type { SimLogKind } from '../../world/simulation-types.js';
 import type { SimulatedCloud, SimulatedInstance } from './simulated-cloud.js';
 import type { Timeline } from './timeline.js';
@@ -24,7 +25,11 @@ import type { Timeline } from './timeline.js';
  * - co-start (`holdStarts`): a multi-task job's task, once prepared, is held and reported ready in the store's co-start
  *   record, as a worker's heartbeat reports it (controller/co-start-records.ts); it runs when the reconciler's barrier
  *   has released it (its record turns `running`), or is dropped when the controller planned the job again. The
- *   workers hear the controller after each of its passes (`heartbeat`).
+ *   workers hear the controller after each of its passes (`heartbeat`);
+ * - spot (`evacuate`, `reclaimed`): on EC2's interruption notice a worker checkpoints and stops every task of its host
+ *   at once (worker/agent.ts), as a checkpoint-stop does; when EC2 reclaims the host, what still ran there is lost back
+ *   to its job's last checkpoint (world/spot-world.ts `rollBackToCheckpoint`, the engine's rule) and its siblings
+ *   elsewhere wait for it, the job inactive, until the controller starts it again.
  * Jobs are the engine's SimJob objects, so JCT, start and migrations are measured on the simulated world, not on
  * the controller's later observation of it.
  */
@@ -224,6 +229,13 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
       return Promise.resolve('stopped');
     }
     // A move or a return to the queue counts once per job (engine: one migration per job and round).
+    this.checkpointStop(task);
+    return Promise.resolve('pending');
+  }
+
+  /** Checkpoint the task and stop it: it runs on through the kill, then uploads, then frees its room. */
+  private checkpointStop(task: SimTask): void {
+    const job = task.job;
     if (!job.tasks.some((t) => t.state === 'killing' || t.state === 'uploading')) {
       job.migrations += 1;
       this.o.countMigration?.();
@@ -232,7 +244,57 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
     task.state = 'killing';
     this.o.log?.('checkpoint-issued', task, job);
     this.o.timeline.at(this.now() + task.spec.killDelaySeconds, () => this.killed(task));
-    return Promise.resolve('pending');
+  }
+
+  /**
+   * EC2's spot interruption notice reached the host's worker: every task there is checkpointed and stopped at once
+   * (one still preparing just stops: it has nothing to save), and the worker starts nothing more.
+   */
+  evacuate(cloudId: string): void {
+    const host = this.hosts.get(cloudId);
+    if (host === undefined) return;
+    for (const task of [...host.occupants]) {
+      if (task.state === 'running') this.checkpointStop(task);
+      else if (task.state === 'launching') {
+        this.held.delete(task);
+        task.state = 'stopped';
+        this.release(task);
+        if (task.job.tasks.every((t) => t.state === 'stopped' || t.state === 'queued'))
+          task.job.status = 'queued';
+      }
+    }
+  }
+
+  /**
+   * EC2 reclaimed the host: each job with a task still there goes back to its last checkpoint, those tasks are gone
+   * with the host, and the job waits for the controller to start them again (its tasks elsewhere keep their room).
+   */
+  reclaimed(cloudId: string, zone: string): void {
+    const host = this.hosts.get(cloudId);
+    if (host === undefined) return;
+    const jobs = new Set([...host.occupants].map((t) => t.job));
+    for (const job of jobs) {
+      if (job.status === 'finished') continue;
+      rollBackToCheckpoint(job, this.now(), undefined, zone);
+      for (const task of job.tasks) {
+        if (this.placement.get(task) !== cloudId) {
+          // A sibling's neighbours run without it now.
+          const elsewhere = this.hostOfTask(task);
+          if (elsewhere !== undefined) this.dirtyHosts.add(elsewhere);
+          continue;
+        }
+        this.held.delete(task);
+        task.state = 'stopped';
+        task.rate = 1;
+        this.release(task);
+      }
+      job.status = job.tasks.every((t) => t.state === 'stopped' || t.state === 'queued')
+        ? 'queued'
+        : 'migrating';
+      this.dirtyJobs.add(job);
+    }
+    this.hosts.delete(cloudId);
+    this.o.onReport?.();
   }
 
   status(task: TaskRecord): Promise<TaskStatus> {
@@ -330,6 +392,8 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
 
   private activated(job: SimJob, token: number): void {
     if (token !== job.activationToken || job.status === 'finished') return;
+    // It resumed from a checkpoint holding exactly the progress it has (engine onJobActive).
+    job.checkpointIterations = job.completedIterations;
     job.active = true;
     job.activeSinceSeconds = this.now();
     job.startSeconds ??= this.now();

@@ -6,7 +6,7 @@ import {
   type LaunchRequest,
 } from '../../../src/cloud/provider.js';
 import { createSimulatedCloud } from '../../../src/sim/controller-runtime/simulated-cloud.js';
-import { testCatalog } from '../sim-fixtures.js';
+import { testCatalog, testSpotMarket } from '../sim-fixtures.js';
 import { cloudProviderContract } from '../../cloud/provider-contract.js';
 
 // small.x: instantiate 10 s, worker start 20 s, register 30 s, terminate 5 s, $3.6/h.
@@ -128,6 +128,98 @@ describe('SimulatedCloud (CloudProvider)', () => {
     const { cloud } = createSimulatedCloud({ catalog: testCatalog() });
     await expect(cloud.launch(request('has space'))).rejects.toThrow();
     await expect(cloud.launch(request('a', { typeName: 'huge.x' }))).rejects.toThrow(/unknown instance type/);
+  });
+});
+
+describe('SimulatedCloud: spot market', () => {
+  // small.x on demand $3.6/h; spot $1.2/h in z-a (>20% a month), $0.9/h in z-b (<5%).
+  const spotCatalog = {
+    ...testCatalog(),
+    spot: testSpotMarket(
+      { typeName: 'small.x', zone: 'z-a', pricePerHour: 1.2, interruption: '>20%' },
+      { typeName: 'small.x', zone: 'z-b', pricePerHour: 0.9, interruption: '<5%' },
+    ),
+  };
+  const spotCloud = (spot = true, billed: [string, number][] = []) =>
+    createSimulatedCloud({
+      catalog: spotCatalog,
+      availabilityZones: ['z-a', 'z-b'],
+      spot,
+      hooks: { billingStopped: (i, seconds) => billed.push([i.market, (i.pricePerHour * seconds) / 3600]) },
+    });
+  const spotRequest = (token: string, zone: string): LaunchRequest =>
+    request(token, { market: 'spot', availabilityZones: [zone] });
+
+  it('buys spot in the pool asked for, at its price, and lists it as spot', async () => {
+    const { cloud } = spotCloud();
+    const result = await cloud.launch(spotRequest('a', 'z-a'));
+    expect(result).toMatchObject({ market: 'spot', availabilityZone: 'z-a', reusedExisting: false });
+    expect(result.marketFallback).toBeUndefined();
+    const id = result.instanceIds[0] as string;
+    expect(cloud.get(id)).toMatchObject({ market: 'spot', pricePerHour: 1.2 });
+    expect((await cloud.list('c1'))[0]?.market).toBe('spot');
+    // Found again by its token, still spot; an on-demand launch is billed at the list price.
+    expect(await cloud.launch(spotRequest('a', 'z-a'))).toMatchObject({
+      market: 'spot',
+      reusedExisting: true,
+    });
+    const od = await cloud.launch(request('od'));
+    expect(od.market).toBeUndefined();
+    expect(cloud.get(od.instanceIds[0] as string)).toMatchObject({ market: 'on-demand', pricePerHour: 3.6 });
+  });
+
+  it('skips a pool marked unavailable for the cache window, then falls back to on demand and says why', async () => {
+    const { cloud, advance } = spotCloud();
+    cloud.markOfferingUnavailable('small.x', 'z-a', 'spot');
+    const moved = await cloud.launch(spotRequest('a', 'z-a'));
+    expect(moved).toMatchObject({ market: 'spot', availabilityZone: 'z-b' });
+    expect(cloud.get(moved.instanceIds[0] as string)?.pricePerHour).toBe(0.9);
+    cloud.markOfferingUnavailable('small.x', 'z-b', 'spot');
+    const fallback = await cloud.launch(spotRequest('b', 'z-a'));
+    expect(fallback.market).toBeUndefined();
+    expect(fallback.marketFallback).toMatch(/no spot capacity for small\.x/);
+    expect(cloud.get(fallback.instanceIds[0] as string)).toMatchObject({
+      market: 'on-demand',
+      pricePerHour: 3.6,
+    });
+    advance(180); // the EC2 provider's capacity-error window has passed
+    expect(await cloud.launch(spotRequest('c', 'z-a'))).toMatchObject({
+      market: 'spot',
+      availabilityZone: 'z-a',
+    });
+  });
+
+  it('with its spot market closed, a spot request is launched on demand', async () => {
+    const { cloud } = spotCloud(false);
+    const result = await cloud.launch(spotRequest('a', 'z-b'));
+    expect(result.market).toBeUndefined();
+    expect(result.marketFallback).toMatch(/launched on demand/);
+    expect(cloud.get(result.instanceIds[0] as string)?.pricePerHour).toBe(3.6);
+  });
+
+  it('reclaim ends a spot instance at once, billed at its pool price until then', async () => {
+    const billed: [string, number][] = [];
+    const { cloud, advance } = spotCloud(true, billed);
+    const a = (await cloud.launch(spotRequest('a', 'z-b'))).instanceIds[0] as string;
+    const b = (await cloud.launch(spotRequest('b', 'z-b'))).instanceIds[0] as string;
+    await cloud.launch(spotRequest('c', 'z-a'));
+    advance(10 + 3600); // up at 10 s, then an hour
+    expect(
+      cloud.liveInPool({ typeName: 'small.x', zone: 'z-b', pricePerHour: 0.9, interruption: '<5%' }),
+    ).toHaveLength(2);
+    cloud.reclaim(a);
+    expect(cloud.get(a)?.state).toBe('terminated');
+    expect(cloud.get(a)?.registered).toBe(false);
+    expect(billed).toEqual([['spot', 0.9]]);
+    cloud.reclaim(a); // already gone: nothing more is billed
+    cloud.reclaim('i-unknown');
+    expect(billed).toHaveLength(1);
+    expect((await cloud.list('c1')).map((i) => i.instanceId)).not.toContain(a);
+    expect(
+      cloud
+        .liveInPool({ typeName: 'small.x', zone: 'z-b', pricePerHour: 0.9, interruption: '<5%' })
+        .map((i) => i.instanceId),
+    ).toEqual([b]);
   });
 });
 
