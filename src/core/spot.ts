@@ -154,6 +154,28 @@ export function spotOffering(
   return offerings.find((o) => !avoidZones.includes(o.zone)) ?? offerings[0];
 }
 
+/**
+ * How long a pool stays out of spot launches after a capacity error or an interruption: Karpenter's unavailable-
+ * offerings cache keeps an offering out for 3 minutes (research digest industry-anchors §1.4), and so does fleetwise's
+ * EC2 provider and both simulated clouds.
+ */
+export const UNAVAILABLE_OFFERING_SECONDS = 180;
+
+/**
+ * The pool a spot launch of `typeName` gets when some pools are out (`isOpen` false): the one in `zone` when it is
+ * open, else the type's first open pool, price-capacity-optimized; undefined when none is open.
+ */
+export function openSpotPool(
+  market: SpotMarket | undefined,
+  typeName: string,
+  zone: string | undefined,
+  isOpen: (pool: SpotOffering) => boolean,
+): SpotOffering | undefined {
+  if (market === undefined) return undefined;
+  const open = offeringsOf(market, typeName).filter(isOpen);
+  return (zone === undefined ? undefined : open.find((p) => p.zone === zone)) ?? open[0];
+}
+
 /** $ per hour of an instance bought in `market`: the list price on demand, its pool's price on spot. */
 export function marketPricePerHour(
   onDemandPerHour: number,

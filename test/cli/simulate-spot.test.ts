@@ -7,6 +7,8 @@ import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 
 /** `fleetwise simulate --spot on|off` as users run it (the built CLI in a subprocess). */
 const TINY = ['simulate', '--format', 'synthetic', '--jobs', '12', '--seed', '5', '--parallel', '1'];
+/** Spot on, with pool-wide reclaims each preceded by a recommendation: every spot path is taken. */
+const SPOT_STRESS = ['--spot', 'on', '--spot-bursts', '30', '--spot-rebalance', '1'];
 
 interface JsonRun {
   readonly scheduler: string;
@@ -30,17 +32,7 @@ describe('fleetwise simulate --spot', () => {
   it('reports interruptions, lost work and spot share per run with spot on, in JSON, runs.csv and report.html', async () => {
     const out = join(dir, 'report');
     const args = [...TINY, '--scheduler', 'eva,karpenter-spot,skypilot-spot', '--json'];
-    const on = await runCli([
-      ...args,
-      '--spot',
-      'on',
-      '--spot-bursts',
-      '30',
-      '--spot-rebalance',
-      '1',
-      '--out',
-      out,
-    ]);
+    const on = await runCli([...args, ...SPOT_STRESS, '--out', out]);
     expect(on.code, on.stderr).toBe(0);
     const runs = (JSON.parse(on.stdout) as { runs: JsonRun[] }).runs;
     for (const run of runs) {
@@ -76,18 +68,7 @@ describe('fleetwise simulate --spot', () => {
   }, 180_000);
 
   it('runs the real controller on spot with --runtime controller, reclaims and recommendations included', async () => {
-    const args = [
-      ...TINY,
-      '--scheduler',
-      'eva,skypilot-spot',
-      '--spot',
-      'on',
-      '--spot-bursts',
-      '30',
-      '--spot-rebalance',
-      '1',
-      '--json',
-    ];
+    const args = [...TINY, '--scheduler', 'eva,skypilot-spot', ...SPOT_STRESS, '--json'];
     const [engine, controller] = await Promise.all([
       runCli(args),
       runCli([...args, '--runtime', 'controller']),

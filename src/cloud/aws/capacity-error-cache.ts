@@ -1,4 +1,5 @@
 import type { Market } from '../../core/market.js';
+import { UNAVAILABLE_OFFERING_SECONDS } from '../../core/spot.js';
 
 /**
  * Remembers "no capacity for this type in this zone" for a few minutes, so the next launch goes straight to another
@@ -6,7 +7,7 @@ import type { Market } from '../../core/market.js';
  * 3-minute TTL (industry-anchors.md, "Insufficient-capacity (ICE) handling"); 180 s is our default too. Spot and
  * on-demand capacity are separate pools: a spot refusal (or interruption) says nothing about on-demand capacity.
  */
-export const DEFAULT_CAPACITY_ERROR_TTL_SECONDS = 180;
+export const DEFAULT_CAPACITY_ERROR_TTL_SECONDS = UNAVAILABLE_OFFERING_SECONDS;
 
 export class CapacityErrorCache {
   private readonly expiresAtMs = new Map<string, number>();

@@ -1,6 +1,6 @@
 import type { Catalog, InstanceType } from '../../core/catalog.js';
 import type { Market } from '../../core/market.js';
-import { offeringsOf, type SpotOffering } from '../../core/spot.js';
+import { openSpotPool, type SpotOffering } from '../../core/spot.js';
 import {
   CapacityErrorCache,
   DEFAULT_CAPACITY_ERROR_TTL_SECONDS,
@@ -190,12 +190,12 @@ export class SimulatedCloud implements CloudProvider {
    * price-capacity-optimized order; none when the market is closed or every pool is marked unavailable.
    */
   private spotPool(typeName: string, zone: string): SpotOffering | undefined {
-    const market = this.o.spot === true ? this.o.catalog.spot : undefined;
-    if (market === undefined) return undefined;
-    const open = offeringsOf(market, typeName).filter(
+    return openSpotPool(
+      this.o.spot === true ? this.o.catalog.spot : undefined,
+      typeName,
+      zone,
       (p) => this.zones.includes(p.zone) && !this.unavailable.isUnavailable(typeName, p.zone, 'spot'),
     );
-    return open.find((p) => p.zone === zone) ?? open[0];
   }
 
   markOfferingUnavailable(typeName: string, zone: string, market: Market): void {

@@ -148,7 +148,8 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
     if (task === undefined || cloudId === undefined) return Promise.resolve();
     if (task.state !== 'queued' && task.state !== 'stopped') return Promise.resolve(); // idempotent, or done
     const inst = this.o.cloud.get(cloudId);
-    if (inst === undefined) return Promise.resolve();
+    // A host EC2 took back has no worker to start anything (the controller learns it at its next cloud sync).
+    if (inst === undefined || inst.state === 'terminated') return Promise.resolve();
     const host = this.hostOf(inst);
     if (this.holdsStarts && coStarts(request.job, true))
       this.held.set(task, {
