@@ -94,8 +94,21 @@ export class MemoryStateStore implements StateStore {
    * and a scan of the whole log per job grows quadratic over a long run (the simulator's controller runtime).
    */
   private readonly eventsByJob = new Map<string, EventRecord[]>();
+  /** Events of an instance, and of a kind, in seq order: what SQL's indexes give the other stores. */
+  private readonly eventsByInstance = new Map<string, EventRecord[]>();
+  private readonly eventsByKind = new Map<string, EventRecord[]>();
+  /**
+   * Events of a job, or of an instance, of one kind (`${id}\u0000${kind}`): a job's state changes and an instance's
+   * market fallback or rebalance recommendation, read every round.
+   */
+  private readonly eventsByJobKind = new Map<string, EventRecord[]>();
+  private readonly eventsByInstanceKind = new Map<string, EventRecord[]>();
   private readonly tokens = new Map<string, TokenRow>();
-  private readonly values = new Map<string, JsonValue>();
+  /**
+   * Key-values as JSON text, as the SQL stores keep them: one native serialization per write (the scheduler's learned
+   * state is written after every round), and a reader gets its own copy to do with as it likes.
+   */
+  private readonly values = new Map<string, string>();
   private readonly counters = new Map<Counter, number>();
   /** Undo actions of the open transaction, newest last; undefined outside a transaction. */
   private journal: (() => void)[] | undefined;
@@ -371,7 +384,19 @@ export class MemoryStateStore implements StateStore {
   listEvents(filter: EventFilter = {}): EventRecord[] {
     const out: EventRecord[] = [];
     const limit = filter.limit ?? Number.MAX_SAFE_INTEGER;
-    const scanned = filter.jobId === undefined ? this.events : (this.eventsByJob.get(filter.jobId) ?? []);
+    // The narrowest index the filter allows; the loop below checks every condition anyway.
+    const scanned =
+      filter.jobId !== undefined && filter.kind !== undefined
+        ? (this.eventsByJobKind.get(`${filter.jobId}\u0000${filter.kind}`) ?? [])
+        : filter.jobId !== undefined
+          ? (this.eventsByJob.get(filter.jobId) ?? [])
+          : filter.instanceId !== undefined && filter.kind !== undefined
+            ? (this.eventsByInstanceKind.get(`${filter.instanceId}\u0000${filter.kind}`) ?? [])
+            : filter.instanceId !== undefined
+              ? (this.eventsByInstance.get(filter.instanceId) ?? [])
+              : filter.kind !== undefined
+                ? (this.eventsByKind.get(filter.kind) ?? [])
+                : this.events;
     for (const e of scanned) {
       if (out.length >= limit) break;
       if (filter.afterSeq !== undefined && e.seq <= filter.afterSeq) continue;
@@ -432,12 +457,13 @@ export class MemoryStateStore implements StateStore {
   // ---- key-values --------------------------------------------------------------------------------------------
 
   getValue(key: string): JsonValue | undefined {
-    return this.values.get(key);
+    const text = this.values.get(key);
+    return text === undefined ? undefined : (JSON.parse(text) as JsonValue);
   }
 
   setValue(key: string, value: JsonValue): void {
-    const copy = frozenCopy(value);
-    this.transaction(() => this.put(this.values, key, copy));
+    const text = JSON.stringify(value);
+    this.transaction(() => this.put(this.values, key, text));
   }
 
   deleteValue(key: string): boolean {
@@ -503,14 +529,24 @@ export class MemoryStateStore implements StateStore {
       atSeconds,
     }) as EventRecord;
     this.events.push(record);
-    const ofJob = record.jobId === undefined ? undefined : (this.eventsByJob.get(record.jobId) ?? []);
-    if (ofJob !== undefined && record.jobId !== undefined) {
-      ofJob.push(record);
-      this.eventsByJob.set(record.jobId, ofJob);
-    }
+    const indexed = [
+      indexEvent(this.eventsByJob, record.jobId, record),
+      indexEvent(this.eventsByInstance, record.instanceId, record),
+      indexEvent(this.eventsByKind, record.kind, record),
+      indexEvent(
+        this.eventsByJobKind,
+        record.jobId === undefined ? undefined : `${record.jobId}\u0000${record.kind}`,
+        record,
+      ),
+      indexEvent(
+        this.eventsByInstanceKind,
+        record.instanceId === undefined ? undefined : `${record.instanceId}\u0000${record.kind}`,
+        record,
+      ),
+    ];
     (this.journal as (() => void)[]).push(() => {
       this.events.pop();
-      ofJob?.pop();
+      for (const list of indexed) list?.pop();
     });
     return record;
   }
@@ -557,4 +593,17 @@ function tokenRecord(row: TokenRow): TeamTokenRecord {
 
 function withoutUndefined<T extends object>(value: T): T {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
+}
+
+/** Append the event to its list under `key` (none without a key); the list, for the undo journal. */
+function indexEvent(
+  index: Map<string, EventRecord[]>,
+  key: string | undefined,
+  record: EventRecord,
+): EventRecord[] | undefined {
+  if (key === undefined) return undefined;
+  const list = index.get(key) ?? [];
+  list.push(record);
+  index.set(key, list);
+  return list;
 }

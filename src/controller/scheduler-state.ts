@@ -52,7 +52,8 @@ export class SchedulerState {
   save(): void {
     const exported = this.scheduler.exportState?.();
     if (exported === undefined) return;
-    this.deps.store.setValue(SCHEDULER_STATE_KEY, JSON.parse(JSON.stringify(exported)) as JsonValue);
+    // Plain data (exportState's contract); the store copies what it keeps (SQL as JSON text, memory frozen).
+    this.deps.store.setValue(SCHEDULER_STATE_KEY, exported as JsonValue);
   }
 
   /**

@@ -66,11 +66,14 @@ export function readSnapshotInputs(
   for (const intent of store.listIntents({ kind: 'launch' }))
     if (intent.kind === 'launch' && intent.payload.market === 'spot' && live.has(intent.payload.instanceId))
       spotInstances.add(intent.payload.instanceId);
-  for (const e of store.listEvents({ kind: 'instance.market-fallback' }))
-    if (e.instanceId !== undefined) spotInstances.delete(e.instanceId);
+  // Per live instance, through the stores' index of events by instance: the whole event log grows without bound.
+  for (const id of spotInstances)
+    if (store.listEvents({ instanceId: id, kind: 'instance.market-fallback', limit: 1 }).length > 0)
+      spotInstances.delete(id);
   const rebalanceRecommended = new Set<string>();
-  for (const e of store.listEvents({ kind: 'instance.rebalance-recommendation' }))
-    if (e.instanceId !== undefined && live.has(e.instanceId)) rebalanceRecommended.add(e.instanceId);
+  for (const id of live)
+    if (store.listEvents({ instanceId: id, kind: 'instance.rebalance-recommendation', limit: 1 }).length > 0)
+      rebalanceRecommended.add(id);
   return {
     jobs,
     tasks,

@@ -280,16 +280,17 @@ export class ColocationTable {
 
   /** Every recorded entry (for persistence and for showing users what was learned). */
   summaries(): ObservationSummary[] {
-    const out: ObservationSummary[] = [];
+    const keyed: { key: string; summary: ObservationSummary }[] = [];
     for (const [target, byOthers] of this.entries)
-      for (const [sig, e] of byOthers)
-        out.push({
-          target,
-          others: sig === '' ? [] : sig.split('\u0001'),
-          mean: e.sum / e.count,
-          count: e.count,
+      for (const [sig, e] of byOthers) {
+        const others = sig === '' ? [] : sig.split('\u0001');
+        keyed.push({
+          // The sort key built once per entry, not twice per comparison (the table is saved after every round).
+          key: target + others.join(),
+          summary: { target, others, mean: e.sum / e.count, count: e.count },
         });
-    return out.sort((a, b) => (a.target + a.others.join()).localeCompare(b.target + b.others.join()));
+      }
+    return keyed.sort((a, b) => a.key.localeCompare(b.key)).map((k) => k.summary);
   }
 
   /** The pair factors learned from larger sets (for persistence). */
