@@ -43,15 +43,15 @@ async function both(name: SchedulerName, jobs: number, burstsPerPoolPerMonth = 0
 }
 
 describe('controller runtime with the spot market open', () => {
-  it('eva on the first 30 pai_200 jobs buys spot as the engine does: cost within 1%, mean JCT within 2%', async () => {
-    const { engine, controller } = await both('eva', 30);
+  it('eva on the first 20 pai_200 jobs buys spot as the engine does: cost within 1%, mean JCT within 2%', async () => {
+    const { engine, controller } = await both('eva', 20);
     expect(engine.spot?.spotShare).toBeGreaterThan(0.9);
     expect(controller.spot?.spotShare).toBeCloseTo(engine.spot?.spotShare ?? 0, 2);
     expect(Math.abs(controller.summary.totalCost / engine.summary.totalCost - 1)).toBeLessThan(0.01);
     expect(Math.abs(controller.summary.meanJctHours / engine.summary.meanJctHours - 1)).toBeLessThan(0.02);
     // Spot prices, not on-demand ones: the same plans on demand cost several times more.
     const onDemand = await runControllerSimulation({
-      trace: loadRequestTrace({ trace: { format: 'eva', jobs: 30 } }, catalog),
+      trace: loadRequestTrace({ trace: { format: 'eva', jobs: 20 } }, catalog),
       scheduler: createScheduler('eva', { catalog, interferenceProfile: groundTruth }),
       catalog,
       groundTruth,
@@ -61,25 +61,25 @@ describe('controller runtime with the spot market open', () => {
   });
 
   it('under pool-wide reclaims eva moves its tasks at the notice and loses no work; every job finishes', async () => {
-    const { engine, controller, events } = await both('eva', 40, 30);
+    const { engine, controller, events } = await both('eva', 20, 60);
     const spot = controller.spot;
     expect(spot?.interruptions).toBeGreaterThan(0);
     // The controller heard the notices as the interruption queue delivers them, and drained those instances.
     expect(events.interruptions).toBeGreaterThan(0);
     // pai_200's tasks checkpoint (kill + upload) in at most 21 s, well within the notice: nothing is lost.
     expect(spot?.lostWorkHours).toBe(0);
-    expect(controller.summary.jobs).toBe(40);
+    expect(controller.summary.jobs).toBe(20);
     expect(controller.jobs.every((j) => j.jctSeconds !== null && j.jctSeconds > 0)).toBe(true);
     expect(controller.summary.migrationsPerJob).toBeGreaterThan(0);
     // The engine keeps its tasks running through the notice and counts those two minutes lost instead.
     expect(engine.spot?.lostWorkHours ?? 0).toBeLessThanOrEqual(
-      ((engine.spot?.interruptions ?? 0) * 40 * SPOT_NOTICE_SECONDS) / 3600,
+      ((engine.spot?.interruptions ?? 0) * 20 * SPOT_NOTICE_SECONDS) / 3600,
     );
     expect(Math.abs(controller.summary.meanJctHours / engine.summary.meanJctHours - 1)).toBeLessThan(0.03);
   });
 
   it('skypilot-spot ignores the notice: a reclaim loses the work since the last periodic checkpoint', async () => {
-    const { engine, controller, events } = await both('skypilot-spot', 40, 30);
+    const { engine, controller, events } = await both('skypilot-spot', 20, 60);
     expect(events).toEqual({ interruptions: 0, recommendations: 0 });
     for (const run of [engine, controller]) {
       const spot = run.spot;
@@ -89,20 +89,20 @@ describe('controller runtime with the spot market open', () => {
       expect(spot?.lostWorkHours).toBeLessThanOrEqual(
         ((spot?.interruptions ?? 0) * CHECKPOINT_SECONDS) / 3600,
       );
-      expect(run.summary.jobs).toBe(40);
+      expect(run.summary.jobs).toBe(20);
     }
     expect(Math.abs(controller.summary.totalCost / engine.summary.totalCost - 1)).toBeLessThan(0.05);
   });
 
   it('with recommendations on, one precedes every reclaim in both runtimes, and eva still loses no work', async () => {
-    const { engine, controller, events } = await both('eva', 40, 30, 1);
+    const { engine, controller, events } = await both('eva', 20, 60, 1);
     expect(events.recommendations).toBeGreaterThan(0);
     expect(events.recommendations).toBeLessThanOrEqual(controller.spot?.rebalanceRecommendations ?? 0);
     for (const run of [engine, controller]) {
       const spot = run.spot;
       expect(spot?.interruptions).toBeGreaterThan(0);
       expect(spot?.rebalanceRecommendations).toBeGreaterThanOrEqual(spot?.interruptions ?? 0);
-      expect(run.summary.jobs).toBe(40);
+      expect(run.summary.jobs).toBe(20);
     }
     expect(controller.spot?.lostWorkHours).toBe(0);
   });
