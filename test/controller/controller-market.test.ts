@@ -57,4 +57,23 @@ describe('the market from the plan to the cloud', () => {
     const intents = store.listIntents({ kind: 'launch' }).map((i) => i.payload as { market?: Market });
     expect(intents.map((p) => p.market ?? 'on-demand').sort()).toEqual(['on-demand', 'spot']);
   });
+
+  it('a spot instance whose type has no capacity is replaced by another type, still asked for on spot', async () => {
+    const scheduler = marketScheduler(() => 'spot');
+    const { controller, store, cloud } = rig({}, { scheduler });
+    cloud.noCapacity.add('c7i.xlarge');
+    controller.submit(jobSpec('cheap', CPU_SMALL), 'research');
+    await controller.runRound();
+    const requests = cloud.requests.map((r) => [r.typeName, r.market]);
+    expect(requests[0]).toEqual(['c7i.xlarge', 'spot']);
+    expect(requests.length).toBeGreaterThan(1);
+    const replacement = requests.at(-1) as [string, Market];
+    expect(replacement[0]).not.toBe('c7i.xlarge');
+    expect(replacement[1]).toBe('spot');
+    const launched = store
+      .listIntents({ kind: 'launch' })
+      .filter((i) => i.state !== 'failed')
+      .map((i) => (i.payload as { market?: Market }).market);
+    expect(launched).toEqual(['spot']);
+  });
 });

@@ -204,7 +204,8 @@ export class Launches {
       return { kind: 'failed' };
     }
     const next = this.ctx.store.transaction(() => {
-      // The replacement keeps the place its tasks were planned in (zone, placement group).
+      // The replacement keeps the place its tasks were planned in (zone, placement group) and how the plan buys it:
+      // a spot launch of the new type falls back to on demand by itself when spot has no room either.
       const created = this.ctx.store.createInstance({
         typeName: replacement.name,
         availabilityZone: inst.availabilityZone,
@@ -217,7 +218,12 @@ export class Launches {
       const launch = this.ctx.store.recordIntent(
         {
           kind: 'launch',
-          payload: { instanceId: created.id, typeName: created.typeName, launchToken: created.launchToken },
+          payload: {
+            instanceId: created.id,
+            typeName: created.typeName,
+            launchToken: created.launchToken,
+            ...(intent.payload.market === 'spot' ? { market: 'spot' as const } : {}),
+          },
         },
         { key: `launch:${created.id}`, ...(intent.round === undefined ? {} : { round: intent.round }) },
       );
