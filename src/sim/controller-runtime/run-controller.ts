@@ -13,19 +13,11 @@ import { FleetMeter } from '../../world/fleet-meter.js';
 import type { GroundTruth } from '../../world/ground-truth.js';
 import { jobOutcome, mean, summarize } from '../../world/metrics.js';
 import { buildSimJobs } from '../../world/trace-jobs.js';
-import {
-  burstEvents,
-  falseRebalanceSeconds,
-  reclaimEvents,
-  SPOT_NOTICE_SECONDS,
-  spotLifeSeconds,
-  warnedOfBurst,
-  type SpotSimulation,
-} from '../../world/spot-world.js';
-import { spotOffering, type SpotOffering } from '../../core/spot.js';
+import type { SpotSimulation } from '../../world/spot-world.js';
 import type { Trace } from '../../world/trace.js';
 import type { JobOutcome, RunResult } from '../../world/run-result.js';
 import { SimulatedCloud, type SimulatedInstance } from './simulated-cloud.js';
+import { SimulatedSpotMarket } from './simulated-spot-market.js';
 import { SimulatedWorkers } from './simulated-workers.js';
 import { Timeline } from './timeline.js';
 import { traceJobSpec } from './trace-specs.js';
@@ -49,13 +41,8 @@ import { VirtualClock } from './virtual-clock.js';
  *   task (the engine's tasks checkpoint when killed, so a move loses no work).
  * Cost, peak and series come from the FleetMeter fed by the simulated cloud's billing, JCT from the world's jobs.
  *
- * With `spot`, the simulated cloud sells the catalog's spot pools and takes spot instances back as the engine's spot
- * world does (world/spot-world.ts: a life drawn per instance at its pool's rate, optional pool-wide bursts, rebalance
- * recommendations and false alarms, a notice two minutes before). A runtime that acts on them (fleetwise) hears each as
- * the interruption queue delivers it (Controller.interruptionFromQueue): on a notice the host's worker checkpoints and
- * stops its tasks and the controller drains the instance and plans them elsewhere; on a recommendation the controller
- * plans at once and Eva moves off what its risk pays to move, as in production. The spot baselines hear nothing and
- * lose what ran there since its job's last periodic checkpoint; so does any task still on the instance when it goes.
+ * With `spot`, the simulated cloud sells the catalog's spot pools and its market (simulated-spot-market.ts) takes spot
+ * instances back as the engine's spot world does, telling the controller as the interruption queue would.
  */
 
 export interface ControllerRunOptions {
@@ -117,7 +104,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
   const jobs = buildSimJobs(o.trace, o.catalog);
   if (o.checkpointIntervalSeconds !== undefined)
     for (const job of jobs) job.checkpointIntervalSeconds = o.checkpointIntervalSeconds;
-  const spotPools = o.spot === undefined ? [] : (o.catalog.spot?.offerings ?? []);
+  const spotZones = [...new Set((o.catalog.spot?.offerings ?? []).map((p) => p.zone))].sort();
   const clock = new VirtualClock(0);
   const timeline = new Timeline();
   const meter = new FleetMeter();
@@ -125,16 +112,13 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
   const ledger = new CostLedger();
   const billed = new Set<SimulatedInstance>();
   let reported = false;
-  let interruptions = 0;
-  let rebalanceRecommendations = 0;
+  let spotMarket: SimulatedSpotMarket | undefined;
   const cloud = new SimulatedCloud({
     catalog: o.catalog,
     clock,
     timeline,
     refusedTypes: o.refusedTypes,
-    ...(o.spot === undefined
-      ? {}
-      : { spot: true, availabilityZones: [...new Set(spotPools.map((p) => p.zone))].sort() }),
+    ...(o.spot === undefined ? {} : { spot: true, availabilityZones: spotZones }),
     hooks: {
       launched: (inst) =>
         o.onEvent?.({
@@ -152,13 +136,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
       billingStarted: (inst) => {
         billed.add(inst);
         meter.startBilling(inst.type, inst.pricePerHour);
-        const pool = spotOffering(o.catalog.spot, inst.type.name, inst.availabilityZone);
-        if (o.spot === undefined || inst.market !== 'spot' || pool === undefined) return;
-        const now = clock.nowSeconds();
-        const life = spotLifeSeconds(o.spot.seed, inst.instanceId, pool);
-        scheduleReclaim(inst, now + life);
-        const falseAlarm = falseRebalanceSeconds(o.spot, inst.instanceId, now, life);
-        if (falseAlarm !== undefined) timeline.at(falseAlarm, () => recommend(inst));
+        spotMarket?.onBilled(inst);
       },
       billingStopped: (inst, seconds) => {
         billed.delete(inst);
@@ -167,65 +145,25 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
       registered: () => (reported = true),
     },
   });
-  /** What leads up to EC2 taking the instance back (spot-world.ts reclaimEvents), then the reclaim itself. */
-  const scheduleReclaim = (inst: SimulatedInstance, at: number): void => {
-    for (const event of reclaimEvents(
-      o.spot as SpotSimulation,
-      inst.instanceId,
-      clock.nowSeconds(),
-      at,
-      recommended.has(inst),
-    ))
-      timeline.at(event.timeSeconds, () => {
-        if (event.kind === 'spot-rebalance') recommend(inst);
-        else if (event.kind === 'spot-notice') notice(inst, at);
-        else reclaim(inst);
-      });
-  };
-  const recommended = new Set<SimulatedInstance>();
-  /** EC2 recommends rebalancing: an instance at elevated risk, once per instance; the workers only report it. */
-  const recommend = (inst: SimulatedInstance): void => {
-    if (inst.state === 'terminated' || recommended.has(inst)) return;
-    recommended.add(inst);
-    rebalanceRecommendations += 1;
-    if (o.spot?.checkpointOnNotice !== true) return;
-    controller.interruptionFromQueue(inst.instanceId, { kind: 'rebalance-recommendation' });
-    reported = true;
-  };
-  const noticed = new Set<SimulatedInstance>();
-  const notice = (inst: SimulatedInstance, at: number): void => {
-    if (o.spot?.checkpointOnNotice !== true || inst.state === 'terminated' || noticed.has(inst)) return;
-    noticed.add(inst);
-    workers.evacuate(inst.instanceId);
-    controller.interruptionFromQueue(inst.instanceId, {
-      kind: 'spot-interruption',
-      time: new Date(at * 1000).toISOString(),
+  if (o.spot !== undefined) {
+    spotMarket = new SimulatedSpotMarket({
+      options: o.spot,
+      catalog: o.catalog,
+      clock,
+      timeline,
+      cloud,
+      evacuate: (cloudId) => workers.evacuate(cloudId),
+      reclaimed: (cloudId, zone) => {
+        workers.reclaimed(cloudId, zone);
+        reported = true;
+      },
+      tell: (cloudId, report) => {
+        controller.interruptionFromQueue(cloudId, report);
+        reported = true;
+      },
     });
-    reported = true;
-  };
-  const reclaim = (inst: SimulatedInstance): void => {
-    if (inst.state === 'terminated') return;
-    interruptions += 1;
-    workers.reclaimed(inst.instanceId, inst.availabilityZone);
-    cloud.reclaim(inst.instanceId);
-    reported = true;
-  };
-  /** A pool running out of capacity: every spot instance in it gets its notice now and goes two minutes later. */
-  const scheduleBurst = (pool: SpotOffering, n: number, from: number): void => {
-    const spot = o.spot as SpotSimulation;
-    const { burstAt, warningAt } = burstEvents(spot, pool, n, from);
-    if (warningAt !== undefined)
-      timeline.at(warningAt, () => {
-        for (const inst of cloud.liveInPool(pool))
-          if (warnedOfBurst(spot, inst.instanceId, n, warningAt)) recommend(inst);
-      });
-    timeline.at(burstAt, () => {
-      const now = clock.nowSeconds();
-      for (const inst of cloud.liveInPool(pool)) scheduleReclaim(inst, now + SPOT_NOTICE_SECONDS);
-      scheduleBurst(pool, n + 1, now);
-    });
-  };
-  if ((o.spot?.burstsPerPoolPerMonth ?? 0) > 0) for (const pool of spotPools) scheduleBurst(pool, 0, 0);
+    spotMarket.start();
+  }
   const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds(), storeId: 'sim' });
   const workers = new SimulatedWorkers({
     clock,
@@ -414,14 +352,14 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
   if (finishedNow() < jobs.length)
     throw new Error(`controller simulation stopped with ${jobs.length - finishedNow()} jobs unfinished`);
   const run = result(o, jobs, meter, ledger, store, cloud, workers, (performance.now() - startedMs) / 1000);
-  if (o.spot === undefined) return run;
+  if (spotMarket === undefined) return run;
   return {
     ...run,
     spot: {
-      interruptions,
+      interruptions: spotMarket.interruptions,
       lostWorkHours: jobs.reduce((s, j) => s + j.lostWorkSeconds, 0) / 3600,
       spotShare: meter.spotShare,
-      rebalanceRecommendations,
+      rebalanceRecommendations: spotMarket.rebalanceRecommendations,
     },
   };
 }

@@ -1,0 +1,126 @@
+import type { Catalog } from '../../core/catalog.js';
+import { spotOffering, type SpotOffering } from '../../core/spot.js';
+import {
+  burstEvents,
+  falseRebalanceSeconds,
+  reclaimEvents,
+  SPOT_NOTICE_SECONDS,
+  spotLifeSeconds,
+  warnedOfBurst,
+  type SpotSimulation,
+} from '../../world/spot-world.js';
+import type { SimulatedCloud, SimulatedInstance } from './simulated-cloud.js';
+import type { Timeline } from './timeline.js';
+
+/**
+ * EC2's spot market for the controller runtime: it takes the simulated cloud's spot instances back as the engine's
+ * spot world does (world/spot-world.ts: a life drawn per instance at its pool's rate, optional pool-wide bursts,
+ * rebalance recommendations and false alarms, a notice two minutes before the reclaim), through the same draws.
+ *
+ * A runtime that acts on them (fleetwise) hears each as the interruption queue delivers it (`tell`): on a notice the
+ * host's worker checkpoints and stops its tasks (`evacuate`) and the controller drains the instance and plans them
+ * elsewhere; on a recommendation the controller plans at once and Eva moves off what its risk pays to move, as in
+ * production. The spot baselines hear nothing. A reclaim takes the instance at once (`reclaimed`: what still ran
+ * there goes back to its job's last checkpoint), whoever was told.
+ */
+
+export type SpotReport =
+  | { readonly kind: 'spot-interruption'; readonly time: string }
+  | { readonly kind: 'rebalance-recommendation' };
+
+export interface SimulatedSpotMarketDeps {
+  readonly options: SpotSimulation;
+  readonly catalog: Catalog;
+  readonly clock: { nowSeconds(): number };
+  readonly timeline: Timeline;
+  readonly cloud: SimulatedCloud;
+  /** The host's worker read the notice: it checkpoints and stops every task there. */
+  readonly evacuate: (cloudId: string) => void;
+  /** The host is gone: its tasks' jobs go back to their last checkpoints. */
+  readonly reclaimed: (cloudId: string, zone: string) => void;
+  /** The controller hears it, as the interruption queue delivers it. */
+  readonly tell: (cloudId: string, report: SpotReport) => void;
+}
+
+export class SimulatedSpotMarket {
+  /** Spot instances reclaimed (each once, however many jobs it held). */
+  interruptions = 0;
+  /** Rebalance recommendations given (each instance at most once). */
+  rebalanceRecommendations = 0;
+  private readonly recommended = new Set<SimulatedInstance>();
+  private readonly noticed = new Set<SimulatedInstance>();
+
+  constructor(private readonly deps: SimulatedSpotMarketDeps) {}
+
+  /** Schedule the first burst of every pool (none without bursts). */
+  start(): void {
+    if ((this.deps.options.burstsPerPoolPerMonth ?? 0) <= 0) return;
+    for (const pool of this.deps.catalog.spot?.offerings ?? []) this.scheduleBurst(pool, 0, 0);
+  }
+
+  /** A spot instance came up and is billed: draw when it is reclaimed, and any false alarm before. */
+  onBilled(inst: SimulatedInstance): void {
+    const pool = spotOffering(this.deps.catalog.spot, inst.type.name, inst.availabilityZone);
+    if (inst.market !== 'spot' || pool === undefined) return;
+    const now = this.deps.clock.nowSeconds();
+    const life = spotLifeSeconds(this.deps.options.seed, inst.instanceId, pool);
+    this.scheduleReclaim(inst, now + life);
+    const falseAlarm = falseRebalanceSeconds(this.deps.options, inst.instanceId, now, life);
+    if (falseAlarm !== undefined) this.deps.timeline.at(falseAlarm, () => this.recommend(inst));
+  }
+
+  private scheduleReclaim(inst: SimulatedInstance, at: number): void {
+    const events = reclaimEvents(
+      this.deps.options,
+      inst.instanceId,
+      this.deps.clock.nowSeconds(),
+      at,
+      this.recommended.has(inst),
+    );
+    for (const event of events)
+      this.deps.timeline.at(event.timeSeconds, () => {
+        if (event.kind === 'spot-rebalance') this.recommend(inst);
+        else if (event.kind === 'spot-notice') this.notice(inst, at);
+        else this.reclaim(inst);
+      });
+  }
+
+  /** A pool running out of capacity: every spot instance in it gets its notice now and goes two minutes later. */
+  private scheduleBurst(pool: SpotOffering, n: number, from: number): void {
+    const { burstAt, warningAt } = burstEvents(this.deps.options, pool, n, from);
+    if (warningAt !== undefined)
+      this.deps.timeline.at(warningAt, () => {
+        for (const inst of this.deps.cloud.liveInPool(pool))
+          if (warnedOfBurst(this.deps.options, inst.instanceId, n, warningAt)) this.recommend(inst);
+      });
+    this.deps.timeline.at(burstAt, () => {
+      const now = this.deps.clock.nowSeconds();
+      for (const inst of this.deps.cloud.liveInPool(pool))
+        this.scheduleReclaim(inst, now + SPOT_NOTICE_SECONDS);
+      this.scheduleBurst(pool, n + 1, now);
+    });
+  }
+
+  private recommend(inst: SimulatedInstance): void {
+    if (inst.state === 'terminated' || this.recommended.has(inst)) return;
+    this.recommended.add(inst);
+    this.rebalanceRecommendations += 1;
+    if (this.deps.options.checkpointOnNotice)
+      this.deps.tell(inst.instanceId, { kind: 'rebalance-recommendation' });
+  }
+
+  private notice(inst: SimulatedInstance, at: number): void {
+    if (!this.deps.options.checkpointOnNotice || inst.state === 'terminated' || this.noticed.has(inst))
+      return;
+    this.noticed.add(inst);
+    this.deps.evacuate(inst.instanceId);
+    this.deps.tell(inst.instanceId, { kind: 'spot-interruption', time: new Date(at * 1000).toISOString() });
+  }
+
+  private reclaim(inst: SimulatedInstance): void {
+    if (inst.state === 'terminated') return;
+    this.interruptions += 1;
+    this.deps.reclaimed(inst.instanceId, inst.availabilityZone);
+    this.deps.cloud.reclaim(inst.instanceId);
+  }
+}
