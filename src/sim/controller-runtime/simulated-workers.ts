@@ -229,7 +229,6 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
       this.release(task);
       return Promise.resolve('stopped');
     }
-    // A move or a return to the queue counts once per job (engine: one migration per job and round).
     this.checkpointStop(task);
     return Promise.resolve('pending');
   }
@@ -237,6 +236,7 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
   /** Checkpoint the task and stop it: it runs on through the kill, then uploads, then frees its room. */
   private checkpointStop(task: SimTask): void {
     const job = task.job;
+    // A move or a return to the queue counts once per job (engine: one migration per job and round).
     if (!job.tasks.some((t) => t.state === 'killing' || t.state === 'uploading')) {
       job.migrations += 1;
       this.o.countMigration?.();
