@@ -57,9 +57,11 @@ const CONTROLLER_UPTIME_SECONDS: readonly [number, number] = [0.3, 3];
 /**
  * When the workers are killed, in seconds after tasks run (TASKS_RUNNING_INSTANCES), and before the object store
  * goes down (a task whose worker dies while no checkpoint can be uploaded loses the work done since the store went
- * down, more than a checkpoint interval, and through no fault of the system).
+ * down, more than a checkpoint interval, and through no fault of the system). The window ends 7 s before the outage,
+ * so the last checkpoint before a kill has time to reach the store on a slow host (with kills up to 22 s, three tasks
+ * killed 3 s before the outage on a host running the engine 1.7× slower than usual redid 5.3–5.9 s).
  */
-const WORKER_KILL_WINDOW: readonly [number, number] = [4, 22];
+const WORKER_KILL_WINDOW: readonly [number, number] = [4, 18];
 /** The store's schedule and the worker kills start once tasks run on this many instances. */
 const TASKS_RUNNING_INSTANCES = 5;
 /** The object store refuses every connection (nothing listens) for 60 s, from this many seconds after tasks run. */
@@ -73,9 +75,10 @@ const BUCKET = 'fleetwise-chaos';
  * The most work a restart may redo: one checkpoint interval, plus what makes a checkpoint count later than the task
  * writes it: the task checkpoints at its first step past the interval, and a checkpoint counts once the worker has
  * uploaded it to S3: fifty tasks uploading to one moto_server take seconds for a few bytes on a 2-core host running
- * other test files at the same time (up to 4 s seen with checkpoints every second; every 2 s halves the uploads).
+ * other test files at the same time (up to 4 s seen with checkpoints every second; every 2 s halves the uploads, and
+ * up to 3.7 s was seen so on a host running the engine 1.7× slower than usual).
  */
-const UPLOAD_ALLOWANCE_SECONDS = 3;
+const UPLOAD_ALLOWANCE_SECONDS = 4;
 const LOST_WORK_BOUND_SECONDS = CHECKPOINT_SECONDS + STEP_SECONDS + UPLOAD_ALLOWANCE_SECONDS;
 /**
  * A worker silent this long is replaced: short, so a killed worker's tasks move on quickly, but not shorter. Workers
