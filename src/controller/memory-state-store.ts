@@ -1,4 +1,5 @@
 import type { JobSpec } from './job-spec/spec.js';
+import { MemoryEventLog } from './memory-event-log.js';
 import {
   checkEvent,
   checkIntent,
@@ -88,21 +89,7 @@ export class MemoryStateStore implements StateStore {
   private readonly intents = new Map<number, IntentRecord>();
   private readonly intentByKey = new Map<string, number>();
   private readonly rounds = new Map<number, RoundRecord>();
-  private readonly events: EventRecord[] = [];
-  /**
-   * Events per job, in sequence order: the snapshot asks when each moved job last entered `running` every round,
-   * and a scan of the whole log per job grows quadratic over a long run (the simulator's controller runtime).
-   */
-  private readonly eventsByJob = new Map<string, EventRecord[]>();
-  /** Events of an instance, and of a kind, in seq order: what SQL's indexes give the other stores. */
-  private readonly eventsByInstance = new Map<string, EventRecord[]>();
-  private readonly eventsByKind = new Map<string, EventRecord[]>();
-  /**
-   * Events of a job, or of an instance, of one kind (`${id}\u0000${kind}`): a job's state changes and an instance's
-   * market fallback or rebalance recommendation, read every round.
-   */
-  private readonly eventsByJobKind = new Map<string, EventRecord[]>();
-  private readonly eventsByInstanceKind = new Map<string, EventRecord[]>();
+  private readonly events = new MemoryEventLog();
   private readonly tokens = new Map<string, TokenRow>();
   /**
    * Key-values as JSON text, as the SQL stores keep them: one native serialization per write (the scheduler's learned
@@ -382,31 +369,7 @@ export class MemoryStateStore implements StateStore {
   }
 
   listEvents(filter: EventFilter = {}): EventRecord[] {
-    const out: EventRecord[] = [];
-    const limit = filter.limit ?? Number.MAX_SAFE_INTEGER;
-    // The narrowest index the filter allows; the loop below checks every condition anyway.
-    const scanned =
-      filter.jobId !== undefined && filter.kind !== undefined
-        ? (this.eventsByJobKind.get(`${filter.jobId}\u0000${filter.kind}`) ?? [])
-        : filter.jobId !== undefined
-          ? (this.eventsByJob.get(filter.jobId) ?? [])
-          : filter.instanceId !== undefined && filter.kind !== undefined
-            ? (this.eventsByInstanceKind.get(`${filter.instanceId}\u0000${filter.kind}`) ?? [])
-            : filter.instanceId !== undefined
-              ? (this.eventsByInstance.get(filter.instanceId) ?? [])
-              : filter.kind !== undefined
-                ? (this.eventsByKind.get(filter.kind) ?? [])
-                : this.events;
-    for (const e of scanned) {
-      if (out.length >= limit) break;
-      if (filter.afterSeq !== undefined && e.seq <= filter.afterSeq) continue;
-      if (filter.jobId !== undefined && e.jobId !== filter.jobId) continue;
-      if (filter.taskId !== undefined && e.taskId !== filter.taskId) continue;
-      if (filter.instanceId !== undefined && e.instanceId !== filter.instanceId) continue;
-      if (filter.kind !== undefined && e.kind !== filter.kind) continue;
-      out.push(e);
-    }
-    return out;
+    return this.events.list(filter);
   }
 
   // ---- tokens ------------------------------------------------------------------------------------------------
@@ -528,26 +491,7 @@ export class MemoryStateStore implements StateStore {
       seq: this.next('event'),
       atSeconds,
     }) as EventRecord;
-    this.events.push(record);
-    const indexed = [
-      indexEvent(this.eventsByJob, record.jobId, record),
-      indexEvent(this.eventsByInstance, record.instanceId, record),
-      indexEvent(this.eventsByKind, record.kind, record),
-      indexEvent(
-        this.eventsByJobKind,
-        record.jobId === undefined ? undefined : `${record.jobId}\u0000${record.kind}`,
-        record,
-      ),
-      indexEvent(
-        this.eventsByInstanceKind,
-        record.instanceId === undefined ? undefined : `${record.instanceId}\u0000${record.kind}`,
-        record,
-      ),
-    ];
-    (this.journal as (() => void)[]).push(() => {
-      this.events.pop();
-      for (const list of indexed) list?.pop();
-    });
+    (this.journal as (() => void)[]).push(this.events.append(record));
     return record;
   }
 
@@ -593,17 +537,4 @@ function tokenRecord(row: TokenRow): TeamTokenRecord {
 
 function withoutUndefined<T extends object>(value: T): T {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
-}
-
-/** Append the event to its list under `key` (none without a key); the list, for the undo journal. */
-function indexEvent(
-  index: Map<string, EventRecord[]>,
-  key: string | undefined,
-  record: EventRecord,
-): EventRecord[] | undefined {
-  if (key === undefined) return undefined;
-  const list = index.get(key) ?? [];
-  list.push(record);
-  index.set(key, list);
-  return list;
 }

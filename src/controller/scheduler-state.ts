@@ -52,7 +52,7 @@ export class SchedulerState {
   save(): void {
     const exported = this.scheduler.exportState?.();
     if (exported === undefined) return;
-    // Plain data (exportState's contract); the store copies what it keeps (SQL as JSON text, memory frozen).
+    // Plain data (exportState's contract); the store serializes what it keeps (as JSON text, in every store).
     this.deps.store.setValue(SCHEDULER_STATE_KEY, exported as JsonValue);
   }
 

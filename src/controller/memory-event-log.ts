@@ -1,0 +1,74 @@
+import type { EventFilter, EventRecord } from './state-store.js';
+
+/**
+ * The memory store's event log: every event in sequence order, and indexed by job, instance, kind, and job or instance
+ * with kind, as SQL's indexes serve the other stores. A round asks per job when it last entered `running` and per live
+ * instance for its market fallback and rebalance recommendation; scanning the whole log for each grows quadratic over
+ * a long run (the simulator's controller runtime).
+ */
+export class MemoryEventLog {
+  private readonly all: EventRecord[] = [];
+  /** Index key (see `indexKeys`) → events under it, in sequence order. */
+  private readonly index = new Map<string, EventRecord[]>();
+
+  /** Append an event; the returned function takes it out again (the store's undo journal). */
+  append(record: EventRecord): () => void {
+    this.all.push(record);
+    const lists = indexKeys(record).map((key) => {
+      const list = this.index.get(key) ?? [];
+      list.push(record);
+      this.index.set(key, list);
+      return list;
+    });
+    return () => {
+      this.all.pop();
+      for (const list of lists) list.pop();
+    };
+  }
+
+  list(filter: EventFilter): EventRecord[] {
+    const out: EventRecord[] = [];
+    const limit = filter.limit ?? Number.MAX_SAFE_INTEGER;
+    // The narrowest list the filter allows; the loop checks every condition anyway.
+    const key = lookupKey(filter);
+    const scanned = key === undefined ? this.all : (this.index.get(key) ?? []);
+    for (const e of scanned) {
+      if (out.length >= limit) break;
+      if (filter.afterSeq !== undefined && e.seq <= filter.afterSeq) continue;
+      if (filter.jobId !== undefined && e.jobId !== filter.jobId) continue;
+      if (filter.taskId !== undefined && e.taskId !== filter.taskId) continue;
+      if (filter.instanceId !== undefined && e.instanceId !== filter.instanceId) continue;
+      if (filter.kind !== undefined && e.kind !== filter.kind) continue;
+      out.push(e);
+    }
+    return out;
+  }
+}
+
+interface IndexedFields {
+  readonly jobId?: string | undefined;
+  readonly instanceId?: string | undefined;
+  readonly kind?: string | undefined;
+}
+
+/** The key of one index list: an owner (job or instance) and a kind, either of which may be left out. */
+function key(owner: ['job' | 'instance', string] | undefined, kind: string | undefined): string {
+  return `${owner?.[0] ?? ''}\u0000${owner?.[1] ?? ''}\u0000${kind ?? ''}`;
+}
+
+/** Every list an event belongs to. */
+function indexKeys(e: IndexedFields & { readonly kind: string }): string[] {
+  const keys = [key(undefined, e.kind)];
+  if (e.jobId !== undefined) keys.push(key(['job', e.jobId], undefined), key(['job', e.jobId], e.kind));
+  if (e.instanceId !== undefined)
+    keys.push(key(['instance', e.instanceId], undefined), key(['instance', e.instanceId], e.kind));
+  return keys;
+}
+
+/** The list that holds every event a filter can match (a job first, then an instance, then a kind); none: all. */
+function lookupKey(f: IndexedFields): string | undefined {
+  if (f.jobId !== undefined) return key(['job', f.jobId], f.kind);
+  if (f.instanceId !== undefined) return key(['instance', f.instanceId], f.kind);
+  if (f.kind !== undefined) return key(undefined, f.kind);
+  return undefined;
+}
