@@ -105,11 +105,8 @@ export class SpotWorld {
     if (instance.market !== 'spot') return;
     const pool = this.poolOf(instance);
     if (pool === undefined) return;
-    const life = spotLifeSeconds(this.options.seed, instance.id, pool);
-    this.scheduleReclaim(instance, this.engine.now + life);
-    const falseAlarm = falseRebalanceSeconds(this.options, instance.id, this.engine.now, life);
-    if (falseAlarm !== undefined)
-      this.engine.schedule({ kind: 'spot-rebalance', timeSeconds: falseAlarm, instance });
+    for (const event of billedSpotEvents(this.options, instance.id, pool, this.engine.now))
+      this.engine.schedule({ ...event, instance });
   }
 
   handle(event: SpotEvent): void {
@@ -234,7 +231,7 @@ function jobsOn(instance: SimInstance): SimJob[] {
 }
 
 /** Seconds a spot instance of `pool` lives before EC2 reclaims it: exponential at the pool's rate, drawn per instance. */
-export function spotLifeSeconds(seed: number, instanceId: string, pool: SpotOffering): number {
+function spotLifeSeconds(seed: number, instanceId: string, pool: SpotOffering): number {
   const ratePerSecond = interruptionRatePerHour(pool.interruption) / 3600;
   const u = hashUnit(seed, 'spot', instanceId);
   return -Math.log(1 - u) / ratePerSecond;
@@ -244,6 +241,22 @@ export function spotLifeSeconds(seed: number, instanceId: string, pool: SpotOffe
 export interface SpotInstanceEvent {
   readonly kind: 'spot-notice' | 'spot-rebalance' | 'spot-reclaim';
   readonly timeSeconds: number;
+}
+
+/**
+ * A spot instance of `pool` is billed from `now`: its reclaim, drawn per instance at the pool's rate, what leads up to
+ * it (`reclaimEvents`), and a false alarm before it when those are on.
+ */
+export function billedSpotEvents(
+  options: SpotSimulation,
+  instanceId: string,
+  pool: SpotOffering,
+  now: number,
+): SpotInstanceEvent[] {
+  const life = spotLifeSeconds(options.seed, instanceId, pool);
+  const events = reclaimEvents(options, instanceId, now, now + life, false);
+  const falseAlarm = falseRebalanceSeconds(options, instanceId, now, life);
+  return falseAlarm === undefined ? events : [...events, { kind: 'spot-rebalance', timeSeconds: falseAlarm }];
 }
 
 /**
@@ -273,7 +286,7 @@ export function reclaimEvents(
  * time, whatever the instance's reclaim (the first of the two recommendations counts; an instance is recommended at
  * most once). Undefined when none comes before the reclaim, or false alarms are off.
  */
-export function falseRebalanceSeconds(
+function falseRebalanceSeconds(
   options: SpotSimulation,
   instanceId: string,
   now: number,

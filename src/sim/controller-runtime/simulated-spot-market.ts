@@ -1,12 +1,12 @@
 import type { Catalog } from '../../core/catalog.js';
 import { spotOffering, type SpotOffering } from '../../core/spot.js';
 import {
+  billedSpotEvents,
   burstEvents,
-  falseRebalanceSeconds,
   reclaimEvents,
   SPOT_NOTICE_SECONDS,
-  spotLifeSeconds,
   warnedOfBurst,
+  type SpotInstanceEvent,
   type SpotSimulation,
 } from '../../world/spot-world.js';
 import type { SimulatedCloud, SimulatedInstance } from './simulated-cloud.js';
@@ -62,25 +62,28 @@ export class SimulatedSpotMarket {
   onBilled(inst: SimulatedInstance): void {
     const pool = spotOffering(this.deps.catalog.spot, inst.type.name, inst.availabilityZone);
     if (inst.market !== 'spot' || pool === undefined) return;
-    const now = this.deps.clock.nowSeconds();
-    const life = spotLifeSeconds(this.deps.options.seed, inst.instanceId, pool);
-    this.scheduleReclaim(inst, now + life);
-    const falseAlarm = falseRebalanceSeconds(this.deps.options, inst.instanceId, now, life);
-    if (falseAlarm !== undefined) this.deps.timeline.at(falseAlarm, () => this.recommend(inst));
+    this.schedule(
+      inst,
+      billedSpotEvents(this.deps.options, inst.instanceId, pool, this.deps.clock.nowSeconds()),
+    );
   }
 
+  /** A reclaim due at `at` (a burst's), with what leads up to it. */
   private scheduleReclaim(inst: SimulatedInstance, at: number): void {
-    const events = reclaimEvents(
-      this.deps.options,
-      inst.instanceId,
-      this.deps.clock.nowSeconds(),
-      at,
-      this.recommended.has(inst),
+    const now = this.deps.clock.nowSeconds();
+    this.schedule(
+      inst,
+      reclaimEvents(this.deps.options, inst.instanceId, now, at, this.recommended.has(inst)),
     );
+  }
+
+  private schedule(inst: SimulatedInstance, events: readonly SpotInstanceEvent[]): void {
+    const reclaimAt = events.find((e) => e.kind === 'spot-reclaim')?.timeSeconds;
     for (const event of events)
       this.deps.timeline.at(event.timeSeconds, () => {
         if (event.kind === 'spot-rebalance') this.recommend(inst);
-        else if (event.kind === 'spot-notice') this.notice(inst, at);
+        else if (event.kind === 'spot-notice')
+          this.notice(inst, reclaimAt ?? event.timeSeconds + SPOT_NOTICE_SECONDS);
         else this.reclaim(inst);
       });
   }
