@@ -104,7 +104,6 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
   const jobs = buildSimJobs(o.trace, o.catalog);
   if (o.checkpointIntervalSeconds !== undefined)
     for (const job of jobs) job.checkpointIntervalSeconds = o.checkpointIntervalSeconds;
-  const spotZones = [...new Set((o.catalog.spot?.offerings ?? []).map((p) => p.zone))].sort();
   const clock = new VirtualClock(0);
   const timeline = new Timeline();
   const meter = new FleetMeter();
@@ -118,7 +117,8 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
     clock,
     timeline,
     refusedTypes: o.refusedTypes,
-    ...(o.spot === undefined ? {} : { spot: true, availabilityZones: spotZones }),
+    // The cloud's zones are those of the catalog's spot pools, so a spot launch lands in the pool the plan priced.
+    ...(o.spot === undefined ? {} : { spot: true, availabilityZones: spotZonesOf(o.catalog) }),
     hooks: {
       launched: (inst) =>
         o.onEvent?.({
@@ -432,4 +432,8 @@ function onGrid(t: number, first: number, period: number): boolean {
   if (t < first) return false;
   const k = Math.round((t - first) / period);
   return Math.abs(first + k * period - t) < 1e-6;
+}
+
+function spotZonesOf(catalog: Catalog): string[] {
+  return [...new Set((catalog.spot?.offerings ?? []).map((p) => p.zone))].sort();
 }

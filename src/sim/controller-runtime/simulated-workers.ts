@@ -192,8 +192,7 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
         this.release(task);
         task.state = h.before;
         task.readySeconds = undefined;
-        if (task.job.tasks.every((t) => t.state === 'stopped' || t.state === 'queued'))
-          task.job.status = 'queued';
+        queueIfAllStopped(task.job);
       }
     }
   }
@@ -260,8 +259,7 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
         this.held.delete(task);
         task.state = 'stopped';
         this.release(task);
-        if (task.job.tasks.every((t) => t.state === 'stopped' || t.state === 'queued'))
-          task.job.status = 'queued';
+        queueIfAllStopped(task.job);
       }
     }
   }
@@ -289,9 +287,9 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
         task.rate = 1;
         this.release(task);
       }
-      job.status = job.tasks.every((t) => t.state === 'stopped' || t.state === 'queued')
-        ? 'queued'
-        : 'migrating';
+      // Its tasks elsewhere keep their room until the controller moves or restarts them.
+      job.status = 'migrating';
+      queueIfAllStopped(job);
       this.dirtyJobs.add(job);
     }
     this.hosts.delete(cloudId);
@@ -417,8 +415,7 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
     task.state = 'stopped';
     this.o.log?.('uploaded', task, task.job);
     this.release(task);
-    if (task.job.tasks.every((t) => t.state === 'stopped' || t.state === 'queued'))
-      task.job.status = 'queued';
+    queueIfAllStopped(task.job);
     this.o.onReport?.();
   }
 
@@ -534,4 +531,9 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
     }
     this.dirtyJobs.add(job);
   }
+}
+
+/** A job none of whose tasks holds or prepares on an instance any more is back in the queue. */
+function queueIfAllStopped(job: SimJob): void {
+  if (job.tasks.every((t) => t.state === 'stopped' || t.state === 'queued')) job.status = 'queued';
 }
