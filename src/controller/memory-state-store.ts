@@ -88,6 +88,11 @@ export class MemoryStateStore implements StateStore {
   private readonly instances = new Map<string, InstanceRecord>();
   private readonly intents = new Map<number, IntentRecord>();
   private readonly intentByKey = new Map<string, number>();
+  /**
+   * The pending intents (a subset of `intents`): every reconcile pass lists them several times, while done and failed
+   * intents pile up for as long as the controller runs (the SQL stores have a partial index for the same reason).
+   */
+  private readonly pendingIntents = new Map<number, IntentRecord>();
   private readonly rounds = new Map<number, RoundRecord>();
   private readonly events = new MemoryEventLog();
   private readonly tokens = new Map<string, TokenRow>();
@@ -289,6 +294,7 @@ export class MemoryStateStore implements StateStore {
         updatedAtSeconds: now,
       } as IntentRecord);
       this.put(this.intents, record.id, record);
+      this.put(this.pendingIntents, record.id, record);
       if (options.key !== undefined) this.put(this.intentByKey, options.key, record.id);
       return record;
     });
@@ -310,6 +316,7 @@ export class MemoryStateStore implements StateStore {
       if (intent.state !== 'pending') throw new IllegalTransitionError('intent', id, intent.state, state);
       const record = Object.freeze({ ...intent, state, error, updatedAtSeconds: this.now() }) as IntentRecord;
       this.put(this.intents, id, record);
+      this.put(this.pendingIntents, id, undefined);
       return record;
     });
   }
@@ -318,12 +325,19 @@ export class MemoryStateStore implements StateStore {
     return this.intents.get(id);
   }
 
+  getIntentByKey(key: string): IntentRecord | undefined {
+    const id = this.intentByKey.get(key);
+    return id === undefined ? undefined : this.intents.get(id);
+  }
+
   listIntents(filter: IntentFilter = {}): IntentRecord[] {
-    return [...this.intents.values()].filter(
-      (i) =>
-        (filter.states === undefined || filter.states.includes(i.state)) &&
-        (filter.kind === undefined || i.kind === filter.kind),
-    );
+    const matches = (i: IntentRecord): boolean =>
+      (filter.states === undefined || filter.states.includes(i.state)) &&
+      (filter.kind === undefined || i.kind === filter.kind);
+    if (filter.states?.length === 1 && filter.states[0] === 'pending')
+      // A rolled-back completion puts an intent back at the end of the map: sorted, oldest first as ever.
+      return [...this.pendingIntents.values()].filter(matches).sort((a, b) => a.id - b.id);
+    return [...this.intents.values()].filter(matches);
   }
 
   // ---- rounds ------------------------------------------------------------------------------------------------

@@ -4,7 +4,13 @@ import { groupBy } from '../core/group.js';
 import type { TaskTemplateSpec } from './job-spec/spec.js';
 import { expandTasks } from './job-spec/tasks.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
-import type { InstanceRecord, JobRecord, StateStore, TaskRecord } from './state-store.js';
+import {
+  launchIntentKey,
+  type InstanceRecord,
+  type JobRecord,
+  type StateStore,
+  type TaskRecord,
+} from './state-store.js';
 
 /**
  * The scheduler's view of the controller's durable state (ARCHITECTURE.md: "each round: snapshot → plan → diff").
@@ -61,15 +67,16 @@ export function readSnapshotInputs(
   for (const job of jobs)
     if (job.state === 'running') runningSince.set(job.id, lastEnteredRunning(store, job));
   const live = new Set(instances.filter((i) => SCHEDULABLE_INSTANCE_STATES.has(i.state)).map((i) => i.id));
-  // The market is in the launch intent; a launch that fell back to on demand says so in an event.
+  // The market is in the instance's launch intent (keyed by instance); a launch that fell back to on demand says so
+  // in an event. Both are looked up per live instance, through the stores' indexes: launch intents and the event log
+  // grow for as long as the controller runs. An instance without a keyed launch intent (adopted) counts as on demand.
   const spotInstances = new Set<string>();
-  for (const intent of store.listIntents({ kind: 'launch' }))
-    if (intent.kind === 'launch' && intent.payload.market === 'spot' && live.has(intent.payload.instanceId))
-      spotInstances.add(intent.payload.instanceId);
-  // Per live instance, through the stores' index of events by instance: the whole event log grows without bound.
-  for (const id of spotInstances)
-    if (store.listEvents({ instanceId: id, kind: 'instance.market-fallback', limit: 1 }).length > 0)
-      spotInstances.delete(id);
+  for (const id of live) {
+    const launch = store.getIntentByKey(launchIntentKey(id));
+    if (launch?.kind !== 'launch' || launch.payload.market !== 'spot') continue;
+    if (store.listEvents({ instanceId: id, kind: 'instance.market-fallback', limit: 1 }).length === 0)
+      spotInstances.add(id);
+  }
   const rebalanceRecommended = new Set<string>();
   for (const id of live)
     if (store.listEvents({ instanceId: id, kind: 'instance.rebalance-recommendation', limit: 1 }).length > 0)

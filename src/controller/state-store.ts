@@ -139,6 +139,11 @@ export interface InstanceRecord {
   readonly reason?: string | undefined;
 }
 
+/** The idempotency key of an instance's launch intent: one launch per instance record, found again by it. */
+export function launchIntentKey(instanceId: string): string {
+  return `launch:${instanceId}`;
+}
+
 /** Side effects the controller records before performing them. Add a kind here with its payload schema. */
 export const intentPayloadSchemas = {
   launch: z.strictObject({
@@ -327,6 +332,8 @@ export interface StateStore {
   completeIntent(id: number): IntentRecord;
   failIntent(id: number, error: string): IntentRecord;
   getIntent(id: number): IntentRecord | undefined;
+  /** The intent recorded with this idempotency key (e.g. `launch:<instance>`), through the stores' unique index. */
+  getIntentByKey(key: string): IntentRecord | undefined;
   /** Oldest first. */
   listIntents(filter?: IntentFilter): IntentRecord[];
 

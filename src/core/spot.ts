@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { compareText } from './compare.js';
 import type { Market } from './market.js';
 
 /**
@@ -133,7 +134,7 @@ function priceCapacityOrder(a: SpotOffering, b: SpotOffering): number {
   return (
     INTERRUPTION_CLASSES.indexOf(a.interruption) - INTERRUPTION_CLASSES.indexOf(b.interruption) ||
     a.pricePerHour - b.pricePerHour ||
-    a.zone.localeCompare(b.zone)
+    compareText(a.zone, b.zone)
   );
 }
 

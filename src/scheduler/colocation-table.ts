@@ -1,3 +1,5 @@
+import { compareText } from '../core/compare.js';
+
 /** Co-location rate assumed per co-located task before anything is learned (Eva §4.3). */
 export const DEFAULT_COLOCATION_RATE = 0.95;
 
@@ -290,7 +292,7 @@ export class ColocationTable {
           summary: { target, others, mean: e.sum / e.count, count: e.count },
         });
       }
-    return keyed.sort((a, b) => a.key.localeCompare(b.key)).map((k) => k.summary);
+    return keyed.sort((a, b) => compareText(a.key, b.key)).map((k) => k.summary);
   }
 
   /** The pair factors learned from larger sets (for persistence). */
@@ -298,7 +300,7 @@ export class ColocationTable {
     const out: PairFactorSummary[] = [];
     for (const [target, byOther] of this.factors)
       for (const [other, f] of byOther) out.push({ target, other, rate: Math.exp(f.log), count: f.count });
-    return out.sort((a, b) => (a.target + a.other).localeCompare(b.target + b.other));
+    return out.sort((a, b) => compareText(a.target + a.other, b.target + b.other));
   }
 
   toJSON(): SerializedColocationTable {

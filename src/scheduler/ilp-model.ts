@@ -1,4 +1,5 @@
 import type { LP } from 'glpk.js/node';
+import { compareText } from '../core/compare.js';
 import type { InstanceType } from '../core/catalog.js';
 import { demandOn, fits, type FamilyDemand, type Resources } from '../core/resources.js';
 import { demandSignature } from './reservation-price.js';
@@ -55,7 +56,7 @@ export function buildAssignmentModel(
     Math.min(...types.filter((k) => hostsAlone(k, t.demand)).map((k) => k.costPerHour));
   const tasks = tasksIn
     .map((t) => ({ t, price: cheapestAlone(t), sig: demandSignature(t.demand) }))
-    .sort((a, b) => b.price - a.price || a.sig.localeCompare(b.sig))
+    .sort((a, b) => b.price - a.price || compareText(a.sig, b.sig))
     .map((x) => x.t);
   const n = tasks.length;
   const canHost: boolean[][] = tasks.map((t) => types.map((k) => hostsAlone(k, t.demand)));

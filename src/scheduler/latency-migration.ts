@@ -1,3 +1,4 @@
+import { compareText } from '../core/compare.js';
 import type { ClusterSnapshot } from '../core/model.js';
 import type { LatencyView } from './latency-view.js';
 
@@ -63,7 +64,7 @@ export class SlowJobTracker {
   /** For the plan fingerprint: a round with other counts may plan otherwise. */
   signature(): string {
     return [...this.spells.entries()]
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .sort(([a], [b]) => compareText(a, b))
       .map(([id, s]) => `${id}:${s.rounds}:${s.sinceSeconds}`)
       .join(',');
   }

@@ -1,3 +1,4 @@
+import { compareText } from '../core/compare.js';
 import type { InstanceType } from '../core/catalog.js';
 import { alignment, demandOn, fits, type FamilyDemand, type Resources } from '../core/resources.js';
 import type { ColocationTable } from './colocation-table.js';
@@ -370,15 +371,11 @@ function interferenceValue(
 function compareIdentity(a: TaskClass, b: TaskClass): number {
   return (
     a.rp - b.rp ||
-    (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) ||
+    compareText(a.key, b.key) ||
     a.jobTaskCount - b.jobTaskCount ||
     compareText(latencyTag(a.latency), latencyTag(b.latency)) ||
     a.timeValue - b.timeValue
   );
-}
-
-function compareText(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** Lexicographic greedy score of Eva's reference: (set value after adding, already on this instance, alignment). */

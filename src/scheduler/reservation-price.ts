@@ -1,3 +1,4 @@
+import { compareText } from '../core/compare.js';
 import type { Catalog, InstanceType } from '../core/catalog.js';
 import { demandOn, fits, type FamilyDemand, type Resources } from '../core/resources.js';
 
@@ -16,7 +17,7 @@ export class PriceBook {
 
   constructor(readonly catalog: Catalog) {
     this.byCostAscending = [...catalog.types].sort(
-      (a, b) => a.costPerHour - b.costPerHour || a.name.localeCompare(b.name),
+      (a, b) => a.costPerHour - b.costPerHour || compareText(a.name, b.name),
     );
     this.byCostDescending = [...this.byCostAscending].reverse();
     this.typesByName = new Map(catalog.types.map((t) => [t.name, t]));

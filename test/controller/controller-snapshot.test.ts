@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { buildSnapshot, readSnapshotInputs } from '../../src/controller/snapshot.js';
+import { launchIntentKey } from '../../src/controller/state-store.js';
 import { CPU_SMALL, jobSpec, rig } from './controller-fixtures.js';
 
 describe('snapshot of the store for the scheduler', () => {
@@ -100,21 +101,28 @@ describe('snapshot of the store for the scheduler', () => {
     const first = ids[0] as string;
     const snap = () => buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds())).instances;
     expect(snap().every((i) => i.market === undefined && i.rebalanceRecommended === undefined)).toBe(true);
-    // As the plan's launch records a spot instance (the fake cloud's launches here are on demand).
+    // An instance and its launch as a plan records a spot one (the plan above launched on demand).
     const typeName = r.store.getInstance(first)?.typeName as string;
-    r.store.recordIntent({
-      kind: 'launch',
-      payload: { instanceId: first, typeName, launchToken: 'spot-token', market: 'spot' },
+    const spot = r.store.createInstance({ typeName });
+    r.store.recordIntent(
+      {
+        kind: 'launch',
+        payload: { instanceId: spot.id, typeName, launchToken: spot.launchToken, market: 'spot' },
+      },
+      { key: launchIntentKey(spot.id) },
+    );
+    r.store.appendEvent({ kind: 'instance.rebalance-recommendation', instanceId: spot.id, message: 'test' });
+    expect(snap().find((i) => i.id === spot.id)).toMatchObject({
+      market: 'spot',
+      rebalanceRecommended: true,
     });
-    r.store.appendEvent({ kind: 'instance.rebalance-recommendation', instanceId: first, message: 'test' });
-    expect(snap().find((i) => i.id === first)).toMatchObject({ market: 'spot', rebalanceRecommended: true });
     expect(
       snap()
-        .filter((i) => i.id !== first)
-        .every((i) => i.market === undefined),
+        .filter((i) => i.id !== spot.id)
+        .every((i) => i.market === undefined && i.rebalanceRecommended === undefined),
     ).toBe(true);
     // A launch that fell back to on demand is on demand.
-    r.store.appendEvent({ kind: 'instance.market-fallback', instanceId: first, message: 'test' });
-    expect(snap().find((i) => i.id === first)?.market).toBeUndefined();
+    r.store.appendEvent({ kind: 'instance.market-fallback', instanceId: spot.id, message: 'test' });
+    expect(snap().find((i) => i.id === spot.id)?.market).toBeUndefined();
   });
 });

@@ -500,6 +500,10 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       );
       expect(again).toEqual(first);
       expect(store.listIntents()).toHaveLength(1);
+      expect(store.getIntentByKey('terminate inst-1')).toEqual(first);
+      store.completeIntent(first.id);
+      expect(store.getIntentByKey('terminate inst-1')?.state).toBe('done');
+      expect(store.getIntentByKey('terminate inst-2')).toBeUndefined();
     });
 
     it('validates payloads by kind', () => {
@@ -625,6 +629,24 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(store.listEvents()[0]?.seq).toBe(1);
     });
 
+    it('leaves an intent whose completion was rolled back pending, in its place among the pending', () => {
+      const ids = [1, 2, 3].map(
+        (n) => store.recordIntent({ kind: 'terminate', payload: { instanceId: `inst-${n}` } }).id,
+      );
+      expect(() =>
+        store.transaction(() => {
+          store.completeIntent(ids[0] as number);
+          store.failIntent(ids[1] as number, 'x');
+          throw new Error('crash before commit');
+        }),
+      ).toThrow('crash before commit');
+      expect(store.listIntents({ states: ['pending'] }).map((i) => i.id)).toEqual(ids);
+      expect(store.listIntents({ states: ['pending'], kind: 'terminate' }).map((i) => i.id)).toEqual(ids);
+      store.completeIntent(ids[1] as number);
+      expect(store.listIntents({ states: ['pending'] }).map((i) => i.id)).toEqual([ids[0], ids[2]]);
+      expect(store.listIntents({ states: ['done'] }).map((i) => i.id)).toEqual([ids[1]]);
+    });
+
     it('commits an intent and the state it describes together', () => {
       const result = store.transaction(() => {
         const inst = store.createInstance({ typeName: 'p3.2xlarge' });
@@ -699,7 +721,8 @@ describe('MemoryStateStore and the SQL stores agree on random operation sequence
         state: 'starting' | 'running' | 'stopped' | 'pending';
         inst: number | null;
       }
-    | { op: 'intent'; inst: number; finish: 'done' | 'failed' | 'none' }
+    | { op: 'intent'; inst: number; finish: 'done' | 'failed' | 'none'; keyed: boolean }
+    | { op: 'rollback' }
     | { op: 'retry'; job: number; exitCode: number | null };
   const jobStates = [
     'queued',
@@ -735,7 +758,9 @@ describe('MemoryStateStore and the SQL stores agree on random operation sequence
       op: fc.constant('intent' as const),
       inst: fc.integer({ min: 1, max: 3 }),
       finish: fc.constantFrom('done', 'failed', 'none'),
+      keyed: fc.boolean(),
     }),
+    fc.record({ op: fc.constant('rollback' as const) }),
     fc.record({
       op: fc.constant('retry' as const),
       job: fc.integer({ min: 1, max: 4 }),
@@ -768,14 +793,22 @@ describe('MemoryStateStore and the SQL stores agree on random operation sequence
             op.inst === null ? undefined : `inst-${op.inst}`,
           ).state;
         case 'intent': {
-          const intent = store.recordIntent({
-            kind: 'terminate',
-            payload: { instanceId: `inst-${op.inst}` },
-          });
+          const intent = store.recordIntent(
+            { kind: 'terminate', payload: { instanceId: `inst-${op.inst}` } },
+            op.keyed ? { key: `terminate:inst-${op.inst}` } : {},
+          );
           if (op.finish === 'done') store.completeIntent(intent.id);
           if (op.finish === 'failed') store.failIntent(intent.id, 'x');
           return String(intent.id);
         }
+        case 'rollback':
+          // Completes the oldest pending intent, then fails: the intent is pending again, in its place.
+          return store.transaction(() => {
+            const oldest = store.listIntents({ states: ['pending'] })[0];
+            if (oldest === undefined) return 'none pending';
+            store.completeIntent(oldest.id);
+            throw new Error(`rolled back ${oldest.id}`);
+          });
         case 'retry':
           return String(
             store.retryJob(
@@ -813,6 +846,13 @@ describe('MemoryStateStore and the SQL stores agree on random operation sequence
               s.listInstances().map(({ launchToken: _t, ...rest }) => rest);
             expect(withoutToken(sql)).toEqual(withoutToken(memory));
             expect(sql.listIntents()).toEqual(memory.listIntents());
+            expect(sql.listIntents({ states: ['pending'] })).toEqual(
+              memory.listIntents({ states: ['pending'] }),
+            );
+            for (const inst of [1, 2, 3])
+              expect(sql.getIntentByKey(`terminate:inst-${inst}`)).toEqual(
+                memory.getIntentByKey(`terminate:inst-${inst}`),
+              );
             expect(sql.listEvents()).toEqual(memory.listEvents());
           } finally {
             memory.close();

@@ -2,7 +2,13 @@ import type { ConfigurationDiff } from '../../scheduler/actions.js';
 import type { Configuration, Plan } from '../../scheduler/types.js';
 import { PLACED_TASK_STATES } from '../state/lifecycle.js';
 import { storedCoStart, writeCoStart } from '../co-start-records.js';
-import type { InstanceRecord, JobRecord, JsonValue, TaskRecord } from '../state-store.js';
+import {
+  launchIntentKey,
+  type InstanceRecord,
+  type JobRecord,
+  type JsonValue,
+  type TaskRecord,
+} from '../state-store.js';
 import type { ReconcileContext } from './context.js';
 import { settleJob } from './jobs.js';
 import { makesBeforeBreak } from '../../round/gates.js';
@@ -57,7 +63,7 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
                 ...(market === 'spot' ? { market } : {}),
               },
             },
-            { key: `launch:${instance.id}`, round },
+            { key: launchIntentKey(instance.id), round },
           );
           break;
         }

@@ -162,6 +162,10 @@ export abstract class SqlStateStore implements StateStore {
     return this.intents.getIntent(id);
   }
 
+  getIntentByKey(key: string): IntentRecord | undefined {
+    return this.intents.getIntentByKey(key);
+  }
+
   listIntents(filter: IntentFilter = {}): IntentRecord[] {
     return this.intents.listIntents(filter);
   }

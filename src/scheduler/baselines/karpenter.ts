@@ -30,6 +30,7 @@
  * The two consolidating policies move tasks with fleetwise's checkpoint/restore, so they stand for Karpenter running
  * jobs that checkpoint on SIGTERM and resume where they stopped: the most favourable case for Karpenter.
  */
+import { compareText } from '../../core/compare.js';
 import type { Catalog, InstanceType } from '../../core/catalog.js';
 import type { ClusterSnapshot } from '../../core/model.js';
 import { add, demandOn, fits, ZERO, type Resources } from '../../core/resources.js';
@@ -330,13 +331,7 @@ class SchedulingSimulation {
     const sorted = [...taskIds].sort((a, b) => {
       const da = key.get(a) as Resources;
       const db = key.get(b) as Resources;
-      return (
-        db[1] - da[1] ||
-        db[2] - da[2] ||
-        db[0] - da[0] ||
-        arrival(a) - arrival(b) ||
-        (a < b ? -1 : a > b ? 1 : 0)
-      );
+      return db[1] - da[1] || db[2] - da[2] || db[0] - da[0] || arrival(a) - arrival(b) || compareText(a, b);
     });
     return new Map(sorted.map((id, i) => [id, i]));
   }

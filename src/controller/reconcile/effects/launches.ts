@@ -5,7 +5,13 @@ import { chooseReplacementType } from '../../../round/replacement.js';
 import { InsufficientCapacityError, QuotaExceededError } from '../../../cloud/provider.js';
 import { InjectedCrash } from '../../faults.js';
 import { PLACED_TASK_STATES } from '../../state/lifecycle.js';
-import type { InstanceRecord, IntentPayload, IntentRecord, TaskRecord } from '../../state-store.js';
+import {
+  launchIntentKey,
+  type InstanceRecord,
+  type IntentPayload,
+  type IntentRecord,
+  type TaskRecord,
+} from '../../state-store.js';
 import { LIVE_INSTANCE_STATES, type ReconcileContext } from '../context.js';
 import { releaseTasksOn } from '../jobs.js';
 import { launchBackoff } from './registrations.js';
@@ -225,7 +231,7 @@ export class Launches {
             ...(intent.payload.market === 'spot' ? { market: 'spot' as const } : {}),
           },
         },
-        { key: `launch:${created.id}`, ...(intent.round === undefined ? {} : { round: intent.round }) },
+        { key: launchIntentKey(created.id), ...(intent.round === undefined ? {} : { round: intent.round }) },
       );
       for (const pending of this.ctx.store.listIntents({ states: ['pending'], kind: 'start-task' })) {
         if (pending.kind !== 'start-task' || pending.payload.instanceId !== inst.id) continue;

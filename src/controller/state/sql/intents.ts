@@ -19,8 +19,8 @@ export class IntentQueries {
   ): IntentRecord {
     return this.connection.transaction(() => {
       if (options.key !== undefined) {
-        const existing = this.connection.get('SELECT * FROM intents WHERE idempotency_key = ?', options.key);
-        if (existing !== undefined) return intentFromRow(existing);
+        const existing = this.getIntentByKey(options.key);
+        if (existing !== undefined) return existing;
       }
       checkIntent(intent);
       const now = this.connection.now();
@@ -66,6 +66,11 @@ export class IntentQueries {
 
   getIntent(id: number): IntentRecord | undefined {
     const row = this.connection.get('SELECT * FROM intents WHERE id = ?', id);
+    return row === undefined ? undefined : intentFromRow(row);
+  }
+
+  getIntentByKey(key: string): IntentRecord | undefined {
+    const row = this.connection.get('SELECT * FROM intents WHERE idempotency_key = ?', key);
     return row === undefined ? undefined : intentFromRow(row);
   }
 
