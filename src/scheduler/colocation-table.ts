@@ -26,6 +26,19 @@ interface Entry {
   count: number;
 }
 
+/** An entry and what it is saved under; the entry is the table's own, so its numbers are always the current ones. */
+interface SavedEntry {
+  readonly target: string;
+  readonly others: readonly string[];
+  readonly entry: Readonly<Entry>;
+}
+
+interface SavedFactor {
+  readonly target: string;
+  readonly other: string;
+  readonly factor: { readonly log: number; readonly count: number };
+}
+
 /** A pair's factor estimated from observations with two or more co-located tasks (see `ColocationTable.record`). */
 export interface PairFactorSummary {
   readonly target: string;
@@ -79,6 +92,13 @@ export class ColocationTable {
   private readonly valuesBySet = new Map<string, Set<MemoizedValue>>();
   /** Incremented whenever a recorded mean changes (re-recording the same value leaves it unchanged). */
   version = 0;
+  /**
+   * The entries and the factors in saved order, sorted when first saved and again only after one is added (neither is
+   * ever removed; their numbers change in place): the table is saved after every round, and sorting it each time was
+   * most of the save.
+   */
+  private entriesInOrder: readonly SavedEntry[] | undefined;
+  private factorsInOrder: readonly SavedFactor[] | undefined;
 
   /** The rate of a pair nothing was learned about (`defaultRate`): see `refreshPrior`. */
   private prior: number;
@@ -215,6 +235,7 @@ export class ColocationTable {
     const entry = byOthers.get(sig);
     if (entry === undefined) {
       byOthers.set(sig, { sum: value, count: 1 });
+      this.entriesInOrder = undefined;
       this.changed(target, byOthers.size === 1 ? undefined : others);
     } else {
       const before = this.meanOf(entry);
@@ -248,7 +269,11 @@ export class ColocationTable {
     const factors = this.factorsOf(target);
     let moved = false;
     for (const o of unseen) {
-      const f = factors.get(o) ?? { log: Math.log(this.defaultRate), count: 0 };
+      let f = factors.get(o);
+      if (f === undefined) {
+        f = { log: Math.log(this.defaultRate), count: 0 };
+        this.factorsInOrder = undefined;
+      }
       if (f.count >= FACTOR_MAX_COUNT) continue;
       // Never above 1: interference only slows a task; a set faster than predicted raises its factors up to 1.
       f.log = Math.min(0, f.log + (residual * (1 / (1 + f.count))) / weights);
@@ -282,25 +307,42 @@ export class ColocationTable {
 
   /** Every recorded entry (for persistence and for showing users what was learned). */
   summaries(): ObservationSummary[] {
-    const keyed: { key: string; summary: ObservationSummary }[] = [];
-    for (const [target, byOthers] of this.entries)
-      for (const [sig, e] of byOthers) {
-        const others = sig === '' ? [] : sig.split('\u0001');
-        keyed.push({
-          // The sort key built once per entry, not twice per comparison (the table is saved after every round).
-          key: target + others.join(),
-          summary: { target, others, mean: e.sum / e.count, count: e.count },
-        });
-      }
-    return keyed.sort((a, b) => compareText(a.key, b.key)).map((k) => k.summary);
+    this.entriesInOrder ??= this.sortEntries();
+    return this.entriesInOrder.map(({ target, others, entry }) => ({
+      target,
+      others,
+      mean: entry.sum / entry.count,
+      count: entry.count,
+    }));
   }
 
   /** The pair factors learned from larger sets (for persistence). */
   factorSummaries(): PairFactorSummary[] {
-    const out: PairFactorSummary[] = [];
+    this.factorsInOrder ??= this.sortFactors();
+    return this.factorsInOrder.map(({ target, other, factor }) => ({
+      target,
+      other,
+      rate: Math.exp(factor.log),
+      count: factor.count,
+    }));
+  }
+
+  private sortEntries(): SavedEntry[] {
+    const keyed: { key: string; saved: SavedEntry }[] = [];
+    for (const [target, byOthers] of this.entries)
+      for (const [sig, entry] of byOthers) {
+        const others = sig === '' ? [] : sig.split('\u0001');
+        keyed.push({ key: target + others.join(), saved: { target, others, entry } });
+      }
+    return keyed.sort((a, b) => compareText(a.key, b.key)).map((k) => k.saved);
+  }
+
+  private sortFactors(): SavedFactor[] {
+    const keyed: { key: string; saved: SavedFactor }[] = [];
     for (const [target, byOther] of this.factors)
-      for (const [other, f] of byOther) out.push({ target, other, rate: Math.exp(f.log), count: f.count });
-    return out.sort((a, b) => compareText(a.target + a.other, b.target + b.other));
+      for (const [other, factor] of byOther)
+        keyed.push({ key: target + other, saved: { target, other, factor } });
+    return keyed.sort((a, b) => compareText(a.key, b.key)).map((k) => k.saved);
   }
 
   toJSON(): SerializedColocationTable {

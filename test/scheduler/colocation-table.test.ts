@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { attributeJobObservation, ColocationTable } from '../../src/scheduler/colocation-table.js';
 
@@ -149,6 +150,55 @@ describe('pair factors learned from sets of three or more (a pair never seen alo
     expect(() => ColocationTable.fromJSON(bad)).toThrow(
       /factor of a next to c: rate must be in \(0, 1\].*got 1\.5/,
     );
+  });
+});
+
+describe('what the table saves', () => {
+  const keys = ['a', 'b', 'c', 'd', 'B', 'a-2'];
+  const observation = fc.record({
+    target: fc.constantFrom(...keys),
+    others: fc.array(fc.constantFrom(...keys), { minLength: 1, maxLength: 3 }),
+    rate: fc.double({ min: 0.3, max: 1, noNaN: true }),
+    saveAfter: fc.boolean(),
+  });
+
+  it('is what it has learned so far however often it was saved before (property)', () => {
+    fc.assert(
+      fc.property(fc.array(observation, { maxLength: 40 }), (observations) => {
+        // The controller saves after every round; the saved order is kept between saves and grows with new entries.
+        const saved = new ColocationTable(0.95);
+        const fresh = new ColocationTable(0.95);
+        for (const o of observations) {
+          saved.record(o.target, o.others, o.rate);
+          fresh.record(o.target, o.others, o.rate);
+          if (o.saveAfter) saved.toJSON();
+        }
+        expect(saved.toJSON()).toEqual(fresh.toJSON());
+        const restored = ColocationTable.fromJSON(JSON.parse(JSON.stringify(fresh.toJSON())));
+        expect(restored.toJSON()).toEqual(fresh.toJSON());
+      }),
+      { numRuns: 200, seed: 7 },
+    );
+  });
+
+  it('lists entries and factors in code-point order of their keys, whatever the locale', () => {
+    const t = new ColocationTable(0.95);
+    t.record('b', ['a'], 0.9);
+    t.record('B', ['a'], 0.9);
+    t.record('a', ['b', 'B'], 0.8);
+    t.record('a', ['B'], 0.85);
+    expect(t.summaries().map((s) => [s.target, ...s.others].join(' '))).toEqual([
+      'B a',
+      'a B',
+      'a B b',
+      'b a',
+    ]);
+    const fresh = new ColocationTable(0.95);
+    fresh.record('b', ['a'], 0.9);
+    // The table's state right after the first save: numbers move in place, and are saved as they are now.
+    expect(fresh.summaries()[0]?.count).toBe(1);
+    fresh.record('b', ['a'], 0.7);
+    expect(fresh.summaries()).toEqual([{ target: 'b', others: ['a'], mean: 0.8, count: 2 }]);
   });
 });
 
