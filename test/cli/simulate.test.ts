@@ -106,8 +106,15 @@ describe('fleetwise simulate (CLI subprocess)', () => {
     expect(table.code).toBe(0);
     const lines = table.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/6 jobs$/);
-    expect(lines[2]).toMatch(/^scheduler +jobs +total cost \$ +norm\. cost/);
-    expect(lines[4]).toMatch(/^karpenter +6 +[\d,]+\.\d\d +–/);
+    expect(lines[2]).toBe('Cost and completion time');
+    expect(lines[3]).toMatch(/^scheduler +jobs +total cost \$ +norm\. cost/);
+    expect(lines[5]).toMatch(/^karpenter +6 +[\d,]+\.\d\d +–/);
+    // The fleet's figures in a table of their own, after a blank line.
+    expect(lines.slice(6, 9)).toEqual([
+      '',
+      'Fleet',
+      expect.stringMatching(/^scheduler +migr\.\/job +instances/),
+    ]);
   });
 
   it('rejects an unknown scheduler with the list of valid ones and a non-zero exit', async () => {

@@ -30,13 +30,16 @@ function utilization(dim: 'Gpus' | 'Vcpus' | 'MemoryGiB') {
     );
 }
 
-export const SUMMARY_COLUMNS: readonly SummaryColumn[] = [
-  {
-    header: 'scheduler',
-    description: 'The scheduling policy simulated.',
-    numeric: false,
-    cell: (r) => r.summary.scheduler,
-  },
+/** The first column of every summary table: the key to its rows. */
+export const SCHEDULER_COLUMN: SummaryColumn = {
+  header: 'scheduler',
+  description: 'The scheduling policy simulated.',
+  numeric: false,
+  cell: (r) => r.summary.scheduler,
+};
+
+/** What a run cost and how long its jobs took: the figures every comparison starts from. */
+export const COST_AND_TIME_COLUMNS: readonly SummaryColumn[] = [
   {
     header: 'jobs',
     description: 'Jobs in the trace the run simulated.',
@@ -80,6 +83,10 @@ export const SUMMARY_COLUMNS: readonly SummaryColumn[] = [
     numeric: true,
     cell: (r) => money(r.summary.peakCostPerHour),
   },
+];
+
+/** How the run used its fleet: moves, launches, reconfigurations, utilization, and the simulation's own time. */
+export const FLEET_COLUMNS: readonly SummaryColumn[] = [
   {
     header: 'migr./job',
     description: 'Job migrations (a started job moved to other instances) per job.',
@@ -220,22 +227,40 @@ export const SPOT_COLUMNS: readonly SummaryColumn[] = [
   },
 ];
 
-/**
- * The columns for a set of runs: the summary's, plus the queue metrics' when some run had a queue, the starts' likewise, the spot
- * metrics' when some run simulated spot.
- */
-export function summaryColumns(results: readonly RunResult[]): readonly SummaryColumn[] {
-  return [
-    ...SUMMARY_COLUMNS,
-    ...(results.some((r) => r.queue !== undefined) ? QUEUE_COLUMNS : []),
-    ...(results.some((r) => r.starts !== undefined) ? START_COLUMNS : []),
-    ...(results.some((r) => r.spot !== undefined) ? SPOT_COLUMNS : []),
-  ];
+/** One table of the summary: a title, and the columns after the scheduler's. */
+export interface SummaryGroup {
+  readonly id: string;
+  readonly title: string;
+  readonly columns: readonly SummaryColumn[];
 }
 
-/** The summary as a plain-text table for the terminal (what `simulate` prints without --json). */
+/**
+ * The summary as tables of a few columns each, every one keyed by the scheduler: cost and completion time first, then
+ * what the runs were about (spot, the queue, multi-task starts, each when some run reports it), then the fleet. One
+ * table of every column was wider than a page or a terminal, and the figures a run was made for sat at its far end.
+ */
+export function summaryGroups(results: readonly RunResult[]): readonly SummaryGroup[] {
+  const groups: SummaryGroup[] = [
+    { id: 'cost-and-time', title: 'Cost and completion time', columns: COST_AND_TIME_COLUMNS },
+  ];
+  if (results.some((r) => r.spot !== undefined))
+    groups.push({ id: 'spot', title: 'Spot', columns: SPOT_COLUMNS });
+  if (results.some((r) => r.queue !== undefined))
+    groups.push({ id: 'queue', title: 'Queue', columns: QUEUE_COLUMNS });
+  if (results.some((r) => r.starts !== undefined))
+    groups.push({ id: 'starts', title: 'Multi-task starts', columns: START_COLUMNS });
+  groups.push({ id: 'fleet', title: 'Fleet', columns: FLEET_COLUMNS });
+  return groups;
+}
+
+/** The summary as plain-text tables for the terminal (what `simulate` prints without --json), one per group. */
 export function summaryTextTable(results: readonly RunResult[]): string {
-  const columns = summaryColumns(results);
+  return summaryGroups(results)
+    .map((g) => `${g.title}\n${textTable([SCHEDULER_COLUMN, ...g.columns], results)}`)
+    .join('\n');
+}
+
+function textTable(columns: readonly SummaryColumn[], results: readonly RunResult[]): string {
   const rows = results.map((r) => columns.map((c) => c.cell(r)));
   const widths = columns.map((c, i) => Math.max(c.header.length, ...rows.map((row) => row[i]?.length ?? 0)));
   const render = (cells: readonly string[]): string =>

@@ -4,7 +4,7 @@ import { escapeXml } from '../../report/escape.js';
 import { chartHtml } from '../../report/chart.js';
 import { seriesStyle } from '../../report/palette.js';
 import { BASE_STYLE, dataTable, htmlPage } from './page.js';
-import { money as twoDecimals, one, summaryColumns, three } from './format.js';
+import { money as twoDecimals, one, SCHEDULER_COLUMN, summaryGroups, three } from './format.js';
 import type { ReportBounds, ReportSettings } from './json.js';
 
 const STYLE = `${BASE_STYLE}
@@ -141,20 +141,26 @@ function boundsParagraph(results: readonly RunResult[], bounds: ReportBounds): s
   );
 }
 
-function summaryTable(results: readonly RunResult[]): string {
+/** The summary's tables (format.ts summaryGroups), each keyed by the scheduler with its colour. */
+function summaryTables(results: readonly RunResult[]): string {
   const cheapest = Math.min(...results.map((r) => r.summary.totalCost));
-  const columns = summaryColumns(results);
-  return dataTable(
-    'summary-table',
-    columns,
-    results,
-    (r) => (r.summary.totalCost === cheapest ? ' class="cheapest"' : ''),
-    // The scheduler's colour next to its name: the key to every chart below.
-    (c, r) =>
-      c === columns[0]
-        ? `<span class="swatch" style="background:${seriesStyle(r.summary.scheduler).color}"></span>${escapeXml(c.cell(r))}`
-        : escapeXml(c.cell(r)),
-  );
+  return summaryGroups(results)
+    .map((group) => {
+      const columns = [SCHEDULER_COLUMN, ...group.columns];
+      const table = dataTable(
+        `summary-${group.id}`,
+        columns,
+        results,
+        (r) => (r.summary.totalCost === cheapest ? ' class="cheapest"' : ''),
+        // The scheduler's colour next to its name: the key to every chart below.
+        (c, r) =>
+          c === SCHEDULER_COLUMN
+            ? `<span class="swatch" style="background:${seriesStyle(r.summary.scheduler).color}"></span>${escapeXml(c.cell(r))}`
+            : escapeXml(c.cell(r)),
+      );
+      return `<h3>${escapeXml(group.title)}</h3>${table}`;
+    })
+    .join('\n');
 }
 
 /**
@@ -181,7 +187,7 @@ export function reportHtml(
     settings,
     [
       leadParagraph(results, bounds),
-      `<section id="summary"><h2>Summary</h2>${summaryTable(results)}` +
+      `<section id="summary"><h2>Summary</h2>${summaryTables(results)}` +
         '<p>Norm. cost is relative to no-packing when it ran. Utilization is time-weighted over the run. ' +
         'Bold: the cheapest run. Hover a column header for its meaning.</p>' +
         (bounds === undefined ? '' : boundsParagraph(results, bounds)) +

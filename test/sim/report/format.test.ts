@@ -26,8 +26,16 @@ describe('series metrics', () => {
   });
 });
 
-describe('terminal summary table', () => {
-  it('adds the queue metrics as columns when a run had a queue; – where a metric does not apply', () => {
+describe('terminal summary tables', () => {
+  /** The table under a title, as lines: title, header, rule, rows. */
+  const table = (text: string, title: string): string[] => {
+    const blocks = text.trimEnd().split('\n\n');
+    const block = blocks.find((b) => b.startsWith(`${title}\n`));
+    if (block === undefined) throw new Error(`no table ${title} in:\n${text}`);
+    return block.split('\n');
+  };
+
+  it('adds the queue metrics as a table when a run had a queue; – where a metric does not apply', () => {
     const [a, b] = withNormalizedCosts(twoRuns());
     const queued = {
       ...(b as NonNullable<typeof b>),
@@ -40,27 +48,63 @@ describe('terminal summary table', () => {
         preemptions: 3,
       },
     };
-    const lines = summaryTextTable([a as NonNullable<typeof a>, queued])
-      .trimEnd()
-      .split('\n');
-    expect(lines[0]).toMatch(
-      /p99 JCT h\s+unfair\. %\s+pred\. err %\s+p99 pred\. err %\s+succ\. sojourn h\s+preempt\.$/,
+    const text = summaryTextTable([a as NonNullable<typeof a>, queued]);
+    const lines = table(text, 'Queue');
+    expect(lines[1]).toMatch(
+      /^scheduler\s+p99 JCT h\s+unfair\. %\s+pred\. err %\s+p99 pred\. err %\s+succ\. sojourn h\s+preempt\.$/,
     );
-    expect(lines[3]).toMatch(/4\.250\s+12\.5\s+7\.3\s+80\.0\s+–\s+3$/);
-    expect(lines[2]).toMatch(/–\s+–\s+–\s+–\s+–\s+–$/); // the run without a queue
+    expect(lines[4]).toMatch(/^eva\s+4\.250\s+12\.5\s+7\.3\s+80\.0\s+–\s+3$/);
+    expect(lines[3]).toMatch(/^no-packing\s+–\s+–\s+–\s+–\s+–\s+–$/); // the run without a queue
+    expect(text.split('\n').filter((l) => /^[A-Z]/.test(l))).toEqual([
+      'Cost and completion time',
+      'Queue',
+      'Fleet',
+    ]);
     expect(summaryTextTable(withNormalizedCosts(twoRuns()))).not.toContain('pred. err');
   });
 
-  it('prints a header, a rule and one aligned row per scheduler', () => {
-    const lines = summaryTextTable(withNormalizedCosts(twoRuns())).trimEnd().split('\n');
-    expect(lines).toHaveLength(4);
-    expect(lines[0]).toMatch(/^scheduler\s+jobs\s+total cost \$\s+norm\. cost/);
-    expect(lines[1]).toMatch(/^-+ +-+/);
-    expect(lines[2]).toMatch(/^no-packing\s+2\s+9\.00\s+100\.0%\s+2\.500/);
-    expect(lines[3]).toMatch(/^eva\s+3\s+6\.00\s+66\.7%/);
+  it('puts what the runs were about (spot, then multi-task starts) between cost and the fleet', () => {
+    const [a, b] = withNormalizedCosts(twoRuns());
+    const spot = {
+      ...(a as NonNullable<typeof a>),
+      spot: { interruptions: 4, lostWorkHours: 1.5, spotShare: 0.75, rebalanceRecommendations: 0 },
+      starts: {
+        startSkewSecondsMean: 12,
+        barrierIdleCost: 3.25,
+        waitToPlaceSecondsMean: 90,
+        placedBetweenRounds: 2,
+      },
+    };
+    const text = summaryTextTable([spot, b as NonNullable<typeof b>]);
+    expect(text.split('\n').filter((l) => /^[A-Z]/.test(l))).toEqual([
+      'Cost and completion time',
+      'Spot',
+      'Multi-task starts',
+      'Fleet',
+    ]);
+    expect(table(text, 'Spot')[3]).toMatch(/^no-packing\s+4\s+1\.500\s+75\.0%$/);
+    expect(table(text, 'Multi-task starts')[3]).toMatch(/^no-packing\s+12\.0\s+3\.3\s+90\.0$/);
+  });
+
+  it('prints cost and completion time first, then the fleet: a title, a header, a rule and one aligned row per scheduler', () => {
+    const text = summaryTextTable(withNormalizedCosts(twoRuns()));
+    const lines = table(text, 'Cost and completion time');
+    expect(lines).toHaveLength(5);
+    expect(lines[1]).toMatch(
+      /^scheduler\s+jobs\s+total cost \$\s+norm\. cost\s+mean JCT h\s+median JCT h\s+p95 JCT h\s+peak \$\/h$/,
+    );
+    expect(lines[2]).toMatch(/^-+ +-+/);
+    expect(lines[3]).toMatch(/^no-packing\s+2\s+9\.00\s+100\.0%\s+2\.500/);
+    expect(lines[4]).toMatch(/^eva\s+3\s+6\.00\s+66\.7%/);
     // Numeric columns are right-aligned: each row's "norm. cost" cell ends where the header does.
-    const end = (lines[0] ?? '').indexOf('norm. cost') + 'norm. cost'.length;
-    expect(lines[2]?.slice(end - 6, end)).toBe('100.0%');
-    expect(lines[3]?.slice(end - 5, end)).toBe('66.7%');
+    const end = (lines[1] ?? '').indexOf('norm. cost') + 'norm. cost'.length;
+    expect(lines[3]?.slice(end - 6, end)).toBe('100.0%');
+    expect(lines[4]?.slice(end - 5, end)).toBe('66.7%');
+    const fleet = table(text, 'Fleet');
+    expect(fleet[1]).toMatch(
+      /^scheduler\s+migr\.\/job\s+instances\s+full-reconf\.\s+GPU util\.\s+vCPU util\.\s+RAM util\.\s+wall s$/,
+    );
+    // Every table fits a terminal of 120 columns.
+    for (const line of text.split('\n')) expect(line.length).toBeLessThanOrEqual(120);
   });
 });

@@ -91,9 +91,14 @@ describe('report.html', () => {
     expect(html).toContain('<td class="num">9.00</td>');
     expect(html).toContain('<td class="num">100.0%</td>');
     expect(html).toContain('<td class="num">66.7%</td>');
+    // One table per group of columns, each keyed by the scheduler: cost and time, then the fleet (no spot, no queue).
+    const tables = [...html.matchAll(/<table id="([^"]+)">/g)].map((m) => m[1]);
+    expect(tables).toEqual(['summary-cost-and-time', 'summary-fleet']);
+    const start = html.indexOf('<table id="summary-fleet">');
+    const fleet = html.slice(start, html.indexOf('</table>', start));
     // eva: 1 GPU of 1, 4 vCPUs of 8, 16 GiB of 61 while running.
-    expect(html).toMatch(
-      /<td>[^]*?eva<\/td>(<td class="num">[^<]*<\/td>){10}<td class="num">100\.0%<\/td><td class="num">50\.0%<\/td><td class="num">26\.2%<\/td>/,
+    expect(fleet).toMatch(
+      /eva<\/td>(<td class="num">[^<]*<\/td>){3}<td class="num">100\.0%<\/td><td class="num">50\.0%<\/td><td class="num">26\.2%<\/td>/,
     );
     expect(html).toMatch(/<tr class="cheapest"><td><span class="swatch"[^>]*><\/span>eva<\/td>/);
     const headers = [...html.matchAll(/<th[ >][^>]*>/g)].map((m) => m[0]);
