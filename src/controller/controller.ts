@@ -37,7 +37,7 @@ import { RoundRecorder, type RoundMetrics, type RoundOutcome } from './round-rec
 import { buildScheduler, type SchedulerRecipe } from './scheduler-recipe.js';
 import { SchedulerState, type ControllerScheduler } from './scheduler-state.js';
 import { CloudOnlyTaskControl, silentLogger, type ControllerLogger, type TaskControl } from './seams.js';
-import type { ClusterView, ControllerService, WhyRecord } from './service.js';
+import type { ClusterView, ControllerService, RoundCause, WhyRecord } from './service.js';
 import { reconcilerSettings, type ControllerSettings } from './settings.js';
 import type { InstanceRecord, JobRecord, StateStore } from './state-store.js';
 import { replaceSilentWorkers, type WorkerFleet } from './worker-liveness.js';
@@ -142,6 +142,11 @@ export class Controller implements ControllerService {
   private wake = new AbortController();
   private roundRequestedBecause: string | undefined;
   private lastRoundAtSeconds = Number.NEGATIVE_INFINITY;
+  /**
+   * When the period's last round ran. Without early rounds the period keeps its grid, as the simulator's engine does:
+   * a round asked for because capacity was lost runs at once and moves no later round.
+   */
+  private lastPeriodicRoundAtSeconds = Number.NEGATIVE_INFINITY;
 
   constructor(deps: ControllerDeps) {
     if (!deps.settings.dryRun && deps.provider === undefined)
@@ -188,7 +193,7 @@ export class Controller implements ControllerService {
       logger: this.log,
       settings: reconcilerSettings(deps.settings),
       onJobEnded: (job) => this.jobEnded(job),
-      requestRound: (reason) => this.requestRound(reason),
+      requestRound: (reason, cause) => this.requestRound(reason, cause),
       onOrphansKept: (instances) => this.orphans.update(instances),
     });
     const catalog = (): Catalog => this.catalog;
@@ -243,7 +248,7 @@ export class Controller implements ControllerService {
       store: deps.store,
       log: this.log,
       provider: this.provider,
-      requestRound: (reason) => this.requestRound(reason),
+      requestRound: (reason, cause) => this.requestRound(reason, cause),
     });
     deps.workers?.onInterruption?.((instanceId, notice) =>
       this.interruptions.handle(instanceId, { ...notice, source: 'worker' }),
@@ -348,9 +353,10 @@ export class Controller implements ControllerService {
   private async loop(): Promise<void> {
     while (this.running) {
       const now = this.clock.nowSeconds();
-      const roundDue = now >= this.lastRoundAtSeconds + this.settings.roundSeconds;
+      const roundDue = now >= this.periodFrom() + this.settings.roundSeconds;
       const earlyAllowed = now >= this.lastRoundAtSeconds + this.minRoundGap();
       try {
+        if (roundDue) this.lastPeriodicRoundAtSeconds = now;
         if (roundDue || (this.roundRequestedBecause !== undefined && earlyAllowed))
           await this.runRound(this.roundRequestedBecause ?? 'period');
         else await this.reconcile();
@@ -367,7 +373,7 @@ export class Controller implements ControllerService {
       const nextRound =
         this.roundRequestedBecause !== undefined
           ? this.lastRoundAtSeconds + this.minRoundGap()
-          : this.lastRoundAtSeconds + this.settings.roundSeconds;
+          : this.periodFrom() + this.settings.roundSeconds;
       // A placement asked for during the pass runs in the next one, at once.
       const wait =
         this.placer?.pending === true
@@ -380,6 +386,11 @@ export class Controller implements ControllerService {
       // A pass that needed no I/O resolves in microtasks only: let timers and sockets (the API) run between passes.
       else await new Promise<void>((resolve) => setImmediate(resolve));
     }
+  }
+
+  /** When the current period began: the last round of any kind with early rounds, else the period's own last. */
+  private periodFrom(): number {
+    return this.settings.earlyRounds === false ? this.lastPeriodicRoundAtSeconds : this.lastRoundAtSeconds;
   }
 
   private minRoundGap(): number {
@@ -579,8 +590,10 @@ export class Controller implements ControllerService {
     if (this.placer?.request() === true) this.wake.abort();
   }
 
-  requestRound(reason: string): void {
-    if (this.settings.earlyRounds === false) return;
+  requestRound(reason: string, cause: RoundCause = 'event'): void {
+    // Capacity lost is planned for at once even without early rounds, as the simulator's engine does: the tasks it held
+    // would otherwise wait idle for up to a round period.
+    if (this.settings.earlyRounds === false && cause !== 'capacity') return;
     // Only a new request wakes the loop. With one pending, the loop already sleeps until the earliest round it may
     // run (or is in a pass and looks at the request after it): waking it again would only buy a reconciliation pass
     // per submission in a burst, each reading the whole store, for nothing a round would not do moments later.

@@ -22,9 +22,16 @@ export interface ControllerService {
   why(jobId: string, limit?: number): WhyRecord[];
   /** Cost accounting (per job, team, instance) since a time, in seconds on the store's clock. */
   costs(sinceSeconds?: number): CostReport;
-  /** Ask for an early round (arrivals, completions, drains). */
-  requestRound(reason: string): void;
+  /** Ask for an early round (arrivals, completions, drains; `capacity`: capacity lost or about to be). */
+  requestRound(reason: string, cause?: RoundCause): void;
 }
+
+/**
+ * Why a round is asked for before the period's next: an `event` (a submission, a completion, a drain), or `capacity`
+ * lost or about to be (a spot notice or rebalance recommendation, an instance or its worker gone). Without early rounds
+ * only the second is planned for at once (ControllerSettings.earlyRounds).
+ */
+export type RoundCause = 'event' | 'capacity';
 
 export interface ClusterView {
   readonly instances: readonly (InstanceRecord & {

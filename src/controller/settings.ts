@@ -28,8 +28,9 @@ export interface ControllerSettings {
   readonly reportEverySeconds: number;
   readonly tags?: Readonly<Record<string, string>>;
   /**
-   * Plan early on submissions, completions, drains and lost capacity (default true). False: rounds only on the
-   * period, as Eva's reference simulator plans (the simulator's `--early-rounds` off).
+   * Plan early on submissions, completions, drains and lost capacity (default true). False: those wait for the period,
+   * as Eva's reference simulator plans (the simulator's `--early-rounds` off); capacity lost or about to be (a spot
+   * notice or recommendation, an instance or its worker gone) is still planned for at once, as the engine does.
    */
   readonly earlyRounds?: boolean | undefined;
   /** Early rounds are at least this far apart, so a burst of submissions is planned together. */

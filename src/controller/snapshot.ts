@@ -44,7 +44,12 @@ export interface SnapshotInputs {
   readonly spotInstances?: ReadonlySet<string> | undefined;
   /** Instances EC2 recommended rebalancing (spot-interruptions.ts records it as an event). */
   readonly rebalanceRecommended?: ReadonlySet<string> | undefined;
+  /** job id → zones where instances it ran on were lost, oldest first (JOB_CAPACITY_LOST_EVENT). */
+  readonly interruptedZones?: ReadonlyMap<string, readonly string[]> | undefined;
 }
+
+/** A job lost an instance under it (vanished: a spot reclaim, a stop); `data.zone` says where. */
+export const JOB_CAPACITY_LOST_EVENT = 'job.capacity-lost';
 
 const SCHEDULABLE_INSTANCE_STATES = new Set(['requested', 'launching', 'running']);
 
@@ -77,6 +82,15 @@ export function readSnapshotInputs(
     if (store.listEvents({ instanceId: id, kind: 'instance.market-fallback', limit: 1 }).length === 0)
       spotInstances.add(id);
   }
+  // Per waiting job, through the stores' index of events by job: where it lost capacity, for a recovery to avoid.
+  const interruptedZones = new Map<string, string[]>();
+  for (const job of jobs) {
+    if (job.state !== 'queued') continue;
+    const zones = store
+      .listEvents({ jobId: job.id, kind: JOB_CAPACITY_LOST_EVENT })
+      .flatMap((e) => zoneOf(e.data));
+    if (zones.length > 0) interruptedZones.set(job.id, zones);
+  }
   const rebalanceRecommended = new Set<string>();
   for (const id of live)
     if (store.listEvents({ instanceId: id, kind: 'instance.rebalance-recommendation', limit: 1 }).length > 0)
@@ -91,7 +105,16 @@ export function readSnapshotInputs(
     measuredRtts,
     spotInstances,
     rebalanceRecommended,
+    interruptedZones,
   };
+}
+
+function zoneOf(data: unknown): string[] {
+  const zone =
+    typeof data === 'object' && data !== null && !Array.isArray(data)
+      ? (data as { zone?: unknown }).zone
+      : undefined;
+  return typeof zone === 'string' ? [zone] : [];
 }
 
 function lastEnteredRunning(store: StateStore, job: JobRecord): number {
@@ -226,6 +249,9 @@ function schedJob(
     ...(spec.checkpoint.everySeconds === undefined
       ? {}
       : { checkpointIntervalSeconds: spec.checkpoint.everySeconds }),
+    ...(input.interruptedZones?.has(job.id) === true
+      ? { interruptedZones: input.interruptedZones.get(job.id) }
+      : {}),
   };
 }
 

@@ -1,6 +1,7 @@
 import type { CloudProvider } from '../cloud/provider.js';
 import type { ControllerLogger } from './seams.js';
 import type { InstanceRecord, StateStore } from './state-store.js';
+import type { RoundCause } from './service.js';
 
 /**
  * What the controller does when EC2 warns that it reclaims a spot instance, whether a worker read the notice from its
@@ -35,7 +36,7 @@ export interface SpotInterruptionsDeps {
   readonly store: StateStore;
   readonly log: ControllerLogger;
   readonly provider: CloudProvider | undefined;
-  readonly requestRound: (reason: string) => void;
+  readonly requestRound: (reason: string, cause?: RoundCause) => void;
 }
 
 const DRAINABLE: readonly InstanceRecord['state'][] = ['requested', 'launching', 'running'];
@@ -61,7 +62,7 @@ export class SpotInterruptions {
         message: `EC2 recommends rebalancing ${inst.id}: it is at elevated risk of a spot interruption (${report.source})`,
         data: { source: report.source, ...(report.time === undefined ? {} : { time: report.time }) },
       });
-      this.deps.requestRound(`${inst.id} rebalance recommendation`);
+      this.deps.requestRound(`${inst.id} rebalance recommendation`, 'capacity');
       return true;
     }
     if (!DRAINABLE.includes(inst.state)) return false;
@@ -81,7 +82,7 @@ export class SpotInterruptions {
       cloudId: inst.cloudId,
       source: report.source,
     });
-    this.deps.requestRound(`${inst.id} spot interruption`);
+    this.deps.requestRound(`${inst.id} spot interruption`, 'capacity');
     return true;
   }
 

@@ -157,8 +157,9 @@ export function spotOffering(
 
 /**
  * How long a pool stays out of spot launches after a capacity error or an interruption: Karpenter's unavailable-
- * offerings cache keeps an offering out for 3 minutes (research digest industry-anchors §1.4), and so does fleetwise's
- * EC2 provider and both simulated clouds.
+ * offerings cache keeps an offering out for 3 minutes (research digest industry-anchors §1.4), and so do fleetwise's
+ * EC2 provider and the controller runtime's simulated cloud. The engine's spot world marks no pool: a burst leaves its
+ * pool no scarcer there, so a launch moved off it would only pay a dearer pool's price.
  */
 export const UNAVAILABLE_OFFERING_SECONDS = 180;
 

@@ -1,3 +1,4 @@
+import { checkpointUploaded, keepCheckpointsAtStop } from './checkpoints.js';
 import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './entities.js';
 import type { EffectEvent, WorldState } from './world-state.js';
 
@@ -108,6 +109,7 @@ function onKilled(state: WorldState, task: SimTask): void {
   state.dirtyInstances.add(task.occupying as SimInstance);
   const job = task.job;
   job.activationToken += 1; // a pending JobBecomesActive is cancelled (reference KillTaskCompleteEvent)
+  keepCheckpointsAtStop(job, state.now);
   if (job.active) {
     job.active = false;
     job.activeSinceSeconds = undefined;
@@ -122,6 +124,7 @@ function onUploaded(state: WorldState, task: SimTask): void {
   state.log('uploaded', { jobId: task.job.spec.id, taskId: task.id, instanceId: task.occupying?.id });
   state.release(task);
   const job = task.job;
+  checkpointUploaded(job);
   if (job.requeueAfterStop && job.tasks.every((t) => t.state === 'stopped')) {
     job.requeueAfterStop = false;
     job.status = 'queued';

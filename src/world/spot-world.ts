@@ -2,6 +2,7 @@ import type { Catalog } from '../core/catalog.js';
 import { hashUnit } from '../core/random.js';
 import { interruptionRatePerHour, spotOffering, type SpotOffering } from '../core/spot.js';
 import { REBALANCE_INTERRUPTION_RATE_PER_HOUR } from '../scheduler/spot-cost.js';
+import { latestCheckpointIterations } from './checkpoints.js';
 import { integrateProgress, type SimInstance, type SimJob, type SimTask } from './entities.js';
 
 /**
@@ -335,7 +336,7 @@ function recommends(options: SpotSimulation, ...parts: readonly (string | number
 
 /**
  * A reclaim took the job's running work: it keeps the progress of its last checkpoint (the one taken on the notice,
- * `noticedIterations`, else the latest periodic one, else the one it last resumed from), the rest is counted lost, and
+ * `noticedIterations`, else its latest durable one: world/checkpoints.ts), the rest is counted lost, and
  * it stops progressing (a pending completion or activation is void). Where its tasks go is the runtime's.
  */
 export function rollBackToCheckpoint(
@@ -344,16 +345,7 @@ export function rollBackToCheckpoint(
   noticedIterations: number | undefined,
   zone: string | undefined,
 ): void {
-  integrateProgress(job, now);
-  let restored = job.checkpointIterations;
-  if (job.active && job.activeSinceSeconds !== undefined && job.checkpointIntervalSeconds > 0) {
-    // Periodic checkpoints every interval of progress since it resumed; the throughput is taken as constant since
-    // the last one (it changes only when a neighbour starts or stops).
-    const since = now - job.activeSinceSeconds;
-    const sinceLast = since % job.checkpointIntervalSeconds;
-    if (since >= job.checkpointIntervalSeconds)
-      restored = Math.max(restored, job.completedIterations - job.throughput * sinceLast);
-  }
+  let restored = latestCheckpointIterations(job, now);
   if (noticedIterations !== undefined) restored = Math.max(restored, noticedIterations);
   restored = Math.min(restored, job.completedIterations);
   job.lostWorkSeconds += (job.completedIterations - restored) / job.spec.fullThroughput;

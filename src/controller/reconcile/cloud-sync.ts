@@ -1,4 +1,5 @@
 import { TAG_LAUNCH_TOKEN, type CloudInstance } from '../../cloud/provider.js';
+import { JOB_CAPACITY_LOST_EVENT } from '../snapshot.js';
 import { launchedUnderPreviousStore, previousStoreIds } from '../state/lineage.js';
 import type { InstanceRecord } from '../state-store.js';
 import { LIVE_INSTANCE_STATES, type ReconcileContext } from './context.js';
@@ -203,10 +204,21 @@ function loseInstance(ctx: ReconcileContext, inst: InstanceRecord, reason: strin
   const affected = ctx.store.transaction(() => {
     for (const intent of ctx.pendingIntentsFor('launch', inst.id)) ctx.store.failIntent(intent.id, reason);
     ctx.store.setInstanceState(inst.id, 'terminated', { reason });
-    return releaseTasksOn(ctx, inst.id, `instance ${inst.id} lost: ${reason}`);
+    const jobs = releaseTasksOn(ctx, inst.id, `instance ${inst.id} lost: ${reason}`);
+    // Where each job lost capacity: a recovery may avoid that zone (SkyPilot's EAGER_NEXT_REGION; snapshot.ts).
+    if (inst.availabilityZone !== undefined)
+      for (const jobId of jobs)
+        ctx.store.appendEvent({
+          kind: JOB_CAPACITY_LOST_EVENT,
+          jobId,
+          instanceId: inst.id,
+          message: `job ${jobId} lost ${inst.id} in ${inst.availabilityZone}: ${reason}`,
+          data: { zone: inst.availabilityZone },
+        });
+    return jobs;
   });
   ctx.log.warn(`instance ${inst.id} lost: ${reason}`, { cloudId: inst.cloudId, jobs: [...affected] });
-  if (affected.size > 0) ctx.requestRound(`instance ${inst.id} lost`);
+  if (affected.size > 0) ctx.requestRound(`instance ${inst.id} lost`, 'capacity');
 }
 
 /**
@@ -228,5 +240,5 @@ export function replaceLostWorker(ctx: ReconcileContext, instanceId: string, rea
     ctx.store.setInstanceState(inst.id, 'terminating', { reason });
     return jobs;
   });
-  if (affected.size > 0) ctx.requestRound(`worker of ${instanceId} lost`);
+  if (affected.size > 0) ctx.requestRound(`worker of ${instanceId} lost`, 'capacity');
 }

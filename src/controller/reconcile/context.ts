@@ -9,6 +9,7 @@ import type { FaultInjector, FaultPoint } from '../faults.js';
 import { expandTasks } from '../job-spec/tasks.js';
 import { silentLogger, type ControllerLogger, type TaskControl } from '../seams.js';
 import type { IntentRecord, JobRecord, StateStore, TaskRecord } from '../state-store.js';
+import type { RoundCause } from '../service.js';
 
 export interface ReconcilerSettings {
   readonly clusterName: string;
@@ -42,7 +43,7 @@ export interface ReconcilerDeps {
   readonly logger?: ControllerLogger | undefined;
   /** A job reached a final state (its cost report is due) or the fleet changed enough to plan again. */
   readonly onJobEnded?: (job: JobRecord) => void;
-  readonly requestRound?: (reason: string) => void;
+  readonly requestRound?: (reason: string, cause?: RoundCause) => void;
   /** After every comparison with the cloud: the orphans the keep policy left running (reported, never touched). */
   readonly onOrphansKept?: (instances: readonly CloudInstance[]) => void;
 }
@@ -83,8 +84,8 @@ export class ReconcileContext {
     return this.deps.provider === undefined;
   }
 
-  requestRound(reason: string): void {
-    this.deps.requestRound?.(reason);
+  requestRound(reason: string, cause?: RoundCause): void {
+    this.deps.requestRound?.(reason, cause);
   }
 
   typeOf(typeName: string): InstanceType | undefined {

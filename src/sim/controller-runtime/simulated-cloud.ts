@@ -209,12 +209,13 @@ export class SimulatedCloud implements CloudProvider {
     this.terminated(inst);
   }
 
-  /** Spot instances of a pool not yet terminated (what a pool-wide reclaim takes). */
+  /** Spot instances of a pool neither terminated nor shutting down (what a pool-wide reclaim takes). */
   liveInPool(pool: SpotOffering): SimulatedInstance[] {
     return [...this.instances.values()].filter(
       (i) =>
         i.market === 'spot' &&
         i.state !== 'terminated' &&
+        i.state !== 'shutting-down' &&
         i.type.name === pool.typeName &&
         i.availabilityZone === pool.zone,
     );

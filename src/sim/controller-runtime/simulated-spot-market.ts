@@ -105,7 +105,7 @@ export class SimulatedSpotMarket {
   }
 
   private recommend(inst: SimulatedInstance): void {
-    if (inst.state === 'terminated' || this.recommended.has(inst)) return;
+    if (!reclaimable(inst) || this.recommended.has(inst)) return;
     this.recommended.add(inst);
     this.rebalanceRecommendations += 1;
     if (this.deps.options.checkpointOnNotice)
@@ -113,17 +113,24 @@ export class SimulatedSpotMarket {
   }
 
   private notice(inst: SimulatedInstance, at: number): void {
-    if (!this.deps.options.checkpointOnNotice || inst.state === 'terminated' || this.noticed.has(inst))
-      return;
+    if (!this.deps.options.checkpointOnNotice || !reclaimable(inst) || this.noticed.has(inst)) return;
     this.noticed.add(inst);
     this.deps.evacuate(inst.instanceId);
     this.deps.tell(inst.instanceId, { kind: 'spot-interruption', time: new Date(at * 1000).toISOString() });
   }
 
   private reclaim(inst: SimulatedInstance): void {
-    if (inst.state === 'terminated') return;
+    if (!reclaimable(inst)) return;
     this.interruptions += 1;
     this.deps.reclaimed(inst.instanceId, inst.availabilityZone);
     this.deps.cloud.reclaim(inst.instanceId);
   }
+}
+
+/**
+ * An instance the market can still warn of or take back: not terminated, nor shutting down at the controller's request
+ * (the engine's spot world likewise passes over instances terminating), so its reclaims are counted alike.
+ */
+function reclaimable(inst: SimulatedInstance): boolean {
+  return inst.state !== 'terminated' && inst.state !== 'shutting-down';
 }

@@ -8,6 +8,7 @@ import type { ThroughputObservation } from '../../scheduler/types.js';
 import { StartMeter } from '../../world/world-state.js';
 import { integrateProgress, isActive, jobRate, type SimJob, type SimTask } from '../../world/entities.js';
 import { memoized, type GroundTruth } from '../../world/ground-truth.js';
+import { checkpointUploaded, keepCheckpointsAtStop } from '../../world/checkpoints.js';
 import { rollBackToCheckpoint } from '../../world/spot-world.js';
 import type { SimLogKind } from '../../world/simulation-types.js';
 import type { SimulatedCloud, SimulatedInstance } from './simulated-cloud.js';
@@ -406,6 +407,7 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
     this.o.log?.('killed', task, task.job);
     const host = this.hostOfTask(task);
     if (host !== undefined) this.dirtyHosts.add(host);
+    keepCheckpointsAtStop(task.job, this.now());
     this.deactivate(task.job);
     this.o.timeline.at(this.now() + task.spec.uploadDelaySeconds, () => this.uploaded(task));
   }
@@ -415,6 +417,7 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
     task.state = 'stopped';
     this.o.log?.('uploaded', task, task.job);
     this.release(task);
+    checkpointUploaded(task.job);
     queueIfAllStopped(task.job);
     this.o.onReport?.();
   }
