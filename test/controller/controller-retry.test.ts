@@ -69,8 +69,9 @@ describe('retryStrategy in the controller', () => {
       'attempt 1 of 3 failed: task job-1.0, exit code 137 matches evaluateOnExit[0] (137: retry); retrying (attempt 2 of 3)',
       'attempt 2 of 3 failed: task job-1.0, exit code 137 matches evaluateOnExit[0] (137: retry); retrying (attempt 3 of 3)',
     ]);
-    expect(requested).toHaveBeenCalledWith('job job-1 retried (attempt 2)');
-    expect(requested).toHaveBeenCalledWith('job job-1 retried (attempt 3)');
+    // A retry is an event, not lost capacity: it waits for the period when early rounds are off.
+    expect(requested).toHaveBeenCalledWith('job job-1 retried (attempt 2)', undefined);
+    expect(requested).toHaveBeenCalledWith('job job-1 retried (attempt 3)', undefined);
   });
 
   it('fails at once on an exit rule, and with the attempt and why once attempts run out', async () => {
