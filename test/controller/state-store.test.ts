@@ -889,7 +889,21 @@ describe('SqliteStateStore on disk', () => {
       { version: 2, description: expect.stringContaining('unsuccessful') },
       { version: 3, description: expect.stringContaining('attempts') },
       { version: 4, description: expect.stringContaining('placement group') },
+      { version: 5, description: expect.stringContaining('events by job and kind') },
     ]);
+    // A round's reads of one kind of a job's or an instance's events go through an index on both.
+    const plan = (sql: string) =>
+      (raw.prepare(`EXPLAIN QUERY PLAN ${sql}`).all() as { detail: string }[])
+        .map((r) => r.detail)
+        .join('; ');
+    expect(plan("SELECT * FROM events WHERE job_id = 'job-1' AND kind = 'job.state' ORDER BY seq")).toContain(
+      'events_by_job_kind',
+    );
+    expect(
+      plan(
+        "SELECT * FROM events WHERE instance_id = 'inst-1' AND kind = 'instance.market-fallback' ORDER BY seq",
+      ),
+    ).toContain('events_by_instance_kind');
     raw.close();
   });
 

@@ -165,6 +165,15 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
       );
     `,
   },
+  {
+    version: 2,
+    description: 'events by job and kind, and by instance and kind',
+    // As SQLite's migration 5: a round's reads of a few kinds of a long-running job's events stop walking them all.
+    sql: `
+      CREATE INDEX events_by_job_kind ON events (job_id, kind, seq) WHERE job_id IS NOT NULL;
+      CREATE INDEX events_by_instance_kind ON events (instance_id, kind, seq) WHERE instance_id IS NOT NULL;
+    `,
+  },
 ];
 
 export const LATEST_POSTGRES_SCHEMA_VERSION = POSTGRES_MIGRATIONS.reduce((v, m) => Math.max(v, m.version), 0);
