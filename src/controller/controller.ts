@@ -34,6 +34,7 @@ import { Reconciler, type ProgressSummary } from './reconciler.js';
 import type { WrittenReport } from './reports.js';
 import { ReportWriter } from './report-writer.js';
 import { RoundRecorder, type RoundMetrics, type RoundOutcome } from './round-recorder.js';
+import { RoundSchedule } from './round-schedule.js';
 import { buildScheduler, type SchedulerRecipe } from './scheduler-recipe.js';
 import { SchedulerState, type ControllerScheduler } from './scheduler-state.js';
 import { CloudOnlyTaskControl, silentLogger, type ControllerLogger, type TaskControl } from './seams.js';
@@ -140,13 +141,7 @@ export class Controller implements ControllerService {
   private running = false;
   private loopDone: Promise<void> | undefined;
   private wake = new AbortController();
-  private roundRequestedBecause: string | undefined;
-  private lastRoundAtSeconds = Number.NEGATIVE_INFINITY;
-  /**
-   * When the period's last round ran. Without early rounds the period keeps its grid, as the simulator's engine does:
-   * a round asked for because capacity was lost runs at once and moves no later round.
-   */
-  private lastPeriodicRoundAtSeconds = Number.NEGATIVE_INFINITY;
+  private readonly schedule: RoundSchedule;
 
   constructor(deps: ControllerDeps) {
     if (!deps.settings.dryRun && deps.provider === undefined)
@@ -155,6 +150,7 @@ export class Controller implements ControllerService {
     this.catalog = deps.catalog;
     this.clock = deps.clock ?? new SystemClock();
     this.settings = deps.settings;
+    this.schedule = new RoundSchedule(deps.settings);
     this.log = deps.logger ?? silentLogger;
     this.objectStore = deps.objectStore;
     this.jobArchive = deps.jobArchive;
@@ -215,7 +211,7 @@ export class Controller implements ControllerService {
       catalog,
       roundSeconds: deps.settings.roundSeconds,
       // A prediction outside a round starts from the early round the loop may run next.
-      nextRoundSeconds: () => this.lastRoundAtSeconds + this.minRoundGap(),
+      nextRoundSeconds: () => this.schedule.earliestEarlySeconds(),
       horizonSeconds: deps.settings.predictionHorizonSeconds ?? DEFAULT_PREDICTION_HORIZON_SECONDS,
       budgetSeconds: deps.settings.predictionBudgetSeconds ?? DEFAULT_PREDICTION_BUDGET_SECONDS,
     });
@@ -292,7 +288,7 @@ export class Controller implements ControllerService {
     if (this.running) return;
     await this.recover();
     this.running = true;
-    this.roundRequestedBecause ??= 'start';
+    this.schedule.requestedBecause ??= 'start';
     this.loopDone = this.loop();
   }
 
@@ -352,13 +348,9 @@ export class Controller implements ControllerService {
 
   private async loop(): Promise<void> {
     while (this.running) {
-      const now = this.clock.nowSeconds();
-      const roundDue = now >= this.periodFrom() + this.settings.roundSeconds;
-      const earlyAllowed = now >= this.lastRoundAtSeconds + this.minRoundGap();
       try {
-        if (roundDue) this.lastPeriodicRoundAtSeconds = now;
-        if (roundDue || (this.roundRequestedBecause !== undefined && earlyAllowed))
-          await this.runRound(this.roundRequestedBecause ?? 'period');
+        if (this.schedule.due(this.clock.nowSeconds()))
+          await this.runRound(this.schedule.requestedBecause ?? 'period');
         else await this.reconcile();
         this.reports.startDue();
       } catch (e) {
@@ -370,10 +362,7 @@ export class Controller implements ControllerService {
       if (!this.running) break;
       if (this.wake.signal.aborted) this.wake = new AbortController();
       const after = this.clock.nowSeconds();
-      const nextRound =
-        this.roundRequestedBecause !== undefined
-          ? this.lastRoundAtSeconds + this.minRoundGap()
-          : this.periodFrom() + this.settings.roundSeconds;
+      const nextRound = this.schedule.nextRoundSeconds();
       // A placement asked for during the pass runs in the next one, at once.
       const wait =
         this.placer?.pending === true
@@ -386,15 +375,6 @@ export class Controller implements ControllerService {
       // A pass that needed no I/O resolves in microtasks only: let timers and sockets (the API) run between passes.
       else await new Promise<void>((resolve) => setImmediate(resolve));
     }
-  }
-
-  /** When the current period began: the last round of any kind with early rounds, else the period's own last. */
-  private periodFrom(): number {
-    return this.settings.earlyRounds === false ? this.lastPeriodicRoundAtSeconds : this.lastRoundAtSeconds;
-  }
-
-  private minRoundGap(): number {
-    return this.settings.minRoundGapSeconds ?? Math.min(this.settings.roundSeconds, 2);
   }
 
   private safeEvent(kind: string, message: string): void {
@@ -425,8 +405,7 @@ export class Controller implements ControllerService {
   runRound(reason = 'requested'): Promise<RoundOutcome> {
     return this.serial('round', async () => {
       const startedMs = performance.now();
-      this.roundRequestedBecause = undefined;
-      this.lastRoundAtSeconds = this.clock.nowSeconds();
+      this.schedule.started(this.clock.nowSeconds());
       this.workers?.flushProgress?.();
       let sync: SyncSummary | undefined;
       if (!this.settings.dryRun) {
@@ -591,14 +570,6 @@ export class Controller implements ControllerService {
   }
 
   requestRound(reason: string, cause: RoundCause = 'event'): void {
-    // Capacity lost is planned for at once even without early rounds, as the simulator's engine does: the tasks it held
-    // would otherwise wait idle for up to a round period.
-    if (this.settings.earlyRounds === false && cause !== 'capacity') return;
-    // Only a new request wakes the loop. With one pending, the loop already sleeps until the earliest round it may
-    // run (or is in a pass and looks at the request after it): waking it again would only buy a reconciliation pass
-    // per submission in a burst, each reading the whole store, for nothing a round would not do moments later.
-    if (this.roundRequestedBecause !== undefined) return;
-    this.roundRequestedBecause = reason;
-    this.wake.abort();
+    if (this.schedule.request(reason, cause)) this.wake.abort();
   }
 }

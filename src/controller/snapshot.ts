@@ -86,9 +86,10 @@ export function readSnapshotInputs(
   const interruptedZones = new Map<string, string[]>();
   for (const job of jobs) {
     if (job.state !== 'queued') continue;
-    const zones = store
-      .listEvents({ jobId: job.id, kind: JOB_CAPACITY_LOST_EVENT })
-      .flatMap((e) => zoneOf(e.data));
+    const zones = store.listEvents({ jobId: job.id, kind: JOB_CAPACITY_LOST_EVENT }).flatMap((e) => {
+      const zone = dataField(e.data, 'zone');
+      return typeof zone === 'string' ? [zone] : [];
+    });
     if (zones.length > 0) interruptedZones.set(job.id, zones);
   }
   const rebalanceRecommended = new Set<string>();
@@ -109,26 +110,18 @@ export function readSnapshotInputs(
   };
 }
 
-function zoneOf(data: unknown): string[] {
-  const zone =
-    typeof data === 'object' && data !== null && !Array.isArray(data)
-      ? (data as { zone?: unknown }).zone
-      : undefined;
-  return typeof zone === 'string' ? [zone] : [];
+/** A field of an event's data, when the data is an object. */
+function dataField(data: unknown, field: string): unknown {
+  return typeof data === 'object' && data !== null && !Array.isArray(data)
+    ? (data as Record<string, unknown>)[field]
+    : undefined;
 }
 
 function lastEnteredRunning(store: StateStore, job: JobRecord): number {
   if (job.migrations === 0) return job.startedAtSeconds ?? job.updatedAtSeconds;
   const events = store.listEvents({ jobId: job.id, kind: 'job.state' });
   for (let i = events.length - 1; i >= 0; i--) {
-    const data = events[i]?.data;
-    if (
-      typeof data === 'object' &&
-      data !== null &&
-      !Array.isArray(data) &&
-      (data as { to?: unknown }).to === 'running'
-    )
-      return (events[i] as { atSeconds: number }).atSeconds;
+    if (dataField(events[i]?.data, 'to') === 'running') return (events[i] as { atSeconds: number }).atSeconds;
   }
   return job.startedAtSeconds ?? job.updatedAtSeconds;
 }
