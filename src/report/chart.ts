@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import * as echarts from 'echarts';
+import type * as Echarts from 'echarts';
 import type { EChartsOption } from 'echarts';
 import { escapeXml } from './escape.js';
 
@@ -102,9 +102,19 @@ function renumberIds(svg: string, prefix: string): string {
   });
 }
 
+/**
+ * ECharts, loaded on first use, as its single-file build: its ES modules are some 600 files that take most of a
+ * second to load, which every controller and simulator process would pay at start whether or not it draws a chart.
+ */
+let echartsModule: typeof Echarts | undefined;
+function echarts(): typeof Echarts {
+  echartsModule ??= createRequire(import.meta.url)('echarts') as typeof Echarts;
+  return echartsModule;
+}
+
 /** The chart as a static SVG string (server-side rendering). */
 export function renderChartSvg(chart: Chart): string {
-  const instance = echarts.init(null, null, {
+  const instance = echarts().init(null, null, {
     renderer: 'svg',
     ssr: true,
     width: chart.width,

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { FsObjectStore } from './fs-store.js';
 import type { ObjectStore } from './object-store.js';
-import { createS3Client, S3ObjectStore, type S3ClientOptions, type S3StoreTuning } from './s3-store.js';
+import type { S3ClientOptions, S3StoreTuning } from './s3-store.js';
 
 /** A store location parsed: an S3 bucket and key prefix, or a filesystem directory. */
 export type StoreLocation =
@@ -41,10 +41,18 @@ export interface OpenObjectStoreOptions extends S3ClientOptions, S3StoreTuning {
   readonly s3Client?: S3Client;
 }
 
-/** Open the store a URL names. S3 buckets are not created here: that is infrastructure (infra/). */
-export function openObjectStore(url: string, options: OpenObjectStoreOptions = {}): ObjectStore {
+/**
+ * Open the store a URL names. S3 buckets are not created here: that is infrastructure (infra/). The S3 store, with
+ * the AWS SDK behind it, is loaded only for an s3:// location: it takes each worker and controller process about a
+ * seventh of a second to load, and a store on the filesystem never needs it.
+ */
+export async function openObjectStore(
+  url: string,
+  options: OpenObjectStoreOptions = {},
+): Promise<ObjectStore> {
   const location = parseStoreLocation(url);
   if (location.kind === 'fs') return new FsObjectStore(location.root);
+  const { createS3Client, S3ObjectStore } = await import('./s3-store.js');
   const client = options.s3Client ?? createS3Client(options);
   return new S3ObjectStore(client, location.bucket, location.prefix, options);
 }

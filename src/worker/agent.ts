@@ -67,7 +67,7 @@ export interface AgentOptions {
   readonly credentials: AgentCredentials;
   readonly executor: Executor;
   /** Opens the object store the controller names at registration. */
-  readonly openStore: (location: string) => ObjectStore;
+  readonly openStore: (location: string) => ObjectStore | Promise<ObjectStore>;
   /** The cloud's id of this instance (EC2 i-…, local-…). */
   readonly cloudInstanceId: string;
   /** Agent state: per-task checkpoint directories, progress files, fetched build contexts. */
@@ -283,7 +283,7 @@ export class WorkerAgent {
     }
     this.controllerInstanceId = answer.instanceId;
     this.heartbeatSeconds = answer.heartbeatSeconds;
-    this.store = this.options.openStore(answer.objectStore);
+    this.store = await this.options.openStore(answer.objectStore);
     this.log.info(
       again
         ? `re-registered as ${answer.instanceId} with the saved per-instance token`

@@ -16,7 +16,8 @@ import type { TaskControl } from '../../src/controller/seams.js';
 import { listReports } from '../../src/controller/reports.js';
 import { LATEST_REPORT_KEY } from '../../src/protocol/object-keys.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
-import { createS3Client } from '../../src/storage/s3-store.js';
+import { FsObjectStore } from '../../src/storage/fs-store.js';
+import { createS3Client, S3ObjectStore } from '../../src/storage/s3-store.js';
 import { openObjectStore } from '../../src/storage/open-object-store.js';
 import { describeWithMoto } from '../helpers/moto.js';
 import { BASE_SETTINGS, catalog, CPU_SMALL, jobSpec, liveRecords } from './controller-fixtures.js';
@@ -80,8 +81,8 @@ describeWithMoto(
       options: {
         beforeRun?: (input: RunInstancesCommandInput) => void;
         tasks?: TaskControl;
-        s3?: S3Client;
-        bucket?: string;
+        /** The object store: this bucket through this client, else a directory. */
+        s3?: { readonly client: S3Client; readonly bucket: string };
         dbPath?: string;
         clock?: ManualClock;
       } = {},
@@ -106,8 +107,8 @@ describeWithMoto(
       });
       const objectStore =
         options.s3 === undefined
-          ? openObjectStore(join(scratch, `${cluster}-objects`))
-          : openObjectStore(`s3://${options.bucket}`, { s3Client: options.s3 });
+          ? new FsObjectStore(join(scratch, `${cluster}-objects`))
+          : new S3ObjectStore(options.s3.client, options.s3.bucket, '');
       const controller = new Controller({
         store,
         catalog,
@@ -123,7 +124,7 @@ describeWithMoto(
     it('runs the example jobs on tagged catalog instances, survives a restart, and cleans up after cancel', async () => {
       const s3 = createS3Client(moto.clientOptions);
       await s3.send(new CreateBucketCommand({ Bucket: 'fleetwise-controller-test' }));
-      const first = setup({}, { s3, bucket: 'fleetwise-controller-test' });
+      const first = setup({}, { s3: { client: s3, bucket: 'fleetwise-controller-test' } });
       const specs = ['gpt2.yaml', 'graphsage.yaml', 'openfoam.yaml'].map((f) =>
         parseJobSpec(readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', f), 'utf8'), f, catalog),
       );
@@ -151,14 +152,14 @@ describeWithMoto(
       first.store.close();
       const second = setup(
         {},
-        { s3, bucket: 'fleetwise-controller-test', dbPath: first.dbPath, clock: first.clock },
+        { s3: { client: s3, bucket: 'fleetwise-controller-test' }, dbPath: first.dbPath, clock: first.clock },
       );
       const restarted = new Controller({
         store: second.store,
         catalog,
         provider: first.provider,
         clock: first.clock,
-        objectStore: openObjectStore('s3://fleetwise-controller-test', { s3Client: s3 }),
+        objectStore: await openObjectStore('s3://fleetwise-controller-test', { s3Client: s3 }),
         settings: { ...BASE_SETTINGS, clusterName: first.cluster },
       });
       await restarted.recover();
@@ -178,11 +179,13 @@ describeWithMoto(
 
       // A cost report in the bucket: one hour of $12.24 + $0.5292 + $0.357.
       await restarted.writeCostReport('test');
-      const reports = await listReports(openObjectStore('s3://fleetwise-controller-test', { s3Client: s3 }));
+      const reports = await listReports(
+        await openObjectStore('s3://fleetwise-controller-test', { s3Client: s3 }),
+      );
       const latest = reports[reports.length - 1]?.document;
       expect(latest?.totalCost).toBeCloseTo(12.24 + 0.5292 + 0.357, 2);
       expect(latest?.byTeam.map((t) => t.id)).toEqual(['nlp', 'graphs', 'cfd']);
-      const store = openObjectStore('s3://fleetwise-controller-test', { s3Client: s3 });
+      const store = await openObjectStore('s3://fleetwise-controller-test', { s3Client: s3 });
       expect(await store.exists(LATEST_REPORT_KEY)).toBe(true);
       expect(await store.exists(reports[0]?.key.replace(/\.json$/, '.html') ?? '')).toBe(true);
       second.store.close();

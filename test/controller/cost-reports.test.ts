@@ -119,7 +119,7 @@ describe('cost reports', () => {
   });
 
   it('writes JSON, CSV and HTML to the object store and reads them back', async () => {
-    const store = openObjectStore(join(scratch, 'objects'));
+    const store = await openObjectStore(join(scratch, 'objects'));
     const keys = await writeReportFiles(store, sampleDocument());
     const stamp = reportStamp(T0 + 5400);
     expect(keys).toEqual({
@@ -149,7 +149,7 @@ describe('cost reports', () => {
   });
 
   it('the controller keeps uploaded build contexts content-addressed in the object store', async () => {
-    const objects = openObjectStore(join(scratch, 'contexts'));
+    const objects = await openObjectStore(join(scratch, 'contexts'));
     const { controller } = rig({}, { objectStore: objects });
     const archive = Buffer.from('fake tar bytes');
     const sha256 = 'a'.repeat(64);
@@ -167,7 +167,7 @@ describe('cost reports', () => {
   });
 
   it('the controller writes a report when a job ends and every hour, from its loop', async () => {
-    const objects = openObjectStore(join(scratch, 'loop-objects'));
+    const objects = await openObjectStore(join(scratch, 'loop-objects'));
     const { controller, clock } = rig(
       { reportEverySeconds: 3600, roundSeconds: 300, pollSeconds: 60, minRoundGapSeconds: 0 },
       { objectStore: objects },

@@ -61,7 +61,7 @@ describeWithMoto('the interruption queue (moto: EC2 and SQS)', (moto) => {
       catalog,
       provider,
       clock,
-      objectStore: openObjectStore(join(scratch, 'objects')),
+      objectStore: await openObjectStore(join(scratch, 'objects')),
       settings: { ...BASE_SETTINGS, clusterName: 'spot-queue' },
     });
     const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');

@@ -73,7 +73,7 @@ describeWithMoto(
 
     it('keeps running rounds while a cost report hangs in the object store', async () => {
       // Timeouts far longer than the test: the hung write stays hung, as it would without any.
-      const objects = openObjectStore(`s3://${BUCKET}/stall`, {
+      const objects = await openObjectStore(`s3://${BUCKET}/stall`, {
         ...moto.clientOptions,
         endpoint: proxy.url,
         timeouts: { connectTimeoutMs: 120_000, requestTimeoutMs: 120_000, idleTimeoutMs: 120_000 },

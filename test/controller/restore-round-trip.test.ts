@@ -96,7 +96,7 @@ describe('restore from a backup in local mode, with a directory object store', (
     const stateDir = join(scratch, 'local-state');
     const objectsDir = join(scratch, 'local-objects');
     stateDirs.push(stateDir);
-    const objects = openObjectStore(objectsDir);
+    const objects = await openObjectStore(objectsDir);
     const options = { config: CONFIG, args: ['--cluster', 'rt', '--object-store', objectsDir] };
 
     // Before the backup: one long job, one that finishes.
@@ -264,7 +264,7 @@ describeWithMoto(
 
     it('adopts the instance launched after the backup, launches nothing twice, and cleans up after a cancel', async () => {
       await createS3Client(moto.clientOptions).send(new CreateBucketCommand({ Bucket: BUCKET }));
-      const objects = openObjectStore(`s3://${BUCKET}/fleet`, {
+      const objects = await openObjectStore(`s3://${BUCKET}/fleet`, {
         s3Client: createS3Client(moto.clientOptions),
       });
       const ec2 = new Ec2Provider(

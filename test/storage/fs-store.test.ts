@@ -26,11 +26,11 @@ describe('FsObjectStore (ObjectStore contract)', () => {
 });
 
 describe('FsObjectStore specifics', () => {
-  it('is what openObjectStore returns for a directory path or file:// URL', () => {
+  it('is what openObjectStore returns for a directory path or file:// URL', async () => {
     const root = freshRoot();
-    expect(openObjectStore(root)).toBeInstanceOf(FsObjectStore);
-    expect(openObjectStore(root).location).toBe(resolve(root));
-    expect(openObjectStore(`file://${root}`).location).toBe(resolve(root));
+    expect(await openObjectStore(root)).toBeInstanceOf(FsObjectStore);
+    expect((await openObjectStore(root)).location).toBe(resolve(root));
+    expect((await openObjectStore(`file://${root}`)).location).toBe(resolve(root));
   });
 
   it('writes through a temporary file and leaves none behind, on success or failure', async () => {

@@ -70,7 +70,7 @@ describeWithMoto('S3ObjectStore against moto', (moto) => {
     vi.stubEnv('AWS_ACCESS_KEY_ID', TEST_CREDENTIALS.accessKeyId);
     vi.stubEnv('AWS_SECRET_ACCESS_KEY', TEST_CREDENTIALS.secretAccessKey);
     vi.stubEnv('AWS_REGION', TEST_REGION);
-    const store = openObjectStore(`s3://${BUCKET}/via-env/nested`, { maxAttempts: 1 });
+    const store = await openObjectStore(`s3://${BUCKET}/via-env/nested`, { maxAttempts: 1 });
     expect(store.location).toBe(`s3://${BUCKET}/via-env/nested/`);
     await store.put('hello', Buffer.from('world'));
     const raw = await s3().send(new ListObjectsV2Command({ Bucket: BUCKET }));

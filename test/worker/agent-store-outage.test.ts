@@ -56,7 +56,7 @@ describeWithMoto(
       tmp = mkdtempSync(join(tmpdir(), 'fw-agent-outage-'));
       proxy = await startTcpProxy(moto.endpoint);
       await createS3Client(moto.clientOptions).send(new CreateBucketCommand({ Bucket: BUCKET }));
-      direct = openObjectStore(STORE, moto.clientOptions);
+      direct = await openObjectStore(STORE, moto.clientOptions);
       await storeCounterContext(direct);
       controller = new FakeController(STORE);
       await controller.start();

@@ -131,7 +131,7 @@ async function refreshSpot(
 /** The real Pricing and EC2 clients, from the SDK's standard configuration; or the recorded fixtures (test hook). */
 async function defaultDeps(region: string): Promise<CatalogRefreshDeps> {
   const { createEc2Client, ec2ApiFromClient } = await import('../../cloud/aws/ec2-api.js');
-  const { createPricingClient, pricingApiFromClient } = await import('../../cloud/aws/pricing.js');
+  const { createPricingClient, pricingApiFromClient } = await import('../../cloud/aws/pricing-client.js');
   const { spotPriceApiFromClient } = await import('../../cloud/aws/spot-prices.js');
   const client = createEc2Client({ region });
   const fixtureDir = process.env[PRICING_FIXTURE_DIR_ENV];

@@ -74,11 +74,11 @@ export async function runController(
   const adminToken = adminTokenFor(env, secretFiles.adminToken);
   const state = await openActiveState(config, { clock, log });
   const fleet = await setUpFleet({ config, catalog, env, state, secretFiles, log });
-  const built = buildController({ config, catalog, state, fleet, clock, faults, secretFiles, log });
+  const built = await buildController({ config, catalog, state, fleet, clock, faults, secretFiles, log });
   const { controller, objectStore, backups } = built;
   const feedOptions = { config, env, catalog, clock, controller, log };
   const priceRefresher = await priceRefresherFor(feedOptions);
-  const interruptions = interruptionListenerFor(feedOptions);
+  const interruptions = await interruptionListenerFor(feedOptions);
 
   // The signal handlers are installed before the API serves: they close it once it does.
   const serving: { api: ApiServer | undefined } = { api: undefined };

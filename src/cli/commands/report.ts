@@ -73,7 +73,7 @@ function sinceSeconds(since: string | undefined): number | undefined {
 async function reportFromStore(location: string, options: ReportOptions): Promise<void> {
   // Loaded on demand: the S3 SDK is heavy and only this path needs it.
   const { openObjectStore } = await import('../../storage/open-object-store.js');
-  const store = openObjectStore(location);
+  const store = await openObjectStore(location);
   const since = sinceSeconds(options.since);
   const reports: ObjectInfo[] = [];
   for await (const info of store.list(REPORTS_PREFIX))

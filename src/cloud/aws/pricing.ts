@@ -1,19 +1,8 @@
-import {
-  GetProductsCommand,
-  PricingClient,
-  type Filter,
-  type GetProductsCommandInput,
-} from '@aws-sdk/client-pricing';
+import type { Filter, GetProductsCommandInput } from '@aws-sdk/client-pricing';
 import { z } from 'zod';
 import type { Catalog, InstanceType, LaunchDelays } from '../../core/catalog.js';
 import type { Resources } from '../../core/resources.js';
 import { describeIssues, ValidationError } from '../../core/validation.js';
-import {
-  commonClientConfig,
-  DEFAULT_API_TIMEOUTS,
-  timeoutHandlerOptions,
-  type AwsClientOptions,
-} from './client-config.js';
 import type { Ec2Api } from './ec2-api.js';
 
 /**
@@ -35,20 +24,6 @@ export interface GetProductsPage {
 /** The one Pricing call we make: the seam where tests serve recorded GetProducts responses. */
 export interface PricingApi {
   getProducts(input: GetProductsCommandInput): Promise<GetProductsPage>;
-}
-
-export function createPricingClient(
-  options: AwsClientOptions = {},
-  env: NodeJS.ProcessEnv = process.env,
-): PricingClient {
-  return new PricingClient({
-    ...commonClientConfig('PRICING', { region: PRICING_API_REGION, ...options }, env),
-    requestHandler: timeoutHandlerOptions(DEFAULT_API_TIMEOUTS),
-  });
-}
-
-export function pricingApiFromClient(client: PricingClient): PricingApi {
-  return { getProducts: (input) => client.send(new GetProductsCommand(input)) };
 }
 
 /** The attribute values that single out the plain on-demand Linux price of a type (one product per type). */

@@ -41,7 +41,7 @@ export interface RestoreOptions {
   readonly dbFile: string;
   /** The state directory's token files, written from the backup's secrets when it has them. */
   readonly secretFiles: { readonly workerToken: string; readonly adminToken: string };
-  readonly openObjectStore: (location: string) => ObjectStore;
+  readonly openObjectStore: (location: string) => ObjectStore | Promise<ObjectStore>;
   /** What archived job specs are validated against (the catalog the controller runs with). */
   readonly catalog: Catalog;
 }
@@ -70,7 +70,7 @@ export async function restoreState(options: RestoreOptions): Promise<RestoreSumm
       `${options.from} is a backup of cluster ${source.cluster}, but this controller runs cluster ${options.cluster} ` +
         `(start it with --cluster ${source.cluster})`,
     );
-  const objectStore = options.openObjectStore(source.location);
+  const objectStore = await options.openObjectStore(source.location);
   const manifest = await findManifest(objectStore, options.cluster, source.key);
   const workDir = join(dirname(options.dbFile), `.restore-${process.pid}`);
   await rm(workDir, { recursive: true, force: true });

@@ -5,7 +5,7 @@ import {
   configuredEndpoint,
 } from '../../../src/cloud/aws/client-config.js';
 import { createEc2Client } from '../../../src/cloud/aws/ec2-api.js';
-import { createPricingClient } from '../../../src/cloud/aws/pricing.js';
+import { createPricingClient } from '../../../src/cloud/aws/pricing-client.js';
 
 describe('AWS endpoint configuration', () => {
   it('prefers AWS_ENDPOINT_URL_<SERVICE> over AWS_ENDPOINT_URL', () => {

@@ -1,5 +1,4 @@
 import type { Catalog } from '../../../core/catalog.js';
-import { SqsInterruptionQueue } from '../../../cloud/aws/interruption-queue.js';
 import { fixturePricingApi, PRICING_FIXTURE_DIR_ENV } from '../../../cloud/aws/pricing-fixture.js';
 import type { Clock } from '../../../controller/clock.js';
 import type { ControllerConfig } from '../../../controller/config.js';
@@ -27,7 +26,7 @@ export async function priceRefresherFor(options: AwsFeedOptions): Promise<PriceR
   // The AWS SDK clients take about a second to load: they are imported only when prices need them.
   const pricingModule =
     shouldRefreshPrices(config) && (fixtureDir === undefined || fixtureDir === '')
-      ? await import('../../../cloud/aws/pricing.js')
+      ? await import('../../../cloud/aws/pricing-client.js')
       : undefined;
   return shouldRefreshPrices(config)
     ? new PriceRefresher({
@@ -46,15 +45,17 @@ export async function priceRefresherFor(options: AwsFeedOptions): Promise<PriceR
 }
 
 /** The listener (not started) for EC2's interruption events from `--interruption-queue`; undefined without one. */
-export function interruptionListenerFor(options: AwsFeedOptions): InterruptionListener | undefined {
+export async function interruptionListenerFor(
+  options: AwsFeedOptions,
+): Promise<InterruptionListener | undefined> {
   const { config, env, controller } = options;
   // EC2's interruption events from EventBridge, beside the workers' own notices. A dry run reads nothing (receiving
-  // deletes messages: a cloud call that changes the world).
-  return config.interruptionQueue === undefined || config.dryRun
-    ? undefined
-    : new InterruptionListener({
-        source: new SqsInterruptionQueue({ queueUrl: config.interruptionQueue, region: config.region }, env),
-        handle: (cloudId, report) => controller.interruptionFromQueue(cloudId, report),
-        log: options.log,
-      });
+  // deletes messages: a cloud call that changes the world). The SQS client is loaded only for a queue.
+  if (config.interruptionQueue === undefined || config.dryRun) return undefined;
+  const { SqsInterruptionQueue } = await import('../../../cloud/aws/interruption-queue.js');
+  return new InterruptionListener({
+    source: new SqsInterruptionQueue({ queueUrl: config.interruptionQueue, region: config.region }, env),
+    handle: (cloudId, report) => controller.interruptionFromQueue(cloudId, report),
+    log: options.log,
+  });
 }

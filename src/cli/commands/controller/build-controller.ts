@@ -48,7 +48,7 @@ export interface BuiltController {
 }
 
 /** Assemble the controller (nothing started yet), logging the scheduler and the queue it runs with. */
-export function buildController(options: BuildControllerOptions): BuiltController {
+export async function buildController(options: BuildControllerOptions): Promise<BuiltController> {
   const { config, catalog, state, clock, log } = options;
   const { store } = state;
   const { registrar } = options.fleet;
@@ -57,7 +57,7 @@ export function buildController(options: BuildControllerOptions): BuiltControlle
   if (!onS3) mkdirSync(config.objectStore, { recursive: true });
   // A dry run makes no cloud call at all: reports then stay local, or are not written.
   const objectStore =
-    config.dryRun && onS3 ? undefined : openObjectStore(config.objectStore, { region: config.region });
+    config.dryRun && onS3 ? undefined : await openObjectStore(config.objectStore, { region: config.region });
 
   const metrics = new ControllerMetrics();
   // A dry run keeps no backups: it changes nothing a new box would need. A PostgreSQL state is the database's to back
