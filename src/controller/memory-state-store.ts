@@ -211,10 +211,14 @@ export class MemoryStateStore implements StateStore {
     });
   }
 
-  recordCheckpoint(taskId: string, key: string, atSeconds?: number): TaskRecord {
+  recordCheckpoint(taskId: string, key: string, atSeconds?: number, fromInstanceId?: string): TaskRecord {
     return this.transaction(() => {
       const now = this.now();
-      return this.apply(this.tasks, withCheckpoint(this.task(taskId), key, atSeconds ?? now, now));
+      const task = this.task(taskId);
+      return this.apply(
+        this.tasks,
+        withCheckpoint(task, key, atSeconds ?? now, now, fromInstanceId ?? task.instanceId),
+      );
     });
   }
 

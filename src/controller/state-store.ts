@@ -307,7 +307,11 @@ export interface StateStore {
    * unless already set); pending, stopped, succeeded and failed release it. A task of a finished job can only stop.
    */
   setTaskState(id: string, state: TaskState, instanceId?: string): TaskRecord;
-  recordCheckpoint(taskId: string, key: string, atSeconds?: number): TaskRecord;
+  /**
+   * A task's newest checkpoint, with its `task.checkpoint` event (the one event a checkpoint leaves). `fromInstanceId`
+   * is the instance that uploaded it, when not the task's own (a moving task checkpoints on the instance it leaves).
+   */
+  recordCheckpoint(taskId: string, key: string, atSeconds?: number, fromInstanceId?: string): TaskRecord;
 
   // Instances
   createInstance(input: NewInstance): InstanceRecord;

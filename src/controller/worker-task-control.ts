@@ -260,15 +260,7 @@ export class WorkerTaskControl implements TaskControl {
       const here = task.instanceId === inst.id || this.stopping.get(task.id)?.instanceId === inst.id;
       if (!here) continue;
       if (report.checkpoint !== undefined && report.checkpoint.key !== task.lastCheckpointKey) {
-        this.store.recordCheckpoint(task.id, report.checkpoint.key, report.checkpoint.atSeconds);
-        this.store.appendEvent({
-          kind: 'task.checkpoint',
-          jobId: task.jobId,
-          taskId: task.id,
-          instanceId: inst.id,
-          message: `checkpoint ${report.checkpoint.key} uploaded`,
-          data: { key: report.checkpoint.key },
-        });
+        this.store.recordCheckpoint(task.id, report.checkpoint.key, report.checkpoint.atSeconds, inst.id);
       }
       if (report.state === 'failed' && !this.failures.has(task.id) && !this.isStale(report, task)) {
         this.failures.set(task.id, report.reason ?? `exit code ${report.exitCode ?? 'unknown'}`);

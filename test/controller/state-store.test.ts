@@ -337,6 +337,18 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(() => store.recordCheckpoint('job-1.0', '')).toThrow(StateStoreError);
       expect(store.listEvents({ kind: 'task.checkpoint' })).toHaveLength(2);
     });
+
+    it("names the uploading instance in a checkpoint's event, else the task's own", () => {
+      store.submitJob(RESNET);
+      const inst = store.createInstance({ typeName: 'p3.2xlarge' });
+      store.setTaskState('job-1.0', 'starting', inst.id);
+      store.recordCheckpoint('job-1.0', 'k1');
+      store.recordCheckpoint('job-1.0', 'k2', undefined, 'inst-leaving');
+      expect(store.listEvents({ kind: 'task.checkpoint' }).map((e) => [e.instanceId, e.taskId])).toEqual([
+        [inst.id, 'job-1.0'],
+        ['inst-leaving', 'job-1.0'],
+      ]);
+    });
   });
 
   describe('instances', () => {

@@ -247,6 +247,7 @@ export function withCheckpoint(
   key: string,
   atSeconds: number,
   nowSeconds: number,
+  fromInstanceId: string | undefined = task.instanceId,
 ): Change<TaskRecord> {
   if (key.length === 0) throw new StateStoreError(`task ${task.id}: empty checkpoint key`);
   return {
@@ -260,7 +261,7 @@ export function withCheckpoint(
       kind: 'task.checkpoint',
       jobId: task.jobId,
       taskId: task.id,
-      instanceId: task.instanceId,
+      instanceId: fromInstanceId,
       message: `task ${task.id} checkpointed to ${key}`,
       data: { key, atSeconds },
     },

@@ -107,8 +107,8 @@ export abstract class SqlStateStore implements StateStore {
     return this.jobs.setTaskState(id, state, instanceId);
   }
 
-  recordCheckpoint(taskId: string, key: string, atSeconds?: number): TaskRecord {
-    return this.jobs.recordCheckpoint(taskId, key, atSeconds);
+  recordCheckpoint(taskId: string, key: string, atSeconds?: number, fromInstanceId?: string): TaskRecord {
+    return this.jobs.recordCheckpoint(taskId, key, atSeconds, fromInstanceId);
   }
 
   // ---- instances ------------------------------------------------------------------------------------------------
