@@ -1,10 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/controller/clock.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
-import { WorkerRegistrar } from '../../src/controller/worker-identity/worker-registrar.js';
-import { WorkerTaskControl } from '../../src/controller/worker-task-control.js';
 import type { TaskReport } from '../../src/protocol/worker-protocol.js';
-import { catalog, CPU_SMALL, jobSpec, rig } from './controller-fixtures.js';
+import { CPU_SMALL, jobSpec, rig, workerTaskControlFor } from './controller-fixtures.js';
 
 /**
  * A checkpoint a worker reports in its heartbeat: recorded on the task, with one `task.checkpoint` event naming the
@@ -18,20 +16,8 @@ describe('checkpoints reported in heartbeats', () => {
   it('are recorded once each, with one event naming the reporting instance; a repeated report adds nothing', async () => {
     const clock = new ManualClock();
     const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
-    const workers = new WorkerTaskControl({
-      store,
-      catalog,
-      clock,
-      registrar: new WorkerRegistrar({
-        store,
-        clusterName: 'test',
-        clusterKey: 'cluster-key-0123456789',
-        describeInstance: () => Promise.resolve(undefined),
-        launchCredential: { kind: 'launch-secret' },
-      }),
+    const workers = workerTaskControlFor(store, clock, {
       objectStoreLocation: '/tmp/fleetwise-checkpoint-report-objects',
-      heartbeatSeconds: 1,
-      heartbeatTimeoutSeconds: 600,
     });
     const r = rig({}, { store, clock, tasks: workers, workers });
     const job = r.controller.submit(jobSpec('solo', CPU_SMALL), 'research');

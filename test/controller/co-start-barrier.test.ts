@@ -3,10 +3,17 @@ import { ManualClock } from '../../src/controller/clock.js';
 import { jobDocument } from '../../src/controller/api/views.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { StateStore } from '../../src/controller/state-store.js';
-import { WorkerRegistrar } from '../../src/controller/worker-identity/worker-registrar.js';
-import { WorkerTaskControl, type StartMeasure } from '../../src/controller/worker-task-control.js';
+import type { StartMeasure, WorkerTaskControl } from '../../src/controller/worker-task-control.js';
 import type { DesiredTask, TaskReport } from '../../src/protocol/worker-protocol.js';
-import { catalog, CPU_SMALL, FakeCloud, jobSpec, rig, type Rig } from './controller-fixtures.js';
+import {
+  catalog,
+  CPU_SMALL,
+  FakeCloud,
+  jobSpec,
+  rig,
+  workerTaskControlFor,
+  type Rig,
+} from './controller-fixtures.js';
 
 /**
  * The co-start barrier in the controller (round/co-start.ts through the reconciler and the worker protocol): a
@@ -18,20 +25,8 @@ import { catalog, CPU_SMALL, FakeCloud, jobSpec, rig, type Rig } from './control
 const TIMEOUT = 600;
 
 function workersFor(store: StateStore, clock: ManualClock, measured: StartMeasure[]): WorkerTaskControl {
-  return new WorkerTaskControl({
-    store,
-    catalog,
-    clock,
-    registrar: new WorkerRegistrar({
-      store,
-      clusterName: 'test',
-      clusterKey: 'cluster-key-0123456789',
-      describeInstance: () => Promise.resolve(undefined),
-      launchCredential: { kind: 'launch-secret' },
-    }),
+  return workerTaskControlFor(store, clock, {
     objectStoreLocation: '/tmp/fleetwise-co-start-objects',
-    heartbeatSeconds: 1,
-    heartbeatTimeoutSeconds: 600,
     coStart: true,
     onStartMeasured: (_jobId, m) => measured.push(m),
   });

@@ -31,6 +31,11 @@ import type { ControllerSettings } from '../../src/controller/settings.js';
 import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
+import { WorkerRegistrar } from '../../src/controller/worker-identity/worker-registrar.js';
+import {
+  WorkerTaskControl,
+  type WorkerTaskControlOptions,
+} from '../../src/controller/worker-task-control.js';
 import { InjectedCrash, type FaultInjector, type FaultPoint } from '../../src/controller/faults.js';
 import type {
   TaskControl,
@@ -393,4 +398,31 @@ export function handPlan(r: Rig, configuration: Configuration): { plan: Plan; di
     },
   };
   return { plan, diff: diffConfiguration(snapshot, configuration, catalog) };
+}
+
+/**
+ * The controller's side of the worker protocol over `store`, with local-mode registration (no cloud identity to
+ * check) and a heartbeat every second; `options` override or add settings.
+ */
+export function workerTaskControlFor(
+  store: StateStore,
+  clock: ManualClock,
+  options: Partial<WorkerTaskControlOptions> = {},
+): WorkerTaskControl {
+  return new WorkerTaskControl({
+    store,
+    catalog,
+    clock,
+    registrar: new WorkerRegistrar({
+      store,
+      clusterName: 'test',
+      clusterKey: 'cluster-key-0123456789',
+      describeInstance: () => Promise.resolve(undefined),
+      launchCredential: { kind: 'launch-secret' },
+    }),
+    objectStoreLocation: '/tmp/fleetwise-test-objects',
+    heartbeatSeconds: 1,
+    heartbeatTimeoutSeconds: 600,
+    ...options,
+  });
 }

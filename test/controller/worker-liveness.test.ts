@@ -2,10 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { AttentionClock } from '../../src/controller/attention-clock.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
-import { WorkerRegistrar } from '../../src/controller/worker-identity/worker-registrar.js';
 import { RECONNECT_GRACE_TIMEOUTS } from '../../src/controller/worker-silence.js';
-import { WorkerTaskControl } from '../../src/controller/worker-task-control.js';
-import { catalog } from './controller-fixtures.js';
+import type { WorkerTaskControl } from '../../src/controller/worker-task-control.js';
+import { workerTaskControlFor } from './controller-fixtures.js';
 
 /**
  * When a registered worker counts as silent. A restarted controller first recovers (and, on a loaded host or with a
@@ -25,20 +24,9 @@ function rig(
   store.setInstanceState(inst.id, 'launching', { cloudId: 'local-a' });
   store.setInstanceState(inst.id, 'running');
   store.setWorkerToken(inst.id, WORKER_TOKEN);
-  const workers = new WorkerTaskControl({
-    store,
-    catalog,
-    clock,
+  const workers = workerTaskControlFor(store, clock, {
     ...(attention === undefined ? {} : { attention }),
-    registrar: new WorkerRegistrar({
-      store,
-      clusterName: 'liveness',
-      clusterKey: 'cluster-key-0123456789',
-      describeInstance: () => Promise.resolve(undefined),
-      launchCredential: { kind: 'launch-secret' },
-    }),
     objectStoreLocation: '/tmp/fleetwise-liveness-objects',
-    heartbeatSeconds: 1,
     heartbeatTimeoutSeconds: 10,
   });
   return { inst, workers };
