@@ -39,16 +39,17 @@ export function whyJob(store: StateStore, jobId: string, limit = 10): WhyRecord[
   const job = store.getJob(jobId);
   if (job === undefined) throw new UnknownRecordError('job', jobId);
   const taskIds = new Set(store.listTasks({ jobId }).map((t) => t.id));
+  const rounds = store.listRounds(Math.max(limit * 20, 200));
   // The rounds that moved the job, as the controller carried them out (the diff, not only the scheduler's view),
-  // with the event's position: what happened to an instance before it is what the round reacted to.
+  // with the event's position: what happened to an instance before it is what the round reacted to. A round is
+  // applied once at most, so the newest events as many as the rounds read cover them all, however long the history.
   const movedIn = new Map<number, number>();
-  for (const e of store.listEvents({ kind: 'round.applied', afterSeq: 0 })) {
+  for (const e of store.listEvents({ kind: 'round.applied', newestFirst: true, limit: rounds.length })) {
     const data = e.data as { round?: unknown; moved?: unknown } | undefined;
     if (typeof data?.round === 'number' && Array.isArray(data.moved) && data.moved.includes(jobId))
       movedIn.set(data.round, e.seq);
   }
   const out: WhyRecord[] = [];
-  const rounds = store.listRounds(Math.max(limit * 20, 200));
   for (const [i, round] of rounds.entries()) {
     if (out.length >= limit) break;
     if (round.atSeconds < job.submittedAtSeconds) break;

@@ -31,8 +31,8 @@ export class MemoryEventLog {
     const limit = filter.limit ?? Number.MAX_SAFE_INTEGER;
     // The narrowest list the filter allows; the loop checks every condition anyway.
     const key = lookupKey(filter);
-    const scanned = key === undefined ? this.all : (this.index.get(key) ?? []);
-    for (const e of scanned) {
+    const list = key === undefined ? this.all : (this.index.get(key) ?? []);
+    for (const e of filter.newestFirst === true ? newestFirst(list) : list) {
       if (out.length >= limit) break;
       if (filter.afterSeq !== undefined && e.seq <= filter.afterSeq) continue;
       if (filter.jobId !== undefined && e.jobId !== filter.jobId) continue;
@@ -43,6 +43,10 @@ export class MemoryEventLog {
     }
     return out;
   }
+}
+
+function* newestFirst(list: readonly EventRecord[]): Generator<EventRecord> {
+  for (let i = list.length - 1; i >= 0; i -= 1) yield list[i] as EventRecord;
 }
 
 interface IndexedFields {

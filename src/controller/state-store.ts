@@ -242,6 +242,8 @@ export interface EventFilter {
   readonly instanceId?: string | undefined;
   readonly kind?: string | undefined;
   readonly limit?: number | undefined;
+  /** Newest first (and `limit` keeps the newest); oldest first otherwise. */
+  readonly newestFirst?: boolean | undefined;
 }
 
 /** The id and submission time a job keeps when it is submitted again (restore from a backup). */

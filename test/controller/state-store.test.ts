@@ -562,6 +562,22 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(() => store.appendEvent({ kind: 'Bad Kind' })).toThrow(StateStoreError);
     });
 
+    it('lists events newest first, the limit keeping the newest, under every filter', () => {
+      store.submitJob(RESNET); // seq 1: job.submitted
+      for (let i = 0; i < 4; i += 1)
+        store.appendEvent({ kind: 'note', jobId: i % 2 === 0 ? 'job-1' : undefined });
+      // seq 2..5: notes, the even ones of job-1
+      const seqs = (f: Parameters<StateStore['listEvents']>[0]): number[] =>
+        store.listEvents(f).map((x) => x.seq);
+      expect(seqs({ newestFirst: true })).toEqual([5, 4, 3, 2, 1]);
+      expect(seqs({ newestFirst: true, limit: 2 })).toEqual([5, 4]);
+      expect(seqs({ newestFirst: true, kind: 'note', limit: 3 })).toEqual([5, 4, 3]);
+      expect(seqs({ newestFirst: true, jobId: 'job-1', kind: 'note' })).toEqual([4, 2]);
+      expect(seqs({ newestFirst: true, jobId: 'job-1', limit: 1 })).toEqual([4]);
+      expect(seqs({ newestFirst: true, afterSeq: 3 })).toEqual([5, 4]);
+      expect(seqs({ newestFirst: false, limit: 2 })).toEqual([1, 2]);
+    });
+
     it('authenticates teams by token hash and honours revocation', () => {
       const raw = 'team-token-aaaaaaaaaaaaaaaa';
       const rec = store.addTeamToken('vision', raw, 'ci');

@@ -21,7 +21,11 @@ export class EventQueries {
     where.eq('kind', filter.kind);
     const limit = Math.max(0, Math.floor(filter.limit ?? Number.MAX_SAFE_INTEGER));
     return this.connection
-      .all(`SELECT * FROM events ${where.sql()} ORDER BY seq LIMIT ?`, ...where.params, limit)
+      .all(
+        `SELECT * FROM events ${where.sql()} ORDER BY seq ${filter.newestFirst === true ? 'DESC' : 'ASC'} LIMIT ?`,
+        ...where.params,
+        limit,
+      )
       .map(eventFromRow);
   }
 
