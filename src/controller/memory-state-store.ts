@@ -214,10 +214,9 @@ export class MemoryStateStore implements StateStore {
   recordCheckpoint(taskId: string, key: string, atSeconds?: number, fromInstanceId?: string): TaskRecord {
     return this.transaction(() => {
       const now = this.now();
-      const task = this.task(taskId);
       return this.apply(
         this.tasks,
-        withCheckpoint(task, key, atSeconds ?? now, now, fromInstanceId ?? task.instanceId),
+        withCheckpoint(this.task(taskId), key, atSeconds ?? now, now, fromInstanceId),
       );
     });
   }

@@ -247,6 +247,7 @@ export function withCheckpoint(
   key: string,
   atSeconds: number,
   nowSeconds: number,
+  /** The instance that uploaded it; by default the task's own. */
   fromInstanceId: string | undefined = task.instanceId,
 ): Change<TaskRecord> {
   if (key.length === 0) throw new StateStoreError(`task ${task.id}: empty checkpoint key`);

@@ -23,7 +23,8 @@ export async function priceRefresherFor(options: AwsFeedOptions): Promise<PriceR
   const { config, env, controller } = options;
   // Prices from the Price List API (or the recorded fixtures: a test hook, as for `catalog refresh`).
   const fixtureDir = env[PRICING_FIXTURE_DIR_ENV];
-  // The AWS SDK clients take about a second to load: they are imported only when prices need them.
+  // The Price List client (and the AWS SDK behind it) is imported only when live prices need it: a process start pays
+  // for every module it loads.
   const pricingModule =
     shouldRefreshPrices(config) && (fixtureDir === undefined || fixtureDir === '')
       ? await import('../../../cloud/aws/pricing-client.js')

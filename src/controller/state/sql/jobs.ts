@@ -184,10 +184,7 @@ export class JobQueries {
   recordCheckpoint(taskId: string, key: string, atSeconds?: number, fromInstanceId?: string): TaskRecord {
     return this.connection.transaction(() => {
       const now = this.connection.now();
-      const task = this.task(taskId);
-      return this.applyTask(
-        withCheckpoint(task, key, atSeconds ?? now, now, fromInstanceId ?? task.instanceId),
-      );
+      return this.applyTask(withCheckpoint(this.task(taskId), key, atSeconds ?? now, now, fromInstanceId));
     });
   }
 
