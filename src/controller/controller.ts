@@ -9,6 +9,7 @@ import type { JobArchive } from './backup/job-archive.js';
 import { SystemClock, type Clock } from './clock.js';
 import { BetweenRoundsPlacer } from './between-rounds-placement.js';
 import { computeCostReport, type DetailedCostReport } from './cost-accounting.js';
+import { IncrementalCostReport } from './incremental-cost-report.js';
 import { compactCoStart } from './co-start-records.js';
 import {
   DEFAULT_PREDICTION_BUDGET_SECONDS,
@@ -129,6 +130,8 @@ export class Controller implements ControllerService {
   private readonly predictions: Predictions;
   private readonly rounds: RoundRecorder;
   private readonly reports: ReportWriter;
+  /** The whole history's cost report, kept up to date from the event log. */
+  private readonly historyCosts = new IncrementalCostReport();
   private readonly jobs: JobControl;
   private readonly monitor: LoopMonitor;
   private readonly orphans: KeptOrphans;
@@ -550,8 +553,15 @@ export class Controller implements ControllerService {
     return whyJob(this.store, jobId, limit);
   }
 
+  /**
+   * The cost report since `sinceSeconds`. Over the whole history (the report written when jobs end, `fleetwise jobs`)
+   * it comes from the incremental report, which reads only the events since its last report; a period replays its events.
+   */
   costs(sinceSeconds = 0): DetailedCostReport {
-    return computeCostReport(this.store, this.catalog, this.clock.nowSeconds(), sinceSeconds);
+    const now = this.clock.nowSeconds();
+    return sinceSeconds <= 0
+      ? this.historyCosts.report(this.store, this.catalog, now)
+      : computeCostReport(this.store, this.catalog, now, sinceSeconds);
   }
 
   /**

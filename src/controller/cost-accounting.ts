@@ -14,8 +14,9 @@ import type { EventRecord, InstanceRecord, JobRecord, StateStore, TaskState } fr
  * restoring on a new one is migration overhead (part of its job's cost, and also reported on its own).
  *
  * Pure: `attributeCosts` works on plain intervals; `computeCostReport` reads them from the store (instance records
- * and the `task.state` event log). A cost is recomputed from the records each time, never accumulated, so it cannot
- * drift (the negative-cost bug of Karpenter's incremental cost metric, industry-anchors.md §(c) 12).
+ * and the `task.state` event log). A cost is computed from the records, never patched with deltas, so it cannot drift
+ * (the negative-cost bug of Karpenter's incremental cost metric, industry-anchors.md §(c) 12); the incremental report
+ * (incremental-cost-report.ts) computes an ended instance's share once, by the same rule, and keeps it.
  */
 
 /** EC2 bills Linux on-demand instances per second with a one-minute minimum. */
@@ -198,72 +199,106 @@ interface TaskStateData {
 }
 
 /**
- * Task placements replayed from the `task.state` event log. `checkpointing` is migration overhead, and so is
- * `starting` after the task was stopped once (restoring a checkpoint on its new instance). A co-started job's tasks
- * (`releases`: when each job was released, from its `job.co-start` events) are attributed from their release: a
- * `starting` that ends in `running` at a release of its job was prepared and held, and that time is its instance's
- * idle time (the job view and /metrics show it as the job's wait for its siblings), not the job's.
+ * Task placements replayed from the `task.state` event log, one event at a time (the incremental cost report feeds
+ * it new events as they come; `placementsFromEvents` feeds it the whole log). `checkpointing` is migration overhead, and so is
+ * `starting` after the task was stopped once (restoring a checkpoint on its new instance). A co-started job's tasks are
+ * attributed from their release (`releaseTimes`: when the job was released, from its `job.co-start` events): a
+ * `starting` that ends in `running` at a release of its job was prepared and held, and that time is its instance's idle
+ * time (the job view and /metrics show it as the job's wait for its siblings), not the job's. A release is recorded in
+ * the transaction that sets the tasks running, so it is known by the time that event is replayed.
  */
+export class PlacementReplay {
+  private readonly open = new Map<string, OpenPlacement>();
+  private readonly stoppedBefore = new Set<string>();
+
+  constructor(
+    private readonly releaseTimes: (jobId: string) => readonly number[],
+    private readonly onClosed: (placement: Placement) => void,
+  ) {}
+
+  apply(e: EventRecord): void {
+    if (e.kind !== 'task.state' || e.taskId === undefined || e.jobId === undefined) return;
+    const data = (
+      typeof e.data === 'object' && e.data !== null && !Array.isArray(e.data) ? e.data : {}
+    ) as TaskStateData;
+    const to = typeof data.to === 'string' ? (data.to as TaskState) : undefined;
+    const o = this.open.get(e.taskId);
+    if (to === undefined) {
+      // Not a start's end that a release explains: the start it follows was not held.
+      if (o !== undefined) o.holdable = false;
+      return;
+    }
+    if (o !== undefined) {
+      this.open.delete(e.taskId);
+      // The release is recorded in the transaction that sets the tasks running: within moments of it.
+      const held =
+        o.holdable &&
+        to === 'running' &&
+        this.releaseTimes(o.jobId).some((r) => Math.abs(r - e.atSeconds) <= 1);
+      if (!held) this.close(e.taskId, o, e.atSeconds);
+    }
+    if (to === 'stopped') this.stoppedBefore.add(e.taskId);
+    const instanceId = typeof data.instanceId === 'string' ? data.instanceId : undefined;
+    if (!PLACED_TASK_STATES.includes(to) || instanceId === undefined) return;
+    const kind: PlacementKind =
+      to === 'checkpointing' || (to === 'starting' && this.stoppedBefore.has(e.taskId))
+        ? 'migration'
+        : 'work';
+    this.open.set(e.taskId, {
+      jobId: e.jobId,
+      instanceId,
+      from: e.atSeconds,
+      kind,
+      holdable: to === 'starting',
+    });
+  }
+
+  /** The placements still open, as if they ended now (the replay goes on unchanged). */
+  openUntil(nowSeconds: number): Placement[] {
+    const out: Placement[] = [];
+    for (const [taskId, o] of this.open)
+      if (nowSeconds > o.from) out.push(placementOf(taskId, o, nowSeconds));
+    return out;
+  }
+
+  private close(taskId: string, o: OpenPlacement, at: number): void {
+    if (at > o.from) this.onClosed(placementOf(taskId, o, at));
+  }
+}
+
+interface OpenPlacement {
+  readonly jobId: string;
+  readonly instanceId: string;
+  readonly from: number;
+  readonly kind: PlacementKind;
+  /** A start that a release of its job may turn out to have held (then it is the instance's idle time). */
+  holdable: boolean;
+}
+
+function placementOf(taskId: string, o: OpenPlacement, to: number): Placement {
+  return {
+    taskId,
+    jobId: o.jobId,
+    instanceId: o.instanceId,
+    fromSeconds: o.from,
+    toSeconds: to,
+    kind: o.kind,
+  };
+}
+
+/** Task placements replayed from the whole `task.state` event log (PlacementReplay), those still open ending now. */
 export function placementsFromEvents(
   events: readonly EventRecord[],
   nowSeconds: number,
   releases: ReadonlyMap<string, readonly number[]> = new Map(),
 ): Placement[] {
-  // Each task.state event's next one for the same task (its index), to tell a held start from another.
-  const next = new Map<number, EventRecord>();
-  const laterOf = new Map<string, EventRecord>();
-  for (let i = events.length - 1; i >= 0; i -= 1) {
-    const e = events[i] as EventRecord;
-    if (e.kind !== 'task.state' || e.taskId === undefined) continue;
-    const later = laterOf.get(e.taskId);
-    if (later !== undefined) next.set(i, later);
-    laterOf.set(e.taskId, e);
-  }
-  const heldUntilRelease = (i: number, jobId: string): boolean => {
-    const n = next.get(i);
-    const to = n === undefined ? undefined : (n.data as TaskStateData | undefined)?.to;
-    // The release is recorded in the transaction that sets the tasks running: within moments of it.
-    return (
-      n !== undefined &&
-      to === 'running' &&
-      (releases.get(jobId) ?? []).some((r) => Math.abs(r - n.atSeconds) <= 1)
-    );
-  };
-  const open = new Map<string, { jobId: string; instanceId: string; from: number; kind: PlacementKind }>();
-  const stoppedBefore = new Set<string>();
   const out: Placement[] = [];
-  const close = (taskId: string, at: number): void => {
-    const o = open.get(taskId);
-    if (o === undefined) return;
-    open.delete(taskId);
-    if (at > o.from)
-      out.push({
-        taskId,
-        jobId: o.jobId,
-        instanceId: o.instanceId,
-        fromSeconds: o.from,
-        toSeconds: at,
-        kind: o.kind,
-      });
-  };
-  for (const [i, e] of events.entries()) {
-    if (e.kind !== 'task.state' || e.taskId === undefined || e.jobId === undefined) continue;
-    const data = (
-      typeof e.data === 'object' && e.data !== null && !Array.isArray(e.data) ? e.data : {}
-    ) as TaskStateData;
-    const to = typeof data.to === 'string' ? (data.to as TaskState) : undefined;
-    if (to === undefined) continue;
-    close(e.taskId, e.atSeconds);
-    if (to === 'stopped') stoppedBefore.add(e.taskId);
-    const instanceId = typeof data.instanceId === 'string' ? data.instanceId : undefined;
-    if (!PLACED_TASK_STATES.includes(to) || instanceId === undefined) continue;
-    if (to === 'starting' && heldUntilRelease(i, e.jobId)) continue;
-    const kind: PlacementKind =
-      to === 'checkpointing' || (to === 'starting' && stoppedBefore.has(e.taskId)) ? 'migration' : 'work';
-    open.set(e.taskId, { jobId: e.jobId, instanceId, from: e.atSeconds, kind });
-  }
-  for (const taskId of [...open.keys()]) close(taskId, nowSeconds);
-  return out;
+  const replay = new PlacementReplay(
+    (jobId) => releases.get(jobId) ?? [],
+    (p) => out.push(p),
+  );
+  for (const e of events) replay.apply(e);
+  return [...out, ...replay.openUntil(nowSeconds)];
 }
 
 export function billedInstances(instances: readonly InstanceRecord[], catalog: Catalog): BilledInstance[] {

@@ -32,9 +32,10 @@ export class MemoryEventLog {
     // The narrowest list the filter allows; the loop checks every condition anyway.
     const key = lookupKey(filter);
     const list = key === undefined ? this.all : (this.index.get(key) ?? []);
-    for (const e of filter.newestFirst === true ? newestFirst(list) : list) {
+    // Lists are in sequence order: what comes after `afterSeq` is a tail (the incremental cost report reads only that).
+    const from = filter.afterSeq === undefined ? 0 : firstAfter(list, filter.afterSeq);
+    for (const e of filter.newestFirst === true ? newestFirst(list, from) : tail(list, from)) {
       if (out.length >= limit) break;
-      if (filter.afterSeq !== undefined && e.seq <= filter.afterSeq) continue;
       if (filter.jobId !== undefined && e.jobId !== filter.jobId) continue;
       if (filter.taskId !== undefined && e.taskId !== filter.taskId) continue;
       if (filter.instanceId !== undefined && e.instanceId !== filter.instanceId) continue;
@@ -45,8 +46,24 @@ export class MemoryEventLog {
   }
 }
 
-function* newestFirst(list: readonly EventRecord[]): Generator<EventRecord> {
-  for (let i = list.length - 1; i >= 0; i -= 1) yield list[i] as EventRecord;
+function* newestFirst(list: readonly EventRecord[], from: number): Generator<EventRecord> {
+  for (let i = list.length - 1; i >= from; i -= 1) yield list[i] as EventRecord;
+}
+
+function* tail(list: readonly EventRecord[], from: number): Generator<EventRecord> {
+  for (let i = from; i < list.length; i += 1) yield list[i] as EventRecord;
+}
+
+/** The index of the first event with a sequence number above `seq` (binary search). */
+function firstAfter(list: readonly EventRecord[], seq: number): number {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((list[mid] as EventRecord).seq <= seq) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 interface IndexedFields {

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { registerBenchArms } from './bench-arms.js';
 import { registerBenchBound } from './bench-bound.js';
 import { registerBenchController } from './bench-controller.js';
+import { registerBenchCosts } from './bench-costs.js';
 import { registerBenchOptimality } from './bench-optimality.js';
 import { registerBenchScheduler } from './bench-scheduler.js';
 
@@ -15,5 +16,6 @@ export function registerBench(program: Command): Command {
   registerBenchBound(bench);
   registerBenchController(bench);
   registerBenchArms(bench);
+  registerBenchCosts(bench);
   return bench;
 }

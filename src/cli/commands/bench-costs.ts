@@ -1,0 +1,68 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { benchCostReport } from '../../bench/cost-report-bench.js';
+import { loadCatalogFile } from '../../cloud/catalog-file.js';
+import { parseWith } from '../../core/validation.js';
+import { formatTable } from '../table.js';
+
+const optionsSchema = z.object({
+  jobs: z
+    .string()
+    .regex(/^\d+(,\d+)*$/, 'must be a comma-separated list of job counts, e.g. 1000,10000')
+    .transform((s) => s.split(',').map(Number))
+    .refine((xs) => xs.every((x) => x >= 1 && x <= 1_000_000), 'each count must be between 1 and 1,000,000'),
+  checkpoints: z.coerce.number().int().min(0).max(1_000),
+  repeats: z.coerce.number().int().min(1).max(50),
+  json: z.boolean().optional(),
+});
+
+/**
+ * `fleetwise bench costs`: the whole history's cost report (what the controller writes when jobs end and what
+ * `fleetwise jobs` asks for) as a full replay of the event log against the incremental report, on SQLite states of N
+ * finished jobs.
+ */
+export function registerBenchCosts(bench: Command): Command {
+  return bench
+    .command('costs')
+    .description(
+      'time the whole-history cost report on states of N finished jobs: full replay against the incremental report',
+    )
+    .option('--jobs <list>', 'comma-separated history sizes (finished jobs)', '1000,10000')
+    .option('--checkpoints <n>', 'checkpoints each job leaves', '10')
+    .option('--repeats <n>', 'timed reports per figure (the median is printed)', '5')
+    .option('--json', 'print one JSON object instead of a table')
+    .action((raw: Record<string, unknown>) => {
+      const opts = parseWith(optionsSchema, raw, 'fleetwise bench costs options');
+      const results = benchCostReport(loadCatalogFile(), {
+        jobs: opts.jobs,
+        checkpointsPerJob: opts.checkpoints,
+        repeats: opts.repeats,
+      });
+      if (opts.json === true) {
+        process.stdout.write(`${JSON.stringify({ results })}\n`);
+        return;
+      }
+      process.stdout.write(
+        formatTable(
+          [
+            'jobs',
+            'events',
+            'full replay ms',
+            'incremental first ms',
+            'incremental next ms',
+            'total $',
+            'max rel. diff',
+          ],
+          results.map((r) => [
+            String(r.jobs),
+            String(r.events),
+            r.fullReplayMs.toFixed(1),
+            r.incrementalFirstMs.toFixed(1),
+            r.incrementalNextMs.toFixed(2),
+            r.totalCost.toFixed(2),
+            r.maxRelativeDifference.toExponential(1),
+          ]),
+        ),
+      );
+    });
+}

@@ -1,0 +1,293 @@
+import type { Catalog } from '../core/catalog.js';
+import { PriceBook } from '../scheduler/reservation-price.js';
+import {
+  attributeCosts,
+  billedInstances,
+  PlacementReplay,
+  type BilledInstance,
+  type DetailedCostReport,
+  type InstanceCostLine,
+  type JobCostLine,
+  type JobInfo,
+  type Placement,
+} from './cost-accounting.js';
+import { expandTasks } from './job-spec/tasks.js';
+import type { CostLine } from './service.js';
+import type { EventRecord, InstanceRecord, JobRecord, StateStore } from './state-store.js';
+
+/**
+ * The cost report since the beginning (`computeCostReport` with no period start), kept up to date from the event log
+ * rather than replayed from all of it at each call. A controller asks for this report when jobs end (the report in the
+ * object store), at every `fleetwise jobs` and at every redraw of `jobs --watch`; replayed in full, each asks for
+ * every job and every `task.state` event ever recorded, so the loop paid more for each as the history grew.
+ *
+ * Each call reads only the events after the last one it read: `task.state` events move the placement replay on,
+ * `instance.created` and `instance.state` events name the instances whose records to read again, `job.submitted`
+ * events the jobs, `job.co-start` releases the held starts. An instance's share of the bill is final once it is
+ * terminated (no task can be on it after), so it is attributed then, once, and kept as figures; only the live
+ * instances are attributed at each call. The figures are the ones a full replay gives (a property test holds them
+ * equal at every step of random histories): an ended instance is attributed by the same rule from the same records,
+ * never patched with deltas, so nothing can drift. A new catalog (a price refresh: instance prices and reservation
+ * prices) starts it over.
+ */
+export class IncrementalCostReport {
+  private state: ReportState | undefined;
+
+  /** The report over the whole history at `nowSeconds`. */
+  report(store: StateStore, catalog: Catalog, nowSeconds: number): DetailedCostReport {
+    if (this.state?.catalog !== catalog) this.state = new ReportState(catalog);
+    const state = this.state;
+    state.catchUp(store, nowSeconds);
+    return state.report(store, nowSeconds);
+  }
+}
+
+/** An instance the report follows until its share of the bill is final. */
+interface TrackedInstance {
+  record: InstanceRecord;
+  /** Its place in creation order (the seq of its `instance.created` event), the order the report lists instances in. */
+  readonly order: number;
+  readonly closed: Placement[];
+}
+
+interface JobFacts extends JobInfo {
+  /** Reservation price ($/h) of each task, by task index. */
+  readonly reservationPrices: readonly number[];
+}
+
+class ReportState {
+  private readonly book: PriceBook;
+  private afterSeq = 0;
+  /** The earliest job submission or instance request: the report's period starts there. */
+  private firstRecordSeconds = Number.POSITIVE_INFINITY;
+  private readonly releases = new Map<string, number[]>();
+  private readonly live = new Map<string, TrackedInstance>();
+  private readonly jobs = new Map<string, JobFacts>();
+  private readonly replay: PlacementReplay;
+  // Instances whose share is final.
+  private readonly finalLines: { readonly order: number; readonly line: InstanceCostLine }[] = [];
+  private readonly finalByJob = new Map<string, { cost: number; migration: number }>();
+  private readonly finalIds = new Set<string>();
+  private finalIdle = 0;
+  private finalMigration = 0;
+
+  constructor(readonly catalog: Catalog) {
+    this.book = new PriceBook(catalog);
+    this.replay = new PlacementReplay(
+      (jobId) => this.releases.get(jobId) ?? [],
+      // A placement on an instance whose share is final (or on no instance the store knows) changes nothing.
+      (p) => this.live.get(p.instanceId)?.closed.push(p),
+    );
+  }
+
+  catchUp(store: StateStore, nowSeconds: number): void {
+    const events = this.newEvents(store);
+    // Records and releases first: a transaction's events come together, and a release recorded after the task
+    // states it explains must be known when they are replayed.
+    const jobIds = new Set<string>();
+    const instanceOrder = new Map<string, number>();
+    for (const e of events) {
+      if (e.kind === 'job.submitted' && e.jobId !== undefined) jobIds.add(e.jobId);
+      else if ((e.kind === 'instance.created' || e.kind === 'instance.state') && e.instanceId !== undefined) {
+        if (!instanceOrder.has(e.instanceId)) instanceOrder.set(e.instanceId, e.seq);
+      } else if (e.kind === 'job.co-start' && e.jobId !== undefined) {
+        const decision = (e.data as { readonly decision?: unknown } | undefined)?.decision;
+        if (decision === 'release')
+          this.releases.set(e.jobId, [...(this.releases.get(e.jobId) ?? []), e.atSeconds]);
+      }
+    }
+    for (const job of records(
+      jobIds,
+      (id) => store.getJob(id),
+      () => store.listJobs(),
+    )) {
+      this.firstRecordSeconds = Math.min(this.firstRecordSeconds, job.submittedAtSeconds);
+      this.remember(job);
+    }
+    const instances = records(
+      new Set(instanceOrder.keys()),
+      (id) => store.getInstance(id),
+      () => store.listInstances(),
+    );
+    for (const record of instances) {
+      const tracked = this.live.get(record.id);
+      if (tracked !== undefined) tracked.record = record;
+      else if (!this.finalIds.has(record.id)) {
+        this.live.set(record.id, { record, order: instanceOrder.get(record.id) ?? 0, closed: [] });
+        this.firstRecordSeconds = Math.min(this.firstRecordSeconds, record.requestedAtSeconds);
+      }
+    }
+    for (const e of events) if (e.kind === 'task.state') this.replay.apply(e);
+    this.finalizeEnded(store, nowSeconds);
+  }
+
+  /**
+   * The events of the kinds the report reads, from after the last catch-up to the newest event now, in sequence order.
+   * Read kind by kind: checkpoints, most of the log, are never read. Each read stops at the newest event of the first
+   * look, so that what another process appends meanwhile is read, whole, the next time.
+   */
+  private newEvents(store: StateStore): EventRecord[] {
+    const newest = store.listEvents({ newestFirst: true, limit: 1 })[0]?.seq ?? this.afterSeq;
+    if (newest <= this.afterSeq) return [];
+    const events = FOLLOWED_EVENT_KINDS.flatMap((kind) =>
+      store.listEvents({ kind, afterSeq: this.afterSeq }).filter((e) => e.seq <= newest),
+    ).sort((a, b) => a.seq - b.seq);
+    this.afterSeq = newest;
+    return events;
+  }
+
+  report(store: StateStore, nowSeconds: number): DetailedCostReport {
+    const sinceSeconds = Math.max(0, Math.min(this.firstRecordSeconds, nowSeconds));
+    const tracked = [...this.live.values()];
+    const liveReport = this.attribute(store, tracked, nowSeconds, sinceSeconds);
+    const byJobCost = new Map<string, { cost: number; migration: number }>();
+    for (const [id, c] of this.finalByJob) byJobCost.set(id, { ...c });
+    for (const line of liveReport.byJob) {
+      const c = byJobCost.get(line.id) ?? { cost: 0, migration: 0 };
+      c.cost += line.cost;
+      c.migration += line.migrationCost;
+      byJobCost.set(line.id, c);
+    }
+    const byJob: JobCostLine[] = [...byJobCost.entries()]
+      .map(([id, c]) => {
+        const info = this.job(store, id);
+        return {
+          id,
+          name: info?.name ?? id,
+          team: info?.team ?? 'unknown',
+          cost: c.cost,
+          migrationCost: c.migration,
+        };
+      })
+      .sort((a, b) => b.cost - a.cost || a.id.localeCompare(b.id));
+    const teamCost = new Map<string, number>();
+    for (const j of byJob) teamCost.set(j.team, (teamCost.get(j.team) ?? 0) + j.cost);
+    const byTeam: CostLine[] = [...teamCost.entries()]
+      .map(([id, cost]) => ({ id, cost }))
+      .sort((a, b) => b.cost - a.cost || a.id.localeCompare(b.id));
+    const liveOrder = new Map(tracked.map((t) => [t.record.id, t.order]));
+    const byInstance = [
+      ...this.finalLines,
+      ...liveReport.byInstance.map((line) => ({ order: liveOrder.get(line.id) ?? 0, line })),
+    ]
+      .sort((a, b) => a.order - b.order)
+      .map((x) => x.line);
+    return {
+      generatedAtSeconds: nowSeconds,
+      sinceSeconds,
+      totalCost: byInstance.reduce((s, l) => s + l.cost, 0),
+      byJob,
+      byTeam,
+      byInstance,
+      idleCost: this.finalIdle + liveReport.idleCost,
+      migrationOverheadCost: this.finalMigration + liveReport.migrationOverheadCost,
+      costPerHourNow: liveReport.costPerHourNow,
+    };
+  }
+
+  /** Attribute the instances that ended by now, once, and keep only their figures. */
+  private finalizeEnded(store: StateStore, nowSeconds: number): void {
+    const ended = [...this.live.values()].filter(
+      (t) => t.record.terminatedAtSeconds !== undefined && t.record.terminatedAtSeconds <= nowSeconds,
+    );
+    if (ended.length === 0) return;
+    const report = this.attribute(store, ended, nowSeconds, 0);
+    const order = new Map(ended.map((t) => [t.record.id, t.order]));
+    for (const line of report.byInstance) this.finalLines.push({ order: order.get(line.id) ?? 0, line });
+    for (const line of report.byJob) {
+      const c = this.finalByJob.get(line.id) ?? { cost: 0, migration: 0 };
+      c.cost += line.cost;
+      c.migration += line.migrationCost;
+      this.finalByJob.set(line.id, c);
+    }
+    this.finalIdle += report.idleCost;
+    this.finalMigration += report.migrationOverheadCost;
+    for (const t of ended) {
+      this.live.delete(t.record.id);
+      this.finalIds.add(t.record.id);
+    }
+  }
+
+  /**
+   * `attributeCosts` over these instances. The period's start does not cut into them: no instance is requested
+   * before the first record.
+   */
+  private attribute(
+    store: StateStore,
+    tracked: readonly TrackedInstance[],
+    nowSeconds: number,
+    sinceSeconds: number,
+  ): DetailedCostReport {
+    const ids = new Set(tracked.map((t) => t.record.id));
+    const placements = [
+      ...tracked.flatMap((t) => t.closed),
+      ...this.replay.openUntil(nowSeconds).filter((p) => ids.has(p.instanceId)),
+    ];
+    const instances: BilledInstance[] = billedInstances(
+      tracked.map((t) => t.record),
+      this.catalog,
+    );
+    const jobs = new Map<string, JobInfo>();
+    for (const p of placements) {
+      const info = this.job(store, p.jobId);
+      if (info !== undefined) jobs.set(p.jobId, info);
+    }
+    return attributeCosts({
+      instances,
+      placements,
+      reservationPrice: (taskId) => this.reservationPrice(store, taskId),
+      jobs,
+      sinceSeconds,
+      nowSeconds,
+    });
+  }
+
+  private reservationPrice(store: StateStore, taskId: string): number {
+    const dot = taskId.lastIndexOf('.');
+    if (dot < 0) return 0;
+    return this.job(store, taskId.slice(0, dot))?.reservationPrices[Number(taskId.slice(dot + 1))] ?? 0;
+  }
+
+  private job(store: StateStore, jobId: string): JobFacts | undefined {
+    const known = this.jobs.get(jobId);
+    if (known !== undefined) return known;
+    const record = store.getJob(jobId);
+    return record === undefined ? undefined : this.remember(record);
+  }
+
+  private remember(record: JobRecord): JobFacts {
+    const known = this.jobs.get(record.id);
+    if (known !== undefined) return known;
+    const reservationPrices: number[] = [];
+    for (const t of expandTasks(record.spec))
+      reservationPrices[t.index] = this.book.minType(t.template.demand)?.costPerHour ?? 0;
+    const facts: JobFacts = { id: record.id, name: record.name, team: record.team, reservationPrices };
+    this.jobs.set(record.id, facts);
+    return facts;
+  }
+}
+
+/**
+ * The records with these ids: one read each, or the whole table at once when there are many (the first
+ * catch-up reads every record the history names).
+ */
+function records<R extends { readonly id: string }>(
+  ids: ReadonlySet<string>,
+  one: (id: string) => R | undefined,
+  all: () => readonly R[],
+): R[] {
+  if (ids.size <= BULK_READ_ABOVE) return [...ids].flatMap((id) => one(id) ?? []);
+  return all().filter((r) => ids.has(r.id));
+}
+
+/** The events the report follows: task placements, co-start releases, and which job and instance records to read. */
+const FOLLOWED_EVENT_KINDS = [
+  'task.state',
+  'job.co-start',
+  'job.submitted',
+  'instance.created',
+  'instance.state',
+] as const;
+
+/** Above this many records to read, one read of the whole table is cheaper than a read each. */
+const BULK_READ_ABOVE = 64;

@@ -1,0 +1,351 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { afterAll, describe, expect, it } from 'vitest';
+import { computeCostReport, type DetailedCostReport } from '../../src/controller/cost-accounting.js';
+import { IncrementalCostReport } from '../../src/controller/incremental-cost-report.js';
+import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
+import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
+import {
+  StateStoreError,
+  TASK_STATES,
+  type StateStore,
+  type TaskState,
+} from '../../src/controller/state-store.js';
+import type { Catalog } from '../../src/core/catalog.js';
+import { catalog, CPU_SMALL, GPU_ONE, jobSpec, MEM_BIG, priceOf } from './controller-fixtures.js';
+
+/**
+ * The incremental cost report reads only new events and keeps ended instances as figures; its report must be the full replay's
+ * (`computeCostReport` over the whole history), at every moment of any history.
+ */
+
+const DEMANDS = [CPU_SMALL, MEM_BIG, GPU_ONE];
+const TYPES = ['c7i.xlarge', 'c7i.2xlarge', 'r7i.2xlarge', 'p3.2xlarge'];
+
+type Step =
+  | { readonly kind: 'advance'; readonly seconds: number }
+  | { readonly kind: 'submit'; readonly demand: number; readonly replicas: number; readonly team: number }
+  | { readonly kind: 'create'; readonly type: number }
+  | { readonly kind: 'instance'; readonly pick: number; readonly terminate: boolean }
+  | { readonly kind: 'task'; readonly pick: number; readonly to: number; readonly instance: number }
+  | { readonly kind: 'release'; readonly pick: number; readonly releaseFirst: boolean }
+  | { readonly kind: 'checkpoint'; readonly pick: number }
+  | { readonly kind: 'report' };
+
+const step: fc.Arbitrary<Step> = fc.oneof(
+  fc.record({ kind: fc.constant('advance' as const), seconds: fc.integer({ min: 1, max: 900 }) }),
+  fc.record({
+    kind: fc.constant('submit' as const),
+    demand: fc.nat(DEMANDS.length - 1),
+    replicas: fc.integer({ min: 1, max: 3 }),
+    team: fc.nat(2),
+  }),
+  fc.record({ kind: fc.constant('create' as const), type: fc.nat(TYPES.length - 1) }),
+  fc.record({ kind: fc.constant('instance' as const), pick: fc.nat(), terminate: fc.boolean() }),
+  // Task moves weigh most: they are what the report replays.
+  ...Array.from({ length: 4 }, () =>
+    fc.record({
+      kind: fc.constant('task' as const),
+      pick: fc.nat(),
+      to: fc.nat(TASK_STATES.length - 1),
+      instance: fc.nat(),
+    }),
+  ),
+  fc.record({ kind: fc.constant('release' as const), pick: fc.nat(), releaseFirst: fc.boolean() }),
+  fc.record({ kind: fc.constant('checkpoint' as const), pick: fc.nat() }),
+  fc.record({ kind: fc.constant('report' as const) }),
+);
+
+/** The store's clock, made before the store (a store reads its clock as it opens). */
+class Clock {
+  now = 1_000;
+  readonly nowSeconds = (): number => this.now;
+}
+
+class History {
+  private submitted = 0;
+
+  constructor(
+    readonly store: StateStore,
+    private readonly clock: Clock,
+  ) {}
+
+  get now(): number {
+    return this.clock.now;
+  }
+
+  apply(s: Step): void {
+    const store = this.store;
+    try {
+      switch (s.kind) {
+        case 'advance':
+          this.clock.now += s.seconds;
+          return;
+        case 'submit':
+          this.submitted += 1;
+          store.submitJob(
+            jobSpec(`j${this.submitted}`, DEMANDS[s.demand] as (typeof DEMANDS)[number], {
+              replicas: s.replicas,
+              team: ['red', 'blue', 'green'][s.team] as string,
+            }),
+          );
+          return;
+        case 'create':
+          store.createInstance({ typeName: TYPES[s.type] as string });
+          return;
+        case 'instance': {
+          const all = store.listInstances();
+          const inst = all[s.pick % Math.max(1, all.length)];
+          if (inst === undefined) return;
+          const next =
+            s.terminate || inst.state === 'running'
+              ? 'terminated'
+              : inst.state === 'requested'
+                ? 'launching'
+                : 'running';
+          store.setInstanceState(
+            inst.id,
+            next,
+            inst.cloudId === undefined ? { cloudId: `c-${inst.id}` } : {},
+          );
+          return;
+        }
+        case 'task': {
+          const tasks = store.listTasks();
+          const task = tasks[s.pick % Math.max(1, tasks.length)];
+          if (task === undefined) return;
+          const to = TASK_STATES[s.to] as TaskState;
+          const live = store.listInstances().filter((i) => i.state !== 'terminated');
+          const placed = to === 'starting' || to === 'running' || to === 'checkpointing';
+          // Half the placed moves keep the task where it is (a start that runs, a checkpoint where it runs).
+          const instance =
+            placed && s.instance % 2 === 0 ? live[s.instance % Math.max(1, live.length)] : undefined;
+          store.setTaskState(task.id, to, instance?.id);
+          return;
+        }
+        case 'release': {
+          // A co-started job's held tasks all start at once, the release recorded in the same transaction (in
+          // either order: the report must not depend on it).
+          const jobs = store.listJobs();
+          const job = jobs[s.pick % Math.max(1, jobs.length)];
+          if (job === undefined) return;
+          const held = store.listTasks({ jobId: job.id, states: ['starting'] });
+          if (held.length === 0) return;
+          store.transaction(() => {
+            const release = (): void => {
+              store.appendEvent({
+                kind: 'job.co-start',
+                jobId: job.id,
+                message: 'released',
+                data: { decision: 'release', tasks: held.map((t) => t.id) },
+              });
+            };
+            if (s.releaseFirst) release();
+            for (const t of held) store.setTaskState(t.id, 'running');
+            if (!s.releaseFirst) release();
+          });
+          return;
+        }
+        case 'checkpoint': {
+          const running = store.listTasks({ states: ['running'] });
+          const task = running[s.pick % Math.max(1, running.length)];
+          if (task !== undefined) store.recordCheckpoint(task.id, `ck-${this.now}`);
+          return;
+        }
+        case 'report':
+          return;
+      }
+    } catch (e) {
+      // A move the store refuses (a task of a finished job, an instance already terminated) is simply not made.
+      if (!(e instanceof StateStoreError)) throw e;
+    }
+  }
+}
+
+/** The two reports, equal up to the order of floating-point sums. */
+function expectSameReport(incremental: DetailedCostReport, full: DetailedCostReport): void {
+  const close = (a: number, b: number, what: string): void => {
+    expect(Math.abs(a - b), `${what}: ${a} against ${b}`).toBeLessThanOrEqual(
+      1e-9 * Math.max(1, Math.abs(b)),
+    );
+  };
+  expect(incremental.sinceSeconds).toBe(full.sinceSeconds);
+  expect(incremental.generatedAtSeconds).toBe(full.generatedAtSeconds);
+  close(incremental.totalCost, full.totalCost, 'total');
+  close(incremental.idleCost, full.idleCost, 'idle');
+  close(incremental.migrationOverheadCost, full.migrationOverheadCost, 'migration');
+  close(incremental.costPerHourNow, full.costPerHourNow, '$/h now');
+  expect(incremental.byInstance.map((l) => [l.id, l.typeName, l.billedSeconds])).toEqual(
+    full.byInstance.map((l) => [l.id, l.typeName, l.billedSeconds]),
+  );
+  full.byInstance.forEach((l, i) => {
+    close(incremental.byInstance[i]?.cost ?? Number.NaN, l.cost, `${l.id} cost`);
+    close(incremental.byInstance[i]?.idleCost ?? Number.NaN, l.idleCost, `${l.id} idle`);
+  });
+  const jobs = (r: DetailedCostReport) => new Map(r.byJob.map((l) => [l.id, l] as const));
+  const incrementalJobs = jobs(incremental);
+  expect([...incrementalJobs.keys()].sort()).toEqual(full.byJob.map((l) => l.id).sort());
+  for (const l of full.byJob) {
+    const mine = incrementalJobs.get(l.id);
+    expect([mine?.name, mine?.team]).toEqual([l.name, l.team]);
+    close(mine?.cost ?? Number.NaN, l.cost, `${l.id} cost`);
+    close(mine?.migrationCost ?? Number.NaN, l.migrationCost, `${l.id} migration`);
+  }
+  expect(new Map(incremental.byTeam.map((l) => [l.id, Math.round(l.cost * 1e6)]))).toEqual(
+    new Map(full.byTeam.map((l) => [l.id, Math.round(l.cost * 1e6)])),
+  );
+}
+
+function checkHistory(
+  store: StateStore,
+  history: History,
+  steps: readonly Step[],
+  cat: Catalog = catalog,
+): number {
+  const incremental = new IncrementalCostReport();
+  let compared = 0;
+  for (const s of steps) {
+    history.apply(s);
+    if (s.kind === 'report') {
+      expectSameReport(
+        incremental.report(store, cat, history.now),
+        computeCostReport(store, cat, history.now),
+      );
+      compared += 1;
+    }
+  }
+  expectSameReport(incremental.report(store, cat, history.now), computeCostReport(store, cat, history.now));
+  return compared + 1;
+}
+
+describe('incremental cost report', () => {
+  it('gives the full replay’s report at every step of any history (property)', () => {
+    fc.assert(
+      fc.property(fc.array(step, { minLength: 1, maxLength: 160 }), (steps) => {
+        const clock = new Clock();
+        const history = new History(new MemoryStateStore({ nowSeconds: clock.nowSeconds }), clock);
+        checkHistory(history.store, history, steps);
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it('keeps an ended instance as figures: its share stays what it was as later events come in', () => {
+    let now = 0;
+    const store = new MemoryStateStore({ nowSeconds: () => now });
+    const incremental = new IncrementalCostReport();
+    const job = store.submitJob(jobSpec('one', CPU_SMALL));
+    const inst = store.createInstance({ typeName: 'c7i.xlarge' });
+    store.setInstanceState(inst.id, 'launching', { cloudId: 'c-1' });
+    now = 100;
+    store.setInstanceState(inst.id, 'running');
+    store.setTaskState(`${job.id}.0`, 'running', inst.id);
+    now = 3_700;
+    // The instance is gone while its task is still recorded as running there: the share ends with the instance.
+    store.setInstanceState(inst.id, 'terminated');
+    const hour = priceOf('c7i.xlarge');
+    const first = incremental.report(store, catalog, 3_700);
+    // Billed from its launch (0 s) to its end (3,700 s): the boot's 100 s are idle, the hour after is the job's.
+    expect(first.totalCost).toBeCloseTo((hour * 3_700) / 3_600, 9);
+    expect(first.byJob[0]?.cost).toBeCloseTo(hour, 9);
+    expect(first.idleCost).toBeCloseTo((hour * 100) / 3_600, 9);
+    expect(first.costPerHourNow).toBe(0);
+    // The task's placement ends an hour later, on an instance long gone: nothing changes.
+    now = 7_300;
+    store.setTaskState(`${job.id}.0`, 'pending');
+    const later = incremental.report(store, catalog, 7_300);
+    expect(later.totalCost).toBeCloseTo(first.totalCost, 12);
+    expect(later.byJob).toEqual(first.byJob);
+    expectSameReport(later, computeCostReport(store, catalog, 7_300));
+  });
+
+  it.each([
+    ['before', true],
+    ['after', false],
+  ])(
+    'charges a co-started job from its release, recorded %s its tasks start in one transaction',
+    (_, releaseFirst) => {
+      let now = 0;
+      const store = new MemoryStateStore({ nowSeconds: () => now });
+      const incremental = new IncrementalCostReport();
+      const job = store.submitJob(jobSpec('pair', CPU_SMALL, { replicas: 2 }));
+      const inst = store.createInstance({ typeName: 'c7i.2xlarge' });
+      store.setInstanceState(inst.id, 'launching', { cloudId: 'c-1' });
+      now = 100;
+      store.setInstanceState(inst.id, 'running');
+      // Both tasks prepared and held from 100 s; a report while they wait counts that time as the instance's idle.
+      store.setTaskState(`${job.id}.0`, 'starting', inst.id);
+      store.setTaskState(`${job.id}.1`, 'starting', inst.id);
+      expect(incremental.report(store, catalog, 200).byJob).toEqual([
+        expect.objectContaining({
+          id: job.id,
+          cost: expect.closeTo((priceOf('c7i.2xlarge') * 100) / 3_600, 9),
+        }),
+      ]);
+      now = 400;
+      store.transaction(() => {
+        const release = (): void => {
+          store.appendEvent({ kind: 'job.co-start', jobId: job.id, data: { decision: 'release' } });
+        };
+        if (releaseFirst) release();
+        store.setTaskState(`${job.id}.0`, 'running');
+        store.setTaskState(`${job.id}.1`, 'running');
+        if (!releaseFirst) release();
+      });
+      const report = incremental.report(store, catalog, 1_000);
+      const rate = priceOf('c7i.2xlarge') / 3_600;
+      // Held from 100 s to the release at 400 s: idle, not the job's (the report at 200 s saw the start still open).
+      expect(report.byJob[0]?.cost).toBeCloseTo(600 * rate, 9);
+      expect(report.idleCost).toBeCloseTo(400 * rate, 9);
+      expectSameReport(report, computeCostReport(store, catalog, 1_000));
+    },
+  );
+
+  it('starts over on a new catalog (a price refresh): every past hour at the new prices, as a full replay', () => {
+    let now = 0;
+    const store = new MemoryStateStore({ nowSeconds: () => now });
+    const incremental = new IncrementalCostReport();
+    const job = store.submitJob(jobSpec('one', CPU_SMALL));
+    const inst = store.createInstance({ typeName: 'c7i.xlarge' });
+    store.setInstanceState(inst.id, 'launching', { cloudId: 'c-1' });
+    store.setTaskState(`${job.id}.0`, 'running', inst.id);
+    now = 3_600;
+    store.setInstanceState(inst.id, 'terminated');
+    expect(incremental.report(store, catalog, now).totalCost).toBeCloseTo(priceOf('c7i.xlarge'), 9);
+    const repriced: Catalog = {
+      ...catalog,
+      types: catalog.types.map((t) => (t.name === 'c7i.xlarge' ? { ...t, costPerHour: 0.2 } : t)),
+    };
+    const report = incremental.report(store, repriced, now);
+    expect(report.totalCost).toBeCloseTo(0.2, 9);
+    expectSameReport(report, computeCostReport(store, repriced, now));
+  });
+
+  const dir = mkdtempSync(join(tmpdir(), 'fleetwise-cost-incremental-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('reads SQLite the same way: a seeded history checked at each report', () => {
+    const steps = fc.sample(fc.array(step, { minLength: 300, maxLength: 300 }), {
+      seed: 7,
+      numRuns: 1,
+    })[0] as Step[];
+    const clock = new Clock();
+    const history = new History(
+      new SqliteStateStore(join(dir, 'state.db'), { nowSeconds: clock.nowSeconds }),
+      clock,
+    );
+    try {
+      // Reports along the way, not only at the end (the sample has some; at least a handful in all).
+      expect(checkHistory(history.store, history, steps)).toBeGreaterThan(5);
+      // The history made real costs: instances billed, jobs charged, some instance ended.
+      const full = computeCostReport(history.store, catalog, history.now);
+      expect(full.byJob.length).toBeGreaterThan(0);
+      expect(full.byInstance.some((l) => l.billedSeconds > 0)).toBe(true);
+      expect(history.store.listInstances({ states: ['terminated'] }).length).toBeGreaterThan(0);
+    } finally {
+      history.store.close();
+    }
+  });
+});
