@@ -6,6 +6,7 @@ import { wfqConfigSchema } from '../queue/wfq.js';
 import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.js';
 import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../core/model.js';
 import { DEFAULT_LOOP_STUCK_SECONDS } from './loop-health.js';
+import { DEFAULT_CHECKPOINT_EVENT_DAYS } from './history-retention.js';
 import { DEFAULT_LEASE_SETTINGS, leaseSettingsSchema } from './ha/lease.js';
 import { isPostgresUrl } from './state/postgres/conninfo.js';
 
@@ -371,6 +372,13 @@ export const controllerConfigSchema = z
     vanishGraceSeconds: nonNegative.default(120),
     /** Cost reports are written every this many seconds (and whenever a job ends, and on demand). */
     reportEverySeconds: positive.default(3600),
+    /**
+     * Days a checkpoint's `task.checkpoint` event is kept (history-retention.ts): most of a long-running controller's
+     * events, and nothing reads an old one back (a task's newest checkpoint is on its record). 0 keeps them all.
+     */
+    checkpointEventDays: nonNegative
+      .max(36_500, 'at most 100 years (36500)')
+      .default(DEFAULT_CHECKPOINT_EVENT_DAYS),
     /**
      * `/healthz` answers 503 once one pass of the control loop (a round, a reconciliation pass) has been running this
      * long: the loop is stuck (a cloud call that never answers), whatever the API says.

@@ -10,6 +10,7 @@ import { SystemClock, type Clock } from './clock.js';
 import { BetweenRoundsPlacer } from './between-rounds-placement.js';
 import { computeCostReport, type DetailedCostReport } from './cost-accounting.js';
 import { IncrementalCostReport } from './incremental-cost-report.js';
+import { HistoryRetention } from './history-retention.js';
 import { compactCoStart } from './co-start-records.js';
 import {
   DEFAULT_PREDICTION_BUDGET_SECONDS,
@@ -130,6 +131,7 @@ export class Controller implements ControllerService {
   private readonly predictions: Predictions;
   private readonly rounds: RoundRecorder;
   private readonly reports: ReportWriter;
+  private readonly retention: HistoryRetention;
   /** The whole history's cost report, kept up to date from the event log. */
   private readonly historyCosts = new IncrementalCostReport();
   private readonly jobs: JobControl;
@@ -231,6 +233,12 @@ export class Controller implements ControllerService {
       catalog,
       queueViews: this.queueViews,
       predictions: this.predictions,
+    });
+    this.retention = new HistoryRetention({
+      store: deps.store,
+      clock: this.clock,
+      log: this.log,
+      settings: deps.settings,
     });
     this.reports = new ReportWriter({
       store: deps.store,
@@ -419,11 +427,21 @@ export class Controller implements ControllerService {
         await this.reconciler.progress();
       }
       const planned = this.rounds.planAndRecord(reason);
+      this.pruneHistory(planned.round);
       this.placer?.noteRound(planned.capHoldsJobsBack === true);
       const progress = this.settings.dryRun ? undefined : await this.reconciler.progress();
       if (planned.round !== undefined) this.metrics?.observeRound((performance.now() - startedMs) / 1000);
       return { ...planned, sync, progress };
     });
+  }
+
+  /** Old round records and checkpoint events go (history-retention.ts); a store that fails it fails no round. */
+  private pruneHistory(round: number | undefined): void {
+    try {
+      this.retention.afterRound(round);
+    } catch (e) {
+      this.log.warn('cannot prune old history', { error: (e as Error).message });
+    }
   }
 
   /**

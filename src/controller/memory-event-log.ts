@@ -7,7 +7,7 @@ import type { EventFilter, EventRecord } from './state-store.js';
  * a long run (the simulator's controller runtime).
  */
 export class MemoryEventLog {
-  private readonly all: EventRecord[] = [];
+  private all: EventRecord[] = [];
   /** Index key (see `indexKeys`) → events under it, in sequence order. */
   private readonly index = new Map<string, EventRecord[]>();
 
@@ -23,6 +23,36 @@ export class MemoryEventLog {
     return () => {
       this.all.pop();
       for (const list of lists) list.pop();
+    };
+  }
+
+  /**
+   * Take out the oldest events of `kind` recorded before `beforeSeconds`, at most `limit`; `undo` puts them back (the
+   * store's undo journal). The lists are rebuilt without them, in order.
+   */
+  prune(kind: string, beforeSeconds: number, limit: number): { removed: number; undo: () => void } {
+    const doomed = new Set<EventRecord>();
+    for (const e of this.index.get(key(undefined, kind)) ?? []) {
+      if (doomed.size >= limit) break;
+      if (e.atSeconds < beforeSeconds) doomed.add(e);
+    }
+    if (doomed.size === 0) return { removed: 0, undo: () => undefined };
+    const all = this.all;
+    // Only the lists that hold a pruned event change.
+    const lists = new Map<string, EventRecord[]>();
+    for (const e of doomed) for (const k of indexKeys(e)) lists.set(k, this.index.get(k) ?? []);
+    this.all = all.filter((e) => !doomed.has(e));
+    for (const [k, list] of lists)
+      this.index.set(
+        k,
+        list.filter((e) => !doomed.has(e)),
+      );
+    return {
+      removed: doomed.size,
+      undo: () => {
+        this.all = all;
+        for (const [k, list] of lists) this.index.set(k, list);
+      },
     };
   }
 

@@ -389,6 +389,14 @@ export class MemoryStateStore implements StateStore {
     return this.events.list(filter);
   }
 
+  pruneEvents(kind: string, beforeSeconds: number, limit: number): number {
+    return this.transaction(() => {
+      const { removed, undo } = this.events.prune(kind, beforeSeconds, limit);
+      this.journal?.push(undo);
+      return removed;
+    });
+  }
+
   // ---- tokens ------------------------------------------------------------------------------------------------
 
   addTeamToken(team: string, rawToken: string, label?: string): TeamTokenRecord {

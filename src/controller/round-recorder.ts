@@ -107,8 +107,6 @@ export class RoundRecorder {
     this.deps.queueViews.record(views, plan.decision, result.notApplied === undefined ? victims : []);
     if (fork !== undefined) this.deps.predictions.afterRound(inputs, fork, now, views);
     this.deps.schedulerState.save();
-    const kept = this.deps.settings.roundsKept ?? 5000;
-    if (result.round !== undefined && result.round % 100 === 0) this.deps.store.pruneRounds(kept);
     return { ...result, capHoldsJobsBack: outcome.capHoldsJobsBack };
   }
 

@@ -35,8 +35,10 @@ export interface ControllerSettings {
   readonly earlyRounds?: boolean | undefined;
   /** Early rounds are at least this far apart, so a burst of submissions is planned together. */
   readonly minRoundGapSeconds?: number;
-  /** Rounds (plans and decisions) kept in the store. */
+  /** Rounds (plans and decisions) kept in the store (default history-retention.ts's 5,000). */
   readonly roundsKept?: number;
+  /** Days `task.checkpoint` events are kept (default history-retention.ts's 30); 0 keeps them all. */
+  readonly checkpointEventDays?: number | undefined;
   /** A loop pass running longer than this makes `/healthz` answer 503 (default loop-health.ts's 60 s). */
   readonly loopStuckSeconds?: number | undefined;
   /** How far ahead a completion-time prediction simulates (default 30 days): later completions read "beyond". */
@@ -83,6 +85,7 @@ export function settingsFromConfig(config: ControllerConfig): ControllerSettings
     placeBetweenRounds: config.placeBetweenRounds,
     bindBetweenRounds: config.bindBetweenRounds,
     makeBeforeBreak: config.makeBeforeBreak,
+    checkpointEventDays: config.checkpointEventDays,
   };
 }
 

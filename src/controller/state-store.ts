@@ -356,6 +356,11 @@ export interface StateStore {
   appendEvent(event: EventInput): EventRecord;
   /** Oldest first (ascending seq). */
   listEvents(filter?: EventFilter): EventRecord[];
+  /**
+   * Delete the oldest events of `kind` recorded before `beforeSeconds`, at most `limit` of them; returns how many.
+   * For history nothing reads back (a task's newest checkpoint is on its record): the log keeps its sequence numbers.
+   */
+  pruneEvents(kind: string, beforeSeconds: number, limit: number): number;
 
   // Team tokens (API authentication), stored as sha256 hashes
   addTeamToken(team: string, rawToken: string, label?: string): TeamTokenRecord;

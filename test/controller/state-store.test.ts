@@ -578,6 +578,43 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(seqs({ newestFirst: false, limit: 2 })).toEqual([1, 2]);
     });
 
+    it('prunes the oldest events of a kind before a time, at most a limit, keeping sequence numbers and filters', () => {
+      store.submitJob(RESNET); // seq 1 at 1000
+      for (let i = 0; i < 6; i += 1) {
+        clock = 1000 + i * 100;
+        // seq 2..7: checkpoints at 1000..1500 on job-1; a note beside each at the same time (seq 8..13 below)
+        store.appendEvent({ kind: 'task.checkpoint', jobId: 'job-1', taskId: 'job-1.0' });
+      }
+      for (let i = 0; i < 6; i += 1) {
+        clock = 1000 + i * 100;
+        store.appendEvent({ kind: 'note', jobId: 'job-1' });
+      }
+      const seqs = (f: Parameters<StateStore['listEvents']>[0]): number[] =>
+        store.listEvents(f).map((x) => x.seq);
+      // Before 1350: the checkpoints at 1000..1300 (seq 2..5), only two at a time.
+      expect(store.pruneEvents('task.checkpoint', 1350, 2)).toBe(2);
+      expect(seqs({ kind: 'task.checkpoint' })).toEqual([4, 5, 6, 7]);
+      expect(store.pruneEvents('task.checkpoint', 1350, 100)).toBe(2);
+      expect(store.pruneEvents('task.checkpoint', 1350, 100)).toBe(0);
+      expect(seqs({ jobId: 'job-1', kind: 'task.checkpoint' })).toEqual([6, 7]);
+      // Other kinds keep every event, whatever their time; every list (by job, after a seq, newest first) agrees.
+      expect(seqs({ kind: 'note' })).toEqual([8, 9, 10, 11, 12, 13]);
+      expect(seqs({ jobId: 'job-1' })).toEqual([1, 6, 7, 8, 9, 10, 11, 12, 13]);
+      expect(seqs({ afterSeq: 5, limit: 3 })).toEqual([6, 7, 8]);
+      expect(seqs({ newestFirst: true, kind: 'task.checkpoint' })).toEqual([7, 6]);
+      // Numbers are never reused.
+      expect(store.appendEvent({ kind: 'task.checkpoint' }).seq).toBe(14);
+      // In a transaction that fails, nothing is pruned.
+      expect(() =>
+        store.transaction(() => {
+          expect(store.pruneEvents('note', 2000, 100)).toBe(6);
+          throw new Error('rolled back');
+        }),
+      ).toThrow('rolled back');
+      expect(seqs({ kind: 'note' })).toEqual([8, 9, 10, 11, 12, 13]);
+      expect(seqs({ jobId: 'job-1', newestFirst: true, limit: 2 })).toEqual([13, 12]);
+    });
+
     it('authenticates teams by token hash and honours revocation', () => {
       const raw = 'team-token-aaaaaaaaaaaaaaaa';
       const rec = store.addTeamToken('vision', raw, 'ci');

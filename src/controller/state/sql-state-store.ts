@@ -198,6 +198,10 @@ export abstract class SqlStateStore implements StateStore {
     return this.events.appendEvent(event);
   }
 
+  pruneEvents(kind: string, beforeSeconds: number, limit: number): number {
+    return this.events.pruneEvents(kind, beforeSeconds, limit);
+  }
+
   listEvents(filter: EventFilter = {}): EventRecord[] {
     return this.events.listEvents(filter);
   }

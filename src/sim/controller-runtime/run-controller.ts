@@ -200,6 +200,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
     registrationBackoffMaxSeconds: 3600,
     reportEverySeconds: Number.POSITIVE_INFINITY, // no object store: no reports
     roundsKept: Number.MAX_SAFE_INTEGER,
+    checkpointEventDays: 0, // the run's whole history stays
     ...o.settings,
     roundSeconds,
     earlyRounds: o.earlyRounds ?? false,

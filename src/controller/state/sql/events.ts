@@ -29,6 +29,17 @@ export class EventQueries {
       .map(eventFromRow);
   }
 
+  pruneEvents(kind: string, beforeSeconds: number, limit: number): number {
+    return this.connection.transaction(() =>
+      this.connection.run(
+        'DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE kind = ? AND at_seconds < ? ORDER BY seq LIMIT ?)',
+        kind,
+        beforeSeconds,
+        Math.max(0, Math.floor(limit)),
+      ),
+    );
+  }
+
   emit(event: EventInput, atSeconds: number): EventRecord {
     const seq = this.connection.nextNumber('events');
     this.connection.run(

@@ -1,0 +1,50 @@
+import type { Clock } from './clock.js';
+import type { ControllerLogger } from './seams.js';
+import type { ControllerSettings } from './settings.js';
+import type { StateStore } from './state-store.js';
+
+/** Round records kept when the settings do not say (`roundsKept`). */
+export const DEFAULT_ROUNDS_KEPT = 5000;
+/** Days of `task.checkpoint` events kept when the settings do not say (`checkpointEventDays`). */
+export const DEFAULT_CHECKPOINT_EVENT_DAYS = 30;
+/** At most this many events are deleted in one pass, so that no pass holds the loop long; the next round goes on. */
+const PRUNE_SLICE = 20_000;
+/** Rounds between two prunes of the round records. */
+const ROUND_PRUNE_EVERY = 100;
+/** Seconds between two looks for old checkpoint events, once none were left over. */
+const EVENT_PRUNE_EVERY_SECONDS = 3600;
+
+/**
+ * What the state keeps of its history: the newest `roundsKept` round records (plans and decisions), and
+ * `task.checkpoint` events for `checkpointEventDays`. A checkpoint event is the bulk of a long-running controller's
+ * event log (one per task per checkpoint: a job checkpointing every 10 minutes leaves 4,000 a month) and nothing reads
+ * an old one back: a task's newest checkpoint is on its record, the cost report reads task states and instances.
+ * Pruned after rounds, a slice at a time.
+ */
+export class HistoryRetention {
+  private nextEventPruneSeconds = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly deps: {
+      readonly store: StateStore;
+      readonly clock: Clock;
+      readonly log: ControllerLogger;
+      readonly settings: Pick<ControllerSettings, 'roundsKept' | 'checkpointEventDays'>;
+    },
+  ) {}
+
+  /** After a round (`round`: its number, when one was recorded). */
+  afterRound(round: number | undefined): void {
+    const { store, settings } = this.deps;
+    if (round !== undefined && round % ROUND_PRUNE_EVERY === 0)
+      store.pruneRounds(settings.roundsKept ?? DEFAULT_ROUNDS_KEPT);
+    const days = settings.checkpointEventDays ?? DEFAULT_CHECKPOINT_EVENT_DAYS;
+    const now = this.deps.clock.nowSeconds();
+    if (days <= 0 || now < this.nextEventPruneSeconds) return;
+    const pruned = store.pruneEvents('task.checkpoint', now - days * 86_400, PRUNE_SLICE);
+    // A full slice may have left more: look again after the next round rather than in an hour.
+    this.nextEventPruneSeconds = pruned < PRUNE_SLICE ? now + EVENT_PRUNE_EVERY_SECONDS : now;
+    if (pruned > 0)
+      this.deps.log.info('pruned old checkpoint events', { events: pruned, olderThanDays: days });
+  }
+}
