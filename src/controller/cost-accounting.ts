@@ -94,7 +94,7 @@ export function attributeCosts(input: AttributionInput): DetailedCostReport {
     if (list === undefined) byInstancePlacements.set(p.instanceId, [p]);
     else list.push(p);
   }
-  const jobCost = new Map<string, { cost: number; migration: number }>();
+  const jobCost = new Map<string, JobCharge>();
   const instanceLines: InstanceCostLine[] = [];
   let idleTotal = 0;
   let migrationTotal = 0;
@@ -154,23 +154,7 @@ export function attributeCosts(input: AttributionInput): DetailedCostReport {
       billedSeconds: Math.max(0, to - from),
     });
   }
-  const byJob: JobCostLine[] = [...jobCost.entries()]
-    .map(([id, c]) => {
-      const info = input.jobs.get(id);
-      return {
-        id,
-        name: info?.name ?? id,
-        team: info?.team ?? 'unknown',
-        cost: c.cost,
-        migrationCost: c.migration,
-      };
-    })
-    .sort((a, b) => b.cost - a.cost || a.id.localeCompare(b.id));
-  const teamCost = new Map<string, number>();
-  for (const j of byJob) teamCost.set(j.team, (teamCost.get(j.team) ?? 0) + j.cost);
-  const byTeam: CostLine[] = [...teamCost.entries()]
-    .map(([id, cost]) => ({ id, cost }))
-    .sort((a, b) => b.cost - a.cost || a.id.localeCompare(b.id));
+  const { byJob, byTeam } = jobAndTeamLines(jobCost, (id) => input.jobs.get(id));
   return {
     generatedAtSeconds: now,
     sinceSeconds: since,
@@ -182,6 +166,37 @@ export function attributeCosts(input: AttributionInput): DetailedCostReport {
     migrationOverheadCost: migrationTotal,
     costPerHourNow,
   };
+}
+
+/** What a job was charged, and the part of it spent moving. */
+export interface JobCharge {
+  cost: number;
+  migration: number;
+}
+
+/** The per-job lines (costliest first, named from `info`) and their sums per team. */
+export function jobAndTeamLines(
+  charges: ReadonlyMap<string, JobCharge>,
+  info: (jobId: string) => JobInfo | undefined,
+): { readonly byJob: JobCostLine[]; readonly byTeam: CostLine[] } {
+  const byJob: JobCostLine[] = [...charges.entries()]
+    .map(([id, c]) => {
+      const job = info(id);
+      return {
+        id,
+        name: job?.name ?? id,
+        team: job?.team ?? 'unknown',
+        cost: c.cost,
+        migrationCost: c.migration,
+      };
+    })
+    .sort((a, b) => b.cost - a.cost || a.id.localeCompare(b.id));
+  const teamCost = new Map<string, number>();
+  for (const j of byJob) teamCost.set(j.team, (teamCost.get(j.team) ?? 0) + j.cost);
+  const byTeam: CostLine[] = [...teamCost.entries()]
+    .map(([id, cost]) => ({ id, cost }))
+    .sort((a, b) => b.cost - a.cost || a.id.localeCompare(b.id));
+  return { byJob, byTeam };
 }
 
 /** A zero reservation price would take no share; a tiny floor keeps such a task's time from counting as idle. */

@@ -3,16 +3,16 @@ import { PriceBook } from '../scheduler/reservation-price.js';
 import {
   attributeCosts,
   billedInstances,
+  jobAndTeamLines,
   PlacementReplay,
   type BilledInstance,
   type DetailedCostReport,
   type InstanceCostLine,
-  type JobCostLine,
+  type JobCharge,
   type JobInfo,
   type Placement,
 } from './cost-accounting.js';
 import { expandTasks } from './job-spec/tasks.js';
-import type { CostLine } from './service.js';
 import type { EventRecord, InstanceRecord, JobRecord, StateStore } from './state-store.js';
 
 /**
@@ -66,7 +66,7 @@ class ReportState {
   private readonly replay: PlacementReplay;
   // Instances whose share is final.
   private readonly finalLines: { readonly order: number; readonly line: InstanceCostLine }[] = [];
-  private readonly finalByJob = new Map<string, { cost: number; migration: number }>();
+  private readonly finalByJob = new Map<string, JobCharge>();
   private readonly finalIds = new Set<string>();
   private finalIdle = 0;
   private finalMigration = 0;
@@ -140,7 +140,7 @@ class ReportState {
     const sinceSeconds = Math.max(0, Math.min(this.firstRecordSeconds, nowSeconds));
     const tracked = [...this.live.values()];
     const liveReport = this.attribute(store, tracked, nowSeconds, sinceSeconds);
-    const byJobCost = new Map<string, { cost: number; migration: number }>();
+    const byJobCost = new Map<string, JobCharge>();
     for (const [id, c] of this.finalByJob) byJobCost.set(id, { ...c });
     for (const line of liveReport.byJob) {
       const c = byJobCost.get(line.id) ?? { cost: 0, migration: 0 };
@@ -148,23 +148,7 @@ class ReportState {
       c.migration += line.migrationCost;
       byJobCost.set(line.id, c);
     }
-    const byJob: JobCostLine[] = [...byJobCost.entries()]
-      .map(([id, c]) => {
-        const info = this.job(store, id);
-        return {
-          id,
-          name: info?.name ?? id,
-          team: info?.team ?? 'unknown',
-          cost: c.cost,
-          migrationCost: c.migration,
-        };
-      })
-      .sort((a, b) => b.cost - a.cost || a.id.localeCompare(b.id));
-    const teamCost = new Map<string, number>();
-    for (const j of byJob) teamCost.set(j.team, (teamCost.get(j.team) ?? 0) + j.cost);
-    const byTeam: CostLine[] = [...teamCost.entries()]
-      .map(([id, cost]) => ({ id, cost }))
-      .sort((a, b) => b.cost - a.cost || a.id.localeCompare(b.id));
+    const { byJob, byTeam } = jobAndTeamLines(byJobCost, (id) => this.job(store, id));
     const liveOrder = new Map(tracked.map((t) => [t.record.id, t.order]));
     const byInstance = [
       ...this.finalLines,

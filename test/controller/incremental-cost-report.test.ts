@@ -220,6 +220,17 @@ function checkHistory(
   return compared + 1;
 }
 
+/** A one-task job and a c7i.xlarge launched for it at 0 s, the task still pending. */
+function oneJobLaunched(): { clock: Clock; store: MemoryStateStore; taskId: string; instanceId: string } {
+  const clock = new Clock();
+  clock.now = 0;
+  const store = new MemoryStateStore({ nowSeconds: clock.nowSeconds });
+  const job = store.submitJob(jobSpec('one', CPU_SMALL));
+  const inst = store.createInstance({ typeName: 'c7i.xlarge' });
+  store.setInstanceState(inst.id, 'launching', { cloudId: 'c-1' });
+  return { clock, store, taskId: `${job.id}.0`, instanceId: inst.id };
+}
+
 describe('incremental cost report', () => {
   it('gives the full replay’s report at every step of any history (property)', () => {
     fc.assert(
@@ -233,18 +244,14 @@ describe('incremental cost report', () => {
   });
 
   it('keeps an ended instance as figures: its share stays what it was as later events come in', () => {
-    let now = 0;
-    const store = new MemoryStateStore({ nowSeconds: () => now });
+    const { clock, store, taskId, instanceId } = oneJobLaunched();
     const incremental = new IncrementalCostReport();
-    const job = store.submitJob(jobSpec('one', CPU_SMALL));
-    const inst = store.createInstance({ typeName: 'c7i.xlarge' });
-    store.setInstanceState(inst.id, 'launching', { cloudId: 'c-1' });
-    now = 100;
-    store.setInstanceState(inst.id, 'running');
-    store.setTaskState(`${job.id}.0`, 'running', inst.id);
-    now = 3_700;
+    clock.now = 100;
+    store.setInstanceState(instanceId, 'running');
+    store.setTaskState(taskId, 'running', instanceId);
+    clock.now = 3_700;
     // The instance is gone while its task is still recorded as running there: the share ends with the instance.
-    store.setInstanceState(inst.id, 'terminated');
+    store.setInstanceState(instanceId, 'terminated');
     const hour = priceOf('c7i.xlarge');
     const first = incremental.report(store, catalog, 3_700);
     // Billed from its launch (0 s) to its end (3,700 s): the boot's 100 s are idle, the hour after is the job's.
@@ -253,8 +260,8 @@ describe('incremental cost report', () => {
     expect(first.idleCost).toBeCloseTo((hour * 100) / 3_600, 9);
     expect(first.costPerHourNow).toBe(0);
     // The task's placement ends an hour later, on an instance long gone: nothing changes.
-    now = 7_300;
-    store.setTaskState(`${job.id}.0`, 'pending');
+    clock.now = 7_300;
+    store.setTaskState(taskId, 'pending');
     const later = incremental.report(store, catalog, 7_300);
     expect(later.totalCost).toBeCloseTo(first.totalCost, 12);
     expect(later.byJob).toEqual(first.byJob);
@@ -304,23 +311,19 @@ describe('incremental cost report', () => {
   );
 
   it('starts over on a new catalog (a price refresh): every past hour at the new prices, as a full replay', () => {
-    let now = 0;
-    const store = new MemoryStateStore({ nowSeconds: () => now });
+    const { clock, store, taskId, instanceId } = oneJobLaunched();
     const incremental = new IncrementalCostReport();
-    const job = store.submitJob(jobSpec('one', CPU_SMALL));
-    const inst = store.createInstance({ typeName: 'c7i.xlarge' });
-    store.setInstanceState(inst.id, 'launching', { cloudId: 'c-1' });
-    store.setTaskState(`${job.id}.0`, 'running', inst.id);
-    now = 3_600;
-    store.setInstanceState(inst.id, 'terminated');
-    expect(incremental.report(store, catalog, now).totalCost).toBeCloseTo(priceOf('c7i.xlarge'), 9);
+    store.setTaskState(taskId, 'running', instanceId);
+    clock.now = 3_600;
+    store.setInstanceState(instanceId, 'terminated');
+    expect(incremental.report(store, catalog, 3_600).totalCost).toBeCloseTo(priceOf('c7i.xlarge'), 9);
     const repriced: Catalog = {
       ...catalog,
       types: catalog.types.map((t) => (t.name === 'c7i.xlarge' ? { ...t, costPerHour: 0.2 } : t)),
     };
-    const report = incremental.report(store, repriced, now);
+    const report = incremental.report(store, repriced, 3_600);
     expect(report.totalCost).toBeCloseTo(0.2, 9);
-    expectSameReport(report, computeCostReport(store, repriced, now));
+    expectSameReport(report, computeCostReport(store, repriced, 3_600));
   });
 
   const dir = mkdtempSync(join(tmpdir(), 'fleetwise-cost-incremental-'));
