@@ -45,7 +45,7 @@ export class IncrementalCostReport {
 /** An instance the report follows until its share of the bill is final. */
 interface TrackedInstance {
   record: InstanceRecord;
-  /** Its place in creation order (the seq of its `instance.created` event), the order the report lists instances in. */
+  /** Its place in creation order, the order the report lists instances in. */
   readonly order: number;
   readonly closed: Placement[];
 }
@@ -58,6 +58,8 @@ interface JobFacts extends JobInfo {
 class ReportState {
   private readonly book: PriceBook;
   private afterSeq = 0;
+  private started = false;
+  private nextOrder = 0;
   /** The earliest job submission or instance request: the report's period starts there. */
   private firstRecordSeconds = Number.POSITIVE_INFINITY;
   private readonly releases = new Map<string, number[]>();
@@ -81,39 +83,49 @@ class ReportState {
   }
 
   catchUp(store: StateStore, nowSeconds: number): void {
-    const events = this.newEvents(store);
-    // Records and releases first: a transaction's events come together, and a release recorded after the task
-    // states it explains must be known when they are replayed.
+    const cold = !this.started;
+    this.started = true;
+    const events = this.newEvents(store, cold);
+    // Releases first: a transaction's events come together, and a release recorded after the task states it
+    // explains must be known when they are replayed.
     const jobIds = new Set<string>();
-    const instanceOrder = new Map<string, number>();
+    const instanceIds = new Set<string>();
     for (const e of events) {
       if (e.kind === 'job.submitted' && e.jobId !== undefined) jobIds.add(e.jobId);
-      else if ((e.kind === 'instance.created' || e.kind === 'instance.state') && e.instanceId !== undefined) {
-        if (!instanceOrder.has(e.instanceId)) instanceOrder.set(e.instanceId, e.seq);
-      } else if (e.kind === 'job.co-start' && e.jobId !== undefined) {
+      else if ((e.kind === 'instance.created' || e.kind === 'instance.state') && e.instanceId !== undefined)
+        instanceIds.add(e.instanceId);
+      else if (e.kind === 'job.co-start' && e.jobId !== undefined) {
         const decision = (e.data as { readonly decision?: unknown } | undefined)?.decision;
         if (decision === 'release')
           this.releases.set(e.jobId, [...(this.releases.get(e.jobId) ?? []), e.atSeconds]);
       }
     }
-    for (const job of records(
-      jobIds,
-      (id) => store.getJob(id),
-      () => store.listJobs(),
-    )) {
+    // The first time, every record at once (cheaper than following their events from the start); then the records
+    // the new events name.
+    const jobs = cold
+      ? store.listJobs()
+      : records(
+          jobIds,
+          (id) => store.getJob(id),
+          () => store.listJobs(),
+        );
+    for (const job of jobs) {
       this.firstRecordSeconds = Math.min(this.firstRecordSeconds, job.submittedAtSeconds);
       this.remember(job);
     }
-    const instances = records(
-      new Set(instanceOrder.keys()),
-      (id) => store.getInstance(id),
-      () => store.listInstances(),
-    );
+    const instances = cold
+      ? store.listInstances()
+      : records(
+          instanceIds,
+          (id) => store.getInstance(id),
+          () => store.listInstances(),
+        );
     for (const record of instances) {
       const tracked = this.live.get(record.id);
       if (tracked !== undefined) tracked.record = record;
       else if (!this.finalIds.has(record.id)) {
-        this.live.set(record.id, { record, order: instanceOrder.get(record.id) ?? 0, closed: [] });
+        // Creation order: the stores list instances in it, and each one found later is newer.
+        this.live.set(record.id, { record, order: this.nextOrder++, closed: [] });
         this.firstRecordSeconds = Math.min(this.firstRecordSeconds, record.requestedAtSeconds);
       }
     }
@@ -122,16 +134,16 @@ class ReportState {
   }
 
   /**
-   * The events of the kinds the report reads, from after the last catch-up to the newest event now, in sequence order.
-   * Read kind by kind: checkpoints, most of the log, are never read. Each read stops at the newest event of the first
-   * look, so that what another process appends meanwhile is read, whole, the next time.
+   * The events to follow since the last catch-up, in sequence order: one read, so that a transaction's events come
+   * whole. Checkpoints, most of the log, are never read; the first time, neither are the job and instance events
+   * (their records are read instead).
    */
-  private newEvents(store: StateStore): EventRecord[] {
+  private newEvents(store: StateStore, cold: boolean): EventRecord[] {
     const newest = store.listEvents({ newestFirst: true, limit: 1 })[0]?.seq ?? this.afterSeq;
-    if (newest <= this.afterSeq) return [];
-    const events = FOLLOWED_EVENT_KINDS.flatMap((kind) =>
-      store.listEvents({ kind, afterSeq: this.afterSeq }).filter((e) => e.seq <= newest),
-    ).sort((a, b) => a.seq - b.seq);
+    const events = store
+      .listEvents({ kinds: cold ? REPLAYED_EVENT_KINDS : FOLLOWED_EVENT_KINDS, afterSeq: this.afterSeq })
+      .filter((e) => e.seq <= newest);
+    // Past the newest event of any kind: no later read goes over the same stretch again.
     this.afterSeq = newest;
     return events;
   }
@@ -264,14 +276,10 @@ function records<R extends { readonly id: string }>(
   return all().filter((r) => ids.has(r.id));
 }
 
-/** The events the report follows: task placements, co-start releases, and which job and instance records to read. */
-const FOLLOWED_EVENT_KINDS = [
-  'task.state',
-  'job.co-start',
-  'job.submitted',
-  'instance.created',
-  'instance.state',
-] as const;
+/** The events a replay of placements needs: task states and co-start releases. */
+const REPLAYED_EVENT_KINDS = ['task.state', 'job.co-start'];
+/** What the report follows after its first read: those, and which job and instance records to read again. */
+const FOLLOWED_EVENT_KINDS = [...REPLAYED_EVENT_KINDS, 'job.submitted', 'instance.created', 'instance.state'];
 
 /** Above this many records to read, one read of the whole table is cheaper than a read each. */
 const BULK_READ_ABOVE = 64;

@@ -32,7 +32,7 @@ export class MemoryEventLog {
    */
   prune(kind: string, beforeSeconds: number, limit: number): { removed: number; undo: () => void } {
     const doomed = new Set<EventRecord>();
-    for (const e of this.index.get(key(undefined, kind)) ?? []) {
+    for (const e of this.index.get(indexKey(undefined, kind)) ?? []) {
       if (doomed.size >= limit) break;
       if (e.atSeconds < beforeSeconds) doomed.add(e);
     }
@@ -61,11 +61,26 @@ export class MemoryEventLog {
     const limit = filter.limit ?? Number.MAX_SAFE_INTEGER;
     // The narrowest list the filter allows; the loop checks every condition anyway.
     const key = lookupKey(filter);
-    const list = key === undefined ? this.all : (this.index.get(key) ?? []);
+    const kinds = filter.kinds;
     // Lists are in sequence order: what comes after `afterSeq` is a tail (the incremental cost report reads only that).
-    const from = filter.afterSeq === undefined ? 0 : firstAfter(list, filter.afterSeq);
+    const tailOf = (list: readonly EventRecord[]): number =>
+      filter.afterSeq === undefined ? 0 : firstAfter(list, filter.afterSeq);
+    const list =
+      key !== undefined
+        ? (this.index.get(key) ?? [])
+        : kinds !== undefined
+          ? // Several kinds: their lists' tails, merged in sequence order.
+            kinds
+              .flatMap((k) => {
+                const byKind = this.index.get(indexKey(undefined, k)) ?? [];
+                return byKind.slice(tailOf(byKind));
+              })
+              .sort((a, b) => a.seq - b.seq)
+          : this.all;
+    const from = key === undefined && kinds !== undefined ? 0 : tailOf(list);
     for (const e of filter.newestFirst === true ? newestFirst(list, from) : tail(list, from)) {
       if (out.length >= limit) break;
+      if (kinds !== undefined && !kinds.includes(e.kind)) continue;
       if (filter.jobId !== undefined && e.jobId !== filter.jobId) continue;
       if (filter.taskId !== undefined && e.taskId !== filter.taskId) continue;
       if (filter.instanceId !== undefined && e.instanceId !== filter.instanceId) continue;
@@ -103,23 +118,24 @@ interface IndexedFields {
 }
 
 /** The key of one index list: an owner (job or instance) and a kind, either of which may be left out. */
-function key(owner: ['job' | 'instance', string] | undefined, kind: string | undefined): string {
+function indexKey(owner: ['job' | 'instance', string] | undefined, kind: string | undefined): string {
   return `${owner?.[0] ?? ''}\u0000${owner?.[1] ?? ''}\u0000${kind ?? ''}`;
 }
 
 /** Every list an event belongs to. */
 function indexKeys(e: IndexedFields & { readonly kind: string }): string[] {
-  const keys = [key(undefined, e.kind)];
-  if (e.jobId !== undefined) keys.push(key(['job', e.jobId], undefined), key(['job', e.jobId], e.kind));
+  const keys = [indexKey(undefined, e.kind)];
+  if (e.jobId !== undefined)
+    keys.push(indexKey(['job', e.jobId], undefined), indexKey(['job', e.jobId], e.kind));
   if (e.instanceId !== undefined)
-    keys.push(key(['instance', e.instanceId], undefined), key(['instance', e.instanceId], e.kind));
+    keys.push(indexKey(['instance', e.instanceId], undefined), indexKey(['instance', e.instanceId], e.kind));
   return keys;
 }
 
 /** The list that holds every event a filter can match (a job first, then an instance, then a kind); none: all. */
 function lookupKey(f: IndexedFields): string | undefined {
-  if (f.jobId !== undefined) return key(['job', f.jobId], f.kind);
-  if (f.instanceId !== undefined) return key(['instance', f.instanceId], f.kind);
-  if (f.kind !== undefined) return key(undefined, f.kind);
+  if (f.jobId !== undefined) return indexKey(['job', f.jobId], f.kind);
+  if (f.instanceId !== undefined) return indexKey(['instance', f.instanceId], f.kind);
+  if (f.kind !== undefined) return indexKey(undefined, f.kind);
   return undefined;
 }

@@ -187,11 +187,13 @@ export class MemoryStateStore implements StateStore {
   }
 
   listTasks(filter: TaskFilter = {}): TaskRecord[] {
+    const jobStates = filter.jobStates;
     return [...this.tasks.values()].filter(
       (t) =>
         (filter.jobId === undefined || t.jobId === filter.jobId) &&
         (filter.instanceId === undefined || t.instanceId === filter.instanceId) &&
-        (filter.states === undefined || filter.states.includes(t.state)),
+        (filter.states === undefined || filter.states.includes(t.state)) &&
+        (jobStates === undefined || jobStates.some((st) => this.jobs.get(t.jobId)?.state === st)),
     );
   }
 

@@ -59,9 +59,11 @@ export function readSnapshotInputs(
   nowSeconds: number,
   measuredRtts?: readonly MeasuredRtt[],
 ): SnapshotInputs {
-  const jobs = store.listJobs({ states: ['queued', 'starting', 'running', 'migrating'] });
+  const activeStates = ['queued', 'starting', 'running', 'migrating'] as const;
+  const jobs = store.listJobs({ states: activeStates });
   const jobIds = new Set(jobs.map((j) => j.id));
-  const tasks = store.listTasks().filter((t) => jobIds.has(t.jobId));
+  // Only the active jobs' tasks: every task ever run is read once per round otherwise, and they grow for good.
+  const tasks = store.listTasks({ jobStates: activeStates }).filter((t) => jobIds.has(t.jobId));
   const instances = store.listInstances({
     states: ['requested', 'launching', 'running', 'draining', 'terminating'],
   });

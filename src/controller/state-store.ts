@@ -227,6 +227,8 @@ export interface TaskFilter {
   readonly jobId?: string | undefined;
   readonly instanceId?: string | undefined;
   readonly states?: readonly TaskState[] | undefined;
+  /** Only tasks whose job is in one of these states (a round reads the tasks of the jobs still to run, not all). */
+  readonly jobStates?: readonly JobState[] | undefined;
 }
 export interface InstanceFilter {
   readonly states?: readonly InstanceState[] | undefined;
@@ -241,6 +243,8 @@ export interface EventFilter {
   readonly taskId?: string | undefined;
   readonly instanceId?: string | undefined;
   readonly kind?: string | undefined;
+  /** Events of any of these kinds (one read, in sequence order, where a read per kind would not be one snapshot). */
+  readonly kinds?: readonly string[] | undefined;
   readonly limit?: number | undefined;
   /** Newest first (and `limit` keeps the newest); oldest first otherwise. */
   readonly newestFirst?: boolean | undefined;

@@ -287,6 +287,22 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(store.getJob(id)?.completedIterations).toBe(600);
     });
 
+    it('lists the tasks of jobs in given states, with the other filters', () => {
+      store.submitJob(DDP); // job-1: two tasks
+      store.submitJob(RESNET); // job-2
+      store.submitJob(RESNET); // job-3
+      store.setJobState('job-2', 'cancelled');
+      store.setJobState('job-3', 'starting');
+      const ids = (f: Parameters<StateStore['listTasks']>[0]): string[] =>
+        store.listTasks(f).map((t) => t.id);
+      expect(ids({ jobStates: ['queued', 'starting'] })).toEqual(['job-1.0', 'job-1.1', 'job-3.0']);
+      expect(ids({ jobStates: ['cancelled'] })).toEqual(['job-2.0']);
+      expect(ids({ jobStates: ['running'] })).toEqual([]);
+      expect(ids({ jobStates: [] })).toEqual([]);
+      expect(ids({ jobStates: ['queued', 'starting'], jobId: 'job-3' })).toEqual(['job-3.0']);
+      expect(ids({ jobStates: ['queued'], states: ['running'] })).toEqual([]);
+    });
+
     it('commits tasks to instances and releases them when they stop', () => {
       const job = store.submitJob(DDP);
       const inst = store.createInstance({ typeName: 'p3.8xlarge' });
@@ -576,6 +592,13 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(seqs({ newestFirst: true, jobId: 'job-1', limit: 1 })).toEqual([4]);
       expect(seqs({ newestFirst: true, afterSeq: 3 })).toEqual([5, 4]);
       expect(seqs({ newestFirst: false, limit: 2 })).toEqual([1, 2]);
+      // Several kinds at once, in sequence order either way.
+      expect(seqs({ kinds: ['job.submitted', 'note'] })).toEqual([1, 2, 3, 4, 5]);
+      expect(seqs({ kinds: ['job.submitted', 'nothing'] })).toEqual([1]);
+      expect(seqs({ kinds: ['note', 'job.submitted'], afterSeq: 1, limit: 2 })).toEqual([2, 3]);
+      expect(seqs({ kinds: ['note', 'job.submitted'], newestFirst: true, limit: 2 })).toEqual([5, 4]);
+      expect(seqs({ kinds: ['note'], jobId: 'job-1' })).toEqual([2, 4]);
+      expect(seqs({ kinds: [] })).toEqual([]);
     });
 
     it('prunes the oldest events of a kind before a time, at most a limit, keeping sequence numbers and filters', () => {

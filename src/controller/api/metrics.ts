@@ -3,6 +3,7 @@ import type { BackupManifest } from '../backup/backup-documents.js';
 import type { BackupMetrics } from '../backup/backup-schedule.js';
 import type { JobArchiveMetrics } from '../backup/job-archive.js';
 import { JOB_STATES, TASK_STATES } from '../state-store.js';
+import { LIVE_INSTANCE_STATES } from '../reconcile/context.js';
 import type { LatencyPair } from '../latency-matrix.js';
 import type { ApiControllerService } from './routing.js';
 
@@ -153,8 +154,9 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
     registers: [registry],
     collect() {
       this.reset();
-      for (const i of service.store.listInstances())
-        if (i.state !== 'terminated') this.inc({ type: i.typeName, state: i.state });
+      // Terminated instances are most of them on a long-running controller: not read at every scrape.
+      for (const i of service.store.listInstances({ states: [...LIVE_INSTANCE_STATES] }))
+        this.inc({ type: i.typeName, state: i.state });
     },
   });
   new Gauge({

@@ -19,6 +19,7 @@ export class EventQueries {
     where.eq('task_id', filter.taskId);
     where.eq('instance_id', filter.instanceId);
     where.eq('kind', filter.kind);
+    where.in('kind', filter.kinds);
     const limit = Math.max(0, Math.floor(filter.limit ?? Number.MAX_SAFE_INTEGER));
     return this.connection
       .all(

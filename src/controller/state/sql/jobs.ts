@@ -156,6 +156,13 @@ export class JobQueries {
     where.eq('job_id', filter.jobId);
     where.eq('instance_id', filter.instanceId);
     where.in('state', filter.states);
+    if (filter.jobStates !== undefined)
+      where.raw(
+        filter.jobStates.length === 0
+          ? '1 = 0'
+          : `job_id IN (SELECT id FROM jobs WHERE state IN (${filter.jobStates.map(() => '?').join(', ')}))`,
+        ...filter.jobStates,
+      );
     return this.connection
       .all(`SELECT * FROM tasks ${where.sql()} ORDER BY seq`, ...where.params)
       .map(taskFromRow);
