@@ -573,7 +573,7 @@ export class Controller implements ControllerService {
 
   /**
    * The cost report since `sinceSeconds`. Over the whole history (the report written when jobs end, `fleetwise jobs`)
-   * it comes from the incremental report, which reads only the events since its last report; a period replays its events.
+   * it comes from the incremental report, which reads only the events since its last report; a period replays them.
    */
   costs(sinceSeconds = 0): DetailedCostReport {
     const now = this.clock.nowSeconds();

@@ -215,12 +215,13 @@ interface TaskStateData {
 
 /**
  * Task placements replayed from the `task.state` event log, one event at a time (the incremental cost report feeds
- * it new events as they come; `placementsFromEvents` feeds it the whole log). `checkpointing` is migration overhead, and so is
- * `starting` after the task was stopped once (restoring a checkpoint on its new instance). A co-started job's tasks are
- * attributed from their release (`releaseTimes`: when the job was released, from its `job.co-start` events): a
- * `starting` that ends in `running` at a release of its job was prepared and held, and that time is its instance's idle
- * time (the job view and /metrics show it as the job's wait for its siblings), not the job's. A release is recorded in
- * the transaction that sets the tasks running, so it is known by the time that event is replayed.
+ * it new events as they come; `placementsFromEvents` feeds it the whole log). `checkpointing` is migration overhead,
+ * and so is `starting` after the task was stopped once (restoring a checkpoint on its new instance). A co-started
+ * job's tasks are attributed from their release (`releaseTimes`: when the job was released, from its `job.co-start`
+ * events): a `starting` that ends in `running` at a release of its job was prepared and held, and that time is its
+ * instance's idle time (the job view and /metrics show it as the job's wait for its siblings), not the job's. A
+ * release is recorded in the transaction that sets the tasks running, so it is known by the time that event is
+ * replayed.
  */
 export class PlacementReplay {
   private readonly open = new Map<string, OpenPlacement>();

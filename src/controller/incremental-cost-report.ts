@@ -21,7 +21,8 @@ import type { EventRecord, InstanceRecord, JobRecord, StateStore } from './state
  * object store), at every `fleetwise jobs` and at every redraw of `jobs --watch`; replayed in full, each asks for
  * every job and every `task.state` event ever recorded, so the loop paid more for each as the history grew.
  *
- * Each call reads only the events after the last one it read: `task.state` events move the placement replay on,
+ * The first call reads what a replay reads (task states, co-start releases, every job and instance record). Each later
+ * call reads only the events after the last one it read: `task.state` events move the placement replay on,
  * `instance.created` and `instance.state` events name the instances whose records to read again, `job.submitted`
  * events the jobs, `job.co-start` releases the held starts. An instance's share of the bill is final once it is
  * terminated (no task can be on it after), so it is attributed then, once, and kept as figures; only the live
@@ -264,8 +265,8 @@ class ReportState {
 }
 
 /**
- * The records with these ids: one read each, or the whole table at once when there are many (the first
- * catch-up reads every record the history names).
+ * The records with these ids: one read each, or the whole table at once when there are many (a burst of submissions
+ * or launches since the last report).
  */
 function records<R extends { readonly id: string }>(
   ids: ReadonlySet<string>,

@@ -17,8 +17,8 @@ import type { Catalog } from '../../src/core/catalog.js';
 import { catalog, CPU_SMALL, GPU_ONE, jobSpec, MEM_BIG, priceOf } from './controller-fixtures.js';
 
 /**
- * The incremental cost report reads only new events and keeps ended instances as figures; its report must be the full replay's
- * (`computeCostReport` over the whole history), at every moment of any history.
+ * The incremental cost report reads only new events and keeps ended instances as figures; its report must be the full
+ * replay's (`computeCostReport` over the whole history), at every moment of any history.
  */
 
 const DEMANDS = [CPU_SMALL, MEM_BIG, GPU_ONE];
