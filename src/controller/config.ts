@@ -7,6 +7,7 @@ import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.
 import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../core/model.js';
 import { DEFAULT_LOOP_STUCK_SECONDS } from './loop-health.js';
 import { DEFAULT_CHECKPOINT_EVENT_DAYS } from './history-retention.js';
+import { DEFAULT_REPORTS_KEPT } from './report-retention.js';
 import { DEFAULT_LEASE_SETTINGS, leaseSettingsSchema } from './ha/lease.js';
 import { isPostgresUrl } from './state/postgres/conninfo.js';
 
@@ -372,6 +373,16 @@ export const controllerConfigSchema = z
     vanishGraceSeconds: nonNegative.default(120),
     /** Cost reports are written every this many seconds (and whenever a job ends, and on demand). */
     reportEverySeconds: positive.default(3600),
+    /**
+     * Cost reports kept in the object store: the newest this many (each one covers the whole history, and one is
+     * written per job end as well as hourly); older ones are deleted after each write.
+     */
+    reportsKept: z
+      .number()
+      .int('a whole number')
+      .min(1, 'must be ≥ 1')
+      .max(100_000)
+      .default(DEFAULT_REPORTS_KEPT),
     /**
      * Days a checkpoint's `task.checkpoint` event is kept (history-retention.ts): most of a long-running controller's
      * events, and nothing reads an old one back (a task's newest checkpoint is on its record). 0 keeps them all.

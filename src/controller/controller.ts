@@ -11,6 +11,7 @@ import { BetweenRoundsPlacer } from './between-rounds-placement.js';
 import { computeCostReport, type DetailedCostReport } from './cost-accounting.js';
 import { IncrementalCostReport } from './incremental-cost-report.js';
 import { HistoryRetention } from './history-retention.js';
+import { DEFAULT_REPORTS_KEPT } from './report-retention.js';
 import { compactCoStart } from './co-start-records.js';
 import {
   DEFAULT_PREDICTION_BUDGET_SECONDS,
@@ -247,6 +248,7 @@ export class Controller implements ControllerService {
       objectStore: deps.objectStore,
       clusterName: deps.settings.clusterName,
       everySeconds: deps.settings.reportEverySeconds,
+      keep: deps.settings.reportsKept ?? DEFAULT_REPORTS_KEPT,
       costs: () => this.costs(0),
       catalog,
       safeEvent: (kind, message) => this.safeEvent(kind, message),

@@ -3,6 +3,7 @@ import type { ObjectStore } from '../storage/object-store.js';
 import { locationOf } from './artifacts.js';
 import type { Clock } from './clock.js';
 import { billedInstances, type DetailedCostReport } from './cost-accounting.js';
+import { pruneCostReports } from './report-retention.js';
 import { buildReportDocument, writeReportFiles, type WrittenReport } from './reports.js';
 import type { ControllerLogger } from './seams.js';
 import type { StateStore } from './state-store.js';
@@ -15,6 +16,8 @@ export interface ReportWriterDeps {
   readonly objectStore: ObjectStore | undefined;
   readonly clusterName: string;
   readonly everySeconds: number;
+  /** Cost reports kept in the object store (the newest); older ones are deleted after each write. */
+  readonly keep: number;
   /** The cost report since the beginning. */
   readonly costs: () => DetailedCostReport;
   /** The current catalog (a price refresh replaces it). */
@@ -92,12 +95,22 @@ export class ReportWriter {
       instances: billedInstances(this.deps.store.listInstances(), this.deps.catalog()),
     });
     const keys = await writeReportFiles(this.deps.objectStore, doc);
+    await this.pruneOld(this.deps.objectStore);
     this.deps.store.appendEvent({
       kind: 'report.written',
       message: `cost report (${reason}) written to ${locationOf(this.deps.objectStore, keys.json)}`,
       data: { ...keys, reason, totalCost: report.totalCost, atSeconds: now },
     });
     return keys;
+  }
+
+  /** Reports beyond the newest `keep` go; a store that fails it fails no report (the next write tries again). */
+  private async pruneOld(objectStore: ObjectStore): Promise<void> {
+    try {
+      await pruneCostReports(objectStore, this.deps.keep);
+    } catch (e) {
+      this.deps.log.warn('cannot delete old cost reports', { error: (e as Error).message });
+    }
   }
 
   /** API: write a report now; answers where the JSON went (`s3://bucket/reports/costs-….json`). */

@@ -26,6 +26,8 @@ export interface ControllerSettings {
   readonly registrationBackoffBaseSeconds: number;
   readonly registrationBackoffMaxSeconds: number;
   readonly reportEverySeconds: number;
+  /** Cost reports kept in the object store, the newest (default report-retention.ts's 168). */
+  readonly reportsKept?: number | undefined;
   readonly tags?: Readonly<Record<string, string>>;
   /**
    * Plan early on submissions, completions, drains and lost capacity (default true). False: those wait for the period,
@@ -86,6 +88,7 @@ export function settingsFromConfig(config: ControllerConfig): ControllerSettings
     bindBetweenRounds: config.bindBetweenRounds,
     makeBeforeBreak: config.makeBeforeBreak,
     checkpointEventDays: config.checkpointEventDays,
+    reportsKept: config.reportsKept,
   };
 }
 

@@ -56,6 +56,9 @@ describe('controller configuration', () => {
       orphans: 'keep',
       caps: {},
       reportEverySeconds: 3600,
+      // A week of hourly reports; checkpoint events for 30 days.
+      reportsKept: 168,
+      checkpointEventDays: 30,
       workerRegistration: { timeoutSeconds: 900, backoffBaseSeconds: 60, backoffMaxSeconds: 3600 },
     });
     const defaults = loadControllerConfig({

@@ -17,6 +17,7 @@ import {
   writeReportFiles,
 } from '../../src/controller/reports.js';
 import { LATEST_REPORT_KEY } from '../../src/protocol/object-keys.js';
+import { pruneCostReports } from '../../src/controller/report-retention.js';
 import { openObjectStore } from '../../src/storage/open-object-store.js';
 import { CPU_SMALL, jobSpec, rig } from './controller-fixtures.js';
 
@@ -164,6 +165,32 @@ describe('cost reports', () => {
       controller.storeContext(Readable.from([archive]), { sha256: '../x', encoding: 'tar', team: undefined }),
     ).rejects.toThrow(/sha256/);
     expect(await controller.writeReport()).toMatch(/\/reports\/costs-.*\.json$/);
+  });
+
+  it('keeps the newest reports only: after each write the older ones go, all three files of each', async () => {
+    const objects = await openObjectStore(join(scratch, 'kept-objects'));
+    const { controller, clock } = rig({ reportsKept: 3 }, { objectStore: objects });
+    const written: string[] = [];
+    for (let i = 0; i < 5; i += 1) {
+      clock.advance(60);
+      written.push(await controller.writeReport());
+    }
+    const keys: string[] = [];
+    for await (const info of objects.list('reports/')) keys.push(info.key);
+    const kept = written.slice(2).flatMap((url) => {
+      const base = url.replace(/^.*\/(reports\/costs-.*)\.json$/, '$1');
+      return [`${base}.csv`, `${base}.html`, `${base}.json`];
+    });
+    expect(keys.sort()).toEqual([...kept, LATEST_REPORT_KEY].sort());
+    expect((await listReports(objects)).map((r) => r.document.generatedAtSeconds)).toEqual(
+      [2, 3, 4].map((k) => clock.nowSeconds() - (4 - k) * 60),
+    );
+    // Pruning again keeps them; a keep of one leaves the newest.
+    expect(await pruneCostReports(objects, 3)).toBe(0);
+    expect(await pruneCostReports(objects, 1)).toBe(2);
+    expect((await listReports(objects)).map((r) => r.key)).toEqual([
+      written[4]?.replace(/^.*\/(reports\/)/, '$1'),
+    ]);
   });
 
   it('the controller writes a report when a job ends and every hour, from its loop', async () => {
