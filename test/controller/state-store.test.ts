@@ -978,6 +978,7 @@ describe('SqliteStateStore on disk', () => {
       { version: 3, description: expect.stringContaining('attempts') },
       { version: 4, description: expect.stringContaining('placement group') },
       { version: 5, description: expect.stringContaining('events by job and kind') },
+      { version: 6, description: expect.stringContaining('events by kind') },
     ]);
     // A round's reads of one kind of a job's or an instance's events go through an index on both.
     const plan = (sql: string) =>
@@ -992,6 +993,16 @@ describe('SqliteStateStore on disk', () => {
         "SELECT * FROM events WHERE instance_id = 'inst-1' AND kind = 'instance.market-fallback' ORDER BY seq",
       ),
     ).toContain('events_by_instance_kind');
+    // A pass's reads of tasks by state, and reads and deletions of a kind of event, through their indexes.
+    expect(plan("SELECT * FROM tasks WHERE state IN ('running', 'starting') ORDER BY seq")).toContain(
+      'tasks_by_state',
+    );
+    expect(
+      plan("SELECT * FROM events WHERE kind IN ('task.state', 'job.co-start') AND seq > 10 ORDER BY seq"),
+    ).toContain('events_by_kind');
+    expect(
+      plan("SELECT seq FROM events WHERE kind = 'task.checkpoint' AND at_seconds < 5 ORDER BY seq LIMIT 100"),
+    ).toContain('events_by_kind');
     raw.close();
   });
 

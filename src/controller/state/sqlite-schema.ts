@@ -188,6 +188,17 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX events_by_instance_kind ON events (instance_id, kind, seq) WHERE instance_id IS NOT NULL;
     `,
   },
+  {
+    version: 6,
+    description: 'tasks by state, and events by kind',
+    // The reconciler reads tasks by state at every pass, and the tasks of every job ever run stay in the table; the
+    // incremental cost report reads a few kinds of event, and history retention deletes old checkpoint events, which
+    // without an index walked the whole log.
+    sql: `
+      CREATE INDEX tasks_by_state ON tasks (state);
+      CREATE INDEX events_by_kind ON events (kind, seq);
+    `,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.reduce((v, m) => Math.max(v, m.version), 0);

@@ -174,6 +174,16 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
       CREATE INDEX events_by_instance_kind ON events (instance_id, kind, seq) WHERE instance_id IS NOT NULL;
     `,
   },
+  {
+    version: 3,
+    description: 'tasks by state, and events by kind',
+    // As SQLite's migration 6: a reconciliation pass's reads of tasks by state, the incremental cost report's reads of a
+    // few kinds of event and the deletion of old checkpoint events stop walking every row.
+    sql: `
+      CREATE INDEX tasks_by_state ON tasks (state);
+      CREATE INDEX events_by_kind ON events (kind, seq);
+    `,
+  },
 ];
 
 export const LATEST_POSTGRES_SCHEMA_VERSION = POSTGRES_MIGRATIONS.reduce((v, m) => Math.max(v, m.version), 0);
