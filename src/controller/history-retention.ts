@@ -15,8 +15,9 @@ const ROUND_PRUNE_EVERY = 100;
 const EVENT_PRUNE_EVERY_SECONDS = 3600;
 
 /**
- * What the state keeps of its history: the newest `roundsKept` round records (plans and decisions), and
- * `task.checkpoint` events for `checkpointEventDays`. A checkpoint event is the bulk of a long-running controller's
+ * What the state keeps of its history: the newest `roundsKept` round records (plans and decisions) and the
+ * `round.applied` events since the round `roundsKept` back (`fleetwise why` reads the newest of both, at most a few
+ * hundred), and `task.checkpoint` events for `checkpointEventDays`. A checkpoint event is the bulk of a long-running controller's
  * event log (one per task per checkpoint: a job checkpointing every 10 minutes leaves 4,000 a month) and nothing reads
  * an old one back: a task's newest checkpoint is on its record, the cost report reads task states and instances.
  * Pruned after rounds, a slice at a time.
@@ -36,8 +37,14 @@ export class HistoryRetention {
   /** After a round (`round`: its number, when one was recorded). */
   afterRound(round: number | undefined): void {
     const { store, settings } = this.deps;
-    if (round !== undefined && round % ROUND_PRUNE_EVERY === 0)
-      store.pruneRounds(settings.roundsKept ?? DEFAULT_ROUNDS_KEPT);
+    if (round !== undefined && round % ROUND_PRUNE_EVERY === 0) {
+      const kept = settings.roundsKept ?? DEFAULT_ROUNDS_KEPT;
+      store.pruneRounds(kept);
+      // The round `kept` back: a number skipped by a rolled-back round makes it a little newer than the oldest record
+      // kept, which costs nothing (`why` reads the newest few hundred rounds).
+      const oldestKept = store.getRound(round - kept + 1);
+      if (oldestKept !== undefined) store.pruneEvents('round.applied', oldestKept.atSeconds, PRUNE_SLICE);
+    }
     const days = settings.checkpointEventDays ?? DEFAULT_CHECKPOINT_EVENT_DAYS;
     const now = this.deps.clock.nowSeconds();
     if (days <= 0 || now < this.nextEventPruneSeconds) return;

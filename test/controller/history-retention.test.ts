@@ -89,6 +89,30 @@ describe('history retention', () => {
     expect(store.listEvents({ kind: 'task.checkpoint' })).toHaveLength(1);
   });
 
+  it("deletes the round.applied events of rounds no longer kept, with the rounds' records", () => {
+    const clock = new ManualClock();
+    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+    // Rounds 1..300, each applied, a round period apart.
+    for (let r = 1; r <= 300; r += 1) {
+      clock.advance(300);
+      store.recordRound(round());
+      store.appendEvent({ kind: 'round.applied', data: { round: r } });
+    }
+    const retention = new HistoryRetention({
+      store,
+      clock,
+      log: silentLogger,
+      settings: { roundsKept: 120 },
+    });
+    retention.afterRound(300);
+    expect(store.listRounds().map((r) => r.round)).toEqual(Array.from({ length: 120 }, (_, i) => 300 - i));
+    // Rounds 181..300 kept: their events too, none older.
+    const applied = store
+      .listEvents({ kind: 'round.applied' })
+      .map((e) => (e.data as { round: number }).round);
+    expect(applied).toEqual(Array.from({ length: 120 }, (_, i) => 181 + i));
+  });
+
   it('is the controller’s after each round, 30 days unless the config says otherwise', async () => {
     expect(settingsFromConfig(configFrom('')).checkpointEventDays).toBe(30);
     expect(settingsFromConfig(configFrom('checkpointEventDays: 0\n')).checkpointEventDays).toBe(0);
