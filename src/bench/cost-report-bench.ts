@@ -7,6 +7,7 @@ import { validateJobSpec } from '../controller/job-spec/parse.js';
 import type { JobSpec } from '../controller/job-spec/spec.js';
 import { SqliteStateStore } from '../controller/state/sqlite-state-store.js';
 import type { Catalog } from '../core/catalog.js';
+import { median } from '../world/metrics.js';
 
 export interface CostReportBenchOptions {
   /** History sizes: finished jobs in the state. */
@@ -150,12 +151,6 @@ function timed<T>(f: () => T): { value: T; ms: number } {
   const started = performance.now();
   const value = f();
   return { value, ms: performance.now() - started };
-}
-
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = s.length >> 1;
-  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
 }
 
 /** The largest relative difference between the two reports' totals and per-job costs. */

@@ -429,21 +429,12 @@ export class Controller implements ControllerService {
         await this.reconciler.progress();
       }
       const planned = this.rounds.planAndRecord(reason);
-      this.pruneHistory(planned.round);
+      this.retention.afterRound(planned.round);
       this.placer?.noteRound(planned.capHoldsJobsBack === true);
       const progress = this.settings.dryRun ? undefined : await this.reconciler.progress();
       if (planned.round !== undefined) this.metrics?.observeRound((performance.now() - startedMs) / 1000);
       return { ...planned, sync, progress };
     });
-  }
-
-  /** Old round records and checkpoint events go (history-retention.ts); a store that fails it fails no round. */
-  private pruneHistory(round: number | undefined): void {
-    try {
-      this.retention.afterRound(round);
-    } catch (e) {
-      this.log.warn('cannot prune old history', { error: (e as Error).message });
-    }
   }
 
   /**

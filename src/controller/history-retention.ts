@@ -34,8 +34,16 @@ export class HistoryRetention {
     },
   ) {}
 
-  /** After a round (`round`: its number, when one was recorded). */
+  /** After a round (`round`: its number, when one was recorded). A store that fails it fails no round. */
   afterRound(round: number | undefined): void {
+    try {
+      this.prune(round);
+    } catch (e) {
+      this.deps.log.warn('cannot prune old history', { error: (e as Error).message });
+    }
+  }
+
+  private prune(round: number | undefined): void {
     const { store, settings } = this.deps;
     if (round !== undefined && round % ROUND_PRUNE_EVERY === 0) {
       const kept = settings.roundsKept ?? DEFAULT_ROUNDS_KEPT;

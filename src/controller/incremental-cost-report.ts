@@ -9,6 +9,7 @@ import {
   type DetailedCostReport,
   type InstanceCostLine,
   type JobCharge,
+  type JobCostLine,
   type JobInfo,
   type Placement,
 } from './cost-accounting.js';
@@ -103,24 +104,20 @@ class ReportState {
     }
     // The first time, every record at once (cheaper than following their events from the start); then the records
     // the new events name.
-    const jobs = cold
-      ? store.listJobs()
-      : records(
-          jobIds,
-          (id) => store.getJob(id),
-          () => store.listJobs(),
-        );
+    const jobs = records(
+      cold ? 'all' : jobIds,
+      (id) => store.getJob(id),
+      () => store.listJobs(),
+    );
     for (const job of jobs) {
       this.firstRecordSeconds = Math.min(this.firstRecordSeconds, job.submittedAtSeconds);
       this.remember(job);
     }
-    const instances = cold
-      ? store.listInstances()
-      : records(
-          instanceIds,
-          (id) => store.getInstance(id),
-          () => store.listInstances(),
-        );
+    const instances = records(
+      cold ? 'all' : instanceIds,
+      (id) => store.getInstance(id),
+      () => store.listInstances(),
+    );
     for (const record of instances) {
       const tracked = this.live.get(record.id);
       if (tracked !== undefined) tracked.record = record;
@@ -153,14 +150,8 @@ class ReportState {
     const sinceSeconds = Math.max(0, Math.min(this.firstRecordSeconds, nowSeconds));
     const tracked = [...this.live.values()];
     const liveReport = this.attribute(store, tracked, nowSeconds, sinceSeconds);
-    const byJobCost = new Map<string, JobCharge>();
-    for (const [id, c] of this.finalByJob) byJobCost.set(id, { ...c });
-    for (const line of liveReport.byJob) {
-      const c = byJobCost.get(line.id) ?? { cost: 0, migration: 0 };
-      c.cost += line.cost;
-      c.migration += line.migrationCost;
-      byJobCost.set(line.id, c);
-    }
+    const byJobCost = new Map([...this.finalByJob].map(([id, c]) => [id, { ...c }]));
+    addCharges(byJobCost, liveReport.byJob);
     const { byJob, byTeam } = jobAndTeamLines(byJobCost, (id) => this.job(store, id));
     const liveOrder = new Map(tracked.map((t) => [t.record.id, t.order]));
     const byInstance = [
@@ -191,12 +182,7 @@ class ReportState {
     const report = this.attribute(store, ended, nowSeconds, 0);
     const order = new Map(ended.map((t) => [t.record.id, t.order]));
     for (const line of report.byInstance) this.finalLines.push({ order: order.get(line.id) ?? 0, line });
-    for (const line of report.byJob) {
-      const c = this.finalByJob.get(line.id) ?? { cost: 0, migration: 0 };
-      c.cost += line.cost;
-      c.migration += line.migrationCost;
-      this.finalByJob.set(line.id, c);
-    }
+    addCharges(this.finalByJob, report.byJob);
     this.finalIdle += report.idleCost;
     this.finalMigration += report.migrationOverheadCost;
     for (const t of ended) {
@@ -265,16 +251,27 @@ class ReportState {
 }
 
 /**
- * The records with these ids: one read each, or the whole table at once when there are many (a burst of submissions
- * or launches since the last report).
+ * The records with these ids (or every one): one read each, or the whole table at once when there are many (a burst
+ * of submissions or launches since the last report).
  */
 function records<R extends { readonly id: string }>(
-  ids: ReadonlySet<string>,
+  ids: ReadonlySet<string> | 'all',
   one: (id: string) => R | undefined,
   all: () => readonly R[],
-): R[] {
+): readonly R[] {
+  if (ids === 'all') return all();
   if (ids.size <= BULK_READ_ABOVE) return [...ids].flatMap((id) => one(id) ?? []);
   return all().filter((r) => ids.has(r.id));
+}
+
+/** Add each line's cost and migration cost to its job's charge. */
+function addCharges(charges: Map<string, JobCharge>, lines: readonly JobCostLine[]): void {
+  for (const line of lines) {
+    const c = charges.get(line.id) ?? { cost: 0, migration: 0 };
+    c.cost += line.cost;
+    c.migration += line.migrationCost;
+    charges.set(line.id, c);
+  }
 }
 
 /** The events a replay of placements needs: task states and co-start releases. */

@@ -188,13 +188,13 @@ export class MemoryStateStore implements StateStore {
 
   listTasks(filter: TaskFilter = {}): TaskRecord[] {
     const jobStates = filter.jobStates;
-    return [...this.tasks.values()].filter(
-      (t) =>
-        (filter.jobId === undefined || t.jobId === filter.jobId) &&
-        (filter.instanceId === undefined || t.instanceId === filter.instanceId) &&
-        (filter.states === undefined || filter.states.includes(t.state)) &&
-        (jobStates === undefined || jobStates.some((st) => this.jobs.get(t.jobId)?.state === st)),
-    );
+    return [...this.tasks.values()].filter((t) => {
+      if (filter.jobId !== undefined && t.jobId !== filter.jobId) return false;
+      if (filter.instanceId !== undefined && t.instanceId !== filter.instanceId) return false;
+      if (filter.states !== undefined && !filter.states.includes(t.state)) return false;
+      const jobState = this.jobs.get(t.jobId)?.state;
+      return jobStates === undefined || (jobState !== undefined && jobStates.includes(jobState));
+    });
   }
 
   countByState(): StateCounts {

@@ -1,4 +1,4 @@
-import { COST_REPORTS_PREFIX, costReportKeys } from '../protocol/object-keys.js';
+import { COST_REPORTS_PREFIX, costReportKeys, parseCostReportKey } from '../protocol/object-keys.js';
 import type { ObjectStore } from '../storage/object-store.js';
 
 /** Cost reports kept in the object store when the settings do not say (`reportsKept`): a week of hourly ones. */
@@ -13,8 +13,8 @@ export const DEFAULT_REPORTS_KEPT = 168;
 export async function pruneCostReports(store: ObjectStore, keep: number): Promise<number> {
   const stamps = new Set<string>();
   for await (const info of store.list(COST_REPORTS_PREFIX)) {
-    const match = /^(.*)\.(json|csv|html)$/.exec(info.key.slice(COST_REPORTS_PREFIX.length));
-    if (match?.[1] !== undefined) stamps.add(match[1]);
+    const stamp = parseCostReportKey(info.key)?.stamp;
+    if (stamp !== undefined) stamps.add(stamp);
   }
   const old = [...stamps].sort().slice(0, Math.max(0, stamps.size - Math.max(1, keep)));
   for (const stamp of old) {

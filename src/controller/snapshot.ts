@@ -61,9 +61,8 @@ export function readSnapshotInputs(
 ): SnapshotInputs {
   const activeStates = ['queued', 'starting', 'running', 'migrating'] as const;
   const jobs = store.listJobs({ states: activeStates });
-  const jobIds = new Set(jobs.map((j) => j.id));
   // Only the active jobs' tasks: every task ever run is read once per round otherwise, and they grow for good.
-  const tasks = store.listTasks({ jobStates: activeStates }).filter((t) => jobIds.has(t.jobId));
+  const tasks = store.listTasks({ jobStates: activeStates });
   const instances = store.listInstances({
     states: ['requested', 'launching', 'running', 'draining', 'terminating'],
   });

@@ -102,6 +102,13 @@ export function costReportKeys(stamp: string): { json: string; csv: string; html
   return { json: `${base}.json`, csv: `${base}.csv`, html: `${base}.html` };
 }
 
+/** The stamp of a cost report's file (any of its three); undefined for any other key. */
+export function parseCostReportKey(key: string): { readonly stamp: string } | undefined {
+  if (!key.startsWith(COST_REPORTS_PREFIX)) return undefined;
+  const match = /^(.+)\.(json|csv|html)$/.exec(key.slice(COST_REPORTS_PREFIX.length));
+  return match?.[1] === undefined ? undefined : { stamp: match[1] };
+}
+
 const BACKUP_SEQ_DIGITS = 10;
 
 /** Every backup object of a cluster starts with this. */

@@ -9,6 +9,7 @@ import {
   jobArchivePrefix,
   latestBackupKey,
   LATEST_REPORT_KEY,
+  parseCostReportKey,
   parseBuildContextRef,
   parseCheckpointKey,
   parseJobArchiveKey,
@@ -79,6 +80,11 @@ describe('object keys', () => {
       html: 'reports/costs-2026-11-22T00-10-05.123Z.html',
     });
     expect(LATEST_REPORT_KEY.startsWith(REPORTS_PREFIX)).toBe(true);
+    for (const key of Object.values(costReportKeys('2026-11-22T00-10-05.123Z')))
+      expect(parseCostReportKey(key)).toEqual({ stamp: '2026-11-22T00-10-05.123Z' });
+    expect(parseCostReportKey(LATEST_REPORT_KEY)).toBeUndefined();
+    expect(parseCostReportKey('reports/costs-x.pdf')).toBeUndefined();
+    expect(parseCostReportKey('backups/c/costs-x.json')).toBeUndefined();
   });
 
   it('lays backups out per cluster, seq zero-padded so key order is seq order, and parses them back', () => {
