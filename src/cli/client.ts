@@ -55,6 +55,20 @@ export const jobSummarySchema = z.looseObject({
 });
 export type JobSummaryResponse = z.output<typeof jobSummarySchema>;
 
+const jobListSchema = z.object({
+  jobs: z.array(jobSummarySchema.extend({ cost: z.number().nullable().optional() })),
+  endedEarlier: z.number().optional(),
+});
+export type JobListResponse = z.output<typeof jobListSchema>;
+
+export interface JobListFilter {
+  readonly states?: readonly string[];
+  readonly team?: string;
+  /** Jobs still to end and those that ended since then: epoch seconds, an ISO 8601 time or an age like 24h. */
+  readonly endedSince?: string;
+  readonly withCost?: boolean;
+}
+
 const taskSchema = z.looseObject({
   id: z.string(),
   jobId: z.string(),
@@ -317,18 +331,21 @@ export class FleetwiseClient {
     return this.request('POST', '/v1/jobs?dryRun=true', dryRunSchema, { json: spec });
   }
 
-  async listJobs(
-    filter: { readonly states?: readonly string[]; readonly team?: string } = {},
-  ): Promise<JobSummaryResponse[]> {
+  async listJobs(filter: JobListFilter = {}): Promise<JobSummaryResponse[]> {
+    return (await this.listJobsPage(filter)).jobs;
+  }
+
+  /**
+   * The jobs, and with `endedSince` how many of those the filter selects ended before it (not listed). With `withCost`
+   * each job carries its cost so far (null when the controller cannot account costs).
+   */
+  async listJobsPage(filter: JobListFilter = {}): Promise<JobListResponse> {
     const query = new URLSearchParams();
     if (filter.states !== undefined && filter.states.length > 0) query.set('state', filter.states.join(','));
     if (filter.team !== undefined) query.set('team', filter.team);
-    const body = await this.request(
-      'GET',
-      withQuery('/v1/jobs', query),
-      z.object({ jobs: z.array(jobSummarySchema) }),
-    );
-    return body.jobs;
+    if (filter.endedSince !== undefined) query.set('endedSince', filter.endedSince);
+    if (filter.withCost === true) query.set('withCost', 'true');
+    return this.request('GET', withQuery('/v1/jobs', query), jobListSchema);
   }
 
   async getJob(id: string): Promise<JobDocumentResponse> {

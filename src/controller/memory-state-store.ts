@@ -153,11 +153,13 @@ export class MemoryStateStore implements StateStore {
   }
 
   listJobs(filter: JobFilter = {}): JobRecord[] {
-    return [...this.jobs.values()].filter(
-      (j) =>
-        (filter.states === undefined || filter.states.includes(j.state)) &&
-        (filter.team === undefined || j.team === filter.team),
-    );
+    return [...this.jobs.values()].filter((j) => jobMatches(j, filter));
+  }
+
+  countJobs(filter: JobFilter = {}): number {
+    let count = 0;
+    for (const j of this.jobs.values()) if (jobMatches(j, filter)) count += 1;
+    return count;
   }
 
   setJobState(id: string, state: JobState, reason?: string): JobRecord {
@@ -564,4 +566,14 @@ function tokenRecord(row: TokenRow): TeamTokenRecord {
 
 function withoutUndefined<T extends object>(value: T): T {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
+}
+
+function jobMatches(job: JobRecord, filter: JobFilter): boolean {
+  return (
+    (filter.states === undefined || filter.states.includes(job.state)) &&
+    (filter.team === undefined || job.team === filter.team) &&
+    (filter.endedSince === undefined ||
+      job.finishedAtSeconds === undefined ||
+      job.finishedAtSeconds >= filter.endedSince)
+  );
 }

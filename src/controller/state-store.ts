@@ -222,6 +222,11 @@ export interface TeamTokenRecord {
 export interface JobFilter {
   readonly states?: readonly JobState[] | undefined;
   readonly team?: string | undefined;
+  /**
+   * Only jobs still to end and those that ended at or after this time (epoch seconds): a listing of current work
+   * that does not grow with the controller's whole history.
+   */
+  readonly endedSince?: number | undefined;
 }
 export interface TaskFilter {
   readonly jobId?: string | undefined;
@@ -291,6 +296,8 @@ export interface StateStore {
   getJob(id: string): JobRecord | undefined;
   /** In submission order. */
   listJobs(filter?: JobFilter): JobRecord[];
+  /** How many jobs `listJobs(filter)` would list, without reading them. */
+  countJobs(filter?: JobFilter): number;
   /** Move a job to `state` (same state: no-op). Illegal moves (out of a final state) throw IllegalTransitionError. */
   setJobState(id: string, state: JobState, reason?: string): JobRecord;
   recordJobProgress(id: string, completedIterations: number, totalIterations?: number): JobRecord;

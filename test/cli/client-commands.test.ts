@@ -81,7 +81,7 @@ describe('fleetwise client commands (CLI subprocess)', () => {
     expect(result.code).not.toBe(0);
     expect(result.stdout).toBe('');
     expect(result.stderr).toMatch(
-      /fleetwise: GET \/v1\/jobs: the controller answered 401: invalid or revoked token/,
+      /fleetwise: GET \/v1\/jobs\?endedSince=24h&withCost=true: the controller answered 401: invalid or revoked token/,
     );
     const missing = await cli(['jobs'], null);
     expect(missing.code).not.toBe(0);
@@ -134,5 +134,49 @@ describe('fleetwise client commands (CLI subprocess)', () => {
     expect(tar).toContain('run.sh');
     expect(tar).toContain('FROM busybox');
     expect(tar).not.toContain('secret.env');
+  });
+
+  it('jobs lists the work still to end and what ended in the window, says what it left out, and --all lists all', async () => {
+    const submitted = await cli(['submit', join(EXAMPLES, 'resnet.yaml'), '--json']);
+    const { id } = JSON.parse(submitted.stdout) as { id: string };
+    service.store.setJobState(id, 'cancelled');
+    service.jobCosts.set(id, 1.5);
+    const row = (out: string): string | undefined => out.split('\n').find((l) => l.startsWith(`${id} `));
+
+    // The default window is the last day: a job cancelled just now is in it, with its cost.
+    const recent = await cli(['jobs']);
+    expect(recent.code).toBe(0);
+    expect(row(recent.stdout)).toMatch(/\bcancelled\b.*\$1\.50/);
+    expect(recent.stdout).not.toContain('more job');
+
+    const ahead = String(Math.ceil(Date.now() / 1000) + 60);
+    const windowed = await cli(['jobs', '--ended-since', ahead]);
+    expect(windowed.code).toBe(0);
+    expect(row(windowed.stdout)).toBeUndefined();
+    const ended = service.store.countJobs({
+      team: 'vision',
+      states: ['succeeded', 'failed', 'cancelled', 'unsuccessful'],
+    });
+    expect(windowed.stdout).toContain(
+      `${ended} more ${ended === 1 ? 'job' : 'jobs'} ended before the window (--ended-since ${ahead}): --all lists every job\n`,
+    );
+    const asJson = JSON.parse((await cli(['jobs', '--ended-since', ahead, '--json'])).stdout) as {
+      id: string;
+    }[];
+    expect(asJson.map((j) => j.id)).not.toContain(id);
+
+    const all = await cli(['jobs', '--all', '--json']);
+    const listed = JSON.parse(all.stdout) as { id: string; cost: number | null }[];
+    expect(listed.find((j) => j.id === id)?.cost).toBe(1.5);
+    expect(listed).toHaveLength(service.store.countJobs({ team: 'vision' }));
+
+    const both = await cli(['jobs', '--all', '--ended-since', '1h']);
+    expect(both.code).not.toBe(0);
+    expect(both.stderr).toContain('--all lists every job: it takes no --ended-since');
+    const bad = await cli(['jobs', '--ended-since', 'last-week']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain(
+      'endedSince: expected epoch seconds, an ISO 8601 time or an age like 24h or 7d',
+    );
   });
 });

@@ -456,6 +456,46 @@ describe('controller API: authentication and team isolation', () => {
     expect(errorOf(bad).details?.[0]).toContain('since:');
   });
 
+  it('jobs: a window of the work still to end and what ended since, with each job cost when asked', async () => {
+    const ended = service.submit(
+      { ...service.store.listJobs({ team: 'vision' })[0]!.spec, name: 'ended' },
+      'vision',
+    );
+    service.store.setJobState(ended.id, 'cancelled');
+    service.jobCosts.set(ended.id, 0.75);
+    type Listing = { jobs: { id: string; state: string; cost?: number | null }[]; endedEarlier?: number };
+    const list = async (query: string, token = ADMIN_TOKEN): Promise<Listing> => {
+      const answer = await call('GET', `/v1/jobs${query}`, { token });
+      expect(answer.status).toBe(200);
+      return answer.body as Listing;
+    };
+    const all = await list('');
+    expect(all.endedEarlier).toBeUndefined();
+    expect(all.jobs.every((j) => j.cost === undefined)).toBe(true);
+    // Everything ended up to now is in a day's window; from a minute ahead, only the work still to end.
+    const day = await list('?endedSince=24h&withCost=true');
+    expect(day.jobs.map((j) => j.id)).toEqual(all.jobs.map((j) => j.id));
+    expect(day.endedEarlier).toBe(0);
+    expect(day.jobs.find((j) => j.id === ended.id)?.cost).toBe(0.75);
+    expect(day.jobs.every((j) => typeof j.cost === 'number')).toBe(true);
+    const ahead = await list(`?endedSince=${Math.ceil(Date.now() / 1000) + 60}`);
+    const toEnd = service.store.listJobs().filter((j) => j.finishedAtSeconds === undefined);
+    expect(ahead.jobs.map((j) => j.id)).toEqual(toEnd.map((j) => j.id));
+    expect(ahead.endedEarlier).toBe(all.jobs.length - toEnd.length);
+    expect(ahead.endedEarlier).toBeGreaterThan(0);
+    // A team sees its own jobs only, and counts only its own ended ones.
+    const team = await list(`?endedSince=${Math.ceil(Date.now() / 1000) + 60}&withCost=true`, VISION_TOKEN);
+    const visionToEnd = toEnd.filter((j) => j.team === 'vision');
+    expect(team.jobs.map((j) => j.id)).toEqual(visionToEnd.map((j) => j.id));
+    expect(team.endedEarlier).toBe(service.store.countJobs({ team: 'vision' }) - visionToEnd.length);
+    const bad = await call('GET', '/v1/jobs?endedSince=last-week', { token: ADMIN_TOKEN });
+    expect(bad.status).toBe(400);
+    expect(errorOf(bad).details?.[0]).toMatch(/^endedSince: expected epoch seconds/);
+    const badCost = await call('GET', '/v1/jobs?withCost=yes', { token: ADMIN_TOKEN });
+    expect(badCost.status).toBe(400);
+    expect(errorOf(badCost).details?.[0]).toMatch(/^withCost: expected true or false/);
+  });
+
   it('reports: admin writes one now; a team may not', async () => {
     expect((await call('POST', '/v1/reports', { token: VISION_TOKEN })).status).toBe(403);
     const written = await call('POST', '/v1/reports', { token: ADMIN_TOKEN });

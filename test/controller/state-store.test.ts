@@ -303,6 +303,37 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(ids({ jobStates: ['queued'], states: ['running'] })).toEqual([]);
     });
 
+    it('lists and counts the jobs still to end and those ended since a time', () => {
+      clock = 1000;
+      store.submitJob(RESNET); // job-1: ends at 1100
+      store.submitJob({ ...RESNET, team: 'other' }); // job-2: ends at 1200
+      store.submitJob(RESNET); // job-3: still queued
+      store.submitJob(RESNET); // job-4: running, started before the cut and not ended
+      clock = 1100;
+      store.setJobState('job-1', 'cancelled');
+      clock = 1200;
+      store.setJobState('job-2', 'cancelled');
+      store.setJobState('job-4', 'starting');
+      store.setJobState('job-4', 'running');
+      const ids = (f: Parameters<StateStore['listJobs']>[0]): string[] => store.listJobs(f).map((j) => j.id);
+      expect(ids({ endedSince: 1150 })).toEqual(['job-2', 'job-3', 'job-4']);
+      // At the very second a job ended, it is in the window.
+      expect(ids({ endedSince: 1100 })).toEqual(['job-1', 'job-2', 'job-3', 'job-4']);
+      expect(ids({ endedSince: 1201 })).toEqual(['job-3', 'job-4']);
+      expect(ids({ endedSince: 1150, states: ['cancelled'] })).toEqual(['job-2']);
+      expect(ids({ endedSince: 1150, team: RESNET.team })).toEqual(['job-3', 'job-4']);
+      for (const filter of [
+        {},
+        { endedSince: 1150 },
+        { endedSince: 1201, states: ['cancelled' as const] },
+        { team: 'other' },
+        { team: RESNET.team, endedSince: 0 },
+        { states: [] },
+      ])
+        expect(store.countJobs(filter)).toBe(store.listJobs(filter).length);
+      expect(store.countJobs({ endedSince: 1201 })).toBe(2);
+    });
+
     it('commits tasks to instances and releases them when they stop', () => {
       const job = store.submitJob(DDP);
       const inst = store.createInstance({ typeName: 'p3.8xlarge' });
@@ -929,6 +960,11 @@ describe('MemoryStateStore and the SQL stores agree on random operation sequence
               expect(apply(sql, op)).toEqual(apply(memory, op));
             }
             expect(sql.listJobs()).toEqual(memory.listJobs());
+            // The window of a listing, at every time the ops could have ended a job.
+            for (let since = 0; since <= clock + 1; since += 3) {
+              expect(sql.listJobs({ endedSince: since })).toEqual(memory.listJobs({ endedSince: since }));
+              expect(sql.countJobs({ endedSince: since })).toBe(memory.countJobs({ endedSince: since }));
+            }
             expect(sql.listTasks()).toEqual(memory.listTasks());
             const withoutToken = (s: StateStore) =>
               s.listInstances().map(({ launchToken: _t, ...rest }) => rest);

@@ -5,6 +5,7 @@ import {
   addConnectionOptions,
   FleetwiseClient,
   type ConnectionOptions,
+  type JobListFilter,
   type JobSummaryResponse,
 } from '../client.js';
 import { pollIntervalOption, sleep } from '../poll.js';
@@ -15,31 +16,42 @@ interface JobsOptions extends ConnectionOptions {
   readonly json?: boolean;
   readonly state?: string;
   readonly team?: string;
+  readonly all?: boolean;
+  readonly endedSince?: string;
   readonly watch?: boolean;
   readonly interval?: string;
 }
 
 const optionsSchema = z.object({ interval: pollIntervalOption });
 
+/** What `fleetwise jobs` lists unless told otherwise: the work still to end and what ended in the last day. */
+export const DEFAULT_ENDED_SINCE = '24h';
+
 /** A job with what it has cost so far (the controller's cost accounting); null when the controller has no figure. */
 export type JobWithCost = JobSummaryResponse & { readonly cost: number | null };
 
-/** The jobs and, from the controller's cost accounting, each one's cost so far. */
-export async function jobsWithCost(
-  client: FleetwiseClient,
-  filter: { readonly states?: readonly string[]; readonly team?: string },
-): Promise<JobWithCost[]> {
-  const [jobs, costs] = await Promise.all([
-    client.listJobs(filter),
-    // A controller that cannot account costs still lists its jobs.
-    client.costs().catch(() => undefined),
-  ]);
-  const byJob = new Map((costs?.byJob ?? []).map((line) => [line.id, line.cost]));
-  return jobs.map((j) => ({ ...j, cost: costs === undefined ? null : (byJob.get(j.id) ?? 0) }));
+interface JobListing {
+  readonly jobs: readonly JobWithCost[];
+  /** Jobs the filter selects that ended before the window (not listed); undefined with --all. */
+  readonly endedEarlier: number | undefined;
+}
+
+/** The jobs and, from the controller's cost accounting, each one's cost so far: one request. */
+async function listJobs(client: FleetwiseClient, filter: JobListFilter): Promise<JobListing> {
+  const page = await client.listJobsPage({ ...filter, withCost: true });
+  return { jobs: page.jobs.map((j) => ({ ...j, cost: j.cost ?? null })), endedEarlier: page.endedEarlier };
+}
+
+function formatListing({ jobs, endedEarlier }: JobListing, endedSince: string | undefined): string {
+  const more =
+    endedEarlier === undefined || endedEarlier === 0
+      ? ''
+      : `${endedEarlier} more ${endedEarlier === 1 ? 'job' : 'jobs'} ended before the window (--ended-since ${endedSince ?? ''}): --all lists every job\n`;
+  if (jobs.length === 0) return `no jobs\n${more}`;
+  return `${formatJobs(jobs)}${more}`;
 }
 
 function formatJobs(jobs: readonly JobWithCost[]): string {
-  if (jobs.length === 0) return 'no jobs\n';
   // Most jobs never retry: the column appears only once one has.
   const retried = jobs.some((j) => (j.attempts ?? 1) > 1);
   return formatTable(
@@ -79,23 +91,35 @@ export function registerJobs(program: Command): void {
   addConnectionOptions(
     program
       .command('jobs')
-      .description("list jobs with what each has cost so far (a team token lists its own team's)")
+      .description(
+        `list the jobs still to end and those that ended in the last ${DEFAULT_ENDED_SINCE}, with what each has cost so far (a team token lists its own team's)`,
+      )
       .option('--state <states>', 'only these states, comma-separated (queued,starting,running,migrating,…)')
       .option('--team <team>', 'only this team (admin token)')
+      .option(
+        '--ended-since <time>',
+        `list the jobs that ended since then, as epoch seconds, an ISO 8601 time or an age like 7d (default ${DEFAULT_ENDED_SINCE})`,
+      )
+      .option('--all', 'every job the controller has, however long ago it ended')
       .option('--json', 'print a JSON array of jobs (id, name, team, state, progress, cost, queue, eta, …)')
       .option('-w, --watch', 'redraw every --interval seconds until Ctrl-C (with --json: one array per line)')
       .option('--interval <seconds>', 'with --watch: seconds between redraws', '2'),
   ).action(async (options: JobsOptions) => {
     const { interval } = parseWith(optionsSchema, options, 'fleetwise jobs options');
+    if (options.all === true && options.endedSince !== undefined)
+      throw new Error('--all lists every job: it takes no --ended-since');
     const client = FleetwiseClient.fromOptions(options);
-    const filter = {
+    // A long-lived controller has ended far more jobs than it runs: without --all the listing is current work.
+    const endedSince = options.all === true ? undefined : (options.endedSince ?? DEFAULT_ENDED_SINCE);
+    const filter: JobListFilter = {
       ...(options.state === undefined ? {} : { states: options.state.split(',').map((s) => s.trim()) }),
       ...(options.team === undefined ? {} : { team: options.team }),
+      ...(endedSince === undefined ? {} : { endedSince }),
     };
     if (options.watch !== true) {
-      const jobs = await jobsWithCost(client, filter);
-      if (options.json === true) return printJson(jobs);
-      return void process.stdout.write(formatJobs(jobs));
+      const listing = await listJobs(client, filter);
+      if (options.json === true) return printJson(listing.jobs);
+      return void process.stdout.write(formatListing(listing, endedSince));
     }
     // Ctrl-C is how a watch ends: not an error.
     process.once('SIGINT', () => process.exit(0));
@@ -104,17 +128,17 @@ export function registerJobs(program: Command): void {
     for (;;) {
       // A watch outlives a controller restart: a failed poll is shown and the next one retries. The first must
       // succeed, so a wrong token or address fails at once.
-      const jobs = await jobsWithCost(client, filter).catch((e: unknown) => {
+      const listing = await listJobs(client, filter).catch((e: unknown) => {
         if (first) throw e;
         return e as Error;
       });
       first = false;
-      if (jobs instanceof Error) process.stderr.write(`fleetwise: ${jobs.message}\n`);
-      else if (options.json === true) process.stdout.write(`${JSON.stringify(jobs)}\n`);
+      if (listing instanceof Error) process.stderr.write(`fleetwise: ${listing.message}\n`);
+      else if (options.json === true) process.stdout.write(`${JSON.stringify(listing.jobs)}\n`);
       else
         process.stdout.write(
           `${clear}every ${interval} s, Ctrl-C to stop: ${client.server} at ${formatTime(Date.now() / 1000)}\n\n` +
-            `${formatJobs(jobs)}${clear === '' ? '\n' : ''}`,
+            `${formatListing(listing, endedSince)}${clear === '' ? '\n' : ''}`,
         );
       await sleep(interval);
     }

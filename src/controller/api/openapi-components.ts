@@ -185,7 +185,31 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
   JobList: {
     type: 'object',
     required: ['jobs'],
-    properties: { jobs: { type: 'array', items: ref('JobSummary') } },
+    properties: {
+      jobs: {
+        type: 'array',
+        items: {
+          allOf: [
+            ref('JobSummary'),
+            {
+              type: 'object',
+              properties: {
+                cost: {
+                  type: 'number',
+                  nullable: true,
+                  description:
+                    'With withCost=true: dollars the job has cost so far (null when the controller cannot account costs)',
+                },
+              },
+            },
+          ],
+        },
+      },
+      endedEarlier: {
+        type: 'integer',
+        description: 'With endedSince: how many jobs the other filters select ended before it (not listed)',
+      },
+    },
   },
   Task: {
     type: 'object',

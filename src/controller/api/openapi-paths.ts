@@ -117,6 +117,21 @@ export const PATHS: Record<string, Record<string, Schema>> = {
           example: 'queued,running',
         },
         { name: 'team', in: 'query', schema: str },
+        {
+          name: 'endedSince',
+          in: 'query',
+          description:
+            'Only jobs still to end and those that ended since then: epoch seconds, an ISO 8601 time or an age like 24h or 7d',
+          schema: { type: 'string' },
+          example: '24h',
+        },
+        {
+          name: 'withCost',
+          in: 'query',
+          description:
+            "true: each job carries `cost`, what it has cost so far (the controller's cost accounting)",
+          schema: { type: 'string', enum: ['true', 'false'] },
+        },
       ],
       responses: {
         '200': ok('Jobs in submission order', ref('JobList')),

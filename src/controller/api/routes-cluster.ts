@@ -8,7 +8,7 @@ import { bodyOf, CONTEXT_UPLOAD_URL } from './body.js';
 import { ContextArchiveError, ContextInspector } from './context-inspector.js';
 import { HttpError, notFound } from './errors.js';
 import type { ApiContext, RouteTable } from './routing.js';
-import { parseSince, SINCE_RULE } from './since.js';
+import { sinceQueryParam } from './since.js';
 import { clusterForScope, costsForScope, publicInstance, visibleJobIds } from './views.js';
 
 const costsQuery = z.object({ since: z.string().min(1).max(64, 'at most 64 characters').optional() });
@@ -79,14 +79,7 @@ export function registerClusterRoutes(
     access: 'any',
     handler: async (request) => {
       const query = parseWith(costsQuery, request.query, 'query');
-      let since: number | undefined;
-      if (query.since !== undefined) {
-        since = parseSince(query.since, Date.now() / 1000);
-        if (since === undefined)
-          throw new HttpError(400, 'invalid query', [
-            `since: expected ${SINCE_RULE}, got ${JSON.stringify(query.since)}`,
-          ]);
-      }
+      const since = query.since === undefined ? undefined : sinceQueryParam('since', query.since);
       return costsForScope(service.costs(since), teamScope(context.principal(request)));
     },
   });

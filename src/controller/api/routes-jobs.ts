@@ -6,6 +6,8 @@ import { teamScope, type Principal } from './auth.js';
 import { bodyOf } from './body.js';
 import { HttpError, notFound } from './errors.js';
 import { keepAcceptedJob } from './kept-submission.js';
+import type { CostReport } from '../service.js';
+import { sinceQueryParam } from './since.js';
 import type { ApiContext, RouteTable } from './routing.js';
 import { dryRunView, requireUploadedContexts, specFromBody } from './submission.js';
 import { jobDocument, jobSummary, visibleJobIds, whyForScope } from './views.js';
@@ -19,7 +21,15 @@ const statesParam = z
   .transform((v) => (v === undefined ? undefined : (Array.isArray(v) ? v : [v]).flatMap((s) => s.split(','))))
   .pipe(z.array(z.enum(JOB_STATES, { error: `expected one of ${JOB_STATES.join(', ')}` })).optional());
 
-const listQuery = z.object({ state: statesParam, team: z.string().min(1).optional() });
+const listQuery = z.object({
+  state: statesParam,
+  team: z.string().min(1).optional(),
+  endedSince: z.string().min(1).max(64, 'at most 64 characters').optional(),
+  withCost: z
+    .enum(['true', 'false'], { error: 'expected true or false' })
+    .optional()
+    .transform((v) => v === 'true'),
+});
 const submitQuery = z.object({
   dryRun: z
     .enum(['true', 'false'], { error: 'expected true or false' })
@@ -84,8 +94,21 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       // A team asking for another team's jobs gets none, the same answer as for a team with no jobs.
       if (scope !== undefined && query.team !== undefined && query.team !== scope) return { jobs: [] };
       const states: readonly JobState[] | undefined = query.state;
-      const jobs = store.listJobs({ states, team: scope ?? query.team });
-      return { jobs: jobs.map((j) => jobSummary(j, taskCount(j.id), store, predicting())) };
+      const team = scope ?? query.team;
+      const endedSince =
+        query.endedSince === undefined ? undefined : sinceQueryParam('endedSince', query.endedSince);
+      const jobs = store.listJobs({ states, team, endedSince });
+      const costOf = query.withCost ? jobCosts(() => service.costs()) : undefined;
+      return {
+        jobs: jobs.map((j) => ({
+          ...jobSummary(j, taskCount(j.id), store, predicting()),
+          ...(costOf === undefined ? {} : { cost: costOf(j.id) }),
+        })),
+        // What the window left out, so a listing can say that there is more.
+        ...(endedSince === undefined
+          ? {}
+          : { endedEarlier: store.countJobs({ states, team }) - jobs.length }),
+      };
     },
   });
 
@@ -163,4 +186,18 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       return reply.type('text/plain; charset=utf-8').send(text);
     },
   });
+}
+
+/**
+ * Each job's cost so far from the controller's cost accounting (0 for a job not yet charged), or null for every job
+ * when the controller cannot account costs: a listing does not fail for want of its cost column.
+ */
+function jobCosts(report: () => CostReport): (jobId: string) => number | null {
+  let byJob: Map<string, number> | undefined;
+  try {
+    byJob = new Map(report().byJob.map((line) => [line.id, line.cost]));
+  } catch {
+    byJob = undefined;
+  }
+  return (id) => (byJob === undefined ? null : (byJob.get(id) ?? 0));
 }

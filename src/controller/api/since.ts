@@ -1,3 +1,5 @@
+import { HttpError } from './errors.js';
+
 const AGE = /^(\d+(?:\.\d+)?)(s|m|h|d|w)$/;
 const UNIT_SECONDS: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 };
 
@@ -21,3 +23,13 @@ function sinceSeconds(trimmed: string, nowSeconds: number): number | undefined {
 }
 
 export const SINCE_RULE = 'epoch seconds, an ISO 8601 time or an age like 24h or 7d';
+
+/** A query parameter read by `parseSince`, or a 400 that names the parameter and what it takes. */
+export function sinceQueryParam(field: string, text: string): number {
+  const seconds = parseSince(text, Date.now() / 1000);
+  if (seconds === undefined)
+    throw new HttpError(400, 'invalid query', [
+      `${field}: expected ${SINCE_RULE}, got ${JSON.stringify(text)}`,
+    ]);
+  return seconds;
+}

@@ -79,6 +79,10 @@ export abstract class SqlStateStore implements StateStore {
     return this.jobs.listJobs(filter);
   }
 
+  countJobs(filter: JobFilter = {}): number {
+    return this.jobs.countJobs(filter);
+  }
+
   setJobState(id: string, state: JobState, reason?: string): JobRecord {
     return this.jobs.setJobState(id, state, reason);
   }

@@ -116,12 +116,17 @@ export class JobQueries {
   }
 
   listJobs(filter: JobFilter = {}): JobRecord[] {
-    const where = new Where();
-    where.in('state', filter.states);
-    where.eq('team', filter.team);
+    const where = jobWhere(filter);
     return this.connection
       .all(`SELECT * FROM jobs ${where.sql()} ORDER BY seq`, ...where.params)
       .map((row) => jobRecordFromRow(row, this.specs.specOf));
+  }
+
+  countJobs(filter: JobFilter = {}): number {
+    const where = jobWhere(filter);
+    return Number(
+      this.connection.get(`SELECT COUNT(*) AS n FROM jobs ${where.sql()}`, ...where.params)?.['n'] ?? 0,
+    );
   }
 
   setJobState(id: string, state: JobState, reason?: string): JobRecord {
@@ -243,4 +248,14 @@ export class JobQueries {
     if (task === undefined) throw new UnknownRecordError('task', id);
     return task;
   }
+}
+
+function jobWhere(filter: JobFilter): Where {
+  const where = new Where();
+  where.in('state', filter.states);
+  where.eq('team', filter.team);
+  // finished_at is set exactly when a job reaches a final state.
+  if (filter.endedSince !== undefined)
+    where.raw('(finished_at IS NULL OR finished_at >= ?)', filter.endedSince);
+  return where;
 }
