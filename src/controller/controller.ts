@@ -575,6 +575,10 @@ export class Controller implements ControllerService {
       : computeCostReport(this.store, this.catalog, now, sinceSeconds);
   }
 
+  costsOfJobs(jobIds: readonly string[]): Map<string, number> {
+    return this.historyCosts.jobCosts(this.store, this.catalog, this.clock.nowSeconds(), jobIds);
+  }
+
   /**
    * EC2 warned that it reclaims (or may soon reclaim) the instance with this cloud id (the interruption queue):
    * spot-interruptions.ts. False when the instance is not one of this cluster's live instances.

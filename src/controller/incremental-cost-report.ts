@@ -42,6 +42,22 @@ export class IncrementalCostReport {
     state.catchUp(store, nowSeconds);
     return state.report(store, nowSeconds);
   }
+
+  /**
+   * What each of these jobs has cost over the whole history at `nowSeconds` (0 for one never charged): the report's
+   * `byJob` figures, without building the lines of every job and instance (a listing of a few jobs asks this).
+   */
+  jobCosts(
+    store: StateStore,
+    catalog: Catalog,
+    nowSeconds: number,
+    jobIds: readonly string[],
+  ): Map<string, number> {
+    if (this.state?.catalog !== catalog) this.state = new ReportState(catalog);
+    const state = this.state;
+    state.catchUp(store, nowSeconds);
+    return state.jobCosts(store, nowSeconds, jobIds);
+  }
 }
 
 /** An instance the report follows until its share of the bill is final. */
@@ -147,9 +163,8 @@ class ReportState {
   }
 
   report(store: StateStore, nowSeconds: number): DetailedCostReport {
-    const sinceSeconds = Math.max(0, Math.min(this.firstRecordSeconds, nowSeconds));
     const tracked = [...this.live.values()];
-    const liveReport = this.attribute(store, tracked, nowSeconds, sinceSeconds);
+    const { sinceSeconds, liveReport } = this.attributeLive(store, tracked, nowSeconds);
     const byJobCost = new Map([...this.finalByJob].map(([id, c]) => [id, { ...c }]));
     addCharges(byJobCost, liveReport.byJob);
     const { byJob, byTeam } = jobAndTeamLines(byJobCost, (id) => this.job(store, id));
@@ -171,6 +186,29 @@ class ReportState {
       migrationOverheadCost: this.finalMigration + liveReport.migrationOverheadCost,
       costPerHourNow: liveReport.costPerHourNow,
     };
+  }
+
+  jobCosts(store: StateStore, nowSeconds: number, jobIds: readonly string[]): Map<string, number> {
+    const { liveReport } = this.attributeLive(store, [...this.live.values()], nowSeconds);
+    const live = new Map(liveReport.byJob.map((line) => [line.id, line.cost]));
+    // Added in the report's order (the final share, then the live one), so the figures are the report's to the bit.
+    return new Map(
+      jobIds.map((id) => {
+        const final = this.finalByJob.get(id)?.cost;
+        const now = live.get(id);
+        return [id, final === undefined ? (now ?? 0) : now === undefined ? final : final + now];
+      }),
+    );
+  }
+
+  /** The live instances' shares, over the report's period. */
+  private attributeLive(
+    store: StateStore,
+    tracked: readonly TrackedInstance[],
+    nowSeconds: number,
+  ): { readonly sinceSeconds: number; readonly liveReport: DetailedCostReport } {
+    const sinceSeconds = Math.max(0, Math.min(this.firstRecordSeconds, nowSeconds));
+    return { sinceSeconds, liveReport: this.attribute(store, tracked, nowSeconds, sinceSeconds) };
   }
 
   /** Attribute the instances that ended by now, once, and keep only their figures. */

@@ -22,6 +22,11 @@ export interface ControllerService {
   why(jobId: string, limit?: number): WhyRecord[];
   /** Cost accounting (per job, team, instance) since a time, in seconds on the store's clock. */
   costs(sinceSeconds?: number): CostReport;
+  /**
+   * What each of these jobs has cost so far: `costs().byJob`'s figures (0 for a job never charged). A service that
+   * has no quicker way leaves it out, and the figures come from `costs()`.
+   */
+  costsOfJobs?(jobIds: readonly string[]): Map<string, number>;
   /** Ask for an early round (arrivals, completions, drains; `capacity`: capacity lost or about to be). */
   requestRound(reason: string, cause?: RoundCause): void;
 }

@@ -209,10 +209,15 @@ function checkHistory(
   for (const s of steps) {
     history.apply(s);
     if (s.kind === 'report') {
-      expectSameReport(
-        incremental.report(store, cat, history.now),
-        computeCostReport(store, cat, history.now),
-      );
+      const full = computeCostReport(store, cat, history.now);
+      // Asked first, so that it also catches up on its own: a listing's costs may come before any report.
+      const ids = [...store.listJobs().map((j) => j.id), 'job-unknown'];
+      const costs = incremental.jobCosts(store, cat, history.now, ids);
+      const report = incremental.report(store, cat, history.now);
+      expectSameReport(report, full);
+      // The report's own figures, to the bit; a job never charged costs 0.
+      const byJob = new Map(report.byJob.map((l) => [l.id, l.cost]));
+      expect(costs).toEqual(new Map(ids.map((id) => [id, byJob.get(id) ?? 0])));
       compared += 1;
     }
   }
@@ -241,6 +246,33 @@ describe('incremental cost report', () => {
       }),
       { numRuns: 150 },
     );
+  });
+
+  it("gives a job's cost as its ended instances' final shares plus its live one's", () => {
+    const { clock, store, taskId, instanceId } = oneJobLaunched();
+    const incremental = new IncrementalCostReport();
+    const hour = priceOf('c7i.xlarge');
+    clock.now = 100;
+    store.setInstanceState(instanceId, 'running');
+    store.setTaskState(taskId, 'running', instanceId);
+    clock.now = 3_700;
+    store.setTaskState(taskId, 'pending');
+    store.setInstanceState(instanceId, 'terminated');
+    // An hour on the first instance, now final.
+    const jobId = taskId.slice(0, taskId.lastIndexOf('.'));
+    expect(incremental.jobCosts(store, catalog, 3_700, [jobId]).get(jobId)).toBeCloseTo(hour, 9);
+    const next = store.createInstance({ typeName: 'c7i.xlarge' });
+    store.setInstanceState(next.id, 'launching', { cloudId: 'c-2' });
+    clock.now = 3_800;
+    store.setInstanceState(next.id, 'running');
+    store.setTaskState(taskId, 'running', next.id);
+    // Half an hour more on the second, still running: the two added.
+    clock.now = 5_600;
+    const costs = incremental.jobCosts(store, catalog, 5_600, [jobId, 'job-none']);
+    expect(costs.get(jobId)).toBeCloseTo(hour * 1.5, 9);
+    expect(costs.get('job-none')).toBe(0);
+    const report = incremental.report(store, catalog, 5_600);
+    expect(costs.get(jobId)).toBe(report.byJob.find((l) => l.id === jobId)?.cost);
   });
 
   it('keeps an ended instance as figures: its share stays what it was as later events come in', () => {

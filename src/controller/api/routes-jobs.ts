@@ -6,7 +6,6 @@ import { teamScope, type Principal } from './auth.js';
 import { bodyOf } from './body.js';
 import { HttpError, notFound } from './errors.js';
 import { keepAcceptedJob } from './kept-submission.js';
-import type { CostReport } from '../service.js';
 import { sinceQueryParam } from './since.js';
 import type { ApiContext, RouteTable } from './routing.js';
 import { dryRunView, requireUploadedContexts, specFromBody } from './submission.js';
@@ -98,7 +97,13 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       const endedSince =
         query.endedSince === undefined ? undefined : sinceQueryParam('endedSince', query.endedSince);
       const jobs = store.listJobs({ states, team, endedSince });
-      const costOf = query.withCost ? jobCosts(() => service.costs()) : undefined;
+      const costOf = query.withCost
+        ? jobCosts(() =>
+            service.costsOfJobs === undefined
+              ? new Map(service.costs().byJob.map((line) => [line.id, line.cost]))
+              : service.costsOfJobs(jobs.map((j) => j.id)),
+          )
+        : undefined;
       return {
         jobs: jobs.map((j) => ({
           ...jobSummary(j, taskCount(j.id), store, predicting()),
@@ -192,10 +197,10 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
  * Each job's cost so far from the controller's cost accounting (0 for a job not yet charged), or null for every job
  * when the controller cannot account costs: a listing does not fail for want of its cost column.
  */
-function jobCosts(report: () => CostReport): (jobId: string) => number | null {
-  let byJob: Map<string, number> | undefined;
+function jobCosts(costs: () => ReadonlyMap<string, number>): (jobId: string) => number | null {
+  let byJob: ReadonlyMap<string, number> | undefined;
   try {
-    byJob = new Map(report().byJob.map((line) => [line.id, line.cost]));
+    byJob = costs();
   } catch {
     byJob = undefined;
   }
