@@ -1,6 +1,7 @@
 import type { EChartsOption, LineSeriesOption } from 'echarts';
 import type { RunResult } from '../../world/run-result.js';
 import { minMaxIndices } from './downsample.js';
+import { spreadEndLabels } from './end-labels.js';
 import { SECONDS_PER_HOUR } from './series-metrics.js';
 import { type Chart } from '../../report/chart.js';
 import { seriesStyle } from '../../report/palette.js';
@@ -117,28 +118,93 @@ export function labelEnds(
   });
 }
 
+/** The over-time charts' plot area inside the chart (pixels). */
+const OVER_TIME_GRID = { left: 80, right: 190, top: 44, bottom: 50 } as const;
+/** An end label's line: 12 px bold text with its 1 px padding, and a little air. */
+const END_LABEL_LINE_HEIGHT = 17;
+/** An end label's width per character (12 px bold sans-serif, generous) and its padding and distance from the line. */
+const END_LABEL_CHAR_WIDTH = 7.4;
+const END_LABEL_EXTRA_WIDTH = 11;
+
 export function overTimeOption(
   results: readonly RunResult[],
   series: LineSeriesOption[],
   yName: string,
   yLabel: string,
   valueFormatter: (value: unknown) => string,
+  height: number,
 ): EChartsOption {
+  const x = timeAxis(results);
+  // A y axis of known extent, so that where each line ends is known here and its label can be moved off the others.
+  const y = niceAxis(Math.max(0, ...series.flatMap((s) => yValues(s))));
+  spreadSeriesEndLabels(series, x.max, y.max, height);
   return {
     legend: { top: 0, type: 'scroll' },
     tooltip: { ...TOOLTIP_AXIS, valueFormatter },
-    grid: { left: 80, right: 190, top: 44, bottom: 50 },
-    xAxis: { type: 'value', name: 'time (hours)', ...AXIS_NAME, min: 0, ...timeAxis(results) },
+    grid: OVER_TIME_GRID,
+    xAxis: { type: 'value', name: 'time (hours)', ...AXIS_NAME, min: 0, ...x },
     yAxis: {
       type: 'value',
       name: yName,
       ...AXIS_NAME,
       nameGap: 58,
       min: 0,
+      ...y,
       axisLabel: { formatter: yLabel },
     },
     series,
   };
+}
+
+function yValues(series: LineSeriesOption): number[] {
+  const data = (series.data ?? []) as readonly unknown[];
+  return data.flatMap((point) =>
+    Array.isArray(point) && typeof point[1] === 'number' && Number.isFinite(point[1]) ? [point[1]] : [],
+  );
+}
+
+/**
+ * Offset the shown end labels so that none overprints another (end-labels.ts), at the static width; a page drawn
+ * narrower squeezes the plot sideways only, so the vertical spacing holds there too wherever labels overlapped.
+ */
+function spreadSeriesEndLabels(series: LineSeriesOption[], xMax: number, yMax: number, height: number): void {
+  const plotWidth = WIDTH - OVER_TIME_GRID.left - OVER_TIME_GRID.right;
+  const plotHeight = height - OVER_TIME_GRID.top - OVER_TIME_GRID.bottom;
+  const shown = series.flatMap((s) => {
+    const label = s.endLabel;
+    const text = typeof label?.formatter === 'string' ? label.formatter : String(s.name ?? '');
+    const end = lastPoint(s);
+    if (label?.show !== true || end === undefined) return [];
+    return [
+      {
+        series: s,
+        box: {
+          x: (end[0] / xMax) * plotWidth,
+          y: plotHeight - (end[1] / yMax) * plotHeight,
+          width: text.length * END_LABEL_CHAR_WIDTH + END_LABEL_EXTRA_WIDTH,
+        },
+      },
+    ];
+  });
+  const offsets = spreadEndLabels(
+    shown.map((l) => l.box),
+    END_LABEL_LINE_HEIGHT,
+    plotHeight,
+  );
+  shown.forEach((l, i) => {
+    const dy = Math.round(offsets[i] ?? 0);
+    if (dy !== 0) l.series.endLabel = { ...l.series.endLabel, offset: [0, dy] };
+  });
+}
+
+function lastPoint(series: LineSeriesOption): [number, number] | undefined {
+  const data = (series.data ?? []) as readonly unknown[];
+  for (let i = data.length - 1; i >= 0; i--) {
+    const point = data[i];
+    if (Array.isArray(point) && typeof point[0] === 'number' && typeof point[1] === 'number')
+      return [point[0], point[1]];
+  }
+  return undefined;
 }
 
 export interface PanelGrid {

@@ -31,6 +31,9 @@ import {
   panelBox,
 } from './chart-kit.js';
 
+const COST_CHART_HEIGHT = 440;
+const MIGRATIONS_CHART_HEIGHT = 400;
+
 /**
  * The charts over time: cumulative cost (with the timed lower bound), running instances per scheduler, migrations.
  */
@@ -68,8 +71,8 @@ export function costChart(results: readonly RunResult[], bounds: ReportBounds | 
       id: 'chart-cumulative-cost',
       title: 'Cumulative cost over time',
       width: WIDTH,
-      height: 440,
-      option: overTimeOption(results, series, 'cost ($)', '${value}', fmt('money')),
+      height: COST_CHART_HEIGHT,
+      option: overTimeOption(results, series, 'cost ($)', '${value}', fmt('money'), COST_CHART_HEIGHT),
     },
     caption:
       'Money spent so far: every instance is billed per second from launch to termination. Each line ends when ' +
@@ -174,8 +177,15 @@ export function migrationsChart(results: readonly RunResult[]): ReportChart {
       id: 'chart-migrations',
       title: 'Job migrations (cumulative)',
       width: WIDTH,
-      height: 400,
-      option: overTimeOption(results, series, 'migrations', '{value}', fmt('integer')),
+      height: MIGRATIONS_CHART_HEIGHT,
+      option: overTimeOption(
+        results,
+        series,
+        'migrations',
+        '{value}',
+        fmt('integer'),
+        MIGRATIONS_CHART_HEIGHT,
+      ),
     },
     caption: 'Total number of job migrations (moves of a started job to other instances) so far.',
   };
