@@ -118,8 +118,10 @@ export function labelEnds(
   });
 }
 
-/** The over-time charts' plot area inside the chart (pixels). */
+/** The over-time charts' plot area inside the chart (pixels); the right margin holds the end labels, and widens for long ones. */
 const OVER_TIME_GRID = { left: 80, right: 190, top: 44, bottom: 50 } as const;
+/** The widest right margin: past it a long label is cut, rather than the plot squeezed. */
+const MAX_RIGHT_MARGIN = 420;
 /** An end label's line: 12 px bold text with its 1 px padding, and a little air. */
 const END_LABEL_LINE_HEIGHT = 17;
 /** An end label's width per character (12 px bold sans-serif, generous) and its padding and distance from the line. */
@@ -137,11 +139,11 @@ export function overTimeOption(
   const x = timeAxis(results);
   // A y axis of known extent, so that where each line ends is known here and its label can be moved off the others.
   const y = niceAxis(Math.max(0, ...series.flatMap((s) => yValues(s))));
-  spreadSeriesEndLabels(series, x.max, y.max, height);
+  const right = placeEndLabels(series, x.max, y.max, height);
   return {
     legend: { top: 0, type: 'scroll' },
     tooltip: { ...TOOLTIP_AXIS, valueFormatter },
-    grid: OVER_TIME_GRID,
+    grid: { ...OVER_TIME_GRID, right },
     xAxis: { type: 'value', name: 'time (hours)', ...AXIS_NAME, min: 0, ...x },
     yAxis: {
       type: 'value',
@@ -164,30 +166,27 @@ function yValues(series: LineSeriesOption): number[] {
 }
 
 /**
- * Offset the shown end labels so that none overprints another (end-labels.ts), at the static width; a page drawn
- * narrower squeezes the plot sideways only, so the vertical spacing holds there too wherever labels overlapped.
+ * Offset the shown end labels so that none overprints another (end-labels.ts), and answer the right margin that
+ * holds the longest of those ending at the right (merged labels, "a, b, c: 0", run long). Placed at the static width;
+ * a page drawn narrower squeezes the plot sideways only, so the vertical spacing holds there too.
  */
-function spreadSeriesEndLabels(series: LineSeriesOption[], xMax: number, yMax: number, height: number): void {
-  const plotWidth = WIDTH - OVER_TIME_GRID.left - OVER_TIME_GRID.right;
+function placeEndLabels(series: LineSeriesOption[], xMax: number, yMax: number, height: number): number {
   const plotHeight = height - OVER_TIME_GRID.top - OVER_TIME_GRID.bottom;
   const shown = series.flatMap((s) => {
     const label = s.endLabel;
     const text = typeof label?.formatter === 'string' ? label.formatter : String(s.name ?? '');
     const end = lastPoint(s);
     if (label?.show !== true || end === undefined) return [];
-    return [
-      {
-        series: s,
-        box: {
-          x: (end[0] / xMax) * plotWidth,
-          y: plotHeight - (end[1] / yMax) * plotHeight,
-          width: text.length * END_LABEL_CHAR_WIDTH + END_LABEL_EXTRA_WIDTH,
-        },
-      },
-    ];
+    const width = text.length * END_LABEL_CHAR_WIDTH + END_LABEL_EXTRA_WIDTH;
+    return [{ series: s, xShare: end[0] / xMax, y: plotHeight - (end[1] / yMax) * plotHeight, width }];
   });
+  // What sticks out past the plot of a label at x: its width less the plot to its right.
+  const plainWidth = WIDTH - OVER_TIME_GRID.left - OVER_TIME_GRID.right;
+  const overhang = Math.max(0, ...shown.map((l) => l.width - (1 - l.xShare) * plainWidth));
+  const right = Math.round(Math.min(MAX_RIGHT_MARGIN, Math.max(OVER_TIME_GRID.right, overhang + 8)));
+  const plotWidth = WIDTH - OVER_TIME_GRID.left - right;
   const offsets = spreadEndLabels(
-    shown.map((l) => l.box),
+    shown.map((l) => ({ x: l.xShare * plotWidth, y: l.y, width: l.width })),
     END_LABEL_LINE_HEIGHT,
     plotHeight,
   );
@@ -195,6 +194,7 @@ function spreadSeriesEndLabels(series: LineSeriesOption[], xMax: number, yMax: n
     const dy = Math.round(offsets[i] ?? 0);
     if (dy !== 0) l.series.endLabel = { ...l.series.endLabel, offset: [0, dy] };
   });
+  return right;
 }
 
 function lastPoint(series: LineSeriesOption): [number, number] | undefined {

@@ -106,6 +106,18 @@ describe('the charts over time', () => {
     expect((costChart(runs, undefined).chart.option as { yAxis: { max: number } }).yAxis.max).toBe(1000);
   });
 
+  it('widen the right margin for a long label at the right edge, and keep it for short ones', () => {
+    const grid = (names: readonly string[]): number => {
+      const runs = names.map((n) => fakeRun(n, 300, 3, 1, [2, 3]));
+      return (costChart(runs, undefined).chart.option as { grid: { right: number } }).grid.right;
+    };
+    expect(grid(['eva', 'owl'])).toBe(190);
+    // Two runs with the same total share one label of 42 characters (about 320 px); three, 62 characters, more
+    // than the widest margin.
+    expect(grid(['eva@valueOfTime=0', 'eva@valueOfTime=1'])).toBe(Math.round(42 * 7.4 + 11 + 8));
+    expect(grid(['eva@valueOfTime=0', 'eva@valueOfTime=1', 'karpenter-balanced'])).toBe(420);
+  });
+
   it('leave labels alone when runs end far apart', () => {
     const runs = [fakeRun('no-packing', 3, 3, 2, [2, 3]), fakeRun('eva', 1, 3, 1, [2.5, 3])];
     for (const chart of [costChart(runs, undefined), migrationsChart(runs)]) {
