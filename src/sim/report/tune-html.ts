@@ -199,8 +199,17 @@ export function scatterChart(
           nameLocation: 'middle',
           nameGap: 30,
           scale: true,
+          // Room past the outermost configs, so that none is drawn on an axis over its tick labels.
+          boundaryGap: AXIS_ROOM,
         },
-        yAxis: { type: 'value', name: LABEL[y], nameLocation: 'middle', nameGap: 50, scale: true },
+        yAxis: {
+          type: 'value',
+          name: LABEL[y],
+          nameLocation: 'middle',
+          nameGap: 50,
+          scale: true,
+          boundaryGap: AXIS_ROOM,
+        },
         visualMap: {
           type: 'continuous',
           dimension: 2,
@@ -225,6 +234,9 @@ export function scatterChart(
     },
   };
 }
+
+/** A share of the configs' spread added beyond them on each axis. */
+const AXIS_ROOM: [string, string] = ['8%', '8%'];
 
 const STYLE = `${BASE_STYLE}
   tr.front td { font-weight: 600; } tr.recommended td { background: #fff3d6; }
