@@ -5,6 +5,7 @@ import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
+import { writeQueueRecord } from '../../src/controller/queue-records.js';
 import {
   ADMIN_TOKEN,
   fakeWithTeams,
@@ -139,6 +140,14 @@ describe('fleetwise client commands (CLI subprocess)', () => {
   it('jobs lists the work still to end and what ended in the window, says what it left out, and --all lists all', async () => {
     const submitted = await cli(['submit', join(EXAMPLES, 'resnet.yaml'), '--json']);
     const { id } = JSON.parse(submitted.stdout) as { id: string };
+    // Predicted while it waited; ended, the prediction is no estimate any more.
+    const eta = {
+      startSeconds: 1.9e9,
+      completionSeconds: 1.9e9 + 600,
+      computedAtSeconds: 1.8e9,
+      basis: 'test',
+    };
+    writeQueueRecord(service.store, id, { eta });
     service.store.setJobState(id, 'cancelled');
     service.jobCosts.set(id, 1.5);
     const row = (out: string): string | undefined => out.split('\n').find((l) => l.startsWith(`${id} `));
@@ -146,7 +155,7 @@ describe('fleetwise client commands (CLI subprocess)', () => {
     // The default window is the last day: a job cancelled just now is in it, with its cost.
     const recent = await cli(['jobs']);
     expect(recent.code).toBe(0);
-    expect(row(recent.stdout)).toMatch(/\bcancelled\b.*\$1\.50/);
+    expect(row(recent.stdout)).toMatch(/\bcancelled\b.*\$1\.50 .* - +-$/);
     expect(recent.stdout).not.toContain('more job');
 
     const ahead = String(Math.ceil(Date.now() / 1000) + 60);

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { parseWith } from '../../core/validation.js';
+import { isFinalJobState } from '../../controller/state/lifecycle.js';
 import {
   addConnectionOptions,
   FleetwiseClient,
@@ -81,7 +82,8 @@ function formatJobs(jobs: readonly JobWithCost[]): string {
         j.cost === null ? '-' : formatDollars(j.cost),
         formatTime(j.submittedAtSeconds),
         formatQueue(fields),
-        formatEta(fields),
+        // An ended job's last prediction is no estimate of anything any more.
+        isFinalJobState(j.state) ? '-' : formatEta(fields),
       ];
     }),
   );
