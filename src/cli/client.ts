@@ -58,7 +58,11 @@ export type JobSummaryResponse = z.output<typeof jobSummarySchema>;
 const jobListSchema = z.object({
   jobs: z.array(jobSummarySchema.extend({ cost: z.number().nullable().optional() })),
   endedEarlier: z.number().optional(),
+  next: z.string().optional(),
 });
+
+/** Jobs asked for in one request when listing them all. */
+const JOBS_PAGE = 500;
 export type JobListResponse = z.output<typeof jobListSchema>;
 
 export interface JobListFilter {
@@ -67,6 +71,9 @@ export interface JobListFilter {
   /** Jobs still to end and those that ended since then: epoch seconds, an ISO 8601 time or an age like 24h. */
   readonly endedSince?: string;
   readonly withCost?: boolean;
+  /** One page: at most this many, after the job `after`. */
+  readonly limit?: number;
+  readonly after?: string;
 }
 
 const taskSchema = z.looseObject({
@@ -331,8 +338,29 @@ export class FleetwiseClient {
     return this.request('POST', '/v1/jobs?dryRun=true', dryRunSchema, { json: spec });
   }
 
-  async listJobs(filter: JobListFilter = {}): Promise<JobSummaryResponse[]> {
-    return (await this.listJobsPage(filter)).jobs;
+  async listJobs(filter: JobListFilter = {}): Promise<JobListResponse['jobs']> {
+    return (await this.listAllJobs(filter)).jobs;
+  }
+
+  /**
+   * Every job the filter selects, read a page at a time (the controller answers each page apart, so a long listing
+   * never holds its loop for long), and with `endedSince` how many ended before it.
+   */
+  async listAllJobs(filter: JobListFilter = {}): Promise<JobListResponse> {
+    const jobs: JobListResponse['jobs'] = [];
+    let endedEarlier: number | undefined;
+    let after: string | undefined;
+    do {
+      const page = await this.listJobsPage({
+        ...filter,
+        limit: JOBS_PAGE,
+        ...(after === undefined ? {} : { after }),
+      });
+      jobs.push(...page.jobs);
+      endedEarlier ??= page.endedEarlier;
+      after = page.next;
+    } while (after !== undefined);
+    return { jobs, ...(endedEarlier === undefined ? {} : { endedEarlier }) };
   }
 
   /**
@@ -345,6 +373,8 @@ export class FleetwiseClient {
     if (filter.team !== undefined) query.set('team', filter.team);
     if (filter.endedSince !== undefined) query.set('endedSince', filter.endedSince);
     if (filter.withCost === true) query.set('withCost', 'true');
+    if (filter.limit !== undefined) query.set('limit', String(filter.limit));
+    if (filter.after !== undefined) query.set('after', filter.after);
     return this.request('GET', withQuery('/v1/jobs', query), jobListSchema);
   }
 
@@ -446,7 +476,8 @@ export class FleetwiseClient {
       readonly timeoutMs?: number;
     } = {},
   ): Promise<z.output<S>> {
-    const what = `${method} ${path}`;
+    // Errors name the route, not its query: a 400 names the parameter at fault in its details.
+    const what = `${method} ${path.split('?')[0] ?? path}`;
     const headers: Record<string, string> = {
       authorization: `Bearer ${this.token}`,
       accept: 'application/json',

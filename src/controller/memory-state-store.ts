@@ -153,13 +153,22 @@ export class MemoryStateStore implements StateStore {
   }
 
   listJobs(filter: JobFilter = {}): JobRecord[] {
-    return [...this.jobs.values()].filter((j) => jobMatches(j, filter));
+    const after = filter.afterId === undefined ? 0 : jobSeqOf(filter.afterId);
+    // Submission order, as the SQL stores list them (a restored job may be added after later ones).
+    const jobs = [...this.jobs.values()]
+      .filter((j) => jobMatches(j, filter))
+      .map((j) => ({ j, seq: jobSeqOf(j.id) }))
+      .filter((x) => x.seq > after)
+      .sort((a, b) => a.seq - b.seq)
+      .map((x) => x.j);
+    return filter.limit === undefined ? jobs : jobs.slice(0, filter.limit);
   }
 
   countJobs(filter: JobFilter = {}): number {
+    const after = filter.afterId === undefined ? 0 : jobSeqOf(filter.afterId);
     let count = 0;
-    for (const j of this.jobs.values()) if (jobMatches(j, filter)) count += 1;
-    return count;
+    for (const j of this.jobs.values()) if (jobMatches(j, filter) && jobSeqOf(j.id) > after) count += 1;
+    return filter.limit === undefined ? count : Math.min(count, filter.limit);
   }
 
   setJobState(id: string, state: JobState, reason?: string): JobRecord {

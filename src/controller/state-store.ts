@@ -227,6 +227,10 @@ export interface JobFilter {
    * that does not grow with the controller's whole history.
    */
   readonly endedSince?: number | undefined;
+  /** Only jobs submitted after this one (a job id): the next page of a listing. */
+  readonly afterId?: string | undefined;
+  /** At most this many, the first in submission order. */
+  readonly limit?: number | undefined;
 }
 export interface TaskFilter {
   readonly jobId?: string | undefined;

@@ -191,8 +191,7 @@ describe('the client a newcomer meets (CLI subprocess)', { timeout: CLI_TEST_TIM
     expect(denied.code).toBe(1);
     expect(denied.stdout).toBe('');
     expect(JSON.parse(denied.stderr)).toMatchObject({
-      error:
-        'GET /v1/jobs?endedSince=24h&withCost=true: the controller answered 401: invalid or revoked token',
+      error: 'GET /v1/jobs: the controller answered 401: invalid or revoked token',
       status: 401,
       reason: 'invalid or revoked token',
     });

@@ -496,6 +496,49 @@ describe('controller API: authentication and team isolation', () => {
     expect(errorOf(badCost).details?.[0]).toMatch(/^withCost: expected true or false/);
   });
 
+  it('jobs: a page at a time with limit, after the next of the page before', async () => {
+    type Page = { jobs: { id: string }[]; next?: string; endedEarlier?: number };
+    const page = async (query: string): Promise<Page> => {
+      const answer = await call('GET', `/v1/jobs${query}`, { token: ADMIN_TOKEN });
+      expect(answer.status).toBe(200);
+      return answer.body as Page;
+    };
+    const all = (await page('')).jobs.map((j) => j.id);
+    expect(all.length).toBeGreaterThan(3);
+    const walked: string[] = [];
+    let after: string | undefined;
+    let pages = 0;
+    do {
+      const p = await page(`?limit=2${after === undefined ? '' : `&after=${after}`}`);
+      expect(p.jobs.length).toBeLessThanOrEqual(2);
+      walked.push(...p.jobs.map((j) => j.id));
+      // next names the last job of a full page that has more after it.
+      if (p.next !== undefined) expect(p.next).toBe(p.jobs.at(-1)?.id);
+      after = p.next;
+      pages += 1;
+    } while (after !== undefined);
+    expect(walked).toEqual(all);
+    expect(pages).toBe(Math.ceil(all.length / 2));
+    // A page that ends exactly at the last job says no next.
+    expect((await page(`?limit=${all.length}`)).next).toBeUndefined();
+    // The window's count of what it left out is the whole filter's, whichever page.
+    const ahead = Math.ceil(Date.now() / 1000) + 60;
+    const windowed = await page(`?endedSince=${ahead}&limit=1`);
+    expect(windowed.endedEarlier).toBe(
+      service.store.countJobs() - service.store.countJobs({ endedSince: ahead }),
+    );
+    for (const [query, field, message] of [
+      ['limit=0', 'limit', 'at least 1'],
+      ['limit=1001', 'limit', 'at most 1000'],
+      ['limit=2.5', 'limit', 'a whole number'],
+      ['after=7', 'after', 'expected a job id like job-12'],
+    ] as const) {
+      const bad = await call('GET', `/v1/jobs?${query}`, { token: ADMIN_TOKEN });
+      expect(bad.status).toBe(400);
+      expect(errorOf(bad).details?.[0]).toMatch(new RegExp(`^${field}: ${message}`));
+    }
+  });
+
   it('reports: admin writes one now; a team may not', async () => {
     expect((await call('POST', '/v1/reports', { token: VISION_TOKEN })).status).toBe(403);
     const written = await call('POST', '/v1/reports', { token: ADMIN_TOKEN });

@@ -334,6 +334,22 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(store.countJobs({ endedSince: 1201 })).toBe(2);
     });
 
+    it('lists jobs a page at a time, in submission order after a given job', () => {
+      for (let i = 0; i < 5; i++) store.submitJob(i % 2 === 0 ? RESNET : { ...RESNET, team: 'other' });
+      store.setJobState('job-2', 'cancelled');
+      const ids = (f: Parameters<StateStore['listJobs']>[0]): string[] => store.listJobs(f).map((j) => j.id);
+      expect(ids({ limit: 2 })).toEqual(['job-1', 'job-2']);
+      expect(ids({ limit: 2, afterId: 'job-2' })).toEqual(['job-3', 'job-4']);
+      expect(ids({ limit: 2, afterId: 'job-4' })).toEqual(['job-5']);
+      expect(ids({ afterId: 'job-5' })).toEqual([]);
+      // After a job the filter leaves out, and with the other filters.
+      expect(ids({ team: 'other', afterId: 'job-1' })).toEqual(['job-2', 'job-4']);
+      expect(ids({ states: ['queued'], afterId: 'job-1', limit: 2 })).toEqual(['job-3', 'job-4']);
+      expect(ids({ limit: 0 })).toEqual([]);
+      expect(store.countJobs({ afterId: 'job-2' })).toBe(3);
+      expect(store.countJobs({ afterId: 'job-2', limit: 2 })).toBe(2);
+    });
+
     it('commits tasks to instances and releases them when they stop', () => {
       const job = store.submitJob(DDP);
       const inst = store.createInstance({ typeName: 'p3.8xlarge' });
@@ -965,6 +981,8 @@ describe('MemoryStateStore and the SQL stores agree on random operation sequence
               expect(sql.listJobs({ endedSince: since })).toEqual(memory.listJobs({ endedSince: since }));
               expect(sql.countJobs({ endedSince: since })).toBe(memory.countJobs({ endedSince: since }));
             }
+            for (const page of [{ limit: 1 }, { afterId: 'job-1', limit: 2 }, { afterId: 'job-2' }])
+              expect(sql.listJobs(page)).toEqual(memory.listJobs(page));
             expect(sql.listTasks()).toEqual(memory.listTasks());
             const withoutToken = (s: StateStore) =>
               s.listInstances().map(({ launchToken: _t, ...rest }) => rest);

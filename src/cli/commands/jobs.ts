@@ -39,7 +39,7 @@ interface JobListing {
 
 /** The jobs and, from the controller's cost accounting, each one's cost so far: one request. */
 async function listJobs(client: FleetwiseClient, filter: JobListFilter): Promise<JobListing> {
-  const page = await client.listJobsPage({ ...filter, withCost: true });
+  const page = await client.listAllJobs({ ...filter, withCost: true });
   return { jobs: page.jobs.map((j) => ({ ...j, cost: j.cost ?? null })), endedEarlier: page.endedEarlier };
 }
 

@@ -205,6 +205,11 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
           ],
         },
       },
+      next: {
+        type: 'string',
+        description:
+          'With limit, when more jobs follow: the last job listed, to pass as `after` for the next page',
+      },
       endedEarlier: {
         type: 'integer',
         description: 'With endedSince: how many jobs the other filters select ended before it (not listed)',

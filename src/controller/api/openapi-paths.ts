@@ -126,6 +126,20 @@ export const PATHS: Record<string, Record<string, Schema>> = {
           example: '24h',
         },
         {
+          name: 'limit',
+          in: 'query',
+          description:
+            'At most this many jobs (1–1000), the first in submission order; `next` names the last when more follow',
+          schema: { type: 'integer', minimum: 1, maximum: 1000 },
+        },
+        {
+          name: 'after',
+          in: 'query',
+          description: 'Only jobs submitted after this one: the `next` of the page before',
+          schema: { type: 'string' },
+          example: 'job-500',
+        },
+        {
           name: 'withCost',
           in: 'query',
           description:

@@ -13,6 +13,9 @@ import { jobDocument, jobSummary, visibleJobIds, whyForScope } from './views.js'
 
 const idParams = z.object({ id: z.string().min(1).max(128) });
 
+/** The most jobs one page of `GET /v1/jobs` holds. */
+export const MAX_JOBS_PAGE = 1000;
+
 /** `state=queued,running` or `state=queued&state=running`. */
 const statesParam = z
   .union([z.string(), z.array(z.string())])
@@ -24,6 +27,16 @@ const listQuery = z.object({
   state: statesParam,
   team: z.string().min(1).optional(),
   endedSince: z.string().min(1).max(64, 'at most 64 characters').optional(),
+  limit: z.coerce
+    .number()
+    .int('a whole number')
+    .min(1, 'at least 1')
+    .max(MAX_JOBS_PAGE, `at most ${MAX_JOBS_PAGE}`)
+    .optional(),
+  after: z
+    .string()
+    .regex(/^job-[1-9]\d{0,14}$/, 'expected a job id like job-12 (the last of the page before)')
+    .optional(),
   withCost: z
     .enum(['true', 'false'], { error: 'expected true or false' })
     .optional()
@@ -96,7 +109,17 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       const team = scope ?? query.team;
       const endedSince =
         query.endedSince === undefined ? undefined : sinceQueryParam('endedSince', query.endedSince);
-      const jobs = store.listJobs({ states, team, endedSince });
+      const { limit } = query;
+      // One more than asked: whether there is a next page.
+      const page = store.listJobs({
+        states,
+        team,
+        endedSince,
+        afterId: query.after,
+        limit: limit === undefined ? undefined : limit + 1,
+      });
+      const more = limit !== undefined && page.length > limit;
+      const jobs = more ? page.slice(0, limit) : page;
       const costOf = query.withCost
         ? jobCosts(() =>
             service.costsOfJobs === undefined
@@ -109,10 +132,14 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
           ...jobSummary(j, taskCount(j.id), store, predicting()),
           ...(costOf === undefined ? {} : { cost: costOf(j.id) }),
         })),
+        // The last job listed, to ask for the page after it.
+        ...(more ? { next: jobs.at(-1)?.id } : {}),
         // What the window left out, so a listing can say that there is more.
         ...(endedSince === undefined
           ? {}
-          : { endedEarlier: store.countJobs({ states, team }) - jobs.length }),
+          : {
+              endedEarlier: store.countJobs({ states, team }) - store.countJobs({ states, team, endedSince }),
+            }),
       };
     },
   });

@@ -117,16 +117,18 @@ export class JobQueries {
 
   listJobs(filter: JobFilter = {}): JobRecord[] {
     const where = jobWhere(filter);
+    const limit = filter.limit === undefined ? '' : ` LIMIT ${Math.max(0, Math.floor(filter.limit))}`;
     return this.connection
-      .all(`SELECT * FROM jobs ${where.sql()} ORDER BY seq`, ...where.params)
+      .all(`SELECT * FROM jobs ${where.sql()} ORDER BY seq${limit}`, ...where.params)
       .map((row) => jobRecordFromRow(row, this.specs.specOf));
   }
 
   countJobs(filter: JobFilter = {}): number {
     const where = jobWhere(filter);
-    return Number(
+    const count = Number(
       this.connection.get(`SELECT COUNT(*) AS n FROM jobs ${where.sql()}`, ...where.params)?.['n'] ?? 0,
     );
+    return filter.limit === undefined ? count : Math.min(count, filter.limit);
   }
 
   setJobState(id: string, state: JobState, reason?: string): JobRecord {
@@ -257,5 +259,6 @@ function jobWhere(filter: JobFilter): Where {
   // finished_at is set exactly when a job reaches a final state.
   if (filter.endedSince !== undefined)
     where.raw('(finished_at IS NULL OR finished_at >= ?)', filter.endedSince);
+  if (filter.afterId !== undefined) where.raw('seq > ?', jobSeqOf(filter.afterId));
   return where;
 }
