@@ -146,6 +146,9 @@ export function attributeCosts(input: AttributionInput): DetailedCostReport {
       }
     }
     idleTotal += idle;
+    // An instance billed for none of the period (it ended before it began) has no line: a report over a day of a
+    // long-lived controller lists that day's instances, not every one it ever ran.
+    if (to <= from) continue;
     instanceLines.push({
       id: inst.id,
       typeName: inst.typeName,

@@ -93,6 +93,17 @@ describe('cost attribution', () => {
     expect(report.byJob[0]?.cost).toBeCloseTo(0.357 / 4, 10);
   });
 
+  it('lists only the instances billed in the period', () => {
+    const gone = { ...box(1800), id: 'inst-0' };
+    const report = attributeCosts(input([gone, box(3600)], [on('job-1.0', 0, 3600)], 2700, 3600));
+    // inst-0 ended before the period began: no line, nothing in the totals.
+    expect(report.byInstance.map((l) => l.id)).toEqual(['inst-1']);
+    expect(report.totalCost).toBeCloseTo(0.357 / 4, 10);
+    // The same instance, one second into the period, has its line.
+    const overlapping = attributeCosts(input([{ ...gone, terminatedAtSeconds: 2701 }], [], 2700, 3600));
+    expect(overlapping.byInstance.map((l) => [l.id, l.billedSeconds])).toEqual([['inst-0', 1]]);
+  });
+
   it('reports checkpointing and restore time as migration overhead, inside the job cost', () => {
     const report = attributeCosts(
       input([box(3600)], [on('job-1.0', 0, 3000), on('job-1.0', 3000, 3600, 'migration')]),
