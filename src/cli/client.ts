@@ -60,10 +60,10 @@ const jobListSchema = z.object({
   endedEarlier: z.number().optional(),
   next: z.string().optional(),
 });
+export type JobListResponse = z.output<typeof jobListSchema>;
 
 /** Jobs asked for in one request when listing them all. */
 const JOBS_PAGE = 500;
-export type JobListResponse = z.output<typeof jobListSchema>;
 
 export interface JobListFilter {
   readonly states?: readonly string[];

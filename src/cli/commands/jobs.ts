@@ -37,7 +37,7 @@ interface JobListing {
   readonly endedEarlier: number | undefined;
 }
 
-/** The jobs and, from the controller's cost accounting, each one's cost so far: one request. */
+/** The jobs and, from the controller's cost accounting, each one's cost so far, read a page at a time. */
 async function listJobs(client: FleetwiseClient, filter: JobListFilter): Promise<JobListing> {
   const page = await client.listAllJobs({ ...filter, withCost: true });
   return { jobs: page.jobs.map((j) => ({ ...j, cost: j.cost ?? null })), endedEarlier: page.endedEarlier };
