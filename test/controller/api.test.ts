@@ -488,6 +488,18 @@ describe('controller API: authentication and team isolation', () => {
     const visionToEnd = toEnd.filter((j) => j.team === 'vision');
     expect(team.jobs.map((j) => j.id)).toEqual(visionToEnd.map((j) => j.id));
     expect(team.endedEarlier).toBe(service.store.countJobs({ team: 'vision' }) - visionToEnd.length);
+    // A controller whose cost accounting fails still lists its jobs, each cost null.
+    const costs = service.costs.bind(service);
+    service.costs = () => {
+      throw new Error('accounting down');
+    };
+    try {
+      const unpriced = await list('?withCost=true');
+      expect(unpriced.jobs.length).toBe(all.jobs.length);
+      expect(unpriced.jobs.every((j) => j.cost === null)).toBe(true);
+    } finally {
+      service.costs = costs;
+    }
     const bad = await call('GET', '/v1/jobs?endedSince=last-week', { token: ADMIN_TOKEN });
     expect(bad.status).toBe(400);
     expect(errorOf(bad).details?.[0]).toMatch(/^endedSince: expected epoch seconds/);

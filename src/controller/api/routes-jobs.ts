@@ -121,10 +121,12 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       const more = limit !== undefined && page.length > limit;
       const jobs = more ? page.slice(0, limit) : page;
       const costOf = query.withCost
-        ? jobCosts(() =>
-            service.costsOfJobs === undefined
-              ? new Map(service.costs().byJob.map((line) => [line.id, line.cost]))
-              : service.costsOfJobs(jobs.map((j) => j.id)),
+        ? jobCosts(
+            () =>
+              service.costsOfJobs === undefined
+                ? new Map(service.costs().byJob.map((line) => [line.id, line.cost]))
+                : service.costsOfJobs(jobs.map((j) => j.id)),
+            (e) => request.log.warn(e, 'jobs listed without their costs: the cost accounting failed'),
           )
         : undefined;
       return {
@@ -224,11 +226,15 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
  * Each job's cost so far from the controller's cost accounting (0 for a job not yet charged), or null for every job
  * when the controller cannot account costs: a listing does not fail for want of its cost column.
  */
-function jobCosts(costs: () => ReadonlyMap<string, number>): (jobId: string) => number | null {
+function jobCosts(
+  costs: () => ReadonlyMap<string, number>,
+  failed: (error: unknown) => void,
+): (jobId: string) => number | null {
   let byJob: ReadonlyMap<string, number> | undefined;
   try {
     byJob = costs();
-  } catch {
+  } catch (e) {
+    failed(e);
     byJob = undefined;
   }
   return (id) => (byJob === undefined ? null : (byJob.get(id) ?? 0));
