@@ -58,6 +58,11 @@ export interface AttributionInput {
   readonly jobs: ReadonlyMap<string, JobInfo>;
   readonly sinceSeconds: number;
   readonly nowSeconds: number;
+  /**
+   * The period ended at `nowSeconds` (a closed month) and later records are in the store: nothing past it is billed,
+   * an instance that ended later was still running then, and its minimum billed minute falls in each period in part.
+   */
+  readonly closed?: boolean;
 }
 
 export interface JobCostLine extends CostLine {
@@ -101,13 +106,16 @@ export function attributeCosts(input: AttributionInput): DetailedCostReport {
   let costPerHourNow = 0;
   for (const inst of input.instances) {
     const ratePerSecond = perHourToPerSecond(inst.costPerHour);
-    const ended = inst.terminatedAtSeconds !== undefined;
-    if (!ended) costPerHourNow += inst.costPerHour;
+    const ended =
+      inst.terminatedAtSeconds !== undefined && (input.closed !== true || inst.terminatedAtSeconds <= now);
+    if (!ended && inst.fromSeconds <= now) costPerHourNow += inst.costPerHour;
     // Tasks can only be on it until it ended (or now); a terminated instance owes at least the minimum.
     const usedTo = Math.min(inst.terminatedAtSeconds ?? now, now);
-    const to = ended
-      ? Math.max(inst.terminatedAtSeconds as number, inst.fromSeconds + MINIMUM_BILLED_SECONDS)
-      : now;
+    const billedTo =
+      inst.terminatedAtSeconds !== undefined
+        ? Math.max(inst.terminatedAtSeconds, inst.fromSeconds + MINIMUM_BILLED_SECONDS)
+        : now;
+    const to = input.closed === true ? Math.min(billedTo, now) : billedTo;
     const from = Math.max(inst.fromSeconds, since);
     let instanceCost = 0;
     let idle = 0;
@@ -339,6 +347,7 @@ export function computeCostReport(
   catalog: Catalog,
   nowSeconds: number,
   sinceSeconds = 0,
+  closed = false,
 ): DetailedCostReport {
   const book = new PriceBook(catalog);
   const jobs = store.listJobs();
@@ -368,5 +377,19 @@ export function computeCostReport(
     jobs: new Map([...jobById.values()].map((j) => [j.id, { id: j.id, name: j.name, team: j.team }])),
     sinceSeconds: Math.max(sinceSeconds, firstRecord),
     nowSeconds,
+    closed,
   });
+}
+
+/**
+ * The report of a period that has ended, from `startSeconds` to `endSeconds` (a month): what was billed in it and to
+ * whom, as if written at its end, whatever the store recorded since.
+ */
+export function computeClosedPeriodReport(
+  store: StateStore,
+  catalog: Catalog,
+  startSeconds: number,
+  endSeconds: number,
+): DetailedCostReport {
+  return computeCostReport(store, catalog, endSeconds, startSeconds, true);
 }

@@ -2,9 +2,15 @@ import type { Catalog } from '../core/catalog.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { locationOf } from './artifacts.js';
 import type { Clock } from './clock.js';
-import { billedInstances, type DetailedCostReport } from './cost-accounting.js';
+import { nextUtcMonth, utcMonthBounds, utcMonthOf } from '../core/utc-month.js';
+import { billedInstances, computeClosedPeriodReport, type DetailedCostReport } from './cost-accounting.js';
 import { pruneCostReports } from './report-retention.js';
-import { buildReportDocument, writeReportFiles, type WrittenReport } from './reports.js';
+import {
+  buildReportDocument,
+  writeMonthlyReportFiles,
+  writeReportFiles,
+  type WrittenReport,
+} from './reports.js';
 import type { ControllerLogger } from './seams.js';
 import type { StateStore } from './state-store.js';
 
@@ -26,8 +32,13 @@ export interface ReportWriterDeps {
   readonly safeEvent: (kind: string, message: string) => void;
 }
 
+/** The state store's record of the last month whose report is in the object store (`YYYY-MM`). */
+export const MONTHS_REPORTED_KEY = 'reports.monthsWrittenThrough';
+
 /**
- * Cost reports in the object store: every `everySeconds`, when jobs end, and on request. The loop only starts a due
+ * Cost reports in the object store: every `everySeconds`, when jobs end, and on request; and once a UTC month has
+ * ended, that month's report (`reports/months/YYYY-MM.*`), kept for good: what each team spent in each month, the
+ * period a shared budget is usually set by, while the rolling reports are pruned. The loop only starts a due
  * report (`startDue`); the write goes on beside it, one at a time, so the loop never waits for the object store (a
  * hung store delays reports, never rounds).
  */
@@ -37,6 +48,8 @@ export class ReportWriter {
   private nextAtSeconds: number;
   /** The report being written, if one is. */
   private writing: Promise<void> | undefined;
+  /** After a month's report failed, when to try again (a month's report replays the history: not every pass). */
+  private monthRetryAtSeconds = 0;
 
   constructor(private readonly deps: ReportWriterDeps) {
     this.nextAtSeconds = deps.clock.nowSeconds() + deps.everySeconds;
@@ -74,13 +87,63 @@ export class ReportWriter {
       reasons.push('hourly');
       this.nextAtSeconds = now + this.deps.everySeconds;
     }
-    if (reasons.length === 0) return;
+    if (reasons.length > 0)
+      try {
+        await this.writeCostReport(reasons.join(', '));
+      } catch (e) {
+        this.deps.log.error('cannot write the cost report', { error: (e as Error).message });
+        this.deps.safeEvent('report.error', (e as Error).message);
+      }
+    if (now >= this.monthRetryAtSeconds) await this.writeEndedMonth(now);
+  }
+
+  /**
+   * The report of the oldest ended month not written yet, if any: one month a pass, so a controller that was down
+   * over several month ends catches up a month at a time. A month is counted from the first job's submission.
+   */
+  private async writeEndedMonth(now: number): Promise<void> {
+    const objectStore = this.deps.objectStore;
+    if (objectStore === undefined) return;
     try {
-      await this.writeCostReport(reasons.join(', '));
+      const month = this.endedMonthToWrite(now);
+      if (month === undefined) return;
+      const { startSeconds, endSeconds } = utcMonthBounds(month);
+      const catalog = this.deps.catalog();
+      // The whole log replayed, once a month: a month's records are not kept apart.
+      const report = computeClosedPeriodReport(this.deps.store, catalog, startSeconds, endSeconds);
+      const reason = `month ${month}`;
+      const doc = buildReportDocument({
+        cluster: this.deps.clusterName,
+        reason,
+        report,
+        instances: billedInstances(this.deps.store.listInstances(), catalog),
+      });
+      const keys = await writeMonthlyReportFiles(objectStore, doc, month);
+      this.deps.store.transaction(() => {
+        this.deps.store.setValue(MONTHS_REPORTED_KEY, month);
+        this.deps.store.appendEvent({
+          kind: 'report.written',
+          message: `cost report of ${month} written to ${locationOf(objectStore, keys.json)}`,
+          data: { ...keys, reason, totalCost: report.totalCost, atSeconds: now },
+        });
+      });
     } catch (e) {
-      this.deps.log.error('cannot write the cost report', { error: (e as Error).message });
+      this.monthRetryAtSeconds = now + this.deps.everySeconds;
+      this.deps.log.error("cannot write the month's cost report", { error: (e as Error).message });
       this.deps.safeEvent('report.error', (e as Error).message);
     }
+  }
+
+  private endedMonthToWrite(now: number): string | undefined {
+    const written = this.deps.store.getValue(MONTHS_REPORTED_KEY);
+    const first = this.deps.store.listJobs({ limit: 1 })[0];
+    const month =
+      typeof written === 'string'
+        ? nextUtcMonth(written)
+        : first === undefined
+          ? undefined
+          : utcMonthOf(first.submittedAtSeconds);
+    return month !== undefined && utcMonthBounds(month).endSeconds <= now ? month : undefined;
   }
 
   /** Write the cost report (JSON, CSV, HTML) to the object store now. */

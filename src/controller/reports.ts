@@ -3,7 +3,12 @@ import { ValidationError } from '../core/validation.js';
 import { escapeXml } from '../report/escape.js';
 import { CHART_STYLE, chartHtml, chartRuntime, fmt, type Chart } from '../report/chart.js';
 import { CATEGORY_COLORS } from '../report/palette.js';
-import { COST_REPORTS_PREFIX, costReportKeys, LATEST_REPORT_KEY } from '../protocol/object-keys.js';
+import {
+  COST_REPORTS_PREFIX,
+  costReportKeys,
+  LATEST_REPORT_KEY,
+  monthlyReportKeys,
+} from '../protocol/object-keys.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import type { BilledInstance, DetailedCostReport } from './cost-accounting.js';
 
@@ -337,13 +342,33 @@ export interface WrittenReport {
 
 export async function writeReportFiles(store: ObjectStore, doc: CostReportDocument): Promise<WrittenReport> {
   const keys: WrittenReport = costReportKeys(reportStamp(doc.generatedAtSeconds));
+  const json = await putReportFiles(store, doc, keys);
+  await store.put(LATEST_REPORT_KEY, json);
+  return keys;
+}
+
+/** A month's report, under its own keys (not the newest report: `latest.json` stays the rolling one). */
+export async function writeMonthlyReportFiles(
+  store: ObjectStore,
+  doc: CostReportDocument,
+  month: string,
+): Promise<WrittenReport> {
+  const keys: WrittenReport = monthlyReportKeys(month);
+  await putReportFiles(store, doc, keys);
+  return keys;
+}
+
+async function putReportFiles(
+  store: ObjectStore,
+  doc: CostReportDocument,
+  keys: WrittenReport,
+): Promise<Buffer> {
   const json = Buffer.from(`${JSON.stringify(doc, null, 2)}\n`, 'utf8');
   await store.put(keys.csv, Buffer.from(reportCsv(doc), 'utf8'));
   await store.put(keys.html, Buffer.from(reportHtml(doc), 'utf8'));
   // JSON last: a reader that finds it finds the other two.
   await store.put(keys.json, json);
-  await store.put(LATEST_REPORT_KEY, json);
-  return keys;
+  return json;
 }
 
 const costLine = z.object({ id: z.string(), cost: z.number() }).loose();

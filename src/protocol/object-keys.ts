@@ -11,6 +11,7 @@
  *   contexts/<sha256>.tar[.gz]                     a build context `fleetwise submit` uploaded (content-addressed)
  *   reports/costs-<UTC stamp>.{json,csv,html}      cost reports (the stamp sorts chronologically)
  *   reports/latest.json                            a copy of the newest JSON cost report
+ *   reports/months/<YYYY-MM>.{json,csv,html}       the cost report of each UTC month once it has ended (kept)
  *   backups/<cluster>/state-<seq>.db.gz            a gzip-compressed copy of the controller's SQLite state
  *   backups/<cluster>/state-<seq>.json             its manifest (size, sha256), written after the data
  *   backups/<cluster>/latest.json                  a copy of the newest manifest, written last
@@ -99,6 +100,15 @@ export const LATEST_REPORT_KEY = `${REPORTS_PREFIX}latest.json`;
 /** The keys of one cost report; `stamp` must sort chronologically and be safe as a file name. */
 export function costReportKeys(stamp: string): { json: string; csv: string; html: string } {
   const base = `${COST_REPORTS_PREFIX}${stamp}`;
+  return { json: `${base}.json`, csv: `${base}.csv`, html: `${base}.html` };
+}
+
+/** Each ended month's cost report: never pruned, so the months of a year stay side by side. */
+export const MONTHLY_REPORTS_PREFIX = `${REPORTS_PREFIX}months/`;
+
+/** The keys of a month's cost report; `month` is `YYYY-MM` (UTC). */
+export function monthlyReportKeys(month: string): { json: string; csv: string; html: string } {
+  const base = `${MONTHLY_REPORTS_PREFIX}${month}`;
   return { json: `${base}.json`, csv: `${base}.csv`, html: `${base}.html` };
 }
 

@@ -17,6 +17,7 @@ import { startApiServer, type ApiServer } from '../../src/controller/api/server.
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import {
   buildReportDocument,
+  writeMonthlyReportFiles,
   writeReportFiles,
   type CostReportDocument,
 } from '../../src/controller/reports.js';
@@ -341,6 +342,28 @@ describe('client commands (in-process)', () => {
       String(Date.now() / 1000 + 3600),
     ]);
     expect(future.stdout).toMatch(/^no reports under reports\/ in .* since then\n$/);
+
+    // A month's report: listed by month, never taken for the newest, printed with --month.
+    await writeMonthlyReportFiles(store, report(1_700_000_000 - 86400, 99.5), '2023-10');
+    const withMonth = await run(['report', '--from', store.location]);
+    expect(withMonth.stdout).toMatch(/latest: reports\/costs-[^\n]+\.json\ncosts from .*: \$6\.12/);
+    expect(withMonth.stdout).toContain('\nmonths: 2023-10 (--month YYYY-MM prints one)\n');
+    const listed = JSON.parse((await run(['report', '--from', store.location, '--json'])).stdout) as {
+      reports: { key: string }[];
+      months: string[];
+    };
+    expect(listed.reports).toHaveLength(7);
+    expect(listed.months).toEqual(['2023-10']);
+    const month = await run(['report', '--from', store.location, '--month', '2023-10']);
+    expect(month.stdout).toMatch(/^reports\/months\/2023-10\.json\ncosts from .*: \$99\.50\n/);
+    const missing = await run(['report', '--from', store.location, '--month', '2023-09']);
+    expect(missing.error?.message).toBe(
+      `no report of 2023-09 in ${store.location} (a month's report is written once it has ended)`,
+    );
+    const malformed = await run(['report', '--from', store.location, '--month', '2023-9']);
+    expect(malformed.error?.message).toBe('--month: expected a month as YYYY-MM (UTC), got "2023-9"');
+    const noStore = await run(['report', '--month', '2023-10']);
+    expect(noStore.error?.message).toMatch(/^--month reads a stored report: give --from/);
   });
 
   it('logs fails with the 501 "no worker yet"', async () => {

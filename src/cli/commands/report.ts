@@ -1,7 +1,12 @@
 import type { Command } from 'commander';
 import { parseSince, SINCE_RULE } from '../../controller/api/since.js';
-import { LATEST_REPORT_KEY, REPORTS_PREFIX } from '../../protocol/object-keys.js';
-import type { ObjectInfo } from '../../storage/object-store.js';
+import {
+  LATEST_REPORT_KEY,
+  MONTHLY_REPORTS_PREFIX,
+  monthlyReportKeys,
+  REPORTS_PREFIX,
+} from '../../protocol/object-keys.js';
+import type { ObjectInfo, ObjectStore } from '../../storage/object-store.js';
 import {
   addConnectionOptions,
   costsSchema,
@@ -16,6 +21,7 @@ interface ReportOptions extends ConnectionOptions {
   readonly since?: string;
   readonly from?: string;
   readonly now?: boolean;
+  readonly month?: string;
 }
 
 /** Rows of stored reports listed in the human output (all of them with --json). */
@@ -74,11 +80,23 @@ async function reportFromStore(location: string, options: ReportOptions): Promis
   // Loaded on demand: the S3 SDK is heavy and only this path needs it.
   const { openObjectStore } = await import('../../storage/open-object-store.js');
   const store = await openObjectStore(location);
+  if (options.month !== undefined) return monthFromStore(store, options.month, options);
   const since = sinceSeconds(options.since);
   const reports: ObjectInfo[] = [];
-  for await (const info of store.list(REPORTS_PREFIX))
-    if (since === undefined || info.lastModified === undefined || info.lastModified.getTime() / 1000 >= since)
+  const months: string[] = [];
+  for await (const info of store.list(REPORTS_PREFIX)) {
+    // Each ended month's report lives apart from the rolling ones: listed by month, never taken for the newest.
+    if (info.key.startsWith(MONTHLY_REPORTS_PREFIX)) {
+      const month = monthOfKey(info.key);
+      if (month !== undefined) months.push(month);
+    } else if (
+      since === undefined ||
+      info.lastModified === undefined ||
+      info.lastModified.getTime() / 1000 >= since
+    )
       reports.push(info);
+  }
+  months.sort();
   // Keys carry a UTC stamp (reports/costs-<stamp>.json), so key order is time order; latest.json is a copy of the newest.
   reports.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   const jsonReports = reports.filter((r) => r.key.endsWith('.json'));
@@ -105,6 +123,7 @@ async function reportFromStore(location: string, options: ReportOptions): Promis
         lastModified: r.lastModified?.toISOString() ?? null,
       })),
       latest,
+      months,
     });
     return;
   }
@@ -127,11 +146,42 @@ async function reportFromStore(location: string, options: ReportOptions): Promis
       ]),
     ),
   );
+  if (months.length > 0)
+    process.stdout.write(`\nmonths: ${months.join(', ')} (--month YYYY-MM prints one)\n`);
   const parsed = costsSchema.safeParse(latest);
   if (latestJson !== undefined && parsed.success)
     process.stdout.write(`\nlatest: ${latestJson.key}\n${renderCosts(parsed.data)}`);
   else if (latestJson !== undefined)
     process.stdout.write(`\nlatest: ${latestJson.key} (use --json to print it)\n`);
+}
+
+/** `YYYY-MM` of a month's JSON report key; undefined for every other key (its CSV and HTML too). */
+function monthOfKey(key: string): string | undefined {
+  if (!key.startsWith(MONTHLY_REPORTS_PREFIX)) return undefined;
+  return /^(\d{4}-\d{2})\.json$/.exec(key.slice(MONTHLY_REPORTS_PREFIX.length))?.[1];
+}
+
+/** The report of one ended month, read back from the store. */
+async function monthFromStore(store: ObjectStore, month: string, options: ReportOptions): Promise<void> {
+  if (!/^\d{4}-(0[1-9]|1[0-2])$/.test(month))
+    throw new Error(`--month: expected a month as YYYY-MM (UTC), got ${JSON.stringify(month)}`);
+  const key = monthlyReportKeys(month).json;
+  if ((await store.head(key)) === undefined)
+    throw new Error(
+      `no report of ${month} in ${store.location} (a month's report is written once it has ended)`,
+    );
+  const text = (await store.getBuffer(key)).toString('utf8');
+  let report: unknown;
+  try {
+    report = JSON.parse(text) as unknown;
+  } catch (e) {
+    throw new Error(`${store.location} ${key}: not valid JSON: ${(e as Error).message}`, { cause: e });
+  }
+  if (options.json === true) return printJson(report);
+  const parsed = costsSchema.safeParse(report);
+  if (!parsed.success)
+    throw new Error(`${store.location} ${key}: not a cost report (use --json to print it)`);
+  process.stdout.write(`${key}\n${renderCosts(parsed.data)}`);
 }
 
 export function registerReport(program: Command): void {
@@ -146,9 +196,12 @@ export function registerReport(program: Command): void {
         '--from <location>',
         'read stored reports from an object store (s3://bucket/prefix or a directory)',
       )
+      .option('--month <YYYY-MM>', "with --from: that month's report (written once the UTC month has ended)")
       .option('--now', 'ask the controller to write a report to its object store now (admin token)')
       .option('--json', 'print JSON'),
   ).action(async (options: ReportOptions) => {
+    if (options.month !== undefined && options.from === undefined)
+      throw new Error('--month reads a stored report: give --from s3://bucket/prefix (or a directory)');
     if (options.from !== undefined) return reportFromStore(options.from, options);
     const client = FleetwiseClient.fromOptions(options);
     if (options.now === true) {

@@ -1,0 +1,194 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/controller/clock.js';
+import { computeClosedPeriodReport, computeCostReport } from '../../src/controller/cost-accounting.js';
+import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
+import { pruneCostReports } from '../../src/controller/report-retention.js';
+import { MONTHS_REPORTED_KEY, ReportWriter } from '../../src/controller/report-writer.js';
+import { parseReportDocument } from '../../src/controller/reports.js';
+import { silentLogger } from '../../src/controller/seams.js';
+import { nextUtcMonth, utcMonthBounds, utcMonthOf } from '../../src/core/utc-month.js';
+import { LATEST_REPORT_KEY, monthlyReportKeys } from '../../src/protocol/object-keys.js';
+import type { ObjectStore } from '../../src/storage/object-store.js';
+import { openObjectStore } from '../../src/storage/open-object-store.js';
+import { catalog, CPU_SMALL, jobSpec, priceOf } from './controller-fixtures.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-months-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+const NOV_1 = Date.UTC(2026, 10, 1) / 1000;
+const DEC_1 = Date.UTC(2026, 11, 1) / 1000;
+/** An hour before November. */
+const T = NOV_1 - 3600;
+
+describe('UTC months', () => {
+  it('names, bounds and steps months, across a year and a leap February', () => {
+    expect(utcMonthOf(NOV_1 - 1)).toBe('2026-10');
+    expect(utcMonthOf(NOV_1)).toBe('2026-11');
+    expect(utcMonthBounds('2026-11')).toEqual({ startSeconds: NOV_1, endSeconds: DEC_1 });
+    expect(nextUtcMonth('2026-12')).toBe('2027-01');
+    const feb = utcMonthBounds('2028-02');
+    expect((feb.endSeconds - feb.startSeconds) / 86400).toBe(29);
+    expect(() => utcMonthBounds('2026-13')).toThrow('"2026-13" is not a month (YYYY-MM)');
+    expect(() => utcMonthBounds('November')).toThrow('is not a month');
+  });
+});
+
+/** A one-task job on a c7i.xlarge launched at T, its task running from T + 100 s. */
+function oneJobAcrossTheMonthEnd(): { clock: ManualClock; store: MemoryStateStore; instanceId: string } {
+  const clock = new ManualClock(T);
+  const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+  const job = store.submitJob(jobSpec('small', CPU_SMALL));
+  const inst = store.createInstance({ typeName: 'c7i.xlarge' });
+  store.setInstanceState(inst.id, 'launching', { cloudId: 'c-1' });
+  clock.advance(100);
+  store.setInstanceState(inst.id, 'running');
+  store.setTaskState(`${job.id}.0`, 'running', inst.id);
+  return { clock, store, instanceId: inst.id };
+}
+
+describe('the report of a month that has ended', () => {
+  it('bills what fell in the month, as at its end, whatever came after', () => {
+    const { clock, store, instanceId } = oneJobAcrossTheMonthEnd();
+    // Two hours into November the instance ends, and a second job starts on a new one.
+    clock.advance(3600 + 7200 - 100);
+    store.setInstanceState(instanceId, 'terminated');
+    const later = store.createInstance({ typeName: 'c7i.xlarge' });
+    store.setInstanceState(later.id, 'launching', { cloudId: 'c-2' });
+    const hour = priceOf('c7i.xlarge');
+    const october = computeClosedPeriodReport(store, catalog, utcMonthBounds('2026-10').startSeconds, NOV_1);
+    // The last hour of October: 100 s idle (the boot), 3,500 s the job's. The instance ran on into November.
+    expect(october.totalCost).toBeCloseTo(hour, 9);
+    expect(october.idleCost).toBeCloseTo((hour * 100) / 3600, 9);
+    expect(october.byJob.map((j) => [j.id, Number(j.cost.toFixed(9))])).toEqual([
+      ['job-1', Number(((hour * 3500) / 3600).toFixed(9))],
+    ]);
+    expect(october.byInstance.map((i) => [i.id, i.billedSeconds])).toEqual([[instanceId, 3600]]);
+    expect(october.costPerHourNow).toBeCloseTo(hour, 9);
+    // November so far: the first instance's two hours, the second's launch not yet billed into a month's end.
+    const november = computeClosedPeriodReport(store, catalog, NOV_1, NOV_1 + 7200);
+    expect(november.byInstance.map((i) => [i.id, i.billedSeconds])).toEqual([[instanceId, 7200]]);
+    // October and November add up to the whole history's bill of that instance.
+    const whole = computeCostReport(store, catalog, NOV_1 + 7200);
+    const first = whole.byInstance.find((i) => i.id === instanceId)?.cost ?? 0;
+    expect(october.totalCost + november.totalCost).toBeCloseTo(first, 9);
+  });
+
+  it("splits an instance's minimum minute between the months it falls in", () => {
+    const clock = new ManualClock(NOV_1 - 30);
+    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+    const inst = store.createInstance({ typeName: 'c7i.xlarge' });
+    store.setInstanceState(inst.id, 'launching', { cloudId: 'c-1' });
+    clock.advance(40);
+    store.setInstanceState(inst.id, 'terminated');
+    clock.advance(3600);
+    const october = computeClosedPeriodReport(store, catalog, NOV_1 - 86400, NOV_1);
+    const november = computeClosedPeriodReport(store, catalog, NOV_1, DEC_1);
+    expect(october.byInstance.map((i) => i.billedSeconds)).toEqual([30]);
+    expect(november.byInstance.map((i) => i.billedSeconds)).toEqual([30]);
+    expect(october.costPerHourNow).toBeCloseTo(priceOf('c7i.xlarge'), 9);
+    expect(november.costPerHourNow).toBe(0);
+  });
+});
+
+function writerFor(store: MemoryStateStore, clock: ManualClock, objects: ObjectStore): ReportWriter {
+  return new ReportWriter({
+    store,
+    clock,
+    log: silentLogger,
+    objectStore: objects,
+    clusterName: 'demo',
+    everySeconds: 3600,
+    keep: 1,
+    costs: () => computeCostReport(store, catalog, clock.nowSeconds()),
+    catalog: () => catalog,
+    safeEvent: () => undefined,
+  });
+}
+
+async function keysUnder(objects: ObjectStore, prefix: string): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const info of objects.list(prefix)) keys.push(info.key);
+  return keys.sort();
+}
+
+describe('monthly reports in the object store', () => {
+  it('writes each ended month once, under its own keys, kept when the rolling reports are pruned', async () => {
+    const objects = await openObjectStore(join(scratch, 'objects'));
+    const { clock, store } = oneJobAcrossTheMonthEnd();
+    const writer = writerFor(store, clock, objects);
+    await writer.writeDue();
+    // October has not ended: nothing yet.
+    expect(await keysUnder(objects, 'reports/months/')).toEqual([]);
+
+    clock.advance(3600);
+    await writer.writeDue();
+    const october = monthlyReportKeys('2026-10');
+    expect(await keysUnder(objects, 'reports/months/')).toEqual(
+      [october.csv, october.html, october.json].sort(),
+    );
+    const doc = parseReportDocument((await objects.getBuffer(october.json)).toString('utf8'), october.json);
+    expect(doc.reason).toBe('month 2026-10');
+    expect(doc.generatedAtSeconds).toBe(NOV_1);
+    expect(doc.totalCost).toBeCloseTo(priceOf('c7i.xlarge'), 9);
+    expect(store.getValue(MONTHS_REPORTED_KEY)).toBe('2026-10');
+    // The rolling report (hourly, due too) is the newest; a month's report never replaces it.
+    const latest = parseReportDocument(
+      (await objects.getBuffer(LATEST_REPORT_KEY)).toString('utf8'),
+      LATEST_REPORT_KEY,
+    );
+    expect(latest.reason).toBe('hourly');
+
+    // Again, and from a restarted controller: October is not written twice.
+    await writer.writeDue();
+    await writerFor(store, clock, objects).writeDue();
+    const written = store
+      .listEvents({ kind: 'report.written' })
+      .filter((e) => (e.message ?? '').includes('2026-10'));
+    expect(written).toHaveLength(1);
+
+    // Pruning the rolling reports leaves the months alone.
+    await pruneCostReports(objects, 1);
+    expect(await keysUnder(objects, 'reports/months/')).toHaveLength(3);
+
+    // A controller down over two month ends catches up a month a pass.
+    clock.advance(DEC_1 + 86400 * 31 - clock.nowSeconds());
+    await writer.writeDue();
+    expect(store.getValue(MONTHS_REPORTED_KEY)).toBe('2026-11');
+    await writer.writeDue();
+    expect(store.getValue(MONTHS_REPORTED_KEY)).toBe('2026-12');
+    await writer.writeDue();
+    expect(store.getValue(MONTHS_REPORTED_KEY)).toBe('2026-12');
+    const december = parseReportDocument(
+      (await objects.getBuffer(monthlyReportKeys('2026-12').json)).toString('utf8'),
+      'december',
+    );
+    // The instance never ended: the whole of December, 31 days.
+    expect(december.totalCost).toBeCloseTo(priceOf('c7i.xlarge') * 24 * 31, 6);
+  });
+
+  it('tries a month again an hour after its report failed, not at every pass', async () => {
+    const { clock, store } = oneJobAcrossTheMonthEnd();
+    let puts = 0;
+    const failing = await openObjectStore(join(scratch, 'failing'));
+    const refusing: ObjectStore = Object.assign(Object.create(failing) as ObjectStore, {
+      put: async (): Promise<void> => {
+        puts += 1;
+        throw new Error('store down');
+      },
+    });
+    const writer = writerFor(store, clock, refusing);
+    clock.advance(3600);
+    await writer.writeDue();
+    const afterFirst = puts;
+    expect(afterFirst).toBeGreaterThan(0);
+    await writer.writeDue();
+    expect(puts).toBe(afterFirst);
+    expect(store.getValue(MONTHS_REPORTED_KEY)).toBeUndefined();
+    clock.advance(3600);
+    await writer.writeDue();
+    expect(puts).toBeGreaterThan(afterFirst);
+  });
+});
