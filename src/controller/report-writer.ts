@@ -117,6 +117,7 @@ export class ReportWriter {
         reason,
         report,
         instances: billedInstances(this.deps.store.listInstances(), catalog),
+        closed: true,
       });
       const keys = await writeMonthlyReportFiles(objectStore, doc, month);
       this.deps.store.transaction(() => {

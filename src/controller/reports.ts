@@ -43,6 +43,8 @@ export interface CostReportDocument extends DetailedCostReport {
   readonly since: string;
   /** The fleet's $/hour over time (a step function: each point holds until the next). */
   readonly costPerHourSeries: readonly CostPoint[];
+  /** The period had ended when written (a month's report): `costPerHourNow` is the fleet's $/hour at its end. */
+  readonly closed?: boolean;
 }
 
 /** The fleet's $/hour as a step function of time, from the instances' billed intervals, within [since, now]. */
@@ -78,6 +80,7 @@ export function buildReportDocument(input: {
   readonly reason: string;
   readonly report: DetailedCostReport;
   readonly instances: readonly BilledInstance[];
+  readonly closed?: boolean;
 }): CostReportDocument {
   const { report } = input;
   return {
@@ -89,6 +92,7 @@ export function buildReportDocument(input: {
     since: isoSeconds(report.sinceSeconds),
     ...report,
     costPerHourSeries: costPerHourSeries(input.instances, report.sinceSeconds, report.generatedAtSeconds),
+    ...(input.closed === true ? { closed: true } : {}),
   };
 }
 
@@ -276,7 +280,13 @@ export function reportHtml(doc: CostReportDocument): string {
     .map((t) => `<span style="color:${teamColor.get(t.id) as string}">■</span> ${escapeXml(t.id)}`)
     .join(' &nbsp; ');
   const summary = table(
-    ['total', 'attributed to jobs', 'idle', 'migration overhead', '$/hour now'],
+    [
+      'total',
+      'attributed to jobs',
+      'idle',
+      'migration overhead',
+      doc.closed === true ? "$/hour at the period's end" : '$/hour now',
+    ],
     [
       [
         money(r.totalCost),
@@ -296,8 +306,10 @@ export function reportHtml(doc: CostReportDocument): string {
 <h1>Costs of cluster ${escapeXml(doc.cluster)}</h1>
 <p class="lead" id="lead">${escapeXml(
     `${money(r.totalCost)} spent in this period: ${money(attributed)}${share(attributed, r.totalCost)} by jobs, ` +
-      `${money(r.idleCost)}${share(r.idleCost, r.totalCost)} on idle instances; the fleet costs ` +
-      `${money(r.costPerHourNow)}/hour now.`,
+      `${money(r.idleCost)}${share(r.idleCost, r.totalCost)} on idle instances; ` +
+      (doc.closed === true
+        ? `the fleet cost ${money(r.costPerHourNow)}/hour at the period's end.`
+        : `the fleet costs ${money(r.costPerHourNow)}/hour now.`),
   )}</p>
 <p class="note">From ${escapeXml(doc.since)} to ${escapeXml(doc.generatedAt)}; written because: ${escapeXml(doc.reason)}.
 Per-second billing from launch to termination (one-minute minimum); each instance's cost is shared among the tasks on

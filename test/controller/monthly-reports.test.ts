@@ -131,6 +131,13 @@ describe('monthly reports in the object store', () => {
     );
     const doc = parseReportDocument((await objects.getBuffer(october.json)).toString('utf8'), october.json);
     expect(doc.reason).toBe('month 2026-10');
+    expect(doc.closed).toBe(true);
+    const page = (await objects.getBuffer(october.html)).toString('utf8');
+    expect(page).toContain('the fleet cost $0.1785/hour at the period&#39;s end.');
+    expect(page).toContain(
+      // October began for this controller with its first record, an hour before its end.
+      'From 2026-10-31T23:00:00.000Z to 2026-11-01T00:00:00.000Z; written because: month 2026-10.',
+    );
     expect(doc.generatedAtSeconds).toBe(NOV_1);
     expect(doc.totalCost).toBeCloseTo(priceOf('c7i.xlarge'), 9);
     expect(store.getValue(MONTHS_REPORTED_KEY)).toBe('2026-10');
