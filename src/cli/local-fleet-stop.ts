@@ -4,14 +4,12 @@
  */
 import type { LocalProvider } from '../cloud/local/local-provider.js';
 import { liveWorkers, stopWorkersGently } from '../cloud/local/local-shutdown.js';
-import { isFinalJobState } from '../controller/state/lifecycle.js';
-import { JOB_STATES, type StateStore } from '../controller/state-store.js';
+import { LIVE_JOB_STATES } from '../controller/state/lifecycle.js';
+import type { StateStore } from '../controller/state-store.js';
 
 /** Seconds a stopping worker may need: its jobs' longest checkpoint timeout, plus the uploads and a last report. */
 export function workerStopGraceSeconds(store: StateStore): number {
-  const timeouts = store
-    .listJobs({ states: JOB_STATES.filter((s) => !isFinalJobState(s)) })
-    .map((j) => j.spec.checkpoint.timeoutSeconds);
+  const timeouts = store.listJobs({ states: LIVE_JOB_STATES }).map((j) => j.spec.checkpoint.timeoutSeconds);
   return Math.max(0, ...timeouts) + 20;
 }
 

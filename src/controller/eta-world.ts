@@ -14,6 +14,7 @@ import type { EtaRecord } from './queue-records.js';
 import type { SnapshotInputs } from './snapshot.js';
 import { committedInstanceOf } from './snapshot.js';
 import type { InstanceRecord, JobRecord, TaskRecord } from './state-store.js';
+import { LIVE_JOB_STATES } from './state/lifecycle.js';
 
 /**
  * The prediction world of the controller's completion-time predictions (PCS §4): the controller's state as a
@@ -36,7 +37,7 @@ export interface WorldOptions {
   readonly firstRoundSeconds: number;
 }
 
-const LIVE: ReadonlySet<JobRecord['state']> = new Set(['queued', 'starting', 'running', 'migrating']);
+const LIVE: ReadonlySet<JobRecord['state']> = new Set(LIVE_JOB_STATES);
 
 /**
  * The controller's state as a simulator world. Mapping (controller → simulator, src/world/entities.ts):

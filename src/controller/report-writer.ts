@@ -50,6 +50,8 @@ export class ReportWriter {
   private writing: Promise<void> | undefined;
   /** After a month's report failed, when to try again (a month's report replays the history: not every pass). */
   private monthRetryAtSeconds = 0;
+  /** The next month to report, once the store has said (its end is when the store is asked again). */
+  private nextMonth: string | undefined;
 
   constructor(private readonly deps: ReportWriterDeps) {
     this.nextAtSeconds = deps.clock.nowSeconds() + deps.everySeconds;
@@ -135,16 +137,24 @@ export class ReportWriter {
     }
   }
 
+  /**
+   * The store is read at every pass only until it has a job; then once the month known to be next has ended (it is
+   * read again then: another controller on the same store may have written it meanwhile).
+   */
   private endedMonthToWrite(now: number): string | undefined {
+    if (this.nextMonth !== undefined && utcMonthBounds(this.nextMonth).endSeconds > now) return undefined;
+    this.nextMonth = this.unwrittenMonth();
+    return this.nextMonth !== undefined && utcMonthBounds(this.nextMonth).endSeconds <= now
+      ? this.nextMonth
+      : undefined;
+  }
+
+  /** The month after the last one written, or the first job's month when none is. */
+  private unwrittenMonth(): string | undefined {
     const written = this.deps.store.getValue(MONTHS_REPORTED_KEY);
+    if (typeof written === 'string') return nextUtcMonth(written);
     const first = this.deps.store.listJobs({ limit: 1 })[0];
-    const month =
-      typeof written === 'string'
-        ? nextUtcMonth(written)
-        : first === undefined
-          ? undefined
-          : utcMonthOf(first.submittedAtSeconds);
-    return month !== undefined && utcMonthBounds(month).endSeconds <= now ? month : undefined;
+    return first === undefined ? undefined : utcMonthOf(first.submittedAtSeconds);
   }
 
   /** Write the cost report (JSON, CSV, HTML) to the object store now. */

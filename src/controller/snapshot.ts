@@ -3,7 +3,7 @@ import type { InstancePlacement, JobNetwork, MeasuredRtt, NetworkDeclaration } f
 import { groupBy } from '../core/group.js';
 import type { TaskTemplateSpec } from './job-spec/spec.js';
 import { expandTasks } from './job-spec/tasks.js';
-import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
+import { isFinalJobState, LIVE_JOB_STATES, PLACED_TASK_STATES } from './state/lifecycle.js';
 import {
   launchIntentKey,
   type InstanceRecord,
@@ -59,10 +59,9 @@ export function readSnapshotInputs(
   nowSeconds: number,
   measuredRtts?: readonly MeasuredRtt[],
 ): SnapshotInputs {
-  const activeStates = ['queued', 'starting', 'running', 'migrating'] as const;
-  const jobs = store.listJobs({ states: activeStates });
+  const jobs = store.listJobs({ states: LIVE_JOB_STATES });
   // Only the active jobs' tasks: every task ever run is read once per round otherwise, and they grow for good.
-  const tasks = store.listTasks({ jobStates: activeStates });
+  const tasks = store.listTasks({ jobStates: LIVE_JOB_STATES });
   const instances = store.listInstances({
     states: ['requested', 'launching', 'running', 'draining', 'terminating'],
   });

@@ -1,7 +1,6 @@
 import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
-import { JOB_STATES } from '../../controller/state-store.js';
-import { isFinalJobState } from '../../controller/state/lifecycle.js';
+import { LIVE_JOB_STATES } from '../../controller/state/lifecycle.js';
 import { ValidationError } from '../../core/validation.js';
 import {
   addConnectionOptions,
@@ -17,8 +16,6 @@ interface CancelOptions extends ConnectionOptions {
   readonly team?: string;
   readonly yes?: boolean;
 }
-
-const LIVE_STATES = JOB_STATES.filter((s) => !isFinalJobState(s));
 
 async function confirm(question: string): Promise<boolean> {
   const rl = createInterface({ input: process.stdin, output: process.stderr });
@@ -51,7 +48,7 @@ export function registerCancel(program: Command): void {
     if (options.all === true) {
       // The API scopes the list to a team token's team, so --all never reaches another team's jobs.
       const live = await client.listJobs({
-        states: LIVE_STATES,
+        states: LIVE_JOB_STATES,
         ...(options.team === undefined ? {} : { team: options.team }),
       });
       ids = live.map((j) => j.id);

@@ -103,17 +103,7 @@ async function reportFromStore(location: string, options: ReportOptions): Promis
   const latestJson =
     [...jsonReports].reverse().find((r) => r.key !== LATEST_REPORT_KEY) ??
     jsonReports.find((r) => r.key === LATEST_REPORT_KEY);
-  let latest: unknown = null;
-  if (latestJson !== undefined) {
-    const text = (await store.getBuffer(latestJson.key)).toString('utf8');
-    try {
-      latest = JSON.parse(text) as unknown;
-    } catch (e) {
-      throw new Error(`${store.location} ${latestJson.key}: not valid JSON: ${(e as Error).message}`, {
-        cause: e,
-      });
-    }
-  }
+  const latest = latestJson === undefined ? null : await readJson(store, latestJson.key);
   if (options.json === true) {
     printJson({
       location: store.location,
@@ -155,6 +145,16 @@ async function reportFromStore(location: string, options: ReportOptions): Promis
     process.stdout.write(`\nlatest: ${latestJson.key} (use --json to print it)\n`);
 }
 
+/** A stored report's JSON, or an error naming the store and key. */
+async function readJson(store: ObjectStore, key: string): Promise<unknown> {
+  const text = (await store.getBuffer(key)).toString('utf8');
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (e) {
+    throw new Error(`${store.location} ${key}: not valid JSON: ${(e as Error).message}`, { cause: e });
+  }
+}
+
 /** `YYYY-MM` of a month's JSON report key; undefined for every other key (its CSV and HTML too). */
 function monthOfKey(key: string): string | undefined {
   if (!key.startsWith(MONTHLY_REPORTS_PREFIX)) return undefined;
@@ -170,13 +170,7 @@ async function monthFromStore(store: ObjectStore, month: string, options: Report
     throw new Error(
       `no report of ${month} in ${store.location} (a month's report is written once it has ended)`,
     );
-  const text = (await store.getBuffer(key)).toString('utf8');
-  let report: unknown;
-  try {
-    report = JSON.parse(text) as unknown;
-  } catch (e) {
-    throw new Error(`${store.location} ${key}: not valid JSON: ${(e as Error).message}`, { cause: e });
-  }
+  const report = await readJson(store, key);
   if (options.json === true) return printJson(report);
   const parsed = costsSchema.safeParse(report);
   if (!parsed.success)

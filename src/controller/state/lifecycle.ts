@@ -52,6 +52,8 @@ const INSTANCE_TRANSITIONS: Readonly<Record<InstanceState, readonly InstanceStat
 };
 
 export const FINAL_JOB_STATES: readonly JobState[] = ['succeeded', 'failed', 'cancelled', 'unsuccessful'];
+/** The states of a job still to end: what a round plans for, and what is stopped or cancelled with the fleet. */
+export const LIVE_JOB_STATES: readonly JobState[] = ['queued', 'starting', 'running', 'migrating'];
 /** Task states that hold an instance. */
 export const PLACED_TASK_STATES: readonly TaskState[] = ['starting', 'running', 'checkpointing'];
 

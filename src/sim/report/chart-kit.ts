@@ -138,7 +138,7 @@ export function overTimeOption(
 ): EChartsOption {
   const x = timeAxis(results);
   // A y axis of known extent, so that where each line ends is known here and its label can be moved off the others.
-  const y = niceAxis(Math.max(0, ...series.flatMap((s) => yValues(s))));
+  const y = niceAxis(Math.max(0, ...series.flatMap((s) => drawnPoints(s).map((p) => p[1]))));
   const right = placeEndLabels(series, x.max, y.max, height);
   return {
     legend: { top: 0, type: 'scroll' },
@@ -158,10 +158,13 @@ export function overTimeOption(
   };
 }
 
-function yValues(series: LineSeriesOption): number[] {
+/** A line's drawn points (`[x, y]`, both finite; gaps left out), as `points` makes them. */
+function drawnPoints(series: LineSeriesOption): [number, number][] {
   const data = (series.data ?? []) as readonly unknown[];
-  return data.flatMap((point) =>
-    Array.isArray(point) && typeof point[1] === 'number' && Number.isFinite(point[1]) ? [point[1]] : [],
+  return data.flatMap((point): [number, number][] =>
+    Array.isArray(point) && Number.isFinite(point[0]) && Number.isFinite(point[1])
+      ? [[point[0] as number, point[1] as number]]
+      : [],
   );
 }
 
@@ -175,7 +178,7 @@ function placeEndLabels(series: LineSeriesOption[], xMax: number, yMax: number, 
   const shown = series.flatMap((s) => {
     const label = s.endLabel;
     const text = typeof label?.formatter === 'string' ? label.formatter : String(s.name ?? '');
-    const end = lastPoint(s);
+    const end = drawnPoints(s).at(-1);
     if (label?.show !== true || end === undefined) return [];
     const width = text.length * END_LABEL_CHAR_WIDTH + END_LABEL_EXTRA_WIDTH;
     return [{ series: s, xShare: end[0] / xMax, y: plotHeight - (end[1] / yMax) * plotHeight, width }];
@@ -195,16 +198,6 @@ function placeEndLabels(series: LineSeriesOption[], xMax: number, yMax: number, 
     if (dy !== 0) l.series.endLabel = { ...l.series.endLabel, offset: [0, dy] };
   });
   return right;
-}
-
-function lastPoint(series: LineSeriesOption): [number, number] | undefined {
-  const data = (series.data ?? []) as readonly unknown[];
-  for (let i = data.length - 1; i >= 0; i--) {
-    const point = data[i];
-    if (Array.isArray(point) && typeof point[0] === 'number' && typeof point[1] === 'number')
-      return [point[0], point[1]];
-  }
-  return undefined;
 }
 
 export interface PanelGrid {
