@@ -1,18 +1,15 @@
-import { availableParallelism } from 'node:os';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import { defineConfig } from 'vitest/config';
 
 /**
  * The files that take longest (multi-process runs that mostly wait on their processes), started first so the run
- * does not end with one of them alone; the rest follow in vitest's own order. The active/standby run starts once one
- * of the first three files has ended, not beside the chaos run's first minute, when fifty workers start at once: a
- * controller starved for its renew deadline then loses its lease, which is the lease working, not the failure the test
- * looks for.
+ * does not end with one of them alone; the rest follow in vitest's own order. The active/standby run starts after
+ * the newcomer file rather than beside the chaos run's first minute, when fifty workers start at once: a controller
+ * starved for its renew deadline then loses its lease, which is the lease working, not the failure the test looks for.
  */
 const LONGEST_FIRST = [
   'test/controller/chaos.test.ts',
   'test/cli/client-newcomer.test.ts',
-  'test/cli/bench-arms.test.ts',
   'test/controller/controller-ha.test.ts',
   'test/controller/local-stop.test.ts',
   'test/controller/restore-round-trip.test.ts',
@@ -43,12 +40,13 @@ export default defineConfig({
     hookTimeout: 60_000,
     pool: 'forks',
     // Files share a worker's module cache: each file importing the AWS SDK, fastify and the scheduler afresh cost 88 s
-    // of the suite's time on two cores, 16 s shared. Tests restore what they change in the environment.
+    // of the suite's time, 16 s shared (617 s → 563 s on two cores). Tests restore what they change in the environment.
     isolate: false,
-    // One file more than cores: most of the longest files wait on their processes (controllers, workers, moto_server,
-    // PostgreSQL), and on two cores two files at a time left a third of the CPU idle (617 s; three: 453 s, 146% CPU).
-    // vitest's default (cores − 1) runs the suite serially on a 2-core machine.
-    maxWorkers: availableParallelism() + 1,
+    // One file per core: vitest's default (cores − 1) runs the suite serially on a 2-core machine, twice as long;
+    // more than one per core starves the multi-process files (controllers, workers, moto_server, PostgreSQL): three
+    // at a time took 453–558 s but the chaos run, its first minute beside two busy files, redid 7.7 s of work after a
+    // worker was killed, over its 6.25 s bound.
+    maxWorkers: 2,
     sequence: { sequencer: LongestFirstSequencer },
   },
 });
