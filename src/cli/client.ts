@@ -424,9 +424,10 @@ export class FleetwiseClient {
     return this.request('POST', `/v1/instances/${encodeURIComponent(instanceId)}/drain`, instanceSchema);
   }
 
-  async costs(since?: string): Promise<CostsResponse> {
+  async costs(since?: string, until?: string): Promise<CostsResponse> {
     const query = new URLSearchParams();
     if (since !== undefined) query.set('since', since);
+    if (until !== undefined) query.set('until', until);
     return this.request('GET', withQuery('/v1/costs', query), costsSchema);
   }
 

@@ -8,7 +8,7 @@ import { readJobLogs, storeBuildContext } from './artifacts.js';
 import type { JobArchive } from './backup/job-archive.js';
 import { SystemClock, type Clock } from './clock.js';
 import { BetweenRoundsPlacer } from './between-rounds-placement.js';
-import { computeCostReport, type DetailedCostReport } from './cost-accounting.js';
+import { computeClosedPeriodReport, computeCostReport, type DetailedCostReport } from './cost-accounting.js';
 import { IncrementalCostReport } from './incremental-cost-report.js';
 import { HistoryRetention } from './history-retention.js';
 import { DEFAULT_REPORTS_KEPT } from './report-retention.js';
@@ -567,9 +567,12 @@ export class Controller implements ControllerService {
   /**
    * The cost report since `sinceSeconds`. Over the whole history (the report written when jobs end, `fleetwise jobs`)
    * it comes from the incremental report, which reads only the events since its last report; a period replays them.
+   * A period that ended before now (`untilSeconds`) is billed as at its end, as a month's stored report is.
    */
-  costs(sinceSeconds = 0): DetailedCostReport {
+  costs(sinceSeconds = 0, untilSeconds?: number): DetailedCostReport {
     const now = this.clock.nowSeconds();
+    if (untilSeconds !== undefined && untilSeconds < now)
+      return computeClosedPeriodReport(this.store, this.catalog, sinceSeconds, untilSeconds);
     return sinceSeconds <= 0
       ? this.historyCosts.report(this.store, this.catalog, now)
       : computeCostReport(this.store, this.catalog, now, sinceSeconds);

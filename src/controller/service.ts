@@ -20,8 +20,11 @@ export interface ControllerService {
   cluster(): ClusterView;
   /** The latest decision records that mention a job (waiting, moved, placed), newest first. */
   why(jobId: string, limit?: number): WhyRecord[];
-  /** Cost accounting (per job, team, instance) since a time, in seconds on the store's clock. */
-  costs(sinceSeconds?: number): CostReport;
+  /**
+   * Cost accounting (per job, team, instance) since a time, in seconds on the store's clock, up to now or, for a
+   * period that has ended (`untilSeconds` before now), as it stood at its end: a month's figures, say.
+   */
+  costs(sinceSeconds?: number, untilSeconds?: number): CostReport;
   /**
    * What each of these jobs has cost so far: `costs().byJob`'s figures (0 for a job never charged). A service that
    * has no quicker way leaves it out, and the figures come from `costs()`.

@@ -15,6 +15,7 @@ import { registerReport } from '../../src/cli/commands/report.js';
 import { registerWhy } from '../../src/cli/commands/why.js';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
+import { nextUtcMonth, utcMonthBounds, utcMonthOf } from '../../src/core/utc-month.js';
 import {
   buildReportDocument,
   writeMonthlyReportFiles,
@@ -362,8 +363,53 @@ describe('client commands (in-process)', () => {
     );
     const malformed = await run(['report', '--from', store.location, '--month', '2023-9']);
     expect(malformed.error?.message).toBe('--month: expected a month as YYYY-MM (UTC), got "2023-9"');
-    const noStore = await run(['report', '--month', '2023-10']);
-    expect(noStore.error?.message).toMatch(/^--month reads a stored report: give --from/);
+    const until = await run(['report', '--from', store.location, '--until', '2023-11-01T00:00:00Z']);
+    expect(until.error?.message).toBe(
+      '--until asks the controller for a period: leave out --from (or use --month)',
+    );
+  });
+
+  it('report --month asks the controller for a month: an ended one as at its end, this one so far', async () => {
+    const ended = await run(['report', '--month', '2023-10'], ADMIN_TOKEN);
+    expect(ended.error).toBeUndefined();
+    expect(service.costPeriods.at(-1)).toEqual([Date.UTC(2023, 9, 1) / 1000, Date.UTC(2023, 10, 1) / 1000]);
+    expect(ended.stdout).toMatch(
+      /^month 2023-10\ncosts from 2023-10-01 00:00:00Z to 2023-11-01 00:00:00Z: \$0\.50\n/,
+    );
+    const thisMonth = utcMonthOf(Date.now() / 1000);
+    const soFar = await run(['report', '--month', thisMonth], ADMIN_TOKEN);
+    expect(soFar.error).toBeUndefined();
+    expect(service.costPeriods.at(-1)).toEqual([utcMonthBounds(thisMonth).startSeconds, undefined]);
+    expect(soFar.stdout.split('\n')[0]).toBe(`month ${thisMonth} so far`);
+    const json = await run(['report', '--month', '2023-10', '--json'], ADMIN_TOKEN);
+    expect(JSON.parse(json.stdout)).toMatchObject({ generatedAtSeconds: Date.UTC(2023, 10, 1) / 1000 });
+
+    const next = nextUtcMonth(thisMonth);
+    expect((await run(['report', '--month', next])).error?.message).toBe(`--month: ${next} has not begun`);
+    expect((await run(['report', '--month', '2023-10', '--since', '7d'])).error?.message).toBe(
+      '--month gives the period: leave out --since and --until',
+    );
+    expect((await run(['report', '--month', 'October'])).error?.message).toBe(
+      '--month: expected a month as YYYY-MM (UTC), got "October"',
+    );
+    const backwards = await run([
+      'report',
+      '--since',
+      '2023-11-01T00:00:00Z',
+      '--until',
+      '2023-10-01T00:00:00Z',
+    ]);
+    expect(backwards.error?.message).toBe(
+      '--until: must come after --since (2023-11-01T00:00:00Z), got "2023-10-01T00:00:00Z"',
+    );
+    const period = await run([
+      'report',
+      '--since',
+      '2023-10-01T00:00:00Z',
+      '--until',
+      '2023-10-08T00:00:00Z',
+    ]);
+    expect(period.stdout).toMatch(/^costs from 2023-10-01 00:00:00Z to 2023-10-08 00:00:00Z \(your team\)/);
   });
 
   it('logs fails with the 501 "no worker yet"', async () => {

@@ -85,7 +85,11 @@ export class FakeControllerService implements ApiControllerService {
       });
   }
 
-  costs(sinceSeconds = 0): CostReport {
+  /** The periods asked for, as [since, until]. */
+  readonly costPeriods: [number, number | undefined][] = [];
+
+  costs(sinceSeconds = 0, untilSeconds?: number): CostReport {
+    this.costPeriods.push([sinceSeconds, untilSeconds]);
     const jobs = this.store.listJobs();
     const byJob = jobs.map((j) => ({
       id: j.id,
@@ -100,7 +104,7 @@ export class FakeControllerService implements ApiControllerService {
     }));
     const total = byJob.reduce((s, j) => s + j.cost, 0);
     return {
-      generatedAtSeconds: Date.now() / 1000,
+      generatedAtSeconds: Math.min(untilSeconds ?? Infinity, Date.now() / 1000),
       sinceSeconds,
       totalCost: total + 0.5,
       byJob,

@@ -456,6 +456,25 @@ describe('controller API: authentication and team isolation', () => {
     expect(errorOf(bad).details?.[0]).toContain('since:');
   });
 
+  it('costs over a period: until is passed on after since, in the same forms, and must come after it', async () => {
+    const oct = Date.UTC(2026, 9, 1) / 1000;
+    const nov = Date.UTC(2026, 10, 1) / 1000;
+    const month = await call('GET', '/v1/costs?since=2026-10-01T00:00:00Z&until=2026-11-01T00:00:00Z', {
+      token: VISION_TOKEN,
+    });
+    expect(month.status).toBe(200);
+    expect(service.costPeriods.at(-1)).toEqual([oct, nov]);
+    expect(month.body).toMatchObject({ scope: 'team', sinceSeconds: oct, generatedAtSeconds: nov });
+    expect((await call('GET', `/v1/costs?until=${nov}`, { token: ADMIN_TOKEN })).status).toBe(200);
+    expect(service.costPeriods.at(-1)).toEqual([0, nov]);
+    const backwards = await call('GET', `/v1/costs?since=${nov}&until=${oct}`, { token: ADMIN_TOKEN });
+    expect(backwards.status).toBe(400);
+    expect(errorOf(backwards).details?.[0]).toBe(`until: must come after since (${nov} s), got ${oct} s`);
+    const bad = await call('GET', '/v1/costs?until=next+week', { token: ADMIN_TOKEN });
+    expect(bad.status).toBe(400);
+    expect(errorOf(bad).details?.[0]).toContain('until: expected epoch seconds');
+  });
+
   it('jobs: a window of the work still to end and what ended since, with each job cost when asked', async () => {
     const ended = service.submit(
       { ...service.store.listJobs({ team: 'vision' })[0]!.spec, name: 'ended' },
@@ -804,7 +823,7 @@ describe('controller API: optional capabilities', () => {
       drain: (id) => plain.drain(id),
       cluster: () => plain.cluster(),
       why: (id, limit) => plain.why(id, limit),
-      costs: (since) => plain.costs(since),
+      costs: (since, until) => plain.costs(since, until),
       requestRound: (reason) => plain.requestRound(reason),
     };
     const other = await startApiServer(bare, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN });

@@ -13,7 +13,7 @@ import { nextUtcMonth, utcMonthBounds, utcMonthOf } from '../../src/core/utc-mon
 import { LATEST_REPORT_KEY, monthlyReportKeys } from '../../src/protocol/object-keys.js';
 import type { ObjectStore } from '../../src/storage/object-store.js';
 import { openObjectStore } from '../../src/storage/open-object-store.js';
-import { catalog, CPU_SMALL, jobSpec, priceOf } from './controller-fixtures.js';
+import { catalog, CPU_SMALL, jobSpec, priceOf, rig } from './controller-fixtures.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-months-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -74,6 +74,26 @@ describe('the report of a month that has ended', () => {
     const whole = computeCostReport(store, catalog, NOV_1 + 7200);
     const first = whole.byInstance.find((i) => i.id === instanceId)?.cost ?? 0;
     expect(october.totalCost + november.totalCost).toBeCloseTo(first, 9);
+  });
+
+  it('the controller answers a period that has ended as its month report does, and an open one up to now', () => {
+    const { clock, store, instanceId } = oneJobAcrossTheMonthEnd();
+    clock.advance(3600 + 7200 - 100);
+    store.setInstanceState(instanceId, 'terminated');
+    const { controller } = rig({}, { clock, store });
+    const hour = priceOf('c7i.xlarge');
+    const october = controller.costs(utcMonthBounds('2026-10').startSeconds, NOV_1);
+    expect(october).toEqual(
+      computeClosedPeriodReport(store, catalog, utcMonthBounds('2026-10').startSeconds, NOV_1),
+    );
+    // Billed as at October's end: the hour before it, not the two after.
+    expect(october.generatedAtSeconds).toBe(NOV_1);
+    expect(october.totalCost).toBeCloseTo(hour, 9);
+    // November so far: the end lies ahead, so the report runs to now, as `since` alone does.
+    const now = clock.nowSeconds();
+    expect(controller.costs(NOV_1, now + 3600)).toEqual(controller.costs(NOV_1));
+    expect(controller.costs(NOV_1).totalCost).toBeCloseTo(hour * 2, 9);
+    expect(controller.costs(NOV_1).generatedAtSeconds).toBe(now);
   });
 
   it("splits an instance's minimum minute between the months it falls in", () => {

@@ -7,6 +7,7 @@ import {
   REPORTS_PREFIX,
 } from '../../protocol/object-keys.js';
 import type { ObjectInfo, ObjectStore } from '../../storage/object-store.js';
+import { utcMonthBounds } from '../../core/utc-month.js';
 import {
   addConnectionOptions,
   costsSchema,
@@ -19,6 +20,7 @@ import { formatDollars, formatTable, formatTime, printJson } from '../table.js';
 interface ReportOptions extends ConnectionOptions {
   readonly json?: boolean;
   readonly since?: string;
+  readonly until?: string;
   readonly from?: string;
   readonly now?: boolean;
   readonly month?: string;
@@ -68,11 +70,49 @@ export function renderCosts(costs: CostsResponse): string {
   return `${out.join('\n')}\n`;
 }
 
-function sinceSeconds(since: string | undefined): number | undefined {
-  if (since === undefined) return undefined;
-  const seconds = parseSince(since, Date.now() / 1000);
-  if (seconds === undefined) throw new Error(`--since: expected ${SINCE_RULE}, got ${JSON.stringify(since)}`);
+/** A time flag's value in epoch seconds (undefined when not given), or an error naming the flag. */
+function timeFlag(flag: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const seconds = parseSince(text, Date.now() / 1000);
+  if (seconds === undefined) throw new Error(`${flag}: expected ${SINCE_RULE}, got ${JSON.stringify(text)}`);
   return seconds;
+}
+
+/** `--month`'s bounds (a UTC month), or an error naming the flag. */
+function monthFlag(month: string): { readonly startSeconds: number; readonly endSeconds: number } {
+  if (!/^\d{4}-(0[1-9]|1[0-2])$/.test(month))
+    throw new Error(`--month: expected a month as YYYY-MM (UTC), got ${JSON.stringify(month)}`);
+  return utcMonthBounds(month);
+}
+
+/**
+ * The period to ask the controller for: `--month` (the month so far, or the whole month once it has ended, billed
+ * as at its end), else `--since`/`--until` as given; and the line that names a month above its report.
+ */
+function costPeriod(options: ReportOptions): {
+  readonly since?: string;
+  readonly until?: string;
+  readonly title?: string;
+} {
+  const since = timeFlag('--since', options.since);
+  const until = timeFlag('--until', options.until);
+  if (since !== undefined && until !== undefined && until <= since)
+    throw new Error(
+      `--until: must come after --since (${options.since}), got ${JSON.stringify(options.until)}`,
+    );
+  if (options.month === undefined)
+    return {
+      ...(options.since === undefined ? {} : { since: options.since }),
+      ...(options.until === undefined ? {} : { until: options.until }),
+    };
+  if (since !== undefined || until !== undefined)
+    throw new Error('--month gives the period: leave out --since and --until');
+  const { startSeconds, endSeconds } = monthFlag(options.month);
+  const now = Date.now() / 1000;
+  if (startSeconds > now) throw new Error(`--month: ${options.month} has not begun`);
+  return endSeconds <= now
+    ? { since: String(startSeconds), until: String(endSeconds), title: `month ${options.month}` }
+    : { since: String(startSeconds), title: `month ${options.month} so far` };
 }
 
 /** Reports stored by the controller, read back straight from the object store (no controller needed). */
@@ -81,7 +121,7 @@ async function reportFromStore(location: string, options: ReportOptions): Promis
   const { openObjectStore } = await import('../../storage/open-object-store.js');
   const store = await openObjectStore(location);
   if (options.month !== undefined) return monthFromStore(store, options.month, options);
-  const since = sinceSeconds(options.since);
+  const since = timeFlag('--since', options.since);
   const reports: ObjectInfo[] = [];
   const months: string[] = [];
   for await (const info of store.list(REPORTS_PREFIX)) {
@@ -163,8 +203,7 @@ function monthOfKey(key: string): string | undefined {
 
 /** The report of one ended month, read back from the store. */
 async function monthFromStore(store: ObjectStore, month: string, options: ReportOptions): Promise<void> {
-  if (!/^\d{4}-(0[1-9]|1[0-2])$/.test(month))
-    throw new Error(`--month: expected a month as YYYY-MM (UTC), got ${JSON.stringify(month)}`);
+  monthFlag(month);
   const key = monthlyReportKeys(month).json;
   if ((await store.head(key)) === undefined)
     throw new Error(
@@ -187,16 +226,25 @@ export function registerReport(program: Command): void {
       )
       .option('--since <time>', `only costs (or reports) since then: ${SINCE_RULE}`)
       .option(
+        '--until <time>',
+        'only costs up to then (the same forms; a period that has ended is billed as it stood at its end)',
+      )
+      .option(
         '--from <location>',
         'read stored reports from an object store (s3://bucket/prefix or a directory)',
       )
-      .option('--month <YYYY-MM>', "with --from: that month's report (written once the UTC month has ended)")
+      .option(
+        '--month <YYYY-MM>',
+        "a UTC month's costs: the month so far, or as it stood at its end (with --from: its stored report, written once the month has ended)",
+      )
       .option('--now', 'ask the controller to write a report to its object store now (admin token)')
       .option('--json', 'print JSON'),
   ).action(async (options: ReportOptions) => {
-    if (options.month !== undefined && options.from === undefined)
-      throw new Error('--month reads a stored report: give --from s3://bucket/prefix (or a directory)');
-    if (options.from !== undefined) return reportFromStore(options.from, options);
+    if (options.from !== undefined) {
+      if (options.until !== undefined)
+        throw new Error('--until asks the controller for a period: leave out --from (or use --month)');
+      return reportFromStore(options.from, options);
+    }
     const client = FleetwiseClient.fromOptions(options);
     if (options.now === true) {
       const location = await client.writeReport();
@@ -204,10 +252,11 @@ export function registerReport(program: Command): void {
       else process.stdout.write(`wrote ${location}\n`);
       return;
     }
-    // Validate locally for a clear flag error; the server resolves the same forms.
-    sinceSeconds(options.since);
-    const costs = await client.costs(options.since);
+    // Validated here for a clear flag error; the server resolves the same forms.
+    const period = costPeriod(options);
+    const costs = await client.costs(period.since, period.until);
     if (options.json === true) printJson(costs);
-    else process.stdout.write(renderCosts(costs));
+    else
+      process.stdout.write(`${period.title === undefined ? '' : `${period.title}\n`}${renderCosts(costs)}`);
   });
 }

@@ -266,8 +266,20 @@ export const PATHS: Record<string, Record<string, Schema>> = {
           description: 'Epoch seconds, ISO 8601 time, or an age like 24h or 7d',
           schema: str,
         },
+        {
+          name: 'until',
+          in: 'query',
+          description:
+            'The period’s end, in the same forms, after since. Before now: the period is billed as at its end ' +
+            '(generatedAtSeconds is the end; nothing later is counted); otherwise up to now',
+          schema: str,
+        },
       ],
-      responses: { '200': ok('Costs', ref('Costs')), '400': error('Bad since'), ...COMMON_ERRORS },
+      responses: {
+        '200': ok('Costs', ref('Costs')),
+        '400': error('Bad since or until'),
+        ...COMMON_ERRORS,
+      },
     },
   },
   '/v1/tokens': {

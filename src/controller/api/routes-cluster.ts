@@ -11,7 +11,8 @@ import type { ApiContext, RouteTable } from './routing.js';
 import { sinceQueryParam } from './since.js';
 import { clusterForScope, costsForScope, publicInstance, visibleJobIds } from './views.js';
 
-const costsQuery = z.object({ since: z.string().min(1).max(64, 'at most 64 characters').optional() });
+const timeParam = z.string().min(1).max(64, 'at most 64 characters').optional();
+const costsQuery = z.object({ since: timeParam, until: timeParam });
 const instanceParams = z.object({ id: z.string().min(1).max(128) });
 const contextQuery = z.object({
   sha256: z
@@ -80,7 +81,12 @@ export function registerClusterRoutes(
     handler: async (request) => {
       const query = parseWith(costsQuery, request.query, 'query');
       const since = query.since === undefined ? undefined : sinceQueryParam('since', query.since);
-      return costsForScope(service.costs(since), teamScope(context.principal(request)));
+      const until = query.until === undefined ? undefined : sinceQueryParam('until', query.until);
+      if (until !== undefined && until <= (since ?? 0))
+        throw new HttpError(400, 'invalid query', [
+          `until: must come after since (${since ?? 0} s), got ${until} s`,
+        ]);
+      return costsForScope(service.costs(since, until), teamScope(context.principal(request)));
     },
   });
 
