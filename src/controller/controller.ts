@@ -10,6 +10,7 @@ import { SystemClock, type Clock } from './clock.js';
 import { BetweenRoundsPlacer } from './between-rounds-placement.js';
 import { computeClosedPeriodReport, computeCostReport, type DetailedCostReport } from './cost-accounting.js';
 import { IncrementalCostReport } from './incremental-cost-report.js';
+import { MonthToDate, type MonthToDateCosts } from './month-to-date.js';
 import { HistoryRetention } from './history-retention.js';
 import { DEFAULT_REPORTS_KEPT } from './report-retention.js';
 import { compactCoStart } from './co-start-records.js';
@@ -135,6 +136,7 @@ export class Controller implements ControllerService {
   private readonly retention: HistoryRetention;
   /** The whole history's cost report, kept up to date from the event log. */
   private readonly historyCosts = new IncrementalCostReport();
+  private readonly monthToDate = new MonthToDate();
   private readonly jobs: JobControl;
   private readonly monitor: LoopMonitor;
   private readonly orphans: KeptOrphans;
@@ -580,6 +582,11 @@ export class Controller implements ControllerService {
 
   costsOfJobs(jobIds: readonly string[]): Map<string, number> {
     return this.historyCosts.jobCosts(this.store, this.catalog, this.clock.nowSeconds(), jobIds);
+  }
+
+  monthToDateCosts(): MonthToDateCosts {
+    const whole = this.historyCosts.report(this.store, this.catalog, this.clock.nowSeconds());
+    return this.monthToDate.costs(this.store, this.catalog, whole);
   }
 
   /**

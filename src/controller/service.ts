@@ -2,6 +2,7 @@ import type { DecisionRecord } from '../scheduler/types.js';
 import type { JobSpec } from './job-spec/spec.js';
 import type { OrphanView } from './kept-orphans.js';
 import type { InstanceRecord, JobRecord, StateStore, TaskRecord } from './state-store.js';
+import type { MonthToDateCosts } from './month-to-date.js';
 
 /**
  * What the HTTP API (and so the CLI) asks of the running controller. Reads go straight to the StateStore;
@@ -30,6 +31,8 @@ export interface ControllerService {
    * has no quicker way leaves it out, and the figures come from `costs()`.
    */
   costsOfJobs?(jobIds: readonly string[]): Map<string, number>;
+  /** The current UTC month's bill so far, the fleet's and each team's (for /metrics); absent where not kept. */
+  monthToDateCosts?(): MonthToDateCosts;
   /** Ask for an early round (arrivals, completions, drains; `capacity`: capacity lost or about to be). */
   requestRound(reason: string, cause?: RoundCause): void;
 }

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { startApiServer } from '../../src/controller/api/server.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { computeClosedPeriodReport, computeCostReport } from '../../src/controller/cost-accounting.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
@@ -18,6 +19,7 @@ import { catalog, CPU_SMALL, jobSpec, priceOf, rig } from './controller-fixtures
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-months-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
+const ADMIN = 'months-admin-token-0123456789abcdef';
 const NOV_1 = Date.UTC(2026, 10, 1) / 1000;
 const DEC_1 = Date.UTC(2026, 11, 1) / 1000;
 /** An hour before November. */
@@ -133,6 +135,64 @@ async function keysUnder(objects: ObjectStore, prefix: string): Promise<string[]
   for await (const info of objects.list(prefix)) keys.push(info.key);
   return keys.sort();
 }
+
+describe('the month so far, for /metrics', () => {
+  it("is the whole history's bill less the bill at the month's start: what a report over the month so far bills", async () => {
+    const { clock, store } = oneJobAcrossTheMonthEnd();
+    // An hour into November a second team's job starts on a second instance (100 s of boot first).
+    clock.advance(3600 + 3600 - 100);
+    const vision = store.submitJob(jobSpec('vision-job', CPU_SMALL, { team: 'vision' }));
+    const second = store.createInstance({ typeName: 'c7i.xlarge' });
+    store.setInstanceState(second.id, 'launching', { cloudId: 'c-2' });
+    clock.advance(100);
+    store.setInstanceState(second.id, 'running');
+    store.setTaskState(`${vision.id}.0`, 'running', second.id);
+    clock.advance(3500);
+    const { controller } = rig({}, { clock, store });
+    const hour = priceOf('c7i.xlarge');
+
+    // By hand: November's two hours of the first instance (all the research job's) and the second's hour, of which
+    // 3,500 s are the vision job's.
+    const november = controller.monthToDateCosts();
+    expect(november.month).toBe('2026-11');
+    expect(november.totalCost).toBeCloseTo(3 * hour, 9);
+    expect(november.byTeam.map((t) => [t.id, Number(t.cost.toFixed(9))])).toEqual([
+      ['research', Number((2 * hour).toFixed(9))],
+      ['vision', Number(((hour * 3500) / 3600).toFixed(9))],
+    ]);
+    const report = computeClosedPeriodReport(store, catalog, NOV_1, clock.nowSeconds());
+    expect(november.totalCost).toBeCloseTo(report.totalCost, 9);
+    for (const team of report.byTeam)
+      expect(november.byTeam.find((t) => t.id === team.id)?.cost).toBeCloseTo(team.cost, 9);
+
+    // Through /metrics.
+    const server = await startApiServer(controller, { listen: '127.0.0.1:0', adminToken: ADMIN, catalog });
+    try {
+      const text = await (await fetch(`${server.url}/metrics`)).text();
+      const gauge = (pattern: RegExp): number => Number(pattern.exec(text)?.[1]);
+      expect(gauge(/^fleetwise_month_cost_dollars (\S+)$/m)).toBeCloseTo(3 * hour, 9);
+      expect(gauge(/^fleetwise_month_team_cost_dollars\{team="research"\} (\S+)$/m)).toBeCloseTo(2 * hour, 9);
+      expect(gauge(/^fleetwise_month_team_cost_dollars\{team="vision"\} (\S+)$/m)).toBeCloseTo(
+        (hour * 3500) / 3600,
+        9,
+      );
+
+      // A new month starts from nothing: December's first hour, both instances still running.
+      clock.advance(DEC_1 + 3600 - clock.nowSeconds());
+      const december = controller.monthToDateCosts();
+      expect(december.month).toBe('2026-12');
+      expect(december.totalCost).toBeCloseTo(2 * hour, 9);
+      expect(december.byTeam.map((t) => Number(t.cost.toFixed(9)))).toEqual([
+        Number(hour.toFixed(9)),
+        Number(hour.toFixed(9)),
+      ]);
+      const later = await (await fetch(`${server.url}/metrics`)).text();
+      expect(Number(/^fleetwise_month_cost_dollars (\S+)$/m.exec(later)?.[1])).toBeCloseTo(2 * hour, 9);
+    } finally {
+      await server.close();
+    }
+  });
+});
 
 describe('monthly reports in the object store', () => {
   it('writes each ended month once, under its own keys, kept when the rolling reports are pruned', async () => {
