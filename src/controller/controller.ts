@@ -585,7 +585,7 @@ export class Controller implements ControllerService {
   }
 
   monthToDateCosts(): MonthToDateCosts {
-    const whole = this.historyCosts.report(this.store, this.catalog, this.clock.nowSeconds());
+    const whole = this.historyCosts.totals(this.store, this.catalog, this.clock.nowSeconds());
     return this.monthToDate.costs(this.store, this.catalog, whole);
   }
 

@@ -280,6 +280,15 @@ export class PlacementReplay {
     });
   }
 
+  /**
+   * Whether a start still open on this instance may yet turn out to have been held: a release of its job when the
+   * task goes on to run would make its time so far the instance's idle time, even after the instance has ended.
+   */
+  mayHoldOn(instanceId: string): boolean {
+    for (const o of this.open.values()) if (o.holdable && o.instanceId === instanceId) return true;
+    return false;
+  }
+
   /** The placements still open, as if they ended now (the replay goes on unchanged). */
   openUntil(nowSeconds: number): Placement[] {
     const out: Placement[] = [];

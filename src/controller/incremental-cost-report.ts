@@ -14,6 +14,7 @@ import {
   type Placement,
 } from './cost-accounting.js';
 import { expandTasks } from './job-spec/tasks.js';
+import type { CostLine } from './service.js';
 import type { EventRecord, InstanceRecord, JobRecord, StateStore } from './state-store.js';
 
 /**
@@ -26,8 +27,9 @@ import type { EventRecord, InstanceRecord, JobRecord, StateStore } from './state
  * call reads only the events after the last one it read: `task.state` events move the placement replay on,
  * `instance.created` and `instance.state` events name the instances whose records to read again, `job.submitted`
  * events the jobs, `job.co-start` releases the held starts. An instance's share of the bill is final once it is
- * terminated (no task can be on it after), so it is attributed then, once, and kept as figures; only the live
- * instances are attributed at each call. The figures are the ones a full replay gives (a property test holds them
+ * terminated (no task can be on it after) and no start on it could still turn out held (a release of the job, when
+ * the task goes on to run, makes the start's time idle), so it is attributed then, once, and kept as figures; only
+ * the live instances are attributed at each call. The figures are the ones a full replay gives (a property test holds them
  * equal at every step of random histories): an ended instance is attributed by the same rule from the same records,
  * never patched with deltas, so nothing can drift. A new catalog (a price refresh: instance prices and reservation
  * prices) starts it over.
@@ -58,6 +60,24 @@ export class IncrementalCostReport {
     state.catchUp(store, nowSeconds);
     return state.jobCosts(store, nowSeconds, jobIds);
   }
+
+  /**
+   * The report's total and team figures over the whole history at `nowSeconds`, without its job and instance lines:
+   * kept as running sums of the ended instances' shares, plus the live instances' (a /metrics scrape asks this).
+   */
+  totals(store: StateStore, catalog: Catalog, nowSeconds: number): CostTotals {
+    if (this.state?.catalog !== catalog) this.state = new ReportState(catalog);
+    const state = this.state;
+    state.catchUp(store, nowSeconds);
+    return state.totals(store, nowSeconds);
+  }
+}
+
+/** A report's bill and each team's share of it, in its order (largest first), without the other lines. */
+export interface CostTotals {
+  readonly generatedAtSeconds: number;
+  readonly totalCost: number;
+  readonly byTeam: readonly CostLine[];
 }
 
 /** An instance the report follows until its share of the bill is final. */
@@ -90,6 +110,8 @@ class ReportState {
   private readonly finalIds = new Set<string>();
   private finalIdle = 0;
   private finalMigration = 0;
+  private finalTotal = 0;
+  private readonly finalByTeam = new Map<string, number>();
 
   constructor(readonly catalog: Catalog) {
     this.book = new PriceBook(catalog);
@@ -201,6 +223,21 @@ class ReportState {
     );
   }
 
+  totals(store: StateStore, nowSeconds: number): CostTotals {
+    const { liveReport } = this.attributeLive(store, [...this.live.values()], nowSeconds);
+    const byTeam = new Map(this.finalByTeam);
+    for (const line of liveReport.byTeam) byTeam.set(line.id, (byTeam.get(line.id) ?? 0) + line.cost);
+    let totalCost = this.finalTotal;
+    for (const line of liveReport.byInstance) totalCost += line.cost;
+    return {
+      generatedAtSeconds: nowSeconds,
+      totalCost,
+      byTeam: [...byTeam]
+        .map(([id, cost]) => ({ id, cost }))
+        .sort((a, b) => b.cost - a.cost || a.id.localeCompare(b.id)),
+    };
+  }
+
   /** The live instances' shares, over the report's period. */
   private attributeLive(
     store: StateStore,
@@ -213,14 +250,21 @@ class ReportState {
 
   /** Attribute the instances that ended by now, once, and keep only their figures. */
   private finalizeEnded(store: StateStore, nowSeconds: number): void {
+    // An ended instance with a start on it that a later release could still explain is not final yet.
     const ended = [...this.live.values()].filter(
-      (t) => t.record.terminatedAtSeconds !== undefined && t.record.terminatedAtSeconds <= nowSeconds,
+      (t) =>
+        t.record.terminatedAtSeconds !== undefined &&
+        t.record.terminatedAtSeconds <= nowSeconds &&
+        !this.replay.mayHoldOn(t.record.id),
     );
     if (ended.length === 0) return;
     const report = this.attribute(store, ended, nowSeconds, 0);
     const order = new Map(ended.map((t) => [t.record.id, t.order]));
     for (const line of report.byInstance) this.finalLines.push({ order: order.get(line.id) ?? 0, line });
     addCharges(this.finalByJob, report.byJob);
+    for (const line of report.byJob)
+      this.finalByTeam.set(line.team, (this.finalByTeam.get(line.team) ?? 0) + line.cost);
+    for (const line of report.byInstance) this.finalTotal += line.cost;
     this.finalIdle += report.idleCost;
     this.finalMigration += report.migrationOverheadCost;
     for (const t of ended) {

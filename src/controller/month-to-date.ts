@@ -1,7 +1,8 @@
 import type { Catalog } from '../core/catalog.js';
 import { utcMonthBounds, utcMonthOf } from '../core/utc-month.js';
 import { computeClosedPeriodReport } from './cost-accounting.js';
-import type { CostLine, CostReport } from './service.js';
+import type { CostTotals } from './incremental-cost-report.js';
+import type { CostLine } from './service.js';
 import type { StateStore } from './state-store.js';
 
 /** The current UTC month's bill so far: the fleet's, and each team's jobs' share. */
@@ -15,15 +16,16 @@ export interface MonthToDateCosts {
 
 /**
  * This month's costs so far, cheaply enough for every /metrics scrape: the whole history's bill now (the incremental
- * report) less its bill as the month began. A closed period is billed as at its end, splitting an instance (and its
+ * report's running totals) less its bill as the month began. A closed period is billed as at its end, splitting an instance (and its
  * minimum minute) across the end, so the history up to the month's start and the month so far add up to the whole:
  * the difference is what a report over the month so far bills. The bill at the month's start replays the history
  * once a month (and once after a restart), not at each scrape.
  */
 export class MonthToDate {
-  private start: { readonly month: string; readonly report: CostReport } | undefined;
+  private start: { readonly month: string; readonly report: CostTotals } | undefined;
 
-  costs(store: StateStore, catalog: Catalog, whole: CostReport): MonthToDateCosts {
+  /** `whole`: the whole history's bill now (IncrementalCostReport.totals). */
+  costs(store: StateStore, catalog: Catalog, whole: CostTotals): MonthToDateCosts {
     const month = utcMonthOf(whole.generatedAtSeconds);
     if (this.start?.month !== month)
       this.start = {
