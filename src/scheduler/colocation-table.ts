@@ -33,10 +33,21 @@ interface SavedEntry {
   readonly entry: Readonly<Entry>;
 }
 
+/**
+ * A pair's factor: its log rate and how many observations moved it. `savedRate` is the rate it was restored from,
+ * saved again as it was until the factor moves: exp(log(r)) is not always r, and a table saved, restored and saved
+ * again must say the same.
+ */
+interface PairFactor {
+  log: number;
+  count: number;
+  savedRate?: number | undefined;
+}
+
 interface SavedFactor {
   readonly target: string;
   readonly other: string;
-  readonly factor: { readonly log: number; readonly count: number };
+  readonly factor: Readonly<PairFactor>;
 }
 
 /** A pair's factor estimated from observations with two or more co-located tasks (see `ColocationTable.record`). */
@@ -74,7 +85,7 @@ export class ColocationTable {
    * target → other → the pair's factor as estimated from sets of two or more co-located tasks, for pairs never seen
    * alone together: log rate and how many observations moved it.
    */
-  private readonly factors = new Map<string, Map<string, { log: number; count: number }>>();
+  private readonly factors = new Map<string, Map<string, PairFactor>>();
   /** target → sizes of `others` that have exact entries (to skip building signatures on the hot path). */
   private readonly exactSizes = new Map<string, Set<number>>();
   /** Lookups by target, then whole co-located set; dropped with the set values that read a changed mean (`changed`). */
@@ -153,7 +164,7 @@ export class ColocationTable {
   }
 
   /** The target's pair factors, created empty on first use. */
-  private factorsOf(target: string): Map<string, { log: number; count: number }> {
+  private factorsOf(target: string): Map<string, PairFactor> {
     let byOther = this.factors.get(target);
     if (byOther === undefined) {
       byOther = new Map();
@@ -165,7 +176,7 @@ export class ColocationTable {
   /** A pair's rate: observed alone together, else its factor learned from larger sets, else the default. */
   private pairRate(
     byOthers: Map<string, Entry> | undefined,
-    factors: Map<string, { log: number; count: number }> | undefined,
+    factors: Map<string, PairFactor> | undefined,
     other: string,
   ): number {
     const seen = this.meanOf(byOthers?.get(other));
@@ -278,6 +289,7 @@ export class ColocationTable {
       // Never above 1: interference only slows a task; a set faster than predicted raises its factors up to 1.
       f.log = Math.min(0, f.log + (residual * (1 / (1 + f.count))) / weights);
       f.count += 1;
+      f.savedRate = undefined;
       factors.set(o, f);
       moved = true;
     }
@@ -322,7 +334,7 @@ export class ColocationTable {
     return this.factorsInOrder.map(({ target, other, factor }) => ({
       target,
       other,
-      rate: Math.exp(factor.log),
+      rate: factor.savedRate ?? Math.exp(factor.log),
       count: factor.count,
     }));
   }
@@ -358,7 +370,7 @@ export class ColocationTable {
           `co-location factor of ${f.target} next to ${f.other}: rate must be in (0, 1] and count a whole number ≥ 0, ` +
             `got ${f.rate} and ${f.count}`,
         );
-      table.factorsOf(f.target).set(f.other, { log: Math.log(f.rate), count: f.count });
+      table.factorsOf(f.target).set(f.other, { log: Math.log(f.rate), count: f.count, savedRate: f.rate });
     }
     for (const e of data.entries) {
       // The factors were saved too: not learned again from these.

@@ -164,7 +164,9 @@ describe('what the table saves', () => {
 
   it('is what it has learned so far however often it was saved before (property)', () => {
     fc.assert(
-      fc.property(fc.array(observation, { maxLength: 40 }), (observations) => {
+      // Any length up to 40 (fast-check's default size stops near ten): a factor restored from its saved rate must
+      // save the same rate again, which exp(log(r)) is not always.
+      fc.property(fc.array(observation, { maxLength: 40, size: 'max' }), (observations) => {
         // The controller saves after every round; the saved order is kept between saves and grows with new entries.
         const saved = new ColocationTable(0.95);
         const fresh = new ColocationTable(0.95);
