@@ -98,8 +98,18 @@ export const COST_REPORTS_PREFIX = `${REPORTS_PREFIX}costs-`;
 export const LATEST_REPORT_KEY = `${REPORTS_PREFIX}latest.json`;
 
 /** The keys of one cost report; `stamp` must sort chronologically and be safe as a file name. */
-export function costReportKeys(stamp: string): { json: string; csv: string; html: string } {
-  const base = `${COST_REPORTS_PREFIX}${stamp}`;
+export function costReportKeys(stamp: string): ReportFileKeys {
+  return reportFileKeys(`${COST_REPORTS_PREFIX}${stamp}`);
+}
+
+/** A report's three files: JSON, CSV and HTML under one base name. */
+export interface ReportFileKeys {
+  readonly json: string;
+  readonly csv: string;
+  readonly html: string;
+}
+
+function reportFileKeys(base: string): ReportFileKeys {
   return { json: `${base}.json`, csv: `${base}.csv`, html: `${base}.html` };
 }
 
@@ -107,9 +117,8 @@ export function costReportKeys(stamp: string): { json: string; csv: string; html
 export const MONTHLY_REPORTS_PREFIX = `${REPORTS_PREFIX}months/`;
 
 /** The keys of a month's cost report; `month` is `YYYY-MM` (UTC). */
-export function monthlyReportKeys(month: string): { json: string; csv: string; html: string } {
-  const base = `${MONTHLY_REPORTS_PREFIX}${month}`;
-  return { json: `${base}.json`, csv: `${base}.csv`, html: `${base}.html` };
+export function monthlyReportKeys(month: string): ReportFileKeys {
+  return reportFileKeys(`${MONTHLY_REPORTS_PREFIX}${month}`);
 }
 
 /** The stamp of a cost report's file (any of its three); undefined for any other key. */

@@ -242,6 +242,20 @@ function oneJobLaunched(): { clock: Clock; store: MemoryStateStore; taskId: stri
   return { clock, store, taskId: `${job.id}.0`, instanceId: inst.id };
 }
 
+/** `oneJobLaunched`, the instance up at 100 s with the task `state` on it, and ended at `endSeconds`. */
+function taskOnAnEndedInstance(
+  state: 'starting' | 'running',
+  endSeconds: number,
+): { clock: Clock; store: MemoryStateStore; taskId: string } {
+  const { clock, store, taskId, instanceId } = oneJobLaunched();
+  clock.now = 100;
+  store.setInstanceState(instanceId, 'running');
+  store.setTaskState(taskId, state, instanceId);
+  clock.now = endSeconds;
+  store.setInstanceState(instanceId, 'terminated');
+  return { clock, store, taskId };
+}
+
 describe('incremental cost report', () => {
   it('gives the full replay’s report at every step of any history (property)', () => {
     fc.assert(
@@ -284,13 +298,8 @@ describe('incremental cost report', () => {
   });
 
   it('keeps an ended instance open while a release could still show its start was held', () => {
-    const { clock, store, taskId, instanceId } = oneJobLaunched();
+    const { store, taskId } = taskOnAnEndedInstance('starting', 160);
     const incremental = new IncrementalCostReport();
-    clock.now = 100;
-    store.setInstanceState(instanceId, 'running');
-    store.setTaskState(taskId, 'starting', instanceId);
-    clock.now = 160;
-    store.setInstanceState(instanceId, 'terminated');
     const hour = priceOf('c7i.xlarge');
     // Reported at the end: the 60 s of the start count as the job's, as the replay says then.
     expect(incremental.report(store, catalog, 160).byJob[0]?.cost).toBeCloseTo((hour * 60) / 3600, 9);
@@ -311,14 +320,9 @@ describe('incremental cost report', () => {
   });
 
   it('keeps an ended instance as figures: its share stays what it was as later events come in', () => {
-    const { clock, store, taskId, instanceId } = oneJobLaunched();
-    const incremental = new IncrementalCostReport();
-    clock.now = 100;
-    store.setInstanceState(instanceId, 'running');
-    store.setTaskState(taskId, 'running', instanceId);
-    clock.now = 3_700;
     // The instance is gone while its task is still recorded as running there: the share ends with the instance.
-    store.setInstanceState(instanceId, 'terminated');
+    const { clock, store, taskId } = taskOnAnEndedInstance('running', 3_700);
+    const incremental = new IncrementalCostReport();
     const hour = priceOf('c7i.xlarge');
     const first = incremental.report(store, catalog, 3_700);
     // Billed from its launch (0 s) to its end (3,700 s): the boot's 100 s are idle, the hour after is the job's.

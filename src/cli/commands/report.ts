@@ -80,9 +80,11 @@ function timeFlag(flag: string, text: string | undefined): number | undefined {
 
 /** `--month`'s bounds (a UTC month), or an error naming the flag. */
 function monthFlag(month: string): { readonly startSeconds: number; readonly endSeconds: number } {
-  if (!/^\d{4}-(0[1-9]|1[0-2])$/.test(month))
+  try {
+    return utcMonthBounds(month);
+  } catch {
     throw new Error(`--month: expected a month as YYYY-MM (UTC), got ${JSON.stringify(month)}`);
-  return utcMonthBounds(month);
+  }
 }
 
 /**

@@ -6,7 +6,6 @@ import { JOB_STATES, TASK_STATES } from '../state-store.js';
 import { LIVE_INSTANCE_STATES } from '../reconcile/context.js';
 import type { LatencyPair } from '../latency-matrix.js';
 import type { ApiControllerService } from './routing.js';
-import type { MonthToDateCosts } from '../month-to-date.js';
 
 /**
  * Prometheus metrics of a controller. Counters (rounds, their duration, migrations, caps hit) are incremented by
@@ -246,15 +245,12 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
   });
   const monthToDate = service.monthToDateCosts?.bind(service);
   if (monthToDate !== undefined) {
-    // Both gauges from one computation per scrape: the team gauge reads what the fleet gauge computed.
-    let latest: MonthToDateCosts | undefined;
     new Gauge({
       name: 'fleetwise_month_cost_dollars',
       help: "The fleet's bill in the current UTC month so far (idle and migration time included), $",
       registers: [registry],
       collect() {
-        latest = monthToDate();
-        this.set(latest.totalCost);
+        this.set(monthToDate().totalCost);
       },
     });
     new Gauge({
@@ -264,8 +260,7 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
       registers: [registry],
       collect() {
         this.reset();
-        for (const t of (latest ?? monthToDate()).byTeam) this.set({ team: t.id }, t.cost);
-        latest = undefined;
+        for (const t of monthToDate().byTeam) this.set({ team: t.id }, t.cost);
       },
     });
   }
