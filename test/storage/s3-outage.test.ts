@@ -22,6 +22,9 @@ describeWithMoto(
     let proxy: TcpProxy;
     let client: S3Client;
     let store: S3ObjectStore;
+    /** The same bucket through a client with the default timeouts, for a test's set-up (not under test). */
+    let patientClient: S3Client;
+    let patient: S3ObjectStore;
 
     beforeAll(async () => {
       proxy = await startTcpProxy(moto.endpoint);
@@ -33,6 +36,8 @@ describeWithMoto(
       });
       await client.send(new CreateBucketCommand({ Bucket: BUCKET }));
       store = new S3ObjectStore(client, BUCKET, 'cluster/');
+      patientClient = createS3Client({ ...moto.clientOptions, endpoint: proxy.url });
+      patient = new S3ObjectStore(patientClient, BUCKET, 'cluster/');
       await store.put('present', Buffer.from('here before the outage'));
     });
     beforeEach(async () => {
@@ -40,6 +45,7 @@ describeWithMoto(
     });
     afterAll(async () => {
       client.destroy();
+      patientClient.destroy();
       await proxy.close();
     });
 
@@ -90,7 +96,8 @@ describeWithMoto(
     it('a download that stalls mid-body fails as the store failing, not as a hang', async () => {
       // Larger than what the sockets between moto, the proxy and the client can hold in flight.
       const body = pseudoRandomBytes(24 * MIB, 3);
-      await store.put('large', body);
+      // Uploaded with the default timeouts: 24 MiB to moto can take longer than this store's 400 ms on a busy host.
+      await patient.put('large', body);
       const stream = await store.get('large');
       // Freeze the transfer as soon as it is under way: the connection stays open and nothing more arrives.
       await proxy.setMode('hang', { freeze: true });
