@@ -52,9 +52,13 @@ export function commandLogger(
   return pino({ base, level: logLevelFrom(env) }, destination);
 }
 
-/** A pino destination on file descriptor `fd` in `format`; pretty lines are written synchronously, like JSON. */
+/**
+ * A pino destination on file descriptor `fd` in `format`. Lines are written synchronously: pino's default destination
+ * buffers while a write is in flight, so a process that is killed (SIGKILL, the OOM killer) would lose its last
+ * lines, the ones that say what it was doing.
+ */
 export function logDestination(format: LogFormat, fd: number): DestinationStream {
-  if (format === 'json') return pino.destination(fd);
+  if (format === 'json') return pino.destination({ dest: fd, sync: true });
   return pretty({
     destination: fd,
     sync: true,

@@ -68,8 +68,11 @@ interface Generation {
   readonly point: FaultPoint | undefined;
   readonly url: string;
   readonly child: ChildProcess;
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** `at`: when this process noticed the exit (Date.now()). */
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>;
   output(): string;
+  /** When its output first said it holds the lease (Date.now()), if it has. */
+  activeSince(): number | undefined;
 }
 
 async function until<T>(
@@ -121,8 +124,39 @@ describeWithPostgres('active/standby controllers on one PostgreSQL', (pg) => {
   const diagnostics = (): string =>
     generations
       .slice(-3)
-      .map((g) => `--- controller ${g.index} (${g.point ?? 'no fault'}):\n${g.output().slice(-2500)}`)
+      .map((g) => {
+        const { exitCode, signalCode } = g.child;
+        const status =
+          signalCode !== null
+            ? `killed by ${signalCode}`
+            : exitCode !== null
+              ? `exited ${exitCode}`
+              : 'running';
+        return `--- controller ${g.index} (${g.point ?? 'no fault'}; ${status}):\n${g.output().slice(-2500)}`;
+      })
       .join('\n');
+
+  /**
+   * A supervisor that restarts the dead: once the newest controller holds the lease, a new standby starts in the dead
+   * one's place, armed with the next fault point, up to generation `lastIndex`. One standby at a time, so the takeovers
+   * come in the test's order. It runs beside the test's steps because a controller that takes over may reach its own
+   * fault point in its recovery, before the step that waits on it (a submission) is done: then only the next standby
+   * can answer that step.
+   */
+  function superviseStandbys(lastIndex: number): { stop(): void; failure(): unknown } {
+    let starting = false;
+    let failure: unknown;
+    const timer = setInterval(() => {
+      const newest = generations[generations.length - 1];
+      if (starting || newest === undefined || newest.index >= lastIndex) return;
+      if (!newest.output().includes(`active with lease epoch ${newest.index + 1} on `)) return;
+      starting = true;
+      startGeneration()
+        .catch((e: unknown) => (failure = e))
+        .finally(() => (starting = false));
+    }, 100);
+    return { stop: () => clearInterval(timer), failure: () => failure };
+  }
 
   async function startGeneration(): Promise<Generation> {
     const index = generations.length;
@@ -159,10 +193,15 @@ describeWithPostgres('active/standby controllers on one PostgreSQL', (pg) => {
     );
     spawned.push(child);
     let output = '';
-    child.stdout?.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-20_000)));
-    child.stderr?.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-20_000)));
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-      child.once('exit', (code, signal) => resolve({ code, signal })),
+    let activeSince: number | undefined;
+    const take = (d: Buffer): void => {
+      output = (output + d.toString()).slice(-20_000);
+      if (activeSince === undefined && output.includes('active with lease epoch ')) activeSince = Date.now();
+    };
+    child.stdout?.on('data', take);
+    child.stderr?.on('data', take);
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>(
+      (resolve) => child.once('exit', (code, signal) => resolve({ code, signal, at: Date.now() })),
     );
     const generation: Generation = {
       index,
@@ -171,6 +210,7 @@ describeWithPostgres('active/standby controllers on one PostgreSQL', (pg) => {
       child,
       exited,
       output: () => output,
+      activeSince: () => activeSince,
     };
     generations.push(generation);
     return generation;
@@ -222,13 +262,17 @@ describeWithPostgres('active/standby controllers on one PostgreSQL', (pg) => {
     const reader = new PostgresStateStore(url);
     const jobs: Record<string, string> = {};
     const takeoversMs: number[] = [];
+    const first = await startGeneration();
+    // Generation SEQUENCE.length runs with no fault; the one after it is the standby of the steps that follow.
+    const supervisor = superviseStandbys(SEQUENCE.length + 1);
     try {
-      const first = await startGeneration();
       await until('the first controller to take the lease', () => isActive(first), 30_000, diagnostics);
-      await startGeneration();
       await until(
         'the second controller to stand by',
-        async () => ((await health(generations[1] as Generation)).role === 'standby' ? true : undefined),
+        async () => {
+          const second = generations[1];
+          return second !== undefined && (await health(second)).role === 'standby' ? true : undefined;
+        },
         30_000,
         diagnostics,
       );
@@ -288,7 +332,6 @@ describeWithPostgres('active/standby controllers on one PostgreSQL', (pg) => {
         if (died === undefined) throw new Error(`controller ${k} never reached ${point}\n${diagnostics()}`);
         expect(died.signal, `controller ${k} at ${point}\n${diagnostics()}`).toBe('SIGKILL');
         expect(active.output()).toContain(`active with lease epoch ${k + 1}`);
-        const diedAt = Date.now();
         const next = generations[k + 1] as Generation;
         // Taken over once the standby holds the lease (it may reach its own fault point soon after, in recovery).
         await until(
@@ -297,11 +340,16 @@ describeWithPostgres('active/standby controllers on one PostgreSQL', (pg) => {
           TAKEOVER_LIMIT_MS,
           diagnostics,
         );
-        takeoversMs.push(Date.now() - diedAt);
-        // A supervisor restarts the dead one: it comes back as the standby, armed with the next fault point. (Only
-        // now, so that one standby at a time waits and the order of takeovers is the test's.)
-        await startGeneration();
+        // From the exit to the lease, as each was seen: a takeover may be over before the test's step gets here.
+        takeoversMs.push((next.activeSince() as number) - died.at);
+        await until(
+          `the supervisor to start controller ${k + 2}`,
+          () => (generations[k + 2] === undefined ? undefined : true),
+          10_000,
+          () => `${diagnostics()}\nthe supervisor's failure to start one: ${String(supervisor.failure())}`,
+        );
       }
+      supervisor.stop();
 
       // The last controller runs with no fault: everything settles.
       const last = generations[SEQUENCE.length] as Generation;
@@ -425,6 +473,7 @@ describeWithPostgres('active/standby controllers on one PostgreSQL', (pg) => {
       expect(paused.output()).toContain('lost the controller lease');
       await until('the successor to serve', () => isActive(successor), 30_000, diagnostics);
     } finally {
+      supervisor.stop();
       reader.close();
     }
   }, 400_000);
