@@ -1,7 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BackupSchedule, type BackupMetrics } from '../controller/backup/backup-schedule.js';
-import type { BackupSecrets } from '../controller/backup/backup-documents.js';
+import {
+  SECRET_NAMES,
+  type BackupSecrets,
+  type SecretFilePaths,
+} from '../controller/backup/backup-documents.js';
 import { JobArchive, type JobArchiveMetrics } from '../controller/backup/job-archive.js';
 import type { RestoreSummary } from '../controller/backup/restore-state.js';
 import { StateBackup } from '../controller/backup/state-backup.js';
@@ -22,7 +26,7 @@ export interface ControllerBackupOptions {
   readonly cluster: string;
   readonly stateDir: string;
   /** The state directory's token files a restore needs (read at each backup, stored when they change). */
-  readonly secretFiles: { readonly workerToken: string; readonly adminToken: string };
+  readonly secretFiles: SecretFilePaths;
   readonly store: SqliteStateStore;
   readonly objectStore: ObjectStore | undefined;
   readonly clock: Clock;
@@ -71,13 +75,12 @@ function readSecrets(files: ControllerBackupOptions['secretFiles']): BackupSecre
       return undefined; // not made in this mode (the admin token from the environment, no workers)
     }
   };
-  const workerToken = read(files.workerToken);
-  const adminToken = read(files.adminToken);
-  return {
-    version: 1,
-    ...(workerToken === undefined ? {} : { workerToken }),
-    ...(adminToken === undefined ? {} : { adminToken }),
-  };
+  const secrets: BackupSecrets = { version: 1 };
+  for (const name of SECRET_NAMES) {
+    const value = read(files[name]);
+    if (value !== undefined) secrets[name] = value;
+  }
+  return secrets;
 }
 
 /** The one line `--restore-from` prints. */

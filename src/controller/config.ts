@@ -34,6 +34,9 @@ const nonNegative = z.number().finite().nonnegative('must be ≥ 0');
 export const ORPHAN_POLICIES = ['keep', 'adopt', 'terminate'] as const;
 export type OrphanPolicy = (typeof ORPHAN_POLICIES)[number];
 
+/** Who may read `/metrics` (see `metricsAuth`). */
+export const METRICS_AUTH_MODES = ['none', 'token'] as const;
+
 /** The AWS on-demand quota groups `awsQuotaGroup` maps families to (Service Quotas "Running On-Demand … instances"). */
 export const AWS_QUOTA_GROUPS = ['standard', 'p', 'g-vt', 'inf', 'trn', 'dl', 'f', 'x', 'hpc'] as const;
 
@@ -347,6 +350,11 @@ export const controllerConfigSchema = z
       .optional(),
     /** HOST:PORT of the HTTP API. */
     listen: z.string().regex(LISTEN, 'HOST:PORT, e.g. 127.0.0.1:8080').optional(),
+    /**
+     * Who may read `/metrics`: anyone who reaches the API (`none`, Prometheus's usual way), or only a scraper with the
+     * metrics token or the admin token (`token`): the metrics name the teams and what each has spent this month.
+     */
+    metricsAuth: z.enum(METRICS_AUTH_MODES).default('none'),
     /** Seconds between scheduling rounds (Eva's reference: 300 s); arrivals, completions and drains bring one forward. */
     roundSeconds: positive.default(300),
     /** Seconds between reconciliation passes (EC2 state, task starts and stops, terminations) between rounds. */

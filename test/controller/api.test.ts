@@ -813,6 +813,50 @@ describe('controller API: /metrics', () => {
   });
 });
 
+describe('controller API: /metrics behind the metrics token', () => {
+  it('answers the metrics token and the admin token only; a team token, another token or none is a 401', async () => {
+    const METRICS_TOKEN = 'metrics-token-0123456789abcdef';
+    const guarded = await startApiServer(service, {
+      listen: '127.0.0.1:0',
+      adminToken: ADMIN_TOKEN,
+      metricsToken: METRICS_TOKEN,
+    });
+    const scrape = async (authorization?: string): Promise<{ status: number; text: string }> => {
+      const response = await fetch(`${guarded.url}/metrics`, {
+        headers: authorization === undefined ? {} : { authorization },
+      });
+      return { status: response.status, text: await response.text() };
+    };
+    try {
+      for (const token of [METRICS_TOKEN, ADMIN_TOKEN]) {
+        const answer = await scrape(`Bearer ${token}`);
+        expect(answer.status).toBe(200);
+        expect(answer.text).toContain('fleetwise_cost_per_hour_dollars');
+      }
+      const missing = await scrape();
+      expect(missing.status).toBe(401);
+      expect(JSON.parse(missing.text)).toEqual({
+        error:
+          'missing bearer token: /metrics needs the metrics token (FLEETWISE_METRICS_TOKEN or the metrics-token file)',
+      });
+      // A team sees its own jobs; the metrics show every team's spend.
+      for (const wrong of [`Bearer ${VISION_TOKEN}`, 'Bearer not-a-token', `Basic ${METRICS_TOKEN}`]) {
+        const refused = await scrape(wrong);
+        expect(refused.status, wrong).toBe(401);
+        expect(refused.text).not.toContain('fleetwise_');
+      }
+      // The metrics token is for /metrics only, and health stays open to a load balancer.
+      expect(
+        (await fetch(`${guarded.url}/v1/jobs`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } }))
+          .status,
+      ).toBe(401);
+      expect((await fetch(`${guarded.url}/healthz`)).status).toBe(200);
+    } finally {
+      await guarded.close();
+    }
+  });
+});
+
 describe('controller API: optional capabilities', () => {
   it('without writeReport/storeContext the routes answer 501 saying so; a failing report is a 500 with the reason', async () => {
     const plain = fakeWithTeams();

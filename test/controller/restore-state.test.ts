@@ -26,6 +26,7 @@ import {
 } from '../../src/protocol/object-keys.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { openObjectStore } from '../../src/storage/open-object-store.js';
+import { secretFilesIn } from '../../src/cli/commands/controller/secrets.js';
 import { gunzipObject, readJson, recordingLogger, until } from './backup-fixtures.js';
 import { catalog, CPU_SMALL, jobSpec } from './controller-fixtures.js';
 
@@ -56,7 +57,12 @@ class Cluster {
       cluster: 'prod',
       workDir: join(this.dir, 'state', 'backup-tmp'),
       keep: 10,
-      secrets: () => ({ version: 1, workerToken: 'the-worker-token', adminToken: 'the-admin-token' }),
+      secrets: () => ({
+        version: 1,
+        workerToken: 'the-worker-token',
+        adminToken: 'the-admin-token',
+        metricsToken: 'the-metrics-token',
+      }),
       nowSeconds: () => Date.now() / 1000,
     });
   }
@@ -85,7 +91,7 @@ class Cluster {
       from,
       cluster: 'prod',
       dbFile: join(dir, 'state.db'),
-      secretFiles: { workerToken: join(dir, 'worker-token'), adminToken: join(dir, 'admin-token') },
+      secretFiles: secretFilesIn(dir),
       openObjectStore: (location) => openObjectStore(location),
       catalog,
       ...overrides,
@@ -159,7 +165,8 @@ describe('restore from a backup', () => {
     // The state directory's tokens are back, owner-only; the database too.
     expect(readFileSync(join(dir, 'worker-token'), 'utf8').trim()).toBe('the-worker-token');
     expect(readFileSync(join(dir, 'admin-token'), 'utf8').trim()).toBe('the-admin-token');
-    for (const file of ['worker-token', 'admin-token', 'state.db'])
+    expect(readFileSync(join(dir, 'metrics-token'), 'utf8').trim()).toBe('the-metrics-token');
+    for (const file of ['worker-token', 'admin-token', 'metrics-token', 'state.db'])
       expect(statSync(join(dir, file)).mode & 0o777).toBe(0o600);
     expect(taken.seq).toBe(1);
   });
@@ -216,7 +223,7 @@ describe('restore from a backup', () => {
         from: c.objectsDir,
         cluster: 'prod',
         dbFile: join(dir, 'state.db'),
-        secretFiles: { workerToken: join(dir, 'worker-token'), adminToken: join(dir, 'admin-token') },
+        secretFiles: secretFilesIn(dir),
         openObjectStore: (location) => openObjectStore(location),
         catalog,
       });
@@ -271,7 +278,7 @@ describe('restore from a backup', () => {
       from: c.objectsDir,
       cluster: 'prod',
       dbFile: join(dir, 'state.db'),
-      secretFiles: { workerToken: join(dir, 'worker-token'), adminToken: join(dir, 'admin-token') },
+      secretFiles: secretFilesIn(dir),
       openObjectStore: (location: string) => openObjectStore(location),
       catalog,
     };
@@ -307,6 +314,7 @@ describe('restore from a backup', () => {
       version: 1,
       workerToken: 'the-worker-token',
       adminToken: 'the-admin-token',
+      metricsToken: 'the-metrics-token',
     });
     c.state.close();
   });

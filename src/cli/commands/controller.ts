@@ -9,7 +9,7 @@ import {
 } from '../log-output.js';
 import type { ApiServer } from '../../controller/api/server.js';
 import { SystemClock } from '../../controller/clock.js';
-import { ORPHAN_POLICIES } from '../../controller/config.js';
+import { METRICS_AUTH_MODES, ORPHAN_POLICIES } from '../../controller/config.js';
 import type { ControllerFlags } from '../../controller/config-flags.js';
 import type { ControllerLogger } from '../../controller/seams.js';
 import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
@@ -20,7 +20,7 @@ import { loadConfigAndCatalog } from './controller/config-and-catalog.js';
 import { crashInjectorFromEnv } from './controller/crash-injection.js';
 import { setUpFleet } from './controller/provider-setup.js';
 import { submitOnStart } from './controller/quick-start-submit.js';
-import { adminTokenFor, secretFilesIn } from './controller/secrets.js';
+import { METRICS_TOKEN_ENV, adminTokenFor, metricsTokenFor, secretFilesIn } from './controller/secrets.js';
 import { stopOnSignals } from './controller/shutdown.js';
 import { startController } from './controller/startup.js';
 import { claimStateDirectory, restoreFromBackup } from './controller/state-dir.js';
@@ -72,6 +72,8 @@ export async function runController(
     await restoreFromBackup({ from: flags.restoreFrom, config, catalog, secretFiles, log, releaseStateDir });
 
   const adminToken = adminTokenFor(env, secretFiles.adminToken);
+  const metricsToken =
+    config.metricsAuth === 'token' ? metricsTokenFor(env, secretFiles.metricsToken) : undefined;
   const state = await openActiveState(config, { clock, log });
   const fleet = await setUpFleet({ config, catalog, env, state, secretFiles, log });
   const built = await buildController({ config, catalog, state, fleet, clock, faults, secretFiles, log });
@@ -105,6 +107,7 @@ export async function runController(
     priceRefresher,
     interruptions,
     adminToken: adminToken.value,
+    metricsToken: metricsToken?.value,
     clock,
     log,
     releaseStateDir,
@@ -114,7 +117,8 @@ export async function runController(
     `fleetwise controller: cluster ${config.cluster} in ${config.region}${config.dryRun ? ' (dry run: no cloud calls)' : ''}; ` +
       `state ${state.shared ? state.description : config.stateDir}; reports to ${objectStore?.location ?? 'nowhere (dry run)'}` +
       `${api === undefined ? '' : `; API ${api.url}`}` +
-      `${adminToken.file === undefined ? '' : `; admin token in ${adminToken.file}`}\n`,
+      `${adminToken.file === undefined ? '' : `; admin token in ${adminToken.file}`}` +
+      `${metricsToken?.file === undefined ? '' : `; metrics token in ${metricsToken.file}`}\n`,
   );
   const toSubmit = flags.submit ?? [];
   if (api !== undefined && toSubmit.length > 0)
@@ -173,6 +177,11 @@ export function registerController(program: Command): void {
     .option('--bucket <name>', 'S3 bucket for reports (shorthand for --object-store s3://NAME)')
     .option('--object-store <location>', 's3://bucket/prefix or a directory (default: <state-dir>/objects)')
     .option('--listen <host:port>', 'HTTP API address (default for --provider local: 127.0.0.1:7070)')
+    .option(
+      '--metrics-auth <mode>',
+      `who may read /metrics: ${METRICS_AUTH_MODES.join(' | ')} (default none: anyone who reaches the API; token: ` +
+        `the metrics token, from ${METRICS_TOKEN_ENV} or <state-dir>/metrics-token, or the admin token)`,
+    )
     .option('--round-seconds <s>', 'seconds between scheduling rounds (default 300)')
     .option('--poll-seconds <s>', 'seconds between reconciliation passes (default min(round, 15))')
     .option('--catalog <file>', 'instance catalog (default: the bundled us-east-1 catalog)')

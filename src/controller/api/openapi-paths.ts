@@ -438,11 +438,14 @@ export const PATHS: Record<string, Record<string, Schema>> = {
   },
   '/metrics': {
     get: {
-      summary: 'Prometheus metrics (no token needed; aggregate counts only)',
+      summary:
+        "Prometheus metrics: the fleet, the jobs, and each team's spend this month (no token, unless the controller " +
+        'runs with metricsAuth: token: then the metrics token or the admin token)',
       operationId: 'metrics',
-      security: [],
+      security: [{}, { bearer: [] }],
       responses: {
         '200': { description: 'Prometheus text format', content: { 'text/plain': { schema: str } } },
+        '401': error('With metricsAuth: token, neither the metrics token nor the admin token'),
       },
     },
   },

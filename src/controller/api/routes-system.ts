@@ -56,7 +56,7 @@ export function registerSystemRoutes(routes: RouteTable, context: ApiContext, re
   routes.add({
     method: 'GET',
     url: '/metrics',
-    access: 'none',
+    access: 'metrics',
     handler: async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()),
   });
 

@@ -4,7 +4,7 @@ import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { JOB_SPEC_LIMITS } from '../job-spec/spec.js';
 import { DEFAULT_CONTEXT_LIMITS, type ContextLimits } from '../../protocol/context-limits.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
-import { authenticate, authorize, type Principal } from './auth.js';
+import { authenticate, authorize, authorizeScrape, type Principal } from './auth.js';
 import { registerBodyParsers } from './body.js';
 import { HttpError, MAX_PATH_PARAM_LENGTH, sendError, toHttpError } from './errors.js';
 import { ControllerMetrics, metricsRegistry } from './metrics.js';
@@ -30,6 +30,8 @@ export interface ApiServerOptions {
   readonly listen: string;
   /** The operator's token (FLEETWISE_ADMIN_TOKEN or the generated one); team tokens come from the state store. */
   readonly adminToken: string;
+  /** The token `/metrics` asks for (the admin token is taken too); undefined: `/metrics` asks for none. */
+  readonly metricsToken?: string | undefined;
   /** Log requests with pino (fastify's logger). Default off. */
   readonly logger?: boolean;
   /** The catalog submitted specs are validated against (families, hostable demands). Default: the bundled one. */
@@ -111,6 +113,10 @@ export function buildApiApp(
     // A route without an access rule is an oversight; fail closed.
     const access = routes.accessOf(request.method, url) ?? 'admin';
     if (access === 'none') return;
+    if (access === 'metrics') {
+      authorizeScrape(request.headers.authorization, options.metricsToken, options.adminToken);
+      return;
+    }
     const principal = authenticate(request.headers.authorization, options.adminToken, service.store);
     authorize(principal, access);
     principals.set(request, principal);

@@ -31,12 +31,19 @@ export type BackupManifest = z.output<typeof backupManifestSchema>;
 
 /**
  * The state directory's tokens that live outside the database: workers on running instances hold the worker token
- * (a restored controller must accept them), clients hold a generated admin token.
+ * (a restored controller must accept them), clients hold a generated admin token, a Prometheus server the metrics
+ * token.
  */
+export const SECRET_NAMES = ['workerToken', 'adminToken', 'metricsToken'] as const;
+export type SecretName = (typeof SECRET_NAMES)[number];
+/** The file each token is kept in. */
+export type SecretFilePaths = Readonly<Record<SecretName, string>>;
+
 export const backupSecretsSchema = z.strictObject({
   version: z.literal(1),
   workerToken: z.string().min(1).optional(),
   adminToken: z.string().min(1).optional(),
+  metricsToken: z.string().min(1).optional(),
 });
 export type BackupSecrets = z.output<typeof backupSecretsSchema>;
 

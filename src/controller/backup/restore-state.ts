@@ -23,7 +23,9 @@ import {
   backupManifestSchema,
   backupSecretsSchema,
   readDocument,
+  SECRET_NAMES,
   type BackupManifest,
+  type SecretFilePaths,
 } from './backup-documents.js';
 import { rebuildJobs, type JobRebuildSummary } from './rebuild-jobs.js';
 import { parseRestoreSource } from './restore-source.js';
@@ -40,7 +42,7 @@ export interface RestoreOptions {
   /** The state database to create (`<state-dir>/state.db`); it must not hold a state yet. */
   readonly dbFile: string;
   /** The state directory's token files, written from the backup's secrets when it has them. */
-  readonly secretFiles: { readonly workerToken: string; readonly adminToken: string };
+  readonly secretFiles: SecretFilePaths;
   readonly openObjectStore: (location: string) => ObjectStore | Promise<ObjectStore>;
   /** What archived job specs are validated against (the catalog the controller runs with). */
   readonly catalog: Catalog;
@@ -263,10 +265,9 @@ async function restoreSecrets(store: ObjectStore, options: RestoreOptions): Prom
   if (!(await store.exists(key))) return [];
   const secrets = readDocument(backupSecretsSchema, await store.getBuffer(key), `${store.location} ${key}`);
   const written: string[] = [];
-  for (const [value, file] of [
-    [secrets.workerToken, options.secretFiles.workerToken],
-    [secrets.adminToken, options.secretFiles.adminToken],
-  ] as const) {
+  for (const name of SECRET_NAMES) {
+    const value = secrets[name];
+    const file = options.secretFiles[name];
     if (value === undefined) continue;
     await writeFile(file, `${value}\n`, { mode: 0o600 });
     await chmod(file, 0o600);

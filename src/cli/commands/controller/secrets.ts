@@ -1,24 +1,26 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { SecretFilePaths } from '../../../controller/backup/backup-documents.js';
 import { ADMIN_TOKEN_FILE } from '../../local-state.js';
 
-/** The controller's secrets: the admin and worker tokens, kept owner-only in the state directory. */
+/** The controller's secrets: the admin, worker and metrics tokens, kept owner-only in the state directory. */
 
 export const ADMIN_TOKEN_ENV = 'FLEETWISE_ADMIN_TOKEN';
+/** The token `/metrics` asks for with `metricsAuth: token`, instead of the state directory's file. */
+export const METRICS_TOKEN_ENV = 'FLEETWISE_METRICS_TOKEN';
 const WORKER_TOKEN_FILE = 'worker-token';
+const METRICS_TOKEN_FILE = 'metrics-token';
 
 /** Where the state directory keeps its token files (a restore installs them, the backups copy them). */
-export interface SecretFiles {
-  readonly workerToken: string;
-  readonly adminToken: string;
-}
+export type SecretFiles = SecretFilePaths;
 
 /** The token files of the state directory `stateDir`. */
 export function secretFilesIn(stateDir: string): SecretFiles {
   return {
     workerToken: join(stateDir, WORKER_TOKEN_FILE),
     adminToken: join(stateDir, ADMIN_TOKEN_FILE),
+    metricsToken: join(stateDir, METRICS_TOKEN_FILE),
   };
 }
 
@@ -41,16 +43,26 @@ export function ensureSecretFile(path: string): { value: string; created: boolea
   return { value, created: true };
 }
 
-/** The admin token, and the file it is kept in (undefined when it comes from the environment). */
-export interface AdminToken {
+/** A token, and the file it is kept in (undefined when it comes from the environment). */
+export interface TokenSource {
   readonly value: string;
   readonly file: string | undefined;
 }
 
-/** The admin token: FLEETWISE_ADMIN_TOKEN when set, else the state directory's token file (made if missing). */
-export function adminTokenFor(env: NodeJS.ProcessEnv, file: string): AdminToken {
-  const envToken = env[ADMIN_TOKEN_ENV]?.trim();
+/** The token the environment variable `envName` gives, else the state directory's token file (made if missing). */
+function tokenFor(envName: string, env: NodeJS.ProcessEnv, file: string): TokenSource {
+  const envToken = env[envName]?.trim();
   return envToken !== undefined && envToken !== ''
     ? { value: envToken, file: undefined }
     : { value: ensureSecretFile(file).value, file };
+}
+
+/** The admin token: FLEETWISE_ADMIN_TOKEN when set, else the state directory's token file (made if missing). */
+export function adminTokenFor(env: NodeJS.ProcessEnv, file: string): TokenSource {
+  return tokenFor(ADMIN_TOKEN_ENV, env, file);
+}
+
+/** The metrics token: FLEETWISE_METRICS_TOKEN when set, else the state directory's token file (made if missing). */
+export function metricsTokenFor(env: NodeJS.ProcessEnv, file: string): TokenSource {
+  return tokenFor(METRICS_TOKEN_ENV, env, file);
 }

@@ -26,6 +26,8 @@ export interface StartupOptions {
   readonly priceRefresher: PriceRefresher | undefined;
   readonly interruptions: InterruptionListener | undefined;
   readonly adminToken: string;
+  /** The token `/metrics` asks for; undefined: it asks for none. */
+  readonly metricsToken: string | undefined;
   readonly clock: Clock;
   readonly log: ControllerLogger;
   readonly releaseStateDir: () => void;
@@ -66,6 +68,7 @@ export async function startController(options: StartupOptions): Promise<ApiServe
       api = await startApiServer(controller, {
         listen: config.listen,
         adminToken: options.adminToken,
+        metricsToken: options.metricsToken,
         catalog: options.catalog,
         metrics,
         contextLimits,
