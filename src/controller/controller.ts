@@ -23,6 +23,7 @@ import { clusterView, whyJob } from './explain.js';
 import type { ExecutorKind } from './execution-check.js';
 import { InjectedCrash, type FaultInjector } from './faults.js';
 import { JobControl } from './job-control.js';
+import { RunLimits } from './run-limits.js';
 import { LoopMonitor, type LoopHealth } from './loop-health.js';
 import type { LatencyMatrixView } from './latency-matrix.js';
 import { KeptOrphans } from './kept-orphans.js';
@@ -138,6 +139,7 @@ export class Controller implements ControllerService {
   private readonly historyCosts = new IncrementalCostReport();
   private readonly monthToDate = new MonthToDate();
   private readonly jobs: JobControl;
+  private readonly runLimits: RunLimits;
   private readonly monitor: LoopMonitor;
   private readonly orphans: KeptOrphans;
   private readonly interruptions: SpotInterruptions;
@@ -288,6 +290,12 @@ export class Controller implements ControllerService {
       predictAfterSubmission: () => this.predictions.afterSubmission(),
       executor: deps.executor,
     });
+    this.runLimits = new RunLimits({
+      store: deps.store,
+      clock: this.clock,
+      log: this.log,
+      fail: (jobId, reason) => this.jobs.fail(jobId, reason),
+    });
   }
 
   /** The scheduler planning the next round (a price refresh replaces it). */
@@ -408,6 +416,7 @@ export class Controller implements ControllerService {
     return this.serial('reconcile', async () => {
       this.workers?.flushProgress?.();
       if (this.settings.dryRun) return {};
+      this.runLimits.enforce();
       this.replaceSilentWorkers();
       const sync = await this.reconciler.syncWithCloud();
       this.placer?.placeIfRequested();
@@ -424,6 +433,7 @@ export class Controller implements ControllerService {
       this.workers?.flushProgress?.();
       let sync: SyncSummary | undefined;
       if (!this.settings.dryRun) {
+        this.runLimits.enforce();
         this.replaceSilentWorkers();
         sync = await this.reconciler.syncWithCloud();
         // Placed first, the round's plan sees them placed (as the simulator's round sees its placements).

@@ -1,6 +1,7 @@
 import { ValidationError } from '../core/validation.js';
 import { checkExecution, recordJobWarnings, type ExecutorKind } from './execution-check.js';
 import type { JobSpec } from './job-spec/spec.js';
+import { runLimitWarnings } from './run-limits.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
 import { UnknownRecordError, type InstanceRecord, type JobRecord, type StateStore } from './state-store.js';
 
@@ -16,8 +17,9 @@ export interface JobControlDeps {
 }
 
 /**
- * What the API asks of jobs and instances: submit, cancel, end as unsuccessful, drain. Each writes the store
- * synchronously and asks the loop for an early round; the loop carries the changes out.
+ * What the API asks of jobs and instances: submit, cancel, end as unsuccessful, drain (and the loop: the end of a job
+ * past its run limit). Each writes the store synchronously and asks the loop for an early round; the loop carries the
+ * changes out.
  */
 interface WaitingSubmission {
   readonly spec: JobSpec;
@@ -79,7 +81,7 @@ export class JobControl {
 
   /** Store one job with its warnings (inside the caller's transaction). */
   private record(spec: JobSpec, team: string): JobRecord {
-    const warnings = checkExecution(spec, this.deps.executor);
+    const warnings = [...checkExecution(spec, this.deps.executor), ...runLimitWarnings(spec)];
     const job = this.deps.store.submitJob(spec.team === team ? spec : { ...spec, team });
     recordJobWarnings(this.deps.store, job.id, warnings);
     return job;
@@ -94,6 +96,11 @@ export class JobControl {
 
   cancel(jobId: string, reason = 'cancelled by request'): JobRecord {
     return this.endJob(jobId, 'cancelled', reason, true);
+  }
+
+  /** End a job as failed for `reason` (it ran past its maxRunSeconds): its tasks stop without a checkpoint. */
+  fail(jobId: string, reason: string): JobRecord {
+    return this.endJob(jobId, 'failed', reason, true);
   }
 
   /**
@@ -124,7 +131,7 @@ export class JobControl {
   /** Stop a job's tasks (no checkpoint) and end it in `state`; a job already ended is returned as it is. */
   private endJob(
     jobId: string,
-    state: 'cancelled' | 'unsuccessful',
+    state: 'cancelled' | 'unsuccessful' | 'failed',
     reason: string,
     idempotent: boolean,
   ): JobRecord {

@@ -218,6 +218,7 @@ function resolve(raw: RawJobSpec): JobSpec {
       ? {}
       : { expectedDurationSeconds: raw.expectedDurationSeconds }),
     ...(raw.noMoveSeconds === undefined ? {} : { noMoveSeconds: raw.noMoveSeconds }),
+    ...(raw.maxRunSeconds === undefined ? {} : { maxRunSeconds: raw.maxRunSeconds }),
     ...(raw.valueOfTimePerJobHour === undefined ? {} : { valueOfTimePerJobHour: raw.valueOfTimePerJobHour }),
     ...(raw.workload === undefined ? {} : { workload: raw.workload }),
     queue: raw.queue,

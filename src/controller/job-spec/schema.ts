@@ -377,6 +377,12 @@ export const jobSpecSchema = z.strictObject({
   noMoveSeconds: durationSecondsSchema(nonNegativeDuration())
     .describe('Do not move the job during this many seconds after it starts running')
     .optional(),
+  maxRunSeconds: durationSecondsSchema(positiveDuration())
+    .describe(
+      'The most this job may run, in seconds or as 30m, 2h, …, counted while it runs (over all its moves and ' +
+        'attempts; queueing and moves do not count): past it the job is stopped and ends failed, not retried',
+    )
+    .optional(),
   valueOfTimePerJobHour: z
     .number()
     .finite()

@@ -129,6 +129,11 @@ export interface JobSpec {
   readonly expectedDurationSeconds?: number | undefined;
   /** Do not move the job during this many seconds after it starts running (Karpenter's `do-not-disrupt: 30m`). */
   readonly noMoveSeconds?: number | undefined;
+  /**
+   * The most the job may run, seconds in `running` over all its moves and attempts (AWS Batch's attempt timeout,
+   * Kubernetes' activeDeadlineSeconds): past it the job is stopped and ends `failed`, not retried (run-limits.ts).
+   */
+  readonly maxRunSeconds?: number | undefined;
   /** What an hour of the job's completion time is worth, $ (the scheduler weighs it against dollars). */
   readonly valueOfTimePerJobHour?: number | undefined;
   /** The job-level co-location identity as written, if any (each template holds its resolved key). */

@@ -1,0 +1,107 @@
+import { z } from 'zod';
+import type { Clock } from './clock.js';
+import type { JobSpec } from './job-spec/spec.js';
+import type { ControllerLogger } from './seams.js';
+import {
+  JOB_STATES,
+  type EventRecord,
+  type JobRecord,
+  type JobState,
+  type StateStore,
+} from './state-store.js';
+
+/**
+ * A job's `maxRunSeconds`: one that has run longer than it asked is stopped without a checkpoint and ends `failed`,
+ * not retried, as AWS Batch ends a timed-out attempt. Run time is time in `running`, summed over the job's moves and
+ * attempts: a retried attempt resumes from its checkpoint, so it goes on with the same work, and the limit is what a
+ * runaway job may cost the shared budget. Time queued, starting or moving (checkpoint, restore) is the controller's
+ * doing and does not count.
+ */
+
+/** The states a job that has run can be in while it is still live (queued again after a preemption is not checked). */
+const CHECKED_STATES: readonly JobState[] = ['starting', 'running', 'migrating'];
+
+/** What a `job.state` event's data says of the change (lifecycle.ts writes it). */
+const transitionData = z.object({ to: z.enum(JOB_STATES) });
+
+/** One change of a job's state, from its `job.state` event. */
+export interface JobTransition {
+  readonly atSeconds: number;
+  readonly to: JobState;
+}
+
+/** Seconds spent in `running` by a job whose state changes are `transitions` (oldest first), up to `nowSeconds`. */
+export function runningSecondsOf(transitions: readonly JobTransition[], nowSeconds: number): number {
+  let total = 0;
+  let since: number | undefined;
+  for (const t of transitions) {
+    if (t.to === 'running') since ??= t.atSeconds;
+    else if (since !== undefined) {
+      total += t.atSeconds - since;
+      since = undefined;
+    }
+  }
+  if (since !== undefined) total += Math.max(0, nowSeconds - since);
+  return total;
+}
+
+/** The state changes a `job.state` event log records (events of other kinds, or without a target state, skipped). */
+export function jobTransitions(events: readonly EventRecord[]): JobTransition[] {
+  const transitions: JobTransition[] = [];
+  for (const e of events) {
+    if (e.kind !== 'job.state') continue;
+    const data = transitionData.safeParse(e.data);
+    if (data.success) transitions.push({ atSeconds: e.atSeconds, to: data.data.to });
+  }
+  return transitions;
+}
+
+/**
+ * What a submission is told about its limit: one shorter than the run the job expects (at full throughput; sharing an
+ * instance slows it) will stop it before it is expected to finish. Accepted all the same: the estimate may be rough.
+ */
+export function runLimitWarnings(spec: JobSpec): string[] {
+  const limit = spec.maxRunSeconds;
+  const expected = spec.expectedDurationSeconds;
+  if (limit === undefined || expected === undefined || expected <= limit) return [];
+  return [
+    `maxRunSeconds (${limit} s) is shorter than expectedDurationSeconds (${expected} s): the job will be stopped ` +
+      'before it is expected to finish',
+  ];
+}
+
+export interface RunLimitsDeps {
+  readonly store: StateStore;
+  readonly clock: Clock;
+  readonly log: ControllerLogger;
+  /** End the job as failed for `reason`, stopping its tasks (job-control.ts). */
+  readonly fail: (jobId: string, reason: string) => JobRecord;
+}
+
+export class RunLimits {
+  constructor(private readonly deps: RunLimitsDeps) {}
+
+  /** End every live job that has run past its `maxRunSeconds`; returns them. Called at every pass of the loop. */
+  enforce(): JobRecord[] {
+    const { store, clock } = this.deps;
+    const now = clock.nowSeconds();
+    const ended: JobRecord[] = [];
+    for (const job of store.listJobs({ states: CHECKED_STATES })) {
+      const limit = job.spec.maxRunSeconds;
+      // A job cannot have run longer than the time since it first ran: most need no read of their events.
+      if (limit === undefined || job.startedAtSeconds === undefined || now - job.startedAtSeconds < limit)
+        continue;
+      const ran = runningSecondsOf(
+        jobTransitions(store.listEvents({ jobId: job.id, kind: 'job.state' })),
+        now,
+      );
+      if (ran < limit) continue;
+      const reason =
+        `ran ${Math.round(ran)} s, past its maxRunSeconds (${limit} s): stopped without a checkpoint, ` +
+        'not retried';
+      this.deps.log.warn(`${job.id} ${reason}`, { jobId: job.id, ranSeconds: ran, maxRunSeconds: limit });
+      ended.push(this.deps.fail(job.id, reason));
+    }
+    return ended;
+  }
+}
