@@ -1,14 +1,8 @@
-import { z } from 'zod';
 import type { Clock } from './clock.js';
 import type { JobSpec } from './job-spec/spec.js';
+import { jobTransitions, runningSecondsOf } from './job-transitions.js';
 import type { ControllerLogger } from './seams.js';
-import {
-  JOB_STATES,
-  type EventRecord,
-  type JobRecord,
-  type JobState,
-  type StateStore,
-} from './state-store.js';
+import type { JobRecord, JobState, StateStore } from './state-store.js';
 
 /**
  * A job's `maxRunSeconds`: one that has run longer than it asked is stopped without a checkpoint and ends `failed`,
@@ -20,41 +14,6 @@ import {
 
 /** The states a job that has run can be in while it is still live (queued again after a preemption is not checked). */
 const CHECKED_STATES: readonly JobState[] = ['starting', 'running', 'migrating'];
-
-/** What a `job.state` event's data says of the change (lifecycle.ts writes it). */
-const transitionData = z.object({ to: z.enum(JOB_STATES) });
-
-/** One change of a job's state, from its `job.state` event. */
-export interface JobTransition {
-  readonly atSeconds: number;
-  readonly to: JobState;
-}
-
-/** Seconds spent in `running` by a job whose state changes are `transitions` (oldest first), up to `nowSeconds`. */
-export function runningSecondsOf(transitions: readonly JobTransition[], nowSeconds: number): number {
-  let total = 0;
-  let since: number | undefined;
-  for (const t of transitions) {
-    if (t.to === 'running') since ??= t.atSeconds;
-    else if (since !== undefined) {
-      total += t.atSeconds - since;
-      since = undefined;
-    }
-  }
-  if (since !== undefined) total += Math.max(0, nowSeconds - since);
-  return total;
-}
-
-/** The state changes a `job.state` event log records (events of other kinds, or without a target state, skipped). */
-export function jobTransitions(events: readonly EventRecord[]): JobTransition[] {
-  const transitions: JobTransition[] = [];
-  for (const e of events) {
-    if (e.kind !== 'job.state') continue;
-    const data = transitionData.safeParse(e.data);
-    if (data.success) transitions.push({ atSeconds: e.atSeconds, to: data.data.to });
-  }
-  return transitions;
-}
 
 /**
  * What a submission is told about its limit: one shorter than the run the job expects (at full throughput; sharing an

@@ -3,6 +3,7 @@ import type { InstancePlacement, JobNetwork, MeasuredRtt, NetworkDeclaration } f
 import { groupBy } from '../core/group.js';
 import type { TaskTemplateSpec } from './job-spec/spec.js';
 import { expandTasks } from './job-spec/tasks.js';
+import { jobTransitions, lastEnteredRunning } from './job-transitions.js';
 import { isFinalJobState, LIVE_JOB_STATES, PLACED_TASK_STATES } from './state/lifecycle.js';
 import {
   launchIntentKey,
@@ -69,8 +70,7 @@ export function readSnapshotInputs(
   for (const intent of store.listIntents({ states: ['pending'], kind: 'start-task' }))
     if (intent.kind === 'start-task') pendingStarts.set(intent.payload.taskId, intent.payload.instanceId);
   const runningSince = new Map<string, number>();
-  for (const job of jobs)
-    if (job.state === 'running') runningSince.set(job.id, lastEnteredRunning(store, job));
+  for (const job of jobs) if (job.state === 'running') runningSince.set(job.id, runningSinceOf(store, job));
   const live = new Set(instances.filter((i) => SCHEDULABLE_INSTANCE_STATES.has(i.state)).map((i) => i.id));
   // The market is in the instance's launch intent (keyed by instance); a launch that fell back to on demand says so
   // in an event. Both are looked up per live instance, through the stores' indexes: launch intents and the event log
@@ -117,13 +117,10 @@ function dataField(data: unknown, field: string): unknown {
     : undefined;
 }
 
-function lastEnteredRunning(store: StateStore, job: JobRecord): number {
+function runningSinceOf(store: StateStore, job: JobRecord): number {
   if (job.migrations === 0) return job.startedAtSeconds ?? job.updatedAtSeconds;
-  const events = store.listEvents({ jobId: job.id, kind: 'job.state' });
-  for (let i = events.length - 1; i >= 0; i--) {
-    if (dataField(events[i]?.data, 'to') === 'running') return (events[i] as { atSeconds: number }).atSeconds;
-  }
-  return job.startedAtSeconds ?? job.updatedAtSeconds;
+  const transitions = jobTransitions(store.listEvents({ jobId: job.id, kind: 'job.state' }));
+  return lastEnteredRunning(transitions) ?? job.startedAtSeconds ?? job.updatedAtSeconds;
 }
 
 /** The instance a task occupies for planning: its pending start's destination, else where it is placed. */

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import { readJobWarnings } from '../../src/controller/execution-check.js';
-import { runningSecondsOf, type JobTransition } from '../../src/controller/run-limits.js';
+import { runningSecondsOf, type JobTransition } from '../../src/controller/job-transitions.js';
 import { JOB_STATES, type JobState } from '../../src/controller/state-store.js';
 import { catalog, CPU_SMALL, jobSpec, rig, RUNS_ON, ScriptedExits, type Rig } from './controller-fixtures.js';
 
