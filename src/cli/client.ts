@@ -120,6 +120,8 @@ export const jobDocumentSchema = jobSummarySchema.extend({
     })
     .nullable()
     .catch(null),
+  // Absent from a controller of an older release: none.
+  dependencies: z.array(z.object({ id: z.string(), state: z.string().nullable() })).catch([]),
 });
 export type JobDocumentResponse = z.output<typeof jobDocumentSchema>;
 

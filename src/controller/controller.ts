@@ -23,6 +23,7 @@ import { clusterView, whyJob } from './explain.js';
 import type { ExecutorKind } from './execution-check.js';
 import { InjectedCrash, type FaultInjector } from './faults.js';
 import { JobControl } from './job-control.js';
+import { JobDependencies } from './job-dependencies.js';
 import { RunLimits } from './run-limits.js';
 import { LoopMonitor, type LoopHealth } from './loop-health.js';
 import type { LatencyMatrixView } from './latency-matrix.js';
@@ -140,6 +141,7 @@ export class Controller implements ControllerService {
   private readonly monthToDate = new MonthToDate();
   private readonly jobs: JobControl;
   private readonly runLimits: RunLimits;
+  private readonly dependencies: JobDependencies;
   private readonly monitor: LoopMonitor;
   private readonly orphans: KeptOrphans;
   private readonly interruptions: SpotInterruptions;
@@ -296,6 +298,11 @@ export class Controller implements ControllerService {
       log: this.log,
       fail: (jobId, reason) => this.jobs.fail(jobId, reason),
     });
+    this.dependencies = new JobDependencies({
+      store: deps.store,
+      log: this.log,
+      fail: (jobId, reason) => this.jobs.fail(jobId, reason),
+    });
   }
 
   /** The scheduler planning the next round (a price refresh replaces it). */
@@ -440,6 +447,8 @@ export class Controller implements ControllerService {
         this.placer?.placeIfRequested();
         await this.reconciler.progress();
       }
+      // A job whose dependency ended without success can never start: it ends before the plan is made.
+      this.dependencies.failUnreachable();
       const planned = this.rounds.planAndRecord(reason);
       this.retention.afterRound(planned.round);
       this.placer?.noteRound(planned.capHoldsJobsBack === true);

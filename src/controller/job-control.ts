@@ -1,6 +1,7 @@
 import { ValidationError } from '../core/validation.js';
 import { checkExecution, recordJobWarnings, type ExecutorKind } from './execution-check.js';
 import type { JobSpec } from './job-spec/spec.js';
+import { dependencyProblems } from './job-dependencies.js';
 import { runLimitWarnings } from './run-limits.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
 import { UnknownRecordError, type InstanceRecord, type JobRecord, type StateStore } from './state-store.js';
@@ -81,6 +82,9 @@ export class JobControl {
 
   /** Store one job with its warnings (inside the caller's transaction). */
   private record(spec: JobSpec, team: string): JobRecord {
+    // Inside the submission's transaction: a dependency cannot end between this check and the job's record.
+    const unmet = dependencyProblems(spec, team, this.deps.store);
+    if (unmet.length > 0) throw new ValidationError('job spec', unmet);
     const warnings = [...checkExecution(spec, this.deps.executor), ...runLimitWarnings(spec)];
     const job = this.deps.store.submitJob(spec.team === team ? spec : { ...spec, team });
     recordJobWarnings(this.deps.store, job.id, warnings);

@@ -3,6 +3,7 @@ import type { InstancePlacement, JobNetwork, MeasuredRtt, NetworkDeclaration } f
 import { groupBy } from '../core/group.js';
 import type { TaskTemplateSpec } from './job-spec/spec.js';
 import { expandTasks } from './job-spec/tasks.js';
+import { waitsForDependencies } from './job-dependencies.js';
 import { jobTransitions, lastEnteredRunning } from './job-transitions.js';
 import { isFinalJobState, LIVE_JOB_STATES, PLACED_TASK_STATES } from './state/lifecycle.js';
 import {
@@ -60,9 +61,13 @@ export function readSnapshotInputs(
   nowSeconds: number,
   measuredRtts?: readonly MeasuredRtt[],
 ): SnapshotInputs {
-  const jobs = store.listJobs({ states: LIVE_JOB_STATES });
+  // A job waiting for its dependencies is out of the round (and of predictions) until they have succeeded.
+  const jobs = store
+    .listJobs({ states: LIVE_JOB_STATES })
+    .filter((j) => j.state !== 'queued' || !waitsForDependencies(j, store));
+  const planned = new Set(jobs.map((j) => j.id));
   // Only the active jobs' tasks: every task ever run is read once per round otherwise, and they grow for good.
-  const tasks = store.listTasks({ jobStates: LIVE_JOB_STATES });
+  const tasks = store.listTasks({ jobStates: LIVE_JOB_STATES }).filter((t) => planned.has(t.jobId));
   const instances = store.listInstances({
     states: ['requested', 'launching', 'running', 'draining', 'terminating'],
   });

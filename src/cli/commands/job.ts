@@ -36,6 +36,7 @@ const queueFieldsSchema = z.object({
   queue: queueSchema.nullable().optional().catch(undefined),
   eta: etaSchema.nullable().optional().catch(undefined),
   etaPending: z.boolean().optional().catch(undefined),
+  waitingFor: z.array(z.string()).optional().catch(undefined),
   submissionEta: etaSchema.nullable().optional().catch(undefined),
   predictionError: z
     .object({ errorSeconds: z.number(), errorPercent: z.number().nullable() })
@@ -59,8 +60,10 @@ export function warningsOf(job: unknown): string[] {
   return parsed.success ? parsed.data.warnings : [];
 }
 
-/** `small #2 (caps)`, `small admitted`, or `-`. */
+/** `small #2 (caps)`, `small admitted`, `after job-3` (held for its dependencies), or `-`. */
 export function formatQueue(fields: QueueFields): string {
+  if (fields.waitingFor !== undefined && fields.waitingFor.length > 0)
+    return `after ${fields.waitingFor.join(',')}`;
   const q = fields.queue;
   if (q === undefined || q === null) return '-';
   if (q.status === 'admitted') return `${q.classId} admitted`;
@@ -185,6 +188,7 @@ export function registerJob(program: Command): void {
       `submitted  ${formatTime(job.submittedAtSeconds)}`,
       `started    ${formatTime(job.startedAtSeconds)}`,
       `finished   ${formatTime(job.finishedAtSeconds)}`,
+      ...dependencyLines(job),
       ...coStartLines(job.coStart ?? null, job.taskCount),
       ...etaLines(queueFieldsOf(job)),
       ...warningsOf(job).map((w) => `warning    ${w}`),
@@ -213,6 +217,16 @@ export function registerJob(program: Command): void {
       );
     }
   });
+}
+
+/** `depends on job-3 (succeeded), job-4 (running)`, and while one has not succeeded, that the job waits for it. */
+function dependencyLines(job: JobDocumentResponse): string[] {
+  if (job.dependencies.length === 0) return [];
+  const lines = [`depends on ${job.dependencies.map((d) => `${d.id} (${d.state ?? 'unknown'})`).join(', ')}`];
+  const waiting = job.dependencies.filter((d) => d.state !== 'succeeded');
+  if (job.state === 'queued' && waiting.length > 0)
+    lines.push(`waiting    for ${waiting.map((d) => d.id).join(', ')} to succeed (no prediction until then)`);
+  return lines;
 }
 
 /** A multi-task job's start: held tasks while it waits, then its start skew and barrier-idle cost. */

@@ -21,6 +21,7 @@ interface SubmitOptions extends ConnectionOptions {
   readonly json?: boolean;
   readonly dryRun?: boolean;
   readonly catalog?: string;
+  readonly dependsOn?: string[];
 }
 
 /** A spec without `team` is submitted for the token's team; this stands in for it in the local check only. */
@@ -130,6 +131,10 @@ export function registerSubmit(program: Command): void {
       .option('--json', 'print {"id": …} per job (one JSON object per line) instead of text')
       .option('--catalog <file>', 'catalog to check demands against locally (default: the bundled one)')
       .option(
+        '--depends-on <ids...>',
+        "jobs (e.g. job-3, or job-3,job-4) that must succeed before these start: added to each spec's dependsOn",
+      )
+      .option(
         '--dry-run',
         "validate on the controller and show each task's instance type, $/hour and the ETA it would get now; submit nothing",
       ),
@@ -139,7 +144,14 @@ export function registerSubmit(program: Command): void {
     const priceBook = new PriceBook(loadCatalogFile(options.catalog));
     // Check every file before submitting any, so a typo in the third file does not leave two jobs submitted.
     const specs: RawSpec[] = [];
-    for (const file of files) specs.push(await checkSpecFile(file, priceBook));
+    const dependsOn = (options.dependsOn ?? []).flatMap((ids) => ids.split(',')).map((id) => id.trim());
+    const notIds = dependsOn.filter((id) => !/^job-[1-9]\d{0,14}$/.test(id));
+    if (notIds.length > 0)
+      throw new ValidationError(
+        '--depends-on',
+        notIds.map((id) => `${JSON.stringify(id)}: not a job id (job-<n>)`),
+      );
+    for (const file of files) specs.push(withDependencies(await checkSpecFile(file, priceBook), dependsOn));
     const client = FleetwiseClient.fromOptions(options);
     if (options.dryRun === true) {
       // Build contexts are not uploaded: nothing runs, and the controller checks the spec without them.
@@ -178,6 +190,13 @@ export function registerSubmit(program: Command): void {
       for (const w of warnings) process.stderr.write(`warning: ${job.id}: ${w}\n`);
     }
   });
+}
+
+/** The spec with `ids` added to its own `dependsOn` (each once); checked by the controller like the rest. */
+function withDependencies(raw: RawSpec, ids: readonly string[]): RawSpec {
+  if (ids.length === 0) return raw;
+  const own = Array.isArray(raw['dependsOn']) ? (raw['dependsOn'] as unknown[]) : [];
+  return { ...raw, dependsOn: [...new Set([...own, ...ids])] };
 }
 
 function formatDryRun(file: string, view: DryRunResponse): string {

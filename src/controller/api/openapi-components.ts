@@ -147,6 +147,12 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
         description:
           'How the job runs here that the submitter may not expect, e.g. an image the process executor ignores',
       },
+      waitingFor: {
+        type: 'array',
+        items: str,
+        description:
+          'A queued job held for its dependencies: those that have not succeeded yet (absent when it waits for none)',
+      },
     },
   },
   DryRun: {
@@ -277,6 +283,7 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
           'submissionEta',
           'predictionError',
           'attemptFailures',
+          'dependencies',
         ],
         properties: {
           attemptFailures: {
@@ -349,6 +356,19 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
                 ...num,
                 description:
                   "Paid capacity its started tasks held waiting for their siblings, $ (Σ (job start − task start) × the task's share of its instance's $/h)",
+              },
+            },
+          },
+          dependencies: {
+            type: 'array',
+            description:
+              'The jobs it depends on (spec.dependsOn) with their states: it stays queued, without a prediction, until every one has succeeded',
+            items: {
+              type: 'object',
+              required: ['id', 'state'],
+              properties: {
+                id: str,
+                state: { type: 'string', enum: [...JOB_STATES], nullable: true },
               },
             },
           },

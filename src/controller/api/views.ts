@@ -2,6 +2,7 @@ import type { DecisionRecord } from '../../scheduler/types.js';
 import type { JobQueueView } from '../../queue/admission-views.js';
 import { storedCoStart } from '../co-start-records.js';
 import { readJobWarnings } from '../execution-check.js';
+import { dependencyViews, unmetDependencies, type DependencyView } from '../job-dependencies.js';
 import { readQueueRecord, type EtaRecord, type PredictionError } from '../queue-records.js';
 import type { ClusterView, CostReport, WhyRecord } from '../service.js';
 import { isFinalJobState } from '../state/lifecycle.js';
@@ -44,6 +45,8 @@ export interface JobSummary {
   readonly etaPending: boolean;
   /** What the submitter should know about how the job runs here (e.g. an image the process executor ignores). */
   readonly warnings: readonly string[];
+  /** A queued job held for its dependencies: those that have not succeeded yet (absent when none). */
+  readonly waitingFor?: readonly string[];
 }
 
 export interface JobInstanceView {
@@ -69,6 +72,8 @@ export interface JobDocument extends JobSummary {
   readonly attemptFailures: readonly AttemptFailure[];
   /** A multi-task job's start in this attempt (co-start-records.ts); null for one task or before any start. */
   readonly coStart: CoStartView | null;
+  /** The jobs it depends on (`dependsOn`) with their states; it starts once every one has succeeded. */
+  readonly dependencies: readonly DependencyView[];
 }
 
 export interface CoStartView {
@@ -112,6 +117,7 @@ export function jobSummary(
 ): JobSummary {
   const record = store === undefined ? undefined : readQueueRecord(store, job.id);
   const final = isFinalJobState(job.state);
+  const waitingFor = store === undefined || job.state !== 'queued' ? [] : unmetDependencies(job, store);
   return defined({
     id: job.id,
     name: job.name,
@@ -129,8 +135,10 @@ export function jobSummary(
     taskCount,
     queue: final ? null : (record?.queue ?? null),
     eta: record?.eta ?? null,
-    etaPending: predictionsEnabled && !final && record?.eta === undefined,
+    // A job waiting for its dependencies gets no prediction until they have succeeded.
+    etaPending: predictionsEnabled && !final && record?.eta === undefined && waitingFor.length === 0,
     warnings: store === undefined ? [] : readJobWarnings(store, job.id),
+    waitingFor: waitingFor.length === 0 ? undefined : waitingFor,
   });
 }
 
@@ -170,6 +178,7 @@ export function jobDocument(store: StateStore, job: JobRecord, predictionsEnable
     predictionError: record?.predictionError ?? null,
     attemptFailures: job.attemptFailures ?? [],
     coStart: coStartView(store, job),
+    dependencies: dependencyViews(job, store),
   };
 }
 

@@ -218,6 +218,7 @@ function resolve(raw: RawJobSpec): JobSpec {
       ? {}
       : { expectedDurationSeconds: raw.expectedDurationSeconds }),
     ...(raw.noMoveSeconds === undefined ? {} : { noMoveSeconds: raw.noMoveSeconds }),
+    ...(raw.dependsOn === undefined || raw.dependsOn.length === 0 ? {} : { dependsOn: raw.dependsOn }),
     ...(raw.maxRunSeconds === undefined ? {} : { maxRunSeconds: raw.maxRunSeconds }),
     ...(raw.valueOfTimePerJobHour === undefined ? {} : { valueOfTimePerJobHour: raw.valueOfTimePerJobHour }),
     ...(raw.workload === undefined ? {} : { workload: raw.workload }),

@@ -377,6 +377,14 @@ export const jobSpecSchema = z.strictObject({
   noMoveSeconds: durationSecondsSchema(nonNegativeDuration())
     .describe('Do not move the job during this many seconds after it starts running')
     .optional(),
+  dependsOn: z
+    .array(z.string().regex(/^job-[1-9]\d{0,14}$/, 'a job id (job-<n>)'))
+    .max(JOB_SPEC_LIMITS.maxDependencies, `at most ${JOB_SPEC_LIMITS.maxDependencies} jobs`)
+    .refine((ids) => new Set(ids).size === ids.length, 'names a job twice')
+    .describe(
+      'Jobs (of the same team) that must succeed before this one starts; if one ends otherwise, this one fails',
+    )
+    .optional(),
   maxRunSeconds: durationSecondsSchema(positiveDuration())
     .describe(
       'The most this job may run, in seconds or as 30m, 2h, …, counted while it runs (over all its moves and ' +

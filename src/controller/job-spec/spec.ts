@@ -37,6 +37,8 @@ export const JOB_SPEC_LIMITS = {
   /** `queue.priority` lies within ±this. */
   maxPriority: 1e6,
   maxQueueStages: 64,
+  /** Jobs one job may depend on. */
+  maxDependencies: 64,
   /** AWS Batch's range for `retryStrategy.attempts`. */
   maxAttempts: 10,
   maxExitRules: 32,
@@ -129,6 +131,11 @@ export interface JobSpec {
   readonly expectedDurationSeconds?: number | undefined;
   /** Do not move the job during this many seconds after it starts running (Karpenter's `do-not-disrupt: 30m`). */
   readonly noMoveSeconds?: number | undefined;
+  /**
+   * Earlier jobs of the same team that must succeed before this one starts (AWS Batch's `dependsOn`); if one ends
+   * any other way, this one fails (job-dependencies.ts).
+   */
+  readonly dependsOn?: readonly string[] | undefined;
   /**
    * The most the job may run, seconds in `running` over all its moves and attempts (AWS Batch's attempt timeout,
    * Kubernetes' activeDeadlineSeconds): past it the job is stopped and ends `failed`, not retried (run-limits.ts).

@@ -1,0 +1,77 @@
+import type { JobSpec } from './job-spec/spec.js';
+import type { ControllerLogger } from './seams.js';
+import { isFinalJobState } from './state/lifecycle.js';
+import type { JobRecord, JobState, StateStore } from './state-store.js';
+
+/**
+ * A job's `dependsOn` (AWS Batch's job dependencies): it stays queued, out of every round, until each job it names
+ * has succeeded; when one of them ends any other way (failed, cancelled, unsuccessful) it can never run, and ends
+ * failed saying which. A job names only earlier jobs of its own team, so dependencies never form a cycle.
+ */
+
+/** A dependency as the job view shows it. */
+export interface DependencyView {
+  readonly id: string;
+  /** Its state, or null when the store no longer has it (cannot happen: jobs are kept). */
+  readonly state: JobState | null;
+}
+
+/** Why a submission's `dependsOn` cannot be taken (empty: it can), one line per dependency at fault. */
+export function dependencyProblems(spec: JobSpec, team: string, store: StateStore): string[] {
+  const problems: string[] = [];
+  for (const id of spec.dependsOn ?? []) {
+    const dependency = store.getJob(id);
+    // Another team's job is not named as such: a team sees only its own jobs.
+    if (dependency === undefined || dependency.team !== team)
+      problems.push(`dependsOn: no job ${id} of team ${team}`);
+    else if (isFinalJobState(dependency.state) && dependency.state !== 'succeeded')
+      problems.push(`dependsOn: ${id} ended ${dependency.state}, so this job could never start`);
+  }
+  return problems;
+}
+
+/** The job's dependencies, each with its state. */
+export function dependencyViews(job: JobRecord, store: StateStore): DependencyView[] {
+  return (job.spec.dependsOn ?? []).map((id) => ({ id, state: store.getJob(id)?.state ?? null }));
+}
+
+/** The job's dependencies that have not succeeded yet. */
+export function unmetDependencies(job: JobRecord, store: StateStore): string[] {
+  return (job.spec.dependsOn ?? []).filter((id) => store.getJob(id)?.state !== 'succeeded');
+}
+
+/** True while a dependency of the job has not succeeded yet (it is kept out of rounds and predictions). */
+export function waitsForDependencies(job: JobRecord, store: StateStore): boolean {
+  return unmetDependencies(job, store).length > 0;
+}
+
+export interface JobDependenciesDeps {
+  readonly store: StateStore;
+  readonly log: ControllerLogger;
+  /** End the job as failed for `reason` (job-control.ts). */
+  readonly fail: (jobId: string, reason: string) => JobRecord;
+}
+
+export class JobDependencies {
+  constructor(private readonly deps: JobDependenciesDeps) {}
+
+  /**
+   * End as failed every queued job one of whose dependencies ended without success; returns them. In submission
+   * order, so a chain fails whole in one call: each job's dependencies come before it.
+   */
+  failUnreachable(): JobRecord[] {
+    const { store } = this.deps;
+    const ended: JobRecord[] = [];
+    for (const job of store.listJobs({ states: ['queued'] })) {
+      if (job.spec.dependsOn === undefined) continue;
+      const blocker = job.spec.dependsOn
+        .map((id) => store.getJob(id))
+        .find((d) => d !== undefined && isFinalJobState(d.state) && d.state !== 'succeeded');
+      if (blocker === undefined) continue;
+      const reason = `dependency ${blocker.id} ended ${blocker.state}: this job can never start`;
+      this.deps.log.warn(`${job.id} ${reason}`, { jobId: job.id, dependency: blocker.id });
+      ended.push(this.deps.fail(job.id, reason));
+    }
+    return ended;
+  }
+}

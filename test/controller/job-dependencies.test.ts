@@ -1,0 +1,138 @@
+import { describe, expect, it } from 'vitest';
+import { jobDocument, jobSummary } from '../../src/controller/api/views.js';
+import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
+import type { JobSpec } from '../../src/controller/job-spec/spec.js';
+import { ValidationError } from '../../src/core/validation.js';
+import { catalog, CPU_SMALL, jobSpec, rig, ScriptedExits, type Rig } from './controller-fixtures.js';
+
+function after(spec: JobSpec, ...dependsOn: string[]): JobSpec {
+  return { ...spec, dependsOn };
+}
+
+/** Rounds and reconcile passes, 10 s apart, checking `invariant` after each, until `done` or 40 passes. */
+async function passes(r: Rig, done: () => boolean, invariant: () => void = () => undefined): Promise<void> {
+  for (let pass = 0; pass < 40 && !done(); pass++) {
+    await r.controller.runRound('test');
+    invariant();
+    await r.controller.reconcile();
+    invariant();
+    r.clock.advance(10);
+  }
+}
+
+function problemsOf(submit: () => unknown): readonly string[] {
+  try {
+    submit();
+  } catch (e) {
+    if (e instanceof ValidationError) return e.problems;
+    throw e;
+  }
+  throw new Error('the submission was taken');
+}
+
+describe('dependsOn in the job spec', () => {
+  it('takes a list of job ids, each once', () => {
+    const base = { name: 'step', team: 'research', tasks: [{ command: ['true'], demand: [0, 1, 1] }] };
+    expect(validateJobSpec({ ...base, dependsOn: ['job-1', 'job-12'] }, 'spec', catalog).dependsOn).toEqual([
+      'job-1',
+      'job-12',
+    ]);
+    expect(validateJobSpec({ ...base, dependsOn: [] }, 'spec', catalog).dependsOn).toBeUndefined();
+    expect(() => validateJobSpec({ ...base, dependsOn: ['job-1', 'job-1'] }, 'spec', catalog)).toThrow(
+      /dependsOn: names a job twice/,
+    );
+    expect(() => validateJobSpec({ ...base, dependsOn: ['first'] }, 'spec', catalog)).toThrow(
+      /dependsOn\.0: a job id \(job-<n>\)/,
+    );
+  });
+});
+
+describe('job dependencies in the controller', () => {
+  it('refuses a submission naming an unknown job, another team’s job, or one that ended without success', () => {
+    const r = rig({}, { tasks: new ScriptedExits(new Map()) });
+    const theirs = r.controller.submit(jobSpec('theirs', CPU_SMALL), 'vision');
+    const doomed = r.controller.submit(jobSpec('doomed', CPU_SMALL), 'research');
+    r.controller.cancel(doomed.id);
+    expect(
+      problemsOf(() =>
+        r.controller.submit(after(jobSpec('step', CPU_SMALL), 'job-99', theirs.id, doomed.id), 'research'),
+      ),
+    ).toEqual([
+      'dependsOn: no job job-99 of team research',
+      `dependsOn: no job ${theirs.id} of team research`,
+      `dependsOn: ${doomed.id} ended cancelled, so this job could never start`,
+    ]);
+    // Nothing was recorded for the refused submission.
+    expect(r.store.listJobs().map((j) => j.name)).toEqual(['theirs', 'doomed']);
+  });
+
+  it('keeps a job out of every round until its dependencies have succeeded, then runs it', async () => {
+    const control = new ScriptedExits(
+      new Map([
+        ['job-1.0', [0]],
+        ['job-2.0', [0]],
+        ['job-3.0', [0]],
+      ]),
+    );
+    const r = rig({}, { tasks: control });
+    control.store = r.store;
+    const first = r.controller.submit(jobSpec('first', CPU_SMALL), 'research');
+    const second = r.controller.submit(jobSpec('second', CPU_SMALL), 'research');
+    const last = r.controller.submit(after(jobSpec('last', CPU_SMALL), first.id, second.id), 'research');
+    // While it waits: queued, its dependencies shown with their states, no prediction pending.
+    const waiting = r.store.getJob(last.id);
+    if (waiting === undefined) throw new Error('no job');
+    expect(jobDocument(r.store, waiting, true).dependencies).toEqual([
+      { id: first.id, state: 'queued' },
+      { id: second.id, state: 'queued' },
+    ]);
+    expect(jobSummary(waiting, 1, r.store, true)).toMatchObject({
+      etaPending: false,
+      waitingFor: [first.id, second.id],
+    });
+    await passes(
+      r,
+      () => r.store.getJob(last.id)?.state === 'succeeded',
+      () => {
+        // It never starts before both have succeeded.
+        if (control.starts.some((s) => s.taskId === `${last.id}.0`))
+          expect([first.id, second.id].map((id) => r.store.getJob(id)?.state)).toEqual([
+            'succeeded',
+            'succeeded',
+          ]);
+      },
+    );
+    expect(r.store.getJob(last.id)?.state).toBe('succeeded');
+    const lastStarted = r.store.getJob(last.id)?.startedAtSeconds as number;
+    // In a later pass than the one they ended in (a job without dependencies would have started with them).
+    for (const id of [first.id, second.id])
+      expect(lastStarted).toBeGreaterThan(r.store.getJob(id)?.finishedAtSeconds as number);
+  });
+
+  it('fails a job whose dependency ended without success, and the jobs that depend on it, saying which', async () => {
+    const control = new ScriptedExits(new Map([['job-1.0', [3]]]));
+    const r = rig({}, { tasks: control });
+    control.store = r.store;
+    const broken = r.controller.submit(jobSpec('broken', CPU_SMALL), 'research');
+    const next = r.controller.submit(after(jobSpec('next', CPU_SMALL), broken.id), 'research');
+    const then = r.controller.submit(after(jobSpec('then', CPU_SMALL), next.id), 'research');
+    const unrelated = r.controller.submit(jobSpec('unrelated', { c7i: [0, 2, 4] }), 'research');
+    await passes(r, () => r.store.getJob(then.id)?.state === 'failed');
+    expect(r.store.getJob(broken.id)?.state).toBe('failed');
+    expect(r.store.getJob(next.id)).toMatchObject({
+      state: 'failed',
+      reason: `dependency ${broken.id} ended failed: this job can never start`,
+    });
+    expect(r.store.getJob(then.id)).toMatchObject({
+      state: 'failed',
+      reason: `dependency ${next.id} ended failed: this job can never start`,
+    });
+    // Neither ever started; a job without dependencies ran as usual.
+    expect(control.starts.map((s) => s.taskId)).not.toContain(`${next.id}.0`);
+    expect(control.starts.map((s) => s.taskId)).toContain(`${unrelated.id}.0`);
+    // Nor can a new job depend on one of them.
+    expect(
+      problemsOf(() => r.controller.submit(after(jobSpec('late', CPU_SMALL), then.id), 'research')),
+    ).toEqual([`dependsOn: ${then.id} ended failed, so this job could never start`]);
+  });
+});

@@ -1,0 +1,127 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, expect, it } from 'vitest';
+import { runCli } from '../helpers/built-cli.js';
+import {
+  killLocalLeftovers,
+  startLocalController,
+  until,
+  type StartedController,
+} from '../helpers/local-controller.js';
+
+/**
+ * Job dependencies through a real local controller and the CLI: `fleetwise submit --depends-on` holds a job until the
+ * one it names has succeeded (`fleetwise job` says what it waits for), then runs it; naming an unknown job is refused
+ * before anything is submitted; a job whose dependency is cancelled fails, saying which.
+ */
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-dependencies-'));
+const stateDir = join(scratch, 'state');
+let ctl: StartedController | undefined;
+
+afterAll(async () => {
+  if (ctl !== undefined) {
+    ctl.process.kill('SIGTERM');
+    await ctl.exited;
+  }
+  killLocalLeftovers(stateDir);
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+function specFile(name: string, command: string): string {
+  const file = join(scratch, `${name}.yaml`);
+  writeFileSync(
+    file,
+    [
+      `name: ${name}`,
+      'team: research',
+      'tasks:',
+      '  - name: main',
+      `    command: [sh, -c, "${command}"]`,
+      '    demand: { any: [0, 0.25, 1] }',
+      '',
+    ].join('\n'),
+  );
+  return file;
+}
+
+interface JobAnswer {
+  readonly id: string;
+  readonly state: string;
+  readonly reason?: string;
+  readonly startedAtSeconds?: number;
+  readonly finishedAtSeconds?: number;
+}
+
+it('runs a job after the one it depends on has succeeded, and fails one whose dependency was cancelled', async () => {
+  const controller = await startLocalController(stateDir, { executor: 'process' });
+  ctl = controller;
+  const submit = async (args: string[]): Promise<string> => {
+    const result = await runCli(['submit', ...args, '--json'], controller.env);
+    expect(result.code, result.stderr).toBe(0);
+    return (JSON.parse(result.stdout) as { id: string }).id;
+  };
+  const job = async (id: string): Promise<JobAnswer> =>
+    (await controller.api('GET', `/v1/jobs/${id}`)).json as JobAnswer;
+
+  const first = await submit([specFile('first', 'sleep 4')]);
+  const second = await submit([specFile('second', 'echo second'), '--depends-on', first]);
+  await until(
+    `${first} running`,
+    async () => ((await job(first)).state === 'running' ? true : undefined),
+    60_000,
+    controller.diagnostics,
+  );
+  // It waits, and says for what.
+  const view = await runCli(['job', second], controller.env);
+  expect(view.code, view.stderr).toBe(0);
+  expect(view.stdout).toMatch(new RegExp(`^depends on ${first} \\(running\\)$`, 'm'));
+  expect(view.stdout).toMatch(new RegExp(`^waiting {4}for ${first} to succeed`, 'm'));
+  expect((await job(second)).state).toBe('queued');
+  const listing = await runCli(['jobs'], controller.env);
+  expect(listing.stdout).toMatch(new RegExp(`^${second} .* after ${first} `, 'm'));
+
+  const done = await until(
+    `${second} to succeed`,
+    async () => {
+      const j = await job(second);
+      return j.state === 'succeeded' ? j : undefined;
+    },
+    90_000,
+    controller.diagnostics,
+  );
+  const firstDone = await job(first);
+  expect(firstDone.state).toBe('succeeded');
+  expect(done.startedAtSeconds as number).toBeGreaterThanOrEqual(firstDone.finishedAtSeconds as number);
+
+  // An unknown job is refused by the controller, naming it; nothing is submitted.
+  const refused = await runCli(
+    ['submit', specFile('orphan', 'true'), '--depends-on', 'job-99'],
+    controller.env,
+  );
+  expect(refused.code).not.toBe(0);
+  expect(refused.stderr).toContain('dependsOn: no job job-99 of team research');
+  const notAnId = await runCli(['submit', specFile('typo', 'true'), '--depends-on', 'first'], controller.env);
+  expect(notAnId.code).toBe(2);
+  expect(notAnId.stderr).toContain('--depends-on');
+
+  // A cancelled dependency fails the job that waits for it.
+  const blocker = await submit([specFile('blocker', 'sleep 600')]);
+  const blocked = await submit([specFile('blocked', 'true'), '--depends-on', blocker]);
+  const cancel = await runCli(['cancel', blocker], controller.env);
+  expect(cancel.code, cancel.stderr).toBe(0);
+  const failed = await until(
+    `${blocked} to fail`,
+    async () => {
+      const j = await job(blocked);
+      return j.state === 'queued' ? undefined : j;
+    },
+    60_000,
+    controller.diagnostics,
+  );
+  expect(failed).toMatchObject({
+    state: 'failed',
+    reason: `dependency ${blocker} ended cancelled: this job can never start`,
+  });
+  expect(failed.startedAtSeconds).toBeUndefined();
+}, 200_000);
