@@ -101,6 +101,12 @@ it('runs a job after the one it depends on has succeeded, and fails one whose de
   );
   expect(refused.code).not.toBe(0);
   expect(refused.stderr).toContain('dependsOn: no job job-99 of team research');
+  const dry = await runCli(
+    ['submit', specFile('orphan', 'true'), '--depends-on', 'job-99', '--dry-run'],
+    controller.env,
+  );
+  expect(dry.code).not.toBe(0);
+  expect(dry.stderr).toContain('dependsOn: no job job-99 of team research');
   const notAnId = await runCli(['submit', specFile('typo', 'true'), '--depends-on', 'first'], controller.env);
   expect(notAnId.code).toBe(2);
   expect(notAnId.stderr).toContain('--depends-on');

@@ -1,7 +1,8 @@
 import { z } from 'zod';
-import { parseWith } from '../../core/validation.js';
+import { parseWith, ValidationError } from '../../core/validation.js';
 import { MAX_SUCCESS_STAGES } from '../../queue/success.js';
 import { JOB_STATES, type JobRecord, type JobState } from '../state-store.js';
+import { dependencyProblems } from '../job-dependencies.js';
 import { teamScope, type Principal } from './auth.js';
 import { bodyOf } from './body.js';
 import { HttpError, notFound } from './errors.js';
@@ -81,8 +82,13 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       const principal = context.principal(request);
       const { dryRun } = parseWith(submitQuery, request.query, 'query');
       const spec = specFromBody(bodyOf(request.body), principal, context.priceBook);
-      // A dry run checks the spec without its build contexts (fleetwise submit --dry-run uploads none).
-      if (dryRun) return dryRunView(spec, context.priceBook, (await service.estimate?.(spec)) ?? null);
+      // A dry run checks the spec without its build contexts (fleetwise submit --dry-run uploads none), and its
+      // dependencies as a submission would.
+      if (dryRun) {
+        const unmet = dependencyProblems(spec, spec.team, store);
+        if (unmet.length > 0) throw new ValidationError('job spec', unmet);
+        return dryRunView(spec, context.priceBook, (await service.estimate?.(spec)) ?? null);
+      }
       requireUploadedContexts(spec);
       const job =
         service.submitBatched === undefined
