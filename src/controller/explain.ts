@@ -49,6 +49,13 @@ export function whyJob(store: StateStore, jobId: string, limit = 10): WhyRecord[
     if (typeof data?.round === 'number' && Array.isArray(data.moved) && data.moved.includes(jobId))
       movedIn.set(data.round, e.seq);
   }
+  // Until its dependencies had all succeeded the job was out of every round: say so, not "not placed". A round at the
+  // moment the last one ended was planned before it ended (a round records its start).
+  const dependencies = (job.spec.dependsOn ?? []).map((id) => store.getJob(id));
+  const dependenciesMetAt = dependencies.every((d) => d?.state === 'succeeded')
+    ? Math.max(0, ...dependencies.map((d) => d?.finishedAtSeconds ?? 0))
+    : Number.POSITIVE_INFINITY;
+  const held = `held for its dependencies (${(job.spec.dependsOn ?? []).join(', ')}): out of the round until they succeed`;
   const out: WhyRecord[] = [];
   for (const [i, round] of rounds.entries()) {
     if (out.length >= limit) break;
@@ -60,7 +67,10 @@ export function whyJob(store: StateStore, jobId: string, limit = 10): WhyRecord[
       appliedSeq === undefined || before === undefined
         ? undefined
         : moveCause(store, round, before, taskIds, appliedSeq);
-    const summary = summarizeForJob(round, jobId, taskIds, appliedSeq !== undefined, cause);
+    const summary =
+      round.atSeconds <= dependenciesMetAt
+        ? held
+        : summarizeForJob(round, jobId, taskIds, appliedSeq !== undefined, cause);
     if (summary !== undefined)
       out.push({ round: round.round, atSeconds: round.atSeconds, summary, decision: round.decision });
   }

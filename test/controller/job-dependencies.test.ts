@@ -90,6 +90,11 @@ describe('job dependencies in the controller', () => {
       etaPending: false,
       waitingFor: [first.id, second.id],
     });
+    await r.controller.runRound('test');
+    expect(r.controller.why(last.id).map((w) => w.summary)).toEqual([
+      `held for its dependencies (${first.id}, ${second.id}): out of the round until they succeed`,
+    ]);
+    r.clock.advance(10);
     await passes(
       r,
       () => r.store.getJob(last.id)?.state === 'succeeded',
