@@ -419,7 +419,9 @@ describeWithMoto(
       process.stderr.write(
         `[chaos] seed ${SEED}: ${JOBS} jobs in ${elapsed()}, ${controllerKills} controller and ${kills.length} worker SIGKILLs; ` +
           `${restarts.length} restarts, work redone per restart ≤ ${maxLost.toFixed(2)} s (checkpoints every ${CHECKPOINT_SECONDS} s, ` +
-          `bound ${LOST_WORK_BOUND_SECONDS} s)\n${log.join('\n')}\n${problems.join('\n')}\n`,
+          `bound ${LOST_WORK_BOUND_SECONDS} s): ` +
+          `${restarts.map((r) => `${r.name} ${r.lostSeconds.toFixed(2)} s after ${r.from} → ${r.to}`).join(', ')}\n` +
+          `${log.join('\n')}\n${problems.join('\n')}\n`,
       );
       expect(problems).toEqual([]);
 
