@@ -1,35 +1,18 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { runCli } from '../helpers/built-cli.js';
-import {
-  killLocalLeftovers,
-  startLocalController,
-  until,
-  type StartedController,
-} from '../helpers/local-controller.js';
+import { oneLocalController, until } from '../helpers/local-controller.js';
 
 /**
  * Job dependencies through a real local controller and the CLI: `fleetwise submit --depends-on` holds a job until the
  * one it names has succeeded (`fleetwise job` says what it waits for), then runs it; naming an unknown job is refused
  * before anything is submitted; a job whose dependency is cancelled fails, saying which.
  */
-const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-dependencies-'));
-const stateDir = join(scratch, 'state');
-let ctl: StartedController | undefined;
-
-afterAll(async () => {
-  if (ctl !== undefined) {
-    ctl.process.kill('SIGTERM');
-    await ctl.exited;
-  }
-  killLocalLeftovers(stateDir);
-  rmSync(scratch, { recursive: true, force: true });
-});
+const local = oneLocalController('fleetwise-dependencies-');
 
 function specFile(name: string, command: string): string {
-  const file = join(scratch, `${name}.yaml`);
+  const file = join(local.scratch, `${name}.yaml`);
   writeFileSync(
     file,
     [
@@ -54,8 +37,7 @@ interface JobAnswer {
 }
 
 it('runs a job after the one it depends on has succeeded, and fails one whose dependency was cancelled', async () => {
-  const controller = await startLocalController(stateDir, { executor: 'process' });
-  ctl = controller;
+  const controller = await local.start();
   const submit = async (args: string[]): Promise<string> => {
     const result = await runCli(['submit', ...args, '--json'], controller.env);
     expect(result.code, result.stderr).toBe(0);

@@ -1,34 +1,13 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { runCli } from '../helpers/built-cli.js';
-import {
-  killLocalLeftovers,
-  pidAlive,
-  startLocalController,
-  taskPid,
-  until,
-  type StartedController,
-} from '../helpers/local-controller.js';
+import { oneLocalController, pidAlive, taskPid, until } from '../helpers/local-controller.js';
 
 /**
  * `maxRunSeconds` through a real local controller (its API, a worker process, the task's own process): a job that
  * runs past its limit is stopped (its process is gone), ends failed without another attempt, says why in the API and
  * in `fleetwise job`, and its instance is terminated.
  */
-const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-run-limit-'));
-const stateDir = join(scratch, 'state');
-let ctl: StartedController | undefined;
-
-afterAll(async () => {
-  if (ctl !== undefined) {
-    ctl.process.kill('SIGTERM');
-    await ctl.exited;
-  }
-  killLocalLeftovers(stateDir);
-  rmSync(scratch, { recursive: true, force: true });
-});
+const local = oneLocalController('fleetwise-run-limit-');
 
 interface JobAnswer {
   readonly id: string;
@@ -38,8 +17,7 @@ interface JobAnswer {
 }
 
 it('stops a job past its maxRunSeconds, ends it failed without a retry, says why, and lets its instance go', async () => {
-  const controller = await startLocalController(stateDir, { executor: 'process' });
-  ctl = controller;
+  const controller = await local.start();
   const submitted = await controller.api('POST', '/v1/jobs', {
     name: 'runaway',
     team: 'research',

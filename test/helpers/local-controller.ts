@@ -1,8 +1,18 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { readLocalInstances } from '../../src/cloud/local/instance-file.js';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { CLI } from './built-cli.js';
 
@@ -82,6 +92,31 @@ export function pidAlive(pid: number): boolean {
   } catch {
     return true;
   }
+}
+
+/**
+ * For a test file that runs one local controller (process executor) in a scratch directory: `start()` starts it, and
+ * after the file's tests it is stopped, whatever it left running is killed, and the directory removed.
+ */
+export function oneLocalController(prefix: string): {
+  readonly scratch: string;
+  start(): Promise<StartedController>;
+} {
+  const scratch = mkdtempSync(join(tmpdir(), prefix));
+  const stateDir = join(scratch, 'state');
+  let started: StartedController | undefined;
+  afterAll(async () => {
+    if (started !== undefined) {
+      started.process.kill('SIGTERM');
+      await started.exited;
+    }
+    killLocalLeftovers(stateDir);
+    rmSync(scratch, { recursive: true, force: true });
+  });
+  return {
+    scratch,
+    start: async () => (started = await startLocalController(stateDir, { executor: 'process' })),
+  };
 }
 
 export async function startLocalController(
