@@ -102,7 +102,10 @@ export class JobControl {
     return this.endJob(jobId, 'cancelled', reason, true);
   }
 
-  /** End a job as failed for `reason` (it ran past its maxRunSeconds): its tasks stop without a checkpoint. */
+  /**
+   * End a job as failed for `reason` (it ran past its maxRunSeconds, or a job it depends on can no longer succeed):
+   * its tasks stop without a checkpoint.
+   */
   fail(jobId: string, reason: string): JobRecord {
     return this.endJob(jobId, 'failed', reason, true);
   }
