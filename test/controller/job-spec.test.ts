@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { parseJobSpec, validateJobSpec } from '../../src/controller/job-spec/parse.js';
+import { jobSpecSchema, taskSchema } from '../../src/controller/job-spec/schema.js';
 import { JOB_SPEC_LIMITS } from '../../src/controller/job-spec/spec.js';
 import { exitCodeMatches, retryVerdict } from '../../src/controller/job-spec/retry.js';
 import { derivedWorkload, expandTasks } from '../../src/controller/job-spec/tasks.js';
@@ -713,5 +714,63 @@ describe('parseJobSpec: every numeric field is bounded', () => {
       continueProbabilities: Array.from({ length: 64 }, () => 0.5),
     };
     expect(problems(success)).toContain('success.stageSeconds: at most 64 stages');
+  });
+});
+
+describe('every field of the job spec schema', () => {
+  // The parser builds the JobSpec field by field: a field added to the schema but not there would be dropped without
+  // a word. A spec with every field set must come back with every one (under its JobSpec name).
+  it('comes back from validation, at the job and at the task level', () => {
+    const everything = {
+      name: 'everything',
+      team: 'research',
+      description: 'a spec with every field',
+      tasks: [
+        {
+          name: 'main',
+          image: 'python:3.12-slim',
+          command: ['python', 'train.py'],
+          env: { SEED: '1' },
+          demand: { c7i: [0, 2, 4] },
+          replicas: 2,
+          shmSizeGiB: 1,
+          workload: 'trainer',
+        },
+        { name: 'built', build: 'contexts/sha256-0000', command: ['true'], demand: [0, 1, 1] },
+      ],
+      checkpoint: { signal: 'SIGUSR1', timeoutSeconds: 30 },
+      totalIterations: 1000,
+      expectedDurationSeconds: '2h',
+      noMoveSeconds: '10m',
+      dependsOn: ['job-1'],
+      maxRunSeconds: '4h',
+      valueOfTimePerJobHour: 2,
+      workload: 'pipeline',
+      queue: { class: 'small', priority: 1 },
+      success: { kind: 'success', successProbability: 0.5, expectedSizeSeconds: 3600 },
+      unsuccessfulExitCodes: [3],
+      retryStrategy: { attempts: 2 },
+      network: { sensitivity: 'memcached', pattern: 'star', gibPerHour: 1 },
+      spot: 'preferred',
+      spotMaxDelayMinutes: 30,
+    };
+    const renamed: Record<string, string> = { spotMaxDelayMinutes: 'spotMaxDelaySeconds' };
+    const spec = validateJobSpec(everything, 'spec', catalog) as unknown as Record<string, unknown>;
+    const jobKeys = Object.keys(jobSpecSchema.shape);
+    expect(Object.keys(everything).sort(), 'set every field of the schema in this spec').toEqual(
+      [...jobKeys].sort(),
+    );
+    for (const key of jobKeys) expect(spec[renamed[key] ?? key], key).toBeDefined();
+    const taskKeys = Object.keys(taskSchema.shape);
+    const tasks = spec['tasks'] as Record<string, unknown>[];
+    for (const key of taskKeys)
+      expect(
+        tasks.some((t) => t[key] !== undefined),
+        `tasks[].${key}`,
+      ).toBe(true);
+    expect(
+      [...new Set(everything.tasks.flatMap((t) => Object.keys(t)))].sort(),
+      'set every field of a task in this spec',
+    ).toEqual([...taskKeys].sort());
   });
 });
