@@ -61,6 +61,27 @@ export function specTraceJob(spec: JobSpec, timing: SpecTiming): FleetwiseTraceJ
   };
 }
 
+/**
+ * What a spec asks of the controller that a directory of specs cannot be simulated with: `dependsOn` names a
+ * controller's job ids (a directory's jobs are its files), and a run limit shorter than the expected run would stop the
+ * job where the simulation has it finish. Refused, not dropped, so no result is silently of another workload.
+ */
+function unsimulatedFields(spec: JobSpec): string[] {
+  const problems: string[] = [];
+  if (spec.dependsOn !== undefined)
+    problems.push(
+      "dependsOn: not simulated (it names a controller's job ids; a directory's jobs are its files): remove it, " +
+        'and give the dependent job a later arrival in the arrivals index instead',
+    );
+  const expected = spec.expectedDurationSeconds;
+  if (spec.maxRunSeconds !== undefined && expected !== undefined && spec.maxRunSeconds < expected)
+    problems.push(
+      `maxRunSeconds: ${spec.maxRunSeconds} s is shorter than expectedDurationSeconds (${expected} s): the job would be ` +
+        'stopped at its limit, which is not simulated',
+    );
+  return problems;
+}
+
 export interface SpecFile {
   /** The file's name in the directory; the job's id in the trace. */
   readonly name: string;
@@ -99,6 +120,11 @@ export function specFilesTrace(
           'expectedDurationSeconds: required to simulate the job: how long it runs at full throughput (seconds, or 30m, 2h, …)',
         ]),
       );
+      continue;
+    }
+    const unsimulated = unsimulatedFields(spec);
+    if (unsimulated.length > 0) {
+      problems.push(new ValidationError(file.path, unsimulated));
       continue;
     }
     const arrivalSeconds = arrivals.get(file.name);

@@ -114,6 +114,24 @@ describe('job specs as trace jobs', () => {
     ]);
   });
 
+  it('refuses what it cannot simulate: dependsOn, and a run limit shorter than the expected run', () => {
+    const resnet = example('resnet.yaml');
+    const expected = /^expectedDurationSeconds: (.*)$/m.exec(resnet)?.[1];
+    expect(expected).toBeDefined();
+    const dir = directory('unsimulated', {
+      'after.yaml': `${resnet}dependsOn: [job-1]\n`,
+      'short.yaml': `${resnet}maxRunSeconds: 60\n`,
+      'roomy.yaml': `${resnet}maxRunSeconds: 365d\n`,
+    });
+    const refused = problemsOf(() => loadTrace(dir, { format: 'specs', instanceCatalog: catalog }));
+    expect(refused.problems).toEqual([
+      expect.stringMatching(/after\.yaml: dependsOn: not simulated .*give the dependent job a later arrival/),
+      expect.stringMatching(
+        /short\.yaml: maxRunSeconds: 60 s is shorter than expectedDurationSeconds \(\d+ s\): the job would be stopped/,
+      ),
+    ]);
+  });
+
   it('refuses an empty directory, a file, a bad index, and the gap next to an index', () => {
     const empty = directory('empty', {});
     expect(
