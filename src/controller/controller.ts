@@ -423,7 +423,7 @@ export class Controller implements ControllerService {
     return this.serial('reconcile', async () => {
       this.workers?.flushProgress?.();
       if (this.settings.dryRun) return {};
-      this.runLimits.enforce();
+      this.enforceRunLimits();
       this.replaceSilentWorkers();
       const sync = await this.reconciler.syncWithCloud();
       this.placer?.placeIfRequested();
@@ -440,7 +440,7 @@ export class Controller implements ControllerService {
       this.workers?.flushProgress?.();
       let sync: SyncSummary | undefined;
       if (!this.settings.dryRun) {
-        this.runLimits.enforce();
+        this.enforceRunLimits();
         this.replaceSilentWorkers();
         sync = await this.reconciler.syncWithCloud();
         // Placed first, the round's plan sees them placed (as the simulator's round sees its placements).
@@ -448,7 +448,8 @@ export class Controller implements ControllerService {
         await this.reconciler.progress();
       }
       // A job whose dependency ended without success can never start: it ends before the plan is made.
-      this.dependencies.failUnreachable();
+      const unreachable = this.dependencies.failUnreachable();
+      this.metrics?.countJobsFailedByRule?.('dependency', unreachable.length);
       const planned = this.rounds.planAndRecord(reason);
       this.retention.afterRound(planned.round);
       this.placer?.noteRound(planned.capHoldsJobsBack === true);
@@ -472,6 +473,12 @@ export class Controller implements ControllerService {
       this.schedulerState.replaceFor(catalog);
       return Promise.resolve();
     });
+  }
+
+  private enforceRunLimits(): void {
+    // Enforced first: an optional call's arguments are not evaluated when there is no metrics object.
+    const stopped = this.runLimits.enforce();
+    this.metrics?.countJobsFailedByRule?.('run-limit', stopped.length);
   }
 
   private replaceSilentWorkers(): void {

@@ -25,10 +25,14 @@ import type { JsonValue, StateStore } from './state-store.js';
 import type { WorkerFleet } from './worker-liveness.js';
 
 /** Counters the loop feeds (the API's Prometheus ControllerMetrics has this shape). */
+/** A rule of a job's spec by which the controller ends it as failed. */
+export type JobRule = 'run-limit' | 'dependency';
+
 export interface RoundMetrics {
   observeRound(durationSeconds: number): void;
   countMigrations(jobs?: number): void;
   countCapHit(cap: string, times?: number): void;
+  countJobsFailedByRule?(rule: JobRule, jobs: number): void;
 }
 
 export interface RoundOutcome {

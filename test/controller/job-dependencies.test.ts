@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { ControllerMetrics } from '../../src/controller/api/metrics.js';
 import { jobDocument, jobSummary } from '../../src/controller/api/views.js';
 import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
@@ -116,7 +117,8 @@ describe('job dependencies in the controller', () => {
 
   it('fails a job whose dependency ended without success, and the jobs that depend on it, saying which', async () => {
     const control = new ScriptedExits(new Map([['job-1.0', [3]]]));
-    const r = rig({}, { tasks: control });
+    const metrics = new ControllerMetrics();
+    const r = rig({}, { tasks: control, metrics });
     control.store = r.store;
     const broken = r.controller.submit(jobSpec('broken', CPU_SMALL), 'research');
     const next = r.controller.submit(after(jobSpec('next', CPU_SMALL), broken.id), 'research');
@@ -132,6 +134,9 @@ describe('job dependencies in the controller', () => {
       state: 'failed',
       reason: `dependency ${next.id} ended failed: this job can never start`,
     });
+    expect(await metrics.registry.metrics()).toMatch(
+      /^fleetwise_jobs_failed_by_rule_total\{rule="dependency"\} 2$/m,
+    );
     // Neither ever started; a job without dependencies ran as usual.
     expect(control.starts.map((s) => s.taskId)).not.toContain(`${next.id}.0`);
     expect(control.starts.map((s) => s.taskId)).toContain(`${unrelated.id}.0`);

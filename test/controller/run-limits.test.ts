@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { ControllerMetrics } from '../../src/controller/api/metrics.js';
 import { describe, expect, it } from 'vitest';
 import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
@@ -98,7 +99,8 @@ describe('the controller and maxRunSeconds', () => {
 
   it('stops a job that runs past its limit without a checkpoint and ends it failed, not retried, saying why', async () => {
     const control = new ScriptedExits(new Map([['job-1.0', [RUNS_ON]]]));
-    const r = rig({}, { tasks: control });
+    const metrics = new ControllerMetrics();
+    const r = rig({}, { tasks: control, metrics });
     control.store = r.store;
     const job = r.controller.submit(
       {
@@ -122,6 +124,9 @@ describe('the controller and maxRunSeconds', () => {
       'ran 125 s, past its maxRunSeconds (120 s): stopped without a checkpoint, not retried',
     );
     expect(control.stops).toEqual(['job-1.0']);
+    expect(await metrics.registry.metrics()).toMatch(
+      /^fleetwise_jobs_failed_by_rule_total\{rule="run-limit"\} 1$/m,
+    );
     // Its instance is let go by the next round, and nothing starts it again.
     await passes(r, 10, 10, () => false);
     expect(control.starts).toHaveLength(1);

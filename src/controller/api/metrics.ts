@@ -5,6 +5,7 @@ import type { JobArchiveMetrics } from '../backup/job-archive.js';
 import { JOB_STATES, TASK_STATES } from '../state-store.js';
 import { LIVE_INSTANCE_STATES } from '../reconcile/context.js';
 import type { LatencyPair } from '../latency-matrix.js';
+import type { JobRule } from '../round-recorder.js';
 import type { ApiControllerService } from './routing.js';
 
 /**
@@ -93,6 +94,17 @@ export class ControllerMetrics implements BackupMetrics, JobArchiveMetrics {
     help: "Multi-task jobs: paid capacity their started tasks held while waiting for their siblings (Σ (job start − task start) × the task's share of its instance's $/h)",
     registers: [this.registry],
   });
+
+  private readonly endedByRule = new Counter({
+    name: 'fleetwise_jobs_failed_by_rule_total',
+    help: 'Jobs the controller ended as failed by a rule of their spec: run-limit (past maxRunSeconds), dependency (a job they depend on ended without success)',
+    labelNames: ['rule'] as const,
+    registers: [this.registry],
+  });
+
+  countJobsFailedByRule(rule: JobRule, jobs: number): void {
+    if (jobs > 0) this.endedByRule.inc({ rule }, jobs);
+  }
 
   /** A multi-task job's start, measured once all its tasks were heard running (co-start-records.ts). */
   observeStart(measured: { readonly startSkewSeconds: number; readonly barrierIdleCost: number }): void {
