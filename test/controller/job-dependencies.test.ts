@@ -115,6 +115,15 @@ describe('job dependencies in the controller', () => {
       expect(lastStarted).toBeGreaterThan(r.store.getJob(id)?.finishedAtSeconds as number);
   });
 
+  it('fails the dependents of a cancelled job on a controller without metrics too', async () => {
+    const r = rig({}, { tasks: new ScriptedExits(new Map()) });
+    const first = r.controller.submit(jobSpec('first', CPU_SMALL), 'research');
+    const second = r.controller.submit(after(jobSpec('second', CPU_SMALL), first.id), 'research');
+    r.controller.cancel(first.id);
+    await r.controller.runRound('test');
+    expect(r.store.getJob(second.id)?.state).toBe('failed');
+  });
+
   it('fails a job whose dependency ended without success, and the jobs that depend on it, saying which', async () => {
     const control = new ScriptedExits(new Map([['job-1.0', [3]]]));
     const metrics = new ControllerMetrics();
