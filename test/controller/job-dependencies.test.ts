@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ControllerMetrics } from '../../src/controller/api/metrics.js';
 import { jobDocument, jobSummary } from '../../src/controller/api/views.js';
@@ -153,5 +154,52 @@ describe('job dependencies in the controller', () => {
     expect(
       problemsOf(() => r.controller.submit(after(jobSpec('late', CPU_SMALL), then.id), 'research')),
     ).toEqual([`dependsOn: ${then.id} ended failed, so this job could never start`]);
+  });
+});
+
+describe('job dependencies: any graph, any outcomes (property)', () => {
+  it('every job ends; one runs only after all it depends on succeeded, and succeeds only if they all did', async () => {
+    // Each job depends on some earlier ones and exits 0 (success) or 3 (failure, no retry) when it runs.
+    const graph = fc
+      .array(fc.record({ exit: fc.constantFrom(0, 3), picks: fc.array(fc.nat(), { maxLength: 3 }) }), {
+        minLength: 1,
+        maxLength: 8,
+      })
+      .map((jobs) =>
+        jobs.map((j, i) => ({
+          exit: j.exit,
+          dependsOn: i === 0 ? [] : [...new Set(j.picks.map((p) => p % i))].sort((a, b) => a - b),
+        })),
+      );
+    await fc.assert(
+      fc.asyncProperty(graph, async (jobs) => {
+        const control = new ScriptedExits(new Map(jobs.map((j, i) => [`job-${i + 1}.0`, [j.exit]])));
+        const r = rig({}, { tasks: control });
+        control.store = r.store;
+        const ids = jobs.map(
+          (j, i) =>
+            r.controller.submit(
+              after(jobSpec(`step-${i}`, CPU_SMALL), ...j.dependsOn.map((d) => `job-${d + 1}`)),
+              'research',
+            ).id,
+        );
+        const ended = (): boolean =>
+          ids.every((id) => ['succeeded', 'failed'].includes(r.store.getJob(id)?.state ?? ''));
+        await passes(r, ended);
+        expect(ended(), 'every job ended').toBe(true);
+        const started = new Set(control.starts.map((s) => s.taskId.replace(/\.0$/, '')));
+        jobs.forEach((j, i) => {
+          const job = r.store.getJob(ids[i] as string);
+          const deps = j.dependsOn.map((d) => r.store.getJob(ids[d] as string));
+          const depsSucceeded = deps.every((d) => d?.state === 'succeeded');
+          expect(job?.state, ids[i]).toBe(depsSucceeded && j.exit === 0 ? 'succeeded' : 'failed');
+          expect(started.has(ids[i] as string), `${ids[i]} started`).toBe(depsSucceeded);
+          if (depsSucceeded)
+            for (const d of deps)
+              expect(job?.startedAtSeconds ?? -1).toBeGreaterThan(d?.finishedAtSeconds as number);
+        });
+      }),
+      { numRuns: 40 },
+    );
   });
 });
