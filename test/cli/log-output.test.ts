@@ -1,16 +1,9 @@
 import { spawn } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  LOG_FORMAT_ENV,
-  LOG_LEVEL_ENV,
-  commandLogger,
-  logDestination,
-  logLevelFrom,
-  selectLogFormat,
-} from '../../src/cli/log-output.js';
+import { LOG_FORMAT_ENV, LOG_LEVEL_ENV, logLevelFrom, selectLogFormat } from '../../src/cli/log-output.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { CLI, ensureBuiltCli } from '../helpers/built-cli.js';
 
@@ -25,26 +18,6 @@ describe('the controller log format', () => {
     expect(selectLogFormat('auto', { isTTY: true }, { [LOG_FORMAT_ENV]: 'json' })).toBe('pretty');
     expect(() => selectLogFormat('yaml', {}, {})).toThrow(ValidationError);
     expect(() => selectLogFormat(undefined, {}, { [LOG_FORMAT_ENV]: 'text' })).toThrow(LOG_FORMAT_ENV);
-  });
-});
-
-describe('the log destination', () => {
-  // A process killed right after a line (SIGKILL, the OOM killer) keeps that line only if it reached the file before
-  // the call returned; an asynchronous destination holds lines in memory while its first write is in flight.
-  it.each(['json', 'pretty'] as const)('writes every %s line before the logging call returns', (format) => {
-    const dir = mkdtempSync(join(tmpdir(), 'fleetwise-log-sync-'));
-    const file = join(dir, 'log');
-    const fd = openSync(file, 'w');
-    try {
-      const log = commandLogger({ component: 'test' }, logDestination(format, fd), {});
-      for (let i = 0; i < 200; i += 1) log.info(`line ${i}`);
-      const written = readFileSync(file, 'utf8').trimEnd().split('\n');
-      expect(written).toHaveLength(200);
-      expect(written[199]).toContain('line 199');
-    } finally {
-      closeSync(fd);
-      rmSync(dir, { recursive: true, force: true });
-    }
   });
 });
 

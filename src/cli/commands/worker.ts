@@ -1,8 +1,9 @@
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
+import { pino } from 'pino';
 import { z } from 'zod';
 import { parseWith, ValidationError } from '../../core/validation.js';
-import { commandLogger, logDestination } from '../log-output.js';
+import { commandLogger } from '../log-output.js';
 import { openObjectStore } from '../../storage/open-object-store.js';
 import { DEFAULT_GIVE_UP_AFTER_SECONDS, WorkerAgent } from '../../worker/agent.js';
 import { ControllerClient } from '../../worker/controller-client.js';
@@ -218,11 +219,7 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
   const pollNotices =
     noticeFlags['--spot-notices'] === 'on' ||
     (noticeFlags['--spot-notices'] === 'auto' && (onEc2 || imdsUrl !== undefined));
-  const log = commandLogger(
-    { component: 'worker', instance: flags.instanceId },
-    logDestination('json', 2),
-    env,
-  );
+  const log = commandLogger({ component: 'worker', instance: flags.instanceId }, pino.destination(2), env);
   const agent = new WorkerAgent({
     connection: new ControllerClient(flags.controller),
     credentials: { launch, saved },
