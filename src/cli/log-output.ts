@@ -55,8 +55,9 @@ export function commandLogger(
 /**
  * A pino destination on file descriptor `fd` in `format`. Pretty lines are written synchronously; JSON lines go
  * through pino's own destination, which holds lines in memory while a write is in flight, so a process killed outright
- * (SIGKILL, the OOM killer) may lose its last ones. Synchronous JSON writes kept them, but with them the chaos test's
- * work redone after a worker SIGKILL was 4.6–7.7 s in five runs (its bound is 6.25 s), against 2.3–3.1 s without.
+ * (SIGKILL, the OOM killer) may lose its last ones. Synchronous JSON writes kept them; with them the chaos test, run
+ * alone, redid 4.6–6.1 s of work after a worker SIGKILL in three runs against 2.3–3.1 s in two without (its bound is
+ * 6.25 s), so they are not used until that is understood.
  */
 export function logDestination(format: LogFormat, fd: number): DestinationStream {
   if (format === 'json') return pino.destination(fd);
