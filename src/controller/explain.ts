@@ -52,9 +52,12 @@ export function whyJob(store: StateStore, jobId: string, limit = 10): WhyRecord[
   // Until its dependencies had all succeeded the job was out of every round: say so, not "not placed". A round at the
   // moment the last one ended was planned before it ended (a round records its start).
   const dependencies = (job.spec.dependsOn ?? []).map((id) => store.getJob(id));
-  const dependenciesMetAt = dependencies.every((d) => d?.state === 'succeeded')
-    ? Math.max(0, ...dependencies.map((d) => d?.finishedAtSeconds ?? 0))
-    : Number.POSITIVE_INFINITY;
+  const dependenciesMetAt =
+    dependencies.length === 0
+      ? Number.NEGATIVE_INFINITY
+      : dependencies.every((d) => d?.state === 'succeeded')
+        ? Math.max(0, ...dependencies.map((d) => d?.finishedAtSeconds ?? 0))
+        : Number.POSITIVE_INFINITY;
   const held = `held for its dependencies (${(job.spec.dependsOn ?? []).join(', ')}): out of the round until they succeed`;
   const out: WhyRecord[] = [];
   for (const [i, round] of rounds.entries()) {

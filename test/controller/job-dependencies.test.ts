@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ControllerMetrics } from '../../src/controller/api/metrics.js';
+import { ManualClock } from '../../src/controller/clock.js';
 import { jobDocument, jobSummary } from '../../src/controller/api/views.js';
 import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
@@ -114,6 +115,15 @@ describe('job dependencies in the controller', () => {
     // In a later pass than the one they ended in (a job without dependencies would have started with them).
     for (const id of [first.id, second.id])
       expect(lastStarted).toBeGreaterThan(r.store.getJob(id)?.finishedAtSeconds as number);
+  });
+
+  it('says nothing of dependencies in why for a job without them, even in a round at time 0 (a simulated clock)', async () => {
+    const r = rig({}, { clock: new ManualClock(0), tasks: new ScriptedExits(new Map()) });
+    const alone = r.controller.submit(jobSpec('alone', CPU_SMALL), 'research');
+    await r.controller.runRound('test');
+    const summaries = r.controller.why(alone.id).map((w) => w.summary);
+    expect(summaries).toHaveLength(1);
+    expect(summaries[0]).not.toMatch(/held for its dependencies/);
   });
 
   it('fails the dependents of a cancelled job on a controller without metrics too', async () => {
