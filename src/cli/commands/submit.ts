@@ -5,6 +5,7 @@ import { parse as parseYaml } from 'yaml';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
 import { parseJobSpec, validateJobSpec } from '../../controller/job-spec/parse.js';
+import { JOB_ID_PATTERN } from '../../controller/job-spec/spec.js';
 import { completionText, warningsOf } from './job.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import {
@@ -145,7 +146,7 @@ export function registerSubmit(program: Command): void {
     // Check every file before submitting any, so a typo in the third file does not leave two jobs submitted.
     const specs: RawSpec[] = [];
     const dependsOn = (options.dependsOn ?? []).flatMap((ids) => ids.split(',')).map((id) => id.trim());
-    const notIds = dependsOn.filter((id) => !/^job-[1-9]\d{0,14}$/.test(id));
+    const notIds = dependsOn.filter((id) => !JOB_ID_PATTERN.test(id));
     if (notIds.length > 0)
       throw new ValidationError(
         '--depends-on',

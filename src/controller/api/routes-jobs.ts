@@ -10,6 +10,7 @@ import { keepAcceptedJob } from './kept-submission.js';
 import { sinceQueryParam } from './since.js';
 import type { ApiContext, RouteTable } from './routing.js';
 import { dryRunView, requireUploadedContexts, specFromBody } from './submission.js';
+import { JOB_ID_PATTERN } from '../job-spec/spec.js';
 import { jobDocument, jobSummary, visibleJobIds, whyForScope } from './views.js';
 
 const idParams = z.object({ id: z.string().min(1).max(128) });
@@ -36,7 +37,7 @@ const listQuery = z.object({
     .optional(),
   after: z
     .string()
-    .regex(/^job-[1-9]\d{0,14}$/, 'expected a job id like job-12 (the last of the page before)')
+    .regex(JOB_ID_PATTERN, 'expected a job id like job-12 (the last of the page before)')
     .optional(),
   withCost: z
     .enum(['true', 'false'], { error: 'expected true or false' })

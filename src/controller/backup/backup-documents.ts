@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { JOB_ID_PATTERN } from '../job-spec/spec.js';
 import { parseWith } from '../../core/validation.js';
 import { JOB_STATES } from '../state-store.js';
 
@@ -47,7 +48,7 @@ export const backupSecretsSchema = z.strictObject({
 });
 export type BackupSecrets = z.output<typeof backupSecretsSchema>;
 
-const jobId = z.string().regex(/^job-[1-9]\d{0,14}$/, 'a job id (job-<n>)');
+const jobId = z.string().regex(JOB_ID_PATTERN, 'a job id (job-<n>)');
 
 /** An accepted job's spec, stored before its submission is answered. `spec` is validated again on restore. */
 export const archivedSpecSchema = z.strictObject({

@@ -8,6 +8,7 @@ import { SPOT_PREFERENCES } from '../../core/spot.js';
 import {
   CHECKPOINT_SIGNALS,
   DEFAULT_CHECKPOINT_TIMEOUT_SECONDS,
+  JOB_ID_PATTERN,
   JOB_SPEC_LIMITS,
   RESERVED_ENV_PREFIX,
   RETRY_ACTIONS,
@@ -378,7 +379,7 @@ export const jobSpecSchema = z.strictObject({
     .describe('Do not move the job during this many seconds after it starts running')
     .optional(),
   dependsOn: z
-    .array(z.string().regex(/^job-[1-9]\d{0,14}$/, 'a job id (job-<n>)'))
+    .array(z.string().regex(JOB_ID_PATTERN, 'a job id (job-<n>)'))
     .max(JOB_SPEC_LIMITS.maxDependencies, `at most ${JOB_SPEC_LIMITS.maxDependencies} jobs`)
     .refine((ids) => new Set(ids).size === ids.length, 'names a job twice')
     .describe(

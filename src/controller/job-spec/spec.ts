@@ -12,6 +12,9 @@ import type { SpotPreference } from '../../core/spot.js';
  * ask a task to checkpoint before a move; the delay estimates seed the migration cost until measured (digest §2).
  */
 
+/** A job id as the state store gives it: `job-<n>`, n from 1, exactly representable. */
+export const JOB_ID_PATTERN = /^job-[1-9]\d{0,14}$/;
+
 /** Limits that keep one request from exhausting the controller or a worker; exceeding one is a clear error. */
 export const JOB_SPEC_LIMITS = {
   maxSpecBytes: 1024 * 1024,
