@@ -45,7 +45,7 @@ import { TaskLifecycle } from './task-lifecycle.js';
  */
 
 export interface AgentLogger {
-  /** Every heartbeat and failure (FLEETWISE_LOG_LEVEL=debug): for a worker the controller says went silent. */
+  /** Every heartbeat, checkpoint upload and failure (FLEETWISE_LOG_LEVEL=debug): for a worker the controller says went silent. */
   debug?(message: string, data?: Record<string, unknown>): void;
   info(message: string, data?: Record<string, unknown>): void;
   warn(message: string, data?: Record<string, unknown>): void;

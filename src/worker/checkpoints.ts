@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, watch, type FSWatcher } from 'node:fs';
 import { mkdir, readdir, rm, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Transform } from 'node:stream';
@@ -233,18 +233,30 @@ export async function pruneCheckpoints(
   ref: CheckpointRef,
   keep: number,
 ): Promise<number[]> {
+  const doomed = checkpointsToPrune(await listCheckpoints(store, ref), keep);
+  await deleteCheckpoints(store, ref, doomed);
+  return doomed;
+}
+
+/** The rule of pruneCheckpoints on a listing (oldest first): the seqs to delete. */
+export function checkpointsToPrune(stored: readonly StoredCheckpoint[], keep: number): number[] {
   if (!Number.isInteger(keep) || keep < 1) throw new Error(`keep must be a whole number ≥ 1, got ${keep}`);
-  const stored = await listCheckpoints(store, ref);
   const complete = stored.filter((c) => c.complete);
   if (complete.length === 0) return [];
   const oldestKept = complete[Math.max(0, complete.length - keep)]?.seq ?? 0;
-  const doomed = stored.filter((c) => c.seq < oldestKept).map((c) => c.seq);
-  for (const seq of doomed) {
+  return stored.filter((c) => c.seq < oldestKept).map((c) => c.seq);
+}
+
+async function deleteCheckpoints(
+  store: ObjectStore,
+  ref: CheckpointRef,
+  seqs: readonly number[],
+): Promise<void> {
+  for (const seq of seqs) {
     const keys = checkpointKeys(ref, seq);
     await store.delete(keys.manifest);
     await store.delete(keys.data);
   }
-  return doomed;
 }
 
 /** Names, sizes and modification times of the directory's checkpoint files: "did anything change?" */
@@ -279,7 +291,10 @@ export interface CheckpointWatcherOptions {
   readonly store: ObjectStore;
   readonly ref: CheckpointRef;
   readonly dir: string;
-  /** Poll period; 1 s by default. */
+  /**
+   * Poll period; 1 s by default. A COMPLETE marker is noticed at once where the directory can be watched (inotify),
+   * the poll being the fallback and the clock of the quiescence rule.
+   */
   readonly pollMs?: number;
   /** How long an unmarked directory must stay unchanged before it is uploaded; 3 polls by default. */
   readonly quiescentMs?: number;
@@ -306,11 +321,20 @@ const once: StoreStepRetry = (_what, step) => step();
  */
 export class CheckpointWatcher {
   private timer: NodeJS.Timeout | undefined;
+  private dirWatch: FSWatcher | undefined;
+  /** A marker check is queued: further events for the marker add nothing. */
+  private markerCheckQueued = false;
   private nextSeq = 0;
   private lastUploaded = '';
   private candidate = '';
   private candidateSince = 0;
   private markerSeen = false;
+  /**
+   * The task's checkpoints in the store, oldest first: listed at start, then kept up to date with this watcher's own
+   * uploads and deletions, so pruning after each upload costs no listing (the store's requests per checkpoint are
+   * what bounds how often fifty tasks can checkpoint to one store).
+   */
+  private stored: StoredCheckpoint[] = [];
   private busy: Promise<UploadResult | undefined> = Promise.resolve(undefined);
   private readonly pollMs: number;
   private readonly quiescentMs: number;
@@ -326,18 +350,49 @@ export class CheckpointWatcher {
 
   async start(): Promise<void> {
     const stored = await listCheckpoints(this.options.store, this.options.ref);
+    this.stored = stored;
     // After every seq ever used, partial ones included: a new checkpoint never overwrites an old object.
     this.nextSeq = (stored.at(-1)?.seq ?? 0) + 1;
     this.lastUploaded = await fingerprint(this.options.dir);
+    this.watchDir();
     this.schedule();
   }
 
   private schedule(): void {
     this.timer = setTimeout(() => {
+      // The directory may not have existed yet (the task creates it), or its watch may have failed: try again.
+      this.watchDir();
       void this.check('poll').finally(() => {
         if (this.timer !== undefined) this.schedule();
       });
     }, this.pollMs);
+  }
+
+  /**
+   * Upload a marked checkpoint as soon as the task marks it rather than at the next poll: a lost instance costs the
+   * work since the last durable checkpoint, and the task writes its next one only once the marker is gone.
+   */
+  private watchDir(): void {
+    if (this.dirWatch !== undefined) return;
+    try {
+      const dirWatch = watch(this.options.dir, { persistent: false }, (_event, name) => {
+        if (name !== COMPLETE_MARKER || this.markerCheckQueued || this.timer === undefined) return;
+        this.markerCheckQueued = true;
+        // The flag clears when the check starts, so a marker written during an upload queues the next one.
+        this.busy = this.busy.then(() => {
+          this.markerCheckQueued = false;
+          return undefined;
+        });
+        void this.check('poll');
+      });
+      dirWatch.on('error', () => {
+        dirWatch.close();
+        if (this.dirWatch === dirWatch) this.dirWatch = undefined;
+      });
+      this.dirWatch = dirWatch;
+    } catch {
+      // No directory yet, or no inotify watch left (ENOSPC): the poll covers it.
+    }
   }
 
   /** One poll: upload if the task marked a checkpoint complete, or (unmarked tasks) the directory went quiet. */
@@ -359,7 +414,9 @@ export class CheckpointWatcher {
     if (await exists(marker)) {
       this.markerSeen = true;
       const result = await this.upload(mode);
+      // The task may write its next checkpoint as soon as this one is durable, before any housekeeping.
       await unlink(marker).catch(() => undefined);
+      await this.prune();
       return result;
     }
     if (this.markerSeen || mode === 'marked-only') return undefined;
@@ -373,7 +430,9 @@ export class CheckpointWatcher {
       }
       if (Date.now() - this.candidateSince < this.quiescentMs) return undefined;
     }
-    return this.upload(mode);
+    const result = await this.upload(mode);
+    await this.prune();
+    return result;
   }
 
   private async upload(mode: CheckMode): Promise<UploadResult> {
@@ -382,7 +441,11 @@ export class CheckpointWatcher {
       // Each attempt packs the directory as it is then, under a new seq (a failed one is left partial).
       const before = await fingerprint(dir);
       const seq = this.nextSeq++;
+      // Partial until the manifest is written: a failed attempt may leave its tar behind, for pruning to delete.
+      const entry = { seq, complete: false };
+      this.stored.push(entry);
       const uploaded = await uploadCheckpoint(store, ref, dir, seq);
+      entry.complete = true;
       this.lastUploaded = before;
       return uploaded;
     };
@@ -390,9 +453,19 @@ export class CheckpointWatcher {
       mode === 'poll' ? await attempt() : await (this.options.retry ?? once)('checkpoint upload', attempt);
     this.lastManifest = result.manifest;
     this.options.onUpload?.(result);
-    // Pruning is housekeeping: the upload stands when it fails, and the next upload prunes again.
-    await pruneCheckpoints(store, ref, this.keep).catch((e: unknown) => this.options.onError?.(e as Error));
     return result;
+  }
+
+  /** Pruning is housekeeping: the upload stands when it fails, and the next upload prunes again. */
+  private async prune(): Promise<void> {
+    const { store, ref } = this.options;
+    const doomed = checkpointsToPrune(this.stored, this.keep);
+    try {
+      await deleteCheckpoints(store, ref, doomed);
+      this.stored = this.stored.filter((c) => !doomed.includes(c.seq));
+    } catch (e) {
+      this.options.onError?.(e as Error);
+    }
   }
 
   /** Upload the final state of an exited task (see the contract); returns the upload, if one was made. */
@@ -408,6 +481,8 @@ export class CheckpointWatcher {
   async stop(): Promise<void> {
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
+    this.dirWatch?.close();
+    this.dirWatch = undefined;
     await this.busy;
   }
 }

@@ -187,6 +187,9 @@ export class TaskLifecycle {
       dir: join(dir, 'checkpoint'),
       ...(this.options.checkpointPollMs === undefined ? {} : { pollMs: this.options.checkpointPollMs }),
       onUpload: (result) => {
+        this.log.debug?.(
+          `task ${t.taskId}: checkpoint ${result.manifest.seq} uploaded in ${result.durationMs} ms`,
+        );
         t.checkpoint = checkpointOf(t, result.manifest);
         this.persist(t).catch((e: unknown) =>
           this.log.warn(`task ${t.taskId}: recording its checkpoint failed: ${(e as Error).message}`),

@@ -202,6 +202,68 @@ describe('checkpoints on the filesystem store', () => {
     expect(readFileSync(join(tmp, 'dst', 'counter'), 'utf8')).toBe('9\n');
   });
 
+  it('a marked checkpoint is uploaded when the marker appears, not at the next poll; the marker goes before pruning, which lists nothing', async () => {
+    const fsStore = new FsObjectStore(join(tmp, 'store'));
+    // Deletions (pruning) wait while `held` is set: the marker must be gone by then.
+    let held: Promise<void> | undefined;
+    let release = (): void => undefined;
+    let listings = 0;
+    const store: ObjectStore = {
+      location: fsStore.location,
+      put: (key, body) => fsStore.put(key, body),
+      get: (key) => fsStore.get(key),
+      getBuffer: (key) => fsStore.getBuffer(key),
+      head: (key) => fsStore.head(key),
+      exists: (key) => fsStore.exists(key),
+      delete: async (key) => {
+        await held;
+        await fsStore.delete(key);
+      },
+      list: (prefix?: string) => {
+        listings += 1;
+        return fsStore.list(prefix);
+      },
+    };
+    const dir = join(tmp, 'ck');
+    mkdirSync(dir);
+    // Left by an earlier worker: a complete checkpoint and a partial one, pruned in their turn.
+    await putCheckpoint(store, 1, await craftTar([{ name: 'counter', content: '0' }]), ['counter']);
+    await store.put(checkpointKeys(REF, 2).data, Buffer.from('partial'));
+    const uploads: UploadResult[] = [];
+    // A poll far longer than the test: only the directory's watch can start these uploads.
+    const watcher = new CheckpointWatcher({
+      store,
+      ref: REF,
+      dir,
+      pollMs: 600_000,
+      onUpload: (u) => uploads.push(u),
+    });
+    await watcher.start();
+    expect(listings).toBe(1);
+    try {
+      for (const counter of ['1', '2', '3']) {
+        writeState(dir, { counter, COMPLETE: '' });
+        await until(() => (existsSync(join(dir, 'COMPLETE')) ? undefined : true));
+      }
+      expect(uploads.map((u) => u.manifest.seq)).toEqual([3, 4, 5]);
+      await until(async () => ((await listCheckpoints(fsStore, REF)).length === 3 ? true : undefined));
+      expect(await listCheckpoints(fsStore, REF)).toEqual([3, 4, 5].map((seq) => ({ seq, complete: true })));
+
+      held = new Promise((resolve) => (release = resolve));
+      writeState(dir, { counter: '4', COMPLETE: '' });
+      // Durable and unmarked while pruning still waits.
+      await until(() => (existsSync(join(dir, 'COMPLETE')) ? undefined : true));
+      expect(uploads.map((u) => u.manifest.seq)).toEqual([3, 4, 5, 6]);
+    } finally {
+      release();
+      await watcher.stop();
+    }
+    expect(listings).toBe(1);
+    expect((await listCheckpoints(fsStore, REF)).map((c) => c.seq)).toEqual([4, 5, 6]);
+    expect((await restoreLatestCheckpoint(fsStore, REF, join(tmp, 'dst'))).manifest?.seq).toBe(6);
+    expect(readFileSync(join(tmp, 'dst', 'counter'), 'utf8')).toBe('4');
+  });
+
   it('the watcher uploads an unmarked directory once it is quiescent, and flush() takes the final state', async () => {
     const store = new FsObjectStore(join(tmp, 'store'));
     const dir = join(tmp, 'ck');
