@@ -335,6 +335,8 @@ export class CheckpointWatcher {
    * what bounds how often fifty tasks can checkpoint to one store).
    */
   private stored: StoredCheckpoint[] = [];
+  private pruning: Promise<void> | undefined;
+  private pruneAgain = false;
   private busy: Promise<UploadResult | undefined> = Promise.resolve(undefined);
   private readonly pollMs: number;
   private readonly quiescentMs: number;
@@ -416,7 +418,7 @@ export class CheckpointWatcher {
       const result = await this.upload(mode);
       // The task may write its next checkpoint as soon as this one is durable, before any housekeeping.
       await unlink(marker).catch(() => undefined);
-      await this.prune();
+      this.prune();
       return result;
     }
     if (this.markerSeen || mode === 'marked-only') return undefined;
@@ -431,7 +433,7 @@ export class CheckpointWatcher {
       if (Date.now() - this.candidateSince < this.quiescentMs) return undefined;
     }
     const result = await this.upload(mode);
-    await this.prune();
+    this.prune();
     return result;
   }
 
@@ -456,8 +458,26 @@ export class CheckpointWatcher {
     return result;
   }
 
-  /** Pruning is housekeeping: the upload stands when it fails, and the next upload prunes again. */
-  private async prune(): Promise<void> {
+  /**
+   * Pruning is housekeeping, run beside the uploads rather than before the next one (on a busy store its deletions
+   * took as long as the upload, and doubled the time between checkpoints); one at a time, and once more after one
+   * that uploads overtook. The upload stands when it fails, and the next upload prunes again.
+   */
+  private prune(): void {
+    if (this.pruning !== undefined) {
+      this.pruneAgain = true;
+      return;
+    }
+    this.pruning = this.pruneNow().finally(() => {
+      this.pruning = undefined;
+      if (this.pruneAgain) {
+        this.pruneAgain = false;
+        this.prune();
+      }
+    });
+  }
+
+  private async pruneNow(): Promise<void> {
     const { store, ref } = this.options;
     const doomed = checkpointsToPrune(this.stored, this.keep);
     try {
@@ -484,6 +504,7 @@ export class CheckpointWatcher {
     this.dirWatch?.close();
     this.dirWatch = undefined;
     await this.busy;
+    while (this.pruning !== undefined) await this.pruning;
   }
 }
 
