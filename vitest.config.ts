@@ -42,10 +42,11 @@ export default defineConfig({
     // Files share a worker's module cache: each file importing the AWS SDK, fastify and the scheduler afresh cost 88 s
     // of the suite's time, 16 s shared (617 s → 563 s on two cores). Tests restore what they change in the environment.
     isolate: false,
-    // Three files at a time on a 2-core machine: the longest files (controllers, workers, moto_server, PostgreSQL in
-    // their own processes) mostly wait on those processes, so a third file fills the cores they leave idle (two at a
-    // time took 614–661 s, three 453–558 s). vitest's default (cores − 1) would run the suite serially here.
-    maxWorkers: 3,
+    // One file per core: vitest's default (cores − 1) runs the suite serially on a 2-core machine, twice as long;
+    // more than one per core starves the multi-process files (controllers, workers, moto_server, PostgreSQL) and
+    // slows every file: three at a time took 804 s in a fresh clone's CI run (its files' times summed to 2,288 s),
+    // against 614–661 s for two.
+    maxWorkers: 2,
     sequence: { sequencer: LongestFirstSequencer },
   },
 });
