@@ -1,4 +1,12 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { readLocalInstances } from '../../src/cloud/local/instance-file.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,7 +17,9 @@ import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { Rng } from '../../src/core/random.js';
 import type { ObjectStore } from '../../src/storage/object-store.js';
 import { createS3Client, S3ObjectStore } from '../../src/storage/s3-store.js';
-import { restoreLatestCheckpoint } from '../../src/worker/checkpoints.js';
+import { checkpointKeys } from '../../src/protocol/object-keys.js';
+import { extractCheckpoint } from '../../src/worker/archives.js';
+import { checkpointManifestSchema, listCheckpoints } from '../../src/worker/checkpoints.js';
 import { ensureBuiltCli } from '../helpers/built-cli.js';
 import {
   analyzeJob,
@@ -128,18 +138,36 @@ interface DurableAtKill {
   readonly counter: number;
 }
 
-/** Restore the task's newest checkpoint the way a worker does, and read its counter. */
-async function durableCheckpoint(store: ObjectStore, taskId: string, killCs: number): Promise<DurableAtKill> {
-  const jobId = taskId.slice(0, taskId.lastIndexOf('.'));
-  const dir = mkdtempSync(join(scratch, 'durable-'));
-  try {
-    const restored = await restoreLatestCheckpoint(store, { jobId, taskId }, dir);
-    const counter =
-      restored.manifest === undefined ? 0 : Number(readFileSync(join(dir, 'counter'), 'utf8').trim());
-    return { taskId, killCs, seq: restored.manifest?.seq, counter };
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
+/**
+ * The newest complete checkpoint the killed worker left (manifest written before the kill: a later run's are
+ * newer), and the counter in it.
+ */
+async function durableCheckpoint(
+  store: ObjectStore,
+  taskId: string,
+  kill: { readonly cs: number; readonly unixMs: number },
+): Promise<DurableAtKill> {
+  const ref = { jobId: taskId.slice(0, taskId.lastIndexOf('.')), taskId };
+  const complete = (await listCheckpoints(store, ref)).filter((c) => c.complete).reverse();
+  for (const { seq } of complete) {
+    const keys = checkpointKeys(ref, seq);
+    const manifest = checkpointManifestSchema.parse(
+      JSON.parse((await store.getBuffer(keys.manifest)).toString()),
+    );
+    if (Date.parse(manifest.createdAt) > kill.unixMs) continue;
+    const dir = mkdtempSync(join(scratch, 'durable-'));
+    try {
+      const archive = join(dir, 'data.tar');
+      writeFileSync(archive, await store.getBuffer(keys.data));
+      mkdirSync(join(dir, 'files'));
+      await extractCheckpoint(archive, join(dir, 'files'));
+      const counter = Number(readFileSync(join(dir, 'files', 'counter'), 'utf8').trim());
+      return { taskId, killCs: kill.cs, seq, counter };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }
+  return { taskId, killCs: kill.cs, seq: undefined, counter: 0 };
 }
 
 let ctl: StartedController | undefined;
@@ -392,13 +420,14 @@ describeWithMoto(
             const victim = rng.pick(live.sort((a, b) => a.instanceId.localeCompare(b.instanceId)));
             const killed = tasksRunningOn(victim.instanceId);
             process.kill(victim.pid as number, 'SIGKILL');
-            const killCs = uptimeCs();
-            kills.push({ instance: victim.instanceId, atCs: killCs });
-            // A second later (an upload the worker had sent lands; its tasks' next runs are seconds away: the
-            // controller waits out the heartbeat timeout), straight from moto_server, whatever the proxy does.
+            const kill = { cs: uptimeCs(), unixMs: Date.now() };
+            kills.push({ instance: victim.instanceId, atCs: kill.cs });
+            // A second later (an upload the worker had sent lands), straight from moto_server, whatever the proxy
+            // does. Its tasks' next runs are seconds away (the controller waits out the heartbeat timeout), and what
+            // they upload is told apart by its manifest's time.
             durableReads.push(
               new Promise((r) => setTimeout(r, 1000)).then(() =>
-                Promise.all(killed.map((taskId) => durableCheckpoint(directStore, taskId, killCs))),
+                Promise.all(killed.map((taskId) => durableCheckpoint(directStore, taskId, kill))),
               ),
             );
             lastWorkerKillMs = Date.now();
