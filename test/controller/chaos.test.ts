@@ -516,8 +516,8 @@ describeWithMoto(
       process.stderr.write(
         `[chaos] seed ${SEED}: ${JOBS} jobs in ${elapsed()}, ${controllerKills} controller and ${kills.length} worker SIGKILLs; ` +
           `${restarts.length} restarts, work redone per restart ≤ ${maxLost.toFixed(2)} s (checkpoints every ${CHECKPOINT_SECONDS} s, ` +
-          `bound ${LOST_WORK_BOUND_SECONDS} s), none past the newest checkpoint in the store at a kill ` +
-          `(${durable.map((d) => `${d.taskId} ${d.counter}`).join(', ')}): ` +
+          `bound ${LOST_WORK_BOUND_SECONDS} s); the newest checkpoint in the store at each kill held ` +
+          `${durable.map((d) => `${d.taskId} ${d.counter}`).join(', ')}: ` +
           `${restarts.map((r) => `${r.name} ${r.lostSeconds.toFixed(2)} s after ${r.from} → ${r.to}`).join(', ')}\n` +
           `${log.join('\n')}\n${problems.join('\n')}\n`,
       );
