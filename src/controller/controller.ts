@@ -11,6 +11,8 @@ import { BetweenRoundsPlacer } from './between-rounds-placement.js';
 import { computeClosedPeriodReport, computeCostReport, type DetailedCostReport } from './cost-accounting.js';
 import { IncrementalCostReport } from './incremental-cost-report.js';
 import { MonthToDate, type MonthToDateCosts } from './month-to-date.js';
+import { readSnapshotInputs } from './snapshot.js';
+import { runningTaskCheckpoints, workAtRisk, type MarketWorkAtRisk } from './work-at-risk.js';
 import { HistoryRetention } from './history-retention.js';
 import { DEFAULT_REPORTS_KEPT } from './report-retention.js';
 import { compactCoStart } from './co-start-records.js';
@@ -613,6 +615,11 @@ export class Controller implements ControllerService {
   monthToDateCosts(): MonthToDateCosts {
     const whole = this.historyCosts.totals(this.store, this.catalog, this.clock.nowSeconds());
     return this.monthToDate.costs(this.store, this.catalog, whole);
+  }
+
+  workAtRisk(): MarketWorkAtRisk[] {
+    const now = this.clock.nowSeconds();
+    return workAtRisk(now, runningTaskCheckpoints(readSnapshotInputs(this.store, now)));
   }
 
   /**

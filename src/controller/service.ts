@@ -1,3 +1,4 @@
+import type { MarketWorkAtRisk } from './work-at-risk.js';
 import type { DecisionRecord } from '../scheduler/types.js';
 import type { JobSpec } from './job-spec/spec.js';
 import type { OrphanView } from './kept-orphans.js';
@@ -33,6 +34,8 @@ export interface ControllerService {
   costsOfJobs?(jobIds: readonly string[]): Map<string, number>;
   /** The current UTC month's bill so far, the fleet's and each team's (for /metrics); absent where not kept. */
   monthToDateCosts?(): MonthToDateCosts;
+  /** What losing the instances now would make running tasks redo, by market (for /metrics); absent where not kept. */
+  workAtRisk?(): MarketWorkAtRisk[];
   /** Ask for an early round (arrivals, completions, drains; `capacity`: capacity lost or about to be). */
   requestRound(reason: string, cause?: RoundCause): void;
 }

@@ -276,6 +276,27 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
       },
     });
   }
+  const workAtRisk = service.workAtRisk?.bind(service);
+  if (workAtRisk !== undefined) {
+    new Gauge({
+      name: 'fleetwise_work_at_risk_seconds',
+      help: "Running tasks' work since their newest checkpoint (or their run's start), summed, by the market of their instances: what losing those instances now would redo",
+      labelNames: ['market'] as const,
+      registers: [registry],
+      collect() {
+        for (const m of workAtRisk()) this.set({ market: m.market }, m.totalSeconds);
+      },
+    });
+    new Gauge({
+      name: 'fleetwise_work_at_risk_max_seconds',
+      help: 'The most work any one running task would redo if its instance were lost now, by market',
+      labelNames: ['market'] as const,
+      registers: [registry],
+      collect() {
+        for (const m of workAtRisk()) this.set({ market: m.market }, m.maxSeconds);
+      },
+    });
+  }
   new Gauge({
     name: 'fleetwise_last_round_timestamp_seconds',
     help: 'When the latest recorded round ran (store clock; 0 before the first round)',
