@@ -401,7 +401,13 @@ export class Controller implements ControllerService {
           ? 0
           : Math.max(
               0,
-              Math.min(nextRound, after + this.settings.pollSeconds, this.reports.nextDueSeconds) - after,
+              Math.min(
+                nextRound,
+                after + this.settings.pollSeconds,
+                this.reports.nextDueSeconds,
+                // At least a second on: a limit due now was enforced in this pass.
+                Math.max(this.runLimits.nextDueSeconds(), after + 1),
+              ) - after,
             );
       if (wait > 0) await this.clock.sleep(wait, this.wake.signal);
       // A pass that needed no I/O resolves in microtasks only: let timers and sockets (the API) run between passes.

@@ -40,7 +40,10 @@ export interface RunLimitsDeps {
 export class RunLimits {
   constructor(private readonly deps: RunLimitsDeps) {}
 
-  /** End every live job that has run past its `maxRunSeconds`; returns them. Called at every pass of the loop. */
+  /**
+   * End every live job that has run past its `maxRunSeconds`; returns them. Called at every pass of the loop, which
+   * wakes for the next limit due (`nextDueSeconds`).
+   */
   enforce(): JobRecord[] {
     const { store, clock } = this.deps;
     const now = clock.nowSeconds();
@@ -62,5 +65,33 @@ export class RunLimits {
       ended.push(this.deps.fail(job.id, reason));
     }
     return ended;
+  }
+
+  /**
+   * The earliest time a live job may reach its limit, for the loop to wake then rather than at its next pass (up to
+   * `pollSeconds` later); Infinity when no job has a limit. A running job's run time grows with the clock, so it
+   * reaches its limit at now + what is left; one that is starting or moving does not run meanwhile, and the pass
+   * after it runs again sets its time.
+   */
+  nextDueSeconds(): number {
+    const { store, clock } = this.deps;
+    const now = clock.nowSeconds();
+    let next = Number.POSITIVE_INFINITY;
+    for (const job of store.listJobs({ states: CHECKED_STATES })) {
+      const limit = job.spec.maxRunSeconds;
+      if (limit === undefined || job.startedAtSeconds === undefined || job.state !== 'running') continue;
+      // Never sooner than its first run's start plus the limit: most need no read of their events.
+      const earliest = job.startedAtSeconds + limit;
+      if (earliest > now) {
+        next = Math.min(next, earliest);
+        continue;
+      }
+      const ran = runningSecondsOf(
+        jobTransitions(store.listEvents({ jobId: job.id, kind: 'job.state' })),
+        now,
+      );
+      next = Math.min(next, now + Math.max(0, limit - ran));
+    }
+    return next;
   }
 }

@@ -134,6 +134,36 @@ describe('the controller and maxRunSeconds', () => {
     expect(r.cloud.live().length).toBe(0);
   });
 
+  it('wakes the loop when a limit comes due instead of at its next pass', async () => {
+    const control = new ScriptedExits(new Map([['job-1.0', [RUNS_ON]]]));
+    // Passes ten minutes apart, rounds an hour apart: only the limit can wake the loop two minutes in.
+    const r = rig({ pollSeconds: 600, roundSeconds: 3600, minRoundGapSeconds: 0 }, { tasks: control });
+    control.store = r.store;
+    const job = r.controller.submit(limited(jobSpec('runaway', CPU_SMALL), 120), 'research');
+    await passes(r, 40, 10, () => r.store.getJob(job.id)?.state === 'running');
+    const startedAt = r.store.getJob(job.id)?.startedAtSeconds as number;
+    await r.controller.start();
+    try {
+      const wakes: number[] = [];
+      const deadline = Date.now() + 10_000;
+      while (r.store.getJob(job.id)?.state === 'running') {
+        if (Date.now() > deadline) throw new Error(`still running after waking at ${wakes.join(', ')}`);
+        const next = r.clock.pendingSleeps > 0 ? r.clock.nextWakeSeconds() : undefined;
+        if (next === undefined) {
+          await new Promise((resolve) => setTimeout(resolve, 5));
+          continue;
+        }
+        wakes.push(next - startedAt);
+        r.clock.advance(next - r.clock.nowSeconds());
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      expect(wakes.at(-1)).toBe(120);
+      expect(r.store.getJob(job.id)?.reason).toMatch(/^ran 120 s, past its maxRunSeconds \(120 s\)/);
+    } finally {
+      await r.controller.stop();
+    }
+  });
+
   it('does not count the time a move takes, nor a job without a limit', async () => {
     const control = new ScriptedExits(
       new Map([
