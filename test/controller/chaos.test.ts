@@ -170,6 +170,21 @@ async function durableCheckpoint(
   return { taskId, killCs: kill.cs, seq: undefined, counter: 0 };
 }
 
+/**
+ * moto_server, busy with fifty workers' uploads, now and then answers a listing with a 500 (its own error page): read
+ * again, a second apart, before counting it as the test's failure.
+ */
+async function readPersistently<T>(read: () => Promise<T>, attempts = 5): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await read();
+    } catch (e) {
+      if (attempt >= attempts) throw e;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+}
+
 let ctl: StartedController | undefined;
 
 afterAll(async () => {
@@ -427,9 +442,15 @@ describeWithMoto(
             // they upload is told apart by its manifest's time.
             durableReads.push(
               new Promise((r) => setTimeout(r, 1000)).then(() =>
-                Promise.all(killed.map((taskId) => durableCheckpoint(directStore, taskId, kill))),
+                Promise.all(
+                  killed.map((taskId) =>
+                    readPersistently(() => durableCheckpoint(directStore, taskId, kill)),
+                  ),
+                ),
               ),
             );
+            // Awaited after the run; a read that failed is reported there, not left unhandled meanwhile.
+            durableReads.at(-1)?.catch(() => undefined);
             lastWorkerKillMs = Date.now();
             log.push(`${elapsed()} SIGKILL worker of ${victim.instanceId}`);
             continue;
