@@ -45,19 +45,13 @@ export class RunLimits {
    * wakes for the next limit due (`nextDueSeconds`).
    */
   enforce(): JobRecord[] {
-    const { store, clock } = this.deps;
-    const now = clock.nowSeconds();
+    const now = this.deps.clock.nowSeconds();
     const ended: JobRecord[] = [];
-    for (const job of store.listJobs({ states: CHECKED_STATES })) {
+    for (const job of this.deps.store.listJobs({ states: CHECKED_STATES })) {
       const limit = job.spec.maxRunSeconds;
-      // A job cannot have run longer than the time since it first ran: most need no read of their events.
-      if (limit === undefined || job.startedAtSeconds === undefined || now - job.startedAtSeconds < limit)
-        continue;
-      const ran = runningSecondsOf(
-        jobTransitions(store.listEvents({ jobId: job.id, kind: 'job.state' })),
-        now,
-      );
-      if (ran < limit) continue;
+      const left = this.secondsLeft(job, now);
+      if (limit === undefined || left === undefined || left > 0) continue;
+      const ran = limit - left;
       const reason =
         `ran ${Math.round(ran)} s, past its maxRunSeconds (${limit} s): stopped without a checkpoint, ` +
         'not retried';
@@ -74,24 +68,26 @@ export class RunLimits {
    * after it runs again sets its time.
    */
   nextDueSeconds(): number {
-    const { store, clock } = this.deps;
-    const now = clock.nowSeconds();
+    const now = this.deps.clock.nowSeconds();
     let next = Number.POSITIVE_INFINITY;
-    for (const job of store.listJobs({ states: CHECKED_STATES })) {
-      const limit = job.spec.maxRunSeconds;
-      if (limit === undefined || job.startedAtSeconds === undefined || job.state !== 'running') continue;
-      // Never sooner than its first run's start plus the limit: most need no read of their events.
-      const earliest = job.startedAtSeconds + limit;
-      if (earliest > now) {
-        next = Math.min(next, earliest);
-        continue;
-      }
-      const ran = runningSecondsOf(
-        jobTransitions(store.listEvents({ jobId: job.id, kind: 'job.state' })),
-        now,
-      );
-      next = Math.min(next, now + Math.max(0, limit - ran));
+    for (const job of this.deps.store.listJobs({ states: ['running'] })) {
+      const left = this.secondsLeft(job, now);
+      if (left !== undefined) next = Math.min(next, now + Math.max(0, left));
     }
     return next;
+  }
+
+  /**
+   * Seconds of running left before the job's limit (≤ 0: reached); undefined without a limit or before it first ran.
+   * A job cannot have run longer than the time since it first ran, so until that reaches the limit what is left is
+   * taken from it (no more than the truth) and its events are not read: most jobs need no read.
+   */
+  private secondsLeft(job: JobRecord, now: number): number | undefined {
+    const limit = job.spec.maxRunSeconds;
+    if (limit === undefined || job.startedAtSeconds === undefined) return undefined;
+    const sinceFirstRun = now - job.startedAtSeconds;
+    if (sinceFirstRun < limit) return limit - sinceFirstRun;
+    const transitions = jobTransitions(this.deps.store.listEvents({ jobId: job.id, kind: 'job.state' }));
+    return limit - runningSecondsOf(transitions, now);
   }
 }

@@ -26,6 +26,7 @@ import {
   describeRuns,
   parseMarks,
   type Restart,
+  type Run,
   type WorkerKill,
 } from '../helpers/chaos-marks.js';
 import {
@@ -107,21 +108,23 @@ const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-chaos-'));
 const stateDir = join(scratch, 'state');
 const marksDir = join(scratch, 'marks');
 
-/** Instances where a run of some job's task has started and not ended, from the marks the tasks leave. */
-function instancesRunningTasks(): Set<string> {
-  const busy = new Set<string>();
-  for (const file of existsSync(marksDir) ? readdirSync(marksDir) : [])
-    for (const run of parseMarks(readFileSync(join(marksDir, file), 'utf8')).runs)
-      if (run.end === undefined) busy.add(run.instance);
-  return busy;
+/** Every run of every job's task so far, from the marks the tasks leave. */
+function allRuns(): Run[] {
+  return (existsSync(marksDir) ? readdirSync(marksDir) : []).flatMap(
+    (file) => parseMarks(readFileSync(join(marksDir, file), 'utf8')).runs,
+  );
 }
-/** The tasks whose runs on `instance` have started and not ended, from the marks. */
+
+/** Instances where a run of some job's task has started and not ended. */
+function instancesRunningTasks(): Set<string> {
+  return new Set(allRuns().flatMap((run) => (run.end === undefined ? [run.instance] : [])));
+}
+
+/** The tasks whose runs on `instance` have started and not ended. */
 function tasksRunningOn(instance: string): string[] {
-  const tasks: string[] = [];
-  for (const file of readdirSync(marksDir))
-    for (const run of parseMarks(readFileSync(join(marksDir, file), 'utf8')).runs)
-      if (run.instance === instance && run.end === undefined) tasks.push(taskOfRun(run.id));
-  return tasks;
+  return allRuns().flatMap((run) =>
+    run.instance === instance && run.end === undefined ? [taskOfRun(run.id)] : [],
+  );
 }
 
 /** A run id is `<task>/<attempt>/<instance>/<pid>`. */
@@ -496,11 +499,9 @@ describeWithMoto(
         problems.push(`the jobs ended before the store's schedule did (${storeModes.length} changes left)`);
       // Each killed worker's tasks resumed from the newest checkpoint in the store, or a newer one: none lost.
       const durable = (await Promise.all(durableReads)).flat();
-      const allRuns = readdirSync(marksDir).flatMap(
-        (file) => parseMarks(readFileSync(join(marksDir, file), 'utf8')).runs,
-      );
+      const everyRun = allRuns();
       for (const d of durable) {
-        const next = allRuns
+        const next = everyRun
           .filter((r) => taskOfRun(r.id) === d.taskId && r.startCs > d.killCs)
           .sort((a, b) => a.startCs - b.startCs)[0];
         if (next === undefined) problems.push(`${d.taskId}: no run after its worker was killed`);

@@ -6,6 +6,7 @@ import { JOB_STATES, TASK_STATES } from '../state-store.js';
 import { LIVE_INSTANCE_STATES } from '../reconcile/context.js';
 import type { LatencyPair } from '../latency-matrix.js';
 import type { JobRule } from '../round-recorder.js';
+import type { MarketWorkAtRisk } from '../work-at-risk.js';
 import type { ApiControllerService } from './routing.js';
 
 /**
@@ -278,13 +279,17 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
   }
   const workAtRisk = service.workAtRisk?.bind(service);
   if (workAtRisk !== undefined) {
+    // Both gauges from one read of the store per scrape: the first collected reads it, the second takes that read
+    // (or reads again, when collected alone).
+    let read: MarketWorkAtRisk[] | undefined;
     new Gauge({
       name: 'fleetwise_work_at_risk_seconds',
       help: "Running tasks' work since their newest checkpoint (or their run's start), summed, by the market of their instances: what losing those instances now would redo",
       labelNames: ['market'] as const,
       registers: [registry],
       collect() {
-        for (const m of workAtRisk()) this.set({ market: m.market }, m.totalSeconds);
+        read = workAtRisk();
+        for (const m of read) this.set({ market: m.market }, m.totalSeconds);
       },
     });
     new Gauge({
@@ -293,7 +298,9 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
       labelNames: ['market'] as const,
       registers: [registry],
       collect() {
-        for (const m of workAtRisk()) this.set({ market: m.market }, m.maxSeconds);
+        const figures = read ?? workAtRisk();
+        read = undefined;
+        for (const m of figures) this.set({ market: m.market }, m.maxSeconds);
       },
     });
   }
