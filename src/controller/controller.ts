@@ -331,6 +331,7 @@ export class Controller implements ControllerService {
   async stop(): Promise<void> {
     this.running = false;
     this.wake.abort();
+    this.workers?.close?.();
     await this.predictions.close();
     await this.loopDone;
     await this.chain.catch(() => undefined);

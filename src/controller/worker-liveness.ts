@@ -20,6 +20,8 @@ export interface WorkerFleet {
   flushProgress?(): void;
   /** Call `handler` with every heartbeat that carries a spot interruption notice or rebalance recommendation. */
   onInterruption?(handler: InterruptionHandler): void;
+  /** The controller stops: nothing of the fleet's runs on in the background. */
+  close?(): void;
 }
 
 /** A worker's instance (record id) reported EC2's notice (worker-protocol.ts `interruption`). */

@@ -14,17 +14,27 @@ export const RECONNECT_GRACE_TIMEOUTS = 2;
  * attention clock, never before the controller serves the worker protocol, with RECONNECT_GRACE_TIMEOUTS timeouts for
  * a worker not heard since, and one timeout after its last heartbeat. A worker marked lost stays lost until it
  * registers again.
+ *
+ * A worker not heard since the restart also carries the silence earlier controllers counted against it
+ * (`silenceToCarry`, saved by carried-silence.ts): a controller restarted again and again (a crash loop) would
+ * otherwise start every count afresh and never replace a dead worker, whose task may then run to its end unseen and be
+ * run again from its last checkpoint once the loop stops.
  */
 export class WorkerSilence {
   /** Since when workers can reach this controller (serving()); undefined before. */
   private servingSinceSeconds: number | undefined;
   private readonly lastHeard = new Map<string, number>();
   private readonly lost = new Set<string>();
+  /** Silence counted by earlier controllers, per worker not heard by this one yet. */
+  private readonly carried: Map<string, number>;
 
   constructor(
     private readonly attention: Attention,
     private readonly timeoutSeconds: number,
-  ) {}
+    carried: Iterable<readonly [instanceId: string, seconds: number]> = [],
+  ) {
+    this.carried = new Map(carried);
+  }
 
   /**
    * The worker protocol is served from now on (the API listens). A worker's silence counts from then at the earliest:
@@ -43,6 +53,7 @@ export class WorkerSilence {
 
   heard(instanceId: string): void {
     this.lastHeard.set(instanceId, this.attention.seconds());
+    this.carried.delete(instanceId);
   }
 
   markLost(instanceId: string): void {
@@ -59,8 +70,18 @@ export class WorkerSilence {
     const now = this.attention.seconds();
     const last = this.lastHeard.get(instanceId);
     return last === undefined
-      ? now - this.servingSinceSeconds > RECONNECT_GRACE_TIMEOUTS * this.timeoutSeconds
+      ? (this.carried.get(instanceId) ?? 0) + now - this.servingSinceSeconds >
+          RECONNECT_GRACE_TIMEOUTS * this.timeoutSeconds
       : now - last > this.timeoutSeconds;
+  }
+
+  /** The silence the next controller should count on from, were this one to stop now. */
+  silenceToCarry(instanceId: string): number {
+    const now = this.attention.seconds();
+    const last = this.lastHeard.get(instanceId);
+    if (last !== undefined) return now - last;
+    const carried = this.carried.get(instanceId) ?? 0;
+    return this.servingSinceSeconds === undefined ? carried : carried + now - this.servingSinceSeconds;
   }
 
   /** Seconds since the instance's worker was last heard (undefined: never, in this process). */

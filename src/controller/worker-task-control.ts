@@ -1,4 +1,5 @@
 import type { Attention } from './attention-clock.js';
+import { CarriedSilence, CARRY_SILENCE_EVERY_SECONDS } from './carried-silence.js';
 import { WorkerSilence } from './worker-silence.js';
 import type { Catalog } from '../core/catalog.js';
 import type { MeasuredRtt } from '../core/network.js';
@@ -120,6 +121,9 @@ export class WorkerTaskControl implements TaskControl {
   private readonly observations = new Map<string, number>();
   private readonly latency: LatencyMatrix;
   private readonly silence: WorkerSilence;
+  private readonly carried: CarriedSilence;
+  private carryTimer: ReturnType<typeof setInterval> | undefined;
+  private carryFailure: string | undefined;
   private seq = 0;
   private interruptionHandler: InterruptionHandler | undefined;
 
@@ -128,9 +132,12 @@ export class WorkerTaskControl implements TaskControl {
     this.holdsStarts = options.coStart === true;
     this.log = options.logger ?? silentLogger;
     this.latency = new LatencyMatrix(options.latencyStaleSeconds);
+    // A worker heard at its interval is never silent for two of them (a late beat is not silence worth saving).
+    this.carried = new CarriedSilence(this.store, 2 * options.heartbeatSeconds);
     this.silence = new WorkerSilence(
       options.attention ?? { seconds: () => options.clock.nowSeconds() },
       options.heartbeatTimeoutSeconds,
+      this.carried.loaded,
     );
     this.latency.load(this.store.getValue(LATENCY_MATRIX_KEY));
   }
@@ -457,9 +464,37 @@ export class WorkerTaskControl implements TaskControl {
     return this.exitCodes.get(task.id);
   }
 
-  /** The worker protocol is served from now on (the API listens): silence counts from here (worker-silence.ts). */
+  /**
+   * The worker protocol is served from now on (the API listens): silence counts from here (worker-silence.ts), and is
+   * saved for the next controller from now on (carried-silence.ts) until `close()`.
+   */
   serving(): void {
     this.silence.serving();
+    this.carryTimer ??= setInterval(() => this.carrySilence(), CARRY_SILENCE_EVERY_SECONDS * 1000);
+    this.carryTimer.unref();
+  }
+
+  /** Stop saving the workers' silence (the controller stops). */
+  close(): void {
+    if (this.carryTimer !== undefined) clearInterval(this.carryTimer);
+    this.carryTimer = undefined;
+  }
+
+  /** Save each registered worker's silence so far, for a controller that starts after this one (worker-silence.ts). */
+  carrySilence(): void {
+    try {
+      const silence = new Map<string, number>();
+      for (const inst of this.store.listInstances({ states: ['running', 'draining'] }))
+        if (inst.workerTokenHash !== undefined && !this.silence.isLost(inst.id))
+          silence.set(inst.id, this.silence.silenceToCarry(inst.id));
+      this.carried.save(silence);
+      this.carryFailure = undefined;
+    } catch (e) {
+      // The next save tries again; a failure is logged once, not twice a second.
+      const message = (e as Error).message;
+      if (message !== this.carryFailure) this.log.warn(`saving the workers' silence failed: ${message}`);
+      this.carryFailure = message;
+    }
   }
 
   /** Registered workers silent for too long (worker-silence.ts); the caller replaces their instances. */

@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { AttentionClock } from '../../src/controller/attention-clock.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
+import { CARRIED_SILENCE_KEY } from '../../src/controller/carried-silence.js';
+import type { StateStore } from '../../src/controller/state-store.js';
 import { RECONNECT_GRACE_TIMEOUTS } from '../../src/controller/worker-silence.js';
 import type { WorkerTaskControl } from '../../src/controller/worker-task-control.js';
 import { workerTaskControlFor } from './controller-fixtures.js';
@@ -18,18 +20,32 @@ const WORKER_TOKEN = 'instance-token-0123456789abcdef';
 function rig(
   clock: ManualClock,
   attention?: AttentionClock,
-): { inst: { id: string }; workers: WorkerTaskControl } {
+): { inst: { id: string }; workers: WorkerTaskControl; store: StateStore } {
   const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
   const inst = store.createInstance({ typeName: 'c7i.xlarge' });
   store.setInstanceState(inst.id, 'launching', { cloudId: 'local-a' });
   store.setInstanceState(inst.id, 'running');
   store.setWorkerToken(inst.id, WORKER_TOKEN);
-  const workers = workerTaskControlFor(store, clock, {
+  return { inst, workers: controlOver(store, clock, attention), store };
+}
+
+/** The worker control of a controller (re)started on `store` (1 s heartbeats, 10 s timeout). */
+function controlOver(store: StateStore, clock: ManualClock, attention?: AttentionClock): WorkerTaskControl {
+  return workerTaskControlFor(store, clock, {
     ...(attention === undefined ? {} : { attention }),
     objectStoreLocation: '/tmp/fleetwise-liveness-objects',
+    heartbeatSeconds: 1,
     heartbeatTimeoutSeconds: 10,
   });
-  return { inst, workers };
+}
+
+/** A second instance with its own registered worker. */
+function addInstance(store: StateStore, token: string): { id: string } {
+  const inst = store.createInstance({ typeName: 'c7i.xlarge' });
+  store.setInstanceState(inst.id, 'launching', { cloudId: `local-${token.slice(0, 4)}` });
+  store.setInstanceState(inst.id, 'running');
+  store.setWorkerToken(inst.id, token);
+  return inst;
 }
 
 describe('worker liveness', () => {
@@ -84,5 +100,79 @@ describe('worker liveness', () => {
       attention.sample();
     }
     expect(workers.staleInstances().map((i) => i.id)).toEqual([inst.id]);
+  });
+
+  it('a controller restarted again and again still replaces a dead worker: each counts on from the silence saved before it', () => {
+    const clock = new ManualClock();
+    const { inst: dead, workers: first, store } = rig(clock);
+    const healthyToken = 'instance-token-healthy-0123456789';
+    const healthy = addInstance(store, healthyToken);
+    first.serving();
+    first.heartbeat(WORKER_TOKEN, { tasks: [] });
+    first.heartbeat(healthyToken, { tasks: [] });
+    // The first worker dies; the controller saves its silence as it grows, and is killed 8 s later.
+    clock.advance(8);
+    first.heartbeat(healthyToken, { tasks: [] });
+    first.carrySilence();
+    expect(store.getValue(CARRIED_SILENCE_KEY)).toEqual({ [dead.id]: 8 });
+
+    // Each later controller lives 3 s of serving after a recovery that counts for nothing; the healthy worker is heard
+    // in each, the dead one in none. Without the saved silence each would start from 0 and never reach the 20 s a
+    // worker not heard since the restart is given (RECONNECT_GRACE_TIMEOUTS timeouts).
+    const replacedIn: number[] = [];
+    for (let life = 1; life <= 6 && replacedIn.length === 0; life++) {
+      clock.advance(30);
+      const workers = controlOver(store, clock);
+      workers.serving();
+      clock.advance(1);
+      workers.heartbeat(healthyToken, { tasks: [] });
+      clock.advance(2);
+      if (workers.staleInstances().some((i) => i.id === healthy.id))
+        throw new Error('healthy worker replaced');
+      if (workers.staleInstances().some((i) => i.id === dead.id)) replacedIn.push(life);
+      workers.carrySilence();
+    }
+    // 8 + 3 + 3 + 3 + 3 = 20 after four restarts, not more than the grace; past it in the fifth.
+    expect(replacedIn).toEqual([5]);
+    expect(RECONNECT_GRACE_TIMEOUTS * 10).toBe(20);
+  });
+
+  it('saves nothing while every worker is heard, and forgets a worker once it is heard again', () => {
+    const clock = new ManualClock();
+    const { inst, workers, store } = rig(clock);
+    workers.serving();
+    for (let i = 0; i < 5; i++) {
+      clock.advance(1);
+      workers.heartbeat(WORKER_TOKEN, { tasks: [] });
+      workers.carrySilence();
+    }
+    // Heard every heartbeat interval: nothing worth saving, nothing written.
+    expect(store.getValue(CARRIED_SILENCE_KEY)).toBeUndefined();
+    clock.advance(5);
+    workers.carrySilence();
+    expect(store.getValue(CARRIED_SILENCE_KEY)).toEqual({ [inst.id]: 5 });
+
+    // A restart: the worker reconnects, and the silence saved for it no longer counts, nor is kept.
+    const next = controlOver(store, clock);
+    next.serving();
+    next.heartbeat(WORKER_TOKEN, { tasks: [] });
+    clock.advance(RECONNECT_GRACE_TIMEOUTS * 10 - 1);
+    next.heartbeat(WORKER_TOKEN, { tasks: [] });
+    next.carrySilence();
+    expect(store.getValue(CARRIED_SILENCE_KEY)).toEqual({});
+    expect(next.staleInstances()).toEqual([]);
+  });
+
+  it('saves in the background while it serves, until closed', async () => {
+    const clock = new ManualClock();
+    const { inst, workers, store } = rig(clock);
+    workers.serving();
+    clock.advance(4);
+    await new Promise((r) => setTimeout(r, 1200));
+    expect(store.getValue(CARRIED_SILENCE_KEY)).toEqual({ [inst.id]: 4 });
+    workers.close();
+    clock.advance(4);
+    await new Promise((r) => setTimeout(r, 1200));
+    expect(store.getValue(CARRIED_SILENCE_KEY)).toEqual({ [inst.id]: 4 });
   });
 });
