@@ -20,6 +20,7 @@ import { createS3Client, S3ObjectStore } from '../../src/storage/s3-store.js';
 import { checkpointKeys } from '../../src/protocol/object-keys.js';
 import { extractCheckpoint } from '../../src/worker/archives.js';
 import { checkpointManifestSchema, listCheckpoints } from '../../src/worker/checkpoints.js';
+import { readExitRecord } from '../../src/worker/exit-record.js';
 import { ensureBuiltCli } from '../helpers/built-cli.js';
 import {
   analyzeJob,
@@ -127,9 +128,32 @@ function tasksRunningOn(instance: string): string[] {
   );
 }
 
+/** Runs of some job's task on `instance` that have finished. */
+function runsFinishedOn(instance: string): Run[] {
+  return allRuns().filter((run) => run.instance === instance && run.end?.kind === 'finished');
+}
+
 /** A run id is `<task>/<attempt>/<instance>/<pid>`. */
 function taskOfRun(runId: string): string {
   return runId.split('/')[0] ?? runId;
+}
+
+function attemptOfRun(runId: string): number {
+  return Number(runId.split('/')[1]);
+}
+
+/** The checkpoint and exit-record reference of a task (`<job>.<index>`). */
+function taskRef(taskId: string): { jobId: string; taskId: string } {
+  return { jobId: taskId.slice(0, taskId.lastIndexOf('.')), taskId };
+}
+
+/** The runs among `runs` whose exit is not in the store: their worker could not have reported it. */
+async function unrecordedExits(store: ObjectStore, runs: readonly Run[]): Promise<string[]> {
+  const missing: string[] = [];
+  for (const run of runs)
+    if ((await readExitRecord(store, taskRef(taskOfRun(run.id)), attemptOfRun(run.id))) === undefined)
+      missing.push(run.id);
+  return missing;
 }
 
 /** The newest checkpoint of a task whose worker the test killed, as it stood in the store after the kill. */
@@ -150,7 +174,7 @@ async function durableCheckpoint(
   taskId: string,
   kill: { readonly cs: number; readonly unixMs: number },
 ): Promise<DurableAtKill> {
-  const ref = { jobId: taskId.slice(0, taskId.lastIndexOf('.')), taskId };
+  const ref = taskRef(taskId);
   const complete = (await listCheckpoints(store, ref)).filter((c) => c.complete).reverse();
   for (const { seq } of complete) {
     const keys = checkpointKeys(ref, seq);
@@ -357,6 +381,7 @@ describeWithMoto(
       const kills: WorkerKill[] = [];
       const directStore = new S3ObjectStore(createS3Client(moto.clientOptions), BUCKET, 'chaos/');
       const durableReads: Promise<DurableAtKill[]>[] = [];
+      const exitReads: Promise<string[]>[] = [];
       const log: string[] = [];
       const startedMs = Date.now();
       const seconds = (): number => (Date.now() - startedMs) / 1000;
@@ -437,6 +462,7 @@ describeWithMoto(
             workerKills.shift();
             const victim = rng.pick(live.sort((a, b) => a.instanceId.localeCompare(b.instanceId)));
             const killed = tasksRunningOn(victim.instanceId);
+            const finished = runsFinishedOn(victim.instanceId);
             process.kill(victim.pid as number, 'SIGKILL');
             const kill = { cs: uptimeCs(), unixMs: Date.now() };
             kills.push({ instance: victim.instanceId, atCs: kill.cs });
@@ -452,8 +478,16 @@ describeWithMoto(
                 ),
               ),
             );
+            // A task that ended on it shortly before: whether its exit reached the store before the kill (if not,
+            // no one could report it, and it runs again from its last checkpoint).
+            exitReads.push(
+              new Promise((r) => setTimeout(r, 1000)).then(() =>
+                readPersistently(() => unrecordedExits(directStore, finished)),
+              ),
+            );
             // Awaited after the run; a read that failed is reported there, not left unhandled meanwhile.
             durableReads.at(-1)?.catch(() => undefined);
+            exitReads.at(-1)?.catch(() => undefined);
             lastWorkerKillMs = Date.now();
             log.push(`${elapsed()} SIGKILL worker of ${victim.instanceId}`);
             continue;
@@ -513,10 +547,13 @@ describeWithMoto(
       }
       if (durable.length < WORKER_KILLS)
         problems.push(`${durable.length} tasks on the ${WORKER_KILLS} workers killed`);
+      const unrecorded = new Set((await Promise.all(exitReads)).flat());
+      const unreported: string[] = [];
       const restarts: (Restart & { readonly name: string })[] = [];
       for (const [name, count] of iterations) {
         const marks = parseMarks(readFileSync(join(marksDir, `${name}.log`), 'utf8'));
-        const analysis = analyzeJob(marks, kills);
+        const analysis = analyzeJob(marks, kills, unrecorded);
+        if (analysis.unreportedFinishes > 0) unreported.push(`${name} ×${analysis.unreportedFinishes}`);
         const runs = `\n    ${describeRuns(marks).join('\n    ')}${controllerView(name)}`;
         if (analysis.finished !== 1) problems.push(`${name}: finished ${analysis.finished} times${runs}`);
         if (analysis.lastIteration !== count)
@@ -537,7 +574,7 @@ describeWithMoto(
       const maxLost = Math.max(0, ...restarts.map((r) => r.lostSeconds));
       process.stderr.write(
         `[chaos] seed ${SEED}: ${JOBS} jobs in ${elapsed()}, ${controllerKills} controller and ${kills.length} worker SIGKILLs; ` +
-          `${restarts.length} restarts, work redone per restart ≤ ${maxLost.toFixed(2)} s (checkpoints every ${CHECKPOINT_SECONDS} s, ` +
+          `${restarts.length} restarts (finishes no one could report: ${unreported.join(', ') || 'none'}), work redone per restart ≤ ${maxLost.toFixed(2)} s (checkpoints every ${CHECKPOINT_SECONDS} s, ` +
           `bound ${LOST_WORK_BOUND_SECONDS} s); the newest checkpoint in the store at each kill held ` +
           `${durable.map((d) => `${d.taskId} ${d.counter}`).join(', ')}: ` +
           `${restarts.map((r) => `${r.name} ${r.lostSeconds.toFixed(2)} s after ${r.from} → ${r.to}`).join(', ')}\n` +

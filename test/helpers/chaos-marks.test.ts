@@ -113,6 +113,41 @@ describe('chaos marks', () => {
       [{ instance: 'i1', atCs: 200 }],
     );
     expect(twice).toMatchObject({ finished: 2, unreportedFinishes: 0 });
+    // Unless its exit was not yet in the store when its worker died: then no one could report it.
+    const unrecorded = analyzeJob(
+      parseMarks(
+        marks(
+          't/1/i1/10 start 0 100',
+          't/1/i1/10 1 125',
+          't/1/i1/10 finished 1 125',
+          't/1/i2/20 start 1 400',
+          't/1/i2/20 finished 1 400',
+        ),
+      ),
+      [{ instance: 'i1', atCs: 200 }],
+      new Set(['t/1/i1/10']),
+    );
+    expect(unrecorded).toMatchObject({ finished: 1, unreportedFinishes: 1 });
+  });
+
+  it("a run whose start mark comes after its worker's kill is that worker's: its finish is unreported too", () => {
+    // The worker starts the task and dies at 90; the task's shell, slow to start, marks its start at 100 and runs on.
+    const a = analyzeJob(
+      parseMarks(
+        marks(
+          't/1/i1/10 start 0 100',
+          't/1/i1/10 1 125',
+          't/1/i1/10 finished 1 125',
+          't/1/i2/20 start 0 400',
+          't/1/i2/20 1 425',
+          't/1/i2/20 finished 1 425',
+        ),
+      ),
+      [{ instance: 'i1', atCs: 90 }],
+    );
+    expect(a).toMatchObject({ finished: 1, unreportedFinishes: 1 });
+    // Nothing it did could reach the store: the next run redoes none of it.
+    expect(a.restarts[0]).toMatchObject({ reached: 0, resumedAt: 0, lost: 0, lostSeconds: 0 });
   });
 
   it('counts lines it cannot read', () => {

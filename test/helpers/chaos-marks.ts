@@ -45,12 +45,14 @@ export interface Restart {
 
 export interface JobAnalysis {
   readonly runs: number;
-  /** Runs that finished while their worker lived (a finish after the kill reaches no one: see `unreportedFinishes`). */
+  /** Runs that finished and whose end reached the controller, or could have (see `unreportedFinishes`). */
   readonly finished: number;
   /**
-   * Runs that finished after the test had killed their worker: the task outlives its worker (its own process group),
-   * but no agent is left to report the exit, so the controller reschedules it from its last checkpoint and the job's
-   * tail runs again. Correct behaviour, not a second finish.
+   * Runs that finished where no one could report it: after the test had killed their worker (the task outlives its
+   * worker, in its own process group, with no agent left to see the exit), or before the kill but with no exit record
+   * in the store yet (worker/exit-record.ts: the worker stores the exit, then reports it; killed in between, it took
+   * the exit with it). The controller then reschedules the task from its last checkpoint and the job's tail runs
+   * again: at least once, as promised, not a second finish.
    */
   readonly unreportedFinishes: number;
   readonly lastIteration: number;
@@ -112,7 +114,15 @@ function reachedBy(run: Run, cs: number): number {
   return reached;
 }
 
-export function analyzeJob(marks: JobMarks, kills: readonly WorkerKill[]): JobAnalysis {
+/**
+ * `unrecordedFinishes`: runs that had finished when their worker was killed, but whose exit was not in the store a
+ * second after the kill (the test reads it from the store).
+ */
+export function analyzeJob(
+  marks: JobMarks,
+  kills: readonly WorkerKill[],
+  unrecordedFinishes: ReadonlySet<string> = new Set(),
+): JobAnalysis {
   const runs = marks.runs;
   const overlaps: { a: string; b: string; seconds: number }[] = [];
   for (let i = 0; i < runs.length; i += 1)
@@ -123,8 +133,10 @@ export function analyzeJob(marks: JobMarks, kills: readonly WorkerKill[]): JobAn
       const seconds = (Math.min(lastCs(a), lastCs(b)) - b.startCs) / 100;
       if (seconds > 0) overlaps.push({ a: a.id, b: b.id, seconds });
     }
-  const killOf = (run: Run): WorkerKill | undefined =>
-    kills.find((x) => x.instance === run.instance && x.atCs >= run.startCs);
+  // An instance has one worker, and nothing starts on it once that worker is dead: every run on it is that worker's,
+  // even one whose first mark comes after the kill (the worker started the task, then died before the task's shell,
+  // slow to start on a loaded host, wrote its start mark).
+  const killOf = (run: Run): WorkerKill | undefined => kills.find((x) => x.instance === run.instance);
   const restarts: Restart[] = [];
   for (let k = 1; k < runs.length; k += 1) {
     const run = runs[k] as Run;
@@ -153,15 +165,19 @@ export function analyzeJob(marks: JobMarks, kills: readonly WorkerKill[]): JobAn
       lostSeconds,
     });
   }
-  function finishedAfterKill(r: Run): boolean {
+  function unreported(r: Run): boolean {
     const kill = killOf(r);
-    return r.end?.kind === 'finished' && kill !== undefined && r.end.cs >= kill.atCs;
+    return (
+      r.end?.kind === 'finished' &&
+      kill !== undefined &&
+      (r.end.cs >= kill.atCs || unrecordedFinishes.has(r.id))
+    );
   }
   const all = runs.flatMap((r) => [...r.iterations.map((i) => i.n), r.end?.n ?? 0]);
   return {
     runs: runs.length,
-    finished: runs.filter((r) => r.end?.kind === 'finished' && !finishedAfterKill(r)).length,
-    unreportedFinishes: runs.filter(finishedAfterKill).length,
+    finished: runs.filter((r) => r.end?.kind === 'finished' && !unreported(r)).length,
+    unreportedFinishes: runs.filter(unreported).length,
     lastIteration: all.length === 0 ? 0 : Math.max(...all),
     overlaps,
     restarts,
