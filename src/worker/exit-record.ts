@@ -8,7 +8,9 @@ import { ObjectNotFoundError, type ObjectStore } from '../storage/object-store.j
  * heartbeat would otherwise take the exit with it, and the task would be started again from its last checkpoint on
  * another instance: its end would run twice. A worker asked to run a task that ran before (a restore) looks here
  * first and reports the recorded exit instead of running it again. The same rule as checkpoints decides when to
- * look: only for a task the controller says ran before, so an old record under a reused job id is never read.
+ * look: only for a task the controller says ran before, so an old record under a reused job id is never read. It is
+ * the first thing of an exit stored (task-lifecycle.ts `finished`): the last checkpoints and the log, stored after it,
+ * take as long as the store does.
  */
 
 export const taskExitRecordSchema = z.strictObject({

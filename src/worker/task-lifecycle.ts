@@ -14,7 +14,7 @@ import {
 } from './checkpoints.js';
 import type { TaskLaunch } from './executor.js';
 import { ProgressTracker } from './progress.js';
-import { uploadTaskLog } from './task-log.js';
+import { readTaskLog, uploadTaskLog } from './task-log.js';
 import { readExitRecord, writeExitRecord, type TaskExitRecord } from './exit-record.js';
 import { checkpointOf, persistTask, readPersistedTask, type LocalTask } from './task-record.js';
 
@@ -427,16 +427,15 @@ export class TaskLifecycle {
 
   /** The task exited without being asked: 0 is success, anything else a failure with its last output. */
   private async finished(t: LocalTask, exitCode: number | undefined): Promise<void> {
-    if (t.watcher !== undefined) {
-      await t.watcher.stop();
-      await t.watcher.flush();
-    }
     if (t.progress !== undefined) {
       const summary = await t.progress.poll();
       t.completed = summary.completed;
     }
-    const text = await this.uploadLog(t);
+    // The exit is stored first, its last output read here: the last checkpoints and the log take as long as the
+    // store does, and a worker that dies meanwhile must not take the exit with it (exit-record.ts). Still reported
+    // only once all three are stored.
     if (!t.stopRequested) {
+      const text = (await readTaskLog(this.options.executor, t.taskId)) ?? '';
       const tail = text.trimEnd().split('\n').slice(-5).join('\n');
       const reason =
         exitCode === 0
@@ -459,6 +458,11 @@ export class TaskLifecycle {
       await this.retry(`exit record of ${t.taskId}`, () => writeExitRecord(store, record));
       t.reason = reason;
     }
+    if (t.watcher !== undefined) {
+      await t.watcher.stop();
+      await t.watcher.flush();
+    }
+    await this.uploadLog(t);
     t.exitCode = exitCode;
     if (t.stopRequested) t.phase = 'stopped';
     else t.phase = exitCode === 0 ? 'succeeded' : 'failed';

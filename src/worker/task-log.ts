@@ -15,13 +15,18 @@ export async function uploadTaskLog(
   /** Read when the log is stored: the agent may re-register meanwhile. */
   instanceId: () => string | undefined,
 ): Promise<string> {
-  let text: string;
-  try {
-    text = (await readAll(await executor.logs(t.taskId))).toString('utf8');
-  } catch {
-    return '';
-  }
+  const text = await readTaskLog(executor, t.taskId);
+  if (text === undefined) return '';
   await store.put(taskLogKey(t.jobId, t.taskId, t.startedAtMs, instanceId() ?? 'unknown'), Buffer.from(text));
   t.lastLogUploadMs = Date.now();
   return text;
+}
+
+/** The run's whole output as the executor has it; undefined when it has none to give. */
+export async function readTaskLog(executor: Executor, taskId: string): Promise<string | undefined> {
+  try {
+    return (await readAll(await executor.logs(taskId))).toString('utf8');
+  } catch {
+    return undefined;
+  }
 }

@@ -10,6 +10,8 @@ import type { TaskReport } from '../../src/protocol/worker-protocol.js';
 import { ControllerClient } from '../../src/worker/controller-client.js';
 import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
+import { readExitRecord } from '../../src/worker/exit-record.js';
+import { StoreWithOutage } from '../controller/backup-fixtures.js';
 import {
   BOOTSTRAP,
   FakeController,
@@ -264,6 +266,41 @@ describe('worker agent (fake controller over HTTP, real process executor)', () =
     await third.agent.register();
     await tickUntil(third.agent, 'the retry to succeed', (r) => r?.state === 'succeeded', 'once-7.0');
     expect(readFileSync(runs, 'utf8')).toBe('run 1\nrun 1\nrun 2\n');
+  });
+
+  it("stores a task's exit before its log: a worker that dies while the log upload fails leaves the exit for the next", async () => {
+    const workDir = join(tmp, 'exit-before-log');
+    const store = new StoreWithOutage(new FsObjectStore(storeDir));
+    store.failing = (key) => key.startsWith('logs/');
+    const agent = new WorkerAgent({
+      connection: new ControllerClient(controller.url),
+      credentials: { launch: launchSecretCredential(BOOTSTRAP) },
+      executor: new ProcessExecutor({ stateDir: join(workDir, 'executor') }),
+      openStore: () => store,
+      cloudInstanceId: 'local-test',
+      workDir,
+      heartbeatSeconds: 0.1,
+      checkpointPollMs: 50,
+      throughputWindowSeconds: 5,
+      logger: new RecordingLogger(),
+    });
+    agents.push(agent);
+    controller.answer = [runTask('exit-9.0', ['sh', '-c', 'echo "all done"'])];
+    await agent.register();
+    const ref = { jobId: 'exit-9', taskId: 'exit-9.0' };
+    // The log cannot be stored; the exit is, already.
+    const recorded = await until('the exit record', async () => {
+      await agent.tick();
+      return readExitRecord(new FsObjectStore(storeDir), ref, 1);
+    });
+    expect(recorded).toMatchObject({ state: 'succeeded', exitCode: 0 });
+    expect(store.puts.some((key) => key.startsWith('logs/'))).toBe(false);
+    // Not reported while its log is missing: a report means everything of the run is stored.
+    await agent.tick();
+    expect(controller.last('exit-9.0')?.state).not.toBe('succeeded');
+    store.failing = () => false;
+    await tickUntil(agent, 'the end reported', (r) => r?.state === 'succeeded', 'exit-9.0');
+    expect(store.puts.some((key) => key.startsWith('logs/'))).toBe(true);
   });
 
   it('refuses a malformed or unrunnable task spec with a clear message and keeps running', async () => {
