@@ -4,14 +4,14 @@ import { defineConfig } from 'vitest/config';
 /**
  * The files that take longest (multi-process runs that mostly wait on their processes), started first so the run
  * does not end with one of them alone; the rest follow in vitest's own order. The active/standby run starts after
- * the newcomer file rather than beside the chaos run's first minute, when fifty workers start at once: a controller
+ * the first three rather than beside the chaos run's first minute, when fifty workers start at once: a controller
  * starved for its renew deadline then loses its lease, which is the lease working, not the failure the test looks for.
  */
 const LONGEST_FIRST = [
   'test/controller/chaos.test.ts',
   'test/cli/client-newcomer.test.ts',
-  'test/controller/controller-ha.test.ts',
   'test/controller/local-stop.test.ts',
+  'test/controller/controller-ha.test.ts',
   'test/controller/restore-round-trip.test.ts',
   'test/bench/controller-bench.test.ts',
   'test/controller/local-mode.test.ts',
@@ -42,11 +42,11 @@ export default defineConfig({
     // Files share a worker's module cache: each file importing the AWS SDK, fastify and the scheduler afresh cost 88 s
     // of the suite's time, 16 s shared (617 s → 563 s on two cores). Tests restore what they change in the environment.
     isolate: false,
-    // One file per core: vitest's default (cores − 1) runs the suite serially on a 2-core machine, twice as long;
-    // more than one per core starves the multi-process files (controllers, workers, moto_server, PostgreSQL) and
-    // slows every file: three at a time took 804 s in a fresh clone's CI run (its files' times summed to 2,288 s),
-    // against 614–661 s for two.
-    maxWorkers: 2,
+    // Three files at a time on two cores: the longest files mostly wait (the active/standby run uses a core a third
+    // of its 125 s, waiting out leases; the chaos run waits out its schedule), and one file per core left the cores
+    // idle meanwhile. On the same host and evening, fresh-clone CI runs took 804 s of vitest with three at a time and
+    // 918–996 s with two. vitest's default (cores − 1) runs the suite serially on a 2-core machine.
+    maxWorkers: 3,
     sequence: { sequencer: LongestFirstSequencer },
   },
 });
