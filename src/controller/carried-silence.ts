@@ -4,7 +4,8 @@ import type { JsonValue, StateStore } from './state-store.js';
 /**
  * The silence each registered worker has been counted so far, kept in the state store for the next controller
  * (worker-silence.ts: a controller in a crash loop must still replace a dead worker). Only workers silent longer than
- * a heartbeat interval are kept, so a healthy cluster writes nothing; a worker heard again drops out at the next save.
+ * two heartbeat intervals are kept, so a healthy cluster writes nothing; a worker heard again drops out at the next
+ * save.
  */
 export const CARRIED_SILENCE_KEY = 'workers.carriedSilence';
 
@@ -23,7 +24,7 @@ export class CarriedSilence {
 
   constructor(
     private readonly store: StateStore,
-    /** At most this much silence is taken as a worker heard (a little over its heartbeat interval). */
+    /** At most this much silence is taken as a worker heard (worker-task-control.ts: two heartbeat intervals). */
     private readonly fromSeconds: number,
   ) {
     const parsed = carriedSchema.safeParse(store.getValue(CARRIED_SILENCE_KEY));

@@ -5,6 +5,16 @@ import { analyzeJob, parseMarks } from './chaos-marks.js';
 
 const marks = (...lines: string[]): string => `${lines.join('\n')}\n`;
 
+/** A one-iteration task that ran to its end on i1 (from 100 to 125), then again from the start on i2 (at 400). */
+const RUN_ON_I1_THEN_I2 = [
+  't/1/i1/10 start 0 100',
+  't/1/i1/10 1 125',
+  't/1/i1/10 finished 1 125',
+  't/1/i2/20 start 0 400',
+  't/1/i2/20 1 425',
+  't/1/i2/20 finished 1 425',
+] as const;
+
 describe('chaos marks', () => {
   it('one run that finished: no restart, no overlap', () => {
     const a = analyzeJob(
@@ -99,19 +109,7 @@ describe('chaos marks', () => {
     // Before the kill it had reached 4 (marked at 200): one iteration redone, 0.25 s.
     expect(a.restarts[0]).toMatchObject({ reached: 4, resumedAt: 3, lost: 1, lostSeconds: 0.25 });
     // A finish before the kill still counts as one: finishing twice then is a real second finish.
-    const twice = analyzeJob(
-      parseMarks(
-        marks(
-          't/1/i1/10 start 0 100',
-          't/1/i1/10 1 125',
-          't/1/i1/10 finished 1 125',
-          't/1/i2/20 start 0 400',
-          't/1/i2/20 1 425',
-          't/1/i2/20 finished 1 425',
-        ),
-      ),
-      [{ instance: 'i1', atCs: 200 }],
-    );
+    const twice = analyzeJob(parseMarks(marks(...RUN_ON_I1_THEN_I2)), [{ instance: 'i1', atCs: 200 }]);
     expect(twice).toMatchObject({ finished: 2, unreportedFinishes: 0 });
     // Unless its exit was not yet in the store when its worker died: then no one could report it.
     const unrecorded = analyzeJob(
@@ -132,19 +130,7 @@ describe('chaos marks', () => {
 
   it("a run whose start mark comes after its worker's kill is that worker's: its finish is unreported too", () => {
     // The worker starts the task and dies at 90; the task's shell, slow to start, marks its start at 100 and runs on.
-    const a = analyzeJob(
-      parseMarks(
-        marks(
-          't/1/i1/10 start 0 100',
-          't/1/i1/10 1 125',
-          't/1/i1/10 finished 1 125',
-          't/1/i2/20 start 0 400',
-          't/1/i2/20 1 425',
-          't/1/i2/20 finished 1 425',
-        ),
-      ),
-      [{ instance: 'i1', atCs: 90 }],
-    );
+    const a = analyzeJob(parseMarks(marks(...RUN_ON_I1_THEN_I2)), [{ instance: 'i1', atCs: 90 }]);
     expect(a).toMatchObject({ finished: 1, unreportedFinishes: 1 });
     // Nothing it did could reach the store: the next run redoes none of it.
     expect(a.restarts[0]).toMatchObject({ reached: 0, resumedAt: 0, lost: 0, lostSeconds: 0 });
