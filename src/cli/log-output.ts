@@ -1,6 +1,12 @@
+import { createRequire } from 'node:module';
 import { pino, type DestinationStream, type Logger } from 'pino';
-import pretty from 'pino-pretty';
+import type pinoPretty from 'pino-pretty';
 import { ValidationError } from '../core/validation.js';
+
+/** pino-pretty, loaded only for a terminal: every controller and worker process would otherwise pay for it at start. */
+function loadPretty(): typeof pinoPretty {
+  return createRequire(import.meta.url)('pino-pretty') as typeof pinoPretty;
+}
 
 /**
  * How the controller writes its log: readable lines for a person at a terminal, JSON lines (pino's format, epoch
@@ -53,15 +59,13 @@ export function commandLogger(
 }
 
 /**
- * A pino destination on file descriptor `fd` in `format`. Pretty lines are written synchronously; JSON lines go
- * through pino's own destination, which holds lines in memory while a write is in flight, so a process killed outright
- * (SIGKILL, the OOM killer) may lose its last ones. Synchronous JSON writes kept them; with them the chaos test, run
- * alone, redid 4.6–6.1 s of work after a worker SIGKILL in three runs against 2.3–3.1 s in two without (its bound is
- * 6.25 s), so they are not used until that is understood.
+ * A pino destination on file descriptor `fd` in `format`, written synchronously: the lines a process writes just
+ * before it is killed outright (SIGKILL, the OOM killer) are the ones its operator needs, and a destination that held
+ * them in memory while a write was in flight lost them.
  */
 export function logDestination(format: LogFormat, fd: number): DestinationStream {
-  if (format === 'json') return pino.destination(fd);
-  return pretty({
+  if (format === 'json') return pino.destination({ fd, sync: true });
+  return loadPretty()({
     destination: fd,
     sync: true,
     translateTime: 'SYS:HH:MM:ss.l',

@@ -1,11 +1,12 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOG_FORMAT_ENV, LOG_LEVEL_ENV, logLevelFrom, selectLogFormat } from '../../src/cli/log-output.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { CLI, ensureBuiltCli } from '../helpers/built-cli.js';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 
 describe('the controller log format', () => {
   it('is pretty on a terminal and JSON lines otherwise, unless chosen', () => {
@@ -103,6 +104,30 @@ describe('fleetwise controller logging (CLI subprocess)', () => {
     expect(plain).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: scheduler: eva$/m);
     expect(plain).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: recovered state \{.*"pendingIntents":0/m);
     expect(plain).not.toContain('"level"');
+  }, 90_000);
+
+  it('keeps every line a process wrote before it was SIGKILLed (the lines its operator needs)', async () => {
+    const file = join(dir, 'killed.log');
+    const fd = openSync(file, 'w');
+    const module = join(PROJECT_ROOT, 'dist', 'cli', 'log-output.js');
+    // The built module in a process of its own, as the controller and the workers use it: a burst, then SIGKILL.
+    const script = `
+      import { commandLogger, logDestination } from ${JSON.stringify(module)};
+      const log = commandLogger({ component: 'test' }, logDestination('json', 2));
+      for (let i = 0; i < 2000; i++) log.info('line ' + i);
+      process.kill(process.pid, 'SIGKILL');`;
+    const signal = await new Promise<NodeJS.Signals | null>((resolve) => {
+      const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+        env: { ...process.env, [LOG_LEVEL_ENV]: 'info' },
+        stdio: ['ignore', 'ignore', fd],
+      });
+      child.once('exit', (_code, sig) => resolve(sig));
+    });
+    closeSync(fd);
+    expect(signal).toBe('SIGKILL');
+    const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
+    expect(lines).toHaveLength(2000);
+    expect(JSON.parse(lines.at(-1) ?? '{}')).toMatchObject({ msg: 'line 1999', component: 'test' });
   }, 90_000);
 
   it('refuses an unknown FLEETWISE_LOG_LEVEL by name before it starts', async () => {
