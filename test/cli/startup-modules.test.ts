@@ -27,6 +27,8 @@ const HEAVY = [
   '@aws-sdk/client-sqs',
   '@aws-sdk/client-pricing',
   '@aws-sdk/client-ec2',
+  // The terminal's log formatter: processes whose log goes to a file or a pipe (every local worker) never use it.
+  'pino-pretty',
 ] as const;
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-startup-'));
@@ -91,7 +93,7 @@ mark('--- end');
 describe('what a command loads at start (child process)', () => {
   beforeAll(() => ensureBuiltCli());
 
-  it('the worker, controller and simulate commands load none of the charts library, the Docker client or the AWS SDK', () => {
+  it('the worker, controller and simulate commands load none of the charts library, the Docker client, the AWS SDK or the terminal log formatter', () => {
     const { atStart } = loadedPackages([
       'cli/commands/worker.js',
       'cli/commands/controller.js',
