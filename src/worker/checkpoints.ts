@@ -225,20 +225,9 @@ export async function restoreLatestCheckpoint(
 }
 
 /**
- * Keep the newest `keep` complete checkpoints; delete older ones, and partial ones older than the newest kept (a
- * newer partial one may be an upload in flight). The manifest goes first, so a half-pruned checkpoint is partial.
+ * Which checkpoints to delete, from a listing (oldest first): keep the newest `keep` complete ones; delete older ones,
+ * and partial ones older than the oldest kept (a newer partial one may be an upload in flight).
  */
-export async function pruneCheckpoints(
-  store: ObjectStore,
-  ref: CheckpointRef,
-  keep: number,
-): Promise<number[]> {
-  const doomed = checkpointsToPrune(await listCheckpoints(store, ref), keep);
-  await deleteCheckpoints(store, ref, doomed);
-  return doomed;
-}
-
-/** The rule of pruneCheckpoints on a listing (oldest first): the seqs to delete. */
 export function checkpointsToPrune(stored: readonly StoredCheckpoint[], keep: number): number[] {
   if (!Number.isInteger(keep) || keep < 1) throw new Error(`keep must be a whole number ≥ 1, got ${keep}`);
   const complete = stored.filter((c) => c.complete);
@@ -247,6 +236,7 @@ export function checkpointsToPrune(stored: readonly StoredCheckpoint[], keep: nu
   return stored.filter((c) => c.seq < oldestKept).map((c) => c.seq);
 }
 
+/** The manifest goes first, so a half-deleted checkpoint is partial, never restored. */
 async function deleteCheckpoints(
   store: ObjectStore,
   ref: CheckpointRef,

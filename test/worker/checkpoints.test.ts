@@ -25,8 +25,8 @@ import { checkpointKeys } from '../../src/protocol/object-keys.js';
 import {
   CheckpointWatcher,
   checkpointManifestSchema,
+  checkpointsToPrune,
   listCheckpoints,
-  pruneCheckpoints,
   restoreLatestCheckpoint,
   uploadCheckpoint,
   type UploadResult,
@@ -163,12 +163,11 @@ describe('checkpoints on the filesystem store', () => {
     await store.put(checkpointKeys(REF, 1).data, Buffer.from('old partial'));
     for (const seq of [2, 3, 4, 5]) await uploadCheckpoint(store, REF, src, seq);
     await store.put(checkpointKeys(REF, 6).data, Buffer.from('uploading'));
-    expect(await pruneCheckpoints(store, REF, 2)).toEqual([1, 2, 3]);
-    expect(await listCheckpoints(store, REF)).toEqual([
-      { seq: 4, complete: true },
-      { seq: 5, complete: true },
-      { seq: 6, complete: false },
-    ]);
+    const stored = await listCheckpoints(store, REF);
+    expect(checkpointsToPrune(stored, 2)).toEqual([1, 2, 3]);
+    expect(checkpointsToPrune(stored, 10)).toEqual([1]);
+    expect(checkpointsToPrune(stored.slice(0, 1), 2)).toEqual([]);
+    expect(() => checkpointsToPrune(stored, 0)).toThrow(/keep must be a whole number/);
   });
 
   it('the watcher uploads on the COMPLETE marker, deletes the marker, and keeps going from the next seq', async () => {
