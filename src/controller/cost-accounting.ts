@@ -225,21 +225,66 @@ interface TaskStateData {
 }
 
 /**
+ * The `task.state` events (their seqs) that a co-start release explains, among `events` (in log order; `task.state`
+ * and `job.co-start` events count, others are skipped). A release is recorded in the transaction that sets its tasks
+ * running, before or after their states: for each task it names, the `running` it explains is that task's event next
+ * to the release in the log (no other event of the task between them) and within a second of it. Matching on time
+ * alone would also take a task's earlier start, run just before it went back to `starting` and was released.
+ */
+export function heldRunSeqs(events: readonly EventRecord[]): Set<number> {
+  const held = new Set<number>();
+  events.forEach((release, i) => {
+    const data = release.data as { readonly decision?: unknown; readonly tasks?: unknown } | undefined;
+    if (release.kind !== 'job.co-start' || data?.decision !== 'release') return;
+    const named = Array.isArray(data.tasks)
+      ? new Set(data.tasks.filter((t): t is string => typeof t === 'string'))
+      : undefined;
+    const near = (e: EventRecord): boolean => Math.abs(e.atSeconds - release.atSeconds) <= 1;
+    const ofTask = (e: EventRecord | undefined, taskId: string): boolean =>
+      e?.kind === 'task.state' && e.taskId === taskId;
+    // The tasks it names; a release without names (none recorded): its job's tasks moved within the second.
+    const tasks =
+      named ??
+      new Set(
+        events
+          .filter((e) => e.kind === 'task.state' && e.jobId === release.jobId && near(e))
+          .flatMap((e) => (e.taskId === undefined ? [] : [e.taskId])),
+      );
+    for (const taskId of tasks) {
+      let before = i - 1;
+      while (before >= 0 && near(events[before] as EventRecord) && !ofTask(events[before], taskId))
+        before -= 1;
+      let after = i + 1;
+      while (after < events.length && near(events[after] as EventRecord) && !ofTask(events[after], taskId))
+        after += 1;
+      for (const e of [events[before], events[after]])
+        if (e !== undefined && ofTask(e, taskId) && near(e) && stateTo(e) === 'running') held.add(e.seq);
+    }
+  });
+  return held;
+}
+
+function stateTo(e: EventRecord): string | undefined {
+  const to = (e.data as TaskStateData | undefined)?.to;
+  return typeof to === 'string' ? to : undefined;
+}
+
+/**
  * Task placements replayed from the `task.state` event log, one event at a time (the incremental cost report feeds
  * it new events as they come; `placementsFromEvents` feeds it the whole log). `checkpointing` is migration overhead,
  * and so is `starting` after the task was stopped once (restoring a checkpoint on its new instance). A co-started
- * job's tasks are attributed from their release (`releaseTimes`: when the job was released, from its `job.co-start`
- * events): a `starting` that ends in `running` at a release of its job was prepared and held, and that time is its
- * instance's idle time (the job view and /metrics show it as the job's wait for its siblings), not the job's. A
- * release is recorded in the transaction that sets the tasks running, so it is known by the time that event is
- * replayed.
+ * job's tasks are attributed from their release (`heldRun`: whether a release explains this `running`, see
+ * `heldRunSeqs`): a `starting` that ends in `running` at a release of its job was prepared and held, and that time is
+ * its instance's idle time (the job view and /metrics show it as the job's wait for its siblings), not the job's. A
+ * release is recorded in the transaction that sets the tasks running, and a transaction's events are read together,
+ * so it is known by the time that event is replayed.
  */
 export class PlacementReplay {
   private readonly open = new Map<string, OpenPlacement>();
   private readonly stoppedBefore = new Set<string>();
 
   constructor(
-    private readonly releaseTimes: (jobId: string) => readonly number[],
+    private readonly heldRun: (e: EventRecord) => boolean,
     private readonly onClosed: (placement: Placement) => void,
   ) {}
 
@@ -257,11 +302,7 @@ export class PlacementReplay {
     }
     if (o !== undefined) {
       this.open.delete(e.taskId);
-      // The release is recorded in the transaction that sets the tasks running: within moments of it.
-      const held =
-        o.holdable &&
-        to === 'running' &&
-        this.releaseTimes(o.jobId).some((r) => Math.abs(r - e.atSeconds) <= 1);
+      const held = o.holdable && to === 'running' && this.heldRun(e);
       if (!held) this.close(e.taskId, o, e.atSeconds);
     }
     if (to === 'stopped') this.stoppedBefore.add(e.taskId);
@@ -322,15 +363,15 @@ function placementOf(taskId: string, o: OpenPlacement, to: number): Placement {
   };
 }
 
-/** Task placements replayed from the whole `task.state` event log (PlacementReplay), those still open ending now. */
-export function placementsFromEvents(
-  events: readonly EventRecord[],
-  nowSeconds: number,
-  releases: ReadonlyMap<string, readonly number[]> = new Map(),
-): Placement[] {
+/**
+ * Task placements replayed from the whole log of `task.state` and `job.co-start` events (PlacementReplay), those
+ * still open ending now.
+ */
+export function placementsFromEvents(events: readonly EventRecord[], nowSeconds: number): Placement[] {
   const out: Placement[] = [];
+  const held = heldRunSeqs(events);
   const replay = new PlacementReplay(
-    (jobId) => releases.get(jobId) ?? [],
+    (e) => held.has(e.seq),
     (p) => out.push(p),
   );
   for (const e of events) replay.apply(e);
@@ -367,13 +408,7 @@ export function computeCostReport(
       const type = book.minType(t.template.demand);
       rpByTask.set(`${job.id}.${t.index}`, type?.costPerHour ?? 0);
     }
-  const events = store.listEvents({ kind: 'task.state' });
-  const releases = new Map<string, number[]>();
-  for (const e of store.listEvents({ kind: 'job.co-start' })) {
-    const decision = (e.data as { readonly decision?: unknown } | undefined)?.decision;
-    if (decision !== 'release' || e.jobId === undefined) continue;
-    releases.set(e.jobId, [...(releases.get(e.jobId) ?? []), e.atSeconds]);
-  }
+  const events = store.listEvents({ kinds: ['task.state', 'job.co-start'] });
   const instances = store.listInstances();
   // Nothing is billed before the first record: start the period there rather than at the epoch.
   let firstRecord = nowSeconds;
@@ -381,7 +416,7 @@ export function computeCostReport(
   for (const i of instances) firstRecord = Math.min(firstRecord, i.requestedAtSeconds);
   return attributeCosts({
     instances: billedInstances(instances, catalog),
-    placements: placementsFromEvents(events, nowSeconds, releases),
+    placements: placementsFromEvents(events, nowSeconds),
     reservationPrice: (taskId) => rpByTask.get(taskId) ?? 0,
     jobs: new Map([...jobById.values()].map((j) => [j.id, { id: j.id, name: j.name, team: j.team }])),
     sinceSeconds: Math.max(sinceSeconds, firstRecord),

@@ -5,6 +5,7 @@ import {
   billedInstances,
   jobAndTeamLines,
   PlacementReplay,
+  heldRunSeqs,
   type BilledInstance,
   type DetailedCostReport,
   type InstanceCostLine,
@@ -100,7 +101,8 @@ class ReportState {
   private nextOrder = 0;
   /** The earliest job submission or instance request: the report's period starts there. */
   private firstRecordSeconds = Number.POSITIVE_INFINITY;
-  private readonly releases = new Map<string, number[]>();
+  /** The `running` events of the batch being replayed that a co-start release explains (heldRunSeqs). */
+  private heldRuns = new Set<number>();
   private readonly live = new Map<string, TrackedInstance>();
   private readonly jobs = new Map<string, JobFacts>();
   private readonly replay: PlacementReplay;
@@ -116,7 +118,7 @@ class ReportState {
   constructor(readonly catalog: Catalog) {
     this.book = new PriceBook(catalog);
     this.replay = new PlacementReplay(
-      (jobId) => this.releases.get(jobId) ?? [],
+      (e) => this.heldRuns.has(e.seq),
       // A placement on an instance whose share is final (or on no instance the store knows) changes nothing.
       (p) => this.live.get(p.instanceId)?.closed.push(p),
     );
@@ -127,18 +129,15 @@ class ReportState {
     this.started = true;
     const events = this.newEvents(store, cold);
     // Releases first: a transaction's events come together, and a release recorded after the task states it
-    // explains must be known when they are replayed.
+    // explains must be known when they are replayed. A release never explains a start of an earlier read: the
+    // task's own `starting` comes between.
+    this.heldRuns = heldRunSeqs(events);
     const jobIds = new Set<string>();
     const instanceIds = new Set<string>();
     for (const e of events) {
       if (e.kind === 'job.submitted' && e.jobId !== undefined) jobIds.add(e.jobId);
       else if ((e.kind === 'instance.created' || e.kind === 'instance.state') && e.instanceId !== undefined)
         instanceIds.add(e.instanceId);
-      else if (e.kind === 'job.co-start' && e.jobId !== undefined) {
-        const decision = (e.data as { readonly decision?: unknown } | undefined)?.decision;
-        if (decision === 'release')
-          this.releases.set(e.jobId, [...(this.releases.get(e.jobId) ?? []), e.atSeconds]);
-      }
     }
     // The first time, every record at once (cheaper than following their events from the start); then the records
     // the new events name.

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import {
   attributeCosts,
   MINIMUM_BILLED_SECONDS,
+  heldRunSeqs,
   placementsFromEvents,
   type AttributionInput,
   type BilledInstance,
@@ -132,17 +133,53 @@ describe('cost attribution', () => {
       taskId: taskId as string,
       data: { to: to as string, instanceId: instanceId as string },
     }));
-    const releases = new Map([['job-1', [300]]]);
+    // The release, recorded in the transaction that set job-1's tasks running (after their states here).
+    const release: EventRecord = {
+      seq: 3.5,
+      atSeconds: 300,
+      kind: 'job.co-start',
+      jobId: 'job-1',
+      data: { decision: 'release', tasks: ['job-1.0', 'job-1.1'] },
+    };
+    const withRelease = [...events.slice(0, 4), release, ...events.slice(4)];
     expect(
-      placementsFromEvents(events, 1000, releases).map((p) => [p.taskId, p.fromSeconds, p.toSeconds]),
+      placementsFromEvents(withRelease, 1000).map((p) => [p.taskId, p.fromSeconds, p.toSeconds]),
     ).toEqual([
       ['job-2.0', 0, 60],
       ['job-1.0', 300, 1000],
       ['job-1.1', 300, 1000],
       ['job-2.0', 60, 1000],
     ]);
-    // Without the release known, the held time is the job's, as for every other start.
+    // Without the release, the held time is the job's, as for every other start.
     expect(placementsFromEvents(events, 1000).filter((p) => p.taskId === 'job-1.0')[0]?.fromSeconds).toBe(0);
+  });
+
+  it('a release explains the start in its own transaction, not an earlier one of the same task', () => {
+    // job-1.0 started at 1000 and ran at 1001 unheld; went back to starting at 1001 and was released then.
+    const events: EventRecord[] = (
+      [
+        [1, 'task.state', 1000, { to: 'starting', instanceId: 'inst-1' }],
+        [2, 'task.state', 1001, { to: 'running', instanceId: 'inst-1' }],
+        [3, 'task.state', 1001, { to: 'starting', instanceId: 'inst-1' }],
+        [4, 'task.state', 1001, { to: 'running', instanceId: 'inst-1' }],
+        [5, 'job.co-start', 1001, { decision: 'release', tasks: ['job-1.0'] }],
+      ] as const
+    ).map(([seq, kind, at, data]) => ({
+      seq,
+      atSeconds: at,
+      kind,
+      jobId: 'job-1',
+      ...(kind === 'task.state' ? { taskId: 'job-1.0' } : {}),
+      data,
+    }));
+    expect([...heldRunSeqs(events)]).toEqual([4]);
+    // The first second is the job's; the held start took no time.
+    expect(placementsFromEvents(events, 1001).map((p) => [p.fromSeconds, p.toSeconds])).toEqual([
+      [1000, 1001],
+    ]);
+    // Released first (the release before the states in its transaction): the same.
+    const first = [events[0], events[1], events[2], { ...events[4], seq: 3.5 }, events[3]] as EventRecord[];
+    expect([...heldRunSeqs(first)]).toEqual([4]);
   });
 
   it('replays placements from task state events', () => {

@@ -270,6 +270,28 @@ describe('incremental cost report', () => {
     );
   });
 
+  it("takes a release to explain its own transaction's start only, not the task's earlier one (property's counterexample)", () => {
+    // Found by the property (seed -544054313): the task starts at 1000 and runs at 1001, unheld; a report; it goes
+    // back to starting and is released at 1001. The first second is the job's, in both reports.
+    const clock = new Clock();
+    const history = new History(new MemoryStateStore({ nowSeconds: clock.nowSeconds }), clock);
+    const steps: Step[] = [
+      { kind: 'create', type: 0 },
+      { kind: 'instance', pick: 0, terminate: false },
+      { kind: 'submit', demand: 0, replicas: 1, team: 0 },
+      { kind: 'task', pick: 0, to: TASK_STATES.indexOf('starting'), instance: 0 },
+      { kind: 'advance', seconds: 1 },
+      { kind: 'task', pick: 0, to: TASK_STATES.indexOf('running'), instance: 0 },
+      { kind: 'report' },
+      { kind: 'task', pick: 0, to: TASK_STATES.indexOf('starting'), instance: 0 },
+      { kind: 'release', pick: 0, releaseFirst: false },
+    ];
+    expect(checkHistory(history.store, history, steps)).toBe(2);
+    const report = computeCostReport(history.store, catalog, history.now);
+    expect(report.idleCost).toBe(0);
+    expect(report.byJob[0]?.cost).toBeCloseTo(priceOf('c7i.xlarge') / 3600, 12);
+  });
+
   it("gives a job's cost as its ended instances' final shares plus its live one's", () => {
     const { clock, store, taskId, instanceId } = oneJobLaunched();
     const incremental = new IncrementalCostReport();
