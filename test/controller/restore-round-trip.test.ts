@@ -102,7 +102,8 @@ describe('restore from a backup in local mode, with a directory object store', (
     // Before the backup: one long job, one that finishes.
     const first = await startLocalController(stateDir, options);
     children.push(first.process);
-    const long = await submit(first, 'long-before', ['sleep', '3']);
+    // Long enough to be still running when the box is lost, however slow the host (3 s ended first on one CI run).
+    const long = await submit(first, 'long-before', ['sleep', '10']);
     const quick = await submit(first, 'quick-before', ['true']);
     await jobState(first, quick, ['succeeded']);
     first.process.kill('SIGTERM');
@@ -116,7 +117,7 @@ describe('restore from a backup in local mode, with a directory object store', (
       (await latestSeq(objects, 'rt')) > seqBefore ? true : undefined,
     );
     const quickAfter = await submit(second, 'quick-after', ['true']);
-    const longAfter = await submit(second, 'long-after', ['sleep', '3']);
+    const longAfter = await submit(second, 'long-after', ['sleep', '10']);
     await jobState(second, quickAfter, ['succeeded']);
     // Its end is stored in the background, moments after: a job that ended in the very last moments before the loss
     // (its end record not yet stored) would run again.
@@ -180,7 +181,7 @@ describe('restore from a backup in local mode, with a directory object store', (
     );
     state.close();
     for (const i of launched) expect(cloudIds.has(i.instanceId)).toBe(true);
-  });
+  }, 120_000);
 });
 
 describeWithMoto(
