@@ -293,7 +293,7 @@ export class PlacementReplay {
     const data = (
       typeof e.data === 'object' && e.data !== null && !Array.isArray(e.data) ? e.data : {}
     ) as TaskStateData;
-    const to = typeof data.to === 'string' ? (data.to as TaskState) : undefined;
+    const to = stateTo(e) as TaskState | undefined;
     const o = this.open.get(e.taskId);
     if (to === undefined) {
       // Not a start's end that a release explains: the start it follows was not held.
