@@ -18,12 +18,19 @@ export const RECONNECT_GRACE_TIMEOUTS = 2;
  * A worker not heard since the restart also carries the silence earlier controllers counted against it
  * (`silenceToCarry`, saved by carried-silence.ts): a controller restarted again and again (a crash loop) would
  * otherwise start every count afresh and never replace a dead worker, whose task may then run to its end unseen and be
- * run again from its last checkpoint once the loop stops.
+ * run again from its last checkpoint once the loop stops. A controller adds to that count only once it hears the
+ * fleet: from when it has heard at least half of the other registered workers. A controller still taking the
+ * reconnect burst hears healthy workers late, and one killed within seconds may never hear some of them: counted from
+ * its start, a crash loop of lives of 0.3–3 s summed those misses past the grace and replaced healthy workers.
  */
 export class WorkerSilence {
   /** Since when workers can reach this controller (serving()); undefined before. */
   private servingSinceSeconds: number | undefined;
   private readonly lastHeard = new Map<string, number>();
+  /** When each worker was first heard by this controller. */
+  private readonly firstHeard = new Map<string, number>();
+  /** When this controller had heard at least half of the other registered workers (observeFleet); undefined before. */
+  private fleetHeardSeconds: number | undefined;
   private readonly lost = new Set<string>();
   /** Silence counted by earlier controllers, per worker not heard by this one yet. */
   private readonly carried: Map<string, number>;
@@ -52,8 +59,31 @@ export class WorkerSilence {
   }
 
   heard(instanceId: string): void {
-    this.lastHeard.set(instanceId, this.attention.seconds());
+    const now = this.attention.seconds();
+    this.lastHeard.set(instanceId, now);
+    if (!this.firstHeard.has(instanceId)) this.firstHeard.set(instanceId, now);
     this.carried.delete(instanceId);
+  }
+
+  /**
+   * The registered workers not marked lost, as the caller lists them: once this controller has heard at least half of
+   * them but one, it hears the fleet, since the time it had (the carried count goes on from there).
+   */
+  observeFleet(registered: readonly string[]): void {
+    if (this.fleetHeardSeconds !== undefined || this.servingSinceSeconds === undefined) return;
+    const needed = Math.ceil((registered.length - 1) / 2);
+    if (needed <= 0) {
+      this.fleetHeardSeconds = this.servingSinceSeconds;
+      return;
+    }
+    const heardAt = registered
+      .flatMap((id) => {
+        const at = this.firstHeard.get(id);
+        return at === undefined ? [] : [at];
+      })
+      .sort((a, b) => a - b);
+    const at = heardAt[needed - 1];
+    if (at !== undefined) this.fleetHeardSeconds = Math.max(at, this.servingSinceSeconds);
   }
 
   markLost(instanceId: string): void {
@@ -69,19 +99,22 @@ export class WorkerSilence {
     if (this.servingSinceSeconds === undefined || this.lost.has(instanceId)) return false;
     const now = this.attention.seconds();
     const last = this.lastHeard.get(instanceId);
-    return last === undefined
-      ? (this.carried.get(instanceId) ?? 0) + now - this.servingSinceSeconds >
-          RECONNECT_GRACE_TIMEOUTS * this.timeoutSeconds
-      : now - last > this.timeoutSeconds;
+    if (last !== undefined) return now - last > this.timeoutSeconds;
+    const grace = RECONNECT_GRACE_TIMEOUTS * this.timeoutSeconds;
+    return now - this.servingSinceSeconds > grace || this.countedSilence(instanceId, now) > grace;
+  }
+
+  /** A worker not heard by this controller: what earlier controllers counted, and this one since it hears the fleet. */
+  private countedSilence(instanceId: string, now: number): number {
+    const carried = this.carried.get(instanceId) ?? 0;
+    return this.fleetHeardSeconds === undefined ? carried : carried + now - this.fleetHeardSeconds;
   }
 
   /** The silence the next controller should count on from, were this one to stop now. */
   silenceToCarry(instanceId: string): number {
     const now = this.attention.seconds();
     const last = this.lastHeard.get(instanceId);
-    if (last !== undefined) return now - last;
-    const carried = this.carried.get(instanceId) ?? 0;
-    return this.servingSinceSeconds === undefined ? carried : carried + now - this.servingSinceSeconds;
+    return last !== undefined ? now - last : this.countedSilence(instanceId, now);
   }
 
   /** Seconds since the instance's worker was last heard (undefined: never, in this process). */

@@ -484,9 +484,7 @@ export class WorkerTaskControl implements TaskControl {
   carrySilence(): void {
     try {
       const silence = new Map<string, number>();
-      for (const inst of this.store.listInstances({ states: ['running', 'draining'] }))
-        if (inst.workerTokenHash !== undefined && !this.silence.isLost(inst.id))
-          silence.set(inst.id, this.silence.silenceToCarry(inst.id));
+      for (const inst of this.watchedWorkers()) silence.set(inst.id, this.silence.silenceToCarry(inst.id));
       this.carried.save(silence);
       this.carryFailure = undefined;
     } catch (e) {
@@ -499,9 +497,16 @@ export class WorkerTaskControl implements TaskControl {
 
   /** Registered workers silent for too long (worker-silence.ts); the caller replaces their instances. */
   staleInstances(): InstanceRecord[] {
-    return this.store
+    return this.watchedWorkers().filter((inst) => this.silence.isSilent(inst.id));
+  }
+
+  /** The instances whose registered worker is watched for silence (not lost yet), the fleet's size noted. */
+  private watchedWorkers(): InstanceRecord[] {
+    const watched = this.store
       .listInstances({ states: ['running', 'draining'] })
-      .filter((inst) => inst.workerTokenHash !== undefined && this.silence.isSilent(inst.id));
+      .filter((inst) => inst.workerTokenHash !== undefined && !this.silence.isLost(inst.id));
+    this.silence.observeFleet(watched.map((inst) => inst.id));
+    return watched;
   }
 
   /** The caller replaced the instance: forget its worker. */

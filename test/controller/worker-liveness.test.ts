@@ -116,9 +116,10 @@ describe('worker liveness', () => {
     first.carrySilence();
     expect(store.getValue(CARRIED_SILENCE_KEY)).toEqual({ [dead.id]: 8 });
 
-    // Each later controller lives 3 s of serving after a recovery that counts for nothing; the healthy worker is heard
-    // in each, the dead one in none. Without the saved silence each would start from 0 and never reach the 20 s a
-    // worker not heard since the restart is given (RECONNECT_GRACE_TIMEOUTS timeouts).
+    // Each later controller serves 4 s after a recovery that counts for nothing; it hears the healthy worker 1 s in
+    // (the fleet, but for the dead worker) and counts on from there; the dead one it never hears. Without the saved
+    // silence each would start from 0 and never reach the 20 s a worker not heard since the restart is given
+    // (RECONNECT_GRACE_TIMEOUTS timeouts).
     const replacedIn: number[] = [];
     for (let life = 1; life <= 6 && replacedIn.length === 0; life++) {
       clock.advance(30);
@@ -126,7 +127,7 @@ describe('worker liveness', () => {
       workers.serving();
       clock.advance(1);
       workers.heartbeat(healthyToken, { tasks: [] });
-      clock.advance(2);
+      clock.advance(3);
       if (workers.staleInstances().some((i) => i.id === healthy.id))
         throw new Error('healthy worker replaced');
       if (workers.staleInstances().some((i) => i.id === dead.id)) replacedIn.push(life);
@@ -135,6 +136,67 @@ describe('worker liveness', () => {
     // 8 + 3 + 3 + 3 + 3 = 20 after four restarts, not more than the grace; past it in the fifth.
     expect(replacedIn).toEqual([5]);
     expect(RECONNECT_GRACE_TIMEOUTS * 10).toBe(20);
+  });
+
+  it('a controller that has not heard most of the fleet adds nothing to the saved silence: a crash loop in the reconnect burst replaces no healthy worker', () => {
+    const clock = new ManualClock();
+    const { store } = rig(clock);
+    const tokens = [
+      'second-instance-token-0123456789',
+      'third-instance-token-01234567890',
+      'fourth-instance-token-0123456789',
+    ];
+    const others = tokens.map((token) => addInstance(store, token));
+    // Lives of 3 s, each killed while the four workers reconnect: it hears only the first (one of the three others,
+    // not half). Counted from each start, the three unheard ones would pass the 20 s grace in the seventh life.
+    for (let life = 1; life <= 10; life++) {
+      clock.advance(5);
+      const workers = controlOver(store, clock);
+      workers.serving();
+      clock.advance(2);
+      workers.heartbeat(WORKER_TOKEN, { tasks: [] });
+      clock.advance(1);
+      expect(workers.staleInstances()).toEqual([]);
+      workers.carrySilence();
+    }
+    expect(store.getValue(CARRIED_SILENCE_KEY)).toBeUndefined();
+
+    // A life that hears the first and second workers hears the fleet (two of the three others) from the second's
+    // heartbeat, 2 s in, and counts the two it has not heard from then.
+    const hearsTwo = (): WorkerTaskControl => {
+      const workers = controlOver(store, clock);
+      workers.serving();
+      clock.advance(1);
+      workers.heartbeat(WORKER_TOKEN, { tasks: [] });
+      clock.advance(1);
+      workers.heartbeat(tokens[0] as string, { tasks: [] });
+      return workers;
+    };
+    const unheard = [others[1]?.id as string, others[2]?.id as string].sort();
+    /** `seconds` pass with the first two workers heard every second. */
+    const beating = (workers: WorkerTaskControl, seconds: number): void => {
+      for (let s = 0; s < seconds; s++) {
+        clock.advance(1);
+        workers.heartbeat(WORKER_TOKEN, { tasks: [] });
+        workers.heartbeat(tokens[0] as string, { tasks: [] });
+      }
+    };
+    const life = hearsTwo();
+    beating(life, 8);
+    life.carrySilence();
+    expect(store.getValue(CARRIED_SILENCE_KEY)).toEqual(Object.fromEntries(unheard.map((id) => [id, 8])));
+    // The next one counts on from those 8 s once it hears the fleet: past the grace 12 s later (14 s in, short of
+    // its own 20 s).
+    const next = hearsTwo();
+    beating(next, 12);
+    expect(next.staleInstances()).toEqual([]);
+    clock.advance(0.5);
+    expect(
+      next
+        .staleInstances()
+        .map((i) => i.id)
+        .sort(),
+    ).toEqual(unheard);
   });
 
   it('saves nothing while every worker is heard, and forgets a worker once it is heard again', () => {
