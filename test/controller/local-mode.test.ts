@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
@@ -10,9 +9,10 @@ import { readLocalInstances } from '../../src/cloud/local/instance-file.js';
 import { INSTANCE_LABEL, TASK_LABEL } from '../../src/worker/executors/docker.js';
 import { writeShortCounterSpec } from '../helpers/counter-spec.js';
 import { describeWithDocker } from '../helpers/dockerd.js';
+import { CONTROLLER_START_TIMEOUT_MS, freePort, until } from '../helpers/local-controller.js';
 
 /**
- * The issue's acceptance check, end to end with real processes (`node dist/cli/main.js`; `npm test` builds dist): a
+ * Local mode's acceptance check, end to end with real processes (`node dist/cli/main.js`; `npm test` builds dist): a
  * controller in local mode; the counter job is drained off its instance mid-run and resumes from its checkpoint on a
  * new one (with the process executor, and with the Docker executor against the private dockerd of
  * test/helpers/dockerd.ts); a job whose worker is SIGKILLed resumes from its last checkpoint on a replacement
@@ -51,18 +51,6 @@ afterAll(async () => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 function cli(args: readonly string[], env: NodeJS.ProcessEnv): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [MAIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -76,24 +64,6 @@ function cli(args: readonly string[], env: NodeJS.ProcessEnv): Promise<string> {
   });
 }
 
-async function until<T>(
-  what: string,
-  probe: () => Promise<T | undefined>,
-  timeoutMs = 40_000,
-  diagnostics?: () => string,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline)
-      throw new Error(
-        `timed out waiting for ${what}${diagnostics === undefined ? '' : `\n${diagnostics()}`}`,
-      );
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 interface JobDoc {
   state: string;
   migrations: number;
@@ -102,14 +72,16 @@ interface JobDoc {
 }
 
 // Short timings for tests: 0.5 s heartbeats and reconciliation passes, 1 s rounds (the local defaults are 1 s, 2 s,
-// 10 s: a demo pace). The counter counts to 120 at 0.04 s a step (~7 s with the shell's overhead) and checkpoints every second.
+// 10 s: a demo pace). The counter counts to 120 at 0.1 s a step (~14 s with the shell's overhead) and checkpoints every
+// second: long enough that a drain asked once it has a checkpoint lands before it ends on a starved host (at 0.04 s a
+// step, a drained job once finished on its first instance first).
 const COUNT_TO = 120;
 const TEST_CONFIG = ['workerHeartbeatSeconds: 0.5', 'pollSeconds: 0.5', 'roundSeconds: 1', ''].join('\n');
 
 function counterSpec(): string {
   const spec = join(scratch, 'counter.yaml');
   if (!existsSync(spec))
-    writeShortCounterSpec(spec, { countTo: COUNT_TO, stepSeconds: 0.04, checkpointSeconds: 1 });
+    writeShortCounterSpec(spec, { countTo: COUNT_TO, stepSeconds: 0.1, checkpointSeconds: 1 });
   return spec;
 }
 
@@ -176,7 +148,11 @@ async function startController(
   controller.stdout?.on('data', (d: Buffer) => (startup += d.toString()));
   let stderr = '';
   controller.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
-  await until(`the API of ${name}`, async () => (startup.includes('API http://') ? true : undefined));
+  await until(
+    `the API of ${name}`,
+    async () => (startup.includes('API http://') ? true : undefined),
+    CONTROLLER_START_TIMEOUT_MS,
+  );
   return {
     name,
     stateDir,

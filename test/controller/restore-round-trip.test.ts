@@ -15,6 +15,7 @@ import { createS3Client } from '../../src/storage/s3-store.js';
 import type { ObjectStore } from '../../src/storage/object-store.js';
 import { CLI } from '../helpers/built-cli.js';
 import {
+  CONTROLLER_START_TIMEOUT_MS,
   freePort,
   killLocalLeftovers,
   pidAlive,
@@ -257,7 +258,7 @@ describeWithMoto(
       await until(
         'the controller API',
         () => (out.includes('API http://') ? true : undefined),
-        40_000,
+        CONTROLLER_START_TIMEOUT_MS,
         () => out,
       );
       return { child, exited, api, output: () => out };
@@ -336,7 +337,8 @@ describeWithMoto(
       expect(await ec2.list('rt-aws', { includeTerminated: true })).toHaveLength(2);
       restored.child.kill('SIGTERM');
       expect(await restored.exited).toBe(0);
-    });
+      // Three controller starts, each allowed CONTROLLER_START_TIMEOUT_MS on a starved host.
+    }, 300_000);
   },
   { resetBeforeEach: false },
 );

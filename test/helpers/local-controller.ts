@@ -60,6 +60,12 @@ export function freePort(): Promise<number> {
   });
 }
 
+/**
+ * How long a test waits for a controller process to serve its API. It starts in about 2 s, but beside the chaos run's
+ * fifty workers on two cores a controller once logged its recovered state and then served nothing for 38 s more.
+ */
+export const CONTROLLER_START_TIMEOUT_MS = 90_000;
+
 export async function until<T>(
   what: string,
   probe: () => Promise<T | undefined> | T | undefined,
@@ -216,7 +222,7 @@ export async function startLocalController(
   await until(
     'the controller API',
     () => (out.includes('API http://') ? true : undefined),
-    40_000,
+    CONTROLLER_START_TIMEOUT_MS,
     () => started.diagnostics(),
   );
   return started;
