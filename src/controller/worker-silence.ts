@@ -66,8 +66,9 @@ export class WorkerSilence {
   }
 
   /**
-   * The registered workers not marked lost, as the caller lists them: once this controller has heard at least half of
-   * them but one, it hears the fleet, since the time it had (the carried count goes on from there).
+   * Note the registered workers not marked lost, as the caller lists them: once this controller has heard at least
+   * half of the others (half of all but one, rounded up), it hears the fleet, from the moment it had heard them; the
+   * carried count goes on from there.
    */
   observeFleet(registered: readonly string[]): void {
     if (this.fleetHeardSeconds !== undefined || this.servingSinceSeconds === undefined) return;
