@@ -100,11 +100,15 @@ describe('restore from a backup in local mode, with a directory object store', (
     const objects = await openObjectStore(objectsDir);
     const options = { config: CONFIG, args: ['--cluster', 'rt', '--object-store', objectsDir] };
 
+    // The long jobs run until the test lets them end, after the restore: a job of a given length (3 s, then 10 s)
+    // could end before the box was lost on a slow host, and the restore then rightly reported it ended.
+    const gate = join(scratch, 'long-jobs-may-end');
+    const longJob = ['sh', '-c', `while [ ! -e '${gate}' ]; do sleep 0.2; done`];
+
     // Before the backup: one long job, one that finishes.
     const first = await startLocalController(stateDir, options);
     children.push(first.process);
-    // Long enough to be still running when the box is lost, however slow the host (3 s ended first on one CI run).
-    const long = await submit(first, 'long-before', ['sleep', '10']);
+    const long = await submit(first, 'long-before', longJob);
     const quick = await submit(first, 'quick-before', ['true']);
     await jobState(first, quick, ['succeeded']);
     first.process.kill('SIGTERM');
@@ -118,7 +122,7 @@ describe('restore from a backup in local mode, with a directory object store', (
       (await latestSeq(objects, 'rt')) > seqBefore ? true : undefined,
     );
     const quickAfter = await submit(second, 'quick-after', ['true']);
-    const longAfter = await submit(second, 'long-after', ['sleep', '10']);
+    const longAfter = await submit(second, 'long-after', longJob);
     await jobState(second, quickAfter, ['succeeded']);
     // Its end is stored in the background, moments after: a job that ended in the very last moments before the loss
     // (its end record not yet stored) would run again.
@@ -149,6 +153,7 @@ describe('restore from a backup in local mode, with a directory object store', (
     );
     // Every accepted job is there, with its id and name; each one ends, and the finished ones ran once.
     expect((await jobs(restored)).map((j) => [j.id, j.name])).toEqual(accepted.map((j) => [j.id, j.name]));
+    writeFileSync(gate, '');
     for (const id of [long, quick, quickAfter, longAfter]) await jobState(restored, id, ['succeeded']);
     expect(await logRuns(objects, quick)).toBe(1);
     expect(await logRuns(objects, quickAfter)).toBe(1);
