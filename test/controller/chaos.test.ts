@@ -342,46 +342,40 @@ describeWithMoto(
       let current = await start();
       ctl = current;
 
-      // Each job's work drawn in order (the seed decides it), then all fifty submitted at once: one at a time, each
-      // answer waited behind the rounds and launches the earlier ones set off (80 s for the fifty on a loaded host).
       const iterations = new Map<string, number>();
-      for (let i = 0; i < JOBS; i += 1)
-        iterations.set(
-          `chaos-${String(i).padStart(2, '0')}`,
-          MIN_ITERATIONS + rng.int(MAX_ITERATIONS - MIN_ITERATIONS + 1),
-        );
-      const submitted = await Promise.all(
-        [...iterations].map(([name, count]) =>
-          current.api('POST', '/v1/jobs', {
-            name,
-            team: 'chaos',
-            tasks: [
-              {
-                image: 'busybox',
-                command: ['sh', script],
-                env: {
-                  COUNT_TO: count,
-                  STEP_SECONDS: String(STEP_SECONDS),
-                  CHECKPOINT_CS: CHECKPOINT_SECONDS * 100,
-                  MARK_FILE: join(marksDir, `${name}.log`),
-                },
-                demand: { any: [0, 0.25, 0.125] },
-                shmSizeGiB: 0.0625,
+      for (let i = 0; i < JOBS; i += 1) {
+        const name = `chaos-${String(i).padStart(2, '0')}`;
+        const count = MIN_ITERATIONS + rng.int(MAX_ITERATIONS - MIN_ITERATIONS + 1);
+        iterations.set(name, count);
+        const answer = await current.api('POST', '/v1/jobs', {
+          name,
+          team: 'chaos',
+          tasks: [
+            {
+              image: 'busybox',
+              command: ['sh', script],
+              env: {
+                COUNT_TO: count,
+                STEP_SECONDS: String(STEP_SECONDS),
+                CHECKPOINT_CS: CHECKPOINT_SECONDS * 100,
+                MARK_FILE: join(marksDir, `${name}.log`),
               },
-            ],
-            checkpoint: {
-              signal: 'SIGTERM',
-              timeoutSeconds: 10,
-              everySeconds: CHECKPOINT_SECONDS,
-              restoreDelaySeconds: 1,
-              initDelaySeconds: 1,
+              demand: { any: [0, 0.25, 0.125] },
+              shmSizeGiB: 0.0625,
             },
-            totalIterations: count,
-            expectedDurationSeconds: Math.ceil(count * STEP_SECONDS),
-          }),
-        ),
-      );
-      for (const answer of submitted) expect(answer.status, answer.text).toBe(201);
+          ],
+          checkpoint: {
+            signal: 'SIGTERM',
+            timeoutSeconds: 10,
+            everySeconds: CHECKPOINT_SECONDS,
+            restoreDelaySeconds: 1,
+            initDelaySeconds: 1,
+          },
+          totalIterations: count,
+          expectedDurationSeconds: Math.ceil(count * STEP_SECONDS),
+        });
+        expect(answer.status, answer.text).toBe(201);
+      }
 
       const plan = chaosPlan(rng);
       const kills: WorkerKill[] = [];
