@@ -73,8 +73,8 @@ interface JobDoc {
 
 // Short timings for tests: 0.5 s heartbeats and reconciliation passes, 1 s rounds (the local defaults are 1 s, 2 s,
 // 10 s: a demo pace). The counter counts to 120 at 0.1 s a step (~14 s with the shell's overhead) and checkpoints every
-// second: long enough that a drain asked once it has a checkpoint lands before it ends on a starved host (at 0.04 s a
-// step, a drained job once finished on its first instance first).
+// second: long enough that a drain asked once it has a checkpoint lands well before it ends on a starved host (at 0.04 s
+// a step, 5 s of work, a drained job once succeeded with no resumed run in its logs).
 const COUNT_TO = 120;
 const TEST_CONFIG = ['workerHeartbeatSeconds: 0.5', 'pollSeconds: 0.5', 'roundSeconds: 1', ''].join('\n');
 
