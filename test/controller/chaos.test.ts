@@ -254,6 +254,26 @@ function controllerView(jobName: string): string {
   }
 }
 
+/**
+ * Instances (cloud ids) whose worker the controller declared lost though the run did not kill it: a healthy worker
+ * replaced, its tasks rerun from their last checkpoints (printed in the summary; the redone-work bound catches a costly
+ * one).
+ */
+function replacedUnkilled(killed: ReadonlySet<string>): string[] {
+  const db = new Database(join(stateDir, 'state.db'), { readonly: true, fileMustExist: true });
+  try {
+    const rows = db
+      .prepare(
+        `SELECT DISTINCT i.cloud_id AS cloudId FROM events e JOIN instances i ON i.id = e.instance_id
+         WHERE e.kind = 'instance.worker-lost' AND i.cloud_id IS NOT NULL`,
+      )
+      .all() as { cloudId: string }[];
+    return rows.map((r) => r.cloudId).filter((id) => !killed.has(id));
+  } finally {
+    db.close();
+  }
+}
+
 /** Centiseconds of /proc/uptime: the clock the tasks' marks use. */
 function uptimeCs(): number {
   return Math.round(Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]) * 100);
@@ -572,8 +592,10 @@ describeWithMoto(
       if (restarts.length < WORKER_KILLS)
         problems.push(`${restarts.length} restarts for ${WORKER_KILLS} SIGKILLs of busy workers`);
       const maxLost = Math.max(0, ...restarts.map((r) => r.lostSeconds));
+      const falselyLost = replacedUnkilled(new Set(kills.map((k) => k.instance)));
       process.stderr.write(
         `[chaos] seed ${SEED}: ${JOBS} jobs in ${elapsed()}, ${controllerKills} controller and ${kills.length} worker SIGKILLs; ` +
+          `workers replaced that the run did not kill: ${falselyLost.join(', ') || 'none'}; ` +
           `${restarts.length} restarts (finishes no one could report: ${unreported.join(', ') || 'none'}), work redone per restart ≤ ${maxLost.toFixed(2)} s (checkpoints every ${CHECKPOINT_SECONDS} s, ` +
           `bound ${LOST_WORK_BOUND_SECONDS} s); the newest checkpoint in the store at each kill held ` +
           `${durable.map((d) => `${d.taskId} ${d.counter}`).join(', ')}: ` +
