@@ -1,19 +1,23 @@
 import type { Attention } from './attention-clock.js';
 
 /**
- * How many heartbeat timeouts a restarted controller waits for a worker it has not heard yet. Every worker reconnects
- * at once, on a new connection, to a process still warming up, and on a starved host that burst is answered late: at
- * one timeout, one restart on a loaded host replaced eleven healthy instances at once, each replacement costing a
- * launch and the work since the task's last checkpoint. Kubernetes gives nodes that have not reported a longer
- * grace the same way (node-startup grace period against the node-monitor grace period).
+ * How many heartbeat timeouts a worker gets to (re)connect: a restarted controller waits this long for a worker it has
+ * not heard yet, and any controller for the first heartbeat of a worker that has just registered. Every worker
+ * reconnects at once, on a new connection, to a process still warming up, and on a starved host that burst is
+ * answered late: at one timeout, one restart on a loaded host replaced eleven healthy instances at once, each
+ * replacement costing a launch and the work since the task's last checkpoint. A worker that has just registered is
+ * still starting (its first heartbeat adopts what runs on its instance, and a dozen workers start at once when a
+ * cluster fills): at one timeout (3 s) the chaos run replaced nine of its first twelve workers, each 3.1–3.8 s after it
+ * registered. Kubernetes gives nodes that have not reported a longer grace the same way (node-startup grace period
+ * against the node-monitor grace period).
  */
 export const RECONNECT_GRACE_TIMEOUTS = 2;
 
 /**
  * When a registered worker counts as silent (ARCHITECTURE.md "A silent worker"): measured on the controller's
  * attention clock, never before the controller serves the worker protocol, with RECONNECT_GRACE_TIMEOUTS timeouts for
- * a worker not heard since, and one timeout after its last heartbeat. A worker marked lost stays lost until it
- * registers again.
+ * a worker not heard since and for the first heartbeat after a registration, and one timeout after a heartbeat. A
+ * worker marked lost stays lost until it registers again.
  *
  * A worker not heard since the restart also carries the silence earlier controllers counted against it
  * (`silenceToCarry`, saved by carried-silence.ts): a controller restarted again and again (a crash loop) would
@@ -27,6 +31,8 @@ export class WorkerSilence {
   /** Since when workers can reach this controller (serving()); undefined before. */
   private servingSinceSeconds: number | undefined;
   private readonly lastHeard = new Map<string, number>();
+  /** Workers that registered with this controller and have not heartbeated since. */
+  private readonly starting = new Set<string>();
   /** When each worker was first heard by this controller. */
   private readonly firstHeard = new Map<string, number>();
   /** When this controller had heard at least half of the other registered workers (observeFleet); undefined before. */
@@ -52,9 +58,10 @@ export class WorkerSilence {
     this.servingSinceSeconds ??= this.attention.seconds();
   }
 
-  /** The instance's worker registered: heard now, and no longer lost. */
+  /** The instance's worker registered: heard now, no longer lost, and starting until its first heartbeat. */
   registered(instanceId: string): void {
     this.heard(instanceId);
+    this.starting.add(instanceId);
     this.lost.delete(instanceId);
   }
 
@@ -63,6 +70,7 @@ export class WorkerSilence {
     this.lastHeard.set(instanceId, now);
     if (!this.firstHeard.has(instanceId)) this.firstHeard.set(instanceId, now);
     this.carried.delete(instanceId);
+    this.starting.delete(instanceId);
   }
 
   /**
@@ -100,8 +108,8 @@ export class WorkerSilence {
     if (this.servingSinceSeconds === undefined || this.lost.has(instanceId)) return false;
     const now = this.attention.seconds();
     const last = this.lastHeard.get(instanceId);
-    if (last !== undefined) return now - last > this.timeoutSeconds;
     const grace = RECONNECT_GRACE_TIMEOUTS * this.timeoutSeconds;
+    if (last !== undefined) return now - last > (this.starting.has(instanceId) ? grace : this.timeoutSeconds);
     return now - this.servingSinceSeconds > grace || this.countedSilence(instanceId, now) > grace;
   }
 

@@ -4,7 +4,7 @@ import { ManualClock } from '../../src/controller/clock.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { CARRIED_SILENCE_KEY } from '../../src/controller/carried-silence.js';
 import type { StateStore } from '../../src/controller/state-store.js';
-import { RECONNECT_GRACE_TIMEOUTS } from '../../src/controller/worker-silence.js';
+import { RECONNECT_GRACE_TIMEOUTS, WorkerSilence } from '../../src/controller/worker-silence.js';
 import type { WorkerTaskControl } from '../../src/controller/worker-task-control.js';
 import { workerTaskControlFor } from './controller-fixtures.js';
 
@@ -77,6 +77,26 @@ describe('worker liveness', () => {
     expect(workers.staleInstances()).toEqual([]);
     clock.advance(2);
     expect(workers.staleInstances().map((i) => i.id)).toEqual([inst.id]);
+  });
+
+  it('gives a worker that has just registered twice the timeout for its first heartbeat, then one', () => {
+    let now = 0;
+    const silence = new WorkerSilence({ seconds: () => now }, 3);
+    silence.serving();
+    silence.registered('inst-1');
+    // Still starting: its first heartbeat adopts what runs on the instance, beside a dozen workers starting at once.
+    now = 3.5;
+    expect(silence.isSilent('inst-1')).toBe(false);
+    now = RECONNECT_GRACE_TIMEOUTS * 3 + 0.5;
+    expect(silence.isSilent('inst-1')).toBe(true);
+    // Once it heartbeats, one timeout.
+    silence.heard('inst-1');
+    now += 3.5;
+    expect(silence.isSilent('inst-1')).toBe(true);
+    // Registering again (a restarted worker) is starting again.
+    silence.registered('inst-1');
+    now += 3.5;
+    expect(silence.isSilent('inst-1')).toBe(false);
   });
 
   it("does not count a stall of the controller's own loop as its workers' silence", () => {
