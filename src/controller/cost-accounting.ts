@@ -236,20 +236,13 @@ export function heldRunSeqs(events: readonly EventRecord[]): Set<number> {
   events.forEach((release, i) => {
     const data = release.data as { readonly decision?: unknown; readonly tasks?: unknown } | undefined;
     if (release.kind !== 'job.co-start' || data?.decision !== 'release') return;
-    const named = Array.isArray(data.tasks)
-      ? new Set(data.tasks.filter((t): t is string => typeof t === 'string'))
-      : undefined;
+    // The reconciler names the tasks it releases in every release it records (reconcile/effects/tasks.ts).
+    const tasks = Array.isArray(data.tasks)
+      ? data.tasks.filter((t): t is string => typeof t === 'string')
+      : [];
     const near = (e: EventRecord): boolean => Math.abs(e.atSeconds - release.atSeconds) <= 1;
     const ofTask = (e: EventRecord | undefined, taskId: string): boolean =>
       e?.kind === 'task.state' && e.taskId === taskId;
-    // The tasks it names; a release without names (none recorded): its job's tasks moved within the second.
-    const tasks =
-      named ??
-      new Set(
-        events
-          .filter((e) => e.kind === 'task.state' && e.jobId === release.jobId && near(e))
-          .flatMap((e) => (e.taskId === undefined ? [] : [e.taskId])),
-      );
     for (const taskId of tasks) {
       let before = i - 1;
       while (before >= 0 && near(events[before] as EventRecord) && !ofTask(events[before], taskId))

@@ -387,7 +387,11 @@ describe('incremental cost report', () => {
       now = 400;
       store.transaction(() => {
         const release = (): void => {
-          store.appendEvent({ kind: 'job.co-start', jobId: job.id, data: { decision: 'release' } });
+          store.appendEvent({
+            kind: 'job.co-start',
+            jobId: job.id,
+            data: { decision: 'release', tasks: [`${job.id}.0`, `${job.id}.1`] },
+          });
         };
         if (releaseFirst) release();
         store.setTaskState(`${job.id}.0`, 'running');
