@@ -232,25 +232,30 @@ afterAll(async () => {
  */
 function controllerView(jobName: string): string {
   try {
-    const db = new Database(join(stateDir, 'state.db'), { readonly: true, fileMustExist: true });
-    try {
-      const rows = db
-        .prepare(
-          `SELECT e.at_seconds AS at, e.kind AS kind, e.message AS message FROM events e
-           WHERE e.kind <> 'task.checkpoint' AND (e.job_id = (SELECT id FROM jobs WHERE name = ?)
-             OR (e.kind = 'instance.worker-lost' AND e.instance_id IN (SELECT instance_id FROM events
-               WHERE job_id = (SELECT id FROM jobs WHERE name = ?) AND instance_id IS NOT NULL)))
-           ORDER BY e.seq`,
-        )
-        .all(jobName, jobName) as { at: number; kind: string; message: string | null }[];
-      const lines = rows.map((r) => `${r.at.toFixed(2)} ${r.kind}: ${(r.message ?? '').slice(0, 160)}`);
-      const offset = Date.now() / 1000 - uptimeCs() / 100;
-      return `\n    controller (unix time; the marks' t = unix − ${offset.toFixed(2)}):\n      ${lines.join('\n      ')}`;
-    } finally {
-      db.close();
-    }
+    const rows = queryState(
+      `SELECT e.at_seconds AS at, e.kind AS kind, e.message AS message FROM events e
+       WHERE e.kind <> 'task.checkpoint' AND (e.job_id = (SELECT id FROM jobs WHERE name = ?)
+         OR (e.kind = 'instance.worker-lost' AND e.instance_id IN (SELECT instance_id FROM events
+           WHERE job_id = (SELECT id FROM jobs WHERE name = ?) AND instance_id IS NOT NULL)))
+       ORDER BY e.seq`,
+      jobName,
+      jobName,
+    ) as { at: number; kind: string; message: string | null }[];
+    const lines = rows.map((r) => `${r.at.toFixed(2)} ${r.kind}: ${(r.message ?? '').slice(0, 160)}`);
+    const offset = Date.now() / 1000 - uptimeCs() / 100;
+    return `\n    controller (unix time; the marks' t = unix − ${offset.toFixed(2)}):\n      ${lines.join('\n      ')}`;
   } catch (e) {
     return `\n    controller: state unreadable (${(e as Error).message})`;
+  }
+}
+
+/** Rows of `sql` on the controller's state, read-only beside the running controller. */
+function queryState(sql: string, ...params: string[]): unknown[] {
+  const db = new Database(join(stateDir, 'state.db'), { readonly: true, fileMustExist: true });
+  try {
+    return db.prepare(sql).all(...params);
+  } finally {
+    db.close();
   }
 }
 
@@ -260,18 +265,11 @@ function controllerView(jobName: string): string {
  * one).
  */
 function replacedUnkilled(killed: ReadonlySet<string>): string[] {
-  const db = new Database(join(stateDir, 'state.db'), { readonly: true, fileMustExist: true });
-  try {
-    const rows = db
-      .prepare(
-        `SELECT DISTINCT i.cloud_id AS cloudId FROM events e JOIN instances i ON i.id = e.instance_id
-         WHERE e.kind = 'instance.worker-lost' AND i.cloud_id IS NOT NULL`,
-      )
-      .all() as { cloudId: string }[];
-    return rows.map((r) => r.cloudId).filter((id) => !killed.has(id));
-  } finally {
-    db.close();
-  }
+  const rows = queryState(
+    `SELECT DISTINCT i.cloud_id AS cloudId FROM events e JOIN instances i ON i.id = e.instance_id
+     WHERE e.kind = 'instance.worker-lost' AND i.cloud_id IS NOT NULL`,
+  ) as { cloudId: string }[];
+  return rows.map((r) => r.cloudId).filter((id) => !killed.has(id));
 }
 
 /** Centiseconds of /proc/uptime: the clock the tasks' marks use. */
