@@ -121,7 +121,17 @@ export const jobDocumentSchema = jobSummarySchema.extend({
     .nullable()
     .catch(null),
   // Absent from a controller of an older release: none.
-  dependencies: z.array(z.object({ id: z.string(), state: z.string().nullable() })).catch([]),
+  dependencies: z
+    .array(
+      z.object({
+        id: z.string(),
+        state: z.string().nullable(),
+        predictedCompletionSeconds: z.number().optional(),
+      }),
+    )
+    .catch([]),
+  // Absent from a controller of an older release: unknown.
+  startsNoEarlierThanSeconds: z.number().nullable().catch(null),
 });
 export type JobDocumentResponse = z.output<typeof jobDocumentSchema>;
 

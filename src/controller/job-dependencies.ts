@@ -14,7 +14,12 @@ export interface DependencyView {
   readonly id: string;
   /** Its state, or null when the store no longer has it (cannot happen: jobs are kept). */
   readonly state: JobState | null;
+  /** While it has not succeeded: its latest predicted completion (epoch seconds), when it has one. */
+  readonly predictedCompletionSeconds?: number;
 }
+
+/** A job's latest predicted completion (epoch seconds), undefined without one (queue-records.ts). */
+export type PredictedCompletion = (jobId: string) => number | undefined;
 
 /** Why a submission's `dependsOn` cannot be taken (empty: it can), one line per dependency at fault. */
 export function dependencyProblems(spec: JobSpec, team: string, store: StateStore): string[] {
@@ -30,9 +35,53 @@ export function dependencyProblems(spec: JobSpec, team: string, store: StateStor
   return problems;
 }
 
-/** The job's dependencies, each with its state. */
-export function dependencyViews(job: JobRecord, store: StateStore): DependencyView[] {
-  return (job.spec.dependsOn ?? []).map((id) => ({ id, state: store.getJob(id)?.state ?? null }));
+/** The job's dependencies, each with its state and, until it has succeeded, its predicted completion. */
+export function dependencyViews(
+  job: JobRecord,
+  store: StateStore,
+  predictedCompletion: PredictedCompletion = () => undefined,
+): DependencyView[] {
+  return (job.spec.dependsOn ?? []).map((id) => {
+    const state = store.getJob(id)?.state ?? null;
+    const completion = state === 'succeeded' ? undefined : predictedCompletion(id);
+    return completion === undefined ? { id, state } : { id, state, predictedCompletionSeconds: completion };
+  });
+}
+
+/**
+ * The earliest a job held for its dependencies can start, from their predictions: the latest predicted completion
+ * among those that have not succeeded. A dependency itself held has no prediction; the earliest it can start counts
+ * for it (it ends later still, so the bound holds). Undefined when the job waits for none, or when one of them has
+ * neither (no prediction yet, or an unknown duration): a job's own prediction waits until its dependencies have
+ * succeeded, and this is what can be said before. Dependencies name earlier jobs only, so the recursion ends.
+ */
+export function earliestStartSeconds(
+  job: JobRecord,
+  store: StateStore,
+  predictedCompletion: PredictedCompletion,
+  memo: Map<string, number | undefined> = new Map(),
+): number | undefined {
+  const unmet = unmetDependencies(job, store);
+  if (unmet.length === 0) return undefined;
+  let latest = Number.NEGATIVE_INFINITY;
+  for (const id of unmet) {
+    let bound = predictedCompletion(id);
+    if (bound === undefined) {
+      if (!memo.has(id)) {
+        const dependency = store.getJob(id);
+        memo.set(
+          id,
+          dependency?.state === 'queued'
+            ? earliestStartSeconds(dependency, store, predictedCompletion, memo)
+            : undefined,
+        );
+      }
+      bound = memo.get(id);
+    }
+    if (bound === undefined) return undefined;
+    latest = Math.max(latest, bound);
+  }
+  return latest;
 }
 
 /** The job's dependencies that have not succeeded yet. */

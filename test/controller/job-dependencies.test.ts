@@ -3,7 +3,10 @@ import { describe, expect, it } from 'vitest';
 import { ControllerMetrics } from '../../src/controller/api/metrics.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { jobDocument, jobSummary } from '../../src/controller/api/views.js';
+import { dependencyViews, earliestStartSeconds } from '../../src/controller/job-dependencies.js';
 import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
+import { readQueueRecord } from '../../src/controller/queue-records.js';
+import type { JobRecord } from '../../src/controller/state-store.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { catalog, CPU_SMALL, jobSpec, rig, ScriptedExits, type Rig } from './controller-fixtures.js';
@@ -164,6 +167,64 @@ describe('job dependencies in the controller', () => {
     expect(
       problemsOf(() => r.controller.submit(after(jobSpec('late', CPU_SMALL), then.id), 'research')),
     ).toEqual([`dependsOn: ${then.id} ended failed, so this job could never start`]);
+  });
+});
+
+describe('when a job held for its dependencies can start', () => {
+  it('shows each dependency’s predicted end, and the latest of them (through a held one) as the earliest start', async () => {
+    const r = rig({}, { tasks: new ScriptedExits(new Map()) });
+    const t0 = r.clock.nowSeconds();
+    const long = r.controller.submit(
+      jobSpec('long', CPU_SMALL, { expectedDurationSeconds: 3600 }),
+      'research',
+    );
+    const short = r.controller.submit(
+      jobSpec('short', CPU_SMALL, { expectedDurationSeconds: 600 }),
+      'research',
+    );
+    const next = r.controller.submit(
+      after(jobSpec('next', CPU_SMALL, { expectedDurationSeconds: 60 }), long.id, short.id),
+      'research',
+    );
+    const last = r.controller.submit(after(jobSpec('last', CPU_SMALL), next.id), 'research');
+    await r.controller.predictionsSettled();
+    const ends = [long.id, short.id].map((id) => readQueueRecord(r.store, id)?.eta?.completionSeconds);
+    const [longEnd, shortEnd] = ends as [number, number];
+    // Both run at once from t0: the longer one ends last.
+    expect(longEnd).toBeGreaterThan(t0 + 3600);
+    expect(shortEnd).toBeLessThan(longEnd);
+    const view = (id: string) => jobDocument(r.store, r.store.getJob(id) as JobRecord, true);
+    expect(view(next.id).dependencies).toEqual([
+      { id: long.id, state: 'queued', predictedCompletionSeconds: longEnd },
+      { id: short.id, state: 'queued', predictedCompletionSeconds: shortEnd },
+    ]);
+    expect(view(next.id).startsNoEarlierThanSeconds).toBe(longEnd);
+    // A dependency itself held has no prediction: the earliest it can start bounds the job after it.
+    expect(view(last.id).dependencies).toEqual([{ id: next.id, state: 'queued' }]);
+    expect(view(last.id).startsNoEarlierThanSeconds).toBe(longEnd);
+    // Neither holds for a job that waits for nothing.
+    expect(view(long.id).startsNoEarlierThanSeconds).toBeNull();
+  });
+
+  it('is unknown while a dependency has no predicted end, and leaves out the ones that succeeded', () => {
+    const r = rig({}, { tasks: new ScriptedExits(new Map()) });
+    const a = r.controller.submit(jobSpec('a', CPU_SMALL), 'research');
+    const b = r.controller.submit(jobSpec('b', CPU_SMALL), 'research');
+    const c = r.controller.submit(after(jobSpec('c', CPU_SMALL), a.id, b.id), 'research');
+    const job = r.store.getJob(c.id) as JobRecord;
+    const ends = new Map([[a.id, 5000]]);
+    expect(earliestStartSeconds(job, r.store, (id) => ends.get(id))).toBeUndefined();
+    ends.set(b.id, 7000);
+    expect(earliestStartSeconds(job, r.store, (id) => ends.get(id))).toBe(7000);
+    // b succeeded: only a holds the job now, and b's stale prediction is not shown.
+    r.store.setJobState(b.id, 'starting');
+    r.store.setJobState(b.id, 'running');
+    r.store.setJobState(b.id, 'succeeded');
+    expect(earliestStartSeconds(job, r.store, (id) => ends.get(id))).toBe(5000);
+    expect(dependencyViews(job, r.store, (id) => ends.get(id))).toEqual([
+      { id: a.id, state: 'queued', predictedCompletionSeconds: 5000 },
+      { id: b.id, state: 'succeeded' },
+    ]);
   });
 });
 

@@ -11,13 +11,16 @@ import { oneLocalController, until } from '../helpers/local-controller.js';
  */
 const local = oneLocalController('fleetwise-dependencies-');
 
-function specFile(name: string, command: string): string {
+function specFile(name: string, command: string, expectedDurationSeconds?: number): string {
   const file = join(local.scratch, `${name}.yaml`);
   writeFileSync(
     file,
     [
       `name: ${name}`,
       'team: research',
+      ...(expectedDurationSeconds === undefined
+        ? []
+        : [`expectedDurationSeconds: ${expectedDurationSeconds}`]),
       'tasks:',
       '  - name: main',
       `    command: [sh, -c, "${command}"]`,
@@ -33,10 +36,12 @@ interface JobAnswer {
   readonly state: string;
   readonly reason?: string;
   readonly startedAtSeconds?: number;
+  readonly eta?: { readonly completionSeconds: number | null; readonly computedAtSeconds: number } | null;
+  readonly startsNoEarlierThanSeconds?: number | null;
   readonly finishedAtSeconds?: number;
 }
 
-it('runs a job after the one it depends on has succeeded, and fails one whose dependency was cancelled', async () => {
+it('runs a job after the one it depends on has succeeded, shows when a dependency is predicted to end, and fails one whose dependency was cancelled', async () => {
   const controller = await local.start();
   const submit = async (args: string[]): Promise<string> => {
     const result = await runCli(['submit', ...args, '--json'], controller.env);
@@ -93,9 +98,40 @@ it('runs a job after the one it depends on has succeeded, and fails one whose de
   expect(notAnId.code).toBe(2);
   expect(notAnId.stderr).toContain('--depends-on');
 
-  // A cancelled dependency fails the job that waits for it.
-  const blocker = await submit([specFile('blocker', 'sleep 600')]);
+  // A dependency with a prediction: the waiting job's view says when it ends, and so the earliest the job can start.
+  const blocker = await submit([specFile('blocker', 'sleep 600', 600)]);
   const blocked = await submit([specFile('blocked', 'true'), '--depends-on', blocker]);
+  // Once it runs and has been predicted since it started, its prediction stands (nothing else changes meanwhile).
+  const predicted = await until(
+    `a prediction for ${blocker} once it runs`,
+    async () => {
+      const j = await job(blocker);
+      const started = j.startedAtSeconds;
+      return j.state === 'running' && started !== undefined && (j.eta?.computedAtSeconds ?? 0) >= started
+        ? (j.eta?.completionSeconds ?? undefined)
+        : undefined;
+    },
+    60_000,
+    controller.diagnostics,
+  );
+  const blockedView = await runCli(['job', blocked], controller.env);
+  expect(blockedView.code, blockedView.stderr).toBe(0);
+  const at = new Date(predicted * 1000)
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, 'Z');
+  expect(blockedView.stdout).toMatch(
+    new RegExp(`^depends on ${blocker} \\((queued|starting|running), predicted to end ${at}\\)$`, 'm'),
+  );
+  expect(blockedView.stdout).toMatch(
+    new RegExp(
+      `^waiting {4}for ${blocker} to succeed \\(no prediction of its own until then; it starts no earlier than ${at}\\)$`,
+      'm',
+    ),
+  );
+  expect((await job(blocked)).startsNoEarlierThanSeconds).toBe(predicted);
+
+  // A cancelled dependency fails the job that waits for it.
   const cancel = await runCli(['cancel', blocker], controller.env);
   expect(cancel.code, cancel.stderr).toBe(0);
   const failed = await until(

@@ -188,7 +188,7 @@ export function registerJob(program: Command): void {
       `submitted  ${formatTime(job.submittedAtSeconds)}`,
       `started    ${formatTime(job.startedAtSeconds)}`,
       `finished   ${formatTime(job.finishedAtSeconds)}`,
-      ...dependencyLines(job),
+      ...dependencyLines(job, Date.now() / 1000),
       ...coStartLines(job.coStart ?? null, job.taskCount),
       ...etaLines(queueFieldsOf(job)),
       ...warningsOf(job).map((w) => `warning    ${w}`),
@@ -219,13 +219,29 @@ export function registerJob(program: Command): void {
   });
 }
 
-/** `depends on job-3 (succeeded), job-4 (running)`, and while one has not succeeded, that the job waits for it. */
-function dependencyLines(job: JobDocumentResponse): string[] {
+/**
+ * `depends on job-3 (succeeded), job-4 (running, predicted to end …)`, and while one has not succeeded, that the job
+ * waits for it and the earliest it can start by their predictions (when that is still ahead).
+ */
+function dependencyLines(job: JobDocumentResponse, nowSeconds: number): string[] {
   if (job.dependencies.length === 0) return [];
-  const lines = [`depends on ${job.dependencies.map((d) => `${d.id} (${d.state ?? 'unknown'})`).join(', ')}`];
+  const described = job.dependencies.map((d) => {
+    const predicted =
+      d.predictedCompletionSeconds === undefined
+        ? ''
+        : `, predicted to end ${formatTime(d.predictedCompletionSeconds)}`;
+    return `${d.id} (${d.state ?? 'unknown'}${predicted})`;
+  });
+  const lines = [`depends on ${described.join(', ')}`];
   const waiting = job.dependencies.filter((d) => d.state !== 'succeeded');
-  if (job.state === 'queued' && waiting.length > 0)
-    lines.push(`waiting    for ${waiting.map((d) => d.id).join(', ')} to succeed (no prediction until then)`);
+  if (job.state === 'queued' && waiting.length > 0) {
+    const bound = job.startsNoEarlierThanSeconds;
+    const start =
+      bound !== null && bound > nowSeconds ? `; it starts no earlier than ${formatTime(bound)}` : '';
+    lines.push(
+      `waiting    for ${waiting.map((d) => d.id).join(', ')} to succeed (no prediction of its own until then${start})`,
+    );
+  }
   return lines;
 }
 

@@ -284,6 +284,7 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
           'predictionError',
           'attemptFailures',
           'dependencies',
+          'startsNoEarlierThanSeconds',
         ],
         properties: {
           attemptFailures: {
@@ -369,8 +370,19 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
               properties: {
                 id: str,
                 state: { type: 'string', enum: [...JOB_STATES], nullable: true },
+                predictedCompletionSeconds: {
+                  ...num,
+                  description:
+                    'While it has not succeeded: its latest predicted completion (epoch seconds), if any',
+                },
               },
             },
+          },
+          startsNoEarlierThanSeconds: {
+            ...num,
+            nullable: true,
+            description:
+              'While it is held for its dependencies: the earliest it can start (epoch seconds), the latest predicted completion among them; null when it waits for none or one has no prediction',
           },
         },
       },

@@ -2,7 +2,13 @@ import type { DecisionRecord } from '../../scheduler/types.js';
 import type { JobQueueView } from '../../queue/admission-views.js';
 import { storedCoStart } from '../co-start-records.js';
 import { readJobWarnings } from '../execution-check.js';
-import { dependencyViews, unmetDependencies, type DependencyView } from '../job-dependencies.js';
+import {
+  dependencyViews,
+  earliestStartSeconds,
+  unmetDependencies,
+  type DependencyView,
+  type PredictedCompletion,
+} from '../job-dependencies.js';
 import { readQueueRecord, type EtaRecord, type PredictionError } from '../queue-records.js';
 import type { ClusterView, CostReport, WhyRecord } from '../service.js';
 import { isFinalJobState } from '../state/lifecycle.js';
@@ -74,6 +80,11 @@ export interface JobDocument extends JobSummary {
   readonly coStart: CoStartView | null;
   /** The jobs it depends on (`dependsOn`) with their states; it starts once every one has succeeded. */
   readonly dependencies: readonly DependencyView[];
+  /**
+   * While it is held for its dependencies: the earliest it can start, from their predictions (the latest predicted
+   * completion among them); null when it waits for none, or when one of them has no prediction.
+   */
+  readonly startsNoEarlierThanSeconds: number | null;
 }
 
 export interface CoStartView {
@@ -165,6 +176,7 @@ export function jobDocument(store: StateStore, job: JobRecord, predictionsEnable
   });
   const record = readQueueRecord(store, job.id);
   const completion = record?.eta?.completionSeconds;
+  const predicted = predictedCompletionIn(store);
   return {
     ...jobSummary(job, tasks.length, store, predictionsEnabled),
     spec: job.spec,
@@ -178,7 +190,17 @@ export function jobDocument(store: StateStore, job: JobRecord, predictionsEnable
     predictionError: record?.predictionError ?? null,
     attemptFailures: job.attemptFailures ?? [],
     coStart: coStartView(store, job),
-    dependencies: dependencyViews(job, store),
+    dependencies: dependencyViews(job, store, predicted),
+    startsNoEarlierThanSeconds:
+      job.state === 'queued' ? (earliestStartSeconds(job, store, predicted) ?? null) : null,
+  };
+}
+
+/** A job's latest predicted completion; one that stopped short of it (its horizon) completes after that time. */
+function predictedCompletionIn(store: StateStore): PredictedCompletion {
+  return (jobId) => {
+    const eta = readQueueRecord(store, jobId)?.eta;
+    return eta?.completionSeconds ?? eta?.completesAfterSeconds ?? undefined;
   };
 }
 
