@@ -231,6 +231,9 @@ export const dryRunSchema = z.looseObject({
   ),
   costPerHour: z.number(),
   eta: etaSchema.nullable(),
+  // Held for its dependencies (absent otherwise, and from a controller of an older release).
+  waitingFor: z.array(z.string()).optional().catch(undefined),
+  startsNoEarlierThanSeconds: z.number().nullable().optional().catch(undefined),
 });
 export type DryRunResponse = z.output<typeof dryRunSchema>;
 

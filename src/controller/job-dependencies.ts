@@ -49,19 +49,19 @@ export function dependencyViews(
 }
 
 /**
- * The earliest a job held for its dependencies can start, from their predictions: the latest predicted completion
- * among those that have not succeeded. A dependency itself held has no prediction; the earliest it can start counts
- * for it (it ends later still, so the bound holds). Undefined when the job waits for none, or when one of them has
- * neither (no prediction yet, or an unknown duration): a job's own prediction waits until its dependencies have
- * succeeded, and this is what can be said before. Dependencies name earlier jobs only, so the recursion ends.
+ * The earliest a job held for `dependsOn` can start, from their predictions: the latest predicted completion among
+ * those that have not succeeded. A dependency itself held has no prediction; the earliest it can start counts for it
+ * (it ends later still, so the bound holds). Undefined when the job waits for none, or when one of them has neither
+ * (no prediction yet, or an unknown duration): a job's own prediction waits until its dependencies have succeeded, and
+ * this is what can be said before. Dependencies name earlier jobs only, so the recursion ends.
  */
 export function earliestStartSeconds(
-  job: JobRecord,
+  dependsOn: readonly string[] | undefined,
   store: StateStore,
   predictedCompletion: PredictedCompletion,
   memo: Map<string, number | undefined> = new Map(),
 ): number | undefined {
-  const unmet = unmetDependencies(job, store);
+  const unmet = unmetOf(dependsOn, store);
   if (unmet.length === 0) return undefined;
   let latest = Number.NEGATIVE_INFINITY;
   for (const id of unmet) {
@@ -72,7 +72,7 @@ export function earliestStartSeconds(
         memo.set(
           id,
           dependency?.state === 'queued'
-            ? earliestStartSeconds(dependency, store, predictedCompletion, memo)
+            ? earliestStartSeconds(dependency.spec.dependsOn, store, predictedCompletion, memo)
             : undefined,
         );
       }
@@ -86,7 +86,12 @@ export function earliestStartSeconds(
 
 /** The job's dependencies that have not succeeded yet. */
 export function unmetDependencies(job: JobRecord, store: StateStore): string[] {
-  return (job.spec.dependsOn ?? []).filter((id) => store.getJob(id)?.state !== 'succeeded');
+  return unmetOf(job.spec.dependsOn, store);
+}
+
+/** Those of `dependsOn` that have not succeeded yet (a spec's, for a dry run). */
+export function unmetOf(dependsOn: readonly string[] | undefined, store: StateStore): string[] {
+  return (dependsOn ?? []).filter((id) => store.getJob(id)?.state !== 'succeeded');
 }
 
 /** True while a dependency of the job has not succeeded yet (it is kept out of rounds and predictions). */

@@ -213,14 +213,14 @@ describe('when a job held for its dependencies can start', () => {
     const c = r.controller.submit(after(jobSpec('c', CPU_SMALL), a.id, b.id), 'research');
     const job = r.store.getJob(c.id) as JobRecord;
     const ends = new Map([[a.id, 5000]]);
-    expect(earliestStartSeconds(job, r.store, (id) => ends.get(id))).toBeUndefined();
+    expect(earliestStartSeconds(job.spec.dependsOn, r.store, (id) => ends.get(id))).toBeUndefined();
     ends.set(b.id, 7000);
-    expect(earliestStartSeconds(job, r.store, (id) => ends.get(id))).toBe(7000);
+    expect(earliestStartSeconds(job.spec.dependsOn, r.store, (id) => ends.get(id))).toBe(7000);
     // b succeeded: only a holds the job now, and b's stale prediction is not shown.
     r.store.setJobState(b.id, 'starting');
     r.store.setJobState(b.id, 'running');
     r.store.setJobState(b.id, 'succeeded');
-    expect(earliestStartSeconds(job, r.store, (id) => ends.get(id))).toBe(5000);
+    expect(earliestStartSeconds(job.spec.dependsOn, r.store, (id) => ends.get(id))).toBe(5000);
     expect(dependencyViews(job, r.store, (id) => ends.get(id))).toEqual([
       { id: a.id, state: 'queued', predictedCompletionSeconds: 5000 },
       { id: b.id, state: 'succeeded' },

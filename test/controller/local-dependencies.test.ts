@@ -130,6 +130,25 @@ it('runs a job after the one it depends on has succeeded, shows when a dependenc
     ),
   );
   expect((await job(blocked)).startsNoEarlierThanSeconds).toBe(predicted);
+  // A dry run of a job that would wait for it says so, with the same bound, not the ETA of a job free to start now.
+  const nextSpec = specFile('next', 'true', 60);
+  const heldDryRun = await runCli(['submit', nextSpec, '--depends-on', blocker, '--dry-run'], controller.env);
+  expect(heldDryRun.code, heldDryRun.stderr).toBe(0);
+  expect(heldDryRun.stdout).toMatch(
+    new RegExp(
+      `^eta {8}- \\(held until ${blocker} has succeeded: no prediction until then; it would start no earlier than ${at}\\)$`,
+      'm',
+    ),
+  );
+  const heldDryRunJson = await runCli(
+    ['submit', nextSpec, '--depends-on', blocker, '--dry-run', '--json'],
+    controller.env,
+  );
+  expect(JSON.parse(heldDryRunJson.stdout)).toMatchObject({
+    eta: null,
+    waitingFor: [blocker],
+    startsNoEarlierThanSeconds: predicted,
+  });
 
   // A cancelled dependency fails the job that waits for it.
   const cancel = await runCli(['cancel', blocker], controller.env);

@@ -202,11 +202,16 @@ function withDependencies(raw: RawSpec, ids: readonly string[]): RawSpec {
 
 function formatDryRun(file: string, view: DryRunResponse): string {
   const eta = view.eta;
+  const held = view.waitingFor ?? [];
+  const bound = view.startsNoEarlierThanSeconds;
   const etaLine =
-    eta === null
-      ? 'eta        - (the controller predicts ETAs for jobs with expectedDurationSeconds, when predictions are on)'
-      : `eta        ${completionText(eta) ?? 'unknown'}` +
-        `${eta.startSeconds === null ? '' : `, start ${formatTime(eta.startSeconds)}`} (${eta.basis})`;
+    held.length > 0
+      ? `eta        - (held until ${held.join(', ')} ${held.length === 1 ? 'has' : 'have'} succeeded: no prediction until then` +
+        `${bound === undefined || bound === null ? '' : `; it would start no earlier than ${formatTime(bound)}`})`
+      : eta === null
+        ? 'eta        - (the controller predicts ETAs for jobs with expectedDurationSeconds, when predictions are on)'
+        : `eta        ${completionText(eta) ?? 'unknown'}` +
+          `${eta.startSeconds === null ? '' : `, start ${formatTime(eta.startSeconds)}`} (${eta.basis})`;
   return (
     `${file}: ${view.name} (team ${view.team}) is valid; dry run, nothing submitted\n` +
     formatTable(

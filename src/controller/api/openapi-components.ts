@@ -184,7 +184,19 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
       eta: {
         allOf: [ref('Eta')],
         nullable: true,
-        description: 'Null when the controller cannot predict one',
+        description:
+          'Null when the controller cannot predict one, or when the job would be held for its dependencies (no prediction of its own until they have succeeded)',
+      },
+      waitingFor: {
+        type: 'array',
+        items: str,
+        description: 'The dependencies (spec.dependsOn) it would be held for: those that have not succeeded',
+      },
+      startsNoEarlierThanSeconds: {
+        ...num,
+        nullable: true,
+        description:
+          'Held for its dependencies: the earliest it could start (epoch seconds), the latest predicted completion among them; null when one has no prediction',
       },
     },
   },

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { parseWith, ValidationError } from '../../core/validation.js';
 import { MAX_SUCCESS_STAGES } from '../../queue/success.js';
 import { JOB_STATES, type JobRecord, type JobState } from '../state-store.js';
-import { dependencyProblems } from '../job-dependencies.js';
+import { dependencyProblems, earliestStartSeconds, unmetOf } from '../job-dependencies.js';
 import { teamScope, type Principal } from './auth.js';
 import { bodyOf } from './body.js';
 import { HttpError, notFound } from './errors.js';
@@ -11,7 +11,7 @@ import { sinceQueryParam } from './since.js';
 import type { ApiContext, RouteTable } from './routing.js';
 import { dryRunView, requireUploadedContexts, specFromBody } from './submission.js';
 import { JOB_ID_PATTERN } from '../job-spec/spec.js';
-import { jobDocument, jobSummary, visibleJobIds, whyForScope } from './views.js';
+import { jobDocument, jobSummary, predictedCompletionIn, visibleJobIds, whyForScope } from './views.js';
 
 const idParams = z.object({ id: z.string().min(1).max(128) });
 
@@ -86,8 +86,17 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       // A dry run checks the spec without its build contexts (fleetwise submit --dry-run uploads none), and its
       // dependencies as a submission would.
       if (dryRun) {
-        const unmet = dependencyProblems(spec, spec.team, store);
-        if (unmet.length > 0) throw new ValidationError('job spec', unmet);
+        const problems = dependencyProblems(spec, spec.team, store);
+        if (problems.length > 0) throw new ValidationError('job spec', problems);
+        // Held for its dependencies, the job would get no prediction of its own: say what it waits for and the
+        // earliest it could start, not the ETA of a job free to start now.
+        const waitingFor = unmetOf(spec.dependsOn, store);
+        if (waitingFor.length > 0)
+          return dryRunView(spec, context.priceBook, null, {
+            waitingFor,
+            startsNoEarlierThanSeconds:
+              earliestStartSeconds(spec.dependsOn, store, predictedCompletionIn(store)) ?? null,
+          });
         return dryRunView(spec, context.priceBook, (await service.estimate?.(spec)) ?? null);
       }
       requireUploadedContexts(spec);

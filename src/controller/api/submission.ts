@@ -108,11 +108,29 @@ export interface DryRunView {
   readonly tasks: readonly DryRunTask[];
   /** Sum over replicas of the reservation prices: the job's $/hour alone, before packing. */
   readonly costPerHour: number;
-  /** The completion the controller predicts if the job were submitted now; null when it cannot predict one. */
+  /**
+   * The completion the controller predicts if the job were submitted now; null when it cannot predict one, or when
+   * the job would be held for its dependencies (it gets no prediction of its own until they have succeeded).
+   */
   readonly eta: EtaRecord | null;
+  /** The dependencies it would be held for: those that have not succeeded (absent when none). */
+  readonly waitingFor?: readonly string[];
+  /** Held for them: the earliest it could start by their predictions (as the job view's); null when unknown. */
+  readonly startsNoEarlierThanSeconds?: number | null;
 }
 
-export function dryRunView(spec: JobSpec, priceBook: PriceBook, eta: EtaRecord | null): DryRunView {
+/** What a dry run of a job held for its dependencies says in place of an ETA. */
+export interface DependencyHold {
+  readonly waitingFor: readonly string[];
+  readonly startsNoEarlierThanSeconds: number | null;
+}
+
+export function dryRunView(
+  spec: JobSpec,
+  priceBook: PriceBook,
+  eta: EtaRecord | null,
+  hold?: DependencyHold,
+): DryRunView {
   const tasks = spec.tasks.map((t): DryRunTask => {
     // The spec was validated against this price book, so every demand has a type.
     const type = priceBook.minType(t.demand);
@@ -132,5 +150,6 @@ export function dryRunView(spec: JobSpec, priceBook: PriceBook, eta: EtaRecord |
     tasks,
     costPerHour: tasks.reduce((sum, t) => sum + t.costPerHour * t.replicas, 0),
     eta,
+    ...hold,
   };
 }

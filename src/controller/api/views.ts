@@ -192,12 +192,12 @@ export function jobDocument(store: StateStore, job: JobRecord, predictionsEnable
     coStart: coStartView(store, job),
     dependencies: dependencyViews(job, store, predicted),
     startsNoEarlierThanSeconds:
-      job.state === 'queued' ? (earliestStartSeconds(job, store, predicted) ?? null) : null,
+      job.state === 'queued' ? (earliestStartSeconds(job.spec.dependsOn, store, predicted) ?? null) : null,
   };
 }
 
 /** A job's latest predicted completion; one that stopped short of it (its horizon) completes after that time. */
-function predictedCompletionIn(store: StateStore): PredictedCompletion {
+export function predictedCompletionIn(store: StateStore): PredictedCompletion {
   return (jobId) => {
     const eta = readQueueRecord(store, jobId)?.eta;
     return eta?.completionSeconds ?? eta?.completesAfterSeconds ?? undefined;
