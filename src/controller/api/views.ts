@@ -196,12 +196,9 @@ export function jobDocument(store: StateStore, job: JobRecord, predictionsEnable
   };
 }
 
-/** A job's latest predicted completion; one that stopped short of it (its horizon) completes after that time. */
+/** A job's latest predicted completion (none for one whose prediction stopped short of it, at its horizon). */
 export function predictedCompletionIn(store: StateStore): PredictedCompletion {
-  return (jobId) => {
-    const eta = readQueueRecord(store, jobId)?.eta;
-    return eta?.completionSeconds ?? eta?.completesAfterSeconds ?? undefined;
-  };
+  return (jobId) => readQueueRecord(store, jobId)?.eta?.completionSeconds ?? undefined;
 }
 
 /** The job ids a team may see (all of the store's jobs for the admin: `undefined`). */
