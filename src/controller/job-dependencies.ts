@@ -39,7 +39,7 @@ export function dependencyProblems(spec: JobSpec, team: string, store: StateStor
 export function dependencyViews(
   job: JobRecord,
   store: StateStore,
-  predictedCompletion: PredictedCompletion = () => undefined,
+  predictedCompletion: PredictedCompletion,
 ): DependencyView[] {
   return (job.spec.dependsOn ?? []).map((id) => {
     const state = store.getJob(id)?.state ?? null;

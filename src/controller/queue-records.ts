@@ -85,6 +85,11 @@ export function readQueueRecord(store: StateStore, jobId: string): JobQueueRecor
   return parsed.success ? parsed.data : undefined;
 }
 
+/** A job's latest predicted completion (epoch seconds); none for one cut at its horizon (no end predicted). */
+export function predictedCompletionIn(store: StateStore): (jobId: string) => number | undefined {
+  return (jobId) => readQueueRecord(store, jobId)?.eta?.completionSeconds ?? undefined;
+}
+
 export function writeQueueRecord(store: StateStore, jobId: string, record: JobQueueRecord): void {
   store.setValue(queueRecordKey(jobId), JSON.parse(JSON.stringify(record)) as JsonValue);
 }

@@ -439,6 +439,7 @@ describeWithMoto(
       // launching fifty instances answers slowly on a loaded host) run in the background while the store's modes and
       // the worker kills keep their times.
       let restarting: Promise<void> | undefined;
+      let scheduleOver = false;
       let polling: Promise<void> | undefined;
       while (Date.now() - startedMs < RUN_DEADLINE_MS && done === undefined) {
         if (
@@ -524,13 +525,14 @@ describeWithMoto(
           }
         }
         if (
-          !existsSync(holdFile) &&
+          !scheduleOver &&
           restarting === undefined &&
           controllerKills === CONTROLLER_KILLS &&
           workerKills.length === 0 &&
           storeModes.length === 0
         ) {
           writeFileSync(holdFile, '');
+          scheduleOver = true;
           log.push(`${elapsed()} schedule over: the held job (${held}) may finish`);
         }
         if (restarting === undefined && polling === undefined && Date.now() - lastPollMs > 1000) {

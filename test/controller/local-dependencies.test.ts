@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
+import { formatTime } from '../../src/cli/table.js';
 import { runCli } from '../helpers/built-cli.js';
 import { oneLocalController, until } from '../helpers/local-controller.js';
 
@@ -116,10 +117,7 @@ it('runs a job after the one it depends on has succeeded, shows when a dependenc
   );
   const blockedView = await runCli(['job', blocked], controller.env);
   expect(blockedView.code, blockedView.stderr).toBe(0);
-  const at = new Date(predicted * 1000)
-    .toISOString()
-    .replace('T', ' ')
-    .replace(/\.\d+Z$/, 'Z');
+  const at = formatTime(predicted);
   expect(blockedView.stdout).toMatch(
     new RegExp(`^depends on ${blocker} \\((queued|starting|running), predicted to end ${at}\\)$`, 'm'),
   );

@@ -3,6 +3,7 @@ import { parseWith, ValidationError } from '../../core/validation.js';
 import { MAX_SUCCESS_STAGES } from '../../queue/success.js';
 import { JOB_STATES, type JobRecord, type JobState } from '../state-store.js';
 import { dependencyProblems, earliestStartSeconds, unmetOf } from '../job-dependencies.js';
+import { predictedCompletionIn } from '../queue-records.js';
 import { teamScope, type Principal } from './auth.js';
 import { bodyOf } from './body.js';
 import { HttpError, notFound } from './errors.js';
@@ -11,7 +12,7 @@ import { sinceQueryParam } from './since.js';
 import type { ApiContext, RouteTable } from './routing.js';
 import { dryRunView, requireUploadedContexts, specFromBody } from './submission.js';
 import { JOB_ID_PATTERN } from '../job-spec/spec.js';
-import { jobDocument, jobSummary, predictedCompletionIn, visibleJobIds, whyForScope } from './views.js';
+import { jobDocument, jobSummary, visibleJobIds, whyForScope } from './views.js';
 
 const idParams = z.object({ id: z.string().min(1).max(128) });
 

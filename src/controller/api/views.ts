@@ -7,9 +7,13 @@ import {
   earliestStartSeconds,
   unmetDependencies,
   type DependencyView,
-  type PredictedCompletion,
 } from '../job-dependencies.js';
-import { readQueueRecord, type EtaRecord, type PredictionError } from '../queue-records.js';
+import {
+  predictedCompletionIn,
+  readQueueRecord,
+  type EtaRecord,
+  type PredictionError,
+} from '../queue-records.js';
 import type { ClusterView, CostReport, WhyRecord } from '../service.js';
 import { isFinalJobState } from '../state/lifecycle.js';
 import type {
@@ -194,11 +198,6 @@ export function jobDocument(store: StateStore, job: JobRecord, predictionsEnable
     startsNoEarlierThanSeconds:
       job.state === 'queued' ? (earliestStartSeconds(job.spec.dependsOn, store, predicted) ?? null) : null,
   };
-}
-
-/** A job's latest predicted completion (none for one whose prediction stopped short of it, at its horizon). */
-export function predictedCompletionIn(store: StateStore): PredictedCompletion {
-  return (jobId) => readQueueRecord(store, jobId)?.eta?.completionSeconds ?? undefined;
 }
 
 /** The job ids a team may see (all of the store's jobs for the admin: `undefined`). */
