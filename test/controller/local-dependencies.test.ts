@@ -52,7 +52,10 @@ it('runs a job after the one it depends on has succeeded, shows when a dependenc
   const job = async (id: string): Promise<JobAnswer> =>
     (await controller.api('GET', `/v1/jobs/${id}`)).json as JobAnswer;
 
-  const first = await submit([specFile('first', 'sleep 4')]);
+  // The first job runs until the test has seen the second one wait (a job of a given length, 4 s, once ended before
+  // the view was read on a loaded host).
+  const gate = join(local.scratch, 'first-may-end');
+  const first = await submit([specFile('first', `while [ ! -e ${gate} ]; do sleep 0.2; done`)]);
   const second = await submit([specFile('second', 'echo second'), '--depends-on', first]);
   await until(
     `${first} running`,
@@ -68,6 +71,7 @@ it('runs a job after the one it depends on has succeeded, shows when a dependenc
   expect((await job(second)).state).toBe('queued');
   const listing = await runCli(['jobs'], controller.env);
   expect(listing.stdout).toMatch(new RegExp(`^${second} .* after ${first} `, 'm'));
+  writeFileSync(gate, '');
 
   const done = await until(
     `${second} to succeed`,
