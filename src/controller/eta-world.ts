@@ -44,7 +44,9 @@ const LIVE: ReadonlySet<JobRecord['state']> = new Set(LIVE_JOB_STATES);
  * - instances: requested/launching → instantiating (instantiated after the catalog's instantiate delay, counted from
  *   the request); running → starting-worker/registering until its worker start + register delays have passed, then
  *   running; draining → running, not assignable, terminating once empty; terminating/terminated → left out.
- * - jobs: queued → queued (tasks queued, or stopped once checkpointed), or migrating when the plan committed its tasks
+ * - jobs: queued and waiting for dependencies (`heldJobs`) → held, waiting for those of them still live (the engine
+ *   queues it when the last is predicted to end; src/world/job-dependencies.ts);
+ *   queued → queued (tasks queued, or stopped once checkpointed), or migrating when the plan committed its tasks
  *   (a pending start); starting → migrating with launching tasks (launched after the restore + build delays,
  *   counted from when they started); running → executing (active once its init delay has passed); migrating →
  *   migrating with killing tasks (their checkpoint upload follows), restarted where the pending start points or
@@ -77,11 +79,15 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
     if (inst.state === 'draining') pendingTerminationIds.push(inst.id);
   }
 
-  const tasksByJob = groupBy(inputs.tasks, (t) => t.jobId);
+  const held = new Set((inputs.heldJobs ?? []).map((j) => j.id));
+  const tasksByJob = groupBy([...inputs.tasks, ...(inputs.heldTasks ?? [])], (t) => t.jobId);
+  const liveJobs = [...inputs.jobs, ...(inputs.heldJobs ?? [])]
+    .filter((j) => LIVE.has(j.state))
+    .sort(bySubmission);
+  const inWorld = new Set(liveJobs.map((j) => j.id));
   const jobs: WorldJob[] = [];
   let lastArrival = Number.NEGATIVE_INFINITY;
-  for (const job of inputs.jobs) {
-    if (!LIVE.has(job.state)) continue;
+  for (const job of liveJobs) {
     const tasks = (tasksByJob.get(job.id) ?? []).slice().sort((a, b) => a.index - b.index);
     const expanded = new Map(expandTasks(job.spec).map((t) => [t.index, t]));
     if (job.spec.expectedDurationSeconds === undefined) assumedDuration.add(job.id);
@@ -120,6 +126,12 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
       team: job.team,
       ...(job.spec.success === undefined ? {} : { success: job.spec.success }),
     };
+    if (held.has(job.id)) {
+      // Held until the dependencies still live are predicted to finish (those not live have succeeded).
+      const dependsOn = (job.spec.dependsOn ?? []).filter((id) => inWorld.has(id));
+      jobs.push(heldWorldJob({ ...spec, ...(dependsOn.length === 0 ? {} : { dependsOn }) }, tasks));
+      continue;
+    }
     const runningSince = inputs.runningSince.get(job.id);
     const completed = completedIterations(job, totalIterations, duration, now, runningSince);
     jobs.push(worldJob(job, spec, tasks, inputs.pendingStarts, known, now, completed, runningSince, events));
@@ -127,6 +139,33 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
   return {
     world: { nowSeconds: now, jobs, instances, events, pendingTerminationIds, instanceCounter: 0 },
     assumedDuration,
+  };
+}
+
+/**
+ * Submission order: ids are `job-<n>` with n increasing (state-store.ts); a dry run's job, whatever its id, is the
+ * newest. A dependency is always submitted before its dependents, so it comes first in the world.
+ */
+function bySubmission(a: JobRecord, b: JobRecord): number {
+  return submissionNumber(a.id) - submissionNumber(b.id);
+}
+
+function submissionNumber(id: string): number {
+  const n = /^job-(\d+)$/.exec(id);
+  return n === null ? Number.POSITIVE_INFINITY : Number(n[1]);
+}
+
+/** A job held for its dependencies: it has never run (a held job is queued, its tasks too). */
+function heldWorldJob(spec: TraceJob, tasks: readonly TaskRecord[]): WorldJob {
+  return {
+    spec,
+    status: 'held',
+    active: false,
+    completedIterations: 0,
+    startSeconds: null,
+    migrations: 0,
+    tasks: tasks.map((t) => ({ name: t.name, state: 'queued' })),
+    activationToken: 0,
   };
 }
 
@@ -381,10 +420,17 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
     '; no future arrivals';
   const horizon = `the ${durationText(input.horizonSeconds)} prediction horizon`;
   const etas = new Map<string, EtaRecord>();
-  const jobs = new Map(input.inputs.jobs.map((j) => [j.id, j]));
+  const jobs = new Map([...input.inputs.jobs, ...(input.inputs.heldJobs ?? [])].map((j) => [j.id, j]));
+  const heldFor = new Map(
+    built.world.jobs.flatMap((j) => (j.status === 'held' ? [[j.spec.id, j.spec.dependsOn ?? []]] : [])),
+  );
   for (const id of wanted) {
     const job = jobs.get(id) as JobRecord;
-    const place = placeOf(job, input);
+    const waitsFor = heldFor.get(id);
+    const place =
+      waitsFor === undefined || waitsFor.length === 0
+        ? placeOf(job, input)
+        : `held until ${waitsFor.join(', ')} succeed${waitsFor.length === 1 ? 's' : ''}; ${placeOf(job, input)}`;
     if (built.assumedDuration.has(id)) {
       etas.set(id, {
         startSeconds: null,
@@ -453,6 +499,7 @@ function placeOf(job: JobRecord, input: PredictInput): string {
 export function worldFingerprint(inputs: SnapshotInputs): string {
   const parts: string[] = [];
   for (const j of inputs.jobs) if (LIVE.has(j.state)) parts.push(`${j.id}:${j.state}:${j.migrations}`);
+  for (const j of inputs.heldJobs ?? []) parts.push(`${j.id}:held`);
   for (const t of inputs.tasks)
     parts.push(
       `${t.id}:${t.state}:${t.instanceId ?? ''}:${committedInstanceOf(t, inputs.pendingStarts) ?? ''}`,

@@ -50,10 +50,11 @@ export function dependencyViews(
 
 /**
  * The earliest a job held for `dependsOn` can start, from their predictions: the latest predicted completion among
- * those that have not succeeded. A dependency itself held has no prediction; the earliest it can start counts for it
- * (it ends later still, so the bound holds). Undefined when the job waits for none, or when one of them has neither
- * (no prediction yet, or an unknown duration): a job's own prediction waits until its dependencies have succeeded, and
- * this is what can be said before. Dependencies name earlier jobs only, so the recursion ends.
+ * those that have not succeeded. A dependency without a predicted completion (none yet, or past the horizon) that is
+ * itself held counts by the earliest it can start (it ends later still, so the bound holds). Undefined when the job
+ * waits for none, or when one of them has neither (an unknown duration). The job's own prediction holds it the same
+ * way (eta-world.ts); this bound is what its dependencies' predictions say alone. Dependencies name earlier jobs
+ * only, so the recursion ends.
  */
 export function earliestStartSeconds(
   dependsOn: readonly string[] | undefined,

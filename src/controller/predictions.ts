@@ -13,6 +13,7 @@ import type { ControllerLogger } from './seams.js';
 import { readSnapshotInputs, type SnapshotInputs } from './snapshot.js';
 import type { JobSpec } from './job-spec/spec.js';
 import { isFinalJobState, newJobRecord, newTaskRecords } from './state/lifecycle.js';
+import { unmetOf } from './job-dependencies.js';
 import type { JobRecord, StateStore } from './state-store.js';
 
 export interface PredictionsDeps {
@@ -203,11 +204,16 @@ export class Predictions {
       const inputs = readSnapshotInputs(this.deps.store, now);
       // An id no stored job can have (stored ids are job-N).
       const job = newJobRecord('dry-run', spec, now);
-      const withJob: SnapshotInputs = {
-        ...inputs,
-        jobs: [...inputs.jobs, job],
-        tasks: [...inputs.tasks, ...newTaskRecords(job, now)],
-      };
+      const tasks = newTaskRecords(job, now);
+      // Held, as the submission would be, while a dependency has not succeeded.
+      const withJob: SnapshotInputs =
+        unmetOf(spec.dependsOn, this.deps.store).length > 0
+          ? {
+              ...inputs,
+              heldJobs: [...(inputs.heldJobs ?? []), job],
+              heldTasks: [...(inputs.heldTasks ?? []), ...tasks],
+            }
+          : { ...inputs, jobs: [...inputs.jobs, job], tasks: [...inputs.tasks, ...tasks] };
       const request: PredictionJob = {
         ...this.job(withJob, this.captureFork(), this.firstRoundSeconds(now), undefined),
         targets: [job.id],
@@ -401,7 +407,7 @@ export class Predictions {
   private recordFailure(job: PredictionJob, message: string): void {
     try {
       this.deps.store.transaction(() => {
-        for (const { id } of job.inputs.jobs) {
+        for (const { id } of [...job.inputs.jobs, ...(job.inputs.heldJobs ?? [])]) {
           const current = this.deps.store.getJob(id);
           if (current === undefined || isFinalJobState(current.state)) continue;
           const record = readQueueRecord(this.deps.store, id) ?? {};

@@ -48,6 +48,12 @@ export interface SnapshotInputs {
   readonly rebalanceRecommended?: ReadonlySet<string> | undefined;
   /** job id → zones where instances it ran on were lost, oldest first (JOB_CAPACITY_LOST_EVENT). */
   readonly interruptedZones?: ReadonlyMap<string, readonly string[]> | undefined;
+  /**
+   * Queued jobs waiting for their dependencies, and their tasks: out of the round, but in the completion-time
+   * predictions, which hold them until their dependencies are predicted to finish (eta-world.ts).
+   */
+  readonly heldJobs?: readonly JobRecord[] | undefined;
+  readonly heldTasks?: readonly TaskRecord[] | undefined;
 }
 
 /** A job lost an instance under it (vanished: a spot reclaim, a stop); `data.zone` says where. */
@@ -61,13 +67,17 @@ export function readSnapshotInputs(
   nowSeconds: number,
   measuredRtts?: readonly MeasuredRtt[],
 ): SnapshotInputs {
-  // A job waiting for its dependencies is out of the round (and of predictions) until they have succeeded.
-  const jobs = store
-    .listJobs({ states: LIVE_JOB_STATES })
-    .filter((j) => j.state !== 'queued' || !waitsForDependencies(j, store));
-  const planned = new Set(jobs.map((j) => j.id));
-  // Only the active jobs' tasks: every task ever run is read once per round otherwise, and they grow for good.
-  const tasks = store.listTasks({ jobStates: LIVE_JOB_STATES }).filter((t) => planned.has(t.jobId));
+  // A job waiting for its dependencies is out of the round until they have succeeded (predictions hold it).
+  const jobs: JobRecord[] = [];
+  const heldJobs: JobRecord[] = [];
+  for (const job of store.listJobs({ states: LIVE_JOB_STATES }))
+    (job.state === 'queued' && waitsForDependencies(job, store) ? heldJobs : jobs).push(job);
+  const held = new Set(heldJobs.map((j) => j.id));
+  // Only the live jobs' tasks: every task ever run is read once per round otherwise, and they grow for good.
+  const tasks: TaskRecord[] = [];
+  const heldTasks: TaskRecord[] = [];
+  for (const task of store.listTasks({ jobStates: LIVE_JOB_STATES }))
+    (held.has(task.jobId) ? heldTasks : tasks).push(task);
   const instances = store.listInstances({
     states: ['requested', 'launching', 'running', 'draining', 'terminating'],
   });
@@ -112,6 +122,8 @@ export function readSnapshotInputs(
     spotInstances,
     rebalanceRecommended,
     interruptedZones,
+    heldJobs,
+    heldTasks,
   };
 }
 

@@ -23,10 +23,11 @@ import type { TraceJob, TraceTask } from './trace.js';
 export type TaskState = 'queued' | 'launching' | 'running' | 'killing' | 'uploading' | 'stopped' | 'done';
 
 /**
- * pending (not arrived) → queued → migrating (being launched or moved: pinned) → executing (all tasks
- * launched: reconfigurable, progressing after init_delay) → finished. Eva reference `JobStatus`.
+ * pending (not arrived) → [held (arrived, waiting for its dependencies to finish) →] queued → migrating (being
+ * launched or moved: pinned) → executing (all tasks launched: reconfigurable, progressing after init_delay) →
+ * finished. Eva reference `JobStatus`, plus `held` for `dependsOn`.
  */
-export type JobStatus = 'pending' | 'queued' | 'migrating' | 'executing' | 'finished';
+export type JobStatus = 'pending' | 'held' | 'queued' | 'migrating' | 'executing' | 'finished';
 
 export type InstanceLifecycle =
   'instantiating' | 'starting-worker' | 'registering' | 'running' | 'terminating' | 'terminated';

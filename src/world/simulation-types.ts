@@ -22,6 +22,8 @@ export interface SimulationProgress {
 /** What happened, for tests, debugging and verbose output (`RunOptions.onEvent`). */
 export type SimLogKind =
   | 'arrival'
+  /** A job held for its dependencies joins the queue (the last of them finished). */
+  | 'released'
   | 'round'
   | 'instance-launch'
   | 'instantiated'

@@ -16,6 +16,7 @@ import type { JobOutcome, RunResult } from './run-result.js';
 import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
 import type { PredictedTimes, Predictor, RunOptions } from './simulation-types.js';
 import { buildSimJobs } from './trace-jobs.js';
+import { waitsForDependencies, waitsToPlace } from './job-dependencies.js';
 import { SpotWorld } from './spot-world.js';
 import type { SimWorld } from './world.js';
 import { exportWorld, importWorld } from './world-io.js';
@@ -106,8 +107,8 @@ export class Simulation {
   private placedBetweenRounds = 0;
 
   private rounds = 0;
-  /** The trace's jobs by id, built on the first `timesOf` (a prediction asks for every target). */
-  private jobsById: Map<string, SimJob> | undefined;
+  /** The trace's jobs by id, built when first needed (a dependency's status, a prediction's targets). */
+  private jobsByIdMemo: Map<string, SimJob> | undefined;
   /** Job moves carried out by plans chosen for the network's sake. */
   private latencyMoves = 0;
   /** Jobs stopped by WFQ preemption. */
@@ -195,7 +196,9 @@ export class Simulation {
     this.maxSeconds = options.maxSimulatedSeconds ?? lastArrival + 30 * 86_400 + 10 * longest;
     if (fork !== undefined) {
       importWorld(this.state, fork.world, options.catalog);
-      this.targetsLeft = [...fork.targets].filter((id) => this.state.liveJobs.has(id)).length;
+      this.targetsLeft = [...fork.targets].filter(
+        (id) => this.state.liveJobs.has(id) || this.state.heldJobs.has(id),
+      ).length;
       refreshRates(this.state, this.rateOf); // rates from the prediction's model; completions scheduled from them
     }
   }
@@ -346,14 +349,39 @@ export class Simulation {
   }
 
   private onArrival(job: SimJob): void {
-    job.status = 'queued';
-    job.integratedToSeconds = this.state.now;
     this.state.log('arrival', { jobId: job.spec.id });
-    this.state.liveJobs.set(job.spec.id, job);
     this.pushNextArrival();
+    if (waitsForDependencies(job, this.jobsById())) {
+      job.status = 'held';
+      job.integratedToSeconds = this.state.now;
+      this.state.heldJobs.set(job.spec.id, job);
+      return;
+    }
+    this.enqueue(job);
+  }
+
+  /** The job joins the queue: placed between rounds, planned at the next round. */
+  private enqueue(job: SimJob): void {
+    this.state.enqueue(job);
     this.placeBetweenRounds();
     this.requestEarlyRound();
     this.scheduleTick();
+  }
+
+  /** Held jobs whose last dependency has just finished join the queue (job-dependencies.ts). */
+  private releaseHeldJobs(): void {
+    if (this.state.heldJobs.size === 0) return;
+    const byId = this.jobsById();
+    for (const job of [...this.state.heldJobs.values()])
+      if (!waitsForDependencies(job, byId)) {
+        this.state.log('released', { jobId: job.spec.id });
+        this.enqueue(job);
+      }
+  }
+
+  private jobsById(): ReadonlyMap<string, SimJob> {
+    this.jobsByIdMemo ??= new Map(this.state.jobs.map((j) => [j.spec.id, j]));
+    return this.jobsByIdMemo;
   }
 
   /** Waiting jobs onto paid capacity now, instead of at the next round (round/between-rounds.ts). */
@@ -465,14 +493,18 @@ export class Simulation {
     this.state.liveJobs.delete(job.spec.id);
     this.state.finishedJobs += 1;
     this.placeBetweenRounds();
+    this.releaseHeldJobs();
     if (this.fork?.targets.has(job.spec.id) === true) this.targetsLeft -= 1;
   }
 
   // ---------------------------------------------------------------- predictions (PCS §4)
 
-  /** Live jobs without a prediction yet (PCS §4: a job is predicted when a round first sees it). */
+  /**
+   * Arrived jobs without a prediction yet (PCS §4: a job is predicted when a round first sees it; a job held for
+   * its dependencies too, as the controller predicts it at submission).
+   */
   private unpredictedJobs(): string[] {
-    return [...this.state.liveJobs.values()]
+    return [...this.state.liveJobs.values(), ...this.state.heldJobs.values()]
       .filter((j) => !this.predictions.has(j.spec.id))
       .map((j) => j.spec.id);
   }
@@ -500,8 +532,7 @@ export class Simulation {
 
   /** When a job first made progress and when it finished in this run (null: not in this run). */
   timesOf(jobId: string): { startSeconds: number | null; endSeconds: number | null } {
-    this.jobsById ??= new Map(this.state.jobs.map((j) => [j.spec.id, j]));
-    const job = this.jobsById.get(jobId);
+    const job = this.jobsById().get(jobId);
     return { startSeconds: job?.startSeconds ?? null, endSeconds: job?.endSeconds ?? null };
   }
 
@@ -525,9 +556,7 @@ export class Simulation {
       },
       jobs,
     );
-    const waits = this.state.jobs.flatMap((j) =>
-      j.firstPlacedSeconds === undefined ? [] : [j.firstPlacedSeconds - j.spec.arrivalSeconds],
-    );
+    const waits = waitsToPlace(this.state.jobs);
     const spot = this.state.spot;
     return {
       summary,

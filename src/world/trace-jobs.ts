@@ -1,14 +1,16 @@
 import type { Catalog } from '../core/catalog.js';
 import { canHost, demandSignature } from '../scheduler/reservation-price.js';
 import type { SimJob } from './entities.js';
+import { dependencyProblems } from './job-dependencies.js';
 import { DEFAULT_CHECKPOINT_INTERVAL_SECONDS, type Trace } from './trace.js';
 
 /**
  * The simulator's jobs and tasks for a trace, checked before the run starts: unique job ids, arrival order,
- * unique task names within a job, and a catalog type that can host every task (else no scheduler could run it).
+ * unique task names within a job, a catalog type that can host every task (else no scheduler could run it), and
+ * dependencies on earlier jobs that succeed.
  */
 export function buildSimJobs(trace: Trace, catalog: Catalog): SimJob[] {
-  const problems: string[] = [];
+  const problems: string[] = dependencyProblems(trace.jobs);
   const ids = new Set<string>();
   const hostable = new Map<string, boolean>();
   const jobs = trace.jobs.map((spec, index) => {

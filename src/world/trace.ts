@@ -55,6 +55,12 @@ export interface TraceJob {
   readonly checkpointIntervalSeconds?: number | undefined;
   /** Whether it may run on spot capacity (absent: allowed). */
   readonly spot?: SpotPreference | undefined;
+  /**
+   * Ids of jobs earlier in the trace that must finish first (the controller's `dependsOn`, AWS Batch's job
+   * dependencies): it arrives at `arrivalSeconds` and is held out of every round until the last of them has finished.
+   * Each must succeed: a trace whose dependency fails is refused, as the controller ends such a job unstarted.
+   */
+  readonly dependsOn?: readonly string[] | undefined;
 }
 
 /** A job checkpoints every 30 minutes unless its trace or `--checkpoint-minutes` says otherwise. */

@@ -55,10 +55,13 @@ export function exportWorld(state: WorldState, early: boolean): SimWorld {
         break;
     }
   }
+  // Held jobs too (job-dependencies.ts), in arrival order with the live ones, waiting only for those still in the world.
+  const exported = [...state.liveJobs.values(), ...state.heldJobs.values()].sort((a, b) => a.index - b.index);
+  const exportedIds = new Set(exported.map((j) => j.spec.id));
   return {
     nowSeconds: state.now,
-    jobs: [...state.liveJobs.values()].map((job) => ({
-      spec: knownSpec(job),
+    jobs: exported.map((job) => ({
+      spec: knownSpec(job, exportedIds),
       status: job.status,
       requeueAfterStop: job.requeueAfterStop,
       active: job.active,
@@ -162,7 +165,12 @@ export function importWorld(state: WorldState, world: SimWorld, catalog: Catalog
       if (task.pendingStart) state.pendingStarts.push(task);
       if (wt.pendingStop === true) state.pendingStops.push(task);
     }
+    if (wj.status === 'held') {
+      state.heldJobs.set(job.spec.id, job);
+      return;
+    }
     state.liveJobs.set(job.spec.id, job);
+    state.newestQueuedIndex = job.index;
     state.dirtyJobs.add(job);
   });
   state.nextArrival = state.jobs.length;
@@ -225,15 +233,21 @@ export function importWorld(state: WorldState, world: SimWorld, catalog: Catalog
 
 /**
  * The job as a predictor knows it: a job with a declared success model runs, in the prediction, for its expected
- * size given the stages it has survived (SERPT's expectation), not for the size the trace drew for it.
+ * size given the stages it has survived (SERPT's expectation), not for the size the trace drew for it; a held job
+ * waits for those of its dependencies that are in the world (`inWorld`: the others have finished).
  */
-function knownSpec(job: SimJob): SimJob['spec'] {
+function knownSpec(job: SimJob, inWorld: ReadonlySet<string>): SimJob['spec'] {
+  const dependsOn = job.spec.dependsOn?.filter((id) => inWorld.has(id));
+  const spec =
+    job.spec.dependsOn === undefined
+      ? job.spec
+      : { ...job.spec, dependsOn: dependsOn !== undefined && dependsOn.length > 0 ? dependsOn : undefined };
   const progress = successProgress(job);
-  if (progress === undefined) return job.spec;
+  if (progress === undefined) return spec;
   const attained = job.completedIterations / job.spec.fullThroughput;
   const expectedSeconds = attained + progress.expectedRemainingSeconds;
   return {
-    ...job.spec,
+    ...spec,
     durationSeconds: expectedSeconds,
     totalIterations: Math.max(job.completedIterations, expectedSeconds * job.spec.fullThroughput),
   };

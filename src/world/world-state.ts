@@ -103,6 +103,8 @@ export class WorldState {
   readonly queue = new EventQueue<SimEvent>();
   /** Arrived and unfinished, in arrival order. */
   readonly liveJobs = new Map<string, SimJob>();
+  /** Arrived and waiting for their dependencies to finish (job-dependencies.ts), out of every round. */
+  readonly heldJobs = new Map<string, SimJob>();
   /** Every instance ever launched. */
   readonly instances = new Map<string, SimInstance>();
   /** Up and in the plan, in launch order. */
@@ -138,6 +140,8 @@ export class WorldState {
   /** Spot interruptions (a run with spot on; never in a prediction's world). */
   spot: SpotWorld | undefined;
   private nowSeconds = 0;
+  /** The latest in arrival order of the jobs queued so far (a job arriving after it needs no reordering). */
+  newestQueuedIndex = -1;
   private readonly onEvent: RunOptions['onEvent'];
 
   constructor(jobs: readonly SimJob[], onEvent: RunOptions['onEvent'], network?: NetworkWorld) {
@@ -181,6 +185,24 @@ export class WorldState {
     inst.occupants.delete(task);
     this.addUsage(inst, taskDemandOn(task, inst), -1);
     task.occupying = undefined;
+  }
+
+  /**
+   * The job joins the queue now, in arrival order among the live jobs (a job released from its dependencies arrived
+   * before some of them; the controller's rounds list jobs by submission too).
+   */
+  enqueue(job: SimJob): void {
+    job.status = 'queued';
+    job.integratedToSeconds = this.now;
+    this.heldJobs.delete(job.spec.id);
+    this.liveJobs.set(job.spec.id, job);
+    if (job.index > this.newestQueuedIndex) {
+      this.newestQueuedIndex = job.index;
+      return;
+    }
+    const ordered = [...this.liveJobs.values()].sort((a, b) => a.index - b.index);
+    this.liveJobs.clear();
+    for (const j of ordered) this.liveJobs.set(j.spec.id, j);
   }
 
   get allJobsFinished(): boolean {

@@ -79,7 +79,7 @@ export type WorldEvent =
 
 export interface SimWorld {
   readonly nowSeconds: number;
-  /** Live jobs (arrived, unfinished), in arrival order. */
+  /** Arrived, unfinished jobs in arrival order: live ones, and those held for their dependencies (status `held`). */
   readonly jobs: readonly WorldJob[];
   /** Instances not yet terminated. */
   readonly instances: readonly WorldInstance[];

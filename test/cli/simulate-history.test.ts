@@ -97,6 +97,41 @@ describe('fleetwise export-trace → simulate (CLI subprocess)', () => {
     controller.forEach((j, i) => expect(j.jctSeconds).toBeCloseTo(engine[i]?.jctSeconds ?? 0, 0));
   }, 120_000);
 
+  it('replays a pipeline in order in both runtimes: a step waits for the one it depends on, and a bad one is named', async () => {
+    const step = (id: string, arrivalSeconds: number, dependsOn?: string[]) => ({
+      id,
+      name: id,
+      arrivalSeconds,
+      durationSeconds: 1800,
+      ...(dependsOn === undefined ? {} : { dependsOn }),
+      tasks: [{ name: 'main', workload: 'resnet18', demand: { any: [1, 4, 24] } }],
+    });
+    const file = join(tmp, 'pipeline.json');
+    const pipeline = [step('prepare', 0), step('train', 60, ['prepare']), step('report', 120, ['train'])];
+    writeFileSync(file, JSON.stringify({ format: 'fleetwise-trace/v1', jobs: pipeline }));
+    const runs = await Promise.all([
+      simulateJobs(['--trace', file], 'engine'),
+      simulateJobs(['--trace', file], 'controller'),
+    ]);
+    for (const jobs of runs) {
+      const [prepare, train, report] = jobs as [JobOutcome, JobOutcome, JobOutcome];
+      expect(train.startSeconds as number).toBeGreaterThan(prepare.endSeconds as number);
+      expect(report.startSeconds as number).toBeGreaterThan(train.endSeconds as number);
+      // Its JCT counts from its arrival: the steps before it are in it.
+      expect(report.jctSeconds as number).toBeGreaterThan(3 * 1800);
+    }
+    expect(runs[1]?.map((j) => j.endSeconds)).toEqual(runs[0]?.map((j) => j.endSeconds));
+
+    writeFileSync(
+      file,
+      JSON.stringify({ format: 'fleetwise-trace/v1', jobs: [step('train', 0, ['prepare'])] }),
+    );
+    const bad = await runCli(['simulate', '--trace', file, '--scheduler', 'eva']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain(file);
+    expect(bad.stderr).toContain('jobs.0.dependsOn.0: prepare is not a job listed before this one');
+  }, 120_000);
+
   it('writes the trace to stdout without --out', async () => {
     const out = await runCli(['export-trace', '--state-dir', stateDir]);
     expect(out.code, out.stderr).toBe(0);

@@ -85,7 +85,8 @@ describe('job dependencies in the controller', () => {
     const first = r.controller.submit(jobSpec('first', CPU_SMALL), 'research');
     const second = r.controller.submit(jobSpec('second', CPU_SMALL), 'research');
     const last = r.controller.submit(after(jobSpec('last', CPU_SMALL), first.id, second.id), 'research');
-    // While it waits: queued, its dependencies shown with their states, no prediction pending.
+    // While it waits: queued, its dependencies shown with their states, its first prediction pending (held jobs are
+    // predicted too).
     const waiting = r.store.getJob(last.id);
     if (waiting === undefined) throw new Error('no job');
     expect(jobDocument(r.store, waiting, true).dependencies).toEqual([
@@ -93,7 +94,7 @@ describe('job dependencies in the controller', () => {
       { id: second.id, state: 'queued' },
     ]);
     expect(jobSummary(waiting, 1, r.store, true)).toMatchObject({
-      etaPending: false,
+      etaPending: true,
       waitingFor: [first.id, second.id],
     });
     await r.controller.runRound('test');
@@ -171,7 +172,7 @@ describe('job dependencies in the controller', () => {
 });
 
 describe('when a job held for its dependencies can start', () => {
-  it('shows each dependency’s predicted end, and the latest of them (through a held one) as the earliest start', async () => {
+  it('predicts a held job to start after its dependencies end, and shows their ends and the latest (through a held one without an end) as the earliest start', async () => {
     const r = rig({}, { tasks: new ScriptedExits(new Map()) });
     const t0 = r.clock.nowSeconds();
     const long = r.controller.submit(
@@ -186,21 +187,35 @@ describe('when a job held for its dependencies can start', () => {
       after(jobSpec('next', CPU_SMALL, { expectedDurationSeconds: 60 }), long.id, short.id),
       'research',
     );
-    const last = r.controller.submit(after(jobSpec('last', CPU_SMALL), next.id), 'research');
+    // Held, and of unknown length: no end of its own to predict.
+    const unsized = r.controller.submit(after(jobSpec('unsized', CPU_SMALL), long.id), 'research');
+    const last = r.controller.submit(after(jobSpec('last', CPU_SMALL), unsized.id), 'research');
     await r.controller.predictionsSettled();
-    const ends = [long.id, short.id].map((id) => readQueueRecord(r.store, id)?.eta?.completionSeconds);
-    const [longEnd, shortEnd] = ends as [number, number];
+    const eta = (id: string) => readQueueRecord(r.store, id)?.eta;
+    const [longEnd, shortEnd] = [long.id, short.id].map((id) => eta(id)?.completionSeconds) as [
+      number,
+      number,
+    ];
     // Both run at once from t0: the longer one ends last.
     expect(longEnd).toBeGreaterThan(t0 + 3600);
     expect(shortEnd).toBeLessThan(longEnd);
+    // The held job runs in the prediction once both have ended: it starts after the later end, and runs its 60 s.
+    const nextEta = eta(next.id);
+    expect(nextEta?.startSeconds as number).toBeGreaterThanOrEqual(longEnd);
+    expect(nextEta?.completionSeconds as number).toBeGreaterThanOrEqual(
+      (nextEta?.startSeconds as number) + 60,
+    );
+    expect(nextEta?.completionSeconds as number).toBeLessThan(longEnd + 600);
+    expect(nextEta?.basis).toContain(`held until ${long.id}, ${short.id} succeed`);
     const view = (id: string) => jobDocument(r.store, r.store.getJob(id) as JobRecord, true);
     expect(view(next.id).dependencies).toEqual([
       { id: long.id, state: 'queued', predictedCompletionSeconds: longEnd },
       { id: short.id, state: 'queued', predictedCompletionSeconds: shortEnd },
     ]);
     expect(view(next.id).startsNoEarlierThanSeconds).toBe(longEnd);
-    // A dependency itself held has no prediction: the earliest it can start bounds the job after it.
-    expect(view(last.id).dependencies).toEqual([{ id: next.id, state: 'queued' }]);
+    // A held dependency without a predicted end: the earliest it can start bounds the job after it.
+    expect(eta(unsized.id)?.completionSeconds).toBeNull();
+    expect(view(last.id).dependencies).toEqual([{ id: unsized.id, state: 'queued' }]);
     expect(view(last.id).startsNoEarlierThanSeconds).toBe(longEnd);
     // Neither holds for a job that waits for nothing.
     expect(view(long.id).startsNoEarlierThanSeconds).toBeNull();

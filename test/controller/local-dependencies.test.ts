@@ -7,8 +7,9 @@ import { oneLocalController, until } from '../helpers/local-controller.js';
 
 /**
  * Job dependencies through a real local controller and the CLI: `fleetwise submit --depends-on` holds a job until the
- * one it names has succeeded (`fleetwise job` says what it waits for), then runs it; naming an unknown job is refused
- * before anything is submitted; a job whose dependency is cancelled fails, saying which.
+ * one it names has succeeded (`fleetwise job` says what it waits for), then runs it; a held job is predicted to start
+ * after its dependency's predicted end; naming an unknown job is refused before anything is submitted; a job whose
+ * dependency is cancelled fails, saying which.
  */
 const local = oneLocalController('fleetwise-dependencies-');
 
@@ -37,7 +38,12 @@ interface JobAnswer {
   readonly state: string;
   readonly reason?: string;
   readonly startedAtSeconds?: number;
-  readonly eta?: { readonly completionSeconds: number | null; readonly computedAtSeconds: number } | null;
+  readonly eta?: {
+    readonly startSeconds: number | null;
+    readonly completionSeconds: number | null;
+    readonly computedAtSeconds: number;
+    readonly basis: string;
+  } | null;
   readonly startsNoEarlierThanSeconds?: number | null;
   readonly finishedAtSeconds?: number;
 }
@@ -103,22 +109,36 @@ it('runs a job after the one it depends on has succeeded, shows when a dependenc
   expect(notAnId.code).toBe(2);
   expect(notAnId.stderr).toContain('--depends-on');
 
-  // A dependency with a prediction: the waiting job's view says when it ends, and so the earliest the job can start.
+  // A dependency with a prediction: the waiting job is predicted held until then (its own ETA starts after the
+  // dependency's predicted end), and its view says when the dependency ends, and so the earliest the job can start.
   const blocker = await submit([specFile('blocker', 'sleep 600', 600)]);
-  const blocked = await submit([specFile('blocked', 'true'), '--depends-on', blocker]);
-  // Once it runs and has been predicted since it started, its prediction stands (nothing else changes meanwhile).
-  const predicted = await until(
-    `a prediction for ${blocker} once it runs`,
+  const blocked = await submit([specFile('blocked', 'true', 30), '--depends-on', blocker]);
+  // Once the blocker runs and both were predicted together since it started, the prediction stands (nothing else
+  // changes meanwhile).
+  const [blockerEta, blockedEta] = await until(
+    `a prediction of ${blocker} and ${blocked} once ${blocker} runs`,
     async () => {
-      const j = await job(blocker);
-      const started = j.startedAtSeconds;
-      return j.state === 'running' && started !== undefined && (j.eta?.computedAtSeconds ?? 0) >= started
-        ? (j.eta?.completionSeconds ?? undefined)
+      const [a, b] = [await job(blocker), await job(blocked)];
+      const started = a.startedAtSeconds;
+      return a.state === 'running' &&
+        started !== undefined &&
+        a.eta !== undefined &&
+        a.eta !== null &&
+        a.eta.computedAtSeconds >= started &&
+        b.eta?.computedAtSeconds === a.eta.computedAtSeconds
+        ? ([a.eta, b.eta] as const)
         : undefined;
     },
     60_000,
     controller.diagnostics,
   );
+  const predicted = blockerEta.completionSeconds as number;
+  expect(predicted).toBeGreaterThan(blockerEta.computedAtSeconds + 500);
+  expect(blockedEta.startSeconds as number).toBeGreaterThanOrEqual(predicted);
+  expect(blockedEta.completionSeconds as number).toBeGreaterThanOrEqual(
+    (blockedEta.startSeconds as number) + 30,
+  );
+  expect(blockedEta.basis).toContain(`held until ${blocker} succeeds`);
   const blockedView = await runCli(['job', blocked], controller.env);
   expect(blockedView.code, blockedView.stderr).toBe(0);
   const at = formatTime(predicted);
@@ -127,30 +147,38 @@ it('runs a job after the one it depends on has succeeded, shows when a dependenc
   );
   expect(blockedView.stdout).toMatch(
     new RegExp(
-      `^waiting {4}for ${blocker} to succeed \\(no prediction of its own until then; it starts no earlier than ${at}\\)$`,
+      `^waiting {4}for ${blocker} to succeed \\(by their predictions it starts no earlier than ${at}\\)$`,
       'm',
     ),
   );
   expect((await job(blocked)).startsNoEarlierThanSeconds).toBe(predicted);
-  // A dry run of a job that would wait for it says so, with the same bound, not the ETA of a job free to start now.
+  // The jobs table shows its ETA like any other's.
+  const table = await runCli(['jobs'], controller.env);
+  expect(table.stdout).toMatch(
+    new RegExp(`^${blocked} .* after ${blocker} +${formatTime(blockedEta.completionSeconds as number)}`, 'm'),
+  );
+  // A dry run of a job that would wait for it is predicted held as well, and names the bound.
   const nextSpec = specFile('next', 'true', 60);
   const heldDryRun = await runCli(['submit', nextSpec, '--depends-on', blocker, '--dry-run'], controller.env);
   expect(heldDryRun.code, heldDryRun.stderr).toBe(0);
   expect(heldDryRun.stdout).toMatch(
     new RegExp(
-      `^eta {8}- \\(held until ${blocker} has succeeded: no prediction until then; it would start no earlier than ${at}\\)$`,
+      `^held {7}until ${blocker} has succeeded: by their predictions it would start no earlier than ${at}$`,
       'm',
     ),
   );
+  expect(heldDryRun.stdout).toMatch(new RegExp(`^eta {8}.*\\(.*held until ${blocker} succeeds`, 'm'));
   const heldDryRunJson = await runCli(
     ['submit', nextSpec, '--depends-on', blocker, '--dry-run', '--json'],
     controller.env,
   );
-  expect(JSON.parse(heldDryRunJson.stdout)).toMatchObject({
-    eta: null,
-    waitingFor: [blocker],
-    startsNoEarlierThanSeconds: predicted,
-  });
+  const dryView = JSON.parse(heldDryRunJson.stdout) as {
+    eta: { startSeconds: number; completionSeconds: number };
+  };
+  expect(dryView).toMatchObject({ waitingFor: [blocker], startsNoEarlierThanSeconds: predicted });
+  // Predicted afresh, a few seconds on: the blocker's end moves by no more than the clock's.
+  expect(dryView.eta.startSeconds).toBeGreaterThanOrEqual(predicted - 10);
+  expect(dryView.eta.completionSeconds).toBeGreaterThanOrEqual(dryView.eta.startSeconds + 60);
 
   // A cancelled dependency fails the job that waits for it.
   const cancel = await runCli(['cancel', blocker], controller.env);

@@ -10,7 +10,8 @@ import type { JobState, StateStore } from '../../src/controller/state-store.js';
  * it must say: each job's arrival (relative to the first), its duration and where that came from.
  */
 
-const example = (name: string): JobSpec => {
+/** An example job spec of examples/jobs, parsed against the bundled catalog. */
+export const example = (name: string): JobSpec => {
   const path = join(PROJECT_ROOT, 'examples', 'jobs', name);
   return parseJobSpec(readFileSync(path, 'utf8'), path, loadCatalogFile());
 };

@@ -237,10 +237,10 @@ function dependencyLines(job: JobDocumentResponse, nowSeconds: number): string[]
   if (job.state === 'queued' && waiting.length > 0) {
     const bound = job.startsNoEarlierThanSeconds;
     const start =
-      bound !== null && bound > nowSeconds ? `; it starts no earlier than ${formatTime(bound)}` : '';
-    lines.push(
-      `waiting    for ${waiting.map((d) => d.id).join(', ')} to succeed (no prediction of its own until then${start})`,
-    );
+      bound !== null && bound > nowSeconds
+        ? ` (by their predictions it starts no earlier than ${formatTime(bound)})`
+        : '';
+    lines.push(`waiting    for ${waiting.map((d) => d.id).join(', ')} to succeed${start}`);
   }
   return lines;
 }

@@ -204,14 +204,16 @@ function formatDryRun(file: string, view: DryRunResponse): string {
   const eta = view.eta;
   const held = view.waitingFor ?? [];
   const bound = view.startsNoEarlierThanSeconds;
+  const heldLine =
+    held.length === 0
+      ? ''
+      : `held       until ${held.join(', ')} ${held.length === 1 ? 'has' : 'have'} succeeded` +
+        `${bound === undefined || bound === null ? '' : `: by their predictions it would start no earlier than ${formatTime(bound)}`}\n`;
   const etaLine =
-    held.length > 0
-      ? `eta        - (held until ${held.join(', ')} ${held.length === 1 ? 'has' : 'have'} succeeded: no prediction until then` +
-        `${bound === undefined || bound === null ? '' : `; it would start no earlier than ${formatTime(bound)}`})`
-      : eta === null
-        ? 'eta        - (the controller predicts ETAs for jobs with expectedDurationSeconds, when predictions are on)'
-        : `eta        ${completionText(eta) ?? 'unknown'}` +
-          `${eta.startSeconds === null ? '' : `, start ${formatTime(eta.startSeconds)}`} (${eta.basis})`;
+    eta === null
+      ? 'eta        - (the controller predicts ETAs for jobs with expectedDurationSeconds, when predictions are on)'
+      : `eta        ${completionText(eta) ?? 'unknown'}` +
+        `${eta.startSeconds === null ? '' : `, start ${formatTime(eta.startSeconds)}`} (${eta.basis})`;
   return (
     `${file}: ${view.name} (team ${view.team}) is valid; dry run, nothing submitted\n` +
     formatTable(
@@ -219,6 +221,7 @@ function formatDryRun(file: string, view: DryRunResponse): string {
       view.tasks.map((t) => [t.name, t.replicas, t.instanceType, formatDollars(t.costPerHour)]),
     ) +
     `cost       ${formatDollars(view.costPerHour)}/hour alone (reservation prices; packing shares instances and costs less)\n` +
+    heldLine +
     `${etaLine}\n`
   );
 }

@@ -185,7 +185,7 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
         allOf: [ref('Eta')],
         nullable: true,
         description:
-          'Null when the controller cannot predict one, or when the job would be held for its dependencies (no prediction of its own until they have succeeded)',
+          'What the controller predicts if the job were submitted now (held for its dependencies, it starts once they are predicted to have succeeded); null when it cannot predict one',
       },
       waitingFor: {
         type: 'array',

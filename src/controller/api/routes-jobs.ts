@@ -89,16 +89,17 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       if (dryRun) {
         const problems = dependencyProblems(spec, spec.team, store);
         if (problems.length > 0) throw new ValidationError('job spec', problems);
-        // Held for its dependencies, the job would get no prediction of its own: say what it waits for and the
-        // earliest it could start, not the ETA of a job free to start now.
+        // Held for its dependencies, the job is predicted held (it starts once they are predicted to succeed), and
+        // the view says what it waits for and the earliest their predictions let it start.
         const waitingFor = unmetOf(spec.dependsOn, store);
+        const eta = (await service.estimate?.(spec)) ?? null;
         if (waitingFor.length > 0)
-          return dryRunView(spec, context.priceBook, null, {
+          return dryRunView(spec, context.priceBook, eta, {
             waitingFor,
             startsNoEarlierThanSeconds:
               earliestStartSeconds(spec.dependsOn, store, predictedCompletionIn(store)) ?? null,
           });
-        return dryRunView(spec, context.priceBook, (await service.estimate?.(spec)) ?? null);
+        return dryRunView(spec, context.priceBook, eta);
       }
       requireUploadedContexts(spec);
       const job =

@@ -109,8 +109,8 @@ export interface DryRunView {
   /** Sum over replicas of the reservation prices: the job's $/hour alone, before packing. */
   readonly costPerHour: number;
   /**
-   * The completion the controller predicts if the job were submitted now; null when it cannot predict one, or when
-   * the job would be held for its dependencies (it gets no prediction of its own until they have succeeded).
+   * The completion the controller predicts if the job were submitted now (held for its dependencies, it starts in
+   * the prediction once they are predicted to have succeeded); null when it cannot predict one.
    */
   readonly eta: EtaRecord | null;
   /** The dependencies it would be held for: those that have not succeeded (absent when none). */
@@ -119,7 +119,7 @@ export interface DryRunView {
   readonly startsNoEarlierThanSeconds?: number | null;
 }
 
-/** What a dry run of a job held for its dependencies says in place of an ETA. */
+/** What a dry run of a job held for its dependencies says besides its ETA. */
 export interface DependencyHold {
   readonly waitingFor: readonly string[];
   readonly startsNoEarlierThanSeconds: number | null;

@@ -150,8 +150,8 @@ export function jobSummary(
     taskCount,
     queue: final ? null : (record?.queue ?? null),
     eta: record?.eta ?? null,
-    // A job waiting for its dependencies gets no prediction until they have succeeded.
-    etaPending: predictionsEnabled && !final && record?.eta === undefined && waitingFor.length === 0,
+    // A job waiting for its dependencies is predicted too: held until they are predicted to have succeeded.
+    etaPending: predictionsEnabled && !final && record?.eta === undefined,
     warnings: store === undefined ? [] : readJobWarnings(store, job.id),
     waitingFor: waitingFor.length === 0 ? undefined : waitingFor,
   });

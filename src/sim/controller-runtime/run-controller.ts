@@ -13,6 +13,7 @@ import { FleetMeter } from '../../world/fleet-meter.js';
 import type { GroundTruth } from '../../world/ground-truth.js';
 import { jobOutcome, mean, summarize } from '../../world/metrics.js';
 import { buildSimJobs } from '../../world/trace-jobs.js';
+import { waitsToPlace } from '../../world/job-dependencies.js';
 import type { SpotSimulation } from '../../world/spot-world.js';
 import type { Trace } from '../../world/trace.js';
 import type { JobOutcome, RunResult } from '../../world/run-result.js';
@@ -223,6 +224,8 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
   const longest = jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
   const maxSeconds = lastArrival + 30 * 86_400 + 10 * longest;
   let nextArrival = 0;
+  // Trace id → the id the controller gave the job, for the dependencies of later jobs.
+  const controllerIds = new Map<string, string>();
   let started = false;
   let finished = 0;
   const finishedNow = (): number => jobs.filter((j) => j.status === 'finished').length;
@@ -310,7 +313,8 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
       while (nextArrival < jobs.length && (jobs[nextArrival] as SimJob).spec.arrivalSeconds <= t) {
         const job = jobs[nextArrival] as SimJob;
         nextArrival += 1;
-        const record = controller.submit(traceJobSpec(job.spec), job.spec.team ?? 'default');
+        const record = controller.submit(traceJobSpec(job.spec, controllerIds), job.spec.team ?? 'default');
+        controllerIds.set(job.spec.id, record.id);
         const taskIds = store
           .listTasks({ jobId: record.id })
           .sort((a, b) => a.index - b.index)
@@ -390,9 +394,7 @@ function result(
     outcomes,
   );
   const starts = workers.starts;
-  const waits = jobs.flatMap((j) =>
-    j.firstPlacedSeconds === undefined ? [] : [j.firstPlacedSeconds - j.spec.arrivalSeconds],
-  );
+  const waits = waitsToPlace(jobs);
   const base: RunResult = {
     summary,
     series: meter.series(o.maxSeriesPoints ?? DEFAULT_MAX_SERIES_POINTS),

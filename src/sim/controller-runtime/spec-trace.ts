@@ -20,6 +20,8 @@ export interface SpecTiming {
   readonly durationFrom?: 'measured' | 'declared' | undefined;
   /** False for a job that stopped as unsuccessful at a stage. */
   readonly successful?: boolean | undefined;
+  /** Trace ids of the jobs it waited for (a controller's history: its `dependsOn`, all of them in the trace). */
+  readonly dependsOn?: readonly string[] | undefined;
 }
 
 /**
@@ -41,6 +43,9 @@ export function specTraceJob(spec: JobSpec, timing: SpecTiming): FleetwiseTraceJ
     restoreDelaySeconds: spec.checkpoint.restoreDelaySeconds ?? 0,
     ...(timing.successful === undefined ? {} : { successful: timing.successful }),
     ...(spec.network === undefined ? {} : { network: networkDeclarationInput(spec.network) }),
+    ...(timing.dependsOn === undefined || timing.dependsOn.length === 0
+      ? {}
+      : { dependsOn: [...timing.dependsOn] }),
     tasks: expandTasks(spec).map((t) => {
       const image =
         t.template.image ??
@@ -71,7 +76,8 @@ function unsimulatedFields(spec: JobSpec): string[] {
   if (spec.dependsOn !== undefined)
     problems.push(
       "dependsOn: not simulated (it names a controller's job ids; a directory's jobs are its files): remove it, " +
-        'and give the dependent job a later arrival in the arrivals index instead',
+        'and give the dependent job a later arrival in the arrivals index instead (a trace exported from a ' +
+        "controller's state, `fleetwise export-trace`, keeps its jobs' dependencies)",
     );
   const expected = spec.expectedDurationSeconds;
   if (spec.maxRunSeconds !== undefined && expected !== undefined && spec.maxRunSeconds < expected)

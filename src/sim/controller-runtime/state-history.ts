@@ -115,7 +115,8 @@ export function runningSeconds(events: readonly EventRecord[]): ReadonlyMap<stri
  * The history as a fleetwise trace. A finished job runs for its measured running time (which includes any slowdown
  * it had next to its neighbours: the simulator's own interference comes on top). A job that has not finished
  * runs for its declared duration. Jobs that never ran (cancelled while queued, failed before they started) and
- * unfinished jobs without a declared duration are left out, each with its reason.
+ * unfinished jobs without a declared duration are left out, each with its reason, and so are the jobs that depend on
+ * one left out; the others keep their `dependsOn`, so a pipeline replays in order.
  */
 export function historyTrace(
   history: StateHistory,
@@ -124,15 +125,27 @@ export function historyTrace(
   const ran = runningSeconds(history.jobStateEvents);
   const skipped: SkippedJob[] = [];
   const kept: { job: JobRecord; durationSeconds: number; durationFrom: 'measured' | 'declared' }[] = [];
+  const keptIds = new Set<string>();
+  // In submission order, so a dependency is decided before its dependents: one left out takes them along (a
+  // dependency that succeeded ran, so it is kept).
+  const keep = (job: JobRecord, durationSeconds: number, durationFrom: 'measured' | 'declared'): void => {
+    const missing = (job.spec.dependsOn ?? []).find((id) => !keptIds.has(id));
+    if (missing !== undefined) {
+      skipped.push({ id: job.id, reason: `it depends on ${missing}, which is not in the trace` });
+      return;
+    }
+    kept.push({ job, durationSeconds, durationFrom });
+    keptIds.add(job.id);
+  };
   for (const job of history.jobs) {
     if (FINAL.includes(job.state)) {
       const measured = ran.get(job.id) ?? 0;
-      if (measured > 0) kept.push({ job, durationSeconds: measured, durationFrom: 'measured' });
+      if (measured > 0) keep(job, measured, 'measured');
       else skipped.push({ id: job.id, reason: `${job.state} without ever running` });
       continue;
     }
     const declared = job.spec.expectedDurationSeconds;
-    if (declared !== undefined) kept.push({ job, durationSeconds: declared, durationFrom: 'declared' });
+    if (declared !== undefined) keep(job, declared, 'declared');
     else
       skipped.push({
         id: job.id,
@@ -147,6 +160,7 @@ export function historyTrace(
       durationSeconds,
       durationFrom,
       ...(job.state === 'succeeded' || !FINAL.includes(job.state) ? {} : { successful: false }),
+      dependsOn: job.spec.dependsOn,
     }),
   );
   return {

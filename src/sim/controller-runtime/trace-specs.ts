@@ -11,9 +11,10 @@ import type { TraceJob } from '../../world/trace.js';
  *   engine's remaining iterations / full throughput;
  * - migration delay: the snapshot estimates 2 × restore + init, the engine max over tasks of (fetch + build + upload)
  *   + init, so the restore estimate is half of that maximum and the init delay is the job's.
- * Images are named by the trace's image ids (tasks sharing one skip the build on an instance that has it).
+ * Images are named by the trace's image ids (tasks sharing one skip the build on an instance that has it), and
+ * dependencies by the ids the controller gave the jobs they name (`controllerIds`).
  */
-export function traceJobSpec(job: TraceJob): JobSpec {
+export function traceJobSpec(job: TraceJob, controllerIds: ReadonlyMap<string, string>): JobSpec {
   const moveSeconds = job.tasks.reduce(
     (m, t) => Math.max(m, t.fetchDelaySeconds + t.buildImageDelaySeconds + t.uploadDelaySeconds),
     0,
@@ -40,6 +41,9 @@ export function traceJobSpec(job: TraceJob): JobSpec {
     expectedDurationSeconds: job.totalIterations / job.fullThroughput,
     queue: {},
     ...(job.success === undefined ? {} : { success: job.success }),
+    ...(job.dependsOn === undefined
+      ? {}
+      : { dependsOn: job.dependsOn.map((id) => controllerIdOf(id, controllerIds)) }),
     ...(job.network === undefined
       ? {}
       : {
@@ -49,6 +53,13 @@ export function traceJobSpec(job: TraceJob): JobSpec {
           },
         }),
   };
+}
+
+/** The controller's id of a trace job submitted before (a dependency is submitted before its dependents). */
+function controllerIdOf(traceId: string, controllerIds: ReadonlyMap<string, string>): string {
+  const id = controllerIds.get(traceId);
+  if (id === undefined) throw new Error(`dependsOn: trace job ${traceId} has not been submitted`);
+  return id;
 }
 
 /** A trace name (`resnet18[3]`) as a job-spec name: lowercase letters, digits, `.`, `_`, `-`. */

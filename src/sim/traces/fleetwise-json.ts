@@ -45,6 +45,11 @@ const jobSchema = z.strictObject({
   successful: z.boolean().optional(),
   /** Latency sensitivity, pattern, root task (by name) and traffic, as a job spec's `network:`. */
   network: networkDeclarationSchema.optional(),
+  /**
+   * Ids of jobs listed earlier that must finish first (a job spec's `dependsOn`): the job is held from its arrival
+   * until the last of them has finished.
+   */
+  dependsOn: z.array(z.string().min(1)).min(1).optional(),
   tasks: z
     .array(taskSchema)
     .min(1, 'a job needs at least one task')
@@ -67,11 +72,24 @@ const documentSchema = z.strictObject({
     .array(jobSchema)
     .min(1, 'the trace has no jobs')
     .superRefine((jobs, ctx) => {
-      const seen = new Set<string>();
+      const seen = new Map<string, { readonly arrivalSeconds: number; readonly successful?: boolean }>();
       jobs.forEach((j, i) => {
         if (seen.has(j.id))
           ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate job id ${j.id}` });
-        seen.add(j.id);
+        (j.dependsOn ?? []).forEach((id, k) => {
+          const dependency = seen.get(id);
+          const problem =
+            dependency === undefined
+              ? `${id} is not a job listed before this one (a dependency is submitted before its dependents)`
+              : dependency.arrivalSeconds > j.arrivalSeconds
+                ? `${id} arrives after this job (at ${dependency.arrivalSeconds} s)`
+                : dependency.successful === false
+                  ? `${id} fails in the trace (successful: false), so this job could never start`
+                  : undefined;
+          if (problem !== undefined)
+            ctx.addIssue({ code: 'custom', path: [i, 'dependsOn', k], message: problem });
+        });
+        seen.set(j.id, j);
       });
     }),
 });
@@ -120,6 +138,7 @@ function toTraceJob(job: ParsedJob): TraceJob {
     ...(job.team === undefined ? {} : { team: job.team }),
     ...(job.successful === undefined ? {} : { successful: job.successful }),
     ...(job.network === undefined ? {} : { network: toNetworkDeclaration(job.network) }),
+    ...(job.dependsOn === undefined ? {} : { dependsOn: job.dependsOn }),
   };
 }
 

@@ -13,7 +13,7 @@ import {
   runningSeconds,
 } from '../../../src/sim/controller-runtime/state-history.js';
 import { fleetwiseTrace } from '../../../src/sim/traces/fleetwise-json.js';
-import { writeJobHistory } from '../../helpers/job-history.js';
+import { example, writeJobHistory } from '../../helpers/job-history.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'fleetwise-state-history-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -56,6 +56,46 @@ describe("a controller's job history as a trace", () => {
     );
     // What it writes is a valid fleetwise trace.
     expect(fleetwiseTrace(document, 'h').jobs).toHaveLength(3);
+  });
+
+  it('keeps the dependencies of a pipeline, and leaves out a job whose dependency is left out', () => {
+    const c = clock();
+    const store = new MemoryStateStore({ nowSeconds: c.now });
+    const step = (name: string, dependsOn?: string[]) =>
+      store.submitJob({
+        ...example('resnet.yaml'),
+        name,
+        expectedDurationSeconds: 600,
+        ...(dependsOn === undefined ? {} : { dependsOn }),
+      }).id;
+    c.set(100);
+    const prepare = step('prepare'); // job-1: ran and succeeded
+    c.set(110);
+    const train = step('train', [prepare]); // job-2: held no more, queued with a declared duration
+    c.set(120);
+    const { expectedDurationSeconds: _d, ...unsized } = example('resnet.yaml');
+    const probe = store.submitJob({ ...unsized, name: 'probe' }).id; // job-3: running, no declared duration
+    c.set(130);
+    const report = step('report', [train, probe]); // job-4: held for one left out
+    c.set(200);
+    store.setJobState(prepare, 'starting');
+    store.setJobState(prepare, 'running');
+    store.setJobState(probe, 'starting');
+    store.setJobState(probe, 'running');
+    c.set(500);
+    store.setJobState(prepare, 'succeeded');
+    const history = { jobs: store.listJobs(), jobStateEvents: store.listEvents({ kind: 'job.state' }) };
+    const { document, skipped } = historyTrace(history, { name: 'pipeline', source: 'memory' });
+    expect(skipped).toEqual([
+      { id: probe, reason: 'running, not finished, and its spec declares no expectedDurationSeconds' },
+      { id: report, reason: `it depends on ${probe}, which is not in the trace` },
+    ]);
+    expect(document.jobs.map((j) => [j.id, j.dependsOn])).toEqual([
+      [prepare, undefined],
+      [train, [prepare]],
+    ]);
+    // It replays: the simulator holds train until prepare has ended.
+    expect(fleetwiseTrace(document, 'pipeline').jobs[1]?.dependsOn).toEqual([prepare]);
   });
 
   it('reads a SQLite state read-only: same records as the store, the file left as it was', () => {

@@ -110,6 +110,25 @@ describe('fleetwise JSON traces', () => {
     expect(problemsOf('{')[0]).toMatch(/not valid JSON/);
   });
 
+  it('keeps dependencies on jobs listed before, and names what cannot be replayed', () => {
+    const two = (dependsOn: unknown, first: Record<string, unknown> = {}) =>
+      doc([job(first), job({ id: 'job-2', arrivalSeconds: 60, dependsOn })]);
+    expect(parseFleetwiseTrace(two(['job-1'])).jobs[1]?.dependsOn).toEqual(['job-1']);
+    expect(problemsOf(two(['job-9']))).toEqual([
+      'jobs.1.dependsOn.0: job-9 is not a job listed before this one (a dependency is submitted before its dependents)',
+    ]);
+    expect(problemsOf(two(['job-1'], { arrivalSeconds: 90 }))).toEqual([
+      'jobs.1.dependsOn.0: job-1 arrives after this job (at 90 s)',
+    ]);
+    expect(problemsOf(two(['job-1'], { successful: false }))).toEqual([
+      'jobs.1.dependsOn.0: job-1 fails in the trace (successful: false), so this job could never start',
+    ]);
+    expect(problemsOf(two([]))[0]).toMatch(/^jobs\.1\.dependsOn: /);
+    expect(problemsOf(doc([job({ dependsOn: ['job-1'] })]))[0]).toMatch(
+      /^jobs\.0\.dependsOn\.0: job-1 is not a job listed before/,
+    );
+  });
+
   it('tells its documents from Eva traces by their format field', () => {
     expect(isFleetwiseTraceJson({ format: FLEETWISE_TRACE_FORMAT, jobs: [] })).toBe(true);
     expect(isFleetwiseTraceJson({ '0': { name: 'resnet18[0]' } })).toBe(false);
