@@ -8,8 +8,8 @@ import { oneLocalController, until } from '../helpers/local-controller.js';
 /**
  * Job dependencies through a real local controller and the CLI: `fleetwise submit --depends-on` holds a job until the
  * one it names has succeeded (`fleetwise job` says what it waits for), then runs it; a held job is predicted to start
- * after its dependency's predicted end; naming an unknown job is refused before anything is submitted; a job whose
- * dependency is cancelled fails, saying which.
+ * after its dependency's predicted end; `submit --chain` makes a pipeline of its files; naming an unknown job is
+ * refused before anything is submitted; a job whose dependency is cancelled fails, saying which.
  */
 const local = oneLocalController('fleetwise-dependencies-');
 
@@ -179,6 +179,39 @@ it('runs a job after the one it depends on has succeeded, shows when a dependenc
   // Predicted afresh, a few seconds on: the blocker's end moves by no more than the clock's.
   expect(dryView.eta.startSeconds).toBeGreaterThanOrEqual(predicted - 10);
   expect(dryView.eta.completionSeconds).toBeGreaterThanOrEqual(dryView.eta.startSeconds + 60);
+
+  // A pipeline in one command: each file waits for the one before it.
+  const chained = await runCli(
+    ['submit', specFile('extract', 'true'), specFile('load', 'true'), specFile('index', 'true'), '--chain'],
+    controller.env,
+  );
+  expect(chained.code, chained.stderr).toBe(0);
+  const steps = [...chained.stdout.matchAll(/^submitted (job-\d+) \((\w+), team research\): (.*)$/gm)].map(
+    (m) => ({
+      id: m[1] as string,
+      name: m[2],
+      rest: m[3],
+    }),
+  );
+  expect(steps.map((step) => step.name)).toEqual(['extract', 'load', 'index']);
+  expect(steps[1]?.rest).toBe(`queued, waiting for ${steps[0]?.id}`);
+  expect(steps[2]?.rest).toBe(`queued, waiting for ${steps[1]?.id}`);
+  const dependencies = async (id: string) =>
+    (
+      (await controller.api('GET', `/v1/jobs/${id}`)).json as { dependencies: { id: string }[] }
+    ).dependencies.map((d) => d.id);
+  expect(await dependencies(steps[0]?.id as string)).toEqual([]);
+  expect(await dependencies(steps[2]?.id as string)).toEqual([steps[1]?.id]);
+  const misuses: [string[], string][] = [
+    [[nextSpec, nextSpec, '--chain', '--dry-run'], 'a dry run submits nothing'],
+    [[nextSpec, '--chain'], 'a pipeline needs at least two files'],
+  ];
+  for (const [args, problem] of misuses) {
+    const refused = await runCli(['submit', ...args], controller.env);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('--chain');
+    expect(refused.stderr).toContain(problem);
+  }
 
   // A cancelled dependency fails the job that waits for it.
   const cancel = await runCli(['cancel', blocker], controller.env);

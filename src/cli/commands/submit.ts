@@ -6,7 +6,7 @@ import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
 import { parseJobSpec, validateJobSpec } from '../../controller/job-spec/parse.js';
 import { JOB_ID_PATTERN } from '../../controller/job-spec/spec.js';
-import { completionText, warningsOf } from './job.js';
+import { completionText, queueFieldsOf, warningsOf } from './job.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import {
   addConnectionOptions,
@@ -23,6 +23,7 @@ interface SubmitOptions extends ConnectionOptions {
   readonly dryRun?: boolean;
   readonly catalog?: string;
   readonly dependsOn?: string[];
+  readonly chain?: boolean;
 }
 
 /** A spec without `team` is submitted for the token's team; this stands in for it in the local check only. */
@@ -136,12 +137,23 @@ export function registerSubmit(program: Command): void {
         "jobs (e.g. job-3, or job-3,job-4) that must succeed before these start: added to each spec's dependsOn",
       )
       .option(
+        '--chain',
+        'a pipeline: each file waits for the one before it to succeed (added to its dependsOn as it is submitted)',
+      )
+      .option(
         '--dry-run',
         "validate on the controller and show each task's instance type, $/hour and the ETA it would get now; submit nothing",
       ),
   ).action(async (files: string[], options: SubmitOptions) => {
     if (files.filter((f) => f === STDIN).length > 1)
       throw new ValidationError('arguments', ['-: standard input can be read only once']);
+    if (options.chain === true && options.dryRun === true)
+      throw new ValidationError('--chain', [
+        'a dry run submits nothing, so the later steps would wait for jobs that do not exist: check the files with ' +
+          '--dry-run alone (each is predicted as if it were the first step)',
+      ]);
+    if (options.chain === true && files.length < 2)
+      throw new ValidationError('--chain', ['a pipeline needs at least two files']);
     const priceBook = new PriceBook(loadCatalogFile(options.catalog));
     // Check every file before submitting any, so a typo in the third file does not leave two jobs submitted.
     const specs: RawSpec[] = [];
@@ -170,9 +182,12 @@ export function registerSubmit(program: Command): void {
     }
     const submitted: JobSummaryResponse[] = [];
     for (const [i, file] of files.entries()) {
-      const raw = await uploadBuildContexts(specs[i] as RawSpec, file, client, (l) =>
-        process.stderr.write(l),
-      );
+      const previous = submitted.at(-1);
+      const spec =
+        options.chain === true && previous !== undefined
+          ? withDependencies(specs[i] as RawSpec, [previous.id])
+          : specs[i];
+      const raw = await uploadBuildContexts(spec as RawSpec, file, client, (l) => process.stderr.write(l));
       let job: JobSummaryResponse;
       try {
         job = await client.submitJob(raw);
@@ -187,7 +202,11 @@ export function registerSubmit(program: Command): void {
         process.stdout.write(
           `${JSON.stringify({ id: job.id, name: job.name, team: job.team, state: job.state, warnings })}\n`,
         );
-      else process.stdout.write(`submitted ${job.id} (${job.name}, team ${job.team}): ${job.state}\n`);
+      else {
+        const waitingFor = queueFieldsOf(job).waitingFor ?? [];
+        const waits = waitingFor.length === 0 ? '' : `, waiting for ${waitingFor.join(', ')}`;
+        process.stdout.write(`submitted ${job.id} (${job.name}, team ${job.team}): ${job.state}${waits}\n`);
+      }
       for (const w of warnings) process.stderr.write(`warning: ${job.id}: ${w}\n`);
     }
   });
