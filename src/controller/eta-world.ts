@@ -127,9 +127,15 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
       ...(job.spec.success === undefined ? {} : { success: job.spec.success }),
     };
     if (held.has(job.id)) {
-      // Held until the dependencies still live are predicted to finish (those not live have succeeded).
-      const dependsOn = (job.spec.dependsOn ?? []).filter((id) => inWorld.has(id));
-      jobs.push(heldWorldJob({ ...spec, ...(dependsOn.length === 0 ? {} : { dependsOn }) }, tasks));
+      // Held until the dependencies it waits for are predicted to finish. One that is not in the world ended without
+      // success (or waits for one that did): the job can never start (the next round fails it), so it is left out.
+      const dependsOn =
+        inputs.heldFor?.get(job.id) ?? (job.spec.dependsOn ?? []).filter((id) => inWorld.has(id));
+      if (dependsOn.some((id) => !inWorld.has(id))) {
+        inWorld.delete(job.id);
+        continue;
+      }
+      jobs.push(heldWorldJob({ ...spec, dependsOn }, tasks));
       continue;
     }
     const runningSince = inputs.runningSince.get(job.id);

@@ -206,12 +206,14 @@ export class Predictions {
       const job = newJobRecord('dry-run', spec, now);
       const tasks = newTaskRecords(job, now);
       // Held, as the submission would be, while a dependency has not succeeded.
+      const unmet = unmetOf(spec.dependsOn, this.deps.store);
       const withJob: SnapshotInputs =
-        unmetOf(spec.dependsOn, this.deps.store).length > 0
+        unmet.length > 0
           ? {
               ...inputs,
               heldJobs: [...(inputs.heldJobs ?? []), job],
               heldTasks: [...(inputs.heldTasks ?? []), ...tasks],
+              heldFor: new Map([...(inputs.heldFor ?? []), [job.id, unmet]]),
             }
           : { ...inputs, jobs: [...inputs.jobs, job], tasks: [...inputs.tasks, ...tasks] };
       const request: PredictionJob = {

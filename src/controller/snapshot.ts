@@ -3,7 +3,7 @@ import type { InstancePlacement, JobNetwork, MeasuredRtt, NetworkDeclaration } f
 import { groupBy } from '../core/group.js';
 import type { TaskTemplateSpec } from './job-spec/spec.js';
 import { expandTasks } from './job-spec/tasks.js';
-import { waitsForDependencies } from './job-dependencies.js';
+import { unmetDependencies } from './job-dependencies.js';
 import { jobTransitions, lastEnteredRunning } from './job-transitions.js';
 import { isFinalJobState, LIVE_JOB_STATES, PLACED_TASK_STATES } from './state/lifecycle.js';
 import {
@@ -54,6 +54,8 @@ export interface SnapshotInputs {
    */
   readonly heldJobs?: readonly JobRecord[] | undefined;
   readonly heldTasks?: readonly TaskRecord[] | undefined;
+  /** Held job id → the dependencies it waits for (those that have not succeeded). */
+  readonly heldFor?: ReadonlyMap<string, readonly string[]> | undefined;
 }
 
 /** A job lost an instance under it (vanished: a spot reclaim, a stop); `data.zone` says where. */
@@ -70,8 +72,15 @@ export function readSnapshotInputs(
   // A job waiting for its dependencies is out of the round until they have succeeded (predictions hold it).
   const jobs: JobRecord[] = [];
   const heldJobs: JobRecord[] = [];
-  for (const job of store.listJobs({ states: LIVE_JOB_STATES }))
-    (job.state === 'queued' && waitsForDependencies(job, store) ? heldJobs : jobs).push(job);
+  const heldFor = new Map<string, readonly string[]>();
+  for (const job of store.listJobs({ states: LIVE_JOB_STATES })) {
+    const unmet = job.state === 'queued' ? unmetDependencies(job, store) : [];
+    if (unmet.length === 0) jobs.push(job);
+    else {
+      heldJobs.push(job);
+      heldFor.set(job.id, unmet);
+    }
+  }
   const held = new Set(heldJobs.map((j) => j.id));
   // Only the live jobs' tasks: every task ever run is read once per round otherwise, and they grow for good.
   const tasks: TaskRecord[] = [];
@@ -124,6 +133,7 @@ export function readSnapshotInputs(
     interruptedZones,
     heldJobs,
     heldTasks,
+    heldFor,
   };
 }
 

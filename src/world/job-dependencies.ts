@@ -11,18 +11,20 @@ import type { TraceJob } from './trace.js';
 /**
  * What is wrong with a trace's dependencies (empty: nothing), a line per fault: each must name a job earlier in the
  * trace (a dependency exists when its dependent is submitted, so the graph has no cycle), and one that succeeds (the
- * controller ends a job whose dependency failed without running it, which a trace cannot replay as a run).
+ * controller ends a job whose dependency failed without running it, which a trace cannot replay as a run). In a world
+ * taken mid-run (`mayHaveEnded`) a dependency that is not in it has ended, so it is met.
  */
-export function dependencyProblems(jobs: readonly TraceJob[]): string[] {
+export function dependencyProblems(jobs: readonly TraceJob[], mayHaveEnded = false): string[] {
   const problems: string[] = [];
   const earlier = new Map<string, TraceJob>();
   for (const job of jobs) {
     for (const id of job.dependsOn ?? []) {
       const dependency = earlier.get(id);
       if (id === job.id) problems.push(`job ${job.id}: dependsOn names the job itself`);
-      else if (dependency === undefined)
-        problems.push(`job ${job.id}: dependsOn ${id} is not a job earlier in the trace`);
-      else if (dependency.successful === false)
+      else if (dependency === undefined) {
+        if (!mayHaveEnded || jobs.some((j) => j.id === id))
+          problems.push(`job ${job.id}: dependsOn ${id} is not a job earlier in the trace`);
+      } else if (dependency.successful === false)
         problems.push(
           `job ${job.id}: dependsOn ${id}, which fails in the trace, so this job could never start`,
         );

@@ -147,10 +147,12 @@ export class Simulation {
           )
         : undefined;
     this.state = new WorldState(
-      buildSimJobs(
-        fork === undefined ? options.trace : { name: 'prediction', jobs: fork.world.jobs.map((j) => j.spec) },
-        options.catalog,
-      ),
+      fork === undefined
+        ? buildSimJobs(options.trace, options.catalog)
+        : // A world is taken mid-run: a dependency not in it has ended.
+          buildSimJobs({ name: 'prediction', jobs: fork.world.jobs.map((j) => j.spec) }, options.catalog, {
+            dependenciesMayHaveEnded: true,
+          }),
       options.onEvent,
       network,
     );

@@ -7,10 +7,15 @@ import { DEFAULT_CHECKPOINT_INTERVAL_SECONDS, type Trace } from './trace.js';
 /**
  * The simulator's jobs and tasks for a trace, checked before the run starts: unique job ids, arrival order,
  * unique task names within a job, a catalog type that can host every task (else no scheduler could run it), and
- * dependencies on earlier jobs that succeed.
+ * dependencies on earlier jobs that succeed (or, `dependenciesMayHaveEnded` for a world taken mid-run, on jobs gone
+ * from it).
  */
-export function buildSimJobs(trace: Trace, catalog: Catalog): SimJob[] {
-  const problems: string[] = dependencyProblems(trace.jobs);
+export function buildSimJobs(
+  trace: Trace,
+  catalog: Catalog,
+  options: { readonly dependenciesMayHaveEnded?: boolean } = {},
+): SimJob[] {
+  const problems: string[] = dependencyProblems(trace.jobs, options.dependenciesMayHaveEnded === true);
   const ids = new Set<string>();
   const hostable = new Map<string, boolean>();
   const jobs = trace.jobs.map((spec, index) => {

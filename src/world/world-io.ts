@@ -165,10 +165,12 @@ export function importWorld(state: WorldState, world: SimWorld, catalog: Catalog
       if (task.pendingStart) state.pendingStarts.push(task);
       if (wt.pendingStop === true) state.pendingStops.push(task);
     }
-    if (wj.status === 'held') {
+    // Held while a job it waits for is in the world (earlier in it); one whose dependencies are all gone is queued.
+    if (wj.status === 'held' && (wj.spec.dependsOn ?? []).some((id) => byId.has(id))) {
       state.heldJobs.set(job.spec.id, job);
       return;
     }
+    if (wj.status === 'held') job.status = 'queued';
     state.liveJobs.set(job.spec.id, job);
     state.newestQueuedIndex = job.index;
     state.dirtyJobs.add(job);

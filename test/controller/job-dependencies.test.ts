@@ -221,6 +221,27 @@ describe('when a job held for its dependencies can start', () => {
     expect(view(long.id).startsNoEarlierThanSeconds).toBeNull();
   });
 
+  it('leaves out of the predictions a held job whose dependency ended without success, and the jobs after it', async () => {
+    const r = rig({}, { tasks: new ScriptedExits(new Map()) });
+    const sized = (name: string) => jobSpec(name, CPU_SMALL, { expectedDurationSeconds: 600 });
+    const doomed = r.controller.submit(sized('doomed'), 'research');
+    const step = r.controller.submit(after(sized('step'), doomed.id), 'research');
+    const next = r.controller.submit(after(sized('next'), step.id), 'research');
+    await r.controller.predictionsSettled();
+    expect(readQueueRecord(r.store, next.id)?.eta?.completionSeconds).toEqual(expect.any(Number));
+    // Cancelled before a round has failed the jobs that wait for it: they can never start, and are not predicted
+    // (the prediction neither runs them nor waits for them until its horizon).
+    r.clock.advance(10);
+    r.controller.cancel(doomed.id);
+    const other = r.controller.submit(sized('other'), 'research');
+    await r.controller.predictionsSettled();
+    expect(r.store.getJob(step.id)?.state).toBe('queued');
+    const eta = (id: string) => readQueueRecord(r.store, id)?.eta;
+    expect(eta(other.id)?.completionSeconds).toEqual(expect.any(Number));
+    expect(eta(step.id)?.computedAtSeconds).toBeLessThan(eta(other.id)?.computedAtSeconds as number);
+    expect(eta(next.id)?.computedAtSeconds).toBeLessThan(eta(other.id)?.computedAtSeconds as number);
+  });
+
   it('is unknown while a dependency has no predicted end, and leaves out the ones that succeeded', () => {
     const r = rig({}, { tasks: new ScriptedExits(new Map()) });
     const a = r.controller.submit(jobSpec('a', CPU_SMALL), 'research');

@@ -55,6 +55,28 @@ describe('predictCompletions (controller worlds)', () => {
     expect(p.get('queued')).toEqual({ startSeconds: NOW + 72, endSeconds: NOW + 72 + 1000 });
   });
 
+  it('hand-checked: a held job starts once the job it waits for ends; one whose dependencies are gone is queued', () => {
+    const held = (id: string, dependsOn: string[]): SimWorld['jobs'][number] => ({
+      spec: { ...traceJob(id, { arrivalSeconds: 2_950, iterations: 100 }), dependsOn },
+      status: 'held',
+      active: false,
+      completedIterations: 0,
+      startSeconds: null,
+      migrations: 0,
+      tasks: [{ name: 'node0', state: 'queued' }],
+    });
+    const base = world();
+    const p = predictCompletions({
+      world: { ...base, jobs: [...base.jobs, held('next', ['running']), held('orphan', ['gone'])] },
+      scheduler: new NoPackingScheduler(catalog),
+      catalog,
+    });
+    // `running` ends at NOW + 500; No-Packing launches for `next` at the next 300 s round (NOW + 600): +72, 100 s.
+    expect(p.get('next')).toEqual({ startSeconds: NOW + 600 + 72, endSeconds: NOW + 600 + 72 + 100 });
+    // Nothing it waits for is in the world (it has ended): it is planned at once, with `queued`.
+    expect(p.get('orphan')).toEqual({ startSeconds: NOW + 72, endSeconds: NOW + 72 + 100 });
+  });
+
   it('under an instance cap, the queued job waits for the running one (fifo admission, same rules as the simulator)', () => {
     const p = predictCompletions({
       world: world(),
