@@ -147,7 +147,7 @@ it('runs a job after the one it depends on has succeeded, shows when a dependenc
   );
   expect(blockedView.stdout).toMatch(
     new RegExp(
-      `^waiting {4}for ${blocker} to succeed \\(by their predictions it starts no earlier than ${at}\\)$`,
+      `^waiting {4}for ${blocker} to succeed \\(by its prediction it starts no earlier than ${at}\\)$`,
       'm',
     ),
   );
@@ -163,7 +163,7 @@ it('runs a job after the one it depends on has succeeded, shows when a dependenc
   expect(heldDryRun.code, heldDryRun.stderr).toBe(0);
   expect(heldDryRun.stdout).toMatch(
     new RegExp(
-      `^held {7}until ${blocker} has succeeded: by their predictions it would start no earlier than ${at}$`,
+      `^held {7}until ${blocker} has succeeded: by its prediction it would start no earlier than ${at}$`,
       'm',
     ),
   );

@@ -238,11 +238,16 @@ function dependencyLines(job: JobDocumentResponse, nowSeconds: number): string[]
     const bound = job.startsNoEarlierThanSeconds;
     const start =
       bound !== null && bound > nowSeconds
-        ? ` (by their predictions it starts no earlier than ${formatTime(bound)})`
+        ? ` (by ${predictionsOf(waiting.length)} it starts no earlier than ${formatTime(bound)})`
         : '';
     lines.push(`waiting    for ${waiting.map((d) => d.id).join(', ')} to succeed${start}`);
   }
   return lines;
+}
+
+/** `its prediction` for one dependency, `their predictions` for more. */
+export function predictionsOf(dependencies: number): string {
+  return dependencies === 1 ? 'its prediction' : 'their predictions';
 }
 
 /** A multi-task job's start: held tasks while it waits, then its start skew and barrier-idle cost. */

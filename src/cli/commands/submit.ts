@@ -6,7 +6,7 @@ import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
 import { parseJobSpec, validateJobSpec } from '../../controller/job-spec/parse.js';
 import { JOB_ID_PATTERN } from '../../controller/job-spec/spec.js';
-import { completionText, queueFieldsOf, warningsOf } from './job.js';
+import { completionText, predictionsOf, queueFieldsOf, warningsOf } from './job.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import {
   addConnectionOptions,
@@ -227,7 +227,7 @@ function formatDryRun(file: string, view: DryRunResponse): string {
     held.length === 0
       ? ''
       : `held       until ${held.join(', ')} ${held.length === 1 ? 'has' : 'have'} succeeded` +
-        `${bound === undefined || bound === null ? '' : `: by their predictions it would start no earlier than ${formatTime(bound)}`}\n`;
+        `${bound === undefined || bound === null ? '' : `: by ${predictionsOf(held.length)} it would start no earlier than ${formatTime(bound)}`}\n`;
   const etaLine =
     eta === null
       ? 'eta        - (the controller predicts ETAs for jobs with expectedDurationSeconds, when predictions are on)'
