@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { loadCatalogFile } from '../../../src/cloud/catalog-file.js';
 import { runSimulation } from '../../../src/sim/run-simulation.js';
@@ -78,4 +79,33 @@ describe('controller runtime ≡ engine with job dependencies', () => {
     const free = runSimulation({ ...options(), trace: cut });
     expect(engine.summary.meanJctHours).toBeGreaterThan(free.summary.meanJctHours);
   });
+
+  it('no-packing, any dependency graph over 12 pai_200 jobs (property): the same start and end for every job', async () => {
+    const cut = loadRequestTrace({ trace: { format: 'eva', jobs: 12 } }, catalog);
+    const graphs = fc
+      .array(fc.array(fc.nat(), { maxLength: 2 }), { minLength: 12, maxLength: 12 })
+      .map((picks) =>
+        cut.jobs.map((j, i) => {
+          const dependsOn =
+            i === 0 ? [] : [...new Set(picks[i]?.map((p) => (cut.jobs[p % i] as TraceJob).id))];
+          return dependsOn.length === 0 ? j : { ...j, dependsOn };
+        }),
+      );
+    await fc.assert(
+      fc.asyncProperty(graphs, async (jobs) => {
+        const options = () => ({
+          trace: { ...cut, jobs },
+          scheduler: createScheduler('no-packing', { catalog, interferenceProfile: groundTruth }),
+          catalog,
+          groundTruth,
+        });
+        const engine = runSimulation(options());
+        const controller = await runControllerSimulation(options());
+        expect(controller.jobs.map((j) => [j.id, j.startSeconds, j.endSeconds])).toEqual(
+          engine.jobs.map((j) => [j.id, j.startSeconds, j.endSeconds]),
+        );
+      }),
+      { numRuns: 12, seed: 3 },
+    );
+  }, 120_000);
 });
