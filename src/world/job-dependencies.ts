@@ -1,5 +1,5 @@
 import type { SimJob } from './entities.js';
-import type { TraceJob } from './trace.js';
+import { DEFAULT_TRACE_TEAM, type TraceJob } from './trace.js';
 
 /**
  * Job dependencies in the simulator, as the controller keeps them (src/controller/job-dependencies.ts): a job whose
@@ -10,7 +10,8 @@ import type { TraceJob } from './trace.js';
 
 /**
  * What is wrong with a trace's dependencies (empty: nothing), a line per fault: each must name a job earlier in the
- * trace (a dependency exists when its dependent is submitted, so the graph has no cycle), and one that succeeds (the
+ * trace (a dependency exists when its dependent is submitted, so the graph has no cycle), of the same team (as the
+ * controller requires), and one that succeeds (the
  * controller ends a job whose dependency failed without running it, which a trace cannot replay as a run). In a world
  * taken mid-run (`mayHaveEnded`) a dependency that is not in it has ended, so it is met.
  */
@@ -24,7 +25,11 @@ export function dependencyProblems(jobs: readonly TraceJob[], mayHaveEnded = fal
       else if (dependency === undefined) {
         if (!mayHaveEnded || jobs.some((j) => j.id === id))
           problems.push(`job ${job.id}: dependsOn ${id} is not a job earlier in the trace`);
-      } else if (dependency.successful === false)
+      } else if ((dependency.team ?? DEFAULT_TRACE_TEAM) !== (job.team ?? DEFAULT_TRACE_TEAM))
+        problems.push(
+          `job ${job.id}: dependsOn ${id}, a job of team ${dependency.team ?? DEFAULT_TRACE_TEAM} (a job waits only for its own team's)`,
+        );
+      else if (dependency.successful === false)
         problems.push(
           `job ${job.id}: dependsOn ${id}, which fails in the trace, so this job could never start`,
         );

@@ -63,6 +63,9 @@ export interface TraceJob {
   readonly dependsOn?: readonly string[] | undefined;
 }
 
+/** The team of a trace job that names none (the controller runtime submits it for this team). */
+export const DEFAULT_TRACE_TEAM = 'default';
+
 /** A job checkpoints every 30 minutes unless its trace or `--checkpoint-minutes` says otherwise. */
 export const DEFAULT_CHECKPOINT_INTERVAL_SECONDS = 1800;
 

@@ -125,6 +125,11 @@ describe('a trace whose dependencies cannot be replayed is refused, naming the j
       'job a: dependsOn b is not a job earlier in the trace',
     ],
     [
+      "another team's job",
+      [{ ...traceJob('a'), team: 'vision' }, after({ ...traceJob('b'), team: 'nlp' }, 'a')],
+      "job b: dependsOn a, a job of team vision (a job waits only for its own team's)",
+    ],
+    [
       'a job that fails',
       [{ ...traceJob('a'), successful: false }, after(traceJob('b'), 'a')],
       'job b: dependsOn a, which fails in the trace, so this job could never start',

@@ -15,7 +15,7 @@ import { jobOutcome, mean, summarize } from '../../world/metrics.js';
 import { buildSimJobs } from '../../world/trace-jobs.js';
 import { waitsToPlace } from '../../world/job-dependencies.js';
 import type { SpotSimulation } from '../../world/spot-world.js';
-import type { Trace } from '../../world/trace.js';
+import { DEFAULT_TRACE_TEAM, type Trace } from '../../world/trace.js';
 import type { JobOutcome, RunResult } from '../../world/run-result.js';
 import { SimulatedCloud, type SimulatedInstance } from './simulated-cloud.js';
 import { SimulatedSpotMarket } from './simulated-spot-market.js';
@@ -313,7 +313,10 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
       while (nextArrival < jobs.length && (jobs[nextArrival] as SimJob).spec.arrivalSeconds <= t) {
         const job = jobs[nextArrival] as SimJob;
         nextArrival += 1;
-        const record = controller.submit(traceJobSpec(job.spec, controllerIds), job.spec.team ?? 'default');
+        const record = controller.submit(
+          traceJobSpec(job.spec, controllerIds),
+          job.spec.team ?? DEFAULT_TRACE_TEAM,
+        );
         controllerIds.set(job.spec.id, record.id);
         const taskIds = store
           .listTasks({ jobId: record.id })

@@ -1,6 +1,6 @@
 import type { JobSpec } from '../../controller/job-spec/spec.js';
 import { DEFAULT_CHECKPOINT_TIMEOUT_SECONDS } from '../../controller/job-spec/spec.js';
-import type { TraceJob } from '../../world/trace.js';
+import { DEFAULT_TRACE_TEAM, type TraceJob } from '../../world/trace.js';
 
 /**
  * A trace job as a user would submit it to the controller, chosen so that the controller's snapshot
@@ -21,7 +21,7 @@ export function traceJobSpec(job: TraceJob, controllerIds: ReadonlyMap<string, s
   );
   return {
     name: specName(job.name),
-    team: job.team ?? 'default',
+    team: job.team ?? DEFAULT_TRACE_TEAM,
     tasks: job.tasks.map((t) => ({
       name: specName(t.name),
       image: `trace/image-${t.imageId}`,

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { FamilyDemand, Resources } from '../../core/resources.js';
 import { describeIssues, ValidationError } from '../../core/validation.js';
-import type { Trace, TraceJob, TraceTask } from '../../world/trace.js';
+import { DEFAULT_TRACE_TEAM, type Trace, type TraceJob, type TraceTask } from '../../world/trace.js';
 import { baseWorkloadOf, familyDemandSchema } from './workloads.js';
 import { networkDeclarationSchema, toNetworkDeclaration } from '../../core/network-schema.js';
 
@@ -72,7 +72,10 @@ const documentSchema = z.strictObject({
     .array(jobSchema)
     .min(1, 'the trace has no jobs')
     .superRefine((jobs, ctx) => {
-      const seen = new Map<string, { readonly arrivalSeconds: number; readonly successful?: boolean }>();
+      const seen = new Map<
+        string,
+        { readonly arrivalSeconds: number; readonly successful?: boolean; readonly team?: string }
+      >();
       jobs.forEach((j, i) => {
         if (seen.has(j.id))
           ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate job id ${j.id}` });
@@ -83,9 +86,11 @@ const documentSchema = z.strictObject({
               ? `${id} is not a job listed before this one (a dependency is submitted before its dependents)`
               : dependency.arrivalSeconds > j.arrivalSeconds
                 ? `${id} arrives after this job (at ${dependency.arrivalSeconds} s)`
-                : dependency.successful === false
-                  ? `${id} fails in the trace (successful: false), so this job could never start`
-                  : undefined;
+                : (dependency.team ?? DEFAULT_TRACE_TEAM) !== (j.team ?? DEFAULT_TRACE_TEAM)
+                  ? `${id} is a job of team ${dependency.team ?? DEFAULT_TRACE_TEAM}: a job waits only for its own team's`
+                  : dependency.successful === false
+                    ? `${id} fails in the trace (successful: false), so this job could never start`
+                    : undefined;
           if (problem !== undefined)
             ctx.addIssue({ code: 'custom', path: [i, 'dependsOn', k], message: problem });
         });

@@ -120,6 +120,9 @@ describe('fleetwise JSON traces', () => {
     expect(problemsOf(two(['job-1'], { arrivalSeconds: 90 }))).toEqual([
       'jobs.1.dependsOn.0: job-1 arrives after this job (at 90 s)',
     ]);
+    expect(problemsOf(two(['job-1'], { team: 'vision' }))).toEqual([
+      "jobs.1.dependsOn.0: job-1 is a job of team vision: a job waits only for its own team's",
+    ]);
     expect(problemsOf(two(['job-1'], { successful: false }))).toEqual([
       'jobs.1.dependsOn.0: job-1 fails in the trace (successful: false), so this job could never start',
     ]);
