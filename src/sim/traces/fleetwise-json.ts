@@ -49,7 +49,11 @@ const jobSchema = z.strictObject({
    * Ids of jobs listed earlier that must finish first (a job spec's `dependsOn`): the job is held from its arrival
    * until the last of them has finished.
    */
-  dependsOn: z.array(z.string().min(1)).min(1).optional(),
+  dependsOn: z
+    .array(z.string().min(1))
+    .min(1)
+    .refine((ids) => new Set(ids).size === ids.length, 'names a job twice')
+    .optional(),
   tasks: z
     .array(taskSchema)
     .min(1, 'a job needs at least one task')

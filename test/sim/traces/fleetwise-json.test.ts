@@ -127,6 +127,7 @@ describe('fleetwise JSON traces', () => {
       'jobs.1.dependsOn.0: job-1 fails in the trace (successful: false), so this job could never start',
     ]);
     expect(problemsOf(two([]))[0]).toMatch(/^jobs\.1\.dependsOn: /);
+    expect(problemsOf(two(['job-1', 'job-1']))).toEqual(['jobs.1.dependsOn: names a job twice']);
     expect(problemsOf(doc([job({ dependsOn: ['job-1'] })]))[0]).toMatch(
       /^jobs\.0\.dependsOn\.0: job-1 is not a job listed before/,
     );
