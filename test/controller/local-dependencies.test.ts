@@ -112,7 +112,14 @@ it('runs a job after the one it depends on has succeeded, shows when a dependenc
   // A dependency with a prediction: the waiting job is predicted held until then (its own ETA starts after the
   // dependency's predicted end), and its view says when the dependency ends, and so the earliest the job can start.
   const blocker = await submit([specFile('blocker', 'sleep 600', 600)]);
-  const blocked = await submit([specFile('blocked', 'true', 30), '--depends-on', blocker]);
+  const blockedLine = await runCli(
+    ['submit', specFile('blocked', 'true', 30), '--depends-on', blocker, '--json'],
+    controller.env,
+  );
+  expect(blockedLine.code, blockedLine.stderr).toBe(0);
+  const blockedAnswer = JSON.parse(blockedLine.stdout) as { id: string; waitingFor: string[] };
+  expect(blockedAnswer.waitingFor).toEqual([blocker]);
+  const blocked = blockedAnswer.id;
   // Once the blocker runs and both were predicted together since it started, the prediction stands (nothing else
   // changes meanwhile).
   const [blockerEta, blockedEta] = await until(

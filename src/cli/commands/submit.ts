@@ -198,12 +198,12 @@ export function registerSubmit(program: Command): void {
       }
       submitted.push(job);
       const warnings = warningsOf(job);
+      const waitingFor = queueFieldsOf(job).waitingFor ?? [];
       if (options.json === true)
         process.stdout.write(
-          `${JSON.stringify({ id: job.id, name: job.name, team: job.team, state: job.state, warnings })}\n`,
+          `${JSON.stringify({ id: job.id, name: job.name, team: job.team, state: job.state, warnings, waitingFor })}\n`,
         );
       else {
-        const waitingFor = queueFieldsOf(job).waitingFor ?? [];
         const waits = waitingFor.length === 0 ? '' : `, waiting for ${waitingFor.join(', ')}`;
         process.stdout.write(`submitted ${job.id} (${job.name}, team ${job.team}): ${job.state}${waits}\n`);
       }
