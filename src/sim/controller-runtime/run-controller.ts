@@ -35,9 +35,9 @@ import { VirtualClock } from './virtual-clock.js';
  *   starts then); early rounds are off (`earlyRounds: false`), as the engine runs them by default;
  * - at one time, the world's effects come first, then arrivals, then the controller (its round), then completions,
  *   then the controller again (engine ranks: effect, arrival, round, completion);
- * - a simulated worker's report (a worker registered, a checkpoint uploaded, a job finished) wakes the loop at once,
- *   as the engine carries out gated commands right after each event; between reports the loop polls every
- *   `pollSeconds`;
+ * - a simulated worker's report (a worker registered, a checkpoint uploaded, a job finished) and an instance gone (a
+ *   launch a cap held back may go out then) wake the loop at once, as the engine carries out gated commands right
+ *   after each event; between them the loop polls every `pollSeconds`;
  * - before each round the workers report progress (completed iterations) and a current checkpoint for every placed
  *   task (the engine's tasks checkpoint when killed, so a move loses no work).
  * Cost, peak and series come from the FleetMeter fed by the simulated cloud's billing, JCT from the world's jobs.
@@ -144,6 +144,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
         meter.stopBilling(inst.type, inst.pricePerHour, seconds, inst.market === 'spot');
       },
       registered: () => (reported = true),
+      terminated: () => (reported = true),
     },
   });
   if (o.spot !== undefined) {

@@ -67,6 +67,8 @@ export interface SimulatedCloudHooks {
   readonly billingStopped?: (instance: SimulatedInstance, billedSeconds: number) => void;
   /** Its worker registered: the controller may start tasks on it. */
   readonly registered?: (instance: SimulatedInstance) => void;
+  /** The instance is gone (a terminate completed): it no longer counts against a cap. */
+  readonly terminated?: (instance: SimulatedInstance) => void;
 }
 
 export interface SimulatedCloudOptions {
@@ -303,6 +305,7 @@ export class SimulatedCloud implements CloudProvider {
     if (inst.billedFromSeconds !== undefined)
       this.o.hooks?.billingStopped?.(inst, this.o.clock.nowSeconds() - inst.billedFromSeconds);
     inst.billedFromSeconds = undefined;
+    this.o.hooks?.terminated?.(inst);
   }
 }
 
