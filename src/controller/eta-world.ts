@@ -79,7 +79,6 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
     if (inst.state === 'draining') pendingTerminationIds.push(inst.id);
   }
 
-  const held = new Set((inputs.heldJobs ?? []).map((j) => j.id));
   const tasksByJob = groupBy([...inputs.tasks, ...(inputs.heldTasks ?? [])], (t) => t.jobId);
   const liveJobs = [...inputs.jobs, ...(inputs.heldJobs ?? [])]
     .filter((j) => LIVE.has(j.state))
@@ -126,11 +125,10 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
       team: job.team,
       ...(job.spec.success === undefined ? {} : { success: job.spec.success }),
     };
-    if (held.has(job.id)) {
+    const dependsOn = inputs.heldFor?.get(job.id);
+    if (dependsOn !== undefined) {
       // Held until the dependencies it waits for are predicted to finish. One that is not in the world ended without
       // success (or waits for one that did): the job can never start (the next round fails it), so it is left out.
-      const dependsOn =
-        inputs.heldFor?.get(job.id) ?? (job.spec.dependsOn ?? []).filter((id) => inWorld.has(id));
       if (dependsOn.some((id) => !inWorld.has(id))) {
         inWorld.delete(job.id);
         continue;
@@ -427,12 +425,9 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
   const horizon = `the ${durationText(input.horizonSeconds)} prediction horizon`;
   const etas = new Map<string, EtaRecord>();
   const jobs = new Map([...input.inputs.jobs, ...(input.inputs.heldJobs ?? [])].map((j) => [j.id, j]));
-  const heldFor = new Map(
-    built.world.jobs.flatMap((j) => (j.status === 'held' ? [[j.spec.id, j.spec.dependsOn ?? []]] : [])),
-  );
   for (const id of wanted) {
     const job = jobs.get(id) as JobRecord;
-    const waitsFor = heldFor.get(id);
+    const waitsFor = input.inputs.heldFor?.get(id);
     const place =
       waitsFor === undefined || waitsFor.length === 0
         ? placeOf(job, input)

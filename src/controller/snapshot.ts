@@ -54,7 +54,7 @@ export interface SnapshotInputs {
    */
   readonly heldJobs?: readonly JobRecord[] | undefined;
   readonly heldTasks?: readonly TaskRecord[] | undefined;
-  /** Held job id → the dependencies it waits for (those that have not succeeded). */
+  /** Held job id → the dependencies it waits for (those that have not succeeded); every held job has its entry. */
   readonly heldFor?: ReadonlyMap<string, readonly string[]> | undefined;
 }
 
@@ -81,12 +81,11 @@ export function readSnapshotInputs(
       heldFor.set(job.id, unmet);
     }
   }
-  const held = new Set(heldJobs.map((j) => j.id));
   // Only the live jobs' tasks: every task ever run is read once per round otherwise, and they grow for good.
   const tasks: TaskRecord[] = [];
   const heldTasks: TaskRecord[] = [];
   for (const task of store.listTasks({ jobStates: LIVE_JOB_STATES }))
-    (held.has(task.jobId) ? heldTasks : tasks).push(task);
+    (heldFor.has(task.jobId) ? heldTasks : tasks).push(task);
   const instances = store.listInstances({
     states: ['requested', 'launching', 'running', 'draining', 'terminating'],
   });

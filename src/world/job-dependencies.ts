@@ -8,35 +8,70 @@ import { DEFAULT_TRACE_TEAM, type TraceJob } from './trace.js';
  * controller's completion-time predictions run its held jobs forward with this rule.
  */
 
+/** Why a trace job may not wait for a job it names (dependencyFault). */
+export type DependencyFault =
+  | { readonly kind: 'itself' }
+  /** Not a job before it in the trace: a dependency is submitted before its dependents, so there is no cycle. */
+  | { readonly kind: 'not-earlier' }
+  | { readonly kind: 'arrives-later'; readonly atSeconds: number }
+  /** The controller lets a job wait only for its own team's. */
+  | { readonly kind: 'other-team'; readonly team: string }
+  /** The controller ends a job whose dependency failed without running it, which a run cannot replay. */
+  | { readonly kind: 'fails' };
+
+type DependencyView = Pick<TraceJob, 'id' | 'arrivalSeconds' | 'team' | 'successful'>;
+
 /**
- * What is wrong with a trace's dependencies (empty: nothing), a line per fault: each must name a job earlier in the
- * trace (a dependency exists when its dependent is submitted, so the graph has no cycle), of the same team (as the
- * controller requires), and one that succeeds (the
- * controller ends a job whose dependency failed without running it, which a trace cannot replay as a run). In a world
- * taken mid-run (`mayHaveEnded`) a dependency that is not in it has ended, so it is met.
+ * What is wrong with `job` waiting for the job `id` (`dependency`: the job of that id listed before it, if any); the
+ * one rule set of traces, which the engine checks before a run and the fleetwise JSON format when it is read.
+ */
+export function dependencyFault(
+  job: DependencyView,
+  id: string,
+  dependency: DependencyView | undefined,
+): DependencyFault | undefined {
+  if (id === job.id) return { kind: 'itself' };
+  if (dependency === undefined) return { kind: 'not-earlier' };
+  if (dependency.arrivalSeconds > job.arrivalSeconds)
+    return { kind: 'arrives-later', atSeconds: dependency.arrivalSeconds };
+  const team = dependency.team ?? DEFAULT_TRACE_TEAM;
+  if (team !== (job.team ?? DEFAULT_TRACE_TEAM)) return { kind: 'other-team', team };
+  if (dependency.successful === false) return { kind: 'fails' };
+  return undefined;
+}
+
+/**
+ * What is wrong with a trace's dependencies (empty: nothing), a line per fault (dependencyFault). In a world taken
+ * mid-run (`mayHaveEnded`) a dependency that is not in it has ended, so it is met.
  */
 export function dependencyProblems(jobs: readonly TraceJob[], mayHaveEnded = false): string[] {
   const problems: string[] = [];
   const earlier = new Map<string, TraceJob>();
+  const all = mayHaveEnded ? new Set(jobs.map((j) => j.id)) : undefined;
   for (const job of jobs) {
     for (const id of job.dependsOn ?? []) {
-      const dependency = earlier.get(id);
-      if (id === job.id) problems.push(`job ${job.id}: dependsOn names the job itself`);
-      else if (dependency === undefined) {
-        if (!mayHaveEnded || jobs.some((j) => j.id === id))
-          problems.push(`job ${job.id}: dependsOn ${id} is not a job earlier in the trace`);
-      } else if ((dependency.team ?? DEFAULT_TRACE_TEAM) !== (job.team ?? DEFAULT_TRACE_TEAM))
-        problems.push(
-          `job ${job.id}: dependsOn ${id}, a job of team ${dependency.team ?? DEFAULT_TRACE_TEAM} (a job waits only for its own team's)`,
-        );
-      else if (dependency.successful === false)
-        problems.push(
-          `job ${job.id}: dependsOn ${id}, which fails in the trace, so this job could never start`,
-        );
+      const fault = dependencyFault(job, id, earlier.get(id));
+      if (fault === undefined || (fault.kind === 'not-earlier' && all?.has(id) === false)) continue;
+      problems.push(`job ${job.id}: dependsOn ${faultText(id, fault)}`);
     }
     earlier.set(job.id, job);
   }
   return problems;
+}
+
+function faultText(id: string, fault: DependencyFault): string {
+  switch (fault.kind) {
+    case 'itself':
+      return 'names the job itself';
+    case 'not-earlier':
+      return `${id} is not a job earlier in the trace`;
+    case 'arrives-later':
+      return `${id}, which arrives after it (at ${fault.atSeconds} s)`;
+    case 'other-team':
+      return `${id}, a job of team ${fault.team} (a job waits only for its own team's)`;
+    case 'fails':
+      return `${id}, which fails in the trace, so this job could never start`;
+  }
 }
 
 /** Whether a dependency of `job` has not finished yet; ids that are not jobs of the run (finished before) are met. */

@@ -55,13 +55,12 @@ export function exportWorld(state: WorldState, early: boolean): SimWorld {
         break;
     }
   }
-  // Held jobs too (job-dependencies.ts), in arrival order with the live ones, waiting only for those still in the world.
+  // Held jobs too (job-dependencies.ts), in arrival order with the live ones; a dependency not in the world has ended.
   const exported = [...state.liveJobs.values(), ...state.heldJobs.values()].sort((a, b) => a.index - b.index);
-  const exportedIds = new Set(exported.map((j) => j.spec.id));
   return {
     nowSeconds: state.now,
     jobs: exported.map((job) => ({
-      spec: knownSpec(job, exportedIds),
+      spec: knownSpec(job),
       status: job.status,
       requeueAfterStop: job.requeueAfterStop,
       active: job.active,
@@ -235,21 +234,15 @@ export function importWorld(state: WorldState, world: SimWorld, catalog: Catalog
 
 /**
  * The job as a predictor knows it: a job with a declared success model runs, in the prediction, for its expected
- * size given the stages it has survived (SERPT's expectation), not for the size the trace drew for it; a held job
- * waits for those of its dependencies that are in the world (`inWorld`: the others have finished).
+ * size given the stages it has survived (SERPT's expectation), not for the size the trace drew for it.
  */
-function knownSpec(job: SimJob, inWorld: ReadonlySet<string>): SimJob['spec'] {
-  const dependsOn = job.spec.dependsOn?.filter((id) => inWorld.has(id));
-  const spec =
-    job.spec.dependsOn === undefined
-      ? job.spec
-      : { ...job.spec, dependsOn: dependsOn !== undefined && dependsOn.length > 0 ? dependsOn : undefined };
+function knownSpec(job: SimJob): SimJob['spec'] {
   const progress = successProgress(job);
-  if (progress === undefined) return spec;
+  if (progress === undefined) return job.spec;
   const attained = job.completedIterations / job.spec.fullThroughput;
   const expectedSeconds = attained + progress.expectedRemainingSeconds;
   return {
-    ...spec,
+    ...job.spec,
     durationSeconds: expectedSeconds,
     totalIterations: Math.max(job.completedIterations, expectedSeconds * job.spec.fullThroughput),
   };

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import type { FamilyDemand, Resources } from '../../core/resources.js';
 import { describeIssues, ValidationError } from '../../core/validation.js';
-import { DEFAULT_TRACE_TEAM, type Trace, type TraceJob, type TraceTask } from '../../world/trace.js';
+import type { Trace, TraceJob, TraceTask } from '../../world/trace.js';
+import { dependencyFault, type DependencyFault } from '../../world/job-dependencies.js';
 import { baseWorkloadOf, familyDemandSchema } from './workloads.js';
 import { networkDeclarationSchema, toNetworkDeclaration } from '../../core/network-schema.js';
 
@@ -76,32 +77,34 @@ const documentSchema = z.strictObject({
     .array(jobSchema)
     .min(1, 'the trace has no jobs')
     .superRefine((jobs, ctx) => {
-      const seen = new Map<
-        string,
-        { readonly arrivalSeconds: number; readonly successful?: boolean; readonly team?: string }
-      >();
+      const seen = new Map<string, (typeof jobs)[number]>();
       jobs.forEach((j, i) => {
         if (seen.has(j.id))
           ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate job id ${j.id}` });
         (j.dependsOn ?? []).forEach((id, k) => {
-          const dependency = seen.get(id);
-          const problem =
-            dependency === undefined
-              ? `${id} is not a job listed before this one (a dependency is submitted before its dependents)`
-              : dependency.arrivalSeconds > j.arrivalSeconds
-                ? `${id} arrives after this job (at ${dependency.arrivalSeconds} s)`
-                : (dependency.team ?? DEFAULT_TRACE_TEAM) !== (j.team ?? DEFAULT_TRACE_TEAM)
-                  ? `${id} is a job of team ${dependency.team ?? DEFAULT_TRACE_TEAM}: a job waits only for its own team's`
-                  : dependency.successful === false
-                    ? `${id} fails in the trace (successful: false), so this job could never start`
-                    : undefined;
-          if (problem !== undefined)
-            ctx.addIssue({ code: 'custom', path: [i, 'dependsOn', k], message: problem });
+          const fault = dependencyFault(j, id, seen.get(id));
+          if (fault !== undefined)
+            ctx.addIssue({ code: 'custom', path: [i, 'dependsOn', k], message: faultMessage(id, fault) });
         });
         seen.set(j.id, j);
       });
     }),
 });
+
+/** A dependency fault (world/job-dependencies.ts) as said under `jobs.N.dependsOn.K`. */
+function faultMessage(id: string, fault: DependencyFault): string {
+  switch (fault.kind) {
+    case 'itself':
+    case 'not-earlier':
+      return `${id} is not a job listed before this one (a dependency is submitted before its dependents)`;
+    case 'arrives-later':
+      return `${id} arrives after this job (at ${fault.atSeconds} s)`;
+    case 'other-team':
+      return `${id} is a job of team ${fault.team}: a job waits only for its own team's`;
+    case 'fails':
+      return `${id} fails in the trace (successful: false), so this job could never start`;
+  }
+}
 
 /** A job of the format as written (defaults may be left out). */
 export type FleetwiseTraceJob = z.input<typeof jobSchema>;
