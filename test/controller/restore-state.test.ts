@@ -29,6 +29,8 @@ import { openObjectStore } from '../../src/storage/open-object-store.js';
 import { secretFilesIn } from '../../src/cli/commands/controller/secrets.js';
 import { gunzipObject, readJson, recordingLogger, until } from './backup-fixtures.js';
 import { catalog, CPU_SMALL, jobSpec } from './controller-fixtures.js';
+import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
+import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-restore-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -68,8 +70,8 @@ class Cluster {
   }
 
   /** A submission as the API makes it: stored, then archived before it is answered. */
-  async submit(name: string): Promise<JobRecord> {
-    const job = this.state.submitJob(jobSpec(name, CPU_SMALL));
+  async submit(name: string, spec: JobSpec = jobSpec(name, CPU_SMALL)): Promise<JobRecord> {
+    const job = this.state.submitJob(spec);
     await this.archive.keepSubmitted(job);
     return job;
   }
@@ -289,6 +291,44 @@ describe('restore from a backup', () => {
     );
   });
 
+  it('brings back a job accepted after the backup with every field as it was accepted', async () => {
+    const c = new Cluster();
+    await c.backup.run();
+    // Fields that validation converts (spotMaxDelayMinutes, network.root), and the rest of the optional ones.
+    const spec = validateJobSpec(
+      {
+        name: 'loadtest',
+        team: 'infra',
+        description: 'a server and two clients',
+        tasks: [
+          { name: 'server', image: 'busybox', command: ['sleep', '60'], demand: { c7i: [0, 1, 2] } },
+          { name: 'client', image: 'busybox', replicas: 2, env: { RATE: 10 }, demand: { c7i: [0, 1, 2] } },
+        ],
+        network: { sensitivity: 'memcached', pattern: 'star', root: 'server', gibPerHour: 4 },
+        spot: 'preferred',
+        spotMaxDelayMinutes: 90,
+        expectedDurationSeconds: '2h',
+        noMoveSeconds: '10m',
+        maxRunSeconds: '1d',
+        retryStrategy: { attempts: 3, evaluateOnExit: [{ onExitCode: 137, action: 'RETRY' }] },
+        unsuccessfulExitCodes: [4, 3],
+        success: { kind: 'success', successProbability: 0.5, expectedSizeSeconds: 3600 },
+        checkpoint: { everySeconds: '30m', restoreDelaySeconds: 20 },
+        queue: { class: 'batch', priority: 2 },
+        valueOfTimePerJobHour: 3,
+      },
+      'spec',
+      catalog,
+    );
+    const late = await c.submit('loadtest', spec);
+    c.state.close();
+
+    const { dir } = await c.restore(c.objectsDir);
+    const restored = new SqliteStateStore(join(dir, 'state.db'));
+    expect(restored.getJob(late.id)?.spec).toEqual(spec);
+    restored.close();
+  });
+
   it('refuses an archived spec that no longer validates, naming the job and what to do', async () => {
     const c = new Cluster();
     await c.backup.run();
@@ -305,6 +345,28 @@ describe('restore from a backup', () => {
     );
     c.state.close();
     await expect(c.restore(c.objectsDir)).rejects.toThrow(/archived spec of job-7.*--catalog/s);
+  });
+
+  it('says another version, not another catalog, when an archived spec fails for anything but its demands', async () => {
+    const c = new Cluster();
+    await c.backup.run();
+    await c.objects.put(
+      jobArchiveKeys('prod', 'job-7').spec,
+      Buffer.from(
+        JSON.stringify({
+          version: 1,
+          id: 'job-7',
+          submittedAtSeconds: 1,
+          spec: { ...jobSpec('odd', CPU_SMALL), gpuSharing: true },
+        }),
+      ),
+    );
+    c.state.close();
+    const refused = c.restore(c.objectsDir);
+    await expect(refused).rejects.toThrow(
+      /archived spec of job-7: gpuSharing: unknown field.*another version/s,
+    );
+    await expect(refused).rejects.not.toThrow(/--catalog/);
   });
 
   it('backs the secrets document with what the state directory holds', async () => {

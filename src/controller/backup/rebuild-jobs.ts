@@ -4,6 +4,7 @@ import { jobArchiveKeys, jobArchivePrefix, parseJobArchiveKey } from '../../prot
 import type { ObjectStore } from '../../storage/object-store.js';
 import { validateJobSpec } from '../job-spec/parse.js';
 import type { JobSpec } from '../job-spec/spec.js';
+import { writtenJobSpec } from '../job-spec/written-form.js';
 import { canTransitionJob, isFinalJobState, jobSeqOf } from '../state/lifecycle.js';
 import { JOB_STATES, type JobState, type StateStore } from '../state-store.js';
 import {
@@ -90,12 +91,17 @@ export async function rebuildJobs(
 
 function validArchivedSpec(archived: ArchivedSpec, catalog: Catalog): JobSpec {
   try {
-    return validateJobSpec(archived.spec, `archived spec of ${archived.id}`, catalog);
+    // The archive holds the spec as the controller stored it; it validates in the form a user writes.
+    return validateJobSpec(writtenJobSpec(archived.spec), `archived spec of ${archived.id}`, catalog);
   } catch (e) {
     if (!(e instanceof ValidationError)) throw e;
+    // A demand no type of this catalog hosts says the cluster ran with another one; anything else, another version.
+    const aboutCatalog = e.problems.some((p) => / catalog\b/.test(p));
     throw new ValidationError(e.source, [
       ...e.problems,
-      'the job was accepted against another catalog: restore with the catalog the cluster ran with (--catalog)',
+      aboutCatalog
+        ? 'the job was accepted against another catalog: restore with the catalog the cluster ran with (--catalog)'
+        : 'the job was accepted by another version of fleetwise: restore with the version the cluster ran',
     ]);
   }
 }

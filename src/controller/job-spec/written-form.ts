@@ -1,0 +1,29 @@
+/**
+ * A stored job spec (a `JobSpec` as the controller keeps it and the job archive holds it) in the form a user writes,
+ * so that it can be validated again (a restore from the job archive validates every spec against the catalog it
+ * restores with). Validation renames or converts a few fields on the way in; this turns exactly those back:
+ * - `spotMaxDelaySeconds` is written as `spotMaxDelayMinutes`;
+ * - `network.rootTask` is written as `network.root` (an expanded task name, which the written form takes as is).
+ * Everything else is stored as written (defaults filled in, which validate to themselves). The input is whatever a
+ * document held, so it is read as unknown: anything unexpected is left for validation to name.
+ */
+export function writtenJobSpec(stored: unknown): unknown {
+  if (!isRecord(stored)) return stored;
+  const { spotMaxDelaySeconds, network, ...rest } = stored;
+  const written: Record<string, unknown> = { ...rest };
+  if (spotMaxDelaySeconds !== undefined)
+    written['spotMaxDelayMinutes'] =
+      typeof spotMaxDelaySeconds === 'number' ? spotMaxDelaySeconds / 60 : spotMaxDelaySeconds;
+  if (network !== undefined) written['network'] = writtenNetwork(network);
+  return written;
+}
+
+function writtenNetwork(network: unknown): unknown {
+  if (!isRecord(network) || !('rootTask' in network)) return network;
+  const { rootTask, ...rest } = network;
+  return rootTask === undefined ? rest : { ...rest, root: rootTask };
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
