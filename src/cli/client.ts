@@ -52,6 +52,9 @@ export const jobSummarySchema = z.looseObject({
   maxAttempts: z.number().optional(),
   progress: progressSchema,
   taskCount: z.number(),
+  // One job of an array, and (answering an array's submission) every job it made; absent otherwise.
+  array: z.object({ index: z.number(), size: z.number() }).optional().catch(undefined),
+  arrayJobIds: z.array(z.string()).optional().catch(undefined),
 });
 export type JobSummaryResponse = z.output<typeof jobSummarySchema>;
 
@@ -234,6 +237,7 @@ export const dryRunSchema = z.looseObject({
   // Held for its dependencies (absent otherwise, and from a controller of an older release).
   waitingFor: z.array(z.string()).optional().catch(undefined),
   startsNoEarlierThanSeconds: z.number().nullable().optional().catch(undefined),
+  arraySize: z.number().optional().catch(undefined),
 });
 export type DryRunResponse = z.output<typeof dryRunSchema>;
 

@@ -545,13 +545,17 @@ export class Controller implements ControllerService {
     return this.jobs.submit(spec, team);
   }
 
+  submitArray(spec: JobSpec, team: string): JobRecord[] {
+    return this.jobs.submitArray(spec, team);
+  }
+
   /** API: a submission committed with the others of the same moment (group commit, job-control.ts). */
   submitBatched(spec: JobSpec, team: string): Promise<JobRecord> {
     return this.jobs.submitBatched(spec, team);
   }
 
-  cancel(jobId: string): JobRecord {
-    return this.jobs.cancel(jobId);
+  cancel(jobId: string, reason?: string): JobRecord {
+    return this.jobs.cancel(jobId, reason);
   }
 
   /**

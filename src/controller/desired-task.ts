@@ -53,12 +53,26 @@ export function describeTask(
             },
           }),
       command: [...(template.command ?? [])],
-      env: { ...template.env },
+      env: { ...template.env, ...arrayEnvironment(job) },
       vcpus: Math.max(0.1, demand[1] * scale),
       memoryGiB: demand[2] * scale,
       gpus: demand[0],
       shmSizeGiB: Math.min(template.shmSizeGiB, demand[2] * scale),
     },
     checkpoint: { signal: job.spec.checkpoint.signal, timeoutSeconds: job.spec.checkpoint.timeoutSeconds },
+  };
+}
+
+/**
+ * What a job of an array tells its tasks: its index and the array's size, and the index again under AWS Batch's
+ * name so that a script written for Batch runs unchanged (it wins over a spec's own AWS_BATCH_JOB_ARRAY_INDEX).
+ */
+export function arrayEnvironment(job: Pick<JobRecord, 'spec'>): Record<string, string> {
+  const array = job.spec.arrayProperties;
+  if (array?.index === undefined) return {};
+  return {
+    FLEETWISE_ARRAY_INDEX: String(array.index),
+    FLEETWISE_ARRAY_SIZE: String(array.size),
+    AWS_BATCH_JOB_ARRAY_INDEX: String(array.index),
   };
 }

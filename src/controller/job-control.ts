@@ -1,6 +1,6 @@
 import { ValidationError } from '../core/validation.js';
 import { checkExecution, recordJobWarnings, type ExecutorKind } from './execution-check.js';
-import type { JobSpec } from './job-spec/spec.js';
+import { arraySubmissionSize, type JobSpec } from './job-spec/spec.js';
 import { dependencyProblems } from './job-dependencies.js';
 import { runLimitWarnings } from './run-limits.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
@@ -39,6 +39,22 @@ export class JobControl {
     const job = this.deps.store.transaction(() => this.record(spec, team));
     this.submitted([job]);
     return job;
+  }
+
+  /**
+   * An array job: the spec as `arrayProperties.size` jobs, each with its index, stored in one transaction (an array
+   * is submitted whole or not at all; its ids follow one another in index order).
+   */
+  submitArray(spec: JobSpec, team: string): JobRecord[] {
+    const size = arraySubmissionSize(spec);
+    if (size === undefined) throw new Error(`${spec.name}: not an array (arrayProperties.size without an index)`);
+    const jobs = this.deps.store.transaction(() =>
+      Array.from({ length: size }, (_, index) =>
+        this.record({ ...spec, arrayProperties: { size, index } }, team),
+      ),
+    );
+    this.submitted(jobs);
+    return jobs;
   }
 
   /**

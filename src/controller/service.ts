@@ -14,8 +14,13 @@ export interface ControllerService {
   readonly store: StateStore;
   /** Validated spec in, stored job out; triggers an early scheduling round. */
   submit(spec: JobSpec, team: string): JobRecord;
-  /** Cancel a job: its tasks are stopped and its instances freed at the next round. */
-  cancel(jobId: string): JobRecord;
+  /**
+   * An array (`arrayProperties` with a size and no index): its jobs, each the spec with its index, stored together
+   * (all or none), ids in index order; triggers an early scheduling round.
+   */
+  submitArray(spec: JobSpec, team: string): JobRecord[];
+  /** Cancel a job (`reason`: what its record says, by default that it was cancelled by request): its tasks are stopped and its instances freed at the next round. */
+  cancel(jobId: string, reason?: string): JobRecord;
   /** Move every task off an instance and retire it. */
   drain(instanceId: string): InstanceRecord;
   /** Current cluster: instances (not terminated), tasks placed on them, and the current $/hour. */

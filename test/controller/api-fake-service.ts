@@ -38,8 +38,17 @@ export class FakeControllerService implements ApiControllerService {
     return job;
   }
 
-  cancel(jobId: string): JobRecord {
-    const job = this.store.setJobState(jobId, 'cancelled', 'cancelled through the API');
+  submitArray(spec: JobSpec, team: string): JobRecord[] {
+    const size = spec.arrayProperties?.size ?? 0;
+    return this.store.transaction(() =>
+      Array.from({ length: size }, (_, index) =>
+        this.submit({ ...spec, arrayProperties: { size, index } }, team),
+      ),
+    );
+  }
+
+  cancel(jobId: string, reason = 'cancelled through the API'): JobRecord {
+    const job = this.store.setJobState(jobId, 'cancelled', reason);
     this.requestRound(`cancelled ${jobId}`);
     return job;
   }

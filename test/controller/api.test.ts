@@ -863,6 +863,7 @@ describe('controller API: optional capabilities', () => {
     const bare: ControllerService = {
       store: plain.store,
       submit: (spec, team) => plain.submit(spec, team),
+      submitArray: (spec, team) => plain.submitArray(spec, team),
       cancel: (id) => plain.cancel(id),
       drain: (id) => plain.drain(id),
       cluster: () => plain.cluster(),

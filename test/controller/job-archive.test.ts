@@ -94,6 +94,41 @@ describe('the job archive behind submissions', () => {
     );
   });
 
+  it('answers an array 201 once every one of its jobs is stored, each with its index', async () => {
+    const answer = await call('POST', '/v1/jobs', { ...spec('sweep'), arrayProperties: { size: 3 } });
+    expect(answer.status).toBe(201);
+    const ids = answer.body['arrayJobIds'] as string[];
+    expect(ids).toHaveLength(3);
+    expect(answer.body['id']).toBe(ids[0]);
+    expect(answer.body['array']).toEqual({ index: 0, size: 3 });
+    // Ids follow one another in index order, and each job's archived spec says its index.
+    const first = Number((ids[0] as string).slice('job-'.length));
+    expect(ids).toEqual([0, 1, 2].map((i) => `job-${first + i}`));
+    for (const [index, id] of ids.entries()) {
+      const stored = (await readJson(objects, jobArchiveKeys('prod', id).spec)) as { spec: unknown };
+      expect(stored.spec).toMatchObject({ name: 'sweep', arrayProperties: { size: 3, index } });
+      expect(r.store.getJob(id)?.state).toBe('queued');
+    }
+  });
+
+  it('withdraws the whole array with a 503 when the store does not take one of its specs', async () => {
+    let puts = 0;
+    objects.failing = (key) => key.endsWith('/spec.json') && ++puts === 2;
+    const answer = await call('POST', '/v1/jobs', { ...spec('half-sweep'), arrayProperties: { size: 4 } });
+    objects.failing = () => false;
+    expect(answer.status).toBe(503);
+    expect(answer.body['error']).toMatch(
+      /^the array could not be made durable \(the object store did not take the spec of job-\d+: injected outage.*\); all 4 of its jobs \(job-\d+ … job-\d+\) were withdrawn, nothing will run: submit it again$/,
+    );
+    const jobs = r.store.listJobs().filter((j) => j.name === 'half-sweep');
+    expect(jobs).toHaveLength(4);
+    expect(jobs.every((j) => j.state === 'cancelled')).toBe(true);
+    expect(jobs.filter((j) => /of its array could not be made durable/.test(j.reason ?? ''))).toHaveLength(3);
+    await r.controller.runRound('test');
+    for (const j of jobs)
+      expect(r.store.listTasks({ jobId: j.id }).every((t) => t.instanceId === undefined)).toBe(true);
+  });
+
   it('stores how a job ended, and retries through an outage until it is stored', async () => {
     const first = await call('POST', '/v1/jobs', spec('cancelled-now'));
     const firstId = first.body['id'] as string;

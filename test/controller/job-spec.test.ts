@@ -5,8 +5,9 @@ import { describe, expect, it } from 'vitest';
 import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { parseJobSpec, validateJobSpec } from '../../src/controller/job-spec/parse.js';
 import { jobSpecSchema, taskSchema } from '../../src/controller/job-spec/schema.js';
-import { JOB_SPEC_LIMITS } from '../../src/controller/job-spec/spec.js';
+import { arraySubmissionSize, JOB_SPEC_LIMITS } from '../../src/controller/job-spec/spec.js';
 import { exitCodeMatches, retryVerdict } from '../../src/controller/job-spec/retry.js';
+import { writtenJobSpec } from '../../src/controller/job-spec/written-form.js';
 import { derivedWorkload, expandTasks } from '../../src/controller/job-spec/tasks.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { PriceBook } from '../../src/scheduler/reservation-price.js';
@@ -753,6 +754,7 @@ describe('every field of the job spec schema', () => {
       network: { sensitivity: 'memcached', pattern: 'star', gibPerHour: 1 },
       spot: 'preferred',
       spotMaxDelayMinutes: 30,
+      arrayProperties: { size: 8, index: 3 },
     };
     const renamed: Record<string, string> = { spotMaxDelayMinutes: 'spotMaxDelaySeconds' };
     const spec = validateJobSpec(everything, 'spec', catalog) as unknown as Record<string, unknown>;
@@ -761,6 +763,10 @@ describe('every field of the job spec schema', () => {
       [...jobKeys].sort(),
     );
     for (const key of jobKeys) expect(spec[renamed[key] ?? key], key).toBeDefined();
+    // Stored, every field validates again to itself (a restore from the job archive validates what was stored).
+    expect(validateJobSpec(writtenJobSpec(JSON.parse(JSON.stringify(spec))), 'archived', catalog)).toEqual(
+      spec,
+    );
     const taskKeys = Object.keys(taskSchema.shape);
     const tasks = spec['tasks'] as Record<string, unknown>[];
     for (const key of taskKeys)
@@ -772,5 +778,68 @@ describe('every field of the job spec schema', () => {
       [...new Set(everything.tasks.flatMap((t) => Object.keys(t)))].sort(),
       'set every field of a task in this spec',
     ).toEqual([...taskKeys].sort());
+  });
+});
+
+describe('arrayProperties (array jobs)', () => {
+  const withArray = (array: string): string => `${MINIMAL}arrayProperties: ${array}\n`;
+
+  it('takes a size (an array to submit) or a size and an index (one job of it)', () => {
+    expect(parseJobSpec(withArray('{ size: 10 }'), 'spec.yaml', catalog).arrayProperties).toEqual({
+      size: 10,
+    });
+    expect(parseJobSpec(withArray('{ size: 10, index: 9 }'), 'spec.yaml', catalog).arrayProperties).toEqual({
+      size: 10,
+      index: 9,
+    });
+    expect(parseJobSpec(MINIMAL, 'spec.yaml', catalog).arrayProperties).toBeUndefined();
+    expect(arraySubmissionSize({ arrayProperties: { size: 10 } })).toBe(10);
+    expect(arraySubmissionSize({ arrayProperties: { size: 10, index: 3 } })).toBeUndefined();
+    expect(arraySubmissionSize({})).toBeUndefined();
+  });
+
+  it('names the field and the reason for a size or index out of range, and an unknown key', () => {
+    expect(problemsOf(withArray('{ size: 1 }'))).toEqual([
+      'arrayProperties.size: an array holds at least 2 jobs (submit one job without arrayProperties) (line 8)',
+    ]);
+    expect(problemsOf(withArray(`{ size: ${JOB_SPEC_LIMITS.maxArraySize + 1} }`))).toEqual([
+      `arrayProperties.size: at most ${JOB_SPEC_LIMITS.maxArraySize} jobs (line 8)`,
+    ]);
+    expect(problemsOf(withArray('{ size: 2.5 }'))).toEqual(['arrayProperties.size: a whole number (line 8)']);
+    expect(problemsOf(withArray('{ size: 4, index: 4 }'))).toEqual([
+      'arrayProperties.index: must be below size (4) (line 8)',
+    ]);
+    expect(problemsOf(withArray('{ size: 4, index: -1 }'))).toEqual([
+      'arrayProperties.index: from 0 (line 8)',
+    ]);
+    expect(problemsOf(withArray('{ count: 4 }'))).toEqual([
+      'arrayProperties.size: required: how many jobs the array holds (line 8)',
+      'arrayProperties.count: unknown field (known: size, index) (line 8)',
+    ]);
+    expect(problemsOf(withArray('ten'))).toEqual([
+      'arrayProperties: expected { size: N }, N the number of jobs (line 8)',
+    ]);
+  });
+
+  it('waits for up to as many jobs as an array holds', () => {
+    const ids = Array.from({ length: JOB_SPEC_LIMITS.maxArraySize }, (_, i) => `job-${i + 1}`);
+    const spec = validateJobSpec(
+      { name: 'gather', team: 'ml', dependsOn: ids, tasks: [{ image: 'x', demand: { any: [0, 1, 1] } }] },
+      'api',
+      catalog,
+    );
+    expect(spec.dependsOn).toHaveLength(JOB_SPEC_LIMITS.maxArraySize);
+    expect(() =>
+      validateJobSpec(
+        {
+          name: 'gather',
+          team: 'ml',
+          dependsOn: [...ids, 'job-1001'],
+          tasks: [{ image: 'x', demand: { any: [0, 1, 1] } }],
+        },
+        'api',
+        catalog,
+      ),
+    ).toThrow(/dependsOn: at most 1000 jobs/);
   });
 });

@@ -5,6 +5,7 @@ import {
   FleetwiseClient,
   type ConnectionOptions,
   type JobDocumentResponse,
+  type JobSummaryResponse,
 } from '../client.js';
 import { durationText } from '../../core/duration.js';
 import { formatProgress, formatTable, formatTime, printJson } from '../table.js';
@@ -171,7 +172,7 @@ export function registerJob(program: Command): void {
         ? `${job.progress.completed} iterations`
         : `${job.progress.completed}/${job.progress.total} iterations (${formatProgress(job.progress)})`;
     const lines = [
-      `job        ${job.id} (${job.name})`,
+      `job        ${job.id} (${arrayName(job)}${job.array === undefined ? '' : `, of an array of ${job.array.size}`})`,
       `team       ${job.team}`,
       `state      ${job.state}${job.reason === undefined ? '' : ` (${job.reason})`}`,
       `progress   ${progress}`,
@@ -263,4 +264,9 @@ function coStartLines(coStart: JobDocumentResponse['coStart'], taskCount: number
       `start skew ${coStart.startSkewSeconds.toFixed(1)} s, barrier-idle $${(coStart.barrierIdleCost ?? 0).toFixed(4)}`,
     );
   return lines;
+}
+
+/** A job's name, with its index when it is one job of an array (`sweep[3]`). */
+export function arrayName(job: Pick<JobSummaryResponse, 'name' | 'array'>): string {
+  return job.array === undefined ? job.name : `${job.name}[${job.array.index}]`;
 }

@@ -11,7 +11,7 @@ import {
 } from '../client.js';
 import { pollIntervalOption, sleep } from '../poll.js';
 import { formatDollars, formatProgress, formatTable, formatTime, printJson } from '../table.js';
-import { formatEta, formatQueue, queueFieldsOf } from './job.js';
+import { arrayName, formatEta, formatQueue, queueFieldsOf } from './job.js';
 
 interface JobsOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -73,7 +73,7 @@ function formatJobs(jobs: readonly JobWithCost[]): string {
       const fields = queueFieldsOf(j);
       return [
         j.id,
-        j.name,
+        arrayName(j),
         j.team,
         j.state,
         formatProgress(j.progress),

@@ -6,6 +6,7 @@ import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
 import { parseJobSpec, validateJobSpec } from '../../controller/job-spec/parse.js';
 import { JOB_ID_PATTERN } from '../../controller/job-spec/spec.js';
+import { arrayPropertiesSchema } from '../../controller/job-spec/schema.js';
 import { completionText, predictionsOf, queueFieldsOf, warningsOf } from './job.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import {
@@ -24,6 +25,7 @@ interface SubmitOptions extends ConnectionOptions {
   readonly catalog?: string;
   readonly dependsOn?: string[];
   readonly chain?: boolean;
+  readonly array?: string;
 }
 
 /** A spec without `team` is submitted for the token's team; this stands in for it in the local check only. */
@@ -137,6 +139,11 @@ export function registerSubmit(program: Command): void {
         "jobs (e.g. job-3, or job-3,job-4) that must succeed before these start: added to each spec's dependsOn",
       )
       .option(
+        '--array <size>',
+        "submit each file as an array of this many jobs (AWS Batch's array jobs): alike but for the index their " +
+          'tasks read from FLEETWISE_ARRAY_INDEX (and AWS_BATCH_JOB_ARRAY_INDEX); sets arrayProperties.size',
+      )
+      .option(
         '--chain',
         'a pipeline: each file waits for the one before it to succeed (added to its dependsOn as it is submitted)',
       )
@@ -164,7 +171,9 @@ export function registerSubmit(program: Command): void {
         '--depends-on',
         notIds.map((id) => `${JSON.stringify(id)}: not a job id (job-<n>)`),
       );
-    for (const file of files) specs.push(withDependencies(await checkSpecFile(file, priceBook), dependsOn));
+    const array = options.array === undefined ? undefined : arraySizeOption(options.array);
+    for (const file of files)
+      specs.push(withArray(withDependencies(await checkSpecFile(file, priceBook), dependsOn), array));
     const client = FleetwiseClient.fromOptions(options);
     if (options.dryRun === true) {
       // Build contexts are not uploaded: nothing runs, and the controller checks the spec without them.
@@ -183,9 +192,10 @@ export function registerSubmit(program: Command): void {
     const submitted: JobSummaryResponse[] = [];
     for (const [i, file] of files.entries()) {
       const previous = submitted.at(-1);
+      // A step after an array waits for every job of it.
       const spec =
         options.chain === true && previous !== undefined
-          ? withDependencies(specs[i] as RawSpec, [previous.id])
+          ? withDependencies(specs[i] as RawSpec, previous.arrayJobIds ?? [previous.id])
           : specs[i];
       const raw = await uploadBuildContexts(spec as RawSpec, file, client, (l) => process.stderr.write(l));
       let job: JobSummaryResponse;
@@ -199,17 +209,56 @@ export function registerSubmit(program: Command): void {
       submitted.push(job);
       const warnings = warningsOf(job);
       const waitingFor = queueFieldsOf(job).waitingFor ?? [];
+      const ids = job.arrayJobIds ?? [job.id];
       if (options.json === true)
-        process.stdout.write(
-          `${JSON.stringify({ id: job.id, name: job.name, team: job.team, state: job.state, warnings, waitingFor })}\n`,
-        );
+        // One line per job; the jobs of an array are alike at submission but for their index.
+        for (const [index, id] of ids.entries())
+          process.stdout.write(
+            `${JSON.stringify({
+              id,
+              name: job.name,
+              team: job.team,
+              state: job.state,
+              warnings,
+              waitingFor,
+              ...(job.arrayJobIds === undefined ? {} : { array: { index, size: ids.length } }),
+            })}\n`,
+          );
       else {
-        const waits = waitingFor.length === 0 ? '' : `, waiting for ${waitingFor.join(', ')}`;
-        process.stdout.write(`submitted ${job.id} (${job.name}, team ${job.team}): ${job.state}${waits}\n`);
+        const waits = waitingFor.length === 0 ? '' : `, waiting for ${shortList(waitingFor)}`;
+        const what =
+          job.arrayJobIds === undefined ? job.id : `${ids[0]} … ${ids.at(-1)}, an array of ${ids.length}`;
+        process.stdout.write(`submitted ${what} (${job.name}, team ${job.team}): ${job.state}${waits}\n`);
       }
-      for (const w of warnings) process.stderr.write(`warning: ${job.id}: ${w}\n`);
+      for (const w of warnings)
+        process.stderr.write(
+          `warning: ${job.arrayJobIds === undefined ? job.id : `${ids[0]} … ${ids.at(-1)}`}: ${w}\n`,
+        );
     }
   });
+}
+
+/** `--array N`, checked as the spec's arrayProperties.size is. */
+function arraySizeOption(text: string): number {
+  const size = /^\d+$/.test(text.trim()) ? Number(text) : Number.NaN;
+  const checked = arrayPropertiesSchema.safeParse({ size });
+  if (!checked.success)
+    throw new ValidationError('--array', [
+      Number.isNaN(size)
+        ? `${JSON.stringify(text)}: expected a whole number of jobs`
+        : `${text}: ${checked.error.issues[0]?.message ?? 'not a valid array size'}`,
+    ]);
+  return size;
+}
+
+/** The spec as an array of `size` jobs (replacing any arrayProperties it had). */
+function withArray(raw: RawSpec, size: number | undefined): RawSpec {
+  return size === undefined ? raw : { ...raw, arrayProperties: { size } };
+}
+
+/** Ids to print: a few in full, a long run (a whole array waited for) as its first, last and count. */
+function shortList(ids: readonly string[]): string {
+  return ids.length <= 4 ? ids.join(', ') : `${ids[0]} … ${ids.at(-1)} (${ids.length} jobs)`;
 }
 
 /** The spec with `ids` added to its own `dependsOn` (each once); checked by the controller like the rest. */
@@ -233,8 +282,14 @@ function formatDryRun(file: string, view: DryRunResponse): string {
       ? 'eta        - (the controller predicts ETAs for jobs with expectedDurationSeconds, when predictions are on)'
       : `eta        ${completionText(eta) ?? 'unknown'}` +
         `${eta.startSeconds === null ? '' : `, start ${formatTime(eta.startSeconds)}`} (${eta.basis})`;
+  const arrayLine =
+    view.arraySize === undefined
+      ? ''
+      : `array      ${view.arraySize} jobs, alike but for FLEETWISE_ARRAY_INDEX 0–${view.arraySize - 1}; the cost ` +
+        'and ETA below are of one of them submitted alone\n';
   return (
     `${file}: ${view.name} (team ${view.team}) is valid; dry run, nothing submitted\n` +
+    arrayLine +
     formatTable(
       ['TASK', 'REPLICAS', 'INSTANCE TYPE', '$/HOUR'],
       view.tasks.map((t) => [t.name, t.replicas, t.instanceType, formatDollars(t.costPerHour)]),

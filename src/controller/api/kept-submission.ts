@@ -20,3 +20,47 @@ export async function keepAcceptedJob(service: ApiControllerService, job: JobRec
     );
   }
 }
+
+/** Archive writes in flight at once for an array's jobs. */
+const ARRAY_KEEP_CONCURRENCY = 16;
+
+/**
+ * An array is answered 201 only once every one of its jobs is durable (as `keepAcceptedJob`). When the object store
+ * does not take one, the whole array is withdrawn (an array runs whole or not at all) and the client told to retry.
+ */
+export async function keepAcceptedArray(
+  service: ApiControllerService,
+  jobs: readonly JobRecord[],
+): Promise<void> {
+  const keep = service.keepSubmission?.bind(service);
+  if (keep === undefined) return;
+  let failure: { readonly job: JobRecord; readonly error: unknown } | undefined;
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (failure === undefined && next < jobs.length) {
+      const job = jobs[next++] as JobRecord;
+      try {
+        await keep(job); // a job it cannot keep, it withdraws itself
+      } catch (error) {
+        failure ??= { job, error };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(ARRAY_KEEP_CONCURRENCY, jobs.length) }, worker));
+  if (failure === undefined) return;
+  const why = failure.error instanceof Error ? failure.error.message : String(failure.error);
+  for (const job of jobs) {
+    if (job.id === failure.job.id) continue;
+    try {
+      service.cancel(job.id, `withdrawn at submission: ${failure.job.id} of its array could not be made durable`);
+    } catch {
+      // Already ended (withdrawn by its own failed keep): nothing runs.
+    }
+  }
+  const ids = `${(jobs[0] as JobRecord).id} … ${(jobs.at(-1) as JobRecord).id}`;
+  throw new HttpError(
+    503,
+    `the array could not be made durable (the object store did not take the spec of ${failure.job.id}: ${why}); ` +
+      `all ${jobs.length} of its jobs (${ids}) were withdrawn, nothing will run: submit it again`,
+  );
+}

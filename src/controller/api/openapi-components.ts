@@ -153,6 +153,18 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
         description:
           'A queued job held for its dependencies: those that have not succeeded yet (absent when it waits for none)',
       },
+      array: {
+        type: 'object',
+        required: ['index', 'size'],
+        properties: { index: int, size: int },
+        description: "One job of an array (spec.arrayProperties): its index and the array's size",
+      },
+      arrayJobIds: {
+        type: 'array',
+        items: str,
+        description:
+          "Only in the answer to an array's submission: every job it made, in index order (the summary is the first's)",
+      },
     },
   },
   DryRun: {
@@ -197,6 +209,10 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
         nullable: true,
         description:
           'Held for its dependencies: the earliest it could start (epoch seconds), the latest predicted completion among them; null when one has no prediction',
+      },
+      arraySize: {
+        ...int,
+        description: 'An array: the jobs it would submit, alike but for their index (the ETA is of one submitted alone)',
       },
     },
   },

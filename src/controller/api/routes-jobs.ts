@@ -7,11 +7,11 @@ import { predictedCompletionIn } from '../queue-records.js';
 import { teamScope, type Principal } from './auth.js';
 import { bodyOf } from './body.js';
 import { HttpError, notFound } from './errors.js';
-import { keepAcceptedJob } from './kept-submission.js';
+import { keepAcceptedArray, keepAcceptedJob } from './kept-submission.js';
 import { sinceQueryParam } from './since.js';
 import type { ApiContext, RouteTable } from './routing.js';
 import { dryRunView, requireUploadedContexts, specFromBody } from './submission.js';
-import { JOB_ID_PATTERN } from '../job-spec/spec.js';
+import { arraySubmissionSize, JOB_ID_PATTERN } from '../job-spec/spec.js';
 import { jobDocument, jobSummary, visibleJobIds, whyForScope } from './views.js';
 
 const idParams = z.object({ id: z.string().min(1).max(128) });
@@ -102,6 +102,18 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
         return dryRunView(spec, context.priceBook, eta);
       }
       requireUploadedContexts(spec);
+      if (arraySubmissionSize(spec) !== undefined) {
+        const jobs = service.submitArray(spec, spec.team);
+        await keepAcceptedArray(service, jobs);
+        const first = jobs[0] as JobRecord;
+        return reply
+          .code(201)
+          .header('location', `/v1/jobs/${first.id}`)
+          .send({
+            ...jobSummary(first, taskCount(first.id), store, predicting()),
+            arrayJobIds: jobs.map((j) => j.id),
+          });
+      }
       const job =
         service.submitBatched === undefined
           ? service.submit(spec, spec.team)

@@ -2,7 +2,7 @@ import { parseDocument } from 'yaml';
 import { ValidationError } from '../../core/validation.js';
 import type { PriceBook } from '../../scheduler/reservation-price.js';
 import { parseJobSpec, validateJobSpec } from '../job-spec/parse.js';
-import type { JobSpec } from '../job-spec/spec.js';
+import { arraySubmissionSize, type JobSpec } from '../job-spec/spec.js';
 import type { FamilyDemand } from '../../core/resources.js';
 import type { EtaRecord } from '../queue-records.js';
 import { parseBuildContextRef } from '../../protocol/object-keys.js';
@@ -117,6 +117,8 @@ export interface DryRunView {
   readonly waitingFor?: readonly string[];
   /** Held for them: the earliest it could start by their predictions (as the job view's); null when unknown. */
   readonly startsNoEarlierThanSeconds?: number | null;
+  /** An array: the jobs it would submit (each alike; the ETA is one of them submitted alone). */
+  readonly arraySize?: number;
 }
 
 /** What a dry run of a job held for its dependencies says besides its ETA. */
@@ -131,6 +133,7 @@ export function dryRunView(
   eta: EtaRecord | null,
   hold?: DependencyHold,
 ): DryRunView {
+  const arraySize = arraySubmissionSize(spec);
   const tasks = spec.tasks.map((t): DryRunTask => {
     // The spec was validated against this price book, so every demand has a type.
     const type = priceBook.minType(t.demand);
@@ -151,5 +154,6 @@ export function dryRunView(
     costPerHour: tasks.reduce((sum, t) => sum + t.costPerHour * t.replicas, 0),
     eta,
     ...hold,
+    ...(arraySize === undefined ? {} : { arraySize }),
   };
 }

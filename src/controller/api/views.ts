@@ -55,6 +55,10 @@ export interface JobSummary {
   readonly etaPending: boolean;
   /** What the submitter should know about how the job runs here (e.g. an image the process executor ignores). */
   readonly warnings: readonly string[];
+  /** One job of an array: its index and the array's size (absent for a job submitted alone). */
+  readonly array?: { readonly index: number; readonly size: number };
+  /** Answering an array's submission: every job it made, in index order (this summary is the first's). */
+  readonly arrayJobIds?: readonly string[];
   /** A queued job held for its dependencies: those that have not succeeded yet (absent when none). */
   readonly waitingFor?: readonly string[];
 }
@@ -154,7 +158,13 @@ export function jobSummary(
     etaPending: predictionsEnabled && !final && record?.eta === undefined,
     warnings: store === undefined ? [] : readJobWarnings(store, job.id),
     waitingFor: waitingFor.length === 0 ? undefined : waitingFor,
+    array: arrayOf(job),
   });
+}
+
+function arrayOf(job: JobRecord): JobSummary['array'] {
+  const a = job.spec.arrayProperties;
+  return a?.index === undefined ? undefined : { index: a.index, size: a.size };
 }
 
 export function jobDocument(store: StateStore, job: JobRecord, predictionsEnabled = false): JobDocument {

@@ -238,6 +238,7 @@ function resolve(raw: RawJobSpec): JobSpec {
         }),
     ...(raw.spot === undefined ? {} : { spot: raw.spot }),
     ...(raw.spotMaxDelayMinutes === undefined ? {} : { spotMaxDelaySeconds: raw.spotMaxDelayMinutes * 60 }),
+    ...(raw.arrayProperties === undefined ? {} : { arrayProperties: raw.arrayProperties }),
   };
 }
 

@@ -61,6 +61,7 @@ function knownKeysAt(path: Path): readonly string[] {
   if (path.length === 3 && path[0] === 'tasks' && path[2] === 'build') return KNOWN_KEYS.build;
   if (path.length === 1 && path[0] === 'retryStrategy') return KNOWN_KEYS.retryStrategy;
   if (path.length === 1 && path[0] === 'network') return KNOWN_KEYS.network;
+  if (path.length === 1 && path[0] === 'arrayProperties') return KNOWN_KEYS.arrayProperties;
   if (path.length === 3 && path[0] === 'retryStrategy' && path[1] === 'evaluateOnExit')
     return KNOWN_KEYS.exitRule;
   return [];

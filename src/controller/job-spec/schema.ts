@@ -353,6 +353,41 @@ export const retryStrategySchema = z
       "tasks' last checkpoints",
   );
 
+export const arrayPropertiesSchema = z
+  .strictObject(
+    {
+      size: z
+        .number({
+          error: (issue) =>
+            issue.input === undefined
+              ? 'required: how many jobs the array holds'
+              : 'expected a whole number of jobs',
+        })
+        .int('a whole number')
+        .min(2, 'an array holds at least 2 jobs (submit one job without arrayProperties)')
+        .max(JOB_SPEC_LIMITS.maxArraySize, `at most ${JOB_SPEC_LIMITS.maxArraySize} jobs`)
+        .describe('How many jobs the array holds'),
+      index: z
+        .number({ error: 'expected a whole number' })
+        .int('a whole number')
+        .nonnegative('from 0')
+        .describe(
+          "This job's place in the array (0 to size − 1): set by the controller on each job of an array; give it to " +
+            'submit one of them alone (to run it again)',
+        )
+        .optional(),
+    },
+    { error: 'expected { size: N }, N the number of jobs' },
+  )
+  .superRefine((a, ctx) => {
+    if (a.index !== undefined && a.index >= a.size)
+      ctx.addIssue({ code: 'custom', path: ['index'], message: `must be below size (${a.size})` });
+  })
+  .describe(
+    "An array job (AWS Batch's arrayProperties): the spec submitted as `size` jobs, alike but for the index their " +
+      'tasks read from FLEETWISE_ARRAY_INDEX (and AWS_BATCH_JOB_ARRAY_INDEX); FLEETWISE_ARRAY_SIZE holds the size',
+  );
+
 export const jobSpecSchema = z.strictObject({
   name: nameSchema,
   team: nameSchema,
@@ -436,6 +471,7 @@ export const jobSpecSchema = z.strictObject({
         'checkpoint, restore and relaunch), its next instance is bought on demand',
     )
     .optional(),
+  arrayProperties: arrayPropertiesSchema.optional(),
 });
 
 export type RawJobSpec = z.output<typeof jobSpecSchema>;
@@ -449,4 +485,5 @@ export const KNOWN_KEYS = {
   retryStrategy: Object.keys(retryStrategySchema.shape),
   exitRule: Object.keys(exitRuleSchema.shape),
   network: Object.keys(networkDeclarationSchema.shape),
+  arrayProperties: Object.keys(arrayPropertiesSchema.shape),
 } as const;

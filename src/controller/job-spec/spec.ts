@@ -40,8 +40,13 @@ export const JOB_SPEC_LIMITS = {
   /** `queue.priority` lies within ±this. */
   maxPriority: 1e6,
   maxQueueStages: 64,
-  /** Jobs one job may depend on. */
-  maxDependencies: 64,
+  /** Jobs one job may depend on: as many as an array holds, so one job can wait for a whole array. */
+  maxDependencies: 1000,
+  /**
+   * Jobs in one array (AWS Batch allows 10,000): an array is submitted in one transaction and each of its jobs'
+   * specs is archived before the submission is answered.
+   */
+  maxArraySize: 1000,
   /** AWS Batch's range for `retryStrategy.attempts`. */
   maxAttempts: 10,
   maxExitRules: 32,
@@ -106,6 +111,22 @@ export interface ExitRule {
  * AWS Batch's `retryStrategy`: a job whose task fails is run again, up to `attempts` times in all. Unlike Batch, a
  * retried attempt resumes from the tasks' last checkpoints rather than starting over.
  */
+/**
+ * An array job (AWS Batch's `arrayProperties`): submitted with `size` alone, the spec is `size` jobs, each the same
+ * but for its `index` (0 to size − 1), which its tasks read from FLEETWISE_ARRAY_INDEX (and AWS_BATCH_JOB_ARRAY_INDEX,
+ * for scripts written for Batch). A spec with an index is one of them (each job of an array is stored so).
+ */
+export interface ArrayProperties {
+  readonly size: number;
+  readonly index?: number | undefined;
+}
+
+/** The number of jobs a spec submits as an array (a size and no index), else undefined: it is one job. */
+export function arraySubmissionSize(spec: Pick<JobSpec, 'arrayProperties'>): number | undefined {
+  const array = spec.arrayProperties;
+  return array === undefined || array.index !== undefined ? undefined : array.size;
+}
+
 export interface RetryStrategy {
   /** Attempts in all, the first included (1–10). */
   readonly attempts: number;
@@ -171,4 +192,6 @@ export interface JobSpec {
   readonly spot?: SpotPreference | undefined;
   /** The most one spot interruption may delay the job, seconds; beyond it the job's next instance is on demand. */
   readonly spotMaxDelaySeconds?: number | undefined;
+  /** One job of an array (with `index`), or an array to submit as `size` jobs (without). */
+  readonly arrayProperties?: ArrayProperties | undefined;
 }

@@ -1,7 +1,7 @@
 import type { Catalog } from '../../core/catalog.js';
 import { ValidationError } from '../../core/validation.js';
 import { parseJobSpec } from '../../controller/job-spec/parse.js';
-import type { JobSpec } from '../../controller/job-spec/spec.js';
+import { arraySubmissionSize, type JobSpec } from '../../controller/job-spec/spec.js';
 import { expandTasks } from '../../controller/job-spec/tasks.js';
 import { fleetwiseTrace, FLEETWISE_TRACE_FORMAT, type FleetwiseTraceJob } from '../traces/fleetwise-json.js';
 import type { Trace } from '../../world/trace.js';
@@ -98,8 +98,9 @@ export interface SpecFile {
 
 /**
  * A directory of job specs as a trace: each file parsed and validated as `fleetwise submit` would (against the
- * catalog the run uses), arriving at `arrivals.get(file name)`, running for its `expectedDurationSeconds`. Every
- * invalid file is reported, each under its own path.
+ * catalog the run uses), arriving at `arrivals.get(file name)`, running for its `expectedDurationSeconds`; an array
+ * (arrayProperties.size) is that many jobs, `file[0]`, `file[1]`, …. Every invalid file is reported, each under its
+ * own path.
  */
 export function specFilesTrace(
   files: readonly SpecFile[],
@@ -135,14 +136,19 @@ export function specFilesTrace(
     }
     const arrivalSeconds = arrivals.get(file.name);
     if (arrivalSeconds === undefined) throw new Error(`${file.path}: no arrival time for ${file.name}`);
-    jobs.push(
-      specTraceJob(spec, {
-        id: file.name,
-        arrivalSeconds,
-        durationSeconds: spec.expectedDurationSeconds,
-        durationFrom: 'declared',
-      }),
-    );
+    // An array arrives as its jobs, together, as the controller would take it: file[0], file[1], …
+    const size = arraySubmissionSize(spec);
+    const ids =
+      size === undefined ? [file.name] : Array.from({ length: size }, (_, i) => `${file.name}[${i}]`);
+    for (const id of ids)
+      jobs.push(
+        specTraceJob(spec, {
+          id,
+          arrivalSeconds,
+          durationSeconds: spec.expectedDurationSeconds,
+          durationFrom: 'declared',
+        }),
+      );
   }
   if (problems.length === 1) throw problems[0] as ValidationError;
   if (problems.length > 1)

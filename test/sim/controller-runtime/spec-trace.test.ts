@@ -70,6 +70,21 @@ describe('job specs as trace jobs', () => {
     expect(resnet?.tasks.map((t) => t.key)).toEqual(['resnet18']);
   });
 
+  it('reads an array spec as its jobs, arriving together with the index in their ids', () => {
+    const dir = directory('array', {
+      'sweep.yaml': `${example('resnet.yaml')}\narrayProperties: { size: 3 }\n`,
+      'one.yaml': `${example('resnet.yaml')}\narrayProperties: { size: 3, index: 1 }\n`,
+      'arrivals.yaml': 'sweep.yaml: 5m\none.yaml: 0\n',
+    });
+    const trace = loadTrace(dir, { format: 'specs', instanceCatalog: catalog });
+    expect(trace.jobs.map((j) => [j.id, j.arrivalSeconds, j.durationSeconds])).toEqual([
+      ['one.yaml', 0, 4408],
+      ['sweep.yaml[0]', 300, 4408],
+      ['sweep.yaml[1]', 300, 4408],
+      ['sweep.yaml[2]', 300, 4408],
+    ]);
+  });
+
   it('without an index: name order, --arrival-gap-seconds apart; --jobs cuts it', () => {
     const dir = directory('gapped', {
       'b.yaml': example('resnet.yaml'),

@@ -1,0 +1,133 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { expect, it } from 'vitest';
+import { runCli } from '../helpers/built-cli.js';
+import { oneLocalController, until } from '../helpers/local-controller.js';
+
+/**
+ * Array jobs through a real local controller and the CLI: `fleetwise submit --array N` (or a spec's
+ * `arrayProperties.size`) submits N jobs that run alike but for their index, which each task reads from
+ * FLEETWISE_ARRAY_INDEX (and AWS_BATCH_JOB_ARRAY_INDEX); `--chain` after an array waits for all of it; the listing and
+ * the job view name each job with its index; a bad size is refused before anything is submitted.
+ */
+const local = oneLocalController('fleetwise-arrays-');
+
+function specFile(name: string, command: string, extra: readonly string[] = []): string {
+  const file = join(local.scratch, `${name}.yaml`);
+  writeFileSync(
+    file,
+    [
+      `name: ${name}`,
+      'team: research',
+      ...extra,
+      'tasks:',
+      '  - name: main',
+      `    command: [sh, -c, '${command}']`,
+      '    demand: { any: [0, 0.25, 1] }',
+      '',
+    ].join('\n'),
+  );
+  return file;
+}
+
+interface SubmitLine {
+  readonly id: string;
+  readonly name: string;
+  readonly state: string;
+  readonly waitingFor: readonly string[];
+  readonly array?: { readonly index: number; readonly size: number };
+}
+
+it('runs each job of an array with its index, lists them by index, and chains a step after the whole array', async () => {
+  const controller = await local.start();
+  const job = async (
+    id: string,
+  ): Promise<{ state: string; finishedAtSeconds?: number; startedAtSeconds?: number }> =>
+    (await controller.api('GET', `/v1/jobs/${id}`)).json as {
+      state: string;
+      finishedAtSeconds?: number;
+      startedAtSeconds?: number;
+    };
+  const succeeded = (id: string): Promise<{ finishedAtSeconds?: number; startedAtSeconds?: number }> =>
+    until(
+      `${id} to succeed`,
+      async () => {
+        const j = await job(id);
+        if (j.state === 'failed' || j.state === 'cancelled') throw new Error(`${id} ended ${j.state}`);
+        return j.state === 'succeeded' ? j : undefined;
+      },
+      90_000,
+      controller.diagnostics,
+    );
+
+  // --array 3: three lines, one per job, each with its index.
+  const point = specFile(
+    'point',
+    'echo "point $FLEETWISE_ARRAY_INDEX of $FLEETWISE_ARRAY_SIZE (Batch index $AWS_BATCH_JOB_ARRAY_INDEX)"',
+  );
+  const submitted = await runCli(['submit', point, '--array', '3', '--json'], controller.env);
+  expect(submitted.code, submitted.stderr).toBe(0);
+  const lines = submitted.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as SubmitLine);
+  expect(lines.map((l) => [l.name, l.state, l.array])).toEqual([
+    ['point', 'queued', { index: 0, size: 3 }],
+    ['point', 'queued', { index: 1, size: 3 }],
+    ['point', 'queued', { index: 2, size: 3 }],
+  ]);
+  const ids = lines.map((l) => l.id);
+  for (const [index, id] of ids.entries()) {
+    await succeeded(id);
+    const logs = await runCli(['logs', id], controller.env);
+    expect(logs.code, logs.stderr).toBe(0);
+    expect(logs.stdout).toContain(`point ${index} of 3 (Batch index ${index})`);
+  }
+  const listing = await runCli(['jobs'], controller.env);
+  expect(listing.code, listing.stderr).toBe(0);
+  for (const [index, id] of ids.entries())
+    expect(listing.stdout).toMatch(new RegExp(`^${id} +point\\[${index}\\] +research +succeeded`, 'm'));
+  const view = await runCli(['job', ids[2] as string], controller.env);
+  expect(view.stdout).toMatch(new RegExp(`^job {8}${ids[2]} \\(point\\[2\\], of an array of 3\\)$`, 'm'));
+
+  // A pipeline: a sweep of two (its spec's arrayProperties), then a step that waits for both.
+  const gate = join(local.scratch, 'sweep-may-end');
+  const sweep = specFile('sweep', `while [ ! -e ${gate} ]; do sleep 0.2; done`, [
+    'arrayProperties: { size: 2 }',
+  ]);
+  const gather = specFile('gather', 'echo gathered');
+  const chained = await runCli(['submit', sweep, gather, '--chain'], controller.env);
+  expect(chained.code, chained.stderr).toBe(0);
+  const [sweepLine, gatherLine] = chained.stdout.trim().split('\n');
+  const sweepIds = /^submitted (job-\d+) … (job-\d+), an array of 2 \(sweep, team research\): queued$/.exec(
+    sweepLine as string,
+  );
+  expect(sweepIds, sweepLine).not.toBeNull();
+  const [, firstSweep, lastSweep] = sweepIds as RegExpExecArray;
+  const gatherId = new RegExp(
+    `^submitted (job-\\d+) \\(gather, team research\\): queued, waiting for ${firstSweep}, ${lastSweep}$`,
+  ).exec(gatherLine as string)?.[1];
+  expect(gatherId, gatherLine).toBeDefined();
+  writeFileSync(gate, '');
+  const gathered = await succeeded(gatherId as string);
+  for (const id of [firstSweep, lastSweep] as string[])
+    expect(gathered.startedAtSeconds as number).toBeGreaterThanOrEqual(
+      (await succeeded(id)).finishedAtSeconds as number,
+    );
+
+  // A dry run says what the array would be; a size the spec would refuse is refused before anything is sent.
+  const dry = await runCli(['submit', point, '--array', '4', '--dry-run'], controller.env);
+  expect(dry.code, dry.stderr).toBe(0);
+  expect(dry.stdout).toMatch(
+    /^array {6}4 jobs, alike but for FLEETWISE_ARRAY_INDEX 0–3; the cost and ETA below/m,
+  );
+  const before = ((await controller.api('GET', '/v1/jobs?all=true')).json as { jobs: unknown[] }).jobs.length;
+  for (const bad of ['1', 'many', '1001']) {
+    const refused = await runCli(['submit', point, '--array', bad], controller.env);
+    expect(refused.code, bad).toBe(2);
+    expect(refused.stderr).toContain('--array');
+  }
+  expect(((await controller.api('GET', '/v1/jobs?all=true')).json as { jobs: unknown[] }).jobs).toHaveLength(
+    before,
+  );
+});
