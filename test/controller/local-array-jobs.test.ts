@@ -115,6 +115,32 @@ it('runs each job of an array with its index, lists them by index, and chains a 
       (await succeeded(id)).finishedAtSeconds as number,
     );
 
+  // `cancel --array` with any one of its ids cancels the whole array; a job submitted alone with an index is not an
+  // array, nor is a job without one.
+  const hold = specFile('hold', 'sleep 600', ['arrayProperties: { size: 3 }']);
+  const held = await runCli(['submit', hold, '--json'], controller.env);
+  expect(held.code, held.stderr).toBe(0);
+  const heldIds = held.stdout
+    .trim()
+    .split('\n')
+    .map((l) => (JSON.parse(l) as SubmitLine).id);
+  const cancelled = await runCli(['cancel', heldIds[1] as string, '--array'], controller.env);
+  expect(cancelled.code, cancelled.stderr).toBe(0);
+  expect(cancelled.stdout.trim().split('\n')).toEqual(heldIds.map((id) => `${id} (hold): cancelled`));
+  const again = await runCli(['cancel', heldIds[0] as string, '--array'], controller.env);
+  expect(again.stdout).toBe('no jobs to cancel: every job of the array has ended\n');
+  const lone = specFile('lone', 'sleep 600', ['arrayProperties: { size: 3, index: 1 }']);
+  const loneLine = await runCli(['submit', lone, '--json'], controller.env);
+  const loneId = (JSON.parse(loneLine.stdout) as SubmitLine).id;
+  const notArray = await runCli(['cancel', loneId, '--array'], controller.env);
+  expect(notArray.code).not.toBe(0);
+  expect(notArray.stderr).toContain(`${loneId} says it is index 1 of an array of 3, but`);
+  expect((await job(loneId)).state).not.toBe('cancelled');
+  const plain = await runCli(['cancel', gatherId as string, '--array'], controller.env);
+  expect(plain.code).not.toBe(0);
+  expect(plain.stderr).toContain(`${gatherId} (gather) is not a job of an array`);
+  expect((await runCli(['cancel', loneId], controller.env)).code).toBe(0);
+
   // A dry run says what the array would be; a size the spec would refuse is refused before anything is sent.
   const dry = await runCli(['submit', point, '--array', '4', '--dry-run'], controller.env);
   expect(dry.code, dry.stderr).toBe(0);

@@ -1,6 +1,8 @@
 import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
-import { LIVE_JOB_STATES } from '../../controller/state/lifecycle.js';
+import { isFinalJobState, LIVE_JOB_STATES } from '../../controller/state/lifecycle.js';
+import type { JobState } from '../../controller/state-store.js';
+import { arrayMembers } from '../array-members.js';
 import { ValidationError } from '../../core/validation.js';
 import {
   addConnectionOptions,
@@ -15,6 +17,7 @@ interface CancelOptions extends ConnectionOptions {
   readonly all?: boolean;
   readonly team?: string;
   readonly yes?: boolean;
+  readonly array?: boolean;
 }
 
 async function confirm(question: string): Promise<boolean> {
@@ -35,6 +38,7 @@ export function registerCancel(program: Command): void {
       .option('--all', "every job not yet ended that the token sees (a team token: its team's)")
       .option('--team <team>', 'with --all: only this team (admin token)')
       .option('-y, --yes', 'with --all: do not ask for confirmation on a terminal')
+      .option('--array', 'cancel the whole array each id belongs to (its jobs not yet ended)')
       .option('--json', 'print the cancelled jobs as a JSON array'),
   ).action(async (ids: string[], options: CancelOptions) => {
     if (options.all === true && ids.length > 0)
@@ -43,8 +47,27 @@ export function registerCancel(program: Command): void {
       throw new ValidationError('arguments', ['id: give the job ids to cancel, or --all']);
     if (options.all !== true && options.team !== undefined)
       throw new ValidationError('arguments', ['--team: only with --all']);
+    if (options.all === true && options.array === true)
+      throw new ValidationError('arguments', [
+        '--array: give the ids of jobs of the arrays to cancel, not --all',
+      ]);
     const client = FleetwiseClient.fromOptions(options);
     let scope = '';
+    if (options.array === true) {
+      // Each id stands for its whole array; the jobs of it that already ended stay as they ended.
+      const arrays = ids.length;
+      const members = new Map<string, { readonly state: JobState }>();
+      for (const id of ids) for (const m of await arrayMembers(client, id)) members.set(m.id, m);
+      ids = [...members].filter(([, m]) => !isFinalJobState(m.state)).map(([id]) => id);
+      if (ids.length === 0) {
+        if (options.json === true) printJson([]);
+        else
+          process.stdout.write(
+            `no jobs to cancel: every job of ${arrays === 1 ? 'the array' : 'these arrays'} has ended\n`,
+          );
+        return;
+      }
+    }
     if (options.all === true) {
       // The API scopes the list to a team token's team, so --all never reaches another team's jobs.
       const live = await client.listJobs({
