@@ -334,7 +334,11 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
               },
             },
           },
-          spec: { type: 'object', description: 'The validated spec, with defaults filled in' },
+          spec: {
+            type: 'object',
+            description:
+              'The spec as the job was accepted (validated, defaults filled in), in the form a submission takes: submitted again, it makes the same job',
+          },
           instances: {
             type: 'array',
             items: {

@@ -16,6 +16,7 @@ import {
 } from '../queue-records.js';
 import type { ClusterView, CostReport, WhyRecord } from '../service.js';
 import { isFinalJobState } from '../state/lifecycle.js';
+import { writtenJobSpec } from '../job-spec/written-form.js';
 import type {
   AttemptFailure,
   InstanceRecord,
@@ -73,7 +74,8 @@ export interface JobInstanceView {
 }
 
 export interface JobDocument extends JobSummary {
-  readonly spec: JobRecord['spec'];
+  /** The spec as the job was accepted, in the form a submission takes: submitted again, it makes the same job. */
+  readonly spec: unknown;
   readonly instances: readonly JobInstanceView[];
   readonly tasks: readonly TaskRecord[];
   /** Seconds from the latest prediction to the predicted completion; null without one. */
@@ -193,7 +195,7 @@ export function jobDocument(store: StateStore, job: JobRecord, predictionsEnable
   const predicted = predictedCompletionIn(store);
   return {
     ...jobSummary(job, tasks.length, store, predictionsEnabled),
-    spec: job.spec,
+    spec: writtenJobSpec(job.spec),
     instances,
     tasks,
     etaSeconds:
