@@ -47,7 +47,8 @@ export class JobControl {
    */
   submitArray(spec: JobSpec, team: string): JobRecord[] {
     const size = arraySubmissionSize(spec);
-    if (size === undefined) throw new Error(`${spec.name}: not an array (arrayProperties.size without an index)`);
+    if (size === undefined)
+      throw new Error(`${spec.name}: not an array (arrayProperties.size without an index)`);
     const jobs = this.deps.store.transaction(() =>
       Array.from({ length: size }, (_, index) =>
         this.record({ ...spec, arrayProperties: { size, index } }, team),

@@ -52,7 +52,10 @@ export async function keepAcceptedArray(
   for (const job of jobs) {
     if (job.id === failure.job.id) continue;
     try {
-      service.cancel(job.id, `withdrawn at submission: ${failure.job.id} of its array could not be made durable`);
+      service.cancel(
+        job.id,
+        `withdrawn at submission: ${failure.job.id} of its array could not be made durable`,
+      );
     } catch {
       // Already ended (withdrawn by its own failed keep): nothing runs.
     }

@@ -212,7 +212,8 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
       },
       arraySize: {
         ...int,
-        description: 'An array: the jobs it would submit, alike but for their index (the ETA is of one submitted alone)',
+        description:
+          'An array: the jobs it would submit, alike but for their index (the ETA is of one submitted alone)',
       },
     },
   },
