@@ -1,6 +1,7 @@
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { runCli } from '../helpers/built-cli.js';
 import { oneLocalController, until } from '../helpers/local-controller.js';
 
@@ -140,6 +141,30 @@ it('runs each job of an array with its index, lists them by index, and chains a 
   expect(plain.code).not.toBe(0);
   expect(plain.stderr).toContain(`${gatherId} (gather) is not a job of an array`);
   expect((await runCli(['cancel', loneId], controller.env)).code).toBe(0);
+
+  // The sweep example (each job counts to 100 × (index + 1)), shortened: its steps at 0.01 s.
+  const example = readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', 'sweep.yaml'), 'utf8');
+  const shortened = example
+    .replace('context: ../counter', `context: ${join(PROJECT_ROOT, 'examples', 'counter')}`)
+    .replace("STEP_SECONDS: '0.2'", "STEP_SECONDS: '0.01'");
+  // Every override must land, so a change to the example fails here instead of giving the test minutes-long jobs.
+  expect(shortened).toContain("STEP_SECONDS: '0.01'");
+  expect(shortened).not.toContain('context: ../counter');
+  const sweepFile = join(local.scratch, 'sweep-example.yaml');
+  writeFileSync(sweepFile, shortened);
+  const swept = await runCli(['submit', sweepFile, '--json'], controller.env);
+  expect(swept.code, swept.stderr).toBe(0);
+  const sweepJobs = swept.stdout
+    .trim()
+    .split('\n')
+    .map((l) => (JSON.parse(l) as SubmitLine).id);
+  expect(sweepJobs).toHaveLength(4);
+  for (const [index, id] of sweepJobs.entries()) {
+    await succeeded(id);
+    const logs = (await runCli(['logs', id], controller.env)).stdout;
+    expect(logs).toContain(`sweep point ${index} of 4`);
+    expect(logs).toContain(`finished ${100 * (index + 1)}`);
+  }
 
   // A dry run says what the array would be; a size the spec would refuse is refused before anything is sent.
   const dry = await runCli(['submit', point, '--array', '4', '--dry-run'], controller.env);
