@@ -1,6 +1,7 @@
 import { ValidationError } from '../core/validation.js';
 import { checkExecution, recordJobWarnings, type ExecutorKind } from './execution-check.js';
 import { arraySubmissionSize, type JobSpec } from './job-spec/spec.js';
+import { arrayJobSpec, pairedArrays } from './array-jobs.js';
 import { dependencyProblems } from './job-dependencies.js';
 import { runLimitWarnings } from './run-limits.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
@@ -42,18 +43,22 @@ export class JobControl {
   }
 
   /**
-   * An array job: the spec as `arrayProperties.size` jobs, each with its index, stored in one transaction (an array
-   * is submitted whole or not at all; its ids follow one another in index order).
+   * An array job: the spec as `arrayProperties.size` jobs, each with its index and the ids its array dependencies
+   * give it (array-jobs.ts), stored in one transaction (an array is submitted whole or not at all; its ids follow one
+   * another in index order).
    */
   submitArray(spec: JobSpec, team: string): JobRecord[] {
     const size = arraySubmissionSize(spec);
     if (size === undefined)
       throw new Error(`${spec.name}: not an array (arrayProperties.size without an index)`);
-    const jobs = this.deps.store.transaction(() =>
-      Array.from({ length: size }, (_, index) =>
-        this.record({ ...spec, arrayProperties: { size, index } }, team),
-      ),
-    );
+    const jobs = this.deps.store.transaction(() => {
+      const paired = pairedArrays(spec, team, this.deps.store);
+      if (paired.problems.length > 0) throw new ValidationError('job spec', paired.problems);
+      const recorded: JobRecord[] = [];
+      for (let index = 0; index < size; index++)
+        recorded.push(this.record(arrayJobSpec(spec, index, paired.arrays, recorded.at(-1)), team));
+      return recorded;
+    });
     this.submitted(jobs);
     return jobs;
   }

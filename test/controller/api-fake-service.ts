@@ -3,7 +3,9 @@ import { readAll } from '../../src/storage/streams.js';
 import { findType, type Catalog } from '../../src/core/catalog.js';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import type { ApiControllerService, ContextInfo } from '../../src/controller/api/server.js';
+import { arrayJobSpec, pairedArrays } from '../../src/controller/array-jobs.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
+import { ValidationError } from '../../src/core/validation.js';
 import type { LatencyMatrixView } from '../../src/controller/latency-matrix.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { ClusterView, CostReport, WhyRecord } from '../../src/controller/service.js';
@@ -39,12 +41,14 @@ export class FakeControllerService implements ApiControllerService {
   }
 
   submitArray(spec: JobSpec, team: string): JobRecord[] {
-    const size = spec.arrayProperties?.size ?? 0;
-    return this.store.transaction(() =>
-      Array.from({ length: size }, (_, index) =>
-        this.submit({ ...spec, arrayProperties: { size, index } }, team),
-      ),
-    );
+    return this.store.transaction(() => {
+      const paired = pairedArrays(spec, team, this.store);
+      if (paired.problems.length > 0) throw new ValidationError('job spec', paired.problems);
+      const jobs: JobRecord[] = [];
+      for (let index = 0; index < (spec.arrayProperties?.size ?? 0); index++)
+        jobs.push(this.submit(arrayJobSpec(spec, index, paired.arrays, jobs.at(-1)), team));
+      return jobs;
+    });
   }
 
   cancel(jobId: string, reason = 'cancelled through the API'): JobRecord {

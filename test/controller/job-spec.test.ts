@@ -843,3 +843,66 @@ describe('arrayProperties (array jobs)', () => {
     ).toThrow(/dependsOn: at most 1000 jobs/);
   });
 });
+
+describe("an array's dependencies (AWS Batch's N_TO_N and SEQUENTIAL)", () => {
+  const spec = (dependsOn: unknown[], arrayProperties?: unknown): unknown => ({
+    name: 'call',
+    team: 'genomics',
+    tasks: [{ image: 'x', demand: { any: [0, 1, 1] } }],
+    dependsOn,
+    ...(arrayProperties === undefined ? {} : { arrayProperties }),
+  });
+  const refused = (value: unknown): readonly string[] => {
+    try {
+      validateJobSpec(value, 'api', catalog);
+    } catch (e) {
+      return (e as ValidationError).problems;
+    }
+    throw new Error('expected the spec to be refused');
+  };
+
+  it('keeps N_TO_N and SEQUENTIAL with the array, and plain ids in dependsOn', () => {
+    const parsed = validateJobSpec(
+      spec(['job-2', { jobId: 'job-7', type: 'N_TO_N' }, { type: 'SEQUENTIAL' }], { size: 3 }),
+      'api',
+      catalog,
+    );
+    expect(parsed.dependsOn).toEqual(['job-2']);
+    expect(parsed.arrayProperties).toEqual({ size: 3, sameIndexOf: ['job-7'], sequential: true });
+    // Written back as Batch writes them.
+    expect(writtenJobSpec(JSON.parse(JSON.stringify(parsed)))).toMatchObject({
+      dependsOn: ['job-2', { jobId: 'job-7', type: 'N_TO_N' }, { type: 'SEQUENTIAL' }],
+      arrayProperties: { size: 3 },
+    });
+    expect(validateJobSpec(writtenJobSpec(JSON.parse(JSON.stringify(parsed))), 'again', catalog)).toEqual(
+      parsed,
+    );
+  });
+
+  it('names the entry and the reason of a bad one', () => {
+    expect(refused(spec([{ jobId: 'job-7', type: 'N_TO_N' }]))).toEqual([
+      'dependsOn.0: N_TO_N is for the jobs of an array: give arrayProperties.size (and no index)',
+    ]);
+    expect(refused(spec([{ type: 'SEQUENTIAL' }], { size: 3, index: 1 }))).toEqual([
+      'dependsOn.0: SEQUENTIAL is for the jobs of an array: give arrayProperties.size (and no index)',
+    ]);
+    expect(refused(spec([{ type: 'N_TO_N' }], { size: 3 }))).toEqual([
+      'dependsOn.0.jobId: required: a job of the array to pair with',
+    ]);
+    expect(refused(spec([{ jobId: 'job-7', type: 'SEQUENTIAL' }], { size: 3 }))).toEqual([
+      'dependsOn.0.jobId: SEQUENTIAL names no job: each job of the array waits for the one before it',
+    ]);
+    expect(refused(spec([{ jobId: 'job-7', type: 'ONE_TO_ONE' }], { size: 3 }))).toEqual([
+      'dependsOn.0: expected an array dependency: { jobId: job-<n>, type: N_TO_N } or { type: SEQUENTIAL }',
+    ]);
+    expect(refused(spec([7], { size: 3 }))).toEqual([
+      'dependsOn.0: expected a job id (job-<n>) or an array dependency: { jobId: job-<n>, type: N_TO_N } or { type: SEQUENTIAL }',
+    ]);
+    expect(refused(spec(['job-7', { jobId: 'job-7', type: 'N_TO_N' }], { size: 3 }))).toEqual([
+      'dependsOn: names a job twice',
+    ]);
+    expect(refused(spec([{ type: 'SEQUENTIAL' }, { type: 'SEQUENTIAL' }], { size: 3 }))).toEqual([
+      'dependsOn: SEQUENTIAL twice',
+    ]);
+  });
+});

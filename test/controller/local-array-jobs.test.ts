@@ -116,6 +116,45 @@ it('runs each job of an array with its index, lists them by index, and chains a 
       (await succeeded(id)).finishedAtSeconds as number,
     );
 
+  // --per-index: each job of the second array waits only for the job of its index in the first (Batch's N_TO_N):
+  // step-b[0] runs while step-a[1] still does.
+  const aGate = join(local.scratch, 'step-a-1-may-end');
+  const stepA = specFile(
+    'step-a',
+    `if [ "$FLEETWISE_ARRAY_INDEX" = 1 ]; then while [ ! -e ${aGate} ]; do sleep 0.2; done; fi`,
+  );
+  const stepB = specFile('step-b', 'echo "b $FLEETWISE_ARRAY_INDEX"');
+  const piped = await runCli(
+    ['submit', stepA, stepB, '--chain', '--per-index', '--array', '2'],
+    controller.env,
+  );
+  expect(piped.code, piped.stderr).toBe(0);
+  const [aLine, bLine] = piped.stdout.trim().split('\n');
+  const [, a0, a1] =
+    /^submitted (job-\d+) … (job-\d+), an array of 2 \(step-a, team research\): queued$/.exec(
+      aLine as string,
+    ) ?? [aLine];
+  const [, b0, b1] = new RegExp(
+    `^submitted (job-\\d+) … (job-\\d+), an array of 2 \\(step-b, team research\\): queued, each waiting for the job of its index in ${a0} … ${a1}$`,
+  ).exec(bLine as string) ?? [bLine];
+  expect(b1, bLine).toBeDefined();
+  await succeeded(b0 as string);
+  expect(['queued', 'starting', 'running']).toContain((await job(a1 as string)).state);
+  expect((await job(b1 as string)).state).toBe('queued');
+  writeFileSync(aGate, '');
+  const b1Done = await succeeded(b1 as string);
+  expect(b1Done.startedAtSeconds as number).toBeGreaterThanOrEqual(
+    (await succeeded(a1 as string)).finishedAtSeconds as number,
+  );
+  for (const [args, says] of [
+    [[stepA, stepB, '--per-index', '--array', '2'], 'goes with --chain'],
+    [[stepA, gather, '--chain', '--per-index'], `${stepA} is not an array`],
+  ] as const) {
+    const refused = await runCli(['submit', ...args], controller.env);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain(says);
+  }
+
   // `cancel --array` with any one of its ids cancels the whole array; a job submitted alone with an index is not an
   // array, nor is a job without one.
   const hold = specFile('hold', 'sleep 600', ['arrayProperties: { size: 3 }']);

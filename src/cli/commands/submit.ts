@@ -26,6 +26,7 @@ interface SubmitOptions extends ConnectionOptions {
   readonly dependsOn?: string[];
   readonly chain?: boolean;
   readonly array?: string;
+  readonly perIndex?: boolean;
 }
 
 /** A spec without `team` is submitted for the token's team; this stands in for it in the local check only. */
@@ -148,6 +149,11 @@ export function registerSubmit(program: Command): void {
         'a pipeline: each file waits for the one before it to succeed (added to its dependsOn as it is submitted)',
       )
       .option(
+        '--per-index',
+        'with --chain between arrays of one size: each job waits only for the job of its index in the array before ' +
+          "(AWS Batch's N_TO_N), not for all of it",
+      )
+      .option(
         '--dry-run',
         "validate on the controller and show each task's instance type, $/hour and the ETA it would get now; submit nothing",
       ),
@@ -174,6 +180,7 @@ export function registerSubmit(program: Command): void {
     const array = options.array === undefined ? undefined : arraySizeOption(options.array);
     for (const file of files)
       specs.push(withArray(withDependencies(await checkSpecFile(file, priceBook), dependsOn), array));
+    if (options.perIndex === true) checkPerIndex(files, specs, options.chain === true);
     const client = FleetwiseClient.fromOptions(options);
     if (options.dryRun === true) {
       // Build contexts are not uploaded: nothing runs, and the controller checks the spec without them.
@@ -194,9 +201,11 @@ export function registerSubmit(program: Command): void {
       const previous = submitted.at(-1);
       // A step after an array waits for every job of it.
       const spec =
-        options.chain === true && previous !== undefined
-          ? withDependencies(specs[i] as RawSpec, previous.arrayJobIds ?? [previous.id])
-          : specs[i];
+        options.chain !== true || previous === undefined
+          ? specs[i]
+          : options.perIndex === true
+            ? withDependencies(specs[i] as RawSpec, [{ jobId: previous.id, type: 'N_TO_N' }])
+            : withDependencies(specs[i] as RawSpec, previous.arrayJobIds ?? [previous.id]);
       const raw = await uploadBuildContexts(spec as RawSpec, file, client, (l) => process.stderr.write(l));
       let job: JobSummaryResponse;
       try {
@@ -225,7 +234,13 @@ export function registerSubmit(program: Command): void {
             })}\n`,
           );
       else {
-        const waits = waitingFor.length === 0 ? '' : `, waiting for ${shortList(waitingFor)}`;
+        const pairedWith = options.perIndex === true ? previous?.arrayJobIds : undefined;
+        const waits =
+          pairedWith !== undefined
+            ? `, each waiting for the job of its index in ${pairedWith[0]} … ${pairedWith.at(-1)}`
+            : waitingFor.length === 0
+              ? ''
+              : `, waiting for ${shortList(waitingFor)}`;
         const what =
           job.arrayJobIds === undefined ? job.id : `${ids[0]} … ${ids.at(-1)}, an array of ${ids.length}`;
         process.stdout.write(`submitted ${what} (${job.name}, team ${job.team}): ${job.state}${waits}\n`);
@@ -261,11 +276,48 @@ function shortList(ids: readonly string[]): string {
   return ids.length <= 4 ? ids.join(', ') : `${ids[0]} … ${ids.at(-1)} (${ids.length} jobs)`;
 }
 
-/** The spec with `ids` added to its own `dependsOn` (each once); checked by the controller like the rest. */
-function withDependencies(raw: RawSpec, ids: readonly string[]): RawSpec {
-  if (ids.length === 0) return raw;
+/** An array dependency as a spec writes it (AWS Batch's N_TO_N). */
+interface PerIndexDependency {
+  readonly jobId: string;
+  readonly type: 'N_TO_N';
+}
+
+/**
+ * The spec with `dependencies` added to its own `dependsOn` (each job once); checked by the controller like the
+ * rest.
+ */
+function withDependencies(raw: RawSpec, dependencies: readonly (string | PerIndexDependency)[]): RawSpec {
+  if (dependencies.length === 0) return raw;
   const own = Array.isArray(raw['dependsOn']) ? (raw['dependsOn'] as unknown[]) : [];
-  return { ...raw, dependsOn: [...new Set([...own, ...ids])] };
+  const named = new Set(own.filter((d): d is string => typeof d === 'string'));
+  return {
+    ...raw,
+    dependsOn: [...own, ...dependencies.filter((d) => typeof d !== 'string' || !named.has(d))],
+  };
+}
+
+/** The jobs a spec submits as an array (arrayProperties.size, no index); undefined for one job. */
+function arraySizeOf(raw: RawSpec): number | undefined {
+  const array = raw['arrayProperties'];
+  if (typeof array !== 'object' || array === null || 'index' in array) return undefined;
+  const size = (array as { size?: unknown }).size;
+  return typeof size === 'number' ? size : undefined;
+}
+
+/** `--per-index` pairs the jobs of consecutive arrays by index: every file an array, all of one size. */
+function checkPerIndex(files: readonly string[], specs: readonly RawSpec[], chain: boolean): void {
+  if (!chain) throw new ValidationError('--per-index', ['goes with --chain (it says how each step waits)']);
+  const sizes = specs.map(arraySizeOf);
+  const problems = files.flatMap((file, i) =>
+    sizes[i] === undefined
+      ? [`${file} is not an array (give arrayProperties.size, or --array N)`]
+      : i > 0 && sizes[i] !== sizes[i - 1]
+        ? [
+            `${file} is an array of ${sizes[i]}, ${files[i - 1]} of ${sizes[i - 1]}: only arrays of one size pair by index`,
+          ]
+        : [],
+  );
+  if (problems.length > 0) throw new ValidationError('--per-index', problems);
 }
 
 function formatDryRun(file: string, view: DryRunResponse): string {

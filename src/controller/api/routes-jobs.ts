@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { parseWith, ValidationError } from '../../core/validation.js';
 import { MAX_SUCCESS_STAGES } from '../../queue/success.js';
 import { JOB_STATES, type JobRecord, type JobState } from '../state-store.js';
+import { arrayJobSpec, pairedArrays } from '../array-jobs.js';
 import { dependencyProblems, earliestStartSeconds, unmetOf } from '../job-dependencies.js';
 import { predictedCompletionIn } from '../queue-records.js';
 import { teamScope, type Principal } from './auth.js';
@@ -87,17 +88,22 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       // A dry run checks the spec without its build contexts (fleetwise submit --dry-run uploads none), and its
       // dependencies as a submission would.
       if (dryRun) {
-        const problems = dependencyProblems(spec, spec.team, store);
+        // An array is predicted as its first job, with what that one would wait for.
+        const paired = pairedArrays(spec, spec.team, store);
+        if (paired.problems.length > 0) throw new ValidationError('job spec', paired.problems);
+        const one =
+          arraySubmissionSize(spec) === undefined ? spec : arrayJobSpec(spec, 0, paired.arrays, undefined);
+        const problems = dependencyProblems(one, spec.team, store);
         if (problems.length > 0) throw new ValidationError('job spec', problems);
         // Held for its dependencies, the job is predicted held (it starts once they are predicted to succeed), and
         // the view says what it waits for and the earliest their predictions let it start.
-        const waitingFor = unmetOf(spec.dependsOn, store);
-        const eta = (await service.estimate?.(spec)) ?? null;
+        const waitingFor = unmetOf(one.dependsOn, store);
+        const eta = (await service.estimate?.(one)) ?? null;
         if (waitingFor.length > 0)
           return dryRunView(spec, context.priceBook, eta, {
             waitingFor,
             startsNoEarlierThanSeconds:
-              earliestStartSeconds(spec.dependsOn, store, predictedCompletionIn(store)) ?? null,
+              earliestStartSeconds(one.dependsOn, store, predictedCompletionIn(store)) ?? null,
           });
         return dryRunView(spec, context.priceBook, eta);
       }

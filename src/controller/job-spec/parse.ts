@@ -5,7 +5,7 @@ import { ValidationError } from '../../core/validation.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import { explainIssue, firstLine, formatPath, lineOf, type Path, type Problem } from './problems.js';
 import { jobSpecSchema, utf8Bytes, type RawJobSpec } from './schema.js';
-import { JOB_SPEC_LIMITS, type JobSpec, type TaskTemplateSpec } from './spec.js';
+import { JOB_SPEC_LIMITS, type ArrayProperties, type JobSpec, type TaskTemplateSpec } from './spec.js';
 import { derivedWorkload } from './tasks.js';
 import { toNetworkDeclaration } from '../../core/network-schema.js';
 
@@ -111,6 +111,15 @@ function checkStructure(raw: RawJobSpec): Problem[] {
       path: ['tasks'],
       message: `${total} tasks after replicas, at most ${JOB_SPEC_LIMITS.maxTasks} per job`,
     });
+  // An array dependency pairs the jobs of an array being submitted (each is stored with the ids it waits for).
+  const submitsArray = raw.arrayProperties !== undefined && raw.arrayProperties.index === undefined;
+  (raw.dependsOn ?? []).forEach((d, i) => {
+    if (typeof d !== 'string' && !submitsArray)
+      problems.push({
+        path: ['dependsOn', i],
+        message: `${d.type} is for the jobs of an array: give arrayProperties.size (and no index)`,
+      });
+  });
   const root = raw.network?.root;
   if (root !== undefined && rootTaskName(raw, root) === undefined)
     problems.push({
@@ -218,7 +227,7 @@ function resolve(raw: RawJobSpec): JobSpec {
       ? {}
       : { expectedDurationSeconds: raw.expectedDurationSeconds }),
     ...(raw.noMoveSeconds === undefined ? {} : { noMoveSeconds: raw.noMoveSeconds }),
-    ...(raw.dependsOn === undefined || raw.dependsOn.length === 0 ? {} : { dependsOn: raw.dependsOn }),
+    ...(jobDependencies(raw).length === 0 ? {} : { dependsOn: jobDependencies(raw) }),
     ...(raw.maxRunSeconds === undefined ? {} : { maxRunSeconds: raw.maxRunSeconds }),
     ...(raw.valueOfTimePerJobHour === undefined ? {} : { valueOfTimePerJobHour: raw.valueOfTimePerJobHour }),
     ...(raw.workload === undefined ? {} : { workload: raw.workload }),
@@ -238,7 +247,25 @@ function resolve(raw: RawJobSpec): JobSpec {
         }),
     ...(raw.spot === undefined ? {} : { spot: raw.spot }),
     ...(raw.spotMaxDelayMinutes === undefined ? {} : { spotMaxDelaySeconds: raw.spotMaxDelayMinutes * 60 }),
-    ...(raw.arrayProperties === undefined ? {} : { arrayProperties: raw.arrayProperties }),
+    ...(raw.arrayProperties === undefined
+      ? {}
+      : { arrayProperties: resolvedArray(raw, raw.arrayProperties) }),
+  };
+}
+
+/** The jobs `dependsOn` names outright (its array dependencies go to arrayProperties). */
+function jobDependencies(raw: RawJobSpec): string[] {
+  return (raw.dependsOn ?? []).filter((d): d is string => typeof d === 'string');
+}
+
+/** An array with its array dependencies (`dependsOn`'s N_TO_N and SEQUENTIAL entries). */
+function resolvedArray(raw: RawJobSpec, array: NonNullable<RawJobSpec['arrayProperties']>): ArrayProperties {
+  const entries = (raw.dependsOn ?? []).filter((d) => typeof d !== 'string');
+  const sameIndexOf = entries.flatMap((d) => (d.type === 'N_TO_N' && d.jobId !== undefined ? [d.jobId] : []));
+  return {
+    ...array,
+    ...(sameIndexOf.length === 0 ? {} : { sameIndexOf }),
+    ...(entries.some((d) => d.type === 'SEQUENTIAL') ? { sequential: true } : {}),
   };
 }
 

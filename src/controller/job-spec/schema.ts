@@ -6,6 +6,7 @@ import { successSpecSchema } from '../../queue/success.js';
 import { networkDeclarationSchema } from '../../core/network-schema.js';
 import { SPOT_PREFERENCES } from '../../core/spot.js';
 import {
+  ARRAY_DEPENDENCY_TYPES,
   CHECKPOINT_SIGNALS,
   DEFAULT_CHECKPOINT_TIMEOUT_SECONDS,
   JOB_ID_PATTERN,
@@ -353,6 +354,51 @@ export const retryStrategySchema = z
       "tasks' last checkpoints",
   );
 
+const JOB_ID_RULE = 'a job id (job-<n>)';
+const ARRAY_DEPENDENCY_RULE = 'an array dependency: { jobId: job-<n>, type: N_TO_N } or { type: SEQUENTIAL }';
+
+/**
+ * AWS Batch's array dependencies, for the jobs of an array: N_TO_N, each waits for the job of the same index in the
+ * array `jobId` belongs to; SEQUENTIAL, each waits for the one before it in its own array.
+ */
+export const arrayDependencySchema = z.strictObject({
+  jobId: z.string().regex(JOB_ID_PATTERN, JOB_ID_RULE).optional(),
+  type: z.enum(ARRAY_DEPENDENCY_TYPES, { error: 'expected N_TO_N or SEQUENTIAL' }),
+});
+
+/** A job id, or (for an array) an array dependency. One message per kind of input, not a union's alternatives. */
+const dependencySchema = z.union([z.string().regex(JOB_ID_PATTERN, JOB_ID_RULE), arrayDependencySchema], {
+  error: (issue) =>
+    typeof issue.input === 'string'
+      ? JOB_ID_RULE
+      : typeof issue.input === 'object' && issue.input !== null && !Array.isArray(issue.input)
+        ? `expected ${ARRAY_DEPENDENCY_RULE}`
+        : `expected ${JOB_ID_RULE} or ${ARRAY_DEPENDENCY_RULE}`,
+});
+
+function checkDependencies(items: readonly z.output<typeof dependencySchema>[], ctx: z.RefinementCtx): void {
+  const named = items.map((d) => (typeof d === 'string' ? d : d.type === 'N_TO_N' ? d.jobId : undefined));
+  if (new Set(named.filter((id) => id !== undefined)).size !== named.filter((id) => id !== undefined).length)
+    ctx.addIssue({ code: 'custom', message: 'names a job twice' });
+  items.forEach((d, i) => {
+    if (typeof d === 'string') return;
+    if (d.type === 'N_TO_N' && d.jobId === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: [i, 'jobId'],
+        message: 'required: a job of the array to pair with',
+      });
+    if (d.type === 'SEQUENTIAL' && d.jobId !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: [i, 'jobId'],
+        message: 'SEQUENTIAL names no job: each job of the array waits for the one before it',
+      });
+  });
+  if (items.filter((d) => typeof d !== 'string' && d.type === 'SEQUENTIAL').length > 1)
+    ctx.addIssue({ code: 'custom', message: 'SEQUENTIAL twice' });
+}
+
 export const arrayPropertiesSchema = z
   .strictObject(
     {
@@ -414,11 +460,13 @@ export const jobSpecSchema = z.strictObject({
     .describe('Do not move the job during this many seconds after it starts running')
     .optional(),
   dependsOn: z
-    .array(z.string().regex(JOB_ID_PATTERN, 'a job id (job-<n>)'))
+    .array(dependencySchema)
     .max(JOB_SPEC_LIMITS.maxDependencies, `at most ${JOB_SPEC_LIMITS.maxDependencies} jobs`)
-    .refine((ids) => new Set(ids).size === ids.length, 'names a job twice')
+    .superRefine(checkDependencies)
     .describe(
-      'Jobs (of the same team) that must succeed before this one starts; if one ends otherwise, this one fails',
+      'Jobs (of the same team) that must succeed before this one starts; if one ends otherwise, this one fails. ' +
+        "An array's jobs may also wait each for the job of the same index of another array ({ jobId, type: N_TO_N }) " +
+        'or for the one before them in their own array ({ type: SEQUENTIAL }), as in AWS Batch',
     )
     .optional(),
   maxRunSeconds: durationSecondsSchema(positiveDuration())

@@ -119,7 +119,17 @@ export interface ExitRule {
 export interface ArrayProperties {
   readonly size: number;
   readonly index?: number | undefined;
+  /**
+   * Submitting an array: its job of index i waits for the job of index i of the array each of these jobs belongs to
+   * (`dependsOn: [{ jobId, type: N_TO_N }]`). Its jobs carry the ids they wait for in `dependsOn` instead.
+   */
+  readonly sameIndexOf?: readonly string[] | undefined;
+  /** Submitting an array: its job of index i waits for the one of index i − 1 (`{ type: SEQUENTIAL }`). */
+  readonly sequential?: boolean | undefined;
 }
+
+/** AWS Batch's array dependency types (`dependsOn: [{ jobId, type }]`). */
+export const ARRAY_DEPENDENCY_TYPES = ['N_TO_N', 'SEQUENTIAL'] as const;
 
 /** The number of jobs a spec submits as an array (a size and no index), else undefined: it is one job. */
 export function arraySubmissionSize(spec: Pick<JobSpec, 'arrayProperties'>): number | undefined {

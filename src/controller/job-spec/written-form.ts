@@ -3,7 +3,9 @@
  * so that it can be validated again (a restore from the job archive validates every spec against the catalog it
  * restores with). Validation renames or converts a few fields on the way in; this turns exactly those back:
  * - `spotMaxDelaySeconds` is written as `spotMaxDelayMinutes`;
- * - `network.rootTask` is written as `network.root` (an expanded task name, which the written form takes as is).
+ * - `network.rootTask` is written as `network.root` (an expanded task name, which the written form takes as is);
+ * - an array's `arrayProperties.sameIndexOf` and `sequential` are written in `dependsOn`, as AWS Batch's
+ *   `{ jobId, type: N_TO_N }` and `{ type: SEQUENTIAL }` (only an array being submitted has them, never a stored job).
  * Everything else is stored as written (defaults filled in, which validate to themselves). The input is whatever a
  * document held, so it is read as unknown: anything unexpected is left for validation to name.
  */
@@ -15,7 +17,20 @@ export function writtenJobSpec(stored: unknown): unknown {
     written['spotMaxDelayMinutes'] =
       typeof spotMaxDelaySeconds === 'number' ? spotMaxDelaySeconds / 60 : spotMaxDelaySeconds;
   if (network !== undefined) written['network'] = writtenNetwork(network);
-  return written;
+  return writtenArray(written);
+}
+
+function writtenArray(written: Record<string, unknown>): Record<string, unknown> {
+  const array = written['arrayProperties'];
+  if (!isRecord(array) || (!('sameIndexOf' in array) && !('sequential' in array))) return written;
+  const { sameIndexOf, sequential, ...rest } = array;
+  const own = Array.isArray(written['dependsOn']) ? (written['dependsOn'] as unknown[]) : [];
+  const dependsOn = [
+    ...own,
+    ...(Array.isArray(sameIndexOf) ? sameIndexOf.map((jobId: unknown) => ({ jobId, type: 'N_TO_N' })) : []),
+    ...(sequential === true ? [{ type: 'SEQUENTIAL' }] : []),
+  ];
+  return { ...written, arrayProperties: rest, ...(dependsOn.length === 0 ? {} : { dependsOn }) };
 }
 
 function writtenNetwork(network: unknown): unknown {

@@ -1,0 +1,41 @@
+/**
+ * Which jobs make one array. An array is stored in one transaction, so its jobs have consecutive ids from its index 0;
+ * a job submitted alone with an index (to run one job of an array again) is not one of them.
+ */
+
+/** What says a job is one of an array: from a job record or from the API's view of it. */
+export interface ArrayMemberFacts {
+  readonly id: string;
+  readonly name: string;
+  readonly team: string;
+  /** Absent for a job not of an array. */
+  readonly array?: { readonly index: number; readonly size: number } | undefined;
+}
+
+/** The ids the array `job` belongs to would have, index 0 first (undefined: `job` is of no array). */
+export function arrayIdsOf(job: ArrayMemberFacts): string[] | undefined {
+  if (job.array === undefined) return undefined;
+  const first = Number(job.id.slice('job-'.length)) - job.array.index;
+  return Array.from({ length: job.array.size }, (_, k) => `job-${first + k}`);
+}
+
+/** Whether the jobs found at `arrayIdsOf(of)` (in order; undefined where none) are the array `of` belongs to. */
+export function isWholeArray(
+  of: ArrayMemberFacts,
+  found: readonly (ArrayMemberFacts | undefined)[],
+): boolean {
+  const ids = arrayIdsOf(of);
+  return (
+    ids !== undefined &&
+    found.length === ids.length &&
+    found.every(
+      (m, k) =>
+        m !== undefined &&
+        m.id === ids[k] &&
+        m.name === of.name &&
+        m.team === of.team &&
+        m.array?.index === k &&
+        m.array.size === of.array?.size,
+    )
+  );
+}
