@@ -39,6 +39,14 @@ interface SubmitLine {
   readonly array?: { readonly index: number; readonly size: number };
 }
 
+/** `submit --json`'s lines, one per job. */
+function submitLines(stdout: string): SubmitLine[] {
+  return stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as SubmitLine);
+}
+
 it('runs each job of an array with its index, lists them by index, and chains a step after the whole array', async () => {
   const controller = await local.start();
   const job = async (
@@ -68,10 +76,7 @@ it('runs each job of an array with its index, lists them by index, and chains a 
   );
   const submitted = await runCli(['submit', point, '--array', '3', '--json'], controller.env);
   expect(submitted.code, submitted.stderr).toBe(0);
-  const lines = submitted.stdout
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l) as SubmitLine);
+  const lines = submitLines(submitted.stdout);
   expect(lines.map((l) => [l.name, l.state, l.array])).toEqual([
     ['point', 'queued', { index: 0, size: 3 }],
     ['point', 'queued', { index: 1, size: 3 }],
@@ -160,10 +165,7 @@ it('runs each job of an array with its index, lists them by index, and chains a 
   const hold = specFile('hold', 'sleep 600', ['arrayProperties: { size: 3 }']);
   const held = await runCli(['submit', hold, '--json'], controller.env);
   expect(held.code, held.stderr).toBe(0);
-  const heldIds = held.stdout
-    .trim()
-    .split('\n')
-    .map((l) => (JSON.parse(l) as SubmitLine).id);
+  const heldIds = submitLines(held.stdout).map((l) => l.id);
   const cancelled = await runCli(['cancel', heldIds[1] as string, '--array'], controller.env);
   expect(cancelled.code, cancelled.stderr).toBe(0);
   expect(cancelled.stdout.trim().split('\n')).toEqual(heldIds.map((id) => `${id} (hold): cancelled`));
@@ -193,10 +195,7 @@ it('runs each job of an array with its index, lists them by index, and chains a 
   writeFileSync(sweepFile, shortened);
   const swept = await runCli(['submit', sweepFile, '--json'], controller.env);
   expect(swept.code, swept.stderr).toBe(0);
-  const sweepJobs = swept.stdout
-    .trim()
-    .split('\n')
-    .map((l) => (JSON.parse(l) as SubmitLine).id);
+  const sweepJobs = submitLines(swept.stdout).map((l) => l.id);
   expect(sweepJobs).toHaveLength(4);
   for (const [index, id] of sweepJobs.entries()) {
     await succeeded(id);

@@ -329,40 +329,25 @@ describe('restore from a backup', () => {
     restored.close();
   });
 
-  it('refuses an archived spec that no longer validates, naming the job and what to do', async () => {
+  /** A cluster whose archive holds `spec` as job-7's, accepted after its backup: what restoring it does. */
+  async function restoreArchived(spec: unknown): Promise<unknown> {
     const c = new Cluster();
     await c.backup.run();
     await c.objects.put(
       jobArchiveKeys('prod', 'job-7').spec,
-      Buffer.from(
-        JSON.stringify({
-          version: 1,
-          id: 'job-7',
-          submittedAtSeconds: 1,
-          spec: { name: 'odd', team: 'x', tasks: [{ name: 'main', demand: { zz9: [0, 1, 1] } }] },
-        }),
-      ),
+      Buffer.from(JSON.stringify({ version: 1, id: 'job-7', submittedAtSeconds: 1, spec })),
     );
     c.state.close();
-    await expect(c.restore(c.objectsDir)).rejects.toThrow(/archived spec of job-7.*--catalog/s);
+    return c.restore(c.objectsDir);
+  }
+
+  it('refuses an archived spec that no longer validates, naming the job and what to do', async () => {
+    const odd = { name: 'odd', team: 'x', tasks: [{ name: 'main', demand: { zz9: [0, 1, 1] } }] };
+    await expect(restoreArchived(odd)).rejects.toThrow(/archived spec of job-7.*--catalog/s);
   });
 
   it('says another version, not another catalog, when an archived spec fails for anything but its demands', async () => {
-    const c = new Cluster();
-    await c.backup.run();
-    await c.objects.put(
-      jobArchiveKeys('prod', 'job-7').spec,
-      Buffer.from(
-        JSON.stringify({
-          version: 1,
-          id: 'job-7',
-          submittedAtSeconds: 1,
-          spec: { ...jobSpec('odd', CPU_SMALL), gpuSharing: true },
-        }),
-      ),
-    );
-    c.state.close();
-    const refused = c.restore(c.objectsDir);
+    const refused = restoreArchived({ ...jobSpec('odd', CPU_SMALL), gpuSharing: true });
     await expect(refused).rejects.toThrow(
       /archived spec of job-7: gpuSharing: unknown field.*another version/s,
     );
