@@ -104,6 +104,11 @@ export class JobControl {
 
   /** Store one job with its warnings (inside the caller's transaction). */
   private record(spec: JobSpec, team: string): JobRecord {
+    // Only an array's jobs are stored (each with its index), never the array itself.
+    if (arraySubmissionSize(spec) !== undefined)
+      throw new Error(
+        `${spec.name}: an array (arrayProperties.size without an index) is submitted with submitArray`,
+      );
     // Inside the submission's transaction: a dependency cannot end between this check and the job's record.
     const unmet = dependencyProblems(spec, team, this.deps.store);
     if (unmet.length > 0) throw new ValidationError('job spec', unmet);

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
+import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
 import { catalog, rig, type Rig } from './controller-fixtures.js';
 
 /**
@@ -89,6 +90,15 @@ describe("an array's dependencies", () => {
       `dependsOn: ${lone} (lone) is not a job of an array: N_TO_N pairs the jobs of two arrays`,
     );
     expect(await refused('job-999')).toContain('dependsOn: no job job-999 of team genomics');
+    expect(r.store.listJobs()).toHaveLength(before);
+  });
+
+  it('stores an array only as its jobs: submitted as one job, it is refused', () => {
+    const array = validateJobSpec(spec('whole', { arrayProperties: { size: 2 } }), 'spec', catalog);
+    const before = r.store.listJobs().length;
+    expect(() => r.controller.submit(array, 'genomics')).toThrow(
+      'whole: an array (arrayProperties.size without an index) is submitted with submitArray',
+    );
     expect(r.store.listJobs()).toHaveLength(before);
   });
 
