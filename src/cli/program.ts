@@ -37,6 +37,7 @@ const SUBCOMMANDS: ReadonlyArray<readonly [name: string, load: () => Promise<Reg
   ['drain', async () => (await import('./commands/drain.js')).registerDrain],
   ['report', async () => (await import('./commands/report.js')).registerReport],
   ['logs', async () => (await import('./commands/logs.js')).registerLogs],
+  ['wait', async () => (await import('./commands/wait.js')).registerWait],
   ['worker', async () => (await import('./commands/worker.js')).registerWorker],
   ['down', async () => (await import('./commands/down.js')).registerDown],
   ['token', async () => (await import('./commands/token.js')).registerToken],

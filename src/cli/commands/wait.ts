@@ -1,0 +1,124 @@
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { isFinalJobState } from '../../controller/state/lifecycle.js';
+import { JOB_ID_PATTERN } from '../../controller/job-spec/spec.js';
+import { parseDurationSeconds } from '../../core/duration.js';
+import { parseWith, ValidationError } from '../../core/validation.js';
+import { arrayMembers } from '../array-members.js';
+import {
+  addConnectionOptions,
+  FleetwiseClient,
+  type ConnectionOptions,
+  type JobSummaryResponse,
+} from '../client.js';
+import { arrayName } from './job.js';
+import { pollIntervalOption, sleep } from '../poll.js';
+import { printJson } from '../table.js';
+
+interface WaitOptions extends ConnectionOptions {
+  readonly array?: boolean;
+  readonly timeout?: string;
+  readonly interval?: string;
+  readonly json?: boolean;
+}
+
+const optionsSchema = z.object({
+  interval: pollIntervalOption.default(5),
+  timeout: z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return undefined;
+      const seconds = parseDurationSeconds(text);
+      if (seconds === undefined || !(seconds > 0)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `${JSON.stringify(text)}: expected a duration, e.g. 90s, 30m or 2h`,
+        });
+        return z.NEVER;
+      }
+      return seconds;
+    }),
+});
+
+/** Job states fetched at once while waiting (each a request to the controller). */
+const CONCURRENT_READS = 8;
+
+export function registerWait(program: Command): void {
+  addConnectionOptions(
+    program
+      .command('wait')
+      .description(
+        'wait until jobs end, printing each end; exits 0 when every one succeeded, 1 when one did not or on --timeout',
+      )
+      .argument('<id...>', 'job ids, e.g. job-7')
+      .option('--array', 'wait for the whole array each id belongs to')
+      .option('--timeout <duration>', 'give up after this long (90s, 30m, 2h, …), exiting 1')
+      .option('--interval <seconds>', 'seconds between polls of the jobs not yet ended (default 5)')
+      .option('--json', 'print the ended jobs as a JSON array at the end'),
+  ).action(async (ids: string[], options: WaitOptions) => {
+    const notIds = ids.filter((id) => !JOB_ID_PATTERN.test(id));
+    if (notIds.length > 0)
+      throw new ValidationError(
+        'arguments',
+        notIds.map((id) => `${JSON.stringify(id)}: not a job id (job-<n>)`),
+      );
+    const { interval, timeout } = parseWith(optionsSchema, options, 'fleetwise wait options');
+    const client = FleetwiseClient.fromOptions(options);
+    const waitFor = options.array === true ? await arrayIds(client, ids) : [...new Set(ids)];
+    const deadline = timeout === undefined ? undefined : Date.now() + timeout * 1000;
+    const ended = new Map<string, JobSummaryResponse>();
+    for (;;) {
+      const pending = waitFor.filter((id) => !ended.has(id));
+      for (const job of await readJobs(client, pending))
+        if (isFinalJobState(job.state)) {
+          ended.set(job.id, job);
+          if (options.json !== true) process.stdout.write(`${endLine(job)}\n`);
+        }
+      if (ended.size === waitFor.length) break;
+      const now = Date.now();
+      if (deadline !== undefined && now >= deadline) {
+        const left = waitFor.filter((id) => !ended.has(id));
+        throw new Error(
+          `timed out after ${options.timeout ?? ''}: ${left.length} of ${waitFor.length} not ended (${shortList(left)})`,
+        );
+      }
+      // The last poll falls on the deadline, so a job ending just before it counts.
+      await sleep(deadline === undefined ? interval : Math.min(interval, (deadline - now) / 1000));
+    }
+    const all = waitFor.map((id) => ended.get(id) as JobSummaryResponse);
+    const failed = all.filter((j) => j.state !== 'succeeded');
+    if (options.json === true) printJson(all);
+    else if (all.length > 1) process.stdout.write(`${summary(all)}\n`);
+    if (failed.length > 0) process.exitCode = 1;
+  });
+}
+
+/** Every job of the arrays the ids belong to, each once, in order. */
+async function arrayIds(client: FleetwiseClient, ids: readonly string[]): Promise<string[]> {
+  const all = new Set<string>();
+  for (const id of ids) for (const m of await arrayMembers(client, id)) all.add(m.id);
+  return [...all];
+}
+
+/** The jobs' states now, a few requests at a time. */
+async function readJobs(client: FleetwiseClient, ids: readonly string[]): Promise<JobSummaryResponse[]> {
+  const jobs: JobSummaryResponse[] = [];
+  for (let i = 0; i < ids.length; i += CONCURRENT_READS)
+    jobs.push(...(await Promise.all(ids.slice(i, i + CONCURRENT_READS).map((id) => client.getJob(id)))));
+  return jobs;
+}
+
+function endLine(job: JobSummaryResponse): string {
+  return `${job.id} (${arrayName(job)}): ${job.state}${job.reason === undefined ? '' : ` (${job.reason})`}`;
+}
+
+function summary(jobs: readonly JobSummaryResponse[]): string {
+  const counts = new Map<string, number>();
+  for (const j of jobs) counts.set(j.state, (counts.get(j.state) ?? 0) + 1);
+  return `${jobs.length} jobs ended: ${[...counts].map(([state, n]) => `${n} ${state}`).join(', ')}`;
+}
+
+function shortList(ids: readonly string[]): string {
+  return ids.length <= 4 ? ids.join(', ') : `${ids.slice(0, 3).join(', ')} and ${ids.length - 3} more`;
+}

@@ -1,0 +1,113 @@
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
+import type { JobSpec } from '../../src/controller/job-spec/spec.js';
+import type { JobState } from '../../src/controller/state-store.js';
+import { ADMIN_TOKEN, fakeWithTeams, type FakeControllerService } from '../controller/api-fake-service.js';
+import { ensureBuiltCli, runCli, type CliResult } from '../helpers/built-cli.js';
+
+/**
+ * `fleetwise wait` as users run it (a subprocess) against an API server over a real socket, the jobs' states set in
+ * the store while it waits: it prints each end as it sees it, exits 0 when every job succeeded and 1 when one did not,
+ * gives up at --timeout naming what has not ended, waits for a whole array with --array, and refuses bad input.
+ */
+let server: ApiServer;
+let service: FakeControllerService;
+
+beforeAll(async () => {
+  ensureBuiltCli();
+  service = fakeWithTeams();
+  server = await startApiServer(service, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN });
+}, 240_000);
+afterAll(() => server.close());
+
+function cli(args: readonly string[]): Promise<CliResult> {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    FLEETWISE_SERVER: server.url,
+    FLEETWISE_TOKEN: ADMIN_TOKEN,
+  };
+  return runCli(args, env);
+}
+
+const spec = (name: string, array?: number): JobSpec => ({
+  name,
+  team: 'vision',
+  tasks: [
+    {
+      name: 'main',
+      image: 'busybox',
+      env: {},
+      demand: { any: [0, 1, 1] },
+      replicas: 1,
+      shmSizeGiB: 1,
+      workload: 'busybox',
+    },
+  ],
+  checkpoint: { signal: 'SIGTERM', timeoutSeconds: 60 },
+  queue: {},
+  ...(array === undefined ? {} : { arrayProperties: { size: array } }),
+});
+
+/** Walk a job to `state` through the states a job passes. */
+function end(id: string, state: JobState, reason?: string): void {
+  service.store.setJobState(id, 'starting');
+  service.store.setJobState(id, 'running');
+  service.store.setJobState(id, state, reason);
+}
+
+/** Until the subprocess has polled at least once (its first poll finds nothing ended). */
+const afterFirstPoll = (): Promise<void> => new Promise((r) => setTimeout(r, 1500));
+
+it('prints each end as it comes, and exits 0 when every job succeeded, 1 when one did not', async () => {
+  const a = service.submit(spec('prepare'), 'vision').id;
+  const b = service.submit(spec('train'), 'vision').id;
+  const waiting = cli(['wait', a, b, '--interval', '0.2']);
+  await afterFirstPoll();
+  end(a, 'succeeded');
+  await new Promise((r) => setTimeout(r, 600));
+  end(b, 'failed', 'exit code 3');
+  const result = await waiting;
+  expect(result.code, result.stderr).toBe(1);
+  expect(result.stdout).toBe(
+    `${a} (prepare): succeeded\n${b} (train): failed (exit code 3)\n2 jobs ended: 1 succeeded, 1 failed\n`,
+  );
+
+  const again = await cli(['wait', a, '--json']);
+  expect(again.code).toBe(0);
+  expect((JSON.parse(again.stdout) as { id: string; state: string }[]).map((j) => [j.id, j.state])).toEqual([
+    [a, 'succeeded'],
+  ]);
+});
+
+it('gives up at --timeout, naming the jobs not ended', async () => {
+  const c = service.submit(spec('slow'), 'vision').id;
+  const result = await cli(['wait', c, '--timeout', '1s', '--interval', '0.2']);
+  expect(result.code).toBe(1);
+  expect(result.stdout).toBe('');
+  expect(result.stderr).toContain(`timed out after 1s: 1 of 1 not ended (${c})`);
+});
+
+it('waits for a whole array with --array', async () => {
+  const ids = service.submitArray(spec('sweep', 3), 'vision').map((j) => j.id);
+  const waiting = cli(['wait', ids[1] as string, '--array', '--interval', '0.2']);
+  await afterFirstPoll();
+  for (const id of ids) end(id, 'succeeded');
+  const result = await waiting;
+  expect(result.code, result.stderr).toBe(0);
+  expect(result.stdout.trim().split('\n')).toEqual([
+    ...ids.map((id, i) => `${id} (sweep[${i}]): succeeded`),
+    '3 jobs ended: 3 succeeded',
+  ]);
+});
+
+it('refuses what is not a job id, an unknown job, and a bad timeout', async () => {
+  const notId = await cli(['wait', 'train']);
+  expect(notId.code).toBe(2);
+  expect(notId.stderr).toContain('"train": not a job id (job-<n>)');
+  const unknown = await cli(['wait', 'job-999']);
+  expect(unknown.code).toBe(1);
+  expect(unknown.stderr).toMatch(/job-999/);
+  const timeout = await cli(['wait', 'job-1', '--timeout', 'soon']);
+  expect(timeout.code).toBe(2);
+  expect(timeout.stderr).toContain('"soon": expected a duration, e.g. 90s, 30m or 2h');
+});
