@@ -33,6 +33,7 @@ describe('the program loads only the subcommand it runs', () => {
       'drain',
       'report',
       'logs',
+      'wait',
       'worker',
       'down',
       'token',
