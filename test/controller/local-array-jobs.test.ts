@@ -89,10 +89,18 @@ it('runs each job of an array with its index, lists them by index, and chains a 
     expect(logs.code, logs.stderr).toBe(0);
     expect(logs.stdout).toContain(`point ${index} of 3 (Batch index ${index})`);
   }
+  // The listing makes the array one row; --expand lists each job.
   const listing = await runCli(['jobs'], controller.env);
   expect(listing.code, listing.stderr).toBe(0);
+  expect(listing.stdout).toMatch(
+    new RegExp(
+      `^${ids[0]}…${ids[2]} +point\\[0–2\\] +research +3 succeeded +- +0 +\\$[\\d.]+ +\\S+ \\S+ +- +-$`,
+      'm',
+    ),
+  );
+  const expanded = await runCli(['jobs', '--expand'], controller.env);
   for (const [index, id] of ids.entries())
-    expect(listing.stdout).toMatch(new RegExp(`^${id} +point\\[${index}\\] +research +succeeded`, 'm'));
+    expect(expanded.stdout).toMatch(new RegExp(`^${id} +point\\[${index}\\] +research +succeeded`, 'm'));
   const view = await runCli(['job', ids[2] as string], controller.env);
   expect(view.stdout).toMatch(new RegExp(`^job {8}${ids[2]} \\(point\\[2\\], of an array of 3\\)$`, 'm'));
 

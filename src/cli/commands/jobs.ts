@@ -12,6 +12,7 @@ import {
 import { pollIntervalOption, sleep } from '../poll.js';
 import { formatDollars, formatProgress, formatTable, formatTime, printJson } from '../table.js';
 import { arrayName, formatEta, formatQueue, queueFieldsOf } from './job.js';
+import { groupArrays, stateCounts } from '../array-rows.js';
 
 interface JobsOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -21,6 +22,7 @@ interface JobsOptions extends ConnectionOptions {
   readonly endedSince?: string;
   readonly watch?: boolean;
   readonly interval?: string;
+  readonly expand?: boolean;
 }
 
 const optionsSchema = z.object({ interval: pollIntervalOption });
@@ -43,18 +45,23 @@ async function listJobs(client: FleetwiseClient, filter: JobListFilter): Promise
   return { jobs: page.jobs.map((j) => ({ ...j, cost: j.cost ?? null })), endedEarlier: page.endedEarlier };
 }
 
-function formatListing({ jobs, endedEarlier }: JobListing, endedSince: string | undefined): string {
+function formatListing(
+  { jobs, endedEarlier }: JobListing,
+  endedSince: string | undefined,
+  expand: boolean,
+): string {
   const more =
     endedEarlier === undefined || endedEarlier === 0
       ? ''
       : `${endedEarlier} more ${endedEarlier === 1 ? 'job' : 'jobs'} ended before the window (--ended-since ${endedSince ?? ''}): --all lists every job\n`;
   if (jobs.length === 0) return `no jobs\n${more}`;
-  return `${formatJobs(jobs)}${more}`;
+  return `${formatJobs(jobs, expand)}${more}`;
 }
 
-function formatJobs(jobs: readonly JobWithCost[]): string {
+function formatJobs(jobs: readonly JobWithCost[], expand: boolean): string {
   // Most jobs never retry: the column appears only once one has.
   const retried = jobs.some((j) => (j.attempts ?? 1) > 1);
+  const rows = expand ? jobs.map((job) => ({ kind: 'job' as const, job })) : groupArrays(jobs);
   return formatTable(
     [
       'ID',
@@ -69,7 +76,9 @@ function formatJobs(jobs: readonly JobWithCost[]): string {
       'QUEUE',
       'ETA',
     ],
-    jobs.map((j) => {
+    rows.map((row) => {
+      if (row.kind === 'array') return arrayRow(row.jobs, retried);
+      const j = row.job;
       const fields = queueFieldsOf(j);
       return [
         j.id,
@@ -89,6 +98,36 @@ function formatJobs(jobs: readonly JobWithCost[]): string {
   );
 }
 
+/** An array's jobs listed one after another, as one row: their span, states, summed progress, moves and cost. */
+function arrayRow(jobs: readonly JobWithCost[], retried: boolean): (string | number)[] {
+  const first = jobs[0] as JobWithCost;
+  const last = jobs.at(-1) as JobWithCost;
+  const totals = jobs.map((j) => j.progress.total);
+  const live = jobs.filter((j) => !isFinalJobState(j.state));
+  // The array ends with its last job: the latest ETA, once every job still to end has one.
+  const etas = live.map((j) => queueFieldsOf(j).eta?.completionSeconds ?? null);
+  const latest = live.length === 0 || etas.includes(null) ? undefined : Math.max(...(etas as number[]));
+  const costs = jobs.map((j) => j.cost);
+  return [
+    `${first.id}…${last.id}`,
+    `${first.name}[${first.array?.index ?? 0}–${last.array?.index ?? 0}]`,
+    first.team,
+    stateCounts(jobs.map((j) => j.state)),
+    formatProgress({
+      completed: jobs.reduce((sum, j) => sum + j.progress.completed, 0),
+      total: totals.includes(null) ? null : (totals as number[]).reduce((a, b) => a + b, 0),
+    }),
+    jobs.reduce((sum, j) => sum + j.migrations, 0),
+    ...(retried ? ['-'] : []),
+    costs.includes(null) ? '-' : formatDollars((costs as number[]).reduce((a, b) => a + b, 0)),
+    formatTime(first.submittedAtSeconds),
+    live.some((j) => j.state === 'queued')
+      ? `${live.filter((j) => j.state === 'queued').length} waiting`
+      : '-',
+    latest === undefined ? '-' : formatTime(latest),
+  ];
+}
+
 export function registerJobs(program: Command): void {
   addConnectionOptions(
     program
@@ -103,6 +142,10 @@ export function registerJobs(program: Command): void {
         `list the jobs that ended since then, as epoch seconds, an ISO 8601 time or an age like 7d (default ${DEFAULT_ENDED_SINCE})`,
       )
       .option('--all', 'every job the controller has, however long ago it ended')
+      .option(
+        '--expand',
+        "a row per job of an array (by default an array's jobs listed together are one row)",
+      )
       .option('--json', 'print a JSON array of jobs (id, name, team, state, progress, cost, queue, eta, …)')
       .option('-w, --watch', 'redraw every --interval seconds until Ctrl-C (with --json: one array per line)')
       .option('--interval <seconds>', 'with --watch: seconds between redraws', '2'),
@@ -121,7 +164,7 @@ export function registerJobs(program: Command): void {
     if (options.watch !== true) {
       const listing = await listJobs(client, filter);
       if (options.json === true) return printJson(listing.jobs);
-      return void process.stdout.write(formatListing(listing, endedSince));
+      return void process.stdout.write(formatListing(listing, endedSince, options.expand === true));
     }
     // Ctrl-C is how a watch ends: not an error.
     process.once('SIGINT', () => process.exit(0));
@@ -140,7 +183,7 @@ export function registerJobs(program: Command): void {
       else
         process.stdout.write(
           `${clear}every ${interval} s, Ctrl-C to stop: ${client.server} at ${formatTime(Date.now() / 1000)}\n\n` +
-            `${formatListing(listing, endedSince)}${clear === '' ? '\n' : ''}`,
+            `${formatListing(listing, endedSince, options.expand === true)}${clear === '' ? '\n' : ''}`,
         );
       await sleep(interval);
     }
