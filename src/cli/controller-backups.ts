@@ -90,7 +90,8 @@ export function describeRestore(summary: RestoreSummary): string {
     `restored the state from ${summary.location} ${summary.manifest.key} (backup ${summary.manifest.seq}, taken ` +
     `${taken}); from the job archive: ${summary.resubmitted.length} job(s) accepted after it submitted again` +
     `${summary.resubmitted.length === 0 ? '' : ` (${summary.resubmitted.join(', ')})`}, ${summary.ended.length} ` +
-    `ended as they did after it${summary.ended.length === 0 ? '' : ` (${summary.ended.join(', ')})`}; ` +
+    `ended as they did after it${summary.ended.length === 0 ? '' : ` (${summary.ended.join(', ')})`}` +
+    `${summary.withdrawn.length === 0 ? '' : `, ${summary.withdrawn.length} withdrawn, of an array the loss cut short (${summary.withdrawn.join(', ')})`}; ` +
     `${summary.secrets.length === 0 ? 'no tokens in the backup' : `tokens restored: ${summary.secrets.join(', ')}`}\n`
   );
 }

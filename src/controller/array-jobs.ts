@@ -1,16 +1,10 @@
-import { arrayIdsOf, isWholeArray, type ArrayMemberFacts } from './job-spec/array.js';
+import { arrayFactsOf, arrayIdsOf, isWholeArray, type ArrayMemberFacts } from './job-spec/array.js';
 import type { JobSpec } from './job-spec/spec.js';
 import type { JobRecord, StateStore } from './state-store.js';
 
 /** A job as the array rules read it. */
 function facts(job: JobRecord): ArrayMemberFacts {
-  const a = job.spec.arrayProperties;
-  return {
-    id: job.id,
-    name: job.name,
-    team: job.team,
-    ...(a?.index === undefined ? {} : { array: { index: a.index, size: a.size } }),
-  };
+  return arrayFactsOf(job.id, job.spec);
 }
 
 /**

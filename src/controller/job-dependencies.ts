@@ -111,7 +111,8 @@ export class JobDependencies {
   constructor(private readonly deps: JobDependenciesDeps) {}
 
   /**
-   * End as failed every queued job one of whose dependencies ended without success; returns them. In submission
+   * End as failed every queued job one of whose dependencies ended without success, or is not in the state at all (a
+   * submission checks that each exists, so only a state restored without it lacks one); returns them. In submission
    * order, so a chain fails whole in one call: each job's dependencies come before it.
    */
   failUnreachable(): JobRecord[] {
@@ -119,12 +120,20 @@ export class JobDependencies {
     const ended: JobRecord[] = [];
     for (const job of store.listJobs({ states: ['queued'] })) {
       if (job.spec.dependsOn === undefined) continue;
-      const blocker = job.spec.dependsOn
-        .map((id) => store.getJob(id))
-        .find((d) => d !== undefined && isFinalJobState(d.state) && d.state !== 'succeeded');
-      if (blocker === undefined) continue;
-      const reason = `dependency ${blocker.id} ended ${blocker.state}: this job can never start`;
-      this.deps.log.warn(`${job.id} ${reason}`, { jobId: job.id, dependency: blocker.id });
+      let reason: string | undefined;
+      let dependency: string | undefined;
+      for (const id of job.spec.dependsOn) {
+        const d = store.getJob(id);
+        if (d === undefined) reason = `dependency ${id} is not in the state: this job can never start`;
+        else if (isFinalJobState(d.state) && d.state !== 'succeeded')
+          reason = `dependency ${id} ended ${d.state}: this job can never start`;
+        if (reason !== undefined) {
+          dependency = id;
+          break;
+        }
+      }
+      if (reason === undefined) continue;
+      this.deps.log.warn(`${job.id} ${reason}`, { jobId: job.id, dependency });
       ended.push(this.deps.fail(job.id, reason));
     }
     return ended;

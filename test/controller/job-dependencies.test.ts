@@ -139,6 +139,17 @@ describe('job dependencies in the controller', () => {
     expect(r.store.getJob(second.id)?.state).toBe('failed');
   });
 
+  it('fails a job whose dependency is not in the state (a restored state that lacks it), rather than hold it for ever', async () => {
+    const r = rig({}, { tasks: new ScriptedExits(new Map()) });
+    // A submission refuses an unknown dependency; only a state written otherwise holds one.
+    const orphan = r.store.submitJob(after(jobSpec('orphan', CPU_SMALL), 'job-99'));
+    await r.controller.runRound('test');
+    expect(r.store.getJob(orphan.id)).toMatchObject({
+      state: 'failed',
+      reason: 'dependency job-99 is not in the state: this job can never start',
+    });
+  });
+
   it('fails a job whose dependency ended without success, and the jobs that depend on it, saying which', async () => {
     const control = new ScriptedExits(new Map([['job-1.0', [3]]]));
     const metrics = new ControllerMetrics();

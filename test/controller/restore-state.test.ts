@@ -11,7 +11,9 @@ import {
   RestoreError,
   restoreState,
   type RestoreOptions,
+  type RestoreSummary,
 } from '../../src/controller/backup/restore-state.js';
+import { describeRestore } from '../../src/cli/controller-backups.js';
 import { StateBackup } from '../../src/controller/backup/state-backup.js';
 import { SystemClock } from '../../src/controller/clock.js';
 import { CLUSTER_INITIALIZED_KEY } from '../../src/controller/state/initialization.js';
@@ -327,6 +329,47 @@ describe('restore from a backup', () => {
     const restored = new SqliteStateStore(join(dir, 'state.db'));
     expect(restored.getJob(late.id)?.spec).toEqual(spec);
     restored.close();
+  });
+
+  it('withdraws the archived jobs of an array the loss cut short (one never stored), and keeps a whole one', async () => {
+    const c = new Cluster();
+    await c.backup.run();
+    const sweep = (index: number, size: number, name = 'sweep'): JobSpec => ({
+      ...jobSpec(name, CPU_SMALL),
+      arrayProperties: { size, index },
+    });
+    await c.submit('sweep', sweep(0, 3)); // job-1
+    c.state.submitJob(sweep(1, 3)); // job-2: stored, the machine lost before its spec was archived
+    await c.submit('sweep', sweep(2, 3)); // job-3
+    await c.submit('pair', sweep(0, 2, 'pair')); // job-4
+    await c.submit('pair', sweep(1, 2, 'pair')); // job-5
+    c.state.close();
+
+    const { dir } = await c.restore(c.objectsDir);
+    const restored = new SqliteStateStore(join(dir, 'state.db'));
+    expect(restored.listJobs().map((j) => [j.id, j.state])).toEqual([
+      ['job-1', 'cancelled'],
+      ['job-3', 'cancelled'],
+      ['job-4', 'queued'],
+      ['job-5', 'queued'],
+    ]);
+    expect(restored.getJob('job-1')?.reason).toBe(
+      'withdrawn at restore: its array was not accepted whole before the loss (job-2 never stored)',
+    );
+    restored.close();
+    // What --restore-from prints says so.
+    const line = describeRestore({
+      location: c.objectsDir,
+      manifest: { key: 'state-1.db.gz', seq: 1, takenAtSeconds: 0 } as RestoreSummary['manifest'],
+      secrets: [],
+      resubmitted: ['job-1', 'job-3', 'job-4', 'job-5'],
+      ended: [],
+      withdrawn: ['job-1', 'job-3'],
+    });
+    expect(line).toContain(
+      '4 job(s) accepted after it submitted again (job-1, job-3, job-4, job-5), 0 ended as they did after it, ' +
+        '2 withdrawn, of an array the loss cut short (job-1, job-3); ',
+    );
   });
 
   /** A cluster whose archive holds `spec` as job-7's, accepted after its backup: what restoring it does. */

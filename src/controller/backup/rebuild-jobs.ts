@@ -3,10 +3,11 @@ import { ValidationError } from '../../core/validation.js';
 import { jobArchiveKeys, jobArchivePrefix, parseJobArchiveKey } from '../../protocol/object-keys.js';
 import type { ObjectStore } from '../../storage/object-store.js';
 import { validateJobSpec } from '../job-spec/parse.js';
+import { arrayFactsOf, arrayIdsOf } from '../job-spec/array.js';
 import type { JobSpec } from '../job-spec/spec.js';
 import { writtenJobSpec } from '../job-spec/written-form.js';
 import { canTransitionJob, isFinalJobState, jobSeqOf } from '../state/lifecycle.js';
-import { JOB_STATES, type JobState, type StateStore } from '../state-store.js';
+import { JOB_STATES, type JobRecord, type JobState, type StateStore } from '../state-store.js';
 import {
   archivedEndSchema,
   archivedSpecSchema,
@@ -23,6 +24,11 @@ export interface JobRebuildSummary {
   readonly resubmitted: readonly string[];
   /** Jobs that ended after the backup (or were accepted and ended after it), restored ended. */
   readonly ended: readonly string[];
+  /**
+   * Jobs of an array the loss cut short: some of its jobs are neither in the backup nor in the archive, so the array
+   * was never answered (it is accepted whole, once every job is archived). Restored cancelled, never run.
+   */
+  readonly withdrawn: readonly string[];
 }
 
 interface ArchivedJob {
@@ -72,6 +78,13 @@ export async function rebuildJobs(
   );
   const validated = specs.map((archived) => ({ archived, spec: validArchivedSpec(archived, catalog) }));
   validated.sort((a, b) => jobSeqOf(a.archived.id) - jobSeqOf(b.archived.id));
+  const known = (id: string): boolean => listed.get(id)?.spec === true || store.getJob(id) !== undefined;
+  const cutShort = new Map(
+    validated.flatMap(({ archived, spec }) => {
+      const missing = arrayIdsOf(arrayFactsOf(archived.id, spec))?.filter((id) => !known(id)) ?? [];
+      return missing.length === 0 ? [] : [[archived.id, missing] as const];
+    }),
+  );
 
   return store.transaction(() => {
     for (const { archived, spec } of validated) {
@@ -85,7 +98,18 @@ export async function rebuildJobs(
     const ended: string[] = [];
     for (const end of [...ends.values()].sort((a, b) => jobSeqOf(a.id) - jobSeqOf(b.id)))
       if (endAsArchived(store, end)) ended.push(end.id);
-    return { resubmitted: validated.map((v) => v.archived.id), ended };
+    const withdrawn: string[] = [];
+    for (const [id, missing] of cutShort) {
+      if (isFinalJobState((store.getJob(id) as JobRecord).state)) continue;
+      store.setJobState(
+        id,
+        'cancelled',
+        `withdrawn at restore: its array was not accepted whole before the loss (${missing.slice(0, 3).join(', ')}` +
+          `${missing.length > 3 ? ` and ${missing.length - 3} more` : ''} never stored)`,
+      );
+      withdrawn.push(id);
+    }
+    return { resubmitted: validated.map((v) => v.archived.id), ended, withdrawn };
   });
 }
 

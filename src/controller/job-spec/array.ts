@@ -1,3 +1,5 @@
+import type { JobSpec } from './spec.js';
+
 /**
  * Which jobs make one array. An array is stored in one transaction, so its jobs have consecutive ids from its index 0;
  * a job submitted alone with an index (to run one job of an array again) is not one of them.
@@ -10,6 +12,20 @@ export interface ArrayMemberFacts {
   readonly team: string;
   /** Absent for a job not of an array. */
   readonly array?: { readonly index: number; readonly size: number } | undefined;
+}
+
+/** A stored job (its id and spec) as the array rules read it. */
+export function arrayFactsOf(
+  id: string,
+  spec: Pick<JobSpec, 'name' | 'team' | 'arrayProperties'>,
+): ArrayMemberFacts {
+  const a = spec.arrayProperties;
+  return {
+    id,
+    name: spec.name,
+    team: spec.team,
+    ...(a?.index === undefined ? {} : { array: { index: a.index, size: a.size } }),
+  };
 }
 
 /** The ids the array `job` belongs to would have, index 0 first (undefined: `job` is of no array). */
