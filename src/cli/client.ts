@@ -55,6 +55,7 @@ export const jobSummarySchema = z.looseObject({
   // One job of an array, and (answering an array's submission) every job it made; absent otherwise.
   array: z.object({ index: z.number(), size: z.number() }).optional().catch(undefined),
   arrayJobIds: z.array(z.string()).optional().catch(undefined),
+  arrayWaitingFor: z.array(z.array(z.string())).optional().catch(undefined),
 });
 export type JobSummaryResponse = z.output<typeof jobSummarySchema>;
 

@@ -58,11 +58,14 @@ describe("an array's dependencies", () => {
       { size: 3, index: 1 },
       { size: 3, index: 2 },
     ]);
-    const steps = await submitArray('steps', {
-      arrayProperties: { size: 3 },
-      dependsOn: [{ type: 'SEQUENTIAL' }],
-    });
+    const answer = await post(
+      '/v1/jobs',
+      spec('steps', { arrayProperties: { size: 3 }, dependsOn: [{ type: 'SEQUENTIAL' }] }),
+    );
+    const steps = answer.body['arrayJobIds'] as string[];
     expect(steps.map(dependsOnOf)).toEqual([undefined, [steps[0]], [steps[1]]]);
+    // The answer says what each waits for.
+    expect(answer.body['arrayWaitingFor']).toEqual([[], [steps[0]], [steps[1]]]);
     // Both at once: the job of its index in the other array, then the one before it.
     const both = await submitArray('both', {
       arrayProperties: { size: 3 },
@@ -110,5 +113,15 @@ describe("an array's dependencies", () => {
     );
     expect(answer.status).toBe(200);
     expect(answer.body).toMatchObject({ dryRun: true, arraySize: 2, waitingFor: [first[0]] });
+    // Every job is checked, as a submission checks them: the second's partner can no longer succeed.
+    r.controller.cancel(first[1] as string);
+    const refused = await post(
+      '/v1/jobs?dryRun=true',
+      spec('second', { arrayProperties: { size: 2 }, dependsOn: [{ jobId: first[0], type: 'N_TO_N' }] }),
+    );
+    expect(refused.status).toBe(400);
+    expect(JSON.stringify(refused.body)).toContain(
+      `dependsOn: ${first[1]} ended cancelled, so this job could never start`,
+    );
   });
 });

@@ -102,7 +102,8 @@ describe('writtenJobSpec', () => {
         unsuccessfulExitCodes: fc.option(fc.uniqueArray(fc.integer({ min: 1, max: 255 }), { maxLength: 4 }), {
           nil: undefined,
         }),
-        workload: fc.option(fc.constantFrom('train', 'sim'), { nil: undefined }),
+        // The longest a workload may be: a task's derived from it (`<workload>_<task>`) is longer.
+        workload: fc.option(fc.constantFrom('train', 'sim', 'w'.repeat(128)), { nil: undefined }),
       })
       .map(({ network, ...rest }) => {
         const first = rest.tasks[0] as { name: string; replicas: number };

@@ -159,9 +159,19 @@ it('runs each job of an array with its index, lists them by index, and chains a 
   expect(b1Done.startedAtSeconds as number).toBeGreaterThanOrEqual(
     (await succeeded(a1 as string)).finishedAtSeconds as number,
   );
+  // A SEQUENTIAL file made an array by --array: each job waits for the one before it, and says so.
+  const inTurn = specFile('in-turn', 'true', ['dependsOn: [{ type: SEQUENTIAL }]']);
+  const turns = submitLines(
+    (await runCli(['submit', inTurn, '--array', '2', '--json'], controller.env)).stdout,
+  );
+  expect(turns.map((l) => l.waitingFor)).toEqual([[], [turns[0]?.id]]);
+  // A step after an array waits for all of it: more than a job may wait for is refused before anything is sent.
+  const big = specFile('big', 'true', ['arrayProperties: { size: 1000 }']);
+  const afterBig = specFile('after-big', 'true', [`dependsOn: [${ids[0]}]`]);
   for (const [args, says] of [
     [[stepA, stepB, '--per-index', '--array', '2'], 'goes with --chain'],
     [[stepA, gather, '--chain', '--per-index'], `${stepA} is not an array`],
+    [[big, afterBig, '--chain'], `${afterBig} would wait for 1001 jobs (all 1000 of the array before it)`],
   ] as const) {
     const refused = await runCli(['submit', ...args], controller.env);
     expect(refused.code).toBe(2);

@@ -62,7 +62,8 @@ it('runs a job after the one it depends on has succeeded, shows when a dependenc
   // the view was read on a loaded host).
   const gate = join(local.scratch, 'first-may-end');
   const first = await submit([specFile('first', `while [ ! -e ${gate} ]; do sleep 0.2; done`)]);
-  const second = await submit([specFile('second', 'echo second'), '--depends-on', first]);
+  // Named twice, it is waited for once.
+  const second = await submit([specFile('second', 'echo second'), '--depends-on', `${first},${first}`]);
   await until(
     `${first} running`,
     async () => ((await job(first)).state === 'running' ? true : undefined),

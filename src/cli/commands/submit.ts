@@ -5,7 +5,7 @@ import { parse as parseYaml } from 'yaml';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
 import { parseJobSpec, validateJobSpec } from '../../controller/job-spec/parse.js';
-import { JOB_ID_PATTERN } from '../../controller/job-spec/spec.js';
+import { JOB_ID_PATTERN, JOB_SPEC_LIMITS } from '../../controller/job-spec/spec.js';
 import { arrayPropertiesSchema } from '../../controller/job-spec/schema.js';
 import { completionText, predictionsOf, queueFieldsOf, warningsOf } from './job.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
@@ -54,7 +54,12 @@ async function readStdin(): Promise<string> {
  * Check a spec file locally (same validation as the controller, against the bundled or given catalog) so mistakes
  * are reported with their line before anything is sent. Returns the document as written, to be sent as JSON.
  */
-export async function checkSpecFile(file: string, priceBook: PriceBook): Promise<RawSpec> {
+export async function checkSpecFile(
+  file: string,
+  priceBook: PriceBook,
+  /** What the command line changes in the spec (`--array`), checked with it (then without line numbers). */
+  prepare?: (raw: RawSpec) => RawSpec,
+): Promise<RawSpec> {
   const source = file === STDIN ? 'standard input' : file;
   let text: string;
   try {
@@ -69,9 +74,16 @@ export async function checkSpecFile(file: string, priceBook: PriceBook): Promise
       return undefined; // parseJobSpec below reports the syntax error with its line
     }
   })();
-  if (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && !('team' in raw)) {
-    validateJobSpec({ ...raw, team: LOCAL_TEAM_PLACEHOLDER }, source, priceBook);
-    return raw as RawSpec;
+  if (typeof raw === 'object' && raw !== null && !Array.isArray(raw)) {
+    const spec = prepare === undefined ? (raw as RawSpec) : prepare(raw as RawSpec);
+    if (!('team' in spec)) {
+      validateJobSpec({ ...spec, team: LOCAL_TEAM_PLACEHOLDER }, source, priceBook);
+      return spec;
+    }
+    if (prepare !== undefined) {
+      validateJobSpec(spec, source, priceBook);
+      return spec;
+    }
   }
   parseJobSpec(text, source, priceBook);
   return raw as RawSpec;
@@ -179,8 +191,18 @@ export function registerSubmit(program: Command): void {
       );
     const array = options.array === undefined ? undefined : arraySizeOption(options.array);
     for (const file of files)
-      specs.push(withArray(withDependencies(await checkSpecFile(file, priceBook), dependsOn), array));
+      specs.push(
+        withDependencies(
+          await checkSpecFile(
+            file,
+            priceBook,
+            array === undefined ? undefined : (raw) => withArray(raw, array),
+          ),
+          dependsOn,
+        ),
+      );
     if (options.perIndex === true) checkPerIndex(files, specs, options.chain === true);
+    else if (options.chain === true) checkChainAfterArrays(files, specs);
     const client = FleetwiseClient.fromOptions(options);
     if (options.dryRun === true) {
       // Build contexts are not uploaded: nothing runs, and the controller checks the spec without them.
@@ -212,7 +234,9 @@ export function registerSubmit(program: Command): void {
         job = await client.submitJob(raw);
       } catch (e) {
         if (submitted.length > 0)
-          process.stderr.write(`already submitted: ${submitted.map((j) => j.id).join(', ')}\n`);
+          process.stderr.write(
+            `already submitted: ${submitted.map((j) => (j.arrayJobIds === undefined ? j.id : `${j.arrayJobIds[0]} … ${j.arrayJobIds.at(-1)}`)).join(', ')}\n`,
+          );
         throw new Error(`${file}: ${(e as Error).message}`, { cause: e });
       }
       submitted.push(job);
@@ -229,18 +253,22 @@ export function registerSubmit(program: Command): void {
               team: job.team,
               state: job.state,
               warnings,
-              waitingFor,
+              waitingFor: job.arrayJobIds === undefined ? waitingFor : (job.arrayWaitingFor?.[index] ?? []),
               ...(job.arrayJobIds === undefined ? {} : { array: { index, size: ids.length } }),
             })}\n`,
           );
       else {
         const pairedWith = options.perIndex === true ? previous?.arrayJobIds : undefined;
+        const each = job.arrayWaitingFor ?? [];
+        const alike = each.every((w) => w.join() === (each[0] ?? []).join());
         const waits =
           pairedWith !== undefined
             ? `, each waiting for the job of its index in ${pairedWith[0]} … ${pairedWith.at(-1)}`
-            : waitingFor.length === 0
-              ? ''
-              : `, waiting for ${shortList(waitingFor)}`;
+            : !alike
+              ? `, ${each.filter((w) => w.length > 0).length} of them waiting for their dependencies`
+              : waitingFor.length === 0
+                ? ''
+                : `, waiting for ${shortList(waitingFor)}`;
         const what =
           job.arrayJobIds === undefined ? job.id : `${ids[0]} … ${ids.at(-1)}, an array of ${ids.length}`;
         process.stdout.write(`submitted ${what} (${job.name}, team ${job.team}): ${job.state}${waits}\n`);
@@ -267,8 +295,8 @@ function arraySizeOption(text: string): number {
 }
 
 /** The spec as an array of `size` jobs (replacing any arrayProperties it had). */
-function withArray(raw: RawSpec, size: number | undefined): RawSpec {
-  return size === undefined ? raw : { ...raw, arrayProperties: { size } };
+function withArray(raw: RawSpec, size: number): RawSpec {
+  return { ...raw, arrayProperties: { size } };
 }
 
 /** Ids to print: a few in full, a long run (a whole array waited for) as its first, last and count. */
@@ -289,11 +317,21 @@ interface PerIndexDependency {
 function withDependencies(raw: RawSpec, dependencies: readonly (string | PerIndexDependency)[]): RawSpec {
   if (dependencies.length === 0) return raw;
   const own = Array.isArray(raw['dependsOn']) ? (raw['dependsOn'] as unknown[]) : [];
-  const named = new Set(own.filter((d): d is string => typeof d === 'string'));
-  return {
-    ...raw,
-    dependsOn: [...own, ...dependencies.filter((d) => typeof d !== 'string' || !named.has(d))],
-  };
+  const named = new Set(own.map(namedJob));
+  const added = dependencies.filter((d) => {
+    const id = namedJob(d);
+    if (named.has(id)) return false;
+    named.add(id);
+    return true;
+  });
+  return { ...raw, dependsOn: [...own, ...added] };
+}
+
+/** The job a dependency names (a job id, or an N_TO_N entry's jobId); anything else is left to validation. */
+function namedJob(dependency: unknown): unknown {
+  return typeof dependency === 'object' && dependency !== null && 'jobId' in dependency
+    ? (dependency as { jobId: unknown }).jobId
+    : dependency;
 }
 
 /** The jobs a spec submits as an array (arrayProperties.size, no index); undefined for one job. */
@@ -302,6 +340,26 @@ function arraySizeOf(raw: RawSpec): number | undefined {
   if (typeof array !== 'object' || array === null || 'index' in array) return undefined;
   const size = (array as { size?: unknown }).size;
   return typeof size === 'number' ? size : undefined;
+}
+
+/**
+ * A step after an array waits for every job of it: refused before anything is submitted when that is more than a job
+ * may wait for, rather than after the steps before it were.
+ */
+function checkChainAfterArrays(files: readonly string[], specs: readonly RawSpec[]): void {
+  const problems = files.flatMap((file, i) => {
+    const before = i === 0 ? undefined : arraySizeOf(specs[i - 1] as RawSpec);
+    if (before === undefined) return [];
+    const own = specs[i]?.['dependsOn'];
+    const waits = before + (Array.isArray(own) ? own.length : 0);
+    return waits > JOB_SPEC_LIMITS.maxDependencies
+      ? [
+          `${file} would wait for ${waits} jobs (all ${before} of the array before it), at most ` +
+            `${JOB_SPEC_LIMITS.maxDependencies}: --per-index pairs arrays job by job`,
+        ]
+      : [];
+  });
+  if (problems.length > 0) throw new ValidationError('--chain', problems);
 }
 
 /** `--per-index` pairs the jobs of consecutive arrays by index: every file an array, all of one size. */

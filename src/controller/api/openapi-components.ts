@@ -159,6 +159,12 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
         properties: { index: int, size: int },
         description: "One job of an array (spec.arrayProperties): its index and the array's size",
       },
+      arrayWaitingFor: {
+        type: 'array',
+        items: { type: 'array', items: str },
+        description:
+          "Only in the answer to an array's submission, when one of its jobs waits: the dependencies each has not seen succeed, in index order",
+      },
       arrayJobIds: {
         type: 'array',
         items: str,

@@ -12,7 +12,7 @@ import { keepAcceptedArray, keepAcceptedJob } from './kept-submission.js';
 import { sinceQueryParam } from './since.js';
 import type { ApiContext, RouteTable } from './routing.js';
 import { dryRunView, requireUploadedContexts, specFromBody } from './submission.js';
-import { arraySubmissionSize, JOB_ID_PATTERN } from '../job-spec/spec.js';
+import { arraySubmissionSize, JOB_ID_PATTERN, type JobSpec } from '../job-spec/spec.js';
 import { jobDocument, jobSummary, visibleJobIds, whyForScope } from './views.js';
 
 const idParams = z.object({ id: z.string().min(1).max(128) });
@@ -88,12 +88,17 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       // A dry run checks the spec without its build contexts (fleetwise submit --dry-run uploads none), and its
       // dependencies as a submission would.
       if (dryRun) {
-        // An array is predicted as its first job, with what that one would wait for.
+        // An array's jobs are checked as a submission checks them; it is predicted as its first job, with what that
+        // one would wait for.
         const paired = pairedArrays(spec, spec.team, store);
         if (paired.problems.length > 0) throw new ValidationError('job spec', paired.problems);
-        const one =
-          arraySubmissionSize(spec) === undefined ? spec : arrayJobSpec(spec, 0, paired.arrays, undefined);
-        const problems = dependencyProblems(one, spec.team, store);
+        const size = arraySubmissionSize(spec);
+        const each =
+          size === undefined
+            ? [spec]
+            : Array.from({ length: size }, (_, i) => arrayJobSpec(spec, i, paired.arrays, undefined));
+        const one = each[0] as JobSpec;
+        const problems = [...new Set(each.flatMap((j) => dependencyProblems(j, spec.team, store)))];
         if (problems.length > 0) throw new ValidationError('job spec', problems);
         // Held for its dependencies, the job is predicted held (it starts once they are predicted to succeed), and
         // the view says what it waits for and the earliest their predictions let it start.
@@ -112,12 +117,15 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
         const jobs = service.submitArray(spec, spec.team);
         await keepAcceptedArray(service, jobs);
         const first = jobs[0] as JobRecord;
+        const waiting = jobs.map((j) => unmetOf(j.spec.dependsOn, store));
         return reply
           .code(201)
           .header('location', `/v1/jobs/${first.id}`)
           .send({
             ...jobSummary(first, taskCount(first.id), store, predicting()),
             arrayJobIds: jobs.map((j) => j.id),
+            // What each waits for (SEQUENTIAL and N_TO_N give each its own), when one waits at all.
+            ...(waiting.some((w) => w.length > 0) ? { arrayWaitingFor: waiting } : {}),
           });
       }
       const job =

@@ -60,6 +60,8 @@ export interface JobSummary {
   readonly array?: { readonly index: number; readonly size: number };
   /** Answering an array's submission: every job it made, in index order (this summary is the first's). */
   readonly arrayJobIds?: readonly string[];
+  /** Answering an array's submission, when one of its jobs waits: what each waits for, in index order. */
+  readonly arrayWaitingFor?: readonly (readonly string[])[];
   /** A queued job held for its dependencies: those that have not succeeded yet (absent when none). */
   readonly waitingFor?: readonly string[];
 }

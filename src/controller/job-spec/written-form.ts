@@ -4,6 +4,8 @@
  * restores with). Validation renames or converts a few fields on the way in; this turns exactly those back:
  * - `spotMaxDelaySeconds` is written as `spotMaxDelayMinutes`;
  * - `network.rootTask` is written as `network.root` (an expanded task name, which the written form takes as is);
+ * - a task's workload derived from the job's (`<workload>_<task>` with several tasks) is left out, to be derived again
+ *   (written out it could be longer than a written workload may be);
  * - an array's `arrayProperties.sameIndexOf` and `sequential` are written in `dependsOn`, as AWS Batch's
  *   `{ jobId, type: N_TO_N }` and `{ type: SEQUENTIAL }` (only an array being submitted has them, never a stored job).
  * Everything else is stored as written (defaults filled in, which validate to themselves). The input is whatever a
@@ -17,7 +19,22 @@ export function writtenJobSpec(stored: unknown): unknown {
     written['spotMaxDelayMinutes'] =
       typeof spotMaxDelaySeconds === 'number' ? spotMaxDelaySeconds / 60 : spotMaxDelaySeconds;
   if (network !== undefined) written['network'] = writtenNetwork(network);
-  return writtenArray(written);
+  return writtenArray(writtenTasks(written));
+}
+
+function writtenTasks(written: Record<string, unknown>): Record<string, unknown> {
+  const { workload, tasks } = written;
+  if (typeof workload !== 'string' || !Array.isArray(tasks)) return written;
+  const derived = (task: Record<string, unknown>): string =>
+    tasks.length === 1 ? workload : `${workload}_${String(task['name'])}`;
+  return {
+    ...written,
+    tasks: tasks.map((task: unknown) => {
+      if (!isRecord(task) || task['workload'] !== derived(task)) return task;
+      const { workload: _derived, ...rest } = task;
+      return rest;
+    }),
+  };
 }
 
 function writtenArray(written: Record<string, unknown>): Record<string, unknown> {

@@ -73,6 +73,11 @@ export function specTraceJob(spec: JobSpec, timing: SpecTiming): FleetwiseTraceJ
  */
 function unsimulatedFields(spec: JobSpec): string[] {
   const problems: string[] = [];
+  if (spec.arrayProperties?.sameIndexOf !== undefined)
+    problems.push(
+      "dependsOn: an N_TO_N dependency is not simulated (it names a controller's job ids; a directory's jobs are its " +
+        'files): remove it',
+    );
   if (spec.dependsOn !== undefined)
     problems.push(
       "dependsOn: not simulated (it names a controller's job ids; a directory's jobs are its files): remove it, " +
@@ -140,15 +145,20 @@ export function specFilesTrace(
     const size = arraySubmissionSize(spec);
     const ids =
       size === undefined ? [file.name] : Array.from({ length: size }, (_, i) => `${file.name}[${i}]`);
-    for (const id of ids)
+    // SEQUENTIAL: each job of the array waits for the one before it, as the controller would hold it.
+    const sequential = spec.arrayProperties?.sequential === true;
+    const durationSeconds = spec.expectedDurationSeconds;
+    ids.forEach((id, i) =>
       jobs.push(
         specTraceJob(spec, {
           id,
           arrivalSeconds,
-          durationSeconds: spec.expectedDurationSeconds,
+          durationSeconds,
           durationFrom: 'declared',
+          ...(sequential && i > 0 ? { dependsOn: [ids[i - 1] as string] } : {}),
         }),
-      );
+      ),
+    );
   }
   if (problems.length === 1) throw problems[0] as ValidationError;
   if (problems.length > 1)

@@ -85,6 +85,24 @@ describe('job specs as trace jobs', () => {
     ]);
   });
 
+  it("holds each job of a SEQUENTIAL array for the one before it, and refuses N_TO_N (a controller's ids)", () => {
+    const sequential = directory('sequential', {
+      'steps.yaml': `${example('resnet.yaml')}\narrayProperties: { size: 3 }\ndependsOn: [{ type: SEQUENTIAL }]\n`,
+    });
+    const trace = loadTrace(sequential, { format: 'specs', instanceCatalog: catalog });
+    expect(trace.jobs.map((j) => [j.id, j.dependsOn ?? []])).toEqual([
+      ['steps.yaml[0]', []],
+      ['steps.yaml[1]', ['steps.yaml[0]']],
+      ['steps.yaml[2]', ['steps.yaml[1]']],
+    ]);
+    const paired = directory('paired', {
+      'pairs.yaml': `${example('resnet.yaml')}\narrayProperties: { size: 3 }\ndependsOn: [{ jobId: job-4, type: N_TO_N }]\n`,
+    });
+    expect(
+      problemsOf(() => loadTrace(paired, { format: 'specs', instanceCatalog: catalog })).problems,
+    ).toEqual([expect.stringMatching(/^dependsOn: an N_TO_N dependency is not simulated/)]);
+  });
+
   it('without an index: name order, --arrival-gap-seconds apart; --jobs cuts it', () => {
     const dir = directory('gapped', {
       'b.yaml': example('resnet.yaml'),
