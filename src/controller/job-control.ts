@@ -53,10 +53,13 @@ export class JobControl {
       throw new Error(`${spec.name}: not an array (arrayProperties.size without an index)`);
     const jobs = this.deps.store.transaction(() => {
       const paired = pairedArrays(spec, team, this.deps.store);
-      if (paired.problems.length > 0) throw new ValidationError('job spec', paired.problems);
+      // What every job of the array waits for is checked once, not once per job.
+      const problems = [...paired.problems, ...dependencyProblems(spec, team, this.deps.store)];
+      if (problems.length > 0) throw new ValidationError('job spec', problems);
+      const checked = new Set(spec.dependsOn ?? []);
       const recorded: JobRecord[] = [];
       for (let index = 0; index < size; index++)
-        recorded.push(this.record(arrayJobSpec(spec, index, paired.arrays, recorded.at(-1)), team));
+        recorded.push(this.record(arrayJobSpec(spec, index, paired.arrays, recorded.at(-1)), team, checked));
       return recorded;
     });
     this.submitted(jobs);
@@ -102,15 +105,17 @@ export class JobControl {
     });
   }
 
-  /** Store one job with its warnings (inside the caller's transaction). */
-  private record(spec: JobSpec, team: string): JobRecord {
+  /** Store one job with its warnings (inside the caller's transaction); `checked`: dependencies already checked. */
+  private record(spec: JobSpec, team: string, checked?: ReadonlySet<string>): JobRecord {
     // Only an array's jobs are stored (each with its index), never the array itself.
     if (arraySubmissionSize(spec) !== undefined)
       throw new Error(
         `${spec.name}: an array (arrayProperties.size without an index) is submitted with submitArray`,
       );
     // Inside the submission's transaction: a dependency cannot end between this check and the job's record.
-    const unmet = dependencyProblems(spec, team, this.deps.store);
+    const toCheck =
+      checked === undefined ? spec : { ...spec, dependsOn: spec.dependsOn?.filter((id) => !checked.has(id)) };
+    const unmet = dependencyProblems(toCheck, team, this.deps.store);
     if (unmet.length > 0) throw new ValidationError('job spec', unmet);
     const warnings = [...checkExecution(spec, this.deps.executor), ...runLimitWarnings(spec)];
     const job = this.deps.store.submitJob(spec.team === team ? spec : { ...spec, team });

@@ -93,6 +93,13 @@ describe("an array's dependencies", () => {
       `dependsOn: ${lone} (lone) is not a job of an array: N_TO_N pairs the jobs of two arrays`,
     );
     expect(await refused('job-999')).toContain('dependsOn: no job job-999 of team genomics');
+    // A plain dependency of every job is checked too (once for the array).
+    const plainUnknown = await post(
+      '/v1/jobs',
+      spec('pairs', { arrayProperties: { size: 3 }, dependsOn: ['job-998'] }),
+    );
+    expect(plainUnknown.status).toBe(400);
+    expect(JSON.stringify(plainUnknown.body)).toContain('dependsOn: no job job-998 of team genomics');
     expect(r.store.listJobs()).toHaveLength(before);
   });
 
