@@ -17,7 +17,7 @@ import {
   type JobSummaryResponse,
 } from '../client.js';
 import { packContext } from '../context-archive.js';
-import { formatDollars, formatTable, formatTime } from '../table.js';
+import { formatDollars, formatIdList, formatTable, formatTime } from '../table.js';
 
 interface SubmitOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -268,7 +268,7 @@ export function registerSubmit(program: Command): void {
               ? `, ${each.filter((w) => w.length > 0).length} of them waiting for their dependencies`
               : waitingFor.length === 0
                 ? ''
-                : `, waiting for ${shortList(waitingFor)}`;
+                : `, waiting for ${formatIdList(waitingFor)}`;
         const what =
           job.arrayJobIds === undefined ? job.id : `${ids[0]} … ${ids.at(-1)}, an array of ${ids.length}`;
         process.stdout.write(`submitted ${what} (${job.name}, team ${job.team}): ${job.state}${waits}\n`);
@@ -297,11 +297,6 @@ function arraySizeOption(text: string): number {
 /** The spec as an array of `size` jobs (replacing any arrayProperties it had). */
 function withArray(raw: RawSpec, size: number): RawSpec {
   return { ...raw, arrayProperties: { size } };
-}
-
-/** Ids to print: a few in full, a long run (a whole array waited for) as its first, last and count. */
-function shortList(ids: readonly string[]): string {
-  return ids.length <= 4 ? ids.join(', ') : `${ids[0]} … ${ids.at(-1)} (${ids.length} jobs)`;
 }
 
 /** An array dependency as a spec writes it (AWS Batch's N_TO_N). */

@@ -13,7 +13,7 @@ import {
 } from '../client.js';
 import { arrayName } from './job.js';
 import { pollIntervalOption, sleep } from '../poll.js';
-import { printJson } from '../table.js';
+import { formatIdList, printJson } from '../table.js';
 
 interface WaitOptions extends ConnectionOptions {
   readonly array?: boolean;
@@ -80,7 +80,7 @@ export function registerWait(program: Command): void {
       if (deadline !== undefined && now >= deadline) {
         const left = waitFor.filter((id) => !ended.has(id));
         throw new Error(
-          `timed out after ${options.timeout ?? ''}: ${left.length} of ${waitFor.length} not ended (${shortList(left)})`,
+          `timed out after ${options.timeout ?? ''}: ${left.length} of ${waitFor.length} not ended (${formatIdList(left)})`,
         );
       }
       // The last poll falls on the deadline, so a job ending just before it counts.
@@ -117,8 +117,4 @@ function summary(jobs: readonly JobSummaryResponse[]): string {
   const counts = new Map<string, number>();
   for (const j of jobs) counts.set(j.state, (counts.get(j.state) ?? 0) + 1);
   return `${jobs.length} jobs ended: ${[...counts].map(([state, n]) => `${n} ${state}`).join(', ')}`;
-}
-
-function shortList(ids: readonly string[]): string {
-  return ids.length <= 4 ? ids.join(', ') : `${ids.slice(0, 3).join(', ')} and ${ids.length - 3} more`;
 }
