@@ -167,8 +167,12 @@ export class SchemaArbitraries {
     const maxLength = Math.min(typeof s['maxLength'] === 'number' ? s['maxLength'] : 40, 200);
     const fits = (v: string): boolean => v.length >= minLength && v.length <= maxLength;
     if (typeof s['pattern'] === 'string')
+      // fast-check repeats an unbounded quantifier (`+`, `*`) about 10 times at its default size, so a pattern with a
+      // longer minLength would be filtered for ever: draw at a size that reaches it.
       return fc
-        .stringMatching(new RegExp(s['pattern']))
+        .stringMatching(new RegExp(s['pattern']), {
+          size: minLength <= 5 ? 'small' : minLength <= 50 ? 'medium' : 'large',
+        })
         .map((v) => (v.length > maxLength ? v.slice(0, maxLength) : v))
         .filter(fits);
     return fc.string({ minLength, maxLength: Math.max(minLength, maxLength) });
