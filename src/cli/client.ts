@@ -406,6 +406,17 @@ export class FleetwiseClient {
     return this.request('POST', `/v1/jobs/${encodeURIComponent(id)}/cancel`, jobSummarySchema);
   }
 
+  /** Cancel every job not yet ended of the array the job belongs to; the jobs it cancelled. */
+  async cancelArray(id: string): Promise<JobSummaryResponse[]> {
+    return (
+      await this.request(
+        'POST',
+        `/v1/jobs/${encodeURIComponent(id)}/cancel-array`,
+        z.object({ cancelled: z.array(jobSummarySchema) }),
+      )
+    ).cancelled;
+  }
+
   /** End a job as unsuccessful (stopped at a stage); its capacity is freed. */
   async markUnsuccessful(
     id: string,

@@ -8,6 +8,32 @@ function facts(job: JobRecord): ArrayMemberFacts {
 }
 
 /**
+ * Every job of the array `job` belongs to, in index order, or why there is none: it is of no array, or was submitted
+ * alone with its index (the jobs at its array's ids are not that array).
+ */
+export function wholeArrayOf(
+  store: StateStore,
+  job: JobRecord,
+): { readonly jobs: JobRecord[] } | { readonly problem: string } {
+  const of = facts(job);
+  const ids = arrayIdsOf(of);
+  if (ids === undefined) return { problem: `${job.id} (${job.name}) is not a job of an array` };
+  const jobs = ids.map((m) => store.getJob(m));
+  if (
+    !isWholeArray(
+      of,
+      jobs.map((m) => (m === undefined ? undefined : facts(m))),
+    )
+  )
+    return {
+      problem:
+        `${job.id} says it is index ${of.array?.index} of an array of ${ids.length}, but ${ids[0]} … ${ids.at(-1)} ` +
+        'are not that array (it was submitted alone, with its index)',
+    };
+  return { jobs: jobs as JobRecord[] };
+}
+
+/**
  * The arrays an array being submitted pairs with by index (`sameIndexOf`, Batch's N_TO_N), each as its jobs in index
  * order, or why it cannot: each named job must be a job of the team's, of an array of the same size.
  */
@@ -26,34 +52,20 @@ export function pairedArrays(
       problems.push(`dependsOn: no job ${id} of team ${team}`);
       continue;
     }
-    const of = facts(job);
-    const ids = arrayIdsOf(of);
-    if (ids === undefined) {
+    const array = wholeArrayOf(store, job);
+    if ('problem' in array) {
       problems.push(
-        `dependsOn: ${id} (${job.name}) is not a job of an array: N_TO_N pairs the jobs of two arrays`,
+        `dependsOn: ${array.problem}${facts(job).array === undefined ? ': N_TO_N pairs the jobs of two arrays' : ''}`,
       );
       continue;
     }
-    if (ids.length !== size) {
+    if (array.jobs.length !== size) {
       problems.push(
-        `dependsOn: ${id}'s array has ${ids.length} jobs, this one ${size}: N_TO_N pairs arrays of one size`,
+        `dependsOn: ${id}'s array has ${array.jobs.length} jobs, this one ${size}: N_TO_N pairs arrays of one size`,
       );
       continue;
     }
-    const members = ids.map((m) => store.getJob(m));
-    if (
-      !isWholeArray(
-        of,
-        members.map((m) => (m === undefined ? undefined : facts(m))),
-      )
-    ) {
-      problems.push(
-        `dependsOn: ${id} says it is index ${of.array?.index} of an array of ${size}, but ${ids[0]} … ${ids.at(-1)} ` +
-          'are not that array (it was submitted alone, with its index)',
-      );
-      continue;
-    }
-    arrays.push(members as JobRecord[]);
+    arrays.push(array.jobs);
   }
   return { arrays, problems };
 }

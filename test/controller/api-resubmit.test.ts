@@ -1,6 +1,12 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
-import { ADMIN_TOKEN, fakeWithTeams, type FakeControllerService } from './api-fake-service.js';
+import {
+  ADMIN_TOKEN,
+  fakeWithTeams,
+  NLP_TOKEN,
+  VISION_TOKEN,
+  type FakeControllerService,
+} from './api-fake-service.js';
 
 /**
  * A job's spec as the API shows it (`GET /v1/jobs/ID`) is one a submission takes: posted again over a real socket, it
@@ -20,11 +26,12 @@ async function call(
   method: string,
   path: string,
   json?: unknown,
+  token = ADMIN_TOKEN,
 ): Promise<{ status: number; body: unknown }> {
   const response = await fetch(`${server.url}${path}`, {
     method,
     headers: {
-      authorization: `Bearer ${ADMIN_TOKEN}`,
+      authorization: `Bearer ${token}`,
       ...(json === undefined ? {} : { 'content-type': 'application/json' }),
     },
     ...(json === undefined ? {} : { body: JSON.stringify(json) }),
@@ -59,4 +66,44 @@ it('shows a spec that, submitted again, makes the same job', async () => {
   const id = (again.body as { id: string; arrayJobIds?: unknown }).id;
   expect((again.body as { arrayJobIds?: unknown }).arrayJobIds).toBeUndefined();
   expect(service.store.getJob(id)?.spec).toEqual(service.store.getJob(ids[1] as string)?.spec);
+});
+
+it('cancels a whole array by any of its jobs, for its own team only, and says when a job is of no array', async () => {
+  const submitted = await call(
+    'POST',
+    '/v1/jobs',
+    {
+      name: 'sweep',
+      team: 'vision',
+      tasks: [{ image: 'busybox', demand: { c7i: [0, 1, 2] } }],
+      arrayProperties: { size: 3 },
+    },
+    VISION_TOKEN,
+  );
+  expect(submitted.status, JSON.stringify(submitted.body)).toBe(201);
+  const ids = (submitted.body as { arrayJobIds: string[] }).arrayJobIds;
+  // Another team's array is not found, exactly like a missing job.
+  expect((await call('POST', `/v1/jobs/${ids[1]}/cancel-array`, undefined, NLP_TOKEN)).status).toBe(404);
+  const cancelled = await call('POST', `/v1/jobs/${ids[1]}/cancel-array`, undefined, VISION_TOKEN);
+  expect(cancelled.status).toBe(200);
+  expect(
+    (cancelled.body as { cancelled: { id: string; state: string }[] }).cancelled.map((j) => [j.id, j.state]),
+  ).toEqual(ids.map((id) => [id, 'cancelled']));
+  expect((await call('POST', `/v1/jobs/${ids[0]}/cancel-array`, undefined, VISION_TOKEN)).body).toEqual({
+    cancelled: [],
+  });
+  const lone = (
+    await call(
+      'POST',
+      '/v1/jobs',
+      { name: 'lone', team: 'vision', tasks: [{ image: 'busybox', demand: { c7i: [0, 1, 2] } }] },
+      VISION_TOKEN,
+    )
+  ).body as { id: string };
+  const refused = await call('POST', `/v1/jobs/${lone.id}/cancel-array`, undefined, VISION_TOKEN);
+  expect(refused.status).toBe(400);
+  expect(JSON.stringify(refused.body)).toContain(
+    `${lone.id} (lone) is not a job of an array: cancel it by its id`,
+  );
+  expect(service.store.getJob(lone.id)?.state).toBe('queued');
 });

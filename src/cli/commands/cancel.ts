@@ -1,8 +1,6 @@
 import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
-import { isFinalJobState, LIVE_JOB_STATES } from '../../controller/state/lifecycle.js';
-import type { JobState } from '../../controller/state-store.js';
-import { arrayMembers } from '../array-members.js';
+import { LIVE_JOB_STATES } from '../../controller/state/lifecycle.js';
 import { ValidationError } from '../../core/validation.js';
 import {
   addConnectionOptions,
@@ -54,19 +52,16 @@ export function registerCancel(program: Command): void {
     const client = FleetwiseClient.fromOptions(options);
     let scope = '';
     if (options.array === true) {
-      // Each id stands for its whole array; the jobs of it that already ended stay as they ended.
-      const arrays = ids.length;
-      const members = new Map<string, { readonly state: JobState }>();
-      for (const id of ids) for (const m of await arrayMembers(client, id)) members.set(m.id, m);
-      ids = [...members].filter(([, m]) => !isFinalJobState(m.state)).map(([id]) => id);
-      if (ids.length === 0) {
-        if (options.json === true) printJson([]);
-        else
-          process.stdout.write(
-            `no jobs to cancel: every job of ${arrays === 1 ? 'the array' : 'these arrays'} has ended\n`,
-          );
-        return;
-      }
+      // Each id stands for its whole array; the controller cancels its jobs not yet ended.
+      const cancelled = new Map<string, JobSummaryResponse>();
+      for (const id of ids) for (const job of await client.cancelArray(id)) cancelled.set(job.id, job);
+      if (options.json === true) return printJson([...cancelled.values()]);
+      if (cancelled.size === 0)
+        return void process.stdout.write(
+          `no jobs to cancel: every job of ${ids.length === 1 ? 'the array' : 'these arrays'} has ended\n`,
+        );
+      for (const job of cancelled.values()) process.stdout.write(`${job.id} (${job.name}): ${job.state}\n`);
+      return;
     }
     if (options.all === true) {
       // The API scopes the list to a team token's team, so --all never reaches another team's jobs.

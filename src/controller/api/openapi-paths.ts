@@ -174,6 +174,24 @@ export const PATHS: Record<string, Record<string, Schema>> = {
       },
     },
   },
+  '/v1/jobs/{id}/cancel-array': {
+    post: {
+      summary:
+        'Cancel every job of the array a job belongs to (those not yet ended stay as they ended); their tasks stop ' +
+        'and their instances are freed at the next round',
+      operationId: 'cancelJobArray',
+      parameters: [idParam('Any job of the array')],
+      responses: {
+        '200': ok('The jobs it cancelled, in index order', {
+          type: 'object',
+          required: ['cancelled'],
+          properties: { cancelled: { type: 'array', items: ref('JobSummary') } },
+        }),
+        '400': error('The job is of no array, or was submitted alone with its index'),
+        ...JOB_ERRORS,
+      },
+    },
+  },
   '/v1/jobs/{id}/unsuccessful': {
     post: {
       summary:

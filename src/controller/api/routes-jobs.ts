@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { parseWith, ValidationError } from '../../core/validation.js';
 import { MAX_SUCCESS_STAGES } from '../../queue/success.js';
 import { JOB_STATES, type JobRecord, type JobState } from '../state-store.js';
-import { arrayJobSpec, pairedArrays } from '../array-jobs.js';
+import { arrayJobSpec, pairedArrays, wholeArrayOf } from '../array-jobs.js';
+import { isFinalJobState } from '../state/lifecycle.js';
 import { dependencyProblems, earliestStartSeconds, unmetOf } from '../job-dependencies.js';
 import { predictedCompletionIn } from '../queue-records.js';
 import { teamScope, type Principal } from './auth.js';
@@ -209,6 +210,23 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       visibleJob(context, context.principal(request), id);
       const job = service.cancel(id);
       return jobSummary(job, taskCount(job.id), store, predicting());
+    },
+  });
+
+  routes.add({
+    method: 'POST',
+    url: '/v1/jobs/:id/cancel-array',
+    access: 'any',
+    handler: async (request) => {
+      const { id } = parseWith(idParams, request.params, 'path');
+      const job = visibleJob(context, context.principal(request), id);
+      const array = wholeArrayOf(store, job);
+      if ('problem' in array) throw new HttpError(400, `${array.problem}: cancel it by its id`);
+      // Its jobs that already ended stay as they ended.
+      const cancelled = array.jobs
+        .filter((j) => !isFinalJobState(j.state))
+        .map((j) => service.cancel(j.id, 'cancelled by request, with the rest of its array'));
+      return { cancelled: cancelled.map((j) => jobSummary(j, taskCount(j.id), store, predicting())) };
     },
   });
 
