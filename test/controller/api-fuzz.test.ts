@@ -231,8 +231,10 @@ beforeAll(async () => {
     checkpoint: { everySeconds: 5 },
     expectedDurationSeconds: '2m',
   };
+  // An array: its first job's id is known, so cancel-array and N_TO_N dependencies meet a real array.
+  const arraySpec = { ...uploadedSpec, name: 'sweep', arrayProperties: { size: 3 } };
   const jobIds: string[] = [];
-  for (const spec of [...specs, uploadedSpec])
+  for (const spec of [...specs, arraySpec, uploadedSpec])
     jobIds.push(((await admin('POST', '/v1/jobs', spec)) as { id: string }).id);
   // The uploaded-context job fits the seeded c7i.xlarge.
   const placedJob = jobIds[jobIds.length - 1] as string;
@@ -242,7 +244,7 @@ beforeAll(async () => {
   inputs = {
     knownIds: [...jobIds, seeded.drainable, revoked.id, 'job-1', 'inst-999'],
     seeds: {
-      submitJob: [...specs, uploadedSpec, { ...uploadedSpec, team: undefined }],
+      submitJob: [...specs, arraySpec, uploadedSpec, { ...uploadedSpec, team: undefined }],
       createToken: [{ team: TEAM, label: 'made by the fuzz test' }],
       markJobUnsuccessful: [{ stage: 1, reason: 'diverged' }, {}],
       workerRegister: [{ instanceId: seeded.cloudId, executor: 'process', hostname: 'fuzz' }],

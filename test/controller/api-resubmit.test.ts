@@ -101,7 +101,7 @@ it('cancels a whole array by any of its jobs, for its own team only, and says wh
     )
   ).body as { id: string };
   const refused = await call('POST', `/v1/jobs/${lone.id}/cancel-array`, undefined, VISION_TOKEN);
-  expect(refused.status).toBe(400);
+  expect(refused.status).toBe(409);
   expect(JSON.stringify(refused.body)).toContain(
     `${lone.id} (lone) is not a job of an array: cancel it by its id`,
   );

@@ -221,7 +221,8 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       const { id } = parseWith(idParams, request.params, 'path');
       const job = visibleJob(context, context.principal(request), id);
       const array = wholeArrayOf(store, job);
-      if ('problem' in array) throw new HttpError(400, `${array.problem}: cancel it by its id`);
+      // A well-formed request about a job that is not what it asks for, as cancelling an ended job is.
+      if ('problem' in array) throw new HttpError(409, `${array.problem}: cancel it by its id`);
       // Its jobs that already ended stay as they ended.
       const cancelled = array.jobs
         .filter((j) => !isFinalJobState(j.state))
