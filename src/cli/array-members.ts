@@ -30,7 +30,7 @@ export async function arrayMembers(client: FleetwiseClient, id: string): Promise
   if (!isWholeArray(job, members))
     throw new Error(
       `${id} says it is index ${job.array.index} of an array of ${job.array.size}, but ${ids[0]} … ${ids.at(-1)} ` +
-        'are not that array (it was submitted alone, with its index): cancel it by its id',
+        'are not that array (it was submitted alone, with its index): name it without --array',
     );
   return members;
 }

@@ -38,6 +38,7 @@ const SUBCOMMANDS: ReadonlyArray<readonly [name: string, load: () => Promise<Reg
   ['report', async () => (await import('./commands/report.js')).registerReport],
   ['logs', async () => (await import('./commands/logs.js')).registerLogs],
   ['wait', async () => (await import('./commands/wait.js')).registerWait],
+  ['resubmit', async () => (await import('./commands/resubmit.js')).registerResubmit],
   ['worker', async () => (await import('./commands/worker.js')).registerWorker],
   ['down', async () => (await import('./commands/down.js')).registerDown],
   ['token', async () => (await import('./commands/token.js')).registerToken],

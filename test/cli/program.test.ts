@@ -34,6 +34,7 @@ describe('the program loads only the subcommand it runs', () => {
       'report',
       'logs',
       'wait',
+      'resubmit',
       'worker',
       'down',
       'token',
