@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { describeIssues } from '../core/validation.js';
+import { writtenArraySize } from '../controller/job-spec/array.js';
+import { JOB_SPEC_LIMITS } from '../controller/job-spec/spec.js';
 import { INSTANCE_STATES, JOB_STATES, TASK_STATES } from '../controller/state-store.js';
 import { API_URL_FILE, findLocalController, LOCAL_DEFAULT_LISTEN, LOCAL_STATE_DIR } from './local-state.js';
 
@@ -16,6 +18,19 @@ export const TOKEN_ENV = 'FLEETWISE_TOKEN';
 
 const DEFAULT_TIMEOUT_MS = 30_000;
 const UPLOAD_TIMEOUT_MS = 10 * 60_000;
+/**
+ * An array is answered once every job's spec is in the job archive, one object-store put each, so its answer may
+ * take longer than a request's: the default time, plus this much per job (10,000 jobs: 30 s + 250 s).
+ */
+const ARRAY_SUBMISSION_MS_PER_JOB = 25;
+
+/** How long to wait for a submission's answer: longer for an array. */
+export function submissionTimeoutMs(spec: unknown): number {
+  const size = writtenArraySize(spec);
+  return size === undefined || !(size > 1)
+    ? DEFAULT_TIMEOUT_MS
+    : DEFAULT_TIMEOUT_MS + Math.min(size, JOB_SPEC_LIMITS.maxArraySize) * ARRAY_SUBMISSION_MS_PER_JOB;
+}
 
 /** An error response from the controller: status, its one-line reason and per-field details. */
 export class ApiError extends Error {
@@ -350,7 +365,10 @@ export class FleetwiseClient {
   }
 
   async submitJob(spec: unknown): Promise<JobSummaryResponse> {
-    return this.request('POST', '/v1/jobs', jobSummarySchema, { json: spec });
+    return this.request('POST', '/v1/jobs', jobSummarySchema, {
+      json: spec,
+      timeoutMs: submissionTimeoutMs(spec),
+    });
   }
 
   /** Validate a spec on the controller and see what it would get now; nothing is created. */

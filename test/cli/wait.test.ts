@@ -100,6 +100,18 @@ it('waits for a whole array with --array', async () => {
   ]);
 });
 
+it('waits for an array larger than a page of the listing it reads it by, named by two of its ids', async () => {
+  const ids = service.submitArray(spec('samples', 600), 'vision').map((j) => j.id);
+  const waiting = cli(['wait', ids[599] as string, ids[3] as string, '--array', '--interval', '0.2', '--json']);
+  await afterFirstPoll();
+  for (const [i, id] of ids.entries()) end(id, i === 550 ? 'failed' : 'succeeded');
+  const result = await waiting;
+  expect(result.code, result.stderr).toBe(1);
+  const ended = JSON.parse(result.stdout) as { id: string; state: string }[];
+  expect(ended.map((j) => j.id)).toEqual(ids);
+  expect(ended.filter((j) => j.state === 'failed').map((j) => j.id)).toEqual([ids[550]]);
+});
+
 it('refuses what is not a job id, an unknown job, and a bad timeout', async () => {
   const notId = await cli(['wait', 'train']);
   expect(notId.code).toBe(2);

@@ -834,13 +834,13 @@ describe('arrayProperties (array jobs)', () => {
         {
           name: 'gather',
           team: 'ml',
-          dependsOn: [...ids, 'job-1001'],
+          dependsOn: [...ids, `job-${JOB_SPEC_LIMITS.maxArraySize + 1}`],
           tasks: [{ image: 'x', demand: { any: [0, 1, 1] } }],
         },
         'api',
         catalog,
       ),
-    ).toThrow(/dependsOn: at most 1000 jobs/);
+    ).toThrow(/dependsOn: at most 10000 jobs/);
   });
 });
 

@@ -166,12 +166,12 @@ it('runs each job of an array with its index, lists them by index, and chains a 
   );
   expect(turns.map((l) => l.waitingFor)).toEqual([[], [turns[0]?.id]]);
   // A step after an array waits for all of it: more than a job may wait for is refused before anything is sent.
-  const big = specFile('big', 'true', ['arrayProperties: { size: 1000 }']);
+  const big = specFile('big', 'true', ['arrayProperties: { size: 10000 }']);
   const afterBig = specFile('after-big', 'true', [`dependsOn: [${ids[0]}]`]);
   for (const [args, says] of [
     [[stepA, stepB, '--per-index', '--array', '2'], 'goes with --chain'],
     [[stepA, gather, '--chain', '--per-index'], `${stepA} is not an array`],
-    [[big, afterBig, '--chain'], `${afterBig} would wait for 1001 jobs (all 1000 of the array before it)`],
+    [[big, afterBig, '--chain'], `${afterBig} would wait for 10001 jobs (all 10000 of the array before it)`],
   ] as const) {
     const refused = await runCli(['submit', ...args], controller.env);
     expect(refused.code).toBe(2);
@@ -229,7 +229,7 @@ it('runs each job of an array with its index, lists them by index, and chains a 
     /^array {6}4 jobs, alike but for FLEETWISE_ARRAY_INDEX 0–3; the cost and ETA below/m,
   );
   const before = ((await controller.api('GET', '/v1/jobs?all=true')).json as { jobs: unknown[] }).jobs.length;
-  for (const bad of ['1', 'many', '1001']) {
+  for (const bad of ['1', 'many', '10001']) {
     const refused = await runCli(['submit', point, '--array', bad], controller.env);
     expect(refused.code, bad).toBe(2);
     expect(refused.stderr).toContain('--array');

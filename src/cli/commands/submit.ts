@@ -5,6 +5,7 @@ import { parse as parseYaml } from 'yaml';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
 import { parseJobSpec, validateJobSpec } from '../../controller/job-spec/parse.js';
+import { writtenArraySize } from '../../controller/job-spec/array.js';
 import { JOB_ID_PATTERN, JOB_SPEC_LIMITS } from '../../controller/job-spec/spec.js';
 import { arrayPropertiesSchema } from '../../controller/job-spec/schema.js';
 import { completionText, predictionsOf, queueFieldsOf, warningsOf } from './job.js';
@@ -330,20 +331,13 @@ function namedJob(dependency: unknown): unknown {
 }
 
 /** The jobs a spec submits as an array (arrayProperties.size, no index); undefined for one job. */
-function arraySizeOf(raw: RawSpec): number | undefined {
-  const array = raw['arrayProperties'];
-  if (typeof array !== 'object' || array === null || 'index' in array) return undefined;
-  const size = (array as { size?: unknown }).size;
-  return typeof size === 'number' ? size : undefined;
-}
-
 /**
  * A step after an array waits for every job of it: refused before anything is submitted when that is more than a job
  * may wait for, rather than after the steps before it were.
  */
 function checkChainAfterArrays(files: readonly string[], specs: readonly RawSpec[]): void {
   const problems = files.flatMap((file, i) => {
-    const before = i === 0 ? undefined : arraySizeOf(specs[i - 1] as RawSpec);
+    const before = i === 0 ? undefined : writtenArraySize(specs[i - 1] as RawSpec);
     if (before === undefined) return [];
     const own = specs[i]?.['dependsOn'];
     const waits = before + (Array.isArray(own) ? own.length : 0);
@@ -360,7 +354,7 @@ function checkChainAfterArrays(files: readonly string[], specs: readonly RawSpec
 /** `--per-index` pairs the jobs of consecutive arrays by index: every file an array, all of one size. */
 function checkPerIndex(files: readonly string[], specs: readonly RawSpec[], chain: boolean): void {
   if (!chain) throw new ValidationError('--per-index', ['goes with --chain (it says how each step waits)']);
-  const sizes = specs.map(arraySizeOf);
+  const sizes = specs.map(writtenArraySize);
   const problems = files.flatMap((file, i) =>
     sizes[i] === undefined
       ? [`${file} is not an array (give arrayProperties.size, or --array N)`]

@@ -65,12 +65,23 @@ export function registerWait(program: Command): void {
       );
     const { interval, timeout } = parseWith(optionsSchema, options, 'fleetwise wait options');
     const client = FleetwiseClient.fromOptions(options);
-    const waitFor = options.array === true ? await arrayIds(client, ids) : [...new Set(ids)];
+    const arrays = options.array === true ? await arraysOf(client, ids) : undefined;
+    const waitFor = arrays === undefined ? [...new Set(ids)] : [...new Set(arrays.flatMap((a) => a.ids))];
+    // An array is read a page at a time (its jobs have consecutive ids), not a request per job: 10,000 jobs are 20.
+    const poll = async (pending: readonly string[]): Promise<JobSummaryResponse[]> => {
+      if (arrays === undefined) return readJobs(client, pending);
+      const left = new Set(pending);
+      const read: JobSummaryResponse[] = [];
+      for (const array of arrays)
+        if (array.ids.some((id) => left.has(id)))
+          read.push(...(await arrayMembers(client, array.first)).filter((j) => left.has(j.id)));
+      return read;
+    };
     const deadline = timeout === undefined ? undefined : Date.now() + timeout * 1000;
     const ended = new Map<string, JobSummaryResponse>();
     for (;;) {
       const pending = waitFor.filter((id) => !ended.has(id));
-      for (const job of await readJobs(client, pending))
+      for (const job of await poll(pending))
         if (isFinalJobState(job.state)) {
           ended.set(job.id, job);
           if (options.json !== true) process.stdout.write(`${endLine(job)}\n`);
@@ -94,11 +105,18 @@ export function registerWait(program: Command): void {
   });
 }
 
-/** Every job of the arrays the ids belong to, each once, in order. */
-async function arrayIds(client: FleetwiseClient, ids: readonly string[]): Promise<string[]> {
-  const all = new Set<string>();
-  for (const id of ids) for (const m of await arrayMembers(client, id)) all.add(m.id);
-  return [...all];
+/** The arrays the ids belong to, each once (two ids of one array name it once), with their jobs in order. */
+async function arraysOf(
+  client: FleetwiseClient,
+  ids: readonly string[],
+): Promise<{ readonly first: string; readonly ids: string[] }[]> {
+  const arrays = new Map<string, string[]>();
+  for (const id of ids) {
+    if ([...arrays.values()].some((members) => members.includes(id))) continue;
+    const members = (await arrayMembers(client, id)).map((m) => m.id);
+    arrays.set(members[0] as string, members);
+  }
+  return [...arrays].map(([first, members]) => ({ first, ids: members }));
 }
 
 /** The jobs' states now, a few requests at a time. */

@@ -55,3 +55,17 @@ export function isWholeArray(
     )
   );
 }
+
+/**
+ * How many jobs a spec not yet validated submits as an array (its `arrayProperties.size` when it has no index), for
+ * the CLI's checks before sending it; undefined for one job, or when the field is not a number (validation names it).
+ */
+export function writtenArraySize(raw: unknown): number | undefined {
+  const array =
+    typeof raw === 'object' && raw !== null
+      ? (raw as { arrayProperties?: unknown }).arrayProperties
+      : undefined;
+  if (typeof array !== 'object' || array === null || 'index' in array) return undefined;
+  const size = (array as { size?: unknown }).size;
+  return typeof size === 'number' ? size : undefined;
+}
