@@ -102,7 +102,15 @@ it('waits for a whole array with --array', async () => {
 
 it('waits for an array larger than a page of the listing it reads it by, named by two of its ids', async () => {
   const ids = service.submitArray(spec('samples', 600), 'vision').map((j) => j.id);
-  const waiting = cli(['wait', ids[599] as string, ids[3] as string, '--array', '--interval', '0.2', '--json']);
+  const waiting = cli([
+    'wait',
+    ids[599] as string,
+    ids[3] as string,
+    '--array',
+    '--interval',
+    '0.2',
+    '--json',
+  ]);
   await afterFirstPoll();
   for (const [i, id] of ids.entries()) end(id, i === 550 ? 'failed' : 'succeeded');
   const result = await waiting;

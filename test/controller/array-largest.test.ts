@@ -59,7 +59,9 @@ it('takes an array of 10,000 jobs whole, each archived, and a job waiting for al
   expect(ids).toHaveLength(size);
   expect(ids.at(-1)).toBe(`job-${size}`);
   expect(r.store.listJobs().filter((j) => j.state === 'queued')).toHaveLength(size);
-  const archived = (await keysUnder(objects, jobArchivePrefix('prod'))).filter((k) => k.endsWith('/spec.json'));
+  const archived = (await keysUnder(objects, jobArchivePrefix('prod'))).filter((k) =>
+    k.endsWith('/spec.json'),
+  );
   expect(archived).toHaveLength(size);
   const last = (await readJson(objects, jobArchiveKeys('prod', `job-${size}`).spec)) as { spec: unknown };
   expect(last.spec).toMatchObject({ arrayProperties: { size, index: size - 1 } });
