@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
-import { JOB_ID_PATTERN } from '../../controller/job-spec/spec.js';
 import { isFinalJobState } from '../../controller/state/lifecycle.js';
 import { ValidationError } from '../../core/validation.js';
 import { arrayMembers } from '../array-members.js';
+import { requireJobIds } from '../job-id-arguments.js';
 import {
   addConnectionOptions,
   FleetwiseClient,
@@ -34,12 +34,7 @@ export function registerResubmit(program: Command): void {
       )
       .option('--json', 'print {"from": …, "id": …} per job (one JSON object per line) instead of text'),
   ).action(async (ids: string[], options: ResubmitOptions) => {
-    const notIds = ids.filter((id) => !JOB_ID_PATTERN.test(id));
-    if (notIds.length > 0)
-      throw new ValidationError(
-        'arguments',
-        notIds.map((id) => `${JSON.stringify(id)}: not a job id (job-<n>)`),
-      );
+    requireJobIds(ids, 'arguments');
     const client = FleetwiseClient.fromOptions(options);
     const chosen = options.array === true ? await failedOfArrays(client, ids) : await endedJobs(client, ids);
     if (chosen.length === 0)

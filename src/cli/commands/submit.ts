@@ -6,7 +6,7 @@ import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
 import { parseJobSpec, validateJobSpec } from '../../controller/job-spec/parse.js';
 import { writtenArraySize } from '../../controller/job-spec/array.js';
-import { JOB_ID_PATTERN, JOB_SPEC_LIMITS } from '../../controller/job-spec/spec.js';
+import { JOB_SPEC_LIMITS } from '../../controller/job-spec/spec.js';
 import { arrayPropertiesSchema } from '../../controller/job-spec/schema.js';
 import { completionText, predictionsOf, queueFieldsOf, warningsOf } from './job.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
@@ -18,6 +18,7 @@ import {
   type JobSummaryResponse,
 } from '../client.js';
 import { packContext } from '../context-archive.js';
+import { requireJobIds } from '../job-id-arguments.js';
 import { formatDollars, formatIdList, formatTable, formatTime } from '../table.js';
 
 interface SubmitOptions extends ConnectionOptions {
@@ -184,12 +185,7 @@ export function registerSubmit(program: Command): void {
     // Check every file before submitting any, so a typo in the third file does not leave two jobs submitted.
     const specs: RawSpec[] = [];
     const dependsOn = (options.dependsOn ?? []).flatMap((ids) => ids.split(',')).map((id) => id.trim());
-    const notIds = dependsOn.filter((id) => !JOB_ID_PATTERN.test(id));
-    if (notIds.length > 0)
-      throw new ValidationError(
-        '--depends-on',
-        notIds.map((id) => `${JSON.stringify(id)}: not a job id (job-<n>)`),
-      );
+    requireJobIds(dependsOn, '--depends-on');
     const array = options.array === undefined ? undefined : arraySizeOption(options.array);
     for (const file of files)
       specs.push(

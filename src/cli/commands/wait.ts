@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { isFinalJobState } from '../../controller/state/lifecycle.js';
-import { JOB_ID_PATTERN } from '../../controller/job-spec/spec.js';
 import { parseDurationSeconds } from '../../core/duration.js';
-import { parseWith, ValidationError } from '../../core/validation.js';
+import { parseWith } from '../../core/validation.js';
 import { arrayMembers } from '../array-members.js';
+import { requireJobIds } from '../job-id-arguments.js';
 import {
   addConnectionOptions,
   FleetwiseClient,
@@ -57,12 +57,7 @@ export function registerWait(program: Command): void {
       .option('--interval <seconds>', 'seconds between polls of the jobs not yet ended (default 5)')
       .option('--json', 'print the ended jobs as a JSON array at the end'),
   ).action(async (ids: string[], options: WaitOptions) => {
-    const notIds = ids.filter((id) => !JOB_ID_PATTERN.test(id));
-    if (notIds.length > 0)
-      throw new ValidationError(
-        'arguments',
-        notIds.map((id) => `${JSON.stringify(id)}: not a job id (job-<n>)`),
-      );
+    requireJobIds(ids, 'arguments');
     const { interval, timeout } = parseWith(optionsSchema, options, 'fleetwise wait options');
     const client = FleetwiseClient.fromOptions(options);
     const arrays = options.array === true ? await arraysOf(client, ids) : undefined;
