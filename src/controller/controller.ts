@@ -558,6 +558,10 @@ export class Controller implements ControllerService {
     return this.jobs.cancel(jobId, reason);
   }
 
+  cancelMany(jobIds: readonly string[], reason: string): JobRecord[] {
+    return this.jobs.cancelMany(jobIds, reason);
+  }
+
   /**
    * API: make a submitted job durable beyond this machine before it is answered (its spec in the job archive). When
    * the object store does not take it, the job is withdrawn (cancelled, saying why) and the error thrown, so the

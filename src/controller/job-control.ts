@@ -5,7 +5,13 @@ import { arrayJobSpec, pairedArrays } from './array-jobs.js';
 import { dependencyProblems } from './job-dependencies.js';
 import { runLimitWarnings } from './run-limits.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
-import { UnknownRecordError, type InstanceRecord, type JobRecord, type StateStore } from './state-store.js';
+import {
+  UnknownRecordError,
+  type InstanceRecord,
+  type IntentRecord,
+  type JobRecord,
+  type StateStore,
+} from './state-store.js';
 
 export interface JobControlDeps {
   readonly store: StateStore;
@@ -167,6 +173,25 @@ export class JobControl {
     return this.endJob(jobId, 'unsuccessful', why, false);
   }
 
+  /**
+   * Cancel jobs in one transaction: a whole array is one commit, not one per job (10,000 of them would hold the loop
+   * for as many disk syncs). Jobs already ended are returned as they are; an unknown one cancels none.
+   */
+  cancelMany(jobIds: readonly string[], reason: string): JobRecord[] {
+    const ended: JobRecord[] = [];
+    const jobs = this.deps.store.transaction(() => {
+      // Intents name one job's tasks each, so one read serves every job.
+      const pending = this.deps.store.listIntents({ states: ['pending'] });
+      return jobIds.map((id) => {
+        const outcome = this.endInTransaction(id, 'cancelled', reason, true, pending);
+        if (outcome.changed) ended.push(outcome.job);
+        return outcome.job;
+      });
+    });
+    for (const job of ended) this.deps.jobEnded(job);
+    return jobs;
+  }
+
   /** Stop a job's tasks (no checkpoint) and end it in `state`; a job already ended is returned as it is. */
   private endJob(
     jobId: string,
@@ -174,37 +199,48 @@ export class JobControl {
     reason: string,
     idempotent: boolean,
   ): JobRecord {
-    let changed = false;
-    const job = this.deps.store.transaction(() => {
-      const current = this.deps.store.getJob(jobId);
-      if (current === undefined) throw new UnknownRecordError('job', jobId);
-      if (isFinalJobState(current.state) && (idempotent || current.state === state)) return current;
-      const ended = this.deps.store.setJobState(jobId, state, reason);
-      changed = true;
-      const tasks = this.deps.store.listTasks({ jobId });
-      const taskIds = new Set(tasks.map((t) => t.id));
-      const pending = this.deps.store.listIntents({ states: ['pending'] });
-      const stopping = new Set<string>();
-      for (const intent of pending) {
-        if (intent.kind === 'start-task' && taskIds.has(intent.payload.taskId))
-          this.deps.store.failIntent(intent.id, `job ${state}`);
-        if (intent.kind === 'stop-task' && taskIds.has(intent.payload.taskId))
-          stopping.add(intent.payload.taskId);
-      }
-      for (const task of tasks)
-        if (
-          PLACED_TASK_STATES.includes(task.state) &&
-          task.instanceId !== undefined &&
-          !stopping.has(task.id)
-        )
-          this.deps.store.recordIntent({
-            kind: 'stop-task',
-            payload: { taskId: task.id, instanceId: task.instanceId, checkpoint: false },
-          });
-      return ended;
-    });
-    if (changed) this.deps.jobEnded(job);
-    return job;
+    const outcome = this.deps.store.transaction(() =>
+      this.endInTransaction(
+        jobId,
+        state,
+        reason,
+        idempotent,
+        this.deps.store.listIntents({ states: ['pending'] }),
+      ),
+    );
+    if (outcome.changed) this.deps.jobEnded(outcome.job);
+    return outcome.job;
+  }
+
+  /** endJob's writes, inside the caller's transaction; `pending`: the pending intents as it began. */
+  private endInTransaction(
+    jobId: string,
+    state: 'cancelled' | 'unsuccessful' | 'failed',
+    reason: string,
+    idempotent: boolean,
+    pending: readonly IntentRecord[],
+  ): { readonly job: JobRecord; readonly changed: boolean } {
+    const current = this.deps.store.getJob(jobId);
+    if (current === undefined) throw new UnknownRecordError('job', jobId);
+    if (isFinalJobState(current.state) && (idempotent || current.state === state))
+      return { job: current, changed: false };
+    const ended = this.deps.store.setJobState(jobId, state, reason);
+    const tasks = this.deps.store.listTasks({ jobId });
+    const taskIds = new Set(tasks.map((t) => t.id));
+    const stopping = new Set<string>();
+    for (const intent of pending) {
+      if (intent.kind === 'start-task' && taskIds.has(intent.payload.taskId))
+        this.deps.store.failIntent(intent.id, `job ${state}`);
+      if (intent.kind === 'stop-task' && taskIds.has(intent.payload.taskId))
+        stopping.add(intent.payload.taskId);
+    }
+    for (const task of tasks)
+      if (PLACED_TASK_STATES.includes(task.state) && task.instanceId !== undefined && !stopping.has(task.id))
+        this.deps.store.recordIntent({
+          kind: 'stop-task',
+          payload: { taskId: task.id, instanceId: task.instanceId, checkpoint: false },
+        });
+    return { job: ended, changed: true };
   }
 
   drain(instanceId: string): InstanceRecord {

@@ -21,6 +21,8 @@ export interface ControllerService {
   submitArray(spec: JobSpec, team: string): JobRecord[];
   /** Cancel a job (`reason`: what its record says, by default that it was cancelled by request): its tasks are stopped and its instances freed at the next round. */
   cancel(jobId: string, reason?: string): JobRecord;
+  /** Cancel jobs together, in one commit (a whole array); those already ended are returned as they are. */
+  cancelMany(jobIds: readonly string[], reason: string): JobRecord[];
   /** Move every task off an instance and retire it. */
   drain(instanceId: string): InstanceRecord;
   /** Current cluster: instances (not terminated), tasks placed on them, and the current $/hour. */

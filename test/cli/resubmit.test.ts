@@ -59,6 +59,8 @@ beforeAll(async () => {
       ['job-7.0', [137]],
       ['job-8.0', [0]],
       ['job-10.0', [0]],
+      ['job-13.0', [0]],
+      ['job-14.0', [0]],
     ]),
   );
   r = rig({}, { tasks: control });
@@ -93,7 +95,26 @@ beforeAll(async () => {
     }),
   });
   expect(collect.status, await collect.clone().text()).toBe(201);
-  await untilEnded(['job-1', 'job-2', ...[4, 5, 6, 7, 8, 9, 10, 11].map((n) => `job-${n}`)]);
+  // gather (job-12) waits for all of sweep, so it fails without starting.
+  r.controller.submit(
+    { ...jobSpec('gather', CPU_SMALL), dependsOn: ['job-4', 'job-5', 'job-6', 'job-7'] },
+    'research',
+  );
+  // tidy (job-13, job-14): an array whose jobs all succeed.
+  r.controller.submitArray(
+    validateJobSpec(
+      {
+        name: 'tidy',
+        team: 'research',
+        tasks: [{ name: 'main', image: 'busybox:latest', demand: CPU_SMALL }],
+        arrayProperties: { size: 2 },
+      },
+      'tidy',
+      catalog,
+    ),
+    'research',
+  );
+  await untilEnded(['job-1', 'job-2', ...[4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14].map((n) => `job-${n}`)]);
 }, 240_000);
 
 afterAll(async () => {
@@ -118,11 +139,14 @@ it('runs a failed step and the step it kept from starting again, the second wait
 
 it('refuses a job that waits for one not run again with it, naming it, and a job not ended; nothing submitted', async () => {
   const before = jobCount();
-  const kept = await cli(['resubmit', 'job-2']);
-  expect(kept.code).toBe(1);
-  expect(kept.stderr).toContain('job-1 ended failed, so this job could never start');
+  // Checked before anything is sent: with job-1 first in the order, job-1 would otherwise go and job-2 be refused.
+  const kept = await cli(['resubmit', 'job-2', 'job-12']);
+  expect(kept.code).toBe(2);
   expect(kept.stderr).toContain(
-    'job-2 waits for job-1, not resubmitted with it: name it too to run it again first',
+    'job-2 waits for job-1, which ended without succeeding and is not resubmitted with it: name it too to run it again first',
+  );
+  expect(kept.stderr).toContain(
+    'job-12 waits for job-5, job-7, which ended without succeeding and are not resubmitted with it',
   );
   const running = await cli(['resubmit', 'job-3', 'job-1']);
   expect(running.code).toBe(2);
@@ -147,7 +171,8 @@ it('runs the jobs of arrays that did not succeed again, each with its index, the
     'failed',
   ]);
   const before = jobCount();
-  const result = await cli(['resubmit', 'job-4', 'job-10', '--array', '--json']);
+  // Two ids of one array name it once; an id of no array is that job.
+  const result = await cli(['resubmit', 'job-4', 'job-10', 'job-6', 'job-12', '--array', '--json']);
   expect(result.code, result.stderr).toBe(0);
   const lines = result.stdout
     .trim()
@@ -159,7 +184,10 @@ it('runs the jobs of arrays that did not succeed again, each with its index, the
     ['job-7', next(2), { index: 3, size: 4 }],
     ['job-9', next(3), { index: 1, size: 4 }],
     ['job-11', next(4), { index: 3, size: 4 }],
+    ['job-12', next(5), undefined],
   ]);
+  // gather waits for the new sweep[1] and sweep[3], and still for the sweep jobs that succeeded.
+  expect(r.store.getJob(next(5))?.spec.dependsOn).toEqual(['job-4', next(1), 'job-6', next(2)]);
   expect(r.store.getJob(next(2))?.spec.tasks).toEqual(r.store.getJob('job-7')?.spec.tasks);
   expect(r.store.getJob(next(2))?.spec.arrayProperties).toEqual({ size: 4, index: 3 });
   // collect[1] waited for sweep[1] (N_TO_N): its new job waits for sweep[1]'s new one.
@@ -173,5 +201,12 @@ it('runs the jobs of arrays that did not succeed again, each with its index, the
   expect(lone.stderr).toContain(
     `${next(1)} says it is index 1 of an array of 4, but ${next(0)} … ${next(3)} are not that array`,
   );
-  expect(jobCount()).toBe(before + 4);
+  expect(jobCount()).toBe(before + 5);
+
+  // An array whose every job succeeded has nothing to run again: said on stderr; --json prints nothing.
+  const none = await cli(['resubmit', 'job-13', '--array', '--json']);
+  expect(none.code, none.stderr).toBe(0);
+  expect(none.stdout).toBe('');
+  expect(none.stderr).toContain('nothing to resubmit: no job of these arrays ended without succeeding');
+  expect(jobCount()).toBe(before + 5);
 });

@@ -57,6 +57,10 @@ export class FakeControllerService implements ApiControllerService {
     return job;
   }
 
+  cancelMany(jobIds: readonly string[], reason: string): JobRecord[] {
+    return this.store.transaction(() => jobIds.map((id) => this.cancel(id, reason)));
+  }
+
   drain(instanceId: string): InstanceRecord {
     return this.store.setInstanceState(instanceId, 'draining', { reason: 'drained through the API' });
   }

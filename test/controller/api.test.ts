@@ -865,6 +865,7 @@ describe('controller API: optional capabilities', () => {
       submit: (spec, team) => plain.submit(spec, team),
       submitArray: (spec, team) => plain.submitArray(spec, team),
       cancel: (id) => plain.cancel(id),
+      cancelMany: (ids, reason) => plain.cancelMany(ids, reason),
       drain: (id) => plain.drain(id),
       cluster: () => plain.cluster(),
       why: (id, limit) => plain.why(id, limit),

@@ -6,14 +6,16 @@ import { startApiServer, type ApiServer } from '../../src/controller/api/server.
 import { JobArchive } from '../../src/controller/backup/job-archive.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { JOB_SPEC_LIMITS } from '../../src/controller/job-spec/spec.js';
+import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { jobArchiveKeys, jobArchivePrefix } from '../../src/protocol/object-keys.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { keysUnder, readJson, recordingLogger } from './backup-fixtures.js';
 import { catalog, rig, type Rig } from './controller-fixtures.js';
 
 /**
- * The largest array AWS Batch takes (10,000 jobs) over the real API, with a job archive on disk: answered 201 with
- * every job stored and its spec archived, and a job can wait for all of it; one more is refused, nothing stored.
+ * The largest array AWS Batch takes (10,000 jobs) over the real API, with the state on SQLite and a job archive on
+ * disk: answered 201 with every job stored and its spec archived, and a job can wait for all of it; one more is
+ * refused, nothing stored; and one request cancels it whole, in one commit.
  */
 
 const ADMIN = 'array-largest-admin-token-0123456789';
@@ -25,7 +27,9 @@ let r: Rig;
 let server: ApiServer;
 
 beforeAll(async () => {
-  r = rig({ clusterName: 'prod' }, { clock, jobArchive: archive, objectStore: objects });
+  // The state on SQLite, as a controller keeps it: every commit is a disk sync.
+  const store = new SqliteStateStore(join(scratch, 'state.db'), { nowSeconds: () => clock.nowSeconds() });
+  r = rig({ clusterName: 'prod' }, { clock, store, jobArchive: archive, objectStore: objects });
   server = await startApiServer(r.controller, { listen: '127.0.0.1:0', adminToken: ADMIN, catalog });
 });
 
@@ -74,4 +78,15 @@ it('takes an array of 10,000 jobs whole, each archived, and a job waiting for al
   expect(tooMany.status).toBe(400);
   expect(JSON.stringify(tooMany.body)).toContain(`arrayProperties.size: at most ${size} jobs`);
   expect(r.store.listJobs()).toHaveLength(size + 1);
+
+  const cancelled = await fetch(`${server.url}/v1/jobs/${ids[1234]}/cancel-array`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ADMIN}` },
+  });
+  expect(cancelled.status).toBe(200);
+  expect(((await cancelled.json()) as { cancelled: unknown[] }).cancelled).toHaveLength(size);
+  expect(r.store.listJobs().filter((j) => j.state === 'cancelled')).toHaveLength(size);
+  // The job waiting for all of them can never start: the next round ends it.
+  await r.controller.runRound('after the cancel');
+  expect(r.store.getJob(gather.body['id'] as string)?.state).toBe('failed');
 }, 120_000);

@@ -879,6 +879,21 @@ describe("an array's dependencies (AWS Batch's N_TO_N and SEQUENTIAL)", () => {
     );
   });
 
+  it('bounds the ids an array stores in all: its size times what each job waits for', () => {
+    const ids = (n: number): string[] => Array.from({ length: n }, (_, i) => `job-${i + 1}`);
+    // An array of 1,000 may wait for all of another; 10,000 jobs may each wait for 100.
+    expect(validateJobSpec(spec(ids(1000), { size: 1000 }), 'api', catalog).dependsOn).toHaveLength(1000);
+    expect(validateJobSpec(spec(ids(100), { size: 10_000 }), 'api', catalog).dependsOn).toHaveLength(100);
+    expect(refused(spec(ids(101), { size: 10_000 }))).toEqual([
+      'dependsOn: 10000 jobs each waiting for 101 make 1010000 waits, at most 1000000 in one array: let one job wait ' +
+        'for those, and the array for that job',
+    ]);
+    // One job (or one of an array, with its index) waits for up to the dependency limit.
+    expect(
+      validateJobSpec(spec(ids(10_000), { size: 10_000, index: 3 }), 'api', catalog).dependsOn,
+    ).toHaveLength(10_000);
+  });
+
   it('names the entry and the reason of a bad one', () => {
     expect(refused(spec([{ jobId: 'job-7', type: 'N_TO_N' }]))).toEqual([
       'dependsOn.0: N_TO_N is for the jobs of an array: give arrayProperties.size (and no index)',

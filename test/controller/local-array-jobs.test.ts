@@ -199,6 +199,15 @@ it('runs each job of an array with its index, lists them by index, and chains a 
   const plain = await runCli(['cancel', gatherId as string, '--array'], controller.env);
   expect(plain.code).not.toBe(0);
   expect(plain.stderr).toContain(`${gatherId} (gather) is not a job of an array`);
+  // Every id is checked before any array is cancelled: one of no array among them cancels none.
+  const hold2 = specFile('hold2', 'sleep 600', ['arrayProperties: { size: 2 }']);
+  const held2 = submitLines((await runCli(['submit', hold2, '--json'], controller.env)).stdout).map(
+    (l) => l.id,
+  );
+  const mixed = await runCli(['cancel', held2[0] as string, gatherId as string, '--array'], controller.env);
+  expect(mixed.code).toBe(2);
+  for (const id of held2) expect((await job(id)).state).not.toBe('cancelled');
+  expect((await runCli(['cancel', held2[1] as string, '--array'], controller.env)).code).toBe(0);
   expect((await runCli(['cancel', loneId], controller.env)).code).toBe(0);
 
   // The sweep example (each job counts to 100 × (index + 1)), shortened: its steps at 0.01 s.

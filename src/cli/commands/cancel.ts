@@ -8,6 +8,7 @@ import {
   type ConnectionOptions,
   type JobSummaryResponse,
 } from '../client.js';
+import { requireJobIds } from '../job-id-arguments.js';
 import { printJson } from '../table.js';
 
 interface CancelOptions extends ConnectionOptions {
@@ -52,7 +53,19 @@ export function registerCancel(program: Command): void {
     const client = FleetwiseClient.fromOptions(options);
     let scope = '';
     if (options.array === true) {
-      // Each id stands for its whole array; the controller cancels its jobs not yet ended.
+      // Each id stands for its whole array; the controller cancels its jobs not yet ended. Every id is checked to be
+      // of an array first, so a wrong one does not leave the arrays before it cancelled.
+      requireJobIds(ids, 'arguments');
+      const alone = (await Promise.all(ids.map((id) => client.getJob(id)))).filter(
+        (j) => j.array === undefined,
+      );
+      if (alone.length > 0)
+        throw new ValidationError(
+          'arguments',
+          alone.map(
+            (j) => `${j.id} (${j.name}) is not a job of an array: cancel it by its id, without --array`,
+          ),
+        );
       const cancelled = new Map<string, JobSummaryResponse>();
       for (const id of ids) for (const job of await client.cancelArray(id)) cancelled.set(job.id, job);
       if (options.json === true) return printJson([...cancelled.values()]);

@@ -2,7 +2,6 @@ import type { Command } from 'commander';
 import { isFinalJobState } from '../../controller/state/lifecycle.js';
 import { ValidationError } from '../../core/validation.js';
 import { arrayMembers } from '../array-members.js';
-import { requireJobIds } from '../job-id-arguments.js';
 import {
   addConnectionOptions,
   FleetwiseClient,
@@ -10,6 +9,7 @@ import {
   type JobDocumentResponse,
   type JobSummaryResponse,
 } from '../client.js';
+import { requireJobIds } from '../job-id-arguments.js';
 import { inSubmissionOrder, keptDependencies, withRenamedDependencies } from '../resubmission.js';
 import { formatIdList } from '../table.js';
 import { arrayName } from './job.js';
@@ -18,6 +18,9 @@ interface ResubmitOptions extends ConnectionOptions {
   readonly array?: boolean;
   readonly json?: boolean;
 }
+
+/** Requests in flight at once while reading the jobs to run again. */
+const CONCURRENT_READS = 8;
 
 export function registerResubmit(program: Command): void {
   addConnectionOptions(
@@ -30,82 +33,109 @@ export function registerResubmit(program: Command): void {
       .argument('<id...>', 'job ids, e.g. job-7 (jobs that have ended)')
       .option(
         '--array',
-        'each id stands for the jobs of its array that ended without succeeding (each runs again with its index)',
+        'an id of an array stands for its jobs that ended without succeeding (each runs again with its index)',
       )
       .option('--json', 'print {"from": …, "id": …} per job (one JSON object per line) instead of text'),
   ).action(async (ids: string[], options: ResubmitOptions) => {
     requireJobIds(ids, 'arguments');
     const client = FleetwiseClient.fromOptions(options);
-    const chosen = options.array === true ? await failedOfArrays(client, ids) : await endedJobs(client, ids);
-    if (chosen.length === 0)
-      return void process.stdout.write(
-        `nothing to resubmit: no job of ${ids.length === 1 ? 'the array' : 'these arrays'} ended without succeeding\n`,
-      );
+    const chosen = inSubmissionOrder(await chosenJobs(client, ids, options.array === true));
+    if (chosen.length === 0) {
+      process.stderr.write('nothing to resubmit: no job of these arrays ended without succeeding\n');
+      return;
+    }
+    const jobs = await readAll(client, chosen);
+    // Everything is checked before anything is submitted, so a refusal leaves nothing half done.
+    await refuseUnmetDependencies(client, jobs);
     // Old id → new. Each job goes after the ones it names (they were submitted before it), so whatever it waits for
     // among these is renamed by the time it goes.
     const renamed = new Map<string, string>();
-    const resubmitted = new Set(chosen);
-    for (const id of inSubmissionOrder(chosen)) {
-      const job = await client.getJob(id);
+    for (const job of jobs) {
       let again: JobSummaryResponse;
       try {
         again = await client.submitJob(withRenamedDependencies(job.spec, renamed));
       } catch (e) {
-        throw new Error(`${id}: ${(e as Error).message}${refusalHint(job, resubmitted, renamed)}`, {
-          cause: e,
-        });
+        const done = [...renamed].map(([from, to]) => `${from} → ${to}`);
+        throw new Error(
+          `${job.id}: ${(e as Error).message}` +
+            (done.length === 0 ? '' : `\nalready resubmitted: ${formatIdList(done)}`),
+          { cause: e },
+        );
       }
-      renamed.set(id, again.id);
+      renamed.set(job.id, again.id);
       if (options.json === true)
         process.stdout.write(
-          `${JSON.stringify({ from: id, id: again.id, name: again.name, team: again.team, state: again.state, ...(again.array === undefined ? {} : { array: again.array }) })}\n`,
+          `${JSON.stringify({ from: job.id, id: again.id, name: again.name, team: again.team, state: again.state, ...(again.array === undefined ? {} : { array: again.array }) })}\n`,
         );
-      else process.stdout.write(`${id} (${arrayName(job)}, ${job.state}) → ${again.id}: ${again.state}\n`);
+      else
+        process.stdout.write(`${job.id} (${arrayName(job)}, ${job.state}) → ${again.id}: ${again.state}\n`);
     }
   });
 }
 
-/** What to say after the controller refused a job: what was already submitted, and which of its waits it kept. */
-function refusalHint(
-  job: JobDocumentResponse,
-  resubmitted: ReadonlySet<string>,
-  renamed: ReadonlyMap<string, string>,
-): string {
-  const lines: string[] = [];
-  if (renamed.size > 0)
-    lines.push(`already resubmitted: ${[...renamed].map(([from, to]) => `${from} → ${to}`).join(', ')}`);
-  const kept = keptDependencies(job.spec, resubmitted);
-  if (kept.length > 0)
-    lines.push(
-      `${job.id} waits for ${formatIdList(kept)}, not resubmitted with it: name ${kept.length === 1 ? 'it' : 'them'} too to run ${kept.length === 1 ? 'it' : 'them'} again first`,
-    );
-  return lines.length === 0 ? '' : `\n${lines.join('\n')}`;
-}
-
-/** The jobs named, each checked to have ended (a job still queued or running would run twice). */
-async function endedJobs(client: FleetwiseClient, ids: readonly string[]): Promise<string[]> {
+/**
+ * The jobs to run again: each id itself, which must have ended (one still queued or running would run twice); with
+ * `array`, an id of an array stands for its jobs that ended without succeeding (those not ended are left alone, and
+ * said so).
+ */
+async function chosenJobs(
+  client: FleetwiseClient,
+  ids: readonly string[],
+  array: boolean,
+): Promise<string[]> {
+  const chosen = new Set<string>();
   const problems: string[] = [];
-  for (const id of new Set(ids)) {
-    const job = await client.getJob(id);
-    if (!isFinalJobState(job.state))
+  const running = new Set<string>();
+  for (const job of await readAll(client, [...new Set(ids)])) {
+    if (array && job.array !== undefined) {
+      if (chosen.has(job.id) || running.has(job.id)) continue; // another id of an array already read
+      for (const member of await arrayMembers(client, job.id)) {
+        if (!isFinalJobState(member.state)) running.add(member.id);
+        else if (member.state !== 'succeeded') chosen.add(member.id);
+      }
+    } else if (!isFinalJobState(job.state))
       problems.push(
-        `${id} (${arrayName(job)}) is ${job.state}: it runs again once it has ended (or cancel it first)`,
+        `${job.id} (${arrayName(job)}) is ${job.state}: it runs again once it has ended (or cancel it first)`,
       );
+    else chosen.add(job.id);
   }
   if (problems.length > 0) throw new ValidationError('arguments', problems);
-  return [...new Set(ids)];
+  if (running.size > 0) process.stderr.write(`left alone, not ended yet: ${formatIdList([...running])}\n`);
+  return [...chosen];
 }
 
-/** The jobs of the arrays the ids belong to that ended without succeeding; those not yet ended are left alone. */
-async function failedOfArrays(client: FleetwiseClient, ids: readonly string[]): Promise<string[]> {
-  const chosen = new Set<string>();
-  const running: string[] = [];
-  for (const id of ids)
-    for (const member of await arrayMembers(client, id)) {
-      if (!isFinalJobState(member.state)) running.push(member.id);
-      else if (member.state !== 'succeeded') chosen.add(member.id);
-    }
-  if (running.length > 0)
-    process.stderr.write(`left alone, not ended yet: ${formatIdList([...new Set(running)])}\n`);
-  return [...chosen];
+/**
+ * Refuse when a job waits for one not run again with it that ended without succeeding: the controller would refuse
+ * that job, after the ones before it went.
+ */
+async function refuseUnmetDependencies(
+  client: FleetwiseClient,
+  jobs: readonly JobDocumentResponse[],
+): Promise<void> {
+  const resubmitted = new Set(jobs.map((j) => j.id));
+  const kept = new Map(jobs.map((j) => [j.id, keptDependencies(j.spec, resubmitted)]));
+  const states = new Map(
+    (await readAll(client, [...new Set([...kept.values()].flat())])).map((d) => [d.id, d.state]),
+  );
+  const problems = jobs.flatMap((job) => {
+    const unmet = (kept.get(job.id) ?? []).filter((id) => {
+      const state = states.get(id);
+      return state !== undefined && isFinalJobState(state) && state !== 'succeeded';
+    });
+    return unmet.length === 0
+      ? []
+      : [
+          `${job.id} waits for ${formatIdList(unmet)}, which ended without succeeding and ${unmet.length === 1 ? 'is' : 'are'} ` +
+            `not resubmitted with it: name ${unmet.length === 1 ? 'it' : 'them'} too to run ${unmet.length === 1 ? 'it' : 'them'} again first`,
+        ];
+  });
+  if (problems.length > 0) throw new ValidationError('arguments', problems);
+}
+
+/** The jobs' documents (state and spec), in the order given, a few requests at a time. */
+async function readAll(client: FleetwiseClient, ids: readonly string[]): Promise<JobDocumentResponse[]> {
+  const jobs: JobDocumentResponse[] = [];
+  for (let i = 0; i < ids.length; i += CONCURRENT_READS)
+    jobs.push(...(await Promise.all(ids.slice(i, i + CONCURRENT_READS).map((id) => client.getJob(id)))));
+  return jobs;
 }

@@ -177,8 +177,8 @@ export const PATHS: Record<string, Record<string, Schema>> = {
   '/v1/jobs/{id}/cancel-array': {
     post: {
       summary:
-        'Cancel every job of the array a job belongs to (those not yet ended stay as they ended); their tasks stop ' +
-        'and their instances are freed at the next round',
+        'Cancel every job not yet ended of the array a job belongs to (those already ended stay as they ended), in ' +
+        'one commit; their tasks stop and their instances are freed at the next round',
       operationId: 'cancelJobArray',
       parameters: [idParam('Any job of the array')],
       responses: {

@@ -224,9 +224,10 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       // A well-formed request about a job that is not what it asks for, as cancelling an ended job is.
       if ('problem' in array) throw new HttpError(409, `${array.problem}: cancel it by its id`);
       // Its jobs that already ended stay as they ended.
-      const cancelled = array.jobs
-        .filter((j) => !isFinalJobState(j.state))
-        .map((j) => service.cancel(j.id, 'cancelled by request, with the rest of its array'));
+      const cancelled = service.cancelMany(
+        array.jobs.filter((j) => !isFinalJobState(j.state)).map((j) => j.id),
+        'cancelled by request, with the rest of its array',
+      );
       return { cancelled: cancelled.map((j) => jobSummary(j, taskCount(j.id), store, predicting())) };
     },
   });

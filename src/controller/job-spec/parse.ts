@@ -120,6 +120,16 @@ function checkStructure(raw: RawJobSpec): Problem[] {
         message: `${d.type} is for the jobs of an array: give arrayProperties.size (and no index)`,
       });
   });
+  // Each job of an array stores the ids it waits for: bounded in all, so one submission cannot store 10⁸ of them.
+  const size = submitsArray ? (raw.arrayProperties?.size ?? 0) : 1;
+  const waits = size * jobDependencies(raw).length;
+  if (waits > JOB_SPEC_LIMITS.maxArrayWaits)
+    problems.push({
+      path: ['dependsOn'],
+      message:
+        `${size} jobs each waiting for ${jobDependencies(raw).length} make ${waits} waits, at most ` +
+        `${JOB_SPEC_LIMITS.maxArrayWaits} in one array: let one job wait for those, and the array for that job`,
+    });
   const root = raw.network?.root;
   if (root !== undefined && rootTaskName(raw, root) === undefined)
     problems.push({

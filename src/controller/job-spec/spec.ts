@@ -48,6 +48,12 @@ export const JOB_SPEC_LIMITS = {
    * jobs waiting takes 2.5–5 s).
    */
   maxArraySize: 10_000,
+  /**
+   * Ids an array's jobs wait for in all (its size × its plain `dependsOn`; N_TO_N and SEQUENTIAL add one each):
+   * each job is stored with its own, so 10,000 jobs each waiting for 10,000 would store 10⁸. 10⁶ still lets an array
+   * of 1,000 wait for all of another.
+   */
+  maxArrayWaits: 1_000_000,
   /** AWS Batch's range for `retryStrategy.attempts`. */
   maxAttempts: 10,
   maxExitRules: 32,
