@@ -112,6 +112,18 @@ it('waits for an array larger than a page of the listing it reads it by, named b
     '--json',
   ]);
   await afterFirstPoll();
+  // Job views asked for (GET /v1/jobs/ID reads the job once) over a few polls: a poll by pages asks for one, not one
+  // per job.
+  const getJob = service.store.getJob.bind(service.store);
+  let viewsRead = 0;
+  service.store.getJob = (id) => {
+    viewsRead += 1;
+    return getJob(id);
+  };
+  await new Promise((r) => setTimeout(r, 1000));
+  service.store.getJob = getJob;
+  expect(viewsRead).toBeGreaterThan(0);
+  expect(viewsRead).toBeLessThan(100);
   for (const [i, id] of ids.entries()) end(id, i === 550 ? 'failed' : 'succeeded');
   const result = await waiting;
   expect(result.code, result.stderr).toBe(1);

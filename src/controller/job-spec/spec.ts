@@ -44,8 +44,8 @@ export const JOB_SPEC_LIMITS = {
   maxDependencies: 10_000,
   /**
    * Jobs in one array (as AWS Batch allows): an array is submitted in one transaction and each of its jobs' specs is
-   * archived before the submission is answered (10,000: 5 s to moto_server's S3 on one host; a round with 14,000
-   * jobs waiting takes 2.5–5 s).
+   * archived before the submission is answered (10,000 jobs: about 4 s with moto_server's S3 on one 2-core
+   * host; rounds with 10,000–20,000 jobs waiting take 1–5 s).
    */
   maxArraySize: 10_000,
   /**
