@@ -246,4 +246,5 @@ it('runs each job of an array with its index, lists them by index, and chains a 
   expect(((await controller.api('GET', '/v1/jobs?all=true')).json as { jobs: unknown[] }).jobs).toHaveLength(
     before,
   );
-});
+  // About thirty CLI processes against a local controller running real tasks: 40–50 s alone, more beside other files.
+}, 180_000);
