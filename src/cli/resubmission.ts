@@ -11,6 +11,14 @@ export function inSubmissionOrder(ids: Iterable<string>): string[] {
   return [...new Set(ids)].sort((a, b) => number(a) - number(b));
 }
 
+/** The job a `dependsOn` entry names: a plain id, or the `jobId` of an `{ jobId, type }` entry; none for SEQUENTIAL. */
+function namedJobOf(entry: unknown): string | undefined {
+  if (typeof entry === 'string') return entry;
+  if (typeof entry !== 'object' || entry === null || !('jobId' in entry)) return undefined;
+  const jobId = (entry as { jobId: unknown }).jobId;
+  return typeof jobId === 'string' ? jobId : undefined;
+}
+
 /**
  * The spec with each `dependsOn` entry that names a job in `renamed` naming its new job instead; a plain id and an
  * `{ jobId }` entry alike. Anything else is left for the controller to check.
@@ -22,17 +30,14 @@ export function withRenamedDependencies(
   const dependsOn = spec['dependsOn'];
   if (!Array.isArray(dependsOn)) return { ...spec };
   const rename = (entry: unknown): unknown => {
-    if (typeof entry === 'string') return renamed.get(entry) ?? entry;
-    if (typeof entry === 'object' && entry !== null && 'jobId' in entry) {
-      const jobId = (entry as { jobId: unknown }).jobId;
-      if (typeof jobId === 'string' && renamed.has(jobId)) return { ...entry, jobId: renamed.get(jobId) };
-    }
-    return entry;
+    const to = renamed.get(namedJobOf(entry) ?? '');
+    if (to === undefined) return entry;
+    return typeof entry === 'string' ? to : { ...(entry as object), jobId: to };
   };
   return { ...spec, dependsOn: dependsOn.map(rename) };
 }
 
-/** The ids among `dependsOn` not run again with the job, for a hint when the controller refuses one. */
+/** The ids among `dependsOn` not run again with the job. */
 export function keptDependencies(
   spec: Readonly<Record<string, unknown>>,
   resubmitted: ReadonlySet<string>,
@@ -40,12 +45,7 @@ export function keptDependencies(
   const dependsOn = spec['dependsOn'];
   if (!Array.isArray(dependsOn)) return [];
   return dependsOn.flatMap((entry: unknown) => {
-    const id =
-      typeof entry === 'string'
-        ? entry
-        : typeof entry === 'object' && entry !== null && 'jobId' in entry
-          ? (entry as { jobId: unknown }).jobId
-          : undefined;
-    return typeof id === 'string' && !resubmitted.has(id) ? [id] : [];
+    const id = namedJobOf(entry);
+    return id !== undefined && !resubmitted.has(id) ? [id] : [];
   });
 }

@@ -45,6 +45,17 @@ async function untilEnded(ids: readonly string[]): Promise<void> {
 
 const jobCount = (): number => r.store.listJobs().length;
 
+/** An array of `size` small jobs of team research, submitted to the controller directly. */
+function submitArray(name: string, size: number): void {
+  const spec = {
+    name,
+    team: 'research',
+    tasks: [{ name: 'main', image: 'busybox:latest', demand: CPU_SMALL }],
+    arrayProperties: { size },
+  };
+  r.controller.submitArray(validateJobSpec(spec, name, catalog), 'research');
+}
+
 beforeAll(async () => {
   ensureBuiltCli();
   // job-1 (prepare) fails, so job-2 (train), which waits for it, fails without starting; job-3 (serve) keeps running;
@@ -69,19 +80,7 @@ beforeAll(async () => {
   const prepare = r.controller.submit(jobSpec('prepare', CPU_SMALL), 'research');
   r.controller.submit({ ...jobSpec('train', CPU_SMALL), dependsOn: [prepare.id] }, 'research');
   r.controller.submit(jobSpec('serve', CPU_SMALL), 'research');
-  r.controller.submitArray(
-    validateJobSpec(
-      {
-        name: 'sweep',
-        team: 'research',
-        tasks: [{ name: 'main', image: 'busybox:latest', demand: CPU_SMALL }],
-        arrayProperties: { size: 4 },
-      },
-      'sweep',
-      catalog,
-    ),
-    'research',
-  );
+  submitArray('sweep', 4);
   // collect (job-8 … job-11): job i waits for sweep's job i, so indexes 1 and 3 fail without starting.
   const collect = await fetch(`${server.url}/v1/jobs`, {
     method: 'POST',
@@ -101,19 +100,7 @@ beforeAll(async () => {
     'research',
   );
   // tidy (job-13, job-14): an array whose jobs all succeed.
-  r.controller.submitArray(
-    validateJobSpec(
-      {
-        name: 'tidy',
-        team: 'research',
-        tasks: [{ name: 'main', image: 'busybox:latest', demand: CPU_SMALL }],
-        arrayProperties: { size: 2 },
-      },
-      'tidy',
-      catalog,
-    ),
-    'research',
-  );
+  submitArray('tidy', 2);
   await untilEnded(['job-1', 'job-2', ...[4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14].map((n) => `job-${n}`)]);
 }, 240_000);
 

@@ -10,6 +10,7 @@ import {
   type JobSummaryResponse,
 } from '../client.js';
 import { requireJobIds } from '../job-id-arguments.js';
+import { readJobs } from '../job-reads.js';
 import { inSubmissionOrder, keptDependencies, withRenamedDependencies } from '../resubmission.js';
 import { formatIdList } from '../table.js';
 import { arrayName } from './job.js';
@@ -18,9 +19,6 @@ interface ResubmitOptions extends ConnectionOptions {
   readonly array?: boolean;
   readonly json?: boolean;
 }
-
-/** Requests in flight at once while reading the jobs to run again. */
-const CONCURRENT_READS = 8;
 
 export function registerResubmit(program: Command): void {
   addConnectionOptions(
@@ -39,12 +37,15 @@ export function registerResubmit(program: Command): void {
   ).action(async (ids: string[], options: ResubmitOptions) => {
     requireJobIds(ids, 'arguments');
     const client = FleetwiseClient.fromOptions(options);
-    const chosen = inSubmissionOrder(await chosenJobs(client, ids, options.array === true));
+    const { chosen, read } = await chosenJobs(client, ids, options.array === true);
     if (chosen.length === 0) {
       process.stderr.write('nothing to resubmit: no job of these arrays ended without succeeding\n');
       return;
     }
-    const jobs = await readAll(client, chosen);
+    // The views of jobs named outright were read to choose them; an array's jobs are read now, for their specs.
+    const unread = chosen.filter((id) => !read.has(id));
+    const views = new Map([...read, ...(await readJobs(client, unread)).map((j) => [j.id, j] as const)]);
+    const jobs = inSubmissionOrder(chosen).map((id) => views.get(id) as JobDocumentResponse);
     // Everything is checked before anything is submitted, so a refusal leaves nothing half done.
     await refuseUnmetDependencies(client, jobs);
     // Old id → new. Each job goes after the ones it names (they were submitted before it), so whatever it waits for
@@ -82,11 +83,12 @@ async function chosenJobs(
   client: FleetwiseClient,
   ids: readonly string[],
   array: boolean,
-): Promise<string[]> {
+): Promise<{ readonly chosen: string[]; readonly read: ReadonlyMap<string, JobDocumentResponse> }> {
   const chosen = new Set<string>();
   const problems: string[] = [];
   const running = new Set<string>();
-  for (const job of await readAll(client, [...new Set(ids)])) {
+  const named = await readJobs(client, [...new Set(ids)]);
+  for (const job of named) {
     if (array && job.array !== undefined) {
       if (chosen.has(job.id) || running.has(job.id)) continue; // another id of an array already read
       for (const member of await arrayMembers(client, job.id)) {
@@ -101,7 +103,7 @@ async function chosenJobs(
   }
   if (problems.length > 0) throw new ValidationError('arguments', problems);
   if (running.size > 0) process.stderr.write(`left alone, not ended yet: ${formatIdList([...running])}\n`);
-  return [...chosen];
+  return { chosen: [...chosen], read: new Map(named.map((j) => [j.id, j])) };
 }
 
 /**
@@ -115,7 +117,7 @@ async function refuseUnmetDependencies(
   const resubmitted = new Set(jobs.map((j) => j.id));
   const kept = new Map(jobs.map((j) => [j.id, keptDependencies(j.spec, resubmitted)]));
   const states = new Map(
-    (await readAll(client, [...new Set([...kept.values()].flat())])).map((d) => [d.id, d.state]),
+    (await readJobs(client, [...new Set([...kept.values()].flat())])).map((d) => [d.id, d.state]),
   );
   const problems = jobs.flatMap((job) => {
     const unmet = (kept.get(job.id) ?? []).filter((id) => {
@@ -130,12 +132,4 @@ async function refuseUnmetDependencies(
         ];
   });
   if (problems.length > 0) throw new ValidationError('arguments', problems);
-}
-
-/** The jobs' documents (state and spec), in the order given, a few requests at a time. */
-async function readAll(client: FleetwiseClient, ids: readonly string[]): Promise<JobDocumentResponse[]> {
-  const jobs: JobDocumentResponse[] = [];
-  for (let i = 0; i < ids.length; i += CONCURRENT_READS)
-    jobs.push(...(await Promise.all(ids.slice(i, i + CONCURRENT_READS).map((id) => client.getJob(id)))));
-  return jobs;
 }

@@ -5,6 +5,7 @@ import { parseDurationSeconds } from '../../core/duration.js';
 import { parseWith } from '../../core/validation.js';
 import { arrayMembers } from '../array-members.js';
 import { requireJobIds } from '../job-id-arguments.js';
+import { readJobs } from '../job-reads.js';
 import {
   addConnectionOptions,
   FleetwiseClient,
@@ -40,9 +41,6 @@ const optionsSchema = z.object({
       return seconds;
     }),
 });
-
-/** Job states fetched at once while waiting (each a request to the controller). */
-const CONCURRENT_READS = 8;
 
 export function registerWait(program: Command): void {
   addConnectionOptions(
@@ -105,21 +103,15 @@ async function arraysOf(
   client: FleetwiseClient,
   ids: readonly string[],
 ): Promise<{ readonly first: string; readonly ids: string[] }[]> {
-  const arrays = new Map<string, string[]>();
+  const arrays: { readonly first: string; readonly ids: string[] }[] = [];
+  const seen = new Set<string>();
   for (const id of ids) {
-    if ([...arrays.values()].some((members) => members.includes(id))) continue;
+    if (seen.has(id)) continue;
     const members = (await arrayMembers(client, id)).map((m) => m.id);
-    arrays.set(members[0] as string, members);
+    for (const m of members) seen.add(m);
+    arrays.push({ first: members[0] as string, ids: members });
   }
-  return [...arrays].map(([first, members]) => ({ first, ids: members }));
-}
-
-/** The jobs' states now, a few requests at a time. */
-async function readJobs(client: FleetwiseClient, ids: readonly string[]): Promise<JobSummaryResponse[]> {
-  const jobs: JobSummaryResponse[] = [];
-  for (let i = 0; i < ids.length; i += CONCURRENT_READS)
-    jobs.push(...(await Promise.all(ids.slice(i, i + CONCURRENT_READS).map((id) => client.getJob(id)))));
-  return jobs;
+  return arrays;
 }
 
 function endLine(job: JobSummaryResponse): string {

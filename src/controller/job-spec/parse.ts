@@ -122,12 +122,13 @@ function checkStructure(raw: RawJobSpec): Problem[] {
   });
   // Each job of an array stores the ids it waits for: bounded in all, so one submission cannot store 10⁸ of them.
   const size = submitsArray ? (raw.arrayProperties?.size ?? 0) : 1;
-  const waits = size * jobDependencies(raw).length;
+  const each = jobDependencies(raw).length;
+  const waits = size * each;
   if (waits > JOB_SPEC_LIMITS.maxArrayWaits)
     problems.push({
       path: ['dependsOn'],
       message:
-        `${size} jobs each waiting for ${jobDependencies(raw).length} make ${waits} waits, at most ` +
+        `${size} jobs each waiting for ${each} make ${waits} waits, at most ` +
         `${JOB_SPEC_LIMITS.maxArrayWaits} in one array: let one job wait for those, and the array for that job`,
     });
   const root = raw.network?.root;
