@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { describeIssues } from '../core/validation.js';
@@ -23,6 +24,11 @@ const UPLOAD_TIMEOUT_MS = 10 * 60_000;
  * take longer than a request's: the default time, plus this much per job (10,000 jobs: 30 s + 250 s).
  */
 const ARRAY_SUBMISSION_MS_PER_JOB = 25;
+
+/** Sends of a keyed submission before giving up (its answer lost each time): 15 s of waits between them. */
+const SUBMISSION_ATTEMPTS = 5;
+/** Answers after which a keyed submission is sent again: the controller restarting, or briefly unable to keep it. */
+const RESENT_STATUSES = new Set([502, 503, 504]);
 
 /** How long to wait for a submission's answer: longer for an array. */
 export function submissionTimeoutMs(spec: unknown): number {
@@ -71,6 +77,8 @@ export const jobSummarySchema = z.looseObject({
   array: z.object({ index: z.number(), size: z.number() }).optional().catch(undefined),
   arrayJobIds: z.array(z.string()).optional().catch(undefined),
   arrayWaitingFor: z.array(z.array(z.string())).optional().catch(undefined),
+  // Answering a submission sent again with its idempotency key: the job(s) are those the first made.
+  replayed: z.boolean().optional().catch(undefined),
 });
 export type JobSummaryResponse = z.output<typeof jobSummarySchema>;
 
@@ -316,6 +324,9 @@ export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
 export class FleetwiseClient {
   readonly server: string;
 
+  /** The wait before a lost keyed submission is sent again, doubling each time. */
+  resendDelayMs = 1000;
+
   constructor(
     server: string,
     private readonly token: string,
@@ -364,11 +375,38 @@ export class FleetwiseClient {
     return new FleetwiseClient(server, token, undefined, origin);
   }
 
-  async submitJob(spec: unknown): Promise<JobSummaryResponse> {
-    return this.request('POST', '/v1/jobs', jobSummarySchema, {
-      json: spec,
-      timeoutMs: submissionTimeoutMs(spec),
-    });
+  /**
+   * Submit a spec. With an idempotency key the submission is safe to send again (the controller answers a repeat
+   * with the job(s) the first made), so one whose answer was lost (no answer in time, a dropped connection, the
+   * controller restarting or briefly unable to make it durable: 502–504) is sent again, a few times, before giving up.
+   */
+  async submitJob(
+    spec: unknown,
+    options: {
+      readonly idempotencyKey?: string | undefined;
+      /** Told before each resend: why the answer was lost and how long until the next send. */
+      readonly onResend?: (reason: string, delayMs: number) => void;
+    } = {},
+  ): Promise<JobSummaryResponse> {
+    const key = options.idempotencyKey;
+    const send = (): Promise<JobSummaryResponse> =>
+      this.request('POST', '/v1/jobs', jobSummarySchema, {
+        json: spec,
+        timeoutMs: submissionTimeoutMs(spec),
+        ...(key === undefined ? {} : { headers: { 'idempotency-key': key } }),
+      });
+    if (key === undefined) return send();
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await send();
+      } catch (e) {
+        const lost = !(e instanceof ApiError) || RESENT_STATUSES.has(e.status);
+        if (!lost || attempt >= SUBMISSION_ATTEMPTS) throw e;
+        const delayMs = this.resendDelayMs * 2 ** (attempt - 1);
+        options.onResend?.(e instanceof Error ? e.message : String(e), delayMs);
+        await sleep(delayMs);
+      }
+    }
   }
 
   /** Validate a spec on the controller and see what it would get now; nothing is created. */
@@ -524,11 +562,13 @@ export class FleetwiseClient {
       readonly contentType?: string;
       readonly text?: boolean;
       readonly timeoutMs?: number;
+      readonly headers?: Readonly<Record<string, string>>;
     } = {},
   ): Promise<z.output<S>> {
     // Errors name the route, not its query: a 400 names the parameter at fault in its details.
     const what = `${method} ${path.split('?')[0] ?? path}`;
     const headers: Record<string, string> = {
+      ...options.headers,
       authorization: `Bearer ${this.token}`,
       accept: 'application/json',
     };

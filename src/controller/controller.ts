@@ -46,7 +46,13 @@ import { RoundSchedule } from './round-schedule.js';
 import { buildScheduler, type SchedulerRecipe } from './scheduler-recipe.js';
 import { SchedulerState, type ControllerScheduler } from './scheduler-state.js';
 import { CloudOnlyTaskControl, silentLogger, type ControllerLogger, type TaskControl } from './seams.js';
-import type { ClusterView, ControllerService, RoundCause, WhyRecord } from './service.js';
+import type {
+  ClusterView,
+  ControllerService,
+  RoundCause,
+  SubmissionCommitHook,
+  WhyRecord,
+} from './service.js';
 import { reconcilerSettings, type ControllerSettings } from './settings.js';
 import type { InstanceRecord, JobRecord, StateStore } from './state-store.js';
 import { replaceSilentWorkers, type WorkerFleet } from './worker-liveness.js';
@@ -541,17 +547,17 @@ export class Controller implements ControllerService {
   // -------------------------------------------------------------------------------------------------------------
   // ControllerService
 
-  submit(spec: JobSpec, team: string): JobRecord {
-    return this.jobs.submit(spec, team);
+  submit(spec: JobSpec, team: string, inCommit?: SubmissionCommitHook): JobRecord {
+    return this.jobs.submit(spec, team, inCommit);
   }
 
-  submitArray(spec: JobSpec, team: string): JobRecord[] {
-    return this.jobs.submitArray(spec, team);
+  submitArray(spec: JobSpec, team: string, inCommit?: SubmissionCommitHook): JobRecord[] {
+    return this.jobs.submitArray(spec, team, inCommit);
   }
 
   /** API: a submission committed with the others of the same moment (group commit, job-control.ts). */
-  submitBatched(spec: JobSpec, team: string): Promise<JobRecord> {
-    return this.jobs.submitBatched(spec, team);
+  submitBatched(spec: JobSpec, team: string, inCommit?: SubmissionCommitHook): Promise<JobRecord> {
+    return this.jobs.submitBatched(spec, team, inCommit);
   }
 
   cancel(jobId: string, reason?: string): JobRecord {

@@ -4,6 +4,7 @@ import { arraySubmissionSize, type JobSpec } from './job-spec/spec.js';
 import { arrayJobSpec, pairedArrays } from './array-jobs.js';
 import { dependencyProblems } from './job-dependencies.js';
 import { runLimitWarnings } from './run-limits.js';
+import type { SubmissionCommitHook } from './service.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
 import {
   UnknownRecordError,
@@ -32,6 +33,7 @@ export interface JobControlDeps {
 interface WaitingSubmission {
   readonly spec: JobSpec;
   readonly team: string;
+  readonly inCommit: SubmissionCommitHook | undefined;
   readonly resolve: (job: JobRecord) => void;
   readonly reject: (error: Error) => void;
 }
@@ -42,8 +44,12 @@ export class JobControl {
 
   constructor(private readonly deps: JobControlDeps) {}
 
-  submit(spec: JobSpec, team: string): JobRecord {
-    const job = this.deps.store.transaction(() => this.record(spec, team));
+  submit(spec: JobSpec, team: string, inCommit?: SubmissionCommitHook): JobRecord {
+    const job = this.deps.store.transaction(() => {
+      const recorded = this.record(spec, team);
+      inCommit?.([recorded]);
+      return recorded;
+    });
     this.submitted([job]);
     return job;
   }
@@ -53,7 +59,7 @@ export class JobControl {
    * give it (array-jobs.ts), stored in one transaction (an array is submitted whole or not at all; its ids follow one
    * another in index order).
    */
-  submitArray(spec: JobSpec, team: string): JobRecord[] {
+  submitArray(spec: JobSpec, team: string, inCommit?: SubmissionCommitHook): JobRecord[] {
     const size = arraySubmissionSize(spec);
     if (size === undefined)
       throw new Error(`${spec.name}: not an array (arrayProperties.size without an index)`);
@@ -66,6 +72,7 @@ export class JobControl {
       const recorded: JobRecord[] = [];
       for (let index = 0; index < size; index++)
         recorded.push(this.record(arrayJobSpec(spec, index, paired.arrays, recorded.at(-1)), team, checked));
+      inCommit?.(recorded);
       return recorded;
     });
     this.submitted(jobs);
@@ -78,9 +85,9 @@ export class JobControl {
    * commit, as databases do for concurrent commits: each submitter is answered once its batch is durable, and a
    * submission the store refuses fails alone (its own nested transaction rolls back).
    */
-  submitBatched(spec: JobSpec, team: string): Promise<JobRecord> {
+  submitBatched(spec: JobSpec, team: string, inCommit?: SubmissionCommitHook): Promise<JobRecord> {
     return new Promise((resolve, reject) => {
-      this.batch.push({ spec, team, resolve, reject });
+      this.batch.push({ spec, team, inCommit, resolve, reject });
       if (this.batch.length === 1) setImmediate(() => this.commitBatch());
     });
   }
@@ -93,7 +100,13 @@ export class JobControl {
       this.deps.store.transaction(() => {
         for (const s of batch)
           try {
-            outcomes.push(this.deps.store.transaction(() => this.record(s.spec, s.team)));
+            outcomes.push(
+              this.deps.store.transaction(() => {
+                const job = this.record(s.spec, s.team);
+                s.inCommit?.([job]);
+                return job;
+              }),
+            );
           } catch (e) {
             outcomes.push(e instanceof Error ? e : new Error(String(e)));
           }

@@ -5,6 +5,9 @@ import type { OrphanView } from './kept-orphans.js';
 import type { InstanceRecord, JobRecord, StateStore, TaskRecord } from './state-store.js';
 import type { MonthToDateCosts } from './month-to-date.js';
 
+/** Runs inside a submission's transaction with the jobs it recorded; throwing rolls the submission back. */
+export type SubmissionCommitHook = (jobs: readonly JobRecord[]) => void;
+
 /**
  * What the HTTP API (and so the CLI) asks of the running controller. Reads go straight to the StateStore;
  * actions go through here so the controller can record intents and schedule an early round.
@@ -12,13 +15,16 @@ import type { MonthToDateCosts } from './month-to-date.js';
  */
 export interface ControllerService {
   readonly store: StateStore;
-  /** Validated spec in, stored job out; triggers an early scheduling round. */
-  submit(spec: JobSpec, team: string): JobRecord;
+  /**
+   * Validated spec in, stored job out; triggers an early scheduling round. `inCommit` runs inside the submission's
+   * transaction once its job is recorded (the API records an idempotency key there); throwing rolls the job back.
+   */
+  submit(spec: JobSpec, team: string, inCommit?: SubmissionCommitHook): JobRecord;
   /**
    * An array (`arrayProperties` with a size and no index): its jobs, each the spec with its index, stored together
-   * (all or none), ids in index order; triggers an early scheduling round.
+   * (all or none), ids in index order; triggers an early scheduling round. `inCommit` as for `submit`.
    */
-  submitArray(spec: JobSpec, team: string): JobRecord[];
+  submitArray(spec: JobSpec, team: string, inCommit?: SubmissionCommitHook): JobRecord[];
   /** Cancel a job (`reason`: what its record says, by default that it was cancelled by request): its tasks are stopped and its instances freed at the next round. */
   cancel(jobId: string, reason?: string): JobRecord;
   /** Cancel jobs together, in one commit (a whole array); those already ended are returned as they are. */

@@ -122,6 +122,14 @@ it('runs a failed step and the step it kept from starting again, the second wait
   const old = r.store.getJob('job-2')?.spec;
   expect(r.store.getJob(first)?.spec).toEqual(r.store.getJob('job-1')?.spec);
   expect(r.store.getJob(second)?.spec).toEqual({ ...old, dependsOn: [first] });
+  // Run again (a second try after a lost answer, or by mistake), it answers the reruns it made: nothing runs twice.
+  const again = await cli(['resubmit', 'job-1', 'job-2']);
+  expect(again.code, again.stderr).toBe(0);
+  expect(again.stdout).toBe(
+    `job-1 (prepare, failed) → ${first}: queued (resubmitted before)\n` +
+      `job-2 (train, failed) → ${second}: queued (resubmitted before)\n`,
+  );
+  expect(jobCount()).toBe(before + 2);
 });
 
 it('refuses a job that waits for one not run again with it, naming it, and a job not ended; nothing submitted', async () => {
@@ -181,6 +189,17 @@ it('runs the jobs of arrays that did not succeed again, each with its index, the
   expect(r.store.getJob('job-9')?.spec.dependsOn).toEqual(['job-5']);
   expect(r.store.getJob(next(3))?.spec.dependsOn).toEqual([next(1)]);
   expect(r.store.getJob(next(4))?.spec.dependsOn).toEqual([next(2)]);
+
+  // The same command again reruns nothing more: each job's rerun is the one made above.
+  const again = await cli(['resubmit', 'job-4', 'job-10', 'job-6', 'job-12', '--array', '--json']);
+  expect(again.code, again.stderr).toBe(0);
+  expect(
+    again.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { from: string; id: string; replayed?: boolean })
+      .map((l) => [l.from, l.id, l.replayed]),
+  ).toEqual(lines.map((l) => [l.from, l.id, true]));
 
   // A job run again is a job of its own, with its index: not an array to take whole.
   const lone = await cli(['resubmit', next(1), '--array']);

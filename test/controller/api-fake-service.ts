@@ -8,7 +8,12 @@ import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import { ValidationError } from '../../src/core/validation.js';
 import type { LatencyMatrixView } from '../../src/controller/latency-matrix.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
-import type { ClusterView, CostReport, WhyRecord } from '../../src/controller/service.js';
+import type {
+  ClusterView,
+  CostReport,
+  SubmissionCommitHook,
+  WhyRecord,
+} from '../../src/controller/service.js';
 import type { InstanceRecord, JobRecord } from '../../src/controller/state-store.js';
 import type { WorkerEndpoint } from '../../src/controller/api/routes-workers.js';
 import { WorkerProtocolError } from '../../src/controller/worker-task-control.js';
@@ -34,19 +39,24 @@ export class FakeControllerService implements ApiControllerService {
   /** The latency matrix, when a test serves one (the controller's comes from its workers). */
   latency?: () => LatencyMatrixView;
 
-  submit(spec: JobSpec, team: string): JobRecord {
-    const job = this.store.submitJob({ ...spec, team });
+  submit(spec: JobSpec, team: string, inCommit?: SubmissionCommitHook): JobRecord {
+    const job = this.store.transaction(() => {
+      const recorded = this.store.submitJob({ ...spec, team });
+      inCommit?.([recorded]);
+      return recorded;
+    });
     this.requestRound(`submitted ${job.id}`);
     return job;
   }
 
-  submitArray(spec: JobSpec, team: string): JobRecord[] {
+  submitArray(spec: JobSpec, team: string, inCommit?: SubmissionCommitHook): JobRecord[] {
     return this.store.transaction(() => {
       const paired = pairedArrays(spec, team, this.store);
       if (paired.problems.length > 0) throw new ValidationError('job spec', paired.problems);
       const jobs: JobRecord[] = [];
       for (let index = 0; index < (spec.arrayProperties?.size ?? 0); index++)
         jobs.push(this.submit(arrayJobSpec(spec, index, paired.arrays, jobs.at(-1)), team));
+      inCommit?.(jobs);
       return jobs;
     });
   }

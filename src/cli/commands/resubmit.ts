@@ -4,6 +4,7 @@ import { ValidationError } from '../../core/validation.js';
 import { arrayMembers } from '../array-members.js';
 import {
   addConnectionOptions,
+  ApiError,
   FleetwiseClient,
   type ConnectionOptions,
   type JobDocumentResponse,
@@ -14,6 +15,7 @@ import { readJobs } from '../job-reads.js';
 import { inSubmissionOrder, keptDependencies, withRenamedDependencies } from '../resubmission.js';
 import { formatIdList } from '../table.js';
 import { arrayName } from './job.js';
+import { sayResending } from './submit.js';
 
 interface ResubmitOptions extends ConnectionOptions {
   readonly array?: boolean;
@@ -54,24 +56,48 @@ export function registerResubmit(program: Command): void {
     for (const job of jobs) {
       let again: JobSummaryResponse;
       try {
-        again = await client.submitJob(withRenamedDependencies(job.spec, renamed));
+        // Keyed by the job it reruns: a second run of this command (or a resend of a lost answer) gets the rerun
+        // made the first time, never another.
+        again = await client.submitJob(withRenamedDependencies(job.spec, renamed), {
+          idempotencyKey: resubmissionKey(job.id),
+          onResend: sayResending(job.id),
+        });
       } catch (e) {
         const done = [...renamed].map(([from, to]) => `${from} → ${to}`);
+        const hint =
+          e instanceof ApiError && e.status === 422
+            ? `\n${job.id} was resubmitted before, waiting for other jobs than now: resubmit the job that made instead`
+            : '';
         throw new Error(
-          `${job.id}: ${(e as Error).message}` +
+          `${job.id}: ${(e as Error).message}${hint}` +
             (done.length === 0 ? '' : `\nalready resubmitted: ${formatIdList(done)}`),
           { cause: e },
         );
       }
       renamed.set(job.id, again.id);
+      const before = again.replayed === true;
       if (options.json === true)
         process.stdout.write(
-          `${JSON.stringify({ from: job.id, id: again.id, name: again.name, team: again.team, state: again.state, ...(again.array === undefined ? {} : { array: again.array }) })}\n`,
+          `${JSON.stringify({ from: job.id, id: again.id, name: again.name, team: again.team, state: again.state, ...(again.array === undefined ? {} : { array: again.array }), ...(before ? { replayed: true } : {}) })}\n`,
         );
       else
-        process.stdout.write(`${job.id} (${arrayName(job)}, ${job.state}) → ${again.id}: ${again.state}\n`);
+        process.stdout.write(
+          `${job.id} (${arrayName(job)}, ${job.state}) → ${again.id}: ${again.state}${before ? rerunBefore(again) : ''}\n`,
+        );
     }
   });
+}
+
+/** The idempotency key of a job's rerun: one rerun per job, however often the command runs. */
+export function resubmissionKey(jobId: string): string {
+  return `resubmit/${jobId}`;
+}
+
+/** What a line says of a rerun made by an earlier resubmit. */
+function rerunBefore(again: JobSummaryResponse): string {
+  return isFinalJobState(again.state) && again.state !== 'succeeded'
+    ? ` (resubmitted before; to run it again, resubmit ${again.id})`
+    : ' (resubmitted before)';
 }
 
 /**

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import type { Command } from 'commander';
@@ -8,6 +9,7 @@ import { parseJobSpec, validateJobSpec } from '../../controller/job-spec/parse.j
 import { writtenArraySize } from '../../controller/job-spec/array.js';
 import { JOB_SPEC_LIMITS } from '../../controller/job-spec/spec.js';
 import { arrayPropertiesSchema } from '../../controller/job-spec/schema.js';
+import { IDEMPOTENCY_KEY_PATTERN, IDEMPOTENCY_KEY_RULE } from '../../controller/submission-keys.js';
 import { completionText, predictionsOf, queueFieldsOf, warningsOf } from './job.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import {
@@ -29,6 +31,7 @@ interface SubmitOptions extends ConnectionOptions {
   readonly chain?: boolean;
   readonly array?: string;
   readonly perIndex?: boolean;
+  readonly idempotencyKey?: string;
 }
 
 /** A spec without `team` is submitted for the token's team; this stands in for it in the local check only. */
@@ -168,6 +171,12 @@ export function registerSubmit(program: Command): void {
           "(AWS Batch's N_TO_N), not for all of it",
       )
       .option(
+        '--idempotency-key <key>',
+        'make the submission safe to run again: run with the same key (after a crash, a lost answer), it answers the ' +
+          'jobs the first run made instead of submitting them twice (several files: KEY/1, KEY/2, … each). Without ' +
+          'it each file gets a key of its own, so a lost answer is asked again without a second copy',
+      )
+      .option(
         '--dry-run',
         "validate on the controller and show each task's instance type, $/hour and the ETA it would get now; submit nothing",
       ),
@@ -198,6 +207,7 @@ export function registerSubmit(program: Command): void {
           dependsOn,
         ),
       );
+    const keys = submissionKeys(options.idempotencyKey, files.length);
     if (options.perIndex === true) checkPerIndex(files, specs, options.chain === true);
     else if (options.chain === true) checkChainAfterArrays(files, specs);
     const client = FleetwiseClient.fromOptions(options);
@@ -228,7 +238,7 @@ export function registerSubmit(program: Command): void {
       const raw = await uploadBuildContexts(spec as RawSpec, file, client, (l) => process.stderr.write(l));
       let job: JobSummaryResponse;
       try {
-        job = await client.submitJob(raw);
+        job = await client.submitJob(raw, { idempotencyKey: keys[i], onResend: sayResending(file) });
       } catch (e) {
         if (submitted.length > 0)
           process.stderr.write(
@@ -252,6 +262,7 @@ export function registerSubmit(program: Command): void {
               warnings,
               waitingFor: job.arrayJobIds === undefined ? waitingFor : (job.arrayWaitingFor?.[index] ?? []),
               ...(job.arrayJobIds === undefined ? {} : { array: { index, size: ids.length } }),
+              ...(job.replayed === true ? { replayed: true } : {}),
             })}\n`,
           );
       else {
@@ -268,7 +279,11 @@ export function registerSubmit(program: Command): void {
                 : `, waiting for ${formatIdList(waitingFor)}`;
         const what =
           job.arrayJobIds === undefined ? job.id : `${ids[0]} … ${ids.at(-1)}, an array of ${ids.length}`;
-        process.stdout.write(`submitted ${what} (${job.name}, team ${job.team}): ${job.state}${waits}\n`);
+        process.stdout.write(
+          job.replayed === true
+            ? `submitted before with this idempotency key: ${what} (${job.name}, team ${job.team}): ${job.state}\n`
+            : `submitted ${what} (${job.name}, team ${job.team}): ${job.state}${waits}\n`,
+        );
       }
       for (const w of warnings)
         process.stderr.write(
@@ -276,6 +291,27 @@ export function registerSubmit(program: Command): void {
         );
     }
   });
+}
+
+/** What a resend of a lost answer says on stderr (the submission is keyed: no second copy is made). */
+export function sayResending(what: string): (reason: string, delayMs: number) => void {
+  return (reason, delayMs) =>
+    process.stderr.write(
+      `${what}: no answer (${reason.split('\n')[0] ?? reason}); sending it again in ${delayMs / 1000} s (with its idempotency key: never a second copy)\n`,
+    );
+}
+
+/**
+ * Each file's idempotency key: the one given (`KEY/n` for the n-th of several files), else a random one per file, so
+ * that the client's own resends of a lost answer never submit twice.
+ */
+function submissionKeys(given: string | undefined, count: number): string[] {
+  if (given === undefined) return Array.from({ length: count }, () => randomUUID());
+  const keys = count === 1 ? [given] : Array.from({ length: count }, (_, i) => `${given}/${i + 1}`);
+  const bad = keys.find((k) => !IDEMPOTENCY_KEY_PATTERN.test(k));
+  if (bad !== undefined)
+    throw new ValidationError('--idempotency-key', [`${JSON.stringify(bad)}: ${IDEMPOTENCY_KEY_RULE}`]);
+  return keys;
 }
 
 /** `--array N`, checked as the spec's arrayProperties.size is. */

@@ -171,6 +171,11 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
         description:
           "Only in the answer to an array's submission: every job it made, in index order (the summary is the first's)",
       },
+      replayed: {
+        type: 'boolean',
+        description:
+          'Only in the answer to a submission sent again with its Idempotency-Key: true, the job(s) are those the first made',
+      },
     },
   },
   DryRun: {

@@ -84,6 +84,13 @@ export const PATHS: Record<string, Record<string, Schema>> = {
             'true: validate the spec and answer the instance type and $/hour of each task and the predicted ETA, without creating the job',
           schema: { type: 'string', enum: ['true', 'false'] },
         },
+        {
+          name: 'Idempotency-Key',
+          in: 'header',
+          description:
+            "Makes the submission safe to send again: the same key with the same spec is answered with the job(s) the first made (201, `replayed: true`, header `Idempotent-Replayed: true`), never a second copy; the same key with another spec is refused (422). A team's keys are its own and are kept as long as its jobs. Ignored by a dry run",
+          schema: { type: 'string', pattern: '^[A-Za-z0-9._:/@+=-]{1,255}$' },
+        },
       ],
       requestBody: {
         required: true,
@@ -100,8 +107,9 @@ export const PATHS: Record<string, Record<string, Schema>> = {
         '403': error("The spec names a team other than the token's"),
         '413': error('Body larger than the limit (1 MiB)'),
         '415': error('Content type other than JSON or YAML'),
+        '422': error('The Idempotency-Key was used before for another spec'),
         '503': error(
-          'The object store did not take the job spec, so the job could not be made durable; it was withdrawn: retry',
+          'The object store did not take the job spec, so the job could not be made durable; it was withdrawn: retry (with the same Idempotency-Key, if one was sent)',
         ),
       },
     },

@@ -10,6 +10,8 @@ import { teamScope, type Principal } from './auth.js';
 import { bodyOf } from './body.js';
 import { HttpError, notFound } from './errors.js';
 import { keepAcceptedArray, keepAcceptedJob } from './kept-submission.js';
+import { IDEMPOTENT_REPLAYED_HEADER, idempotencyKeyOf, KeyedSubmissions } from './keyed-submission.js';
+import { requestHashOf } from '../submission-keys.js';
 import { sinceQueryParam } from './since.js';
 import type { ApiContext, RouteTable } from './routing.js';
 import { dryRunView, requireUploadedContexts, specFromBody } from './submission.js';
@@ -77,6 +79,7 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
   const store = service.store;
   const taskCount = (jobId: string): number => store.listTasks({ jobId }).length;
   const predicting = (): boolean => service.predictionsEnabled === true;
+  const keyed = new KeyedSubmissions(store);
 
   routes.add({
     method: 'POST',
@@ -114,30 +117,45 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
         return dryRunView(spec, context.priceBook, eta);
       }
       requireUploadedContexts(spec);
-      if (arraySubmissionSize(spec) !== undefined) {
-        const jobs = service.submitArray(spec, spec.team);
-        await keepAcceptedArray(service, jobs);
-        const first = jobs[0] as JobRecord;
-        const waiting = jobs.map((j) => unmetOf(j.spec.dependsOn, store));
-        return reply
-          .code(201)
-          .header('location', `/v1/jobs/${first.id}`)
-          .send({
-            ...jobSummary(first, taskCount(first.id), store, predicting()),
-            arrayJobIds: jobs.map((j) => j.id),
-            // What each waits for (SEQUENTIAL and N_TO_N give each its own), when one waits at all.
-            ...(waiting.some((w) => w.length > 0) ? { arrayWaitingFor: waiting } : {}),
+      const key = idempotencyKeyOf(request.headers);
+      const array = arraySubmissionSize(spec) !== undefined;
+      const { jobs, replayed } = await keyed.submit(
+        key === undefined ? undefined : { team: spec.team, key, requestHash: requestHashOf(spec) },
+        async ({ inCommit, withdrawn }) => {
+          if (array) {
+            const made = service.submitArray(spec, spec.team, inCommit);
+            await keepAcceptedArray(service, made).catch((e: unknown) => {
+              withdrawn();
+              throw e;
+            });
+            return made;
+          }
+          const job =
+            service.submitBatched === undefined
+              ? service.submit(spec, spec.team, inCommit)
+              : await service.submitBatched(spec, spec.team, inCommit);
+          await keepAcceptedJob(service, job).catch((e: unknown) => {
+            withdrawn();
+            throw e;
           });
-      }
-      const job =
-        service.submitBatched === undefined
-          ? service.submit(spec, spec.team)
-          : await service.submitBatched(spec, spec.team);
-      await keepAcceptedJob(service, job);
-      return reply
-        .code(201)
-        .header('location', `/v1/jobs/${job.id}`)
-        .send(jobSummary(job, taskCount(job.id), store, predicting()));
+          return [job];
+        },
+      );
+      const first = jobs[0] as JobRecord;
+      reply.code(201).header('location', `/v1/jobs/${first.id}`);
+      if (replayed) reply.header(IDEMPOTENT_REPLAYED_HEADER, 'true');
+      const summary = {
+        ...jobSummary(first, taskCount(first.id), store, predicting()),
+        ...(replayed ? { replayed: true } : {}),
+      };
+      if (!array) return reply.send(summary);
+      const waiting = jobs.map((j) => unmetOf(j.spec.dependsOn, store));
+      return reply.send({
+        ...summary,
+        arrayJobIds: jobs.map((j) => j.id),
+        // What each waits for (SEQUENTIAL and N_TO_N give each its own), when one waits at all.
+        ...(waiting.some((w) => w.length > 0) ? { arrayWaitingFor: waiting } : {}),
+      });
     },
   });
 

@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { PriceBook } from '../../scheduler/reservation-price.js';
-import type { ControllerService } from '../service.js';
+import type { ControllerService, SubmissionCommitHook } from '../service.js';
 import type { JobSpec } from '../job-spec/spec.js';
 import type { EtaRecord } from '../queue-records.js';
 import type { LatencyMatrixView } from '../latency-matrix.js';
@@ -38,7 +38,7 @@ export interface ApiControllerService extends ControllerService {
    * `submit`, committed together with the submissions of the same moment (one store sync for them all); answered
    * once durable. Without it the API submits one by one.
    */
-  submitBatched?(spec: JobSpec, team: string): Promise<JobRecord>;
+  submitBatched?(spec: JobSpec, team: string, inCommit?: SubmissionCommitHook): Promise<JobRecord>;
   /** The ETA a job with this spec would get if submitted now, stored nowhere; null when none can be predicted. */
   /**
    * Make a just-submitted job durable beyond this machine (the job archive) before it is answered; throws, having

@@ -1,0 +1,114 @@
+import { z } from 'zod';
+import { parseWith } from '../../core/validation.js';
+import type { SubmissionCommitHook } from '../service.js';
+import type { JobRecord, StateStore } from '../state-store.js';
+import {
+  findSubmission,
+  forgetSubmissionKey,
+  IDEMPOTENCY_KEY_PATTERN,
+  IDEMPOTENCY_KEY_RULE,
+  recordSubmissionKey,
+  SubmissionKeyReusedError,
+  SubmissionKeyTakenError,
+  type SubmissionKey,
+} from '../submission-keys.js';
+import { HttpError } from './errors.js';
+
+/** The request header carrying a submission's idempotency key (as Stripe's and the IETF draft's APIs name it). */
+export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
+/** Set on the answer to a submission sent again with its key: the jobs are those the first one made. */
+export const IDEMPOTENT_REPLAYED_HEADER = 'idempotent-replayed';
+
+const keyHeaders = z.object({
+  [IDEMPOTENCY_KEY_HEADER]: z
+    .string({ error: 'give one Idempotency-Key' })
+    .regex(IDEMPOTENCY_KEY_PATTERN, IDEMPOTENCY_KEY_RULE)
+    .optional(),
+});
+
+/** The request's idempotency key, if it sent one (400 naming the header when it is not one). */
+export function idempotencyKeyOf(headers: unknown): string | undefined {
+  return parseWith(keyHeaders, headers, 'headers')[IDEMPOTENCY_KEY_HEADER];
+}
+
+/** What a submission needs to make its jobs: the hook recording its key, and what to call once it withdrew them. */
+export interface SubmissionMaking {
+  readonly inCommit: SubmissionCommitHook | undefined;
+  /** The jobs were withdrawn (not made durable) and the client told to retry: the key must not answer for them. */
+  readonly withdrawn: () => void;
+}
+
+export interface SubmissionOutcome {
+  readonly jobs: readonly JobRecord[];
+  /** The key had made these jobs before: nothing new was submitted. */
+  readonly replayed: boolean;
+}
+
+/**
+ * Submissions sent with an idempotency key (submission-keys.ts): the first makes its jobs and records the key in the
+ * same transaction; the same key with the same spec is answered with those jobs; with another spec, 422. A retry that
+ * arrives while the first is still being made durable (a client that timed out) waits for it, so it is never told
+ * of jobs that are then withdrawn.
+ */
+export class KeyedSubmissions {
+  private readonly inFlight = new Map<string, Promise<SubmissionOutcome>>();
+
+  constructor(private readonly store: StateStore) {}
+
+  async submit(
+    key: SubmissionKey | undefined,
+    make: (making: SubmissionMaking) => Promise<readonly JobRecord[]>,
+  ): Promise<SubmissionOutcome> {
+    if (key === undefined)
+      return { jobs: await make({ inCommit: undefined, withdrawn: () => {} }), replayed: false };
+    const slot = `${key.team}\n${key.key}`;
+    for (let earlier = this.inFlight.get(slot); earlier !== undefined; earlier = this.inFlight.get(slot))
+      await earlier.catch(() => undefined);
+    const replay = this.replay(key);
+    if (replay !== undefined) return replay;
+    const outcome = this.first(key, make);
+    this.inFlight.set(slot, outcome);
+    try {
+      return await outcome;
+    } finally {
+      this.inFlight.delete(slot);
+    }
+  }
+
+  private async first(
+    key: SubmissionKey,
+    make: (making: SubmissionMaking) => Promise<readonly JobRecord[]>,
+  ): Promise<SubmissionOutcome> {
+    try {
+      const jobs = await make({
+        inCommit: (recorded) => recordSubmissionKey(this.store, key, recorded),
+        withdrawn: () => forgetSubmissionKey(this.store, key.team, key.key),
+      });
+      return { jobs, replayed: false };
+    } catch (e) {
+      if (e instanceof SubmissionKeyReusedError) throw reused(e);
+      // Recorded between the look and the commit: a controller that took over with the key already in its store.
+      if (e instanceof SubmissionKeyTakenError) return this.replay(key) ?? Promise.reject(e);
+      throw e;
+    }
+  }
+
+  /** The jobs the key made before, if it did (422 when it made them for another spec). */
+  private replay(key: SubmissionKey): SubmissionOutcome | undefined {
+    const earlier = findSubmission(this.store, key.team, key.key);
+    if (earlier === undefined) return undefined;
+    if (earlier.requestHash !== key.requestHash)
+      throw reused(new SubmissionKeyReusedError(key.key, earlier.jobIds));
+    const jobs = earlier.jobIds.map((id) => this.store.getJob(id));
+    // The store keeps every job; one missing is a state restored from before it, where the key should not be either.
+    if (jobs.some((j) => j === undefined)) {
+      forgetSubmissionKey(this.store, key.team, key.key);
+      return undefined;
+    }
+    return { jobs: jobs as JobRecord[], replayed: true };
+  }
+}
+
+function reused(e: SubmissionKeyReusedError): HttpError {
+  return new HttpError(422, e.message, [`${IDEMPOTENCY_KEY_HEADER}: ${e.message}`]);
+}

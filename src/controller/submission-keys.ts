@@ -1,0 +1,116 @@
+import { createHash } from 'node:crypto';
+import { stringify } from 'safe-stable-stringify';
+import { z } from 'zod';
+import type { JobSpec } from './job-spec/spec.js';
+import type { JobRecord, StateStore } from './state-store.js';
+
+/**
+ * Idempotent submission: a client that sends a submission with an idempotency key (the API's `Idempotency-Key`
+ * header) and gets no answer (a timeout, a dropped connection, a controller restart) can send it again with the same
+ * key and is answered with the job(s) the first one made, never a second copy. The key is recorded in the
+ * submission's own transaction, so a job exists exactly when its key does; a team's keys are its own. Keys are kept as
+ * long as the jobs they name (the store keeps every job), so a key also makes a submission repeatable much later:
+ * `fleetwise resubmit` keys each rerun by the job it reruns, so running it twice reruns once.
+ */
+
+/** What an idempotency key may be: printable, no spaces, 1–255 characters (a UUID, `nightly/2026-12-02`, …). */
+export const IDEMPOTENCY_KEY_PATTERN = /^[A-Za-z0-9._:/@+=-]{1,255}$/;
+export const IDEMPOTENCY_KEY_RULE =
+  '1–255 characters of letters, digits and . _ : / @ + = - (a UUID, say); the same key sends the same submission again';
+
+/** One keyed submission: what was asked (its spec's hash) and the jobs it made, in id order. */
+export interface SubmissionKeyRecord {
+  readonly requestHash: string;
+  readonly jobIds: readonly string[];
+  readonly atSeconds: number;
+}
+
+const recordSchema = z.object({
+  requestHash: z.string(),
+  jobIds: z.array(z.string()).min(1),
+  atSeconds: z.number(),
+});
+
+/** The same key sent again with another spec: a client reusing a key by mistake, never a retry. */
+export class SubmissionKeyReusedError extends Error {
+  override name = 'SubmissionKeyReusedError';
+  constructor(
+    readonly key: string,
+    readonly jobIds: readonly string[],
+  ) {
+    super(
+      `the idempotency key ${JSON.stringify(key)} was used for another submission (${jobIds.length === 1 ? jobIds[0] : `${jobIds[0]} … ${jobIds.at(-1)}`}): ` +
+        'a retry sends the same spec with the same key; a new submission takes a new key',
+    );
+  }
+}
+
+/** A key recorded between the caller's look and its commit (a concurrent retry): answer that submission instead. */
+export class SubmissionKeyTakenError extends Error {
+  override name = 'SubmissionKeyTakenError';
+  constructor(readonly record: SubmissionKeyRecord) {
+    super('submitted already with this idempotency key');
+  }
+}
+
+/** A submission's key as the caller gives it: the team scopes it, the hash tells a retry from a reuse. */
+export interface SubmissionKey {
+  readonly team: string;
+  readonly key: string;
+  readonly requestHash: string;
+}
+
+// Teams are names without '/', so the team part of the store key cannot run into the key part.
+const storeKey = (team: string, key: string): string => `submission-key/${team}/${key}`;
+
+/** The hash of what a submission asks: its validated spec, key order aside (a retry may serialise it otherwise). */
+export function requestHashOf(spec: JobSpec): string {
+  return createHash('sha256')
+    .update(stringify(spec) ?? '')
+    .digest('hex');
+}
+
+export function findSubmission(
+  store: StateStore,
+  team: string,
+  key: string,
+): SubmissionKeyRecord | undefined {
+  const value = store.getValue(storeKey(team, key));
+  if (value === undefined) return undefined;
+  const parsed = recordSchema.safeParse(value);
+  // A value this code did not write is no submission: better a second job than a wrong answer naming other jobs.
+  return parsed.success ? parsed.data : undefined;
+}
+
+/**
+ * Record the key of a submission that made `jobs`, inside the submission's transaction: throws (rolling the
+ * submission back) when the key was recorded meanwhile.
+ */
+export function recordSubmissionKey(
+  store: StateStore,
+  submission: SubmissionKey,
+  jobs: readonly JobRecord[],
+): void {
+  store.transaction(() => {
+    const earlier = findSubmission(store, submission.team, submission.key);
+    if (earlier !== undefined) {
+      if (earlier.requestHash !== submission.requestHash)
+        throw new SubmissionKeyReusedError(submission.key, earlier.jobIds);
+      throw new SubmissionKeyTakenError(earlier);
+    }
+    const record: SubmissionKeyRecord = {
+      requestHash: submission.requestHash,
+      jobIds: jobs.map((j) => j.id),
+      atSeconds: jobs[0]?.submittedAtSeconds ?? 0,
+    };
+    store.setValue(storeKey(submission.team, submission.key), { ...record, jobIds: [...record.jobIds] });
+  });
+}
+
+/**
+ * Forget a key whose submission was withdrawn (its spec could not be made durable): the client is told to retry, and
+ * the retry, with the same key, must submit anew rather than be answered with the withdrawn job.
+ */
+export function forgetSubmissionKey(store: StateStore, team: string, key: string): void {
+  store.deleteValue(storeKey(team, key));
+}

@@ -1,0 +1,150 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { FleetwiseClient } from '../../src/cli/client.js';
+import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
+import { ADMIN_TOKEN, fakeWithTeams, type FakeControllerService } from '../controller/api-fake-service.js';
+import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+
+/**
+ * A submission whose answer is lost on the way back (the controller made the job; the connection dropped before the
+ * client read the answer), through an HTTP proxy in front of a real API server: the client sends it again with its
+ * idempotency key and is answered with the job the first send made, so the job exists once. Without a key the loss
+ * is reported and nothing is sent again (the job may exist: the case a key is for). The CLI does this on its own.
+ */
+
+let server: ApiServer;
+let service: FakeControllerService;
+let proxy: Server;
+let proxyUrl: string;
+/** Answers to submissions the proxy will drop (the controller's answer read, the client's connection cut). */
+let dropAnswers = 0;
+let submissionsSeen = 0;
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-resend-'));
+
+async function forward(request: IncomingMessage, response: ServerResponse): Promise<void> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of request) chunks.push(chunk as Buffer);
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(request.headers))
+    if (typeof value === 'string' && !['host', 'connection', 'content-length'].includes(name))
+      headers.set(name, value);
+  const body = Buffer.concat(chunks);
+  const upstream = await fetch(`${server.url}${request.url ?? '/'}`, {
+    method: request.method ?? 'GET',
+    headers,
+    ...(body.length === 0 ? {} : { body }),
+  });
+  const text = await upstream.text();
+  if (request.method === 'POST' && request.url?.startsWith('/v1/jobs') === true) {
+    submissionsSeen += 1;
+    if (dropAnswers > 0) {
+      dropAnswers -= 1;
+      request.socket.destroy(); // the controller answered; the client never hears it
+      return;
+    }
+  }
+  response.writeHead(upstream.status, Object.fromEntries(upstream.headers));
+  response.end(text);
+}
+
+beforeAll(async () => {
+  ensureBuiltCli();
+  service = fakeWithTeams();
+  server = await startApiServer(service, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN });
+  proxy = createServer((request, response) => {
+    forward(request, response).catch(() => request.socket.destroy());
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  await new Promise((resolve) => proxy.close(resolve));
+  await server.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+beforeEach(() => {
+  dropAnswers = 0;
+  submissionsSeen = 0;
+});
+
+const spec = (name: string): Record<string, unknown> => ({
+  name,
+  team: 'vision',
+  tasks: [{ name: 'main', image: 'busybox:latest', demand: { c7i: [0, 1, 2] } }],
+});
+const jobsNamed = (name: string): string[] =>
+  service.store
+    .listJobs()
+    .filter((j) => j.name === name)
+    .map((j) => j.id);
+
+describe('a submission whose answer is lost', () => {
+  it('is sent again with its key and answered with the one job the first send made', async () => {
+    const client = new FleetwiseClient(proxyUrl, ADMIN_TOKEN);
+    client.resendDelayMs = 20;
+    dropAnswers = 2;
+    const told: number[] = [];
+    const answer = await client.submitJob(spec('resent'), {
+      idempotencyKey: 'resent-1',
+      onResend: (_reason, delayMs) => told.push(delayMs),
+    });
+    expect(submissionsSeen).toBe(3);
+    expect(told).toEqual([20, 40]);
+    expect(jobsNamed('resent')).toEqual([answer.id]);
+    expect(answer.replayed).toBe(true);
+  });
+
+  it('gives up after its sends, naming the loss', async () => {
+    const client = new FleetwiseClient(proxyUrl, ADMIN_TOKEN);
+    client.resendDelayMs = 5;
+    dropAnswers = 10;
+    await expect(client.submitJob(spec('lost'), { idempotencyKey: 'lost-1' })).rejects.toThrow(
+      /cannot reach the controller .*POST \/v1\/jobs/,
+    );
+    expect(submissionsSeen).toBe(5);
+    expect(jobsNamed('lost')).toHaveLength(1);
+  });
+
+  it('is not sent again without a key (a second send could make a second job)', async () => {
+    const client = new FleetwiseClient(proxyUrl, ADMIN_TOKEN);
+    client.resendDelayMs = 5;
+    dropAnswers = 1;
+    await expect(client.submitJob(spec('unkeyed'))).rejects.toThrow(/cannot reach the controller/);
+    expect(submissionsSeen).toBe(1);
+    expect(jobsNamed('unkeyed')).toHaveLength(1);
+  });
+
+  it('is resent by `fleetwise submit` on its own, and a rerun with --idempotency-key submits nothing new', async () => {
+    const file = join(scratch, 'train.json');
+    writeFileSync(file, JSON.stringify(spec('cli-resent')));
+    const env = { ...process.env, FLEETWISE_SERVER: proxyUrl, FLEETWISE_TOKEN: ADMIN_TOKEN };
+    dropAnswers = 1;
+    const first = await runCli(['submit', file, '--idempotency-key', 'train/2026-12-02'], env);
+    expect(first.code, first.stderr).toBe(0);
+    const [id] = jobsNamed('cli-resent');
+    expect(first.stdout).toBe(
+      `submitted before with this idempotency key: ${id} (cli-resent, team vision): queued\n`,
+    );
+    expect(submissionsSeen).toBe(2);
+    expect(first.stderr).toMatch(
+      /train\.json: no answer \(cannot reach the controller .*\); sending it again in 1 s \(with its idempotency key: never a second copy\)/,
+    );
+    const rerun = await runCli(['submit', file, '--idempotency-key', 'train/2026-12-02', '--json'], env);
+    expect(rerun.code, rerun.stderr).toBe(0);
+    expect(JSON.parse(rerun.stdout)).toMatchObject({ id, replayed: true });
+    // Without the flag each run is a new submission (its own key covers only its own resends).
+    const plain = await runCli(['submit', file], env);
+    expect(plain.code, plain.stderr).toBe(0);
+    expect(jobsNamed('cli-resent')).toHaveLength(2);
+    const bad = await runCli(['submit', file, '--idempotency-key', 'no spaces allowed'], env);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--idempotency-key');
+    expect(jobsNamed('cli-resent')).toHaveLength(2);
+  });
+});
