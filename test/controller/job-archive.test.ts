@@ -163,4 +163,39 @@ describe('the job archive behind submissions', () => {
       state: 'cancelled',
     });
   });
+
+  it("stores a whole array's ends several at a time, and each of them", async () => {
+    const answer = await call('POST', '/v1/jobs', {
+      ...spec('cancelled-array'),
+      arrayProperties: { size: 40 },
+    });
+    const ids = answer.body['arrayJobIds'] as string[];
+    let inFlight = 0;
+    let most = 0;
+    const put = objects.put.bind(objects);
+    objects.put = async (key, body) => {
+      if (!key.endsWith('/end.json')) return put(key, body);
+      most = Math.max(most, ++inFlight);
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        return await put(key, body);
+      } finally {
+        inFlight -= 1;
+      }
+    };
+    try {
+      expect((await call('POST', `/v1/jobs/${ids[0]}/cancel-array`)).status).toBe(200);
+      await until('every end record', () => (archive.pendingEndCount === 0 ? true : undefined));
+    } finally {
+      objects.put = put;
+    }
+    // One after another before; at most 16 at once, within the SDK's sockets.
+    expect(most).toBeGreaterThan(1);
+    expect(most).toBeLessThanOrEqual(16);
+    for (const id of ids)
+      expect(await readJson(objects, jobArchiveKeys('prod', id).end)).toMatchObject({
+        id,
+        state: 'cancelled',
+      });
+  });
 });

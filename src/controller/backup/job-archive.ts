@@ -21,6 +21,9 @@ export interface JobArchiveOptions {
   readonly retrySeconds?: number;
 }
 
+/** End records stored at once: within what the AWS SDK's default 50 sockets carry, beside submissions' spec puts. */
+const END_WRITE_CONCURRENCY = 16;
+
 /**
  * Every accepted job in the object store, next to the state backups, so a restore rebuilds what the newest backup
  * missed: a job's spec is stored before its submission is answered (one put; the API answers 503 and the job is
@@ -56,7 +59,7 @@ export class JobArchive {
     }
   }
 
-  /** Record that a job ended; stored in the background (one write at a time, retried until it succeeds). */
+  /** Record that a job ended; stored in the background (several at a time, retried until stored). */
   keepEnded(job: JobRecord): void {
     if (!isFinalJobState(job.state)) return;
     this.pendingEnds.set(job.id, {
@@ -84,23 +87,9 @@ export class JobArchive {
   }
 
   private async writeEnds(): Promise<void> {
-    const { objectStore, cluster, clock, log } = this.options;
+    const { clock, log } = this.options;
     while (this.pendingEnds.size > 0) {
-      let failed = false;
-      for (const [jobId, doc] of [...this.pendingEnds]) {
-        try {
-          await objectStore.put(jobArchiveKeys(cluster, jobId).end, documentBytes(doc));
-          if (this.pendingEnds.get(jobId) === doc) this.pendingEnds.delete(jobId);
-        } catch (e) {
-          failed = true;
-          this.options.metrics?.jobArchiveFailed('end');
-          log.warn(`cannot store how ${jobId} ended in the job archive; trying again`, {
-            error: e instanceof Error ? e.message : String(e),
-          });
-          break;
-        }
-      }
-      if (!failed) continue;
+      if (await this.writePendingEnds()) continue;
       if (this.stopped) {
         log.warn(
           `${this.pendingEnds.size} job end(s) left out of the job archive at stop (the state has them)`,
@@ -109,5 +98,35 @@ export class JobArchive {
       }
       await clock.sleep(this.options.retrySeconds ?? 5, this.retry.signal);
     }
+  }
+
+  /**
+   * One pass over the ends pending now, END_WRITE_CONCURRENCY puts at a time (a whole array cancelled at once is
+   * thousands of ends: stored in seconds, not one round trip after another). False when a put failed: the pass takes
+   * no more, and the rest wait for the retry.
+   */
+  private async writePendingEnds(): Promise<boolean> {
+    const { objectStore, cluster, log } = this.options;
+    const pass = [...this.pendingEnds];
+    let next = 0;
+    let failed = false;
+    const writer = async (): Promise<void> => {
+      while (!failed && next < pass.length) {
+        const [jobId, doc] = pass[next++] as [string, ArchivedEnd];
+        try {
+          await objectStore.put(jobArchiveKeys(cluster, jobId).end, documentBytes(doc));
+          if (this.pendingEnds.get(jobId) === doc) this.pendingEnds.delete(jobId);
+        } catch (e) {
+          this.options.metrics?.jobArchiveFailed('end');
+          if (failed) continue;
+          failed = true;
+          log.warn(`cannot store how ${jobId} ended in the job archive; trying again`, {
+            error: e instanceof Error ? e.message : String(e),
+          });
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(END_WRITE_CONCURRENCY, pass.length) }, writer));
+    return !failed;
   }
 }
