@@ -5,7 +5,7 @@ import { Admission } from '../queue/admission.js';
 import { schedulerCaps } from '../round/plan-caps.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { readJobLogs, storeBuildContext } from './artifacts.js';
-import type { JobArchive } from './backup/job-archive.js';
+import type { ArchivedSubmissionKey, JobArchive } from './backup/job-archive.js';
 import { SystemClock, type Clock } from './clock.js';
 import { BetweenRoundsPlacer } from './between-rounds-placement.js';
 import { computeClosedPeriodReport, computeCostReport, type DetailedCostReport } from './cost-accounting.js';
@@ -573,10 +573,10 @@ export class Controller implements ControllerService {
    * the object store does not take it, the job is withdrawn (cancelled, saying why) and the error thrown, so the
    * client is told to retry and no job runs that a restore could drop.
    */
-  async keepSubmission(job: JobRecord): Promise<void> {
+  async keepSubmission(job: JobRecord, key?: ArchivedSubmissionKey): Promise<void> {
     if (this.jobArchive === undefined) return;
     try {
-      await this.jobArchive.keepSubmitted(job);
+      await this.jobArchive.keepSubmitted(job, key);
     } catch (e) {
       const why = e instanceof Error ? e.message : String(e);
       this.log.error(`${job.id} withdrawn: its spec could not be stored in the job archive`, { error: why });

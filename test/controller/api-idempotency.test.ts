@@ -7,7 +7,8 @@ import { JobArchive } from '../../src/controller/backup/job-archive.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
-import { recordingLogger, StoreWithOutage } from './backup-fixtures.js';
+import { jobArchiveKeys } from '../../src/protocol/object-keys.js';
+import { readJson, recordingLogger, StoreWithOutage } from './backup-fixtures.js';
 import { catalog, rig, type Rig } from './controller-fixtures.js';
 
 /**
@@ -109,6 +110,14 @@ describe('a submission sent again with its Idempotency-Key', () => {
     expect(again.replayedHeader).toBe('true');
     expect(again.body).toMatchObject({ id: first.body['id'], name: 'nightly', replayed: true });
     expect(jobsNamed('nightly')).toBe(1);
+    // The job archive keeps the key with the spec, so a state restored from a backup answers a resend too.
+    const archived = (await readJson(objects, jobArchiveKeys('prod', first.body['id'] as string).spec)) as {
+      submissionKey?: unknown;
+    };
+    expect(archived.submissionKey).toEqual({
+      key: 'nightly/2026-12-02',
+      requestHash: expect.stringMatching(/^[0-9a-f]{64}$/) as unknown,
+    });
     // The same spec with its keys in another order is the same request.
     const reordered = await submit(
       { tasks: spec('nightly')['tasks'], team: 'research', name: 'nightly' },

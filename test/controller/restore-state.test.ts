@@ -6,6 +6,7 @@ import { gzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { JobArchive } from '../../src/controller/backup/job-archive.js';
+import { findSubmission, recordSubmissionKey, requestHashOf } from '../../src/controller/submission-keys.js';
 import { parseRestoreSource } from '../../src/controller/backup/restore-source.js';
 import {
   RestoreError,
@@ -71,10 +72,16 @@ class Cluster {
     });
   }
 
-  /** A submission as the API makes it: stored, then archived before it is answered. */
-  async submit(name: string, spec: JobSpec = jobSpec(name, CPU_SMALL)): Promise<JobRecord> {
-    const job = this.state.submitJob(spec);
-    await this.archive.keepSubmitted(job);
+  /** A submission as the API makes it: stored (with its idempotency key, if any), then archived before its answer. */
+  async submit(name: string, spec: JobSpec = jobSpec(name, CPU_SMALL), key?: string): Promise<JobRecord> {
+    const submissionKey =
+      key === undefined ? undefined : { team: spec.team, key, requestHash: requestHashOf(spec) };
+    const job = this.state.transaction(() => {
+      const made = this.state.submitJob(spec);
+      if (submissionKey !== undefined) recordSubmissionKey(this.state, submissionKey, [made]);
+      return made;
+    });
+    await this.archive.keepSubmitted(job, submissionKey);
     return job;
   }
 
@@ -370,6 +377,37 @@ describe('restore from a backup', () => {
       '4 job(s) accepted after it submitted again (job-1, job-3, job-4, job-5), 0 ended as they did after it, ' +
         '2 withdrawn, of an array the loss cut short (job-1, job-3); ',
     );
+  });
+
+  it('keeps the idempotency keys of the jobs it brings back, but not of an array the loss cut short', async () => {
+    const c = new Cluster();
+    await c.submit('early', jobSpec('early', CPU_SMALL), 'early-key'); // job-1: in the backup, key and all
+    await c.backup.run();
+    const late = await c.submit('late', jobSpec('late', CPU_SMALL), 'late-key'); // job-2
+    // An array's jobs share their submission's key: job-3 and job-4 archived, and job-5, cut short, of another.
+    const sweep = (index: number, size: number, name: string): JobSpec => ({
+      ...jobSpec(name, CPU_SMALL),
+      arrayProperties: { size, index },
+    });
+    for (const index of [0, 1]) {
+      const spec = sweep(index, 2, 'pair');
+      const job = c.state.submitJob(spec);
+      await c.archive.keepSubmitted(job, { key: 'pair-key', requestHash: 'pair-hash' });
+    }
+    const cut = c.state.submitJob(sweep(0, 2, 'cut')); // its other job never stored
+    await c.archive.keepSubmitted(cut, { key: 'cut-key', requestHash: 'cut-hash' });
+    c.state.close();
+
+    const { dir } = await c.restore(c.objectsDir);
+    const restored = new SqliteStateStore(join(dir, 'state.db'));
+    expect(findSubmission(restored, 'research', 'early-key')?.jobIds).toEqual(['job-1']);
+    expect(findSubmission(restored, 'research', 'late-key')).toMatchObject({
+      jobIds: [late.id],
+      requestHash: requestHashOf(jobSpec('late', CPU_SMALL)),
+    });
+    expect(findSubmission(restored, 'research', 'pair-key')?.jobIds).toEqual(['job-3', 'job-4']);
+    expect(findSubmission(restored, 'research', 'cut-key')).toBeUndefined();
+    restored.close();
   });
 
   /** A cluster whose archive holds `spec` as job-7's, accepted after its backup: what restoring it does. */

@@ -1,3 +1,4 @@
+import type { ArchivedSubmissionKey } from '../backup/job-archive.js';
 import type { JobRecord } from '../state-store.js';
 import { HttpError } from './errors.js';
 import type { ApiControllerService } from './routing.js';
@@ -7,10 +8,14 @@ import type { ApiControllerService } from './routing.js';
  * archive, src/controller/backup/job-archive.ts): a job a client saw accepted survives the loss of the machine. When
  * the object store does not take the spec, the controller has withdrawn the job and the client is told to retry.
  */
-export async function keepAcceptedJob(service: ApiControllerService, job: JobRecord): Promise<void> {
+export async function keepAcceptedJob(
+  service: ApiControllerService,
+  job: JobRecord,
+  key?: ArchivedSubmissionKey,
+): Promise<void> {
   if (service.keepSubmission === undefined) return;
   try {
-    await service.keepSubmission(job);
+    await service.keepSubmission(job, key);
   } catch (e) {
     throw new HttpError(
       503,
@@ -34,6 +39,7 @@ const ARRAY_KEEP_CONCURRENCY = 48;
 export async function keepAcceptedArray(
   service: ApiControllerService,
   jobs: readonly JobRecord[],
+  key?: ArchivedSubmissionKey,
 ): Promise<void> {
   const keep = service.keepSubmission?.bind(service);
   if (keep === undefined) return;
@@ -43,7 +49,7 @@ export async function keepAcceptedArray(
     while (failure === undefined && next < jobs.length) {
       const job = jobs[next++] as JobRecord;
       try {
-        await keep(job); // a job it cannot keep, it withdraws itself
+        await keep(job, key); // a job it cannot keep, it withdraws itself
       } catch (error) {
         failure ??= { job, error };
       }

@@ -119,28 +119,27 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       requireUploadedContexts(spec);
       const key = idempotencyKeyOf(request.headers);
       const array = arraySubmissionSize(spec) !== undefined;
-      const { jobs, replayed } = await keyed.submit(
-        key === undefined ? undefined : { team: spec.team, key, requestHash: requestHashOf(spec) },
-        async ({ inCommit, withdrawn }) => {
-          if (array) {
-            const made = service.submitArray(spec, spec.team, inCommit);
-            await keepAcceptedArray(service, made).catch((e: unknown) => {
-              withdrawn();
-              throw e;
-            });
-            return made;
-          }
-          const job =
-            service.submitBatched === undefined
-              ? service.submit(spec, spec.team, inCommit)
-              : await service.submitBatched(spec, spec.team, inCommit);
-          await keepAcceptedJob(service, job).catch((e: unknown) => {
+      const submissionKey =
+        key === undefined ? undefined : { team: spec.team, key, requestHash: requestHashOf(spec) };
+      const { jobs, replayed } = await keyed.submit(submissionKey, async ({ inCommit, withdrawn }) => {
+        if (array) {
+          const made = service.submitArray(spec, spec.team, inCommit);
+          await keepAcceptedArray(service, made, submissionKey).catch((e: unknown) => {
             withdrawn();
             throw e;
           });
-          return [job];
-        },
-      );
+          return made;
+        }
+        const job =
+          service.submitBatched === undefined
+            ? service.submit(spec, spec.team, inCommit)
+            : await service.submitBatched(spec, spec.team, inCommit);
+        await keepAcceptedJob(service, job, submissionKey).catch((e: unknown) => {
+          withdrawn();
+          throw e;
+        });
+        return [job];
+      });
       const first = jobs[0] as JobRecord;
       reply.code(201).header('location', `/v1/jobs/${first.id}`);
       if (replayed) reply.header(IDEMPOTENT_REPLAYED_HEADER, 'true');

@@ -7,6 +7,7 @@ import type { EtaRecord } from '../queue-records.js';
 import type { LatencyMatrixView } from '../latency-matrix.js';
 import type { LeadershipView } from '../ha/leader-elector.js';
 import type { JobRecord } from '../state-store.js';
+import type { ArchivedSubmissionKey } from '../backup/job-archive.js';
 import type { LoopHealth } from '../loop-health.js';
 import type { Principal, RouteAccess } from './auth.js';
 
@@ -44,7 +45,7 @@ export interface ApiControllerService extends ControllerService {
    * Make a just-submitted job durable beyond this machine (the job archive) before it is answered; throws, having
    * withdrawn the job, when that fails.
    */
-  keepSubmission?(job: JobRecord): Promise<void>;
+  keepSubmission?(job: JobRecord, key?: ArchivedSubmissionKey): Promise<void>;
   /** Round trips the workers measured between instances, and where their probes listen. */
   latency?(): LatencyMatrixView;
   estimate?(spec: JobSpec): Promise<EtaRecord | null>;

@@ -56,6 +56,8 @@ export const archivedSpecSchema = z.strictObject({
   id: jobId,
   submittedAtSeconds: epochSeconds,
   spec: z.unknown(),
+  /** The idempotency key it was submitted with (submission-keys.ts), so a restored state answers a resend of it. */
+  submissionKey: z.strictObject({ key: z.string().min(1), requestHash: z.string().min(1) }).optional(),
 });
 export type ArchivedSpec = z.output<typeof archivedSpecSchema>;
 

@@ -6,6 +6,12 @@ import { isFinalJobState } from '../state/lifecycle.js';
 import type { JobRecord } from '../state-store.js';
 import { documentBytes, type ArchivedEnd, type ArchivedSpec } from './backup-documents.js';
 
+/** A submission's idempotency key as the archive keeps it (its team is the job's). */
+export interface ArchivedSubmissionKey {
+  readonly key: string;
+  readonly requestHash: string;
+}
+
 /** What the archive reports (ControllerMetrics implements it for /metrics). */
 export interface JobArchiveMetrics {
   jobArchiveFailed(part: 'spec' | 'end'): void;
@@ -40,13 +46,14 @@ export class JobArchive {
 
   constructor(private readonly options: JobArchiveOptions) {}
 
-  /** Store an accepted job's spec; throws when the object store does not take it. */
-  async keepSubmitted(job: JobRecord): Promise<void> {
+  /** Store an accepted job's spec (with the idempotency key it came with); throws when the object store does not take it. */
+  async keepSubmitted(job: JobRecord, key?: ArchivedSubmissionKey): Promise<void> {
     const doc: ArchivedSpec = {
       version: 1,
       id: job.id,
       submittedAtSeconds: job.submittedAtSeconds,
       spec: job.spec,
+      ...(key === undefined ? {} : { submissionKey: { key: key.key, requestHash: key.requestHash } }),
     };
     try {
       await this.options.objectStore.put(

@@ -15,6 +15,7 @@ import {
   type ArchivedEnd,
   type ArchivedSpec,
 } from './backup-documents.js';
+import { findSubmission, recordSubmissionKey } from '../submission-keys.js';
 
 /** Archive reads in flight at once: a restore reads only what its backup missed, but that may be many jobs. */
 const READ_CONCURRENCY = 16;
@@ -95,6 +96,10 @@ export async function rebuildJobs(
         message: `${archived.id} submitted again from the job archive: it was accepted after the backup restored`,
       });
     }
+    restoreSubmissionKeys(
+      store,
+      validated.filter(({ archived }) => !cutShort.has(archived.id)),
+    );
     const ended: string[] = [];
     for (const end of [...ends.values()].sort((a, b) => jobSeqOf(a.id) - jobSeqOf(b.id)))
       if (endAsArchived(store, end)) ended.push(end.id);
@@ -111,6 +116,28 @@ export async function rebuildJobs(
     }
     return { resubmitted: validated.map((v) => v.archived.id), ended, withdrawn };
   });
+}
+
+/**
+ * The idempotency keys the restored jobs were submitted with (an array's jobs share one), so a client resending a
+ * submission whose answer it lost in the loss is answered with its jobs, not given second copies. Jobs of an array the
+ * loss cut short keep none: that submission was never answered, and its resend must submit anew.
+ */
+function restoreSubmissionKeys(
+  store: StateStore,
+  restored: readonly { readonly archived: ArchivedSpec; readonly spec: JobSpec }[],
+): void {
+  const byKey = new Map<string, { team: string; key: string; requestHash: string; jobs: JobRecord[] }>();
+  for (const { archived, spec } of restored) {
+    const kept = archived.submissionKey;
+    if (kept === undefined) continue;
+    const slot = `${spec.team}\n${kept.key}`;
+    const entry = byKey.get(slot) ?? { team: spec.team, ...kept, jobs: [] };
+    entry.jobs.push(store.getJob(archived.id) as JobRecord);
+    byKey.set(slot, entry);
+  }
+  for (const { jobs, ...key } of byKey.values())
+    if (findSubmission(store, key.team, key.key) === undefined) recordSubmissionKey(store, key, jobs);
 }
 
 function validArchivedSpec(archived: ArchivedSpec, catalog: Catalog): JobSpec {
