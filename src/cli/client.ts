@@ -53,6 +53,11 @@ export class ApiError extends Error {
   }
 }
 
+/** No answer from the controller: not reached, the connection dropped, or no answer in time. */
+export class ConnectionError extends Error {
+  override name = 'ConnectionError';
+}
+
 // ---- response schemas (only what the commands rely on; unknown fields pass through) ----------------------------
 
 const progressSchema = z.object({ completed: z.number(), total: z.number().nullable() });
@@ -81,6 +86,8 @@ export const jobSummarySchema = z.looseObject({
   replayed: z.boolean().optional().catch(undefined),
 });
 export type JobSummaryResponse = z.output<typeof jobSummarySchema>;
+
+const healthFeaturesSchema = z.object({ idempotencyKeys: z.boolean().optional().catch(undefined) });
 
 const jobListSchema = z.object({
   jobs: z.array(jobSummarySchema.extend({ cost: z.number().nullable().optional() })),
@@ -326,6 +333,8 @@ export class FleetwiseClient {
 
   /** The wait before a lost keyed submission is sent again, doubling each time. */
   resendDelayMs = 1000;
+  /** Whether the controller honours idempotency keys, once /healthz said. */
+  private keysHonoured: boolean | undefined;
 
   constructor(
     server: string,
@@ -396,16 +405,47 @@ export class FleetwiseClient {
         ...(key === undefined ? {} : { headers: { 'idempotency-key': key } }),
       });
     if (key === undefined) return send();
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await send();
-      } catch (e) {
-        const lost = !(e instanceof ApiError) || RESENT_STATUSES.has(e.status);
-        if (!lost || attempt >= SUBMISSION_ATTEMPTS) throw e;
-        const delayMs = this.resendDelayMs * 2 ** (attempt - 1);
-        options.onResend?.(e instanceof Error ? e.message : String(e), delayMs);
+    let lastLoss: Error | undefined;
+    for (let attempt = 1; attempt <= SUBMISSION_ATTEMPTS; attempt++) {
+      if (lastLoss !== undefined) {
+        const delayMs = this.resendDelayMs * 2 ** (attempt - 2);
+        options.onResend?.(lastLoss.message, delayMs);
         await sleep(delayMs);
+        // A controller that predates idempotency keys would make a second job of a resend: resend only to one
+        // that says it takes them (not answering yet, it is asked again at the next attempt).
+        const honoured = await this.honoursKeys();
+        if (honoured === false)
+          throw new Error(
+            `${lastLoss.message}\nnot sent again: this controller does not take idempotency keys, so the job may ` +
+              'exist already (see fleetwise jobs) and a resend could run it twice',
+            { cause: lastLoss },
+          );
+        if (honoured === undefined) continue;
       }
+      try {
+        const answer = await send();
+        // Replayed on a resend: most likely this command's own lost first send, not a submission from before.
+        return lastLoss !== undefined && answer.replayed === true
+          ? { ...answer, replayed: undefined }
+          : answer;
+      } catch (e) {
+        const lost = e instanceof ConnectionError || (e instanceof ApiError && RESENT_STATUSES.has(e.status));
+        if (!lost) throw e;
+        lastLoss = e;
+      }
+    }
+    throw lastLoss as Error;
+  }
+
+  /** Whether the controller honours submissions' idempotency keys (/healthz says so); undefined: no answer. */
+  private async honoursKeys(): Promise<boolean | undefined> {
+    if (this.keysHonoured !== undefined) return this.keysHonoured;
+    try {
+      const health = await this.request('GET', '/healthz', healthFeaturesSchema, { acceptStatuses: [503] });
+      this.keysHonoured = health.idempotencyKeys === true;
+      return this.keysHonoured;
+    } catch {
+      return undefined; // not answering now: the resend finds out the same way
     }
   }
 
@@ -563,6 +603,8 @@ export class FleetwiseClient {
       readonly text?: boolean;
       readonly timeoutMs?: number;
       readonly headers?: Readonly<Record<string, string>>;
+      /** Error statuses whose body is read as an answer (/healthz's 503 still says what it serves). */
+      readonly acceptStatuses?: readonly number[];
     } = {},
   ): Promise<z.output<S>> {
     // Errors name the route, not its query: a 400 names the parameter at fault in its details.
@@ -593,10 +635,13 @@ export class FleetwiseClient {
         this.origin === undefined
           ? ''
           : `; found as ${this.origin}: is it running (npm start, or fleetwise controller --provider local)?`;
-      throw new Error(`cannot reach the controller at ${this.server} (${what}): ${networkReason(e)}${hint}`);
+      throw new ConnectionError(
+        `cannot reach the controller at ${this.server} (${what}): ${networkReason(e)}${hint}`,
+        { cause: e },
+      );
     }
     const text = await response.text();
-    if (!response.ok) {
+    if (!response.ok && options.acceptStatuses?.includes(response.status) !== true) {
       const parsed = errorSchema.safeParse(safeJson(text));
       const reason = parsed.success ? parsed.data.error : text.trim().slice(0, 500) || response.statusText;
       throw new ApiError(response.status, reason, parsed.success ? (parsed.data.details ?? []) : [], what);

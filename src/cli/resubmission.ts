@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+
 /**
  * Running ended jobs again (`fleetwise resubmit`): each job's spec as the controller shows it (its written form, which
  * a submission takes as is), submitted in the order the jobs were, with what each waited for renamed to the new job
@@ -48,4 +50,24 @@ export function keptDependencies(
     const id = namedJobOf(entry);
     return id !== undefined && !resubmitted.has(id) ? [id] : [];
   });
+}
+
+/** Idempotency keys of reruns start with this; `fleetwise submit --idempotency-key` may not. */
+export const RESUBMISSION_KEY_PREFIX = 'resubmit/';
+
+/**
+ * The idempotency key of the rerun of `jobId` as `spec` (`original` with its dependencies renamed): one rerun per
+ * job, however often the command runs, and another when the rerun waits for other jobs (a second command that also
+ * reruns a job it waits for), so that is a rerun of its own rather than a reuse of the first one's key.
+ */
+export function resubmissionKey(
+  jobId: string,
+  original: Readonly<Record<string, unknown>>,
+  spec: Readonly<Record<string, unknown>>,
+): string {
+  const before = JSON.stringify(original['dependsOn'] ?? null);
+  const now = JSON.stringify(spec['dependsOn'] ?? null);
+  return before === now
+    ? `${RESUBMISSION_KEY_PREFIX}${jobId}`
+    : `${RESUBMISSION_KEY_PREFIX}${jobId}/${createHash('sha256').update(now).digest('hex').slice(0, 16)}`;
 }

@@ -6,6 +6,7 @@ import { schedulerCaps } from '../round/plan-caps.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { readJobLogs, storeBuildContext } from './artifacts.js';
 import type { ArchivedSubmissionKey, JobArchive } from './backup/job-archive.js';
+import { WITHDRAWN_AT_SUBMISSION } from './submission-keys.js';
 import { SystemClock, type Clock } from './clock.js';
 import { BetweenRoundsPlacer } from './between-rounds-placement.js';
 import { computeClosedPeriodReport, computeCostReport, type DetailedCostReport } from './cost-accounting.js';
@@ -569,18 +570,24 @@ export class Controller implements ControllerService {
   }
 
   /**
-   * API: make a submitted job durable beyond this machine before it is answered (its spec in the job archive). When
-   * the object store does not take it, the job is withdrawn (cancelled, saying why) and the error thrown, so the
-   * client is told to retry and no job runs that a restore could drop.
+   * API: make a submitted job durable beyond this machine before it is answered (its spec in the job archive, with
+   * the idempotency key it came with). When the object store does not take it, the job is withdrawn (cancelled,
+   * saying why) and the error thrown, so the client is told to retry and no job runs that a restore could drop; with
+   * `withdraw: false` (a resend's jobs, made before and perhaps running) the error is thrown and the job left be.
    */
-  async keepSubmission(job: JobRecord, key?: ArchivedSubmissionKey): Promise<void> {
+  async keepSubmission(
+    job: JobRecord,
+    key?: ArchivedSubmissionKey,
+    options: { readonly withdraw: boolean } = { withdraw: true },
+  ): Promise<void> {
     if (this.jobArchive === undefined) return;
     try {
       await this.jobArchive.keepSubmitted(job, key);
     } catch (e) {
+      if (!options.withdraw) throw e;
       const why = e instanceof Error ? e.message : String(e);
       this.log.error(`${job.id} withdrawn: its spec could not be stored in the job archive`, { error: why });
-      this.jobs.cancel(job.id, `withdrawn at submission: the object store did not take its spec (${why})`);
+      this.jobs.cancel(job.id, `${WITHDRAWN_AT_SUBMISSION}: the object store did not take its spec (${why})`);
       throw e;
     }
   }

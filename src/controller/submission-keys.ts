@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { stringify } from 'safe-stable-stringify';
 import { z } from 'zod';
 import type { JobSpec } from './job-spec/spec.js';
+import { jobSeqOf } from './state/lifecycle.js';
 import type { JobRecord, StateStore } from './state-store.js';
 
 /**
@@ -18,18 +19,37 @@ export const IDEMPOTENCY_KEY_PATTERN = /^[A-Za-z0-9._:/@+=-]{1,255}$/;
 export const IDEMPOTENCY_KEY_RULE =
   '1–255 characters of letters, digits and . _ : / @ + = - (a UUID, say); the same key sends the same submission again';
 
-/** One keyed submission: what was asked (its spec's hash) and the jobs it made, in id order. */
+/**
+ * One keyed submission: what was asked (its spec's hash) and the jobs it made. An array's ids follow one another, so
+ * a run of ids is kept as its first and its count (a 10,000-job array is one short record, not 10,000 ids).
+ */
 export interface SubmissionKeyRecord {
   readonly requestHash: string;
   readonly jobIds: readonly string[];
   readonly atSeconds: number;
+  /**
+   * Whether its jobs were made durable (their specs in the job archive) and the submission answered. False between
+   * the commit and that: a controller stopped in between has jobs whose answer was never given, and a resend must
+   * make them durable before it is told of them.
+   */
+  readonly durable: boolean;
 }
 
-const recordSchema = z.object({
+const storedSchema = z.object({
   requestHash: z.string(),
-  jobIds: z.array(z.string()).min(1),
+  firstJobId: z.string(),
+  jobCount: z.number().int().positive(),
   atSeconds: z.number(),
+  durable: z.boolean(),
 });
+type StoredSubmissionKey = z.output<typeof storedSchema>;
+
+/** A job's record says this when its submission could not be made durable and the client was told to retry. */
+export const WITHDRAWN_AT_SUBMISSION = 'withdrawn at submission';
+
+export function isWithdrawnAtSubmission(job: JobRecord): boolean {
+  return job.state === 'cancelled' && (job.reason?.startsWith(WITHDRAWN_AT_SUBMISSION) ?? false);
+}
 
 /** The same key sent again with another spec: a client reusing a key by mistake, never a retry. */
 export class SubmissionKeyReusedError extends Error {
@@ -77,20 +97,29 @@ export function findSubmission(
 ): SubmissionKeyRecord | undefined {
   const value = store.getValue(storeKey(team, key));
   if (value === undefined) return undefined;
-  const parsed = recordSchema.safeParse(value);
+  const parsed = storedSchema.safeParse(value);
   // A value this code did not write is no submission: better a second job than a wrong answer naming other jobs.
-  return parsed.success ? parsed.data : undefined;
+  if (!parsed.success) return undefined;
+  const { firstJobId, jobCount, ...rest } = parsed.data;
+  const first = jobSeqOf(firstJobId);
+  return { ...rest, jobIds: Array.from({ length: jobCount }, (_, i) => `job-${first + i}`) };
 }
 
 /**
- * Record the key of a submission that made `jobs`, inside the submission's transaction: throws (rolling the
- * submission back) when the key was recorded meanwhile.
+ * Record the key of a submission that made `jobs` (ids in a run, as one submission makes them), inside the
+ * submission's transaction: throws (rolling the submission back) when the key was recorded meanwhile.
  */
 export function recordSubmissionKey(
   store: StateStore,
   submission: SubmissionKey,
   jobs: readonly JobRecord[],
+  options: { readonly durable: boolean },
 ): void {
+  const first = jobs[0];
+  if (first === undefined) throw new Error('a submission key names at least one job');
+  const seq = jobSeqOf(first.id);
+  if (jobs.some((j, i) => jobSeqOf(j.id) !== seq + i))
+    throw new Error(`a submission's jobs follow one another: ${jobs.map((j) => j.id).join(', ')}`);
   store.transaction(() => {
     const earlier = findSubmission(store, submission.team, submission.key);
     if (earlier !== undefined) {
@@ -98,12 +127,24 @@ export function recordSubmissionKey(
         throw new SubmissionKeyReusedError(submission.key, earlier.jobIds);
       throw new SubmissionKeyTakenError(earlier);
     }
-    const record: SubmissionKeyRecord = {
+    const stored: StoredSubmissionKey = {
       requestHash: submission.requestHash,
-      jobIds: jobs.map((j) => j.id),
-      atSeconds: jobs[0]?.submittedAtSeconds ?? 0,
+      firstJobId: first.id,
+      jobCount: jobs.length,
+      atSeconds: first.submittedAtSeconds,
+      durable: options.durable,
     };
-    store.setValue(storeKey(submission.team, submission.key), { ...record, jobIds: [...record.jobIds] });
+    store.setValue(storeKey(submission.team, submission.key), stored);
+  });
+}
+
+/** Its jobs are durable and the submission answered: a resend is answered at once. */
+export function markSubmissionDurable(store: StateStore, team: string, key: string): void {
+  store.transaction(() => {
+    const value = store.getValue(storeKey(team, key));
+    const parsed = storedSchema.safeParse(value);
+    if (parsed.success && !parsed.data.durable)
+      store.setValue(storeKey(team, key), { ...parsed.data, durable: true });
   });
 }
 

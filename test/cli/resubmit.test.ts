@@ -130,6 +130,20 @@ it('runs a failed step and the step it kept from starting again, the second wait
       `job-2 (train, failed) → ${second}: queued (resubmitted before)\n`,
   );
   expect(jobCount()).toBe(before + 2);
+
+  // The reruns end without succeeding (the first cancelled, so the second can never start): run once more, the
+  // command reruns them in their turn, the new step waiting for the new first.
+  r.controller.cancel(first);
+  await untilEnded([second]);
+  const third = await cli(['resubmit', 'job-1', 'job-2']);
+  expect(third.code, third.stderr).toBe(0);
+  const [newFirst, newSecond] = [`job-${before + 3}`, `job-${before + 4}`];
+  expect(third.stdout).toBe(
+    `job-1 (prepare, failed) → ${newFirst}: queued (its earlier rerun ${first} ended without succeeding)\n` +
+      `job-2 (train, failed) → ${newSecond}: queued\n`,
+  );
+  expect(r.store.getJob(newSecond)?.spec.dependsOn).toEqual([newFirst]);
+  expect(jobCount()).toBe(before + 4);
 });
 
 it('refuses a job that waits for one not run again with it, naming it, and a job not ended; nothing submitted', async () => {

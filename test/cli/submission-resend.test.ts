@@ -23,31 +23,46 @@ let proxyUrl: string;
 /** Answers to submissions the proxy will drop (the controller's answer read, the client's connection cut). */
 let dropAnswers = 0;
 let submissionsSeen = 0;
+/** Answer /healthz as a controller from before idempotency keys (without saying it takes them). */
+let olderController = false;
+/** Answer submissions 500 after the controller made them. */
+let answer500 = false;
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-resend-'));
 
 async function forward(request: IncomingMessage, response: ServerResponse): Promise<void> {
   const chunks: Buffer[] = [];
   for await (const chunk of request) chunks.push(chunk as Buffer);
-  const headers = new Headers();
+  const sent = new Headers();
   for (const [name, value] of Object.entries(request.headers))
     if (typeof value === 'string' && !['host', 'connection', 'content-length'].includes(name))
-      headers.set(name, value);
+      sent.set(name, value);
   const body = Buffer.concat(chunks);
   const upstream = await fetch(`${server.url}${request.url ?? '/'}`, {
     method: request.method ?? 'GET',
-    headers,
+    headers: sent,
     ...(body.length === 0 ? {} : { body }),
   });
-  const text = await upstream.text();
+  let text = await upstream.text();
+  if (olderController && request.url === '/healthz') {
+    const { idempotencyKeys: _dropped, ...rest } = JSON.parse(text) as Record<string, unknown>;
+    text = JSON.stringify(rest);
+  }
   if (request.method === 'POST' && request.url?.startsWith('/v1/jobs') === true) {
     submissionsSeen += 1;
+    if (answer500) {
+      response.writeHead(500, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ error: 'internal error (injected by the proxy)' }));
+      return;
+    }
     if (dropAnswers > 0) {
       dropAnswers -= 1;
       request.socket.destroy(); // the controller answered; the client never hears it
       return;
     }
   }
-  response.writeHead(upstream.status, Object.fromEntries(upstream.headers));
+  const headers = Object.fromEntries(upstream.headers);
+  delete headers['content-length'];
+  response.writeHead(upstream.status, headers);
   response.end(text);
 }
 
@@ -97,7 +112,8 @@ describe('a submission whose answer is lost', () => {
     expect(submissionsSeen).toBe(3);
     expect(told).toEqual([20, 40]);
     expect(jobsNamed('resent')).toEqual([answer.id]);
-    expect(answer.replayed).toBe(true);
+    // Replayed to the resend, but the job is this call's own: not "submitted before".
+    expect(answer.replayed).toBeUndefined();
   });
 
   it('gives up after its sends, naming the loss', async () => {
@@ -109,6 +125,22 @@ describe('a submission whose answer is lost', () => {
     );
     expect(submissionsSeen).toBe(5);
     expect(jobsNamed('lost')).toHaveLength(1);
+  });
+
+  it('is not sent again to a controller that does not say it takes keys', async () => {
+    const client = new FleetwiseClient(proxyUrl, ADMIN_TOKEN);
+    client.resendDelayMs = 5;
+    dropAnswers = 1;
+    olderController = true;
+    try {
+      await expect(client.submitJob(spec('older'), { idempotencyKey: 'older-1' })).rejects.toThrow(
+        /not sent again: this controller does not take idempotency keys/,
+      );
+    } finally {
+      olderController = false;
+    }
+    expect(submissionsSeen).toBe(1);
+    expect(jobsNamed('older')).toHaveLength(1);
   });
 
   it('is not sent again without a key (a second send could make a second job)', async () => {
@@ -128,12 +160,14 @@ describe('a submission whose answer is lost', () => {
     const first = await runCli(['submit', file, '--idempotency-key', 'train/2026-12-02'], env);
     expect(first.code, first.stderr).toBe(0);
     const [id] = jobsNamed('cli-resent');
-    expect(first.stdout).toBe(
-      `submitted before with this idempotency key: ${id} (cli-resent, team vision): queued\n`,
-    );
+    expect(first.stdout).toBe(`submitted ${id} (cli-resent, team vision): queued\n`);
     expect(submissionsSeen).toBe(2);
     expect(first.stderr).toMatch(
       /train\.json: no answer \(cannot reach the controller .*\); sending it again in 1 s \(with its idempotency key: never a second copy\)/,
+    );
+    const text = await runCli(['submit', file, '--idempotency-key', 'train/2026-12-02'], env);
+    expect(text.stdout).toBe(
+      `submitted before with this idempotency key: ${id} (cli-resent, team vision): queued\n`,
     );
     const rerun = await runCli(['submit', file, '--idempotency-key', 'train/2026-12-02', '--json'], env);
     expect(rerun.code, rerun.stderr).toBe(0);
@@ -145,6 +179,18 @@ describe('a submission whose answer is lost', () => {
     const bad = await runCli(['submit', file, '--idempotency-key', 'no spaces allowed'], env);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--idempotency-key');
+    const theirs = await runCli(['submit', file, '--idempotency-key', 'resubmit/job-1'], env);
+    expect(theirs.code).toBe(2);
+    expect(theirs.stderr).toContain("keys starting resubmit/ are fleetwise resubmit's own");
     expect(jobsNamed('cli-resent')).toHaveLength(2);
+    // A failure that leaves its fate unknown (here a 500, not resent) says how to send it again without a copy.
+    answer500 = true;
+    const lost = await runCli(['submit', file, '--idempotency-key', 'train/lost'], env).finally(
+      () => (answer500 = false),
+    );
+    expect(lost.code).toBe(1);
+    expect(lost.stderr).toContain(
+      `to send it again without risking a second copy: fleetwise submit ${file} --idempotency-key train/lost`,
+    );
   });
 });

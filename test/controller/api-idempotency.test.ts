@@ -7,6 +7,13 @@ import { JobArchive } from '../../src/controller/backup/job-archive.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
+import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
+import {
+  findSubmission,
+  recordSubmissionKey,
+  requestHashOf,
+  WITHDRAWN_AT_SUBMISSION,
+} from '../../src/controller/submission-keys.js';
 import { jobArchiveKeys } from '../../src/protocol/object-keys.js';
 import { readJson, recordingLogger, StoreWithOutage } from './backup-fixtures.js';
 import { catalog, rig, type Rig } from './controller-fixtures.js';
@@ -156,7 +163,7 @@ describe('a submission sent again with its Idempotency-Key', () => {
     expect(again.body).toMatchObject({ id: mine.body['id'], replayed: true });
   });
 
-  it('answers concurrent sends of one key with one job (group commit and the answer still in flight)', async () => {
+  it('answers concurrent sends of one key with one job', async () => {
     const answers = await Promise.all(Array.from({ length: 6 }, () => submit(spec('burst'), 'burst-1')));
     expect(answers.map((a) => a.status)).toEqual(Array<number>(6).fill(201));
     expect(new Set(answers.map((a) => a.body['id'])).size).toBe(1);
@@ -172,6 +179,12 @@ describe('a submission sent again with its Idempotency-Key', () => {
     expect(again.body['arrayJobIds']).toEqual(first.body['arrayJobIds']);
     expect(again.body['replayed']).toBe(true);
     expect(jobsNamed('shards')).toBe(3);
+    // Kept as a run of ids (its first and its count), whatever the array's size.
+    expect(r.store.getValue('submission-key/research/shards-1')).toMatchObject({
+      firstJobId: (first.body['arrayJobIds'] as string[])[0],
+      jobCount: 3,
+    });
+    expect(findSubmission(r.store, 'research', 'shards-1')?.jobIds).toEqual(first.body['arrayJobIds']);
   });
 
   it('refuses a key that is not one, naming the header', async () => {
@@ -257,6 +270,44 @@ describe('a submission sent again with its Idempotency-Key', () => {
     const made = r.store.listJobs().filter((j) => j.name === 'lost-store');
     expect(made.map((j) => j.state)).toEqual(['cancelled', 'queued']);
     expect(b?.body['id']).toBe(made[1]?.id);
+  });
+
+  /** A submission as a controller stopped between its commit and the archive leaves it: job and key, no spec. */
+  function madeButNotDurable(name: string, key: string): string {
+    const made = validateJobSpec(spec(name), 'spec', catalog);
+    return r.store.transaction(() => {
+      const job = r.store.submitJob(made);
+      recordSubmissionKey(r.store, { team: 'research', key, requestHash: requestHashOf(made) }, [job], {
+        durable: false,
+      });
+      return job.id;
+    });
+  }
+
+  it('makes jobs made but never made durable durable before answering a resend, withdrawing none', async () => {
+    const id = madeButNotDurable('stopped-midway', 'midway-1');
+    objects.failing = (key) => key.endsWith('/spec.json');
+    const refused = await submit(spec('stopped-midway'), 'midway-1');
+    objects.failing = () => false;
+    expect(refused.status).toBe(503);
+    expect(String(refused.body['error'])).toContain('send it again with the same Idempotency-Key');
+    expect(r.store.getJob(id)?.state).toBe('queued');
+    expect(await objects.exists(jobArchiveKeys('prod', id).spec)).toBe(false);
+    const again = await submit(spec('stopped-midway'), 'midway-1');
+    expect(again.body).toMatchObject({ id, replayed: true });
+    expect(await objects.exists(jobArchiveKeys('prod', id).spec)).toBe(true);
+    expect(findSubmission(r.store, 'research', 'midway-1')?.durable).toBe(true);
+    expect(jobsNamed('stopped-midway')).toBe(1);
+  });
+
+  it('submits anew when the key names a withdrawn job (the controller stopped before forgetting it)', async () => {
+    const id = madeButNotDurable('withdrawn-kept', 'withdrawn-1');
+    r.controller.cancel(id, `${WITHDRAWN_AT_SUBMISSION}: the object store did not take its spec (test)`);
+    const again = await submit(spec('withdrawn-kept'), 'withdrawn-1');
+    expect(again.status).toBe(201);
+    expect(again.body['replayed']).toBeUndefined();
+    expect(again.body['id']).not.toBe(id);
+    expect(findSubmission(r.store, 'research', 'withdrawn-1')?.jobIds).toEqual([again.body['id']]);
   });
 
   it('is answered with the first job after the controller restarted on its state', async () => {

@@ -99,6 +99,8 @@ describe('controller API: basics', () => {
       epoch: null,
       holder: null,
       activeUrl: null,
+      // Says it takes idempotency keys: clients resend a lost submission only to a controller that does.
+      idempotencyKeys: true,
     });
     // A controller with a state of its own (no lease) is the active one, ready for a load balancer.
     const ready = await call('GET', '/readyz');

@@ -6,7 +6,12 @@ import { gzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { JobArchive } from '../../src/controller/backup/job-archive.js';
-import { findSubmission, recordSubmissionKey, requestHashOf } from '../../src/controller/submission-keys.js';
+import {
+  findSubmission,
+  recordSubmissionKey,
+  requestHashOf,
+  WITHDRAWN_AT_SUBMISSION,
+} from '../../src/controller/submission-keys.js';
 import { parseRestoreSource } from '../../src/controller/backup/restore-source.js';
 import {
   RestoreError,
@@ -78,7 +83,8 @@ class Cluster {
       key === undefined ? undefined : { team: spec.team, key, requestHash: requestHashOf(spec) };
     const job = this.state.transaction(() => {
       const made = this.state.submitJob(spec);
-      if (submissionKey !== undefined) recordSubmissionKey(this.state, submissionKey, [made]);
+      if (submissionKey !== undefined)
+        recordSubmissionKey(this.state, submissionKey, [made], { durable: true });
       return made;
     });
     await this.archive.keepSubmitted(job, submissionKey);
@@ -407,6 +413,38 @@ describe('restore from a backup', () => {
     });
     expect(findSubmission(restored, 'research', 'pair-key')?.jobIds).toEqual(['job-3', 'job-4']);
     expect(findSubmission(restored, 'research', 'cut-key')).toBeUndefined();
+    expect(findSubmission(restored, 'research', 'late-key')?.durable).toBe(true);
+    restored.close();
+  });
+
+  it("gives a key used again after a withdrawal to the retry's job, end record or not", async () => {
+    const c = new Cluster();
+    await c.backup.run();
+    const spec = jobSpec('retried', CPU_SMALL);
+    const key = { key: 'retried-key', requestHash: requestHashOf(spec) };
+    // job-1 withdrawn (its spec was archived, the answer said to retry) and its end archived; job-2 its retry.
+    const withdrawn = c.state.submitJob(spec);
+    await c.archive.keepSubmitted(withdrawn, key);
+    c.archive.keepEnded(
+      c.state.setJobState(
+        withdrawn.id,
+        'cancelled',
+        `${WITHDRAWN_AT_SUBMISSION}: the object store did not take it`,
+      ),
+    );
+    await until('the withdrawal archived', () => (c.archive.pendingEndCount === 0 ? true : undefined));
+    const retry = await c.submit('retried', spec, 'retried-key');
+    // job-3 withdrawn the same way but the loss took its end record; job-4 its retry.
+    const other = jobSpec('retried-again', CPU_SMALL);
+    const otherKey = { key: 'other-key', requestHash: requestHashOf(other) };
+    await c.archive.keepSubmitted(c.state.submitJob(other), otherKey);
+    const otherRetry = await c.submit('retried-again', other, 'other-key');
+    c.state.close();
+
+    const { dir } = await c.restore(c.objectsDir);
+    const restored = new SqliteStateStore(join(dir, 'state.db'));
+    expect(findSubmission(restored, 'research', 'retried-key')?.jobIds).toEqual([retry.id]);
+    expect(findSubmission(restored, 'research', 'other-key')?.jobIds).toEqual([otherRetry.id]);
     restored.close();
   });
 

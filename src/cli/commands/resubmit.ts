@@ -4,7 +4,6 @@ import { ValidationError } from '../../core/validation.js';
 import { arrayMembers } from '../array-members.js';
 import {
   addConnectionOptions,
-  ApiError,
   FleetwiseClient,
   type ConnectionOptions,
   type JobDocumentResponse,
@@ -12,7 +11,12 @@ import {
 } from '../client.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { readJobs } from '../job-reads.js';
-import { inSubmissionOrder, keptDependencies, withRenamedDependencies } from '../resubmission.js';
+import {
+  inSubmissionOrder,
+  keptDependencies,
+  resubmissionKey,
+  withRenamedDependencies,
+} from '../resubmission.js';
 import { formatIdList } from '../table.js';
 import { arrayName } from './job.js';
 import { sayResending } from './submit.js';
@@ -54,50 +58,67 @@ export function registerResubmit(program: Command): void {
     // among these is renamed by the time it goes.
     const renamed = new Map<string, string>();
     for (const job of jobs) {
-      let again: JobSummaryResponse;
+      let rerun: Rerun;
       try {
-        // Keyed by the job it reruns: a second run of this command (or a resend of a lost answer) gets the rerun
-        // made the first time, never another.
-        again = await client.submitJob(withRenamedDependencies(job.spec, renamed), {
-          idempotencyKey: resubmissionKey(job.id),
-          onResend: sayResending(job.id),
-        });
+        rerun = await rerunOf(client, job, withRenamedDependencies(job.spec, renamed));
       } catch (e) {
         const done = [...renamed].map(([from, to]) => `${from} → ${to}`);
-        const hint =
-          e instanceof ApiError && e.status === 422
-            ? `\n${job.id} was resubmitted before, waiting for other jobs than now: resubmit the job that made instead`
-            : '';
         throw new Error(
-          `${job.id}: ${(e as Error).message}${hint}` +
+          `${job.id}: ${(e as Error).message}` +
             (done.length === 0 ? '' : `\nalready resubmitted: ${formatIdList(done)}`),
           { cause: e },
         );
       }
+      const { again, failedBefore } = rerun;
       renamed.set(job.id, again.id);
       const before = again.replayed === true;
       if (options.json === true)
         process.stdout.write(
-          `${JSON.stringify({ from: job.id, id: again.id, name: again.name, team: again.team, state: again.state, ...(again.array === undefined ? {} : { array: again.array }), ...(before ? { replayed: true } : {}) })}\n`,
+          `${JSON.stringify({ from: job.id, id: again.id, name: again.name, team: again.team, state: again.state, ...(again.array === undefined ? {} : { array: again.array }), ...(before ? { replayed: true } : {}), ...(failedBefore.length === 0 ? {} : { failedBefore }) })}\n`,
         );
       else
         process.stdout.write(
-          `${job.id} (${arrayName(job)}, ${job.state}) → ${again.id}: ${again.state}${before ? rerunBefore(again) : ''}\n`,
+          `${job.id} (${arrayName(job)}, ${job.state}) → ${again.id}: ${again.state}` +
+            `${failedBefore.length === 0 ? '' : ` (its earlier rerun ${formatIdList(failedBefore)} ended without succeeding)`}` +
+            `${before ? ' (resubmitted before)' : ''}\n`,
         );
     }
   });
 }
 
-/** The idempotency key of a job's rerun: one rerun per job, however often the command runs. */
-export function resubmissionKey(jobId: string): string {
-  return `resubmit/${jobId}`;
+/** A job's rerun, and the reruns of it made before that ended without succeeding, oldest first. */
+interface Rerun {
+  readonly again: JobSummaryResponse;
+  readonly failedBefore: readonly string[];
 }
 
-/** What a line says of a rerun made by an earlier resubmit. */
-function rerunBefore(again: JobSummaryResponse): string {
-  return isFinalJobState(again.state) && again.state !== 'succeeded'
-    ? ` (resubmitted before; to run it again, resubmit ${again.id})`
-    : ' (resubmitted before)';
+/** The longest chain of earlier reruns followed (each ended without succeeding) before one more is made. */
+const MAX_RERUNS_FOLLOWED = 100;
+
+/**
+ * Submit `spec`, the rerun of `job`, keyed by the job it reruns: a second run of this command (or a resend of a lost
+ * answer) gets the rerun made the first time, never another. When that earlier rerun has ended without succeeding,
+ * it is run again in its turn (keyed by it), so running the command again reruns whatever of it has not succeeded
+ * yet, as a first run does.
+ */
+async function rerunOf(
+  client: FleetwiseClient,
+  job: JobDocumentResponse,
+  spec: Record<string, unknown>,
+): Promise<Rerun> {
+  const failedBefore: string[] = [];
+  let of = job.id;
+  for (;;) {
+    const again = await client.submitJob(spec, {
+      idempotencyKey: resubmissionKey(of, job.spec, spec),
+      onResend: sayResending(job.id),
+    });
+    const unsuccessful = isFinalJobState(again.state) && again.state !== 'succeeded';
+    if (again.replayed !== true || !unsuccessful || failedBefore.length >= MAX_RERUNS_FOLLOWED)
+      return { again, failedBefore };
+    failedBefore.push(again.id);
+    of = again.id;
+  }
 }
 
 /**

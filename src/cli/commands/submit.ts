@@ -14,11 +14,14 @@ import { completionText, predictionsOf, queueFieldsOf, warningsOf } from './job.
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import {
   addConnectionOptions,
+  ApiError,
+  ConnectionError,
   FleetwiseClient,
   type ConnectionOptions,
   type DryRunResponse,
   type JobSummaryResponse,
 } from '../client.js';
+import { RESUBMISSION_KEY_PREFIX } from '../resubmission.js';
 import { packContext } from '../context-archive.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { formatDollars, formatIdList, formatTable, formatTime } from '../table.js';
@@ -244,7 +247,11 @@ export function registerSubmit(program: Command): void {
           process.stderr.write(
             `already submitted: ${submitted.map((j) => (j.arrayJobIds === undefined ? j.id : `${j.arrayJobIds[0]} … ${j.arrayJobIds.at(-1)}`)).join(', ')}\n`,
           );
-        throw new Error(`${file}: ${(e as Error).message}`, { cause: e });
+        const lost = e instanceof ConnectionError || (e instanceof ApiError && e.status >= 500);
+        const hint = lost
+          ? `\nto send it again without risking a second copy: fleetwise submit ${file === STDIN ? '-' : file} --idempotency-key ${keys[i] ?? ''}`
+          : '';
+        throw new Error(`${file}: ${(e as Error).message}${hint}`, { cause: e });
       }
       submitted.push(job);
       const warnings = warningsOf(job);
@@ -308,6 +315,10 @@ export function sayResending(what: string): (reason: string, delayMs: number) =>
 function submissionKeys(given: string | undefined, count: number): string[] {
   if (given === undefined) return Array.from({ length: count }, () => randomUUID());
   const keys = count === 1 ? [given] : Array.from({ length: count }, (_, i) => `${given}/${i + 1}`);
+  if (given.startsWith(RESUBMISSION_KEY_PREFIX))
+    throw new ValidationError('--idempotency-key', [
+      `${JSON.stringify(given)}: keys starting ${RESUBMISSION_KEY_PREFIX} are fleetwise resubmit's own`,
+    ]);
   const bad = keys.find((k) => !IDEMPOTENCY_KEY_PATTERN.test(k));
   if (bad !== undefined)
     throw new ValidationError('--idempotency-key', [`${JSON.stringify(bad)}: ${IDEMPOTENCY_KEY_RULE}`]);

@@ -1,5 +1,6 @@
 import type { ArchivedSubmissionKey } from '../backup/job-archive.js';
 import type { JobRecord } from '../state-store.js';
+import { WITHDRAWN_AT_SUBMISSION } from '../submission-keys.js';
 import { HttpError } from './errors.js';
 import type { ApiControllerService } from './routing.js';
 
@@ -15,7 +16,7 @@ export async function keepAcceptedJob(
 ): Promise<void> {
   if (service.keepSubmission === undefined) return;
   try {
-    await service.keepSubmission(job, key);
+    await service.keepSubmission(job, key, { withdraw: true });
   } catch (e) {
     throw new HttpError(
       503,
@@ -49,7 +50,7 @@ export async function keepAcceptedArray(
     while (failure === undefined && next < jobs.length) {
       const job = jobs[next++] as JobRecord;
       try {
-        await keep(job, key); // a job it cannot keep, it withdraws itself
+        await keep(job, key, { withdraw: true }); // a job it cannot keep, it withdraws itself
       } catch (error) {
         failure ??= { job, error };
       }
@@ -63,7 +64,7 @@ export async function keepAcceptedArray(
     try {
       service.cancel(
         job.id,
-        `withdrawn at submission: ${failure.job.id} of its array could not be made durable`,
+        `${WITHDRAWN_AT_SUBMISSION}: ${failure.job.id} of its array could not be made durable`,
       );
     } catch {
       // Already ended (withdrawn by its own failed keep): nothing runs.
@@ -75,4 +76,32 @@ export async function keepAcceptedArray(
     `the array could not be made durable (the object store did not take the spec of ${failure.job.id}: ${why}); ` +
       `all ${jobs.length} of its jobs (${ids}) were withdrawn, nothing will run: submit it again`,
   );
+}
+
+/**
+ * Make durable the jobs of a keyed submission made before but never answered (the controller stopped between its
+ * commit and the archive writes), answering its resend. Nothing is withdrawn: the jobs may be running by now, and a
+ * store that fails again is a 503 to retry with the same key.
+ */
+export async function keepAgain(
+  service: ApiControllerService,
+  jobs: readonly JobRecord[],
+  key: ArchivedSubmissionKey,
+): Promise<void> {
+  const keep = service.keepSubmission?.bind(service);
+  if (keep === undefined) return;
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < jobs.length) await keep(jobs[next++] as JobRecord, key, { withdraw: false });
+  };
+  try {
+    await Promise.all(Array.from({ length: Math.min(ARRAY_KEEP_CONCURRENCY, jobs.length) }, worker));
+  } catch (e) {
+    throw new HttpError(
+      503,
+      `the job(s) of this submission were made but could not be made durable (the object store did not take a spec: ${
+        e instanceof Error ? e.message : String(e)
+      }); send it again with the same Idempotency-Key`,
+    );
+  }
 }

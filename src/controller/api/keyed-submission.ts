@@ -5,6 +5,8 @@ import type { JobRecord, StateStore } from '../state-store.js';
 import {
   findSubmission,
   forgetSubmissionKey,
+  isWithdrawnAtSubmission,
+  markSubmissionDurable,
   IDEMPOTENCY_KEY_PATTERN,
   IDEMPOTENCY_KEY_RULE,
   recordSubmissionKey,
@@ -48,12 +50,17 @@ export interface SubmissionOutcome {
  * Submissions sent with an idempotency key (submission-keys.ts): the first makes its jobs and records the key in the
  * same transaction; the same key with the same spec is answered with those jobs; with another spec, 422. A retry that
  * arrives while the first is still being made durable (a client that timed out) waits for it, so it is never told
- * of jobs that are then withdrawn.
+ * of jobs that are then withdrawn; one that finds jobs made but never made durable (the controller stopped between
+ * the two) makes them durable first; one that finds them withdrawn submits anew.
  */
 export class KeyedSubmissions {
   private readonly inFlight = new Map<string, Promise<SubmissionOutcome>>();
 
-  constructor(private readonly store: StateStore) {}
+  constructor(
+    private readonly store: StateStore,
+    /** Make jobs made earlier durable, withdrawing none: throws (a 503 to retry) when that fails. */
+    private readonly keepAgain: (jobs: readonly JobRecord[], key: SubmissionKey) => Promise<void>,
+  ) {}
 
   async submit(
     key: SubmissionKey | undefined,
@@ -64,9 +71,7 @@ export class KeyedSubmissions {
     const slot = `${key.team}\n${key.key}`;
     for (let earlier = this.inFlight.get(slot); earlier !== undefined; earlier = this.inFlight.get(slot))
       await earlier.catch(() => undefined);
-    const replay = this.replay(key);
-    if (replay !== undefined) return replay;
-    const outcome = this.first(key, make);
+    const outcome = this.replayOrFirst(key, make);
     this.inFlight.set(slot, outcome);
     try {
       return await outcome;
@@ -75,40 +80,48 @@ export class KeyedSubmissions {
     }
   }
 
-  private async first(
+  private async replayOrFirst(
     key: SubmissionKey,
     make: (making: SubmissionMaking) => Promise<readonly JobRecord[]>,
   ): Promise<SubmissionOutcome> {
+    const replay = await this.replay(key);
+    if (replay !== undefined) return replay;
     try {
       const jobs = await make({
-        inCommit: (recorded) => recordSubmissionKey(this.store, key, recorded),
+        inCommit: (recorded) => recordSubmissionKey(this.store, key, recorded, { durable: false }),
         withdrawn: () => forgetSubmissionKey(this.store, key.team, key.key),
       });
+      markSubmissionDurable(this.store, key.team, key.key);
       return { jobs, replayed: false };
     } catch (e) {
       if (e instanceof SubmissionKeyReusedError) throw reused(e);
-      // Recorded between the look and the commit: a controller that took over with the key already in its store.
-      if (e instanceof SubmissionKeyTakenError) return this.replay(key) ?? Promise.reject(e);
+      // Recorded between the look and the commit: answer that submission.
+      if (e instanceof SubmissionKeyTakenError) return (await this.replay(key)) ?? Promise.reject(e);
       throw e;
     }
   }
 
-  /** The jobs the key made before, if it did (422 when it made them for another spec). */
-  private replay(key: SubmissionKey): SubmissionOutcome | undefined {
+  /** The jobs the key made before, made durable if they were not, if it made any (422 for another spec). */
+  private async replay(key: SubmissionKey): Promise<SubmissionOutcome | undefined> {
     const earlier = findSubmission(this.store, key.team, key.key);
     if (earlier === undefined) return undefined;
     if (earlier.requestHash !== key.requestHash)
       throw reused(new SubmissionKeyReusedError(key.key, earlier.jobIds));
     const jobs = earlier.jobIds.map((id) => this.store.getJob(id));
-    // The store keeps every job; one missing is a state restored from before it, where the key should not be either.
-    if (jobs.some((j) => j === undefined)) {
+    // Withdrawn (the controller stopped before forgetting the key), or missing (a state restored from before the
+    // key): the submission was never answered, and its resend submits anew.
+    if (jobs.some((j) => j === undefined || isWithdrawnAtSubmission(j))) {
       forgetSubmissionKey(this.store, key.team, key.key);
       return undefined;
     }
-    return { jobs: jobs as JobRecord[], replayed: true };
+    const made = jobs as JobRecord[];
+    if (!earlier.durable) {
+      await this.keepAgain(made, key);
+      markSubmissionDurable(this.store, key.team, key.key);
+    }
+    return { jobs: made, replayed: true };
   }
 }
-
 function reused(e: SubmissionKeyReusedError): HttpError {
   return new HttpError(422, e.message, [`${IDEMPOTENCY_KEY_HEADER}: ${e.message}`]);
 }

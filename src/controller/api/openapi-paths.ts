@@ -425,6 +425,11 @@ export const PATHS: Record<string, Record<string, Schema>> = {
                 status: { type: 'string', enum: ['ok'] },
                 latestRound: { ...int, nullable: true },
                 loop: LOOP_HEALTH,
+                idempotencyKeys: {
+                  type: 'boolean',
+                  description:
+                    'true: submissions honour their Idempotency-Key (a controller without the field ignores it: a client must not resend to it)',
+                },
               },
             },
           ],
@@ -437,6 +442,7 @@ export const PATHS: Record<string, Record<string, Schema>> = {
               status: { type: 'string', enum: ['unavailable', 'stuck'] },
               error: str,
               loop: LOOP_HEALTH,
+              idempotencyKeys: { type: 'boolean' },
             },
           },
         ),

@@ -9,7 +9,7 @@ import { predictedCompletionIn } from '../queue-records.js';
 import { teamScope, type Principal } from './auth.js';
 import { bodyOf } from './body.js';
 import { HttpError, notFound } from './errors.js';
-import { keepAcceptedArray, keepAcceptedJob } from './kept-submission.js';
+import { keepAcceptedArray, keepAcceptedJob, keepAgain } from './kept-submission.js';
 import { IDEMPOTENT_REPLAYED_HEADER, idempotencyKeyOf, KeyedSubmissions } from './keyed-submission.js';
 import { requestHashOf } from '../submission-keys.js';
 import { sinceQueryParam } from './since.js';
@@ -79,7 +79,7 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
   const store = service.store;
   const taskCount = (jobId: string): number => store.listTasks({ jobId }).length;
   const predicting = (): boolean => service.predictionsEnabled === true;
-  const keyed = new KeyedSubmissions(store);
+  const keyed = new KeyedSubmissions(store, (jobs, key) => keepAgain(service, jobs, key));
 
   routes.add({
     method: 'POST',

@@ -6,6 +6,12 @@ function secondsToIso(seconds: number | undefined): string | null {
   return seconds === undefined ? null : new Date(seconds * 1000).toISOString();
 }
 
+/**
+ * What this controller honours that an older one ignored, said by /healthz so a client can ask before relying on it:
+ * a client resends a submission whose answer was lost only to a controller that takes its idempotency key.
+ */
+const FEATURES = { idempotencyKeys: true } as const;
+
 export function registerSystemRoutes(routes: RouteTable, context: ApiContext, registry: Registry): void {
   routes.add({
     method: 'GET',
@@ -21,7 +27,7 @@ export function registerSystemRoutes(routes: RouteTable, context: ApiContext, re
       }
       const leadership = context.leadership();
       const health = context.service.loopHealth?.();
-      if (health === undefined) return { status: 'ok', latestRound, ...leadership };
+      if (health === undefined) return { status: 'ok', latestRound, ...leadership, ...FEATURES };
       const loop = {
         pass: health.pass ?? null,
         passSeconds: health.passSeconds ?? null,
@@ -34,8 +40,9 @@ export function registerSystemRoutes(routes: RouteTable, context: ApiContext, re
           error: health.reason ?? 'the control loop is stuck',
           loop,
           ...leadership,
+          ...FEATURES,
         });
-      return { status: 'ok', latestRound, loop, ...leadership };
+      return { status: 'ok', latestRound, loop, ...leadership, ...FEATURES };
     },
   });
 

@@ -45,7 +45,11 @@ export interface ApiControllerService extends ControllerService {
    * Make a just-submitted job durable beyond this machine (the job archive) before it is answered; throws, having
    * withdrawn the job, when that fails.
    */
-  keepSubmission?(job: JobRecord, key?: ArchivedSubmissionKey): Promise<void>;
+  keepSubmission?(
+    job: JobRecord,
+    key?: ArchivedSubmissionKey,
+    options?: { readonly withdraw: boolean },
+  ): Promise<void>;
   /** Round trips the workers measured between instances, and where their probes listen. */
   latency?(): LatencyMatrixView;
   estimate?(spec: JobSpec): Promise<EtaRecord | null>;

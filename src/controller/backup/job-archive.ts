@@ -27,7 +27,10 @@ export interface JobArchiveOptions {
   readonly retrySeconds?: number;
 }
 
-/** End records stored at once: within what the AWS SDK's default 50 sockets carry, beside submissions' spec puts. */
+/**
+ * End records stored at once: 16 of the AWS SDK's default 50 sockets, leaving most to submissions' spec puts (up to
+ * 48 for an array; the SDK queues what its sockets cannot carry at once).
+ */
 const END_WRITE_CONCURRENCY = 16;
 
 /**

@@ -15,7 +15,7 @@ import {
   type ArchivedEnd,
   type ArchivedSpec,
 } from './backup-documents.js';
-import { findSubmission, recordSubmissionKey } from '../submission-keys.js';
+import { findSubmission, isWithdrawnAtSubmission, recordSubmissionKey } from '../submission-keys.js';
 
 /** Archive reads in flight at once: a restore reads only what its backup missed, but that may be many jobs. */
 const READ_CONCURRENCY = 16;
@@ -96,10 +96,6 @@ export async function rebuildJobs(
         message: `${archived.id} submitted again from the job archive: it was accepted after the backup restored`,
       });
     }
-    restoreSubmissionKeys(
-      store,
-      validated.filter(({ archived }) => !cutShort.has(archived.id)),
-    );
     const ended: string[] = [];
     for (const end of [...ends.values()].sort((a, b) => jobSeqOf(a.id) - jobSeqOf(b.id)))
       if (endAsArchived(store, end)) ended.push(end.id);
@@ -114,6 +110,15 @@ export async function rebuildJobs(
       );
       withdrawn.push(id);
     }
+    // Not the keys of submissions never answered: an array cut short, a job withdrawn for the archive (its retry,
+    // with the same key, made the jobs the key names).
+    restoreSubmissionKeys(
+      store,
+      validated.filter(
+        ({ archived }) =>
+          !cutShort.has(archived.id) && !isWithdrawnAtSubmission(store.getJob(archived.id) as JobRecord),
+      ),
+    );
     return { resubmitted: validated.map((v) => v.archived.id), ended, withdrawn };
   });
 }
@@ -136,8 +141,19 @@ function restoreSubmissionKeys(
     entry.jobs.push(store.getJob(archived.id) as JobRecord);
     byKey.set(slot, entry);
   }
-  for (const { jobs, ...key } of byKey.values())
-    if (findSubmission(store, key.team, key.key) === undefined) recordSubmissionKey(store, key, jobs);
+  for (const { jobs, ...key } of byKey.values()) {
+    // A key names one job or one whole array. Jobs of two submissions under one key are a withdrawn submission whose
+    // end record the loss took, and its retry: the key is the retry's, the newest job (or the whole array it is of).
+    const newest = jobs.reduce((a, b) => (jobSeqOf(b.id) > jobSeqOf(a.id) ? b : a));
+    const arrayIds = arrayIdsOf(arrayFactsOf(newest.id, newest.spec));
+    const held = new Set(jobs.map((j) => j.id));
+    const named =
+      arrayIds !== undefined && arrayIds.every((id) => held.has(id))
+        ? arrayIds.map((id) => store.getJob(id) as JobRecord)
+        : [newest];
+    if (findSubmission(store, key.team, key.key) === undefined)
+      recordSubmissionKey(store, key, named, { durable: true });
+  }
 }
 
 function validArchivedSpec(archived: ArchivedSpec, catalog: Catalog): JobSpec {
