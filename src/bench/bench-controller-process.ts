@@ -121,11 +121,17 @@ export class BenchController {
   }
 
   /** An admin request to the API. */
-  async api(method: 'GET' | 'POST', path: string, body?: unknown): Promise<ApiAnswer> {
+  async api(
+    method: 'GET' | 'POST',
+    path: string,
+    body?: unknown,
+    headers: Readonly<Record<string, string>> = {},
+  ): Promise<ApiAnswer> {
     const started = performance.now();
     const response = await fetch(`${this.url}${path}`, {
       method,
       headers: {
+        ...headers,
         authorization: `Bearer ${this.adminToken}`,
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
       },

@@ -27,6 +27,8 @@ const ARRAY_SUBMISSION_MS_PER_JOB = 25;
 
 /** Sends of a keyed submission before giving up (its answer lost each time): 15 s of waits between them. */
 const SUBMISSION_ATTEMPTS = 5;
+/** How long /healthz may take to say whether the controller takes idempotency keys. */
+const HEALTH_TIMEOUT_MS = 5000;
 /** Answers after which a keyed submission is sent again: the controller restarting, or briefly unable to keep it. */
 const RESENT_STATUSES = new Set([502, 503, 504]);
 
@@ -86,8 +88,16 @@ export const jobSummarySchema = z.looseObject({
   replayed: z.boolean().optional().catch(undefined),
 });
 export type JobSummaryResponse = z.output<typeof jobSummarySchema>;
+/**
+ * A submission's answer, and whether it took more than one send (an answer lost on the way): a `replayed` answer to a
+ * resend is then most likely this command's own lost first send, not a submission from before.
+ */
+export type SubmittedJob = JobSummaryResponse & { readonly resent: boolean };
 
-const healthFeaturesSchema = z.object({ idempotencyKeys: z.boolean().optional().catch(undefined) });
+const healthFeaturesSchema = z.object({
+  status: z.string().optional().catch(undefined),
+  idempotencyKeys: z.boolean().optional().catch(undefined),
+});
 
 const jobListSchema = z.object({
   jobs: z.array(jobSummarySchema.extend({ cost: z.number().nullable().optional() })),
@@ -396,7 +406,7 @@ export class FleetwiseClient {
       /** Told before each resend: why the answer was lost and how long until the next send. */
       readonly onResend?: (reason: string, delayMs: number) => void;
     } = {},
-  ): Promise<JobSummaryResponse> {
+  ): Promise<SubmittedJob> {
     const key = options.idempotencyKey;
     const send = (): Promise<JobSummaryResponse> =>
       this.request('POST', '/v1/jobs', jobSummarySchema, {
@@ -404,15 +414,16 @@ export class FleetwiseClient {
         timeoutMs: submissionTimeoutMs(spec),
         ...(key === undefined ? {} : { headers: { 'idempotency-key': key } }),
       });
-    if (key === undefined) return send();
+    if (key === undefined) return { ...(await send()), resent: false };
     let lastLoss: Error | undefined;
+    let unasked = false;
     for (let attempt = 1; attempt <= SUBMISSION_ATTEMPTS; attempt++) {
       if (lastLoss !== undefined) {
         const delayMs = this.resendDelayMs * 2 ** (attempt - 2);
         options.onResend?.(lastLoss.message, delayMs);
         await sleep(delayMs);
         // A controller that predates idempotency keys would make a second job of a resend: resend only to one
-        // that says it takes them (not answering yet, it is asked again at the next attempt).
+        // that says it takes them (not answering yet, it is asked again before the next attempt).
         const honoured = await this.honoursKeys();
         if (honoured === false)
           throw new Error(
@@ -420,32 +431,40 @@ export class FleetwiseClient {
               'exist already (see fleetwise jobs) and a resend could run it twice',
             { cause: lastLoss },
           );
-        if (honoured === undefined) continue;
+        unasked = honoured === undefined;
+        if (unasked) continue;
       }
       try {
-        const answer = await send();
-        // Replayed on a resend: most likely this command's own lost first send, not a submission from before.
-        return lastLoss !== undefined && answer.replayed === true
-          ? { ...answer, replayed: undefined }
-          : answer;
+        return { ...(await send()), resent: lastLoss !== undefined };
       } catch (e) {
         const lost = e instanceof ConnectionError || (e instanceof ApiError && RESENT_STATUSES.has(e.status));
         if (!lost) throw e;
         lastLoss = e;
       }
     }
-    throw lastLoss as Error;
+    const loss = lastLoss as Error;
+    if (!unasked) throw loss;
+    throw new Error(`${loss.message}\nnot sent again: the controller's /healthz did not answer`, {
+      cause: loss,
+    });
   }
 
-  /** Whether the controller honours submissions' idempotency keys (/healthz says so); undefined: no answer. */
+  /**
+   * Whether the controller honours submissions' idempotency keys: /healthz says so (every fleetwise that does says it
+   * in every answer); a serving one that does not say it predates them. Undefined: no answer to go by yet.
+   */
   private async honoursKeys(): Promise<boolean | undefined> {
     if (this.keysHonoured !== undefined) return this.keysHonoured;
     try {
-      const health = await this.request('GET', '/healthz', healthFeaturesSchema, { acceptStatuses: [503] });
-      this.keysHonoured = health.idempotencyKeys === true;
+      const health = await this.request('GET', '/healthz', healthFeaturesSchema, {
+        acceptStatuses: [503],
+        timeoutMs: HEALTH_TIMEOUT_MS,
+      });
+      if (health.idempotencyKeys === true) this.keysHonoured = true;
+      else if (health.status === 'ok') this.keysHonoured = false;
       return this.keysHonoured;
     } catch {
-      return undefined; // not answering now: the resend finds out the same way
+      return undefined; // not answering now: asked again before the next send
     }
   }
 
@@ -640,7 +659,15 @@ export class FleetwiseClient {
         { cause: e },
       );
     }
-    const text = await response.text();
+    let text: string;
+    try {
+      text = await response.text();
+    } catch (e) {
+      throw new ConnectionError(
+        `the controller at ${this.server} (${what}) answered ${response.status} but its answer was cut off: ${networkReason(e)}`,
+        { cause: e },
+      );
+    }
     if (!response.ok && options.acceptStatuses?.includes(response.status) !== true) {
       const parsed = errorSchema.safeParse(safeJson(text));
       const reason = parsed.success ? parsed.data.error : text.trim().slice(0, 500) || response.statusText;

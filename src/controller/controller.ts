@@ -50,6 +50,7 @@ import { CloudOnlyTaskControl, silentLogger, type ControllerLogger, type TaskCon
 import type {
   ClusterView,
   ControllerService,
+  KeepOptions,
   RoundCause,
   SubmissionCommitHook,
   WhyRecord,
@@ -578,11 +579,11 @@ export class Controller implements ControllerService {
   async keepSubmission(
     job: JobRecord,
     key?: ArchivedSubmissionKey,
-    options: { readonly withdraw: boolean } = { withdraw: true },
+    options: KeepOptions = { withdraw: true, ofArray: false },
   ): Promise<void> {
     if (this.jobArchive === undefined) return;
     try {
-      await this.jobArchive.keepSubmitted(job, key);
+      await this.jobArchive.keepSubmitted(job, key, { ofArray: options.ofArray });
     } catch (e) {
       if (!options.withdraw) throw e;
       const why = e instanceof Error ? e.message : String(e);

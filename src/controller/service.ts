@@ -5,6 +5,15 @@ import type { OrphanView } from './kept-orphans.js';
 import type { InstanceRecord, JobRecord, StateStore, TaskRecord } from './state-store.js';
 import type { MonthToDateCosts } from './month-to-date.js';
 
+/**
+ * How a submitted job is made durable (its spec in the job archive): withdrawn when that fails (a first submission) or
+ * left be (the jobs of a resend, made before); whether it is one job of an array submission.
+ */
+export interface KeepOptions {
+  readonly withdraw: boolean;
+  readonly ofArray: boolean;
+}
+
 /** Runs inside a submission's transaction with the jobs it recorded; throwing rolls the submission back. */
 export type SubmissionCommitHook = (jobs: readonly JobRecord[]) => void;
 

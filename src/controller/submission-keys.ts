@@ -28,11 +28,12 @@ export interface SubmissionKeyRecord {
   readonly jobIds: readonly string[];
   readonly atSeconds: number;
   /**
-   * Whether its jobs were made durable (their specs in the job archive) and the submission answered. False between
-   * the commit and that: a controller stopped in between has jobs whose answer was never given, and a resend must
-   * make them durable before it is told of them.
+   * Which run of a controller's API recorded it (a random id per start), if any. One recorded by the running one was
+   * answered, or withdrawn, before its key could be seen again; one recorded by an earlier run may have been left
+   * between its commit and its job archive writes by a stop, so a resend makes its jobs durable before being told of
+   * them (the writes are idempotent). Knowing it costs no write after the commit.
    */
-  readonly durable: boolean;
+  readonly madeBy: string | undefined;
 }
 
 const storedSchema = z.object({
@@ -40,7 +41,7 @@ const storedSchema = z.object({
   firstJobId: z.string(),
   jobCount: z.number().int().positive(),
   atSeconds: z.number(),
-  durable: z.boolean(),
+  madeBy: z.string().optional(),
 });
 type StoredSubmissionKey = z.output<typeof storedSchema>;
 
@@ -100,9 +101,9 @@ export function findSubmission(
   const parsed = storedSchema.safeParse(value);
   // A value this code did not write is no submission: better a second job than a wrong answer naming other jobs.
   if (!parsed.success) return undefined;
-  const { firstJobId, jobCount, ...rest } = parsed.data;
+  const { firstJobId, jobCount, madeBy, ...rest } = parsed.data;
   const first = jobSeqOf(firstJobId);
-  return { ...rest, jobIds: Array.from({ length: jobCount }, (_, i) => `job-${first + i}`) };
+  return { ...rest, madeBy, jobIds: Array.from({ length: jobCount }, (_, i) => `job-${first + i}`) };
 }
 
 /**
@@ -113,7 +114,7 @@ export function recordSubmissionKey(
   store: StateStore,
   submission: SubmissionKey,
   jobs: readonly JobRecord[],
-  options: { readonly durable: boolean },
+  options: { readonly madeBy?: string | undefined } = {},
 ): void {
   const first = jobs[0];
   if (first === undefined) throw new Error('a submission key names at least one job');
@@ -132,19 +133,9 @@ export function recordSubmissionKey(
       firstJobId: first.id,
       jobCount: jobs.length,
       atSeconds: first.submittedAtSeconds,
-      durable: options.durable,
+      ...(options.madeBy === undefined ? {} : { madeBy: options.madeBy }),
     };
     store.setValue(storeKey(submission.team, submission.key), stored);
-  });
-}
-
-/** Its jobs are durable and the submission answered: a resend is answered at once. */
-export function markSubmissionDurable(store: StateStore, team: string, key: string): void {
-  store.transaction(() => {
-    const value = store.getValue(storeKey(team, key));
-    const parsed = storedSchema.safeParse(value);
-    if (parsed.success && !parsed.data.durable)
-      store.setValue(storeKey(team, key), { ...parsed.data, durable: true });
   });
 }
 

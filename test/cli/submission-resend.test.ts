@@ -112,8 +112,8 @@ describe('a submission whose answer is lost', () => {
     expect(submissionsSeen).toBe(3);
     expect(told).toEqual([20, 40]);
     expect(jobsNamed('resent')).toEqual([answer.id]);
-    // Replayed to the resend, but the job is this call's own: not "submitted before".
-    expect(answer.replayed).toBeUndefined();
+    // Replayed to the resend, which says it was one: the job is this call's own, not "submitted before".
+    expect([answer.replayed, answer.resent]).toEqual([true, true]);
   });
 
   it('gives up after its sends, naming the loss', async () => {
@@ -189,8 +189,15 @@ describe('a submission whose answer is lost', () => {
       () => (answer500 = false),
     );
     expect(lost.code).toBe(1);
+    // Without a key given, the hint names the random one the command used.
+    answer500 = true;
+    const unkeyed = await runCli(['submit', file], env).finally(() => (answer500 = false));
+    const used = /run the same command with --idempotency-key ([0-9a-f-]{36})/.exec(unkeyed.stderr)?.[1];
+    expect(used, unkeyed.stderr).toBeDefined();
+    const again = await runCli(['submit', file, '--idempotency-key', used ?? '', '--json'], env);
+    expect(JSON.parse(again.stdout)).toMatchObject({ replayed: true });
     expect(lost.stderr).toContain(
-      `to send it again without risking a second copy: fleetwise submit ${file} --idempotency-key train/lost`,
+      'to send it again without risking a second copy, run the same command with --idempotency-key train/lost',
     );
   });
 });

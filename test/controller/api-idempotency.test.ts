@@ -112,7 +112,10 @@ describe('a submission sent again with its Idempotency-Key', () => {
     expect(first.status).toBe(201);
     expect(first.replayedHeader).toBeNull();
     expect(first.body['replayed']).toBeUndefined();
+    const puts = objects.puts.length;
     const again = await submit(spec('nightly'), 'nightly/2026-12-02');
+    // Answered by the run that made it durable: nothing written again.
+    expect(objects.puts.length).toBe(puts);
     expect(again.status).toBe(201);
     expect(again.replayedHeader).toBe('true');
     expect(again.body).toMatchObject({ id: first.body['id'], name: 'nightly', replayed: true });
@@ -272,19 +275,19 @@ describe('a submission sent again with its Idempotency-Key', () => {
     expect(b?.body['id']).toBe(made[1]?.id);
   });
 
-  /** A submission as a controller stopped between its commit and the archive leaves it: job and key, no spec. */
+  /** A submission as a controller that stopped between its commit and the archive leaves it: job and key, no spec. */
   function madeButNotDurable(name: string, key: string): string {
     const made = validateJobSpec(spec(name), 'spec', catalog);
     return r.store.transaction(() => {
       const job = r.store.submitJob(made);
       recordSubmissionKey(r.store, { team: 'research', key, requestHash: requestHashOf(made) }, [job], {
-        durable: false,
+        madeBy: 'a run of the controller that stopped',
       });
       return job.id;
     });
   }
 
-  it('makes jobs made but never made durable durable before answering a resend, withdrawing none', async () => {
+  it('makes jobs an earlier run made durable before answering a resend, withdrawing none', async () => {
     const id = madeButNotDurable('stopped-midway', 'midway-1');
     objects.failing = (key) => key.endsWith('/spec.json');
     const refused = await submit(spec('stopped-midway'), 'midway-1');
@@ -296,7 +299,6 @@ describe('a submission sent again with its Idempotency-Key', () => {
     const again = await submit(spec('stopped-midway'), 'midway-1');
     expect(again.body).toMatchObject({ id, replayed: true });
     expect(await objects.exists(jobArchiveKeys('prod', id).spec)).toBe(true);
-    expect(findSubmission(r.store, 'research', 'midway-1')?.durable).toBe(true);
     expect(jobsNamed('stopped-midway')).toBe(1);
   });
 
@@ -308,6 +310,35 @@ describe('a submission sent again with its Idempotency-Key', () => {
     expect(again.body['replayed']).toBeUndefined();
     expect(again.body['id']).not.toBe(id);
     expect(findSubmission(r.store, 'research', 'withdrawn-1')?.jobIds).toEqual([again.body['id']]);
+  });
+
+  it('withdraws the rest of a submission found partly withdrawn, then submits anew', async () => {
+    const body = spec('half-withdrawn', { arrayProperties: { size: 3 } });
+    const made = validateJobSpec(body, 'spec', catalog);
+    const ids = r.controller
+      .submitArray(made, 'research', (jobs) =>
+        recordSubmissionKey(
+          r.store,
+          { team: 'research', key: 'half-1', requestHash: requestHashOf(made) },
+          jobs,
+          {
+            madeBy: 'a run of the controller that stopped',
+          },
+        ),
+      )
+      .map((j) => j.id);
+    // Stopped after withdrawing one of them.
+    r.controller.cancel(
+      ids[1] as string,
+      `${WITHDRAWN_AT_SUBMISSION}: the object store did not take its spec`,
+    );
+    const again = await submit(body, 'half-1');
+    expect(again.status).toBe(201);
+    expect(again.body['replayed']).toBeUndefined();
+    expect(ids.map((id) => r.store.getJob(id)?.state)).toEqual(['cancelled', 'cancelled', 'cancelled']);
+    expect(r.store.getJob(ids[0] as string)?.reason).toMatch(new RegExp(`^${WITHDRAWN_AT_SUBMISSION}`));
+    expect(again.body['arrayJobIds']).toHaveLength(3);
+    expect(jobsNamed('half-withdrawn')).toBe(6);
   });
 
   it('is answered with the first job after the controller restarted on its state', async () => {

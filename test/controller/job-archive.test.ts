@@ -70,6 +70,7 @@ describe('the job archive behind submissions', () => {
       id,
       submittedAtSeconds: job?.submittedAtSeconds,
       spec: JSON.parse(JSON.stringify(job?.spec)) as unknown,
+      ofArraySubmission: false,
     });
   });
 
@@ -107,6 +108,7 @@ describe('the job archive behind submissions', () => {
     for (const [index, id] of ids.entries()) {
       const stored = (await readJson(objects, jobArchiveKeys('prod', id).spec)) as { spec: unknown };
       expect(stored.spec).toMatchObject({ name: 'sweep', arrayProperties: { size: 3, index } });
+      expect((stored as { ofArraySubmission?: boolean }).ofArraySubmission).toBe(true);
       expect(r.store.getJob(id)?.state).toBe('queued');
     }
   });

@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { JobArchive } from '../../src/controller/backup/job-archive.js';
 import {
   findSubmission,
+  forgetSubmissionKey,
   recordSubmissionKey,
   requestHashOf,
   WITHDRAWN_AT_SUBMISSION,
@@ -83,11 +84,13 @@ class Cluster {
       key === undefined ? undefined : { team: spec.team, key, requestHash: requestHashOf(spec) };
     const job = this.state.transaction(() => {
       const made = this.state.submitJob(spec);
-      if (submissionKey !== undefined)
-        recordSubmissionKey(this.state, submissionKey, [made], { durable: true });
+      if (submissionKey !== undefined) recordSubmissionKey(this.state, submissionKey, [made]);
       return made;
     });
-    await this.archive.keepSubmitted(job, submissionKey);
+    // A job with an index stands for one of an array submission here, as the API archives those.
+    await this.archive.keepSubmitted(job, submissionKey, {
+      ofArray: spec.arrayProperties?.index !== undefined,
+    });
     return job;
   }
 
@@ -398,10 +401,10 @@ describe('restore from a backup', () => {
     for (const index of [0, 1]) {
       const spec = sweep(index, 2, 'pair');
       const job = c.state.submitJob(spec);
-      await c.archive.keepSubmitted(job, { key: 'pair-key', requestHash: 'pair-hash' });
+      await c.archive.keepSubmitted(job, { key: 'pair-key', requestHash: 'pair-hash' }, { ofArray: true });
     }
     const cut = c.state.submitJob(sweep(0, 2, 'cut')); // its other job never stored
-    await c.archive.keepSubmitted(cut, { key: 'cut-key', requestHash: 'cut-hash' });
+    await c.archive.keepSubmitted(cut, { key: 'cut-key', requestHash: 'cut-hash' }, { ofArray: true });
     c.state.close();
 
     const { dir } = await c.restore(c.objectsDir);
@@ -413,7 +416,6 @@ describe('restore from a backup', () => {
     });
     expect(findSubmission(restored, 'research', 'pair-key')?.jobIds).toEqual(['job-3', 'job-4']);
     expect(findSubmission(restored, 'research', 'cut-key')).toBeUndefined();
-    expect(findSubmission(restored, 'research', 'late-key')?.durable).toBe(true);
     restored.close();
   });
 
@@ -445,6 +447,42 @@ describe('restore from a backup', () => {
     const restored = new SqliteStateStore(join(dir, 'state.db'));
     expect(findSubmission(restored, 'research', 'retried-key')?.jobIds).toEqual([retry.id]);
     expect(findSubmission(restored, 'research', 'other-key')?.jobIds).toEqual([otherRetry.id]);
+    restored.close();
+  });
+
+  it('keeps a rerun of one job of an array, submitted alone, and replaces a key the backup holds for a withdrawn job', async () => {
+    const c = new Cluster();
+    const first = jobSpec('flaky', CPU_SMALL);
+    const withdrawn = await c.submit('flaky', first, 'flaky-key'); // job-1, its key in the backup
+    await c.backup.run();
+    // After the backup job-1 is withdrawn (its key freed) and the retry, another spec, takes the key.
+    c.archive.keepEnded(
+      c.state.setJobState(
+        withdrawn.id,
+        'cancelled',
+        `${WITHDRAWN_AT_SUBMISSION}: the object store did not take it`,
+      ),
+    );
+    await until('the withdrawal archived', () => (c.archive.pendingEndCount === 0 ? true : undefined));
+    forgetSubmissionKey(c.state, 'research', 'flaky-key'); // as the API frees it
+    const retried = { ...jobSpec('flaky', CPU_SMALL), description: 'the retry' };
+    const retry = await c.submit('flaky', retried, 'flaky-key'); // job-2
+    // A rerun of index 3 of an array of 10, alone (as fleetwise resubmit makes it): no array around it.
+    const rerun = c.state.submitJob({
+      ...jobSpec('sweep', CPU_SMALL),
+      arrayProperties: { size: 10, index: 3 },
+    });
+    await c.archive.keepSubmitted(rerun, { key: 'resubmit/job-40', requestHash: 'h' }, { ofArray: false });
+    c.state.close();
+
+    const { dir } = await c.restore(c.objectsDir);
+    const restored = new SqliteStateStore(join(dir, 'state.db'));
+    expect(restored.getJob(rerun.id)?.state).toBe('queued');
+    expect(findSubmission(restored, 'research', 'resubmit/job-40')?.jobIds).toEqual([rerun.id]);
+    expect(findSubmission(restored, 'research', 'flaky-key')).toMatchObject({
+      jobIds: [retry.id],
+      requestHash: requestHashOf(retried),
+    });
     restored.close();
   });
 

@@ -29,7 +29,7 @@ describe.each(stores)('submission keys on the %s store', (_name, open) => {
     const key = { team: 'research', key: 'k-1', requestHash: requestHashOf(spec) };
     expect(() =>
       store.transaction(() => {
-        recordSubmissionKey(store, key, [store.submitJob(spec)], { durable: false });
+        recordSubmissionKey(store, key, [store.submitJob(spec)]);
         throw new Error('the submission failed after its key');
       }),
     ).toThrow('failed after its key');
@@ -38,7 +38,7 @@ describe.each(stores)('submission keys on the %s store', (_name, open) => {
 
     const job = store.transaction(() => {
       const made = store.submitJob(spec);
-      recordSubmissionKey(store, key, [made], { durable: false });
+      recordSubmissionKey(store, key, [made]);
       return made;
     });
     expect(findSubmission(store, 'research', 'k-1')).toMatchObject({
@@ -48,10 +48,10 @@ describe.each(stores)('submission keys on the %s store', (_name, open) => {
     // Another team's key of the same name is another key.
     expect(findSubmission(store, 'vision', 'k-1')).toBeUndefined();
     // Recorded again: the same request is taken (answer the first), another is a reuse.
-    expect(() => recordSubmissionKey(store, key, [job], { durable: true })).toThrow(SubmissionKeyTakenError);
-    expect(() =>
-      recordSubmissionKey(store, { ...key, requestHash: 'other' }, [job], { durable: true }),
-    ).toThrow(SubmissionKeyReusedError);
+    expect(() => recordSubmissionKey(store, key, [job])).toThrow(SubmissionKeyTakenError);
+    expect(() => recordSubmissionKey(store, { ...key, requestHash: 'other' }, [job])).toThrow(
+      SubmissionKeyReusedError,
+    );
     store.close();
   });
 });
@@ -67,8 +67,7 @@ it('rolls back the second of two sends of one key committed in one batch, keepin
   const r = rig();
   const spec = jobSpec('batched', CPU_SMALL);
   const key = { team: 'research', key: 'batched-1', requestHash: requestHashOf(spec) };
-  const hook = (jobs: readonly JobRecord[]): void =>
-    recordSubmissionKey(r.store, key, jobs, { durable: false });
+  const hook = (jobs: readonly JobRecord[]): void => recordSubmissionKey(r.store, key, jobs);
   // Both in one turn of the event loop: one group commit.
   const [first, second] = await Promise.allSettled([
     r.controller.submitBatched(spec, 'research', hook),

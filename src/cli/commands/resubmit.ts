@@ -7,7 +7,7 @@ import {
   FleetwiseClient,
   type ConnectionOptions,
   type JobDocumentResponse,
-  type JobSummaryResponse,
+  type SubmittedJob,
 } from '../client.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { readJobs } from '../job-reads.js';
@@ -71,7 +71,7 @@ export function registerResubmit(program: Command): void {
       }
       const { again, failedBefore } = rerun;
       renamed.set(job.id, again.id);
-      const before = again.replayed === true;
+      const before = again.replayed === true && !again.resent;
       if (options.json === true)
         process.stdout.write(
           `${JSON.stringify({ from: job.id, id: again.id, name: again.name, team: again.team, state: again.state, ...(again.array === undefined ? {} : { array: again.array }), ...(before ? { replayed: true } : {}), ...(failedBefore.length === 0 ? {} : { failedBefore }) })}\n`,
@@ -88,7 +88,7 @@ export function registerResubmit(program: Command): void {
 
 /** A job's rerun, and the reruns of it made before that ended without succeeding, oldest first. */
 interface Rerun {
-  readonly again: JobSummaryResponse;
+  readonly again: SubmittedJob;
   readonly failedBefore: readonly string[];
 }
 
@@ -107,17 +107,25 @@ async function rerunOf(
   spec: Record<string, unknown>,
 ): Promise<Rerun> {
   const failedBefore: string[] = [];
-  let of = job.id;
+  let of: { readonly id: string; readonly spec: Readonly<Record<string, unknown>> } = job;
   for (;;) {
     const again = await client.submitJob(spec, {
-      idempotencyKey: resubmissionKey(of, job.spec, spec),
+      idempotencyKey: resubmissionKey(of.id, of.spec, spec),
       onResend: sayResending(job.id),
     });
     const unsuccessful = isFinalJobState(again.state) && again.state !== 'succeeded';
-    if (again.replayed !== true || !unsuccessful || failedBefore.length >= MAX_RERUNS_FOLLOWED)
+    // A rerun just made (this command's own lost first send answered again) is queued, never ended: only a rerun
+    // from before can have ended without succeeding.
+    if (again.replayed !== true || !unsuccessful) return { again, failedBefore };
+    if (failedBefore.length >= MAX_RERUNS_FOLLOWED) {
+      process.stderr.write(
+        `${job.id}: its last ${MAX_RERUNS_FOLLOWED} reruns ended without succeeding; not rerun again (resubmit ${again.id} to)\n`,
+      );
       return { again, failedBefore };
+    }
     failedBefore.push(again.id);
-    of = again.id;
+    // Keyed by the rerun it reruns now, and by what that one waited for: as `fleetwise resubmit` of it would key it.
+    of = await client.getJob(again.id);
   }
 }
 

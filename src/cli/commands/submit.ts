@@ -20,6 +20,7 @@ import {
   type ConnectionOptions,
   type DryRunResponse,
   type JobSummaryResponse,
+  type SubmittedJob,
 } from '../client.js';
 import { RESUBMISSION_KEY_PREFIX } from '../resubmission.js';
 import { packContext } from '../context-archive.js';
@@ -210,7 +211,8 @@ export function registerSubmit(program: Command): void {
           dependsOn,
         ),
       );
-    const keys = submissionKeys(options.idempotencyKey, files.length);
+    const baseKey = options.idempotencyKey ?? randomUUID();
+    const keys = submissionKeys(baseKey, files.length, options.idempotencyKey !== undefined);
     if (options.perIndex === true) checkPerIndex(files, specs, options.chain === true);
     else if (options.chain === true) checkChainAfterArrays(files, specs);
     const client = FleetwiseClient.fromOptions(options);
@@ -239,7 +241,7 @@ export function registerSubmit(program: Command): void {
             ? withDependencies(specs[i] as RawSpec, [{ jobId: previous.id, type: 'N_TO_N' }])
             : withDependencies(specs[i] as RawSpec, previous.arrayJobIds ?? [previous.id]);
       const raw = await uploadBuildContexts(spec as RawSpec, file, client, (l) => process.stderr.write(l));
-      let job: JobSummaryResponse;
+      let job: SubmittedJob;
       try {
         job = await client.submitJob(raw, { idempotencyKey: keys[i], onResend: sayResending(file) });
       } catch (e) {
@@ -248,12 +250,16 @@ export function registerSubmit(program: Command): void {
             `already submitted: ${submitted.map((j) => (j.arrayJobIds === undefined ? j.id : `${j.arrayJobIds[0]} … ${j.arrayJobIds.at(-1)}`)).join(', ')}\n`,
           );
         const lost = e instanceof ConnectionError || (e instanceof ApiError && e.status >= 500);
+        // The same command with the same base key sends what this one did (each file's spec, its array and the
+        // dependencies the chain gave it): the files already answered are answered again, the rest submitted once.
         const hint = lost
-          ? `\nto send it again without risking a second copy: fleetwise submit ${file === STDIN ? '-' : file} --idempotency-key ${keys[i] ?? ''}`
+          ? `\nto send it again without risking a second copy, run the same command with --idempotency-key ${baseKey}`
           : '';
         throw new Error(`${file}: ${(e as Error).message}${hint}`, { cause: e });
       }
       submitted.push(job);
+      // Submitted by an earlier run with this key (not this run's own lost first send, answered again).
+      const before = job.replayed === true && !job.resent;
       const warnings = warningsOf(job);
       const waitingFor = queueFieldsOf(job).waitingFor ?? [];
       const ids = job.arrayJobIds ?? [job.id];
@@ -269,7 +275,7 @@ export function registerSubmit(program: Command): void {
               warnings,
               waitingFor: job.arrayJobIds === undefined ? waitingFor : (job.arrayWaitingFor?.[index] ?? []),
               ...(job.arrayJobIds === undefined ? {} : { array: { index, size: ids.length } }),
-              ...(job.replayed === true ? { replayed: true } : {}),
+              ...(before ? { replayed: true } : {}),
             })}\n`,
           );
       else {
@@ -287,7 +293,7 @@ export function registerSubmit(program: Command): void {
         const what =
           job.arrayJobIds === undefined ? job.id : `${ids[0]} … ${ids.at(-1)}, an array of ${ids.length}`;
         process.stdout.write(
-          job.replayed === true
+          before
             ? `submitted before with this idempotency key: ${what} (${job.name}, team ${job.team}): ${job.state}\n`
             : `submitted ${what} (${job.name}, team ${job.team}): ${job.state}${waits}\n`,
         );
@@ -309,15 +315,15 @@ export function sayResending(what: string): (reason: string, delayMs: number) =>
 }
 
 /**
- * Each file's idempotency key: the one given (`KEY/n` for the n-th of several files), else a random one per file, so
- * that the client's own resends of a lost answer never submit twice.
+ * Each file's idempotency key: the base key given, or a random one, for one file; `BASE/n` for the n-th of several.
+ * A random base still makes the client's own resends of a lost answer safe, and is printed when a send is given up.
  */
-function submissionKeys(given: string | undefined, count: number): string[] {
-  if (given === undefined) return Array.from({ length: count }, () => randomUUID());
-  const keys = count === 1 ? [given] : Array.from({ length: count }, (_, i) => `${given}/${i + 1}`);
-  if (given.startsWith(RESUBMISSION_KEY_PREFIX))
+function submissionKeys(base: string, count: number, given: boolean): string[] {
+  const keys = count === 1 ? [base] : Array.from({ length: count }, (_, i) => `${base}/${i + 1}`);
+  if (!given) return keys;
+  if (base.startsWith(RESUBMISSION_KEY_PREFIX))
     throw new ValidationError('--idempotency-key', [
-      `${JSON.stringify(given)}: keys starting ${RESUBMISSION_KEY_PREFIX} are fleetwise resubmit's own`,
+      `${JSON.stringify(base)}: keys starting ${RESUBMISSION_KEY_PREFIX} are fleetwise resubmit's own`,
     ]);
   const bad = keys.find((k) => !IDEMPOTENCY_KEY_PATTERN.test(k));
   if (bad !== undefined)

@@ -16,7 +16,7 @@ export async function keepAcceptedJob(
 ): Promise<void> {
   if (service.keepSubmission === undefined) return;
   try {
-    await service.keepSubmission(job, key, { withdraw: true });
+    await service.keepSubmission(job, key, { withdraw: true, ofArray: false });
   } catch (e) {
     throw new HttpError(
       503,
@@ -50,7 +50,7 @@ export async function keepAcceptedArray(
     while (failure === undefined && next < jobs.length) {
       const job = jobs[next++] as JobRecord;
       try {
-        await keep(job, key, { withdraw: true }); // a job it cannot keep, it withdraws itself
+        await keep(job, key, { withdraw: true, ofArray: true }); // a job it cannot keep, it withdraws itself
       } catch (error) {
         failure ??= { job, error };
       }
@@ -59,17 +59,13 @@ export async function keepAcceptedArray(
   await Promise.all(Array.from({ length: Math.min(ARRAY_KEEP_CONCURRENCY, jobs.length) }, worker));
   if (failure === undefined) return;
   const why = failure.error instanceof Error ? failure.error.message : String(failure.error);
-  for (const job of jobs) {
-    if (job.id === failure.job.id) continue;
-    try {
-      service.cancel(
-        job.id,
-        `${WITHDRAWN_AT_SUBMISSION}: ${failure.job.id} of its array could not be made durable`,
-      );
-    } catch {
-      // Already ended (withdrawn by its own failed keep): nothing runs.
-    }
-  }
+  // One commit: a stop midway cannot leave part of the array to run (those withdrawn by their own failed keep are
+  // returned as they are).
+  const failed = failure.job.id;
+  service.cancelMany(
+    jobs.filter((j) => j.id !== failed).map((j) => j.id),
+    `${WITHDRAWN_AT_SUBMISSION}: ${failed} of its array could not be made durable`,
+  );
   const ids = `${(jobs[0] as JobRecord).id} … ${(jobs.at(-1) as JobRecord).id}`;
   throw new HttpError(
     503,
@@ -91,8 +87,16 @@ export async function keepAgain(
   const keep = service.keepSubmission?.bind(service);
   if (keep === undefined) return;
   let next = 0;
+  let failed = false;
   const worker = async (): Promise<void> => {
-    while (next < jobs.length) await keep(jobs[next++] as JobRecord, key, { withdraw: false });
+    while (!failed && next < jobs.length)
+      // A submission's record names several jobs only for an array.
+      await keep(jobs[next++] as JobRecord, key, { withdraw: false, ofArray: jobs.length > 1 }).catch(
+        (e: unknown) => {
+          failed = true;
+          throw e;
+        },
+      );
   };
   try {
     await Promise.all(Array.from({ length: Math.min(ARRAY_KEEP_CONCURRENCY, jobs.length) }, worker));

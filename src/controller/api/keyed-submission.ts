@@ -1,12 +1,13 @@
+import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { parseWith } from '../../core/validation.js';
 import type { SubmissionCommitHook } from '../service.js';
+import { isFinalJobState } from '../state/lifecycle.js';
 import type { JobRecord, StateStore } from '../state-store.js';
 import {
   findSubmission,
   forgetSubmissionKey,
   isWithdrawnAtSubmission,
-  markSubmissionDurable,
   IDEMPOTENCY_KEY_PATTERN,
   IDEMPOTENCY_KEY_RULE,
   recordSubmissionKey,
@@ -50,16 +51,20 @@ export interface SubmissionOutcome {
  * Submissions sent with an idempotency key (submission-keys.ts): the first makes its jobs and records the key in the
  * same transaction; the same key with the same spec is answered with those jobs; with another spec, 422. A retry that
  * arrives while the first is still being made durable (a client that timed out) waits for it, so it is never told
- * of jobs that are then withdrawn; one that finds jobs made but never made durable (the controller stopped between
- * the two) makes them durable first; one that finds them withdrawn submits anew.
+ * of jobs that are then withdrawn; one that finds jobs another run of the controller made (which may have stopped
+ * between the commit and the archive) makes them durable first; one that finds them withdrawn submits anew.
  */
 export class KeyedSubmissions {
   private readonly inFlight = new Map<string, Promise<SubmissionOutcome>>();
+  /** This run of the API, written with each key it records (SubmissionKeyRecord.madeBy). */
+  private readonly run = randomUUID();
 
   constructor(
     private readonly store: StateStore,
     /** Make jobs made earlier durable, withdrawing none: throws (a 503 to retry) when that fails. */
     private readonly keepAgain: (jobs: readonly JobRecord[], key: SubmissionKey) => Promise<void>,
+    /** Withdraw the jobs of a submission found partly withdrawn (a stop in the middle of withdrawing it). */
+    private readonly withdraw: (jobs: readonly JobRecord[]) => void,
   ) {}
 
   async submit(
@@ -88,10 +93,9 @@ export class KeyedSubmissions {
     if (replay !== undefined) return replay;
     try {
       const jobs = await make({
-        inCommit: (recorded) => recordSubmissionKey(this.store, key, recorded, { durable: false }),
+        inCommit: (recorded) => recordSubmissionKey(this.store, key, recorded, { madeBy: this.run }),
         withdrawn: () => forgetSubmissionKey(this.store, key.team, key.key),
       });
-      markSubmissionDurable(this.store, key.team, key.key);
       return { jobs, replayed: false };
     } catch (e) {
       if (e instanceof SubmissionKeyReusedError) throw reused(e);
@@ -111,14 +115,14 @@ export class KeyedSubmissions {
     // Withdrawn (the controller stopped before forgetting the key), or missing (a state restored from before the
     // key): the submission was never answered, and its resend submits anew.
     if (jobs.some((j) => j === undefined || isWithdrawnAtSubmission(j))) {
+      const live = jobs.filter((j): j is JobRecord => j !== undefined && !isFinalJobState(j.state));
+      if (live.length > 0) this.withdraw(live);
       forgetSubmissionKey(this.store, key.team, key.key);
       return undefined;
     }
     const made = jobs as JobRecord[];
-    if (!earlier.durable) {
-      await this.keepAgain(made, key);
-      markSubmissionDurable(this.store, key.team, key.key);
-    }
+    // Recorded by an earlier run, which may have stopped before its archive writes.
+    if (earlier.madeBy !== this.run) await this.keepAgain(made, key);
     return { jobs: made, replayed: true };
   }
 }

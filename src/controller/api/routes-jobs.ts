@@ -11,7 +11,7 @@ import { bodyOf } from './body.js';
 import { HttpError, notFound } from './errors.js';
 import { keepAcceptedArray, keepAcceptedJob, keepAgain } from './kept-submission.js';
 import { IDEMPOTENT_REPLAYED_HEADER, idempotencyKeyOf, KeyedSubmissions } from './keyed-submission.js';
-import { requestHashOf } from '../submission-keys.js';
+import { requestHashOf, WITHDRAWN_AT_SUBMISSION } from '../submission-keys.js';
 import { sinceQueryParam } from './since.js';
 import type { ApiContext, RouteTable } from './routing.js';
 import { dryRunView, requireUploadedContexts, specFromBody } from './submission.js';
@@ -79,7 +79,15 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
   const store = service.store;
   const taskCount = (jobId: string): number => store.listTasks({ jobId }).length;
   const predicting = (): boolean => service.predictionsEnabled === true;
-  const keyed = new KeyedSubmissions(store, (jobs, key) => keepAgain(service, jobs, key));
+  const keyed = new KeyedSubmissions(
+    store,
+    (jobs, key) => keepAgain(service, jobs, key),
+    (jobs) =>
+      service.cancelMany(
+        jobs.map((j) => j.id),
+        `${WITHDRAWN_AT_SUBMISSION}: the rest of its submission was withdrawn`,
+      ),
+  );
 
   routes.add({
     method: 'POST',

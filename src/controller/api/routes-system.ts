@@ -1,16 +1,11 @@
 import type { Registry } from 'prom-client';
+import { HEALTH_FEATURES } from './health-features.js';
 import { OPENAPI_DOCUMENT } from './openapi.js';
 import type { ApiContext, RouteTable } from './routing.js';
 
 function secondsToIso(seconds: number | undefined): string | null {
   return seconds === undefined ? null : new Date(seconds * 1000).toISOString();
 }
-
-/**
- * What this controller honours that an older one ignored, said by /healthz so a client can ask before relying on it:
- * a client resends a submission whose answer was lost only to a controller that takes its idempotency key.
- */
-const FEATURES = { idempotencyKeys: true } as const;
 
 export function registerSystemRoutes(routes: RouteTable, context: ApiContext, registry: Registry): void {
   routes.add({
@@ -23,11 +18,13 @@ export function registerSystemRoutes(routes: RouteTable, context: ApiContext, re
         latestRound = context.service.store.latestRound()?.round ?? null;
       } catch (e) {
         request.log.error(e, 'health check: state store unavailable');
-        return reply.code(503).send({ status: 'unavailable', error: 'the state store is unavailable' });
+        return reply
+          .code(503)
+          .send({ status: 'unavailable', error: 'the state store is unavailable', ...HEALTH_FEATURES });
       }
       const leadership = context.leadership();
       const health = context.service.loopHealth?.();
-      if (health === undefined) return { status: 'ok', latestRound, ...leadership, ...FEATURES };
+      if (health === undefined) return { status: 'ok', latestRound, ...leadership, ...HEALTH_FEATURES };
       const loop = {
         pass: health.pass ?? null,
         passSeconds: health.passSeconds ?? null,
@@ -40,9 +37,9 @@ export function registerSystemRoutes(routes: RouteTable, context: ApiContext, re
           error: health.reason ?? 'the control loop is stuck',
           loop,
           ...leadership,
-          ...FEATURES,
+          ...HEALTH_FEATURES,
         });
-      return { status: 'ok', latestRound, loop, ...leadership, ...FEATURES };
+      return { status: 'ok', latestRound, loop, ...leadership, ...HEALTH_FEATURES };
     },
   });
 

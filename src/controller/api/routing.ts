@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { PriceBook } from '../../scheduler/reservation-price.js';
-import type { ControllerService, SubmissionCommitHook } from '../service.js';
+import type { ControllerService, KeepOptions, SubmissionCommitHook } from '../service.js';
 import type { JobSpec } from '../job-spec/spec.js';
 import type { EtaRecord } from '../queue-records.js';
 import type { LatencyMatrixView } from '../latency-matrix.js';
@@ -45,11 +45,7 @@ export interface ApiControllerService extends ControllerService {
    * Make a just-submitted job durable beyond this machine (the job archive) before it is answered; throws, having
    * withdrawn the job, when that fails.
    */
-  keepSubmission?(
-    job: JobRecord,
-    key?: ArchivedSubmissionKey,
-    options?: { readonly withdraw: boolean },
-  ): Promise<void>;
+  keepSubmission?(job: JobRecord, key?: ArchivedSubmissionKey, options?: KeepOptions): Promise<void>;
   /** Round trips the workers measured between instances, and where their probes listen. */
   latency?(): LatencyMatrixView;
   estimate?(spec: JobSpec): Promise<EtaRecord | null>;

@@ -58,6 +58,11 @@ export const archivedSpecSchema = z.strictObject({
   spec: z.unknown(),
   /** The idempotency key it was submitted with (submission-keys.ts), so a restored state answers a resend of it. */
   submissionKey: z.strictObject({ key: z.string().min(1), requestHash: z.string().min(1) }).optional(),
+  /**
+   * Whether it was submitted as one job of an array (in one submission with the rest), or alone: a rerun of one job of
+   * an array carries its index too. Absent in documents written before it was kept: taken from the index.
+   */
+  ofArraySubmission: z.boolean().optional(),
 });
 export type ArchivedSpec = z.output<typeof archivedSpecSchema>;
 

@@ -50,13 +50,18 @@ export class JobArchive {
   constructor(private readonly options: JobArchiveOptions) {}
 
   /** Store an accepted job's spec (with the idempotency key it came with); throws when the object store does not take it. */
-  async keepSubmitted(job: JobRecord, key?: ArchivedSubmissionKey): Promise<void> {
+  async keepSubmitted(
+    job: JobRecord,
+    key?: ArchivedSubmissionKey,
+    options: { readonly ofArray: boolean } = { ofArray: false },
+  ): Promise<void> {
     const doc: ArchivedSpec = {
       version: 1,
       id: job.id,
       submittedAtSeconds: job.submittedAtSeconds,
       spec: job.spec,
       ...(key === undefined ? {} : { submissionKey: { key: key.key, requestHash: key.requestHash } }),
+      ofArraySubmission: options.ofArray,
     };
     try {
       await this.options.objectStore.put(

@@ -15,7 +15,12 @@ import {
   type ArchivedEnd,
   type ArchivedSpec,
 } from './backup-documents.js';
-import { findSubmission, isWithdrawnAtSubmission, recordSubmissionKey } from '../submission-keys.js';
+import {
+  findSubmission,
+  forgetSubmissionKey,
+  isWithdrawnAtSubmission,
+  recordSubmissionKey,
+} from '../submission-keys.js';
 
 /** Archive reads in flight at once: a restore reads only what its backup missed, but that may be many jobs. */
 const READ_CONCURRENCY = 16;
@@ -82,7 +87,7 @@ export async function rebuildJobs(
   const known = (id: string): boolean => listed.get(id)?.spec === true || store.getJob(id) !== undefined;
   const cutShort = new Map(
     validated.flatMap(({ archived, spec }) => {
-      const missing = arrayIdsOf(arrayFactsOf(archived.id, spec))?.filter((id) => !known(id)) ?? [];
+      const missing = arrayIdsOfSubmission(archived, spec)?.filter((id) => !known(id)) ?? [];
       return missing.length === 0 ? [] : [[archived.id, missing] as const];
     }),
   );
@@ -132,28 +137,47 @@ function restoreSubmissionKeys(
   store: StateStore,
   restored: readonly { readonly archived: ArchivedSpec; readonly spec: JobSpec }[],
 ): void {
-  const byKey = new Map<string, { team: string; key: string; requestHash: string; jobs: JobRecord[] }>();
+  const byKey = new Map<string, { team: string; key: string; archived: ArchivedSpec[] }>();
   for (const { archived, spec } of restored) {
     const kept = archived.submissionKey;
     if (kept === undefined) continue;
     const slot = `${spec.team}\n${kept.key}`;
-    const entry = byKey.get(slot) ?? { team: spec.team, ...kept, jobs: [] };
-    entry.jobs.push(store.getJob(archived.id) as JobRecord);
+    const entry = byKey.get(slot) ?? { team: spec.team, key: kept.key, archived: [] };
+    entry.archived.push(archived);
     byKey.set(slot, entry);
   }
-  for (const { jobs, ...key } of byKey.values()) {
+  for (const { team, key, archived } of byKey.values()) {
     // A key names one job or one whole array. Jobs of two submissions under one key are a withdrawn submission whose
-    // end record the loss took, and its retry: the key is the retry's, the newest job (or the whole array it is of).
-    const newest = jobs.reduce((a, b) => (jobSeqOf(b.id) > jobSeqOf(a.id) ? b : a));
-    const arrayIds = arrayIdsOf(arrayFactsOf(newest.id, newest.spec));
-    const held = new Set(jobs.map((j) => j.id));
+    // end record the loss took, and its retry: the key is the retry's, the newest job (or the whole array it is of),
+    // with the retry's spec's hash (a withdrawal frees the key for any spec).
+    const newest = archived.reduce((a, b) => (jobSeqOf(b.id) > jobSeqOf(a.id) ? b : a));
+    const newestJob = store.getJob(newest.id) as JobRecord;
+    const arrayIds = arrayIdsOfSubmission(newest, newestJob.spec);
+    const held = new Set(archived.map((a) => a.id));
     const named =
       arrayIds !== undefined && arrayIds.every((id) => held.has(id))
         ? arrayIds.map((id) => store.getJob(id) as JobRecord)
-        : [newest];
-    if (findSubmission(store, key.team, key.key) === undefined)
-      recordSubmissionKey(store, key, named, { durable: true });
+        : [newestJob];
+    const requestHash = newest.submissionKey?.requestHash ?? '';
+    // The backup may hold the key already, naming jobs withdrawn since (their retry made these): replace it then.
+    const earlier = findSubmission(store, team, key);
+    const stale = earlier?.jobIds.some((id) => {
+      const job = store.getJob(id);
+      return job === undefined || isWithdrawnAtSubmission(job);
+    });
+    if (earlier !== undefined && stale !== true) continue;
+    if (earlier !== undefined) forgetSubmissionKey(store, team, key);
+    recordSubmissionKey(store, { team, key, requestHash }, named);
   }
+}
+
+/**
+ * The ids of the array submission a job was one of, or undefined for a job submitted alone (a rerun of one job of an
+ * array carries its index too: documents say which; those written before they said are taken by the index).
+ */
+function arrayIdsOfSubmission(archived: ArchivedSpec, spec: JobSpec): string[] | undefined {
+  if (archived.ofArraySubmission === false) return undefined;
+  return arrayIdsOf(arrayFactsOf(archived.id, spec));
 }
 
 function validArchivedSpec(archived: ArchivedSpec, catalog: Catalog): JobSpec {

@@ -1,4 +1,5 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
+import { HEALTH_FEATURES } from '../api/health-features.js';
 import type { LeadershipView } from './leader-elector.js';
 
 /**
@@ -36,11 +37,15 @@ export async function startStandbyServer(options: {
     try {
       leadership = options.leadership();
     } catch {
-      return send(response, 503, { status: 'unavailable', error: 'the state store is unavailable' });
+      return send(response, 503, {
+        status: 'unavailable',
+        error: 'the state store is unavailable',
+        ...HEALTH_FEATURES,
+      });
     }
     const path = (request.url ?? '/').split('?')[0];
     if (request.method === 'GET' && path === '/healthz')
-      return send(response, 200, { status: 'ok', latestRound: null, ...leadership });
+      return send(response, 200, { status: 'ok', latestRound: null, ...leadership, ...HEALTH_FEATURES });
     if (request.method === 'GET' && path === '/readyz')
       return send(response, 503, { status: 'standby', ...leadership });
     const active =
