@@ -103,6 +103,16 @@ class Cluster {
     await until(`the end of ${id} archived`, () => (this.archive.pendingEndCount === 0 ? true : undefined));
   }
 
+  /** A job withdrawn as the API withdraws one its archive did not take, its end archived. */
+  async withdraw(id: string): Promise<void> {
+    this.archive.keepEnded(
+      this.state.setJobState(id, 'cancelled', `${WITHDRAWN_AT_SUBMISSION}: the object store did not take it`),
+    );
+    await until(`the withdrawal of ${id} archived`, () =>
+      this.archive.pendingEndCount === 0 ? true : undefined,
+    );
+  }
+
   /** A new box: an empty state directory, restored from `from`. */
   async restore(from: string, overrides: Partial<RestoreOptions> = {}): Promise<{ dir: string }> {
     const dir = join(scratch, `box-${++counter}`);
@@ -427,14 +437,7 @@ describe('restore from a backup', () => {
     // job-1 withdrawn (its spec was archived, the answer said to retry) and its end archived; job-2 its retry.
     const withdrawn = c.state.submitJob(spec);
     await c.archive.keepSubmitted(withdrawn, key);
-    c.archive.keepEnded(
-      c.state.setJobState(
-        withdrawn.id,
-        'cancelled',
-        `${WITHDRAWN_AT_SUBMISSION}: the object store did not take it`,
-      ),
-    );
-    await until('the withdrawal archived', () => (c.archive.pendingEndCount === 0 ? true : undefined));
+    await c.withdraw(withdrawn.id);
     const retry = await c.submit('retried', spec, 'retried-key');
     // job-3 withdrawn the same way but the loss took its end record; job-4 its retry.
     const other = jobSpec('retried-again', CPU_SMALL);
@@ -456,14 +459,7 @@ describe('restore from a backup', () => {
     const withdrawn = await c.submit('flaky', first, 'flaky-key'); // job-1, its key in the backup
     await c.backup.run();
     // After the backup job-1 is withdrawn (its key freed) and the retry, another spec, takes the key.
-    c.archive.keepEnded(
-      c.state.setJobState(
-        withdrawn.id,
-        'cancelled',
-        `${WITHDRAWN_AT_SUBMISSION}: the object store did not take it`,
-      ),
-    );
-    await until('the withdrawal archived', () => (c.archive.pendingEndCount === 0 ? true : undefined));
+    await c.withdraw(withdrawn.id);
     forgetSubmissionKey(c.state, 'research', 'flaky-key'); // as the API frees it
     const retried = { ...jobSpec('flaky', CPU_SMALL), description: 'the retry' };
     const retry = await c.submit('flaky', retried, 'flaky-key'); // job-2
