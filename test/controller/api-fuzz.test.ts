@@ -75,6 +75,7 @@ async function send(request: FuzzRequest): Promise<RawAnswer | undefined> {
         method: request.method,
         target: request.target,
         headers: {
+          ...request.headers,
           ...(header === undefined ? {} : { authorization: header }),
           ...(request.contentType === undefined ? {} : { 'content-type': request.contentType }),
         },
@@ -107,7 +108,7 @@ async function admin(method: string, path: string, body?: unknown): Promise<unkn
 function describeRequest(request: FuzzRequest): string {
   const body =
     request.body === undefined ? '(no body)' : Buffer.from(request.body.subarray(0, 400)).toString('utf8');
-  return `${request.operationId}: ${request.method} ${request.target.slice(0, 300)} as ${request.caller}, content-type ${request.contentType ?? '(none)'}, body ${JSON.stringify(body)}`;
+  return `${request.operationId}: ${request.method} ${request.target.slice(0, 300)} as ${request.caller}, content-type ${request.contentType ?? '(none)'}, headers ${JSON.stringify(request.headers ?? {})}, body ${JSON.stringify(body)}`;
 }
 
 /** A field path as problems write it (core/validation.ts formatFieldPath): `tasks.0.env["a: b"]`, `(root)`. */

@@ -5,7 +5,7 @@ import { mutated, oddValue, SchemaArbitraries, toJsonText, type JsonSchema } fro
 
 /**
  * HTTP requests to fuzz an API with, derived from its OpenAPI document: every operation the document lists (so a new
- * route is fuzzed by being documented, which test/controller/api.test.ts requires), with path and query parameters,
+ * route is fuzzed by being documented, which test/controller/api.test.ts requires), with path, query and header parameters,
  * bodies shaped by the request schemas (valid, near-valid, arbitrary JSON, YAML, raw bytes), right and wrong content
  * types, and every kind of caller.
  */
@@ -17,6 +17,8 @@ export interface Operation {
   readonly operationId: string;
   readonly pathParams: readonly string[];
   readonly queryParams: readonly { readonly name: string; readonly schema: JsonSchema }[];
+  /** Header parameters the operation declares (e.g. Idempotency-Key), by name as written. */
+  readonly headerParams: readonly { readonly name: string; readonly schema: JsonSchema }[];
   /** Request body schemas by content type (empty when the operation takes no body). */
   readonly bodies: ReadonlyMap<string, JsonSchema>;
 }
@@ -42,6 +44,8 @@ export interface FuzzRequest {
   readonly caller: Caller;
   readonly contentType?: string;
   readonly body?: Uint8Array;
+  /** Declared header parameters sent (besides authorization and content type). */
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 export interface FuzzInputs {
@@ -55,6 +59,18 @@ export interface FuzzInputs {
 
 const isObject = (value: unknown): value is Readonly<Record<string, unknown>> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
+
+function declaredParameters(
+  parameters: readonly Readonly<Record<string, unknown>>[],
+  where: 'query' | 'header',
+): { readonly name: string; readonly schema: JsonSchema }[] {
+  return parameters
+    .filter((p) => p['in'] === where && typeof p['name'] === 'string')
+    .map((p) => ({
+      name: p['name'] as string,
+      schema: isObject(p['schema']) ? p['schema'] : { type: 'string' },
+    }));
+}
 
 /** Every operation of the document. */
 export function operationsOf(document: JsonSchema): Operation[] {
@@ -78,12 +94,8 @@ export function operationsOf(document: JsonSchema): Operation[] {
         path,
         operationId: typeof op['operationId'] === 'string' ? op['operationId'] : `${method} ${path}`,
         pathParams: [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1] as string),
-        queryParams: parameters
-          .filter((p) => p['in'] === 'query' && typeof p['name'] === 'string')
-          .map((p) => ({
-            name: p['name'] as string,
-            schema: isObject(p['schema']) ? p['schema'] : { type: 'string' },
-          })),
+        queryParams: declaredParameters(parameters, 'query'),
+        headerParams: declaredParameters(parameters, 'header'),
         bodies,
       });
     }
@@ -351,6 +363,33 @@ function queryFor(op: Operation, arbitraries: SchemaArbitraries): fc.Arbitrary<s
   });
 }
 
+/** Characters a header value may hold as Node's client sends it (visible ASCII and space). */
+const HEADER_CHARS = Array.from({ length: 0x7f - 0x20 }, (_, i) => String.fromCharCode(0x20 + i));
+
+/** Declared header parameters: schema-shaped values, near misses and junk, each sometimes left out. */
+function headersFor(op: Operation, arbitraries: SchemaArbitraries): fc.Arbitrary<Record<string, string>> {
+  const declared = op.headerParams.map((p) =>
+    fc.option(
+      fc
+        .oneof(
+          {
+            weight: 3,
+            arbitrary: arbitraries
+              .valueOf(p.schema)
+              .map((v) => (typeof v === 'string' ? v : JSON.stringify(v))),
+          },
+          { weight: 2, arbitrary: fc.string({ unit: fc.constantFrom(...HEADER_CHARS), maxLength: 300 }) },
+          { weight: 1, arbitrary: fc.constantFrom('', ' ', 'x'.repeat(256), 'a b', 'fuzz-key', 'fuzz-key') },
+        )
+        .map((value) => [p.name.toLowerCase(), value] as const),
+      { freq: 2 },
+    ),
+  );
+  return fc
+    .tuple(...declared)
+    .map((pairs) => Object.fromEntries(pairs.filter((p): p is readonly [string, string] => p !== null)));
+}
+
 /** Requests to one operation: its method mostly, sometimes another. */
 export function requestsFor(
   op: Operation,
@@ -381,8 +420,9 @@ export function requestsFor(
       query: queryFor(op, arbitraries),
       caller,
       body: bodyFor(op, inputs, arbitraries),
+      headers: headersFor(op, arbitraries),
     })
-    .map(({ method: m, segments: values, query, caller: c, body }) => {
+    .map(({ method: m, segments: values, query, caller: c, body, headers }) => {
       let i = 0;
       const path = op.path.replace(/\{[^}]+\}/g, () => values[i++] ?? '');
       return {
@@ -392,6 +432,7 @@ export function requestsFor(
         caller: c,
         ...(body.contentType === undefined ? {} : { contentType: body.contentType }),
         ...('body' in body && body.body !== undefined ? { body: body.body } : {}),
+        ...(Object.keys(headers).length === 0 ? {} : { headers }),
       };
     });
 }
