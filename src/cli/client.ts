@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { describeIssues } from '../core/validation.js';
 import { writtenArraySize } from '../controller/job-spec/array.js';
 import { JOB_SPEC_LIMITS } from '../controller/job-spec/spec.js';
 import { INSTANCE_STATES, JOB_STATES, TASK_STATES } from '../controller/state-store.js';
+import { sendUntilAnswered } from './keyed-resend.js';
 import { API_URL_FILE, findLocalController, LOCAL_DEFAULT_LISTEN, LOCAL_STATE_DIR } from './local-state.js';
 
 /**
@@ -25,8 +25,6 @@ const UPLOAD_TIMEOUT_MS = 10 * 60_000;
  */
 const ARRAY_SUBMISSION_MS_PER_JOB = 25;
 
-/** Sends of a keyed submission before giving up (its answer lost each time): 15 s of waits between them. */
-const SUBMISSION_ATTEMPTS = 5;
 /** How long /healthz may take to say whether the controller takes idempotency keys. */
 const HEALTH_TIMEOUT_MS = 5000;
 /** Answers after which a keyed submission is sent again: the controller restarting, or briefly unable to keep it. */
@@ -415,38 +413,14 @@ export class FleetwiseClient {
         ...(key === undefined ? {} : { headers: { 'idempotency-key': key } }),
       });
     if (key === undefined) return { ...(await send()), resent: false };
-    let lastLoss: Error | undefined;
-    let unasked = false;
-    for (let attempt = 1; attempt <= SUBMISSION_ATTEMPTS; attempt++) {
-      if (lastLoss !== undefined) {
-        const delayMs = this.resendDelayMs * 2 ** (attempt - 2);
-        options.onResend?.(lastLoss.message, delayMs);
-        await sleep(delayMs);
-        // A controller that predates idempotency keys would make a second job of a resend: resend only to one
-        // that says it takes them (not answering yet, it is asked again before the next attempt).
-        const honoured = await this.honoursKeys();
-        if (honoured === false)
-          throw new Error(
-            `${lastLoss.message}\nnot sent again: this controller does not take idempotency keys, so the job may ` +
-              'exist already (see fleetwise jobs) and a resend could run it twice',
-            { cause: lastLoss },
-          );
-        unasked = honoured === undefined;
-        if (unasked) continue;
-      }
-      try {
-        return { ...(await send()), resent: lastLoss !== undefined };
-      } catch (e) {
-        const lost = e instanceof ConnectionError || (e instanceof ApiError && RESENT_STATUSES.has(e.status));
-        if (!lost) throw e;
-        lastLoss = e;
-      }
-    }
-    const loss = lastLoss as Error;
-    if (!unasked) throw loss;
-    throw new Error(`${loss.message}\nnot sent again: the controller's /healthz did not answer`, {
-      cause: loss,
+    const { answer, resent } = await sendUntilAnswered(send, {
+      firstDelayMs: this.resendDelayMs,
+      isLost: (e): e is Error =>
+        e instanceof ConnectionError || (e instanceof ApiError && RESENT_STATUSES.has(e.status)),
+      honoursKeys: () => this.honoursKeys(),
+      onResend: options.onResend,
     });
+    return { ...answer, resent };
   }
 
   /**

@@ -52,6 +52,18 @@ export function isWithdrawnAtSubmission(job: JobRecord): boolean {
   return job.state === 'cancelled' && (job.reason?.startsWith(WITHDRAWN_AT_SUBMISSION) ?? false);
 }
 
+/**
+ * Whether a key's submission was never answered: one of its jobs withdrawn (the controller stopped between the
+ * withdrawal and forgetting the key, or a restore brought back a key from before it) or missing (a state restored
+ * from before the key). Its key then answers for nothing, and a resend submits anew.
+ */
+export function wasWithdrawn(store: StateStore, record: SubmissionKeyRecord): boolean {
+  return record.jobIds.some((id) => {
+    const job = store.getJob(id);
+    return job === undefined || isWithdrawnAtSubmission(job);
+  });
+}
+
 /** The same key sent again with another spec: a client reusing a key by mistake, never a retry. */
 export class SubmissionKeyReusedError extends Error {
   override name = 'SubmissionKeyReusedError';
@@ -69,7 +81,7 @@ export class SubmissionKeyReusedError extends Error {
 /** A key recorded between the caller's look and its commit (a concurrent retry): answer that submission instead. */
 export class SubmissionKeyTakenError extends Error {
   override name = 'SubmissionKeyTakenError';
-  constructor(readonly record: SubmissionKeyRecord) {
+  constructor() {
     super('submitted already with this idempotency key');
   }
 }
@@ -126,7 +138,7 @@ export function recordSubmissionKey(
     if (earlier !== undefined) {
       if (earlier.requestHash !== submission.requestHash)
         throw new SubmissionKeyReusedError(submission.key, earlier.jobIds);
-      throw new SubmissionKeyTakenError(earlier);
+      throw new SubmissionKeyTakenError();
     }
     const stored: StoredSubmissionKey = {
       requestHash: submission.requestHash,

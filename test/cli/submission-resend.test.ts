@@ -93,6 +93,13 @@ const spec = (name: string): Record<string, unknown> => ({
   team: 'vision',
   tasks: [{ name: 'main', image: 'busybox:latest', demand: { c7i: [0, 1, 2] } }],
 });
+/** A client through the proxy whose resends wait `ms` (doubling), not seconds. */
+function clientResendingAfter(ms: number): FleetwiseClient {
+  const client = new FleetwiseClient(proxyUrl, ADMIN_TOKEN);
+  client.resendDelayMs = ms;
+  return client;
+}
+
 const jobsNamed = (name: string): string[] =>
   service.store
     .listJobs()
@@ -101,8 +108,7 @@ const jobsNamed = (name: string): string[] =>
 
 describe('a submission whose answer is lost', () => {
   it('is sent again with its key and answered with the one job the first send made', async () => {
-    const client = new FleetwiseClient(proxyUrl, ADMIN_TOKEN);
-    client.resendDelayMs = 20;
+    const client = clientResendingAfter(20);
     dropAnswers = 2;
     const told: number[] = [];
     const answer = await client.submitJob(spec('resent'), {
@@ -117,8 +123,7 @@ describe('a submission whose answer is lost', () => {
   });
 
   it('gives up after its sends, naming the loss', async () => {
-    const client = new FleetwiseClient(proxyUrl, ADMIN_TOKEN);
-    client.resendDelayMs = 5;
+    const client = clientResendingAfter(5);
     dropAnswers = 10;
     await expect(client.submitJob(spec('lost'), { idempotencyKey: 'lost-1' })).rejects.toThrow(
       /cannot reach the controller .*POST \/v1\/jobs/,
@@ -128,8 +133,7 @@ describe('a submission whose answer is lost', () => {
   });
 
   it('is not sent again to a controller that does not say it takes keys', async () => {
-    const client = new FleetwiseClient(proxyUrl, ADMIN_TOKEN);
-    client.resendDelayMs = 5;
+    const client = clientResendingAfter(5);
     dropAnswers = 1;
     olderController = true;
     try {
@@ -144,8 +148,7 @@ describe('a submission whose answer is lost', () => {
   });
 
   it('is not sent again without a key (a second send could make a second job)', async () => {
-    const client = new FleetwiseClient(proxyUrl, ADMIN_TOKEN);
-    client.resendDelayMs = 5;
+    const client = clientResendingAfter(5);
     dropAnswers = 1;
     await expect(client.submitJob(spec('unkeyed'))).rejects.toThrow(/cannot reach the controller/);
     expect(submissionsSeen).toBe(1);

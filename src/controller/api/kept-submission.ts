@@ -1,3 +1,4 @@
+import { runBounded } from '../../core/bounded.js';
 import type { ArchivedSubmissionKey } from '../backup/job-archive.js';
 import type { JobRecord } from '../state-store.js';
 import { WITHDRAWN_AT_SUBMISSION } from '../submission-keys.js';
@@ -44,24 +45,15 @@ export async function keepAcceptedArray(
 ): Promise<void> {
   const keep = service.keepSubmission?.bind(service);
   if (keep === undefined) return;
-  let failure: { readonly job: JobRecord; readonly error: unknown } | undefined;
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (failure === undefined && next < jobs.length) {
-      const job = jobs[next++] as JobRecord;
-      try {
-        await keep(job, key, { withdraw: true, ofArray: true }); // a job it cannot keep, it withdraws itself
-      } catch (error) {
-        failure ??= { job, error };
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(ARRAY_KEEP_CONCURRENCY, jobs.length) }, worker));
+  // A job it cannot keep, it withdraws itself.
+  const failure = await runBounded(jobs, ARRAY_KEEP_CONCURRENCY, (job) =>
+    keep(job, key, { withdraw: true, ofArray: true }),
+  );
   if (failure === undefined) return;
   const why = failure.error instanceof Error ? failure.error.message : String(failure.error);
   // One commit: a stop midway cannot leave part of the array to run (those withdrawn by their own failed keep are
   // returned as they are).
-  const failed = failure.job.id;
+  const failed = failure.item.id;
   service.cancelMany(
     jobs.filter((j) => j.id !== failed).map((j) => j.id),
     `${WITHDRAWN_AT_SUBMISSION}: ${failed} of its array could not be made durable`,
@@ -69,7 +61,7 @@ export async function keepAcceptedArray(
   const ids = `${(jobs[0] as JobRecord).id} … ${(jobs.at(-1) as JobRecord).id}`;
   throw new HttpError(
     503,
-    `the array could not be made durable (the object store did not take the spec of ${failure.job.id}: ${why}); ` +
+    `the array could not be made durable (the object store did not take the spec of ${failure.item.id}: ${why}); ` +
       `all ${jobs.length} of its jobs (${ids}) were withdrawn, nothing will run: submit it again`,
   );
 }
@@ -86,26 +78,15 @@ export async function keepAgain(
 ): Promise<void> {
   const keep = service.keepSubmission?.bind(service);
   if (keep === undefined) return;
-  let next = 0;
-  let failed = false;
-  const worker = async (): Promise<void> => {
-    while (!failed && next < jobs.length)
-      // A submission's record names several jobs only for an array.
-      await keep(jobs[next++] as JobRecord, key, { withdraw: false, ofArray: jobs.length > 1 }).catch(
-        (e: unknown) => {
-          failed = true;
-          throw e;
-        },
-      );
-  };
-  try {
-    await Promise.all(Array.from({ length: Math.min(ARRAY_KEEP_CONCURRENCY, jobs.length) }, worker));
-  } catch (e) {
-    throw new HttpError(
-      503,
-      `the job(s) of this submission were made but could not be made durable (the object store did not take a spec: ${
-        e instanceof Error ? e.message : String(e)
-      }); send it again with the same Idempotency-Key`,
-    );
-  }
+  // A submission's record names several jobs only for an array.
+  const failure = await runBounded(jobs, ARRAY_KEEP_CONCURRENCY, (job) =>
+    keep(job, key, { withdraw: false, ofArray: jobs.length > 1 }),
+  );
+  if (failure === undefined) return;
+  throw new HttpError(
+    503,
+    `the job(s) of this submission were made but could not be made durable (the object store did not take a spec: ${
+      failure.error instanceof Error ? failure.error.message : String(failure.error)
+    }); send it again with the same Idempotency-Key`,
+  );
 }

@@ -7,12 +7,12 @@ import type { JobRecord, StateStore } from '../state-store.js';
 import {
   findSubmission,
   forgetSubmissionKey,
-  isWithdrawnAtSubmission,
   IDEMPOTENCY_KEY_PATTERN,
   IDEMPOTENCY_KEY_RULE,
   recordSubmissionKey,
   SubmissionKeyReusedError,
   SubmissionKeyTakenError,
+  wasWithdrawn,
   type SubmissionKey,
 } from '../submission-keys.js';
 import { HttpError } from './errors.js';
@@ -111,16 +111,14 @@ export class KeyedSubmissions {
     if (earlier === undefined) return undefined;
     if (earlier.requestHash !== key.requestHash)
       throw reused(new SubmissionKeyReusedError(key.key, earlier.jobIds));
-    const jobs = earlier.jobIds.map((id) => this.store.getJob(id));
-    // Withdrawn (the controller stopped before forgetting the key), or missing (a state restored from before the
-    // key): the submission was never answered, and its resend submits anew.
-    if (jobs.some((j) => j === undefined || isWithdrawnAtSubmission(j))) {
-      const live = jobs.filter((j): j is JobRecord => j !== undefined && !isFinalJobState(j.state));
+    const jobs = earlier.jobIds.flatMap((id) => this.store.getJob(id) ?? []);
+    if (wasWithdrawn(this.store, earlier)) {
+      const live = jobs.filter((j) => !isFinalJobState(j.state));
       if (live.length > 0) this.withdraw(live);
       forgetSubmissionKey(this.store, key.team, key.key);
       return undefined;
     }
-    const made = jobs as JobRecord[];
+    const made = jobs;
     // Recorded by an earlier run, which may have stopped before its archive writes.
     if (earlier.madeBy !== this.run) await this.keepAgain(made, key);
     return { jobs: made, replayed: true };

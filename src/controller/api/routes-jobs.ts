@@ -130,23 +130,21 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       const submissionKey =
         key === undefined ? undefined : { team: spec.team, key, requestHash: requestHashOf(spec) };
       const { jobs, replayed } = await keyed.submit(submissionKey, async ({ inCommit, withdrawn }) => {
-        if (array) {
-          const made = service.submitArray(spec, spec.team, inCommit);
-          await keepAcceptedArray(service, made, submissionKey).catch((e: unknown) => {
-            withdrawn();
-            throw e;
-          });
-          return made;
-        }
-        const job =
-          service.submitBatched === undefined
-            ? service.submit(spec, spec.team, inCommit)
-            : await service.submitBatched(spec, spec.team, inCommit);
-        await keepAcceptedJob(service, job, submissionKey).catch((e: unknown) => {
+        const made = array
+          ? service.submitArray(spec, spec.team, inCommit)
+          : [
+              service.submitBatched === undefined
+                ? service.submit(spec, spec.team, inCommit)
+                : await service.submitBatched(spec, spec.team, inCommit),
+            ];
+        const kept = array
+          ? keepAcceptedArray(service, made, submissionKey)
+          : keepAcceptedJob(service, made[0] as JobRecord, submissionKey);
+        await kept.catch((e: unknown) => {
           withdrawn();
           throw e;
         });
-        return [job];
+        return made;
       });
       const first = jobs[0] as JobRecord;
       reply.code(201).header('location', `/v1/jobs/${first.id}`);

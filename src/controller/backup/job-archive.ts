@@ -1,3 +1,4 @@
+import { runBounded } from '../../core/bounded.js';
 import { jobArchiveKeys } from '../../protocol/object-keys.js';
 import type { ObjectStore } from '../../storage/object-store.js';
 import type { Clock } from '../clock.js';
@@ -122,26 +123,19 @@ export class JobArchive {
    */
   private async writePendingEnds(): Promise<boolean> {
     const { objectStore, cluster, log } = this.options;
-    const pass = [...this.pendingEnds];
-    let next = 0;
-    let failed = false;
-    const writer = async (): Promise<void> => {
-      while (!failed && next < pass.length) {
-        const [jobId, doc] = pass[next++] as [string, ArchivedEnd];
-        try {
-          await objectStore.put(jobArchiveKeys(cluster, jobId).end, documentBytes(doc));
-          if (this.pendingEnds.get(jobId) === doc) this.pendingEnds.delete(jobId);
-        } catch (e) {
-          this.options.metrics?.jobArchiveFailed('end');
-          if (failed) continue;
-          failed = true;
-          log.warn(`cannot store how ${jobId} ended in the job archive; trying again`, {
-            error: e instanceof Error ? e.message : String(e),
-          });
-        }
+    const failure = await runBounded([...this.pendingEnds], END_WRITE_CONCURRENCY, async ([jobId, doc]) => {
+      try {
+        await objectStore.put(jobArchiveKeys(cluster, jobId).end, documentBytes(doc));
+      } catch (e) {
+        this.options.metrics?.jobArchiveFailed('end');
+        throw e;
       }
-    };
-    await Promise.all(Array.from({ length: Math.min(END_WRITE_CONCURRENCY, pass.length) }, writer));
-    return !failed;
+      if (this.pendingEnds.get(jobId) === doc) this.pendingEnds.delete(jobId);
+    });
+    if (failure === undefined) return true;
+    log.warn(`cannot store how ${failure.item[0]} ended in the job archive; trying again`, {
+      error: failure.error instanceof Error ? failure.error.message : String(failure.error),
+    });
+    return false;
   }
 }

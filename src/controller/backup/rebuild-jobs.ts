@@ -20,6 +20,7 @@ import {
   forgetSubmissionKey,
   isWithdrawnAtSubmission,
   recordSubmissionKey,
+  wasWithdrawn,
 } from '../submission-keys.js';
 
 /** Archive reads in flight at once: a restore reads only what its backup missed, but that may be many jobs. */
@@ -161,11 +162,7 @@ function restoreSubmissionKeys(
     const requestHash = newest.submissionKey?.requestHash ?? '';
     // The backup may hold the key already, naming jobs withdrawn since (their retry made these): replace it then.
     const earlier = findSubmission(store, team, key);
-    const stale = earlier?.jobIds.some((id) => {
-      const job = store.getJob(id);
-      return job === undefined || isWithdrawnAtSubmission(job);
-    });
-    if (earlier !== undefined && stale !== true) continue;
+    if (earlier !== undefined && !wasWithdrawn(store, earlier)) continue;
     if (earlier !== undefined) forgetSubmissionKey(store, team, key);
     recordSubmissionKey(store, { team, key, requestHash }, named);
   }
