@@ -404,20 +404,18 @@ export class Controller implements ControllerService {
       if (this.wake.signal.aborted) this.wake = new AbortController();
       const after = this.clock.nowSeconds();
       const nextRound = this.schedule.nextRoundSeconds();
-      // A placement asked for during the pass runs in the next one, at once.
-      const wait =
-        this.placer?.pending === true
-          ? 0
-          : Math.max(
-              0,
-              Math.min(
-                nextRound,
-                after + this.settings.pollSeconds,
-                this.reports.nextDueSeconds,
-                // At least a second on: a limit due now was enforced in this pass.
-                Math.max(this.runLimits.nextDueSeconds(), after + 1),
-              ) - after,
-            );
+      const wait = Math.max(
+        0,
+        Math.min(
+          nextRound,
+          after + this.settings.pollSeconds,
+          this.reports.nextDueSeconds,
+          // At least a second on: a limit due now was enforced in this pass.
+          Math.max(this.runLimits.nextDueSeconds(), after + 1),
+          // A placement asked for during the pass runs in the next one, as soon as it may.
+          this.placer?.dueAtSeconds ?? Number.POSITIVE_INFINITY,
+        ) - after,
+      );
       if (wait > 0) await this.clock.sleep(wait, this.wake.signal);
       // A pass that needed no I/O resolves in microtasks only: let timers and sockets (the API) run between passes.
       else await new Promise<void>((resolve) => setImmediate(resolve));
@@ -461,7 +459,7 @@ export class Controller implements ControllerService {
         this.replaceSilentWorkers();
         sync = await this.reconciler.syncWithCloud();
         // Placed first, the round's plan sees them placed (as the simulator's round sees its placements).
-        this.placer?.placeIfRequested();
+        this.placer?.placeIfRequested(true);
         await this.reconciler.progress();
       }
       // A job whose dependency ended without success can never start: it ends before the plan is made.

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Resources } from '../../src/core/resources.js';
 import type { QueueCaps } from '../../src/queue/caps.js';
 import type { ControllerSettings } from '../../src/controller/settings.js';
+import type { StateStore } from '../../src/controller/state-store.js';
 import { GPU_ONE, jobSpec, liveRecords, rig, waitFor } from './controller-fixtures.js';
 
 /** Six of a c7i.2xlarge's eight vCPUs: Eva's cheapest host for it leaves [0, 2, 4] free. */
@@ -38,6 +39,17 @@ async function cappedCluster(
   expect(host?.typeName).toBe('c7i.2xlarge');
   expect(r.store.getJob(big.id)?.state).toBe(options.boot === false ? 'starting' : 'running');
   return { ...r, hostId: host?.id as string, gpu };
+}
+
+/** Counts the store's snapshot reads from now on (the one read of the live jobs' tasks, snapshot.ts). */
+function countSnapshotReads(store: StateStore): { placementReads: () => number } {
+  let reads = 0;
+  const listTasks = store.listTasks.bind(store);
+  store.listTasks = (filter) => {
+    if (filter?.jobStates !== undefined) reads += 1;
+    return listTasks(filter);
+  };
+  return { placementReads: () => reads };
 }
 
 describe('controller: placement between rounds on paid capacity', () => {
@@ -86,6 +98,39 @@ describe('controller: placement between rounds on paid capacity', () => {
     expect(store.listEvents({ jobId: next.id, kind: 'job.placed-between-rounds' })).toHaveLength(1);
     expect(store.listRounds()).toHaveLength(roundsBefore);
     expect(cloud.calls.launch).toBe(launchesBefore);
+  });
+
+  it('places a burst of submissions by one pass a second after the last, not one read of the store each', async () => {
+    const { controller, store, clock, hostId } = await cappedCluster(true);
+    clock.advance(5);
+    const first = controller.submit(jobSpec('one-a', CPU_ONE), 'research');
+    await controller.reconcile();
+    expect(store.listTasks({ jobId: first.id })[0]?.instanceId).toBe(hostId);
+    // Within the second after that pass: asked for, not yet run.
+    clock.advance(0.5);
+    const second = controller.submit(jobSpec('one-b', CPU_ONE), 'research');
+    const reads = countSnapshotReads(store);
+    await controller.reconcile();
+    expect(store.getJob(second.id)?.state).toBe('queued');
+    expect(reads.placementReads()).toBe(0);
+    // A second after the last pass it runs, and places what came meanwhile.
+    clock.advance(0.5);
+    await controller.reconcile();
+    expect(store.listTasks({ jobId: second.id })[0]?.instanceId).toBe(hostId);
+    expect(reads.placementReads()).toBe(1);
+  });
+
+  it('a round places what was asked for at once, however soon after the last pass', async () => {
+    const { controller, store, clock, hostId } = await cappedCluster(true);
+    clock.advance(5);
+    const first = controller.submit(jobSpec('one-a', CPU_ONE), 'research');
+    await controller.reconcile();
+    clock.advance(0.5);
+    const second = controller.submit(jobSpec('one-b', CPU_ONE), 'research');
+    const outcome = await controller.runRound('test');
+    for (const job of [first, second]) expect(store.listTasks({ jobId: job.id })[0]?.instanceId).toBe(hostId);
+    expect(store.listEvents({ jobId: second.id, kind: 'job.placed-between-rounds' })).toHaveLength(1);
+    expect(outcome.queue?.result.admitted ?? []).not.toContain(second.id);
   });
 
   it('places nothing when switched off: the job waits for the next round', async () => {
