@@ -389,6 +389,7 @@ export class Controller implements ControllerService {
 
   private async loop(): Promise<void> {
     while (this.running) {
+      let failed = false;
       try {
         if (this.schedule.due(this.clock.nowSeconds()))
           await this.runRound(this.schedule.requestedBecause ?? 'period');
@@ -399,13 +400,15 @@ export class Controller implements ControllerService {
         const message = e instanceof Error ? (e.stack ?? e.message) : String(e);
         this.log.error('controller pass failed; continuing', { error: message });
         this.safeEvent('controller.error', message);
+        failed = true;
       }
       if (!this.running) break;
       if (this.wake.signal.aborted) this.wake = new AbortController();
       const after = this.clock.nowSeconds();
       const nextRound = this.schedule.nextRoundSeconds();
+      // A pass that failed (the cloud or the store down) is not tried again at once: work still due would spin.
       const wait = Math.max(
-        0,
+        failed ? 1 : 0,
         Math.min(
           nextRound,
           after + this.settings.pollSeconds,

@@ -199,4 +199,62 @@ describe('controller: placement between rounds on paid capacity', () => {
     expect(store.listRounds()).toHaveLength(rounds);
     await controller.stop();
   });
+
+  it('in the running loop, submissions within a second of the last pass wake it once and are placed when the second is up', async () => {
+    const { controller, store, clock, hostId } = await cappedCluster(true, {
+      settings: { earlyRounds: false, roundSeconds: 300, pollSeconds: 1000 },
+    });
+    await controller.start();
+    await waitFor(() => clock.pendingSleeps > 0);
+    const first = controller.submit(jobSpec('one-a', CPU_ONE), 'research');
+    await waitFor(() => store.listTasks({ jobId: first.id })[0]?.instanceId === hostId);
+    const placedAt = clock.nowSeconds();
+    clock.advance(0.5);
+    const second = controller.submit(jobSpec('one-b', CPU_ONE), 'research');
+    // The loop sleeps until a second after the pass that placed the first, not longer and not spinning.
+    await waitFor(() => clock.nextWakeSeconds() === placedAt + 1);
+    const reads = countSnapshotReads(store);
+    let passes = 0;
+    const reconcile = controller.reconcile.bind(controller);
+    controller.reconcile = () => {
+      passes += 1;
+      return reconcile();
+    };
+    const third = controller.submit(jobSpec('one-c', CPU_ONE), 'research');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // A pass is asked for already: the third submission does not wake the loop.
+    expect(passes).toBe(0);
+    expect(clock.nextWakeSeconds()).toBe(placedAt + 1);
+    expect(reads.placementReads()).toBe(0);
+    expect(store.getJob(second.id)?.state).toBe('queued');
+    clock.advance(0.5);
+    await waitFor(() => store.listTasks({ jobId: second.id })[0]?.instanceId === hostId);
+    expect(reads.placementReads()).toBe(1);
+    // One pass placed what came meanwhile in the queue's order: the paid room ([0, 2, 4] free) held two one-vCPU tasks.
+    expect(store.listTasks({ jobId: third.id })[0]?.instanceId).toBeUndefined();
+    expect(store.getJob(third.id)?.state).toBe('queued');
+    await controller.stop();
+  });
+
+  it('a pass that fails is not tried again at once, though the placement asked for is due', async () => {
+    const { controller, store, clock, cloud } = await cappedCluster(true, {
+      settings: { earlyRounds: false, roundSeconds: 300, pollSeconds: 1000 },
+    });
+    await controller.start();
+    await waitFor(() => clock.pendingSleeps > 0);
+    let lists = 0;
+    cloud.list = () => {
+      lists += 1;
+      return Promise.reject(new Error('the cloud is down'));
+    };
+    const small = controller.submit(jobSpec('one', CPU_ONE), 'research');
+    await waitFor(() => lists > 0 && clock.pendingSleeps > 0);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // One failed pass, then a second's wait: not a pass per turn of the event loop.
+    expect(lists).toBe(1);
+    expect(clock.nextWakeSeconds()).toBe(clock.nowSeconds() + 1);
+    expect(store.getJob(small.id)?.state).toBe('queued');
+    expect(store.listEvents({ kind: 'controller.error' }).length).toBeGreaterThan(0);
+    await controller.stop();
+  });
 });
