@@ -1,7 +1,7 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../../src/core/validation.js';
 import {
   renderTemplate,
@@ -11,6 +11,17 @@ import {
 
 const valid = { controllerUrl: 'https://controller.internal:8443', workerToken: 'abcdefghijklmnop-0123' };
 const decode = (b64: string): string => Buffer.from(b64, 'base64').toString('utf8');
+
+/** Template files written by the tests, removed after them. */
+const scratch: string[] = [];
+function scratchDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'fleetwise-user-data-'));
+  scratch.push(dir);
+  return dir;
+}
+afterAll(() => {
+  for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
+});
 
 describe('worker user data', () => {
   it('fills every placeholder of infra/worker-user-data.sh, defaulting the package to this version', () => {
@@ -48,7 +59,7 @@ describe('worker user data', () => {
   });
 
   it('refuses a template with an unknown placeholder, naming it', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'fleetwise-user-data-'));
+    const dir = scratchDir();
     const templatePath = join(dir, 'custom.sh');
     writeFileSync(templatePath, '#!/bin/sh\necho {{CONTROLLER_URL}} {{REGION}}\n');
     const error = (() => {
@@ -65,7 +76,7 @@ describe('worker user data', () => {
   });
 
   it("refuses user data over EC2's 16 KiB limit", () => {
-    const dir = mkdtempSync(join(tmpdir(), 'fleetwise-user-data-'));
+    const dir = scratchDir();
     const templatePath = join(dir, 'huge.sh');
     writeFileSync(templatePath, `#!/bin/sh\n# ${'x'.repeat(16 * 1024)}\n`);
     expect(() => workerUserDataBase64({ ...valid, templatePath })).toThrow(/EC2 allows 16384/);
