@@ -82,13 +82,12 @@ export class BetweenRoundsPlacer {
    */
   placeIfRequested(atOnce = false): string[] {
     if (!this.requested) return [];
-    const due = this.dueAtSeconds as number;
-    if (!atOnce && this.deps.clock.nowSeconds() < due) return [];
+    const now = this.deps.clock.nowSeconds();
+    if (!atOnce && now < (this.dueAtSeconds as number)) return [];
     this.requested = false;
     if (!this.capHoldsJobsBack) return [];
     const catalog = this.deps.catalog();
     if (this.prices?.catalog !== catalog) this.prices = new PriceBook(catalog);
-    const now = this.deps.clock.nowSeconds();
     this.lastPassSeconds = now;
     const inputs = readSnapshotInputs(this.deps.store, now);
     const snapshot = buildSnapshot(inputs);

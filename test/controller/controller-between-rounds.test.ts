@@ -41,6 +41,16 @@ async function cappedCluster(
   return { ...r, hostId: host?.id as string, gpu };
 }
 
+/** `cappedCluster` with its loop running: rounds only by period (300 s), passes woken by submissions, parked. */
+async function runningCappedCluster() {
+  const r = await cappedCluster(true, {
+    settings: { earlyRounds: false, roundSeconds: 300, pollSeconds: 1000 },
+  });
+  await r.controller.start();
+  await waitFor(() => r.clock.pendingSleeps > 0);
+  return r;
+}
+
 /** Counts the store's snapshot reads from now on (the one read of the live jobs' tasks, snapshot.ts). */
 function countSnapshotReads(store: StateStore): { placementReads: () => number } {
   let reads = 0;
@@ -188,11 +198,7 @@ describe('controller: placement between rounds on paid capacity', () => {
   });
 
   it('in the running loop, a submission wakes a pass that places it, with no round (early rounds off)', async () => {
-    const { controller, store, clock, hostId } = await cappedCluster(true, {
-      settings: { earlyRounds: false, roundSeconds: 300, pollSeconds: 1000 },
-    });
-    await controller.start();
-    await waitFor(() => clock.pendingSleeps > 0);
+    const { controller, store, hostId } = await runningCappedCluster();
     const rounds = store.listRounds().length;
     const small = controller.submit(jobSpec('one', CPU_ONE), 'research');
     await waitFor(() => store.listTasks({ jobId: small.id })[0]?.instanceId === hostId);
@@ -201,11 +207,7 @@ describe('controller: placement between rounds on paid capacity', () => {
   });
 
   it('in the running loop, submissions within a second of the last pass wake it once and are placed when the second is up', async () => {
-    const { controller, store, clock, hostId } = await cappedCluster(true, {
-      settings: { earlyRounds: false, roundSeconds: 300, pollSeconds: 1000 },
-    });
-    await controller.start();
-    await waitFor(() => clock.pendingSleeps > 0);
+    const { controller, store, clock, hostId } = await runningCappedCluster();
     const first = controller.submit(jobSpec('one-a', CPU_ONE), 'research');
     await waitFor(() => store.listTasks({ jobId: first.id })[0]?.instanceId === hostId);
     const placedAt = clock.nowSeconds();
@@ -237,11 +239,7 @@ describe('controller: placement between rounds on paid capacity', () => {
   });
 
   it('a pass that fails is not tried again at once, though the placement asked for is due', async () => {
-    const { controller, store, clock, cloud } = await cappedCluster(true, {
-      settings: { earlyRounds: false, roundSeconds: 300, pollSeconds: 1000 },
-    });
-    await controller.start();
-    await waitFor(() => clock.pendingSleeps > 0);
+    const { controller, store, clock, cloud } = await runningCappedCluster();
     let lists = 0;
     cloud.list = () => {
       lists += 1;
