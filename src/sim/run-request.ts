@@ -15,6 +15,7 @@ import { createScheduler, type SchedulerName } from '../scheduler/registry.js';
 import type { Scheduler } from '../scheduler/types.js';
 import { loadContentionMatrix, loadTrace, type TraceFormat } from './traces/load.js';
 import { withLatencySensitivity } from './traces/latency-mix.js';
+import { withControllerJobIds, type TraceJobIds } from './traces/controller-job-ids.js';
 import { parseWith } from '../core/validation.js';
 import {
   defaultNetworkConfig,
@@ -57,6 +58,8 @@ export interface RunRequest {
     readonly arrivalGapSeconds?: number | undefined;
     /** Share of multi-task jobs given a NoMora curve (`--latency-sensitive`, traces/latency-mix.ts). */
     readonly latencySensitiveShare?: number | undefined;
+    /** `controller`: the jobs named as the controller names them (`--job-ids`, traces/controller-job-ids.ts). */
+    readonly jobIds?: TraceJobIds | undefined;
   };
   /**
    * The simulated network (`--latency-config`, world/network-config.ts), as written; undefined: the default network,
@@ -162,13 +165,17 @@ export function loadRequestTrace(request: Pick<RunRequest, 'trace' | 'network'>,
     instanceCatalog: catalog,
   });
   const share = request.trace.latencySensitiveShare ?? 0;
-  if (share === 0) return trace;
-  return withLatencySensitivity(
-    trace,
-    share,
-    seed ?? 0,
-    requestNetworkConfig(request, catalog).generatedGibPerHour,
-  );
+  const mixed =
+    share === 0
+      ? trace
+      : withLatencySensitivity(
+          trace,
+          share,
+          seed ?? 0,
+          requestNetworkConfig(request, catalog).generatedGibPerHour,
+        );
+  // Renamed last, so that nothing drawn from the trace depends on which names it goes by.
+  return request.trace.jobIds === 'controller' ? withControllerJobIds(mixed) : mixed;
 }
 
 /** The request's simulated network, resolved against the catalog's region (zone names). */

@@ -127,6 +127,25 @@ describe('fleetwise simulate --runtime', () => {
     expect(controllerOff?.meanJctHours).toBeCloseTo(engineOff?.meanJctHours ?? 0, 6);
   });
 
+  it('--job-ids controller names the jobs as the controller does: both runtimes then agree on eva to the cent', async () => {
+    const args = [...EVA_ON_PAI, '--jobs', '40', '--json'];
+    const [own, engine, controller] = await Promise.all([
+      runCli(args),
+      runCli([...args, '--job-ids', 'controller']),
+      runCli([...args, '--job-ids', 'controller', '--runtime', 'controller']),
+    ]);
+    for (const out of [own, engine, controller]) expect(out.code, out.stderr).toBe(0);
+    const [o, e, c] = [own, engine, controller].map((out) => runs(out.stdout)[0]);
+    expect(c?.totalCost).toBeCloseTo(e?.totalCost ?? 0, 6);
+    expect(c?.meanJctHours).toBeCloseTo(e?.meanJctHours ?? 0, 9);
+    // The flag reached the run: under the trace's own names Eva breaks a tie the other way on this cut.
+    expect(Math.abs((o?.totalCost ?? 0) - (e?.totalCost ?? 0))).toBeGreaterThan(1);
+    const bad = await runCli([...EVA_ON_PAI, '--job-ids', 'store']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toMatch(/--job-ids: must be trace or controller/);
+    expect(bad.stdout).toBe('');
+  });
+
   it('a bad --make-before-break value is a clear error naming the flag', async () => {
     const out = await runCli([...EVA_ON_PAI, '--make-before-break', 'sometimes']);
     expect(out.code).not.toBe(0);

@@ -10,6 +10,7 @@ import type { Catalog } from '../../core/catalog.js';
 import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim/run-request.js';
 import { TRACE_FORMATS, type TraceFormat } from '../../sim/traces/load.js';
 import { isFleetwiseTraceJson } from '../../sim/traces/fleetwise-json.js';
+import { TRACE_JOB_IDS, type TraceJobIds } from '../../sim/traces/controller-job-ids.js';
 import type { Trace } from '../../world/trace.js';
 import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
 import type { ReportSettings } from '../../sim/report/json.js';
@@ -43,6 +44,7 @@ export const traceOptionFields = {
   arrivalRateScale: numberText(z.number().positive('must be > 0').max(1000, 'must be ≤ 1000')).optional(),
   arrivalGapSeconds: numberText(z.number().min(0, 'must be ≥ 0')).optional(),
   latencySensitive: numberText(z.number().min(0, 'must be ≥ 0').max(1, 'must be ≤ 1')).optional(),
+  jobIds: z.enum(TRACE_JOB_IDS, { message: `must be ${TRACE_JOB_IDS.join(' or ')}` }).optional(),
   catalog: z.string().min(1).optional(),
 };
 
@@ -101,6 +103,7 @@ export interface TraceFlags {
   readonly arrivalRateScale?: number | undefined;
   readonly arrivalGapSeconds?: number | undefined;
   readonly latencySensitive?: number | undefined;
+  readonly jobIds?: TraceJobIds | undefined;
   readonly catalog?: string | undefined;
 }
 
@@ -126,6 +129,7 @@ export function loadTraceFlags(
     arrivalRateScale: o.arrivalRateScale,
     arrivalGapSeconds: o.arrivalGapSeconds,
     latencySensitiveShare: o.latencySensitive,
+    jobIds: o.jobIds,
   };
   const catalog = loadRequestCatalog({ catalogPath: o.catalog, ...(spotOpen ? { spot: {} } : {}) });
   const trace = loadRequestTrace({ trace: traceSpec }, catalog);
@@ -147,6 +151,7 @@ export function traceSettings(
     multiTaskShare: o.multiTask ?? 0,
     arrivalRateScale: o.arrivalRateScale ?? 1,
     latencySensitiveShare: o.latencySensitive ?? 0,
+    jobIds: o.jobIds ?? 'trace',
     catalog: o.catalog ?? `bundled (${catalog.provider} ${catalog.region})`,
     roundSeconds: o.roundSeconds ?? DEFAULT_ROUND_SECONDS,
   };
@@ -204,6 +209,10 @@ export function addTraceOptions(command: Command): Command {
     .option(
       '--latency-sensitive <share>',
       'share of multi-task jobs given a NoMora latency curve (50% memcached, 25% strads, 25% tensorflow), 0..1 (default 0; jobs declaring a network keep theirs)',
+    )
+    .option(
+      '--job-ids <names>',
+      `${TRACE_JOB_IDS.join('|')}: the trace's own job ids (default), or job-1, job-2, … in arrival order as the controller names jobs (Eva breaks ties by id, so the runtimes compare plan by plan only with the same names)`,
     )
     .option('--catalog <file>', 'instance catalog JSON (default: bundled aws-us-east-1)');
 }

@@ -43,6 +43,11 @@ import { VirtualClock } from './virtual-clock.js';
 
 export interface SimulatedInstance {
   readonly instanceId: string;
+  /**
+   * The engine's name for the same launch, `i-<n>` for the nth (world/commands.ts): what the spot market's draws are
+   * keyed by, so that the nth instance launched lives as long in both runtimes.
+   */
+  readonly drawKey: string;
   readonly type: InstanceType;
   readonly availabilityZone: string;
   readonly tags: Readonly<Record<string, string>>;
@@ -151,6 +156,7 @@ export class SimulatedCloud implements CloudProvider {
     const now = this.o.clock.nowSeconds();
     const inst: SimulatedInstance = {
       instanceId: `i-${this.launches.toString(16).padStart(17, '0')}`,
+      drawKey: `i-${this.launches}`,
       type,
       availabilityZone: zone,
       tags: {

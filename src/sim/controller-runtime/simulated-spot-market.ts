@@ -64,17 +64,14 @@ export class SimulatedSpotMarket {
     if (inst.market !== 'spot' || pool === undefined) return;
     this.schedule(
       inst,
-      billedSpotEvents(this.deps.options, inst.instanceId, pool, this.deps.clock.nowSeconds()),
+      billedSpotEvents(this.deps.options, inst.drawKey, pool, this.deps.clock.nowSeconds()),
     );
   }
 
   /** A reclaim due at `at` (a burst's), with what leads up to it. */
   private scheduleReclaim(inst: SimulatedInstance, at: number): void {
     const now = this.deps.clock.nowSeconds();
-    this.schedule(
-      inst,
-      reclaimEvents(this.deps.options, inst.instanceId, now, at, this.recommended.has(inst)),
-    );
+    this.schedule(inst, reclaimEvents(this.deps.options, inst.drawKey, now, at, this.recommended.has(inst)));
   }
 
   private schedule(inst: SimulatedInstance, events: readonly SpotInstanceEvent[]): void {
@@ -94,7 +91,7 @@ export class SimulatedSpotMarket {
     if (warningAt !== undefined)
       this.deps.timeline.at(warningAt, () => {
         for (const inst of this.deps.cloud.liveInPool(pool))
-          if (warnedOfBurst(this.deps.options, inst.instanceId, n, warningAt)) this.recommend(inst);
+          if (warnedOfBurst(this.deps.options, inst.drawKey, n, warningAt)) this.recommend(inst);
       });
     this.deps.timeline.at(burstAt, () => {
       const now = this.deps.clock.nowSeconds();
