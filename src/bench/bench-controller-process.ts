@@ -32,6 +32,14 @@ export interface LocalInstanceState {
   readonly tags?: Readonly<Record<string, string>>;
 }
 
+/** The benchmark's controllers still running, so that a benchmark stopped by a signal can end them too. */
+const running = new Set<ChildProcess>();
+
+/** SIGKILL every benchmark controller still running (the benchmark is being stopped; their state is thrown away). */
+export function killRunningBenchControllers(): void {
+  for (const child of running) child.kill('SIGKILL');
+}
+
 export class BenchController {
   private constructor(
     private readonly child: ChildProcess,
@@ -84,7 +92,13 @@ export class BenchController {
     } finally {
       closeSync(log);
     }
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    running.add(child);
+    const exited = new Promise<number | null>((resolve) =>
+      child.once('exit', (code) => {
+        running.delete(child);
+        resolve(code);
+      }),
+    );
     let out = '';
     const url = await new Promise<string>((resolve, reject) => {
       const fail = (why: string): void =>

@@ -1,3 +1,7 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   CONTROLLER_BENCH_TARGETS,
@@ -5,7 +9,7 @@ import {
   type ControllerBenchResult,
 } from '../../src/bench/controller-bench.js';
 import { formatControllerBench } from '../../src/cli/commands/bench-controller.js';
-import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+import { CLI, ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 
 /**
  * `fleetwise bench controller` at a tiny size, through the built CLI: a real controller process, workers simulated
@@ -68,6 +72,42 @@ describe('fleetwise bench controller (tiny)', () => {
       expect(table).toMatch(new RegExp(`^${name}\\s`, 'm'));
   }, 180_000);
 
+  it('stopped by SIGTERM, it ends its controller and removes its state directories', async () => {
+    ensureBuiltCli();
+    const tmp = mkdtempSync(join(tmpdir(), 'fleetwise-bench-signal-'));
+    try {
+      // Large enough to be still submitting when the signal comes.
+      const child = spawn(
+        process.execPath,
+        [CLI, 'bench', 'controller', '--json', '--submissions', '100000'],
+        {
+          env: { ...process.env, TMPDIR: tmp },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      const deadline = Date.now() + 60_000;
+      while (!/submitting 100000 jobs/.test(stderr) && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 100));
+      expect(stderr).toMatch(/submitting 100000 jobs/);
+      // Its controller runs from a state directory under our TMPDIR.
+      expect(processesUnder(tmp).length).toBeGreaterThan(0);
+      expect(readdirSync(tmp).filter((f) => f.startsWith('fleetwise-bench-controller-'))).toHaveLength(1);
+      child.kill('SIGTERM');
+      expect(await exited).toBe(143);
+      expect(stderr).toMatch(/stopped by SIGTERM/);
+      expect(readdirSync(tmp)).toEqual([]);
+      const gone = Date.now() + 5_000;
+      while (processesUnder(tmp).length > 0 && Date.now() < gone)
+        await new Promise((r) => setTimeout(r, 100));
+      expect(processesUnder(tmp)).toEqual([]);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  }, 120_000);
+
   it('reads quantiles by nearest rank', () => {
     expect(quantile([], 0.99)).toBe(0);
     expect(quantile([5, 1, 3], 0.5)).toBe(3);
@@ -80,3 +120,17 @@ describe('fleetwise bench controller (tiny)', () => {
     expect(quantile([7], 0.99)).toBe(7);
   });
 });
+
+/** Pids of the processes whose command line names a path under `dir` (a controller's `--state-dir`). */
+function processesUnder(dir: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(dir)) pids.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids;
+}

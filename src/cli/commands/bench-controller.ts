@@ -1,5 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { constants, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
@@ -10,6 +10,7 @@ import {
   type ControllerBenchResult,
   type TargetName,
 } from '../../bench/controller-bench.js';
+import { killRunningBenchControllers } from '../../bench/bench-controller-process.js';
 import { parseWith } from '../../core/validation.js';
 import { formatTable } from '../table.js';
 
@@ -62,6 +63,19 @@ export function registerBenchController(bench: Command): Command {
         const seconds = ((performance.now() - started) / 1000).toFixed(1);
         process.stderr.write(`bench controller [${seconds} s]: ${message}\n`);
       };
+      // Stopped by a signal (Ctrl-C, `timeout`), it ends its controllers and removes their state as when it finishes:
+      // left alone, Node would exit without either, leaving controllers a `timeout` does not reach and their state.
+      const stopped = (signal: NodeJS.Signals): void => {
+        killRunningBenchControllers();
+        if (opts.keep === true) progress(`stopped by ${signal}; state directories kept in ${workDir}`);
+        else {
+          rmSync(workDir, { recursive: true, force: true });
+          progress(`stopped by ${signal}`);
+        }
+        process.exit(128 + (constants.signals[signal] ?? 0));
+      };
+      process.once('SIGINT', stopped);
+      process.once('SIGTERM', stopped);
       let result: ControllerBenchResult;
       try {
         result = await benchController(
@@ -80,6 +94,8 @@ export function registerBenchController(bench: Command): Command {
           progress,
         );
       } finally {
+        process.off('SIGINT', stopped);
+        process.off('SIGTERM', stopped);
         if (opts.keep === true) progress(`state directories kept in ${workDir}`);
         else rmSync(workDir, { recursive: true, force: true });
       }
