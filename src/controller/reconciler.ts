@@ -96,7 +96,9 @@ export class Reconciler {
     // After the launches: a move waits for its new instances only once they are on their way (moveStopGate).
     const stopped = await performStops(ctx);
     const started = await performStarts(ctx);
-    await pollTaskStatuses(ctx);
+    // A task that ended frees its room: a start waiting for that room goes now, not at the next pass, which nothing
+    // may bring before the next round (the engine starts it at the end, as the start gate allows).
+    if ((await pollTaskStatuses(ctx)) > 0) started.push(...(await performStarts(ctx)));
     const terminated = ctx.dryRun ? [] : await performTerminations(ctx);
     const deletedPlacementGroups = await this.placementGroups.perform();
     return {

@@ -167,4 +167,41 @@ describe('make before break (controller)', () => {
     expect(control.calls[0]).toBe(`stop ${a.id}.0 on inst-1 (checkpoint)`);
     expect(r.store.getInstance('inst-1')?.state).toBe('terminated');
   });
+
+  it('a start waiting for the room a task that ends frees goes in the pass that sees it end', async () => {
+    // A and C run on one c7i.2xlarge; the plan moves C to a new instance (C works on while it boots) and puts B next
+    // to A, in the room C leaves. A ends first: its room is B's at once, as the engine's start gate gives it.
+    const control = new RegisteringTaskControl();
+    control.registered.add('inst-1');
+    const r = rig({}, { tasks: control });
+    const a = r.controller.submit(jobSpec('a', CPU_SMALL), 'research');
+    const c = r.controller.submit(jobSpec('c', CPU_SMALL), 'research');
+    const reconciler = reconcilerFor(r, control, { settings: { makeBeforeBreak: true } });
+    const first = handPlan(r, {
+      instances: [{ id: 'new-1', typeName: 'c7i.2xlarge', isNew: true, taskIds: [`${a.id}.0`, `${c.id}.0`] }],
+    });
+    reconciler.applyPlan(first.plan, first.diff);
+    await reconciler.progress();
+    expect(control.calls).toEqual([`start ${a.id}.0 on inst-1`, `start ${c.id}.0 on inst-1`]);
+    const b = r.controller.submit(jobSpec('b', CPU_SMALL), 'research');
+    r.cloud.bootInstantly = false;
+    const second = handPlan(r, {
+      instances: [
+        { id: 'inst-1', typeName: 'c7i.2xlarge', isNew: false, taskIds: [`${a.id}.0`, `${b.id}.0`] },
+        { id: 'new-2', typeName: 'c7i.xlarge', isNew: true, taskIds: [`${c.id}.0`] },
+      ],
+    });
+    reconciler.applyPlan(second.plan, second.diff);
+    control.calls.length = 0;
+    await reconciler.progress();
+    // C works on while inst-2 boots; B waits for room on inst-1.
+    expect(control.calls).toEqual([]);
+    expect(r.store.getTask(`${b.id}.0`)).toMatchObject({ state: 'starting', instanceId: 'inst-1' });
+    control.statuses.set(`${a.id}.0`, 'succeeded');
+    await reconciler.progress();
+    expect(control.calls).toEqual([`start ${b.id}.0 on inst-1`]);
+    expect(r.store.getJob(a.id)?.state).toBe('succeeded');
+    expect(r.store.getTask(`${b.id}.0`)).toMatchObject({ state: 'running', instanceId: 'inst-1' });
+    expect(r.store.getTask(`${c.id}.0`)).toMatchObject({ state: 'running', instanceId: 'inst-1' });
+  });
 });

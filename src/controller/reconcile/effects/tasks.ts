@@ -327,8 +327,12 @@ function restartMeasure(ctx: ReconcileContext, job: JobRecord, taskIds: readonly
   });
 }
 
-/** Poll running tasks; a success or failure ends the task (and, with it, maybe its job or its attempt). */
-export async function pollTaskStatuses(ctx: ReconcileContext): Promise<void> {
+/**
+ * Poll running tasks; a success or failure ends the task (and, with it, maybe its job or its attempt). Answers how many
+ * ended, each freeing its room.
+ */
+export async function pollTaskStatuses(ctx: ReconcileContext): Promise<number> {
+  let ended = 0;
   const slices = new Slices(ctx.store);
   const instances = new Map<string, InstanceRecord | undefined>(); // read once per pass
   for (const task of ctx.store.listTasks({ states: ['running'] })) {
@@ -348,6 +352,7 @@ export async function pollTaskStatuses(ctx: ReconcileContext): Promise<void> {
       if (isFinalJobState(job.state) || current.state !== 'running' || current.instanceId !== instanceId)
         return undefined;
       ctx.store.setTaskState(task.id, status);
+      ended += 1;
       const all = ctx.store.listTasks({ jobId: job.id });
       if (status === 'succeeded')
         // Done with its part while its job was moving: it needs no start at the job's new place.
@@ -371,6 +376,7 @@ export async function pollTaskStatuses(ctx: ReconcileContext): Promise<void> {
     });
   }
   slices.commit();
+  return ended;
 }
 
 /**
