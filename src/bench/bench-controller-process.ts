@@ -33,11 +33,21 @@ export interface LocalInstanceState {
 }
 
 /** The benchmark's controllers still running, so that a benchmark stopped by a signal can end them too. */
-const running = new Set<ChildProcess>();
+const running = new Map<ChildProcess, Promise<unknown>>();
 
-/** SIGKILL every benchmark controller still running (the benchmark is being stopped; their state is thrown away). */
-export function killRunningBenchControllers(): void {
-  for (const child of running) child.kill('SIGKILL');
+/**
+ * Stop every benchmark controller still running, as `BenchController.stop` does (SIGTERM, so that a CPU profile is
+ * written; SIGKILL after `graceMs`), and resolve once all have exited.
+ */
+export async function stopRunningBenchControllers(graceMs = 10_000): Promise<void> {
+  await Promise.all(
+    [...running].map(async ([child, exited]) => {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      await exited;
+      clearTimeout(timer);
+    }),
+  );
 }
 
 export class BenchController {
@@ -92,13 +102,13 @@ export class BenchController {
     } finally {
       closeSync(log);
     }
-    running.add(child);
     const exited = new Promise<number | null>((resolve) =>
       child.once('exit', (code) => {
         running.delete(child);
         resolve(code);
       }),
     );
+    running.set(child, exited);
     let out = '';
     const url = await new Promise<string>((resolve, reject) => {
       const fail = (why: string): void =>

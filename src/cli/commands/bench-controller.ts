@@ -10,7 +10,7 @@ import {
   type ControllerBenchResult,
   type TargetName,
 } from '../../bench/controller-bench.js';
-import { killRunningBenchControllers } from '../../bench/bench-controller-process.js';
+import { stopRunningBenchControllers } from '../../bench/bench-controller-process.js';
 import { parseWith } from '../../core/validation.js';
 import { formatTable } from '../table.js';
 
@@ -63,16 +63,26 @@ export function registerBenchController(bench: Command): Command {
         const seconds = ((performance.now() - started) / 1000).toFixed(1);
         process.stderr.write(`bench controller [${seconds} s]: ${message}\n`);
       };
-      // Stopped by a signal (Ctrl-C, `timeout`), it ends its controllers and removes their state as when it finishes:
-      // left alone, Node would exit without either, leaving controllers a `timeout` does not reach and their state.
+      // Stopped by a signal (Ctrl-C, `timeout`), it stops its controllers and removes their state as when it finishes:
+      // left alone, Node would exit at once, leaving both (a controller outside the signalled process group runs on).
+      let stopping: Promise<never> | undefined;
       const stopped = (signal: NodeJS.Signals): void => {
-        killRunningBenchControllers();
-        if (opts.keep === true) progress(`stopped by ${signal}; state directories kept in ${workDir}`);
-        else {
-          rmSync(workDir, { recursive: true, force: true });
-          progress(`stopped by ${signal}`);
-        }
-        process.exit(128 + (constants.signals[signal] ?? 0));
+        stopping = new Promise<never>(() => {}); // the benchmark's own failure, as its controllers go, is not reported
+        void stopRunningBenchControllers().then(
+          () => {
+            try {
+              if (opts.keep === true) progress(`stopped by ${signal}; state directories kept in ${workDir}`);
+              else {
+                rmSync(workDir, { recursive: true, force: true });
+                progress(`stopped by ${signal}`);
+              }
+            } catch (e) {
+              progress(`stopped by ${signal}; could not remove ${workDir}: ${(e as Error).message}`);
+            }
+            process.exit(128 + (constants.signals[signal] ?? 0));
+          },
+          () => process.exit(128 + (constants.signals[signal] ?? 0)),
+        );
       };
       process.once('SIGINT', stopped);
       process.once('SIGTERM', stopped);
@@ -93,11 +103,16 @@ export function registerBenchController(bench: Command): Command {
           },
           progress,
         );
+      } catch (e) {
+        if (stopping !== undefined) await stopping; // never settles: the signal's handler exits
+        throw e;
       } finally {
-        process.off('SIGINT', stopped);
-        process.off('SIGTERM', stopped);
-        if (opts.keep === true) progress(`state directories kept in ${workDir}`);
-        else rmSync(workDir, { recursive: true, force: true });
+        if (stopping === undefined) {
+          process.off('SIGINT', stopped);
+          process.off('SIGTERM', stopped);
+          if (opts.keep === true) progress(`state directories kept in ${workDir}`);
+          else rmSync(workDir, { recursive: true, force: true });
+        }
       }
       if (opts.json === true) process.stdout.write(`${JSON.stringify(result)}\n`);
       else process.stdout.write(formatControllerBench(result));

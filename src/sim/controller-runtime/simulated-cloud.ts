@@ -44,8 +44,10 @@ import { VirtualClock } from './virtual-clock.js';
 export interface SimulatedInstance {
   readonly instanceId: string;
   /**
-   * The engine's name for the same launch, `i-<n>` for the nth (world/commands.ts): what the spot market's draws are
-   * keyed by, so that the nth instance launched lives as long in both runtimes.
+   * What the spot market's draws are keyed by: the engine's name for the same instance, `i-<n>` for the controller's
+   * `inst-<n>` (its instance key), so that an instance lives as long in both runtimes. Both number an instance when a
+   * plan asks for it, whether or not a cap holds its launch back (world/commands.ts); a launch without that key
+   * counts by the cloud's own launches.
    */
   readonly drawKey: string;
   readonly type: InstanceType;
@@ -156,7 +158,7 @@ export class SimulatedCloud implements CloudProvider {
     const now = this.o.clock.nowSeconds();
     const inst: SimulatedInstance = {
       instanceId: `i-${this.launches.toString(16).padStart(17, '0')}`,
-      drawKey: `i-${this.launches}`,
+      drawKey: `i-${/^inst-(\d+)$/.exec(r.instanceKey)?.[1] ?? this.launches}`,
       type,
       availabilityZone: zone,
       tags: {

@@ -1,3 +1,4 @@
+import { ValidationError } from '../../core/validation.js';
 import type { Trace, TraceJob } from '../../world/trace.js';
 
 /** How a run names the trace's jobs: as the trace does, or as the controller's state store would. */
@@ -13,7 +14,20 @@ export type TraceJobIds = (typeof TRACE_JOB_IDS)[number];
  */
 export function withControllerJobIds(trace: Trace): Trace {
   const names = new Map(trace.jobs.map((job, i) => [job.id, `job-${i + 1}`]));
-  const renamed = (id: string): string => names.get(id) ?? id;
+  // Refused here, in the trace's own names: renamed, a duplicate would be reported under its new name, and a
+  // dependency on a job not in the trace could come to name one that is (`job-3`).
+  const problems: string[] = [];
+  if (names.size < trace.jobs.length) {
+    const seen = new Set<string>();
+    for (const job of trace.jobs)
+      if (seen.has(job.id)) problems.push(`job ${job.id}: duplicate job id`);
+      else seen.add(job.id);
+  }
+  for (const job of trace.jobs)
+    for (const id of job.dependsOn ?? [])
+      if (!names.has(id)) problems.push(`job ${job.id}: dependsOn ${id} is not a job of the trace`);
+  if (problems.length > 0) throw new ValidationError(`${trace.name} (--job-ids controller)`, problems);
+  const renamed = (id: string): string => names.get(id) as string;
   return {
     ...trace,
     jobs: trace.jobs.map((job): TraceJob => ({

@@ -38,6 +38,18 @@ describe('trace jobs named as the controller names them', () => {
     ]);
   });
 
+  it("refuses, in the trace's own names, a duplicate id and a dependency on a job not in the trace", () => {
+    const base = loadRequestTrace({ trace: { format: 'eva', jobs: 3 } }, catalog);
+    const jobs = base.jobs.map((j, i): TraceJob => {
+      if (i === 1) return { ...j, id: '0' };
+      if (i === 2) return { ...j, dependsOn: ['job-1'] };
+      return j;
+    });
+    expect(() => withControllerJobIds({ ...base, jobs })).toThrow(
+      /job 0: duplicate job id; job 2: dependsOn job-1 is not a job of the trace/,
+    );
+  });
+
   it('`jobIds: controller` in a run request renames the loaded trace', () => {
     const own = loadRequestTrace({ trace: { format: 'alibaba', jobs: 5, seed: 3 } }, catalog);
     const named = loadRequestTrace(
