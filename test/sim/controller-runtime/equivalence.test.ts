@@ -13,7 +13,7 @@ import { withControllerJobIds } from '../../../src/sim/traces/controller-job-ids
 import { createScheduler, type SchedulerName } from '../../../src/scheduler/registry.js';
 import { runControllerSimulation } from '../../../src/sim/controller-runtime/run-controller.js';
 import { queueConfigFor } from '../../../src/sim/queue-options.js';
-import type { TraceJob } from '../../../src/world/trace.js';
+import type { Trace, TraceJob } from '../../../src/world/trace.js';
 
 /**
  * The controller runtime measures what the engine measures, on cuts of pai_200 with the measured contention matrix.
@@ -42,6 +42,21 @@ async function both(name: SchedulerName, jobs: number) {
   return { engine: engine.summary, controller: controller.summary };
 }
 
+/** `trace` in both runtimes; their cost and mean JCT must agree to the cent and the second. */
+async function runBoth(trace: Trace, name: SchedulerName) {
+  const options = () => ({
+    trace,
+    scheduler: createScheduler(name, { catalog, interferenceProfile: groundTruth }),
+    catalog,
+    groundTruth,
+  });
+  const engine = runSimulation(options());
+  const controller = await runControllerSimulation(options());
+  expect(controller.summary.totalCost).toBeCloseTo(engine.summary.totalCost, 6);
+  expect(controller.summary.meanJctHours).toBeCloseTo(engine.summary.meanJctHours, 9);
+  return { engine, controller, options };
+}
+
 describe('controller runtime ≡ engine on pai_200 cuts', () => {
   it('no-packing, first 40 jobs: identical cost, JCT and fleet', async () => {
     const { engine, controller } = await both('no-packing', 40);
@@ -53,17 +68,7 @@ describe('controller runtime ≡ engine on pai_200 cuts', () => {
 
   it('eva, first 40 jobs named as the controller names them: identical, job by job', async () => {
     const cut = loadRequestTrace({ trace: { format: 'eva', jobs: 40 } }, catalog);
-    const trace = withControllerJobIds(cut);
-    const options = () => ({
-      trace,
-      scheduler: createScheduler('eva', { catalog, interferenceProfile: groundTruth }),
-      catalog,
-      groundTruth,
-    });
-    const engine = runSimulation(options());
-    const controller = await runControllerSimulation(options());
-    expect(controller.summary.totalCost).toBeCloseTo(engine.summary.totalCost, 6);
-    expect(controller.summary.meanJctHours).toBeCloseTo(engine.summary.meanJctHours, 9);
+    const { engine, controller, options } = await runBoth(withControllerJobIds(cut), 'eva');
     expect(controller.summary.migrationsPerJob).toBe(engine.summary.migrationsPerJob);
     expect(controller.jobs.map((j) => [j.id, j.startSeconds, j.endSeconds])).toEqual(
       engine.jobs.map((j) => [j.id, j.startSeconds, j.endSeconds]),
@@ -146,16 +151,7 @@ describe('controller runtime ≡ engine with job dependencies', () => {
         i % 3 === 2 ? { ...j, dependsOn: [(cut.jobs[i - 2] as TraceJob).id] } : j,
       ),
     };
-    const options = () => ({
-      trace,
-      scheduler: createScheduler('no-packing', { catalog, interferenceProfile: groundTruth }),
-      catalog,
-      groundTruth,
-    });
-    const engine = runSimulation(options());
-    const controller = await runControllerSimulation(options());
-    expect(controller.summary.totalCost).toBeCloseTo(engine.summary.totalCost, 6);
-    expect(controller.summary.meanJctHours).toBeCloseTo(engine.summary.meanJctHours, 9);
+    const { engine, controller, options } = await runBoth(trace, 'no-packing');
     expect(controller.summary.instancesLaunched).toBe(engine.summary.instancesLaunched);
     expect(controller.jobs.map((j) => [j.startSeconds, j.endSeconds])).toEqual(
       engine.jobs.map((j) => [j.startSeconds, j.endSeconds]),
