@@ -99,12 +99,7 @@ export function readSnapshotInputs(
   // in an event. Both are looked up per live instance, through the stores' indexes: launch intents and the event log
   // grow for as long as the controller runs. An instance without a keyed launch intent (adopted) counts as on demand.
   const spotInstances = new Set<string>();
-  for (const id of live) {
-    const launch = store.getIntentByKey(launchIntentKey(id));
-    if (launch?.kind !== 'launch' || launch.payload.market !== 'spot') continue;
-    if (store.listEvents({ instanceId: id, kind: 'instance.market-fallback', limit: 1 }).length === 0)
-      spotInstances.add(id);
-  }
+  for (const id of live) if (launchedOnSpot(store, id)) spotInstances.add(id);
   // Per waiting job, through the stores' index of events by job: where it lost capacity, for a recovery to avoid.
   const interruptedZones = new Map<string, string[]>();
   for (const job of jobs) {
@@ -134,6 +129,13 @@ export function readSnapshotInputs(
     heldTasks,
     heldFor,
   };
+}
+
+/** Whether the instance's launch asked for spot and did not fall back to on demand (its launch intent, its events). */
+export function launchedOnSpot(store: StateStore, instanceId: string): boolean {
+  const launch = store.getIntentByKey(launchIntentKey(instanceId));
+  if (launch?.kind !== 'launch' || launch.payload.market !== 'spot') return false;
+  return store.listEvents({ instanceId, kind: 'instance.market-fallback', limit: 1 }).length === 0;
 }
 
 /** A field of an event's data, when the data is an object. */

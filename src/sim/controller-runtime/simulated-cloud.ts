@@ -149,9 +149,10 @@ export class SimulatedCloud implements CloudProvider {
     if (type === undefined)
       throw new CloudProviderError(`unknown instance type ${r.typeName}`, 'InvalidParameterValue');
     if (this.refused.has(type.name)) throw new InsufficientCapacityError(type.name, [...this.zones], []);
-    const asked = r.availabilityZones.find((z) => this.zones.includes(z)) ?? (this.zones[0] as string);
-    const pool = r.market === 'spot' ? this.spotPool(type.name, asked) : undefined;
-    const zone = pool?.zone ?? asked;
+    const named = r.availabilityZones.find((z) => this.zones.includes(z));
+    // A spot launch without a zone goes to the price-capacity-optimized pool (CreateFleet's choice, and the engine's).
+    const pool = r.market === 'spot' ? this.spotPool(type.name, named) : undefined;
+    const zone = pool?.zone ?? named ?? (this.zones[0] as string);
     const groupFull = r.placementGroup !== undefined && this.fullGroups.has(r.placementGroup);
     const group = groupFull ? undefined : r.placementGroup;
     this.launches += 1;
@@ -199,7 +200,7 @@ export class SimulatedCloud implements CloudProvider {
    * The spot pool a launch of the type gets: the one in the zone asked for, else the type's next pool in
    * price-capacity-optimized order; none when the market is closed or every pool is marked unavailable.
    */
-  private spotPool(typeName: string, zone: string): SpotOffering | undefined {
+  private spotPool(typeName: string, zone: string | undefined): SpotOffering | undefined {
     return openSpotPool(
       this.o.spot === true ? this.o.catalog.spot : undefined,
       typeName,

@@ -1,7 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { loadCatalogFile } from '../../../src/cloud/catalog-file.js';
 import { runSimulation } from '../../../src/sim/run-simulation.js';
-import { groundTruthFor, loadRequestTrace } from '../../../src/sim/run-request.js';
+import {
+  executeRun,
+  groundTruthFor,
+  loadRequestTrace,
+  type RunRequest,
+} from '../../../src/sim/run-request.js';
+import { executeControllerRun } from '../../../src/sim/controller-runtime/execute.js';
 import { createScheduler, type SchedulerName } from '../../../src/scheduler/registry.js';
 import { runControllerSimulation } from '../../../src/sim/controller-runtime/run-controller.js';
 import { withControllerJobIds } from '../../../src/sim/traces/controller-job-ids.js';
@@ -161,5 +167,22 @@ describe('controller runtime with the spot market open', () => {
       expect(run.summary.jobs).toBe(20);
     }
     expect(controller.spot?.lostWorkHours).toBe(0);
+  });
+
+  it("under a $ cap the controller counts spot at its pool's price, as the engine does: the same starts and ends", async () => {
+    // At $15/h a p3.8xlarge and a p3.2xlarge fit together at spot prices, not at on-demand ones ($15.30): the
+    // controller's launch gate counted on-demand prices and held the second back until the first had terminated.
+    const request: RunRequest = {
+      scheduler: 'eva',
+      trace: { format: 'eva', jobs: 20, jobIds: 'controller' },
+      spot: {},
+      queue: { kind: 'fifo', caps: { maxCostPerHour: 15 }, predict: false },
+    };
+    const engine = executeRun(request);
+    const controller = await executeControllerRun({ ...request, runtime: 'controller' });
+    expect(controller.summary.peakCostPerHour).toBeLessThanOrEqual(15);
+    expect(controller.jobs.map((j) => [j.id, j.startSeconds, j.endSeconds])).toEqual(
+      engine.jobs.map((j) => [j.id, j.startSeconds, j.endSeconds]),
+    );
   });
 });

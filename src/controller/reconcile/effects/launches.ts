@@ -1,5 +1,6 @@
 import type { InstanceType } from '../../../core/catalog.js';
-import { hasAnyCap } from '../../../queue/caps.js';
+import { spotOffering } from '../../../core/spot.js';
+import { hasAnyCap, type BoughtType } from '../../../queue/caps.js';
 import { launchGate, type GateWait } from '../../../round/gates.js';
 import { chooseReplacementType } from '../../../round/replacement.js';
 import { InsufficientCapacityError, QuotaExceededError } from '../../../cloud/provider.js';
@@ -14,6 +15,7 @@ import {
 } from '../../state-store.js';
 import { LIVE_INSTANCE_STATES, type ReconcileContext } from '../context.js';
 import { releaseTasksOn } from '../jobs.js';
+import { launchedOnSpot } from '../../snapshot.js';
 import { launchBackoff } from './registrations.js';
 
 /**
@@ -32,7 +34,7 @@ export class Launches {
     const backoff = launchBackoff(this.ctx);
     // The fleet in transit, read once per pass and kept up to date with this pass's launches: only this pass launches,
     // and reading every live instance again for each launch made a pass over n launches O(n²).
-    let inTransit: InstanceType[] | undefined;
+    let inTransit: BoughtType[] | undefined;
     for (let intent of this.ctx.store.listIntents({ states: ['pending'], kind: 'launch' })) {
       // Each capacity fallback records a new intent for a new instance; follow the chain within this pass.
       for (;;) {
@@ -47,15 +49,20 @@ export class Launches {
           break;
         }
         inTransit ??= this.fleetInTransit();
-        if (this.launchWait(intent.payload.typeName, inTransit) !== undefined) {
+        const asked = this.ctx.store.getInstance(intent.payload.instanceId);
+        const spot = intent.payload.market === 'spot';
+        if (
+          this.launchWait(intent.payload.typeName, inTransit, spot, asked?.availabilityZone) !== undefined
+        ) {
           deferred += 1; // the fleet in transit must shrink first (round/gates.ts `launchGate`)
           break;
         }
         const outcome = await this.launchOne(intent);
         if (outcome.kind === 'launched') {
           launched.push(outcome.instanceId);
-          const type = this.ctx.typeOf(intent.payload.typeName);
-          if (type !== undefined) inTransit.push(type);
+          const record = this.ctx.store.getInstance(outcome.instanceId);
+          const bought = record === undefined ? undefined : this.boughtOf(record);
+          if (bought !== undefined) inTransit.push(bought);
         }
         if (outcome.kind !== 'fallback') break;
         intent = outcome.next;
@@ -192,7 +199,8 @@ export class Launches {
       demands,
       refused,
       capacityConstrained: (typeName) => this.ctx.deps.provider?.isCapacityConstrained?.(typeName) === true,
-      launchGate: (type) => this.launchWait(type.name, inTransit),
+      launchGate: (type) =>
+        this.launchWait(type.name, inTransit, intent.payload.market === 'spot', inst.availabilityZone),
     });
     const reason = `${error.message}`;
     if (replacement === undefined) {
@@ -261,27 +269,49 @@ export class Launches {
   }
 
   /**
-   * The launch gate for one more instance of `typeName`: every instance launched and not yet terminated counts
-   * against the caps until it is gone (round/gates.ts `launchGate`, as in the simulated world).
+   * The launch gate for one more instance of `typeName` (bought on spot when `spot`, in `zone` when known): every
+   * instance launched and not yet terminated counts against the caps until it is gone (round/gates.ts `launchGate`, as
+   * in the simulated world).
    */
-  private launchWait(typeName: string, inTransit: readonly InstanceType[]): GateWait {
+  private launchWait(
+    typeName: string,
+    inTransit: readonly BoughtType[],
+    spot: boolean,
+    zone: string | undefined,
+  ): GateWait {
     const caps = this.ctx.settings.caps;
     if (!hasAnyCap(caps)) return undefined;
     const type = this.ctx.typeOf(typeName);
     if (type === undefined) return undefined; // the provider refuses an unknown type itself
-    return launchGate(type, inTransit, caps);
+    return launchGate(this.bought(type, spot, zone), inTransit, caps);
   }
 
-  /** The types of the instances launched and not yet terminated (none read when no cap needs them). */
-  private fleetInTransit(): InstanceType[] {
+  /** The instances launched and not yet terminated, as bought (none read when no cap needs them). */
+  private fleetInTransit(): BoughtType[] {
     if (!hasAnyCap(this.ctx.settings.caps)) return []; // nothing to keep: no need to read the fleet
-    const inTransit: InstanceType[] = [];
+    const inTransit: BoughtType[] = [];
     for (const i of this.ctx.store.listInstances({ states: [...LIVE_INSTANCE_STATES] })) {
       if (i.cloudId === undefined) continue; // not launched (yet, or ever)
-      const t = this.ctx.typeOf(i.typeName);
-      if (t !== undefined) inTransit.push(t);
+      const bought = this.boughtOf(i);
+      if (bought !== undefined) inTransit.push(bought);
     }
     return inTransit;
+  }
+
+  /**
+   * A launched instance as the caps count it: on spot at its pool's price when its launch asked for spot and did not
+   * fall back to on demand (as the snapshot reads its market), else at its type's on-demand price.
+   */
+  private boughtOf(inst: InstanceRecord): BoughtType | undefined {
+    const type = this.ctx.typeOf(inst.typeName);
+    if (type === undefined) return undefined;
+    return this.bought(type, launchedOnSpot(this.ctx.store, inst.id), inst.availabilityZone);
+  }
+
+  /** `type` bought on spot (its pool's price, as the engine counts it: world/commands.ts) or on demand. */
+  private bought(type: InstanceType, spot: boolean, zone: string | undefined): BoughtType {
+    const pool = spot ? spotOffering(this.ctx.deps.catalog.spot, type.name, zone) : undefined;
+    return pool === undefined ? type : { ...type, costPerHour: pool.pricePerHour, market: 'spot' };
   }
 
   private refusedTypesOf(instanceId: string): string[] {
