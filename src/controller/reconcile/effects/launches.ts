@@ -35,6 +35,7 @@ export class Launches {
     // The fleet in transit, read once per pass and kept up to date with this pass's launches: only this pass launches,
     // and reading every live instance again for each launch made a pass over n launches O(n²).
     let inTransit: BoughtType[] | undefined;
+    const capped = hasAnyCap(this.ctx.settings.caps);
     for (let intent of this.ctx.store.listIntents({ states: ['pending'], kind: 'launch' })) {
       // Each capacity fallback records a new intent for a new instance; follow the chain within this pass.
       for (;;) {
@@ -49,18 +50,15 @@ export class Launches {
           break;
         }
         inTransit ??= this.fleetInTransit();
-        const asked = this.ctx.store.getInstance(intent.payload.instanceId);
-        const spot = intent.payload.market === 'spot';
-        if (
-          this.launchWait(intent.payload.typeName, inTransit, spot, asked?.availabilityZone) !== undefined
-        ) {
+        if (this.launchWait(intent, inTransit) !== undefined) {
           deferred += 1; // the fleet in transit must shrink first (round/gates.ts `launchGate`)
           break;
         }
         const outcome = await this.launchOne(intent);
         if (outcome.kind === 'launched') {
           launched.push(outcome.instanceId);
-          const record = this.ctx.store.getInstance(outcome.instanceId);
+          // Read only when a cap needs the fleet in transit (uncapped, it stays empty).
+          const record = capped ? this.ctx.store.getInstance(outcome.instanceId) : undefined;
           const bought = record === undefined ? undefined : this.boughtOf(record);
           if (bought !== undefined) inTransit.push(bought);
         }
@@ -199,8 +197,7 @@ export class Launches {
       demands,
       refused,
       capacityConstrained: (typeName) => this.ctx.deps.provider?.isCapacityConstrained?.(typeName) === true,
-      launchGate: (type) =>
-        this.launchWait(type.name, inTransit, intent.payload.market === 'spot', inst.availabilityZone),
+      launchGate: (type) => this.launchWait(intent, inTransit, type.name),
     });
     const reason = `${error.message}`;
     if (replacement === undefined) {
@@ -269,21 +266,21 @@ export class Launches {
   }
 
   /**
-   * The launch gate for one more instance of `typeName` (bought on spot when `spot`, in `zone` when known): every
-   * instance launched and not yet terminated counts against the caps until it is gone (round/gates.ts `launchGate`, as
-   * in the simulated world).
+   * The launch gate for one more instance of `typeName` (default: the intent's), bought as the intent asks (spot at
+   * its zone's pool's price): every instance launched and not yet terminated counts against the caps until it is gone
+   * (round/gates.ts `launchGate`, as in the simulated world). Nothing is read when no cap is set.
    */
   private launchWait(
-    typeName: string,
+    intent: IntentRecord & { kind: 'launch' },
     inTransit: readonly BoughtType[],
-    spot: boolean,
-    zone: string | undefined,
+    typeName: string = intent.payload.typeName,
   ): GateWait {
     const caps = this.ctx.settings.caps;
     if (!hasAnyCap(caps)) return undefined;
     const type = this.ctx.typeOf(typeName);
     if (type === undefined) return undefined; // the provider refuses an unknown type itself
-    return launchGate(this.bought(type, spot, zone), inTransit, caps);
+    const zone = this.ctx.store.getInstance(intent.payload.instanceId)?.availabilityZone;
+    return launchGate(this.bought(type, intent.payload.market === 'spot', zone), inTransit, caps);
   }
 
   /** The instances launched and not yet terminated, as bought (none read when no cap needs them). */
