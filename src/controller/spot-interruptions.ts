@@ -13,10 +13,13 @@ import type { RoundCause } from './service.js';
  *                             elsewhere through the one round every drain goes through, its worker has already
  *                             checkpointed and stopped them (or does when asked), and the reconciler terminates it
  *                             once it is empty. Its offering (type, zone, spot) is marked unavailable for launches.
- *   rebalance-recommendation  recorded (an event, which the snapshot reads: snapshot.ts) and the offering marked
- *                             unavailable for new launches; a round is requested at once, in which Eva prices the
- *                             instance's risk and moves off the tasks whose risk pays their move (a priced proactive
- *                             move, src/scheduler/spot-cost.ts `rebalanceRiskPerHour`); the others stay.
+ *   rebalance-recommendation  recorded (an event, which the snapshot reads: snapshot.ts); a round is requested at
+ *                             once, in which Eva prices the instance's risk and moves off the tasks whose risk pays
+ *                             their move (a priced proactive move, src/scheduler/spot-cost.ts `rebalanceRiskPerHour`);
+ *                             the others stay. The offering is not marked unavailable, as Karpenter does not mark it
+ *                             on a recommendation: it is EC2's earlier, unguaranteed warning for one instance, often
+ *                             with no reclaim behind it, and a launch moved off the pool pays a dearer pool's price
+ *                             for the instance's whole life.
  *
  * Level-triggered: a worker repeats its notice in every heartbeat and the queue may deliver an event twice, so a
  * notice for an instance already draining (or gone) changes nothing.
@@ -55,7 +58,6 @@ export class SpotInterruptions {
     if (report.kind === 'rebalance-recommendation') {
       if (this.rebalanced.has(inst.id) || !DRAINABLE.includes(inst.state)) return false;
       this.rebalanced.add(inst.id);
-      this.markOffering(inst);
       store.appendEvent({
         kind: 'instance.rebalance-recommendation',
         instanceId: inst.id,

@@ -169,20 +169,24 @@ describe('controller runtime with the spot market open', () => {
     expect(controller.spot?.lostWorkHours).toBe(0);
   });
 
-  it("under a $ cap the controller counts spot at its pool's price, as the engine does: the same starts and ends", async () => {
+  it("under a $ cap the controller counts spot at its pool's price, as the engine does: the same starts, ends and bill", async () => {
     // At $15/h a p3.8xlarge and a p3.2xlarge fit together at spot prices, not at on-demand ones ($15.30): the
     // controller's launch gate counted on-demand prices and held the second back until the first had terminated.
+    // With false alarms: a recommendation once closed its pool to launches for three minutes in the controller, and
+    // an instance launched meanwhile paid the next pool's price for its whole life (the same events, a dearer bill).
     const request: RunRequest = {
       scheduler: 'eva',
       trace: { format: 'eva', jobs: 20, jobIds: 'controller' },
-      spot: {},
+      spot: { falseRebalancesPerMonth: 30 },
       queue: { kind: 'fifo', caps: { maxCostPerHour: 15 }, predict: false },
     };
     const engine = executeRun(request);
     const controller = await executeControllerRun({ ...request, runtime: 'controller' });
+    expect(engine.spot?.rebalanceRecommendations).toBeGreaterThan(0);
     expect(controller.summary.peakCostPerHour).toBeLessThanOrEqual(15);
     expect(controller.jobs.map((j) => [j.id, j.startSeconds, j.endSeconds])).toEqual(
       engine.jobs.map((j) => [j.id, j.startSeconds, j.endSeconds]),
     );
+    expect(controller.summary.totalCost).toBeCloseTo(engine.summary.totalCost, 6);
   });
 });
