@@ -62,18 +62,12 @@ export class CommandIssuer {
     for (const a of actions)
       if (a.kind === 'launch-instance')
         newInstances.set(a.instanceId, this.launchInstance(a.typeName, a.placement, a.market ?? 'on-demand'));
-    const jobsCounted = new Set<SimJob>();
     const stopsLater: SimTask[] = [];
     for (const a of actions) {
       switch (a.kind) {
         case 'checkpoint-stop': {
           const task = this.task(a.jobId, a.taskId);
           const job = task.job;
-          if (!jobsCounted.has(job)) {
-            jobsCounted.add(job);
-            job.migrations += 1;
-            this.state.meter.countMigration();
-          }
           job.status = 'migrating';
           job.requeueAfterStop = a.then === 'queue';
           task.committed?.committed.delete(task);
@@ -137,6 +131,14 @@ export class CommandIssuer {
 
   /** The checkpoint-stop of a task leaving its instance: it stops working once the kill is done. */
   private issueStop(task: SimTask): void {
+    // A move (or a return to the queue) counts when its job's first task stops working, once: a stop that waits for
+    // its targets (make before break) and is called off or asked for again by the next round counts when it happens,
+    // as the controller counts it.
+    const job = task.job;
+    if (!job.tasks.some((t) => t.state === 'killing' || t.state === 'uploading')) {
+      job.migrations += 1;
+      this.state.meter.countMigration();
+    }
     task.state = 'killing';
     this.state.log('checkpoint-issued', {
       jobId: task.job.spec.id,

@@ -115,6 +115,9 @@ describe('make before break (engine)', () => {
     );
     expect(result.jobs[0]?.endSeconds).toBe(322);
     expect(log.all('checkpoint-issued')).toEqual([]);
+    // A move that never happened counts as none (the controller counts a move when its job stops, too).
+    expect(result.jobs[0]?.migrations).toBe(0);
+    expect(result.summary.migrationsPerJob).toBe(0);
     expect(log.times('start-issued')).toEqual([60]);
     // Nothing is left waiting: both instances terminate and the run ends.
     expect(
