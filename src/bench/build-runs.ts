@@ -68,6 +68,27 @@ export function parseBuildOutput(stdout: string, label: string): ArmFigures {
   return { ...record, scheduler: label };
 }
 
+/** Every build run's subprocess still running, of any `runBuilds` call (what `stopBuildRuns` stops). */
+const liveChildren = new Set<ChildProcess>();
+
+/**
+ * Stop every build run still running and resolve once all have exited: a `bench arms` stopped by a signal that reaches
+ * it alone (`timeout`, `kill`) would otherwise leave them computing.
+ */
+export function stopBuildRuns(): Promise<void> {
+  const exits = [...liveChildren].map(
+    (child) =>
+      new Promise<void>((done) => {
+        if (child.exitCode !== null || child.signalCode !== null) done();
+        else {
+          child.once('close', () => done());
+          child.kill('SIGTERM');
+        }
+      }),
+  );
+  return Promise.all(exits).then(() => undefined);
+}
+
 /** How much of a failed run's stderr its error quotes (the end, where the reason is). */
 const STDERR_TAIL = 2000;
 
@@ -77,6 +98,7 @@ function runOne(run: BuildRun, children: Set<ChildProcess>): Promise<ArmFigures>
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     children.add(child);
+    liveChildren.add(child);
     const out: Buffer[] = [];
     let err = '';
     child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
@@ -85,10 +107,12 @@ function runOne(run: BuildRun, children: Set<ChildProcess>): Promise<ArmFigures>
     });
     child.on('error', (e) => {
       children.delete(child);
+      liveChildren.delete(child);
       fail(new Error(`${run.label}: ${e.message}`));
     });
     child.on('close', (code, signal) => {
       children.delete(child);
+      liveChildren.delete(child);
       if (code !== 0) {
         fail(new Error(`${run.label}: exited ${signal ?? `with ${code}`}: ${err.trim()}`));
         return;

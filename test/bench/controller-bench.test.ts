@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -10,6 +10,7 @@ import {
 } from '../../src/bench/controller-bench.js';
 import { formatControllerBench } from '../../src/cli/commands/bench-controller.js';
 import { CLI, ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+import { processesUnder, processesUnderAfter } from '../helpers/processes-under.js';
 
 /**
  * `fleetwise bench controller` at a tiny size, through the built CLI: a real controller process, workers simulated
@@ -99,10 +100,7 @@ describe('fleetwise bench controller (tiny)', () => {
       expect(await exited).toBe(143);
       expect(stderr).toMatch(/stopped by SIGTERM/);
       expect(readdirSync(tmp)).toEqual([]);
-      const gone = Date.now() + 5_000;
-      while (processesUnder(tmp).length > 0 && Date.now() < gone)
-        await new Promise((r) => setTimeout(r, 100));
-      expect(processesUnder(tmp)).toEqual([]);
+      expect(await processesUnderAfter(tmp, 5_000)).toEqual([]);
     } finally {
       rmSync(tmp, { recursive: true, force: true });
     }
@@ -120,17 +118,3 @@ describe('fleetwise bench controller (tiny)', () => {
     expect(quantile([7], 0.99)).toBe(7);
   });
 });
-
-/** Pids of the processes whose command line names a path under `dir` (a controller's `--state-dir`). */
-function processesUnder(dir: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(dir)) pids.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return pids;
-}

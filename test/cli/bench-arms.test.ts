@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -5,7 +6,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { ArmsReport } from '../../src/bench/arms-report.js';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { parseArm, parseSeedList, shellWords } from '../../src/cli/commands/bench-arms.js';
-import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+import { CLI, ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+import { processesUnder, processesUnderAfter } from '../helpers/processes-under.js';
 
 /** `fleetwise bench arms` as users run it (the built CLI in a subprocess), checked against `simulate` itself. */
 const COMMON = '--format synthetic --jobs 14 --multi-task 0.5 --scheduler eva --no-predict';
@@ -172,6 +174,49 @@ describe('fleetwise bench arms', () => {
       ]);
       expect(bad.code).toBe(1);
       expect(bad.stderr).toMatch(/fleetwise: seed 5 b: exited with 1: .*unknown option '--no-such-flag'/);
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it("stopped by SIGTERM, it stops the other build's runs and exits 143", async () => {
+    // The signal reaches bench arms alone (as from `timeout` or `kill`), not its process group.
+    const other = mkdtempSync(join(tmpdir(), 'fleetwise-other-build-'));
+    symlinkSync(join(PROJECT_ROOT, 'dist'), join(other, 'dist'));
+    try {
+      const child = spawn(
+        process.execPath,
+        [
+          CLI,
+          'bench',
+          'arms',
+          '--seeds',
+          '5',
+          '--common',
+          '--format alibaba --scheduler eva --no-predict',
+          '--arm',
+          'a=--jobs 5',
+          '--arm',
+          'b=--jobs 3000',
+          '--build',
+          `b=${other}`,
+        ],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      // This build's run goes first, in a thread; then the other build's, a subprocess running its CLI (this
+      // process names the build's directory too, but not its CLI).
+      const cli = join(other, 'dist', 'cli', 'main.js');
+      const deadline = Date.now() + 60_000;
+      while (processesUnder(cli).length === 0 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 100));
+      expect(processesUnder(cli).length, stderr).toBeGreaterThan(0);
+      child.kill('SIGTERM');
+      expect(await exited).toBe(143);
+      expect(stderr).toMatch(/bench arms: stopped by SIGTERM/);
+      expect(await processesUnderAfter(cli, 5_000)).toEqual([]);
     } finally {
       rmSync(other, { recursive: true, force: true });
     }

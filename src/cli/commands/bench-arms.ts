@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { constants } from 'node:os';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parse as parseShellWords } from 'shell-quote';
@@ -15,7 +16,7 @@ import {
   type Arm,
   type ArmsReport,
 } from '../../bench/arms-report.js';
-import { buildCli, runBuilds, type BuildRun } from '../../bench/build-runs.js';
+import { buildCli, runBuilds, stopBuildRuns, type BuildRun } from '../../bench/build-runs.js';
 import { earlierPeaks } from '../../bench/earlier-peaks.js';
 import { pairedDifferences, type ArmFigures, type PairedDifference } from '../../bench/paired-arms.js';
 import { ValidationError } from '../../core/validation.js';
@@ -260,6 +261,16 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
   };
   const runOther = (batch: readonly BuildRun[], offset: number): Promise<ArmFigures[]> =>
     runBuilds(batch, parallel, (index) => progress.done(offset + index, batch[index]?.label ?? ''));
+  // Stopped by a signal: the other builds' runs are subprocesses, which a signal sent to this process alone (not to
+  // its group, as a terminal's Ctrl-C is) would leave running; this build's runs are threads and end with it.
+  const stopped = (signal: NodeJS.Signals): void => {
+    progress.stop();
+    process.stderr.write(`bench arms: stopped by ${signal}\n`);
+    const exit = () => process.exit(128 + (constants.signals[signal] ?? 0));
+    void stopBuildRuns().then(exit, exit);
+  };
+  process.once('SIGINT', stopped);
+  process.once('SIGTERM', stopped);
   let report: ArmsReport;
   try {
     const uncapped = requests.length === 0 ? [] : await run(requests, 0);
@@ -319,6 +330,8 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
       comparisons,
     };
   } finally {
+    process.off('SIGINT', stopped);
+    process.off('SIGTERM', stopped);
     progress.stop();
   }
   process.stdout.write(o.json === true ? `${JSON.stringify(report)}\n` : armsText(report));
