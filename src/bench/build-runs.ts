@@ -70,20 +70,31 @@ export function parseBuildOutput(stdout: string, label: string): ArmFigures {
 
 /** Every build run's subprocess still running, of any `runBuilds` call (what `stopBuildRuns` stops). */
 const liveChildren = new Set<ChildProcess>();
+/** Set by `stopBuildRuns`: a run that ends now was stopped, and fails nothing (the stop decides how the bench exits). */
+let stopping = false;
+/** How long a run may take to exit on SIGTERM before it is killed. */
+const STOP_GRACE_MS = 10_000;
 
 /**
- * Stop every build run still running and resolve once all have exited: a `bench arms` stopped by a signal that reaches
- * it alone (`timeout`, `kill`) would otherwise leave them computing.
+ * Stop every build run still running and resolve once all have exited (SIGTERM, SIGKILL after `STOP_GRACE_MS`): a
+ * `bench arms` stopped by a signal that reaches it alone (`timeout`, `kill`) would otherwise leave them computing.
+ * From then on no run settles, so a stopped run cannot fail the bench with an error of its own.
  */
 export function stopBuildRuns(): Promise<void> {
+  stopping = true;
   const exits = [...liveChildren].map(
     (child) =>
       new Promise<void>((done) => {
-        if (child.exitCode !== null || child.signalCode !== null) done();
-        else {
-          child.once('close', () => done());
-          child.kill('SIGTERM');
+        if (child.exitCode !== null || child.signalCode !== null) {
+          done();
+          return;
         }
+        const kill = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+        child.once('close', () => {
+          clearTimeout(kill);
+          done();
+        });
+        child.kill('SIGTERM');
       }),
   );
   return Promise.all(exits).then(() => undefined);
@@ -108,11 +119,13 @@ function runOne(run: BuildRun, children: Set<ChildProcess>): Promise<ArmFigures>
     child.on('error', (e) => {
       children.delete(child);
       liveChildren.delete(child);
+      if (stopping) return;
       fail(new Error(`${run.label}: ${e.message}`));
     });
     child.on('close', (code, signal) => {
       children.delete(child);
       liveChildren.delete(child);
+      if (stopping) return;
       if (code !== 0) {
         fail(new Error(`${run.label}: exited ${signal ?? `with ${code}`}: ${err.trim()}`));
         return;

@@ -133,7 +133,7 @@ export class CommandIssuer {
   private issueStop(task: SimTask): void {
     // A move (or a return to the queue) counts when its job's first task stops working, once: a stop that waits for
     // its targets (make before break) and is called off or asked for again by the next round counts when it happens,
-    // as the controller counts it.
+    // as the controller runtime's simulated workers count it.
     const job = task.job;
     if (!job.tasks.some((t) => t.state === 'killing' || t.state === 'uploading')) {
       job.migrations += 1;

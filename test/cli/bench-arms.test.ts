@@ -7,7 +7,7 @@ import type { ArmsReport } from '../../src/bench/arms-report.js';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { parseArm, parseSeedList, shellWords } from '../../src/cli/commands/bench-arms.js';
 import { CLI, ensureBuiltCli, runCli } from '../helpers/built-cli.js';
-import { processesUnder, processesUnderAfter } from '../helpers/processes-under.js';
+import { processesUnder } from '../helpers/processes-under.js';
 
 /** `fleetwise bench arms` as users run it (the built CLI in a subprocess), checked against `simulate` itself. */
 const COMMON = '--format synthetic --jobs 14 --multi-task 0.5 --scheduler eva --no-predict';
@@ -179,45 +179,52 @@ describe('fleetwise bench arms', () => {
     }
   }, 120_000);
 
-  it("stopped by SIGTERM, it stops the other build's runs and exits 143", async () => {
-    // The signal reaches bench arms alone (as from `timeout` or `kill`), not its process group.
+  it("stopped by SIGTERM, it stops the other build's runs, waits for them and exits 143", async () => {
+    // The signal reaches bench arms alone (as from `timeout` or `kill`), not its process group. Two of the other
+    // build's runs go at once: the first to end must not fail the bench before the second has stopped.
     const other = mkdtempSync(join(tmpdir(), 'fleetwise-other-build-'));
     symlinkSync(join(PROJECT_ROOT, 'dist'), join(other, 'dist'));
+    // The other build's runs name its CLI; this process names the build's directory, but not its CLI.
+    const cli = join(other, 'dist', 'cli', 'main.js');
+    const child = spawn(
+      process.execPath,
+      [
+        CLI,
+        'bench',
+        'arms',
+        '--seeds',
+        '5,6',
+        '--parallel',
+        '2',
+        '--common',
+        '--format alibaba --scheduler eva --no-predict',
+        '--arm',
+        'a=--jobs 5',
+        '--arm',
+        'b=--jobs 3000',
+        '--build',
+        `b=${other}`,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     try {
-      const child = spawn(
-        process.execPath,
-        [
-          CLI,
-          'bench',
-          'arms',
-          '--seeds',
-          '5',
-          '--common',
-          '--format alibaba --scheduler eva --no-predict',
-          '--arm',
-          'a=--jobs 5',
-          '--arm',
-          'b=--jobs 3000',
-          '--build',
-          `b=${other}`,
-        ],
-        { stdio: ['ignore', 'pipe', 'pipe'] },
-      );
       let stderr = '';
       child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-      // This build's run goes first, in a thread; then the other build's, a subprocess running its CLI (this
-      // process names the build's directory too, but not its CLI).
-      const cli = join(other, 'dist', 'cli', 'main.js');
+      const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+      // This build's runs go first, in threads; then the other build's, subprocesses.
       const deadline = Date.now() + 60_000;
-      while (processesUnder(cli).length === 0 && Date.now() < deadline)
+      while (processesUnder(cli).length < 2 && Date.now() < deadline)
         await new Promise((r) => setTimeout(r, 100));
-      expect(processesUnder(cli).length, stderr).toBeGreaterThan(0);
+      expect(processesUnder(cli).length, stderr).toBe(2);
       child.kill('SIGTERM');
-      expect(await exited).toBe(143);
+      expect(await closed, stderr).toBe(143);
       expect(stderr).toMatch(/bench arms: stopped by SIGTERM/);
-      expect(await processesUnderAfter(cli, 5_000)).toEqual([]);
+      // No run's own failure was reported: the stop decided the exit.
+      expect(stderr).not.toMatch(/fleetwise: /);
+      expect(processesUnder(cli)).toEqual([]);
     } finally {
+      child.kill('SIGKILL');
+      for (const pid of processesUnder(cli)) process.kill(pid, 'SIGKILL');
       rmSync(other, { recursive: true, force: true });
     }
   }, 120_000);

@@ -115,7 +115,7 @@ describe('make before break (engine)', () => {
     );
     expect(result.jobs[0]?.endSeconds).toBe(322);
     expect(log.all('checkpoint-issued')).toEqual([]);
-    // A move that never happened counts as none (the controller counts a move when its job stops, too).
+    // A move that never happened counts as none (the controller runtime counts a move when its job stops, too).
     expect(result.jobs[0]?.migrations).toBe(0);
     expect(result.summary.migrationsPerJob).toBe(0);
     expect(log.times('start-issued')).toEqual([60]);
@@ -158,6 +158,10 @@ describe('make before break (engine)', () => {
     expect(result.spot?.lostWorkHours).toBe(0);
     // It ran from 242 to the reclaim, then resumed on demand from that checkpoint and finished.
     expect(result.jobs[0]?.endSeconds).not.toBeNull();
+    // The move called off counts once, when its job stopped.
+    expect(log.all('checkpoint-issued')).toHaveLength(1);
+    expect(result.jobs[0]?.migrations).toBe(1);
+    expect(result.series.migrations.at(-1)).toBe(1);
   });
 
   it('a spot notice on the instance a job waits to leave stops it at once: the two minutes are for the checkpoint', () => {
@@ -187,5 +191,7 @@ describe('make before break (engine)', () => {
     expect(log.all('terminated').find((e) => e.instanceId === 'i-1')?.timeSeconds).toBeLessThan(notice + 120);
     expect(result.spot).toMatchObject({ interruptions: 0, lostWorkHours: 0 });
     expect(log.times('start-issued')).toEqual([60, 930]);
+    expect(result.jobs[0]?.migrations).toBe(1);
+    expect(result.series.migrations.at(-1)).toBe(1);
   });
 });

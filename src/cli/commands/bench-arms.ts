@@ -263,14 +263,18 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
     runBuilds(batch, parallel, (index) => progress.done(offset + index, batch[index]?.label ?? ''));
   // Stopped by a signal: the other builds' runs are subprocesses, which a signal sent to this process alone (not to
   // its group, as a terminal's Ctrl-C is) would leave running; this build's runs are threads and end with it.
+  // A second signal while the runs stop changes nothing: the first decides the exit.
+  let stopSignal: NodeJS.Signals | undefined;
   const stopped = (signal: NodeJS.Signals): void => {
+    if (stopSignal !== undefined) return;
+    stopSignal = signal;
     progress.stop();
     process.stderr.write(`bench arms: stopped by ${signal}\n`);
-    const exit = () => process.exit(128 + (constants.signals[signal] ?? 0));
+    const exit = () => process.exit(128 + constants.signals[signal]);
     void stopBuildRuns().then(exit, exit);
   };
-  process.once('SIGINT', stopped);
-  process.once('SIGTERM', stopped);
+  process.on('SIGINT', stopped);
+  process.on('SIGTERM', stopped);
   let report: ArmsReport;
   try {
     const uncapped = requests.length === 0 ? [] : await run(requests, 0);
