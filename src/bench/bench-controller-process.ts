@@ -4,6 +4,7 @@ import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'nod
 import { join } from 'node:path';
 import { readLocalInstances } from '../cloud/local/instance-file.js';
 import { WORKER_MAIN } from '../cloud/local/worker-spawner.js';
+import { stopProcesses } from './stop-processes.js';
 
 /**
  * A real controller for the controller benchmark: `fleetwise controller --provider local` as a child process (its own
@@ -33,21 +34,14 @@ export interface LocalInstanceState {
 }
 
 /** The benchmark's controllers still running, so that a benchmark stopped by a signal can end them too. */
-const running = new Map<ChildProcess, Promise<unknown>>();
+const running = new Set<ChildProcess>();
 
 /**
  * Stop every benchmark controller still running, as `BenchController.stop` does (SIGTERM, so that a CPU profile is
  * written; SIGKILL after `graceMs`), and resolve once all have exited.
  */
-export async function stopRunningBenchControllers(graceMs = 10_000): Promise<void> {
-  await Promise.all(
-    [...running].map(async ([child, exited]) => {
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
-      await exited;
-      clearTimeout(timer);
-    }),
-  );
+export function stopRunningBenchControllers(graceMs = 10_000): Promise<void> {
+  return stopProcesses(running, graceMs);
 }
 
 export class BenchController {
@@ -56,7 +50,6 @@ export class BenchController {
     readonly stateDir: string,
     readonly url: string,
     readonly adminToken: string,
-    private readonly exited: Promise<number | null>,
   ) {}
 
   /**
@@ -108,7 +101,7 @@ export class BenchController {
         resolve(code);
       }),
     );
-    running.set(child, exited);
+    running.add(child);
     let out = '';
     const url = await new Promise<string>((resolve, reject) => {
       const fail = (why: string): void =>
@@ -123,7 +116,7 @@ export class BenchController {
       void exited.then((code) => fail(`exited (code ${code}) before its API answered`));
       setTimeout(() => fail('did not start its API within 60 s'), 60_000).unref();
     });
-    return new BenchController(child, stateDir, url, adminToken, exited);
+    return new BenchController(child, stateDir, url, adminToken);
   }
 
   get pid(): number {
@@ -204,11 +197,7 @@ export class BenchController {
   }
 
   /** SIGTERM and wait; SIGKILL if it has not exited within `graceMs`. */
-  async stop(graceMs = 30_000): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-    await this.exited;
-    clearTimeout(timer);
+  stop(graceMs = 30_000): Promise<void> {
+    return stopProcesses([this.child], graceMs);
   }
 }

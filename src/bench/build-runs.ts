@@ -4,6 +4,7 @@ import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { ValidationError } from '../core/validation.js';
 import { runInLanes } from '../sim/run-pool.js';
+import { stopProcesses } from './stop-processes.js';
 import { COMPARED_METRICS, type ArmFigures, type ComparedMetric } from './paired-arms.js';
 
 /**
@@ -82,22 +83,7 @@ const STOP_GRACE_MS = 10_000;
  */
 export function stopBuildRuns(): Promise<void> {
   stopping = true;
-  const exits = [...liveChildren].map(
-    (child) =>
-      new Promise<void>((done) => {
-        if (child.exitCode !== null || child.signalCode !== null) {
-          done();
-          return;
-        }
-        const kill = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
-        child.once('close', () => {
-          clearTimeout(kill);
-          done();
-        });
-        child.kill('SIGTERM');
-      }),
-  );
-  return Promise.all(exits).then(() => undefined);
+  return stopProcesses(liveChildren, STOP_GRACE_MS);
 }
 
 /** How much of a failed run's stderr its error quotes (the end, where the reason is). */

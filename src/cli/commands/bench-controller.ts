@@ -79,9 +79,9 @@ export function registerBenchController(bench: Command): Command {
             } catch (e) {
               progress(`stopped by ${signal}; could not remove ${workDir}: ${(e as Error).message}`);
             }
-            process.exit(128 + (constants.signals[signal] ?? 0));
+            process.exit(128 + constants.signals[signal]);
           },
-          () => process.exit(128 + (constants.signals[signal] ?? 0)),
+          () => process.exit(128 + constants.signals[signal]),
         );
       };
       process.once('SIGINT', stopped);
