@@ -12,6 +12,7 @@ import {
   submittedJobRecord,
   transitionInstance,
   transitionJob,
+  withMigrationCounted,
   transitionTask,
   withCheckpoint,
   withProgress,
@@ -175,6 +176,10 @@ export class MemoryStateStore implements StateStore {
     return this.transaction(() =>
       this.apply(this.jobs, transitionJob(this.job(id), state, this.now(), reason)),
     );
+  }
+
+  countMigration(id: string): JobRecord {
+    return this.transaction(() => this.apply(this.jobs, withMigrationCounted(this.job(id), this.now())));
   }
 
   recordJobProgress(id: string, completedIterations: number, totalIterations?: number): JobRecord {

@@ -24,10 +24,10 @@ import { buildSnapshot, readSnapshotInputs, type SnapshotInputs } from './snapsh
 import type { JsonValue, StateStore } from './state-store.js';
 import type { WorkerFleet } from './worker-liveness.js';
 
-/** Counters the loop feeds (the API's Prometheus ControllerMetrics has this shape). */
 /** A rule of a job's spec by which the controller ends it as failed. */
 export type JobRule = 'run-limit' | 'dependency';
 
+/** Counters the loop feeds (the API's Prometheus ControllerMetrics has this shape). */
 export interface RoundMetrics {
   observeRound(durationSeconds: number): void;
   countMigrations(jobs?: number): void;
@@ -147,8 +147,6 @@ export class RoundRecorder {
   private apply(planned: PlannedRound, reason: string): Omit<RoundOutcome, 'sync' | 'progress'> {
     const { plan, diff, victims } = planned;
     const applied = this.deps.reconciler.applyPlan(plan, diff);
-    // A preemption costs like a move: the work since the last checkpoint, then a restore.
-    this.deps.metrics?.countMigrations(diff.movedJobIds.length + victims.length);
     this.recordPreemptions(victims);
     this.deps.log.info(
       `round ${applied.round} (${reason}): ${plan.decision.chosen}; ${describeActions(diff)}`,

@@ -304,6 +304,8 @@ export interface StateStore {
   countJobs(filter?: JobFilter): number;
   /** Move a job to `state` (same state: no-op). Illegal moves (out of a final state) throw IllegalTransitionError. */
   setJobState(id: string, state: JobState, reason?: string): JobRecord;
+  /** One more move or return to the queue: the job's first task was told to checkpoint and stop (lifecycle.ts). */
+  countMigration(id: string): JobRecord;
   recordJobProgress(id: string, completedIterations: number, totalIterations?: number): JobRecord;
   /**
    * End the job's current attempt with `failure` and queue it for the next: the failure is kept with its attempt

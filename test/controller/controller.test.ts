@@ -229,7 +229,13 @@ describe('controller rounds against an in-memory cloud', () => {
   });
 
   it('drains an instance: its task moves to a new instance, then the drained one terminates', async () => {
-    const { controller, store, cloud } = rig();
+    let migrationsCounted = 0;
+    const metrics = {
+      observeRound: () => {},
+      countMigrations: (jobs = 1) => void (migrationsCounted += jobs),
+      countCapHit: () => {},
+    };
+    const { controller, store, cloud } = rig({}, { metrics });
     const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');
     await controller.runRound();
     const first = cloud.live()[0]?.id as string;
@@ -238,6 +244,7 @@ describe('controller rounds against an in-memory cloud', () => {
     expect(store.getInstance('inst-1')?.state).toBe('terminated');
     expect(store.getTask(`${job.id}.0`)).toMatchObject({ state: 'running', instanceId: 'inst-2' });
     expect(store.getJob(job.id)).toMatchObject({ state: 'running', migrations: 1 });
+    expect(migrationsCounted).toBe(1); // Prometheus counts the move as the job record does
     expect(cloud.live().map((i) => i.id)).not.toContain(first);
     expect(cloud.live()).toHaveLength(1);
     const why = controller.why(job.id);

@@ -182,19 +182,26 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
     });
 
     it('walks the job lifecycle: timestamps, migration count, final states are final', () => {
+      // A move is counted when it begins (countMigration, as its first task stops), not by the change of state.
       const { id } = store.submitJob(RESNET);
       clock = 1010;
       store.setJobState(id, 'starting');
       clock = 1200;
       expect(store.setJobState(id, 'running').startedAtSeconds).toBe(1200);
       clock = 2000;
-      expect(store.setJobState(id, 'migrating', 'cheaper plan').migrations).toBe(1);
+      expect(store.setJobState(id, 'migrating', 'cheaper plan').migrations).toBe(0);
+      expect(store.countMigration(id)).toMatchObject({
+        state: 'migrating',
+        migrations: 1,
+        updatedAtSeconds: 2000,
+      });
       store.setJobState(id, 'starting');
       clock = 2100;
       const resumed = store.setJobState(id, 'running');
       expect(resumed.startedAtSeconds).toBe(1200);
       expect(resumed.reason).toBeUndefined();
       store.setJobState(id, 'migrating');
+      store.countMigration(id);
       store.setJobState(id, 'running');
       clock = 5000;
       const done = store.setJobState(id, 'succeeded');

@@ -43,6 +43,8 @@ export interface ReconcilerDeps {
   readonly logger?: ControllerLogger | undefined;
   /** A job reached a final state (its cost report is due) or the fleet changed enough to plan again. */
   readonly onJobEnded?: (job: JobRecord) => void;
+  /** A move or a return to the queue began: the job's first task was told to checkpoint and stop. */
+  readonly onMoveBegun?: (jobId: string) => void;
   readonly requestRound?: (reason: string, cause?: RoundCause) => void;
   /** After every comparison with the cloud: the orphans the keep policy left running (reported, never touched). */
   readonly onOrphansKept?: (instances: readonly CloudInstance[]) => void;
@@ -86,6 +88,15 @@ export class ReconcileContext {
 
   requestRound(reason: string, cause?: RoundCause): void {
     this.deps.requestRound?.(reason, cause);
+  }
+
+  /**
+   * A move (or a return to the queue) of the job begins: its first task is told to checkpoint and stop. Counted
+   * here, not when the round decides it: a make-before-break move is dropped when its job ends first.
+   */
+  moveBegun(jobId: string): void {
+    this.store.countMigration(jobId);
+    this.deps.onMoveBegun?.(jobId);
   }
 
   typeOf(typeName: string): InstanceType | undefined {

@@ -83,12 +83,15 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
           const job = ctx.store.getJob(action.jobId) as JobRecord;
           const why =
             action.then === 'queue' ? `returned to the queue (round ${round})` : `moving (round ${round})`;
-          if (job.state === 'running')
+          if (job.state === 'running') {
             ctx.store.setJobState(
               job.id,
               'migrating',
               later ? `${why}: works on until its new instances are ready` : why,
             );
+            // A move that waits counts when its first task stops (performStops): it is dropped if the job ends first.
+            if (!later) ctx.moveBegun(job.id);
+          }
           touchedJobs.add(action.jobId);
           break;
         }

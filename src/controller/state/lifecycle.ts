@@ -127,7 +127,6 @@ export function transitionJob(
     updatedAtSeconds: nowSeconds,
     startedAtSeconds: job.startedAtSeconds ?? (to === 'running' ? nowSeconds : undefined),
     finishedAtSeconds: isFinalJobState(to) ? nowSeconds : undefined,
-    migrations: job.migrations + (to === 'migrating' ? 1 : 0),
   };
   return {
     record,
@@ -138,6 +137,15 @@ export function transitionJob(
       data: { from: job.state, to, ...(reason === undefined ? {} : { reason }) },
     },
   };
+}
+
+/**
+ * One more move (or return to the queue) of the job: counted when its first task is told to checkpoint and stop, not
+ * when the round decides it. A make-before-break move waits for its new instances with its tasks running, and is
+ * dropped if the job ends first: it never happened, and the simulator's runtimes do not count it either.
+ */
+export function withMigrationCounted(job: JobRecord, nowSeconds: number): Change<JobRecord> {
+  return { record: { ...job, migrations: job.migrations + 1, updatedAtSeconds: nowSeconds } };
 }
 
 /** The job's next attempt after `failure` ended the current one (its state is the caller's to move). */

@@ -87,6 +87,10 @@ export abstract class SqlStateStore implements StateStore {
     return this.jobs.setJobState(id, state, reason);
   }
 
+  countMigration(id: string): JobRecord {
+    return this.jobs.countMigration(id);
+  }
+
   recordJobProgress(id: string, completedIterations: number, totalIterations?: number): JobRecord {
     return this.jobs.recordJobProgress(id, completedIterations, totalIterations);
   }

@@ -65,6 +65,9 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
     // Make before break: a moving task still running works on until its job's new instances are ready.
     if (checkpoint && task.state === 'running') {
       if (moveStopWait(ctx, task) !== undefined) continue;
+      // The move happens now, with its job's first task to stop (plan-intents.ts counts a move that does not wait).
+      const first = !ctx.store.listTasks({ jobId: task.jobId }).some((t) => t.state === 'checkpointing');
+      if (first && ctx.store.getJob(task.jobId)?.state === 'migrating') ctx.moveBegun(task.jobId);
       ctx.store.setTaskState(taskId, 'checkpointing');
     }
     // A task can only be running where the instance ever ran; otherwise there is nothing to stop there.

@@ -20,6 +20,7 @@ import {
   submittedEvent,
   submittedJobRecord,
   transitionJob,
+  withMigrationCounted,
   transitionTask,
   withCheckpoint,
   withProgress,
@@ -134,6 +135,12 @@ export class JobQueries {
   setJobState(id: string, state: JobState, reason?: string): JobRecord {
     return this.connection.transaction(() =>
       this.applyJob(transitionJob(this.job(id), state, this.connection.now(), reason)),
+    );
+  }
+
+  countMigration(id: string): JobRecord {
+    return this.connection.transaction(() =>
+      this.applyJob(withMigrationCounted(this.job(id), this.connection.now())),
     );
   }
 
