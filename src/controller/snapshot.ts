@@ -240,7 +240,13 @@ function schedJob(
 ): SchedJob {
   const { spec } = job;
   const restoreSeconds = spec.checkpoint.restoreDelaySeconds ?? 0;
-  const runningSinceSeconds = input.runningSince.get(job.id);
+  // When the job began making progress, as the simulator's engine has it: its init delay after it entered running
+  // (its last task started); not yet while it initializes.
+  const enteredRunning = input.runningSince.get(job.id);
+  const progressFrom =
+    enteredRunning === undefined ? undefined : enteredRunning + (spec.checkpoint.initDelaySeconds ?? 0);
+  const runningSinceSeconds =
+    progressFrom === undefined || progressFrom > input.nowSeconds ? undefined : progressFrom;
   const checkpoints = tasks.map((t) => t.lastCheckpointAtSeconds);
   // The job can resume from the oldest of its tasks' latest checkpoints; never checkpointed = all work since it
   // started running is lost by a move.

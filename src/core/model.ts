@@ -35,9 +35,12 @@ export interface SchedJob {
    */
   readonly reconfigurable: boolean;
   readonly arrivalSeconds: number;
-  /** When the job last started making progress on its current instances (for the no-move window). */
+  /**
+   * When the job last started making progress on its current instances: its init delay after its last task started.
+   * Undefined while it initializes, and for a job not placed.
+   */
   readonly runningSinceSeconds?: number | undefined;
-  /** The job asks not to be moved for this many seconds after it starts running. */
+  /** The job asks not to be moved for this many seconds after it starts making progress, nor while it initializes. */
   readonly noMoveSeconds?: number | undefined;
   /**
    * Seconds a move takes the job out of service: max over its tasks of (checkpoint upload + fetch + build)
@@ -103,4 +106,13 @@ export interface Caps {
   readonly maxCostPerHour?: number | undefined;
   readonly maxInstances?: number | undefined;
   readonly maxMigrationsPerRound?: number | undefined;
+}
+
+/**
+ * Whether a placed job is inside its no-move window (`noMoveSeconds`): from its start through its init, and for that
+ * long after it began making progress (like Karpenter's duration-form `do-not-disrupt`).
+ */
+export function inNoMoveWindow(job: SchedJob, nowSeconds: number): boolean {
+  if (job.noMoveSeconds === undefined) return false;
+  return job.runningSinceSeconds === undefined || nowSeconds < job.runningSinceSeconds + job.noMoveSeconds;
 }

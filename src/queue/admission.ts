@@ -1,6 +1,6 @@
 import { typesByName, type Catalog } from '../core/catalog.js';
 import { groupBy } from '../core/group.js';
-import type { ClusterSnapshot, SchedJob, SchedTask } from '../core/model.js';
+import { inNoMoveWindow, type ClusterSnapshot, type SchedJob, type SchedTask } from '../core/model.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
 import { dominantShare, hasAnyCap, reservationFootprint, type JobFootprint, type QueueCaps } from './caps.js';
 import type { StageDistribution } from './success.js';
@@ -280,8 +280,7 @@ export class Admission {
       if (waitingFor.has(p.forClassId)) continue;
       const job = jobs.get(p.jobId);
       if (job === undefined || !job.reconfigurable || !placed.has(job.id)) continue;
-      const since = job.runningSinceSeconds;
-      if (since !== undefined && job.noMoveSeconds !== undefined && now < since + job.noMoveSeconds) continue;
+      if (inNoMoveWindow(job, now)) continue;
       out.push({ jobId: p.jobId, classId: p.classId, forClassId: p.forClassId, reason: p.reason });
     }
     return out;

@@ -1,5 +1,5 @@
 import type { InstanceType } from '../core/catalog.js';
-import type { ClusterSnapshot, SchedJob } from '../core/model.js';
+import { inNoMoveWindow, type ClusterSnapshot, type SchedJob } from '../core/model.js';
 import { perHourToPerSecond } from '../core/units.js';
 import type { PackTask } from './packing.js';
 
@@ -36,11 +36,7 @@ export function pinnedTasks(
     if (placed.length === 0) continue;
     let why: string | undefined;
     if (!job.reconfigurable) why = 'being launched or migrated';
-    else if (
-      job.noMoveSeconds !== undefined &&
-      job.runningSinceSeconds !== undefined &&
-      now < job.runningSinceSeconds + job.noMoveSeconds
-    )
+    else if (inNoMoveWindow(job, now))
       why = `asked not to be moved for ${job.noMoveSeconds} s after starting`;
     else if (job.expectedRemainingSeconds !== undefined) {
       // At P_job < 1 the job progresses slower where it is: its remaining time there is longer (digest §10.2).

@@ -1,4 +1,4 @@
-import type { SchedJob } from '../core/model.js';
+import { inNoMoveWindow, type SchedJob } from '../core/model.js';
 import { interruptionRatePerHour, type SpotOffering } from '../core/spot.js';
 import { perHourToPerSecond } from '../core/units.js';
 
@@ -27,9 +27,7 @@ export interface JobAtRisk {
 export function workAtRiskSeconds(job: SchedJob, nowSeconds: number): number {
   const ranFor =
     job.runningSinceSeconds === undefined ? 0 : Math.max(0, nowSeconds - job.runningSinceSeconds);
-  const inNoMoveWindow =
-    job.noMoveSeconds !== undefined && job.runningSinceSeconds !== undefined && ranFor < job.noMoveSeconds;
-  if (job.checkpointIntervalSeconds === 0 || inNoMoveWindow)
+  if (job.checkpointIntervalSeconds === 0 || inNoMoveWindow(job, nowSeconds))
     return ranFor + (job.expectedRemainingSeconds ?? 0);
   if (job.lastCheckpointSeconds !== undefined) return Math.max(0, nowSeconds - job.lastCheckpointSeconds);
   return (job.checkpointIntervalSeconds ?? 0) / 2;

@@ -17,7 +17,13 @@ describe('snapshot of the store for the scheduler', () => {
     };
     const running = r.controller.submit(spec, 'research');
     await r.controller.runRound();
-    r.clock.advance(400);
+    const started = r.store.getJob(running.id)?.startedAtSeconds as number;
+    // Initializing (its 30 s init delay after it started): no progress yet, as the simulator's engine has it.
+    r.clock.advance(20);
+    const initializing = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds())).jobs[0];
+    expect(initializing?.runningSinceSeconds).toBeUndefined();
+    expect(initializing?.expectedRemainingSeconds).toBe(1000);
+    r.clock.advance(380);
     const queued = r.controller.submit(jobSpec('later', CPU_SMALL), 'research');
     const snapshot = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));
     expect(snapshot.instances).toEqual([
@@ -40,11 +46,11 @@ describe('snapshot of the store for the scheduler', () => {
       reconfigurable: true,
       // Out of service during a move: upload ≈ fetch (10 s each) + 30 s init.
       migrationDelaySeconds: 50,
-      // Declared 1000 s, running for 400 s.
-      expectedRemainingSeconds: 600,
-      runningSinceSeconds: r.store.getJob(running.id)?.startedAtSeconds,
-      // Never checkpointed: everything since it started running would be lost by a move.
-      lastCheckpointSeconds: r.store.getJob(running.id)?.startedAtSeconds,
+      // Declared 1000 s, started 400 s ago, making progress for the 370 s since its init.
+      expectedRemainingSeconds: 630,
+      runningSinceSeconds: started + 30,
+      // Never checkpointed: everything since it began making progress would be lost by a move.
+      lastCheckpointSeconds: started + 30,
     });
     expect(b).toMatchObject({
       id: queued.id,

@@ -388,6 +388,13 @@ describe('EvaScheduler', () => {
     expect(plan.decision.pinned.map((p) => p.jobId).sort()).toEqual(['o0', 'o1']);
     expect(plan.decision.pinned[0]?.why).toMatch(/not to be moved/);
     expect(plan.decision.pinned[1]?.why).toMatch(/before a move could pay back/);
+    // Initializing (placed, no progress yet): inside its window too; past it, movable.
+    const initializing = jobs.map((j, i) => (i === 0 ? { ...j, runningSinceSeconds: undefined } : j));
+    const early = new EvaScheduler(catalog).plan({ ...base, jobs: initializing });
+    expect(early.decision.pinned.find((p) => p.jobId === 'o0')?.why).toMatch(/not to be moved/);
+    const later = jobs.map((j, i) => (i === 0 ? { ...j, runningSinceSeconds: base.nowSeconds - 600 } : j));
+    const free = new EvaScheduler(catalog).plan({ ...base, jobs: later });
+    expect(free.decision.pinned.find((p) => p.jobId === 'o0')?.why ?? '').not.toMatch(/not to be moved/);
   });
 
   it('learns interference from observations and stops co-locating a pair that slows down', () => {

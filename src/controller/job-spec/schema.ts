@@ -457,7 +457,9 @@ export const jobSpecSchema = z.strictObject({
     .describe('How long the job is expected to run at full throughput, in seconds or as 30m, 2h, …')
     .optional(),
   noMoveSeconds: durationSecondsSchema(nonNegativeDuration())
-    .describe('Do not move the job during this many seconds after it starts running')
+    .describe(
+      'Do not move the job while it initializes nor for this many seconds after it starts making progress',
+    )
     .optional(),
   dependsOn: z
     .array(dependencySchema)

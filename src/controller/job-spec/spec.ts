@@ -170,7 +170,7 @@ export interface JobSpec {
   readonly checkpoint: CheckpointSpec;
   readonly totalIterations?: number | undefined;
   readonly expectedDurationSeconds?: number | undefined;
-  /** Do not move the job during this many seconds after it starts running (Karpenter's `do-not-disrupt: 30m`). */
+  /** Do not move the job while it initializes nor for this many seconds after (Karpenter's `do-not-disrupt: 30m`). */
   readonly noMoveSeconds?: number | undefined;
   /**
    * Earlier jobs of the same team that must succeed before this one starts (AWS Batch's `dependsOn`); if one ends

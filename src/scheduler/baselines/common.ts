@@ -4,7 +4,7 @@
  * throughput-normalized reservation price (TNRP, Eva §4.3), and the decision record every baseline reports.
  */
 import { setupSeconds, type InstanceType } from '../../core/catalog.js';
-import type { ClusterSnapshot, SchedJob, SchedTask } from '../../core/model.js';
+import { inNoMoveWindow, type ClusterSnapshot, type SchedJob, type SchedTask } from '../../core/model.js';
 import { add, demandOn, fits, sub, type Resources } from '../../core/resources.js';
 import { perHourToPerSecond, roundCents } from '../../core/units.js';
 import type { ColocationTable } from '../colocation-table.js';
@@ -126,11 +126,7 @@ export class SnapshotView {
 export function stayReason(job: SchedJob | undefined, nowSeconds: number): string | undefined {
   if (job === undefined) return undefined;
   if (!job.reconfigurable) return 'being launched or migrated';
-  if (
-    job.noMoveSeconds !== undefined &&
-    job.runningSinceSeconds !== undefined &&
-    nowSeconds < job.runningSinceSeconds + job.noMoveSeconds
-  )
+  if (inNoMoveWindow(job, nowSeconds))
     return `asked not to be moved for ${job.noMoveSeconds} s after starting`;
   return undefined;
 }
