@@ -241,12 +241,10 @@ function schedJob(
   const { spec } = job;
   const restoreSeconds = spec.checkpoint.restoreDelaySeconds ?? 0;
   // When the job began making progress, as the simulator's engine has it: its init delay after it entered running
-  // (its last task started); not yet while it initializes.
+  // (its last task started). Still ahead while it initializes (core/model.ts).
   const enteredRunning = input.runningSince.get(job.id);
-  const progressFrom =
-    enteredRunning === undefined ? undefined : enteredRunning + (spec.checkpoint.initDelaySeconds ?? 0);
   const runningSinceSeconds =
-    progressFrom === undefined || progressFrom > input.nowSeconds ? undefined : progressFrom;
+    enteredRunning === undefined ? undefined : enteredRunning + (spec.checkpoint.initDelaySeconds ?? 0);
   const checkpoints = tasks.map((t) => t.lastCheckpointAtSeconds);
   // The job can resume from the oldest of its tasks' latest checkpoints; never checkpointed = all work since it
   // started running is lost by a move.

@@ -3,8 +3,9 @@ import { MARKETS, type Market } from '../core/market.js';
 /**
  * Work at risk: what losing the instances now would make running tasks redo. A task resumes from its newest
  * checkpoint, so it stands to lose the time since that checkpoint, or since its run began when the checkpoint is
- * older (a restored task starts from it) or there is none. The same quantity the round prices a spot instance's
- * interruption by (scheduler/spot-cost.ts), shown per market so an operator sees what a reclaim would cost right now.
+ * older (a restored task starts from it) or there is none. The quantity the round prices a spot instance's
+ * interruption by (scheduler/spot-cost.ts, which counts a run's work from the end of its init), shown per market so an
+ * operator sees what a reclaim would cost right now.
  */
 
 export interface RunningTaskCheckpoint {

@@ -37,10 +37,11 @@ export interface SchedJob {
   readonly arrivalSeconds: number;
   /**
    * When the job last started making progress on its current instances: its init delay after its last task started.
-   * Undefined while it initializes, and for a job not placed.
+   * While it initializes, that time still to come (the controller's snapshot) or undefined (the engine's, which has
+   * no no-move windows); undefined for a job not running.
    */
   readonly runningSinceSeconds?: number | undefined;
-  /** The job asks not to be moved for this many seconds after it starts making progress, nor while it initializes. */
+  /** The job asks not to be moved while it initializes nor for this many seconds after it starts making progress. */
   readonly noMoveSeconds?: number | undefined;
   /**
    * Seconds a move takes the job out of service: max over its tasks of (checkpoint upload + fetch + build)
@@ -109,10 +110,19 @@ export interface Caps {
 }
 
 /**
- * Whether a placed job is inside its no-move window (`noMoveSeconds`): from its start through its init, and for that
- * long after it began making progress (like Karpenter's duration-form `do-not-disrupt`).
+ * Whether a running job is inside its no-move window (`noMoveSeconds`): through its init, and for that long after it
+ * began making progress (like Karpenter's duration-form `do-not-disrupt`).
  */
 export function inNoMoveWindow(job: SchedJob, nowSeconds: number): boolean {
-  if (job.noMoveSeconds === undefined) return false;
-  return job.runningSinceSeconds === undefined || nowSeconds < job.runningSinceSeconds + job.noMoveSeconds;
+  return (
+    job.noMoveSeconds !== undefined &&
+    job.runningSinceSeconds !== undefined &&
+    nowSeconds < job.runningSinceSeconds + job.noMoveSeconds
+  );
+}
+
+/** When the job began making progress, if it has by now (undefined while it initializes or before it runs). */
+export function progressSinceSeconds(job: SchedJob, nowSeconds: number): number | undefined {
+  const since = job.runningSinceSeconds;
+  return since !== undefined && since <= nowSeconds ? since : undefined;
 }

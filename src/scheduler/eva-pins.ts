@@ -37,7 +37,7 @@ export function pinnedTasks(
     let why: string | undefined;
     if (!job.reconfigurable) why = 'being launched or migrated';
     else if (inNoMoveWindow(job, now))
-      why = `asked not to be moved for ${job.noMoveSeconds} s after starting`;
+      why = `asked not to be moved until ${job.noMoveSeconds} s after its init`;
     else if (job.expectedRemainingSeconds !== undefined) {
       // At P_job < 1 the job progresses slower where it is: its remaining time there is longer (digest §10.2).
       const remaining = job.expectedRemainingSeconds / performanceOf(job.id);

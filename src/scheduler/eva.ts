@@ -1,6 +1,7 @@
 import { crossZonePricePerGiB, type Catalog } from '../core/catalog.js';
 import {
   MAX_VALUE_OF_TIME_PER_JOB_HOUR,
+  progressSinceSeconds,
   type ValueOfTimeSetting,
   type Caps,
   type ClusterSnapshot,
@@ -300,7 +301,7 @@ export class EvaScheduler implements Scheduler {
       if (observed.some((v) => v === undefined)) continue;
       if (observed.length > 0) {
         slowdowns.push(1 - Math.min(1, ...(observed as number[])));
-        placedSeconds.push(job.runningSinceSeconds);
+        placedSeconds.push(progressSinceSeconds(job, snapshot.nowSeconds));
       }
       const members = job.taskIds.map((id) => ({ key: tasks.get(id)?.key, others: othersOf(id) }));
       if (members.some((m) => m.key === undefined || m.others === undefined)) continue;

@@ -41,7 +41,10 @@ export type SlowdownBudgetState = z.infer<typeof slowdownBudgetStateSchema>;
 export interface CapContext {
   /** The caps hold jobs back this round. */
   readonly holdsJobsBack: boolean;
-  /** When each observed job was last placed (started or moved), at its `slowdowns` index; undefined: not known. */
+  /**
+   * When each observed job last began making progress (after its start or its last move), at its `slowdowns` index;
+   * undefined: not yet (it initializes), or not known.
+   */
   readonly placedSeconds: readonly (number | undefined)[];
 }
 

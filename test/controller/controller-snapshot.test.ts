@@ -18,11 +18,12 @@ describe('snapshot of the store for the scheduler', () => {
     const running = r.controller.submit(spec, 'research');
     await r.controller.runRound();
     const started = r.store.getJob(running.id)?.startedAtSeconds as number;
-    // Initializing (its 30 s init delay after it started): no progress yet, as the simulator's engine has it.
+    // Initializing (its 30 s init delay after it started): its progress is still to begin, and none is done.
     r.clock.advance(20);
     const initializing = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds())).jobs[0];
-    expect(initializing?.runningSinceSeconds).toBeUndefined();
+    expect(initializing?.runningSinceSeconds).toBe(started + 30);
     expect(initializing?.expectedRemainingSeconds).toBe(1000);
+    expect(initializing?.lastCheckpointSeconds).toBe(started + 30);
     r.clock.advance(380);
     const queued = r.controller.submit(jobSpec('later', CPU_SMALL), 'research');
     const snapshot = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));

@@ -142,7 +142,7 @@ describe('make before break (controller)', () => {
     control.calls.length = 0;
     await reconciler.progress();
     expect(control.calls).toEqual([`stop ${t1} on ${from} (checkpoint)`, `start ${t1} on ${to}`]);
-    expect(r.store.getJob(gang.id)?.state).toBe('running');
+    expect(r.store.getJob(gang.id)).toMatchObject({ state: 'running', migrations: 1 });
     control.statuses.set(t1, 'succeeded');
     await reconciler.progress();
     expect(r.store.getJob(gang.id)?.state).toBe('succeeded');
@@ -159,6 +159,45 @@ describe('make before break (controller)', () => {
     await reconciler.progress();
     expect(r.store.getInstance('inst-2')?.state).toBe('launching');
     expect(control.calls).toEqual([`stop ${a.id}.0 on inst-1 (checkpoint)`]);
+    expect(r.store.getJob(a.id)?.migrations).toBe(1);
+  });
+
+  it('a move of a gang counts once when its tasks stop, however many they are', async () => {
+    const control = new RegisteringTaskControl();
+    for (const id of ['inst-1', 'inst-2']) control.registered.add(id);
+    const r = rig({}, { tasks: control });
+    const gang = r.controller.submit(jobSpec('gang', CPU_SMALL, { replicas: 2 }), 'research');
+    await r.controller.runRound();
+    r.cloud.bootInstantly = false;
+    const reconciler = reconcilerFor(r, control, { settings: { makeBeforeBreak: true } });
+    const { plan, diff } = handPlan(r, {
+      instances: [
+        { id: 'new-1', typeName: 'c7i.2xlarge', isNew: true, taskIds: [`${gang.id}.0`, `${gang.id}.1`] },
+      ],
+    });
+    const to = reconciler.applyPlan(plan, diff).launched.get('new-1') as string;
+    await reconciler.progress();
+    expect(r.store.getJob(gang.id)).toMatchObject({ state: 'migrating', migrations: 0 });
+    r.cloud.bootAll();
+    await reconciler.syncWithCloud();
+    control.registered.add(to);
+    control.calls.length = 0;
+    await reconciler.progress();
+    expect(control.calls.filter((c) => c.endsWith('(checkpoint)'))).toHaveLength(2);
+    expect(r.store.getJob(gang.id)).toMatchObject({ state: 'running', migrations: 1 });
+  });
+
+  it('a move called off when the instance it waits for is lost counts once, as the job goes back to the queue', async () => {
+    const { r, a, control, reconciler } = await aMoving();
+    await reconciler.progress(); // inst-2 booting, A works on
+    // Gone while it boots (a spot reclaim): the next comparison with the cloud, past the vanish grace, sees it.
+    await r.cloud.terminate([r.store.getInstance('inst-2')?.cloudId as string]);
+    r.clock.advance(61);
+    await reconciler.syncWithCloud();
+    expect(r.store.getInstance('inst-2')?.state).toBe('terminated');
+    await reconciler.progress();
+    expect(control.calls).toContain(`stop ${a.id}.0 on inst-1 (checkpoint)`);
+    expect(r.store.getJob(a.id)).toMatchObject({ state: 'queued', migrations: 1 });
   });
 
   it('under a cap, stops at once: the plan gave the room of the instance it drops to others', async () => {

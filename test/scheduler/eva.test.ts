@@ -388,8 +388,10 @@ describe('EvaScheduler', () => {
     expect(plan.decision.pinned.map((p) => p.jobId).sort()).toEqual(['o0', 'o1']);
     expect(plan.decision.pinned[0]?.why).toMatch(/not to be moved/);
     expect(plan.decision.pinned[1]?.why).toMatch(/before a move could pay back/);
-    // Initializing (placed, no progress yet): inside its window too; past it, movable.
-    const initializing = jobs.map((j, i) => (i === 0 ? { ...j, runningSinceSeconds: undefined } : j));
+    // Initializing (its progress still to begin): inside its window too; past it, movable.
+    const initializing = jobs.map((j, i) =>
+      i === 0 ? { ...j, runningSinceSeconds: base.nowSeconds + 60 } : j,
+    );
     const early = new EvaScheduler(catalog).plan({ ...base, jobs: initializing });
     expect(early.decision.pinned.find((p) => p.jobId === 'o0')?.why).toMatch(/not to be moved/);
     const later = jobs.map((j, i) => (i === 0 ? { ...j, runningSinceSeconds: base.nowSeconds - 600 } : j));

@@ -110,13 +110,13 @@ describe('the expected cost of a spot instance', () => {
     expect(workAtRiskSeconds({ ...job, checkpointIntervalSeconds: 0 }, 5000)).toBe(40_000);
     expect(workAtRiskSeconds({ ...job, noMoveSeconds: 7200 }, 5000)).toBe(40_000);
     expect(workAtRiskSeconds({ ...job, noMoveSeconds: 3600 }, 5000)).toBe(600);
-    // Placed and initializing (no progress yet) inside its window: its whole 36,000 s.
-    expect(workAtRiskSeconds({ ...job, noMoveSeconds: 3600, runningSinceSeconds: undefined }, 5000)).toBe(
-      36_000,
-    );
+    // Initializing (its progress begins at 5060 s) inside its window: its whole 36,000 s, none of it done.
+    expect(workAtRiskSeconds({ ...job, noMoveSeconds: 3600, runningSinceSeconds: 5060 }, 5000)).toBe(36_000);
     // Never ran: half a checkpoint interval.
     const fresh: SchedJob = { ...job, runningSinceSeconds: undefined, lastCheckpointSeconds: undefined };
     expect(workAtRiskSeconds(fresh, 5000)).toBe(900);
+    // Nor is a job that never ran inside a no-move window.
+    expect(workAtRiskSeconds({ ...fresh, noMoveSeconds: 3600 }, 5000)).toBe(900);
   });
 });
 

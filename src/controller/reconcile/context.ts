@@ -43,7 +43,10 @@ export interface ReconcilerDeps {
   readonly logger?: ControllerLogger | undefined;
   /** A job reached a final state (its cost report is due) or the fleet changed enough to plan again. */
   readonly onJobEnded?: (job: JobRecord) => void;
-  /** A move or a return to the queue began: the job's first task was told to checkpoint and stop. */
+  /**
+   * A move or a return to the queue began outside a round's plan (a make-before-break move whose wait is over or was
+   * called off): the job's first task was told to checkpoint and stop. A round's own are in its AppliedPlan.
+   */
   readonly onMoveBegun?: (jobId: string) => void;
   readonly requestRound?: (reason: string, cause?: RoundCause) => void;
   /** After every comparison with the cloud: the orphans the keep policy left running (reported, never touched). */
@@ -88,15 +91,6 @@ export class ReconcileContext {
 
   requestRound(reason: string, cause?: RoundCause): void {
     this.deps.requestRound?.(reason, cause);
-  }
-
-  /**
-   * A move (or a return to the queue) of the job begins: its first task is told to checkpoint and stop. Counted
-   * here, not when the round decides it: a make-before-break move is dropped when its job ends first.
-   */
-  moveBegun(jobId: string): void {
-    this.store.countMigration(jobId);
-    this.deps.onMoveBegun?.(jobId);
   }
 
   typeOf(typeName: string): InstanceType | undefined {

@@ -18,6 +18,11 @@ export interface AppliedPlan {
   /** Plan ids (`new-<n>`) → instance records created for them. */
   readonly launched: ReadonlyMap<string, string>;
   readonly configuration: Configuration;
+  /**
+   * Jobs whose move (or return to the queue) began with this plan, counted in their `migrations`: the first task of
+   * each was told to checkpoint and stop. A make-before-break move counts when its wait ends (performStops).
+   */
+  readonly movesBegun: number;
 }
 
 /**
@@ -44,6 +49,7 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
     };
     const { round } = ctx.store.recordRound({ configuration, decision: plan.decision });
     const touchedJobs = new Set<string>();
+    let movesBegun = 0;
     for (const action of diff.actions) {
       switch (action.kind) {
         case 'launch-instance': {
@@ -90,7 +96,10 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
               later ? `${why}: works on until its new instances are ready` : why,
             );
             // A move that waits counts when its first task stops (performStops): it is dropped if the job ends first.
-            if (!later) ctx.moveBegun(job.id);
+            if (!later) {
+              ctx.store.countMigration(job.id);
+              movesBegun += 1;
+            }
           }
           touchedJobs.add(action.jobId);
           break;
@@ -121,7 +130,7 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
       },
     });
     ctx.fault('round:planned', `round ${round}`);
-    return { round, launched, configuration };
+    return { round, launched, configuration, movesBegun };
   });
   ctx.fault('round:committed', `round ${applied.round}`);
   return applied;

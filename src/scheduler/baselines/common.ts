@@ -127,7 +127,7 @@ export function stayReason(job: SchedJob | undefined, nowSeconds: number): strin
   if (job === undefined) return undefined;
   if (!job.reconfigurable) return 'being launched or migrated';
   if (inNoMoveWindow(job, nowSeconds))
-    return `asked not to be moved for ${job.noMoveSeconds} s after starting`;
+    return `asked not to be moved until ${job.noMoveSeconds} s after its init`;
   return undefined;
 }
 

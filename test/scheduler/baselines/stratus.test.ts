@@ -138,7 +138,7 @@ describe('StratusScheduler clearing', () => {
       'protected:c7i.4xlarge[w-0]',
     ]);
     expect(plan.decision.pinned).toEqual([
-      { jobId: 'w', why: 'asked not to be moved for 600 s after starting' },
+      { jobId: 'w', why: 'asked not to be moved until 600 s after its init' },
     ]);
   });
 

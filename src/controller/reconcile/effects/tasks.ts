@@ -42,6 +42,18 @@ export function stopTasksOfEndedJobs(ctx: ReconcileContext): void {
   }
 }
 
+/**
+ * Whether stopping this running task begins its job's move: the job goes on, and every other task of it still runs
+ * (or has finished its part). Its siblings' stops, in this pass or a later one, are part of the same move.
+ */
+function beginsMove(ctx: ReconcileContext, task: TaskRecord): boolean {
+  const job = ctx.store.getJob(task.jobId);
+  if (job === undefined || isFinalJobState(job.state)) return false;
+  return ctx.store
+    .listTasks({ jobId: task.jobId })
+    .every((t) => t.id === task.id || t.state === 'running' || t.state === 'succeeded');
+}
+
 export async function performStops(ctx: ReconcileContext): Promise<string[]> {
   const done: string[] = [];
   const slices = new Slices();
@@ -65,10 +77,14 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
     // Make before break: a moving task still running works on until its job's new instances are ready.
     if (checkpoint && task.state === 'running') {
       if (moveStopWait(ctx, task) !== undefined) continue;
-      // The move happens now, with its job's first task to stop (plan-intents.ts counts a move that does not wait).
-      const first = !ctx.store.listTasks({ jobId: task.jobId }).some((t) => t.state === 'checkpointing');
-      if (first && ctx.store.getJob(task.jobId)?.state === 'migrating') ctx.moveBegun(task.jobId);
-      ctx.store.setTaskState(taskId, 'checkpointing');
+      // The move (or, called off, the return to the queue) happens now: counted with its job's first task to stop, in
+      // the same transaction (plan-intents.ts counts a move that does not wait).
+      const begins = beginsMove(ctx, task);
+      ctx.store.transaction(() => {
+        if (begins) ctx.store.countMigration(task.jobId);
+        ctx.store.setTaskState(taskId, 'checkpointing');
+      });
+      if (begins) ctx.deps.onMoveBegun?.(task.jobId);
     }
     // A task can only be running where the instance ever ran; otherwise there is nothing to stop there.
     const mayRunThere =
