@@ -33,9 +33,10 @@ import {
 import {
   freePort,
   killLocalLeftovers,
-  pidAlive,
   startLocalController,
+  taskAlive,
   taskPid,
+  workerAlive,
   type LocalInstanceRecord,
   type StartedController,
 } from '../helpers/local-controller.js';
@@ -291,13 +292,12 @@ function instances(): LocalInstanceRecord[] {
 function leftoverProcesses(): string[] {
   const left: string[] = [];
   for (const i of instances()) {
-    if (i.pid !== undefined && pidAlive(i.pid)) left.push(`worker of ${i.instanceId} (pid ${i.pid})`);
+    if (workerAlive(i)) left.push(`worker of ${i.instanceId} (pid ${i.pid})`);
     const executor = join(i.dir, 'executor');
     if (existsSync(executor))
-      for (const task of readdirSync(executor)) {
-        const pid = taskPid(i.dir, task);
-        if (pid !== undefined && pidAlive(pid)) left.push(`task ${task} on ${i.instanceId} (pid ${pid})`);
-      }
+      for (const task of readdirSync(executor))
+        if (taskAlive(i.dir, task))
+          left.push(`task ${task} on ${i.instanceId} (pid ${taskPid(i.dir, task)})`);
   }
   return left;
 }
@@ -489,7 +489,7 @@ describeWithMoto(
           // A worker running a task of ours: killing an idle one would test nothing.
           const busy = instancesRunningTasks();
           const live = instances().filter(
-            (i) => i.state === 'running' && i.pid !== undefined && pidAlive(i.pid) && busy.has(i.instanceId),
+            (i) => i.state === 'running' && workerAlive(i) && busy.has(i.instanceId),
           );
           // Nothing to kill right now (no task started yet, every worker being replaced): try at the next turn.
           if (live.length > 0) {

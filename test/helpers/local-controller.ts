@@ -9,6 +9,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { readLocalInstances } from '../../src/cloud/local/instance-file.js';
+import { isWorkerOf } from '../../src/cloud/local/worker-spawner.js';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -294,6 +295,35 @@ export function taskPid(instanceDir: string, taskId: string): number | undefined
   const file = join(instanceDir, 'executor', taskId, 'pid.json');
   if (!existsSync(file)) return undefined;
   return (JSON.parse(readFileSync(file, 'utf8')) as { pid: number }).pid;
+}
+
+/*
+ * A pid alone may name another process by the time it is looked at: with thousands of short processes (a task's
+ * `sleep` per step) the kernel's 32,768 pids come round within minutes. These two also check that the process is
+ * still the one recorded, as the product does before it signals one.
+ */
+
+/** Whether a local instance's worker process still runs (its pid, still running that instance's worker). */
+export function workerAlive(instance: LocalInstanceRecord): boolean {
+  return (
+    instance.pid !== undefined && pidAlive(instance.pid) && isWorkerOf(instance.pid, instance.instanceId)
+  );
+}
+
+/** Whether a task of the process executor still runs: its recorded pid, with the kernel start time recorded for it. */
+export function taskAlive(instanceDir: string, taskId: string): boolean {
+  const file = join(instanceDir, 'executor', taskId, 'pid.json');
+  if (!existsSync(file)) return false;
+  const record = JSON.parse(readFileSync(file, 'utf8')) as { pid: number; startTicks: number | null };
+  if (!pidAlive(record.pid)) return false;
+  if (record.startTicks === null) return true;
+  try {
+    const stat = readFileSync(`/proc/${record.pid}/stat`, 'utf8');
+    // Field 22, counted after the command name (which may hold spaces and parentheses).
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]) === record.startTicks;
+  } catch {
+    return false;
+  }
 }
 
 /** This process's environment without FLEETWISE_ variables: a user who exported nothing. */
