@@ -211,7 +211,6 @@ export class Controller implements ControllerService {
       logger: this.log,
       settings: reconcilerSettings(deps.settings),
       onJobEnded: (job) => this.jobEnded(job),
-      // A move whose make-before-break wait ended; a round's own moves are counted as it commits (round-recorder.ts).
       onMoveBegun: () => this.metrics?.countMigrations(1),
       requestRound: (reason, cause) => this.requestRound(reason, cause),
       onOrphansKept: (instances) => this.orphans.update(instances),

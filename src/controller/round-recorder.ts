@@ -147,8 +147,6 @@ export class RoundRecorder {
   private apply(planned: PlannedRound, reason: string): Omit<RoundOutcome, 'sync' | 'progress'> {
     const { plan, diff, victims } = planned;
     const applied = this.deps.reconciler.applyPlan(plan, diff);
-    // Counted once committed; a make-before-break move counts when its wait ends (the reconciler's onMoveBegun).
-    this.deps.metrics?.countMigrations(applied.movesBegun);
     this.recordPreemptions(victims);
     this.deps.log.info(
       `round ${applied.round} (${reason}): ${plan.decision.chosen}; ${describeActions(diff)}`,

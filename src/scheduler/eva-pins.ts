@@ -1,6 +1,7 @@
 import type { InstanceType } from '../core/catalog.js';
-import { inNoMoveWindow, type ClusterSnapshot, type SchedJob } from '../core/model.js';
+import type { ClusterSnapshot, SchedJob } from '../core/model.js';
 import { perHourToPerSecond } from '../core/units.js';
+import { stayReason } from './baselines/common.js';
 import type { PackTask } from './packing.js';
 
 /**
@@ -34,11 +35,9 @@ export function pinnedTasks(
       .map((id) => tasks.get(id))
       .filter((t) => t?.currentInstanceId !== undefined) as PackTask[];
     if (placed.length === 0) continue;
-    let why: string | undefined;
-    if (!job.reconfigurable) why = 'being launched or migrated';
-    else if (inNoMoveWindow(job, now))
-      why = `asked not to be moved until ${job.noMoveSeconds} s after its init`;
-    else if (job.expectedRemainingSeconds !== undefined) {
+    // Being launched or moved, or inside its no-move window, as every scheduler pins; else a move that cannot pay back.
+    let why = stayReason(job, now);
+    if (why === undefined && job.expectedRemainingSeconds !== undefined) {
       // At P_job < 1 the job progresses slower where it is: its remaining time there is longer (digest §10.2).
       const remaining = job.expectedRemainingSeconds / performanceOf(job.id);
       const instances = new Set(placed.map((t) => t.currentInstanceId as string));

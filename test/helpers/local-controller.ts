@@ -10,6 +10,7 @@ import {
 } from 'node:fs';
 import { readLocalInstances } from '../../src/cloud/local/instance-file.js';
 import { isWorkerOf } from '../../src/cloud/local/worker-spawner.js';
+import { startTicksOfStat } from '../../src/worker/executors/process.js';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -318,9 +319,7 @@ export function taskAlive(instanceDir: string, taskId: string): boolean {
   if (!pidAlive(record.pid)) return false;
   if (record.startTicks === null) return true;
   try {
-    const stat = readFileSync(`/proc/${record.pid}/stat`, 'utf8');
-    // Field 22, counted after the command name (which may hold spaces and parentheses).
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]) === record.startTicks;
+    return startTicksOfStat(readFileSync(`/proc/${record.pid}/stat`, 'utf8')) === record.startTicks;
   } catch {
     return false;
   }

@@ -44,8 +44,8 @@ export interface ReconcilerDeps {
   /** A job reached a final state (its cost report is due) or the fleet changed enough to plan again. */
   readonly onJobEnded?: (job: JobRecord) => void;
   /**
-   * A move or a return to the queue began outside a round's plan (a make-before-break move whose wait is over or was
-   * called off): the job's first task was told to checkpoint and stop. A round's own are in its AppliedPlan.
+   * A move or a return to the queue began, once recorded: the job's first task was told to checkpoint and stop (as
+   * the round's plan is applied, or when a make-before-break move's wait is over or called off).
    */
   readonly onMoveBegun?: (jobId: string) => void;
   readonly requestRound?: (reason: string, cause?: RoundCause) => void;

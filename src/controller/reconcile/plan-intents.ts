@@ -18,11 +18,6 @@ export interface AppliedPlan {
   /** Plan ids (`new-<n>`) → instance records created for them. */
   readonly launched: ReadonlyMap<string, string>;
   readonly configuration: Configuration;
-  /**
-   * Jobs whose move (or return to the queue) began with this plan, counted in their `migrations`: the first task of
-   * each was told to checkpoint and stop. A make-before-break move counts when its wait ends (performStops).
-   */
-  readonly movesBegun: number;
 }
 
 /**
@@ -30,6 +25,8 @@ export interface AppliedPlan {
  * commit leaves no trace (the next round plans again), after it every effect is recorded as pending.
  */
 export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: ConfigurationDiff): AppliedPlan {
+  // Jobs whose move (or return to the queue) begins with this plan: counted in the transaction, told once committed.
+  const movesBegun: string[] = [];
   const applied = ctx.store.transaction(() => {
     const launched = new Map<string, string>();
     for (const action of diff.actions)
@@ -49,7 +46,6 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
     };
     const { round } = ctx.store.recordRound({ configuration, decision: plan.decision });
     const touchedJobs = new Set<string>();
-    let movesBegun = 0;
     for (const action of diff.actions) {
       switch (action.kind) {
         case 'launch-instance': {
@@ -98,7 +94,7 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
             // A move that waits counts when its first task stops (performStops): it is dropped if the job ends first.
             if (!later) {
               ctx.store.countMigration(job.id);
-              movesBegun += 1;
+              movesBegun.push(job.id);
             }
           }
           touchedJobs.add(action.jobId);
@@ -130,8 +126,9 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
       },
     });
     ctx.fault('round:planned', `round ${round}`);
-    return { round, launched, configuration, movesBegun };
+    return { round, launched, configuration };
   });
+  for (const jobId of movesBegun) ctx.deps.onMoveBegun?.(jobId);
   ctx.fault('round:committed', `round ${applied.round}`);
   return applied;
 }

@@ -62,13 +62,17 @@ const pidRecordSchema = z.strictObject({
 });
 type PidRecord = z.infer<typeof pidRecordSchema>;
 
+/** A process's start time, field 22 of its /proc/<pid>/stat text (clock ticks since boot), or null if unreadable. */
+export function startTicksOfStat(stat: string): number | null {
+  // The command name (field 2) may contain spaces and parentheses; fields after the last ')' are fixed.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(fields[19]);
+  return Number.isFinite(ticks) ? ticks : null;
+}
+
 async function processStartTicks(pid: number): Promise<number | null> {
   try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    // The command name (field 2) may contain spaces and parentheses; fields after the last ')' are fixed.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ticks = Number(fields[19]);
-    return Number.isFinite(ticks) ? ticks : null;
+    return startTicksOfStat(await readFile(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return null;
   }
