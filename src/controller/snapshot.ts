@@ -145,8 +145,11 @@ function dataField(data: unknown, field: string): unknown {
     : undefined;
 }
 
+/**
+ * When the job last entered `running`. Not its first start: a move, a retry or a lost instance (which sends the job
+ * back to the queue without a move) starts it again, and the engine dates its progress from the last start.
+ */
 function runningSinceOf(store: StateStore, job: JobRecord): number {
-  if (job.migrations === 0) return job.startedAtSeconds ?? job.updatedAtSeconds;
   const transitions = jobTransitions(store.listEvents({ jobId: job.id, kind: 'job.state' }));
   return lastEnteredRunning(transitions) ?? job.startedAtSeconds ?? job.updatedAtSeconds;
 }

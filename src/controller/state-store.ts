@@ -74,7 +74,7 @@ export interface JobRecord {
   readonly updatedAtSeconds: number;
   readonly completedIterations: number;
   readonly totalIterations?: number | undefined;
-  /** Times the job entered `migrating`. */
+  /** Moves and returns to the queue begun: counted when the job's first task is told to checkpoint and stop. */
   readonly migrations: number;
   /** The attempt running, or the last one made: 1 at submission, one more per retry (`retryStrategy`). */
   readonly attempts: number;

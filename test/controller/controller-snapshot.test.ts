@@ -61,6 +61,29 @@ describe('snapshot of the store for the scheduler', () => {
     });
   });
 
+  it('dates the progress of a job restarted after its instance was lost from the restart, not its first start', async () => {
+    const r = rig({ vanishGraceSeconds: 60 });
+    const job = r.controller.submit(
+      jobSpec('lost', CPU_SMALL, { expectedDurationSeconds: 5000 }),
+      'research',
+    );
+    await r.controller.runRound();
+    const firstStart = r.store.getJob(job.id)?.startedAtSeconds as number;
+    r.clock.advance(1000);
+    await r.cloud.terminate([r.cloud.live()[0]?.id as string]); // gone without a notice: no move, no checkpoint
+    r.clock.advance(61);
+    await r.controller.runRound('period');
+    expect(r.store.getTask(`${job.id}.0`)).toMatchObject({ state: 'running', instanceId: 'inst-2' });
+    // Sent back to the queue, never moved: the first start is kept, but its progress begins again.
+    expect(r.store.getJob(job.id)).toMatchObject({ migrations: 0, startedAtSeconds: firstStart });
+    const restarted = r.clock.nowSeconds();
+    r.clock.advance(100);
+    const [snapshotJob] = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds())).jobs;
+    expect(snapshotJob?.runningSinceSeconds).toBe(restarted);
+    // Never checkpointed: all 5000 s are still to do, less the 100 s since the restart.
+    expect(snapshotJob?.expectedRemainingSeconds).toBe(4900);
+  });
+
   it('leaves out instances that are going away, and a pinned job committed to one', async () => {
     const r = rig();
     const job = r.controller.submit(jobSpec('a', CPU_SMALL), 'research');
