@@ -118,6 +118,11 @@ export interface ControllerDeps {
    */
   readonly predict?: PredictFn | PredictionEngine | false | undefined;
   /**
+   * False: the scheduler's learned state is not saved after each round. For a controller that is never started again
+   * on its store (the simulator's runtime), where nothing would read it back and writing it took a seventh of a run.
+   */
+  readonly saveSchedulerState?: boolean | undefined;
+  /**
    * How the workers run tasks, when known: submissions are then checked against it (execution-check.ts: warnings for
    * an image the process executor ignores, refusals for what cannot run). Unknown (tests, the simulator) checks nothing.
    */
@@ -192,6 +197,7 @@ export class Controller implements ControllerService {
       log: this.log,
       scheduler: deps.scheduler ?? buildScheduler(recipe as SchedulerRecipe, deps.catalog),
       schedulerFor: deps.schedulerFor ?? (deps.scheduler === undefined ? fromRecipe : undefined),
+      save: deps.saveSchedulerState ?? true,
     });
     this.admission = new Admission(deps.catalog, {
       caps: deps.settings.caps,

@@ -578,7 +578,9 @@ function tokenRecord(row: TokenRow): TeamTokenRecord {
   };
 }
 
+/** The record without its undefined fields, as SQLite's JSON gives it back; itself when it has none (most writes). */
 function withoutUndefined<T extends object>(value: T): T {
+  if (!Object.values(value).includes(undefined)) return value;
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
 }
 

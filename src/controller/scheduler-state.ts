@@ -28,6 +28,8 @@ export class SchedulerState {
       readonly scheduler: ControllerScheduler;
       /** Builds the scheduler for a repriced catalog; undefined: an injected scheduler keeps its prices. */
       readonly schedulerFor: ((catalog: Catalog) => ControllerScheduler) | undefined;
+      /** False: `save` writes nothing (ControllerDeps.saveSchedulerState). */
+      readonly save: boolean;
     },
   ) {
     this.scheduler = deps.scheduler;
@@ -50,6 +52,7 @@ export class SchedulerState {
   }
 
   save(): void {
+    if (!this.deps.save) return;
     const exported = this.scheduler.exportState?.();
     if (exported === undefined) return;
     // Plain data (exportState's contract); the store serializes what it keeps (as JSON text, in every store).

@@ -446,6 +446,15 @@ describe('controller rounds against an in-memory cloud', () => {
     expect(round.actions).toEqual([]);
   });
 
+  it('saves no scheduler state when told not to (a controller never started again on its store)', async () => {
+    const { controller, store } = rig({}, { saveSchedulerState: false });
+    controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await controller.runRound();
+    expect(store.getValue(SCHEDULER_STATE_KEY)).toBeUndefined();
+    // It still learned: only the saving is skipped.
+    expect((controller.scheduler.exportState?.() as { knownJobs: string[] }).knownJobs).toEqual(['job-1']);
+  });
+
   it('runs the loop: a submission wakes it for an early round, and stop ends it', async () => {
     const { controller, cloud, clock } = rig({ roundSeconds: 300, pollSeconds: 15, minRoundGapSeconds: 0 });
     await controller.start();

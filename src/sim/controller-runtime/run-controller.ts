@@ -217,6 +217,8 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
     settings,
     scheduler: o.scheduler,
     predict: false,
+    // Never started again on this store: its learned state would never be read back.
+    saveSchedulerState: false,
     logger,
   });
 
