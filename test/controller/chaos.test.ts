@@ -289,14 +289,14 @@ function instances(): LocalInstanceRecord[] {
 }
 
 /** Every process a local instance may have left: its worker and the tasks' process groups. */
-function leftoverProcesses(): string[] {
+async function leftoverProcesses(): Promise<string[]> {
   const left: string[] = [];
   for (const i of instances()) {
     if (workerAlive(i)) left.push(`worker of ${i.instanceId} (pid ${i.pid})`);
     const executor = join(i.dir, 'executor');
     if (existsSync(executor))
       for (const task of readdirSync(executor))
-        if (taskAlive(i.dir, task))
+        if (await taskAlive(i.dir, task))
           left.push(`task ${task} on ${i.instanceId} (pid ${taskPid(i.dir, task)})`);
   }
   return left;
@@ -559,10 +559,11 @@ describeWithMoto(
       // No instance is left: the controller terminates what no job needs, and every process is gone.
       await until(
         'every instance terminated and every worker and task process gone',
-        () => instances().every((i) => i.state === 'terminated') && leftoverProcesses().length === 0,
+        async () =>
+          instances().every((i) => i.state === 'terminated') && (await leftoverProcesses()).length === 0,
         30_000,
-        () =>
-          `${JSON.stringify(instances().filter((i) => i.state !== 'terminated'))}\n${leftoverProcesses().join('\n')}\n${summary()}`,
+        async () =>
+          `${JSON.stringify(instances().filter((i) => i.state !== 'terminated'))}\n${(await leftoverProcesses()).join('\n')}\n${summary()}`,
       );
 
       // None ran twice, none finished twice, no restart resumed from a checkpoint older than the store held.
@@ -638,13 +639,13 @@ describeWithMoto(
 
 async function until(
   what: string,
-  probe: () => boolean,
+  probe: () => boolean | Promise<boolean>,
   timeoutMs: number,
-  diagnostics: () => string,
+  diagnostics: () => string | Promise<string>,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${diagnostics()}`);
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${await diagnostics()}`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }

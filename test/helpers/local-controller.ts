@@ -10,7 +10,7 @@ import {
 } from 'node:fs';
 import { readLocalInstances } from '../../src/cloud/local/instance-file.js';
 import { isWorkerOf } from '../../src/cloud/local/worker-spawner.js';
-import { startTicksOfStat } from '../../src/worker/executors/process.js';
+import { recordedTaskAlive } from '../../src/worker/executors/process.js';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -311,18 +311,9 @@ export function workerAlive(instance: LocalInstanceRecord): boolean {
   );
 }
 
-/** Whether a task of the process executor still runs: its recorded pid, with the kernel start time recorded for it. */
-export function taskAlive(instanceDir: string, taskId: string): boolean {
-  const file = join(instanceDir, 'executor', taskId, 'pid.json');
-  if (!existsSync(file)) return false;
-  const record = JSON.parse(readFileSync(file, 'utf8')) as { pid: number; startTicks: number | null };
-  if (!pidAlive(record.pid)) return false;
-  if (record.startTicks === null) return true;
-  try {
-    return startTicksOfStat(readFileSync(`/proc/${record.pid}/stat`, 'utf8')) === record.startTicks;
-  } catch {
-    return false;
-  }
+/** Whether a task of the process executor still runs, as the executor itself tells (its pid record). */
+export function taskAlive(instanceDir: string, taskId: string): Promise<boolean> {
+  return recordedTaskAlive(join(instanceDir, 'executor', taskId));
 }
 
 /** This process's environment without FLEETWISE_ variables: a user who exported nothing. */

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,7 +13,7 @@ import {
 } from '../../src/worker/checkpoints.js';
 import type { TaskLaunch } from '../../src/worker/executor.js';
 import { UnknownTaskError } from '../../src/worker/executors/docker.js';
-import { ProcessExecutor } from '../../src/worker/executors/process.js';
+import { ProcessExecutor, recordedTaskAlive } from '../../src/worker/executors/process.js';
 import { ProgressTracker } from '../../src/worker/progress.js';
 import { ensureBuiltCli } from '../helpers/built-cli.js';
 
@@ -71,6 +71,7 @@ describe('process executor (the counter run by /bin/sh, the process variant)', (
     expect((await restarted.list()).map((t) => [t.taskId, t.state, t.limitsEnforced])).toEqual([
       ['p-1.0', 'running', false],
     ]);
+    expect(await recordedTaskAlive(join(tmp, 'state', 'p-1.0'))).toBe(true);
 
     const tracker = new ProgressTracker(first.progressFile);
     await until(async () => ((await tracker.poll()).completed >= 10 ? true : undefined));
@@ -84,6 +85,15 @@ describe('process executor (the counter run by /bin/sh, the process variant)', (
       watcher,
     });
     expect(stop).toMatchObject({ outcome: 'exited', exitCode: 0 });
+    expect(await recordedTaskAlive(join(tmp, 'state', 'p-1.0'))).toBe(false);
+    // A live pid that is not the process recorded (a pid come round again) is not the task either.
+    const recycled = join(tmp, 'recycled');
+    mkdirSync(recycled);
+    writeFileSync(
+      join(recycled, 'pid.json'),
+      JSON.stringify({ pid: process.pid, startTicks: 1, startedAt: new Date(0).toISOString() }),
+    );
+    expect(await recordedTaskAlive(recycled)).toBe(false);
     const k = Number(readFileSync(join(first.checkpointDir, 'counter'), 'utf8'));
     expect(k).toBeGreaterThanOrEqual(10);
     const logs = (await readAll(await restarted.logs('p-1.0'))).toString();

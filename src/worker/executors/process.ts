@@ -63,7 +63,7 @@ const pidRecordSchema = z.strictObject({
 type PidRecord = z.infer<typeof pidRecordSchema>;
 
 /** A process's start time, field 22 of its /proc/<pid>/stat text (clock ticks since boot), or null if unreadable. */
-export function startTicksOfStat(stat: string): number | null {
+function startTicksOfStat(stat: string): number | null {
   // The command name (field 2) may contain spaces and parentheses; fields after the last ')' are fixed.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const ticks = Number(fields[19]);
@@ -90,6 +90,15 @@ async function isAlive(record: PidRecord): Promise<boolean> {
   if (ticks !== record.startTicks) return false;
   const state = await readFile(`/proc/${record.pid}/stat`, 'utf8').catch(() => '');
   return !/\) Z /.test(state);
+}
+
+/**
+ * Whether the task whose state directory this is still runs: its recorded pid, still the process recorded (its start
+ * time) and not a zombie. What the executor checks before it signals a task; also how a test tells a task is gone.
+ */
+export async function recordedTaskAlive(taskDir: string): Promise<boolean> {
+  const record = await readJson(join(taskDir, PID_FILE), pidRecordSchema);
+  return record !== undefined && isAlive(record);
 }
 
 async function readJson<T>(path: string, schema: z.ZodType<T>): Promise<T | undefined> {
