@@ -1,5 +1,6 @@
 import { arrayIdsOf, isWholeArray } from '../controller/job-spec/array.js';
-import type { FleetwiseClient, JobListResponse } from './client.js';
+import type { FleetwiseClient } from './client.js';
+import type { JobListResponse } from './api-responses.js';
 
 type ListedJob = JobListResponse['jobs'][number];
 

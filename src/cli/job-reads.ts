@@ -1,4 +1,5 @@
-import type { FleetwiseClient, JobDocumentResponse } from './client.js';
+import type { FleetwiseClient } from './client.js';
+import type { JobDocumentResponse } from './api-responses.js';
 
 /** Job views in flight at once (each a request to the controller). */
 const CONCURRENT_READS = 8;

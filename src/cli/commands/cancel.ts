@@ -2,12 +2,8 @@ import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import { LIVE_JOB_STATES } from '../../controller/state/lifecycle.js';
 import { ValidationError } from '../../core/validation.js';
-import {
-  addConnectionOptions,
-  FleetwiseClient,
-  type ConnectionOptions,
-  type JobSummaryResponse,
-} from '../client.js';
+import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import { type JobSummaryResponse } from '../api-responses.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { printJson } from '../table.js';
 

@@ -2,12 +2,8 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { isFinalJobState } from '../../controller/state/lifecycle.js';
 import { parseWith } from '../../core/validation.js';
-import {
-  addConnectionOptions,
-  FleetwiseClient,
-  type ConnectionOptions,
-  type JobSummaryResponse,
-} from '../client.js';
+import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import { type JobSummaryResponse } from '../api-responses.js';
 import { pollIntervalOption, sleep } from '../poll.js';
 
 interface LogsOptions extends ConnectionOptions {

@@ -8,13 +8,8 @@ import {
 } from '../../protocol/object-keys.js';
 import type { ObjectInfo, ObjectStore } from '../../storage/object-store.js';
 import { utcMonthBounds } from '../../core/utc-month.js';
-import {
-  addConnectionOptions,
-  costsSchema,
-  FleetwiseClient,
-  type ConnectionOptions,
-  type CostsResponse,
-} from '../client.js';
+import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import { costsSchema, type CostsResponse } from '../api-responses.js';
 import { formatDollars, formatTable, formatTime, printJson } from '../table.js';
 
 interface ReportOptions extends ConnectionOptions {

@@ -6,9 +6,9 @@ import {
   addConnectionOptions,
   FleetwiseClient,
   type ConnectionOptions,
-  type JobDocumentResponse,
   type SubmittedJob,
 } from '../client.js';
+import { type JobDocumentResponse } from '../api-responses.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { readJobs } from '../job-reads.js';
 import {

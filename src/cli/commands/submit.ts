@@ -18,10 +18,9 @@ import {
   ConnectionError,
   FleetwiseClient,
   type ConnectionOptions,
-  type DryRunResponse,
-  type JobSummaryResponse,
   type SubmittedJob,
 } from '../client.js';
+import { type DryRunResponse, type JobSummaryResponse } from '../api-responses.js';
 import { RESUBMISSION_KEY_PREFIX } from '../resubmission.js';
 import { packContext } from '../context-archive.js';
 import { requireJobIds } from '../job-id-arguments.js';

@@ -6,12 +6,8 @@ import { parseWith } from '../../core/validation.js';
 import { arrayMembers } from '../array-members.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { readJobs } from '../job-reads.js';
-import {
-  addConnectionOptions,
-  FleetwiseClient,
-  type ConnectionOptions,
-  type JobSummaryResponse,
-} from '../client.js';
+import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import { type JobSummaryResponse } from '../api-responses.js';
 import { arrayName } from './job.js';
 import { pollIntervalOption, sleep } from '../poll.js';
 import { formatIdList, printJson } from '../table.js';
