@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { LIVE_JOB_STATES } from '../../controller/state/lifecycle.js';
 import { ValidationError } from '../../core/validation.js';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
-import { type JobSummaryResponse } from '../api-responses.js';
+import type { JobSummaryResponse } from '../api-responses.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { printJson } from '../table.js';
 

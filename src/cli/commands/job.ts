@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
-import { type JobDocumentResponse, type JobSummaryResponse } from '../api-responses.js';
+import type { JobDocumentResponse, JobSummaryResponse } from '../api-responses.js';
 import { durationText } from '../../core/duration.js';
 import { formatProgress, formatTable, formatTime, printJson } from '../table.js';
 

@@ -8,7 +8,7 @@ import {
   type ConnectionOptions,
   type JobListFilter,
 } from '../client.js';
-import { type JobSummaryResponse } from '../api-responses.js';
+import type { JobSummaryResponse } from '../api-responses.js';
 import { pollIntervalOption, sleep } from '../poll.js';
 import { formatDollars, formatProgress, formatTable, formatTime, printJson } from '../table.js';
 import { arrayName, formatEta, formatQueue, queueFieldsOf } from './job.js';

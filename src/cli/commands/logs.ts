@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { isFinalJobState } from '../../controller/state/lifecycle.js';
 import { parseWith } from '../../core/validation.js';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
-import { type JobSummaryResponse } from '../api-responses.js';
+import type { JobSummaryResponse } from '../api-responses.js';
 import { pollIntervalOption, sleep } from '../poll.js';
 
 interface LogsOptions extends ConnectionOptions {

@@ -8,7 +8,7 @@ import {
   type ConnectionOptions,
   type SubmittedJob,
 } from '../client.js';
-import { type JobDocumentResponse } from '../api-responses.js';
+import type { JobDocumentResponse } from '../api-responses.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { readJobs } from '../job-reads.js';
 import {

@@ -20,7 +20,7 @@ import {
   type ConnectionOptions,
   type SubmittedJob,
 } from '../client.js';
-import { type DryRunResponse, type JobSummaryResponse } from '../api-responses.js';
+import type { DryRunResponse, JobSummaryResponse } from '../api-responses.js';
 import { RESUBMISSION_KEY_PREFIX } from '../resubmission.js';
 import { packContext } from '../context-archive.js';
 import { requireJobIds } from '../job-id-arguments.js';

@@ -7,7 +7,7 @@ import { arrayMembers } from '../array-members.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { readJobs } from '../job-reads.js';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
-import { type JobSummaryResponse } from '../api-responses.js';
+import type { JobSummaryResponse } from '../api-responses.js';
 import { arrayName } from './job.js';
 import { pollIntervalOption, sleep } from '../poll.js';
 import { formatIdList, printJson } from '../table.js';

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
-import { type WhyResponse } from '../api-responses.js';
+import type { WhyResponse } from '../api-responses.js';
 import { formatTable, formatTime, printJson } from '../table.js';
 import { formatDuration } from '../work-estimate.js';
 
