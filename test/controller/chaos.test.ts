@@ -31,7 +31,6 @@ import {
   type WorkerKill,
 } from '../helpers/chaos-marks.js';
 import {
-  freePort,
   killLocalLeftovers,
   startLocalController,
   taskAlive,
@@ -40,6 +39,7 @@ import {
   type LocalInstanceRecord,
   type StartedController,
 } from '../helpers/local-controller.js';
+import { freePort } from '../helpers/test-ports.js';
 import { describeWithMoto, TEST_CREDENTIALS, TEST_REGION } from '../helpers/moto.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 

@@ -1,6 +1,5 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -13,6 +12,7 @@ import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.
 import type { OwlScheduler } from '../../src/scheduler/baselines/owl.js';
 import type { EvaScheduler } from '../../src/scheduler/eva.js';
 import { SCHEDULER_NAMES } from '../../src/scheduler/registry.js';
+import { freePort } from '../helpers/test-ports.js';
 import { catalog, CPU_SMALL, FakeCloud, jobSpec, rig } from './controller-fixtures.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-configured-scheduler-'));
@@ -95,18 +95,6 @@ describe('the scheduler a controller configuration names', () => {
     ]);
   });
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 describe('fleetwise controller --scheduler (the built CLI, dry run)', () => {
   it('records karpenter as the scheduler of its rounds', async () => {

@@ -11,7 +11,8 @@ import { FAULT_POINTS, type FaultPoint } from '../../src/controller/faults.js';
 import { PostgresStateStore } from '../../src/controller/state/postgres-state-store.js';
 import { startActiveProxy, type ActiveProxy } from '../helpers/active-proxy.js';
 import { CLI, ensureBuiltCli, runCli } from '../helpers/built-cli.js';
-import { bareEnv, freePort, killLocalLeftovers } from '../helpers/local-controller.js';
+import { bareEnv, killLocalLeftovers } from '../helpers/local-controller.js';
+import { freePort } from '../helpers/test-ports.js';
 import { describeWithPostgres } from '../helpers/postgres.js';
 
 /**

@@ -6,13 +6,13 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { CLI, runCli, type CliResult } from '../helpers/built-cli.js';
 import { writeShortCounterSpec } from '../helpers/counter-spec.js';
 import {
-  freePort,
   killLocalLeftovers,
   pidAlive,
   startLocalController,
   until,
   type StartedController,
 } from '../helpers/local-controller.js';
+import { freePort } from '../helpers/test-ports.js';
 
 /**
  * A lost state file, through the real CLI in local mode (process executor): with `state.db` emptied while its

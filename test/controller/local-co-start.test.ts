@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { runCli } from '../helpers/built-cli.js';
-import { freePort, killLocalLeftovers, until } from '../helpers/local-controller.js';
+import { killLocalLeftovers, until } from '../helpers/local-controller.js';
+import { freePort } from '../helpers/test-ports.js';
 
 /** A CLI command's standard output; its failure names the command and what it printed on stderr. */
 async function cliOutput(args: readonly string[], env: NodeJS.ProcessEnv): Promise<string> {

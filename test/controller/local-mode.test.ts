@@ -9,7 +9,8 @@ import { readLocalInstances } from '../../src/cloud/local/instance-file.js';
 import { INSTANCE_LABEL, TASK_LABEL } from '../../src/worker/executors/docker.js';
 import { writeShortCounterSpec } from '../helpers/counter-spec.js';
 import { describeWithDocker } from '../helpers/dockerd.js';
-import { CONTROLLER_START_TIMEOUT_MS, freePort, until } from '../helpers/local-controller.js';
+import { CONTROLLER_START_TIMEOUT_MS, until } from '../helpers/local-controller.js';
+import { freePort } from '../helpers/test-ports.js';
 
 /**
  * Local mode's acceptance check, end to end with real processes (`node dist/cli/main.js`; `npm test` builds dist): a

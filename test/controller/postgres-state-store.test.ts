@@ -11,7 +11,7 @@ import { PostgresError } from '../../src/controller/state/postgres/connection.js
 import { LATEST_POSTGRES_SCHEMA_VERSION, POSTGRES_ONLY } from '../../src/controller/state/postgres/schema.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { SchemaVersionError } from '../../src/controller/state-store.js';
-import { freePort } from '../helpers/local-controller.js';
+import { freePort } from '../helpers/test-ports.js';
 import { describeWithPostgres } from '../helpers/postgres.js';
 
 /**

@@ -16,7 +16,6 @@ import type { ObjectStore } from '../../src/storage/object-store.js';
 import { CLI } from '../helpers/built-cli.js';
 import {
   CONTROLLER_START_TIMEOUT_MS,
-  freePort,
   killLocalLeftovers,
   pidAlive,
   startLocalController,
@@ -24,6 +23,7 @@ import {
   type LocalInstanceRecord,
   type StartedController,
 } from '../helpers/local-controller.js';
+import { freePort } from '../helpers/test-ports.js';
 import { describeWithMoto } from '../helpers/moto.js';
 
 /**

@@ -11,12 +11,12 @@ import {
 import { readLocalInstances } from '../../src/cloud/local/instance-file.js';
 import { isWorkerOf } from '../../src/cloud/local/worker-spawner.js';
 import { recordedTaskAlive } from '../../src/worker/executors/process.js';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { CLI } from './built-cli.js';
+import { freePort } from './test-ports.js';
 
 /**
  * A local-mode controller as a subprocess (`node dist/cli/main.js controller --provider local …`) for tests of local
@@ -48,18 +48,6 @@ export interface StartedController {
   instances(): LocalInstanceRecord[];
   /** The last lines of every worker's log. */
   diagnostics(): string;
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /**

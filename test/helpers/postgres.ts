@@ -15,7 +15,7 @@ import {
   newNativeClient,
   type NativeClient,
 } from '../../src/controller/state/postgres/native-client.js';
-import { freePort } from './local-controller.js';
+import { freePort } from './test-ports.js';
 
 const SUPERUSER = 'fleetwise';
 

@@ -14,6 +14,7 @@
  * a timed-out call opens a new connection), and can wait until a client is stuck in a hung connection.
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
+import { freePort } from './test-ports.js';
 
 export type ProxyMode = 'pass' | 'refuse' | 'hang';
 
@@ -111,7 +112,9 @@ export async function startTcpProxy(target: string, initial: ProxyMode = 'pass')
     for (const socket of open) socket.destroy();
   };
 
-  const port = await listen(0);
+  // A port of its own, not an ephemeral one: in refuse mode nothing listens on it, and an ephemeral port left free
+  // that long may be handed to another process before the proxy listens again.
+  const port = await listen(await freePort());
   if (initial === 'refuse') await stopListening();
 
   return {

@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { ControllerClient, ControllerRequestError } from '../../src/worker/controller-client.js';
-import { freePort } from '../helpers/local-controller.js';
+import { freePort } from '../helpers/test-ports.js';
 
 /**
  * The worker's HTTP client over real sockets. fetch's own message ("fetch failed") says nothing about why: the
