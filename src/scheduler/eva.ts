@@ -93,6 +93,11 @@ export interface EvaOptions {
   readonly variant?: EvaVariant;
   /** Co-location rate assumed per co-located task before anything is learned (Eva §4.3: 0.95). */
   readonly defaultRate?: number;
+  /**
+   * What earlier runs learned of co-location (a saved table, §4.4), to start from instead of nothing: a simulation of
+   * a controller that has been running. `defaultRate`, when set, replaces the table's own prior.
+   */
+  readonly learnedColocation?: SerializedColocationTable | undefined;
   readonly caps?: Caps;
   /**
    * The price set values weigh each task's throughput with. `standalone` is Eva's reservation price (§4.2): the
@@ -218,7 +223,13 @@ export class EvaScheduler implements Scheduler {
       options.spot === true && catalog.spot !== undefined
         ? new PriceBook(spotPlanningCatalog(catalog))
         : undefined;
-    this.table = new ColocationTable(options.defaultRate);
+    this.table =
+      options.learnedColocation === undefined
+        ? new ColocationTable(options.defaultRate)
+        : ColocationTable.fromJSON({
+            ...options.learnedColocation,
+            ...(options.defaultRate === undefined ? {} : { defaultRate: options.defaultRate }),
+          });
     this.caps = options.caps ?? {};
     this.exact = options.exact;
     const efficiency = options.packingEfficiency ?? DEFAULT_PACKING_EFFICIENCY;
@@ -506,6 +517,11 @@ export class EvaScheduler implements Scheduler {
   /** The co-location table's estimate (§4.4: exact set, else pairwise product, else the default). */
   expectedRate(taskKey: string, otherKeys: readonly string[]): number {
     return this.variant === 'eva-rp' ? 1 : this.table.rate(taskKey, otherKeys);
+  }
+
+  /** The co-location table as learned so far (§4.4), in the form a later run can start from. */
+  learnedColocation(): SerializedColocationTable {
+    return this.table.toJSON();
   }
 
   /** Scheduler state to persist across controller restarts. */

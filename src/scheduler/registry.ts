@@ -10,6 +10,7 @@ import { SpotBaseline } from './baselines/spot-baseline.js';
 import { evaTunables, EvaScheduler } from './eva.js';
 import type { Scheduler } from './types.js';
 import type { LatencyOptions } from './latency-view.js';
+import type { SerializedColocationTable } from './colocation-table.js';
 
 /**
  * Every registered scheduling policy: Eva, its ablations (§6.3–§6.4) and the baselines. The simulator runs any of
@@ -54,6 +55,8 @@ export interface SchedulerOptions {
   readonly interferenceProfile: InterferenceProfile;
   /** Eva's prior per co-located task before anything is learned (§4.3: 0.95). */
   readonly evaDefaultRate?: number | undefined;
+  /** A co-location table Eva starts from instead of an empty one (EvaOptions.learnedColocation). */
+  readonly evaLearnedColocation?: SerializedColocationTable | undefined;
   /** Eva's task prices (EvaOptions.reservationPrice; default packed) and packing efficiency (default 0.7). */
   readonly evaPrices?: 'standalone' | 'packed' | undefined;
   readonly evaPackingEfficiency?: number | undefined;
@@ -124,6 +127,9 @@ export function createScheduler(name: string, options: SchedulerOptions, field =
           targetSlowdown: options.evaTargetSlowdown,
         }),
         ...(options.caps !== undefined ? { caps: options.caps } : {}),
+        ...(options.evaLearnedColocation !== undefined
+          ? { learnedColocation: options.evaLearnedColocation }
+          : {}),
         latencyAware: name !== 'eva-latency-blind',
         ...(options.spot === true ? { spot: true } : {}),
         latency: { ...options.latency, ...(name === 'eva-latency-no-migration' ? { migrate: false } : {}) },

@@ -13,6 +13,8 @@ import { runSimulation } from './run-simulation.js';
 import { constantPairwise, type GroundTruth } from '../world/ground-truth.js';
 import { createScheduler, type SchedulerName } from '../scheduler/registry.js';
 import type { Scheduler } from '../scheduler/types.js';
+import { EvaScheduler } from '../scheduler/eva.js';
+import type { SerializedColocationTable } from '../scheduler/colocation-table.js';
 import { loadContentionMatrix, loadTrace, type TraceFormat } from './traces/load.js';
 import { withLatencySensitivity } from './traces/latency-mix.js';
 import { withControllerJobIds, type TraceJobIds } from './traces/controller-job-ids.js';
@@ -87,6 +89,10 @@ export interface RunRequest {
   /** Also plan right after arrivals and completions (RunOptions.earlyRounds). */
   readonly earlyRounds?: boolean | undefined;
   readonly evaDefaultRate?: number | undefined;
+  /** A co-location table Eva starts from (`--colocation-table`): what a controller that has been running learned. */
+  readonly evaLearnedColocation?: SerializedColocationTable | undefined;
+  /** The result carries the co-location table Eva learned (`--save-colocation-table`). */
+  readonly returnLearnedColocation?: boolean | undefined;
   /** Eva's task prices and packing efficiency (EvaOptions.reservationPrice / packingEfficiency). */
   readonly evaPrices?: 'standalone' | 'packed' | undefined;
   readonly evaPackingEfficiency?: number | undefined;
@@ -210,6 +216,7 @@ export function requestScheduler(
     catalog,
     interferenceProfile: groundTruth,
     evaDefaultRate: request.evaDefaultRate,
+    evaLearnedColocation: request.evaLearnedColocation,
     evaPrices: request.evaPrices,
     evaPackingEfficiency: request.evaPackingEfficiency,
     evaPaybackMargin: request.evaPaybackMargin,
@@ -218,6 +225,16 @@ export function requestScheduler(
     caps: caps === undefined || Object.keys(caps).length === 0 ? undefined : schedulerCaps(caps),
     spot: request.spot !== undefined,
   });
+}
+
+/** The co-location table the run's Eva learned, when the request asks for it (`--save-colocation-table`). */
+export function learnedColocationOf(
+  request: Pick<RunRequest, 'returnLearnedColocation'>,
+  scheduler: Scheduler,
+): Pick<RunResult, 'learnedColocation'> {
+  return request.returnLearnedColocation === true && scheduler instanceof EvaScheduler
+    ? { learnedColocation: scheduler.learnedColocation() }
+    : {};
 }
 
 /** The spot market's interruptions and the jobs' checkpoint cadence a request asks for, as both runtimes take them. */
@@ -285,6 +302,7 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
   // The registry name is the run's identity in every report, whatever the class calls itself.
   return {
     ...result,
+    ...learnedColocationOf(request, scheduler),
     summary: {
       ...result.summary,
       scheduler: request.label ?? request.scheduler,

@@ -1,5 +1,6 @@
 import type { CostBreakdown } from './cost-ledger.js';
 import type { ValueOfTimeSetting } from '../core/model.js';
+import type { SerializedColocationTable } from '../scheduler/colocation-table.js';
 
 /** What one simulated run produces; the report (JSON, CSV, HTML) and `simulate --json` are built from it. */
 export interface RunSummary {
@@ -129,4 +130,6 @@ export interface RunResult {
   readonly starts?: StartRunMetrics | undefined;
   /** Present when spot interruptions were simulated (`RunOptions.spot`). */
   readonly spot?: SpotRunMetrics | undefined;
+  /** The co-location table Eva learned, when the run was asked for it (`simulate --save-colocation-table`). */
+  readonly learnedColocation?: SerializedColocationTable | undefined;
 }

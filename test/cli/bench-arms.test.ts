@@ -259,6 +259,10 @@ describe('fleetwise bench arms', () => {
         ['--seeds', '5', '--arm', 'a=--seed 3', '--arm', 'b='],
         /--arm a\n\s+- --seed: the bench sets it on every run/,
       ],
+      [
+        ['--seeds', '5', '--arm', 'a=--save-colocation-table t.json', '--arm', 'b='],
+        /--arm a\n\s+- --save-colocation-table: each run would write it over the one before/,
+      ],
       [['--seeds', '5', '--arm', 'a=', '--arm', 'a='], /two arms are named a/],
       [['--seeds', '5', '--arm', '=x', '--arm', 'b='], /expected name=flags/],
       [['--seeds', '5', '--arm', 'a=--queue lifo', '--arm', 'b='], /--queue: /],

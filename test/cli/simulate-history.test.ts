@@ -1,9 +1,22 @@
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
+import { SCHEDULER_STATE_KEY } from '../../src/controller/scheduler-state.js';
+import type { JsonValue } from '../../src/controller/state-store.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
+import { ColocationTable, type SerializedColocationTable } from '../../src/scheduler/colocation-table.js';
+import { EvaScheduler } from '../../src/scheduler/eva.js';
 import type { FleetwiseTraceDocument } from '../../src/sim/traces/fleetwise-json.js';
 import type { JobOutcome } from '../../src/world/run-result.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
@@ -137,6 +150,67 @@ describe('fleetwise export-trace → simulate (CLI subprocess)', () => {
     expect(out.code, out.stderr).toBe(0);
     expect((JSON.parse(out.stdout) as FleetwiseTraceDocument).jobs).toHaveLength(3);
   });
+
+  it('writes the co-location table the controller learned with --colocation-table, which a replay starts from', async () => {
+    const learnedDir = join(tmp, 'learned-state');
+    mkdirSync(learnedDir);
+    copyFileSync(join(stateDir, 'state.db'), join(learnedDir, 'state.db'));
+    const table = new ColocationTable(0.9);
+    table.record('counter', ['counter'], 0.8);
+    // Saved as the controller saves it after a round: Eva's whole learned state, the table in it.
+    const saved = new EvaScheduler(loadCatalogFile(), { learnedColocation: table.toJSON() }).exportState();
+    const store = new SqliteStateStore(join(learnedDir, 'state.db'));
+    store.setValue(SCHEDULER_STATE_KEY, saved as unknown as JsonValue);
+    store.close();
+    const trace = join(learnedDir, 'history.json');
+    const tableFile = join(learnedDir, 'table.json');
+    const again = join(learnedDir, 'again.json');
+    const out = await runCli([
+      'export-trace',
+      '--state-dir',
+      learnedDir,
+      '--out',
+      trace,
+      '--colocation-table',
+      tableFile,
+    ]);
+    expect(out.code, out.stderr).toBe(0);
+    expect(out.stderr).toContain(`and the co-location table the controller learned to ${tableFile}`);
+    expect(JSON.parse(readFileSync(tableFile, 'utf8'))).toEqual(table.toJSON());
+    const replay = await runCli([
+      'simulate',
+      '--trace',
+      trace,
+      '--scheduler',
+      'eva',
+      '--colocation-table',
+      tableFile,
+      '--save-colocation-table',
+      again,
+      '--json',
+    ]);
+    expect(replay.code, replay.stderr).toBe(0);
+    // What the controller learned is still there after the replay.
+    const kept = (JSON.parse(readFileSync(again, 'utf8')) as SerializedColocationTable).entries.find(
+      (e) => e.target === 'counter' && e.others.join() === 'counter',
+    );
+    expect(kept?.count).toBeGreaterThanOrEqual(1);
+
+    // A controller that saved no learned state: named, and nothing written.
+    const none = join(tmp, 'none.json');
+    const refused = await runCli([
+      'export-trace',
+      '--state-dir',
+      stateDir,
+      '--out',
+      none,
+      '--colocation-table',
+      join(tmp, 'none-table.json'),
+    ]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/--colocation-table[\s\S]*holds no learned co-location/);
+    expect(existsSync(none)).toBe(false);
+  }, 120_000);
 
   it('refuses a state directory without a fleetwise database, naming the file', async () => {
     const empty = join(tmp, 'not-state');

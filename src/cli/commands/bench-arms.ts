@@ -212,6 +212,9 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
   refuseFlags(common, BENCH_SET_FLAGS, '--common', why);
   for (const a of arms) refuseFlags(a.args, BENCH_SET_FLAGS, `--arm ${a.name}`, why);
   const capShare = o.capShare ?? null;
+  const saveWhy = 'each run would write it over the one before: save a table with simulate';
+  refuseFlags(common, ['--save-colocation-table'], '--common', saveWhy);
+  for (const a of arms) refuseFlags(a.args, ['--save-colocation-table'], `--arm ${a.name}`, saveWhy);
   if (capShare !== null) {
     const capWhy = 'with --cap-share the cap is the share of each seed’s uncapped peak';
     refuseFlags(common, ['--cap-dollars-per-hour'], '--common', capWhy);

@@ -14,6 +14,11 @@ import {
   positiveInteger,
   traceSettings,
 } from './sim-flags.js';
+import {
+  checkColocationTableTarget,
+  readColocationTableFile,
+  writeColocationTableFile,
+} from './colocation-table-file.js';
 import { writeReport } from '../../sim/report/write.js';
 import { costBounds } from '../../bench/cost-bound.js';
 import { loadIlpSolver } from '../../scheduler/ilp.js';
@@ -54,6 +59,8 @@ export interface RawSimulateOptions {
   readonly roundSeconds?: string;
   readonly earlyRounds?: boolean;
   readonly evaDefaultRate?: string;
+  readonly colocationTable?: string;
+  readonly saveColocationTable?: string;
   readonly evaPrices?: string;
   readonly evaPackingEfficiency?: string;
   readonly evaPaybackMargin?: string;
@@ -96,6 +103,8 @@ const optionsSchema = z.object({
   roundSeconds: numberText(z.number().positive('must be > 0')).optional(),
   earlyRounds: z.boolean().optional(),
   evaDefaultRate: numberText(rate).optional(),
+  colocationTable: z.string().min(1).optional(),
+  saveColocationTable: z.string().min(1).optional(),
   evaPrices: z.enum(['standalone', 'packed']).optional(),
   evaPackingEfficiency: numberText(rate).optional(),
   evaPaybackMargin: numberText(z.number().min(1, 'must be ≥ 1').max(1000, 'must be ≤ 1000')).optional(),
@@ -306,6 +315,17 @@ export function simulationPlan(raw: RawSimulateOptions) {
         }))
       : [{ scheduler, value: undefined, label: undefined }],
   );
+  // Only Eva learns co-location: a table to start from, or to save, needs an Eva run (one, to save: one table).
+  const evaRuns = runs.filter((r) => r.scheduler.startsWith('eva')).length;
+  if (o.colocationTable !== undefined && evaRuns === 0)
+    throw new ValidationError('--colocation-table', ['only Eva learns co-location: add an eva scheduler']);
+  if (o.saveColocationTable !== undefined && evaRuns !== 1)
+    throw new ValidationError('--save-colocation-table', [
+      `saves the table of exactly one Eva run; this command makes ${evaRuns}`,
+    ]);
+  if (o.saveColocationTable !== undefined) checkColocationTableTarget(o.saveColocationTable);
+  const learnedColocation =
+    o.colocationTable === undefined ? undefined : readColocationTableFile(o.colocationTable);
   const requests: RunRequest[] = runs.map(({ scheduler, value, label }) => ({
     scheduler,
     label,
@@ -317,6 +337,8 @@ export function simulationPlan(raw: RawSimulateOptions) {
     roundSeconds,
     earlyRounds: o.earlyRounds,
     evaDefaultRate: o.evaDefaultRate ?? config?.scheduler.defaultRate,
+    evaLearnedColocation: learnedColocation,
+    returnLearnedColocation: o.saveColocationTable !== undefined,
     evaPrices: o.evaPrices ?? config?.scheduler.prices,
     evaPackingEfficiency: o.evaPackingEfficiency ?? config?.scheduler.packingEfficiency,
     evaPaybackMargin: o.evaPaybackMargin ?? config?.scheduler.paybackMargin,
@@ -382,6 +404,11 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   }
   const results = withNormalizedCosts(raws);
 
+  if (o.saveColocationTable !== undefined)
+    writeColocationTableFile(
+      o.saveColocationTable,
+      results.find((r) => r.learnedColocation !== undefined)?.learnedColocation,
+    );
   if (o.json === true) process.stdout.write(`${JSON.stringify(runsJson(results))}\n`);
   else process.stdout.write(`${trace.name}: ${trace.jobs.length} jobs\n\n${summaryTextTable(results)}`);
 
@@ -392,6 +419,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
       roundSeconds: roundSeconds ?? DEFAULT_ROUND_SECONDS,
       earlyRounds: o.earlyRounds ?? false,
       evaDefaultRate: o.evaDefaultRate ?? config?.scheduler.defaultRate ?? DEFAULT_COLOCATION_RATE,
+      colocationTable: o.colocationTable ?? 'none (Eva learns co-location from nothing)',
       evaPrices: o.evaPrices ?? 'packed',
       evaPackingEfficiency: o.evaPackingEfficiency ?? DEFAULT_PACKING_EFFICIENCY,
       evaPaybackMargin: o.evaPaybackMargin ?? DEFAULT_PAYBACK_MARGIN,
@@ -495,6 +523,14 @@ function simulateOptions(command: Command): Command {
       "also plan right after each job arrival and completion, as the controller does (Eva's reference: period only)",
     )
     .option('--eva-default-rate <r>', "Eva's prior co-location throughput per task, (0, 1] (default 0.95)")
+    .option(
+      '--colocation-table <file>',
+      'Eva starts from this learned co-location table (JSON, as --save-colocation-table writes it) instead of an empty one: a controller that has been running',
+    )
+    .option(
+      '--save-colocation-table <file>',
+      "write the co-location table the run's Eva learned (JSON; one Eva run) for a later --colocation-table",
+    )
     .option(
       '--eva-prices <kind>',
       "Eva's task prices: packed (default: dominant-share price / packing efficiency) or standalone (Eva §4.2)",

@@ -5,6 +5,7 @@ export type { ControllerSettings };
 import { queueConfigFor } from '../queue-options.js';
 import {
   groundTruthFor,
+  learnedColocationOf,
   loadRequestCatalog,
   loadRequestTrace,
   requestScheduler,
@@ -48,7 +49,11 @@ export async function executeControllerRun(
       ? { onProgress: (p) => onProgress(p.totalJobs > 0 ? p.finishedJobs / p.totalJobs : 1) }
       : {}),
   });
-  return { ...result, summary: { ...result.summary, scheduler: request.label ?? request.scheduler } };
+  return {
+    ...result,
+    ...learnedColocationOf(request, scheduler),
+    summary: { ...result.summary, scheduler: request.label ?? request.scheduler },
+  };
 }
 
 /**

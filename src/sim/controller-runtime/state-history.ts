@@ -10,6 +10,7 @@ import {
   type FleetwiseTraceJob,
 } from '../traces/fleetwise-json.js';
 import { specTraceJob } from './spec-trace.js';
+import { SCHEDULER_STATE_KEY } from '../../controller/scheduler-state.js';
 
 /**
  * What ran on a controller, as a fleetwise trace (`fleetwise export-trace`): each job at its submission time
@@ -21,6 +22,8 @@ import { specTraceJob } from './spec-trace.js';
 export interface StateHistory {
   readonly jobs: readonly JobRecord[];
   readonly jobStateEvents: readonly EventRecord[];
+  /** The scheduler's saved learned state (controller/scheduler-state.ts), as stored; absent when none was saved. */
+  readonly schedulerState?: unknown;
 }
 
 /** The event kind a job's state change is recorded under (controller/state/lifecycle.ts transitionJob). */
@@ -73,7 +76,15 @@ export function readStateHistory(dbPath: string): StateHistory {
         unknown
       >[]
     ).map(eventFromRow);
-    return { jobs, jobStateEvents };
+    const saved = tables.includes('kv')
+      ? (db.prepare('SELECT value_json FROM kv WHERE key = ?').pluck().get(SCHEDULER_STATE_KEY) as
+          string | undefined)
+      : undefined;
+    return {
+      jobs,
+      jobStateEvents,
+      ...(saved === undefined ? {} : { schedulerState: JSON.parse(saved) as unknown }),
+    };
   } finally {
     db.close();
   }
