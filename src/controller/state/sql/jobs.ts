@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import type { JobSpec } from '../../job-spec/spec.js';
 import {
   StateStoreError,
@@ -38,17 +39,16 @@ const SPEC_CACHE_SIZE = 20_000;
 
 /**
  * Job specs parsed once: a spec never changes after submission, and the loop, the API and heartbeats read jobs all
- * the time (JSON.parse of every spec was a good part of a pass). Frozen, since every reader shares it; the oldest
- * entries make room first.
+ * the time (JSON.parse of every spec was a good part of a pass). Frozen, since every reader shares it; the spec read
+ * longest ago makes room first, so a listing of many finished jobs does not push out the live ones.
  */
 class SpecCache {
-  private readonly specs = new Map<string, JobSpec>();
+  private readonly specs = new LRUCache<string, JobSpec>({ max: SPEC_CACHE_SIZE });
 
   readonly specOf = (jobId: string, json: string): JobSpec => {
     let spec = this.specs.get(jobId);
     if (spec === undefined) {
       spec = deepFreeze(parseStoredSpec(jobId, json));
-      if (this.specs.size >= SPEC_CACHE_SIZE) this.specs.delete(this.specs.keys().next().value as string);
       this.specs.set(jobId, spec);
     }
     return spec;

@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import type { SqlConnection } from './connection.js';
 
 /**
@@ -6,17 +7,20 @@ import type { SqlConnection } from './connection.js';
  * kept only when read outside a transaction, since one read inside may still be rolled back; every write of a record
  * through this connection forgets it, and a commit by any other connection (another process writing the database: `dataVersion`,
  * looked at once per turn of the event loop) forgets them all, so a read sees the committed row as
- * of its turn. Records are frozen: readers share them.
+ * of its turn. Records are frozen: readers share them. When full, the record read longest ago makes room: a listing of
+ * many finished jobs must not push out the live ones every pass reads.
  */
 export class RecordCache<T extends object> {
-  private readonly records = new Map<string, T>();
+  private readonly records: LRUCache<string, T>;
   private dataVersion: number | undefined;
   private checkedThisTurn = false;
 
   constructor(
     private readonly connection: SqlConnection,
-    private readonly capacity: number,
-  ) {}
+    capacity: number,
+  ) {
+    this.records = new LRUCache<string, T>({ max: capacity });
+  }
 
   get(id: string): T | undefined {
     if (!this.checkedThisTurn) {
@@ -36,7 +40,6 @@ export class RecordCache<T extends object> {
   remember(id: string, record: T): T {
     if (this.connection.inTransaction()) return record;
     deepFreeze(record);
-    if (this.records.size >= this.capacity) this.records.delete(this.records.keys().next().value as string);
     this.records.set(id, record);
     return record;
   }
