@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { serializedColocationTableSchema } from '../scheduler/colocation-table-schema.js';
 import { INSTANCE_STATES, JOB_STATES, TASK_STATES } from '../controller/state-store.js';
 
 /**
@@ -150,6 +151,10 @@ export const clusterLatencySchema = z.looseObject({
   ),
 });
 export type ClusterLatencyResponse = z.output<typeof clusterLatencySchema>;
+
+/** The scheduler's learned co-location table, checked as `simulate --colocation-table` checks a file. */
+export const clusterColocationSchema = z.looseObject({ table: serializedColocationTableSchema.nullable() });
+export type ClusterColocationResponse = z.output<typeof clusterColocationSchema>;
 
 export const whySchema = z.looseObject({
   jobId: z.string(),

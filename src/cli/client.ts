@@ -5,6 +5,7 @@ import { describeIssues } from '../core/validation.js';
 import { writtenArraySize } from '../controller/job-spec/array.js';
 import { JOB_SPEC_LIMITS } from '../controller/job-spec/spec.js';
 import {
+  clusterColocationSchema,
   clusterLatencySchema,
   clusterSchema,
   contextSchema,
@@ -21,6 +22,7 @@ import {
   teamTokenSchema,
   tokenListSchema,
   whySchema,
+  type ClusterColocationResponse,
   type ClusterLatencyResponse,
   type ClusterResponse,
   type CostsResponse,
@@ -337,6 +339,11 @@ export class FleetwiseClient {
 
   async cluster(): Promise<ClusterResponse> {
     return this.request('GET', '/v1/cluster', clusterSchema);
+  }
+
+  /** What the controller's scheduler learned of co-location (`table` null: it learns none). */
+  async clusterColocation(): Promise<ClusterColocationResponse> {
+    return this.request('GET', '/v1/cluster/colocation', clusterColocationSchema);
   }
 
   /** The measured round trips between instances; none from a controller that predates them (404). */

@@ -34,6 +34,7 @@ const SUBCOMMANDS: ReadonlyArray<readonly [name: string, load: () => Promise<Reg
   ['cancel', async () => (await import('./commands/cancel.js')).registerCancel],
   ['cluster', async () => (await import('./commands/cluster.js')).registerCluster],
   ['why', async () => (await import('./commands/why.js')).registerWhy],
+  ['colocation', async () => (await import('./commands/colocation.js')).registerColocation],
   ['drain', async () => (await import('./commands/drain.js')).registerDrain],
   ['report', async () => (await import('./commands/report.js')).registerReport],
   ['logs', async () => (await import('./commands/logs.js')).registerLogs],

@@ -57,6 +57,7 @@ import type {
 } from './service.js';
 import { reconcilerSettings, type ControllerSettings } from './settings.js';
 import type { InstanceRecord, JobRecord, StateStore } from './state-store.js';
+import type { SerializedColocationTable } from '../scheduler/colocation-table.js';
 import { replaceSilentWorkers, type WorkerFleet } from './worker-liveness.js';
 
 /**
@@ -625,6 +626,11 @@ export class Controller implements ControllerService {
   /** The round trips the workers measured between instances (none without workers that probe). */
   latency(): LatencyMatrixView {
     return this.workers?.latencyView?.() ?? { pairs: [], probes: [] };
+  }
+
+  /** What the scheduler learned of co-location (Eva §4.4); undefined when it learns none (a baseline). */
+  colocation(): SerializedColocationTable | undefined {
+    return this.schedulerState.learnedColocation();
   }
 
   why(jobId: string, limit = 10): WhyRecord[] {

@@ -1,5 +1,6 @@
 import type { Catalog } from '../core/catalog.js';
 import type { Scheduler } from '../scheduler/types.js';
+import type { SerializedColocationTable } from '../scheduler/colocation-table.js';
 import type { ControllerLogger } from './seams.js';
 import type { JsonValue, StateStore } from './state-store.js';
 
@@ -10,6 +11,8 @@ export const SCHEDULER_STATE_KEY = 'scheduler.eva';
 export type ControllerScheduler = Scheduler & {
   exportState?(): unknown;
   importState?(state: never): void;
+  /** What it learned of co-location (Eva §4.4), for `fleetwise colocation` and simulations started from it. */
+  learnedColocation?(): SerializedColocationTable;
 };
 
 /**
@@ -49,6 +52,12 @@ export class SchedulerState {
         error: (e as Error).message,
       });
     }
+  }
+
+  /** What the scheduler learned of co-location, saved state included; undefined for one that learns none. */
+  learnedColocation(): SerializedColocationTable | undefined {
+    this.load();
+    return this.scheduler.learnedColocation?.();
   }
 
   save(): void {

@@ -30,6 +30,7 @@ describe('the program loads only the subcommand it runs', () => {
       'cancel',
       'cluster',
       'why',
+      'colocation',
       'drain',
       'report',
       'logs',

@@ -21,8 +21,8 @@ export function readColocationTableFile(path: string): SerializedColocationTable
   return parseWith(serializedColocationTableSchema, value, path);
 }
 
-/** Refuses a `--save-colocation-table` path whose directory is missing, before a run that may take minutes. */
-export function checkColocationTableTarget(path: string): void {
+/** Refuses a path to write a table to whose directory is missing, before a run that may take minutes. */
+export function checkColocationTableTarget(path: string, flag = '--save-colocation-table'): void {
   const directory = dirname(resolve(path));
   let isDirectory = false;
   try {
@@ -30,10 +30,7 @@ export function checkColocationTableTarget(path: string): void {
   } catch {
     // Reported below: missing or unreadable alike.
   }
-  if (!isDirectory)
-    throw new ValidationError('--save-colocation-table', [
-      `${directory} is not a directory to write ${path} in`,
-    ]);
+  if (!isDirectory) throw new ValidationError(flag, [`${directory} is not a directory to write ${path} in`]);
 }
 
 /** Writes a learned table as `readColocationTableFile` reads it; `flag` names the file in an error. */

@@ -268,6 +268,21 @@ export const PATHS: Record<string, Record<string, Schema>> = {
       responses: { '200': ok('The latency matrix', ref('ClusterLatency')), ...COMMON_ERRORS },
     },
   },
+  '/v1/cluster/colocation': {
+    get: {
+      summary:
+        "What the scheduler learned of co-location: each workload's throughput beside others, as a share of its throughput alone (Eva §4.3–4.4)",
+      operationId: 'clusterColocation',
+      responses: {
+        '200': ok(
+          'The learned table (null when the scheduler learns none), in the form `fleetwise simulate --colocation-table` reads',
+          ref('LearnedColocation'),
+        ),
+        ...COMMON_ERRORS,
+        '501': error('This controller does not say what its scheduler learned'),
+      },
+    },
+  },
   '/v1/instances/{id}/drain': {
     post: {
       summary: 'Move every task off an instance and retire it (admin)',

@@ -7,6 +7,7 @@ import {
   registerResponseSchema,
 } from '../../protocol/worker-protocol.js';
 import { jobSpecSchema, taskSchema } from '../job-spec/schema.js';
+import { serializedColocationTableSchema } from '../../scheduler/colocation-table-schema.js';
 import type { Schema } from './openapi-builders.js';
 
 /**
@@ -44,6 +45,11 @@ export function jobSpecComponents(spec: z.ZodType = submittedJobSpecSchema): Rec
     Object.entries(schemas).map(([name, { $id: _address, ...schema }]) => [name, schema]),
   );
 }
+
+/** What `GET /v1/cluster/colocation` answers: the scheduler's learned table, checked as simulations read it. */
+export const COLOCATION_COMPONENTS: Record<string, Schema> = {
+  LearnedColocation: toOpenApi(z.object({ table: serializedColocationTableSchema.nullable() })),
+};
 
 /** The worker protocol's bodies (controller-client.ts; both the agent and the controller validate with them). */
 export const WORKER_COMPONENTS: Record<string, Schema> = {

@@ -1,6 +1,6 @@
 import { RESPONSE_COMPONENTS } from './openapi-components.js';
 import { PATHS } from './openapi-paths.js';
-import { jobSpecComponents, WORKER_COMPONENTS } from './openapi-zod-components.js';
+import { COLOCATION_COMPONENTS, jobSpecComponents, WORKER_COMPONENTS } from './openapi-zod-components.js';
 
 /**
  * The API described as OpenAPI 3.0, served at GET /openapi.json. Request bodies are generated from the zod schemas
@@ -19,7 +19,12 @@ export const OPENAPI_DOCUMENT = {
   },
   components: {
     securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
-    schemas: { ...RESPONSE_COMPONENTS, ...jobSpecComponents(), ...WORKER_COMPONENTS },
+    schemas: {
+      ...RESPONSE_COMPONENTS,
+      ...jobSpecComponents(),
+      ...WORKER_COMPONENTS,
+      ...COLOCATION_COMPONENTS,
+    },
   },
   security: [{ bearer: [] }],
   paths: PATHS,

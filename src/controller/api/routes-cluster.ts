@@ -56,6 +56,18 @@ export function registerClusterRoutes(
   });
 
   routes.add({
+    method: 'GET',
+    url: '/v1/cluster/colocation',
+    access: 'any',
+    handler: async () => {
+      if (service.colocation === undefined)
+        throw new HttpError(501, 'this controller does not say what its scheduler learned');
+      // Throughputs by workload key, no job or team: what every team's placement is priced with.
+      return { table: service.colocation() ?? null };
+    },
+  });
+
+  routes.add({
     method: 'POST',
     url: '/v1/instances/:id/drain',
     access: 'admin',

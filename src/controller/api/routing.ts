@@ -5,6 +5,7 @@ import type { ControllerService, KeepOptions, SubmissionCommitHook } from '../se
 import type { JobSpec } from '../job-spec/spec.js';
 import type { EtaRecord } from '../queue-records.js';
 import type { LatencyMatrixView } from '../latency-matrix.js';
+import type { SerializedColocationTable } from '../../scheduler/colocation-table.js';
 import type { LeadershipView } from '../ha/leader-elector.js';
 import type { JobRecord } from '../state-store.js';
 import type { ArchivedSubmissionKey } from '../backup/job-archive.js';
@@ -48,6 +49,8 @@ export interface ApiControllerService extends ControllerService {
   keepSubmission?(job: JobRecord, key?: ArchivedSubmissionKey, options?: KeepOptions): Promise<void>;
   /** Round trips the workers measured between instances, and where their probes listen. */
   latency?(): LatencyMatrixView;
+  /** What the scheduler learned of co-location; undefined when it learns none. */
+  colocation?(): SerializedColocationTable | undefined;
   estimate?(spec: JobSpec): Promise<EtaRecord | null>;
   /** Whether completion-time predictions are on: a live job without an ETA yet is then waiting for one. */
   readonly predictionsEnabled?: boolean;

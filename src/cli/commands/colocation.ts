@@ -1,0 +1,58 @@
+import type { Command } from 'commander';
+import { ValidationError } from '../../core/validation.js';
+import type { SerializedColocationTable } from '../../scheduler/colocation-table.js';
+import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import { formatTable, printJson } from '../table.js';
+import { checkColocationTableTarget, writeColocationTableFile } from './colocation-table-file.js';
+
+interface ColocationOptions extends ConnectionOptions {
+  readonly json?: boolean;
+  readonly out?: string;
+}
+
+/**
+ * The learned table as rows, the pairs that slow a workload most first: a workload's observed throughput beside
+ * others, as a share of its throughput alone, and how many observations it rests on.
+ */
+export function colocationRows(table: SerializedColocationTable): string[][] {
+  return [...table.entries]
+    .sort((a, b) => a.mean - b.mean || a.target.localeCompare(b.target))
+    .map((e) => [e.target, e.others.join(' + '), e.mean.toFixed(3), String(e.count)]);
+}
+
+export function registerColocation(program: Command): void {
+  addConnectionOptions(
+    program
+      .command('colocation')
+      .description(
+        "show what the controller's scheduler learned of co-location: each workload's throughput beside others, as a share of its throughput alone (Eva §4.3)",
+      )
+      .option('--json', 'print the table as JSON')
+      .option('--out <file>', 'also write the table for `fleetwise simulate --colocation-table`'),
+  ).action(async (options: ColocationOptions) => {
+    if (options.out !== undefined) checkColocationTableTarget(options.out, '--out');
+    const { table } = await FleetwiseClient.fromOptions(options).clusterColocation();
+    if (options.out !== undefined) {
+      if (table === null)
+        throw new ValidationError('--out', [
+          "the controller's scheduler learns no co-location (it is a baseline): there is no table to write",
+        ]);
+      writeColocationTableFile(options.out, table, '--out');
+    }
+    if (options.json === true) return printJson({ table });
+    if (table === null) {
+      process.stdout.write("the controller's scheduler learns no co-location (it is a baseline, not Eva)\n");
+      return;
+    }
+    process.stdout.write(
+      table.entries.length === 0
+        ? 'nothing learned yet: no co-located tasks have reported their throughput\n'
+        : formatTable(['WORKLOAD', 'BESIDE', 'THROUGHPUT', 'OBSERVED'], colocationRows(table)),
+    );
+    process.stdout.write(
+      `\nthroughput: a share of the workload's throughput alone; a pair not yet observed is priced at the mean of ` +
+        `${table.defaultRate.toFixed(3)} and the pairs observed` +
+        `${options.out === undefined ? '' : `\nwritten to ${options.out}`}\n`,
+    );
+  });
+}

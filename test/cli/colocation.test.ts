@@ -1,0 +1,95 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
+import { NoPackingScheduler } from '../../src/scheduler/baselines/no-packing.js';
+import { ColocationTable } from '../../src/scheduler/colocation-table.js';
+import { serializedColocationTableSchema } from '../../src/scheduler/colocation-table-schema.js';
+import { EvaScheduler } from '../../src/scheduler/eva.js';
+import { catalog, rig } from '../controller/controller-fixtures.js';
+import { ensureBuiltCli, runCli, type CliResult } from '../helpers/built-cli.js';
+
+/**
+ * `fleetwise colocation` as users run it (the built CLI in a subprocess) against real controllers' APIs: one whose
+ * Eva has learned co-location throughputs, one planning with a baseline that learns none.
+ */
+
+const ADMIN = 'admin-token-cli-colocation-0123456789';
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-colocation-'));
+
+/** resnet18 at 0.999 beside cyclegan (twice), gpt2 at 0.79 beside resnet18 (once), over Eva's prior of 0.95. */
+function learned(): ColocationTable {
+  const table = new ColocationTable(0.95);
+  table.record('resnet18', ['cyclegan'], 0.999);
+  table.record('resnet18', ['cyclegan'], 0.999);
+  table.record('gpt2', ['resnet18'], 0.79);
+  return table;
+}
+
+let eva: ApiServer;
+let baseline: ApiServer;
+
+function cli(server: ApiServer, args: readonly string[]): Promise<CliResult> {
+  return runCli(['colocation', ...args], {
+    ...process.env,
+    FLEETWISE_SERVER: server.url,
+    FLEETWISE_TOKEN: ADMIN,
+  });
+}
+
+beforeAll(async () => {
+  ensureBuiltCli();
+  const withEva = rig(
+    {},
+    { scheduler: new EvaScheduler(catalog, { learnedColocation: learned().toJSON() }) },
+  );
+  const withBaseline = rig({}, { scheduler: new NoPackingScheduler(catalog) });
+  eva = await startApiServer(withEva.controller, { listen: '127.0.0.1:0', adminToken: ADMIN, catalog });
+  baseline = await startApiServer(withBaseline.controller, {
+    listen: '127.0.0.1:0',
+    adminToken: ADMIN,
+    catalog,
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await eva?.close();
+  await baseline?.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('fleetwise colocation (CLI subprocess)', () => {
+  it('lists what Eva learned, the pairs that slow a workload most first, with the prior for pairs not seen', async () => {
+    const out = await cli(eva, []);
+    expect(out.stderr).toBe('');
+    expect(out.code).toBe(0);
+    const lines = out.stdout.split('\n');
+    expect(lines[0]).toMatch(/^WORKLOAD\s+BESIDE\s+THROUGHPUT\s+OBSERVED$/);
+    expect(lines[1]).toMatch(/^gpt2\s+resnet18\s+0\.790\s+1$/);
+    expect(lines[2]).toMatch(/^resnet18\s+cyclegan\s+0\.999\s+2$/);
+    expect(out.stdout).toContain('priced at the mean of 0.950 and the pairs observed');
+  });
+
+  it('writes the table for simulate --colocation-table with --out, and gives it whole with --json', async () => {
+    const file = join(scratch, 'learned.json');
+    const out = await cli(eva, ['--out', file, '--json']);
+    expect(out.code, out.stderr).toBe(0);
+    const expected = learned().toJSON();
+    expect(JSON.parse(out.stdout)).toEqual({ table: expected });
+    expect(serializedColocationTableSchema.parse(JSON.parse(readFileSync(file, 'utf8')))).toEqual(expected);
+  });
+
+  it('says a baseline learns none, and refuses to write a table it does not have', async () => {
+    const out = await cli(baseline, []);
+    expect(out.code, out.stderr).toBe(0);
+    expect(out.stdout).toMatch(/learns no co-location/);
+    expect(JSON.parse((await cli(baseline, ['--json'])).stdout)).toEqual({ table: null });
+    const refused = await cli(baseline, ['--out', join(scratch, 'none.json')]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/--out[\s\S]*learns no co-location/);
+    const nowhere = await cli(eva, ['--out', join(scratch, 'no-such-dir', 'x.json')]);
+    expect(nowhere.code).toBe(2);
+    expect(nowhere.stderr).toMatch(/--out[\s\S]*no-such-dir is not a directory/);
+  });
+});
