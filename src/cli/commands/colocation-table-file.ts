@@ -1,24 +1,13 @@
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { statSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parseWith, ValidationError } from '../../core/validation.js';
 import type { SerializedColocationTable } from '../../scheduler/colocation-table.js';
 import { serializedColocationTableSchema } from '../../scheduler/colocation-table-schema.js';
+import { readYamlOrJsonFile } from '../flag-file.js';
 
 /** `--colocation-table FILE`: a learned co-location table, checked field by field. */
 export function readColocationTableFile(path: string): SerializedColocationTable {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (e) {
-    throw new ValidationError('--colocation-table', [`cannot read ${path}: ${(e as Error).message}`]);
-  }
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (e) {
-    throw new ValidationError(path, [`not valid JSON: ${(e as Error).message}`]);
-  }
-  return parseWith(serializedColocationTableSchema, value, path);
+  return parseWith(serializedColocationTableSchema, readYamlOrJsonFile(path, '--colocation-table'), path);
 }
 
 /** Refuses a path to write a table to whose directory is missing, before a run that may take minutes. */

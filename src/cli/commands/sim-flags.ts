@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
 import { readFileSync, statSync } from 'node:fs';
 import { extname } from 'node:path';
-import { parse as parseYaml } from 'yaml';
 import { parseWfqConfig, type WfqConfig } from '../../queue/wfq.js';
+import { readYamlOrJsonFile } from '../flag-file.js';
 import { z } from 'zod';
 import { describeIssues, parseWith, ValidationError } from '../../core/validation.js';
 import { networkConfigSchema, type NetworkConfigInput } from '../../world/network-config.js';
@@ -162,18 +162,7 @@ export function traceSettings(
  * (what `fleetwise tune` prints), validated with the errors naming the file and field.
  */
 export function readQueueConfigFile(path: string): WfqConfig {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (e) {
-    throw new ValidationError('--queue-config', [`cannot read ${path}: ${(e as Error).message}`]);
-  }
-  let value: unknown;
-  try {
-    value = parseYaml(text);
-  } catch (e) {
-    throw new ValidationError(path, [`not valid YAML or JSON: ${(e as Error).message}`]);
-  }
+  const value = readYamlOrJsonFile(path, '--queue-config');
   const section =
     typeof value === 'object' && value !== null && 'queue' in value
       ? (value as { queue: unknown }).queue
@@ -222,18 +211,7 @@ export function addTraceOptions(command: Command): Command {
  * JSON, validated with the errors naming the file and field. Returned as written; the run resolves it.
  */
 export function readLatencyConfigFile(path: string): NetworkConfigInput {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (e) {
-    throw new ValidationError('--latency-config', [`cannot read ${path}: ${(e as Error).message}`]);
-  }
-  let value: unknown;
-  try {
-    value = parseYaml(text);
-  } catch (e) {
-    throw new ValidationError(path, [`not valid YAML or JSON: ${(e as Error).message}`]);
-  }
+  const value = readYamlOrJsonFile(path, '--latency-config');
   parseWith(networkConfigSchema, value ?? {}, path);
   return (value ?? {}) as NetworkConfigInput;
 }
