@@ -12,27 +12,42 @@ import { createServer } from 'node:net';
  * handed out once per worker; the probe still skips one something else listens on.
  */
 const BLOCK_SIZE = 1_000;
+/** Below the ephemeral range: clear of the well-known ports and of what services usually listen on. */
 const FIRST_BLOCK = 20_000;
-/** The kernel's own default start of the ephemeral range, when it cannot be read. */
-const DEFAULT_EPHEMERAL_START = 32_768;
+const LAST_PORT = 65_535;
+/** The kernel's own default ephemeral range, when it cannot be read. */
+const DEFAULT_EPHEMERAL_RANGE: readonly [number, number] = [32_768, 60_999];
 
-function ephemeralRangeStart(): number {
+function ephemeralRange(): readonly [number, number] {
   try {
-    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
-    return Number.isInteger(low) && low > 0 ? low : DEFAULT_EPHEMERAL_START;
+    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')
+      .trim()
+      .split(/\s+/)
+      .map(Number);
+    return Number.isInteger(low) && Number.isInteger(high)
+      ? [low as number, high as number]
+      : DEFAULT_EPHEMERAL_RANGE;
   } catch {
-    return DEFAULT_EPHEMERAL_START;
+    return DEFAULT_EPHEMERAL_RANGE;
   }
 }
 
-const blocks = Math.floor((ephemeralRangeStart() - FIRST_BLOCK) / BLOCK_SIZE);
-if (blocks < 1)
+/** The first port of each block: below the ephemeral range, or above it on a host whose range starts low. */
+function blockStarts(): number[] {
+  const [low, high] = ephemeralRange();
+  const below = Math.max(0, Math.floor((low - FIRST_BLOCK) / BLOCK_SIZE));
+  if (below > 0) return Array.from({ length: below }, (_, i) => FIRST_BLOCK + i * BLOCK_SIZE);
+  const above = Math.floor((LAST_PORT - high) / BLOCK_SIZE);
+  if (above > 0) return Array.from({ length: above }, (_, i) => high + 1 + i * BLOCK_SIZE);
   throw new Error(
-    `test ports: the kernel's ephemeral range starts at ${ephemeralRangeStart()}, leaving no room below it from ${FIRST_BLOCK}`,
+    `test ports: the kernel's ephemeral range ${low}–${high} leaves no block of ${BLOCK_SIZE} ports`,
   );
+}
+
+const starts = blockStarts();
 /** VITEST_POOL_ID numbers the workers from 1; outside vitest, the process id picks a block. */
 const worker = Number(process.env['VITEST_POOL_ID'] ?? process.pid);
-const blockStart = FIRST_BLOCK + ((Math.max(worker, 1) - 1) % blocks) * BLOCK_SIZE;
+const blockStart = starts[(Math.max(worker, 1) - 1) % starts.length] as number;
 let next = 0;
 
 function canListen(port: number): Promise<boolean> {
