@@ -16,6 +16,7 @@ import { ensureBuiltCli, runCli, type CliResult } from '../helpers/built-cli.js'
  */
 
 const ADMIN = 'admin-token-cli-colocation-0123456789';
+const TEAM = 'team-token-cli-colocation-0123456789a';
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-colocation-'));
 
 /** resnet18 at 0.999 beside cyclegan (twice), gpt2 at 0.79 beside resnet18 (once), over Eva's prior of 0.95. */
@@ -30,11 +31,11 @@ function learned(): ColocationTable {
 let eva: ApiServer;
 let baseline: ApiServer;
 
-function cli(server: ApiServer, args: readonly string[]): Promise<CliResult> {
+function cli(server: ApiServer, args: readonly string[], token = ADMIN): Promise<CliResult> {
   return runCli(['colocation', ...args], {
     ...process.env,
     FLEETWISE_SERVER: server.url,
-    FLEETWISE_TOKEN: ADMIN,
+    FLEETWISE_TOKEN: token,
   });
 }
 
@@ -44,6 +45,7 @@ beforeAll(async () => {
     {},
     { scheduler: new EvaScheduler(catalog, { learnedColocation: learned().toJSON() }) },
   );
+  withEva.store.addTeamToken('vision', TEAM, 'test');
   const withBaseline = rig({}, { scheduler: new NoPackingScheduler(catalog) });
   eva = await startApiServer(withEva.controller, { listen: '127.0.0.1:0', adminToken: ADMIN, catalog });
   baseline = await startApiServer(withBaseline.controller, {
@@ -69,6 +71,13 @@ describe('fleetwise colocation (CLI subprocess)', () => {
     expect(lines[1]).toMatch(/^gpt2\s+resnet18\s+0\.790\s+1$/);
     expect(lines[2]).toMatch(/^resnet18\s+cyclegan\s+0\.999\s+2$/);
     expect(out.stdout).toContain('priced at the mean of 0.950 and the pairs observed');
+  });
+
+  it("is the operator's: it names every team's workloads, so a team token is refused", async () => {
+    const out = await cli(eva, [], TEAM);
+    expect(out.code).toBe(1);
+    expect(out.stderr).toContain('answered 403');
+    expect(out.stdout).toBe('');
   });
 
   it('writes the table for simulate --colocation-table with --out, and gives it whole with --json', async () => {

@@ -271,14 +271,14 @@ export const PATHS: Record<string, Record<string, Schema>> = {
   '/v1/cluster/colocation': {
     get: {
       summary:
-        "What the scheduler learned of co-location: each workload's throughput beside others, as a share of its throughput alone (Eva §4.3–4.4)",
+        "What the scheduler learned of co-location: each workload's throughput beside others, as a share of its throughput alone (Eva §4.3–4.4; admin)",
       operationId: 'clusterColocation',
       responses: {
         '200': ok(
           'The learned table (null when the scheduler learns none), in the form `fleetwise simulate --colocation-table` reads',
           ref('LearnedColocation'),
         ),
-        ...COMMON_ERRORS,
+        ...ADMIN_ERRORS,
         '501': error('This controller does not say what its scheduler learned'),
       },
     },

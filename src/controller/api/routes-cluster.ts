@@ -58,11 +58,11 @@ export function registerClusterRoutes(
   routes.add({
     method: 'GET',
     url: '/v1/cluster/colocation',
-    access: 'any',
+    // The operator's: it names every team's workloads (a team token sees only its own jobs elsewhere).
+    access: 'admin',
     handler: async () => {
       if (service.colocation === undefined)
         throw new HttpError(501, 'this controller does not say what its scheduler learned');
-      // Throughputs by workload key, no job or team: what every team's placement is priced with.
       return { table: service.colocation() ?? null };
     },
   });
