@@ -63,6 +63,7 @@ describe('simulate/tune flag parsing', () => {
     const example = readQueueConfigFile(join(PROJECT_ROOT, 'examples/queue/wfq-3-classes.yaml'));
     expect(example.classes.map((c) => c.weight)).toEqual([0.7, 0.2, 0.1]);
     expect(example.preemption.enabled).toBe(true);
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('rejects a bad WFQ config naming the file and the field', () => {
@@ -77,5 +78,6 @@ describe('simulate/tune flag parsing', () => {
       expect((e as ValidationError).problems.join('\n')).toMatch(/classes\.0\.weight/);
     }
     expect(() => readQueueConfigFile(join(dir, 'missing.yaml'))).toThrow(/cannot read/);
+    rmSync(dir, { recursive: true, force: true });
   });
 });

@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -51,6 +51,7 @@ describe('instance catalog', () => {
     writeFileSync(join(dir, 'broken.json'), '{ not json');
     expect(() => loadCatalogFile(join(dir, 'broken.json'))).toThrow(/broken\.json: not valid JSON/);
     expect(() => loadCatalogFile(join(dir, 'missing.json'))).toThrow(/cannot read catalog/);
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('applies a discount, then per-type prices that win (Savings Plans, reserved capacity)', () => {
