@@ -60,6 +60,8 @@ export interface SnapshotInputs {
 
 /** A job lost an instance under it (vanished: a spot reclaim, a stop); `data.zone` says where. */
 export const JOB_CAPACITY_LOST_EVENT = 'job.capacity-lost';
+/** How far apart the clocks of controllers sharing one store may be, as events and submissions are stamped. */
+const CLOCK_SKEW_GRACE_SECONDS = 60;
 
 const SCHEDULABLE_INSTANCE_STATES = new Set(['requested', 'launching', 'running']);
 
@@ -100,10 +102,15 @@ export function readSnapshotInputs(
   // grow for as long as the controller runs. An instance without a keyed launch intent (adopted) counts as on demand.
   const spotInstances = new Set<string>();
   for (const id of live) if (launchedOnSpot(store, id)) spotInstances.add(id);
-  // Per waiting job, through the stores' index of events by job: where it lost capacity, for a recovery to avoid.
+  // Per waiting job, through the stores' index of events by job: where it lost capacity, for a recovery to avoid. A
+  // job's events follow its submission, so only jobs submitted before the newest loss of all can have one: the others
+  // (every job, on a fleet that lost nothing lately) are not asked about, one query instead of one per waiting job.
+  const newestLoss = store.listEvents({ kind: JOB_CAPACITY_LOST_EVENT, newestFirst: true, limit: 1 })[0];
   const interruptedZones = new Map<string, string[]>();
   for (const job of jobs) {
     if (job.state !== 'queued') continue;
+    if (newestLoss === undefined || job.submittedAtSeconds > newestLoss.atSeconds + CLOCK_SKEW_GRACE_SECONDS)
+      continue;
     const zones = store.listEvents({ jobId: job.id, kind: JOB_CAPACITY_LOST_EVENT }).flatMap((e) => {
       const zone = dataField(e.data, 'zone');
       return typeof zone === 'string' ? [zone] : [];

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { buildSnapshot, readSnapshotInputs } from '../../src/controller/snapshot.js';
-import { launchIntentKey } from '../../src/controller/state-store.js';
+import { buildSnapshot, JOB_CAPACITY_LOST_EVENT, readSnapshotInputs } from '../../src/controller/snapshot.js';
+import { launchIntentKey, type EventFilter, type StateStore } from '../../src/controller/state-store.js';
 import { CPU_SMALL, jobSpec, rig } from './controller-fixtures.js';
 
 describe('snapshot of the store for the scheduler', () => {
@@ -154,5 +154,38 @@ describe('snapshot of the store for the scheduler', () => {
     // A launch that fell back to on demand is on demand.
     r.store.appendEvent({ kind: 'instance.market-fallback', instanceId: spot.id, message: 'test' });
     expect(snap().find((i) => i.id === spot.id)?.market).toBeUndefined();
+  });
+
+  it('gives a waiting job the zones it lost capacity in, asking only about jobs submitted before the newest loss', () => {
+    const r = rig();
+    const lost = r.controller.submit(jobSpec('lost', CPU_SMALL), 'research');
+    r.clock.advance(100);
+    r.store.appendEvent({
+      kind: JOB_CAPACITY_LOST_EVENT,
+      jobId: lost.id,
+      message: 'test',
+      data: { zone: 'us-east-1b' },
+    });
+    // Submitted within the clocks' grace of the loss, then well after it.
+    r.clock.advance(30);
+    const close = r.controller.submit(jobSpec('close', CPU_SMALL), 'research');
+    r.clock.advance(600);
+    const later = r.controller.submit(jobSpec('later', CPU_SMALL), 'research');
+    const asked: string[] = [];
+    const counting = new Proxy(r.store, {
+      get(target, property, receiver) {
+        const value: unknown = Reflect.get(target, property, receiver);
+        if (property !== 'listEvents' || typeof value !== 'function') return value;
+        return (filter?: EventFilter) => {
+          if (filter?.kind === JOB_CAPACITY_LOST_EVENT && filter.jobId !== undefined)
+            asked.push(filter.jobId);
+          return (value as StateStore['listEvents']).call(target, filter);
+        };
+      },
+    });
+    const inputs = readSnapshotInputs(counting, r.clock.nowSeconds());
+    expect(inputs.interruptedZones).toEqual(new Map([[lost.id, ['us-east-1b']]]));
+    expect(asked.sort()).toEqual([close.id, lost.id].sort());
+    expect(asked).not.toContain(later.id);
   });
 });
