@@ -11,8 +11,6 @@ export const SCHEDULER_STATE_KEY = 'scheduler.eva';
 export type ControllerScheduler = Scheduler & {
   exportState?(): unknown;
   importState?(state: never): void;
-  /** What it learned of co-location (Eva §4.4), for `fleetwise colocation` and simulations started from it. */
-  learnedColocation?(): SerializedColocationTable;
 };
 
 /**

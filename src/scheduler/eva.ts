@@ -537,7 +537,7 @@ export class EvaScheduler implements Scheduler {
     rebalanceRisk?: RebalanceRiskState;
   } {
     return {
-      table: this.table.toJSON(),
+      table: this.learnedColocation(),
       history: this.history.toJSON(),
       knownJobs: [...this.knownJobs],
       slowJobs: this.slowJobs.toJSON(),

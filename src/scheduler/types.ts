@@ -2,6 +2,7 @@ import type { InstancePlacement } from '../core/network.js';
 import type { Market } from '../core/market.js';
 import type { Catalog } from '../core/catalog.js';
 import type { ClusterSnapshot } from '../core/model.js';
+import type { SerializedColocationTable } from './colocation-table.js';
 
 /** An instance in a plan: an existing one (by id) or a new one to launch (`isNew`, id `new-<n>`). */
 export interface PlannedInstance {
@@ -101,6 +102,11 @@ export interface Scheduler {
    * learned (interference included). Predictions use it; schedulers that do not model interference omit it (1).
    */
   expectedRate?(taskKey: string, otherKeys: readonly string[]): number;
+  /**
+   * What it learned of co-location (Eva §4.4), in the form a scheduler can start from again: the controller shows it,
+   * a simulation saves it. Schedulers that learn none omit it.
+   */
+  learnedColocation?(): SerializedColocationTable;
 }
 
 export interface SchedulerContext {

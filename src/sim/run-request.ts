@@ -13,7 +13,6 @@ import { runSimulation } from './run-simulation.js';
 import { constantPairwise, type GroundTruth } from '../world/ground-truth.js';
 import { createScheduler, type SchedulerName } from '../scheduler/registry.js';
 import type { Scheduler } from '../scheduler/types.js';
-import { EvaScheduler } from '../scheduler/eva.js';
 import type { SerializedColocationTable } from '../scheduler/colocation-table.js';
 import { loadContentionMatrix, loadTrace, type TraceFormat } from './traces/load.js';
 import { withLatencySensitivity } from './traces/latency-mix.js';
@@ -232,9 +231,8 @@ export function learnedColocationOf(
   request: Pick<RunRequest, 'returnLearnedColocation'>,
   scheduler: Scheduler,
 ): Pick<RunResult, 'learnedColocation'> {
-  return request.returnLearnedColocation === true && scheduler instanceof EvaScheduler
-    ? { learnedColocation: scheduler.learnedColocation() }
-    : {};
+  const learned = request.returnLearnedColocation === true ? scheduler.learnedColocation?.() : undefined;
+  return learned === undefined ? {} : { learnedColocation: learned };
 }
 
 /** The spot market's interruptions and the jobs' checkpoint cadence a request asks for, as both runtimes take them. */

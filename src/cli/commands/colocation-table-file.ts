@@ -3,6 +3,8 @@ import { dirname, resolve } from 'node:path';
 import { parseWith, ValidationError } from '../../core/validation.js';
 import type { SerializedColocationTable } from '../../scheduler/colocation-table.js';
 import { serializedColocationTableSchema } from '../../scheduler/colocation-table-schema.js';
+import type { RunRequest } from '../../sim/run-request.js';
+import type { RunResult } from '../../world/run-result.js';
 import { readYamlOrJsonFile } from '../flag-file.js';
 
 /** `--colocation-table FILE`: a learned co-location table, checked field by field. */
@@ -22,13 +24,43 @@ export function checkColocationTableTarget(path: string, flag = '--save-colocati
   if (!isDirectory) throw new ValidationError(flag, [`${directory} is not a directory to write ${path} in`]);
 }
 
+/**
+ * What a simulate command's `--colocation-table` and `--save-colocation-table` ask of its runs, checked before any
+ * runs: only Eva learns co-location, and a table is saved from exactly one Eva run.
+ */
+export function colocationTableRequest(
+  flags: { readonly colocationTable?: string | undefined; readonly saveColocationTable?: string | undefined },
+  evaRuns: number,
+): Pick<RunRequest, 'evaLearnedColocation' | 'returnLearnedColocation'> {
+  if (flags.colocationTable !== undefined && evaRuns === 0)
+    throw new ValidationError('--colocation-table', ['only Eva learns co-location: add an eva scheduler']);
+  if (flags.saveColocationTable !== undefined) {
+    if (evaRuns !== 1)
+      throw new ValidationError('--save-colocation-table', [
+        `saves the table of exactly one Eva run; this command makes ${evaRuns}`,
+      ]);
+    checkColocationTableTarget(flags.saveColocationTable);
+  }
+  return {
+    evaLearnedColocation:
+      flags.colocationTable === undefined ? undefined : readColocationTableFile(flags.colocationTable),
+    returnLearnedColocation: flags.saveColocationTable !== undefined,
+  };
+}
+
+/** `--save-colocation-table FILE`: the table the command's one Eva run learned (`colocationTableRequest`). */
+export function saveLearnedColocation(path: string, results: readonly RunResult[]): void {
+  const learned = results.find((r) => r.learnedColocation !== undefined)?.learnedColocation;
+  if (learned === undefined) throw new Error('the Eva run returned no co-location table to save');
+  writeColocationTableFile(path, learned);
+}
+
 /** Writes a learned table as `readColocationTableFile` reads it; `flag` names the file in an error. */
 export function writeColocationTableFile(
   path: string,
-  table: SerializedColocationTable | undefined,
+  table: SerializedColocationTable,
   flag = '--save-colocation-table',
 ): void {
-  if (table === undefined) throw new Error('the Eva run returned no co-location table to save');
   try {
     writeFileSync(path, `${JSON.stringify(table, null, 1)}\n`, 'utf8');
   } catch (e) {

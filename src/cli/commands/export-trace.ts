@@ -51,10 +51,11 @@ export function runExportTrace(flags: ExportTraceFlags): void {
   );
   const stateDir = resolve(options['--state-dir']);
   const dbPath = join(stateDir, DB_FILE);
-  const history = readStateHistory(dbPath);
   const tableFile = options['--colocation-table'];
+  const history = readStateHistory(dbPath, { schedulerState: tableFile !== undefined });
   // Checked before anything is written, so a failed export leaves no half of itself behind.
-  const table = tableFile === undefined ? undefined : savedColocationTable(history, dbPath);
+  const saved =
+    tableFile === undefined ? undefined : { file: tableFile, table: savedColocationTable(history, dbPath) };
   const { document, skipped } = historyTrace(history, {
     name: `history of ${options['--state-dir']}`,
     source: stateDir,
@@ -69,7 +70,7 @@ export function runExportTrace(flags: ExportTraceFlags): void {
   const text = `${JSON.stringify(document, null, 2)}\n`;
   if (options['--out'] === undefined) process.stdout.write(text);
   else writeFileSync(options['--out'], text);
-  if (tableFile !== undefined) writeColocationTableFile(tableFile, table, '--colocation-table');
+  if (saved !== undefined) writeColocationTableFile(saved.file, saved.table, '--colocation-table');
   const measured = document.jobs.filter((j) => j.durationFrom === 'measured').length;
   process.stderr.write(
     `exported ${document.jobs.length} job(s) (${measured} measured, ${document.jobs.length - measured} declared)` +

@@ -14,11 +14,7 @@ import {
   positiveInteger,
   traceSettings,
 } from './sim-flags.js';
-import {
-  checkColocationTableTarget,
-  readColocationTableFile,
-  writeColocationTableFile,
-} from './colocation-table-file.js';
+import { colocationTableRequest, saveLearnedColocation } from './colocation-table-file.js';
 import { writeReport } from '../../sim/report/write.js';
 import { costBounds } from '../../bench/cost-bound.js';
 import { loadIlpSolver } from '../../scheduler/ilp.js';
@@ -315,17 +311,7 @@ export function simulationPlan(raw: RawSimulateOptions) {
         }))
       : [{ scheduler, value: undefined, label: undefined }],
   );
-  // Only Eva learns co-location: a table to start from, or to save, needs an Eva run (one, to save: one table).
-  const evaRuns = runs.filter((r) => r.scheduler.startsWith('eva')).length;
-  if (o.colocationTable !== undefined && evaRuns === 0)
-    throw new ValidationError('--colocation-table', ['only Eva learns co-location: add an eva scheduler']);
-  if (o.saveColocationTable !== undefined && evaRuns !== 1)
-    throw new ValidationError('--save-colocation-table', [
-      `saves the table of exactly one Eva run; this command makes ${evaRuns}`,
-    ]);
-  if (o.saveColocationTable !== undefined) checkColocationTableTarget(o.saveColocationTable);
-  const learnedColocation =
-    o.colocationTable === undefined ? undefined : readColocationTableFile(o.colocationTable);
+  const colocation = colocationTableRequest(o, runs.filter((r) => r.scheduler.startsWith('eva')).length);
   const requests: RunRequest[] = runs.map(({ scheduler, value, label }) => ({
     scheduler,
     label,
@@ -337,8 +323,7 @@ export function simulationPlan(raw: RawSimulateOptions) {
     roundSeconds,
     earlyRounds: o.earlyRounds,
     evaDefaultRate: o.evaDefaultRate ?? config?.scheduler.defaultRate,
-    evaLearnedColocation: learnedColocation,
-    returnLearnedColocation: o.saveColocationTable !== undefined,
+    ...colocation,
     evaPrices: o.evaPrices ?? config?.scheduler.prices,
     evaPackingEfficiency: o.evaPackingEfficiency ?? config?.scheduler.packingEfficiency,
     evaPaybackMargin: o.evaPaybackMargin ?? config?.scheduler.paybackMargin,
@@ -404,11 +389,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   }
   const results = withNormalizedCosts(raws);
 
-  if (o.saveColocationTable !== undefined)
-    writeColocationTableFile(
-      o.saveColocationTable,
-      results.find((r) => r.learnedColocation !== undefined)?.learnedColocation,
-    );
+  if (o.saveColocationTable !== undefined) saveLearnedColocation(o.saveColocationTable, results);
   if (o.json === true) process.stdout.write(`${JSON.stringify(runsJson(results))}\n`);
   else process.stdout.write(`${trace.name}: ${trace.jobs.length} jobs\n\n${summaryTextTable(results)}`);
 

@@ -34,7 +34,11 @@ const JOB_STATE_EVENT = 'job.state';
  * migrate the file and set its journal mode, which an export must not do to a live or an older controller's state).
  * The rows are mapped by the store's own row readers, so records read here are the ones the controller sees.
  */
-export function readStateHistory(dbPath: string): StateHistory {
+export function readStateHistory(
+  dbPath: string,
+  /** Also read the scheduler's saved learned state (Eva's table and event history), which only some exports need. */
+  options: { readonly schedulerState?: boolean } = {},
+): StateHistory {
   if (!existsSync(dbPath))
     throw new ValidationError(dbPath, [
       "no controller state here (is --state-dir the controller's state directory?)",
@@ -76,10 +80,11 @@ export function readStateHistory(dbPath: string): StateHistory {
         unknown
       >[]
     ).map(eventFromRow);
-    const saved = tables.includes('kv')
-      ? (db.prepare('SELECT value_json FROM kv WHERE key = ?').pluck().get(SCHEDULER_STATE_KEY) as
-          string | undefined)
-      : undefined;
+    const saved =
+      options.schedulerState === true && tables.includes('kv')
+        ? (db.prepare('SELECT value_json FROM kv WHERE key = ?').pluck().get(SCHEDULER_STATE_KEY) as
+            string | undefined)
+        : undefined;
     return {
       jobs,
       jobStateEvents,
