@@ -3,11 +3,12 @@ import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { parseWith, ValidationError } from '../../core/validation.js';
+import { isPostgresUrl, redactUrl } from '../../controller/state/postgres/conninfo.js';
 import {
-  historyTrace,
-  readStateHistory,
-  type StateHistory,
-} from '../../sim/controller-runtime/state-history.js';
+  readPostgresStateHistory,
+  readSqliteStateHistory,
+} from '../../sim/controller-runtime/read-state-history.js';
+import { historyTrace, type StateHistory } from '../../sim/controller-runtime/state-history.js';
 import type { SerializedColocationTable } from '../../scheduler/colocation-table.js';
 import { serializedColocationTableSchema } from '../../scheduler/colocation-table-schema.js';
 import { writeColocationTableFile } from './colocation-table-file.js';
@@ -16,53 +17,74 @@ import { DB_FILE } from './controller.js';
 /**
  * `fleetwise export-trace`: what really ran on a controller, as a fleetwise JSON trace that `fleetwise simulate
  * --trace FILE` replays (with another scheduler, a cap, a config). Reads the state read-only, so it can run next to
- * a live controller.
+ * a live controller: its SQLite file, or its PostgreSQL database (`--state`, as the controller was given).
  */
 
 interface ExportTraceFlags {
   readonly stateDir?: string;
+  readonly state?: string;
   readonly out?: string;
   readonly colocationTable?: string;
 }
 
 const flagsSchema = z.object({
   '--state-dir': z.string().min(1, 'a directory').default('.fleetwise'),
+  '--state': z
+    .string()
+    .refine(isPostgresUrl, 'a postgres://user@host:port/database URL, as the controller was given')
+    .optional(),
   '--out': z.string().min(1, 'a file').optional(),
   '--colocation-table': z.string().min(1, 'a file').optional(),
 });
 
 /** The co-location table in a controller's saved scheduler state, checked as `simulate --colocation-table` reads it. */
-function savedColocationTable(history: StateHistory, dbPath: string): SerializedColocationTable {
+function savedColocationTable(history: StateHistory, where: string): SerializedColocationTable {
   const state = history.schedulerState;
   const table =
     typeof state === 'object' && state !== null ? (state as { table?: unknown }).table : undefined;
   if (table === undefined)
     throw new ValidationError('--colocation-table', [
-      `${dbPath} holds no learned co-location: the controller plans with a scheduler that learns none, or has not planned yet`,
+      `${where} holds no learned co-location: the controller plans with a scheduler that learns none, or has not planned yet`,
     ]);
-  return parseWith(serializedColocationTableSchema, table, `${dbPath}: the saved co-location table`);
+  return parseWith(serializedColocationTableSchema, table, `${where}: the saved co-location table`);
 }
 
 export function runExportTrace(flags: ExportTraceFlags): void {
   const options = parseWith(
     flagsSchema,
-    { '--state-dir': flags.stateDir, '--out': flags.out, '--colocation-table': flags.colocationTable },
+    {
+      '--state-dir': flags.stateDir,
+      '--state': flags.state,
+      '--out': flags.out,
+      '--colocation-table': flags.colocationTable,
+    },
     'fleetwise export-trace',
   );
-  const stateDir = resolve(options['--state-dir']);
-  const dbPath = join(stateDir, DB_FILE);
   const tableFile = options['--colocation-table'];
-  const history = readStateHistory(dbPath, { schedulerState: tableFile !== undefined });
+  const read = { schedulerState: tableFile !== undefined };
+  // A PostgreSQL state is where the controller keeps everything when it was given one; its state directory then
+  // holds no database, so `--state` wins and the controller's own flags can be passed as they are.
+  const postgresUrl = options['--state'];
+  const source =
+    postgresUrl === undefined
+      ? { where: join(resolve(options['--state-dir']), DB_FILE), name: options['--state-dir'] }
+      : { where: redactUrl(postgresUrl), name: redactUrl(postgresUrl) };
+  const history =
+    postgresUrl === undefined
+      ? readSqliteStateHistory(source.where, read)
+      : readPostgresStateHistory(postgresUrl, read);
   // Checked before anything is written, so a failed export leaves no half of itself behind.
   const saved =
-    tableFile === undefined ? undefined : { file: tableFile, table: savedColocationTable(history, dbPath) };
+    tableFile === undefined
+      ? undefined
+      : { file: tableFile, table: savedColocationTable(history, source.where) };
   const { document, skipped } = historyTrace(history, {
-    name: `history of ${options['--state-dir']}`,
-    source: stateDir,
+    name: `history of ${source.name}`,
+    source: postgresUrl === undefined ? resolve(options['--state-dir']) : source.where,
   });
   const notes = skipped.map((s) => `  ${s.id}: ${s.reason}`);
   if (document.jobs.length === 0)
-    throw new ValidationError(dbPath, [
+    throw new ValidationError(source.where, [
       skipped.length === 0
         ? 'no jobs to export: the controller has none'
         : `no job ran or declares expectedDurationSeconds (${skipped.map((s) => `${s.id}: ${s.reason}`).join('; ')})`,
@@ -87,6 +109,10 @@ export function registerExportTrace(program: Command): void {
       'write what ran on a controller (its state, read-only) as a fleetwise JSON trace for `fleetwise simulate --trace`',
     )
     .option('--state-dir <dir>', "the controller's state directory (default .fleetwise)")
+    .option(
+      '--state <url>',
+      "the controller's PostgreSQL state (postgres://user@host:port/db; password in PGPASSWORD or ~/.pgpass), read in a read-only transaction",
+    )
     .option('--out <file>', 'write the trace here (default: stdout)')
     .option(
       '--colocation-table <file>',

@@ -1,8 +1,3 @@
-import Database from 'better-sqlite3';
-import { existsSync } from 'node:fs';
-import { ValidationError } from '../../core/validation.js';
-import { LATEST_SCHEMA_VERSION } from '../../controller/state/sqlite-schema.js';
-import { eventFromRow, jobFromRow } from '../../controller/state/sql/rows.js';
 import type { EventRecord, JobRecord, JobState } from '../../controller/state-store.js';
 import {
   FLEETWISE_TRACE_FORMAT,
@@ -10,7 +5,6 @@ import {
   type FleetwiseTraceJob,
 } from '../traces/fleetwise-json.js';
 import { specTraceJob } from './spec-trace.js';
-import { SCHEDULER_STATE_KEY } from '../../controller/scheduler-state.js';
 
 /**
  * What ran on a controller, as a fleetwise trace (`fleetwise export-trace`): each job at its submission time
@@ -27,73 +21,7 @@ export interface StateHistory {
 }
 
 /** The event kind a job's state change is recorded under (controller/state/lifecycle.ts transitionJob). */
-const JOB_STATE_EVENT = 'job.state';
-
-/**
- * Read a controller's SQLite state without changing it: opened read-only (the store's own constructor would
- * migrate the file and set its journal mode, which an export must not do to a live or an older controller's state).
- * The rows are mapped by the store's own row readers, so records read here are the ones the controller sees.
- */
-export function readStateHistory(
-  dbPath: string,
-  /** Also read the scheduler's saved learned state (Eva's table and event history), which only some exports need. */
-  options: { readonly schedulerState?: boolean } = {},
-): StateHistory {
-  if (!existsSync(dbPath))
-    throw new ValidationError(dbPath, [
-      "no controller state here (is --state-dir the controller's state directory?)",
-    ]);
-  let db: Database.Database;
-  try {
-    db = new Database(dbPath, { readonly: true, fileMustExist: true });
-  } catch (e) {
-    throw new ValidationError(dbPath, [`cannot open the state database: ${(e as Error).message}`]);
-  }
-  try {
-    let tables: string[];
-    try {
-      tables = db
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
-        .pluck()
-        .all() as string[];
-    } catch (e) {
-      throw new ValidationError(dbPath, [`not a fleetwise state database: ${(e as Error).message}`]);
-    }
-    const missing = ['schema_migrations', 'jobs', 'events'].filter((t) => !tables.includes(t));
-    if (missing.length > 0)
-      throw new ValidationError(dbPath, [
-        `not a fleetwise state database: no ${missing.join(', ')} table${missing.length > 1 ? 's' : ''} (it has ${tables.length === 0 ? 'no tables' : tables.join(', ')})`,
-      ]);
-    const version = Number(
-      db.prepare('SELECT COALESCE(MAX(version), 0) FROM schema_migrations').pluck().get(),
-    );
-    if (version > LATEST_SCHEMA_VERSION)
-      throw new ValidationError(dbPath, [
-        `schema version ${version} is newer than this fleetwise reads (${LATEST_SCHEMA_VERSION}); export with the fleetwise that wrote it`,
-      ]);
-    const jobs = (db.prepare('SELECT * FROM jobs ORDER BY seq').all() as Record<string, unknown>[]).map(
-      jobFromRow,
-    );
-    const jobStateEvents = (
-      db.prepare('SELECT * FROM events WHERE kind = ? ORDER BY seq').all(JOB_STATE_EVENT) as Record<
-        string,
-        unknown
-      >[]
-    ).map(eventFromRow);
-    const saved =
-      options.schedulerState === true && tables.includes('kv')
-        ? (db.prepare('SELECT value_json FROM kv WHERE key = ?').pluck().get(SCHEDULER_STATE_KEY) as
-            string | undefined)
-        : undefined;
-    return {
-      jobs,
-      jobStateEvents,
-      ...(saved === undefined ? {} : { schedulerState: JSON.parse(saved) as unknown }),
-    };
-  } finally {
-    db.close();
-  }
-}
+export const JOB_STATE_EVENT = 'job.state';
 
 /** A job left out of the trace, and why. */
 export interface SkippedJob {

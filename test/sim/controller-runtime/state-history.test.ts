@@ -7,11 +7,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { MemoryStateStore } from '../../../src/controller/memory-state-store.js';
 import { SqliteStateStore } from '../../../src/controller/state/sqlite-state-store.js';
 import { ValidationError } from '../../../src/core/validation.js';
-import {
-  historyTrace,
-  readStateHistory,
-  runningSeconds,
-} from '../../../src/sim/controller-runtime/state-history.js';
+import { readSqliteStateHistory } from '../../../src/sim/controller-runtime/read-state-history.js';
+import { historyTrace, runningSeconds } from '../../../src/sim/controller-runtime/state-history.js';
 import { fleetwiseTrace } from '../../../src/sim/traces/fleetwise-json.js';
 import { example, writeJobHistory } from '../../helpers/job-history.js';
 
@@ -109,7 +106,7 @@ describe("a controller's job history as a trace", () => {
     const before = sha256(path);
     const files = readdirSync(tmp).sort();
 
-    const history = readStateHistory(path);
+    const history = readSqliteStateHistory(path);
     expect(history.jobs).toEqual(jobs);
     expect(history.jobStateEvents).toEqual(events);
     expect(sha256(path)).toBe(before);
@@ -124,7 +121,7 @@ describe("a controller's job history as a trace", () => {
   it('refuses what is not a fleetwise state, naming the file', () => {
     const problemsOf = (path: string): string => {
       try {
-        readStateHistory(path);
+        readSqliteStateHistory(path);
       } catch (e) {
         expect(e).toBeInstanceOf(ValidationError);
         expect((e as ValidationError).source).toBe(path);

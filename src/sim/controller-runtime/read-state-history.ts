@@ -1,0 +1,124 @@
+import Database from 'better-sqlite3';
+import { existsSync } from 'node:fs';
+import { ValidationError } from '../../core/validation.js';
+import { SCHEDULER_STATE_KEY } from '../../controller/scheduler-state.js';
+import { LATEST_SCHEMA_VERSION } from '../../controller/state/sqlite-schema.js';
+import { eventFromRow, jobFromRow } from '../../controller/state/sql/rows.js';
+import type { Param, Row } from '../../controller/state/sql/connection.js';
+import { PostgresConnection } from '../../controller/state/postgres/connection.js';
+import { redactUrl } from '../../controller/state/postgres/conninfo.js';
+import { LATEST_POSTGRES_SCHEMA_VERSION } from '../../controller/state/postgres/schema.js';
+import { wallClockSeconds } from '../../controller/state-store.js';
+import { JOB_STATE_EVENT, type StateHistory } from './state-history.js';
+
+/**
+ * A controller's job history read from its state without changing it (`fleetwise export-trace`), from either store
+ * the controller keeps it in: a SQLite file opened read-only (the store's own constructor would migrate the file and
+ * set its journal mode, which an export must not do to a live or an older controller's state), or PostgreSQL in a
+ * read-only transaction (the store's constructor would migrate the schema a live controller runs on). Both read in
+ * one transaction, so jobs and their events come from one snapshot even while a controller writes, and map rows with
+ * the store's own row readers, so records read here are the ones the controller sees.
+ */
+
+export interface ReadStateHistoryOptions {
+  /** Also read the scheduler's saved learned state (Eva's table and event history), which only some exports need. */
+  readonly schedulerState?: boolean;
+}
+
+/** The few reads an export makes, in the `?`-parameter SQL both stores share (state/sql/connection.ts). */
+type Query = (sql: string, ...params: Param[]) => Row[];
+
+/** The tables every fleetwise state has; an export refuses a database without them. */
+const REQUIRED_TABLES = ['schema_migrations', 'jobs', 'events'];
+
+function historyFrom(
+  query: Query,
+  where: string,
+  tables: readonly string[],
+  latestVersion: number,
+  options: ReadStateHistoryOptions,
+): StateHistory {
+  const missing = REQUIRED_TABLES.filter((t) => !tables.includes(t));
+  if (missing.length > 0)
+    throw new ValidationError(where, [
+      `not a fleetwise state database: no ${missing.join(', ')} table${missing.length > 1 ? 's' : ''} (it has ${tables.length === 0 ? 'no tables' : [...tables].sort().join(', ')})`,
+    ]);
+  const version = Number(
+    query('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations')[0]?.['v'] ?? 0,
+  );
+  if (version > latestVersion)
+    throw new ValidationError(where, [
+      `schema version ${version} is newer than this fleetwise reads (${latestVersion}); export with the fleetwise that wrote it`,
+    ]);
+  const jobs = query('SELECT * FROM jobs ORDER BY seq').map(jobFromRow);
+  const jobStateEvents = query('SELECT * FROM events WHERE kind = ? ORDER BY seq', JOB_STATE_EVENT).map(
+    eventFromRow,
+  );
+  const saved =
+    options.schedulerState === true && tables.includes('kv')
+      ? query('SELECT value_json FROM kv WHERE key = ?', SCHEDULER_STATE_KEY)[0]?.['value_json']
+      : undefined;
+  return {
+    jobs,
+    jobStateEvents,
+    ...(typeof saved === 'string' ? { schedulerState: JSON.parse(saved) as unknown } : {}),
+  };
+}
+
+/** Read a SQLite state file (`<state-dir>/state.db`). */
+export function readSqliteStateHistory(dbPath: string, options: ReadStateHistoryOptions = {}): StateHistory {
+  if (!existsSync(dbPath))
+    throw new ValidationError(dbPath, [
+      "no controller state here (is --state-dir the controller's state directory?)",
+    ]);
+  let db: Database.Database;
+  try {
+    db = new Database(dbPath, { readonly: true, fileMustExist: true });
+  } catch (e) {
+    throw new ValidationError(dbPath, [`cannot open the state database: ${(e as Error).message}`]);
+  }
+  try {
+    // A deferred transaction: in WAL mode its reads all see the state as of its first one.
+    return db.transaction(() => {
+      let tables: string[];
+      try {
+        tables = db
+          .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+          .pluck()
+          .all() as string[];
+      } catch (e) {
+        throw new ValidationError(dbPath, [`not a fleetwise state database: ${(e as Error).message}`]);
+      }
+      const query: Query = (sql, ...params) => db.prepare(sql).all(...params) as Row[];
+      return historyFrom(query, dbPath, tables, LATEST_SCHEMA_VERSION, options);
+    })();
+  } finally {
+    db.close();
+  }
+}
+
+/** Read a PostgreSQL state (`fleetwise controller --state postgres://…`), in the schema its search_path names first. */
+export function readPostgresStateHistory(url: string, options: ReadStateHistoryOptions = {}): StateHistory {
+  const where = redactUrl(url);
+  let connection: PostgresConnection;
+  try {
+    connection = new PostgresConnection(url, wallClockSeconds);
+  } catch (e) {
+    throw new ValidationError('--state', [(e as Error).message]);
+  }
+  try {
+    return connection.transaction(() => {
+      // First in the transaction, as PostgreSQL requires: one snapshot for every read, and no write can slip in.
+      connection.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
+      const tables = connection
+        .query(
+          "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'",
+        )
+        .map((r) => String(r['table_name']));
+      const query: Query = (sql, ...params) => connection.all(sql, ...params);
+      return historyFrom(query, where, tables, LATEST_POSTGRES_SCHEMA_VERSION, options);
+    });
+  } finally {
+    connection.close();
+  }
+}
