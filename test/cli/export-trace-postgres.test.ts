@@ -12,7 +12,7 @@ import { EvaScheduler } from '../../src/scheduler/eva.js';
 import { readPostgresStateHistory } from '../../src/sim/controller-runtime/read-state-history.js';
 import type { FleetwiseTraceDocument } from '../../src/sim/traces/fleetwise-json.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
-import { writeJobHistory, type JobHistory } from '../helpers/job-history.js';
+import { exportedJobsOf, writeJobHistory, type JobHistory } from '../helpers/job-history.js';
 import { describeWithPostgres } from '../helpers/postgres.js';
 import { freePort } from '../helpers/test-ports.js';
 
@@ -23,17 +23,6 @@ import { freePort } from '../helpers/test-ports.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'fleetwise-export-pg-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
-
-/** A trace's jobs in the terms `writeJobHistory` states what an export must say. */
-const exportedJobs = (document: FleetwiseTraceDocument): unknown[] =>
-  document.jobs.map((j) => ({
-    id: j.id,
-    name: j.name,
-    arrivalSeconds: j.arrivalSeconds,
-    durationSeconds: j.durationSeconds,
-    durationFrom: j.durationFrom,
-    ...(j.successful === undefined ? {} : { successful: j.successful }),
-  }));
 
 /** The schema a `createSchema` URL puts first on its search_path. */
 const schemaOf = (url: string): string =>
@@ -90,7 +79,7 @@ describeWithPostgres('fleetwise export-trace from a PostgreSQL state (CLI subpro
     expect(out.stderr).toMatch(/exported 3 job\(s\) \(2 measured, 1 declared\) to /);
     for (const id of history.skipped) expect(out.stderr).toContain(`${id}: `);
     const document = JSON.parse(readFileSync(file, 'utf8')) as FleetwiseTraceDocument;
-    expect(exportedJobs(document)).toEqual(history.exported);
+    expect(exportedJobsOf(document)).toEqual(history.exported);
     expect(document.source).toBe(url);
     expect(JSON.parse(readFileSync(tableFile, 'utf8'))).toEqual(learned);
   }, 60_000);
@@ -115,7 +104,7 @@ describeWithPostgres('fleetwise export-trace from a PostgreSQL state (CLI subpro
     const before = snapshot();
     const out = await runCli(['export-trace', '--state', older]);
     expect(out.code, out.stderr).toBe(0);
-    expect(exportedJobs(JSON.parse(out.stdout) as FleetwiseTraceDocument)).toEqual(history.exported);
+    expect(exportedJobsOf(JSON.parse(out.stdout) as FleetwiseTraceDocument)).toEqual(history.exported);
     expect(snapshot()).toEqual(before);
   }, 60_000);
 

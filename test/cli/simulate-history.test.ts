@@ -20,7 +20,7 @@ import { EvaScheduler } from '../../src/scheduler/eva.js';
 import type { FleetwiseTraceDocument } from '../../src/sim/traces/fleetwise-json.js';
 import type { JobOutcome } from '../../src/world/run-result.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
-import { writeJobHistory, type JobHistory } from '../helpers/job-history.js';
+import { exportedJobsOf, writeJobHistory, type JobHistory } from '../helpers/job-history.js';
 
 /**
  * "Simulate my workload" as users run it (`node dist/cli/main.js` in a subprocess): a directory of job specs, and a
@@ -80,16 +80,7 @@ describe('fleetwise export-trace → simulate (CLI subprocess)', () => {
     const document = JSON.parse(readFileSync(file, 'utf8')) as FleetwiseTraceDocument;
     expect(document.format).toBe('fleetwise-trace/v1');
     expect(document.source).toBe(stateDir);
-    expect(
-      document.jobs.map((j) => ({
-        id: j.id,
-        name: j.name,
-        arrivalSeconds: j.arrivalSeconds,
-        durationSeconds: j.durationSeconds,
-        durationFrom: j.durationFrom,
-        ...(j.successful === undefined ? {} : { successful: j.successful }),
-      })),
-    ).toEqual(history.exported);
+    expect(exportedJobsOf(document)).toEqual(history.exported);
 
     // Without --format: the JSON's format field says it is a fleetwise trace, not an Eva one.
     const [engine, controller] = await Promise.all([

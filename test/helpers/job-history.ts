@@ -4,6 +4,7 @@ import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import type { JobState, StateStore } from '../../src/controller/state-store.js';
+import type { FleetwiseTraceDocument } from '../../src/sim/traces/fleetwise-json.js';
 
 /**
  * A small controller job history written through the StateStore API on a hand-driven clock, with what an export of
@@ -23,6 +24,18 @@ export interface ExpectedJob {
   readonly durationSeconds: number;
   readonly durationFrom: 'measured' | 'declared';
   readonly successful?: false;
+}
+
+/** A trace's jobs in the terms an `ExpectedJob` states, to compare with `JobHistory.exported`. */
+export function exportedJobsOf(document: FleetwiseTraceDocument): Record<string, unknown>[] {
+  return document.jobs.map((j) => ({
+    id: j.id,
+    name: j.name,
+    arrivalSeconds: j.arrivalSeconds,
+    durationSeconds: j.durationSeconds,
+    durationFrom: j.durationFrom,
+    ...(j.successful === undefined ? {} : { successful: j.successful }),
+  }));
 }
 
 export interface JobHistory {

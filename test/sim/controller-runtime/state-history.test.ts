@@ -10,7 +10,7 @@ import { ValidationError } from '../../../src/core/validation.js';
 import { readSqliteStateHistory } from '../../../src/sim/controller-runtime/read-state-history.js';
 import { historyTrace, runningSeconds } from '../../../src/sim/controller-runtime/state-history.js';
 import { fleetwiseTrace } from '../../../src/sim/traces/fleetwise-json.js';
-import { example, writeJobHistory } from '../../helpers/job-history.js';
+import { example, exportedJobsOf, writeJobHistory } from '../../helpers/job-history.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'fleetwise-state-history-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -36,16 +36,7 @@ describe("a controller's job history as a trace", () => {
       'cancelled without ever running',
       'running, not finished, and its spec declares no expectedDurationSeconds',
     ]);
-    expect(
-      document.jobs.map((j) => ({
-        id: j.id,
-        name: j.name,
-        arrivalSeconds: j.arrivalSeconds,
-        durationSeconds: j.durationSeconds,
-        durationFrom: j.durationFrom,
-        ...(j.successful === undefined ? {} : { successful: j.successful }),
-      })),
-    ).toEqual(expected.exported);
+    expect(exportedJobsOf(document)).toEqual(expected.exported);
     // Every task keeps the co-location key the controller stored for it.
     const ddp = document.jobs[2];
     expect(ddp?.tasks.map((t) => t.workload)).toEqual(
