@@ -185,4 +185,71 @@ describe('co-start barrier in the controller', () => {
     // The held task is no longer wanted on its instance: its worker drops what it prepared.
     expect(beat(h, on.get(t0) as string, [ready(t0)]).find((d) => d.taskId === t0)).toBeUndefined();
   });
+
+  it('plans the job again at once when the instance of a task not yet released is drained, and terminates it', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const [t0, t1] = [`${jobId}.0`, `${jobId}.1`];
+    const drained = on.get(t1) as string;
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    // Drained (by request, or for a spot interruption) before t1 was prepared: its start can never happen there.
+    h.r.controller.drain(drained);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getJob(jobId)?.state).toBe('queued');
+    expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['pending', 'pending']);
+    expect(h.r.store.listIntents({ states: ['pending'], kind: 'start-task' })).toEqual([]);
+    // What t0 was prepared with is forgotten, and its worker drops it.
+    expect(h.r.store.getValue(`coStart.${jobId}`)).toMatchObject({ ready: {} });
+    expect(beat(h, on.get(t0) as string, [ready(t0)]).find((d) => d.taskId === t0)).toBeUndefined();
+    // The next round places the job anew, on instances that stay; the drained one has nothing left and goes.
+    await h.r.controller.runRound();
+    await h.r.controller.reconcile();
+    registerAll(h);
+    await h.r.controller.reconcile();
+    const placed = h.r.store.listTasks({ jobId });
+    expect(placed.map((t) => t.state)).toEqual(['starting', 'starting']);
+    expect(placed.map((t) => t.instanceId)).not.toContain(drained);
+    expect(['terminating', 'terminated']).toContain(h.r.store.getInstance(drained)?.state);
+    // And it is released as any gang is, once both are prepared.
+    for (const t of placed) beat(h, t.instanceId as string, [ready(t.id)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['running', 'running']);
+    expect(h.r.store.getJob(jobId)?.state).toBe('running');
+  });
+
+  it('fails the job when a held task cannot be prepared, as it would a started task, and lets its sibling go', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const [t0, t1] = [`${jobId}.0`, `${jobId}.1`];
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    const failure = 'could not start: the build context is not in the object store';
+    beat(h, on.get(t1) as string, [{ taskId: t1, state: 'failed', attempt: 1, reason: failure }]);
+    await h.r.controller.reconcile();
+    const job = h.r.store.getJob(jobId);
+    expect(job?.state).toBe('failed');
+    expect(job?.reason).toContain(failure);
+    expect(h.r.store.listIntents({ states: ['pending'], kind: 'start-task' })).toEqual([]);
+    // The prepared sibling is stopped, not run.
+    expect(beat(h, on.get(t0) as string, [ready(t0)]).find((d) => d.taskId === t0)).toMatchObject({
+      action: 'stop',
+    });
+  });
+
+  it('retries the job under its retryStrategy when a held task cannot be prepared', async () => {
+    const h = harness();
+    const spec = jobSpec('gang', CPU_SMALL, { replicas: 2 });
+    const job = h.r.controller.submit({ ...spec, retryStrategy: { attempts: 2 } }, 'research');
+    await h.r.controller.runRound();
+    await h.r.controller.reconcile();
+    registerAll(h);
+    await h.r.controller.reconcile();
+    const [t0, t1] = [`${job.id}.0`, `${job.id}.1`];
+    const on = (taskId: string): string => h.r.store.getTask(taskId)?.instanceId as string;
+    beat(h, on(t0), [ready(t0)]);
+    beat(h, on(t1), [{ taskId: t1, state: 'failed', attempt: 1, reason: 'image pull failed' }]);
+    await h.r.controller.reconcile();
+    const retried = h.r.store.getJob(job.id);
+    expect(retried).toMatchObject({ state: 'queued', attempts: 2 });
+    expect(h.r.store.listTasks({ jobId: job.id }).map((t) => t.state)).toEqual(['pending', 'pending']);
+  });
 });

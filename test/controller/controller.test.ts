@@ -252,6 +252,34 @@ describe('controller rounds against an in-memory cloud', () => {
     expect(why[1]?.summary).toMatch(/^placed on inst-1 \(c7i\.xlarge, new\)/);
   });
 
+  it('drains an instance a task is still on its way to: the job is placed again and the instance terminates', async () => {
+    // Workers that have not registered yet: the task's start waits for its instance.
+    const registered = new Set<string>();
+    const tasks: TaskControl = {
+      ...new CloudOnlyTaskControl(),
+      name: 'registers-on-demand',
+      start: async () => {},
+      stop: async () => 'stopped',
+      status: async () => 'running',
+      workerRegistered: (inst: InstanceRecord) => registered.has(inst.id),
+    };
+    const { controller, store } = rig({}, { tasks });
+    const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await controller.runRound();
+    expect(store.getTask(`${job.id}.0`)).toMatchObject({ state: 'starting', instanceId: 'inst-1' });
+    controller.drain('inst-1');
+    await controller.reconcile();
+    // Its start could never happen there: the job is back in the queue, and nothing keeps inst-1.
+    expect(store.getJob(job.id)?.state).toBe('queued');
+    expect(store.listIntents({ states: ['pending'], kind: 'start-task' })).toEqual([]);
+    await controller.runRound('drain');
+    for (const i of liveRecords(store)) registered.add(i.id);
+    await controller.reconcile();
+    expect(store.getInstance('inst-1')?.state).toBe('terminated');
+    expect(store.getTask(`${job.id}.0`)).toMatchObject({ state: 'running', instanceId: 'inst-2' });
+    expect(store.getJob(job.id)?.state).toBe('running');
+  });
+
   it('replans the tasks of an instance that vanished from EC2 (after the grace period)', async () => {
     const { controller, store, cloud, clock } = rig({ vanishGraceSeconds: 60 });
     const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');

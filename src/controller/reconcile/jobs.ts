@@ -1,5 +1,6 @@
 import type { JobRecord, JobState } from '../state-store.js';
 import { isFinalJobState, PLACED_TASK_STATES } from '../state/lifecycle.js';
+import { readCoStart, writeCoStart } from '../co-start-records.js';
 import type { ReconcileContext } from './context.js';
 
 /** A job's state follows its tasks; tasks on an instance that is gone go back to the queue. */
@@ -60,15 +61,48 @@ export function releaseTasksOn(ctx: ReconcileContext, instanceId: string, reason
     ctx.store.setTaskState(task.id, isFinalJobState(job.state) ? 'stopped' : 'pending');
     jobs.add(task.jobId);
   }
-  for (const jobId of jobs) {
-    const job = ctx.store.getJob(jobId) as JobRecord;
-    if (isFinalJobState(job.state)) continue;
-    // Starts elsewhere for a job that just lost part of its gang are void: the next plan places it whole.
-    const taskIds = new Set(ctx.store.listTasks({ jobId }).map((t) => t.id));
-    for (const start of ctx.pendingStartsOf(taskIds)) ctx.store.failIntent(start.id, reason);
-    for (const task of ctx.store.listTasks({ jobId }))
-      if (task.state === 'starting') ctx.store.setTaskState(task.id, 'pending');
-    if (job.state !== 'queued') ctx.store.setJobState(jobId, 'queued', reason);
-  }
+  for (const jobId of jobs) requeueJob(ctx, jobId, reason);
   return jobs;
+}
+
+/**
+ * Starts headed to an instance being drained (by request, for a spot interruption, an orphan, a worker that never
+ * registered) can never be carried out: a start waits for its instance to run. Jobs with a task on its way there
+ * go back to the queue, so the next round places them on capacity that stays; without this a job stays `starting`,
+ * left out of every plan (its place is not schedulable), and keeps the drained instance from ever terminating. Tasks
+ * already running there stay for the plan to move, and a move that makes before it breaks (its tasks still running
+ * where they were) is left to the plan too. Returns the affected job ids.
+ */
+export function abandonStartsTo(ctx: ReconcileContext, instanceId: string, reason: string): Set<string> {
+  const jobs = new Set<string>();
+  for (const intent of ctx.store.listIntents({ states: ['pending'], kind: 'start-task' })) {
+    if (intent.kind !== 'start-task' || intent.payload.instanceId !== instanceId) continue;
+    const task = ctx.store.getTask(intent.payload.taskId);
+    if (task?.state === 'starting' && task.instanceId === instanceId) jobs.add(task.jobId);
+  }
+  for (const jobId of jobs) requeueJob(ctx, jobId, reason);
+  return jobs;
+}
+
+/**
+ * A job that lost part of its gang goes back to the queue: starts elsewhere are void (the next plan places it whole),
+ * its tasks on their way to an instance wait to be placed again, and what a co-started task was prepared with is
+ * forgotten (its worker drops it: were it placed on the same instance again, that readiness would be stale).
+ */
+function requeueJob(ctx: ReconcileContext, jobId: string, reason: string): void {
+  const job = ctx.store.getJob(jobId) as JobRecord;
+  if (isFinalJobState(job.state)) return;
+  const taskIds = new Set(ctx.store.listTasks({ jobId }).map((t) => t.id));
+  for (const start of ctx.pendingStartsOf(taskIds)) ctx.store.failIntent(start.id, reason);
+  const record = readCoStart(ctx.store, job);
+  let forgot = false;
+  for (const task of ctx.store.listTasks({ jobId })) {
+    if (task.state !== 'starting') continue;
+    ctx.store.setTaskState(task.id, 'pending');
+    if (record.ready[task.id] === undefined) continue;
+    delete record.ready[task.id];
+    forgot = true;
+  }
+  if (forgot) writeCoStart(ctx.store, jobId, record);
+  if (job.state !== 'queued') ctx.store.setJobState(jobId, 'queued', reason);
 }

@@ -13,7 +13,7 @@ import { retryVerdict } from '../../job-spec/retry.js';
 import { isFinalJobState, PLACED_TASK_STATES } from '../../state/lifecycle.js';
 import type { InstanceRecord, JobRecord, TaskRecord } from '../../state-store.js';
 import type { ReconcileContext } from '../context.js';
-import { releaseTasksOn, settleJob } from '../jobs.js';
+import { abandonStartsTo, releaseTasksOn, settleJob } from '../jobs.js';
 import { Slices } from '../yielding.js';
 
 /** Task effects: stops (checkpointing off an instance), starts once their gate opens, and task completions. */
@@ -204,6 +204,12 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
       });
       continue;
     }
+    if (instance.state === 'draining') {
+      const reason = `instance ${instanceId} is draining${instance.reason === undefined ? '' : ` (${instance.reason})`}`;
+      const requeued = ctx.store.transaction(() => abandonStartsTo(ctx, instanceId, reason));
+      if (requeued.size > 0) ctx.requestRound(`jobs headed to ${instanceId} planned again: it is draining`);
+      continue;
+    }
     const type = ctx.typeOf(instance.typeName);
     const demand = type === undefined ? undefined : demandOn(ctx.demandOf(task), type.family);
     if (type === undefined || demand === undefined) continue; // the diff never plans this; nothing can start it
@@ -272,6 +278,7 @@ interface HeldStart {
 async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly HeldStart[]): Promise<string[]> {
   const job = ctx.store.getJob(jobId);
   if (job === undefined || isFinalJobState(job.state)) return [];
+  if (await heldTaskFailed(ctx, job)) return [];
   const tasks = ctx.store.listTasks({ jobId });
   const waiting = new Set(gang.map((g) => g.task.id));
   // A task neither running (or done) nor with an open start: the gang waits for it before any task prepares.
@@ -332,6 +339,47 @@ async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly Held
     settleJob(ctx, jobId, 'all tasks ready: released together');
     return released;
   });
+}
+
+/**
+ * A held task that could not be prepared (its image, build context or checkpoint failed) fails its job as a started
+ * task would: the job is retried under its retryStrategy or fails, and its siblings are let go. Polling reads only
+ * running tasks, and a held task stays `starting` until the release, so without this the barrier would only time
+ * out, and the job be planned again, prepared and fail, for ever. Asked before the starts are repeated, which
+ * clear what the task control knows of the failure. Answers whether one failed.
+ */
+async function heldTaskFailed(ctx: ReconcileContext, job: JobRecord): Promise<boolean> {
+  for (const task of ctx.store.listTasks({ jobId: job.id })) {
+    if (task.state !== 'starting' || task.instanceId === undefined) continue;
+    const instanceId = task.instanceId;
+    const instance = ctx.store.getInstance(instanceId);
+    if (instance === undefined || (await ctx.deps.tasks.status(task, instance)) !== 'failed') continue;
+    const outcome = ctx.store.transaction(() => {
+      const current = ctx.store.getTask(task.id) as TaskRecord;
+      const currentJob = ctx.store.getJob(job.id) as JobRecord;
+      if (
+        isFinalJobState(currentJob.state) ||
+        current.state !== 'starting' ||
+        current.instanceId !== instanceId
+      )
+        return undefined;
+      // The job's held starts are void whatever follows: it fails, or its next attempt is placed anew.
+      const taskIds = new Set(ctx.store.listTasks({ jobId: job.id }).map((t) => t.id));
+      for (const start of ctx.pendingStartsOf(taskIds))
+        ctx.store.failIntent(start.id, `task ${task.id} failed while it was prepared`);
+      ctx.store.setTaskState(task.id, 'failed');
+      return taskFailed(ctx, currentJob, current);
+    });
+    if (outcome === undefined) continue;
+    if (isFinalJobState(outcome.state)) ctx.deps.onJobEnded?.(outcome);
+    ctx.requestRound(
+      isFinalJobState(outcome.state)
+        ? `job ${outcome.id} ${outcome.state}`
+        : `job ${outcome.id} retried (attempt ${outcome.attempts})`,
+    );
+    return true;
+  }
+  return false;
 }
 
 /** Tasks of a multi-task job (re)started without a hold: their start metrics are measured again. */
