@@ -5,14 +5,9 @@ import type { TaskTemplateSpec } from './job-spec/spec.js';
 import { expandTasks } from './job-spec/tasks.js';
 import { unmetDependencies } from './job-dependencies.js';
 import { jobTransitions, lastEnteredRunning } from './job-transitions.js';
+import { launchedOnSpot } from './instance-market.js';
 import { isFinalJobState, LIVE_JOB_STATES, PLACED_TASK_STATES } from './state/lifecycle.js';
-import {
-  launchIntentKey,
-  type InstanceRecord,
-  type JobRecord,
-  type StateStore,
-  type TaskRecord,
-} from './state-store.js';
+import { type InstanceRecord, type JobRecord, type StateStore, type TaskRecord } from './state-store.js';
 
 /**
  * The scheduler's view of the controller's durable state (ARCHITECTURE.md: "each round: snapshot → plan → diff").
@@ -98,8 +93,8 @@ export function readSnapshotInputs(
   for (const job of jobs) if (job.state === 'running') runningSince.set(job.id, runningSinceOf(store, job));
   const live = new Set(instances.filter((i) => SCHEDULABLE_INSTANCE_STATES.has(i.state)).map((i) => i.id));
   // The market is in the instance's launch intent (keyed by instance); a launch that fell back to on demand says so
-  // in an event. Both are looked up per live instance, through the stores' indexes: launch intents and the event log
-  // grow for as long as the controller runs. An instance without a keyed launch intent (adopted) counts as on demand.
+  // in an event, and so does an instance adopted on spot (instance-market.ts). Looked up per live instance, through
+  // the stores' indexes: launch intents and the event log grow for as long as the controller runs.
   const spotInstances = new Set<string>();
   for (const id of live) if (launchedOnSpot(store, id)) spotInstances.add(id);
   // Per waiting job, through the stores' index of events by job: where it lost capacity, for a recovery to avoid. A
@@ -136,13 +131,6 @@ export function readSnapshotInputs(
     heldTasks,
     heldFor,
   };
-}
-
-/** Whether the instance's launch asked for spot and did not fall back to on demand (its launch intent, its events). */
-export function launchedOnSpot(store: StateStore, instanceId: string): boolean {
-  const launch = store.getIntentByKey(launchIntentKey(instanceId));
-  if (launch?.kind !== 'launch' || launch.payload.market !== 'spot') return false;
-  return store.listEvents({ instanceId, kind: 'instance.market-fallback', limit: 1 }).length === 0;
 }
 
 /** A field of an event's data, when the data is an object. */

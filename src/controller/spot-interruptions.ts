@@ -22,7 +22,7 @@ import type { RoundCause } from './service.js';
  *                             for the instance's whole life.
  *
  * Level-triggered: a worker repeats its notice in every heartbeat and the queue may deliver an event twice, so a
- * notice for an instance already draining (or gone) changes nothing.
+ * second notice for an instance (or one for an instance gone) changes nothing.
  */
 
 export type InterruptionKind = 'spot-interruption' | 'rebalance-recommendation';
@@ -67,11 +67,17 @@ export class SpotInterruptions {
       this.deps.requestRound(`${inst.id} rebalance recommendation`, 'capacity');
       return true;
     }
-    if (!DRAINABLE.includes(inst.state)) return false;
+    // Already draining (a plan dropped it after a rebalance recommendation, a drain by request) it still needs the
+    // notice recorded: its tasks' checkpoint-stops then stop waiting for their new instances to boot (two minutes
+    // are for the checkpoint), and its pool is marked so no launch goes back into it. Recorded once per instance.
+    const draining = inst.state === 'draining';
+    if (!DRAINABLE.includes(inst.state) && !draining) return false;
+    if (store.listEvents({ instanceId: inst.id, kind: 'instance.spot-interruption', limit: 1 }).length > 0)
+      return false;
     const when = report.time === undefined ? '' : ` at ${report.time}`;
     const reason = `spot interruption: EC2 reclaims it${when}`;
     store.transaction(() => {
-      store.setInstanceState(inst.id, 'draining', { reason });
+      if (!draining) store.setInstanceState(inst.id, 'draining', { reason });
       store.appendEvent({
         kind: 'instance.spot-interruption',
         instanceId: inst.id,

@@ -3,6 +3,7 @@
  * Karpenter's fake cloud provider: industry-anchors.md §1.7), job specs, and a controller wired to a manual clock.
  */
 import type { Catalog } from '../../src/core/catalog.js';
+import type { Market } from '../../src/core/market.js';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import {
   InsufficientCapacityError,
@@ -86,6 +87,7 @@ interface FakeInstance {
   tags: Record<string, string>;
   zone: string;
   launchedAtMs: number;
+  market: Market;
 }
 
 /**
@@ -102,6 +104,8 @@ export class FakeCloud implements CloudProvider {
   /** Placement groups that exist (created by a launch into them), and the `keep` sets of each cleanup call. */
   readonly groups = new Set<string>();
   readonly groupCleanups: ReadonlySet<string>[] = [];
+  /** Types with no spot capacity in any zone: a spot launch of one is bought on demand (EC2Provider's fallback). */
+  readonly noSpotCapacity = new Set<string>();
   /** Types for which every zone answers InsufficientInstanceCapacity. */
   readonly noCapacity = new Set<string>();
   /** The next N launches fail with a ThrottlingError (after the provider's own retries). */
@@ -126,6 +130,7 @@ export class FakeCloud implements CloudProvider {
         availabilityZone: existing[0]?.zone,
         placementGroup: existing[0]?.tags[TAG_PLACEMENT_GROUP],
         reusedExisting: true,
+        ...(existing[0]?.market === 'spot' ? { market: 'spot' as const } : {}),
       };
     if (this.throttleNextLaunches > 0) {
       this.throttleNextLaunches -= 1;
@@ -142,12 +147,16 @@ export class FakeCloud implements CloudProvider {
       request.placementGroup !== undefined && !this.fullGroups.has(request.placementGroup)
         ? request.placementGroup
         : undefined;
+    // As EC2Provider: spot where the type has spot capacity, else on demand with the reason.
+    const spotRefused = request.market === 'spot' && this.noSpotCapacity.has(request.typeName);
+    const market: Market = request.market === 'spot' && !spotRefused ? 'spot' : 'on-demand';
     this.instances.set(id, {
       id,
       typeName: request.typeName,
       state: this.bootInstantly ? 'running' : 'pending',
       zone,
       launchedAtMs: this.seq,
+      market,
       tags: {
         ...request.tags,
         [TAG_CLUSTER]: request.clusterName,
@@ -165,6 +174,10 @@ export class FakeCloud implements CloudProvider {
         ? { placementFallback: `placement group ${request.placementGroup} is full` }
         : {}),
       reusedExisting: false,
+      ...(market === 'spot' ? { market } : {}),
+      ...(spotRefused
+        ? { marketFallback: `no spot capacity for ${request.typeName}; launched on demand` }
+        : {}),
     };
   }
 
@@ -193,6 +206,7 @@ export class FakeCloud implements CloudProvider {
         availabilityZone: i.zone,
         placementGroup: i.tags[TAG_PLACEMENT_GROUP],
         privateIpAddress: undefined,
+        market: i.market,
       }));
   }
 
@@ -214,7 +228,7 @@ export class FakeCloud implements CloudProvider {
   }
 
   /** An instance tagged with the cluster that no controller launched. */
-  addForeign(clusterName: string, typeName: string): string {
+  addForeign(clusterName: string, typeName: string, market: Market = 'on-demand'): string {
     this.seq += 1;
     const id = `i-${this.seq.toString(16).padStart(17, '0')}`;
     this.instances.set(id, {
@@ -223,6 +237,7 @@ export class FakeCloud implements CloudProvider {
       state: 'running',
       zone: this.zones[0] as string,
       launchedAtMs: this.seq,
+      market,
       tags: { [TAG_CLUSTER]: clusterName },
     });
     return id;

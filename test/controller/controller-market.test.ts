@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { Market } from '../../src/core/market.js';
+import { InjectedCrash } from '../../src/controller/faults.js';
+import { launchedOnSpot, MARKET_FALLBACK_EVENT } from '../../src/controller/instance-market.js';
+import { CloudOnlyTaskControl } from '../../src/controller/seams.js';
 import type { PlannedInstance, Scheduler } from '../../src/scheduler/types.js';
-import { CPU_SMALL, jobSpec, rig } from './controller-fixtures.js';
+import { CPU_SMALL, CrashAt, handPlan, jobSpec, reconcilerFor, rig } from './controller-fixtures.js';
 
 /**
  * A plan's purchase option reaches the cloud: a new instance the planner buys as spot is launched with the spot
@@ -75,5 +78,60 @@ describe('the market from the plan to the cloud', () => {
       .filter((i) => i.state !== 'failed')
       .map((i) => (i.payload as { market?: Market }).market);
     expect(launched).toEqual(['spot']);
+  });
+
+  it('an instance a spot launch got on demand counts as on demand, with the reason', async () => {
+    const scheduler = marketScheduler(() => 'spot');
+    const { controller, store, cloud } = rig({}, { scheduler });
+    cloud.noSpotCapacity.add('c7i.xlarge');
+    controller.submit(jobSpec('cheap', CPU_SMALL), 'research');
+    await controller.runRound();
+    const inst = store.listInstances()[0]?.id as string;
+    expect(launchedOnSpot(store, inst)).toBe(false);
+    expect(store.listEvents({ instanceId: inst, kind: MARKET_FALLBACK_EVENT })[0]?.message).toMatch(
+      /no spot capacity for c7i\.xlarge/,
+    );
+  });
+
+  // A crash between RunInstances and the record of its result: the restarted controller finds the instance either by
+  // retrying the launch (the launch token finds it) or in the cloud sync (adopted by its token). Either way the market
+  // it really runs in is what counts, for the caps, the prices and Eva's spot risk.
+  for (const found of ['by the retried launch', 'by the cloud sync'] as const)
+    for (const spotCapacity of [true, false])
+      it(`after a crash the market is the cloud's, found ${found} (${spotCapacity ? 'spot' : 'fell back to on demand'})`, async () => {
+        const r = rig();
+        if (!spotCapacity) r.cloud.noSpotCapacity.add('c7i.xlarge');
+        const job = r.controller.submit(jobSpec('cheap', CPU_SMALL), 'research');
+        const control = new CloudOnlyTaskControl();
+        const crashing = reconcilerFor(r, control, { faults: new CrashAt('launch:after-call') });
+        const spot: PlannedInstance & { readonly market: Market } = {
+          id: 'new-1',
+          typeName: 'c7i.xlarge',
+          isNew: true,
+          taskIds: [`${job.id}.0`],
+          market: 'spot',
+        };
+        const { plan, diff } = handPlan(r, { instances: [spot] });
+        crashing.applyPlan(plan, diff);
+        await expect(crashing.progress()).rejects.toThrow(InjectedCrash);
+        expect(r.cloud.live()).toHaveLength(1);
+        const restarted = reconcilerFor(r, control);
+        if (found === 'by the cloud sync') await restarted.syncWithCloud();
+        await restarted.progress();
+        const inst = r.store.listInstances()[0];
+        expect(inst?.cloudId).toBe(r.cloud.live()[0]?.id);
+        expect(r.cloud.live()).toHaveLength(1);
+        expect(launchedOnSpot(r.store, inst?.id as string)).toBe(spotCapacity);
+        expect(r.store.listEvents({ kind: MARKET_FALLBACK_EVENT })).toHaveLength(spotCapacity ? 0 : 1);
+      });
+
+  it('an instance adopted from EC2 keeps the market EC2 lists it in', async () => {
+    const { controller, store, cloud } = rig({ orphanPolicy: 'adopt' });
+    const spot = cloud.addForeign('test', 'c7i.xlarge', 'spot');
+    const onDemand = cloud.addForeign('test', 'c7i.xlarge');
+    await controller.recover();
+    const record = (cloudId: string): string => store.findInstanceByCloudId(cloudId)?.id as string;
+    expect(launchedOnSpot(store, record(spot))).toBe(true);
+    expect(launchedOnSpot(store, record(onDemand))).toBe(false);
   });
 });

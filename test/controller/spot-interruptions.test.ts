@@ -48,4 +48,20 @@ describe('spot interruptions and rebalance recommendations in the controller', (
     expect(interruptions.handle(id, { kind: 'spot-interruption', source: 'worker' })).toBe(false);
     expect(marked).toHaveLength(1);
   });
+
+  it('a spot interruption of an instance already draining is recorded and marks its offering, once', () => {
+    const { store, marked, rounds, interruptions, id } = setup();
+    // Dropped by a plan after a rebalance recommendation: its tasks still run while their new instances boot.
+    store.setInstanceState(id, 'draining', { reason: 'not in the plan' });
+    expect(interruptions.handle(id, { kind: 'spot-interruption', source: 'interruption-queue' })).toBe(true);
+    // The notice is what lets its tasks' checkpoint-stops go without waiting for those boots (moveStopWait).
+    expect(store.listEvents({ instanceId: id, kind: 'instance.spot-interruption' })).toHaveLength(1);
+    expect(store.getInstance(id)).toMatchObject({ state: 'draining', reason: 'not in the plan' });
+    expect(marked).toEqual([['p3.2xlarge', 'us-east-1b', 'spot']]);
+    expect(rounds).toEqual([`${id} spot interruption`]);
+    // The worker's copy of the same notice changes nothing.
+    expect(interruptions.handle(id, { kind: 'spot-interruption', source: 'worker' })).toBe(false);
+    expect(store.listEvents({ instanceId: id, kind: 'instance.spot-interruption' })).toHaveLength(1);
+    expect(marked).toHaveLength(1);
+  });
 });

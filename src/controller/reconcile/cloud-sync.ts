@@ -4,6 +4,7 @@ import { launchedUnderPreviousStore, previousStoreIds } from '../state/lineage.j
 import type { InstanceRecord } from '../state-store.js';
 import { LIVE_INSTANCE_STATES, type ReconcileContext } from './context.js';
 import { releaseTasksOn } from './jobs.js';
+import { launchAskedForSpot, recordAdoptedMarket, recordMarketFallback } from '../instance-market.js';
 
 /**
  * The store against the cloud: a launch whose instance exists (found by its launch-token tag) is adopted rather than
@@ -123,6 +124,9 @@ function adoptLaunch(ctx: ReconcileContext, inst: InstanceRecord, cloud: CloudIn
     else ctx.store.setInstanceState(inst.id, inst.state, change);
     if (cloud.state === 'running' && ctx.store.getInstance(inst.id)?.state === 'launching')
       ctx.store.setInstanceState(inst.id, 'running');
+    // A spot launch that fell back to on demand before the crash: only the cloud's listing says so now.
+    if (cloud.market === 'on-demand' && launchAskedForSpot(ctx.store, inst.id))
+      recordMarketFallback(ctx.store, inst.id, 'found by its launch token running on demand');
     for (const intent of ctx.pendingIntentsFor('launch', inst.id)) ctx.store.completeIntent(intent.id);
   });
   ctx.log.info('adopted a launched instance found by its launch token', {
@@ -153,6 +157,7 @@ function handleOrphan(ctx: ReconcileContext, cloud: CloudInstance, twin?: string
       availabilityZone: cloud.availabilityZone,
       reason: 'orphan found in EC2',
     });
+    recordAdoptedMarket(ctx.store, inst.id, cloud.market);
     if (terminate)
       return ctx.store.setInstanceState(inst.id, 'draining', {
         reason:

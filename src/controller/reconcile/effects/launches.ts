@@ -15,7 +15,7 @@ import {
 } from '../../state-store.js';
 import { LIVE_INSTANCE_STATES, type ReconcileContext } from '../context.js';
 import { releaseTasksOn } from '../jobs.js';
-import { launchedOnSpot } from '../../snapshot.js';
+import { launchedOnSpot, recordMarketFallback } from '../../instance-market.js';
 import { launchBackoff } from './registrations.js';
 
 /**
@@ -133,13 +133,17 @@ export class Launches {
             ...(result.placementFallback === undefined ? {} : { why: result.placementFallback }),
           },
         });
-      if (result.marketFallback !== undefined)
-        this.ctx.store.appendEvent({
-          kind: 'instance.market-fallback',
-          instanceId: inst.id,
-          message: `launched on demand instead of spot: ${result.marketFallback}`,
-          data: { asked: 'spot', obtained: result.market ?? 'on-demand', why: result.marketFallback },
-        });
+      // Whatever the reason (no spot capacity, a provider without a spot market, or the instance an earlier attempt
+      // launched and this one found by its token), a spot launch that got on-demand capacity is recorded as such.
+      if (payload.market === 'spot' && result.market !== 'spot')
+        recordMarketFallback(
+          this.ctx.store,
+          inst.id,
+          result.marketFallback ??
+            (result.reusedExisting
+              ? 'the instance an earlier attempt launched runs on demand'
+              : 'the cloud launched it on demand (it has no spot market)'),
+        );
       this.ctx.store.completeIntent(intent.id);
       // In the same commit: one sync of the store per launch, not two.
       this.ctx.store.deleteValue(refusedKey(inst.id));

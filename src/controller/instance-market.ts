@@ -1,0 +1,57 @@
+import type { Market } from '../core/market.js';
+import { launchIntentKey, type StateStore } from './state-store.js';
+
+/**
+ * How a live instance was bought, as the store knows it: what its launch asked for (its launch intent, keyed by the
+ * instance) unless an event says the cloud gave something else. Caps, the snapshot's prices and Eva's spot risk
+ * all read it, so an instance bought on demand must never pass for spot, nor the reverse.
+ */
+
+/** A spot launch that was bought on demand (no spot capacity, a provider without a spot market, found so later). */
+export const MARKET_FALLBACK_EVENT = 'instance.market-fallback';
+/** An instance the controller did not launch (adopted from EC2) that runs on spot. */
+export const ADOPTED_SPOT_EVENT = 'instance.adopted-spot';
+
+/** Record that a launch which asked for spot got on-demand capacity, and why. */
+export function recordMarketFallback(
+  store: StateStore,
+  instanceId: string,
+  why: string,
+  obtained: Market = 'on-demand',
+): void {
+  store.appendEvent({
+    kind: MARKET_FALLBACK_EVENT,
+    instanceId,
+    message: `launched on demand instead of spot: ${why}`,
+    data: { asked: 'spot', obtained, why },
+  });
+}
+
+/** Record the market of an instance adopted from the cloud, when that is spot (absent: on demand). */
+export function recordAdoptedMarket(store: StateStore, instanceId: string, market: Market | undefined): void {
+  if (market !== 'spot') return;
+  store.appendEvent({
+    kind: ADOPTED_SPOT_EVENT,
+    instanceId,
+    message: `${instanceId} runs on spot capacity (as EC2 lists it)`,
+    data: { market },
+  });
+}
+
+/** Whether the launch of a spot instance asked for spot: the market its launch intent carries, if it has one. */
+export function launchAskedForSpot(store: StateStore, instanceId: string): boolean {
+  const launch = store.getIntentByKey(launchIntentKey(instanceId));
+  return launch?.kind === 'launch' && launch.payload.market === 'spot';
+}
+
+/**
+ * Whether the instance runs on spot: launched by this controller, its launch asked for spot and did not fall back to
+ * on demand; adopted from the cloud, the cloud listed it as spot.
+ */
+export function launchedOnSpot(store: StateStore, instanceId: string): boolean {
+  const launch = store.getIntentByKey(launchIntentKey(instanceId));
+  if (launch === undefined)
+    return store.listEvents({ instanceId, kind: ADOPTED_SPOT_EVENT, limit: 1 }).length > 0;
+  if (launch.kind !== 'launch' || launch.payload.market !== 'spot') return false;
+  return store.listEvents({ instanceId, kind: MARKET_FALLBACK_EVENT, limit: 1 }).length === 0;
+}
