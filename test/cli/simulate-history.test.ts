@@ -213,6 +213,46 @@ describe('fleetwise export-trace → simulate (CLI subprocess)', () => {
     expect(out.stderr).toMatch(/not a fleetwise state database/);
     expect(out.stdout).toBe('');
   });
+
+  it('refuses targets it could not write before it reads or runs anything, leaving nothing behind', async () => {
+    const trace = join(tmp, 'half.json');
+    const exported = await runCli([
+      'export-trace',
+      '--state-dir',
+      stateDir,
+      '--out',
+      trace,
+      '--colocation-table',
+      join(tmp, 'no-such-dir', 'table.json'),
+    ]);
+    expect(exported.code).toBe(2);
+    expect(exported.stderr).toMatch(/--colocation-table[\s\S]*no-such-dir is not a directory to write/);
+    expect(existsSync(trace)).toBe(false);
+    // A file where simulate's report directory would go: refused at once, not after the runs.
+    const simulated = await runCli([
+      'simulate',
+      '--format',
+      'eva',
+      '--scheduler',
+      'eva',
+      '--out',
+      trace + '.d',
+    ]);
+    expect(simulated.code).toBe(0); // a new directory is made
+    writeFileSync(join(tmp, 'a-file'), 'x');
+    const refused = await runCli([
+      'simulate',
+      '--format',
+      'eva',
+      '--scheduler',
+      'eva',
+      '--out',
+      join(tmp, 'a-file'),
+    ]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/--out[\s\S]*a-file is a file, not a directory/);
+    expect(refused.stdout).toBe('');
+  }, 120_000);
 });
 
 describe('fleetwise simulate --trace DIR --format specs (CLI subprocess)', () => {

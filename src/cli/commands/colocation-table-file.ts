@@ -1,27 +1,15 @@
-import { statSync, writeFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { writeFileSync } from 'node:fs';
 import { parseWith, ValidationError } from '../../core/validation.js';
 import type { SerializedColocationTable } from '../../scheduler/colocation-table.js';
 import { serializedColocationTableSchema } from '../../scheduler/colocation-table-schema.js';
 import type { RunRequest } from '../../sim/run-request.js';
 import type { RunResult } from '../../world/run-result.js';
 import { readYamlOrJsonFile } from '../flag-file.js';
+import { checkOutputFile } from '../output-target.js';
 
 /** `--colocation-table FILE`: a learned co-location table, checked field by field. */
 export function readColocationTableFile(path: string): SerializedColocationTable {
   return parseWith(serializedColocationTableSchema, readYamlOrJsonFile(path, '--colocation-table'), path);
-}
-
-/** Refuses a path to write a table to whose directory is missing, before a run that may take minutes. */
-export function checkColocationTableTarget(path: string, flag = '--save-colocation-table'): void {
-  const directory = dirname(resolve(path));
-  let isDirectory = false;
-  try {
-    isDirectory = statSync(directory).isDirectory();
-  } catch {
-    // Reported below: missing or unreadable alike.
-  }
-  if (!isDirectory) throw new ValidationError(flag, [`${directory} is not a directory to write ${path} in`]);
 }
 
 /**
@@ -39,7 +27,7 @@ export function colocationTableRequest(
       throw new ValidationError('--save-colocation-table', [
         `saves the table of exactly one Eva run; this command makes ${evaRuns}`,
       ]);
-    checkColocationTableTarget(flags.saveColocationTable);
+    checkOutputFile(flags.saveColocationTable, '--save-colocation-table');
   }
   return {
     evaLearnedColocation:

@@ -3,7 +3,8 @@ import { ValidationError } from '../../core/validation.js';
 import type { SerializedColocationTable } from '../../scheduler/colocation-table.js';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
 import { formatTable, printJson } from '../table.js';
-import { checkColocationTableTarget, writeColocationTableFile } from './colocation-table-file.js';
+import { checkOutputFile } from '../output-target.js';
+import { writeColocationTableFile } from './colocation-table-file.js';
 
 interface ColocationOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -30,7 +31,7 @@ export function registerColocation(program: Command): void {
       .option('--json', 'print the table as JSON')
       .option('--out <file>', 'also write the table for `fleetwise simulate --colocation-table`'),
   ).action(async (options: ColocationOptions) => {
-    if (options.out !== undefined) checkColocationTableTarget(options.out, '--out');
+    if (options.out !== undefined) checkOutputFile(options.out, '--out');
     const { table } = await FleetwiseClient.fromOptions(options).clusterColocation();
     if (options.out !== undefined) {
       if (table === null)

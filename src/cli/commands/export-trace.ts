@@ -11,6 +11,7 @@ import {
 import { historyTrace, type StateHistory } from '../../sim/controller-runtime/state-history.js';
 import type { SerializedColocationTable } from '../../scheduler/colocation-table.js';
 import { serializedColocationTableSchema } from '../../scheduler/colocation-table-schema.js';
+import { checkOutputFile } from '../output-target.js';
 import { writeColocationTableFile } from './colocation-table-file.js';
 import { DB_FILE } from './controller.js';
 
@@ -61,6 +62,9 @@ export function runExportTrace(flags: ExportTraceFlags): void {
     'fleetwise export-trace',
   );
   const tableFile = options['--colocation-table'];
+  // Both targets are checked before anything is read or written, so a failed export leaves no half of itself behind.
+  if (options['--out'] !== undefined) checkOutputFile(options['--out'], '--out');
+  if (tableFile !== undefined) checkOutputFile(tableFile, '--colocation-table');
   const read = { schedulerState: tableFile !== undefined };
   // A PostgreSQL state is where the controller keeps everything when it was given one; its state directory then
   // holds no database, so `--state` wins and the controller's own flags can be passed as they are.

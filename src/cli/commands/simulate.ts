@@ -15,6 +15,7 @@ import {
   traceSettings,
 } from './sim-flags.js';
 import { colocationTableRequest, saveLearnedColocation } from './colocation-table-file.js';
+import { checkOutputDirectory } from '../output-target.js';
 import { writeReport } from '../../sim/report/write.js';
 import { costBounds } from '../../bench/cost-bound.js';
 import { loadIlpSolver } from '../../scheduler/ilp.js';
@@ -312,6 +313,7 @@ export function simulationPlan(raw: RawSimulateOptions) {
       : [{ scheduler, value: undefined, label: undefined }],
   );
   const colocation = colocationTableRequest(o, runs.filter((r) => r.scheduler.startsWith('eva')).length);
+  if (o.out !== undefined) checkOutputDirectory(o.out, '--out');
   const requests: RunRequest[] = runs.map(({ scheduler, value, label }) => ({
     scheduler,
     label,

@@ -36,6 +36,7 @@ import type { RunRequest } from '../../sim/run-request.js';
 import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
 import { formatTable } from '../table.js';
 import { batchProgress, type BatchProgress } from '../batch-progress.js';
+import { checkOutputDirectory } from '../output-target.js';
 
 /** Raw commander values (strings); validated by `optionsSchema`. */
 interface RawTuneOptions {
@@ -175,6 +176,7 @@ function capsText(caps: QueueCaps): string {
 
 async function tune(raw: RawTuneOptions): Promise<void> {
   const o = parseOptions(raw);
+  if (o.out !== undefined) checkOutputDirectory(o.out, '--out');
   // The thresholds come from the trace's sizes.
   const { traceSpec, catalog, trace } = loadTraceFlags(o);
   // PCS size = resource-time at the minimum allocation: task-seconds, as the simulator's admission classifies.

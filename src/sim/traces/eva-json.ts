@@ -3,6 +3,7 @@ import type { FamilyDemand, Resources } from '../../core/resources.js';
 import { describeIssues, ValidationError } from '../../core/validation.js';
 import type { Trace, TraceJob, TraceTask } from '../../world/trace.js';
 import { baseWorkloadOf, familyDemandSchema } from './workloads.js';
+import { traceArrivalSeconds, traceDurationSeconds } from './trace-bounds.js';
 
 /**
  * Eva's JSON trace format (research digest §5.2, e.g. pai_200.json):
@@ -25,8 +26,8 @@ const evaTaskSchema = z.object({
 
 const evaJobSchema = z.object({
   name: z.string().min(1),
-  arrival_time: nonNegative,
-  duration: z.number().finite().positive(),
+  arrival_time: traceArrivalSeconds,
+  duration: traceDurationSeconds,
   init_delay: nonNegative,
   full_throughput: z.number().finite().positive(),
   total_iters: z.number().int().positive(),

@@ -5,6 +5,7 @@ import type { Trace, TraceJob, TraceTask } from '../../world/trace.js';
 import { dependencyFault, type DependencyFault } from '../../world/job-dependencies.js';
 import { baseWorkloadOf, familyDemandSchema } from './workloads.js';
 import { networkDeclarationSchema, toNetworkDeclaration } from '../../core/network-schema.js';
+import { traceArrivalSeconds, traceDurationSeconds } from './trace-bounds.js';
 
 /**
  * fleetwise's own JSON trace format: what `fleetwise export-trace` writes from a controller's state and what a
@@ -33,9 +34,9 @@ const jobSchema = z.strictObject({
   /** Interference identity (a contention-matrix workload); default: the first task's workload. */
   workload: z.string().min(1).optional(),
   /** Seconds after the trace's start. */
-  arrivalSeconds: nonNegative,
+  arrivalSeconds: traceArrivalSeconds,
   /** Running time at full throughput, in seconds. */
-  durationSeconds: z.number().finite().positive(),
+  durationSeconds: traceDurationSeconds,
   /** Where the duration came from: the job's measured running time, or its spec's expectedDurationSeconds. */
   durationFrom: z.enum(['measured', 'declared']).optional(),
   totalIterations: z.number().int().positive().optional(),

@@ -70,6 +70,7 @@ describe('Eva JSON traces (digest §5.2, §5.3)', () => {
     >;
     (json['17'] as { tasks: Record<string, { demand: { any: number[] } }> }).tasks['17']!.demand.any[1] = -1;
     json['3']!.arrival_time = 'soon';
+    (json['5'] as unknown as { duration: number }).duration = 1e12;
     try {
       parseEvaTrace(JSON.stringify(json), 'pai_200.json');
       expect.unreachable();
@@ -79,6 +80,7 @@ describe('Eva JSON traces (digest §5.2, §5.3)', () => {
       expect(message).toMatch(/^pai_200\.json: /);
       expect(message).toContain('job 17: tasks.17.demand.any.1:');
       expect(message).toContain('job 3: arrival_time:');
+      expect(message).toContain('job 5: duration: at most 31536000 s (365 days)');
     }
   });
 

@@ -100,6 +100,13 @@ describe('fleetwise JSON traces', () => {
     ]);
     expect(problemsOf(doc([job(), job()]))).toEqual(['jobs.1.id: duplicate job id job-1']);
     expect(problemsOf(doc([job({ arrivalSeconds: -1 })]))[0]).toMatch(/^jobs\.0\.arrivalSeconds: /);
+    // Bounded, so that a typo cannot keep a simulation running for ever.
+    expect(problemsOf(doc([job({ durationSeconds: 1e9 })]))).toEqual([
+      "jobs.0.durationSeconds: at most 31536000 s (365 days), as a job spec's expectedDurationSeconds",
+    ]);
+    expect(problemsOf(doc([job({ arrivalSeconds: 1e300 })]))).toEqual([
+      'jobs.0.arrivalSeconds: at most 315360000 s (ten years)',
+    ]);
     expect(problemsOf(doc([job({ tasks: [] })]))[0]).toMatch(/jobs\.0\.tasks: a job needs at least one task/);
     expect(problemsOf(doc([job({ durationFrom: 'guessed' })]))[0]).toMatch(/^jobs\.0\.durationFrom: /);
     expect(problemsOf(doc([job({ arrival: 3 })]))[0]).toMatch(/arrival/);

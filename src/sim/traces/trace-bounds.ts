@@ -1,0 +1,26 @@
+import { z } from 'zod';
+import { MAX_DURATION_SECONDS } from '../../core/duration.js';
+
+/**
+ * Bounds on a trace job's times. A job runs at most a year, as a job spec's expectedDurationSeconds, and arrives
+ * within ten: the simulator plans a round every period until the last job has ended, so an absurd value in a trace
+ * would keep a run going for ever instead of being refused, naming the field.
+ */
+export const MAX_TRACE_ARRIVAL_SECONDS = 10 * MAX_DURATION_SECONDS;
+
+/** Seconds a job runs at full throughput. */
+export const traceDurationSeconds = z
+  .number()
+  .finite()
+  .positive()
+  .max(
+    MAX_DURATION_SECONDS,
+    `at most ${MAX_DURATION_SECONDS} s (365 days), as a job spec's expectedDurationSeconds`,
+  );
+
+/** Seconds after the trace's start. */
+export const traceArrivalSeconds = z
+  .number()
+  .finite()
+  .nonnegative()
+  .max(MAX_TRACE_ARRIVAL_SECONDS, `at most ${MAX_TRACE_ARRIVAL_SECONDS} s (ten years)`);
