@@ -11,7 +11,9 @@ async function main(): Promise<void> {
   try {
     await (await buildProgram(json, namedSubcommand(args))).parseAsync(process.argv);
   } catch (e) {
-    if (e instanceof CommanderError) process.exit(e.exitCode);
+    // Commander's usage errors (an unknown option, a missing argument) are bad input like any other: exit 2.
+    if (e instanceof CommanderError)
+      process.exit(e.exitCode === 1 && e.code !== 'commander.error' ? 2 : e.exitCode);
     if (e instanceof ValidationError) {
       if (json) writeJsonError(`invalid input: ${e.source}`, { details: e.problems });
       else

@@ -59,7 +59,9 @@ export async function buildProgram(jsonErrors = false, only?: string): Promise<C
   const program = new Command('fleetwise')
     .description('Cost-aware cluster autoscaler for AWS batch jobs')
     .version('0.1.0')
-    .showHelpAfterError(!jsonErrors);
+    .showHelpAfterError(!jsonErrors)
+    // Commander's own errors reach main(), which exits 2 on a usage error as on any other bad input.
+    .exitOverride();
   // Set before the subcommands are added: they inherit it.
   if (jsonErrors)
     program.configureOutput({

@@ -3,6 +3,7 @@ import { DEFAULT_CO_START_TIMEOUT_SECONDS } from '../round/co-start.js';
 import { ValidationError } from '../core/validation.js';
 import { ADMIT_BY } from '../queue/admission.js';
 import { wfqConfigSchema } from '../queue/wfq.js';
+import { spotQuotaGroup } from '../queue/caps.js';
 import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.js';
 import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../core/model.js';
 import { DEFAULT_LOOP_STUCK_SECONDS } from './loop-health.js';
@@ -40,6 +41,15 @@ export const METRICS_AUTH_MODES = ['none', 'token'] as const;
 /** The AWS on-demand quota groups `awsQuotaGroup` maps families to (Service Quotas "Running On-Demand … instances"). */
 export const AWS_QUOTA_GROUPS = ['standard', 'p', 'g-vt', 'inf', 'trn', 'dl', 'f', 'x', 'hpc'] as const;
 
+/**
+ * The quota groups a quota may name: AWS's on-demand groups and any group `familyGroups` maps families to, each with
+ * its spot twin `<group>-spot` (AWS's separate spot request quotas, src/queue/caps.ts `spotQuotaGroup`).
+ */
+export function knownQuotaGroups(familyGroups: Readonly<Record<string, string>> = {}): string[] {
+  const onDemand = [...new Set<string>([...AWS_QUOTA_GROUPS, ...Object.values(familyGroups)])];
+  return [...onDemand, ...onDemand.map(spotQuotaGroup)];
+}
+
 const quotaSchema = z
   .strictObject({
     /** Quota group, e.g. `standard`, `p`, `g-vt` (or a group named in `familyGroups`). */
@@ -73,14 +83,14 @@ const capsSchema = z
     admitBy: z.enum(ADMIT_BY).optional(),
   })
   .superRefine((caps, ctx) => {
-    const known = new Set<string>([...AWS_QUOTA_GROUPS, ...Object.values(caps.familyGroups ?? {})]);
+    const known = new Set<string>(knownQuotaGroups(caps.familyGroups));
     const seen = new Set<string>();
     (caps.quotas ?? []).forEach((q, i) => {
       if (!known.has(q.group))
         ctx.addIssue({
           code: 'custom',
           path: ['quotas', i, 'group'],
-          message: `unknown quota group ${q.group} (AWS groups: ${AWS_QUOTA_GROUPS.join(', ')}; or map families to it in familyGroups)`,
+          message: `unknown quota group ${q.group} (AWS groups: ${AWS_QUOTA_GROUPS.join(', ')}, each with its spot twin, e.g. p-spot; or map families to it in familyGroups)`,
         });
       if (seen.has(q.group))
         ctx.addIssue({

@@ -71,11 +71,11 @@ export function singleClassConfig(ordering: OrderingKind, options?: OrderingOpti
 }
 
 export const wfqConfigSchema = z
-  .object({
+  .strictObject({
     classifyBy: z.enum(['size', 'team']).default('size'),
     classes: z
       .array(
-        z.object({
+        z.strictObject({
           id: z.string().min(1),
           weight: z.number().finite().positive(),
           maxSizeSeconds: z.number().finite().positive().optional(),
@@ -90,14 +90,14 @@ export const wfqConfigSchema = z
       )
       .min(1),
     preemption: z
-      .object({
+      .strictObject({
         enabled: z.boolean().default(DEFAULT_PREEMPTION.enabled),
         marginShare: z.number().min(0).max(1).default(DEFAULT_PREEMPTION.marginShare),
         minShortRounds: z.number().int().min(1).default(DEFAULT_PREEMPTION.minShortRounds),
       })
       .default(DEFAULT_PREEMPTION),
     ordering: z
-      .object({
+      .strictObject({
         srptAgingPerSecond: z.number().finite().nonnegative().optional(),
         defaultSuccessProbability: z.number().gt(0).max(1).optional(),
       })
@@ -109,6 +109,20 @@ export const wfqConfigSchema = z
       if (ids.has(k.id))
         ctx.addIssue({ code: 'custom', path: ['classes', i, 'id'], message: `duplicate class ${k.id}` });
       ids.add(k.id);
+      // Each key means something only under one classification: one given under the other is a mistake, not a no-op.
+      if (c.classifyBy === 'team' && k.maxSizeSeconds !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['classes', i, 'maxSizeSeconds'],
+          message:
+            'a size threshold: classes are by team here (classifyBy: team); give teams, or classifyBy: size',
+        });
+      if (c.classifyBy === 'size' && k.teams !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['classes', i, 'teams'],
+          message: 'classes are by size here (classifyBy: size); give classifyBy: team to class by team',
+        });
       if (c.classifyBy === 'size') {
         const last = i === c.classes.length - 1;
         if (last && k.maxSizeSeconds !== undefined)
@@ -132,6 +146,13 @@ export const wfqConfigSchema = z
           });
       }
     });
+    if (c.classifyBy === 'team' && c.classes.every((k) => k.teams === undefined))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['classes'],
+        message:
+          'classes by team (classifyBy: team) need teams: as it is, every job would be in the last class',
+      });
   });
 
 export function parseWfqConfig(value: unknown, source = 'wfq config'): WfqConfig {

@@ -173,7 +173,7 @@ describe('fleetwise bench arms', () => {
         `b=${other}`,
       ]);
       expect(bad.code).toBe(1);
-      expect(bad.stderr).toMatch(/fleetwise: seed 5 b: exited with 1: .*unknown option '--no-such-flag'/);
+      expect(bad.stderr).toMatch(/fleetwise: seed 5 b: exited with 2: .*unknown option '--no-such-flag'/);
     } finally {
       rmSync(other, { recursive: true, force: true });
     }

@@ -204,7 +204,7 @@ describe('the client a newcomer meets (CLI subprocess)', { timeout: CLI_TEST_TIM
 
     // A usage error, before any command runs.
     const usage = await cli(['cancel', '--json', '--bogus']);
-    expect(usage.code).not.toBe(0);
+    expect(usage.code).toBe(2); // bad input, as every other
     expect(JSON.parse(usage.stderr)).toEqual({ error: "unknown option '--bogus'" });
   });
 

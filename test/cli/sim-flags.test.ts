@@ -20,10 +20,13 @@ describe('simulate/tune flag parsing', () => {
       maxVcpus: 256,
       maxGpus: 0,
     });
+    // AWS's separate spot quota of a group.
+    expect(parseQuotaFlag('p-spot:gpus=8')).toEqual({ group: 'p-spot', maxGpus: 8 });
   });
 
   it('rejects a malformed --quota, naming the flag and the bad part', () => {
-    for (const bad of ['p', 'p:gpus', 'p:gpus=x', 'p:cpus=4', ':vcpus=4']) {
+    // A group nothing counts against (zzz) would be a cap that never binds.
+    for (const bad of ['p', 'p:gpus', 'p:gpus=x', 'p:cpus=4', ':vcpus=4', 'zzz:gpus=3']) {
       const error = (() => {
         try {
           parseQuotaFlag(bad);

@@ -94,6 +94,13 @@ describe('controller configuration: caps quotas and the queue section', () => {
       '  quotas: [{ group: big-gpu, maxGpus: 8 }]',
     ]);
     expect(custom.caps.familyGroups).toEqual({ p5: 'big-gpu' });
+    // AWS's spot request quotas: each group's spot twin, a custom group's too.
+    const spot = load([
+      'caps:',
+      '  familyGroups: { p5: big-gpu }',
+      '  quotas: [{ group: p-spot, maxGpus: 8 }, { group: big-gpu-spot, maxGpus: 16 }]',
+    ]);
+    expect(spot.caps.quotas?.map((q) => q.group)).toEqual(['p-spot', 'big-gpu-spot']);
   });
 
   it('sizes waiting jobs by the plan’s cost unless the caps say standalone; a bad value names the field', () => {

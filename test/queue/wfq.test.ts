@@ -90,6 +90,26 @@ describe('WFQ config', () => {
     expect(() => parseWfqConfig({ classes: [{ id: 'a', weight: 1, maxShare: 1.5 }] })).toThrow(
       /classes\.0\.maxShare: must be ≤ 1/,
     );
+
+    // A misspelt or misplaced key is refused, not ignored (preemption would stay on; every job in the last class).
+    expect(() =>
+      parseWfqConfig({ classes: [{ id: 'a', weight: 1 }], preemtion: { enabled: false } }),
+    ).toThrow(/preemtion/);
+    expect(() => parseWfqConfig({ classes: [{ id: 'a', weight: 1, maxshare: 0.5 }] })).toThrow(/maxshare/);
+    expect(() =>
+      parseWfqConfig({
+        classifyBy: 'team',
+        classes: [
+          { id: 'short', weight: 2, maxSizeSeconds: 600 },
+          { id: 'rest', weight: 1 },
+        ],
+      }),
+    ).toThrow(
+      /classes\.0\.maxSizeSeconds: a size threshold: classes are by team here[\s\S]*classes: classes by team/,
+    );
+    expect(() => parseWfqConfig({ classes: [{ id: 'a', weight: 1, teams: ['vision'] }] })).toThrow(
+      /classes\.0\.teams: classes are by size here/,
+    );
   });
 });
 

@@ -40,6 +40,7 @@ import { MAX_VALUE_OF_TIME_PER_JOB_HOUR, type ValueOfTimeSetting } from '../../c
 import { DEFAULT_COLOCATION_RATE } from '../../scheduler/colocation-table.js';
 import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
 import { loadControllerConfig } from '../../controller/config-loading.js';
+import { knownQuotaGroups } from '../../controller/config.js';
 import { admitByOf, capsOf, settingsFromConfig } from '../../controller/settings.js';
 
 /** Raw commander values (strings); validated by `optionsSchema`. */
@@ -162,7 +163,7 @@ export function parseQuotaFlag(text: string): FamilyGroupQuota {
   const problem = (why: string) =>
     new ValidationError('--quota', [`"${text}": ${why}; expected group:vcpus=N[,gpus=M], e.g. p:gpus=16`]);
   const m = /^\s*([a-z0-9-]+)\s*:\s*(.+)$/i.exec(text);
-  if (m === null) throw problem('missing the group name');
+  if (m === null) throw problem('missing the group name or its limits');
   const limits: { maxVcpus?: number; maxGpus?: number } = {};
   for (const part of (m[2] as string).split(',')) {
     const kv = /^\s*(vcpus|gpus)\s*=\s*(\d+(\.\d+)?)\s*$/i.exec(part);
@@ -171,7 +172,11 @@ export function parseQuotaFlag(text: string): FamilyGroupQuota {
     if ((kv[1] as string).toLowerCase() === 'vcpus') limits.maxVcpus = value;
     else limits.maxGpus = value;
   }
-  return { group: (m[1] as string).toLowerCase(), ...limits };
+  const group = (m[1] as string).toLowerCase();
+  // A group no instance counts against would be a cap that never binds, silently.
+  if (!knownQuotaGroups().includes(group))
+    throw problem(`no instance counts against group ${group} (groups: ${knownQuotaGroups().join(', ')})`);
+  return { group, ...limits };
 }
 
 function parseOptions(raw: RawSimulateOptions) {

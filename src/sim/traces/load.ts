@@ -128,13 +128,15 @@ function loadSpecsDirectory(dir: string, catalog: Catalog, gapSeconds: number | 
  */
 export function loadTrace(path: string | undefined, options: LoadTraceOptions): Trace {
   if (options.arrivalGapSeconds !== undefined && options.format !== 'specs')
-    throw new Error('arrivalGapSeconds applies to a directory of job specs (--format specs) only');
+    throw new ValidationError('--arrival-gap-seconds', [
+      `applies to a directory of job specs (--format specs) only, not to ${options.format} traces`,
+    ]);
   switch (options.format) {
     case 'eva': {
       if ((options.multiTaskShare ?? 0) > 0)
-        throw new Error(
-          'multiTaskShare applies to generated traces (alibaba, synthetic, success), not to Eva JSON files',
-        );
+        throw new ValidationError('--multi-task', [
+          'applies to generated traces (alibaba, synthetic, success), not to Eva JSON files',
+        ]);
       const file = path ?? BUNDLED_EVA_TRACE_PATH;
       let trace = parseEvaTrace(readText(file, 'Eva JSON trace'), file, basename(file));
       if (options.jobs !== undefined) trace = firstJobs(trace, options.jobs, file);
@@ -158,7 +160,9 @@ export function loadTrace(path: string | undefined, options: LoadTraceOptions): 
     }
     case 'synthetic': {
       if (path !== undefined)
-        throw new Error(`a synthetic trace is generated, not read: drop the path ${path}`);
+        throw new ValidationError('--trace', [
+          `a synthetic trace is generated, not read: drop the path ${path}`,
+        ]);
       return generateSyntheticTrace({
         workloadCatalog: options.workloadCatalog ?? loadWorkloadCatalog(),
         seed: options.seed,
@@ -171,7 +175,9 @@ export function loadTrace(path: string | undefined, options: LoadTraceOptions): 
     }
     case 'success': {
       if (path !== undefined)
-        throw new Error(`a success trace is generated, not read: drop the path ${path}`);
+        throw new ValidationError('--trace', [
+          `a success trace is generated, not read: drop the path ${path}`,
+        ]);
       return generateSuccessTrace({
         workloadCatalog: options.workloadCatalog ?? loadWorkloadCatalog(),
         seed: options.seed,
@@ -183,15 +189,15 @@ export function loadTrace(path: string | undefined, options: LoadTraceOptions): 
     case 'fleetwise':
     case 'specs': {
       if ((options.multiTaskShare ?? 0) > 0)
-        throw new Error(
-          `multiTaskShare applies to generated traces (alibaba, synthetic, success), not to ${options.format} traces`,
-        );
+        throw new ValidationError('--multi-task', [
+          `applies to generated traces (alibaba, synthetic, success), not to ${options.format} traces`,
+        ]);
       if (path === undefined)
-        throw new Error(
+        throw new ValidationError('--trace', [
           options.format === 'specs'
             ? 'a specs trace needs --trace DIR: a directory of job spec files'
             : 'a fleetwise trace needs --trace FILE (written by fleetwise export-trace)',
-        );
+        ]);
       let trace =
         options.format === 'specs'
           ? loadSpecsDirectory(path, options.instanceCatalog ?? loadCatalogFile(), options.arrivalGapSeconds)

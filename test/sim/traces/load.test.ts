@@ -18,7 +18,16 @@ describe('loadTrace', () => {
     expect(first.jobs).toHaveLength(30);
     expect(first.jobs.map((j) => j.id)).toEqual(all.jobs.slice(0, 30).map((j) => j.id));
     expect(first.jobs[0]?.arrivalSeconds).toBe(480); // 960 s / 2
-    expect(() => loadTrace(undefined, { format: 'eva', multiTaskShare: 0.5 })).toThrow(/not to Eva JSON/);
+    // Named by the flag a user gave, as bad input (exit 2), not by an option's internal name.
+    expect(() => loadTrace(undefined, { format: 'eva', multiTaskShare: 0.5 })).toThrow(
+      /^--multi-task: applies to generated traces .*not to Eva JSON/,
+    );
+    expect(() => loadTrace(undefined, { format: 'eva', arrivalGapSeconds: 30 })).toThrow(
+      /^--arrival-gap-seconds: applies to a directory of job specs/,
+    );
+    expect(() => loadTrace('x.json', { format: 'synthetic' })).toThrow(
+      /^--trace: a synthetic trace is generated, not read/,
+    );
     expect(() => loadTrace(undefined, { format: 'eva', jobs: 201 })).toThrow(/only 200/);
   });
 
