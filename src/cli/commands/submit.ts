@@ -156,8 +156,11 @@ export function registerSubmit(program: Command): void {
       .option('--json', 'print {"id": …} per job (one JSON object per line) instead of text')
       .option('--catalog <file>', 'catalog to check demands against locally (default: the bundled one)')
       .option(
-        '--depends-on <ids...>',
-        "jobs (e.g. job-3, or job-3,job-4) that must succeed before these start: added to each spec's dependsOn",
+        '--depends-on <ids>',
+        "jobs (e.g. job-3, or job-3,job-4; repeatable) that must succeed before these start: added to each spec's " +
+          'dependsOn',
+        // One value each time (not a list running to the next option): `--depends-on job-3 b.yaml` keeps b.yaml a file.
+        (ids: string, earlier: string[] | undefined) => [...(earlier ?? []), ids],
       )
       .option(
         '--array <size>',
