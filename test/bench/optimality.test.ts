@@ -146,7 +146,10 @@ describe('fleetwise bench optimality', () => {
 
   it('rejects bad options naming the option and the reason', async () => {
     await expect(run(['--tasks', '0', '--json'])).rejects.toThrow(ValidationError);
-    await expect(run(['--time-limit', 'soon'])).rejects.toThrow(/timeLimit/);
+    // Named by the flag, with a reason a person can act on.
+    await expect(run(['--time-limit', 'soon'])).rejects.toThrow(/--time-limit: must be a number/);
+    await expect(run(['--seed', 'x'])).rejects.toThrow(/--seed: must be a number/);
+    await expect(run(['--trials', '1.5'])).rejects.toThrow(/--trials: must be a whole number/);
   });
 
   it('formats missing optima as dashes', () => {

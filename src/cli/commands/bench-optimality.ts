@@ -2,18 +2,25 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { runOptimalityBench, type OptimalityReport } from '../../bench/optimality.js';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
-import { parseWith } from '../../core/validation.js';
+import { ValidationError } from '../../core/validation.js';
+import { flagProblems, numberText } from './sim-flags.js';
 import { loadWorkloadCatalog } from '../../sim/traces/load.js';
 import { singleTaskWorkloads } from '../../sim/traces/workloads.js';
 
 const intFrom = (min: number) =>
-  z.coerce.number().int('must be a whole number').min(min, `must be at least ${min}`);
+  numberText(z.number().int('must be a whole number').min(min, `must be at least ${min}`));
 
 const optionsSchema = z.object({
-  tasks: intFrom(1).max(200, 'must be at most 200 (GLPK cannot prove optimality beyond a few dozen tasks)'),
+  tasks: numberText(
+    z
+      .number()
+      .int('must be a whole number')
+      .min(1, 'must be at least 1')
+      .max(200, 'must be at most 200 (GLPK cannot prove optimality beyond a few dozen tasks)'),
+  ),
   trials: intFrom(1),
   seed: intFrom(0),
-  timeLimit: z.coerce.number().finite().positive('must be a positive number of seconds'),
+  timeLimit: numberText(z.number().finite().positive('must be a positive number of seconds')),
   formulation: z.enum(['auto', 'patterns', 'assignment']),
   catalog: z.string().min(1).optional(),
   workloads: z.string().min(1).optional(),
@@ -39,7 +46,10 @@ export function registerBenchOptimality(bench: Command): Command {
     )
     .option('--json', 'print one JSON object instead of a table')
     .action(async (raw: Record<string, unknown>) => {
-      const opts = parseWith(optionsSchema, raw, 'fleetwise bench optimality options');
+      const parsed = optionsSchema.safeParse(raw);
+      if (!parsed.success)
+        throw new ValidationError('fleetwise bench optimality', flagProblems(parsed.error));
+      const opts = parsed.data;
       const catalog = opts.catalog === undefined ? loadCatalogFile() : loadCatalogFile(opts.catalog);
       const workloadCatalog =
         opts.workloads === undefined ? loadWorkloadCatalog() : loadWorkloadCatalog(opts.workloads);

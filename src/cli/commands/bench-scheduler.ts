@@ -3,7 +3,8 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { benchScheduler, type WeightedDemand } from '../../bench/scheduler-bench.js';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
-import { parseWith } from '../../core/validation.js';
+import { ValidationError } from '../../core/validation.js';
+import { flagProblems, numberText } from './sim-flags.js';
 import { alibabaDemandFrequencies } from '../../sim/traces/alibaba.js';
 import { BUNDLED_ALIBABA_TRACE_PATH } from '../../sim/traces/load.js';
 
@@ -13,8 +14,10 @@ const optionsSchema = z.object({
     .regex(/^\d+(,\d+)*$/, 'must be a comma-separated list of task counts, e.g. 1000,8000')
     .transform((s) => s.split(',').map(Number))
     .refine((xs) => xs.every((x) => x >= 1 && x <= 1_000_000), 'each count must be between 1 and 1,000,000'),
-  seed: z.coerce.number().int().min(0),
-  repeats: z.coerce.number().int().min(1).max(50).optional(),
+  seed: numberText(z.number().int('must be a whole number').min(0, 'must be ≥ 0')),
+  repeats: numberText(
+    z.number().int('must be a whole number').min(1, 'must be at least 1').max(50, 'must be at most 50'),
+  ).optional(),
   catalog: z.string().min(1).optional(),
   trace: z.string().min(1).optional(),
   json: z.boolean().optional(),
@@ -35,14 +38,24 @@ export function registerBenchScheduler(bench: Command): Command {
     .option('--trace <path>', 'Alibaba pod list CSV (default: the bundled openb_pod_list_default.csv)')
     .option('--json', 'print one JSON object instead of a table')
     .action((raw: Record<string, unknown>) => {
-      const opts = parseWith(optionsSchema, raw, 'fleetwise bench scheduler options');
+      const parsed = optionsSchema.safeParse(raw);
+      if (!parsed.success) throw new ValidationError('fleetwise bench scheduler', flagProblems(parsed.error));
+      const opts = parsed.data;
       const catalog = opts.catalog === undefined ? loadCatalogFile() : loadCatalogFile(opts.catalog);
       const tracePath = opts.trace ?? BUNDLED_ALIBABA_TRACE_PATH;
-      const demands: WeightedDemand[] = alibabaDemandFrequencies(
-        readFileSync(tracePath, 'utf8'),
-        catalog,
-        tracePath,
-      ).map((f) => ({ demand: { any: f.demand }, weight: f.count, key: `alibaba[${f.demand.join(',')}]` }));
+      let text: string;
+      try {
+        text = readFileSync(tracePath, 'utf8');
+      } catch (e) {
+        throw new ValidationError('--trace', [
+          `cannot read the Alibaba pod list ${tracePath}: ${(e as Error).message}`,
+        ]);
+      }
+      const demands: WeightedDemand[] = alibabaDemandFrequencies(text, catalog, tracePath).map((f) => ({
+        demand: { any: f.demand },
+        weight: f.count,
+        key: `alibaba[${f.demand.join(',')}]`,
+      }));
       const results = benchScheduler(catalog, demands, opts.tasks, {
         seed: opts.seed,
         ...(opts.repeats === undefined ? {} : { repeats: opts.repeats }),
