@@ -16,6 +16,7 @@ import {
 } from './sim-flags.js';
 import { colocationTableRequest, saveLearnedColocation } from './colocation-table-file.js';
 import { checkOutputDirectory } from '../output-target.js';
+import { checkDependentFlags } from './simulate-flag-rules.js';
 import { writeReport } from '../../sim/report/write.js';
 import { costBounds } from '../../bench/cost-bound.js';
 import { loadIlpSolver } from '../../scheduler/ilp.js';
@@ -288,24 +289,11 @@ export function simulationPlan(raw: RawSimulateOptions) {
     throw new ValidationError('--runtime', [
       'the simulated network (--latency-sensitive, --latency-config) runs in the engine runtime only: with --runtime controller, round trips reach the controller from its workers',
     ]);
-  const spotOn = o.spot === 'on';
-  if (!spotOn && o.spotBursts !== undefined)
-    throw new ValidationError('--spot-bursts', ['needs --spot on (bursts reclaim spot instances)']);
-  if (!spotOn && o.spotRebalance !== undefined)
-    throw new ValidationError('--spot-rebalance', [
-      'needs --spot on (recommendations warn of spot reclaims)',
-    ]);
-  if (!spotOn && o.spotFalseRebalances !== undefined)
-    throw new ValidationError('--spot-false-rebalances', [
-      'needs --spot on (false alarms are recommendations on spot instances)',
-    ]);
   const valuesOfTime = o.valueOfTime ?? [
     config?.scheduler.valueOfTimePerJobHour ?? DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR,
   ];
-  if (o.targetSlowdown !== undefined && !valuesOfTime.includes('auto'))
-    throw new ValidationError('--target-slowdown', [
-      'applies to a learned value of time only: add auto to --value-of-time',
-    ]);
+  checkDependentFlags({ ...o, runtime, valuesOfTime });
+  const spotOn = o.spot === 'on';
   // A value-of-time sweep (several values) runs each Eva scheduler once per value, named by it; baselines run once.
   const sweep = (o.valueOfTime?.length ?? 0) > 1;
   const runs = o.schedulers.flatMap((scheduler) =>

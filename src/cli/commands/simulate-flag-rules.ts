@@ -1,0 +1,45 @@
+import { ValidationError } from '../../core/validation.js';
+
+/**
+ * Flags of `fleetwise simulate` that act only beside another: given without it they would do nothing, silently, so
+ * they are refused, naming the flag and what it needs.
+ */
+export interface DependentFlags {
+  readonly runtime: 'engine' | 'controller';
+  readonly spot?: 'on' | 'off' | undefined;
+  readonly spotBursts?: number | undefined;
+  readonly spotRebalance?: number | undefined;
+  readonly spotFalseRebalances?: number | undefined;
+  readonly targetSlowdown?: number | undefined;
+  /** The values of time the Eva runs get (`auto` among them when one is learned). */
+  readonly valuesOfTime: readonly (number | 'auto')[];
+  readonly bind?: 'on' | 'off' | undefined;
+  readonly placeBetweenRounds?: 'on' | 'off' | undefined;
+  readonly pollSeconds?: number | undefined;
+}
+
+export function checkDependentFlags(o: DependentFlags): void {
+  const spotOn = o.spot === 'on';
+  if (!spotOn && o.spotBursts !== undefined)
+    throw new ValidationError('--spot-bursts', ['needs --spot on (bursts reclaim spot instances)']);
+  if (!spotOn && o.spotRebalance !== undefined)
+    throw new ValidationError('--spot-rebalance', [
+      'needs --spot on (recommendations warn of spot reclaims)',
+    ]);
+  if (!spotOn && o.spotFalseRebalances !== undefined)
+    throw new ValidationError('--spot-false-rebalances', [
+      'needs --spot on (false alarms are recommendations on spot instances)',
+    ]);
+  if (o.targetSlowdown !== undefined && !o.valuesOfTime.includes('auto'))
+    throw new ValidationError('--target-slowdown', [
+      'applies to a learned value of time only: add auto to --value-of-time',
+    ]);
+  if (o.bind === 'on' && o.placeBetweenRounds !== 'on')
+    throw new ValidationError('--bind', [
+      'binds what is placed between rounds to instances still coming up: needs --place-between-rounds on',
+    ]);
+  if (o.pollSeconds !== undefined && o.runtime !== 'controller')
+    throw new ValidationError('--poll-seconds', [
+      "paces the controller's reconcile passes: needs --runtime controller (the engine acts at each event)",
+    ]);
+}
