@@ -238,15 +238,10 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
     ctx.fault('start:after-call', taskId);
     slices.defer(() => {
       ctx.store.completeIntent(intent.id);
-      const current = ctx.store.getTask(taskId) as TaskRecord;
-      const currentJob = ctx.store.getJob(current.jobId) as JobRecord;
       // Cancelled meanwhile: its stop intent (recorded by the cancel) stops it.
-      if (
-        isFinalJobState(currentJob.state) ||
-        current.state !== 'starting' ||
-        current.instanceId !== instanceId
-      )
-        return undefined;
+      const still = stillStartingOn(ctx, taskId, instanceId);
+      if (still === undefined) return undefined;
+      const { task: current, job: currentJob } = still;
       ctx.store.setTaskState(taskId, 'running');
       if (expandTasks(currentJob.spec).length > 1) restartMeasure(ctx, currentJob, [taskId]);
       settleJob(ctx, current.jobId, 'all tasks running');
@@ -258,6 +253,18 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
   slices.commit();
   for (const [jobId, gang] of gangs) started.push(...(await coStart(ctx, jobId, gang)));
   return started;
+}
+
+/** The task and its job, read again, when the task is still starting on the instance and its job has not ended. */
+function stillStartingOn(
+  ctx: ReconcileContext,
+  taskId: string,
+  instanceId: string,
+): { readonly task: TaskRecord; readonly job: JobRecord } | undefined {
+  const task = ctx.store.getTask(taskId);
+  const job = task === undefined ? undefined : ctx.store.getJob(task.jobId);
+  if (task === undefined || job === undefined || isFinalJobState(job.state)) return undefined;
+  return task.state === 'starting' && task.instanceId === instanceId ? { task, job } : undefined;
 }
 
 interface HeldStart {
@@ -355,14 +362,9 @@ async function heldTaskFailed(ctx: ReconcileContext, job: JobRecord): Promise<bo
     const instance = ctx.store.getInstance(instanceId);
     if (instance === undefined || (await ctx.deps.tasks.status(task, instance)) !== 'failed') continue;
     const outcome = ctx.store.transaction(() => {
-      const current = ctx.store.getTask(task.id) as TaskRecord;
-      const currentJob = ctx.store.getJob(job.id) as JobRecord;
-      if (
-        isFinalJobState(currentJob.state) ||
-        current.state !== 'starting' ||
-        current.instanceId !== instanceId
-      )
-        return undefined;
+      const still = stillStartingOn(ctx, task.id, instanceId);
+      if (still === undefined) return undefined;
+      const { task: current, job: currentJob } = still;
       // The job's held starts are void whatever follows: it fails, or its next attempt is placed anew.
       const taskIds = new Set(ctx.store.listTasks({ jobId: job.id }).map((t) => t.id));
       for (const start of ctx.pendingStartsOf(taskIds))
