@@ -154,6 +154,18 @@ describe('local provider (real worker processes)', () => {
     expect(spawner.spawns).toBe(2);
   });
 
+  it('keeps the market a launch asked for, as EC2 would: spot answered and listed as spot, after a retry too', async () => {
+    const { provider: p } = provider(join(tmp, 'market'));
+    const spot = await p.launch({ ...request('spot-1'), market: 'spot' });
+    expect(spot.market).toBe('spot');
+    expect((await p.launch({ ...request('spot-1'), market: 'spot' })).market).toBe('spot');
+    const onDemand = await p.launch(request('od-1'));
+    expect(onDemand.market).toBeUndefined();
+    const listed = new Map((await p.list('alpha')).map((i) => [i.instanceId, i.market]));
+    expect(listed.get(spot.instanceIds[0] as string)).toBe('spot');
+    expect(listed.get(onDemand.instanceIds[0] as string)).toBe('on-demand');
+  });
+
   it('lists by cluster tag, terminated instances only on request', async () => {
     const { provider: p } = provider(join(tmp, 'list'));
     const a1 = (await p.launch(request('a-1', 'alpha'))).instanceIds[0] as string;

@@ -36,6 +36,12 @@ export type { LocalInstance } from './instance-file.js';
 /** The one zone of local instances. */
 export const LOCAL_ZONE = 'local';
 
+/**
+ * A local instance "bought" on spot keeps it in a tag: local mode stands in for EC2, markets included (spot prices
+ * and, with a local metadata endpoint, interruption notices), so what the controller asked for is what it gets.
+ */
+const LOCAL_MARKET_TAG = 'fleetwise:market';
+
 /** Starts and stops the worker process of a local instance. */
 export interface WorkerSpawner {
   /** Start the worker; returns its pid. */
@@ -84,6 +90,7 @@ export class LocalProvider implements CloudProvider {
         availabilityZone: LOCAL_ZONE,
         placementGroup: existing[0]?.tags[TAG_PLACEMENT_GROUP],
         reusedExisting: true,
+        ...(existing[0]?.tags[LOCAL_MARKET_TAG] === 'spot' ? { market: 'spot' as const } : {}),
       });
     const instanceId = `local-${randomBytes(6).toString('hex')}`;
     const record: LocalInstance = {
@@ -97,6 +104,7 @@ export class LocalProvider implements CloudProvider {
         [TAG_INSTANCE_KEY]: req.instanceKey,
         [TAG_LAUNCH_TOKEN]: req.idempotencyToken,
         ...(req.placementGroup === undefined ? {} : { [TAG_PLACEMENT_GROUP]: req.placementGroup }),
+        ...(req.market === 'spot' ? { [LOCAL_MARKET_TAG]: 'spot' } : {}),
       },
       launchTimeMs: this.nowMs(),
       dir: join(this.options.instancesDir, instanceId),
@@ -110,6 +118,7 @@ export class LocalProvider implements CloudProvider {
       availabilityZone: LOCAL_ZONE,
       placementGroup: req.placementGroup,
       reusedExisting: false,
+      ...(req.market === 'spot' ? { market: 'spot' as const } : {}),
     });
   }
 
@@ -141,6 +150,7 @@ export class LocalProvider implements CloudProvider {
         availabilityZone: LOCAL_ZONE,
         placementGroup: i.tags[TAG_PLACEMENT_GROUP],
         privateIpAddress: '127.0.0.1',
+        market: i.tags[LOCAL_MARKET_TAG] === 'spot' ? ('spot' as const) : ('on-demand' as const),
       }));
   }
 
