@@ -24,6 +24,9 @@ const REGION = /^[a-z]{2}(-[a-z]+)+-\d+$/;
 const LISTEN = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
 
 const positive = z.number().finite().positive('must be > 0');
+/** A round a day at the least: a longer period would leave jobs waiting that long, and a simulation never end. */
+export const MAX_ROUND_SECONDS = 86_400;
+export const ROUND_SECONDS_BOUND = `at most ${MAX_ROUND_SECONDS} s (a round a day)`;
 const nonNegative = z.number().finite().nonnegative('must be ≥ 0');
 
 /**
@@ -366,7 +369,7 @@ export const controllerConfigSchema = z
      */
     metricsAuth: z.enum(METRICS_AUTH_MODES).default('none'),
     /** Seconds between scheduling rounds (Eva's reference: 300 s); arrivals, completions and drains bring one forward. */
-    roundSeconds: positive.default(300),
+    roundSeconds: positive.max(MAX_ROUND_SECONDS, ROUND_SECONDS_BOUND).default(300),
     /** Seconds between reconciliation passes (EC2 state, task starts and stops, terminations) between rounds. */
     pollSeconds: positive.optional(),
     /** Instance catalog file; default: the bundled catalog. */

@@ -3,7 +3,12 @@ import { parseQuotaFlag } from '../../src/cli/commands/simulate.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { flagName, inferFormat, readQueueConfigFile } from '../../src/cli/commands/sim-flags.js';
+import {
+  flagName,
+  inferFormat,
+  readQueueConfigFile,
+  roundSecondsFlag,
+} from '../../src/cli/commands/sim-flags.js';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { ValidationError } from '../../src/core/validation.js';
 
@@ -11,6 +16,14 @@ describe('simulate/tune flag parsing', () => {
   it('names option fields as their flags', () => {
     expect(flagName('capDollarsPerHour')).toBe('--cap-dollars-per-hour');
     expect(flagName('jobs')).toBe('--jobs');
+  });
+
+  it('bounds --round-seconds to a round a day (a longer one never ends a simulation)', () => {
+    expect(roundSecondsFlag.parse('300')).toBe(300);
+    expect(roundSecondsFlag.parse('86400')).toBe(86_400);
+    const refused = roundSecondsFlag.safeParse('1e12');
+    expect(refused.success).toBe(false);
+    expect(refused.error?.issues[0]?.message).toBe('at most 86400 s (a round a day)');
   });
 
   it('parses --quota group:vcpus=N,gpus=M', () => {

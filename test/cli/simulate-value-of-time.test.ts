@@ -74,6 +74,14 @@ describe('fleetwise simulate --value-of-time', () => {
     expect(negative.code).not.toBe(0);
     expect(negative.stderr).toContain('must be ≥ 0 ($ per job-hour)');
     expect(negative.stderr).toContain('--value-of-time');
+    const word = await runCli([...TINY, '--scheduler', 'eva', '--value-of-time', '2,abc']);
+    expect(word.code).toBe(2);
+    expect(word.stderr).toContain(
+      '--value-of-time item 2: "abc" is neither a number ($ per job-hour) nor auto',
+    );
+    const empty = await runCli([...TINY, '--scheduler', 'eva', '--value-of-time', '1,,2']);
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toContain('--value-of-time item 2: "" is neither a number');
     const twice = await runCli([...TINY, '--scheduler', 'eva', '--value-of-time', '2,2']);
     expect(twice.code).not.toBe(0);
     expect(twice.stderr).toContain('values must differ');

@@ -29,13 +29,14 @@ describe('fleetwise tune (CLI subprocess)', () => {
   let text: CliResult;
   let noCap: CliResult;
   let badFlags: CliResult;
+  let emptyItem: CliResult;
 
   // All subprocesses at once: the small ones are mostly CLI start-up, which overlaps the search's simulations.
   beforeAll(async () => {
     ensureBuiltCli(['cli/main.ts', 'sim/run-worker.ts']);
     expect(existsSync(CLI), `${CLI} is missing: run npm run build`).toBe(true);
     outDir = mkdtempSync(join(tmpdir(), 'fleetwise-tune-'));
-    [run, text, noCap, badFlags] = await Promise.all([
+    [run, text, noCap, badFlags, emptyItem] = await Promise.all([
       cli([...TINY, '--json', '--out', outDir]),
       cli([
         'tune',
@@ -64,6 +65,7 @@ describe('fleetwise tune (CLI subprocess)', () => {
         '--orderings',
         'lifo',
       ]),
+      cli([...TINY, '--classes', '1,,2']),
     ]);
     parsed = JSON.parse(run.stdout) as TuneJson;
   }, 120_000);
@@ -149,5 +151,9 @@ describe('fleetwise tune (CLI subprocess)', () => {
     expect(badFlags.stderr).toContain('--prefer: must be one of balanced, jct, pred, fair');
     expect(badFlags.stderr).toContain('--scheduler: must be one of eva,');
     expect(badFlags.stderr).toContain('--orderings item 1: must be one of fifo, srpt');
+
+    // A typo in a list is refused, not dropped (it would search other class counts than asked for).
+    expect(emptyItem.code).toBe(2);
+    expect(emptyItem.stderr).toContain('--classes: an empty item: two commas in a row, or one at an end');
   });
 });

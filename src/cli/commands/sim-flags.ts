@@ -14,6 +14,7 @@ import { TRACE_JOB_IDS, type TraceJobIds } from '../../sim/traces/controller-job
 import type { Trace } from '../../world/trace.js';
 import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
 import type { ReportSettings } from '../../sim/report/json.js';
+import { MAX_ROUND_SECONDS, ROUND_SECONDS_BOUND } from '../../controller/config.js';
 
 /** Flag parsing shared by `simulate` and `tune` (commander hands over strings; zod checks them). */
 
@@ -25,6 +26,11 @@ export const numberText = (inner: z.ZodNumber) =>
     .regex(/^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i, 'must be a number')
     .transform(Number)
     .pipe(inner);
+
+/** `--round-seconds`: the scheduling period, bounded as a controller config's `roundSeconds`. */
+export const roundSecondsFlag = numberText(
+  z.number().positive('must be > 0').max(MAX_ROUND_SECONDS, ROUND_SECONDS_BOUND),
+);
 
 export const seedNumber = z
   .number()

@@ -12,6 +12,7 @@ import {
   readQueueConfigFile,
   readLatencyConfigFile,
   positiveInteger,
+  roundSecondsFlag,
   traceSettings,
 } from './sim-flags.js';
 import { colocationTableRequest, saveLearnedColocation } from './colocation-table-file.js';
@@ -90,6 +91,25 @@ export interface RawSimulateOptions {
 }
 
 const onOff = z.enum(['on', 'off']);
+
+/** One value of `--value-of-time`: `auto`, or $ per job-hour (a number a person can act on when it is wrong). */
+const valueOfTimeItem = z
+  .string()
+  .trim()
+  .transform((text, ctx): number | 'auto' => {
+    if (text === 'auto') return 'auto';
+    const value = /^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(text) ? Number(text) : Number.NaN;
+    const problem = Number.isNaN(value)
+      ? `"${text}" is neither a number ($ per job-hour) nor auto`
+      : value < 0
+        ? 'must be ≥ 0 ($ per job-hour), or auto'
+        : value > MAX_VALUE_OF_TIME_PER_JOB_HOUR
+          ? `must be ≤ ${MAX_VALUE_OF_TIME_PER_JOB_HOUR} ($ per job-hour)`
+          : undefined;
+    if (problem === undefined) return value;
+    ctx.addIssue({ code: 'custom', message: problem });
+    return z.NEVER;
+  });
 const rate = z.number().gt(0, 'must be > 0').max(1, 'must be ≤ 1');
 
 /** `--runtime`: the simulator's event engine, or the real controller on a virtual clock (src/sim/controller-runtime/). */
@@ -99,7 +119,7 @@ const optionsSchema = z.object({
   ...traceOptionFields,
   out: z.string().min(1).optional(),
   json: z.boolean().optional(),
-  roundSeconds: numberText(z.number().positive('must be > 0')).optional(),
+  roundSeconds: roundSecondsFlag.optional(),
   earlyRounds: z.boolean().optional(),
   evaDefaultRate: numberText(rate).optional(),
   colocationTable: z.string().min(1).optional(),
@@ -112,20 +132,7 @@ const optionsSchema = z.object({
     .transform((text) => text.split(','))
     .pipe(
       z
-        .array(
-          z.union([
-            z.literal('auto'),
-            numberText(
-              z
-                .number()
-                .min(0, 'must be ≥ 0 ($ per job-hour), or auto')
-                .max(
-                  MAX_VALUE_OF_TIME_PER_JOB_HOUR,
-                  `must be ≤ ${MAX_VALUE_OF_TIME_PER_JOB_HOUR} ($ per job-hour)`,
-                ),
-            ),
-          ]),
-        )
+        .array(valueOfTimeItem)
         .min(1)
         .max(16, 'at most 16 values in one sweep')
         .refine((values) => new Set(values).size === values.length, 'values must differ'),

@@ -11,6 +11,7 @@ import {
   numberText,
   traceOptionFields,
   seedNumber,
+  roundSecondsFlag,
   traceSettings,
 } from './sim-flags.js';
 import type { QueueCaps } from '../../queue/caps.js';
@@ -67,17 +68,14 @@ export const TUNE_FILES = { json: 'tune.json', html: 'tune.html' } as const;
 const listText = <T extends z.ZodType<unknown, string>>(item: T) =>
   z
     .string()
-    .transform((s) =>
-      s
-        .split(',')
-        .map((x) => x.trim())
-        .filter((x) => x !== ''),
-    )
+    .transform((s) => s.split(',').map((x) => x.trim()))
+    // An empty item is a typo (two commas in a row), not a value to drop: refused like any other bad value.
+    .refine((items) => items.every((x) => x !== ''), 'an empty item: two commas in a row, or one at an end')
     .pipe(z.array(item).min(1, 'give at least one value'));
 
 const optionsSchema = z.object({
   ...traceOptionFields,
-  roundSeconds: numberText(z.number().positive('must be > 0')).optional(),
+  roundSeconds: roundSecondsFlag.optional(),
   scheduler: z.enum(SCHEDULER_NAMES, { error: `must be one of ${SCHEDULER_NAMES.join(', ')}` }),
   capDollarsPerHour: numberText(z.number().positive('must be > 0')).optional(),
   capInstances: numberText(z.number().int('must be an integer').positive('must be ≥ 1')).optional(),
