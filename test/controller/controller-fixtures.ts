@@ -6,6 +6,7 @@ import type { Catalog } from '../../src/core/catalog.js';
 import type { Market } from '../../src/core/market.js';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import {
+  CloudProviderError,
   InsufficientCapacityError,
   TAG_CLUSTER,
   TAG_INSTANCE_KEY,
@@ -104,6 +105,8 @@ export class FakeCloud implements CloudProvider {
   /** Placement groups that exist (created by a launch into them), and the `keep` sets of each cleanup call. */
   readonly groups = new Set<string>();
   readonly groupCleanups: ReadonlySet<string>[] = [];
+  /** The next this many TerminateInstances calls fail (termination protection, a missing permission). */
+  refuseTerminations = 0;
   /** Types with no spot capacity in any zone: a spot launch of one is bought on demand (EC2Provider's fallback). */
   readonly noSpotCapacity = new Set<string>();
   /** Types for which every zone answers InsufficientInstanceCapacity. */
@@ -183,6 +186,10 @@ export class FakeCloud implements CloudProvider {
 
   async terminate(ids: readonly string[]): Promise<void> {
     this.calls.terminate += 1;
+    if (this.refuseTerminations > 0) {
+      this.refuseTerminations -= 1;
+      throw new CloudProviderError('termination protection is on', 'OperationNotPermitted');
+    }
     for (const id of ids) {
       const inst = this.instances.get(id);
       if (inst !== undefined) inst.state = 'terminated';

@@ -280,6 +280,49 @@ describe('controller rounds against an in-memory cloud', () => {
     expect(store.getJob(job.id)?.state).toBe('running');
   });
 
+  it('a plan that drops an instance whose launch keeps failing ends it, and the rounds go on', async () => {
+    const { controller, store, cloud } = rig();
+    cloud.throttleNextLaunches = 100;
+    const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await controller.runRound();
+    expect(store.getInstance('inst-1')?.state).toBe('requested');
+    controller.cancel(job.id);
+    // The next plan has no use for it: it is ended, not drained (a requested instance cannot be).
+    await controller.runRound('cancel');
+    await controller.reconcile();
+    expect(store.getInstance('inst-1')?.state).toBe('terminated');
+    expect(store.listIntents({ states: ['pending'] })).toEqual([]);
+    expect(cloud.live()).toEqual([]);
+    // And the rounds after it plan as before.
+    cloud.throttleNextLaunches = 0;
+    const next = controller.submit(jobSpec('next', CPU_SMALL), 'research');
+    await controller.runRound();
+    expect(store.getTask(`${next.id}.0`)?.state).toBe('running');
+  });
+
+  it('an instance EC2 will not terminate is retried each pass with one intent, and blocks nothing else', async () => {
+    const { controller, store, cloud } = rig();
+    const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await controller.runRound();
+    const stopped = cloud.live()[0]?.id as string;
+    // Someone stopped it in EC2: its record is closed and its job planned elsewhere; the instance must go.
+    (cloud.instances.get(stopped) as { state: string }).state = 'stopped';
+    cloud.refuseTerminations = 3;
+    for (let pass = 0; pass < 3; pass++) await controller.reconcile();
+    const record = store.findInstanceByCloudId(stopped)?.id as string;
+    expect(store.getInstance(record)?.state).toBe('terminated');
+    expect(store.listIntents({ states: ['pending'], kind: 'terminate' })).toHaveLength(1);
+    expect(store.listEvents({ instanceId: record, kind: 'instance.terminate-error' }).length).toBeGreaterThan(
+      0,
+    );
+    // The passes went on meanwhile: the job runs on its new instance.
+    await controller.runRound();
+    expect(store.getJob(job.id)?.state).toBe('running');
+    await controller.reconcile();
+    expect(cloud.instances.get(stopped)?.state).toBe('terminated');
+    expect(store.listIntents({ states: ['pending'], kind: 'terminate' })).toEqual([]);
+  });
+
   it('replans the tasks of an instance that vanished from EC2 (after the grace period)', async () => {
     const { controller, store, cloud, clock } = rig({ vanishGraceSeconds: 60 });
     const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');

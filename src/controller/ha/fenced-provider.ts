@@ -22,6 +22,7 @@ export interface LeadershipCheck {
 export class FencedCloudProvider implements CloudProvider {
   readonly isCapacityConstrained?: (typeName: string) => boolean;
   readonly markOfferingUnavailable?: (typeName: string, zone: string, market: Market) => void;
+  readonly deletePlacementGroups?: (clusterName: string, keep: ReadonlySet<string>) => Promise<string[]>;
 
   constructor(
     private readonly inner: CloudProvider,
@@ -33,6 +34,13 @@ export class FencedCloudProvider implements CloudProvider {
     if (inner.markOfferingUnavailable !== undefined)
       this.markOfferingUnavailable = (typeName, zone, market) =>
         inner.markOfferingUnavailable?.(typeName, zone, market);
+    // A cloud call like the others: fenced. Left out, a shared state's controllers never deleted a placement group.
+    const deleteGroups = inner.deletePlacementGroups?.bind(inner);
+    if (deleteGroups !== undefined)
+      this.deletePlacementGroups = async (clusterName, keep) => {
+        this.lease.assertLeading();
+        return deleteGroups(clusterName, keep);
+      };
   }
 
   async launch(request: LaunchRequest): Promise<LaunchResult> {

@@ -1,4 +1,5 @@
 import { TAG_LAUNCH_TOKEN, type CloudInstance } from '../../cloud/provider.js';
+import { InjectedCrash } from '../faults.js';
 import { JOB_CAPACITY_LOST_EVENT } from '../snapshot.js';
 import { launchedUnderPreviousStore, previousStoreIds } from '../state/lineage.js';
 import type { InstanceRecord } from '../state-store.js';
@@ -186,12 +187,34 @@ async function terminateStray(
   known: InstanceRecord,
   cloud: CloudInstance,
 ): Promise<void> {
-  const intent = ctx.store.recordIntent({
-    kind: 'terminate',
-    payload: { instanceId: known.id, cloudId: cloud.instanceId },
-  });
+  // One intent per stray, however many passes it takes: a pass after a crash, or after a refused call, reuses it.
+  const intent =
+    ctx
+      .pendingIntentsFor('terminate', known.id)
+      .find((i) => i.kind === 'terminate' && i.payload.cloudId === cloud.instanceId) ??
+    ctx.store.recordIntent({
+      kind: 'terminate',
+      payload: { instanceId: known.id, cloudId: cloud.instanceId },
+    });
   ctx.fault('terminate:before-call', known.id);
-  await ctx.provider.terminate([cloud.instanceId]);
+  try {
+    await ctx.provider.terminate([cloud.instanceId]);
+  } catch (e) {
+    // As a terminate pass does: logged and tried again next pass. Thrown, it failed the whole sync, and with it every
+    // pass and round (no launch, start or stop) for as long as EC2 refused (termination protection, a permission).
+    if (e instanceof InjectedCrash) throw e;
+    const message = e instanceof Error ? e.message : String(e);
+    ctx.log.warn(`terminating stray instance ${cloud.instanceId} failed; retrying next pass`, {
+      error: message,
+    });
+    ctx.store.appendEvent({
+      kind: 'instance.terminate-error',
+      instanceId: known.id,
+      message,
+      data: { error: message, cloudId: cloud.instanceId },
+    });
+    return;
+  }
   ctx.fault('terminate:after-call', known.id);
   ctx.store.transaction(() => {
     ctx.store.completeIntent(intent.id);

@@ -105,11 +105,16 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
           touchedJobs.add(action.jobId);
           break;
         }
-        case 'terminate-instance':
-          ctx.store.setInstanceState(action.instanceId, 'draining', {
+        case 'terminate-instance': {
+          // One still to be launched (its launch keeps failing) has nothing to drain: it goes straight to
+          // terminating, whose pass fails its launch (or terminates what a launch in flight brings). Draining is not a
+          // state a requested instance may take: the whole round used to fail on it, and every round after.
+          const requested = ctx.store.getInstance(action.instanceId)?.state === 'requested';
+          ctx.store.setInstanceState(action.instanceId, requested ? 'terminating' : 'draining', {
             reason: `not in the plan of round ${round}`,
           });
           break;
+        }
       }
     }
     for (const jobId of touchedJobs) settleJob(ctx, jobId, `round ${round}`);
