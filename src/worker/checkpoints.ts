@@ -340,12 +340,17 @@ export class CheckpointWatcher {
     this.keep = options.keep ?? 3;
   }
 
-  async start(): Promise<void> {
+  /**
+   * `baseline: 'restored'` (a start after a restore): the directory holds what the store has, never re-uploaded.
+   * `'unknown'` (a task adopted after the agent restarted): what it wrote while no watcher ran may never have been
+   * uploaded, so the current state counts as new.
+   */
+  async start(baseline: 'restored' | 'unknown' = 'restored'): Promise<void> {
     const stored = await listCheckpoints(this.options.store, this.options.ref);
     this.stored = stored;
     // After every seq ever used, partial ones included: a new checkpoint never overwrites an old object.
     this.nextSeq = (stored.at(-1)?.seq ?? 0) + 1;
-    this.lastUploaded = await fingerprint(this.options.dir);
+    this.lastUploaded = baseline === 'restored' ? await fingerprint(this.options.dir) : '';
     this.watchDir();
     this.schedule();
   }
@@ -401,6 +406,9 @@ export class CheckpointWatcher {
   }
 
   private async checkNow(mode: CheckMode): Promise<UploadResult | undefined> {
+    // Not started (its listing of the store never finished): the next seq is unknown, and one written as 0 would be
+    // refused by every restore (or overwrite a later attempt's). Nothing is uploaded until the watcher knows it.
+    if (this.nextSeq === 0) return undefined;
     const { dir } = this.options;
     const marker = join(dir, COMPLETE_MARKER);
     if (await exists(marker)) {

@@ -167,12 +167,13 @@ export class TaskLifecycle {
       }
       this.tasks.set(t.taskId, t);
       // The watcher starts by listing the store: in the background, so an outage cannot hold up the heartbeat.
-      if (t.phase === 'running' && status.state !== 'exited') this.background(t, () => this.watch(t));
+      if (t.phase === 'running' && status.state !== 'exited')
+        this.background(t, () => this.watch(t, 'unknown'));
       this.log.info(`adopted task ${t.taskId} (${status.state})`);
     }
   }
 
-  private async watch(t: LocalTask): Promise<void> {
+  private async watch(t: LocalTask, baseline: 'restored' | 'unknown' = 'restored'): Promise<void> {
     const store = this.registration().store;
     if (store === undefined) return;
     const dir = this.taskDir(t.taskId);
@@ -199,7 +200,7 @@ export class TaskLifecycle {
       retry: this.retry,
     });
     const watcher = t.watcher;
-    await this.retry(`checkpoint listing of ${t.taskId}`, () => watcher.start());
+    await this.retry(`checkpoint listing of ${t.taskId}`, () => watcher.start(baseline));
   }
 
   /** Exits, progress. */
@@ -218,6 +219,7 @@ export class TaskLifecycle {
       if (status === undefined) {
         t.phase = 'failed';
         t.reason = 'the task disappeared from this host (container or process removed)';
+        await this.stopWatching(t);
         await this.persist(t);
       } else if (status.state === 'exited') this.background(t, () => this.finished(t, status.exitCode));
     }
@@ -237,6 +239,9 @@ export class TaskLifecycle {
 
   start(d: DesiredTask): void {
     const previous = this.tasks.get(d.taskId);
+    // A new attempt here: the last one's watcher must not outlive it (stopWatching).
+    const stale = previous?.watcher;
+    if (previous !== undefined) previous.watcher = undefined;
     const t: LocalTask = {
       taskId: d.taskId,
       jobId: d.jobId,
@@ -252,6 +257,7 @@ export class TaskLifecycle {
     };
     this.tasks.set(d.taskId, t);
     this.background(t, async () => {
+      await stale?.stop();
       try {
         const prepared = await this.prepare(t, d);
         if (!('command' in prepared)) {
@@ -278,9 +284,20 @@ export class TaskLifecycle {
         t.phase = 'failed';
         t.reason = `could not start: ${(e as Error).message}`;
         this.log.warn(`task ${t.taskId} could not start: ${(e as Error).message}`);
+        await this.stopWatching(t);
       }
       await this.persist(t);
     });
+  }
+
+  /**
+   * A task that will not run here (its start failed, it disappeared) stops having its directory watched: a watcher left
+   * behind would go on uploading, and beside the next attempt's own on this host both would number their checkpoints
+   * from the same seq, writing different content under one key.
+   */
+  private async stopWatching(t: LocalTask): Promise<void> {
+    await t.watcher?.stop();
+    t.watcher = undefined;
   }
 
   /**
@@ -302,6 +319,7 @@ export class TaskLifecycle {
         t.phase = 'failed';
         t.reason = `could not start: ${(e as Error).message}`;
         this.log.warn(`task ${t.taskId} could not start: ${(e as Error).message}`);
+        await this.stopWatching(t);
       }
       await this.persist(t);
     });

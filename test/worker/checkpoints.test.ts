@@ -170,6 +170,31 @@ describe('checkpoints on the filesystem store', () => {
     expect(() => checkpointsToPrune(stored, 0)).toThrow(/keep must be a whole number/);
   });
 
+  it('uploads nothing before its listing of the store is done, and counts an adopted task’s state as new', async () => {
+    const store = new FsObjectStore(join(tmp, 'store'));
+    const dir = join(tmp, 'ck');
+    mkdirSync(dir);
+    writeState(dir, { counter: '4\n', COMPLETE: '' });
+    // Never started (the store was down while it listed): a flush has no seq to use, and 0 no restore accepts.
+    const unstarted = new CheckpointWatcher({ store, ref: REF, dir, pollMs: 20 });
+    expect(await unstarted.flush()).toBeUndefined();
+    expect(await listCheckpoints(store, REF)).toEqual([]);
+    // After a restore the directory is what the store holds: not uploaded again.
+    rmSync(join(dir, 'COMPLETE'));
+    const restored = new CheckpointWatcher({ store, ref: REF, dir, pollMs: 20 });
+    await restored.start('restored');
+    await restored.stop();
+    expect(await restored.flush()).toBeUndefined();
+    // Adopted after the agent restarted: what the task wrote meanwhile may never have been uploaded, so it is.
+    const adopted = new CheckpointWatcher({ store, ref: REF, dir, pollMs: 20 });
+    await adopted.start('unknown');
+    await adopted.stop();
+    expect((await adopted.flush())?.manifest.seq).toBe(1);
+    const back = await restoreLatestCheckpoint(store, REF, join(tmp, 'dst'));
+    expect(readFileSync(join(tmp, 'dst', 'counter'), 'utf8')).toBe('4\n');
+    expect(back.manifest?.seq).toBe(1);
+  });
+
   it('the watcher uploads on the COMPLETE marker, deletes the marker, and keeps going from the next seq', async () => {
     const store = new FsObjectStore(join(tmp, 'store'));
     const dir = join(tmp, 'ck');

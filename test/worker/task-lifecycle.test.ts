@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -108,6 +108,43 @@ describe('task lifecycle', () => {
       // Done: its end is recorded. Without a declared total, an exit on the signal is a checkpoint-stop.
       expect(task?.phase).toBe(phase);
     }
+  });
+});
+
+describe('a start that fails', () => {
+  it('stops watching the task: nothing it leaves is uploaded, so a next attempt here numbers its checkpoints alone', async () => {
+    const executor = new ProcessExecutor({ stateDir: join(tmp, 'executor-fail') });
+    const store = new FsObjectStore(join(tmp, 'store-fail'));
+    const workDir = join(tmp, 'work-fail');
+    const tasks = new TaskLifecycle(
+      {
+        connection: new ControllerClient('http://127.0.0.1:9'),
+        credentials: { launch: launchSecretCredential('unused') },
+        executor,
+        openStore: () => store,
+        cloudInstanceId: 'local-test',
+        workDir,
+        checkpointPollMs: 20,
+      },
+      { info: () => undefined, warn: () => undefined },
+      () => ({ store, instanceId: 'inst-1' }),
+      new AbortController().signal,
+    );
+    // No command: the executor refuses it after the task's directory is prepared and watched.
+    tasks.start(runOnce('broken-6.0', []));
+    await tasks.settle();
+    const task = tasks.get('broken-6.0');
+    expect(task?.phase).toBe('failed');
+    expect(task?.watcher).toBeUndefined();
+    // Something writes a checkpoint where the watcher was looking: it is not uploaded.
+    const checkpointDir = join(workDir, 'tasks', 'broken-6.0', 'checkpoint');
+    mkdirSync(checkpointDir, { recursive: true });
+    writeFileSync(join(checkpointDir, 'state'), 'left behind\n');
+    writeFileSync(join(checkpointDir, 'COMPLETE'), '');
+    await new Promise((r) => setTimeout(r, 200));
+    const uploaded: unknown[] = [];
+    for await (const object of store.list('checkpoints/')) uploaded.push(object);
+    expect(uploaded).toEqual([]);
   });
 });
 
