@@ -34,23 +34,34 @@ function runOnce(taskId: string, command: string[]): DesiredTask {
   };
 }
 
+/** A worker's task lifecycle on this host, registered with a controller it never calls (the test drives it). */
+function lifecycle(
+  executor: Executor,
+  store: FsObjectStore,
+  workDir: string,
+  checkpointPollMs?: number,
+): TaskLifecycle {
+  return new TaskLifecycle(
+    {
+      connection: new ControllerClient('http://127.0.0.1:9'),
+      credentials: { launch: launchSecretCredential('unused') },
+      executor,
+      openStore: () => store,
+      cloudInstanceId: 'local-test',
+      workDir,
+      ...(checkpointPollMs === undefined ? {} : { checkpointPollMs }),
+    },
+    { info: () => undefined, warn: () => undefined },
+    () => ({ store, instanceId: 'inst-1' }),
+    new AbortController().signal,
+  );
+}
+
 describe('task lifecycle', () => {
   it('a task that ended as its checkpoint-stop arrived (or did its last step) reports and records its own end; one the signal ended is stopped', async () => {
     const executor = new ProcessExecutor({ stateDir: join(tmp, 'executor') });
     const store = new FsObjectStore(join(tmp, 'store'));
-    const tasks = new TaskLifecycle(
-      {
-        connection: new ControllerClient('http://127.0.0.1:9'),
-        credentials: { launch: launchSecretCredential('unused') },
-        executor,
-        openStore: () => store,
-        cloudInstanceId: 'local-test',
-        workDir: join(tmp, 'work'),
-      },
-      { info: () => undefined, warn: () => undefined },
-      () => ({ store, instanceId: 'inst-1' }),
-      new AbortController().signal,
-    );
+    const tasks = lifecycle(executor, store, join(tmp, 'work'));
     const settings = { signal: 'SIGTERM', timeoutSeconds: 5 } as const;
 
     tasks.start(runOnce('ends-1.0', ['sh', '-c', 'sleep 0.2']));
@@ -116,20 +127,7 @@ describe('a start that fails', () => {
     const executor = new ProcessExecutor({ stateDir: join(tmp, 'executor-fail') });
     const store = new FsObjectStore(join(tmp, 'store-fail'));
     const workDir = join(tmp, 'work-fail');
-    const tasks = new TaskLifecycle(
-      {
-        connection: new ControllerClient('http://127.0.0.1:9'),
-        credentials: { launch: launchSecretCredential('unused') },
-        executor,
-        openStore: () => store,
-        cloudInstanceId: 'local-test',
-        workDir,
-        checkpointPollMs: 20,
-      },
-      { info: () => undefined, warn: () => undefined },
-      () => ({ store, instanceId: 'inst-1' }),
-      new AbortController().signal,
-    );
+    const tasks = lifecycle(executor, store, workDir, 20);
     // No command: the executor refuses it after the task's directory is prepared and watched.
     tasks.start(runOnce('broken-6.0', []));
     await tasks.settle();
