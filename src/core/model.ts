@@ -2,6 +2,7 @@ import type { FamilyDemand } from './resources.js';
 import type { Market } from './market.js';
 import type { InstancePlacement, JobNetwork, MeasuredRtt } from './network.js';
 import type { SpotPreference } from './spot.js';
+import type { FamilyGroupQuota } from './quota-groups.js';
 
 /**
  * The scheduler's view of the cluster: plain data, built each round by the simulator or the controller.
@@ -107,6 +108,10 @@ export interface Caps {
   readonly maxCostPerHour?: number | undefined;
   readonly maxInstances?: number | undefined;
   readonly maxMigrationsPerRound?: number | undefined;
+  /** vCPU/GPU quotas per family group (core/quota-groups.ts), on demand and on spot. */
+  readonly quotas?: readonly FamilyGroupQuota[] | undefined;
+  /** Family → group overrides, for families `awsQuotaGroup` does not know or accounts set up differently. */
+  readonly familyGroups?: Readonly<Record<string, string>> | undefined;
 }
 
 /**

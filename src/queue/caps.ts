@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import type { InstanceType } from '../core/catalog.js';
 import type { Caps } from '../core/model.js';
+import { familyQuotaGroup, spotQuotaGroup } from '../core/quota-groups.js';
+// Where callers have long found them.
+export { awsQuotaGroup, spotQuotaGroup, type FamilyGroupQuota } from '../core/quota-groups.js';
 import type { Market } from '../core/market.js';
 import type { FamilyDemand } from '../core/resources.js';
 import { parseWith } from '../core/validation.js';
@@ -12,18 +15,8 @@ import type { PriceBook } from '../scheduler/reservation-price.js';
  * (A, C, D, H, I, M, R, T, Z) instances", "Running On-Demand P instances", …); fleetwise adds an optional GPU count
  * per group because GPU budgets are usually what teams argue about.
  */
-export interface FamilyGroupQuota {
-  /** Group name, e.g. `standard`, `p`, `g-vt` (see `awsQuotaGroup`). */
-  readonly group: string;
-  readonly maxVcpus?: number | undefined;
-  readonly maxGpus?: number | undefined;
-}
-
-export interface QueueCaps extends Caps {
-  readonly quotas?: readonly FamilyGroupQuota[] | undefined;
-  /** Family → group overrides, for families `awsQuotaGroup` does not know or accounts set up differently. */
-  readonly familyGroups?: Readonly<Record<string, string>> | undefined;
-}
+/** The caps as the queue layer reads them: core `Caps`, quotas included (checked against admitted footprints). */
+export type QueueCaps = Caps;
 
 export const queueCapsSchema = z.object({
   maxCostPerHour: z.number().finite().positive().optional(),
@@ -44,23 +37,6 @@ export const queueCapsSchema = z.object({
 /** Validate caps from a config file or CLI flags; `source` names them in errors. */
 export function parseQueueCaps(value: unknown, source = 'caps'): QueueCaps {
   return parseWith(queueCapsSchema, value, source);
-}
-
-/**
- * AWS on-demand quota group of an instance family (Service Quotas, EC2 "Running On-Demand … instances").
- * Unknown prefixes fall into `standard`, which is where AWS puts every general-purpose family.
- */
-export function awsQuotaGroup(family: string): string {
-  const f = family.toLowerCase();
-  if (/^(p)\d/.test(f)) return 'p';
-  if (/^(g|vt)\d/.test(f)) return 'g-vt';
-  if (/^inf\d/.test(f)) return 'inf';
-  if (/^trn\d/.test(f)) return 'trn';
-  if (/^dl\d/.test(f)) return 'dl';
-  if (/^f\d/.test(f)) return 'f';
-  if (/^x\d/.test(f)) return 'x';
-  if (/^hpc\d/.test(f)) return 'hpc';
-  return 'standard';
 }
 
 /** One instance a job is expected to occupy (its reservation-price instance, Eva §4.2). */
@@ -85,14 +61,6 @@ export function instanceFootprint(type: BoughtType): InstanceFootprint {
     costPerHour: type.costPerHour,
     ...(type.market === 'spot' ? { market: 'spot' } : {}),
   };
-}
-
-/**
- * AWS keeps separate vCPU quotas for spot requests ("All P Spot Instance Requests", …): a spot instance counts
- * against its group's spot quota, named `<group>-spot` (e.g. `p-spot`), and not against the on-demand one.
- */
-export function spotQuotaGroup(group: string): string {
-  return `${group}-spot`;
 }
 
 /** What admitting a job is expected to add against the caps. */
@@ -135,15 +103,11 @@ export interface CapUsage {
 
 export const NO_USAGE: CapUsage = { costPerHour: 0, instances: 0, byGroup: new Map() };
 
-function groupOf(caps: QueueCaps, family: string): string {
-  return caps.familyGroups?.[family] ?? awsQuotaGroup(family);
-}
-
 export function addUsage(usage: CapUsage, footprint: JobFootprint, caps: QueueCaps, sign = 1): CapUsage {
   const byGroup = new Map(usage.byGroup);
   let cost = usage.costPerHour;
   for (const inst of footprint.instances) {
-    const family = groupOf(caps, inst.family);
+    const family = familyQuotaGroup(inst.family, caps.familyGroups);
     const g = inst.market === 'spot' ? spotQuotaGroup(family) : family;
     const u = byGroup.get(g) ?? { vcpus: 0, gpus: 0 };
     byGroup.set(g, { vcpus: u.vcpus + sign * inst.vcpus, gpus: u.gpus + sign * inst.gpus });

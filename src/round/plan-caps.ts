@@ -20,7 +20,10 @@ import type { Configuration } from '../scheduler/types.js';
  * under the caps (an instance the plan drops counts until it has terminated, so its replacement waits).
  */
 
-/** The plan-level caps a scheduler enforces on its own plans: $/hour, instance count, migrations per round. */
+/**
+ * The plan-level caps a scheduler enforces on its own plans: $/hour, instance count, migrations per round; and the
+ * quotas, for the types it may buy (the round's check counts the plan against them).
+ */
 export function schedulerCaps(caps: QueueCaps): Caps {
   return {
     ...(caps.maxCostPerHour === undefined ? {} : { maxCostPerHour: caps.maxCostPerHour }),
@@ -28,6 +31,9 @@ export function schedulerCaps(caps: QueueCaps): Caps {
     ...(caps.maxMigrationsPerRound === undefined
       ? {}
       : { maxMigrationsPerRound: caps.maxMigrationsPerRound }),
+    // Only which types a new instance may be of: one instance of a type too big for its group's quota never fits.
+    ...(caps.quotas === undefined || caps.quotas.length === 0 ? {} : { quotas: caps.quotas }),
+    ...(caps.familyGroups === undefined ? {} : { familyGroups: caps.familyGroups }),
   };
 }
 

@@ -1,4 +1,4 @@
-import { crossZonePricePerGiB, type Catalog } from '../core/catalog.js';
+import { crossZonePricePerGiB, type Catalog, type InstanceType as CatalogType } from '../core/catalog.js';
 import {
   MAX_VALUE_OF_TIME_PER_JOB_HOUR,
   progressSinceSeconds,
@@ -32,6 +32,7 @@ import {
   type ResolvedLatencyOptions,
 } from './latency-view.js';
 import type { Plan, Scheduler, ThroughputObservation } from './types.js';
+import { typeFitsQuotas } from '../core/quota-groups.js';
 
 export type { EvaVariant } from './eva-candidates.js';
 
@@ -218,10 +219,15 @@ export class EvaScheduler implements Scheduler {
           : this.latency?.migrate === false
             ? 'eva-latency-no-migration'
             : 'eva';
-    this.book = new PriceBook(catalog);
+    // A type whose one instance breaks its group's quota (and, planning spot, its spot quota) is bought only where no
+    // other type can host a task: a plan counting on it is refused every round, and its jobs wait for ever.
+    const quotas = options.caps?.quotas ?? [];
+    const buyable = (type: CatalogType): boolean =>
+      quotas.length === 0 || typeFitsQuotas(type, quotas, options.caps?.familyGroups, options.spot === true);
+    this.book = new PriceBook(catalog, buyable);
     this.spotBook =
       options.spot === true && catalog.spot !== undefined
-        ? new PriceBook(spotPlanningCatalog(catalog))
+        ? new PriceBook(spotPlanningCatalog(catalog), buyable)
         : undefined;
     this.table =
       options.learnedColocation === undefined

@@ -7,19 +7,29 @@ import { demandOn, fits, type FamilyDemand, type Resources } from '../core/resou
  * task alone. `PriceBook` caches it per distinct demand, since traces repeat a few dozen demand vectors.
  */
 export class PriceBook {
-  /** Types by ascending cost (ties by name), the order for "cheapest that fits". */
+  /** Types by ascending cost (ties by name), the order for "cheapest that fits" (preferred types first). */
   readonly byCostAscending: readonly InstanceType[];
-  /** Types by descending cost (ties by name), the order of Full Reconfiguration (Algorithm 1, line 3). */
+  /** Types by descending cost (ties by name), the order of Full Reconfiguration (Algorithm 1, line 3; preferred first). */
   readonly byCostDescending: readonly InstanceType[];
   private readonly typesByName: ReadonlyMap<string, InstanceType>;
   private readonly minTypeCache = new Map<string, InstanceType | null>();
   private readonly shareCache = new Map<string, number>();
 
-  constructor(readonly catalog: Catalog) {
-    this.byCostAscending = [...catalog.types].sort(
+  constructor(
+    readonly catalog: Catalog,
+    /**
+     * The types to buy before any other (default: all): both orders list them first, the others after, so a task goes
+     * to another type only where none of these can host it (a type too big for its quota group, Eva's caps).
+     */
+    preferred: (type: InstanceType) => boolean = () => true,
+  ) {
+    const ascending = [...catalog.types].sort(
       (a, b) => a.costPerHour - b.costPerHour || compareText(a.name, b.name),
     );
-    this.byCostDescending = [...this.byCostAscending].reverse();
+    const first = ascending.filter(preferred);
+    const last = ascending.filter((t) => !preferred(t));
+    this.byCostAscending = [...first, ...last];
+    this.byCostDescending = [...[...first].reverse(), ...[...last].reverse()];
     this.typesByName = new Map(catalog.types.map((t) => [t.name, t]));
   }
 

@@ -6,7 +6,7 @@ import { queueConfigFor, QUEUE_KINDS } from '../../src/sim/queue-options.js';
 import { schedulerCaps } from '../../src/round/plan-caps.js';
 import { runSimulation } from '../../src/sim/run-simulation.js';
 import { createScheduler } from '../../src/scheduler/registry.js';
-import { testCatalog, trace, traceJob, traceTask } from './sim-fixtures.js';
+import { instanceType, testCatalog, trace, traceJob, traceTask } from './sim-fixtures.js';
 
 const flat = (): number => 1;
 
@@ -14,6 +14,32 @@ const jobArb = fc.record({
   arrivalSeconds: fc.integer({ min: 0, max: 3000 }),
   iterations: fc.integer({ min: 100, max: 5000 }),
   tasks: fc.integer({ min: 1, max: 2 }),
+});
+
+describe('a quota one instance of a type would break', () => {
+  it('keeps Eva off that type: the jobs run on the types that fit, instead of every plan being refused', () => {
+    // A mid.x (3 GPUs, $9/h) is cheaper per GPU than small.x (1 GPU, $3.6/h), but its 28 vCPUs break a 24-vCPU quota on
+    // their group alone: Eva packed three jobs onto one, and the round refused that plan every time.
+    const catalog = testCatalog([instanceType('mid.x', [3, 28, 96], 9)]);
+    const caps: QueueCaps = { quotas: [{ group: 'standard', maxVcpus: 24 }] };
+    const jobs = Array.from({ length: 4 }, (_, i) => traceJob(`j${i}`, { iterations: 2000 }));
+    const r = runSimulation({
+      trace: trace(...jobs),
+      catalog,
+      groundTruth: flat,
+      scheduler: createScheduler('eva', { catalog, interferenceProfile: flat, caps: schedulerCaps(caps) }),
+      queue: {
+        caps,
+        config: queueConfigFor(
+          'fifo',
+          jobs.map((j) => j.durationSeconds),
+        ),
+        predict: false,
+      },
+    });
+    expect(r.jobs.every((j) => j.endSeconds !== null)).toBe(true);
+    expect(Math.max(...r.series.capacityVcpus)).toBeLessThanOrEqual(24);
+  });
 });
 
 describe('caps under the queue layer (property)', () => {

@@ -165,11 +165,19 @@ describe('queue configs and metrics', () => {
       expect(queueConfigFor(kind, []).classes.map((k) => k.ordering)).toEqual([kind]);
   });
 
-  it('schedulerCaps keeps only what Eva enforces', () => {
+  it('schedulerCaps keeps what Eva plans under: the plan caps, and the quotas for the types it may buy', () => {
     expect(schedulerCaps({ maxCostPerHour: 5, quotas: [{ group: 'p', maxGpus: 8 }] })).toEqual({
       maxCostPerHour: 5,
+      quotas: [{ group: 'p', maxGpus: 8 }],
     });
-    expect(schedulerCaps({ maxInstances: 2 })).toEqual({ maxInstances: 2 });
+    expect(
+      schedulerCaps({
+        quotas: [{ group: 'big', maxVcpus: 8 }],
+        familyGroups: { p5: 'big' },
+        maxInstances: 2,
+      }),
+    ).toEqual({ quotas: [{ group: 'big', maxVcpus: 8 }], familyGroups: { p5: 'big' }, maxInstances: 2 });
+    expect(schedulerCaps({ maxInstances: 2, quotas: [] })).toEqual({ maxInstances: 2 });
   });
 
   it('p99JctHours is the nearest-rank 99th percentile in hours, null with no finished job', () => {
