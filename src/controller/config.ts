@@ -3,7 +3,7 @@ import { DEFAULT_CO_START_TIMEOUT_SECONDS } from '../round/co-start.js';
 import { ValidationError } from '../core/validation.js';
 import { ADMIT_BY } from '../queue/admission.js';
 import { wfqConfigSchema } from '../queue/wfq.js';
-import { spotQuotaGroup } from '../queue/caps.js';
+import { spotQuotaGroup } from '../core/quota-groups.js';
 import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.js';
 import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../core/model.js';
 import { DEFAULT_LOOP_STUCK_SECONDS } from './loop-health.js';

@@ -1,5 +1,5 @@
 import type { Market } from '../core/market.js';
-import { launchIntentKey, type StateStore } from './state-store.js';
+import { launchIntentKey, type IntentRecord, type StateStore } from './state-store.js';
 
 /**
  * How a live instance was bought, as the store knows it: what its launch asked for (its launch intent, keyed by the
@@ -38,9 +38,12 @@ export function recordAdoptedMarket(store: StateStore, instanceId: string, marke
   });
 }
 
-/** Whether the launch of a spot instance asked for spot: the market its launch intent carries, if it has one. */
+/** Whether the instance's launch asked for spot: the market its launch intent carries, if it has one. */
 export function launchAskedForSpot(store: StateStore, instanceId: string): boolean {
-  const launch = store.getIntentByKey(launchIntentKey(instanceId));
+  return asksForSpot(store.getIntentByKey(launchIntentKey(instanceId)));
+}
+
+function asksForSpot(launch: IntentRecord | undefined): boolean {
   return launch?.kind === 'launch' && launch.payload.market === 'spot';
 }
 
@@ -52,6 +55,6 @@ export function launchedOnSpot(store: StateStore, instanceId: string): boolean {
   const launch = store.getIntentByKey(launchIntentKey(instanceId));
   if (launch === undefined)
     return store.listEvents({ instanceId, kind: ADOPTED_SPOT_EVENT, limit: 1 }).length > 0;
-  if (launch.kind !== 'launch' || launch.payload.market !== 'spot') return false;
+  if (!asksForSpot(launch)) return false;
   return store.listEvents({ instanceId, kind: MARKET_FALLBACK_EVENT, limit: 1 }).length === 0;
 }

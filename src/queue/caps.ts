@@ -2,8 +2,6 @@ import { z } from 'zod';
 import type { InstanceType } from '../core/catalog.js';
 import type { Caps } from '../core/model.js';
 import { familyQuotaGroup, spotQuotaGroup } from '../core/quota-groups.js';
-// Where callers have long found them.
-export { awsQuotaGroup, spotQuotaGroup, type FamilyGroupQuota } from '../core/quota-groups.js';
 import type { Market } from '../core/market.js';
 import type { FamilyDemand } from '../core/resources.js';
 import { parseWith } from '../core/validation.js';

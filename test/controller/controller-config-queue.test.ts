@@ -7,7 +7,7 @@ import { AWS_QUOTA_GROUPS } from '../../src/controller/config.js';
 import { loadControllerConfig } from '../../src/controller/config-loading.js';
 import { settingsFromConfig } from '../../src/controller/settings.js';
 import { ValidationError } from '../../src/core/validation.js';
-import { awsQuotaGroup } from '../../src/queue/caps.js';
+import { awsQuotaGroup } from '../../src/core/quota-groups.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-config-queue-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));

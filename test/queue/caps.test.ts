@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { Catalog } from '../../src/core/catalog.js';
 import { ValidationError } from '../../src/core/validation.js';
+import { awsQuotaGroup } from '../../src/core/quota-groups.js';
 import {
-  awsQuotaGroup,
   capViolations,
   dominantShare,
   fitsCaps,

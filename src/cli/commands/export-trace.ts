@@ -77,7 +77,6 @@ export function runExportTrace(flags: ExportTraceFlags): void {
     postgresUrl === undefined
       ? readSqliteStateHistory(source.where, read)
       : readPostgresStateHistory(postgresUrl, read);
-  // Checked before anything is written, so a failed export leaves no half of itself behind.
   const saved =
     tableFile === undefined
       ? undefined

@@ -15,6 +15,7 @@ import type { Trace } from '../../world/trace.js';
 import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
 import type { ReportSettings } from '../../sim/report/json.js';
 import { MAX_ROUND_SECONDS, ROUND_SECONDS_BOUND } from '../../controller/config.js';
+import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../../core/model.js';
 
 /** Flag parsing shared by `simulate` and `tune` (commander hands over strings; zod checks them). */
 
@@ -221,3 +222,22 @@ export function readLatencyConfigFile(path: string): NetworkConfigInput {
   parseWith(networkConfigSchema, value ?? {}, path);
   return (value ?? {}) as NetworkConfigInput;
 }
+
+/** One value of `--value-of-time`: `auto`, or $ per job-hour (a number a person can act on when it is wrong). */
+export const valueOfTimeItem = z
+  .string()
+  .trim()
+  .transform((text, ctx): number | 'auto' => {
+    if (text === 'auto') return 'auto';
+    const value = /^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(text) ? Number(text) : Number.NaN;
+    const problem = Number.isNaN(value)
+      ? `"${text}" is neither a number ($ per job-hour) nor auto`
+      : value < 0
+        ? 'must be ≥ 0 ($ per job-hour), or auto'
+        : value > MAX_VALUE_OF_TIME_PER_JOB_HOUR
+          ? `must be ≤ ${MAX_VALUE_OF_TIME_PER_JOB_HOUR} ($ per job-hour)`
+          : undefined;
+    if (problem === undefined) return value;
+    ctx.addIssue({ code: 'custom', message: problem });
+    return z.NEVER;
+  });

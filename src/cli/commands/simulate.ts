@@ -14,6 +14,7 @@ import {
   positiveInteger,
   roundSecondsFlag,
   traceSettings,
+  valueOfTimeItem,
 } from './sim-flags.js';
 import { colocationTableRequest, saveLearnedColocation } from './colocation-table-file.js';
 import { checkOutputDirectory } from '../output-target.js';
@@ -30,7 +31,7 @@ import type { RunRequest } from '../../sim/run-request.js';
 import { parseSchedulerList, SCHEDULER_NAMES } from '../../scheduler/registry.js';
 import type { RunResult } from '../../world/run-result.js';
 import { QUEUE_KINDS } from '../../sim/queue-options.js';
-import type { FamilyGroupQuota } from '../../queue/caps.js';
+import type { FamilyGroupQuota } from '../../core/quota-groups.js';
 import { ADMIT_BY } from '../../queue/admission.js';
 import {
   DEFAULT_PACKING_EFFICIENCY,
@@ -38,7 +39,7 @@ import {
   DEFAULT_TARGET_SLOWDOWN,
   DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR,
 } from '../../scheduler/eva.js';
-import { MAX_VALUE_OF_TIME_PER_JOB_HOUR, type ValueOfTimeSetting } from '../../core/model.js';
+import type { ValueOfTimeSetting } from '../../core/model.js';
 import { DEFAULT_COLOCATION_RATE } from '../../scheduler/colocation-table.js';
 import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
 import { loadControllerConfig } from '../../controller/config-loading.js';
@@ -92,24 +93,6 @@ export interface RawSimulateOptions {
 
 const onOff = z.enum(['on', 'off']);
 
-/** One value of `--value-of-time`: `auto`, or $ per job-hour (a number a person can act on when it is wrong). */
-const valueOfTimeItem = z
-  .string()
-  .trim()
-  .transform((text, ctx): number | 'auto' => {
-    if (text === 'auto') return 'auto';
-    const value = /^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(text) ? Number(text) : Number.NaN;
-    const problem = Number.isNaN(value)
-      ? `"${text}" is neither a number ($ per job-hour) nor auto`
-      : value < 0
-        ? 'must be ≥ 0 ($ per job-hour), or auto'
-        : value > MAX_VALUE_OF_TIME_PER_JOB_HOUR
-          ? `must be ≤ ${MAX_VALUE_OF_TIME_PER_JOB_HOUR} ($ per job-hour)`
-          : undefined;
-    if (problem === undefined) return value;
-    ctx.addIssue({ code: 'custom', message: problem });
-    return z.NEVER;
-  });
 const rate = z.number().gt(0, 'must be > 0').max(1, 'must be ≤ 1');
 
 /** `--runtime`: the simulator's event engine, or the real controller on a virtual clock (src/sim/controller-runtime/). */

@@ -1,10 +1,10 @@
 import { TAG_LAUNCH_TOKEN, type CloudInstance } from '../../cloud/provider.js';
-import { InjectedCrash } from '../faults.js';
 import { JOB_CAPACITY_LOST_EVENT } from '../snapshot.js';
 import { launchedUnderPreviousStore, previousStoreIds } from '../state/lineage.js';
 import type { InstanceRecord } from '../state-store.js';
 import { LIVE_INSTANCE_STATES, type ReconcileContext } from './context.js';
 import { releaseTasksOn } from './jobs.js';
+import { terminateFailed } from './effects/terminations.js';
 import { launchAskedForSpot, recordAdoptedMarket, recordMarketFallback } from '../instance-market.js';
 
 /**
@@ -200,18 +200,10 @@ async function terminateStray(
   try {
     await ctx.provider.terminate([cloud.instanceId]);
   } catch (e) {
-    // As a terminate pass does: logged and tried again next pass. Thrown, it failed the whole sync, and with it every
-    // pass and round (no launch, start or stop) for as long as EC2 refused (termination protection, a permission).
-    if (e instanceof InjectedCrash) throw e;
-    const message = e instanceof Error ? e.message : String(e);
-    ctx.log.warn(`terminating stray instance ${cloud.instanceId} failed; retrying next pass`, {
-      error: message,
-    });
-    ctx.store.appendEvent({
-      kind: 'instance.terminate-error',
-      instanceId: known.id,
-      message,
-      data: { error: message, cloudId: cloud.instanceId },
+    // As a terminate pass does. Thrown, it failed the whole sync, and with it every pass and round (no launch, start
+    // or stop) for as long as EC2 refused.
+    terminateFailed(ctx, known.id, e, `terminating stray instance ${cloud.instanceId}`, {
+      cloudId: cloud.instanceId,
     });
     return;
   }

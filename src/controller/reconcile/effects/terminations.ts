@@ -41,15 +41,7 @@ export async function performTerminations(ctx: ReconcileContext): Promise<string
       try {
         await ctx.provider.terminate([target]);
       } catch (e) {
-        if (e instanceof InjectedCrash) throw e;
-        const message = e instanceof Error ? e.message : String(e);
-        ctx.log.warn(`terminate of ${inst.id} failed; retrying next pass`, { error: message });
-        ctx.store.appendEvent({
-          kind: 'instance.terminate-error',
-          instanceId: inst.id,
-          message,
-          data: { error: message },
-        });
+        terminateFailed(ctx, inst.id, e, `terminate of ${inst.id}`);
         continue;
       }
     }
@@ -61,4 +53,26 @@ export async function performTerminations(ctx: ReconcileContext): Promise<string
     terminated.push(inst.id);
   }
   return terminated;
+}
+
+/**
+ * A terminate call the cloud refused (termination protection, a permission, throttling): logged and recorded on the
+ * instance, to be tried again next pass, never failing the pass. An injected crash is the test's, and goes on.
+ */
+export function terminateFailed(
+  ctx: ReconcileContext,
+  instanceId: string,
+  error: unknown,
+  what: string,
+  data: Record<string, string> = {},
+): void {
+  if (error instanceof InjectedCrash) throw error;
+  const message = error instanceof Error ? error.message : String(error);
+  ctx.log.warn(`${what} failed; retrying next pass`, { error: message });
+  ctx.store.appendEvent({
+    kind: 'instance.terminate-error',
+    instanceId,
+    message,
+    data: { error: message, ...data },
+  });
 }
