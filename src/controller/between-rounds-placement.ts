@@ -8,6 +8,7 @@ import type { Clock } from './clock.js';
 import type { BetweenRoundsStart } from './reconcile/plan-intents.js';
 import type { ControllerScheduler } from './scheduler-state.js';
 import type { ControllerLogger } from './seams.js';
+import { admissionInfo } from './admission-info.js';
 import { buildSnapshot, readSnapshotInputs } from './snapshot.js';
 import type { JsonValue, StateStore } from './state-store.js';
 
@@ -99,7 +100,6 @@ export class BetweenRoundsPlacer {
         continue;
       jobs.push({
         id: job.id,
-        arrivalSeconds: job.arrivalSeconds,
         taskSeconds: job.expectedRemainingSeconds ?? UNKNOWN_DURATION_SECONDS,
         tasks: tasks.map((t) => ({ id: t.id, demand: t.demand, key: t.key })),
         ...(job.spot === 'never' ? { onDemandOnly: true } : {}),
@@ -137,7 +137,7 @@ export class BetweenRoundsPlacer {
       jobs,
       instances,
       prices: this.prices,
-      queue: this.deps.admission.config,
+      admitted: this.deps.admission.admissibleNow(snapshot, admissionInfo(inputs, snapshot)),
       bind: this.deps.bind,
       expectedRate: scheduler.expectedRate?.bind(scheduler),
       capHoldsJobsBack: this.capHoldsJobsBack,

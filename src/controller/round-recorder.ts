@@ -1,17 +1,10 @@
 import { queueViews } from '../queue/admission-views.js';
 import type { Catalog } from '../core/catalog.js';
-import type { ClusterSnapshot } from '../core/model.js';
-import {
-  UNKNOWN_DURATION_SECONDS,
-  type Admission,
-  type AdmissionJobInfo,
-  type PreemptionVictim,
-  type QueueDecision,
-} from '../queue/admission.js';
-import { stagesDone, toDistribution } from '../queue/success.js';
+import { type Admission, type PreemptionVictim, type QueueDecision } from '../queue/admission.js';
 import { isQueueWait, runRound, type PlannedRound } from '../round/round.js';
 import type { Action, ConfigurationDiff } from '../scheduler/actions.js';
 import type { DecisionRecord } from '../scheduler/types.js';
+import { admissionInfo } from './admission-info.js';
 import type { Clock } from './clock.js';
 import type { SyncSummary } from './reconcile/cloud-sync.js';
 import type { Predictions } from './predictions.js';
@@ -20,7 +13,7 @@ import type { ProgressSummary, Reconciler } from './reconciler.js';
 import type { SchedulerState } from './scheduler-state.js';
 import type { ControllerLogger } from './seams.js';
 import type { ControllerSettings } from './settings.js';
-import { buildSnapshot, readSnapshotInputs, type SnapshotInputs } from './snapshot.js';
+import { buildSnapshot, readSnapshotInputs } from './snapshot.js';
 import type { JsonValue, StateStore } from './state-store.js';
 import type { WorkerFleet } from './worker-liveness.js';
 
@@ -185,29 +178,4 @@ function describeActions(diff: ConfigurationDiff): string {
 
 function actionJson(action: Action): JsonValue {
   return JSON.parse(JSON.stringify(action)) as JsonValue;
-}
-
-/** What admission needs of each live job beyond the snapshot: team, declared size, success model, first start. */
-function admissionInfo(
-  inputs: SnapshotInputs,
-  snapshot: ClusterSnapshot,
-): (jobId: string) => AdmissionJobInfo {
-  const records = new Map(inputs.jobs.map((j) => [j.id, j]));
-  const sched = new Map(snapshot.jobs.map((j) => [j.id, j]));
-  return (jobId) => {
-    const job = records.get(jobId);
-    if (job === undefined) return {};
-    const perTask = job.spec.expectedDurationSeconds ?? UNKNOWN_DURATION_SECONDS;
-    const success = job.spec.success === undefined ? undefined : toDistribution(job.spec.success);
-    const remaining = sched.get(jobId)?.expectedRemainingSeconds ?? perTask;
-    return {
-      team: job.team,
-      perTaskSeconds: perTask,
-      startedAtSeconds: job.startedAtSeconds,
-      success:
-        success === undefined
-          ? undefined
-          : { distribution: success, stagesDone: stagesDone(success, Math.max(0, perTask - remaining)) },
-    };
-  };
 }

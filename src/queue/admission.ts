@@ -177,9 +177,10 @@ export class Admission {
 
   /**
    * This round's admissions over `snapshot` (every live job). Remembers admission times, short-round counters and
-   * fairness counts for the next round.
+   * fairness counts for the next round. `onPaidRoom`: the jobs would go on capacity already paid for
+   * (`admissibleNow`).
    */
-  decide(snapshot: ClusterSnapshot, info: AdmissionInfo): QueueDecision {
+  decide(snapshot: ClusterSnapshot, info: AdmissionInfo, onPaidRoom = false): QueueDecision {
     const now = snapshot.nowSeconds;
     const tasksByJob = groupBy(snapshot.tasks, (t) => t.jobId);
     const running: RunningQueuedJob[] = [];
@@ -222,6 +223,7 @@ export class Admission {
       running: running.map(sized),
       waiting: [...waiting.values()].map(sized),
       shortRounds: this.shortRounds,
+      onPaidRoom,
     });
     this.shortRounds = result.shortRounds;
     for (const id of result.admitted) (this.memory.get(id) as JobMemory).admittedSeconds = now;
@@ -243,6 +245,17 @@ export class Admission {
             tasks: snapshot.tasks.filter((t) => keep.has(t.jobId)),
           };
     return { nowSeconds: now, snapshot: filtered, result, running, waiting, unhostable, queues };
+  }
+
+  /**
+   * The waiting jobs this admission would let in now onto capacity already paid for, in its order (placement between
+   * rounds places only these). Such room adds nothing to the fleet, so the caps' exact check is left out (`admit`'s
+   * `onPaidRoom`); a job over its class's ceiling (`maxShare`) or one that never fits is not let in, and the classes'
+   * shares order the rest as at a round. Decided on a copy: what the rounds remember (admission times, short-round
+   * counters, fairness counts) is left as it was.
+   */
+  admissibleNow(snapshot: ClusterSnapshot, info: AdmissionInfo): readonly string[] {
+    return this.fork().decide(snapshot, info, true).result.admitted;
   }
 
   /**

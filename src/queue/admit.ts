@@ -38,6 +38,13 @@ export interface AdmissionInput {
   readonly waiting: readonly QueuedJob[];
   /** Consecutive rounds each class has been short of its guarantee (from the previous result). */
   readonly shortRounds?: ReadonlyMap<string, number> | undefined;
+  /**
+   * The waiting jobs would go on capacity already paid for (placement between rounds): they add no instance, dollar
+   * or quota use to the fleet, so neither the caps' exact check nor the whole capacity's bound (a share of 1) applies.
+   * A class's own ceiling (`maxShare`), the order, and never-fits still hold: they divide the capped capacity between
+   * jobs whatever it runs on.
+   */
+  readonly onPaidRoom?: boolean | undefined;
 }
 
 export type WaitReason = 'class-share' | 'caps' | 'never-fits';
@@ -130,6 +137,10 @@ export function admit(input: AdmissionInput): AdmissionResult {
   }
   // A class never holds more than its ceiling, so it never asks for more: the rest of its share flows to the others.
   const ceiling = config.classes.map((c) => Math.min(1, c.maxShare ?? 1));
+  // What the work-conserving pass lets a class hold: on paid room, only a ceiling the class declares.
+  const holdLimit = config.classes.map((c, k) =>
+    input.onPaidRoom === true && c.maxShare === undefined ? Infinity : (ceiling[k] as number),
+  );
   const fitsCeiling = (e: Entry<QueuedJob>): boolean =>
     e.share <= (ceiling[idx.get(e.classId) as number] as number) + EPS;
   const demand = [...used];
@@ -154,7 +165,8 @@ export function admit(input: AdmissionInput): AdmissionResult {
   const heads = classIds.map(() => 0);
   const admitted: string[] = [];
   const fitsNow = (e: Entry<QueuedJob>): boolean =>
-    e.share <= 1 + EPS && capViolations(addUsage(usage, e.job.footprint, caps), caps).length === 0;
+    e.share <= 1 + EPS &&
+    (input.onPaidRoom === true || capViolations(addUsage(usage, e.job.footprint, caps), caps).length === 0);
   const take = (k: number): void => {
     const e = (queues[k] as Entry<QueuedJob>[])[heads[k] as number] as Entry<QueuedJob>;
     usage = addUsage(usage, e.job.footprint, caps);
@@ -178,7 +190,7 @@ export function admit(input: AdmissionInput): AdmissionResult {
     classIds.forEach((_, k) => {
       const e = head(k);
       if (e === undefined || !fitsNow(e)) return;
-      if ((used[k] as number) + e.share > (ceiling[k] as number) + EPS) return;
+      if ((used[k] as number) + e.share > (holdLimit[k] as number) + EPS) return;
       const deficit = (fluid[k] as number) - (used[k] as number);
       if (best < 0 || deficit > (fluid[best] as number) - (used[best] as number) + EPS) best = k;
     });

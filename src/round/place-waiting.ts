@@ -1,20 +1,17 @@
 import { setupSeconds, type InstanceType } from '../core/catalog.js';
 import { demandOn, type FamilyDemand, type Resources } from '../core/resources.js';
-import { orderQueue } from '../queue/ordering.js';
-import type { WfqConfig } from '../queue/wfq.js';
 import type { PriceBook } from '../scheduler/reservation-price.js';
 import { placeBetweenRounds, type BetweenRoundsPlacement, type PaidInstance } from './between-rounds.js';
 
 /**
- * Placement between rounds as both runtimes call it: the waiting jobs and the paid instances as plain facts, put in
- * the queue's order and priced at their reservation prices, then `placeBetweenRounds`. The simulator's world and the
- * controller's store differ only in how they read these facts, so the rule is written once.
+ * Placement between rounds as both runtimes call it: the waiting jobs admission would let in now, in its order, and
+ * the paid instances, as plain facts priced at their reservation prices, then `placeBetweenRounds`. The simulator's
+ * world and the controller's store differ only in how they read these facts, so the rule is written once.
  */
 
 export interface WaitingJobFacts {
   readonly id: string;
-  readonly arrivalSeconds: number;
-  /** Expected seconds of work each task has left (the ordering sums it over the tasks; binding prices it). */
+  /** Expected seconds of work each task has left (binding prices it). */
   readonly taskSeconds: number;
   readonly tasks: readonly { readonly id: string; readonly demand: FamilyDemand; readonly key: string }[];
   /** The job never runs on spot (`spot: never`). */
@@ -39,8 +36,12 @@ export interface PlaceWaitingInput {
   /** Instances in the plan that are paid for or being launched (none going away). */
   readonly instances: readonly PaidInstanceFacts[];
   readonly prices: PriceBook;
-  /** The queue layer's classes and ordering: one class orders by its own rule, several keep arrival order. */
-  readonly queue: WfqConfig;
+  /**
+   * The waiting jobs admission would let in now onto paid room, in its order (`Admission.admissibleNow`): only these
+   * are placed, in this order. A job over its class's ceiling (`maxShare`), or one that never fits, waits for a round
+   * and keeps no room for itself (digest §7: "under caps, only jobs that admission lets in").
+   */
+  readonly admitted: readonly string[];
   readonly bind: boolean;
   /** The scheduler's learned co-location rates, when it has them (Eva §4.4). */
   readonly expectedRate?: ((key: string, others: readonly string[]) => number) | undefined;
@@ -61,32 +62,23 @@ export function placeWaitingJobs(input: PlaceWaitingInput): BetweenRoundsPlaceme
     : input.jobs;
   if (jobs.length === 0) return [];
   const byId = new Map(jobs.map((j) => [j.id, j]));
-  const classes = input.queue.classes;
-  const ordered = orderQueue(
-    classes.length === 1 ? (classes[0] as (typeof classes)[0]).ordering : 'fifo',
-    jobs.map((j) => ({
-      id: j.id,
-      arrivalSeconds: j.arrivalSeconds,
-      remainingWorkSeconds: j.taskSeconds * j.tasks.length,
-    })),
-    input.nowSeconds,
-    input.queue.ordering,
-  );
+  const ordered = input.admitted.flatMap((id) => {
+    const job = byId.get(id);
+    return job === undefined ? [] : [job];
+  });
+  if (ordered.length === 0) return [];
   return placeBetweenRounds({
     nowSeconds: input.nowSeconds,
-    jobs: ordered.map((o) => {
-      const job = byId.get(o.id) as WaitingJobFacts;
-      return {
-        id: job.id,
-        tasks: job.tasks.map((t) => ({
-          id: t.id,
-          demand: t.demand,
-          reservationPricePerHour: reservation(t.demand),
-          key: t.key,
-        })),
-        taskSeconds: job.taskSeconds,
-      };
-    }),
+    jobs: ordered.map((job) => ({
+      id: job.id,
+      tasks: job.tasks.map((t) => ({
+        id: t.id,
+        demand: t.demand,
+        reservationPricePerHour: reservation(t.demand),
+        key: t.key,
+      })),
+      taskSeconds: job.taskSeconds,
+    })),
     instances,
     bind: input.bind,
     launchDelaySeconds: (job) => launchDelayOf(prices, byId.get(job.id) as WaitingJobFacts),

@@ -1,10 +1,11 @@
 import type { Catalog } from '../core/catalog.js';
-import type { Admission } from '../queue/admission.js';
+import type { Admission, AdmissionInfo } from '../queue/admission.js';
 import { placeWaitingJobs, type PaidInstanceFacts } from '../round/place-waiting.js';
 import type { StartTaskAction } from '../scheduler/actions.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
 import type { CommandIssuer } from './commands.js';
 import { remainingIterations, type SimJob } from './entities.js';
+import { buildSnapshot } from './scheduler-view.js';
 import type { WorldState } from './world-state.js';
 
 /**
@@ -20,6 +21,7 @@ export class BetweenRoundsPlacer {
     private readonly state: WorldState,
     private readonly commands: CommandIssuer,
     private readonly admission: Admission,
+    private readonly jobInfo: AdmissionInfo,
     catalog: Catalog,
     private readonly bind: boolean,
     private readonly expectedRate?: (key: string, others: readonly string[]) => number,
@@ -37,18 +39,23 @@ export class BetweenRoundsPlacer {
     if (!this.capHoldsJobsBack) return 0;
     const waiting = [...this.state.liveJobs.values()].filter(isWaiting);
     if (waiting.length === 0) return 0;
+    // Without the network: admission reads no round-trip times.
+    const snapshot = buildSnapshot(
+      this.state.now,
+      this.state.liveJobs.values(),
+      this.state.assignable.values(),
+    );
     const placed = placeWaitingJobs({
       nowSeconds: this.state.now,
       jobs: waiting.map((j) => ({
         id: j.spec.id,
-        arrivalSeconds: j.spec.arrivalSeconds,
         taskSeconds: remainingIterations(j) / j.spec.fullThroughput,
         tasks: j.tasks.map((t) => ({ id: t.id, demand: t.spec.demand, key: t.key })),
         ...(j.spec.spot === 'never' ? { onDemandOnly: true } : {}),
       })),
       instances: this.paidInstances(),
       prices: this.prices,
-      queue: this.admission.config,
+      admitted: this.admission.admissibleNow(snapshot, this.jobInfo),
       bind: this.bind,
       expectedRate: this.expectedRate,
       capHoldsJobsBack: this.capHoldsJobsBack,

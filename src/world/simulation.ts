@@ -188,6 +188,7 @@ export class Simulation {
             this.state,
             this.commands,
             this.admission,
+            this.jobInfo,
             options.catalog,
             starts.bind === true,
             this.scheduler.expectedRate?.bind(this.scheduler),

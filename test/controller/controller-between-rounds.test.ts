@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Resources } from '../../src/core/resources.js';
 import type { QueueCaps } from '../../src/queue/caps.js';
+import { FIFO_CONFIG, type WfqConfig } from '../../src/queue/wfq.js';
 import type { ControllerSettings } from '../../src/controller/settings.js';
 import type { StateStore } from '../../src/controller/state-store.js';
 import { GPU_ONE, jobSpec, liveRecords, rig, waitFor } from './controller-fixtures.js';
@@ -87,6 +88,56 @@ describe('controller: placement between rounds on paid capacity', () => {
     await controller.runRound('after');
     expect(store.listTasks({ jobId: small.id })[0]?.instanceId).toBe(hostId);
     expect(liveRecords(store)).toHaveLength(1);
+  });
+
+  it('keeps no room for a job that never fits the caps: the job behind it is placed', async () => {
+    const { controller, store, clock, hostId } = await cappedCluster(true);
+    clock.advance(5);
+    // Two 4-vCPU tasks: two instances alone under a cap of one, so no round admits it; neither fits the host's free
+    // [0, 2, 4]. Ahead of the small job in the queue, it must not hold the host's room for itself.
+    const wide = controller.submit(
+      jobSpec('wide', { c7i: [0, 4, 8] as Resources }, { replicas: 2 }),
+      'research',
+    );
+    clock.advance(1);
+    const small = controller.submit(jobSpec('one', CPU_ONE), 'research');
+    await controller.reconcile();
+    expect(store.listTasks({ jobId: small.id })[0]?.instanceId).toBe(hostId);
+    expect(store.getJob(wide.id)?.state).toBe('queued');
+    expect(store.listEvents({ jobId: wide.id, kind: 'job.placed-between-rounds' })).toEqual([]);
+  });
+
+  it("places no job over its class's maxShare, though the paid room would take it", async () => {
+    // Two classes by team; 'capped' may hold at most half the capped capacity (one instance of two). Its job 'six'
+    // holds that half, so its second job waits for a round, and the other team's job takes the room.
+    const queue: WfqConfig = {
+      classifyBy: 'team',
+      classes: [
+        { id: 'capped', weight: 1, teams: ['research'], ordering: 'fifo', maxShare: 0.5 },
+        { id: 'rest', weight: 1, ordering: 'fifo' },
+      ],
+      preemption: { ...FIFO_CONFIG.preemption, enabled: false },
+    };
+    const r = rig({ caps: { maxInstances: 2 }, queue, placeBetweenRounds: true, bindBetweenRounds: true });
+    r.cloud.bootInstantly = true;
+    const six = r.controller.submit(jobSpec('six', CPU_SIX), 'research');
+    r.clock.advance(1);
+    // Two GPU jobs of the other team: one is admitted beside 'six', the other waits for the cap.
+    r.controller.submit(jobSpec('gpu-a', GPU_ONE, { team: 'vision' }), 'vision');
+    r.clock.advance(1);
+    const held = r.controller.submit(jobSpec('gpu-b', GPU_ONE, { team: 'vision' }), 'vision');
+    await r.controller.runRound('test');
+    await r.controller.reconcile();
+    expect(r.store.getJob(held.id)?.state).toBe('queued');
+    const host = r.store.listTasks({ jobId: six.id })[0]?.instanceId as string;
+    r.clock.advance(5);
+    const over = r.controller.submit(jobSpec('one', CPU_ONE), 'research');
+    r.clock.advance(1);
+    const other = r.controller.submit(jobSpec('one-v', CPU_ONE, { team: 'vision' }), 'vision');
+    await r.controller.reconcile();
+    expect(r.store.listTasks({ jobId: over.id })[0]?.instanceId).toBeUndefined();
+    expect(r.store.getJob(over.id)?.state).toBe('queued');
+    expect(r.store.listTasks({ jobId: other.id })[0]?.instanceId).toBe(host);
   });
 
   it('places a held-back job on the room a job leaves when it ends, with no round and no launch (digest E2)', async () => {

@@ -206,3 +206,56 @@ describe('describeQueue', () => {
     );
   });
 });
+
+describe('what admission would let in now (placement between rounds)', () => {
+  // Two instances at most, 'r' runs on one: a round lets one more single-task job in; onto paid room, which adds no
+  // instance, both. 'big' (3 tasks, 3 instances alone) never fits.
+  const shapes: readonly JobShape[] = [
+    { id: 'r', placedOn: 'i-1', arrival: 0 },
+    { id: 'long', remaining: 36_000, arrival: 10 },
+    { id: 'short', remaining: 600, arrival: 20 },
+    { id: 'big', tasks: 3, remaining: 60, arrival: 0 },
+  ];
+
+  it("lets in the waiting jobs in the round's order, never one that never fits, with no check of the caps", () => {
+    const admissible = (ordering: 'srpt' | 'fifo') =>
+      new Admission(catalog, {
+        caps: { maxInstances: 2 },
+        config: { ...FIFO_CONFIG, classes: [{ id: 'all', weight: 1, ordering }] },
+      }).admissibleNow(snapshot(100, shapes), none);
+    expect(admissible('srpt')).toEqual(['short', 'long']);
+    expect(admissible('fifo')).toEqual(['long', 'short']);
+  });
+
+  it("keeps a class at its ceiling: a job over its class's maxShare is not let in, though the caps have room", () => {
+    const config: WfqConfig = {
+      classifyBy: 'team',
+      classes: [
+        { id: 'capped', weight: 1, teams: ['a'], ordering: 'fifo', maxShare: 0.5 },
+        { id: 'rest', weight: 1, ordering: 'fifo' },
+      ],
+      preemption: { ...FIFO_CONFIG.preemption, enabled: false },
+    };
+    const teams = (id: string): AdmissionJobInfo => ({ team: id === 'rest-job' ? 'b' : 'a' });
+    const admission = new Admission(catalog, { caps: { maxInstances: 4 }, config });
+    // 'r' (team a) holds 1 of 4 instances; 'x' would bring team a to 2 (its ceiling), 'y' to 3 (over it).
+    expect(admission.decide(snapshot(100, [{ id: 'r', placedOn: 'i-1' }]), teams).result.admitted).toEqual(
+      [],
+    );
+    const now = snapshot(100, [
+      { id: 'r', placedOn: 'i-1' },
+      { id: 'x', arrival: 10 },
+      { id: 'y', arrival: 20 },
+      { id: 'rest-job', arrival: 30 },
+    ]);
+    expect(admission.admissibleNow(now, teams)).toEqual(['x', 'rest-job']);
+  });
+
+  it('decides on a copy: what the rounds remember is left as it was', () => {
+    const admission = new Admission(catalog, { caps: { maxInstances: 2 } });
+    admission.decide(snapshot(0, shapes.slice(0, 2)), none);
+    const before = JSON.stringify(admission.exportState());
+    expect(admission.admissibleNow(snapshot(100, shapes), none)).toEqual(['long', 'short']);
+    expect(JSON.stringify(admission.exportState())).toBe(before);
+  });
+});

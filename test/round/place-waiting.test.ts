@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import { findType } from '../../src/core/catalog.js';
-import { singleClassConfig } from '../../src/queue/wfq.js';
 import { placeWaitingJobs, type WaitingJobFacts } from '../../src/round/place-waiting.js';
 import { PriceBook } from '../../src/scheduler/reservation-price.js';
 
@@ -10,34 +9,49 @@ const prices = new PriceBook(catalog);
 const c7i = findType(catalog, 'c7i.2xlarge');
 
 /** One task of 4 vCPU: half a c7i.2xlarge, so the instance's free half takes one of them. */
-const waiting = (id: string, arrivalSeconds: number, taskSeconds: number): WaitingJobFacts => ({
+const waiting = (id: string, taskSeconds: number): WaitingJobFacts => ({
   id,
-  arrivalSeconds,
   taskSeconds,
   tasks: [{ id: `${id}/t0`, demand: { c7i: [0, 4, 8] }, key: `${id}_node0` }],
 });
-// The long job arrived first; the short one 10 s later.
-const jobs = [waiting('long', 0, 36_000), waiting('short', 10, 600)];
+const jobs = [waiting('long', 36_000), waiting('short', 600)];
 const occupant = [{ demand: { c7i: [0, 4, 8] as [number, number, number] }, key: 'occupant_node0' }];
 
-describe('placing waiting jobs between rounds in the queue order', () => {
-  it('gives the room an instance frees to the job with the least remaining work under srpt, to the first arrival under fifo', () => {
+describe('placing waiting jobs between rounds in the order admission lets them in', () => {
+  it('gives the room an instance frees to the first job admission lets in', () => {
     const instances = [{ id: 'i-1', type: c7i, readyAtSeconds: 100, tasks: occupant }];
-    const place = (ordering: 'srpt' | 'fifo') =>
+    const place = (admitted: readonly string[]) =>
       placeWaitingJobs({
         nowSeconds: 100,
         jobs,
         instances,
         prices,
-        queue: singleClassConfig(ordering),
+        admitted,
         bind: false,
         capHoldsJobsBack: true,
       }).map((p) => p.jobId);
-    expect(place('srpt')).toEqual(['short']);
-    expect(place('fifo')).toEqual(['long']);
+    expect(place(['short', 'long'])).toEqual(['short']);
+    expect(place(['long', 'short'])).toEqual(['long']);
   });
 
-  it('binds the shortest task first to an instance still coming up (STF among the tasks bound to it)', () => {
+  it('places no job admission keeps out, and keeps no room for it', () => {
+    const instances = [{ id: 'i-1', type: c7i, readyAtSeconds: 100, tasks: occupant }];
+    const place = (admitted: readonly string[]) =>
+      placeWaitingJobs({
+        nowSeconds: 100,
+        jobs,
+        instances,
+        prices,
+        admitted,
+        bind: false,
+        capHoldsJobsBack: true,
+      }).map((p) => p.jobId);
+    // 'long' waits for the caps: 'short' takes the room; nothing admitted, nothing placed.
+    expect(place(['short'])).toEqual(['short']);
+    expect(place([])).toEqual([]);
+  });
+
+  it('binds a job to an instance still coming up when it is ready before a launch would be', () => {
     // Ready 100 s from now, before a c7i.2xlarge launched now would be (its setup takes longer): worth binding to.
     const booting = [{ id: 'i-boot', type: c7i, readyAtSeconds: 200, tasks: occupant }];
     const placed = placeWaitingJobs({
@@ -45,7 +59,7 @@ describe('placing waiting jobs between rounds in the queue order', () => {
       jobs,
       instances: booting,
       prices,
-      queue: singleClassConfig('srpt'),
+      admitted: ['short', 'long'],
       bind: true,
       capHoldsJobsBack: true,
     });
@@ -55,14 +69,14 @@ describe('placing waiting jobs between rounds in the queue order', () => {
   });
 
   it('leaves a spot: never job for the round while the paid capacity has a spot instance', () => {
-    const never = { ...waiting('short', 10, 600), onDemandOnly: true };
+    const never = { ...waiting('short', 600), onDemandOnly: true };
     const place = (spot: boolean) =>
       placeWaitingJobs({
         nowSeconds: 100,
-        jobs: [waiting('long', 0, 36_000), never],
+        jobs: [waiting('long', 36_000), never],
         instances: [{ id: 'i-1', type: c7i, readyAtSeconds: 100, tasks: occupant, spot }],
         prices,
-        queue: singleClassConfig('srpt'),
+        admitted: ['short', 'long'],
         bind: false,
         capHoldsJobsBack: true,
       }).map((p) => p.jobId);

@@ -25,6 +25,8 @@ function scenario(
   starts: StartOptions,
   capHoldsD = false,
   c: { arrivalSeconds: number; tasks?: TraceTask[] } = { arrivalSeconds: 400 },
+  ahead: readonly ReturnType<typeof traceJob>[] = [],
+  log = new EventLog(),
 ) {
   const catalog = testCatalog();
   const script = (snapshot: ClusterSnapshot, round: number): Configuration | undefined => {
@@ -48,7 +50,6 @@ function scenario(
       ),
     };
   };
-  const log = new EventLog();
   const result = runSimulation({
     trace: trace(
       traceJob('A', { iterations: 5000 }),
@@ -59,6 +60,7 @@ function scenario(
       }),
       traceJob('C', { ...c, iterations: 100 }),
       ...(capHoldsD ? [traceJob('D', { arrivalSeconds: 300, iterations: 100 })] : []),
+      ...ahead,
     ),
     scheduler: new ScriptedScheduler('scripted', script),
     catalog,
@@ -110,6 +112,25 @@ describe('placement between rounds in the engine', () => {
     expect(on.result.starts?.waitToPlaceSecondsMean).toBeLessThan(
       off.result.starts?.waitToPlaceSecondsMean ?? 0,
     );
+  });
+
+  it('passes over a job that never fits the caps without keeping room for it: the job behind it is placed', () => {
+    // E arrives before C: four tasks of 30 vCPUs, each a big.x of its own, four instances under a cap of three. No
+    // round ever admits it (the run ends unfinished), and the big.x's free 24 vCPUs cannot take one of its tasks: it
+    // must not hold that room.
+    const wide = { demand: { any: [1, 30, 8] as [number, number, number] } };
+    const e = traceJob('E', {
+      arrivalSeconds: 350,
+      iterations: 100,
+      tasks: [0, 1, 2, 3].map((i) => traceTask(`node${i}`, wide)),
+    });
+    const log = new EventLog();
+    expect(() => scenario({ placeBetweenRounds: true }, true, { arrivalSeconds: 400 }, [e], log)).toThrow(
+      /1 jobs unfinished \(e\.g\. E\)/,
+    );
+    expect(log.time('placed-between-rounds', { jobId: 'C' })).toBe(400);
+    expect(log.all('placed-between-rounds', { jobId: 'E' })).toEqual([]);
+    expect(log.time('start-issued', { taskId: 'C/node0' })).toBe(400);
   });
 
   it('binds an arriving job to the instance still coming up when it is ready before a launch, and records why', () => {
