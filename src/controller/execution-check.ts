@@ -81,6 +81,15 @@ export function recordJobWarnings(store: StateStore, jobId: string, warnings: re
   if (warnings.length > 0) store.setValue(warningsKey(jobId), [...warnings]);
 }
 
+/**
+ * Add a warning learned while the job runs, replacing any earlier one of the same `kind` (its leading words): the job
+ * view says what last happened, not every time it did.
+ */
+export function addJobWarning(store: StateStore, jobId: string, kind: string, warning: string): void {
+  const kept = readJobWarnings(store, jobId).filter((w) => !w.startsWith(kind));
+  store.setValue(warningsKey(jobId), [...kept, `${kind} ${warning}`]);
+}
+
 export function readJobWarnings(store: StateStore, jobId: string): string[] {
   const parsed = warningsSchema.safeParse(store.getValue(warningsKey(jobId)));
   return parsed.success ? parsed.data : [];

@@ -18,6 +18,7 @@ import type { Clock } from './clock.js';
 import { coStarts } from './co-start-records.js';
 import { recordStartReports, type StartMeasure } from './co-start-reports.js';
 import { describeTask } from './desired-task.js';
+import { addJobWarning } from './execution-check.js';
 import { LatencyMatrix, type LatencyMatrixView } from './latency-matrix.js';
 import {
   silentLogger,
@@ -97,11 +98,16 @@ interface InstanceReports {
   readonly tasks: ReadonlyMap<string, TaskReport>;
 }
 
+/** The job view's warning when a move's checkpoint did not reach the store (the newest one is kept). */
+const CHECKPOINT_NOT_UPLOADED = 'checkpoint not uploaded at a move:';
+
 interface StopRequest {
   readonly instanceId: string;
   checkpoint: boolean;
   /** Heartbeat sequence number whose answer carried this stop to the worker. */
   deliveredSeq?: number;
+  /** The worker's word that its checkpoint at this stop was not uploaded is recorded (once per stop). */
+  uploadFailureRecorded?: boolean;
 }
 
 export class WorkerTaskControl implements TaskControl {
@@ -268,6 +274,28 @@ export class WorkerTaskControl implements TaskControl {
       if (!here) continue;
       if (report.checkpoint !== undefined && report.checkpoint.key !== task.lastCheckpointKey) {
         this.store.recordCheckpoint(task.id, report.checkpoint.key, report.checkpoint.atSeconds, inst.id);
+      }
+      const stop = this.stopping.get(task.id);
+      if (
+        report.state === 'stopped' &&
+        report.reason !== undefined &&
+        stop?.instanceId === inst.id &&
+        stop.checkpoint &&
+        stop.deliveredSeq !== undefined &&
+        stop.uploadFailureRecorded !== true
+      ) {
+        // The move goes on (the task resumes from its last uploaded checkpoint), but the work since then is lost:
+        // the job's owner hears why (a file the archive refuses recurs at every checkpoint).
+        stop.uploadFailureRecorded = true;
+        this.store.appendEvent({
+          kind: 'task.checkpoint-failed',
+          jobId: task.jobId,
+          taskId: task.id,
+          instanceId: inst.id,
+          message: `task ${task.id}: ${report.reason}`,
+        });
+        addJobWarning(this.store, task.jobId, CHECKPOINT_NOT_UPLOADED, `task ${task.id}: ${report.reason}`);
+        this.log.warn(`task ${task.id} stopped without its checkpoint: ${report.reason}`);
       }
       if (report.state === 'failed' && !this.failures.has(task.id) && !this.isStale(report, task)) {
         this.failures.set(task.id, report.reason ?? `exit code ${report.exitCode ?? 'unknown'}`);

@@ -333,6 +333,11 @@ export class CheckpointWatcher {
   private readonly keep: number;
   /** The newest checkpoint this watcher uploaded. */
   lastManifest: CheckpointManifest | undefined;
+  /**
+   * Why the last final upload (`flush`, `flushMarkedOnly`) failed, once its retries ended: a permanent error (a file the
+   * archive refuses), or the agent leaving while the store was down. The state the task left is then not in the store.
+   */
+  finalUploadError: Error | undefined;
 
   constructor(private readonly options: CheckpointWatcherOptions) {
     this.pollMs = options.pollMs ?? 1000;
@@ -396,8 +401,11 @@ export class CheckpointWatcher {
   check(mode: CheckMode = 'poll'): Promise<UploadResult | undefined> {
     this.busy = this.busy.then(async () => {
       try {
-        return await this.checkNow(mode);
+        const result = await this.checkNow(mode);
+        if (mode !== 'poll') this.finalUploadError = undefined;
+        return result;
       } catch (e) {
+        if (mode !== 'poll') this.finalUploadError = e as Error;
         this.options.onError?.(e as Error);
         return undefined;
       }
@@ -522,6 +530,8 @@ export interface CheckpointAndStopResult {
   readonly exitCode: number | undefined;
   /** The newest checkpoint in the store from this watcher after the stop (the restore point). */
   readonly lastManifest: CheckpointManifest | undefined;
+  /** The final upload failed (`CheckpointWatcher.finalUploadError`): the task resumes from `lastManifest`, if any. */
+  readonly uploadError: Error | undefined;
   readonly elapsedMs: number;
   /**
    * The task had exited on its own before the signal was sent (it ended as the stop arrived): its exit is its end,
@@ -573,6 +583,7 @@ export async function checkpointAndStop(options: CheckpointAndStopOptions): Prom
     outcome,
     exitCode,
     lastManifest: watcher?.lastManifest,
+    uploadError: watcher?.finalUploadError,
     elapsedMs: Date.now() - started,
     endedBeforeSignal,
   };

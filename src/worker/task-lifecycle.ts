@@ -426,6 +426,14 @@ export class TaskLifecycle {
             ? `: no exit within ${settings.timeoutSeconds} s, killed; it resumes from its last uploaded checkpoint`
             : ''),
       );
+      if (result.uploadError !== undefined) {
+        // Reported with the stop, so the controller tells the job's owner what the move cost: the state the task
+        // left is not in the store, and it resumes from its last uploaded checkpoint (the error may well recur).
+        const from =
+          result.lastManifest === undefined ? 'its start' : `checkpoint ${result.lastManifest.seq}`;
+        t.reason = `its checkpoint at the stop could not be uploaded (${result.uploadError.message}); it resumes from ${from}`;
+        this.log.warn(`task ${t.taskId}: ${t.reason}`);
+      }
     } else {
       await executor.kill(t.taskId);
       await t.watcher?.stop();

@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/controller/clock.js';
+import { jobSummary } from '../../src/controller/api/views.js';
+import { addJobWarning, readJobWarnings, recordJobWarnings } from '../../src/controller/execution-check.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
+import type { JobRecord } from '../../src/controller/state-store.js';
 import type { TaskReport } from '../../src/protocol/worker-protocol.js';
 import { CPU_SMALL, jobSpec, rig, workerTaskControlFor } from './controller-fixtures.js';
 
@@ -45,6 +48,70 @@ describe('checkpoints reported in heartbeats', () => {
     expect(events.map((e) => [e.taskId, e.instanceId, (e.data as { key: string }).key])).toEqual([
       [task.id, instanceId, 'ckpt/1'],
       [task.id, instanceId, 'ckpt/2'],
+    ]);
+  });
+});
+
+describe('a checkpoint-stop whose checkpoint the worker could not upload', () => {
+  it('goes on (the task resumes from its last uploaded checkpoint) and tells the job why, once', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+    const workers = workerTaskControlFor(store, clock, {
+      objectStoreLocation: '/tmp/fleetwise-checkpoint-report-objects',
+    });
+    const r = rig({}, { store, clock, tasks: workers, workers });
+    const job = r.controller.submit(jobSpec('solo', CPU_SMALL), 'research');
+    await r.controller.runRound();
+    await r.controller.reconcile();
+    for (const i of store.listInstances({ states: ['running'] })) store.setWorkerToken(i.id, token(i.id));
+    await r.controller.reconcile();
+    const task = store.listTasks({ jobId: job.id })[0];
+    const instanceId = task?.instanceId;
+    if (task === undefined || instanceId === undefined) throw new Error('the task was not placed');
+    const running: TaskReport = { taskId: task.id, state: 'running', attempt: 1 };
+    workers.heartbeat(token(instanceId), { tasks: [running] });
+
+    // Drained: the task moves, once the instance it moves to is up (make before break) and its worker registered.
+    r.controller.drain(instanceId);
+    await r.controller.runRound();
+    await r.controller.reconcile();
+    for (const i of store.listInstances({ states: ['running'] }))
+      if (i.id !== instanceId) store.setWorkerToken(i.id, token(i.id));
+    await r.controller.reconcile();
+    const answer = workers.heartbeat(token(instanceId), { tasks: [running] });
+    expect(answer.tasks.find((t) => t.taskId === task.id)?.action).toBe('checkpoint-stop');
+    const reason =
+      'its checkpoint at the stop could not be uploaded (checkpoint 3 of x: entry "out" is a symlink to /etc/hostname, ' +
+      'outside the checkpoint directory); it resumes from checkpoint 2';
+    const stopped: TaskReport = { taskId: task.id, state: 'stopped', attempt: 1, reason };
+    workers.heartbeat(token(instanceId), { tasks: [stopped] });
+    workers.heartbeat(token(instanceId), { tasks: [stopped] });
+    const events = store.listEvents({ kind: 'task.checkpoint-failed', jobId: job.id });
+    expect(events.map((e) => [e.taskId, e.instanceId, e.message])).toEqual([
+      [task.id, instanceId, `task ${task.id}: ${reason}`],
+    ]);
+    // The job's view says so (`warnings`, what `fleetwise job` shows).
+    const view = jobSummary(store.getJob(job.id) as JobRecord, 1, store);
+    expect(view.warnings).toEqual([`checkpoint not uploaded at a move: task ${task.id}: ${reason}`]);
+    // The stop is done and the move goes on: the task starts on the instance it moved to.
+    await r.controller.reconcile();
+    const moved = store.getTask(task.id);
+    expect(moved?.instanceId).toBeDefined();
+    expect(moved?.instanceId).not.toBe(instanceId);
+    expect(['starting', 'running']).toContain(moved?.state);
+    expect(store.getJob(job.id)?.state).not.toBe('failed');
+  });
+});
+
+describe('warnings learned while a job runs', () => {
+  it('keep the submission warnings and only the newest warning of each kind', () => {
+    const store = new MemoryStateStore({ nowSeconds: () => 0 });
+    recordJobWarnings(store, 'job-1', ['the process executor ignores image busybox']);
+    addJobWarning(store, 'job-1', 'checkpoint not uploaded at a move:', 'task job-1.0: first');
+    addJobWarning(store, 'job-1', 'checkpoint not uploaded at a move:', 'task job-1.0: second');
+    expect(readJobWarnings(store, 'job-1')).toEqual([
+      'the process executor ignores image busybox',
+      'checkpoint not uploaded at a move: task job-1.0: second',
     ]);
   });
 });

@@ -122,6 +122,41 @@ describe('task lifecycle', () => {
   });
 });
 
+describe('a checkpoint-stop whose checkpoint cannot be uploaded', () => {
+  it('stops the task and reports why, naming the checkpoint it resumes from', async () => {
+    const executor = new ProcessExecutor({ stateDir: join(tmp, 'executor-unsafe') });
+    const store = new FsObjectStore(join(tmp, 'store-unsafe'));
+    const tasks = lifecycle(executor, store, join(tmp, 'work-unsafe'), 50);
+    // On the signal it writes its checkpoint with a link out of the directory: no restore could take that, so the
+    // upload refuses it (a permanent error, not retried).
+    tasks.start(
+      runOnce('unsafe-1.0', [
+        'sh',
+        '-c',
+        'trap \'echo state > "$FLEETWISE_CHECKPOINT_DIR/state"; ln -s /etc/hostname "$FLEETWISE_CHECKPOINT_DIR/out"; ' +
+          'touch "$FLEETWISE_CHECKPOINT_DIR/COMPLETE"; exit 0\' TERM; echo ready; while :; do sleep 0.05; done',
+      ]),
+    );
+    await tasks.settle();
+    for (
+      let i = 0;
+      !(await readAll(await executor.logs('unsafe-1.0'))).toString().includes('ready');
+      i += 1
+    ) {
+      if (i > 200) throw new Error('the task never got ready');
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    const task = tasks.get('unsafe-1.0');
+    await tasks.stop(task as NonNullable<typeof task>, true, { signal: 'SIGTERM', timeoutSeconds: 5 });
+    const [report] = tasks.reports();
+    expect(report).toMatchObject({ taskId: 'unsafe-1.0', state: 'stopped' });
+    expect(report?.reason).toMatch(
+      /^its checkpoint at the stop could not be uploaded \(checkpoint \d+ of unsafe-1\.0: entry "out" is a symlink to \/etc\/hostname, outside the checkpoint directory.*\); it resumes from its start$/,
+    );
+    expect(report?.checkpoint).toBeUndefined();
+  });
+});
+
 describe('a start that fails', () => {
   it('stops watching the task: nothing it leaves is uploaded, so a next attempt here numbers its checkpoints alone', async () => {
     const executor = new ProcessExecutor({ stateDir: join(tmp, 'executor-fail') });
