@@ -771,6 +771,21 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(store.listEvents()[0]?.seq).toBe(1);
     });
 
+    it('gives a job id a rolled-back submission handed back its new job, spec and all', () => {
+      expect(() =>
+        store.transaction(() => {
+          // Read back inside the transaction (as a submission does) before it fails.
+          expect(store.getJob(store.submitJob(RESNET).id)?.spec.name).toBe(RESNET.name);
+          throw new Error('crash before commit');
+        }),
+      ).toThrow('crash before commit');
+      const job = store.submitJob(FOAM);
+      expect(job.id).toBe('job-1');
+      expect(job.spec).toEqual(FOAM);
+      expect(store.getJob('job-1')?.spec).toEqual(FOAM);
+      expect(store.listJobs().map((j) => j.spec.name)).toEqual([FOAM.name]);
+    });
+
     it('leaves an intent whose completion was rolled back pending, in its place among the pending', () => {
       const ids = [1, 2, 3].map(
         (n) => store.recordIntent({ kind: 'terminate', payload: { instanceId: `inst-${n}` } }).id,
@@ -1021,6 +1036,38 @@ describe('MemoryStateStore and the SQL stores agree on random operation sequence
 });
 
 describe('SqliteStateStore on disk', () => {
+  it('reads the pending intents through their partial index, not by walking every intent ever recorded', () => {
+    // The statements the store prepares, captured as it prepares them, then planned on the same database.
+    const prepared: string[] = [];
+    const prepare = Database.prototype.prepare;
+    Database.prototype.prepare = function (this: Database.Database, sql: string) {
+      prepared.push(sql);
+      return prepare.call(this, sql);
+    } as typeof prepare;
+    const path = freshDbPath();
+    try {
+      const store = new SqliteStateStore(path, { nowSeconds: () => 1 });
+      store.recordIntent({ kind: 'terminate', payload: { instanceId: 'inst-1' } });
+      expect(store.listIntents({ states: ['pending'] })).toHaveLength(1);
+      expect(store.listIntents({ states: ['pending'], kind: 'terminate' })).toHaveLength(1);
+      store.close();
+    } finally {
+      Database.prototype.prepare = prepare;
+    }
+    const pendingReads = prepared.filter((sql) => /FROM intents WHERE state/.test(sql));
+    expect(pendingReads).toHaveLength(2);
+    const db = new Database(path, { readonly: true });
+    try {
+      for (const sql of pendingReads) {
+        const params = (sql.match(/\?/g) ?? []).map(() => 'terminate');
+        const plan = db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[];
+        expect(plan.map((p) => p.detail).join('; ')).toContain('USING INDEX intents_pending');
+      }
+    } finally {
+      db.close();
+    }
+  });
+
   it('runs in WAL mode with foreign keys and fsync on commit, and records its schema version', () => {
     const path = freshDbPath();
     const store = new SqliteStateStore(path);

@@ -76,7 +76,11 @@ export class IntentQueries {
 
   listIntents(filter: IntentFilter = {}): IntentRecord[] {
     const where = new Where();
-    where.in('state', filter.states);
+    // The pending intents, asked for many times a pass, are read through the partial index `intents_pending`; SQLite
+    // uses it only for the literal condition (a bound `state IN (?)` walked every intent ever recorded: 30–37 ms at
+    // 300,000 intents, against 0.04 ms).
+    if (filter.states?.length === 1 && filter.states[0] === 'pending') where.raw(`state = 'pending'`);
+    else where.in('state', filter.states);
     where.eq('kind', filter.kind);
     return this.connection
       .all(`SELECT * FROM intents ${where.sql()} ORDER BY id`, ...where.params)

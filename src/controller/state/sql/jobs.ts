@@ -40,17 +40,20 @@ const SPEC_CACHE_SIZE = 20_000;
 /**
  * Job specs parsed once: a spec never changes after submission, and the loop, the API and heartbeats read jobs all
  * the time (JSON.parse of every spec was a good part of a pass). Frozen, since every reader shares it; the spec read
- * longest ago makes room first, so a listing of many finished jobs does not push out the live ones.
+ * longest ago makes room first, so a listing of many finished jobs does not push out the live ones. An entry serves
+ * only the very text it was parsed from: a submission rolled back (a rejected array, a failed commit) gives its id
+ * back, and the next job under that id has another spec, which a cache by id alone would hide behind the first.
  */
 class SpecCache {
-  private readonly specs = new LRUCache<string, JobSpec>({ max: SPEC_CACHE_SIZE });
+  private readonly specs = new LRUCache<string, { readonly json: string; readonly spec: JobSpec }>({
+    max: SPEC_CACHE_SIZE,
+  });
 
   readonly specOf = (jobId: string, json: string): JobSpec => {
-    let spec = this.specs.get(jobId);
-    if (spec === undefined) {
-      spec = deepFreeze(parseStoredSpec(jobId, json));
-      this.specs.set(jobId, spec);
-    }
+    const cached = this.specs.get(jobId);
+    if (cached !== undefined && cached.json === json) return cached.spec;
+    const spec = deepFreeze(parseStoredSpec(jobId, json));
+    this.specs.set(jobId, { json, spec });
     return spec;
   };
 }
