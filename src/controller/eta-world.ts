@@ -87,7 +87,12 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
   const jobs: WorldJob[] = [];
   let lastArrival = Number.NEGATIVE_INFINITY;
   for (const job of liveJobs) {
-    const tasks = (tasksByJob.get(job.id) ?? []).slice().sort((a, b) => a.index - b.index);
+    // A task that succeeded has done its part (as in the round's snapshot, snapshot.ts): left in, it would read as a
+    // task to start again, its job as moving, and the simulated plan would fail on it.
+    const tasks = (tasksByJob.get(job.id) ?? [])
+      .filter((t) => t.state !== 'succeeded')
+      .sort((a, b) => a.index - b.index);
+    if (tasks.length === 0) continue;
     const expanded = new Map(expandTasks(job.spec).map((t) => [t.index, t]));
     if (job.spec.expectedDurationSeconds === undefined) assumedDuration.add(job.id);
     const duration = job.spec.expectedDurationSeconds ?? UNKNOWN_DURATION_SECONDS;

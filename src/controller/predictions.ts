@@ -152,7 +152,8 @@ export class Predictions {
     return {
       scheduler: { recipe: this.deps.recipe, state: scheduler.exportState?.() },
       admission: {
-        settings: { caps: admission.caps, config: admission.config },
+        // All of them: a prediction that sized jobs otherwise than the rounds (`admitBy`) would admit others.
+        settings: admission.settings,
         state: admission.exportState(),
       },
     };

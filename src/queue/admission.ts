@@ -126,9 +126,14 @@ export class Admission {
     this.admitBy = settings.admitBy ?? 'standalone';
   }
 
+  /** The settings it was made with: with `exportState`, all a prediction elsewhere needs to rebuild it (`restore`). */
+  get settings(): AdmissionSettings {
+    return { caps: this.caps, config: this.config, admitBy: this.admitBy };
+  }
+
   /** An independent copy of the queue state (a prediction replays admission from here without touching it). */
   fork(): Admission {
-    const copy = new Admission(this.catalog, { caps: this.caps, config: this.config, admitBy: this.admitBy });
+    const copy = new Admission(this.catalog, this.settings);
     copy.prices = this.prices;
     copy.memory = new Map([...this.memory].map(([id, m]) => [id, { ...m }]));
     copy.shortRounds = this.shortRounds;

@@ -283,3 +283,51 @@ describe('controller predictions with the simulator (src/predict/predict.ts)', (
     expect(error?.errorPercent as number).toBeLessThan(15);
   });
 });
+
+/** The first task of each job ends after a minute; the others run on (a gang whose tasks end apart). */
+class FirstTaskEndsEarly implements TaskControl {
+  readonly name = 'first-ends-early';
+  private readonly started = new Map<string, number>();
+  constructor(private readonly clock: ManualClock) {}
+  async start(r: TaskStartRequest): Promise<void> {
+    this.started.set(r.task.id, this.clock.nowSeconds());
+  }
+  async stop(): Promise<'stopped'> {
+    return 'stopped';
+  }
+  async status(task: TaskRecord): Promise<TaskStatus> {
+    const at = this.started.get(task.id);
+    return task.index === 0 && at !== undefined && this.clock.nowSeconds() >= at + 60
+      ? 'succeeded'
+      : 'running';
+  }
+}
+
+describe('controller predictions while a job’s tasks end apart', () => {
+  it('predicts with a task already done: the job keeps its ETA and the jobs behind it get theirs', async () => {
+    const base = rig();
+    const { controller, store, clock } = rig(
+      {},
+      { clock: base.clock, tasks: new FirstTaskEndsEarly(base.clock) },
+    );
+    const gang = controller.submit(
+      jobSpec('gang', CPU_SMALL, { expectedDurationSeconds: 3600, replicas: 2 }),
+      'research',
+    );
+    await controller.runRound('submitted');
+    await controller.reconcile();
+    clock.advance(120);
+    await controller.reconcile();
+    const tasks = store.listTasks({ jobId: gang.id });
+    expect(tasks.map((t) => t.state).sort()).toEqual(['running', 'succeeded']);
+    expect(store.getJob(gang.id)?.state).toBe('running');
+    // A submission behind it asks for a prediction of the world with the finished task in it.
+    const next = controller.submit(jobSpec('next', CPU_SMALL, { expectedDurationSeconds: 600 }), 'research');
+    await controller.runRound('submitted');
+    await controller.predictionsSettled();
+    const eta = readQueueRecord(store, next.id)?.eta;
+    expect(eta?.completionSeconds).not.toBeNull();
+    expect(eta?.completionSeconds).toBeDefined();
+    expect(readQueueRecord(store, gang.id)?.eta?.completionSeconds).toBeDefined();
+  });
+});

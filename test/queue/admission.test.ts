@@ -259,3 +259,17 @@ describe('what admission would let in now (placement between rounds)', () => {
     expect(JSON.stringify(admission.exportState())).toBe(before);
   });
 });
+
+describe('an admission rebuilt elsewhere (a prediction in a worker thread)', () => {
+  it('keeps every setting, how jobs are sized against a $ cap included', () => {
+    const admission = new Admission(catalog, {
+      caps: { maxCostPerHour: 2 },
+      config: { ...FIFO_CONFIG, classes: [{ id: 'all', weight: 1, ordering: 'srpt' }] },
+      admitBy: 'plan-cost',
+    });
+    admission.decide(snapshot(0, [{ id: 'a', placedOn: 'i-1' }, { id: 'b' }]), none);
+    const rebuilt = Admission.restore(catalog, admission.settings, admission.exportState());
+    expect(rebuilt.settings).toEqual(admission.settings);
+    expect(rebuilt.admitBy).toBe('plan-cost');
+  });
+});
