@@ -612,6 +612,17 @@ describe('controller API: malformed and oversized requests', () => {
         expect(details).toEqual([expect.stringMatching(/^queue\.stages: nested deeper than 64 levels/)]);
       }
     }
+    // Block nesting too: compact sequences (`- - - …`, two characters a level) and one key per indented line.
+    const compact = `${RESNET_YAML}\nqueue:\n  stages:\n    ${'- '.repeat(2_000)}x\n`;
+    const indented = `${RESNET_YAML}\nqueue:\n${Array.from({ length: 70 }, (_, i) => `${' '.repeat(i + 2)}k${i}:`).join('\n')} 1\n`;
+    for (const [body, field] of [
+      [compact, /^queue\.stages: nested deeper than 64 levels \(line \d+\)$/],
+      [indented, /^queue\.k0\.k1\.k2\.k3\.k4\.k5\.k6…: nested deeper than 64 levels \(line \d+\)$/],
+    ] as const) {
+      const answer = await submitYaml(VISION_TOKEN, body);
+      expect(answer.status, answer.text.slice(0, 300)).toBe(400);
+      expect(errorOf(answer).details).toEqual([expect.stringMatching(field)]);
+    }
     // A shallow nesting is left to the spec's own validation.
     const shallow = await call('POST', '/v1/jobs?dryRun=true', {
       token: VISION_TOKEN,

@@ -113,23 +113,42 @@ export function tooDeepProblem(value: unknown): string | undefined {
 }
 
 /**
- * The same check on YAML text, before the YAML parser (which recurses on flow collections) sees it: the deepest
- * `[`/`{` nesting outside quotes and comments, named by the block key it sits under. Block nesting needs an
- * indentation per level, so a body within the size limit cannot nest it deep enough to overflow; the parsed value
- * is checked with tooDeepProblem.
+ * The same check on YAML text, before the YAML parser (which recurses on nested collections) sees it: the open block
+ * levels (each `key:` and each `- ` of a line, compact `- - -` sequences included, closed by a line indented no
+ * deeper) plus the `[`/`{` nesting outside quotes and comments, named by the block keys it sits under. Linear in the
+ * text: a quadratic scan of a hostile line would hold up the controller's event loop (and every heartbeat) for
+ * minutes. The parsed value is checked with tooDeepProblem too.
  */
 export function tooDeepYamlProblem(text: string): string | undefined {
-  const keys: { readonly indent: number; readonly key: string }[] = [];
+  const levels: { readonly column: number; readonly key: string | undefined }[] = [];
   // A flow collection may span lines: its depth carries over, and a `key:` inside it is not a block key.
   let depth = 0;
   let line = 1;
+  const tooDeep = (): string =>
+    `${fieldPath(levels.flatMap((l) => (l.key === undefined ? [] : [l.key])))}: nested deeper than ` +
+    `${MAX_BODY_DEPTH} levels (line ${line})`;
   for (const raw of text.split('\n')) {
-    const key = /^(\s*(?:- +)*)(['"]?)([^'"#:\s[\]{}][^:#]*?)\2\s*:(?:\s|$)/.exec(raw);
-    if (key !== null && depth === 0) {
-      // A key's level is its column: `- name:` and the `  image:` below it are siblings.
-      const indent = (key[1] ?? '').length;
-      while (keys.length > 0 && (keys[keys.length - 1]?.indent ?? 0) >= indent) keys.pop();
-      keys.push({ indent, key: key[3] ?? '' });
+    if (depth === 0) {
+      let column = 0;
+      while (column < raw.length && (raw[column] === ' ' || raw[column] === '\t')) column += 1;
+      if (column < raw.length && raw[column] !== '#') {
+        // A line indented no deeper than an open level closes it: `- name:` and the `  image:` below it are siblings.
+        // A sequence may sit at its key's own column (`tasks:` then `- name:`): it is that key's value.
+        const dash = isDashAt(raw, column);
+        for (let top = levels.at(-1); top !== undefined; top = levels.at(-1)) {
+          if (top.column < column || (top.column === column && dash && top.key !== undefined)) break;
+          levels.pop();
+        }
+        while (isDashAt(raw, column)) {
+          levels.push({ column, key: undefined });
+          if (levels.length > MAX_BODY_DEPTH) return tooDeep();
+          column += 1;
+          while (raw[column] === ' ') column += 1;
+        }
+        const key = blockKeyAt(raw, column);
+        if (key !== undefined) levels.push({ column, key });
+        if (levels.length > MAX_BODY_DEPTH) return tooDeep();
+      }
     }
     let quote: string | undefined;
     for (let i = 0; i < raw.length; i += 1) {
@@ -142,11 +161,39 @@ export function tooDeepYamlProblem(text: string): string | undefined {
       else if (c === '#' && (i === 0 || raw[i - 1] === ' ')) break;
       else if (c === '[' || c === '{') {
         depth += 1;
-        if (depth + keys.length > MAX_BODY_DEPTH)
-          return `${fieldPath(keys.map((k) => k.key))}: nested deeper than ${MAX_BODY_DEPTH} levels (line ${line})`;
+        if (depth + levels.length > MAX_BODY_DEPTH) return tooDeep();
       } else if (c === ']' || c === '}') depth = Math.max(0, depth - 1);
     }
     line += 1;
   }
   return undefined;
+}
+
+/** The block mapping key starting at `column` of a line (`key:`, `'key':`, `"key":`), if there is one. */
+function blockKeyAt(raw: string, column: number): string | undefined {
+  const first = raw[column];
+  if (first === undefined) return undefined;
+  if (first === '"' || first === "'") {
+    const close = raw.indexOf(first, column + 1);
+    if (close < 0) return undefined;
+    let colon = close + 1;
+    while (raw[colon] === ' ') colon += 1;
+    return raw[colon] === ':' && isBlankOrEnd(raw, colon + 1) ? raw.slice(column + 1, close) : undefined;
+  }
+  if ('#:[]{}'.includes(first) || first === ' ' || first === '\t') return undefined;
+  for (let i = column + 1; i < raw.length; i += 1) {
+    const c = raw[i];
+    if (c === '#') return undefined;
+    if (c === ':') return isBlankOrEnd(raw, i + 1) ? raw.slice(column, i).trimEnd() : undefined;
+  }
+  return undefined;
+}
+
+/** A block sequence entry's `-` at `column`: followed by a blank or the end of the line. */
+function isDashAt(raw: string, column: number): boolean {
+  return raw[column] === '-' && isBlankOrEnd(raw, column + 1);
+}
+
+function isBlankOrEnd(raw: string, i: number): boolean {
+  return i >= raw.length || raw[i] === ' ' || raw[i] === '\t' || raw[i] === '\r';
 }
