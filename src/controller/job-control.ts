@@ -260,7 +260,13 @@ export class JobControl {
     const inst = this.deps.store.getInstance(instanceId) ?? this.deps.store.findInstanceByCloudId(instanceId);
     if (inst === undefined) throw new UnknownRecordError('instance', instanceId);
     if (inst.state !== 'requested' && inst.state !== 'launching' && inst.state !== 'running') return inst;
-    const drained = this.deps.store.setInstanceState(inst.id, 'draining', { reason: 'drained by request' });
+    // An instance not launched yet (its launch failing, in backoff) holds no task to move: it ends, as a plan that
+    // drops it ends it, and the terminate pass fails its launch or terminates what a launch in flight brings.
+    const drained = this.deps.store.setInstanceState(
+      inst.id,
+      inst.state === 'requested' ? 'terminating' : 'draining',
+      { reason: 'drained by request' },
+    );
     this.deps.requestRound(`${inst.id} drained`);
     return drained;
   }

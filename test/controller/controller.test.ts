@@ -300,6 +300,23 @@ describe('controller rounds against an in-memory cloud', () => {
     expect(store.getTask(`${next.id}.0`)?.state).toBe('running');
   });
 
+  it('draining an instance whose launch keeps failing ends it, and its job is planned again', async () => {
+    const { controller, store, cloud } = rig();
+    cloud.throttleNextLaunches = 100;
+    const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await controller.runRound();
+    expect(store.getInstance('inst-1')?.state).toBe('requested');
+    // A requested instance cannot drain: an operator's drain ends it instead of answering 409.
+    expect(controller.drain('inst-1').state).toBe('terminating');
+    await controller.reconcile();
+    expect(store.getInstance('inst-1')?.state).toBe('terminated');
+    expect(store.getJob(job.id)?.state).toBe('queued');
+    cloud.throttleNextLaunches = 0;
+    await controller.runRound('drained');
+    expect(store.getTask(`${job.id}.0`)?.state).toBe('running');
+    expect(cloud.live()).toHaveLength(1);
+  });
+
   it('an instance EC2 will not terminate is retried each pass with one intent, and blocks nothing else', async () => {
     const { controller, store, cloud } = rig();
     const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');
