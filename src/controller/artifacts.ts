@@ -14,8 +14,7 @@ export function locationOf(store: ObjectStore, key: string): string {
  * A job's task output, from the log objects workers upload (`logs/<job>/…`, one per run of a task, in start order)
  * while tasks run and when they stop or finish.
  */
-export async function readJobLogs(objectStore: ObjectStore | undefined, jobId: string): Promise<string> {
-  if (objectStore === undefined) throw new Error('no object store configured: task logs are kept there');
+export async function readJobLogs(objectStore: ObjectStore, jobId: string): Promise<string> {
   const keys: string[] = [];
   for await (const info of objectStore.list(taskLogPrefix(jobId))) keys.push(info.key);
   const parts: string[] = [];
@@ -35,12 +34,11 @@ export async function readJobLogs(objectStore: ObjectStore | undefined, jobId: s
  * a job spec's `build.context` carries for workers to fetch.
  */
 export async function storeBuildContext(
-  objectStore: ObjectStore | undefined,
+  objectStore: ObjectStore,
   store: StateStore,
   archive: Readable,
   info: { readonly sha256: string; readonly encoding: 'tar' | 'gzip'; readonly team: string | undefined },
 ): Promise<string> {
-  if (objectStore === undefined) throw new Error('no object store configured for build contexts');
   const key = buildContextKey(info.sha256, info.encoding);
   let sizeBytes = 0;
   async function* counted(): AsyncGenerator<Buffer> {

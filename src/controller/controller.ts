@@ -537,22 +537,41 @@ export class Controller implements ControllerService {
     return this.reports.writeCostReport(reason);
   }
 
-  /** API: write a report now; answers where the JSON went (`s3://bucket/reports/costs-….json`). */
-  writeReport(): Promise<string> {
-    return this.reports.writeReport();
+  /**
+   * API: write a report now; answers where the JSON went (`s3://bucket/reports/costs-….json`). Absent without an
+   * object store (a dry run): the route answers 501.
+   */
+  get writeReport(): (() => Promise<string>) | undefined {
+    return this.objectStore === undefined ? undefined : () => this.reports.writeReport();
   }
 
-  /** API: a job's task output, from the log objects workers upload (artifacts.ts). */
-  jobLogs(jobId: string): Promise<string> {
-    return readJobLogs(this.objectStore, jobId);
+  /**
+   * API: a job's task output, from the log objects workers upload (artifacts.ts). Absent without an object store (a
+   * dry run): the route answers 501.
+   */
+  get jobLogs(): ((jobId: string) => Promise<string>) | undefined {
+    const objectStore = this.objectStore;
+    return objectStore === undefined ? undefined : (jobId) => readJobLogs(objectStore, jobId);
   }
 
-  /** API: keep an uploaded Docker build context; answers the reference a job spec's `build.context` carries. */
-  storeContext(
-    archive: Readable,
-    info: { readonly sha256: string; readonly encoding: 'tar' | 'gzip'; readonly team: string | undefined },
-  ): Promise<string> {
-    return storeBuildContext(this.objectStore, this.store, archive, info);
+  /**
+   * API: keep an uploaded Docker build context; answers the reference a job spec's `build.context` carries. Absent
+   * without an object store: the route answers 501.
+   */
+  get storeContext():
+    | ((
+        archive: Readable,
+        info: {
+          readonly sha256: string;
+          readonly encoding: 'tar' | 'gzip';
+          readonly team: string | undefined;
+        },
+      ) => Promise<string>)
+    | undefined {
+    const objectStore = this.objectStore;
+    return objectStore === undefined
+      ? undefined
+      : (archive, info) => storeBuildContext(objectStore, this.store, archive, info);
   }
 
   // -------------------------------------------------------------------------------------------------------------
