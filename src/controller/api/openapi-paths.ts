@@ -176,9 +176,8 @@ export const PATHS: Record<string, Record<string, Schema>> = {
       operationId: 'cancelJob',
       parameters: [idParam('Job id')],
       responses: {
-        '200': ok('The job after cancelling', ref('JobSummary')),
+        '200': ok('The job after cancelling (one that had ended already, as it ended)', ref('JobSummary')),
         ...JOB_ERRORS,
-        '409': error('The job already finished'),
       },
     },
   },
@@ -220,7 +219,9 @@ export const PATHS: Record<string, Record<string, Schema>> = {
       },
       responses: {
         '200': ok('The job, unsuccessful', ref('JobSummary')),
-        '400': error('Bad stage or reason (e.g. a stage beyond the stages the job declares)'),
+        '400': error(
+          'Bad stage or reason (e.g. a stage beyond the stages a job with `success: {kind: stages}` declares)',
+        ),
         ...JOB_ERRORS,
         '409': error('The job already ended otherwise (succeeded, failed, cancelled)'),
         '501': error('This controller cannot end jobs as unsuccessful'),
