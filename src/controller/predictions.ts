@@ -103,9 +103,12 @@ export class Predictions {
 
   constructor(private readonly deps: PredictionsDeps) {}
 
-  /** Whether predictions are on (and so whether a job without an ETA yet is waiting for one). */
+  /**
+   * Whether predictions are on (and so whether a job without an ETA yet is waiting for one). Any scheduler: the
+   * prediction rebuilds it from its recipe, with the state it exports (none for the baselines, which keep none).
+   */
   get enabled(): boolean {
-    return this.deps.engine !== undefined && this.deps.schedulerState.scheduler.fork !== undefined;
+    return this.deps.engine !== undefined;
   }
 
   /** PCS §4: a job was submitted; its first ETA, from the next prediction, is its submission prediction. O(1). */

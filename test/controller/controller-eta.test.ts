@@ -231,6 +231,18 @@ describe('controller predictions with the simulator (src/predict/predict.ts)', (
     expect(eta?.basis).toContain('no future arrivals');
   });
 
+  it('predicts with a baseline scheduler too (karpenter keeps no state to fork: it is rebuilt from its recipe)', async () => {
+    const { controller, store, clock } = rig(
+      {},
+      { schedulerRecipe: { kind: 'registered', name: 'karpenter', options: {} } },
+    );
+    const job = controller.submit(jobSpec('one', CPU_SMALL, { expectedDurationSeconds: 3600 }), 'research');
+    await controller.predictionsSettled();
+    const eta = readQueueRecord(store, job.id)?.eta;
+    expect(eta?.completionSeconds as number).toBeGreaterThanOrEqual(clock.nowSeconds() + 3600);
+    expect(eta?.basis).toMatch(/^simulated \d+ round\(s\) ahead with karpenter/);
+  });
+
   it('estimates a dry-run submission in its own lane, storing nothing', async () => {
     const { controller, store, clock } = rig({ caps: { quotas: [{ group: 'standard', maxVcpus: 4 }] } });
     controller.submit(jobSpec('first', CPU_SMALL, { expectedDurationSeconds: 3600 }), 'research');
