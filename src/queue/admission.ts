@@ -73,9 +73,9 @@ export interface QueueDecision {
   /** The snapshot restricted to jobs holding capacity plus the waiting jobs admitted this round. */
   readonly snapshot: ClusterSnapshot;
   readonly result: AdmissionResult;
-  /** Jobs holding capacity (always in the snapshot). */
+  /** Jobs holding capacity (always in the snapshot), their footprints as admission sized them (`admitBy`). */
   readonly running: readonly RunningQueuedJob[];
-  /** Jobs that were waiting before this round, admitted or not. */
+  /** Jobs that were waiting before this round, admitted or not, sized as admission sized them. */
   readonly waiting: ReadonlyMap<string, QueuedJob>;
   readonly unhostable: readonly UnhostableJob[];
   /** Waiting job ids per class, in queue order (never-fits jobs are not in line). */
@@ -221,12 +221,16 @@ export class Admission {
     const factor = this.packingFactor(snapshot, running);
     const sized = <J extends QueuedJob>(j: J): J =>
       factor === 1 ? j : { ...j, footprint: scaledCost(j.footprint, factor) };
+    // The decision keeps the jobs as admission sized them, so what the queue views say a job needs and what the caps
+    // have left (its usage) are in the same dollars.
+    const sizedRunning = running.map(sized);
+    const sizedWaiting = new Map([...waiting].map(([id, j]) => [id, sized(j)]));
     const result = admit({
       nowSeconds: now,
       caps: this.caps,
       config: this.config,
-      running: running.map(sized),
-      waiting: [...waiting.values()].map(sized),
+      running: sizedRunning,
+      waiting: [...sizedWaiting.values()],
       shortRounds: this.shortRounds,
       onPaidRoom,
     });
@@ -249,7 +253,15 @@ export class Admission {
             jobs: snapshot.jobs.filter((j) => keep.has(j.id)),
             tasks: snapshot.tasks.filter((t) => keep.has(t.jobId)),
           };
-    return { nowSeconds: now, snapshot: filtered, result, running, waiting, unhostable, queues };
+    return {
+      nowSeconds: now,
+      snapshot: filtered,
+      result,
+      running: sizedRunning,
+      waiting: sizedWaiting,
+      unhostable,
+      queues,
+    };
   }
 
   /**

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import type { ClusterSnapshot, SchedJob, SchedTask } from '../../src/core/model.js';
 import { Admission, type AdmitBy } from '../../src/queue/admission.js';
+import { queueViews } from '../../src/queue/admission-views.js';
 import { testCatalog } from '../sim/sim-fixtures.js';
 
 /**
@@ -74,5 +75,20 @@ describe('admission sized by the plan’s cost', () => {
         },
       ),
     );
+  });
+});
+
+describe('what the queue views say of a job sized by the plan’s cost', () => {
+  it('names what the caps have left against what the decision counted the job for', () => {
+    // One running job alone on a big.x: the fleet costs 3× its standalone $3.6/h, so each job counts $10.8/h. Under a
+    // $15/h cap the head waits for the caps ($10.8 + $10.8); at its standalone $3.6/h it would have seemed to fit,
+    // and the view said it waited behind a head (itself).
+    const admission = new Admission(testCatalog(), { caps: { maxCostPerHour: 15 }, admitBy: 'plan-cost' });
+    const decision = admission.decide(snapshot(1, 2), () => ({}));
+    expect(decision.result.admitted).toEqual([]);
+    expect(decision.waiting.get('j1')?.footprint.instances[0]?.costPerHour).toBeCloseTo(10.8, 9);
+    const view = queueViews(decision, admission).get('j1');
+    expect(view).toMatchObject({ position: 1, reason: 'caps' });
+    expect(view?.detail).toBe('admitting it now would break maxCostPerHour (in use: $10.80/h of $15/h)');
   });
 });
