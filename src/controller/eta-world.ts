@@ -29,6 +29,11 @@ export interface ControllerWorld {
   readonly world: SimWorld;
   /** Jobs whose duration is assumed (no `expectedDurationSeconds`): they get no ETA of their own. */
   readonly assumedDuration: ReadonlySet<string>;
+  /**
+   * Jobs that have run past their declared duration with no progress reports: the world ends them now (their room is
+   * soon free, as far as anyone knows), but when they really end is unknown, so they get no ETA of their own either.
+   */
+  readonly overran: ReadonlySet<string>;
 }
 
 export interface WorldOptions {
@@ -58,6 +63,7 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
   const now = inputs.nowSeconds;
   const types = new Map(options.catalog.types.map((t) => [t.name, t]));
   const assumedDuration = new Set<string>();
+  const overran = new Set<string>();
 
   const instances: WorldInstance[] = [];
   const events: WorldEvent[] = [{ kind: 'round', timeSeconds: Math.max(now, options.firstRoundSeconds) }];
@@ -143,11 +149,14 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
     }
     const runningSince = inputs.runningSince.get(job.id);
     const completed = completedIterations(job, totalIterations, duration, now, runningSince);
+    if (!reportsProgress(job) && completed >= totalIterations && !assumedDuration.has(job.id))
+      overran.add(job.id);
     jobs.push(worldJob(job, spec, tasks, inputs.pendingStarts, known, now, completed, runningSince, events));
   }
   return {
     world: { nowSeconds: now, jobs, instances, events, pendingTerminationIds, instanceCounter: 0 },
     assumedDuration,
+    overran,
   };
 }
 
@@ -209,6 +218,11 @@ function lifecycleOf(
   return { lifecycle: 'running' };
 }
 
+/** The job's workers report the iterations it did (its spec declares a total, and some were reported). */
+function reportsProgress(job: JobRecord): boolean {
+  return job.spec.totalIterations !== undefined && job.completedIterations > 0;
+}
+
 function completedIterations(
   job: JobRecord,
   total: number,
@@ -216,8 +230,7 @@ function completedIterations(
   now: number,
   runningSince: number | undefined,
 ): number {
-  if (job.spec.totalIterations !== undefined && job.completedIterations > 0)
-    return Math.min(total, job.completedIterations);
+  if (reportsProgress(job)) return Math.min(total, job.completedIterations);
   if (job.startedAtSeconds === undefined) return 0;
   // Without reports: the time spent running since it last (re)started, at full throughput (snapshot.ts alike).
   const ranFor = runningSince === undefined ? 0 : Math.max(0, now - runningSince);
@@ -398,7 +411,9 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
       .map((j) => j.spec.id),
   );
   // Only jobs with a declared duration get an ETA; the run stops once they finished (the others still take part).
-  const targets = wanted.filter((id) => !built.assumedDuration.has(id) && !pastHorizon.has(id));
+  const targets = wanted.filter(
+    (id) => !built.assumedDuration.has(id) && !built.overran.has(id) && !pastHorizon.has(id),
+  );
   // The world's tasks carry the controller's workload keys, so the scheduler's learned rates apply as they are.
   const rate = targets.length === 0 ? undefined : frozenExpectedRates(input.scheduler);
   const deadline = started + input.budgetMs;
@@ -443,6 +458,16 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
         completionSeconds: null,
         computedAtSeconds: now,
         basis: `no ETA: the job spec has no expectedDurationSeconds; ${place}`,
+      });
+      continue;
+    }
+    if (built.overran.has(id)) {
+      // An ETA of "now" would be wrong the next round, and the one after: each would ask for a new prediction.
+      etas.set(id, {
+        startSeconds: job.startedAtSeconds ?? null,
+        completionSeconds: null,
+        computedAtSeconds: now,
+        basis: `no ETA: it has run past its declared expectedDurationSeconds (${job.spec.expectedDurationSeconds ?? 0} s) and reports no progress; ${place}`,
       });
       continue;
     }

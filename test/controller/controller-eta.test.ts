@@ -343,3 +343,41 @@ describe('controller predictions while a job’s tasks end apart', () => {
     expect(readQueueRecord(store, gang.id)?.eta?.completionSeconds).toBeDefined();
   });
 });
+
+/** Tasks run until told otherwise and report no progress. */
+class RunsOn implements TaskControl {
+  readonly name = 'runs-on';
+  async start(): Promise<void> {}
+  async stop(): Promise<'stopped'> {
+    return 'stopped';
+  }
+  async status(): Promise<TaskStatus> {
+    return 'running';
+  }
+}
+
+describe('controller predictions of a job past its declared duration', () => {
+  it('give it no ETA (not "now", every round again) and ask for no new prediction while nothing changes', async () => {
+    const { controller, store, clock } = rig({}, { tasks: new RunsOn() });
+    const job = controller.submit(jobSpec('long', CPU_SMALL, { expectedDurationSeconds: 600 }), 'research');
+    await controller.runRound('submitted');
+    await controller.reconcile();
+    await controller.predictionsSettled();
+    expect(readQueueRecord(store, job.id)?.eta?.completionSeconds).toBeGreaterThan(clock.nowSeconds());
+    // Past its 600 s, still running: a change (a round after its start) asks for a prediction of it.
+    clock.advance(900);
+    await controller.reconcile();
+    await controller.runRound('period');
+    await controller.predictionsSettled();
+    const eta = readQueueRecord(store, job.id)?.eta;
+    expect(eta?.completionSeconds).toBeNull();
+    expect(eta?.basis).toMatch(/^no ETA: it has run past its declared expectedDurationSeconds \(600 s\)/);
+    // Rounds later, nothing changed: no new prediction (its ETA was not due).
+    for (let i = 0; i < 3; i += 1) {
+      clock.advance(300);
+      await controller.runRound('period');
+      await controller.predictionsSettled();
+    }
+    expect(readQueueRecord(store, job.id)?.eta?.computedAtSeconds).toBe(eta?.computedAtSeconds);
+  });
+});
