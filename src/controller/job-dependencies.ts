@@ -43,7 +43,8 @@ export function dependencyViews(
 ): DependencyView[] {
   return (job.spec.dependsOn ?? []).map((id) => {
     const state = store.getJob(id)?.state ?? null;
-    const completion = state === 'succeeded' ? undefined : predictedCompletion(id);
+    // One that ended has no completion to predict: its last ETA (kept in the store) is stale.
+    const completion = state === null || isFinalJobState(state) ? undefined : predictedCompletion(id);
     return completion === undefined ? { id, state } : { id, state, predictedCompletionSeconds: completion };
   });
 }
@@ -66,6 +67,9 @@ export function earliestStartSeconds(
   if (unmet.length === 0) return undefined;
   let latest = Number.NEGATIVE_INFINITY;
   for (const id of unmet) {
+    // Ended without success: the job can never start (the next round fails it), whatever its last ETA said.
+    const state = store.getJob(id)?.state;
+    if (state === undefined || isFinalJobState(state)) return undefined;
     let bound = predictedCompletion(id);
     if (bound === undefined) {
       if (!memo.has(id)) {

@@ -74,6 +74,11 @@ describe('fleetwise jobs/job with the queue layer (CLI subprocess)', () => {
     expect(out.code).toBe(0);
     expect(out.stdout).toBe('job-1 unsuccessful (stopped as unsuccessful at stage 1: diverged)\n');
     expect(r.store.getJob('job-1')?.state).toBe('unsuccessful');
+    // Ended: its last ETA is no estimate of anything; what was predicted at submission stays.
+    const view = await cli(['job', 'job-1']);
+    expect(view.stdout).toMatch(/^eta {8}- \(the job ended\)$/m);
+    expect(view.stdout).not.toMatch(/^basis /m);
+    expect(view.stdout).toMatch(/^predicted  /m);
     await r.controller.runRound('unsuccessful');
     await r.controller.runRound('period');
     expect(r.store.getJob('job-2')?.state).toBe('running');

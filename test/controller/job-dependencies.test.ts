@@ -271,6 +271,12 @@ describe('when a job held for its dependencies can start', () => {
     expect(dependencyViews(job, r.store, (id) => ends.get(id))).toEqual([
       { id: a.id, state: 'queued', predictedCompletionSeconds: 5000 },
       { id: b.id, state: 'succeeded' },
+    ]); // a cancelled: the job can never start, and a's last prediction is stale.
+    r.controller.cancel(a.id);
+    expect(earliestStartSeconds(job.spec.dependsOn, r.store, (id) => ends.get(id))).toBeUndefined();
+    expect(dependencyViews(job, r.store, (id) => ends.get(id))).toEqual([
+      { id: a.id, state: 'cancelled' },
+      { id: b.id, state: 'succeeded' },
     ]);
   });
 });

@@ -1,3 +1,4 @@
+import { isFinalJobState } from '../../controller/state/lifecycle.js';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
@@ -93,7 +94,8 @@ function formatDuration(seconds: number): string {
   return seconds < 0 ? `-${text}` : text;
 }
 
-function etaLines(fields: QueueFields): string[] {
+/** The queue and ETA lines; an ended job shows what was predicted at submission and how far off it was, no ETA. */
+function etaLines(fields: QueueFields, ended: boolean): string[] {
   const lines: string[] = [];
   const q = fields.queue;
   if (q !== undefined && q !== null)
@@ -103,7 +105,8 @@ function etaLines(fields: QueueFields): string[] {
         : `queue      class ${q.classId}, ${q.position === null ? 'waiting' : `position ${q.position}`} (${q.reason ?? 'waiting'}): ${q.detail}`,
     );
   const eta = fields.eta;
-  if (eta !== undefined && eta !== null) {
+  if (ended) lines.push('eta        - (the job ended)');
+  else if (eta !== undefined && eta !== null) {
     const start = eta.startSeconds === null ? '' : `, start ${formatTime(eta.startSeconds)}`;
     lines.push(
       `eta        ${completionText(eta) ?? 'unknown'}${start} (computed ${formatTime(eta.computedAtSeconds)})`,
@@ -186,7 +189,7 @@ export function registerJob(program: Command): void {
       `finished   ${formatTime(job.finishedAtSeconds)}`,
       ...dependencyLines(job, Date.now() / 1000),
       ...coStartLines(job.coStart ?? null, job.taskCount),
-      ...etaLines(queueFieldsOf(job)),
+      ...etaLines(queueFieldsOf(job), isFinalJobState(job.state)),
       ...warningsOf(job).map((w) => `warning    ${w}`),
     ];
     process.stdout.write(`${lines.join('\n')}\n\n`);
