@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
+  copyFileSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -433,7 +434,7 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
         requestedAtSeconds: 1000,
       });
       expect(b.id).toBe('inst-2');
-      expect(a.launchToken).toMatch(/-inst-1$/);
+      expect(a.launchToken).toMatch(/-inst-1-1000$/);
       expect(a.launchToken).not.toBe(b.launchToken);
       expect(a.launchToken.length).toBeLessThanOrEqual(64);
       clock = 1005;
@@ -1036,6 +1037,29 @@ describe('MemoryStateStore and the SQL stores agree on random operation sequence
 });
 
 describe('SqliteStateStore on disk', () => {
+  it('gives an instance numbered again after a file-copy restore a launch token of its own', () => {
+    // A backup taken by copying the closed file (not `fleetwise state restore`, which also renews the store id): the
+    // restored state numbers instances from where the backup was, under the same store id.
+    const path = freshDbPath();
+    let now = 1000;
+    new SqliteStateStore(path, { nowSeconds: () => now }).close();
+    copyFileSync(path, `${path}.backup`);
+    const before = new SqliteStateStore(path, { nowSeconds: () => now });
+    const lost = before.createInstance({ typeName: 'c7i.large' });
+    before.close();
+    for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
+    copyFileSync(`${path}.backup`, path);
+    now = 5000;
+    const restored = new SqliteStateStore(path, { nowSeconds: () => now });
+    const again = restored.createInstance({ typeName: 'c7i.large' });
+    restored.close();
+    expect(again.id).toBe(lost.id);
+    expect(restored.storeId).toBe(before.storeId);
+    // The lost history's launch would otherwise be found by EC2's ClientToken (and the launch-token tag) and taken
+    // for this one.
+    expect(again.launchToken).not.toBe(lost.launchToken);
+  });
+
   it('reads the pending intents through their partial index, not by walking every intent ever recorded', () => {
     // The statements the store prepares, captured as it prepares them, then planned on the same database.
     const prepared: string[] = [];

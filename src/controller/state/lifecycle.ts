@@ -289,7 +289,11 @@ export function newInstanceRecord(
   nowSeconds: number,
 ): Change<InstanceRecord> {
   if (input.typeName.length === 0) throw new StateStoreError('an instance needs a type name');
-  const launchToken = input.launchToken ?? `${storeId}-${id}`;
+  // The store's id and the instance's, and when it was asked for: a state restored from a backup (SQLite's own restore
+  // renews the store id; PostgreSQL's backups cannot) numbers instances again from where the backup was, and a token
+  // of the store and number alone would find the instance the lost history launched under it (EC2's ClientToken,
+  // the launch-token tag) instead of launching. A retry after a crash reads the record, so it keeps its token.
+  const launchToken = input.launchToken ?? `${storeId}-${id}-${Math.floor(nowSeconds)}`;
   if (
     launchToken.length === 0 ||
     launchToken.length > MAX_LAUNCH_TOKEN_LENGTH ||
