@@ -249,6 +249,11 @@ describe('infra/iam-policy.json', () => {
     expect(by('ec2:CreateTags')[0]?.Condition).toEqual({
       StringEquals: { 'ec2:CreateAction': ['RunInstances', 'CreatePlacementGroup'] },
     });
+    // A spot launch (RunInstances with InstanceMarketOptions) is authorized against the spot request it makes too;
+    // without it every spot launch is refused (UnauthorizedOperation) and falls back to on demand.
+    expect(
+      by('ec2:RunInstances').flatMap((s) => (Array.isArray(s.Resource) ? s.Resource : [s.Resource])),
+    ).toContain('arn:${AWS::Partition}:ec2:${AWS::Region}:${AWS::AccountId}:spot-instances-request/*');
     // Placement groups: created only with the cluster tag; launched into and deleted only when they carry it.
     expect(by('ec2:CreatePlacementGroup')[0]?.Condition).toEqual({
       StringEquals: { 'aws:RequestTag/fleetwise:cluster': '${ClusterName}' },

@@ -28,8 +28,22 @@ export class CapacityErrorCache {
     );
   }
 
+  /**
+   * No launch in `market` at all for a while, whatever the type and zone: the account's spot quota is used up, or
+   * spot launches are not authorized (a policy without the spot resource, no spot service-linked role).
+   */
+  markMarketUnavailable(market: Market): void {
+    this.expiresAtMs.set(CapacityErrorCache.key('*', '*', market), this.nowMs() + this.ttlSeconds * 1000);
+  }
+
   isUnavailable(typeName: string, zone: string, market: Market = 'on-demand'): boolean {
-    const key = CapacityErrorCache.key(typeName, zone, market);
+    return (
+      this.remembered(CapacityErrorCache.key('*', '*', market)) ||
+      this.remembered(CapacityErrorCache.key(typeName, zone, market))
+    );
+  }
+
+  private remembered(key: string): boolean {
     const expires = this.expiresAtMs.get(key);
     if (expires === undefined) return false;
     if (this.nowMs() >= expires) {

@@ -37,6 +37,9 @@ const ZONE_CAPACITY_CODES: ReadonlySet<string> = new Set([
   'InsufficientCapacity',
   'InsufficientHostCapacity',
   'Unsupported',
+  // The zone's subnet has no free address left: another zone's subnet may (Karpenter counts it as unfulfillable
+  // capacity too). Without it a full first subnet stopped every launch that named no zone.
+  'InsufficientFreeAddressesInSubnet',
 ]);
 
 /**
@@ -55,10 +58,18 @@ const GROUP_REFUSAL_CODES: ReadonlySet<string> = new Set([
  * Spot refusals: no spot capacity for the type in the zone (the zone codes) or at the price asked, or the account's
  * spot quota. A spot launch then tries the next zone, and after the last one falls back to on demand.
  */
-const SPOT_REFUSAL_CODES: ReadonlySet<string> = new Set([
-  ...ZONE_CAPACITY_CODES,
-  'SpotMaxPriceTooLow',
+const SPOT_REFUSAL_CODES: ReadonlySet<string> = new Set([...ZONE_CAPACITY_CODES, 'SpotMaxPriceTooLow']);
+
+/**
+ * Spot refused for the whole account, whatever the type and zone: its spot quota is used up, or spot launches are not
+ * authorized (an IAM policy without `spot-instances-request/*`, no spot service-linked role and no right to create
+ * it). No other spot zone is tried, spot is remembered as unavailable for a while, and the instance is launched on
+ * demand: the job runs, at the on-demand price, and the fallback says why.
+ */
+const SPOT_ACCOUNT_REFUSAL_CODES: ReadonlySet<string> = new Set([
   'MaxSpotInstanceCountExceeded',
+  'UnauthorizedOperation',
+  'AuthFailure.ServiceLinkedRoleCreationNotPermitted',
 ]);
 
 /** Account quotas: no other zone helps; a type in another quota class (e.g. C/R instead of P) may. */
@@ -324,6 +335,11 @@ export class Ec2Provider implements CloudProvider {
           lastCapacityError = e;
           continue;
         }
+        if (market === 'spot' && code !== undefined && SPOT_ACCOUNT_REFUSAL_CODES.has(code)) {
+          this.capacityErrors.markMarketUnavailable('spot');
+          refused.push(`${placement.availabilityZone} (${code}: spot is refused for the account)`);
+          return new InsufficientCapacityError(request.typeName, refused, skipped, { cause: e });
+        }
         const capacityCodes = market === 'spot' ? SPOT_REFUSAL_CODES : ZONE_CAPACITY_CODES;
         if (code !== undefined && capacityCodes.has(code)) {
           this.capacityErrors.markUnavailable(request.typeName, placement.availabilityZone, market);
@@ -514,7 +530,10 @@ export class Ec2Provider implements CloudProvider {
       ],
       'DescribeInstances (launch-token pre-check)',
     );
-    return found.sort(oldestFirst);
+    // A running one first: the record takes the first, and the cloud sync terminates the others as twins.
+    const rank = (i: CloudInstance): number =>
+      i.state === 'pending' || i.state === 'running' ? 0 : i.state === 'terminated' ? 2 : 1;
+    return found.sort((a, b) => rank(a) - rank(b) || oldestFirst(a, b));
   }
 
   async list(clusterName: string, options: ListOptions = {}): Promise<CloudInstance[]> {

@@ -39,7 +39,10 @@ describeWithMoto(
     });
 
     /** The provider over moto, refusing spot RunInstances in the zones `refuseSpotIn` names; the inputs it sent. */
-    function rig(refuseSpotIn: readonly string[] = []): {
+    function rig(
+      refuseSpotIn: readonly string[] = [],
+      refuse: (input: RunInstancesCommandInput) => string | undefined = () => undefined,
+    ): {
       provider: Ec2Provider;
       runs: RunInstancesCommandInput[];
     } {
@@ -51,6 +54,8 @@ describeWithMoto(
           runs.push(input);
           if (isSpot(input) && refuseSpotIn.includes(input.Placement?.AvailabilityZone ?? ''))
             throw ec2Error('InsufficientInstanceCapacity');
+          const code = refuse(input);
+          if (code !== undefined) throw ec2Error(code);
           return real.runInstances(input);
         },
       };
@@ -143,6 +148,39 @@ describeWithMoto(
       const next = await provider.launch(request({ idempotencyToken: 'next', instanceKey: 'slot-2' }));
       expect(next.marketFallback).toMatch(/recently refused in us-east-1a, us-east-1b/);
       expect(runs.every((r) => !isSpot(r))).toBe(true);
+    });
+
+    for (const code of [
+      'UnauthorizedOperation',
+      'AuthFailure.ServiceLinkedRoleCreationNotPermitted',
+      'MaxSpotInstanceCountExceeded',
+    ])
+      it(`falls back to on demand at once when spot is refused for the whole account (${code}), and remembers it`, async () => {
+        const { provider, runs } = rig([], (input) => (isSpot(input) ? code : undefined));
+        const result = await provider.launch(request());
+        expect(result.market).toBeUndefined();
+        expect(result.marketFallback).toContain(`us-east-1a (${code}: spot is refused for the account)`);
+        // One spot attempt, no other spot zone, then on demand.
+        expect(runs.map((r) => [r.Placement?.AvailabilityZone, isSpot(r)])).toEqual([
+          ['us-east-1a', true],
+          ['us-east-1a', false],
+        ]);
+        // Any type, any zone: no spot asked for while it is remembered.
+        runs.length = 0;
+        const other = await provider.launch(
+          request({ typeName: 'r7i.large', idempotencyToken: `r7i-${code}`, instanceKey: 'r7i' }),
+        );
+        expect(other.marketFallback).toBeDefined();
+        expect(runs.every((r) => !isSpot(r))).toBe(true);
+      });
+
+    it('a zone whose subnet has no free address left is skipped: the launch goes to the next zone', async () => {
+      const { provider, runs } = rig([], (input) =>
+        input.Placement?.AvailabilityZone === 'us-east-1a' ? 'InsufficientFreeAddressesInSubnet' : undefined,
+      );
+      const result = await provider.launch(request({ market: 'on-demand' }));
+      expect(result.availabilityZone).toBe('us-east-1b');
+      expect(runs.map((r) => r.Placement?.AvailabilityZone)).toEqual(['us-east-1a', 'us-east-1b']);
     });
 
     it('an interrupted offering is avoided for spot launches in that zone', async () => {
