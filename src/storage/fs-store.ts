@@ -13,6 +13,10 @@ import type { ObjectInfo, ObjectStore } from './object-store.js';
 import { ObjectStoreError, type ObjectStoreOperation } from './object-store-error.js';
 import { readAll, relayErrorsAs, watchForError } from './streams.js';
 
+/** Modes of what the store creates (before the umask, which can only narrow them). */
+const PRIVATE_FILE = 0o600;
+const PRIVATE_DIR = 0o700;
+
 function errnoCode(error: unknown): string | undefined {
   return typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string'
     ? error.code
@@ -69,8 +73,10 @@ export class FsObjectStore implements ObjectStore {
     const bodyFailure = Buffer.isBuffer(body) ? () => undefined : watchForError(body);
     const temp = join(this.tempDir, `${randomUUID()}.part`);
     try {
-      await mkdir(this.tempDir, { recursive: true });
-      const handle = await open(temp, 'wx');
+      await mkdir(this.tempDir, { recursive: true, mode: PRIVATE_DIR });
+      // Readable by the owner only: the store holds backups with the cluster's tokens, jobs' environments in them,
+      // and task checkpoints and logs (an S3 bucket is private to the account the same way).
+      const handle = await open(temp, 'wx', PRIVATE_FILE);
       try {
         if (Buffer.isBuffer(body)) await handle.writeFile(body);
         else
@@ -91,7 +97,7 @@ export class FsObjectStore implements ObjectStore {
     // A concurrent delete may prune the parent directory between mkdir and rename: retry a few times.
     for (let attempt = 1; ; attempt++) {
       try {
-        await mkdir(dirname(target), { recursive: true });
+        await mkdir(dirname(target), { recursive: true, mode: PRIVATE_DIR });
         await rename(temp, target);
         return;
       } catch (e) {

@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, rmSync, existsSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, existsSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve, isAbsolute } from 'node:path';
 import fc from 'fast-check';
@@ -40,6 +40,17 @@ describe('FsObjectStore specifics', () => {
     await expect(store.put('x/z', failingStream(Buffer.from('partial')))).rejects.toThrow(/disk vanished/);
     expect(readdirSync(join(root, '.fleetwise-tmp'))).toEqual([]);
     expect(readdirSync(join(root, 'x'))).toEqual(['y']);
+  });
+
+  it('keeps what it writes to its owner: files 0600, the directories it makes 0700 (backups hold the tokens)', async () => {
+    const root = freshRoot();
+    const store = new FsObjectStore(root);
+    await store.put('backups/local/secrets.json', Buffer.from('{"adminToken":"x"}'));
+    const mode = (path: string): number => statSync(path).mode & 0o777;
+    expect(mode(join(root, 'backups', 'local', 'secrets.json'))).toBe(0o600);
+    expect(mode(join(root, 'backups'))).toBe(0o700);
+    expect(mode(join(root, 'backups', 'local'))).toBe(0o700);
+    expect(mode(join(root, '.fleetwise-tmp'))).toBe(0o700);
   });
 
   it('does not list its temporary directory or half-written files', async () => {
