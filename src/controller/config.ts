@@ -362,7 +362,11 @@ export const controllerConfigSchema = z
       .regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'an S3 bucket name')
       .optional(),
     /** HOST:PORT of the HTTP API. */
-    listen: z.string().regex(LISTEN, 'HOST:PORT, e.g. 127.0.0.1:8080').optional(),
+    listen: z
+      .string()
+      .regex(LISTEN, 'HOST:PORT, e.g. 127.0.0.1:8080')
+      .refine((l) => Number(LISTEN.exec(l)?.[2] ?? 0) <= 65535, 'the port must be at most 65535')
+      .optional(),
     /**
      * Who may read `/metrics`: anyone who reaches the API (`none`, Prometheus's usual way), or only a scraper with the
      * metrics token or the admin token (`token`): the metrics name the teams and what each has spent this month.
@@ -474,7 +478,17 @@ export const controllerConfigSchema = z
   .refine((c) => c.objectStore === undefined || c.bucket === undefined, {
     message: 'give either objectStore or bucket, not both',
     path: ['bucket'],
-  });
+  })
+  // Local workers are told the port to reach the controller at before it binds: 0 (any free port) would tell them 0.
+  // A dry run launches none.
+  .refine(
+    (c) =>
+      c.provider !== 'local' ||
+      c.dryRun ||
+      c.listen === undefined ||
+      Number(LISTEN.exec(c.listen)?.[2]) !== 0,
+    { message: 'local mode needs a port of its own (its workers are told it), not 0', path: ['listen'] },
+  );
 
 export type ControllerConfigInput = z.input<typeof controllerConfigSchema>;
 export type ParsedControllerConfig = z.output<typeof controllerConfigSchema>;

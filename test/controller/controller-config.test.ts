@@ -321,6 +321,28 @@ describe('controller configuration', () => {
     expect(problems).toContain('buildContexts.teams.v.maxArchiveBytes (line 6): a whole number of bytes');
   });
 
+  it('refuses a port past 65535, and port 0 in local mode (its workers are told the port before it binds)', () => {
+    const problems = (flags: Record<string, string>): readonly string[] => {
+      try {
+        loadControllerConfig({
+          flags: { cluster: 'c', stateDir: 's', ...flags },
+          env: {},
+          defaultRegion: 'us-east-1',
+        });
+        return [];
+      } catch (e) {
+        return (e as ValidationError).problems;
+      }
+    };
+    expect(problems({ listen: '127.0.0.1:99999' })).toEqual([
+      expect.stringMatching(/^--listen: the port must be at most 65535/),
+    ]);
+    expect(problems({ provider: 'local', listen: '127.0.0.1:0' })).toEqual([
+      expect.stringMatching(/^--listen: local mode needs a port of its own/),
+    ]);
+    expect(problems({ listen: '127.0.0.1:0' })).toEqual([]);
+  });
+
   it('splits listen addresses', () => {
     expect(parseListen('127.0.0.1:8080')).toEqual({ host: '127.0.0.1', port: 8080 });
     expect(parseListen('[::1]:9000')).toEqual({ host: '::1', port: 9000 });

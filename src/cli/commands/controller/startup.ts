@@ -57,11 +57,7 @@ export async function startController(options: StartupOptions): Promise<ApiServe
       releaseStateDir();
       throw e;
     });
-  await controller.start();
-  priceRefresher?.start();
-  interruptions?.start();
-  if (interruptions !== undefined)
-    log.info(`reading EC2 interruption events from ${config.interruptionQueue}`);
+  // The API binds before the loop starts: a port in use then stops the start before any round launches anything.
   let api: ApiServer | undefined;
   if (config.listen !== undefined) {
     try {
@@ -76,9 +72,9 @@ export async function startController(options: StartupOptions): Promise<ApiServe
         ...(state.leadership === undefined ? {} : { leadership: state.leadership }),
       });
     } catch (e) {
-      // Stop what started, so the one-line error is all that remains (no loop keeps the process alive).
+      // Stop what started, so the one-line error is all that remains. The loop has not started: no instance was
+      // launched or replaced, no worker spawned, for a controller that cannot be reached.
       priceRefresher?.stop();
-      await controller.stop().catch(() => undefined);
       state.close();
       releaseStateDir();
       throw listenError(e, config.listen);
@@ -88,6 +84,16 @@ export async function startController(options: StartupOptions): Promise<ApiServe
     // The client finds a controller it was not told about through this file (src/cli/local-state.ts).
     writeFileSync(join(config.stateDir, API_URL_FILE), `${api.url}\n`, { mode: 0o600 });
   }
+  try {
+    await controller.start();
+  } catch (e) {
+    await api?.close().catch(() => undefined);
+    throw e;
+  }
+  priceRefresher?.start();
+  interruptions?.start();
+  if (interruptions !== undefined)
+    log.info(`reading EC2 interruption events from ${config.interruptionQueue}`);
   // The first backup now (a restored or recovered state is in the object store at once), then every period.
   backups?.schedule.start();
   return api;
