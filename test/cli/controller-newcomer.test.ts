@@ -77,4 +77,25 @@ describe('npm start, then the client (CLI subprocesses)', () => {
     second.child.kill('SIGTERM');
     expect(await second.exited).toBe(0);
   }, 180_000);
+
+  it('refuses --submit where the controller serves no API (an AWS controller without --listen), before it starts', async () => {
+    const result = await runCli(
+      [
+        'controller',
+        '--dry-run',
+        '--cluster',
+        'c1',
+        '--state-dir',
+        join(scratch, 'no-api'),
+        '--submit',
+        COUNTER,
+      ],
+      bareEnv(),
+    );
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(
+      'invalid input: --submit\n  - submits through the API, which this controller does not serve',
+    );
+    expect(existsSync(join(scratch, 'no-api'))).toBe(false);
+  });
 });

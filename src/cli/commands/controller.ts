@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { ValidationError } from '../../core/validation.js';
 import {
   LOG_FORMAT_ENV,
   LOG_FORMATS,
@@ -61,6 +62,11 @@ export async function runController(
   logFormat: LogFormat = selectLogFormat(undefined, process.stderr, env),
 ): Promise<void> {
   const { config, catalog } = loadConfigAndCatalog(flags, env);
+  // The specs go in through the API: without one they would be dropped without a word.
+  if ((flags.submit?.length ?? 0) > 0 && config.listen === undefined)
+    throw new ValidationError('--submit', [
+      'submits through the API, which this controller does not serve: give --listen HOST:PORT (local mode listens by default)',
+    ]);
   const releaseStateDir = claimStateDirectory(config);
   const log = makeLogger(logFormat);
   const clock = new SystemClock();
