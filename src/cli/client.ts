@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { ValidationError } from '../core/validation.js';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { describeIssues } from '../core/validation.js';
@@ -134,14 +135,14 @@ export function normalizeServer(server: string): string {
   try {
     url = new URL(withScheme);
   } catch {
-    throw new Error(
-      `invalid server address ${JSON.stringify(server)}: expected a URL like http://${LOCAL_DEFAULT_LISTEN}`,
-    );
+    throw new ValidationError('--server', [
+      `${JSON.stringify(server)}: expected a URL like http://${LOCAL_DEFAULT_LISTEN}`,
+    ]);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    throw new Error(
-      `invalid server address ${JSON.stringify(server)}: only http:// and https:// are supported`,
-    );
+    throw new ValidationError('--server', [
+      `${JSON.stringify(server)}: only http:// and https:// are supported`,
+    ]);
   return withScheme;
 }
 

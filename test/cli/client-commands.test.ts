@@ -188,8 +188,21 @@ describe('fleetwise client commands (CLI subprocess)', () => {
     expect((JSON.parse(paged.stdout) as { id: string }[]).map((j) => j.id)).toEqual(bulk);
 
     const both = await cli(['jobs', '--all', '--ended-since', '1h']);
-    expect(both.code).not.toBe(0);
-    expect(both.stderr).toContain('--all lists every job: it takes no --ended-since');
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain(
+      'invalid input: --ended-since\n  - --all lists every job: leave one of them out',
+    );
+    // Bad input of other commands is refused the same way, naming its flag, with exit 2.
+    for (const [args, flag] of [
+      [['why', 'job-1', '--limit', 'abc'], '--limit'],
+      [['jobs', '--server', 'ftp://x'], '--server'],
+      [['report', '--month', '2026-13'], '--month'],
+      [['report', '--since', 'yesterday'], '--since'],
+    ] as const) {
+      const refused = await cli(args);
+      expect(refused.code, args.join(' ')).toBe(2);
+      expect(refused.stderr, args.join(' ')).toContain(`invalid input: ${flag}\n`);
+    }
     const bad = await cli(['jobs', '--ended-since', 'last-week']);
     expect(bad.code).not.toBe(0);
     expect(bad.stderr).toContain(

@@ -365,7 +365,7 @@ describe('client commands (in-process)', () => {
     expect(malformed.error?.message).toBe('--month: expected a month as YYYY-MM (UTC), got "2023-9"');
     const until = await run(['report', '--from', store.location, '--until', '2023-11-01T00:00:00Z']);
     expect(until.error?.message).toBe(
-      '--until asks the controller for a period: leave out --from (or use --month)',
+      '--until: asks the controller for a period: leave out --from (or use --month)',
     );
   });
 
@@ -387,7 +387,7 @@ describe('client commands (in-process)', () => {
     const next = nextUtcMonth(thisMonth);
     expect((await run(['report', '--month', next])).error?.message).toBe(`--month: ${next} has not begun`);
     expect((await run(['report', '--month', '2023-10', '--since', '7d'])).error?.message).toBe(
-      '--month gives the period: leave out --since and --until',
+      '--month: gives the period: leave out --since and --until',
     );
     expect((await run(['report', '--month', 'October'])).error?.message).toBe(
       '--month: expected a month as YYYY-MM (UTC), got "October"',

@@ -83,10 +83,11 @@ describe('fleetwise jobs/job with the queue layer (CLI subprocess)', () => {
     await r.controller.runRound('period');
     expect(r.store.getJob('job-2')?.state).toBe('running');
     const bad = await cli(['job', 'job-2', '--stage', '1']);
-    expect(bad.code).not.toBe(0);
-    expect(bad.stderr).toContain('--stage and --reason go with --mark-unsuccessful');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('invalid input: --stage\n  - goes with --mark-unsuccessful');
     const ended = await cli(['job', 'job-1', '--mark-unsuccessful', '--stage', 'x']);
-    expect(ended.stderr).toContain('--stage: expected a stage number ≥ 1, got x');
+    expect(ended.code).toBe(2);
+    expect(ended.stderr).toContain('invalid input: --stage\n  - expected a stage number ≥ 1, got x');
   });
 
   it('an ETA past the prediction horizon reads "beyond 30 days" in job and jobs', async () => {

@@ -1,4 +1,5 @@
 import { isFinalJobState } from '../../controller/state/lifecycle.js';
+import { ValidationError } from '../../core/validation.js';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
@@ -150,7 +151,7 @@ export function registerJob(program: Command): void {
       if (options.stage !== undefined) {
         stage = Number(options.stage);
         if (!Number.isInteger(stage) || stage < 1)
-          throw new Error(`--stage: expected a stage number ≥ 1, got ${options.stage}`);
+          throw new ValidationError('--stage', [`expected a stage number ≥ 1, got ${options.stage}`]);
       }
       const ended = await client.markUnsuccessful(id, {
         ...(stage === undefined ? {} : { stage }),
@@ -162,7 +163,9 @@ export function registerJob(program: Command): void {
       );
     }
     if (options.stage !== undefined || options.reason !== undefined)
-      throw new Error('--stage and --reason go with --mark-unsuccessful');
+      throw new ValidationError(options.stage !== undefined ? '--stage' : '--reason', [
+        'goes with --mark-unsuccessful',
+      ]);
     const job = await client.getJob(id);
     if (options.json === true) return printJson(job);
     const progress =

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { ValidationError } from '../../core/validation.js';
 import { z } from 'zod';
 import { parseWith } from '../../core/validation.js';
 import { isFinalJobState } from '../../controller/state/lifecycle.js';
@@ -152,7 +153,7 @@ export function registerJobs(program: Command): void {
   ).action(async (options: JobsOptions) => {
     const { interval } = parseWith(optionsSchema, options, 'fleetwise jobs options');
     if (options.all === true && options.endedSince !== undefined)
-      throw new Error('--all lists every job: it takes no --ended-since');
+      throw new ValidationError('--ended-since', ['--all lists every job: leave one of them out']);
     const client = FleetwiseClient.fromOptions(options);
     // A long-lived controller has ended far more jobs than it runs: without --all the listing is current work.
     const endedSince = options.all === true ? undefined : (options.endedSince ?? DEFAULT_ENDED_SINCE);

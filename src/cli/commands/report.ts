@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { ValidationError } from '../../core/validation.js';
 import { parseSince, SINCE_RULE } from '../../controller/api/since.js';
 import {
   LATEST_REPORT_KEY,
@@ -69,7 +70,8 @@ export function renderCosts(costs: CostsResponse): string {
 function timeFlag(flag: string, text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
   const seconds = parseSince(text, Date.now() / 1000);
-  if (seconds === undefined) throw new Error(`${flag}: expected ${SINCE_RULE}, got ${JSON.stringify(text)}`);
+  if (seconds === undefined)
+    throw new ValidationError(flag, [`expected ${SINCE_RULE}, got ${JSON.stringify(text)}`]);
   return seconds;
 }
 
@@ -78,7 +80,7 @@ function monthFlag(month: string): { readonly startSeconds: number; readonly end
   try {
     return utcMonthBounds(month);
   } catch {
-    throw new Error(`--month: expected a month as YYYY-MM (UTC), got ${JSON.stringify(month)}`);
+    throw new ValidationError('--month', [`expected a month as YYYY-MM (UTC), got ${JSON.stringify(month)}`]);
   }
 }
 
@@ -94,19 +96,19 @@ function costPeriod(options: ReportOptions): {
   const since = timeFlag('--since', options.since);
   const until = timeFlag('--until', options.until);
   if (since !== undefined && until !== undefined && until <= since)
-    throw new Error(
-      `--until: must come after --since (${options.since}), got ${JSON.stringify(options.until)}`,
-    );
+    throw new ValidationError('--until', [
+      `must come after --since (${options.since}), got ${JSON.stringify(options.until)}`,
+    ]);
   if (options.month === undefined)
     return {
       ...(options.since === undefined ? {} : { since: options.since }),
       ...(options.until === undefined ? {} : { until: options.until }),
     };
   if (since !== undefined || until !== undefined)
-    throw new Error('--month gives the period: leave out --since and --until');
+    throw new ValidationError('--month', ['gives the period: leave out --since and --until']);
   const { startSeconds, endSeconds } = monthFlag(options.month);
   const now = Date.now() / 1000;
-  if (startSeconds > now) throw new Error(`--month: ${options.month} has not begun`);
+  if (startSeconds > now) throw new ValidationError('--month', [`${options.month} has not begun`]);
   return endSeconds <= now
     ? { since: String(startSeconds), until: String(endSeconds), title: `month ${options.month}` }
     : { since: String(startSeconds), title: `month ${options.month} so far` };
@@ -239,7 +241,9 @@ export function registerReport(program: Command): void {
   ).action(async (options: ReportOptions) => {
     if (options.from !== undefined) {
       if (options.until !== undefined)
-        throw new Error('--until asks the controller for a period: leave out --from (or use --month)');
+        throw new ValidationError('--until', [
+          'asks the controller for a period: leave out --from (or use --month)',
+        ]);
       return reportFromStore(options.from, options);
     }
     const client = FleetwiseClient.fromOptions(options);

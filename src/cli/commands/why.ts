@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { ValidationError } from '../../core/validation.js';
 import { z } from 'zod';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
 import type { WhyResponse } from '../api-responses.js';
@@ -191,7 +192,7 @@ export function registerWhy(program: Command): void {
   ).action(async (id: string, options: WhyOptions) => {
     const limit = Number(options.limit ?? '10');
     if (!Number.isInteger(limit) || limit < 1)
-      throw new Error(`--limit: expected a positive whole number, got ${options.limit}`);
+      throw new ValidationError('--limit', [`expected a positive whole number, got ${options.limit}`]);
     const why = await FleetwiseClient.fromOptions(options).why(id, limit);
     if (options.json === true) return printJson(why);
     process.stdout.write(renderWhy(why));
