@@ -42,6 +42,13 @@ export function buildSnapshot(
         successProgress(job)?.expectedRemainingSeconds ?? remainingIterations(job) / job.spec.fullThroughput,
       ...(job.spec.network === undefined ? {} : { network: jobNetwork(job) }),
       ...(job.spec.spot === undefined ? {} : { spot: job.spec.spot }),
+      ...(job.spec.spotMaxDelaySeconds === undefined
+        ? {}
+        : { spotMaxDelaySeconds: job.spec.spotMaxDelaySeconds }),
+      ...(job.spec.noMoveSeconds === undefined ? {} : { noMoveSeconds: job.spec.noMoveSeconds }),
+      ...(job.spec.valueOfTimePerHour === undefined
+        ? {}
+        : { valueOfTimePerHour: job.spec.valueOfTimePerHour }),
       checkpointIntervalSeconds: job.checkpointIntervalSeconds,
       ...(job.interruptedZones.length === 0 ? {} : { interruptedZones: job.interruptedZones }),
     });

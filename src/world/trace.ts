@@ -55,6 +55,12 @@ export interface TraceJob {
   readonly checkpointIntervalSeconds?: number | undefined;
   /** Whether it may run on spot capacity (absent: allowed). */
   readonly spot?: SpotPreference | undefined;
+  /** The most one spot interruption may delay it (a job spec's `spotMaxDelayMinutes`), in seconds. */
+  readonly spotMaxDelaySeconds?: number | undefined;
+  /** Not moved through its init nor for this long after it starts making progress (a job spec's `noMoveSeconds`). */
+  readonly noMoveSeconds?: number | undefined;
+  /** What an hour of its completion time is worth, $ (a job spec's `valueOfTimePerJobHour`). */
+  readonly valueOfTimePerHour?: number | undefined;
   /**
    * Ids of jobs earlier in the trace that must finish first (the controller's `dependsOn`, AWS Batch's job
    * dependencies): it arrives at `arrivalSeconds` and is held out of every round until the last of them has finished.

@@ -1,7 +1,8 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { COST_FIELDS, SPOT_FIELDS, SUMMARY_FIELDS } from '../../src/sim/report/normalize.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 
@@ -87,6 +88,39 @@ describe('fleetwise simulate --spot', () => {
     for (const [i, run] of (byRuntime[1] as JsonRun[]).entries())
       expect(run.totalCost / ((byRuntime[0] as JsonRun[])[i] as JsonRun).totalCost).toBeCloseTo(1, 1);
   }, 180_000);
+
+  it("keeps a spec directory's spot: never job off spot, in both runtimes (the declaration reaches the trace)", async () => {
+    const specs = join(dir, 'never');
+    mkdirSync(specs);
+    const resnet = readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', 'resnet.yaml'), 'utf8');
+    writeFileSync(join(specs, 'allowed.yaml'), resnet.replace('name: resnet18-cifar10', 'name: allowed'));
+    writeFileSync(
+      join(specs, 'never.yaml'),
+      `${resnet.replace('name: resnet18-cifar10', 'name: never')}\nspot: never\n`,
+    );
+    for (const runtime of ['engine', 'controller']) {
+      const result = await runCli([
+        'simulate',
+        '--trace',
+        specs,
+        '--format',
+        'specs',
+        '--scheduler',
+        'eva',
+        '--spot',
+        'on',
+        '--runtime',
+        runtime,
+        '--no-predict',
+        '--json',
+      ]);
+      expect(result.code, result.stderr).toBe(0);
+      const [run] = (JSON.parse(result.stdout) as { runs: JsonRun[] }).runs;
+      // Two identical jobs, one of them never on spot: the other's instance-hours, half of them, are spot.
+      expect(run?.spotShare, runtime).toBeGreaterThan(0);
+      expect(run?.spotShare, runtime).toBeLessThanOrEqual(0.5 + 1e-9);
+    }
+  });
 
   it('names the flag of a bad value', async () => {
     const bad = await runCli([...TINY, '--scheduler', 'eva', '--spot', 'maybe']);

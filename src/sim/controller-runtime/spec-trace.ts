@@ -5,6 +5,7 @@ import { arraySubmissionSize, type JobSpec } from '../../controller/job-spec/spe
 import { expandTasks } from '../../controller/job-spec/tasks.js';
 import { fleetwiseTrace, FLEETWISE_TRACE_FORMAT, type FleetwiseTraceJob } from '../traces/fleetwise-json.js';
 import type { Trace } from '../../world/trace.js';
+import type { SuccessSpec } from '../../queue/success.js';
 import { networkDeclarationInput } from '../../core/network-schema.js';
 
 /**
@@ -43,6 +44,18 @@ export function specTraceJob(spec: JobSpec, timing: SpecTiming): FleetwiseTraceJ
     restoreDelaySeconds: spec.checkpoint.restoreDelaySeconds ?? 0,
     ...(timing.successful === undefined ? {} : { successful: timing.successful }),
     ...(spec.network === undefined ? {} : { network: networkDeclarationInput(spec.network) }),
+    // What the scheduler and the simulated world read of a job beyond its tasks: dropped, a spot: never job would run
+    // on spot, a job checkpointing every 10 minutes would lose 30 minutes' work to an interruption.
+    ...(spec.spot === undefined ? {} : { spot: spec.spot }),
+    ...(spec.spotMaxDelaySeconds === undefined ? {} : { spotMaxDelaySeconds: spec.spotMaxDelaySeconds }),
+    ...(spec.checkpoint.everySeconds === undefined
+      ? {}
+      : { checkpointIntervalSeconds: spec.checkpoint.everySeconds }),
+    ...(spec.noMoveSeconds === undefined ? {} : { noMoveSeconds: spec.noMoveSeconds }),
+    ...(spec.valueOfTimePerJobHour === undefined
+      ? {}
+      : { valueOfTimePerJobHour: spec.valueOfTimePerJobHour }),
+    ...(spec.success === undefined ? {} : { success: successInput(spec.success) }),
     ...(timing.dependsOn === undefined || timing.dependsOn.length === 0
       ? {}
       : { dependsOn: [...timing.dependsOn] }),
@@ -64,6 +77,17 @@ export function specTraceJob(spec: JobSpec, timing: SpecTiming): FleetwiseTraceJ
       };
     }),
   };
+}
+
+/** A parsed success model in the form the trace format takes (its own arrays). */
+function successInput(success: SuccessSpec): NonNullable<FleetwiseTraceJob['success']> {
+  return success.kind === 'stages'
+    ? {
+        kind: 'stages',
+        stageSeconds: [...success.stageSeconds],
+        continueProbabilities: [...success.continueProbabilities],
+      }
+    : { ...success };
 }
 
 /**

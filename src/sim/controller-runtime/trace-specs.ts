@@ -36,7 +36,14 @@ export function traceJobSpec(job: TraceJob, controllerIds: ReadonlyMap<string, s
       timeoutSeconds: DEFAULT_CHECKPOINT_TIMEOUT_SECONDS,
       restoreDelaySeconds: moveSeconds / 2,
       initDelaySeconds: job.initDelaySeconds,
+      ...(job.checkpointIntervalSeconds === undefined || job.checkpointIntervalSeconds <= 0
+        ? {}
+        : { everySeconds: job.checkpointIntervalSeconds }),
     },
+    ...(job.spot === undefined ? {} : { spot: job.spot }),
+    ...(job.spotMaxDelaySeconds === undefined ? {} : { spotMaxDelaySeconds: job.spotMaxDelaySeconds }),
+    ...(job.noMoveSeconds === undefined ? {} : { noMoveSeconds: job.noMoveSeconds }),
+    ...(job.valueOfTimePerHour === undefined ? {} : { valueOfTimePerJobHour: job.valueOfTimePerHour }),
     totalIterations: job.totalIterations,
     expectedDurationSeconds: job.totalIterations / job.fullThroughput,
     queue: {},

@@ -6,6 +6,8 @@ import { dependencyFault, type DependencyFault } from '../../world/job-dependenc
 import { baseWorkloadOf, familyDemandSchema } from './workloads.js';
 import { networkDeclarationSchema, toNetworkDeclaration } from '../../core/network-schema.js';
 import { traceArrivalSeconds, traceDurationSeconds } from './trace-bounds.js';
+import { SPOT_PREFERENCES } from '../../core/spot.js';
+import { successSpecSchema } from '../../queue/success.js';
 
 /**
  * fleetwise's own JSON trace format: what `fleetwise export-trace` writes from a controller's state and what a
@@ -47,6 +49,18 @@ const jobSchema = z.strictObject({
   successful: z.boolean().optional(),
   /** Latency sensitivity, pattern, root task (by name) and traffic, as a job spec's `network:`. */
   network: networkDeclarationSchema.optional(),
+  /** Whether it may run on spot capacity (a job spec's `spot`; absent: allowed). */
+  spot: z.enum(SPOT_PREFERENCES).optional(),
+  /** The most one spot interruption may delay it, in seconds (a job spec's `spotMaxDelayMinutes` × 60). */
+  spotMaxDelaySeconds: z.number().finite().positive().optional(),
+  /** Seconds between its own checkpoints, 0 for never (a job spec's `checkpoint.everySeconds`; absent: 30 min). */
+  checkpointIntervalSeconds: nonNegative.optional(),
+  /** Not moved through its init nor for this long after it starts making progress (a job spec's `noMoveSeconds`). */
+  noMoveSeconds: nonNegative.optional(),
+  /** What an hour of its completion time is worth, $ (a job spec's `valueOfTimePerJobHour`). */
+  valueOfTimePerJobHour: nonNegative.optional(),
+  /** Its declared success model (a job spec's `success`), for success-ranked ordering. */
+  success: successSpecSchema.optional(),
   /**
    * Ids of jobs listed earlier that must finish first (a job spec's `dependsOn`): the job is held from its arrival
    * until the last of them has finished.
@@ -152,6 +166,14 @@ function toTraceJob(job: ParsedJob): TraceJob {
     ...(job.successful === undefined ? {} : { successful: job.successful }),
     ...(job.network === undefined ? {} : { network: toNetworkDeclaration(job.network) }),
     ...(job.dependsOn === undefined ? {} : { dependsOn: job.dependsOn }),
+    ...(job.spot === undefined ? {} : { spot: job.spot }),
+    ...(job.spotMaxDelaySeconds === undefined ? {} : { spotMaxDelaySeconds: job.spotMaxDelaySeconds }),
+    ...(job.checkpointIntervalSeconds === undefined
+      ? {}
+      : { checkpointIntervalSeconds: job.checkpointIntervalSeconds }),
+    ...(job.noMoveSeconds === undefined ? {} : { noMoveSeconds: job.noMoveSeconds }),
+    ...(job.valueOfTimePerJobHour === undefined ? {} : { valueOfTimePerHour: job.valueOfTimePerJobHour }),
+    ...(job.success === undefined ? {} : { success: job.success }),
   };
 }
 

@@ -7,7 +7,9 @@ import { parseJobSpec } from '../../../src/controller/job-spec/parse.js';
 import { expandTasks } from '../../../src/controller/job-spec/tasks.js';
 import { ValidationError } from '../../../src/core/validation.js';
 import { specFilesTrace, specTraceJob } from '../../../src/sim/controller-runtime/spec-trace.js';
+import { traceJobSpec } from '../../../src/sim/controller-runtime/trace-specs.js';
 import { loadTrace } from '../../../src/sim/traces/load.js';
+import type { TraceJob } from '../../../src/world/trace.js';
 
 const catalog = loadCatalogFile();
 const example = (name: string): string => readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', name), 'utf8');
@@ -68,6 +70,34 @@ describe('job specs as trace jobs', () => {
     expect(resnet).toMatchObject({ name: 'resnet18-cifar10', workload: 'resnet18', durationSeconds: 4408 });
     expect(resnet?.totalIterations).toBe(10010);
     expect(resnet?.tasks.map((t) => t.key)).toEqual(['resnet18']);
+  });
+
+  it('carries what the scheduler and the world read of a job: spot, checkpoint cadence, no-move window, value of time, success model', () => {
+    const dir = directory('declared', {
+      'resnet.yaml':
+        example('resnet.yaml').replace('noMoveSeconds: 600', 'noMoveSeconds: 900') +
+        '\nspot: never\nspotMaxDelayMinutes: 15\nvalueOfTimePerJobHour: 4\n' +
+        'success:\n  kind: success\n  successProbability: 0.5\n  expectedSizeSeconds: 3600\n',
+    });
+    const [job] = loadTrace(dir, { format: 'specs', instanceCatalog: catalog }).jobs;
+    expect(job).toMatchObject({
+      spot: 'never',
+      spotMaxDelaySeconds: 900,
+      checkpointIntervalSeconds: 600, // the example's checkpoint.everySeconds
+      noMoveSeconds: 900,
+      valueOfTimePerHour: 4,
+      success: { kind: 'success', successProbability: 0.5, expectedSizeSeconds: 3600 },
+    });
+    // The controller runtime submits it with the same declarations.
+    const spec = traceJobSpec(job as TraceJob, new Map());
+    expect(spec).toMatchObject({
+      spot: 'never',
+      spotMaxDelaySeconds: 900,
+      noMoveSeconds: 900,
+      valueOfTimePerJobHour: 4,
+      checkpoint: { everySeconds: 600 },
+      success: { kind: 'success', successProbability: 0.5 },
+    });
   });
 
   it('reads an array spec as its jobs, arriving together with the index in their ids', () => {
