@@ -79,6 +79,32 @@ describe('fleetwise simulate --runtime', () => {
     }
   });
 
+  it("--config's placement between rounds and co-start run in the engine too, and flags override them", async () => {
+    const args = [
+      'simulate',
+      '--config',
+      'examples/config/fleetwise-capped.yaml',
+      '--format',
+      'eva',
+      '--jobs',
+      '60',
+      '--scheduler',
+      'eva',
+      '--no-predict',
+      '--json',
+    ];
+    const [fromConfig, off] = await Promise.all([
+      runCli(args),
+      runCli([...args, '--place-between-rounds', 'off', '--bind', 'off', '--co-start', 'off']),
+    ]);
+    for (const out of [fromConfig, off]) expect(out.code, out.stderr).toBe(0);
+    // The config turns them on (its defaults, as a controller runs it); the capped run places jobs between rounds.
+    const placed = (out: { stdout: string }): number =>
+      (runs(out.stdout)[0] as { placedBetweenRounds?: number }).placedBetweenRounds ?? 0;
+    expect(placed(fromConfig)).toBeGreaterThan(0);
+    expect(placed(off)).toBe(0);
+  });
+
   it('a bad --runtime value is a clear error naming the flag', async () => {
     const out = await runCli([...EVA_ON_PAI, '--runtime', 'kubernetes']);
     expect(out.code).not.toBe(0);

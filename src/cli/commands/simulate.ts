@@ -264,15 +264,17 @@ export function simulationPlan(raw: RawSimulateOptions) {
           predict: o.predict ?? true,
           ...(admitBy !== undefined ? { admitBy } : {}),
         };
-  // Murmuration's parts (digest §7.5 arms): each off unless asked for; naming any (on or off) reports the starts.
+  // Murmuration's parts (digest §7.5 arms): each as its flag says, else as a controller config (--config) says (both
+  // runtimes alike: the controller runtime runs the config's settings), else off; naming any reports the starts.
+  const flagOr = (flag: 'on' | 'off' | undefined, configured: boolean | undefined): boolean | undefined =>
+    flag === undefined ? configured : flag === 'on';
+  const coStartOn = flagOr(o.coStart, config?.coStart);
+  const placeOn = flagOr(o.placeBetweenRounds, config?.placeBetweenRounds);
+  const bindOn = flagOr(o.bind, config?.bindBetweenRounds);
   const starts =
-    o.coStart === undefined && o.placeBetweenRounds === undefined && o.bind === undefined
+    coStartOn === undefined && placeOn === undefined && bindOn === undefined
       ? undefined
-      : {
-          coStart: o.coStart === 'on',
-          placeBetweenRounds: o.placeBetweenRounds === 'on',
-          bind: o.bind === 'on',
-        };
+      : { coStart: coStartOn === true, placeBetweenRounds: placeOn === true, bind: bindOn === true };
   const runtime = o.runtime ?? 'engine';
   const network = o.latencyConfig === undefined ? undefined : readLatencyConfigFile(o.latencyConfig);
   if (runtime === 'controller' && (network !== undefined || (o.latencySensitive ?? 0) > 0))
@@ -356,6 +358,7 @@ export function simulationPlan(raw: RawSimulateOptions) {
     valuesOfTime,
     runs,
     requests,
+    starts,
   };
 }
 
@@ -363,7 +366,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   const plan = simulationPlan(raw);
   const { o, catalog, trace, config, quotas, queue, capDollarsPerHour, capInstances, roundSeconds, admitBy } =
     plan;
-  const { spotOn, valuesOfTime, runs, requests } = plan;
+  const { spotOn, valuesOfTime, runs, requests, starts } = plan;
   const parallel = o.parallel ?? defaultParallelism(requests.length);
   const progress = progressDisplay(runs.map((r) => r.label ?? r.scheduler));
   let raws: RunResult[];
@@ -417,9 +420,10 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
               )
               .join(' '),
       predictions: queue === undefined ? 'off (no queue)' : (queue.predict ?? false),
-      coStart: o.coStart ?? 'off',
-      placeBetweenRounds: o.placeBetweenRounds ?? 'off',
-      bind: o.bind ?? 'off',
+      coStart: o.coStart ?? (starts?.coStart === true ? 'on (config)' : 'off'),
+      placeBetweenRounds:
+        o.placeBetweenRounds ?? (starts?.placeBetweenRounds === true ? 'on (config)' : 'off'),
+      bind: o.bind ?? (starts?.bind === true ? 'on (config)' : 'off'),
       makeBeforeBreak: o.makeBeforeBreak ?? (config?.makeBeforeBreak === true ? 'on (config)' : 'off'),
       admitBy: admitBy ?? 'standalone',
       latencyConfig: o.latencyConfig ?? 'default network (3 zones, digest §10.2 round trips, no episodes)',
