@@ -98,6 +98,8 @@ export interface PlacedTask {
   readonly taskId: string;
   readonly demand: FamilyDemand;
   readonly typeName: string;
+  /** What its instance is billed at, $/hour (its spot price on spot); default the type's on-demand price. */
+  readonly pricePerHour?: number | undefined;
 }
 
 /**
@@ -117,7 +119,7 @@ export function startMetrics(
     if (at === undefined) return undefined;
     const type = catalog.types.find((t) => t.name === p.typeName);
     const demand = type === undefined ? undefined : demandOn(p.demand, type.family);
-    const costPerHour = type?.costPerHour ?? 0;
+    const costPerHour = p.pricePerHour ?? type?.costPerHour ?? 0;
     const share = type === undefined || demand === undefined ? 0 : taskShareOf(demand, type.capacity);
     running.push({ startSeconds: at, costPerHour, share });
     const ready = record.ready[p.taskId];

@@ -1,4 +1,4 @@
-import type { Catalog } from '../core/catalog.js';
+import { instancePricePerHour, type Catalog } from '../core/catalog.js';
 import type { TaskReport } from '../protocol/worker-protocol.js';
 import {
   readCoStart,
@@ -7,6 +7,7 @@ import {
   type CoStartRecord,
   type PlacedTask,
 } from './co-start-records.js';
+import { launchedOnSpot } from './instance-market.js';
 import { expandTasks } from './job-spec/tasks.js';
 import { isFinalJobState } from './state/lifecycle.js';
 import type { InstanceRecord, JobRecord, StateStore } from './state-store.js';
@@ -70,10 +71,15 @@ export function recordStartReports(
       const expanded = expandTasks(job.spec);
       const placed: PlacedTask[] = [];
       for (const t of tasks) {
-        const type = t.instanceId === undefined ? undefined : store.getInstance(t.instanceId)?.typeName;
+        const instance = t.instanceId === undefined ? undefined : store.getInstance(t.instanceId);
         const template = expanded.find((x) => x.index === t.index)?.template;
-        if (type !== undefined && template !== undefined)
-          placed.push({ taskId: t.id, demand: template.demand, typeName: type });
+        if (instance !== undefined && template !== undefined)
+          placed.push({
+            taskId: t.id,
+            demand: template.demand,
+            typeName: instance.typeName,
+            pricePerHour: billedPricePerHour(catalog, instance, launchedOnSpot(store, instance.id)),
+          });
       }
       const measured = placed.length === tasks.length ? startMetrics(record, placed, catalog) : undefined;
       if (measured !== undefined) {
@@ -83,5 +89,19 @@ export function recordStartReports(
       }
     }
     writeCoStart(store, job.id, record);
+  }
+}
+
+/** What an instance is billed at: its pool's spot price on spot, else its type's price; undefined when not known. */
+function billedPricePerHour(catalog: Catalog, instance: InstanceRecord, spot: boolean): number | undefined {
+  try {
+    return instancePricePerHour(
+      catalog,
+      instance.typeName,
+      spot ? 'spot' : 'on-demand',
+      instance.availabilityZone,
+    );
+  } catch {
+    return undefined; // a type or a pool the current catalog no longer lists
   }
 }

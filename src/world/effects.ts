@@ -80,7 +80,9 @@ function onLaunched(state: WorldState, task: SimTask): void {
       job,
       (t) => {
         const on = t.occupying;
-        return on === undefined ? undefined : { type: on.type, demand: taskDemandOn(t, on) };
+        return on === undefined
+          ? undefined
+          : { type: on.type, demand: taskDemandOn(t, on), pricePerHour: on.pricePerHour };
       },
       state.now,
     );

@@ -71,12 +71,15 @@ export class StartMeter {
 
   /**
    * A job's tasks all run from `nowSeconds`: the barrier releases. Its start skew and barrier-idle cost count the tasks
-   * that (re)started for this release, each from when it was ready to now, on the instance type `placedOn` says it
-   * holds (round/co-start.ts); each task's ready time is then spent. A job of one task counts nothing.
+   * that (re)started for this release, each from when it was ready to now, on the instance `placedOn` says it holds,
+   * at its billed price (round/co-start.ts); each task's ready time is then spent. A job of one task counts nothing.
    */
   releaseJob(
     job: SimJob,
-    placedOn: (task: SimTask) => { readonly type: InstanceType; readonly demand: Resources } | undefined,
+    placedOn: (
+      task: SimTask,
+    ) =>
+      { readonly type: InstanceType; readonly demand: Resources; readonly pricePerHour: number } | undefined,
     nowSeconds: number,
   ): void {
     if (job.tasks.length < 2) return;
@@ -86,7 +89,8 @@ export class StartMeter {
       if (t.readySeconds === undefined || on === undefined) continue;
       starts.push({
         startSeconds: t.readySeconds,
-        costPerHour: on.type.costPerHour,
+        // What the instance is billed at (its spot price on spot), as the ledger bills it.
+        costPerHour: on.pricePerHour,
         share: taskShareOf(on.demand, on.type.capacity),
       });
       t.readySeconds = undefined;

@@ -14,6 +14,7 @@ import {
   trace,
   traceJob,
   traceTask,
+  testSpotMarket,
 } from './sim-fixtures.js';
 
 /**
@@ -27,11 +28,28 @@ function scenario(
   c: { arrivalSeconds: number; tasks?: TraceTask[] } = { arrivalSeconds: 400 },
   ahead: readonly ReturnType<typeof traceJob>[] = [],
   log = new EventLog(),
+  bigOnSpot = false,
 ) {
-  const catalog = testCatalog();
+  // With `bigOnSpot`, the big.x is bought on spot at $3.24/h (a pool at 30% of its $10.8/h).
+  const catalog = bigOnSpot
+    ? {
+        ...testCatalog(),
+        spot: testSpotMarket({ typeName: 'big.x', zone: 'testa', pricePerHour: 3.24, interruption: '<5%' }),
+      }
+    : testCatalog();
   const script = (snapshot: ClusterSnapshot, round: number): Configuration | undefined => {
     if (round === 0)
-      return { instances: [{ id: 'n1', typeName: 'big.x', isNew: true, taskIds: ['A/node0'] }] };
+      return {
+        instances: [
+          {
+            id: 'n1',
+            typeName: 'big.x',
+            isNew: true,
+            taskIds: ['A/node0'],
+            ...(bigOnSpot ? { market: 'spot' as const, placement: { zone: 'testa' } } : {}),
+          },
+        ],
+      };
     const current = currentConfiguration(snapshot);
     const placed = new Set(current.instances.flatMap((i) => i.taskIds));
     const unplaced = snapshot.tasks.filter((t) => !placed.has(t.id)).map((t) => t.id);
@@ -82,6 +100,13 @@ describe('co-start in the engine', () => {
     expect(result.starts?.startSkewSecondsMean).toBe(63);
     // 63 s × a quarter of a $10.8/h big.x.
     expect(result.starts?.barrierIdleCost).toBeCloseTo((63 * 0.25 * 10.8) / 3600, 12);
+  });
+
+  it('counts the idle time at what the instance is billed: its spot price on spot', () => {
+    const { result } = scenario({}, false, { arrivalSeconds: 400 }, [], new EventLog(), true);
+    expect(result.starts?.startSkewSecondsMean).toBe(63);
+    // 63 s × a quarter of the big.x at its $3.24/h spot price, not its $10.8/h list price.
+    expect(result.starts?.barrierIdleCost).toBeCloseTo((63 * 0.25 * 3.24) / 3600, 12);
   });
 
   it('with it, that task starts preparing at 363 s so both are ready at 365 s: no skew, no idle, same job start', () => {

@@ -375,10 +375,10 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
         job,
         (t) => {
           const cloudId = this.placement.get(t);
-          const type = cloudId === undefined ? undefined : this.o.cloud.get(cloudId)?.type;
-          return cloudId === undefined || type === undefined
+          const host = cloudId === undefined ? undefined : this.o.cloud.get(cloudId);
+          return cloudId === undefined || host === undefined
             ? undefined
-            : { type, demand: this.demandOnHost(t, cloudId) };
+            : { type: host.type, demand: this.demandOnHost(t, cloudId), pricePerHour: host.pricePerHour };
         },
         this.now(),
       );
