@@ -104,6 +104,9 @@ export class Simulation {
   private readonly reportsStarts: boolean;
   /** Placement between rounds, when on. */
   private readonly placer: BetweenRoundsPlacer | undefined;
+  /** Rounds whose plan broke a cap and was not carried out, and the last such breach. */
+  private capRefusedRounds = 0;
+  private lastCapViolation: string | undefined;
   private placedBetweenRounds = 0;
 
   private rounds = 0;
@@ -276,9 +279,16 @@ export class Simulation {
       if (t > this.maxSeconds) {
         if (this.fork !== undefined) return; // the prediction cannot tell: unfinished targets stay null
         const unfinished = this.state.jobs.filter((j) => j.status !== 'finished').map((j) => j.spec.id);
+        // Plans the cap check refused leave the fleet as it was: a scheduler that plans without the caps (the
+        // baselines) can stall under them for good.
+        const refused =
+          this.capRefusedRounds === 0
+            ? 'does the scheduler place them?'
+            : `${this.capRefusedRounds} of its ${this.rounds} plans broke a cap and were not carried out (the last: ` +
+              `${this.lastCapViolation ?? '?'}); only Eva plans within the caps: run ${this.scheduler.name} without them`;
         throw new Error(
           `simulation with ${this.scheduler.name} did not finish by ${this.maxSeconds} s: ` +
-            `${unfinished.length} jobs unfinished (e.g. ${unfinished.slice(0, 5).join(', ')}); does the scheduler place them?`,
+            `${unfinished.length} jobs unfinished (e.g. ${unfinished.slice(0, 5).join(', ')}); ${refused}`,
         );
       }
       this.state.advanceTo(t);
@@ -445,6 +455,9 @@ export class Simulation {
           if (planned.plan.decision.chosen === 'latency')
             this.latencyMoves += planned.diff.movedJobIds.length;
           this.commands.apply(planned.diff.actions);
+        } else {
+          this.capRefusedRounds += 1;
+          this.lastCapViolation = planned.capViolation;
         }
       }
     }

@@ -228,3 +228,24 @@ describe('placement between rounds in the engine', () => {
     expect(d(on.result)).toBe(d(off.result) - 110);
   });
 });
+
+describe('a scheduler that plans over the caps', () => {
+  it('stalls, and the run says so: how many plans the cap check refused, the last breach, and what to do', () => {
+    // Every plan buys a big.x ($10.8/h) under a $5/h cap: none is carried out, so the job never runs.
+    const overspender = new ScriptedScheduler('overspender', (snapshot) => ({
+      instances: [{ id: 'n1', typeName: 'big.x', isNew: true, taskIds: snapshot.tasks.map((t) => t.id) }],
+    }));
+    expect(() =>
+      runSimulation({
+        trace: trace(traceJob('A', { iterations: 100 })),
+        scheduler: overspender,
+        catalog: testCatalog(),
+        groundTruth: constantPairwise(1),
+        queue: { caps: { maxCostPerHour: 5 }, config: FIFO_CONFIG },
+        maxSimulatedSeconds: 3_600,
+      }),
+    ).toThrow(
+      /1 jobs unfinished \(e\.g\. A\); \d+ of its \d+ plans broke a cap and were not carried out \(the last: maxCostPerHour: \$10\.80\/h over the \$5\/h cap\); only Eva plans within the caps: run overspender without them$/,
+    );
+  });
+});
