@@ -88,6 +88,17 @@ export class ConnectionError extends Error {
 }
 
 /**
+ * A failure a later try may not meet: the controller unreachable (restarting, a network blip) or a proxy in front of
+ * it answering that it is (502–504). Commands that poll (`wait`, `logs --follow`, `jobs --watch`) go on through them.
+ */
+export function isTransientFailure(error: unknown): boolean {
+  return (
+    error instanceof ConnectionError ||
+    (error instanceof ApiError && (error.status === 502 || error.status === 503 || error.status === 504))
+  );
+}
+
+/**
  * A submission's answer, and whether it took more than one send (an answer lost on the way): a `replayed` answer to a
  * resend is then most likely this command's own lost first send, not a submission from before.
  */

@@ -79,6 +79,32 @@ it('prints each end as it comes, and exits 0 when every job succeeded, 1 when on
   ]);
 });
 
+it('waits through a controller restart (the API gone a while), then ends as the job does', async () => {
+  const d = service.submit(spec('through-restart'), 'vision').id;
+  const listen = new URL(server.url).host;
+  const waiting = cli(['wait', d, '--interval', '0.2', '--timeout', '60s']);
+  await afterFirstPoll();
+  await server.close();
+  await new Promise((r) => setTimeout(r, 1000));
+  end(d, 'succeeded');
+  server = await startApiServer(service, { listen, adminToken: ADMIN_TOKEN });
+  const result = await waiting;
+  expect(result.code, result.stderr).toBe(0);
+  expect(result.stdout).toBe(`${d} (through-restart): succeeded\n`);
+  expect(result.stderr).toContain('cannot reach the controller');
+  expect(result.stderr).toContain('trying again');
+});
+
+it('fails at once when the controller cannot be reached at all', async () => {
+  const result = await runCli(['wait', 'job-1'], {
+    ...process.env,
+    FLEETWISE_SERVER: 'http://127.0.0.1:9',
+    FLEETWISE_TOKEN: ADMIN_TOKEN,
+  });
+  expect(result.code).toBe(1);
+  expect(result.stderr).toContain('cannot reach the controller at http://127.0.0.1:9');
+});
+
 it('gives up at --timeout, naming the jobs not ended', async () => {
   const c = service.submit(spec('slow'), 'vision').id;
   const result = await cli(['wait', c, '--timeout', '1s', '--interval', '0.2']);
