@@ -110,19 +110,33 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
     throw new ValidationError(source, problems);
   }
   const parsed = result.data;
-  const stateDir = resolve(
-    file === undefined || options.flags.stateDir !== undefined ? cwd : resolve(file.path, '..'),
-    parsed.stateDir,
-  );
+  // A relative path in the file is relative to the file (as its stateDir always was), one in a flag to the current
+  // directory: the same file started from elsewhere keeps its state, objects, catalog and template together.
+  const baseOf = (path: string): string =>
+    file === undefined || fromFlag.has(path) ? cwd : resolve(file.path, '..');
+  const stateDir = resolve(baseOf('stateDir'), parsed.stateDir);
+  const localPath = (path: string, value: string | undefined): string | undefined =>
+    value === undefined || /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? value : resolve(baseOf(path), value);
+  const template = parsed.ec2.worker?.templatePath;
   const region =
     parsed.region ?? nonEmpty(env.AWS_REGION) ?? nonEmpty(env.AWS_DEFAULT_REGION) ?? options.defaultRegion;
   if (region === undefined)
     throw new ValidationError(source, ['region: not set (use --region, the file, or AWS_REGION)']);
   const objectStore =
-    parsed.objectStore ??
+    localPath('objectStore', parsed.objectStore) ??
     (parsed.bucket === undefined ? resolve(stateDir, 'objects') : `s3://${parsed.bucket}`);
+  const catalog = localPath('catalog', parsed.catalog);
   return {
     ...parsed,
+    ...(catalog === undefined ? {} : { catalog }),
+    ...(template === undefined || parsed.ec2.worker === undefined
+      ? {}
+      : {
+          ec2: {
+            ...parsed.ec2,
+            worker: { ...parsed.ec2.worker, templatePath: localPath('ec2.worker.templatePath', template) },
+          },
+        }),
     region,
     stateDir,
     objectStore,

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -319,6 +319,53 @@ describe('controller configuration', () => {
     ).problems;
     expect(problems).toContain('buildContexts.maxExpansionRatio (line 4): must be ≥ 1');
     expect(problems).toContain('buildContexts.teams.v.maxArchiveBytes (line 6): a whole number of bytes');
+  });
+
+  it("resolves a relative path in the file against the file's directory, one in a flag against the current one", () => {
+    const dir = join(scratch, 'cfg');
+    mkdirSync(dir, { recursive: true });
+    const path = join(dir, 'fw.yaml');
+    writeFileSync(
+      path,
+      [
+        'cluster: c',
+        'stateDir: st',
+        'objectStore: objs',
+        'catalog: cat.json',
+        'ec2:',
+        '  worker:',
+        '    templatePath: user-data.sh',
+        '    controllerUrl: http://10.0.0.5:7070',
+      ].join('\n'),
+    );
+    const elsewhere = join(scratch, 'elsewhere');
+    const fromFile = loadControllerConfig({
+      flags: { config: path },
+      env: {},
+      defaultRegion: 'us-east-1',
+      cwd: elsewhere,
+    });
+    expect(fromFile.stateDir).toBe(join(dir, 'st'));
+    expect(fromFile.objectStore).toBe(join(dir, 'objs'));
+    expect(fromFile.catalog).toBe(join(dir, 'cat.json'));
+    expect(fromFile.ec2.worker?.templatePath).toBe(join(dir, 'user-data.sh'));
+    const fromFlags = loadControllerConfig({
+      flags: { config: path, objectStore: 'mine', catalog: 'other.json' },
+      env: {},
+      defaultRegion: 'us-east-1',
+      cwd: elsewhere,
+    });
+    expect(fromFlags.objectStore).toBe(join(elsewhere, 'mine'));
+    expect(fromFlags.catalog).toBe(join(elsewhere, 'other.json'));
+    expect(fromFlags.stateDir).toBe(join(dir, 'st'));
+    // A URL is not a path.
+    const s3 = loadControllerConfig({
+      flags: { config: path, objectStore: 's3://bucket/prefix' },
+      env: {},
+      defaultRegion: 'us-east-1',
+      cwd: elsewhere,
+    });
+    expect(s3.objectStore).toBe('s3://bucket/prefix');
   });
 
   it('refuses a port past 65535, and port 0 in local mode (its workers are told the port before it binds)', () => {
