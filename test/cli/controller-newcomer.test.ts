@@ -1,5 +1,5 @@
 import { type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -98,4 +98,16 @@ describe('npm start, then the client (CLI subprocesses)', () => {
     );
     expect(existsSync(join(scratch, 'no-api'))).toBe(false);
   });
+
+  it('fleetwise down from a subdirectory finds the controller as the client commands do, and stops it', async () => {
+    const project = join(scratch, 'project');
+    const ctl = startController(join(project, '.fleetwise'), '127.0.0.1:0');
+    await ctl.until('fleetwise controller: cluster');
+    const sub = join(project, 'src', 'deep');
+    mkdirSync(sub, { recursive: true });
+    const down = await runCli(['down'], bareEnv(), { cwd: sub });
+    expect(down.code, down.stderr).toBe(0);
+    expect(down.stdout).toMatch(new RegExp(`stopping the controller \\(pid ${ctl.child.pid}\\)`));
+    expect(await ctl.exited).toBe(0);
+  }, 60_000);
 });

@@ -8,6 +8,7 @@ import { journalPathOf } from '../../cloud/local/instance-file.js';
 import { stopWorkersGently } from '../../cloud/local/local-shutdown.js';
 import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
 import { parseWith } from '../../core/validation.js';
+import { findLocalController, LOCAL_STATE_DIR } from '../local-state.js';
 import { lockHolder, processRunning } from '../state-dir-lock.js';
 import { makeExecutor } from './worker.js';
 
@@ -24,7 +25,7 @@ interface DownFlags {
 }
 
 const flagsSchema = z.object({
-  '--state-dir': z.string().min(1, 'a directory').default('.fleetwise'),
+  '--state-dir': z.string().min(1, 'a directory').optional(),
   '--grace-seconds': z.coerce.number({ error: 'a number of seconds' }).positive('must be > 0').default(90),
 });
 
@@ -55,7 +56,8 @@ export async function runDown(flags: DownFlags): Promise<void> {
     { '--state-dir': flags.stateDir, '--grace-seconds': flags.graceSeconds },
     'fleetwise down',
   );
-  const stateDir = resolve(options['--state-dir']);
+  // Without --state-dir, the local controller the client commands find: ./.fleetwise here or in a directory above.
+  const stateDir = resolve(options['--state-dir'] ?? findLocalController()?.stateDir ?? LOCAL_STATE_DIR);
   const graceMs = options['--grace-seconds'] * 1000;
   const out = (line: string): boolean => process.stdout.write(`${line}\n`);
   let stoppedAnything = false;
@@ -115,7 +117,10 @@ export function registerDown(program: Command): void {
     .description(
       'stop everything a local controller started: the controller and every worker process its state lists',
     )
-    .option('--state-dir <dir>', 'the local controller state directory (default .fleetwise)')
+    .option(
+      '--state-dir <dir>',
+      'the local controller state directory (default: .fleetwise here or in a directory above, as the client commands find it)',
+    )
     .option(
       '--grace-seconds <s>',
       'how long workers may take to checkpoint their tasks before they are killed (default 90)',
