@@ -2,7 +2,7 @@ import type { InstanceType } from '../core/catalog.js';
 import type { Resources } from '../core/resources.js';
 import { perHourToPerSecond } from '../core/units.js';
 import { SeriesRecorder } from './series.js';
-import type { RunSeries } from './run-result.js';
+import type { RunSeries, RunUtilization } from './run-result.js';
 
 /**
  * Billing and the run's time series. Instances are billed per second at their hourly price from
@@ -24,6 +24,13 @@ export class FleetMeter {
   private readonly capacity: [number, number, number] = [0, 0, 0];
   private readonly allocated: [number, number, number] = [0, 0, 0];
   private readonly recorder = new SeriesRecorder();
+  /**
+   * ∫ allocated dt and ∫ capacity dt per dimension over the whole run, each sample's values held until the next: the
+   * utilization of every sample, where the series keeps only a downsampled few for the charts.
+   */
+  private readonly usedIntegral: [number, number, number] = [0, 0, 0];
+  private readonly provisionedIntegral: [number, number, number] = [0, 0, 0];
+  private lastSample: { t: number; allocated: Resources; capacity: Resources } | undefined;
 
   /** Accrue the cost of the billed fleet up to `t`. */
   advanceTo(t: number): void {
@@ -81,6 +88,15 @@ export class FleetMeter {
 
   /** Record the state at `t` if it changed since the last sample (or always, when forced). */
   sample(t: number, force: boolean): void {
+    const last = this.lastSample;
+    if (last !== undefined && t > last.t)
+      for (let k = 0; k < 3; k++) {
+        this.usedIntegral[k] =
+          (this.usedIntegral[k] as number) + (last.allocated[k] as number) * (t - last.t);
+        this.provisionedIntegral[k] =
+          (this.provisionedIntegral[k] as number) + (last.capacity[k] as number) * (t - last.t);
+      }
+    this.lastSample = { t, allocated: [...this.allocated], capacity: [...this.capacity] };
     this.recorder.record(
       {
         timeSeconds: t,
@@ -97,6 +113,15 @@ export class FleetMeter {
       },
       force,
     );
+  }
+
+  /** Time-weighted allocated ÷ provisioned GPUs, vCPUs and memory over every sample; null where nothing was. */
+  utilization(): RunUtilization {
+    const ratio = (k: number): number | null =>
+      (this.provisionedIntegral[k] as number) > 0
+        ? (this.usedIntegral[k] as number) / (this.provisionedIntegral[k] as number)
+        : null;
+    return { gpus: ratio(0), vcpus: ratio(1), memoryGiB: ratio(2) };
   }
 
   series(maxPoints: number): RunSeries {

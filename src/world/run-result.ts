@@ -116,9 +116,18 @@ export interface SpotRunMetrics {
   readonly rebalanceRecommendations: number;
 }
 
+/** Time-weighted allocated ÷ provisioned capacity over the whole run (null: none of it was provisioned). */
+export interface RunUtilization {
+  readonly gpus: number | null;
+  readonly vcpus: number | null;
+  readonly memoryGiB: number | null;
+}
+
 export interface RunResult {
   readonly summary: RunSummary;
   readonly series: RunSeries;
+  /** Exact, from every sample (the series is downsampled for the charts). */
+  readonly utilization?: RunUtilization | undefined;
   /** What the billed capacity was doing, in dollars (cost-ledger.ts). */
   readonly costBreakdown?: CostBreakdown | undefined;
   readonly jobs: readonly JobOutcome[];

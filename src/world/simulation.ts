@@ -577,6 +577,7 @@ export class Simulation {
     return {
       summary,
       series: this.state.meter.series(this.maxSeriesPoints),
+      utilization: this.state.meter.utilization(),
       costBreakdown: this.state.ledger?.breakdown(),
       jobs,
       ...(network === undefined ? {} : { network }),

@@ -404,6 +404,7 @@ function result(
   const base: RunResult = {
     summary,
     series: meter.series(o.maxSeriesPoints ?? DEFAULT_MAX_SERIES_POINTS),
+    utilization: meter.utilization(),
     costBreakdown: ledger.breakdown(),
     jobs: outcomes,
     ...(o.reportStarts === true

@@ -24,9 +24,17 @@ const percent = (v: number | null): string => (v === null ? '–' : `${one(100 *
 
 /** Utilization columns are extras of the report (not in RunSummary): time-weighted allocated ÷ provisioned. */
 function utilization(dim: 'Gpus' | 'Vcpus' | 'MemoryGiB') {
+  const exact = { Gpus: 'gpus', Vcpus: 'vcpus', MemoryGiB: 'memoryGiB' } as const;
+  // The run's own (every sample); a result without it (an older report.json) from its downsampled series.
   return (r: RunResult): string =>
     percent(
-      timeWeightedUtilization(r.series.timeSeconds, r.series[`allocated${dim}`], r.series[`capacity${dim}`]),
+      r.utilization !== undefined
+        ? r.utilization[exact[dim]]
+        : timeWeightedUtilization(
+            r.series.timeSeconds,
+            r.series[`allocated${dim}`],
+            r.series[`capacity${dim}`],
+          ),
     );
 }
 
