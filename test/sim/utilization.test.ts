@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
-import { createScheduler } from '../../src/scheduler/registry.js';
+import { createScheduler, NO_INTERFERENCE } from '../../src/scheduler/registry.js';
 import { timeWeightedUtilization } from '../../src/sim/report/series-metrics.js';
 import { runSimulation } from '../../src/sim/run-simulation.js';
 import { loadTrace } from '../../src/sim/traces/load.js';
@@ -18,7 +18,11 @@ describe('utilization of a run', () => {
     const run = (maxSeriesPoints: number) =>
       runSimulation({
         trace,
-        scheduler: createScheduler('karpenter', { catalog }, 'scheduler'),
+        scheduler: createScheduler(
+          'karpenter',
+          { catalog, interferenceProfile: NO_INTERFERENCE },
+          'scheduler',
+        ),
         catalog,
         groundTruth: constantPairwise(1),
         maxSeriesPoints,
