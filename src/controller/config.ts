@@ -478,17 +478,7 @@ export const controllerConfigSchema = z
   .refine((c) => c.objectStore === undefined || c.bucket === undefined, {
     message: 'give either objectStore or bucket, not both',
     path: ['bucket'],
-  })
-  // Local workers are told the port to reach the controller at before it binds: 0 (any free port) would tell them 0.
-  // A dry run launches none.
-  .refine(
-    (c) =>
-      c.provider !== 'local' ||
-      c.dryRun ||
-      c.listen === undefined ||
-      Number(LISTEN.exec(c.listen)?.[2]) !== 0,
-    { message: 'local mode needs a port of its own (its workers are told it), not 0', path: ['listen'] },
-  );
+  });
 
 export type ControllerConfigInput = z.input<typeof controllerConfigSchema>;
 export type ParsedControllerConfig = z.output<typeof controllerConfigSchema>;

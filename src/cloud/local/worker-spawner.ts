@@ -25,7 +25,8 @@ export interface InstanceTaskStopper {
 }
 
 export interface ProcessSpawnerOptions {
-  readonly controllerUrl: string;
+  /** Where workers reach the controller; asked at each spawn (the API's port may be known only once it is bound). */
+  readonly controllerUrl: string | (() => string);
   /** The cluster's worker key: each launch's one-time secret is derived from it and the launch token. */
   readonly launchSecretKey: string;
   readonly executorKind: 'docker' | 'process';
@@ -51,7 +52,9 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
           this.options.main ?? WORKER_MAIN,
           'worker',
           '--controller',
-          this.options.controllerUrl,
+          typeof this.options.controllerUrl === 'function'
+            ? this.options.controllerUrl()
+            : this.options.controllerUrl,
           '--instance-id',
           instance.instanceId,
           '--executor',

@@ -30,7 +30,14 @@ export interface Fleet {
   /** What launches and terminates instances, behind the lease; undefined in a dry run (no cloud call). */
   readonly provider: CloudProvider | undefined;
   /** Local mode's provider (its workers stop with the controller) and its record of the instances it launched. */
-  readonly local: { readonly provider: LocalProvider; readonly instanceFile: string } | undefined;
+  readonly local:
+    | {
+        readonly provider: LocalProvider;
+        readonly instanceFile: string;
+        /** The API is bound at `url`: workers spawned from now on are told it (unless --worker-controller-url says). */
+        readonly apiBound: (url: string) => void;
+      }
+    | undefined;
   /** Who may register as which instance: set wherever workers run (local mode, EC2 with a worker bootstrap). */
   readonly registrar: WorkerRegistrar | undefined;
   /** EC2 workers run tasks in Docker (their user data installs it); local ones with the executor chosen at start. */
@@ -62,9 +69,8 @@ async function setUpLocalFleet({ config, catalog, env, state, secretFiles }: Fle
   const { host: listenHost, port } = parseListenAddress(config.listen ?? LOCAL_DEFAULT_LISTEN);
   // Workers reach this controller, or, given --worker-controller-url, whatever is in front of the active one of
   // several (a load balancer that checks /readyz).
-  const controllerUrl =
-    config.ec2.worker?.controllerUrl ??
-    `http://${listenHost.includes(':') ? `[${listenHost}]` : listenHost}:${port}`;
+  const given = config.ec2.worker?.controllerUrl;
+  let controllerUrl = given ?? `http://${listenHost.includes(':') ? `[${listenHost}]` : listenHost}:${port}`;
   process.stdout.write(
     `${describeLocalCapacity(catalog, host)}\n` +
       `local mode: tasks run with the ${kind} executor (${config.executor === 'auto' ? (kind === 'docker' ? 'a Docker engine answered' : 'no Docker engine answered') : 'as configured'})` +
@@ -78,7 +84,7 @@ async function setUpLocalFleet({ config, catalog, env, state, secretFiles }: Fle
       env[EXTERNAL_WORKERS_ENV] === '1'
         ? new ExternalWorkerSpawner()
         : new ProcessWorkerSpawner({
-            controllerUrl,
+            controllerUrl: () => controllerUrl,
             launchSecretKey: workerToken,
             executorKind: kind,
             executorFor: (dir, instanceId) => makeExecutor(kind, dir, instanceId),
@@ -99,7 +105,14 @@ async function setUpLocalFleet({ config, catalog, env, state, secretFiles }: Fle
   });
   return {
     provider,
-    local: { provider: localProvider, instanceFile: join(config.stateDir, LOCAL_INSTANCES_FILE) },
+    local: {
+      provider: localProvider,
+      instanceFile: join(config.stateDir, LOCAL_INSTANCES_FILE),
+      // `--listen HOST:0` binds a free port: only then is the address workers must reach known.
+      apiBound: (url) => {
+        if (given === undefined) controllerUrl = url;
+      },
+    },
     registrar,
     executor: kind,
   };

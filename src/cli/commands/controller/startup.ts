@@ -79,6 +79,7 @@ export async function startController(options: StartupOptions): Promise<ApiServe
       releaseStateDir();
       throw listenError(e, config.listen);
     }
+    options.fleet.local?.apiBound(api.url);
     // Workers can reach this controller from now on: their silence counts from here.
     workers?.serving();
     // The client finds a controller it was not told about through this file (src/cli/local-state.ts).
