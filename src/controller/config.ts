@@ -168,6 +168,7 @@ const queueKeysSchema = z.strictObject({
         maxSizeSeconds: z.unknown().optional(),
         teams: z.unknown().optional(),
         ordering: z.unknown().optional(),
+        maxShare: z.unknown().optional(),
       }),
     )
     .optional(),

@@ -1,7 +1,8 @@
-import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { ensureSecretFile } from '../../src/cli/commands/controller.js';
 import { parseListen } from '../../src/controller/config.js';
@@ -366,6 +367,18 @@ describe('controller configuration', () => {
       cwd: elsewhere,
     });
     expect(s3.objectStore).toBe('s3://bucket/prefix');
+  });
+
+  it("loads the README's queue section, a class's maxShare included", () => {
+    const readme = readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8');
+    const section = /```yaml\n(caps:\n  maxCostPerHour: 40\n[\s\S]*?)```/.exec(readme)?.[1];
+    expect(section).toBeDefined();
+    const path = file('readme-queue.yaml', `cluster: c\nstateDir: s\n${section as string}`);
+    const config = loadControllerConfig({ flags: { config: path }, env: {}, defaultRegion: 'us-east-1' });
+    expect(config.queue?.classes.map((c) => [c.id, c.maxShare])).toEqual([
+      ['small', undefined],
+      ['large', 0.5],
+    ]);
   });
 
   it('refuses a port past 65535; takes port 0 (any free one), in local mode too', () => {
