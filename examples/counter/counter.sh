@@ -6,7 +6,7 @@
 #     only once the worker has taken the previous checkpoint (it deletes COMPLETE after uploading);
 #   - on SIGTERM writes a final checkpoint and exits 0;
 #   - with FLEETWISE_RESTORE=1 starts from the restored counter and logs "resumed at K".
-# Plain POSIX sh: runs on busybox (FROM base:local) and, as the process variant, on the host's /bin/sh.
+# Plain POSIX sh: runs on busybox (FROM busybox:1.36) and, as the process variant, on the host's /bin/sh.
 set -u
 count_to=${COUNT_TO:-100}
 step=${STEP_SECONDS:-0.2}

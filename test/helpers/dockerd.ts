@@ -155,14 +155,23 @@ function unmountUnder(dir: string): void {
   for (const p of points) spawnSync('umount', ['-l', p]);
 }
 
-/** `docker import` of a busybox root filesystem as base:local (ENV PATH=/bin, CMD /bin/sh), unless present. */
+/** What examples/counter/Dockerfile builds FROM: the imported busybox is tagged so, and found without a registry. */
+export const EXAMPLE_BASE_IMAGE = { repo: 'busybox', tag: '1.36' } as const;
+
+/**
+ * `docker import` of a busybox root filesystem as base:local (ENV PATH=/bin, CMD /bin/sh), unless present, also
+ * tagged as the example's base image.
+ */
 export async function ensureBaseImage(docker: Docker, busybox: string): Promise<void> {
   try {
     await docker.getImage(BASE_IMAGE).inspect();
-    return;
   } catch {
-    // not there yet
+    await importBaseImage(docker, busybox);
   }
+  await docker.getImage(BASE_IMAGE).tag(EXAMPLE_BASE_IMAGE);
+}
+
+async function importBaseImage(docker: Docker, busybox: string): Promise<void> {
   const rootfs = mkdtempSync(join(tmpdir(), 'fw-rootfs-'));
   try {
     for (const d of ['bin', 'tmp', 'etc', 'proc', 'sys', 'dev']) mkdirSync(join(rootfs, d));

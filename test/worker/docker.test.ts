@@ -119,7 +119,7 @@ describeWithDocker('docker executor against a real dockerd', (engine) => {
     restoring,
   });
 
-  it('builds the counter image once per content hash (FROM base:local)', async () => {
+  it('builds the counter image once per content hash (FROM busybox:1.36, the imported busybox tagged so)', async () => {
     const cache = new ImageCache(engine.docker);
     const started = Date.now();
     const tag = await cache.ensureBuilt({ contextDir: COUNTER_CONTEXT, contentHash });
