@@ -373,8 +373,17 @@ describe('infra/controller.yaml', () => {
     ]);
     for (const m of sub[0].matchAll(/\$\{([^}!]+)\}/g))
       expect((m[1] as string).startsWith('AWS::') || names.has(m[1] as string), m[1]).toBe(true);
-    const nodeVersion = template.Parameters.NodeVersion?.Default;
-    expect(String(nodeVersion)).toMatch(/^20\./);
+    // The Node.js it installs is one fleetwise runs on (package.json's engines), and the pattern takes no other.
+    const node = template.Parameters.NodeVersion as { Default: string; AllowedPattern: string };
+    const engines = (
+      JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { engines: { node: string } }
+    ).engines.node;
+    expect(engines).toBe('^20.19.0 || >=22.12.0');
+    const allowed = new RegExp(node.AllowedPattern);
+    expect(allowed.test(node.Default)).toBe(true);
+    for (const ok of ['20.19.0', '20.20.2', '22.12.0', '22.20.1', '24.1.0'])
+      expect(allowed.test(ok), ok).toBe(true);
+    for (const no of ['20.18.1', '22.11.0', '21.7.3', '18.20.4']) expect(allowed.test(no), no).toBe(false);
     for (const o of ['ApiUrl', 'ReportsBucketName', 'WorkerSecurityGroupId', 'WorkerInstanceProfileName'])
       expect(template.Outputs).toHaveProperty(o);
   });
