@@ -173,7 +173,10 @@ export function registerController(program: Command): void {
       'local mode: a worker without an answer from its controller this long checkpoints its tasks and exits (default 300; 0 never)',
     )
     .option('--cluster <name>', 'cluster name (the fleetwise:cluster tag on every instance)')
-    .option('--region <region>', 'AWS region (default: AWS_REGION, then the catalog region)')
+    .option(
+      '--region <region>',
+      'AWS region (default: AWS_REGION, then AWS_DEFAULT_REGION, then the catalog region)',
+    )
     .option('--state-dir <dir>', 'state directory (SQLite database, tokens)')
     .option(
       '--state <url>',
