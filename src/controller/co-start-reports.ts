@@ -1,4 +1,4 @@
-import { instancePricePerHour, type Catalog } from '../core/catalog.js';
+import type { Catalog } from '../core/catalog.js';
 import type { TaskReport } from '../protocol/worker-protocol.js';
 import {
   readCoStart,
@@ -7,7 +7,7 @@ import {
   type CoStartRecord,
   type PlacedTask,
 } from './co-start-records.js';
-import { launchedOnSpot } from './instance-market.js';
+import { billedPricePerHour, launchedOnSpot } from './instance-market.js';
 import { expandTasks } from './job-spec/tasks.js';
 import { isFinalJobState } from './state/lifecycle.js';
 import type { InstanceRecord, JobRecord, StateStore } from './state-store.js';
@@ -89,19 +89,5 @@ export function recordStartReports(
       }
     }
     writeCoStart(store, job.id, record);
-  }
-}
-
-/** What an instance is billed at: its pool's spot price on spot, else its type's price; undefined when not known. */
-function billedPricePerHour(catalog: Catalog, instance: InstanceRecord, spot: boolean): number | undefined {
-  try {
-    return instancePricePerHour(
-      catalog,
-      instance.typeName,
-      spot ? 'spot' : 'on-demand',
-      instance.availabilityZone,
-    );
-  } catch {
-    return undefined; // a type or a pool the current catalog no longer lists
   }
 }

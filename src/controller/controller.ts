@@ -4,6 +4,7 @@ import type { CloudProvider } from '../cloud/provider.js';
 import { Admission } from '../queue/admission.js';
 import { schedulerCaps } from '../round/plan-caps.js';
 import type { ObjectStore } from '../storage/object-store.js';
+import { billedPricePerHour, launchedOnSpot } from './instance-market.js';
 import { readJobLogs, storeBuildContext } from './artifacts.js';
 import type { ArchivedSubmissionKey, JobArchive } from './backup/job-archive.js';
 import { WITHDRAWN_AT_SUBMISSION } from './submission-keys.js';
@@ -142,7 +143,6 @@ export class Controller implements ControllerService {
   private readonly log: ControllerLogger;
   private readonly objectStore: ObjectStore | undefined;
   private readonly jobArchive: JobArchive | undefined;
-  private priceOf: ReadonlyMap<string, number>;
   private readonly metrics: RoundMetrics | undefined;
   private readonly workers: WorkerFleet | undefined;
   private readonly provider: CloudProvider | undefined;
@@ -205,7 +205,6 @@ export class Controller implements ControllerService {
       config: deps.settings.queue,
       admitBy: deps.settings.admitBy,
     });
-    this.priceOf = new Map(deps.catalog.types.map((t) => [t.name, t.costPerHour]));
     this.orphans = new KeptOrphans(this.clock, this.log, deps.settings.clusterName);
     this.reconciler = new Reconciler({
       store: deps.store,
@@ -494,7 +493,6 @@ export class Controller implements ControllerService {
   applyCatalog(catalog: Catalog): Promise<void> {
     return this.serial('price update', () => {
       this.catalog = catalog;
-      this.priceOf = new Map(catalog.types.map((t) => [t.name, t.costPerHour]));
       this.admission.setCatalog(catalog);
       this.schedulerState.replaceFor(catalog);
       return Promise.resolve();
@@ -639,7 +637,12 @@ export class Controller implements ControllerService {
   }
 
   cluster(): ClusterView {
-    return clusterView(this.store, this.priceOf, this.orphans.list());
+    // What each instance is billed at: its spot price on spot.
+    return clusterView(
+      this.store,
+      (i) => billedPricePerHour(this.catalog, i, launchedOnSpot(this.store, i.id)),
+      this.orphans.list(),
+    );
   }
 
   /** The round trips the workers measured between instances (none without workers that probe). */

@@ -1,6 +1,7 @@
 import type { Catalog } from '../core/catalog.js';
 import { perHourToPerSecond } from '../core/units.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
+import { billedPricePerHour, launchedOnSpot } from './instance-market.js';
 import { expandTasks } from './job-spec/tasks.js';
 import type { CostLine, CostReport } from './service.js';
 import { PLACED_TASK_STATES } from './state/lifecycle.js';
@@ -371,14 +372,21 @@ export function placementsFromEvents(events: readonly EventRecord[], nowSeconds:
   return [...out, ...replay.openUntil(nowSeconds)];
 }
 
-export function billedInstances(instances: readonly InstanceRecord[], catalog: Catalog): BilledInstance[] {
-  const price = new Map(catalog.types.map((t) => [t.name, t.costPerHour]));
+/**
+ * The instances that were billed, each at its price: its pool's spot price when `onSpot` says it runs on spot (the
+ * store's record of its market, instance-market.ts), else its type's on-demand price.
+ */
+export function billedInstances(
+  instances: readonly InstanceRecord[],
+  catalog: Catalog,
+  onSpot: (instanceId: string) => boolean,
+): BilledInstance[] {
   return instances
     .filter((i) => i.launchedAtSeconds !== undefined)
     .map((i) => ({
       id: i.id,
       typeName: i.typeName,
-      costPerHour: price.get(i.typeName) ?? 0,
+      costPerHour: billedPricePerHour(catalog, i, onSpot(i.id)),
       fromSeconds: i.launchedAtSeconds as number,
       terminatedAtSeconds: i.terminatedAtSeconds,
     }));
@@ -408,7 +416,7 @@ export function computeCostReport(
   for (const j of jobs) firstRecord = Math.min(firstRecord, j.submittedAtSeconds);
   for (const i of instances) firstRecord = Math.min(firstRecord, i.requestedAtSeconds);
   return attributeCosts({
-    instances: billedInstances(instances, catalog),
+    instances: billedInstances(instances, catalog, (id) => launchedOnSpot(store, id)),
     placements: placementsFromEvents(events, nowSeconds),
     reservationPrice: (taskId) => rpByTask.get(taskId) ?? 0,
     jobs: new Map([...jobById.values()].map((j) => [j.id, { id: j.id, name: j.name, team: j.team }])),

@@ -3,14 +3,14 @@ import type { DecisionRecord } from '../scheduler/types.js';
 import type { OrphanView } from './kept-orphans.js';
 import type { ClusterView, WhyRecord } from './service.js';
 import { PLACED_TASK_STATES } from './state/lifecycle.js';
-import { UnknownRecordError, type RoundRecord, type StateStore } from './state-store.js';
+import { UnknownRecordError, type InstanceRecord, type RoundRecord, type StateStore } from './state-store.js';
 
 /** Read-only views the API shows: the cluster now, and why a job is where it is (from the recorded rounds). */
 
 /** Instances not terminated, the tasks placed on them, and what the launched ones cost per hour. */
 export function clusterView(
   store: StateStore,
-  priceOf: ReadonlyMap<string, number>,
+  priceOf: (instance: InstanceRecord) => number,
   orphans: readonly OrphanView[] = [],
 ): ClusterView {
   const instances = store.listInstances({
@@ -24,7 +24,7 @@ export function clusterView(
   }
   let costPerHour = 0;
   const views = instances.map((i) => {
-    const price = priceOf.get(i.typeName) ?? 0;
+    const price = priceOf(i);
     if (i.launchedAtSeconds !== undefined) costPerHour += price;
     return { ...i, costPerHour: price, taskIds: onInstance.get(i.id) ?? [] };
   });

@@ -1,4 +1,5 @@
 import type { Catalog } from '../core/catalog.js';
+import { launchedOnSpot } from './instance-market.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
 import {
   attributeCosts,
@@ -104,6 +105,8 @@ class ReportState {
   /** The `running` events of the batch being replayed that a co-start release explains (heldRunSeqs). */
   private heldRuns = new Set<number>();
   private readonly live = new Map<string, TrackedInstance>();
+  /** Whether each instance runs on spot, once it is known for good (it ran): a lookup in the store each otherwise. */
+  private readonly spot = new Map<string, boolean>();
   private readonly jobs = new Map<string, JobFacts>();
   private readonly replay: PlacementReplay;
   // Instances whose share is final.
@@ -290,6 +293,7 @@ class ReportState {
     const instances: BilledInstance[] = billedInstances(
       tracked.map((t) => t.record),
       this.catalog,
+      (id) => this.onSpot(store, id),
     );
     const jobs = new Map<string, JobInfo>();
     for (const p of placements) {
@@ -317,6 +321,15 @@ class ReportState {
     if (known !== undefined) return known;
     const record = store.getJob(jobId);
     return record === undefined ? undefined : this.remember(record);
+  }
+
+  /** Its market as the store records it (instance-market.ts); settled once it has run. */
+  private onSpot(store: StateStore, instanceId: string): boolean {
+    const known = this.spot.get(instanceId);
+    if (known !== undefined) return known;
+    const spot = launchedOnSpot(store, instanceId);
+    if (store.getInstance(instanceId)?.runningAtSeconds !== undefined) this.spot.set(instanceId, spot);
+    return spot;
   }
 
   private remember(record: JobRecord): JobFacts {

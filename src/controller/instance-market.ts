@@ -1,5 +1,7 @@
+import type { Catalog } from '../core/catalog.js';
 import type { Market } from '../core/market.js';
-import { launchIntentKey, type IntentRecord, type StateStore } from './state-store.js';
+import { marketPricePerHour } from '../core/spot.js';
+import { launchIntentKey, type InstanceRecord, type IntentRecord, type StateStore } from './state-store.js';
 
 /**
  * How a live instance was bought, as the store knows it: what its launch asked for (its launch intent, keyed by the
@@ -57,4 +59,19 @@ export function launchedOnSpot(store: StateStore, instanceId: string): boolean {
     return store.listEvents({ instanceId, kind: ADOPTED_SPOT_EVENT, limit: 1 }).length > 0;
   if (!asksForSpot(launch)) return false;
   return store.listEvents({ instanceId, kind: MARKET_FALLBACK_EVENT, limit: 1 }).length === 0;
+}
+
+/**
+ * What an instance is billed at, $/hour: its pool's spot price when it runs on spot (`onSpot`, `launchedOnSpot`),
+ * else its type's on-demand price; the on-demand price for a pool the catalog no longer lists, 0 for a type it lacks.
+ */
+export function billedPricePerHour(catalog: Catalog, instance: InstanceRecord, onSpot: boolean): number {
+  const type = catalog.types.find((t) => t.name === instance.typeName);
+  if (type === undefined) return 0;
+  if (!onSpot) return type.costPerHour;
+  try {
+    return marketPricePerHour(type.costPerHour, catalog.spot, type.name, 'spot', instance.availabilityZone);
+  } catch {
+    return type.costPerHour;
+  }
 }

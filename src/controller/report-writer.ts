@@ -1,4 +1,5 @@
 import type { Catalog } from '../core/catalog.js';
+import { launchedOnSpot } from './instance-market.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { locationOf } from './artifacts.js';
 import type { Clock } from './clock.js';
@@ -118,7 +119,9 @@ export class ReportWriter {
         cluster: this.deps.clusterName,
         reason,
         report,
-        instances: billedInstances(this.deps.store.listInstances(), catalog),
+        instances: billedInstances(this.deps.store.listInstances(), catalog, (id) =>
+          launchedOnSpot(this.deps.store, id),
+        ),
         closed: true,
       });
       const keys = await writeMonthlyReportFiles(objectStore, doc, month);
@@ -166,7 +169,9 @@ export class ReportWriter {
       cluster: this.deps.clusterName,
       reason,
       report,
-      instances: billedInstances(this.deps.store.listInstances(), this.deps.catalog()),
+      instances: billedInstances(this.deps.store.listInstances(), this.deps.catalog(), (id) =>
+        launchedOnSpot(this.deps.store, id),
+      ),
     });
     const keys = await writeReportFiles(this.deps.objectStore, doc);
     await this.pruneOld(this.deps.objectStore);

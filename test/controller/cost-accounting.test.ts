@@ -1,7 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
+import { clusterView } from '../../src/controller/explain.js';
+import { billedPricePerHour, launchedOnSpot } from '../../src/controller/instance-market.js';
+import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import {
   attributeCosts,
+  computeCostReport,
   MINIMUM_BILLED_SECONDS,
   heldRunSeqs,
   placementsFromEvents,
@@ -9,7 +14,7 @@ import {
   type BilledInstance,
   type Placement,
 } from '../../src/controller/cost-accounting.js';
-import type { EventRecord } from '../../src/controller/state-store.js';
+import { launchIntentKey, type EventRecord } from '../../src/controller/state-store.js';
 
 // Catalog prices: c7i.xlarge $0.1785/h, c7i.2xlarge $0.357/h (the reservation prices of [0,4,8] and [0,8,16]).
 const C7I_XL = 0.1785;
@@ -275,5 +280,46 @@ describe('cost attribution', () => {
       ),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('what instances are billed at', () => {
+  it('a spot instance at its pool’s spot price, in the cost report and the cluster view; on demand at the list price', () => {
+    const catalog = loadCatalogFile();
+    let now = 1000;
+    const store = new MemoryStateStore({ nowSeconds: () => now });
+    const launch = (market: 'spot' | 'on-demand') => {
+      const inst = store.createInstance({ typeName: 'p3.2xlarge', availabilityZone: 'us-east-1a' });
+      store.recordIntent(
+        {
+          kind: 'launch',
+          payload: {
+            instanceId: inst.id,
+            typeName: inst.typeName,
+            launchToken: inst.launchToken,
+            availabilityZone: 'us-east-1a',
+            market,
+          },
+        },
+        { key: launchIntentKey(inst.id) },
+      );
+      store.setInstanceState(inst.id, 'launching', {
+        cloudId: `i-${inst.id}`,
+        availabilityZone: 'us-east-1a',
+      });
+      store.setInstanceState(inst.id, 'running');
+      return inst.id;
+    };
+    const spot = launch('spot');
+    const onDemand = launch('on-demand');
+    now += 7200;
+    const report = computeCostReport(store, catalog, now);
+    const line = (id: string) => report.byInstance.find((l) => l.id === id)?.cost;
+    // Two hours each: p3.2xlarge at its us-east-1a spot price ($0.9486/h) and at its list price ($3.06/h).
+    expect(line(spot)).toBeCloseTo(2 * 0.9486, 9);
+    expect(line(onDemand)).toBeCloseTo(2 * 3.06, 9);
+    expect(report.totalCost).toBeCloseTo(2 * (0.9486 + 3.06), 9);
+    const view = clusterView(store, (i) => billedPricePerHour(catalog, i, launchedOnSpot(store, i.id)));
+    expect(view.costPerHour).toBeCloseTo(0.9486 + 3.06, 9);
   });
 });
