@@ -63,7 +63,8 @@ export function costPerHourSeries(
     add(Math.max(inst.fromSeconds, sinceSeconds), inst.costPerHour);
     if (end <= nowSeconds) add(end, -inst.costPerHour);
   }
-  const points: CostPoint[] = [];
+  // From the period's start: an empty fleet until the first launch, so the chart's hours count from the period's start.
+  const points: CostPoint[] = deltas.has(sinceSeconds) ? [] : [{ atSeconds: sinceSeconds, costPerHour: 0 }];
   let level = 0;
   for (const at of [...deltas.keys()].sort((a, b) => a - b)) {
     level += deltas.get(at) as number;
@@ -187,7 +188,7 @@ export function barChart(
 function costRateChart(doc: CostReportDocument): Chart | undefined {
   const series = doc.costPerHourSeries;
   if (series.length < 2) return undefined;
-  const t0 = series[0]?.atSeconds ?? doc.sinceSeconds;
+  const t0 = doc.sinceSeconds;
   return {
     id: 'cost-rate',
     title: 'Fleet cost rate ($/hour)',

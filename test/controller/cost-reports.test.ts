@@ -82,6 +82,12 @@ describe('cost reports', () => {
       { atSeconds: T0 + 3600, costPerHour: 3.06 },
       { atSeconds: T0 + 5400, costPerHour: 3.06 },
     ]);
+    // The period starts before the first launch: the series starts at the period's start, at $0/h, so the chart's
+    // hours since the start of the period place the launch at its hour (a month's report: hour 240 for the 11th).
+    expect(costPerHourSeries(instances, T0 - 36_000, T0 + 5400).slice(0, 2)).toEqual([
+      { atSeconds: T0 - 36_000, costPerHour: 0 },
+      { atSeconds: T0, costPerHour: 0.1785 },
+    ]);
     // An empty fleet is exactly zero, not a float residue.
     expect(costPerHourSeries([instances[0] as BilledInstance], T0, T0 + 7200).at(-1)).toEqual({
       atSeconds: T0 + 7200,
