@@ -25,7 +25,58 @@ const KNOWN: Readonly<Record<string, SeriesStyle>> = {
   karpenter: { color: '#b07aa1', dash: [1, 2], symbol: 'emptyTriangle' },
   'karpenter-balanced': { color: '#d4a6c8', dash: [6, 2, 1, 2], symbol: 'emptyTriangle' },
   'karpenter-when-empty': { color: '#7a4f6f', dash: [3, 3], symbol: 'triangle' },
+  // The spot baselines: apart from each other and from every fallback colour.
+  'karpenter-spot': { color: '#8f3f85', dash: [6, 3], symbol: 'emptyDiamond' },
+  'skypilot-spot': { color: '#3b7f6f', dash: [10, 2, 2, 2], symbol: 'pin' },
 };
+
+/**
+ * A value-of-time sweep's runs (`eva@vot=32`): the base scheduler's hue, never its very colour, one shade and dash per
+ * doubling of the value, so a geometric sweep (16, 32, 64, …) draws each value apart, all as the scheduler they vary.
+ */
+const SWEEP_SHADES = [0.55, 0.3, 0.42, -0.25, -0.45, 0.15, -0.1, -0.35];
+const SWEEP_DASHES: readonly ('solid' | number[])[] = [
+  [2, 2],
+  [6, 3],
+  'solid',
+  [10, 3, 2, 3],
+  [4, 2],
+  [12, 4],
+  [1, 3],
+  [8, 2, 1, 2],
+];
+const SWEEP_SYMBOLS = [
+  'emptyCircle',
+  'rect',
+  'circle',
+  'triangle',
+  'diamond',
+  'emptyRect',
+  'emptyTriangle',
+  'pin',
+];
+
+/** `color` lighter (towards white, amount > 0) or darker (towards black, amount < 0). */
+function shade(color: string, amount: number): string {
+  const channels = [1, 3, 5].map((i) => parseInt(color.slice(i, i + 2), 16));
+  const mixed = channels.map((c) => Math.round(amount >= 0 ? c + (255 - c) * amount : c * (1 + amount)));
+  return `#${mixed.map((c) => c.toString(16).padStart(2, '0')).join('')}`;
+}
+
+function sweepStyle(name: string): SeriesStyle | undefined {
+  const at = name.indexOf('@');
+  if (at < 0) return undefined;
+  const base = KNOWN[name.slice(0, at)];
+  const value = Number(/=([0-9.]+)$/.exec(name.slice(at + 1))?.[1]);
+  if (base === undefined || !(value > 0)) return undefined;
+  const i =
+    (((Math.round(Math.log2(value)) + 2) % SWEEP_SHADES.length) + SWEEP_SHADES.length) % SWEEP_SHADES.length;
+  return {
+    color: shade(base.color, SWEEP_SHADES[i] as number),
+    dash: SWEEP_DASHES[i] as 'solid' | number[],
+    symbol: SWEEP_SYMBOLS[i] as string,
+  };
+}
 
 /** For names not above (e.g. a scheduler added later): chosen by a hash of the name, so still stable. */
 const FALLBACK_COLORS = [
@@ -55,7 +106,7 @@ function hash(text: string): number {
 }
 
 export function seriesStyle(name: string): SeriesStyle {
-  const known = KNOWN[name];
+  const known = KNOWN[name] ?? sweepStyle(name);
   if (known !== undefined) return known;
   const h = hash(name);
   return {

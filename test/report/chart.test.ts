@@ -93,4 +93,27 @@ describe('seriesStyle', () => {
     expect(new Set(known).size).toBe(known.length);
     expect(seriesStyle('my-scheduler')).toEqual(seriesStyle('my-scheduler'));
   });
+
+  it("draws the spot baselines and every run of a value-of-time sweep apart, the sweep in its scheduler's hue", () => {
+    const names = [
+      'eva',
+      'no-packing',
+      'karpenter',
+      'karpenter-spot',
+      'skypilot-spot',
+      ...[1, 5, 10, 16, 32, 64, 128].map((v) => `eva@vot=${v}`),
+    ];
+    const styles = names.map((n) => seriesStyle(n));
+    expect(new Set(styles.map((s) => s.color)).size).toBe(names.length);
+    // eva's blue, lighter or darker: its blue channel leads.
+    for (const s of styles.slice(5)) {
+      const [r, g, b] = [1, 3, 5].map((i) => parseInt(s.color.slice(i, i + 2), 16)) as [
+        number,
+        number,
+        number,
+      ];
+      expect(b).toBeGreaterThan(r);
+      expect(b).toBeGreaterThan(g);
+    }
+  });
 });
