@@ -1,3 +1,6 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { COST_FIELDS } from '../../src/sim/report/normalize.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
@@ -93,8 +96,9 @@ describe('fleetwise simulate --runtime', () => {
       '--no-predict',
       '--json',
     ];
+    const out = join(mkdtempSync(join(tmpdir(), 'fleetwise-config-report-')), 'report');
     const [fromConfig, off] = await Promise.all([
-      runCli(args),
+      runCli([...args, '--out', out]),
       runCli([...args, '--place-between-rounds', 'off', '--bind', 'off', '--co-start', 'off']),
     ]);
     for (const out of [fromConfig, off]) expect(out.code, out.stderr).toBe(0);
@@ -103,6 +107,18 @@ describe('fleetwise simulate --runtime', () => {
       (runs(out.stdout)[0] as { placedBetweenRounds?: number }).placedBetweenRounds ?? 0;
     expect(placed(fromConfig)).toBeGreaterThan(0);
     expect(placed(off)).toBe(0);
+    // The report says what ran, the config's choices and tunables included.
+    const { settings } = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as {
+      settings: Record<string, unknown>;
+    };
+    expect(settings).toMatchObject({
+      runtime: 'engine',
+      controllerConfig: 'examples/config/fleetwise-capped.yaml',
+      placeBetweenRounds: 'on (config)',
+      coStart: 'on (config)',
+      evaPaybackMargin: 8,
+    });
+    rmSync(dirname(out), { recursive: true, force: true });
   });
 
   it('a bad --runtime value is a clear error naming the flag', async () => {

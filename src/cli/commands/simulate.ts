@@ -389,9 +389,11 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
       earlyRounds: o.earlyRounds ?? false,
       evaDefaultRate: o.evaDefaultRate ?? config?.scheduler.defaultRate ?? DEFAULT_COLOCATION_RATE,
       colocationTable: o.colocationTable ?? 'none (Eva learns co-location from nothing)',
-      evaPrices: o.evaPrices ?? 'packed',
-      evaPackingEfficiency: o.evaPackingEfficiency ?? DEFAULT_PACKING_EFFICIENCY,
-      evaPaybackMargin: o.evaPaybackMargin ?? DEFAULT_PAYBACK_MARGIN,
+      // As the runs took them: the flag, else the config's scheduler section, else the default.
+      evaPrices: o.evaPrices ?? config?.scheduler.prices ?? 'packed',
+      evaPackingEfficiency:
+        o.evaPackingEfficiency ?? config?.scheduler.packingEfficiency ?? DEFAULT_PACKING_EFFICIENCY,
+      evaPaybackMargin: o.evaPaybackMargin ?? config?.scheduler.paybackMargin ?? DEFAULT_PAYBACK_MARGIN,
       valueOfTimePerJobHour: valuesOfTime.join(', '),
       targetSlowdown: o.targetSlowdown ?? config?.scheduler.targetSlowdown ?? DEFAULT_TARGET_SLOWDOWN,
       groundTruth:
@@ -419,7 +421,15 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
                 ].join(''),
               )
               .join(' '),
-      predictions: queue === undefined ? 'off (no queue)' : (queue.predict ?? false),
+      runtime: o.runtime ?? 'engine',
+      controllerConfig: o.config ?? 'none',
+      // The controller runtime never predicts (its ETAs run in a worker thread against real time).
+      predictions:
+        queue === undefined
+          ? 'off (no queue)'
+          : (o.runtime ?? 'engine') === 'controller'
+            ? 'off (controller runtime)'
+            : (queue.predict ?? false),
       coStart: o.coStart ?? (starts?.coStart === true ? 'on (config)' : 'off'),
       placeBetweenRounds:
         o.placeBetweenRounds ?? (starts?.placeBetweenRounds === true ? 'on (config)' : 'off'),
