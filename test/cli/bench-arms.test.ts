@@ -300,6 +300,25 @@ describe('fleetwise bench arms', () => {
       expect(r.stderr, args.join(' ')).toMatch(message);
       expect(r.stderr).not.toContain('bench arms: seed');
     }
+    // A controller config with a $ cap in --common would cap the reference run each seed's cap is a share of.
+    const capped = await runCli([
+      'bench',
+      'arms',
+      '--common',
+      `${COMMON} --config examples/config/fleetwise-capped.yaml`,
+      '--seeds',
+      '5',
+      '--cap-share',
+      '0.5',
+      '--arm',
+      'a=',
+      '--arm',
+      'b=',
+    ]);
+    expect(capped.code).toBe(2);
+    expect(capped.stderr).toMatch(
+      /--common\n\s+- --cap-share sets each seed's cap from an uncapped run, but --common caps it at \$40\/h/,
+    );
   }, 60_000);
 });
 

@@ -250,8 +250,16 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
   const requests: RunRequest[] = [];
   // Uncapped reference runs first (the common flags alone), so that each seed's cap is known.
   if (capShare !== null && earlier === undefined)
-    for (const seed of o.seeds)
-      requests.push(oneRun([...common, ...seedArgs(seed)], '--common', `seed ${seed} uncapped`));
+    for (const seed of o.seeds) {
+      const reference = oneRun([...common, ...seedArgs(seed)], '--common', `seed ${seed} uncapped`);
+      // A $ cap from a controller config (--config) would make the reference, and so every seed's cap, capped.
+      if (reference.queue?.caps.maxCostPerHour !== undefined)
+        throw new ValidationError('--common', [
+          `--cap-share sets each seed's cap from an uncapped run, but --common caps it at $${reference.queue.caps.maxCostPerHour}/h ` +
+            '(a --config with caps.maxCostPerHour): leave the cap out of the config',
+        ]);
+      requests.push(reference);
+    }
   const total = requests.length + o.seeds.length * arms.length;
   const parallel = o.parallel ?? defaultParallelism(total);
   const progress = batchProgress(total, 'bench arms', 'runs');
