@@ -456,6 +456,11 @@ describe('controller API: authentication and team isolation', () => {
     const bad = await call('GET', '/v1/costs?since=yesterday', { token: ADMIN_TOKEN });
     expect(bad.status).toBe(400);
     expect(errorOf(bad).details?.[0]).toContain('since:');
+    // A period that begins after now has nothing billed in it: a 400, not an answer whose start follows its end.
+    const future = new Date(Date.now() + 7 * 86_400_000).toISOString();
+    const ahead = await call('GET', `/v1/costs?since=${future}`, { token: ADMIN_TOKEN });
+    expect(ahead.status).toBe(400);
+    expect(errorOf(ahead).details?.[0]).toMatch(/^since: .* is after now/);
   });
 
   it('costs over a period: until is passed on after since, in the same forms, and must come after it', async () => {

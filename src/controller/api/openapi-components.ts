@@ -587,6 +587,10 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
       },
       idleCost: { ...num, nullable: true },
       migrationOverheadCost: { ...num, nullable: true },
+      costPerHourNow: {
+        ...num,
+        description: "The fleet's $/hour now (a closed period: at its end); admin answers only",
+      },
     },
   },
 };

@@ -98,7 +98,13 @@ export function registerClusterRoutes(
         throw new HttpError(400, 'invalid query', [
           `until: must come after since (${since ?? 0} s), got ${until} s`,
         ]);
-      return costsForScope(service.costs(since, until), teamScope(context.principal(request)));
+      const report = service.costs(since, until);
+      // The controller's own clock says what is still to come (the report is generated at its now).
+      if (since !== undefined && since > report.generatedAtSeconds)
+        throw new HttpError(400, 'invalid query', [
+          `since: ${query.since ?? ''} is after now (${report.generatedAtSeconds} s): no cost has been billed then`,
+        ]);
+      return costsForScope(report, teamScope(context.principal(request)));
     },
   });
 
