@@ -178,6 +178,19 @@ export function openSpotPool(
   return (zone === undefined ? undefined : open.find((p) => p.zone === zone)) ?? open[0];
 }
 
+/**
+ * The market limited to the pools of `zones` (the zones the cluster can launch in: its subnets'): a plan priced at a
+ * pool the cloud cannot launch in would be bought in another, at another price and interruption rate.
+ */
+export function spotInZones(
+  market: SpotMarket | undefined,
+  zones: readonly string[],
+): SpotMarket | undefined {
+  if (market === undefined) return undefined;
+  const open = new Set(zones);
+  return { ...market, offerings: market.offerings.filter((o) => open.has(o.zone)) };
+}
+
 /** $ per hour of an instance bought in `market`: the list price on demand, its pool's price on spot. */
 export function marketPricePerHour(
   onDemandPerHour: number,

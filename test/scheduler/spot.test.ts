@@ -7,6 +7,7 @@ import type { FamilyDemand } from '../../src/core/resources.js';
 import {
   interruptionRatePerHour,
   SPOT_PREFERENCES,
+  spotInZones,
   spotOffering,
   type SpotOffering,
 } from '../../src/core/spot.js';
@@ -29,6 +30,29 @@ describe('the catalog spot model', () => {
       for (const o of offerings) expect(o.pricePerHour).toBeLessThan(t.costPerHour);
     }
     expect(parseCatalog(catalogToFile(catalog))).toEqual(catalog);
+  });
+
+  it('plans spot only in the pools of the zones the fleet can launch in', () => {
+    // The cluster's subnets are in us-east-1a and us-east-1c: p3.2xlarge's best pool (us-east-1b) is out of reach.
+    const market = spotInZones(catalog.spot, ['us-east-1a', 'us-east-1c']);
+    expect(new Set(market?.offerings.map((o) => o.zone))).toEqual(new Set(['us-east-1a', 'us-east-1c']));
+    expect(spotOffering(market, 'p3.2xlarge')?.zone).not.toBe('us-east-1b');
+    const limited = { ...catalog, spot: market };
+    const snapshot: ClusterSnapshot = {
+      nowSeconds: 0,
+      jobs: [
+        { id: 'j', taskIds: ['j-t'], reconfigurable: true, arrivalSeconds: 0, migrationDelaySeconds: 60 },
+      ],
+      tasks: [{ id: 'j-t', jobId: 'j', key: 'w', demand: { any: [1, 4, 15] } }],
+      instances: [],
+    };
+    const plan = new EvaScheduler(limited, { spot: true }).plan(snapshot);
+    const spot = plan.configuration.instances.filter((i) => i.market === 'spot');
+    expect(spot.length).toBeGreaterThan(0);
+    for (const i of spot) expect(['us-east-1a', 'us-east-1c']).toContain(i.placement?.zone);
+    // With every pool, the plan takes us-east-1b.
+    const unlimited = new EvaScheduler(catalog, { spot: true }).plan(snapshot).configuration.instances;
+    expect(unlimited.some((i) => i.market === 'spot' && i.placement?.zone === 'us-east-1b')).toBe(true);
   });
 
   it('picks the pool a price-capacity-optimized launch gets: least interrupted, then cheapest', () => {

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { spotInZones } from '../../core/spot.js';
 import { ValidationError } from '../../core/validation.js';
 import {
   LOG_FORMAT_ENV,
@@ -61,7 +62,7 @@ export async function runController(
   env: NodeJS.ProcessEnv = process.env,
   logFormat: LogFormat = selectLogFormat(undefined, process.stderr, env),
 ): Promise<void> {
-  const { config, catalog } = loadConfigAndCatalog(flags, env);
+  const { config, catalog: loadedCatalog } = loadConfigAndCatalog(flags, env);
   // The specs go in through the API: without one they would be dropped without a word.
   if ((flags.submit?.length ?? 0) > 0 && config.listen === undefined)
     throw new ValidationError('--submit', [
@@ -75,13 +76,25 @@ export async function runController(
 
   // A new box from a backup: the state (and its tokens) are installed before anything reads them.
   if (flags.restoreFrom !== undefined)
-    await restoreFromBackup({ from: flags.restoreFrom, config, catalog, secretFiles, log, releaseStateDir });
+    await restoreFromBackup({
+      from: flags.restoreFrom,
+      config,
+      catalog: loadedCatalog,
+      secretFiles,
+      log,
+      releaseStateDir,
+    });
 
   const adminToken = adminTokenFor(env, secretFiles.adminToken);
   const metricsToken =
     config.metricsAuth === 'token' ? metricsTokenFor(env, secretFiles.metricsToken) : undefined;
   const state = await openActiveState(config, { clock, log });
-  const fleet = await setUpFleet({ config, catalog, env, state, secretFiles, log });
+  const fleet = await setUpFleet({ config, catalog: loadedCatalog, env, state, secretFiles, log });
+  // Spot is planned only in the pools of the zones the fleet can launch in.
+  const catalog =
+    fleet.zones === undefined
+      ? loadedCatalog
+      : { ...loadedCatalog, spot: spotInZones(loadedCatalog.spot, fleet.zones) };
   const built = await buildController({ config, catalog, state, fleet, clock, faults, secretFiles, log });
   const { controller, objectStore, backups } = built;
   const feedOptions = { config, env, catalog, clock, controller, log };

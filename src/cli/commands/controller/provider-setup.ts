@@ -42,6 +42,8 @@ export interface Fleet {
   readonly registrar: WorkerRegistrar | undefined;
   /** EC2 workers run tasks in Docker (their user data installs it); local ones with the executor chosen at start. */
   readonly executor: ExecutorKind;
+  /** The zones instances can be launched in (EC2: its subnets'); undefined where any the catalog names will do. */
+  readonly zones?: readonly string[] | undefined;
 }
 
 export interface FleetOptions {
@@ -147,5 +149,11 @@ async function setUpEc2Fleet({ config, state, secretFiles, log }: FleetOptions):
     amiId: ec2Config.amiId,
     zones: ec2Config.placements.map((p) => p.availabilityZone),
   });
-  return { provider, local: undefined, registrar, executor: 'docker' };
+  return {
+    provider,
+    local: undefined,
+    registrar,
+    executor: 'docker',
+    zones: ec2Config.placements.map((p) => p.availabilityZone),
+  };
 }
