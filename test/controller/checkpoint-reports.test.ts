@@ -15,22 +15,28 @@ import { CPU_SMALL, jobSpec, rig, workerTaskControlFor } from './controller-fixt
 
 const token = (instanceId: string): string => `worker-token-${instanceId}-0123456789abcdef`;
 
+/** A controller whose worker protocol serves heartbeats, with one job's task placed on a registered instance. */
+async function soloJobRunning() {
+  const clock = new ManualClock();
+  const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+  const workers = workerTaskControlFor(store, clock, {
+    objectStoreLocation: '/tmp/fleetwise-checkpoint-report-objects',
+  });
+  const r = rig({}, { store, clock, tasks: workers, workers });
+  const job = r.controller.submit(jobSpec('solo', CPU_SMALL), 'research');
+  await r.controller.runRound();
+  await r.controller.reconcile();
+  for (const i of store.listInstances({ states: ['running'] })) store.setWorkerToken(i.id, token(i.id));
+  await r.controller.reconcile();
+  const task = store.listTasks({ jobId: job.id })[0];
+  const instanceId = task?.instanceId;
+  if (task === undefined || instanceId === undefined) throw new Error('the task was not placed');
+  return { r, clock, store, workers, job, task, instanceId };
+}
+
 describe('checkpoints reported in heartbeats', () => {
   it('are recorded once each, with one event naming the reporting instance; a repeated report adds nothing', async () => {
-    const clock = new ManualClock();
-    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
-    const workers = workerTaskControlFor(store, clock, {
-      objectStoreLocation: '/tmp/fleetwise-checkpoint-report-objects',
-    });
-    const r = rig({}, { store, clock, tasks: workers, workers });
-    const job = r.controller.submit(jobSpec('solo', CPU_SMALL), 'research');
-    await r.controller.runRound();
-    await r.controller.reconcile();
-    for (const i of store.listInstances({ states: ['running'] })) store.setWorkerToken(i.id, token(i.id));
-    await r.controller.reconcile();
-    const task = store.listTasks({ jobId: job.id })[0];
-    const instanceId = task?.instanceId;
-    if (task === undefined || instanceId === undefined) throw new Error('the task was not placed');
+    const { clock, store, workers, job, task, instanceId } = await soloJobRunning();
 
     const report = (key: string): TaskReport => ({
       taskId: task.id,
@@ -54,20 +60,7 @@ describe('checkpoints reported in heartbeats', () => {
 
 describe('a checkpoint-stop whose checkpoint the worker could not upload', () => {
   it('goes on (the task resumes from its last uploaded checkpoint) and tells the job why, once', async () => {
-    const clock = new ManualClock();
-    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
-    const workers = workerTaskControlFor(store, clock, {
-      objectStoreLocation: '/tmp/fleetwise-checkpoint-report-objects',
-    });
-    const r = rig({}, { store, clock, tasks: workers, workers });
-    const job = r.controller.submit(jobSpec('solo', CPU_SMALL), 'research');
-    await r.controller.runRound();
-    await r.controller.reconcile();
-    for (const i of store.listInstances({ states: ['running'] })) store.setWorkerToken(i.id, token(i.id));
-    await r.controller.reconcile();
-    const task = store.listTasks({ jobId: job.id })[0];
-    const instanceId = task?.instanceId;
-    if (task === undefined || instanceId === undefined) throw new Error('the task was not placed');
+    const { r, store, workers, job, task, instanceId } = await soloJobRunning();
     const running: TaskReport = { taskId: task.id, state: 'running', attempt: 1 };
     workers.heartbeat(token(instanceId), { tasks: [running] });
 

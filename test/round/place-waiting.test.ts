@@ -17,35 +17,25 @@ const waiting = (id: string, taskSeconds: number): WaitingJobFacts => ({
 const jobs = [waiting('long', 36_000), waiting('short', 600)];
 const occupant = [{ demand: { c7i: [0, 4, 8] as [number, number, number] }, key: 'occupant_node0' }];
 
+/** The jobs placed, in order, on a running instance whose free half takes one of them, when admission lets `admitted` in. */
+const place = (admitted: readonly string[]): string[] =>
+  placeWaitingJobs({
+    nowSeconds: 100,
+    jobs,
+    instances: [{ id: 'i-1', type: c7i, readyAtSeconds: 100, tasks: occupant }],
+    prices,
+    admitted,
+    bind: false,
+    capHoldsJobsBack: true,
+  }).map((p) => p.jobId);
+
 describe('placing waiting jobs between rounds in the order admission lets them in', () => {
   it('gives the room an instance frees to the first job admission lets in', () => {
-    const instances = [{ id: 'i-1', type: c7i, readyAtSeconds: 100, tasks: occupant }];
-    const place = (admitted: readonly string[]) =>
-      placeWaitingJobs({
-        nowSeconds: 100,
-        jobs,
-        instances,
-        prices,
-        admitted,
-        bind: false,
-        capHoldsJobsBack: true,
-      }).map((p) => p.jobId);
     expect(place(['short', 'long'])).toEqual(['short']);
     expect(place(['long', 'short'])).toEqual(['long']);
   });
 
   it('places no job admission keeps out, and keeps no room for it', () => {
-    const instances = [{ id: 'i-1', type: c7i, readyAtSeconds: 100, tasks: occupant }];
-    const place = (admitted: readonly string[]) =>
-      placeWaitingJobs({
-        nowSeconds: 100,
-        jobs,
-        instances,
-        prices,
-        admitted,
-        bind: false,
-        capHoldsJobsBack: true,
-      }).map((p) => p.jobId);
     // 'long' waits for the caps: 'short' takes the room; nothing admitted, nothing placed.
     expect(place(['short'])).toEqual(['short']);
     expect(place([])).toEqual([]);
