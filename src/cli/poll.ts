@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isTransientFailure } from './client.js';
 
 /** `--interval <seconds>` of the commands that poll the controller (logs --follow, jobs --watch). */
 export const pollIntervalOption = z.coerce
@@ -8,4 +9,31 @@ export const pollIntervalOption = z.coerce
 
 export function sleep(seconds: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+}
+
+/**
+ * The reads of a command that polls until something ends (`wait`, `logs --follow`), through controller restarts: the
+ * first must reach the controller (a wrong address or token fails at once); after it, a failure a later try may not
+ * meet (isTransientFailure) is said once on stderr and read as undefined, so the caller polls again, and the next
+ * read that succeeds says the controller answers again. Any other failure is thrown.
+ */
+export class ReadsThroughRestarts {
+  private first = true;
+  private unreachable = false;
+
+  async read<T>(read: () => Promise<T>): Promise<T | undefined> {
+    try {
+      const value = await read();
+      if (this.unreachable) process.stderr.write('fleetwise: the controller answers again\n');
+      this.unreachable = false;
+      return value;
+    } catch (e) {
+      if (this.first || !isTransientFailure(e)) throw e;
+      if (!this.unreachable) process.stderr.write(`fleetwise: ${(e as Error).message}; trying again\n`);
+      this.unreachable = true;
+      return undefined;
+    } finally {
+      this.first = false;
+    }
+  }
 }

@@ -2,14 +2,9 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { isFinalJobState } from '../../controller/state/lifecycle.js';
 import { parseWith } from '../../core/validation.js';
-import {
-  addConnectionOptions,
-  FleetwiseClient,
-  isTransientFailure,
-  type ConnectionOptions,
-} from '../client.js';
+import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
 import type { JobSummaryResponse } from '../api-responses.js';
-import { pollIntervalOption, sleep } from '../poll.js';
+import { pollIntervalOption, ReadsThroughRestarts, sleep } from '../poll.js';
 
 interface LogsOptions extends ConnectionOptions {
   readonly follow?: boolean;
@@ -93,25 +88,15 @@ export function registerLogs(program: Command): void {
     }
     const follower = new LogFollower(write);
     let toldWaiting = false;
-    let first = true;
-    let unreachable = false;
+    const reads = new ReadsThroughRestarts();
     for (;;) {
       // The state first: output written before the job ended is then in the logs read after it. A controller
-      // restarting meanwhile is waited for (the first read must succeed: a wrong address fails at once).
-      const read = await (async () => [await client.getJob(id), await client.logs(id)] as const)().catch(
-        (e: unknown) => {
-          if (first || !isTransientFailure(e)) throw e;
-          return e as Error;
-        },
-      );
-      first = false;
-      if (read instanceof Error) {
-        if (!unreachable) process.stderr.write(`fleetwise: ${read.message}; trying again\n`);
-        unreachable = true;
+      // restarting meanwhile is waited for.
+      const read = await reads.read(async () => [await client.getJob(id), await client.logs(id)] as const);
+      if (read === undefined) {
         await sleep(interval);
         continue;
       }
-      unreachable = false;
       const [job, text] = read;
       follower.update(text);
       if (isFinalJobState(job.state)) {

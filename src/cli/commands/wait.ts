@@ -6,15 +6,10 @@ import { parseWith } from '../../core/validation.js';
 import { arrayMembers } from '../array-members.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { readJobs } from '../job-reads.js';
-import {
-  addConnectionOptions,
-  FleetwiseClient,
-  isTransientFailure,
-  type ConnectionOptions,
-} from '../client.js';
+import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
 import type { JobSummaryResponse } from '../api-responses.js';
 import { arrayName } from './job.js';
-import { pollIntervalOption, sleep } from '../poll.js';
+import { pollIntervalOption, ReadsThroughRestarts, sleep } from '../poll.js';
 import { formatIdList, printJson } from '../table.js';
 
 interface WaitOptions extends ConnectionOptions {
@@ -73,26 +68,12 @@ export function registerWait(program: Command): void {
     };
     const deadline = timeout === undefined ? undefined : Date.now() + timeout * 1000;
     const ended = new Map<string, JobSummaryResponse>();
-    let unreachableSince: number | undefined;
-    let first = true;
+    const reads = new ReadsThroughRestarts();
     for (;;) {
       const pending = waitFor.filter((id) => !ended.has(id));
-      // A controller restarting is not a job failing: a poll that cannot reach it is tried again until --timeout (exit
-      // 1 means a job did not succeed, or the timeout). The first must succeed: a wrong address fails at once.
-      const polled = await poll(pending).catch((e: unknown) => {
-        if (first || !isTransientFailure(e)) throw e;
-        return e as Error;
-      });
-      first = false;
-      if (polled instanceof Error) {
-        if (unreachableSince === undefined)
-          process.stderr.write(`fleetwise: ${polled.message}; trying again\n`);
-        unreachableSince ??= Date.now();
-      } else if (unreachableSince !== undefined) {
-        process.stderr.write(`fleetwise: the controller answers again\n`);
-        unreachableSince = undefined;
-      }
-      for (const job of polled instanceof Error ? [] : polled)
+      // A controller restarting is not a job failing (exit 1 means a job did not succeed, or the timeout): a poll
+      // that cannot reach it is tried again until --timeout.
+      for (const job of (await reads.read(() => poll(pending))) ?? [])
         if (isFinalJobState(job.state)) {
           ended.set(job.id, job);
           if (options.json !== true) process.stdout.write(`${endLine(job)}\n`);
