@@ -137,7 +137,7 @@ export class BetweenRoundsPlacer {
       jobs,
       instances,
       prices: this.prices,
-      admitted: this.deps.admission.admissibleNow(snapshot, admissionInfo(inputs, snapshot)),
+      admitted: () => this.deps.admission.admissibleNow(snapshot, admissionInfo(inputs, snapshot)),
       bind: this.deps.bind,
       expectedRate: scheduler.expectedRate?.bind(scheduler),
       capHoldsJobsBack: this.capHoldsJobsBack,

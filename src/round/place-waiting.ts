@@ -39,9 +39,11 @@ export interface PlaceWaitingInput {
   /**
    * The waiting jobs admission would let in now onto paid room, in its order (`Admission.admissibleNow`): only these
    * are placed, in this order. A job over its class's ceiling (`maxShare`), or one that never fits, waits for a round
-   * and keeps no room for itself (digest §7: "under caps, only jobs that admission lets in").
+   * and keeps no room for itself (digest §7: "under caps, only jobs that admission lets in"). Asked only when there is
+   * paid room and a job to place on it: the decision copies the admission and decides over every live job, at every
+   * arrival and completion while a cap holds jobs back.
    */
-  readonly admitted: readonly string[];
+  readonly admitted: () => readonly string[];
   readonly bind: boolean;
   /** The scheduler's learned co-location rates, when it has them (Eva §4.4). */
   readonly expectedRate?: ((key: string, others: readonly string[]) => number) | undefined;
@@ -62,7 +64,7 @@ export function placeWaitingJobs(input: PlaceWaitingInput): BetweenRoundsPlaceme
     : input.jobs;
   if (jobs.length === 0) return [];
   const byId = new Map(jobs.map((j) => [j.id, j]));
-  const ordered = input.admitted.flatMap((id) => {
+  const ordered = input.admitted().flatMap((id) => {
     const job = byId.get(id);
     return job === undefined ? [] : [job];
   });

@@ -39,12 +39,6 @@ export class BetweenRoundsPlacer {
     if (!this.capHoldsJobsBack) return 0;
     const waiting = [...this.state.liveJobs.values()].filter(isWaiting);
     if (waiting.length === 0) return 0;
-    // Without the network: admission reads no round-trip times.
-    const snapshot = buildSnapshot(
-      this.state.now,
-      this.state.liveJobs.values(),
-      this.state.assignable.values(),
-    );
     const placed = placeWaitingJobs({
       nowSeconds: this.state.now,
       jobs: waiting.map((j) => ({
@@ -55,7 +49,12 @@ export class BetweenRoundsPlacer {
       })),
       instances: this.paidInstances(),
       prices: this.prices,
-      admitted: this.admission.admissibleNow(snapshot, this.jobInfo),
+      // Without the network: admission reads no round-trip times.
+      admitted: () =>
+        this.admission.admissibleNow(
+          buildSnapshot(this.state.now, this.state.liveJobs.values(), this.state.assignable.values()),
+          this.jobInfo,
+        ),
       bind: this.bind,
       expectedRate: this.expectedRate,
       capHoldsJobsBack: this.capHoldsJobsBack,

@@ -24,7 +24,7 @@ const place = (admitted: readonly string[]): string[] =>
     jobs,
     instances: [{ id: 'i-1', type: c7i, readyAtSeconds: 100, tasks: occupant }],
     prices,
-    admitted,
+    admitted: () => admitted,
     bind: false,
     capHoldsJobsBack: true,
   }).map((p) => p.jobId);
@@ -49,7 +49,7 @@ describe('placing waiting jobs between rounds in the order admission lets them i
       jobs,
       instances: booting,
       prices,
-      admitted: ['short', 'long'],
+      admitted: () => ['short', 'long'],
       bind: true,
       capHoldsJobsBack: true,
     });
@@ -66,7 +66,7 @@ describe('placing waiting jobs between rounds in the order admission lets them i
         jobs: [waiting('long', 36_000), never],
         instances: [{ id: 'i-1', type: c7i, readyAtSeconds: 100, tasks: occupant, spot }],
         prices,
-        admitted: ['short', 'long'],
+        admitted: () => ['short', 'long'],
         bind: false,
         capHoldsJobsBack: true,
       }).map((p) => p.jobId);
