@@ -30,7 +30,10 @@ export class FleetMeter {
    */
   private readonly usedIntegral: [number, number, number] = [0, 0, 0];
   private readonly provisionedIntegral: [number, number, number] = [0, 0, 0];
-  private lastSample: { t: number; allocated: Resources; capacity: Resources } | undefined;
+  /** When the last sample was taken; its values are `allocated` and `capacity` as they were then. */
+  private lastSampleAt: number | undefined;
+  private readonly sampledAllocated: [number, number, number] = [0, 0, 0];
+  private readonly sampledCapacity: [number, number, number] = [0, 0, 0];
 
   /** Accrue the cost of the billed fleet up to `t`. */
   advanceTo(t: number): void {
@@ -88,15 +91,18 @@ export class FleetMeter {
 
   /** Record the state at `t` if it changed since the last sample (or always, when forced). */
   sample(t: number, force: boolean): void {
-    const last = this.lastSample;
-    if (last !== undefined && t > last.t)
-      for (let k = 0; k < 3; k++) {
-        this.usedIntegral[k] =
-          (this.usedIntegral[k] as number) + (last.allocated[k] as number) * (t - last.t);
+    // Every sample, one per time step: kept in place, not allocated.
+    const dt = this.lastSampleAt === undefined ? 0 : t - this.lastSampleAt;
+    for (let k = 0; k < 3; k++) {
+      if (dt > 0) {
+        this.usedIntegral[k] = (this.usedIntegral[k] as number) + (this.sampledAllocated[k] as number) * dt;
         this.provisionedIntegral[k] =
-          (this.provisionedIntegral[k] as number) + (last.capacity[k] as number) * (t - last.t);
+          (this.provisionedIntegral[k] as number) + (this.sampledCapacity[k] as number) * dt;
       }
-    this.lastSample = { t, allocated: [...this.allocated], capacity: [...this.capacity] };
+      this.sampledAllocated[k] = this.allocated[k] as number;
+      this.sampledCapacity[k] = this.capacity[k] as number;
+    }
+    this.lastSampleAt = t;
     this.recorder.record(
       {
         timeSeconds: t,

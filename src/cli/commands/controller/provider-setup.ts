@@ -145,15 +145,7 @@ async function setUpEc2Fleet({ config, state, secretFiles, log }: FleetOptions):
             region: config.region,
           },
         });
-  log.info('EC2 settings', {
-    amiId: ec2Config.amiId,
-    zones: ec2Config.placements.map((p) => p.availabilityZone),
-  });
-  return {
-    provider,
-    local: undefined,
-    registrar,
-    executor: 'docker',
-    zones: ec2Config.placements.map((p) => p.availabilityZone),
-  };
+  const zones = ec2Config.placements.map((p) => p.availabilityZone);
+  log.info('EC2 settings', { amiId: ec2Config.amiId, zones });
+  return { provider, local: undefined, registrar, executor: 'docker', zones };
 }
