@@ -1,13 +1,11 @@
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CLI } from '../helpers/built-cli.js';
 import {
   killLocalLeftovers,
-  LOCAL_ADMIN_TOKEN,
+  spawnLocalController,
   startLocalController,
   until,
   workerAlive,
@@ -55,85 +53,38 @@ describe('a local controller and the address it listens on', () => {
     // Something else takes the port; the restart (whose job needs an instance again) must fail without one.
     holder = createServer();
     await new Promise<void>((resolve) => holder?.listen(port, '127.0.0.1', resolve));
-    const again = spawn(
-      process.execPath,
-      [
-        ...started.process.spawnargs.slice(1, started.process.spawnargs.indexOf('--listen')),
-        '--listen',
-        `127.0.0.1:${port}`,
-        '--executor',
-        'process',
-      ],
-      { env: started.env, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let stderr = '';
-    again.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const code = await new Promise<number | null>((resolve) => again.once('exit', resolve));
-    expect(code).toBe(1);
-    expect(stderr).toContain(`cannot serve the API on 127.0.0.1:${port}: the address is in use`);
+    const again = await spawnLocalController(stateDir, { port });
+    expect(await again.exited).toBe(1);
+    expect(again.stderr()).toContain(`cannot serve the API on 127.0.0.1:${port}: the address is in use`);
     expect(started.instances()).toHaveLength(launched);
     expect(started.instances().filter(workerAlive)).toEqual([]);
   }, 120_000);
 
   it('on --listen HOST:0 tells its workers the port it bound, and their tasks run', async () => {
     const dir = join(scratch, 'any-port');
-    const child = spawn(
-      process.execPath,
-      [
-        CLI,
-        'controller',
-        '--provider',
-        'local',
-        '--executor',
-        'process',
-        '--state-dir',
-        dir,
-        '--listen',
-        '127.0.0.1:0',
-      ],
-      {
-        env: { ...process.env, FLEETWISE_ADMIN_TOKEN: LOCAL_ADMIN_TOKEN },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    const ctl = await startLocalController(dir, { port: 0 });
     try {
-      const url = await until(
-        'the API URL file',
-        () => {
-          try {
-            return readFileSync(join(dir, 'api-url'), 'utf8').trim() || undefined;
-          } catch {
-            return undefined;
-          }
-        },
-        60_000,
-      );
-      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-      expect(url).not.toMatch(/:0$/);
-      const headers = { authorization: `Bearer ${LOCAL_ADMIN_TOKEN}`, 'content-type': 'application/json' };
-      const submitted = await fetch(`${url}/v1/jobs`, {
-        method: 'POST',
-        headers,
-        body: JSON.stringify({
-          name: 'sleeper',
-          team: 'pt',
-          tasks: [{ name: 'main', command: ['sleep', '600'], demand: { c7i: [0, 1, 1] } }],
-        }),
+      expect(ctl.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(ctl.url).not.toMatch(/:0$/);
+      const submitted = await ctl.api('POST', '/v1/jobs', {
+        name: 'sleeper',
+        team: 'pt',
+        tasks: [{ name: 'main', command: ['sleep', '600'], demand: { c7i: [0, 1, 1] } }],
       });
-      expect(submitted.status).toBe(201);
-      const { id } = (await submitted.json()) as { id: string };
+      expect(submitted.status, submitted.text).toBe(201);
+      const { id } = submitted.json as { id: string };
       await until(
         `${id} running`,
-        async () => {
-          const job = (await (await fetch(`${url}/v1/jobs/${id}`, { headers })).json()) as { state: string };
-          return job.state === 'running' ? true : undefined;
-        },
+        async () =>
+          ((await ctl.api('GET', `/v1/jobs/${id}`)).json as { state: string }).state === 'running'
+            ? true
+            : undefined,
         60_000,
+        () => ctl.diagnostics(),
       );
     } finally {
-      child.kill('SIGTERM');
-      await exited;
+      ctl.process.kill('SIGTERM');
+      await ctl.exited;
       killLocalLeftovers(dir);
     }
   }, 120_000);

@@ -115,18 +115,39 @@ export function oneLocalController(prefix: string): {
   };
 }
 
+export interface LocalControllerOptions {
+  readonly executor?: 'process' | 'docker';
+  readonly config?: readonly string[];
+  readonly args?: readonly string[];
+  readonly env?: NodeJS.ProcessEnv;
+  /**
+   * The API's port; a free one when absent (a restarted controller keeps its workers' port); 0 lets the controller
+   * bind any, its `url` then read from what it prints (`env`'s FLEETWISE_SERVER cannot know it).
+   */
+  readonly port?: number;
+  /** Append the controller's log (stderr) to this file as well (several restarts share one file). */
+  readonly logFile?: string;
+}
+
+/** A local controller started and serving its API. */
 export async function startLocalController(
   stateDir: string,
-  options: {
-    readonly executor?: 'process' | 'docker';
-    readonly config?: readonly string[];
-    readonly args?: readonly string[];
-    readonly env?: NodeJS.ProcessEnv;
-    /** The API's port; a free one when absent (a restarted controller keeps its workers' port). */
-    readonly port?: number;
-    /** Append the controller's log (stderr) to this file as well (several restarts share one file). */
-    readonly logFile?: string;
-  } = {},
+  options: LocalControllerOptions = {},
+): Promise<StartedController> {
+  const started = await spawnLocalController(stateDir, options);
+  await until(
+    'the controller API',
+    () => (started.stdout().includes('API http://') ? true : undefined),
+    CONTROLLER_START_TIMEOUT_MS,
+    () => started.diagnostics(),
+  );
+  return started;
+}
+
+/** A local controller process, started and not waited for (one that should fail to start, say). */
+export async function spawnLocalController(
+  stateDir: string,
+  options: LocalControllerOptions = {},
 ): Promise<StartedController> {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run "npm run build" first (npm test does)`);
   const port = options.port ?? (await freePort());
@@ -173,13 +194,15 @@ export async function startLocalController(
   const started: StartedController = {
     process: child,
     stateDir,
-    url,
+    get url(): string {
+      return port !== 0 ? url : (/API (http:\/\/\S+?);?\s/.exec(out)?.[1] ?? url);
+    },
     env,
     stdout: () => out,
     stderr: () => err,
     exited,
     api: async (method, path, body) => {
-      const response = await fetch(`${url}${path}`, {
+      const response = await fetch(`${started.url}${path}`, {
         method,
         headers: {
           authorization: `Bearer ${LOCAL_ADMIN_TOKEN}`,
@@ -209,12 +232,6 @@ export async function startLocalController(
       return [`--- controller:\n${(out + err).slice(-3000)}`, ...workers].join('\n');
     },
   };
-  await until(
-    'the controller API',
-    () => (out.includes('API http://') ? true : undefined),
-    CONTROLLER_START_TIMEOUT_MS,
-    () => started.diagnostics(),
-  );
   return started;
 }
 
