@@ -392,6 +392,15 @@ export function billedInstances(
     }));
 }
 
+/** The store's instances that were billed, each at its price, its market as the store records it. */
+export function billedInstancesIn(
+  store: StateStore,
+  catalog: Catalog,
+  instances: readonly InstanceRecord[] = store.listInstances(),
+): BilledInstance[] {
+  return billedInstances(instances, catalog, (id) => launchedOnSpot(store, id));
+}
+
 /** The cost report for [since, now] from the store's instances, jobs and task events. */
 export function computeCostReport(
   store: StateStore,
@@ -416,7 +425,7 @@ export function computeCostReport(
   for (const j of jobs) firstRecord = Math.min(firstRecord, j.submittedAtSeconds);
   for (const i of instances) firstRecord = Math.min(firstRecord, i.requestedAtSeconds);
   return attributeCosts({
-    instances: billedInstances(instances, catalog, (id) => launchedOnSpot(store, id)),
+    instances: billedInstancesIn(store, catalog, instances),
     placements: placementsFromEvents(events, nowSeconds),
     reservationPrice: (taskId) => rpByTask.get(taskId) ?? 0,
     jobs: new Map([...jobById.values()].map((j) => [j.id, { id: j.id, name: j.name, team: j.team }])),

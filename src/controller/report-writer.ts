@@ -1,10 +1,9 @@
 import type { Catalog } from '../core/catalog.js';
-import { launchedOnSpot } from './instance-market.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { locationOf } from './artifacts.js';
 import type { Clock } from './clock.js';
 import { nextUtcMonth, utcMonthBounds, utcMonthOf } from '../core/utc-month.js';
-import { billedInstances, computeClosedPeriodReport, type DetailedCostReport } from './cost-accounting.js';
+import { billedInstancesIn, computeClosedPeriodReport, type DetailedCostReport } from './cost-accounting.js';
 import { pruneCostReports } from './report-retention.js';
 import {
   buildReportDocument,
@@ -119,9 +118,7 @@ export class ReportWriter {
         cluster: this.deps.clusterName,
         reason,
         report,
-        instances: billedInstances(this.deps.store.listInstances(), catalog, (id) =>
-          launchedOnSpot(this.deps.store, id),
-        ),
+        instances: billedInstancesIn(this.deps.store, catalog),
         closed: true,
       });
       const keys = await writeMonthlyReportFiles(objectStore, doc, month);
@@ -169,9 +166,7 @@ export class ReportWriter {
       cluster: this.deps.clusterName,
       reason,
       report,
-      instances: billedInstances(this.deps.store.listInstances(), this.deps.catalog(), (id) =>
-        launchedOnSpot(this.deps.store, id),
-      ),
+      instances: billedInstancesIn(this.deps.store, this.deps.catalog()),
     });
     const keys = await writeReportFiles(this.deps.objectStore, doc);
     await this.pruneOld(this.deps.objectStore);
