@@ -11,6 +11,16 @@ import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
  */
 /** Eva on the bundled pai_200 trace: the flags under test follow. */
 const EVA_ON_PAI = ['simulate', '--format', 'eva', '--scheduler', 'eva'];
+/** Eva on the first `jobs` pai_200 jobs under examples/config/fleetwise-capped.yaml ($40/h), JSON out. */
+const withCappedConfig = (jobs: number): string[] => [
+  ...EVA_ON_PAI,
+  '--config',
+  'examples/config/fleetwise-capped.yaml',
+  '--jobs',
+  String(jobs),
+  '--no-predict',
+  '--json',
+];
 
 interface JsonRun {
   readonly scheduler: string;
@@ -56,19 +66,7 @@ describe('fleetwise simulate --runtime', () => {
   });
 
   it("--config applies the controller config's caps: the fleet never costs more than its $/h cap", async () => {
-    const args = [
-      'simulate',
-      '--config',
-      'examples/config/fleetwise-capped.yaml',
-      '--format',
-      'eva',
-      '--jobs',
-      '30',
-      '--scheduler',
-      'eva',
-      '--no-predict',
-      '--json',
-    ];
+    const args = withCappedConfig(30);
     const [controller, engine] = await Promise.all([
       runCli([...args, '--runtime', 'controller']),
       runCli([...args, '--runtime', 'engine']),
@@ -83,19 +81,7 @@ describe('fleetwise simulate --runtime', () => {
   });
 
   it("--config's placement between rounds and co-start run in the engine too, and flags override them", async () => {
-    const args = [
-      'simulate',
-      '--config',
-      'examples/config/fleetwise-capped.yaml',
-      '--format',
-      'eva',
-      '--jobs',
-      '60',
-      '--scheduler',
-      'eva',
-      '--no-predict',
-      '--json',
-    ];
+    const args = withCappedConfig(60);
     const out = join(mkdtempSync(join(tmpdir(), 'fleetwise-config-report-')), 'report');
     const [fromConfig, off] = await Promise.all([
       runCli([...args, '--out', out]),
