@@ -5,6 +5,15 @@ import type { StateStore } from './state-store.js';
 
 /** Files the API reads and writes in the object store besides reports: task logs and Docker build contexts. */
 
+/** An uploaded build context, as its owner described it. */
+export interface ContextInfo {
+  readonly sha256: string;
+  /** `tar`, or `gzip` for a gzip-compressed tar (both are what `docker build` accepts as a context). */
+  readonly encoding: 'tar' | 'gzip';
+  /** The uploading team, or undefined for the admin. */
+  readonly team: string | undefined;
+}
+
 /** Where a key of the store is, as users address it (`s3://bucket/key`, a local path). */
 export function locationOf(store: ObjectStore, key: string): string {
   return store.location.endsWith('/') ? `${store.location}${key}` : `${store.location}/${key}`;
@@ -37,7 +46,7 @@ export async function storeBuildContext(
   objectStore: ObjectStore,
   store: StateStore,
   archive: Readable,
-  info: { readonly sha256: string; readonly encoding: 'tar' | 'gzip'; readonly team: string | undefined },
+  info: ContextInfo,
 ): Promise<string> {
   const key = buildContextKey(info.sha256, info.encoding);
   let sizeBytes = 0;

@@ -5,7 +5,7 @@ import { Admission } from '../queue/admission.js';
 import { schedulerCaps } from '../round/plan-caps.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { billedPricePerHour, launchedOnSpot } from './instance-market.js';
-import { readJobLogs, storeBuildContext } from './artifacts.js';
+import { readJobLogs, storeBuildContext, type ContextInfo } from './artifacts.js';
 import type { ArchivedSubmissionKey, JobArchive } from './backup/job-archive.js';
 import { WITHDRAWN_AT_SUBMISSION } from './submission-keys.js';
 import { SystemClock, type Clock } from './clock.js';
@@ -556,16 +556,7 @@ export class Controller implements ControllerService {
    * API: keep an uploaded Docker build context; answers the reference a job spec's `build.context` carries. Absent
    * without an object store: the route answers 501.
    */
-  get storeContext():
-    | ((
-        archive: Readable,
-        info: {
-          readonly sha256: string;
-          readonly encoding: 'tar' | 'gzip';
-          readonly team: string | undefined;
-        },
-      ) => Promise<string>)
-    | undefined {
+  get storeContext(): ((archive: Readable, info: ContextInfo) => Promise<string>) | undefined {
     const objectStore = this.objectStore;
     return objectStore === undefined
       ? undefined

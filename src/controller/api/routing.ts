@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import type { ContextInfo } from '../artifacts.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { PriceBook } from '../../scheduler/reservation-price.js';
 import type { ControllerService, KeepOptions, SubmissionCommitHook } from '../service.js';
@@ -11,15 +12,6 @@ import type { JobRecord } from '../state-store.js';
 import type { ArchivedSubmissionKey } from '../backup/job-archive.js';
 import type { LoopHealth } from '../loop-health.js';
 import type { Principal, RouteAccess } from './auth.js';
-
-/** What the API needs of an uploaded build context's owner when storing it. */
-export interface ContextInfo {
-  readonly sha256: string;
-  /** `tar`, or `gzip` for a gzip-compressed tar (both are what `docker build` accepts as a context). */
-  readonly encoding: 'tar' | 'gzip';
-  /** The uploading team, or undefined for the admin. */
-  readonly team: string | undefined;
-}
 
 /**
  * The controller as the API uses it: the ControllerService contract plus optional capabilities. A route whose

@@ -17,7 +17,7 @@ import { RouteTable, type ApiContext, type ApiControllerService } from './routin
 import type { LeadershipView } from '../ha/leader-elector.js';
 
 export { ControllerMetrics } from './metrics.js';
-export type { ApiControllerService, ContextInfo } from './routing.js';
+export type { ApiControllerService } from './routing.js';
 
 /**
  * Requests other than context uploads (which stream, within their own limits): a job spec is at most this large
