@@ -208,7 +208,11 @@ export class Admission {
         holding.add(sched.id);
         // After a restart: the job was admitted no later than it started (or now, if it never did).
         memory.admittedSeconds ??= jobInfo.startedAtSeconds ?? now;
-        running.push({ ...queued, admittedSeconds: memory.admittedSeconds });
+        const preemptible =
+          sched.reconfigurable &&
+          tasks.some((t) => t.instanceId !== undefined) &&
+          !inNoMoveWindow(sched, now);
+        running.push({ ...queued, admittedSeconds: memory.admittedSeconds, preemptible });
       } else {
         // A job the plan sent back to the queue competes again from scratch.
         memory.admittedSeconds = undefined;

@@ -1,5 +1,6 @@
 import {
   addUsage,
+  capsUsed,
   capViolations,
   dominantShare,
   hasAnyCap,
@@ -28,6 +29,11 @@ export interface QueuedJob extends OrderableJob {
 export interface RunningQueuedJob extends QueuedJob {
   /** When it was admitted; the most recently admitted job of a class is its first preemption candidate. */
   readonly admittedSeconds: number;
+  /**
+   * Whether a round could stop it now (reconfigurable, placed, outside its no-move window); default true. A
+   * preemption plan counts only such jobs, so a plan is never carried out in part.
+   */
+  readonly preemptible?: boolean | undefined;
 }
 
 export interface AdmissionInput {
@@ -109,7 +115,11 @@ interface Entry<J extends QueuedJob> {
  * 2. Share pass: per class, in its ordering, admit the prefix of waiting jobs that fits in the class's fluid share
  *    and the exact caps (head-of-line blocking inside a class keeps its order, hence its predictions).
  * 3. Work-conserving pass: while some class's head job fits the exact caps (and its class's `maxShare` ceiling), admit
- *    it, largest (fluid − used) deficit first: no class idles capacity another class's head could use.
+ *    it, largest (fluid − used) deficit first: no class idles capacity another class's head could use. A class below
+ *    its fluid share whose head the caps hold back keeps what is free for that head (a reservation): otherwise a
+ *    head larger than what one ending job frees, in a class whose weight is below the head's share (so preemption
+ *    never asks for it), would wait for good while smaller classes take each freed unit, and a class over its share
+ *    could take room in the round that preempts its running jobs for the short class.
  * 4. Preemption: a class whose head would fit inside its guarantee min(w_k, D_k), short by ≥ the margin for
  *    `minShortRounds` rounds, proposes stopping the most recently admitted jobs of the classes furthest over their
  *    fluid share until the head fits.
@@ -185,17 +195,27 @@ export function admit(input: AdmissionInput): AdmissionResult {
     }
   });
   // 3. work-conserving pass
+  const passedOver = new Set<number>();
+  let reserved: ReadonlySet<string> | undefined; // the caps the reservation's head waits on
   for (;;) {
     let best = -1;
     classIds.forEach((_, k) => {
       const e = head(k);
-      if (e === undefined || !fitsNow(e)) return;
+      if (e === undefined || passedOver.has(k)) return;
+      // Behind a reservation, only what leaves the reserved caps alone (a CPU job while a GPU quota is awaited).
+      if (reserved !== undefined && capsUsed(e.job.footprint, caps).some((c) => reserved?.has(c))) return;
       if ((used[k] as number) + e.share > (holdLimit[k] as number) + EPS) return;
       const deficit = (fluid[k] as number) - (used[k] as number);
       if (best < 0 || deficit > (fluid[best] as number) - (used[best] as number) + EPS) best = k;
     });
     if (best < 0) break;
-    take(best);
+    const e = head(best) as Entry<QueuedJob>;
+    if (fitsNow(e)) take(best);
+    else {
+      if (reserved === undefined && (fluid[best] as number) - (used[best] as number) > EPS)
+        reserved = new Set(capViolations(addUsage(usage, e.job.footprint, caps), caps));
+      passedOver.add(best);
+    }
   }
 
   // 4. preemption proposals
@@ -280,7 +300,9 @@ function preemptionPlan(
   const used = [...usedNow];
   let usage = usageNow;
   const plan: Entry<RunningQueuedJob>[] = [];
-  const pool = running.filter((e) => !taken.has(e.job.id) && idx.get(e.classId) !== k);
+  const pool = running.filter(
+    (e) => e.job.preemptible !== false && !taken.has(e.job.id) && idx.get(e.classId) !== k,
+  );
   while (capViolations(addUsage(usage, headEntry.job.footprint, caps), caps).length > 0) {
     let worst = -1;
     used.forEach((u, j) => {

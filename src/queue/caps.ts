@@ -134,6 +134,20 @@ export function capViolations(usage: CapUsage, caps: QueueCaps): string[] {
   return out;
 }
 
+/** The caps (named as `capViolations` names them) a footprint uses any of. */
+export function capsUsed(footprint: JobFootprint, caps: QueueCaps): string[] {
+  const u = usageOf([footprint], caps);
+  const out: string[] = [];
+  if (caps.maxCostPerHour !== undefined && u.costPerHour > 0) out.push('maxCostPerHour');
+  if (caps.maxInstances !== undefined && u.instances > 0) out.push('maxInstances');
+  for (const q of caps.quotas ?? []) {
+    const g = u.byGroup.get(q.group) ?? { vcpus: 0, gpus: 0 };
+    if (q.maxVcpus !== undefined && g.vcpus > 0) out.push(`quota ${q.group} maxVcpus`);
+    if (q.maxGpus !== undefined && g.gpus > 0) out.push(`quota ${q.group} maxGpus`);
+  }
+  return out;
+}
+
 /** Whether a set of jobs, each with its cost/resource estimate, fits every cap at once. */
 export function fitsCaps(footprints: readonly JobFootprint[], caps: QueueCaps): boolean {
   return capViolations(usageOf(footprints, caps), caps).length === 0;

@@ -182,6 +182,21 @@ describe('the one admission: preemption victims', () => {
     const d = admission.decide(world(100, { noMove: 3600 }), none);
     expect(admission.victims(d)).toEqual([]);
   });
+
+  it('plans around a job inside its no-move window instead of stopping only part of a plan', () => {
+    // S1 needs one instance: L2 (the newest) may not move yet, so the plan stops L1, which frees as much.
+    const admission = new Admission(catalog, { caps, config });
+    const d = admission.decide(
+      snapshot(100, [
+        { id: 'L1', placedOn: 'i-1', remaining: 90_000, runningSince: 0 },
+        { id: 'L2', placedOn: 'i-2', remaining: 90_000, runningSince: 90, noMove: 3600 },
+        { id: 'S1', remaining: 500, arrival: 20 },
+      ]),
+      none,
+    );
+    expect(d.result.preemptions.map((p) => p.jobId)).toEqual(['L1']);
+    expect(admission.victims(d).map((v) => v.jobId)).toEqual(['L1']);
+  });
 });
 
 describe('describeQueue', () => {

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  capsUsed,
   capViolations,
   dominantShare,
   fitsCaps,
@@ -265,6 +266,91 @@ describe('admission under caps', () => {
     expect(after.preemptions).toEqual([]);
   });
 
+  it('keeps freed room for the head of a class below its share that the caps hold back (no starvation)', () => {
+    // The large class's weight share (.15) is below its head's share (2 of 8 instances), so preemption never asks
+    // for it; without a reservation each instance a small job frees would go to the next small job, for good.
+    const config = parseWfqConfig({
+      classes: [
+        { id: 'small', weight: 0.85, maxSizeSeconds: 100, ordering: 'fifo' },
+        { id: 'large', weight: 0.15, ordering: 'fifo' },
+      ],
+    });
+    const smalls = (n: number) => Array.from({ length: n }, (_, i) => run(qj(`s${i}`, i, 10, 1), i));
+    const waiting = [qj('L', 0, 1000, 2), qj('s-next', 50, 10, 1)];
+    const oneFree = admit({ nowSeconds: 100, caps, config, running: smalls(7), waiting });
+    expect(oneFree.admitted).toEqual([]);
+    expect(oneFree.queued.map((q) => q.jobId)).toEqual(['s-next', 'L']);
+    const twoFree = admit({ nowSeconds: 200, caps, config, running: smalls(6), waiting });
+    expect(twoFree.admitted).toEqual(['L']);
+  });
+
+  it('behind a reservation, a job that uses none of the caps the head waits on is still admitted', () => {
+    // The large class waits on the GPU quota; a CPU job of the small class leaves it alone.
+    const quotaCaps: QueueCaps = {
+      quotas: [
+        { group: 'p', maxGpus: 4 },
+        { group: 'standard', maxVcpus: 16 },
+      ],
+    };
+    const gpu = (id: string, arrival: number, size: number, n: number): QueuedJob => ({
+      ...qj(id, arrival, size, n),
+      footprint: fp(id, n, 'p3'),
+    });
+    const running = [run(gpu('s0', 0, 10, 3), 0)];
+    const r = admit({
+      nowSeconds: 100,
+      caps: quotaCaps,
+      config: TWO_CLASSES,
+      running,
+      waiting: [gpu('L', 1, 1000, 2), qj('s-cpu', 3, 10, 1)],
+    });
+    // The small class is at its share (3 of 4 GPUs), so only the work-conserving pass could admit s-cpu.
+    expect(r.classes.map((c) => [c.classId, c.fluidShare])).toEqual([
+      ['small', 0.75],
+      ['large', 0.25],
+    ]);
+    expect(r.admitted).toEqual(['s-cpu']);
+    expect(r.queued.map((q) => q.jobId)).toEqual(['L']);
+  });
+
+  it("never admits a class's new job in the round that preempts that class's running jobs", () => {
+    const teams = parseWfqConfig({
+      classifyBy: 'team',
+      classes: [
+        { id: 'A', weight: 1, teams: ['a'], ordering: 'fifo' },
+        { id: 'B', weight: 1, ordering: 'fifo' },
+      ],
+      preemption: { enabled: true, marginShare: 0.05, minShortRounds: 1 },
+    });
+    const b = (i: number): QueuedJob => ({ ...qj(`b${i}`, i, 1000, 1), team: 'b' });
+    const running = Array.from({ length: 7 }, (_, i) => run(b(i), i));
+    const r = admit({
+      nowSeconds: 200,
+      caps,
+      config: teams,
+      running,
+      waiting: [{ ...qj('a0', 100, 1000, 4), team: 'a' }, b(7)],
+    });
+    expect(r.admitted).toEqual([]);
+    expect(r.preemptions.map((p) => p.jobId)).toEqual(['b6', 'b5', 'b4']);
+  });
+
+  it('a preemption plan counts only jobs a round could stop, so it is never carried out in part', () => {
+    const running = [
+      run(qj('L1', 0, 1000, 2), 0),
+      run(qj('L2', 1, 1000, 2), 5),
+      run(qj('L3', 2, 1000, 2), 6),
+      { ...run(qj('L4', 3, 1000, 2), 7), preemptible: false }, // in its no-move window
+    ];
+    const waiting = [qj('S1', 50, 10, 2)];
+    const first = admit({ nowSeconds: 60, caps, config: TWO_CLASSES, running, waiting });
+    const second = admit({
+      ...{ nowSeconds: 120, caps, config: TWO_CLASSES, running, waiting },
+      shortRounds: first.shortRounds,
+    });
+    expect(second.preemptions.map((p) => p.jobId)).toEqual(['L3']);
+  });
+
   it('no preemption when the shortfall is below the margin or preemption is off', () => {
     const running = [run(qj('L1', 0, 1000, 4), 0), run(qj('L2', 1, 1000, 4), 1)];
     const waiting = [qj('S1', 5, 10, 2)];
@@ -404,12 +490,31 @@ describe('admission properties', () => {
             const c = classify(config, byId.get(id) as QueuedJob);
             expect(classUse.get(c) as number).toBeLessThanOrEqual(ceilingOf(c) + 1e-9);
           }
-          // work conservation in whole jobs: no class head left waiting fits in the leftover caps and its ceiling
-          for (const q of r.queued.filter((x) => x.position === 0)) {
+          // work conservation in whole jobs: a class head left waiting that fits in the leftover caps and its
+          // ceiling waits behind a reservation: the head of a class below its fluid share, at least as far below it,
+          // that the caps hold back, on a cap the waiting head would use
+          const heads = r.queued.filter((x) => x.position === 0 && x.reason !== 'never-fits');
+          const fits = (id: string) => fitsCaps([...all, (byId.get(id) as QueuedJob).footprint], caps);
+          const deficit = (classId: string) => {
+            const c = r.classes.find((k) => k.classId === classId) as (typeof r.classes)[number];
+            return c.fluidShare - c.usedShare;
+          };
+          for (const q of heads) {
             const roomInClass =
               (classUse.get(q.classId) ?? 0) + shareOf(q.jobId) <= ceilingOf(q.classId) + 1e-9;
-            if (roomInClass)
-              expect(fitsCaps([...all, (byId.get(q.jobId) as QueuedJob).footprint], caps)).toBe(false);
+            if (!roomInClass || !fits(q.jobId)) continue;
+            const uses = new Set(capsUsed((byId.get(q.jobId) as QueuedJob).footprint, caps));
+            const reservation = heads.find(
+              (h) =>
+                h.classId !== q.classId &&
+                !fits(h.jobId) &&
+                deficit(h.classId) > 1e-9 &&
+                deficit(h.classId) >= deficit(q.classId) - 1e-9 &&
+                capViolations(usageOf([...all, (byId.get(h.jobId) as QueuedJob).footprint], caps), caps).some(
+                  (c) => uses.has(c),
+                ),
+            );
+            expect(reservation, `${q.jobId} fits and waits with no reservation ahead of it`).toBeDefined();
           }
         },
       ),
