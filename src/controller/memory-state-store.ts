@@ -132,6 +132,10 @@ export class MemoryStateStore implements StateStore {
 
   // ---- jobs and tasks ----------------------------------------------------------------------------------------
 
+  reserveJobIds(throughSeq: number): void {
+    this.transaction(() => this.claim('job', throughSeq));
+  }
+
   submitJob(spec: JobSpec, kept?: KeptJobIdentity): JobRecord {
     return this.transaction(() => {
       const now = this.now();

@@ -297,6 +297,11 @@ export interface StateStore {
    * and submission time it had before (a restore re-submits the jobs its backup missed); that id must be free.
    */
   submitJob(spec: JobSpec, kept?: KeptJobIdentity): JobRecord;
+  /**
+   * Ids up to job-`throughSeq` are taken though no job here has them (the job archive knows them): later submissions
+   * get higher ones. Never moves the counter down.
+   */
+  reserveJobIds(throughSeq: number): void;
   getJob(id: string): JobRecord | undefined;
   /** In submission order. */
   listJobs(filter?: JobFilter): JobRecord[];

@@ -453,6 +453,46 @@ describe('restore from a backup', () => {
     restored.close();
   });
 
+  it('never gives again an id the archive holds only the end of (a job withdrawn after the backup)', async () => {
+    const c = new Cluster();
+    await c.submit('kept'); // job-1
+    await c.backup.run();
+    // job-2: stored, its spec never archived, withdrawn; only its end is archived.
+    await c.withdraw(c.state.submitJob(jobSpec('withdrawn', CPU_SMALL)).id);
+    c.state.close();
+
+    const { dir } = await c.restore(c.objectsDir);
+    const restored = new SqliteStateStore(join(dir, 'state.db'));
+    expect(restored.getJob('job-2')).toBeUndefined();
+    expect(restored.submitJob(jobSpec('next', CPU_SMALL)).id).toBe('job-3');
+    restored.close();
+  });
+
+  it("ends a job only with its own submission's end record", async () => {
+    const c = new Cluster();
+    await c.submit('first'); // job-1
+    const live = await c.submit('live'); // job-2, queued in the backup and after it
+    await c.backup.run();
+    // An end record under job-2 of another submission (an id given again by an older version).
+    writeFileSync(
+      join(c.objectsDir, jobArchiveKeys('prod', 'job-2').end),
+      JSON.stringify({
+        version: 1,
+        id: 'job-2',
+        state: 'cancelled',
+        reason: 'withdrawn at submission',
+        finishedAtSeconds: live.submittedAtSeconds - 50,
+        submittedAtSeconds: live.submittedAtSeconds - 100,
+      }),
+    );
+    c.state.close();
+
+    const { dir } = await c.restore(c.objectsDir);
+    const restored = new SqliteStateStore(join(dir, 'state.db'));
+    expect(restored.getJob('job-2')?.state).toBe('queued');
+    restored.close();
+  });
+
   it('keeps a rerun of one job of an array, submitted alone, and replaces a key the backup holds for a withdrawn job', async () => {
     const c = new Cluster();
     const first = jobSpec('flaky', CPU_SMALL);

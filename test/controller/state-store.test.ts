@@ -162,6 +162,20 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(store.listJobs()).toHaveLength(4);
     });
 
+    it('reserves ids no job here has: later submissions get higher ones, and a reservation never moves back', () => {
+      store.submitJob(RESNET); // job-1
+      store.reserveJobIds(4);
+      expect(store.submitJob(RESNET).id).toBe('job-5');
+      store.reserveJobIds(2);
+      expect(store.submitJob(RESNET).id).toBe('job-6');
+      expect(store.getJob('job-4')).toBeUndefined();
+    });
+
+    it('reserves ids on an empty store too', () => {
+      store.reserveJobIds(3);
+      expect(store.submitJob(RESNET).id).toBe('job-4');
+    });
+
     it('counts jobs and tasks per state as listing them would', () => {
       const a = store.submitJob(DDP);
       store.submitJob(RESNET);

@@ -73,6 +73,8 @@ export const archivedEndSchema = z.strictObject({
   state: z.enum(JOB_STATES),
   reason: z.string().optional(),
   finishedAtSeconds: epochSeconds,
+  /** When the job that ended was submitted: an end applies to that submission only (absent in older documents). */
+  submittedAtSeconds: epochSeconds.optional(),
 });
 export type ArchivedEnd = z.output<typeof archivedEndSchema>;
 

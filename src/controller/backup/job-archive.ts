@@ -84,6 +84,7 @@ export class JobArchive {
       state: job.state,
       ...(job.reason === undefined ? {} : { reason: job.reason }),
       finishedAtSeconds: job.finishedAtSeconds ?? job.updatedAtSeconds,
+      submittedAtSeconds: job.submittedAtSeconds,
     });
     this.writing ??= this.writeEnds().finally(() => {
       this.writing = undefined;

@@ -94,6 +94,10 @@ export async function rebuildJobs(
   );
 
   return store.transaction(() => {
+    // Every id the archive knows stays taken, a job it holds only the end of too (one withdrawn at submission after
+    // the backup): given again, that end would apply to the new job at the next restore.
+    const newest = [...listed.keys()].reduce((m, id) => Math.max(m, jobSeqOf(id)), 0);
+    if (newest > 0) store.reserveJobIds(newest);
     for (const { archived, spec } of validated) {
       store.submitJob(spec, { id: archived.id, submittedAtSeconds: archived.submittedAtSeconds });
       store.appendEvent({
@@ -198,6 +202,8 @@ function validArchivedSpec(archived: ArchivedSpec, catalog: Catalog): JobSpec {
 function endAsArchived(store: StateStore, end: ArchivedEnd): boolean {
   const job = store.getJob(end.id);
   if (job === undefined || isFinalJobState(job.state) || !isFinalJobState(end.state)) return false;
+  // The end of another submission under the same id (an id given again before ids the archive knew stayed taken).
+  if (end.submittedAtSeconds !== undefined && end.submittedAtSeconds !== job.submittedAtSeconds) return false;
   const path = transitionPath(job.state, end.state);
   const when = new Date(end.finishedAtSeconds * 1000).toISOString();
   const reason = `${end.reason ?? end.state} (ended ${when}, after the backup restored; from the job archive)`;

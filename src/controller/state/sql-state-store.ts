@@ -71,6 +71,10 @@ export abstract class SqlStateStore implements StateStore {
     return this.jobs.submitJob(spec, kept);
   }
 
+  reserveJobIds(throughSeq: number): void {
+    this.connection.transaction(() => this.connection.numberUsed('jobs', throughSeq));
+  }
+
   getJob(id: string): JobRecord | undefined {
     return this.jobs.getJob(id);
   }

@@ -58,6 +58,12 @@ export class SqliteConnection implements SqlConnection {
     return (row === undefined ? 0 : Number(row['seq'])) + 1;
   }
 
-  /** Nothing to do: inserting an explicit AUTOINCREMENT key above `sqlite_sequence` moves it up by itself. */
-  numberUsed(): void {}
+  /**
+   * Move `sqlite_sequence` up to `number` (an inserted explicit key above it moves it by itself; a number taken
+   * without a row, `reserveJobIds`, does not).
+   */
+  numberUsed(table: NumberedTable, number: number): void {
+    const changed = this.run('UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = ?', number, table);
+    if (changed === 0) this.run('INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)', table, number);
+  }
 }
