@@ -164,6 +164,30 @@ describe('reconciler: plans into intents into effects', () => {
     expect(r.store.getTask(`${a.id}.0`)?.instanceId).toBeUndefined();
   });
 
+  it('a start whose job is cancelled while the start call is under way leaves the other starts recorded', async () => {
+    // A task control whose start waits on the worker: the cancel lands in between and fails the start's intent.
+    class SlowStart extends ScriptedTaskControl {
+      onStart: ((taskId: string) => void) | undefined;
+      override async start(request: TaskStartRequest): Promise<void> {
+        await super.start(request);
+        await new Promise((resolve) => setImmediate(resolve));
+        this.onStart?.(request.task.id);
+      }
+    }
+    const control = new SlowStart();
+    const r = rig({}, { tasks: control });
+    const a = r.controller.submit(jobSpec('a', CPU_SMALL), 'research');
+    const b = r.controller.submit(jobSpec('b', CPU_SMALL), 'research');
+    control.onStart = (taskId) => {
+      if (taskId === `${a.id}.0`) r.controller.cancel(a.id);
+    };
+    await r.controller.runRound(); // launches
+    await r.controller.runRound(); // starts both
+    expect(control.calls.filter((c) => c.startsWith('start'))).toHaveLength(2);
+    expect(r.store.getJob(a.id)?.state).toBe('cancelled');
+    expect(r.store.getTask(`${b.id}.0`)?.state).toBe('running');
+  });
+
   it('stops the tasks of a job that another writer ended, so its instance can go', async () => {
     const control = new ScriptedTaskControl();
     const r = rig({}, { tasks: control });

@@ -237,6 +237,8 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
     await ctx.deps.tasks.start({ task, job, instance });
     ctx.fault('start:after-call', taskId);
     slices.defer(() => {
+      // Failed meanwhile (a cancel while the start was under way): completing it would throw and roll back the slice.
+      if (ctx.store.getIntent(intent.id)?.state !== 'pending') return undefined;
       ctx.store.completeIntent(intent.id);
       // Cancelled meanwhile: its stop intent (recorded by the cancel) stops it.
       const still = stillStartingOn(ctx, taskId, instanceId);
