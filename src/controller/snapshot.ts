@@ -244,11 +244,18 @@ function schedJob(
   const runningSinceSeconds =
     enteredRunning === undefined ? undefined : enteredRunning + (spec.checkpoint.initDelaySeconds ?? 0);
   const checkpoints = tasks.map((t) => t.lastCheckpointAtSeconds);
-  // The job can resume from the oldest of its tasks' latest checkpoints; never checkpointed = all work since it
-  // started running is lost by a move.
-  const lastCheckpointSeconds = checkpoints.every((c) => c !== undefined)
+  // Running, the job can resume from the oldest of its tasks' latest checkpoints, or from where this run began
+  // (it resumed from a checkpoint, or started afresh): what it did before is not at risk, nor the time it waited.
+  // Not running, nothing is at risk until it runs again; never run, undefined (a periodic checkpoint's mean age).
+  const oldest = checkpoints.every((c) => c !== undefined)
     ? Math.min(...(checkpoints as number[]))
-    : (runningSinceSeconds ?? job.startedAtSeconds);
+    : undefined;
+  const lastCheckpointSeconds =
+    runningSinceSeconds !== undefined
+      ? Math.max(oldest ?? runningSinceSeconds, runningSinceSeconds)
+      : job.startedAtSeconds !== undefined || oldest !== undefined
+        ? input.nowSeconds
+        : undefined;
   return {
     id: job.id,
     taskIds: tasks.map((t) => t.id),

@@ -84,6 +84,34 @@ describe('snapshot of the store for the scheduler', () => {
     expect(snapshotJob?.expectedRemainingSeconds).toBe(4900);
   });
 
+  it('puts no work at risk for the time a job waited: queued it has none, resumed it counts from the resume', async () => {
+    const r = rig({ vanishGraceSeconds: 60 });
+    const job = r.controller.submit(jobSpec('resumes', CPU_SMALL), 'research');
+    await r.controller.runRound();
+    r.clock.advance(500);
+    r.store.recordCheckpoint(`${job.id}.0`, 'checkpoints/one', r.clock.nowSeconds());
+    const checkpointed = r.clock.nowSeconds();
+    r.clock.advance(300);
+    const running = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds())).jobs[0];
+    expect(running?.lastCheckpointSeconds).toBe(checkpointed);
+    // Back in the queue (as a lost instance sends it), it would resume from that checkpoint: nothing is at risk.
+    r.store.transaction(() => {
+      r.store.setTaskState(`${job.id}.0`, 'stopped');
+      r.store.setJobState(job.id, 'queued', 'its instance was lost');
+    });
+    r.clock.advance(3600);
+    const queued = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds())).jobs[0];
+    expect(queued?.lastCheckpointSeconds).toBe(r.clock.nowSeconds());
+    // Running again from the checkpoint: at risk is what it did since it resumed, not the hour it waited.
+    await r.controller.runRound('period');
+    const resumed = r.store.getJob(job.id)?.state === 'running' ? r.clock.nowSeconds() : undefined;
+    expect(resumed).toBeDefined();
+    r.clock.advance(100);
+    const again = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds())).jobs[0];
+    expect(again?.lastCheckpointSeconds).toBe(again?.runningSinceSeconds);
+    expect(again?.runningSinceSeconds).toBeGreaterThanOrEqual(resumed as number);
+  });
+
   it('leaves out instances that are going away, and a pinned job committed to one', async () => {
     const r = rig();
     const job = r.controller.submit(jobSpec('a', CPU_SMALL), 'research');
