@@ -1,6 +1,7 @@
 import type { Caps } from '../core/model.js';
 import type { DraftInstance } from './full-reconfiguration.js';
 import { compositionValue, type PackTask, type RateModel } from './packing.js';
+import { draftWithTasks } from './reconfiguration.js';
 
 export interface CappedPlan {
   readonly drafts: DraftInstance[];
@@ -43,7 +44,7 @@ export function enforceCaps(
       .filter((d) => d !== victim)
       .map((d) => {
         const remaining = d.taskIds.filter((id) => !jobs.has((tasks.get(id) as PackTask).jobId));
-        return remaining.length === d.taskIds.length ? d : { ...d, taskIds: remaining };
+        return remaining.length === d.taskIds.length ? d : withTasksOnly(d, remaining, tasks);
       })
       .filter((d) => d.taskIds.length > 0);
     cap = violated();
@@ -55,6 +56,22 @@ export function enforceCaps(
       ? 'a cap forced stopping jobs that were pinned (they resume from their last checkpoint)'
       : undefined,
   };
+}
+
+/**
+ * The draft holding only `taskIds`: its composition and usage rebuilt too, so that what the cut plan is valued at
+ * (TNRP, interference) and ranked by is the tasks it keeps, not those of the jobs the cap sent back to wait.
+ */
+function withTasksOnly(
+  d: DraftInstance,
+  taskIds: readonly string[],
+  tasks: ReadonlyMap<string, PackTask>,
+): DraftInstance {
+  const rebuilt = draftWithTasks(
+    d,
+    taskIds.map((id) => tasks.get(id) as PackTask),
+  );
+  return d.placement === undefined ? rebuilt : { ...rebuilt, placement: d.placement };
 }
 
 /** What `enforceCaps` ranks an instance by: its tasks' TNRP (Eva §4.3), without the multi-task correction. */

@@ -88,6 +88,9 @@ export class ConsolidationCandidate {
     });
     // Most rounds find nothing to consolidate: say so before building any draft.
     if (!moved && consolidated.length === stay.length) return undefined;
+    // An existing instance keeps the type the round priced it at (a flagged spot instance's risk premium included,
+    // eva-pack-input.ts), as in every other candidate: else keeping it would look cheaper here than in `stay`.
+    const existingTypes = new Map(input.instances.map((i) => [i.id, i.type]));
     return consolidated.map((inst) => {
       const isNew = inst.isNew || inst.id.startsWith(STAY_NEW_PREFIX);
       // The stay plan's new instances keep their ids; Karpenter's replacements get ids of their own.
@@ -97,7 +100,7 @@ export class ConsolidationCandidate {
           ? `consolidate-${inst.id}`
           : inst.id;
       return draftWithTasks(
-        { id, type: input.book.type(inst.typeName), isNew },
+        { id, type: (isNew ? undefined : existingTypes.get(id)) ?? input.book.type(inst.typeName), isNew },
         inst.taskIds.map((t) => input.tasks.get(t) as PackTask),
       );
     });

@@ -1,7 +1,7 @@
 import type { Caps } from '../core/model.js';
 import { enforceCaps } from './caps.js';
 import type { EvaluateCandidate } from './eva-candidates.js';
-import { capViolation, type Candidate } from './eva-choice.js';
+import { capViolation, cutRepairs, type Candidate } from './eva-choice.js';
 import type { DraftInstance } from './full-reconfiguration.js';
 import type { PackTask } from './packing.js';
 
@@ -20,20 +20,26 @@ export function cutToCaps(
   tasks: ReadonlyMap<string, PackTask>,
   pinnedTaskIds: ReadonlySet<string>,
   valueOf: (d: DraftInstance) => number,
+  /** $/hour of an instance at the market it is bought in (eva-cap-price.ts): what the $ cap is held to. */
+  pricePerHour: (d: DraftInstance) => number,
   evaluate: EvaluateCandidate,
 ): Candidate {
   if (candidate.summary.rejectedBecause !== undefined) return candidate;
-  const violation = capViolation(candidate.summary, caps);
+  const violation = capViolation(candidate, caps, pricePerHour);
   if (violation === undefined) return candidate;
-  const rejected = { ...candidate, summary: { ...candidate.summary, rejectedBecause: violation } };
-  const cut = enforceCaps(candidate.drafts, caps, tasks, pinnedTaskIds, valueOf);
+  const rejected: Candidate = {
+    ...candidate,
+    summary: { ...candidate.summary, rejectedBecause: violation },
+    cutRepairs: cutRepairs(candidate.summary, caps),
+  };
+  const cut = enforceCaps(candidate.drafts, caps, tasks, pinnedTaskIds, valueOf, pricePerHour);
   const waiting = new Set(cut.waiting.map((w) => w.jobId));
   const stopsRunning = [...tasks.values()].some(
     (t) => waiting.has(t.jobId) && t.currentInstanceId !== undefined,
   );
   if (waiting.size === 0 || stopsRunning) return rejected;
   const evaluated = evaluate(candidate.summary.name, cut.drafts);
-  const still = capViolation(evaluated.summary, caps);
+  const still = capViolation(evaluated, caps, pricePerHour);
   return {
     drafts: evaluated.drafts,
     capWaits: cut.waiting,
@@ -42,5 +48,6 @@ export function cutToCaps(
       leftWaiting: waiting.size,
       ...(still === undefined ? {} : { rejectedBecause: still }),
     },
+    ...(still === undefined ? {} : { cutRepairs: cutRepairs(evaluated.summary, caps) }),
   };
 }

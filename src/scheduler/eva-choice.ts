@@ -33,6 +33,12 @@ export interface Candidate {
   readonly drafts: readonly DraftInstance[];
   /** Weighed as cut to the caps (eva-cap-cut.ts): the jobs the cut leaves waiting, and the cap each waits for. */
   readonly capWaits?: readonly { readonly jobId: string; readonly cap: string }[] | undefined;
+  /**
+   * Rejected only for caps the plan's cut to the caps repairs ($/hour, instance count: eva-chosen-plan.ts drops
+   * instances and their jobs wait), none it cannot (migrations per round): a last resort when every candidate is
+   * rejected (chooseCandidate).
+   */
+  readonly cutRepairs?: boolean | undefined;
 }
 
 /**
@@ -137,14 +143,25 @@ function draftValue(
   return compositionValue(draftWithTasks(d, tasks).composition, input.model, false);
 }
 
-/** Why a candidate breaks the caps, or undefined when it keeps them. */
-export function capViolation(s: CandidateSummary, c: Caps): string | undefined {
-  if (c.maxCostPerHour !== undefined && s.costPerHour > c.maxCostPerHour + 1e-9)
-    return `costs $${s.costPerHour.toFixed(2)}/h over the $${c.maxCostPerHour}/h cap`;
-  if (c.maxInstances !== undefined && s.instances > c.maxInstances)
-    return `${s.instances} instances over the cap of ${c.maxInstances}`;
-  if (c.maxMigrationsPerRound !== undefined && s.movedJobs.length > c.maxMigrationsPerRound)
-    return `moves ${s.movedJobs.length} jobs over the cap of ${c.maxMigrationsPerRound} per round`;
+/**
+ * Why a candidate breaks the caps, or undefined when it keeps them. Its $/hour is taken at the markets its instances
+ * are bought in (`pricePerHour`, eva-cap-price.ts), not at `costPerHour`, which carries rebalance risk premiums.
+ */
+export function capViolation(
+  c: Pick<Candidate, 'summary' | 'drafts'>,
+  caps: Caps,
+  pricePerHour: (d: DraftInstance) => number,
+): string | undefined {
+  const s = c.summary;
+  if (caps.maxCostPerHour !== undefined) {
+    const cost = c.drafts.reduce((sum, d) => sum + pricePerHour(d), 0);
+    if (cost > caps.maxCostPerHour + 1e-9)
+      return `costs $${cost.toFixed(2)}/h over the $${caps.maxCostPerHour}/h cap`;
+  }
+  if (caps.maxInstances !== undefined && s.instances > caps.maxInstances)
+    return `${s.instances} instances over the cap of ${caps.maxInstances}`;
+  if (caps.maxMigrationsPerRound !== undefined && s.movedJobs.length > caps.maxMigrationsPerRound)
+    return `moves ${s.movedJobs.length} jobs over the cap of ${caps.maxMigrationsPerRound} per round`;
   return undefined;
 }
 
@@ -159,10 +176,17 @@ export function weighed(s: CandidateSummary): { savingPerSecond: number; migrati
   };
 }
 
+/** Whether a cut to the caps (dropping instances, never moving a job) can bring the candidate under them. */
+export function cutRepairs(s: CandidateSummary, caps: Caps): boolean {
+  return caps.maxMigrationsPerRound === undefined || s.movedJobs.length <= caps.maxMigrationsPerRound;
+}
+
 /**
  * Eq. 1 between the candidates in turn (CANDIDATE_ORDER: each replaces the best so far only if it beats it, its
  * extra migration cost counted `paybackMargin` times), so that no move is approved without a positive net saving
- * over the horizon. Candidates that break a cap are skipped while another is eligible. With a value of time, both
+ * over the horizon. Candidates that break a cap are skipped while another is eligible; when none is, only those the
+ * plan's cut to the caps repairs are weighed (a plan over the migrations cap would be refused round after round,
+ * while `stay` cut to a lowered $ cap stops a job, which a later round restarts). With a value of time, both
  * sides of eq. 1 carry it (weighed): a plan that saves dollars by slowing jobs down loses when their time is worth
  * more, and a move's downtime counts with its dollars, `paybackMargin` times.
  */
@@ -172,7 +196,9 @@ export function chooseCandidate(
   paybackMargin: number,
 ): { chosen: Candidate; reason: string } {
   const eligible = candidates.filter((c) => c.summary.rejectedBecause === undefined);
-  const pool = eligible.length > 0 ? eligible : candidates;
+  const repairable = candidates.filter((c) => c.cutRepairs === true);
+  const lastResort = eligible.length === 0 && repairable.length > 0;
+  const pool = eligible.length > 0 ? eligible : lastResort ? repairable : candidates;
   const margin = paybackMargin === 1 ? '' : ` ×${paybackMargin}`;
   const describe = (c: Candidate) => {
     const s = c.summary;
@@ -185,13 +211,17 @@ export function chooseCandidate(
   };
   if (pool.length === 1) {
     const only = pool[0] as Candidate;
-    return { chosen: only, reason: `only candidate (${describe(only)})` };
+    const resort = lastResort
+      ? 'every candidate breaks a cap; the only one a cut to the caps repairs'
+      : 'only candidate';
+    return { chosen: only, reason: `${resort} (${describe(only)})` };
   }
   const ordered = CANDIDATE_ORDER.flatMap((name) => pool.filter((c) => c.summary.name === name));
   let best = ordered[0];
   if (best === undefined) throw new Error('no candidate plan');
   for (const c of ordered.slice(1))
     if (chooseFull(weighed(c.summary), weighed(best.summary), horizon, paybackMargin)) best = c;
-  const reason = `chose ${best.summary.name} — ${pool.map(describe).join('; ')}`;
+  const resort = lastResort ? 'every candidate breaks a cap; of those a cut to the caps repairs, ' : '';
+  const reason = `${resort}chose ${best.summary.name} — ${pool.map(describe).join('; ')}`;
   return { chosen: best, reason };
 }

@@ -1,17 +1,9 @@
-import type { Catalog } from '../core/catalog.js';
-import type { Caps, ClusterSnapshot } from '../core/model.js';
+import type { Caps } from '../core/model.js';
 import { capRankValue, enforceCaps } from './caps.js';
 import type { Candidate } from './eva-choice.js';
-import { toPlanned, type DraftInstance } from './full-reconfiguration.js';
-import {
-  chooseMarket,
-  marketContext,
-  plannedPricePerHour,
-  type MarketContext,
-  type MarketInput,
-} from './market-choice.js';
+import type { PlanMarkets } from './eva-cap-price.js';
 import type { PackTask, RateModel } from './packing.js';
-import type { CandidateSummary, Configuration, Plan, PlannedInstance } from './types.js';
+import type { CandidateSummary, Configuration, Plan } from './types.js';
 
 /** Eva's chosen candidate as the round's plan: caps enforced, each instance's market chosen, the decision recorded. */
 
@@ -19,22 +11,19 @@ import type { CandidateSummary, Configuration, Plan, PlannedInstance } from './t
 export interface ChosenPlanInput {
   readonly scheduler: string;
   readonly now: number;
-  readonly snapshot: ClusterSnapshot;
-  readonly catalog: Catalog;
   readonly chosen: Candidate;
   /** Every candidate's summary, cap violations included. */
   readonly candidates: readonly CandidateSummary[];
   /** Why the decision rule chose it. */
   readonly reason: string;
   readonly caps: Caps;
-  readonly packTasks: ReadonlyMap<string, PackTask>;
+  /** The round's tasks as its candidates were packed from (PlanningInput.tasks). */
+  readonly tasks: ReadonlyMap<string, PackTask>;
   readonly pinnedTaskIds: ReadonlySet<string>;
   readonly pinned: readonly { readonly jobId: string; readonly why: string }[];
   readonly model: RateModel;
-  /** Whether new instances may be bought on spot (EvaOptions.spot and a catalog with spot prices). */
-  readonly spot: boolean;
-  /** Σ reservation prices of a job's tasks on demand, $/hour. */
-  readonly jobRpOnDemand: ReadonlyMap<string, number>;
+  /** How each instance is bought and what it costs there (the price the caps are held to). */
+  readonly markets: PlanMarkets;
   readonly horizon: number;
   readonly paybackMargin: number;
   /** The default value of time, $ per job-hour (recorded when > 0). */
@@ -46,27 +35,16 @@ export interface ChosenPlanInput {
 
 /** The round's plan from the chosen candidate, with its decision record. */
 export function chosenPlan(c: ChosenPlanInput): Plan {
-  const markets: MarketInput | undefined = !c.spot
-    ? undefined
-    : { catalog: c.catalog, snapshot: c.snapshot, rpPerHourOfJob: (id) => c.jobRpOnDemand.get(id) ?? 0 };
-  const context = markets === undefined ? undefined : marketContext(c.snapshot);
-  const bought = (d: DraftInstance) =>
-    chooseMarket(toPlanned([d])[0] as PlannedInstance, markets as MarketInput, context as MarketContext);
+  const { markets } = c;
   const capped = enforceCaps(
     c.chosen.drafts,
     c.caps,
-    c.packTasks,
+    c.tasks,
     c.pinnedTaskIds,
     capRankValue(c.model),
-    markets === undefined ? undefined : (d) => plannedPricePerHour(c.catalog, bought(d)),
+    markets.pricePerHour,
   );
-  const planned = toPlanned(capped.drafts);
-  const configuration: Configuration = {
-    instances:
-      markets === undefined
-        ? planned
-        : planned.map((i) => chooseMarket(i, markets, context as MarketContext)),
-  };
+  const configuration: Configuration = { instances: capped.drafts.map(markets.planned) };
   return {
     configuration,
     decision: {

@@ -58,9 +58,16 @@ export function exactCandidate(
     existing: snapshot.instances,
   });
   if (result.configuration === undefined) return undefined;
+  // Existing instances at the round's price for them (a flagged spot instance's risk premium included), as in the
+  // other candidates.
+  const existingTypes = new Map(input.instances.map((i) => [i.id, i.type]));
   return result.configuration.instances.map((inst) =>
     draftWithTasks(
-      { id: inst.id, type: book.type(inst.typeName), isNew: inst.isNew },
+      {
+        id: inst.id,
+        type: (inst.isNew ? undefined : existingTypes.get(inst.id)) ?? book.type(inst.typeName),
+        isNew: inst.isNew,
+      },
       inst.taskIds.map((id) => input.tasks.get(id) as PackTask),
     ),
   );

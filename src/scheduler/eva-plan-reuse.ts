@@ -1,7 +1,7 @@
 import type { ClusterSnapshot } from '../core/model.js';
 import type { SlowJobTracker } from './latency-migration.js';
 import type { LatencyView } from './latency-view.js';
-import type { Plan } from './types.js';
+import type { Configuration, Plan } from './types.js';
 
 /** When Eva reuses its last plan: the fingerprint of a round's inputs, and the plan reused when it did not change. */
 
@@ -38,15 +38,25 @@ export function planFingerprint(
  * A round whose inputs did not change (same jobs, placements, instance states, pins, learned means and horizon)
  * would compute the same plan: reuse it. Only the work lost since the last checkpoint grows meanwhile, which can
  * only make a move less attractive, so reusing a "stay" decision is safe and a move decision stays the same plan.
+ * A plan the cluster already is (carried out last round) is recorded as `stay`: this round moves nothing. One not
+ * carried out (a dry run, a round refused for a cap) keeps its name, since it still moves what it moved.
  */
-export function unchangedPlan(plan: Plan, now: number): Plan {
+export function unchangedPlan(plan: Plan, snapshot: ClusterSnapshot): Plan {
   return {
     configuration: plan.configuration,
     decision: {
       ...plan.decision,
-      nowSeconds: now,
-      chosen: plan.decision.chosen === 'full' ? 'stay' : plan.decision.chosen,
+      nowSeconds: snapshot.nowSeconds,
+      chosen: isCurrent(plan.configuration, snapshot) ? 'stay' : plan.decision.chosen,
       reason: `inputs unchanged since t=${plan.decision.nowSeconds} s: same plan (${plan.decision.reason})`,
     },
   };
+}
+
+/** Whether the configuration launches nothing and leaves every task it places where the snapshot has it. */
+function isCurrent(configuration: Configuration, snapshot: ClusterSnapshot): boolean {
+  const committed = new Map(snapshot.tasks.map((t) => [t.id, t.instanceId]));
+  return configuration.instances.every(
+    (i) => !i.isNew && i.taskIds.every((id) => committed.get(id) === i.id),
+  );
 }

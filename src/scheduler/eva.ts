@@ -14,6 +14,7 @@ import { candidateEvaluator, generateCandidates, slowJobsDue, type EvaVariant } 
 import { chooseCandidate } from './eva-choice.js';
 import { cutToCaps } from './eva-cap-cut.js';
 import { chosenPlan } from './eva-chosen-plan.js';
+import { planMarkets } from './eva-cap-price.js';
 import { repackedUnderCaps, type ChosenRound } from './eva-cap-repack.js';
 import type { ExactCandidateOptions } from './eva-extra-candidates.js';
 import { packInput, roundBook, type PackInput, type TaskPrice } from './eva-pack-input.js';
@@ -351,7 +352,7 @@ export class EvaScheduler implements Scheduler {
     const fingerprint = this.fingerprint(snapshot, round.pinnedTaskIds, horizon, view);
     const previous = this.previous;
     if (previous !== undefined && previous.fingerprint === fingerprint) {
-      const unchanged = unchangedPlan(previous.plan, now);
+      const unchanged = unchangedPlan(previous.plan, snapshot);
       this.rebalanceRisk.notePlan(unchanged.configuration);
       return unchanged;
     }
@@ -428,25 +429,24 @@ export class EvaScheduler implements Scheduler {
       evaluate,
     });
     const valueOf = capRankValue(input.model);
+    const markets = planMarkets(this.catalog, snapshot, this.spotBook !== undefined, round.jobRpOnDemand);
+    // Cut with the tasks the candidates were packed from (network tags included), so cut drafts are valued alike.
     const checked = candidates.map((c) =>
-      cutToCaps(c, this.caps, packTasks, pinnedTaskIds, valueOf, evaluate),
+      cutToCaps(c, this.caps, input.tasks, pinnedTaskIds, valueOf, markets.pricePerHour, evaluate),
     );
     const { chosen, reason } = chooseCandidate(checked, horizon, this.paybackMargin);
     const plan = chosenPlan({
       scheduler: this.name,
       now,
-      snapshot,
-      catalog: this.catalog,
       chosen,
       candidates: checked.map((c) => c.summary),
       reason,
       caps: this.caps,
-      packTasks,
+      tasks: input.tasks,
       pinnedTaskIds,
       pinned: round.pinned,
       model: input.model,
-      spot: this.spotBook !== undefined,
-      jobRpOnDemand: round.jobRpOnDemand,
+      markets,
       horizon,
       paybackMargin: this.paybackMargin,
       valueOfTime: this.valueOfTime,

@@ -107,3 +107,73 @@ describe('Eva consolidation candidate', () => {
     expect(candidate(first, 'consolidate')?.movedJobs).toEqual(['a']);
   });
 });
+
+describe('Eva consolidation candidate next to an instance EC2 recommended rebalancing', () => {
+  /**
+   * Job a in its no-move window on a spot c7i.xlarge flagged for rebalancing; b and c each alone on an on-demand
+   * c7i.xlarge, with 3,000 s moves. Every candidate keeps a's instance, so its risk premium is the same in all of them.
+   */
+  function flaggedNeighbour(flagged: boolean): ClusterSnapshot {
+    const job = (id: string, extra: Partial<SchedJob>): SchedJob => ({
+      id,
+      taskIds: [`${id}-t0`],
+      reconfigurable: true,
+      arrivalSeconds: 3600,
+      migrationDelaySeconds: 3000,
+      lastCheckpointSeconds: 7100,
+      expectedRemainingSeconds: 100_000,
+      ...extra,
+    });
+    return {
+      nowSeconds: 7200,
+      jobs: [
+        job('a', {
+          arrivalSeconds: 0,
+          migrationDelaySeconds: 60,
+          lastCheckpointSeconds: 0,
+          runningSinceSeconds: 7000,
+          noMoveSeconds: 3600,
+          checkpointIntervalSeconds: 0,
+          expectedRemainingSeconds: 36_000,
+        }),
+        job('b', {}),
+        job('c', {}),
+      ],
+      tasks: [
+        { id: 'a-t0', jobId: 'a', key: 'a', demand: { any: [0, 4, 8] }, instanceId: 'i-1' },
+        { id: 'b-t0', jobId: 'b', key: 'b', demand: { any: [0, 2, 4] }, instanceId: 'i-2' },
+        { id: 'c-t0', jobId: 'c', key: 'c', demand: { any: [0, 2, 4] }, instanceId: 'i-3' },
+      ],
+      instances: [
+        {
+          id: 'i-1',
+          typeName: 'c7i.xlarge',
+          state: 'running',
+          taskIds: ['a-t0'],
+          market: 'spot',
+          placement: { zone: 'us-east-1a' },
+          ...(flagged ? { rebalanceRecommended: true } : {}),
+        },
+        { id: 'i-2', typeName: 'c7i.xlarge', state: 'running', taskIds: ['b-t0'] },
+        { id: 'i-3', typeName: 'c7i.xlarge', state: 'running', taskIds: ['c-t0'] },
+      ],
+    };
+  }
+
+  it('prices the flagged instance it keeps with its risk premium, as stay does: the premium buys no move', () => {
+    for (const flagged of [false, true]) {
+      const plan = new EvaScheduler(catalog, { spot: true, valueOfTimePerJobHour: 0 }).plan(
+        flaggedNeighbour(flagged),
+      );
+      expect(plan.decision.pinned.map((p) => p.jobId)).toEqual(['a']);
+      expect(plan.decision.chosen).toBe('stay');
+      const stay = candidate(plan, 'stay');
+      const consolidate = candidate(plan, 'consolidate');
+      expect(consolidate?.movedJobs).toEqual(['b']);
+      // Consolidating drops one c7i.xlarge (i-2) and keeps i-1 as stay does: it saves that instance's price only.
+      const dropped = (stay?.costPerHour ?? 0) - (consolidate?.costPerHour ?? 0);
+      expect(dropped).toBeGreaterThan(0.05);
+      expect(dropped).toBeLessThan(0.2);
+    }
+  });
+});

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import type { ClusterSnapshot, SchedJob } from '../../src/core/model.js';
+import { planCapViolation } from '../../src/round/plan-caps.js';
+import { diffConfiguration } from '../../src/scheduler/actions.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
 import type { Plan } from '../../src/scheduler/types.js';
 
@@ -74,5 +76,99 @@ describe('Eva under a binding cap: candidates over it are weighed as cut to the 
       0,
     );
     expect(cost).toBeLessThanOrEqual(CAPS.maxCostPerHour);
+  });
+});
+
+describe('Eva holds the $ cap to market prices, not to the rebalance risk premium', () => {
+  const c7iSpot = catalog.spot?.offerings.find((o) => o.typeName === 'c7i.xlarge' && o.zone === 'us-east-1a');
+
+  /** Job a alone on a spot c7i.xlarge EC2 flagged for rebalancing, checkpointed 10 s ago. */
+  function flagged(): ClusterSnapshot {
+    return {
+      nowSeconds: 7200,
+      jobs: [
+        {
+          id: 'a',
+          taskIds: ['a-t0'],
+          reconfigurable: true,
+          arrivalSeconds: 0,
+          migrationDelaySeconds: 600,
+          lastCheckpointSeconds: 7190,
+          runningSinceSeconds: 0,
+          checkpointIntervalSeconds: 600,
+          expectedRemainingSeconds: 36_000,
+        },
+      ],
+      tasks: [{ id: 'a-t0', jobId: 'a', key: 'resnet18', demand: { any: [0, 4, 8] }, instanceId: 'i-1' }],
+      instances: [
+        {
+          id: 'i-1',
+          typeName: 'c7i.xlarge',
+          state: 'running',
+          taskIds: ['a-t0'],
+          market: 'spot',
+          placement: { zone: 'us-east-1a' },
+          rebalanceRecommended: true,
+        },
+      ],
+    };
+  }
+
+  it('keeps a fleet that pays less than the cap, and decides as without the cap', () => {
+    const price = c7iSpot?.pricePerHour ?? Number.NaN;
+    const uncapped = new EvaScheduler(catalog, { spot: true, valueOfTimePerJobHour: 0 }).plan(flagged());
+    const capped = new EvaScheduler(catalog, {
+      spot: true,
+      valueOfTimePerJobHour: 0,
+      caps: { maxCostPerHour: price + 0.001 },
+    }).plan(flagged());
+    // The premium makes staying look dearer than its $0.084/h, but only what the fleet pays counts against the cap.
+    expect(uncapped.decision.chosen).toBe('stay');
+    expect(capped.decision.chosen).toBe('stay');
+    expect(capped.decision.candidates.every((c) => c.rejectedBecause === undefined)).toBe(true);
+    expect(placed(capped)).toEqual(new Map([['a-t0', 'i-1']]));
+    expect(capped.decision.waiting).toEqual([]);
+  });
+});
+
+describe('Eva when every candidate breaks a cap', () => {
+  /** Jobs a and b, each alone on a c7i.xlarge ($0.1785/h), checkpointed just now: moves are cheap. */
+  function overLoweredCap(now: number): ClusterSnapshot {
+    const job = (id: string): SchedJob => ({
+      id,
+      taskIds: [`${id}-t0`],
+      reconfigurable: true,
+      arrivalSeconds: 0,
+      migrationDelaySeconds: 60,
+      lastCheckpointSeconds: now,
+      expectedRemainingSeconds: 100_000,
+    });
+    return {
+      nowSeconds: now,
+      jobs: [job('a'), job('b')],
+      tasks: [
+        { id: 'a-t0', jobId: 'a', key: 'resnet18', demand: { any: [0, 2, 4] }, instanceId: 'i-1' },
+        { id: 'b-t0', jobId: 'b', key: 'gpt2', demand: { any: [0, 2, 4] }, instanceId: 'i-2' },
+      ],
+      instances: [
+        { id: 'i-1', typeName: 'c7i.xlarge', state: 'running', taskIds: ['a-t0'] },
+        { id: 'i-2', typeName: 'c7i.xlarge', state: 'running', taskIds: ['b-t0'] },
+      ],
+    };
+  }
+
+  it('never picks a plan over the migrations cap: the fleet gets under the $ cap by sending a job back to the queue', () => {
+    // $0.357/h over a lowered $0.2/h cap, and no migration allowed: staying cut to the cap stops a running job, every
+    // other candidate moves one. Only the cut repairs its cap; a move over the migrations cap is refused every round.
+    const caps = { maxCostPerHour: 0.2, maxMigrationsPerRound: 0 };
+    for (const now of [7200, 100_000]) {
+      const snapshot = overLoweredCap(now);
+      const plan = new EvaScheduler(catalog, { caps }).plan(snapshot);
+      const diff = diffConfiguration(snapshot, plan.configuration, catalog);
+      expect(diff.movedJobIds).toEqual([]);
+      expect(diff.queuedJobIds).toHaveLength(1);
+      expect(planCapViolation(plan.configuration, diff, catalog, caps)).toBeUndefined();
+      expect(plan.decision.waiting).toEqual([{ jobId: diff.queuedJobIds[0], cap: 'maxCostPerHour' }]);
+    }
   });
 });

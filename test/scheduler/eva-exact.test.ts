@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import type { ClusterSnapshot } from '../../src/core/model.js';
 import type { Resources } from '../../src/core/resources.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
@@ -47,6 +48,49 @@ describe('EvaScheduler with the exact ILP as an extra candidate (small problems)
       'full',
       'full-standalone',
     ]);
+  });
+});
+
+describe('the exact candidate next to an instance EC2 recommended rebalancing', () => {
+  it('prices an existing instance it keeps as the other candidates do: with its risk premium', async () => {
+    const solver = await loadIlpSolver();
+    // Job a on a spot c7i.xlarge flagged for rebalancing; its work since the start is at risk there.
+    const plan = new EvaScheduler(loadCatalogFile(), {
+      spot: true,
+      valueOfTimePerJobHour: 0,
+      exact: { solver, maxTasks: 10 },
+    }).plan({
+      nowSeconds: 7200,
+      jobs: [
+        {
+          id: 'a',
+          taskIds: ['a-t0'],
+          reconfigurable: true,
+          arrivalSeconds: 0,
+          migrationDelaySeconds: 60,
+          lastCheckpointSeconds: 0,
+          checkpointIntervalSeconds: 0,
+          expectedRemainingSeconds: 100_000,
+        },
+      ],
+      tasks: [{ id: 'a-t0', jobId: 'a', key: 'a', demand: { any: [0, 4, 8] }, instanceId: 'i-1' }],
+      instances: [
+        {
+          id: 'i-1',
+          typeName: 'c7i.xlarge',
+          state: 'running',
+          taskIds: ['a-t0'],
+          market: 'spot',
+          placement: { zone: 'us-east-1a' },
+          rebalanceRecommended: true,
+        },
+      ],
+    });
+    const summary = (name: string) => plan.decision.candidates.find((c) => c.name === name);
+    // The ILP keeps a where it is, which is the stay plan, premium and all: no phantom saving over moving a off.
+    expect(summary('exact')?.movedJobs).toEqual([]);
+    expect(summary('exact')?.costPerHour).toBe(summary('stay')?.costPerHour);
+    expect(plan.decision.chosen).not.toBe('exact');
   });
 });
 

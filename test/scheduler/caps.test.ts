@@ -1,0 +1,49 @@
+import { describe, expect, it } from 'vitest';
+import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
+import { capRankValue, enforceCaps } from '../../src/scheduler/caps.js';
+import { ColocationTable } from '../../src/scheduler/colocation-table.js';
+import type { PackTask, RateModel } from '../../src/scheduler/packing.js';
+import { draftWithTasks } from '../../src/scheduler/reconfiguration.js';
+import { PriceBook } from '../../src/scheduler/reservation-price.js';
+
+const book = new PriceBook(loadCatalogFile());
+const model: RateModel = { table: new ColocationTable(0.8), throughputAware: true, multiTaskAware: true };
+
+function task(id: string, jobId: string, jobTaskCount: number, currentInstanceId?: string): PackTask {
+  const demand = { any: [0, 4, 8] as [number, number, number] };
+  return {
+    id,
+    jobId,
+    key: jobId,
+    demand,
+    rp: book.reservationPrice(demand),
+    jobTaskCount,
+    ...(currentInstanceId === undefined ? {} : { currentInstanceId }),
+  };
+}
+
+describe('enforceCaps', () => {
+  it('values an instance it keeps by the tasks left on it, once a job it shared the instance with waits', () => {
+    // r runs beside g's first task on i-1 (c7i.2xlarge); g's second task needs a new c7i.xlarge. Under a cap
+    // of one c7i.2xlarge the new instance goes, and with it the whole gang g: i-1 keeps r alone.
+    const r = task('r-t0', 'r', 1, 'i-1');
+    const g0 = task('g-t0', 'g', 2);
+    const g1 = task('g-t1', 'g', 2);
+    const tasks = new Map([r, g0, g1].map((t) => [t.id, t]));
+    const big = book.type('c7i.2xlarge');
+    const drafts = [
+      draftWithTasks({ id: 'i-1', type: big, isNew: false }, [r, g0]),
+      draftWithTasks({ id: 'new-1', type: book.type('c7i.xlarge'), isNew: true }, [g1]),
+    ];
+    const valueOf = capRankValue(model);
+    const cut = enforceCaps(drafts, { maxCostPerHour: big.costPerHour }, tasks, new Set(), valueOf);
+    expect(cut.waiting).toEqual([{ jobId: 'g', cap: 'maxCostPerHour' }]);
+    expect(cut.drafts.map((d) => [d.id, d.taskIds])).toEqual([['i-1', ['r-t0']]]);
+    const alone = draftWithTasks({ id: 'i-1', type: big, isNew: false }, [r]);
+    const kept = cut.drafts[0];
+    expect(kept?.used).toEqual(alone.used);
+    expect(kept?.composition.size).toBe(1);
+    // Alone, r runs at full rate: worth its whole reservation price, not r and g's interference.
+    expect(valueOf(kept ?? alone)).toBeCloseTo(r.rp, 12);
+  });
+});
