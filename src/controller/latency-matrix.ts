@@ -8,14 +8,18 @@ import type { JsonValue } from './state-store.js';
  * latest round trips each worker measured to its peers, and where each worker's probe listens. Kept in memory from
  * the heartbeats; the scheduler gets the fresh pairs in each round's snapshot (`ClusterSnapshot.measuredRtts`), and
  * the API, `fleetwise cluster` and Prometheus show them. A worker's report replaces all its earlier pairs: it is the
- * whole of its current window.
+ * whole of its current window. What goes stale, and whatever involves an instance no longer live, is dropped for good
+ * (instances do not come back), so the matrix and what the store keeps of it stay the size of the live cluster.
  */
 
 /** A pair as shown (the API, the CLI, Prometheus): the measured figures and how they were measured. */
 export interface LatencyPair {
   readonly fromInstanceId: string;
   readonly toInstanceId: string;
-  /** Absent when no probe reached the peer in the window (`failures` says how many tried). */
+  /**
+   * Absent when every probe of the window was refused outright (`failures` says how many tried); a probe that timed out
+   * counts at its timeout (latency-probe.ts).
+   */
   readonly maxMicroseconds?: number | undefined;
   readonly p99Microseconds?: number | undefined;
   readonly samples: number;
@@ -63,6 +67,8 @@ export function plainAddress(address: string): string {
 export class LatencyMatrix {
   private readonly byFrom = new Map<string, readonly LatencyPair[]>();
   private readonly endpoints = new Map<string, ProbeEndpoint>();
+  /** The latest time the matrix has heard of (a report or a view): what the saved pairs must be fresh at. */
+  private latestSeconds = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly staleSeconds: number = DEFAULT_LATENCY_STALE_SECONDS) {}
 
@@ -76,6 +82,7 @@ export class LatencyMatrix {
     remoteAddress: string | undefined,
     atSeconds: number,
   ): void {
+    this.latestSeconds = Math.max(this.latestSeconds, atSeconds);
     const host =
       report.probe?.host ?? (remoteAddress === undefined ? undefined : plainAddress(remoteAddress));
     if (report.probe !== undefined && host !== undefined)
@@ -118,24 +125,41 @@ export class LatencyMatrix {
     });
   }
 
-  /** Fresh pairs among `live` instances (all when undefined), by from then to. */
+  /**
+   * Fresh pairs among `live` instances (all when undefined), by from then to, and the probes of live instances. What
+   * it leaves out is dropped: stale pairs and probes (their workers stopped reporting), and any of an instance not live.
+   */
   view(nowSeconds: number, live?: ReadonlySet<string>): LatencyMatrixView {
-    const fresh = (at: number): boolean => nowSeconds - at <= this.staleSeconds;
-    const isLive = (id: string): boolean => live === undefined || live.has(id);
+    this.prune(nowSeconds, live);
     const pairs = [...this.byFrom.values()]
       .flat()
-      .filter((p) => fresh(p.atSeconds) && isLive(p.fromInstanceId) && isLive(p.toInstanceId))
       .sort(
         (a, b) =>
           a.fromInstanceId.localeCompare(b.fromInstanceId) || a.toInstanceId.localeCompare(b.toInstanceId),
       );
-    const probes = [...this.endpoints.values()]
-      .filter((e) => isLive(e.instanceId))
-      .sort((a, b) => a.instanceId.localeCompare(b.instanceId));
+    const probes = [...this.endpoints.values()].sort((a, b) => a.instanceId.localeCompare(b.instanceId));
     return { pairs, probes };
   }
 
-  /** What the scheduler plans with: the fresh, measured pairs (a pair no probe reached has no figure to plan by). */
+  private fresh(atSeconds: number, nowSeconds: number): boolean {
+    return nowSeconds - atSeconds <= this.staleSeconds;
+  }
+
+  private prune(nowSeconds: number, live: ReadonlySet<string> | undefined): void {
+    this.latestSeconds = Math.max(this.latestSeconds, nowSeconds);
+    const isLive = (id: string): boolean => live === undefined || live.has(id);
+    for (const [from, pairs] of this.byFrom) {
+      const kept = isLive(from)
+        ? pairs.filter((p) => this.fresh(p.atSeconds, nowSeconds) && isLive(p.toInstanceId))
+        : [];
+      if (kept.length === 0) this.byFrom.delete(from);
+      else if (kept.length < pairs.length) this.byFrom.set(from, kept);
+    }
+    for (const [id, e] of this.endpoints)
+      if (!isLive(id) || !this.fresh(e.atSeconds, nowSeconds)) this.endpoints.delete(id);
+  }
+
+  /** What the scheduler plans with: the fresh, measured pairs (a pair whose probes were all refused has no figure). */
   measuredRtts(nowSeconds: number, live?: ReadonlySet<string>): MeasuredRtt[] {
     return this.view(nowSeconds, live).pairs.flatMap((p) =>
       p.maxMicroseconds === undefined || p.p99Microseconds === undefined
@@ -152,19 +176,25 @@ export class LatencyMatrix {
     );
   }
 
-  /** The pairs, for the state store (a restarted controller plans with them until fresh reports arrive). */
+  /**
+   * The pairs fresh at the latest time the matrix heard of, for the state store (a restarted controller plans with
+   * them until fresh reports arrive). Pairs of instances gone since the last view go at the next one.
+   */
   toJson(): JsonValue {
     return {
-      pairs: [...this.byFrom.values()].flat().map((p) => ({
-        fromInstanceId: p.fromInstanceId,
-        toInstanceId: p.toInstanceId,
-        ...(p.maxMicroseconds === undefined ? {} : { maxMicroseconds: p.maxMicroseconds }),
-        ...(p.p99Microseconds === undefined ? {} : { p99Microseconds: p.p99Microseconds }),
-        samples: p.samples,
-        failures: p.failures,
-        windowSeconds: p.windowSeconds,
-        atSeconds: p.atSeconds,
-      })),
+      pairs: [...this.byFrom.values()]
+        .flat()
+        .filter((p) => this.fresh(p.atSeconds, this.latestSeconds))
+        .map((p) => ({
+          fromInstanceId: p.fromInstanceId,
+          toInstanceId: p.toInstanceId,
+          ...(p.maxMicroseconds === undefined ? {} : { maxMicroseconds: p.maxMicroseconds }),
+          ...(p.p99Microseconds === undefined ? {} : { p99Microseconds: p.p99Microseconds }),
+          samples: p.samples,
+          failures: p.failures,
+          windowSeconds: p.windowSeconds,
+          atSeconds: p.atSeconds,
+        })),
     };
   }
 
@@ -173,7 +203,9 @@ export class LatencyMatrix {
     if (this.byFrom.size > 0) return;
     const parsed = persistedSchema.safeParse(value);
     if (!parsed.success) return;
-    for (const pair of parsed.data.pairs)
+    for (const pair of parsed.data.pairs) {
+      this.latestSeconds = Math.max(this.latestSeconds, pair.atSeconds);
       this.byFrom.set(pair.fromInstanceId, [...(this.byFrom.get(pair.fromInstanceId) ?? []), pair]);
+    }
   }
 }

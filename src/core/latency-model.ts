@@ -47,8 +47,10 @@ export function latencyDomain(a: PlacedInstance, b: PlacedInstance): LatencyDoma
 }
 
 /**
- * Round trips between instances as the scheduler estimates them: the latest measurement of the pair (its maximum
- * over the window, either direction: NoMora's ECMP conservatism, digest §2), else the default of the pair's domain.
+ * Round trips between instances as the scheduler estimates them: the largest measurement of the pair, either
+ * direction (each is already its worker's maximum over the window: NoMora's ECMP conservatism, digest §2), else the
+ * default of the pair's domain. Each worker reports its own direction at its own heartbeat, so the latest report of a
+ * pair would flip with the order of heartbeats; the latest of each direction stands for it, then the larger counts.
  */
 export class RttEstimator {
   private readonly measured = new Map<string, number>();
@@ -60,12 +62,16 @@ export class RttEstimator {
     const latest = new Map<string, MeasuredRtt>();
     for (const m of measurements) {
       if (m.fromInstanceId === m.toInstanceId) continue;
-      const key = pairKey(m.fromInstanceId, m.toInstanceId);
-      const seen = latest.get(key);
-      if (seen === undefined || m.atSeconds > seen.atSeconds) latest.set(key, m);
-      else if (m.atSeconds === seen.atSeconds && m.maxMicroseconds > seen.maxMicroseconds) latest.set(key, m);
+      const direction = `${m.fromInstanceId}\u0000${m.toInstanceId}`;
+      const seen = latest.get(direction);
+      if (seen === undefined || m.atSeconds > seen.atSeconds) latest.set(direction, m);
+      else if (m.atSeconds === seen.atSeconds && m.maxMicroseconds > seen.maxMicroseconds)
+        latest.set(direction, m);
     }
-    for (const [key, m] of latest) this.measured.set(key, m.maxMicroseconds);
+    for (const m of latest.values()) {
+      const key = pairKey(m.fromInstanceId, m.toInstanceId);
+      this.measured.set(key, Math.max(this.measured.get(key) ?? 0, m.maxMicroseconds));
+    }
   }
 
   /** The measured round trip of a pair, if any. */

@@ -206,16 +206,33 @@ export class LatencyView {
   /**
    * NoMora's pruning (§5.2, digest §10.3 step 3) for a non-root task of `job` whose root is on `anchor`: `candidate`
    * qualifies directly when its own cost to the root is within p_m, or through its domain (the root's placement group,
-   * else the root's zone) when the worst cost of that domain's instances is within p_r. A job that only declares
-   * traffic keeps its tasks in the root's zone.
+   * else the root's zone) when the worst cost of that domain's instances is within p_r. Otherwise NoMora still lets the
+   * task go anywhere at its cost (the arc to X); here the alternative is a new instance launched next to the root, so
+   * a candidate is refused only when it is worse than that new instance would be (else a launch buys no latency). A
+   * job that only declares traffic keeps its tasks in the root's zone.
    */
   admits(job: AwareJob, anchor: PlacedInstance, candidate: PlacedInstance): boolean {
     const domain = latencyDomain(anchor, candidate);
     if (!job.sensitive) return domain !== 'cross-zone';
     const cost = job.curve.costAt(this.estimator.between(anchor, candidate));
     if (cost <= this.options.machineThreshold) return true;
-    if (domain !== 'placement-group' && domain !== 'zone') return false;
-    return this.worstDomainCost(job, anchor, domain) <= this.options.domainThreshold;
+    if (
+      (domain === 'placement-group' || domain === 'zone') &&
+      this.worstDomainCost(job, anchor, domain) <= this.options.domainThreshold
+    )
+      return true;
+    return cost <= this.newInstanceCost(job, anchor);
+  }
+
+  /**
+   * The cost to the root on `anchor` of a new instance launched for one of its tasks: assignPlacements puts it in the
+   * root's placement group, else the root's zone (else anywhere), so it gets that domain's default round trip.
+   */
+  private newInstanceCost(job: AwareJob, anchor: PlacedInstance): number {
+    const p = anchor.placement;
+    const domain: LatencyDomain =
+      p?.placementGroup !== undefined ? 'placement-group' : p?.zone !== undefined ? 'zone' : 'cross-zone';
+    return job.curve.costAt(this.options.domainRtts[domain]);
   }
 
   /** The worst cost to the root over the instances of the root's placement group or zone (NoMora's rack arc). */

@@ -1,5 +1,10 @@
 import { createConnection, createServer, isIP, type Server, type Socket } from 'node:net';
-import type { NetworkReport, ProbePeer, RttReport } from '../protocol/worker-protocol.js';
+import {
+  MAX_RTT_MICROSECONDS,
+  type NetworkReport,
+  type ProbePeer,
+  type RttReport,
+} from '../protocol/worker-protocol.js';
 
 /**
  * Round trips between the instances of a job, measured by their workers (latency-aware placement, research digest
@@ -61,18 +66,33 @@ export async function startProbeListener(port: number, host?: string): Promise<P
   };
 }
 
-/** One probe: the round trip to a peer's echo in microseconds (the smaller of connect and one-byte echo). */
+/** A probe that got no answer within its timeout: the round trip is at least `timeoutMs`, if there is one at all. */
+export class ProbeTimeoutError extends Error {
+  constructor(
+    message: string,
+    readonly timeoutMs: number,
+  ) {
+    super(message);
+    this.name = 'ProbeTimeoutError';
+  }
+}
+
+/**
+ * One probe: the round trip to a peer's echo in microseconds (the smaller of connect and one-byte echo). Rejects with
+ * a ProbeTimeoutError when nothing came back in time, with an Error when the connection failed outright.
+ */
 export function measureRoundTrip(host: string, port: number, timeoutMs: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const started = process.hrtime.bigint();
     let connectedAt: bigint | undefined;
     let sentAt: bigint | undefined;
     const socket = createConnection({ host, port, noDelay: true });
-    const fail = (why: string): void => {
+    const fail = (why: string, timedOut = false): void => {
       socket.destroy();
-      reject(new Error(`probe of ${host}:${port}: ${why}`));
+      const message = `probe of ${host}:${port}: ${why}`;
+      reject(timedOut ? new ProbeTimeoutError(message, timeoutMs) : new Error(message));
     };
-    const timer = setTimeout(() => fail(`no answer within ${timeoutMs} ms`), timeoutMs);
+    const timer = setTimeout(() => fail(`no answer within ${timeoutMs} ms`, true), timeoutMs);
     socket.once('connect', () => {
       connectedAt = process.hrtime.bigint();
       sentAt = connectedAt;
@@ -106,11 +126,16 @@ export function nearestRank(sorted: readonly number[], q: number): number {
 interface PeerSamples {
   /** [when (ms), round trip (µs)], oldest first. */
   readonly samples: [number, number][];
-  /** When probes failed (ms), oldest first. */
-  readonly failures: number[];
+  /** [when probes failed (ms), the least their round trip was (µs; undefined: no figure)], oldest first. */
+  readonly failures: [number, number | undefined][];
 }
 
-/** Samples per peer over a sliding window, summarized as the heartbeat reports them. */
+/**
+ * Samples per peer over a sliding window, summarized as the heartbeat reports them. A probe that timed out counts in
+ * the figures at its timeout, a lower bound of its round trip: left out, a path that drops most probes would look as
+ * fast as the few that got through (NoMora takes the maximum; a lost packet is the worst round trip there is). A
+ * probe refused outright (no listener) says nothing of the path and only counts as a failure.
+ */
 export class RttWindow {
   private readonly peers = new Map<string, PeerSamples>();
 
@@ -129,8 +154,9 @@ export class RttWindow {
     this.of(peer).samples.push([atMs, microseconds]);
   }
 
-  fail(peer: string, atMs: number): void {
-    this.of(peer).failures.push(atMs);
+  /** A failed probe; `atLeastMicroseconds` when it timed out (its round trip was at least that, if any). */
+  fail(peer: string, atMs: number, atLeastMicroseconds?: number): void {
+    this.of(peer).failures.push([atMs, atLeastMicroseconds]);
   }
 
   /** Keep only these peers (the controller's current list). */
@@ -138,7 +164,10 @@ export class RttWindow {
     for (const peer of [...this.peers.keys()]) if (!peers.has(peer)) this.peers.delete(peer);
   }
 
-  /** Max and p99 per peer over the window ending at `nowMs`, peers in name order. */
+  /**
+   * Max and p99 per peer over the window ending at `nowMs`, peers in name order. `samples` counts the figures they are
+   * taken over (answers and timeouts), `failures` the probes that got no answer (timeouts and refusals).
+   */
   report(nowMs: number): RttReport[] {
     const since = nowMs - this.windowSeconds * 1000;
     const out: RttReport[] = [];
@@ -146,9 +175,13 @@ export class RttWindow {
       const entry = this.peers.get(peer) as PeerSamples;
       while (entry.samples.length > 0 && (entry.samples[0] as [number, number])[0] < since)
         entry.samples.shift();
-      while (entry.failures.length > 0 && (entry.failures[0] as number) < since) entry.failures.shift();
+      while (entry.failures.length > 0 && (entry.failures[0] as [number, number | undefined])[0] < since)
+        entry.failures.shift();
       if (entry.samples.length === 0 && entry.failures.length === 0) continue;
-      const sorted = entry.samples.map(([, us]) => us).sort((a, b) => a - b);
+      const sorted = [
+        ...entry.samples.map(([, us]) => us),
+        ...entry.failures.flatMap(([, us]) => (us === undefined ? [] : [us])),
+      ].sort((a, b) => a - b);
       out.push({
         peerInstanceId: peer,
         ...(sorted.length === 0
@@ -175,7 +208,7 @@ export interface LatencyProberOptions {
   readonly listenHost?: string | undefined;
   readonly intervalSeconds?: number;
   readonly windowSeconds?: number;
-  /** A probe not answered within this is a failure (default: a second). */
+  /** A probe not answered within this is a failure, counted as a round trip this long (default: a second). */
   readonly timeoutMs?: number;
   readonly nowMs?: () => number;
 }
@@ -246,8 +279,11 @@ export class LatencyProber {
         try {
           const us = await measureRoundTrip(peer.host, peer.port, this.options.timeoutMs ?? 1000);
           this.window.add(peer.instanceId, this.now(), us);
-        } catch {
-          this.window.fail(peer.instanceId, this.now());
+        } catch (e) {
+          // At most what a report may carry (a timeout beyond a minute would make the report refused).
+          const atLeast =
+            e instanceof ProbeTimeoutError ? Math.min(e.timeoutMs * 1000, MAX_RTT_MICROSECONDS) : undefined;
+          this.window.fail(peer.instanceId, this.now(), atLeast);
         }
       }
     } finally {

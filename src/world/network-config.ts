@@ -14,6 +14,9 @@ const range = (what: string, min: number, max: number) =>
     })
     .refine(([lo, hi]) => lo <= hi, 'low must not exceed high');
 
+/** The shortest noise interval (NoMora's latency update period; the simulation steps at every interval). */
+export const MIN_NOISE_INTERVAL_SECONDS = 1;
+
 const rtt = z.number().finite().nonnegative('must be ≥ 0 µs').max(1_000_000, 'at most 1000000 µs');
 
 export const networkConfigSchema = z.strictObject({
@@ -45,10 +48,16 @@ export const networkConfigSchema = z.strictObject({
   /**
    * Multiplicative noise per instance pair, drawn anew every `intervalSeconds` (NoMora §6.1 scales its traces by
    * U[0.5, 1] within a rack, U[0.8, 1.2] beyond): within a placement group, and between instances further apart.
+   * At least NoMora's own update period (1 s, digest §5.5): the simulation steps at every interval, so a shorter one
+   * would only slow it to a crawl.
    */
   noise: z
     .strictObject({
-      intervalSeconds: z.number().positive('must be > 0 s').max(86_400, 'at most 86400 s').default(60),
+      intervalSeconds: z
+        .number()
+        .min(MIN_NOISE_INTERVAL_SECONDS, 'must be ≥ 1 s (NoMora updates round trips every second)')
+        .max(86_400, 'at most 86400 s')
+        .default(60),
       withinPlacementGroup: range('factors', 0, 10).default([0.5, 1]),
       betweenDomains: range('factors', 0, 10).default([0.8, 1.2]),
     })

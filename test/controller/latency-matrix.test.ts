@@ -233,6 +233,9 @@ describe('the latency matrix over the worker protocol', () => {
     ]);
     clock.advance(301);
     expect(restarted.roundRtts()).toEqual([]);
+    // The next round saves none of the stale pairs (nor will any later one: the saved matrix does not grow).
+    restarted.roundRtts();
+    expect(service.store.getValue(LATENCY_MATRIX_KEY)).toEqual({ pairs: [] });
   });
 });
 
@@ -255,10 +258,50 @@ describe('LatencyMatrix', () => {
       ['inst-2', 'inst-1', 120],
     ]);
     expect(m.view(20, new Set(['inst-1', 'inst-2'])).pairs).toHaveLength(2);
-    expect(m.view(20, new Set(['inst-1'])).pairs).toEqual([]);
     // inst-2's report is from t=0: stale at 301, inst-1's (t=10) not yet.
     expect(m.view(301).pairs.map((p) => p.fromInstanceId)).toEqual(['inst-1']);
-    expect(m.view(311).pairs).toEqual([]);
+    expect(m.view(301, new Set(['inst-1'])).pairs).toEqual([]);
+    m.observe('inst-1', { rtts: [rtt('inst-2', 150)] }, undefined, 305);
+    expect(m.view(311).pairs).toHaveLength(1);
+    expect(m.view(611).pairs).toEqual([]);
+  });
+
+  it('drops for good, and saves no more, the pairs and probes of instances gone or silent: bounded by the live cluster', () => {
+    const m = new LatencyMatrix(300);
+    // 5,000 instances came and went over a day, each reporting a pair to the next and its probe.
+    for (let i = 0; i < 5000; i++)
+      m.observe(
+        `gone-${i}`,
+        { probe: { port: 7071 }, rtts: [rtt(`gone-${i + 1}`, 100)] },
+        '10.0.0.1',
+        i * 10,
+      );
+    const live = new Set(['inst-1', 'inst-2']);
+    m.observe(
+      'inst-1',
+      { probe: { port: 7071 }, rtts: [rtt('inst-2', 100), rtt('gone-4999', 100)] },
+      '10.0.0.2',
+      50_000,
+    );
+    m.observe('inst-2', { probe: { port: 7072 }, rtts: [rtt('inst-1', 110)] }, '10.0.0.3', 50_000);
+    // What is saved is fresh at the latest report: the last gone instances' pairs (within 300 s) and the live ones:
+    const pairsSaved = (): string[] =>
+      (m.toJson() as { pairs: { fromInstanceId: string; toInstanceId: string }[] }).pairs.map(
+        (p) => `${p.fromInstanceId}>${p.toInstanceId}`,
+      );
+    // gone-4970 … gone-4999's 30 pairs and the live instances' 3 (one of them to gone-4999), not 5,000.
+    expect(pairsSaved()).toHaveLength(30 + 3);
+    // A view with the live instances drops every other pair and probe, also from what is saved next.
+    expect(m.view(50_010, live).pairs.map((p) => `${p.fromInstanceId}>${p.toInstanceId}`)).toEqual([
+      'inst-1>inst-2',
+      'inst-2>inst-1',
+    ]);
+    expect(pairsSaved().sort()).toEqual(['inst-1>inst-2', 'inst-2>inst-1']);
+    expect(m.probePeers(['gone-4999', 'gone-0', 'inst-2']).map((p) => p.instanceId)).toEqual(['inst-2']);
+    // Workers that stop reporting: their pairs and probes go once stale, live or not.
+    m.view(50_301);
+    expect(pairsSaved()).toEqual([]);
+    expect(m.endpointOf('inst-1')).toBeUndefined();
   });
 
   it('loads saved pairs only into an empty matrix, and ignores a malformed saved value', () => {

@@ -33,19 +33,43 @@ describe('latency domains and round trips', () => {
     expect(latencyDomain({ id: 'a' }, at('b', 'z1'))).toBe('cross-zone');
   });
 
-  it('the estimator takes the latest measurement of a pair, either direction, its maximum; else the domain default', () => {
+  it('the estimator takes the larger of the two directions of a pair, their maxima; else the domain default', () => {
     const e = new RttEstimator([
       { fromInstanceId: 'a', toInstanceId: 'b', maxMicroseconds: 900, p99Microseconds: 800, atSeconds: 10 },
       { fromInstanceId: 'b', toInstanceId: 'a', maxMicroseconds: 120, p99Microseconds: 100, atSeconds: 20 },
       { fromInstanceId: 'a', toInstanceId: 'c', maxMicroseconds: 60, p99Microseconds: 50, atSeconds: 20 },
       { fromInstanceId: 'c', toInstanceId: 'a', maxMicroseconds: 70, p99Microseconds: 50, atSeconds: 20 },
     ]);
-    expect(e.between(at('a', 'z1'), at('b', 'z2'))).toBe(120);
+    expect(e.between(at('a', 'z1'), at('b', 'z2'))).toBe(900);
     expect(e.between(at('c', 'z1'), at('a', 'z1'))).toBe(70);
     expect(e.between(at('b', 'z1'), at('c', 'z1'))).toBe(DEFAULT_DOMAIN_RTT_MICROSECONDS.zone);
     expect(e.between(at('a', 'z1'), at('a', 'z1'))).toBe(DEFAULT_DOMAIN_RTT_MICROSECONDS['same-instance']);
     expect(e.between(at('x', 'z1', 'g'), at('y', 'z1', 'g'))).toBe(50);
     expect(e.between(at('x', 'z1'), at('y', 'z2'))).toBe(800);
+  });
+
+  it('a pair does not flip with the order of heartbeats: each direction its latest, then the larger of the two', () => {
+    const aToB = { fromInstanceId: 'a', toInstanceId: 'b', maxMicroseconds: 900, p99Microseconds: 800 };
+    const bToA = { fromInstanceId: 'b', toInstanceId: 'a', maxMicroseconds: 30, p99Microseconds: 30 };
+    // A reports at t=1000, B at 1001; then A again at 1010 (same figure): the estimate stays 900 throughout.
+    for (const reports of [
+      [
+        { ...aToB, atSeconds: 1000 },
+        { ...bToA, atSeconds: 1001 },
+      ],
+      [
+        { ...bToA, atSeconds: 1001 },
+        { ...aToB, atSeconds: 1010 },
+      ],
+    ])
+      expect(new RttEstimator(reports).measuredBetween('b', 'a')).toBe(900);
+    // A newer report of the same direction replaces the older one (the path recovered): then B's direction counts.
+    const recovered = new RttEstimator([
+      { ...aToB, atSeconds: 1000 },
+      { ...bToA, atSeconds: 1001 },
+      { ...aToB, maxMicroseconds: 20, atSeconds: 1010 },
+    ]);
+    expect(recovered.measuredBetween('a', 'b')).toBe(30);
   });
 
   it('star: the root to every other task; all-to-all: the worst pair; loopback for tasks sharing an instance', () => {

@@ -116,6 +116,26 @@ describe('Eva with latency-aware placement', () => {
     ]);
   });
 
+  it('puts the waiting worker on an idle instance in its root’s zone rather than launch one into that same zone', () => {
+    for (const sensitivity of ['memcached', 'strads'] as const) {
+      const j = job('J', 2, net(sensitivity), { lastCheckpointSeconds: 100, runningSinceSeconds: 0 });
+      const zoneA = { zone: 'us-east-1a' };
+      const snapshot: ClusterSnapshot = {
+        nowSeconds: 100,
+        jobs: [j],
+        tasks: tasksOf(j, (i) => (i === 0 ? 'R' : undefined)),
+        instances: [
+          { id: 'R', typeName: 'p3.2xlarge', state: 'running', taskIds: ['J/t0'], placement: zoneA },
+          { id: 'F', typeName: 'p3.2xlarge', state: 'running', taskIds: [], placement: zoneA },
+        ],
+      };
+      const plan = new EvaScheduler(catalog).plan(snapshot);
+      // A new instance next to the root would be in us-east-1a without a group: no nearer than F, only later.
+      expect(plan.configuration.instances.find((i) => i.id === 'F')?.taskIds).toEqual(['J/t1']);
+      expect(launches(snapshot, plan)).toEqual([]);
+    }
+  });
+
   it('moves a job measured slow for two rounds by the decision rule; never a `none` job or a fast one', () => {
     const eva = new EvaScheduler(catalog);
     // Memcached at 400 µs: P_job = 0.3618 (below 0.9). The first round only counts.

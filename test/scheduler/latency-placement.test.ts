@@ -184,3 +184,98 @@ describe('NoMora placement in Eva (digest §11 T4)', () => {
     expect(planNetwork(view, drafts, 0.01).performance.get('J')).toBeCloseTo(curveOf('memcached').at(50), 12);
   });
 });
+
+describe("NoMora's fallback arc: a worker may use free capacity no worse than a new instance next to its root", () => {
+  /**
+   * A 2-task job whose root fills R (zone z, no placement group); its worker waits; F, a free instance, and the
+   * `others` are where the test puts them. At the zone's default 150 µs a Memcached worker costs 145 on F, over p_m
+   * (105) and p_r (110): but a new instance next to the root would land in zone z with no group, at the same 145.
+   */
+  function rootAlone(
+    sensitivity: 'memcached' | 'strads' | 'tensorflow',
+    others: Record<string, { zone: string; placementGroup?: string }>,
+    rootGroup?: string,
+    measured: readonly [string, number][] = [],
+  ): { snapshot: ClusterSnapshot; view: LatencyView } {
+    const WHOLE: FamilyDemand = { any: [0, 2, 2] };
+    const snapshot: ClusterSnapshot = {
+      nowSeconds: 1000,
+      jobs: [
+        {
+          id: 'J',
+          taskIds: ['J/t0', 'J/t1'],
+          reconfigurable: true,
+          arrivalSeconds: 0,
+          migrationDelaySeconds: 60,
+          network: { sensitivity, pattern: 'star', gibPerHour: 0 },
+        },
+      ],
+      tasks: [
+        { id: 'J/t0', jobId: 'J', key: 'J_t0', demand: WHOLE, instanceId: 'R' },
+        { id: 'J/t1', jobId: 'J', key: 'J_t1', demand: WHOLE },
+      ],
+      instances: [
+        {
+          id: 'R',
+          typeName: 'slot.x',
+          state: 'running',
+          taskIds: ['J/t0'],
+          placement: rootGroup === undefined ? { zone: 'z' } : { zone: 'z', placementGroup: rootGroup },
+        },
+        ...Object.entries(others).map(([id, placement]) => ({
+          id,
+          typeName: 'slot.x',
+          state: 'running' as const,
+          taskIds: [],
+          placement,
+        })),
+      ],
+      measuredRtts: measured.map(([to, rtt]) => ({
+        fromInstanceId: 'R',
+        toInstanceId: to,
+        maxMicroseconds: rtt,
+        p99Microseconds: rtt,
+        atSeconds: 1000,
+      })),
+    };
+    return { snapshot, view: new LatencyView(snapshot, resolveLatencyOptions()) };
+  }
+
+  function workerHost(snapshot: ClusterSnapshot, view: LatencyView): DraftInstance | undefined {
+    return partialReconfiguration(planningInput(snapshot, view), new Set()).find((d) =>
+      d.taskIds.includes('J/t1'),
+    );
+  }
+
+  for (const sensitivity of ['memcached', 'strads', 'tensorflow'] as const)
+    it(`${sensitivity}: the worker takes the free instance in its root's zone instead of a launch into that zone`, () => {
+      const { snapshot, view } = rootAlone(sensitivity, { F: { zone: 'z' } });
+      const job = view.jobs.get('J');
+      if (job === undefined) throw new Error('J is a network-aware job');
+      expect(view.admits(job, view.instance('R'), view.instance('F'))).toBe(true);
+      const host = workerHost(snapshot, view);
+      expect(host?.id).toBe('F');
+      expect(host?.isNew).toBe(false);
+    });
+
+  it('still refuses a free instance worse than a new one: another zone, a slower measured path, or outside the root group', () => {
+    const job = (view: LatencyView) => view.jobs.get('J') as NonNullable<ReturnType<typeof view.jobs.get>>;
+    // Another zone (800 µs) is worse than a new instance in the root's zone (150 µs): a launch into zone z.
+    const apart = rootAlone('memcached', { F: { zone: 'y' } });
+    expect(apart.view.admits(job(apart.view), apart.view.instance('R'), apart.view.instance('F'))).toBe(
+      false,
+    );
+    const launched = workerHost(apart.snapshot, apart.view);
+    expect(launched?.isNew).toBe(true);
+    expect(launched?.placement).toEqual({ zone: 'z' });
+    // The same zone, but measured at 400 µs: worse than the zone's 150.
+    const slow = rootAlone('memcached', { F: { zone: 'z' } }, undefined, [['F', 400]]);
+    expect(slow.view.admits(job(slow.view), slow.view.instance('R'), slow.view.instance('F'))).toBe(false);
+    // The root is in a placement group: a new instance joins it (50 µs), so the zone's 150 µs is worse.
+    const grouped = rootAlone('memcached', { F: { zone: 'z' } }, 'g');
+    expect(
+      grouped.view.admits(job(grouped.view), grouped.view.instance('R'), grouped.view.instance('F')),
+    ).toBe(false);
+    expect(workerHost(grouped.snapshot, grouped.view)?.placement).toEqual({ zone: 'z', placementGroup: 'g' });
+  });
+});

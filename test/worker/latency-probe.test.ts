@@ -154,6 +154,36 @@ describe('RttWindow', () => {
     );
   });
 
+  it('counts a timed-out probe at its timeout: a path that drops most probes is measured slow, not fast', () => {
+    const w = new RttWindow(60);
+    // 6 probes in a minute: 2 answer in 90–95 µs, 4 time out after a second (1e6 µs); one more is refused outright.
+    w.add('inst-2', 1_000, 90);
+    for (const at of [11_000, 21_000, 31_000]) w.fail('inst-2', at, 1_000_000);
+    w.add('inst-2', 41_000, 95);
+    w.fail('inst-2', 51_000, 1_000_000);
+    w.fail('inst-2', 52_000);
+    const [report] = w.report(55_000);
+    expect(report).toEqual({
+      peerInstanceId: 'inst-2',
+      maxMicroseconds: 1_000_000,
+      p99Microseconds: 1_000_000,
+      samples: 6,
+      failures: 5,
+      windowSeconds: 60,
+    });
+    expect(rttReportSchema.safeParse(report).success).toBe(true);
+    // Every probe timed out: a figure all the same (the pair is measured, and slow); only refusals leave none.
+    const dark = new RttWindow(60);
+    dark.fail('inst-3', 1_000, 1_000_000);
+    dark.fail('inst-4', 1_000);
+    expect(
+      dark.report(2_000).map((r) => [r.peerInstanceId, r.maxMicroseconds, r.samples, r.failures]),
+    ).toEqual([
+      ['inst-3', 1_000_000, 1, 1],
+      ['inst-4', undefined, 0, 1],
+    ]);
+  });
+
   it('takes the nearest rank', () => {
     expect(nearestRank([5], 0.99)).toBe(5);
     expect(nearestRank([1, 2, 3, 4], 0.5)).toBe(2);
@@ -192,5 +222,38 @@ describe('LatencyProber', () => {
     expect(report.rtts?.[1]?.maxMicroseconds).toBeUndefined();
     a.setPeers([{ instanceId: 'inst-2', host: '127.0.0.1', port: b.port }]);
     expect(a.heartbeatReport().rtts?.map((r) => r.peerInstanceId)).toEqual(['inst-2']);
+  });
+
+  it('reports a peer that accepts but never answers as slow as the probe timeout, one refusing as unmeasured', async () => {
+    const held: Socket[] = [];
+    const silent = createServer((socket) => void held.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    cleanups.push(
+      () =>
+        new Promise((resolve) => {
+          for (const socket of held) socket.destroy();
+          silent.close(() => resolve());
+        }),
+    );
+    const a = await LatencyProber.start({
+      port: 0,
+      listenHost: '127.0.0.1',
+      intervalSeconds: 3600,
+      timeoutMs: 150,
+    });
+    cleanups.push(() => a.stop());
+    a.setPeers([
+      { instanceId: 'inst-5', host: '127.0.0.1', port: (silent.address() as { port: number }).port },
+      { instanceId: 'inst-9', host: '127.0.0.1', port: await closedPort() },
+    ]);
+    await a.probeAll();
+    const rtts = a.heartbeatReport().rtts ?? [];
+    expect(
+      rtts.map((r) => [r.peerInstanceId, r.maxMicroseconds, r.p99Microseconds, r.samples, r.failures]),
+    ).toEqual([
+      ['inst-5', 150_000, 150_000, 1, 1],
+      ['inst-9', undefined, undefined, 0, 1],
+    ]);
+    for (const r of rtts) expect(rttReportSchema.safeParse(r).success).toBe(true);
   });
 });

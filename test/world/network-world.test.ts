@@ -113,5 +113,9 @@ describe('the network ground truth', () => {
       /domainRttMicroseconds\.zone: must be ≥ 0 µs/,
     );
     expect(bad({ nosie: {} })).toMatch(/nosie/);
+    // The simulation steps at every noise interval: one of a millisecond would never finish.
+    expect(bad({ noise: { intervalSeconds: 0.001 } })).toMatch(/^noise\.intervalSeconds: must be ≥ 1 s/);
+    expect(bad({ noise: { intervalSeconds: 0 } })).toMatch(/^noise\.intervalSeconds: must be ≥ 1 s/);
+    expect(bad({ noise: { intervalSeconds: 1 } })).toBe('accepted');
   });
 });
