@@ -254,8 +254,10 @@ export class WorkerTaskControl implements TaskControl {
    * restarted controller plans with them until its workers report again.
    */
   roundRtts(): MeasuredRtt[] {
+    // Read first: reading drops the pairs of instances gone, so the saved matrix holds only live ones.
+    const rtts = this.latency.measuredRtts(this.options.clock.nowSeconds(), this.liveInstanceIds());
     this.store.setValue(LATENCY_MATRIX_KEY, this.latency.toJson());
-    return this.latency.measuredRtts(this.options.clock.nowSeconds(), this.liveInstanceIds());
+    return rtts;
   }
 
   /** The matrix as shown by the API, `fleetwise cluster` and Prometheus. */

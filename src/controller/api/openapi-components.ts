@@ -520,10 +520,11 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
             maxMicroseconds: {
               ...num,
               description:
-                'Largest round trip in the window (what placement uses); absent when no probe got through',
+                'Largest round trip in the window (what placement uses); a probe that timed out counts at the ' +
+                'timeout; absent when every probe was refused',
             },
             p99Microseconds: num,
-            samples: int,
+            samples: { ...int, description: 'Figures in the window: answers and timed-out probes' },
             failures: { ...int, description: 'Probes that got no answer in the window' },
             windowSeconds: num,
             atSeconds: { ...num, description: 'When the report arrived (controller clock)' },
