@@ -21,7 +21,9 @@ function applyLocalDefaults(merged: Json): void {
   merged.pollSeconds ??= 2;
   merged.vanishGraceSeconds ??= 0;
   merged.workerHeartbeatSeconds ??= 1;
-  merged.workerHeartbeatTimeoutSeconds ??= 10;
+  // Ten heartbeats, as the defaults (1 s, 10 s): a longer interval given alone lengthens the timeout with it.
+  const interval = merged.workerHeartbeatSeconds;
+  merged.workerHeartbeatTimeoutSeconds ??= typeof interval === 'number' ? Math.max(10, 10 * interval) : 10;
   merged.priceRefreshHours ??= 0;
   const registration = (merged.workerRegistration ??= {}) as Json;
   registration.timeoutSeconds ??= 60;

@@ -311,6 +311,13 @@ const predictionsSchema = z.strictObject({
   budgetSeconds: z.number().finite().positive('must be > 0').max(600, 'at most 600 s').default(10),
 });
 
+/**
+ * The heartbeat timeout is at least this many heartbeat intervals: a shorter one declares healthy workers lost after
+ * one late or lost heartbeat (at or under one interval, every worker, every time), and replaces their instances in a
+ * loop.
+ */
+export const MIN_HEARTBEATS_PER_TIMEOUT = 3;
+
 export const controllerConfigSchema = z
   .strictObject({
     /** `local`: instances are worker processes on this machine (src/cloud/local/), with local-mode defaults. */
@@ -479,6 +486,17 @@ export const controllerConfigSchema = z
   .refine((c) => c.objectStore === undefined || c.bucket === undefined, {
     message: 'give either objectStore or bucket, not both',
     path: ['bucket'],
+  })
+  .superRefine((c, ctx) => {
+    const least = MIN_HEARTBEATS_PER_TIMEOUT * c.workerHeartbeatSeconds;
+    if (c.workerHeartbeatTimeoutSeconds < least)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['workerHeartbeatTimeoutSeconds'],
+        message:
+          `${c.workerHeartbeatTimeoutSeconds} s is under ${MIN_HEARTBEATS_PER_TIMEOUT} × workerHeartbeatSeconds ` +
+          `(${c.workerHeartbeatSeconds} s): at least ${least} s, or healthy workers are declared lost`,
+      });
   });
 
 export type ControllerConfigInput = z.input<typeof controllerConfigSchema>;

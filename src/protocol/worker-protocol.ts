@@ -110,8 +110,8 @@ export const REPORTED_TASK_STATES = [
 ] as const;
 export type ReportedTaskState = (typeof REPORTED_TASK_STATES)[number];
 
-/** Bounds on what a worker reports: finite, and far beyond any real value. */
-const MAX_REPORTED_COUNT = 1e15;
+/** Bounds on what a worker reports: finite, and far beyond any real value (a worker drops a count past them). */
+export const MAX_REPORTED_COUNT = 1e15;
 const EXIT_CODE = z.number().int().min(-2_147_483_648).max(2_147_483_647);
 
 export const taskReportSchema = z.strictObject({
@@ -202,8 +202,11 @@ export const interruptionNoticeSchema = z.strictObject({
 });
 export type InterruptionNotice = z.infer<typeof interruptionNoticeSchema>;
 
+/** The most task reports one heartbeat carries (every task a worker has, so at most this many per instance). */
+export const MAX_TASKS_PER_HEARTBEAT = 256;
+
 export const heartbeatRequestSchema = z.strictObject({
-  tasks: z.array(taskReportSchema).max(256),
+  tasks: z.array(taskReportSchema).max(MAX_TASKS_PER_HEARTBEAT),
   /** EC2 warned that this instance is about to be reclaimed (absent: no warning). */
   interruption: interruptionNoticeSchema.optional(),
   /** The worker's latency probe and what it measured (absent: this worker does not probe). */

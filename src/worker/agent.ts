@@ -420,11 +420,14 @@ export class WorkerAgent {
       if (d.action === 'run') {
         // The instance is going away: nothing starts here (the controller moves the tasks once it hears).
         if (this.evacuating()) continue;
-        // A task that exited in an earlier attempt of its job runs again (from its checkpoint) in the next one.
+        // A task that exited in an earlier attempt of its job runs again (from its checkpoint) in the next one. A task
+        // held ready in another attempt (co-start: its job was retried, and placed here again before this worker heard
+        // an answer without it) is prepared again for this one: the controller counts only this attempt's ready
+        // tasks, and a release must never start the other attempt's launch.
         const newAttempt =
           t !== undefined &&
-          (t.phase === 'failed' || t.phase === 'succeeded') &&
-          (d.attempt ?? 1) > (t.attempt ?? 1);
+          (((t.phase === 'failed' || t.phase === 'succeeded') && (d.attempt ?? 1) > (t.attempt ?? 1)) ||
+            (t.phase === 'ready' && (d.attempt ?? 1) !== (t.attempt ?? 1)));
         if (t === undefined || t.phase === 'stopped' || newAttempt) tasks.start(d);
         // Co-start: its job was released (the hold is gone), so what was prepared runs now.
         else if (t.phase === 'ready' && d.hold !== true) tasks.release(t);

@@ -33,7 +33,7 @@ export async function fetchBuildContext(
   const contexts = join(workDir, 'contexts');
   const target = join(contexts, hash);
   try {
-    await readFile(join(target, '.fleetwise-complete'));
+    await readFile(completeMarker(target));
   } catch {
     // Tasks of one job (or jobs sharing a context) start together: the first call extracts, the others wait for it.
     let pending = extracting.get(target);
@@ -57,6 +57,15 @@ const swept = new Set<string>();
 
 /** A temporary extraction directory of `target` (mkdtemp adds six characters). */
 const TEMP_MARK = '.tmp-';
+
+/**
+ * The file saying `target` was extracted whole: beside it, never inside it. Inside, the archive decides what is at
+ * that path, and a context's symlinks may point anywhere on the host (a link named like the marker would have the
+ * worker, root on EC2, truncate whatever it points to when writing the marker).
+ */
+function completeMarker(target: string): string {
+  return `${target}.complete`;
+}
 
 /**
  * Remove the temporary directories a worker killed mid-extraction left in `contexts`, once per process: each is
@@ -90,9 +99,11 @@ async function extract(
   const temp = await mkdtemp(`${target}${TEMP_MARK}`);
   try {
     await extractBuildContext(await open(), temp, options);
-    await writeFile(join(temp, '.fleetwise-complete'), '');
+    // The marker goes last: a worker killed anywhere before it leaves a context that is extracted again.
+    await rm(completeMarker(target), { force: true });
     await rm(target, { recursive: true, force: true });
     await rename(temp, target);
+    await writeFile(completeMarker(target), '', { flag: 'wx' });
   } catch (e) {
     await rm(temp, { recursive: true, force: true });
     throw e;

@@ -36,7 +36,13 @@ export function parseProgress(text: string): ParsedProgress {
       malformedLines++;
       continue;
     }
-    samples.push({ timeSeconds: Number(m[1]), iterations: Number(m[2]) });
+    const sample = { timeSeconds: Number(m[1]), iterations: Number(m[2]) };
+    // Digits past what a double holds (`1e400` is Infinity) are no count: malformed, not a sample.
+    if (!Number.isFinite(sample.timeSeconds) || !Number.isFinite(sample.iterations)) {
+      malformedLines++;
+      continue;
+    }
+    samples.push(sample);
   }
   return { samples, malformedLines, remainder };
 }
@@ -91,9 +97,24 @@ export function summarize(
 }
 
 /**
- * Tails a progress file: each `poll()` reads only the bytes appended since the last one, keeps a partial last line
- * for next time, and forgets samples older than the window (memory stays bounded for week-long jobs). A file that
- * shrank (truncated or replaced) is read again from the start.
+ * At most this much of the file is read per poll. The file is the task's: a task appending faster than the worker
+ * polls, or one that makes it huge at once (`truncate -s 10G`, sparse, instant), must not make a poll allocate or
+ * decode its whole size (it would throw every poll and stop the heartbeat of every task on the host). Counts are
+ * cumulative, so only the newest lines matter: a poll further behind skips ahead to the file's tail.
+ */
+export const MAX_PROGRESS_READ_BYTES = 1024 * 1024;
+/** A line this long is no progress line (the format is two numbers): a partial line past it is dropped. */
+const MAX_LINE_BYTES = 4096;
+/**
+ * Samples kept at most: a task writing a line per iteration at thousands a second is measured from a thinned series
+ * (counts are cumulative, so every other sample of a dense series gives the same rate within one sample's step).
+ */
+const MAX_SAMPLES = 10_000;
+
+/**
+ * Tails a progress file: each `poll()` reads only the bytes appended since the last one (at most the newest
+ * MAX_PROGRESS_READ_BYTES), keeps a partial last line for next time, and forgets samples older than the window
+ * (memory stays bounded for week-long jobs). A file that shrank (truncated or replaced) is read again from the start.
  */
 export class ProgressTracker {
   private offset = 0;
@@ -121,14 +142,28 @@ export class ProgressTracker {
         this.remainder = '';
         this.samples = [];
       }
+      let skipToNewline = false;
+      if (size - this.offset > MAX_PROGRESS_READ_BYTES) {
+        // Far behind: the lines in between are older counts, superseded by the newest ones.
+        this.offset = size - MAX_PROGRESS_READ_BYTES;
+        this.remainder = '';
+        skipToNewline = true;
+      }
       if (size > this.offset) {
         const buffer = Buffer.alloc(size - this.offset);
         const { bytesRead } = await handle.read(buffer, 0, buffer.length, this.offset);
         this.offset += bytesRead;
-        const parsed = parseProgress(this.remainder + buffer.subarray(0, bytesRead).toString('utf8'));
+        let text = buffer.subarray(0, bytesRead).toString('utf8');
+        // Skipped ahead into the middle of a line: it starts after the next newline.
+        if (skipToNewline) text = text.slice(text.indexOf('\n') + 1 || text.length);
+        const parsed = parseProgress(this.remainder + text);
         this.remainder = parsed.remainder;
         this.malformedLines += parsed.malformedLines;
-        this.samples.push(...parsed.samples);
+        if (this.remainder.length > MAX_LINE_BYTES) {
+          this.remainder = '';
+          this.malformedLines++;
+        }
+        this.samples = this.samples.concat(parsed.samples);
       }
     } finally {
       await handle.close();
@@ -138,6 +173,20 @@ export class ProgressTracker {
     const firstInWindow = this.samples.findIndex((s) => s.timeSeconds >= from);
     const keepFrom = firstInWindow === -1 ? this.samples.length - 1 : Math.max(0, firstInWindow - 1);
     if (keepFrom > 0) this.samples = this.samples.slice(keepFrom);
+    if (this.samples.length > MAX_SAMPLES) this.thin();
     return summarize(this.samples, nowSeconds, this.total, this.windowSeconds);
+  }
+
+  /**
+   * Halve the series (or more), keeping the latest sample. Samples before the last decrease go first: throughput never
+   * counts them, and thinning must not skip over a decrease and join two series into one.
+   */
+  private thin(): void {
+    let start = 0;
+    for (let i = 1; i < this.samples.length; i++)
+      if ((this.samples[i]?.iterations ?? 0) < (this.samples[i - 1]?.iterations ?? 0)) start = i;
+    const series = this.samples.slice(start);
+    const step = Math.ceil(series.length / (MAX_SAMPLES / 2));
+    this.samples = series.filter((_, i) => i % step === 0 || i === series.length - 1);
   }
 }

@@ -3,7 +3,12 @@ import { join } from 'node:path';
 import type { ObjectStore } from '../storage/object-store.js';
 import { retryWhileStoreFails } from '../storage/retry.js';
 import { checkpointKeys } from '../protocol/object-keys.js';
-import type { DesiredTask, ReportedTaskState, TaskReport } from '../protocol/worker-protocol.js';
+import {
+  MAX_REPORTED_COUNT,
+  type DesiredTask,
+  type ReportedTaskState,
+  type TaskReport,
+} from '../protocol/worker-protocol.js';
 import type { AgentLogger, AgentOptions } from './agent.js';
 import { fetchBuildContext } from './build-context.js';
 import {
@@ -12,11 +17,14 @@ import {
   restoreLatestCheckpoint,
   type StoreStepRetry,
 } from './checkpoints.js';
-import type { TaskLaunch } from './executor.js';
+import type { TaskLaunch, TaskRunStatus } from './executor.js';
 import { ProgressTracker } from './progress.js';
 import { readTaskLog, uploadTaskLog } from './task-log.js';
 import { readExitRecord, writeExitRecord, type TaskExitRecord } from './exit-record.js';
 import { checkpointOf, persistTask, readPersistedTask, type LocalTask } from './task-record.js';
+
+/** A task's exit code when SIGKILL ended it (128 + 9), as Docker and the process executor report it. */
+const SIGKILL_EXIT_CODE = 137;
 
 /** The agent's registration as the task operations see it: both undefined until it registers (and after a 401). */
 export interface Registration {
@@ -154,6 +162,7 @@ export class TaskLifecycle {
         signal: saved?.signal,
         timeoutSeconds: saved?.timeoutSeconds,
         attempt: saved?.attempt,
+        total: saved?.total,
         lastLogUploadMs: 0,
       };
       if (t.phase === 'starting' || t.phase === 'checkpointing') t.phase = 'running';
@@ -164,11 +173,17 @@ export class TaskLifecycle {
         t.phase = 'stopped';
         t.reason = 'ended with the worker that ran it; it resumes from its last checkpoint';
         await this.persist(t);
+      } else if (t.phase === 'running' && status.state === 'starting') {
+        // Created and never started (the worker died between the two): nothing of it ran. Stopped, so a `run` starts
+        // it afresh (the start removes this container first), and a stop or an answer without it finds it ended.
+        t.phase = 'stopped';
+        await this.persist(t);
       }
       this.tasks.set(t.taskId, t);
-      // The watcher starts by listing the store: in the background, so an outage cannot hold up the heartbeat.
-      if (t.phase === 'running' && status.state !== 'exited')
-        this.background(t, () => this.watch(t, 'unknown'));
+      // The watcher starts by listing the store: in the background, so an outage cannot hold up the heartbeat. A
+      // task that exited while no worker ran is watched too: what it wrote before exiting (the final checkpoint a
+      // stop's signal asked for) is uploaded when its exit is handled (`finished`), before that exit is reported.
+      if (t.phase === 'running') this.background(t, () => this.watch(t, 'unknown'));
       this.log.info(`adopted task ${t.taskId} (${status.state})`);
     }
   }
@@ -203,25 +218,44 @@ export class TaskLifecycle {
     await this.retry(`checkpoint listing of ${t.taskId}`, () => watcher.start(baseline));
   }
 
-  /** Exits, progress. */
+  /**
+   * Exits, progress. What goes wrong observing one task is that task's: logged, and the others are observed and
+   * reported all the same (the heartbeat awaits this, and a heartbeat that never goes out loses every task here).
+   */
   async observe(): Promise<void> {
     const statuses = new Map((await this.options.executor.list()).map((s) => [s.taskId, s]));
-    for (const t of this.tasks.values()) {
-      if (t.progress !== undefined) {
-        const summary = await t.progress.poll();
-        t.completed = summary.completed;
-        t.perSecond = summary.iterationsPerSecond;
-      }
-      if (t.busy !== undefined || t.phase !== 'running') continue;
-      // The listing may predate a start that ended since (starts run in the background, and the polls above await):
-      // ask again before taking a running task for gone.
-      const status = statuses.get(t.taskId) ?? (await this.options.executor.status(t.taskId));
-      if (status === undefined) {
-        t.phase = 'failed';
-        t.reason = 'the task disappeared from this host (container or process removed)';
-        await this.stopWatching(t);
-        await this.persist(t);
-      } else if (status.state === 'exited') this.background(t, () => this.finished(t, status.exitCode));
+    for (const t of this.tasks.values())
+      await this.observeOne(t, statuses).catch((e: unknown) =>
+        this.log.warn(`task ${t.taskId}: could not observe it: ${(e as Error).message}`),
+      );
+  }
+
+  private async observeOne(t: LocalTask, statuses: ReadonlyMap<string, TaskRunStatus>): Promise<void> {
+    await this.pollProgress(t);
+    if (t.busy !== undefined || t.phase !== 'running') return;
+    // The listing may predate a start that ended since (starts run in the background, and the polls above await):
+    // ask again before taking a running task for gone.
+    const status = statuses.get(t.taskId) ?? (await this.options.executor.status(t.taskId));
+    if (status === undefined) {
+      t.phase = 'failed';
+      t.reason = 'the task disappeared from this host (container or process removed)';
+      await this.stopWatching(t);
+      await this.persist(t);
+    } else if (status.state === 'exited') this.background(t, () => this.finished(t, status.exitCode));
+  }
+
+  /**
+   * Read the task's progress file (the task writes it, so it may hold anything): a file that cannot be read leaves
+   * the last figures, never fails the caller.
+   */
+  private async pollProgress(t: LocalTask): Promise<void> {
+    if (t.progress === undefined) return;
+    try {
+      const summary = await t.progress.poll();
+      t.completed = summary.completed;
+      t.perSecond = summary.iterationsPerSecond;
+    } catch (e) {
+      this.log.warn(`task ${t.taskId}: could not read its progress file: ${(e as Error).message}`);
     }
   }
 
@@ -447,16 +481,20 @@ export class TaskLifecycle {
   /** The task has reported every iteration its job declares (none declared: not known, so no). */
   private async didItAll(t: LocalTask): Promise<boolean> {
     if (t.total === undefined) return false;
-    if (t.progress !== undefined) t.completed = (await t.progress.poll()).completed;
+    await this.pollProgress(t);
     return (t.completed ?? 0) >= t.total;
   }
 
-  /** The task exited without being asked: 0 is success, anything else a failure with its last output. */
+  /**
+   * The task exited without being asked: 0 is success, anything else a failure with its last output. Also a task
+   * adopted after it exited during a stop (the worker that signalled it died meanwhile): stopped, as the stop would
+   * have reported it, unless it exited 0 having done every iteration (the stop's rule).
+   */
   private async finished(t: LocalTask, exitCode: number | undefined): Promise<void> {
-    if (t.progress !== undefined) {
-      const summary = await t.progress.poll();
-      t.completed = summary.completed;
-    }
+    await this.pollProgress(t);
+    if (t.stopRequested && exitCode === 0 && (await this.didItAll(t))) t.stopRequested = false;
+    // Killed (that stop's timeout ran out): what is in its directory may be torn mid-write, as after a stop's kill.
+    const killed = t.stopRequested && exitCode === SIGKILL_EXIT_CODE;
     // The exit is stored first, its last output read here: the last checkpoints and the log take as long as the
     // store does, and a worker that dies meanwhile must not take the exit with it (exit-record.ts). Still reported
     // only once all three are stored.
@@ -486,7 +524,8 @@ export class TaskLifecycle {
     }
     if (t.watcher !== undefined) {
       await t.watcher.stop();
-      await t.watcher.flush();
+      if (killed) await t.watcher.flushMarkedOnly();
+      else await t.watcher.flush();
     }
     await this.uploadLog(t);
     t.exitCode = exitCode;
@@ -557,17 +596,28 @@ export class TaskLifecycle {
 
 function report(t: LocalTask): TaskReport {
   const state: ReportedTaskState = t.busy !== undefined && t.phase === 'running' ? 'running' : t.phase;
+  const completed = reportable(t.completed);
+  const perSecond = state === 'running' ? reportable(t.perSecond) : undefined;
   return {
     taskId: t.taskId,
     state,
     ...(t.exitCode === undefined ? {} : { exitCode: t.exitCode }),
     ...(t.reason === undefined ? {} : { reason: t.reason.slice(0, 4000) }),
-    ...(t.completed === undefined ? {} : { completedIterations: t.completed }),
-    ...(t.perSecond === undefined || state !== 'running' ? {} : { throughputPerSecond: t.perSecond }),
+    ...(completed === undefined ? {} : { completedIterations: completed }),
+    ...(perSecond === undefined ? {} : { throughputPerSecond: perSecond }),
     ...(t.checkpoint === undefined ? {} : { checkpoint: t.checkpoint }),
     ...(t.restoredFrom === undefined ? {} : { restoredFrom: t.restoredFrom }),
     ...(t.attempt === undefined ? {} : { attempt: t.attempt }),
   };
+}
+
+/**
+ * A count the task's progress file gave, if the protocol can carry it. The file is the task's to write: a value past
+ * the protocol's bounds (a 2e15 token counter, a rate over microsecond timestamps) is left out of the report, or the
+ * controller would refuse the whole heartbeat, and with it every other task on this instance.
+ */
+function reportable(n: number | undefined): number | undefined {
+  return n !== undefined && Number.isFinite(n) && n >= 0 && n <= MAX_REPORTED_COUNT ? n : undefined;
 }
 
 function numberOr(value: string | undefined): number | undefined {

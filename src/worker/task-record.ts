@@ -21,6 +21,8 @@ const persistedSchema = z.object({
   signal: z.string().optional(),
   timeoutSeconds: z.number().optional(),
   attempt: z.number().optional(),
+  /** The iterations its job declares (a task adopted after it exited during a stop may have done them all). */
+  total: z.number().optional(),
 });
 export type PersistedTask = z.infer<typeof persistedSchema>;
 
@@ -38,7 +40,6 @@ export interface LocalTask extends PersistedTask {
   logUploads?: Promise<void> | undefined;
   /** A periodic log upload is under way (at most one at a time). */
   shippingLog?: boolean | undefined;
-  total?: number | undefined;
   /** Co-start: the prepared start, held (phase `ready`) until the controller releases the task's job. */
   prepared?: TaskLaunch | undefined;
 }
@@ -59,6 +60,7 @@ export async function persistTask(taskDir: string, t: LocalTask): Promise<void> 
     ...(t.signal === undefined ? {} : { signal: t.signal }),
     ...(t.timeoutSeconds === undefined ? {} : { timeoutSeconds: t.timeoutSeconds }),
     ...(t.attempt === undefined ? {} : { attempt: t.attempt }),
+    ...(t.total === undefined ? {} : { total: t.total }),
   };
   const path = join(taskDir, 'agent.json');
   // A temporary file of its own per write: two writes at once must not rename each other's file away.

@@ -194,6 +194,59 @@ describe('controller configuration', () => {
     );
   });
 
+  it('refuses a heartbeat timeout within three heartbeat intervals, naming both fields', () => {
+    const aws = (extra: string[]): ReturnType<typeof problemsOf> =>
+      problemsOf(() =>
+        loadControllerConfig({
+          flags: { config: file('heartbeat.yaml', ['cluster: c', 'stateDir: s', ...extra].join('\n')) },
+          env: {},
+          defaultRegion: 'us-east-1',
+        }),
+      );
+    // The interval alone, at or past the default 60 s timeout: every worker would be declared lost.
+    expect(aws(['workerHeartbeatSeconds: 90']).problems).toEqual([
+      'workerHeartbeatTimeoutSeconds: 60 s is under 3 × workerHeartbeatSeconds (90 s): at least 270 s, or healthy workers are declared lost',
+    ]);
+    expect(aws(['workerHeartbeatSeconds: 10', 'workerHeartbeatTimeoutSeconds: 20']).problems).toEqual([
+      'workerHeartbeatTimeoutSeconds (line 4): 20 s is under 3 × workerHeartbeatSeconds (10 s): at least 30 s, or healthy workers are declared lost',
+    ]);
+    const flagged = problemsOf(() =>
+      loadControllerConfig({
+        flags: { cluster: 'c', stateDir: 's', heartbeatTimeoutSeconds: '12' },
+        env: {},
+        defaultRegion: 'us-east-1',
+      }),
+    );
+    expect(flagged.problems).toEqual([
+      '--heartbeat-timeout-seconds: 12 s is under 3 × workerHeartbeatSeconds (5 s): at least 15 s, or healthy workers are declared lost',
+    ]);
+    // Three intervals is enough.
+    const edge = loadControllerConfig({
+      flags: { cluster: 'c', stateDir: 's', heartbeatTimeoutSeconds: '15' },
+      env: {},
+      defaultRegion: 'us-east-1',
+    });
+    expect([edge.workerHeartbeatSeconds, edge.workerHeartbeatTimeoutSeconds]).toEqual([5, 15]);
+
+    // Local mode: the timeout is ten intervals unless given, never under its 10 s default.
+    const local = (extra: string[], flags = {}): [number, number] => {
+      const c = loadControllerConfig({
+        flags: { provider: 'local', config: file('local-heartbeat.yaml', extra.join('\n')), ...flags },
+        env: {},
+        cwd: scratch,
+        defaultRegion: 'us-east-1',
+      });
+      return [c.workerHeartbeatSeconds, c.workerHeartbeatTimeoutSeconds];
+    };
+    expect(local([])).toEqual([1, 10]);
+    expect(local(['workerHeartbeatSeconds: 0.5'])).toEqual([0.5, 10]);
+    expect(local(['workerHeartbeatSeconds: 15'])).toEqual([15, 150]);
+    expect(local(['workerHeartbeatSeconds: 15'], { heartbeatTimeoutSeconds: '60' })).toEqual([15, 60]);
+    expect(() => local(['workerHeartbeatSeconds: 15'], { heartbeatTimeoutSeconds: '30' })).toThrow(
+      /--heartbeat-timeout-seconds: 30 s is under 3 × workerHeartbeatSeconds \(15 s\)/,
+    );
+  });
+
   it('takes Eva’s tunables from the scheduler section and rejects bad or unknown ones', () => {
     const path = file(
       'eva.yaml',

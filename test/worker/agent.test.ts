@@ -159,6 +159,35 @@ describe('worker agent (fake controller over HTTP, real process executor)', () =
     await tickUntil(agent, 'the unwanted task to stop', (r) => r?.state === 'stopped', 'hold-1.0');
   });
 
+  it('a task held ready in an earlier attempt is prepared again when its retried job holds it here again', async () => {
+    const workDir = join(tmp, 'hold-retry');
+    const { agent, executor } = agentOn(workDir);
+    const command = ['sh', '-c', 'echo "attempt $FLEETWISE_ATTEMPT"; sleep 30'];
+    controller.answer = [{ ...runTask('hold-3.0', command), attempt: 1, hold: true }];
+    await agent.register();
+    await tickUntil(agent, 'ready in attempt 1', (r) => r?.state === 'ready' && r.attempt === 1, 'hold-3.0');
+    // A sibling failed while being prepared: the job is retried and this task placed here again, still held.
+    controller.answer = [{ ...runTask('hold-3.0', command), attempt: 2, hold: true }];
+    await tickUntil(agent, 'ready in attempt 2', (r) => r?.state === 'ready' && r.attempt === 2, 'hold-3.0');
+    expect(await executor.list()).toEqual([]);
+    // Released in attempt 2: the launch that runs is attempt 2's.
+    controller.answer = [{ ...runTask('hold-3.0', command), attempt: 2 }];
+    const running = await tickUntil(
+      agent,
+      'the released task to run',
+      (r) => r?.state === 'running',
+      'hold-3.0',
+    );
+    expect(running.attempt).toBe(2);
+    const log = await until('its first output', async () => {
+      const text = (await readAll(await executor.logs('hold-3.0'))).toString('utf8');
+      return text === '' ? undefined : text;
+    });
+    expect(log).toBe('attempt 2\n');
+    controller.answer = [];
+    await tickUntil(agent, 'the unwanted task to stop', (r) => r?.state === 'stopped', 'hold-3.0');
+  });
+
   it('a held task no longer wanted is dropped without ever running', async () => {
     const workDir = join(tmp, 'hold-drop');
     const { agent, executor } = agentOn(workDir);

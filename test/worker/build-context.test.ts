@@ -1,5 +1,14 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -10,7 +19,7 @@ import { DEFAULT_CONTEXT_LIMITS } from '../../src/protocol/context-limits.js';
 import { buildContextKey } from '../../src/protocol/object-keys.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { fetchBuildContext } from '../../src/worker/build-context.js';
-import { gzipBomb } from '../helpers/tar.js';
+import { craftTar, gzipBomb } from '../helpers/tar.js';
 
 const COUNTER_CONTEXT = join(PROJECT_ROOT, 'examples', 'counter');
 
@@ -57,7 +66,7 @@ describe('fetchBuildContext of an uploaded context', () => {
       expect(r).toEqual({ contextDir: target, dockerfile: undefined, contentHash: hash });
     expect(store.fetches).toBe(1);
     expect(existsSync(join(target, 'counter.sh'))).toBe(true);
-    expect(readdirSync(join(workDir, 'contexts'))).toEqual([hash]);
+    expect(readdirSync(join(workDir, 'contexts'))).toEqual([hash, `${hash}.complete`]);
 
     // Already on this host: not fetched again.
     await fetchBuildContext({ context: ref }, workDir, () => store);
@@ -83,7 +92,7 @@ describe('fetchBuildContext of an uploaded context', () => {
     const retried = await fetchBuildContext({ context: ref }, workDir, () => store);
     expect(store.fetches).toBe(2);
     expect(existsSync(join(retried.contextDir, 'counter.sh'))).toBe(true);
-    expect(readdirSync(join(workDir, 'contexts'))).toEqual([hash]);
+    expect(readdirSync(join(workDir, 'contexts'))).toEqual([hash, `${hash}.complete`]);
   });
 
   it('refuses a path on the host: only uploaded contexts are build contexts', async () => {
@@ -120,6 +129,28 @@ describe('fetchBuildContext of an uploaded context', () => {
       writeFileSync(join(contexts, left, 'half', 'file'), 'partial');
     }
     await fetchBuildContext({ context: ref }, join(tmp, 'work'), () => store);
-    expect(readdirSync(contexts)).toEqual([hash]);
+    expect(readdirSync(contexts)).toEqual([hash, `${hash}.complete`]);
+  });
+
+  it('never writes through a symlink of the archive, whatever its name', async () => {
+    const store = new CountingStore(join(tmp, 'store'));
+    const victim = join(tmp, 'host-file.json');
+    writeFileSync(victim, '{"token":"precious"}\n');
+    const archive = await craftTar([
+      { name: 'Dockerfile', content: 'FROM busybox\n' },
+      // A context's symlinks may point anywhere (docker build copies them as links): these are the archive's own.
+      { name: '.fleetwise-complete', type: 'symlink', linkname: victim },
+    ]);
+    const hash = createHash('sha256').update(archive).digest('hex');
+    const key = buildContextKey(hash, 'tar');
+    await store.put(key, archive);
+    const workDir = join(tmp, 'work');
+    const { contextDir } = await fetchBuildContext({ context: key }, workDir, () => store);
+    expect(readFileSync(victim, 'utf8')).toBe('{"token":"precious"}\n');
+    expect(lstatSync(join(contextDir, '.fleetwise-complete')).isSymbolicLink()).toBe(true);
+    // Extracted whole (its marker lies beside it): the next task of the context does not fetch it again.
+    await fetchBuildContext({ context: key }, workDir, () => store);
+    expect(store.fetches).toBe(1);
+    expect(readFileSync(victim, 'utf8')).toBe('{"token":"precious"}\n');
   });
 });

@@ -19,10 +19,15 @@ import {
   DockerExecutor,
   INSTANCE_LABEL,
   JOB_LABEL,
+  prepareHostPaths,
   TASK_LABEL,
 } from '../../src/worker/executors/docker.js';
 import { buildTag, hashBuildContext, ImageBuildError, ImageCache } from '../../src/worker/image-cache.js';
+import { ControllerClient } from '../../src/worker/controller-client.js';
+import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { ProgressTracker } from '../../src/worker/progress.js';
+import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
+import { persistTask } from '../../src/worker/task-record.js';
 import { BASE_IMAGE, describeWithDocker } from '../helpers/dockerd.js';
 
 const COUNTER_CONTEXT = join(PROJECT_ROOT, 'examples', 'counter');
@@ -341,5 +346,77 @@ describeWithDocker('docker executor against a real dockerd', (engine) => {
         else process.env[k] = v;
       }
     }
+  });
+
+  it('a container created and never started (its worker died in between) is adopted stopped, then started afresh', async () => {
+    const taskId = 'created-9.0';
+    const workDir = join(tmp, 'created-work');
+    const store = new FsObjectStore(join(tmp, 'created-store'));
+    const taskDir = join(workDir, 'tasks', taskId);
+    const launch: TaskLaunch = {
+      ...counterLaunch(taskId, {}),
+      build: undefined,
+      image: BASE_IMAGE,
+      command: ['sh', '-c', 'echo started; sleep 30'],
+      checkpointDir: join(taskDir, 'checkpoint'),
+      progressFile: join(taskDir, 'progress'),
+    };
+    // What a worker killed between createContainer and start leaves: the container, and its record still `starting`.
+    await prepareHostPaths(launch);
+    await engine.docker.createContainer(executor.containerSpec(launch, BASE_IMAGE, 'none'));
+    await persistTask(taskDir, {
+      taskId,
+      jobId: launch.jobId,
+      phase: 'starting',
+      startedAtMs: Date.now(),
+      stopRequested: false,
+      attempt: 1,
+      lastLogUploadMs: 0,
+    });
+    expect(await executor.status(taskId)).toMatchObject({ state: 'starting' });
+
+    const tasks = new TaskLifecycle(
+      {
+        connection: new ControllerClient('http://127.0.0.1:9'),
+        credentials: { launch: launchSecretCredential('unused') },
+        executor,
+        openStore: () => store,
+        cloudInstanceId: 'local-test',
+        workDir,
+      },
+      { info: () => undefined, warn: () => undefined },
+      () => ({ store, instanceId: 'inst-1' }),
+      new AbortController().signal,
+    );
+    await tasks.adopt();
+    await tasks.observe();
+    await tasks.settle();
+    // Nothing of it ran: not reported running (it never would be), but stopped, for a `run` to start it again.
+    expect(tasks.reports()).toEqual([{ taskId, state: 'stopped', attempt: 1 }]);
+    tasks.start({
+      taskId,
+      jobId: launch.jobId,
+      action: 'run',
+      restore: false,
+      attempt: 1,
+      launch: {
+        image: BASE_IMAGE,
+        command: [...launch.command],
+        env: {},
+        vcpus: 0.5,
+        memoryGiB: 0,
+        gpus: 0,
+        shmSizeGiB: 0,
+      },
+      checkpoint: { signal: 'SIGTERM', timeoutSeconds: 1 },
+    });
+    await tasks.settle();
+    expect(tasks.get(taskId)?.phase).toBe('running');
+    expect(await executor.status(taskId)).toMatchObject({ state: 'running' });
+    await until(async () =>
+      (await readAll(await executor.logs(taskId))).toString() === 'started\n' ? true : undefined,
+    );
+    await tasks.stopWatchers();
+    await executor.remove(taskId);
   });
 });

@@ -1,10 +1,11 @@
-import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   DEFAULT_THROUGHPUT_WINDOW_SECONDS,
+  MAX_PROGRESS_READ_BYTES,
   parseProgress,
   ProgressTracker,
   summarize,
@@ -20,6 +21,12 @@ describe('progress lines', () => {
       { timeSeconds: 120, iterations: 40 },
     ]);
     expect(parsed.remainder).toBe('130 6');
+    expect(parsed.malformedLines).toBe(1);
+  });
+
+  it('takes a number past what a double holds for a malformed line, not a sample of Infinity', () => {
+    const parsed = parseProgress(`100 ${'9'.repeat(400)}\n110 5\n`);
+    expect(parsed.samples).toEqual([{ timeSeconds: 110, iterations: 5 }]);
     expect(parsed.malformedLines).toBe(1);
   });
 
@@ -108,5 +115,52 @@ describe('ProgressTracker', () => {
     writeFileSync(file, '2000 5\n');
     expect(await tracker.poll(2000)).toMatchObject({ completed: 5, iterationsPerSecond: undefined });
     expect(tracker.malformedLines).toBe(0);
+  });
+
+  it('reads a sparse 10 GiB file (a task ran `truncate -s 10G` on it) without allocating it', async () => {
+    const file = join(dir, 'progress');
+    writeFileSync(file, '1000 0\n1010 20\n');
+    const tracker = new ProgressTracker(file, undefined, 60);
+    expect(await tracker.poll(1010)).toMatchObject({ completed: 20 });
+    truncateSync(file, 10 * 1024 ** 3);
+    for (let i = 0; i < 3; i++) expect(await tracker.poll(1015)).toMatchObject({ completed: 20 });
+    // Lines written after the hole are read.
+    appendFileSync(file, '\n1020 40\n');
+    expect(await tracker.poll(1020)).toMatchObject({ completed: 40, iterationsPerSecond: 2 });
+  });
+
+  it('skips ahead to the newest lines when far behind (a worker restarted under a chatty task)', async () => {
+    const file = join(dir, 'progress');
+    // 4 MiB of lines at 100 it/s, one per 0.01 s: four times what one poll reads.
+    const lines: string[] = [];
+    let bytes = 0;
+    for (let i = 0; bytes < 4 * MAX_PROGRESS_READ_BYTES; i++) {
+      const line = `${(1000 + i / 100).toFixed(2)} ${i}\n`;
+      lines.push(line);
+      bytes += line.length;
+    }
+    writeFileSync(file, lines.join(''));
+    const last = lines.length - 1;
+    const tracker = new ProgressTracker(file, undefined, 60);
+    const summary = await tracker.poll(1000 + last / 100);
+    expect(summary.completed).toBe(last);
+    expect(summary.iterationsPerSecond).toBeCloseTo(100, 6);
+    expect(tracker.malformedLines).toBe(0); // the line cut by the skip is not taken for a malformed one
+  });
+
+  it('a dense reporter is measured from a bounded, thinned series at the same rate', async () => {
+    const file = join(dir, 'progress');
+    const tracker = new ProgressTracker(file, undefined, 300);
+    // 100 lines a second at 700 it/s for 300 s, polled every 10 s: 30,000 samples in the window.
+    let t = 0;
+    for (let poll = 0; poll < 30; poll++) {
+      const chunk: string[] = [];
+      for (let i = 0; i < 1000; i++, t++) chunk.push(`${1000 + t / 100} ${t * 7}\n`);
+      appendFileSync(file, chunk.join(''));
+      const summary = await tracker.poll(1000 + (t - 1) / 100);
+      expect(summary.completed).toBe((t - 1) * 7);
+      if (poll > 0) expect(summary.iterationsPerSecond).toBeCloseTo(700, 6);
+    }
+    expect((tracker as unknown as { samples: unknown[] }).samples.length).toBeLessThanOrEqual(10_000);
   });
 });

@@ -1,12 +1,14 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
+import { checkpointKeys } from '../../src/protocol/object-keys.js';
 import type { DesiredTask } from '../../src/protocol/worker-protocol.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { readAll } from '../../src/storage/streams.js';
 import { ControllerClient } from '../../src/worker/controller-client.js';
+import { restoreLatestCheckpoint } from '../../src/worker/checkpoints.js';
 import { readExitRecord } from '../../src/worker/exit-record.js';
 import type { Executor, TaskLaunch, TaskRunStatus } from '../../src/worker/executor.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
@@ -267,5 +269,64 @@ describe('task lifecycle: observing', () => {
     const late = tasks.get('late-3.0');
     expect([late?.phase, late?.reason]).toEqual(['running', undefined]);
     await inner.remove('late-3.0');
+  });
+});
+
+describe('task lifecycle: a worker restarted during a checkpoint-stop', () => {
+  it('uploads the final checkpoint the task wrote on the signal while no worker ran, before reporting it stopped', async () => {
+    const stateDir = join(tmp, 'midstop-executor');
+    const store = new FsObjectStore(join(tmp, 'midstop-store'));
+    const workDir = join(tmp, 'midstop-work');
+    const ref = { jobId: 'midstop-1', taskId: 'midstop-1.0' };
+    // A periodic checkpoint at once; on the signal, some work, then the final state, marked, and a clean exit.
+    const script =
+      'echo 1 > "$FLEETWISE_CHECKPOINT_DIR/state"; touch "$FLEETWISE_CHECKPOINT_DIR/COMPLETE"; ' +
+      'trap \'sleep 0.3; echo FINAL > "$FLEETWISE_CHECKPOINT_DIR/state"; ' +
+      'touch "$FLEETWISE_CHECKPOINT_DIR/COMPLETE"; exit 0\' TERM; echo ready; while :; do sleep 0.05; done';
+    const executor = new ProcessExecutor({ stateDir });
+    const first = lifecycle(executor, store, workDir, 20);
+    first.start(runOnce(ref.taskId, ['sh', '-c', script]));
+    await first.settle();
+    const task = first.get(ref.taskId);
+    if (task === undefined) throw new Error('not started');
+    for (let i = 0; task.checkpoint === undefined; i += 1) {
+      if (i > 200) throw new Error('the first checkpoint was never uploaded');
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    for (let i = 0; !(await readAll(await executor.logs(ref.taskId))).toString().includes('ready'); i += 1) {
+      if (i > 200) throw new Error('the task never got ready');
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    const periodic = task.checkpoint.key;
+    // The first steps of a checkpoint-stop (recorded, then the signal), and the worker dies: nothing watches any more.
+    task.stopRequested = true;
+    task.phase = 'checkpointing';
+    await persistTask(join(workDir, 'tasks', ref.taskId), task);
+    await first.stopWatchers();
+    await executor.signal(ref.taskId, 'SIGTERM');
+    for (let i = 0; (await executor.status(ref.taskId))?.state !== 'exited'; i += 1) {
+      if (i > 200) throw new Error('the task never exited');
+      await new Promise((r) => setTimeout(r, 25));
+    }
+
+    // The next worker adopts the exited task.
+    const second = lifecycle(new ProcessExecutor({ stateDir }), store, workDir, 20);
+    await second.adopt();
+    for (let i = 0; second.get(ref.taskId)?.phase !== 'stopped'; i += 1) {
+      if (i > 200) throw new Error('the adopted task was never reported stopped');
+      await second.observe();
+      await second.settle();
+    }
+    const [report] = second.reports();
+    expect(report).toMatchObject({ taskId: ref.taskId, state: 'stopped', exitCode: 0 });
+    expect(report?.checkpoint?.key).not.toBe(periodic);
+    // What the report names is the final state: the task resumes from it.
+    const restored = join(tmp, 'midstop-restored');
+    const { manifest } = await restoreLatestCheckpoint(store, ref, restored);
+    expect(report?.checkpoint?.key).toBe(checkpointKeys(ref, manifest?.seq ?? 0).manifest);
+    expect(readFileSync(join(restored, 'state'), 'utf8')).toBe('FINAL\n');
+    // A stop, not the task's end: no exit is recorded.
+    expect(await readExitRecord(store, ref, 1)).toBeUndefined();
+    await second.stopWatchers();
   });
 });
