@@ -169,6 +169,6 @@ describe('job spec network:', () => {
       rootTask: 'server',
       gibPerHour: 40,
     });
-    expect(traceJobSpec(traced.jobs[0] as never, new Map()).network).toEqual(traced.jobs[0]?.network);
+    expect(traceJobSpec(traced.jobs[0] as never, new Map(), 1800).network).toEqual(traced.jobs[0]?.network);
   });
 });

@@ -427,6 +427,19 @@ describe('durations in …Seconds fields', () => {
   });
 });
 
+describe('checkpoint.everySeconds', () => {
+  it('takes 0 for a job that never checkpoints on its own, and refuses a negative cadence naming the field', () => {
+    expect(
+      parseJobSpec(`${MINIMAL}checkpoint: { everySeconds: 0 }\n`, 'spec.yaml', catalog).checkpoint,
+    ).toMatchObject({
+      everySeconds: 0,
+    });
+    expect(() => parseJobSpec(`${MINIMAL}checkpoint: { everySeconds: -5 }\n`, 'spec.yaml', catalog)).toThrow(
+      /checkpoint\.everySeconds: must be 0 seconds or more/,
+    );
+  });
+});
+
 describe('parseJobSpec: retryStrategy', () => {
   it('reads attempts and exit rules (codes as strings or numbers, Batch’s upper-case actions too)', () => {
     const spec = parseJobSpec(

@@ -272,8 +272,10 @@ export const checkpointSchema = z.strictObject({
   )
     .describe('Seconds the task has to checkpoint and exit after the signal before it is killed')
     .default(DEFAULT_CHECKPOINT_TIMEOUT_SECONDS),
-  everySeconds: durationSecondsSchema(positiveDuration())
-    .describe('How often the job checkpoints on its own (for the lost-work estimate of a move)')
+  everySeconds: durationSecondsSchema(nonNegativeDuration())
+    .describe(
+      'How often the job checkpoints on its own, 0 for never (what a spot interruption puts at risk: with 0, all its work)',
+    )
     .optional(),
   restoreDelaySeconds: durationSecondsSchema(delay())
     .describe('Estimated seconds to fetch and restore a checkpoint on a new instance, until measured')

@@ -317,7 +317,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
         const job = jobs[nextArrival] as SimJob;
         nextArrival += 1;
         const record = controller.submit(
-          traceJobSpec(job.spec, controllerIds),
+          traceJobSpec(job.spec, controllerIds, job.checkpointIntervalSeconds),
           job.spec.team ?? DEFAULT_TRACE_TEAM,
         );
         controllerIds.set(job.spec.id, record.id);

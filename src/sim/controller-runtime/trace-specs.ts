@@ -14,7 +14,12 @@ import { DEFAULT_TRACE_TEAM, type TraceJob } from '../../world/trace.js';
  * Images are named by the trace's image ids (tasks sharing one skip the build on an instance that has it), and
  * dependencies by the ids the controller gave the jobs they name (`controllerIds`).
  */
-export function traceJobSpec(job: TraceJob, controllerIds: ReadonlyMap<string, string>): JobSpec {
+export function traceJobSpec(
+  job: TraceJob,
+  controllerIds: ReadonlyMap<string, string>,
+  /** Seconds between its own checkpoints as the run has them (the trace's, a run's override, else the default). */
+  checkpointIntervalSeconds: number,
+): JobSpec {
   const moveSeconds = job.tasks.reduce(
     (m, t) => Math.max(m, t.fetchDelaySeconds + t.buildImageDelaySeconds + t.uploadDelaySeconds),
     0,
@@ -36,9 +41,7 @@ export function traceJobSpec(job: TraceJob, controllerIds: ReadonlyMap<string, s
       timeoutSeconds: DEFAULT_CHECKPOINT_TIMEOUT_SECONDS,
       restoreDelaySeconds: moveSeconds / 2,
       initDelaySeconds: job.initDelaySeconds,
-      ...(job.checkpointIntervalSeconds === undefined || job.checkpointIntervalSeconds <= 0
-        ? {}
-        : { everySeconds: job.checkpointIntervalSeconds }),
+      everySeconds: checkpointIntervalSeconds,
     },
     ...(job.spot === undefined ? {} : { spot: job.spot }),
     ...(job.spotMaxDelaySeconds === undefined ? {} : { spotMaxDelaySeconds: job.spotMaxDelaySeconds }),

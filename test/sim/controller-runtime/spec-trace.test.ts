@@ -89,7 +89,7 @@ describe('job specs as trace jobs', () => {
       success: { kind: 'success', successProbability: 0.5, expectedSizeSeconds: 3600 },
     });
     // The controller runtime submits it with the same declarations.
-    const spec = traceJobSpec(job as TraceJob, new Map());
+    const spec = traceJobSpec(job as TraceJob, new Map(), job?.checkpointIntervalSeconds ?? 0);
     expect(spec).toMatchObject({
       spot: 'never',
       spotMaxDelaySeconds: 900,

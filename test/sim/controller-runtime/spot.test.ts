@@ -12,6 +12,7 @@ import { createScheduler, type SchedulerName } from '../../../src/scheduler/regi
 import { runControllerSimulation } from '../../../src/sim/controller-runtime/run-controller.js';
 import { withControllerJobIds } from '../../../src/sim/traces/controller-job-ids.js';
 import { SPOT_NOTICE_SECONDS, type SpotSimulation } from '../../../src/world/spot-world.js';
+import { trace, traceJob } from '../sim-fixtures.js';
 
 /**
  * Spot in the controller runtime: the real controller buys spot where the plan says, hears EC2's interruption notice
@@ -108,6 +109,40 @@ describe('controller runtime with the spot market open', () => {
       ((engine.spot?.interruptions ?? 0) * 20 * SPOT_NOTICE_SECONDS) / 3600,
     );
     expect(Math.abs(controller.summary.meanJctHours / engine.summary.meanJctHours - 1)).toBeLessThan(0.03);
+  });
+
+  it('prices the work at risk alike: a job that never checkpoints, held to a delay bound, goes on demand in both', async () => {
+    // Four hours of work with no checkpoint but the one a stop takes: one interruption would cost all of it, over its
+    // hour's bound, so Eva buys it on demand; with a checkpoint every 10 minutes spot passes the bound in both.
+    const jobs = (every: number) =>
+      withControllerJobIds({
+        ...trace(
+          ...[0, 600, 1200].map((at, i) => ({
+            ...traceJob(`j${i}`, { arrivalSeconds: at, iterations: 14_400, workload: `w${i}` }),
+            spotMaxDelaySeconds: 3600,
+            checkpointIntervalSeconds: every,
+          })),
+        ),
+      });
+    for (const [every, share] of [
+      [0, 0],
+      [600, 1],
+    ] as const) {
+      const scheduler = () =>
+        createScheduler('eva', { catalog, interferenceProfile: groundTruth, spot: true });
+      const spot: SpotSimulation = { seed: 0, checkpointOnNotice: true };
+      const t = jobs(every);
+      const engine = runSimulation({ trace: t, scheduler: scheduler(), catalog, groundTruth, spot });
+      const controller = await runControllerSimulation({
+        trace: t,
+        scheduler: scheduler(),
+        catalog,
+        groundTruth,
+        spot,
+      });
+      expect(engine.spot?.spotShare).toBeCloseTo(share, 9);
+      expect(controller.spot?.spotShare).toBeCloseTo(share, 9);
+    }
   });
 
   it('skypilot-spot relaunches a reclaimed job in another zone, as the engine does (EAGER_NEXT_REGION)', async () => {
