@@ -103,13 +103,17 @@ export class CommandIssuer {
   }
 
   /**
-   * A job still working where it was while its move waits for `instance`, which is gone (a spot reclaim): the move is
-   * called off, as the controller's is when a destination vanishes. Its tasks checkpoint now and it returns to the queue
-   * once they have stopped, losing no work. False when the job does not wait so (it runs on the instance, or stopped).
+   * A job moving to `instance`, which is gone (a spot reclaim): the move is called off, as the controller's is when a
+   * destination vanishes. Still working where it was (its stop waits for the instance), its tasks checkpoint now; already
+   * checkpointing there, they finish; either way it returns to the queue once they have stopped, losing no work. False
+   * when the job is not moving so (it runs on the instance, or has stopped).
    */
   callOffMove(job: SimJob, instance: SimInstance): boolean {
+    if (job.tasks.some((t) => t.occupying === instance)) return false;
     const waiting = this.state.pendingStops.filter((t) => t.job === job);
-    if (waiting.length === 0 || job.tasks.some((t) => t.occupying === instance)) return false;
+    // A stop already under way (its target was ready when the move began) checkpoints where the job was.
+    const stopping = job.tasks.some((t) => t.state === 'killing' || t.state === 'uploading');
+    if (waiting.length === 0 && !stopping) return false;
     job.requeueAfterStop = true;
     for (const t of job.tasks) {
       t.committed?.committed.delete(t);

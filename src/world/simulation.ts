@@ -218,6 +218,7 @@ export class Simulation {
       schedule: (event) => state.queue.push({ ...event, rank: RANK_EFFECT }),
       callOffMove: (job, inst) => this.commands.callOffMove(job, inst),
       stopMovesOff: (inst) => this.commands.stopMovesOff(inst),
+      drain: (inst) => this.commands.requestTermination(inst),
       reclaimInstance: (inst) => {
         if (inst.billedFromSeconds !== undefined)
           state.meter.stopBilling(inst.type, inst.pricePerHour, state.now - inst.billedFromSeconds, true);

@@ -63,6 +63,8 @@ export interface SpotEngine {
   callOffMove(job: SimJob, instance: SimInstance): boolean;
   /** Moves waiting to leave this instance (make before break) stop now: a notice's two minutes are for the checkpoint. */
   stopMovesOff(instance: SimInstance): void;
+  /** The instance takes no new task and terminates once empty (the controller drains a noticed instance). */
+  drain(instance: SimInstance): void;
   /** Every instance not yet terminated. */
   liveInstances(): Iterable<SimInstance>;
 }
@@ -164,11 +166,16 @@ export class SpotWorld {
 
   /**
    * fleetwise's worker checkpoints and uploads at once: a job whose tasks all checkpoint and upload within the notice
-   * keeps the progress it has now (it runs on meanwhile, and those last seconds are lost).
+   * keeps the progress it has now (it runs on meanwhile, and those last seconds are lost). The controller drains the
+   * instance and plans at once: nothing new goes on it, and the next plan moves its tasks off.
    */
   private onNotice(instance: SimInstance): void {
     if (!this.options.checkpointOnNotice || !SpotWorld.live(instance)) return;
     this.engine.stopMovesOff(instance);
+    // Moves headed to it are called off (a drained instance strands no job), before it drains.
+    for (const job of jobsOn(instance)) this.engine.callOffMove(job, instance);
+    this.engine.drain(instance);
+    this.engine.requestRound();
     for (const job of jobsOn(instance)) {
       if (!job.active) continue;
       const saveSeconds = Math.max(

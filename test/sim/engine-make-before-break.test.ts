@@ -12,6 +12,7 @@ import {
   testSpotMarket,
   trace,
   traceJob,
+  traceTask,
 } from './sim-fixtures.js';
 
 /**
@@ -128,7 +129,7 @@ describe('make before break (engine)', () => {
     ).toEqual(['i-1', 'i-2']);
   });
 
-  it('calls off a move whose new spot instance is reclaimed while it boots: the job checkpoints and loses nothing', () => {
+  it('calls off a move whose new spot instance gets its notice while it boots: the job checkpoints and loses nothing', () => {
     // J runs on demand; at 300 it moves to a spot small.x in a pool reclaimed every few seconds, while it boots.
     // small.x takes 230 s to be ready here, so that the reclaim (two minutes after the burst's notice) lands in the boot.
     const catalog = spotCatalog('small.x', 200);
@@ -150,11 +151,14 @@ describe('make before break (engine)', () => {
       makeBeforeBreak: true,
       spot: { seed: 3, checkpointOnNotice: true, burstsPerPoolPerMonth: 432_000 },
     });
-    // i-2 (spot, launched at 300) went before it was ready at 530, and J had not stopped for it: it checkpointed then.
+    // i-2 (spot, launched at 300) got its notice before it was ready at 530, and J had not stopped for it: the move
+    // was called off and J checkpointed at the notice; the drained instance went before EC2 took it back.
     const gone = log.all('terminated').find((e) => e.instanceId === 'i-2');
+    const checkpointed = log.time('checkpoint-issued') as number;
     expect(gone?.timeSeconds).toBeLessThan(530);
-    expect(log.time('checkpoint-issued')).toBe(gone?.timeSeconds);
-    expect(result.spot?.interruptions).toBeGreaterThanOrEqual(1);
+    expect(checkpointed).toBeGreaterThan(300);
+    expect(checkpointed).toBeLessThanOrEqual(gone?.timeSeconds as number);
+    expect(result.spot?.interruptions).toBe(0);
     expect(result.spot?.lostWorkHours).toBe(0);
     // It ran from 242 to the reclaim, then resumed on demand from that checkpoint and finished.
     expect(result.jobs[0]?.endSeconds).not.toBeNull();
@@ -162,6 +166,58 @@ describe('make before break (engine)', () => {
     expect(log.all('checkpoint-issued')).toHaveLength(1);
     expect(result.jobs[0]?.migrations).toBe(1);
     expect(result.series.migrations.at(-1)).toBe(1);
+  });
+
+  it('a notice on the spot instance a job is checkpointing to reach calls the move off: its checkpoint finishes where it was', () => {
+    // J runs on demand on i-1; i-2 (spot small.x) runs empty. At 300 J moves to i-2, which is ready: its stop goes out
+    // at once and its upload takes 200 s. i-2's pool gets its notice (this seed) while J uploads.
+    const catalog: Catalog = {
+      ...testCatalog(),
+      spot: testSpotMarket({ typeName: 'small.x', zone: 'testa', pricePerHour: 1.08, interruption: '>20%' }),
+    };
+    const scheduler = new ScriptedScheduler('mover', (snapshot, round) => {
+      if (round === 0)
+        return {
+          instances: [
+            { id: 'new-1', typeName: 'big.x', isNew: true, taskIds: ['J/node0'] },
+            {
+              id: 'new-2',
+              typeName: 'small.x',
+              isNew: true,
+              taskIds: [],
+              market: 'spot',
+              placement: { zone: 'testa' },
+            },
+          ],
+        };
+      if (round === 1)
+        return { instances: [{ id: 'i-2', typeName: 'small.x', isNew: false, taskIds: ['J/node0'] }] };
+      const j = snapshot.tasks[0];
+      if (j?.instanceId === undefined && snapshot.jobs[0]?.reconfigurable === true)
+        return { instances: [{ id: 'new-3', typeName: 'big.x', isNew: true, taskIds: ['J/node0'] }] };
+      return currentConfiguration(snapshot);
+    });
+    const log = new EventLog();
+    const result = runSimulation({
+      trace: trace(
+        traceJob('J', { iterations: 2000, tasks: [traceTask('node0', { uploadDelaySeconds: 200 })] }),
+      ),
+      scheduler,
+      catalog,
+      groundTruth: constantPairwise(1),
+      onEvent: log.record,
+      spot: { seed: 5, checkpointOnNotice: true, burstsPerPoolPerMonth: 6000 },
+    });
+    expect(log.time('checkpoint-issued')).toBe(300);
+    expect(log.time('uploaded')).toBe(501);
+    // The notice drained i-2 while J uploaded: the move was called off, the drained instance went, and J resumed
+    // from the checkpoint it finished on i-1, losing nothing.
+    const drained = log.all('terminate-issued').find((e) => e.instanceId === 'i-2')?.timeSeconds as number;
+    expect(drained).toBeGreaterThan(300);
+    expect(drained).toBeLessThan(501);
+    expect(result.spot?.lostWorkHours).toBe(0);
+    expect(result.jobs[0]?.endSeconds).not.toBeNull();
+    expect(log.all('start-issued').map((e) => e.instanceId)).toEqual(['i-1', 'i-3']);
   });
 
   it('a spot notice on the instance a job waits to leave stops it at once: the two minutes are for the checkpoint', () => {

@@ -71,11 +71,14 @@ describe('spot capacity in the simulator', () => {
     });
     for (const r of [fleetwise, baseline]) {
       expect(r.jobs[0]?.endSeconds, r.summary.scheduler).not.toBeNull();
-      expect(r.spot?.interruptions, r.summary.scheduler).toBeGreaterThan(0);
       expect(r.spot?.spotShare).toBe(1);
     }
+    expect(baseline.spot?.interruptions).toBeGreaterThan(0);
+    // fleetwise drains a noticed instance and moves the job off at once (checkpointed): EC2 takes back little or
+    // nothing of it, and a reclaim that does land loses at most the notice.
+    expect(fleetwise.summary.migrationsPerJob).toBeGreaterThan(0);
+    expect(fleetwise.spot?.interruptions ?? 0).toBeLessThan(baseline.spot?.interruptions ?? 0);
     const notices = fleetwise.spot?.interruptions ?? 0;
-    // The notice checkpoint saves the progress two minutes before the reclaim: ≤ 120 s lost per interruption.
     expect(fleetwise.spot?.lostWorkHours ?? 1).toBeLessThanOrEqual((notices * 120) / 3600 + 1e-9);
     // The baseline loses the work since its last periodic checkpoint: something, at most 30 minutes each time.
     const reclaims = baseline.spot?.interruptions ?? 0;

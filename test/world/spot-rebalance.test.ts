@@ -64,6 +64,7 @@ function world(options: {
       requestRound: () => (rounds += 1),
       callOffMove: () => false,
       stopMovesOff: () => undefined,
+      drain: () => undefined,
       liveInstances: () => options.live ?? [],
     },
   );

@@ -96,15 +96,17 @@ describe('controller runtime with the spot market open', () => {
     expect(events.interruptions).toBeGreaterThan(0);
     expect(noticeToRound).toHaveLength(events.interruptions);
     expect(Math.max(...noticeToRound)).toBeLessThanOrEqual(1);
-    // It drained those instances and ended them within the two minutes: EC2 took back fewer than it warned of.
+    // It drained those instances and ended them within the two minutes: EC2 took back fewer than it warned of; the
+    // engine drains them too.
     expect(spot?.interruptions).toBeLessThan(events.interruptions);
-    expect(engine.spot?.interruptions).toBeGreaterThan(0);
+    expect(engine.spot?.interruptions ?? 0).toBeLessThan(events.interruptions);
     // pai_200's tasks checkpoint (kill + upload) in at most 21 s, well within the notice: nothing is lost.
     expect(spot?.lostWorkHours).toBe(0);
     expect(controller.summary.jobs).toBe(20);
     expect(controller.jobs.every((j) => j.jctSeconds !== null && j.jctSeconds > 0)).toBe(true);
     expect(controller.summary.migrationsPerJob).toBeGreaterThan(0);
-    // The engine keeps its tasks running through the notice and counts those two minutes lost instead.
+    // The engine keeps the tasks running until the plan made at the notice moves them (a move checkpoints); a reclaim
+    // that still catches one costs it at most the notice.
     expect(engine.spot?.lostWorkHours ?? 0).toBeLessThanOrEqual(
       ((engine.spot?.interruptions ?? 0) * 20 * SPOT_NOTICE_SECONDS) / 3600,
     );
@@ -194,7 +196,6 @@ describe('controller runtime with the spot market open', () => {
     const { engine, controller, events } = await both('eva', 20, 60, 1);
     expect(events.recommendations).toBeGreaterThan(0);
     expect(events.recommendations).toBeLessThanOrEqual(controller.spot?.rebalanceRecommendations ?? 0);
-    expect(engine.spot?.interruptions).toBeGreaterThan(0);
     for (const run of [engine, controller]) {
       const spot = run.spot;
       expect(spot?.rebalanceRecommendations).toBeGreaterThan(0);
