@@ -394,6 +394,7 @@ function queuedJob(sched: SchedJob, taskCount: number, memory: JobMemory, info: 
     id: sched.id,
     arrivalSeconds: sched.arrivalSeconds,
     remainingWorkSeconds: remaining * taskCount,
+    taskCount,
     sizeSeconds: memory.sizeSeconds,
     team: info.team,
     footprint: memory.footprint ?? { jobId: sched.id, instances: [] },

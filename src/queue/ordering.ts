@@ -12,8 +12,10 @@ export interface OrderableJob {
   readonly waitingSinceSeconds?: number | undefined;
   /** Expected remaining work in job-seconds at full throughput (multi-task: summed over tasks, Murmuration SJF). */
   readonly remainingWorkSeconds: number;
-  /** Declared success model, if any (success-rank). */
+  /** Declared success model, if any (success-rank): of one task, so its rank counts every task (`taskCount`). */
   readonly success?: StageDistribution | undefined;
+  /** Tasks of the job (default 1): a declared model's rank is per task, the capacity it holds is every task's. */
+  readonly taskCount?: number | undefined;
   /** Checkpoints already passed (success-rank re-ranks at every stage). */
   readonly stagesDone?: number | undefined;
 }
@@ -53,8 +55,9 @@ export function orderingKey(
     }
     case 'success-rank':
       // Yao/Paolieri/Golubchik Eq. 23 on the remaining distribution, re-ranked at every stage (digest §4).
+      // In task-seconds either way, as `remainingWorkSeconds` is: a job of many tasks holds that many times the room.
       return job.success !== undefined
-        ? successRank(job.success, job.stagesDone ?? 0)
+        ? successRank(job.success, job.stagesDone ?? 0) * (job.taskCount ?? 1)
         : job.remainingWorkSeconds / (options.defaultSuccessProbability ?? DEFAULT_SUCCESS_PROBABILITY);
   }
 }

@@ -117,6 +117,20 @@ describe('orderings inside a class', () => {
     expect(orderingKey('success-rank', { ...risky, stagesDone: 1 }, 5)).toBeCloseTo(9, 9); // survived the risky stage: .1·9/.1
   });
 
+  it('success-rank counts every task of a job that declares a model, as it does for one that does not', () => {
+    // 16 tasks of 1 h stages passing at .9 hold 16 times the room of one: behind a one-task 2-hour job (2/.75 h).
+    const wide = q('wide', 0, 16 * 3600, {
+      success: distribution([3600, 3600], [0.9, 0.9]),
+      taskCount: 16,
+    });
+    const single = q('single', 1, 7200);
+    expect(orderingKey('success-rank', wide, 5)).toBeCloseTo(
+      16 * orderingKey('success-rank', { ...wide, taskCount: 1 }, 5),
+      6,
+    );
+    expect(orderQueue('success-rank', [wide, single], 5).map((j) => j.id)).toEqual(['single', 'wide']);
+  });
+
   it('property: srpt aging bounds waiting — a job that waited ≥ remaining/λ is never overtaken by a newcomer', () => {
     fc.assert(
       fc.property(
