@@ -105,10 +105,22 @@ export const wfqConfigSchema = z
   })
   .superRefine((c, ctx) => {
     const ids = new Set<string>();
+    const teamClass = new Map<string, string>();
     c.classes.forEach((k, i) => {
       if (ids.has(k.id))
         ctx.addIssue({ code: 'custom', path: ['classes', i, 'id'], message: `duplicate class ${k.id}` });
       ids.add(k.id);
+      // A team in two classes would go to the first, silently: the second listing is a mistake.
+      (k.teams ?? []).forEach((team, j) => {
+        const first = teamClass.get(team);
+        if (first !== undefined)
+          ctx.addIssue({
+            code: 'custom',
+            path: ['classes', i, 'teams', j],
+            message: `team ${team} is in class ${first} already: a team belongs to one class`,
+          });
+        else teamClass.set(team, k.id);
+      });
       // Each key means something only under one classification: one given under the other is a mistake, not a no-op.
       if (c.classifyBy === 'team' && k.maxSizeSeconds !== undefined)
         ctx.addIssue({

@@ -111,6 +111,15 @@ describe('WFQ config', () => {
     expect(() => parseWfqConfig({ classes: [{ id: 'a', weight: 1, teams: ['vision'] }] })).toThrow(
       /classes\.0\.teams: classes are by size here/,
     );
+    expect(() =>
+      parseWfqConfig({
+        classifyBy: 'team',
+        classes: [
+          { id: 'cv', weight: 2, teams: ['vision', 'robotics'] },
+          { id: 'rest', weight: 1, teams: ['nlp', 'vision'] },
+        ],
+      }),
+    ).toThrow(/classes\.1\.teams\.1: team vision is in class cv already: a team belongs to one class/);
   });
 });
 
