@@ -4,8 +4,13 @@ import type { JobPlacement } from '../scheduler/expected-start.js';
  * Co-start (gang start) of a multi-task job (Murmuration digest §7.2). A synchronous job progresses only once all its
  * tasks run, so a task started before its siblings burns paid capacity waiting for them; its completion is set by its
  * last task. The tasks are therefore prepared independently (instance ready, image fetched or built, checkpoint
- * downloaded) and released together when the last one is ready. Both runtimes ask these functions: the simulator's
- * command issuer and the controller's reconciler, so the barrier is the same rule in each.
+ * downloaded) and released together when the last one is ready. The rule of release is the same in both runtimes, the
+ * timing of preparation is not: the controller, which cannot know when an instance will register, starts preparing
+ * a job's tasks once every one's gate is open, holds them and releases them by `coStartDecision`, with its timeout;
+ * the simulator's command issuer knows each instance's ready time, so it starts each task's preparation late enough
+ * that all are ready at S_job (`gangStart`'s job start), and needs no timeout (its instances always come). Where
+ * preparations differ in length (an image already on one instance), the simulator's job starts by up to that
+ * difference sooner.
  */
 
 /** Where one task of a job stands before its release. */
