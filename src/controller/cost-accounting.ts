@@ -33,7 +33,12 @@ export interface BilledInstance {
   readonly terminatedAtSeconds: number | undefined;
 }
 
-export type PlacementKind = 'work' | 'migration';
+/**
+ * `work` and `migration` are charged to the task's job (`migration` also reported as overhead). `held` is a co-started
+ * task's start held for its siblings: it weighs in its instance's split like any task on it (it holds its part of the
+ * packing), but its share is the instance's idle time, not its job's.
+ */
+export type PlacementKind = 'work' | 'migration' | 'held';
 
 /** A task on an instance during [from, to). */
 export interface Placement {
@@ -88,8 +93,8 @@ export interface DetailedCostReport extends CostReport {
 
 /**
  * Split each instance's billed time into segments over which the set of tasks on it is constant; a segment's cost goes
- * to its tasks in proportion to their reservation prices, or to idle when it has none. The one-minute minimum is
- * charged to idle. Only time within [since, now] counts.
+ * to its tasks in proportion to their reservation prices, or to idle when it has none. A held task's share goes to
+ * idle. The one-minute minimum is charged to idle. Only time within [since, now] counts.
  */
 export function attributeCosts(input: AttributionInput): DetailedCostReport {
   const since = input.sinceSeconds;
@@ -144,6 +149,10 @@ export function attributeCosts(input: AttributionInput): DetailedCostReport {
         }
         for (const p of present) {
           const share = (cost * weight(input.reservationPrice(p.taskId))) / totalWeight;
+          if (p.kind === 'held') {
+            idle += share;
+            continue;
+          }
           const line = jobCost.get(p.jobId) ?? { cost: 0, migration: 0 };
           line.cost += share;
           if (p.kind === 'migration') {
@@ -268,8 +277,9 @@ function stateTo(e: EventRecord): string | undefined {
  * it new events as they come; `placementsFromEvents` feeds it the whole log). `checkpointing` is migration overhead,
  * and so is `starting` after the task was stopped once (restoring a checkpoint on its new instance). A co-started
  * job's tasks are attributed from their release (`heldRun`: whether a release explains this `running`, see
- * `heldRunSeqs`): a `starting` that ends in `running` at a release of its job was prepared and held, and that time is
- * its instance's idle time (the job view and /metrics show it as the job's wait for its siblings), not the job's. A
+ * `heldRunSeqs`): a `starting` that ends in `running` at a release of its job was prepared and held, and its share of
+ * that time is its instance's idle time (a `held` placement: the job view and /metrics show it as the job's wait for
+ * its siblings), neither the job's nor the other tasks' on the instance. A
  * release is recorded in the transaction that sets the tasks running, and a transaction's events are read together,
  * so it is known by the time that event is replayed.
  */
@@ -297,7 +307,7 @@ export class PlacementReplay {
     if (o !== undefined) {
       this.open.delete(e.taskId);
       const held = o.holdable && to === 'running' && this.heldRun(e);
-      if (!held) this.close(e.taskId, o, e.atSeconds);
+      this.close(e.taskId, held ? { ...o, kind: 'held' } : o, e.atSeconds);
     }
     if (to === 'stopped') this.stoppedBefore.add(e.taskId);
     const instanceId = typeof data.instanceId === 'string' ? data.instanceId : undefined;

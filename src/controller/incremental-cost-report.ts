@@ -30,9 +30,9 @@ import type { EventRecord, InstanceRecord, JobRecord, StateStore } from './state
  * `instance.created` and `instance.state` events name the instances whose records to read again, `job.submitted`
  * events the jobs, `job.co-start` releases the held starts. An instance's share of the bill is final once it is
  * terminated (no task can be on it after) and no start on it could still turn out held (a release of the job, when
- * the task goes on to run, makes the start's time idle), so it is attributed then, once, and kept as figures; only
- * the live instances are attributed at each call. The figures are the ones a full replay gives (a property test holds them
- * equal at every step of random histories): an ended instance is attributed by the same rule from the same records,
+ * the task goes on to run, makes its share of that time idle), so it is attributed then, once, and kept as
+ * figures; only the live instances are attributed at each call. The figures are the ones a full replay gives (a
+ * property test holds them equal at every step of random histories): an ended instance is attributed by the same rule from the same records,
  * never patched with deltas, so nothing can drift. A new catalog (a price refresh: instance prices and reservation
  * prices) starts it over.
  */

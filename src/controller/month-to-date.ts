@@ -18,18 +18,23 @@ export interface MonthToDateCosts {
  * This month's costs so far, cheaply enough for every /metrics scrape: the whole history's bill now (the incremental
  * report's running totals) less its bill as the month began. A closed period is billed as at its end, splitting an instance (and its
  * minimum minute) across the end, so the history up to the month's start and the month so far add up to the whole:
- * the difference is what a report over the month so far bills. The bill at the month's start replays the history
- * once a month (and once after a restart), not at each scrape.
+ * the difference is what a report over the month so far bills. Both sides must be priced alike: the incremental report
+ * bills the whole history at the catalog's prices and starts over on a new one (a price refresh), so the bill at the
+ * month's start is kept for a month and a catalog, and replayed when either changes (once a month, once after a
+ * restart, once per price refresh), not at each scrape. Every past hour is billed at today's prices, as
+ * `report --month` over the month so far bills it.
  */
 export class MonthToDate {
-  private start: { readonly month: string; readonly report: CostTotals } | undefined;
+  private start:
+    { readonly month: string; readonly catalog: Catalog; readonly report: CostTotals } | undefined;
 
-  /** `whole`: the whole history's bill now (IncrementalCostReport.totals). */
+  /** `whole`: the whole history's bill now at `catalog`'s prices (IncrementalCostReport.totals, same catalog). */
   costs(store: StateStore, catalog: Catalog, whole: CostTotals): MonthToDateCosts {
     const month = utcMonthOf(whole.generatedAtSeconds);
-    if (this.start?.month !== month)
+    if (this.start?.month !== month || this.start.catalog !== catalog)
       this.start = {
         month,
+        catalog,
         report: computeClosedPeriodReport(store, catalog, 0, utcMonthBounds(month).startSeconds),
       };
     const before = new Map(this.start.report.byTeam.map((t) => [t.id, t.cost]));

@@ -206,7 +206,7 @@ describe('fleetwise client commands (CLI subprocess)', () => {
     const bad = await cli(['jobs', '--ended-since', 'last-week']);
     expect(bad.code).not.toBe(0);
     expect(bad.stderr).toContain(
-      'endedSince: expected epoch seconds, an ISO 8601 time or an age like 24h or 7d',
+      'endedSince: expected epoch seconds, an ISO 8601 time (UTC unless it names an offset, e.g. 2024-06-10T00:00:00Z) or an age like 24h or 7d',
     );
   });
 });

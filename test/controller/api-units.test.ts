@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { authenticate, authorize, AuthError, tokensEqual } from '../../src/controller/api/auth.js';
 import { openApiPath } from '../../src/controller/api/openapi.js';
 import { parseListenAddress } from '../../src/controller/api/server.js';
-import { parseSince } from '../../src/controller/api/since.js';
+import { parseSince, SINCE_RULE } from '../../src/controller/api/since.js';
 
 const store = {
   teamForToken: (t: string): string | undefined => (t === 'team-token-0123456789' ? 'vision' : undefined),
@@ -65,6 +65,37 @@ describe('parseSince', () => {
     expect(parseSince('7d', now)).toBe(now - 604_800);
     expect(parseSince('2023-11-14T22:13:20Z', now)).toBe(1_700_000_000);
     for (const bad of ['yesterday', '24 hours', '-5', '', 'h']) expect(parseSince(bad, now)).toBeUndefined();
+  });
+
+  it('reads an ISO time without an offset as UTC, whatever the local zone (the CLI and the controller alike)', () => {
+    const nov1 = Date.UTC(2026, 10, 1) / 1000;
+    const zone = process.env.TZ;
+    try {
+      for (const tz of ['America/New_York', 'Asia/Kolkata', 'UTC']) {
+        process.env.TZ = tz;
+        expect(parseSince('2026-11-01T00:00:00', now), tz).toBe(nov1);
+        expect(parseSince('2026-11-01 00:00', now), tz).toBe(nov1);
+        expect(parseSince('2026-11-01T00:00:00.250', now), tz).toBe(nov1 + 0.25);
+        expect(parseSince('2026-11-01', now), tz).toBe(nov1);
+        // An offset, when given, is kept.
+        expect(parseSince('2026-11-01T00:00:00Z', now), tz).toBe(nov1);
+        expect(parseSince('2026-11-01T01:00:00+01:00', now), tz).toBe(nov1);
+        expect(parseSince('2026-10-31T18:30:00-0530', now), tz).toBe(nov1);
+      }
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
+    }
+    // Not ISO 8601, or no such day: no point in time.
+    for (const bad of [
+      '2026-11-01T00:00:00 GMT',
+      '2026-11-01x',
+      '2026-02-30',
+      '2026-13-01',
+      '2026-11-01T25:00Z',
+    ])
+      expect(parseSince(bad, now), bad).toBeUndefined();
+    expect(SINCE_RULE).toMatch(/UTC unless it names an offset/);
   });
 });
 

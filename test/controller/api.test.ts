@@ -812,6 +812,10 @@ describe('controller API: /metrics', () => {
     expect(text).toContain(`fleetwise_jobs{state="cancelled"} ${cancelled}`);
     const cost = service.cluster().costPerHour;
     expect(text).toContain(`fleetwise_cost_per_hour_dollars ${cost}`);
+    // The rate as billed (explain.ts clusterView), spot instances at their spot price: not the on-demand list rate.
+    expect(text).toMatch(
+      /^# HELP fleetwise_cost_per_hour_dollars .*as billed: spot ones at their pool spot price/m,
+    );
     // The value of time the latest round planned with (learned by default, so it changes from round to round).
     const latest = service.store.latestRound();
     if (latest === undefined) throw new Error('the fixture recorded a round earlier in this file');

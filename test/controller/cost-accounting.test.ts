@@ -15,6 +15,7 @@ import {
   type Placement,
 } from '../../src/controller/cost-accounting.js';
 import { launchIntentKey, type EventRecord } from '../../src/controller/state-store.js';
+import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
 
 // Catalog prices: c7i.xlarge $0.1785/h, c7i.2xlarge $0.357/h (the reservation prices of [0,4,8] and [0,8,16]).
 const C7I_XL = 0.1785;
@@ -148,15 +149,87 @@ describe('cost attribution', () => {
     };
     const withRelease = [...events.slice(0, 4), release, ...events.slice(4)];
     expect(
-      placementsFromEvents(withRelease, 1000).map((p) => [p.taskId, p.fromSeconds, p.toSeconds]),
+      placementsFromEvents(withRelease, 1000).map((p) => [p.taskId, p.fromSeconds, p.toSeconds, p.kind]),
     ).toEqual([
-      ['job-2.0', 0, 60],
-      ['job-1.0', 300, 1000],
-      ['job-1.1', 300, 1000],
-      ['job-2.0', 60, 1000],
+      ['job-1.0', 0, 300, 'held'],
+      ['job-1.1', 0, 300, 'held'],
+      ['job-2.0', 0, 60, 'work'],
+      ['job-1.0', 300, 1000, 'work'],
+      ['job-1.1', 300, 1000, 'work'],
+      ['job-2.0', 60, 1000, 'work'],
     ]);
     // Without the release, the held time is the job's, as for every other start.
     expect(placementsFromEvents(events, 1000).filter((p) => p.taskId === 'job-1.0')[0]?.fromSeconds).toBe(0);
+  });
+
+  it("charges a held task's share of its instance to idle, not to the task beside it", () => {
+    // job-2.0 held on inst-1 for its first 960 s next to job-1.0, which runs the whole hour; then it runs too.
+    const report = attributeCosts(
+      input([box(3600)], [on('job-1.0', 0, 3600), on('job-2.0', 0, 960, 'held'), on('job-2.0', 960, 3600)]),
+    );
+    const perSecond = C7I_2XL / 3600;
+    // The split by reservation price holds for the whole hour: job-1 a third (0.1785 of 0.5355), job-2 two thirds.
+    const job1 = (3600 * perSecond) / 3;
+    expect(report.byJob.find((j) => j.id === 'job-1')?.cost).toBeCloseTo(job1, 12);
+    expect(report.byJob.find((j) => j.id === 'job-2')?.cost).toBeCloseTo((2 / 3) * 2640 * perSecond, 12);
+    // Job-2's share of the held 960 s is the instance's idle time.
+    expect(report.idleCost).toBeCloseTo((2 / 3) * 960 * perSecond, 12);
+    expect(report.byInstance[0]?.idleCost).toBeCloseTo((2 / 3) * 960 * perSecond, 12);
+    expect(report.migrationOverheadCost).toBe(0);
+    expect(report.totalCost).toBeCloseTo(C7I_2XL, 12);
+  });
+
+  it("bills a held task's time on an instance it shares with another job's task as idle (from the store)", () => {
+    const catalog = loadCatalogFile();
+    let now = 1000;
+    const store = new MemoryStateStore({ nowSeconds: () => now });
+    const spec = (name: string, team: string, replicas: number) =>
+      validateJobSpec(
+        {
+          name,
+          team,
+          tasks: [{ name: 'main', image: 'busybox:latest', demand: { c7i: [0, 4, 8] }, replicas }],
+        },
+        name,
+        catalog,
+      );
+    const solo = store.submitJob(spec('solo', 'alpha', 1));
+    const gang = store.submitJob(spec('gang', 'beta', 2));
+    const up = (cloudId: string) => {
+      const inst = store.createInstance({ typeName: 'c7i.2xlarge' });
+      store.setInstanceState(inst.id, 'launching', { cloudId });
+      store.setInstanceState(inst.id, 'running');
+      return inst.id;
+    };
+    const shared = up('i-1');
+    const other = up('i-2');
+    store.setTaskState(`${solo.id}.0`, 'starting', shared);
+    store.setTaskState(`${solo.id}.0`, 'running');
+    // The gang's first task prepared and held on the shared instance from 1000 s, its sibling starts at 1900 s,
+    // both released at 1960 s.
+    store.setTaskState(`${gang.id}.0`, 'starting', shared);
+    now = 1900;
+    store.setTaskState(`${gang.id}.1`, 'starting', other);
+    now = 1960;
+    store.transaction(() => {
+      store.appendEvent({
+        kind: 'job.co-start',
+        jobId: gang.id,
+        data: { decision: 'release', tasks: [`${gang.id}.0`, `${gang.id}.1`] },
+      });
+      store.setTaskState(`${gang.id}.0`, 'running');
+      store.setTaskState(`${gang.id}.1`, 'running');
+    });
+    now = 1960 + 3600;
+    const report = computeCostReport(store, catalog, now);
+    const perSecond = C7I_2XL / 3600;
+    const line = (id: string) => report.byInstance.find((l) => l.id === id);
+    // Equal reservation prices: each task on the shared instance takes half of it, held or not; the held half of
+    // the 960 s is idle, never the solo job's.
+    expect(line(shared)?.idleCost).toBeCloseTo((960 / 2) * perSecond, 9);
+    expect(report.byJob.find((j) => j.id === solo.id)?.cost).toBeCloseTo(((960 + 3600) / 2) * perSecond, 9);
+    // On the other instance the held 60 s had no other task: all of it idle, as before.
+    expect(line(other)?.idleCost).toBeCloseTo((900 + 60) * perSecond, 9);
   });
 
   it('a release explains the start in its own transaction, not an earlier one of the same task', () => {
@@ -226,7 +299,7 @@ describe('cost attribution', () => {
       task: fc.constantFrom('job-1.0', 'job-2.0', 'job-3.0'),
       from: fc.integer({ min: 0, max: 10_000 }),
       length: fc.integer({ min: 1, max: 3000 }),
-      migration: fc.boolean(),
+      kind: fc.constantFrom<Placement['kind']>('work', 'migration', 'held'),
     });
     fc.assert(
       fc.property(
@@ -250,7 +323,7 @@ describe('cost attribution', () => {
               instanceId: `inst-${p.instance}`,
               fromSeconds: p.from,
               toSeconds: p.from + p.length,
-              kind: p.migration ? ('migration' as const) : ('work' as const),
+              kind: p.kind,
             }));
           const report = attributeCosts({
             instances,

@@ -411,6 +411,51 @@ describe('incremental cost report', () => {
     },
   );
 
+  it("bills a held task's share of an instance it shares with another job's task as idle, as the full replay", () => {
+    let now = 0;
+    const store = new MemoryStateStore({ nowSeconds: () => now });
+    const incremental = new IncrementalCostReport();
+    const solo = store.submitJob(jobSpec('solo', CPU_SMALL, { team: 'red' }));
+    const gang = store.submitJob(jobSpec('gang', CPU_SMALL, { replicas: 2, team: 'blue' }));
+    const up = (cloudId: string): string => {
+      const inst = store.createInstance({ typeName: 'c7i.2xlarge' });
+      store.setInstanceState(inst.id, 'launching', { cloudId });
+      store.setInstanceState(inst.id, 'running');
+      return inst.id;
+    };
+    const shared = up('c-1');
+    const other = up('c-2');
+    store.setTaskState(`${solo.id}.0`, 'running', shared);
+    store.setTaskState(`${gang.id}.0`, 'starting', shared);
+    now = 900;
+    store.setTaskState(`${gang.id}.1`, 'starting', other);
+    // While the start is open it may still run unheld: the replay charges it to its job until a release says not.
+    expectSameReport(incremental.report(store, catalog, 950), computeCostReport(store, catalog, 950));
+    now = 960;
+    store.transaction(() => {
+      store.appendEvent({
+        kind: 'job.co-start',
+        jobId: gang.id,
+        data: { decision: 'release', tasks: [`${gang.id}.0`, `${gang.id}.1`] },
+      });
+      store.setTaskState(`${gang.id}.0`, 'running');
+      store.setTaskState(`${gang.id}.1`, 'running');
+    });
+    now = 1_960;
+    store.setInstanceState(shared, 'terminated');
+    now = 2_000;
+    const report = incremental.report(store, catalog, now);
+    const rate = priceOf('c7i.2xlarge') / 3_600;
+    // Half the shared instance each (equal reservation prices); the gang's half of its held 960 s is idle.
+    expect(report.byInstance.find((l) => l.id === shared)?.idleCost).toBeCloseTo(480 * rate, 9);
+    expect(report.byJob.find((l) => l.id === solo.id)?.cost).toBeCloseTo(980 * rate, 9);
+    expectSameReport(report, computeCostReport(store, catalog, now));
+    expect(incremental.totals(store, catalog, now).byTeam).toEqual([
+      { id: 'blue', cost: expect.closeTo(report.byTeam.find((t) => t.id === 'blue')?.cost ?? Number.NaN, 9) },
+      { id: 'red', cost: expect.closeTo(980 * rate, 9) },
+    ]);
+  });
+
   it('starts over on a new catalog (a price refresh): every past hour at the new prices, as a full replay', () => {
     const { clock, store, taskId, instanceId } = oneJobLaunched();
     const incremental = new IncrementalCostReport();

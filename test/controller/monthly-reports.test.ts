@@ -6,6 +6,7 @@ import { startApiServer } from '../../src/controller/api/server.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { computeClosedPeriodReport, computeCostReport } from '../../src/controller/cost-accounting.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
+import { repriceCatalog } from '../../src/controller/price-refresh.js';
 import { pruneCostReports } from '../../src/controller/report-retention.js';
 import { MONTHS_REPORTED_KEY, ReportWriter } from '../../src/controller/report-writer.js';
 import { parseReportDocument } from '../../src/controller/reports.js';
@@ -191,6 +192,48 @@ describe('the month so far, for /metrics', () => {
     } finally {
       await server.close();
     }
+  });
+});
+
+describe('the month so far after a price refresh', () => {
+  it.each([
+    ['rise', 1.5],
+    ['drop', 0.25],
+  ])('is still what a report over the month so far bills at the new prices (a %s)', async (_, factor) => {
+    // October: a month of the first instance, idle (the history a repricing weighs most on); it ends as November
+    // begins and the small job's instance (from an hour before) runs on.
+    const clock = new ManualClock(utcMonthBounds('2026-10').startSeconds);
+    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+    const idle = store.createInstance({ typeName: 'c7i.xlarge' });
+    store.setInstanceState(idle.id, 'launching', { cloudId: 'c-0' });
+    store.setInstanceState(idle.id, 'running');
+    clock.advance(T - clock.nowSeconds());
+    const job = store.submitJob(jobSpec('small', CPU_SMALL));
+    const inst = store.createInstance({ typeName: 'c7i.xlarge' });
+    store.setInstanceState(inst.id, 'launching', { cloudId: 'c-1' });
+    store.setInstanceState(inst.id, 'running');
+    store.setTaskState(`${job.id}.0`, 'running', inst.id);
+    clock.advance(3600);
+    store.setInstanceState(idle.id, 'terminated');
+    clock.advance(2 * 3600);
+    const { controller } = rig({}, { clock, store });
+    const hour = priceOf('c7i.xlarge');
+    expect(controller.monthToDateCosts().totalCost).toBeCloseTo(2 * hour, 9);
+
+    const { catalog: repriced } = repriceCatalog(catalog, new Map([['c7i.xlarge', hour * factor]]));
+    await controller.applyCatalog(repriced);
+    const november = controller.monthToDateCosts();
+    // November's two hours of the job's instance, at the new price: never October's bill at the old one taken
+    // from the whole history at the new one.
+    expect(november.totalCost).toBeCloseTo(2 * hour * factor, 9);
+    const report = computeClosedPeriodReport(store, repriced, NOV_1, clock.nowSeconds());
+    expect(november.totalCost).toBeCloseTo(report.totalCost, 9);
+    expect(november.byTeam.map((t) => [t.id, Number(t.cost.toFixed(9))])).toEqual(
+      report.byTeam.map((t) => [t.id, Number(t.cost.toFixed(9))]),
+    );
+    // And as the month goes on at the new prices.
+    clock.advance(3600);
+    expect(controller.monthToDateCosts().totalCost).toBeCloseTo(3 * hour * factor, 9);
   });
 });
 

@@ -154,7 +154,7 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
   const registry = new Registry();
   new Gauge({
     name: 'fleetwise_cost_per_hour_dollars',
-    help: 'On-demand cost rate of the instances currently held ($/hour)',
+    help: 'Cost rate of the instances launched and not yet terminated, as billed: spot ones at their pool spot price, on-demand ones at their list price ($/hour)',
     registers: [registry],
     collect() {
       this.set(service.cluster().costPerHour);
@@ -260,7 +260,7 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
   if (monthToDate !== undefined) {
     new Gauge({
       name: 'fleetwise_month_cost_dollars',
-      help: "The fleet's bill in the current UTC month so far (idle and migration time included), $",
+      help: "The fleet's bill in the current UTC month so far (idle and migration time included; every hour at the current prices, as a report over the month), $",
       registers: [registry],
       collect() {
         this.set(monthToDate().totalCost);
