@@ -140,7 +140,7 @@ export function registerJobs(program: Command): void {
       .option('--team <team>', 'only this team (admin token)')
       .option(
         '--ended-since <time>',
-        `list the jobs that ended since then, as epoch seconds, an ISO 8601 time or an age like 7d (default ${DEFAULT_ENDED_SINCE})`,
+        `list the jobs that ended since then, as epoch seconds, an ISO 8601 time (UTC unless it names an offset) or an age like 7d (default ${DEFAULT_ENDED_SINCE})`,
       )
       .option('--all', 'every job the controller has, however long ago it ended')
       .option(

@@ -129,7 +129,7 @@ export const PATHS: Record<string, Record<string, Schema>> = {
           name: 'endedSince',
           in: 'query',
           description:
-            'Only jobs still to end and those that ended since then: epoch seconds, an ISO 8601 time or an age like 24h or 7d',
+            'Only jobs still to end and those that ended since then: epoch seconds, an ISO 8601 time (UTC unless it names an offset) or an age like 24h or 7d',
           schema: { type: 'string' },
           example: '24h',
         },
@@ -305,7 +305,8 @@ export const PATHS: Record<string, Record<string, Schema>> = {
         {
           name: 'since',
           in: 'query',
-          description: 'Epoch seconds, ISO 8601 time, or an age like 24h or 7d',
+          description:
+            'Epoch seconds, an ISO 8601 time (UTC unless it names an offset), or an age like 24h or 7d',
           schema: str,
         },
         {
