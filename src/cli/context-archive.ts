@@ -3,6 +3,7 @@ import { join, posix, relative, sep } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import dockerignore from '@balena/dockerignore';
 import { pack as tarPack, type Header } from 'tar-stream';
+import { plainEntryName, unsafeEntryNameReason } from '../protocol/archive-entry-names.js';
 
 /**
  * A Docker build context as a gzip-compressed POSIX tar (what `docker build` accepts), packed deterministically:
@@ -16,6 +17,8 @@ import { pack as tarPack, type Header } from 'tar-stream';
 export const MAX_CONTEXT_BYTES = 1024 * 1024 * 1024;
 
 const BLOCK = 512;
+/** Dockerfile-like names a missing-Dockerfile error lists at most. */
+const MAX_LOOKALIKES = 5;
 /** Every entry's mtime: a fixed date, so rebuilding the archive from the same files gives the same bytes. */
 const EPOCH = new Date(0);
 
@@ -25,14 +28,30 @@ export interface PackedContext {
   readonly uncompressedBytes: number;
 }
 
+/** A build context without the Dockerfile its build names: the build would fail on the worker, after a launch. */
+export class MissingDockerfileError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'MissingDockerfileError';
+  }
+}
+
+/** Docker's Dockerfile when a build names none, and the lower-case name docker also takes for it. */
+const DEFAULT_DOCKERFILES = ['Dockerfile', 'dockerfile'];
+
+/**
+ * Pack `directory` as a build context for `dockerfile` (a path inside it; Docker's default when undefined), which
+ * must be in it (checkDockerfile).
+ */
 export async function packContext(
   directory: string,
   maxBytes: number = MAX_CONTEXT_BYTES,
-  dockerfile = 'Dockerfile',
+  dockerfile?: string,
 ): Promise<PackedContext> {
   const info = await lstat(directory).catch(() => undefined);
   if (info === undefined || !info.isDirectory())
     throw new Error(`build context ${directory} is not a directory`);
+  await checkDockerfile(directory, dockerfile);
   const ignore = await DockerIgnore.load(directory, dockerfile);
   const tooLarge = (): Error =>
     new Error(`build context ${directory} is larger than ${maxBytes} bytes (add a .dockerignore?)`);
@@ -105,6 +124,49 @@ export async function packContext(
 }
 
 /**
+ * Refuse a build context that lacks the Dockerfile its build names (`dockerfile`, a path relative to `directory`;
+ * Docker's default when undefined): checked before a job is submitted (or dry-run), so a typo or a misplaced file is
+ * an error then rather than a failed build on a launched worker. The file must be in the archive as packed: every
+ * directory on its path a real one (symlinks are packed as links, never followed), its name matching exactly (also on
+ * a case-insensitive disk). The Dockerfile is always packed, whatever `.dockerignore` says.
+ */
+export async function checkDockerfile(directory: string, dockerfile?: string): Promise<void> {
+  const candidates = dockerfile === undefined ? DEFAULT_DOCKERFILES : [plainEntryName(dockerfile)];
+  for (const path of candidates) if (await isPackedFile(directory, path)) return;
+  const where = dockerfile === undefined ? '' : posix.dirname(plainEntryName(dockerfile));
+  const names = await readdir(join(directory, where === '.' ? '' : where)).catch(() => []);
+  const lookalikes = names
+    .filter((n) => /dockerfile/i.test(n))
+    .sort()
+    .slice(0, MAX_LOOKALIKES)
+    .map((n) => (where === '.' || where === '' ? n : `${where}/${n}`));
+  throw new MissingDockerfileError(
+    `no ${dockerfile === undefined ? 'Dockerfile' : `Dockerfile ${dockerfile}`} in build context ${directory}` +
+      (lookalikes.length === 0 ? '' : ` (it has ${lookalikes.join(', ')})`) +
+      (dockerfile === undefined
+        ? '; name another with build.dockerfile'
+        : '; the dockerfile is a path relative to the context'),
+  );
+}
+
+/** Whether `path` ('/'-separated, relative) is a file or symlink that packContext packs under that name. */
+async function isPackedFile(directory: string, path: string): Promise<boolean> {
+  if (path === '' || unsafeEntryNameReason(path) !== undefined) return false;
+  const segments = path.split('/');
+  let dir = directory;
+  for (const [i, segment] of segments.entries()) {
+    const entry = (await readdir(dir, { withFileTypes: true }).catch(() => [])).find(
+      (e) => e.name === segment,
+    );
+    if (entry === undefined) return false;
+    if (i === segments.length - 1) return entry.isFile() || entry.isSymbolicLink();
+    if (!entry.isDirectory()) return false;
+    dir = join(dir, segment);
+  }
+  return false;
+}
+
+/**
  * `.dockerignore` with Docker's semantics (@balena/dockerignore follows moby's matcher: Go `filepath.Match` globs
  * with `[...]` classes and `\` escapes, `**` across directories, `!` exceptions where the last matching line wins,
  * a pattern matching a parent directory excluding what is below it, paths cleaned like Go's `filepath.Clean`).
@@ -116,17 +178,17 @@ export class DockerIgnore {
     readonly hasExceptions: boolean,
   ) {}
 
-  static async load(directory: string, dockerfile = 'Dockerfile'): Promise<DockerIgnore> {
+  static async load(directory: string, dockerfile?: string): Promise<DockerIgnore> {
     const text = await readFile(join(directory, '.dockerignore'), 'utf8').catch(() => '');
     return DockerIgnore.parse(text, dockerfile);
   }
 
-  static parse(text: string, dockerfile = 'Dockerfile'): DockerIgnore {
+  static parse(text: string, dockerfile?: string): DockerIgnore {
     const lines = text.split(/\r?\n/).map((l) => l.trim());
     const matcher = dockerignore.default({ ignorecase: false }).add(lines);
-    const kept = ['.dockerignore', posix.normalize(dockerfile).replace(/^\/+/, '')].filter((f) =>
-      matcher.ignores(f),
-    );
+    const dockerfiles =
+      dockerfile === undefined ? DEFAULT_DOCKERFILES : [posix.normalize(dockerfile).replace(/^\/+/, '')];
+    const kept = ['.dockerignore', ...dockerfiles].filter((f) => matcher.ignores(f));
     if (kept.length > 0) matcher.add(kept.map((f) => `!${f}`));
     const hasExceptions = kept.length > 0 || lines.some((l) => /^!\s*\S/.test(l));
     return new DockerIgnore(matcher, hasExceptions);

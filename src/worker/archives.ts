@@ -7,6 +7,7 @@ import { createGunzip } from 'node:zlib';
 import { pipeline } from 'node:stream/promises';
 import { extract as tarExtract, pack as tarPack, type Header } from 'tar-stream';
 import { ExpansionMeter, type ContextLimits } from '../protocol/context-limits.js';
+import { plainEntryName, unsafeEntryNameReason } from '../protocol/archive-entry-names.js';
 
 /**
  * The worker's tar archives, written and read in-process with tar-stream (no host `tar`, so busybox, GNU and BSD tar
@@ -90,11 +91,9 @@ export async function packCheckpoint(
 
 /** The safe relative form of an entry's name, or undefined for the directory itself (GNU tar's `./`). */
 function safeName(raw: string): string | undefined {
-  if (raw.includes('\0')) throw new UnsafeArchiveEntry(raw, 'has a NUL byte in its name');
-  if (posix.isAbsolute(raw)) throw new UnsafeArchiveEntry(raw, 'has an absolute path');
-  const segments = raw.split('/');
-  if (segments.includes('..')) throw new UnsafeArchiveEntry(raw, 'has a `..` path segment');
-  const name = segments.filter((s) => s !== '' && s !== '.').join('/');
+  const why = unsafeEntryNameReason(raw);
+  if (why !== undefined) throw new UnsafeArchiveEntry(raw, why);
+  const name = plainEntryName(raw);
   return name === '' ? undefined : name;
 }
 

@@ -2,20 +2,34 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import type Docker from 'dockerode';
+import { plainEntryName } from '../protocol/archive-entry-names.js';
 
 /**
- * Images for tasks on one host. A build context is built once per content hash and tagged with it
- * (`fleetwise-build:<hash>`), so every task of a job (and every later job with the same context) reuses it; an image
- * reference is pulled only when it is missing locally (workers may have no registry access at all).
+ * Images for tasks on one host. A build context is built once per content hash and Dockerfile and tagged with them
+ * (`fleetwise-build:<hash>`), so every task of a job (and every later job with the same context and Dockerfile)
+ * reuses it; an image reference is pulled only when it is missing locally (workers may have no registry access at
+ * all).
  */
 export const BUILD_REPOSITORY = 'fleetwise-build';
 
-/** Tags are at most 128 characters of [A-Za-z0-9_.-]; 32 hex characters of sha256 are plenty to tell contexts apart. */
-export function buildTag(contentHash: string): string {
+/** Docker's Dockerfile when a build names none. */
+const DEFAULT_DOCKERFILE = 'Dockerfile';
+
+/**
+ * The tag of the image built from the context with `contentHash` by `dockerfile`. One context may hold several
+ * Dockerfiles (Dockerfile.gpu, Dockerfile.cpu) that make different images from the same bytes, so the Dockerfile is
+ * part of the identity: the default one is tagged with the content hash itself, any other with the hash of the two
+ * (`./Dockerfile.gpu` and `Dockerfile.gpu` are the same file). Tags are at most 128 characters of [A-Za-z0-9_.-];
+ * 32 hex characters of sha256 are plenty to tell images apart.
+ */
+export function buildTag(contentHash: string, dockerfile: string = DEFAULT_DOCKERFILE): string {
   const clean = contentHash.toLowerCase().replace(/^sha256:/, '');
   if (!/^[0-9a-f]{16,}$/.test(clean))
     throw new Error(`build context hash "${contentHash}" is not a hex digest (at least 16 hex digits)`);
-  return `${BUILD_REPOSITORY}:${clean.slice(0, 32)}`;
+  const path = plainEntryName(dockerfile);
+  const identity =
+    path === DEFAULT_DOCKERFILE ? clean : createHash('sha256').update(`${clean}\0${path}`).digest('hex');
+  return `${BUILD_REPOSITORY}:${identity.slice(0, 32)}`;
 }
 
 /** Files of a directory, relative, '/'-separated, sorted (symlinks are listed, not followed). */
@@ -103,9 +117,9 @@ export class ImageCache {
 
   constructor(private readonly docker: Docker) {}
 
-  /** The image for a build context, built unless an image with its content hash exists on this host. */
+  /** The image for a build context, built unless an image of its content hash and Dockerfile exists on this host. */
   ensureBuilt(build: BuildRequest): Promise<string> {
-    const tag = buildTag(build.contentHash);
+    const tag = buildTag(build.contentHash, build.dockerfile);
     return this.once(tag, async () => {
       if (await imageExists(this.docker, tag)) return tag;
       const stream = await this.docker.buildImage(

@@ -4,7 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DockerIgnore, packContext } from '../../src/cli/context-archive.js';
+import {
+  checkDockerfile,
+  DockerIgnore,
+  MissingDockerfileError,
+  packContext,
+} from '../../src/cli/context-archive.js';
 
 interface TarEntry {
   readonly path: string;
@@ -143,6 +148,41 @@ describe('packContext', () => {
         '.dockerignore',
         'docker/app.Dockerfile',
       ]);
+    } finally {
+      rmSync(ctx, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a context without the Dockerfile its build names, naming it and what the context has', async () => {
+    const ctx = mkdtempSync(join(tmpdir(), 'fleetwise-ctx-dockerfile-'));
+    try {
+      writeFileSync(join(ctx, 'Dockerfile.gpu'), 'FROM busybox\n');
+      writeFileSync(join(ctx, 'Dockerfile.cpu'), 'FROM busybox\n');
+      writeFileSync(join(ctx, 'app.py'), 'print(1)\n');
+      mkdirSync(join(ctx, 'docker'));
+      writeFileSync(join(ctx, 'docker', 'Dockerfile'), 'FROM busybox\n');
+      symlinkSync('docker', join(ctx, 'linked'));
+      const missing = (dockerfile?: string): Promise<unknown> =>
+        packContext(ctx, undefined, dockerfile).catch((e: unknown) => e);
+      const typo = await missing('Dockerfil');
+      expect(typo).toBeInstanceOf(MissingDockerfileError);
+      expect((typo as Error).message).toBe(
+        `no Dockerfile Dockerfil in build context ${ctx} (it has Dockerfile.cpu, Dockerfile.gpu); ` +
+          'the dockerfile is a path relative to the context',
+      );
+      expect(((await missing()) as Error).message).toBe(
+        `no Dockerfile in build context ${ctx} (it has Dockerfile.cpu, Dockerfile.gpu); name another with ` +
+          'build.dockerfile',
+      );
+      // Outside the context, through a symlink (packed as a link, not followed), or with another case.
+      for (const path of ['../Dockerfile', 'linked/Dockerfile', 'dockerfile.GPU', 'docker'])
+        expect(await missing(path), path).toBeInstanceOf(MissingDockerfileError);
+      await expect(checkDockerfile(ctx, 'docker/Dockerfile')).resolves.toBeUndefined();
+      await expect(checkDockerfile(ctx, './Dockerfile.gpu')).resolves.toBeUndefined();
+      expect((await packContext(ctx, undefined, 'Dockerfile.cpu')).files).toBe(4);
+      // Docker builds a lower-case dockerfile when the build names none.
+      writeFileSync(join(ctx, 'dockerfile'), 'FROM busybox\n');
+      await expect(checkDockerfile(ctx)).resolves.toBeUndefined();
     } finally {
       rmSync(ctx, { recursive: true, force: true });
     }

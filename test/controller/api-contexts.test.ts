@@ -198,6 +198,55 @@ describe('build context uploads (fake controller: limits and checks)', () => {
     expect(notGzip.body.error).toMatch(/^not a gzip stream: /);
   });
 
+  it('refuses entries a worker would not extract (outside the context, by name or hard link), and stores nothing', async () => {
+    const stored = service.contexts.size;
+    const cases: readonly (readonly [Parameters<typeof craftTar>[0], string])[] = [
+      [[{ name: '../evil', content: 'x' }], 'entry "../evil" has a `..` path segment'],
+      [[{ name: 'app/../../evil', content: 'x' }], 'entry "app/../../evil" has a `..` path segment'],
+      [[{ name: '/etc/cron.d/evil', content: 'x' }], 'entry "/etc/cron.d/evil" has an absolute path'],
+      [
+        [
+          { name: 'Dockerfile', content: 'FROM busybox\n' },
+          { name: 'passwd', type: 'link', linkname: '/etc/passwd' },
+        ],
+        'entry "passwd" is a hard link whose target "/etc/passwd" has an absolute path',
+      ],
+      [[{ name: 'here', type: 'link', linkname: './' }], 'entry "here" is a hard link to the directory'],
+    ];
+    for (const [entries, error] of cases) {
+      const archive = gzipSync(await craftTar(entries));
+      const answer = await post(
+        server.url,
+        `/v1/contexts?sha256=${sha256Of(archive)}`,
+        ADMIN_TOKEN,
+        archive,
+        'application/gzip',
+      );
+      expect(answer.status, error).toBe(400);
+      expect(answer.body.error).toBe(error);
+    }
+    expect(service.contexts.size).toBe(stored);
+    // What a worker extracts is accepted: `./` and doubled slashes, and symlinks pointing anywhere (docker copies
+    // them as links).
+    const fine = gzipSync(
+      await craftTar([
+        { name: './', type: 'directory' },
+        { name: './Dockerfile', content: 'FROM busybox\n' },
+        { name: 'app//run.sh', content: 'echo hi\n' },
+        { name: 'host', type: 'symlink', linkname: '/etc/hostname' },
+        { name: 'again', type: 'link', linkname: './Dockerfile' },
+      ]),
+    );
+    const answer = await post(
+      server.url,
+      `/v1/contexts?sha256=${sha256Of(fine)}`,
+      ADMIN_TOKEN,
+      fine,
+      'application/gzip',
+    );
+    expect(answer.status).toBe(201);
+  });
+
   it('an archive sent to any other route is refused with 415 before it is read', async () => {
     const answer = await post(server.url, '/v1/jobs', ADMIN_TOKEN, Buffer.alloc(4096), 'application/x-tar');
     expect(answer.status).toBe(415);

@@ -934,3 +934,177 @@ describe("an array's dependencies (AWS Batch's N_TO_N and SEQUENTIAL)", () => {
     ]);
   });
 });
+
+describe('task names after expanding replicas', () => {
+  const spec = (tasks: string): string => `name: n\nteam: t\ntasks:\n${tasks}`;
+
+  it('refuses a template named like a replica of another, naming both', () => {
+    expect(
+      problemsOf(
+        spec(
+          '  - { name: w, image: x, replicas: 2, demand: [0, 1, 1] }\n  - { name: w-1, image: x, demand: [0, 1, 1] }\n',
+        ),
+      ),
+    ).toEqual([
+      'tasks.1.name: two tasks named w-1 after expanding replicas: replica 1 of tasks.0 (w, replicas: 2) and ' +
+        'tasks.1 (the replicas of a template are named <name>-<index>) (line 5)',
+    ]);
+    // The other way round, and between two templates with replicas (`a-1` × 2 is a-1-0, a-1-1; `a` × 12 has a-1…).
+    expect(
+      problemsOf(
+        spec(
+          '  - { name: w-1, image: x, demand: [0, 1, 1] }\n  - { name: w, image: x, replicas: 2, demand: [0, 1, 1] }\n',
+        ),
+      ),
+    ).toEqual([
+      expect.stringMatching(
+        /^tasks\.1\.name: two tasks named w-1 after expanding replicas: tasks\.0 and replica 1 of tasks\.1 \(w, replicas: 2\)/,
+      ),
+    ]);
+    expect(
+      problemsOf(
+        spec(
+          '  - { name: a-1, image: x, replicas: 2, demand: [0, 1, 1] }\n' +
+            '  - { name: a, image: x, replicas: 2, demand: [0, 1, 1] }\n' +
+            '  - { name: a-1-0, image: x, demand: [0, 1, 1] }\n',
+        ),
+      ),
+    ).toEqual([
+      expect.stringMatching(
+        /^tasks\.2\.name: two tasks named a-1-0 after expanding replicas: replica 0 of tasks\.0/,
+      ),
+    ]);
+  });
+
+  it('accepts exactly the specs whose expanded task names are all distinct (property)', () => {
+    const template = fc.record({
+      name: fc.option(fc.constantFrom('w', 'w-0', 'w-1', 'w-1-0', 'task-0', 'task-1', 'task-1-1'), {
+        nil: undefined,
+      }),
+      replicas: fc.integer({ min: 1, max: 3 }),
+    });
+    fc.assert(
+      fc.property(fc.array(template, { minLength: 1, maxLength: 5 }), (templates) => {
+        const body = {
+          name: 'p',
+          team: 't',
+          tasks: templates.map((t) => ({ ...t, image: 'x', demand: [0, 1, 1] })),
+        };
+        const names = templates.flatMap((t, i) => {
+          const name = t.name ?? `task-${i}`;
+          return t.replicas === 1 ? [name] : Array.from({ length: t.replicas }, (_, r) => `${name}-${r}`);
+        });
+        const templateNames = templates.map((t, i) => t.name ?? `task-${i}`);
+        const distinct =
+          new Set(names).size === names.length && new Set(templateNames).size === templateNames.length;
+        let accepted = true;
+        try {
+          const parsed = validateJobSpec(body, 'api', catalog);
+          expect(new Set(expandTasks(parsed).map((t) => t.name)).size).toBe(names.length);
+        } catch (e) {
+          accepted = false;
+          expect((e as ValidationError).problems.every((p) => /^tasks\.\d+\.name: /.test(p))).toBe(true);
+        }
+        expect(accepted).toBe(distinct);
+      }),
+      { numRuns: 300, seed: 11 },
+    );
+  });
+});
+
+describe('unknown fields in a large request', () => {
+  it('suggests no field for a key far longer than any, and answers a megabyte key at once', () => {
+    const near = {
+      name: 'a',
+      team: 't',
+      tasks: [{ image: 'x', demand: [0, 1, 1] }],
+      [`name${'x'.repeat(80)}`]: 1,
+    };
+    let problems: readonly string[] = [];
+    try {
+      validateJobSpec(near, 'api', catalog);
+    } catch (e) {
+      problems = (e as ValidationError).problems;
+    }
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(/^\["namex+…"\]: unknown field \(known: name, team/);
+    expect(problems[0]).not.toContain('did you mean');
+    const huge = { ...near, ['k'.repeat(JOB_SPEC_LIMITS.maxSpecBytes - 200)]: 1 };
+    const started = performance.now();
+    expect(() => validateJobSpec(huge, 'api', catalog)).toThrow(ValidationError);
+    expect(performance.now() - started).toBeLessThan(500);
+  });
+
+  it('explains the first unknown fields of an object and counts the rest', () => {
+    const body: Record<string, unknown> = {
+      name: 'a',
+      team: 't',
+      tasks: [{ image: 'x', demand: [0, 1, 1] }],
+    };
+    for (let i = 0; i < 50_000; i++) body[`unknown${i}`] = 1;
+    const started = performance.now();
+    let problems: readonly string[] = [];
+    try {
+      validateJobSpec(body, 'api', catalog);
+    } catch (e) {
+      problems = (e as ValidationError).problems;
+    }
+    expect(performance.now() - started).toBeLessThan(500);
+    expect(problems).toHaveLength(21);
+    expect(problems[0]).toMatch(/^unknown0: unknown field/);
+    expect(problems[20]).toBe('(root): 49980 more unknown fields');
+    // A few unknown fields are all explained, with their lines.
+    expect(problemsOf(`${MINIMAL}nmae: x\ntem: y\n`)).toEqual([
+      expect.stringMatching(/^nmae: unknown field, did you mean name\? .*\(line 8\)$/),
+      expect.stringMatching(/^tem: unknown field, did you mean team\? .*\(line 9\)$/),
+    ]);
+  });
+});
+
+describe('build.dockerfile', () => {
+  const spec = (dockerfile: string): string =>
+    `name: b\nteam: t\ntasks:\n  - build: { context: ./ctx, dockerfile: ${JSON.stringify(dockerfile)} }\n    demand: [0, 1, 1]\n`;
+
+  it('takes a path inside the context', () => {
+    for (const path of ['Dockerfile.gpu', 'docker/Dockerfile', './ci/Dockerfile.prod', 'a..b/Dockerfile'])
+      expect(parseJobSpec(spec(path), 'b.yaml', catalog).tasks[0]?.build?.dockerfile).toBe(path);
+  });
+
+  it('refuses one outside the context, naming the field', () => {
+    const cases: readonly (readonly [string, RegExp])[] = [
+      ['../Dockerfile', /has a `\.\.` path segment/],
+      ['docker/../../Dockerfile', /has a `\.\.` path segment/],
+      ['/etc/Dockerfile', /has an absolute path/],
+      ['.', /names the context directory itself/],
+    ];
+    for (const [path, reason] of cases) {
+      const problems = problemsOf(spec(path));
+      expect(problems, path).toHaveLength(1);
+      expect(problems[0], path).toMatch(/^tasks\.0\.build\.dockerfile: /);
+      expect(problems[0], path).toMatch(reason);
+      expect(problems[0], path).toContain('a path inside the build context, relative to it');
+    }
+  });
+});
+
+describe('env values written as numbers', () => {
+  it('reach the task as the text written in YAML, and as JavaScript prints them from JSON', () => {
+    const env = '{ VERSION: 1.10, RUN_ID: 007, MASK: 0x1F, LR: 1e-4, EPOCHS: 10, DEBUG: true, NAME: "1.10" }';
+    const yaml = parseJobSpec(`${MINIMAL}    env: ${env}\n`, 's.yaml', catalog);
+    expect(yaml.tasks[0]?.env).toEqual({
+      VERSION: '1.10',
+      RUN_ID: '007',
+      MASK: '0x1F',
+      LR: '1e-4',
+      EPOCHS: '10',
+      DEBUG: 'true',
+      NAME: '1.10',
+    });
+    const json = validateJobSpec(
+      { name: 'a', team: 't', tasks: [{ image: 'x', demand: [0, 1, 1], env: { EPOCHS: 10, LR: 0.5 } }] },
+      'api',
+      catalog,
+    );
+    expect(json.tasks[0]?.env).toEqual({ EPOCHS: '10', LR: '0.5' });
+  });
+});

@@ -93,6 +93,16 @@ describe('docker executor: pure parts', () => {
     expect(buildTag(hash)).toBe(`fleetwise-build:${hash.slice(0, 32)}`);
     expect(() => buildTag('latest')).toThrow(/not a hex digest/);
   });
+
+  it('tags a build by its Dockerfile too: one context holds several images', () => {
+    const hash = 'ab'.repeat(32);
+    // The default Dockerfile keeps the content hash's own tag (images built before stay valid).
+    expect(buildTag(hash, 'Dockerfile')).toBe(buildTag(hash));
+    expect(buildTag(hash, './Dockerfile.gpu')).toBe(buildTag(hash, 'Dockerfile.gpu'));
+    const tags = ['Dockerfile.gpu', 'Dockerfile.cpu', 'docker/Dockerfile'].map((f) => buildTag(hash, f));
+    expect(new Set([buildTag(hash), ...tags]).size).toBe(4);
+    for (const tag of tags) expect(tag).toMatch(/^fleetwise-build:[0-9a-f]{32}$/);
+  });
 });
 
 describeWithDocker('docker executor against a real dockerd', (engine) => {
@@ -139,6 +149,44 @@ describeWithDocker('docker executor against a real dockerd', (engine) => {
     expect([a, b]).toEqual([tag, tag]);
     expect((await engine.docker.getImage(tag).inspect()).Id).toBe(image.Id);
     process.stderr.write(`[docker] build ${buildMs} ms, cached lookup ${Date.now() - again} ms\n`);
+  });
+
+  it('builds each Dockerfile of one context into its own image, also when both start at once', async () => {
+    const ctx = join(tmp, 'two-dockerfiles');
+    mkdirSync(ctx);
+    writeFileSync(join(ctx, 'Dockerfile.gpu'), 'FROM base:local\nLABEL flavour=gpu\n');
+    writeFileSync(join(ctx, 'Dockerfile.cpu'), 'FROM base:local\nLABEL flavour=cpu\n');
+    writeFileSync(join(ctx, 'app.py'), 'print(1)\n');
+    const hash = await hashBuildContext(ctx);
+    const cache = new ImageCache(engine.docker);
+    const [gpu, cpu] = await Promise.all([
+      cache.ensureBuilt({ contextDir: ctx, dockerfile: 'Dockerfile.gpu', contentHash: hash }),
+      cache.ensureBuilt({ contextDir: ctx, dockerfile: 'Dockerfile.cpu', contentHash: hash }),
+    ]);
+    expect(gpu).not.toBe(cpu);
+    const flavour = async (tag: string): Promise<string | undefined> =>
+      (await engine.docker.getImage(tag).inspect()).Config.Labels?.['flavour'];
+    expect(await flavour(gpu)).toBe('gpu');
+    expect(await flavour(cpu)).toBe('cpu');
+    // Found again by its Dockerfile, on this host, without a second build.
+    expect(
+      await new ImageCache(engine.docker).ensureBuilt({
+        contextDir: ctx,
+        dockerfile: './Dockerfile.cpu',
+        contentHash: hash,
+      }),
+    ).toBe(cpu);
+  });
+
+  it('builds a context whose only Dockerfile is a lower-case dockerfile, as fleetwise submit accepts', async () => {
+    const ctx = join(tmp, 'lower-case');
+    mkdirSync(ctx);
+    writeFileSync(join(ctx, 'dockerfile'), 'FROM base:local\nLABEL lower=yes\n');
+    const tag = await new ImageCache(engine.docker).ensureBuilt({
+      contextDir: ctx,
+      contentHash: await hashBuildContext(ctx),
+    });
+    expect((await engine.docker.getImage(tag).inspect()).Config.Labels?.['lower']).toBe('yes');
   });
 
   it('reports a failing build with the daemon message', async () => {

@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { lstat, readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { parse as parseYaml } from 'yaml';
+import { parseDocument } from 'yaml';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
 import { parseJobSpec, validateJobSpec } from '../../controller/job-spec/parse.js';
+import { keepEnvValuesAsWritten } from '../../controller/job-spec/env-text.js';
 import { writtenArraySize } from '../../controller/job-spec/array.js';
 import { JOB_SPEC_LIMITS } from '../../controller/job-spec/spec.js';
 import { arrayPropertiesSchema } from '../../controller/job-spec/schema.js';
@@ -22,7 +23,7 @@ import {
 } from '../client.js';
 import type { DryRunResponse, JobSummaryResponse } from '../api-responses.js';
 import { RESUBMISSION_KEY_PREFIX } from '../resubmission.js';
-import { packContext } from '../context-archive.js';
+import { checkDockerfile, MissingDockerfileError, packContext } from '../context-archive.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { formatDollars, formatIdList, formatTable, formatTime } from '../table.js';
 
@@ -77,9 +78,13 @@ export async function checkSpecFile(
   }
   const raw: unknown = (() => {
     try {
-      return parseYaml(text, { uniqueKeys: true }) as unknown;
+      const doc = parseDocument(text, { uniqueKeys: true });
+      if (doc.errors.length > 0) return undefined; // parseJobSpec below reports the syntax error with its line
+      // Sent on as JSON: an env value keeps the text written (1.10, 007), as the controller reads it from YAML.
+      keepEnvValuesAsWritten(doc);
+      return doc.toJS({ maxAliasCount: 100 }) as unknown;
     } catch {
-      return undefined; // parseJobSpec below reports the syntax error with its line
+      return undefined;
     }
   })();
   if (typeof raw === 'object' && raw !== null && !Array.isArray(raw)) {
@@ -97,6 +102,54 @@ export async function checkSpecFile(
   return raw as RawSpec;
 }
 
+/** A task of a spec file, with its `build` as a local directory and the Dockerfile in it, if it has one. */
+interface SpecTask {
+  readonly index: number;
+  readonly task: unknown;
+  readonly build?: { readonly directory: string; readonly dockerfile?: string | undefined };
+}
+
+/** The tasks of a spec file; a `build.context` is relative to the file unless absolute. */
+function buildsOf(raw: RawSpec, file: string): SpecTask[] {
+  if (!Array.isArray(raw.tasks)) return [];
+  return (raw.tasks as unknown[]).map((task, index) => {
+    const build = (task as { build?: unknown }).build;
+    if (build === undefined) return { index, task };
+    const { context, dockerfile } =
+      typeof build === 'string' ? { context: build, dockerfile: undefined } : (build as RawBuild);
+    return {
+      index,
+      task,
+      build: { directory: isAbsolute(context) ? context : resolve(dirname(file), context), dockerfile },
+    };
+  });
+}
+
+/** The field a build context's problem is reported at: the Dockerfile's when it is missing, else the context's. */
+function buildProblem(index: number, e: unknown, dockerfile: string | undefined): string {
+  const field = e instanceof MissingDockerfileError && dockerfile !== undefined ? 'dockerfile' : 'context';
+  return `tasks.${index}.build.${field}: ${(e as Error).message}`;
+}
+
+/**
+ * Refuse a spec whose build contexts lack the Dockerfile they name, before anything is submitted or dry-run: the job
+ * would otherwise queue, launch an instance and fail its build there.
+ */
+async function checkBuildContexts(raw: RawSpec, file: string): Promise<void> {
+  const problems: string[] = [];
+  for (const { index, build } of buildsOf(raw, file)) {
+    if (build === undefined) continue;
+    const info = await lstat(build.directory).catch(() => undefined);
+    if (info === undefined || !info.isDirectory())
+      problems.push(`tasks.${index}.build.context: build context ${build.directory} is not a directory`);
+    else
+      await checkDockerfile(build.directory, build.dockerfile).catch((e: unknown) =>
+        problems.push(buildProblem(index, e, build.dockerfile)),
+      );
+  }
+  if (problems.length > 0) throw new ValidationError(file === STDIN ? 'standard input' : file, problems);
+}
+
 /**
  * Upload each task's local `build.context` directory (relative to the spec file) and point the spec at the stored
  * copy. The same directory (and Dockerfile) used by several tasks is uploaded once.
@@ -110,15 +163,13 @@ async function uploadBuildContexts(
   if (!Array.isArray(raw.tasks)) return raw;
   const uploaded = new Map<string, string>();
   const tasks: unknown[] = [];
-  for (const [index, task] of (raw.tasks as unknown[]).entries()) {
+  for (const { index, task, build: local } of buildsOf(raw, file)) {
     const build = (task as { build?: unknown }).build;
-    if (build === undefined) {
+    if (local === undefined) {
       tasks.push(task);
       continue;
     }
-    const { context, dockerfile } =
-      typeof build === 'string' ? { context: build, dockerfile: undefined } : (build as RawBuild);
-    const directory = isAbsolute(context) ? context : resolve(dirname(file), context);
+    const { directory, dockerfile } = local;
     // The Dockerfile is always packed, even when .dockerignore excludes it: one archive per directory and Dockerfile.
     const key = `${directory}\0${dockerfile ?? ''}`;
     let ref = uploaded.get(key);
@@ -127,7 +178,7 @@ async function uploadBuildContexts(
       try {
         packed = await packContext(directory, undefined, dockerfile);
       } catch (e) {
-        throw new ValidationError(file, [`tasks.${index}.build.context: ${(e as Error).message}`]);
+        throw new ValidationError(file, [buildProblem(index, e, dockerfile)]);
       }
       const stored = await client.uploadContext(packed.archive);
       ref = stored.ref;
@@ -213,6 +264,7 @@ export function registerSubmit(program: Command): void {
           dependsOn,
         ),
       );
+    for (const [i, file] of files.entries()) await checkBuildContexts(specs[i] as RawSpec, file);
     const baseKey = options.idempotencyKey ?? randomUUID();
     const keys = submissionKeys(baseKey, files.length, options.idempotencyKey !== undefined);
     if (options.perIndex === true) checkPerIndex(files, specs, options.chain === true);

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { Transform, type TransformCallback, type Writable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
-import { extract as tarExtract } from 'tar-stream';
+import { extract as tarExtract, type Header } from 'tar-stream';
+import { plainEntryName, unsafeEntryNameReason } from '../../protocol/archive-entry-names.js';
 import { ExpansionMeter, type ContextLimits } from '../../protocol/context-limits.js';
 
 /** An upload that is not what it claims (not a gzip stream or a tar, not the declared sha256): a 400. */
@@ -13,11 +14,30 @@ export class ContextArchiveError extends Error {
 }
 
 /**
+ * Why an entry could not be extracted on a worker, by the names it holds (protocol/archive-entry-names.ts, the rule
+ * the worker extracts by): a name outside the context, or a hard link to one. Symlinks may point anywhere, as
+ * `docker build` copies them as links.
+ */
+function unsafeEntry(header: Header): string | undefined {
+  const unsafe = unsafeEntryNameReason(header.name);
+  if (unsafe !== undefined) return `entry ${JSON.stringify(header.name)} ${unsafe}`;
+  if (header.type !== 'link') return undefined;
+  const target = header.linkname;
+  const unsafeTarget = unsafeEntryNameReason(target);
+  if (unsafeTarget !== undefined)
+    return `entry ${JSON.stringify(header.name)} is a hard link whose target ${JSON.stringify(target)} ${unsafeTarget}`;
+  return plainEntryName(target) === ''
+    ? `entry ${JSON.stringify(header.name)} is a hard link to the directory`
+    : undefined;
+}
+
+/**
  * A build context upload checked as it streams through, on its way to the object store: the bytes pass on unchanged,
  * only after being counted against the team's limits (src/protocol/context-limits.ts), hashed, decompressed and read
- * as a tar (headers only; contents are counted, not kept). Nothing is buffered beyond a chunk: a 200 MiB upload uses
- * the memory of a few chunks, however many arrive at once. The stream fails at the first byte over a limit
- * (ContextLimitError) or the first sign that the body is not a tar (ContextArchiveError), and it ends only once the
+ * as a tar (headers only; contents are counted, not kept), each entry's names checked as the worker checks them when
+ * it extracts (unsafeEntry). Nothing is buffered beyond a chunk: a 200 MiB upload uses the memory of a few chunks,
+ * however many arrive at once. The stream fails at the first byte over a limit (ContextLimitError) or the first sign
+ * that the body is not a tar or holds an entry no worker would extract (ContextArchiveError), and it ends only once the
  * whole archive read as a tar with at least one entry and its sha256 is the declared one, so a store writing what
  * comes out of it (a put completes only when its body ends) never keeps an archive that failed a check.
  */
@@ -38,7 +58,13 @@ export class ContextInspector extends Transform {
     super();
     this.meter = new ExpansionMeter(limits);
     const tar = tarExtract();
-    tar.on('entry', (_header, entry, next) => {
+    tar.on('entry', (header, entry, next) => {
+      const unsafe = unsafeEntry(header);
+      if (unsafe !== undefined) {
+        this.destroy(new ContextArchiveError(unsafe));
+        tar.destroy();
+        return;
+      }
       this.entries += 1;
       entry.on('end', next);
       entry.resume();

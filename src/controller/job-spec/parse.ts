@@ -7,6 +7,7 @@ import { explainIssue, firstLine, formatPath, lineOf, type Path, type Problem } 
 import { jobSpecSchema, utf8Bytes, type RawJobSpec } from './schema.js';
 import { JOB_SPEC_LIMITS, type ArrayProperties, type JobSpec, type TaskTemplateSpec } from './spec.js';
 import { derivedWorkload } from './tasks.js';
+import { keepEnvValuesAsWritten } from './env-text.js';
 import { toNetworkDeclaration } from '../../core/network-schema.js';
 
 /**
@@ -30,6 +31,7 @@ export function parseJobSpec(
       source,
       doc.errors.map((e) => `not valid YAML/JSON: ${firstLine(e.message)}`),
     );
+  keepEnvValuesAsWritten(doc);
   let value: unknown;
   try {
     value = doc.toJS({ maxAliasCount: 100 });
@@ -77,7 +79,8 @@ function validate(
 
 function checkStructure(raw: RawJobSpec): Problem[] {
   const problems: Problem[] = [];
-  const names = new Map<string, number>();
+  /** Each task name after expanding replicas, with the template it comes from (at most 64 × 64 names). */
+  const owners = new Map<string, number>();
   let total = 0;
   raw.tasks.forEach((t, i) => {
     const path = ['tasks', i];
@@ -90,14 +93,8 @@ function checkStructure(raw: RawJobSpec): Problem[] {
       });
     if (t.image !== undefined && t.build !== undefined)
       problems.push({ path, message: 'give either image or build, not both' });
-    const name = templateName(t, i);
-    const earlier = names.get(name);
-    if (earlier !== undefined)
-      problems.push({
-        path: [...path, 'name'],
-        message: `duplicate task name ${name} (also tasks.${earlier})`,
-      });
-    names.set(name, i);
+    const clash = nameClash(raw, i, owners);
+    if (clash !== undefined) problems.push({ path: [...path, 'name'], message: clash });
     total += t.replicas;
     for (const [family, v] of Object.entries(t.demand))
       if (t.shmSizeGiB > v[2])
@@ -142,10 +139,43 @@ function checkStructure(raw: RawJobSpec): Problem[] {
 
 /** Task names after expanding replicas (`<template>` for one replica, `<template>-<i>` for more). */
 function expandedNames(raw: RawJobSpec): string[] {
-  return raw.tasks.flatMap((t, i) => {
-    const name = templateName(t, i);
-    return t.replicas === 1 ? [name] : Array.from({ length: t.replicas }, (_, r) => `${name}-${r}`);
-  });
+  return raw.tasks.flatMap((t, i) => namesOf(t, i));
+}
+
+/** The names template `index` expands to (tasks.ts expandTasks names them the same way). */
+function namesOf(t: RawJobSpec['tasks'][number], index: number): string[] {
+  const name = templateName(t, index);
+  return t.replicas === 1 ? [name] : Array.from({ length: t.replicas }, (_, r) => `${name}-${r}`);
+}
+
+/**
+ * Why template `index`'s name clashes with an earlier template's, if it does; records its task names in `owners`
+ * (expanded name → template). Names must be unique as written and after expanding replicas: `w` with two replicas
+ * is `w-0` and `w-1`, so a template named `w-1` beside it would give the job two tasks named `w-1`, which neither
+ * the store's task records nor the prediction world (world/trace-jobs.ts) can tell apart.
+ */
+function nameClash(raw: RawJobSpec, index: number, owners: Map<string, number>): string | undefined {
+  const name = templateName(raw.tasks[index] as RawJobSpec['tasks'][number], index);
+  const sameName = raw.tasks.findIndex((t, i) => i < index && templateName(t, i) === name);
+  let clash = sameName < 0 ? undefined : `duplicate task name ${name} (also tasks.${sameName})`;
+  for (const task of namesOf(raw.tasks[index] as RawJobSpec['tasks'][number], index)) {
+    const earlier = owners.get(task);
+    if (earlier === undefined) owners.set(task, index);
+    else
+      clash ??=
+        `two tasks named ${task} after expanding replicas: ${expandedFrom(raw, task, earlier)} and ` +
+        `${expandedFrom(raw, task, index)} (the replicas of a template are named <name>-<index>)`;
+  }
+  return clash;
+}
+
+/** Where the task `task` of template `index` comes from, in words. */
+function expandedFrom(raw: RawJobSpec, task: string, index: number): string {
+  const t = raw.tasks[index] as RawJobSpec['tasks'][number];
+  const name = templateName(t, index);
+  return t.replicas === 1
+    ? `tasks.${index}`
+    : `replica ${task.slice(name.length + 1)} of tasks.${index} (${name}, replicas: ${t.replicas})`;
 }
 
 /** The expanded task `network.root` names: a task by its name, or a template with replicas by its first replica. */

@@ -11,6 +11,15 @@ export interface Problem {
   readonly message: string;
 }
 
+/** Unknown keys of one object explained one by one; the rest are counted in one problem. */
+const MAX_EXPLAINED_UNKNOWN_KEYS = 20;
+
+/**
+ * Keys longer than this get no "did you mean": no field name is near that long, and the edit distance grows with the
+ * key's length times the candidates' (a megabyte key would hold the event loop for seconds).
+ */
+const MAX_SUGGESTED_KEY_LENGTH = 64;
+
 export function formatPath(path: Path): string {
   return formatFieldPath(path);
 }
@@ -19,7 +28,9 @@ export function explainIssue(issue: z.core.$ZodIssue): Problem[] {
   const path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
   if (issue.code === 'unrecognized_keys') {
     const known = knownKeysAt(path);
-    return issue.keys.map((key) => {
+    // A request body may hold tens of thousands of unknown keys: each explained one costs edit distances and a line
+    // of the answer, so past the first few they are counted, not explained.
+    const explained = issue.keys.slice(0, MAX_EXPLAINED_UNKNOWN_KEYS).map((key): Problem => {
       if (path.length === 0 && isTaskOnlyKey(key))
         return { path: [key], message: 'a field of a task: put it under tasks[]' };
       const hint = closest(key, known);
@@ -28,6 +39,10 @@ export function explainIssue(issue: z.core.$ZodIssue): Problem[] {
         message: `unknown field${hint === undefined ? '' : `, did you mean ${hint}?`}${known.length > 0 ? ` (known: ${known.join(', ')})` : ''}`,
       };
     });
+    const more = issue.keys.length - explained.length;
+    return more === 0
+      ? explained
+      : [...explained, { path, message: `${more} more unknown field${more === 1 ? '' : 's'}` }];
   }
   if (issue.code === 'invalid_key') return [{ path, message: issue.issues.map((i) => i.message).join('; ') }];
   if (issue.code === 'invalid_type' && /received undefined$/.test(issue.message))
@@ -69,6 +84,7 @@ function knownKeysAt(path: Path): readonly string[] {
 
 /** The known name within edit distance 2 (or sharing a case-insensitive prefix of 4+), if any. */
 function closest(word: string, candidates: readonly string[]): string | undefined {
+  if (word.length > MAX_SUGGESTED_KEY_LENGTH) return undefined;
   let best: string | undefined;
   let bestDistance = Infinity;
   for (const c of candidates) {

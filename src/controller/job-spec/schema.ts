@@ -5,6 +5,7 @@ import { ANY_FAMILY, type FamilyDemand, type Resources } from '../../core/resour
 import { successSpecSchema } from '../../queue/success.js';
 import { networkDeclarationSchema } from '../../core/network-schema.js';
 import { SPOT_PREFERENCES } from '../../core/spot.js';
+import { plainEntryName, unsafeEntryNameReason } from '../../protocol/archive-entry-names.js';
 import {
   ARRAY_DEPENDENCY_TYPES,
   CHECKPOINT_SIGNALS,
@@ -156,12 +157,33 @@ const demandSchema = z
     ],
   });
 
+/**
+ * The Dockerfile travels in the uploaded context archive, so it must be a path inside it, by the rule archive entries
+ * follow (protocol/archive-entry-names.ts): anything else would pass here and fail only in the build on a worker.
+ */
+const DOCKERFILE_RULE =
+  'a path inside the build context, relative to it (e.g. Dockerfile.gpu or docker/Dockerfile)';
+
 const buildSchema = z
   .union([
     z.string().min(1, 'a build context directory'),
     z.strictObject({
       context: z.string().min(1, 'a build context directory'),
-      dockerfile: z.string().min(1).optional(),
+      dockerfile: z
+        .string()
+        .min(1)
+        .superRefine((path, ctx) => {
+          const unsafe = unsafeEntryNameReason(path);
+          if (unsafe !== undefined)
+            ctx.addIssue({ code: 'custom', message: `${unsafe}: ${DOCKERFILE_RULE}` });
+          else if (plainEntryName(path) === '')
+            ctx.addIssue({
+              code: 'custom',
+              message: `names the context directory itself: ${DOCKERFILE_RULE}`,
+            });
+        })
+        .describe(`The Dockerfile: ${DOCKERFILE_RULE} (default Dockerfile)`)
+        .optional(),
     }),
   ])
   .transform((b): BuildSpec => (typeof b === 'string' ? { context: b } : b))
@@ -196,7 +218,8 @@ const envSchema = z
         (k) => !k.startsWith(RESERVED_ENV_PREFIX),
         `names starting with ${RESERVED_ENV_PREFIX} are set by the worker`,
       ),
-    // YAML turns `EPOCHS: 10` into a number; accept scalars and pass them as the text the user wrote.
+    // YAML turns `EPOCHS: 10` into a number: spec text keeps the text written (env-text.ts); a number or boolean in
+    // a JSON body is passed as JavaScript prints it.
     z
       .union([z.string(), z.number(), z.boolean()], { error: 'expected a string, number or boolean' })
       .transform(String)
