@@ -53,6 +53,13 @@ export const launchRequestSchema = z.object({
    * and one with it falls back from to on demand when spot capacity is refused (LaunchResult.market says which).
    */
   market: z.enum(MARKETS).default('on-demand'),
+  /**
+   * Whether a spot launch may be bought on demand when no spot capacity is to be had (default true). False when the
+   * caller cannot afford the on-demand price (a $/hour cap it checked at the spot price): then the provider throws
+   * InsufficientCapacityError instead, as when on-demand capacity is refused, and the caller decides what follows.
+   * Ignored for an on-demand launch.
+   */
+  onDemandFallback: z.boolean().default(true),
   /** Extra tags (cost allocation, owner). Keys under "fleetwise:" are reserved. */
   tags: z
     .record(z.string().min(1).max(128), tagValue)

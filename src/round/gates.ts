@@ -18,7 +18,10 @@ export const WAIT_INSTANCE_READY = 'its instance to be ready';
 export interface StartGateState {
   /** The task's own stop is done (it is queued, or stopped after a checkpoint). */
   readonly taskStopped: boolean;
-  /** Tasks of the same job still being checkpointed (gang: a job restarts once every task has stopped). */
+  /**
+   * Tasks of the same job still to stop (a stop pending while the task works on) or being checkpointed (gang: a job
+   * restarts once every task has stopped).
+   */
   readonly jobTasksStopping: number;
   /** The target instance runs and its worker has registered. */
   readonly instanceReady: boolean;
@@ -34,7 +37,7 @@ export interface StartGateState {
  */
 export function startGate(s: StartGateState): GateWait {
   if (!s.taskStopped) return 'its own checkpoint-stop';
-  if (s.jobTasksStopping > 0) return `${s.jobTasksStopping} task(s) of its job still checkpointing`;
+  if (s.jobTasksStopping > 0) return `${s.jobTasksStopping} task(s) of its job still to stop`;
   if (!s.instanceReady) return WAIT_INSTANCE_READY;
   if (!fits(s.demand, s.freeCapacity))
     return 'room on its instance (tasks leaving it are still checkpointing)';

@@ -20,6 +20,7 @@ describe('launch requests', () => {
       availabilityZones: [],
       tags: {},
       market: 'on-demand',
+      onDemandFallback: true,
     });
   });
 
@@ -30,6 +31,7 @@ describe('launch requests', () => {
     [{ typeName: 'C7I LARGE' }, /typeName/],
     [{ clusterName: '' }, /clusterName/],
     [{ tags: { 'fleetwise:plan': 'spoof' } }, /reserved/],
+    [{ onDemandFallback: 'no' }, /onDemandFallback/],
   ])('rejects %j', (override, reason) => {
     expect(() => parseWith(launchRequestSchema, { ...base, ...override }, 'launch request')).toThrow(reason);
   });

@@ -107,7 +107,10 @@ export class FakeCloud implements CloudProvider {
   readonly groupCleanups: ReadonlySet<string>[] = [];
   /** The next this many TerminateInstances calls fail (termination protection, a missing permission). */
   refuseTerminations = 0;
-  /** Types with no spot capacity in any zone: a spot launch of one is bought on demand (EC2Provider's fallback). */
+  /**
+   * Types with no spot capacity in any zone: a spot launch of one is bought on demand (EC2Provider's fallback), or
+   * refused when the request does not allow that.
+   */
   readonly noSpotCapacity = new Set<string>();
   /** Types for which every zone answers InsufficientInstanceCapacity. */
   readonly noCapacity = new Set<string>();
@@ -141,6 +144,10 @@ export class FakeCloud implements CloudProvider {
     }
     if (this.noCapacity.has(request.typeName))
       throw new InsufficientCapacityError(request.typeName, [...this.zones], []);
+    // As EC2Provider: spot where the type has spot capacity, else on demand with the reason, if the request allows it.
+    const spotRefused = request.market === 'spot' && this.noSpotCapacity.has(request.typeName);
+    if (spotRefused && !request.onDemandFallback)
+      throw new InsufficientCapacityError(request.typeName, [...this.zones], []);
     this.calls.runInstances += 1;
     this.seq += 1;
     const id = `i-${this.seq.toString(16).padStart(17, '0')}`;
@@ -150,8 +157,6 @@ export class FakeCloud implements CloudProvider {
       request.placementGroup !== undefined && !this.fullGroups.has(request.placementGroup)
         ? request.placementGroup
         : undefined;
-    // As EC2Provider: spot where the type has spot capacity, else on demand with the reason.
-    const spotRefused = request.market === 'spot' && this.noSpotCapacity.has(request.typeName);
     const market: Market = request.market === 'spot' && !spotRefused ? 'spot' : 'on-demand';
     this.instances.set(id, {
       id,

@@ -4,13 +4,26 @@ import { InjectedCrash } from '../../src/controller/faults.js';
 import { launchedOnSpot, MARKET_FALLBACK_EVENT } from '../../src/controller/instance-market.js';
 import { CloudOnlyTaskControl } from '../../src/controller/seams.js';
 import type { PlannedInstance, Scheduler } from '../../src/scheduler/types.js';
-import { CPU_SMALL, CrashAt, handPlan, jobSpec, reconcilerFor, rig } from './controller-fixtures.js';
+import { spotOffering } from '../../src/core/spot.js';
+import {
+  catalog,
+  CPU_SMALL,
+  CrashAt,
+  handPlan,
+  jobSpec,
+  priceOf,
+  reconcilerFor,
+  rig,
+} from './controller-fixtures.js';
 
 /**
  * A plan's purchase option reaches the cloud: a new instance the planner buys as spot is launched with the spot
  * market (its launch intent keeps it across a restart); one without a market is launched on demand.
  */
-function marketScheduler(market: (jobName: string) => Market | undefined): Scheduler {
+function marketScheduler(
+  market: (jobName: string) => Market | undefined,
+  typeName = 'c7i.xlarge',
+): Scheduler {
   let n = 0;
   return {
     name: 'market',
@@ -25,7 +38,7 @@ function marketScheduler(market: (jobName: string) => Market | undefined): Sched
           // The planner's instance as spot planning gives it (PlannedInstance with a market).
           const planned: PlannedInstance & { readonly market?: Market } = {
             id: `new-${++n}`,
-            typeName: 'c7i.xlarge',
+            typeName,
             isNew: true,
             taskIds: [t.id],
             ...(chosen === undefined ? {} : { market: chosen }),
@@ -91,6 +104,60 @@ describe('the market from the plan to the cloud', () => {
     expect(store.listEvents({ instanceId: inst, kind: MARKET_FALLBACK_EVENT })[0]?.message).toMatch(
       /no spot capacity for c7i\.xlarge/,
     );
+  });
+
+  it('a spot launch with no spot capacity is not bought on demand over the $/hour cap; later rounds still apply', async () => {
+    // The job fits the cap on a c7i.xlarge on demand; the plan buys a c7i.2xlarge, which fits it only on spot.
+    const scheduler = marketScheduler(() => 'spot', 'c7i.2xlarge');
+    const spot = spotOffering(catalog.spot, 'c7i.2xlarge', 'us-east-1a')?.pricePerHour as number;
+    const maxCostPerHour = Math.max(spot, priceOf('c7i.xlarge')) * 1.05;
+    expect(priceOf('c7i.2xlarge')).toBeGreaterThan(maxCostPerHour);
+    const { controller, store, cloud } = rig({ caps: { maxCostPerHour } }, { scheduler });
+    for (const t of catalog.types) cloud.noSpotCapacity.add(t.name);
+    controller.submit(jobSpec('cheap', CPU_SMALL), 'research');
+    const first = await controller.runRound();
+    expect(first.notApplied).toBeUndefined();
+    expect(cloud.requests[0]).toMatchObject({
+      typeName: 'c7i.2xlarge',
+      market: 'spot',
+      onDemandFallback: false,
+    });
+    // Refused as a capacity error, not bought on demand: the next type that fits went instead (a c7i.xlarge, whose
+    // on-demand price the cap allows), and nothing runs over the cap.
+    expect(cloud.live().map((i) => i.typeName)).not.toContain('c7i.2xlarge');
+    const billed = cloud
+      .live()
+      .reduce(
+        (sum, i) =>
+          sum +
+          (i.market === 'spot'
+            ? (spotOffering(catalog.spot, i.typeName, i.zone)?.pricePerHour as number)
+            : priceOf(i.typeName)),
+        0,
+      );
+    expect(billed).toBeLessThanOrEqual(maxCostPerHour);
+    // The next round plans again, and is applied.
+    const second = await controller.runRound();
+    expect(second.notApplied).toBeUndefined();
+    expect(store.listEvents({ kind: 'round.rejected' })).toEqual([]);
+  });
+
+  it('a spot launch the cap allows on demand too may fall back to on demand', async () => {
+    const scheduler = marketScheduler(() => 'spot');
+    const { controller, store, cloud } = rig(
+      { caps: { maxCostPerHour: 2 * priceOf('c7i.xlarge') } },
+      { scheduler },
+    );
+    cloud.noSpotCapacity.add('c7i.xlarge');
+    controller.submit(jobSpec('cheap', CPU_SMALL), 'research');
+    await controller.runRound();
+    expect(cloud.requests[0]).toMatchObject({
+      typeName: 'c7i.xlarge',
+      market: 'spot',
+      onDemandFallback: true,
+    });
+    const inst = store.listInstances()[0]?.id as string;
+    expect(launchedOnSpot(store, inst)).toBe(false);
   });
 
   // A crash between RunInstances and the record of its result: the restarted controller finds the instance either by

@@ -58,6 +58,40 @@ async function aMoving(caps: QueueCaps = {}, keepOld = true) {
   return { r, a, control, reconciler };
 }
 
+/**
+ * A two-task job moving apart, make before break: t0 from one instance to a new one that is ready, t1 from another to
+ * a new one still registering its worker (both launched and running).
+ */
+async function aGangMovingApart() {
+  const control = new RegisteringTaskControl();
+  for (const id of ['inst-1', 'inst-2']) control.registered.add(id);
+  const r = rig({}, { tasks: control });
+  const gang = r.controller.submit(jobSpec('gang', CPU_SMALL, { replicas: 2 }), 'research');
+  const [t0, t1] = [`${gang.id}.0`, `${gang.id}.1`];
+  await r.controller.runRound();
+  const from0 = r.store.getTask(t0)?.instanceId as string;
+  const from1 = r.store.getTask(t1)?.instanceId as string;
+  expect(from0).not.toBe(from1);
+  const reconciler = reconcilerFor(r, control, { settings: { makeBeforeBreak: true } });
+  const { plan, diff } = handPlan(r, {
+    instances: [
+      { id: 'new-1', typeName: 'c7i.xlarge', isNew: true, taskIds: [t0] },
+      { id: 'new-2', typeName: 'c7i.xlarge', isNew: true, taskIds: [t1] },
+    ],
+  });
+  const applied = reconciler.applyPlan(plan, diff);
+  const to0 = applied.launched.get('new-1') as string;
+  const to1 = applied.launched.get('new-2') as string;
+  await reconciler.progress();
+  control.registered.add(to0);
+  await reconciler.progress();
+  // Both wait: t1's new instance is not ready.
+  expect(r.store.getTask(t0)).toMatchObject({ state: 'running', instanceId: from0 });
+  expect(r.store.getTask(t1)).toMatchObject({ state: 'running', instanceId: from1 });
+  control.calls.length = 0;
+  return { r, gang, t0, t1, from0, from1, to0, to1, control, reconciler };
+}
+
 describe('make before break (controller)', () => {
   it('keeps a moving task running until its new instance is ready, then checkpoints and starts it there', async () => {
     const { r, a, control, reconciler } = await aMoving();
@@ -160,6 +194,49 @@ describe('make before break (controller)', () => {
     expect(r.store.getInstance('inst-2')?.state).toBe('launching');
     expect(control.calls).toEqual([`stop ${a.id}.0 on inst-1 (checkpoint)`]);
     expect(r.store.getJob(a.id)?.migrations).toBe(1);
+  });
+
+  it('a gang moving off an instance under a spot notice stops every task at once, wherever each runs', async () => {
+    const { r, gang, t0, t1, from0, from1, to0, to1, control, reconciler } = await aGangMovingApart();
+    r.store.appendEvent({ kind: 'instance.spot-interruption', instanceId: from0, message: 'notice' });
+    await reconciler.progress();
+    await reconciler.progress();
+    // t1's source has no notice, but its job restarts only once both have stopped: its stop goes with t0's.
+    expect(control.calls.filter((c) => c.endsWith('(checkpoint)'))).toEqual([
+      `stop ${t0} on ${from0} (checkpoint)`,
+      `stop ${t1} on ${from1} (checkpoint)`,
+    ]);
+    expect(r.store.getTask(t0)).toMatchObject({ state: 'running', instanceId: to0 });
+    expect(r.store.getTask(t1)).toMatchObject({ state: 'starting', instanceId: to1 });
+    expect(r.store.getJob(gang.id)?.migrations).toBe(1);
+  });
+
+  it('a task whose sibling still works on, its stop pending, does not start: a job restarts once all have stopped', async () => {
+    const { r, t0, t1, from1, to0, to1, control, reconciler } = await aGangMovingApart();
+    // t0 has checkpointed and stopped, headed for its ready instance; t1 works on, its stop waiting for its instance
+    // (as a pass cut short between the two stops leaves them).
+    const stop0 = r.store
+      .listIntents({ states: ['pending'], kind: 'stop-task' })
+      .find((i) => i.kind === 'stop-task' && i.payload.taskId === t0);
+    r.store.transaction(() => {
+      r.store.setTaskState(t0, 'checkpointing');
+      r.store.completeIntent(stop0?.id as number);
+      r.store.setTaskState(t0, 'stopped');
+      r.store.setTaskState(t0, 'starting', to0);
+    });
+    await reconciler.progress();
+    await reconciler.progress();
+    expect(control.calls).toEqual([]);
+    expect(r.store.getTask(t0)).toMatchObject({ state: 'starting', instanceId: to0 });
+    expect(r.store.getTask(t1)).toMatchObject({ state: 'running', instanceId: from1 });
+    // t1's instance is ready: it stops, and both start.
+    control.registered.add(to1);
+    await reconciler.progress();
+    expect(control.calls).toEqual([
+      `stop ${t1} on ${from1} (checkpoint)`,
+      `start ${t0} on ${to0}`,
+      `start ${t1} on ${to1}`,
+    ]);
   });
 
   it('a move of a gang counts once when its tasks stop, however many they are', async () => {

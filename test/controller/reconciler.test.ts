@@ -3,7 +3,18 @@ import { InjectedCrash } from '../../src/controller/faults.js';
 import type { TaskControl, TaskStartRequest, TaskStopRequest } from '../../src/controller/seams.js';
 import { buildSnapshot, readSnapshotInputs } from '../../src/controller/snapshot.js';
 import { readCoStart, writeCoStart } from '../../src/controller/co-start-records.js';
-import { CPU_SMALL, CrashAt, handPlan, jobSpec, reconcilerFor, rig } from './controller-fixtures.js';
+import type { LaunchRequest, LaunchResult } from '../../src/cloud/provider.js';
+import { computeCostReport } from '../../src/controller/cost-accounting.js';
+import {
+  catalog,
+  CPU_SMALL,
+  CrashAt,
+  FakeCloud,
+  handPlan,
+  jobSpec,
+  reconcilerFor,
+  rig,
+} from './controller-fixtures.js';
 
 /** Task control whose stops can be held "checkpointing", recording every call. */
 class ScriptedTaskControl implements TaskControl {
@@ -186,6 +197,46 @@ describe('reconciler: plans into intents into effects', () => {
     expect(control.calls.filter((c) => c.startsWith('start'))).toHaveLength(2);
     expect(r.store.getJob(a.id)?.state).toBe('cancelled');
     expect(r.store.getTask(`${b.id}.0`)?.state).toBe('running');
+  });
+
+  it('bills an instance whose launch returned after a drain dropped it, until its terminate', async () => {
+    // RunInstances answers only when the test lets it: the drain lands while the launch is in flight.
+    class SlowLaunchCloud extends FakeCloud {
+      release: (() => void) | undefined;
+      override async launch(input: LaunchRequest): Promise<LaunchResult> {
+        await new Promise<void>((resolve) => (this.release = resolve));
+        return super.launch(input);
+      }
+    }
+    const cloud = new SlowLaunchCloud();
+    const control = new ScriptedTaskControl();
+    const r = rig({}, { tasks: control, cloud });
+    r.controller.submit(jobSpec('a', CPU_SMALL), 'research');
+    const round = r.controller.runRound();
+    while (cloud.release === undefined) await new Promise((resolve) => setImmediate(resolve));
+    expect(r.controller.drain('inst-1').state).toBe('terminating');
+    r.clock.advance(2);
+    const launchedAt = r.clock.nowSeconds();
+    cloud.refuseTerminations = Number.MAX_SAFE_INTEGER; // its terminate keeps failing for a while
+    cloud.release();
+    await round;
+    // Kept terminating (the drain stands), with the cloud id the launch brought and the time it came.
+    expect(r.store.getInstance('inst-1')).toMatchObject({
+      state: 'terminating',
+      cloudId: cloud.live()[0]?.id,
+      launchedAtSeconds: launchedAt,
+    });
+    // The terminate goes through ten minutes later; it is billed for those minutes.
+    r.clock.advance(600);
+    cloud.refuseTerminations = 0;
+    await reconcilerFor(r, control).progress();
+    expect(r.store.getInstance('inst-1')?.state).toBe('terminated');
+    expect(cloud.live()).toEqual([]);
+    const line = computeCostReport(r.store, catalog, r.clock.nowSeconds()).byInstance.find(
+      (l) => l.id === 'inst-1',
+    );
+    expect(line?.billedSeconds).toBeGreaterThanOrEqual(600);
+    expect(line?.cost).toBeGreaterThan(0);
   });
 
   it('stops the tasks of a job that another writer ended, so its instance can go', async () => {

@@ -481,6 +481,30 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       ]);
     });
 
+    it('counts an instance launched from when its cloud id is attached, even to a record already terminating', () => {
+      // Dropped (a drain, a round) while its RunInstances was under way; the launch returns its cloud id after.
+      const a = store.createInstance({ typeName: 'p3.8xlarge' });
+      clock = 1001;
+      expect(
+        store.setInstanceState(a.id, 'terminating', { reason: 'drained' }).launchedAtSeconds,
+      ).toBeUndefined();
+      clock = 1002;
+      expect(store.setInstanceState(a.id, 'terminating', { cloudId: 'i-0late' })).toMatchObject({
+        state: 'terminating',
+        cloudId: 'i-0late',
+        launchedAtSeconds: 1002,
+      });
+      clock = 1602;
+      expect(store.setInstanceState(a.id, 'terminated')).toMatchObject({
+        launchedAtSeconds: 1002,
+        terminatedAtSeconds: 1602,
+      });
+      expect(store.getInstance(a.id)?.launchedAtSeconds).toBe(1002);
+      // A record closed without ever getting a cloud id was never launched.
+      const b = store.createInstance({ typeName: 'c7i.large' });
+      expect(store.setInstanceState(b.id, 'terminated').launchedAtSeconds).toBeUndefined();
+    });
+
     it('keeps the placement asked for until the launch says what it got; a fallback without the group clears it', () => {
       const a = store.createInstance({
         typeName: 'c7i.large',

@@ -262,7 +262,9 @@ export class Ec2Provider implements CloudProvider {
    * Launch in the request's market. Spot goes zone by zone like on demand (capacity errors remembered per type, zone
    * and market); when no zone has spot capacity (or every one is remembered as having none, after a refusal or an
    * interruption), the instance is launched on demand instead and the result says why: an instance now beats a
-   * cheaper one later (Karpenter falls back from spot to on-demand capacity the same way).
+   * cheaper one later (Karpenter falls back from spot to on-demand capacity the same way). A request that does not
+   * allow the fallback (`onDemandFallback: false`: the on-demand price would break the caller's cap) gets the spot
+   * capacity error instead.
    */
   async launch(input: LaunchRequest): Promise<LaunchResult> {
     const request = parseWith(launchRequestSchema, input, 'launch request');
@@ -278,6 +280,7 @@ export class Ec2Provider implements CloudProvider {
     if (request.market === 'spot') {
       const spot = await this.launchIn(request, 'spot');
       if (!(spot instanceof InsufficientCapacityError)) return spot;
+      if (!request.onDemandFallback) throw spot;
       const onDemand = await this.launchIn(request, 'on-demand');
       if (onDemand instanceof InsufficientCapacityError) throw onDemand;
       return { ...onDemand, marketFallback: `no spot capacity: ${spot.message}; launched on demand` };

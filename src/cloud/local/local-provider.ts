@@ -38,7 +38,8 @@ export const LOCAL_ZONE = 'local';
 
 /**
  * A local instance "bought" on spot keeps it in a tag: local mode stands in for EC2, markets included (spot prices
- * and, with a local metadata endpoint, interruption notices), so what the controller asked for is what it gets.
+ * and, with a local metadata endpoint, interruption notices), so what the controller asked for is what it gets: spot
+ * never runs out locally, so a request's `onDemandFallback` never comes into play.
  */
 const LOCAL_MARKET_TAG = 'fleetwise:market';
 

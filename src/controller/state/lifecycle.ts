@@ -346,6 +346,9 @@ export function transitionInstance(
     placementGroup === instance.placementGroup;
   if (unchanged) return { record: instance };
   const entering = instance.state !== to;
+  // Billed from the moment the cloud gave it an id, whatever the record's state by then: a launch that returns after
+  // the instance was dropped (requested → terminating) still runs until its terminate, and cost reports count it.
+  const launched = to === 'launching' || (cloudId !== undefined && instance.cloudId === undefined);
   const record: InstanceRecord = {
     ...instance,
     state: to,
@@ -354,7 +357,7 @@ export function transitionInstance(
     placementGroup,
     reason: entering ? change.reason : instance.reason,
     updatedAtSeconds: nowSeconds,
-    launchedAtSeconds: instance.launchedAtSeconds ?? (to === 'launching' ? nowSeconds : undefined),
+    launchedAtSeconds: instance.launchedAtSeconds ?? (launched ? nowSeconds : undefined),
     runningAtSeconds: instance.runningAtSeconds ?? (to === 'running' ? nowSeconds : undefined),
     terminatedAtSeconds: to === 'terminated' ? (instance.terminatedAtSeconds ?? nowSeconds) : undefined,
   };

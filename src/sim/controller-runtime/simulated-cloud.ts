@@ -37,8 +37,9 @@ import { VirtualClock } from './virtual-clock.js';
  * With its spot market open (`spot`), a launch asking for spot goes to the catalog's pool of the type in the zone asked
  * for and is billed at the pool's price; a pool marked unavailable (an interruption, as the controller marks it) is
  * skipped for the next one the type has, price-capacity-optimized, for the EC2 provider's cache window; with none
- * left the instance is launched on demand and the result says why, as EC2Provider falls back. `reclaim` is EC2
- * taking a spot instance back: it is gone at once, its worker with it.
+ * left the instance is launched on demand and the result says why, as EC2Provider falls back (or, when the request
+ * does not allow that fallback, refused with InsufficientCapacityError). `reclaim` is EC2 taking a spot instance back:
+ * it is gone at once, its worker with it.
  */
 
 export interface SimulatedInstance {
@@ -152,6 +153,9 @@ export class SimulatedCloud implements CloudProvider {
     const named = r.availabilityZones.find((z) => this.zones.includes(z));
     // A spot launch without a zone goes to the price-capacity-optimized pool (CreateFleet's choice, and the engine's).
     const pool = r.market === 'spot' ? this.spotPool(type.name, named) : undefined;
+    // No spot to be had and the caller cannot afford on demand: refused, as EC2Provider refuses it.
+    if (r.market === 'spot' && pool === undefined && !r.onDemandFallback)
+      throw new InsufficientCapacityError(type.name, [...this.zones], []);
     const zone = pool?.zone ?? named ?? (this.zones[0] as string);
     const groupFull = r.placementGroup !== undefined && this.fullGroups.has(r.placementGroup);
     const group = groupFull ? undefined : r.placementGroup;

@@ -12,8 +12,8 @@ import { describeWithMoto, TEST_REGION } from '../../helpers/moto.js';
 /**
  * Spot launches against moto_server: RunInstances with spot market options gives a spot instance (EC2's own
  * InstanceLifecycle says so); spot capacity errors are remembered per (type, zone, market) apart from on-demand ones;
- * a spot launch with no spot capacity anywhere falls back to on demand and says why; an interrupted offering is
- * avoided. moto has no capacity errors: the test injects EC2's error responses in front of the real RunInstances.
+ * a spot launch with no spot capacity anywhere falls back to on demand and says why (unless the request forbids it);
+ * an interrupted offering is avoided. moto has no capacity errors: the test injects EC2's error responses in front of the real RunInstances.
  */
 const ZONES = ['us-east-1a', 'us-east-1b'] as const;
 
@@ -148,6 +148,23 @@ describeWithMoto(
       const next = await provider.launch(request({ idempotencyToken: 'next', instanceKey: 'slot-2' }));
       expect(next.marketFallback).toMatch(/recently refused in us-east-1a, us-east-1b/);
       expect(runs.every((r) => !isSpot(r))).toBe(true);
+    });
+
+    it('does not fall back to on demand when the request does not allow it: the spot capacity error is thrown', async () => {
+      const { provider, runs } = rig([...ZONES]);
+      const refused = provider.launch(request({ onDemandFallback: false }));
+      await expect(refused).rejects.toThrow(InsufficientCapacityError);
+      await expect(refused).rejects.toThrow(/refused in us-east-1a, us-east-1b/);
+      expect(runs.map((r) => [r.Placement?.AvailabilityZone, isSpot(r)])).toEqual([
+        ['us-east-1a', true],
+        ['us-east-1b', true],
+      ]);
+      expect(await provider.list(cluster)).toEqual([]);
+      // On demand is not refused: the same type bought on demand (asked for so) launches.
+      const od = await provider.launch(
+        request({ market: 'on-demand', idempotencyToken: 'od', instanceKey: 'od', onDemandFallback: false }),
+      );
+      expect(od.market).toBeUndefined();
     });
 
     for (const code of [

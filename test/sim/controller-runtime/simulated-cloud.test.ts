@@ -189,6 +189,21 @@ describe('SimulatedCloud: spot market', () => {
     });
   });
 
+  it('refuses a spot request with no spot capacity when it does not allow the on-demand fallback', async () => {
+    const { cloud } = spotCloud();
+    cloud.markOfferingUnavailable('small.x', 'z-a', 'spot');
+    cloud.markOfferingUnavailable('small.x', 'z-b', 'spot');
+    await expect(cloud.launch({ ...spotRequest('a', 'z-a'), onDemandFallback: false })).rejects.toThrow(
+      InsufficientCapacityError,
+    );
+    expect(await cloud.list('c1')).toEqual([]);
+    // A pool with room still sells spot to such a request.
+    const { cloud: open } = spotCloud();
+    expect(await open.launch({ ...spotRequest('b', 'z-a'), onDemandFallback: false })).toMatchObject({
+      market: 'spot',
+    });
+  });
+
   it('with its spot market closed, a spot request is launched on demand', async () => {
     const { cloud } = spotCloud(false);
     const result = await cloud.launch(spotRequest('a', 'z-b'));

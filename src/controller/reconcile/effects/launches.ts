@@ -21,6 +21,7 @@ import { launchBackoff } from './registrations.js';
 /**
  * Launches: a pending `launch` intent → CloudProvider.launch with the instance's stored idempotency token, once the
  * launch gate and any backoff allow. No capacity or a quota falls back to another type; other errors retry later.
+ * A spot launch may be bought on demand by the cloud only when the caps allow the on-demand price too.
  */
 export class Launches {
   /** Launch intents that failed for a transient reason: attempts and when to try again (in memory). */
@@ -54,7 +55,7 @@ export class Launches {
           deferred += 1; // the fleet in transit must shrink first (round/gates.ts `launchGate`)
           break;
         }
-        const outcome = await this.launchOne(intent);
+        const outcome = await this.launchOne(intent, inTransit);
         if (outcome.kind === 'launched') {
           launched.push(outcome.instanceId);
           // Read only when a cap needs the fleet in transit (uncapped, it stays empty).
@@ -71,6 +72,7 @@ export class Launches {
 
   private async launchOne(
     intent: IntentRecord & { kind: 'launch' },
+    inTransit: readonly BoughtType[],
   ): Promise<
     | { kind: 'launched'; instanceId: string }
     | { kind: 'fallback'; next: IntentRecord }
@@ -97,6 +99,7 @@ export class Launches {
         availabilityZones: inst.availabilityZone === undefined ? [] : [inst.availabilityZone],
         ...(inst.placementGroup === undefined ? {} : { placementGroup: inst.placementGroup }),
         market: payload.market ?? 'on-demand',
+        onDemandFallback: this.onDemandFallbackAllowed(intent, inTransit),
         tags: { ...(this.ctx.settings.tags ?? {}) },
       });
     } catch (e) {
@@ -220,7 +223,8 @@ export class Launches {
     }
     const next = this.ctx.store.transaction(() => {
       // The replacement keeps the place its tasks were planned in (zone, placement group) and how the plan buys it:
-      // a spot launch of the new type falls back to on demand by itself when spot has no room either.
+      // a spot launch of the new type falls back to on demand by itself when spot has no room either (where the caps
+      // allow its on-demand price).
       const created = this.ctx.store.createInstance({
         typeName: replacement.name,
         availabilityZone: inst.availabilityZone,
@@ -285,6 +289,22 @@ export class Launches {
     if (type === undefined) return undefined; // the provider refuses an unknown type itself
     const zone = this.ctx.store.getInstance(intent.payload.instanceId)?.availabilityZone;
     return launchGate(this.bought(type, intent.payload.market === 'spot', zone), inTransit, caps);
+  }
+
+  /**
+   * Whether the cloud may buy a spot launch on demand when it has no spot capacity: only when the launch gate passes
+   * with the type at its on-demand price too. The gate let the launch through at the spot pool's price; bought on
+   * demand unchecked, it could put the fleet over the $/hour cap, and every later plan keeping the instance would be
+   * refused. Refused, the launch is a capacity error: another type, or the tasks back to the next round.
+   */
+  private onDemandFallbackAllowed(
+    intent: IntentRecord & { kind: 'launch' },
+    inTransit: readonly BoughtType[],
+  ): boolean {
+    const caps = this.ctx.settings.caps;
+    if (intent.payload.market !== 'spot' || !hasAnyCap(caps)) return true;
+    const type = this.ctx.typeOf(intent.payload.typeName);
+    return type === undefined || launchGate(type, inTransit, caps) === undefined;
   }
 
   /** The instances launched and not yet terminated, as bought (none read when no cap needs them). */

@@ -11,7 +11,7 @@ import { clearCoStart, coStarts, coStartTasks, readCoStart, writeCoStart } from 
 import { expandTasks } from '../../job-spec/tasks.js';
 import { retryVerdict } from '../../job-spec/retry.js';
 import { isFinalJobState, PLACED_TASK_STATES } from '../../state/lifecycle.js';
-import type { InstanceRecord, JobRecord, TaskRecord } from '../../state-store.js';
+import type { InstanceRecord, IntentRecord, JobRecord, TaskRecord } from '../../state-store.js';
 import type { ReconcileContext } from '../context.js';
 import { abandonStartsTo, releaseTasksOn, settleJob } from '../jobs.js';
 import { Slices } from '../yielding.js';
@@ -57,7 +57,9 @@ function beginsMove(ctx: ReconcileContext, task: TaskRecord): boolean {
 export async function performStops(ctx: ReconcileContext): Promise<string[]> {
   const done: string[] = [];
   const slices = new Slices();
-  for (const intent of ctx.store.listIntents({ states: ['pending'], kind: 'stop-task' })) {
+  const stops = ctx.store.listIntents({ states: ['pending'], kind: 'stop-task' });
+  const noticed = jobsLeavingNoticedInstances(ctx, stops);
+  for (const intent of stops) {
     if (intent.kind !== 'stop-task') continue;
     await slices.next();
     // Settled while the pass let the API in (a cancel fails the job's pending starts).
@@ -76,7 +78,7 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
     }
     // Make before break: a moving task still running works on until its job's new instances are ready.
     if (checkpoint && task.state === 'running') {
-      if (moveStopWait(ctx, task) !== undefined) continue;
+      if (!noticed.has(task.jobId) && moveStopWait(ctx, task) !== undefined) continue;
       // The move (or, called off, the return to the queue) happens now: counted with its job's first task to stop, in
       // the same transaction (plan-intents.ts counts a move that does not wait).
       const begins = beginsMove(ctx, task);
@@ -118,20 +120,50 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
 }
 
 /**
+ * Jobs with a pending stop and a task on an instance under a spot interruption notice: every pending stop of such a
+ * job goes now, not only one off the noticed instance (as the simulated world's `stopMovesOff` issues them), since a
+ * job restarts only once all its tasks have stopped. EC2's two minutes are for the checkpoint, not for a boot. Read
+ * once per pass, before any stop of the pass moves a task off its instance.
+ */
+function jobsLeavingNoticedInstances(ctx: ReconcileContext, stops: readonly IntentRecord[]): Set<string> {
+  const noticedOf = new Map<string, boolean>(); // instance → under a notice
+  const noticed = (instanceId: string): boolean => {
+    let under = noticedOf.get(instanceId);
+    if (under === undefined) {
+      under = ctx.store.listEvents({ instanceId, kind: 'instance.spot-interruption' }).length > 0;
+      noticedOf.set(instanceId, under);
+    }
+    return under;
+  };
+  const asked = new Set<string>();
+  const jobs = new Set<string>();
+  for (const intent of stops) {
+    if (intent.kind !== 'stop-task') continue;
+    const jobId = ctx.store.getTask(intent.payload.taskId)?.jobId;
+    if (jobId === undefined || asked.has(jobId)) continue;
+    asked.add(jobId);
+    // On an instance: running there, or checkpointing off it (a task only `starting` is headed to one).
+    const onNoticed = ctx.store
+      .listTasks({ jobId })
+      .some(
+        (t) =>
+          (t.state === 'running' || t.state === 'checkpointing') &&
+          t.instanceId !== undefined &&
+          noticed(t.instanceId),
+      );
+    if (onNoticed) jobs.add(jobId);
+  }
+  return jobs;
+}
+
+/**
  * What a moving task's checkpoint-stop still waits for (round/gates.ts `moveStopGate`, as in the simulated world):
  * the instances its job's tasks start on next, launched and not yet ready. An instance not launched yet (its launch
- * keeps failing) is not waited for; nor is anything with the setting off or under caps (`makesBeforeBreak`), nor a
- * move off an instance under a spot interruption notice.
+ * keeps failing) is not waited for; nor is anything with the setting off or under caps (`makesBeforeBreak`). A job
+ * leaving an instance under a spot interruption notice does not ask (`jobsLeavingNoticedInstances`).
  */
 function moveStopWait(ctx: ReconcileContext, task: TaskRecord): GateWait {
   if (!makesBeforeBreak(ctx.settings.makeBeforeBreak === true, ctx.settings.caps)) return undefined;
-  // An instance EC2 is reclaiming gives two minutes: they are for the checkpoint, not for a boot.
-  const from = task.instanceId;
-  if (
-    from !== undefined &&
-    ctx.store.listEvents({ instanceId: from, kind: 'instance.spot-interruption' }).length > 0
-  )
-    return undefined;
   const siblings = new Set(ctx.store.listTasks({ jobId: task.jobId }).map((t) => t.id));
   const targets: MoveTarget[] = [];
   for (const start of ctx.pendingStartsOf(siblings)) {
@@ -154,12 +186,17 @@ function isReady(ctx: ReconcileContext, instance: InstanceRecord): boolean {
 
 /**
  * Carry out pending starts whose gate (round/gates.ts `startGate`, the rule the simulated world follows too) is
- * open: the task's own stop is done, no task of its job is still checkpointing, its instance is ready, and the
- * instance has room for it next to what occupies it now.
+ * open: the task's own stop is done, no task of its job is still to stop or checkpointing, its instance is ready, and
+ * the instance has room for it next to what occupies it now.
  */
 export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
   const started: string[] = [];
-  const stoppingOf = new Map<string, number>(); // job → tasks still checkpointing
+  // A task still running where a pending stop will take it off (a move making before it breaks) has not stopped yet:
+  // its job restarts once every task has stopped.
+  const stopsPending = new Set<string>(); // task@instance
+  for (const i of ctx.store.listIntents({ states: ['pending'], kind: 'stop-task' }))
+    if (i.kind === 'stop-task') stopsPending.add(`${i.payload.taskId}@${i.payload.instanceId}`);
+  const stoppingOf = new Map<string, number>(); // job → tasks still to stop or checkpointing
   const used = new Map<string, Resources>(); // instance → what its occupants use
   const familyOf = new Map<string, string | undefined>(); // instance → its type's family, read once per pass
   const family = (instanceId: string): string | undefined => {
@@ -177,7 +214,8 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
     used.set(instanceId, [u[0] + d[0], u[1] + d[1], u[2] + d[2]]);
   };
   for (const t of ctx.store.listTasks({ states: ['running', 'checkpointing'] })) {
-    if (t.state === 'checkpointing') stoppingOf.set(t.jobId, (stoppingOf.get(t.jobId) ?? 0) + 1);
+    if (t.state === 'checkpointing' || stopsPending.has(`${t.id}@${t.instanceId ?? ''}`))
+      stoppingOf.set(t.jobId, (stoppingOf.get(t.jobId) ?? 0) + 1);
     if (t.instanceId !== undefined) occupy(t, t.instanceId);
   }
   const slices = new Slices(ctx.store);
