@@ -314,9 +314,10 @@ interface HeldStart {
 }
 
 /**
- * The co-start barrier of one job (round/co-start.ts `coStartDecision`, the rule the simulator follows too). Its tasks
+ * The co-start barrier of one job (round/co-start.ts `coStartDecision`; the simulator releases alike but times each
+ * task's preparation from the ready times it knows, round/co-start.ts). Its tasks
  * start preparing only once every one of them can (each start's gate is open: all its instances are up), so that
- * they are ready close together, as the simulator times them; each is then held on its instance, prepared, until the
+ * they are ready close together; each is then held on its instance, prepared, until the
  * last is ready, and all are released at once: their starts complete and they turn `running` together (the job's
  * clock starts then), which their workers hear on their next heartbeat. A job some of whose tasks stay unready past
  * the timeout is planned again: its starts fail, its tasks go back to pending and the next round places it anew.
