@@ -125,6 +125,23 @@ export class CommandIssuer {
     return true;
   }
 
+  /**
+   * A job none of whose tasks works yet, headed to `instance`, which is going away (a spot notice drains it): its
+   * starts are called off and it returns to the queue, as the controller's are when it drains an instance. False when
+   * the job is not so placed (a task of it works or is stopping).
+   */
+  callOffStart(job: SimJob, instance: SimInstance): boolean {
+    if (!job.tasks.some((t) => t.committed === instance)) return false;
+    if (!job.tasks.every((t) => t.state === 'queued' || t.state === 'stopped')) return false;
+    for (const t of job.tasks) {
+      t.committed?.committed.delete(t);
+      t.committed = undefined;
+      t.pendingStart = false;
+    }
+    job.status = 'queued';
+    return true;
+  }
+
   /** Moves waiting to leave `instance` (a spot notice: its two minutes are for the checkpoint) stop now. */
   stopMovesOff(instance: SimInstance): void {
     const leaving = this.state.pendingStops.filter((t) => t.job.tasks.some((s) => s.occupying === instance));

@@ -13,7 +13,8 @@ import {
 
 /**
  * What the scheduler sees each round (the same ClusterSnapshot the controller builds): arrived, unfinished
- * jobs; jobs being launched or moved are pinned (Eva reference `_create_initial_config`); instances that are
+ * jobs; jobs being launched or moved are pinned (Eva reference `_create_initial_config`), and left out when bound to
+ * an instance going away; instances that are
  * launching or running and still in the plan, with the tasks committed to them (empty ones too, so a plan can
  * reuse or release them). `liveJobs` must be integrated up to `nowSeconds`.
  */
@@ -27,6 +28,10 @@ export function buildSnapshot(
   const tasks: SchedTask[] = [];
   const measured: MeasuredRtt[] = [];
   for (const job of liveJobs) {
+    // A pinned job headed to or on an instance going away (a drained one) is left out, as the controller's snapshot
+    // leaves it: no plan may move it, and its instance is in no plan.
+    if (!isReconfigurable(job) && job.tasks.some((t) => t.committed !== undefined && !t.committed.assignable))
+      continue;
     jobs.push({
       id: job.spec.id,
       taskIds: job.taskIds,

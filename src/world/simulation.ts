@@ -219,6 +219,7 @@ export class Simulation {
       callOffMove: (job, inst) => this.commands.callOffMove(job, inst),
       stopMovesOff: (inst) => this.commands.stopMovesOff(inst),
       drain: (inst) => this.commands.requestTermination(inst),
+      callOffStart: (job, inst) => this.commands.callOffStart(job, inst),
       reclaimInstance: (inst) => {
         if (inst.billedFromSeconds !== undefined)
           state.meter.stopBilling(inst.type, inst.pricePerHour, state.now - inst.billedFromSeconds, true);

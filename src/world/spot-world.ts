@@ -65,6 +65,8 @@ export interface SpotEngine {
   stopMovesOff(instance: SimInstance): void;
   /** The instance takes no new task and terminates once empty (the controller drains a noticed instance). */
   drain(instance: SimInstance): void;
+  /** A job headed to the instance, none of whose tasks works yet, returns to the queue (false when it does not). */
+  callOffStart(job: SimJob, instance: SimInstance): boolean;
   /** Every instance not yet terminated. */
   liveInstances(): Iterable<SimInstance>;
 }
@@ -172,8 +174,9 @@ export class SpotWorld {
   private onNotice(instance: SimInstance): void {
     if (!this.options.checkpointOnNotice || !SpotWorld.live(instance)) return;
     this.engine.stopMovesOff(instance);
-    // Moves headed to it are called off (a drained instance strands no job), before it drains.
-    for (const job of jobsOn(instance)) this.engine.callOffMove(job, instance);
+    // Moves and starts headed to it are called off (a drained instance strands no job), before it drains.
+    for (const job of jobsOn(instance))
+      if (!this.engine.callOffMove(job, instance)) this.engine.callOffStart(job, instance);
     this.engine.drain(instance);
     this.engine.requestRound();
     for (const job of jobsOn(instance)) {

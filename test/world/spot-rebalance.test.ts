@@ -65,6 +65,7 @@ function world(options: {
       callOffMove: () => false,
       stopMovesOff: () => undefined,
       drain: () => undefined,
+      callOffStart: () => false,
       liveInstances: () => options.live ?? [],
     },
   );
