@@ -28,9 +28,9 @@ export function buildSnapshot(
   const tasks: SchedTask[] = [];
   const measured: MeasuredRtt[] = [];
   for (const job of liveJobs) {
-    // A pinned job headed to or on an instance going away (a drained one) is left out, as the controller's snapshot
-    // leaves it: no plan may move it, and its instance is in no plan.
-    if (!isReconfigurable(job) && job.tasks.some((t) => t.committed !== undefined && !t.committed.assignable))
+    // A pinned job bound for no instance (checkpointing back to the queue, its move called off) or for one going away
+    // (a drained one) is left out, as the controller's snapshot leaves it: no plan may move it, nor place it.
+    if (!isReconfigurable(job) && job.tasks.some((t) => t.committed === undefined || !t.committed.assignable))
       continue;
     jobs.push({
       id: job.spec.id,

@@ -175,7 +175,15 @@ describe('make before break (engine)', () => {
       ...testCatalog(),
       spot: testSpotMarket({ typeName: 'small.x', zone: 'testa', pricePerHour: 1.08, interruption: '>20%' }),
     };
+    // What no plan can act on must not be shown: a pinned job bound for no instance (its move called off).
+    const pinnedUnplaced: string[] = [];
     const scheduler = new ScriptedScheduler('mover', (snapshot, round) => {
+      for (const job of snapshot.jobs)
+        if (
+          !job.reconfigurable &&
+          snapshot.tasks.some((t) => t.jobId === job.id && t.instanceId === undefined)
+        )
+          pinnedUnplaced.push(`${job.id}@${snapshot.nowSeconds}`);
       if (round === 0)
         return {
           instances: [
@@ -218,6 +226,7 @@ describe('make before break (engine)', () => {
     expect(result.spot?.lostWorkHours).toBe(0);
     expect(result.jobs[0]?.endSeconds).not.toBeNull();
     expect(log.all('start-issued').map((e) => e.instanceId)).toEqual(['i-1', 'i-3']);
+    expect(pinnedUnplaced).toEqual([]);
   });
 
   it('a spot notice on the instance a job waits to leave stops it at once: the two minutes are for the checkpoint', () => {
