@@ -145,11 +145,12 @@ export function topDownProvisioning(
       const reuse = free.peek(type.name);
       const grown = growSet(type, candidates, model, reuse?.id);
       const comp = grown.composition;
-      if (comp.size === 0) break;
       const single = comp.size === 1 ? (comp.classes[0] as TaskClass) : undefined;
+      // An empty set (no task adds value here, e.g. a latency-sensitive task valued at nothing where its root is not
+      // yet placed) is not cost-efficient: the tasks whose cheapest type this is still go alone, so none is left over.
       const costEfficient =
-        type.costPerHour <= grown.value + eps ||
-        (single !== undefined && minTypeName.get(single) === type.name);
+        comp.size > 0 &&
+        (type.costPerHour <= grown.value + eps || (single !== undefined && minTypeName.get(single) === type.name));
       if (!costEfficient) {
         // Reject (Algorithm 1 line 18): tasks whose cheapest type is this one go alone, then a cheaper type.
         for (const cls of classes) {

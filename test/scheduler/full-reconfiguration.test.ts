@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { configurationCostPerHour, packFromScratch } from '../../src/scheduler/full-reconfiguration.js';
+import {
+  configurationCostPerHour,
+  FreePool,
+  NewIds,
+  packFromScratch,
+  topDownProvisioning,
+} from '../../src/scheduler/full-reconfiguration.js';
+import { classify, type PackTask } from '../../src/scheduler/packing.js';
 import { PriceBook } from '../../src/scheduler/reservation-price.js';
 import { ColocationTable } from '../../src/scheduler/colocation-table.js';
 import { table3Catalog, TABLE3_TASKS } from '../helpers/catalogs.js';
@@ -46,5 +53,27 @@ describe('interference-aware packing (Eva §4.3 example)', () => {
       ['b.x', ['t2']],
     ]);
     expect(configurationCostPerHour(book, config)).toBe(15);
+  });
+});
+
+describe('top-down provisioning places every task', () => {
+  it('even one worth less than nothing on any instance (a slow network priced at a high value of time)', () => {
+    // Both tasks of a latency-sensitive job expected at P = 0.1 apart and $50/h of delay: alone, each is worth
+    // 0.4·0.1 − 50·0.9 < 0, so no set grows on any type; they still go on their cheapest type, one each.
+    const book = new PriceBook(table3Catalog());
+    const demand = TABLE3_TASKS[3]?.demand as PackTask['demand'];
+    const tasks: PackTask[] = [0, 1].map((i) => ({
+      id: `j/${i}`,
+      jobId: 'j',
+      key: `j_${i}`,
+      demand,
+      rp: book.reservationPrice(demand),
+      jobTaskCount: 2,
+      latency: { jobId: 'j', isRoot: i === 0, together: 1, spread: 0.1 },
+      timeValue: 50,
+    }));
+    const model = { table: new ColocationTable(), throughputAware: true, multiTaskAware: true };
+    const drafts = topDownProvisioning(book, classify(tasks), model, new FreePool([]), new NewIds());
+    expect(drafts.flatMap((d) => d.taskIds).sort()).toEqual(['j/0', 'j/1']);
   });
 });
