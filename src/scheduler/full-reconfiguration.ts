@@ -150,7 +150,8 @@ export function topDownProvisioning(
       // yet placed) is not cost-efficient: the tasks whose cheapest type this is still go alone, so none is left over.
       const costEfficient =
         comp.size > 0 &&
-        (type.costPerHour <= grown.value + eps || (single !== undefined && minTypeName.get(single) === type.name));
+        (type.costPerHour <= grown.value + eps ||
+          (single !== undefined && minTypeName.get(single) === type.name));
       if (!costEfficient) {
         // Reject (Algorithm 1 line 18): tasks whose cheapest type is this one go alone, then a cheaper type.
         for (const cls of classes) {
