@@ -32,6 +32,9 @@ export interface TaskLaunch {
   readonly attempt?: number | undefined;
 }
 
+/** A task's exit code when SIGKILL ended it (128 + 9), as Docker reports it and the process executor too. */
+export const SIGKILL_EXIT_CODE = 128 + 9;
+
 export type TaskRunState = 'starting' | 'running' | 'exited';
 
 export interface TaskRunStatus {

@@ -17,14 +17,11 @@ import {
   restoreLatestCheckpoint,
   type StoreStepRetry,
 } from './checkpoints.js';
-import type { TaskLaunch, TaskRunStatus } from './executor.js';
+import { SIGKILL_EXIT_CODE, type TaskLaunch, type TaskRunStatus } from './executor.js';
 import { ProgressTracker } from './progress.js';
 import { readTaskLog, uploadTaskLog } from './task-log.js';
 import { readExitRecord, writeExitRecord, type TaskExitRecord } from './exit-record.js';
 import { checkpointOf, persistTask, readPersistedTask, type LocalTask } from './task-record.js';
-
-/** A task's exit code when SIGKILL ended it (128 + 9), as Docker and the process executor report it. */
-const SIGKILL_EXIT_CODE = 137;
 
 /** The agent's registration as the task operations see it: both undefined until it registers (and after a 401). */
 export interface Registration {
@@ -482,7 +479,7 @@ export class TaskLifecycle {
   private async didItAll(t: LocalTask): Promise<boolean> {
     if (t.total === undefined) return false;
     await this.pollProgress(t);
-    return (t.completed ?? 0) >= t.total;
+    return reportedAll(t);
   }
 
   /**
@@ -492,7 +489,7 @@ export class TaskLifecycle {
    */
   private async finished(t: LocalTask, exitCode: number | undefined): Promise<void> {
     await this.pollProgress(t);
-    if (t.stopRequested && exitCode === 0 && (await this.didItAll(t))) t.stopRequested = false;
+    if (t.stopRequested && exitCode === 0 && reportedAll(t)) t.stopRequested = false;
     // Killed (that stop's timeout ran out): what is in its directory may be torn mid-write, as after a stop's kill.
     const killed = t.stopRequested && exitCode === SIGKILL_EXIT_CODE;
     // The exit is stored first, its last output read here: the last checkpoints and the log take as long as the
@@ -618,6 +615,11 @@ function report(t: LocalTask): TaskReport {
  */
 function reportable(n: number | undefined): number | undefined {
   return n !== undefined && Number.isFinite(n) && n >= 0 && n <= MAX_REPORTED_COUNT ? n : undefined;
+}
+
+/** Its progress so far covers every iteration its job declares (none declared: not known, so no). */
+function reportedAll(t: LocalTask): boolean {
+  return t.total !== undefined && (t.completed ?? 0) >= t.total;
 }
 
 function numberOr(value: string | undefined): number | undefined {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import { z } from 'zod';
-import type { Executor, TaskLaunch, TaskRunStatus } from '../executor.js';
+import { SIGKILL_EXIT_CODE, type Executor, type TaskLaunch, type TaskRunStatus } from '../executor.js';
 import { prepareHostPaths, taskEnvironment, UnknownTaskError } from './docker.js';
 
 /**
@@ -277,7 +277,7 @@ export class ProcessExecutor implements Executor {
       () => true,
       () => false,
     );
-    const exitCode = killed ? 128 + 9 : undefined;
+    const exitCode = killed ? SIGKILL_EXIT_CODE : undefined;
     return { taskId, state: 'exited', exitCode, startedAt, finishedAt, limitsEnforced: false };
   }
 
