@@ -27,6 +27,14 @@ import type { RoundCause } from './service.js';
 
 export type InterruptionKind = 'spot-interruption' | 'rebalance-recommendation';
 
+/** The event recording an instance's spot interruption notice (once per instance). */
+export const SPOT_INTERRUPTION_EVENT = 'instance.spot-interruption';
+
+/** Whether EC2 gave the instance its spot interruption notice. */
+export function hasSpotNotice(store: StateStore, instanceId: string): boolean {
+  return store.listEvents({ instanceId, kind: SPOT_INTERRUPTION_EVENT, limit: 1 }).length > 0;
+}
+
 export interface InterruptionReport {
   readonly kind: InterruptionKind;
   /** When EC2 acts (spot-interruption) or recommended (rebalance), as EC2 gave it (ISO 8601), if known. */
@@ -72,14 +80,13 @@ export class SpotInterruptions {
     // are for the checkpoint), and its pool is marked so no launch goes back into it. Recorded once per instance.
     const draining = inst.state === 'draining';
     if (!DRAINABLE.includes(inst.state) && !draining) return false;
-    if (store.listEvents({ instanceId: inst.id, kind: 'instance.spot-interruption', limit: 1 }).length > 0)
-      return false;
+    if (hasSpotNotice(store, inst.id)) return false;
     const when = report.time === undefined ? '' : ` at ${report.time}`;
     const reason = `spot interruption: EC2 reclaims it${when}`;
     store.transaction(() => {
       if (!draining) store.setInstanceState(inst.id, 'draining', { reason });
       store.appendEvent({
-        kind: 'instance.spot-interruption',
+        kind: SPOT_INTERRUPTION_EVENT,
         instanceId: inst.id,
         message: `${inst.id}${inst.cloudId === undefined ? '' : ` (${inst.cloudId})`} receives a spot interruption${when}; draining it and moving its tasks (${report.source})`,
         data: { source: report.source, ...(report.time === undefined ? {} : { time: report.time }) },

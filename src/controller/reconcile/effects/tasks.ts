@@ -15,6 +15,7 @@ import type { InstanceRecord, IntentRecord, JobRecord, TaskRecord } from '../../
 import type { ReconcileContext } from '../context.js';
 import { abandonStartsTo, releaseTasksOn, settleJob } from '../jobs.js';
 import { Slices } from '../yielding.js';
+import { hasSpotNotice } from '../../spot-interruptions.js';
 
 /** Task effects: stops (checkpointing off an instance), starts once their gate opens, and task completions. */
 
@@ -58,7 +59,10 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
   const done: string[] = [];
   const slices = new Slices();
   const stops = ctx.store.listIntents({ states: ['pending'], kind: 'stop-task' });
-  const noticed = jobsLeavingNoticedInstances(ctx, stops);
+  // Only a stop that may wait (make before break) needs to know; without it every stop goes at once anyway.
+  const noticed = makesBeforeBreak(ctx.settings.makeBeforeBreak === true, ctx.settings.caps)
+    ? jobsLeavingNoticedInstances(ctx, stops)
+    : new Set<string>();
   for (const intent of stops) {
     if (intent.kind !== 'stop-task') continue;
     await slices.next();
@@ -130,7 +134,7 @@ function jobsLeavingNoticedInstances(ctx: ReconcileContext, stops: readonly Inte
   const noticed = (instanceId: string): boolean => {
     let under = noticedOf.get(instanceId);
     if (under === undefined) {
-      under = ctx.store.listEvents({ instanceId, kind: 'instance.spot-interruption' }).length > 0;
+      under = hasSpotNotice(ctx.store, instanceId);
       noticedOf.set(instanceId, under);
     }
     return under;
