@@ -29,9 +29,18 @@ export function planMarkets(
     ? { catalog, snapshot, rpPerHourOfJob: (id) => jobRpOnDemand.get(id) ?? 0 }
     : undefined;
   const context = markets === undefined ? undefined : marketContext(snapshot);
-  const planned = (d: DraftInstance): PlannedInstance => {
-    const p = toPlanned([d])[0] as PlannedInstance;
-    return markets === undefined || context === undefined ? p : chooseMarket(p, markets, context);
+  // The caps check every candidate's drafts, and the cut re-sums them as it drops instances: each draft (final once
+  // packed) is bought and priced once a round.
+  const bought = new WeakMap<DraftInstance, { planned: PlannedInstance; pricePerHour: number }>();
+  const buy = (d: DraftInstance): { planned: PlannedInstance; pricePerHour: number } => {
+    let b = bought.get(d);
+    if (b === undefined) {
+      const p = toPlanned([d])[0] as PlannedInstance;
+      const planned = markets === undefined || context === undefined ? p : chooseMarket(p, markets, context);
+      b = { planned, pricePerHour: plannedPricePerHour(catalog, planned) };
+      bought.set(d, b);
+    }
+    return b;
   };
-  return { planned, pricePerHour: (d) => plannedPricePerHour(catalog, planned(d)) };
+  return { planned: (d) => buy(d).planned, pricePerHour: (d) => buy(d).pricePerHour };
 }
