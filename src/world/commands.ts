@@ -115,11 +115,7 @@ export class CommandIssuer {
     const stopping = job.tasks.some((t) => t.state === 'killing' || t.state === 'uploading');
     if (waiting.length === 0 && !stopping) return false;
     job.requeueAfterStop = true;
-    for (const t of job.tasks) {
-      t.committed?.committed.delete(t);
-      t.committed = undefined;
-      t.pendingStart = false;
-    }
+    uncommit(job);
     this.state.pendingStops = this.state.pendingStops.filter((t) => t.job !== job);
     for (const t of waiting) this.issueStop(t);
     return true;
@@ -133,11 +129,7 @@ export class CommandIssuer {
   callOffStart(job: SimJob, instance: SimInstance): boolean {
     if (!job.tasks.some((t) => t.committed === instance)) return false;
     if (!job.tasks.every((t) => t.state === 'queued' || t.state === 'stopped')) return false;
-    for (const t of job.tasks) {
-      t.committed?.committed.delete(t);
-      t.committed = undefined;
-      t.pendingStart = false;
-    }
+    uncommit(job);
     job.status = 'queued';
     return true;
   }
@@ -388,4 +380,13 @@ function billedType(inst: SimInstance): BoughtType {
   return inst.market === 'on-demand'
     ? inst.type
     : { ...inst.type, costPerHour: inst.pricePerHour, market: inst.market };
+}
+
+/** The job's tasks are headed nowhere: commitments and pending starts dropped. */
+function uncommit(job: SimJob): void {
+  for (const t of job.tasks) {
+    t.committed?.committed.delete(t);
+    t.committed = undefined;
+    t.pendingStart = false;
+  }
 }
