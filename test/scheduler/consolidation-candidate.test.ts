@@ -3,6 +3,7 @@ import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import type { ClusterSnapshot, SchedJob } from '../../src/core/model.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
 import type { CandidateSummary, Plan } from '../../src/scheduler/types.js';
+import { spotInstance } from '../helpers/spot-instances.js';
 
 const catalog = loadCatalogFile();
 
@@ -145,15 +146,7 @@ describe('Eva consolidation candidate next to an instance EC2 recommended rebala
         { id: 'c-t0', jobId: 'c', key: 'c', demand: { any: [0, 2, 4] }, instanceId: 'i-3' },
       ],
       instances: [
-        {
-          id: 'i-1',
-          typeName: 'c7i.xlarge',
-          state: 'running',
-          taskIds: ['a-t0'],
-          market: 'spot',
-          placement: { zone: 'us-east-1a' },
-          ...(flagged ? { rebalanceRecommended: true } : {}),
-        },
+        spotInstance('i-1', ['a-t0'], flagged),
         { id: 'i-2', typeName: 'c7i.xlarge', state: 'running', taskIds: ['b-t0'] },
         { id: 'i-3', typeName: 'c7i.xlarge', state: 'running', taskIds: ['c-t0'] },
       ],

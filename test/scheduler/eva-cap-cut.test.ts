@@ -5,6 +5,7 @@ import { planCapViolation } from '../../src/round/plan-caps.js';
 import { diffConfiguration } from '../../src/scheduler/actions.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
 import type { Plan } from '../../src/scheduler/types.js';
+import { spotInstance } from '../helpers/spot-instances.js';
 
 const catalog = loadCatalogFile();
 
@@ -100,17 +101,7 @@ describe('Eva holds the $ cap to market prices, not to the rebalance risk premiu
         },
       ],
       tasks: [{ id: 'a-t0', jobId: 'a', key: 'resnet18', demand: { any: [0, 4, 8] }, instanceId: 'i-1' }],
-      instances: [
-        {
-          id: 'i-1',
-          typeName: 'c7i.xlarge',
-          state: 'running',
-          taskIds: ['a-t0'],
-          market: 'spot',
-          placement: { zone: 'us-east-1a' },
-          rebalanceRecommended: true,
-        },
-      ],
+      instances: [spotInstance('i-1', ['a-t0'])],
     };
   }
 

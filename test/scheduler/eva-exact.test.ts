@@ -5,6 +5,7 @@ import type { Resources } from '../../src/core/resources.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
 import { loadIlpSolver } from '../../src/scheduler/ilp.js';
 import { table3Catalog, TABLE3_TASKS } from '../helpers/catalogs.js';
+import { spotInstance } from '../helpers/spot-instances.js';
 
 function coldStart(tasks: readonly { id: string; demand: { any: Resources } }[]): ClusterSnapshot {
   return {
@@ -74,17 +75,7 @@ describe('the exact candidate next to an instance EC2 recommended rebalancing', 
         },
       ],
       tasks: [{ id: 'a-t0', jobId: 'a', key: 'a', demand: { any: [0, 4, 8] }, instanceId: 'i-1' }],
-      instances: [
-        {
-          id: 'i-1',
-          typeName: 'c7i.xlarge',
-          state: 'running',
-          taskIds: ['a-t0'],
-          market: 'spot',
-          placement: { zone: 'us-east-1a' },
-          rebalanceRecommended: true,
-        },
-      ],
+      instances: [spotInstance('i-1', ['a-t0'])],
     });
     const summary = (name: string) => plan.decision.candidates.find((c) => c.name === name);
     // The ILP keeps a where it is, which is the stay plan, premium and all: no phantom saving over moving a off.
