@@ -4,7 +4,7 @@ import { demandOn, type FamilyDemand } from '../core/resources.js';
 import { barrierIdleCost, startSkewSeconds, type CoStartTask, type TaskStart } from '../round/co-start.js';
 import { taskShareOf } from '../scheduler/expected-start.js';
 import { expandTasks } from './job-spec/tasks.js';
-import type { JobRecord, JsonValue, StateStore, TaskRecord } from './state-store.js';
+import type { EventInput, JobRecord, JsonValue, StateStore, TaskRecord } from './state-store.js';
 
 /**
  * What the controller knows of a multi-task job's start (round/co-start.ts, Murmuration digest §7.2), kept in the
@@ -133,4 +133,17 @@ export function startMetrics(
     record.releasedAtSeconds ??
     running.reduce((m, t) => Math.max(m, t.startSeconds), Number.NEGATIVE_INFINITY);
   return { startSkewSeconds: startSkewSeconds(running), barrierIdleCost: barrierIdleCost(holding, jobStart) };
+}
+
+/** The event of a co-started job's decisions; a release names the tasks it set running together. */
+export const CO_START_EVENT = 'job.co-start';
+
+/** The event recording that `tasks` of the job were released together (the cost replay reads it: cost-accounting.ts). */
+export function coStartReleaseEvent(jobId: string, tasks: readonly string[]): EventInput {
+  return {
+    kind: CO_START_EVENT,
+    jobId,
+    message: `released ${tasks.length} task(s) together`,
+    data: { decision: 'release', tasks: [...tasks] },
+  };
 }

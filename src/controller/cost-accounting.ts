@@ -1,6 +1,7 @@
 import type { Catalog } from '../core/catalog.js';
 import { perHourToPerSecond } from '../core/units.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
+import { CO_START_EVENT } from './co-start-records.js';
 import { billedPricePerHour, launchedOnSpot } from './instance-market.js';
 import { expandTasks } from './job-spec/tasks.js';
 import type { CostLine, CostReport } from './service.js';
@@ -245,7 +246,7 @@ export function heldRunSeqs(events: readonly EventRecord[]): Set<number> {
   const held = new Set<number>();
   events.forEach((release, i) => {
     const data = release.data as { readonly decision?: unknown; readonly tasks?: unknown } | undefined;
-    if (release.kind !== 'job.co-start' || data?.decision !== 'release') return;
+    if (release.kind !== CO_START_EVENT || data?.decision !== 'release') return;
     // The reconciler names the tasks it releases in every release it records (reconcile/effects/tasks.ts).
     const tasks = Array.isArray(data.tasks)
       ? data.tasks.filter((t): t is string => typeof t === 'string')
@@ -428,7 +429,7 @@ export function computeCostReport(
       const type = book.minType(t.template.demand);
       rpByTask.set(`${job.id}.${t.index}`, type?.costPerHour ?? 0);
     }
-  const events = store.listEvents({ kinds: ['task.state', 'job.co-start'] });
+  const events = store.listEvents({ kinds: ['task.state', CO_START_EVENT] });
   const instances = store.listInstances();
   // Nothing is billed before the first record: start the period there rather than at the epoch.
   let firstRecord = nowSeconds;

@@ -1,4 +1,5 @@
 import type { Catalog } from '../core/catalog.js';
+import { CO_START_EVENT } from './co-start-records.js';
 import { launchedOnSpot } from './instance-market.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
 import {
@@ -369,7 +370,7 @@ function addCharges(charges: Map<string, JobCharge>, lines: readonly JobCostLine
 }
 
 /** The events a replay of placements needs: task states and co-start releases. */
-const REPLAYED_EVENT_KINDS = ['task.state', 'job.co-start'];
+const REPLAYED_EVENT_KINDS = ['task.state', CO_START_EVENT];
 /** What the report follows after its first read: those, and which job and instance records to read again. */
 const FOLLOWED_EVENT_KINDS = [...REPLAYED_EVENT_KINDS, 'job.submitted', 'instance.created', 'instance.state'];
 

@@ -16,6 +16,7 @@ import {
 } from '../../src/controller/cost-accounting.js';
 import { launchIntentKey, type EventRecord } from '../../src/controller/state-store.js';
 import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
+import { coStartReleaseEvent } from '../../src/controller/co-start-records.js';
 
 // Catalog prices: c7i.xlarge $0.1785/h, c7i.2xlarge $0.357/h (the reservation prices of [0,4,8] and [0,8,16]).
 const C7I_XL = 0.1785;
@@ -212,11 +213,7 @@ describe('cost attribution', () => {
     store.setTaskState(`${gang.id}.1`, 'starting', other);
     now = 1960;
     store.transaction(() => {
-      store.appendEvent({
-        kind: 'job.co-start',
-        jobId: gang.id,
-        data: { decision: 'release', tasks: [`${gang.id}.0`, `${gang.id}.1`] },
-      });
+      store.appendEvent(coStartReleaseEvent(gang.id, [`${gang.id}.0`, `${gang.id}.1`]));
       store.setTaskState(`${gang.id}.0`, 'running');
       store.setTaskState(`${gang.id}.1`, 'running');
     });

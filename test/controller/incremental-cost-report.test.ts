@@ -15,6 +15,7 @@ import {
 } from '../../src/controller/state-store.js';
 import type { Catalog } from '../../src/core/catalog.js';
 import { catalog, CPU_SMALL, GPU_ONE, jobSpec, MEM_BIG, priceOf } from './controller-fixtures.js';
+import { coStartReleaseEvent } from '../../src/controller/co-start-records.js';
 
 /**
  * The incremental cost report reads only new events and keeps ended instances as figures; its report must be the full
@@ -331,11 +332,7 @@ describe('incremental cost report', () => {
     expect(incremental.report(store, catalog, 160).byJob[0]?.cost).toBeCloseTo((hour * 60) / 3600, 9);
     // Then the job is released and its task runs: the start was held, so its 60 s were the instance's idle time.
     store.transaction(() => {
-      store.appendEvent({
-        kind: 'job.co-start',
-        jobId: 'job-1',
-        data: { decision: 'release', tasks: [taskId] },
-      });
+      store.appendEvent(coStartReleaseEvent('job-1', [taskId]));
       store.setTaskState(taskId, 'running');
     });
     const later = incremental.report(store, catalog, 160);
@@ -433,11 +430,7 @@ describe('incremental cost report', () => {
     expectSameReport(incremental.report(store, catalog, 950), computeCostReport(store, catalog, 950));
     now = 960;
     store.transaction(() => {
-      store.appendEvent({
-        kind: 'job.co-start',
-        jobId: gang.id,
-        data: { decision: 'release', tasks: [`${gang.id}.0`, `${gang.id}.1`] },
-      });
+      store.appendEvent(coStartReleaseEvent(gang.id, [`${gang.id}.0`, `${gang.id}.1`]));
       store.setTaskState(`${gang.id}.0`, 'running');
       store.setTaskState(`${gang.id}.1`, 'running');
     });

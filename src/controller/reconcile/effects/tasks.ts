@@ -7,7 +7,15 @@ import {
   type GateWait,
   type MoveTarget,
 } from '../../../round/gates.js';
-import { clearCoStart, coStarts, coStartTasks, readCoStart, writeCoStart } from '../../co-start-records.js';
+import {
+  clearCoStart,
+  CO_START_EVENT,
+  coStartReleaseEvent,
+  coStarts,
+  coStartTasks,
+  readCoStart,
+  writeCoStart,
+} from '../../co-start-records.js';
 import { expandTasks } from '../../job-spec/tasks.js';
 import { retryVerdict } from '../../job-spec/retry.js';
 import { isFinalJobState, PLACED_TASK_STATES } from '../../state/lifecycle.js';
@@ -358,7 +366,7 @@ async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly Held
         if (t.state === 'starting') ctx.store.setTaskState(t.id, 'pending');
       clearCoStart(ctx.store, jobId);
       ctx.store.appendEvent({
-        kind: 'job.co-start',
+        kind: CO_START_EVENT,
         jobId,
         message: `planned again: ${decision.reason}`,
         data: { decision: 'replan' },
@@ -382,12 +390,7 @@ async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly Held
       startSkewSeconds: undefined,
       barrierIdleCost: undefined,
     });
-    ctx.store.appendEvent({
-      kind: 'job.co-start',
-      jobId,
-      message: `released ${released.length} task(s) together`,
-      data: { decision: 'release', tasks: released },
-    });
+    ctx.store.appendEvent(coStartReleaseEvent(jobId, released));
     settleJob(ctx, jobId, 'all tasks ready: released together');
     return released;
   });
