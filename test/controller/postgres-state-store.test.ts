@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,11 +9,12 @@ import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
 import { PostgresStateStore } from '../../src/controller/state/postgres-state-store.js';
 import { boundedConninfo, isPostgresUrl, redactUrl } from '../../src/controller/state/postgres/conninfo.js';
 import { PostgresError } from '../../src/controller/state/postgres/connection.js';
+import { MIGRATION_LOCK } from '../../src/controller/state/postgres/migrate.js';
 import { LATEST_POSTGRES_SCHEMA_VERSION, POSTGRES_ONLY } from '../../src/controller/state/postgres/schema.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { SchemaVersionError } from '../../src/controller/state-store.js';
 import { freePort } from '../helpers/test-ports.js';
-import { describeWithPostgres } from '../helpers/postgres.js';
+import { describeWithPostgres, findPostgresBin } from '../helpers/postgres.js';
 
 /**
  * What the PostgreSQL store does beyond the StateStore contract (state-store.test.ts runs that against it): its schema
@@ -160,6 +162,35 @@ describeWithPostgres('PostgresStateStore on a real server', (pg) => {
       `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${database}' AND application_name = 'fleetwise'`,
     );
     expect(store.setJobState('job-1', 'starting').state).toBe('starting');
+  });
+
+  it('migrates past its statement timeout: waiting for another controller’s migrations is not a stuck query', async () => {
+    const url = pg.server.createDatabase();
+    const database = new URL(url).pathname.slice(1);
+    // Another controller migrating the same database: it holds the migration lock for 1.5 s, in another process
+    // (opening a store blocks this one).
+    const holder = spawn(join(findPostgresBin() ?? '', 'psql'), [
+      url,
+      '-c',
+      `BEGIN; SELECT pg_advisory_xact_lock(${MIGRATION_LOCK}); SELECT pg_sleep(1.5); COMMIT;`,
+    ]);
+    const held = new Promise<number | null>((resolve) => holder.on('close', resolve));
+    const lockHeld = (): boolean =>
+      pg.server.sql(
+        `SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted`,
+        database,
+      )[0]?.['n'] === '1';
+    for (let i = 0; i < 100 && !lockHeld(); i += 1) await new Promise((r) => setTimeout(r, 20));
+    expect(lockHeld()).toBe(true);
+    const started = Date.now();
+    const store = new PostgresStateStore(url, {
+      bounds: { connectTimeoutSeconds: 2, statementTimeoutMs: 200, tcpUserTimeoutMs: 2000 },
+    });
+    opened.push(store);
+    expect(Date.now() - started).toBeGreaterThan(500);
+    expect(store.schemaVersion).toBe(LATEST_POSTGRES_SCHEMA_VERSION);
+    expect(await held).toBe(0);
+    expect(store.submitJob(RESNET).id).toBe('job-1');
   });
 
   it('bounds a write stuck behind a lock by its statement timeout, and rolls it back', () => {

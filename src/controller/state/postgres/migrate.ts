@@ -4,7 +4,7 @@ import type { PostgresConnection } from './connection.js';
 import { LATEST_POSTGRES_SCHEMA_VERSION, POSTGRES_MIGRATIONS } from './schema.js';
 
 /** Any 64-bit number, the same in every fleetwise: the advisory lock two controllers migrating at once queue on. */
-const MIGRATION_LOCK = 0x666c656574;
+export const MIGRATION_LOCK = 0x666c656574;
 
 /**
  * Apply the migrations up to the latest in the connection's current schema and return the schema version; refuse a
@@ -13,6 +13,10 @@ const MIGRATION_LOCK = 0x666c656574;
  */
 export function migratePostgres(connection: PostgresConnection, where: string, now: () => number): number {
   return connection.transaction(() => {
+    // The connection's statement timeout bounds a controller's queries, not this: waiting for another controller's
+    // migrations, or a migration rewriting a large table, may take longer, and failing half-way through an upgrade
+    // (rolled back, retried at every start) would keep the controller down. For this transaction only.
+    connection.query('SET LOCAL statement_timeout = 0');
     connection.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
     const tables = connection
       .query(
