@@ -7,7 +7,12 @@ import type { StateStore } from './state-store.js';
 export const DEFAULT_ROUNDS_KEPT = 5000;
 /** Days of `task.checkpoint` events kept when the settings do not say (`checkpointEventDays`). */
 export const DEFAULT_CHECKPOINT_EVENT_DAYS = 30;
-/** At most this many events are deleted in one pass, so that no pass holds the loop long; the next round goes on. */
+/**
+ * Days a finished intent is kept. An intent is the controller's record of a side effect it is about to make, read back
+ * only while pending (a restart finishes it); a week leaves the recent ones to look at by hand.
+ */
+export const FINISHED_INTENT_DAYS = 7;
+/** At most this many events (or intents) are deleted in one pass, so that no pass holds the loop long; the next round goes on. */
 const PRUNE_SLICE = 20_000;
 /** Rounds between two prunes of the round records. */
 const ROUND_PRUNE_EVERY = 100;
@@ -20,6 +25,7 @@ const EVENT_PRUNE_EVERY_SECONDS = 3600;
  * hundred), and `task.checkpoint` events for `checkpointEventDays`. A checkpoint event is the bulk of a long-running controller's
  * event log (one per task per checkpoint: a job checkpointing every 10 minutes leaves 4,000 a month) and nothing reads
  * an old one back: a task's newest checkpoint is on its record, the cost report reads task states and instances.
+ * Finished intents other than launches go after `FINISHED_INTENT_DAYS` (a few per task move, kept for ever before).
  * Pruned after rounds, a slice at a time.
  */
 export class HistoryRetention {
@@ -55,11 +61,15 @@ export class HistoryRetention {
     }
     const days = settings.checkpointEventDays ?? DEFAULT_CHECKPOINT_EVENT_DAYS;
     const now = this.deps.clock.nowSeconds();
-    if (days <= 0 || now < this.nextEventPruneSeconds) return;
-    const pruned = store.pruneEvents('task.checkpoint', now - days * 86_400, PRUNE_SLICE);
+    if (now < this.nextEventPruneSeconds) return;
+    const pruned = days <= 0 ? 0 : store.pruneEvents('task.checkpoint', now - days * 86_400, PRUNE_SLICE);
+    const intents = store.pruneFinishedIntents(now - FINISHED_INTENT_DAYS * 86_400, PRUNE_SLICE);
     // A full slice may have left more: look again after the next round rather than in an hour.
-    this.nextEventPruneSeconds = pruned < PRUNE_SLICE ? now + EVENT_PRUNE_EVERY_SECONDS : now;
+    const more = pruned >= PRUNE_SLICE || intents >= PRUNE_SLICE;
+    this.nextEventPruneSeconds = more ? now : now + EVENT_PRUNE_EVERY_SECONDS;
     if (pruned > 0)
       this.deps.log.info('pruned old checkpoint events', { events: pruned, olderThanDays: days });
+    if (intents > 0)
+      this.deps.log.info('pruned finished intents', { intents, olderThanDays: FINISHED_INTENT_DAYS });
   }
 }

@@ -362,7 +362,26 @@ export class MemoryStateStore implements StateStore {
     if (filter.states?.length === 1 && filter.states[0] === 'pending')
       // A rolled-back completion puts an intent back at the end of the map: sorted, oldest first as ever.
       return [...this.pendingIntents.values()].filter(matches).sort((a, b) => a.id - b.id);
-    return [...this.intents.values()].filter(matches);
+    // A rolled-back prune puts intents back at the end of the map too.
+    return [...this.intents.values()].filter(matches).sort((a, b) => a.id - b.id);
+  }
+
+  pruneFinishedIntents(beforeSeconds: number, limit: number): number {
+    return this.transaction(() => {
+      let removed = 0;
+      for (const intent of [...this.intents.values()].sort((a, b) => a.id - b.id)) {
+        if (removed >= limit) break;
+        if (
+          intent.state === 'pending' ||
+          intent.kind === 'launch' ||
+          intent.updatedAtSeconds >= beforeSeconds
+        )
+          continue;
+        this.put(this.intents, intent.id, undefined);
+        removed += 1;
+      }
+      return removed;
+    });
   }
 
   // ---- rounds ------------------------------------------------------------------------------------------------

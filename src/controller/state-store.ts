@@ -364,6 +364,12 @@ export interface StateStore {
   getIntentByKey(key: string): IntentRecord | undefined;
   /** Oldest first. */
   listIntents(filter?: IntentFilter): IntentRecord[];
+  /**
+   * Delete the oldest finished (done or failed) intents last updated before `beforeSeconds`, at most `limit` of them;
+   * returns how many. Launches are kept: an instance's launch says which market it was bought on, which its costs
+   * read for as long as they are reported. Nothing else reads a finished intent back.
+   */
+  pruneFinishedIntents(beforeSeconds: number, limit: number): number;
 
   // Plans and decisions, one record per scheduling round
   recordRound(input: RoundInput): RoundRecord;

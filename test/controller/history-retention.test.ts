@@ -89,6 +89,47 @@ describe('history retention', () => {
     expect(store.listEvents({ kind: 'task.checkpoint' })).toHaveLength(1);
   });
 
+  it('deletes finished intents after a week, with checkpoint events kept for ever, and keeps launches', () => {
+    const clock = new ManualClock();
+    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+    const inst = store.createInstance({ typeName: 'c7i.xlarge' });
+    const launch = store.recordIntent(
+      {
+        kind: 'launch',
+        payload: { instanceId: inst.id, typeName: inst.typeName, launchToken: inst.launchToken },
+      },
+      { key: `launch:${inst.id}` },
+    ).id;
+    store.completeIntent(launch);
+    // A task start finished each day for ten days, and one still pending from the first day.
+    const pending = store.recordIntent({
+      kind: 'start-task',
+      payload: { taskId: 'job-0.0', instanceId: inst.id },
+    }).id;
+    for (let d = 1; d <= 10; d += 1) {
+      const id = store.recordIntent({
+        kind: 'start-task',
+        payload: { taskId: `job-${d}.0`, instanceId: inst.id },
+      }).id;
+      store.completeIntent(id);
+      clock.advance(DAY);
+    }
+    const retention = new HistoryRetention({
+      store,
+      clock,
+      log: silentLogger,
+      settings: { checkpointEventDays: 0 },
+    });
+    retention.afterRound(1);
+    // Now is day 10 after the first: the starts finished on days 0..2 are more than 7 days old.
+    const starts = store
+      .listIntents({ kind: 'start-task' })
+      .map((i) => (i.kind === 'start-task' ? i.payload.taskId : ''));
+    expect(starts).toEqual(['job-0.0', ...Array.from({ length: 7 }, (_, i) => `job-${i + 4}.0`)]);
+    expect(store.getIntent(pending)?.state).toBe('pending');
+    expect(store.getIntent(launch)?.state).toBe('done');
+  });
+
   it("deletes the round.applied events of rounds no longer kept, with the rounds' records", () => {
     const clock = new ManualClock();
     const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });

@@ -627,6 +627,50 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(store.getIntentByKey('terminate inst-2')).toBeUndefined();
     });
 
+    it('prunes the oldest finished intents before a time, at most a limit, keeping launches and pending ones', () => {
+      const inst = store.createInstance({ typeName: 'c7i.large' });
+      const launch = store.recordIntent(
+        {
+          kind: 'launch',
+          payload: { instanceId: inst.id, typeName: inst.typeName, launchToken: inst.launchToken },
+        },
+        { key: `launch:${inst.id}` },
+      );
+      const start = (n: number): number =>
+        store.recordIntent({ kind: 'start-task', payload: { taskId: `job-${n}.0`, instanceId: inst.id } }).id;
+      const [a, b, c, d] = [start(1), start(2), start(3), start(4)];
+      const stop = store.recordIntent({
+        kind: 'stop-task',
+        payload: { taskId: 'job-1.0', instanceId: inst.id, checkpoint: true },
+      }).id;
+      clock = 1100;
+      store.completeIntent(launch.id);
+      store.completeIntent(a);
+      store.failIntent(b, 'worker unreachable');
+      store.completeIntent(c);
+      clock = 1300;
+      store.completeIntent(stop);
+      const ids = (): number[] => store.listIntents().map((i) => i.id);
+      // Finished before 1200: a, b and c (the launch is kept, d is pending, the stop finished later); two at a time.
+      expect(store.pruneFinishedIntents(1200, 2)).toBe(2);
+      expect(ids()).toEqual([launch.id, c, d, stop]);
+      expect(store.pruneFinishedIntents(1200, 100)).toBe(1);
+      expect(store.pruneFinishedIntents(1200, 100)).toBe(0);
+      expect(ids()).toEqual([launch.id, d, stop]);
+      expect(store.getIntent(a)).toBeUndefined();
+      expect(store.getIntentByKey(`launch:${inst.id}`)?.state).toBe('done');
+      expect(store.listIntents({ states: ['pending'] }).map((i) => i.id)).toEqual([d]);
+      // In a transaction that fails, nothing is pruned; ids are never given again.
+      expect(() =>
+        store.transaction(() => {
+          expect(store.pruneFinishedIntents(5000, 100)).toBe(1);
+          throw new Error('rolled back');
+        }),
+      ).toThrow('rolled back');
+      expect(ids()).toEqual([launch.id, d, stop]);
+      expect(start(5)).toBe(stop + 1);
+    });
+
     it('validates payloads by kind', () => {
       expect(() =>
         store.recordIntent({ kind: 'start-task', payload: { taskId: 'job-1.0' } } as never),

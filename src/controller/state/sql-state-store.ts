@@ -182,6 +182,10 @@ export abstract class SqlStateStore implements StateStore {
     return this.intents.listIntents(filter);
   }
 
+  pruneFinishedIntents(beforeSeconds: number, limit: number): number {
+    return this.intents.pruneFinishedIntents(beforeSeconds, limit);
+  }
+
   // ---- rounds ---------------------------------------------------------------------------------------------------
 
   recordRound(input: RoundInput): RoundRecord {

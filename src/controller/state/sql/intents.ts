@@ -64,6 +64,17 @@ export class IntentQueries {
     });
   }
 
+  pruneFinishedIntents(beforeSeconds: number, limit: number): number {
+    return this.connection.transaction(() =>
+      this.connection.run(
+        `DELETE FROM intents WHERE id IN (SELECT id FROM intents
+           WHERE state <> 'pending' AND kind <> 'launch' AND updated_at < ? ORDER BY id LIMIT ?)`,
+        beforeSeconds,
+        Math.max(0, Math.floor(limit)),
+      ),
+    );
+  }
+
   getIntent(id: number): IntentRecord | undefined {
     const row = this.connection.get('SELECT * FROM intents WHERE id = ?', id);
     return row === undefined ? undefined : intentFromRow(row);
