@@ -104,6 +104,12 @@ export function isTransientFailure(error: unknown): boolean {
  */
 export type SubmittedJob = JobSummaryResponse & { readonly resent: boolean };
 
+/** GET /v1/jobs/{id}/logs/parts: each run's part of a job's logs, oldest first. */
+const logPartsSchema = z.looseObject({
+  parts: z.array(z.looseObject({ name: z.string(), sizeBytes: z.number().int().nonnegative() })),
+});
+export type LogPartsResponse = z.output<typeof logPartsSchema>;
+
 /** Jobs asked for in one request when listing them all. */
 const JOBS_PAGE = 500;
 
@@ -349,6 +355,22 @@ export class FleetwiseClient {
     return this.request('GET', `/v1/jobs/${encodeURIComponent(id)}/logs`, z.string(), { text: true });
   }
 
+  /** Each run's part of a job's logs and its size so far (a controller before parts answers 404 or 501). */
+  async logParts(id: string): Promise<LogPartsResponse> {
+    return this.request('GET', `/v1/jobs/${encodeURIComponent(id)}/logs/parts`, logPartsSchema);
+  }
+
+  /** A part's bytes from `from` on, as many as the controller gives in one answer (empty: none past `from`). */
+  async logBytes(id: string, part: string, from: number): Promise<Buffer> {
+    const query = new URLSearchParams({ part, from: String(from) });
+    return this.request(
+      'GET',
+      withQuery(`/v1/jobs/${encodeURIComponent(id)}/logs/bytes`, query),
+      z.instanceof(Buffer),
+      { binary: true },
+    );
+  }
+
   async cluster(): Promise<ClusterResponse> {
     return this.request('GET', '/v1/cluster', clusterSchema);
   }
@@ -422,6 +444,8 @@ export class FleetwiseClient {
       readonly bytes?: Buffer;
       readonly contentType?: string;
       readonly text?: boolean;
+      /** The answer's bytes as they are (a log's bytes may split a UTF-8 character). */
+      readonly binary?: boolean;
       readonly timeoutMs?: number;
       readonly headers?: Readonly<Record<string, string>>;
       /** Error statuses whose body is read as an answer (/healthz's 503 still says what it serves). */
@@ -461,21 +485,23 @@ export class FleetwiseClient {
         { cause: e },
       );
     }
-    let text: string;
+    let answer: Buffer;
     try {
-      text = await response.text();
+      answer = Buffer.from(await response.arrayBuffer());
     } catch (e) {
       throw new ConnectionError(
         `the controller at ${this.server} (${what}) answered ${response.status} but its answer was cut off: ${networkReason(e)}`,
         { cause: e },
       );
     }
+    // Decoded as response.text() would (a leading BOM dropped).
+    const text = new TextDecoder().decode(answer);
     if (!response.ok && options.acceptStatuses?.includes(response.status) !== true) {
       const parsed = errorSchema.safeParse(safeJson(text));
       const reason = parsed.success ? parsed.data.error : text.trim().slice(0, 500) || response.statusText;
       throw new ApiError(response.status, reason, parsed.success ? (parsed.data.details ?? []) : [], what);
     }
-    const value = options.text === true ? text : safeJson(text);
+    const value = options.binary === true ? answer : options.text === true ? text : safeJson(text);
     const result = schema.safeParse(value);
     if (!result.success)
       throw new Error(

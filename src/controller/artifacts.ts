@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
-import { buildContextKey, taskLogPrefix } from '../protocol/object-keys.js';
-import type { ObjectStore } from '../storage/object-store.js';
+import { buildContextKey } from '../protocol/object-keys.js';
+import { readAll, type ObjectStore } from '../storage/object-store.js';
+import { StoredJobLogs } from './job-logs.js';
 import type { StateStore } from './state-store.js';
 
 /** Files the API reads and writes in the object store besides reports: task logs and Docker build contexts. */
@@ -20,20 +21,12 @@ export function locationOf(store: ObjectStore, key: string): string {
 }
 
 /**
- * A job's task output, from the log objects workers upload (`logs/<job>/…`, one per run of a task, in start order)
- * while tasks run and when they stop or finish.
+ * A job's task output, from the log objects workers upload (`logs/<job>/…`: each run of a task one object, or segments
+ * from workers that ship what is new) while tasks run and when they stop or finish: each run headed `==> run <==`, in
+ * start order (job-logs.ts, which the API streams instead).
  */
 export async function readJobLogs(objectStore: ObjectStore, jobId: string): Promise<string> {
-  const keys: string[] = [];
-  for await (const info of objectStore.list(taskLogPrefix(jobId))) keys.push(info.key);
-  const parts: string[] = [];
-  for (const key of keys.sort()) {
-    const text = (await objectStore.getBuffer(key)).toString('utf8');
-    parts.push(
-      `==> ${key.slice(taskLogPrefix(jobId).length)} <==\n${text}${text.endsWith('\n') || text === '' ? '' : '\n'}`,
-    );
-  }
-  return parts.join('');
+  return (await readAll(await new StoredJobLogs(objectStore, jobId).text())).toString('utf8');
 }
 
 /**

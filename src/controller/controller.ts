@@ -6,6 +6,7 @@ import { schedulerCaps } from '../round/plan-caps.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { billedPricePerHour, launchedOnSpot } from './instance-market.js';
 import { readJobLogs, storeBuildContext, type ContextInfo } from './artifacts.js';
+import { StoredJobLogs, type JobLogReader } from './job-logs.js';
 import type { ArchivedSubmissionKey, JobArchive } from './backup/job-archive.js';
 import { WITHDRAWN_AT_SUBMISSION } from './submission-keys.js';
 import { SystemClock, type Clock } from './clock.js';
@@ -550,6 +551,12 @@ export class Controller implements ControllerService {
   get jobLogs(): ((jobId: string) => Promise<string>) | undefined {
     const objectStore = this.objectStore;
     return objectStore === undefined ? undefined : (jobId) => readJobLogs(objectStore, jobId);
+  }
+
+  /** API: a job's task output part by part, or streamed whole (job-logs.ts). Absent without an object store. */
+  get jobLogReader(): ((jobId: string) => JobLogReader) | undefined {
+    const objectStore = this.objectStore;
+    return objectStore === undefined ? undefined : (jobId) => new StoredJobLogs(objectStore, jobId);
   }
 
   /**

@@ -7,7 +7,9 @@
  *   checkpoints/<job>/<task>/<seq>/manifest.json   written last: a seq without a manifest is a partial upload
  *   checkpoints/<job>/<task>/exit-<attempt>.json   how the task ended on its own in that attempt of its job (its
  *                                                  worker writes it before reporting the exit)
- *   logs/<job>/<start ms>-<task>-<instance>.log    one object per run of a task, in start order
+ *   logs/<job>/<run>.segments/<seq>.log            a run's output as numbered segments (run: `<start ms>-<task>-
+ *                                                  <instance>.log`); every segment but the last is sealed
+ *   logs/<job>/<start ms>-<task>-<instance>.log    a run's whole output as one object (workers before segments)
  *   contexts/<sha256>.tar[.gz]                     a build context `fleetwise submit` uploaded (content-addressed)
  *   reports/costs-<UTC stamp>.{json,csv,html}      cost reports (the stamp sorts chronologically)
  *   reports/latest.json                            a copy of the newest JSON cost report
@@ -66,7 +68,50 @@ export function taskLogPrefix(jobId: string): string {
 
 /** One log object per run of a task, ordered by start time so concatenating them in key order reads in time order. */
 export function taskLogKey(jobId: string, taskId: string, startedAtMs: number, instanceId: string): string {
-  return `${taskLogPrefix(jobId)}${String(Math.floor(startedAtMs)).padStart(14, '0')}-${taskId}-${instanceId}.log`;
+  return `${taskLogPrefix(jobId)}${taskLogRunName(taskId, startedAtMs, instanceId)}`;
+}
+
+/**
+ * A run's name: what `fleetwise logs` heads its output with, and the key of its single object (older workers) or the
+ * stem of its segments. Start time first, so runs sort in start order.
+ */
+export function taskLogRunName(taskId: string, startedAtMs: number, instanceId: string): string {
+  return `${taskLogRunStem(taskId, startedAtMs)}${instanceId}.log`;
+}
+
+function taskLogRunStem(taskId: string, startedAtMs: number): string {
+  return `${String(Math.floor(startedAtMs)).padStart(14, '0')}-${taskId}-`;
+}
+
+/**
+ * Every log object of the runs of `taskId` that started at `startedAtMs`, whatever instance stored them: how a
+ * restarted worker finds the run it was shipping (the trailing dash keeps job-7.1 from matching job-7.10).
+ */
+export function taskLogRunPrefix(jobId: string, taskId: string, startedAtMs: number): string {
+  return `${taskLogPrefix(jobId)}${taskLogRunStem(taskId, startedAtMs)}`;
+}
+
+const LOG_SEGMENTS_SUFFIX = '.segments/';
+const LOG_SEGMENT_DIGITS = 8;
+
+/** Segment `seq` (from 0) of a run's output; zero-padded, so key order is segment order. */
+export function taskLogSegmentKey(jobId: string, runName: string, seq: number): string {
+  if (!Number.isSafeInteger(seq) || seq < 0) throw new Error(`a log segment is a whole number, got ${seq}`);
+  return `${taskLogPrefix(jobId)}${runName}${LOG_SEGMENTS_SUFFIX}${String(seq).padStart(LOG_SEGMENT_DIGITS, '0')}.log`;
+}
+
+/** What a key under `taskLogPrefix(jobId)` holds: a run's single object, or one of its segments. */
+export type TaskLogObject =
+  | { readonly kind: 'whole'; readonly runName: string }
+  | { readonly kind: 'segment'; readonly runName: string; readonly seq: number };
+
+export function parseTaskLogKey(jobId: string, key: string): TaskLogObject | undefined {
+  const prefix = taskLogPrefix(jobId);
+  if (!key.startsWith(prefix)) return undefined;
+  const rest = key.slice(prefix.length);
+  const segment = /^([^/]+\.log)\.segments\/(\d+)\.log$/.exec(rest);
+  if (segment?.[1] !== undefined) return { kind: 'segment', runName: segment[1], seq: Number(segment[2]) };
+  return /^[^/]+$/.test(rest) ? { kind: 'whole', runName: rest } : undefined;
 }
 
 export type ContextEncoding = 'tar' | 'gzip';

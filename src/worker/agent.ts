@@ -35,7 +35,7 @@ import { TaskLifecycle } from './task-lifecycle.js';
  * moves the tasks elsewhere), and start nothing more on this host; a rebalance recommendation is only reported.
  *
  * A task exiting 0 on its own has succeeded; any other exit failed (the reason carries the exit code and its last
- * output lines). Logs go to the object store (`logs/<job>/…`, one object per run) while the task runs and when it ends,
+ * output lines). Logs go to the object store (`logs/<job>/…`, each run as segments holding what is new) while the task runs and when it ends,
  * which is where `fleetwise logs` reads them. Long operations (restore, checkpoint-and-stop, log uploads) run in the
  * background, so the heartbeat never waits for the object store: a hung store cannot make a healthy worker look
  * dead. A stop is reported `checkpointing` until its uploads are in the store, however long an outage lasts.
@@ -77,6 +77,8 @@ export interface AgentOptions {
   readonly checkpointPollMs?: number;
   /** Upload a running task's log at most this often (default 5 s). */
   readonly logUploadSeconds?: number;
+  /** The size a log segment is sealed at (default task-log.ts's LOG_SEGMENT_BYTES; smaller in tests). */
+  readonly logSegmentBytes?: number;
   /** Throughput window (default progress.ts's 300 s; shorter in local mode and tests). */
   readonly throughputWindowSeconds?: number;
   /**

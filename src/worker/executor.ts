@@ -47,6 +47,23 @@ export interface TaskRunStatus {
   readonly limitsEnforced?: boolean | undefined;
 }
 
+/**
+ * How far into a task's output a reader has got: `bytes` of it (as `logs` gives it), and optionally an executor's
+ * own note that finds that point again without reading what comes before (Docker's, executors/docker-log-reads.ts).
+ * The note only speeds a read up: `bytes` alone is always enough, which is how a restarted worker resumes.
+ */
+export interface LogPosition {
+  readonly bytes: number;
+  readonly resume?: string | undefined;
+}
+
+export interface LogChunk {
+  /** Output past the position asked for; empty when there is none yet. */
+  readonly data: Buffer;
+  /** The position after `data`. */
+  readonly next: LogPosition;
+}
+
 export interface Executor {
   readonly kind: 'docker' | 'process';
   /** Start a task; if one with this task id already runs, this is a no-op (adoption). */
@@ -62,4 +79,11 @@ export interface Executor {
   list(): Promise<TaskRunStatus[]>;
   /** The task's combined stdout/stderr so far. */
   logs(taskId: string): Promise<Readable>;
+  /**
+   * The task's output past `from`, about `maxBytes` of it (a Docker log line is never split, so a little more may
+   * come): what a worker ships, so shipping costs what is new, never the whole output again.
+   */
+  readLogs(taskId: string, from: LogPosition, maxBytes: number): Promise<LogChunk>;
+  /** The last `lines` lines of the task's output, read from its end (the reason a failed task gives). */
+  logTail(taskId: string, lines: number): Promise<string>;
 }

@@ -19,9 +19,12 @@ import {
 } from './checkpoints.js';
 import { SIGKILL_EXIT_CODE, type TaskLaunch, type TaskRunStatus } from './executor.js';
 import { ProgressTracker } from './progress.js';
-import { readTaskLog, uploadTaskLog } from './task-log.js';
+import { TaskLogShipper } from './task-log.js';
 import { readExitRecord, writeExitRecord, type TaskExitRecord } from './exit-record.js';
 import { checkpointOf, persistTask, readPersistedTask, type LocalTask } from './task-record.js';
+
+/** The most of a running task's output one periodic upload ships (the rest follows on the next). */
+const RUNNING_LOG_SHIP_BYTES = 64 * 1024 * 1024;
 
 /** The agent's registration as the task operations see it: both undefined until it registers (and after a 401). */
 export interface Registration {
@@ -496,8 +499,7 @@ export class TaskLifecycle {
     // store does, and a worker that dies meanwhile must not take the exit with it (exit-record.ts). Still reported
     // only once all three are stored.
     if (!t.stopRequested) {
-      const text = (await readTaskLog(this.options.executor, t.taskId)) ?? '';
-      const tail = text.trimEnd().split('\n').slice(-5).join('\n');
+      const tail = await this.options.executor.logTail(t.taskId, 5).catch(() => '');
       const reason =
         exitCode === 0
           ? undefined
@@ -542,7 +544,8 @@ export class TaskLifecycle {
   /**
    * Ship running tasks' logs, each at most every `logUploadSeconds`, so `fleetwise logs` follows a task as it runs.
    * In the background, one at a time per task and never awaited by the heartbeat; one that fails is not retried here
-   * (the next due one is).
+   * (the next due one is). Each ships at most RUNNING_LOG_SHIP_BYTES, so a task writing faster than the store takes
+   * it cannot keep a stop's final upload waiting behind an endless one; the rest goes next time.
    */
   shipRunningLogs(): void {
     const every = (this.options.logUploadSeconds ?? 5) * 1000;
@@ -554,7 +557,7 @@ export class TaskLifecycle {
         Date.now() - t.lastLogUploadMs >= every
       ) {
         t.shippingLog = true;
-        this.queueLogUpload(t, () => this.storeLog(t))
+        this.queueLogUpload(t, () => this.storeLog(t, RUNNING_LOG_SHIP_BYTES))
           .catch((e: unknown) => this.log.warn(`log upload of ${t.taskId}: ${(e as Error).message}`))
           .finally(() => {
             t.shippingLog = false;
@@ -562,20 +565,28 @@ export class TaskLifecycle {
       }
   }
 
-  /** The task's whole log, stored once the store takes it (a stop or an exit waits for this). */
-  private uploadLog(t: LocalTask): Promise<string> {
+  /** The rest of the task's log, stored once the store takes it (a stop or an exit waits for this). */
+  private uploadLog(t: LocalTask): Promise<void> {
     return this.queueLogUpload(t, () => this.retry(`log upload of ${t.taskId}`, () => this.storeLog(t)));
   }
 
-  private storeLog(t: LocalTask): Promise<string> {
-    return uploadTaskLog(this.requireStore(), this.options.executor, t, () => this.registration().instanceId);
+  private async storeLog(t: LocalTask, budgetBytes?: number): Promise<void> {
+    t.logShipper ??= new TaskLogShipper(
+      this.requireStore(),
+      this.options.executor,
+      t,
+      () => this.registration().instanceId,
+      this.options.logSegmentBytes,
+    );
+    await t.logShipper.ship(budgetBytes);
+    t.lastLogUploadMs = Date.now();
   }
 
   /**
-   * Log uploads of a task, one after the other: each stores the whole log under the same key, so an older upload
-   * finishing after a newer one would replace the final log with a shorter one.
+   * Log uploads of a task, one after the other: each goes on from where the one before stopped, and two at once
+   * would both rewrite the open segment, the slower one with less.
    */
-  private queueLogUpload(t: LocalTask, upload: () => Promise<string>): Promise<string> {
+  private queueLogUpload(t: LocalTask, upload: () => Promise<void>): Promise<void> {
     const next = (t.logUploads ?? Promise.resolve()).then(upload);
     t.logUploads = next.then(
       () => undefined,

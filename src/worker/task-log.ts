@@ -1,32 +1,114 @@
 import type { ObjectStore } from '../storage/object-store.js';
-import { readAll } from '../storage/streams.js';
-import { taskLogKey } from '../protocol/object-keys.js';
-import type { Executor } from './executor.js';
-import type { LocalTask } from './task-record.js';
+import {
+  parseTaskLogKey,
+  taskLogRunName,
+  taskLogRunPrefix,
+  taskLogSegmentKey,
+} from '../protocol/object-keys.js';
+import type { Executor, LogPosition } from './executor.js';
 
 /**
- * Upload the run's whole output (tasks are batch jobs; a few MiB at most is expected) to `logs/<job>/…`, one object
- * per run, where `fleetwise logs` reads it. Returns it ('' when the executor has no output to give).
+ * A sealed segment holds at least this much output: big enough that a multi-day log is a few hundred objects, small
+ * enough that rewriting the open one as it grows costs little.
  */
-export async function uploadTaskLog(
-  store: ObjectStore,
-  executor: Executor,
-  t: LocalTask,
-  /** Read when the log is stored: the agent may re-register meanwhile. */
-  instanceId: () => string | undefined,
-): Promise<string> {
-  const text = await readTaskLog(executor, t.taskId);
-  if (text === undefined) return '';
-  await store.put(taskLogKey(t.jobId, t.taskId, t.startedAtMs, instanceId() ?? 'unknown'), Buffer.from(text));
-  t.lastLogUploadMs = Date.now();
-  return text;
+export const LOG_SEGMENT_BYTES = 1024 * 1024;
+
+/** The run whose output is shipped: a task's start (a new start is a new run, with a shipper of its own). */
+export interface TaskLogRun {
+  readonly jobId: string;
+  readonly taskId: string;
+  readonly startedAtMs: number;
 }
 
-/** The run's whole output as the executor has it; undefined when it has none to give. */
-export async function readTaskLog(executor: Executor, taskId: string): Promise<string | undefined> {
-  try {
-    return (await readAll(await executor.logs(taskId))).toString('utf8');
-  } catch {
-    return undefined;
+interface ShippingState {
+  readonly runName: string;
+  /** The open segment: rewritten as output arrives, sealed (never written again) once it holds segmentBytes. */
+  seq: number;
+  tail: Buffer;
+  /** How far into the task's output the stored segments reach. */
+  position: LogPosition;
+}
+
+/**
+ * Ships one run's output to `logs/<job>/…` as segments (object-keys.ts), reading from the executor only what is past
+ * the stored part: traffic and memory follow what is new, not the log's size. Nothing is persisted on the worker:
+ * what is stored is the record, so a restarted worker lists the run's segments and goes on where they end, and a
+ * segment whose store failed is simply written again. The open segment is the only one rewritten, each time with
+ * what it held plus what is new, so a reader never sees output go missing.
+ */
+export class TaskLogShipper {
+  private state: ShippingState | undefined;
+
+  constructor(
+    private readonly store: ObjectStore,
+    private readonly executor: Executor,
+    private readonly run: TaskLogRun,
+    /** Read when the run is first stored: the agent may re-register meanwhile. */
+    private readonly instanceId: () => string | undefined,
+    private readonly segmentBytes: number = LOG_SEGMENT_BYTES,
+  ) {
+    if (!(segmentBytes >= 1)) throw new Error(`a log segment holds at least a byte, got ${segmentBytes}`);
+  }
+
+  /** Store the output not stored yet, until none is left or `budgetBytes` were stored; returns how many were. */
+  async ship(budgetBytes = Number.POSITIVE_INFINITY): Promise<number> {
+    const state = (this.state ??= await this.resume());
+    let shipped = 0;
+    while (shipped < budgetBytes) {
+      const chunk = await this.executor
+        .readLogs(this.run.taskId, state.position, this.segmentBytes - state.tail.length)
+        // The executor has no output to give (the task removed, its log unreadable): nothing more to ship, as ever.
+        .catch(() => undefined);
+      if (chunk === undefined) break;
+      if (chunk.data.length === 0) {
+        state.position = chunk.next;
+        break;
+      }
+      const segment = Buffer.concat([state.tail, chunk.data]);
+      await this.store.put(taskLogSegmentKey(this.run.jobId, state.runName, state.seq), segment);
+      shipped += chunk.data.length;
+      state.position = chunk.next;
+      if (segment.length >= this.segmentBytes) {
+        state.seq += 1;
+        state.tail = Buffer.alloc(0);
+      } else state.tail = segment;
+    }
+    return shipped;
+  }
+
+  /** Where the stored segments of this run end (none stored: a new run, named with this instance). */
+  private async resume(): Promise<ShippingState> {
+    const { jobId, taskId, startedAtMs } = this.run;
+    const runs = new Map<string, { seq: number; key: string; sizeBytes: number }[]>();
+    for await (const info of this.store.list(taskLogRunPrefix(jobId, taskId, startedAtMs))) {
+      const parsed = parseTaskLogKey(jobId, info.key);
+      // A single object is a worker before segments shipping this run: it is shipped again from the start.
+      if (parsed?.kind !== 'segment') continue;
+      const segments = runs.get(parsed.runName) ?? [];
+      segments.push({ seq: parsed.seq, key: info.key, sizeBytes: info.sizeBytes });
+      runs.set(parsed.runName, segments);
+    }
+    const [stored] = runs.entries();
+    if (stored === undefined)
+      return {
+        runName: taskLogRunName(taskId, startedAtMs, this.instanceId() ?? 'unknown'),
+        seq: 0,
+        tail: Buffer.alloc(0),
+        position: { bytes: 0 },
+      };
+    const [runName, segments] = stored;
+    segments.sort((a, b) => a.seq - b.seq);
+    const last = segments[segments.length - 1];
+    if (last === undefined) throw new Error('unreachable: a stored run has a segment');
+    const sealedBytes = segments.slice(0, -1).reduce((sum, s) => sum + s.sizeBytes, 0);
+    if (last.sizeBytes >= this.segmentBytes)
+      return {
+        runName,
+        seq: last.seq + 1,
+        tail: Buffer.alloc(0),
+        position: { bytes: sealedBytes + last.sizeBytes },
+      };
+    const tail = await this.store.getBuffer(last.key);
+    return { runName, seq: last.seq, tail, position: { bytes: sealedBytes + tail.length } };
   }
 }

@@ -5,6 +5,7 @@ import { checkpointKeys } from '../protocol/object-keys.js';
 import type { CheckpointManifest, CheckpointWatcher } from './checkpoints.js';
 import type { TaskLaunch } from './executor.js';
 import type { ProgressTracker } from './progress.js';
+import type { TaskLogShipper } from './task-log.js';
 
 /** What the agent knows of each task on this host, and the part of it that survives the agent's own restarts. */
 
@@ -38,6 +39,8 @@ export interface LocalTask extends PersistedTask {
   lastLogUploadMs: number;
   /** The task's log uploads, chained (the newest settles last); undefined before the first. */
   logUploads?: Promise<void> | undefined;
+  /** Ships this run's output (created with the first upload; a restarted agent's resumes from the store). */
+  logShipper?: TaskLogShipper | undefined;
   /** A periodic log upload is under way (at most one at a time). */
   shippingLog?: boolean | undefined;
   /** Co-start: the prepared start, held (phase `ready`) until the controller releases the task's job. */

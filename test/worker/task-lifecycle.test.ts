@@ -10,7 +10,13 @@ import { readAll } from '../../src/storage/streams.js';
 import { ControllerClient } from '../../src/worker/controller-client.js';
 import { restoreLatestCheckpoint } from '../../src/worker/checkpoints.js';
 import { readExitRecord } from '../../src/worker/exit-record.js';
-import type { Executor, TaskLaunch, TaskRunStatus } from '../../src/worker/executor.js';
+import type {
+  Executor,
+  LogChunk,
+  LogPosition,
+  TaskLaunch,
+  TaskRunStatus,
+} from '../../src/worker/executor.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
 import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
@@ -238,6 +244,12 @@ class SlowListing implements Executor {
   }
   logs(taskId: string): Promise<Readable> {
     return this.inner.logs(taskId);
+  }
+  readLogs(taskId: string, from: LogPosition, maxBytes: number): Promise<LogChunk> {
+    return this.inner.readLogs(taskId, from, maxBytes);
+  }
+  logTail(taskId: string, lines: number): Promise<string> {
+    return this.inner.logTail(taskId, lines);
   }
 }
 

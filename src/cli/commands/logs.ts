@@ -2,7 +2,8 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { isFinalJobState } from '../../controller/state/lifecycle.js';
 import { parseWith } from '../../core/validation.js';
-import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import { addConnectionOptions, ApiError, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import { LogPartsPrinter, type LogPartSource } from '../log-parts-printer.js';
 import type { JobSummaryResponse } from '../api-responses.js';
 import { pollIntervalOption, ReadsThroughRestarts, sleep } from '../poll.js';
 
@@ -20,6 +21,18 @@ export function noOutputReason(job: JobSummaryResponse): string {
       ? `${job.id} ended ${job.state} before it started${job.reason === undefined ? '' : ` (${job.reason})`}: it has no output`
       : `${job.id} has not started yet (${job.state}): no output so far; fleetwise job ${job.id} says why it waits`;
   return `${job.id} (${job.state}) has written no output${isFinalJobState(job.state) ? '' : ' yet'}`;
+}
+
+/** The controller serves logs only whole (one from before parts): 404 for the route, or 501. */
+function servesOnlyWholeLogs(error: unknown): boolean {
+  return error instanceof ApiError && (error.status === 404 || error.status === 501);
+}
+
+function partsOf(client: FleetwiseClient, id: string): LogPartSource {
+  return {
+    parts: async () => (await client.logParts(id)).parts,
+    bytes: (part, from) => client.logBytes(id, part, from),
+  };
 }
 
 /**
@@ -78,6 +91,20 @@ export function registerLogs(program: Command): void {
     const client = FleetwiseClient.fromOptions(options);
     const write = (text: string): void => void process.stdout.write(text);
     if (options.follow !== true) {
+      // Part by part, so a log of any length streams through; the same text as the whole-log answer.
+      const printer = new LogPartsPrinter(write, true);
+      const byParts = await printer.update(partsOf(client, id)).then(
+        () => true,
+        (e: unknown) => {
+          if (servesOnlyWholeLogs(e) && !printer.printedAnything) return false;
+          throw e;
+        },
+      );
+      if (byParts) {
+        printer.finish();
+        if (!printer.printedAnything) process.stderr.write(`${noOutputReason(await client.getJob(id))}\n`);
+        return;
+      }
       const text = await client.logs(id);
       if (text === '') {
         process.stderr.write(`${noOutputReason(await client.getJob(id))}\n`);
@@ -86,21 +113,37 @@ export function registerLogs(program: Command): void {
       write(text.endsWith('\n') ? text : `${text}\n`);
       return;
     }
+    // Only what is new in each part is fetched; a controller that serves logs only whole is followed the old way.
+    const printer = new LogPartsPrinter(write);
     const follower = new LogFollower(write);
+    let wholeOnly = false;
     let toldWaiting = false;
     const reads = new ReadsThroughRestarts();
     for (;;) {
       // The state first: output written before the job ended is then in the logs read after it. A controller
       // restarting meanwhile is waited for.
-      const read = await reads.read(async () => [await client.getJob(id), await client.logs(id)] as const);
+      const read = await reads.read(async () => {
+        const job = await client.getJob(id);
+        if (!wholeOnly)
+          try {
+            await printer.update(partsOf(client, id));
+            return job;
+          } catch (e) {
+            if (!servesOnlyWholeLogs(e)) throw e;
+            wholeOnly = true;
+          }
+        follower.update(await client.logs(id));
+        return job;
+      });
       if (read === undefined) {
         await sleep(interval);
         continue;
       }
-      const [job, text] = read;
-      follower.update(text);
+      const job = read;
       if (isFinalJobState(job.state)) {
-        if (!follower.printedAnything) process.stderr.write(`${noOutputReason(job)}\n`);
+        printer.finish();
+        if (!printer.printedAnything && !follower.printedAnything)
+          process.stderr.write(`${noOutputReason(job)}\n`);
         process.stderr.write(`${job.id} ${job.state}${job.reason === undefined ? '' : `: ${job.reason}`}\n`);
         return;
       }

@@ -254,6 +254,58 @@ export const PATHS: Record<string, Record<string, Schema>> = {
       },
     },
   },
+  '/v1/jobs/{id}/logs/parts': {
+    get: {
+      summary:
+        "Each run's part of the task logs and its size so far, oldest run first (to follow only what is new)",
+      operationId: 'jobLogParts',
+      parameters: [idParam('Job id')],
+      responses: {
+        '200': ok('The parts', {
+          type: 'object',
+          required: ['parts'],
+          properties: {
+            parts: {
+              type: 'array',
+              items: {
+                type: 'object',
+                required: ['name', 'sizeBytes'],
+                properties: { name: str, sizeBytes: int },
+              },
+            },
+          },
+        }),
+        '501': error('This controller has no object store for worker logs'),
+        ...JOB_ERRORS,
+      },
+    },
+  },
+  '/v1/jobs/{id}/logs/bytes': {
+    get: {
+      summary: "A run's output from a byte offset on (at most 4 MiB; ask again from where it ends)",
+      operationId: 'jobLogBytes',
+      parameters: [
+        idParam('Job id'),
+        {
+          name: 'part',
+          in: 'query',
+          required: true,
+          schema: str,
+          description: 'A part name from /logs/parts',
+        },
+        { name: 'from', in: 'query', schema: { ...int, minimum: 0 }, description: 'Bytes already read' },
+      ],
+      responses: {
+        '200': {
+          description: 'The bytes (empty past the end so far)',
+          content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } },
+        },
+        '400': error('A parameter is malformed (named in the details)'),
+        '501': error('This controller has no object store for worker logs'),
+        ...JOB_ERRORS,
+      },
+    },
+  },
   '/v1/cluster': {
     get: {
       summary: 'Instances, the tasks on them and the current $/hour',

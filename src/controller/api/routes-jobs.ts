@@ -4,6 +4,7 @@ import { MAX_SUCCESS_STAGES } from '../../queue/success.js';
 import { JOB_STATES, type JobRecord, type JobState } from '../state-store.js';
 import { arrayJobSpec, pairedArrays, wholeArrayOf } from '../array-jobs.js';
 import { isFinalJobState } from '../state/lifecycle.js';
+import type { JobLogReader } from '../job-logs.js';
 import { dependencyProblems, earliestStartSeconds, unmetOf } from '../job-dependencies.js';
 import { predictedCompletionIn } from '../queue-records.js';
 import { teamScope, type Principal } from './auth.js';
@@ -303,11 +304,61 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
           501,
           'no worker yet: task logs are collected by the worker agent into the object store, which this controller lacks',
         );
-      const text = await service.jobLogs(id);
+      const reader = service.jobLogReader?.(id);
+      const text = reader === undefined ? await service.jobLogs(id) : await reader.text();
       return reply.type('text/plain; charset=utf-8').send(text);
     },
   });
+
+  /** What a follower needs to fetch only what is new: each run's part and its size so far. */
+  routes.add({
+    method: 'GET',
+    url: '/v1/jobs/:id/logs/parts',
+    access: 'any',
+    handler: async (request) => {
+      const { id } = parseWith(idParams, request.params, 'path');
+      visibleJob(context, context.principal(request), id);
+      return { parts: await jobLogReader(id).parts() };
+    },
+  });
+
+  routes.add({
+    method: 'GET',
+    url: '/v1/jobs/:id/logs/bytes',
+    access: 'any',
+    handler: async (request, reply) => {
+      const { id } = parseWith(idParams, request.params, 'path');
+      const { part, from } = parseWith(logBytesQuery, request.query, 'query');
+      visibleJob(context, context.principal(request), id);
+      const bytes = await jobLogReader(id).readPart(part, from, MAX_LOG_BYTES_READ);
+      if (bytes === undefined) throw notFound('log part', part);
+      return reply.type('application/octet-stream').send(bytes);
+    },
+  });
+
+  function jobLogReader(id: string): JobLogReader {
+    const reader = service.jobLogReader?.(id);
+    if (reader === undefined)
+      throw new HttpError(501, 'this controller serves task logs only whole (GET /v1/jobs/{id}/logs)');
+    return reader;
+  }
 }
+
+/** The most of a log part one request answers: a follower catching up on a long log asks again. */
+export const MAX_LOG_BYTES_READ = 4 * 1024 * 1024;
+
+const logBytesQuery = z.object({
+  part: z
+    .string()
+    .max(512, 'at most 512 characters')
+    .regex(/^\d{14}-[^/]+\.log$/, 'expected a part name like 01712345678901-job-7.0-i-0abc.log'),
+  from: z.coerce
+    .number()
+    .int('a whole number')
+    .min(0, 'at least 0')
+    .max(Number.MAX_SAFE_INTEGER, 'too large')
+    .default(0),
+});
 
 /**
  * Each job's cost so far from the controller's cost accounting (0 for a job not yet charged), or null for every job

@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { ContextInfo } from '../artifacts.js';
+import type { JobLogReader } from '../job-logs.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { PriceBook } from '../../scheduler/reservation-price.js';
 import type { ControllerService, KeepOptions, SubmissionCommitHook } from '../service.js';
@@ -28,6 +29,8 @@ export interface ApiControllerService extends ControllerService {
   storeContext?(archive: Readable, info: ContextInfo): Promise<string>;
   /** A job's task output as uploaded by its workers (oldest run first). */
   jobLogs?(jobId: string): Promise<string>;
+  /** A job's task output part by part, and streamed whole (preferred over `jobLogs` where the service has it). */
+  jobLogReader?(jobId: string): JobLogReader;
   /**
    * `submit`, committed together with the submissions of the same moment (one store sync for them all); answered
    * once durable. Without it the API submits one by one.

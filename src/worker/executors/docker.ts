@@ -3,8 +3,10 @@ import { dirname } from 'node:path';
 import { createRequire } from 'node:module';
 import { Readable } from 'node:stream';
 import type Docker from 'dockerode';
-import type { Executor, TaskLaunch, TaskRunStatus } from '../executor.js';
+import type { Executor, LogChunk, LogPosition, TaskLaunch, TaskRunStatus } from '../executor.js';
 import { ImageCache } from '../image-cache.js';
+import { readDockerLogs } from './docker-log-reads.js';
+import { lastLines } from './log-tail.js';
 
 /**
  * Tasks as Docker containers over the Engine API (dockerode). A container carries the labels `fleetwise.task`,
@@ -326,5 +328,20 @@ export class DockerExecutor implements Executor {
     if (id === undefined) throw new UnknownTaskError(taskId);
     const raw = await this.docker.getContainer(id).logs({ stdout: true, stderr: true, follow: false });
     return Readable.from([demuxLogs(raw)]);
+  }
+
+  async readLogs(taskId: string, from: LogPosition, maxBytes: number): Promise<LogChunk> {
+    const id = await this.find(taskId);
+    if (id === undefined) throw new UnknownTaskError(taskId);
+    return readDockerLogs(this.docker, id, from, maxBytes);
+  }
+
+  async logTail(taskId: string, lines: number): Promise<string> {
+    const id = await this.find(taskId);
+    if (id === undefined) throw new UnknownTaskError(taskId);
+    const raw = await this.docker
+      .getContainer(id)
+      .logs({ stdout: true, stderr: true, follow: false, tail: lines });
+    return lastLines(demuxLogs(raw).toString('utf8'), lines, false);
   }
 }

@@ -1,12 +1,30 @@
 import { spawn } from 'node:child_process';
 import { createReadStream } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import {
+  mkdir,
+  open,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  writeFile,
+  type FileHandle,
+} from 'node:fs/promises';
 import { join } from 'node:path';
 import { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import { z } from 'zod';
-import { SIGKILL_EXIT_CODE, type Executor, type TaskLaunch, type TaskRunStatus } from '../executor.js';
+import {
+  SIGKILL_EXIT_CODE,
+  type Executor,
+  type LogChunk,
+  type LogPosition,
+  type TaskLaunch,
+  type TaskRunStatus,
+} from '../executor.js';
 import { prepareHostPaths, taskEnvironment, UnknownTaskError } from './docker.js';
+import { lastLines, LOG_TAIL_BYTES } from './log-tail.js';
 
 /**
  * Tasks as plain processes, for hosts without Docker: the same contract as the Docker executor, minus isolation.
@@ -299,5 +317,40 @@ export class ProcessExecutor implements Executor {
   async logs(taskId: string): Promise<Readable> {
     if ((await this.record(taskId)) === undefined) throw new UnknownTaskError(taskId);
     return createReadStream(join(this.dir(taskId), LOG_FILE));
+  }
+
+  /** The log file is only ever appended to, so a byte offset into it is a position that never moves. */
+  async readLogs(taskId: string, from: LogPosition, maxBytes: number): Promise<LogChunk> {
+    const data = await this.readLogFile(taskId, from.bytes, maxBytes);
+    return { data, next: { bytes: from.bytes + data.length } };
+  }
+
+  async logTail(taskId: string, lines: number): Promise<string> {
+    if ((await this.record(taskId)) === undefined) throw new UnknownTaskError(taskId);
+    const size = await stat(join(this.dir(taskId), LOG_FILE)).then(
+      (s) => s.size,
+      () => 0,
+    );
+    const start = Math.max(0, size - LOG_TAIL_BYTES);
+    const end = await this.readLogFile(taskId, start, size - start);
+    return lastLines(end.toString('utf8'), lines, start > 0);
+  }
+
+  private async readLogFile(taskId: string, offset: number, maxBytes: number): Promise<Buffer> {
+    if ((await this.record(taskId)) === undefined) throw new UnknownTaskError(taskId);
+    let file: FileHandle;
+    try {
+      file = await open(join(this.dir(taskId), LOG_FILE), 'r');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return Buffer.alloc(0);
+      throw e;
+    }
+    try {
+      const buffer = Buffer.alloc(Math.max(0, maxBytes));
+      const { bytesRead } = await file.read(buffer, 0, buffer.length, offset);
+      return buffer.subarray(0, bytesRead);
+    } finally {
+      await file.close();
+    }
   }
 }
