@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { isNode, LineCounter, parseDocument, type Document } from 'yaml';
-import { ValidationError } from '../core/validation.js';
+import { priceOverrideProblems, type Catalog } from '../core/catalog.js';
+import { formatFieldPath, ValidationError } from '../core/validation.js';
 import { controllerConfigSchema, type ControllerConfig } from './config.js';
 import { FLAG_PATHS, flagNameOf, flagValue, setPath, type ControllerFlags } from './config-flags.js';
 
@@ -73,6 +74,8 @@ export interface LoadConfigOptions {
   readonly cwd?: string;
   /** The catalog's region, the last fallback for `region`. */
   readonly defaultRegion?: string;
+  /** The catalog the controller plans with: `priceOverrides` must name its types (checked when given). */
+  readonly catalog?: Catalog;
 }
 
 /**
@@ -112,6 +115,14 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
     throw new ValidationError(source, problems);
   }
   const parsed = result.data;
+  if (options.catalog !== undefined && parsed.priceOverrides !== undefined) {
+    const problems = priceOverrideProblems(options.catalog, parsed.priceOverrides).map((p) => {
+      const path = ['priceOverrides', ...p.path];
+      const line = file?.lineAt(path);
+      return `${formatFieldPath(path)}${line === undefined ? '' : ` (line ${line})`}: ${p.message}`;
+    });
+    if (problems.length > 0) throw new ValidationError(source, problems);
+  }
   // A relative path in the file is relative to the file (as its stateDir always was), one in a flag to the current
   // directory: the same file started from elsewhere keeps its state, objects, catalog and template together.
   const baseOf = (path: string): string =>

@@ -6,6 +6,7 @@ import { wfqConfigSchema } from '../queue/wfq.js';
 import { spotQuotaGroup } from '../core/quota-groups.js';
 import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.js';
 import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../core/model.js';
+import { priceOverridesSchema, regionSchema } from '../core/catalog.js';
 import { DEFAULT_LOOP_STUCK_SECONDS } from './loop-health.js';
 import { DEFAULT_CHECKPOINT_EVENT_DAYS } from './history-retention.js';
 import { DEFAULT_REPORTS_KEPT } from './report-retention.js';
@@ -20,7 +21,6 @@ import { isPostgresUrl } from './state/postgres/conninfo.js';
  */
 
 const CLUSTER_NAME = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$/;
-const REGION = /^[a-z]{2}(-[a-z]+)+-\d+$/;
 const LISTEN = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
 
 const positive = z.number().finite().positive('must be > 0');
@@ -347,7 +347,7 @@ export const controllerConfigSchema = z
         'letters, digits, "_", ".", ":" and "-", starting alphanumeric, at most 63 characters',
       ),
     /** Default: AWS_REGION, AWS_DEFAULT_REGION, then the catalog's region. */
-    region: z.string().regex(REGION, 'an AWS region like us-east-1').optional(),
+    region: regionSchema.optional(),
     stateDir: z.string().min(1),
     /**
      * Where the state lives: left out, a SQLite file in the state directory (one controller); a `postgres://` URL,
@@ -386,6 +386,11 @@ export const controllerConfigSchema = z
     pollSeconds: positive.optional(),
     /** Instance catalog file; default: the bundled catalog. */
     catalog: z.string().min(1).optional(),
+    /**
+     * Savings Plans or reserved prices laid over the catalog's (and over every price refresh): a discount in percent,
+     * then on-demand and spot $/hour per type that win. Absent: the catalog's list prices.
+     */
+    priceOverrides: priceOverridesSchema.optional(),
     caps: capsSchema.default({}),
     /**
      * Weighted fair queueing under the caps: classes by size or team, weights, ordering per class

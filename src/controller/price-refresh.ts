@@ -1,4 +1,9 @@
-import type { Catalog, InstanceType } from '../core/catalog.js';
+import {
+  applyPriceOverrides,
+  type Catalog,
+  type InstanceType,
+  type PriceOverrides,
+} from '../core/catalog.js';
 import { catalogFamilies, fetchOnDemandPrices, type PricingApi } from '../cloud/aws/pricing.js';
 import type { Clock } from './clock.js';
 import type { ControllerConfig } from './config.js';
@@ -9,7 +14,8 @@ import type { ControllerLogger } from './seams.js';
  * refreshes prices periodically and falls back to the bundled catalog"). Only prices change: the set of types, their
  * capacities and launch delays stay those of the catalog the controller started with, so a refresh can never make a
  * placed task's instance type unknown. A failed or empty refresh keeps the catalog in use (at first the bundled one)
- * and logs a warning; the controller keeps running either way.
+ * and logs a warning; the controller keeps running either way. The configuration's price overrides (Savings Plans,
+ * reserved prices) are laid over every refreshed catalog, so a refresh never hands the controller list prices.
  */
 
 export const SECONDS_PER_HOUR = 3600;
@@ -74,8 +80,13 @@ export interface PriceRefresherDeps {
   readonly pricing: PricingApi;
   /** The region whose prices apply (where instances launch). */
   readonly regionCode: string;
-  /** The catalog in use at start (normally the bundled one): the fallback while no refresh has succeeded. */
+  /**
+   * The catalog in use at start (normally the bundled one), at its list prices: the fallback while no refresh has
+   * succeeded, and what each refresh reprices.
+   */
   readonly initial: Catalog;
+  /** The configuration's `priceOverrides`, applied to every repriced catalog before the controller gets it. */
+  readonly priceOverrides?: PriceOverrides | undefined;
   readonly clock: Clock;
   readonly periodHours: number;
   readonly logger: ControllerLogger;
@@ -85,6 +96,8 @@ export interface PriceRefresherDeps {
 
 /** Refreshes prices at start and then every `periodHours`, in the background, on the injected clock. */
 export class PriceRefresher {
+  /** At list prices: what the next refresh reprices (the overrides are laid over a copy). */
+  private listCatalog: Catalog;
   private currentCatalog: Catalog;
   private running = false;
   private wake = new AbortController();
@@ -92,10 +105,11 @@ export class PriceRefresher {
 
   constructor(private readonly deps: PriceRefresherDeps) {
     if (!(deps.periodHours > 0)) throw new Error(`periodHours must be > 0 (got ${deps.periodHours})`);
-    this.currentCatalog = deps.initial;
+    this.listCatalog = deps.initial;
+    this.currentCatalog = this.withOverrides(deps.initial);
   }
 
-  /** The catalog of the last successful refresh, or the initial one. */
+  /** The catalog of the last successful refresh, or the initial one (with the overrides, as the controller has it). */
   get catalog(): Catalog {
     return this.currentCatalog;
   }
@@ -103,25 +117,29 @@ export class PriceRefresher {
   /** One refresh: on success the controller gets the new catalog; on failure the current one stays. Never throws. */
   async refreshNow(): Promise<PriceRefreshOutcome> {
     try {
-      const fetched = await fetchRepricedCatalog(
-        this.deps.pricing,
-        this.deps.regionCode,
-        this.currentCatalog,
-      );
+      const fetched = await fetchRepricedCatalog(this.deps.pricing, this.deps.regionCode, this.listCatalog);
       for (const w of fetched.warnings) this.deps.logger.warn(`price refresh: ${w}`);
       if (fetched.unpriced.length > 0)
         this.deps.logger.warn('price refresh: some types were not priced; they keep their current price', {
           unpriced: fetched.unpriced,
         });
-      await this.deps.apply(fetched.catalog);
-      this.currentCatalog = fetched.catalog;
+      // A spot override above a type's new on-demand price fails here, and the current catalog stays.
+      const catalog = this.withOverrides(fetched.catalog);
+      await this.deps.apply(catalog);
+      this.listCatalog = fetched.catalog;
+      this.currentCatalog = catalog;
       this.deps.logger.info('prices refreshed', { changed: fetched.changed });
-      return { ok: true, catalog: fetched.catalog, changed: fetched.changed };
+      return { ok: true, catalog, changed: fetched.changed };
     } catch (e) {
       const error = e instanceof Error ? e.message : String(e);
       this.deps.logger.warn('price refresh failed; keeping the current catalog', { error });
       return { ok: false, error };
     }
+  }
+
+  private withOverrides(catalog: Catalog): Catalog {
+    const overrides = this.deps.priceOverrides;
+    return overrides === undefined ? catalog : applyPriceOverrides(catalog, overrides, 'priceOverrides');
   }
 
   start(): void {

@@ -1,15 +1,16 @@
 import { z } from 'zod';
-import { parseWith, ValidationError } from './validation.js';
+import { formatFieldPath, parseWith, ValidationError } from './validation.js';
 import type { Resources } from './resources.js';
 import type { Market } from './market.js';
 import {
-  duplicateOfferings,
   marketPricePerHour,
   spotMarketFromFile,
   spotMarketSchema,
   spotMarketToFile,
+  spotOfferingProblems,
   type SpotMarket,
 } from './spot.js';
+import { strictObject } from './strict-object.js';
 
 /** Launch delays of an instance type, as Eva's simulator chains them (research digest §7). */
 export interface LaunchDelays {
@@ -62,18 +63,23 @@ export function crossZonePricePerGiB(catalog: Catalog): number {
 
 const nonNegative = z.number().finite().nonnegative();
 
-const delaysSchema = z.object({
+/** An AWS region name (us-east-1, ap-southeast-2, us-gov-west-1): what catalogs, `catalog refresh` and configs take. */
+export const AWS_REGION_PATTERN = /^[a-z]{2}(-[a-z]+)+-\d+$/;
+export const regionSchema = z.string().regex(AWS_REGION_PATTERN, 'an AWS region like us-east-1');
+
+const delaysSchema = strictObject({
   instantiateSeconds: nonNegative,
   workerStartSeconds: nonNegative,
   workerRegisterSeconds: nonNegative,
   terminateSeconds: nonNegative,
 });
 
-const typeSchema = z.object({
+const typeSchema = strictObject({
   name: z.string().regex(/^[a-z0-9-]+\.[a-z0-9-]+$/, 'must look like an EC2 type name, e.g. c7i.large'),
   family: z.string().min(1),
-  gpus: nonNegative,
-  vcpus: z.number().finite().positive(),
+  // EC2 sells whole GPUs and vCPUs: a fraction is a typo, and would let the packer split what no instance splits.
+  gpus: z.number().int('a whole number of GPUs').nonnegative(),
+  vcpus: z.number().int('a whole number of vCPUs').positive(),
   memoryGiB: z.number().finite().positive(),
   costPerHour: z.number().finite().positive(),
   delays: delaysSchema,
@@ -91,10 +97,10 @@ export function typesByName(catalog: Catalog): ReadonlyMap<string, InstanceType>
   return types;
 }
 
-export const catalogFileSchema = z.object({
+export const catalogFileSchema = strictObject({
   schemaVersion: z.literal(1),
   provider: z.string().default('aws'),
-  region: z.string().min(1),
+  region: regionSchema,
   currency: z.literal('USD').default('USD'),
   source: z.string().optional(),
   /** $ per GiB between zones, each direction (default DEFAULT_CROSS_ZONE_PRICE_PER_GIB). */
@@ -106,12 +112,23 @@ export const catalogFileSchema = z.object({
 
 export type CatalogFile = z.output<typeof catalogFileSchema>;
 
-/** User price overrides for Savings Plans or reserved capacity: a discount, then per-type prices that win. */
-export const priceOverridesSchema = z.object({
-  discountPercent: z.number().min(0).max(100).optional(),
-  pricePerType: z.record(z.string(), z.number().finite().positive()).optional(),
+const pricesPerType = z.record(z.string().min(1), z.number().finite().positive());
+
+/**
+ * User price overrides for Savings Plans or reserved capacity: a discount, then per-type prices that win. A file of
+ * its own for `simulate --price-overrides`, the `priceOverrides:` section of a controller config.
+ */
+export const priceOverridesSchema = strictObject({
+  /** Off every on-demand and spot price; under 100, since a price of 0 is no price (catalogs refuse it too). */
+  discountPercent: z
+    .number()
+    .min(0, 'must be ≥ 0')
+    .lt(100, 'must be under 100 (a 100% discount would make instances free)')
+    .optional(),
+  /** On-demand $/hour per type (the discount does not apply to these). */
+  pricePerType: pricesPerType.optional(),
   /** Spot $/hour per type, in every zone (the discount applies to the other spot prices too). */
-  spotPricePerType: z.record(z.string(), z.number().finite().positive()).optional(),
+  spotPricePerType: pricesPerType.optional(),
 });
 export type PriceOverrides = z.output<typeof priceOverridesSchema>;
 
@@ -126,7 +143,14 @@ export function parseCatalog(json: unknown, source = 'catalog'): Catalog {
     if (!t.name.startsWith(`${t.family}.`))
       problems.push(`types.${i}.family: ${t.family} does not match the type name ${t.name}`);
   });
-  if (file.spot !== undefined) problems.push(...duplicateOfferings(file.spot, seen));
+  if (file.spot !== undefined)
+    problems.push(
+      ...spotOfferingProblems(
+        file.spot,
+        new Map(file.types.map((t) => [t.name, t.costPerHour])),
+        file.region,
+      ),
+    );
   if (problems.length > 0) throw new ValidationError(source, problems);
   return {
     provider: file.provider,
@@ -167,23 +191,21 @@ export function catalogToFile(catalog: Catalog, source?: string): CatalogFile {
   };
 }
 
-/** Apply price overrides; an override naming a type the catalog lacks is an error, not a silent no-op. */
+/**
+ * Apply price overrides; an override naming a type the catalog lacks is an error, not a silent no-op, and so is a
+ * spot price above the type's on-demand price after the overrides (EC2's default maximum spot price is the on-demand
+ * price: such a pool would never be what the fleet pays). `source` names the overrides in errors.
+ */
 export function applyPriceOverrides(
   catalog: Catalog,
   overrides: PriceOverrides,
   source = 'price overrides',
 ): Catalog {
   const parsed = parseWith(priceOverridesSchema, overrides, source);
-  const names = new Set(catalog.types.map((t) => t.name));
-  const unknown = [
-    ...Object.keys(parsed.pricePerType ?? {})
-      .filter((n) => !names.has(n))
-      .map((n) => `pricePerType.${n}: not an instance type of the catalog`),
-    ...Object.keys(parsed.spotPricePerType ?? {})
-      .filter((n) => !names.has(n))
-      .map((n) => `spotPricePerType.${n}: not an instance type of the catalog`),
-  ];
-  if (unknown.length > 0) throw new ValidationError(source, unknown);
+  const problems = priceOverrideProblems(catalog, parsed).map(
+    (p) => `${formatFieldPath(p.path)}: ${p.message}`,
+  );
+  if (problems.length > 0) throw new ValidationError(source, problems);
   const factor = 1 - (parsed.discountPercent ?? 0) / 100;
   const spot = catalog.spot;
   return {
@@ -204,6 +226,39 @@ export function applyPriceOverrides(
           },
         }),
   };
+}
+
+/** A problem of valid overrides against a catalog, with its field path (a config names the line from it). */
+export interface PriceOverrideProblem {
+  readonly path: readonly string[];
+  readonly message: string;
+}
+
+/** What is wrong with `overrides` (already valid in shape) against `catalog`; empty when they apply. */
+export function priceOverrideProblems(catalog: Catalog, overrides: PriceOverrides): PriceOverrideProblem[] {
+  const types = typesByName(catalog);
+  const factor = 1 - (overrides.discountPercent ?? 0) / 100;
+  const problems: PriceOverrideProblem[] = [];
+  for (const [field, prices] of [
+    ['pricePerType', overrides.pricePerType],
+    ['spotPricePerType', overrides.spotPricePerType],
+  ] as const)
+    for (const name of Object.keys(prices ?? {}))
+      if (!types.has(name))
+        problems.push({ path: [field, name], message: `not an instance type of the catalog` });
+  for (const [name, spotPrice] of Object.entries(overrides.spotPricePerType ?? {})) {
+    const type = types.get(name);
+    if (type === undefined) continue;
+    const onDemand = overrides.pricePerType?.[name] ?? type.costPerHour * factor;
+    if (spotPrice > onDemand)
+      problems.push({
+        path: ['spotPricePerType', name],
+        message:
+          `${spotPrice} is above ${name}'s on-demand price ${onDemand} after the overrides ` +
+          "(EC2's default maximum spot price is the on-demand price)",
+      });
+  }
+  return problems;
 }
 
 export function findType(catalog: Catalog, name: string): InstanceType {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { compareText } from './compare.js';
 import type { Market } from './market.js';
+import { strictObject } from './strict-object.js';
 
 /**
  * The spot market of a catalog: per (type, zone) a spot price and an interruption class. The classes are the AWS Spot
@@ -49,7 +50,7 @@ export interface SpotMarket {
   readonly offerings: readonly SpotOffering[];
 }
 
-export const spotOfferingSchema = z.object({
+export const spotOfferingSchema = strictObject({
   type: z.string().min(1),
   zone: z.string().min(1),
   pricePerHour: z.number().finite().positive(),
@@ -58,24 +59,57 @@ export const spotOfferingSchema = z.object({
   }),
 });
 
-export const spotMarketSchema = z.object({
-  snapshotDate: z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'must be a date, YYYY-MM-DD'),
+/** Whether `text` (YYYY-MM-DD) names a day of the calendar: 2026-13-45 has the shape but is no day. */
+export function isCalendarDate(text: string): boolean {
+  const date = new Date(`${text}T00:00:00Z`);
+  return !Number.isNaN(date.getTime()) && date.toISOString().slice(0, 10) === text;
+}
+
+export const spotMarketSchema = strictObject({
+  snapshotDate: z
+    .string()
+    .regex(/^\d{4}-\d{2}-\d{2}$/, { message: 'must be a date, YYYY-MM-DD', abort: true })
+    .refine(isCalendarDate, 'must be a day of the calendar (month 01-12, a day the month has)'),
   source: z.string().min(1),
   offerings: z.array(spotOfferingSchema),
 });
 
 export type SpotMarketFile = z.output<typeof spotMarketSchema>;
 
-/** The (type, zone) pairs offered twice, as problems naming the offering. */
-export function duplicateOfferings(file: SpotMarketFile, typeNames: ReadonlySet<string>): string[] {
+/**
+ * Whether `zone` is a zone of `region`: an availability zone (`us-east-1a`) or a Local Zone (`us-east-1-bos-1a`). A
+ * pool elsewhere could never be launched by a fleet of the region.
+ */
+export function isZoneOf(zone: string, region: string): boolean {
+  return zone.startsWith(region) && /^(?:[a-z]|-[a-z0-9]+(?:-[a-z0-9]+)*)$/.test(zone.slice(region.length));
+}
+
+/**
+ * Problems of the offerings that the schema alone cannot see, each naming the offering: a (type, zone) pair offered
+ * twice, a type the catalog lacks, a zone outside the catalog's region, and a price above the type's on-demand price
+ * (EC2's default maximum spot price is the on-demand price: such a pool is never what the fleet pays).
+ */
+export function spotOfferingProblems(
+  file: SpotMarketFile,
+  onDemandPerHour: ReadonlyMap<string, number>,
+  region: string,
+): string[] {
   const seen = new Set<string>();
   const problems: string[] = [];
   file.offerings.forEach((o, i) => {
     const key = `${o.type}@${o.zone}`;
     if (seen.has(key)) problems.push(`spot.offerings.${i}: ${o.type} in ${o.zone} is offered twice`);
     seen.add(key);
-    if (!typeNames.has(o.type))
+    if (!isZoneOf(o.zone, region))
+      problems.push(`spot.offerings.${i}.zone: ${o.zone} is not a zone of the catalog's region ${region}`);
+    const onDemand = onDemandPerHour.get(o.type);
+    if (onDemand === undefined)
       problems.push(`spot.offerings.${i}.type: ${o.type} is not a type of the catalog`);
+    else if (o.pricePerHour > onDemand)
+      problems.push(
+        `spot.offerings.${i}.pricePerHour: ${o.pricePerHour} is above ${o.type}'s on-demand price ${onDemand} ` +
+          "(EC2's default maximum spot price is the on-demand price)",
+      );
   });
   return problems;
 }

@@ -1,5 +1,5 @@
 import { loadCatalogFile } from '../cloud/catalog-file.js';
-import type { Catalog } from '../core/catalog.js';
+import { applyPriceOverrides, type Catalog, type PriceOverrides } from '../core/catalog.js';
 import type { ValueOfTimeSetting } from '../core/model.js';
 import { ValidationError } from '../core/validation.js';
 import type { ControllerSettings } from './controller-runtime/execute.js';
@@ -69,6 +69,11 @@ export interface RunRequest {
   readonly network?: NetworkConfigInput | undefined;
   /** Default: the bundled us-east-1 catalog. */
   readonly catalogPath?: string | undefined;
+  /**
+   * Savings Plans or reserved prices laid over the catalog's (`--price-overrides`, or a controller config's
+   * `priceOverrides:`), in both runtimes; checked against the catalog in the main thread before any run starts.
+   */
+  readonly priceOverrides?: PriceOverrides | undefined;
   /**
    * `--spot on`: the catalog's spot market is open (Eva buys spot where it pays, the spot baselines always) and
    * instances are reclaimed at its rates; absent (`--spot off`): on demand only, the catalog's spot prices ignored.
@@ -146,9 +151,12 @@ export function groundTruthFor(request: Pick<RunRequest, 'pairwiseInterference'>
   return (target, others) => matrix.rate(target, others);
 }
 
-export function loadRequestCatalog(request: Pick<RunRequest, 'catalogPath' | 'spot'>): Catalog {
+export function loadRequestCatalog(
+  request: Pick<RunRequest, 'catalogPath' | 'spot' | 'priceOverrides'>,
+): Catalog {
+  const loaded = request.catalogPath === undefined ? loadCatalogFile() : loadCatalogFile(request.catalogPath);
   const catalog =
-    request.catalogPath === undefined ? loadCatalogFile() : loadCatalogFile(request.catalogPath);
+    request.priceOverrides === undefined ? loaded : applyPriceOverrides(loaded, request.priceOverrides);
   if (request.spot !== undefined) return catalog;
   // Spot off: no plan, baseline or launch can find a spot price.
   const { spot: _spot, ...onDemandOnly } = catalog;

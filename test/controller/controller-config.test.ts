@@ -7,6 +7,8 @@ import { ValidationError } from '../../src/core/validation.js';
 import { ensureSecretFile } from '../../src/cli/commands/controller.js';
 import { parseListen } from '../../src/controller/config.js';
 import { loadControllerConfig } from '../../src/controller/config-loading.js';
+import { loadConfigAndCatalog } from '../../src/cli/commands/controller/config-and-catalog.js';
+import type { Catalog } from '../../src/core/catalog.js';
 import { contextLimitsFrom, settingsFromConfig } from '../../src/controller/settings.js';
 import { DEFAULT_CONTEXT_LIMITS } from '../../src/protocol/context-limits.js';
 
@@ -192,6 +194,39 @@ describe('controller configuration', () => {
     expect(problemsOf(() => loadControllerConfig({ flags: { config: yaml }, env: {} })).problems[0]).toMatch(
       /^not valid YAML/,
     );
+  });
+
+  it('takes priceOverrides, refusing an unknown field, a 100% discount or a type the catalog lacks with its line', () => {
+    const base = ['cluster: c', 'stateDir: s', 'provider: local', 'priceOverrides:'];
+    const good = file(
+      'prices.yaml',
+      [...base, '  discountPercent: 30', '  pricePerType:', '    c7i.large: 0.05'].join('\n'),
+    );
+    const loaded = loadConfigAndCatalog({ config: good }, {});
+    expect(loaded.config.priceOverrides).toEqual({
+      discountPercent: 30,
+      pricePerType: { 'c7i.large': 0.05 },
+    });
+    const priceIn = (c: Catalog, name: string) => c.types.find((t) => t.name === name)?.costPerHour;
+    expect(priceIn(loaded.catalog, 'c7i.large')).toBe(0.05);
+    expect(priceIn(loaded.catalog, 'p3.2xlarge')).toBeCloseTo(3.06 * 0.7, 12);
+    expect(priceIn(loaded.listCatalog, 'p3.2xlarge')).toBe(3.06);
+
+    const typo = file('typo.yaml', [...base, '  discountPct: 30'].join('\n'));
+    expect(problemsOf(() => loadConfigAndCatalog({ config: typo }, {})).problems).toEqual([
+      expect.stringMatching(
+        /^priceOverrides \(line 5\): unknown field "discountPct", did you mean discountPercent\?/,
+      ),
+    ]);
+    const free = file('free.yaml', [...base, '  discountPercent: 100'].join('\n'));
+    expect(problemsOf(() => loadConfigAndCatalog({ config: free }, {})).problems).toEqual([
+      'priceOverrides.discountPercent (line 5): must be under 100 (a 100% discount would make instances free)',
+    ]);
+    const unknown = file('unknown.yaml', [...base, '  pricePerType:', '    p4d.24xlarge: 20'].join('\n'));
+    expect(problemsOf(() => loadConfigAndCatalog({ config: unknown }, {}))).toEqual({
+      source: unknown,
+      problems: ['priceOverrides.pricePerType.p4d.24xlarge (line 6): not an instance type of the catalog'],
+    });
   });
 
   it('refuses a heartbeat timeout within three heartbeat intervals, naming both fields', () => {

@@ -6,6 +6,7 @@ import { PriceRefresher, repriceCatalog, shouldRefreshPrices } from '../../src/c
 import type { ControllerLogger } from '../../src/controller/seams.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
 import { PRICING_FIXTURES } from '../cloud/aws/fixture-paths.js';
+import type { Catalog } from '../../src/core/catalog.js';
 import { catalog, CPU_SMALL, jobSpec, priceOf, rig } from './controller-fixtures.js';
 
 const HOUR = 3600;
@@ -210,5 +211,39 @@ describe('PriceRefresher with a controller on a manual clock', () => {
     expect(outcome.ok).toBe(false);
     expect(outcome.ok ? '' : outcome.error).toMatch(/priced none of the catalog's 21 types in us-east-1/);
     expect(applied).toEqual([]);
+  });
+
+  it('lays the configured price overrides over every refreshed catalog, once', async () => {
+    const pricing = scriptedPricing();
+    const applied: Catalog[] = [];
+    const logger = recordingLogger();
+    const refresher = new PriceRefresher({
+      pricing,
+      regionCode: 'us-east-1',
+      initial: catalog,
+      priceOverrides: { discountPercent: 50, pricePerType: { 'c7i.large': 0.04 } },
+      clock: rig().clock,
+      periodHours: 1,
+      logger,
+      apply: (c) => void applied.push(c),
+    });
+    const spotOf = (c: Catalog) => c.spot?.offerings.find((o) => o.typeName === 'p3.2xlarge')?.pricePerHour;
+    const listSpot = spotOf(catalog) as number;
+    // Before any refresh the refresher holds the catalog as the controller plans with it: overridden.
+    expect(c7iXlargeOf(refresher)).toBe(0.1785 * 0.5);
+    pricing.factorOf = (t) => (t === 'c7i.xlarge' ? 2 : 1);
+    expect((await refresher.refreshNow()).ok).toBe(true);
+    pricing.factorOf = (t) => (t === 'c7i.xlarge' ? 4 : 1);
+    expect((await refresher.refreshNow()).ok).toBe(true);
+    expect(applied).toHaveLength(2);
+    const [first, second] = applied as [Catalog, Catalog];
+    expect(c7iXlargeOf({ catalog: first })).toBeCloseTo(0.357 * 0.5, 12);
+    expect(c7iXlargeOf({ catalog: second })).toBeCloseTo(0.714 * 0.5, 12);
+    expect(second.types.find((t) => t.name === 'c7i.large')?.costPerHour).toBe(0.04);
+    // Spot prices are not refreshed: the discount is taken off the list price each time, not off the last result.
+    expect(spotOf(first)).toBeCloseTo(listSpot * 0.5, 12);
+    expect(spotOf(second)).toBeCloseTo(listSpot * 0.5, 12);
+    expect(refresher.catalog).toBe(second);
+    expect(logger.warnings).toEqual([]);
   });
 });

@@ -5,6 +5,19 @@ import { describe, expect, it } from 'vitest';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import { applyPriceOverrides, catalogToFile, parseCatalog, setupSeconds } from '../../src/core/catalog.js';
 import { ValidationError } from '../../src/core/validation.js';
+import { readPriceOverridesFile } from '../../src/cli/commands/sim-flags.js';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+
+/** The problems of a ValidationError thrown by `fn`. */
+function problemsOf(fn: () => unknown): readonly string[] {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof ValidationError) return e.problems;
+    throw e;
+  }
+  throw new Error('expected a ValidationError');
+}
 
 describe('instance catalog', () => {
   const catalog = loadCatalogFile();
@@ -65,5 +78,146 @@ describe('instance catalog', () => {
       /pricePerType\.p4d\.24xlarge: not an instance type of the catalog/,
     );
     expect(() => applyPriceOverrides(catalog, { discountPercent: 120 })).toThrow(/discountPercent/);
+  });
+
+  it('refuses a misspelled key anywhere in a catalog, naming it and the key it likely meant', () => {
+    const file = catalogToFile(catalog);
+    const { spot, ...withoutSpot } = file;
+    // Dropped, `spotMarket` would leave a run with no spot and `crossZonePricePerGB` the default price.
+    expect(
+      problemsOf(() => parseCatalog({ ...withoutSpot, spotMarket: spot, crossZonePricePerGB: 0.05 })),
+    ).toEqual([
+      expect.stringMatching(
+        /^\(root\): unknown field "spotMarket", did you mean spot\?; unknown field "crossZonePricePerGB", did you mean crossZonePricePerGiB\?; \(known: /,
+      ),
+    ]);
+    const { memoryGiB, ...type } = file.types[0] as (typeof file.types)[number];
+    expect(
+      problemsOf(() => parseCatalog({ ...file, types: [{ ...type, memoryMiB: memoryGiB * 1024 }] })),
+    ).toEqual([
+      'types.0.memoryGiB: Invalid input: expected number, received undefined',
+      expect.stringMatching(/^types\.0: unknown field "memoryMiB", did you mean memoryGiB\?/),
+    ]);
+    const delays = { ...type.delays, terminatedSeconds: 1 };
+    expect(problemsOf(() => parseCatalog({ ...file, types: [{ ...file.types[0], delays }] }))).toEqual([
+      expect.stringMatching(
+        /^types\.0\.delays: unknown field "terminatedSeconds", did you mean terminateSeconds\?/,
+      ),
+    ]);
+    const market = spot as NonNullable<typeof spot>;
+    const offering = { ...market.offerings[0], price: 1 };
+    expect(
+      problemsOf(() => parseCatalog({ ...file, spot: { ...market, offerings: [offering], date: 'x' } })),
+    ).toEqual([
+      expect.stringMatching(/^spot\.offerings\.0: unknown field "price", did you mean pricePerHour\?/),
+      'spot: unknown field "date"; (known: snapshotDate, source, offerings)',
+    ]);
+  });
+
+  it('refuses what no EC2 catalog can hold, naming the field: fractional GPUs or vCPUs, a region that is none', () => {
+    const file = catalogToFile(catalog);
+    const { spot: _spot, ...onDemand } = file;
+    const withType = (change: object) => ({ ...onDemand, types: [{ ...file.types[0], ...change }] });
+    expect(problemsOf(() => parseCatalog(withType({ gpus: 0.5 })))).toEqual([
+      'types.0.gpus: a whole number of GPUs',
+    ]);
+    expect(problemsOf(() => parseCatalog(withType({ vcpus: 2.5 })))).toEqual([
+      'types.0.vcpus: a whole number of vCPUs',
+    ]);
+    expect(problemsOf(() => parseCatalog(withType({ vcpus: 1e-9 })))).toEqual([
+      'types.0.vcpus: a whole number of vCPUs',
+    ]);
+    // Memory is sold in fractions of a GiB (t3.nano: 0.5 GiB).
+    expect(parseCatalog(withType({ memoryGiB: 0.5 })).types[0]?.capacity).toEqual([1, 8, 0.5]);
+    expect(problemsOf(() => parseCatalog({ ...onDemand, region: 'x' }))).toEqual([
+      'region: an AWS region like us-east-1',
+    ]);
+    expect(parseCatalog({ ...onDemand, region: 'us-gov-west-1' }).region).toBe('us-gov-west-1');
+  });
+
+  it("refuses a spot offering outside the catalog's region, an impossible snapshot date, a price above on demand", () => {
+    const file = catalogToFile(catalog);
+    const market = file.spot as NonNullable<typeof file.spot>;
+    // p3.2xlarge: $3.06/h on demand.
+    const offer = (change: object) => ({
+      ...file,
+      spot: {
+        ...market,
+        offerings: [
+          { type: 'p3.2xlarge', zone: 'us-east-1a', pricePerHour: 1, interruption: '<5%', ...change },
+        ],
+      },
+    });
+    expect(problemsOf(() => parseCatalog(offer({ zone: 'eu-west-1a' })))).toEqual([
+      "spot.offerings.0.zone: eu-west-1a is not a zone of the catalog's region us-east-1",
+    ]);
+    expect(problemsOf(() => parseCatalog(offer({ zone: 'banana' })))).toEqual([
+      "spot.offerings.0.zone: banana is not a zone of the catalog's region us-east-1",
+    ]);
+    expect(problemsOf(() => parseCatalog(offer({ zone: 'us-east-10a' })))).toHaveLength(1);
+    expect(parseCatalog(offer({ zone: 'us-east-1-bos-1a' })).spot?.offerings[0]?.zone).toBe(
+      'us-east-1-bos-1a',
+    );
+    expect(problemsOf(() => parseCatalog(offer({ pricePerHour: 300 })))).toEqual([
+      "spot.offerings.0.pricePerHour: 300 is above p3.2xlarge's on-demand price 3.06 (EC2's default maximum spot price is the on-demand price)",
+    ]);
+    expect(parseCatalog(offer({ pricePerHour: 3.06 })).spot?.offerings[0]?.pricePerHour).toBe(3.06);
+    for (const snapshotDate of ['2026-13-45', '2026-02-30', '2026-00-10'])
+      expect(
+        problemsOf(() => parseCatalog({ ...file, spot: { ...market, snapshotDate } })),
+        snapshotDate,
+      ).toEqual(['spot.snapshotDate: must be a day of the calendar (month 01-12, a day the month has)']);
+    expect(
+      problemsOf(() => parseCatalog({ ...file, spot: { ...market, snapshotDate: '24/11/2026' } })),
+    ).toEqual(['spot.snapshotDate: must be a date, YYYY-MM-DD']);
+    expect(
+      parseCatalog({ ...file, spot: { ...market, snapshotDate: '2028-02-29' } }).spot?.snapshotDate,
+    ).toBe('2028-02-29');
+  });
+
+  it('refuses price overrides with an unknown field, a 100% discount, or a spot price above the overridden on-demand one', () => {
+    expect(problemsOf(() => applyPriceOverrides(catalog, { discountPct: 30 } as object))).toEqual([
+      expect.stringMatching(/^\(root\): unknown field "discountPct", did you mean discountPercent\?/),
+    ]);
+    expect(problemsOf(() => applyPriceOverrides(catalog, { discountPercent: 100 }))).toEqual([
+      'discountPercent: must be under 100 (a 100% discount would make instances free)',
+    ]);
+    expect(
+      applyPriceOverrides(catalog, { discountPercent: 99.5 }).types.every((t) => t.costPerHour > 0),
+    ).toBe(true);
+    // p3.2xlarge: $3.06/h on demand, $2.295 after 25% off; a spot price of $2.5 is above that.
+    expect(
+      problemsOf(() =>
+        applyPriceOverrides(
+          catalog,
+          { discountPercent: 25, spotPricePerType: { 'p3.2xlarge': 2.5 } },
+          'sp.yaml',
+        ),
+      ),
+    ).toEqual([
+      "spotPricePerType.p3.2xlarge: 2.5 is above p3.2xlarge's on-demand price 2.295 after the overrides (EC2's default maximum spot price is the on-demand price)",
+    ]);
+    expect(
+      problemsOf(() => applyPriceOverrides(catalog, { spotPricePerType: { 'p3.2xlarge': 100 } })),
+    ).toHaveLength(1);
+    // A reserved price of its own is the on-demand price the spot override is held to.
+    const reserved = applyPriceOverrides(catalog, {
+      discountPercent: 25,
+      pricePerType: { 'p3.2xlarge': 2.6 },
+      spotPricePerType: { 'p3.2xlarge': 2.5 },
+    });
+    expect(reserved.spot?.offerings.find((o) => o.typeName === 'p3.2xlarge')?.pricePerHour).toBe(2.5);
+  });
+
+  it('parses the bundled catalog and the example price overrides, and applies them', () => {
+    expect(catalog.region).toBe('us-east-1');
+    const example = readPriceOverridesFile(join(PROJECT_ROOT, 'examples', 'prices', 'savings-plan.yaml'));
+    expect(example.overrides).toEqual({
+      discountPercent: 28,
+      pricePerType: { 'p3.2xlarge': 1.99, 'c7i.large': 0.056 },
+    });
+    const priced = applyPriceOverrides(catalog, example.overrides, example.source);
+    expect(priced.types.find((t) => t.name === 'p3.2xlarge')?.costPerHour).toBe(1.99);
+    expect(priced.types.find((t) => t.name === 'r7i.48xlarge')?.costPerHour).toBeCloseTo(12.7008 * 0.72, 10);
   });
 });

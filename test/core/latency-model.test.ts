@@ -102,7 +102,7 @@ describe('latency domains and round trips', () => {
   it("the catalog's cross-zone price defaults to AWS's $0.01 per GiB each way and round-trips through its file", () => {
     const file = {
       schemaVersion: 1,
-      region: 'r',
+      region: 'us-east-1',
       types: [
         {
           name: 'c7i.large',

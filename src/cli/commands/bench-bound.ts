@@ -8,15 +8,19 @@ import { constantPairwise } from '../../world/ground-truth.js';
 import { createScheduler } from '../../scheduler/registry.js';
 import { formatTable } from '../table.js';
 import {
+  addPriceOverridesOption,
   addTraceOptions,
   flagProblems,
   inferFormat,
   loadTraceFlags,
+  priceOverridesOptionField,
+  readPriceOverridesFile,
   traceOptionFields,
 } from './sim-flags.js';
 
 const optionsSchema = z.object({
   ...traceOptionFields,
+  ...priceOverridesOptionField,
   json: z.boolean().optional(),
   spot: z.enum(['off', 'on'], { message: 'must be off or on' }).optional(),
 });
@@ -27,12 +31,14 @@ const NO_INTERFERENCE_TRUTH = constantPairwise(1);
  * simulated No-Packing cost, so that `simulate`'s normalized costs can be read against what is reachable at all.
  */
 export function registerBenchBound(bench: Command): Command {
-  return addTraceOptions(
-    bench
-      .command('bound')
-      .description(
-        'lower bounds on any scheduler’s cost for a trace (fluid fleet, no delays, no interference)',
-      ),
+  return addPriceOverridesOption(
+    addTraceOptions(
+      bench
+        .command('bound')
+        .description(
+          'lower bounds on any scheduler’s cost for a trace (fluid fleet, no delays, no interference)',
+        ),
+    ),
   )
     .option('--json', 'print one JSON object instead of a table')
     .option(
@@ -44,7 +50,11 @@ export function registerBenchBound(bench: Command): Command {
       if (!parsed.success)
         throw new ValidationError('fleetwise bench bound options', flagProblems(parsed.error));
       const o = { ...parsed.data, format: parsed.data.format ?? inferFormat(parsed.data.trace) };
-      const { catalog, trace } = loadTraceFlags(o, o.spot === 'on');
+      const { catalog, trace } = loadTraceFlags(
+        o,
+        o.spot === 'on',
+        o.priceOverrides === undefined ? undefined : readPriceOverridesFile(o.priceOverrides),
+      );
       if (o.spot === 'on' && catalog.spot === undefined)
         throw new ValidationError('fleetwise bench bound options', [
           '--spot: on needs a catalog with a spot section (the bundled one has one)',

@@ -3,7 +3,7 @@ import { rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { catalogToFile, parseCatalog, type Catalog } from '../../core/catalog.js';
+import { catalogToFile, parseCatalog, regionSchema, type Catalog } from '../../core/catalog.js';
 import type { SpotMarket } from '../../core/spot.js';
 import { parseWith } from '../../core/validation.js';
 // The AWS SDK clients take seconds to load: they are imported when a catalog command runs, not on every CLI start.
@@ -14,7 +14,7 @@ import { fixturePricingApi, PRICING_FIXTURE_DIR_ENV } from '../../cloud/aws/pric
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
 
 const refreshOptionsSchema = z.object({
-  region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, 'an AWS region like us-east-1'),
+  region: regionSchema,
   families: z
     .string()
     .optional()
@@ -69,12 +69,15 @@ export async function runCatalogRefresh(rawOptions: unknown, deps: CatalogRefres
     ec2: deps.ec2,
     region: options.region,
     base,
-    ...(options.families === undefined ? {} : { families: options.families }),
+    ...(options.families === undefined
+      ? { familiesSource: `the families of ${options.base} (give --families to choose others)` }
+      : { families: options.families, familiesSource: '--families' }),
   });
   for (const warning of warnings) deps.stderr(`warning: ${warning}\n`);
   const source =
     `AWS Price List API (GetProducts: on-demand, Linux, shared tenancy) and EC2 DescribeInstanceTypes for ` +
-    `${options.region}, refreshed ${deps.now().toISOString()}; launch delays kept from ${options.base} ` +
+    `${options.region}, refreshed ${deps.now().toISOString()}; launch delays ` +
+    `${catalog.crossZonePricePerGiB === undefined ? '' : 'and the cross-zone traffic price '}kept from ${options.base} ` +
     `(new types get their family's median).`;
   const spot =
     options.spot && deps.spotPrices !== undefined
@@ -104,11 +107,14 @@ async function refreshSpot(
   options: { readonly base: string; readonly region: string },
   deps: Pick<CatalogRefreshDeps, 'now' | 'stderr'>,
 ): Promise<SpotMarket> {
-  const { fetchSpotPrices, spotMarketFromPrices, UNKNOWN_POOL_CLASS } =
+  const { fetchSpotPrices, spotMarketFromPrices, spotPricesAtMostOnDemand, UNKNOWN_POOL_CLASS } =
     await import('../../cloud/aws/spot-prices.js');
   const now = deps.now();
   const names = catalog.types.map((t) => t.name);
-  const prices = await fetchSpotPrices(api, names, now);
+  const { kept: prices, aboveOnDemand } = spotPricesAtMostOnDemand(
+    await fetchSpotPrices(api, names, now),
+    new Map(catalog.types.map((t) => [t.name, t.costPerHour])),
+  );
   const { market, unclassified } = spotMarketFromPrices(prices, baseMarket, {
     date: now,
     source:
@@ -120,6 +126,9 @@ async function refreshSpot(
   deps.stderr(
     `spot: ${prices.length} pools of ${priced.size} types` +
       (unpriced.length === 0 ? '' : `; no spot price for ${unpriced.join(', ')}`) +
+      (aboveOnDemand === 0
+        ? ''
+        : `; ${aboveOnDemand} pools priced above their on-demand price left out (EC2 sells spot at most at it)`) +
       (unclassified === 0
         ? ''
         : `; ${unclassified} pools without a class in the base catalog get ${UNKNOWN_POOL_CLASS}`) +

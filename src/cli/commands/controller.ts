@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import type { Catalog } from '../../core/catalog.js';
 import { spotInZones } from '../../core/spot.js';
 import { ValidationError } from '../../core/validation.js';
 import {
@@ -62,7 +63,7 @@ export async function runController(
   env: NodeJS.ProcessEnv = process.env,
   logFormat: LogFormat = selectLogFormat(undefined, process.stderr, env),
 ): Promise<void> {
-  const { config, catalog: loadedCatalog } = loadConfigAndCatalog(flags, env);
+  const { config, catalog: loadedCatalog, listCatalog } = loadConfigAndCatalog(flags, env);
   // The specs go in through the API: without one they would be dropped without a word.
   if ((flags.submit?.length ?? 0) > 0 && config.listen === undefined)
     throw new ValidationError('--submit', [
@@ -91,13 +92,20 @@ export async function runController(
   const state = await openActiveState(config, { clock, log });
   const fleet = await setUpFleet({ config, catalog: loadedCatalog, env, state, secretFiles, log });
   // Spot is planned only in the pools of the zones the fleet can launch in.
-  const catalog =
-    fleet.zones === undefined
-      ? loadedCatalog
-      : { ...loadedCatalog, spot: spotInZones(loadedCatalog.spot, fleet.zones) };
+  const inFleetZones = (c: Catalog): Catalog =>
+    fleet.zones === undefined ? c : { ...c, spot: spotInZones(c.spot, fleet.zones) };
+  const catalog = inFleetZones(loadedCatalog);
   const built = await buildController({ config, catalog, state, fleet, clock, faults, secretFiles, log });
   const { controller, objectStore, backups } = built;
-  const feedOptions = { config, env, catalog, clock, controller, log };
+  const feedOptions = {
+    config,
+    env,
+    catalog,
+    listCatalog: inFleetZones(listCatalog),
+    clock,
+    controller,
+    log,
+  };
   const priceRefresher = await priceRefresherFor(feedOptions);
   const interruptions = await interruptionListenerFor(feedOptions);
 

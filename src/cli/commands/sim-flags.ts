@@ -6,7 +6,12 @@ import { readYamlOrJsonFile } from '../flag-file.js';
 import { z } from 'zod';
 import { describeIssues, parseWith, ValidationError } from '../../core/validation.js';
 import { networkConfigSchema, type NetworkConfigInput } from '../../world/network-config.js';
-import type { Catalog } from '../../core/catalog.js';
+import {
+  applyPriceOverrides,
+  priceOverridesSchema,
+  type Catalog,
+  type PriceOverrides,
+} from '../../core/catalog.js';
 import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim/run-request.js';
 import { TRACE_FORMATS, type TraceFormat } from '../../sim/traces/load.js';
 import { isFleetwiseTraceJson } from '../../sim/traces/fleetwise-json.js';
@@ -54,6 +59,37 @@ export const traceOptionFields = {
   jobIds: z.enum(TRACE_JOB_IDS, { message: `must be ${TRACE_JOB_IDS.join(' or ')}` }).optional(),
   catalog: z.string().min(1).optional(),
 };
+
+/** zod field of `--price-overrides` (`addPriceOverridesOption`), for the commands that take it. */
+export const priceOverridesOptionField = { priceOverrides: z.string().min(1).optional() };
+
+/** Price overrides read from a file, with the file's name for problems against the catalog. */
+export interface PriceOverridesFromFile {
+  readonly overrides: PriceOverrides;
+  readonly source: string;
+}
+
+/**
+ * `--price-overrides FILE`: Savings Plans or reserved prices in YAML or JSON, bare or as a controller config's
+ * `priceOverrides:` section (so the controller's own config file will do), validated with errors naming the file and
+ * field. Their types are checked against the catalog when it is loaded (`loadTraceFlags`).
+ */
+export function readPriceOverridesFile(path: string): PriceOverridesFromFile {
+  const value = readYamlOrJsonFile(path, '--price-overrides');
+  const inConfig = typeof value === 'object' && value !== null && 'priceOverrides' in value;
+  const section = inConfig ? (value as { priceOverrides: unknown }).priceOverrides : value;
+  return {
+    overrides: parseWith(priceOverridesSchema, section ?? {}, path),
+    source: inConfig ? `${path}: priceOverrides` : path,
+  };
+}
+
+export function addPriceOverridesOption(command: Command): Command {
+  return command.option(
+    '--price-overrides <file>',
+    "Savings Plans or reserved prices over the catalog's (YAML or JSON: discountPercent, pricePerType, spotPricePerType; see README)",
+  );
+}
 
 /** The command-line flag of an option field: `capDollarsPerHour` → `--cap-dollars-per-hour`. */
 export function flagName(field: string): string {
@@ -122,6 +158,7 @@ export interface TraceFlags {
 export function loadTraceFlags(
   o: TraceFlags,
   spotOpen = false,
+  priceOverrides?: PriceOverridesFromFile,
 ): {
   traceSpec: RunRequest['trace'];
   catalog: Catalog;
@@ -138,7 +175,13 @@ export function loadTraceFlags(
     latencySensitiveShare: o.latencySensitive,
     jobIds: o.jobIds,
   };
-  const catalog = loadRequestCatalog({ catalogPath: o.catalog, ...(spotOpen ? { spot: {} } : {}) });
+  const loaded = loadRequestCatalog({ catalogPath: o.catalog, ...(spotOpen ? { spot: {} } : {}) });
+  // Applied here with the file's name, so an override of a type the catalog lacks names the file; the workers apply
+  // the same overrides to the catalog they load (RunRequest.priceOverrides).
+  const catalog =
+    priceOverrides === undefined
+      ? loaded
+      : applyPriceOverrides(loaded, priceOverrides.overrides, priceOverrides.source);
   const trace = loadRequestTrace({ trace: traceSpec }, catalog);
   if (trace.jobs.length === 0) throw new ValidationError(o.trace ?? o.format, ['the trace has no jobs']);
   return { traceSpec, catalog, trace };
@@ -149,6 +192,8 @@ export function traceSettings(
   o: TraceFlags & { readonly roundSeconds?: number | undefined },
   trace: Trace,
   catalog: Catalog,
+  /** Where the price overrides the runs took came from, if any. */
+  priceOverridesSource?: string,
 ): ReportSettings {
   return {
     trace: trace.name,
@@ -159,7 +204,9 @@ export function traceSettings(
     arrivalRateScale: o.arrivalRateScale ?? 1,
     latencySensitiveShare: o.latencySensitive ?? 0,
     jobIds: o.jobIds ?? 'trace',
-    catalog: o.catalog ?? `bundled (${catalog.provider} ${catalog.region})`,
+    catalog:
+      (o.catalog ?? `bundled (${catalog.provider} ${catalog.region})`) +
+      (priceOverridesSource === undefined ? '' : `, prices overridden by ${priceOverridesSource}`),
     roundSeconds: o.roundSeconds ?? DEFAULT_ROUND_SECONDS,
   };
 }

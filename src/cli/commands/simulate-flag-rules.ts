@@ -16,6 +16,8 @@ export interface DependentFlags {
   readonly bind?: 'on' | 'off' | undefined;
   readonly placeBetweenRounds?: 'on' | 'off' | undefined;
   readonly pollSeconds?: number | undefined;
+  /** Whether the `--price-overrides` file gives spot prices (`spotPricePerType`). */
+  readonly spotPriceOverrides?: boolean | undefined;
 }
 
 export function checkDependentFlags(o: DependentFlags): void {
@@ -29,6 +31,10 @@ export function checkDependentFlags(o: DependentFlags): void {
   if (!spotOn && o.spotFalseRebalances !== undefined)
     throw new ValidationError('--spot-false-rebalances', [
       'needs --spot on (false alarms are recommendations on spot instances)',
+    ]);
+  if (!spotOn && o.spotPriceOverrides === true)
+    throw new ValidationError('--price-overrides', [
+      'spotPricePerType prices spot instances: needs --spot on (without it the runs buy on demand only)',
     ]);
   if (o.targetSlowdown !== undefined && !o.valuesOfTime.includes('auto'))
     throw new ValidationError('--target-slowdown', [

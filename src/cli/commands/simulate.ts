@@ -2,7 +2,9 @@ import cliProgress from 'cli-progress';
 import { Command, CommanderError } from 'commander';
 import { z } from 'zod';
 import { ValidationError } from '../../core/validation.js';
+import { applyPriceOverrides } from '../../core/catalog.js';
 import {
+  addPriceOverridesOption,
   flagProblems,
   inferFormat,
   addTraceOptions,
@@ -12,6 +14,8 @@ import {
   readQueueConfigFile,
   readLatencyConfigFile,
   positiveInteger,
+  priceOverridesOptionField,
+  readPriceOverridesFile,
   roundSecondsFlag,
   traceSettings,
   valueOfTimeItem,
@@ -55,6 +59,7 @@ export interface RawSimulateOptions {
   readonly multiTask?: string;
   readonly scheduler: string;
   readonly catalog?: string;
+  readonly priceOverrides?: string;
   readonly out?: string;
   readonly json?: boolean;
   readonly roundSeconds?: string;
@@ -100,6 +105,7 @@ export const RUNTIMES = ['engine', 'controller'] as const;
 
 const optionsSchema = z.object({
   ...traceOptionFields,
+  ...priceOverridesOptionField,
   out: z.string().min(1).optional(),
   json: z.boolean().optional(),
   roundSeconds: roundSecondsFlag.optional(),
@@ -226,13 +232,30 @@ function progressDisplay(names: readonly string[]): Progress {
  */
 export function simulationPlan(raw: RawSimulateOptions) {
   const o = parseOptions(raw);
-  const { traceSpec, catalog, trace } = loadTraceFlags(o, o.spot === 'on');
+  const flagPrices = o.priceOverrides === undefined ? undefined : readPriceOverridesFile(o.priceOverrides);
+  const loaded = loadTraceFlags(o, o.spot === 'on', flagPrices);
+  const { traceSpec, trace } = loaded;
 
   // A user's controller config: its caps, queue classes, round period and Eva tunables, under any flags given.
   const config =
     o.config === undefined
       ? undefined
-      : loadControllerConfig({ flags: { config: o.config }, defaultRegion: catalog.region });
+      : loadControllerConfig({
+          flags: { config: o.config },
+          defaultRegion: loaded.catalog.region,
+          // Its price overrides are checked against the catalog only when they are the ones the runs take.
+          ...(flagPrices === undefined ? { catalog: loaded.catalog } : {}),
+        });
+  // Prices as the flag says, else as a controller config's `priceOverrides:` says (both runtimes alike).
+  const prices =
+    flagPrices ??
+    (config?.priceOverrides === undefined
+      ? undefined
+      : { overrides: config.priceOverrides, source: `${o.config ?? 'config'}: priceOverrides` });
+  const catalog =
+    flagPrices === undefined && prices !== undefined
+      ? applyPriceOverrides(loaded.catalog, prices.overrides, prices.source)
+      : loaded.catalog;
   const quotas = [...(config?.caps.quotas ?? []), ...(o.quota ?? []).map(parseQuotaFlag)];
   const queueConfig = o.queueConfig === undefined ? config?.queue : readQueueConfigFile(o.queueConfig);
   const capDollarsPerHour = o.capDollarsPerHour ?? config?.caps.maxCostPerHour;
@@ -284,7 +307,12 @@ export function simulationPlan(raw: RawSimulateOptions) {
   const valuesOfTime = o.valueOfTime ?? [
     config?.scheduler.valueOfTimePerJobHour ?? DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR,
   ];
-  checkDependentFlags({ ...o, runtime, valuesOfTime });
+  checkDependentFlags({
+    ...o,
+    runtime,
+    valuesOfTime,
+    spotPriceOverrides: flagPrices?.overrides.spotPricePerType !== undefined,
+  });
   const spotOn = o.spot === 'on';
   // A value-of-time sweep (several values) runs each Eva scheduler once per value, named by it; baselines run once.
   const sweep = (o.valueOfTime?.length ?? 0) > 1;
@@ -307,6 +335,7 @@ export function simulationPlan(raw: RawSimulateOptions) {
     runtime,
     trace: traceSpec,
     catalogPath: o.catalog,
+    ...(prices === undefined ? {} : { priceOverrides: prices.overrides }),
     roundSeconds,
     earlyRounds: o.earlyRounds,
     evaDefaultRate: o.evaDefaultRate ?? config?.scheduler.defaultRate,
@@ -359,6 +388,7 @@ export function simulationPlan(raw: RawSimulateOptions) {
     runs,
     requests,
     starts,
+    priceOverridesSource: prices?.source,
   };
 }
 
@@ -366,7 +396,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   const plan = simulationPlan(raw);
   const { o, catalog, trace, config, quotas, queue, capDollarsPerHour, capInstances, roundSeconds, admitBy } =
     plan;
-  const { spotOn, valuesOfTime, runs, requests, starts } = plan;
+  const { spotOn, valuesOfTime, runs, requests, starts, priceOverridesSource } = plan;
   const parallel = o.parallel ?? defaultParallelism(requests.length);
   const progress = progressDisplay(runs.map((r) => r.label ?? r.scheduler));
   let raws: RunResult[];
@@ -383,7 +413,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
 
   if (o.out !== undefined) {
     const settings: ReportSettings = {
-      ...traceSettings(o, trace, catalog),
+      ...traceSettings(o, trace, catalog, priceOverridesSource),
       // Defaults as their values: a reader of the report should not need the code to know what ran.
       roundSeconds: roundSeconds ?? DEFAULT_ROUND_SECONDS,
       earlyRounds: o.earlyRounds ?? false,
@@ -493,7 +523,7 @@ export function parseSimulateArgs(args: readonly string[], source: string): RawS
 
 /** Every flag of `simulate`. */
 function simulateOptions(command: Command): Command {
-  return addTraceOptions(command)
+  return addPriceOverridesOption(addTraceOptions(command))
     .requiredOption('--scheduler <names>', `comma-separated: ${SCHEDULER_NAMES.join(', ')}`)
     .option('--out <dir>', 'write report.json, runs.csv and report.html into this directory')
     .option('--json', 'print exactly one JSON object {"runs":[…]} on stdout')

@@ -256,14 +256,20 @@ export interface BuildCatalogInput {
   readonly families: readonly string[];
   readonly prices: ReadonlyMap<string, OnDemandPrice>;
   readonly capacities: ReadonlyMap<string, Resources>;
-  /** Where launch delays (and fallback capacities) come from: normally the bundled catalog. */
+  /**
+   * Where launch delays, fallback capacities and the cross-zone traffic price come from: normally the bundled
+   * catalog. None of them is in any AWS API the refresh reads, so they are kept as the base has them.
+   */
   readonly base: Catalog;
+  /** What named the families, for the problem when one has no priced type (default `families`). */
+  readonly familiesSource?: string;
 }
 
 /**
  * Join prices, capacities and delays into a catalog. A type needs a price; its capacity comes from EC2, else the
  * base catalog, else the price list's own attributes; its delays from the base catalog, else the family's median,
- * else the median over the whole base catalog. Every fallback is reported in `warnings`.
+ * else the median over the whole base catalog. Every fallback is reported in `warnings`. A family asked for that no
+ * priced type came back for is refused (a misspelled family would otherwise leave the catalog without it, silently).
  */
 export function buildCatalog(input: BuildCatalogInput): { catalog: Catalog; warnings: string[] } {
   const warnings: string[] = [];
@@ -310,13 +316,33 @@ export function buildCatalog(input: BuildCatalogInput): { catalog: Catalog; warn
       warnings.push(`${name}: no on-demand Linux price in ${input.region}; left out`);
   if (types.length === 0)
     throw new Error(`no priced instance types for families ${input.families.join(', ')} in ${input.region}`);
+  const pricedFamilies = new Set(types.map((t) => t.family));
+  const unpriced = input.families.filter((f) => !pricedFamilies.has(f));
+  if (unpriced.length > 0)
+    throw new ValidationError(
+      input.familiesSource ?? 'families',
+      unpriced.map(
+        (f) =>
+          `${f}: no ${f} instance type has an on-demand Linux price in ${input.region} ` +
+          '(a family name like c7i; leave out families the region does not sell)',
+      ),
+    );
   types.sort(
     (a, b) =>
       (familyRank.get(a.family) ?? 0) - (familyRank.get(b.family) ?? 0) ||
       a.costPerHour - b.costPerHour ||
       a.name.localeCompare(b.name),
   );
-  return { catalog: { provider: 'aws', region: input.region, types }, warnings };
+  const crossZone = input.base.crossZonePricePerGiB;
+  return {
+    catalog: {
+      provider: 'aws',
+      region: input.region,
+      ...(crossZone === undefined ? {} : { crossZonePricePerGiB: crossZone }),
+      types,
+    },
+    warnings,
+  };
 }
 
 /** The families of a catalog, in order of first appearance. */
@@ -330,6 +356,8 @@ export interface RefreshCatalogInput {
   readonly region: string;
   /** Defaults to the base catalog's families. */
   readonly families?: readonly string[];
+  /** What named the families, for problems (BuildCatalogInput.familiesSource). */
+  readonly familiesSource?: string;
   readonly base: Catalog;
 }
 
@@ -340,6 +368,13 @@ export async function refreshCatalog(
   const warnings: string[] = [];
   const prices = await fetchOnDemandPrices(input.pricing, input.region, families, warnings);
   const capacities = await fetchInstanceCapacities(input.ec2, families);
-  const built = buildCatalog({ region: input.region, families, prices, capacities, base: input.base });
+  const built = buildCatalog({
+    region: input.region,
+    families,
+    prices,
+    capacities,
+    base: input.base,
+    ...(input.familiesSource === undefined ? {} : { familiesSource: input.familiesSource }),
+  });
   return { catalog: built.catalog, warnings: [...warnings, ...built.warnings] };
 }

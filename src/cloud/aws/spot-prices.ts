@@ -81,6 +81,19 @@ export async function fetchSpotPrices(
     );
 }
 
+/**
+ * The prices at most their type's on-demand price, and how many were above it. EC2's default maximum spot price is
+ * the on-demand price, so a pool priced above it is one the fleet would not be sold at that price: it is left out of
+ * the catalog (which refuses such an offering) rather than failing the refresh.
+ */
+export function spotPricesAtMostOnDemand(
+  prices: readonly SpotPrice[],
+  onDemandPerHour: ReadonlyMap<string, number>,
+): { readonly kept: readonly SpotPrice[]; readonly aboveOnDemand: number } {
+  const kept = prices.filter((p) => p.pricePerHour <= (onDemandPerHour.get(p.typeName) ?? Infinity));
+  return { kept, aboveOnDemand: prices.length - kept.length };
+}
+
 /** The class a pool gets when the base catalog has none for it: the worst, never an optimistic guess. */
 export const UNKNOWN_POOL_CLASS: InterruptionClass = '>20%';
 

@@ -1,5 +1,6 @@
 import { isNode, type Document, type LineCounter } from 'yaml';
 import type { z } from 'zod';
+import { nearestKey } from '../../core/strict-object.js';
 import { formatFieldPath } from '../../core/validation.js';
 import { KNOWN_KEYS } from './schema.js';
 
@@ -14,12 +15,6 @@ export interface Problem {
 /** Unknown keys of one object explained one by one; the rest are counted in one problem. */
 const MAX_EXPLAINED_UNKNOWN_KEYS = 20;
 
-/**
- * Keys longer than this get no "did you mean": no field name is near that long, and the edit distance grows with the
- * key's length times the candidates' (a megabyte key would hold the event loop for seconds).
- */
-const MAX_SUGGESTED_KEY_LENGTH = 64;
-
 export function formatPath(path: Path): string {
   return formatFieldPath(path);
 }
@@ -33,7 +28,7 @@ export function explainIssue(issue: z.core.$ZodIssue): Problem[] {
     const explained = issue.keys.slice(0, MAX_EXPLAINED_UNKNOWN_KEYS).map((key): Problem => {
       if (path.length === 0 && isTaskOnlyKey(key))
         return { path: [key], message: 'a field of a task: put it under tasks[]' };
-      const hint = closest(key, known);
+      const hint = nearestKey(key, known);
       return {
         path: [...path, key],
         message: `unknown field${hint === undefined ? '' : `, did you mean ${hint}?`}${known.length > 0 ? ` (known: ${known.join(', ')})` : ''}`,
@@ -80,36 +75,6 @@ function knownKeysAt(path: Path): readonly string[] {
   if (path.length === 3 && path[0] === 'retryStrategy' && path[1] === 'evaluateOnExit')
     return KNOWN_KEYS.exitRule;
   return [];
-}
-
-/** The known name within edit distance 2 (or sharing a case-insensitive prefix of 4+), if any. */
-function closest(word: string, candidates: readonly string[]): string | undefined {
-  if (word.length > MAX_SUGGESTED_KEY_LENGTH) return undefined;
-  let best: string | undefined;
-  let bestDistance = Infinity;
-  for (const c of candidates) {
-    const d = editDistance(word.toLowerCase(), c.toLowerCase());
-    if (d < bestDistance) {
-      bestDistance = d;
-      best = c;
-    }
-  }
-  if (best !== undefined && bestDistance <= 2) return best;
-  const lower = word.toLowerCase();
-  return candidates.find((c) => lower.length >= 4 && c.toLowerCase().startsWith(lower.slice(0, 4)));
-}
-
-function editDistance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const cur = [i];
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      cur.push(Math.min((prev[j] as number) + 1, (cur[j - 1] as number) + 1, (prev[j - 1] as number) + cost));
-    }
-    prev = cur;
-  }
-  return prev[b.length] as number;
 }
 
 export function firstLine(message: string): string {

@@ -4,7 +4,7 @@
  * `npm test` builds first).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -12,7 +12,8 @@ import type { Catalog } from '../../../src/core/catalog.js';
 import { createEc2Client, ec2ApiFromClient, type Ec2Api } from '../../../src/cloud/aws/ec2-api.js';
 import { fetchInstanceCapacities, refreshCatalog } from '../../../src/cloud/aws/pricing.js';
 import { fixturePricingApi } from '../../../src/cloud/aws/pricing-fixture.js';
-import { loadCatalogFile, PROJECT_ROOT } from '../../../src/cloud/catalog-file.js';
+import { BUNDLED_CATALOG_PATH, loadCatalogFile, PROJECT_ROOT } from '../../../src/cloud/catalog-file.js';
+import { ValidationError } from '../../../src/core/validation.js';
 import { runCatalogRefresh } from '../../../src/cli/commands/catalog.js';
 import { describeWithMoto } from '../../helpers/moto.js';
 import { PRICING_FIXTURES } from './fixture-paths.js';
@@ -156,6 +157,60 @@ describeWithMoto(
         'c7i.metal-48xl',
       ]);
       expect(file.source).toMatch(/^AWS Price List API .* us-east-1, refreshed 2025-07-01T12:00:00\.000Z;/);
+    });
+
+    it('refuses families that come back with no priced type before writing anything, naming each', async () => {
+      const out = join(scratch, 'families.json');
+      const stderr: string[] = [];
+      const refresh = runCatalogRefresh(
+        { region: 'us-east-1', families: 'c7i,c7x,r7', out, spot: false },
+        {
+          pricing: fixturePricingApi(PRICING_FIXTURES),
+          ec2,
+          now: () => new Date('2025-07-01T12:00:00Z'),
+          stdout: () => undefined,
+          stderr: (text) => void stderr.push(text),
+        },
+      );
+      await expect(refresh).rejects.toThrow(ValidationError);
+      await expect(refresh).rejects.toMatchObject({
+        source: '--families',
+        problems: [
+          expect.stringMatching(/^c7x: no c7x instance type /),
+          expect.stringMatching(/^r7: no r7 instance type /),
+        ],
+      });
+      expect(existsSync(out)).toBe(false);
+      expect(stderr.some((l) => l.startsWith('wrote '))).toBe(false);
+    });
+
+    it("keeps the base catalog's cross-zone traffic price in the refreshed catalog", async () => {
+      const base = join(scratch, 'base-cross-zone.json');
+      writeFileSync(
+        base,
+        JSON.stringify({
+          ...JSON.parse(readFileSync(BUNDLED_CATALOG_PATH, 'utf8')),
+          crossZonePricePerGiB: 0.02,
+        }),
+      );
+      const out = join(scratch, 'refreshed-cross-zone.json');
+      await runCatalogRefresh(
+        { region: 'us-east-1', families: 'c7i', base, out, spot: false },
+        {
+          pricing: fixturePricingApi(PRICING_FIXTURES),
+          ec2,
+          now: () => new Date('2025-07-01T12:00:00Z'),
+          stdout: () => undefined,
+          stderr: () => undefined,
+        },
+      );
+      const written = JSON.parse(readFileSync(out, 'utf8')) as {
+        crossZonePricePerGiB?: number;
+        source: string;
+      };
+      expect(written.crossZonePricePerGiB).toBe(0.02);
+      expect(written.source).toContain(`launch delays and the cross-zone traffic price kept from ${base}`);
+      expect(loadCatalogFile(out).crossZonePricePerGiB).toBe(0.02);
     });
 
     it('`fleetwise catalog refresh` rejects a bad region with a validation error (exit code 2)', async () => {

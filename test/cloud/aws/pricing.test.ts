@@ -225,6 +225,42 @@ describe('buildCatalog', () => {
     ).toThrow(/no priced instance types for families c7i/);
   });
 
+  it("keeps the base catalog's cross-zone traffic price, as it keeps launch delays", () => {
+    const input = {
+      region: 'us-east-1',
+      families: ['c7i'],
+      prices: new Map([['c7i.large', price('c7i.large', 0.08925)]]),
+      capacities: new Map<string, Resources>([['c7i.large', [0, 2, 4]]]),
+    };
+    expect(
+      buildCatalog({ ...input, base: { ...bundled, crossZonePricePerGiB: 0.02 } }).catalog
+        .crossZonePricePerGiB,
+    ).toBe(0.02);
+    expect('crossZonePricePerGiB' in buildCatalog({ ...input, base: bundled }).catalog).toBe(false);
+  });
+
+  it('refuses a family asked for that came back with no priced type, naming each', () => {
+    const build = () =>
+      buildCatalog({
+        region: 'us-east-1',
+        families: ['c7i', 'c7x', 'r7'],
+        prices: new Map([['c7i.large', price('c7i.large', 0.08925)]]),
+        capacities: new Map<string, Resources>([['c7i.large', [0, 2, 4]]]),
+        base: bundled,
+        familiesSource: '--families',
+      });
+    expect(build).toThrow(ValidationError);
+    try {
+      build();
+    } catch (e) {
+      expect((e as ValidationError).source).toBe('--families');
+      expect((e as ValidationError).problems).toEqual([
+        'c7x: no c7x instance type has an on-demand Linux price in us-east-1 (a family name like c7i; leave out families the region does not sell)',
+        'r7: no r7 instance type has an on-demand Linux price in us-east-1 (a family name like c7i; leave out families the region does not sell)',
+      ]);
+    }
+  });
+
   it('takes the mean of the middle two for an even count', () => {
     const two = bundled.types.filter((t) => t.name === 'p3.2xlarge' || t.name === 'p3.8xlarge');
     // instantiate 22 and 37 → 29.5; worker start 51 and 60 → 55.5; register 100 and 132 → 116.

@@ -106,6 +106,45 @@ describeWithMoto(
       );
     });
 
+    it('leaves out a pool EC2 prices above its on-demand price and counts it, without failing the refresh', async () => {
+      // moto prices every pool at $0.00001: one answer is raised above c7i.large's on-demand $0.08925, as a pool in
+      // short supply can be.
+      const raised: SpotPriceApi = {
+        async describeSpotPriceHistory(input) {
+          const page = await spot.describeSpotPriceHistory(input);
+          return {
+            ...page,
+            SpotPriceHistory: (page.SpotPriceHistory ?? []).map((e) =>
+              e.InstanceType === 'c7i.large' && e.AvailabilityZone === 'us-east-1a'
+                ? { ...e, SpotPrice: '0.2' }
+                : e,
+            ),
+          };
+        },
+      };
+      let stdout = '';
+      let stderr = '';
+      await runCatalogRefresh(
+        { region: 'us-east-1', families: 'c7i', base: baseWithClasses() },
+        {
+          pricing: fixturePricingApi(PRICING_FIXTURES),
+          ec2,
+          spotPrices: raised,
+          now: () => new Date('2026-11-24T12:00:00Z'),
+          stdout: (text) => (stdout += text),
+          stderr: (text) => (stderr += text),
+        },
+      );
+      const file = JSON.parse(stdout) as { spot: SpotSectionJson };
+      const c7iLarge = file.spot.offerings.filter((o) => o.type === 'c7i.large').map((o) => o.zone);
+      expect(c7iLarge.length).toBeGreaterThanOrEqual(2);
+      expect(c7iLarge).not.toContain('us-east-1a');
+      expect(file.spot.offerings.every((o) => o.pricePerHour === 0.00001)).toBe(true);
+      expect(stderr).toContain(
+        '; 1 pools priced above their on-demand price left out (EC2 sells spot at most at it)',
+      );
+    });
+
     it('`fleetwise catalog refresh --out` writes the spot section beside a catalog that loads back; --no-spot leaves it out', async () => {
       const run = (args: string[]): Promise<{ code: number | null; stderr: string }> =>
         new Promise((resolve, reject) => {

@@ -126,7 +126,7 @@ describe('KarpenterScheduler consolidation', () => {
     const custom = (price: number) =>
       parseCatalog({
         schemaVersion: 1,
-        region: 'test-1',
+        region: 'us-east-1',
         types: [
           { name: 'xa.large', family: 'xa', gpus: 0, vcpus: 4, memoryGiB: 8, costPerHour: 1, delays },
           { name: 'xb.large', family: 'xb', gpus: 0, vcpus: 4, memoryGiB: 8, costPerHour: price, delays },

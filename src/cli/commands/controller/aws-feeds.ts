@@ -13,6 +13,8 @@ export interface AwsFeedOptions {
   readonly config: ControllerConfig;
   readonly env: NodeJS.ProcessEnv;
   readonly catalog: Catalog;
+  /** `catalog` at its list prices, without the configuration's price overrides: what a price refresh reprices. */
+  readonly listCatalog: Catalog;
   readonly clock: Clock;
   readonly controller: Controller;
   readonly log: ControllerLogger;
@@ -36,7 +38,8 @@ export async function priceRefresherFor(options: AwsFeedOptions): Promise<PriceR
             ? pricingModule.pricingApiFromClient(pricingModule.createPricingClient({}, env))
             : fixturePricingApi(fixtureDir ?? ''),
         regionCode: config.region,
-        initial: options.catalog,
+        initial: options.listCatalog,
+        priceOverrides: config.priceOverrides,
         clock: options.clock,
         periodHours: config.priceRefreshHours,
         logger: options.log,

@@ -1,0 +1,105 @@
+/**
+ * `simulate --price-overrides FILE` (and a controller config's `priceOverrides:` under `--config`): the runs of both
+ * runtimes plan and bill at the overridden prices, and a bad file is refused naming the file and the field.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parseSimulateArgs, simulationPlan } from '../../src/cli/commands/simulate.js';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import type { Catalog } from '../../src/core/catalog.js';
+import { ValidationError } from '../../src/core/validation.js';
+import { executeControllerRun } from '../../src/sim/controller-runtime/execute.js';
+import { executeRun, type RunRequest } from '../../src/sim/run-request.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-price-overrides-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+function file(name: string, text: string): string {
+  const path = join(scratch, name);
+  writeFileSync(path, text);
+  return path;
+}
+
+const EXAMPLE = join(PROJECT_ROOT, 'examples', 'prices', 'savings-plan.yaml');
+const plan = (...args: string[]) =>
+  simulationPlan(
+    parseSimulateArgs(['--scheduler', 'no-packing', '--format', 'eva', '--jobs', '3', ...args], 'test'),
+  );
+const priceIn = (c: Catalog, name: string) => c.types.find((t) => t.name === name)?.costPerHour;
+
+function refusal(fn: () => unknown): ValidationError {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof ValidationError) return e;
+    throw e;
+  }
+  throw new Error('expected a ValidationError');
+}
+
+describe('simulate --price-overrides', () => {
+  it('prices the catalog and every run request with the file (the example Savings Plan)', () => {
+    const { catalog, requests } = plan('--price-overrides', EXAMPLE);
+    expect(priceIn(catalog, 'p3.2xlarge')).toBe(1.99);
+    expect(priceIn(catalog, 'r7i.large')).toBeCloseTo(0.1323 * 0.72, 12);
+    expect(requests.map((r) => r.priceOverrides)).toEqual([
+      { discountPercent: 28, pricePerType: { 'p3.2xlarge': 1.99, 'c7i.large': 0.056 } },
+    ]);
+  });
+
+  it('refuses a file naming a type the catalog lacks or an unknown field, naming the file', () => {
+    const unknownType = file('unknown.yaml', 'pricePerType:\n  p4d.24xlarge: 20\n');
+    expect(refusal(() => plan('--price-overrides', unknownType))).toMatchObject({
+      source: unknownType,
+      problems: ['pricePerType.p4d.24xlarge: not an instance type of the catalog'],
+    });
+    const typo = file('typo.json', '{"discount": 10}');
+    expect(refusal(() => plan('--price-overrides', typo)).problems).toEqual([
+      expect.stringMatching(/^\(root\): unknown field "discount", did you mean discountPercent\?/),
+    ]);
+  });
+
+  it('refuses spot prices without --spot on, where they would price nothing', () => {
+    const spot = file('spot.yaml', 'spotPricePerType:\n  c7i.large: 0.03\n');
+    expect(refusal(() => plan('--price-overrides', spot))).toMatchObject({
+      source: '--price-overrides',
+      problems: [expect.stringMatching(/needs --spot on/)],
+    });
+    expect(plan('--price-overrides', spot, '--spot', 'on').catalog.spot?.offerings).toContainEqual(
+      expect.objectContaining({ typeName: 'c7i.large', pricePerHour: 0.03 }),
+    );
+  });
+
+  it("takes a controller config's priceOverrides under --config, the flag over them", () => {
+    const config = file(
+      'fleetwise.yaml',
+      ['cluster: c', 'stateDir: s', 'priceOverrides:', '  discountPercent: 50'].join('\n'),
+    );
+    const fromConfig = plan('--config', config);
+    expect(priceIn(fromConfig.catalog, 'p3.2xlarge')).toBe(1.53);
+    expect(fromConfig.requests[0]?.priceOverrides).toEqual({ discountPercent: 50 });
+    const flagged = plan('--config', config, '--price-overrides', EXAMPLE);
+    expect(priceIn(flagged.catalog, 'p3.2xlarge')).toBe(1.99);
+    expect(flagged.requests[0]?.priceOverrides?.discountPercent).toBe(28);
+  });
+
+  it('bills the runs of both runtimes at the overridden prices', async () => {
+    const request: RunRequest = {
+      scheduler: 'no-packing',
+      trace: { format: 'eva', jobs: 4, jobIds: 'controller' },
+    };
+    const halved: RunRequest = { ...request, priceOverrides: { discountPercent: 50 } };
+    // No-Packing's choices do not change when every price halves: the same fleet, at half the bill.
+    const engine = executeRun(request).summary.totalCost;
+    expect(engine).toBeGreaterThan(0);
+    expect(executeRun(halved).summary.totalCost).toBeCloseTo(engine / 2, 6);
+    const controller = (await executeControllerRun({ ...request, runtime: 'controller' })).summary.totalCost;
+    expect(controller).toBeGreaterThan(0);
+    expect((await executeControllerRun({ ...halved, runtime: 'controller' })).summary.totalCost).toBeCloseTo(
+      controller / 2,
+      6,
+    );
+  });
+});
