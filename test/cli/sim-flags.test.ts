@@ -24,6 +24,9 @@ describe('simulate/tune flag parsing', () => {
     const refused = roundSecondsFlag.safeParse('1e12');
     expect(refused.success).toBe(false);
     expect(refused.error?.issues[0]?.message).toBe('at most 86400 s (a round a day)');
+    expect(roundSecondsFlag.safeParse('0.001').error?.issues[0]?.message).toBe(
+      'at least 1 s (a simulation spans weeks)',
+    );
   });
 
   it('parses --quota group:vcpus=N,gpus=M', () => {

@@ -135,6 +135,29 @@ describe('fleetwise simulate (CLI subprocess)', () => {
     expect(bad.stderr).toContain('--eva-default-rate: must be ≤ 1');
   });
 
+  it('refuses a simulated period too short to end and a generated trace too large to make', async () => {
+    // A round or poll every millisecond of weeks of simulated time never ends; a billion jobs cannot be allocated.
+    const bad = await cli([
+      'simulate',
+      '--format',
+      'synthetic',
+      '--jobs',
+      '1e9',
+      '--scheduler',
+      'eva',
+      '--round-seconds',
+      '0.001',
+      '--runtime',
+      'controller',
+      '--poll-seconds',
+      '0.5',
+    ]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--jobs: must be ≤ 1000000');
+    expect(bad.stderr).toContain('--round-seconds: at least 1 s (a simulation spans weeks)');
+    expect(bad.stderr).toContain('--poll-seconds: at least 1 s (a simulation spans weeks)');
+  });
+
   it("checks Eva's price options and runs with standalone prices on request", async () => {
     const bad = await cli([
       ...TINY,

@@ -33,10 +33,24 @@ export const numberText = (inner: z.ZodNumber) =>
     .transform(Number)
     .pipe(inner);
 
-/** `--round-seconds`: the scheduling period, bounded as a controller config's `roundSeconds`. */
-export const roundSecondsFlag = numberText(
-  z.number().positive('must be > 0').max(MAX_ROUND_SECONDS, ROUND_SECONDS_BOUND),
-);
+/**
+ * The shortest simulated period (rounds, the controller runtime's polls): a simulation covers weeks of simulated time,
+ * and a millisecond period would run for ever, a round per millisecond. A real controller may poll faster.
+ */
+export const MIN_SIMULATED_PERIOD_SECONDS = 1;
+const SIMULATED_PERIOD_BOUND = `at least ${MIN_SIMULATED_PERIOD_SECONDS} s (a simulation spans weeks)`;
+
+/** A simulated period in seconds (`--round-seconds`, `--poll-seconds`). */
+export const simulatedPeriodSeconds = z
+  .number()
+  .min(MIN_SIMULATED_PERIOD_SECONDS, SIMULATED_PERIOD_BOUND)
+  .max(MAX_ROUND_SECONDS, ROUND_SECONDS_BOUND);
+
+/** `--round-seconds`: the scheduling period, bounded above as a controller config's `roundSeconds`. */
+export const roundSecondsFlag = numberText(simulatedPeriodSeconds);
+
+/** The most jobs a generated trace may have (`--jobs`): the whole Alibaba trace has 6,274. */
+export const MAX_GENERATED_JOBS = 1_000_000;
 
 export const seedNumber = z
   .number()
@@ -50,7 +64,7 @@ export const positiveInteger = z.number().int('must be an integer').positive('mu
 export const traceOptionFields = {
   trace: z.string().min(1).optional(),
   format: z.enum(TRACE_FORMATS).optional(),
-  jobs: numberText(positiveInteger).optional(),
+  jobs: numberText(positiveInteger.max(MAX_GENERATED_JOBS, `must be ≤ ${MAX_GENERATED_JOBS}`)).optional(),
   seed: numberText(seedNumber).optional(),
   multiTask: numberText(z.number().min(0, 'must be ≥ 0').max(1, 'must be ≤ 1')).optional(),
   arrivalRateScale: numberText(z.number().positive('must be > 0').max(1000, 'must be ≤ 1000')).optional(),

@@ -17,6 +17,7 @@ import {
   priceOverridesOptionField,
   readPriceOverridesFile,
   roundSecondsFlag,
+  simulatedPeriodSeconds,
   traceSettings,
   valueOfTimeItem,
 } from './sim-flags.js';
@@ -138,7 +139,7 @@ const optionsSchema = z.object({
   queueConfig: z.string().min(1).optional(),
   runtime: z.enum(RUNTIMES).optional(),
   config: z.string().min(1).optional(),
-  pollSeconds: numberText(z.number().positive('must be > 0')).optional(),
+  pollSeconds: numberText(simulatedPeriodSeconds).optional(),
   latencyConfig: z.string().min(1).optional(),
   coStart: onOff.optional(),
   placeBetweenRounds: onOff.optional(),
