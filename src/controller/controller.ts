@@ -414,6 +414,8 @@ export class Controller implements ControllerService {
       if (this.wake.signal.aborted) this.wake = new AbortController();
       const after = this.clock.nowSeconds();
       const nextRound = this.schedule.nextRoundSeconds();
+      const nextLimit = this.nextRunLimitSeconds(failed);
+      failed ||= nextLimit === undefined;
       // A pass that failed (the cloud or the store down) is not tried again at once: work still due would spin.
       const wait = Math.max(
         failed ? 1 : 0,
@@ -422,7 +424,7 @@ export class Controller implements ControllerService {
           after + this.settings.pollSeconds,
           this.reports.nextDueSeconds,
           // At least a second on: a limit due now was enforced in this pass.
-          Math.max(this.runLimits.nextDueSeconds(), after + 1),
+          Math.max(nextLimit ?? Number.POSITIVE_INFINITY, after + 1),
           // A placement asked for during the pass runs in the next one, as soon as it may.
           this.placer?.dueAtSeconds ?? Number.POSITIVE_INFINITY,
         ) - after,
@@ -430,6 +432,24 @@ export class Controller implements ControllerService {
       if (wait > 0) await this.clock.sleep(wait, this.wake.signal);
       // A pass that needed no I/O resolves in microtasks only: let timers and sockets (the API) run between passes.
       else await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
+  /**
+   * When the loop must wake for a run limit; undefined when the store could not say. It reads the store, so it fails
+   * when the store is down, as the pass does: the loop then waits and tries again, and the lease's renewal, not the
+   * loop, decides when this controller must stop (exit 75).
+   */
+  private nextRunLimitSeconds(passFailed: boolean): number | undefined {
+    try {
+      return this.runLimits.nextDueSeconds();
+    } catch (e) {
+      // The pass that failed with the store logged it already.
+      if (!passFailed)
+        this.log.error('reading the run limits failed; continuing', {
+          error: e instanceof Error ? e.message : String(e),
+        });
+      return undefined;
     }
   }
 

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +16,7 @@ import {
 } from '../../src/controller/ha/lease.js';
 import { PostgresStateStore } from '../../src/controller/state/postgres-state-store.js';
 import { table3Catalog } from '../helpers/catalogs.js';
-import { describeWithPostgres } from '../helpers/postgres.js';
+import { describeWithPostgres, findPostgresBin } from '../helpers/postgres.js';
 
 /**
  * The controller's lease and its fencing against a real PostgreSQL: expiry by the database's clock, takeover with a
@@ -246,5 +247,88 @@ describeWithPostgres('controller lease on PostgreSQL', (pg) => {
     expect(() => holder.assertLeading()).toThrow(LeaseNotHeldError);
     await wait(500);
     expect(reasons).toHaveLength(1);
+  });
+
+  it('acts on a lease whose acquisition a stalled database held up past the renew deadline: renewed on arrival', async () => {
+    // Between the controller and PostgreSQL, a relay in another process (this one blocks on its statement) that,
+    // told to, holds what the controller sends for 1.5 s, longer than the 0.8 s renew deadline: a database host that
+    // froze, then answered as if nothing happened.
+    const relay = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const net = require('node:net');
+         let holdUntil = 0;
+         process.stdin.on('data', () => { holdUntil = Date.now() + 1500; process.stdout.write('holding\\n'); });
+         const server = net.createServer((client) => {
+           const upstream = net.connect(${pg.server.port}, '127.0.0.1');
+           client.on('data', (d) => setTimeout(() => upstream.write(d), Math.max(0, holdUntil - Date.now())));
+           upstream.pipe(client);
+           client.on('error', () => upstream.destroy());
+           upstream.on('error', () => client.destroy());
+         });
+         server.listen(0, '127.0.0.1', () => process.stdout.write(server.address().port + '\\n'));`,
+      ],
+      { stdio: ['pipe', 'pipe', 'inherit'] },
+    );
+    try {
+      const lines = relay.stdout.setEncoding('utf8');
+      const nextLine = (): Promise<string> =>
+        new Promise((resolve) => lines.once('data', (d: string) => resolve(d.trim())));
+      const port = Number(await nextLine());
+      const url = new URL(pg.server.createDatabase());
+      url.port = String(port);
+      const store = new PostgresStateStore(url.toString());
+      opened.push(store);
+      const table = store.lease('controller');
+      const standby = elector(store, 'beta');
+      relay.stdin.write('hold\n');
+      expect(await nextLine()).toBe('holding');
+      const started = Date.now();
+      const term = standby.tryAcquire();
+      expect(Date.now() - started).toBeGreaterThan(800);
+      expect(term).toEqual({ holder: 'beta', epoch: 1 });
+      // Its first cloud call goes out (it was refused: the deadline, counted from before the statement, had passed),
+      // and so does its first renewal.
+      expect(() => standby.assertLeading()).not.toThrow();
+      await wait(SHORT.retrySeconds * 1000);
+      expect(standby.renewOnce()).toBeUndefined();
+      expect(table.read()).toMatchObject({ holder: 'beta', epoch: 1 });
+    } finally {
+      relay.kill();
+    }
+  });
+
+  it('gives back a lease that came too late to act on, and takes it at the next poll', async () => {
+    const url = pg.server.createDatabase();
+    const [a, b] = pair(url);
+    const table = a.lease('controller');
+    // Another process holds the lease row for 1.5 s (longer than the 0.8 s renew deadline): the acquisition waits
+    // for it, and PostgreSQL then writes the expiry it computed before the wait, which has passed by then.
+    const holder = spawn(join(findPostgresBin() ?? '', 'psql'), [
+      url,
+      '-c',
+      `BEGIN; SELECT * FROM leases WHERE name = 'controller' FOR UPDATE; SELECT pg_sleep(1.5); COMMIT;`,
+    ]);
+    const done = new Promise<number | null>((resolve) => holder.on('close', resolve));
+    const database = new URL(url).pathname.slice(1);
+    const rowLocked = (): boolean =>
+      pg.server.sql(
+        `SELECT count(*) AS n FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
+          WHERE s.query LIKE '%pg_sleep%' AND l.locktype = 'transactionid' AND l.granted`,
+        database,
+      )[0]?.['n'] !== '0';
+    for (let i = 0; i < 100 && !rowLocked(); i += 1) await wait(20);
+    expect(rowLocked()).toBe(true);
+    const late = elector(a, 'late');
+    expect(late.tryAcquire()).toBeUndefined();
+    expect(await done).toBe(0);
+    expect(late.term).toBeUndefined();
+    expect(() => late.assertLeading()).toThrow(LeaseNotHeldError);
+    // Given back: nobody waits for it to expire, and the next poll (this controller's or another's) takes it.
+    expect(table.read()?.holder).toBeUndefined();
+    const next = elector(b, 'beta');
+    expect(next.tryAcquire()).toEqual({ holder: 'beta', epoch: 2 });
+    expect(() => next.assertLeading()).not.toThrow();
   });
 });

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -8,7 +8,8 @@ import { checkStateBeforeStart, LostStateError } from '../../src/controller/empt
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { findPreviousClusterEvidence } from '../../src/controller/previous-cluster-evidence.js';
 import { silentLogger } from '../../src/controller/seams.js';
-import { CLUSTER_INITIALIZED_KEY } from '../../src/controller/state/initialization.js';
+import { CLUSTER_INITIALIZED_KEY, ClusterMismatchError } from '../../src/controller/state/initialization.js';
+import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { jobSpec, CPU_SMALL } from './controller-fixtures.js';
 
@@ -135,5 +136,66 @@ describe('checking the state before a start', () => {
     expect(await check(lost, sources, true)).toBe('init');
     expect(lost.getValue(CLUSTER_INITIALIZED_KEY)).toMatchObject({ how: 'init' });
     expect(await check(lost, sources)).toBe('existing'); // the next start needs no --init
+  });
+
+  it('refuses a state marked for another cluster before looking at the cloud, naming both and `cluster`', async () => {
+    const { dir, provider, instanceFile, objects } = site();
+    mkdirSync(dir, { recursive: true });
+    const file = join(dir, 'state.db');
+    const first = new SqliteStateStore(file);
+    const prod = { clusterName: 'prod', provider, localInstanceFile: instanceFile, objectStore: objects };
+    expect(
+      await checkStateBeforeStart({
+        store: first,
+        stateFile: file,
+        init: false,
+        sources: prod,
+        nowSeconds: 1,
+        log: silentLogger,
+      }),
+    ).toBe('new');
+    first.close();
+    // Restarted on the same file with a configuration that names another cluster (or none: the default).
+    const again = new SqliteStateStore(file);
+    try {
+      let listed = 0;
+      const counting = Object.assign(Object.create(provider) as LocalProvider, {
+        list: (...args: Parameters<LocalProvider['list']>) => {
+          listed += 1;
+          return provider.list(...args);
+        },
+      });
+      const other = { ...prod, clusterName: 'local', provider: counting };
+      for (const init of [false, true]) {
+        const refusal = await checkStateBeforeStart({
+          store: again,
+          stateFile: file,
+          init,
+          sources: other,
+          nowSeconds: 2,
+          log: silentLogger,
+        }).catch((e: unknown) => e);
+        expect(refusal).toBeInstanceOf(ClusterMismatchError);
+        expect((refusal as Error).message).toContain(
+          `the state ${file} belongs to cluster "prod", but this controller's \`cluster\` is "local"`,
+        );
+        expect((refusal as Error).message).toContain('cluster: prod');
+      }
+      expect(listed).toBe(0);
+      expect(again.getValue(CLUSTER_INITIALIZED_KEY)).toMatchObject({ clusterName: 'prod', how: 'new' });
+      // Its own cluster's restart is ordinary.
+      expect(
+        await checkStateBeforeStart({
+          store: again,
+          stateFile: file,
+          init: false,
+          sources: prod,
+          nowSeconds: 3,
+          log: silentLogger,
+        }),
+      ).toBe('existing');
+    } finally {
+      again.close();
+    }
   });
 });

@@ -61,7 +61,10 @@ export class LeaderElector {
     return this.options.settings.durationSeconds - this.options.settings.renewDeadlineSeconds;
   }
 
-  /** One attempt to take the lease: the new term, or undefined while another controller holds it. */
+  /**
+   * One attempt to take the lease: the new term, or undefined while another controller holds it (or when the database
+   * answered too slowly to act on the term it gave, which is then given back).
+   */
   tryAcquire(): LeaseTerm | undefined {
     const started = this.monotonicMs();
     const term = this.options.table.tryAcquire(
@@ -73,7 +76,32 @@ export class LeaderElector {
     this.current = term;
     this.lostBecause = undefined;
     this.actUntilMs = started + this.options.settings.renewDeadlineSeconds * 1000;
-    return term;
+    if (this.leftToActMs() >= this.retryMs()) return term;
+    // The statement was held up (a database that froze, then answered): the deadline, counted from before it, is
+    // (nearly) over on arrival, and the first cloud call or renewal would find the term lost. Renewed now, the term
+    // counts from a statement that answered at once.
+    const renewing = this.monotonicMs();
+    let renewed = false;
+    try {
+      renewed = this.options.table.renew(term, this.options.settings.durationSeconds);
+    } catch (e) {
+      this.log.warn('could not renew the lease just taken', {
+        epoch: term.epoch,
+        error: (e as Error).message,
+      });
+    }
+    if (renewed) {
+      this.actUntilMs = renewing + this.options.settings.renewDeadlineSeconds * 1000;
+      if (this.leftToActMs() >= this.retryMs()) return term;
+    }
+    // Still too slow to lead on: given back, so the lease is free for whoever polls next (this controller included).
+    this.log.warn('took the lease, but the database answered too slowly to act on it; giving it back', {
+      epoch: term.epoch,
+    });
+    this.release();
+    this.current = undefined;
+    this.lostBecause = undefined;
+    return undefined;
   }
 
   /** Poll until the lease is this controller's (a standby waits here); rejects when `signal` aborts. */
@@ -186,6 +214,14 @@ export class LeaderElector {
       holder: held ? (lease.holder ?? null) : null,
       activeUrl: held ? (lease.holderUrl ?? null) : null,
     };
+  }
+
+  private leftToActMs(): number {
+    return this.actUntilMs - this.monotonicMs();
+  }
+
+  private retryMs(): number {
+    return this.options.settings.retrySeconds * 1000;
   }
 
   private overdue(): string {

@@ -88,7 +88,12 @@ export async function startController(options: StartupOptions): Promise<ApiServe
   try {
     await controller.start();
   } catch (e) {
+    // As for a bind failure: the lease is given back with the state, or a standby would wait out a lease that a
+    // controller which never ran holds.
     await api?.close().catch(() => undefined);
+    priceRefresher?.stop();
+    state.close();
+    releaseStateDir();
     throw e;
   }
   priceRefresher?.start();
