@@ -59,7 +59,7 @@ export type AdmitBy = (typeof ADMIT_BY)[number];
  * Bounds of the factor `plan-cost` applies: a fleet briefly emptier than its jobs' footprints (instances still
  * launching), or fuller (instances idle until the next plan drops them), should not swing admission too far.
  */
-const MIN_PACKING_FACTOR = 0.25;
+export const MIN_PACKING_FACTOR = 0.25;
 const MAX_PACKING_FACTOR = 4;
 
 /** A job that no instance type of the catalog can host: it waits as never-fits whatever the caps. */

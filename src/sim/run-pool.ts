@@ -45,7 +45,13 @@ function runOne(
         settle(() =>
           reject(
             message.validation !== undefined
-              ? new ValidationError(message.validation.source, message.validation.problems)
+              ? new ValidationError(
+                  // A labelled run (one of bench arms' seeds and arms, a sweep's point) says which it was.
+                  request.label === undefined
+                    ? message.validation.source
+                    : `${request.label}: ${message.validation.source}`,
+                  message.validation.problems,
+                )
               : new Error(`${name}: ${message.message}`),
           ),
         );

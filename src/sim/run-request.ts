@@ -28,6 +28,7 @@ import {
 import type { Trace } from '../world/trace.js';
 import type { RunResult } from '../world/run-result.js';
 import type { SpotSimulation } from '../world/spot-world.js';
+import { checkEveryJobAdmissible } from '../world/never-fits.js';
 
 /**
  * Everything one simulated run needs, as plain data: a worker thread receives it and loads the trace, the
@@ -276,6 +277,9 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
   const groundTruth = groundTruthFor(request);
   const scheduler = requestScheduler(request, catalog, groundTruth, request.queue?.caps);
   const sizesSeconds = trace.jobs.map((j) => j.durationSeconds * j.tasks.length);
+  // Before any round: a job the caps can never admit would hold the run until its time limit.
+  if (request.queue !== undefined)
+    checkEveryJobAdmissible(trace, catalog, request.queue.caps, request.queue.admitBy ?? 'standalone');
   const network = runNetwork(request, catalog);
   const result = runSimulation({
     trace,

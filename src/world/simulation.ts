@@ -7,6 +7,7 @@ import { CommandIssuer } from './commands.js';
 import { handleEffect } from './effects.js';
 import { integrateProgress, successProgress, type SimJob } from './entities.js';
 import { memoized } from './ground-truth.js';
+import { neverAdmittedJobs, neverAdmittedProblems } from './never-fits.js';
 import { jobOutcome, mean, networkMetrics, summarize } from './metrics.js';
 import { BetweenRoundsPlacer } from './between-rounds.js';
 import { defaultNetworkConfig } from './network-config.js';
@@ -283,11 +284,20 @@ export class Simulation {
         const unfinished = this.state.jobs.filter((j) => j.status !== 'finished').map((j) => j.spec.id);
         // Plans the cap check refused leave the fleet as it was: a scheduler that plans without the caps (the
         // baselines) can stall under them for good.
+        const { caps, admitBy } = this.admission;
+        const never = neverAdmittedJobs(
+          this.state.jobs.filter((j) => j.status !== 'finished').map((j) => j.spec),
+          this.catalog,
+          caps,
+          admitBy,
+        );
         const refused =
-          this.capRefusedRounds === 0
-            ? 'does the scheduler place them?'
-            : `${this.capRefusedRounds} of its ${this.rounds} plans broke a cap and were not carried out (the last: ` +
-              `${this.lastCapViolation ?? '?'}); only Eva plans within the caps: run ${this.scheduler.name} without them`;
+          never.length > 0
+            ? `among them jobs the caps can never admit (never-fits): ${neverAdmittedProblems(never, unfinished.length, caps, admitBy).join('; ')}`
+            : this.capRefusedRounds === 0
+              ? 'does the scheduler place them?'
+              : `${this.capRefusedRounds} of its ${this.rounds} plans broke a cap and were not carried out (the last: ` +
+                `${this.lastCapViolation ?? '?'}); only Eva plans within the caps: run ${this.scheduler.name} without them`;
         throw new Error(
           `simulation with ${this.scheduler.name} did not finish by ${this.maxSeconds} s: ` +
             `${unfinished.length} jobs unfinished (e.g. ${unfinished.slice(0, 5).join(', ')}); ${refused}`,

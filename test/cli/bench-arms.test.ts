@@ -245,8 +245,11 @@ describe('fleetwise bench arms', () => {
       '--arm',
       'srpt=--queue srpt',
     ]);
-    expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/fleetwise: seed 5 (fifo|srpt): simulation with eva did not finish/);
+    // Refused before it runs as bad input (exit 2), naming the cap, rather than found out at the run's time limit.
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(
+      /fleetwise: invalid input: seed 5 (fifo|srpt): --cap-dollars-per-hour [\d.]+\n\s+- \d+ of \d+ jobs can never be admitted/,
+    );
     expect(r.stdout).toBe('');
   }, 60_000);
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { controllerSettingsFor } from '../../src/sim/controller-runtime/execute.js';
+import { controllerSettingsFor, executeControllerRun } from '../../src/sim/controller-runtime/execute.js';
 import type { RunRequest } from '../../src/sim/run-request.js';
 
 /** `simulate --runtime controller` without a config: the controller gets the queue flags the engine's queue layer gets. */
@@ -45,5 +45,47 @@ describe('controller runtime settings from flags', () => {
       [],
     );
     expect(fromConfig.placeBetweenRounds).toBe(true);
+  });
+
+  it('runs at the round period the request asks for, with a config or without', () => {
+    const round = (config?: object): number | undefined =>
+      controllerSettingsFor(
+        {
+          roundSeconds: 60,
+          ...(config === undefined ? {} : { controllerSettings: config }),
+        } as unknown as RunRequest,
+        [],
+      ).roundSeconds;
+    expect(round()).toBe(60);
+    expect(round({ caps: {}, roundSeconds: 300, pollSeconds: 300 })).toBe(60);
+    expect(controllerSettingsFor({} as unknown as RunRequest, []).roundSeconds).toBeUndefined();
+  });
+
+  it("takes the request's queue ordering and caps over a config that names none", () => {
+    const settings = controllerSettingsFor(
+      {
+        queue: { kind: 'srpt', caps: { maxInstances: 3 }, predict: false, admitBy: 'standalone' },
+        controllerSettings: { caps: {}, admitBy: 'plan-cost' },
+      } as unknown as RunRequest,
+      [3600],
+    );
+    expect(settings.queue?.classes.map((c) => c.ordering)).toEqual(['srpt']);
+    expect(settings.caps).toEqual({ maxInstances: 3 });
+    expect(settings.admitBy).toBe('standalone');
+  });
+
+  it('refuses the simulated network, which only the engine runs, naming the flags', async () => {
+    const request = (over: Partial<RunRequest>): RunRequest => ({
+      scheduler: 'eva',
+      runtime: 'controller',
+      trace: { format: 'eva', jobs: 1 },
+      ...over,
+    });
+    await expect(executeControllerRun(request({ network: {} }))).rejects.toThrow(
+      /^--latency-config: the simulated network runs in the engine runtime only/,
+    );
+    await expect(
+      executeControllerRun(request({ trace: { format: 'eva', jobs: 1, latencySensitiveShare: 0.5 } })),
+    ).rejects.toThrow(/^--latency-sensitive: /);
   });
 });

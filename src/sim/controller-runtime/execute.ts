@@ -2,6 +2,7 @@ import type { ControllerSettings } from '../../controller/settings.js';
 
 /** The controller's settings, as the rest of the simulator names them (only this directory imports the controller). */
 export type { ControllerSettings };
+import { ValidationError } from '../../core/validation.js';
 import { queueConfigFor } from '../queue-options.js';
 import {
   groundTruthFor,
@@ -13,6 +14,7 @@ import {
   type RunRequest,
 } from '../run-request.js';
 import type { RunResult } from '../../world/run-result.js';
+import { checkEveryJobAdmissible } from '../../world/never-fits.js';
 import { runControllerSimulation } from './run-controller.js';
 
 /**
@@ -24,6 +26,7 @@ export async function executeControllerRun(
   request: RunRequest,
   onProgress?: (fraction: number) => void,
 ): Promise<RunResult> {
+  refuseEngineOnlyFields(request);
   const catalog = loadRequestCatalog(request);
   const trace = loadRequestTrace(request, catalog);
   const groundTruth = groundTruthFor(request);
@@ -32,6 +35,7 @@ export async function executeControllerRun(
     trace.jobs.map((j) => j.durationSeconds * j.tasks.length),
   );
   const caps = settings.caps;
+  checkEveryJobAdmissible(trace, catalog, caps, settings.admitBy ?? 'standalone');
   // A config's `scheduler:` tunables reach the factory through the request's eva fields (simulate.ts maps them).
   const scheduler = requestScheduler(request, catalog, groundTruth, caps);
   const result = await runControllerSimulation({
@@ -42,6 +46,7 @@ export async function executeControllerRun(
     name: request.scheduler,
     settings,
     ...spotRunOptions(request),
+    ...(request.roundSeconds !== undefined ? { roundSeconds: request.roundSeconds } : {}),
     ...(request.pollSeconds !== undefined ? { pollSeconds: request.pollSeconds } : {}),
     ...(request.earlyRounds === true ? { earlyRounds: true } : {}),
     ...(request.starts === undefined ? {} : { reportStarts: true, coStart: request.starts.coStart === true }),
@@ -54,6 +59,22 @@ export async function executeControllerRun(
     ...learnedColocationOf(request, scheduler),
     summary: { ...result.summary, scheduler: request.label ?? request.scheduler },
   };
+}
+
+/**
+ * What the engine simulates that this runtime has no model of: refused, naming the flag, rather than a run that
+ * reports the request's settings while it ran without them. The controller's own completion-time predictions run
+ * against real time, so `queue.predict` is left aside here and the report says the predictions were off.
+ */
+function refuseEngineOnlyFields(request: RunRequest): void {
+  const flags = [
+    ...(request.network === undefined ? [] : ['--latency-config']),
+    ...((request.trace.latencySensitiveShare ?? 0) > 0 ? ['--latency-sensitive'] : []),
+  ];
+  if (flags.length > 0)
+    throw new ValidationError(flags.join(', '), [
+      'the simulated network runs in the engine runtime only (--runtime engine): with --runtime controller, round trips reach the controller from its workers',
+    ]);
 }
 
 /**
@@ -72,21 +93,32 @@ export function controllerSettingsFor(
       ? {}
       : { placeBetweenRounds: request.starts.placeBetweenRounds, bindBetweenRounds: request.starts.bind };
   const moves = request.makeBeforeBreak === undefined ? {} : { makeBeforeBreak: request.makeBeforeBreak };
+  const queue = request.queue;
+  // The request's round period and queue flags over the config's, as the engine takes them (`--round-seconds`,
+  // `--queue`, the caps, `--admit-by`).
+  const round = request.roundSeconds === undefined ? {} : { roundSeconds: request.roundSeconds };
   if (fromConfig !== undefined) {
+    const queueConfig =
+      queue?.config ??
+      fromConfig.queue ??
+      (queue === undefined ? undefined : queueConfigFor(queue.kind, jobSizesSeconds));
     return {
       ...fromConfig,
       ...starts,
       ...moves,
+      ...(queue === undefined ? {} : { caps: queue.caps }),
+      ...(queueConfig === undefined ? {} : { queue: queueConfig }),
+      ...(queue?.admitBy === undefined ? {} : { admitBy: queue.admitBy }),
       dryRun: false,
       reportEverySeconds: Number.POSITIVE_INFINITY,
-      ...(request.roundSeconds !== undefined ? { roundSeconds: request.roundSeconds } : {}),
+      ...round,
       pollSeconds: request.pollSeconds ?? fromConfig.pollSeconds,
     };
   }
-  const queue = request.queue;
   return {
     ...starts,
     ...moves,
+    ...round,
     caps: queue?.caps ?? {},
     ...(queue === undefined ? {} : { queue: queue.config ?? queueConfigFor(queue.kind, jobSizesSeconds) }),
     ...(queue?.admitBy === undefined ? {} : { admitBy: queue.admitBy }),

@@ -4,6 +4,8 @@ import {
   type FleetwiseTraceDocument,
   type FleetwiseTraceJob,
 } from '../traces/fleetwise-json.js';
+import { fleetwiseTrace } from '../traces/fleetwise-json.js';
+import { dependencyFault, type DependencyFault } from '../../world/job-dependencies.js';
 import { specTraceJob } from './spec-trace.js';
 
 /**
@@ -69,17 +71,26 @@ export function historyTrace(
   const ran = runningSeconds(history.jobStateEvents);
   const skipped: SkippedJob[] = [];
   const kept: { job: JobRecord; durationSeconds: number; durationFrom: 'measured' | 'declared' }[] = [];
-  const keptIds = new Set<string>();
-  // In submission order, so a dependency is decided before its dependents: one left out takes them along (a
-  // dependency that succeeded ran, so it is kept).
+  // What the trace will say of each kept job, for its dependents: the rules the trace is read with (dependencyFault).
+  const keptViews = new Map<string, DependencyView>();
+  // In submission order, so a dependency is decided before its dependents: one left out takes them along, and so
+  // does one kept as failed (the trace's reader refuses a dependent of a failed job: it could never start).
   const keep = (job: JobRecord, durationSeconds: number, durationFrom: 'measured' | 'declared'): void => {
-    const missing = (job.spec.dependsOn ?? []).find((id) => !keptIds.has(id));
-    if (missing !== undefined) {
-      skipped.push({ id: job.id, reason: `it depends on ${missing}, which is not in the trace` });
-      return;
+    const view: DependencyView = {
+      id: job.id,
+      arrivalSeconds: job.submittedAtSeconds,
+      team: job.spec.team,
+      successful: job.state === 'succeeded' || !FINAL.includes(job.state) ? undefined : false,
+    };
+    for (const id of job.spec.dependsOn ?? []) {
+      const fault = dependencyFault(view, id, keptViews.get(id));
+      if (fault !== undefined) {
+        skipped.push({ id: job.id, reason: dependencyReason(id, fault) });
+        return;
+      }
     }
     kept.push({ job, durationSeconds, durationFrom });
-    keptIds.add(job.id);
+    keptViews.set(job.id, view);
   };
   for (const job of history.jobs) {
     if (FINAL.includes(job.state)) {
@@ -107,8 +118,31 @@ export function historyTrace(
       dependsOn: job.spec.dependsOn,
     }),
   );
-  return {
-    document: { format: FLEETWISE_TRACE_FORMAT, name: options.name, source: options.source, jobs },
-    skipped,
+  const document: FleetwiseTraceDocument = {
+    format: FLEETWISE_TRACE_FORMAT,
+    name: options.name,
+    source: options.source,
+    jobs,
   };
+  // Read back as `simulate` will read it, so an export never writes a trace that cannot be replayed.
+  if (jobs.length > 0) fleetwiseTrace(document, `the trace exported from ${options.source}`);
+  return { document, skipped };
+}
+
+type DependencyView = Parameters<typeof dependencyFault>[0];
+
+/** Why a job is left out for a dependency the trace could not replay. */
+function dependencyReason(id: string, fault: DependencyFault): string {
+  switch (fault.kind) {
+    case 'fails':
+      return `it depends on ${id}, which failed (successful: false in the trace), so it could never start`;
+    case 'itself':
+      return 'it depends on itself';
+    case 'not-earlier':
+      return `it depends on ${id}, which is not in the trace`;
+    case 'arrives-later':
+      return `it depends on ${id}, which was submitted after it`;
+    case 'other-team':
+      return `it depends on ${id}, a job of team ${fault.team}`;
+  }
 }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { Catalog } from '../../core/catalog.js';
 import { Rng } from '../../core/random.js';
 import type { Resources } from '../../core/resources.js';
+import { ValidationError } from '../../core/validation.js';
 import { LineValidationError, parseCsv, type LineProblem } from './csv.js';
 import {
   buildJob,
@@ -118,15 +119,53 @@ export function catalogCanHost(catalog: Catalog, demand: Resources): boolean {
   });
 }
 
-/** The pods Eva keeps (not Failed, hostable by the catalog), in file order, with their demands. */
+/** Why pods were left out of a conversion: how many of each. */
+export interface DroppedPods {
+  readonly failed: number;
+  /** No instance type of the catalog can host the demand. */
+  readonly unhostable: number;
+  /** The demand rounds to [0, 0, 0]: it would hold nothing, yet a whole instance would be billed for it. */
+  readonly noDemand: number;
+}
+
+/**
+ * The pods Eva keeps (not Failed, hostable by the catalog) that ask for something, in file order, with their demands,
+ * and how many were dropped for each reason.
+ */
+export function filterPods(
+  pods: readonly AlibabaPod[],
+  catalog: Catalog,
+): {
+  readonly kept: { readonly pod: AlibabaPod; readonly demand: Resources }[];
+  readonly dropped: DroppedPods;
+} {
+  const kept: { pod: AlibabaPod; demand: Resources }[] = [];
+  let failed = 0;
+  let unhostable = 0;
+  let noDemand = 0;
+  for (const pod of pods) {
+    if (pod.podPhase === 'Failed') {
+      failed += 1;
+      continue;
+    }
+    const demand = podDemand(pod);
+    if (!demand.some((x) => x > 0)) noDemand += 1;
+    else if (!catalogCanHost(catalog, demand)) unhostable += 1;
+    else kept.push({ pod, demand });
+  }
+  return { kept, dropped: { failed, unhostable, noDemand } };
+}
+
+/** The pods Eva keeps (not Failed, hostable by the catalog, asking for something), in file order, with their demands. */
 export function keptPodDemands(
   pods: readonly AlibabaPod[],
   catalog: Catalog,
 ): { readonly pod: AlibabaPod; readonly demand: Resources }[] {
-  return pods
-    .filter((pod) => pod.podPhase !== 'Failed')
-    .map((pod) => ({ pod, demand: podDemand(pod) }))
-    .filter(({ demand }) => catalogCanHost(catalog, demand));
+  return filterPods(pods, catalog).kept;
+}
+
+function droppedText(d: DroppedPods): string {
+  return `dropped ${d.failed} Failed, ${d.unhostable} no instance type can host, ${d.noDemand} asking for no GPU, vCPU or memory`;
 }
 
 export interface DemandFrequency {
@@ -174,7 +213,8 @@ export interface AlibabaTraceOptions extends GenerationOptions {
 
 /**
  * Convert the pod list into a trace with Eva's recipe (research digest §5.2):
- *  - drop Failed pods and pods no instance type can host; demand `{any: podDemand}`;
+ *  - drop Failed pods and pods no instance type can host; demand `{any: podDemand}`; also drop pods whose demand
+ *    rounds to [0, 0, 0] (Eva would keep them; they would hold nothing yet be billed a whole idle instance);
  *  - map each distinct demand vector to a random single-task workload of the catalog, named `workload[k]`
  *    (k counts vectors per workload in order of first appearance); its jobs take that workload's delays,
  *    full throughput and interference identity, but keep the pod's demand;
@@ -199,11 +239,13 @@ export function convertAlibabaTrace(
     throw new Error('the workload catalog has no single-task workload to map pods to');
 
   const streams = generationStreams(new Rng(opts.seed));
-  const kept = keptPodDemands(parseAlibabaPods(text, source), options.instanceCatalog);
+  const { kept, dropped } = filterPods(parseAlibabaPods(text, source), options.instanceCatalog);
   const ordered = options.shuffle === false ? kept : shuffled(streams.order, kept);
+  if (ordered.length === 0)
+    throw new ValidationError(source, [`no pod remains to simulate (${droppedText(dropped)})`]);
   if (opts.jobs !== undefined && opts.jobs > ordered.length)
     throw new Error(
-      `${source}: asked for ${opts.jobs} jobs, but only ${ordered.length} pods remain after filtering`,
+      `${source}: asked for ${opts.jobs} jobs, but only ${ordered.length} pods remain after filtering (${droppedText(dropped)})`,
     );
   const selected = opts.jobs === undefined ? ordered : ordered.slice(0, opts.jobs);
 

@@ -3,7 +3,9 @@ import type { FamilyDemand, Resources } from '../../core/resources.js';
 import { describeIssues, ValidationError } from '../../core/validation.js';
 import type { Trace, TraceJob, TraceTask } from '../../world/trace.js';
 import { baseWorkloadOf, familyDemandSchema } from './workloads.js';
-import { traceArrivalSeconds, traceDurationSeconds } from './trace-bounds.js';
+import { MAX_DURATION_SECONDS } from '../../core/duration.js';
+import { traceArrivalSeconds, traceDelaySeconds, traceDurationSeconds } from './trace-bounds.js';
+import { duplicateJsonKeys, type DuplicateKey } from './json-duplicate-keys.js';
 
 /**
  * Eva's JSON trace format (research digest §5.2, e.g. pai_200.json):
@@ -13,29 +15,63 @@ import { traceArrivalSeconds, traceDurationSeconds } from './trace-bounds.js';
  */
 const nonNegative = z.number().finite().nonnegative();
 
-const evaTaskSchema = z.object({
+/**
+ * How far `duration` may be from total_iters / full_throughput: 1%, or one iteration and a second, since Eva's
+ * generators write whole seconds and round the iterations down (`total_iters = int(duration × full_throughput)`).
+ * The bundled pai_200 is within 0.71%.
+ */
+const DURATION_TOLERANCE = 0.01;
+
+// Strict: a misspelled optional key (`support_throughput_awre`) would otherwise be dropped without a word.
+const evaTaskSchema = z.strictObject({
   name: z.string().min(1),
   demand: familyDemandSchema,
   shm_size: nonNegative,
   image_id: z.union([z.number().int().nonnegative(), z.string().min(1)]),
-  fetch_delay: nonNegative,
-  build_image_delay: nonNegative,
-  kill_delay: nonNegative,
-  upload_delay: nonNegative,
+  fetch_delay: traceDelaySeconds,
+  build_image_delay: traceDelaySeconds,
+  kill_delay: traceDelaySeconds,
+  upload_delay: traceDelaySeconds,
 });
 
-const evaJobSchema = z.object({
-  name: z.string().min(1),
-  arrival_time: traceArrivalSeconds,
-  duration: traceDurationSeconds,
-  init_delay: nonNegative,
-  full_throughput: z.number().finite().positive(),
-  total_iters: z.number().int().positive(),
-  support_throughput_aware: z.boolean().optional(),
-  tasks: z
-    .record(z.string(), evaTaskSchema)
-    .refine((t) => Object.keys(t).length > 0, 'a job needs at least one task'),
-});
+/**
+ * The engine runs a job for total_iters at full_throughput (slowed by interference); `duration` only sizes it (the
+ * queue's size classes, the run's time limit). One inconsistent with the iterations would misclass the job or stop
+ * the run before it could finish, so both must agree.
+ */
+const evaJobSchema = z
+  .strictObject({
+    name: z.string().min(1),
+    arrival_time: traceArrivalSeconds,
+    duration: traceDurationSeconds,
+    init_delay: traceDelaySeconds,
+    full_throughput: z.number().finite().positive(),
+    total_iters: z.number().int().positive(),
+    support_throughput_aware: z.boolean().optional(),
+    tasks: z
+      .record(z.string(), evaTaskSchema)
+      .refine((t) => Object.keys(t).length > 0, 'a job needs at least one task'),
+  })
+  .superRefine((job, ctx) => {
+    const running = job.total_iters / job.full_throughput;
+    if (!(running <= MAX_DURATION_SECONDS)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['total_iters'],
+        message: `total_iters / full_throughput is ${running} s at full throughput: at most ${MAX_DURATION_SECONDS} s (365 days), as duration`,
+      });
+      return;
+    }
+    const tolerance = Math.max(DURATION_TOLERANCE * running, 1 / job.full_throughput + 1);
+    if (Math.abs(job.duration - running) > tolerance)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['duration'],
+        message:
+          `${job.duration} s, but total_iters / full_throughput is ${Number(running.toPrecision(6))} s: the job runs ` +
+          'for its iterations, and duration (its size for queue classes and the time limit) must agree within 1%',
+      });
+  });
 
 type EvaJob = z.output<typeof evaJobSchema>;
 
@@ -75,6 +111,13 @@ function toTraceJob(id: string, job: EvaJob): TraceJob {
   };
 }
 
+function duplicateProblem(d: DuplicateKey): string {
+  const lost = '(JSON keeps only the last, so the others would be lost)';
+  if (d.path.length === 0) return `(root): job id ${JSON.stringify(d.key)} is given more than once ${lost}`;
+  const [job, ...inJob] = d.path;
+  return `job ${job}: ${inJob.length === 0 ? '' : `${inJob.join('.')}: `}${JSON.stringify(d.key)} is given more than once ${lost}`;
+}
+
 /**
  * Parse the text of an Eva JSON trace. Errors name the file (`source`), the job key and the field, e.g.
  * `pai_200.json: job 17: tasks.17.demand.any.1: Too small: expected number to be >=0`. Jobs come out in
@@ -89,6 +132,8 @@ export function parseEvaTrace(text: string, source = 'trace.json', traceName = s
   }
   if (typeof json !== 'object' || json === null || Array.isArray(json))
     throw new ValidationError(source, ['(root): expected an object mapping job ids to jobs']);
+  const duplicates = duplicateJsonKeys(text);
+  if (duplicates.length > 0) throw new ValidationError(source, duplicates.map(duplicateProblem));
   const problems: string[] = [];
   const jobs: TraceJob[] = [];
   for (const [key, value] of Object.entries(json)) {

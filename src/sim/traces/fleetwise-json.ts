@@ -5,7 +5,8 @@ import type { Trace, TraceJob, TraceTask } from '../../world/trace.js';
 import { dependencyFault, type DependencyFault } from '../../world/job-dependencies.js';
 import { baseWorkloadOf, familyDemandSchema } from './workloads.js';
 import { networkDeclarationSchema, toNetworkDeclaration } from '../../core/network-schema.js';
-import { traceArrivalSeconds, traceDurationSeconds } from './trace-bounds.js';
+import { traceArrivalSeconds, traceDelaySeconds, traceDurationSeconds } from './trace-bounds.js';
+import { duplicateJsonKeys, duplicateKeyProblem } from './json-duplicate-keys.js';
 import { SPOT_PREFERENCES } from '../../core/spot.js';
 import { successSpecSchema } from '../../queue/success.js';
 
@@ -42,9 +43,9 @@ const jobSchema = z.strictObject({
   /** Where the duration came from: the job's measured running time, or its spec's expectedDurationSeconds. */
   durationFrom: z.enum(['measured', 'declared']).optional(),
   totalIterations: z.number().int().positive().optional(),
-  initDelaySeconds: nonNegative.default(0),
+  initDelaySeconds: traceDelaySeconds.default(0),
   /** Seconds to fetch (and, when the job moves, to upload) a checkpoint. */
-  restoreDelaySeconds: nonNegative.default(0),
+  restoreDelaySeconds: traceDelaySeconds.default(0),
   /** False for a job that stopped as unsuccessful at a stage; its duration is what it ran. */
   successful: z.boolean().optional(),
   /** Latency sensitivity, pattern, root task (by name) and traffic, as a job spec's `network:`. */
@@ -194,6 +195,12 @@ export function parseFleetwiseTrace(text: string, source = 'trace.json', traceNa
   } catch (e) {
     throw new ValidationError(source, [`not valid JSON: ${(e as Error).message}`]);
   }
+  const duplicates = duplicateJsonKeys(text);
+  if (duplicates.length > 0)
+    throw new ValidationError(
+      source,
+      duplicates.map((d) => duplicateKeyProblem(d)),
+    );
   return fleetwiseTrace(json, source, traceName);
 }
 

@@ -2,6 +2,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { DURATION_RULE, durationSecondsSchema } from '../../core/duration.js';
 import { describeIssues, ValidationError } from '../../core/validation.js';
+import { MAX_TRACE_ARRIVAL_SECONDS } from './trace-bounds.js';
 
 /**
  * When the jobs of a directory of job specs arrive. The controller's job spec is strict and has no place for an
@@ -20,7 +21,17 @@ export function isSpecFileName(name: string): boolean {
 
 const arrivalsSchema = z.record(
   z.string().min(1),
-  durationSecondsSchema(z.number().finite().nonnegative('must be 0 seconds or more')),
+  // Bounded here as the trace bounds an arrival, so an entry too late is named by its file, not by the trace built from it.
+  durationSecondsSchema(
+    z
+      .number()
+      .finite()
+      .nonnegative('must be 0 seconds or more')
+      .max(
+        MAX_TRACE_ARRIVAL_SECONDS,
+        `at most ${MAX_TRACE_ARRIVAL_SECONDS} s (ten years) after the trace starts`,
+      ),
+  ),
   { error: `expected a map of job spec file → arrival (${DURATION_RULE})` },
 );
 
@@ -61,5 +72,11 @@ export function parseArrivals(
 export function gapArrivals(specFiles: readonly string[], gapSeconds: number): ReadonlyMap<string, number> {
   if (!(Number.isFinite(gapSeconds) && gapSeconds >= 0))
     throw new Error(`the arrival gap must be 0 seconds or more, got ${gapSeconds}`);
+  const last = (specFiles.length - 1) * gapSeconds;
+  if (last > MAX_TRACE_ARRIVAL_SECONDS)
+    throw new ValidationError('--arrival-gap-seconds', [
+      `${gapSeconds} s between ${specFiles.length} job spec files puts the last, ${specFiles.at(-1) ?? ''}, at ${last} s: ` +
+        `arrivals are at most ${MAX_TRACE_ARRIVAL_SECONDS} s (ten years) after the trace starts`,
+    ]);
   return new Map(specFiles.map((file, i) => [file, i * gapSeconds]));
 }

@@ -24,3 +24,16 @@ export const traceArrivalSeconds = z
   .finite()
   .nonnegative()
   .max(MAX_TRACE_ARRIVAL_SECONDS, `at most ${MAX_TRACE_ARRIVAL_SECONDS} s (ten years)`);
+
+/**
+ * The longest delay of one step of a job's life (a launch, a fetch, a build, a checkpoint upload): a day, as a job
+ * spec's delay estimates. Each move pays some of them again, so a longer one would outlast the run's time limit.
+ */
+export const MAX_TRACE_DELAY_SECONDS = 86_400;
+
+/** Seconds one step of a job's life takes. */
+export const traceDelaySeconds = z
+  .number()
+  .finite()
+  .nonnegative()
+  .max(MAX_TRACE_DELAY_SECONDS, `at most ${MAX_TRACE_DELAY_SECONDS} s (a day), as a job spec's delays`);

@@ -48,9 +48,18 @@ export interface WorkloadCatalog {
 
 const nonNegative = z.number().finite().nonnegative();
 const resourcesSchema = z.tuple([nonNegative, nonNegative, nonNegative]);
-/** `{family or "any": [gpus, vcpus, memoryGiB]}`; at least one entry. */
+/**
+ * `{family or "any": [gpus, vcpus, memoryGiB]}`; at least one entry, each asking for something: a task of [0, 0, 0]
+ * would hold no capacity, yet the instance it is placed on is billed whole.
+ */
 export const familyDemandSchema = z
-  .record(z.string().min(1), resourcesSchema)
+  .record(
+    z.string().min(1),
+    resourcesSchema.refine(
+      (r) => r.some((x) => x > 0),
+      'asks for nothing ([0, 0, 0]): a demand needs a positive GPU, vCPU or memory entry',
+    ),
+  )
   .refine((d) => Object.keys(d).length > 0, 'a demand needs at least one family (or "any")');
 
 const taskSchema = z.object({

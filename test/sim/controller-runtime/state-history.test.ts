@@ -86,6 +86,37 @@ describe("a controller's job history as a trace", () => {
     expect(fleetwiseTrace(document, 'pipeline').jobs[1]?.dependsOn).toEqual([prepare]);
   });
 
+  it('leaves out a job waiting for a failed job it kept, so what it exports replays', () => {
+    const c = clock();
+    const store = new MemoryStateStore({ nowSeconds: c.now });
+    const step = (name: string, dependsOn?: string[]) =>
+      store.submitJob({
+        ...example('resnet.yaml'),
+        name,
+        expectedDurationSeconds: 600,
+        ...(dependsOn === undefined ? {} : { dependsOn }),
+      }).id;
+    c.set(100);
+    const prepare = step('prepare'); // ran, then failed: kept as successful: false
+    c.set(110);
+    const train = step('train', [prepare]); // still queued with a declared duration
+    c.set(200);
+    store.setJobState(prepare, 'starting');
+    store.setJobState(prepare, 'running');
+    c.set(500);
+    store.setJobState(prepare, 'failed');
+    const history = { jobs: store.listJobs(), jobStateEvents: store.listEvents({ kind: 'job.state' }) };
+    const { document, skipped } = historyTrace(history, { name: 'failed', source: 'memory' });
+    expect(skipped).toEqual([
+      {
+        id: train,
+        reason: `it depends on ${prepare}, which failed (successful: false in the trace), so it could never start`,
+      },
+    ]);
+    expect(document.jobs.map((j) => [j.id, j.successful])).toEqual([[prepare, false]]);
+    expect(fleetwiseTrace(document, 'failed').jobs).toHaveLength(1);
+  });
+
   it('reads a SQLite state read-only: same records as the store, the file left as it was', () => {
     const c = clock();
     const path = join(tmp, 'state.db');

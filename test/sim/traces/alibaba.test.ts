@@ -173,6 +173,20 @@ describe('pod filter and demand conversion', () => {
   const header =
     'name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time';
 
+  it('drops pods asking for nothing as it drops unhostable ones, and counts them', () => {
+    const csv = `${header}\nzero,0,0,0,0,,LS,Running,0,1,0\nreal,3000,1024,1,1000,,LS,Running,0,1,0\n`;
+    const convertCsv = (text: string, jobs?: number): Trace =>
+      convertAlibabaTrace(text, { instanceCatalog, workloadCatalog, jobs, seed: 1 }, 'pods.csv');
+    const trace = convertCsv(csv);
+    expect(trace.jobs.map((j) => j.tasks[0]?.demand.any)).toEqual([[1, 3, 1]]);
+    expect(() => convertCsv(csv, 2)).toThrow(
+      /only 1 pods remain after filtering \(dropped 0 Failed, 0 no instance type can host, 1 asking for no GPU, vCPU or memory\)/,
+    );
+    expect(() => convertCsv(`${header}\nzero,0,0,0,0,,LS,Running,0,1,0\n`)).toThrow(
+      /^pods\.csv: no pod remains to simulate \(dropped 0 Failed, 0 no instance type can host, 1 asking for no GPU/,
+    );
+  });
+
   it('ceils vCPUs, memory and GPUs', () => {
     const [pod] = parseAlibabaPods(`${header}\np,3001,1025,1,500,,LS,Running,0,10,0\n`, 'x.csv');
     expect(pod && podDemand(pod)).toEqual([1, 4, 2]);

@@ -92,6 +92,69 @@ describe('Eva JSON traces (digest §5.2, §5.3)', () => {
   });
 });
 
+describe('Eva JSON traces: fields the engine relies on', () => {
+  const base = (JSON.parse(evaJson) as Record<string, Record<string, unknown>>)['0'] as Record<
+    string,
+    unknown
+  >;
+  const task = (base.tasks as Record<string, Record<string, unknown>>)['0'] as Record<string, unknown>;
+  const withJob = (job: Record<string, unknown>, taskOver: Record<string, unknown> = {}): string =>
+    JSON.stringify({ a: { ...base, ...job, tasks: { '0': { ...task, ...taskOver } } } });
+  const problemsOf = (text: string): string[] => {
+    try {
+      parseEvaTrace(text, 't.json');
+    } catch (e) {
+      expect(e).toBeInstanceOf(ValidationError);
+      return [...(e as ValidationError).problems];
+    }
+    throw new Error('expected a validation error');
+  };
+
+  it('refuses a duration that disagrees with total_iters / full_throughput', () => {
+    expect(problemsOf(withJob({ duration: 1e-9 }))[0]).toMatch(
+      /^job a: duration: 1e-9 s, but total_iters \/ full_throughput is 12430 s/,
+    );
+    expect(
+      problemsOf(withJob({ duration: 100, total_iters: 26103, full_throughput: 26103 / (60 * 86_400) }))[0],
+    ).toMatch(/^job a: duration: 100 s, but total_iters \/ full_throughput is 5184000 s/);
+    // Eva's generators round iterations down: one iteration short of the duration is no disagreement.
+    expect(
+      parseEvaTrace(withJob({ duration: 10, total_iters: 1, full_throughput: 0.15 }), 't.json').jobs,
+    ).toHaveLength(1);
+  });
+
+  it('bounds delays as a job spec does, and the running time as a duration', () => {
+    expect(problemsOf(withJob({ init_delay: 1e300 }))).toEqual([
+      "job a: init_delay: at most 86400 s (a day), as a job spec's delays",
+    ]);
+    expect(problemsOf(withJob({}, { fetch_delay: 1e300 }))).toEqual([
+      "job a: tasks.0.fetch_delay: at most 86400 s (a day), as a job spec's delays",
+    ]);
+    expect(problemsOf(withJob({ full_throughput: 1e-300 }))[0]).toMatch(
+      /^job a: total_iters: total_iters \/ full_throughput is 2\.6103e\+304 s at full throughput: at most 31536000 s/,
+    );
+  });
+
+  it('refuses a job id or a key given twice, and keys the format does not have', () => {
+    const job = JSON.stringify({ ...base });
+    expect(problemsOf(`{"a": ${job}, "a": ${job}}`)).toEqual([
+      '(root): job id "a" is given more than once (JSON keeps only the last, so the others would be lost)',
+    ]);
+    const twiceInTask = withJob({}).replace('"name":"node0"', '"name":"node0","name":"node1"');
+    expect(problemsOf(twiceInTask)).toEqual([
+      'job a: tasks.0: "name" is given more than once (JSON keeps only the last, so the others would be lost)',
+    ]);
+    expect(problemsOf(withJob({ bogus: 1 }))[0]).toMatch(/^job a: .*bogus/i);
+    expect(problemsOf(withJob({}, { bogus: 1 }))[0]).toMatch(/^job a: tasks\.0: .*bogus/i);
+  });
+
+  it('refuses a demand asking for nothing, naming the field', () => {
+    expect(problemsOf(withJob({}, { demand: { any: [0, 0, 0] } }))).toEqual([
+      'job a: tasks.0.demand.any: asks for nothing ([0, 0, 0]): a demand needs a positive GPU, vCPU or memory entry',
+    ]);
+  });
+});
+
 /** A two-node job as Eva's own multi-task workloads write it: every task is named `node0`. */
 function twoNodeTrace(): string {
   const task = {

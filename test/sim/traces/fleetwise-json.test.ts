@@ -30,6 +30,28 @@ function problemsOf(text: string): string[] {
 }
 
 describe('fleetwise JSON traces', () => {
+  it('bounds the delays as a job spec does, and refuses a key given twice', () => {
+    expect(problemsOf(doc([job({ initDelaySeconds: 1e300 })]))).toEqual([
+      "jobs.0.initDelaySeconds: at most 86400 s (a day), as a job spec's delays",
+    ]);
+    expect(problemsOf(doc([job({ restoreDelaySeconds: 86_401 })]))[0]).toMatch(
+      /^jobs\.0\.restoreDelaySeconds: at most 86400 s/,
+    );
+    const twice = `{"format": "${FLEETWISE_TRACE_FORMAT}", "jobs": [{"id": "a", "id": "b", "name": "x", "arrivalSeconds": 0, "durationSeconds": 60, "tasks": [{"name": "t", "workload": "w", "demand": {"any": [1, 1, 1]}}]}]}`;
+    expect(problemsOf(twice)).toEqual([
+      'jobs.0: the key "id" is given more than once (JSON keeps only the last, so the others would be lost)',
+    ]);
+  });
+
+  it('refuses a demand that asks for nothing, naming the field', () => {
+    const zero = job({
+      tasks: [{ name: 'trainer', workload: 'resnet18', demand: { any: [0, 0, 0] } }],
+    });
+    expect(problemsOf(doc([zero]))[0]).toMatch(
+      /^jobs\.0\.tasks\.0\.demand\.any: asks for nothing \(\[0, 0, 0\]\)/,
+    );
+  });
+
   it('maps jobs as the controller would: keys, delays, throughput, in arrival order', () => {
     const document: FleetwiseTraceDocument = {
       format: FLEETWISE_TRACE_FORMAT,

@@ -25,6 +25,16 @@ describe('arrivals of a directory of job specs', () => {
     ]);
   });
 
+  it('refuses an arrival past the trace bound naming the arrivals file and entry, not the trace built from it', () => {
+    expect(problemsOf('a.yaml: 1e15\nb.json: 1\nc.yml: 2\n')).toEqual([
+      'a.yaml: at most 315360000 s (ten years) after the trace starts',
+    ]);
+    expect(() => gapArrivals(FILES, 1e15)).toThrow(
+      /^--arrival-gap-seconds: 1000000000000000 s between 3 job spec files puts the last, c\.yml, at 2000000000000000 s/,
+    );
+    expect(gapArrivals(FILES, 1e8).get('c.yml')).toBe(2e8);
+  });
+
   it('refuses unknown and missing files, bad values and other shapes, naming the file', () => {
     expect(problemsOf('a.yaml: 0\nb.json: 1\nc.yml: 2\nd.yaml: 3\n')).toEqual([
       'd.yaml: no such job spec file in the directory (it has a.yaml, b.json, c.yml)',
