@@ -206,6 +206,8 @@ export const dryRunSchema = z.looseObject({
   ),
   costPerHour: z.number(),
   eta: etaSchema.nullable(),
+  // Absent from a controller of an older release.
+  warnings: z.array(z.string()).catch([]),
   // Held for its dependencies (absent otherwise, and from a controller of an older release).
   waitingFor: z.array(z.string()).optional().catch(undefined),
   startsNoEarlierThanSeconds: z.number().nullable().optional().catch(undefined),

@@ -17,7 +17,7 @@ export function workerStopGraceSeconds(store: StateStore): number {
  * Local mode's instances are processes on this machine: a stopped controller stops them too (each worker checkpoints
  * and stops its tasks, then its instance is terminated), so nothing keeps running, and nothing is billed, unseen. The
  * next start finds the instances terminated and resumes their jobs from those checkpoints. `--keep-workers` leaves
- * them running and says which, and how to stop them later.
+ * them running and says which, and how to stop them later. Returns the instances terminated, each with when.
  */
 export async function stopLocalFleet(
   provider: LocalProvider,
@@ -27,9 +27,9 @@ export async function stopLocalFleet(
     readonly giveUpSeconds: number;
     readonly graceSeconds: number;
   },
-): Promise<void> {
+): Promise<{ readonly cloudId: string; readonly atSeconds: number }[]> {
   const running = provider.instances().filter((i) => i.state === 'running');
-  if (running.length === 0) return;
+  if (running.length === 0) return [];
   const out = (line: string): boolean => process.stdout.write(`${line}\n`);
   if (options.keepWorkers) {
     const live = liveWorkers(running);
@@ -44,7 +44,7 @@ export async function stopLocalFleet(
           : 'without one they wait indefinitely (workerGiveUpSeconds: 0)'),
     );
     out(`  stop them now with: fleetwise down --state-dir ${options.stateDir}`);
-    return;
+    return [];
   }
   out(
     `stopping ${running.length} local worker(s): checkpointing their tasks (up to ${options.graceSeconds} s; ` +
@@ -58,4 +58,9 @@ export async function stopLocalFleet(
       (killed.length === 0 ? '' : `; killed ${killed.join(', ')}, which did not stop in time`) +
       '; their jobs resume from their checkpoints when the controller starts again',
   );
+  const stopped = new Set(running.map((i) => i.instanceId));
+  return provider
+    .instances()
+    .filter((i) => stopped.has(i.instanceId) && i.terminatedAtMs !== undefined)
+    .map((i) => ({ cloudId: i.instanceId, atSeconds: (i.terminatedAtMs as number) / 1000 }));
 }

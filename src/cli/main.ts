@@ -6,6 +6,12 @@ import { buildProgram, namedSubcommand, wantsJsonErrors, writeJsonError } from '
 
 /** `fleetwise`: builds the program with the subcommand the arguments name (src/cli/program.ts) and runs it. */
 async function main(): Promise<void> {
+  // A reader that closed the pipe (`| head -1`) has all it wanted: the command ends there quietly, as other Unix
+  // tools do, instead of dying on its next write with a stack trace (`jobs --watch`, `logs --follow` included).
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code === 'EPIPE') process.exit(0);
+    throw e;
+  });
   const args = process.argv.slice(2);
   const json = wantsJsonErrors(args);
   try {
@@ -29,8 +35,20 @@ async function main(): Promise<void> {
         e instanceof ApiError ? { status: e.status, reason: e.reason, details: e.details } : {},
       );
     else process.stderr.write(`fleetwise: ${(e as Error).message}\n`);
-    process.exit(1);
+    process.exit(refusedInput(e) ? 2 : 1);
   }
+}
+
+/**
+ * The controller refused the request's input (a malformed query or spec, a dependency that does not exist, a body or id
+ * too long, an idempotency key reused with another spec): bad input like a client-side check's, not a failure to
+ * reach or be served by the controller.
+ */
+function refusedInput(e: unknown): boolean {
+  // Commands name the file or step an answer was for by wrapping the controller's error (its `cause`).
+  for (let cause = e; cause instanceof Error; cause = cause.cause)
+    if (cause instanceof ApiError) return [400, 413, 414, 422].includes(cause.status);
+  return false;
 }
 
 await main();

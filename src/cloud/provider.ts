@@ -122,6 +122,12 @@ export interface CloudInstance {
   readonly accountId?: string | undefined;
   /** How it was bought, where the provider knows (EC2's InstanceLifecycle). */
   readonly market?: Market | undefined;
+  /**
+   * When it stopped running, for one that ended (terminated, shutting down, stopped), where the provider can say:
+   * EC2's StateTransitionReason carries the time, the local provider records it. A controller that was not running
+   * then bills the instance up to this moment, not up to when it noticed.
+   */
+  readonly endedAt?: Date | undefined;
 }
 
 export interface ListOptions {

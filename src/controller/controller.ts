@@ -25,7 +25,7 @@ import {
   type PredictFn,
 } from './eta-world.js';
 import { clusterView, whyJob } from './explain.js';
-import type { ExecutorKind } from './execution-check.js';
+import { submissionWarnings, type ExecutorKind } from './execution-check.js';
 import { InjectedCrash, type FaultInjector } from './faults.js';
 import { JobControl } from './job-control.js';
 import { JobDependencies } from './job-dependencies.js';
@@ -172,6 +172,9 @@ export class Controller implements ControllerService {
   private wake = new AbortController();
   private readonly schedule: RoundSchedule;
 
+  /** How the workers run tasks, when known (ControllerDeps.executor). */
+  private readonly executor: ExecutorKind | undefined;
+
   constructor(deps: ControllerDeps) {
     if (!deps.settings.dryRun && deps.provider === undefined)
       throw new Error('a cloud provider is required unless in dry-run');
@@ -182,6 +185,7 @@ export class Controller implements ControllerService {
     this.schedule = new RoundSchedule(deps.settings);
     this.log = deps.logger ?? silentLogger;
     this.objectStore = deps.objectStore;
+    this.executor = deps.executor;
     this.jobArchive = deps.jobArchive;
     this.metrics = deps.metrics;
     this.workers = deps.workers;
@@ -638,6 +642,11 @@ export class Controller implements ControllerService {
   }
 
   /** API (`submit --dry-run`): the ETA a job with this spec would get if submitted now; nothing is stored. */
+  /** API: what a submission of `spec` would be told here, or refused for (a dry run asks; execution-check.ts). */
+  submissionWarnings(spec: JobSpec): string[] {
+    return submissionWarnings(spec, this.executor);
+  }
+
   estimate(spec: JobSpec): Promise<EtaRecord | null> {
     return this.predictions.estimate(spec);
   }

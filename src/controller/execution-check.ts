@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ValidationError } from '../core/validation.js';
 import type { JobSpec, TaskTemplateSpec } from './job-spec/spec.js';
+import { runLimitWarnings } from './run-limits.js';
 import type { StateStore } from './state-store.js';
 
 /**
@@ -71,6 +72,14 @@ export function checkExecution(spec: JobSpec, executor: ExecutorKind | undefined
   });
   if (problems.length > 0) throw new ValidationError(SOURCE, problems);
   return warnings;
+}
+
+/**
+ * What a submission of `spec` is told on this cluster, or refused for (a ValidationError): how its tasks run under
+ * `executor`, and its run limits. A dry run asks the same, so it calls valid only what a submission takes.
+ */
+export function submissionWarnings(spec: JobSpec, executor: ExecutorKind | undefined): string[] {
+  return [...checkExecution(spec, executor), ...runLimitWarnings(spec)];
 }
 
 const warningsKey = (jobId: string): string => `execution.job.${jobId}.warnings`;

@@ -1,9 +1,8 @@
 import { ValidationError } from '../core/validation.js';
-import { checkExecution, recordJobWarnings, type ExecutorKind } from './execution-check.js';
+import { recordJobWarnings, submissionWarnings, type ExecutorKind } from './execution-check.js';
 import { arraySubmissionSize, type JobSpec } from './job-spec/spec.js';
 import { arrayJobSpec, pairedArrays } from './array-jobs.js';
 import { dependencyProblems } from './job-dependencies.js';
-import { runLimitWarnings } from './run-limits.js';
 import type { SubmissionCommitHook } from './service.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
 import {
@@ -136,7 +135,7 @@ export class JobControl {
       checked === undefined ? spec : { ...spec, dependsOn: spec.dependsOn?.filter((id) => !checked.has(id)) };
     const unmet = dependencyProblems(toCheck, team, this.deps.store);
     if (unmet.length > 0) throw new ValidationError('job spec', unmet);
-    const warnings = [...checkExecution(spec, this.deps.executor), ...runLimitWarnings(spec)];
+    const warnings = submissionWarnings(spec, this.deps.executor);
     const job = this.deps.store.submitJob(spec.team === team ? spec : { ...spec, team });
     recordJobWarnings(this.deps.store, job.id, warnings);
     return job;

@@ -280,6 +280,11 @@ export interface InstanceChange {
   /** The placement group obtained; `null`: none (a launch that fell back without the group asked for). */
   readonly placementGroup?: string | null | undefined;
   readonly reason?: string | undefined;
+  /**
+   * Entering `terminated`: when the instance really ended, if before now (the cloud says when, and the controller
+   * was not running to see it). Kept within [its launch, now].
+   */
+  readonly endedAtSeconds?: number | undefined;
 }
 
 export interface StateCounts {

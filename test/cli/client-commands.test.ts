@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -209,4 +210,41 @@ describe('fleetwise client commands (CLI subprocess)', () => {
       'endedSince: expected epoch seconds, an ISO 8601 time (UTC unless it names an offset, e.g. 2024-06-10T00:00:00Z) or an age like 24h or 7d',
     );
   });
+
+  it('input the controller refuses (400) exits 2 like input the client refuses; other refusals exit 1', async () => {
+    const noTeam = join(workDir, 'no-team.yaml');
+    writeFileSync(noTeam, 'name: x\ntasks:\n  - image: busybox\n    demand: [0, 1, 1]\n');
+    for (const args of [
+      ['jobs', '--ended-since', 'last-week'],
+      ['jobs', '--state', 'bogus'],
+      // This test's controller checks dependencies in dry runs only (a real one checks submissions too).
+      ['submit', join(EXAMPLES, 'resnet.yaml'), '--depends-on', 'job-999999', '--dry-run'],
+      ['submit', noTeam, '--json'],
+    ]) {
+      const refused = await cli(args, ADMIN_TOKEN);
+      expect(refused.code, `${args.join(' ')}: ${refused.stderr}`).toBe(2);
+      expect(refused.stderr, args.join(' ')).toMatch(/answered 400/);
+      expect(refused.stdout).toBe('');
+    }
+    // A token the controller does not take is not bad input to the command.
+    expect((await cli(['jobs'], 'wrong-token-0123456789abcdef')).code).toBe(1);
+  });
+
+  it('a reader that closes the output (| head -1) ends the command quietly with 0, --watch too', async () => {
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      FLEETWISE_SERVER: server.url,
+      FLEETWISE_TOKEN: VISION_TOKEN,
+    };
+    for (const args of [['jobs', '--all'], ['cluster'], ['jobs', '--watch', '--interval', '1']]) {
+      const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      // Closed before the command writes anything: its first write finds no reader.
+      child.stdout.destroy();
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+      expect(stderr, args.join(' ')).toBe('');
+      expect(code, args.join(' ')).toBe(0);
+    }
+  }, 60_000);
 });

@@ -89,6 +89,8 @@ interface FakeInstance {
   zone: string;
   launchedAtMs: number;
   market: Market;
+  /** When it ended, as EC2's StateTransitionReason says (set by a test). */
+  endedAt?: Date;
 }
 
 /**
@@ -219,6 +221,7 @@ export class FakeCloud implements CloudProvider {
         placementGroup: i.tags[TAG_PLACEMENT_GROUP],
         privateIpAddress: undefined,
         market: i.market,
+        endedAt: i.endedAt,
       }));
   }
 

@@ -5,6 +5,7 @@ import { CloudOnlyTaskControl, type TaskControl } from '../../src/controller/sea
 import { LAUNCH_BACKOFF_KEY } from '../../src/controller/reconcile/effects/registrations.js';
 import type { InstanceRecord } from '../../src/controller/state-store.js';
 import { recordPreviousStoreId } from '../../src/controller/state/lineage.js';
+import { transitionInstance } from '../../src/controller/state/lifecycle.js';
 import type { Scheduler } from '../../src/scheduler/types.js';
 import {
   CPU_SMALL,
@@ -351,6 +352,35 @@ describe('controller rounds against an in-memory cloud', () => {
     expect(store.getInstance('inst-1')).toMatchObject({ state: 'terminated', reason: 'vanished from EC2' });
     expect(store.getTask(`${job.id}.0`)).toMatchObject({ state: 'running', instanceId: 'inst-2' });
     expect(cloud.live()).toHaveLength(1);
+  });
+
+  it('closes a vanished instance when the cloud says it ended, not when the sync noticed, within its life', async () => {
+    const { controller, store, cloud, clock } = rig({ vanishGraceSeconds: 60 });
+    controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await controller.runRound();
+    const launched = store.getInstance('inst-1')?.launchedAtSeconds as number;
+    const gone = cloud.live()[0]?.id as string;
+    await cloud.terminate([gone]);
+    const ended = launched + 90;
+    (cloud.instances.get(gone) as { endedAt?: Date }).endedAt = new Date(ended * 1000);
+    // Noticed an hour later (a controller stopped meanwhile): billed for its 90 s, not the hour.
+    clock.advance(3600);
+    await controller.runRound('period');
+    expect(store.getInstance('inst-1')).toMatchObject({
+      state: 'terminated',
+      reason: 'vanished from EC2',
+      terminatedAtSeconds: ended,
+    });
+    expect(controller.costs().byInstance.find((l) => l.id === 'inst-1')?.billedSeconds).toBeCloseTo(90, 6);
+
+    // A time the cloud gives outside the instance's life is kept within it: never after now, never before its launch.
+    const live = store.getInstance('inst-2') as InstanceRecord;
+    const now = clock.nowSeconds();
+    const close = (at: number): number | undefined =>
+      transitionInstance(live, 'terminated', { endedAtSeconds: at }, now).record.terminatedAtSeconds;
+    expect(close(now + 600)).toBe(now);
+    expect(close(0)).toBe(live.launchedAtSeconds);
+    expect(live.launchedAtSeconds).toBeGreaterThan(0);
   });
 
   it('adopts or terminates instances of the cluster that the state does not know', async () => {

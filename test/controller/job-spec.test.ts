@@ -95,6 +95,28 @@ describe('parseJobSpec: accepted specs', () => {
     expect(task?.workload).toMatch(/^python-[0-9a-f]{8}$/);
   });
 
+  it("defaults shmSizeGiB to 1 GiB, or to the task's smallest memory demand when that is less", () => {
+    // A default the spec never wrote must not be what refuses it.
+    const shmOf = (demand: string): number | undefined =>
+      parseJobSpec(MINIMAL.replace('{ any: [0, 1, 1] }', demand), 'tiny.yaml', catalog).tasks[0]?.shmSizeGiB;
+    expect(shmOf('{ any: [0, 0.5, 0.25] }')).toBe(0.25);
+    expect(shmOf('{ any: [0, 1, 4] }')).toBe(1);
+    expect(shmOf('{ c7i: [0, 1, 4], r7i: [0, 1, 0.5] }')).toBe(0.5);
+    // Written, it is checked against the demand as before.
+    expect(
+      problemsOf(
+        MINIMAL.replace('any: [0, 1, 1]', 'any: [0, 0.5, 0.25]').replace(
+          'demand:',
+          'shmSizeGiB: 0.5\n    demand:',
+        ),
+      ),
+    ).toEqual([
+      expect.stringMatching(
+        /^tasks\.0\.shmSizeGiB: 0\.5 GiB of shared memory exceeds the task's 0\.25 GiB memory demand on any/,
+      ),
+    ]);
+  });
+
   it('accepts JSON text and the vector shorthand for any', () => {
     const json = JSON.stringify({
       name: 'j',

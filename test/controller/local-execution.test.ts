@@ -132,6 +132,15 @@ describe.concurrent('task execution without Docker', () => {
     const json = await runCli(['submit', spec, '--json'], ctl.env);
     expect(json.code, json.stderr).toBe(0);
     expect((JSON.parse(json.stdout) as Answer).warnings[0]).toMatch(/image python:3\.12-slim is ignored/);
+    // A dry run is told what the submission was.
+    const dry = await runCli(['submit', spec, '--dry-run'], ctl.env);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toMatch(/is valid; dry run, nothing submitted/);
+    expect(dry.stderr).toMatch(
+      /^warning: .*imaged\.yaml: task task-0: no Docker engine \(process executor\): image python:3\.12-slim is ignored/m,
+    );
+    const dryJson = await runCli(['submit', spec, '--dry-run', '--json'], ctl.env);
+    expect((JSON.parse(dryJson.stdout) as Answer).warnings[0]).toMatch(/image python:3\.12-slim is ignored/);
 
     const noCommand = join(scratch, 'no-command.yaml');
     writeFileSync(
@@ -145,18 +154,27 @@ describe.concurrent('task execution without Docker', () => {
         '',
       ].join('\n'),
     );
-    const refused = await runCli(['submit', noCommand], ctl.env);
-    expect(refused.code).not.toBe(0);
-    expect(refused.stderr).toMatch(/tasks\.0: image python:3\.12-slim without a command cannot run here/);
+    // Refused by the controller, dry run or not: invalid input (exit 2), not a failure to reach it.
+    for (const args of [
+      ['submit', noCommand],
+      ['submit', noCommand, '--dry-run'],
+    ]) {
+      const refused = await runCli(args, ctl.env);
+      expect(refused.code, args.join(' ')).toBe(2);
+      expect(refused.stdout).toBe('');
+      expect(refused.stderr).toMatch(/tasks\.0: image python:3\.12-slim without a command cannot run here/);
+    }
   }, 120_000);
 
   it('docker executor: a command alone (no image or build) is refused at submission', async () => {
     const ctl = await start('docker', 'docker');
-    const refused = await ctl.api('POST', '/v1/jobs', job('bare', { command: ['sh', '-c', 'echo hi'] }));
-    expect(refused.status).toBe(400);
-    expect(refused.text).toMatch(
-      /tasks\.0: a command alone \(no image or build\) runs only under the process executor/,
-    );
+    for (const path of ['/v1/jobs', '/v1/jobs?dryRun=true']) {
+      const refused = await ctl.api('POST', path, job('bare', { command: ['sh', '-c', 'echo hi'] }));
+      expect(refused.status, path).toBe(400);
+      expect(refused.text).toMatch(
+        /tasks\.0: a command alone \(no image or build\) runs only under the process executor/,
+      );
+    }
     expect(ctl.instances()).toEqual([]);
   }, 60_000);
 });

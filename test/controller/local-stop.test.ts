@@ -29,6 +29,8 @@ afterAll(() => {
 
 // 300 steps of 0.04 s: ~12 s, long enough to stop mid-run, short enough to finish after a restart.
 const COUNT_TO = 300;
+/** How long the first test leaves its controller stopped before starting it again. */
+const STOPPED_SECONDS = 6;
 const spec = (): string =>
   writeShortCounterSpec(join(scratch, 'counter.yaml'), {
     countTo: COUNT_TO,
@@ -51,7 +53,9 @@ interface JobDoc {
   instances: { id: string; cloudId?: string }[];
 }
 
-async function submitAndRun(ctl: StartedController): Promise<{ id: string; pid: number; dir: string }> {
+async function submitAndRun(
+  ctl: StartedController,
+): Promise<{ id: string; pid: number; dir: string; instanceId: string }> {
   const submitted = await runCli(['submit', spec(), '--json'], ctl.env);
   expect(submitted.code, submitted.stderr).toBe(0);
   const id = (JSON.parse(submitted.stdout) as { id: string }).id;
@@ -70,7 +74,7 @@ async function submitAndRun(ctl: StartedController): Promise<{ id: string; pid: 
   );
   const record = ctl.instances().find((i) => i.instanceId === doc.instances[0]?.cloudId);
   if (record?.pid === undefined) throw new Error(`no worker pid for ${id}\n${ctl.diagnostics()}`);
-  return { id, pid: record.pid, dir: record.dir };
+  return { id, pid: record.pid, dir: record.dir, instanceId: doc.instances[0]?.id ?? '' };
 }
 
 function workerLog(dir: string): string {
@@ -81,7 +85,7 @@ function workerLog(dir: string): string {
 describe.concurrent('stopping local mode', () => {
   it('Ctrl-C checkpoints and stops the workers and their tasks; the next start resumes the job', async () => {
     const ctl = await start('ctrl-c');
-    const { id, pid, dir } = await submitAndRun(ctl);
+    const { id, pid, dir, instanceId } = await submitAndRun(ctl);
     const task = taskPid(dir, `${id}.0`) as number;
     expect(pidAlive(task)).toBe(true);
     // Twice at once, as under `npm start` (the terminal's SIGINT and npm's forwarded one): still one clean stop.
@@ -94,10 +98,29 @@ describe.concurrent('stopping local mode', () => {
     expect(pidAlive(task)).toBe(false);
     expect(workerLog(dir)).toMatch(new RegExp(`checkpointed and stopped 1 task\\(s\\) \\(${id}\\.0\\)`));
     expect(ctl.instances().every((i) => i.state === 'terminated')).toBe(true);
+    const stopped = ctl.instances()[0];
+    const aliveSeconds = ((stopped?.terminatedAtMs ?? Number.NaN) - (stopped?.launchTimeMs ?? 0)) / 1000;
 
+    // Stopped a while: that time is nobody's cost.
+    await new Promise((r) => setTimeout(r, STOPPED_SECONDS * 1000));
     // The same state directory again: the job resumes from the checkpoint its worker took on the way out.
     const again = await startLocalController(ctl.stateDir);
     try {
+      // Closed as stopped with the controller (an info line), not as lost.
+      const closed = await until(
+        `${instanceId} to be closed`,
+        () => {
+          const lines = again.stderr().split('\n');
+          const line = lines.find((l) =>
+            l.includes(`instance ${instanceId} terminated when the controller stopped`),
+          );
+          return line === undefined ? undefined : { line, lines };
+        },
+        30_000,
+        again.diagnostics,
+      );
+      expect(closed.line).toMatch(/"level":30/);
+      expect(closed.lines.filter((l) => l.includes(`instance ${instanceId} lost`))).toEqual([]);
       const done = await until(
         `${id} to succeed after the restart`,
         async () => {
@@ -111,6 +134,16 @@ describe.concurrent('stopping local mode', () => {
       const logs = (await again.api('GET', `/v1/jobs/${id}/logs`)).text;
       expect(Number(/resumed at (\d+)/.exec(logs)?.[1])).toBeGreaterThan(0);
       expect(logs).toMatch(new RegExp(`finished ${COUNT_TO}`));
+      // The job's share of that instance is its time there, not the stop's too (the instance's own line is the
+      // one-minute minimum either way, the rest of it idle).
+      const costs = (await again.api('GET', '/v1/costs')).json as {
+        byInstance: { id: string; cost: number; idleCost: number; billedSeconds: number }[];
+      };
+      const line = costs.byInstance.find((l) => l.id === instanceId);
+      if (line === undefined) throw new Error(`no cost line for ${instanceId}`);
+      const jobSeconds = ((line.cost - line.idleCost) / line.cost) * line.billedSeconds;
+      expect(jobSeconds).toBeGreaterThan(0);
+      expect(jobSeconds).toBeLessThan(aliveSeconds + 1);
     } finally {
       again.process.kill('SIGTERM');
       await again.exited;

@@ -32,6 +32,9 @@ export interface LocalInstanceRecord {
   readonly state: string;
   readonly pid?: number;
   readonly dir: string;
+  readonly launchTimeMs: number;
+  /** When the provider terminated it (absent while it runs). */
+  readonly terminatedAtMs?: number | undefined;
 }
 
 export interface StartedController {

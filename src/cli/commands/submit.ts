@@ -281,6 +281,8 @@ export function registerSubmit(program: Command): void {
         }
         if (options.json === true) process.stdout.write(`${JSON.stringify(view)}\n`);
         else process.stdout.write(formatDryRun(file, view));
+        // On stderr, as a submission's warnings are.
+        for (const w of view.warnings) process.stderr.write(`warning: ${file}: ${w}\n`);
       }
       return;
     }

@@ -203,7 +203,20 @@ function toCloudInstance(instance: Instance, ownerId: string | undefined): Cloud
     imageId: instance.ImageId,
     accountId: ownerId,
     market: instance.InstanceLifecycle === 'spot' ? 'spot' : 'on-demand',
+    endedAt:
+      state === 'running' || state === 'pending' ? undefined : transitionTime(instance.StateTransitionReason),
   };
+}
+
+/**
+ * The time in a StateTransitionReason, e.g. "User initiated (2026-12-05 02:00:00 GMT)": when an instance was asked to
+ * stop or terminate. Undefined when the reason carries none (EC2 leaves it out for some transitions).
+ */
+export function transitionTime(reason: string | undefined): Date | undefined {
+  const match = /\((\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2}) GMT\)/.exec(reason ?? '');
+  if (match === null) return undefined;
+  const at = new Date(`${match[1] ?? ''}T${match[2] ?? ''}Z`);
+  return Number.isNaN(at.getTime()) ? undefined : at;
 }
 
 function oldestFirst(a: CloudInstance, b: CloudInstance): number {

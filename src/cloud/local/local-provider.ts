@@ -152,6 +152,7 @@ export class LocalProvider implements CloudProvider {
         placementGroup: i.tags[TAG_PLACEMENT_GROUP],
         privateIpAddress: '127.0.0.1',
         market: i.tags[LOCAL_MARKET_TAG] === 'spot' ? ('spot' as const) : ('on-demand' as const),
+        endedAt: i.terminatedAtMs === undefined ? undefined : new Date(i.terminatedAtMs),
       }));
   }
 

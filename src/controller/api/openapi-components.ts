@@ -181,7 +181,7 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
   DryRun: {
     type: 'object',
     description: 'What a job would get if submitted now (POST /v1/jobs?dryRun=true); nothing is stored',
-    required: ['dryRun', 'name', 'team', 'tasks', 'costPerHour', 'eta'],
+    required: ['dryRun', 'name', 'team', 'tasks', 'costPerHour', 'eta', 'warnings'],
     properties: {
       dryRun: { type: 'boolean', enum: [true] },
       name: str,
@@ -209,6 +209,12 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
         nullable: true,
         description:
           'What the controller predicts if the job were submitted now (held for its dependencies, it starts once they are predicted to have succeeded); null when it cannot predict one',
+      },
+      warnings: {
+        type: 'array',
+        items: str,
+        description:
+          "What its submission would be warned about, as the job's warnings (e.g. an image the process executor ignores)",
       },
       waitingFor: {
         type: 'array',

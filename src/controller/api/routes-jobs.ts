@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseWith, ValidationError } from '../../core/validation.js';
+import { submissionWarnings } from '../execution-check.js';
 import { MAX_SUCCESS_STAGES } from '../../queue/success.js';
 import { JOB_STATES, type JobRecord, type JobState } from '../state-store.js';
 import { arrayJobSpec, pairedArrays, wholeArrayOf } from '../array-jobs.js';
@@ -113,17 +114,19 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
         const one = each[0] as JobSpec;
         const problems = [...new Set(each.flatMap((j) => dependencyProblems(j, spec.team, store)))];
         if (problems.length > 0) throw new ValidationError('job spec', problems);
+        // Refused or warned about as its submission would be (an array's jobs differ only in their index).
+        const warnings = service.submissionWarnings?.(one) ?? submissionWarnings(one, undefined);
         // Held for its dependencies, the job is predicted held (it starts once they are predicted to succeed), and
         // the view says what it waits for and the earliest their predictions let it start.
         const waitingFor = unmetOf(one.dependsOn, store);
         const eta = (await service.estimate?.(one)) ?? null;
         if (waitingFor.length > 0)
-          return dryRunView(spec, context.priceBook, eta, {
+          return dryRunView(spec, context.priceBook, eta, warnings, {
             waitingFor,
             startsNoEarlierThanSeconds:
               earliestStartSeconds(one.dependsOn, store, predictedCompletionIn(store)) ?? null,
           });
-        return dryRunView(spec, context.priceBook, eta);
+        return dryRunView(spec, context.priceBook, eta, warnings);
       }
       requireUploadedContexts(spec);
       const key = idempotencyKeyOf(request.headers);

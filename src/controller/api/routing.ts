@@ -47,6 +47,8 @@ export interface ApiControllerService extends ControllerService {
   /** What the scheduler learned of co-location; undefined when it learns none. */
   colocation?(): SerializedColocationTable | undefined;
   estimate?(spec: JobSpec): Promise<EtaRecord | null>;
+  /** What a submission of `spec` would be told, or refused for (a ValidationError); a dry run asks the same. */
+  submissionWarnings?(spec: JobSpec): string[];
   /** Whether completion-time predictions are on: a live job without an ETA yet is then waiting for one. */
   readonly predictionsEnabled?: boolean;
   /** End a job as unsuccessful at a stage (success-ranked ordering), freeing its capacity. */

@@ -113,6 +113,8 @@ export interface DryRunView {
    * the prediction once they are predicted to have succeeded); null when it cannot predict one.
    */
   readonly eta: EtaRecord | null;
+  /** What its submission would be warned about (as the job view's `warnings`): how it runs here, its run limits. */
+  readonly warnings: readonly string[];
   /** The dependencies it would be held for: those that have not succeeded (absent when none). */
   readonly waitingFor?: readonly string[];
   /** Held for them: the earliest it could start by their predictions (as the job view's); null when unknown. */
@@ -131,6 +133,7 @@ export function dryRunView(
   spec: JobSpec,
   priceBook: PriceBook,
   eta: EtaRecord | null,
+  warnings: readonly string[],
   hold?: DependencyHold,
 ): DryRunView {
   const arraySize = arraySubmissionSize(spec);
@@ -153,6 +156,7 @@ export function dryRunView(
     tasks,
     costPerHour: tasks.reduce((sum, t) => sum + t.costPerHour * t.replicas, 0),
     eta,
+    warnings,
     ...hold,
     ...(arraySize === undefined ? {} : { arraySize }),
   };

@@ -4,7 +4,7 @@ import { ANY_FAMILY, formatResources, type FamilyDemand } from '../../core/resou
 import { ValidationError } from '../../core/validation.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import { explainIssue, firstLine, formatPath, lineOf, type Path, type Problem } from './problems.js';
-import { jobSpecSchema, utf8Bytes, type RawJobSpec } from './schema.js';
+import { DEFAULT_SHM_SIZE_GIB, jobSpecSchema, utf8Bytes, type RawJobSpec } from './schema.js';
 import { JOB_SPEC_LIMITS, type ArrayProperties, type JobSpec, type TaskTemplateSpec } from './spec.js';
 import { derivedWorkload } from './tasks.js';
 import { keepEnvValuesAsWritten } from './env-text.js';
@@ -96,12 +96,14 @@ function checkStructure(raw: RawJobSpec): Problem[] {
     const clash = nameClash(raw, i, owners);
     if (clash !== undefined) problems.push({ path: [...path, 'name'], message: clash });
     total += t.replicas;
-    for (const [family, v] of Object.entries(t.demand))
-      if (t.shmSizeGiB > v[2])
-        problems.push({
-          path: [...path, 'shmSizeGiB'],
-          message: `${t.shmSizeGiB} GiB of shared memory exceeds the task's ${v[2]} GiB memory demand on ${family} (shm counts against it)${mibHint(t.shmSizeGiB)}`,
-        });
+    const shm = t.shmSizeGiB;
+    if (shm !== undefined)
+      for (const [family, v] of Object.entries(t.demand))
+        if (shm > v[2])
+          problems.push({
+            path: [...path, 'shmSizeGiB'],
+            message: `${shm} GiB of shared memory exceeds the task's ${v[2]} GiB memory demand on ${family} (shm counts against it)${mibHint(shm)}`,
+          });
   });
   if (total > JOB_SPEC_LIMITS.maxTasks)
     problems.push({
@@ -222,7 +224,16 @@ function unhostableMessage(demand: FamilyDemand, book: PriceBook, families: read
   return `no instance type in the ${book.catalog.region} catalog can host this task (${largest.join('; ')})${hint}`;
 }
 
+/**
+ * Shared memory for a task that names none: the default, or the task's smallest memory demand (over its families) when
+ * that is less, since shm counts against each.
+ */
+function defaultShmSizeGiB(demand: FamilyDemand): number {
+  return Math.min(DEFAULT_SHM_SIZE_GIB, ...Object.values(demand).map((v) => v[2]));
+}
+
 /** Memory is in GiB; values written in MiB (16384 for 16 GiB) are the usual reason a demand fits nowhere. */
+
 export function mibHint(gib: number): string {
   if (gib < MIB_HINT_FROM_GIB) return '';
   return `; memory is in GiB: ${gib} looks like MiB, which would be ${formatGiB(gib / 1024)} GiB`;
@@ -253,7 +264,7 @@ function resolve(raw: RawJobSpec): JobSpec {
       env: t.env,
       demand: t.demand,
       replicas: t.replicas,
-      shmSizeGiB: t.shmSizeGiB,
+      shmSizeGiB: t.shmSizeGiB ?? defaultShmSizeGiB(t.demand),
       workload,
     };
   });

@@ -249,6 +249,9 @@ const workloadSchema = z
   .regex(/^[A-Za-z0-9][A-Za-z0-9._:/[\]-]*$/, 'letters, digits and . _ : / [ ] -')
   .describe('Co-location identity: tasks with the same workload share learned co-location throughputs');
 
+/** A task's shared memory when its spec gives none and its memory demand is at least this (GiB). */
+export const DEFAULT_SHM_SIZE_GIB = 1;
+
 export const taskSchema = z.strictObject({
   name: nameSchema.describe('Unique within the job (task-<index> when absent)').optional(),
   image: z
@@ -269,13 +272,17 @@ export const taskSchema = z.strictObject({
     .max(JOB_SPEC_LIMITS.maxTasks)
     .describe('Identical tasks run from this template, gang-scheduled with the rest of the job')
     .default(1),
+  // Unwritten, it is DEFAULT_SHM_SIZE_GIB or the task's memory demand if less (parse.ts): a default that refused a
+  // small task over a field its author never wrote would be no default.
   shmSizeGiB: z
     .number()
     .finite()
     .nonnegative()
     .max(JOB_SPEC_LIMITS.maxMemoryGiB, `at most ${JOB_SPEC_LIMITS.maxMemoryGiB} GiB`)
-    .describe("Shared memory (/dev/shm), counted against the task's memory demand")
-    .default(1),
+    .describe(
+      `Shared memory (/dev/shm), counted against the task's memory demand; default ${DEFAULT_SHM_SIZE_GIB} GiB, or the memory demand if less`,
+    )
+    .optional(),
   workload: workloadSchema.optional(),
 });
 

@@ -6,6 +6,7 @@ import { LIVE_INSTANCE_STATES, type ReconcileContext } from './context.js';
 import { releaseTasksOn } from './jobs.js';
 import { terminateFailed } from './effects/terminations.js';
 import { launchAskedForSpot, recordAdoptedMarket, recordMarketFallback } from '../instance-market.js';
+import { forgetStoppedWithController, stoppedWithController } from '../stopped-with-controller.js';
 
 /**
  * The store against the cloud: a launch whose instance exists (found by its launch-token tag) is adopted rather than
@@ -48,7 +49,17 @@ export async function syncWithCloud(ctx: ReconcileContext): Promise<SyncSummary>
   const claimed = new Set<string>();
   const adopted: string[] = [];
   const vanished: string[] = [];
-  const records = ctx.store.listInstances({ states: [...LIVE_INSTANCE_STATES] });
+  const lossOf = (inst: InstanceRecord): string | undefined =>
+    inst.cloudId === undefined ? undefined : lossReason(ctx, inst, byCloudId.get(inst.cloudId), now);
+  let records = ctx.store.listInstances({ states: [...LIVE_INSTANCE_STATES] });
+  const lost = records.filter((inst) => lossOf(inst) !== undefined);
+  let ends = new Map<string, number>();
+  if (lost.length > 0) {
+    ends = await endTimes(ctx, lost, byCloudId);
+    // Read again after that look: the API may have changed a record meanwhile.
+    records = ctx.store.listInstances({ states: [...LIVE_INSTANCE_STATES] });
+  }
+  const stopped = stoppedWithController(ctx.store);
   // One commit for the whole comparison (a launch wave turns hundreds of instances running in one pass): each
   // commit syncs SQLite's WAL on the event loop.
   ctx.store.transaction(() => {
@@ -56,19 +67,12 @@ export async function syncWithCloud(ctx: ReconcileContext): Promise<SyncSummary>
       if (inst.cloudId !== undefined) {
         claimed.add(inst.cloudId);
         const seen = byCloudId.get(inst.cloudId);
-        if (
-          seen === undefined ||
-          seen.state === 'shutting-down' ||
-          seen.state === 'stopping' ||
-          seen.state === 'stopped'
-        ) {
-          if (inst.state === 'terminating') continue; // the terminate step finishes it
-          const since = inst.launchedAtSeconds ?? inst.requestedAtSeconds;
-          // DescribeInstances is eventually consistent right after RunInstances: wait before declaring it lost.
-          if (seen === undefined && now - since < ctx.settings.vanishGraceSeconds) continue;
-          loseInstance(ctx, inst, seen === undefined ? 'vanished from EC2' : `EC2 reports it ${seen.state}`);
+        const loss = lossOf(inst);
+        if (loss !== undefined) {
+          const stoppedAt = stopped[inst.cloudId];
+          loseInstance(ctx, inst, loss, ends.get(inst.cloudId) ?? stoppedAt, stoppedAt !== undefined);
           vanished.push(inst.id);
-        } else if (seen.state === 'running' && inst.state === 'launching') {
+        } else if (seen?.state === 'running' && inst.state === 'launching') {
           ctx.store.setInstanceState(inst.id, 'running', { availabilityZone: seen.availabilityZone });
         }
         continue;
@@ -80,6 +84,16 @@ export async function syncWithCloud(ctx: ReconcileContext): Promise<SyncSummary>
       claimed.add(first.instanceId);
       adoptLaunch(ctx, inst, first);
       adopted.push(inst.id);
+    }
+    // What the stop wrote down is done with once its instance is closed, whoever closed it.
+    if (Object.keys(stopped).length > 0) {
+      const open = new Set(
+        ctx.store.listInstances({ states: [...LIVE_INSTANCE_STATES] }).map((i) => i.cloudId),
+      );
+      forgetStoppedWithController(
+        ctx.store,
+        Object.keys(stopped).filter((id) => !open.has(id)),
+      );
     }
   });
   const orphans: string[] = [];
@@ -110,6 +124,56 @@ export async function syncWithCloud(ctx: ReconcileContext): Promise<SyncSummary>
   }
   ctx.deps.onOrphansKept?.(kept);
   return { listed: cloud.length, adopted, orphans, kept, vanished };
+}
+
+/**
+ * Why a record with a cloud id is lost, or undefined while it is not: the cloud no longer lists it, or lists it
+ * stopping or gone. One being terminated is left to the terminate step, and one just launched to EC2's eventual
+ * consistency (DescribeInstances may not list it yet right after RunInstances).
+ */
+function lossReason(
+  ctx: ReconcileContext,
+  inst: InstanceRecord,
+  seen: CloudInstance | undefined,
+  now: number,
+): string | undefined {
+  if (inst.state === 'terminating') return undefined;
+  if (seen === undefined) {
+    const since = inst.launchedAtSeconds ?? inst.requestedAtSeconds;
+    return now - since < ctx.settings.vanishGraceSeconds ? undefined : 'vanished from EC2';
+  }
+  return seen.state === 'shutting-down' || seen.state === 'stopping' || seen.state === 'stopped'
+    ? `EC2 reports it ${seen.state}`
+    : undefined;
+}
+
+/**
+ * When the cloud says each lost instance ended (seconds), where it can: a vanished one is looked for among the
+ * terminated (EC2 lists them for about an hour), asked only when one vanished. A failed look leaves the times
+ * unknown (the instances then end now, as before), never the sync undone.
+ */
+async function endTimes(
+  ctx: ReconcileContext,
+  lost: readonly InstanceRecord[],
+  listed: ReadonlyMap<string, CloudInstance>,
+): Promise<Map<string, number>> {
+  const ends = new Map<string, number>();
+  const note = (c: CloudInstance | undefined): void => {
+    if (c?.endedAt !== undefined) ends.set(c.instanceId, c.endedAt.getTime() / 1000);
+  };
+  const vanished = lost.filter((i) => !listed.has(i.cloudId as string));
+  for (const inst of lost) note(listed.get(inst.cloudId as string));
+  if (vanished.length === 0) return ends;
+  try {
+    const all = await ctx.provider.list(ctx.settings.clusterName, { includeTerminated: true });
+    const wanted = new Set(vanished.map((i) => i.cloudId));
+    for (const c of all) if (wanted.has(c.instanceId)) note(c);
+  } catch (e) {
+    ctx.log.warn('could not list terminated instances to learn when the lost ones ended; closing them now', {
+      error: (e as Error).message,
+    });
+  }
+  return ends;
 }
 
 /** A launch recorded without its result (crash between RunInstances and the store): attach the instance found. */
@@ -220,13 +284,28 @@ async function terminateStray(
 }
 
 /** The instance is gone (vanished, stopped, never registered): release its tasks so the next plan places them. */
-function loseInstance(ctx: ReconcileContext, inst: InstanceRecord, reason: string): void {
+function loseInstance(
+  ctx: ReconcileContext,
+  inst: InstanceRecord,
+  cloudReason: string,
+  endedAtSeconds: number | undefined,
+  stoppedWithController: boolean,
+): void {
+  // Terminated by the controller's own clean stop (its workers checkpointed first): nothing was lost.
+  const reason = stoppedWithController ? 'terminated when the controller stopped' : cloudReason;
+  let ended: number | undefined;
   const affected = ctx.store.transaction(() => {
     for (const intent of ctx.pendingIntentsFor('launch', inst.id)) ctx.store.failIntent(intent.id, reason);
-    ctx.store.setInstanceState(inst.id, 'terminated', { reason });
-    const jobs = releaseTasksOn(ctx, inst.id, `instance ${inst.id} lost: ${reason}`);
+    // Billed until it ended, not until this sync noticed: the controller may have been stopped for days.
+    const closed = ctx.store.setInstanceState(inst.id, 'terminated', { reason, endedAtSeconds });
+    const jobs = releaseTasksOn(
+      ctx,
+      inst.id,
+      stoppedWithController ? `instance ${inst.id} ${reason}` : `instance ${inst.id} lost: ${reason}`,
+    );
+    ended = closed.terminatedAtSeconds;
     // Where each job lost capacity: a recovery may avoid that zone (SkyPilot's EAGER_NEXT_REGION; snapshot.ts).
-    if (inst.availabilityZone !== undefined)
+    if (inst.availabilityZone !== undefined && !stoppedWithController)
       for (const jobId of jobs)
         ctx.store.appendEvent({
           kind: JOB_CAPACITY_LOST_EVENT,
@@ -237,8 +316,19 @@ function loseInstance(ctx: ReconcileContext, inst: InstanceRecord, reason: strin
         });
     return jobs;
   });
-  ctx.log.warn(`instance ${inst.id} lost: ${reason}`, { cloudId: inst.cloudId, jobs: [...affected] });
-  if (affected.size > 0) ctx.requestRound(`instance ${inst.id} lost`, 'capacity');
+  const fields = {
+    cloudId: inst.cloudId,
+    jobs: [...affected],
+    ...(ended === undefined ? {} : { endedAt: new Date(ended * 1000).toISOString() }),
+  };
+  if (stoppedWithController)
+    ctx.log.info(`instance ${inst.id} ${reason}; its jobs resume from their checkpoints`, fields);
+  else ctx.log.warn(`instance ${inst.id} lost: ${reason}`, fields);
+  if (affected.size > 0)
+    ctx.requestRound(
+      stoppedWithController ? `instance ${inst.id} stopped with the controller` : `instance ${inst.id} lost`,
+      'capacity',
+    );
 }
 
 /**

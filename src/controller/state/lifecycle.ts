@@ -359,7 +359,10 @@ export function transitionInstance(
     updatedAtSeconds: nowSeconds,
     launchedAtSeconds: instance.launchedAtSeconds ?? (launched ? nowSeconds : undefined),
     runningAtSeconds: instance.runningAtSeconds ?? (to === 'running' ? nowSeconds : undefined),
-    terminatedAtSeconds: to === 'terminated' ? (instance.terminatedAtSeconds ?? nowSeconds) : undefined,
+    terminatedAtSeconds:
+      to === 'terminated'
+        ? (instance.terminatedAtSeconds ?? endedAt(instance, change, nowSeconds))
+        : undefined,
   };
   return {
     record,
@@ -377,6 +380,16 @@ export function transitionInstance(
       },
     },
   };
+}
+
+/**
+ * When an instance entering `terminated` ended: the time its change gives, never after now (a clock ahead of this
+ * host's) and never before its launch (or its request, never launched), else now.
+ */
+function endedAt(instance: InstanceRecord, change: InstanceChange, nowSeconds: number): number {
+  if (change.endedAtSeconds === undefined || !Number.isFinite(change.endedAtSeconds)) return nowSeconds;
+  const earliest = Math.min(instance.launchedAtSeconds ?? instance.requestedAtSeconds, nowSeconds);
+  return Math.min(nowSeconds, Math.max(earliest, change.endedAtSeconds));
 }
 
 export function jobIdOf(n: number): string {

@@ -62,6 +62,8 @@ export interface SimulatedInstance {
   /** The worker on it has registered (after instantiate + worker start + register). */
   registered: boolean;
   billedFromSeconds: number | undefined;
+  /** When it became terminated (a terminate completed, or EC2 took it back). */
+  terminatedAtSeconds?: number | undefined;
 }
 
 export interface SimulatedCloudHooks {
@@ -290,6 +292,7 @@ export class SimulatedCloud implements CloudProvider {
       placementGroup: inst.tags[TAG_PLACEMENT_GROUP],
       privateIpAddress: undefined,
       market: inst.market,
+      endedAt: inst.terminatedAtSeconds === undefined ? undefined : new Date(inst.terminatedAtSeconds * 1000),
     };
   }
 
@@ -314,6 +317,7 @@ export class SimulatedCloud implements CloudProvider {
 
   private terminated(inst: SimulatedInstance): void {
     inst.state = 'terminated';
+    inst.terminatedAtSeconds = this.o.clock.nowSeconds();
     inst.registered = false;
     if (inst.billedFromSeconds !== undefined)
       this.o.hooks?.billingStopped?.(inst, this.o.clock.nowSeconds() - inst.billedFromSeconds);

@@ -16,6 +16,7 @@ import { createEc2Client, ec2ApiFromClient, type Ec2Api } from '../../../src/clo
 import {
   Ec2Provider,
   ec2PlacementGroupName,
+  transitionTime,
   zoneClientToken,
   type Ec2ProviderConfig,
 } from '../../../src/cloud/aws/ec2-provider.js';
@@ -711,3 +712,18 @@ describeWithMoto(
   },
   { resetBeforeEach: false },
 );
+
+describe('transitionTime (StateTransitionReason)', () => {
+  it('reads when an instance was stopped or terminated, and nothing from a reason without a time', () => {
+    expect(transitionTime('User initiated (2026-12-05 02:00:00 GMT)')).toEqual(
+      new Date('2026-12-05T02:00:00Z'),
+    );
+    expect(transitionTime('Service initiated (2026-01-31 23:59:59 GMT)')).toEqual(
+      new Date('2026-01-31T23:59:59Z'),
+    );
+    expect(transitionTime('Server.SpotInstanceTermination: Spot instance termination')).toBeUndefined();
+    expect(transitionTime('User initiated (2026-13-45 99:00:00 GMT)')).toBeUndefined();
+    expect(transitionTime('')).toBeUndefined();
+    expect(transitionTime(undefined)).toBeUndefined();
+  });
+});

@@ -8,6 +8,7 @@ import type { ControllerLogger } from '../../../controller/seams.js';
 import type { ControllerBackups } from '../../controller-backups.js';
 import type { ControllerState } from '../../controller-state.js';
 import { stopLocalFleet, workerStopGraceSeconds } from '../../local-fleet-stop.js';
+import { recordStoppedWithController } from '../../../controller/stopped-with-controller.js';
 
 /** Stopping the controller cleanly on SIGTERM/SIGINT, and at once on a second signal. */
 
@@ -50,7 +51,11 @@ export function stopOnSignals(options: ShutdownOptions): void {
         stateDir: config.stateDir,
         giveUpSeconds: config.workerGiveUpSeconds,
         graceSeconds: workerStopGraceSeconds(state.store),
-      }).catch((e: unknown) => log.error(`stopping the local workers failed: ${(e as Error).message}`));
+      })
+        // The state is told now, while it is open: the next start closes these instances when they ended, as
+        // stopped with the controller, instead of billing them up to that start and calling them lost.
+        .then((stopped) => recordStoppedWithController(state.store, stopped))
+        .catch((e: unknown) => log.error(`stopping the local workers failed: ${(e as Error).message}`));
     const api = options.api();
     await api?.close().catch(() => undefined);
     // After the API and the workers: the final backup holds their last reports.
