@@ -1,10 +1,12 @@
 import type { Catalog, InstanceType } from '../core/catalog.js';
 import { durationText } from '../core/duration.js';
 import { groupBy } from '../core/group.js';
-import { UNKNOWN_DURATION_SECONDS, type Admission } from '../queue/admission.js';
+import { MIN_PACKING_FACTOR, UNKNOWN_DURATION_SECONDS, type Admission } from '../queue/admission.js';
 import type { JobQueueView } from '../queue/admission-views.js';
+import { usageOf, type JobFootprint, type QueueCaps } from '../queue/caps.js';
 import type { Scheduler } from '../scheduler/types.js';
 import type { InstanceLifecycle, JobStatus, TaskState as SimTaskState } from '../world/entities.js';
+import { footprintOn, neverAdmittedJobs, type NeverAdmittedJob } from '../world/never-fits.js';
 import type { TraceJob, TraceTask } from '../world/trace.js';
 import { frozenExpectedRates } from '../predict/predict.js';
 import type { PredictionInput } from '../predict/predict.js';
@@ -34,12 +36,32 @@ export interface ControllerWorld {
    * soon free, as far as anyone knows), but when they really end is unknown, so they get no ETA of their own either.
    */
   readonly overran: ReadonlySet<string>;
+  /**
+   * Held jobs that wait, directly or through other held jobs, for one of `assumedDuration` or `overran`: when they
+   * start is as unknown as when that job ends, so they get no ETA of their own either (they stay in the world).
+   */
+  readonly waitsForUnknownEnd: ReadonlyMap<string, WaitsFor>;
+  /**
+   * Waiting jobs the caps can never admit (alone they break one; src/world/never-fits.ts): they never run, so they are
+   * left out of the world; simulated, they would keep every prediction going to its horizon.
+   */
+  readonly neverAdmitted: ReadonlyMap<string, NeverAdmittedJob>;
+  /** Held jobs that wait, directly or through other held jobs, for one of `neverAdmitted`: left out too. */
+  readonly waitsForNeverAdmitted: ReadonlyMap<string, WaitsFor>;
+}
+
+/** What a held job waits for: the dependency it names (`via`), which is `root` or waits for it in turn. */
+export interface WaitsFor {
+  readonly via: string;
+  readonly root: string;
 }
 
 export interface WorldOptions {
   readonly catalog: Catalog;
   /** When the world's first scheduling round happens (≥ now): it replays the admission and plan of that round. */
   readonly firstRoundSeconds: number;
+  /** The caps the world's admission enforces; without them no job is taken for one they can never admit. */
+  readonly admission?: Pick<Admission, 'caps' | 'admitBy'> | undefined;
 }
 
 const LIVE: ReadonlySet<JobRecord['state']> = new Set(LIVE_JOB_STATES);
@@ -58,6 +80,7 @@ const LIVE: ReadonlySet<JobRecord['state']> = new Set(LIVE_JOB_STATES);
  *   sent back to the queue.
  * - progress: iterations reported by workers when the spec gives `totalIterations`, else the declared duration minus
  *   the time spent running (as the snapshot's expected remaining time).
+ * - left out: a waiting job the caps (`options.admission`) can never admit, and the held jobs waiting for it.
  */
 export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): ControllerWorld {
   const now = inputs.nowSeconds;
@@ -90,6 +113,7 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
     .filter((j) => LIVE.has(j.state))
     .sort(bySubmission);
   const inWorld = new Set(liveJobs.map((j) => j.id));
+  const queued = new Set(liveJobs.filter((j) => j.state === 'queued').map((j) => j.id));
   const jobs: WorldJob[] = [];
   let lastArrival = Number.NEGATIVE_INFINITY;
   for (const job of liveJobs) {
@@ -153,11 +177,63 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
       overran.add(job.id);
     jobs.push(worldJob(job, spec, tasks, inputs.pendingStarts, known, now, completed, runningSince, events));
   }
+  const neverAdmitted = new Map(
+    options.admission === undefined
+      ? []
+      : neverAdmittedJobs(
+          jobs.filter((j) => waitsForAdmission(j, queued)).map((j) => j.spec),
+          options.catalog,
+          options.admission.caps,
+          options.admission.admitBy,
+        ).map((n) => [n.jobId, n]),
+  );
+  const waitsForNeverAdmitted = waitingFor(
+    jobs.map((j) => j.spec),
+    new Set(neverAdmitted.keys()),
+  );
+  const kept = jobs.filter((j) => !neverAdmitted.has(j.spec.id) && !waitsForNeverAdmitted.has(j.spec.id));
+  for (const id of neverAdmitted.keys()) assumedDuration.delete(id);
+  for (const id of waitsForNeverAdmitted.keys()) assumedDuration.delete(id);
   return {
-    world: { nowSeconds: now, jobs, instances, events, pendingTerminationIds, instanceCounter: 0 },
+    world: { nowSeconds: now, jobs: kept, instances, events, pendingTerminationIds, instanceCounter: 0 },
     assumedDuration,
     overran,
+    waitsForUnknownEnd: waitingFor(
+      kept.map((j) => j.spec),
+      new Set([...assumedDuration, ...overran]),
+    ),
+    neverAdmitted,
+    waitsForNeverAdmitted,
   };
+}
+
+/**
+ * A job admission has yet to let in (queued or held, nothing placed or committed): only such a job can wait for ever
+ * as never-fits; one holding capacity stays in whatever the caps say now.
+ */
+function waitsForAdmission(job: WorldJob, queued: ReadonlySet<string>): boolean {
+  return (
+    queued.has(job.spec.id) &&
+    (job.status === 'queued' || job.status === 'held') &&
+    job.tasks.every((t) => t.committedInstanceId === undefined && t.occupyingInstanceId === undefined)
+  );
+}
+
+/**
+ * The held jobs of `jobs` that wait for one of `roots`, directly or through other held jobs. In submission order a
+ * dependency comes before its dependents, so one pass finds them all.
+ */
+function waitingFor(jobs: readonly TraceJob[], roots: ReadonlySet<string>): Map<string, WaitsFor> {
+  const out = new Map<string, WaitsFor>();
+  if (roots.size === 0) return out;
+  for (const job of jobs)
+    for (const via of job.dependsOn ?? []) {
+      const root = roots.has(via) ? via : out.get(via)?.root;
+      if (root === undefined) continue;
+      out.set(job.id, { via, root });
+      break;
+    }
+  return out;
 }
 
 /**
@@ -385,12 +461,15 @@ export const DEFAULT_PREDICTION_BUDGET_SECONDS = 10;
 
 /**
  * Run one prediction for every live job. Jobs without a declared duration get `completionSeconds: null` (their
- * basis says why) but still take part, with an assumed duration, since they hold capacity.
+ * basis says why) but still take part, with an assumed duration, since they hold capacity; so do the held jobs that
+ * wait for one of them, whose start is as unknown. A job the caps can never admit (and one held for it) is answered
+ * "never under the caps" and left out of the simulated world.
  *
  * Bounded twice, so no job spec can make it run long: the simulated time stops at the horizon, and the run stops at
  * its wall-clock budget. A job not completed by where the run stopped gets `completionSeconds: null` and
  * `completesAfterSeconds` (it completes later than that, if at all), its basis saying "beyond …". A job whose own
- * remaining work at full throughput already reaches past the horizon is answered so without simulating.
+ * remaining work at full throughput already reaches past the horizon, or one held for such a job, is answered so
+ * without simulating.
  */
 export function predictEtas(predict: PredictFn, input: PredictInput): PredictionRun {
   const started = performance.now();
@@ -399,10 +478,12 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
   const built = controllerWorld(input.inputs, {
     catalog: input.catalog,
     firstRoundSeconds: input.firstRoundSeconds,
+    admission: input.admission,
   });
   const worldIds = built.world.jobs.map((j) => j.spec.id);
+  const answered = [...worldIds, ...built.neverAdmitted.keys(), ...built.waitsForNeverAdmitted.keys()];
   const wantedSet = input.targets === undefined ? undefined : new Set(input.targets);
-  const wanted = wantedSet === undefined ? worldIds : worldIds.filter((id) => wantedSet.has(id));
+  const wanted = wantedSet === undefined ? answered : answered.filter((id) => wantedSet.has(id));
   const pastHorizon = new Set(
     built.world.jobs
       .filter(
@@ -410,9 +491,20 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
       )
       .map((j) => j.spec.id),
   );
-  // Only jobs with a declared duration get an ETA; the run stops once they finished (the others still take part).
+  const waitsPastHorizon = waitingFor(
+    built.world.jobs.map((j) => j.spec),
+    pastHorizon,
+  );
+  // Only jobs whose end the run can find get an ETA from it; it stops once they finished (the others still take part).
+  const simulated = new Set(worldIds);
   const targets = wanted.filter(
-    (id) => !built.assumedDuration.has(id) && !built.overran.has(id) && !pastHorizon.has(id),
+    (id) =>
+      simulated.has(id) &&
+      !built.assumedDuration.has(id) &&
+      !built.overran.has(id) &&
+      !built.waitsForUnknownEnd.has(id) &&
+      !pastHorizon.has(id) &&
+      !waitsPastHorizon.has(id),
   );
   // The world's tasks carry the controller's workload keys, so the scheduler's learned rates apply as they are.
   const rate = targets.length === 0 ? undefined : frozenExpectedRates(input.scheduler);
@@ -461,6 +553,22 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
       });
       continue;
     }
+    const never = built.neverAdmitted.get(id);
+    const waitsForNever = built.waitsForNeverAdmitted.get(id);
+    if (never !== undefined || waitsForNever !== undefined) {
+      const root = never ?? (built.neverAdmitted.get(waitsForNever?.root ?? '') as NeverAdmittedJob);
+      const needs = capNeeds(root, input.admission.caps, input.admission.admitBy);
+      etas.set(id, {
+        startSeconds: null,
+        completionSeconds: null,
+        computedAtSeconds: now,
+        basis:
+          waitsForNever === undefined
+            ? `never under the caps: alone it needs ${needs}; ${place}`
+            : `never under the caps: ${waitText(waitsForNever)}, which alone needs ${needs}; ${place}`,
+      });
+      continue;
+    }
     if (built.overran.has(id)) {
       // An ETA of "now" would be wrong the next round, and the one after: each would ask for a new prediction.
       etas.set(id, {
@@ -471,13 +579,30 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
       });
       continue;
     }
-    if (pastHorizon.has(id)) {
+    const waitsForUnknown = built.waitsForUnknownEnd.get(id);
+    if (waitsForUnknown !== undefined) {
+      // Its start would be built on the dependency's assumed end, and so would the submission prediction kept of it.
+      const unknown = built.overran.has(waitsForUnknown.root)
+        ? 'it has run past its expectedDurationSeconds and reports no progress'
+        : 'no expectedDurationSeconds';
+      etas.set(id, {
+        startSeconds: null,
+        completionSeconds: null,
+        computedAtSeconds: now,
+        basis: `no ETA: ${waitText(waitsForUnknown)}, whose end is unknown (${unknown}); ${place}`,
+      });
+      continue;
+    }
+    const waitsBeyond = waitsPastHorizon.get(id);
+    if (pastHorizon.has(id) || waitsBeyond !== undefined) {
+      const why =
+        waitsBeyond === undefined ? 'its remaining work' : `${waitText(waitsBeyond)}, whose remaining work`;
       etas.set(id, {
         startSeconds: null,
         completionSeconds: null,
         completesAfterSeconds: horizonEnd,
         computedAtSeconds: now,
-        basis: `beyond ${durationText(input.horizonSeconds)}: its remaining work at full throughput alone reaches past ${horizon}; ${place}`,
+        basis: `beyond ${durationText(input.horizonSeconds)}: ${why} at full throughput alone reaches past ${horizon}; ${place}`,
       });
       continue;
     }
@@ -508,6 +633,44 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
     });
   }
   return { etas, wallMs: performance.now() - started, complete: input.targets === undefined };
+}
+
+/** "it waits for job-4", and through which held job when it waits for it in turn. */
+function waitText(waits: WaitsFor): string {
+  return waits.via === waits.root
+    ? `it waits for ${waits.root}`
+    : `it waits for ${waits.via}, which waits for ${waits.root}`;
+}
+
+/**
+ * What a job the caps can never admit needs alone of each cap it breaks, e.g. "$4.23/h, over the $0.1/h cap". Sized as
+ * admission sizes it: its standalone footprint, which `plan-cost` scales by the fleet's packing, never below
+ * MIN_PACKING_FACTOR (src/world/never-fits.ts counts it over the cap only if it is even then).
+ */
+function capNeeds(never: NeverAdmittedJob, caps: QueueCaps, admitBy: Admission['admitBy']): string {
+  return never.caps.map((cap) => capNeed(cap, never.footprint, caps, admitBy)).join(' and ');
+}
+
+function capNeed(
+  cap: string,
+  footprint: JobFootprint,
+  caps: QueueCaps,
+  admitBy: Admission['admitBy'],
+): string {
+  const need = footprintOn(cap, footprint, caps);
+  if (cap === 'maxCostPerHour') {
+    const perHour = usageOf([footprint], caps).costPerHour;
+    const packed =
+      admitBy === 'plan-cost'
+        ? ` (at least $${(perHour * MIN_PACKING_FACTOR).toFixed(2)}/h once packed)`
+        : '';
+    return `${need}${packed}, over the $${caps.maxCostPerHour}/h cap`;
+  }
+  if (cap === 'maxInstances') return `${need}, over the cap of ${caps.maxInstances}`;
+  const m = /^quota (.+) (maxVcpus|maxGpus)$/.exec(cap);
+  if (m === null) return `more than the ${cap} cap`;
+  const quota = (caps.quotas ?? []).find((q) => q.group === m[1]);
+  return `${need}, over its quota of ${m[2] === 'maxGpus' ? quota?.maxGpus : quota?.maxVcpus}`;
 }
 
 function placeOf(job: JobRecord, input: PredictInput): string {

@@ -244,10 +244,16 @@ export class Predictions {
       if (predicted === undefined || predicted === null) return;
       const predictionError = predictionErrorOf(predicted, job.submittedAtSeconds, job.finishedAtSeconds);
       writeQueueRecord(this.deps.store, job.id, { ...record, predictionError });
+      // The magnitude, in whole seconds; the words say which way (the signed figure is in the event's data).
+      const off = Math.round(Math.abs(predictionError.errorSeconds));
+      const when =
+        off === 0
+          ? 'as predicted at submission'
+          : `${off} s ${predictionError.errorSeconds > 0 ? 'after' : 'before'} its submission prediction`;
       this.deps.store.appendEvent({
         kind: 'job.prediction-error',
         jobId: job.id,
-        message: `job ${job.id} ended ${Math.round(predictionError.errorSeconds)} s ${predictionError.errorSeconds >= 0 ? 'after' : 'before'} its submission prediction`,
+        message: `job ${job.id} ended ${when}`,
         data: { ...predictionError },
       });
     } catch (e) {

@@ -81,7 +81,8 @@ export function capFlag(cap: string, caps: QueueCaps): string {
 }
 
 /** What a job's standalone footprint uses of one cap, e.g. `$12.24/h`, `2 instances`, `1 GPU in group p`. */
-function footprintOn(cap: string, footprint: JobFootprint, caps: QueueCaps): string {
+/** What `footprint` needs of `cap` (`$4.23/h`, `3 instances`, `1 GPU in group p`): messages and ETAs name it. */
+export function footprintOn(cap: string, footprint: JobFootprint, caps: QueueCaps): string {
   const usage = usageOf([footprint], caps);
   if (cap === 'maxCostPerHour') return `$${usage.costPerHour.toFixed(2)}/h`;
   if (cap === 'maxInstances') return `${usage.instances} instances`;

@@ -1,11 +1,24 @@
 import { describe, expect, it } from 'vitest';
+import { completionText, predictionErrorText } from '../../src/cli/commands/job.js';
 import { controllerWorld, type PredictFn } from '../../src/controller/eta-world.js';
+import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import { readQueueRecord } from '../../src/controller/queue-records.js';
 import type { TaskControl, TaskStartRequest, TaskStatus } from '../../src/controller/seams.js';
 import { readSnapshotInputs } from '../../src/controller/snapshot.js';
 import type { TaskRecord } from '../../src/controller/state-store.js';
 import type { ManualClock } from '../../src/controller/clock.js';
-import { catalog, CPU_SMALL, FakeCloud, GPU_ONE, jobSpec, rig } from './controller-fixtures.js';
+import { predictCompletions } from '../../src/predict/predict.js';
+import {
+  catalog,
+  CPU_SMALL,
+  FakeCloud,
+  GPU_ONE,
+  jobSpec,
+  MEM_BIG,
+  rig,
+  ScriptedExits,
+  type Rig,
+} from './controller-fixtures.js';
 
 /** Tasks succeed once they have run their job's declared duration (the world follows the model). */
 class TimedTaskControl implements TaskControl {
@@ -379,5 +392,205 @@ describe('controller predictions of a job past its declared duration', () => {
       await controller.predictionsSettled();
     }
     expect(readQueueRecord(store, job.id)?.eta?.computedAtSeconds).toBe(eta?.computedAtSeconds);
+  });
+});
+
+function after(spec: JobSpec, ...dependsOn: string[]): JobSpec {
+  return { ...spec, dependsOn };
+}
+
+/** Rounds and reconcile passes, 10 s apart, until `done` or 40 passes. */
+async function passes(r: Rig, done: () => boolean): Promise<void> {
+  for (let pass = 0; pass < 40 && !done(); pass++) {
+    await r.controller.runRound('test');
+    await r.controller.reconcile();
+    r.clock.advance(10);
+  }
+}
+
+describe('controller predictions of jobs held for a job whose end is unknown', () => {
+  it('give them no ETA, through a chain too, and keep no submission prediction or error of them', async () => {
+    const ids = ['job-1.0', 'job-2.0', 'job-3.0'];
+    const r = rig({}, { tasks: new ScriptedExits(new Map(ids.map((id) => [id, [0]]))) });
+    const unsized = r.controller.submit(jobSpec('unsized', CPU_SMALL), 'research');
+    const sized = (name: string) => jobSpec(name, CPU_SMALL, { expectedDurationSeconds: 60 });
+    const step = r.controller.submit(after(sized('step'), unsized.id), 'research');
+    const next = r.controller.submit(after(sized('next'), step.id), 'research');
+    await r.controller.predictionsSettled();
+    const record = (id: string) => readQueueRecord(r.store, id);
+    // Not an end built on the day the unsized job is assumed to run.
+    expect(record(step.id)?.eta).toMatchObject({ startSeconds: null, completionSeconds: null });
+    expect(record(step.id)?.eta?.basis).toMatch(
+      new RegExp(
+        `^no ETA: it waits for ${unsized.id}, whose end is unknown \\(no expectedDurationSeconds\\); held until ${unsized.id} succeeds`,
+      ),
+    );
+    expect(record(next.id)?.eta?.completionSeconds).toBeNull();
+    expect(record(next.id)?.eta?.basis).toMatch(
+      new RegExp(`^no ETA: it waits for ${step.id}, which waits for ${unsized.id}, whose end is unknown`),
+    );
+    expect(record(step.id)?.submissionEta?.completionSeconds).toBeNull();
+
+    // All three end long before a day is out: no error is measured against a prediction that was never made.
+    await passes(r, () => r.store.getJob(next.id)?.state === 'succeeded');
+    for (const id of [step.id, next.id]) {
+      expect(r.store.getJob(id)?.state).toBe('succeeded');
+      expect(record(id)?.predictionError).toBeUndefined();
+      expect(r.store.listEvents({ kind: 'job.prediction-error', jobId: id })).toHaveLength(0);
+    }
+  });
+
+  it('give none to a job held for one that has run past its declared duration', async () => {
+    const { controller, store, clock } = rig({}, { tasks: new RunsOn() });
+    const long = controller.submit(jobSpec('long', CPU_SMALL, { expectedDurationSeconds: 600 }), 'research');
+    await controller.runRound('submitted');
+    await controller.reconcile();
+    clock.advance(900);
+    const held = controller.submit(
+      after(jobSpec('after', CPU_SMALL, { expectedDurationSeconds: 60 }), long.id),
+      'research',
+    );
+    await controller.predictionsSettled();
+    const eta = readQueueRecord(store, held.id)?.eta;
+    expect(eta?.completionSeconds).toBeNull();
+    expect(eta?.basis).toMatch(
+      new RegExp(
+        `^no ETA: it waits for ${long.id}, whose end is unknown \\(it has run past its expectedDurationSeconds and reports no progress\\)`,
+      ),
+    );
+  });
+});
+
+describe('controller predictions of jobs the caps can never admit', () => {
+  it('answer "never" without simulating them, leave them and the jobs held for them out of the world, and say so at a dry run', async () => {
+    const seen: { jobs: string[]; targets: string[] }[] = [];
+    const spy: PredictFn = (input) => {
+      seen.push({ jobs: input.world.jobs.map((j) => j.spec.id), targets: [...(input.jobIds ?? [])] });
+      return predictCompletions(input);
+    };
+    // A c7i.xlarge ($0.18/h) fits the $0.5/h cap; an r7i.2xlarge ($0.53/h), the cheapest host of MEM_BIG, never does.
+    const { controller, store } = rig({ caps: { maxCostPerHour: 0.5 } }, { predict: spy });
+    const small = controller.submit(
+      jobSpec('small', CPU_SMALL, { expectedDurationSeconds: 600 }),
+      'research',
+    );
+    const huge = controller.submit(jobSpec('huge', MEM_BIG, { expectedDurationSeconds: 600 }), 'research');
+    const held = controller.submit(
+      after(jobSpec('held', CPU_SMALL, { expectedDurationSeconds: 60 }), huge.id),
+      'research',
+    );
+    await controller.runRound('submitted');
+    await controller.predictionsSettled();
+    expect(seen.length).toBeGreaterThan(0);
+    for (const run of seen) {
+      expect(run.jobs).toEqual([small.id]);
+      expect(run.targets).toEqual([small.id]);
+    }
+    const eta = (id: string) => readQueueRecord(store, id)?.eta;
+    expect(eta(small.id)?.completionSeconds).toEqual(expect.any(Number));
+    expect(eta(huge.id)).toMatchObject({ startSeconds: null, completionSeconds: null });
+    expect(eta(huge.id)?.completesAfterSeconds).toBeUndefined();
+    expect(eta(huge.id)?.basis).toMatch(
+      /^never under the caps: alone it needs \$0\.53\/h, over the \$0\.5\/h cap; /,
+    );
+    expect(eta(held.id)?.basis).toMatch(
+      new RegExp(
+        `^never under the caps: it waits for ${huge.id}, which alone needs \\$0\\.53/h, over the \\$0\\.5/h cap; `,
+      ),
+    );
+    expect(completionText(eta(huge.id) ?? { completionSeconds: 0, computedAtSeconds: 0 })).toBe('never');
+
+    // A dry run of such a job runs no simulation at all.
+    const runs = seen.length;
+    const dry = await controller.estimate(jobSpec('what-if', MEM_BIG, { expectedDurationSeconds: 60 }));
+    expect(dry?.basis).toMatch(/^never under the caps: alone it needs \$0\.53\/h, over the \$0\.5\/h cap/);
+    expect(completionText(dry ?? { completionSeconds: 0, computedAtSeconds: 0 })).toBe('never');
+    expect(seen).toHaveLength(runs);
+  });
+
+  it('name the quota such a job breaks, and what it needs of it', async () => {
+    const { controller, store } = rig({ caps: { quotas: [{ group: 'p', maxGpus: 0 }] } });
+    const gpu = controller.submit(jobSpec('gpu', GPU_ONE, { expectedDurationSeconds: 600 }), 'research');
+    await controller.predictionsSettled();
+    expect(readQueueRecord(store, gpu.id)?.eta?.basis).toMatch(
+      /^never under the caps: alone it needs 1 GPU in group p, over its quota of 0; /,
+    );
+  });
+});
+
+describe('controller predictions of jobs that cannot end within the horizon', () => {
+  it('answer a job held for one whose own work reaches past the horizon "beyond" too, without simulating', async () => {
+    const calls = { n: 0 };
+    const { controller, store } = rig({}, { predict: stubPredict(calls) });
+    const long = controller.submit(
+      jobSpec('long', CPU_SMALL, { expectedDurationSeconds: 40 * 86_400 }),
+      'research',
+    );
+    const held = controller.submit(
+      after(jobSpec('held', CPU_SMALL, { expectedDurationSeconds: 60 }), long.id),
+      'research',
+    );
+    await controller.predictionsSettled();
+    expect(calls.n).toBe(0);
+    const eta = readQueueRecord(store, held.id)?.eta;
+    expect(eta?.completionSeconds).toBeNull();
+    expect(eta?.completesAfterSeconds).toBe((eta?.computedAtSeconds ?? 0) + 30 * 86_400);
+    expect(eta?.basis).toMatch(
+      new RegExp(
+        `^beyond 30 days: it waits for ${long.id}, whose remaining work at full throughput alone reaches past`,
+      ),
+    );
+  });
+});
+
+describe('the prediction error of an ended job, in words', () => {
+  it('gives the magnitude and says which way, and says when the job ended as predicted', () => {
+    expect(predictionErrorText({ errorSeconds: -86_297, errorPercent: 99.8 })).toBe(
+      '23.97 h earlier than predicted at submission (99.8% of the predicted JCT)',
+    );
+    expect(predictionErrorText({ errorSeconds: 90, errorPercent: null })).toBe(
+      '90 s later than predicted at submission',
+    );
+    expect(predictionErrorText({ errorSeconds: -0.4, errorPercent: 0 })).toBe(
+      'none: it ended as predicted at submission',
+    );
+  });
+
+  it('is recorded in an event that says how long before the prediction the job ended, with no minus sign', async () => {
+    const r = rig(
+      {},
+      { tasks: new ScriptedExits(new Map([['job-1.0', [0]]])), predict: stubPredict({ n: 0 }) },
+    );
+    const job = r.controller.submit(
+      jobSpec('quick', CPU_SMALL, { expectedDurationSeconds: 3600 }),
+      'research',
+    );
+    await r.controller.predictionsSettled();
+    await passes(r, () => r.store.getJob(job.id)?.state === 'succeeded');
+    const error = readQueueRecord(r.store, job.id)?.predictionError;
+    expect(error?.errorSeconds).toBeLessThan(-60);
+    const [event] = r.store.listEvents({ kind: 'job.prediction-error', jobId: job.id });
+    expect(event?.message).toBe(
+      `job ${job.id} ended ${Math.round(-(error?.errorSeconds ?? 0))} s before its submission prediction`,
+    );
+  });
+
+  it('says a job that ended when predicted ended as predicted', async () => {
+    const base = rig();
+    const control = new TimedTaskControl(base.clock);
+    const r = rig({}, { clock: base.clock, tasks: control, predict: stubPredict({ n: 0 }) });
+    const job = r.controller.submit(
+      jobSpec('exact', CPU_SMALL, { expectedDurationSeconds: 600 }),
+      'research',
+    );
+    await r.controller.predictionsSettled();
+    const predicted = readQueueRecord(r.store, job.id)?.submissionEta?.completionSeconds as number;
+    await r.controller.runRound('submitted');
+    r.clock.advance(predicted - r.clock.nowSeconds());
+    await r.controller.reconcile();
+    expect(r.store.getJob(job.id)?.state).toBe('succeeded');
+    expect(readQueueRecord(r.store, job.id)?.predictionError?.errorSeconds).toBe(0);
+    const [event] = r.store.listEvents({ kind: 'job.prediction-error', jobId: job.id });
+    expect(event?.message).toBe(`job ${job.id} ended as predicted at submission`);
   });
 });

@@ -73,11 +73,19 @@ export interface EtaFields {
   readonly completionSeconds: number | null;
   readonly completesAfterSeconds?: number | undefined;
   readonly computedAtSeconds: number;
+  readonly basis?: string | undefined;
 }
 
-/** The predicted completion time, `beyond 30 days` when the prediction stopped short of it, or undefined. */
+/** How the controller's predictions (src/controller/eta-world.ts) begin the basis of a job that can never run. */
+const NEVER_BASIS = 'never under the caps:';
+
+/**
+ * The predicted completion time, `beyond 30 days` when the prediction stopped short of it, `never` for a job the caps
+ * can never admit (or one held for it; its basis says so), or undefined.
+ */
 export function completionText(eta: EtaFields): string | undefined {
   if (eta.completionSeconds !== null) return formatTime(eta.completionSeconds);
+  if (eta.basis?.startsWith(NEVER_BASIS) === true) return 'never';
   if (eta.completesAfterSeconds === undefined) return undefined;
   return `beyond ${durationText(eta.completesAfterSeconds - eta.computedAtSeconds)}`;
 }
@@ -88,11 +96,21 @@ export function formatEta(fields: QueueFields): string {
   return (fields.eta === undefined || fields.eta === null ? undefined : completionText(fields.eta)) ?? '-';
 }
 
+/** A length of time, unsigned: where it says which way, the words around it do. */
 function formatDuration(seconds: number): string {
   const s = Math.abs(seconds);
-  const text =
-    s < 120 ? `${Math.round(s)} s` : s < 7200 ? `${(s / 60).toFixed(1)} min` : `${(s / 3600).toFixed(2)} h`;
-  return seconds < 0 ? `-${text}` : text;
+  return s < 120
+    ? `${Math.round(s)} s`
+    : s < 7200
+      ? `${(s / 60).toFixed(1)} min`
+      : `${(s / 3600).toFixed(2)} h`;
+}
+
+/** How far an ended job was from its submission prediction: "23.97 h earlier than predicted at submission (…)". */
+export function predictionErrorText(err: { errorSeconds: number; errorPercent: number | null }): string {
+  if (Math.round(Math.abs(err.errorSeconds)) === 0) return 'none: it ended as predicted at submission';
+  const percent = err.errorPercent === null ? '' : ` (${err.errorPercent.toFixed(1)}% of the predicted JCT)`;
+  return `${formatDuration(err.errorSeconds)} ${err.errorSeconds > 0 ? 'later' : 'earlier'} than predicted at submission${percent}`;
 }
 
 /** The queue and ETA lines; an ended job shows what was predicted at submission and how far off it was, no ETA. */
@@ -122,10 +140,7 @@ function etaLines(fields: QueueFields, ended: boolean): string[] {
       `predicted  ${completionText(first) ?? 'unknown'} at submission (${first.basis.replace(/^at submission: /, '')})`,
     );
   const err = fields.predictionError;
-  if (err !== undefined && err !== null)
-    lines.push(
-      `error      ${formatDuration(err.errorSeconds)} ${err.errorSeconds >= 0 ? 'later' : 'earlier'} than predicted at submission${err.errorPercent === null ? '' : ` (${err.errorPercent.toFixed(1)}% of the predicted JCT)`}`,
-    );
+  if (err !== undefined && err !== null) lines.push(`error      ${predictionErrorText(err)}`);
   return lines;
 }
 
