@@ -431,16 +431,24 @@ export function computeCostReport(
     }
   const events = store.listEvents({ kinds: ['task.state', CO_START_EVENT] });
   const instances = store.listInstances();
-  // Nothing is billed before the first record: start the period there rather than at the epoch.
-  let firstRecord = nowSeconds;
+  // Nothing is billed before the first record: start the period there rather than at the epoch. With no record
+  // before its end, nothing was billed in the period asked for, and that is the period (a month before the cluster
+  // existed is that month, not an empty moment at its end); asked from the beginning, it is that empty moment.
+  let firstRecord = Number.POSITIVE_INFINITY;
   for (const j of jobs) firstRecord = Math.min(firstRecord, j.submittedAtSeconds);
   for (const i of instances) firstRecord = Math.min(firstRecord, i.requestedAtSeconds);
+  const periodStart =
+    firstRecord < nowSeconds
+      ? Math.max(sinceSeconds, firstRecord)
+      : sinceSeconds > 0
+        ? sinceSeconds
+        : nowSeconds;
   return attributeCosts({
     instances: billedInstancesIn(store, catalog, instances),
     placements: placementsFromEvents(events, nowSeconds),
     reservationPrice: (taskId) => rpByTask.get(taskId) ?? 0,
     jobs: new Map([...jobById.values()].map((j) => [j.id, { id: j.id, name: j.name, team: j.team }])),
-    sinceSeconds: Math.max(sinceSeconds, firstRecord),
+    sinceSeconds: periodStart,
     nowSeconds,
     closed,
   });

@@ -39,12 +39,21 @@ export function whyJob(store: StateStore, jobId: string, limit = 10): WhyRecord[
   const job = store.getJob(jobId);
   if (job === undefined) throw new UnknownRecordError('job', jobId);
   const taskIds = new Set(store.listTasks({ jobId }).map((t) => t.id));
-  const rounds = store.listRounds(Math.max(limit * 20, 200));
+  // The rounds of the job's lifetime only (the newest of them, bounded): a job that ended hours ago has its rounds
+  // behind thousands of later ones, which mention it no more.
+  const rounds = store.listRounds(Math.max(limit * 20, 200), {
+    sinceSeconds: job.submittedAtSeconds,
+    untilSeconds: job.finishedAtSeconds,
+  });
   // The rounds that moved the job, as the controller carried them out (the diff, not only the scheduler's view),
   // with the event's position: what happened to an instance before it is what the round reacted to. A round is
-  // applied once at most, so the newest events as many as the rounds read cover them all, however long the history.
+  // applied once at most and in order, so the newest events as many as the rounds recorded since the oldest one read
+  // cover them all, however long the history.
+  const oldestRead = rounds.at(-1)?.round;
+  const newest = store.latestRound()?.round;
+  const since = oldestRead === undefined || newest === undefined ? 0 : newest - oldestRead + 1;
   const movedIn = new Map<number, number>();
-  for (const e of store.listEvents({ kind: 'round.applied', newestFirst: true, limit: rounds.length })) {
+  for (const e of store.listEvents({ kind: 'round.applied', newestFirst: true, limit: since })) {
     const data = e.data as { round?: unknown; moved?: unknown } | undefined;
     if (typeof data?.round === 'number' && Array.isArray(data.moved) && data.moved.includes(jobId))
       movedIn.set(data.round, e.seq);
@@ -62,8 +71,6 @@ export function whyJob(store: StateStore, jobId: string, limit = 10): WhyRecord[
   const out: WhyRecord[] = [];
   for (const [i, round] of rounds.entries()) {
     if (out.length >= limit) break;
-    if (round.atSeconds < job.submittedAtSeconds) break;
-    if (job.finishedAtSeconds !== undefined && round.atSeconds > job.finishedAtSeconds) continue;
     const appliedSeq = movedIn.get(round.round);
     const before = rounds[i + 1]; // newest first: the round before this one
     const cause =
@@ -128,7 +135,7 @@ export function summarizeForJob(
   const { decision, configuration } = round;
   const parts: string[] = [];
   const waiting = decision.waiting.find((w) => w.jobId === jobId);
-  if (waiting !== undefined) parts.push(`kept waiting: ${waitInWords(waiting.cap)}`);
+  if (waiting !== undefined) parts.push(`kept waiting: ${waitInWords(waiting.cap, waiting.capName)}`);
   const pinned = decision.pinned.find((p) => p.jobId === jobId);
   if (pinned !== undefined) parts.push(`kept in place: ${pinned.why}`);
   const placed = configuration.instances.filter((i) => i.taskIds.some((t) => taskIds.has(t)));
@@ -149,18 +156,24 @@ function byChoice(decision: DecisionRecord): string {
     : `because plan ${decision.chosen} saves more than the move costs`;
 }
 
-const WAIT_REASONS: Readonly<Record<string, (classId: string) => string>> = {
+const WAIT_REASONS: Readonly<Record<string, (classId: string, capName: string | undefined) => string>> = {
   'class-share': (c) => `class ${c} is at its share of the capped capacity`,
-  caps: () => 'admitting it now would break a cap',
+  caps: (_c, name) =>
+    name === undefined || name === 'caps'
+      ? 'admitting it now would break a cap'
+      : `admitting it now would break ${name}`,
   'never-fits': (c) => `it can never run: it breaks a cap alone, or needs more than class ${c}'s maxShare`,
 };
 
-/** A decision's `waiting` entry in words: the queue's (`queue small: class-share, position 2`) or a cap's name. */
-export function waitInWords(cap: string): string {
+/**
+ * A decision's `waiting` entry in words: the queue's (`queue small: class-share, position 2`, with the cap's name
+ * when recorded) or a cap's name.
+ */
+export function waitInWords(cap: string, capName?: string): string {
   if (!isQueueWait(cap)) return `placing it would break the cap ${cap}`;
   const match = /^queue (.+): ([a-z-]+)(?:, position (\d+))?$/.exec(cap);
   const words = match === null ? undefined : WAIT_REASONS[match[2] as string];
   if (match === null || words === undefined) return `in the ${cap}`;
   const position = match[3] === undefined ? '' : ` (position ${match[3]} in its queue)`;
-  return `${words(match[1] as string)}${position}`;
+  return `${words(match[1] as string, capName)}${position}`;
 }

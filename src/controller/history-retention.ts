@@ -55,7 +55,7 @@ export class HistoryRetention {
       const kept = settings.roundsKept ?? DEFAULT_ROUNDS_KEPT;
       store.pruneRounds(kept);
       // The round `kept` back: a number skipped by a rolled-back round makes it a little newer than the oldest record
-      // kept, which costs nothing (`why` reads the newest few hundred rounds).
+      // kept, which costs little (`why` on a job of those few oldest rounds goes by the plan's moves, without what forced them).
       const oldestKept = store.getRound(round - kept + 1);
       if (oldestKept !== undefined) store.pruneEvents('round.applied', oldestKept.atSeconds, PRUNE_SLICE);
     }

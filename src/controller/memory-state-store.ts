@@ -53,6 +53,7 @@ import {
   type NewInstance,
   type RoundInput,
   type RoundRecord,
+  type RoundWindow,
   type StateStore,
   type StateStoreOptions,
   type TaskFilter,
@@ -407,8 +408,13 @@ export class MemoryStateStore implements StateStore {
     return this.listRounds(1)[0];
   }
 
-  listRounds(limit = Number.MAX_SAFE_INTEGER): RoundRecord[] {
-    return [...this.rounds.values()].sort((a, b) => b.round - a.round).slice(0, Math.max(0, limit));
+  listRounds(limit = Number.MAX_SAFE_INTEGER, window: RoundWindow = {}): RoundRecord[] {
+    const since = window.sinceSeconds ?? Number.NEGATIVE_INFINITY;
+    const until = window.untilSeconds ?? Number.POSITIVE_INFINITY;
+    return [...this.rounds.values()]
+      .filter((r) => r.atSeconds >= since && r.atSeconds <= until)
+      .sort((a, b) => b.round - a.round)
+      .slice(0, Math.max(0, limit));
   }
 
   pruneRounds(keep: number): number {

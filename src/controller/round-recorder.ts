@@ -1,7 +1,7 @@
 import { queueViews } from '../queue/admission-views.js';
 import type { Catalog } from '../core/catalog.js';
 import { type Admission, type PreemptionVictim, type QueueDecision } from '../queue/admission.js';
-import { isQueueWait, runRound, type PlannedRound } from '../round/round.js';
+import { runRound, waitingCapName, type PlannedRound } from '../round/round.js';
 import type { Action, ConfigurationDiff } from '../scheduler/actions.js';
 import type { DecisionRecord } from '../scheduler/types.js';
 import { admissionInfo } from './admission-info.js';
@@ -96,7 +96,8 @@ export class RoundRecorder {
       return { actions: [], launched: new Map(), queue, capHoldsJobsBack: outcome.capHoldsJobsBack };
     }
     const { plan, victims, capViolation } = planned;
-    for (const w of plan.decision.waiting) if (!isQueueWait(w.cap)) this.deps.metrics?.countCapHit(w.cap);
+    // Every job a cap or the queue kept waiting this round, under the cap's name (the queue's line names a position).
+    for (const w of plan.decision.waiting) this.deps.metrics?.countCapHit(waitingCapName(w));
     const result =
       this.deps.settings.dryRun || capViolation !== undefined
         ? this.recordUnapplied(planned, reason)

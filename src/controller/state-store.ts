@@ -195,6 +195,12 @@ export interface RoundRecord extends RoundInput {
   readonly atSeconds: number;
 }
 
+/** The rounds recorded within a span of time (store clock, seconds, both ends included; an end left out: open). */
+export interface RoundWindow {
+  readonly sinceSeconds?: number | undefined;
+  readonly untilSeconds?: number | undefined;
+}
+
 export interface EventInput {
   /** Dotted kind, e.g. `job.state`, `instance.state`, `task.checkpoint`, `round.decision`. */
   readonly kind: string;
@@ -380,8 +386,8 @@ export interface StateStore {
   recordRound(input: RoundInput): RoundRecord;
   getRound(round: number): RoundRecord | undefined;
   latestRound(): RoundRecord | undefined;
-  /** Newest first. */
-  listRounds(limit?: number): RoundRecord[];
+  /** Newest first; with `window`, only the rounds recorded within it (the newest `limit` of those). */
+  listRounds(limit?: number, window?: RoundWindow): RoundRecord[];
   /** Delete all but the newest `keep` rounds; returns how many were deleted. */
   pruneRounds(keep: number): number;
 

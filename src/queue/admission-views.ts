@@ -92,6 +92,54 @@ export function shownWaitReason(q: QueuedPosition, result: AdmissionResult): Wai
   return q.reason === 'class-share' && whole ? 'caps' : q.reason;
 }
 
+/** The cap name of a job no instance type of the catalog can host (it waits for the catalog, not for a cap). */
+export const NO_INSTANCE_TYPE = 'no instance type';
+
+/**
+ * The name of what keeps a queued job waiting, one of few whatever the queue holds: a cap as `capViolations` names
+ * it (`maxInstances`, `quota p maxGpus`), or `class <id> share` / `class <id> maxShare`, so that what is counted by it
+ * (metrics) has a series per cap, not per job or queue position. A job that would fit the caps but waits behind its
+ * class's head waits for what the head waits for.
+ */
+export function waitCapName(q: QueuedPosition, decision: QueueDecision, caps: QueueCaps): string {
+  const { result } = decision;
+  const reason = shownWaitReason(q, result);
+  if (reason === 'class-share') return `class ${q.classId} share`;
+  const job = decision.waiting.get(q.jobId);
+  if (reason === 'never-fits') {
+    const alone = job === undefined ? [] : capViolations(usageOf([job.footprint], caps), caps);
+    return alone[0] ?? `class ${q.classId} maxShare`;
+  }
+  // Neither breaks one: held back behind another class's reservation of a cap, which one is not recorded.
+  return brokenCap(q.jobId, decision, caps) ?? headCaps(decision, caps).get(q.classId) ?? 'caps';
+}
+
+/** The first cap `jobId`'s footprint breaks on top of what admission admitted, if any. */
+function brokenCap(jobId: string, decision: QueueDecision, caps: QueueCaps): string | undefined {
+  const waiting = decision.waiting.get(jobId);
+  return waiting === undefined
+    ? undefined
+    : capViolations(addUsage(decision.result.usage, waiting.footprint, caps), caps)[0];
+}
+
+const headCapsByDecision = new WeakMap<QueueDecision, Map<string, string | undefined>>();
+
+/**
+ * Per class, the cap its head (first queued job that could ever fit) breaks: worked out once per decision, as every
+ * job behind a head asks for it (a queue of thousands would otherwise cost a round quadratic time).
+ */
+function headCaps(decision: QueueDecision, caps: QueueCaps): Map<string, string | undefined> {
+  let heads = headCapsByDecision.get(decision);
+  if (heads === undefined) {
+    heads = new Map();
+    for (const x of decision.result.queued)
+      if (x.reason !== 'never-fits' && !heads.has(x.classId))
+        heads.set(x.classId, brokenCap(x.jobId, decision, caps));
+    headCapsByDecision.set(decision, heads);
+  }
+  return heads;
+}
+
 function waitDetail(
   reason: WaitReason,
   classId: string,

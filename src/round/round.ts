@@ -7,9 +7,10 @@ import {
   type PreemptionVictim,
   type QueueDecision,
 } from '../queue/admission.js';
-import { shownWaitReason } from '../queue/admission-views.js';
+import { NO_INSTANCE_TYPE, shownWaitReason, waitCapName } from '../queue/admission-views.js';
+import type { QueueCaps } from '../queue/caps.js';
 import { diffConfiguration, type ConfigurationDiff } from '../scheduler/actions.js';
-import type { Plan, Scheduler, ThroughputObservation } from '../scheduler/types.js';
+import type { Plan, Scheduler, ThroughputObservation, WaitingEntry } from '../scheduler/types.js';
 import { capHoldsJobsBack } from './between-rounds.js';
 import { planCapViolation } from './plan-caps.js';
 
@@ -93,7 +94,7 @@ export function runRound(input: RoundInput): RoundOutcome {
     holdsBack ? { ...withoutVictims, capHoldsJobsBack: true } : withoutVictims,
     input.observations,
   );
-  const plan = withQueueWaits(scheduler.plan(withoutVictims), queue);
+  const plan = withQueueWaits(scheduler.plan(withoutVictims), queue, admission.caps);
   const diff = diffConfiguration(admitted, plan.configuration, input.catalog, { scheduler: scheduler.name });
   const capViolation = planCapViolation(plan.configuration, diff, input.catalog, admission.caps);
   if (input.carriedOut && capViolation === undefined) admission.markPreempting(victims);
@@ -108,22 +109,36 @@ export function isQueueWait(cap: string): boolean {
 }
 
 /**
- * The plan with the jobs admission kept out listed in its decision's `waiting` (`queue small: class-share,
- * position 2`), so explanations and round records say why they were not placed.
+ * The name of the cap a `waiting` entry waits for (WaitingEntry.capName). A round recorded before entries carried it
+ * has the scheduler's caps by name, and the queue's line, whose position is dropped so the name stays one of few.
  */
-function withQueueWaits(plan: Plan, queue: QueueDecision): Plan {
+export function waitingCapName(w: WaitingEntry): string {
+  if (w.capName !== undefined) return w.capName;
+  return isQueueWait(w.cap) ? w.cap.replace(/, position \d+$/, '') : w.cap;
+}
+
+/**
+ * The plan with the jobs admission kept out listed in its decision's `waiting` (`queue small: class-share,
+ * position 2`, with the cap's name apart), so explanations and round records say why they were not placed.
+ */
+function withQueueWaits(plan: Plan, queue: QueueDecision, caps: QueueCaps): Plan {
   const position = new Map<string, number>();
   for (const ids of queue.queues.values()) ids.forEach((id, i) => position.set(id, i + 1));
-  const waits: { jobId: string; cap: string }[] = [];
+  const waits: WaitingEntry[] = [];
   for (const q of queue.result.queued) {
     const where = position.get(q.jobId);
     waits.push({
       jobId: q.jobId,
       cap: `${QUEUE_WAIT_PREFIX}${q.classId}: ${shownWaitReason(q, queue.result)}${where === undefined ? '' : `, position ${where}`}`,
+      capName: waitCapName(q, queue, caps),
     });
   }
   for (const u of queue.unhostable)
-    waits.push({ jobId: u.jobId, cap: `${QUEUE_WAIT_PREFIX}${u.classId}: never-fits` });
+    waits.push({
+      jobId: u.jobId,
+      cap: `${QUEUE_WAIT_PREFIX}${u.classId}: never-fits`,
+      capName: NO_INSTANCE_TYPE,
+    });
   if (waits.length === 0) return plan;
   return { ...plan, decision: { ...plan.decision, waiting: [...plan.decision.waiting, ...waits] } };
 }

@@ -26,6 +26,9 @@ export interface ChosenPlanInput {
   readonly markets: PlanMarkets;
   readonly horizon: number;
   readonly paybackMargin: number;
+  /** The task prices savings were figured at, and θ with packed prices (DecisionRecord.prices). */
+  readonly prices: 'standalone' | 'packed';
+  readonly packingEfficiency: number;
   /** The default value of time, $ per job-hour (recorded when > 0). */
   readonly valueOfTime: number;
   /** λ, events per second (undefined before two events). */
@@ -54,6 +57,8 @@ export function chosenPlan(c: ChosenPlanInput): Plan {
       chosen: c.chosen.summary.name,
       horizonSeconds: c.horizon,
       paybackMargin: c.paybackMargin,
+      prices: c.prices,
+      ...(c.prices === 'packed' ? { packingEfficiency: c.packingEfficiency } : {}),
       ...(c.valueOfTime > 0 ? { valueOfTimePerJobHour: c.valueOfTime } : {}),
       eventRatePerSecond: c.eventRatePerSecond,
       fullFraction: c.fullFraction,

@@ -194,6 +194,8 @@ export class EvaScheduler implements Scheduler {
   /** The price of a task that set values and move costs use (EvaOptions.reservationPrice). */
   private readonly priceOf: TaskPrice;
   private readonly packedPrices: boolean;
+  /** θ of packed prices (EvaOptions.packingEfficiency). */
+  private readonly packingEfficiency: number;
   private readonly paybackMargin: number;
   /** $ per job-hour of completion time for jobs that do not say, when fixed (EvaOptions.valueOfTimePerJobHour). */
   private readonly fixedValueOfTime: number | undefined;
@@ -258,6 +260,7 @@ export class EvaScheduler implements Scheduler {
       this.slowdownBudget = undefined;
     }
     this.packedPrices = (options.reservationPrice ?? 'packed') === 'packed';
+    this.packingEfficiency = efficiency;
     this.priceOf = this.packedPrices
       ? (b, d, n) => (n > 1 ? b.reservationPrice(d) : b.packedReservationPrice(d, efficiency))
       : (b, d) => b.reservationPrice(d);
@@ -449,6 +452,8 @@ export class EvaScheduler implements Scheduler {
       markets,
       horizon,
       paybackMargin: this.paybackMargin,
+      prices: this.packedPrices ? 'packed' : 'standalone',
+      packingEfficiency: this.packingEfficiency,
       valueOfTime: this.valueOfTime,
       eventRatePerSecond: this.history.eventRatePerSecond,
       fullFraction: this.history.fullFraction,

@@ -51,6 +51,22 @@ export interface CandidateSummary {
   readonly migrationTimeCost?: number | undefined;
 }
 
+/** A job a round kept waiting, and what kept it. */
+export interface WaitingEntry {
+  readonly jobId: string;
+  /**
+   * Why, for people: the cap's name when the scheduler cut the plan to a cap (`maxCostPerHour`), the queue's line
+   * otherwise (`queue small: class-share, position 2`).
+   */
+  readonly cap: string;
+  /**
+   * The cap's name alone, one of few (`maxCostPerHour`, `maxInstances`, `quota p maxGpus`, `class small share`…), for
+   * counting waits by cap. Absent where `cap` is already that name, and in rounds recorded before it was kept:
+   * read it through `waitingCapName` (round/round.ts).
+   */
+  readonly capName?: string | undefined;
+}
+
 /** Why a round's plan was chosen; shown to users by `fleetwise why` and kept in the state store. */
 export interface DecisionRecord {
   readonly scheduler: string;
@@ -60,13 +76,22 @@ export interface DecisionRecord {
   readonly horizonSeconds?: number | undefined;
   /** A move must pay back this many times its migration cost over the horizon (Eva's eq. 1 is 1). */
   readonly paybackMargin?: number | undefined;
+  /**
+   * The task prices the candidates' savings were figured at (Eva's reservationPrice; absent: not Eva, or a round
+   * recorded before it was kept): `standalone`, each task's cheapest instance type alone; `packed`, its dominant
+   * share of a packed instance's price ÷ `packingEfficiency`, at most the standalone price (tasks of multi-task jobs
+   * at the standalone price).
+   */
+  readonly prices?: 'standalone' | 'packed' | undefined;
+  /** With packed prices: the share of a packed instance's bottleneck capacity they assume is used (θ). */
+  readonly packingEfficiency?: number | undefined;
   /** The default value of an hour of a job's completion time, in $, when time was weighed (absent: dollars only). */
   readonly valueOfTimePerJobHour?: number | undefined;
   readonly eventRatePerSecond?: number | undefined;
   readonly fullFraction?: number | undefined;
   readonly reason: string;
-  /** Jobs kept off the plan by a cap (they wait), with the cap's name. */
-  readonly waiting: readonly { readonly jobId: string; readonly cap: string }[];
+  /** Jobs kept off the plan by a cap or the queue (they wait), with why. */
+  readonly waiting: readonly WaitingEntry[];
   /** Jobs that could have moved but were kept in place, with why (no-move window, finishing soon). */
   readonly pinned: readonly { readonly jobId: string; readonly why: string }[];
 }

@@ -54,24 +54,28 @@ describe('fleetwise why (CLI subprocess)', () => {
     const out = await cli(['why', 'job-1']);
     // One line of the chosen plan's numbers per round, T as a duration.
     expect(out.stdout).toMatch(
-      /^ {2}plan \S+ \(of \d candidates\): saving \$\d+\.\d\d\/h, migration \$\d+\.\d\d, net -?\$\d+\.\d\d over T = \d+(s|m\d\ds|h\d\dm)$/m,
+      /^ {2}plan \S+ \(of \d candidates\): saving \$\d+\.\d\d\/h, migration \$\d+\.\d\d, (time \$\d+\.\d\d, )?net -?\$\d+\.\d\d over T = \d+(s|m\d\ds|h\d\dm)$/m,
     );
     // The candidates as one table with a header, the chosen one marked.
-    expect(out.stdout).toMatch(/^ {4} {3}candidates\s+saving\/h\s+migration\s+net$/m);
+    expect(out.stdout).toMatch(/^ {4} {3}candidates\s+saving\/h\s+migration\s+(time\s+)?net$/m);
     // Candidates with the same numbers share a row: here nothing can be repacked, so all four do.
     expect(out.stdout).toMatch(/^ {4}→ {2}stay, partial, full, full-standalone +\$/m);
     expect(out.stdout).not.toContain('$-0.00');
     expect(out.stdout).not.toMatch(/— stay: saving/); // the scheduler's raw reason is not repeated
     // T and the payback margin are explained once, at the end.
     expect(out.stdout.match(/^T: the horizon/gm)).toHaveLength(1);
-    expect(out.stdout.match(/^net: saving × T − 8 × migration; payback margin ×8: /gm)).toHaveLength(1);
+    expect(
+      out.stdout.match(/^net: saving × T − 8 × migration( − time)?; payback margin ×8: /gm),
+    ).toHaveLength(1);
+    // The default prices are packed, and the legend says so.
+    expect(out.stdout).toMatch(/^saving\/h: .* at packed prices .*θ = 0\.7/m);
   });
 
   it('says in words why a job waits, one entry for the rounds that say the same', async () => {
     const out = await cli(['why', 'job-2']);
     expect(out.code).toBe(0);
     expect(out.stdout).toMatch(
-      /^rounds 1–2 \(2\), last at \S+ \S+: kept waiting: admitting it now would break a cap \(position 1 in its queue\)$/m,
+      /^rounds 1–2 \(2\), last at \S+ \S+: kept waiting: admitting it now would break quota standard maxVcpus \(position 1 in its queue\)$/m,
     );
   });
 
@@ -117,5 +121,8 @@ describe('waiting reasons in words', () => {
     );
     expect(waitInWords('queue large: never-fits')).toMatch(/^it can never run: .*class large's maxShare$/);
     expect(waitInWords('maxCostPerHour')).toBe('placing it would break the cap maxCostPerHour');
+    expect(waitInWords('queue all: caps, position 1', 'maxInstances')).toBe(
+      'admitting it now would break maxInstances (position 1 in its queue)',
+    );
   });
 });

@@ -47,7 +47,7 @@ describe('controller queue layer: admission under caps', () => {
     // The round record says why they were not placed (fleetwise why).
     const why = controller.why(jobs[2]?.id as string);
     expect(why[0]?.summary).toBe(
-      'kept waiting: admitting it now would break a cap (position 1 in its queue)',
+      'kept waiting: admitting it now would break quota standard maxVcpus (position 1 in its queue)',
     );
 
     // A job ends: the head of the queue is admitted at the next round, the other moves up.

@@ -497,7 +497,7 @@ describe('controller rounds against an in-memory cloud', () => {
     const waiting = [a, b].map((j) => controller.why(j.id)[0]?.summary ?? '');
     expect(
       waiting.filter(
-        (s) => s === 'kept waiting: admitting it now would break a cap (position 1 in its queue)',
+        (s) => s === 'kept waiting: admitting it now would break maxInstances (position 1 in its queue)',
       ),
     ).toHaveLength(1);
   });
@@ -546,7 +546,8 @@ describe('controller rounds against an in-memory cloud', () => {
     expect(cloud.calls.runInstances).toBe(0);
     expect(store.listInstances()).toEqual([]);
     expect(store.listEvents({ kind: 'round.rejected' })).toHaveLength(1);
-    expect(hits).toEqual(['maxInstances']);
+    // Job b waits in the queue for the cap, and the plan is refused for it: each counted under the cap's name.
+    expect(hits).toEqual(['maxInstances', 'maxInstances']);
   });
 
   it('saves the scheduler state after each round and loads it in a new controller', async () => {

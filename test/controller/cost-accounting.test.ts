@@ -6,6 +6,7 @@ import { billedPricePerHour, launchedOnSpot } from '../../src/controller/instanc
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import {
   attributeCosts,
+  computeClosedPeriodReport,
   computeCostReport,
   MINIMUM_BILLED_SECONDS,
   heldRunSeqs,
@@ -99,6 +100,40 @@ describe('cost attribution', () => {
     const report = attributeCosts(input([box(3600)], [on('job-1.0', 0, 3600)], 2700, 3600));
     expect(report.totalCost).toBeCloseTo(0.357 / 4, 10);
     expect(report.byJob[0]?.cost).toBeCloseTo(0.357 / 4, 10);
+  });
+
+  it('with no record before its end, a period is the one asked for, not an empty moment at its end', () => {
+    const catalog = loadCatalogFile();
+    let now = 1000;
+    const store = new MemoryStateStore({ nowSeconds: () => now });
+    // Nothing recorded at all: the period asked for; from the beginning, the empty moment now.
+    expect(computeClosedPeriodReport(store, catalog, 100, 500)).toMatchObject({
+      sinceSeconds: 100,
+      generatedAtSeconds: 500,
+      totalCost: 0,
+    });
+    expect(computeCostReport(store, catalog, now).sinceSeconds).toBe(now);
+    // The cluster's first records come after the period (a month before it was started).
+    now = 5000;
+    store.submitJob(
+      validateJobSpec(
+        {
+          name: 'later',
+          team: 'red',
+          tasks: [{ name: 'main', image: 'busybox:latest', demand: { c7i: [0, 4, 8] } }],
+        },
+        'later',
+        catalog,
+      ),
+    );
+    store.createInstance({ typeName: 'c7i.xlarge' });
+    expect(computeClosedPeriodReport(store, catalog, 100, 500)).toMatchObject({
+      sinceSeconds: 100,
+      generatedAtSeconds: 500,
+      totalCost: 0,
+    });
+    // A period the records begin in still starts at the first of them.
+    expect(computeClosedPeriodReport(store, catalog, 100, 6000).sinceSeconds).toBe(5000);
   });
 
   it('lists only the instances billed in the period', () => {

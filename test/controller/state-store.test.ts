@@ -696,6 +696,22 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(store.recordRound(round(4)).round).toBe(4);
     });
 
+    it('lists the rounds recorded within a time window, newest first, the newest `limit` of them', () => {
+      for (let n = 1; n <= 6; n++) {
+        clock = 1000 + 10 * n;
+        store.recordRound(round(n));
+      }
+      const rounds = (limit: number | undefined, sinceSeconds?: number, untilSeconds?: number): number[] =>
+        store.listRounds(limit, { sinceSeconds, untilSeconds }).map((r) => r.round);
+      // Both ends included.
+      expect(rounds(undefined, 1020, 1040)).toEqual([4, 3, 2]);
+      expect(rounds(2, 1020, 1040)).toEqual([4, 3]);
+      expect(rounds(undefined, 1045)).toEqual([6, 5]);
+      expect(rounds(undefined, undefined, 1015)).toEqual([1]);
+      expect(rounds(undefined, 1061)).toEqual([]);
+      expect(store.listRounds(undefined, {}).map((r) => r.round)).toEqual([6, 5, 4, 3, 2, 1]);
+    });
+
     it('appends events and filters them', () => {
       store.submitJob(RESNET);
       const e = store.appendEvent({

@@ -20,6 +20,8 @@ const candidateSchema = z.object({
   movedJobs: z.array(z.string()),
   rejectedBecause: z.string().optional(),
   leftWaiting: z.number().int().nonnegative().optional(),
+  timeCostPerHour: z.number().optional(),
+  migrationTimeCost: z.number().optional(),
 });
 const decisionSchema = z.object({
   scheduler: z.string().optional(),
@@ -27,6 +29,9 @@ const decisionSchema = z.object({
   reason: z.string().optional(),
   horizonSeconds: z.number().optional(),
   paybackMargin: z.number().optional(),
+  prices: z.enum(['standalone', 'packed']).optional(),
+  packingEfficiency: z.number().optional(),
+  valueOfTimePerJobHour: z.number().optional(),
   candidates: z.array(candidateSchema).default([]),
 });
 type Candidate = z.output<typeof candidateSchema>;
@@ -87,8 +92,23 @@ function showsNumbers(row: Row): boolean {
   return /^(moved|placed)|; (moved|placed)/.test(row.summary);
 }
 
+/**
+ * The value of the completion time a plan costs over T, as Eva's rule weighs it (eva-choice.ts `weighed`): its
+ * slowdown for T, plus k times the delays its moves and new instances add. Undefined when time was not weighed.
+ */
+function timeCost(c: Candidate, horizon: number, margin: number): number | undefined {
+  if (c.timeCostPerHour === undefined && c.migrationTimeCost === undefined) return undefined;
+  return ((c.timeCostPerHour ?? 0) * horizon) / 3600 + margin * (c.migrationTimeCost ?? 0);
+}
+
+/** The figure the decision rule compares: saving × T − k × migration − the time the plan costs. */
 function net(c: Candidate, horizon: number, margin: number): number {
-  return c.savingPerSecond * horizon - margin * c.migrationCost;
+  return c.savingPerSecond * horizon - margin * c.migrationCost - (timeCost(c, horizon, margin) ?? 0);
+}
+
+/** Whether any candidate of the decision had the value of time weighed. */
+function timeWeighed(d: Decision): boolean {
+  return d.candidates.some((c) => c.timeCostPerHour !== undefined || c.migrationTimeCost !== undefined);
 }
 
 /** "plan full of 4: saving $0.42/h, migration $0.03, net $0.31 over T = 1h12m", or undefined without numbers. */
@@ -97,9 +117,11 @@ function planLine(d: Decision, margin: number): string | undefined {
   if (chosen === undefined) return undefined;
   const horizon = d.horizonSeconds;
   const of = d.candidates.length > 1 ? ` (of ${d.candidates.length} candidates)` : '';
+  const time = horizon === undefined ? undefined : timeCost(chosen, horizon, margin);
   const numbers = [
     `saving ${formatMoney(chosen.savingPerSecond * 3600)}/h`,
     `migration ${formatMoney(chosen.migrationCost)}`,
+    ...(time === undefined ? [] : [`time ${formatMoney(time)}`]),
     ...(horizon === undefined
       ? []
       : [`net ${formatMoney(net(chosen, horizon, margin))} over T = ${formatDuration(horizon)}`]),
@@ -113,11 +135,14 @@ function planLine(d: Decision, margin: number): string | undefined {
  */
 function candidateTable(d: Decision, margin: number): string {
   const horizon = d.horizonSeconds;
+  const timed = timeWeighed(d);
   const groups = new Map<string, { names: string[]; chosen: boolean; cells: string[] }>();
   for (const c of d.candidates) {
+    const time = horizon === undefined ? undefined : timeCost(c, horizon, margin);
     const cells = [
       formatMoney(c.savingPerSecond * 3600),
       formatMoney(c.migrationCost),
+      ...(timed ? [time === undefined ? '-' : formatMoney(time)] : []),
       horizon === undefined ? '-' : formatMoney(net(c, horizon, margin)),
       c.rejectedBecause !== undefined
         ? `breaks ${c.rejectedBecause}`
@@ -132,10 +157,37 @@ function candidateTable(d: Decision, margin: number): string {
     groups.set(key, group);
   }
   const rows = [...groups.values()].map((g) => [g.chosen ? '→' : '', g.names.join(', '), ...g.cells]);
-  return formatTable(['', 'candidates', 'saving/h', 'migration', 'net', ''], rows)
+  const header = ['', 'candidates', 'saving/h', 'migration', ...(timed ? ['time'] : []), 'net', ''];
+  return formatTable(header, rows)
     .split('\n')
     .map((l) => (l === '' ? l : `    ${l}`))
     .join('\n');
+}
+
+/** What saving/h is figured against: the task prices the rounds recorded (Eva's reservationPrice). */
+function savingLine(rows: readonly Row[]): string {
+  const prices = new Set(rows.map((r) => r.decision.prices));
+  const efficiencies = [
+    ...new Set(
+      rows.flatMap((r) => (r.decision.packingEfficiency === undefined ? [] : [r.decision.packingEfficiency])),
+    ),
+  ];
+  const theta = efficiencies.length === 1 ? ` = ${efficiencies[0]}` : '';
+  // TNRP: each task's price times its expected speed where the plan puts it.
+  const work = 'what the jobs’ work (at their expected speeds) would cost per hour';
+  const minus = ', minus the plan’s cost';
+  if (prices.size === 1 && prices.has('standalone'))
+    return `saving/h: ${work} with each job on its own cheapest instance${minus}`;
+  if (prices.size === 1 && prices.has('packed'))
+    return (
+      `saving/h: ${work} at packed prices (each task its dominant share of a packed ` +
+      `instance’s price ÷ packing efficiency θ${theta}, at most its own cheapest instance’s; tasks of multi-task jobs ` +
+      `at the latter)${minus}; so a job alone on an instance it does not fill shows a loss`
+    );
+  return (
+    `saving/h: ${work} at the scheduler’s task prices (standalone: each on its own ` +
+    `cheapest instance; packed: its share of a packed instance; ${prices.size === 1 ? 'these rounds did not record which' : 'they changed between these rounds'})${minus}`
+  );
 }
 
 /** What the numbers mean, once at the end, with this output's own T and margin. */
@@ -144,17 +196,25 @@ function legend(rows: readonly Row[], margin: number): string {
   if (withNumbers.length === 0) return '';
   const lines = [
     '',
-    'saving/h: what running the jobs each on its own cheapest instance would cost per hour, minus the plan’s cost',
+    savingLine(withNumbers),
     'migration: the cost of carrying the plan out (instance time launching, checkpointing and restoring moved jobs)',
   ];
   if (withNumbers.some((r) => r.decision.horizonSeconds !== undefined)) {
+    const timed = withNumbers.some((r) => timeWeighed(r.decision));
+    const k = margin === 1 ? '' : `${margin} × `;
     lines.push(
       'T: the horizon, how long the scheduler expects a configuration to last (from how often jobs arrive and end)',
     );
+    if (timed)
+      lines.push(
+        `time: what the plan costs in jobs’ completion time, valued per job-hour: its co-location slowdown over T, ` +
+          `plus ${k}the delays its moves and new instances add`,
+      );
+    const formula = `net: saving × T − ${k}migration${timed ? ' − time' : ''}`;
     lines.push(
       margin === 1
-        ? 'net: saving × T − migration; a plan that moves jobs is chosen only when its net beats the others'
-        : `net: saving × T − ${margin} × migration; payback margin ×${margin}: a move must pay back ${margin} times ` +
+        ? `${formula}; a plan that moves jobs is chosen only when its net beats the others`
+        : `${formula}; payback margin ×${margin}: a move must pay back ${margin} times ` +
             'its migration cost within T before it is chosen',
     );
   }

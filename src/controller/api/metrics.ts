@@ -5,6 +5,7 @@ import type { JobArchiveMetrics } from '../backup/job-archive.js';
 import { JOB_STATES, TASK_STATES } from '../state-store.js';
 import { LIVE_INSTANCE_STATES } from '../reconcile/context.js';
 import type { LatencyPair } from '../latency-matrix.js';
+import { waitingCapName } from '../../round/round.js';
 import type { JobRule } from '../round-recorder.js';
 import type { MarketWorkAtRisk } from '../work-at-risk.js';
 import type { ApiControllerService } from './routing.js';
@@ -42,7 +43,7 @@ export class ControllerMetrics implements BackupMetrics, JobArchiveMetrics {
   });
   private readonly capsHit = new Counter({
     name: 'fleetwise_caps_hit_total',
-    help: 'Times a cap ($/hour, instances, migrations per round) kept a plan or a job back',
+    help: 'Times a cap ($/hour, instances, a quota, migrations per round, a class share) kept a plan or a job back: a job kept waiting counts once a round',
     labelNames: ['cap'] as const,
     registers: [this.registry],
   });
@@ -200,12 +201,13 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
   });
   new Gauge({
     name: 'fleetwise_jobs_waiting_on_cap',
-    help: 'Jobs the latest round kept off the plan, by the cap that kept them',
+    help: 'Jobs the latest round kept off the plan, by what kept them: a cap ($/hour, instances, a quota) or a class share',
     labelNames: ['cap'] as const,
     registers: [registry],
     collect() {
       this.reset();
-      for (const w of service.store.latestRound()?.decision.waiting ?? []) this.inc({ cap: w.cap });
+      for (const w of service.store.latestRound()?.decision.waiting ?? [])
+        this.inc({ cap: waitingCapName(w) });
     },
   });
   new Gauge({
@@ -256,8 +258,11 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
       this.set(service.cluster().orphans.length);
     },
   });
-  const monthToDate = service.monthToDateCosts?.bind(service);
-  if (monthToDate !== undefined) {
+  const readMonthToDate = service.monthToDateCosts?.bind(service);
+  if (readMonthToDate !== undefined) {
+    // Both month gauges from one read a scrape: read apart, the clock moves between them and a team's share of the
+    // month could exceed the fleet's bill.
+    const monthToDate = oncePerScrape(readMonthToDate);
     new Gauge({
       name: 'fleetwise_month_cost_dollars',
       help: "The fleet's bill in the current UTC month so far (idle and migration time included; every hour at the current prices, as a report over the month), $",
@@ -313,6 +318,21 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
     },
   });
   return registry;
+}
+
+/**
+ * `read` at most once per scrape: a registry collects every gauge in one synchronous pass (prom-client calls each
+ * `collect` before awaiting any), so the first call's figures serve the rest of that pass and are dropped after it.
+ */
+function oncePerScrape<T>(read: () => T): () => T {
+  let held: { readonly value: T } | undefined;
+  return () => {
+    if (held === undefined) {
+      held = { value: read() };
+      queueMicrotask(() => (held = undefined));
+    }
+    return held.value;
+  };
 }
 
 /** One registry for /metrics: the scrape-time gauges plus the controller's counters. */

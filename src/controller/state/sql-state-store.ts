@@ -19,6 +19,7 @@ import type {
   NewInstance,
   RoundInput,
   RoundRecord,
+  RoundWindow,
   StateCounts,
   StateStore,
   TaskFilter,
@@ -200,8 +201,8 @@ export abstract class SqlStateStore implements StateStore {
     return this.rounds.latestRound();
   }
 
-  listRounds(limit?: number): RoundRecord[] {
-    return this.rounds.listRounds(limit);
+  listRounds(limit?: number, window?: RoundWindow): RoundRecord[] {
+    return this.rounds.listRounds(limit, window);
   }
 
   pruneRounds(keep: number): number {

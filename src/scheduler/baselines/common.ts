@@ -352,7 +352,11 @@ export function baselineDecision(
     candidates: [summarizePlan(view, configuration, rate)],
     chosen: 'baseline',
     reason,
-    waiting: waitingJobs.map((jobId) => ({ jobId, cap: 'no instance type of the catalog can host it' })),
+    waiting: waitingJobs.map((jobId) => ({
+      jobId,
+      cap: 'no instance type of the catalog can host it',
+      capName: 'no instance type',
+    })),
     pinned: options.reportNoMove === false ? [] : view.noMoveJobs(),
   };
 }

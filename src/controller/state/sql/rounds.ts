@@ -1,4 +1,4 @@
-import type { RoundInput, RoundRecord } from '../../state-store.js';
+import type { RoundInput, RoundRecord, RoundWindow } from '../../state-store.js';
 import type { SqlConnection } from './connection.js';
 import { roundFromRow } from './rows.js';
 
@@ -31,9 +31,25 @@ export class RoundQueries {
     return this.listRounds(1)[0];
   }
 
-  listRounds(limit = Number.MAX_SAFE_INTEGER): RoundRecord[] {
+  listRounds(limit = Number.MAX_SAFE_INTEGER, window: RoundWindow = {}): RoundRecord[] {
+    // Only the ends given are bound: an infinite bound is not a number every driver passes on.
+    const where: string[] = [];
+    const params: number[] = [];
+    if (window.sinceSeconds !== undefined) {
+      where.push('at_seconds >= ?');
+      params.push(window.sinceSeconds);
+    }
+    if (window.untilSeconds !== undefined) {
+      where.push('at_seconds <= ?');
+      params.push(window.untilSeconds);
+    }
+    const filter = where.length === 0 ? '' : ` WHERE ${where.join(' AND ')}`;
     return this.connection
-      .all('SELECT * FROM plans ORDER BY round DESC LIMIT ?', Math.max(0, Math.floor(limit)))
+      .all(
+        `SELECT * FROM plans${filter} ORDER BY round DESC LIMIT ?`,
+        ...params,
+        Math.max(0, Math.floor(limit)),
+      )
       .map(roundFromRow);
   }
 

@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest';
+import { ControllerMetrics, storeGaugeRegistry } from '../../src/controller/api/metrics.js';
+import type { MonthToDateCosts } from '../../src/controller/month-to-date.js';
+import type { RoundInput } from '../../src/controller/state-store.js';
+import type { WaitingEntry } from '../../src/scheduler/types.js';
+import { FakeControllerService } from './api-fake-service.js';
+import { jobSpec, MEM_BIG, rig } from './controller-fixtures.js';
+
+/** The scrape-time gauges of /metrics, read from a fake service's store. */
+
+/** A service whose month so far grows at every read, as the clock moves on between two reads. */
+class GrowingMonth extends FakeControllerService {
+  reads = 0;
+  monthToDateCosts(): MonthToDateCosts {
+    this.reads += 1;
+    const cost = 10 * this.reads;
+    return { month: '2026-12', totalCost: cost, byTeam: [{ id: 'vision', cost }] };
+  }
+}
+
+function gauge(text: string, series: string): number {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  if (line === undefined) throw new Error(`no ${series} in\n${text}`);
+  return Number(line.slice(series.length + 1));
+}
+
+function roundWaiting(waiting: readonly WaitingEntry[]): RoundInput {
+  return {
+    configuration: { instances: [] },
+    decision: {
+      scheduler: 'eva',
+      nowSeconds: 0,
+      candidates: [],
+      chosen: 'stay',
+      reason: 'only candidate',
+      waiting,
+      pinned: [],
+    },
+  };
+}
+
+describe('/metrics gauges', () => {
+  it('reads the month so far once a scrape: a team’s share never exceeds the fleet’s bill', async () => {
+    const service = new GrowingMonth();
+    const registry = storeGaugeRegistry(service);
+    const first = await registry.metrics();
+    expect(service.reads).toBe(1);
+    expect(gauge(first, 'fleetwise_month_team_cost_dollars{team="vision"}')).toBe(
+      gauge(first, 'fleetwise_month_cost_dollars'),
+    );
+    // The next scrape reads again.
+    const second = await registry.metrics();
+    expect(service.reads).toBe(2);
+    expect(gauge(second, 'fleetwise_month_cost_dollars')).toBe(20);
+  });
+
+  it('labels the jobs waiting on a cap by the cap’s name, one series whatever their queue positions', async () => {
+    const service = new FakeControllerService();
+    service.store.recordRound(
+      roundWaiting([
+        { jobId: 'job-2', cap: 'queue all: caps, position 1', capName: 'maxInstances' },
+        { jobId: 'job-3', cap: 'queue all: caps, position 2', capName: 'maxInstances' },
+        { jobId: 'job-4', cap: 'queue small: class-share, position 1', capName: 'class small share' },
+        { jobId: 'job-5', cap: 'maxCostPerHour' },
+        // A round recorded before entries carried the name: the queue's line without its position.
+        { jobId: 'job-6', cap: 'queue large: caps, position 3' },
+      ]),
+    );
+    const text = await storeGaugeRegistry(service).metrics();
+    const series = text.split('\n').filter((l) => l.startsWith('fleetwise_jobs_waiting_on_cap{'));
+    expect(series.sort()).toEqual([
+      'fleetwise_jobs_waiting_on_cap{cap="class small share"} 1',
+      'fleetwise_jobs_waiting_on_cap{cap="maxCostPerHour"} 1',
+      'fleetwise_jobs_waiting_on_cap{cap="maxInstances"} 2',
+      'fleetwise_jobs_waiting_on_cap{cap="queue large: caps"} 1',
+    ]);
+  });
+
+  it('a cap holding jobs in the queue is named in the round and counted in caps_hit_total under that name', async () => {
+    const metrics = new ControllerMetrics();
+    const r = rig({ caps: { maxInstances: 1 } }, { metrics });
+    for (const name of ['a', 'b', 'c']) r.controller.submit(jobSpec(name, MEM_BIG), 'research');
+    await r.controller.runRound('test');
+    const waiting = r.store.latestRound()?.decision.waiting ?? [];
+    expect(waiting.map((w) => [w.jobId, w.capName])).toEqual([
+      ['job-2', 'maxInstances'],
+      ['job-3', 'maxInstances'],
+    ]);
+    // The words stay for people.
+    expect(waiting.map((w) => w.cap)).toEqual(['queue all: caps, position 1', 'queue all: caps, position 2']);
+    await r.controller.runRound('again');
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('fleetwise_caps_hit_total{cap="maxInstances"} 4');
+    expect(text).not.toMatch(/fleetwise_caps_hit_total\{cap="queue/);
+  });
+});
