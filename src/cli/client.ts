@@ -47,6 +47,8 @@ export const SERVER_ENV = 'FLEETWISE_SERVER';
 export const TOKEN_ENV = 'FLEETWISE_TOKEN';
 
 const DEFAULT_TIMEOUT_MS = 30_000;
+/** A whole log streams for as long as it takes to read, up to this. */
+const LOG_STREAM_TIMEOUT_MS = 30 * 60_000;
 const UPLOAD_TIMEOUT_MS = 10 * 60_000;
 /**
  * An array is answered once every job's spec is in the job archive, one object-store put each, so its answer may
@@ -355,6 +357,45 @@ export class FleetwiseClient {
     return this.request('GET', `/v1/jobs/${encodeURIComponent(id)}/logs`, z.string(), { text: true });
   }
 
+  /**
+   * A job's whole log (each run headed `==> run <==`), handed to `write` as it arrives, never held whole: a multi-day
+   * log streams through in one listing of the store. Returns how many bytes came.
+   */
+  async writeLogs(id: string, write: (chunk: Buffer) => void): Promise<number> {
+    const path = `/v1/jobs/${encodeURIComponent(id)}/logs`;
+    const what = `GET ${path}`;
+    let response: Response;
+    try {
+      response = await this.fetchImpl(`${this.server}${path}`, {
+        method: 'GET',
+        headers: { authorization: `Bearer ${this.token}`, accept: 'text/plain' },
+        signal: AbortSignal.timeout(LOG_STREAM_TIMEOUT_MS),
+      });
+    } catch (e) {
+      throw new ConnectionError(
+        `cannot reach the controller at ${this.server} (${what}): ${networkReason(e)}`,
+        {
+          cause: e,
+        },
+      );
+    }
+    if (!response.ok) throw apiErrorOf(response, await response.text().catch(() => ''), what);
+    let bytes = 0;
+    try {
+      for await (const chunk of response.body ?? []) {
+        const buffer = Buffer.from(chunk);
+        bytes += buffer.length;
+        write(buffer);
+      }
+    } catch (e) {
+      throw new ConnectionError(
+        `the controller at ${this.server} (${what}) answered but its answer was cut off: ${networkReason(e)}`,
+        { cause: e },
+      );
+    }
+    return bytes;
+  }
+
   /** Each run's part of a job's logs and its size so far (a controller before parts answers 404 or 501). */
   async logParts(id: string): Promise<LogPartsResponse> {
     return this.request('GET', `/v1/jobs/${encodeURIComponent(id)}/logs/parts`, logPartsSchema);
@@ -496,11 +537,8 @@ export class FleetwiseClient {
     }
     // Decoded as response.text() would (a leading BOM dropped).
     const text = new TextDecoder().decode(answer);
-    if (!response.ok && options.acceptStatuses?.includes(response.status) !== true) {
-      const parsed = errorSchema.safeParse(safeJson(text));
-      const reason = parsed.success ? parsed.data.error : text.trim().slice(0, 500) || response.statusText;
-      throw new ApiError(response.status, reason, parsed.success ? (parsed.data.details ?? []) : [], what);
-    }
+    if (!response.ok && options.acceptStatuses?.includes(response.status) !== true)
+      throw apiErrorOf(response, text, what);
     const value = options.binary === true ? answer : options.text === true ? text : safeJson(text);
     const result = schema.safeParse(value);
     if (!result.success)
@@ -513,6 +551,13 @@ export class FleetwiseClient {
       );
     return result.data;
   }
+}
+
+/** The controller's refusal as an ApiError: its JSON error and details, else the start of its text. */
+function apiErrorOf(response: Response, text: string, what: string): ApiError {
+  const parsed = errorSchema.safeParse(safeJson(text));
+  const reason = parsed.success ? parsed.data.error : text.trim().slice(0, 500) || response.statusText;
+  return new ApiError(response.status, reason, parsed.success ? (parsed.data.details ?? []) : [], what);
 }
 
 function sameAddress(a: string, b: string): boolean {

@@ -49,7 +49,9 @@ export class StoredJobLogs implements JobLogReader {
   }
 
   async readPart(name: string, fromByte: number, maxBytes: number): Promise<Buffer | undefined> {
-    const run = (await this.runs()).find((r) => r.name === name);
+    // Only this run's objects are listed (its key and its segments share the prefix): a follower asks every few
+    // seconds, and a job may have many runs.
+    const run = (await this.runs(`${taskLogPrefix(this.jobId)}${name}`)).find((r) => r.name === name);
     if (run === undefined) return undefined;
     const parts: Buffer[] = [];
     let size = 0;
@@ -92,10 +94,10 @@ export class StoredJobLogs implements JobLogReader {
    * The job's runs in name (start) order. A run stored both ways (a task adopted by an upgraded worker, which ships
    * it again from its start as segments) is read from its segments.
    */
-  private async runs(): Promise<StoredRun[]> {
+  private async runs(prefix = taskLogPrefix(this.jobId)): Promise<StoredRun[]> {
     const whole = new Map<string, StoredObject>();
     const segmented = new Map<string, { seq: number; object: StoredObject }[]>();
-    for await (const info of this.store.list(taskLogPrefix(this.jobId))) {
+    for await (const info of this.store.list(prefix)) {
       const parsed = parseTaskLogKey(this.jobId, info.key);
       const object = { key: info.key, sizeBytes: info.sizeBytes };
       if (parsed?.kind === 'whole') whole.set(parsed.runName, object);

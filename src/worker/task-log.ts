@@ -27,6 +27,8 @@ interface ShippingState {
   tail: Buffer;
   /** How far into the task's output the stored segments reach. */
   position: LogPosition;
+  /** Some segment of this run is in the store. */
+  stored: boolean;
 }
 
 /**
@@ -50,7 +52,11 @@ export class TaskLogShipper {
     if (!(segmentBytes >= 1)) throw new Error(`a log segment holds at least a byte, got ${segmentBytes}`);
   }
 
-  /** Store the output not stored yet, until none is left or `budgetBytes` were stored; returns how many were. */
+  /**
+   * Store the output not stored yet, until none is left or `budgetBytes` were stored; returns how many were. Without a
+   * budget it is the run's last ship (a stop, an exit): a run that wrote nothing then stores an empty segment, so
+   * every run leaves its part (`fleetwise logs` heads it, and a run is seen to have happened).
+   */
   async ship(budgetBytes = Number.POSITIVE_INFINITY): Promise<number> {
     const state = (this.state ??= await this.resume());
     let shipped = 0;
@@ -66,12 +72,17 @@ export class TaskLogShipper {
       }
       const segment = Buffer.concat([state.tail, chunk.data]);
       await this.store.put(taskLogSegmentKey(this.run.jobId, state.runName, state.seq), segment);
+      state.stored = true;
       shipped += chunk.data.length;
       state.position = chunk.next;
       if (segment.length >= this.segmentBytes) {
         state.seq += 1;
         state.tail = Buffer.alloc(0);
       } else state.tail = segment;
+    }
+    if (!state.stored && budgetBytes === Number.POSITIVE_INFINITY) {
+      await this.store.put(taskLogSegmentKey(this.run.jobId, state.runName, 0), Buffer.alloc(0));
+      state.stored = true;
     }
     return shipped;
   }
@@ -95,6 +106,7 @@ export class TaskLogShipper {
         seq: 0,
         tail: Buffer.alloc(0),
         position: { bytes: 0 },
+        stored: false,
       };
     const [runName, segments] = stored;
     segments.sort((a, b) => a.seq - b.seq);
@@ -107,8 +119,9 @@ export class TaskLogShipper {
         seq: last.seq + 1,
         tail: Buffer.alloc(0),
         position: { bytes: sealedBytes + last.sizeBytes },
+        stored: true,
       };
     const tail = await this.store.getBuffer(last.key);
-    return { runName, seq: last.seq, tail, position: { bytes: sealedBytes + tail.length } };
+    return { runName, seq: last.seq, tail, position: { bytes: sealedBytes + tail.length }, stored: true };
   }
 }

@@ -91,7 +91,8 @@ describe('fleetwise token (CLI subprocess)', () => {
 
   it('refuses an invalid team name or id, naming the field', async () => {
     const bad = await runCli(['token', 'create', '--team', 'Not A Team', '--json'], env(LOCAL_ADMIN_TOKEN));
-    expect(bad.code).toBe(1);
+    // The controller refused the input: exit 2, as for the client's own checks.
+    expect(bad.code).toBe(2);
     const body = JSON.parse(bad.stderr) as { status: number; details: string[] };
     expect(body.status).toBe(400);
     expect(body.details).toEqual([expect.stringMatching(/^team: /)]);

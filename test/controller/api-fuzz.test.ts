@@ -41,7 +41,7 @@ import { craftTar } from '../helpers/tar.js';
  */
 
 const RUNS = Number(process.env['FUZZ_RUNS'] ?? 300);
-const SEED = Number(process.env['FUZZ_SEED'] ?? 20_261_124);
+const SEED = Number(process.env['FUZZ_SEED'] ?? 20_261_205);
 /** A request the controller takes longer than this to answer counts as a hang (a blocked event loop). */
 const ANSWER_TIMEOUT_MS = 10_000;
 const TEAM = 'fuzz';

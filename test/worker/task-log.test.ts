@@ -101,6 +101,26 @@ describe('task log shipping', () => {
     expect(stored.sizes.at(-1)).toBeGreaterThan(0);
   });
 
+  it('a run that wrote nothing leaves an empty part at its last ship, not before', async () => {
+    const store = new FsObjectStore(join(tmp, 'store-silent'));
+    const executor = new ProcessExecutor({ stateDir: join(tmp, 'exec-silent') });
+    await executor.start(launch('job-9.0', 'true'));
+    await exited(executor, 'job-9.0');
+    const shipper = new TaskLogShipper(
+      store,
+      executor,
+      { jobId: 'job-9', taskId: 'job-9.0', startedAtMs: 5 },
+      () => 'i-1',
+    );
+    // A periodic ship (with a budget) of a run with no output stores nothing.
+    expect(await shipper.ship(1024)).toBe(0);
+    expect((await storedRun(store, 'job-9')).sizes).toEqual([]);
+    // The last ship records the run: one empty segment, once.
+    await shipper.ship();
+    await shipper.ship();
+    expect((await storedRun(store, 'job-9')).sizes).toEqual([0]);
+  });
+
   it('a restarted worker (a new shipper, knowing only the store) neither loses nor repeats a line', async () => {
     const executor = new ProcessExecutor({ stateDir: join(tmp, 'restart-executor') });
     const store = new FsObjectStore(join(tmp, 'restart-store'));

@@ -91,26 +91,10 @@ export function registerLogs(program: Command): void {
     const client = FleetwiseClient.fromOptions(options);
     const write = (text: string): void => void process.stdout.write(text);
     if (options.follow !== true) {
-      // Part by part, so a log of any length streams through; the same text as the whole-log answer.
-      const printer = new LogPartsPrinter(write, true);
-      const byParts = await printer.update(partsOf(client, id)).then(
-        () => true,
-        (e: unknown) => {
-          if (servesOnlyWholeLogs(e) && !printer.printedAnything) return false;
-          throw e;
-        },
-      );
-      if (byParts) {
-        printer.finish();
-        if (!printer.printedAnything) process.stderr.write(`${noOutputReason(await client.getJob(id))}\n`);
-        return;
-      }
-      const text = await client.logs(id);
-      if (text === '') {
-        process.stderr.write(`${noOutputReason(await client.getJob(id))}\n`);
-        return;
-      }
-      write(text.endsWith('\n') ? text : `${text}\n`);
+      // Streamed as the controller reads it (one listing of the store, however long the log): each part it sends
+      // ends with a newline.
+      const bytes = await client.writeLogs(id, (chunk) => void process.stdout.write(chunk));
+      if (bytes === 0) process.stderr.write(`${noOutputReason(await client.getJob(id))}\n`);
       return;
     }
     // Only what is new in each part is fetched; a controller that serves logs only whole is followed the old way.
