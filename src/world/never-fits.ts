@@ -62,6 +62,17 @@ export function neverAdmittedJobs(
       instances: footprint.instances.map((i) => ({ ...i, costPerHour: i.costPerHour * factor })),
     };
     const broken = capViolations(usageOf([sized], caps), caps);
+    // Packing shares an instance, it never makes one cheaper: a task whose cheapest host alone costs more than the $
+    // cap can never run, whatever plan-cost admission's packing factor lets in (its plan is cut to the cap). Only
+    // without spot, where that host's price is its on-demand one.
+    const priciestHost = Math.max(...footprint.instances.map((i) => i.costPerHour));
+    if (
+      catalog.spot === undefined &&
+      caps.maxCostPerHour !== undefined &&
+      priciestHost > caps.maxCostPerHour &&
+      !broken.includes('maxCostPerHour')
+    )
+      broken.push('maxCostPerHour');
     if (broken.length > 0) out.push({ jobId: job.id, footprint, caps: broken });
   }
   return out;
@@ -111,7 +122,8 @@ export function neverAdmittedProblems(
     const more = jobs.length > NAMED_JOBS ? `, and ${jobs.length - NAMED_JOBS} more` : '';
     const packed =
       cap === 'maxCostPerHour' && admitBy === 'plan-cost'
-        ? ` even at ${MIN_PACKING_FACTOR} of it (admission's most favourable packing under --admit-by plan-cost)`
+        ? ` even at ${MIN_PACKING_FACTOR} of it (admission's most favourable packing under --admit-by plan-cost), or ` +
+          'has a task whose cheapest instance alone costs more (packing shares an instance, it never makes one cheaper)'
         : '';
     return (
       `${capFlag(cap, caps)}: ${jobs.length} of ${totalJobs} jobs can never be admitted: alone, each needs more than ` +

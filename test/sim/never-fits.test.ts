@@ -42,6 +42,27 @@ describe('caps a job can never be admitted under', () => {
     expect(result.jobs.every((j) => j.jctSeconds !== null)).toBe(true);
   });
 
+  it("refuses it under plan-cost admission when a task's cheapest instance alone is over the $ cap", () => {
+    // Packed, a $12.24/h job counts $3.06/h against admission, but any plan holding it pays its instance whole.
+    const e = failure(() =>
+      executeRun({
+        ...request({ maxCostPerHour: 4 }),
+        queue: { kind: 'fifo', caps: { maxCostPerHour: 4 }, predict: false, admitBy: 'plan-cost' },
+      }),
+    );
+    expect(e.source).toBe('--cap-dollars-per-hour 4');
+    expect(e.problems[0]).toMatch(
+      /jobs can never be admitted: .*packing shares an instance.*\(\$12\.24\/h\)/,
+    );
+    // A cap over every task's cheapest instance runs, though some jobs need more than it alone.
+    const result = executeRun({
+      ...request({ maxCostPerHour: 13 }),
+      trace: { format: 'eva', jobs: 3 },
+      queue: { kind: 'fifo', caps: { maxCostPerHour: 13 }, predict: false, admitBy: 'plan-cost' },
+    });
+    expect(result.jobs.every((j) => j.jctSeconds !== null)).toBe(true);
+  });
+
   it('refuses a quota of no GPUs with a GPU job', () => {
     const e = failure(() => executeRun(request({ quotas: [{ group: 'p', maxGpus: 0 }] })));
     expect(e.source).toBe('--quota p:gpus=0');
