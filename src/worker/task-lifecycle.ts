@@ -23,6 +23,9 @@ import { TaskLogShipper } from './task-log.js';
 import { readExitRecord, writeExitRecord, type TaskExitRecord } from './exit-record.js';
 import { checkpointOf, persistTask, readPersistedTask, type LocalTask } from './task-record.js';
 
+/** Milliseconds between two saves of a task's log position with its record. */
+const LOG_POSITION_PERSIST_MS = 60_000;
+
 /** The most of a running task's output one periodic upload ships (the rest follows on the next). */
 const RUNNING_LOG_SHIP_BYTES = 64 * 1024 * 1024;
 
@@ -163,6 +166,7 @@ export class TaskLifecycle {
         timeoutSeconds: saved?.timeoutSeconds,
         attempt: saved?.attempt,
         total: saved?.total,
+        logPosition: saved?.logPosition,
         lastLogUploadMs: 0,
       };
       if (t.phase === 'starting' || t.phase === 'checkpointing') t.phase = 'running';
@@ -577,9 +581,19 @@ export class TaskLifecycle {
       t,
       () => this.registration().instanceId,
       this.options.logSegmentBytes,
+      t.logPosition,
     );
     await t.logShipper.ship(budgetBytes);
     t.lastLogUploadMs = Date.now();
+    // Kept with the task's record, at most once a minute (a record a few seconds old still saves the re-read): a
+    // restarted worker finds its place in a Docker log without reading it from the start, which the engine's log
+    // rotation may have cut away.
+    const position = t.logShipper.position;
+    if (position !== undefined && (t.lastLogPositionPersistMs ?? 0) + LOG_POSITION_PERSIST_MS <= Date.now()) {
+      t.logPosition = position;
+      t.lastLogPositionPersistMs = Date.now();
+      await this.persist(t);
+    }
   }
 
   /**

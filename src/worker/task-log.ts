@@ -48,8 +48,15 @@ export class TaskLogShipper {
     /** Read when the run is first stored: the agent may re-register meanwhile. */
     private readonly instanceId: () => string | undefined,
     private readonly segmentBytes: number = LOG_SEGMENT_BYTES,
+    /** Where a worker before this one had got (its task record): its executor note saves reading from the start. */
+    private readonly saved?: LogPosition | undefined,
   ) {
     if (!(segmentBytes >= 1)) throw new Error(`a log segment holds at least a byte, got ${segmentBytes}`);
+  }
+
+  /** How far the stored segments reach, with the executor's note (undefined before the first ship). */
+  get position(): LogPosition | undefined {
+    return this.state?.position;
   }
 
   /**
@@ -118,10 +125,25 @@ export class TaskLogShipper {
         runName,
         seq: last.seq + 1,
         tail: Buffer.alloc(0),
-        position: { bytes: sealedBytes + last.sizeBytes },
+        position: this.resumedAt(sealedBytes + last.sizeBytes),
         stored: true,
       };
     const tail = await this.store.getBuffer(last.key);
-    return { runName, seq: last.seq, tail, position: { bytes: sealedBytes + tail.length }, stored: true };
+    return {
+      runName,
+      seq: last.seq,
+      tail,
+      position: this.resumedAt(sealedBytes + tail.length),
+      stored: true,
+    };
+  }
+
+  /**
+   * The position of `bytes` stored: with the saved note when it was made at or before that point (the executor reads
+   * from the note on and skips what lies between), else bytes alone (read from the start).
+   */
+  private resumedAt(bytes: number): LogPosition {
+    const saved = this.saved;
+    return saved?.resume !== undefined && saved.bytes <= bytes ? { bytes, resume: saved.resume } : { bytes };
   }
 }

@@ -24,6 +24,8 @@ const persistedSchema = z.object({
   attempt: z.number().optional(),
   /** The iterations its job declares (a task adopted after it exited during a stop may have done them all). */
   total: z.number().optional(),
+  /** How far the log's stored segments reach, with the executor's note to find that point again (task-log.ts). */
+  logPosition: z.object({ bytes: z.number(), resume: z.string().optional() }).optional(),
 });
 export type PersistedTask = z.infer<typeof persistedSchema>;
 
@@ -37,6 +39,8 @@ export interface LocalTask extends PersistedTask {
   /** The latest write of this record (task-lifecycle.ts persists one at a time). */
   persisting?: Promise<void> | undefined;
   lastLogUploadMs: number;
+  /** When the log position was last saved with the record (task-lifecycle.ts saves it at most once a minute). */
+  lastLogPositionPersistMs?: number | undefined;
   /** The task's log uploads, chained (the newest settles last); undefined before the first. */
   logUploads?: Promise<void> | undefined;
   /** Ships this run's output (created with the first upload; a restarted agent's resumes from the store). */
@@ -64,6 +68,7 @@ export async function persistTask(taskDir: string, t: LocalTask): Promise<void> 
     ...(t.timeoutSeconds === undefined ? {} : { timeoutSeconds: t.timeoutSeconds }),
     ...(t.attempt === undefined ? {} : { attempt: t.attempt }),
     ...(t.total === undefined ? {} : { total: t.total }),
+    ...(t.logPosition === undefined ? {} : { logPosition: t.logPosition }),
   };
   const path = join(taskDir, 'agent.json');
   // A temporary file of its own per write: two writes at once must not rename each other's file away.

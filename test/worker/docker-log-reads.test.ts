@@ -76,7 +76,7 @@ describeWithDocker('docker executor: reading a log from a position', (engine) =>
       }
       if (!finished) await new Promise((r) => setTimeout(r, 100));
     }
-    expect(position.resume).toMatch(/^\d+:\d+$/);
+    expect(position.resume).toMatch(new RegExp(`^\\d+:\\d+:${position.bytes}$`));
     const whole = await readAll(await executor.logs('inc-1.0'));
     const text = Buffer.concat(pieces).toString('utf8');
     expect(text.length).toBe(whole.length);
@@ -108,6 +108,36 @@ describeWithDocker('docker executor: reading a log from a position', (engine) =>
     const lines = stored.trimEnd().split('\n');
     expect(lines.filter((l) => l.startsWith('out '))).toHaveLength(1600);
     expect(new Set(lines.filter((l) => l.startsWith('err '))).size).toBe(1600);
+  });
+
+  it('a restarted worker resumes from a read position saved a while before: from its note on, not the start', async () => {
+    await executor.start(launch('saved-1.0', SCRIPT));
+    const store = new FsObjectStore(join(tmp, 'store-saved'));
+    const run = { jobId: 'saved-1', taskId: 'saved-1.0', startedAtMs: Date.now() };
+    const first = new TaskLogShipper(store, executor, run, () => 'inst-1', 2048);
+    await new Promise((r) => setTimeout(r, 300));
+    await first.ship(4096);
+    // What the task's record kept: a position a few ships behind what is stored by the time the worker restarts.
+    const saved = first.position as LogPosition;
+    expect(saved.resume).toBeDefined();
+    await new Promise((r) => setTimeout(r, 500));
+    await first.ship(8192);
+    expect((first.position as LogPosition).bytes).toBeGreaterThan(saved.bytes);
+    // The new shipper's reads start at the saved note (bytes past it are skipped), never from byte 0.
+    const asked: LogPosition[] = [];
+    const watching = Object.create(executor) as DockerExecutor;
+    watching.readLogs = (taskId, from, maxBytes) => {
+      asked.push(from);
+      return executor.readLogs(taskId, from, maxBytes);
+    };
+    const second = new TaskLogShipper(store, watching, run, () => 'inst-1', 2048, saved);
+    await exited('saved-1.0');
+    await second.ship();
+    expect(asked[0]?.resume).toBe(saved.resume);
+    const segments: Buffer[] = [];
+    for await (const info of store.list('logs/saved-1/')) segments.push(await store.getBuffer(info.key));
+    const whole = (await readAll(await executor.logs('saved-1.0'))).toString('utf8');
+    expect(Buffer.concat(segments).toString('utf8')).toBe(whole);
   });
 
   it("a failed task's last lines come from the end of its log", async () => {

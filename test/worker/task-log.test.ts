@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -245,6 +245,11 @@ describe('task log shipping', () => {
     const shippedBefore = (await storedRun(store, 'adopt-1')).text;
     expect(shippedBefore).toMatch(/^line 0\n/);
     await first.stopWatchers();
+    // The read position went with the task's record, for the next worker to start from.
+    const record = JSON.parse(readFileSync(join(workDir, 'tasks', 'adopt-1.0', 'agent.json'), 'utf8')) as {
+      logPosition?: { bytes: number };
+    };
+    expect(record.logPosition?.bytes).toBe(Buffer.byteLength(shippedBefore));
 
     const second = worker();
     await second.adopt();

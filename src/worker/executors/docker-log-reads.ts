@@ -10,9 +10,10 @@ import type { LogChunk, LogPosition } from '../executor.js';
  * after S, in the log's order, the first N are already shipped. That holds however many lines share a stamp, and a
  * rotated-away log file before S does not matter (a byte count from the start would no longer match). S trails the
  * newest shipped stamp by a margin because the engine stamps stdout and stderr lines in two goroutines: a line
- * stamped a moment earlier can land in the log after a later-stamped one, and `since` must not drop it. Without a
- * note (a restarted worker knows only the byte count it stored) the log is read from its start once, skipping that
- * many bytes as they stream by; the note made there serves every later read.
+ * stamped a moment earlier can land in the log after a later-stamped one, and `since` must not drop it. A note also
+ * says how many output bytes it stands for, so one kept with the task's record a while ago still serves a restarted
+ * worker: it reads from the note on and skips the bytes shipped since. Without one the log is read from its start
+ * once, skipping the bytes stored as they stream by (which the engine's log rotation may have cut away).
  *
  * Each frame of the multiplexed stream (a container never has a TTY here: containerSpec) is one log line (or a part
  * of a line longer than 16 KiB), `<RFC 3339 stamp> <bytes>`; a read stops between lines, never inside one.
@@ -25,16 +26,18 @@ const LATE_LINE_MARGIN_NS = 5n * NS_PER_SECOND;
 interface ResumeNote {
   readonly sinceNs: bigint;
   readonly skip: number;
+  /** The output bytes up to the note's point: a note kept from an earlier read may lag the position it is given with. */
+  readonly bytes: number;
 }
 
 function parseNote(note: string | undefined): ResumeNote | undefined {
-  const match = /^(\d+):(\d+)$/.exec(note ?? '');
-  if (match?.[1] === undefined || match[2] === undefined) return undefined;
-  return { sinceNs: BigInt(match[1]), skip: Number(match[2]) };
+  const match = /^(\d+):(\d+):(\d+)$/.exec(note ?? '');
+  if (match?.[1] === undefined || match[2] === undefined || match[3] === undefined) return undefined;
+  return { sinceNs: BigInt(match[1]), skip: Number(match[2]), bytes: Number(match[3]) };
 }
 
 function formatNote(note: ResumeNote): string {
-  return `${note.sinceNs}:${note.skip}`;
+  return `${note.sinceNs}:${note.skip}:${note.bytes}`;
 }
 
 /** Nanoseconds since the epoch of an RFC 3339 stamp as the engine writes them (nanosecond digits), or undefined. */
@@ -123,7 +126,9 @@ export async function readDockerLogs(
   from: LogPosition,
   maxBytes: number,
 ): Promise<LogChunk> {
-  const note = from.bytes === 0 ? undefined : parseNote(from.resume);
+  // A note made at or before the position: read from it, skip its lines, then the bytes shipped since it was made.
+  const parsed = from.bytes === 0 ? undefined : parseNote(from.resume);
+  const note = parsed !== undefined && parsed.bytes <= from.bytes ? parsed : undefined;
   const stream = await openLogStream(
     docker,
     containerId,
@@ -132,7 +137,7 @@ export async function readDockerLogs(
   const parts: Buffer[] = [];
   let size = 0;
   let skipLines = note?.skip ?? 0;
-  let skipBytes = note === undefined ? from.bytes : 0;
+  let skipBytes = from.bytes - (note?.bytes ?? 0);
   const recent = new RecentStamps();
   try {
     for await (const frame of logFrames(stream)) {
@@ -165,7 +170,7 @@ export async function readDockerLogs(
     data,
     next: {
       bytes: from.bytes + data.length,
-      resume: formatNote({ sinceNs, skip: recent.countFrom(sinceNs) }),
+      resume: formatNote({ sinceNs, skip: recent.countFrom(sinceNs), bytes: from.bytes + data.length }),
     },
   };
 }
