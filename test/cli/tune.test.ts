@@ -1,8 +1,9 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { dominates } from '../../src/queue/tune.js';
 import { parseWfqConfig } from '../../src/queue/wfq.js';
 import type { TuneJson, TuneReport, TuneRow } from '../../src/sim/report/tune-json.js';
@@ -30,13 +31,17 @@ describe('fleetwise tune (CLI subprocess)', () => {
   let noCap: CliResult;
   let badFlags: CliResult;
   let emptyItem: CliResult;
+  let overridden: CliResult;
+  let badOverrides: CliResult;
 
   // All subprocesses at once: the small ones are mostly CLI start-up, which overlaps the search's simulations.
   beforeAll(async () => {
     ensureBuiltCli(['cli/main.ts', 'sim/run-worker.ts']);
     expect(existsSync(CLI), `${CLI} is missing: run npm run build`).toBe(true);
     outDir = mkdtempSync(join(tmpdir(), 'fleetwise-tune-'));
-    [run, text, noCap, badFlags, emptyItem] = await Promise.all([
+    const badPrices = join(outDir, 'bad-prices.yaml');
+    writeFileSync(badPrices, 'pricePerType:\n  x9.large: 1\n');
+    [run, text, noCap, badFlags, emptyItem, overridden, badOverrides] = await Promise.all([
       cli([...TINY, '--json', '--out', outDir]),
       cli([
         'tune',
@@ -66,6 +71,15 @@ describe('fleetwise tune (CLI subprocess)', () => {
         'lifo',
       ]),
       cli([...TINY, '--classes', '1,,2']),
+      cli([
+        ...TINY,
+        '--samples',
+        '1',
+        '--price-overrides',
+        join(PROJECT_ROOT, 'examples', 'prices', 'savings-plan.yaml'),
+        '--json',
+      ]),
+      cli([...TINY, '--price-overrides', badPrices]),
     ]);
     parsed = JSON.parse(run.stdout) as TuneJson;
   }, 120_000);
@@ -135,6 +149,19 @@ describe('fleetwise tune (CLI subprocess)', () => {
     const doc = parse(yaml) as { queue: unknown };
     const config = parseWfqConfig(doc.queue);
     expect(config.classes.map((c) => c.weight)).toEqual([0.85, 0.15]);
+  });
+
+  it('searches at the prices --price-overrides gives, and refuses overrides the catalog cannot take', () => {
+    expect(overridden.code).toBe(0);
+    // The same first candidate, at 28% off every price (and reserved prices lower still): at most 72% of the cost.
+    const anchorCost = (json: TuneJson): number | undefined =>
+      json.evaluated.find((r) => r.id === 'c0')?.totalCost ?? undefined;
+    const listed = anchorCost(parsed);
+    const discounted = anchorCost(JSON.parse(overridden.stdout) as TuneJson);
+    expect(listed).toBeGreaterThan(0);
+    expect(discounted).toBeLessThanOrEqual((listed ?? 0) * 0.72 + 1e-9);
+    expect(badOverrides.code).toBe(2);
+    expect(badOverrides.stderr).toContain('pricePerType.x9.large: not an instance type of the catalog');
   });
 
   it('requires a cap, naming both flags', () => {

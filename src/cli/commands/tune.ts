@@ -4,11 +4,14 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { ValidationError } from '../../core/validation.js';
 import {
+  addPriceOverridesOption,
   addTraceOptions,
   flagProblems,
   inferFormat,
   loadTraceFlags,
   numberText,
+  priceOverridesOptionField,
+  readPriceOverridesFile,
   traceOptionFields,
   seedNumber,
   roundSecondsFlag,
@@ -47,6 +50,7 @@ interface RawTuneOptions {
   readonly seed?: string;
   readonly multiTask?: string;
   readonly catalog?: string;
+  readonly priceOverrides?: string;
   readonly roundSeconds?: string;
   readonly scheduler: string;
   readonly capDollarsPerHour?: string;
@@ -75,6 +79,7 @@ const listText = <T extends z.ZodType<unknown, string>>(item: T) =>
 
 const optionsSchema = z.object({
   ...traceOptionFields,
+  ...priceOverridesOptionField,
   roundSeconds: roundSecondsFlag.optional(),
   scheduler: z.enum(SCHEDULER_NAMES, { error: `must be one of ${SCHEDULER_NAMES.join(', ')}` }),
   capDollarsPerHour: numberText(z.number().positive('must be > 0')).optional(),
@@ -176,7 +181,8 @@ async function tune(raw: RawTuneOptions): Promise<void> {
   const o = parseOptions(raw);
   if (o.out !== undefined) checkOutputDirectory(o.out, '--out');
   // The thresholds come from the trace's sizes.
-  const { traceSpec, catalog, trace } = loadTraceFlags(o);
+  const prices = o.priceOverrides === undefined ? undefined : readPriceOverridesFile(o.priceOverrides);
+  const { traceSpec, catalog, trace } = loadTraceFlags(o, false, prices);
   // PCS size = resource-time at the minimum allocation: task-seconds, as the simulator's admission classifies.
   const sizes = trace.jobs.map((j) => j.durationSeconds * j.tasks.length);
   const searchSeed = o.searchSeed ?? o.seed ?? 0;
@@ -195,6 +201,7 @@ async function tune(raw: RawTuneOptions): Promise<void> {
     scheduler: o.scheduler,
     trace: traceSpec,
     catalogPath: o.catalog,
+    ...(prices === undefined ? {} : { priceOverrides: prices.overrides }),
     roundSeconds: o.roundSeconds,
     queue: { kind: 'wfq', caps: o.caps, config: c.config, predict: true },
   }));
@@ -239,7 +246,7 @@ async function tune(raw: RawTuneOptions): Promise<void> {
 
   if (o.out !== undefined) {
     const settings: ReportSettings = {
-      ...traceSettings(o, trace, catalog),
+      ...traceSettings(o, trace, catalog, prices?.source),
       scheduler: o.scheduler,
       capDollarsPerHour: o.capDollarsPerHour ?? 'none (uncapped)',
       capInstances: o.capInstances ?? 'none (uncapped)',
@@ -260,13 +267,15 @@ async function tune(raw: RawTuneOptions): Promise<void> {
 
 /** `fleetwise tune`: search WFQ configs by simulation (PCS §6) and print the Pareto front and a controller config. */
 export function registerTune(program: Command): Command {
-  return addTraceOptions(
-    program
-      .command('tune')
-      .description(
-        'search WFQ queue configs (classes, thresholds, weights) by simulation under caps; print the Pareto front ' +
-          'of mean JCT, p99 prediction error and unfairness, and a controller config for the recommended one',
-      ),
+  return addPriceOverridesOption(
+    addTraceOptions(
+      program
+        .command('tune')
+        .description(
+          'search WFQ queue configs (classes, thresholds, weights) by simulation under caps; print the Pareto front ' +
+            'of mean JCT, p99 prediction error and unfairness, and a controller config for the recommended one',
+        ),
+    ),
   )
     .option('--round-seconds <s>', 'scheduling period in seconds (default 300)')
     .option('--scheduler <name>', `scheduler to simulate: one of ${SCHEDULER_NAMES.join(', ')}`, 'eva')
