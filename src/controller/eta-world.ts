@@ -12,7 +12,7 @@ import { frozenExpectedRates } from '../predict/predict.js';
 import type { PredictionInput } from '../predict/predict.js';
 import type { SimWorld, WorldEvent, WorldInstance, WorldJob, WorldTask } from '../world/world.js';
 import { expandTasks } from './job-spec/tasks.js';
-import type { EtaRecord } from './queue-records.js';
+import { NEVER_UNDER_CAPS_BASIS, type EtaRecord } from './queue-records.js';
 import type { SnapshotInputs } from './snapshot.js';
 import { committedInstanceOf } from './snapshot.js';
 import type { InstanceRecord, JobRecord, TaskRecord } from './state-store.js';
@@ -564,8 +564,8 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
         computedAtSeconds: now,
         basis:
           waitsForNever === undefined
-            ? `never under the caps: alone it needs ${needs}; ${place}`
-            : `never under the caps: ${waitText(waitsForNever)}, which alone needs ${needs}; ${place}`,
+            ? `${NEVER_UNDER_CAPS_BASIS} alone it needs ${needs}; ${place}`
+            : `${NEVER_UNDER_CAPS_BASIS} ${waitText(waitsForNever)}, which alone needs ${needs}; ${place}`,
       });
       continue;
     }

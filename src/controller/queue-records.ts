@@ -8,6 +8,9 @@ import type { JsonValue, StateStore } from './state-store.js';
  * made at submission (never overwritten) and, once the job ended, that prediction's error (PCS §4).
  */
 
+/** How the basis of a job the caps can never admit (or one held for it) begins: clients show such an ETA `never`. */
+export const NEVER_UNDER_CAPS_BASIS = 'never under the caps:';
+
 export interface EtaRecord {
   /** Predicted start (epoch seconds); null when the prediction does not reach it. */
   readonly startSeconds: number | null;

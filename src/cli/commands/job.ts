@@ -1,3 +1,4 @@
+import { NEVER_UNDER_CAPS_BASIS } from '../../controller/queue-records.js';
 import { isFinalJobState } from '../../controller/state/lifecycle.js';
 import { ValidationError } from '../../core/validation.js';
 import type { Command } from 'commander';
@@ -76,16 +77,13 @@ export interface EtaFields {
   readonly basis?: string | undefined;
 }
 
-/** How the controller's predictions (src/controller/eta-world.ts) begin the basis of a job that can never run. */
-const NEVER_BASIS = 'never under the caps:';
-
 /**
  * The predicted completion time, `beyond 30 days` when the prediction stopped short of it, `never` for a job the caps
  * can never admit (or one held for it; its basis says so), or undefined.
  */
 export function completionText(eta: EtaFields): string | undefined {
   if (eta.completionSeconds !== null) return formatTime(eta.completionSeconds);
-  if (eta.basis?.startsWith(NEVER_BASIS) === true) return 'never';
+  if (eta.basis?.startsWith(NEVER_UNDER_CAPS_BASIS) === true) return 'never';
   if (eta.completesAfterSeconds === undefined) return undefined;
   return `beyond ${durationText(eta.completesAfterSeconds - eta.computedAtSeconds)}`;
 }
