@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ControllerMetrics, storeGaugeRegistry } from '../../src/controller/api/metrics.js';
 import type { MonthToDateCosts } from '../../src/controller/month-to-date.js';
+import type { MarketWorkAtRisk } from '../../src/controller/work-at-risk.js';
 import type { RoundInput } from '../../src/controller/state-store.js';
 import type { WaitingEntry } from '../../src/scheduler/types.js';
 import { FakeControllerService } from './api-fake-service.js';
@@ -15,6 +16,16 @@ class GrowingMonth extends FakeControllerService {
     this.reads += 1;
     const cost = 10 * this.reads;
     return { month: '2026-12', totalCost: cost, byTeam: [{ id: 'vision', cost }] };
+  }
+}
+
+/** A service whose work at risk grows at every read. */
+class GrowingRisk extends FakeControllerService {
+  reads = 0;
+  workAtRisk(): MarketWorkAtRisk[] {
+    this.reads += 1;
+    const seconds = 100 * this.reads;
+    return [{ market: 'spot', runningTasks: 1, totalSeconds: seconds, maxSeconds: seconds }];
   }
 }
 
@@ -52,6 +63,22 @@ describe('/metrics gauges', () => {
     const second = await registry.metrics();
     expect(service.reads).toBe(2);
     expect(gauge(second, 'fleetwise_month_cost_dollars')).toBe(20);
+  });
+
+  it('reads the work at risk once a scrape, and never serves one scrape’s read to the next', async () => {
+    const service = new GrowingRisk();
+    const registry = storeGaugeRegistry(service);
+    // One gauge scraped alone reads once; the other, scraped alone later, reads afresh (not the first's old figures).
+    await registry.getSingleMetricAsString('fleetwise_work_at_risk_seconds');
+    expect(service.reads).toBe(1);
+    const max = await registry.getSingleMetricAsString('fleetwise_work_at_risk_max_seconds');
+    expect(service.reads).toBe(2);
+    expect(gauge(max, 'fleetwise_work_at_risk_max_seconds{market="spot"}')).toBe(200);
+    // A full scrape reads once for both.
+    const full = await registry.metrics();
+    expect(service.reads).toBe(3);
+    expect(gauge(full, 'fleetwise_work_at_risk_seconds{market="spot"}')).toBe(300);
+    expect(gauge(full, 'fleetwise_work_at_risk_max_seconds{market="spot"}')).toBe(300);
   });
 
   it('labels the jobs waiting on a cap by the cap’s name, one series whatever their queue positions', async () => {

@@ -7,7 +7,6 @@ import { LIVE_INSTANCE_STATES } from '../reconcile/context.js';
 import type { LatencyPair } from '../latency-matrix.js';
 import { waitingCapName } from '../../round/round.js';
 import type { JobRule } from '../round-recorder.js';
-import type { MarketWorkAtRisk } from '../work-at-risk.js';
 import type { ApiControllerService } from './routing.js';
 
 /**
@@ -282,19 +281,17 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
       },
     });
   }
-  const workAtRisk = service.workAtRisk?.bind(service);
-  if (workAtRisk !== undefined) {
-    // Both gauges from one read of the store per scrape: the first collected reads it, the second takes that read
-    // (or reads again, when collected alone).
-    let read: MarketWorkAtRisk[] | undefined;
+  const readWorkAtRisk = service.workAtRisk?.bind(service);
+  if (readWorkAtRisk !== undefined) {
+    // Both gauges from one read of the store per scrape (a read held over to the next scrape would show old figures).
+    const workAtRisk = oncePerScrape(readWorkAtRisk);
     new Gauge({
       name: 'fleetwise_work_at_risk_seconds',
       help: "Running tasks' work since their newest checkpoint (or their run's start), summed, by the market of their instances: what losing those instances now would redo",
       labelNames: ['market'] as const,
       registers: [registry],
       collect() {
-        read = workAtRisk();
-        for (const m of read) this.set({ market: m.market }, m.totalSeconds);
+        for (const m of workAtRisk()) this.set({ market: m.market }, m.totalSeconds);
       },
     });
     new Gauge({
@@ -303,9 +300,7 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
       labelNames: ['market'] as const,
       registers: [registry],
       collect() {
-        const figures = read ?? workAtRisk();
-        read = undefined;
-        for (const m of figures) this.set({ market: m.market }, m.maxSeconds);
+        for (const m of workAtRisk()) this.set({ market: m.market }, m.maxSeconds);
       },
     });
   }
