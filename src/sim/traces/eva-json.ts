@@ -4,7 +4,7 @@ import { describeIssues, ValidationError } from '../../core/validation.js';
 import type { Trace, TraceJob, TraceTask } from '../../world/trace.js';
 import { baseWorkloadOf, familyDemandSchema } from './workloads.js';
 import { MAX_DURATION_SECONDS } from '../../core/duration.js';
-import { traceArrivalSeconds, traceDelaySeconds, traceDurationSeconds } from './trace-bounds.js';
+import { traceArrivalSeconds, traceDelaySeconds, traceDurationSeconds, traceShmGiB } from './trace-bounds.js';
 import { duplicateJsonKeys, type DuplicateKey } from './json-duplicate-keys.js';
 
 /**
@@ -13,7 +13,6 @@ import { duplicateJsonKeys, type DuplicateKey } from './json-duplicate-keys.js';
  *   support_throughput_aware, tasks: { "<task id>": { name, demand: {family|any: [g, c, m]}, shm_size,
  *   image_id, fetch_delay, build_image_delay, kill_delay, upload_delay } } } }`.
  */
-const nonNegative = z.number().finite().nonnegative();
 
 /**
  * How far `duration` may be from total_iters / full_throughput: 1%, or one iteration and a second, since Eva's
@@ -26,7 +25,7 @@ const DURATION_TOLERANCE = 0.01;
 const evaTaskSchema = z.strictObject({
   name: z.string().min(1),
   demand: familyDemandSchema,
-  shm_size: nonNegative,
+  shm_size: traceShmGiB,
   image_id: z.union([z.number().int().nonnegative(), z.string().min(1)]),
   fetch_delay: traceDelaySeconds,
   build_image_delay: traceDelaySeconds,

@@ -5,7 +5,7 @@ import type { Trace, TraceJob, TraceTask } from '../../world/trace.js';
 import { dependencyFault, type DependencyFault } from '../../world/job-dependencies.js';
 import { baseWorkloadOf, familyDemandSchema } from './workloads.js';
 import { networkDeclarationSchema, toNetworkDeclaration } from '../../core/network-schema.js';
-import { traceArrivalSeconds, traceDelaySeconds, traceDurationSeconds } from './trace-bounds.js';
+import { traceArrivalSeconds, traceDelaySeconds, traceDurationSeconds, traceShmGiB } from './trace-bounds.js';
 import { duplicateJsonKeys, duplicateKeyProblem } from './json-duplicate-keys.js';
 import { SPOT_PREFERENCES } from '../../core/spot.js';
 import { successSpecSchema } from '../../queue/success.js';
@@ -27,7 +27,7 @@ const taskSchema = z.strictObject({
   /** Tasks with the same image skip the build on an instance that already has it; default: the workload. */
   image: z.string().min(1).optional(),
   demand: familyDemandSchema,
-  shmSizeGiB: nonNegative.default(0),
+  shmSizeGiB: traceShmGiB.default(0),
 });
 
 const jobSchema = z.strictObject({

@@ -37,3 +37,13 @@ export const traceDelaySeconds = z
   .finite()
   .nonnegative()
   .max(MAX_TRACE_DELAY_SECONDS, `at most ${MAX_TRACE_DELAY_SECONDS} s (a day), as a job spec's delays`);
+
+/** The most shared memory a trace's task may ask for, GiB: what a job spec's memory demand may be (64 TiB). */
+export const MAX_TRACE_SHM_GIB = 65_536;
+
+/** A task's shared memory (/dev/shm), GiB. */
+export const traceShmGiB = z
+  .number()
+  .finite()
+  .nonnegative()
+  .max(MAX_TRACE_SHM_GIB, `at most ${MAX_TRACE_SHM_GIB} GiB, as a job spec's memory`);

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { FamilyDemand, Resources } from '../../core/resources.js';
 import { parseWith } from '../../core/validation.js';
+import { traceShmGiB } from './trace-bounds.js';
 
 /**
  * Eva's profiled workload catalog (`src/workloads/workload_catalog.json`, research digest §4). The values in
@@ -65,7 +66,7 @@ export const familyDemandSchema = z
 const taskSchema = z.object({
   name: z.string().min(1),
   demand: familyDemandSchema,
-  shm_size: nonNegative,
+  shm_size: traceShmGiB,
   full_throughput: z.number().finite().positive(),
 });
 

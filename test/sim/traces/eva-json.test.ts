@@ -130,6 +130,9 @@ describe('Eva JSON traces: fields the engine relies on', () => {
     expect(problemsOf(withJob({}, { fetch_delay: 1e300 }))).toEqual([
       "job a: tasks.0.fetch_delay: at most 86400 s (a day), as a job spec's delays",
     ]);
+    expect(problemsOf(withJob({}, { shm_size: 1e300 }))).toEqual([
+      "job a: tasks.0.shm_size: at most 65536 GiB, as a job spec's memory",
+    ]);
     expect(problemsOf(withJob({ full_throughput: 1e-300 }))[0]).toMatch(
       /^job a: total_iters: total_iters \/ full_throughput is 2\.6103e\+304 s at full throughput: at most 31536000 s/,
     );
