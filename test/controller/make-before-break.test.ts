@@ -149,6 +149,21 @@ describe('make before break (controller)', () => {
     expect(r.store.listIntents({ states: ['pending'], kind: 'stop-task' })).toEqual([]);
   });
 
+  it('a job cancelled while its move waits stops its task at once without a checkpoint, and the passes go on', async () => {
+    const { r, a, control, reconciler } = await aMoving();
+    await reconciler.progress(); // inst-2 booting: the move's checkpoint-stop waits, the task works on
+    expect(r.store.getTask(`${a.id}.0`)).toMatchObject({ state: 'running', instanceId: 'inst-1' });
+    r.controller.cancel(a.id);
+    // Before, every pass from here threw (a cancelled job's task may not go to checkpointing) and rounds stopped.
+    await reconciler.progress();
+    await reconciler.progress();
+    expect(control.calls).toEqual([`stop ${a.id}.0 on inst-1`]);
+    expect(r.store.getJob(a.id)).toMatchObject({ state: 'cancelled', migrations: 0 });
+    expect(r.store.getTask(`${a.id}.0`)?.state).toBe('stopped');
+    expect(r.store.listIntents({ states: ['pending'], kind: 'stop-task' })).toEqual([]);
+    expect(r.store.listIntents({ states: ['pending'], kind: 'start-task' })).toEqual([]);
+  });
+
   it('a task of a moving job that succeeds meanwhile is not started again; the rest moves and the job ends', async () => {
     const control = new RegisteringTaskControl();
     for (const id of ['inst-1', 'inst-2']) control.registered.add(id);

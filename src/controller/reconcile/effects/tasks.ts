@@ -76,7 +76,7 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
     await slices.next();
     // Settled while the pass let the API in (a cancel fails the job's pending starts).
     if (ctx.store.getIntent(intent.id)?.state !== 'pending') continue;
-    const { taskId, instanceId, checkpoint } = intent.payload;
+    const { taskId, instanceId } = intent.payload;
     const task = ctx.store.getTask(taskId);
     const instance = ctx.store.getInstance(instanceId);
     if (
@@ -88,6 +88,10 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
       ctx.store.completeIntent(intent.id); // already off the instance
       continue;
     }
+    // A job that ended while its move waited (a cancel, a sibling's failure): its task stops now, without the move's
+    // checkpoint, as the end's own stop would have (the end left the move's stop in place of one of its own).
+    const ended = isFinalJobState(ctx.store.getJob(task.jobId)?.state ?? 'cancelled');
+    const checkpoint = intent.payload.checkpoint && !(ended && task.state === 'running');
     // Make before break: a moving task still running works on until its job's new instances are ready.
     if (checkpoint && task.state === 'running') {
       if (!noticed.has(task.jobId) && moveStopWait(ctx, task) !== undefined) continue;
