@@ -112,9 +112,12 @@ describeWithMoto(
 
       await proxy.setMode('hang'); // the next DescribeInstances never gets an answer
       await proxy.waitForHanging(1);
+      // (Passes failing before the hang may first have it reported failing.)
       const stuck = await until('/healthz to report the stuck loop', async () => {
         const answer = await health();
-        return answer.status === 503 ? ((await answer.json()) as Record<string, unknown>) : undefined;
+        if (answer.status !== 503) return undefined;
+        const body = (await answer.json()) as Record<string, unknown>;
+        return body.status === 'stuck' ? body : undefined;
       });
       expect(stuck.status).toBe('stuck');
       expect(stuck.error).toMatch(

@@ -504,11 +504,11 @@ export const PATHS: Record<string, Record<string, Schema>> = {
           ],
         }),
         '503': ok(
-          'The state store is unavailable, or the control loop is stuck (one pass running too long)',
+          'The state store is unavailable, or the control loop is stuck (one pass running too long) or failing (every pass failing for as long)',
           {
             type: 'object',
             properties: {
-              status: { type: 'string', enum: ['unavailable', 'stuck'] },
+              status: { type: 'string', enum: ['unavailable', 'stuck', 'failing'] },
               error: str,
               loop: LOOP_HEALTH,
               idempotencyKeys: { type: 'boolean' },

@@ -30,11 +30,12 @@ export function registerSystemRoutes(routes: RouteTable, context: ApiContext, re
         passSeconds: health.passSeconds ?? null,
         lastPassEndedAt: secondsToIso(health.lastPassEndedAtSeconds),
       };
-      // A stuck loop decides and carries out nothing: not healthy, however well the API answers.
-      if (health.status === 'stuck')
+      // A stuck loop, or one whose every pass fails, decides and carries out nothing: not healthy, however well the
+      // API answers.
+      if (health.status !== 'ok')
         return reply.code(503).send({
-          status: 'stuck',
-          error: health.reason ?? 'the control loop is stuck',
+          status: health.status,
+          error: health.reason ?? `the control loop is ${health.status}`,
           loop,
           ...leadership,
           ...HEALTH_FEATURES,
