@@ -514,6 +514,10 @@ describe('parseJobSpec: retryStrategy', () => {
       'retryStrategy.evaluateOnExit.0.onReason: unknown field (known: onExitCode, action) (line 10)',
       'retryStrategy.attempt: unknown field, did you mean attempts? (known: attempts, evaluateOnExit) (line 9)',
     ]);
+    // An exit code is 0–255 written either way ("300" would never match).
+    expect(
+      problemsOf(`${MINIMAL}retryStrategy:\n  evaluateOnExit: [{ onExitCode: "300", action: exit }]\n`),
+    ).toEqual(['retryStrategy.evaluateOnExit.0.onExitCode: exit codes are 0–255 (line 9)']);
     expect(problemsOf(`${MINIMAL}retryStrategy: { evaluateOnExit: [] }\n`)).toEqual([
       'retryStrategy.evaluateOnExit: give at least one rule, or leave evaluateOnExit out (line 8)',
     ]);

@@ -341,7 +341,10 @@ const exitCodeGlobSchema = z
       z
         .string()
         .max(512, 'at most 512 characters')
-        .regex(/^[0-9*]+$/, `only digits and * (any run of digits), ${EXIT_GLOB_EXAMPLE}`),
+        .regex(/^[0-9*]+$/, `only digits and * (any run of digits), ${EXIT_GLOB_EXAMPLE}`)
+        // A code without a * names one exit code, which is 0–255 however it is written ("300" would never match);
+        // a glob the pattern refuses has its problem said already.
+        .refine((glob) => !/^[0-9]+$/.test(glob) || Number(glob) <= 255, 'exit codes are 0–255'),
       z.number().int('a whole number').nonnegative(EXIT_GLOB_RULE).max(255, 'exit codes are 0–255'),
     ],
     { error: EXIT_GLOB_RULE },
