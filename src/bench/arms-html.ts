@@ -7,11 +7,14 @@ import {
   METRIC_LABELS,
   armFlagsText,
   confidenceText,
+  differenceText,
   dollarsOrDash,
+  isAbsolute,
+  metricLabel,
   peakShareRange,
   pValueText,
+  seedDifferences,
   significant,
-  signedPercent,
   type Arm,
   type ArmsReport,
 } from './arms-report.js';
@@ -53,9 +56,11 @@ export function armSentence(report: ArmsReport, arm: Arm, differences: readonly 
     const verdict = significant(d);
     const spread =
       verdict === null
-        ? ''
+        ? d.standardError === 0
+          ? ` (the same on every seed: no spread to judge it by; p ${pValues(d)})`
+          : ''
         : ` (95% interval ${confidenceText(d)}: ${verdict ? 'more than noise' : 'within noise'}; p ${pValues(d)})`;
-    return `${METRIC_LABELS[d.metric]} ${signedPercent(d.meanPercent)}${spread}, lower on ${d.lowerOn} of ${d.seeds}`;
+    return `${metricLabel(d)} ${differenceText(d, d.meanPercent)}${spread}, lower on ${d.lowerOn} of ${d.seeds}`;
   };
   const lead = differences.filter((d) => d.metric === 'totalCost' || d.metric === 'meanJctHours').map(clause);
   const peak = peakShareRange(report, arm.name);
@@ -72,13 +77,15 @@ const SUMMARY_COLUMNS: readonly TableColumn<PairedDifference>[] = [
     header: 'metric',
     description: 'What was compared.',
     numeric: false,
-    cell: (d) => METRIC_LABELS[d.metric],
+    cell: metricLabel,
   },
   {
     header: 'mean Δ',
-    description: "Mean over the seeds of the arm's difference, in percent of the baseline's value.",
+    description:
+      "Mean over the seeds of the arm's difference, in percent of the baseline's value; marked abs, in the metric's " +
+      'own units, where the baseline was 0 (no percent of it can be taken).',
     numeric: true,
-    cell: (d) => signedPercent(d.meanPercent),
+    cell: (d) => differenceText(d, d.meanPercent),
   },
   {
     header: 'standard error',
@@ -112,13 +119,13 @@ const SUMMARY_COLUMNS: readonly TableColumn<PairedDifference>[] = [
     header: 'lowest',
     description: 'The lowest difference of a seed.',
     numeric: true,
-    cell: (d) => signedPercent(d.minPercent),
+    cell: (d) => differenceText(d, d.minPercent),
   },
   {
     header: 'highest',
     description: 'The highest difference of a seed.',
     numeric: true,
-    cell: (d) => signedPercent(d.maxPercent),
+    cell: (d) => differenceText(d, d.maxPercent),
   },
   {
     header: 'lower on',
@@ -141,7 +148,7 @@ function differencesChart(report: ArmsReport, arm: Arm, differences: readonly Pa
     const { left, top, width, height } = panelBox(PANELS, i);
     grid.push({ left, top, width, height, containLabel: false });
     title.push({
-      text: `Δ ${METRIC_LABELS[d.metric]} (%)`,
+      text: `Δ ${METRIC_LABELS[d.metric]} (${isAbsolute(d) ? 'abs' : '%'})`,
       left: left + width / 2,
       top: top - 26,
       textAlign: 'center',
@@ -167,14 +174,14 @@ function differencesChart(report: ArmsReport, arm: Arm, differences: readonly Pa
     const interval = d.confidence95;
     series.push({
       type: 'bar',
-      name: METRIC_LABELS[d.metric],
+      name: metricLabel(d),
       xAxisIndex: i,
       yAxisIndex: i,
       barMaxWidth: 18,
-      data: d.percentBySeed.map((p) =>
+      data: seedDifferences(d).map((p) =>
         p === null ? null : { value: p, itemStyle: { color: barColor(d.metric, p) } },
       ),
-      tooltip: { valueFormatter: fmt('percent') },
+      ...(isAbsolute(d) ? {} : { tooltip: { valueFormatter: fmt('percent') } }),
       ...(mean === null
         ? {}
         : {
@@ -183,7 +190,7 @@ function differencesChart(report: ArmsReport, arm: Arm, differences: readonly Pa
               symbol: 'none',
               lineStyle: { color: '#222', type: 'dashed', width: 1.5 },
               label: {
-                formatter: `mean ${signedPercent(mean)}`,
+                formatter: `mean ${differenceText(d, mean)}`,
                 position: 'insideEndTop',
                 fontSize: 10,
                 backgroundColor: 'rgba(255, 255, 255, 0.85)',
@@ -205,7 +212,9 @@ function differencesChart(report: ArmsReport, arm: Arm, differences: readonly Pa
   });
   return {
     id: `arms-${arm.name}`,
-    title: `${arm.name} against ${report.baseline}: difference per seed, in percent of ${report.baseline}`,
+    title:
+      `${arm.name} against ${report.baseline}: difference per seed, in percent of ${report.baseline}` +
+      (differences.some(isAbsolute) ? ' (abs: in the metric’s units, where it was 0)' : ''),
     width: WIDTH,
     height: PANELS.top + rows * (PANELS.panelHeight + PANELS.gapY) - 20,
     option: { grid, xAxis, yAxis, title, series, tooltip: { trigger: 'item', confine: true } },
@@ -250,10 +259,12 @@ function seedTable(report: ArmsReport, arm: Arm, differences: readonly PairedDif
       cell: (r) => dollarsOrDash(runs[r.index]?.totalCost),
     },
     ...differences.map((d) => ({
-      header: `Δ ${METRIC_LABELS[d.metric]}`,
-      description: `${arm.name}'s ${METRIC_LABELS[d.metric]} against ${report.baseline}'s, in percent of ${report.baseline}'s.`,
+      header: `Δ ${metricLabel(d)}`,
+      description: isAbsolute(d)
+        ? `${arm.name}'s ${METRIC_LABELS[d.metric]} less ${report.baseline}'s (${report.baseline}'s was 0: no percent).`
+        : `${arm.name}'s ${METRIC_LABELS[d.metric]} against ${report.baseline}'s, in percent of ${report.baseline}'s.`,
       numeric: true,
-      cell: (r: SeedRow) => signedPercent(d.percentBySeed[r.index] ?? null),
+      cell: (r: SeedRow) => differenceText(d, seedDifferences(d)[r.index]),
     })),
   ];
   return dataTable(

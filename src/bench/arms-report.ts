@@ -53,6 +53,27 @@ export function signedPercent(p: number | null, digits = 2): string {
   return `${p > 0 ? '+' : ''}${p.toFixed(digits)}%`;
 }
 
+/** Whether the difference's figures are in the metric's own units rather than percent (a baseline of 0). */
+export function isAbsolute(d: PairedDifference): boolean {
+  return d.basis === 'absolute';
+}
+
+/** The per-seed differences the figures are taken over: percents, or the metric's units for an absolute one. */
+export function seedDifferences(d: PairedDifference): readonly (number | null)[] {
+  return isAbsolute(d) ? (d.differenceBySeed ?? []) : d.percentBySeed;
+}
+
+/** A difference of `d` as the reports print it: `+1.20%`, or `+2.60 abs` in the metric's units; `-` when absent. */
+export function differenceText(d: PairedDifference, v: number | null | undefined): string {
+  if (v === null || v === undefined) return '-';
+  return isAbsolute(d) ? `${v > 0 ? '+' : ''}${v.toFixed(2)} abs` : signedPercent(v);
+}
+
+/** A metric's label, marked when its differences are absolute (its baseline was 0, so no percent could be taken). */
+export function metricLabel(d: PairedDifference): string {
+  return `${METRIC_LABELS[d.metric]}${isAbsolute(d) ? ' (abs)' : ''}`;
+}
+
 /** A p-value as the tables print it: two decimals, three below 0.01, `<0.001` below that; `-` when absent. */
 export function pValueText(p: number | null): string {
   if (p === null) return '-';
@@ -60,19 +81,19 @@ export function pValueText(p: number | null): string {
   return p < 0.01 ? p.toFixed(3) : p.toFixed(2);
 }
 
-/** The 95% confidence interval of a mean difference, in percent: `-0.68% to +0.26%`; `-` below two seeds. */
+/** The 95% confidence interval of a mean difference, as differenceText: `-0.68% to +0.26%`; `-` without one. */
 export function confidenceText(d: PairedDifference): string {
   return d.confidence95 === null
     ? '-'
-    : `${signedPercent(d.confidence95.low)} to ${signedPercent(d.confidence95.high)}`;
+    : `${differenceText(d, d.confidence95.low)} to ${differenceText(d, d.confidence95.high)}`;
 }
 
 /**
  * Whether the mean difference is told apart from none at the 5% level: its 95% interval leaves out 0. Null below two
- * seeds.
+ * seeds and without spread (a report written before such intervals were left out may still hold a zero-width one).
  */
 export function significant(d: PairedDifference): boolean | null {
-  if (d.confidence95 === null) return null;
+  if (d.confidence95 === null || d.standardError === 0) return null;
   return d.confidence95.low > 0 || d.confidence95.high < 0;
 }
 

@@ -32,12 +32,22 @@ export type ArmFigures = Readonly<Partial<Record<ComparedMetric, number | null>>
   readonly scheduler?: string;
 };
 
-/** An arm's differences from the baseline on one metric, in percent of the baseline's value. */
+/**
+ * An arm's differences from the baseline on one metric, in percent of the baseline's value; where the baseline was 0 on
+ * every seed that measured it (no moves, no slowdown cost: a percent of 0 cannot be taken), in the metric's own units.
+ */
 export interface PairedDifference extends PairedSignificance {
   readonly metric: ComparedMetric;
   /** Per seed, in the seeds' order: 100 × (arm − baseline) / baseline; null where the baseline is 0 or a value is absent. */
   readonly percentBySeed: readonly (number | null)[];
-  /** Over the seeds with a difference: their mean, its standard error (null below two seeds), extremes and signs. */
+  /** Per seed: arm − baseline in the metric's units; null where a value is absent. Absent in reports written before. */
+  readonly differenceBySeed?: readonly (number | null)[];
+  /**
+   * What the figures below (mean, standard error, extremes, interval) are in: `percent` of the baseline, or `absolute`
+   * (the metric's units, from `differenceBySeed`) when no seed's baseline was other than 0. Absent: percent.
+   */
+  readonly basis?: 'percent' | 'absolute';
+  /** Over the seeds with a difference, in `basis` units: mean, standard error (null below two seeds), extremes, signs. */
   readonly meanPercent: number | null;
   readonly standardError: number | null;
   readonly minPercent: number | null;
@@ -58,6 +68,15 @@ export function meanAndStandardError(values: readonly number[]): {
   if (n < 2) return { mean, standardError: null };
   const variance = values.reduce((s, v) => s + (v - mean) ** 2, 0) / (n - 1);
   return { mean, standardError: Math.sqrt(variance / n) };
+}
+
+function absoluteDifference(
+  baseline: number | null | undefined,
+  arm: number | null | undefined,
+): number | null {
+  return baseline === null || baseline === undefined || arm === null || arm === undefined
+    ? null
+    : arm - baseline;
 }
 
 function percentDifference(
@@ -82,14 +101,22 @@ export function pairedDifferences(
   const differences: PairedDifference[] = [];
   for (const metric of COMPARED_METRICS) {
     const percentBySeed = baseline.map((b, i) => percentDifference(b[metric], arm[i]?.[metric]));
-    const present = percentBySeed.filter((p): p is number => p !== null);
-    if (present.length === 0) continue;
+    const differenceBySeed = baseline.map((b, i) => absoluteDifference(b[metric], arm[i]?.[metric]));
+    const percents = percentBySeed.filter((p): p is number => p !== null);
+    const absolutes = differenceBySeed.filter((p): p is number => p !== null);
+    // A baseline of 0 everywhere (No-Packing moves nothing) still leaves the arm's own figure worth comparing; both 0
+    // everywhere says nothing.
+    const basis = percents.length > 0 ? 'percent' : 'absolute';
+    const present = basis === 'percent' ? percents : absolutes;
+    if (present.length === 0 || (basis === 'absolute' && present.every((p) => p === 0))) continue;
     const { mean, standardError } = meanAndStandardError(present);
     const lowerOn = present.filter((p) => p < 0).length;
     const higherOn = present.filter((p) => p > 0).length;
     differences.push({
       metric,
       percentBySeed,
+      differenceBySeed,
+      basis,
       meanPercent: mean,
       standardError,
       minPercent: Math.min(...present),

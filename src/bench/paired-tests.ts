@@ -8,7 +8,10 @@ import jStat from 'jstat';
  * t-test, not the signs).
  */
 export interface PairedSignificance {
-  /** The 95% confidence interval of the mean difference (t with n − 1 degrees of freedom); null below two seeds. */
+  /**
+   * The 95% confidence interval of the mean difference (t with n − 1 degrees of freedom); null below two seeds or with
+   * no spread (every seed the same difference: the seeds did not vary the run, so there is no noise to measure against).
+   */
   readonly confidence95: { readonly low: number; readonly high: number } | null;
   /** Two-sided p-value of the paired t-test of a zero mean difference; null below two seeds or with no spread. */
   readonly tTestP: number | null;
@@ -22,10 +25,11 @@ function tFigures(
   standardError: number,
   n: number,
 ): Pick<PairedSignificance, 'confidence95' | 'tTestP'> {
+  // A zero-width interval would read as certainty; identical differences on every seed say the seed changed nothing.
+  if (standardError === 0) return { confidence95: null, tTestP: null };
   const dof = n - 1;
   const half = jStat.studentt.inv(0.975, dof) * standardError;
   const confidence95 = { low: mean - half, high: mean + half };
-  if (standardError === 0) return { confidence95, tTestP: null };
   const t = Math.abs(mean / standardError);
   return { confidence95, tTestP: Math.min(1, 2 * jStat.studentt.cdf(-t, dof)) };
 }

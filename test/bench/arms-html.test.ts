@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { armSentence, armsHtml } from '../../src/bench/arms-html.js';
+import type { ArmsReport } from '../../src/bench/arms-report.js';
+import { pairedDifferences } from '../../src/bench/paired-arms.js';
+import { armsText } from '../../src/cli/commands/bench-arms.js';
 import { armsFixture } from './arms-fixture.js';
 
 describe('arms.html', () => {
@@ -14,7 +17,7 @@ describe('arms.html', () => {
     expect(armSentence(report, b, report.comparisons['b'] ?? [])).toBe(
       'Against a on 4 seeds, on average: cost -0.25% (95% interval -2.97% to +2.47%: within noise; ' +
         'p 0.79 by t-test, 1.00 by sign test), lower on 2 of 4; ' +
-        'mean JCT -50.00% (95% interval -50.00% to -50.00%: more than noise; p 0.13 by sign test), lower on 4 of 4. ' +
+        'mean JCT -50.00% (the same on every seed: no spread to judge it by; p 0.13 by sign test), lower on 4 of 4. ' +
         'Its peak was 99.90–99.90% of the cap.',
     );
   });
@@ -48,5 +51,35 @@ describe('arms.html', () => {
     expect(html.split('data-chart="arms-b">')[1]).toMatch(/"yAxis":-2\.967\d*\},\{"yAxis":2\.467/);
     expect(html).toMatch(/<td class="num">\$2,040\.00<\/td>/);
     expect(html).toContain('--queue srpt --co-start on');
+  });
+});
+
+describe('a metric whose baseline is 0', () => {
+  // The baseline moved no job on any seed; b moved 2.5 and 2.7 per job.
+  const fixture = armsFixture();
+  const runs = {
+    a: (fixture.runs['a'] ?? []).map((r) => ({ ...r, migrationsPerJob: 0 })),
+    b: (fixture.runs['b'] ?? []).map((r, i) => ({ ...r, migrationsPerJob: [2.5, 2.7, 2.5, 2.7][i] })),
+  };
+  const report: ArmsReport = {
+    ...fixture,
+    arms: fixture.arms.slice(0, 2),
+    runs,
+    comparisons: { b: pairedDifferences(runs.a, runs.b) },
+  };
+
+  it('is shown as absolute differences, marked so, in the text tables and summary', () => {
+    const text = armsText(report);
+    expect(text).toContain('Δ moves/job (abs)');
+    expect(text).toMatch(/\+2\.50 abs/);
+    expect(text).toMatch(
+      /moves\/job \(abs\) mean \+2\.60 abs \(SE 0\.06\), \+2\.50 abs to \+2\.70 abs, lower on 0 of 4.*\(a is 0: differences in the metric's units\)/,
+    );
+  });
+
+  it('is shown as absolute differences, marked so, in arms.html', () => {
+    const html = armsHtml(report);
+    expect(html).toContain('Δ moves/job (abs)');
+    expect(html).toContain('+2.60 abs');
   });
 });

@@ -138,6 +138,19 @@ describe('fleetwise bench optimality', () => {
     expect(report.meanRatio as number).toBeGreaterThanOrEqual(1);
   });
 
+  it('tells stderr of each trial as it ends, keeping stdout for the report', async () => {
+    let err = '';
+    vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+      err += String(chunk);
+      return true;
+    });
+    const out = await run(['--tasks', '4', '--trials', '2', '--json']);
+    expect(err).toMatch(/^bench optimality: trial 0 \(ILP optimal, Full\/ILP [\d.]+, [\d.]+ s\) done; /m);
+    expect(err).toMatch(/^bench optimality: trial 1 \(ILP optimal, .* done; /m);
+    expect(err.trim().split('\n')).toHaveLength(2);
+    expect(out.trim().split('\n')).toHaveLength(1);
+  });
+
   it('prints a table without --json', async () => {
     const out = await run(['--tasks', '4', '--trials', '1']);
     expect(out).toMatch(/Full\/ILP/);

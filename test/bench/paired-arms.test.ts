@@ -41,6 +41,32 @@ describe('paired differences of simulation arms over seeds', () => {
     expect(barrier?.standardError).toBeNull();
   });
 
+  it('keeps a metric whose baseline is 0 on every seed, as absolute differences', () => {
+    // No-Packing moves no job and loses nothing to slowdown: the arm's moves and slowdown $ still count.
+    const differences = pairedDifferences(
+      [
+        { totalCost: 100, migrationsPerJob: 0, costSlowdown: 0, barrierIdleCost: 0 },
+        { totalCost: 200, migrationsPerJob: 0, costSlowdown: 0, barrierIdleCost: 0 },
+      ],
+      [
+        { totalCost: 90, migrationsPerJob: 2.5, costSlowdown: 900, barrierIdleCost: 0 },
+        { totalCost: 180, migrationsPerJob: 2.7, costSlowdown: 1100, barrierIdleCost: 0 },
+      ],
+    );
+    // Barrier-idle $ 0 against 0 on every seed says nothing and stays out.
+    expect(differences.map((d) => [d.metric, d.basis])).toEqual([
+      ['totalCost', 'percent'],
+      ['migrationsPerJob', 'absolute'],
+      ['costSlowdown', 'absolute'],
+    ]);
+    const moves = differences[1];
+    expect(moves?.percentBySeed).toEqual([null, null]);
+    expect(moves?.differenceBySeed).toEqual([2.5, 2.7]);
+    expect(moves?.meanPercent).toBeCloseTo(2.6, 12);
+    expect([moves?.minPercent, moves?.maxPercent, moves?.higherOn, moves?.seeds]).toEqual([2.5, 2.7, 2, 2]);
+    expect(differences[2]?.meanPercent).toBe(1000);
+  });
+
   it('compares spot runs on lost work and spot share, leaving out a seed whose baseline lost nothing', () => {
     const differences = pairedDifferences(
       [

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { meanAndStandardError } from '../../src/bench/paired-arms.js';
+import { significant } from '../../src/bench/arms-report.js';
+import { meanAndStandardError, pairedDifferences } from '../../src/bench/paired-arms.js';
 import { pairedSignificance, signTestP } from '../../src/bench/paired-tests.js';
 
 function significanceOf(values: readonly number[]): ReturnType<typeof pairedSignificance> {
@@ -45,12 +46,20 @@ describe('significance of paired differences over seeds', () => {
     expect(significanceOf([0, 0, -2, -1]).signTestP).toBeCloseTo(0.5, 12);
   });
 
-  it('gives no t figures below two seeds, and no t-test without spread', () => {
+  it('gives no t figures below two seeds, nor without spread', () => {
     expect(significanceOf([-3])).toEqual({ confidence95: null, tTestP: null, signTestP: 1 });
+    // Every seed the same difference (a trace the seed does not vary): no zero-width interval to call it more than noise.
     const flat = significanceOf([-1, -1, -1]);
-    expect(flat.confidence95).toEqual({ low: -1, high: -1 });
+    expect(flat.confidence95).toBeNull();
     expect(flat.tTestP).toBeNull();
     expect(flat.signTestP).toBeCloseTo(0.25, 12);
+    // Nor is a zero-width interval in a report written before it was left out read as more than noise.
+    const [moves] = pairedDifferences(
+      [{ totalCost: 10 }, { totalCost: 20 }],
+      [{ totalCost: 9 }, { totalCost: 18 }],
+    );
+    if (moves === undefined) throw new Error('no difference');
+    expect(significant({ ...moves, confidence95: { low: -10, high: -10 } })).toBeNull();
   });
 
   it('property: the interval holds the mean, and leaves out 0 exactly when the t-test has p < 0.05', () => {
@@ -59,7 +68,8 @@ describe('significance of paired differences over seeds', () => {
       fc.property(fc.array(value, { minLength: 2, maxLength: 30 }), (values) => {
         const { mean, standardError } = meanAndStandardError(values);
         const s = significanceOf(values);
-        if (mean === null || s.confidence95 === null) return false;
+        if (mean === null) return false;
+        if (s.confidence95 === null) return standardError === 0 && s.tTestP === null;
         if (s.confidence95.low > mean + 1e-9 || s.confidence95.high < mean - 1e-9) return false;
         if (s.tTestP === null) return standardError === 0;
         const excludesZero = s.confidence95.low > 0 || s.confidence95.high < 0;

@@ -1,11 +1,13 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ArmsReport } from '../../src/bench/arms-report.js';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
-import { parseArm, parseSeedList, shellWords } from '../../src/cli/commands/bench-arms.js';
+import { parseArm, parseSeedList, seedVariesRun, shellWords } from '../../src/cli/commands/bench-arms.js';
+import { parseSimulateArgs, simulationPlan } from '../../src/cli/commands/simulate.js';
+import type { RunRequest } from '../../src/sim/run-request.js';
 import { CLI, ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 import { processesUnder } from '../helpers/processes-under.js';
 
@@ -174,6 +176,8 @@ describe('fleetwise bench arms', () => {
       ]);
       expect(bad.code).toBe(1);
       expect(bad.stderr).toMatch(/fleetwise: seed 5 b: exited with 2: .*unknown option '--no-such-flag'/);
+      // Found before any of this build's runs, not after them all.
+      expect(bad.stderr).not.toMatch(/seed 5 a done/);
     } finally {
       rmSync(other, { recursive: true, force: true });
     }
@@ -297,6 +301,44 @@ describe('fleetwise bench arms', () => {
         /--out\n\s+- cannot make package\.json\/arms: /,
       ],
     ];
+    // --cap-share's reference run is the --common flags alone: an instance cap or quota there caps it too.
+    cases.push(
+      [
+        [
+          '--seeds',
+          '5',
+          '--cap-share',
+          '0.5',
+          '--common',
+          `${COMMON} --cap-instances 5`,
+          '--arm',
+          'a=',
+          '--arm',
+          'b=',
+        ],
+        /--common\n\s+- --cap-instances: with --cap-share the uncapped reference run would be capped/,
+      ],
+      [
+        [
+          '--seeds',
+          '5',
+          '--cap-share',
+          '0.5',
+          '--common',
+          `${COMMON} --quota p:gpus=16`,
+          '--arm',
+          'a=',
+          '--arm',
+          'b=',
+        ],
+        /--common\n\s+- --quota: with --cap-share the uncapped reference run would be capped/,
+      ],
+      // A fixed trace with nothing else seeded: every seed the same run, and the differences' spread 0.
+      [
+        ['--seeds', '1-3', '--common', '--format eva --jobs 5 --scheduler eva', '--arm', 'a=', '--arm', 'b='],
+        /--common\n\s+- every seed of --seeds 1,2,3 would be the same run/,
+      ],
+    );
     for (const [args, message] of cases) {
       const r = await runCli([...base, ...args]);
       expect(r.code, args.join(' ')).toBe(2);
@@ -322,6 +364,36 @@ describe('fleetwise bench arms', () => {
     expect(capped.stderr).toMatch(
       /--common\n\s+- --cap-share sets each seed's cap from an uncapped run, but --common caps it at \$40\/h/,
     );
+    // So would its instance cap.
+    const dir = mkdtempSync(join(tmpdir(), 'fw-arms-config-'));
+    try {
+      const config = join(dir, 'instances.yaml');
+      writeFileSync(
+        config,
+        readFileSync(join(PROJECT_ROOT, 'examples/config/fleetwise-capped.yaml'), 'utf8').replace(
+          /^\s*maxCostPerHour: .*\n/m,
+          '',
+        ),
+      );
+      const instances = await runCli([
+        'bench',
+        'arms',
+        '--common',
+        `${COMMON} --config ${config}`,
+        '--seeds',
+        '5',
+        '--cap-share',
+        '0.5',
+        '--arm',
+        'a=',
+        '--arm',
+        'b=',
+      ]);
+      expect(instances.code).toBe(2);
+      expect(instances.stderr).toMatch(/--common\n\s+- --cap-share .* but --common caps it at 12 instances/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 60_000);
 });
 
@@ -341,5 +413,15 @@ describe('bench arms input', () => {
     });
     expect(shellWords('--trace $HOME/t.json', 'x')).toEqual(['--trace', '$HOME/t.json']);
     expect(parseArm('off=')).toEqual({ name: 'off', args: [] });
+  });
+
+  it('tells a run the seed changes from one it does not', () => {
+    const request = (flags: string): RunRequest =>
+      simulationPlan(parseSimulateArgs(flags.split(' '), 'test')).requests[0] as RunRequest;
+    expect(seedVariesRun(request('--format synthetic --jobs 5 --scheduler eva'))).toBe(true);
+    expect(seedVariesRun(request('--format alibaba --jobs 5 --scheduler eva'))).toBe(true);
+    expect(seedVariesRun(request('--format eva --jobs 5 --scheduler eva'))).toBe(false);
+    // The bundled Eva trace is fixed, but the spot market's reclaims are drawn from the seed.
+    expect(seedVariesRun(request('--format eva --jobs 5 --scheduler eva --spot on'))).toBe(true);
   });
 });

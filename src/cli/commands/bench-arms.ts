@@ -6,13 +6,15 @@ import { parse as parseShellWords } from 'shell-quote';
 import { z } from 'zod';
 import { armsHtml } from '../../bench/arms-html.js';
 import {
-  METRIC_LABELS,
   armFlagsText,
   confidenceText,
+  differenceText,
   dollarsOrDash,
+  isAbsolute,
+  metricLabel,
   peakShareRange,
   pValueText,
-  signedPercent,
+  seedDifferences,
   type Arm,
   type ArmsReport,
 } from '../../bench/arms-report.js';
@@ -137,6 +139,19 @@ const optionsSchema = z.object({
   out: z.string().min(1).optional(),
 });
 
+/** Trace formats generated from the seed; the others (eva, fleetwise, specs) are read from a file as they are. */
+const SEEDED_TRACE_FORMATS: ReadonlySet<string> = new Set(['alibaba', 'synthetic', 'success']);
+
+/** Whether the run's `--seed` changes it: the generated trace, the spot market, or the simulated network (run-request.ts). */
+export function seedVariesRun(request: RunRequest): boolean {
+  return (
+    SEEDED_TRACE_FORMATS.has(request.trace.format) ||
+    request.spot !== undefined ||
+    request.network !== undefined ||
+    (request.trace.latencySensitiveShare ?? 0) > 0
+  );
+}
+
 /** The single run a simulate command line asks for (one scheduler, one value of time), for `source`'s errors. */
 function oneRun(args: readonly string[], source: string, label: string): RunRequest {
   const { requests } = simulationPlan(parseSimulateArgs(args, source));
@@ -163,14 +178,14 @@ export function armsText(report: ArmsReport): string {
       ...(report.capShare === null ? [] : ['cap $/h']),
       `cost ${report.baseline}`,
       `cost ${arm.name}`,
-      ...differences.map((d) => `Δ ${METRIC_LABELS[d.metric]}`),
+      ...differences.map((d) => `Δ ${metricLabel(d)}`),
     ];
     const rows = report.seeds.map((seed, i) => [
       String(seed),
       ...(report.capShare === null ? [] : [dollarsOrDash(report.capBySeed[i])]),
       dollarsOrDash(base[i]?.totalCost),
       dollarsOrDash(runs[i]?.totalCost),
-      ...differences.map((d) => signedPercent(d.percentBySeed[i] ?? null)),
+      ...differences.map((d) => differenceText(d, seedDifferences(d)[i])),
     ]);
     out.push(
       `${arm.name} against ${report.baseline}: ${armFlagsText(report, arm)}`,
@@ -184,8 +199,9 @@ export function armsText(report: ArmsReport): string {
           ? ''
           : `, p ${pValueText(d.tTestP)} (t-test) / ${pValueText(d.signTestP)} (sign test)`;
       out.push(
-        `  ${METRIC_LABELS[d.metric].padEnd(14)} mean ${signedPercent(d.meanPercent)}${se}, ` +
-          `${signedPercent(d.minPercent)} to ${signedPercent(d.maxPercent)}, lower on ${d.lowerOn} of ${d.seeds}${ci}${p}`,
+        `  ${metricLabel(d).padEnd(14)} mean ${differenceText(d, d.meanPercent)}${se}, ` +
+          `${differenceText(d, d.minPercent)} to ${differenceText(d, d.maxPercent)}, lower on ${d.lowerOn} of ${d.seeds}${ci}${p}` +
+          (isAbsolute(d) ? ` (${report.baseline} is 0: differences in the metric's units)` : ''),
       );
     }
     const peak = peakShareRange(report, arm.name);
@@ -220,20 +236,46 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
     refuseFlags(common, ['--cap-dollars-per-hour'], '--common', capWhy);
     for (const a of arms) refuseFlags(a.args, ['--cap-dollars-per-hour'], `--arm ${a.name}`, capWhy);
   }
+  if (capShare !== null) {
+    const capWhy =
+      'with --cap-share the uncapped reference run would be capped by it, and so every seed’s cap';
+    refuseFlags(common, ['--cap-instances', '--quota'], '--common', capWhy);
+  }
   const seedArgs = (seed: number) => ['--seed', String(seed)];
   // Every arm's flags checked on the first seed before anything runs (another build's, by that build as it runs).
   const first = o.seeds[0] as number;
-  for (const a of arms.filter((arm) => !builds.has(arm.name)))
-    oneRun(
-      [
-        ...common,
-        ...a.args,
-        ...seedArgs(first),
-        ...(capShare === null ? [] : ['--cap-dollars-per-hour', '1']),
-      ],
-      `--arm ${a.name}`,
-      a.name,
+  const checked = arms
+    .filter((arm) => !builds.has(arm.name))
+    .map((a) =>
+      oneRun(
+        [
+          ...common,
+          ...a.args,
+          ...seedArgs(first),
+          ...(capShare === null ? [] : ['--cap-dollars-per-hour', '1']),
+        ],
+        `--arm ${a.name}`,
+        a.name,
+      ),
     );
+  // Another build's arm may take flags this build does not know: then it may well be seeded.
+  const otherSeeded = arms
+    .filter((arm) => builds.has(arm.name))
+    .some((a) => {
+      try {
+        return seedVariesRun(oneRun([...common, ...a.args, ...seedArgs(first)], `--arm ${a.name}`, a.name));
+      } catch {
+        return true;
+      }
+    });
+  // Seeds that all run the same thing make identical differences: a spread of 0, and nothing learnt from the seeds.
+  if (o.seeds.length > 1 && !otherSeeded && !checked.some(seedVariesRun))
+    throw new ValidationError('--common', [
+      `every seed of --seeds ${o.seeds.join(',')} would be the same run: the seed changes neither the trace ` +
+        `(${checked[0]?.trace.format ?? 'this'} traces are fixed; alibaba, synthetic and success are generated from it) ` +
+        'nor anything else of these runs (--spot on, --latency-config, --latency-sensitive are seeded): ' +
+        'use a generated trace or give a single seed',
+    ]);
 
   if (o.peaksFrom !== undefined && capShare === null)
     throw new ValidationError('--peaks-from', ['needs --cap-share: the peaks are there to set caps']);
@@ -257,6 +299,13 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
         throw new ValidationError('--common', [
           `--cap-share sets each seed's cap from an uncapped run, but --common caps it at $${reference.queue.caps.maxCostPerHour}/h ` +
             '(a --config with caps.maxCostPerHour): leave the cap out of the config',
+        ]);
+      const { maxInstances, quotas } = reference.queue?.caps ?? {};
+      if (maxInstances !== undefined || (quotas?.length ?? 0) > 0)
+        throw new ValidationError('--common', [
+          `--cap-share sets each seed's cap from an uncapped run, but --common caps it ` +
+            (maxInstances !== undefined ? `at ${maxInstances} instances` : 'with quotas') +
+            ' (a --config with caps.maxInstances or caps.quotas): leave those caps out of the config',
         ]);
       requests.push(reference);
     }
@@ -293,7 +342,7 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
     const capBySeed = uncappedPeakBySeed.map((peak) =>
       capShare === null || peak === null ? null : capShare * peak,
     );
-    // This build's runs in its worker threads, then the other builds' in subprocesses; figures[i][k] is seed i, arm k.
+    // The other builds' runs in subprocesses, then this build's in its worker threads; slots[i][k] is seed i, arm k.
     const armRequests: RunRequest[] = [];
     const buildRuns: BuildRun[] = [];
     const slots: { readonly build: boolean; readonly index: number }[][] = [];
@@ -318,8 +367,10 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
         }),
       );
     });
-    const here = await run(armRequests, requests.length);
-    const other = await runOther(buildRuns, requests.length + armRequests.length);
+    // The other builds' runs first: they parse their arms' flags only as they start, and a mistake there (which this
+    // build cannot check up front) then ends the bench in a second rather than after all of this build's runs.
+    const other = await runOther(buildRuns, requests.length);
+    const here = await run(armRequests, requests.length + buildRuns.length);
     const runs: Record<string, ArmFigures[]> = {};
     arms.forEach((a, k) => {
       runs[a.name] = o.seeds.map((_, i) => {

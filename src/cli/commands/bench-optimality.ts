@@ -1,8 +1,9 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { runOptimalityBench, type OptimalityReport } from '../../bench/optimality.js';
+import { runOptimalityBench, type OptimalityReport, type OptimalityTrial } from '../../bench/optimality.js';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
+import { batchProgress } from '../batch-progress.js';
 import { flagProblems, numberText } from './sim-flags.js';
 import { loadWorkloadCatalog } from '../../sim/traces/load.js';
 import { singleTaskWorkloads } from '../../sim/traces/workloads.js';
@@ -53,6 +54,13 @@ export function registerBenchOptimality(bench: Command): Command {
       const catalog = opts.catalog === undefined ? loadCatalogFile() : loadCatalogFile(opts.catalog);
       const workloadCatalog =
         opts.workloads === undefined ? loadWorkloadCatalog() : loadWorkloadCatalog(opts.workloads);
+      // A trial's ILP may take its whole time limit: a line per trial (a bar on a terminal) shows the bench is working.
+      const progress = batchProgress(opts.trials, 'bench optimality', 'trials');
+      const onTrial = (t: OptimalityTrial): void =>
+        progress.done(
+          t.trial,
+          `trial ${t.trial} (ILP ${t.ilpStatus}, Full/ILP ${ratio(t.heuristicRatio)}, ${t.ilpSeconds.toFixed(1)} s)`,
+        );
       const report = await runOptimalityBench({
         catalog,
         workloads: singleTaskWorkloads(workloadCatalog).map((w) => ({ name: w.name, demand: w.demand })),
@@ -61,7 +69,8 @@ export function registerBenchOptimality(bench: Command): Command {
         seed: opts.seed,
         timeLimitSeconds: opts.timeLimit,
         formulation: opts.formulation,
-      });
+        onTrial,
+      }).finally(() => progress.stop());
       process.stdout.write(opts.json === true ? `${JSON.stringify(report)}\n` : formatReport(report));
     });
 }
