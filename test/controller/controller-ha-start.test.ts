@@ -132,12 +132,14 @@ describeWithPostgres('controllers on one PostgreSQL: starting on the lease', (pg
     const url = pg.server.createDatabase();
     const stateDir = newStateDir('mismatch');
     const active = await startController(configFile('prod', 'prod'), url, stateDir);
+    // Started (its signal handlers in place), so that the SIGTERM below is a clean stop.
     await until(
       'the active controller',
-      () => active.output().includes('active with lease epoch 1'),
+      () => active.output().includes('fleetwise controller: cluster prod'),
       60_000,
       active.output,
     );
+    expect(active.output()).toContain('active with lease epoch 1');
     // Its copy of the configuration lacks the `cluster:` line: the default cluster, not prod.
     const standby = await startController(configFile('forgot', undefined), url, stateDir);
     await until('the standby', () => standby.output().includes('standby on'), 60_000, standby.output);
@@ -159,10 +161,11 @@ describeWithPostgres('controllers on one PostgreSQL: starting on the lease', (pg
     const first = await startController(config, url, stateDir);
     await until(
       'the first controller',
-      () => first.output().includes('active with lease epoch 1'),
+      () => first.output().includes('fleetwise controller: cluster prod'),
       60_000,
       first.output,
     );
+    expect(first.output()).toContain('active with lease epoch 1');
     first.child.kill('SIGTERM');
     expect((await first.exited).code).toBe(0);
     // The local "cloud" cannot be listed: the recovery at start fails, after the lease was taken.
