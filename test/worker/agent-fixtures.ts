@@ -7,6 +7,7 @@ import { buildContextKey } from '../../src/protocol/object-keys.js';
 import type { ObjectStore } from '../../src/storage/object-store.js';
 import { readAll } from '../../src/storage/streams.js';
 import type { AgentLogger } from '../../src/worker/agent.js';
+import type { TaskLaunch } from '../../src/worker/executor.js';
 import type { DesiredTask, HeartbeatRequest, TaskReport } from '../../src/protocol/worker-protocol.js';
 
 /**
@@ -123,4 +124,22 @@ export async function until<T>(
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** A task running `sh -c script` (in `image` for the Docker executor), its files under `dir/<task id>/`. */
+export function shellLaunch(dir: string, taskId: string, script: string, image?: string): TaskLaunch {
+  return {
+    taskId,
+    jobId: taskId.replace(/\.\d+$/, ''),
+    ...(image === undefined ? {} : { image }),
+    command: ['sh', '-c', script],
+    env: {},
+    vcpus: 1,
+    memoryGiB: 0,
+    gpus: 0,
+    shmSizeGiB: 0,
+    checkpointDir: join(dir, taskId, 'ck'),
+    progressFile: join(dir, taskId, 'progress'),
+    restoring: false,
+  };
 }

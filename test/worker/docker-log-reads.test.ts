@@ -8,6 +8,7 @@ import type { LogPosition, TaskLaunch } from '../../src/worker/executor.js';
 import { DockerExecutor } from '../../src/worker/executors/docker.js';
 import { TaskLogShipper } from '../../src/worker/task-log.js';
 import { BASE_IMAGE, describeWithDocker } from '../helpers/dockerd.js';
+import { shellLaunch } from './agent-fixtures.js';
 
 /**
  * The Docker executor's incremental log reads against the real engine: `since` with timestamps, lines sharing the
@@ -26,22 +27,7 @@ describeWithDocker('docker executor: reading a log from a position', (engine) =>
     rmSync(tmp, { recursive: true, force: true });
   });
 
-  function launch(taskId: string, script: string): TaskLaunch {
-    return {
-      taskId,
-      jobId: taskId.replace(/\.\d+$/, ''),
-      image: BASE_IMAGE,
-      command: ['sh', '-c', script],
-      env: {},
-      vcpus: 1,
-      memoryGiB: 0,
-      gpus: 0,
-      shmSizeGiB: 0,
-      checkpointDir: join(tmp, taskId, 'ck'),
-      progressFile: join(tmp, taskId, 'progress'),
-      restoring: false,
-    };
-  }
+  const launch = (taskId: string, script: string): TaskLaunch => shellLaunch(tmp, taskId, script, BASE_IMAGE);
 
   async function exited(taskId: string): Promise<void> {
     for (let i = 0; (await executor.status(taskId))?.state !== 'exited'; i += 1) {

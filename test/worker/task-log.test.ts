@@ -12,6 +12,7 @@ import type { DesiredTask } from '../../src/protocol/worker-protocol.js';
 import { ControllerClient } from '../../src/worker/controller-client.js';
 import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
+import { shellLaunch } from './agent-fixtures.js';
 
 /**
  * Shipping a run's output as segments, with the real process executor and the real filesystem object store: only
@@ -21,21 +22,7 @@ import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
 const tmp = mkdtempSync(join(tmpdir(), 'fw-task-log-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-function launch(taskId: string, script: string): TaskLaunch {
-  return {
-    taskId,
-    jobId: taskId.replace(/\.\d+$/, ''),
-    command: ['sh', '-c', script],
-    env: {},
-    vcpus: 1,
-    memoryGiB: 0,
-    gpus: 0,
-    shmSizeGiB: 0,
-    checkpointDir: join(tmp, taskId, 'ck'),
-    progressFile: join(tmp, taskId, 'progress'),
-    restoring: false,
-  };
-}
+const launch = (taskId: string, script: string): TaskLaunch => shellLaunch(tmp, taskId, script);
 
 /** The process executor, counting the bytes it hands out to shippers: what shipping costs. */
 class CountingExecutor extends ProcessExecutor {
