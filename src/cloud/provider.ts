@@ -21,6 +21,15 @@ export const TAG_LAUNCH_TOKEN = 'fleetwise:launch-token';
  */
 export const TAG_PLACEMENT_GROUP = 'fleetwise:placement-group';
 export const RESERVED_TAG_PREFIX = 'fleetwise:';
+/** EC2 refuses tag keys under "aws:": they are AWS's own. */
+export const AWS_TAG_PREFIX = 'aws:';
+/** EC2's limit on the tags of one resource. */
+export const MAX_TAGS_PER_RESOURCE = 50;
+/**
+ * The tags a launch adds to the caller's: Name (unless the caller gives one), cluster, plan, instance key, launch
+ * token and placement group. The caller's tags must leave room for them under EC2's limit.
+ */
+export const PROVIDER_TAG_COUNT = 6;
 
 // EC2 limits: tag keys ≤ 128 characters, values ≤ 256; ClientToken ≤ 64 ASCII characters.
 const tagValue = z.string().max(256);
@@ -30,6 +39,38 @@ const name = z
     /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/,
     'letters, digits, "_", ".", ":" and "-", starting alphanumeric',
   );
+
+/**
+ * Extra tags for every instance, checked as EC2 and the provider need them: keys of 1–128 characters, values of at
+ * most 256, no key under the reserved prefixes, and few enough to leave room for the provider's own under EC2's limit
+ * (a `Name` the caller gives replaces the provider's). The controller checks its configured tags with it at start,
+ * so that a tag every launch would be refused for is an error then, not a launch failing forever.
+ */
+export const extraTagsSchema = z.record(z.string().min(1).max(128), tagValue).superRefine((tags, ctx) => {
+  const keys = Object.keys(tags);
+  for (const key of keys) {
+    if (key.startsWith(RESERVED_TAG_PREFIX))
+      ctx.addIssue({
+        code: 'custom',
+        path: [key],
+        message: `the "${RESERVED_TAG_PREFIX}" prefix is reserved for fleetwise's own tags`,
+      });
+    // EC2 refuses the prefix in any case ("AWS:" too).
+    if (key.toLowerCase().startsWith(AWS_TAG_PREFIX))
+      ctx.addIssue({
+        code: 'custom',
+        path: [key],
+        message: `the "${AWS_TAG_PREFIX}" prefix is reserved by AWS`,
+      });
+  }
+  const max = MAX_TAGS_PER_RESOURCE - PROVIDER_TAG_COUNT + (keys.includes('Name') ? 1 : 0);
+  if (keys.length > max)
+    ctx.addIssue({
+      code: 'custom',
+      path: [],
+      message: `${keys.length} tags: at most ${max}, since EC2 allows ${MAX_TAGS_PER_RESOURCE} per instance and fleetwise adds its own`,
+    });
+});
 
 export const launchRequestSchema = z.object({
   typeName: z.string().regex(/^[a-z0-9-]+\.[a-z0-9-]+$/, 'must look like an EC2 type name, e.g. c7i.large'),
@@ -60,19 +101,13 @@ export const launchRequestSchema = z.object({
    * Ignored for an on-demand launch.
    */
   onDemandFallback: z.boolean().default(true),
-  /** Extra tags (cost allocation, owner). Keys under "fleetwise:" are reserved. */
-  tags: z
-    .record(z.string().min(1).max(128), tagValue)
-    .superRefine((tags, ctx) => {
-      for (const key of Object.keys(tags))
-        if (key.startsWith(RESERVED_TAG_PREFIX))
-          ctx.addIssue({
-            code: 'custom',
-            path: [key],
-            message: `the "${RESERVED_TAG_PREFIX}" prefix is reserved`,
-          });
-    })
-    .default({}),
+  /**
+   * Where a spot launch may go, when the caller limits it (a $/hour cap it checked at these zones' spot prices): spot
+   * is tried in no other zone. Absent: every zone. On-demand attempts are not limited by it.
+   */
+  spotZones: z.array(z.string().min(1)).optional(),
+  /** Extra tags (cost allocation, owner). Keys under "fleetwise:" and "aws:" are reserved. */
+  tags: extraTagsSchema.default({}),
 });
 
 export type LaunchRequest = z.input<typeof launchRequestSchema>;
@@ -142,10 +177,11 @@ export interface CloudProvider {
   /** Every instance tagged with the cluster's name, in any state but terminated (unless asked). */
   list(clusterName: string, options?: ListOptions): Promise<CloudInstance[]>;
   /**
-   * True when recent capacity errors say this type cannot be launched in any zone the provider may use, so the
+   * True when recent capacity errors say this type cannot be launched in any zone the provider may use (in `market`,
+   * on demand when left out), so the
    * caller can pick the next-cheapest type without another round trip. Providers without capacity limits omit it.
    */
-  isCapacityConstrained?(typeName: string): boolean;
+  isCapacityConstrained?(typeName: string, market?: Market): boolean;
   /**
    * EC2 is reclaiming an instance of this offering (a spot interruption): launches of the type in that zone and
    * market avoid it for a while, as after a capacity error (Karpenter marks the offering unavailable the same way).

@@ -12,6 +12,7 @@ import { DEFAULT_CHECKPOINT_EVENT_DAYS } from './history-retention.js';
 import { DEFAULT_REPORTS_KEPT } from './report-retention.js';
 import { DEFAULT_LEASE_SETTINGS, leaseSettingsSchema } from './ha/lease.js';
 import { isPostgresUrl } from './state/postgres/conninfo.js';
+import { extraTagsSchema } from '../cloud/provider.js';
 
 /**
  * The controller's configuration: a YAML (or JSON) file, with command-line flags overriding it field by field
@@ -252,8 +253,12 @@ const ec2Schema = z.strictObject({
     .default([]),
   instanceProfile: z.string().min(1).optional(),
   keyName: z.string().min(1).optional(),
-  /** Extra tags on every instance (cost allocation); the `fleetwise:` prefix is reserved. */
-  tags: z.record(z.string().min(1).max(128), z.string().max(256)).default({}),
+  /**
+   * Extra tags on every instance (cost allocation): checked by the launch request's own rule (the `fleetwise:` and
+   * `aws:` prefixes are reserved; EC2's 50 tags per instance include fleetwise's own), so a tag every launch would be
+   * refused for fails the start instead.
+   */
+  tags: extraTagsSchema.default({}),
   /** Seconds a capacity error for (type, zone) is remembered (Karpenter: 3 min; industry-anchors.md §(c) 6). */
   capacityErrorTtlSeconds: nonNegative.optional(),
   /** Start a worker on new instances through user data (infra/worker-user-data.sh); leave out for a baked AMI. */

@@ -196,6 +196,39 @@ describe('controller configuration', () => {
     );
   });
 
+  it('refuses ec2.tags every launch would be refused for: a reserved prefix, or more than EC2 leaves room for', () => {
+    const load = (tags: string[]): readonly string[] =>
+      problemsOf(() =>
+        loadControllerConfig({
+          flags: {
+            config: file('tags.yaml', ['cluster: c', 'stateDir: s', 'ec2:', '  tags:', ...tags].join('\n')),
+          },
+          env: {},
+          defaultRegion: 'us-east-1',
+        }),
+      ).problems;
+    const reserved = load(['    fleetwise:team: a', '    AWS:created: b', '    owner: ml']);
+    expect(reserved.find((p) => p.startsWith('ec2.tags.fleetwise:team'))).toMatch(
+      /"fleetwise:" prefix is reserved/,
+    );
+    expect(reserved.find((p) => p.startsWith('ec2.tags.AWS:created'))).toMatch(/"aws:" prefix is reserved/);
+    expect(reserved.some((p) => p.startsWith('ec2.tags.owner'))).toBe(false);
+    const many = (n: number): string[] => Array.from({ length: n }, (_, i) => `    k${i}: v`);
+    expect(load(many(45)).join('\n')).toMatch(/^ec2\.tags.*45 tags: at most 44, since EC2 allows 50/m);
+    // A Name of the caller's own replaces fleetwise's: one more fits.
+    const withName = loadControllerConfig({
+      flags: {
+        config: file(
+          'ok.yaml',
+          ['cluster: c', 'stateDir: s', 'ec2:', '  tags:', '    Name: n', ...many(44)].join('\n'),
+        ),
+      },
+      env: {},
+      defaultRegion: 'us-east-1',
+    });
+    expect(Object.keys(withName.ec2?.tags ?? {})).toHaveLength(45);
+  });
+
   it('takes priceOverrides, refusing an unknown field, a 100% discount or a type the catalog lacks with its line', () => {
     const base = ['cluster: c', 'stateDir: s', 'provider: local', 'priceOverrides:'];
     const good = file(

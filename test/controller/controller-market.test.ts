@@ -142,6 +142,35 @@ describe('the market from the plan to the cloud', () => {
     expect(store.listEvents({ kind: 'round.rejected' })).toEqual([]);
   });
 
+  it('a capped spot launch may go only to the zones whose spot price the cap allows', async () => {
+    // c7i.4xlarge on spot: about 0.336 in us-east-1a (the pool planned), 0.322 in b, 0.352 in c; 0.714 on demand.
+    const scheduler = marketScheduler(() => 'spot', 'c7i.4xlarge');
+    const price = (zone: string): number =>
+      spotOffering(catalog.spot, 'c7i.4xlarge', zone)?.pricePerHour as number;
+    const maxCostPerHour = 0.34;
+    expect(price('us-east-1c')).toBeGreaterThan(maxCostPerHour);
+    expect(Math.max(price('us-east-1a'), price('us-east-1b'))).toBeLessThan(maxCostPerHour);
+    const { controller, cloud } = rig({ caps: { maxCostPerHour } }, { scheduler });
+    controller.submit(jobSpec('cheap', CPU_SMALL), 'research');
+    await controller.runRound();
+    expect(cloud.requests[0]).toMatchObject({
+      typeName: 'c7i.4xlarge',
+      market: 'spot',
+      onDemandFallback: false,
+    });
+    expect([...(cloud.requests[0]?.spotZones ?? [])].sort()).toEqual(['us-east-1a', 'us-east-1b']);
+  });
+
+  it('an uncapped spot launch, or one the cap allows at the on-demand price, is not limited to some zones', async () => {
+    for (const caps of [{}, { maxCostPerHour: 2 * priceOf('c7i.xlarge') }]) {
+      const { controller, cloud } = rig({ caps }, { scheduler: marketScheduler(() => 'spot') });
+      controller.submit(jobSpec('cheap', CPU_SMALL), 'research');
+      await controller.runRound();
+      expect(cloud.requests[0]).toMatchObject({ market: 'spot' });
+      expect(cloud.requests[0]?.spotZones).toBeUndefined();
+    }
+  });
+
   it('a spot launch the cap allows on demand too may fall back to on demand', async () => {
     const scheduler = marketScheduler(() => 'spot');
     const { controller, store, cloud } = rig(

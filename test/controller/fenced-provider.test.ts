@@ -30,3 +30,22 @@ describe('the fenced cloud provider', () => {
     expect(cloud.groupCleanups).toHaveLength(1);
   });
 });
+
+describe('the fenced cloud provider, capacity memory', () => {
+  it('asks the cloud about the market the caller asked about, not on-demand only', () => {
+    const asked: [string, string | undefined][] = [];
+    const cloud = Object.assign(new FakeCloud(), {
+      isCapacityConstrained: (typeName: string, market?: string) => {
+        asked.push([typeName, market]);
+        return market === 'spot';
+      },
+    });
+    const fenced = new FencedCloudProvider(cloud, { assertLeading: () => undefined });
+    expect(fenced.isCapacityConstrained?.('c7i.xlarge', 'spot')).toBe(true);
+    expect(fenced.isCapacityConstrained?.('c7i.xlarge')).toBe(false);
+    expect(asked).toEqual([
+      ['c7i.xlarge', 'spot'],
+      ['c7i.xlarge', undefined],
+    ]);
+  });
+});

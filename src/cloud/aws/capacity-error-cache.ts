@@ -36,11 +36,24 @@ export class CapacityErrorCache {
     this.expiresAtMs.set(CapacityErrorCache.key('*', '*', market), this.nowMs() + this.ttlSeconds * 1000);
   }
 
+  /**
+   * No launch in `zone` at all for a while, whatever the type and market: its subnet has no free address left, and a
+   * full subnet is full for every type.
+   */
+  markZoneUnavailable(zone: string): void {
+    this.expiresAtMs.set(CapacityErrorCache.zoneKey(zone), this.nowMs() + this.ttlSeconds * 1000);
+  }
+
   isUnavailable(typeName: string, zone: string, market: Market = 'on-demand'): boolean {
     return (
       this.remembered(CapacityErrorCache.key('*', '*', market)) ||
+      this.remembered(CapacityErrorCache.zoneKey(zone)) ||
       this.remembered(CapacityErrorCache.key(typeName, zone, market))
     );
+  }
+
+  private static zoneKey(zone: string): string {
+    return `*@${zone}`;
   }
 
   private remembered(key: string): boolean {

@@ -62,15 +62,25 @@ const SPOT_REFUSAL_CODES: ReadonlySet<string> = new Set([...ZONE_CAPACITY_CODES,
 
 /**
  * Spot refused for the whole account, whatever the type and zone: its spot quota is used up, or spot launches are not
- * authorized (an IAM policy without `spot-instances-request/*`, no spot service-linked role and no right to create
- * it). No other spot zone is tried, spot is remembered as unavailable for a while, and the instance is launched on
- * demand: the job runs, at the on-demand price, and the fallback says why.
+ * authorized (no spot service-linked role and no right to create it). No other spot zone is tried, spot is remembered
+ * as unavailable for a while, and the instance is launched on demand: the job runs, at the on-demand price, and the
+ * fallback says why.
  */
 const SPOT_ACCOUNT_REFUSAL_CODES: ReadonlySet<string> = new Set([
   'MaxSpotInstanceCountExceeded',
-  'UnauthorizedOperation',
   'AuthFailure.ServiceLinkedRoleCreationNotPermitted',
 ]);
+
+/**
+ * UnauthorizedOperation on a spot attempt may be spot's own (a policy without `spot-instances-request/*`) or anything
+ * else the launch needs (iam:PassRole for the instance profile, the AMI, the subnet); EC2's message is usually encoded
+ * and does not say which. Only one naming spot is taken as spot's; otherwise the same launch is tried on demand once:
+ * refused there too, it is an authorization error, not a capacity one, and spot is not remembered as unavailable.
+ */
+const UNAUTHORIZED = 'UnauthorizedOperation';
+
+/** The zone's subnet has no free address: full for every type and market, so it is remembered per zone. */
+const SUBNET_FULL = 'InsufficientFreeAddressesInSubnet';
 
 /** Account quotas: no other zone helps; a type in another quota class (e.g. C/R instead of P) may. */
 const QUOTA_CODES: ReadonlySet<string> = new Set([
@@ -124,6 +134,14 @@ export type Ec2ProviderConfig = z.input<typeof ec2ProviderConfigSchema>;
 type ParsedConfig = z.output<typeof ec2ProviderConfigSchema>;
 type Placement = ParsedConfig['placements'][number];
 type ValidRequest = z.output<typeof launchRequestSchema>;
+
+/** A spot attempt refused with UnauthorizedOperation that does not say it is spot's (see UNAUTHORIZED). */
+class SpotUnauthorized {
+  constructor(
+    readonly zone: string,
+    readonly error: unknown,
+  ) {}
+}
 
 /** One RunInstances attempt: a zone, the market, and the placement group to launch into, if any. */
 interface LaunchAttempt {
@@ -281,7 +299,7 @@ export class Ec2Provider implements CloudProvider {
    */
   async launch(input: LaunchRequest): Promise<LaunchResult> {
     const request = parseWith(launchRequestSchema, input, 'launch request');
-    const existing = await this.findByLaunchToken(request.clusterName, request.idempotencyToken);
+    const existing = await this.findEarlierLaunch(request);
     if (existing.length > 0)
       return {
         instanceIds: existing.map((i) => i.instanceId),
@@ -292,23 +310,49 @@ export class Ec2Provider implements CloudProvider {
       };
     if (request.market === 'spot') {
       const spot = await this.launchIn(request, 'spot');
+      if (spot instanceof SpotUnauthorized) {
+        const refusal = asProviderError(
+          spot.error,
+          `RunInstances ${request.typeName} (spot) in ${spot.zone}`,
+        );
+        if (!request.onDemandFallback) throw refusal;
+        // Refused on demand too (UnauthorizedOperation thrown from here): not spot's doing.
+        const onDemand = await this.launchIn(request, 'on-demand');
+        if (onDemand instanceof InsufficientCapacityError || onDemand instanceof SpotUnauthorized)
+          throw onDemand instanceof SpotUnauthorized ? refusal : onDemand;
+        // On demand was authorized: the refusal was spot's own, for the whole account.
+        this.capacityErrors.markMarketUnavailable('spot');
+        return {
+          ...onDemand,
+          marketFallback: `spot launches are not authorized (${refusal.message}); launched on demand`,
+        };
+      }
       if (!(spot instanceof InsufficientCapacityError)) return spot;
       if (!request.onDemandFallback) throw spot;
       const onDemand = await this.launchIn(request, 'on-demand');
-      if (onDemand instanceof InsufficientCapacityError) throw onDemand;
+      if (onDemand instanceof InsufficientCapacityError || onDemand instanceof SpotUnauthorized)
+        throw onDemand;
       return { ...onDemand, marketFallback: `no spot capacity: ${spot.message}; launched on demand` };
     }
     const launched = await this.launchIn(request, 'on-demand');
-    if (launched instanceof InsufficientCapacityError) throw launched;
+    if (launched instanceof InsufficientCapacityError || launched instanceof SpotUnauthorized) throw launched;
     return launched;
   }
 
-  /** Every zone in one market; the capacity error (returned, not thrown) when none has room. */
+  /**
+   * Every zone in one market (for spot, those of `spotZones` when the request limits them); the capacity error
+   * (returned, not thrown) when none has room.
+   */
   private async launchIn(
     request: ValidRequest,
     market: Market,
-  ): Promise<LaunchResult | InsufficientCapacityError> {
-    const { candidates, skipped } = this.zonesToTry(request.typeName, request.availabilityZones, market);
+  ): Promise<LaunchResult | InsufficientCapacityError | SpotUnauthorized> {
+    const { candidates, skipped } = this.zonesToTry(
+      request.typeName,
+      request.availabilityZones,
+      market,
+      market === 'spot' ? request.spotZones : undefined,
+    );
     const attempts: LaunchAttempt[] = candidates.map((placement) => ({ placement, market }));
     // Why the instance is not in the group it asked for, once it is known not to be.
     let groupFallback: string | undefined;
@@ -351,14 +395,21 @@ export class Ec2Provider implements CloudProvider {
           lastCapacityError = e;
           continue;
         }
-        if (market === 'spot' && code !== undefined && SPOT_ACCOUNT_REFUSAL_CODES.has(code)) {
+        if (market === 'spot' && code === UNAUTHORIZED && !/spot/i.test(e instanceof Error ? e.message : ''))
+          return new SpotUnauthorized(placement.availabilityZone, e);
+        if (
+          market === 'spot' &&
+          code !== undefined &&
+          (SPOT_ACCOUNT_REFUSAL_CODES.has(code) || code === UNAUTHORIZED)
+        ) {
           this.capacityErrors.markMarketUnavailable('spot');
           refused.push(`${placement.availabilityZone} (${code}: spot is refused for the account)`);
           return new InsufficientCapacityError(request.typeName, refused, skipped, { cause: e });
         }
         const capacityCodes = market === 'spot' ? SPOT_REFUSAL_CODES : ZONE_CAPACITY_CODES;
         if (code !== undefined && capacityCodes.has(code)) {
-          this.capacityErrors.markUnavailable(request.typeName, placement.availabilityZone, market);
+          if (code === SUBNET_FULL) this.capacityErrors.markZoneUnavailable(placement.availabilityZone);
+          else this.capacityErrors.markUnavailable(request.typeName, placement.availabilityZone, market);
           refused.push(placement.availabilityZone);
           lastCapacityError = e;
           continue;
@@ -447,19 +498,27 @@ export class Ec2Provider implements CloudProvider {
     this.capacityErrors.markUnavailable(typeName, zone, market);
   }
 
-  isCapacityConstrained(typeName: string): boolean {
+  isCapacityConstrained(typeName: string, market: Market = 'on-demand'): boolean {
     return this.config.placements.every((p) =>
-      this.capacityErrors.isUnavailable(typeName, p.availabilityZone),
+      this.capacityErrors.isUnavailable(typeName, p.availabilityZone, market),
     );
   }
 
-  /** Preferred zones first (those we have a placement for), then the rest in configuration order; minus cached ICEs. */
+  /**
+   * Preferred zones first (those we have a placement for), then the rest in configuration order; minus cached ICEs,
+   * and minus zones outside `allowed` when given (a spot launch the caller's caps limit to some zones' prices).
+   */
   private zonesToTry(
     typeName: string,
     preferred: readonly string[],
     market: Market,
+    allowed?: readonly string[],
   ): { candidates: Placement[]; skipped: string[] } {
-    const byZone = new Map(this.config.placements.map((p) => [p.availabilityZone, p]));
+    const byZone = new Map(
+      this.config.placements
+        .filter((p) => allowed === undefined || allowed.includes(p.availabilityZone))
+        .map((p) => [p.availabilityZone, p]),
+    );
     const ordered: Placement[] = [];
     for (const zone of [...preferred, ...byZone.keys()]) {
       const placement = byZone.get(zone);
@@ -538,18 +597,55 @@ export class Ec2Provider implements CloudProvider {
     };
   }
 
-  private async findByLaunchToken(clusterName: string, token: string): Promise<CloudInstance[]> {
-    const found = await this.describe(
+  /**
+   * The instances an earlier attempt of this launch made: tagged with its launch token, or else carrying a ClientToken
+   * any of its attempts could have sent. The second look is needed because the ClientToken is per zone, market and
+   * group while the order of attempts is not fixed: the capacity-error memory that moved the first attempt from zone a
+   * to zone b is per process, so a retry after a restart (or by the standby taking over) starts in zone a again, with
+   * a token EC2 launched nothing for; were the first instance missed by the tag look, EC2 would launch a second. So
+   * every token of every zone, market and group the launch could have used is looked for before any RunInstances.
+   * Matched on the instances' own ClientToken among the type's instances (one launch's are all of its type), not with
+   * EC2's client-token filter, which stand-ins such as moto do not implement.
+   */
+  private async findEarlierLaunch(request: ValidRequest): Promise<CloudInstance[]> {
+    const byTag = await this.describe(
       [
-        { Name: `tag:${TAG_CLUSTER}`, Values: [clusterName] },
-        { Name: `tag:${TAG_LAUNCH_TOKEN}`, Values: [token] },
+        { Name: `tag:${TAG_CLUSTER}`, Values: [request.clusterName] },
+        { Name: `tag:${TAG_LAUNCH_TOKEN}`, Values: [request.idempotencyToken] },
       ],
       'DescribeInstances (launch-token pre-check)',
     );
+    const found =
+      byTag.length > 0
+        ? byTag
+        : await this.describe(
+            [{ Name: 'instance-type', Values: [request.typeName] }],
+            'DescribeInstances (client-token pre-check)',
+            this.possibleClientTokens(request),
+          );
     // A running one first: the record takes the first, and the cloud sync terminates the others as twins.
     const rank = (i: CloudInstance): number =>
       i.state === 'pending' || i.state === 'running' ? 0 : i.state === 'terminated' ? 2 : 1;
     return found.sort((a, b) => rank(a) - rank(b) || oldestFirst(a, b));
+  }
+
+  /** Every ClientToken a launch's attempts may send: each configured zone, in each market and group it may try. */
+  private possibleClientTokens(request: ValidRequest): ReadonlySet<string> {
+    const markets: Market[] = request.market === 'spot' ? ['on-demand', 'spot'] : ['on-demand'];
+    const groups = [
+      undefined,
+      ...(request.placementGroup === undefined
+        ? []
+        : [ec2PlacementGroupName(request.clusterName, request.placementGroup)]),
+    ];
+    const tokens = new Set<string>();
+    for (const { availabilityZone } of this.config.placements)
+      for (const market of markets)
+        for (const group of groups)
+          tokens.add(
+            zoneClientToken(request.clusterName, request.idempotencyToken, availabilityZone, group, market),
+          );
+    return tokens;
   }
 
   async list(clusterName: string, options: ListOptions = {}): Promise<CloudInstance[]> {
@@ -577,9 +673,11 @@ export class Ec2Provider implements CloudProvider {
     return found.find((i) => i.instanceId === instanceId);
   }
 
+  /** The instances matching `filters` (and, when given, carrying one of `clientTokens`), every page. */
   private async describe(
     filters: { Name: string; Values: string[] }[],
     operation: string,
+    clientTokens?: ReadonlySet<string>,
   ): Promise<CloudInstance[]> {
     const out: CloudInstance[] = [];
     let nextToken: string | undefined;
@@ -595,6 +693,7 @@ export class Ec2Provider implements CloudProvider {
       });
       for (const reservation of page.Reservations ?? [])
         for (const instance of reservation.Instances ?? []) {
+          if (clientTokens !== undefined && !clientTokens.has(instance.ClientToken ?? '')) continue;
           const mapped = toCloudInstance(instance, reservation.OwnerId);
           if (mapped !== undefined) out.push(mapped);
         }

@@ -20,7 +20,7 @@ export interface LeadershipCheck {
  * (the new controller launches with the same one) and idempotent terminations make such a late call harmless.
  */
 export class FencedCloudProvider implements CloudProvider {
-  readonly isCapacityConstrained?: (typeName: string) => boolean;
+  readonly isCapacityConstrained?: (typeName: string, market?: Market) => boolean;
   readonly markOfferingUnavailable?: (typeName: string, zone: string, market: Market) => void;
   readonly deletePlacementGroups?: (clusterName: string, keep: ReadonlySet<string>) => Promise<string[]>;
 
@@ -30,7 +30,8 @@ export class FencedCloudProvider implements CloudProvider {
   ) {
     // A cache lookup, not a cloud call: nothing to fence.
     if (inner.isCapacityConstrained !== undefined)
-      this.isCapacityConstrained = (typeName) => inner.isCapacityConstrained?.(typeName) ?? false;
+      this.isCapacityConstrained = (typeName, market) =>
+        inner.isCapacityConstrained?.(typeName, market) ?? false;
     if (inner.markOfferingUnavailable !== undefined)
       this.markOfferingUnavailable = (typeName, zone, market) =>
         inner.markOfferingUnavailable?.(typeName, zone, market);

@@ -6,7 +6,12 @@ import {
 import { beforeEach, expect, it } from 'vitest';
 import { createEc2Client, ec2ApiFromClient, type Ec2Api } from '../../../src/cloud/aws/ec2-api.js';
 import { Ec2Provider, zoneClientToken } from '../../../src/cloud/aws/ec2-provider.js';
-import { InsufficientCapacityError, type LaunchRequest } from '../../../src/cloud/provider.js';
+import {
+  CloudProviderError,
+  InsufficientCapacityError,
+  TAG_LAUNCH_TOKEN,
+  type LaunchRequest,
+} from '../../../src/cloud/provider.js';
 import { describeWithMoto, TEST_REGION } from '../../helpers/moto.js';
 
 /**
@@ -17,12 +22,12 @@ import { describeWithMoto, TEST_REGION } from '../../helpers/moto.js';
  */
 const ZONES = ['us-east-1a', 'us-east-1b'] as const;
 
-function ec2Error(code: string): EC2ServiceException {
+function ec2Error(code: string, message = `${code} (injected by the test)`): EC2ServiceException {
   return new EC2ServiceException({
     name: code,
     $fault: 'server',
     $metadata: { httpStatusCode: 500 },
-    message: `${code} (injected by the test)`,
+    message,
   });
 }
 
@@ -41,7 +46,8 @@ describeWithMoto(
     /** The provider over moto, refusing spot RunInstances in the zones `refuseSpotIn` names; the inputs it sent. */
     function rig(
       refuseSpotIn: readonly string[] = [],
-      refuse: (input: RunInstancesCommandInput) => string | undefined = () => undefined,
+      refuse: (input: RunInstancesCommandInput) => string | Error | undefined = () => undefined,
+      options: { hideLaunchTokenTag?: boolean } = {},
     ): {
       provider: Ec2Provider;
       runs: RunInstancesCommandInput[];
@@ -55,9 +61,15 @@ describeWithMoto(
           if (isSpot(input) && refuseSpotIn.includes(input.Placement?.AvailabilityZone ?? ''))
             throw ec2Error('InsufficientInstanceCapacity');
           const code = refuse(input);
-          if (code !== undefined) throw ec2Error(code);
+          if (code !== undefined) throw typeof code === 'string' ? ec2Error(code) : code;
           return real.runInstances(input);
         },
+        // DescribeInstances is eventually consistent: a just-launched instance may be missing from the tag look.
+        describeInstances: (input) =>
+          options.hideLaunchTokenTag === true &&
+          (input.Filters ?? []).some((f) => f.Name === `tag:${TAG_LAUNCH_TOKEN}`)
+            ? Promise.resolve({ Reservations: [], $metadata: {} })
+            : real.describeInstances(input),
       };
       const provider = new Ec2Provider(
         {
@@ -167,13 +179,19 @@ describeWithMoto(
       expect(od.market).toBeUndefined();
     });
 
+    const spotUnauthorized = ec2Error(
+      'UnauthorizedOperation',
+      'You are not authorized to perform this operation on resource spot-instances-request/*',
+    );
     for (const code of [
       'UnauthorizedOperation',
       'AuthFailure.ServiceLinkedRoleCreationNotPermitted',
       'MaxSpotInstanceCountExceeded',
     ])
       it(`falls back to on demand at once when spot is refused for the whole account (${code}), and remembers it`, async () => {
-        const { provider, runs } = rig([], (input) => (isSpot(input) ? code : undefined));
+        const { provider, runs } = rig([], (input) =>
+          isSpot(input) ? (code === 'UnauthorizedOperation' ? spotUnauthorized : code) : undefined,
+        );
         const result = await provider.launch(request());
         expect(result.market).toBeUndefined();
         expect(result.marketFallback).toContain(`us-east-1a (${code}: spot is refused for the account)`);
@@ -198,6 +216,90 @@ describeWithMoto(
       const result = await provider.launch(request({ market: 'on-demand' }));
       expect(result.availabilityZone).toBe('us-east-1b');
       expect(runs.map((r) => r.Placement?.AvailabilityZone)).toEqual(['us-east-1a', 'us-east-1b']);
+      // A full subnet is full for every type and market: the zone is not asked again for a while.
+      runs.length = 0;
+      const other = await provider.launch(
+        request({ typeName: 'm7i.large', idempotencyToken: 'm7i', instanceKey: 'm7i', market: 'spot' }),
+      );
+      expect(other).toMatchObject({ availabilityZone: 'us-east-1b', market: 'spot' });
+      expect(runs.map((r) => r.Placement?.AvailabilityZone)).toEqual(['us-east-1b']);
+    });
+
+    it('says a type is capacity constrained in the market asked about', async () => {
+      const { provider } = rig([...ZONES]);
+      await provider.launch(request()); // spot refused everywhere, launched on demand
+      expect(provider.isCapacityConstrained('c7i.large', 'spot')).toBe(true);
+      expect(provider.isCapacityConstrained('c7i.large', 'on-demand')).toBe(false);
+      expect(provider.isCapacityConstrained('c7i.large')).toBe(false);
+    });
+
+    it('an UnauthorizedOperation not naming spot is tried on demand once; spot is remembered only when that works', async () => {
+      // Spot alone refused: the launch runs on demand and says why; spot is then left alone for a while.
+      const spotOnly = rig([], (input) => (isSpot(input) ? 'UnauthorizedOperation' : undefined));
+      const result = await spotOnly.provider.launch(request());
+      expect(result.market).toBeUndefined();
+      expect(result.marketFallback).toMatch(/^spot launches are not authorized \(.*UnauthorizedOperation/);
+      expect(spotOnly.runs.map((r) => [r.Placement?.AvailabilityZone, isSpot(r)])).toEqual([
+        ['us-east-1a', true],
+        ['us-east-1a', false],
+      ]);
+      expect(spotOnly.provider.isCapacityConstrained('r7i.large', 'spot')).toBe(true);
+
+      // Refused on demand too (say, iam:PassRole for the instance profile): an authorization error, not a capacity
+      // one, and spot is not turned off for other launches.
+      const everything = rig([], () => 'UnauthorizedOperation');
+      const refused = everything.provider.launch(request({ idempotencyToken: 'all', instanceKey: 'all' }));
+      await expect(refused).rejects.toThrow(CloudProviderError);
+      await expect(refused).rejects.not.toThrow(InsufficientCapacityError);
+      await expect(refused).rejects.toMatchObject({ code: 'UnauthorizedOperation' });
+      expect(everything.provider.isCapacityConstrained('c7i.large', 'spot')).toBe(false);
+
+      // No on-demand fallback allowed: the authorization error itself, spot not remembered either.
+      const noFallback = rig([], (input) => (isSpot(input) ? 'UnauthorizedOperation' : undefined));
+      const capped = noFallback.provider.launch(
+        request({ idempotencyToken: 'capped', instanceKey: 'capped', onDemandFallback: false }),
+      );
+      await expect(capped).rejects.not.toThrow(InsufficientCapacityError);
+      await expect(capped).rejects.toMatchObject({ code: 'UnauthorizedOperation' });
+      expect(noFallback.runs).toHaveLength(1);
+      expect(noFallback.provider.isCapacityConstrained('c7i.large', 'spot')).toBe(false);
+    });
+
+    it("tries spot only in the zones the request allows (as the caller's caps limit it), on demand anywhere", async () => {
+      const { provider, runs } = rig();
+      const result = await provider.launch(request({ spotZones: ['us-east-1b'] }));
+      expect(result).toMatchObject({ market: 'spot', availabilityZone: 'us-east-1b' });
+      expect(runs.map((r) => [r.Placement?.AvailabilityZone, isSpot(r)])).toEqual([['us-east-1b', true]]);
+      // No allowed zone with spot room: on demand (as the request allows), in the preferred zone.
+      runs.length = 0;
+      const onDemand = await provider.launch(
+        request({ idempotencyToken: 'none', instanceKey: 'none', spotZones: [] }),
+      );
+      expect(onDemand).toMatchObject({ availabilityZone: 'us-east-1a' });
+      expect(onDemand.market).toBeUndefined();
+      expect(runs.map((r) => [r.Placement?.AvailabilityZone, isSpot(r)])).toEqual([['us-east-1a', false]]);
+    });
+
+    it('a retry from a restarted provider finds the instance by any ClientToken the launch could have used', async () => {
+      // Spot refused in zone a, the instance launched on spot in zone b; then the provider restarts (its capacity
+      // memory gone) and the tag look misses the instance: the retry must not start over in zone a.
+      const first = rig(['us-east-1a']);
+      const launched = await first.provider.launch(request());
+      expect(launched).toMatchObject({ market: 'spot', availabilityZone: 'us-east-1b' });
+      const restarted = rig([], () => undefined, { hideLaunchTokenTag: true });
+      const retried = await restarted.provider.launch(request());
+      expect(retried).toMatchObject({
+        reusedExisting: true,
+        instanceIds: launched.instanceIds,
+        market: 'spot',
+      });
+      expect(restarted.runs).toEqual([]);
+      // Another launch of the same cluster, type and zones is not taken for it.
+      const other = await restarted.provider.launch(
+        request({ idempotencyToken: 'other', instanceKey: 'other' }),
+      );
+      expect(other.reusedExisting).toBe(false);
+      expect(other.instanceIds).not.toEqual(launched.instanceIds);
     });
 
     it('an interrupted offering is avoided for spot launches in that zone', async () => {

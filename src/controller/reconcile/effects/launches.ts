@@ -1,5 +1,5 @@
 import type { InstanceType } from '../../../core/catalog.js';
-import { spotOffering } from '../../../core/spot.js';
+import { offeringsOf, spotOffering } from '../../../core/spot.js';
 import { hasAnyCap, type BoughtType } from '../../../queue/caps.js';
 import { launchGate, type GateWait } from '../../../round/gates.js';
 import { chooseReplacementType } from '../../../round/replacement.js';
@@ -100,6 +100,7 @@ export class Launches {
         ...(inst.placementGroup === undefined ? {} : { placementGroup: inst.placementGroup }),
         market: payload.market ?? 'on-demand',
         onDemandFallback: this.onDemandFallbackAllowed(intent, inTransit),
+        ...this.spotZonesAllowed(intent, inTransit),
         tags: { ...(this.ctx.settings.tags ?? {}) },
       });
     } catch (e) {
@@ -203,7 +204,7 @@ export class Launches {
       typesByCost: this.ctx.book.byCostAscending,
       demands,
       refused,
-      capacityConstrained: (typeName) => this.ctx.deps.provider?.isCapacityConstrained?.(typeName) === true,
+      capacityConstrained: (typeName) => this.capacityConstrained(typeName, intent, inTransit),
       launchGate: (type) => this.launchWait(intent, inTransit, type.name),
     });
     const reason = `${error.message}`;
@@ -305,6 +306,49 @@ export class Launches {
     if (intent.payload.market !== 'spot' || !hasAnyCap(caps)) return true;
     const type = this.ctx.typeOf(intent.payload.typeName);
     return type === undefined || launchGate(type, inTransit, caps) === undefined;
+  }
+
+  /**
+   * The zones a capped spot launch may go to: those whose spot pool for the type keeps the fleet within the caps. The
+   * gate let the launch through at its planned pool's price, but the cloud tries other zones' pools when that one has
+   * no room, and a dearer one could break the cap. No limit when the type fits at its on-demand price (EC2's default
+   * maximum spot price: no pool costs more), nor for an uncapped or on-demand launch.
+   */
+  private spotZonesAllowed(
+    intent: IntentRecord & { kind: 'launch' },
+    inTransit: readonly BoughtType[],
+  ): { spotZones?: string[] } {
+    const caps = this.ctx.settings.caps;
+    if (intent.payload.market !== 'spot' || !hasAnyCap(caps)) return {};
+    const type = this.ctx.typeOf(intent.payload.typeName);
+    const spot = this.ctx.deps.catalog.spot;
+    if (type === undefined || spot === undefined || launchGate(type, inTransit, caps) === undefined)
+      return {};
+    return {
+      spotZones: offeringsOf(spot, type.name)
+        .filter((o) => launchGate(this.bought(type, true, o.zone), inTransit, caps) === undefined)
+        .map((o) => o.zone),
+    };
+  }
+
+  /**
+   * Whether the provider's recent capacity errors rule `typeName` out for this launch, in the market it would be
+   * bought in: spot, then on demand when the caps allow it; on demand for an on-demand launch.
+   */
+  private capacityConstrained(
+    typeName: string,
+    intent: IntentRecord & { kind: 'launch' },
+    inTransit: readonly BoughtType[],
+  ): boolean {
+    const provider = this.ctx.deps.provider;
+    if (provider?.isCapacityConstrained === undefined) return false;
+    if (intent.payload.market !== 'spot') return provider.isCapacityConstrained(typeName, 'on-demand');
+    if (!provider.isCapacityConstrained(typeName, 'spot')) return false;
+    const caps = this.ctx.settings.caps;
+    const type = this.ctx.typeOf(typeName);
+    const onDemandAllowed =
+      !hasAnyCap(caps) || type === undefined || launchGate(type, inTransit, caps) === undefined;
+    return !onDemandAllowed || provider.isCapacityConstrained(typeName, 'on-demand');
   }
 
   /** The instances launched and not yet terminated, as bought (none read when no cap needs them). */
