@@ -100,7 +100,7 @@ export type RegisterResponse = z.infer<typeof registerResponseSchema>;
 
 export const REPORTED_TASK_STATES = [
   'starting',
-  /** Co-start: prepared (checkpoint restored, build context fetched) and held until its job's release. */
+  /** Co-start: prepared (checkpoint restored, image pulled or built) and held until its job's release. */
   'ready',
   'running',
   'checkpointing',
@@ -257,7 +257,7 @@ export const desiredTaskSchema = z.object({
   totalIterations: z.number().int().positive().optional(),
   /**
    * Co-start of a multi-task job (round/co-start.ts): with `run`, prepare the task (restore its checkpoint, fetch its
-   * build context) and report it `ready`, but start it only once an answer asks to run it without the hold (the
+   * build context, pull or build its image) and report it `ready`, but start it only once an answer asks to run it without the hold (the
    * controller releases a job's tasks together when the last is ready). Absent: run at once.
    */
   hold: z.boolean().optional(),

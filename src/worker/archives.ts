@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
-import { chmod, link, lstat, mkdir, readlink, symlink, utimes } from 'node:fs/promises';
+import { constants, createReadStream, createWriteStream } from 'node:fs';
+import { chmod, link, lstat, mkdir, open, readdir, readlink, symlink, utimes } from 'node:fs/promises';
 import { isAbsolute, join, posix } from 'node:path';
 import { pipeline as pipe, Readable, Transform } from 'node:stream';
 import { createGunzip } from 'node:zlib';
@@ -87,6 +87,56 @@ export async function packCheckpoint(
   write().catch((e: Error) => tar.destroy(e));
   // A Node Readable for the object store's put (multipart uploads read it like any stream).
   return { tar: Readable.from(tar), files: entries.map((e) => e.path) };
+}
+
+/**
+ * Stream the unpacked build context `dir` as the tar the engine's build endpoint takes, without following anything
+ * in it: a context's symlinks may point anywhere on this host (extractBuildContext), so they are stored as links,
+ * for the builder to resolve inside the context as `docker build` does. Reading through one would have the worker
+ * read whatever it names (a link to /dev/zero never ends, one to a FIFO blocks). Directories (empty ones too) and
+ * regular files are stored with their modes; FIFOs, sockets and devices are left out, as extraction leaves them.
+ * `.dockerignore` is not applied again: `fleetwise submit` applied it when packing, keeping the Dockerfile and
+ * `.dockerignore` whatever it says, as Docker does (applying it here would drop an ignored Dockerfile).
+ */
+export function packBuildContext(dir: string): Readable {
+  const tar = tarPack();
+  const base = { uid: 0, gid: 0, uname: '', gname: '', devmajor: 0, devminor: 0 };
+  const add = (header: Header): Promise<void> =>
+    new Promise((resolve, reject) => tar.entry(header, (e) => (e ? reject(e) : resolve())));
+  const walk = async (relative: string): Promise<void> => {
+    const entries = await readdir(join(dir, relative), { withFileTypes: true });
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const e of entries) {
+      const name = relative === '' ? e.name : `${relative}/${e.name}`;
+      const full = join(dir, name);
+      const info = await lstat(full);
+      const common = { ...base, name, mode: info.mode & 0o777, mtime: info.mtime, linkname: '' };
+      if (info.isDirectory()) {
+        await add({ ...common, type: 'directory', size: 0 });
+        await walk(name);
+      } else if (info.isSymbolicLink()) {
+        await add({ ...common, type: 'symlink', size: 0, linkname: await readlink(full) });
+      } else if (info.isFile()) {
+        // O_NOFOLLOW and O_NONBLOCK: should the path have changed since lstat, opening it neither follows a link nor
+        // waits on a FIFO; the size is the open file's.
+        const file = await open(full, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+        try {
+          const opened = await file.stat();
+          if (!opened.isFile()) continue;
+          await pipeline(
+            file.createReadStream({ autoClose: false }),
+            tar.entry({ ...common, type: 'file', size: opened.size }),
+          );
+        } finally {
+          await file.close();
+        }
+      }
+    }
+  };
+  walk('')
+    .then(() => tar.finalize())
+    .catch((e: Error) => tar.destroy(e));
+  return Readable.from(tar);
 }
 
 /** The safe relative form of an entry's name, or undefined for the directory itself (GNU tar's `./`). */

@@ -45,6 +45,10 @@ export interface TaskRunStatus {
   readonly finishedAt?: Date | undefined;
   /** False when the executor records but does not apply the CPU/memory/shm/GPU limits (the process executor). */
   readonly limitsEnforced?: boolean | undefined;
+  /** The kernel killed it (or one of its processes) for using more memory than its limit (Docker's OOMKilled). */
+  readonly oomKilled?: boolean | undefined;
+  /** The memory limit it ran under, GiB, when the executor applied one. */
+  readonly memoryLimitGiB?: number | undefined;
 }
 
 /**
@@ -66,6 +70,13 @@ export interface LogChunk {
 
 export interface Executor {
   readonly kind: 'docker' | 'process';
+  /**
+   * Everything of a start that can be done before the task is created (pull or build its image, make its host paths
+   * usable by the image's user), so that `start` is quick: a held task is ready only once this is done, and its job's
+   * release then starts every task at once, none still pulling while its siblings run. A failure here is the start's
+   * failure (a build that fails, with its log). Optional, and `start` does all of it anyway when it was not called.
+   */
+  prepare?(launch: TaskLaunch): Promise<void>;
   /** Start a task; if one with this task id already runs, this is a no-op (adoption). */
   start(launch: TaskLaunch): Promise<void>;
   /** Send the checkpoint signal (e.g. SIGTERM) without waiting. */

@@ -3,6 +3,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import type Docker from 'dockerode';
 import { plainEntryName } from '../protocol/archive-entry-names.js';
+import { packBuildContext } from './archives.js';
 
 /**
  * Images for tasks on one host. A build context is built once per content hash and Dockerfile and tagged with them
@@ -122,15 +123,15 @@ export class ImageCache {
     const tag = buildTag(build.contentHash, build.dockerfile);
     return this.once(tag, async () => {
       if (await imageExists(this.docker, tag)) return tag;
-      const stream = await this.docker.buildImage(
-        { context: build.contextDir, src: await listFiles(build.contextDir) },
-        {
-          t: tag,
-          rm: true,
-          forcerm: true,
-          ...(build.dockerfile === undefined ? {} : { dockerfile: build.dockerfile }),
-        },
-      );
+      // The context goes as a tar the worker packs itself, never as a directory for dockerode to pack: dockerode
+      // would read the context's .dockerignore on this host, following it wherever it links, and apply it again
+      // without Docker's rule that the Dockerfile is always sent (archives.ts, packBuildContext).
+      const stream = await this.docker.buildImage(packBuildContext(build.contextDir), {
+        t: tag,
+        rm: true,
+        forcerm: true,
+        ...(build.dockerfile === undefined ? {} : { dockerfile: build.dockerfile }),
+      });
       const result = await follow(this.docker, stream);
       if (result.error !== undefined)
         throw new ImageBuildError(build.contextDir, result.error, result.output);

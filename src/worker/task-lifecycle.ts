@@ -364,8 +364,11 @@ export class TaskLifecycle {
   }
 
   /**
-   * Everything a start needs before the task runs (restore its checkpoint, fetch its build context): the launch to
-   * hand the executor; or, when it already exited in this attempt (its exit record says so), that exit.
+   * Everything a start needs before the task runs (restore its checkpoint, fetch its build context, pull or build its
+   * image): the launch to hand the executor; or, when it already exited in this attempt (its exit record says so),
+   * that exit. A held task is reported ready after this, so all of it is done by then: its job's release must start
+   * every task at once, not one at once and another after minutes of pulling, and an image that fails to build must
+   * fail the task before its siblings are released, not after.
    */
   private async prepare(t: LocalTask, d: DesiredTask): Promise<TaskExitRecord | TaskLaunch> {
     const store = this.requireStore();
@@ -429,6 +432,7 @@ export class TaskLifecycle {
       restoring,
       attempt: d.attempt ?? 1,
     };
+    await executor.prepare?.(launch);
     return launch;
   }
 
@@ -504,10 +508,17 @@ export class TaskLifecycle {
     // only once all three are stored.
     if (!t.stopRequested) {
       const tail = await this.options.executor.logTail(t.taskId, 5).catch(() => '');
+      // An exit code of 137 alone does not say the task outgrew its memory: the executor knows it was the OOM killer.
+      const status =
+        exitCode === 0 ? undefined : await this.options.executor.status(t.taskId).catch(() => undefined);
+      const limit = status?.memoryLimitGiB;
+      const how = status?.oomKilled
+        ? `killed: out of memory (${limit === undefined ? 'no limit' : `limit ${Number(limit.toPrecision(4))} GiB`}), `
+        : '';
       const reason =
         exitCode === 0
           ? undefined
-          : `exit code ${exitCode ?? 'unknown'}${tail === '' ? '' : `; last output:\n${tail}`}`;
+          : `${how}exit code ${exitCode ?? 'unknown'}${tail === '' ? '' : `; last output:\n${tail}`}`;
       // Stored before it is reported: from then on a worker asked to run it again finds its end (exit-record.ts).
       const store = this.requireStore();
       const record: TaskExitRecord = {

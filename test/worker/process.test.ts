@@ -57,6 +57,14 @@ describe('process executor (the counter run by /bin/sh, the process variant)', (
     restoring,
   });
 
+  it('prepares a task without starting it, refusing one it could not start (no command) before its release', async () => {
+    await executor.prepare(launch('prep-1.0', {}));
+    expect(await executor.status('prep-1.0')).toBeUndefined();
+    await expect(executor.prepare({ ...launch('prep-2.0', {}), command: [] })).rejects.toThrow(
+      /task prep-2\.0: the process executor needs a command/,
+    );
+  });
+
   it('starts, is adopted by a restarted executor without a duplicate, signals to a checkpoint, logs', async () => {
     const store = new FsObjectStore(join(tmp, 'store'));
     const ref = { jobId: 'p-1', taskId: 'p-1.0' };

@@ -1,5 +1,5 @@
-import { mkdir, open } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { chmod, lchown, lstat, mkdir, open, readdir } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { createRequire } from 'node:module';
 import { Readable } from 'node:stream';
 import type Docker from 'dockerode';
@@ -108,6 +108,72 @@ export async function prepareHostPaths(launch: TaskLaunch): Promise<void> {
   await (await open(launch.progressFile, 'a')).close();
 }
 
+/**
+ * Whom a container of an image runs as, from the image's USER (`user`, `user:group`, names or ids): root when it names
+ * none, ids when they are numbers. A name is resolved only by the image's own /etc/passwd, which the worker does not
+ * read: such a user is `named`.
+ */
+export type ImageUser =
+  | { readonly kind: 'root' }
+  | { readonly kind: 'id'; readonly uid: number; readonly gid?: number | undefined }
+  | { readonly kind: 'named' };
+
+export function imageUser(user: string | undefined): ImageUser {
+  const [name = '', group] = (user ?? '').split(':', 2);
+  if (name === '' || name === 'root' || /^0+$/.test(name)) return { kind: 'root' };
+  if (!/^\d+$/.test(name)) return { kind: 'named' };
+  const gid = group !== undefined && /^\d+$/.test(group) ? Number(group) : undefined;
+  return { kind: 'id', uid: Number(name), ...(gid === undefined ? {} : { gid }) };
+}
+
+/** Every path in `dir` (itself included, parents before their children), never through a symlink. */
+async function treeOf(
+  dir: string,
+): Promise<{ readonly path: string; readonly kind: 'dir' | 'file' | 'link' }[]> {
+  const out: { path: string; kind: 'dir' | 'file' | 'link' }[] = [{ path: dir, kind: 'dir' }];
+  for (const e of await readdir(dir, { withFileTypes: true })) {
+    const path = join(dir, e.name);
+    if (e.isDirectory()) out.push(...(await treeOf(path)));
+    else out.push({ path, kind: e.isSymbolicLink() ? 'link' : 'file' });
+  }
+  return out;
+}
+
+function errorCode(e: unknown): string | undefined {
+  return typeof e === 'object' && e !== null && 'code' in e && typeof e.code === 'string'
+    ? e.code
+    : undefined;
+}
+
+/**
+ * Let the container's user write its checkpoint directory (and what a restore put there) and its progress file. The
+ * worker creates them as itself (root on EC2), and an image with a non-root USER could otherwise write neither: its
+ * task would never checkpoint, yet run to success. A numeric USER gets them as its own (lchown, never through a link).
+ * A named one (only the image's /etc/passwd knows its id, and the worker does not read into images), or any user when
+ * the worker may not chown (it is not root), gets them writable by every user instead: they hold nothing but what the
+ * task itself writes there, and the instance runs nothing but the worker and its tasks.
+ */
+export async function grantHostPaths(launch: TaskLaunch, user: ImageUser): Promise<void> {
+  if (user.kind === 'root') return;
+  const tree = [
+    ...(await treeOf(launch.checkpointDir)),
+    { path: launch.progressFile, kind: 'file' as const },
+  ];
+  if (user.kind === 'id') {
+    try {
+      for (const { path } of tree) await lchown(path, user.uid, user.gid ?? -1);
+      return;
+    } catch (e) {
+      if (errorCode(e) !== 'EPERM') throw e;
+    }
+  }
+  for (const { path, kind } of tree) {
+    if (kind === 'link') continue; // chmod would follow it
+    const mode = (await lstat(path)).mode & 0o7777;
+    await chmod(path, mode | (kind === 'dir' ? 0o777 : 0o666));
+  }
+}
+
 /** Split Docker's multiplexed log stream (8-byte frame headers: stream, 0, 0, 0, size BE) into plain text. */
 export function demuxLogs(buffer: Buffer): Buffer {
   const parts: Buffer[] = [];
@@ -172,8 +238,8 @@ export class DockerExecutor implements Executor {
       if (info.State.Status === 'created') await this.startContainer(existing);
       return;
     }
-    const image = await this.resolveImage(launch);
-    await prepareHostPaths(launch);
+    // Already done when the task was prepared (then only a look-up each: the image is there, the paths are granted).
+    const image = await this.prepareImageAndPaths(launch);
     let id: string;
     try {
       const container = await this.docker.createContainer(
@@ -189,6 +255,18 @@ export class DockerExecutor implements Executor {
       throw e;
     }
     await this.startContainer(id);
+  }
+
+  /** Pull or build the task's image and grant its host paths to the image's user: all of a start but the container. */
+  async prepare(launch: TaskLaunch): Promise<void> {
+    await this.prepareImageAndPaths(launch);
+  }
+
+  private async prepareImageAndPaths(launch: TaskLaunch): Promise<string> {
+    const image = await this.resolveImage(launch);
+    await prepareHostPaths(launch);
+    await grantHostPaths(launch, imageUser((await this.docker.getImage(image).inspect()).Config.User));
+    return image;
   }
 
   private async startContainer(id: string): Promise<void> {
@@ -241,7 +319,11 @@ export class DockerExecutor implements Executor {
       HostConfig: {
         NetworkMode: networkMode,
         NanoCpus: Math.round(launch.vcpus * 1e9),
-        ...(launch.memoryGiB > 0 ? { Memory: Math.round(launch.memoryGiB * GIB) } : {}),
+        // MemorySwap is memory and swap together: equal to Memory, no swap on top, so a task on a host with swap
+        // cannot use twice its limit (Docker's default) where its instance type was chosen for the limit.
+        ...(launch.memoryGiB > 0
+          ? { Memory: Math.round(launch.memoryGiB * GIB), MemorySwap: Math.round(launch.memoryGiB * GIB) }
+          : {}),
         ...(launch.shmSizeGiB > 0 ? { ShmSize: Math.round(launch.shmSizeGiB * GIB) } : {}),
         ...(launch.gpus > 0
           ? { DeviceRequests: [{ Driver: 'nvidia', Count: launch.gpus, Capabilities: [['gpu']] }] }
@@ -308,6 +390,10 @@ export class DockerExecutor implements Executor {
       startedAt: parseTime(s.StartedAt),
       finishedAt: state === 'exited' ? parseTime(s.FinishedAt) : undefined,
       limitsEnforced: true,
+      ...(s.OOMKilled ? { oomKilled: true } : {}),
+      ...(info.HostConfig.Memory !== undefined && info.HostConfig.Memory > 0
+        ? { memoryLimitGiB: info.HostConfig.Memory / GIB }
+        : {}),
     };
   }
 

@@ -192,14 +192,19 @@ export class ProcessExecutor implements Executor {
     return join(this.stateDir, taskDirName(taskId));
   }
 
+  /**
+   * Nothing to fetch or build ahead (a process runs from its build context, already on this host): only what would
+   * refuse the start, so that a held task that cannot run fails before its job's release, not after.
+   */
+  async prepare(launch: TaskLaunch): Promise<void> {
+    requireCommand(launch);
+  }
+
   async start(launch: TaskLaunch): Promise<void> {
     const dir = this.dir(launch.taskId);
     // Adoption: any record of this task (running or exited) means it was started; the caller removes it to rerun.
     if ((await readJson(join(dir, PID_FILE), pidRecordSchema)) !== undefined) return;
-    if (launch.command.length === 0)
-      throw new Error(
-        `task ${launch.taskId}: the process executor needs a command (it cannot use an image's default)`,
-      );
+    requireCommand(launch);
     await mkdir(dir, { recursive: true });
     await prepareHostPaths(launch);
     await writeFile(join(dir, LAUNCH_FILE), `${JSON.stringify(launch, null, 2)}\n`);
@@ -353,4 +358,11 @@ export class ProcessExecutor implements Executor {
       await file.close();
     }
   }
+}
+
+function requireCommand(launch: TaskLaunch): void {
+  if (launch.command.length === 0)
+    throw new Error(
+      `task ${launch.taskId}: the process executor needs a command (it cannot use an image's default)`,
+    );
 }
