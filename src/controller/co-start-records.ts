@@ -20,15 +20,35 @@ const recordSchema = z.object({
   /** The job attempt the record belongs to: a retry starts afresh. */
   attempt: z.number().int().positive(),
   /** Task → the instance it was prepared on and when its worker first reported it ready there. */
-  ready: z.record(z.string(), z.object({ instanceId: z.string(), sinceSeconds: z.number() })),
+  ready: z.record(
+    z.string(),
+    z.object({
+      instanceId: z.string(),
+      sinceSeconds: z.number(),
+      /**
+       * Until when the readiness is trusted: its worker was heard reporting it lately (a worker gone silent may be
+       * dead, and a job released onto it would run without that task). Absent in records of older controllers.
+       */
+      freshUntilSeconds: z.number().optional(),
+      /** What holding the task costs, $/hour: its share of its instance's price (the barrier-idle cost's rate). */
+      costPerHour: z.number().optional(),
+    }),
+  ),
   /** When the controller released the job's tasks (all ready). */
   releasedAtSeconds: z.number().optional(),
   /** Task → when its worker was first heard running it (after the release, when held). */
   running: z.record(z.string(), z.number()),
   /** Once every task was heard running: max − min of those times. */
   startSkewSeconds: z.number().optional(),
-  /** Σ (job start − task start) × the task's share of its instance's $/h, in $. */
+  /**
+   * Σ (job start − task start) × the task's share of its instance's $/h, in $, plus the holds that ended without a
+   * release before this start (`unreleasedIdleCost`); before any start, those holds alone.
+   */
   barrierIdleCost: z.number().optional(),
+  /** Co-start re-plans of this attempt since its last release: each doubles the timeout (round/co-start.ts). */
+  replans: z.number().int().nonnegative().optional(),
+  /** Barrier-idle cost of this attempt's holds that ended without a release (re-plans), not yet in a measured start. */
+  unreleasedIdleCost: z.number().nonnegative().optional(),
 });
 export type CoStartRecord = z.infer<typeof recordSchema>;
 
@@ -60,9 +80,37 @@ export function clearCoStart(store: StateStore, jobId: string): void {
 }
 
 /**
+ * What the tasks still reported ready have cost so far held at the barrier, at `atSeconds`, in $ (each from when it
+ * was ready, at its share of its instance's price).
+ */
+export function heldIdleCost(record: CoStartRecord, atSeconds: number): number {
+  let cost = 0;
+  for (const r of Object.values(record.ready))
+    cost += (Math.max(0, atSeconds - r.sinceSeconds) * (r.costPerHour ?? 0)) / 3600;
+  return cost;
+}
+
+/**
+ * The record after a co-start re-plan at `atSeconds`: the readiness goes (the tasks are placed anew), the time the
+ * ready tasks were held is barrier-idle cost all the same (kept for the next measured start, and shown meanwhile),
+ * and the re-plan is counted (the next barrier waits longer).
+ */
+export function replannedCoStart(record: CoStartRecord, atSeconds: number): CoStartRecord {
+  const unreleased = (record.unreleasedIdleCost ?? 0) + heldIdleCost(record, atSeconds);
+  return {
+    attempt: record.attempt,
+    ready: {},
+    running: {},
+    replans: (record.replans ?? 0) + 1,
+    ...(unreleased > 0 ? { unreleasedIdleCost: unreleased, barrierIdleCost: unreleased } : {}),
+  };
+}
+
+/**
  * A job ended: its record keeps only what the job view shows of it (the release time, start skew and barrier-idle
  * cost); the per-task readiness and start times go, and a record with nothing measured goes whole. Jobs are kept for
- * good, so without this every multi-task job would keep a map entry per task for ever.
+ * good, so without this every multi-task job would keep a map entry per task for ever. A job that ended before its
+ * release (a cancel while its tasks were held) keeps the barrier-idle cost of its holds.
  */
 export function compactCoStart(store: StateStore, job: JobRecord): void {
   const record = storedCoStart(store, job);
@@ -70,26 +118,42 @@ export function compactCoStart(store: StateStore, job: JobRecord): void {
     clearCoStart(store, job.id);
     return;
   }
-  if (Object.keys(record.ready).length === 0 && Object.keys(record.running).length === 0) return;
   if (record.releasedAtSeconds === undefined && record.startSkewSeconds === undefined) {
-    clearCoStart(store, job.id);
+    const held =
+      (record.unreleasedIdleCost ?? 0) + heldIdleCost(record, job.finishedAtSeconds ?? job.updatedAtSeconds);
+    // Kept as unreleased too: compacting again keeps it.
+    if (held > 0)
+      writeCoStart(store, job.id, {
+        attempt: record.attempt,
+        ready: {},
+        running: {},
+        unreleasedIdleCost: held,
+        barrierIdleCost: held,
+      });
+    else clearCoStart(store, job.id);
     return;
   }
+  if (Object.keys(record.ready).length === 0 && Object.keys(record.running).length === 0) return;
   writeCoStart(store, job.id, { ...record, ready: {}, running: {} });
 }
 
 /**
- * The barrier's view of a job being started (the input of round/co-start.ts `coStartDecision`): a task already
- * running (or done) is ready; a task waiting to start is ready once its worker reported it prepared on its target instance.
+ * The barrier's view of a job being started at `nowSeconds` (the input of round/co-start.ts `coStartDecision`): a
+ * task already running (or done) is ready; a task waiting to start is ready once its worker reported it prepared on
+ * its target instance, for as long as that worker is heard saying so (a readiness gone stale releases nothing, but
+ * its wait still counts towards the timeout).
  */
-export function coStartTasks(tasks: readonly TaskRecord[], record: CoStartRecord): CoStartTask[] {
+export function coStartTasks(
+  tasks: readonly TaskRecord[],
+  record: CoStartRecord,
+  nowSeconds: number,
+): CoStartTask[] {
   return tasks.map((t) => {
     if (t.state === 'running' || t.state === 'succeeded') return { taskId: t.id, ready: true };
     const ready = record.ready[t.id];
-    const here = ready !== undefined && ready.instanceId === t.instanceId;
-    return here
-      ? { taskId: t.id, ready: true, readySinceSeconds: ready.sinceSeconds }
-      : { taskId: t.id, ready: false };
+    if (ready === undefined || ready.instanceId !== t.instanceId) return { taskId: t.id, ready: false };
+    const fresh = ready.freshUntilSeconds === undefined || nowSeconds <= ready.freshUntilSeconds;
+    return { taskId: t.id, ready: fresh, readySinceSeconds: ready.sinceSeconds };
   });
 }
 
@@ -132,11 +196,29 @@ export function startMetrics(
   const jobStart =
     record.releasedAtSeconds ??
     running.reduce((m, t) => Math.max(m, t.startSeconds), Number.NEGATIVE_INFINITY);
-  return { startSkewSeconds: startSkewSeconds(running), barrierIdleCost: barrierIdleCost(holding, jobStart) };
+  return {
+    startSkewSeconds: startSkewSeconds(running),
+    // The holds of this attempt that ended without a release (re-plans) were the same wait for siblings.
+    barrierIdleCost: barrierIdleCost(holding, jobStart) + (record.unreleasedIdleCost ?? 0),
+  };
 }
 
 /** The event of a co-started job's decisions; a release names the tasks it set running together. */
 export const CO_START_EVENT = 'job.co-start';
+
+/**
+ * The event recording that the starts of `tasks` of the job ended without a release (a re-plan, or the job ended
+ * while they were held): the cost replay counts their time since they were placed as held (cost-accounting.ts), as it
+ * does a released task's. Recorded in the transaction that moves the tasks off their starts.
+ */
+export function coStartUnreleasedEvent(
+  jobId: string,
+  decision: 'replan' | 'ended',
+  tasks: readonly string[],
+  message: string,
+): EventInput {
+  return { kind: CO_START_EVENT, jobId, message, data: { decision, tasks: [...tasks] } };
+}
 
 /** The event recording that `tasks` of the job were released together (the cost replay reads it: cost-accounting.ts). */
 export function coStartReleaseEvent(jobId: string, tasks: readonly string[]): EventInput {

@@ -7,6 +7,8 @@ import {
   type CoStartRecord,
   type PlacedTask,
 } from './co-start-records.js';
+import { demandOn } from '../core/resources.js';
+import { taskShareOf } from '../scheduler/expected-start.js';
 import { billedPricePerHour, launchedOnSpot } from './instance-market.js';
 import { expandTasks } from './job-spec/tasks.js';
 import { isFinalJobState } from './state/lifecycle.js';
@@ -22,7 +24,9 @@ export interface StartMeasure {
  * A worker's reports update the co-start records of the multi-task jobs with tasks on its instance
  * (co-start-records.ts): which tasks are prepared and held (level-triggered: a task no longer reported ready is not),
  * and when each was first heard running, until the job's start skew and barrier-idle cost are known. Written only
- * when something changed.
+ * when something changed. A readiness is trusted for two to three heartbeat intervals after its worker last said so
+ * (`freshUntilSeconds`, renewed about every other heartbeat, so a held task costs a write every other beat, not
+ * every one).
  */
 export function recordStartReports(
   store: StateStore,
@@ -30,6 +34,7 @@ export function recordStartReports(
   inst: InstanceRecord,
   reports: readonly TaskReport[],
   now: number,
+  heartbeatSeconds: number,
   onStartMeasured?: (jobId: string, measured: StartMeasure) => void,
 ): void {
   const byTask = new Map(reports.map((r) => [r.taskId, r]));
@@ -54,9 +59,21 @@ export function recordStartReports(
     const { record } = e;
     if (task.state === 'starting') {
       const ready = report?.state === 'ready' && (report.attempt ?? 1) === job.attempts;
-      const known = record.ready[task.id]?.instanceId === inst.id;
-      if (ready && !known) record.ready[task.id] = { instanceId: inst.id, sinceSeconds: now };
-      else if (!ready && record.ready[task.id] !== undefined) delete record.ready[task.id];
+      const known = record.ready[task.id];
+      const freshUntilSeconds = now + 3 * heartbeatSeconds;
+      if (ready && known?.instanceId !== inst.id)
+        record.ready[task.id] = {
+          instanceId: inst.id,
+          sinceSeconds: now,
+          freshUntilSeconds,
+          costPerHour: holdCostPerHour(store, catalog, inst, job, task.index),
+        };
+      else if (ready && known !== undefined) {
+        // Heard again: trusted for longer, once less than two intervals are left.
+        if (known.freshUntilSeconds !== undefined && known.freshUntilSeconds - now >= 2 * heartbeatSeconds)
+          continue;
+        record.ready[task.id] = { ...known, freshUntilSeconds };
+      } else if (!ready && known !== undefined) delete record.ready[task.id];
       else continue;
       e.changed = true;
     } else if (report?.state === 'running' && record.running[task.id] === undefined) {
@@ -85,9 +102,28 @@ export function recordStartReports(
       if (measured !== undefined) {
         record.startSkewSeconds = measured.startSkewSeconds;
         record.barrierIdleCost = measured.barrierIdleCost;
+        // Counted in this start's measure (and the metric): not again at a later one.
+        record.unreleasedIdleCost = undefined;
         onStartMeasured?.(job.id, measured);
       }
     }
     writeCoStart(store, job.id, record);
   }
+}
+
+/** What holding a task prepared on `inst` costs, $/hour: its share of the instance's billed price. */
+function holdCostPerHour(
+  store: StateStore,
+  catalog: Catalog,
+  inst: InstanceRecord,
+  job: JobRecord,
+  index: number,
+): number {
+  const type = catalog.types.find((t) => t.name === inst.typeName);
+  const template = expandTasks(job.spec).find((x) => x.index === index)?.template;
+  const demand =
+    type === undefined || template === undefined ? undefined : demandOn(template.demand, type.family);
+  if (type === undefined || demand === undefined) return 0;
+  const price = billedPricePerHour(catalog, inst, launchedOnSpot(store, inst.id));
+  return price * taskShareOf(demand, type.capacity);
 }

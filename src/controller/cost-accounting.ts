@@ -236,24 +236,34 @@ interface TaskStateData {
 }
 
 /**
- * The `task.state` events (their seqs) that a co-start release explains, among `events` (in log order; `task.state`
- * and `job.co-start` events count, others are skipped). A release is recorded in the transaction that sets its tasks
- * running, before or after their states: for each task it names, the `running` it explains is that task's event next
- * to the release in the log (no other event of the task between them) and within a second of it. Matching on time
- * alone would also take a task's earlier start, run just before it went back to `starting` and was released.
+ * The `task.state` events (their seqs) that end a co-started task's held start, among `events` (in log order;
+ * `task.state` and `job.co-start` events count, others are skipped): the `running` that a release explains, and the
+ * end of a start that a re-plan or the job's end left unreleased. Such a decision is recorded in the transaction that
+ * moves its tasks on, before or after their states: for each task it names, the event it explains is that task's
+ * event next to the decision in the log (no other event of the task between them) and within a second of it.
+ * Matching on time alone would also take a task's earlier start, run just before it went back to `starting` and was
+ * released. A re-plan recorded by an older controller names no tasks: it explains its job's starts it is next to.
  */
 export function heldRunSeqs(events: readonly EventRecord[]): Set<number> {
   const held = new Set<number>();
-  events.forEach((release, i) => {
-    const data = release.data as { readonly decision?: unknown; readonly tasks?: unknown } | undefined;
-    if (release.kind !== CO_START_EVENT || data?.decision !== 'release') return;
-    // The reconciler names the tasks it releases in every release it records (reconcile/effects/tasks.ts).
-    const tasks = Array.isArray(data.tasks)
-      ? data.tasks.filter((t): t is string => typeof t === 'string')
-      : [];
-    const near = (e: EventRecord): boolean => Math.abs(e.atSeconds - release.atSeconds) <= 1;
+  events.forEach((decision, i) => {
+    const data = decision.data as { readonly decision?: unknown; readonly tasks?: unknown } | undefined;
+    if (decision.kind !== CO_START_EVENT) return;
+    const kind = data?.decision;
+    if (kind !== 'release' && kind !== 'replan' && kind !== 'ended') return;
+    const near = (e: EventRecord): boolean => Math.abs(e.atSeconds - decision.atSeconds) <= 1;
     const ofTask = (e: EventRecord | undefined, taskId: string): boolean =>
       e?.kind === 'task.state' && e.taskId === taskId;
+    // The reconciler names the tasks of every decision it records (reconcile/effects/tasks.ts).
+    const named = data?.tasks;
+    const tasks = Array.isArray(named)
+      ? named.filter((t): t is string => typeof t === 'string')
+      : kind === 'replan'
+        ? neighbourTasksOf(events, i, decision.jobId, near)
+        : [];
+    // A release explains a start that ends running; a re-plan or an end, one that ends otherwise.
+    const explains = (e: EventRecord): boolean =>
+      kind === 'release' ? stateTo(e) === 'running' : stateFrom(e) === 'starting' && stateTo(e) !== 'running';
     for (const taskId of tasks) {
       let before = i - 1;
       while (before >= 0 && near(events[before] as EventRecord) && !ofTask(events[before], taskId))
@@ -262,10 +272,26 @@ export function heldRunSeqs(events: readonly EventRecord[]): Set<number> {
       while (after < events.length && near(events[after] as EventRecord) && !ofTask(events[after], taskId))
         after += 1;
       for (const e of [events[before], events[after]])
-        if (e !== undefined && ofTask(e, taskId) && near(e) && stateTo(e) === 'running') held.add(e.seq);
+        if (e !== undefined && ofTask(e, taskId) && near(e) && explains(e)) held.add(e.seq);
     }
   });
   return held;
+}
+
+/** The tasks of `jobId` with a state event among the events within a second of `events[i]`, on either side. */
+function neighbourTasksOf(
+  events: readonly EventRecord[],
+  i: number,
+  jobId: string | undefined,
+  near: (e: EventRecord) => boolean,
+): string[] {
+  const tasks = new Set<string>();
+  for (const step of [-1, 1])
+    for (let k = i + step; k >= 0 && k < events.length && near(events[k] as EventRecord); k += step) {
+      const e = events[k] as EventRecord;
+      if (e.kind === 'task.state' && e.jobId === jobId && e.taskId !== undefined) tasks.add(e.taskId);
+    }
+  return [...tasks];
 }
 
 function stateTo(e: EventRecord): string | undefined {
@@ -273,14 +299,20 @@ function stateTo(e: EventRecord): string | undefined {
   return typeof to === 'string' ? to : undefined;
 }
 
+function stateFrom(e: EventRecord): string | undefined {
+  const from = (e.data as TaskStateData | undefined)?.from;
+  return typeof from === 'string' ? from : undefined;
+}
+
 /**
  * Task placements replayed from the `task.state` event log, one event at a time (the incremental cost report feeds
  * it new events as they come; `placementsFromEvents` feeds it the whole log). `checkpointing` is migration overhead,
  * and so is `starting` after the task was stopped once (restoring a checkpoint on its new instance). A co-started
- * job's tasks are attributed from their release (`heldRun`: whether a release explains this `running`, see
- * `heldRunSeqs`): a `starting` that ends in `running` at a release of its job was prepared and held, and its share of
- * that time is its instance's idle time (a `held` placement: the job view and /metrics show it as the job's wait for
- * its siblings), neither the job's nor the other tasks' on the instance. A
+ * job's tasks are attributed from their release (`heldRun`: whether a co-start decision explains the event that ends
+ * a start, see `heldRunSeqs`): a `starting` that ends in `running` at a release of its job was prepared and held, and
+ * so was one that a co-start re-plan, or the job's end before a release, ended; its share of that time is its
+ * instance's idle time (a `held` placement: the job view and /metrics show it as the job's wait for its siblings),
+ * neither the job's nor the other tasks' on the instance. A
  * release is recorded in the transaction that sets the tasks running, and a transaction's events are read together,
  * so it is known by the time that event is replayed.
  */
@@ -307,7 +339,7 @@ export class PlacementReplay {
     }
     if (o !== undefined) {
       this.open.delete(e.taskId);
-      const held = o.holdable && to === 'running' && this.heldRun(e);
+      const held = o.holdable && this.heldRun(e);
       this.close(e.taskId, held ? { ...o, kind: 'held' } : o, e.atSeconds);
     }
     if (to === 'stopped') this.stoppedBefore.add(e.taskId);

@@ -29,7 +29,7 @@ import {
   type TaskStopRequest,
 } from './seams.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
-import type { InstanceRecord, JsonValue, StateStore, TaskRecord } from './state-store.js';
+import type { InstanceRecord, JobRecord, JsonValue, StateStore, TaskRecord } from './state-store.js';
 import type { WorkerRegistrar } from './worker-identity/worker-registrar.js';
 import { WorkerProtocolError } from './worker-identity/worker-protocol-error.js';
 import type { InterruptionHandler } from './worker-liveness.js';
@@ -101,6 +101,18 @@ interface InstanceReports {
 /** The job view's warning when a move's checkpoint did not reach the store (the newest one is kept). */
 const CHECKPOINT_NOT_UPLOADED = 'checkpoint not uploaded at a move:';
 
+/**
+ * A start the reconciler asked for in this process: of the task on this instance, in this attempt of its job, for
+ * this start intent. It stands while the intent is pending; a start that failed (a co-start re-plan, the job planned
+ * again) or belongs to another placement or attempt does not make the worker prepare the task.
+ */
+interface StartRequest {
+  readonly instanceId: string;
+  readonly attempt: number;
+  /** The pending start-task intent it carries out (undefined when there was none). */
+  readonly intentId: number | undefined;
+}
+
 interface StopRequest {
   readonly instanceId: string;
   checkpoint: boolean;
@@ -116,7 +128,8 @@ export class WorkerTaskControl implements TaskControl {
   private readonly store: StateStore;
   private readonly log: ControllerLogger;
   private readonly reports = new Map<string, InstanceReports>();
-  private readonly startRequested = new Set<string>();
+  /** Task → the latest start asked for (kept once void: the worker's copy of the task belongs to that start). */
+  private readonly startRequested = new Map<string, StartRequest>();
   private readonly stopping = new Map<string, StopRequest>();
   private readonly failures = new Map<string, string>();
   /** Exit codes of failed tasks (a job's `unsuccessfulExitCodes` turn a failure into "unsuccessful"). */
@@ -195,8 +208,9 @@ export class WorkerTaskControl implements TaskControl {
         this.store,
         this.options.catalog,
         inst,
-        request.tasks,
+        this.startReports(inst, request.tasks),
         now,
+        this.options.heartbeatSeconds,
         this.options.onStartMeasured,
       );
     });
@@ -388,6 +402,46 @@ export class WorkerTaskControl implements TaskControl {
     return out;
   }
 
+  /**
+   * The reports the co-start records take: a task waiting to start here is ready only as prepared for a start the
+   * controller wants now (`startWanted`), not for one that was called off (the task placed again before its siblings'
+   * instances are up) nor for an earlier attempt.
+   */
+  private startReports(inst: InstanceRecord, reports: readonly TaskReport[]): TaskReport[] {
+    return reports.filter((report) => {
+      const task = this.store.getTask(report.taskId);
+      if (task?.state !== 'starting' || task.instanceId !== inst.id) return true;
+      const job = this.store.getJob(task.jobId);
+      return job !== undefined && this.startWanted(task, job, inst, report);
+    });
+  }
+
+  /**
+   * Whether a task `starting` on `inst` is to be run (or prepared and held) there: the reconciler asked for this start
+   * (this placement, this attempt, its intent still pending), or, when this process never asked for a start of the
+   * task (a controller restarted before its first pass repeats the pending starts), its worker already has it for
+   * the job's current attempt.
+   */
+  private startWanted(
+    task: TaskRecord,
+    job: JobRecord,
+    inst: InstanceRecord,
+    report: TaskReport | undefined,
+  ): boolean {
+    const asked = this.startRequested.get(task.id);
+    if (asked !== undefined)
+      return (
+        asked.instanceId === inst.id &&
+        asked.attempt === job.attempts &&
+        (asked.intentId === undefined || this.store.getIntent(asked.intentId)?.state === 'pending')
+      );
+    return (
+      report !== undefined &&
+      (report.attempt ?? 1) === job.attempts &&
+      (report.state === 'starting' || report.state === 'ready' || report.state === 'running')
+    );
+  }
+
   /** What the controller wants on an instance now. */
   private desiredFor(inst: InstanceRecord): DesiredTask[] {
     const reported = this.reports.get(inst.id)?.tasks;
@@ -409,10 +463,7 @@ export class WorkerTaskControl implements TaskControl {
       else if (isFinalJobState(job.state)) action = 'stop';
       else if (task.state === 'checkpointing') action = 'checkpoint-stop';
       else if (task.state === 'running') action = 'run';
-      else if (
-        task.state === 'starting' &&
-        (this.startRequested.has(taskId) || reported?.has(taskId) === true)
-      ) {
+      else if (task.state === 'starting' && this.startWanted(task, job, inst, reported?.get(taskId))) {
         action = 'run';
         // Co-start: prepared and held until the reconciler releases the job (its tasks turn `running`).
         hold = coStarts(job, this.holdsStarts);
@@ -432,7 +483,26 @@ export class WorkerTaskControl implements TaskControl {
   }
 
   start(request: TaskStartRequest): Promise<void> {
-    this.startRequested.add(request.task.id);
+    const { task, job, instance } = request;
+    const asked = this.startRequested.get(task.id);
+    // The reconciler repeats a held start at every pass: its intent is looked up once.
+    const same =
+      asked !== undefined &&
+      asked.instanceId === instance.id &&
+      asked.attempt === job.attempts &&
+      asked.intentId !== undefined &&
+      this.store.getIntent(asked.intentId)?.state === 'pending';
+    if (!same)
+      this.startRequested.set(task.id, {
+        instanceId: instance.id,
+        attempt: job.attempts,
+        intentId: this.store
+          .listIntents({ states: ['pending'], kind: 'start-task' })
+          .find(
+            (i) =>
+              i.kind === 'start-task' && i.payload.taskId === task.id && i.payload.instanceId === instance.id,
+          )?.id,
+      });
     const stop = this.stopping.get(request.task.id);
     if (stop !== undefined && stop.instanceId !== request.instance.id) this.stopping.delete(request.task.id);
     this.failures.delete(request.task.id);

@@ -18,7 +18,10 @@ export interface CoStartTask {
   readonly taskId: string;
   /** Prepared on its instance and waiting for the release (the worker reported "ready"; in the simulator, its gate opened). */
   readonly ready: boolean;
-  /** When it became ready (undefined while not ready). */
+  /**
+   * When it became ready (undefined while never ready). Also set on a task reported ready whose readiness is no longer
+   * trusted (its worker fell silent): it does not release the job, but its wait counts towards the timeout.
+   */
   readonly readySinceSeconds?: number | undefined;
 }
 
@@ -29,6 +32,19 @@ export type CoStartDecision =
 
 /** Default: a job whose first task has waited this long for its siblings is planned again (its slots freed). */
 export const DEFAULT_CO_START_TIMEOUT_SECONDS = 900;
+
+/** The timeout doubles at most this many times for a job planned again and again (16 × the timeout). */
+export const CO_START_TIMEOUT_DOUBLINGS = 4;
+
+/**
+ * The timeout of a job's barrier after `replans` consecutive co-start re-plans of it: doubled at each, up to
+ * `CO_START_TIMEOUT_DOUBLINGS` times. A preparation longer than the timeout (a large image or checkpoint restore)
+ * would otherwise be cut short and started over for ever; a sibling whose instance never comes still frees the
+ * slots, later each time.
+ */
+export function coStartTimeoutAfter(timeoutSeconds: number, replans: number): number {
+  return timeoutSeconds * 2 ** Math.min(Math.max(0, Math.floor(replans)), CO_START_TIMEOUT_DOUBLINGS);
+}
 
 /**
  * The barrier, level-triggered: it reads only where each task stands now, so a restarted controller or worker decides
@@ -42,8 +58,9 @@ export function coStartDecision(
 ): CoStartDecision {
   const notReady = tasks.filter((t) => !t.ready).map((t) => t.taskId);
   if (notReady.length === 0) return { kind: 'release' };
+  // A readiness no longer trusted still held its slot since then: it counts towards the timeout.
   const since = tasks.reduce(
-    (m, t) => (t.ready && t.readySinceSeconds !== undefined ? Math.min(m, t.readySinceSeconds) : m),
+    (m, t) => (t.readySinceSeconds !== undefined ? Math.min(m, t.readySinceSeconds) : m),
     Number.POSITIVE_INFINITY,
   );
   if (Number.isFinite(since) && nowSeconds - since >= timeoutSeconds)

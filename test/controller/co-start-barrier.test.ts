@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/controller/clock.js';
+import { computeCostReport } from '../../src/controller/cost-accounting.js';
 import { jobDocument } from '../../src/controller/api/views.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { StateStore } from '../../src/controller/state-store.js';
@@ -104,7 +105,9 @@ describe('co-start barrier in the controller', () => {
     const restarted = harness(h.r.store, h.r.clock, h.r.cloud);
     await restarted.r.controller.recover();
     h.r.clock.advance(30);
-    // Only the slow task's worker reports (t0's worker has not beaten since): its readiness came from the store.
+    // Both workers heartbeat on: t0's still holds it prepared (ready since before the restart: its readiness and
+    // since when came from the store), and the slow task is now ready too.
+    beat(restarted, on.get(t0) as string, [ready(t0)]);
     beat(restarted, on.get(t1) as string, [ready(t1)]);
     await restarted.r.controller.reconcile();
     expect(restarted.r.store.getTask(t0)?.state).toBe('running');
@@ -251,5 +254,163 @@ describe('co-start barrier in the controller', () => {
     const retried = h.r.store.getJob(job.id);
     expect(retried).toMatchObject({ state: 'queued', attempts: 2 });
     expect(h.r.store.listTasks({ jobId: job.id }).map((t) => t.state)).toEqual(['pending', 'pending']);
+  });
+
+  it('does not have a task placed again prepared before its siblings are: neither the called-off start nor an old report counts', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const [t0, t1] = [`${jobId}.0`, `${jobId}.1`];
+    const kept = on.get(t0) as string;
+    expect(beat(h, kept, [ready(t0)]).find((d) => d.taskId === t0)).toMatchObject({ hold: true });
+    // t1's instance is drained before t1 was prepared: the job is planned again, t0's start is called off.
+    h.r.controller.drain(on.get(t1) as string);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getJob(jobId)?.state).toBe('queued');
+    // Placed anew: t0 back on its instance (its worker still holds what it prepared), t1 on one still booting.
+    await h.r.controller.runRound();
+    await h.r.controller.reconcile();
+    expect(h.r.store.getTask(t0)).toMatchObject({ state: 'starting', instanceId: kept });
+    const booting = h.r.store.getTask(t1)?.instanceId as string;
+    expect(h.r.store.getInstance(booting)?.workerTokenHash).toBeUndefined();
+    // Its worker is not told to prepare t0 again (and drops it), and its old readiness does not count.
+    expect(beat(h, kept, [ready(t0)]).find((d) => d.taskId === t0)).toBeUndefined();
+    expect(h.r.store.getValue(`coStart.${jobId}`)).toMatchObject({ ready: {} });
+    // Once t1's instance is up, both starts are asked for: t0 is prepared and held as before.
+    registerAll(h);
+    await h.r.controller.reconcile();
+    expect(beat(h, kept, []).find((d) => d.taskId === t0)).toMatchObject({ action: 'run', hold: true });
+    beat(h, kept, [ready(t0)]);
+    beat(h, booting, [ready(t1)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['running', 'running']);
+  });
+
+  it("does not have a retried job's tasks prepared on the strength of the earlier attempt's start or report", async () => {
+    const h = harness();
+    const spec = jobSpec('gang', CPU_SMALL, { replicas: 2 });
+    const job = h.r.controller.submit({ ...spec, retryStrategy: { attempts: 2 } }, 'research');
+    await h.r.controller.runRound();
+    await h.r.controller.reconcile();
+    registerAll(h);
+    await h.r.controller.reconcile();
+    const [t0, t1] = [`${job.id}.0`, `${job.id}.1`];
+    const on = (taskId: string): string => h.r.store.getTask(taskId)?.instanceId as string;
+    const failed: TaskReport = { taskId: t1, state: 'failed', attempt: 1, reason: 'image pull failed' };
+    const [kept, left] = [on(t0), on(t1)];
+    beat(h, kept, [ready(t0)]);
+    beat(h, left, [failed]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getJob(job.id)).toMatchObject({ state: 'queued', attempts: 2 });
+    // Attempt 2 is placed with t1 on an instance still booting (its old one drained): t0's start is not asked for.
+    h.r.controller.drain(left);
+    await h.r.controller.runRound();
+    expect(h.r.store.getTask(t0)).toMatchObject({ state: 'starting', instanceId: kept });
+    expect(h.r.store.getInstance(on(t1))?.workerTokenHash).toBeUndefined();
+    // Neither attempt 1's start of t0 nor its worker's report of attempt 1 makes it prepare t0 now…
+    expect(beat(h, kept, [ready(t0)]).find((d) => d.taskId === t0)).toBeUndefined();
+    // …nor, for a controller restarted meanwhile (it asked for no start yet), the worker's report of attempt 1.
+    const restarted = harness(h.r.store, h.r.clock, h.r.cloud);
+    expect(beat(restarted, kept, [ready(t0)]).find((d) => d.taskId === t0)).toBeUndefined();
+    expect(jobDocument(h.r.store, h.r.store.getJob(job.id)!).coStart?.readyTaskIds ?? []).toEqual([]);
+  });
+
+  it('counts a hold that a re-plan ends as idle, not the job’s, and its barrier-idle cost in the next start', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const [t0, t1] = [`${jobId}.0`, `${jobId}.1`];
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    h.r.clock.advance(TIMEOUT);
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getJob(jobId)?.state).toBe('queued');
+    // Nothing of the job ran: the instances' time was idle, none of it the job's.
+    const report = computeCostReport(h.r.store, catalog, h.r.clock.nowSeconds());
+    expect(report.byJob.find((j) => j.id === jobId)?.cost ?? 0).toBe(0);
+    expect(report.idleCost).toBeCloseTo(report.totalCost, 9);
+    // t0 held its part of its instance for the timeout: that is the job's barrier-idle cost so far.
+    const inst = h.r.store.getInstance(on.get(t0) as string)!;
+    const type = catalog.types.find((t) => t.name === inst.typeName)!;
+    const share = Math.max(4 / type.capacity[1], 8 / type.capacity[2]);
+    const held = (TIMEOUT * share * type.costPerHour) / 3600;
+    expect(jobDocument(h.r.store, h.r.store.getJob(jobId)!).coStart?.barrierIdleCost).toBeCloseTo(held, 9);
+    // Placed again and released at once: the measured start includes the earlier hold (the metric counts it).
+    await h.r.controller.runRound();
+    await h.r.controller.reconcile();
+    for (const t of h.r.store.listTasks({ jobId })) beat(h, t.instanceId as string, [ready(t.id)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getJob(jobId)?.state).toBe('running');
+    for (const t of h.r.store.listTasks({ jobId })) beat(h, t.instanceId as string, [running(t.id)]);
+    expect(h.measured).toHaveLength(1);
+    expect(h.measured[0]?.barrierIdleCost).toBeCloseTo(held, 9);
+    expect(t1).toBeDefined();
+  });
+
+  it('counts a hold that a cancel ends as idle, not the job’s, and keeps its barrier-idle cost', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const [t0, t1] = [`${jobId}.0`, `${jobId}.1`];
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    h.r.clock.advance(100);
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    h.r.controller.cancel(jobId);
+    await h.r.controller.reconcile();
+    // The workers hear the stops, then report the tasks gone: the stops complete.
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    beat(h, on.get(t1) as string, []);
+    beat(h, on.get(t0) as string, []);
+    beat(h, on.get(t1) as string, []);
+    await h.r.controller.reconcile();
+    expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['stopped', 'stopped']);
+    const report = computeCostReport(h.r.store, catalog, h.r.clock.nowSeconds());
+    expect(report.byJob.find((j) => j.id === jobId)?.cost ?? 0).toBe(0);
+    const inst = h.r.store.getInstance(on.get(t0) as string)!;
+    const type = catalog.types.find((t) => t.name === inst.typeName)!;
+    const share = Math.max(4 / type.capacity[1], 8 / type.capacity[2]);
+    expect(jobDocument(h.r.store, h.r.store.getJob(jobId)!).coStart?.barrierIdleCost).toBeCloseTo(
+      (100 * share * type.costPerHour) / 3600,
+      9,
+    );
+  });
+
+  it('does not release a job onto a worker gone silent since it reported its task ready', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const [t0, t1] = [`${jobId}.0`, `${jobId}.1`];
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    // t0's worker is not heard for ten heartbeat intervals (1 s each), short of being declared lost.
+    h.r.clock.advance(10);
+    beat(h, on.get(t1) as string, [ready(t1)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['starting', 'starting']);
+    // Heard again, still holding t0 prepared: released, t0 held since it was first ready.
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['running', 'running']);
+  });
+
+  it('waits longer at each co-start re-plan of the same job, across a controller restart', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const t0 = `${jobId}.0`;
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    h.r.clock.advance(TIMEOUT);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getJob(jobId)?.state).toBe('queued');
+    await h.r.controller.runRound();
+    await h.r.controller.reconcile();
+    // The controller restarts: the count of re-plans is in the store.
+    const restarted = harness(h.r.store, h.r.clock, h.r.cloud);
+    await restarted.r.controller.recover();
+    await restarted.r.controller.reconcile();
+    const placed = restarted.r.store.getTask(t0)?.instanceId as string;
+    beat(restarted, placed, [ready(t0)]);
+    // The second barrier times out after twice the timeout, not once.
+    restarted.r.clock.advance(TIMEOUT);
+    beat(restarted, placed, [ready(t0)]);
+    await restarted.r.controller.reconcile();
+    expect(restarted.r.store.getJob(jobId)?.state).toBe('starting');
+    restarted.r.clock.advance(TIMEOUT);
+    await restarted.r.controller.reconcile();
+    expect(restarted.r.store.getJob(jobId)?.state).toBe('queued');
   });
 });

@@ -198,6 +198,49 @@ describe('cost attribution', () => {
     expect(placementsFromEvents(events, 1000).filter((p) => p.taskId === 'job-1.0')[0]?.fromSeconds).toBe(0);
   });
 
+  it('counts a co-started start that a re-plan or the job’s end leaves unreleased as held, whichever side names it', () => {
+    const state = (seq: number, taskId: string, from: string, to: string, at: number): EventRecord => ({
+      seq,
+      atSeconds: at,
+      kind: 'task.state',
+      jobId: taskId.replace(/\.\d+$/, ''),
+      taskId,
+      data: { from, to, instanceId: 'inst-1' },
+    });
+    const decision = (
+      seq: number,
+      jobId: string,
+      at: number,
+      data: Record<string, unknown>,
+    ): EventRecord => ({
+      seq,
+      atSeconds: at,
+      kind: 'job.co-start',
+      jobId,
+      data: data as EventRecord['data'],
+    });
+    const events: EventRecord[] = [
+      state(1, 'job-1.0', 'pending', 'starting', 0),
+      state(2, 'job-2.0', 'pending', 'starting', 0),
+      state(3, 'job-3.0', 'pending', 'starting', 0),
+      // A re-plan as this controller records it (its tasks named, before their states)…
+      decision(4, 'job-1', 600, { decision: 'replan', tasks: ['job-1.0'] }),
+      state(5, 'job-1.0', 'starting', 'pending', 600),
+      // …and as an older one did (after the states, naming none).
+      state(6, 'job-2.0', 'starting', 'pending', 600),
+      decision(7, 'job-2', 600, { decision: 'replan' }),
+      // A job cancelled while its task was held.
+      decision(8, 'job-3', 700, { decision: 'ended', tasks: ['job-3.0'] }),
+      state(9, 'job-3.0', 'starting', 'stopped', 700),
+    ];
+    expect([...heldRunSeqs(events)].sort((a, b) => a - b)).toEqual([5, 6, 9]);
+    expect(placementsFromEvents(events, 1000).map((p) => [p.taskId, p.toSeconds, p.kind])).toEqual([
+      ['job-1.0', 600, 'held'],
+      ['job-2.0', 600, 'held'],
+      ['job-3.0', 700, 'held'],
+    ]);
+  });
+
   it("charges a held task's share of its instance to idle, not to the task beside it", () => {
     // job-2.0 held on inst-1 for its first 960 s next to job-1.0, which runs the whole hour; then it runs too.
     const report = attributeCosts(

@@ -12,6 +12,7 @@ import {
   barrierIdleCost,
   barrierIdleTaskSeconds,
   coStartDecision,
+  coStartTimeoutAfter,
   fitsBackfill,
   gangStart,
   startSkewSeconds,
@@ -257,5 +258,14 @@ describe('placement properties', () => {
         },
       ),
     );
+  });
+
+  it('times out on a readiness no longer trusted, but releases only on fresh ones; the timeout doubles per re-plan, capped', () => {
+    const stale = { taskId: 'a', ready: false, readySinceSeconds: 0 };
+    expect(coStartDecision([stale, { taskId: 'b', ready: true, readySinceSeconds: 50 }], 99, 100).kind).toBe(
+      'wait',
+    );
+    expect(coStartDecision([stale, { taskId: 'b', ready: false }], 100, 100).kind).toBe('replan');
+    expect([0, 1, 2, 4, 9].map((n) => coStartTimeoutAfter(100, n))).toEqual([100, 200, 400, 1600, 1600]);
   });
 });

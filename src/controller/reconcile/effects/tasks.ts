@@ -1,5 +1,9 @@
 import { demandOn, type Resources } from '../../../core/resources.js';
-import { coStartDecision, DEFAULT_CO_START_TIMEOUT_SECONDS } from '../../../round/co-start.js';
+import {
+  coStartDecision,
+  coStartTimeoutAfter,
+  DEFAULT_CO_START_TIMEOUT_SECONDS,
+} from '../../../round/co-start.js';
 import {
   makesBeforeBreak,
   moveStopGate,
@@ -8,12 +12,12 @@ import {
   type MoveTarget,
 } from '../../../round/gates.js';
 import {
-  clearCoStart,
-  CO_START_EVENT,
   coStartReleaseEvent,
   coStarts,
   coStartTasks,
+  coStartUnreleasedEvent,
   readCoStart,
+  replannedCoStart,
   writeCoStart,
 } from '../../co-start-records.js';
 import { expandTasks } from '../../job-spec/tasks.js';
@@ -118,8 +122,23 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
       ctx.store.completeIntent(intent.id);
       const current = ctx.store.getTask(taskId) as TaskRecord;
       if (current.instanceId !== instanceId || !PLACED_TASK_STATES.includes(current.state)) return;
-      ctx.store.setTaskState(taskId, 'stopped');
       const job = ctx.store.getJob(current.jobId) as JobRecord;
+      // A co-started task that ends held (its job ended before the release) held its slot for its siblings: the cost
+      // replay counts that time as idle, as it does a released task's (before its state, in this transaction).
+      if (
+        current.state === 'starting' &&
+        isFinalJobState(job.state) &&
+        coStarts(job, ctx.deps.tasks.holdsStarts === true)
+      )
+        ctx.store.appendEvent(
+          coStartUnreleasedEvent(
+            job.id,
+            'ended',
+            [taskId],
+            `task ${taskId} not released: the job ${job.state}`,
+          ),
+        );
+      ctx.store.setTaskState(taskId, 'stopped');
       if (isFinalJobState(job.state)) return;
       const next = ctx.pendingStartsOf(new Set([taskId]))[0];
       if (next?.kind === 'start-task') {
@@ -355,9 +374,12 @@ async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly Held
   const now = ctx.now();
   const record = readCoStart(ctx.store, job);
   const decision = coStartDecision(
-    coStartTasks(ctx.store.listTasks({ jobId }), record),
+    coStartTasks(ctx.store.listTasks({ jobId }), record, now),
     now,
-    ctx.settings.coStartTimeoutSeconds ?? DEFAULT_CO_START_TIMEOUT_SECONDS,
+    coStartTimeoutAfter(
+      ctx.settings.coStartTimeoutSeconds ?? DEFAULT_CO_START_TIMEOUT_SECONDS,
+      record.replans ?? 0,
+    ),
   );
   if (decision.kind === 'wait') return [];
   return ctx.store.transaction(() => {
@@ -366,15 +388,19 @@ async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly Held
     const open = gang.filter((g) => ctx.store.getIntent(g.intentId)?.state === 'pending');
     if (decision.kind === 'replan') {
       for (const g of open) ctx.store.failIntent(g.intentId, `co-start: ${decision.reason}`);
-      for (const t of ctx.store.listTasks({ jobId }))
-        if (t.state === 'starting') ctx.store.setTaskState(t.id, 'pending');
-      clearCoStart(ctx.store, jobId);
-      ctx.store.appendEvent({
-        kind: CO_START_EVENT,
-        jobId,
-        message: `planned again: ${decision.reason}`,
-        data: { decision: 'replan' },
-      });
+      const held = ctx.store.listTasks({ jobId }).filter((t) => t.state === 'starting');
+      // Before the tasks' states: the cost replay counts their starts so far as held (idle), not as the job's work.
+      ctx.store.appendEvent(
+        coStartUnreleasedEvent(
+          jobId,
+          'replan',
+          held.map((t) => t.id),
+          `planned again: ${decision.reason}`,
+        ),
+      );
+      for (const t of held) ctx.store.setTaskState(t.id, 'pending');
+      // The readiness goes; what the holds cost stays, and the next barrier of the job waits longer.
+      writeCoStart(ctx.store, jobId, replannedCoStart(record, now));
       settleJob(ctx, jobId, `co-start timed out: ${decision.reason}`);
       ctx.requestRound(`job ${jobId} planned again (co-start timeout)`);
       return [];
@@ -393,6 +419,7 @@ async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly Held
       running: {},
       startSkewSeconds: undefined,
       barrierIdleCost: undefined,
+      replans: undefined,
     });
     ctx.store.appendEvent(coStartReleaseEvent(jobId, released));
     settleJob(ctx, jobId, 'all tasks ready: released together');
