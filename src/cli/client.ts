@@ -142,7 +142,8 @@ export function addConnectionOptions(command: Command): Command {
     )
     .option(
       '--token <token>',
-      `API token of your team, or the admin token (default: $${TOKEN_ENV}, else the local controller's admin token)`,
+      `API token of your team, or the admin token (default: $${TOKEN_ENV}, else the local controller's admin token); ` +
+        `sent only to a server given by --server or $${SERVER_ENV}`,
     );
 }
 
@@ -187,8 +188,10 @@ export class FleetwiseClient {
 
   /**
    * From command options, then the environment, then the local controller's state directory (`.fleetwise/` here or
-   * in a parent directory: the quick start needs no exported variable). The local admin token is used only for the
-   * local controller's address, never sent to a server named elsewhere. Throws saying what is missing.
+   * in a parent directory: the quick start needs no exported variable). A token goes only to a server named the same
+   * way: one given by flag or environment is never sent to the address a found `api-url` names (a cloned repository
+   * or another user's `/tmp/.fleetwise` could name any), and the local admin token only to the local controller's
+   * address. Throws saying what is missing.
    */
   static fromOptions(
     options: ConnectionOptions,
@@ -197,30 +200,41 @@ export class FleetwiseClient {
   ): FleetwiseClient {
     const given = (value: string | undefined): string | undefined =>
       value === undefined || value.trim() === '' ? undefined : value.trim();
-    let server = given(options.server) ?? given(env[SERVER_ENV]);
-    let token = given(options.token) ?? given(env[TOKEN_ENV]);
-    let origin: string | undefined;
-    const local = server === undefined || token === undefined ? findLocalController(cwd) : undefined;
-    if (local !== undefined) {
-      const sameServer = server === undefined || sameAddress(server, local.server);
-      if (server === undefined) {
-        server = local.server;
-        origin = `the local controller of ${local.stateDir}`;
-      }
-      if (token === undefined && sameServer) token = local.token;
-    }
-    if (server === undefined)
-      throw new Error(
-        `no controller address: pass --server URL or set ${SERVER_ENV} (e.g. http://${LOCAL_DEFAULT_LISTEN}); ` +
-          `no local controller state (${LOCAL_STATE_DIR}/) here or in a parent directory`,
-      );
-    if (token === undefined)
+    const server = given(options.server) ?? given(env[SERVER_ENV]);
+    const token = given(options.token) ?? given(env[TOKEN_ENV]);
+    if (server !== undefined && token !== undefined) return new FleetwiseClient(server, token);
+    if (token !== undefined)
+      throw new ValidationError(given(options.token) === undefined ? TOKEN_ENV : '--token', [
+        `a token is given but no controller address: pass --server URL or set ${SERVER_ENV} ` +
+          `(a token given so is sent only to a server given so, never to a local controller found in ` +
+          `${LOCAL_STATE_DIR}/; to use that controller with its admin token, give no token)`,
+      ]);
+    const local = findLocalController(cwd);
+    if (server !== undefined) {
+      if (local?.token !== undefined && sameAddress(server, local.server))
+        return new FleetwiseClient(server, local.token);
       throw new Error(
         local === undefined
           ? `no API token: pass --token TOKEN or set ${TOKEN_ENV}`
           : `no API token: pass --token TOKEN or set ${TOKEN_ENV} (${local.stateDir} has no admin token for ${server})`,
       );
-    return new FleetwiseClient(server, token, undefined, origin);
+    }
+    if (local === undefined)
+      throw new Error(
+        `no controller address: pass --server URL or set ${SERVER_ENV} (e.g. http://${LOCAL_DEFAULT_LISTEN}); ` +
+          `no local controller state (${LOCAL_STATE_DIR}/) here or in a parent directory`,
+      );
+    if (local.token === undefined)
+      throw new Error(
+        `no API token: ${local.stateDir} has no admin token for ${local.server}; pass --server URL and --token ` +
+          `TOKEN, or set ${SERVER_ENV} and ${TOKEN_ENV}`,
+      );
+    return new FleetwiseClient(
+      local.server,
+      local.token,
+      undefined,
+      `the local controller of ${local.stateDir}`,
+    );
   }
 
   /**

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, type Stats } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 
 /**
@@ -33,19 +33,52 @@ function readTrimmed(path: string): string | undefined {
 }
 
 /**
- * The nearest `.fleetwise/` in `cwd` or a parent directory (as git finds `.git/`), so the client works from any
- * subdirectory of the checkout; undefined when there is none.
+ * Why the client may not trust a state directory it found, or undefined when it may: one another user owns (a
+ * `/tmp/.fleetwise` or a cloned repository's) or can write to could send the client's commands, specs and build
+ * contexts to any address, and show it any answer. Its files are checked as well as the directory. Where there are no user ids (Windows),
+ * nothing is checked.
  */
-export function findLocalController(cwd: string = process.cwd()): LocalController | undefined {
+export function untrustedReason(
+  stateDir: string,
+  uid: number | undefined = process.getuid?.(),
+): string | undefined {
+  if (uid === undefined) return undefined;
+  for (const path of [stateDir, join(stateDir, ADMIN_TOKEN_FILE), join(stateDir, API_URL_FILE)]) {
+    let stats: Stats;
+    try {
+      stats = statSync(path);
+    } catch {
+      continue; // a file not there is not read
+    }
+    if (stats.uid !== uid) return `${path} is owned by uid ${stats.uid}, not by you (uid ${uid})`;
+    if ((stats.mode & 0o022) !== 0)
+      return `${path} is writable by ${(stats.mode & 0o002) !== 0 ? 'other users' : 'its group'}`;
+  }
+  return undefined;
+}
+
+/**
+ * The nearest `.fleetwise/` in `cwd` or a parent directory (as git finds `.git/`), so the client works from any
+ * subdirectory of the checkout; undefined when there is none. One another user could have written is passed over,
+ * told to `warn`.
+ */
+export function findLocalController(
+  cwd: string = process.cwd(),
+  warn: (line: string) => void = (line) => void process.stderr.write(`${line}\n`),
+): LocalController | undefined {
   let dir = resolve(cwd);
   for (;;) {
     const stateDir = join(dir, LOCAL_STATE_DIR);
-    if (existsSync(join(stateDir, ADMIN_TOKEN_FILE)) || existsSync(join(stateDir, API_URL_FILE)))
-      return {
-        stateDir,
-        server: readTrimmed(join(stateDir, API_URL_FILE)) ?? `http://${LOCAL_DEFAULT_LISTEN}`,
-        token: readTrimmed(join(stateDir, ADMIN_TOKEN_FILE)),
-      };
+    if (existsSync(join(stateDir, ADMIN_TOKEN_FILE)) || existsSync(join(stateDir, API_URL_FILE))) {
+      const untrusted = untrustedReason(stateDir);
+      if (untrusted === undefined)
+        return {
+          stateDir,
+          server: readTrimmed(join(stateDir, API_URL_FILE)) ?? `http://${LOCAL_DEFAULT_LISTEN}`,
+          token: readTrimmed(join(stateDir, ADMIN_TOKEN_FILE)),
+        };
+      warn(`fleetwise: warning: ignoring the local controller state ${stateDir}: ${untrusted}`);
+    }
     const parent = dirname(dir);
     if (parent === dir) return undefined;
     dir = parent;

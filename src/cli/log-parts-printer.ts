@@ -1,4 +1,5 @@
 import { TextDecoder } from 'node:util';
+import { terminalSafe } from './terminal-text.js';
 
 /**
  * Prints a job's task logs part by part (one part per run of a task, headed `==> name <==` as `tail` heads files),
@@ -66,7 +67,8 @@ export class LogPartsPrinter {
     if (this.current !== name) {
       if (text === '' && !this.whole) return;
       if (!this.endsWithNewline) this.write('\n');
-      this.write(`==> ${name} <==\n`);
+      // The part's name comes from the controller; its bytes below are the task's own, as they are.
+      this.write(`==> ${terminalSafe(name)} <==\n`);
       this.current = name;
       this.endsWithNewline = true;
       this.printedAnything = true;

@@ -3,6 +3,7 @@ import { CommanderError } from 'commander';
 import { ValidationError } from '../core/validation.js';
 import { ApiError } from './client.js';
 import { buildProgram, namedSubcommand, wantsJsonErrors, writeJsonError } from './program.js';
+import { terminalSafe } from './terminal-text.js';
 
 /** `fleetwise`: builds the program with the subcommand the arguments name (src/cli/program.ts) and runs it. */
 async function main(): Promise<void> {
@@ -24,7 +25,9 @@ async function main(): Promise<void> {
       if (json) writeJsonError(`invalid input: ${e.source}`, { details: e.problems });
       else
         process.stderr.write(
-          `fleetwise: invalid input: ${e.source}\n${e.problems.map((p) => `  - ${p}`).join('\n')}\n`,
+          terminalSafe(
+            `fleetwise: invalid input: ${e.source}\n${e.problems.map((p) => `  - ${p}`).join('\n')}\n`,
+          ),
         );
       process.exit(2);
     }
@@ -34,7 +37,8 @@ async function main(): Promise<void> {
         e instanceof ApiError ? (e.message.split('\n')[0] ?? e.message) : (e as Error).message,
         e instanceof ApiError ? { status: e.status, reason: e.reason, details: e.details } : {},
       );
-    else process.stderr.write(`fleetwise: ${(e as Error).message}\n`);
+    // An error may quote the controller, which may quote a task's output.
+    else process.stderr.write(`fleetwise: ${terminalSafe((e as Error).message)}\n`);
     process.exit(refusedInput(e) ? 2 : 1);
   }
 }

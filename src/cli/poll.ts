@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { isTransientFailure } from './client.js';
+import { terminalSafe } from './terminal-text.js';
 
 /** `--interval <seconds>` of the commands that poll the controller (logs --follow, jobs --watch). */
 export const pollIntervalOption = z.coerce
@@ -29,7 +30,8 @@ export class ReadsThroughRestarts {
       return value;
     } catch (e) {
       if (this.first || !isTransientFailure(e)) throw e;
-      if (!this.unreachable) process.stderr.write(`fleetwise: ${(e as Error).message}; trying again\n`);
+      if (!this.unreachable)
+        process.stderr.write(`fleetwise: ${terminalSafe((e as Error).message)}; trying again\n`);
       this.unreachable = true;
       return undefined;
     } finally {

@@ -6,6 +6,7 @@ import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '.
 import type { JobSummaryResponse } from '../api-responses.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { printJson } from '../table.js';
+import { terminalSafe } from '../terminal-text.js';
 
 interface CancelOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -69,7 +70,8 @@ export function registerCancel(program: Command): void {
         return void process.stdout.write(
           `no jobs to cancel: every job of ${ids.length === 1 ? 'the array' : 'these arrays'} has ended\n`,
         );
-      for (const job of cancelled.values()) process.stdout.write(`${job.id} (${job.name}): ${job.state}\n`);
+      for (const job of cancelled.values())
+        process.stdout.write(terminalSafe(`${job.id} (${job.name}): ${job.state}\n`));
       return;
     }
     if (options.all === true) {
@@ -88,7 +90,7 @@ export function registerCancel(program: Command): void {
         return;
       }
       const teams = [...new Set(live.map((j) => j.team))].sort();
-      scope = `of ${teams.length === 1 ? 'team' : 'teams'} ${teams.join(', ')}`;
+      scope = terminalSafe(`of ${teams.length === 1 ? 'team' : 'teams'} ${teams.join(', ')}`);
       if (options.yes !== true && process.stdin.isTTY && process.stderr.isTTY) {
         const go = await confirm(`cancel ${ids.length} job(s) ${scope} (${ids.join(', ')})? [y/N] `);
         if (!go) throw new Error('not cancelled');
@@ -98,7 +100,8 @@ export function registerCancel(program: Command): void {
     for (const id of ids) {
       const job = await client.cancelJob(id);
       cancelled.push(job);
-      if (options.json !== true) process.stdout.write(`${job.id} (${job.name}): ${job.state}\n`);
+      if (options.json !== true)
+        process.stdout.write(terminalSafe(`${job.id} (${job.name}): ${job.state}\n`));
     }
     if (options.json === true) printJson(cancelled);
     else if (options.all === true) process.stdout.write(`cancelled ${cancelled.length} job(s) ${scope}\n`);

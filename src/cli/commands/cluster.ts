@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
 import { formatDollars, formatTable, printJson } from '../table.js';
+import { terminalSafeDeep } from '../terminal-text.js';
 
 interface ClusterOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -22,8 +23,9 @@ export function registerCluster(program: Command): void {
       .option('--json', 'print the cluster view (and its round trips, as `latency`) as JSON'),
   ).action(async (options: ClusterOptions) => {
     const client = FleetwiseClient.fromOptions(options);
-    const [cluster, latency] = await Promise.all([client.cluster(), client.clusterLatency()]);
-    if (options.json === true) return printJson({ ...cluster, latency });
+    const [view, measured] = await Promise.all([client.cluster(), client.clusterLatency()]);
+    if (options.json === true) return printJson({ ...view, latency: measured });
+    const [cluster, latency] = terminalSafeDeep([view, measured] as const);
     if (cluster.instances.length === 0) process.stdout.write('no instances\n');
     else
       process.stdout.write(

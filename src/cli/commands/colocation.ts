@@ -5,6 +5,7 @@ import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '.
 import { formatTable, printJson } from '../table.js';
 import { checkOutputFile } from '../output-target.js';
 import { writeColocationTableFile } from './colocation-table-file.js';
+import { terminalSafeDeep } from '../terminal-text.js';
 
 interface ColocationOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -48,7 +49,10 @@ export function registerColocation(program: Command): void {
     process.stdout.write(
       table.entries.length === 0
         ? 'nothing learned yet: no co-located tasks have reported their throughput\n'
-        : formatTable(['WORKLOAD', 'BESIDE', 'THROUGHPUT', 'OBSERVED'], colocationRows(table)),
+        : formatTable(
+            ['WORKLOAD', 'BESIDE', 'THROUGHPUT', 'OBSERVED'],
+            colocationRows(terminalSafeDeep(table)),
+          ),
     );
     process.stdout.write(
       `\nthroughput: a share of the workload's throughput alone; a pair not yet observed is priced at the mean of ` +

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
 import { printJson } from '../table.js';
+import { terminalSafeDeep } from '../terminal-text.js';
 
 interface DrainOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -14,8 +15,9 @@ export function registerDrain(program: Command): void {
       .argument('<instance>', 'instance id (inst-4) or EC2 id (i-0abc…)')
       .option('--json', 'print the instance as JSON'),
   ).action(async (instance: string, options: DrainOptions) => {
-    const drained = await FleetwiseClient.fromOptions(options).drain(instance);
-    if (options.json === true) return printJson(drained);
+    const answer = await FleetwiseClient.fromOptions(options).drain(instance);
+    if (options.json === true) return printJson(answer);
+    const drained = terminalSafeDeep(answer);
     const name = `${drained.id}${drained.cloudId === undefined ? '' : ` (${drained.cloudId})`} ${drained.typeName}`;
     process.stdout.write(
       drained.state === 'draining'

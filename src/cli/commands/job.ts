@@ -7,6 +7,7 @@ import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '.
 import type { JobDocumentResponse, JobSummaryResponse } from '../api-responses.js';
 import { durationText } from '../../core/duration.js';
 import { formatProgress, formatTable, formatTime, printJson } from '../table.js';
+import { terminalSafeDeep } from '../terminal-text.js';
 
 interface JobOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -166,11 +167,12 @@ export function registerJob(program: Command): void {
         if (!Number.isInteger(stage) || stage < 1)
           throw new ValidationError('--stage', [`expected a stage number ≥ 1, got ${options.stage}`]);
       }
-      const ended = await client.markUnsuccessful(id, {
+      const answer = await client.markUnsuccessful(id, {
         ...(stage === undefined ? {} : { stage }),
         ...(options.reason === undefined ? {} : { reason: options.reason }),
       });
-      if (options.json === true) return printJson(ended);
+      if (options.json === true) return printJson(answer);
+      const ended = terminalSafeDeep(answer);
       return void process.stdout.write(
         `${ended.id} ${ended.state}${ended.reason === undefined ? '' : ` (${ended.reason})`}\n`,
       );
@@ -179,8 +181,9 @@ export function registerJob(program: Command): void {
       throw new ValidationError(options.stage !== undefined ? '--stage' : '--reason', [
         'goes with --mark-unsuccessful',
       ]);
-    const job = await client.getJob(id);
-    if (options.json === true) return printJson(job);
+    const document = await client.getJob(id);
+    if (options.json === true) return printJson(document);
+    const job = terminalSafeDeep(document);
     const progress =
       job.progress.total === null
         ? `${job.progress.completed} iterations`

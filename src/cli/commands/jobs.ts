@@ -14,6 +14,7 @@ import { pollIntervalOption, sleep } from '../poll.js';
 import { formatDollars, formatProgress, formatTable, formatTime, printJson } from '../table.js';
 import { arrayName, formatEta, formatQueue, queueFieldsOf } from './job.js';
 import { groupArrays, stateCounts } from '../array-rows.js';
+import { terminalSafe, terminalSafeDeep } from '../terminal-text.js';
 
 interface JobsOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -59,7 +60,8 @@ function formatListing(
   return `${formatJobs(jobs, expand)}${more}`;
 }
 
-function formatJobs(jobs: readonly JobWithCost[], expand: boolean): string {
+function formatJobs(listed: readonly JobWithCost[], expand: boolean): string {
+  const jobs = terminalSafeDeep(listed);
   // Most jobs never retry: the column appears only once one has.
   const retried = jobs.some((j) => (j.attempts ?? 1) > 1);
   const rows = expand ? jobs.map((job) => ({ kind: 'job' as const, job })) : groupArrays(jobs);
@@ -179,7 +181,7 @@ export function registerJobs(program: Command): void {
         return e as Error;
       });
       first = false;
-      if (listing instanceof Error) process.stderr.write(`fleetwise: ${listing.message}\n`);
+      if (listing instanceof Error) process.stderr.write(`fleetwise: ${terminalSafe(listing.message)}\n`);
       else if (options.json === true) process.stdout.write(`${JSON.stringify(listing.jobs)}\n`);
       else
         process.stdout.write(

@@ -6,6 +6,7 @@ import { addConnectionOptions, ApiError, FleetwiseClient, type ConnectionOptions
 import { LogPartsPrinter, type LogPartSource } from '../log-parts-printer.js';
 import type { JobSummaryResponse } from '../api-responses.js';
 import { pollIntervalOption, ReadsThroughRestarts, sleep } from '../poll.js';
+import { terminalSafe } from '../terminal-text.js';
 
 interface LogsOptions extends ConnectionOptions {
   readonly follow?: boolean;
@@ -94,7 +95,7 @@ export function registerLogs(program: Command): void {
       // Streamed as the controller reads it (one listing of the store, however long the log): each part it sends
       // ends with a newline.
       const bytes = await client.writeLogs(id, (chunk) => void process.stdout.write(chunk));
-      if (bytes === 0) process.stderr.write(`${noOutputReason(await client.getJob(id))}\n`);
+      if (bytes === 0) process.stderr.write(`${terminalSafe(noOutputReason(await client.getJob(id)))}\n`);
       return;
     }
     // Only what is new in each part is fetched; a controller that serves logs only whole is followed the old way.
@@ -127,12 +128,14 @@ export function registerLogs(program: Command): void {
       if (isFinalJobState(job.state)) {
         printer.finish();
         if (!printer.printedAnything && !follower.printedAnything)
-          process.stderr.write(`${noOutputReason(job)}\n`);
-        process.stderr.write(`${job.id} ${job.state}${job.reason === undefined ? '' : `: ${job.reason}`}\n`);
+          process.stderr.write(`${terminalSafe(noOutputReason(job))}\n`);
+        process.stderr.write(
+          `${terminalSafe(`${job.id} ${job.state}${job.reason === undefined ? '' : `: ${job.reason}`}`)}\n`,
+        );
         return;
       }
       if (job.startedAtSeconds === undefined && !toldWaiting) {
-        process.stderr.write(`${noOutputReason(job)}; waiting\n`);
+        process.stderr.write(`${terminalSafe(noOutputReason(job))}; waiting\n`);
         toldWaiting = true;
       }
       await sleep(interval);

@@ -12,6 +12,7 @@ import { utcMonthBounds } from '../../core/utc-month.js';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
 import { costsSchema, type CostsResponse } from '../api-responses.js';
 import { formatDollars, formatTable, formatTime, printJson } from '../table.js';
+import { terminalSafeDeep } from '../terminal-text.js';
 
 interface ReportOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -25,7 +26,8 @@ interface ReportOptions extends ConnectionOptions {
 /** Rows of stored reports listed in the human output (all of them with --json). */
 const LISTED_REPORTS = 20;
 
-export function renderCosts(costs: CostsResponse): string {
+export function renderCosts(report: CostsResponse): string {
+  const costs = terminalSafeDeep(report);
   const out: string[] = [
     `costs from ${formatTime(costs.sinceSeconds)} to ${formatTime(costs.generatedAtSeconds)}` +
       `${costs.scope === 'team' ? ' (your team)' : ''}: ${formatDollars(costs.totalCost)}`,

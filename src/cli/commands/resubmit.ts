@@ -20,6 +20,7 @@ import {
 import { formatIdList } from '../table.js';
 import { arrayName } from './job.js';
 import { sayResending } from './submit.js';
+import { terminalSafe } from '../terminal-text.js';
 
 interface ResubmitOptions extends ConnectionOptions {
   readonly array?: boolean;
@@ -78,9 +79,11 @@ export function registerResubmit(program: Command): void {
         );
       else
         process.stdout.write(
-          `${job.id} (${arrayName(job)}, ${job.state}) → ${again.id}: ${again.state}` +
-            `${failedBefore.length === 0 ? '' : ` (its earlier rerun ${formatIdList(failedBefore)} ended without succeeding)`}` +
-            `${before ? ' (resubmitted before)' : ''}\n`,
+          terminalSafe(
+            `${job.id} (${arrayName(job)}, ${job.state}) → ${again.id}: ${again.state}` +
+              `${failedBefore.length === 0 ? '' : ` (its earlier rerun ${formatIdList(failedBefore)} ended without succeeding)`}` +
+              `${before ? ' (resubmitted before)' : ''}\n`,
+          ),
         );
     }
   });

@@ -26,6 +26,7 @@ import { RESUBMISSION_KEY_PREFIX } from '../resubmission.js';
 import { checkDockerfile, MissingDockerfileError, packContext } from '../context-archive.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { formatDollars, formatIdList, formatTable, formatTime } from '../table.js';
+import { terminalSafe, terminalSafeDeep } from '../terminal-text.js';
 
 interface SubmitOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -280,9 +281,9 @@ export function registerSubmit(program: Command): void {
           throw new Error(`${file}: ${(e as Error).message}`, { cause: e });
         }
         if (options.json === true) process.stdout.write(`${JSON.stringify(view)}\n`);
-        else process.stdout.write(formatDryRun(file, view));
+        else process.stdout.write(formatDryRun(file, terminalSafeDeep(view)));
         // On stderr, as a submission's warnings are.
-        for (const w of view.warnings) process.stderr.write(`warning: ${file}: ${w}\n`);
+        for (const w of view.warnings) process.stderr.write(`warning: ${file}: ${terminalSafe(w)}\n`);
       }
       return;
     }
@@ -349,14 +350,18 @@ export function registerSubmit(program: Command): void {
         const what =
           job.arrayJobIds === undefined ? job.id : `${ids[0]} … ${ids.at(-1)}, an array of ${ids.length}`;
         process.stdout.write(
-          before
-            ? `submitted before with this idempotency key: ${what} (${job.name}, team ${job.team}): ${job.state}\n`
-            : `submitted ${what} (${job.name}, team ${job.team}): ${job.state}${waits}\n`,
+          terminalSafe(
+            before
+              ? `submitted before with this idempotency key: ${what} (${job.name}, team ${job.team}): ${job.state}\n`
+              : `submitted ${what} (${job.name}, team ${job.team}): ${job.state}${waits}\n`,
+          ),
         );
       }
       for (const w of warnings)
         process.stderr.write(
-          `warning: ${job.arrayJobIds === undefined ? job.id : `${ids[0]} … ${ids.at(-1)}`}: ${w}\n`,
+          terminalSafe(
+            `warning: ${job.arrayJobIds === undefined ? job.id : `${ids[0]} … ${ids.at(-1)}`}: ${w}\n`,
+          ),
         );
     }
   });
@@ -366,7 +371,7 @@ export function registerSubmit(program: Command): void {
 export function sayResending(what: string): (reason: string, delayMs: number) => void {
   return (reason, delayMs) =>
     process.stderr.write(
-      `${what}: no answer (${reason.split('\n')[0] ?? reason}); sending it again in ${delayMs / 1000} s (with its idempotency key: never a second copy)\n`,
+      `${what}: no answer (${terminalSafe(reason.split('\n')[0] ?? reason)}); sending it again in ${delayMs / 1000} s (with its idempotency key: never a second copy)\n`,
     );
 }
 

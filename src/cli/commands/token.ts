@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
 import { formatTable, formatTime, printJson } from '../table.js';
+import { terminalSafeDeep } from '../terminal-text.js';
 
 /**
  * `fleetwise token create|list|revoke`: team tokens, through the controller's admin API (the controller is the
@@ -22,8 +23,9 @@ export function registerToken(program: Command): void {
       .option('--label <text>', 'a note for listings (who or what uses it)')
       .option('--json', 'print the token and its record as JSON'),
   ).action(async (options: TokenOptions & { readonly team: string; readonly label?: string }) => {
-    const created = await FleetwiseClient.fromOptions(options).createToken(options.team, options.label);
-    if (options.json === true) return printJson(created);
+    const answer = await FleetwiseClient.fromOptions(options).createToken(options.team, options.label);
+    if (options.json === true) return printJson(answer);
+    const created = terminalSafeDeep(answer);
     process.stdout.write(
       `${created.token}\n` +
         `token ${created.id} for team ${created.team}${created.label === undefined ? '' : ` (${created.label})`}: ` +
@@ -38,8 +40,9 @@ export function registerToken(program: Command): void {
       .option('--team <team>', "only this team's tokens")
       .option('--json', 'print the tokens as JSON'),
   ).action(async (options: TokenOptions & { readonly team?: string }) => {
-    const tokens = await FleetwiseClient.fromOptions(options).listTokens(options.team);
-    if (options.json === true) return printJson(tokens);
+    const listed = await FleetwiseClient.fromOptions(options).listTokens(options.team);
+    if (options.json === true) return printJson(listed);
+    const tokens = terminalSafeDeep(listed);
     if (tokens.length === 0) {
       process.stdout.write('no team tokens\n');
       return;
@@ -65,8 +68,9 @@ export function registerToken(program: Command): void {
       .argument('<id>', 'the token id `fleetwise token list` shows')
       .option('--json', 'print the revoked token as JSON'),
   ).action(async (id: string, options: TokenOptions) => {
-    const revoked = await FleetwiseClient.fromOptions(options).revokeToken(id);
-    if (options.json === true) return printJson(revoked);
+    const answer = await FleetwiseClient.fromOptions(options).revokeToken(id);
+    if (options.json === true) return printJson(answer);
+    const revoked = terminalSafeDeep(answer);
     process.stdout.write(`token ${revoked.id} of team ${revoked.team}: revoked\n`);
   });
 }

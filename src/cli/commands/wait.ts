@@ -11,6 +11,7 @@ import type { JobSummaryResponse } from '../api-responses.js';
 import { arrayName } from './job.js';
 import { pollIntervalOption, ReadsThroughRestarts, sleep } from '../poll.js';
 import { formatIdList, printJson } from '../table.js';
+import { terminalSafeDeep } from '../terminal-text.js';
 
 interface WaitOptions extends ConnectionOptions {
   readonly array?: boolean;
@@ -113,7 +114,8 @@ async function arraysOf(
   return arrays;
 }
 
-function endLine(job: JobSummaryResponse): string {
+function endLine(answer: JobSummaryResponse): string {
+  const job = terminalSafeDeep(answer);
   return `${job.id} (${arrayName(job)}): ${job.state}${job.reason === undefined ? '' : ` (${job.reason})`}`;
 }
 

@@ -5,6 +5,7 @@ import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '.
 import type { WhyResponse } from '../api-responses.js';
 import { formatTable, formatTime, printJson } from '../table.js';
 import { formatDuration } from '../work-estimate.js';
+import { terminalSafeDeep } from '../terminal-text.js';
 
 interface WhyOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -255,6 +256,6 @@ export function registerWhy(program: Command): void {
       throw new ValidationError('--limit', [`expected a positive whole number, got ${options.limit}`]);
     const why = await FleetwiseClient.fromOptions(options).why(id, limit);
     if (options.json === true) return printJson(why);
-    process.stdout.write(renderWhy(why));
+    process.stdout.write(renderWhy(terminalSafeDeep(why)));
   });
 }

@@ -63,7 +63,14 @@ export async function setUpFleet(options: FleetOptions): Promise<Fleet> {
 }
 
 /** Local mode: "instances" are worker processes on this host, running tasks with the configured executor. */
-async function setUpLocalFleet({ config, catalog, env, state, secretFiles }: FleetOptions): Promise<Fleet> {
+async function setUpLocalFleet({
+  config,
+  catalog,
+  env,
+  state,
+  secretFiles,
+  log,
+}: FleetOptions): Promise<Fleet> {
   const workerToken = ensureSecretFile(secretFiles.workerToken).value;
   const kind: 'docker' | 'process' =
     config.executor === 'auto' ? ((await dockerAvailable()) ? 'docker' : 'process') : config.executor;
@@ -78,6 +85,8 @@ async function setUpLocalFleet({ config, catalog, env, state, secretFiles }: Fle
       `local mode: tasks run with the ${kind} executor (${config.executor === 'auto' ? (kind === 'docker' ? 'a Docker engine answered' : 'no Docker engine answered') : 'as configured'})` +
       `${kind === 'process' ? ": a task's image is not used, its command runs on this host (submissions say so)" : ''}\n`,
   );
+  // A warning of its own, whether chosen or fallen back to: a team token is then no boundary at all.
+  if (kind === 'process') log.warn(processExecutorWarning(config.stateDir));
   const localProvider = new LocalProvider({
     stateFile: join(config.stateDir, LOCAL_INSTANCES_FILE),
     instancesDir: join(config.stateDir, 'instances'),
@@ -118,6 +127,18 @@ async function setUpLocalFleet({ config, catalog, env, state, secretFiles }: Fle
     registrar,
     executor: kind,
   };
+}
+
+/**
+ * What running tasks as plain processes gives away: they run as the controller's user, so any task can read its state
+ * directory (the admin token, the workers' credentials) and act as the admin or any worker.
+ */
+function processExecutorWarning(stateDir: string): string {
+  return (
+    `the process executor runs every task as this user with no isolation: a task can read ${stateDir} ` +
+    '(the admin token, worker credentials), so team tokens are no boundary; run only tasks you trust, or use ' +
+    'Docker (--executor docker)'
+  );
 }
 
 /** EC2: instances from the AWS SDK's standard configuration; workers register when a worker bootstrap is set. */
