@@ -12,6 +12,7 @@ import { StateBackup } from '../controller/backup/state-backup.js';
 import type { Clock } from '../controller/clock.js';
 import type { ControllerLogger } from '../controller/seams.js';
 import type { SqliteStateStore } from '../controller/state/sqlite-state-store.js';
+import { markedAtSeconds } from '../controller/state/initialization.js';
 import type { ObjectStore } from '../storage/object-store.js';
 
 /** The controller's backups: the state every period, and the job archive every submission waits for. */
@@ -62,6 +63,7 @@ export function controllerBackups(options: ControllerBackupOptions): ControllerB
       clock: options.clock,
       log: options.log,
       metrics: options.metrics,
+      stateBeganAtSeconds: () => markedAtSeconds(options.store),
     }),
   };
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, open, readdir, rename, rm, rmdir, stat } from 'node:fs/promises';
+import { link, mkdir, open, readdir, rename, rm, rmdir, stat, type FileHandle } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import {
@@ -9,9 +9,9 @@ import {
   ObjectNotFoundError,
   RESERVED_TEMP_SEGMENT,
 } from './object-key.js';
-import type { ObjectInfo, ObjectStore } from './object-store.js';
-import { ObjectStoreError, type ObjectStoreOperation } from './object-store-error.js';
-import { readAll, relayErrorsAs, watchForError } from './streams.js';
+import type { ObjectInfo, ObjectStore, PutOptions } from './object-store.js';
+import { ObjectExistsError, ObjectStoreError, type ObjectStoreOperation } from './object-store-error.js';
+import { bodyRelay, readAll, relayErrorsAs } from './streams.js';
 
 /** Modes of what the store creates (before the umask, which can only narrow them). */
 const PRIVATE_FILE = 0o600;
@@ -21,6 +21,14 @@ function errnoCode(error: unknown): string | undefined {
   return typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string'
     ? error.code
     : undefined;
+}
+
+/** Write all of `data`: one write(2) may write less (a file size limit, a nearly full disk), and the rest must follow. */
+async function writeFully(handle: FileHandle, data: Buffer): Promise<void> {
+  for (let offset = 0; offset < data.length;) {
+    const { bytesWritten } = await handle.write(data, offset, data.length - offset);
+    offset += bytesWritten;
+  }
 }
 
 /** Two keys that cannot both be files ("a" and "a/b"): the caller's layout, not a failing disk, so never retried. */
@@ -62,15 +70,18 @@ export class FsObjectStore implements ObjectStore {
   }
 
   private failure(operation: ObjectStoreOperation, key: string, error: unknown): Error {
-    return error instanceof KeyCollisionError || error instanceof ObjectNotFoundError
+    return error instanceof KeyCollisionError ||
+      error instanceof ObjectNotFoundError ||
+      error instanceof ObjectExistsError
       ? error
       : new ObjectStoreError(operation, key, this.location, undefined, error);
   }
 
-  async put(key: string, body: Buffer | Readable): Promise<void> {
+  async put(key: string, body: Buffer | Readable, options: PutOptions = {}): Promise<void> {
     const target = this.pathFor(key);
-    // A body that fails is the caller's failure (a checkpoint being packed, an upload being received), not the store's.
-    const bodyFailure = Buffer.isBuffer(body) ? () => undefined : watchForError(body);
+    // A body that fails is the caller's failure (a checkpoint being packed, an upload being received), not the store's;
+    // the relay tells that apart from a write failing and the store giving up on the body (streams.ts).
+    const relayed = Buffer.isBuffer(body) ? undefined : bodyRelay(body);
     const temp = join(this.tempDir, `${randomUUID()}.part`);
     try {
       await mkdir(this.tempDir, { recursive: true, mode: PRIVATE_DIR });
@@ -79,17 +90,44 @@ export class FsObjectStore implements ObjectStore {
       const handle = await open(temp, 'wx', PRIVATE_FILE);
       try {
         if (Buffer.isBuffer(body)) await handle.writeFile(body);
-        else
-          for await (const chunk of body)
-            await handle.write(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
+        else if (relayed !== undefined)
+          for await (const chunk of relayed.relay)
+            await writeFully(handle, typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
         await handle.sync();
       } finally {
         await handle.close();
       }
-      await this.moveIntoPlace(temp, target, key);
+      if (options.ifAbsent === true) await this.linkIntoPlace(temp, target, key);
+      else await this.moveIntoPlace(temp, target, key);
     } catch (e) {
       await rm(temp, { force: true }).catch(() => undefined);
-      throw bodyFailure() ?? this.failure('put', key, e);
+      throw relayed?.bodyFailure() ?? this.failure('put', key, e);
+    } finally {
+      relayed?.relay.destroy();
+    }
+  }
+
+  /** moveIntoPlace, but only if the key is free: link(2) never replaces an existing file, so two writers cannot both win. */
+  private async linkIntoPlace(temp: string, target: string, key: string): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await mkdir(dirname(target), { recursive: true, mode: PRIVATE_DIR });
+        await link(temp, target);
+        await rm(temp, { force: true });
+        return;
+      } catch (e) {
+        const code = errnoCode(e);
+        if (code === 'ENOENT' && attempt < 3) continue;
+        if (code === 'EEXIST' && (await this.fileInfo(target, key)) !== undefined)
+          throw new ObjectExistsError(key, this.location);
+        if (code === 'EEXIST' || code === 'ENOTDIR')
+          throw new KeyCollisionError(
+            `cannot store ${JSON.stringify(key)} in ${this.root}: a key and a key "directory" collide ` +
+              `(the filesystem store cannot hold both "a" and "a/b")`,
+            { cause: e },
+          );
+        throw e;
+      }
     }
   }
 

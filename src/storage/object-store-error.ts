@@ -28,3 +28,25 @@ export class ObjectStoreError extends Error {
 export function isObjectStoreError(error: unknown): error is ObjectStoreError {
   return error instanceof ObjectStoreError;
 }
+
+/**
+ * A put with `ifAbsent` that found the key already taken: someone else wrote it (for backups, another controller
+ * writing the same cluster's backups to the same store). Not the store failing, so never retried as such.
+ */
+export class ObjectExistsError extends Error {
+  constructor(
+    readonly key: string,
+    readonly location: string,
+  ) {
+    super(`object store ${location}: ${JSON.stringify(key)} already exists (put only if absent)`);
+    this.name = 'ObjectExistsError';
+  }
+}
+
+/** A body larger than the store can take as one object: trying again cannot help, so it is not an ObjectStoreError. */
+export class ObjectTooLargeError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'ObjectTooLargeError';
+  }
+}

@@ -1,7 +1,12 @@
 import type { Readable } from 'node:stream';
 
 export { InvalidObjectKeyError, ObjectNotFoundError } from './object-key.js';
-export { isObjectStoreError, ObjectStoreError } from './object-store-error.js';
+export {
+  isObjectStoreError,
+  ObjectExistsError,
+  ObjectStoreError,
+  ObjectTooLargeError,
+} from './object-store-error.js';
 export { readAll } from './streams.js';
 
 export interface ObjectInfo {
@@ -20,11 +25,25 @@ export interface ObjectInfo {
  * after its own bounded timeouts and retries (s3-store.ts), never leaving the caller waiting. A body stream the caller
  * passes to `put` that fails makes `put` fail with the stream's own error, so the two can be told apart.
  */
+export interface PutOptions {
+  /**
+   * About how many bytes a streamed body holds, when the caller knows (a checkpoint's files add up to it): S3 takes
+   * at most 10,000 parts per object, so a large body needs parts larger than the default 5 MiB. A hint, not a promise:
+   * the body may be a little larger or smaller.
+   */
+  readonly sizeHintBytes?: number;
+  /** Write only if no object has the key yet; otherwise fail with ObjectExistsError and leave the object as it is. */
+  readonly ifAbsent?: boolean;
+}
+
 export interface ObjectStore {
   /** Where the store points, for logs and errors: `s3://bucket/prefix/` or an absolute directory. */
   readonly location: string;
-  /** Write (or replace) an object. Readers never see a partial body: the object appears whole or not at all. */
-  put(key: string, body: Buffer | Readable): Promise<void>;
+  /**
+   * Write (or replace) an object. Readers never see a partial body: the object appears whole or not at all. A body
+   * larger than the store takes fails with ObjectTooLargeError.
+   */
+  put(key: string, body: Buffer | Readable, options?: PutOptions): Promise<void>;
   /** Stream an object's body; throws ObjectNotFoundError when it does not exist. */
   get(key: string): Promise<Readable>;
   getBuffer(key: string): Promise<Buffer>;

@@ -16,15 +16,37 @@ import {
   type ClientTimeouts,
 } from '../cloud/aws/client-config.js';
 import { assertValidKey, assertValidPrefix, ObjectNotFoundError } from './object-key.js';
-import type { ObjectInfo, ObjectStore } from './object-store.js';
-import { ObjectStoreError, type ObjectStoreOperation } from './object-store-error.js';
-import { readAll, relayErrorsAs, watchForError } from './streams.js';
+import type { ObjectInfo, ObjectStore, PutOptions } from './object-store.js';
+import {
+  ObjectExistsError,
+  ObjectStoreError,
+  ObjectTooLargeError,
+  type ObjectStoreOperation,
+} from './object-store-error.js';
+import { bodyRelay, readAll, relayErrorsAs } from './streams.js';
 
 /** S3's minimum multipart part size (every part but the last). */
 export const MIN_PART_SIZE_BYTES = 5 * 1024 * 1024;
+/** S3's maximum parts per multipart upload (lib-storage fails the upload past it). */
+export const MAX_PARTS = 10_000;
+/** Parts a hinted size is split into: below MAX_PARTS, so a body somewhat larger than its hint still fits. */
+const PLANNED_PARTS = 9_000;
+
+/**
+ * The part size for a streamed body of about `sizeHintBytes`: `minimum` (5 MiB, or the tuning's), or larger when the
+ * body would otherwise need more than PLANNED_PARTS parts. With 5 MiB parts a body past about 48.8 GiB cannot be
+ * stored at all: lib-storage does not know a stream's length and stops at 10,000 parts.
+ */
+export function partSizeFor(minimum: number, sizeHintBytes: number | undefined): number {
+  if (sizeHintBytes === undefined || !Number.isFinite(sizeHintBytes) || sizeHintBytes <= 0) return minimum;
+  return Math.max(minimum, Math.ceil(sizeHintBytes / PLANNED_PARTS));
+}
 
 export interface S3StoreTuning {
-  /** Multipart part size; lib-storage's default (5 MiB) unless set. Bodies up to one part go in a single PutObject. */
+  /**
+   * Multipart part size: 5 MiB unless set, larger for a body whose size hint needs it (partSizeFor). Bodies up to one
+   * part go in a single PutObject.
+   */
   readonly partSizeBytes?: number;
   /** Parts uploaded concurrently (lib-storage's default is 4). Memory use is about partSize × queueSize. */
   readonly uploadQueueSize?: number;
@@ -42,7 +64,11 @@ export type S3Timeouts = ClientTimeouts;
 
 export const DEFAULT_S3_TIMEOUTS: S3Timeouts = {
   connectTimeoutMs: 5_000,
-  requestTimeoutMs: 30_000,
+  // The request timeout runs from the request's first byte, so it covers sending a whole part (5 MiB, up to hundreds
+  // of MiB for a large checkpoint) too: 30 s would fail every part on an uplink slower than about 6 Mbit/s (four
+  // 5 MiB parts in flight), and each retry the same way. An endpoint that stops answering is caught by the idle timeout, so this one only bounds
+  // a transfer that trickles on forever.
+  requestTimeoutMs: 30 * 60_000,
   idleTimeoutMs: 30_000,
 };
 
@@ -67,6 +93,11 @@ export function createS3Client(
     ...(config.endpoint === undefined ? {} : { forcePathStyle: true }),
     requestHandler: timeoutHandlerOptions(timeouts),
   });
+}
+
+/** S3's answer to a conditional write whose condition failed (If-None-Match: an object has the key). */
+function isPreconditionFailed(error: unknown): boolean {
+  return awsErrorCode(error) === 'PreconditionFailed' || awsHttpStatus(error) === 412;
 }
 
 function isNotFound(error: unknown): boolean {
@@ -111,24 +142,54 @@ export class S3ObjectStore implements ObjectStore {
     return new ObjectStoreError(operation, key, this.location, attemptsOf(error), error);
   }
 
-  async put(key: string, body: Buffer | Readable): Promise<void> {
+  /** The part size for a body of about `sizeHintBytes` (unknown: the configured one, or S3's minimum). */
+  partSizeFor(sizeHintBytes: number | undefined): number {
+    return partSizeFor(this.tuning.partSizeBytes ?? MIN_PART_SIZE_BYTES, sizeHintBytes);
+  }
+
+  async put(key: string, body: Buffer | Readable, options: PutOptions = {}): Promise<void> {
     const objectKey = this.objectKey(key);
-    // A body that fails is the caller's failure (a checkpoint being packed, an upload being received), not the store's.
-    const bodyFailure = body instanceof Readable ? watchForError(body) : () => undefined;
+    // A body that fails is the caller's failure (a checkpoint being packed, an upload being received), not the store's;
+    // the relay tells that apart from the upload failing and giving up on the body (streams.ts).
+    const relayed = body instanceof Readable ? bodyRelay(body) : undefined;
+    const partSize =
+      body instanceof Readable ? this.partSizeFor(options.sizeHintBytes) : this.partSizeFor(body.length);
     // lib-storage sends one PutObject for a body smaller than a part, otherwise a multipart upload that it aborts
     // on failure (leavePartsOnError: false), so a failed put leaves neither an object nor orphaned parts. Parts are
-    // buffers, so the SDK retries each one on its own.
+    // buffers, so the SDK retries each one on its own. If-None-Match goes on the PutObject or on the
+    // CompleteMultipartUpload, so S3 itself refuses to replace an object another writer stored meanwhile.
     const upload = new Upload({
       client: this.client,
-      params: { Bucket: this.bucket, Key: objectKey, Body: body },
+      params: {
+        Bucket: this.bucket,
+        Key: objectKey,
+        Body: relayed?.relay ?? body,
+        ...(options.ifAbsent === true ? { IfNoneMatch: '*' } : {}),
+      },
       leavePartsOnError: false,
-      ...(this.tuning.partSizeBytes === undefined ? {} : { partSize: this.tuning.partSizeBytes }),
+      partSize,
       ...(this.tuning.uploadQueueSize === undefined ? {} : { queueSize: this.tuning.uploadQueueSize }),
     });
     try {
       await upload.done();
     } catch (e) {
-      throw bodyFailure() ?? this.failure('put', key, e);
+      const bodyFailure = relayed?.bodyFailure();
+      if (bodyFailure !== undefined) throw bodyFailure;
+      if (options.ifAbsent === true && isPreconditionFailed(e))
+        throw new ObjectExistsError(key, this.location);
+      if (e instanceof Error && /^Exceeded \d+ parts/.test(e.message))
+        throw new ObjectTooLargeError(
+          `object store ${this.location}: put ${JSON.stringify(key)} failed: the body is larger than S3 takes in ` +
+            `${MAX_PARTS} parts of ${partSize} bytes (${((partSize * MAX_PARTS) / 2 ** 30).toFixed(1)} GiB)` +
+            (options.sizeHintBytes === undefined
+              ? ''
+              : `; it was expected to be about ${options.sizeHintBytes} bytes`),
+          { cause: e },
+        );
+      throw this.failure('put', key, e);
+    } finally {
+      // Whatever the upload left unread (it failed, or stopped early) is released.
+      relayed?.relay.destroy();
     }
   }
 

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createWriteStream, watch, type FSWatcher } from 'node:fs';
-import { mkdir, readdir, rm, stat, unlink } from 'node:fs/promises';
+import { lstat, mkdir, readdir, rm, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -113,7 +113,8 @@ export async function uploadCheckpoint(
   tar.once('error', (e) => hashed.destroy(new Error(`checkpoint ${seq} of ${ref.taskId}: ${e.message}`)));
   tar.pipe(hashed);
   try {
-    await store.put(keys.data, hashed);
+    // The tar's size, known before packing, lets the store choose parts large enough for a checkpoint of any size.
+    await store.put(keys.data, hashed, { sizeHintBytes: await tarSizeEstimate(dir, listed) });
   } catch (e) {
     tar.destroy();
     hashed.destroy();
@@ -132,6 +133,20 @@ export async function uploadCheckpoint(
   };
   await store.put(keys.manifest, Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`));
   return { manifest, durationMs: Date.now() - started };
+}
+
+/**
+ * About the size of the tar of `files`: each file's bytes padded to 512-byte blocks, a header block each (two for long
+ * names), and the end blocks. A file that vanished counts nothing (packing reports it).
+ */
+async function tarSizeEstimate(dir: string, files: readonly string[]): Promise<number> {
+  let bytes = 1024;
+  for (const file of files) {
+    const info = await lstat(join(dir, file)).catch(() => undefined);
+    const content = info?.isFile() === true ? Math.ceil(info.size / 512) * 512 : 0;
+    bytes += content + (file.length > 100 ? 2048 : 512);
+  }
+  return bytes;
 }
 
 export interface SkippedCheckpoint {

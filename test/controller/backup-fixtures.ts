@@ -1,6 +1,6 @@
 import { gunzipSync } from 'node:zlib';
 import type { Readable } from 'node:stream';
-import type { ObjectInfo, ObjectStore } from '../../src/storage/object-store.js';
+import type { ObjectInfo, ObjectStore, PutOptions } from '../../src/storage/object-store.js';
 import type { ControllerLogger } from '../../src/controller/seams.js';
 import type { BackupMetrics } from '../../src/controller/backup/backup-schedule.js';
 import type { BackupManifest } from '../../src/controller/backup/backup-documents.js';
@@ -21,12 +21,12 @@ export class StoreWithOutage implements ObjectStore {
     return this.inner.location;
   }
 
-  async put(key: string, body: Buffer | Readable): Promise<void> {
+  async put(key: string, body: Buffer | Readable, options?: PutOptions): Promise<void> {
     if (this.failing(key)) {
       if (!Buffer.isBuffer(body)) body.destroy();
       throw new Error(`injected outage: cannot store ${key}`);
     }
-    await this.inner.put(key, body);
+    await this.inner.put(key, body, options);
     this.puts.push(key);
   }
 

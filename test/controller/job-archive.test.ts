@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
-import { JobArchive } from '../../src/controller/backup/job-archive.js';
+import { JobArchive, JobArchiveConflictError } from '../../src/controller/backup/job-archive.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { jobArchiveKeys } from '../../src/protocol/object-keys.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
@@ -93,6 +93,89 @@ describe('the job archive behind submissions', () => {
         message: `${withdrawn?.id} withdrawn: its spec could not be stored in the job archive`,
       }),
     );
+  });
+
+  it("never replaces another controller's spec under the same job id, and says another controller writes the archive", async () => {
+    const answer = await call('POST', '/v1/jobs', spec('ours'));
+    expect(answer.status).toBe(201);
+    const id = answer.body['id'] as string;
+    const job = r.store.getJob(id);
+    if (job === undefined) throw new Error(`${id} not in the state`);
+    const before = await readJson(objects, jobArchiveKeys('prod', id).spec);
+    // A resend of the same submission finds its own spec: stored, nothing to say.
+    await archive.keepSubmitted(job);
+    // Another controller of cluster prod numbers its jobs the same way: its job of that id is another submission.
+    const otherLog = recordingLogger();
+    const other = new JobArchive({ objectStore: objects, cluster: 'prod', clock, log: otherLog });
+    const theirs = {
+      ...job,
+      submittedAtSeconds: job.submittedAtSeconds + 60,
+      spec: { ...job.spec, name: 'theirs' },
+    };
+    await expect(other.keepSubmitted(theirs)).rejects.toBeInstanceOf(JobArchiveConflictError);
+    expect(otherLog.lines).toContainEqual(
+      expect.objectContaining({
+        level: 'error',
+        message: expect.stringMatching(
+          new RegExp(
+            `^${id}'s spec is already in the job archive .* another controller is writing the job archive of cluster prod`,
+          ),
+        ) as unknown,
+      }),
+    );
+    expect(await readJson(objects, jobArchiveKeys('prod', id).spec)).toEqual(before);
+    await other.stop();
+  });
+
+  it('replaces a spec an earlier cluster of the same name archived before this state began (a start with --init)', async () => {
+    const answer = await call('POST', '/v1/jobs', spec('earlier-cluster'));
+    expect(answer.status).toBe(201);
+    const id = answer.body['id'] as string;
+    const job = r.store.getJob(id);
+    if (job === undefined) throw new Error(`${id} not in the state`);
+    // A cluster started anew on the same store numbers its jobs from the start again: this state began after the
+    // archived submission, so it is history, not a controller writing beside this one.
+    const laterLog = recordingLogger();
+    const later = new JobArchive({
+      objectStore: objects,
+      cluster: 'prod',
+      clock,
+      log: laterLog,
+      stateBeganAtSeconds: () => job.submittedAtSeconds + 30,
+    });
+    const ours = {
+      ...job,
+      submittedAtSeconds: job.submittedAtSeconds + 60,
+      spec: { ...job.spec, name: 'anew' },
+    };
+    await later.keepSubmitted(ours);
+    expect(await readJson(objects, jobArchiveKeys('prod', id).spec)).toMatchObject({
+      submittedAtSeconds: ours.submittedAtSeconds,
+      spec: { name: 'anew' },
+    });
+    expect(laterLog.lines).toContainEqual(
+      expect.objectContaining({
+        level: 'warn',
+        message: expect.stringContaining('an earlier cluster named prod used the same store') as unknown,
+      }),
+    );
+    // One submitted since this state began is another controller's: refused as before.
+    const since = new JobArchive({
+      objectStore: objects,
+      cluster: 'prod',
+      clock,
+      log: recordingLogger(),
+      stateBeganAtSeconds: () => job.submittedAtSeconds + 30,
+    });
+    await expect(
+      since.keepSubmitted({
+        ...job,
+        submittedAtSeconds: job.submittedAtSeconds + 90,
+        spec: { ...job.spec, name: 'x' },
+      }),
+    ).rejects.toBeInstanceOf(JobArchiveConflictError);
+    await later.stop();
+    await since.stop();
   });
 
   it('answers an array 201 once every one of its jobs is stored, each with its index', async () => {

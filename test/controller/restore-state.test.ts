@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
-import { afterAll, describe, expect, it } from 'vitest';
+import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JobArchive } from '../../src/controller/backup/job-archive.js';
 import {
   findSubmission,
@@ -35,6 +36,9 @@ import {
 } from '../../src/protocol/object-keys.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { openObjectStore } from '../../src/storage/open-object-store.js';
+import { createS3Client, S3ObjectStore } from '../../src/storage/s3-store.js';
+import { describeWithMoto } from '../helpers/moto.js';
+import { startS3FaultProxy, type S3FaultProxy } from '../helpers/s3-fault-proxy.js';
 import { secretFilesIn } from '../../src/cli/commands/controller/secrets.js';
 import { gunzipObject, readJson, recordingLogger, until } from './backup-fixtures.js';
 import { catalog, CPU_SMALL, jobSpec } from './controller-fixtures.js';
@@ -295,6 +299,33 @@ describe('restore from a backup', () => {
     writeFileSync(manifestFile, JSON.stringify(manifest));
     writeFileSync(latestFile, JSON.stringify(manifest));
     await expect(c.restore(c.objectsDir)).resolves.toBeDefined();
+  });
+
+  it('restores the newest complete backup even when latest.json names an older one (its write failed)', async () => {
+    const c = new Cluster();
+    await c.submit('first');
+    const first = await c.backup.run();
+    await c.submit('second');
+    const second = await c.backup.run();
+    c.state.close();
+    // The pointer as it was before the second backup: the pointer write after its manifest failed.
+    writeFileSync(join(c.objectsDir, latestBackupKey('prod')), JSON.stringify(first));
+    const dir = join(scratch, `box-${++counter}`);
+    mkdirSync(dir);
+    const summary = await restoreState({
+      from: c.objectsDir,
+      cluster: 'prod',
+      dbFile: join(dir, 'state.db'),
+      secretFiles: secretFilesIn(dir),
+      openObjectStore: (location) => openObjectStore(location),
+      catalog,
+    });
+    expect(summary.manifest).toEqual(second);
+    const restored = new SqliteStateStore(join(dir, 'state.db'));
+    // Both jobs came from the backup itself, none had to be brought back from the archive.
+    expect(restored.listJobs().map((j) => j.id)).toEqual(['job-1', 'job-2']);
+    expect(restored.listEvents({ kind: 'job.restored' })).toEqual([]);
+    restored.close();
   });
 
   it('never replaces a state that has jobs; an empty or zero-length one is replaced', async () => {
@@ -583,3 +614,60 @@ describe('--restore-from locations', () => {
     expect(() => parseRestoreSource('  ')).toThrow(/--restore-from is empty/);
   });
 });
+
+describeWithMoto(
+  'restore from S3 when the download breaks',
+  (moto) => {
+    let proxy: S3FaultProxy;
+    let client: S3Client;
+    let proxied: S3Client;
+
+    beforeAll(async () => {
+      proxy = await startS3FaultProxy(moto.endpoint);
+      client = createS3Client(moto.clientOptions);
+      proxied = createS3Client({ ...moto.clientOptions, endpoint: proxy.url });
+      await client.send(new CreateBucketCommand({ Bucket: 'restore-faults' }));
+    });
+    afterAll(async () => {
+      client.destroy();
+      proxied.destroy();
+      await proxy.close();
+    });
+
+    it('says the store failed, to try again, rather than that the backup is corrupt', async () => {
+      const dir = join(scratch, `s3-${++counter}`);
+      mkdirSync(dir);
+      const state = new SqliteStateStore(join(dir, 'source.db'));
+      for (let i = 0; i < 50; i++) state.submitJob(jobSpec(`job-${i}`, CPU_SMALL));
+      const manifest = await new StateBackup({
+        source: state,
+        objectStore: new S3ObjectStore(client, 'restore-faults', 'c/'),
+        cluster: 'prod',
+        workDir: join(dir, 'backup-tmp'),
+        keep: 3,
+        nowSeconds: () => Date.now() / 1000,
+      }).run();
+      state.close();
+      expect(manifest.sizeBytes).toBeGreaterThan(2000);
+      proxy.cutDownloadsAfter(1000);
+      const restore = (): Promise<RestoreSummary> =>
+        restoreState({
+          from: 's3://restore-faults/c/',
+          cluster: 'prod',
+          dbFile: join(dir, 'state.db'),
+          secretFiles: secretFilesIn(dir),
+          openObjectStore: () => new S3ObjectStore(proxied, 'restore-faults', 'c/'),
+          catalog,
+        });
+      const attempt = restore();
+      await expect(attempt).rejects.toThrow(RestoreError);
+      await expect(attempt).rejects.toThrow(
+        /^cannot read backup s3:\/\/restore-faults\/c\/ backups\/prod\/state-0000000001\.db\.gz: object store .* failed.*; try again$/,
+      );
+      expect(existsSync(join(dir, 'state.db'))).toBe(false);
+      proxy.cutDownloadsAfter(undefined);
+      await expect(restore()).resolves.toMatchObject({ manifest });
+    });
+  },
+  { resetBeforeEach: false },
+);

@@ -135,6 +135,12 @@ describe('state backups', () => {
     objects.failing = () => false;
     expect((await backups.run()).seq).toBe(2);
     expect((await readJson(objects, latestBackupKey('prod')))['seq']).toBe(2);
+    // Only the pointer failing: that backup is complete, and the next one follows it (never taken for another writer).
+    objects.failing = (key) => key === latestBackupKey('prod');
+    await expect(backups.run()).rejects.toThrow(/injected outage/);
+    objects.failing = () => false;
+    expect((await backups.run()).seq).toBe(4);
+    expect((await readJson(objects, latestBackupKey('prod')))['seq']).toBe(4);
     state.close();
   });
 
@@ -150,6 +156,33 @@ describe('state backups', () => {
     expect((await backup().run()).seq).toBe(3);
     expect(readdirSync(join(dir, 'backup-tmp'))).toEqual([]);
     state.close();
+  });
+
+  it('refuses to overwrite the backup another controller of the same cluster stored, says so, then takes the next seq', async () => {
+    const { dir, state, objects, backup } = setup();
+    const other = new SqliteStateStore(join(dir, 'other.db'));
+    const otherBackup = new StateBackup({
+      source: other,
+      objectStore: objects,
+      cluster: 'prod',
+      workDir: join(dir, 'other-tmp'),
+      keep: 3,
+      nowSeconds: () => Date.now() / 1000,
+    });
+    const ours = backup();
+    expect((await ours.run()).seq).toBe(1);
+    const theirs = await otherBackup.run();
+    expect(theirs.seq).toBe(2);
+    // Ours still counts from its own last backup: seq 2 is taken, and is left as the other controller stored it.
+    await expect(ours.run()).rejects.toThrow(
+      /state backup 2 of cluster prod was not stored: .* was written by another controller meanwhile\. Two controllers are writing backups of cluster prod/,
+    );
+    expect(await readJson(objects, stateBackupKeys('prod', 2).manifest)).toEqual(theirs);
+    expect(await readJson(objects, latestBackupKey('prod'))).toEqual(theirs);
+    // The next backup lists the store again.
+    expect((await ours.run()).seq).toBe(3);
+    state.close();
+    other.close();
   });
 
   it("stores the state directory's tokens once, and again when they change", async () => {

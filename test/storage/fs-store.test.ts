@@ -1,4 +1,14 @@
-import { mkdtempSync, readdirSync, rmSync, existsSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import {
+  createReadStream,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  existsSync,
+  statSync,
+  writeFileSync,
+  mkdirSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve, isAbsolute } from 'node:path';
 import fc from 'fast-check';
@@ -91,6 +101,33 @@ describe('FsObjectStore specifics', () => {
     const put = store.put('k', Buffer.from('1'));
     await expect(put).rejects.toBeInstanceOf(ObjectStoreError);
     await expect(put).rejects.toThrow(/put "k" failed: ENOTDIR/);
+  });
+
+  it('a write failing mid-body fails as the store failing, not as the body failing', async () => {
+    // A file size limit on this process (RLIMIT_FSIZE, Node ignores SIGXFSZ) makes writes past 1 MiB fail with
+    // EFBIG, as a full disk fails them with ENOSPC; the store stops reading the body and releases it.
+    const root = freshRoot();
+    const store = new FsObjectStore(root);
+    const source = join(scratch, `body-${counter}.bin`);
+    writeFileSync(source, pseudoRandomBytes(4 * MIB, 9));
+    const body = createReadStream(source);
+    const limit = (soft: string): void => {
+      execFileSync('prlimit', ['--pid', String(process.pid), `--fsize=${soft}:`]);
+    };
+    limit(String(MIB));
+    let failure: unknown;
+    try {
+      await store.put('big', body);
+    } catch (e) {
+      failure = e;
+    } finally {
+      limit('unlimited');
+    }
+    expect(failure).toBeInstanceOf(ObjectStoreError);
+    expect((failure as Error).message).toMatch(/put "big" failed: EFBIG/);
+    expect(body.destroyed).toBe(true);
+    expect(await store.exists('big')).toBe(false);
+    expect(readdirSync(join(root, '.fleetwise-tmp'))).toEqual([]);
   });
 
   it('lists nothing (rather than failing) before the root exists', async () => {

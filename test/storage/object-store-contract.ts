@@ -7,6 +7,7 @@ import { expect, it } from 'vitest';
 import { Rng } from '../../src/core/random.js';
 import { InvalidObjectKeyError, ObjectNotFoundError } from '../../src/storage/object-key.js';
 import type { ObjectInfo, ObjectStore } from '../../src/storage/object-store.js';
+import { ObjectExistsError } from '../../src/storage/object-store-error.js';
 
 export const MIB = 1024 * 1024;
 
@@ -82,6 +83,21 @@ export function objectStoreContract(options: ContractOptions): void {
     await store.put('a/b', Buffer.from('second'));
     expect((await store.getBuffer('a/b')).toString()).toBe('second');
     expect((await store.head('a/b'))?.sizeBytes).toBe(6);
+  });
+
+  it('puts only if absent when asked: a taken key fails with ObjectExistsError and keeps its object', async () => {
+    const store = await options.open();
+    await store.put('backup/1', Buffer.from('first writer'), { ifAbsent: true });
+    await expect(
+      store.put('backup/1', Buffer.from('second writer'), { ifAbsent: true }),
+    ).rejects.toBeInstanceOf(ObjectExistsError);
+    const large = pseudoRandomBytes(options.largeBodyBytes, 11);
+    await expect(store.put('backup/1', chunkedStream(large), { ifAbsent: true })).rejects.toThrow(
+      /"backup\/1" already exists/,
+    );
+    expect((await store.getBuffer('backup/1')).toString()).toBe('first writer');
+    await store.put('backup/2', chunkedStream(large), { ifAbsent: true });
+    expect((await store.head('backup/2'))?.sizeBytes).toBe(large.length);
   });
 
   it('streams a several-MiB body of unknown length in and out unchanged', async () => {

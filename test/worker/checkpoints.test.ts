@@ -156,6 +156,33 @@ describe('checkpoints on the filesystem store', () => {
     });
   });
 
+  it('tells the store about how large the tar will be, so a large checkpoint gets parts large enough', async () => {
+    const fsStore = new FsObjectStore(join(tmp, 'store'));
+    const hints = new Map<string, number | undefined>();
+    const store: ObjectStore = {
+      location: fsStore.location,
+      put: (key, body, options) => {
+        hints.set(key, options?.sizeHintBytes);
+        return fsStore.put(key, body, options);
+      },
+      get: (key) => fsStore.get(key),
+      getBuffer: (key) => fsStore.getBuffer(key),
+      head: (key) => fsStore.head(key),
+      exists: (key) => fsStore.exists(key),
+      delete: (key) => fsStore.delete(key),
+      list: (prefix?: string) => fsStore.list(prefix),
+    };
+    const src = join(tmp, 'src');
+    writeState(src, {
+      'model.bin': Buffer.alloc(3 * 1024 * 1024 + 7, 1),
+      'opt/state.bin': Buffer.alloc(99_999, 2),
+    });
+    const { manifest } = await uploadCheckpoint(store, REF, src, 1);
+    const hint = hints.get(checkpointKeys(REF, 1).data);
+    expect(hint).toBeDefined();
+    expect(Math.abs((hint ?? 0) - manifest.sizeBytes)).toBeLessThan(manifest.sizeBytes * 0.01);
+  });
+
   it('pruning keeps the newest N complete checkpoints and an in-flight partial one', async () => {
     const store = new FsObjectStore(join(tmp, 'store'));
     const src = join(tmp, 'src');

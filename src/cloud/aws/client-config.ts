@@ -75,7 +75,10 @@ export function awsHttpStatus(error: unknown): number | undefined {
 export interface ClientTimeouts {
   /** Establishing the TCP connection. */
   readonly connectTimeoutMs: number;
-  /** From sending a request to its response headers. */
+  /**
+   * A whole request, from its first byte sent to its response headers: sending the request's body is part of it, so
+   * a client that uploads large bodies (S3) needs far more than one that sends small requests.
+   */
   readonly requestTimeoutMs: number;
   /** A connection without a byte in either direction for this long fails, mid-body too. */
   readonly idleTimeoutMs: number;

@@ -1,11 +1,23 @@
 import { runBounded } from '../../core/bounded.js';
 import { jobArchiveKeys } from '../../protocol/object-keys.js';
 import type { ObjectStore } from '../../storage/object-store.js';
+import { ObjectExistsError } from '../../storage/object-store-error.js';
 import type { Clock } from '../clock.js';
 import type { ControllerLogger } from '../seams.js';
 import { isFinalJobState } from '../state/lifecycle.js';
 import type { JobRecord } from '../state-store.js';
-import { documentBytes, type ArchivedEnd, type ArchivedSpec } from './backup-documents.js';
+import {
+  archivedSpecSchema,
+  documentBytes,
+  readDocument,
+  type ArchivedEnd,
+  type ArchivedSpec,
+} from './backup-documents.js';
+
+/** A spec not stored because the archive holds another submission under its job's id: another controller writes it. */
+export class JobArchiveConflictError extends Error {
+  override name = 'JobArchiveConflictError';
+}
 
 /** A submission's idempotency key as the archive keeps it (its team is the job's). */
 export interface ArchivedSubmissionKey {
@@ -24,6 +36,12 @@ export interface JobArchiveOptions {
   readonly clock: Clock;
   readonly log: ControllerLogger;
   readonly metrics?: JobArchiveMetrics | undefined;
+  /**
+   * When the cluster was first started on this state (its mark). A spec already archived under a new job's id that was
+   * submitted before then is an earlier cluster's of the same name (one started again with `--init` on the same
+   * store), not a controller writing beside this one: it is replaced, as before that cluster was started anew.
+   */
+  readonly stateBeganAtSeconds?: (() => number | undefined) | undefined;
   /** Seconds before an end record that failed to store is tried again. */
   readonly retrySeconds?: number;
 }
@@ -64,14 +82,43 @@ export class JobArchive {
       ...(key === undefined ? {} : { submissionKey: { key: key.key, requestHash: key.requestHash } }),
       ofArraySubmission: options.ofArray,
     };
+    const { objectStore, cluster, log } = this.options;
+    const specKey = jobArchiveKeys(cluster, job.id).spec;
     try {
-      await this.options.objectStore.put(
-        jobArchiveKeys(this.options.cluster, job.id).spec,
-        documentBytes(doc),
-      );
+      // Only if absent: a job's spec is stored once, so a spec already there that is not this submission's was
+      // stored by another controller (numbering its jobs the same way), which a put would silently replace.
+      await objectStore.put(specKey, documentBytes(doc), { ifAbsent: true });
     } catch (e) {
+      if (e instanceof ObjectExistsError) {
+        const stored = await this.storedSpec(specKey);
+        if (stored !== undefined && isSameSubmission(stored, doc)) return;
+        const began = this.options.stateBeganAtSeconds?.();
+        if (stored !== undefined && began !== undefined && stored.submittedAtSeconds < began) {
+          log.warn(
+            `${job.id}'s spec replaces one in the job archive (${objectStore.location} ${specKey}) submitted before ` +
+              `this state began: an earlier cluster named ${cluster} used the same store`,
+          );
+          await objectStore.put(specKey, documentBytes(doc));
+          return;
+        }
+      }
       this.options.metrics?.jobArchiveFailed('spec');
-      throw e;
+      if (!(e instanceof ObjectExistsError)) throw e;
+      const message =
+        `${job.id}'s spec is already in the job archive (${objectStore.location} ${specKey}) as another submission: ` +
+        `another controller is writing the job archive of cluster ${cluster} to the same store; stop one, or give ` +
+        'each its own cluster name or store';
+      log.error(message);
+      throw new JobArchiveConflictError(message, { cause: e });
+    }
+  }
+
+  /** The spec archived at `key`; undefined when it cannot be read. */
+  private async storedSpec(key: string): Promise<ArchivedSpec | undefined> {
+    try {
+      return readDocument(archivedSpecSchema, await this.options.objectStore.getBuffer(key), key);
+    } catch {
+      return undefined;
     }
   }
 
@@ -139,4 +186,13 @@ export class JobArchive {
     });
     return false;
   }
+}
+
+/** Whether an archived spec is this submission's (a resend of it, or a request retried after it landed). */
+function isSameSubmission(stored: ArchivedSpec, doc: ArchivedSpec): boolean {
+  return (
+    stored.id === doc.id &&
+    stored.submittedAtSeconds === doc.submittedAtSeconds &&
+    JSON.stringify(stored.spec) === JSON.stringify(doc.spec)
+  );
 }

@@ -15,6 +15,7 @@ import {
   stateBackupPrefix,
 } from '../../protocol/object-keys.js';
 import type { ObjectStore } from '../../storage/object-store.js';
+import { isObjectStoreError } from '../../storage/object-store-error.js';
 import { markInitialized } from '../state/initialization.js';
 import { recordPreviousStoreId } from '../state/lineage.js';
 import { renewStoreId } from '../state/sqlite/migrate.js';
@@ -129,17 +130,17 @@ async function findManifest(
   };
   let manifest: BackupManifest | undefined;
   if (key === undefined) {
-    manifest = await read(latestBackupKey(cluster));
-    // No pointer (its write failed, or was deleted): the newest backup that has its manifest.
-    if (manifest === undefined) {
-      let newest: number | undefined;
-      for await (const info of store.list(`${stateBackupPrefix(cluster)}state-`)) {
-        const parsed = parseStateBackupKey(info.key);
-        if (parsed?.part === 'manifest' && parsed.cluster === cluster)
-          newest = Math.max(newest ?? 0, parsed.seq);
-      }
-      if (newest !== undefined) manifest = await read(stateBackupKeys(cluster, newest).manifest);
+    // The newest backup that has its manifest, whatever latest.json says: the pointer is written after the manifest,
+    // so a backup whose pointer write failed is newer than the pointer (and a missing pointer points nowhere).
+    let newest: number | undefined;
+    for await (const info of store.list(`${stateBackupPrefix(cluster)}state-`)) {
+      const parsed = parseStateBackupKey(info.key);
+      if (parsed?.part === 'manifest' && parsed.cluster === cluster)
+        newest = Math.max(newest ?? 0, parsed.seq);
     }
+    manifest = await read(latestBackupKey(cluster));
+    if (newest !== undefined && (manifest === undefined || manifest.seq < newest))
+      manifest = (await read(stateBackupKeys(cluster, newest).manifest)) ?? manifest;
     if (manifest === undefined)
       throw new RestoreError(
         `no backup of cluster ${cluster} in ${store.location} (looked for ${latestBackupKey(cluster)})`,
@@ -177,11 +178,17 @@ async function download(store: ObjectStore, manifest: BackupManifest, to: string
   try {
     body = await store.get(manifest.key);
   } catch (e) {
-    throw new RestoreError(`cannot read backup ${where}: ${(e as Error).message}`);
+    throw new RestoreError(
+      `cannot read backup ${where}: ${(e as Error).message}${isObjectStoreError(e) ? '; try again' : ''}`,
+      { cause: e },
+    );
   }
   try {
     await pipeline(body, tap, createGunzip(), createWriteStream(to, { mode: 0o600 }));
   } catch (e) {
+    // The store failing mid-download (a reset, a stall) says nothing about the backup: worth another try.
+    if (isObjectStoreError(e))
+      throw new RestoreError(`cannot read backup ${where}: ${e.message}; try again`, { cause: e });
     throw new RestoreError(`backup ${where} is corrupt: not a valid gzip stream (${(e as Error).message})`);
   }
   const sha256 = hash.digest('hex');

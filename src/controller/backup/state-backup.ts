@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Transform } from 'node:stream';
+import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import {
@@ -13,6 +13,7 @@ import {
   stateBackupPrefix,
 } from '../../protocol/object-keys.js';
 import type { ObjectStore } from '../../storage/object-store.js';
+import { ObjectExistsError } from '../../storage/object-store-error.js';
 import {
   backupManifestSchema,
   documentBytes,
@@ -20,6 +21,11 @@ import {
   type BackupManifest,
   type BackupSecrets,
 } from './backup-documents.js';
+
+/** A backup refused because another writer took its seq: another controller backs up the same cluster to the store. */
+export class BackupConflictError extends Error {
+  override name = 'BackupConflictError';
+}
 
 /** What a backup copies: the state store's database, as of one moment (SqliteStateStore implements it). */
 export interface BackupSource {
@@ -68,12 +74,17 @@ export class StateBackup {
     await mkdir(this.options.workDir, { recursive: true, mode: 0o700 });
     const snapshot = join(this.options.workDir, `backup-${process.pid}-${seq}.db`);
     const compressed = `${snapshot}.gz`;
+    let dataStored = false;
+    let manifestStored = false;
     try {
       const takenAtSeconds = this.options.nowSeconds();
       await this.options.source.snapshotTo(snapshot);
       const databaseBytes = (await stat(snapshot)).size;
       const { sha256, sizeBytes } = await gzipFile(snapshot, compressed);
-      await objectStore.put(keys.data, createReadStream(compressed));
+      // Only if absent: a seq already taken means another controller writes this cluster's backups to this store
+      // (each would otherwise replace the other's backups, and a restore would take whichever came last).
+      await this.putNew(keys.data, createReadStream(compressed), seq, sha256);
+      dataStored = true;
       const manifest: BackupManifest = {
         version: 1,
         cluster,
@@ -84,15 +95,53 @@ export class StateBackup {
         databaseBytes,
         takenAtSeconds,
       };
-      await objectStore.put(keys.manifest, documentBytes(manifest));
+      const manifestBytes = documentBytes(manifest);
+      await this.putNew(keys.manifest, manifestBytes, seq, sha256Of(manifestBytes));
+      manifestStored = true;
       await objectStore.put(latestBackupKey(cluster), documentBytes(manifest));
       this.lastSeq = seq;
       await this.storeSecrets();
       await this.rotate(seq);
       return manifest;
+    } catch (e) {
+      // Stored whole but for the pointer: the backup is complete (the next one's pointer covers it). Its data alone
+      // took the seq: freed again for the next backup, or (the store failing the delete too) left partial, for
+      // rotation to delete, while the next backup takes the next seq.
+      if (manifestStored) this.lastSeq = seq;
+      else if (dataStored && !(e instanceof BackupConflictError)) {
+        const freed = await objectStore.delete(keys.data).then(
+          () => true,
+          () => false,
+        );
+        if (!freed) this.lastSeq = seq;
+      }
+      throw e;
     } finally {
       for (const file of [snapshot, compressed, `${snapshot}-wal`, `${snapshot}-shm`])
         await rm(file, { force: true });
+    }
+  }
+
+  /**
+   * Store a backup's object under a seq no one has used yet; another writer's object there fails the backup, loudly.
+   * An object with our own bytes is our own write (a request the SDK retried after it had landed).
+   */
+  private async putNew(key: string, body: Buffer | Readable, seq: number, sha256: string): Promise<void> {
+    const { objectStore, cluster } = this.options;
+    try {
+      await objectStore.put(key, body, { ifAbsent: true });
+    } catch (e) {
+      if (!(e instanceof ObjectExistsError)) throw e;
+      if ((await sha256OfObject(objectStore, key)) === sha256) return;
+      // The next backup lists the store again and takes the next free seq.
+      this.lastSeq = undefined;
+      throw new BackupConflictError(
+        `state backup ${seq} of cluster ${cluster} was not stored: ${objectStore.location} ${key} was written by ` +
+          `another controller meanwhile. Two controllers are writing backups of cluster ${cluster} to the same ` +
+          'store; a restore takes the newest, whichever wrote it: stop one, or give each its own cluster name ' +
+          'or store',
+        { cause: e },
+      );
     }
   }
 
@@ -152,6 +201,16 @@ export class StateBackup {
       if (p.data !== undefined) await objectStore.delete(p.data);
     }
   }
+}
+
+function sha256Of(bytes: Buffer): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+async function sha256OfObject(store: ObjectStore, key: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of await store.get(key)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
 }
 
 /** gzip `from` into `to` (0600: it holds the state), hashing the compressed bytes on the way. */

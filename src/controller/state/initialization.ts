@@ -50,6 +50,14 @@ export function markedCluster(store: StateStore): string | undefined {
   return parsed.success ? parsed.data.clusterName : undefined;
 }
 
+/** When the cluster was first started on this state (its mark's time); undefined before it was marked. */
+export function markedAtSeconds(store: StateStore): number | undefined {
+  const mark = store.getValue(CLUSTER_INITIALIZED_KEY);
+  if (mark === undefined) return undefined;
+  const parsed = markSchema.extend({ atSeconds: z.number() }).safeParse(mark);
+  return parsed.success ? parsed.data.atSeconds : undefined;
+}
+
 /** Throws ClusterMismatchError when the state was marked for a cluster other than `clusterName`. */
 export function assertSameCluster(store: StateStore, clusterName: string, where?: string): void {
   const marked = markedCluster(store);
