@@ -47,7 +47,10 @@ const recordSchema = z.object({
   barrierIdleCost: z.number().optional(),
   /** Co-start re-plans of this attempt since its last release: each doubles the timeout (round/co-start.ts). */
   replans: z.number().int().nonnegative().optional(),
-  /** Barrier-idle cost of this attempt's holds that ended without a release (re-plans), not yet in a measured start. */
+  /**
+   * Barrier-idle cost of this attempt's holds that ended without a release (a re-plan, an instance of the job drained
+   * or lost), not yet in a measured start.
+   */
   unreleasedIdleCost: z.number().nonnegative().optional(),
 });
 export type CoStartRecord = z.infer<typeof recordSchema>;
@@ -85,25 +88,95 @@ export function clearCoStart(store: StateStore, jobId: string): void {
  */
 export function heldIdleCost(record: CoStartRecord, atSeconds: number): number {
   let cost = 0;
-  for (const r of Object.values(record.ready))
-    cost += (Math.max(0, atSeconds - r.sinceSeconds) * (r.costPerHour ?? 0)) / 3600;
+  for (const r of Object.values(record.ready)) cost += holdCost(r, atSeconds);
   return cost;
 }
 
+function holdCost(ready: CoStartRecord['ready'][string], atSeconds: number): number {
+  return (Math.max(0, atSeconds - ready.sinceSeconds) * (ready.costPerHour ?? 0)) / 3600;
+}
+
 /**
- * The record after a co-start re-plan at `atSeconds`: the readiness goes (the tasks are placed anew), the time the
- * ready tasks were held is barrier-idle cost all the same (kept for the next measured start, and shown meanwhile),
- * and the re-plan is counted (the next barrier waits longer).
+ * The record after the held starts of `tasks` (those `starting`) ended at `atSeconds` without a release (a re-plan,
+ * or the instance of one of the job's tasks drained or lost): their readiness goes, and the time each was held on
+ * the instance it is headed to is barrier-idle cost all the same, kept as unreleased for the next measured start and
+ * shown meanwhile. A readiness on another instance than the task's is of an earlier placement: it goes uncounted.
  */
-export function replannedCoStart(record: CoStartRecord, atSeconds: number): CoStartRecord {
-  const unreleased = (record.unreleasedIdleCost ?? 0) + heldIdleCost(record, atSeconds);
+export function unreleasedCoStart(
+  record: CoStartRecord,
+  tasks: readonly TaskRecord[],
+  atSeconds: number,
+): CoStartRecord {
+  const ready = { ...record.ready };
+  let idle = 0;
+  for (const t of tasks) {
+    const r = ready[t.id];
+    if (t.state !== 'starting' || r === undefined) continue;
+    if (r.instanceId === t.instanceId) idle += holdCost(r, atSeconds);
+    delete ready[t.id];
+  }
+  const unreleased = (record.unreleasedIdleCost ?? 0) + idle;
+  return {
+    ...record,
+    ready,
+    ...(unreleased > 0
+      ? {
+          unreleasedIdleCost: unreleased,
+          // Before any measured start the view shows these holds alone; after one, they go into the next.
+          barrierIdleCost: record.startSkewSeconds === undefined ? unreleased : record.barrierIdleCost,
+        }
+      : {}),
+  };
+}
+
+/**
+ * The record after a co-start re-plan at `atSeconds` of a job whose `tasks` were held: the readiness goes (the tasks
+ * are placed anew), the time they were held is barrier-idle cost all the same (`unreleasedCoStart`), and the
+ * re-plan is counted (the next barrier waits longer).
+ */
+export function replannedCoStart(
+  record: CoStartRecord,
+  tasks: readonly TaskRecord[],
+  atSeconds: number,
+): CoStartRecord {
+  const ended = unreleasedCoStart(record, tasks, atSeconds);
   return {
     attempt: record.attempt,
     ready: {},
     running: {},
     replans: (record.replans ?? 0) + 1,
-    ...(unreleased > 0 ? { unreleasedIdleCost: unreleased, barrierIdleCost: unreleased } : {}),
+    ...(ended.unreleasedIdleCost === undefined
+      ? {}
+      : { unreleasedIdleCost: ended.unreleasedIdleCost, barrierIdleCost: ended.unreleasedIdleCost }),
   };
+}
+
+/**
+ * Per store, what counts the barrier-idle cost of holds that end without a release, as they end (the /metrics
+ * counter of the process serving that store, wired where the controller is built). A measured start counts only its
+ * own holds (co-start-reports.ts), so each hold is counted once.
+ */
+const unreleasedIdleObservers = new WeakMap<StateStore, (dollars: number) => void>();
+
+/** Have `observer` told the barrier-idle cost of every hold that ends without a release in `store`. */
+export function observeUnreleasedIdle(store: StateStore, observer: (dollars: number) => void): void {
+  unreleasedIdleObservers.set(store, observer);
+}
+
+/**
+ * Write the record of a job some of whose holds ended without a release (`before` → `after`, in the transaction that
+ * ends them), and count what they newly cost: the rise of its unreleased barrier-idle cost. Holds that end are
+ * removed from the record, so counting them again is not possible.
+ */
+export function writeUnreleasedCoStart(
+  store: StateStore,
+  jobId: string,
+  before: CoStartRecord,
+  after: CoStartRecord,
+): void {
+  writeCoStart(store, jobId, after);
+  const rise = (after.unreleasedIdleCost ?? 0) - (before.unreleasedIdleCost ?? 0);
+  if (rise > 0) unreleasedIdleObservers.get(store)?.(rise);
 }
 
 /**
@@ -121,9 +194,9 @@ export function compactCoStart(store: StateStore, job: JobRecord): void {
   if (record.releasedAtSeconds === undefined && record.startSkewSeconds === undefined) {
     const held =
       (record.unreleasedIdleCost ?? 0) + heldIdleCost(record, job.finishedAtSeconds ?? job.updatedAtSeconds);
-    // Kept as unreleased too: compacting again keeps it.
+    // Kept as unreleased too: compacting again keeps it (and counts nothing more: the readiness is gone).
     if (held > 0)
-      writeCoStart(store, job.id, {
+      writeUnreleasedCoStart(store, job.id, record, {
         attempt: record.attempt,
         ready: {},
         running: {},
@@ -207,9 +280,10 @@ export function startMetrics(
 export const CO_START_EVENT = 'job.co-start';
 
 /**
- * The event recording that the starts of `tasks` of the job ended without a release (a re-plan, or the job ended
- * while they were held): the cost replay counts their time since they were placed as held (cost-accounting.ts), as it
- * does a released task's. Recorded in the transaction that moves the tasks off their starts.
+ * The event recording that the starts of `tasks` of the job ended without a release (a re-plan, for a timeout or
+ * because an instance of the job is drained or lost; or the job ended while they were held): the cost replay counts
+ * their time since they were placed as held (cost-accounting.ts), as it does a released task's. Recorded in the
+ * transaction that moves the tasks off their starts, before their states.
  */
 export function coStartUnreleasedEvent(
   jobId: string,

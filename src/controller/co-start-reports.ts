@@ -18,6 +18,11 @@ import type { InstanceRecord, JobRecord, StateStore } from './state-store.js';
 export interface StartMeasure {
   readonly startSkewSeconds: number;
   readonly barrierIdleCost: number;
+  /**
+   * Of `barrierIdleCost`, what the holds of this attempt that ended without a release cost: counted as they ended
+   * (co-start-records.ts `writeUnreleasedCoStart`), so not again with this start. Absent when none.
+   */
+  readonly unreleasedIdleCost?: number;
 }
 
 /**
@@ -102,9 +107,13 @@ export function recordStartReports(
       if (measured !== undefined) {
         record.startSkewSeconds = measured.startSkewSeconds;
         record.barrierIdleCost = measured.barrierIdleCost;
-        // Counted in this start's measure (and the metric): not again at a later one.
+        const unreleased = record.unreleasedIdleCost ?? 0;
+        // Counted in this start's measure: not again at a later one.
         record.unreleasedIdleCost = undefined;
-        onStartMeasured?.(job.id, measured);
+        onStartMeasured?.(
+          job.id,
+          unreleased > 0 ? { ...measured, unreleasedIdleCost: unreleased } : measured,
+        );
       }
     }
     writeCoStart(store, job.id, record);

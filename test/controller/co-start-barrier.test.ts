@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/controller/clock.js';
+import { observeUnreleasedIdle } from '../../src/controller/co-start-records.js';
 import { computeCostReport } from '../../src/controller/cost-accounting.js';
+import { ControllerMetrics } from '../../src/controller/api/metrics.js';
 import { jobDocument } from '../../src/controller/api/views.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { StateStore } from '../../src/controller/state-store.js';
@@ -25,11 +27,21 @@ import {
 
 const TIMEOUT = 600;
 
-function workersFor(store: StateStore, clock: ManualClock, measured: StartMeasure[]): WorkerTaskControl {
+/** Workers whose measured starts go to `measured` and to `metrics`, wired as the controller's build wires them. */
+function workersFor(
+  store: StateStore,
+  clock: ManualClock,
+  measured: StartMeasure[],
+  metrics: ControllerMetrics,
+): WorkerTaskControl {
+  observeUnreleasedIdle(store, (dollars) => metrics.observeBarrierIdle(dollars));
   return workerTaskControlFor(store, clock, {
     objectStoreLocation: '/tmp/fleetwise-co-start-objects',
     coStart: true,
-    onStartMeasured: (_jobId, m) => measured.push(m),
+    onStartMeasured: (_jobId, m) => {
+      measured.push(m);
+      metrics.observeStart(m);
+    },
   });
 }
 
@@ -37,18 +49,40 @@ interface Harness {
   readonly r: Rig;
   readonly workers: WorkerTaskControl;
   readonly measured: StartMeasure[];
+  readonly metrics: ControllerMetrics;
 }
 
 function harness(store?: StateStore, clock?: ManualClock, cloud?: FakeCloud): Harness {
   const c = clock ?? new ManualClock();
   const s = store ?? new MemoryStateStore({ nowSeconds: () => c.nowSeconds() });
   const measured: StartMeasure[] = [];
-  const workers = workersFor(s, c, measured);
+  const metrics = new ControllerMetrics();
+  const workers = workersFor(s, c, measured, metrics);
   const r = rig(
     { coStartTimeoutSeconds: TIMEOUT },
     { store: s, clock: c, tasks: workers, workers, ...(cloud === undefined ? {} : { cloud }) },
   );
-  return { r, workers, measured };
+  return { r, workers, measured, metrics };
+}
+
+/** `fleetwise_barrier_idle_cost_dollars_total` as /metrics shows it. */
+async function barrierIdleMetric(h: Harness): Promise<number> {
+  const metric = h.metrics.registry.getSingleMetric('fleetwise_barrier_idle_cost_dollars_total');
+  return (await metric?.get())?.values[0]?.value ?? 0;
+}
+
+/** What holding a task of `gang` on `instanceId` for `seconds` costs: its share of its instance's price. */
+function holdCost(h: Harness, instanceId: string, seconds: number): number {
+  const inst = h.r.store.getInstance(instanceId)!;
+  const type = catalog.types.find((t) => t.name === inst.typeName)!;
+  const share = Math.max(4 / type.capacity[1], 8 / type.capacity[2]);
+  return (seconds * share * type.costPerHour) / 3600;
+}
+
+/** The job's cost in the cost report now (0 when it has none). */
+function jobCost(h: Harness, jobId: string): number {
+  const report = computeCostReport(h.r.store, catalog, h.r.clock.nowSeconds());
+  return report.byJob.find((j) => j.id === jobId)?.cost ?? 0;
 }
 
 const token = (instanceId: string): string => `worker-token-${instanceId}-0123456789abcdef`;
@@ -412,5 +446,86 @@ describe('co-start barrier in the controller', () => {
     restarted.r.clock.advance(TIMEOUT);
     await restarted.r.controller.reconcile();
     expect(restarted.r.store.getJob(jobId)?.state).toBe('queued');
+  });
+  it('counts a hold that a drain of a sibling’s instance ends as idle, not the job’s, and in the barrier-idle cost', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const [t0, t1] = [`${jobId}.0`, `${jobId}.1`];
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    h.r.clock.advance(100);
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    // t1's instance is drained before t1 was prepared: the job goes back to the queue, t0's hold ends unreleased.
+    h.r.controller.drain(on.get(t1) as string);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getJob(jobId)?.state).toBe('queued');
+    const report = computeCostReport(h.r.store, catalog, h.r.clock.nowSeconds());
+    expect(jobCost(h, jobId)).toBe(0);
+    expect(report.idleCost).toBeCloseTo(report.totalCost, 9);
+    const held = holdCost(h, on.get(t0) as string, 100);
+    expect(jobDocument(h.r.store, h.r.store.getJob(jobId)!).coStart?.barrierIdleCost).toBeCloseTo(held, 9);
+    expect(await barrierIdleMetric(h)).toBeCloseTo(held, 9);
+  });
+
+  it('counts a hold that the loss of its instance ends as idle, not the job’s, and in the barrier-idle cost', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const [t0] = [`${jobId}.0`];
+    const lost = on.get(t0) as string;
+    beat(h, lost, [ready(t0)]);
+    h.r.clock.advance(100);
+    beat(h, lost, [ready(t0)]);
+    // Terminated behind the controller's back: the next comparison with the cloud finds it gone.
+    await h.r.cloud.terminate([h.r.store.getInstance(lost)?.cloudId as string]);
+    await h.r.controller.recover();
+    expect(h.r.store.getInstance(lost)?.state).toBe('terminated');
+    expect(h.r.store.getJob(jobId)?.state).toBe('queued');
+    expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['pending', 'pending']);
+    expect(jobCost(h, jobId)).toBe(0);
+    const held = holdCost(h, lost, 100);
+    expect(jobDocument(h.r.store, h.r.store.getJob(jobId)!).coStart?.barrierIdleCost).toBeCloseTo(held, 9);
+    expect(await barrierIdleMetric(h)).toBeCloseTo(held, 9);
+  });
+
+  it('counts the barrier-idle cost of a hold a co-start timeout ends in /metrics as it ends, and once', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const t0 = `${jobId}.0`;
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    h.r.clock.advance(TIMEOUT);
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getJob(jobId)?.state).toBe('queued');
+    const held = holdCost(h, on.get(t0) as string, TIMEOUT);
+    expect(await barrierIdleMetric(h)).toBeCloseTo(held, 9);
+    // Placed again and released at once: the measured start shows the earlier hold, the metric does not add it again.
+    await h.r.controller.runRound();
+    await h.r.controller.reconcile();
+    for (const t of h.r.store.listTasks({ jobId })) beat(h, t.instanceId as string, [ready(t.id)]);
+    await h.r.controller.reconcile();
+    for (const t of h.r.store.listTasks({ jobId })) beat(h, t.instanceId as string, [running(t.id)]);
+    expect(h.measured).toHaveLength(1);
+    expect(h.measured[0]?.barrierIdleCost).toBeCloseTo(held, 9);
+    expect(await barrierIdleMetric(h)).toBeCloseTo(held, 9);
+  });
+
+  it('counts the barrier-idle cost of a hold a cancel ends in /metrics, once', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const [t0, t1] = [`${jobId}.0`, `${jobId}.1`];
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    h.r.clock.advance(100);
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    h.r.controller.cancel(jobId);
+    const held = holdCost(h, on.get(t0) as string, 100);
+    expect(await barrierIdleMetric(h)).toBeCloseTo(held, 9);
+    // The workers hear the stops, then report the tasks gone: the stops complete, and nothing more is counted.
+    await h.r.controller.reconcile();
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    beat(h, on.get(t1) as string, []);
+    beat(h, on.get(t0) as string, []);
+    beat(h, on.get(t1) as string, []);
+    await h.r.controller.reconcile();
+    expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['stopped', 'stopped']);
+    expect(await barrierIdleMetric(h)).toBeCloseTo(held, 9);
   });
 });

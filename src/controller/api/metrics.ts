@@ -92,7 +92,7 @@ export class ControllerMetrics implements BackupMetrics, JobArchiveMetrics {
   });
   private readonly barrierIdle = new Counter({
     name: 'fleetwise_barrier_idle_cost_dollars_total',
-    help: "Multi-task jobs: paid capacity their started tasks held while waiting for their siblings (Σ (job start − task start) × the task's share of its instance's $/h)",
+    help: "Multi-task jobs: paid capacity their tasks held while waiting for their siblings (Σ (job start − task start) × the task's share of its instance's $/h), and holds that ended without a start (a co-start timeout, a drained or lost instance, the job's end)",
     registers: [this.registry],
   });
 
@@ -107,10 +107,22 @@ export class ControllerMetrics implements BackupMetrics, JobArchiveMetrics {
     if (jobs > 0) this.endedByRule.inc({ rule }, jobs);
   }
 
-  /** A multi-task job's start, measured once all its tasks were heard running (co-start-records.ts). */
-  observeStart(measured: { readonly startSkewSeconds: number; readonly barrierIdleCost: number }): void {
+  /**
+   * A multi-task job's start, measured once all its tasks were heard running (co-start-records.ts). Its holds that
+   * ended without a release (`unreleasedIdleCost`) were counted as they ended (observeBarrierIdle).
+   */
+  observeStart(measured: {
+    readonly startSkewSeconds: number;
+    readonly barrierIdleCost: number;
+    readonly unreleasedIdleCost?: number;
+  }): void {
     this.startSkew.observe(measured.startSkewSeconds);
-    if (measured.barrierIdleCost > 0) this.barrierIdle.inc(measured.barrierIdleCost);
+    this.observeBarrierIdle(measured.barrierIdleCost - (measured.unreleasedIdleCost ?? 0));
+  }
+
+  /** Barrier-idle cost of holds that ended without a release (a re-plan, a drained or lost instance, the job's end). */
+  observeBarrierIdle(dollars: number): void {
+    if (Number.isFinite(dollars) && dollars > 0) this.barrierIdle.inc(dollars);
   }
 
   backupStored(manifest: BackupManifest, durationSeconds: number): void {

@@ -1,6 +1,12 @@
-import type { JobRecord, JobState } from '../state-store.js';
+import type { JobRecord, JobState, TaskRecord } from '../state-store.js';
 import { isFinalJobState, PLACED_TASK_STATES } from '../state/lifecycle.js';
-import { readCoStart, writeCoStart } from '../co-start-records.js';
+import {
+  coStarts,
+  coStartUnreleasedEvent,
+  readCoStart,
+  unreleasedCoStart,
+  writeUnreleasedCoStart,
+} from '../co-start-records.js';
 import type { ReconcileContext } from './context.js';
 
 /** A job's state follows its tasks; tasks on an instance that is gone go back to the queue. */
@@ -55,13 +61,24 @@ export function releaseTasksOn(ctx: ReconcileContext, instanceId: string, reason
       if (task !== undefined) jobs.add(task.jobId);
     }
   }
-  for (const task of ctx.store.listTasks({ instanceId })) {
+  const placed = ctx.store
+    .listTasks({ instanceId })
+    .filter((task) => PLACED_TASK_STATES.includes(task.state));
+  for (const task of placed) jobs.add(task.jobId);
+  // The jobs go back to the queue first: their held starts, here and elsewhere, end together (requeueJob).
+  for (const jobId of jobs) requeueJob(ctx, jobId, reason);
+  for (const { id } of placed) {
+    const task = ctx.store.getTask(id) as TaskRecord;
     if (!PLACED_TASK_STATES.includes(task.state)) continue;
     const job = ctx.store.getJob(task.jobId) as JobRecord;
-    ctx.store.setTaskState(task.id, isFinalJobState(job.state) ? 'stopped' : 'pending');
-    jobs.add(task.jobId);
+    const ended = isFinalJobState(job.state);
+    // A task of an ended job still held here: its time here was its siblings' wait, not the job's (before its state).
+    if (ended && task.state === 'starting' && coStarts(job, ctx.deps.tasks.holdsStarts === true))
+      ctx.store.appendEvent(
+        coStartUnreleasedEvent(job.id, 'ended', [task.id], `task ${task.id} not released: ${reason}`),
+      );
+    ctx.store.setTaskState(task.id, ended ? 'stopped' : 'pending');
   }
-  for (const jobId of jobs) requeueJob(ctx, jobId, reason);
   return jobs;
 }
 
@@ -87,22 +104,30 @@ export function abandonStartsTo(ctx: ReconcileContext, instanceId: string, reaso
 /**
  * A job that lost part of its gang goes back to the queue: starts elsewhere are void (the next plan places it whole),
  * its tasks on their way to an instance wait to be placed again, and what a co-started task was prepared with is
- * forgotten (its worker drops it: were it placed on the same instance again, that readiness would be stale).
+ * forgotten (its worker drops it: were it placed on the same instance again, that readiness would be stale). A
+ * co-started job's starts end unreleased, as at a co-start re-plan: their time so far is its instances' idle time,
+ * not the job's, and what the prepared tasks' holds cost is its barrier-idle cost.
  */
 function requeueJob(ctx: ReconcileContext, jobId: string, reason: string): void {
   const job = ctx.store.getJob(jobId) as JobRecord;
   if (isFinalJobState(job.state)) return;
   const taskIds = new Set(ctx.store.listTasks({ jobId }).map((t) => t.id));
   for (const start of ctx.pendingStartsOf(taskIds)) ctx.store.failIntent(start.id, reason);
+  const starting = ctx.store.listTasks({ jobId }).filter((t) => t.state === 'starting');
+  // Before the tasks' states, in this transaction: the cost replay reads it with them (cost-accounting.ts).
+  if (starting.length > 0 && coStarts(job, ctx.deps.tasks.holdsStarts === true))
+    ctx.store.appendEvent(
+      coStartUnreleasedEvent(
+        jobId,
+        'replan',
+        starting.map((t) => t.id),
+        `planned again: ${reason}`,
+      ),
+    );
   const record = readCoStart(ctx.store, job);
-  let forgot = false;
-  for (const task of ctx.store.listTasks({ jobId })) {
-    if (task.state !== 'starting') continue;
-    ctx.store.setTaskState(task.id, 'pending');
-    if (record.ready[task.id] === undefined) continue;
-    delete record.ready[task.id];
-    forgot = true;
-  }
-  if (forgot) writeCoStart(ctx.store, jobId, record);
+  const after = unreleasedCoStart(record, starting, ctx.now());
+  for (const task of starting) ctx.store.setTaskState(task.id, 'pending');
+  if (Object.keys(after.ready).length < Object.keys(record.ready).length)
+    writeUnreleasedCoStart(ctx.store, jobId, record, after);
   if (job.state !== 'queued') ctx.store.setJobState(jobId, 'queued', reason);
 }

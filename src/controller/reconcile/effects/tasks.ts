@@ -19,6 +19,7 @@ import {
   readCoStart,
   replannedCoStart,
   writeCoStart,
+  writeUnreleasedCoStart,
 } from '../../co-start-records.js';
 import { expandTasks } from '../../job-spec/tasks.js';
 import { retryVerdict } from '../../job-spec/retry.js';
@@ -399,8 +400,8 @@ async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly Held
         ),
       );
       for (const t of held) ctx.store.setTaskState(t.id, 'pending');
-      // The readiness goes; what the holds cost stays, and the next barrier of the job waits longer.
-      writeCoStart(ctx.store, jobId, replannedCoStart(record, now));
+      // The readiness goes; what the holds cost stays (and is counted once), and the next barrier waits longer.
+      writeUnreleasedCoStart(ctx.store, jobId, record, replannedCoStart(record, held, now));
       settleJob(ctx, jobId, `co-start timed out: ${decision.reason}`);
       ctx.requestRound(`job ${jobId} planned again (co-start timeout)`);
       return [];
