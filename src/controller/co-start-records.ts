@@ -151,41 +151,34 @@ export function replannedCoStart(
   };
 }
 
-/**
- * Per store, what counts the barrier-idle cost of holds that end without a release, as they end (the /metrics
- * counter of the process serving that store, wired where the controller is built). A measured start counts only its
- * own holds (co-start-reports.ts), so each hold is counted once.
- */
-const unreleasedIdleObservers = new WeakMap<StateStore, (dollars: number) => void>();
-
-/** Have `observer` told the barrier-idle cost of every hold that ends without a release in `store`. */
-export function observeUnreleasedIdle(store: StateStore, observer: (dollars: number) => void): void {
-  unreleasedIdleObservers.set(store, observer);
-}
+/** Told the barrier-idle cost of holds as they end without a release (the /metrics counter, where one is kept). */
+export type BarrierIdleHook = (dollars: number) => void;
 
 /**
  * Write the record of a job some of whose holds ended without a release (`before` → `after`, in the transaction that
- * ends them), and count what they newly cost: the rise of its unreleased barrier-idle cost. Holds that end are
- * removed from the record, so counting them again is not possible.
+ * ends them), and tell `onIdle` what they newly cost: the rise of its unreleased barrier-idle cost. Holds that end are
+ * removed from the record, so counting them again is not possible; a measured start counts only its own holds
+ * (co-start-reports.ts), so each hold is counted once.
  */
 export function writeUnreleasedCoStart(
   store: StateStore,
   jobId: string,
   before: CoStartRecord,
   after: CoStartRecord,
+  onIdle: BarrierIdleHook | undefined,
 ): void {
   writeCoStart(store, jobId, after);
   const rise = (after.unreleasedIdleCost ?? 0) - (before.unreleasedIdleCost ?? 0);
-  if (rise > 0) unreleasedIdleObservers.get(store)?.(rise);
+  if (rise > 0) onIdle?.(rise);
 }
 
 /**
  * A job ended: its record keeps only what the job view shows of it (the release time, start skew and barrier-idle
  * cost); the per-task readiness and start times go, and a record with nothing measured goes whole. Jobs are kept for
  * good, so without this every multi-task job would keep a map entry per task for ever. A job that ended before its
- * release (a cancel while its tasks were held) keeps the barrier-idle cost of its holds.
+ * release (a cancel while its tasks were held) keeps the barrier-idle cost of its holds, and tells `onIdle` of it.
  */
-export function compactCoStart(store: StateStore, job: JobRecord): void {
+export function compactCoStart(store: StateStore, job: JobRecord, onIdle: BarrierIdleHook | undefined): void {
   const record = storedCoStart(store, job);
   if (record === undefined) {
     clearCoStart(store, job.id);
@@ -196,13 +189,13 @@ export function compactCoStart(store: StateStore, job: JobRecord): void {
       (record.unreleasedIdleCost ?? 0) + heldIdleCost(record, job.finishedAtSeconds ?? job.updatedAtSeconds);
     // Kept as unreleased too: compacting again keeps it (and counts nothing more: the readiness is gone).
     if (held > 0)
-      writeUnreleasedCoStart(store, job.id, record, {
-        attempt: record.attempt,
-        ready: {},
-        running: {},
-        unreleasedIdleCost: held,
-        barrierIdleCost: held,
-      });
+      writeUnreleasedCoStart(
+        store,
+        job.id,
+        record,
+        { attempt: record.attempt, ready: {}, running: {}, unreleasedIdleCost: held, barrierIdleCost: held },
+        onIdle,
+      );
     else clearCoStart(store, job.id);
     return;
   }

@@ -18,7 +18,7 @@ import { readSnapshotInputs } from './snapshot.js';
 import { runningTaskCheckpoints, workAtRisk, type MarketWorkAtRisk } from './work-at-risk.js';
 import { HistoryRetention } from './history-retention.js';
 import { DEFAULT_REPORTS_KEPT } from './report-retention.js';
-import { compactCoStart } from './co-start-records.js';
+import { compactCoStart, type BarrierIdleHook } from './co-start-records.js';
 import {
   DEFAULT_PREDICTION_BUDGET_SECONDS,
   DEFAULT_PREDICTION_HORIZON_SECONDS,
@@ -112,6 +112,12 @@ export interface ControllerDeps {
    */
   readonly schedulerFor?: ((catalog: Catalog) => ControllerScheduler) | undefined;
   readonly metrics?: RoundMetrics | undefined;
+  /**
+   * Holds at the co-start barrier that ended without a release (a timeout, a drained or lost instance, the job's end):
+   * what they newly cost, as they end. A measured start reports its own holds (worker-task-control.ts
+   * `onStartMeasured`), so each hold is reported once.
+   */
+  readonly onBarrierIdle?: BarrierIdleHook | undefined;
   /** Workers (worker-task-control.ts): throughput observations, and silent workers whose instance is replaced. */
   readonly workers?: WorkerFleet | undefined;
   /**
@@ -145,6 +151,7 @@ export class Controller implements ControllerService {
   private readonly objectStore: ObjectStore | undefined;
   private readonly jobArchive: JobArchive | undefined;
   private readonly metrics: RoundMetrics | undefined;
+  private readonly onBarrierIdle: BarrierIdleHook | undefined;
   private readonly workers: WorkerFleet | undefined;
   private readonly provider: CloudProvider | undefined;
   private readonly schedulerState: SchedulerState;
@@ -188,6 +195,7 @@ export class Controller implements ControllerService {
     this.executor = deps.executor;
     this.jobArchive = deps.jobArchive;
     this.metrics = deps.metrics;
+    this.onBarrierIdle = deps.onBarrierIdle;
     this.workers = deps.workers;
     this.provider = deps.settings.dryRun ? undefined : deps.provider;
     this.monitor = new LoopMonitor(this.clock, deps.settings.loopStuckSeconds);
@@ -223,6 +231,7 @@ export class Controller implements ControllerService {
       settings: reconcilerSettings(deps.settings),
       onJobEnded: (job) => this.jobEnded(job),
       onMoveBegun: () => this.metrics?.countMigrations(1),
+      onBarrierIdle: this.onBarrierIdle,
       requestRound: (reason, cause) => this.requestRound(reason, cause),
       onOrphansKept: (instances) => this.orphans.update(instances),
     });
@@ -542,7 +551,7 @@ export class Controller implements ControllerService {
 
   private jobEnded(job: JobRecord): void {
     // After the job's end was committed: a crash before this leaves an uncompacted record, which is only larger.
-    compactCoStart(this.store, job);
+    compactCoStart(this.store, job, this.onBarrierIdle);
     this.jobArchive?.keepEnded(job);
     this.admission.forget(job.id);
     this.queueViews.forget(job.id);

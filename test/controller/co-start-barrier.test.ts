@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/controller/clock.js';
-import { observeUnreleasedIdle } from '../../src/controller/co-start-records.js';
 import { computeCostReport } from '../../src/controller/cost-accounting.js';
 import { ControllerMetrics } from '../../src/controller/api/metrics.js';
 import { jobDocument } from '../../src/controller/api/views.js';
@@ -34,7 +33,6 @@ function workersFor(
   measured: StartMeasure[],
   metrics: ControllerMetrics,
 ): WorkerTaskControl {
-  observeUnreleasedIdle(store, (dollars) => metrics.observeBarrierIdle(dollars));
   return workerTaskControlFor(store, clock, {
     objectStoreLocation: '/tmp/fleetwise-co-start-objects',
     coStart: true,
@@ -60,7 +58,15 @@ function harness(store?: StateStore, clock?: ManualClock, cloud?: FakeCloud): Ha
   const workers = workersFor(s, c, measured, metrics);
   const r = rig(
     { coStartTimeoutSeconds: TIMEOUT },
-    { store: s, clock: c, tasks: workers, workers, ...(cloud === undefined ? {} : { cloud }) },
+    {
+      store: s,
+      clock: c,
+      tasks: workers,
+      workers,
+      // Holds that end without a release count as they end, wired as the controller's build wires them.
+      onBarrierIdle: (dollars) => metrics.observeBarrierIdle(dollars),
+      ...(cloud === undefined ? {} : { cloud }),
+    },
   );
   return { r, workers, measured, metrics };
 }

@@ -4,6 +4,7 @@ import type { QueueCaps } from '../../queue/caps.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import type { CloudInstance, CloudProvider } from '../../cloud/provider.js';
 import type { Clock } from '../clock.js';
+import type { BarrierIdleHook } from '../co-start-records.js';
 import type { OrphanPolicy } from '../config.js';
 import type { FaultInjector, FaultPoint } from '../faults.js';
 import { expandTasks } from '../job-spec/tasks.js';
@@ -48,6 +49,11 @@ export interface ReconcilerDeps {
    * the round's plan is applied, or when a make-before-break move's wait is over or called off).
    */
   readonly onMoveBegun?: (jobId: string) => void;
+  /**
+   * Holds at the co-start barrier ended without a release (a co-start timeout, a drained or lost instance of the
+   * job): what they newly cost, as they end (co-start-records.ts `writeUnreleasedCoStart`).
+   */
+  readonly onBarrierIdle?: BarrierIdleHook;
   readonly requestRound?: (reason: string, cause?: RoundCause) => void;
   /** After every comparison with the cloud: the orphans the keep policy left running (reported, never touched). */
   readonly onOrphansKept?: (instances: readonly CloudInstance[]) => void;

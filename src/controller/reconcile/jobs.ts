@@ -128,6 +128,6 @@ function requeueJob(ctx: ReconcileContext, jobId: string, reason: string): void 
   const after = unreleasedCoStart(record, starting, ctx.now());
   for (const task of starting) ctx.store.setTaskState(task.id, 'pending');
   if (Object.keys(after.ready).length < Object.keys(record.ready).length)
-    writeUnreleasedCoStart(ctx.store, jobId, record, after);
+    writeUnreleasedCoStart(ctx.store, jobId, record, after, ctx.deps.onBarrierIdle);
   if (job.state !== 'queued') ctx.store.setJobState(jobId, 'queued', reason);
 }

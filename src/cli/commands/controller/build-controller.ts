@@ -3,7 +3,6 @@ import type { Catalog } from '../../../core/catalog.js';
 import { capacityScale, hostCapacity } from '../../../cloud/local/host-capacity.js';
 import { ControllerMetrics } from '../../../controller/api/server.js';
 import { AttentionClock } from '../../../controller/attention-clock.js';
-import { observeUnreleasedIdle } from '../../../controller/co-start-records.js';
 import type { Clock } from '../../../controller/clock.js';
 import type { ControllerConfig } from '../../../controller/config.js';
 import {
@@ -61,8 +60,6 @@ export async function buildController(options: BuildControllerOptions): Promise<
     config.dryRun && onS3 ? undefined : await openObjectStore(config.objectStore, { region: config.region });
 
   const metrics = new ControllerMetrics();
-  // Holds at the co-start barrier that end without a release count as they end (a measured start counts its own).
-  observeUnreleasedIdle(store, (dollars) => metrics.observeBarrierIdle(dollars));
   // A dry run keeps no backups: it changes nothing a new box would need. A PostgreSQL state is the database's to back
   // up (its own base backups and WAL archiving); these backups copy the SQLite file.
   const backups =
@@ -121,6 +118,8 @@ export async function buildController(options: BuildControllerOptions): Promise<
     objectStore,
     jobArchive: backups?.archive,
     metrics,
+    // Holds at the co-start barrier that end without a release count as they end (a measured start counts its own).
+    onBarrierIdle: (dollars) => metrics.observeBarrierIdle(dollars),
     settings: settingsFromConfig(config),
     faults: options.faults,
     logger: log,

@@ -401,7 +401,13 @@ async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly Held
       );
       for (const t of held) ctx.store.setTaskState(t.id, 'pending');
       // The readiness goes; what the holds cost stays (and is counted once), and the next barrier waits longer.
-      writeUnreleasedCoStart(ctx.store, jobId, record, replannedCoStart(record, held, now));
+      writeUnreleasedCoStart(
+        ctx.store,
+        jobId,
+        record,
+        replannedCoStart(record, held, now),
+        ctx.deps.onBarrierIdle,
+      );
       settleJob(ctx, jobId, `co-start timed out: ${decision.reason}`);
       ctx.requestRound(`job ${jobId} planned again (co-start timeout)`);
       return [];
