@@ -15,7 +15,7 @@ export interface InterruptionEvent {
   readonly kind: 'spot-interruption' | 'rebalance-recommendation';
   /** The EC2 instance id (i-…). */
   readonly cloudInstanceId: string;
-  /** When EventBridge says the event happened (ISO 8601). */
+  /** When EventBridge says the event happened (ISO 8601, a real date between 2000 and 2200). */
   readonly time: string;
 }
 
@@ -34,18 +34,51 @@ export interface ReceivedInterruption {
 export interface InterruptionEventSource {
   /** Wait up to the source's long-poll time for messages (`signal` ends the wait early). */
   receive(signal?: AbortSignal): Promise<ReceivedInterruption[]>;
-  /** Delete acted-on (or unusable) messages so they are not delivered again. */
-  acknowledge(receipts: readonly string[]): Promise<void>;
+  /**
+   * Delete acted-on (or unusable) messages so they are not delivered again. Returns the ones the queue did not
+   * delete (they come back after their visibility timeout); throws when the request itself failed.
+   */
+  acknowledge(receipts: readonly string[]): Promise<readonly AcknowledgeFailure[]>;
+}
+
+/** A message the queue refused to delete, and why (its code and message). */
+export interface AcknowledgeFailure {
+  readonly receipt: string;
+  readonly reason: string;
 }
 
 export const SPOT_INTERRUPTION_DETAIL_TYPE = 'EC2 Spot Instance Interruption Warning';
 export const REBALANCE_DETAIL_TYPE = 'EC2 Instance Rebalance Recommendation';
 
 const instanceId = z.string().regex(/^i-[0-9a-f]{8,32}$/, 'an EC2 instance id like i-0abc…');
+
+/**
+ * The event's time bounds: EventBridge stamps its events now, so a time far outside these is a forged or broken
+ * message. Checked here, not where it is used: a time a Date can hold but not one two minutes later (year 275760)
+ * would otherwise throw while its batch is handled.
+ */
+const EARLIEST_EVENT_MS = Date.UTC(2000, 0, 1);
+const LATEST_EVENT_MS = Date.UTC(2200, 0, 1);
+// EventBridge's form: 2026-11-24T13:00:00Z (fractional seconds and an offset allowed).
+const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
+const eventTime = z
+  .string()
+  .max(64)
+  .superRefine((t, ctx) => {
+    const ms = Date.parse(t);
+    if (!ISO_DATE_TIME.test(t))
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        message: 'an ISO 8601 date-time like 2026-11-24T13:00:00Z',
+      });
+    else if (!(Number.isFinite(ms) && ms >= EARLIEST_EVENT_MS && ms < LATEST_EVENT_MS))
+      ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'a real date between 2000 and 2200' });
+  });
+
 const envelopeSchema = z.object({
   source: z.string(),
   'detail-type': z.string(),
-  time: z.string().min(1).max(64),
+  time: eventTime,
   detail: z.unknown(),
 });
 const spotDetailSchema = z.object({

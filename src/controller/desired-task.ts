@@ -1,9 +1,12 @@
 import type { Catalog } from '../core/catalog.js';
 import { demandOn } from '../core/resources.js';
 import type { ContextLimits } from '../protocol/context-limits.js';
+import { noticeCappedTimeoutSeconds } from '../protocol/spot-notice.js';
 import type { DesiredTask } from '../protocol/worker-protocol.js';
+import type { Clock } from './clock.js';
 import { expandTasks } from './job-spec/tasks.js';
-import type { InstanceRecord, JobRecord, TaskRecord } from './state-store.js';
+import { SPOT_INTERRUPTION_EVENT } from './spot-interruptions.js';
+import type { InstanceRecord, JobRecord, StateStore, TaskRecord } from './state-store.js';
 
 /** What describing a task for its worker needs of the controller's options (WorkerTaskControlOptions). */
 export interface DescribeOptions {
@@ -12,6 +15,12 @@ export interface DescribeOptions {
   readonly contextLimits?: ((team: string) => ContextLimits) | undefined;
   /** Capacity scale per instance type (local mode on a small host); task limits are scaled alike. Default 1. */
   readonly capacityScale?: ((typeName: string) => number) | undefined;
+  /**
+   * Where an instance's spot interruption notice is recorded, and the time now: a checkpoint-stop under a notice is
+   * given no more than the time left before EC2 acts (absent: the job's own timeout).
+   */
+  readonly store?: Pick<StateStore, 'listEvents'> | undefined;
+  readonly clock?: Pick<Clock, 'nowSeconds'> | undefined;
 }
 
 /**
@@ -59,8 +68,40 @@ export function describeTask(
       gpus: demand[0],
       shmSizeGiB: Math.min(template.shmSizeGiB, demand[2] * scale),
     },
-    checkpoint: { signal: job.spec.checkpoint.signal, timeoutSeconds: job.spec.checkpoint.timeoutSeconds },
+    checkpoint: {
+      signal: job.spec.checkpoint.signal,
+      timeoutSeconds:
+        action === 'checkpoint-stop'
+          ? checkpointStopTimeout(job.spec.checkpoint.timeoutSeconds, inst, options)
+          : job.spec.checkpoint.timeoutSeconds,
+    },
   };
+}
+
+/**
+ * A checkpoint-stop's timeout: the job's, capped as the worker caps it when it reads the notice itself (the time left
+ * less a margin for its last heartbeat, at least a second) when the instance has a spot interruption notice with a
+ * time. A notice that reached only the controller (the interruption queue, a worker whose metadata read failed)
+ * would otherwise leave a 300 s or 900 s checkpoint timeout running past the reclaim, its upload cut off.
+ */
+function checkpointStopTimeout(
+  timeoutSeconds: number,
+  inst: InstanceRecord,
+  options: DescribeOptions,
+): number {
+  if (options.store === undefined || options.clock === undefined) return timeoutSeconds;
+  const notice = options.store.listEvents({
+    instanceId: inst.id,
+    kind: SPOT_INTERRUPTION_EVENT,
+    limit: 1,
+  })[0];
+  const data = notice?.data;
+  const time =
+    typeof data === 'object' && data !== null && !Array.isArray(data)
+      ? (data as Record<string, unknown>).time
+      : undefined;
+  if (typeof time !== 'string') return timeoutSeconds;
+  return noticeCappedTimeoutSeconds(timeoutSeconds, Date.parse(time), options.clock.nowSeconds() * 1000);
 }
 
 /**

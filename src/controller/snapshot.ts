@@ -6,6 +6,7 @@ import { expandTasks } from './job-spec/tasks.js';
 import { unmetDependencies } from './job-dependencies.js';
 import { jobTransitions, lastEnteredRunning } from './job-transitions.js';
 import { launchedOnSpot } from './instance-market.js';
+import { SPOT_INTERRUPTION_EVENT } from './spot-interruptions.js';
 import { isFinalJobState, LIVE_JOB_STATES, PLACED_TASK_STATES } from './state/lifecycle.js';
 import { type InstanceRecord, type JobRecord, type StateStore, type TaskRecord } from './state-store.js';
 
@@ -23,7 +24,8 @@ import { type InstanceRecord, type JobRecord, type StateStore, type TaskRecord }
  * - Where instances are (zone, placement group: asked for until launched, then obtained) and the round trips the
  *   workers measured between them, for latency-aware placement.
  * - How instances are bought (spot or on demand) and which ones EC2 recommended rebalancing, so a plan prices them
- *   at their pool and their risk.
+ *   at their pool and their risk; and which instances the cloud reclaimed lately, so the learned rebalance risk counts
+ *   those and not every instance that left (scheduler/rebalance-risk.ts).
  */
 
 export interface SnapshotInputs {
@@ -41,6 +43,11 @@ export interface SnapshotInputs {
   readonly spotInstances?: ReadonlySet<string> | undefined;
   /** Instances EC2 recommended rebalancing (spot-interruptions.ts records it as an event). */
   readonly rebalanceRecommended?: ReadonlySet<string> | undefined;
+  /**
+   * Instances the cloud reclaimed within RECLAIM_LOOKBACK_SECONDS: a spot interruption notice, or lost to the cloud
+   * with jobs on them (JOB_CAPACITY_LOST_EVENT). Absent: exits are not told apart (ClusterSnapshot).
+   */
+  readonly reclaimedInstances?: ReadonlySet<string> | undefined;
   /** job id → zones where instances it ran on were lost, oldest first (JOB_CAPACITY_LOST_EVENT). */
   readonly interruptedZones?: ReadonlyMap<string, readonly string[]> | undefined;
   /**
@@ -59,6 +66,15 @@ export const JOB_CAPACITY_LOST_EVENT = 'job.capacity-lost';
 const CLOCK_SKEW_GRACE_SECONDS = 60;
 
 const SCHEDULABLE_INSTANCE_STATES = new Set(['requested', 'launching', 'running']);
+
+/**
+ * How far back a reclaim is looked for. The rebalance risk decides on the first round an instance is missing from, a
+ * round period or so after the reclaim: an hour covers a slow or stalled loop, and a controller down for longer only
+ * censors the reclaims of that time. The read is bounded too (the newest first): a mass reclaim has the rounds that
+ * follow it read their own.
+ */
+const RECLAIM_LOOKBACK_SECONDS = 3600;
+const RECLAIM_EVENTS_READ = 500;
 
 /** Read what a snapshot needs from the store. */
 export function readSnapshotInputs(
@@ -116,6 +132,17 @@ export function readSnapshotInputs(
   for (const id of live)
     if (store.listEvents({ instanceId: id, kind: 'instance.rebalance-recommendation', limit: 1 }).length > 0)
       rebalanceRecommended.add(id);
+  // Through the stores' index of events by kind: a notice is recorded once per instance, a capacity loss once per job
+  // it hit, so these are few beside the log.
+  const reclaimedInstances = new Set<string>();
+  for (const e of store.listEvents({
+    kinds: [SPOT_INTERRUPTION_EVENT, JOB_CAPACITY_LOST_EVENT],
+    newestFirst: true,
+    limit: RECLAIM_EVENTS_READ,
+  })) {
+    if (e.atSeconds < nowSeconds - RECLAIM_LOOKBACK_SECONDS) continue;
+    if (e.instanceId !== undefined) reclaimedInstances.add(e.instanceId);
+  }
   return {
     jobs,
     tasks,
@@ -126,6 +153,7 @@ export function readSnapshotInputs(
     measuredRtts,
     spotInstances,
     rebalanceRecommended,
+    reclaimedInstances,
     interruptedZones,
     heldJobs,
     heldTasks,
@@ -215,6 +243,9 @@ export function buildSnapshot(input: SnapshotInputs): ClusterSnapshot {
     tasks,
     instances,
     ...(measuredRtts.length === 0 ? {} : { measuredRtts }),
+    ...(input.reclaimedInstances === undefined
+      ? {}
+      : { reclaimedInstanceIds: [...input.reclaimedInstances].sort() }),
   };
 }
 

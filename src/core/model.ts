@@ -101,6 +101,13 @@ export interface ClusterSnapshot {
   readonly measuredRtts?: readonly MeasuredRtt[] | undefined;
   /** The queue layer's caps keep jobs waiting this round (set by the round for the scheduler's observe). */
   readonly capHoldsJobsBack?: boolean | undefined;
+  /**
+   * Instances that left `instances` lately because the cloud reclaimed them (a spot interruption notice, or the cloud
+   * terminated them), as opposed to a drain, a lost worker or a retirement: what the learned rebalance risk counts
+   * (scheduler/rebalance-risk.ts). Absent: the source does not tell exits apart, and every instance a plan kept that
+   * left counts as reclaimed (the simulator, where a reclaim is the only way such an instance leaves).
+   */
+  readonly reclaimedInstanceIds?: readonly string[] | undefined;
 }
 
 /** Hard caps that no plan may exceed (scheduling core, "beyond the paper"). */

@@ -27,6 +27,9 @@ const MONTHLY_SHARE: Readonly<Record<InterruptionClass, number>> = {
 /** Hours in the Advisor's month (365 × 24 / 12). */
 export const HOURS_PER_MONTH = 730;
 
+/** Seconds between EC2's spot interruption notice and the reclaim (the controller, the worker and the simulator). */
+export const SPOT_NOTICE_SECONDS = 120;
+
 /**
  * Interruptions per instance-hour of a class: an instance survives the month with probability 1 − p, so with a
  * constant hazard λ, e^(−λ·730 h) = 1 − p and λ = −ln(1 − p) / 730.

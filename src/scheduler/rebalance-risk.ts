@@ -9,8 +9,11 @@ import type { Configuration } from './types.js';
  *
  * Exponential lifetimes with independent censoring (a Gamma–Poisson estimate): exposure is the time a flagged
  * instance was seen flagged, round to round (for one reclaimed, to the midpoint of the interval it went in); a reclaim
- * is a flagged instance gone from the snapshot while the last plan kept it. An instance the plan dropped (its tasks moved off) leaves without one: censored, which does not bias
- * the estimate since the plan's choice does not depend on when the reclaim would have come. The prior is one reclaim
+ * is a flagged instance gone from the snapshot while the last plan kept it, when the snapshot names it reclaimed (a spot
+ * interruption notice, or terminated by the cloud: `reclaimedInstanceIds`). Any other exit is censored: an instance the
+ * plan dropped (its tasks moved off), and one drained by an operator, lost with its worker or retired, whose end says
+ * nothing of when EC2 would have reclaimed it; censoring does not bias the estimate since those exits do not depend on
+ * when the reclaim would have come. The prior is one reclaim
  * in two hours (`REBALANCE_INTERRUPTION_RATE_PER_HOUR`), so that with no evidence the risk is priced as imminent, and
  * the hours of alarms that came to nothing bring it down.
  */
@@ -34,15 +37,17 @@ export class RebalanceRiskTracker {
   private flagged = new Map<string, number>();
   private kept = new Set<string>();
 
-  /** A round's snapshot: exposure of the flagged instances still there, a reclaim for each kept one now gone. */
+  /** A round's snapshot: exposure of the flagged instances still there, a reclaim for each kept one reclaimed since. */
   observe(snapshot: ClusterSnapshot): void {
     const now = snapshot.nowSeconds;
     const present = new Set(snapshot.instances.map((i) => i.id));
+    const reclaimed =
+      snapshot.reclaimedInstanceIds === undefined ? undefined : new Set(snapshot.reclaimedInstanceIds);
     for (const id of this.flagged.keys()) {
       if (present.has(id)) continue;
       // Reclaimed some time since it was last seen: half that interval (the midpoint) counts as exposure too, or the
       // rate would come out high by up to a round period per reclaim.
-      if (this.kept.has(id)) {
+      if (this.kept.has(id) && (reclaimed === undefined || reclaimed.has(id))) {
         this.reclaims += 1;
         this.exposureSeconds += Math.max(0, now - (this.flagged.get(id) as number)) / 2;
       }

@@ -17,6 +17,7 @@ import type { LaunchCredentialSource } from './launch-credential.js';
 import type { SavedCredential } from './saved-credential.js';
 import type { Executor } from './executor.js';
 import { DEFAULT_NOTICE_POLL_SECONDS, type InterruptionNoticeSource } from './interruption-notices.js';
+import { SPOT_NOTICE_MARGIN_SECONDS } from '../protocol/spot-notice.js';
 import { TaskLifecycle } from './task-lifecycle.js';
 
 /**
@@ -390,8 +391,10 @@ export class WorkerAgent {
   /** Checkpoint and stop what runs, within the time EC2 leaves; heartbeat again as soon as the uploads are done. */
   private evacuate(): void {
     const atMs = this.notice === undefined ? Number.NaN : Date.parse(this.notice.time);
-    // Ten seconds kept for the last heartbeat; an unreadable time leaves the jobs' own timeouts.
-    const leftSeconds = Number.isFinite(atMs) ? (atMs - Date.now()) / 1000 - 10 : Number.POSITIVE_INFINITY;
+    // The margin kept for the last heartbeat (as the controller caps it); an unreadable time leaves the jobs' own.
+    const leftSeconds = Number.isFinite(atMs)
+      ? (atMs - Date.now()) / 1000 - SPOT_NOTICE_MARGIN_SECONDS
+      : Number.POSITIVE_INFINITY;
     const { started, done } = this.tasks.evacuate(leftSeconds);
     if (started.length === 0) return;
     this.log.info(`checkpointing ${started.join(', ')} before the interruption`);

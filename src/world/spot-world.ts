@@ -1,6 +1,11 @@
 import type { Catalog } from '../core/catalog.js';
 import { hashUnit } from '../core/random.js';
-import { interruptionRatePerHour, spotOffering, type SpotOffering } from '../core/spot.js';
+import {
+  interruptionRatePerHour,
+  SPOT_NOTICE_SECONDS,
+  spotOffering,
+  type SpotOffering,
+} from '../core/spot.js';
 import { REBALANCE_INTERRUPTION_RATE_PER_HOUR } from '../scheduler/spot-cost.js';
 import { latestCheckpointIterations } from './checkpoints.js';
 import { integrateProgress, type SimInstance, type SimJob, type SimTask } from './entities.js';
@@ -27,8 +32,7 @@ import { integrateProgress, type SimInstance, type SimJob, type SimTask } from '
  * a recommendation is not always followed by an interruption; how often is not published, so the rate is the user's).
  */
 
-/** Seconds between AWS's interruption notice and the reclaim. */
-export const SPOT_NOTICE_SECONDS = 120;
+export { SPOT_NOTICE_SECONDS };
 
 export interface SpotSimulation {
   /** Seed of the interruption draws. */

@@ -23,14 +23,18 @@ import { BASE_SETTINGS, catalog, CPU_SMALL, jobSpec } from './controller-fixture
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-interruption-queue-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-function eventBridge(detailType: string, detail: Record<string, unknown>): string {
+function eventBridge(
+  detailType: string,
+  detail: Record<string, unknown>,
+  time = '2026-11-24T13:00:00Z',
+): string {
   return JSON.stringify({
     version: '0',
     id: '1e5527d7-bb36-4607-3370-4164db56a40e',
     'detail-type': detailType,
     source: 'aws.ec2',
     account: '123456789012',
-    time: '2026-11-24T13:00:00Z',
+    time,
     region: 'us-east-1',
     resources: [],
     detail,
@@ -153,5 +157,89 @@ describeWithMoto('the interruption queue (moto: EC2 and SQS)', (moto) => {
       tasks.every((t) => t.instanceId === store.findInstanceByCloudId(live[0]?.instanceId ?? '')?.id),
     ).toBe(true);
     store.close();
+  });
+
+  it('one message that cannot be handled holds back none of its batch; only a failed handling is redelivered', async () => {
+    const sqs = createSqsClient(moto.clientOptions);
+    // No visibility timeout: a message left on the queue is visible again at the next receive.
+    const queueUrl = (
+      await sqs.send(
+        new CreateQueueCommand({ QueueName: 'fleetwise-poison', Attributes: { VisibilityTimeout: '0' } }),
+      )
+    ).QueueUrl as string;
+    const warning = (id: string, time?: string): string =>
+      eventBridge(
+        'EC2 Spot Instance Interruption Warning',
+        { 'instance-id': id, 'instance-action': 'terminate' },
+        time,
+      );
+    const send = (body: string): Promise<unknown> =>
+      sqs.send(new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: body }));
+    // A time a Date holds but not two minutes later, and one that is no date at all.
+    await send(warning('i-0000000000000000a', '+275760-09-13T00:00:00.000Z'));
+    await send(warning('i-0000000000000000c', '2026-02-30T99:00:00Z'));
+    await send(warning('i-00000000000000001'));
+    await send(warning('i-00000000000000002'));
+    await send(warning('i-00000000000000003'));
+
+    const handled: string[] = [];
+    const warnings: string[] = [];
+    let storeDown = true;
+    const listener = new InterruptionListener({
+      source: new SqsInterruptionQueue({ ...moto.clientOptions, queueUrl, waitSeconds: 1 }),
+      handle: (cloudId, report) => {
+        // The store fails for one message until it recovers.
+        if (cloudId === 'i-00000000000000002' && storeDown) throw new Error('database is locked');
+        handled.push(`${cloudId} ${report.time ?? ''}`);
+        return true;
+      },
+      log: { info() {}, warn: (m) => warnings.push(m), error() {} },
+    });
+    let acted = 0;
+    for (let i = 0; i < 6 && acted < 2; i++) acted += await listener.pollOnce();
+    expect(handled.sort()).toEqual([
+      'i-00000000000000001 2026-11-24T13:02:00.000Z',
+      'i-00000000000000003 2026-11-24T13:02:00.000Z',
+    ]);
+    // Both bad times are logged, naming the field, and deleted like any malformed message.
+    expect(warnings.filter((w) => /ignored: time: an ISO 8601 date-time/.test(w))).toHaveLength(1);
+    expect(warnings.filter((w) => /ignored: time: a real date between 2000 and 2200/.test(w))).toHaveLength(
+      1,
+    );
+    expect(
+      warnings.some((w) => /i-00000000000000002\) left for redelivery: .*database is locked/.test(w)),
+    ).toBe(true);
+    // Only the message whose handling failed is still there; once the store is back it is handled and deleted.
+    storeDown = false;
+    for (let i = 0; i < 6 && acted < 3; i++) acted += await listener.pollOnce();
+    expect(handled).toContain('i-00000000000000002 2026-11-24T13:02:00.000Z');
+    const left = await sqs.send(
+      new GetQueueAttributesCommand({
+        QueueUrl: queueUrl,
+        AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
+      }),
+    );
+    expect(left.Attributes?.ApproximateNumberOfMessages).toBe('0');
+    expect(left.Attributes?.ApproximateNumberOfMessagesNotVisible).toBe('0');
+    expect(handled).toHaveLength(3);
+  });
+
+  it('a receipt the queue refuses to delete is reported, not thrown', async () => {
+    const sqs = createSqsClient(moto.clientOptions);
+    const queueUrl = (await sqs.send(new CreateQueueCommand({ QueueName: 'fleetwise-acks' })))
+      .QueueUrl as string;
+    await sqs.send(new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: '{}' }));
+    const source = new SqsInterruptionQueue({ ...moto.clientOptions, queueUrl, waitSeconds: 1 });
+    let received = await source.receive();
+    for (let i = 0; i < 3 && received.length === 0; i++) received = await source.receive();
+    const good = received[0]?.receipt ?? '';
+    const failed = await source.acknowledge([good, 'not-a-receipt-handle']);
+    expect(failed).toEqual([
+      {
+        receipt: 'not-a-receipt-handle',
+        reason: expect.stringMatching(/^ReceiptHandleIsInvalid: /) as string,
+      },
+    ]);
+    source.close();
   });
 });

@@ -55,6 +55,17 @@ describe('the reclaim rate of instances recommended for rebalancing, learned', (
     expect(t.ratePerHour()).toBeCloseTo(1 / 12, 12);
   });
 
+  it('counts only the kept instances the snapshot names reclaimed when it tells exits apart; the others are censored', () => {
+    const t = new RebalanceRiskTracker();
+    t.observe(snapshot(0, { a: true, b: true }));
+    t.notePlan(keep('a', 'b'));
+    t.observe(snapshot(3600, { a: true, b: true }));
+    t.notePlan(keep('a', 'b'));
+    // Both gone; only a was reclaimed (b drained by an operator, say).
+    t.observe({ ...snapshot(3900, {}), reclaimedInstanceIds: ['a'] });
+    expect(t.ratePerHour()).toBeCloseTo(2 / (2 + 150 / 3600 + 2), 12);
+  });
+
   it('survives a restart: its state round-trips through JSON, and state saved before it starts from the prior', () => {
     const t = new RebalanceRiskTracker();
     t.observe(snapshot(0, { a: true }));

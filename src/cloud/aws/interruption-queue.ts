@@ -1,6 +1,7 @@
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import {
   parseInterruptionMessage,
+  type AcknowledgeFailure,
   type InterruptionEventSource,
   type ReceivedInterruption,
 } from '../interruption-events.js';
@@ -72,11 +73,13 @@ export class SqsInterruptionQueue implements InterruptionEventSource {
     }
   }
 
-  async acknowledge(receipts: readonly string[]): Promise<void> {
+  async acknowledge(receipts: readonly string[]): Promise<readonly AcknowledgeFailure[]> {
+    const failed: AcknowledgeFailure[] = [];
     for (let i = 0; i < receipts.length; i += 10) {
       const batch = receipts.slice(i, i + 10);
+      let answer;
       try {
-        await this.client.send(
+        answer = await this.client.send(
           new DeleteMessageBatchCommand({
             QueueUrl: this.options.queueUrl,
             Entries: batch.map((r, n) => ({ Id: String(n), ReceiptHandle: r })),
@@ -91,7 +94,14 @@ export class SqsInterruptionQueue implements InterruptionEventSource {
           { cause: e },
         );
       }
+      // A batch succeeds as a request while some of its entries fail (an expired receipt handle): those are named.
+      for (const f of answer.Failed ?? []) {
+        const receipt = batch[Number(f.Id)];
+        if (receipt === undefined) continue;
+        failed.push({ receipt, reason: `${f.Code ?? 'unknown'}: ${f.Message ?? 'no message'}` });
+      }
     }
+    return failed;
   }
 
   close(): void {
