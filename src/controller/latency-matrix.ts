@@ -1,6 +1,11 @@
 import { z } from 'zod';
 import type { MeasuredRtt } from '../core/network.js';
-import type { NetworkReport, ProbePeer, RttReport } from '../protocol/worker-protocol.js';
+import {
+  MAX_PROBE_PEERS,
+  type NetworkReport,
+  type ProbePeer,
+  type RttReport,
+} from '../protocol/worker-protocol.js';
 import type { JsonValue } from './state-store.js';
 
 /**
@@ -8,8 +13,9 @@ import type { JsonValue } from './state-store.js';
  * latest round trips each worker measured to its peers, and where each worker's probe listens. Kept in memory from
  * the heartbeats; the scheduler gets the fresh pairs in each round's snapshot (`ClusterSnapshot.measuredRtts`), and
  * the API, `fleetwise cluster` and Prometheus show them. A worker's report replaces all its earlier pairs: it is the
- * whole of its current window. What goes stale, and whatever involves an instance no longer live, is dropped for good
- * (instances do not come back), so the matrix and what the store keeps of it stay the size of the live cluster.
+ * whole of its current window, of the pairs the controller asked it to measure (the peers named in the last answer to
+ * it). What goes stale, and whatever involves an instance no longer live, is dropped for good (instances do not come
+ * back), so the matrix and what the store keeps of it stay the size of the live cluster.
  */
 
 /** A pair as shown (the API, the CLI, Prometheus): the measured figures and how they were measured. */
@@ -64,9 +70,24 @@ export function plainAddress(address: string): string {
   return address.startsWith('::ffff:') && address.includes('.') ? address.slice('::ffff:'.length) : address;
 }
 
+/**
+ * Of two reports of one pair in one heartbeat, the one kept: the larger maximum (the planner takes a pair's round trip
+ * as the largest measured, so the larger is the conservative one), a measured one over one that reached nothing.
+ */
+function slower(a: RttReport, b: RttReport): boolean {
+  if (a.maxMicroseconds === undefined) return false;
+  return b.maxMicroseconds === undefined || a.maxMicroseconds > b.maxMicroseconds;
+}
+
 export class LatencyMatrix {
   private readonly byFrom = new Map<string, readonly LatencyPair[]>();
   private readonly endpoints = new Map<string, ProbeEndpoint>();
+  /**
+   * Per instance, the peers named in the last answer to it: the pairs its next report may carry. A worker probes what
+   * the latest answer names (the complete list), so a pair to anything else is to an instance no longer its peer, to
+   * itself, or made up.
+   */
+  private readonly named = new Map<string, ReadonlySet<string>>();
   /** The latest time the matrix has heard of (a report or a view): what the saved pairs must be fresh at. */
   private latestSeconds = Number.NEGATIVE_INFINITY;
 
@@ -74,7 +95,9 @@ export class LatencyMatrix {
 
   /**
    * One heartbeat's network report from `instanceId`. The probe's host is the one the worker named, else the address
-   * its heartbeat came from (what the controller reaches it at, so what its peers in the VPC reach it at too).
+   * its heartbeat came from (what the controller reaches it at, so what its peers in the VPC reach it at too). Only
+   * pairs to the peers named in the last answer to it are kept, one per peer. Before this process named it any (a
+   * restarted controller), its pairs are left as they are, the saved ones included, until a report follows an answer.
    */
   observe(
     instanceId: string,
@@ -87,9 +110,17 @@ export class LatencyMatrix {
       report.probe?.host ?? (remoteAddress === undefined ? undefined : plainAddress(remoteAddress));
     if (report.probe !== undefined && host !== undefined)
       this.endpoints.set(instanceId, { instanceId, host, port: report.probe.port, atSeconds });
+    const named = this.named.get(instanceId);
+    if (named === undefined) return;
+    const byPeer = new Map<string, RttReport>();
+    for (const r of report.rtts ?? []) {
+      if (!named.has(r.peerInstanceId)) continue;
+      const kept = byPeer.get(r.peerInstanceId);
+      if (kept === undefined || slower(r, kept)) byPeer.set(r.peerInstanceId, r);
+    }
     this.byFrom.set(
       instanceId,
-      (report.rtts ?? []).map((r: RttReport) => ({
+      [...byPeer.values()].map((r) => ({
         fromInstanceId: instanceId,
         toInstanceId: r.peerInstanceId,
         ...(r.maxMicroseconds === undefined ? {} : { maxMicroseconds: r.maxMicroseconds }),
@@ -106,6 +137,7 @@ export class LatencyMatrix {
   forget(instanceId: string): void {
     this.endpoints.delete(instanceId);
     this.byFrom.delete(instanceId);
+    this.named.delete(instanceId);
     for (const [from, pairs] of this.byFrom)
       this.byFrom.set(
         from,
@@ -117,12 +149,23 @@ export class LatencyMatrix {
     return this.endpoints.get(instanceId);
   }
 
-  /** The peers to name in an answer: those of `peerIds` whose probe is known, in id order. */
-  probePeers(peerIds: Iterable<string>): ProbePeer[] {
-    return [...new Set(peerIds)].sort().flatMap((id) => {
+  /**
+   * The peers to name in an answer to `fromInstanceId`: those of `peerIds` whose probe is known, other than itself,
+   * in the order given (the most wanted first), at most the protocol's MAX_PROBE_PEERS (a worker refuses an answer
+   * naming more). Remembered as what its next report may measure.
+   */
+  probePeers(fromInstanceId: string, peerIds: Iterable<string>): ProbePeer[] {
+    const peers: ProbePeer[] = [];
+    const seen = new Set<string>([fromInstanceId]);
+    for (const id of peerIds) {
+      if (peers.length >= MAX_PROBE_PEERS) break;
+      if (seen.has(id)) continue;
+      seen.add(id);
       const e = this.endpoints.get(id);
-      return e === undefined ? [] : [{ instanceId: id, host: e.host, port: e.port }];
-    });
+      if (e !== undefined) peers.push({ instanceId: id, host: e.host, port: e.port });
+    }
+    this.named.set(fromInstanceId, new Set(peers.map((p) => p.instanceId)));
+    return peers;
   }
 
   /**
@@ -157,6 +200,7 @@ export class LatencyMatrix {
     }
     for (const [id, e] of this.endpoints)
       if (!isLive(id) || !this.fresh(e.atSeconds, nowSeconds)) this.endpoints.delete(id);
+    for (const id of this.named.keys()) if (!isLive(id)) this.named.delete(id);
   }
 
   /** What the scheduler plans with: the fresh, measured pairs (a pair whose probes were all refused has no figure). */

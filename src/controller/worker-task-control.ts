@@ -3,6 +3,7 @@ import { CarriedSilence, CARRY_SILENCE_EVERY_SECONDS } from './carried-silence.j
 import { WorkerSilence } from './worker-silence.js';
 import type { Catalog } from '../core/catalog.js';
 import type { MeasuredRtt } from '../core/network.js';
+import { networkAwareness } from '../scheduler/latency-view.js';
 import type { ThroughputObservation } from '../scheduler/types.js';
 import type {
   DesiredTask,
@@ -240,7 +241,12 @@ export class WorkerTaskControl implements TaskControl {
     this.interruptionHandler = handler;
   }
 
-  /** The other instances running tasks of the jobs that have tasks on this one, whose probes are known. */
+  /**
+   * The other instances running tasks of the network-aware jobs (the scheduler's own test, latency-view.ts networkAwareness)
+   * that have tasks on this one, whose probes are known; round trips of other jobs are planned with by nobody. The
+   * latency-sensitive jobs' peers come first, then those of jobs that only declare traffic, each by submission: an
+   * answer names at most the protocol's limit, and what falls beyond it stays the same from one answer to the next.
+   */
   private peersOf(inst: InstanceRecord): ProbePeer[] {
     const jobIds = new Set(
       this.store
@@ -248,12 +254,36 @@ export class WorkerTaskControl implements TaskControl {
         .filter((t) => PLACED_TASK_STATES.includes(t.state))
         .map((t) => t.jobId),
     );
+    const jobs: { job: JobRecord; tasks: TaskRecord[] }[] = [];
+    for (const jobId of jobIds) {
+      const job = this.store.getJob(jobId);
+      if (job !== undefined) jobs.push({ job, tasks: this.store.listTasks({ jobId }) });
+    }
+    const aware = new Map(
+      jobs.flatMap(({ job, tasks }) => {
+        const awareness = networkAwareness(job.spec.network, tasks.length);
+        return awareness === undefined ? [] : [[job.id, awareness] as const];
+      }),
+    );
     const peers: string[] = [];
-    for (const jobId of jobIds)
-      for (const t of this.store.listTasks({ jobId }))
-        if (PLACED_TASK_STATES.includes(t.state) && t.instanceId !== undefined && t.instanceId !== inst.id)
-          peers.push(t.instanceId);
-    return this.latency.probePeers(peers);
+    for (const { tasks } of jobs
+      .filter(({ job }) => aware.has(job.id))
+      .sort(
+        (a, b) =>
+          Number(aware.get(b.job.id)?.sensitive) - Number(aware.get(a.job.id)?.sensitive) ||
+          a.job.submittedAtSeconds - b.job.submittedAtSeconds ||
+          a.job.id.localeCompare(b.job.id, 'en', { numeric: true }),
+      ))
+      peers.push(
+        ...tasks
+          .flatMap((t) =>
+            PLACED_TASK_STATES.includes(t.state) && t.instanceId !== undefined && t.instanceId !== inst.id
+              ? [t.instanceId]
+              : [],
+          )
+          .sort(),
+      );
+    return this.latency.probePeers(inst.id, peers);
   }
 
   /** Instances that may still answer probes: pairs to any other are history. */

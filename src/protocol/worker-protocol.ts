@@ -181,9 +181,12 @@ export type RttReport = z.infer<typeof rttReportSchema>;
 /** Where a worker's latency probe listens: `host` defaults to the address the controller sees it heartbeat from. */
 export const probeEndpointSchema = z.strictObject({ host: probeHost.optional(), port });
 
+/** The most peers one answer names, and so the most round trips one report carries. */
+export const MAX_PROBE_PEERS = 256;
+
 export const networkReportSchema = z.strictObject({
   probe: probeEndpointSchema.optional(),
-  rtts: z.array(rttReportSchema).max(256).default([]),
+  rtts: z.array(rttReportSchema).max(MAX_PROBE_PEERS).default([]),
 });
 export type NetworkReport = z.input<typeof networkReportSchema>;
 
@@ -271,6 +274,6 @@ export type ProbePeer = z.infer<typeof probePeerSchema>;
 export const heartbeatResponseSchema = z.object({
   tasks: z.array(desiredTaskSchema),
   /** The peers to probe: the complete list (absent or empty: none). Only for workers that announced a probe. */
-  peers: z.array(probePeerSchema).max(256).optional(),
+  peers: z.array(probePeerSchema).max(MAX_PROBE_PEERS).optional(),
 });
 export type HeartbeatResponse = z.infer<typeof heartbeatResponseSchema>;

@@ -95,16 +95,29 @@ export interface AwareJob {
   readonly chatty: boolean;
 }
 
+/**
+ * How a job's network matters to placement: `sensitive` (its speed depends on round trips), `chatty` (its traffic
+ * costs money across zones), or undefined when neither does or it has a single task (nothing to place apart).
+ */
+export function networkAwareness(
+  network: JobNetwork | undefined,
+  taskCount: number,
+): { readonly sensitive: boolean; readonly chatty: boolean } | undefined {
+  if (network === undefined || taskCount < 2) return undefined;
+  const sensitive = isLatencySensitive(network.sensitivity);
+  const chatty = network.gibPerHour > 0;
+  return sensitive || chatty ? { sensitive, chatty } : undefined;
+}
+
 /** The network-aware jobs of a snapshot (none for a snapshot of latency-insensitive, silent jobs). */
 export function awareJobs(jobs: readonly SchedJob[]): Map<string, AwareJob> {
   const out = new Map<string, AwareJob>();
   for (const job of jobs) {
     const network = job.network;
-    if (network === undefined || job.taskIds.length < 2) continue;
+    const awareness = networkAwareness(network, job.taskIds.length);
+    if (network === undefined || awareness === undefined) continue;
     const curve = curveOf(network.sensitivity);
-    const sensitive = isLatencySensitive(network.sensitivity);
-    const chatty = network.gibPerHour > 0;
-    if (!sensitive && !chatty) continue;
+    const { sensitive, chatty } = awareness;
     const declared = network.rootTaskId === undefined ? -1 : job.taskIds.indexOf(network.rootTaskId);
     const rootIndex = declared < 0 ? 0 : declared;
     out.set(job.id, {

@@ -1,12 +1,22 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TAG_CLUSTER, TAG_LAUNCH_TOKEN } from '../../src/cloud/provider.js';
+import { storeGaugeRegistry } from '../../src/controller/api/metrics.js';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { LatencyMatrix, plainAddress } from '../../src/controller/latency-matrix.js';
 import { LATENCY_MATRIX_KEY, WorkerTaskControl } from '../../src/controller/worker-task-control.js';
 import { WorkerRegistrar } from '../../src/controller/worker-identity/worker-registrar.js';
 import { launchSecretFor } from '../../src/protocol/launch-secret.js';
-import type { RttReport } from '../../src/protocol/worker-protocol.js';
+import type { JobSpec } from '../../src/controller/job-spec/spec.js';
+import type { NetworkDeclaration } from '../../src/core/network.js';
+import { RttEstimator } from '../../src/core/latency-model.js';
+import {
+  heartbeatResponseSchema,
+  MAX_PROBE_PEERS,
+  type HeartbeatResponse,
+  type NetworkReport,
+  type RttReport,
+} from '../../src/protocol/worker-protocol.js';
 import { ADMIN_TOKEN, fakeWithTeams, VISION_TOKEN, type FakeControllerService } from './api-fake-service.js';
 import { catalog, jobSpec } from './controller-fixtures.js';
 
@@ -98,7 +108,10 @@ beforeAll(async () => {
     store.setInstanceState(inst.id, 'launching', { cloudId });
     store.setInstanceState(inst.id, 'running');
   }
-  const pair = store.submitJob(jobSpec('pair', { c7i: [0, 4, 8] }, { team: 'vision', replicas: 2 }));
+  const pair = store.submitJob({
+    ...jobSpec('pair', { c7i: [0, 4, 8] }, { team: 'vision', replicas: 2 }),
+    network: { sensitivity: 'memcached', pattern: 'star', gibPerHour: 0 },
+  });
   const alone = store.submitJob(jobSpec('alone', { c7i: [0, 4, 8] }, { team: 'nlp' }));
   store.setJobState(pair.id, 'starting');
   store.setTaskState(`${pair.id}.0`, 'running', 'inst-1');
@@ -146,6 +159,7 @@ describe('the latency matrix over the worker protocol', () => {
     await beat('inst-1', { probe: { port: 7071 }, rtts: [rtt('inst-2', 5200, 5100)] });
     await beat('inst-2', {
       probe: { host: '10.0.0.2', port: 7072 },
+      // inst-3 is no peer of inst-2's (they share no job): that pair was not asked for and is not kept.
       rtts: [rtt('inst-1', 4900), { peerInstanceId: 'inst-3', samples: 0, failures: 6, windowSeconds: 60 }],
     });
     const admin = JSON.parse((await get('/v1/cluster/latency')).text) as {
@@ -158,7 +172,6 @@ describe('the latency matrix over the worker protocol', () => {
       [
         ['inst-1', 'inst-2', 5200, 0],
         ['inst-2', 'inst-1', 4900, 0],
-        ['inst-2', 'inst-3', undefined, 6],
       ],
     );
     expect(admin.probes.map((p) => [p.instanceId, p.host])).toEqual([
@@ -171,13 +184,12 @@ describe('the latency matrix over the worker protocol', () => {
       pairs: unknown[];
       probes: unknown[];
     };
-    expect([team.scope, team.pairs.length, team.probes]).toEqual(['team', 3, []]);
+    expect([team.scope, team.pairs.length, team.probes]).toEqual(['team', 2, []]);
 
     const metrics = (await get('/metrics')).text;
     expect(metrics).toContain('fleetwise_instance_rtt_max_seconds{from="inst-1",to="inst-2"} 0.0052');
     expect(metrics).toContain('fleetwise_instance_rtt_p99_seconds{from="inst-1",to="inst-2"} 0.0051');
-    expect(metrics).toContain('fleetwise_instance_rtt_probe_failures{from="inst-2",to="inst-3"} 6');
-    expect(metrics).not.toContain('fleetwise_instance_rtt_max_seconds{from="inst-2",to="inst-3"}');
+    expect(metrics).not.toContain('to="inst-3"');
 
     // The round plans with the measured pairs only (an unreached peer has no figure), and saves them.
     expect(workers.roundRtts()).toEqual([
@@ -239,7 +251,183 @@ describe('the latency matrix over the worker protocol', () => {
   });
 });
 
+describe('whom a worker probes, and which of its round trips are kept', () => {
+  // One instance (`hub`) runs a task of each of: `chatty` (declares traffic only, submitted first), `blind` (64 tasks,
+  // no `network:`) and five latency-sensitive jobs of 64 tasks; every other task has an instance of its own. That is
+  // 379 other instances, 315 of them peers of latency-sensitive jobs: more than an answer may name.
+  const big = fakeWithTeams();
+  const control = new WorkerTaskControl({
+    store: big.store,
+    catalog,
+    clock,
+    registrar: registrarFor(big.store),
+    objectStoreLocation: '/tmp/fleetwise-latency-objects',
+    heartbeatSeconds: 5,
+    heartbeatTimeoutSeconds: 60,
+  });
+  big.latency = () => control.latencyView();
+  const workerTokens = new Map<string, string>();
+  const sensitive: NetworkDeclaration = { sensitivity: 'memcached', pattern: 'star', gibPerHour: 0 };
+  let hub = '';
+  let chattyPeer = '';
+  const blindPeers: string[] = [];
+  /** The other instances of each latency-sensitive job, in submission order. */
+  const widePeers: string[][] = [];
+  const send = (instanceId: string, network: NetworkReport): HeartbeatResponse =>
+    control.heartbeat(
+      workerTokens.get(instanceId) ?? '',
+      { tasks: [], network: { rtts: [], ...network } },
+      { remoteAddress: '10.1.0.1' },
+    );
+  const named = (answer: HeartbeatResponse): string[] => (answer.peers ?? []).map((p) => p.instanceId);
+
+  beforeAll(async () => {
+    const store = big.store;
+    const place = (spec: JobSpec, instances: readonly string[]): void => {
+      const job = store.submitJob(spec);
+      store.setJobState(job.id, 'starting');
+      instances.forEach((id, i) => store.setTaskState(`${job.id}.${i}`, 'running', id));
+    };
+    const newInstance = async (): Promise<string> => {
+      const n = workerTokens.size;
+      const inst = store.createInstance({ typeName: 'c7i.xlarge', launchToken: `launch-big-${n}` });
+      store.setInstanceState(inst.id, 'launching', { cloudId: `i-big${n}` });
+      store.setInstanceState(inst.id, 'running');
+      const registered = await control.register(launchSecretFor(CLUSTER_KEY, `launch-big-${n}`), {
+        instanceId: `i-big${n}`,
+        executor: 'process',
+        identity: { kind: 'launch-secret' },
+      });
+      workerTokens.set(inst.id, registered.workerToken);
+      return inst.id;
+    };
+    const newInstances = async (count: number): Promise<string[]> => {
+      const ids: string[] = [];
+      for (let i = 0; i < count; i++) ids.push(await newInstance());
+      return ids;
+    };
+    hub = await newInstance();
+    chattyPeer = await newInstance();
+    place(
+      {
+        ...jobSpec('chatty', { c7i: [0, 4, 8] }, { team: 'vision', replicas: 2 }),
+        network: { sensitivity: 'none', pattern: 'all-to-all', gibPerHour: 4 },
+      },
+      [hub, chattyPeer],
+    );
+    blindPeers.push(...(await newInstances(63)));
+    place(jobSpec('blind', { c7i: [0, 4, 8] }, { team: 'vision', replicas: 64 }), [hub, ...blindPeers]);
+    for (let j = 0; j < 5; j++) {
+      const others = await newInstances(63);
+      widePeers.push(others);
+      place(
+        { ...jobSpec(`wide-${j}`, { c7i: [0, 4, 8] }, { team: 'vision', replicas: 64 }), network: sensitive },
+        [hub, ...others],
+      );
+    }
+    // Every worker announces its probe.
+    for (const id of workerTokens.keys()) send(id, { probe: { port: 7071 } });
+  });
+
+  it('names at most the protocol allows, latency-sensitive jobs first, and no peer of a job without `network:`', () => {
+    const answer = send(hub, { probe: { port: 7071 } });
+    // What the worker's client checks every answer against.
+    expect(heartbeatResponseSchema.safeParse(answer).success).toBe(true);
+    expect(named(answer)).toEqual(widePeers.flatMap((peers) => [...peers].sort()).slice(0, MAX_PROBE_PEERS));
+    // An instance that shares only the job without `network:` has nobody to probe; one sharing a job that declares
+    // traffic probes its peer.
+    expect(named(send(blindPeers[0] as string, { probe: { port: 7071 } }))).toEqual([]);
+    expect(named(send(chattyPeer, { probe: { port: 7071 } }))).toEqual([hub]);
+  });
+
+  it('keeps one pair per named peer, the slower of duplicates, and shows and plans with the same figure', async () => {
+    const [peer, unreached] = widePeers[0] as string[];
+    send(hub, {
+      probe: { port: 7071 },
+      rtts: [
+        rtt(hub, 5), // itself
+        rtt(blindPeers[0] as string, 10), // not a peer it was asked to measure
+        rtt(chattyPeer, 10), // a peer, but beyond what the last answer named
+        rtt(peer as string, 900),
+        rtt(peer as string, 10),
+        { peerInstanceId: unreached as string, samples: 0, failures: 6, windowSeconds: 60 },
+        { peerInstanceId: peer as string, samples: 0, failures: 6, windowSeconds: 60 },
+      ],
+    });
+    expect(
+      control
+        .latencyView()
+        .pairs.map((p) => [p.fromInstanceId, p.toInstanceId, p.maxMicroseconds, p.failures]),
+    ).toEqual([
+      [hub, peer, 900, 0],
+      [hub, unreached, undefined, 6],
+    ]);
+    const metrics = await storeGaugeRegistry(big).metrics();
+    const series = metrics
+      .split('\n')
+      .filter((l) => l.startsWith(`fleetwise_instance_rtt_max_seconds{from="${hub}"`));
+    expect(series).toEqual([`fleetwise_instance_rtt_max_seconds{from="${hub}",to="${peer}"} 0.0009`]);
+    expect(metrics).toContain(`fleetwise_instance_rtt_probe_failures{from="${hub}",to="${unreached}"} 6`);
+    const planned = control.roundRtts();
+    expect(planned.map((r) => [r.fromInstanceId, r.toInstanceId, r.maxMicroseconds])).toEqual([
+      [hub, peer, 900],
+    ]);
+    expect(new RttEstimator(planned).measuredBetween(hub, peer as string)).toBe(900);
+  });
+
+  it('after a restart, keeps the saved pairs until a report follows an answer of this process', () => {
+    const [peer, unreached] = widePeers[0] as string[];
+    const restarted = new WorkerTaskControl({
+      store: big.store,
+      catalog,
+      clock,
+      registrar: registrarFor(big.store),
+      objectStoreLocation: '/tmp/fleetwise-latency-objects',
+      heartbeatSeconds: 5,
+      heartbeatTimeoutSeconds: 60,
+    });
+    const beatRestarted = (rtts: RttReport[]): HeartbeatResponse =>
+      restarted.heartbeat(workerTokens.get(hub) ?? '', {
+        tasks: [],
+        network: { probe: { port: 7071 }, rtts },
+      });
+    const hubPairs = (): [string, number | undefined][] =>
+      restarted
+        .latencyView()
+        .pairs.filter((p) => p.fromInstanceId === hub)
+        .map((p) => [p.toInstanceId, p.maxMicroseconds]);
+    const saved = [
+      [peer, 900],
+      [unreached, undefined],
+    ];
+    expect(hubPairs()).toEqual(saved);
+    // This process has named the hub no peers yet: its report is not taken and the saved pairs stay. Its answer names
+    // none either: no peer's probe has been heard of since the restart.
+    expect(beatRestarted([rtt(peer as string, 50), rtt(hub, 1)]).peers).toEqual([]);
+    expect(hubPairs()).toEqual(saved);
+    restarted.heartbeat(workerTokens.get(peer as string) ?? '', {
+      tasks: [],
+      network: { probe: { host: '10.1.0.2', port: 7071 }, rtts: [] },
+    });
+    expect(beatRestarted([rtt(peer as string, 60)]).peers?.map((p) => p.instanceId)).toEqual([peer]);
+    // The report after an answer naming `peer` is taken, as the whole of the hub's window.
+    beatRestarted([rtt(peer as string, 60), rtt(hub, 1)]);
+    expect(hubPairs()).toEqual([[peer, 60]]);
+  });
+});
+
 describe('LatencyMatrix', () => {
+  it('keeps only pairs to the peers the last answer named', () => {
+    const m = new LatencyMatrix();
+    for (const id of ['inst-2', 'inst-3']) m.observe(id, { probe: { port: 7071 } }, '10.0.0.1', 0);
+    expect(m.probePeers('inst-1', ['inst-3', 'inst-2', 'inst-3', 'inst-1']).map((p) => p.instanceId)).toEqual(
+      ['inst-3', 'inst-2'],
+    );
+    m.probePeers('inst-1', ['inst-3']);
+    m.observe('inst-1', { rtts: [rtt('inst-2', 100), rtt('inst-3', 200)] }, undefined, 1);
+    expect(m.view(1).pairs.map((p) => p.toInstanceId)).toEqual(['inst-3']);
+  });
+
   it('takes the address a dual-stack socket reports for an IPv4 peer as the plain IPv4 address', () => {
     expect(plainAddress('::ffff:10.0.0.7')).toBe('10.0.0.7');
     expect(plainAddress('fe80::1')).toBe('fe80::1');
@@ -250,6 +438,9 @@ describe('LatencyMatrix', () => {
 
   it("replaces a worker's pairs with its latest report, keeps others', and only shows live instances", () => {
     const m = new LatencyMatrix(300);
+    for (const id of ['inst-1', 'inst-2', 'inst-3']) m.observe(id, { probe: { port: 7071 } }, '10.0.0.1', 0);
+    m.probePeers('inst-1', ['inst-2', 'inst-3']);
+    m.probePeers('inst-2', ['inst-1']);
     m.observe('inst-1', { rtts: [rtt('inst-2', 100), rtt('inst-3', 900)] }, undefined, 0);
     m.observe('inst-2', { rtts: [rtt('inst-1', 120)] }, undefined, 0);
     m.observe('inst-1', { rtts: [rtt('inst-2', 150)] }, undefined, 10);
@@ -269,14 +460,21 @@ describe('LatencyMatrix', () => {
   it('drops for good, and saves no more, the pairs and probes of instances gone or silent: bounded by the live cluster', () => {
     const m = new LatencyMatrix(300);
     // 5,000 instances came and went over a day, each reporting a pair to the next and its probe.
-    for (let i = 0; i < 5000; i++)
+    for (let i = 0; i < 5000; i++) {
+      m.observe(`gone-${i + 1}`, { probe: { port: 7071 } }, '10.0.0.1', i * 10);
+      m.probePeers(`gone-${i}`, [`gone-${i + 1}`]);
       m.observe(
         `gone-${i}`,
         { probe: { port: 7071 }, rtts: [rtt(`gone-${i + 1}`, 100)] },
         '10.0.0.1',
         i * 10,
       );
+    }
     const live = new Set(['inst-1', 'inst-2']);
+    m.observe('inst-1', { probe: { port: 7071 } }, '10.0.0.2', 50_000);
+    m.observe('inst-2', { probe: { port: 7072 } }, '10.0.0.3', 50_000);
+    m.probePeers('inst-1', ['inst-2', 'gone-4999']);
+    m.probePeers('inst-2', ['inst-1']);
     m.observe(
       'inst-1',
       { probe: { port: 7071 }, rtts: [rtt('inst-2', 100), rtt('gone-4999', 100)] },
@@ -297,7 +495,9 @@ describe('LatencyMatrix', () => {
       'inst-2>inst-1',
     ]);
     expect(pairsSaved().sort()).toEqual(['inst-1>inst-2', 'inst-2>inst-1']);
-    expect(m.probePeers(['gone-4999', 'gone-0', 'inst-2']).map((p) => p.instanceId)).toEqual(['inst-2']);
+    expect(m.probePeers('inst-1', ['gone-4999', 'gone-0', 'inst-2']).map((p) => p.instanceId)).toEqual([
+      'inst-2',
+    ]);
     // Workers that stop reporting: their pairs and probes go once stale, live or not.
     m.view(50_301);
     expect(pairsSaved()).toEqual([]);
@@ -306,6 +506,8 @@ describe('LatencyMatrix', () => {
 
   it('loads saved pairs only into an empty matrix, and ignores a malformed saved value', () => {
     const m = new LatencyMatrix();
+    m.observe('inst-2', { probe: { port: 7071 } }, '10.0.0.2', 0);
+    m.probePeers('inst-1', ['inst-2']);
     m.observe('inst-1', { rtts: [rtt('inst-2', 100)] }, undefined, 0);
     const saved = m.toJson();
     const fresh = new LatencyMatrix();
@@ -314,6 +516,8 @@ describe('LatencyMatrix', () => {
     fresh.load(saved);
     expect(fresh.view(0).pairs).toEqual(m.view(0).pairs);
     const busy = new LatencyMatrix();
+    busy.observe('inst-8', { probe: { port: 7071 } }, '10.0.0.8', 0);
+    busy.probePeers('inst-9', ['inst-8']);
     busy.observe('inst-9', { rtts: [rtt('inst-8', 1)] }, undefined, 0);
     busy.load(saved);
     expect(busy.view(0).pairs.map((p) => p.fromInstanceId)).toEqual(['inst-9']);
