@@ -1,7 +1,7 @@
 import type { Catalog } from '../core/catalog.js';
 import { demandOn } from '../core/resources.js';
 import type { ContextLimits } from '../protocol/context-limits.js';
-import { noticeCappedTimeoutSeconds } from '../protocol/spot-notice.js';
+import { noticeCappedTimeoutSeconds } from '../core/spot.js';
 import type { DesiredTask } from '../protocol/worker-protocol.js';
 import type { Clock } from './clock.js';
 import { expandTasks } from './job-spec/tasks.js';

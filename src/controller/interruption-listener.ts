@@ -1,6 +1,6 @@
 import { sleepUnlessAborted } from '../storage/retry.js';
 import type { InterruptionEvent, InterruptionEventSource } from '../cloud/interruption-events.js';
-import { SPOT_NOTICE_SECONDS } from '../protocol/spot-notice.js';
+import { SPOT_NOTICE_SECONDS } from '../core/spot.js';
 import type { ControllerLogger } from './seams.js';
 import type { InterruptionReport } from './spot-interruptions.js';
 

@@ -17,7 +17,7 @@ import type { LaunchCredentialSource } from './launch-credential.js';
 import type { SavedCredential } from './saved-credential.js';
 import type { Executor } from './executor.js';
 import { DEFAULT_NOTICE_POLL_SECONDS, type InterruptionNoticeSource } from './interruption-notices.js';
-import { SPOT_NOTICE_MARGIN_SECONDS } from '../protocol/spot-notice.js';
+import { SPOT_NOTICE_MARGIN_SECONDS } from '../core/spot.js';
 import { TaskLifecycle } from './task-lifecycle.js';
 
 /**
