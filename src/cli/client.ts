@@ -209,7 +209,8 @@ export class FleetwiseClient {
           `(a token given so is sent only to a server given so, never to a local controller found in ` +
           `${LOCAL_STATE_DIR}/; to use that controller with its admin token, give no token)`,
       ]);
-    const local = findLocalController(cwd);
+    const ignored: string[] = [];
+    const local = findLocalController(cwd, undefined, ignored);
     if (server !== undefined) {
       if (local?.token !== undefined && sameAddress(server, local.server))
         return new FleetwiseClient(server, local.token);
@@ -222,7 +223,10 @@ export class FleetwiseClient {
     if (local === undefined)
       throw new Error(
         `no controller address: pass --server URL or set ${SERVER_ENV} (e.g. http://${LOCAL_DEFAULT_LISTEN}); ` +
-          `no local controller state (${LOCAL_STATE_DIR}/) here or in a parent directory`,
+          (ignored.length === 0
+            ? `no local controller state (${LOCAL_STATE_DIR}/) here or in a parent directory`
+            : `the local controller state found was not used, as another user could have written it: ` +
+              `${ignored.join('; ')}; make it yours and writable by you alone (chmod 700) or pass --server`),
       );
     if (local.token === undefined)
       throw new Error(

@@ -60,11 +60,12 @@ export function untrustedReason(
 /**
  * The nearest `.fleetwise/` in `cwd` or a parent directory (as git finds `.git/`), so the client works from any
  * subdirectory of the checkout; undefined when there is none. One another user could have written is passed over,
- * told to `warn`.
+ * told to `warn` and added to `ignored` (so an error can say why none was used).
  */
 export function findLocalController(
   cwd: string = process.cwd(),
   warn: (line: string) => void = (line) => void process.stderr.write(`${line}\n`),
+  ignored: string[] = [],
 ): LocalController | undefined {
   let dir = resolve(cwd);
   for (;;) {
@@ -78,6 +79,7 @@ export function findLocalController(
           token: readTrimmed(join(stateDir, ADMIN_TOKEN_FILE)),
         };
       warn(`fleetwise: warning: ignoring the local controller state ${stateDir}: ${untrusted}`);
+      ignored.push(`${stateDir} (${untrusted})`);
     }
     const parent = dirname(dir);
     if (parent === dir) return undefined;
