@@ -13,6 +13,32 @@ set -euo pipefail
 exec > >(tee -a /var/log/fleetwise-bootstrap.log) 2>&1
 echo "fleetwise bootstrap starting at $(date -Is)"
 
+# A bootstrap that fails leaves an instance that never registers, billed until the controller's registration timeout
+# gives up on it. Power it off at once instead: the EC2 provider launches workers with
+# InstanceInitiatedShutdownBehavior=terminate (src/cloud/aws/ec2-provider.ts), so this terminates the instance, and
+# the controller sees it gone and places its tasks elsewhere. cloud-init copies this log to the console output
+# (`aws ec2 get-console-output`), which outlives the instance for a while.
+on_exit() {
+  local status=$?
+  if [ "${status}" -ne 0 ]; then
+    echo "fleetwise bootstrap failed (exit ${status}) at $(date -Is); shutting the instance down" >&2
+    shutdown -h now
+  fi
+}
+trap on_exit EXIT
+
+# Package installs can fail transiently at first boot (a mirror times out; cloud-init or unattended-upgrades holds
+# apt's lock), so each is tried a few times before the bootstrap gives up.
+retry() {
+  local attempt
+  for attempt in 1 2 3 4 5; do
+    if "$@"; then return 0; fi
+    echo "fleetwise: attempt ${attempt} of 5 failed: $*" >&2
+    if [ "${attempt}" -lt 5 ]; then sleep $((attempt * 10)); fi
+  done
+  return 1
+}
+
 CONTROLLER_URL='{{CONTROLLER_URL}}'
 WORKER_TOKEN='{{WORKER_TOKEN}}'
 FLEETWISE_PACKAGE='{{FLEETWISE_PACKAGE}}'
@@ -21,11 +47,12 @@ NODE_VERSION='{{NODE_VERSION}}'
 # --- Docker -------------------------------------------------------------------------------------------------------
 if ! command -v docker >/dev/null 2>&1; then
   if command -v dnf >/dev/null 2>&1; then
-    dnf install -y docker
+    retry dnf install -y docker
   elif command -v apt-get >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -y
-    apt-get install -y docker.io curl xz-utils
+    # Wait up to two minutes for another apt/dpkg to let go of its lock rather than failing at once.
+    retry apt-get -o DPkg::Lock::Timeout=120 update -y
+    retry apt-get -o DPkg::Lock::Timeout=120 install -y docker.io curl xz-utils
   else
     echo "fleetwise: no supported package manager (dnf or apt-get) to install Docker" >&2
     exit 1
@@ -38,7 +65,19 @@ systemctl enable docker
 systemctl restart docker
 
 # --- Node.js (official binaries: distribution packages are often older than fleetwise's minimum) -------------------
-if ! command -v node >/dev/null 2>&1 || [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
+# fleetwise runs on Node.js ^20.19.0 || >=22.12.0 (package.json's engines); a node outside that range, or one whose
+# version cannot be read, is replaced.
+node_supported() {
+  local version major minor
+  version="$(node -p 'process.versions.node' 2>/dev/null)" || return 1
+  [[ "${version}" =~ ^([0-9]+)\.([0-9]+)\.[0-9]+$ ]] || return 1
+  major=$((10#${BASH_REMATCH[1]}))
+  minor=$((10#${BASH_REMATCH[2]}))
+  [ "${major}" -eq 20 ] && [ "${minor}" -ge 19 ] && return 0
+  [ "${major}" -eq 22 ] && [ "${minor}" -ge 12 ] && return 0
+  [ "${major}" -ge 23 ]
+}
+if ! command -v node >/dev/null 2>&1 || ! node_supported; then
   case "$(uname -m)" in
     x86_64) NODE_ARCH=x64 ;;
     aarch64) NODE_ARCH=arm64 ;;
@@ -46,10 +85,15 @@ if ! command -v node >/dev/null 2>&1 || [ "$(node -p 'process.versions.node.spli
   esac
   curl -fsSL --retry 5 "https://nodejs.org/dist/v${NODE_VERSION}/node-v${NODE_VERSION}-linux-${NODE_ARCH}.tar.xz" \
     | tar -xJ -C /usr/local --strip-components=1
+  # An older node earlier on PATH would still be the one that runs fleetwise.
+  if ! node_supported; then
+    echo "fleetwise: node is $(command -v node) $(node --version 2>&1 || true) after installing Node.js ${NODE_VERSION}; fleetwise needs ^20.19.0 || >=22.12.0" >&2
+    exit 1
+  fi
 fi
 
 # --- fleetwise ----------------------------------------------------------------------------------------------------
-npm install --global --no-fund --no-audit "${FLEETWISE_PACKAGE}"
+retry npm install --global --no-fund --no-audit "${FLEETWISE_PACKAGE}"
 
 # --- this instance's id, from IMDSv2 ------------------------------------------------------------------------------
 IMDS=http://169.254.169.254/latest
@@ -69,6 +113,9 @@ INSTANCE_ID=${INSTANCE_ID}
 ENV
 chmod 0600 /etc/fleetwise/worker.env
 
+# Tasks run in Docker containers, never as processes on the host: `--executor auto` would fall back to the process
+# executor if Docker did not answer when the worker started, running tasks as root next to the metadata service (and
+# so within reach of the worker token). The unit requires docker.service and restarts the worker if it fails.
 FLEETWISE_BIN="$(command -v fleetwise)"
 cat > /etc/systemd/system/fleetwise-worker.service <<UNIT
 [Unit]
@@ -79,7 +126,7 @@ Requires=docker.service
 
 [Service]
 EnvironmentFile=/etc/fleetwise/worker.env
-ExecStart=${FLEETWISE_BIN} worker --controller \${CONTROLLER_URL} --instance-id \${INSTANCE_ID} --work-dir /var/lib/fleetwise-worker
+ExecStart=${FLEETWISE_BIN} worker --executor docker --controller \${CONTROLLER_URL} --instance-id \${INSTANCE_ID} --work-dir /var/lib/fleetwise-worker
 Restart=always
 RestartSec=5
 

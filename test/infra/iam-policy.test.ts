@@ -3,6 +3,7 @@ import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse, type CollectionTag, type ScalarTag, type YAMLMap, type YAMLSeq } from 'yaml';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { controllerConfigSchema } from '../../src/controller/config.js';
 import { DEFAULT_PROBE_PORT } from '../../src/worker/latency-probe.js';
 
 /**
@@ -147,6 +148,7 @@ const CFN_TAGS = [
   seqTag('!Select', 'Fn::Select'),
   seqTag('!If', 'Fn::If'),
   seqTag('!Equals', 'Fn::Equals'),
+  seqTag('!Not', 'Fn::Not'),
   scalarTag('!Base64', 'Fn::Base64'),
   mapTag('!Base64', 'Fn::Base64'),
   scalarTag('!GetAZs', 'Fn::GetAZs'),
@@ -157,6 +159,7 @@ type Json = Record<string, unknown>;
 
 interface Template {
   readonly Parameters: Record<string, Json>;
+  readonly Conditions?: Record<string, unknown>;
   readonly Resources: Record<string, { Type: string; Properties?: Json }>;
   readonly Outputs: Record<string, Json>;
 }
@@ -180,6 +183,83 @@ function resourcesOfType(template: Template, type: string): [string, Json][] {
   return Object.entries(template.Resources)
     .filter(([, r]) => r.Type === type)
     .map(([id, r]) => [id, r.Properties ?? {}]);
+}
+
+/** What `Ref` gives for a resource, by type, where the config checks its shape. */
+const physicalIdOf: Readonly<Record<string, string>> = {
+  'AWS::S3::Bucket': 'fleetwise-bars-reportsbucket-1a2b3c4d5e6f',
+  'AWS::SQS::Queue': 'https://sqs.us-east-1.amazonaws.com/123456789012/bars-interruptions',
+  'AWS::EC2::SecurityGroup': 'sg-0123456789abcdef0',
+};
+
+/**
+ * What CloudFormation would make of a value, for the intrinsic functions the template uses: parameters from `params`
+ * (else their defaults), resources as `<LogicalId>-id` / `<LogicalId>-<Attr>`, pseudo parameters as fixed values.
+ */
+function evaluate(template: Template, value: unknown, params: Readonly<Record<string, string>>): unknown {
+  const again = (v: unknown): unknown => evaluate(template, v, params);
+  const ref = (name: string): unknown => {
+    if (name === 'AWS::Region') return 'us-east-1';
+    if (name === 'AWS::Partition') return 'aws';
+    if (name === 'AWS::AccountId') return '123456789012';
+    const param = template.Parameters[name];
+    if (param === undefined) return physicalIdOf[template.Resources[name]?.Type ?? ''] ?? `${name}-id`;
+    const given = params[name] ?? (param.Default as string | undefined);
+    if (given === undefined) throw new Error(`parameter ${name} has no value and no default`);
+    return String(param.Type).startsWith('List<') ? given.split(',') : given;
+  };
+  const condition = (name: string): boolean => {
+    const c = template.Conditions?.[name];
+    if (c === undefined) throw new Error(`no condition ${name}`);
+    return again(c) as boolean;
+  };
+  if (Array.isArray(value)) return value.map(again);
+  if (typeof value !== 'object' || value === null) return value;
+  const obj = value as Json;
+  const [key] = Object.keys(obj);
+  const arg = key === undefined ? undefined : obj[key];
+  switch (key) {
+    case 'Ref':
+      return ref(arg as string);
+    case 'Fn::GetAtt': {
+      const [id, attr] = typeof arg === 'string' ? arg.split('.') : (arg as string[]);
+      return `${id}-${attr}`;
+    }
+    case 'Fn::Join': {
+      const [sep, items] = arg as [string, unknown];
+      return (again(items) as unknown[]).join(sep);
+    }
+    case 'Fn::Equals': {
+      const [a, b] = arg as [unknown, unknown];
+      return again(a) === again(b);
+    }
+    case 'Fn::Not':
+      return !(again((arg as [unknown])[0]) as boolean);
+    case 'Fn::If': {
+      const [name, yes, no] = arg as [string, unknown, unknown];
+      return again(condition(name) ? yes : no);
+    }
+    case 'Fn::Sub': {
+      const [text, vars] = typeof arg === 'string' ? [arg, {}] : (arg as [string, Json]);
+      return text.replace(/\$\{(!?)([^}]+)\}/g, (_m, bang: string, name: string) => {
+        if (bang === '!') return `\${${name}}`;
+        if (name in vars) return String(again(vars[name]));
+        if (name.includes('.') && !name.startsWith('AWS::')) return name.replace('.', '-');
+        return String(ref(name));
+      });
+    }
+    default:
+      return Object.fromEntries(Object.keys(obj).map((k) => [k, again(obj[k])]));
+  }
+}
+
+/** The /etc/fleetwise.yaml the controller's user data writes with these parameters, parsed by the config schema. */
+function controllerConfigWith(template: Template, params: Readonly<Record<string, string>>) {
+  const instance = template.Resources.ControllerInstance?.Properties as Json;
+  const userData = evaluate(template, (instance.UserData as Json)['Fn::Base64'], params) as string;
+  const heredoc = /cat > \/etc\/fleetwise\.yaml <<CONFIG\n([\s\S]*?)\nCONFIG\n/.exec(userData)?.[1];
+  if (heredoc === undefined) throw new Error('the user data writes no /etc/fleetwise.yaml');
+  return controllerConfigSchema.parse(parse(heredoc.replaceAll('$PRIVATE_IP', '10.0.0.5')));
 }
 
 describe('the source scanner', () => {
@@ -386,5 +466,62 @@ describe('infra/controller.yaml', () => {
     for (const no of ['20.18.1', '22.11.0', '21.7.3', '18.20.4']) expect(allowed.test(no), no).toBe(false);
     for (const o of ['ApiUrl', 'ReportsBucketName', 'WorkerSecurityGroupId', 'WorkerInstanceProfileName'])
       expect(template.Outputs).toHaveProperty(o);
+  });
+
+  const required = {
+    VpcId: 'vpc-0123456789abcdef0',
+    ControllerSubnetId: 'subnet-0123456789abcdef0',
+    WorkerSubnetIds: 'subnet-0123456789abcdef0,subnet-0fedcba9876543210',
+    ClusterName: 'bars',
+  };
+
+  it('writes a controller config the schema accepts, with the stack its resources name', () => {
+    const config = controllerConfigWith(template, required);
+    expect(config.cluster).toBe('bars');
+    expect(config.interruptionQueue).toBe(physicalIdOf['AWS::SQS::Queue']);
+    expect(config.ec2?.subnetIds).toEqual(['subnet-0123456789abcdef0', 'subnet-0fedcba9876543210']);
+    expect(config.ec2?.worker?.controllerUrl).toBe('http://10.0.0.5:8080');
+  });
+
+  it('passes an optional worker AMI (a GPU type needs one with the NVIDIA driver) to ec2.amiId', () => {
+    const param = template.Parameters.WorkerAmiId as {
+      Default: string;
+      AllowedPattern: string;
+      Description: string;
+    };
+    expect(param.Default).toBe('');
+    expect(param.Description).toMatch(/NVIDIA driver/);
+    const allowed = new RegExp(param.AllowedPattern);
+    for (const ok of ['', 'ami-0123456789abcdef0', 'ami-12345678']) expect(allowed.test(ok), ok).toBe(true);
+    for (const no of ['ami-XYZ', 'ami-0123 ', 'i-0123456789abcdef0'])
+      expect(allowed.test(no), no).toBe(false);
+    expect(
+      controllerConfigWith(template, { ...required, WorkerAmiId: 'ami-0123456789abcdef0' }).ec2?.amiId,
+    ).toBe('ami-0123456789abcdef0');
+    // Left out, the controller looks up the newest Amazon Linux 2023 (src/cloud/aws/discovery.ts).
+    expect(controllerConfigWith(template, required).ec2?.amiId).toBeUndefined();
+  });
+
+  it("lets only the stack's own EventBridge rules send to the interruption queue", () => {
+    const policies = resourcesOfType(template, 'AWS::SQS::QueuePolicy');
+    expect(policies).toHaveLength(1);
+    const props = policies[0]?.[1] as { Queues: unknown; PolicyDocument: { Statement: Json[] } };
+    expect(props.Queues).toEqual([{ Ref: 'InterruptionQueue' }]);
+    const rules = resourcesOfType(template, 'AWS::Events::Rule');
+    expect(rules.map(([id]) => id).sort()).toEqual(['RebalanceRecommendationRule', 'SpotInterruptionRule']);
+    for (const [, rule] of rules)
+      expect(rule.Targets).toEqual([
+        { Id: 'InterruptionQueue', Arn: { 'Fn::GetAtt': 'InterruptionQueue.Arn' } },
+      ]);
+    expect(props.PolicyDocument.Statement).toHaveLength(1);
+    const [statement] = props.PolicyDocument.Statement;
+    expect(statement).toMatchObject({ Effect: 'Allow', Action: 'sqs:SendMessage' });
+    expect(statement?.Principal).toEqual({ Service: 'events.amazonaws.com' });
+    const condition = statement?.Condition as { ArnEquals: { 'aws:SourceArn': unknown[] } };
+    expect(Object.keys(condition)).toEqual(['ArnEquals']);
+    expect(Object.keys(condition.ArnEquals)).toEqual(['aws:SourceArn']);
+    expect(condition.ArnEquals['aws:SourceArn'].map((a) => JSON.stringify(a)).sort()).toEqual(
+      rules.map(([id]) => JSON.stringify({ 'Fn::GetAtt': `${id}.Arn` })).sort(),
+    );
   });
 });

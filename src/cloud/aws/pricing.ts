@@ -314,6 +314,13 @@ export function buildCatalog(input: BuildCatalogInput): { catalog: Catalog; warn
   for (const name of input.capacities.keys())
     if (!input.prices.has(name) && familyRank.has(familyOf(name)))
       warnings.push(`${name}: no on-demand Linux price in ${input.region}; left out`);
+  // A base type neither source returned (a region that does not sell it) would otherwise vanish without a word.
+  for (const known of input.base.types)
+    if (familyRank.has(known.family) && !input.prices.has(known.name) && !input.capacities.has(known.name))
+      warnings.push(
+        `${known.name}: in the base catalog but neither priced nor described by DescribeInstanceTypes in ` +
+          `${input.region}; left out`,
+      );
   if (types.length === 0)
     throw new Error(`no priced instance types for families ${input.families.join(', ')} in ${input.region}`);
   const pricedFamilies = new Set(types.map((t) => t.family));

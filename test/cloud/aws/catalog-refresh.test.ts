@@ -4,7 +4,17 @@
  * `npm test` builds first).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -157,6 +167,43 @@ describeWithMoto(
         'c7i.metal-48xl',
       ]);
       expect(file.source).toMatch(/^AWS Price List API .* us-east-1, refreshed 2025-07-01T12:00:00\.000Z;/);
+    });
+
+    it('names a bundled type the region neither prices nor describes instead of dropping it silently', async () => {
+      // The recorded prices without p3.8xlarge; moto's DescribeInstanceTypes lacks every p3 type: like a region
+      // that does not sell it.
+      const fixtures = join(scratch, 'pricing-without-p3.8xlarge');
+      mkdirSync(fixtures);
+      for (const name of readdirSync(PRICING_FIXTURES).filter((n) => n.endsWith('.json')))
+        copyFileSync(join(PRICING_FIXTURES, name), join(fixtures, name));
+      const p3Path = join(fixtures, 'AmazonEC2-us-east-1-p3.json');
+      const p3 = JSON.parse(readFileSync(p3Path, 'utf8')) as { PriceList: string[] };
+      const before = p3.PriceList.length;
+      p3.PriceList = p3.PriceList.filter(
+        (entry) =>
+          (JSON.parse(entry) as { product: { attributes: { instanceType: string } } }).product.attributes
+            .instanceType !== 'p3.8xlarge',
+      );
+      expect(p3.PriceList.length).toBeLessThan(before);
+      writeFileSync(p3Path, JSON.stringify(p3));
+      let stdout = '';
+      const stderr: string[] = [];
+      await runCatalogRefresh(
+        { region: 'us-east-1', families: 'p3', spot: false },
+        {
+          pricing: fixturePricingApi(fixtures),
+          ec2,
+          now: () => new Date('2025-07-01T12:00:00Z'),
+          stdout: (text) => (stdout += text),
+          stderr: (text) => void stderr.push(text),
+        },
+      );
+      const file = JSON.parse(stdout) as { types: { name: string }[] };
+      expect(file.types.map((t) => t.name)).toEqual(['p3.2xlarge', 'p3.16xlarge']);
+      expect(stderr.filter((l) => l.includes('p3.8xlarge'))).toEqual([
+        'warning: p3.8xlarge: in the base catalog but neither priced nor described by DescribeInstanceTypes in ' +
+          'us-east-1; left out\n',
+      ]);
     });
 
     it('refuses families that come back with no priced type before writing anything, naming each', async () => {

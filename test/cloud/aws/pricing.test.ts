@@ -192,9 +192,43 @@ describe('buildCatalog', () => {
       terminateSeconds: 1,
     });
     expect(catalog.types[0]?.capacity).toEqual([1, 8, 61]);
-    expect(warnings).toEqual([
+    expect(warnings.slice(0, 2)).toEqual([
       'p3.2xlarge: DescribeInstanceTypes in us-east-1 did not describe it (moto, for one, lacks p3 types); capacity [1, 8, 61] taken from the base catalog',
       'c7i.xlarge: no on-demand Linux price in us-east-1; left out',
+    ]);
+    // Every other bundled type of these families came back from neither source.
+    const seen = new Set(['c7i.large', 'p3.2xlarge', 'c7i.xlarge']);
+    expect(warnings.slice(2)).toEqual(
+      bundled.types
+        .filter((t) => !seen.has(t.name))
+        .map(
+          (t) =>
+            `${t.name}: in the base catalog but neither priced nor described by DescribeInstanceTypes in us-east-1; left out`,
+        ),
+    );
+  });
+
+  it('names a base catalog type of a requested family that neither prices nor capacities cover', () => {
+    const p3 = bundled.types.filter((t) => t.family === 'p3');
+    expect(p3.map((t) => t.name)).toEqual(['p3.2xlarge', 'p3.8xlarge', 'p3.16xlarge']);
+    const { catalog, warnings } = buildCatalog({
+      region: 'us-east-1',
+      families: ['p3'],
+      // p3.8xlarge is not sold here: no price; and no capacity (DescribeInstanceTypes lists only offered types).
+      prices: new Map([
+        ['p3.2xlarge', price('p3.2xlarge', 3.06)],
+        ['p3.16xlarge', price('p3.16xlarge', 24.48)],
+      ]),
+      capacities: new Map<string, Resources>([
+        ['p3.2xlarge', [1, 8, 61]],
+        ['p3.16xlarge', [8, 64, 488]],
+        ['c7i.large', [0, 2, 4]], // a family not asked for: no word about the c7i types
+      ]),
+      base: bundled,
+    });
+    expect(catalog.types.map((t) => t.name)).toEqual(['p3.2xlarge', 'p3.16xlarge']);
+    expect(warnings).toEqual([
+      'p3.8xlarge: in the base catalog but neither priced nor described by DescribeInstanceTypes in us-east-1; left out',
     ]);
   });
 
