@@ -36,6 +36,12 @@ const recordSchema = z.object({
   ),
   /** When the controller released the job's tasks (all ready). */
   releasedAtSeconds: z.number().optional(),
+  /**
+   * Task → since when it was held prepared before the last release, for the measure of that start: the release
+   * moves a readiness here (a readiness left in `ready` would count for the task's next start). Absent in records of
+   * older controllers, which kept it in `ready`.
+   */
+  heldSinceSeconds: z.record(z.string(), z.number()).optional(),
   /** Task → when its worker was first heard running it (after the release, when held). */
   running: z.record(z.string(), z.number()),
   /** Once every task was heard running: max − min of those times. */
@@ -199,15 +205,69 @@ export function compactCoStart(store: StateStore, job: JobRecord, onIdle: Barrie
     else clearCoStart(store, job.id);
     return;
   }
-  if (Object.keys(record.ready).length === 0 && Object.keys(record.running).length === 0) return;
-  writeCoStart(store, job.id, { ...record, ready: {}, running: {} });
+  if (
+    Object.keys(record.ready).length === 0 &&
+    Object.keys(record.running).length === 0 &&
+    record.heldSinceSeconds === undefined
+  )
+    return;
+  writeCoStart(store, job.id, { ...record, ready: {}, running: {}, heldSinceSeconds: undefined });
+}
+
+/**
+ * The record without the readiness of tasks reported before their current start was asked for (`startedAtSeconds`:
+ * task → when its pending start was recorded): that readiness is of an earlier placement, even on the same instance
+ * (a hold since released, a task back where it ran), and would release the job, count towards its timeout and be
+ * billed as held for time the task was running or elsewhere. Its worker, if it holds the task prepared for this
+ * start, reports it again and the readiness is counted from then. The record itself when there is none.
+ */
+export function withoutEarlierReadiness(
+  record: CoStartRecord,
+  startedAtSeconds: ReadonlyMap<string, number>,
+): CoStartRecord {
+  const stale = Object.entries(record.ready).filter(([taskId, r]) => {
+    const startedAt = startedAtSeconds.get(taskId);
+    return startedAt !== undefined && r.sinceSeconds < startedAt;
+  });
+  if (stale.length === 0) return record;
+  const ready = { ...record.ready };
+  for (const [taskId] of stale) delete ready[taskId];
+  return { ...record, ready };
+}
+
+/**
+ * The record after the release at `atSeconds` of `released` (the tasks held until now): their readiness goes (it was
+ * of this start; counted again it would release, time out or bill the next), kept as since when each was held, for
+ * the measure of this start (`startMetrics`); the measure starts over.
+ */
+export function releasedCoStart(
+  record: CoStartRecord,
+  released: readonly string[],
+  atSeconds: number,
+): CoStartRecord {
+  const heldSinceSeconds: Record<string, number> = {};
+  for (const taskId of released) {
+    const r = record.ready[taskId];
+    if (r !== undefined) heldSinceSeconds[taskId] = r.sinceSeconds;
+  }
+  return {
+    ...record,
+    ready: {},
+    releasedAtSeconds: atSeconds,
+    heldSinceSeconds,
+    running: {},
+    startSkewSeconds: undefined,
+    barrierIdleCost: undefined,
+    replans: undefined,
+  };
 }
 
 /**
  * The barrier's view of a job being started at `nowSeconds` (the input of round/co-start.ts `coStartDecision`): a
  * task already running (or done) is ready; a task waiting to start is ready once its worker reported it prepared on
  * its target instance, for as long as that worker is heard saying so (a readiness gone stale releases nothing, but
- * its wait still counts towards the timeout).
+ * its wait still counts towards the timeout). The record holds only readiness of the current starts: a release
+ * clears it (`releasedCoStart`) and the barrier drops any reported before its task's start (`withoutEarlierReadiness`).
  */
 export function coStartTasks(
   tasks: readonly TaskRecord[],
@@ -252,9 +312,13 @@ export function startMetrics(
     const costPerHour = p.pricePerHour ?? type?.costPerHour ?? 0;
     const share = type === undefined || demand === undefined ? 0 : taskShareOf(demand, type.capacity);
     running.push({ startSeconds: at, costPerHour, share });
-    const ready = record.ready[p.taskId];
+    // Records of older controllers kept the released readiness in `ready`.
+    const heldSince =
+      record.heldSinceSeconds === undefined
+        ? record.ready[p.taskId]?.sinceSeconds
+        : record.heldSinceSeconds[p.taskId];
     holding.push({
-      startSeconds: record.releasedAtSeconds !== undefined && ready !== undefined ? ready.sinceSeconds : at,
+      startSeconds: record.releasedAtSeconds !== undefined && heldSince !== undefined ? heldSince : at,
       costPerHour,
       share,
     });

@@ -19,8 +19,10 @@ export interface CoStartTask {
   /** Prepared on its instance and waiting for the release (the worker reported "ready"; in the simulator, its gate opened). */
   readonly ready: boolean;
   /**
-   * When it became ready (undefined while never ready). Also set on a task reported ready whose readiness is no longer
-   * trusted (its worker fell silent): it does not release the job, but its wait counts towards the timeout.
+   * When it became ready for its current start (undefined while not ready since that start was asked for: a readiness
+   * of an earlier placement, even on the same instance, is none). Also set on a task reported ready whose readiness
+   * is no longer trusted (its worker fell silent): it does not release the job, but its wait counts towards the
+   * timeout.
    */
   readonly readySinceSeconds?: number | undefined;
 }

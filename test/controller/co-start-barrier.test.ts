@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/controller/clock.js';
+import { readCoStart, startMetrics } from '../../src/controller/co-start-records.js';
 import { computeCostReport } from '../../src/controller/cost-accounting.js';
 import { ControllerMetrics } from '../../src/controller/api/metrics.js';
 import { jobDocument } from '../../src/controller/api/views.js';
@@ -105,6 +106,11 @@ function beat(h: Harness, instanceId: string, tasks: TaskReport[] = []): Desired
 
 const ready = (taskId: string): TaskReport => ({ taskId, state: 'ready', attempt: 1 });
 const running = (taskId: string): TaskReport => ({ taskId, state: 'running', attempt: 1 });
+
+/** The readiness the job's co-start record holds (an object matches `{}` in toMatchObject: compared whole here). */
+function readyIn(h: Harness, jobId: string): unknown {
+  return (h.r.store.getValue(`coStart.${jobId}`) as { ready?: unknown } | undefined)?.ready;
+}
 
 /** A two-task job placed and its instances up and registered; the instance of each task. */
 async function placedGang(h: Harness): Promise<{ jobId: string; on: Map<string, string> }> {
@@ -242,7 +248,7 @@ describe('co-start barrier in the controller', () => {
     expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['pending', 'pending']);
     expect(h.r.store.listIntents({ states: ['pending'], kind: 'start-task' })).toEqual([]);
     // What t0 was prepared with is forgotten, and its worker drops it.
-    expect(h.r.store.getValue(`coStart.${jobId}`)).toMatchObject({ ready: {} });
+    expect(readyIn(h, jobId)).toEqual({});
     expect(beat(h, on.get(t0) as string, [ready(t0)]).find((d) => d.taskId === t0)).toBeUndefined();
     // The next round places the job anew, on instances that stay; the drained one has nothing left and goes.
     await h.r.controller.runRound();
@@ -314,7 +320,7 @@ describe('co-start barrier in the controller', () => {
     expect(h.r.store.getInstance(booting)?.workerTokenHash).toBeUndefined();
     // Its worker is not told to prepare t0 again (and drops it), and its old readiness does not count.
     expect(beat(h, kept, [ready(t0)]).find((d) => d.taskId === t0)).toBeUndefined();
-    expect(h.r.store.getValue(`coStart.${jobId}`)).toMatchObject({ ready: {} });
+    expect(readyIn(h, jobId)).toEqual({});
     // Once t1's instance is up, both starts are asked for: t0 is prepared and held as before.
     registerAll(h);
     await h.r.controller.reconcile();
@@ -533,5 +539,128 @@ describe('co-start barrier in the controller', () => {
     await h.r.controller.reconcile();
     expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['stopped', 'stopped']);
     expect(await barrierIdleMetric(h)).toBeCloseTo(held, 9);
+  });
+});
+
+describe('co-start barrier: a start after a release in the same attempt', () => {
+  /**
+   * A gang released and run for two hours; then its second task's instance is lost and the job is placed whole again,
+   * its first task back on the instance it ran on (stopped there and started anew). Returns the job, its tasks, the
+   * first task's instance, and when it was first ready.
+   */
+  async function releasedThenPlacedAgain(h: Harness): Promise<{
+    jobId: string;
+    t0: string;
+    t1: string;
+    kept: string;
+    firstReadyAt: number;
+  }> {
+    const { jobId, on } = await placedGang(h);
+    const [t0, t1] = [`${jobId}.0`, `${jobId}.1`];
+    const kept = on.get(t0) as string;
+    const firstReadyAt = h.r.clock.nowSeconds();
+    beat(h, kept, [ready(t0)]);
+    beat(h, on.get(t1) as string, [ready(t1)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['running', 'running']);
+    // A released hold's readiness is of that start only: the record keeps none of it.
+    expect(readyIn(h, jobId)).toEqual({});
+    beat(h, kept, [running(t0)]);
+    beat(h, on.get(t1) as string, [running(t1)]);
+    expect(h.measured).toHaveLength(1);
+    h.r.clock.advance(7200);
+    await h.r.cloud.terminate([h.r.store.getInstance(on.get(t1) as string)?.cloudId as string]);
+    await h.r.controller.recover();
+    expect(h.r.store.getJob(jobId)?.state).toBe('queued');
+    await h.r.controller.runRound();
+    await h.r.controller.reconcile();
+    registerAll(h);
+    // t0's worker hears the stop and reports it gone: the stop completes, t0 starts anew where it was.
+    beat(h, kept, [running(t0)]);
+    await h.r.controller.reconcile();
+    beat(h, kept, []);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getTask(t0)).toMatchObject({ state: 'starting', instanceId: kept });
+    expect(h.r.store.getTask(t1)?.state).toBe('starting');
+    return { jobId, t0, t1, kept, firstReadyAt };
+  }
+
+  it('neither re-plans at once nor bills the running time as held, and does not lengthen the timeout', async () => {
+    const h = harness();
+    const { jobId, t0, kept } = await releasedThenPlacedAgain(h);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getJob(jobId)?.state).toBe('starting');
+    expect(await barrierIdleMetric(h)).toBe(0);
+    // t0 prepared anew: the barrier times out after the timeout from then, once, and bills that wait alone.
+    beat(h, kept, [ready(t0)]);
+    h.r.clock.advance(TIMEOUT - 1);
+    beat(h, kept, [ready(t0)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getJob(jobId)?.state).toBe('starting');
+    h.r.clock.advance(1);
+    beat(h, kept, [ready(t0)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getJob(jobId)?.state).toBe('queued');
+    expect(await barrierIdleMetric(h)).toBeCloseTo(holdCost(h, kept, TIMEOUT), 9);
+    expect(h.r.store.getValue(`coStart.${jobId}`)).toMatchObject({ replans: 1 });
+  });
+
+  it('counts for nothing a readiness the record holds from before its task’s current start', async () => {
+    const h = harness();
+    const { jobId, t0, t1, kept, firstReadyAt } = await releasedThenPlacedAgain(h);
+    // The readiness of t0's first start, on this same instance, as a controller that kept it at the release left it.
+    const record = h.r.store.getValue(`coStart.${jobId}`) as Record<string, unknown>;
+    h.r.store.setValue(`coStart.${jobId}`, {
+      ...record,
+      ready: { [t0]: { instanceId: kept, sinceSeconds: firstReadyAt, costPerHour: 1 } },
+    });
+    await h.r.controller.reconcile();
+    // Not a re-plan "7200 s after the first was ready", nor two hours of it billed, nor a longer next timeout.
+    expect(h.r.store.getJob(jobId)?.state).toBe('starting');
+    expect(await barrierIdleMetric(h)).toBe(0);
+    expect(readyIn(h, jobId)).toEqual({});
+    expect((h.r.store.getValue(`coStart.${jobId}`) as { replans?: number }).replans).toBeUndefined();
+    // Nor does it release the job: t1 ready alone waits for t0 to be prepared again.
+    const booting = h.r.store.getTask(t1)?.instanceId as string;
+    beat(h, booting, [ready(t1)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['starting', 'starting']);
+    // Prepared again 30 s later: released, and the measured start bills those 30 s of t1's hold, not the run before.
+    h.r.clock.advance(30);
+    beat(h, booting, [ready(t1)]);
+    beat(h, kept, [ready(t0)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['running', 'running']);
+    beat(h, kept, [running(t0)]);
+    beat(h, booting, [running(t1)]);
+    expect(h.measured).toHaveLength(2);
+    expect(h.measured[1]?.barrierIdleCost).toBeCloseTo(holdCost(h, booting, 30), 9);
+  });
+});
+
+describe('co-start records of older controllers', () => {
+  it('loads a released record that kept its readiness and measures its start from it', () => {
+    const h = harness();
+    const job = h.r.controller.submit(jobSpec('gang', CPU_SMALL, { replicas: 2 }), 'research');
+    const [t0, t1] = [`${job.id}.0`, `${job.id}.1`];
+    // Released at 1000, t0 held since 970: older controllers left the readiness in `ready`, with no heldSinceSeconds.
+    h.r.store.setValue(`coStart.${job.id}`, {
+      attempt: 1,
+      ready: {
+        [t0]: { instanceId: 'inst-1', sinceSeconds: 970, costPerHour: 0.1 },
+        [t1]: { instanceId: 'inst-2', sinceSeconds: 1000, costPerHour: 0.1 },
+      },
+      releasedAtSeconds: 1000,
+      running: { [t0]: 1001, [t1]: 1002 },
+    });
+    const record = readCoStart(h.r.store, h.r.store.getJob(job.id)!);
+    expect(record.releasedAtSeconds).toBe(1000);
+    const placed = [t0, t1].map((taskId) => ({ taskId, demand: CPU_SMALL, typeName: 'c7i.xlarge' }));
+    const type = catalog.types.find((t) => t.name === 'c7i.xlarge')!;
+    const share = Math.max(4 / type.capacity[1], 8 / type.capacity[2]);
+    expect(startMetrics(record, placed, catalog)).toEqual({
+      startSkewSeconds: 1,
+      barrierIdleCost: expect.closeTo((30 * share * type.costPerHour) / 3600, 9) as number,
+    });
   });
 });

@@ -17,7 +17,9 @@ import {
   coStartTasks,
   coStartUnreleasedEvent,
   readCoStart,
+  releasedCoStart,
   replannedCoStart,
+  withoutEarlierReadiness,
   writeCoStart,
   writeUnreleasedCoStart,
 } from '../../co-start-records.js';
@@ -373,7 +375,15 @@ async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly Held
     ctx.fault('start:after-call', g.task.id);
   }
   const now = ctx.now();
-  const record = readCoStart(ctx.store, job);
+  const stored = readCoStart(ctx.store, job);
+  // Only a readiness reported for the starts open now counts (an earlier one was for another placement).
+  const startedAt = new Map<string, number>();
+  for (const g of gang) {
+    const intent = ctx.store.getIntent(g.intentId);
+    if (intent !== undefined) startedAt.set(g.task.id, intent.createdAtSeconds);
+  }
+  const record = withoutEarlierReadiness(stored, startedAt);
+  if (record !== stored) writeCoStart(ctx.store, jobId, record);
   const decision = coStartDecision(
     coStartTasks(ctx.store.listTasks({ jobId }), record, now),
     now,
@@ -420,14 +430,7 @@ async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly Held
       ctx.store.setTaskState(t.id, 'running');
       released.push(t.id);
     }
-    writeCoStart(ctx.store, jobId, {
-      ...record,
-      releasedAtSeconds: now,
-      running: {},
-      startSkewSeconds: undefined,
-      barrierIdleCost: undefined,
-      replans: undefined,
-    });
+    writeCoStart(ctx.store, jobId, releasedCoStart(record, released, now));
     ctx.store.appendEvent(coStartReleaseEvent(jobId, released));
     settleJob(ctx, jobId, 'all tasks ready: released together');
     return released;
@@ -477,6 +480,7 @@ function restartMeasure(ctx: ReconcileContext, job: JobRecord, taskIds: readonly
   writeCoStart(ctx.store, job.id, {
     ...record,
     releasedAtSeconds: undefined,
+    heldSinceSeconds: undefined,
     startSkewSeconds: undefined,
     barrierIdleCost: undefined,
   });
