@@ -94,6 +94,7 @@ export function describeRestore(summary: RestoreSummary): string {
     `${summary.resubmitted.length === 0 ? '' : ` (${summary.resubmitted.join(', ')})`}, ${summary.ended.length} ` +
     `ended as they did after it${summary.ended.length === 0 ? '' : ` (${summary.ended.join(', ')})`}` +
     `${summary.withdrawn.length === 0 ? '' : `, ${summary.withdrawn.length} withdrawn, of an array the loss cut short (${summary.withdrawn.join(', ')})`}; ` +
-    `${summary.secrets.length === 0 ? 'no tokens in the backup' : `tokens restored: ${summary.secrets.join(', ')}`}\n`
+    `${summary.secrets.length === 0 ? 'no tokens in the backup' : `tokens restored: ${summary.secrets.join(', ')}`}` +
+    `${summary.skipped.length === 0 ? '' : `; passed over newer backups: ${summary.skipped.map((s) => `${s.key} (${s.reason})`).join('; ')}`}\n`
   );
 }

@@ -1,6 +1,11 @@
 import { gunzipSync } from 'node:zlib';
 import type { Readable } from 'node:stream';
-import type { ObjectInfo, ObjectStore, PutOptions } from '../../src/storage/object-store.js';
+import {
+  ObjectStoreError,
+  type ObjectInfo,
+  type ObjectStore,
+  type PutOptions,
+} from '../../src/storage/object-store.js';
 import type { ControllerLogger } from '../../src/controller/seams.js';
 import type { BackupMetrics } from '../../src/controller/backup/backup-schedule.js';
 import type { BackupManifest } from '../../src/controller/backup/backup-documents.js';
@@ -10,10 +15,16 @@ import type { BackupManifest } from '../../src/controller/backup/backup-document
  * test/helpers/tcp-proxy.ts puts one in front of S3), a logger and metrics that remember what they were told.
  */
 
-/** A real store whose writes fail while `failing` says so for their key, and that records every write's key. */
+/**
+ * A real store whose writes fail while `failing` says so for their key, and that records every write's key. While
+ * `losingReplies` says so for a key, a write is stored and then fails as S3's does when its reply is lost; while
+ * `failingGets` does, a read fails as the store's failure.
+ */
 export class StoreWithOutage implements ObjectStore {
   readonly puts: string[] = [];
   failing: (key: string) => boolean = () => false;
+  losingReplies: (key: string) => boolean = () => false;
+  failingGets: (key: string) => boolean = () => false;
 
   constructor(private readonly inner: ObjectStore) {}
 
@@ -28,13 +39,37 @@ export class StoreWithOutage implements ObjectStore {
     }
     await this.inner.put(key, body, options);
     this.puts.push(key);
+    if (this.losingReplies(key))
+      throw new ObjectStoreError(
+        'put',
+        key,
+        this.location,
+        3,
+        new Error('injected lost reply: socket hang up'),
+      );
   }
 
-  get(key: string): Promise<Readable> {
+  async get(key: string): Promise<Readable> {
+    if (this.failingGets(key))
+      throw new ObjectStoreError(
+        'get',
+        key,
+        this.location,
+        3,
+        new Error('injected outage: connection reset'),
+      );
     return this.inner.get(key);
   }
 
-  getBuffer(key: string): Promise<Buffer> {
+  async getBuffer(key: string): Promise<Buffer> {
+    if (this.failingGets(key))
+      throw new ObjectStoreError(
+        'get',
+        key,
+        this.location,
+        3,
+        new Error('injected outage: connection reset'),
+      );
     return this.inner.getBuffer(key);
   }
 

@@ -40,7 +40,7 @@ import { createS3Client, S3ObjectStore } from '../../src/storage/s3-store.js';
 import { describeWithMoto } from '../helpers/moto.js';
 import { startS3FaultProxy, type S3FaultProxy } from '../helpers/s3-fault-proxy.js';
 import { secretFilesIn } from '../../src/cli/commands/controller/secrets.js';
-import { gunzipObject, readJson, recordingLogger, until } from './backup-fixtures.js';
+import { gunzipObject, readJson, recordingLogger, StoreWithOutage, until } from './backup-fixtures.js';
 import { catalog, CPU_SMALL, jobSpec } from './controller-fixtures.js';
 import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
@@ -118,10 +118,13 @@ class Cluster {
   }
 
   /** A new box: an empty state directory, restored from `from`. */
-  async restore(from: string, overrides: Partial<RestoreOptions> = {}): Promise<{ dir: string }> {
+  async restore(
+    from: string,
+    overrides: Partial<RestoreOptions> = {},
+  ): Promise<{ dir: string; summary: RestoreSummary }> {
     const dir = join(scratch, `box-${++counter}`);
     mkdirSync(dir, { recursive: true });
-    await restoreState({
+    const summary = await restoreState({
       from,
       cluster: 'prod',
       dbFile: join(dir, 'state.db'),
@@ -130,7 +133,7 @@ class Cluster {
       catalog,
       ...overrides,
     });
-    return { dir };
+    return { dir, summary };
   }
 }
 
@@ -328,6 +331,77 @@ describe('restore from a backup', () => {
     restored.close();
   });
 
+  it('passes over newer backups that lack their data or fail their checks for the newest that verifies, and says so', async () => {
+    const c = new Cluster();
+    await c.submit('first');
+    const first = await c.backup.run();
+    await c.submit('second');
+    await c.backup.run();
+    await c.submit('third');
+    const third = await c.backup.run();
+    c.state.close();
+    // The newest manifest without its data (stored, its data then lost), the one before it damaged.
+    rmSync(join(c.objectsDir, third.key));
+    const second = join(c.objectsDir, stateBackupKeys('prod', 2).data);
+    const good = readFileSync(second);
+    const flipped = Buffer.from(good);
+    flipped[Math.floor(flipped.length / 2)] = (flipped[Math.floor(flipped.length / 2)] as number) ^ 0xff;
+    writeFileSync(second, flipped);
+
+    const { dir, summary } = await c.restore(c.objectsDir);
+    expect(summary.manifest).toEqual(first);
+    expect(summary.skipped).toEqual([
+      {
+        key: stateBackupKeys('prod', 3).manifest,
+        reason: expect.stringMatching(
+          /cannot read backup .* no object "backups\/prod\/state-0000000003\.db\.gz"/,
+        ) as unknown,
+      },
+      {
+        key: stateBackupKeys('prod', 2).manifest,
+        reason: expect.stringMatching(/backups\/prod\/state-0000000002\.db\.gz is corrupt/) as unknown,
+      },
+    ]);
+    // The archive brings back what the backup taken missed.
+    const restored = new SqliteStateStore(join(dir, 'state.db'));
+    expect(restored.listJobs().map((j) => j.id)).toEqual(['job-1', 'job-2', 'job-3']);
+    expect(restored.listEvents({ kind: 'job.restored' }).map((e) => e.jobId)).toEqual(['job-2', 'job-3']);
+    restored.close();
+
+    // A backup named is that one or none.
+    await expect(c.restore(join(c.objectsDir, third.key))).rejects.toThrow(
+      /no object .*state-0000000003\.db\.gz/,
+    );
+    // None verifying: refused, each named with why.
+    writeFileSync(join(c.objectsDir, first.key), good.subarray(0, 100));
+    await expect(c.restore(c.objectsDir)).rejects.toThrow(
+      /none of the 3 backups in .* verifies: backups\/prod\/state-0000000003\.json: cannot read backup .*; backups\/prod\/state-0000000002\.json: .* is corrupt.*; backups\/prod\/state-0000000001\.json: .* is corrupt/,
+    );
+  });
+
+  it("takes latest.json's backup when the manifests after it fail, and never an older one when the store fails", async () => {
+    const c = new Cluster();
+    await c.submit('first');
+    const first = await c.backup.run();
+    await c.submit('second');
+    const second = await c.backup.run();
+    c.state.close();
+    // Backup 1's manifest rotated away, latest.json still on it; backup 2's data lost.
+    rmSync(join(c.objectsDir, stateBackupKeys('prod', 1).manifest));
+    writeFileSync(join(c.objectsDir, latestBackupKey('prod')), JSON.stringify(first));
+    rmSync(join(c.objectsDir, second.key));
+    const { summary } = await c.restore(c.objectsDir);
+    expect(summary.manifest).toEqual(first);
+    expect(summary.skipped.map((s) => s.key)).toEqual([stateBackupKeys('prod', 2).manifest]);
+
+    // The store failing to give the newest backup is worth another try, not a reason to take an older one.
+    const flaky = new StoreWithOutage(new FsObjectStore(c.objectsDir));
+    flaky.failingGets = (key) => key === second.key;
+    await expect(c.restore(c.objectsDir, { openObjectStore: () => flaky })).rejects.toThrow(
+      /^cannot read backup .*state-0000000002\.db\.gz: object store .* injected outage.*; try again$/,
+    );
+  });
+
   it('never replaces a state that has jobs; an empty or zero-length one is replaced', async () => {
     const c = new Cluster();
     await c.submit('one');
@@ -419,6 +493,7 @@ describe('restore from a backup', () => {
       location: c.objectsDir,
       manifest: { key: 'state-1.db.gz', seq: 1, takenAtSeconds: 0 } as RestoreSummary['manifest'],
       secrets: [],
+      skipped: [],
       resubmitted: ['job-1', 'job-3', 'job-4', 'job-5'],
       ended: [],
       withdrawn: ['job-1', 'job-3'],
@@ -427,6 +502,18 @@ describe('restore from a backup', () => {
       '4 job(s) accepted after it submitted again (job-1, job-3, job-4, job-5), 0 ended as they did after it, ' +
         '2 withdrawn, of an array the loss cut short (job-1, job-3); ',
     );
+    // And the newer backups it passed over, and why.
+    expect(
+      describeRestore({
+        location: c.objectsDir,
+        manifest: { key: 'state-1.db.gz', seq: 1, takenAtSeconds: 0 } as RestoreSummary['manifest'],
+        secrets: [],
+        skipped: [{ key: 'state-2.db.gz', reason: 'no object' }],
+        resubmitted: [],
+        ended: [],
+        withdrawn: [],
+      }),
+    ).toContain('; passed over newer backups: state-2.db.gz (no object)\n');
   });
 
   it('keeps the idempotency keys of the jobs it brings back, but not of an array the loss cut short', async () => {

@@ -117,7 +117,7 @@ describe('state backups', () => {
     state.close();
   });
 
-  it('writes the pointer last: a failed upload leaves latest.json on the previous backup, and the next one reuses the seq', async () => {
+  it('writes the pointer last: a failed upload leaves latest.json on the previous backup, and the next one takes the next seq', async () => {
     const { state, objects, backup } = setup();
     const backups = backup();
     await backups.run();
@@ -125,22 +125,85 @@ describe('state backups', () => {
     expect(objects.puts.slice(0, 3)).toEqual([one.data, one.manifest, latestBackupKey('prod')]);
 
     state.submitJob(jobSpec('after', CPU_SMALL));
-    const two = stateBackupKeys('prod', 2);
-    for (const failingKey of [two.data, two.manifest]) {
+    // A failed write may have landed all the same: its seq is never written again.
+    for (const failingKey of [stateBackupKeys('prod', 2).data, stateBackupKeys('prod', 3).manifest]) {
       objects.failing = (key) => key === failingKey;
       await expect(backups.run()).rejects.toThrow(/injected outage/);
       expect((await readJson(objects, latestBackupKey('prod')))['seq']).toBe(1);
-      expect(await objects.exists(two.manifest)).toBe(false);
+      expect(await objects.exists(stateBackupKeys('prod', 3).manifest)).toBe(false);
     }
     objects.failing = () => false;
-    expect((await backups.run()).seq).toBe(2);
-    expect((await readJson(objects, latestBackupKey('prod')))['seq']).toBe(2);
+    expect((await backups.run()).seq).toBe(4);
+    expect((await readJson(objects, latestBackupKey('prod')))['seq']).toBe(4);
     // Only the pointer failing: that backup is complete, and the next one follows it (never taken for another writer).
     objects.failing = (key) => key === latestBackupKey('prod');
     await expect(backups.run()).rejects.toThrow(/injected outage/);
     objects.failing = () => false;
-    expect((await backups.run()).seq).toBe(4);
-    expect((await readJson(objects, latestBackupKey('prod')))['seq']).toBe(4);
+    expect((await backups.run()).seq).toBe(6);
+    expect((await readJson(objects, latestBackupKey('prod')))['seq']).toBe(6);
+    // The data the failed manifest write left is rotated away with the backups older than the newest 3.
+    expect(await keysUnder(objects, stateBackupPrefix('prod'))).toEqual([
+      latestBackupKey('prod'),
+      stateBackupKeys('prod', 4).data,
+      stateBackupKeys('prod', 4).manifest,
+      stateBackupKeys('prod', 5).data,
+      stateBackupKeys('prod', 5).manifest,
+      stateBackupKeys('prod', 6).data,
+      stateBackupKeys('prod', 6).manifest,
+    ]);
+    state.close();
+  });
+
+  it('completes a backup whose manifest was stored though the store answered a failure (its reply lost)', async () => {
+    const { dir, state, objects, backup } = setup();
+    const backups = backup();
+    await backups.run();
+    state.submitJob(jobSpec('after', CPU_SMALL));
+    const two = stateBackupKeys('prod', 2);
+    objects.losingReplies = (key) => key === two.manifest;
+    const manifest = await backups.run();
+    objects.losingReplies = () => false;
+    expect(manifest.seq).toBe(2);
+    // Its data kept, matching the manifest stored, and the pointer on it.
+    const data = await objects.getBuffer(two.data);
+    expect(await readJson(objects, two.manifest)).toEqual({ ...manifest });
+    expect(createHash('sha256').update(data).digest('hex')).toBe(manifest.sha256);
+    expect(await readJson(objects, latestBackupKey('prod'))).toEqual({ ...manifest });
+    expect(await jobsInBackup(objects, two.data, dir)).toEqual(['job-1']);
+    // The next backup takes the next seq, no conflict.
+    state.submitJob(jobSpec('later', CPU_SMALL));
+    expect((await backups.run()).seq).toBe(3);
+    state.close();
+  });
+
+  it('takes the next seq after data stored though the store answered a failure, never calling it a conflict', async () => {
+    const { dir, state, objects, backup } = setup();
+    const backups = backup();
+    await backups.run();
+    state.submitJob(jobSpec('after', CPU_SMALL));
+    objects.losingReplies = (key) => key === stateBackupKeys('prod', 2).data;
+    await expect(backups.run()).rejects.toThrow(/injected lost reply/);
+    objects.losingReplies = () => false;
+    state.submitJob(jobSpec('later', CPU_SMALL));
+    const three = await backups.run();
+    expect(three.seq).toBe(3);
+    expect(await jobsInBackup(objects, three.key, dir)).toEqual(['job-1', 'job-2']);
+    // A new controller (a restart) lists the store: it too passes the leftover data.
+    expect((await backup().run()).seq).toBe(4);
+    state.close();
+  });
+
+  it("moves past another writer's data that has no manifest (a backup under way or one that failed)", async () => {
+    const { state, objects, backup } = setup();
+    const backups = backup();
+    expect((await backups.run()).seq).toBe(1);
+    const two = stateBackupKeys('prod', 2);
+    await objects.put(two.data, Buffer.from('another writer, mid-backup'));
+    state.submitJob(jobSpec('after', CPU_SMALL));
+    const manifest = await backups.run();
+    expect(manifest.seq).toBe(3);
+    expect((await objects.getBuffer(two.data)).toString()).toBe('another writer, mid-backup');
+    expect(await readJson(objects, latestBackupKey('prod'))).toEqual({ ...manifest });
     state.close();
   });
 
@@ -262,7 +325,9 @@ describe('backup schedule', () => {
     await until('the loop to sleep', () => (clock.pendingSleeps > 0 ? true : undefined));
     clock.advance(60);
     await until('the retried backup', () => (metrics.stored.length === 4 ? true : undefined));
-    expect(await jobsInBackup(objects, stateBackupKeys('prod', 4).data, scratch)).toEqual([
+    // Under the next seq: the failed one's write may have landed.
+    expect(metrics.stored[3]?.seq).toBe(5);
+    expect(await jobsInBackup(objects, stateBackupKeys('prod', 5).data, scratch)).toEqual([
       'job-1',
       'job-2',
       'job-3',
@@ -271,7 +336,7 @@ describe('backup schedule', () => {
     // A planned stop stores what changed since.
     state.submitJob(jobSpec('before-stop', CPU_SMALL));
     await schedule.stop({ finalBackup: true });
-    expect(metrics.stored.map((m) => m.seq)).toEqual([1, 2, 3, 4, 5]);
+    expect(metrics.stored.map((m) => m.seq)).toEqual([1, 2, 3, 5, 6]);
     state.close();
   });
 });

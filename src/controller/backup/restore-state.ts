@@ -14,7 +14,7 @@ import {
   stateBackupKeys,
   stateBackupPrefix,
 } from '../../protocol/object-keys.js';
-import type { ObjectStore } from '../../storage/object-store.js';
+import { ObjectNotFoundError, type ObjectStore } from '../../storage/object-store.js';
 import { isObjectStoreError } from '../../storage/object-store-error.js';
 import { markInitialized } from '../state/initialization.js';
 import { recordPreviousStoreId } from '../state/lineage.js';
@@ -54,6 +54,14 @@ export interface RestoreSummary extends JobRebuildSummary {
   readonly manifest: BackupManifest;
   /** Which token files came from the backup. */
   readonly secrets: readonly string[];
+  /** Newer backups passed over, newest first: each could not be read whole or did not verify. */
+  readonly skipped: readonly SkippedBackup[];
+}
+
+export interface SkippedBackup {
+  /** The manifest (or `latest.json`) that named it. */
+  readonly key: string;
+  readonly reason: string;
 }
 
 /**
@@ -74,21 +82,147 @@ export async function restoreState(options: RestoreOptions): Promise<RestoreSumm
         `(start it with --cluster ${source.cluster})`,
     );
   const objectStore = await options.openObjectStore(source.location);
-  const manifest = await findManifest(objectStore, options.cluster, source.key);
+  const candidates =
+    source.key === undefined
+      ? await newestFirst(objectStore, options.cluster)
+      : [await namedBackup(objectStore, options.cluster, source.key)];
   const workDir = join(dirname(options.dbFile), `.restore-${process.pid}`);
   await rm(workDir, { recursive: true, force: true });
   await mkdir(workDir, { recursive: true, mode: 0o700 });
   try {
     const restored = join(workDir, basename(options.dbFile));
-    await download(objectStore, manifest, restored);
-    checkIntegrity(restored, manifest.key);
+    const { manifest, skipped } = await fetchNewestVerified(objectStore, candidates, restored);
     const rebuilt = await rebuildOnCopy(restored, objectStore, options);
     const secrets = await restoreSecrets(objectStore, options);
     await install(restored, options.dbFile);
-    return { location: objectStore.location, manifest, secrets, ...rebuilt };
+    return { location: objectStore.location, manifest, secrets, skipped, ...rebuilt };
   } finally {
     await rm(workDir, { recursive: true, force: true });
   }
+}
+
+/** A backup a restore may take: its manifest, or why it cannot be read. */
+interface Candidate {
+  /** The manifest's key (`latest.json`'s, for the pointer). */
+  readonly key: string;
+  readonly manifest: BackupManifest | RestoreError;
+}
+
+/**
+ * Download and check the candidates in turn, newest first, until one verifies. A backup missing its data (a manifest
+ * written while its data was lost or deleted) or failing a check is passed over for the next older one, and said so;
+ * the store failing is not the backup's fault, so it stops the restore (try again) rather than take an older one.
+ */
+async function fetchNewestVerified(
+  store: ObjectStore,
+  candidates: readonly Candidate[],
+  to: string,
+): Promise<{ manifest: BackupManifest; skipped: SkippedBackup[] }> {
+  const failures: RestoreError[] = [];
+  const skipped: SkippedBackup[] = [];
+  for (const candidate of candidates) {
+    for (const file of [to, `${to}-wal`, `${to}-shm`]) await rm(file, { force: true });
+    try {
+      if (candidate.manifest instanceof RestoreError) throw candidate.manifest;
+      await download(store, candidate.manifest, to);
+      checkIntegrity(to, candidate.manifest.key);
+      return { manifest: candidate.manifest, skipped };
+    } catch (e) {
+      if (!(e instanceof RestoreError) || isObjectStoreError(e.cause)) throw e;
+      failures.push(e);
+      skipped.push({ key: candidate.key, reason: e.message });
+    }
+  }
+  if (failures.length === 1 && failures[0] !== undefined) throw failures[0];
+  throw new RestoreError(
+    `none of the ${failures.length} backups in ${store.location} verifies: ` +
+      skipped.map((s) => `${s.key}: ${s.reason}`).join('; '),
+  );
+}
+
+/** Read a backup manifest; undefined when there is none. The store failing is thrown as is (worth another try). */
+async function readManifest(
+  store: ObjectStore,
+  key: string,
+): Promise<BackupManifest | RestoreError | undefined> {
+  let bytes: Buffer;
+  try {
+    bytes = await store.getBuffer(key);
+  } catch (e) {
+    if (e instanceof ObjectNotFoundError) return undefined;
+    throw e;
+  }
+  const where = `${store.location} ${key}`;
+  try {
+    return readDocument(backupManifestSchema, bytes, where);
+  } catch (e) {
+    return new RestoreError(`backup manifest ${where} is unreadable: ${(e as Error).message}`);
+  }
+}
+
+/** A manifest of the cluster, or the reason it is not one. */
+function ofCluster(manifest: BackupManifest | RestoreError, cluster: string): BackupManifest | RestoreError {
+  if (manifest instanceof RestoreError || manifest.cluster === cluster) return manifest;
+  return new RestoreError(
+    `the backup ${manifest.key} is of cluster ${manifest.cluster}, but this controller runs cluster ${cluster}`,
+  );
+}
+
+/**
+ * Every backup of the cluster that has its manifest, newest first, whatever latest.json says: the pointer is written
+ * after the manifest, so a backup whose pointer write failed is newer than the pointer (and a missing pointer points
+ * nowhere). `latest.json` joins them where its seq puts it when it says something no manifest does (the manifests
+ * deleted, or another one written since), and last when it is unreadable (a broken pointer matters only when nothing
+ * else restores).
+ */
+async function newestFirst(store: ObjectStore, cluster: string): Promise<Candidate[]> {
+  const seqs = new Set<number>();
+  for await (const info of store.list(`${stateBackupPrefix(cluster)}state-`)) {
+    const parsed = parseStateBackupKey(info.key);
+    if (parsed?.part === 'manifest' && parsed.cluster === cluster) seqs.add(parsed.seq);
+  }
+  const candidates: Candidate[] = [];
+  for (const seq of [...seqs].sort((a, b) => b - a)) {
+    const key = stateBackupKeys(cluster, seq).manifest;
+    const manifest = await readManifest(store, key);
+    // Gone since the listing (rotated by a running controller): the older ones remain.
+    if (manifest !== undefined) candidates.push({ key, manifest: ofCluster(manifest, cluster) });
+  }
+  const latestKey = latestBackupKey(cluster);
+  const latest = await readManifest(store, latestKey);
+  if (latest instanceof RestoreError) candidates.push({ key: latestKey, manifest: latest });
+  else if (latest !== undefined && !candidates.some((c) => sameManifest(c.manifest, latest))) {
+    const at = candidates.findIndex(
+      (c) => !(c.manifest instanceof RestoreError) && c.manifest.seq < latest.seq,
+    );
+    candidates.splice(at === -1 ? candidates.length : at, 0, {
+      key: latestKey,
+      manifest: ofCluster(latest, cluster),
+    });
+  }
+  if (candidates.length === 0)
+    throw new RestoreError(`no backup of cluster ${cluster} in ${store.location} (looked for ${latestKey})`);
+  return candidates;
+}
+
+function sameManifest(a: BackupManifest | RestoreError, b: BackupManifest): boolean {
+  return !(a instanceof RestoreError) && a.seq === b.seq && a.key === b.key && a.sha256 === b.sha256;
+}
+
+/** The backup `--restore-from` names: that one only, never another in its place. */
+async function namedBackup(store: ObjectStore, cluster: string, key: string): Promise<Candidate> {
+  const parsed = parseStateBackupKey(key);
+  if (parsed === undefined) throw new RestoreError(`${key} is not a backup key`);
+  const keys = stateBackupKeys(parsed.cluster, parsed.seq);
+  const manifest = await readManifest(store, keys.manifest);
+  if (manifest === undefined)
+    throw new RestoreError(
+      `backup ${store.location} ${keys.data} has no manifest (${keys.manifest}): it is incomplete or was deleted`,
+    );
+  if (manifest instanceof RestoreError) throw manifest;
+  const checked = ofCluster(manifest, cluster);
+  if (checked instanceof RestoreError) throw checked;
+  return { key: keys.manifest, manifest: checked };
 }
 
 /** A restore starts a new box: it never replaces a state that has jobs or instances. */
@@ -112,54 +246,6 @@ function refuseExistingState(dbFile: string): void {
       `${dbFile} already holds a state (${used} job(s) and instance(s)); a restore starts a new box: move it away ` +
         'first, or start without --restore-from',
     );
-}
-
-async function findManifest(
-  store: ObjectStore,
-  cluster: string,
-  key: string | undefined,
-): Promise<BackupManifest> {
-  const read = async (manifestKey: string): Promise<BackupManifest | undefined> => {
-    if (!(await store.exists(manifestKey))) return undefined;
-    const where = `${store.location} ${manifestKey}`;
-    try {
-      return readDocument(backupManifestSchema, await store.getBuffer(manifestKey), where);
-    } catch (e) {
-      throw new RestoreError(`backup manifest ${where} is unreadable: ${(e as Error).message}`);
-    }
-  };
-  let manifest: BackupManifest | undefined;
-  if (key === undefined) {
-    // The newest backup that has its manifest, whatever latest.json says: the pointer is written after the manifest,
-    // so a backup whose pointer write failed is newer than the pointer (and a missing pointer points nowhere).
-    let newest: number | undefined;
-    for await (const info of store.list(`${stateBackupPrefix(cluster)}state-`)) {
-      const parsed = parseStateBackupKey(info.key);
-      if (parsed?.part === 'manifest' && parsed.cluster === cluster)
-        newest = Math.max(newest ?? 0, parsed.seq);
-    }
-    manifest = await read(latestBackupKey(cluster));
-    if (newest !== undefined && (manifest === undefined || manifest.seq < newest))
-      manifest = (await read(stateBackupKeys(cluster, newest).manifest)) ?? manifest;
-    if (manifest === undefined)
-      throw new RestoreError(
-        `no backup of cluster ${cluster} in ${store.location} (looked for ${latestBackupKey(cluster)})`,
-      );
-  } else {
-    const parsed = parseStateBackupKey(key);
-    if (parsed === undefined) throw new RestoreError(`${key} is not a backup key`);
-    const keys = stateBackupKeys(parsed.cluster, parsed.seq);
-    manifest = await read(keys.manifest);
-    if (manifest === undefined)
-      throw new RestoreError(
-        `backup ${store.location} ${keys.data} has no manifest (${keys.manifest}): it is incomplete or was deleted`,
-      );
-  }
-  if (manifest.cluster !== cluster)
-    throw new RestoreError(
-      `the backup ${manifest.key} is of cluster ${manifest.cluster}, but this controller runs cluster ${cluster}`,
-    );
-  return manifest;
 }
 
 /** Download and decompress the backup, checking its sha256 and size against the manifest. */

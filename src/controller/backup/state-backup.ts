@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Transform, type Readable } from 'node:stream';
+import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import {
@@ -48,12 +48,20 @@ export interface StateBackupOptions {
   readonly nowSeconds: () => number;
 }
 
+/** Seqs a backup moves past, at most, when each it tries holds another backup's data without its manifest. */
+const INCOMPLETE_SEQS_SKIPPED = 3;
+
 /**
  * One backup of the controller's state to the object store. The snapshot is SQLite's online backup (consistent,
  * taken while the controller runs), compressed with gzip, and stored under a new sequence number: the data first,
  * then its manifest (size, sha256), then `latest.json`, so a reader that finds a manifest finds its data, and one
  * that follows `latest.json` finds a complete backup. Then backups beyond the newest `keep` are deleted (manifest
  * first, so no manifest ever points at deleted data). Callers run one backup at a time (BackupSchedule).
+ *
+ * A write the store reports failed may have landed all the same (S3 answers an error when the reply is lost), so a
+ * seq this controller has written to is never written again: a failed backup leaves its seq to rotation, and the next
+ * one takes the next seq. Data under a seq nobody has finished (no manifest) is such a leftover, or another writer's
+ * backup under way: a backup moves past it. Only a manifest that is not this backup's means another controller.
  */
 export class StateBackup {
   private lastSeq: number | undefined;
@@ -69,22 +77,17 @@ export class StateBackup {
     const { objectStore, cluster } = this.options;
     // A process killed mid-backup leaves its snapshot (which holds secrets) behind: the first backup clears them.
     if (this.lastSeq === undefined) await rm(this.options.workDir, { recursive: true, force: true });
-    const seq = (await this.previousSeq()) + 1;
-    const keys = stateBackupKeys(cluster, seq);
+    const firstSeq = (await this.previousSeq()) + 1;
     await mkdir(this.options.workDir, { recursive: true, mode: 0o700 });
-    const snapshot = join(this.options.workDir, `backup-${process.pid}-${seq}.db`);
+    const snapshot = join(this.options.workDir, `backup-${process.pid}-${firstSeq}.db`);
     const compressed = `${snapshot}.gz`;
-    let dataStored = false;
-    let manifestStored = false;
     try {
       const takenAtSeconds = this.options.nowSeconds();
       await this.options.source.snapshotTo(snapshot);
       const databaseBytes = (await stat(snapshot)).size;
       const { sha256, sizeBytes } = await gzipFile(snapshot, compressed);
-      // Only if absent: a seq already taken means another controller writes this cluster's backups to this store
-      // (each would otherwise replace the other's backups, and a restore would take whichever came last).
-      await this.putNew(keys.data, createReadStream(compressed), seq, sha256);
-      dataStored = true;
+      const seq = await this.storeData(firstSeq, compressed, sha256);
+      const keys = stateBackupKeys(cluster, seq);
       const manifest: BackupManifest = {
         version: 1,
         cluster,
@@ -95,27 +98,13 @@ export class StateBackup {
         databaseBytes,
         takenAtSeconds,
       };
-      const manifestBytes = documentBytes(manifest);
-      await this.putNew(keys.manifest, manifestBytes, seq, sha256Of(manifestBytes));
-      manifestStored = true;
-      await objectStore.put(latestBackupKey(cluster), documentBytes(manifest));
+      await this.storeManifest(seq, documentBytes(manifest));
+      // Complete from here on: a failed pointer write is covered by the next backup's.
       this.lastSeq = seq;
+      await objectStore.put(latestBackupKey(cluster), documentBytes(manifest));
       await this.storeSecrets();
       await this.rotate(seq);
       return manifest;
-    } catch (e) {
-      // Stored whole but for the pointer: the backup is complete (the next one's pointer covers it). Its data alone
-      // took the seq: freed again for the next backup, or (the store failing the delete too) left partial, for
-      // rotation to delete, while the next backup takes the next seq.
-      if (manifestStored) this.lastSeq = seq;
-      else if (dataStored && !(e instanceof BackupConflictError)) {
-        const freed = await objectStore.delete(keys.data).then(
-          () => true,
-          () => false,
-        );
-        if (!freed) this.lastSeq = seq;
-      }
-      throw e;
     } finally {
       for (const file of [snapshot, compressed, `${snapshot}-wal`, `${snapshot}-shm`])
         await rm(file, { force: true });
@@ -123,26 +112,71 @@ export class StateBackup {
   }
 
   /**
-   * Store a backup's object under a seq no one has used yet; another writer's object there fails the backup, loudly.
-   * An object with our own bytes is our own write (a request the SDK retried after it had landed).
+   * Store the backup's data under `firstSeq` or the first free seq after it; answers the seq taken. Only if absent: two
+   * controllers writing one cluster's backups would otherwise replace each other's. An object with our own bytes is
+   * our own write (a request the SDK retried after it had landed).
    */
-  private async putNew(key: string, body: Buffer | Readable, seq: number, sha256: string): Promise<void> {
+  private async storeData(firstSeq: number, file: string, sha256: string): Promise<number> {
     const { objectStore, cluster } = this.options;
-    try {
-      await objectStore.put(key, body, { ifAbsent: true });
-    } catch (e) {
-      if (!(e instanceof ObjectExistsError)) throw e;
-      if ((await sha256OfObject(objectStore, key)) === sha256) return;
-      // The next backup lists the store again and takes the next free seq.
+    let seq = firstSeq;
+    for (let skipped = 0; ; skipped++) {
+      const keys = stateBackupKeys(cluster, seq);
+      try {
+        await objectStore.put(keys.data, createReadStream(file), { ifAbsent: true });
+        return seq;
+      } catch (e) {
+        if (!(e instanceof ObjectExistsError)) {
+          // Stored or not (a lost reply): the next backup takes the next seq.
+          this.lastSeq = seq;
+          throw e;
+        }
+        if ((await sha256OfObject(objectStore, keys.data)) === sha256) return seq;
+        if (await objectStore.exists(keys.manifest)) throw this.conflict(seq, keys.data, e);
+        if (skipped === INCOMPLETE_SEQS_SKIPPED) throw this.conflict(seq, keys.data, e);
+      }
+      // Data without its manifest: a backup that failed after storing it (maybe this controller's, its reply lost),
+      // or another writer's under way. Not ours to delete; the newest seq in the store is passed too.
       this.lastSeq = undefined;
-      throw new BackupConflictError(
-        `state backup ${seq} of cluster ${cluster} was not stored: ${objectStore.location} ${key} was written by ` +
-          `another controller meanwhile. Two controllers are writing backups of cluster ${cluster} to the same ` +
-          'store; a restore takes the newest, whichever wrote it: stop one, or give each its own cluster name ' +
-          'or store',
-        { cause: e },
-      );
+      seq = Math.max(seq, await this.previousSeq()) + 1;
     }
+  }
+
+  /**
+   * Store the manifest, only if absent. A failed write is looked for: one that landed (its reply lost) completes the
+   * backup. Either way this seq is never written again: the data stays (a manifest may yet point at it; rotation
+   * deletes it once older than the backups kept).
+   */
+  private async storeManifest(seq: number, bytes: Buffer): Promise<void> {
+    const { objectStore, cluster } = this.options;
+    const key = stateBackupKeys(cluster, seq).manifest;
+    const ours = sha256Of(bytes);
+    try {
+      await objectStore.put(key, bytes, { ifAbsent: true });
+    } catch (e) {
+      this.lastSeq = seq;
+      if (e instanceof ObjectExistsError) {
+        if ((await sha256OfObject(objectStore, key)) === ours) return;
+        throw this.conflict(seq, key, e);
+      }
+      const stored = await sha256OfObject(objectStore, key).catch(() => undefined);
+      if (stored === ours) return;
+      if (stored !== undefined) throw this.conflict(seq, key, e);
+      throw e;
+    }
+  }
+
+  /** Another writer's manifest under a seq this backup took: another controller writes this cluster's backups. */
+  private conflict(seq: number, key: string, cause: unknown): BackupConflictError {
+    const { objectStore, cluster } = this.options;
+    // The next backup lists the store again and takes the next free seq.
+    this.lastSeq = undefined;
+    return new BackupConflictError(
+      `state backup ${seq} of cluster ${cluster} was not stored: ${objectStore.location} ${key} was written by ` +
+        `another controller meanwhile. Two controllers are writing backups of cluster ${cluster} to the same ` +
+        'store; a restore takes the newest, whichever wrote it: stop one, or give each its own cluster name ' +
+        'or store',
+      { cause },
+    );
   }
 
   /**
