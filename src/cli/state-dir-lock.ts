@@ -2,14 +2,18 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
- * One controller per state directory: a second one would launch the same plan twice. The lock is a pid file naming
- * the controller's pid and its start time (field 22 of /proc/<pid>/stat, in clock ticks since boot). A SIGKILLed
+ * One controller per state directory: a second one would launch the same plan twice; likewise one worker per work
+ * directory, as a second would adopt the same tasks and report for them too. The lock is a pid file naming
+ * the holder's pid and its start time (field 22 of /proc/<pid>/stat, in clock ticks since boot). A SIGKILLed
  * controller leaves its file behind, and its pid may then be a zombie its parent has not reaped yet, or, later,
  * another process's: neither holds the lock. Node has no flock, so liveness is decided from /proc.
  */
 
 /** The running controller's pid file, in the state directory (`fleetwise down` reads it). */
 export const PID_FILE = 'controller.pid';
+
+/** The running worker's pid file, in its work directory. */
+export const WORKER_PID_FILE = 'worker.pid';
 
 export interface ProcessInfo {
   /** The one-letter state of /proc/<pid>/stat (R, S, D, Z, X, …). */
@@ -77,11 +81,16 @@ function readPidFile(path: string): PidRecord | undefined {
   return startTime === undefined || startTime === '' ? { pid } : { pid, startTime };
 }
 
-/** The pid of the controller holding the state directory, if one does. */
-export function lockHolder(stateDir: string, probe: ProcessProbe = procProbe): number | undefined {
-  const record = readPidFile(join(stateDir, PID_FILE));
+/** The pid of the process holding the directory's lock (`file` in it), if one does. */
+function holderOf(path: string, probe: ProcessProbe): number | undefined {
+  const record = readPidFile(path);
   if (record === undefined || record.pid === process.pid) return undefined;
   return processRunning(record.pid, record.startTime, probe) ? record.pid : undefined;
+}
+
+/** The pid of the controller holding the state directory, if one does. */
+export function lockHolder(stateDir: string, probe: ProcessProbe = procProbe): number | undefined {
+  return holderOf(join(stateDir, PID_FILE), probe);
 }
 
 /**
@@ -90,7 +99,16 @@ export function lockHolder(stateDir: string, probe: ProcessProbe = procProbe): n
  * Returns the release, which removes the file only while it still names this process.
  */
 export function claimStateDir(stateDir: string, probe: ProcessProbe = procProbe): () => void {
-  const path = join(stateDir, PID_FILE);
+  return claimDirLock(stateDir, PID_FILE, 'controller', probe);
+}
+
+/** Take a worker's work directory for this process, or throw naming the worker that holds it (as claimStateDir). */
+export function claimWorkDir(workDir: string, probe: ProcessProbe = procProbe): () => void {
+  return claimDirLock(workDir, WORKER_PID_FILE, 'worker', probe);
+}
+
+function claimDirLock(dir: string, file: string, holderKind: string, probe: ProcessProbe): () => void {
+  const path = join(dir, file);
   const own = probe(process.pid)?.startTime;
   const content = `${process.pid}${own === undefined ? '' : ` ${own}`}\n`;
   for (let attempt = 0; ; attempt += 1) {
@@ -100,10 +118,10 @@ export function claimStateDir(stateDir: string, probe: ProcessProbe = procProbe)
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 3) throw e;
     }
-    const holder = lockHolder(stateDir, probe);
+    const holder = holderOf(path, probe);
     if (holder !== undefined)
       throw new Error(
-        `another controller (pid ${holder}) is using ${stateDir}; stop it first (or remove ${path} if it is not)`,
+        `another ${holderKind} (pid ${holder}) is using ${dir}; stop it first (or remove ${path} if it is not)`,
       );
     rmSync(path, { force: true });
   }

@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import { z } from 'zod';
 
 /**
  * What a worker runs tasks with: Docker containers (executors/docker.ts) or plain processes (executors/process.ts)
@@ -30,6 +31,48 @@ export interface TaskLaunch {
   readonly restoring: boolean;
   /** The job's attempt, from 1 (FLEETWISE_ATTEMPT; AWS Batch's AWS_BATCH_JOB_ATTEMPT). */
   readonly attempt?: number | undefined;
+  /** The job's checkpoint signal and timeout, and the iterations it declares: kept with the launch (`LaunchedAs`). */
+  readonly checkpointSignal?: string | undefined;
+  readonly checkpointTimeoutSeconds?: number | undefined;
+  readonly totalIterations?: number | undefined;
+}
+
+/**
+ * What the executor kept of a task's launch, so that a restarted worker whose own record of the task is gone (a disk
+ * that filled, a torn write) still knows which attempt runs, how to stop it and when it is done: without the attempt
+ * its exit would be recorded and reported as attempt 1's, and the controller's next answer would run it again.
+ */
+export interface LaunchedAs {
+  readonly jobId: string;
+  readonly attempt: number;
+  readonly checkpointSignal?: string | undefined;
+  readonly checkpointTimeoutSeconds?: number | undefined;
+  readonly totalIterations?: number | undefined;
+}
+
+const launchedAsSchema = z.object({
+  jobId: z.string().min(1),
+  attempt: z.number().int().positive().optional(),
+  checkpointSignal: z.string().min(1).optional(),
+  checkpointTimeoutSeconds: z.number().positive().optional(),
+  totalIterations: z.number().nonnegative().optional(),
+});
+
+/**
+ * `LaunchedAs` out of a launch as an executor kept it (the process executor's launch.json is the whole `TaskLaunch`);
+ * undefined when it is not one. A launch without an attempt is attempt 1, as FLEETWISE_ATTEMPT tells the task.
+ */
+export function launchedAsOf(kept: unknown): LaunchedAs | undefined {
+  const parsed = launchedAsSchema.safeParse(kept);
+  if (!parsed.success) return undefined;
+  const { jobId, attempt, checkpointSignal, checkpointTimeoutSeconds, totalIterations } = parsed.data;
+  return {
+    jobId,
+    attempt: attempt ?? 1,
+    ...(checkpointSignal === undefined ? {} : { checkpointSignal }),
+    ...(checkpointTimeoutSeconds === undefined ? {} : { checkpointTimeoutSeconds }),
+    ...(totalIterations === undefined ? {} : { totalIterations }),
+  };
 }
 
 /** A task's exit code when SIGKILL ended it (128 + 9), as Docker reports it and the process executor too. */
@@ -49,6 +92,8 @@ export interface TaskRunStatus {
   readonly oomKilled?: boolean | undefined;
   /** The memory limit it ran under, GiB, when the executor applied one. */
   readonly memoryLimitGiB?: number | undefined;
+  /** What the executor kept of its launch (undefined when it kept nothing readable). */
+  readonly launched?: LaunchedAs | undefined;
 }
 
 /**

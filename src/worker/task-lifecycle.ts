@@ -21,7 +21,13 @@ import { SIGKILL_EXIT_CODE, type TaskLaunch, type TaskRunStatus } from './execut
 import { ProgressTracker } from './progress.js';
 import { TaskLogShipper } from './task-log.js';
 import { readExitRecord, writeExitRecord, type TaskExitRecord } from './exit-record.js';
-import { checkpointOf, persistTask, readPersistedTask, type LocalTask } from './task-record.js';
+import {
+  checkpointOf,
+  persistTask,
+  readPersistedTasks,
+  type LocalTask,
+  type PersistedTask,
+} from './task-record.js';
 
 /** Milliseconds between two saves of a task's log position with its record. */
 const LOG_POSITION_PERSIST_MS = 60_000;
@@ -147,30 +153,32 @@ export class TaskLifecycle {
     return write;
   }
 
-  /** After a restart: every task the executor still has is ours again (found by label / pid file). */
+  /**
+   * After a restart: every task the executor still has is ours again (found by label / pid file), as its record here
+   * describes it. A task recorded as running that the executor no longer has was removed while no worker ran: failed,
+   * as when one disappears under a running worker, never started again as if nothing had happened.
+   */
   async adopt(): Promise<void> {
-    for (const status of await this.options.executor.list()) {
+    const executor = this.options.executor;
+    const statuses = await executor.list();
+    const records = await readPersistedTasks(join(this.options.workDir, 'tasks'));
+    for (const status of statuses) {
       if (this.tasks.has(status.taskId)) continue;
-      const saved = await readPersistedTask(this.taskDir(status.taskId));
-      const t: LocalTask = {
-        taskId: status.taskId,
-        jobId: saved?.jobId ?? status.taskId.replace(/\.\d+$/, ''),
-        phase: saved?.phase ?? 'running',
-        startedAtMs: saved?.startedAtMs ?? status.startedAt?.getTime() ?? Date.now(),
-        stopRequested: saved?.stopRequested ?? false,
-        exitCode: saved?.exitCode,
-        reason: saved?.reason,
-        restoredFrom: saved?.restoredFrom,
-        checkpoint: saved?.checkpoint,
-        signal: saved?.signal,
-        timeoutSeconds: saved?.timeoutSeconds,
-        attempt: saved?.attempt,
-        total: saved?.total,
-        logPosition: saved?.logPosition,
-        lastLogUploadMs: 0,
-      };
+      const saved = records.get(status.taskId);
+      const t = saved === undefined ? this.rebuild(status) : fromRecord(status.taskId, saved);
       if (t.phase === 'starting' || t.phase === 'checkpointing') t.phase = 'running';
-      if (t.phase === 'running' && status.state === 'exited' && status.exitCode === undefined) {
+      if (saved === undefined && t.attempt === undefined) {
+        // Neither its record nor the executor says which attempt it is: its exit would be recorded and reported as
+        // attempt 1's, and a later attempt's `run` would start it a second time. Stopped instead (ended, if it still
+        // runs: nothing here could report it), so the controller runs it again from its last checkpoint.
+        if (status.state !== 'exited') await executor.kill(t.taskId);
+        t.phase = 'stopped';
+        t.reason =
+          'the worker lost its record of the task and the executor kept no launch to rebuild it from; ' +
+          'it resumes from its last checkpoint';
+        this.log.warn(`task ${t.taskId}: ${t.reason}`);
+        await this.persist(t);
+      } else if (t.phase === 'running' && status.state === 'exited' && status.exitCode === undefined) {
         // No exit code: the task did not end, it was ended with the worker that ran it (a local instance's tasks die
         // with their worker, process.ts). Not the task's failure: it is stopped, and runs again from its last
         // checkpoint if it is still wanted here.
@@ -182,7 +190,23 @@ export class TaskLifecycle {
         // it afresh (the start removes this container first), and a stop or an answer without it finds it ended.
         t.phase = 'stopped';
         await this.persist(t);
-      }
+      } else if (
+        t.phase === 'running' &&
+        !t.stopRequested &&
+        status.state === 'exited' &&
+        status.exitCode === 0 &&
+        t.total !== undefined
+      ) {
+        // It exited 0 while no worker watched. A host shutting down or a `docker stop` sends SIGTERM, and a task
+        // checkpoints and exits 0 on it: taken as a stop's exit, which `finished` counts as the task's end only with
+        // every declared iteration done (the stop's rule, didItAll). A job that declares no iterations gives nothing
+        // to tell the two apart by: its exit 0 stays a success, as it always was.
+        t.stopRequested = true;
+        t.reason =
+          'it exited (code 0) while no worker watched it, short of its declared iterations: taken as stopped ' +
+          '(a shutdown signal); it resumes from its last checkpoint';
+        await this.persist(t);
+      } else if (saved === undefined) await this.persist(t);
       this.tasks.set(t.taskId, t);
       // The watcher starts by listing the store: in the background, so an outage cannot hold up the heartbeat. A
       // task that exited while no worker ran is watched too: what it wrote before exiting (the final checkpoint a
@@ -190,6 +214,47 @@ export class TaskLifecycle {
       if (t.phase === 'running') this.background(t, () => this.watch(t, 'unknown'));
       this.log.info(`adopted task ${t.taskId} (${status.state})`);
     }
+    const listed = new Set(statuses.map((s) => s.taskId));
+    for (const [taskId, saved] of records) {
+      if (saved === undefined || listed.has(taskId) || this.tasks.has(taskId)) continue;
+      // A record still `starting` is a start the worker died in before the executor had the task: nothing ran.
+      if (saved.phase !== 'running' && saved.phase !== 'checkpointing') continue;
+      const t = fromRecord(taskId, saved);
+      this.tasks.set(taskId, t);
+      await this.disappeared(
+        t,
+        'the task disappeared while the worker was down (container or process removed)',
+      );
+      this.log.warn(`task ${taskId}: ${t.reason ?? ''}`);
+    }
+  }
+
+  /**
+   * A task the executor has and this host has no readable record of: what the executor kept of its launch (attempt,
+   * checkpoint signal, declared iterations) stands in for the record. Without it the attempt stays undefined.
+   */
+  private rebuild(status: TaskRunStatus): LocalTask {
+    const launched = status.launched;
+    return {
+      taskId: status.taskId,
+      jobId: launched?.jobId ?? status.taskId.replace(/\.\d+$/, ''),
+      phase: 'running',
+      startedAtMs: status.startedAt?.getTime() ?? Date.now(),
+      stopRequested: false,
+      signal: launched?.checkpointSignal,
+      timeoutSeconds: launched?.checkpointTimeoutSeconds,
+      attempt: launched?.attempt,
+      total: launched?.totalIterations,
+      lastLogUploadMs: 0,
+    };
+  }
+
+  /** A running task is gone from this host: failed, unwatched, recorded. */
+  private async disappeared(t: LocalTask, reason: string): Promise<void> {
+    t.phase = 'failed';
+    t.reason = reason;
+    await this.stopWatching(t);
+    await this.persist(t);
   }
 
   private async watch(t: LocalTask, baseline: 'restored' | 'unknown' = 'restored'): Promise<void> {
@@ -240,12 +305,9 @@ export class TaskLifecycle {
     // The listing may predate a start that ended since (starts run in the background, and the polls above await):
     // ask again before taking a running task for gone.
     const status = statuses.get(t.taskId) ?? (await this.options.executor.status(t.taskId));
-    if (status === undefined) {
-      t.phase = 'failed';
-      t.reason = 'the task disappeared from this host (container or process removed)';
-      await this.stopWatching(t);
-      await this.persist(t);
-    } else if (status.state === 'exited') this.background(t, () => this.finished(t, status.exitCode));
+    if (status === undefined)
+      await this.disappeared(t, 'the task disappeared from this host (container or process removed)');
+    else if (status.state === 'exited') this.background(t, () => this.finished(t, status.exitCode));
   }
 
   /**
@@ -431,6 +493,10 @@ export class TaskLifecycle {
       progressFile,
       restoring,
       attempt: d.attempt ?? 1,
+      // Kept by the executor with the task: what a restarted worker that lost this record adopts it by (rebuild).
+      checkpointSignal: d.checkpoint.signal,
+      checkpointTimeoutSeconds: d.checkpoint.timeoutSeconds,
+      ...(t.total === undefined ? {} : { totalIterations: t.total }),
     };
     await executor.prepare?.(launch);
     return launch;
@@ -500,7 +566,7 @@ export class TaskLifecycle {
    */
   private async finished(t: LocalTask, exitCode: number | undefined): Promise<void> {
     await this.pollProgress(t);
-    if (t.stopRequested && exitCode === 0 && reportedAll(t)) t.stopRequested = false;
+    if (t.stopRequested && exitCode === 0 && (await this.didItAll(t))) t.stopRequested = false;
     // Killed (that stop's timeout ran out): what is in its directory may be torn mid-write, as after a stop's kill.
     const killed = t.stopRequested && exitCode === SIGKILL_EXIT_CODE;
     // The exit is stored first, its last output read here: the last checkpoints and the log take as long as the
@@ -656,6 +722,27 @@ function reportable(n: number | undefined): number | undefined {
 /** Its progress so far covers every iteration its job declares (none declared: not known, so no). */
 function reportedAll(t: LocalTask): boolean {
   return t.total !== undefined && (t.completed ?? 0) >= t.total;
+}
+
+/** A task as its record on this host describes it. */
+function fromRecord(taskId: string, saved: PersistedTask): LocalTask {
+  return {
+    taskId,
+    jobId: saved.jobId,
+    phase: saved.phase,
+    startedAtMs: saved.startedAtMs,
+    stopRequested: saved.stopRequested,
+    exitCode: saved.exitCode,
+    reason: saved.reason,
+    restoredFrom: saved.restoredFrom,
+    checkpoint: saved.checkpoint,
+    signal: saved.signal,
+    timeoutSeconds: saved.timeoutSeconds,
+    attempt: saved.attempt,
+    total: saved.total,
+    logPosition: saved.logPosition,
+    lastLogUploadMs: 0,
+  };
 }
 
 function numberOr(value: string | undefined): number | undefined {

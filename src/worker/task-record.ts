@@ -1,4 +1,4 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { checkpointKeys } from '../protocol/object-keys.js';
@@ -75,8 +75,28 @@ export async function persistTask(taskDir: string, t: LocalTask): Promise<void> 
   writes += 1;
   const temp = `${path}.${process.pid}.${writes}.tmp`;
   await mkdir(taskDir, { recursive: true });
-  await writeFile(temp, JSON.stringify(data));
+  // Synced before the rename: after a power loss the rename alone may land with an empty file behind it.
+  const file = await open(temp, 'w');
+  try {
+    await file.writeFile(JSON.stringify(data));
+    await file.sync();
+  } finally {
+    await file.close();
+  }
   await rename(temp, path);
+}
+
+/** Every task directory under `tasksDir` with its record: undefined for one whose record is missing or unreadable. */
+export async function readPersistedTasks(tasksDir: string): Promise<Map<string, PersistedTask | undefined>> {
+  let names: string[];
+  try {
+    names = await readdir(tasksDir);
+  } catch {
+    return new Map();
+  }
+  const out = new Map<string, PersistedTask | undefined>();
+  for (const name of names.sort()) out.set(name, await readPersistedTask(join(tasksDir, name)));
+  return out;
 }
 
 /** The task's record, or undefined when there is none or it cannot be read. */

@@ -1,9 +1,11 @@
+import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { pino } from 'pino';
 import { z } from 'zod';
 import { parseWith, ValidationError } from '../../core/validation.js';
 import { commandLogger } from '../log-output.js';
+import { claimWorkDir } from '../state-dir-lock.js';
 import { openObjectStore } from '../../storage/open-object-store.js';
 import { DEFAULT_GIVE_UP_AFTER_SECONDS, WorkerAgent } from '../../worker/agent.js';
 import { ControllerClient } from '../../worker/controller-client.js';
@@ -161,19 +163,11 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
   const requested = flags.executor ?? 'auto';
   if (!['auto', 'docker', 'process'].includes(requested))
     throw new ValidationError('fleetwise worker', ['--executor: one of docker, process, auto']);
-  const kind: 'docker' | 'process' =
-    requested === 'auto'
-      ? (await dockerAvailable())
-        ? 'docker'
-        : 'process'
-      : (requested as 'docker' | 'process');
   const bootDelaySeconds = parseWith(
     z.object({ '--boot-delay-seconds': bootDelaySchema }),
     { '--boot-delay-seconds': flags.bootDelaySeconds },
     'fleetwise worker',
   )['--boot-delay-seconds'];
-  // Local mode's slow instance types: this "instance" is still booting (nothing registers, nothing runs).
-  if (bootDelaySeconds > 0) await new Promise((r) => setTimeout(r, bootDelaySeconds * 1000));
   const giveUpAfterSeconds = parseWith(
     z.object({ '--give-up-after-seconds': giveUpSchema }),
     { '--give-up-after-seconds': flags.giveUpAfterSeconds },
@@ -189,6 +183,58 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
     },
     'fleetwise worker',
   );
+  const noticeFlags = parseWith(
+    noticeFlagsSchema,
+    {
+      '--spot-notices': flags.spotNotices,
+      '--notice-poll-seconds': flags.noticePollSeconds ?? env[NOTICE_POLL_SECONDS_ENV],
+    },
+    'fleetwise worker',
+  );
+  // One worker per work directory: a second would register with the same saved token, adopt the same tasks and
+  // heartbeat, checkpoint and ship logs for them too. A worker that died without releasing it leaves a stale lock.
+  mkdirSync(workDir, { recursive: true, mode: 0o700 });
+  const release = claimWorkDir(workDir);
+  try {
+    await runClaimed(flags, env, {
+      workDir,
+      saved,
+      launch,
+      requested,
+      bootDelaySeconds,
+      giveUpAfterSeconds,
+      probeFlags,
+      noticeFlags,
+    });
+  } finally {
+    release();
+  }
+}
+
+async function runClaimed(
+  flags: WorkerFlags,
+  env: NodeJS.ProcessEnv,
+  parsed: {
+    readonly workDir: string;
+    readonly saved: SavedCredential;
+    readonly launch: LaunchCredentialSource | undefined;
+    readonly requested: string;
+    readonly bootDelaySeconds: number;
+    readonly giveUpAfterSeconds: number;
+    readonly probeFlags: z.infer<typeof probeFlagsSchema>;
+    readonly noticeFlags: z.infer<typeof noticeFlagsSchema>;
+  },
+): Promise<void> {
+  const { workDir, saved, launch, requested, bootDelaySeconds, giveUpAfterSeconds, probeFlags, noticeFlags } =
+    parsed;
+  const kind: 'docker' | 'process' =
+    requested === 'auto'
+      ? (await dockerAvailable())
+        ? 'docker'
+        : 'process'
+      : (requested as 'docker' | 'process');
+  // Local mode's slow instance types: this "instance" is still booting (nothing registers, nothing runs).
+  if (bootDelaySeconds > 0) await new Promise((r) => setTimeout(r, bootDelaySeconds * 1000));
   // The latency probe's echo listener; a port another process holds is a startup error, as for the executor.
   const latencyProbe =
     flags.probe === false
@@ -204,14 +250,6 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
               `(${(e as Error).message}); pick another port (0: any free one) or pass --no-probe`,
           ]);
         });
-  const noticeFlags = parseWith(
-    noticeFlagsSchema,
-    {
-      '--spot-notices': flags.spotNotices,
-      '--notice-poll-seconds': flags.noticePollSeconds ?? env[NOTICE_POLL_SECONDS_ENV],
-    },
-    'fleetwise worker',
-  );
   // auto: on EC2 (the worker token and the identity document) or wherever a metadata service is named explicitly.
   const imdsUrl = flags.imdsUrl ?? (env[IMDS_URL_ENV] === '' ? undefined : env[IMDS_URL_ENV]);
   const onEc2 =

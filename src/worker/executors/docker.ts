@@ -3,7 +3,15 @@ import { dirname, join } from 'node:path';
 import { createRequire } from 'node:module';
 import { Readable } from 'node:stream';
 import type Docker from 'dockerode';
-import type { Executor, LogChunk, LogPosition, TaskLaunch, TaskRunStatus } from '../executor.js';
+import {
+  launchedAsOf,
+  type Executor,
+  type LaunchedAs,
+  type LogChunk,
+  type LogPosition,
+  type TaskLaunch,
+  type TaskRunStatus,
+} from '../executor.js';
 import { ImageCache } from '../image-cache.js';
 import { readDockerLogs } from './docker-log-reads.js';
 import { lastLines } from './log-tail.js';
@@ -24,6 +32,14 @@ import { lastLines } from './log-tail.js';
 export const TASK_LABEL = 'fleetwise.task';
 export const JOB_LABEL = 'fleetwise.job';
 export const INSTANCE_LABEL = 'fleetwise.instance';
+/**
+ * The launch's attempt, checkpoint signal and timeout, and declared iterations: what a restarted worker whose own
+ * record of the task is gone needs to adopt it (`LaunchedAs`).
+ */
+export const ATTEMPT_LABEL = 'fleetwise.attempt';
+export const SIGNAL_LABEL = 'fleetwise.checkpoint-signal';
+export const TIMEOUT_LABEL = 'fleetwise.checkpoint-timeout';
+export const TOTAL_LABEL = 'fleetwise.total-iterations';
 /** Paths inside the container. */
 export const CONTAINER_CHECKPOINT_DIR = '/fleetwise/checkpoint';
 export const CONTAINER_PROGRESS_FILE = '/fleetwise/progress';
@@ -315,6 +331,12 @@ export class DockerExecutor implements Executor {
         [TASK_LABEL]: launch.taskId,
         [JOB_LABEL]: launch.jobId,
         ...(this.instanceId === undefined ? {} : { [INSTANCE_LABEL]: this.instanceId }),
+        [ATTEMPT_LABEL]: String(launch.attempt ?? 1),
+        ...(launch.checkpointSignal === undefined ? {} : { [SIGNAL_LABEL]: launch.checkpointSignal }),
+        ...(launch.checkpointTimeoutSeconds === undefined
+          ? {}
+          : { [TIMEOUT_LABEL]: String(launch.checkpointTimeoutSeconds) }),
+        ...(launch.totalIterations === undefined ? {} : { [TOTAL_LABEL]: String(launch.totalIterations) }),
       },
       HostConfig: {
         NetworkMode: networkMode,
@@ -394,6 +416,7 @@ export class DockerExecutor implements Executor {
       ...(info.HostConfig.Memory !== undefined && info.HostConfig.Memory > 0
         ? { memoryLimitGiB: info.HostConfig.Memory / GIB }
         : {}),
+      launched: launchedOfLabels(info.Config.Labels),
     };
   }
 
@@ -430,4 +453,26 @@ export class DockerExecutor implements Executor {
       .logs({ stdout: true, stderr: true, follow: false, tail: lines });
     return lastLines(demuxLogs(raw).toString('utf8'), lines, false);
   }
+}
+
+/**
+ * What a container's labels kept of its launch. A container created before the attempt label existed has none:
+ * undefined, as the attempt is not known (FLEETWISE_ATTEMPT in its environment is the task's to override).
+ */
+export function launchedOfLabels(
+  labels: Readonly<Record<string, string>> | undefined,
+): LaunchedAs | undefined {
+  const attempt = labels?.[ATTEMPT_LABEL];
+  if (labels === undefined || attempt === undefined) return undefined;
+  const number = (label: string): number | undefined => {
+    const v = labels[label];
+    return v === undefined ? undefined : Number(v);
+  };
+  return launchedAsOf({
+    jobId: labels[JOB_LABEL],
+    attempt: Number(attempt),
+    checkpointSignal: labels[SIGNAL_LABEL],
+    checkpointTimeoutSeconds: number(TIMEOUT_LABEL),
+    totalIterations: number(TOTAL_LABEL),
+  });
 }

@@ -18,6 +18,7 @@ import { z } from 'zod';
 import {
   SIGKILL_EXIT_CODE,
   type Executor,
+  launchedAsOf,
   type LogChunk,
   type LogPosition,
   type TaskLaunch,
@@ -35,7 +36,9 @@ import { lastLines, LOG_TAIL_BYTES } from './log-tail.js';
  * recycled pid is not mistaken for the task), `output.log` (stdout+stderr) and `exit` (the exit code). The command
  * runs under a small sh wrapper that is the leader of its own process group (detached), so it survives the worker,
  * signals reach the whole task, and the wrapper records the exit code even when the worker that started it is gone:
- * a restarted worker adopts the task through these files.
+ * a restarted worker adopts the task through these files. The wrapper runs the command only once the worker has
+ * recorded it in pid.json (the worker says so on the wrapper's stdin): a worker that dies in between leaves no task
+ * running unrecorded, which a restarted worker could neither see nor stop, and would start a second time.
  */
 const PID_FILE = 'pid.json';
 const EXIT_FILE = 'exit';
@@ -43,11 +46,28 @@ const KILLED_FILE = 'killed';
 const LOG_FILE = 'output.log';
 const LAUNCH_FILE = 'launch.json';
 
+/**
+ * The wrapper's first lines: wait for the worker's go-ahead on stdin, sent once pid.json names this wrapper. Without
+ * it (stdin closed: the worker died or failed to write the record) it goes on only if pid.json does name it (the worker
+ * died just after writing it), else it exits without running the command. The task's stdin is then /dev/null.
+ * (pid.json is written as {"pid":<pid>,…}: the text the wrapper looks for.)
+ */
+const AWAIT_RECORD = [
+  'trap : TERM INT HUP QUIT USR1 USR2',
+  'if ! read -r _; then',
+  `  if ! grep -q '{"pid":'"$$"',' "\${FLEETWISE_EXIT_FILE%/*}/${PID_FILE}" 2>/dev/null; then`,
+  '    echo "fleetwise: the worker did not record this task; not running it" >&2',
+  '    exit 125',
+  '  fi',
+  'fi',
+  'exec 0</dev/null',
+];
+
 // The wrapper traps the checkpoint signals with a no-op (not ignores them: an ignored signal would stay ignored in the
 // task), so a signal sent to the group reaches the task and the wrapper lives on to record the exit code (128+n for a
 // signal death, as Docker reports it). The trap runs only after the foreground command returns; `$?` is the command's.
 const WRAPPER = [
-  'trap : TERM INT HUP QUIT USR1 USR2',
+  ...AWAIT_RECORD,
   '"$@"',
   'code=$?',
   'echo "$code" > "$FLEETWISE_EXIT_FILE.tmp" && mv "$FLEETWISE_EXIT_FILE.tmp" "$FLEETWISE_EXIT_FILE"',
@@ -61,7 +81,7 @@ const WRAPPER = [
  * the task has exited on its own.
  */
 const WRAPPER_ENDING_WITH_WORKER = [
-  'trap : TERM INT HUP QUIT USR1 USR2',
+  ...AWAIT_RECORD,
   '{ read -r _ <&3; kill -KILL 0; } &',
   'guard=$!',
   'exec 3<&-',
@@ -217,8 +237,11 @@ export class ProcessExecutor implements Executor {
         cwd: launch.build?.contextDir ?? dir,
         env: processTaskEnvironment(launch, dir),
         detached: true,
-        stdio: tied ? ['ignore', log.fd, log.fd, 'pipe'] : ['ignore', log.fd, log.fd],
+        stdio: tied ? ['pipe', log.fd, log.fd, 'pipe'] : ['pipe', log.fd, log.fd],
       });
+      // The go-ahead pipe: closed unwritten if this start fails, so the wrapper exits without running the command.
+      const goAhead = child.stdin;
+      goAhead?.on('error', () => undefined);
       const lifeline = tied ? child.stdio[3] : undefined;
       if (lifeline instanceof Socket) {
         // Held open (never read, never keeping this process alive) until the task is removed or this process ends.
@@ -227,20 +250,26 @@ export class ProcessExecutor implements Executor {
         lifeline.unref();
         this.lifelines.set(launch.taskId, lifeline);
       }
-      const pid = await new Promise<number>((resolve, reject) => {
-        child.once('error', reject);
-        child.once('spawn', () =>
-          child.pid === undefined ? reject(new Error('no pid')) : resolve(child.pid),
-        );
-      });
-      child.unref();
-      const record: PidRecord = {
-        pid,
-        startTicks: await processStartTicks(pid),
-        startedAt: new Date().toISOString(),
-      };
-      await writeFile(join(dir, `${PID_FILE}.tmp`), JSON.stringify(record));
-      await rename(join(dir, `${PID_FILE}.tmp`), join(dir, PID_FILE));
+      try {
+        const pid = await new Promise<number>((resolve, reject) => {
+          child.once('error', reject);
+          child.once('spawn', () =>
+            child.pid === undefined ? reject(new Error('no pid')) : resolve(child.pid),
+          );
+        });
+        child.unref();
+        const record: PidRecord = {
+          pid,
+          startTicks: await processStartTicks(pid),
+          startedAt: new Date().toISOString(),
+        };
+        await writeFile(join(dir, `${PID_FILE}.tmp`), JSON.stringify(record));
+        await rename(join(dir, `${PID_FILE}.tmp`), join(dir, PID_FILE));
+        goAhead?.end('go\n');
+      } catch (e) {
+        goAhead?.destroy();
+        throw e;
+      }
     } finally {
       await log.close();
     }
@@ -286,22 +315,34 @@ export class ProcessExecutor implements Executor {
     const record = await this.record(taskId);
     if (record === undefined) return undefined;
     const startedAt = new Date(record.startedAt);
-    if (await isAlive(record)) return { taskId, state: 'running', startedAt, limitsEnforced: false };
+    // What it was launched as (attempt, checkpoint signal, iterations): a worker whose own record of the task was
+    // lost adopts it from this.
+    const launched = launchedAsOf(
+      await readFile(join(dir, LAUNCH_FILE), 'utf8')
+        .then((text) => JSON.parse(text) as unknown)
+        .catch(() => undefined),
+    );
+    const common = {
+      taskId,
+      startedAt,
+      limitsEnforced: false,
+      ...(launched === undefined ? {} : { launched }),
+    };
+    if (await isAlive(record)) return { ...common, state: 'running' };
     const exitPath = join(dir, EXIT_FILE);
     const exitText = await readFile(exitPath, 'utf8').catch(() => undefined);
     const finishedAt = await stat(exitPath)
       .then((s) => s.mtime)
       .catch(() => undefined);
     const code = exitText === undefined ? Number.NaN : Number(exitText.trim());
-    if (Number.isInteger(code))
-      return { taskId, state: 'exited', exitCode: code, startedAt, finishedAt, limitsEnforced: false };
+    if (Number.isInteger(code)) return { ...common, state: 'exited', exitCode: code, finishedAt };
     // No exit file: the wrapper itself died (SIGKILL of the group). Report it as Docker does a SIGKILL: 137.
     const killed = await stat(join(dir, KILLED_FILE)).then(
       () => true,
       () => false,
     );
     const exitCode = killed ? SIGKILL_EXIT_CODE : undefined;
-    return { taskId, state: 'exited', exitCode, startedAt, finishedAt, limitsEnforced: false };
+    return { ...common, state: 'exited', exitCode, finishedAt };
   }
 
   async list(): Promise<TaskRunStatus[]> {
