@@ -229,7 +229,9 @@ describeWithMoto(
       expect(script).toContain("FLEETWISE_PACKAGE='fleetwise@0.1.0'");
       // The systemd unit expands these from /etc/fleetwise/worker.env (escaped in the template's heredoc); the token
       // reaches the worker as FLEETWISE_WORKER_TOKEN from that file, not on its command line.
-      expect(script).toContain('worker --controller \\${CONTROLLER_URL} --instance-id \\${INSTANCE_ID}');
+      expect(script).toContain(
+        'worker --executor docker --controller \\${CONTROLLER_URL} --instance-id \\${INSTANCE_ID}',
+      );
       expect(script).toContain('FLEETWISE_WORKER_TOKEN=${WORKER_TOKEN}');
       expect(script).not.toMatch(/\{\{[A-Z_]+\}\}/);
     });
