@@ -5,14 +5,13 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { DesiredTask } from '../../src/protocol/worker-protocol.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
-import { ControllerClient } from '../../src/worker/controller-client.js';
 import { readExitRecord } from '../../src/worker/exit-record.js';
 import type { TaskLaunch } from '../../src/worker/executor.js';
 import { DockerExecutor, launchedOfLabels } from '../../src/worker/executors/docker.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
-import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
 import { readPersistedTask } from '../../src/worker/task-record.js';
+import { offlineLifecycle } from './agent-fixtures.js';
 
 /**
  * A worker that died (SIGKILL) and restarts adopts what its executor still has. What it adopts must be the task as it
@@ -35,22 +34,8 @@ function desired(taskId: string, script: string, extra: Partial<DesiredTask> = {
   };
 }
 
-function lifecycle(executor: ProcessExecutor, store: FsObjectStore, workDir: string): TaskLifecycle {
-  return new TaskLifecycle(
-    {
-      connection: new ControllerClient('http://127.0.0.1:9'),
-      credentials: { launch: launchSecretCredential('unused') },
-      executor,
-      openStore: () => store,
-      cloudInstanceId: 'local-test',
-      workDir,
-      checkpointPollMs: 20,
-    },
-    { info: () => undefined, warn: () => undefined },
-    () => ({ store, instanceId: 'inst-1' }),
-    new AbortController().signal,
-  );
-}
+const lifecycle = (executor: ProcessExecutor, store: FsObjectStore, workDir: string): TaskLifecycle =>
+  offlineLifecycle(executor, store, workDir, 20);
 
 async function until(what: string, done: () => Promise<boolean> | boolean): Promise<void> {
   for (let i = 0; !(await done()); i += 1) {

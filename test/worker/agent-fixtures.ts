@@ -7,7 +7,10 @@ import { buildContextKey } from '../../src/protocol/object-keys.js';
 import type { ObjectStore } from '../../src/storage/object-store.js';
 import { readAll } from '../../src/storage/streams.js';
 import type { AgentLogger } from '../../src/worker/agent.js';
-import type { TaskLaunch } from '../../src/worker/executor.js';
+import type { Executor, TaskLaunch } from '../../src/worker/executor.js';
+import { ControllerClient } from '../../src/worker/controller-client.js';
+import { launchSecretCredential } from '../../src/worker/launch-credential.js';
+import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
 import type { DesiredTask, HeartbeatRequest, TaskReport } from '../../src/protocol/worker-protocol.js';
 
 /**
@@ -142,4 +145,27 @@ export function shellLaunch(dir: string, taskId: string, script: string, image?:
     progressFile: join(dir, taskId, 'progress'),
     restoring: false,
   };
+}
+
+/** A worker's task lifecycle on this host, registered with a controller it never calls (the test drives it). */
+export function offlineLifecycle(
+  executor: Executor,
+  store: ObjectStore,
+  workDir: string,
+  checkpointPollMs?: number,
+): TaskLifecycle {
+  return new TaskLifecycle(
+    {
+      connection: new ControllerClient('http://127.0.0.1:9'),
+      credentials: { launch: launchSecretCredential('unused') },
+      executor,
+      openStore: () => store,
+      cloudInstanceId: 'local-test',
+      workDir,
+      ...(checkpointPollMs === undefined ? {} : { checkpointPollMs }),
+    },
+    { info: () => undefined, warn: () => undefined },
+    () => ({ store, instanceId: 'inst-1' }),
+    new AbortController().signal,
+  );
 }

@@ -17,13 +17,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { readAll } from '../../src/storage/streams.js';
-import { ControllerClient } from '../../src/worker/controller-client.js';
 import type { TaskLaunch, TaskRunStatus } from '../../src/worker/executor.js';
 import { containerName, DockerExecutor, imageUser } from '../../src/worker/executors/docker.js';
 import { ImageCache } from '../../src/worker/image-cache.js';
-import { launchSecretCredential } from '../../src/worker/launch-credential.js';
-import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
 import { BASE_IMAGE, describeWithDocker } from '../helpers/dockerd.js';
+import { offlineLifecycle } from './agent-fixtures.js';
 
 const GIB = 1024 ** 3;
 
@@ -241,19 +239,7 @@ describeWithDocker('docker builds, users and limits against a real dockerd', (en
     const taskId = 'oom-1.0';
     const workDir = join(tmp, 'oom-work');
     const store = new FsObjectStore(join(tmp, 'oom-store'));
-    const tasks = new TaskLifecycle(
-      {
-        connection: new ControllerClient('http://127.0.0.1:9'),
-        credentials: { launch: launchSecretCredential('unused') },
-        executor,
-        openStore: () => store,
-        cloudInstanceId: 'local-test',
-        workDir,
-      },
-      { info: () => undefined, warn: () => undefined },
-      () => ({ store, instanceId: 'inst-1' }),
-      new AbortController().signal,
-    );
+    const tasks = offlineLifecycle(executor, store, workDir);
     tasks.start({
       taskId,
       jobId: 'oom-1',

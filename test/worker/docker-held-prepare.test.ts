@@ -9,12 +9,11 @@ import type { DesiredTask } from '../../src/protocol/worker-protocol.js';
 import { buildContextKey } from '../../src/protocol/object-keys.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { readAll } from '../../src/storage/streams.js';
-import { ControllerClient } from '../../src/worker/controller-client.js';
 import { DockerExecutor, dockerFromEnv } from '../../src/worker/executors/docker.js';
 import { buildTag } from '../../src/worker/image-cache.js';
-import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
 import { describeWithDocker } from '../helpers/dockerd.js';
+import { offlineLifecycle } from './agent-fixtures.js';
 
 async function until<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 15_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -56,20 +55,7 @@ describeWithDocker('a held task is prepared with its image (co-start)', (engine)
     return { ref, hash };
   };
 
-  const lifecycle = (): TaskLifecycle =>
-    new TaskLifecycle(
-      {
-        connection: new ControllerClient('http://127.0.0.1:9'),
-        credentials: { launch: launchSecretCredential('unused') },
-        executor,
-        openStore: () => store,
-        cloudInstanceId: 'local-test',
-        workDir: join(tmp, 'work'),
-      },
-      { info: () => undefined, warn: () => undefined },
-      () => ({ store, instanceId: 'inst-1' }),
-      new AbortController().signal,
-    );
+  const lifecycle = (): TaskLifecycle => offlineLifecycle(executor, store, join(tmp, 'work'));
 
   const held = (taskId: string, context: string, command: string[]): DesiredTask => ({
     taskId,

@@ -23,12 +23,10 @@ import {
   TASK_LABEL,
 } from '../../src/worker/executors/docker.js';
 import { buildTag, hashBuildContext, ImageBuildError, ImageCache } from '../../src/worker/image-cache.js';
-import { ControllerClient } from '../../src/worker/controller-client.js';
-import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { ProgressTracker } from '../../src/worker/progress.js';
-import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
 import { persistTask } from '../../src/worker/task-record.js';
 import { BASE_IMAGE, describeWithDocker } from '../helpers/dockerd.js';
+import { offlineLifecycle } from './agent-fixtures.js';
 
 const COUNTER_CONTEXT = join(PROJECT_ROOT, 'examples', 'counter');
 const GIB = 1024 ** 3;
@@ -423,19 +421,7 @@ describeWithDocker('docker executor against a real dockerd', (engine) => {
     });
     expect(await executor.status(taskId)).toMatchObject({ state: 'starting' });
 
-    const tasks = new TaskLifecycle(
-      {
-        connection: new ControllerClient('http://127.0.0.1:9'),
-        credentials: { launch: launchSecretCredential('unused') },
-        executor,
-        openStore: () => store,
-        cloudInstanceId: 'local-test',
-        workDir,
-      },
-      { info: () => undefined, warn: () => undefined },
-      () => ({ store, instanceId: 'inst-1' }),
-      new AbortController().signal,
-    );
+    const tasks = offlineLifecycle(executor, store, workDir);
     await tasks.adopt();
     await tasks.observe();
     await tasks.settle();

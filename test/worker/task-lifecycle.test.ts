@@ -7,7 +7,6 @@ import { checkpointKeys } from '../../src/protocol/object-keys.js';
 import type { DesiredTask } from '../../src/protocol/worker-protocol.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { readAll } from '../../src/storage/streams.js';
-import { ControllerClient } from '../../src/worker/controller-client.js';
 import { restoreLatestCheckpoint } from '../../src/worker/checkpoints.js';
 import { readExitRecord } from '../../src/worker/exit-record.js';
 import type {
@@ -18,9 +17,8 @@ import type {
   TaskRunStatus,
 } from '../../src/worker/executor.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
-import { launchSecretCredential } from '../../src/worker/launch-credential.js';
-import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
 import { persistTask, readPersistedTask, type LocalTask } from '../../src/worker/task-record.js';
+import { offlineLifecycle } from './agent-fixtures.js';
 
 /**
  * A task's lifecycle on a worker, driven directly (no heartbeats): the moment a checkpoint-stop meets a task that has
@@ -42,34 +40,11 @@ function runOnce(taskId: string, command: string[]): DesiredTask {
   };
 }
 
-/** A worker's task lifecycle on this host, registered with a controller it never calls (the test drives it). */
-function lifecycle(
-  executor: Executor,
-  store: FsObjectStore,
-  workDir: string,
-  checkpointPollMs?: number,
-): TaskLifecycle {
-  return new TaskLifecycle(
-    {
-      connection: new ControllerClient('http://127.0.0.1:9'),
-      credentials: { launch: launchSecretCredential('unused') },
-      executor,
-      openStore: () => store,
-      cloudInstanceId: 'local-test',
-      workDir,
-      ...(checkpointPollMs === undefined ? {} : { checkpointPollMs }),
-    },
-    { info: () => undefined, warn: () => undefined },
-    () => ({ store, instanceId: 'inst-1' }),
-    new AbortController().signal,
-  );
-}
-
 describe('task lifecycle', () => {
   it('a task that ended as its checkpoint-stop arrived (or did its last step) reports and records its own end; one the signal ended is stopped', async () => {
     const executor = new ProcessExecutor({ stateDir: join(tmp, 'executor') });
     const store = new FsObjectStore(join(tmp, 'store'));
-    const tasks = lifecycle(executor, store, join(tmp, 'work'));
+    const tasks = offlineLifecycle(executor, store, join(tmp, 'work'));
     const settings = { signal: 'SIGTERM', timeoutSeconds: 5 } as const;
 
     tasks.start(runOnce('ends-1.0', ['sh', '-c', 'sleep 0.2']));
@@ -134,7 +109,7 @@ describe('a checkpoint-stop whose checkpoint cannot be uploaded', () => {
   it('stops the task and reports why, naming the checkpoint it resumes from', async () => {
     const executor = new ProcessExecutor({ stateDir: join(tmp, 'executor-unsafe') });
     const store = new FsObjectStore(join(tmp, 'store-unsafe'));
-    const tasks = lifecycle(executor, store, join(tmp, 'work-unsafe'), 50);
+    const tasks = offlineLifecycle(executor, store, join(tmp, 'work-unsafe'), 50);
     // On the signal it writes its checkpoint with a link out of the directory: no restore could take that, so the
     // upload refuses it (a permanent error, not retried).
     tasks.start(
@@ -170,7 +145,7 @@ describe('a start that fails', () => {
     const executor = new ProcessExecutor({ stateDir: join(tmp, 'executor-fail') });
     const store = new FsObjectStore(join(tmp, 'store-fail'));
     const workDir = join(tmp, 'work-fail');
-    const tasks = lifecycle(executor, store, workDir, 20);
+    const tasks = offlineLifecycle(executor, store, workDir, 20);
     // No command: the executor refuses it after the task's directory is prepared and watched.
     tasks.start(runOnce('broken-6.0', []));
     await tasks.settle();
@@ -258,19 +233,7 @@ describe('task lifecycle: observing', () => {
     const inner = new ProcessExecutor({ stateDir: join(tmp, 'slow-executor') });
     const executor = new SlowListing(inner);
     const store = new FsObjectStore(join(tmp, 'slow-store'));
-    const tasks = new TaskLifecycle(
-      {
-        connection: new ControllerClient('http://127.0.0.1:9'),
-        credentials: { launch: launchSecretCredential('unused') },
-        executor,
-        openStore: () => store,
-        cloudInstanceId: 'local-test',
-        workDir: join(tmp, 'slow-work'),
-      },
-      { info: () => undefined, warn: () => undefined },
-      () => ({ store, instanceId: 'inst-1' }),
-      new AbortController().signal,
-    );
+    const tasks = offlineLifecycle(executor, store, join(tmp, 'slow-work'));
     executor.hold();
     const observing = tasks.observe(); // lists now (no task yet), answers later
     tasks.start(runOnce('late-3.0', ['sleep', '30']));
@@ -296,7 +259,7 @@ describe('task lifecycle: a worker restarted during a checkpoint-stop', () => {
       'trap \'sleep 0.3; echo FINAL > "$FLEETWISE_CHECKPOINT_DIR/state"; ' +
       'touch "$FLEETWISE_CHECKPOINT_DIR/COMPLETE"; exit 0\' TERM; echo ready; while :; do sleep 0.05; done';
     const executor = new ProcessExecutor({ stateDir });
-    const first = lifecycle(executor, store, workDir, 20);
+    const first = offlineLifecycle(executor, store, workDir, 20);
     first.start(runOnce(ref.taskId, ['sh', '-c', script]));
     await first.settle();
     const task = first.get(ref.taskId);
@@ -322,7 +285,7 @@ describe('task lifecycle: a worker restarted during a checkpoint-stop', () => {
     }
 
     // The next worker adopts the exited task.
-    const second = lifecycle(new ProcessExecutor({ stateDir }), store, workDir, 20);
+    const second = offlineLifecycle(new ProcessExecutor({ stateDir }), store, workDir, 20);
     await second.adopt();
     for (let i = 0; second.get(ref.taskId)?.phase !== 'stopped'; i += 1) {
       if (i > 200) throw new Error('the adopted task was never reported stopped');
