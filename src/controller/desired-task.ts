@@ -5,7 +5,7 @@ import { noticeCappedTimeoutSeconds } from '../core/spot.js';
 import type { DesiredTask } from '../protocol/worker-protocol.js';
 import type { Clock } from './clock.js';
 import { expandTasks } from './job-spec/tasks.js';
-import { SPOT_INTERRUPTION_EVENT } from './spot-interruptions.js';
+import { spotNoticeTime } from './spot-interruptions.js';
 import type { InstanceRecord, JobRecord, StateStore, TaskRecord } from './state-store.js';
 
 /** What describing a task for its worker needs of the controller's options (WorkerTaskControlOptions). */
@@ -90,17 +90,8 @@ function checkpointStopTimeout(
   options: DescribeOptions,
 ): number {
   if (options.store === undefined || options.clock === undefined) return timeoutSeconds;
-  const notice = options.store.listEvents({
-    instanceId: inst.id,
-    kind: SPOT_INTERRUPTION_EVENT,
-    limit: 1,
-  })[0];
-  const data = notice?.data;
-  const time =
-    typeof data === 'object' && data !== null && !Array.isArray(data)
-      ? (data as Record<string, unknown>).time
-      : undefined;
-  if (typeof time !== 'string') return timeoutSeconds;
+  const time = spotNoticeTime(options.store, inst.id);
+  if (time === undefined) return timeoutSeconds;
   return noticeCappedTimeoutSeconds(timeoutSeconds, Date.parse(time), options.clock.nowSeconds() * 1000);
 }
 

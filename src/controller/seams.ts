@@ -12,6 +12,8 @@ export interface TaskStartRequest {
   readonly task: TaskRecord;
   readonly job: JobRecord;
   readonly instance: InstanceRecord;
+  /** The pending start-task intent this start carries out (the reconciler's; a start it called off stands no more). */
+  readonly intentId?: number | undefined;
 }
 
 export interface TaskStopRequest {

@@ -35,6 +35,22 @@ export function hasSpotNotice(store: StateStore, instanceId: string): boolean {
   return store.listEvents({ instanceId, kind: SPOT_INTERRUPTION_EVENT, limit: 1 }).length > 0;
 }
 
+/**
+ * When EC2 acts on the instance's spot interruption notice (ISO 8601, as the notice gave it); undefined without a
+ * notice or when it gave no time.
+ */
+export function spotNoticeTime(
+  store: Pick<StateStore, 'listEvents'>,
+  instanceId: string,
+): string | undefined {
+  const data = store.listEvents({ instanceId, kind: SPOT_INTERRUPTION_EVENT, limit: 1 })[0]?.data;
+  const time =
+    typeof data === 'object' && data !== null && !Array.isArray(data)
+      ? (data as Record<string, unknown>).time
+      : undefined;
+  return typeof time === 'string' ? time : undefined;
+}
+
 export interface InterruptionReport {
   readonly kind: InterruptionKind;
   /** When EC2 acts (spot-interruption) or recommended (rebalance), as EC2 gave it (ISO 8601), if known. */

@@ -514,25 +514,11 @@ export class WorkerTaskControl implements TaskControl {
 
   start(request: TaskStartRequest): Promise<void> {
     const { task, job, instance } = request;
-    const asked = this.startRequested.get(task.id);
-    // The reconciler repeats a held start at every pass: its intent is looked up once.
-    const same =
-      asked !== undefined &&
-      asked.instanceId === instance.id &&
-      asked.attempt === job.attempts &&
-      asked.intentId !== undefined &&
-      this.store.getIntent(asked.intentId)?.state === 'pending';
-    if (!same)
-      this.startRequested.set(task.id, {
-        instanceId: instance.id,
-        attempt: job.attempts,
-        intentId: this.store
-          .listIntents({ states: ['pending'], kind: 'start-task' })
-          .find(
-            (i) =>
-              i.kind === 'start-task' && i.payload.taskId === task.id && i.payload.instanceId === instance.id,
-          )?.id,
-      });
+    this.startRequested.set(task.id, {
+      instanceId: instance.id,
+      attempt: job.attempts,
+      intentId: request.intentId,
+    });
     const stop = this.stopping.get(request.task.id);
     if (stop !== undefined && stop.instanceId !== request.instance.id) this.stopping.delete(request.task.id);
     this.failures.delete(request.task.id);

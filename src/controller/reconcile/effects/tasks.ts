@@ -304,13 +304,13 @@ export async function performStarts(ctx: ReconcileContext): Promise<string[]> {
     if (wait !== undefined) continue;
     if (coStarts(job, holds)) {
       const gang = gangs.get(job.id) ?? [];
-      gang.push({ intentId: intent.id, task, instance });
+      gang.push({ intentId: intent.id, startedAtSeconds: intent.createdAtSeconds, task, instance });
       gangs.set(job.id, gang);
       occupy(task, instanceId); // its room is taken, held or running
       continue;
     }
     ctx.fault('start:before-call', taskId);
-    await ctx.deps.tasks.start({ task, job, instance });
+    await ctx.deps.tasks.start({ task, job, instance, intentId: intent.id });
     ctx.fault('start:after-call', taskId);
     slices.defer(() => {
       // Failed meanwhile (a cancel while the start was under way): completing it would throw and roll back the slice.
@@ -347,6 +347,8 @@ function stillStartingOn(
 
 interface HeldStart {
   readonly intentId: number;
+  /** When its start was asked for (its intent's creation): a readiness reported before it was for another start. */
+  readonly startedAtSeconds: number;
   readonly task: TaskRecord;
   readonly instance: InstanceRecord;
 }
@@ -371,18 +373,13 @@ async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly Held
   if (tasks.some((t) => t.state !== 'running' && t.state !== 'succeeded' && !waiting.has(t.id))) return [];
   for (const g of gang) {
     ctx.fault('start:before-call', g.task.id);
-    await ctx.deps.tasks.start({ task: g.task, job, instance: g.instance });
+    await ctx.deps.tasks.start({ task: g.task, job, instance: g.instance, intentId: g.intentId });
     ctx.fault('start:after-call', g.task.id);
   }
   const now = ctx.now();
   const stored = readCoStart(ctx.store, job);
   // Only a readiness reported for the starts open now counts (an earlier one was for another placement).
-  const startedAt = new Map<string, number>();
-  for (const g of gang) {
-    const intent = ctx.store.getIntent(g.intentId);
-    if (intent !== undefined) startedAt.set(g.task.id, intent.createdAtSeconds);
-  }
-  const record = withoutEarlierReadiness(stored, startedAt);
+  const record = withoutEarlierReadiness(stored, new Map(gang.map((g) => [g.task.id, g.startedAtSeconds])));
   if (record !== stored) writeCoStart(ctx.store, jobId, record);
   const decision = coStartDecision(
     coStartTasks(ctx.store.listTasks({ jobId }), record, now),
