@@ -11,7 +11,7 @@ import { DockerExecutor, launchedOfLabels } from '../../src/worker/executors/doc
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
 import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
 import { readPersistedTask } from '../../src/worker/task-record.js';
-import { offlineLifecycle } from './agent-fixtures.js';
+import { offlineLifecycle, until } from './agent-fixtures.js';
 
 /**
  * A worker that died (SIGKILL) and restarts adopts what its executor still has. What it adopts must be the task as it
@@ -37,19 +37,12 @@ function desired(taskId: string, script: string, extra: Partial<DesiredTask> = {
 const lifecycle = (executor: ProcessExecutor, store: FsObjectStore, workDir: string): TaskLifecycle =>
   offlineLifecycle(executor, store, workDir, 20);
 
-async function until(what: string, done: () => Promise<boolean> | boolean): Promise<void> {
-  for (let i = 0; !(await done()); i += 1) {
-    if (i > 400) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
 /** Observe the adopted tasks until `taskId` leaves `running`. */
 async function untilEnded(tasks: TaskLifecycle, taskId: string): Promise<void> {
   await until(`${taskId} to end`, async () => {
     await tasks.observe();
     await tasks.settle();
-    return tasks.get(taskId)?.phase !== 'running';
+    return tasks.get(taskId)?.phase !== 'running' || undefined;
   });
 }
 
@@ -146,18 +139,21 @@ describe('adoption: a task that exited 0 while no worker ran', () => {
     first.start(desired('undeclared-1.0', onTerm));
     await first.settle();
     for (const t of first.all()) expect([t.taskId, t.phase]).toEqual([t.taskId, 'running']);
-    await until('progress to be written', async () =>
-      ['short-1.0', 'undeclared-1.0'].every((id) =>
-        readIfThere(join(workDir, 'tasks', id, 'progress')).includes(' 3'),
-      ),
+    await until(
+      'progress to be written',
+      async () =>
+        ['short-1.0', 'undeclared-1.0'].every((id) =>
+          readIfThere(join(workDir, 'tasks', id, 'progress')).includes(' 3'),
+        ) || undefined,
     );
     // The worker dies; meanwhile two are sent SIGTERM and one finishes its work.
     await first.stopWatchers();
     await executor.signal('short-1.0', 'SIGTERM');
     await executor.signal('undeclared-1.0', 'SIGTERM');
     writeFileSync(join(stateDir, 'whole-1.0', 'go'), '');
-    await until('the tasks to exit', async () =>
-      (await executor.list()).every((s) => s.state === 'exited' && s.exitCode === 0),
+    await until(
+      'the tasks to exit',
+      async () => (await executor.list()).every((s) => s.state === 'exited' && s.exitCode === 0) || undefined,
     );
 
     const second = lifecycle(new ProcessExecutor({ stateDir }), store, workDir);

@@ -21,7 +21,7 @@ import type { TaskLaunch, TaskRunStatus } from '../../src/worker/executor.js';
 import { containerName, DockerExecutor, imageUser } from '../../src/worker/executors/docker.js';
 import { ImageCache } from '../../src/worker/image-cache.js';
 import { BASE_IMAGE, describeWithDocker } from '../helpers/dockerd.js';
-import { offlineLifecycle } from './agent-fixtures.js';
+import { offlineLifecycle, until } from './agent-fixtures.js';
 
 const GIB = 1024 ** 3;
 
@@ -29,20 +29,6 @@ const GIB = 1024 ** 3;
 let hashes = 0;
 const freshHash = (): string =>
   `${Date.now().toString(16)}${(++hashes).toString(16).padStart(4, '0')}`.padEnd(64, 'a');
-
-async function until<T>(
-  probe: () => Promise<T | undefined>,
-  timeoutMs = 15_000,
-  what = 'condition',
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /** `promise`, or a failure naming `what` once `ms` pass (then `onTimeout` runs, to unblock whatever hangs). */
 async function within<T>(
@@ -123,14 +109,10 @@ describeWithDocker('docker builds, users and limits against a real dockerd', (en
   });
 
   const exited = (taskId: string): Promise<TaskRunStatus> =>
-    until(
-      async () => {
-        const s = await executor.status(taskId);
-        return s?.state === 'exited' ? s : undefined;
-      },
-      15_000,
-      `${taskId} to exit`,
-    );
+    until(`${taskId} to exit`, async () => {
+      const s = await executor.status(taskId);
+      return s?.state === 'exited' ? s : undefined;
+    });
 
   const output = async (taskId: string): Promise<string> =>
     (await readAll(await executor.logs(taskId))).toString();
@@ -262,16 +244,12 @@ describeWithDocker('docker builds, users and limits against a real dockerd', (en
     const info = await engine.docker.getContainer(containerName(taskId)).inspect();
     expect(info.HostConfig.Memory).toBe(0.0625 * GIB);
     expect(info.HostConfig.MemorySwap).toBe(0.0625 * GIB);
-    const failed = await until(
-      async () => {
-        await tasks.observe();
-        await tasks.settle();
-        const t = tasks.get(taskId);
-        return t?.phase === 'failed' ? t : undefined;
-      },
-      15_000,
-      'the task to fail',
-    );
+    const failed = await until('the task to fail', async () => {
+      await tasks.observe();
+      await tasks.settle();
+      const t = tasks.get(taskId);
+      return t?.phase === 'failed' ? t : undefined;
+    });
     expect(await executor.status(taskId)).toMatchObject({
       exitCode: 137,
       oomKilled: true,

@@ -13,17 +13,7 @@ import { DockerExecutor, dockerFromEnv } from '../../src/worker/executors/docker
 import { buildTag } from '../../src/worker/image-cache.js';
 import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
 import { describeWithDocker } from '../helpers/dockerd.js';
-import { offlineLifecycle } from './agent-fixtures.js';
-
-async function until<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+import { offlineLifecycle, until } from './agent-fixtures.js';
 
 describeWithDocker('a held task is prepared with its image (co-start)', (engine) => {
   let tmp: string;
@@ -94,10 +84,10 @@ describeWithDocker('a held task is prepared with its image (co-start)', (engine)
     await tasks.settle();
     expect(tasks.get('held-1.0')?.phase).toBe('running');
     expect(builds).toHaveBeenCalledTimes(1);
-    const exited = await until(async () => {
+    const exited = await until('the released task to exit', async () => {
       const s = await executor.status('held-1.0');
       return s?.state === 'exited' ? s : undefined;
-    }, 'the released task to exit');
+    });
     expect(exited.exitCode).toBe(0);
     expect((await readAll(await executor.logs('held-1.0'))).toString()).toBe('built\n');
     builds.mockRestore();
