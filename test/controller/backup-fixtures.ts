@@ -50,18 +50,17 @@ export class StoreWithOutage implements ObjectStore {
   }
 
   async get(key: string): Promise<Readable> {
-    if (this.failingGets(key))
-      throw new ObjectStoreError(
-        'get',
-        key,
-        this.location,
-        3,
-        new Error('injected outage: connection reset'),
-      );
+    this.refuseGet(key);
     return this.inner.get(key);
   }
 
   async getBuffer(key: string): Promise<Buffer> {
+    this.refuseGet(key);
+    return this.inner.getBuffer(key);
+  }
+
+  /** A read of `key` while `failingGets` says so fails as the store's (retryable) error does. */
+  private refuseGet(key: string): void {
     if (this.failingGets(key))
       throw new ObjectStoreError(
         'get',
@@ -70,7 +69,6 @@ export class StoreWithOutage implements ObjectStore {
         3,
         new Error('injected outage: connection reset'),
       );
-    return this.inner.getBuffer(key);
   }
 
   head(key: string): Promise<ObjectInfo | undefined> {
