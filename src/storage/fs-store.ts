@@ -12,16 +12,11 @@ import {
 import type { ObjectInfo, ObjectStore, PutOptions } from './object-store.js';
 import { ObjectExistsError, ObjectStoreError, type ObjectStoreOperation } from './object-store-error.js';
 import { bodyRelay, readAll, relayErrorsAs } from './streams.js';
+import { errnoCode } from '../core/errno.js';
 
 /** Modes of what the store creates (before the umask, which can only narrow them). */
 const PRIVATE_FILE = 0o600;
 const PRIVATE_DIR = 0o700;
-
-function errnoCode(error: unknown): string | undefined {
-  return typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string'
-    ? error.code
-    : undefined;
-}
 
 /** Write all of `data`: one write(2) may write less (a file size limit, a nearly full disk), and the rest must follow. */
 async function writeFully(handle: FileHandle, data: Buffer): Promise<void> {

@@ -15,6 +15,7 @@ import {
 import { ImageCache } from '../image-cache.js';
 import { readDockerLogs } from './docker-log-reads.js';
 import { lastLines } from './log-tail.js';
+import { errnoCode } from '../../core/errno.js';
 
 /**
  * Tasks as Docker containers over the Engine API (dockerode). A container carries the labels `fleetwise.task`,
@@ -155,12 +156,6 @@ async function treeOf(
   return out;
 }
 
-function errorCode(e: unknown): string | undefined {
-  return typeof e === 'object' && e !== null && 'code' in e && typeof e.code === 'string'
-    ? e.code
-    : undefined;
-}
-
 /**
  * Let the container's user write its checkpoint directory (and what a restore put there) and its progress file. The
  * worker creates them as itself (root on EC2), and an image with a non-root USER could otherwise write neither: its
@@ -180,7 +175,7 @@ export async function grantHostPaths(launch: TaskLaunch, user: ImageUser): Promi
       for (const { path } of tree) await lchown(path, user.uid, user.gid ?? -1);
       return;
     } catch (e) {
-      if (errorCode(e) !== 'EPERM') throw e;
+      if (errnoCode(e) !== 'EPERM') throw e;
     }
   }
   for (const { path, kind } of tree) {
