@@ -7,6 +7,7 @@ import { LeaderElector, type LeadershipView } from '../controller/ha/leader-elec
 import { startStandbyServer } from '../controller/ha/standby-server.js';
 import type { ControllerLogger } from '../controller/seams.js';
 import { PostgresStateStore } from '../controller/state/postgres-state-store.js';
+import { connectionBoundsFor } from '../controller/state/postgres/conninfo.js';
 import type { PostgresLeaseTable } from '../controller/state/postgres/lease-table.js';
 import { SqliteStateStore } from '../controller/state/sqlite-state-store.js';
 import type { StateStore } from '../controller/state-store.js';
@@ -64,13 +65,17 @@ export function openControllerState(
       close: () => store.close(),
     };
   }
-  const store = new PostgresStateStore(config.state, { nowSeconds: options.nowSeconds });
+  // Every wait for the database bounded by the lease timings: a query blocks the renewals (postgres/conninfo.ts).
+  const store = new PostgresStateStore(config.state, {
+    nowSeconds: options.nowSeconds,
+    bounds: connectionBoundsFor(config.lease),
+  });
   const lease = store.lease(LEASE_NAME);
   const elector = new LeaderElector({
     table: lease,
     // Host and pid say who it is; the random part tells a restarted controller from its previous life.
     holder: `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`,
-    holderUrl: apiUrlOf(config.listen),
+    holderUrl: config.advertiseUrl ?? advertisedUrlOf(config.listen),
     settings: config.lease,
     logger: options.log,
   });
@@ -124,8 +129,19 @@ async function becomeActive(
   process.stdout.write(`fleetwise controller: active with lease epoch ${term.epoch} on ${store.where}\n`);
 }
 
-function apiUrlOf(listen: string | undefined): string | undefined {
+/** Bind addresses that mean "every interface": no client can reach them under that name. */
+const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '0:0:0:0:0:0:0:0']);
+
+/**
+ * The API address to publish with the lease, from the listen address alone (`advertiseUrl` overrides it): a wildcard
+ * host becomes this host's name, which the other controllers' machines can usually resolve.
+ */
+export function advertisedUrlOf(
+  listen: string | undefined,
+  hostName: string = hostname(),
+): string | undefined {
   if (listen === undefined) return undefined;
-  const { host, port } = parseListenAddress(listen);
-  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const parsed = parseListenAddress(listen);
+  const host = WILDCARD_HOSTS.has(parsed.host) ? hostName : parsed.host;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${parsed.port}`;
 }

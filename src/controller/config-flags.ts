@@ -13,6 +13,7 @@ export interface ControllerFlags {
   readonly bucket?: string;
   readonly objectStore?: string;
   readonly listen?: string;
+  readonly advertiseUrl?: string;
   readonly metricsAuth?: string;
   readonly roundSeconds?: string;
   readonly pollSeconds?: string;
@@ -58,6 +59,7 @@ export const FLAG_PATHS: readonly (readonly [
   ['bucket', ['bucket'], 'string'],
   ['objectStore', ['objectStore'], 'string'],
   ['listen', ['listen'], 'string'],
+  ['advertiseUrl', ['advertiseUrl'], 'string'],
   ['metricsAuth', ['metricsAuth'], 'string'],
   ['roundSeconds', ['roundSeconds'], 'number'],
   ['pollSeconds', ['pollSeconds'], 'number'],

@@ -381,6 +381,18 @@ export const controllerConfigSchema = z
       .refine((l) => Number(LISTEN.exec(l)?.[2] ?? 0) <= 65535, 'the port must be at most 65535')
       .optional(),
     /**
+     * The API address this controller publishes with the lease (PostgreSQL state), which standbys name in their 503
+     * answers and /healthz `activeUrl`: where clients and workers reach it, when that is not `listen` (a wildcard bind
+     * address, a NAT, a DNS name). Left out: `listen`, with a wildcard host (0.0.0.0, ::) replaced by the host's name.
+     */
+    advertiseUrl: z
+      .string()
+      .refine(
+        isHttpUrl,
+        'an http:// or https:// URL where clients reach this controller, e.g. http://box-a:7070',
+      )
+      .optional(),
+    /**
      * Who may read `/metrics`: anyone who reaches the API (`none`, Prometheus's usual way), or only a scraper with the
      * metrics token or the admin token (`token`): the metrics name the teams and what each has spent this month.
      */
@@ -519,6 +531,15 @@ export interface ControllerConfig extends ParsedControllerConfig {
   readonly pollSeconds: number;
   /** Absolute. */
   readonly stateDir: string;
+}
+
+function isHttpUrl(text: string): boolean {
+  try {
+    const url = new URL(text);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+  } catch {
+    return false;
+  }
 }
 
 /** Split `HOST:PORT` (IPv6 hosts in brackets). */

@@ -55,3 +55,20 @@ it('refuses lease timings under which a holder could act after its lease passed 
     'lease.retrySeconds (line 1): must be less than renewDeadlineSeconds (4): a renewal needs more than one try before the deadline',
   ]);
 });
+
+it('refuses lease timings that leave a database statement, or a paused transaction, too little room', () => {
+  const config = join(scratch, 'room.yaml');
+  writeFileSync(config, 'lease: { durationSeconds: 10.5, renewDeadlineSeconds: 10, retrySeconds: 9.5 }\n');
+  expect(problemsOf(() => loadControllerConfig({ flags: { ...base, config } }))).toEqual([
+    'lease.renewDeadlineSeconds (line 1): must be at least 1 s less than durationSeconds (10.5): a transaction left open by a paused holder is ended within half that margin',
+    'lease.retrySeconds (line 1): must be at least 1 s less than renewDeadlineSeconds (10): each database statement may take half the difference, and blocks the renewal meanwhile',
+  ]);
+});
+
+it('takes an http(s) URL to advertise with the lease, and refuses anything else naming the flag', () => {
+  const config = loadControllerConfig({ flags: { ...base, advertiseUrl: 'http://box-a.internal:7070' } });
+  expect(config.advertiseUrl).toBe('http://box-a.internal:7070');
+  expect(problemsOf(() => loadControllerConfig({ flags: { ...base, advertiseUrl: 'box-a:7070' } }))).toEqual([
+    '--advertise-url: an http:// or https:// URL where clients reach this controller, e.g. http://box-a:7070',
+  ]);
+});

@@ -221,7 +221,13 @@ describeWithPostgres('controller lease on PostgreSQL', (pg) => {
     const url = pg.server.createDatabase();
     // Statements give up after 150 ms, so a renewal stuck behind a lock fails quickly.
     const a = new PostgresStateStore(url, {
-      bounds: { connectTimeoutSeconds: 2, statementTimeoutMs: 150, tcpUserTimeoutMs: 2000 },
+      bounds: {
+        connectTimeoutSeconds: 2,
+        statementTimeoutMs: 150,
+        lockTimeoutMs: 150,
+        idleInTransactionTimeoutMs: 10_000,
+        tcpUserTimeoutMs: 2000,
+      },
     });
     opened.push(a);
     const holder = elector(a, 'alpha');

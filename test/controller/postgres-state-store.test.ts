@@ -7,8 +7,13 @@ import { afterAll, afterEach, expect, it } from 'vitest';
 import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
 import { PostgresStateStore } from '../../src/controller/state/postgres-state-store.js';
-import { boundedConninfo, isPostgresUrl, redactUrl } from '../../src/controller/state/postgres/conninfo.js';
-import { PostgresError } from '../../src/controller/state/postgres/connection.js';
+import {
+  boundedConninfo,
+  isPostgresUrl,
+  redactUrl,
+  type ConnectionBounds,
+} from '../../src/controller/state/postgres/conninfo.js';
+import { PostgresConnection, PostgresError } from '../../src/controller/state/postgres/connection.js';
 import { MIGRATION_LOCK } from '../../src/controller/state/postgres/migrate.js';
 import { LATEST_POSTGRES_SCHEMA_VERSION, POSTGRES_ONLY } from '../../src/controller/state/postgres/schema.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
@@ -25,6 +30,15 @@ import { describeWithPostgres, findPostgresBin } from '../helpers/postgres.js';
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-pg-store-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
+/** Short bounds for tests that wait on them. */
+const TIGHT: ConnectionBounds = {
+  connectTimeoutSeconds: 2,
+  statementTimeoutMs: 1000,
+  lockTimeoutMs: 500,
+  idleInTransactionTimeoutMs: 10_000,
+  tcpUserTimeoutMs: 2000,
+};
+
 const RESNET = parseJobSpec(
   readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', 'resnet.yaml'), 'utf8'),
   'resnet.yaml',
@@ -34,13 +48,19 @@ const RESNET = parseJobSpec(
 it('connects with bounded waits, keeping what the URL says, and never shows a password', () => {
   const url = new URL(boundedConninfo('postgresql://ops:s3cret@db.internal:5433/fleet?connect_timeout=9'));
   expect(url.searchParams.get('connect_timeout')).toBe('9');
-  expect(url.searchParams.get('tcp_user_timeout')).toBe('10000');
+  expect(url.searchParams.get('tcp_user_timeout')).toBe('4000');
   expect(url.searchParams.get('keepalives')).toBe('1');
-  expect(url.searchParams.get('options')).toBe('-c statement_timeout=10000');
+  expect(url.searchParams.get('options')).toBe(
+    '-c statement_timeout=4000 -c lock_timeout=2000 -c idle_in_transaction_session_timeout=2500',
+  );
   // libpq reads %20 as a space, not URLSearchParams' `+`.
-  expect(url.search).toContain('options=-c%20statement_timeout%3D10000');
-  const kept = new URL(boundedConninfo('postgres://db/fleet?options=-c%20statement_timeout%3D500'));
-  expect(kept.searchParams.get('options')).toBe('-c statement_timeout=500');
+  expect(url.search).toContain('options=-c%20statement_timeout%3D4000%20-c%20lock_timeout');
+  const kept = new URL(
+    boundedConninfo('postgres://db/fleet?options=-c%20statement_timeout%3D500%20-c%20lock_timeout%3D0'),
+  );
+  expect(kept.searchParams.get('options')).toBe(
+    '-c statement_timeout=500 -c lock_timeout=0 -c idle_in_transaction_session_timeout=2500',
+  );
   expect(redactUrl('postgresql://ops:s3cret@db.internal:5433/fleet')).toBe(
     'postgresql://ops:***@db.internal:5433/fleet',
   );
@@ -164,7 +184,7 @@ describeWithPostgres('PostgresStateStore on a real server', (pg) => {
     expect(store.setJobState('job-1', 'starting').state).toBe('starting');
   });
 
-  it('migrates past its statement timeout: waiting for another controller’s migrations is not a stuck query', async () => {
+  it('migrates past its statement and lock timeouts: waiting for another controller’s migrations is not a stuck query', async () => {
     const url = pg.server.createDatabase();
     const database = new URL(url).pathname.slice(1);
     // Another controller migrating the same database: it holds the migration lock for 1.5 s, in another process
@@ -183,8 +203,9 @@ describeWithPostgres('PostgresStateStore on a real server', (pg) => {
     for (let i = 0; i < 100 && !lockHeld(); i += 1) await new Promise((r) => setTimeout(r, 20));
     expect(lockHeld()).toBe(true);
     const started = Date.now();
+    // Lock waits are bounded too, and the advisory lock is one.
     const store = new PostgresStateStore(url, {
-      bounds: { connectTimeoutSeconds: 2, statementTimeoutMs: 200, tcpUserTimeoutMs: 2000 },
+      bounds: { ...TIGHT, statementTimeoutMs: 200, lockTimeoutMs: 100 },
     });
     opened.push(store);
     expect(Date.now() - started).toBeGreaterThan(500);
@@ -193,10 +214,10 @@ describeWithPostgres('PostgresStateStore on a real server', (pg) => {
     expect(store.submitJob(RESNET).id).toBe('job-1');
   });
 
-  it('bounds a write stuck behind a lock by its statement timeout, and rolls it back', () => {
+  it('bounds a write stuck behind a lock by its lock timeout, and rolls it back', () => {
     const url = pg.server.createDatabase();
     const store = new PostgresStateStore(url, {
-      bounds: { connectTimeoutSeconds: 2, statementTimeoutMs: 200, tcpUserTimeoutMs: 2000 },
+      bounds: { ...TIGHT, statementTimeoutMs: 1500, lockTimeoutMs: 200 },
     });
     opened.push(store);
     store.submitJob(RESNET);
@@ -212,14 +233,48 @@ describeWithPostgres('PostgresStateStore on a real server', (pg) => {
         error = e;
       }
       expect(error).toBeInstanceOf(PostgresError);
-      expect((error as PostgresError).sqlState).toBe('57014');
-      expect((error as PostgresError).message).toMatch(/statement timeout/);
-      expect(Date.now() - started).toBeLessThan(2000);
+      expect((error as PostgresError).sqlState).toBe('55P03');
+      expect((error as PostgresError).message).toMatch(/lock timeout/);
+      expect((error as PostgresError).transient).toBe(true);
+      expect(Date.now() - started).toBeLessThan(1200);
     } finally {
       pg.server.sql('ROLLBACK', database);
     }
     expect(store.getJob('job-1')?.state).toBe('queued');
     expect(store.listEvents().map((e) => e.kind)).toEqual(['job.submitted']);
     expect(store.setJobState('job-1', 'starting').state).toBe('starting');
+  });
+
+  it('ends a session left idle inside a write transaction (a frozen controller), freeing the counters row for the others', async () => {
+    const url = pg.server.createDatabase();
+    const store = new PostgresStateStore(url, { bounds: { ...TIGHT, lockTimeoutMs: 300 } });
+    opened.push(store);
+    // A controller paused (SIGSTOP, a VM pause) half-way through a submission: it numbered a job and went quiet.
+    const frozen = new PostgresConnection(url, () => 0, { ...TIGHT, idleInTransactionTimeoutMs: 300 });
+    try {
+      const pid = String(frozen.query('SELECT pg_backend_pid() AS pid')[0]?.['pid']);
+      frozen.query('BEGIN');
+      frozen.query("UPDATE counters SET value = value + 1 WHERE name = 'jobs'");
+      const idleAt = Date.now();
+      const alive = (): boolean =>
+        pg.server.sql(`SELECT count(*) AS n FROM pg_stat_activity WHERE pid = ${pid}`)[0]?.['n'] === '1';
+      while (alive() && Date.now() - idleAt < 3000) await new Promise((r) => setTimeout(r, 20));
+      expect(alive()).toBe(false);
+      expect(Date.now() - idleAt).toBeLessThan(300 + 1000);
+      // The lock went with the session: the next submission numbers its job at once.
+      expect(store.submitJob(RESNET).id).toBe('job-1');
+      // The frozen controller, resumed, finds its transaction gone, not committed.
+      let error: unknown;
+      try {
+        frozen.query('COMMIT');
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(PostgresError);
+      expect((error as PostgresError).transient).toBe(true);
+      expect(store.getJob('job-2')).toBeUndefined();
+    } finally {
+      frozen.close();
+    }
   });
 });

@@ -208,6 +208,11 @@ export function registerController(program: Command): void {
     .option('--object-store <location>', 's3://bucket/prefix or a directory (default: <state-dir>/objects)')
     .option('--listen <host:port>', 'HTTP API address (default for --provider local: 127.0.0.1:7070)')
     .option(
+      '--advertise-url <url>',
+      'API URL published with the lease for standbys and clients (default: --listen, a wildcard host replaced by ' +
+        "this host's name)",
+    )
+    .option(
       '--metrics-auth <mode>',
       `who may read /metrics: ${METRICS_AUTH_MODES.join(' | ')} (default none: anyone who reaches the API; token: ` +
         `the metrics token, from ${METRICS_TOKEN_ENV} or <state-dir>/metrics-token, or the admin token)`,

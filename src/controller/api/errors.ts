@@ -2,6 +2,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ValidationError } from '../../core/validation.js';
 import { FencedWriteError } from '../ha/lease.js';
 import { IllegalTransitionError, StateStoreError, UnknownRecordError } from '../state-store.js';
+import { PostgresError } from '../state/postgres/connection.js';
 import { isObjectStoreError } from '../../storage/object-store-error.js';
 import { AuthError } from './auth.js';
 
@@ -21,10 +22,15 @@ export class HttpError extends Error {
     readonly statusCode: number,
     message: string,
     readonly details?: readonly string[],
+    /** Sent as Retry-After: the condition passes, and the client should try again after this long. */
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
   }
 }
+
+/** What a client is told to wait before retrying a request that met a passing database condition. */
+export const STATE_RETRY_AFTER_SECONDS = 2;
 
 export function notFound(kind: string, id: string): HttpError {
   return new HttpError(404, `${kind} ${id} not found`);
@@ -50,7 +56,17 @@ export function toHttpError(
   if (error instanceof UnknownRecordError) return new HttpError(404, `${error.kind} ${error.id} not found`);
   if (error instanceof IllegalTransitionError) return new HttpError(409, error.message);
   // Another controller took the lease: this one can no longer write; the active one can.
-  if (error instanceof FencedWriteError) return new HttpError(503, error.message);
+  if (error instanceof FencedWriteError)
+    return new HttpError(503, error.message, undefined, STATE_RETRY_AFTER_SECONDS);
+  // The database unreachable, a timeout, a lock or serialization conflict: passing, so a client should retry (as it
+  // does on 503), not give up as on a conflict with the state.
+  if (error instanceof PostgresError && error.transient)
+    return new HttpError(
+      503,
+      `the state database is unavailable or busy (${error.message}); try again later`,
+      undefined,
+      STATE_RETRY_AFTER_SECONDS,
+    );
   if (error instanceof StateStoreError) return new HttpError(409, error.message);
   // The object store failing (after its own timeouts and retries) is a passing outage, not a bug: say so.
   if (isObjectStoreError(error))
@@ -94,5 +110,7 @@ export function toHttpError(
 export function sendError(reply: FastifyReply, error: HttpError): FastifyReply {
   const body: ErrorBody =
     error.details === undefined ? { error: error.message } : { error: error.message, details: error.details };
+  if (error.retryAfterSeconds !== undefined)
+    void reply.header('retry-after', String(error.retryAfterSeconds));
   return reply.code(error.statusCode).type('application/json; charset=utf-8').send(body);
 }

@@ -15,6 +15,15 @@ import { StateStoreError } from '../state-store.js';
  * measures nothing but its own intervals (monotonic), so no two clocks are ever compared.
  */
 
+/**
+ * The least room the timings must leave (state/postgres/conninfo.ts derives the database timeouts from them): between
+ * renew deadline and retry period, for a statement (half of it) to end before the renewal it holds up is overdue; and
+ * between lease and renew deadline, for a paused holder's open transaction (ended after half of it) to be gone before
+ * the lease passes on.
+ */
+export const MIN_STATEMENT_ROOM_SECONDS = 1;
+export const MIN_FENCING_MARGIN_SECONDS = 1;
+
 export const leaseSettingsSchema = z
   .strictObject({
     /** A lease not renewed this long expires, and a standby may take over (client-go LeaseDuration, 15 s). */
@@ -34,11 +43,23 @@ export const leaseSettingsSchema = z
         path: ['renewDeadlineSeconds'],
         message: `must be less than durationSeconds (${s.durationSeconds}): the holder stops before its lease can pass to another`,
       });
+    else if (s.durationSeconds - s.renewDeadlineSeconds < MIN_FENCING_MARGIN_SECONDS)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['renewDeadlineSeconds'],
+        message: `must be at least ${MIN_FENCING_MARGIN_SECONDS} s less than durationSeconds (${s.durationSeconds}): a transaction left open by a paused holder is ended within half that margin`,
+      });
     if (s.retrySeconds >= s.renewDeadlineSeconds)
       ctx.addIssue({
         code: 'custom',
         path: ['retrySeconds'],
         message: `must be less than renewDeadlineSeconds (${s.renewDeadlineSeconds}): a renewal needs more than one try before the deadline`,
+      });
+    else if (s.renewDeadlineSeconds - s.retrySeconds < MIN_STATEMENT_ROOM_SECONDS)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['retrySeconds'],
+        message: `must be at least ${MIN_STATEMENT_ROOM_SECONDS} s less than renewDeadlineSeconds (${s.renewDeadlineSeconds}): each database statement may take half the difference, and blocks the renewal meanwhile`,
       });
   });
 

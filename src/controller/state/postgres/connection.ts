@@ -3,15 +3,38 @@ import type { NumberedTable, Param, Row, SqlConnection } from '../sql/connection
 import { boundedConninfo, redactUrl, type ConnectionBounds } from './conninfo.js';
 import { CONNECTION_BAD, endNativeClient, newNativeClient, type NativeClient } from './native-client.js';
 
-/** A statement PostgreSQL refused, with its SQLSTATE (e.g. 23505 unique violation, 57014 statement timeout). */
+/**
+ * A statement PostgreSQL refused, or a connection it did not give, with its SQLSTATE (e.g. 23505 unique violation,
+ * 57014 statement timeout). `transient` when the same request may well succeed if tried again shortly: the server was
+ * unreachable or the connection lost, a timeout, a lock or serialization conflict, a server shutting down or short of
+ * resources (the API answers 503 to those, not 409).
+ */
 export class PostgresError extends StateStoreError {
   override name = 'PostgresError';
+  readonly transient: boolean;
   constructor(
     message: string,
     readonly sqlState: string | undefined,
+    transient = isTransientSqlState(sqlState),
   ) {
     super(message);
+    this.transient = transient;
   }
+}
+
+/**
+ * SQLSTATEs of passing conditions: class 08 (connection exception), 53 (insufficient resources), 57P0x (the server
+ * shutting down or starting), 57014 (statement timeout or cancel), 55P03 (lock timeout), 40001 and 40P01
+ * (serialization failure, deadlock), 25P03 (idle in a transaction too long).
+ */
+export function isTransientSqlState(sqlState: string | undefined): boolean {
+  if (sqlState === undefined) return false;
+  return (
+    sqlState.startsWith('08') ||
+    sqlState.startsWith('53') ||
+    sqlState.startsWith('57P') ||
+    ['57014', '55P03', '40001', '40P01', '25P03'].includes(sqlState)
+  );
 }
 
 /**
@@ -51,8 +74,10 @@ export class PostgresConnection implements SqlConnection {
     try {
       client.connectSync(this.conninfo);
     } catch (e) {
-      throw new StateStoreError(
+      throw new PostgresError(
         `cannot connect to PostgreSQL at ${redactUrl(this.url)}: ${firstLine((e as Error).message)}`,
+        undefined,
+        true,
       );
     }
     return client;
@@ -183,7 +208,13 @@ export class PostgresConnection implements SqlConnection {
     const fields = this.client.pq.resultErrorFields();
     const primary = fields?.messagePrimary ?? firstLine(e instanceof Error ? e.message : String(e));
     const detail = fields?.messageDetail === undefined ? '' : ` (${fields.messageDetail})`;
-    return new PostgresError(`PostgreSQL: ${primary}${detail}`, fields?.sqlState);
+    const sqlState = fields?.sqlState;
+    // A connection that broke has no SQLSTATE, and is replaced before the next transaction: worth trying again.
+    return new PostgresError(
+      `PostgreSQL: ${primary}${detail}`,
+      sqlState,
+      this.broken || isTransientSqlState(sqlState),
+    );
   }
 
   /**

@@ -1,3 +1,4 @@
+import { DEFAULT_LEASE_SETTINGS, type LeaseSettings } from '../../ha/lease.js';
 import { StateStoreError } from '../../state-store.js';
 
 /**
@@ -11,6 +12,13 @@ export interface ConnectionBounds {
   readonly connectTimeoutSeconds: number;
   /** Server `statement_timeout`: no statement runs longer. */
   readonly statementTimeoutMs: number;
+  /** Server `lock_timeout`: no statement waits longer for a lock another session holds. */
+  readonly lockTimeoutMs: number;
+  /**
+   * Server `idle_in_transaction_session_timeout`: a session that left a transaction open and went quiet this long (its
+   * process paused or frozen) is ended, and the row locks it held (the `counters` row every write takes) with it.
+   */
+  readonly idleInTransactionTimeoutMs: number;
   /**
    * libpq `tcp_user_timeout`: unacknowledged data this long closes the connection (a host that vanished). Keepalives
    * catch an idle connection whose peer is gone.
@@ -18,11 +26,29 @@ export interface ConnectionBounds {
   readonly tcpUserTimeoutMs: number;
 }
 
-export const DEFAULT_CONNECTION_BOUNDS: ConnectionBounds = {
-  connectTimeoutSeconds: 5,
-  statementTimeoutMs: 10_000,
-  tcpUserTimeoutMs: 10_000,
-};
+/**
+ * The bounds for a controller holding a lease of these timings. A query blocks the event loop (pg-native is
+ * synchronous), so the renewal timer waits for it: the holder last renewed up to a retry period ago and must renew
+ * again before its renew deadline, so a statement may take half of `renewDeadlineSeconds − retrySeconds` (one slow
+ * statement and the renewal after it, itself bounded, still fit) and a lock wait half of that. A session idle in a
+ * transaction is ended after half of the fencing margin (`durationSeconds − renewDeadlineSeconds`): a holder frozen
+ * inside a write transaction loses it, and its locks, before its lease can expire and pass to the next controller.
+ * The lease schema (ha/lease.ts) refuses timings that leave too little room for either.
+ */
+export function connectionBoundsFor(lease: LeaseSettings): ConnectionBounds {
+  const statementTimeoutMs = Math.floor(((lease.renewDeadlineSeconds - lease.retrySeconds) * 1000) / 2);
+  return {
+    // A (re)connection blocks the event loop as well; libpq counts at least 2 s.
+    connectTimeoutSeconds: Math.max(2, Math.floor(statementTimeoutMs / 1000)),
+    statementTimeoutMs,
+    lockTimeoutMs: Math.floor(statementTimeoutMs / 2),
+    idleInTransactionTimeoutMs: Math.floor(((lease.durationSeconds - lease.renewDeadlineSeconds) * 1000) / 2),
+    tcpUserTimeoutMs: statementTimeoutMs,
+  };
+}
+
+/** For the default lease (15/10/2 s): statements 4 s, lock waits 2 s, idle in a transaction 2.5 s, connect 4 s. */
+export const DEFAULT_CONNECTION_BOUNDS: ConnectionBounds = connectionBoundsFor(DEFAULT_LEASE_SETTINGS);
 
 const SCHEMES = ['postgres:', 'postgresql:'];
 
@@ -57,9 +83,16 @@ export function boundedConninfo(url: string, bounds: ConnectionBounds = DEFAULT_
   setDefault('keepalives_interval', '2');
   setDefault('keepalives_count', '3');
   setDefault('application_name', 'fleetwise');
-  const options = params.get('options') ?? '';
-  if (!options.includes('statement_timeout'))
-    params.set('options', `${options} -c statement_timeout=${bounds.statementTimeoutMs}`.trim());
+  // Server settings ride in `options`; one the operator set there already is kept.
+  let options = params.get('options') ?? '';
+  const serverSettings: readonly (readonly [string, number])[] = [
+    ['statement_timeout', bounds.statementTimeoutMs],
+    ['lock_timeout', bounds.lockTimeoutMs],
+    ['idle_in_transaction_session_timeout', bounds.idleInTransactionTimeoutMs],
+  ];
+  for (const [name, value] of serverSettings)
+    if (!options.includes(name)) options = `${options} -c ${name}=${value}`.trim();
+  if (options !== '') params.set('options', options);
   // libpq decodes %20 but not URLSearchParams' `+` as a space.
   parsed.search = [...params]
     .map(([key, value]) => `${encodeURIComponent(key)}=${encodeURIComponent(value)}`)

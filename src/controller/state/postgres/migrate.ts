@@ -13,10 +13,12 @@ export const MIGRATION_LOCK = 0x666c656574;
  */
 export function migratePostgres(connection: PostgresConnection, where: string, now: () => number): number {
   return connection.transaction(() => {
-    // The connection's statement timeout bounds a controller's queries, not this: waiting for another controller's
-    // migrations, or a migration rewriting a large table, may take longer, and failing half-way through an upgrade
-    // (rolled back, retried at every start) would keep the controller down. For this transaction only.
+    // The connection's statement and lock timeouts bound a controller's queries, not this: waiting for another
+    // controller's migrations, or a migration rewriting a large table, may take longer, and failing half-way through an
+    // upgrade (rolled back, retried at every start) would keep the controller down. It runs before the controller
+    // contends for the lease, so no renewal waits on it. For this transaction only.
     connection.query('SET LOCAL statement_timeout = 0');
+    connection.query('SET LOCAL lock_timeout = 0');
     connection.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
     const tables = connection
       .query(

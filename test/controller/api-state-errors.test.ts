@@ -1,0 +1,106 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, expect, it, vi } from 'vitest';
+import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
+import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
+import { PostgresStateStore } from '../../src/controller/state/postgres-state-store.js';
+import { PostgresConnection } from '../../src/controller/state/postgres/connection.js';
+import { describeWithPostgres } from '../helpers/postgres.js';
+import { freePort } from '../helpers/test-ports.js';
+import { ADMIN_TOKEN, FakeControllerService } from './api-fake-service.js';
+
+/**
+ * What an API client is told when the PostgreSQL state fails a request, over a real socket: a passing condition (a
+ * lock or statement timeout, a database it cannot reach) is 503 with a Retry-After, which clients retry; an error the
+ * same request would meet again stays 409.
+ */
+
+const RESNET = parseJobSpec(
+  readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', 'resnet.yaml'), 'utf8'),
+  'resnet.yaml',
+  loadCatalogFile(),
+);
+
+describeWithPostgres('API answers to PostgreSQL state errors', (pg) => {
+  const service = new FakeControllerService();
+  let server: ApiServer;
+  let store: PostgresStateStore;
+  let database: string;
+
+  beforeAll(async () => {
+    const url = pg.server.createDatabase();
+    database = new URL(url).pathname.slice(1);
+    store = new PostgresStateStore(url, {
+      bounds: {
+        connectTimeoutSeconds: 2,
+        statementTimeoutMs: 1000,
+        lockTimeoutMs: 200,
+        idleInTransactionTimeoutMs: 10_000,
+        tcpUserTimeoutMs: 2000,
+      },
+    });
+    server = await startApiServer(service, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN });
+  });
+  afterAll(async () => {
+    await server.close();
+    store.close();
+  });
+  afterEach(() => vi.restoreAllMocks());
+
+  const getJob = async (): Promise<{ status: number; retryAfter: string | null; error: string }> => {
+    const response = await fetch(`${server.url}/v1/jobs/job-1`, {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
+    const body = (await response.json()) as { error: string };
+    return { status: response.status, retryAfter: response.headers.get('retry-after'), error: body.error };
+  };
+
+  it('answers 503 with Retry-After while a lock holds the state past the lock timeout, then the job', async () => {
+    // The API's reads go to the PostgreSQL store.
+    vi.spyOn(service.store, 'getJob').mockImplementation((id) => store.getJob(id));
+    store.submitJob(RESNET);
+    pg.server.sql('BEGIN', database);
+    pg.server.sql('LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE', database);
+    let answer;
+    try {
+      answer = await getJob();
+    } finally {
+      pg.server.sql('ROLLBACK', database);
+    }
+    expect(answer.status).toBe(503);
+    expect(answer.retryAfter).toBe('2');
+    expect(answer.error).toMatch(
+      /^the state database is unavailable or busy \(PostgreSQL: .*lock timeout.*\); try again later$/,
+    );
+    expect((await getJob()).status).toBe(200);
+  });
+
+  it('answers 503 when the database cannot be reached', async () => {
+    const port = await freePort();
+    vi.spyOn(service.store, 'getJob').mockImplementation(() => {
+      new PostgresStateStore(`postgresql://fleetwise@127.0.0.1:${port}/gone`).close();
+      return undefined;
+    });
+    const answer = await getJob();
+    expect(answer.status).toBe(503);
+    expect(answer.retryAfter).toBe('2');
+    expect(answer.error).toMatch(/cannot connect to PostgreSQL/);
+  });
+
+  it('keeps 409, without Retry-After, for an error that trying again would meet again', async () => {
+    const connection = new PostgresConnection(pg.server.url(database), () => 0);
+    try {
+      vi.spyOn(service.store, 'getJob').mockImplementation(() => {
+        connection.query("INSERT INTO counters (name, value) VALUES ('jobs', 0)");
+        return undefined;
+      });
+      const answer = await getJob();
+      expect(answer.status).toBe(409);
+      expect(answer.retryAfter).toBeNull();
+      expect(answer.error).toMatch(/duplicate key/);
+    } finally {
+      connection.close();
+    }
+  });
+});
