@@ -54,9 +54,9 @@ export function writeJobHistory(store: StateStore, clock: { set(seconds: number)
     store.setJobState(id, state);
   };
   clock.set(1000);
-  const moved = store.submitJob(resnet).id; // job-1: runs 480 s, moves, runs 500 s more
+  const moved = store.submitJob(resnet).id; // job-1: runs 480 s, moves, runs 500 s more (80 s init each)
   clock.set(1100);
-  const failed = store.submitJob(gpt2).id; // job-2: runs 300 s, fails
+  const failed = store.submitJob(gpt2).id; // job-2: runs 300 s (15 s init), fails
   clock.set(1250);
   const waiting = store.submitJob(ddp).id; // job-3: still queued, declares its duration
   clock.set(1300);
@@ -77,12 +77,18 @@ export function writeJobHistory(store: StateStore, clock: { set(seconds: number)
   at(2040, moved, 'succeeded');
   return {
     exported: [
-      { id: moved, name: resnet.name, arrivalSeconds: 0, durationSeconds: 980, durationFrom: 'measured' },
+      {
+        id: moved,
+        name: resnet.name,
+        arrivalSeconds: 0,
+        durationSeconds: 980 - 2 * 80,
+        durationFrom: 'measured',
+      },
       {
         id: failed,
         name: gpt2.name,
         arrivalSeconds: 100,
-        durationSeconds: 300,
+        durationSeconds: 300 - 15,
         durationFrom: 'measured',
         successful: false,
       },

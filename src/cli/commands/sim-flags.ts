@@ -14,7 +14,7 @@ import {
 } from '../../core/catalog.js';
 import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim/run-request.js';
 import { TRACE_FORMATS, type TraceFormat } from '../../sim/traces/load.js';
-import { isFleetwiseTraceJson } from '../../sim/traces/fleetwise-json.js';
+import { isFleetwiseTraceText } from '../../sim/traces/fleetwise-json.js';
 import { TRACE_JOB_IDS, type TraceJobIds } from '../../sim/traces/controller-job-ids.js';
 import type { Trace } from '../../world/trace.js';
 import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
@@ -144,9 +144,9 @@ export function inferFormat(tracePath: string | undefined): TraceFormat {
 
 function jsonTraceFormat(path: string): TraceFormat {
   try {
-    return isFleetwiseTraceJson(JSON.parse(readFileSync(path, 'utf8'))) ? 'fleetwise' : 'eva';
+    return isFleetwiseTraceText(readFileSync(path, 'utf8')) ? 'fleetwise' : 'eva';
   } catch {
-    return 'eva'; // unreadable or not JSON: the Eva parser says which
+    return 'eva'; // unreadable: the Eva parser says why
   }
 }
 

@@ -11,7 +11,7 @@ import { specTraceJob } from './spec-trace.js';
 /**
  * What ran on a controller, as a fleetwise trace (`fleetwise export-trace`): each job at its submission time
  * (relative to the first exported job), with its spec's tasks and demands, running for the time its state history
- * shows it `running`, or for its declared `expectedDurationSeconds` when it never finished.
+ * shows it `running` past its init delays, or for its declared `expectedDurationSeconds` when it never finished.
  */
 
 /** The jobs and their state changes (`job.state` events), in submission and event order. */
@@ -38,8 +38,18 @@ export interface HistoryTrace {
 
 const FINAL: readonly JobState[] = ['succeeded', 'failed', 'cancelled', 'unsuccessful'];
 
-/** Seconds each job spent `running`, summed over its state history (a move's checkpoint and restart excluded). */
-export function runningSeconds(events: readonly EventRecord[]): ReadonlyMap<string, number> {
+/** The duration of a job that ran only within its init delay: a trace's durations are positive. */
+const MIN_MEASURED_SECONDS = 1;
+
+/**
+ * Seconds each job spent `running`, summed over its state history (a move's checkpoint and restart excluded), less
+ * `initDelaySeconds(job)` of each stretch (not below zero): the controller marks a job running once all its tasks
+ * have started, so each stretch holds the job's initialization before its progress.
+ */
+export function runningSeconds(
+  events: readonly EventRecord[],
+  initDelaySeconds: (jobId: string) => number = () => 0,
+): ReadonlyMap<string, number> {
   const total = new Map<string, number>();
   const since = new Map<string, number>();
   for (const e of events) {
@@ -49,7 +59,8 @@ export function runningSeconds(events: readonly EventRecord[]): ReadonlyMap<stri
     const { from, to } = data as { readonly from?: unknown; readonly to?: unknown };
     const started = since.get(e.jobId);
     if (from === 'running' && started !== undefined) {
-      total.set(e.jobId, (total.get(e.jobId) ?? 0) + Math.max(0, e.atSeconds - started));
+      const stretch = Math.max(0, e.atSeconds - started - initDelaySeconds(e.jobId));
+      total.set(e.jobId, (total.get(e.jobId) ?? 0) + stretch);
       since.delete(e.jobId);
     }
     if (to === 'running') since.set(e.jobId, e.atSeconds);
@@ -58,8 +69,9 @@ export function runningSeconds(events: readonly EventRecord[]): ReadonlyMap<stri
 }
 
 /**
- * The history as a fleetwise trace. A finished job runs for its measured running time (which includes any slowdown
- * it had next to its neighbours: the simulator's own interference comes on top). A job that has not finished
+ * The history as a fleetwise trace. A finished job runs for its measured running time less its declared init delay
+ * each time it entered running (the replay adds that delay back on every start); what is left includes any slowdown
+ * it had next to its neighbours (the simulator's own interference comes on top). A job that has not finished
  * runs for its declared duration. Jobs that never ran (cancelled while queued, failed before they started) and
  * unfinished jobs without a declared duration are left out, each with its reason, and so are the jobs that depend on
  * one left out; the others keep their `dependsOn`, so a pipeline replays in order.
@@ -68,7 +80,12 @@ export function historyTrace(
   history: StateHistory,
   options: { readonly name: string; readonly source: string },
 ): HistoryTrace {
-  const ran = runningSeconds(history.jobStateEvents);
+  // The replay adds the init delay the trace declares (the spec's estimate) before progress on every (re)start,
+  // as the controller's model does after each entry to running; the measured stretches already hold the real one,
+  // so that estimate is taken off each, or a replayed job would initialize twice.
+  const initDelays = new Map(history.jobs.map((j) => [j.id, j.spec.checkpoint.initDelaySeconds ?? 0]));
+  const ran = runningSeconds(history.jobStateEvents, (id) => initDelays.get(id) ?? 0);
+  const raw = runningSeconds(history.jobStateEvents);
   const skipped: SkippedJob[] = [];
   const kept: { job: JobRecord; durationSeconds: number; durationFrom: 'measured' | 'declared' }[] = [];
   // What the trace will say of each kept job, for its dependents: the rules the trace is read with (dependencyFault).
@@ -96,6 +113,9 @@ export function historyTrace(
     if (FINAL.includes(job.state)) {
       const measured = ran.get(job.id) ?? 0;
       if (measured > 0) keep(job, measured, 'measured');
+      // It ran, but never past its declared init delay: the least duration a trace takes, so that the replay still
+      // holds its instances through the init (and a failure there still fails its dependents).
+      else if ((raw.get(job.id) ?? 0) > 0) keep(job, MIN_MEASURED_SECONDS, 'measured');
       else skipped.push({ id: job.id, reason: `${job.state} without ever running` });
       continue;
     }
@@ -107,7 +127,9 @@ export function historyTrace(
         reason: `${job.state}, not finished, and its spec declares no expectedDurationSeconds`,
       });
   }
-  const start = Math.min(...kept.map((k) => k.job.submittedAtSeconds));
+  // A loop, not Math.min(...): spreading every kept job as arguments overflows the call stack past ~100,000 jobs.
+  let start = Infinity;
+  for (const k of kept) if (k.job.submittedAtSeconds < start) start = k.job.submittedAtSeconds;
   const jobs: FleetwiseTraceJob[] = kept.map(({ job, durationSeconds, durationFrom }) =>
     specTraceJob(job.spec, {
       id: job.id,

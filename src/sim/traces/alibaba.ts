@@ -3,7 +3,7 @@ import type { Catalog } from '../../core/catalog.js';
 import { Rng } from '../../core/random.js';
 import type { Resources } from '../../core/resources.js';
 import { ValidationError } from '../../core/validation.js';
-import { LineValidationError, parseCsv, type LineProblem } from './csv.js';
+import { LineValidationError, noRowsReason, readCsv, type LineProblem } from './csv.js';
 import {
   buildJob,
   DEFAULT_MEAN_INTERARRIVAL_SECONDS,
@@ -29,9 +29,17 @@ export interface AlibabaPod {
   readonly cpuMilli: number;
   readonly memoryMiB: number;
   readonly numGpu: number;
-  /** Running, Succeeded, Pending or Failed; undefined for files without the column (e.g. multigpu50). */
-  readonly podPhase: string | undefined;
+  /** One of POD_PHASES, as written there; undefined for files without the column (e.g. multigpu50). */
+  readonly podPhase: PodPhase | undefined;
 }
+
+/**
+ * A pod's phase: Kubernetes' pod phases, of which cluster-trace-gpu-v2023 has Running, Failed, Pending and Succeeded.
+ * Read in any case; any other text is refused, since only Failed pods are dropped and a misspelled `FAILD` would
+ * otherwise be simulated without a word.
+ */
+export const POD_PHASES = ['Pending', 'Running', 'Succeeded', 'Failed', 'Unknown'] as const;
+export type PodPhase = (typeof POD_PHASES)[number];
 
 const REQUIRED_COLUMNS = ['name', 'cpu_milli', 'memory_mib', 'num_gpu'] as const;
 const PHASE_COLUMN = 'pod_phase';
@@ -40,36 +48,67 @@ const quantityCell = z
   .string()
   .trim()
   .min(1, { error: 'missing value', abort: true })
-  .regex(/^\+?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/, 'not a non-negative number')
-  .transform(Number);
+  .regex(/^\+?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/, { error: 'not a non-negative number', abort: true })
+  .transform(Number)
+  // 1e400 is Infinity: no instance type could host it, so it would be dropped as unhostable without a word.
+  .refine((n) => Number.isFinite(n), 'too large a number (not finite)');
+
+const phaseCell = z
+  .string()
+  .trim()
+  .min(1, { error: 'missing value', abort: true })
+  .transform((text, ctx) => {
+    const phase = POD_PHASES.find((p) => p.toLowerCase() === text.toLowerCase());
+    if (phase === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        message: `unknown pod phase ${JSON.stringify(text)} (expected ${POD_PHASES.join(', ')})`,
+      });
+    return phase ?? 'Unknown';
+  });
 
 const podRowSchema = z.object({
   name: z.string().trim().min(1, 'missing value'),
   cpu_milli: quantityCell,
   memory_mib: quantityCell,
   num_gpu: quantityCell,
-  pod_phase: z.string().trim().min(1, 'missing value').optional(),
+  pod_phase: phaseCell.optional(),
 });
 
 /**
  * Parse the pod list. Every malformed line is reported as `file:line: field: reason` (all of them, in one
- * error). Only the columns the conversion uses are required; extra columns are ignored.
+ * error, the lines whose cell count is off among them). Only the columns the conversion uses are required; extra
+ * columns are ignored. A file without a data row is refused.
  */
 export function parseAlibabaPods(text: string, source = 'openb_pod_list.csv'): AlibabaPod[] {
-  const table = parseCsv(text, source);
-  const missing = REQUIRED_COLUMNS.filter((c) => !table.header.includes(c));
-  if (missing.length > 0)
-    throw new LineValidationError(
-      source,
-      missing.map((c) => ({
+  const { table, problems: structural } = readCsv(text, source);
+  // An unterminated quote in the header leaves no header to check columns against: that is the problem to report.
+  if (table.header.length === 0) throw new LineValidationError(source, structural);
+  // First: a file whose lines end in a lone CR reads as one header line, whose columns would mislead.
+  if (table.rows.length === 0 && structural.length === 0)
+    throw new LineValidationError(source, [
+      { line: table.headerLine, field: '(rows)', reason: noRowsReason(text) },
+    ]);
+  const headerProblems: LineProblem[] = REQUIRED_COLUMNS.filter((c) => !table.header.includes(c)).map(
+    (c) => ({
+      line: table.headerLine,
+      field: c,
+      reason: 'required column missing from the header',
+    }),
+  );
+  // A repeated column would be read from its first copy only, whichever the file meant.
+  table.header.forEach((name, i) => {
+    if (name !== '' && table.header.indexOf(name) < i)
+      headerProblems.push({
         line: table.headerLine,
-        field: c,
-        reason: 'required column missing from the header',
-      })),
-    );
+        field: name,
+        reason: `column given more than once (columns ${table.header.indexOf(name) + 1} and ${i + 1})`,
+      });
+  });
+  if (headerProblems.length > 0) throw new LineValidationError(source, headerProblems);
   const columns = [...REQUIRED_COLUMNS, PHASE_COLUMN] as const;
   const index = new Map(columns.map((c) => [c, table.header.indexOf(c)]));
-  const problems: LineProblem[] = [];
+  const problems: LineProblem[] = [...structural];
   const pods: AlibabaPod[] = [];
   for (const row of table.rows) {
     const record: Record<string, string> = {};
@@ -95,7 +134,11 @@ export function parseAlibabaPods(text: string, source = 'openb_pod_list.csv'): A
       podPhase: p.pod_phase,
     });
   }
-  if (problems.length > 0) throw new LineValidationError(source, problems);
+  if (problems.length > 0)
+    throw new LineValidationError(
+      source,
+      problems.sort((a, b) => a.line - b.line), // stable: a line's fields keep their order
+    );
   return pods;
 }
 
@@ -244,9 +287,9 @@ export function convertAlibabaTrace(
   if (ordered.length === 0)
     throw new ValidationError(source, [`no pod remains to simulate (${droppedText(dropped)})`]);
   if (opts.jobs !== undefined && opts.jobs > ordered.length)
-    throw new Error(
-      `${source}: asked for ${opts.jobs} jobs, but only ${ordered.length} pods remain after filtering (${droppedText(dropped)})`,
-    );
+    throw new ValidationError(source, [
+      `--jobs: asked for ${opts.jobs} jobs, but only ${ordered.length} pods remain after filtering (${droppedText(dropped)})`,
+    ]);
   const selected = opts.jobs === undefined ? ordered : ordered.slice(0, opts.jobs);
 
   const arrivals = poissonArrivalSeconds(

@@ -47,6 +47,20 @@ export interface CsvTable {
  * header's is reported with its line, as is an unterminated quote.
  */
 export function parseCsv(text: string, source: string): CsvTable {
+  const { table, problems } = readCsv(text, source);
+  if (problems.length > 0) throw new LineValidationError(source, problems);
+  return table;
+}
+
+/**
+ * As `parseCsv`, but the rows' structural problems (a wrong cell count, an unterminated quote) come back with the
+ * well-formed rows instead of being thrown, so a caller can check those rows' cells and report everything at once.
+ * An empty file is still thrown.
+ */
+export function readCsv(
+  text: string,
+  source: string,
+): { readonly table: CsvTable; readonly problems: readonly LineProblem[] } {
   // Line numbers are counted here from byte offsets, as `file:line` means to an editor: csv-parse's own count
   // also takes a lone CR for a line break and gives a record's last line, not its first.
   const bytes = Buffer.from(text, 'utf8');
@@ -104,6 +118,15 @@ export function parseCsv(text: string, source: string): CsvTable {
   }
   if (header === undefined && problems.length === 0)
     throw new LineValidationError(source, [{ line: 1, field: '(header)', reason: 'the file is empty' }]);
-  if (problems.length > 0) throw new LineValidationError(source, problems);
-  return { header: header ?? [], headerLine, rows };
+  return { table: { header: header ?? [], headerLine, rows }, problems };
+}
+
+/**
+ * Why a file with a header has no rows, when its line endings explain it: a lone CR (classic Mac OS) is not a line
+ * break here, so such a file reads as one long header line.
+ */
+export function noRowsReason(text: string): string {
+  return text.includes('\r') && !text.includes('\n')
+    ? 'no data rows: the lines end in a lone CR, which is not read as a line break (save the file with LF or CRLF line endings)'
+    : 'no data rows after the header';
 }

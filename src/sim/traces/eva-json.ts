@@ -6,6 +6,9 @@ import { baseWorkloadOf, familyDemandSchema } from './workloads.js';
 import { MAX_DURATION_SECONDS } from '../../core/duration.js';
 import { traceArrivalSeconds, traceDelaySeconds, traceDurationSeconds, traceShmGiB } from './trace-bounds.js';
 import { duplicateJsonKeys, type DuplicateKey } from './json-duplicate-keys.js';
+import { entriesInOrder, jsonKeyOrder, keyOrderPath } from './json-key-order.js';
+import { isFleetwiseTraceJson } from './fleetwise-json.js';
+import { withoutBom } from './text.js';
 
 /**
  * Eva's JSON trace format (research digest §5.2, e.g. pai_200.json):
@@ -80,11 +83,12 @@ function toDemand(d: Record<string, readonly [number, number, number]>): FamilyD
   return out;
 }
 
-function toTraceJob(id: string, job: EvaJob): TraceJob {
+/** `taskKeys`: the job's task ids in the file's order (an object's integer-like keys would come out sorted). */
+function toTraceJob(id: string, job: EvaJob, taskKeys: readonly string[] | undefined): TraceJob {
   // Eva identifies a task by its key in `tasks`; its multi-task workloads (two_node_Resnet18, the 4-task generator)
   // name every task `node0`. Such a job's tasks are named by their keys; the co-location key stays Eva's
   // `<job name>_<task name>`, so identical tasks of a job still share what the scheduler learns.
-  const entries = Object.entries(job.tasks);
+  const entries = entriesInOrder(job.tasks, taskKeys);
   const namesUnique = new Set(entries.map(([, t]) => t.name)).size === entries.length;
   const tasks = entries.map(([key, t]): TraceTask => ({
     name: namesUnique ? t.name : key,
@@ -122,7 +126,8 @@ function duplicateProblem(d: DuplicateKey): string {
  * `pai_200.json: job 17: tasks.17.demand.any.1: Too small: expected number to be >=0`. Jobs come out in
  * arrival order (ties keep file order); job ids are the file's keys.
  */
-export function parseEvaTrace(text: string, source = 'trace.json', traceName = source): Trace {
+export function parseEvaTrace(rawText: string, source = 'trace.json', traceName = source): Trace {
+  const text = withoutBom(rawText);
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -131,13 +136,22 @@ export function parseEvaTrace(text: string, source = 'trace.json', traceName = s
   }
   if (typeof json !== 'object' || json === null || Array.isArray(json))
     throw new ValidationError(source, ['(root): expected an object mapping job ids to jobs']);
+  if (isFleetwiseTraceJson(json))
+    throw new ValidationError(source, [
+      `(root): a fleetwise trace (format ${JSON.stringify((json as { format: string }).format)}), not an Eva one: give --format fleetwise`,
+    ]);
   const duplicates = duplicateJsonKeys(text);
   if (duplicates.length > 0) throw new ValidationError(source, duplicates.map(duplicateProblem));
+  // In the file's order, so that jobs arriving together keep it (JSON.parse puts ids like "10" and "2" first, sorted).
+  const keyOrder = jsonKeyOrder(text);
   const problems: string[] = [];
   const jobs: TraceJob[] = [];
-  for (const [key, value] of Object.entries(json)) {
+  for (const [key, value] of entriesInOrder(
+    json as Record<string, unknown>,
+    keyOrder.get(keyOrderPath([])),
+  )) {
     const parsed = evaJobSchema.safeParse(value);
-    if (parsed.success) jobs.push(toTraceJob(key, parsed.data));
+    if (parsed.success) jobs.push(toTraceJob(key, parsed.data, keyOrder.get(keyOrderPath([key, 'tasks']))));
     else for (const issue of describeIssues(parsed.error)) problems.push(`job ${key}: ${issue}`);
   }
   if (problems.length === 0 && jobs.length === 0) problems.push('(root): the trace has no jobs');

@@ -9,6 +9,7 @@ import { traceArrivalSeconds, traceDelaySeconds, traceDurationSeconds, traceShmG
 import { duplicateJsonKeys, duplicateKeyProblem } from './json-duplicate-keys.js';
 import { SPOT_PREFERENCES } from '../../core/spot.js';
 import { successSpecSchema } from '../../queue/success.js';
+import { withoutBom } from './text.js';
 
 /**
  * fleetwise's own JSON trace format: what `fleetwise export-trace` writes from a controller's state and what a
@@ -30,59 +31,71 @@ const taskSchema = z.strictObject({
   shmSizeGiB: traceShmGiB.default(0),
 });
 
-const jobSchema = z.strictObject({
-  id: z.string().min(1),
-  name: z.string().min(1),
-  team: z.string().min(1).optional(),
-  /** Interference identity (a contention-matrix workload); default: the first task's workload. */
-  workload: z.string().min(1).optional(),
-  /** Seconds after the trace's start. */
-  arrivalSeconds: traceArrivalSeconds,
-  /** Running time at full throughput, in seconds. */
-  durationSeconds: traceDurationSeconds,
-  /** Where the duration came from: the job's measured running time, or its spec's expectedDurationSeconds. */
-  durationFrom: z.enum(['measured', 'declared']).optional(),
-  totalIterations: z.number().int().positive().optional(),
-  initDelaySeconds: traceDelaySeconds.default(0),
-  /** Seconds to fetch (and, when the job moves, to upload) a checkpoint. */
-  restoreDelaySeconds: traceDelaySeconds.default(0),
-  /** False for a job that stopped as unsuccessful at a stage; its duration is what it ran. */
-  successful: z.boolean().optional(),
-  /** Latency sensitivity, pattern, root task (by name) and traffic, as a job spec's `network:`. */
-  network: networkDeclarationSchema.optional(),
-  /** Whether it may run on spot capacity (a job spec's `spot`; absent: allowed). */
-  spot: z.enum(SPOT_PREFERENCES).optional(),
-  /** The most one spot interruption may delay it, in seconds (a job spec's `spotMaxDelayMinutes` × 60). */
-  spotMaxDelaySeconds: z.number().finite().positive().optional(),
-  /** Seconds between its own checkpoints, 0 for never (a job spec's `checkpoint.everySeconds`; absent: 30 min). */
-  checkpointIntervalSeconds: nonNegative.optional(),
-  /** Not moved through its init nor for this long after it starts making progress (a job spec's `noMoveSeconds`). */
-  noMoveSeconds: nonNegative.optional(),
-  /** What an hour of its completion time is worth, $ (a job spec's `valueOfTimePerJobHour`). */
-  valueOfTimePerJobHour: nonNegative.optional(),
-  /** Its declared success model (a job spec's `success`), for success-ranked ordering. */
-  success: successSpecSchema.optional(),
-  /**
-   * Ids of jobs listed earlier that must finish first (a job spec's `dependsOn`): the job is held from its arrival
-   * until the last of them has finished.
-   */
-  dependsOn: z
-    .array(z.string().min(1))
-    .min(1)
-    .refine((ids) => new Set(ids).size === ids.length, 'names a job twice')
-    .optional(),
-  tasks: z
-    .array(taskSchema)
-    .min(1, 'a job needs at least one task')
-    .superRefine((tasks, ctx) => {
-      const seen = new Set<string>();
-      tasks.forEach((t, i) => {
-        if (seen.has(t.name))
-          ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate task name ${t.name}` });
-        seen.add(t.name);
+const jobSchema = z
+  .strictObject({
+    id: z.string().min(1),
+    name: z.string().min(1),
+    team: z.string().min(1).optional(),
+    /** Interference identity (a contention-matrix workload); default: the first task's workload. */
+    workload: z.string().min(1).optional(),
+    /** Seconds after the trace's start. */
+    arrivalSeconds: traceArrivalSeconds,
+    /** Running time at full throughput, in seconds. */
+    durationSeconds: traceDurationSeconds,
+    /** Where the duration came from: the job's measured running time, or its spec's expectedDurationSeconds. */
+    durationFrom: z.enum(['measured', 'declared']).optional(),
+    totalIterations: z.number().int().positive().optional(),
+    initDelaySeconds: traceDelaySeconds.default(0),
+    /** Seconds to fetch (and, when the job moves, to upload) a checkpoint. */
+    restoreDelaySeconds: traceDelaySeconds.default(0),
+    /** False for a job that stopped as unsuccessful at a stage; its duration is what it ran. */
+    successful: z.boolean().optional(),
+    /** Latency sensitivity, pattern, root task (by name) and traffic, as a job spec's `network:`. */
+    network: networkDeclarationSchema.optional(),
+    /** Whether it may run on spot capacity (a job spec's `spot`; absent: allowed). */
+    spot: z.enum(SPOT_PREFERENCES).optional(),
+    /** The most one spot interruption may delay it, in seconds (a job spec's `spotMaxDelayMinutes` × 60). */
+    spotMaxDelaySeconds: z.number().finite().positive().optional(),
+    /** Seconds between its own checkpoints, 0 for never (a job spec's `checkpoint.everySeconds`; absent: 30 min). */
+    checkpointIntervalSeconds: nonNegative.optional(),
+    /** Not moved through its init nor for this long after it starts making progress (a job spec's `noMoveSeconds`). */
+    noMoveSeconds: nonNegative.optional(),
+    /** What an hour of its completion time is worth, $ (a job spec's `valueOfTimePerJobHour`). */
+    valueOfTimePerJobHour: nonNegative.optional(),
+    /** Its declared success model (a job spec's `success`), for success-ranked ordering. */
+    success: successSpecSchema.optional(),
+    /**
+     * Ids of jobs listed earlier that must finish first (a job spec's `dependsOn`): the job is held from its arrival
+     * until the last of them has finished.
+     */
+    dependsOn: z
+      .array(z.string().min(1))
+      .min(1)
+      .refine((ids) => new Set(ids).size === ids.length, 'names a job twice')
+      .optional(),
+    tasks: z
+      .array(taskSchema)
+      .min(1, 'a job needs at least one task')
+      .superRefine((tasks, ctx) => {
+        const seen = new Set<string>();
+        tasks.forEach((t, i) => {
+          if (seen.has(t.name))
+            ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate task name ${t.name}` });
+          seen.add(t.name);
+        });
+      }),
+  })
+  // Checked here, not first when the run is built: a root naming no task is the file's fault (exit 2), like a job
+  // spec's (controller/job-spec/parse.ts).
+  .superRefine((job, ctx) => {
+    const root = job.network?.root;
+    if (root !== undefined && !job.tasks.some((t) => t.name === root))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['network', 'root'],
+        message: `no task named ${root} (tasks: ${job.tasks.map((t) => t.name).join(', ')})`,
       });
-    }),
-});
+  });
 
 const documentSchema = z.strictObject({
   format: z.literal(FLEETWISE_TRACE_FORMAT, { error: `expected "${FLEETWISE_TRACE_FORMAT}"` }),
@@ -188,7 +201,8 @@ export function fleetwiseTrace(value: unknown, source: string, traceName = sourc
 }
 
 /** Parse the text of a fleetwise JSON trace. Errors name the file and the field, e.g. `jobs.2.durationSeconds`. */
-export function parseFleetwiseTrace(text: string, source = 'trace.json', traceName = source): Trace {
+export function parseFleetwiseTrace(rawText: string, source = 'trace.json', traceName = source): Trace {
+  const text = withoutBom(rawText);
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -213,4 +227,13 @@ export function isFleetwiseTraceJson(json: unknown): boolean {
     typeof (json as { format?: unknown }).format === 'string' &&
     (json as { format: string }).format.startsWith('fleetwise-trace')
   );
+}
+
+/** Whether the text of a JSON file is a fleetwise trace (its `format` field; a leading BOM is skipped). */
+export function isFleetwiseTraceText(text: string): boolean {
+  try {
+    return isFleetwiseTraceJson(JSON.parse(withoutBom(text)));
+  } catch {
+    return false; // not JSON: the parser of the format asked for says why
+  }
 }

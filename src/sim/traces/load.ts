@@ -4,6 +4,7 @@ import { loadCatalogFile, PROJECT_ROOT } from '../../cloud/catalog-file.js';
 import type { Catalog } from '../../core/catalog.js';
 import { ValidationError } from '../../core/validation.js';
 import { alibabaDemandFrequencies, convertAlibabaTrace, type DemandFrequency } from './alibaba.js';
+import { checkTraceAgainstCatalog } from './catalog-check.js';
 import { parseContentionMatrix, type ContentionMatrix } from './contention-matrix.js';
 import { parseEvaTrace } from './eva-json.js';
 import { parseFleetwiseTrace } from './fleetwise-json.js';
@@ -36,7 +37,10 @@ export interface LoadTraceOptions {
   readonly multiTaskShare?: number | undefined;
   /** Multiplies the arrival rate (all formats). */
   readonly arrivalRateScale?: number | undefined;
-  /** Instance types that filter Alibaba pods; default: the bundled us-east-1 catalog. */
+  /**
+   * Instance types that filter Alibaba pods (default: the bundled us-east-1 catalog) and that the tasks of an Eva or
+   * fleetwise file are checked against (not checked without it).
+   */
   readonly instanceCatalog?: Catalog | undefined;
   /** Default: data/eva-reference/workload_catalog.json. */
   readonly workloadCatalog?: WorkloadCatalog | undefined;
@@ -140,6 +144,8 @@ export function loadTrace(path: string | undefined, options: LoadTraceOptions): 
       const file = path ?? BUNDLED_EVA_TRACE_PATH;
       let trace = parseEvaTrace(readText(file, 'Eva JSON trace'), file, basename(file));
       if (options.jobs !== undefined) trace = firstJobs(trace, options.jobs, file);
+      if (options.instanceCatalog !== undefined)
+        checkTraceAgainstCatalog(trace, options.instanceCatalog, file);
       return scaleArrivalRate(trace, options.arrivalRateScale ?? 1);
     }
     case 'alibaba': {
@@ -203,6 +209,9 @@ export function loadTrace(path: string | undefined, options: LoadTraceOptions): 
           ? loadSpecsDirectory(path, options.instanceCatalog ?? loadCatalogFile(), options.arrivalGapSeconds)
           : parseFleetwiseTrace(readText(path, 'fleetwise trace'), path, basename(path));
       if (options.jobs !== undefined) trace = firstJobs(trace, options.jobs, path);
+      // A spec directory was checked against the catalog spec by spec, as `fleetwise submit` checks one.
+      if (options.format === 'fleetwise' && options.instanceCatalog !== undefined)
+        checkTraceAgainstCatalog(trace, options.instanceCatalog, path);
       return scaleArrivalRate(trace, options.arrivalRateScale ?? 1);
     }
     default: {

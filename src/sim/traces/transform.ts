@@ -1,11 +1,15 @@
+import { ValidationError } from '../../core/validation.js';
 import type { Trace } from '../../world/trace.js';
 
 /** The first `count` jobs in arrival order; an error when the trace has fewer. */
 export function firstJobs(trace: Trace, count: number, source = trace.name): Trace {
   if (!(Number.isInteger(count) && count > 0))
-    throw new Error(`jobs must be a positive integer, got ${count}`);
+    throw new ValidationError('trace options', [`jobs: must be a positive integer, got ${count}`]);
+  // Bad input like any other (exit 2), not a failure of the run.
   if (count > trace.jobs.length)
-    throw new Error(`${source}: asked for ${count} jobs, but the trace has only ${trace.jobs.length}`);
+    throw new ValidationError(source, [
+      `--jobs: asked for ${count} jobs, but the trace has only ${trace.jobs.length}`,
+    ]);
   const ordered = [...trace.jobs].sort((a, b) => a.arrivalSeconds - b.arrivalSeconds);
   return { ...trace, jobs: ordered.slice(0, count) };
 }
@@ -16,7 +20,7 @@ export function firstJobs(trace: Trace, count: number, source = trace.name): Tra
  */
 export function scaleArrivalRate(trace: Trace, scale: number): Trace {
   if (!(Number.isFinite(scale) && scale > 0))
-    throw new Error(`arrivalRateScale must be positive, got ${scale}`);
+    throw new ValidationError('trace options', [`arrivalRateScale: must be positive, got ${scale}`]);
   if (scale === 1) return trace;
   return {
     ...trace,

@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { MemoryStateStore } from '../../../src/controller/memory-state-store.js';
 import { SqliteStateStore } from '../../../src/controller/state/sqlite-state-store.js';
+import type { EventRecord, JobRecord, JobState } from '../../../src/controller/state-store.js';
+import type { JobSpec } from '../../../src/controller/job-spec/spec.js';
 import { ValidationError } from '../../../src/core/validation.js';
 import { readSqliteStateHistory } from '../../../src/sim/controller-runtime/read-state-history.js';
 import { historyTrace, runningSeconds } from '../../../src/sim/controller-runtime/state-history.js';
@@ -164,4 +166,71 @@ describe("a controller's job history as a trace", () => {
     );
     expect(existsSync(join(tmp, 'missing.db'))).toBe(false);
   });
+});
+
+describe('export-trace durations and scale', () => {
+  const record = (id: string, spec: JobSpec, submittedAtSeconds: number, state: JobState): JobRecord => ({
+    id,
+    name: spec.name,
+    team: spec.team,
+    spec,
+    state,
+    submittedAtSeconds,
+    updatedAtSeconds: submittedAtSeconds,
+    completedIterations: 0,
+    migrations: 0,
+    attempts: 1,
+  });
+  const change = (
+    seq: number,
+    jobId: string,
+    atSeconds: number,
+    from: JobState,
+    to: JobState,
+  ): EventRecord => ({
+    seq,
+    atSeconds,
+    kind: 'job.state',
+    jobId,
+    data: { from, to },
+  });
+
+  it('takes the declared init delay off each running stretch, since the replay adds it on every start', () => {
+    const spec = example('resnet.yaml'); // initDelaySeconds: 80
+    expect(spec.checkpoint.initDelaySeconds).toBe(80);
+    const jobs = [record('job-1', spec, 0, 'succeeded'), record('job-2', spec, 10, 'failed')];
+    const events = [
+      change(1, 'job-1', 100, 'starting', 'running'),
+      change(2, 'job-1', 600, 'running', 'migrating'), // 500 s running: 80 s init, 420 s of progress
+      change(3, 'job-1', 700, 'starting', 'running'),
+      change(4, 'job-1', 1000, 'running', 'succeeded'), // 300 s: 80 s init, 220 s of progress
+      change(5, 'job-2', 100, 'starting', 'running'),
+      change(6, 'job-2', 150, 'running', 'failed'), // failed within its init: no progress, but it ran
+    ];
+    const { document, skipped } = historyTrace({ jobs, jobStateEvents: events }, { name: 'h', source: 'x' });
+    expect(skipped).toEqual([]);
+    expect(document.jobs.map((j) => [j.id, j.durationSeconds, j.initDelaySeconds])).toEqual([
+      ['job-1', 420 + 220, 80],
+      ['job-2', 1, 80],
+    ]);
+    // Without init delays, the raw running time is still what runningSeconds sums.
+    expect(runningSeconds(events).get('job-1')).toBe(800);
+  });
+
+  it('exports a history of 200,000 jobs (no spread of every job into one call)', () => {
+    const spec = example('resnet.yaml');
+    const n = 200_000;
+    const jobs: JobRecord[] = [];
+    const events: EventRecord[] = [];
+    for (let i = 0; i < n; i++) {
+      const id = `job-${i + 1}`;
+      jobs.push(record(id, spec, 1000 + i, 'succeeded'));
+      events.push(change(2 * i, id, 2000 + i, 'starting', 'running'));
+      events.push(change(2 * i + 1, id, 3000 + i, 'running', 'succeeded'));
+    }
+    const { document } = historyTrace({ jobs, jobStateEvents: events }, { name: 'big', source: 'x' });
+    expect(document.jobs).toHaveLength(n);
+    expect(document.jobs[0]?.arrivalSeconds).toBe(0);
+    expect(document.jobs[n - 1]?.arrivalSeconds).toBe(n - 1);
+  }, 60_000);
 });

@@ -255,8 +255,12 @@ describe('pod filter and demand conversion', () => {
       expect(e).toBeInstanceOf(LineValidationError);
       expect(e).toBeInstanceOf(ValidationError);
       const lines = (e as Error).message.split('\n');
+      // A short line does not hide the other lines' bad cells: one error says all.
       expect(lines).toEqual([
+        'bad.csv:3: cpu_milli: not a non-negative number',
+        'bad.csv:4: num_gpu: missing value',
         'bad.csv:5: (row): expected 11 comma-separated fields like the header, found 3',
+        'bad.csv:6: memory_mib: not a non-negative number',
       ]);
     }
     const noShort = text
@@ -279,6 +283,60 @@ describe('pod filter and demand conversion', () => {
     expect(() => parseAlibabaPods('', 'e.csv')).toThrow('e.csv:1: (header): the file is empty');
     expect(() => parseAlibabaPods(`${header}\n"unterminated,1,1,1,1,,LS,Running,0,1,0\n`, 'q.csv')).toThrow(
       'q.csv:2: (row): unterminated quoted field',
+    );
+  });
+
+  it('refuses numbers too large to be finite, naming the line and field', () => {
+    const text = [header, 'a,4000,8192,1,1000,,LS,Running,0,10,0', 'b,1e400,8192,1,1000,,LS,Running,0,10,0'];
+    expect(() => parseAlibabaPods(text.join('\n'), 'x.csv')).toThrow(
+      /^x\.csv:3: cpu_milli: too large a number \(not finite\)$/,
+    );
+  });
+
+  it('reads pod phases in any case and refuses unknown ones, naming the line', () => {
+    const row = (name: string, phase: string) => `${name},4000,8192,1,1000,,LS,${phase},0,10,0`;
+    const pods = parseAlibabaPods(
+      [header, row('a', 'running'), row('b', 'FAILED'), row('c', 'Succeeded')].join('\n'),
+      'x.csv',
+    );
+    expect(pods.map((p) => p.podPhase)).toEqual(['Running', 'Failed', 'Succeeded']);
+    // FAILED is dropped as Failed is, not simulated.
+    const t = convertAlibabaTrace(
+      [header, row('a', 'running'), row('b', 'FAILED')].join('\n'),
+      { instanceCatalog, workloadCatalog, shuffle: false },
+      'x.csv',
+    );
+    expect(t.jobs).toHaveLength(1);
+    expect(() =>
+      parseAlibabaPods([header, row('a', 'Running'), row('b', 'Bogus')].join('\n'), 'x.csv'),
+    ).toThrow(
+      'x.csv:3: pod_phase: unknown pod phase "Bogus" (expected Pending, Running, Succeeded, Failed, Unknown)',
+    );
+  });
+
+  it('refuses a header that names a column twice', () => {
+    expect(() =>
+      parseAlibabaPods('name,name,cpu_milli,memory_mib,num_gpu\na,b,1000,1024,1\n', 'd.csv'),
+    ).toThrow('d.csv:1: name: column given more than once (columns 1 and 2)');
+  });
+
+  it('says a file has no data rows, and why when its lines end in a lone CR', () => {
+    expect(() => parseAlibabaPods(`${header}\n`, 'h.csv')).toThrow(
+      'h.csv:1: (rows): no data rows after the header',
+    );
+    const crOnly = [header, 'a,4000,8192,1,1000,,LS,Running,0,10,0', 'b,4000,8192,1,1000,,LS,Running,0,10,0'];
+    expect(() => parseAlibabaPods(crOnly.join('\r'), 'cr.csv')).toThrow(
+      'cr.csv:1: (rows): no data rows: the lines end in a lone CR',
+    );
+    expect(() =>
+      convertAlibabaTrace(crOnly.join('\r'), { instanceCatalog, workloadCatalog }, 'cr.csv'),
+    ).toThrow(/lone CR/);
+  });
+
+  it('refuses --jobs beyond the pods that remain as invalid input', () => {
+    const text = [header, 'a,4000,8192,1,1000,,LS,Running,0,10,0'].join('\n');
+    expect(() => convertAlibabaTrace(text, { instanceCatalog, workloadCatalog, jobs: 2 }, 'x.csv')).toThrow(
+      ValidationError,
     );
   });
 });

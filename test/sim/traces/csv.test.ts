@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LineValidationError, parseCsv } from '../../../src/sim/traces/csv.js';
+import { LineValidationError, noRowsReason, parseCsv, readCsv } from '../../../src/sim/traces/csv.js';
 
 describe('CSV parsing', () => {
   it('handles quotes, escaped quotes and empty cells', () => {
@@ -29,6 +29,22 @@ describe('CSV parsing', () => {
       'f.csv:2: (row): expected 2 comma-separated fields like the header, found 1\n' +
         'f.csv:3: (row): unterminated quoted field',
     );
+  });
+
+  it('returns the well-formed rows with the structural problems, for callers to check their cells too', () => {
+    const { table, problems } = readCsv('x,y\n1,2\n3\n4,5\n', 'f.csv');
+    expect(table.rows).toEqual([
+      { line: 2, cells: ['1', '2'] },
+      { line: 4, cells: ['4', '5'] },
+    ]);
+    expect(problems).toEqual([
+      { line: 3, field: '(row)', reason: 'expected 2 comma-separated fields like the header, found 1' },
+    ]);
+  });
+
+  it('says why a file has no rows when its lines end in a lone CR', () => {
+    expect(noRowsReason('x,y\r1,2\r')).toMatch(/lone CR/);
+    expect(noRowsReason('x,y\r\n')).toBe('no data rows after the header');
   });
 
   it('reports an empty file', () => {

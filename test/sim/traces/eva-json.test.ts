@@ -151,6 +151,27 @@ describe('Eva JSON traces: fields the engine relies on', () => {
     expect(problemsOf(withJob({}, { bogus: 1 }))[0]).toMatch(/^job a: tasks\.0: .*bogus/i);
   });
 
+  it('keeps file order for jobs arriving together and for tasks, whatever their ids', () => {
+    const job = JSON.stringify({ ...base, arrival_time: 0 });
+    // JSON.parse lists integer-like keys first, in numeric order: "10" and "2" before "b", "2" before "10".
+    const trace = parseEvaTrace(`{"b": ${job}, "10": ${job}, "2": ${job}}`, 't.json');
+    expect(trace.jobs.map((j) => j.id)).toEqual(['b', '10', '2']);
+    // Written by hand: a JS object (and so JSON.stringify) would put "0" first too.
+    const tasks = `{"1": ${JSON.stringify({ ...task, name: 'worker' })}, "0": ${JSON.stringify({ ...task, name: 'ps' })}}`;
+    const twoTasks = parseEvaTrace(
+      JSON.stringify({ a: { ...base, tasks: 'TASKS' } }).replace('"TASKS"', tasks),
+      't.json',
+    );
+    expect(twoTasks.jobs[0]?.tasks.map((t) => t.name)).toEqual(['worker', 'ps']);
+  });
+
+  it('reads a file that starts with a byte order mark, and tells a fleetwise trace given as Eva', () => {
+    expect(parseEvaTrace(`\uFEFF${withJob({})}`, 't.json').jobs).toHaveLength(1);
+    expect(problemsOf('{"format": "fleetwise-trace/v1", "jobs": []}')).toEqual([
+      '(root): a fleetwise trace (format "fleetwise-trace/v1"), not an Eva one: give --format fleetwise',
+    ]);
+  });
+
   it('refuses a demand asking for nothing, naming the field', () => {
     expect(problemsOf(withJob({}, { demand: { any: [0, 0, 0] } }))).toEqual([
       'job a: tasks.0.demand.any: asks for nothing ([0, 0, 0]): a demand needs a positive GPU, vCPU or memory entry',

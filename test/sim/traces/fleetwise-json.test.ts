@@ -3,6 +3,7 @@ import { ValidationError } from '../../../src/core/validation.js';
 import {
   FLEETWISE_TRACE_FORMAT,
   isFleetwiseTraceJson,
+  isFleetwiseTraceText,
   parseFleetwiseTrace,
   type FleetwiseTraceDocument,
 } from '../../../src/sim/traces/fleetwise-json.js';
@@ -166,5 +167,23 @@ describe('fleetwise JSON traces', () => {
     expect(isFleetwiseTraceJson({ format: FLEETWISE_TRACE_FORMAT, jobs: [] })).toBe(true);
     expect(isFleetwiseTraceJson({ '0': { name: 'resnet18[0]' } })).toBe(false);
     expect(isFleetwiseTraceJson([])).toBe(false);
+  });
+
+  it('reads a file that starts with a byte order mark, and tells it from an Eva trace', () => {
+    const text = `\uFEFF${doc([job()])}`;
+    expect(parseFleetwiseTrace(text, 'history.json').jobs).toHaveLength(1);
+    expect(isFleetwiseTraceText(text)).toBe(true);
+    expect(isFleetwiseTraceText('\uFEFF{"0": {}}')).toBe(false);
+    expect(isFleetwiseTraceText('not json')).toBe(false);
+  });
+
+  it("refuses a network root that names none of the job's tasks", () => {
+    const network = { sensitivity: 'memcached', pattern: 'star', root: 'nope' };
+    expect(problemsOf(doc([job({ network })]))).toEqual([
+      'jobs.0.network.root: no task named nope (tasks: trainer)',
+    ]);
+    expect(parseFleetwiseTrace(doc([job({ network: { ...network, root: 'trainer' } })])).jobs).toHaveLength(
+      1,
+    );
   });
 });

@@ -1,13 +1,21 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../../src/core/validation.js';
 import { convertAlibabaTrace } from '../../../src/sim/traces/alibaba.js';
 import {
+  BUNDLED_EVA_TRACE_PATH,
   loadAlibabaDemandFrequencies,
   loadContentionMatrix,
   loadTrace,
   loadWorkloadCatalog,
 } from '../../../src/sim/traces/load.js';
 import { alibabaCsv, instanceCatalog, workloadCatalog } from './fixtures.js';
+
+interface EvaJob {
+  readonly tasks: Record<string, Record<string, unknown>>;
+}
 
 describe('loadTrace', () => {
   it('reads the bundled pai_200 for eva, cut to the first N jobs and rate-scaled', () => {
@@ -28,7 +36,11 @@ describe('loadTrace', () => {
     expect(() => loadTrace('x.json', { format: 'synthetic' })).toThrow(
       /^--trace: a synthetic trace is generated, not read/,
     );
-    expect(() => loadTrace(undefined, { format: 'eva', jobs: 201 })).toThrow(/only 200/);
+    // More jobs than the trace has is bad input (exit 2), like the rest.
+    expect(() => loadTrace(undefined, { format: 'eva', jobs: 201 })).toThrow(ValidationError);
+    expect(() => loadTrace(undefined, { format: 'eva', jobs: 201 })).toThrow(
+      /--jobs: asked for 201 jobs.*only 200/,
+    );
   });
 
   it('converts the bundled Alibaba pod list with the bundled catalogs', () => {
@@ -46,6 +58,52 @@ describe('loadTrace', () => {
     const t = loadTrace(undefined, { format: 'synthetic', seed: 1, jobs: 10, tasksPerJob: 2 });
     expect(t.jobs.map((j) => j.tasks.length)).toEqual(Array(10).fill(2));
     expect(() => loadTrace('x.json', { format: 'synthetic' })).toThrow(/generated, not read/);
+  });
+
+  it("refuses an Eva or fleetwise file's family the run's catalog lacks, or a demand it cannot host", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fleetwise-load-'));
+    try {
+      const base = (JSON.parse(readFileSync(BUNDLED_EVA_TRACE_PATH, 'utf8')) as Record<string, EvaJob>)['0'];
+      if (base === undefined) throw new Error('pai_200 has no job 0');
+      const task = base.tasks['0'];
+      const withDemand = (demand: unknown) => ({ ...base, tasks: { '0': { ...task, demand } } });
+      const eva = join(dir, 'eva.json');
+      writeFileSync(
+        eva,
+        JSON.stringify({ '0': withDemand({ zzz: [1, 12, 16] }), '1': withDemand({ any: [9999, 1, 1] }) }),
+      );
+      const problems = (() => {
+        try {
+          loadTrace(eva, { format: 'eva', instanceCatalog });
+        } catch (e) {
+          expect(e).toBeInstanceOf(ValidationError);
+          return (e as ValidationError).problems;
+        }
+        return [];
+      })();
+      expect(problems).toEqual([
+        expect.stringMatching(
+          /^job 0 task node0: demand\.zzz: family zzz is not in the us-east-1 catalog \(it has /,
+        ),
+        expect.stringMatching(
+          /^job 1 task node0: demand: no instance type of the us-east-1 catalog can host any:9999,1,1/,
+        ),
+      ]);
+      const fleetwise = join(dir, 'history.json');
+      const job = { id: 'a', name: 'r', arrivalSeconds: 0, durationSeconds: 60 };
+      writeFileSync(
+        fleetwise,
+        JSON.stringify({
+          format: 'fleetwise-trace/v1',
+          jobs: [{ ...job, tasks: [{ name: 't', workload: 'w', demand: { zzz: [1, 1, 1] } }] }],
+        }),
+      );
+      expect(() => loadTrace(fleetwise, { format: 'fleetwise', instanceCatalog })).toThrow(
+        /job a task t: demand\.zzz: family zzz is not in the us-east-1 catalog/,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('names a missing file', () => {
