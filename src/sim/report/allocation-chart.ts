@@ -1,4 +1,5 @@
 import type {
+  GraphicComponentOption,
   GridComponentOption,
   LineSeriesOption,
   TitleComponentOption,
@@ -21,7 +22,16 @@ import {
   timeAxis,
   type PanelGrid,
   panelBox,
+  BOLD_CHAR_WIDTH,
+  shortenNames,
+  labelText,
 } from './chart-kit.js';
+
+/** The row labels' column: as wide as the longest name, within these bounds (pixels); longer names are cut. */
+const MIN_LABEL_WIDTH = 82;
+const MAX_LABEL_WIDTH = 200;
+/** From a row label's right end to the panel: the y axis' labels ("100%") and air. */
+const LABEL_TO_PANEL = 48;
 
 const DIMENSIONS = [
   { title: 'GPU', allocated: 'allocatedGpus', capacity: 'capacityGpus' },
@@ -34,9 +44,24 @@ const DIMENSIONS = [
  * run's time-weighted mean marked, so each run reads on its own and rows compare at a glance.
  */
 export function allocationChart(results: readonly RunResult[]): ReportChart {
-  const g: PanelGrid = { columns: 3, panelHeight: 62, left: 130, top: 34, gapX: 36, gapY: 22, right: 20 };
+  // Names are the rows' only key: the column widens to fit them whole (eva-latency-no-migration, sweep runs such as
+  // eva@vot=auto), and past its widest a name is cut in the middle, keeping the ends that tell runs apart.
+  const names = results.map((r) => r.summary.scheduler);
+  const longest = Math.max(0, ...names.map((n) => n.length)) * BOLD_CHAR_WIDTH;
+  const labelWidth = Math.min(MAX_LABEL_WIDTH, Math.max(MIN_LABEL_WIDTH, longest));
+  const labels = shortenNames(names, labelWidth / BOLD_CHAR_WIDTH);
+  const g: PanelGrid = {
+    columns: 3,
+    panelHeight: 62,
+    left: labelWidth + LABEL_TO_PANEL,
+    top: 34,
+    gapX: 36,
+    gapY: 22,
+    right: 20,
+  };
   const x = timeAxis(results);
   const titles: TitleComponentOption[] = [];
+  const rowLabels: GraphicComponentOption[] = [];
   const grids: GridComponentOption[] = [];
   const xAxes: XAXisComponentOption[] = [];
   const yAxes: YAXisComponentOption[] = [];
@@ -54,18 +79,16 @@ export function allocationChart(results: readonly RunResult[]): ReportChart {
   results.forEach((r, row) => {
     const style = seriesStyle(r.summary.scheduler);
     const first = panelBox(g, row * g.columns);
-    titles.push({
-      text: r.summary.scheduler,
-      left: 8,
-      top: first.top + first.height / 2 - 8,
-      textStyle: {
-        fontSize: 13,
-        fontWeight: 600,
+    rowLabels.push(
+      labelText({
+        text: labels[row] ?? r.summary.scheduler,
+        full: r.summary.scheduler,
+        x: 8,
+        y: first.top + first.height / 2 - 8,
+        width: labelWidth,
         color: style.color,
-        width: g.left - 40,
-        overflow: 'truncate',
-      },
-    });
+      }),
+    );
     DIMENSIONS.forEach((dim, column) => {
       const index = row * g.columns + column;
       const box = panelBox(g, index);
@@ -128,6 +151,7 @@ export function allocationChart(results: readonly RunResult[]): ReportChart {
       option: {
         tooltip: { ...TOOLTIP_AXIS, valueFormatter: fmt('percent') },
         title: titles,
+        graphic: rowLabels,
         grid: grids,
         xAxis: xAxes,
         yAxis: yAxes,

@@ -1,9 +1,9 @@
-import type { EChartsOption, LineSeriesOption } from 'echarts';
+import type { EChartsOption, GraphicComponentOption, LineSeriesOption } from 'echarts';
 import type { RunResult } from '../../world/run-result.js';
 import { minMaxIndices } from './downsample.js';
 import { spreadEndLabels } from './end-labels.js';
 import { SECONDS_PER_HOUR } from './series-metrics.js';
-import { type Chart } from '../../report/chart.js';
+import { type Chart, fmt } from '../../report/chart.js';
 import { seriesStyle } from '../../report/palette.js';
 
 /**
@@ -229,3 +229,67 @@ export function panelBox(
  * Running instances, one panel per run (six step lines on one plot are unreadable); no-packing's count, which
  * launches an instance per job, is drawn faint grey behind the others for scale.
  */
+
+/**
+ * A label's width per character, generous, for 13 px bold sans-serif (DejaVu Sans Bold averages 7.7 px) and 12 px
+ * regular: room for a name is planned with these, since neither ECharts in Node nor the page measures before layout.
+ */
+export const BOLD_CHAR_WIDTH = 8;
+export const SMALL_CHAR_WIDTH = 7;
+
+/**
+ * Names cut to at most `maxChars` characters in the middle ("eva-laten…-migration"): their ends are what tells
+ * schedulers apart (the family in front, a variant or a `@vot=` value at the back), so cutting the end made
+ * eva-latency-blind and eva-latency-no-migration both "eva-laten…". Distinct names stay distinct: when two cuts
+ * coincide the cut moves, and when no cut keeps them apart the names stay whole.
+ */
+export function shortenNames(names: readonly string[], maxChars: number): string[] {
+  const max = Math.max(5, Math.floor(maxChars));
+  if (names.every((n) => n.length <= max)) return [...names];
+  const cut = (name: string, head: number): string =>
+    name.length <= max ? name : `${name.slice(0, head)}…${name.slice(name.length - (max - 1 - head))}`;
+  const unique = [...new Set(names)];
+  const middle = Math.floor((max - 1) / 2);
+  // Heads from the middle outwards: the first that keeps every name apart.
+  const heads = Array.from({ length: max - 1 }, (_, i) => i + 1).sort(
+    (a, b) => Math.abs(a - middle) - Math.abs(b - middle) || a - b,
+  );
+  for (const head of heads)
+    if (new Set(unique.map((n) => cut(n, head))).size === unique.length)
+      return names.map((n) => cut(n, head));
+  return [...names];
+}
+
+/**
+ * A text drawn at (x, y) (its top; its left, or its right with `align: 'right'`), cut to `width` pixels if it still
+ * runs longer; hovering it shows `full`, the text before any shortening. ECharts' titles take no tooltip.
+ */
+export function labelText(opts: {
+  readonly text: string;
+  readonly full: string;
+  readonly x: number;
+  readonly y: number;
+  readonly width: number;
+  readonly color: string;
+  readonly bold?: boolean;
+  readonly align?: 'left' | 'right';
+}): GraphicComponentOption {
+  return {
+    type: 'text',
+    x: opts.x,
+    y: opts.y,
+    // Hovering shows the whole text, by the page's `tip` formatter: an element's name, as text (never as markup).
+    name: opts.full,
+    tooltip: { formatter: fmt('tip') },
+    style: {
+      text: opts.text,
+      fill: opts.color,
+      fontSize: opts.bold === false ? 12 : 13,
+      fontWeight: opts.bold === false ? 'normal' : 600,
+      align: opts.align ?? 'left',
+      verticalAlign: 'top',
+      width: Math.max(1, Math.floor(opts.width)),
+      overflow: 'truncate',
+    },
+  };
+}

@@ -16,9 +16,14 @@ function csvCell(value: string | number | null): string {
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
 
+/** The run record's last field, in a value-of-time sweep or when one was set: a number, or `auto`. */
+const VALUE_OF_TIME_FIELD = 'valueOfTimePerJobHour' as const;
+
 /**
  * runs.csv: a header with the run records' field names (RunSummary's, then the queue metrics when any run had a
- * queue, then the network metrics when any run reports them, then the spot metrics with spot on, then where the dollars went), then one row per scheduler; null or absent → empty cell.
+ * queue, then the network metrics when any run reports them, then the spot metrics with spot on, then where the
+ * dollars went, then the value of time when any run had one, as report.json's runs), then one row per scheduler;
+ * null or absent → empty cell.
  */
 export function runsCsv(results: readonly RunResult[]): string {
   const fields = [
@@ -28,6 +33,7 @@ export function runsCsv(results: readonly RunResult[]): string {
     ...(results.some((r) => r.starts !== undefined) ? START_FIELDS : []),
     ...(results.some((r) => r.spot !== undefined) ? SPOT_FIELDS : []),
     ...(results.some((r) => r.costBreakdown !== undefined) ? COST_FIELDS : []),
+    ...(results.some((r) => r.summary.valueOfTimePerJobHour !== undefined) ? [VALUE_OF_TIME_FIELD] : []),
   ];
   const lines = [fields.join(',')];
   for (const r of results) {

@@ -18,6 +18,48 @@ function dollarsOf(v: ValueOfTimeSetting | undefined): number {
 /** Where a swept policy's successive point labels go (top, bottom, right, left of the point, in turn). */
 const LABEL_POSITIONS = ['top', 'bottom', 'right', 'left'] as const;
 
+const HEIGHT = 460;
+const GRID = { left: 90, right: 40, top: 50, bottom: 60 } as const;
+/** The plot's size in pixels, for telling which points are drawn on one spot. */
+const PLOT_WIDTH = WIDTH - GRID.left - GRID.right;
+const PLOT_HEIGHT = HEIGHT - GRID.top - GRID.bottom;
+/** Points whose centres are closer than this (pixels, on both axes) are drawn on top of each other. */
+const COINCIDE_PX = 8;
+
+/**
+ * Points of different lines drawn on one spot (eva swept at $0/h and eva with a learned value of time that stayed
+ * at 0) would print their labels on top of each other: ECharts moves labels apart only within a series. Per line and
+ * point: `undefined` to keep its label, `null` to hide it, or the text of one label for the whole spot ("$0/h, eva
+ * (auto value of time)"), on the spot's first point. `at` gives a point's place as shares of the axes.
+ */
+export function mergeCoincidingLabels<P extends { readonly label: string }>(
+  lines: readonly (readonly P[])[],
+  at: (p: P) => readonly [number, number],
+): (string | null | undefined)[][] {
+  const spots: { x: number; y: number; members: [number, number][] }[] = [];
+  lines.forEach((points, line) =>
+    points.forEach((p, i) => {
+      const [x, y] = at(p);
+      const spot = spots.find(
+        (s) => Math.abs(s.x - x) * PLOT_WIDTH < COINCIDE_PX && Math.abs(s.y - y) * PLOT_HEIGHT < COINCIDE_PX,
+      );
+      if (spot === undefined) spots.push({ x, y, members: [[line, i]] });
+      else spot.members.push([line, i]);
+    }),
+  );
+  const result: (string | null | undefined)[][] = lines.map((points) => points.map(() => undefined));
+  for (const { members } of spots) {
+    const lineCount = new Set(members.map(([line]) => line)).size;
+    if (lineCount < 2) continue;
+    const texts = [...new Set(members.map(([line, i]) => lines[line]?.[i]?.label ?? ''))];
+    members.forEach(([line, i], k) => {
+      const row = result[line];
+      if (row !== undefined) row[i] = k === 0 ? texts.join(', ') : null;
+    });
+  }
+  return result;
+}
+
 /** A run's point on the cost–time plane. */
 interface FrontierPoint {
   readonly meanJctHours: number;
@@ -51,10 +93,37 @@ export function frontierChart(results: readonly RunResult[]): ReportChart {
     });
     byPolicy.set(policy, list);
   }
-  const series: LineSeriesOption[] = [...byPolicy.entries()].map(([policy, list]) => {
-    const style = seriesStyle(policy);
+  // Axes padded around the points, so that none sits on a frame and every label shows.
+  const all = [...byPolicy.values()].flat();
+  const span = (values: number[], digits: number) => {
+    const lo = Math.min(...values);
+    const hi = Math.max(...values);
+    const pad = Math.max((hi - lo) * 0.08, Math.abs(hi) * 0.01, 1e-6);
+    return { min: round(Math.max(0, lo - pad), digits), max: round(hi + pad * 1.5, digits) };
+  };
+  const x = span(
+    all.map((p) => p.meanJctHours),
+    3,
+  );
+  const y = span(
+    all.map((p) => p.cost),
+    relative ? 3 : 2,
+  );
+  const lines = [...byPolicy.entries()].map(([policy, list]) => {
     const sorted = [...list].sort((a, b) => dollarsOf(a.valueOfTime) - dollarsOf(b.valueOfTime));
     const swept = sorted.some((p) => typeof p.valueOfTime === 'number') && sorted.length > 1;
+    return {
+      policy,
+      swept,
+      points: sorted.map((p) => ({ ...p, label: swept ? `$${p.valueOfTime ?? 0}/h` : policy })),
+    };
+  });
+  const merged = mergeCoincidingLabels(
+    lines.map((l) => l.points),
+    (p) => [(p.meanJctHours - x.min) / (x.max - x.min || 1), (p.cost - y.min) / (y.max - y.min || 1)],
+  );
+  const series: LineSeriesOption[] = lines.map(({ policy, swept, points }, line) => {
+    const style = seriesStyle(policy);
     return {
       type: 'line',
       name: policy,
@@ -72,43 +141,31 @@ export function frontierChart(results: readonly RunResult[]): ReportChart {
         color: '#333',
         formatter: swept ? '{@[2]}' : policy,
       },
-      data: sorted.map((p, i) => ({
-        value: [
-          round(p.meanJctHours, 4),
-          round(p.cost, relative ? 4 : 2),
-          swept ? `$${p.valueOfTime ?? 0}/h` : p.run,
-        ],
+      data: points.map((p, i) => {
+        const text = merged[line]?.[i];
         // A sweep's points often land close together: their labels go round them in turn, not on top of each other.
-        ...(swept ? { label: { position: LABEL_POSITIONS[i % LABEL_POSITIONS.length] } } : {}),
-      })),
+        const position = swept ? { position: LABEL_POSITIONS[i % LABEL_POSITIONS.length] } : {};
+        const label =
+          text === null
+            ? { show: false }
+            : { ...position, ...(text === undefined ? {} : { formatter: text }) };
+        return {
+          value: [round(p.meanJctHours, 4), round(p.cost, relative ? 4 : 2), swept ? p.label : p.run],
+          ...(Object.keys(label).length > 0 ? { label } : {}),
+        };
+      }),
     };
   });
-  // Axes padded around the points, so that none sits on a frame and every label shows.
-  const all = [...byPolicy.values()].flat();
-  const span = (values: number[], digits: number) => {
-    const lo = Math.min(...values);
-    const hi = Math.max(...values);
-    const pad = Math.max((hi - lo) * 0.08, Math.abs(hi) * 0.01, 1e-6);
-    return { min: round(Math.max(0, lo - pad), digits), max: round(hi + pad * 1.5, digits) };
-  };
-  const x = span(
-    all.map((p) => p.meanJctHours),
-    3,
-  );
-  const y = span(
-    all.map((p) => p.cost),
-    relative ? 3 : 2,
-  );
   return {
     chart: {
       id: 'chart-frontier',
       title: 'Cost against mean job completion time',
       width: WIDTH,
-      height: 460,
+      height: HEIGHT,
       option: {
         legend: { top: 0, type: 'scroll' },
         tooltip: { trigger: 'item', confine: true },
-        grid: { left: 90, right: 40, top: 50, bottom: 60 },
+        grid: GRID,
         xAxis: {
           type: 'value',
           ...x,

@@ -3,7 +3,16 @@ import type { RunResult } from '../../world/run-result.js';
 import { jctCdf } from './series-metrics.js';
 import { fmt } from '../../report/chart.js';
 import { seriesStyle } from '../../report/palette.js';
-import { type ReportChart, WIDTH, BUCKETS, AXIS_NAME, points, round } from './chart-kit.js';
+import {
+  type ReportChart,
+  WIDTH,
+  BUCKETS,
+  AXIS_NAME,
+  BOLD_CHAR_WIDTH,
+  points,
+  round,
+  shortenNames,
+} from './chart-kit.js';
 
 const MARKED = [25, 50, 75, 90] as const;
 
@@ -13,6 +22,25 @@ function percentile(sorted: readonly number[], p: number): number | undefined {
 }
 
 const hoursText = (h: number): string => `${h.toPrecision(3)} h`;
+
+/** The plots' left edge: at least this, and room for the strip's names up to MAX_NAME_WIDTH (pixels). */
+const MIN_LEFT = 110;
+const MAX_NAME_WIDTH = 200;
+/** From a strip name's right end to the plot: the tick and air. */
+const NAME_TO_PLOT = 16;
+
+/**
+ * The log axis' ends, powers of ten around every drawn time: the CDF and the strip below it share one x label and so
+ * one scale; left to ECharts, each picked its own (0.1–1,000 h above, 0.1–100 h below, the strip ending at p90).
+ */
+function logHoursRange(hours: readonly number[]): { min: number; max: number } | undefined {
+  const positive = hours.filter((h) => h > 0 && Number.isFinite(h));
+  if (positive.length === 0) return undefined;
+  const lo = Math.floor(Math.log10(Math.min(...positive)));
+  const hi = Math.max(lo + 1, Math.ceil(Math.log10(Math.max(...positive))));
+  // Rounded: 10 ** -5 is 0.000009999999999999999 in floating point.
+  return { min: Number((10 ** lo).toPrecision(1)), max: Number((10 ** hi).toPrecision(1)) };
+}
 
 /**
  * Job completion times, twice on one log axis. Above, the CDF: each run with its colour, its own dash pattern and a
@@ -25,11 +53,19 @@ export function jctChart(results: readonly RunResult[]): ReportChart {
   const stripTop = 44 + cdfHeight + 64;
   const series: (LineSeriesOption | ScatterSeriesOption)[] = [];
   const names = results.map((r) => r.summary.scheduler);
-  for (const r of results) {
+  // The strip's rows are keyed by name; a long one is cut in the middle (whole in the median's tooltip), and both
+  // plots start where the longest fits, so that ECharts does not push the strip's plot right of the CDF's.
+  const nameWidth = Math.min(MAX_NAME_WIDTH, Math.max(0, ...names.map((n) => n.length)) * BOLD_CHAR_WIDTH);
+  const rowNames = shortenNames(names, MAX_NAME_WIDTH / BOLD_CHAR_WIDTH);
+  const left = Math.max(MIN_LEFT, Math.ceil(nameWidth + NAME_TO_PLOT));
+  const drawn: number[] = [];
+  results.forEach((r, index) => {
     const name = r.summary.scheduler;
+    const row = rowNames[index] ?? name;
     const style = seriesStyle(name);
     const cdf = jctCdf(r.jobs);
     const positive = cdf.hours.map((h) => Math.max(h, 1e-6));
+    drawn.push(...positive);
     series.push({
       type: 'line',
       name,
@@ -63,10 +99,10 @@ export function jctChart(results: readonly RunResult[]): ReportChart {
     });
     const [p10, p25, p50, p75, p90] = [10, 25, 50, 75, 90].map(at);
     if (p10 === undefined || p25 === undefined || p50 === undefined || p75 === undefined || p90 === undefined)
-      continue;
+      return;
     // A data item may carry fields of its own: the runtime's `tip` formatter shows this one.
     const median = {
-      value: [round(p50, 4), name],
+      value: [round(p50, 4), row],
       tip:
         `${name}: median ${hoursText(p50)}\n` +
         `25–75%: ${hoursText(p25)} – ${hoursText(p75)}\n10–90%: ${hoursText(p10)} – ${hoursText(p90)}`,
@@ -85,8 +121,8 @@ export function jctChart(results: readonly RunResult[]): ReportChart {
         ...onStrip,
         lineStyle: { width: 1.5 },
         data: [
-          [p10, name],
-          [p90, name],
+          [p10, row],
+          [p90, row],
         ],
       },
       {
@@ -95,8 +131,8 @@ export function jctChart(results: readonly RunResult[]): ReportChart {
         ...onStrip,
         lineStyle: { width: 10, opacity: 0.45 },
         data: [
-          [p25, name],
-          [p75, name],
+          [p25, row],
+          [p75, row],
         ],
       },
       {
@@ -111,9 +147,10 @@ export function jctChart(results: readonly RunResult[]): ReportChart {
         data: [median],
       },
     );
-  }
+  });
   const logAxis = {
     type: 'log',
+    ...logHoursRange(drawn),
     minorTick: { show: true },
     minorSplitLine: { show: true, lineStyle: { color: '#f2f2f2' } },
   } as const;
@@ -127,8 +164,8 @@ export function jctChart(results: readonly RunResult[]): ReportChart {
         legend: { top: 0, type: 'scroll', data: names },
         tooltip: { trigger: 'item', confine: true, formatter: fmt('tip') },
         grid: [
-          { left: 110, right: 40, top: 44, height: cdfHeight },
-          { left: 110, right: 40, top: stripTop, height: rowHeight * Math.max(1, results.length) },
+          { left, right: 40, top: 44, height: cdfHeight },
+          { left, right: 40, top: stripTop, height: rowHeight * Math.max(1, results.length) },
         ],
         xAxis: [
           { ...logAxis, gridIndex: 0, name: 'job completion time (hours, log scale)', ...AXIS_NAME },
@@ -148,11 +185,11 @@ export function jctChart(results: readonly RunResult[]): ReportChart {
           {
             type: 'category',
             gridIndex: 1,
-            data: names,
+            data: rowNames,
             inverse: true,
             axisTick: { show: false },
             splitLine: { show: true, lineStyle: { color: '#f0f0f0' } },
-            axisLabel: { fontWeight: 600 },
+            axisLabel: { fontWeight: 600, width: left - NAME_TO_PLOT / 2, overflow: 'truncate' },
           },
         ],
         series,

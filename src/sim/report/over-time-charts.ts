@@ -1,7 +1,7 @@
 import type {
+  GraphicComponentOption,
   GridComponentOption,
   LineSeriesOption,
-  TitleComponentOption,
   XAXisComponentOption,
   YAXisComponentOption,
 } from 'echarts';
@@ -29,10 +29,16 @@ import {
   overTimeOption,
   type PanelGrid,
   panelBox,
+  BOLD_CHAR_WIDTH,
+  SMALL_CHAR_WIDTH,
+  shortenNames,
+  labelText,
 } from './chart-kit.js';
 
 const COST_CHART_HEIGHT = 440;
 const MIGRATIONS_CHART_HEIGHT = 400;
+/** Between a panel title's name and its figures (pixels). */
+const TITLE_GAP = 12;
 
 /**
  * The charts over time: cumulative cost (with the timed lower bound), running instances per scheduler, migrations.
@@ -94,21 +100,45 @@ export function instancesChart(results: readonly RunResult[]): ReportChart {
   const y = niceAxis(Math.max(1, ...results.map((r) => Math.max(0, ...r.series.runningInstances))), 3);
   const x = timeAxis(results);
   const lastRow = Math.floor((results.length - 1) / g.columns);
-  const titles: TitleComponentOption[] = [];
+  const titles: GraphicComponentOption[] = [];
   const grids: GridComponentOption[] = [];
   const xAxes: XAXisComponentOption[] = [];
   const yAxes: YAXisComponentOption[] = [];
   const series: LineSeriesOption[] = [];
+  // A panel's title is its run's name, and at the panel's right its peak and launches; the name gets the width the
+  // figures leave, and a longer one is cut in the middle (its ends tell runs apart), whole on hover, so that it never
+  // runs into the next panel's title.
+  const stats = results.map(
+    (r) => `peak ${Math.max(0, ...r.series.runningInstances)}, ${r.summary.instancesLaunched} launched`,
+  );
+  const panelWidth = panelBox(g, 0).width;
+  const nameWidth = (i: number): number =>
+    panelWidth - (stats[i] ?? '').length * SMALL_CHAR_WIDTH - TITLE_GAP;
+  const names = results.map((r) => r.summary.scheduler);
+  const shortNames = shortenNames(names, Math.min(...names.map((_, i) => nameWidth(i))) / BOLD_CHAR_WIDTH);
   results.forEach((r, i) => {
     const box = panelBox(g, i);
     const style = seriesStyle(r.summary.scheduler);
-    const peak = Math.max(0, ...r.series.runningInstances);
-    titles.push({
-      text: `${r.summary.scheduler}  (peak ${peak}, ${r.summary.instancesLaunched} launched)`,
-      left: box.left,
-      top: box.top - 26,
-      textStyle: { fontSize: 13, fontWeight: 600, color: style.color },
-    });
+    titles.push(
+      labelText({
+        text: shortNames[i] ?? r.summary.scheduler,
+        full: r.summary.scheduler,
+        x: box.left,
+        y: box.top - 24,
+        width: nameWidth(i),
+        color: style.color,
+      }),
+      labelText({
+        text: stats[i] ?? '',
+        full: `${r.summary.scheduler}: ${stats[i] ?? ''}`,
+        x: box.left + box.width,
+        y: box.top - 23,
+        width: panelWidth - nameWidth(i),
+        color: '#555',
+        bold: false,
+        align: 'right',
+      }),
+    );
     grids.push({ left: box.left, top: box.top, width: box.width, height: box.height });
     xAxes.push({
       type: 'value',
@@ -152,7 +182,7 @@ export function instancesChart(results: readonly RunResult[]): ReportChart {
       height: g.top + rows * (g.panelHeight + g.gapY),
       option: {
         tooltip: { ...TOOLTIP_AXIS, valueFormatter: fmt('integer') },
-        title: titles,
+        graphic: titles,
         grid: grids,
         xAxis: xAxes,
         yAxis: yAxes,

@@ -97,10 +97,12 @@ function place(rows: readonly TuneRow[], y: ObjectiveName): Placed[] {
     g.forEach((i, k) => {
       const angle = (2 * Math.PI * k) / g.length + Math.PI / 4;
       const moved = g.length > 1;
+      const [x0, y0] = [xs[g[0] as number] as number, ys[g[0] as number] as number];
+      // The objectives are never negative: a config at 0 (exact predictions) is spread along 0, not below it.
       placed.push({
         row: rows[i] as TuneRow,
-        x: (xs[g[0] as number] as number) + (moved ? SPREAD_SHARE * sx * Math.cos(angle) : 0),
-        y: (ys[g[0] as number] as number) + (moved ? SPREAD_SHARE * sy * Math.sin(angle) * 2 : 0),
+        x: Math.max(Math.min(x0, 0), x0 + (moved ? SPREAD_SHARE * sx * Math.cos(angle) : 0)),
+        y: Math.max(Math.min(y0, 0), y0 + (moved ? SPREAD_SHARE * sy * Math.sin(angle) * 2 : 0)),
         moved,
       });
     });
@@ -198,17 +200,15 @@ export function scatterChart(
           name: LABEL.meanJctHours,
           nameLocation: 'middle',
           nameGap: 30,
-          scale: true,
           // Room past the outermost configs, so that none is drawn on an axis over its tick labels.
-          boundaryGap: AXIS_ROOM,
+          ...roomAround(placed.map((p) => p.x)),
         },
         yAxis: {
           type: 'value',
           name: LABEL[y],
           nameLocation: 'middle',
           nameGap: 50,
-          scale: true,
-          boundaryGap: AXIS_ROOM,
+          ...roomAround(placed.map((p) => p.y)),
         },
         visualMap: {
           type: 'continuous',
@@ -236,7 +236,23 @@ export function scatterChart(
 }
 
 /** A share of the configs' spread added beyond them on each axis. */
-const AXIS_ROOM: [string, string] = ['8%', '8%'];
+const AXIS_ROOM_SHARE = 0.08;
+const AXIS_ROOM: [string, string] = [`${100 * AXIS_ROOM_SHARE}%`, `${100 * AXIS_ROOM_SHARE}%`];
+
+/**
+ * An axis fitted to the configs with room on both sides, except below 0: every objective is a time or a percentage
+ * that cannot be negative, so where the room would reach past 0 the axis starts at 0 (not at −20%).
+ */
+function roomAround(values: readonly number[]): {
+  scale: true;
+  boundaryGap: [string, string];
+  min?: number;
+} {
+  const lo = Math.min(...values);
+  const hi = Math.max(...values);
+  const reachesBelowZero = values.length > 0 && lo >= 0 && lo - AXIS_ROOM_SHARE * (hi - lo) <= 0;
+  return { scale: true, boundaryGap: AXIS_ROOM, ...(reachesBelowZero ? { min: 0 } : {}) };
+}
 
 const STYLE = `${BASE_STYLE}
   tr.front td { font-weight: 600; } tr.recommended td { background: #fff3d6; }

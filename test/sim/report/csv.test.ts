@@ -35,4 +35,18 @@ describe('runs.csv', () => {
     const row = csv.split('\n')[1] ?? '';
     expect(row.startsWith('"odd,""name""",1,1,,')).toBe(true);
   });
+
+  it('ends with the value of time in a sweep, as report.json does, and leaves it empty for runs without one', () => {
+    const at = (name: string, valueOfTimePerJobHour?: number | 'auto') => {
+      const run = fakeRun(name, 1, 1, 1, [1]);
+      return { ...run, summary: { ...run.summary, valueOfTimePerJobHour } };
+    };
+    const lines = runsCsv([at('eva@vot=2', 2), at('eva@vot=auto', 'auto'), at('no-packing')])
+      .trimEnd()
+      .split('\n');
+    expect(lines[0]).toBe(`${HEADER},valueOfTimePerJobHour`);
+    expect(lines.slice(1).map((l) => l.split(',').at(-1))).toEqual(['2', 'auto', '']);
+    // Without a value of time anywhere, no such column.
+    expect(runsCsv(twoRuns()).split('\n')[0]).toBe(HEADER);
+  });
 });

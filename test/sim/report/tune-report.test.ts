@@ -186,4 +186,21 @@ describe('tuneHtml', () => {
     expect(new Set(points.map((p) => p.value.slice(0, 2).join())).size).toBe(candidates.length);
     expect(points.every((p) => p.tip.includes('drawn slightly apart'))).toBe(true);
   });
+
+  it('starts an axis at 0 where the room around the configs would reach below it: no objective is negative', () => {
+    const axes = (page: string, id: string) =>
+      option(page, id) as unknown as { xAxis: { min?: number }; yAxis: { min?: number } };
+    // Prediction errors from 0 to 60%: the room below would be −4.8%.
+    const near = tuneHtml(report(candidates.map((_, i) => run(2 + i, (i * 17) % 61, 50 + i))));
+    expect(axes(near, 'chart-jct-pred').yAxis.min).toBe(0);
+    // Unfairness 50% and up, mean JCT 2 h and up over a wider span: room to spare above 0, left to ECharts.
+    expect(axes(near, 'chart-jct-unfairness').yAxis.min).toBeUndefined();
+    expect(axes(near, 'chart-jct-pred').xAxis.min).toBeUndefined();
+    // Configs with the same exact predictions, drawn apart: along 0, none below it.
+    const same = tuneHtml(report(candidates.map(() => run(2, 0, 10))));
+    const ys = option(same, 'chart-jct-pred').series.flatMap((s) =>
+      (s.data as unknown as { value: number[] }[]).map((d) => d.value[1] ?? -1),
+    );
+    expect(Math.min(...ys)).toBe(0);
+  });
 });
