@@ -5,12 +5,14 @@ import { panelBox, WIDTH, type PanelGrid } from '../sim/report/chart-kit.js';
 import { BASE_STYLE, dataTable, htmlPage, type TableColumn } from '../sim/report/page.js';
 import {
   METRIC_LABELS,
+  absoluteReason,
   armFlagsText,
   confidenceText,
   differenceText,
   dollarsOrDash,
   isAbsolute,
   metricLabel,
+  oneSidedNotes,
   peakShareRange,
   pValueText,
   seedDifferences,
@@ -83,7 +85,7 @@ const SUMMARY_COLUMNS: readonly TableColumn<PairedDifference>[] = [
     header: 'mean Δ',
     description:
       "Mean over the seeds of the arm's difference, in percent of the baseline's value; marked abs, in the metric's " +
-      'own units, where the baseline was 0 (no percent of it can be taken).',
+      'own units, where the baseline was 0 on a seed on which the arm was not (no percent of it can be taken).',
     numeric: true,
     cell: (d) => differenceText(d, d.meanPercent),
   },
@@ -136,6 +138,34 @@ const SUMMARY_COLUMNS: readonly TableColumn<PairedDifference>[] = [
   },
 ];
 
+/**
+ * A panel's value axis: from the lowest to the highest of the bars, the mean, its 95% interval and 0, out to a round
+ * step. Left to itself the axis fits the bars alone, and an interval wider than them (few seeds) shades the whole panel.
+ */
+export function valueAxisRange(
+  d: PairedDifference,
+): { min: number; max: number; interval: number } | undefined {
+  const values = [
+    0,
+    ...seedDifferences(d).filter((v): v is number => v !== null),
+    ...(d.meanPercent === null ? [] : [d.meanPercent]),
+    ...(d.confidence95 === null ? [] : [d.confidence95.low, d.confidence95.high]),
+  ].filter(Number.isFinite);
+  const low = Math.min(...values);
+  const high = Math.max(...values);
+  if (!(high > low)) return undefined;
+  const raw = (high - low) / 4;
+  const magnitude = 10 ** Math.floor(Math.log10(raw));
+  const interval = ([1, 2, 2.5, 5, 10].find((m) => m * magnitude >= raw) ?? 10) * magnitude;
+  // toPrecision: 0.1 × 3 is 0.30000000000000004, which the axis would print.
+  const round = (v: number): number => Number(v.toPrecision(12));
+  return {
+    min: round(Math.floor(low / interval) * interval),
+    max: round(Math.ceil(high / interval) * interval),
+    interval: round(interval),
+  };
+}
+
 function differencesChart(report: ArmsReport, arm: Arm, differences: readonly PairedDifference[]): Chart {
   const rows = Math.ceil(differences.length / PANELS.columns);
   const seeds = report.seeds.map(String);
@@ -167,6 +197,7 @@ function differencesChart(report: ArmsReport, arm: Arm, differences: readonly Pa
     yAxis.push({
       gridIndex: i,
       type: 'value',
+      ...valueAxisRange(d),
       axisLabel: { fontSize: 10 },
       splitLine: { lineStyle: { color: '#eee' } },
     });
@@ -214,7 +245,7 @@ function differencesChart(report: ArmsReport, arm: Arm, differences: readonly Pa
     id: `arms-${arm.name}`,
     title:
       `${arm.name} against ${report.baseline}: difference per seed, in percent of ${report.baseline}` +
-      (differences.some(isAbsolute) ? ' (abs: in the metric’s units, where it was 0)' : ''),
+      (differences.some(isAbsolute) ? ' (abs: in the metric’s units, where it was 0 on a seed)' : ''),
     width: WIDTH,
     height: PANELS.top + rows * (PANELS.panelHeight + PANELS.gapY) - 20,
     option: { grid, xAxis, yAxis, title, series, tooltip: { trigger: 'item', confine: true } },
@@ -261,7 +292,7 @@ function seedTable(report: ArmsReport, arm: Arm, differences: readonly PairedDif
     ...differences.map((d) => ({
       header: `Δ ${metricLabel(d)}`,
       description: isAbsolute(d)
-        ? `${arm.name}'s ${METRIC_LABELS[d.metric]} less ${report.baseline}'s (${report.baseline}'s was 0: no percent).`
+        ? `${arm.name}'s ${METRIC_LABELS[d.metric]} less ${report.baseline}'s (${absoluteReason(report, d)}: no percent).`
         : `${arm.name}'s ${METRIC_LABELS[d.metric]} against ${report.baseline}'s, in percent of ${report.baseline}'s.`,
       numeric: true,
       cell: (r: SeedRow) => differenceText(d, seedDifferences(d)[r.index]),
@@ -279,9 +310,18 @@ export function armsHtml(report: ArmsReport): string {
   const sections = compared.map((arm) => {
     const differences = report.comparisons[arm.name] ?? [];
     const chart = differencesChart(report, arm, differences);
+    const notes = [
+      ...differences
+        .filter(isAbsolute)
+        .map((d) => `${METRIC_LABELS[d.metric]}: in the metric's units, as ${absoluteReason(report, d)}.`),
+      ...oneSidedNotes(report, arm).map((n) => `${n}.`),
+    ];
     return (
       `<section id="arm-${escapeXml(arm.name)}"><h2>${escapeXml(`${arm.name} against ${report.baseline}`)}</h2>` +
       `<p class="lead">${escapeXml(armSentence(report, arm, differences))}</p>` +
+      (notes.length === 0
+        ? ''
+        : `<ul class="notes">${notes.map((n) => `<li>${escapeXml(n)}</li>`).join('')}</ul>`) +
       `<figure><h3>${escapeXml(chart.title)}</h3>${chartHtml(chart)}<figcaption>${escapeXml(
         'One bar per seed: green lower than the baseline, red higher (peak $/h and spot share in blue: neither is ' +
           'better lower). Dashed: the mean difference; shaded: its 95% confidence interval. A seed without a bar did not ' +

@@ -1,5 +1,10 @@
 import { money } from '../sim/report/format.js';
-import type { ArmFigures, ComparedMetric, PairedDifference } from './paired-arms.js';
+import {
+  oneSidedMetrics,
+  type ArmFigures,
+  type ComparedMetric,
+  type PairedDifference,
+} from './paired-arms.js';
 
 /** An arm: its name and its simulate flags. */
 export interface Arm {
@@ -48,9 +53,16 @@ export const METRIC_LABELS: Record<ComparedMetric, string> = {
   costIdle: 'idle $',
 };
 
+/** `v` to `digits` decimals with its sign; one that rounds to 0 has none (`0.00`, never `-0.00` or `+0.00`). */
+function signed(v: number, digits: number): string {
+  const text = v.toFixed(digits);
+  if (Number(text) === 0) return (0).toFixed(digits);
+  return `${v > 0 ? '+' : ''}${text}`;
+}
+
 export function signedPercent(p: number | null, digits = 2): string {
   if (p === null) return '-';
-  return `${p > 0 ? '+' : ''}${p.toFixed(digits)}%`;
+  return `${signed(p, digits)}%`;
 }
 
 /** Whether the difference's figures are in the metric's own units rather than percent (a baseline of 0). */
@@ -66,7 +78,46 @@ export function seedDifferences(d: PairedDifference): readonly (number | null)[]
 /** A difference of `d` as the reports print it: `+1.20%`, or `+2.60 abs` in the metric's units; `-` when absent. */
 export function differenceText(d: PairedDifference, v: number | null | undefined): string {
   if (v === null || v === undefined) return '-';
-  return isAbsolute(d) ? `${v > 0 ? '+' : ''}${v.toFixed(2)} abs` : signedPercent(v);
+  return isAbsolute(d) ? `${signed(v, 2)} abs` : signedPercent(v);
+}
+
+/**
+ * Why an absolute difference is one: `a is 0` when the baseline was 0 on every seed that measured the metric, else the
+ * seeds it was 0 on (`a is 0 on seeds 4, 6`), where a percent could not be taken and the arm was not 0.
+ */
+export function absoluteReason(report: ArmsReport, d: PairedDifference): string {
+  const differences = d.differenceBySeed ?? [];
+  const zero = report.seeds.filter(
+    (_, i) => differences[i] !== null && differences[i] !== undefined && d.percentBySeed[i] === null,
+  );
+  const measured = differences.filter((v) => v !== null && v !== undefined).length;
+  if (zero.length === 0 || zero.length === measured) return `${report.baseline} is 0`;
+  return `${report.baseline} is 0 on seed${zero.length === 1 ? '' : 's'} ${zero.join(', ')}`;
+}
+
+/** How a side that did not measure a metric can: naming any start setting reports the starts (barrier-idle $). */
+const MEASURED_WITH: Partial<Record<ComparedMetric, string>> = {
+  barrierIdleCost: '--co-start off',
+};
+
+/**
+ * The metrics one of the arm and the baseline measured and the other did not, which no comparison can hold:
+ * `barrierIdleCost: measured by co only; give the baseline --co-start off`.
+ */
+export function oneSidedNotes(report: ArmsReport, arm: Arm): string[] {
+  return oneSidedMetrics(report.runs[report.baseline] ?? [], report.runs[arm.name] ?? []).map(
+    ({ metric, measuredBy }) => {
+      const [by, other] =
+        measuredBy === 'baseline'
+          ? [report.baseline, `${arm.name}`]
+          : [arm.name, `the baseline (${report.baseline})`];
+      const how = MEASURED_WITH[metric];
+      return (
+        `${metric}: measured by ${by} only, not compared` +
+        (how === undefined ? '' : `; give ${other} ${how}`)
+      );
+    },
+  );
 }
 
 /** A metric's label, marked when its differences are absolute (its baseline was 0, so no percent could be taken). */

@@ -44,13 +44,33 @@ export function stopRunningBenchControllers(graceMs = 10_000): Promise<void> {
   return stopProcesses(running, graceMs);
 }
 
+/** How the controller ended: its exit code, or the signal that ended it. */
+function exitText(code: number | null, signal: NodeJS.Signals | null): string {
+  return signal === null ? `code ${code ?? 'none'}` : `signal ${signal}`;
+}
+
+/** How long a request that failed waits for the controller's exit to be seen, to tell a crash from a network error. */
+const EXIT_GRACE_MS = 2_000;
+
+export interface BenchControllerStartOptions {
+  /** How long its API may take to answer before the controller is stopped and the start fails. */
+  readonly startTimeoutMs?: number;
+}
+
 export class BenchController {
   private constructor(
     private readonly child: ChildProcess,
     readonly stateDir: string,
     readonly url: string,
     readonly adminToken: string,
+    /** Settles with how the controller exited (`code 1`, `signal SIGKILL`). */
+    private readonly exited: Promise<string>,
   ) {}
+
+  /** The controller's log: stderr, JSON lines. */
+  get logFile(): string {
+    return join(this.stateDir, 'controller.log');
+  }
 
   /**
    * Start a controller with these configuration lines (YAML); resolves once its API answers. `nodeArgs` go to its
@@ -60,6 +80,7 @@ export class BenchController {
     stateDir: string,
     configLines: readonly string[],
     nodeArgs: readonly string[] = [],
+    { startTimeoutMs = 60_000 }: BenchControllerStartOptions = {},
   ): Promise<BenchController> {
     mkdirSync(stateDir, { recursive: true, mode: 0o700 });
     const configFile = join(stateDir, 'bench-config.yaml');
@@ -95,28 +116,60 @@ export class BenchController {
     } finally {
       closeSync(log);
     }
-    const exited = new Promise<number | null>((resolve) =>
-      child.once('exit', (code) => {
+    const exited = new Promise<string>((resolve) =>
+      child.once('exit', (code, signal) => {
         running.delete(child);
-        resolve(code);
+        resolve(exitText(code, signal));
       }),
     );
     running.add(child);
     let out = '';
+    const logFile = join(stateDir, 'controller.log');
+    let timer: NodeJS.Timeout | undefined;
+    let timedOut = false;
     const url = await new Promise<string>((resolve, reject) => {
       const fail = (why: string): void =>
-        reject(
-          new Error(`the benchmark's controller ${why}; see ${join(stateDir, 'controller.log')}\n${out}`),
-        );
+        reject(new Error(`the benchmark's controller ${why}; see ${logFile}\n${out}`));
       child.stdout?.on('data', (d: Buffer) => {
         out += d.toString();
         const match = /API (http:\/\/[^\s;]+)/.exec(out);
         if (match !== null) resolve(match[1] as string);
       });
-      void exited.then((code) => fail(`exited (code ${code}) before its API answered`));
-      setTimeout(() => fail('did not start its API within 60 s'), 60_000).unref();
-    });
-    return new BenchController(child, stateDir, url, adminToken);
+      void exited.then((how) => {
+        if (!timedOut) fail(`exited (${how}) before its API answered`);
+      });
+      timer = setTimeout(() => {
+        timedOut = true;
+        // A controller that never answers is stopped before the start fails: nothing would stop it later.
+        const seconds = startTimeoutMs / 1000;
+        void stopProcesses([child], 5_000).then(
+          () => fail(`did not start its API within ${seconds} s and was stopped`),
+          () => fail(`did not start its API within ${seconds} s`),
+        );
+      }, startTimeoutMs);
+      timer.unref();
+    }).finally(() => clearTimeout(timer));
+    return new BenchController(child, stateDir, url, adminToken, exited);
+  }
+
+  /**
+   * `request`, or, when it fails because the controller has exited meanwhile (a crash, an OOM kill), an error saying so
+   * and where its log is, rather than the network error alone.
+   */
+  private async unlessExited<T>(request: () => Promise<T>): Promise<T> {
+    try {
+      return await request();
+    } catch (e) {
+      let grace: NodeJS.Timeout | undefined;
+      const how = await Promise.race([
+        this.exited,
+        new Promise<undefined>((resolve) => {
+          grace = setTimeout(() => resolve(undefined), EXIT_GRACE_MS);
+        }),
+      ]).finally(() => clearTimeout(grace));
+      if (how === undefined) throw e;
+      throw new Error(`the benchmark's controller exited (${how}); see ${this.logFile}`, { cause: e });
+    }
   }
 
   get pid(): number {
@@ -145,31 +198,33 @@ export class BenchController {
     headers: Readonly<Record<string, string>> = {},
   ): Promise<ApiAnswer> {
     const started = performance.now();
-    const response = await fetch(`${this.url}${path}`, {
-      method,
-      headers: {
-        ...headers,
-        authorization: `Bearer ${this.adminToken}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    const answer = await this.unlessExited(async () => {
+      const response = await fetch(`${this.url}${path}`, {
+        method,
+        headers: {
+          ...headers,
+          authorization: `Bearer ${this.adminToken}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      return { status: response.status, text: await response.text() };
     });
-    const text = await response.text();
     const ms = performance.now() - started;
     let json: unknown;
     try {
-      json = JSON.parse(text);
+      json = JSON.parse(answer.text);
     } catch {
-      json = text;
+      json = answer.text;
     }
-    return { status: response.status, json, ms };
+    return { status: answer.status, json, ms };
   }
 
   /** `/metrics` as name{labels} → value. */
   async metrics(): Promise<Map<string, number>> {
-    const response = await fetch(`${this.url}/metrics`);
+    const text = await this.unlessExited(async () => (await fetch(`${this.url}/metrics`)).text());
     const values = new Map<string, number>();
-    for (const line of (await response.text()).split('\n')) {
+    for (const line of text.split('\n')) {
       if (line.startsWith('#') || line.trim() === '') continue;
       const space = line.lastIndexOf(' ');
       values.set(line.slice(0, space), Number(line.slice(space + 1)));
@@ -177,9 +232,23 @@ export class BenchController {
     return values;
   }
 
+  /** /proc/<pid>/`file`; once the controller has exited, an error saying so rather than that the file is missing. */
+  private proc(file: string): string {
+    try {
+      return readFileSync(`/proc/${this.pid}/${file}`, 'utf8');
+    } catch (e) {
+      const { exitCode, signalCode } = this.child;
+      if (exitCode === null && signalCode === null) throw e;
+      throw new Error(
+        `the benchmark's controller exited (${exitText(exitCode, signalCode)}); see ${this.logFile}`,
+        { cause: e },
+      );
+    }
+  }
+
   /** The controller process's resident set size (Linux /proc), in MiB. */
   rssMiB(): number {
-    const status = readFileSync(`/proc/${this.pid}/status`, 'utf8');
+    const status = this.proc('status');
     const kb = /^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1];
     if (kb === undefined) throw new Error(`no VmRSS in /proc/${this.pid}/status`);
     return Number(kb) / 1024;
@@ -190,7 +259,7 @@ export class BenchController {
    * time from /proc/<pid>/stat, in the kernel's USER_HZ ticks (100 per second on Linux).
    */
   cpuSeconds(): number {
-    const stat = readFileSync(`/proc/${this.pid}/stat`, 'utf8');
+    const stat = this.proc('stat');
     // Fields after the command name (which may contain spaces, in parentheses): utime and stime are the 12th and 13th.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return (Number(fields[11]) + Number(fields[12])) / USER_HZ;

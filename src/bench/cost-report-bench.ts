@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { computeCostReport, type DetailedCostReport } from '../controller/cost-accounting.js';
 import { IncrementalCostReport } from '../controller/incremental-cost-report.js';
 import { validateJobSpec } from '../controller/job-spec/parse.js';
@@ -38,9 +39,15 @@ const JOBS_PER_INSTANCE = 2;
 /**
  * The cost report over a history of N finished one-task jobs in a SQLite state (two jobs on each instance, each
  * instance terminated after its jobs, `checkpointsPerJob` checkpoints a job), as a full replay and as the
- * incremental report. The state is built in a temporary directory and removed.
+ * incremental report. The state is built in a temporary directory and removed, also when `signal` stops the
+ * benchmark (Ctrl-C): the work is synchronous, so it gives the event loop a turn between batches and reports, where a
+ * signal's handler can abort it, and then rejects with the signal's reason.
  */
-export function benchCostReport(catalog: Catalog, options: CostReportBenchOptions): CostReportBenchResult[] {
+export async function benchCostReport(
+  catalog: Catalog,
+  options: CostReportBenchOptions,
+  signal?: AbortSignal,
+): Promise<CostReportBenchResult[]> {
   const spec = validateJobSpec(
     {
       name: 'bench',
@@ -50,15 +57,23 @@ export function benchCostReport(catalog: Catalog, options: CostReportBenchOption
     'bench job',
     catalog,
   );
-  return options.jobs.map((n) => benchOne(catalog, spec, n, options));
+  const results: CostReportBenchResult[] = [];
+  for (const n of options.jobs) results.push(await benchOne(catalog, spec, n, options, signal));
+  return results;
 }
 
-function benchOne(
+async function benchOne(
   catalog: Catalog,
   spec: JobSpec,
   jobs: number,
   options: CostReportBenchOptions,
-): CostReportBenchResult {
+  signal: AbortSignal | undefined,
+): Promise<CostReportBenchResult> {
+  const pause = async (): Promise<void> => {
+    await nextTurn();
+    signal?.throwIfAborted();
+  };
+  signal?.throwIfAborted();
   const dir = mkdtempSync(join(tmpdir(), 'fleetwise-cost-bench-'));
   const clock = { now: 1_000 };
   const store = new SqliteStateStore(join(dir, 'state.db'), {
@@ -68,14 +83,16 @@ function benchOne(
   try {
     const history = new FinishedJobs(store, spec, clock, options.checkpointsPerJob);
     // Batches of jobs in one transaction: the build is setup, not what is measured.
-    for (let done = 0; done < jobs; done += 100)
+    for (let done = 0; done < jobs; done += 100) {
       store.transaction(() => history.add(Math.min(100, jobs - done)));
-    const fullReplayMs = median(
-      Array.from(
-        { length: options.repeats },
-        () => timed(() => computeCostReport(store, catalog, clock.now)).ms,
-      ),
-    );
+      await pause();
+    }
+    const replays: number[] = [];
+    for (let r = 0; r < options.repeats; r += 1) {
+      replays.push(timed(() => computeCostReport(store, catalog, clock.now)).ms);
+      await pause();
+    }
+    const fullReplayMs = median(replays);
     const incremental = new IncrementalCostReport();
     const first = timed(() => incremental.report(store, catalog, clock.now));
     const next: number[] = [];
@@ -85,6 +102,7 @@ function benchOne(
       const t = timed(() => incremental.report(store, catalog, clock.now));
       next.push(t.ms);
       last = t.value;
+      await pause();
     }
     const events = store.listEvents({ newestFirst: true, limit: 1 })[0]?.seq ?? 0;
     return {

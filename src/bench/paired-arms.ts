@@ -34,7 +34,8 @@ export type ArmFigures = Readonly<Partial<Record<ComparedMetric, number | null>>
 
 /**
  * An arm's differences from the baseline on one metric, in percent of the baseline's value; where the baseline was 0 on
- * every seed that measured it (no moves, no slowdown cost: a percent of 0 cannot be taken), in the metric's own units.
+ * a seed on which the arm was not (no moves, no slowdown cost: a percent of 0 cannot be taken), in the metric's own
+ * units on every seed.
  */
 export interface PairedDifference extends PairedSignificance {
   readonly metric: ComparedMetric;
@@ -44,7 +45,8 @@ export interface PairedDifference extends PairedSignificance {
   readonly differenceBySeed?: readonly (number | null)[];
   /**
    * What the figures below (mean, standard error, extremes, interval) are in: `percent` of the baseline, or `absolute`
-   * (the metric's units, from `differenceBySeed`) when no seed's baseline was other than 0. Absent: percent.
+   * (the metric's units, from `differenceBySeed`) when on some seed the baseline was 0 and the arm was not. Absent:
+   * percent.
    */
   readonly basis?: 'percent' | 'absolute';
   /** Over the seeds with a difference, in `basis` units: mean, standard error (null below two seeds), extremes, signs. */
@@ -104,9 +106,11 @@ export function pairedDifferences(
     const differenceBySeed = baseline.map((b, i) => absoluteDifference(b[metric], arm[i]?.[metric]));
     const percents = percentBySeed.filter((p): p is number => p !== null);
     const absolutes = differenceBySeed.filter((p): p is number => p !== null);
-    // A baseline of 0 everywhere (No-Packing moves nothing) still leaves the arm's own figure worth comparing; both 0
-    // everywhere says nothing.
-    const basis = percents.length > 0 ? 'percent' : 'absolute';
+    // A baseline of 0 (No-Packing moves nothing) against an arm that is not still leaves the arm's figure worth
+    // comparing, and leaving such a seed out of a percent would hide the very seeds where the arm differs most: then
+    // every seed is taken in the metric's units. Both 0 everywhere says nothing.
+    const zeroAgainstSome = baseline.some((b, i) => b[metric] === 0 && (differenceBySeed[i] ?? 0) !== 0);
+    const basis = percents.length > 0 && !zeroAgainstSome ? 'percent' : 'absolute';
     const present = basis === 'percent' ? percents : absolutes;
     if (present.length === 0 || (basis === 'absolute' && present.every((p) => p === 0))) continue;
     const { mean, standardError } = meanAndStandardError(present);
@@ -128,4 +132,29 @@ export function pairedDifferences(
     });
   }
   return differences;
+}
+
+/** A metric one side of a comparison measured on some seed and the other on none: it cannot be compared. */
+export interface OneSidedMetric {
+  readonly metric: ComparedMetric;
+  readonly measuredBy: 'baseline' | 'arm';
+}
+
+/**
+ * The metrics that `pairedDifferences` leaves out because only one side measured them (barrier-idle $ is reported only
+ * by runs that name a start setting, lost work only by spot runs): the reports say so rather than drop them unseen.
+ */
+export function oneSidedMetrics(
+  baseline: readonly ArmFigures[],
+  arm: readonly ArmFigures[],
+): OneSidedMetric[] {
+  const measured = (runs: readonly ArmFigures[], metric: ComparedMetric): boolean =>
+    runs.some((r) => r[metric] !== null && r[metric] !== undefined);
+  const out: OneSidedMetric[] = [];
+  for (const metric of COMPARED_METRICS) {
+    const byBaseline = measured(baseline, metric);
+    if (byBaseline !== measured(arm, metric))
+      out.push({ metric, measuredBy: byBaseline ? 'baseline' : 'arm' });
+  }
+  return out;
 }

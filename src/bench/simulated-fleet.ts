@@ -42,6 +42,11 @@ interface SimTask {
 class SimulatedWorker {
   token: string | undefined;
   timer: NodeJS.Timeout | undefined;
+  /**
+   * Bumped by each heartbeat scheduled: a beat still in flight when a newer one was scheduled (the period changed, the
+   * worker registered again) must not schedule another, or the worker would beat on two timers at once.
+   */
+  generation = 0;
   readonly tasks = new Map<string, SimTask>();
   failures = 0;
 
@@ -154,7 +159,6 @@ export class SimulatedFleet {
     this.heartbeatMs = ms;
     for (const w of this.workers.values()) {
       if (w.token === undefined) continue;
-      if (w.timer !== undefined) clearTimeout(w.timer);
       this.schedule(w, Math.random() * ms);
     }
   }
@@ -201,11 +205,14 @@ export class SimulatedFleet {
 
   private schedule(worker: SimulatedWorker, delayMs: number): void {
     if (!this.running) return;
-    worker.timer = setTimeout(() => void this.heartbeat(worker), delayMs);
+    if (worker.timer !== undefined) clearTimeout(worker.timer);
+    worker.generation += 1;
+    const generation = worker.generation;
+    worker.timer = setTimeout(() => void this.heartbeat(worker, generation), delayMs);
   }
 
-  private async heartbeat(worker: SimulatedWorker): Promise<void> {
-    if (!this.running || worker.token === undefined) return;
+  private async heartbeat(worker: SimulatedWorker, generation: number): Promise<void> {
+    if (!this.running || worker.token === undefined || generation !== worker.generation) return;
     const started = performance.now();
     const recording = this.recording;
     try {
@@ -228,6 +235,8 @@ export class SimulatedFleet {
     } catch {
       this.errors += 1;
     }
+    // Superseded while in flight: the newer heartbeat keeps the worker's one timer going.
+    if (generation !== worker.generation) return;
     this.schedule(worker, Math.max(0, this.heartbeatMs - (performance.now() - started)));
   }
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { armSentence, armsHtml } from '../../src/bench/arms-html.js';
-import type { ArmsReport } from '../../src/bench/arms-report.js';
+import { signedPercent, type ArmsReport } from '../../src/bench/arms-report.js';
 import { pairedDifferences } from '../../src/bench/paired-arms.js';
 import { armsText } from '../../src/cli/commands/bench-arms.js';
 import { armsFixture } from './arms-fixture.js';
@@ -81,5 +81,117 @@ describe('a metric whose baseline is 0', () => {
     const html = armsHtml(report);
     expect(html).toContain('Δ moves/job (abs)');
     expect(html).toContain('+2.60 abs');
+  });
+});
+
+/** The chart option of arms.html's chart `id`, as the page's script reads it. */
+function chartOption(
+  html: string,
+  id: string,
+): {
+  yAxis: { min?: number; max?: number; interval?: number }[];
+  series: {
+    data: ({ value: number } | null)[];
+    markArea?: { data: [[{ yAxis: number }, { yAxis: number }]] };
+  }[];
+} {
+  const json = html.split(`data-chart="${id}">`)[1]?.split('</script>')[0];
+  if (json === undefined) throw new Error(`no chart ${id}`);
+  return JSON.parse(json) as ReturnType<typeof chartOption>;
+}
+
+describe('arms.html panels', () => {
+  it("size each panel's axis to its bars, mean and 95% interval, so the shading shows where the interval lies", () => {
+    // Three seeds: the interval (t = 4.30) is far wider than the bars.
+    const fixture = armsFixture();
+    const seeds = fixture.seeds.slice(0, 3);
+    const runs = { a: (fixture.runs['a'] ?? []).slice(0, 3), b: (fixture.runs['b'] ?? []).slice(0, 3) };
+    const report: ArmsReport = {
+      ...fixture,
+      seeds,
+      arms: fixture.arms.slice(0, 2),
+      capBySeed: fixture.capBySeed.slice(0, 3),
+      uncappedPeakBySeed: fixture.uncappedPeakBySeed.slice(0, 3),
+      runs,
+      comparisons: { b: pairedDifferences(runs.a, runs.b) },
+    };
+    const option = chartOption(armsHtml(report), 'arms-b');
+    const withInterval = option.series.filter((s) => s.markArea !== undefined);
+    expect(withInterval.length).toBeGreaterThan(0);
+    option.series.forEach((s, i) => {
+      const axis = option.yAxis[i];
+      const values = s.data.filter((v) => v !== null).map((v) => v.value);
+      const area = s.markArea?.data[0];
+      if (area !== undefined) values.push(area[0].yAxis, area[1].yAxis);
+      expect(axis?.min).toBeLessThanOrEqual(Math.min(0, ...values));
+      expect(axis?.max).toBeGreaterThanOrEqual(Math.max(0, ...values));
+      // Not so far out that the bars are lost: within two steps of the figures.
+      expect((axis?.max ?? 0) - (axis?.min ?? 0)).toBeLessThanOrEqual(
+        Math.max(0, ...values) - Math.min(0, ...values) + 2 * (axis?.interval ?? 0),
+      );
+    });
+    // Cost −1%, +2%, 0%: mean +0.33%, interval −3.46% to +4.13% (t 4.303 × SE 0.882), wider than the bars.
+    expect(option.yAxis[0]).toMatchObject({ min: -4, max: 6, interval: 2 });
+  });
+
+  it('print a difference that rounds to 0 without a sign', () => {
+    expect(signedPercent(-0.001)).toBe('0.00%');
+    expect(signedPercent(0.004)).toBe('0.00%');
+    expect(signedPercent(-0.005, 1)).toBe('0.0%');
+    expect(signedPercent(-0.006)).toBe('-0.01%');
+    expect(signedPercent(0.25)).toBe('+0.25%');
+  });
+});
+
+describe('a metric whose baseline is 0 on one seed only', () => {
+  // The baseline moved no job on seed 5 alone, where b moved 3 per job.
+  const fixture = armsFixture();
+  const runs = {
+    a: (fixture.runs['a'] ?? []).map((r, i) => ({ ...r, migrationsPerJob: [1, 0, 1, 1][i] })),
+    b: (fixture.runs['b'] ?? []).map((r, i) => ({ ...r, migrationsPerJob: [1.5, 3, 1, 0.5][i] })),
+  };
+  const report: ArmsReport = {
+    ...fixture,
+    arms: fixture.arms.slice(0, 2),
+    runs,
+    comparisons: { b: pairedDifferences(runs.a, runs.b) },
+  };
+
+  it("is compared on every seed in the metric's units, and the text says on which seed the baseline was 0", () => {
+    const text = armsText(report);
+    expect(text).toContain('Δ moves/job (abs)');
+    expect(text).toMatch(
+      /moves\/job \(abs\) mean \+0\.75 abs .*lower on 1 of 4.*\(a is 0 on seed 5: differences in the metric's units\)/,
+    );
+  });
+
+  it('and so does arms.html', () => {
+    const html = armsHtml(report);
+    expect(html).toContain('Δ moves/job (abs)');
+    expect(html).toContain('moves/job: in the metric&#39;s units, as a is 0 on seed 5.');
+  });
+});
+
+describe('a metric only one arm measured', () => {
+  // c reports no barrier-idle cost (it names no start setting); a and b do.
+  const report = armsFixture();
+
+  it('is named in the text, with how to measure it on the other side', () => {
+    const text = armsText(report);
+    expect(text).toContain('  barrierIdleCost: measured by a only, not compared; give c --co-start off\n');
+    const reversed: ArmsReport = {
+      ...report,
+      arms: [report.arms[2], report.arms[0]] as ArmsReport['arms'],
+      baseline: 'c',
+    };
+    expect(armsText(reversed)).toContain(
+      '  barrierIdleCost: measured by a only, not compared; give the baseline (c) --co-start off\n',
+    );
+  });
+
+  it('is named in arms.html', () => {
+    expect(armsHtml(report)).toContain(
+      '<li>barrierIdleCost: measured by a only, not compared; give c --co-start off.</li>',
+    );
   });
 });

@@ -1,6 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { meanAndStandardError, pairedDifferences, type ArmFigures } from '../../src/bench/paired-arms.js';
+import {
+  meanAndStandardError,
+  oneSidedMetrics,
+  pairedDifferences,
+  type ArmFigures,
+} from '../../src/bench/paired-arms.js';
 
 describe('paired differences of simulation arms over seeds', () => {
   it('hand-checked: three seeds, cost −1%, +2% and 0%', () => {
@@ -28,17 +33,48 @@ describe('paired differences of simulation arms over seeds', () => {
     expect(jct?.lowerOn).toBe(3);
   });
 
-  it('leaves out a seed whose baseline is 0 or where either run did not measure the metric', () => {
+  it('leaves out a seed where either run did not measure the metric, or both were 0', () => {
     const [barrier, ...rest] = pairedDifferences(
       [{ barrierIdleCost: 0 }, { barrierIdleCost: 10 }, { barrierIdleCost: 8, p99JctHours: null }],
-      [{ barrierIdleCost: 3 }, { barrierIdleCost: 1 }, {}],
+      [{ barrierIdleCost: 0 }, { barrierIdleCost: 1 }, {}],
     );
     expect(rest).toEqual([]);
+    expect(barrier?.basis).toBe('percent');
     expect(barrier?.percentBySeed).toEqual([null, -90, null]);
     expect(barrier?.seeds).toBe(1);
     expect(barrier?.meanPercent).toBe(-90);
     // One seed gives no standard error.
     expect(barrier?.standardError).toBeNull();
+  });
+
+  it("takes every seed in the metric's units when on one the baseline was 0 and the arm was not", () => {
+    // A percent would drop seed 1, where the arm differs most.
+    const [barrier, ...rest] = pairedDifferences(
+      [{ barrierIdleCost: 0 }, { barrierIdleCost: 10 }, { barrierIdleCost: 8 }],
+      [{ barrierIdleCost: 30 }, { barrierIdleCost: 1 }, {}],
+    );
+    expect(rest).toEqual([]);
+    expect(barrier?.basis).toBe('absolute');
+    expect(barrier?.percentBySeed).toEqual([null, -90, null]);
+    expect(barrier?.differenceBySeed).toEqual([30, -9, null]);
+    expect([barrier?.seeds, barrier?.meanPercent, barrier?.lowerOn, barrier?.higherOn]).toEqual([
+      2, 10.5, 1, 1,
+    ]);
+  });
+
+  it('names the metrics only one side measured, which are not compared', () => {
+    expect(
+      oneSidedMetrics(
+        [{ totalCost: 1, lostWorkHours: 2 }, { totalCost: 1 }],
+        [
+          { totalCost: 1, barrierIdleCost: null },
+          { totalCost: 2, barrierIdleCost: 4 },
+        ],
+      ),
+    ).toEqual([
+      { metric: 'barrierIdleCost', measuredBy: 'arm' },
+      { metric: 'lostWorkHours', measuredBy: 'baseline' },
+    ]);
   });
 
   it('keeps a metric whose baseline is 0 on every seed, as absolute differences', () => {

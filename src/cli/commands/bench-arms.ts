@@ -6,12 +6,14 @@ import { parse as parseShellWords } from 'shell-quote';
 import { z } from 'zod';
 import { armsHtml } from '../../bench/arms-html.js';
 import {
+  absoluteReason,
   armFlagsText,
   confidenceText,
   differenceText,
   dollarsOrDash,
   isAbsolute,
   metricLabel,
+  oneSidedNotes,
   peakShareRange,
   pValueText,
   seedDifferences,
@@ -201,9 +203,10 @@ export function armsText(report: ArmsReport): string {
       out.push(
         `  ${metricLabel(d).padEnd(14)} mean ${differenceText(d, d.meanPercent)}${se}, ` +
           `${differenceText(d, d.minPercent)} to ${differenceText(d, d.maxPercent)}, lower on ${d.lowerOn} of ${d.seeds}${ci}${p}` +
-          (isAbsolute(d) ? ` (${report.baseline} is 0: differences in the metric's units)` : ''),
+          (isAbsolute(d) ? ` (${absoluteReason(report, d)}: differences in the metric's units)` : ''),
       );
     }
+    for (const note of oneSidedNotes(report, arm)) out.push(`  ${note}`);
     const peak = peakShareRange(report, arm.name);
     if (peak !== null)
       out.push(`  peak ÷ cap     ${(100 * peak.min).toFixed(2)}% to ${(100 * peak.max).toFixed(2)}%`);

@@ -65,8 +65,10 @@ export function registerBenchController(bench: Command): Command {
       };
       // Stopped by a signal (Ctrl-C, `timeout`), it stops its controllers and removes their state as when it finishes:
       // left alone, Node would exit at once, leaving both (a controller outside the signalled process group runs on).
+      // A second signal while they stop changes nothing: the first decides the exit, after the cleanup.
       let stopping: Promise<never> | undefined;
       const stopped = (signal: NodeJS.Signals): void => {
+        if (stopping !== undefined) return;
         stopping = new Promise<never>(() => {}); // the benchmark's own failure, as its controllers go, is not reported
         void stopRunningBenchControllers().then(
           () => {
@@ -84,9 +86,10 @@ export function registerBenchController(bench: Command): Command {
           () => process.exit(128 + constants.signals[signal]),
         );
       };
-      process.once('SIGINT', stopped);
-      process.once('SIGTERM', stopped);
+      process.on('SIGINT', stopped);
+      process.on('SIGTERM', stopped);
       let result: ControllerBenchResult;
+      let failed = true;
       try {
         result = await benchController(
           {
@@ -103,6 +106,7 @@ export function registerBenchController(bench: Command): Command {
           },
           progress,
         );
+        failed = false;
       } catch (e) {
         if (stopping !== undefined) await stopping; // never settles: the signal's handler exits
         throw e;
@@ -110,7 +114,11 @@ export function registerBenchController(bench: Command): Command {
         if (stopping === undefined) {
           process.off('SIGINT', stopped);
           process.off('SIGTERM', stopped);
-          if (opts.keep === true) progress(`state directories kept in ${workDir}`);
+          // A failed benchmark keeps its controllers' logs (the error points at them); their processes are stopped.
+          if (failed) {
+            await stopRunningBenchControllers();
+            progress(`failed; state directories (controller.log) kept in ${workDir}`);
+          } else if (opts.keep === true) progress(`state directories kept in ${workDir}`);
           else rmSync(workDir, { recursive: true, force: true });
         }
       }

@@ -1,6 +1,7 @@
+import { constants } from 'node:os';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { benchCostReport } from '../../bench/cost-report-bench.js';
+import { benchCostReport, type CostReportBenchResult } from '../../bench/cost-report-bench.js';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { parseWith } from '../../core/validation.js';
 import { formatTable } from '../table.js';
@@ -31,13 +32,34 @@ export function registerBenchCosts(bench: Command): Command {
     .option('--checkpoints <n>', 'checkpoints each job leaves', '10')
     .option('--repeats <n>', 'timed reports per figure (the median is printed)', '5')
     .option('--json', 'print one JSON object instead of a table')
-    .action((raw: Record<string, unknown>) => {
+    .action(async (raw: Record<string, unknown>) => {
       const opts = parseWith(optionsSchema, raw, 'fleetwise bench costs options');
-      const results = benchCostReport(loadCatalogFile(), {
-        jobs: opts.jobs,
-        checkpointsPerJob: opts.checkpoints,
-        repeats: opts.repeats,
-      });
+      // Stopped by a signal (Ctrl-C, `timeout`), it closes and removes its SQLite state as when it finishes: left
+      // alone, Node would exit at once and leave the state (hundreds of MB at the larger sizes) in the temp directory.
+      const abort = new AbortController();
+      let stopSignal: NodeJS.Signals | undefined;
+      const stopped = (signal: NodeJS.Signals): void => {
+        if (stopSignal !== undefined) return;
+        stopSignal = signal;
+        abort.abort(new Error(`stopped by ${signal}`));
+      };
+      process.on('SIGINT', stopped);
+      process.on('SIGTERM', stopped);
+      let results: CostReportBenchResult[];
+      try {
+        results = await benchCostReport(
+          loadCatalogFile(),
+          { jobs: opts.jobs, checkpointsPerJob: opts.checkpoints, repeats: opts.repeats },
+          abort.signal,
+        );
+      } catch (e) {
+        if (stopSignal === undefined) throw e;
+        process.stderr.write(`bench costs: stopped by ${stopSignal}\n`);
+        process.exit(128 + constants.signals[stopSignal]);
+      } finally {
+        process.off('SIGINT', stopped);
+        process.off('SIGTERM', stopped);
+      }
       if (opts.json === true) {
         process.stdout.write(`${JSON.stringify({ results })}\n`);
         return;
