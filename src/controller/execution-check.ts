@@ -3,6 +3,7 @@ import { ValidationError } from '../core/validation.js';
 import type { JobSpec, TaskTemplateSpec } from './job-spec/spec.js';
 import { runLimitWarnings } from './run-limits.js';
 import type { StateStore } from './state-store.js';
+import { unusedQueueFieldWarnings } from './job-spec/queue-section.js';
 
 /**
  * What a job's tasks become on this cluster's workers, said at submission. The process executor (local mode without
@@ -76,10 +77,10 @@ export function checkExecution(spec: JobSpec, executor: ExecutorKind | undefined
 
 /**
  * What a submission of `spec` is told on this cluster, or refused for (a ValidationError): how its tasks run under
- * `executor`, and its run limits. A dry run asks the same, so it calls valid only what a submission takes.
+ * `executor`, its run limits, and the `queue:` fields nothing reads. A dry run asks the same, so it calls valid only what a submission takes.
  */
 export function submissionWarnings(spec: JobSpec, executor: ExecutorKind | undefined): string[] {
-  return [...checkExecution(spec, executor), ...runLimitWarnings(spec)];
+  return [...checkExecution(spec, executor), ...runLimitWarnings(spec), ...unusedQueueFieldWarnings(spec)];
 }
 
 const warningsKey = (jobId: string): string => `execution.job.${jobId}.warnings`;

@@ -522,6 +522,24 @@ describe('parseJobSpec: retryStrategy', () => {
       'retryStrategy.evaluateOnExit: give at least one rule, or leave evaluateOnExit out (line 8)',
     ]);
   });
+
+  it('refuses an exit code or glob with a leading zero, which would never match, and takes 0 and "0*"', () => {
+    const rules = (...codes: string[]): string =>
+      `${MINIMAL}retryStrategy:\n  evaluateOnExit:\n` +
+      codes.map((c) => `    - { onExitCode: ${c}, action: exit }\n`).join('');
+    expect(problemsOf(rules('"0137"', '"00"', '"01*"', '"0*7"'))).toEqual([
+      'retryStrategy.evaluateOnExit.0.onExitCode: "0137": exit codes are written without leading zeros, write 137 (line 10)',
+      'retryStrategy.evaluateOnExit.1.onExitCode: "00": exit codes are written without leading zeros, write 0 (line 11)',
+      'retryStrategy.evaluateOnExit.2.onExitCode: "01*" never matches: exit codes are written without leading zeros (a glob starting with 0 matches only 0) (line 12)',
+      'retryStrategy.evaluateOnExit.3.onExitCode: "0*7" never matches: exit codes are written without leading zeros (a glob starting with 0 matches only 0) (line 13)',
+    ]);
+    // YAML reads an unquoted 0137 as the number 137, which is what it means.
+    const spec = parseJobSpec(rules('"0"', '"0*"', '"*07"', '0137'), 's.yaml', catalog);
+    const globs = spec.retryStrategy?.evaluateOnExit?.map((r) => r.onExitCode);
+    expect(globs).toEqual(['0', '0*', '*07', '137']);
+    expect(exitCodeMatches('0*', 0)).toBe(true);
+    expect(exitCodeMatches('*07', 107)).toBe(true);
+  });
 });
 
 describe('retryVerdict: the first matching rule decides, no match retries, attempts run out', () => {
@@ -1110,6 +1128,40 @@ describe('build.dockerfile', () => {
       expect(problems[0], path).toMatch(reason);
       expect(problems[0], path).toContain('a path inside the build context, relative to it');
     }
+  });
+});
+
+describe('env names JavaScript objects treat specially', () => {
+  const withEnv = (env: Record<string, string>): unknown => ({
+    name: 'a',
+    team: 't',
+    tasks: [{ image: 'x', demand: [0, 1, 1], env }],
+  });
+
+  it('refuses __proto__ naming the field, from JSON and YAML, rather than dropping it', () => {
+    const refusal = (run: () => unknown): readonly string[] => {
+      try {
+        run();
+      } catch (e) {
+        expect(e).toBeInstanceOf(ValidationError);
+        return (e as ValidationError).problems;
+      }
+      throw new Error('expected the spec to be refused');
+    };
+    // JSON.parse makes __proto__ an own key, as an API body's would be.
+    const body = JSON.parse('{"__proto__": "x", "A": "1"}') as Record<string, string>;
+    expect(refusal(() => validateJobSpec(withEnv(body), 'api', catalog))).toEqual([
+      'tasks.0.env.__proto__: __proto__ cannot be an environment name (it would be dropped, not passed to the task)',
+    ]);
+    expect(problemsOf(`${MINIMAL}    env: { __proto__: x, A: "1" }\n`)).toEqual([
+      'tasks.0.env.__proto__: __proto__ cannot be an environment name (it would be dropped, not passed to the task) (line 8)',
+    ]);
+  });
+
+  it('keeps constructor and prototype as ordinary variables', () => {
+    const spec = validateJobSpec(withEnv({ constructor: 'y', prototype: 'z', A: '1' }), 'api', catalog);
+    expect(spec.tasks[0]?.env).toEqual({ constructor: 'y', prototype: 'z', A: '1' });
+    expect(Object.keys(spec.tasks[0]?.env ?? {})).toEqual(['constructor', 'prototype', 'A']);
   });
 });
 

@@ -1,11 +1,13 @@
 import type { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
+import { duplicateJsonKeys, duplicateKeyProblem } from '../../core/json-duplicate-keys.js';
 import { formatFieldPath, ValidationError } from '../../core/validation.js';
 import { HttpError } from './errors.js';
 
 /**
  * Request bodies the API accepts. Fastify's own parsers are replaced so every body keeps its raw text (YAML specs
- * are validated from the text, which lets errors name lines) and malformed JSON is a 400 that names the problem.
+ * are validated from the text, which lets errors name lines) and malformed JSON, or JSON repeating a key, is a 400
+ * that names the problem.
  * An archive (a build context upload) is not read here: its route streams it to the object store as it arrives,
  * checking it on the way (context-inspector.ts), so an upload is never held whole in memory.
  */
@@ -42,6 +44,19 @@ export function registerBodyParsers(app: FastifyInstance): void {
     const tooDeep = tooDeepProblem(value);
     if (tooDeep !== undefined) {
       done(new ValidationError('request body', [tooDeep]), undefined);
+      return;
+    }
+    // JSON.parse keeps the last of a repeated key without a word (`"team"` twice submits for the second team);
+    // the same text sent as YAML is refused, and so is this.
+    const duplicates = duplicateJsonKeys(text);
+    if (duplicates.length > 0) {
+      done(
+        new ValidationError(
+          'request body',
+          duplicates.map((d) => duplicateKeyProblem(d)),
+        ),
+        undefined,
+      );
       return;
     }
     done(null, { kind: 'json', text, value } satisfies RequestBody);

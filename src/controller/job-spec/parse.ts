@@ -70,11 +70,34 @@ function validate(
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     return fail([{ path: [], message: 'expected a job spec (a map with name, team and tasks)' }]);
   const result = jobSpecSchema.safeParse(value);
-  if (!result.success) return fail(result.error.issues.flatMap(explainIssue));
+  const dropped = droppedEnvNames(value);
+  if (!result.success || dropped.length > 0)
+    return fail([...dropped, ...(result.success ? [] : result.error.issues.flatMap(explainIssue))]);
   const raw = result.data;
   const problems = [...checkStructure(raw), ...checkAgainstCatalog(raw, catalog)];
   if (problems.length > 0) return fail(problems);
   return resolve(raw);
+}
+
+/**
+ * An `env` variable named `__proto__`: JSON.parse and the YAML parser keep it as a key, but zod's record (like any
+ * assignment to a plain object) skips it, so it would vanish between validation and the task without a word.
+ * `constructor` and `prototype` are ordinary keys, kept and passed on.
+ */
+function droppedEnvNames(value: unknown): Problem[] {
+  const tasks = isRecord(value) ? value['tasks'] : undefined;
+  if (!Array.isArray(tasks)) return [];
+  return tasks.flatMap((task: unknown, i): Problem[] => {
+    const env = isRecord(task) ? task['env'] : undefined;
+    return isRecord(env) && Object.hasOwn(env, '__proto__')
+      ? [
+          {
+            path: ['tasks', i, 'env', '__proto__'],
+            message: '__proto__ cannot be an environment name (it would be dropped, not passed to the task)',
+          },
+        ]
+      : [];
+  });
 }
 
 function checkStructure(raw: RawJobSpec): Problem[] {

@@ -329,7 +329,11 @@ const queueSchema = z
       .max(JOB_SPEC_LIMITS.maxQueueStages, `at most ${JOB_SPEC_LIMITS.maxQueueStages} stages`)
       .optional(),
   })
-  .describe('Settings for the queue layer (class, priority, stages); other keys are kept');
+  .describe(
+    'Accepted and kept, but not used: jobs are classed by size or team from the controller config (queue.classifyBy) ' +
+      "and ordered by their class's ordering, so class, priority and stages here change nothing (a submission is " +
+      'warned when it sets them); other keys are kept too',
+  );
 
 const EXIT_GLOB_EXAMPLE = 'e.g. "137" or "1*"';
 const EXIT_GLOB_RULE = `expected an exit code or a glob of digits and *, ${EXIT_GLOB_EXAMPLE}`;
@@ -344,7 +348,20 @@ const exitCodeGlobSchema = z
         .regex(/^[0-9*]+$/, `only digits and * (any run of digits), ${EXIT_GLOB_EXAMPLE}`)
         // A code without a * names one exit code, which is 0–255 however it is written ("300" would never match);
         // a glob the pattern refuses has its problem said already.
-        .refine((glob) => !/^[0-9]+$/.test(glob) || Number(glob) <= 255, 'exit codes are 0–255'),
+        .refine((glob) => !/^[0-9]+$/.test(glob) || Number(glob) <= 255, 'exit codes are 0–255')
+        // Globs match the code's decimal text, which has no leading zero: "0137" or "01*" would never match.
+        // Refused rather than read as 137, as "1*" is not read as a number either.
+        .superRefine((glob, ctx) => {
+          if (!/^0[0-9*]*[0-9]/.test(glob)) return;
+          const fixed = glob.replace(/^0+(?=[0-9])/, '');
+          ctx.addIssue({
+            code: 'custom',
+            message: /^[0-9]+$/.test(glob)
+              ? `${JSON.stringify(glob)}: exit codes are written without leading zeros, write ${fixed}`
+              : `${JSON.stringify(glob)} never matches: exit codes are written without leading zeros (a glob ` +
+                'starting with 0 matches only 0)',
+          });
+        }),
       z.number().int('a whole number').nonnegative(EXIT_GLOB_RULE).max(255, 'exit codes are 0–255'),
     ],
     { error: EXIT_GLOB_RULE },

@@ -154,7 +154,11 @@ export interface RetryStrategy {
   readonly evaluateOnExit?: readonly ExitRule[] | undefined;
 }
 
-/** Reserved for the queue layer (WFQ class, priority, stages); only loosely checked here. */
+/**
+ * A spec's `queue:` section: accepted and kept so specs written with it keep working, but not used. The controller
+ * classes jobs by its own queue config (by size or team) and orders each class by its configured ordering; a
+ * submission that sets class, priority or stages is warned so (queue-section.ts). Only loosely checked.
+ */
 export interface QueueSection {
   readonly class?: string | undefined;
   readonly priority?: number | undefined;
