@@ -47,7 +47,12 @@ async function forward(request: IncomingMessage, response: ServerResponse): Prom
     const { idempotencyKeys: _dropped, ...rest } = JSON.parse(text) as Record<string, unknown>;
     text = JSON.stringify(rest);
   }
-  if (request.method === 'POST' && request.url?.startsWith('/v1/jobs') === true) {
+  // Submissions only: `fleetwise submit` dry-runs each file first, which creates nothing.
+  if (
+    request.method === 'POST' &&
+    request.url?.startsWith('/v1/jobs') === true &&
+    request.url.includes('dryRun=true') === false
+  ) {
     submissionsSeen += 1;
     if (answer500) {
       response.writeHead(500, { 'content-type': 'application/json' });

@@ -2,10 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { lstat, readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { parseDocument } from 'yaml';
+import { isNode, LineCounter, parseDocument } from 'yaml';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
 import { parseJobSpec, validateJobSpec } from '../../controller/job-spec/parse.js';
+import { lineOf } from '../../controller/job-spec/problems.js';
 import { keepEnvValuesAsWritten } from '../../controller/job-spec/env-text.js';
 import { writtenArraySize } from '../../controller/job-spec/array.js';
 import { JOB_SPEC_LIMITS } from '../../controller/job-spec/spec.js';
@@ -27,6 +28,7 @@ import { checkDockerfile, MissingDockerfileError, packContext } from '../context
 import { requireJobIds } from '../job-id-arguments.js';
 import { formatDollars, formatIdList, formatTable, formatTime } from '../table.js';
 import { terminalSafe, terminalSafeDeep } from '../terminal-text.js';
+import { catalogHostingAnyDemand, withLines, type FieldPath } from '../spec-lines.js';
 
 interface SubmitOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -39,7 +41,7 @@ interface SubmitOptions extends ConnectionOptions {
   readonly idempotencyKey?: string;
 }
 
-/** A spec without `team` is submitted for the token's team; this stands in for it in the local check only. */
+/** A spec without `team` is submitted for the token's team; this stands in for it in the local checks only. */
 const LOCAL_TEAM_PLACEHOLDER = 'token-team';
 
 type RawSpec = Record<string, unknown> & { tasks?: unknown };
@@ -60,16 +62,28 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/** A spec file as read and checked locally. */
+export interface CheckedSpecFile {
+  /** The document as written, with what the command line sets in it: what is sent, as JSON. */
+  readonly raw: RawSpec;
+  /**
+   * The line in the file of the field a problem names. The controller is sent JSON, so its problems name fields
+   * alone; a field the command line set (`--array`, `--depends-on`) has a line only where the file wrote it.
+   */
+  readonly lineAt: (path: FieldPath, setByCommandLine?: ReadonlySet<string>) => number | undefined;
+}
+
 /**
- * Check a spec file locally (same validation as the controller, against the bundled or given catalog) so mistakes
- * are reported with their line before anything is sent. Returns the document as written, to be sent as JSON.
+ * Check a spec file locally (the controller's validation, with a team standing in for the token's where it names
+ * none) so mistakes are reported with their line before anything is sent. Demands are checked for their form, not
+ * their fit: the controller decides that by its own catalog (`dryRun`), or `catalog` (`--catalog`) when given.
  */
 export async function checkSpecFile(
   file: string,
-  priceBook: PriceBook,
-  /** What the command line changes in the spec (`--array`), checked with it (then without line numbers). */
-  prepare?: (raw: RawSpec) => RawSpec,
-): Promise<RawSpec> {
+  /** What the command line changes in the spec (`--array`, `--depends-on`), checked with it. */
+  prepare: (raw: RawSpec) => RawSpec = (raw) => raw,
+  catalog?: GivenCatalog,
+): Promise<CheckedSpecFile> {
   const source = file === STDIN ? 'standard input' : file;
   let text: string;
   try {
@@ -77,9 +91,10 @@ export async function checkSpecFile(
   } catch (e) {
     throw new ValidationError(source, [`cannot read: ${(e as Error).message}`]);
   }
+  const counter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: counter, uniqueKeys: true });
   const raw: unknown = (() => {
     try {
-      const doc = parseDocument(text, { uniqueKeys: true });
       if (doc.errors.length > 0) return undefined; // parseJobSpec below reports the syntax error with its line
       // Sent on as JSON: an env value keeps the text written (1.10, 007), as the controller reads it from YAML.
       keepEnvValuesAsWritten(doc);
@@ -88,19 +103,52 @@ export async function checkSpecFile(
       return undefined;
     }
   })();
-  if (typeof raw === 'object' && raw !== null && !Array.isArray(raw)) {
-    const spec = prepare === undefined ? (raw as RawSpec) : prepare(raw as RawSpec);
-    if (!('team' in spec)) {
-      validateJobSpec({ ...spec, team: LOCAL_TEAM_PLACEHOLDER }, source, priceBook);
-      return spec;
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    // Not a map, or not YAML: the controller's reading says which, with the line.
+    parseJobSpec(text, source, catalogHostingAnyDemand(raw), { team: LOCAL_TEAM_PLACEHOLDER });
+    throw new ValidationError(source, ['(root): expected a job spec (a map with name, team and tasks)']);
+  }
+  const spec = prepare(raw as RawSpec);
+  const written = raw as RawSpec;
+  const lineAt = (path: FieldPath, setByCommandLine?: ReadonlySet<string>): number | undefined => {
+    const top = path[0];
+    if (typeof top === 'string' && (spec[top] !== written[top] || setByCommandLine?.has(top) === true)) {
+      const node = doc.getIn(path, true);
+      return isNode(node) && node.range != null ? counter.linePos(node.range[0]).line : undefined;
     }
-    if (prepare !== undefined) {
-      validateJobSpec(spec, source, priceBook);
-      return spec;
+    return lineOf(doc, counter, path);
+  };
+  if (spec === written)
+    parseJobSpec(text, source, catalogHostingAnyDemand(spec), { team: LOCAL_TEAM_PLACEHOLDER });
+  else checkSpec(spec, source, lineAt);
+  if (catalog !== undefined) {
+    try {
+      validateJobSpec({ team: LOCAL_TEAM_PLACEHOLDER, ...spec }, source, catalog.book);
+    } catch (e) {
+      if (!(e instanceof ValidationError)) throw e;
+      throw new ValidationError(
+        `${source} (checked against --catalog ${catalog.path}; the controller checks against its own)`,
+        withLines(e.problems, lineAt),
+      );
     }
   }
-  parseJobSpec(text, source, priceBook);
-  return raw as RawSpec;
+  return { raw: spec, lineAt };
+}
+
+/** The catalog `--catalog` names, which specs are checked against locally as well. */
+interface GivenCatalog {
+  readonly path: string;
+  readonly book: PriceBook;
+}
+
+/** Check a spec as the controller would but for its fit, naming each problem's line in the file. */
+function checkSpec(spec: RawSpec, source: string, lineAt: (path: FieldPath) => number | undefined): void {
+  try {
+    validateJobSpec({ team: LOCAL_TEAM_PLACEHOLDER, ...spec }, source, catalogHostingAnyDemand(spec));
+  } catch (e) {
+    if (!(e instanceof ValidationError)) throw e;
+    throw new ValidationError(e.source, withLines(e.problems, lineAt));
+  }
 }
 
 /** A task of a spec file, with its `build` as a local directory and the Dockerfile in it, if it has one. */
@@ -206,7 +254,10 @@ export function registerSubmit(program: Command): void {
         'job spec files, e.g. examples/jobs/resnet.yaml; - reads one from standard input',
       )
       .option('--json', 'print {"id": …} per job (one JSON object per line) instead of text')
-      .option('--catalog <file>', 'catalog to check demands against locally (default: the bundled one)')
+      .option(
+        '--catalog <file>',
+        'also check demands against this catalog locally (the controller checks them against its own, which decides)',
+      )
       .option(
         '--depends-on <ids>',
         "jobs (e.g. job-3, or job-3,job-4; repeatable) that must succeed before these start: added to each spec's " +
@@ -248,45 +299,52 @@ export function registerSubmit(program: Command): void {
       ]);
     if (options.chain === true && files.length < 2)
       throw new ValidationError('--chain', ['a pipeline needs at least two files']);
-    const priceBook = new PriceBook(loadCatalogFile(options.catalog));
-    // Check every file before submitting any, so a typo in the third file does not leave two jobs submitted.
-    const specs: RawSpec[] = [];
+    const catalog =
+      options.catalog === undefined
+        ? undefined
+        : { path: options.catalog, book: new PriceBook(loadCatalogFile(options.catalog)) };
+    // Check every file before submitting any, so a typo in the third file does not leave two jobs submitted: here
+    // what can be checked without the controller, then each file on the controller (a dry run).
     const dependsOn = (options.dependsOn ?? []).flatMap((ids) => ids.split(',')).map((id) => id.trim());
     requireJobIds(dependsOn, '--depends-on');
     const array = options.array === undefined ? undefined : arraySizeOption(options.array);
+    const checked: CheckedSpecFile[] = [];
     for (const file of files)
-      specs.push(
-        withDependencies(
-          await checkSpecFile(
-            file,
-            priceBook,
-            array === undefined ? undefined : (raw) => withArray(raw, array),
-          ),
-          dependsOn,
+      checked.push(
+        await checkSpecFile(
+          file,
+          (raw) => withDependencies(array === undefined ? raw : withArray(raw, array), dependsOn),
+          catalog,
         ),
       );
+    const specs = checked.map((c) => c.raw);
     for (const [i, file] of files.entries()) await checkBuildContexts(specs[i] as RawSpec, file);
     const baseKey = options.idempotencyKey ?? randomUUID();
     const keys = submissionKeys(baseKey, files.length, options.idempotencyKey !== undefined);
     if (options.perIndex === true) checkPerIndex(files, specs, options.chain === true);
     else if (options.chain === true) checkChainAfterArrays(files, specs);
+    if (options.chain === true) checkChainSteps(files, checked, options.perIndex === true);
     const client = FleetwiseClient.fromOptions(options);
-    if (options.dryRun === true) {
-      // Build contexts are not uploaded: nothing runs, and the controller checks the spec without them.
-      for (const [i, file] of files.entries()) {
-        let view: DryRunResponse;
-        try {
-          view = await client.dryRunJob(specs[i]);
-        } catch (e) {
-          throw new Error(`${file}: ${(e as Error).message}`, { cause: e });
-        }
-        if (options.json === true) process.stdout.write(`${JSON.stringify(view)}\n`);
-        else process.stdout.write(formatDryRun(file, terminalSafeDeep(view)));
-        // On stderr, as a submission's warnings are.
-        for (const w of view.warnings) process.stderr.write(`warning: ${file}: ${terminalSafe(w)}\n`);
+    // The controller checks what only it knows: the token's team, dependencies, its catalog, its run limits. A step
+    // of a chain is checked without the step before it, which does not exist yet (checkChainSteps counted it).
+    // Build contexts are not uploaded: nothing runs, and the controller checks the spec without them.
+    const views: DryRunResponse[] = [];
+    for (const [i, file] of files.entries()) {
+      let view: DryRunResponse;
+      try {
+        view = await client.dryRunJob(specs[i]);
+      } catch (e) {
+        throw refusedFile(file, e, checked[i] as CheckedSpecFile);
       }
-      return;
+      views.push(view);
+      if (options.dryRun !== true) continue;
+      if (options.json === true) process.stdout.write(`${JSON.stringify(view)}\n`);
+      else process.stdout.write(formatDryRun(file, terminalSafeDeep(view)));
+      // On stderr, as a submission's warnings are.
+      for (const w of view.warnings) process.stderr.write(`warning: ${file}: ${terminalSafe(w)}\n`);
     }
+    if (options.dryRun === true) return;
+    if (options.chain === true) checkChainTeams(files, views);
     const submitted: JobSummaryResponse[] = [];
     for (const [i, file] of files.entries()) {
       const previous = submitted.at(-1);
@@ -312,7 +370,7 @@ export function registerSubmit(program: Command): void {
         const hint = lost
           ? `\nto send it again without risking a second copy, run the same command with --idempotency-key ${baseKey}`
           : '';
-        throw new Error(`${file}: ${(e as Error).message}${hint}`, { cause: e });
+        throw refusedFile(file, e, checked[i] as CheckedSpecFile, hint);
       }
       submitted.push(job);
       // Submitted by an earlier run with this key (not this run's own lost first send, answered again).
@@ -440,7 +498,6 @@ function namedJob(dependency: unknown): unknown {
     : dependency;
 }
 
-/** The jobs a spec submits as an array (arrayProperties.size, no index); undefined for one job. */
 /**
  * A step after an array waits for every job of it: refused before anything is submitted when that is more than a job
  * may wait for, rather than after the steps before it were.
@@ -459,6 +516,70 @@ function checkChainAfterArrays(files: readonly string[], specs: readonly RawSpec
       : [];
   });
   if (problems.length > 0) throw new ValidationError('--chain', problems);
+}
+
+/**
+ * Check each step of a chain as it will be submitted, waiting for the step before it, whose jobs do not exist yet:
+ * ids standing in for them count as many (an array's size times what each of its jobs waits for is bounded).
+ */
+function checkChainSteps(
+  files: readonly string[],
+  checked: readonly CheckedSpecFile[],
+  perIndex: boolean,
+): void {
+  for (const [i, file] of files.entries()) {
+    const before = checked[i - 1];
+    const step = checked[i];
+    if (before === undefined || step === undefined) continue;
+    const size = writtenArraySize(before.raw);
+    const own = Array.isArray(step.raw['dependsOn']) ? (step.raw['dependsOn'] as unknown[]) : [];
+    const ids = standInIds(perIndex ? 1 : (size ?? 1), new Set(own.map(namedJob)));
+    const waitsFor = perIndex ? ids.map((jobId): PerIndexDependency => ({ jobId, type: 'N_TO_N' })) : ids;
+    checkSpec(
+      withDependencies(step.raw, waitsFor),
+      `${file} (in the --chain it waits for ${size === undefined ? 'the job' : perIndex ? 'its index in the array' : `all ${size} jobs of the array`} of ${files[i - 1]})`,
+      (path) => step.lineAt(path, new Set(['dependsOn'])),
+    );
+  }
+}
+
+/** `count` job ids none of `taken`, standing in for jobs not yet submitted (as many as there will be). */
+function standInIds(count: number, taken: ReadonlySet<unknown>): string[] {
+  const ids: string[] = [];
+  for (let n = 1; ids.length < count; n++) {
+    const id = `job-${900_000_000_000_000 + n}`;
+    if (!taken.has(id)) ids.push(id);
+  }
+  return ids;
+}
+
+/** A step waits for jobs of its own team only: each step of a chain is for the team of the one before it. */
+function checkChainTeams(files: readonly string[], views: readonly DryRunResponse[]): void {
+  const problems = files.flatMap((file, i) => {
+    const team = views[i]?.team;
+    const before = i === 0 ? undefined : views[i - 1]?.team;
+    return before === undefined || team === before
+      ? []
+      : [
+          `${file} is for team ${team ?? '?'}, ${files[i - 1]} before it for team ${before}: a job waits only for ` +
+            'jobs of its own team',
+        ];
+  });
+  if (problems.length > 0) throw new ValidationError('--chain', problems);
+}
+
+/**
+ * The controller's refusal of a file, named by it; the problems it found (which name fields only: it was sent JSON)
+ * with their lines in the file.
+ */
+function refusedFile(file: string, e: unknown, spec: CheckedSpecFile, hint = ''): Error {
+  const message =
+    e instanceof ApiError && e.details.length > 0
+      ? `${e.message.split('\n')[0] ?? e.message}${withLines(e.details, spec.lineAt)
+          .map((d) => `\n  - ${d}`)
+          .join('')}`
+      : (e as Error).message;
+  return new Error(`${file}: ${message}${hint}`, { cause: e });
 }
 
 /** `--per-index` pairs the jobs of consecutive arrays by index: every file an array, all of one size. */
