@@ -1,19 +1,51 @@
 import type { Caps } from '../core/model.js';
-import type { DraftInstance } from './full-reconfiguration.js';
+import { toPlanned, type DraftInstance } from './full-reconfiguration.js';
 import { compositionValue, type PackTask, type RateModel } from './packing.js';
+import { dimensionUse, quotaBreaches, quotaGroupOf, type QuotaBreach } from './plan-quotas.js';
 import { draftWithTasks } from './reconfiguration.js';
+import type { PlannedInstance } from './types.js';
 
 export interface CappedPlan {
   readonly drafts: DraftInstance[];
+  /** The kept drafts as bought: each one's market and price in this plan (spot quotas applied). */
+  readonly bought: BoughtPlan;
   readonly waiting: { jobId: string; cap: string }[];
   readonly note?: string | undefined;
 }
 
+/** A plan's instances as bought together: the market each is bought in, and its $/hour there. */
+export interface BoughtPlan {
+  planned(d: DraftInstance): PlannedInstance;
+  pricePerHour(d: DraftInstance): number;
+}
+
 /**
- * Hard caps ($/hour, instance count) that no plan may exceed. When a plan breaks one, whole jobs wait (multi-task
- * jobs are gang-scheduled): instances are dropped least cost-efficient first (TNRP per dollar), new instances before
- * existing ones, and instances holding pinned jobs last. The queue layer decides who waits more carefully; this is
- * the safety rail under it.
+ * How a plan is bought. Per instance (a price alone, every instance on demand), or as a whole (eva-cap-price.ts: a
+ * draft's price alone, and `buy`, which applies the spot quotas across the plan): a spot quota makes one instance's
+ * market depend on the others', so every cap is checked on the plan as bought.
+ */
+export type PlanPricing = ((d: DraftInstance) => number) | PlanPrice;
+
+/** The price of a draft at its own market choice, and `buy`: the whole plan's markets and prices under the caps. */
+export interface PlanPrice {
+  (d: DraftInstance): number;
+  buy(drafts: readonly DraftInstance[], caps: Caps): BoughtPlan;
+}
+
+/** A plan bought under the caps: as `pricing` buys it, or every instance on demand at `pricing`'s price. */
+export function buyPlan(pricing: PlanPricing, drafts: readonly DraftInstance[], caps: Caps): BoughtPlan {
+  if ('buy' in pricing) return pricing.buy(drafts, caps);
+  return { planned: (d) => toPlanned([d])[0] as PlannedInstance, pricePerHour: pricing };
+}
+
+/**
+ * Hard caps ($/hour, instance count, quotas) that no plan may exceed. When a plan breaks one, whole jobs wait
+ * (multi-task jobs are gang-scheduled): instances are dropped least cost-efficient first (TNRP per dollar), new
+ * instances before existing ones, and instances holding pinned jobs last; for a quota, only instances that count
+ * against it. The plan is bought anew after each drop (spot quotas move new spot instances on demand,
+ * plan-quotas.ts), so the $/hour cap is held at the prices it will be bought at and the quotas on the markets each
+ * instance is bought in, as the round's check counts them (round/plan-caps.ts). The queue layer decides who waits more
+ * carefully; this is the safety rail under it.
  */
 export function enforceCaps(
   drafts: readonly DraftInstance[],
@@ -21,25 +53,43 @@ export function enforceCaps(
   tasks: ReadonlyMap<string, PackTask>,
   pinnedTaskIds: ReadonlySet<string>,
   valueOf: (d: DraftInstance) => number,
-  /** $/hour of an instance at the market it will be bought in (default: its type's on-demand price). */
-  priceOf: (d: DraftInstance) => number = (d) => d.type.costPerHour,
+  /** How the plan is bought and at what $/hour (default: every instance on demand at its type's price). */
+  pricing: PlanPricing = (d) => d.type.costPerHour,
 ): CappedPlan {
   const maxCost = caps.maxCostPerHour ?? Number.POSITIVE_INFINITY;
   const maxCount = caps.maxInstances ?? Number.POSITIVE_INFINITY;
   let kept = [...drafts];
-  const cost = () => kept.reduce((s, d) => s + priceOf(d), 0);
-  const violated = () =>
-    cost() > maxCost + 1e-9 ? 'maxCostPerHour' : kept.length > maxCount ? 'maxInstances' : undefined;
+  let bought = buyPlan(pricing, kept, caps);
+  const quotaInstances = () =>
+    kept.map((d) => ({ draft: d, type: d.type, market: bought.planned(d).market }));
+  /** The first cap the plan breaks, and which instances may be dropped for it (undefined: any). */
+  const violated = (): { cap: string; breach?: QuotaBreach } | undefined => {
+    if (kept.reduce((s, d) => s + bought.pricePerHour(d), 0) > maxCost + 1e-9)
+      return { cap: 'maxCostPerHour' };
+    if (kept.length > maxCount) return { cap: 'maxInstances' };
+    const breach = quotaBreaches(quotaInstances(), caps)[0];
+    return breach === undefined ? undefined : { cap: breach.cap, breach };
+  };
   const waiting: { jobId: string; cap: string }[] = [];
-  let cap = violated();
+  let broken = violated();
   let preemptedPinned = false;
-  while (cap !== undefined) {
-    const victim = kept.reduce((worst, d) =>
-      rank(d, valueOf, priceOf, pinnedTaskIds) < rank(worst, valueOf, priceOf, pinnedTaskIds) ? d : worst,
-    );
+  while (broken !== undefined) {
+    const { breach } = broken;
+    // A quota is relieved only by instances that count against it.
+    const droppable =
+      breach === undefined
+        ? kept
+        : quotaInstances()
+            .filter(
+              (i) =>
+                quotaGroupOf(i, caps.familyGroups) === breach.group && dimensionUse(i, breach.dimension) > 0,
+            )
+            .map((i) => i.draft);
+    const rankOf = (d: DraftInstance) => rank(d, valueOf, bought.pricePerHour, pinnedTaskIds);
+    const victim = droppable.reduce((worst, d) => (rankOf(d) < rankOf(worst) ? d : worst));
     if (victim.taskIds.some((id) => pinnedTaskIds.has(id))) preemptedPinned = true;
     const jobs = new Set(victim.taskIds.map((id) => (tasks.get(id) as PackTask).jobId));
-    for (const jobId of [...jobs].sort()) waiting.push({ jobId, cap });
+    for (const jobId of [...jobs].sort()) waiting.push({ jobId, cap: broken.cap });
     kept = kept
       .filter((d) => d !== victim)
       .map((d) => {
@@ -47,10 +97,12 @@ export function enforceCaps(
         return remaining.length === d.taskIds.length ? d : withTasksOnly(d, remaining, tasks);
       })
       .filter((d) => d.taskIds.length > 0);
-    cap = violated();
+    bought = buyPlan(pricing, kept, caps);
+    broken = violated();
   }
   return {
     drafts: kept,
+    bought,
     waiting,
     note: preemptedPinned
       ? 'a cap forced stopping jobs that were pinned (they resume from their last checkpoint)'

@@ -1,9 +1,10 @@
 import type { Caps } from '../core/model.js';
-import { enforceCaps } from './caps.js';
+import { buyPlan, enforceCaps, type PlanPricing } from './caps.js';
 import type { EvaluateCandidate } from './eva-candidates.js';
 import { capViolation, cutRepairs, type Candidate } from './eva-choice.js';
 import type { DraftInstance } from './full-reconfiguration.js';
 import type { PackTask } from './packing.js';
+import { describeBreach, quotaBreaches } from './plan-quotas.js';
 
 /**
  * A candidate over a cap, weighed as the plan it would become. Rejecting it outright leaves the decision rule only the
@@ -20,26 +21,26 @@ export function cutToCaps(
   tasks: ReadonlyMap<string, PackTask>,
   pinnedTaskIds: ReadonlySet<string>,
   valueOf: (d: DraftInstance) => number,
-  /** $/hour of an instance at the market it is bought in (eva-cap-price.ts): what the $ cap is held to. */
-  pricePerHour: (d: DraftInstance) => number,
+  /** How the plan is bought and at what $/hour (eva-cap-price.ts): what the $ cap and the quotas are held to. */
+  pricing: PlanPricing,
   evaluate: EvaluateCandidate,
 ): Candidate {
   if (candidate.summary.rejectedBecause !== undefined) return candidate;
-  const violation = capViolation(candidate, caps, pricePerHour);
+  const violation = violationAsBought(candidate, caps, pricing);
   if (violation === undefined) return candidate;
   const rejected: Candidate = {
     ...candidate,
     summary: { ...candidate.summary, rejectedBecause: violation },
     cutRepairs: cutRepairs(candidate.summary, caps),
   };
-  const cut = enforceCaps(candidate.drafts, caps, tasks, pinnedTaskIds, valueOf, pricePerHour);
+  const cut = enforceCaps(candidate.drafts, caps, tasks, pinnedTaskIds, valueOf, pricing);
   const waiting = new Set(cut.waiting.map((w) => w.jobId));
   const stopsRunning = [...tasks.values()].some(
     (t) => waiting.has(t.jobId) && t.currentInstanceId !== undefined,
   );
   if (waiting.size === 0 || stopsRunning) return rejected;
   const evaluated = evaluate(candidate.summary.name, cut.drafts);
-  const still = capViolation(evaluated, caps, pricePerHour);
+  const still = violationAsBought(evaluated, caps, pricing);
   return {
     drafts: evaluated.drafts,
     capWaits: cut.waiting,
@@ -50,4 +51,23 @@ export function cutToCaps(
     },
     ...(still === undefined ? {} : { cutRepairs: cutRepairs(evaluated.summary, caps) }),
   };
+}
+
+/**
+ * The cap a candidate breaks as its plan would be bought (spot quotas moving new spot instances on demand, whose price
+ * the $ cap then sees), its quotas counted as the round's check counts them; undefined when it keeps every cap.
+ */
+function violationAsBought(
+  c: Pick<Candidate, 'summary' | 'drafts'>,
+  caps: Caps,
+  pricing: PlanPricing,
+): string | undefined {
+  const bought = buyPlan(pricing, c.drafts, caps);
+  const violation = capViolation(c, caps, bought.pricePerHour);
+  if (violation !== undefined) return violation;
+  const breach = quotaBreaches(
+    c.drafts.map((d) => ({ type: d.type, market: bought.planned(d).market })),
+    caps,
+  )[0];
+  return breach === undefined ? undefined : describeBreach(breach);
 }

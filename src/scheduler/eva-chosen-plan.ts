@@ -5,7 +5,7 @@ import type { PlanMarkets } from './eva-cap-price.js';
 import type { PackTask, RateModel } from './packing.js';
 import type { CandidateSummary, Configuration, Plan } from './types.js';
 
-/** Eva's chosen candidate as the round's plan: caps enforced, each instance's market chosen, the decision recorded. */
+/** Eva's chosen candidate as the round's plan: each instance's market chosen, caps and quotas enforced, the decision recorded. */
 
 /** The chosen candidate, the round's figures the plan is built with, and what its decision record shows. */
 export interface ChosenPlanInput {
@@ -47,7 +47,8 @@ export function chosenPlan(c: ChosenPlanInput): Plan {
     capRankValue(c.model),
     markets.pricePerHour,
   );
-  const configuration: Configuration = { instances: capped.drafts.map(markets.planned) };
+  // As bought together: where the plan's spot instances would break a spot quota, some are bought on demand.
+  const configuration: Configuration = { instances: capped.drafts.map(capped.bought.planned) };
   return {
     configuration,
     decision: {

@@ -10,7 +10,8 @@ import type { PlannedInstance } from './types.js';
  * (and none refuses it), else when its expected spot cost (spot-cost.ts) is below the on-demand price; never when one
  * interruption would delay one of its jobs past the bound its owner set (`spotMaxDelaySeconds`). A spot
  * instance without a zone is placed in the pool a spot launch gets (price-capacity-optimized), so the plan, the caps
- * and the cloud price the same pool.
+ * and the cloud price the same pool. Chosen per instance; a plan whose new spot instances would break a spot quota buys
+ * some of them on demand instead (plan-quotas.ts spotQuotaFallback, applied by eva-cap-price.ts).
  */
 
 export interface MarketInput {
@@ -30,13 +31,39 @@ export function chooseMarket(
   input: MarketInput,
   context: MarketContext,
 ): PlannedInstance {
+  return marketChoice(instance, input, context).planned;
+}
+
+/** A planned instance's market choice, with what the plan would buy instead and what spot saves. */
+export interface MarketChoice {
+  /** The instance at the market chosen for it alone. */
+  readonly planned: PlannedInstance;
+  /** The same instance on demand (its placement as planned): where a spot quota sends a new one back to. */
+  readonly onDemand: PlannedInstance;
+  /**
+   * For a new spot instance, its type's on-demand $/hour less its expected spot cost (spot-cost.ts): what buying it
+   * on demand instead gives up (negative when a spot preference bought it dearer); 0 otherwise.
+   */
+  readonly savingPerHour: number;
+}
+
+/** `chooseMarket`, with the on-demand alternative and the saving of spot (the spot quota fallback ranks by it). */
+export function marketChoice(
+  instance: PlannedInstance,
+  input: MarketInput,
+  context: MarketContext,
+): MarketChoice {
+  const onDemand = withoutMarket(instance);
+  const stay = (planned: PlannedInstance): MarketChoice => ({ planned, onDemand, savingPerHour: 0 });
   if (!instance.isNew) {
     // An existing spot instance carries the zone it is in, so it is priced at its own pool.
     const existing = context.existing.get(instance.id);
-    if (existing?.market !== 'spot') return withoutMarket(instance);
-    return existing.placement === undefined
-      ? { ...instance, market: 'spot' }
-      : { ...instance, market: 'spot', placement: existing.placement };
+    if (existing?.market !== 'spot') return stay(onDemand);
+    return stay(
+      existing.placement === undefined
+        ? { ...instance, market: 'spot' }
+        : { ...instance, market: 'spot', placement: existing.placement },
+    );
   }
   const jobIds = [...new Set(instance.taskIds.map((id) => context.jobOfTask.get(id) ?? ''))].filter(
     (id) => id !== '',
@@ -45,15 +72,14 @@ export function chooseMarket(
     const job = context.jobs.get(id);
     return job === undefined ? [] : [job];
   });
-  const onDemand = withoutMarket(instance);
-  if (jobs.some((j) => j.spot === 'never')) return onDemand;
+  if (jobs.some((j) => j.spot === 'never')) return stay(onDemand);
   const offering = spotOffering(
     input.catalog.spot,
     instance.typeName,
     instance.placement?.zone,
     input.avoidZones?.(jobIds) ?? [],
   );
-  if (offering === undefined) return onDemand;
+  if (offering === undefined) return stay(onDemand);
   const spot: PlannedInstance = {
     ...instance,
     market: 'spot',
@@ -61,15 +87,15 @@ export function chooseMarket(
   };
   const preferred = input.riskBlind === true || jobs.some((j) => j.spot === 'preferred');
   const type = typesByName(input.catalog).get(instance.typeName);
-  if (type === undefined) return preferred ? spot : onDemand;
+  if (type === undefined) return stay(preferred ? spot : onDemand);
   // The owner's bound on the ETA slip wins over a spot preference: one interruption must not delay the job past it.
   const now = input.snapshot.nowSeconds;
   if (input.riskBlind !== true && jobs.some((j) => interruptionExceedsBound(j, now, setupSeconds(type))))
-    return onDemand;
-  if (preferred) return spot;
+    return stay(onDemand);
   const atRisk: JobAtRisk[] = jobs.map((job) => ({ job, rpPerHour: input.rpPerHourOfJob(job.id) }));
   const expected = expectedSpotCostPerHour(offering, atRisk, now, setupSeconds(type));
-  return expected < type.costPerHour ? spot : onDemand;
+  const savingPerHour = type.costPerHour - expected;
+  return preferred || savingPerHour > 0 ? { planned: spot, onDemand, savingPerHour } : stay(onDemand);
 }
 
 export interface MarketContext {

@@ -47,3 +47,42 @@ describe('enforceCaps', () => {
     expect(valueOf(kept ?? alone)).toBeCloseTo(r.rp, 12);
   });
 });
+
+describe('enforceCaps under a quota', () => {
+  it('drops the least cost-efficient instance that counts against the broken quota, naming it', () => {
+    // Three new instances: a c7i.xlarge for x (4 vCPUs, all used), a c7i.2xlarge for y (8 vCPUs, half used), a
+    // p3.2xlarge for g. Under `standard` at 8 vCPUs, y's half-empty instance goes; the p3.2xlarge, in group `p`, stays,
+    // though it is the least cost-efficient of all and is what a $ cap drops first.
+    const x = task('x-t0', 'x', 1);
+    const y = task('y-t0', 'y', 1);
+    const g = task('g-t0', 'g', 1);
+    const tasks = new Map([x, y, g].map((t) => [t.id, t]));
+    const drafts = [
+      draftWithTasks({ id: 'new-1', type: book.type('c7i.xlarge'), isNew: true }, [x]),
+      draftWithTasks({ id: 'new-2', type: book.type('c7i.2xlarge'), isNew: true }, [y]),
+      draftWithTasks({ id: 'new-3', type: book.type('p3.2xlarge'), isNew: true }, [g]),
+    ];
+    const valueOf = capRankValue(model);
+    const cut = enforceCaps(
+      drafts,
+      { quotas: [{ group: 'standard', maxVcpus: 8 }] },
+      tasks,
+      new Set(),
+      valueOf,
+    );
+    expect(cut.waiting).toEqual([{ jobId: 'y', cap: 'quota standard maxVcpus' }]);
+    expect(cut.drafts.map((d) => d.id)).toEqual(['new-1', 'new-3']);
+    // For a spot quota, an on-demand plan uses none of it.
+    const spot = enforceCaps(
+      drafts,
+      { quotas: [{ group: 'standard-spot', maxVcpus: 0 }] },
+      tasks,
+      new Set(),
+      valueOf,
+    );
+    expect(spot.waiting).toEqual([]);
+    // A $ cap drops the p3.2xlarge first.
+    const dollars = enforceCaps(drafts, { maxCostPerHour: 1 }, tasks, new Set(), valueOf);
+    expect(dollars.waiting[0]).toEqual({ jobId: 'g', cap: 'maxCostPerHour' });
+  });
+});

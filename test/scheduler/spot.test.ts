@@ -11,7 +11,7 @@ import {
   spotOffering,
   type SpotOffering,
 } from '../../src/core/spot.js';
-import { planCapViolation } from '../../src/round/plan-caps.js';
+import { planCapViolation, planCapViolations } from '../../src/round/plan-caps.js';
 import { diffConfiguration } from '../../src/scheduler/actions.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
 import { plannedPricePerHour } from '../../src/scheduler/market-choice.js';
@@ -164,13 +164,25 @@ const jobDraft = fc.record({
   ),
 });
 
+/** Quotas on the on-demand and spot groups of the catalog's families (p: P3, standard: C7i/R7i). */
+const quotaDraft = fc.uniqueArray(
+  fc.record({
+    group: fc.constantFrom('p', 'p-spot', 'standard', 'standard-spot'),
+    maxGpus: fc.option(fc.integer({ min: 0, max: 6 }), { nil: undefined }),
+    maxVcpus: fc.option(fc.integer({ min: 0, max: 40 }), { nil: undefined }),
+  }),
+  { maxLength: 3, selector: (q) => q.group },
+);
+
 describe('caps with mixed markets', () => {
-  it('no plan exceeds the $/hour cap counting spot at its pool price, and never-spot jobs stay on demand (property)', () => {
+  it('no plan exceeds a cap (the $/hour one counting spot at its pool price, quotas on spot and on demand), and never-spot jobs stay on demand (property)', () => {
     fc.assert(
       fc.property(
         fc.array(jobDraft, { minLength: 1, maxLength: 14 }),
         fc.double({ min: 0.5, max: 30, noNaN: true }),
-        (drafts, maxCostPerHour) => {
+        quotaDraft,
+        fc.option(fc.integer({ min: 1, max: 8 }), { nil: undefined }),
+        (drafts, maxCostPerHour, quotas, maxInstances) => {
           const jobs: SchedJob[] = [];
           const tasks: SchedTask[] = [];
           const instances: SchedInstance[] = [];
@@ -210,18 +222,23 @@ describe('caps with mixed markets', () => {
             }
           });
           const snapshot: ClusterSnapshot = { nowSeconds: 1000, jobs, tasks, instances };
-          const plan = new EvaScheduler(catalog, { spot: true, caps: { maxCostPerHour } }).plan(snapshot);
+          const caps = { maxCostPerHour, quotas, ...(maxInstances === undefined ? {} : { maxInstances }) };
+          const plan = new EvaScheduler(catalog, { spot: true, caps }).plan(snapshot);
           const cost = plan.configuration.instances.reduce((s, i) => s + plannedPricePerHour(catalog, i), 0);
           expect(cost).toBeLessThanOrEqual(maxCostPerHour + 1e-9);
           const diff = diffConfiguration(snapshot, plan.configuration, catalog);
-          expect(planCapViolation(plan.configuration, diff, catalog, { maxCostPerHour })).toBeUndefined();
+          expect(planCapViolation(plan.configuration, diff, catalog, caps)).toBeUndefined();
+          // Quotas only: planCapViolations prices every instance on demand, the $ cap is checked above at market prices.
+          expect(planCapViolations(plan.configuration, catalog, { quotas })).toEqual([]);
           const spotOf = new Map(jobs.map((j) => [j.id, j.spot]));
+          const spotQuota = quotas.some((q) => q.group.endsWith('-spot'));
           for (const inst of plan.configuration.instances) {
             const existing = instances.find((i) => i.id === inst.id);
             if (existing !== undefined) expect(inst.market ?? 'on-demand').toBe(existing.market);
             else if (inst.taskIds.some((t) => spotOf.get(t.split('-')[0] as string) === 'never'))
               expect(inst.market ?? 'on-demand').toBe('on-demand');
-            else expect(inst.market).toBe('spot'); // spot is always cheaper at these risks
+            // Spot is always cheaper at these risks; only a spot quota sends a new instance on demand.
+            else if (!spotQuota) expect(inst.market).toBe('spot');
           }
         },
       ),
