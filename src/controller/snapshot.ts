@@ -19,8 +19,10 @@ import { type InstanceRecord, type JobRecord, type StateStore, type TaskRecord }
  *   pinned where they are committed (Eva reference `_create_initial_config`).
  * - A task moving to another instance (checkpointing at its source, a pending start at its destination) is
  *   reported at its destination: that is where the plan committed it and where it will need capacity.
- * - A pinned job with a task committed to an instance that is going away is left out for this round: it cannot move
- *   until it is reconfigurable again, and it cannot stay on an instance that no plan may use.
+ * - A pinned job with a task committed to an instance that is going away cannot move until it is reconfigurable
+ *   again, and that task cannot stay on an instance no plan may use: the round sees the job with only its tasks
+ *   committed to instances a plan may use, pinned there, so that the room they hold is not planned for another job;
+ *   with none such, the job is left out.
  * - Where instances are (zone, placement group: asked for until launched, then obtained) and the round trips the
  *   workers measured between them, for latency-aware placement.
  * - How instances are bought (spot or on demand) and which ones EC2 recommended rebalancing, so a plan prices them
@@ -199,13 +201,23 @@ export function buildSnapshot(input: SnapshotInputs): ClusterSnapshot {
     if (isFinalJobState(job.state)) continue;
     // A task that succeeded has done its part: it needs no room and no place, and showing it unplaced would have the
     // plan start it again and move its siblings to do so (tasks of one job often end seconds apart).
-    const jobTasks = (tasksByJob.get(job.id) ?? [])
+    let jobTasks = (tasksByJob.get(job.id) ?? [])
       .filter((t) => t.state !== 'succeeded')
       .sort((a, b) => a.index - b.index);
     if (jobTasks.length === 0) continue;
     const reconfigurable = job.state === 'queued' || job.state === 'running';
-    const committed = jobTasks.map((t) => committedInstanceOf(t, input.pendingStarts));
-    if (!reconfigurable && committed.some((id) => id !== undefined && !schedulable.has(id))) continue;
+    let committed = jobTasks.map((t) => committedInstanceOf(t, input.pendingStarts));
+    if (!reconfigurable && committed.some((id) => id !== undefined && !schedulable.has(id))) {
+      // Its tasks committed to instances a plan may use hold their room there until the job goes back to the queue
+      // (reconcile/jobs.ts): left out with the job, that room would look free and be planned for another job too.
+      const kept = jobTasks.flatMap((t, i) => {
+        const id = committed[i];
+        return id !== undefined && schedulable.has(id) ? [{ task: t, id }] : [];
+      });
+      if (kept.length === 0) continue;
+      jobTasks = kept.map((k) => k.task);
+      committed = kept.map((k) => k.id);
+    }
     const templates = templatesByIndex(job);
     jobTasks.forEach((task, i) => {
       const instanceId = committed[i];

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { buildSnapshot, JOB_CAPACITY_LOST_EVENT, readSnapshotInputs } from '../../src/controller/snapshot.js';
 import { launchIntentKey, type EventFilter, type StateStore } from '../../src/controller/state-store.js';
-import { CPU_SMALL, jobSpec, rig } from './controller-fixtures.js';
+import { CPU_SMALL, GPU_ONE, handPlan, jobSpec, rig } from './controller-fixtures.js';
 
 describe('snapshot of the store for the scheduler', () => {
   it('maps jobs, tasks and instances, with pinned jobs where they are committed', async () => {
@@ -127,6 +127,36 @@ describe('snapshot of the store for the scheduler', () => {
     expect(movable.jobs.map((j) => [j.id, j.reconfigurable])).toEqual([[job.id, true]]);
     expect(movable.tasks[0]?.instanceId).toBe('inst-1');
     expect(movable.instances).toEqual([]);
+  });
+
+  it('keeps the room a pinned job holds on an instance a plan may use when a sibling is on one going away', async () => {
+    const r = rig();
+    // Two tasks of one GPU each: one p3.2xlarge (1 GPU) apiece.
+    const pair = r.controller.submit(jobSpec('pair', GPU_ONE, { replicas: 2 }), 'research');
+    await r.controller.runRound();
+    const home = (i: number) => r.store.getTask(`${pair.id}.${i}`)?.instanceId as string;
+    expect(home(0)).not.toBe(home(1));
+    // Still starting (pinned: its tasks on their way after a move) when a notice drains the first task's instance.
+    r.store.setJobState(pair.id, 'migrating', 'test');
+    r.store.setJobState(pair.id, 'starting', 'test');
+    r.store.setInstanceState(home(0), 'draining', { reason: 'test' });
+    const other = r.controller.submit(jobSpec('other', GPU_ONE), 'research');
+    const snapshot = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));
+    // The second task stays where it is committed, and its instance is shown taken.
+    expect(snapshot.jobs.map((j) => [j.id, j.reconfigurable, j.taskIds])).toEqual([
+      [pair.id, false, [`${pair.id}.1`]],
+      [other.id, true, [`${other.id}.0`]],
+    ]);
+    expect(snapshot.instances.map((i) => [i.id, i.taskIds])).toEqual([[home(1), [`${pair.id}.1`]]]);
+    // So a plan that puts another job's task there is refused, as the instance is full...
+    const typeName = r.store.getInstance(home(1))?.typeName as string;
+    expect(() =>
+      handPlan(r, { instances: [{ id: home(1), typeName, isNew: false, taskIds: [`${other.id}.0`] }] }),
+    ).toThrow(/capacity is \[1 GPU/);
+    // ...and the scheduler finds the other job its own instance.
+    await r.controller.runRound();
+    expect(r.store.getTask(`${other.id}.0`)?.instanceId).toBeDefined();
+    expect(r.store.getTask(`${other.id}.0`)?.instanceId).not.toBe(home(1));
   });
 
   it('leaves out a task that succeeded while its siblings run, so the next plan neither restarts it nor moves them', async () => {
