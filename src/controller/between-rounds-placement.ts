@@ -137,7 +137,8 @@ export class BetweenRoundsPlacer {
       jobs,
       instances,
       prices: this.prices,
-      admitted: () => this.deps.admission.admissibleNow(snapshot, admissionInfo(inputs, snapshot)),
+      admitted: () =>
+        this.deps.admission.admissibleNow(snapshot, admissionInfo(inputs, snapshot, this.deps.store)),
       bind: this.deps.bind,
       expectedRate: scheduler.expectedRate?.bind(scheduler),
       capHoldsJobsBack: this.capHoldsJobsBack,

@@ -6,7 +6,7 @@ import type { JobQueueView } from '../queue/admission-views.js';
 import { usageOf, type JobFootprint, type QueueCaps } from '../queue/caps.js';
 import type { Scheduler } from '../scheduler/types.js';
 import type { InstanceLifecycle, JobStatus, TaskState as SimTaskState } from '../world/entities.js';
-import { footprintOn, neverAdmittedJobs, type NeverAdmittedJob } from '../world/never-fits.js';
+import { footprintOn, neverAdmittedJobs, sharePercent, type NeverAdmittedJob } from '../world/never-fits.js';
 import type { TraceJob, TraceTask } from '../world/trace.js';
 import { frozenExpectedRates } from '../predict/predict.js';
 import type { PredictionInput } from '../predict/predict.js';
@@ -42,8 +42,9 @@ export interface ControllerWorld {
    */
   readonly waitsForUnknownEnd: ReadonlyMap<string, WaitsFor>;
   /**
-   * Waiting jobs the caps can never admit (alone they break one; src/world/never-fits.ts): they never run, so they are
-   * left out of the world; simulated, they would keep every prediction going to its horizon.
+   * Waiting jobs the caps can never admit (alone they break one, or need more than their class's ceiling lets it hold;
+   * src/world/never-fits.ts): they never run, so they are left out of the world; simulated, they would keep every
+   * prediction going to its horizon.
    */
   readonly neverAdmitted: ReadonlyMap<string, NeverAdmittedJob>;
   /** Held jobs that wait, directly or through other held jobs, for one of `neverAdmitted`: left out too. */
@@ -60,8 +61,10 @@ export interface WorldOptions {
   readonly catalog: Catalog;
   /** When the world's first scheduling round happens (≥ now): it replays the admission and plan of that round. */
   readonly firstRoundSeconds: number;
-  /** The caps the world's admission enforces; without them no job is taken for one they can never admit. */
-  readonly admission?: Pick<Admission, 'caps' | 'admitBy'> | undefined;
+  /**
+   * The caps and classes the world's admission enforces; without them no job is taken for one they can never admit.
+   */
+  readonly admission?: Pick<Admission, 'caps' | 'admitBy' | 'config'> | undefined;
 }
 
 const LIVE: ReadonlySet<JobRecord['state']> = new Set(LIVE_JOB_STATES);
@@ -185,6 +188,7 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
           options.catalog,
           options.admission.caps,
           options.admission.admitBy,
+          options.admission.config,
         ).map((n) => [n.jobId, n]),
   );
   const waitsForNeverAdmitted = waitingFor(
@@ -648,6 +652,13 @@ function waitText(waits: WaitsFor): string {
  * MIN_PACKING_FACTOR (src/world/never-fits.ts counts it over the cap only if it is even then).
  */
 function capNeeds(never: NeverAdmittedJob, caps: QueueCaps, admitBy: Admission['admitBy']): string {
+  const over = never.overClass;
+  // Under the caps alone, over its class's ceiling: the class may never hold that much of them.
+  if (over !== undefined && never.caps.length === 0)
+    return (
+      `${sharePercent(over.share)} of the capped capacity, over class ${over.classId}'s ceiling ` +
+      `(maxShare ${sharePercent(over.maxShare)})`
+    );
   return never.caps.map((cap) => capNeed(cap, never.footprint, caps, admitBy)).join(' and ');
 }
 

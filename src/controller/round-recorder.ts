@@ -79,7 +79,7 @@ export class RoundRecorder {
     const fork = this.deps.predictions.due(inputs) ? this.deps.predictions.captureFork() : undefined;
     const outcome = runRound({
       snapshot,
-      jobInfo: admissionInfo(inputs, snapshot),
+      jobInfo: admissionInfo(inputs, snapshot, this.deps.store),
       admission: this.deps.admission,
       scheduler: this.deps.schedulerState.scheduler,
       // Normalized throughputs reported by workers since the last round teach the co-location table.

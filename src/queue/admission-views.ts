@@ -107,7 +107,9 @@ export function waitCapName(q: QueuedPosition, decision: QueueDecision, caps: Qu
   if (reason === 'class-share') return `class ${q.classId} share`;
   const job = decision.waiting.get(q.jobId);
   if (reason === 'never-fits') {
-    const alone = job === undefined ? [] : capViolations(usageOf([job.footprint], caps), caps);
+    // Judged, as admission judges never-fits, on the footprint unscaled by the packing factor.
+    const alone =
+      job === undefined ? [] : capViolations(usageOf([job.fitFootprint ?? job.footprint], caps), caps);
     return alone[0] ?? `class ${q.classId} maxShare`;
   }
   // Neither breaks one: held back behind another class's reservation of a cap, which one is not recorded.
@@ -151,11 +153,12 @@ function waitDetail(
 ): string {
   const ahead = position === 0 ? '' : `; ${position} job(s) ahead of it in class ${classId}`;
   if (reason === 'never-fits') {
-    const broken = capViolations(usageOf([job.footprint], caps), caps);
+    const footprint = job.fitFootprint ?? job.footprint;
+    const broken = capViolations(usageOf([footprint], caps), caps);
     if (broken.length > 0) return `it can never run under the caps: alone it breaks ${broken.join(', ')}`;
     const ceiling = config.classes.find((c) => c.id === classId)?.maxShare ?? 1;
     return (
-      `it can never run in class ${classId}: it needs ${pct(dominantShare(job.footprint, caps))} of the ` +
+      `it can never run in class ${classId}: it needs ${pct(dominantShare(footprint, caps))} of the ` +
       `capped capacity, over the class's maxShare of ${pct(ceiling)}`
     );
   }

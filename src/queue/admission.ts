@@ -33,8 +33,13 @@ export interface AdmissionJobInfo {
   readonly perTaskSeconds?: number | undefined;
   /** A declared success model and the stages the job has passed (success-ranked ordering). */
   readonly success?: { readonly distribution: StageDistribution; readonly stagesDone: number } | undefined;
-  /** When the job first ran: after a restart, a job holding capacity counts as admitted no later than that. */
-  readonly startedAtSeconds?: number | undefined;
+  /**
+   * When the job's current run began: its last placement out of the queue (by a round or between rounds), not its
+   * first-ever start. A job holding capacity that no round admitted (placed between rounds, or found so after a
+   * restart) counts as admitted then. A function: only such jobs need it, and a runtime may have to read it from the
+   * job's history.
+   */
+  readonly runBeganSeconds?: (() => number | undefined) | undefined;
 }
 
 export type AdmissionInfo = (jobId: string) => AdmissionJobInfo;
@@ -206,8 +211,9 @@ export class Admission {
       const queued = queuedJob(sched, tasks.length, memory, jobInfo);
       if (holdsCapacity) {
         holding.add(sched.id);
-        // After a restart: the job was admitted no later than it started (or now, if it never did).
-        memory.admittedSeconds ??= jobInfo.startedAtSeconds ?? now;
+        // Placed between rounds, or found holding capacity after a restart: admitted when its current run began, in
+        // both runtimes alike (preemption takes the most recently admitted first).
+        memory.admittedSeconds ??= jobInfo.runBeganSeconds?.() ?? now;
         const preemptible =
           sched.reconfigurable &&
           tasks.some((t) => t.instanceId !== undefined) &&
@@ -223,8 +229,16 @@ export class Admission {
     for (const id of [...this.preempting.keys()]) if (!holding.has(id)) this.preempting.delete(id);
 
     const factor = this.packingFactor(snapshot, running);
+    // Whether a job can ever fit is decided at a factor of at most 1: above 1 the fleet has idle room the next plan
+    // drops, which says the job does not fit now, not that it never will (it keeps its place in its class's order).
     const sized = <J extends QueuedJob>(j: J): J =>
-      factor === 1 ? j : { ...j, footprint: scaledCost(j.footprint, factor) };
+      factor === 1
+        ? j
+        : {
+            ...j,
+            footprint: scaledCost(j.footprint, factor),
+            ...(factor > 1 ? { fitFootprint: j.footprint } : {}),
+          };
     // The decision keeps the jobs as admission sized them, so what the queue views say a job needs and what the caps
     // have left (its usage) are in the same dollars.
     const sizedRunning = running.map(sized);

@@ -24,6 +24,11 @@ export interface QueuedJob extends OrderableJob {
   readonly team?: string | undefined;
   /** Expected use of the caps once admitted (e.g. `reservationFootprint`); multi-task jobs are admitted whole. */
   readonly footprint: JobFootprint;
+  /**
+   * What decides whether the job can ever fit (never-fits), when not `footprint`: a footprint sized for the fleet as it
+   * is now (plan-cost admission counting idle instances) says whether it fits now, not whether it ever can.
+   */
+  readonly fitFootprint?: JobFootprint | undefined;
 }
 
 export interface RunningQueuedJob extends QueuedJob {
@@ -106,6 +111,8 @@ interface Entry<J extends QueuedJob> {
   readonly job: J;
   readonly classId: string;
   readonly share: number;
+  /** Its dominant share by `fitFootprint`: over its class's ceiling, it never fits. */
+  readonly fitShare: number;
 }
 
 /**
@@ -131,11 +138,16 @@ export function admit(input: AdmissionInput): AdmissionResult {
   const wSum = config.classes.reduce((s, c) => s + c.weight, 0);
   const weightShare = config.classes.map((c) => c.weight / wSum);
   const idx = new Map(classIds.map((id, i) => [id, i]));
-  const entry = <J extends QueuedJob>(job: J): Entry<J> => ({
-    job,
-    classId: classify(config, job),
-    share: hasAnyCap(caps) ? dominantShare(job.footprint, caps) : 0,
-  });
+  const entry = <J extends QueuedJob>(job: J): Entry<J> => {
+    const share = hasAnyCap(caps) ? dominantShare(job.footprint, caps) : 0;
+    const fit = job.fitFootprint;
+    return {
+      job,
+      classId: classify(config, job),
+      share,
+      fitShare: fit === undefined || !hasAnyCap(caps) ? share : dominantShare(fit, caps),
+    };
+  };
   const running = input.running.map(entry);
   const waiting = input.waiting.map(entry);
 
@@ -152,7 +164,7 @@ export function admit(input: AdmissionInput): AdmissionResult {
     input.onPaidRoom === true && c.maxShare === undefined ? Infinity : (ceiling[k] as number),
   );
   const fitsCeiling = (e: Entry<QueuedJob>): boolean =>
-    e.share <= (ceiling[idx.get(e.classId) as number] as number) + EPS;
+    e.fitShare <= (ceiling[idx.get(e.classId) as number] as number) + EPS;
   const demand = [...used];
   for (const e of waiting) {
     const k = idx.get(e.classId) as number;
@@ -254,8 +266,12 @@ export function admit(input: AdmissionInput): AdmissionResult {
   classIds.forEach((id, k) => {
     const waitingHere = (queues[k] as Entry<QueuedJob>[]).slice(heads[k]);
     waitingHere.forEach((e, position) => {
+      // A job over the whole capacity as sized now (plan-cost counting idle room) waits for the caps, whatever its
+      // class's share.
       const reason: WaitReason =
-        (used[k] as number) + e.share > (fluid[k] as number) + EPS ? 'class-share' : 'caps';
+        e.share <= 1 + EPS && (used[k] as number) + e.share > (fluid[k] as number) + EPS
+          ? 'class-share'
+          : 'caps';
       queued.push({ jobId: e.job.id, classId: id, position, reason });
     });
     neverFits

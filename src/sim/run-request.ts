@@ -279,7 +279,13 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
   const sizesSeconds = trace.jobs.map((j) => j.durationSeconds * j.tasks.length);
   // Before any round: a job the caps can never admit would hold the run until its time limit.
   if (request.queue !== undefined)
-    checkEveryJobAdmissible(trace, catalog, request.queue.caps, request.queue.admitBy ?? 'standalone');
+    checkEveryJobAdmissible(
+      trace,
+      catalog,
+      request.queue.caps,
+      request.queue.admitBy ?? 'standalone',
+      request.queue.config ?? queueConfigFor(request.queue.kind, sizesSeconds),
+    );
   const network = runNetwork(request, catalog);
   const result = runSimulation({
     trace,

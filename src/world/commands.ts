@@ -33,6 +33,9 @@ export class CommandIssuer {
   /** A move's checkpoint-stop waits for the instances the job moves to (round/gates.ts `moveStopGate`). */
   private readonly makeBeforeBreak: boolean;
 
+  /** When each job's current run began: its last start out of the queue (a move continues the run). */
+  private readonly runsBegan = new Map<SimJob, number>();
+
   constructor(
     state: WorldState,
     catalog: Catalog,
@@ -86,9 +89,13 @@ export class CommandIssuer {
           task.committed = inst;
           inst.committed.add(task);
           task.pendingStart = true;
+          if (task.job.status === 'queued') this.runsBegan.set(task.job, this.state.now);
           task.job.status = 'migrating';
           task.job.firstPlacedSeconds ??= this.state.now;
-          this.state.pendingStarts.push(task);
+          // A start called off and planned again before the gates are next issued (a spot notice and the round it
+          // asks for, in the same second) still has its entry: one entry per task, or co-start counts its demand
+          // twice against its instance and the job's gate never opens.
+          if (!this.state.pendingStarts.includes(task)) this.state.pendingStarts.push(task);
           break;
         }
         case 'terminate-instance':
@@ -100,6 +107,14 @@ export class CommandIssuer {
     for (const task of stopsLater)
       if (this.moveStopWait(task) === undefined) this.issueStop(task);
       else this.state.pendingStops.push(task);
+  }
+
+  /**
+   * When the job's current run began: when a plan or a placement between rounds last started it out of the queue (the
+   * controller dates it by the job's move out of `queued`). Undefined if this issuer never did (a prediction's world).
+   */
+  runBeganSeconds(job: SimJob): number | undefined {
+    return job.status === 'queued' ? undefined : this.runsBegan.get(job);
   }
 
   /**

@@ -1,20 +1,25 @@
 import type { Catalog } from '../core/catalog.js';
 import type { FamilyDemand } from '../core/resources.js';
 import { ValidationError } from '../core/validation.js';
-import { MIN_PACKING_FACTOR, type AdmitBy } from '../queue/admission.js';
+import { MIN_PACKING_FACTOR, UNKNOWN_DURATION_SECONDS, type AdmitBy } from '../queue/admission.js';
 import {
   capViolations,
+  dominantShare,
+  hasAnyCap,
   reservationFootprint,
   usageOf,
   type JobFootprint,
   type QueueCaps,
 } from '../queue/caps.js';
+import { classify } from '../queue/class-shares.js';
+import type { WfqConfig } from '../queue/wfq.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
 
 /**
  * Jobs the queue layer can never admit under the caps (admit.ts `never-fits`): alone, their standalone footprint
- * (the cheapest instance hosting each task, as admission sizes them) breaks a cap. Such a job waits for ever, so a
- * run with one would go on until its time limit and fail there; it is refused before it starts instead.
+ * (the cheapest instance hosting each task, as admission sizes them) breaks a cap, or needs more of the capped capacity
+ * than their class's ceiling (`maxShare`) lets the class hold. Such a job waits for ever, so a run with one would go
+ * on until its time limit and fail there; it is refused before it starts instead.
  */
 
 export interface NeverAdmittedJob {
@@ -22,27 +27,49 @@ export interface NeverAdmittedJob {
   readonly footprint: JobFootprint;
   /** The caps it breaks alone, named as `capViolations` names them (`maxCostPerHour`, `quota p maxGpus`). */
   readonly caps: readonly string[];
+  /**
+   * The class ceiling it is over alone, when it breaks no cap: its class, the class's `maxShare`, and the share of the
+   * capped capacity it needs at least (admission's most favourable sizing).
+   */
+  readonly overClass?:
+    { readonly classId: string; readonly maxShare: number; readonly share: number } | undefined;
 }
 
 interface JobDemands {
   readonly id: string;
   readonly tasks: readonly { readonly demand: FamilyDemand }[];
+  /** Per task, as declared: with the task count, its size for its class (`UNKNOWN_DURATION_SECONDS` if absent). */
+  readonly durationSeconds?: number | undefined;
+  readonly team?: string | undefined;
+}
+
+/** The job's class as admission classifies it: by its declared size (duration × tasks) or its team. */
+function classOf(job: JobDemands, config: WfqConfig): string {
+  const sizeSeconds = (job.durationSeconds ?? UNKNOWN_DURATION_SECONDS) * job.tasks.length;
+  return classify(config, { sizeSeconds, team: job.team });
 }
 
 /** Job ids named in a message; the rest are counted. */
 const NAMED_JOBS = 3;
 
 /**
- * The jobs of `jobs` that can never be admitted under `caps`. With `plan-cost`, admission scales a footprint's $/hour
- * by the fleet's packing, never below MIN_PACKING_FACTOR: only a job over the $ cap even then is certain never to
- * fit. A job no instance type can host is left to the trace's own checks.
+ * The jobs of `jobs` that can never be admitted under `caps` and the classes of `config` (their `maxShare`). With
+ * `plan-cost`, admission scales a footprint's $/hour by the fleet's packing, never below MIN_PACKING_FACTOR: only a
+ * job over the $ cap (or its class's ceiling) even then is certain never to fit. A job no instance type can host is
+ * left to the trace's own checks.
  */
 export function neverAdmittedJobs(
   jobs: readonly JobDemands[],
   catalog: Catalog,
   caps: QueueCaps,
   admitBy: AdmitBy,
+  config?: WfqConfig,
 ): NeverAdmittedJob[] {
+  const ceilings = new Map(
+    (config?.classes ?? []).flatMap((c) =>
+      c.maxShare === undefined || c.maxShare >= 1 ? [] : [[c.id, c.maxShare] as const],
+    ),
+  );
   const prices = new PriceBook(catalog);
   const factor = admitBy === 'plan-cost' ? MIN_PACKING_FACTOR : 1;
   const out: NeverAdmittedJob[] = [];
@@ -73,7 +100,17 @@ export function neverAdmittedJobs(
       !broken.includes('maxCostPerHour')
     )
       broken.push('maxCostPerHour');
-    if (broken.length > 0) out.push({ jobId: job.id, footprint, caps: broken });
+    if (broken.length > 0) {
+      out.push({ jobId: job.id, footprint, caps: broken });
+      continue;
+    }
+    // Without caps a class's share of them is nothing: ceilings hold nobody back.
+    if (config === undefined || ceilings.size === 0 || !hasAnyCap(caps)) continue;
+    const classId = classOf(job, config);
+    const maxShare = ceilings.get(classId);
+    const share = dominantShare(sized, caps);
+    if (maxShare !== undefined && share > maxShare + 1e-9)
+      out.push({ jobId: job.id, footprint, caps: [], overClass: { classId, maxShare, share } });
   }
   return out;
 }
@@ -105,49 +142,102 @@ export function footprintOn(cap: string, footprint: JobFootprint, caps: QueueCap
     : `${group.vcpus} vCPUs in group ${m[1]}`;
 }
 
-/** One line per broken cap: how many jobs break it alone, and a few of them with what they need of it. */
+/** A share of the capped capacity, as the queue views write it (`62.5%`). */
+export function sharePercent(share: number): string {
+  return `${(100 * share).toFixed(1)}%`;
+}
+
+/** Where a problem comes from (a cap's flag, a queue class) and what it is. */
+interface Problem {
+  readonly source: string;
+  readonly text: string;
+}
+
+/**
+ * One problem per broken cap, then one per class whose ceiling some job is over alone: how many jobs, and a few of them
+ * with what they need.
+ */
+function problemsOf(
+  never: readonly NeverAdmittedJob[],
+  totalJobs: number,
+  caps: QueueCaps,
+  admitBy: AdmitBy,
+): Problem[] {
+  const named = (jobs: readonly NeverAdmittedJob[], need: (j: NeverAdmittedJob) => string): string => {
+    const examples = jobs
+      .slice(0, NAMED_JOBS)
+      .map((j) => `${j.jobId} (${need(j)})`)
+      .join(', ');
+    return `${examples}${jobs.length > NAMED_JOBS ? `, and ${jobs.length - NAMED_JOBS} more` : ''}`;
+  };
+  const byCap = new Map<string, NeverAdmittedJob[]>();
+  const byClass = new Map<string, NeverAdmittedJob[]>();
+  for (const job of never) {
+    for (const cap of job.caps) byCap.set(cap, [...(byCap.get(cap) ?? []), job]);
+    if (job.overClass !== undefined)
+      byClass.set(job.overClass.classId, [...(byClass.get(job.overClass.classId) ?? []), job]);
+  }
+  const capProblems = [...byCap].map(([cap, jobs]): Problem => {
+    const packed =
+      cap === 'maxCostPerHour' && admitBy === 'plan-cost'
+        ? ` even at ${MIN_PACKING_FACTOR} of it (admission's most favourable packing under --admit-by plan-cost), or ` +
+          'has a task whose cheapest instance alone costs more (packing shares an instance, it never makes one cheaper)'
+        : '';
+    return {
+      source: capFlag(cap, caps),
+      text:
+        `${jobs.length} of ${totalJobs} jobs can never be admitted: alone, each needs more than ` +
+        `the cap${packed} (its standalone footprint, the cheapest instance for each of its tasks): ` +
+        `${named(jobs, (j) => footprintOn(cap, j.footprint, caps))}; raise the cap or leave those jobs out of the trace`,
+    };
+  });
+  const classProblems = [...byClass].map(([classId, jobs]): Problem => {
+    const maxShare = jobs[0]?.overClass?.maxShare ?? 1;
+    const packed =
+      admitBy === 'plan-cost' && caps.maxCostPerHour !== undefined
+        ? ` even with its $/hour at ${MIN_PACKING_FACTOR} of it (admission's most favourable packing under --admit-by plan-cost)`
+        : '';
+    return {
+      source: `queue class ${classId} (maxShare ${maxShare})`,
+      text:
+        `${jobs.length} of ${totalJobs} jobs can never be admitted: alone, each needs more of the capped capacity ` +
+        `than the class may hold (${sharePercent(maxShare)})${packed}: ` +
+        `${named(jobs, (j) => sharePercent(j.overClass?.share ?? 0))}; ` +
+        "raise the class's maxShare or the caps, or leave those jobs out of the trace",
+    };
+  });
+  return [...capProblems, ...classProblems];
+}
+
+/** One line per broken cap or class ceiling: how many jobs are over it alone, and a few of them with what they need. */
 export function neverAdmittedProblems(
   never: readonly NeverAdmittedJob[],
   totalJobs: number,
   caps: QueueCaps,
   admitBy: AdmitBy,
 ): string[] {
-  const byCap = new Map<string, NeverAdmittedJob[]>();
-  for (const job of never) for (const cap of job.caps) byCap.set(cap, [...(byCap.get(cap) ?? []), job]);
-  return [...byCap].map(([cap, jobs]) => {
-    const examples = jobs
-      .slice(0, NAMED_JOBS)
-      .map((j) => `${j.jobId} (${footprintOn(cap, j.footprint, caps)})`)
-      .join(', ');
-    const more = jobs.length > NAMED_JOBS ? `, and ${jobs.length - NAMED_JOBS} more` : '';
-    const packed =
-      cap === 'maxCostPerHour' && admitBy === 'plan-cost'
-        ? ` even at ${MIN_PACKING_FACTOR} of it (admission's most favourable packing under --admit-by plan-cost), or ` +
-          'has a task whose cheapest instance alone costs more (packing shares an instance, it never makes one cheaper)'
-        : '';
-    return (
-      `${capFlag(cap, caps)}: ${jobs.length} of ${totalJobs} jobs can never be admitted: alone, each needs more than ` +
-      `the cap${packed} (its standalone footprint, the cheapest instance for each of its tasks): ${examples}${more}; ` +
-      'raise the cap or leave those jobs out of the trace'
-    );
-  });
+  return problemsOf(never, totalJobs, caps, admitBy).map((p) => `${p.source}: ${p.text}`);
 }
 
-/** Refuse a run whose caps can never admit some job of the trace, naming the cap's flag and a few of the jobs. */
+/**
+ * Refuse a run whose caps (or a class's ceiling, `config`'s `maxShare`) can never admit some job of the trace, naming
+ * the cap's flag or the class and a few of the jobs.
+ */
 export function checkEveryJobAdmissible(
   trace: { readonly jobs: readonly JobDemands[] },
   catalog: Catalog,
   caps: QueueCaps,
   admitBy: AdmitBy,
+  config?: WfqConfig,
 ): void {
-  const never = neverAdmittedJobs(trace.jobs, catalog, caps, admitBy);
+  const never = neverAdmittedJobs(trace.jobs, catalog, caps, admitBy, config);
   if (never.length === 0) return;
-  const problems = neverAdmittedProblems(never, trace.jobs.length, caps, admitBy);
-  const flags = [...new Set(never.flatMap((j) => j.caps))].map((cap) => capFlag(cap, caps));
-  if (problems.length === 1) {
-    // The problem starts with the flag already: the source says what kind of problem it is.
-    const only = problems[0] as string;
-    throw new ValidationError(flags[0] as string, [only.slice((flags[0] as string).length + 2)]);
-  }
-  throw new ValidationError('caps', problems);
+  const problems = problemsOf(never, trace.jobs.length, caps, admitBy);
+  const only = problems.length === 1 ? problems[0] : undefined;
+  // A single problem names its source (the flag, the class) as the error's: it says what kind of problem it is.
+  if (only !== undefined) throw new ValidationError(only.source, [only.text]);
+  throw new ValidationError(
+    'caps',
+    problems.map((p) => `${p.source}: ${p.text}`),
+  );
 }

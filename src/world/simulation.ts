@@ -1,6 +1,7 @@
 import { crossZonePricePerGiB, type Catalog } from '../core/catalog.js';
 import { isLatencySensitive } from '../core/latency-curves.js';
-import { Admission, type AdmissionJobInfo } from '../queue/admission.js';
+import { Admission, type AdmissionJobInfo, type QueueDecision } from '../queue/admission.js';
+import type { WfqConfig } from '../queue/wfq.js';
 import { runRound, type PredictionFork } from '../round/round.js';
 import type { Scheduler } from '../scheduler/types.js';
 import { CommandIssuer } from './commands.js';
@@ -109,6 +110,8 @@ export class Simulation {
   private capRefusedRounds = 0;
   private lastCapViolation: string | undefined;
   private placedBetweenRounds = 0;
+  /** The last round's admission: what a run stopped at its time limit left waiting in the queue. */
+  private lastQueue: QueueDecision | undefined;
 
   private rounds = 0;
   /** The trace's jobs by id, built when first needed (a dependency's status, a prediction's targets). */
@@ -251,13 +254,17 @@ export class Simulation {
     });
   }
 
-  /** Team and declared success model of a live job, for admission (class by team, success-rank). */
+  /**
+   * Team, declared success model and when its current run began, of a live job, for admission (class by team,
+   * success-rank, the admission time of a job placed between rounds).
+   */
   private readonly jobInfo = (jobId: string): AdmissionJobInfo => {
     const job = this.state.liveJobs.get(jobId);
     if (job === undefined) return {};
     const progress = successProgress(job);
     return {
       team: job.spec.team,
+      runBeganSeconds: () => this.commands.runBeganSeconds(job),
       success:
         progress === undefined
           ? undefined
@@ -282,25 +289,9 @@ export class Simulation {
       if (t > this.maxSeconds) {
         if (this.fork !== undefined) return; // the prediction cannot tell: unfinished targets stay null
         const unfinished = this.state.jobs.filter((j) => j.status !== 'finished').map((j) => j.spec.id);
-        // Plans the cap check refused leave the fleet as it was: a scheduler that plans without the caps (the
-        // baselines) can stall under them for good.
-        const { caps, admitBy } = this.admission;
-        const never = neverAdmittedJobs(
-          this.state.jobs.filter((j) => j.status !== 'finished').map((j) => j.spec),
-          this.catalog,
-          caps,
-          admitBy,
-        );
-        const refused =
-          never.length > 0
-            ? `among them jobs the caps can never admit (never-fits): ${neverAdmittedProblems(never, unfinished.length, caps, admitBy).join('; ')}`
-            : this.capRefusedRounds === 0
-              ? 'does the scheduler place them?'
-              : `${this.capRefusedRounds} of its ${this.rounds} plans broke a cap and were not carried out (the last: ` +
-                `${this.lastCapViolation ?? '?'}); only Eva plans within the caps: run ${this.scheduler.name} without them`;
         throw new Error(
           `simulation with ${this.scheduler.name} did not finish by ${this.maxSeconds} s: ` +
-            `${unfinished.length} jobs unfinished (e.g. ${unfinished.slice(0, 5).join(', ')}); ${refused}`,
+            `${unfinished.length} jobs unfinished (e.g. ${unfinished.slice(0, 5).join(', ')}); ${this.stallCause(unfinished)}`,
         );
       }
       this.state.advanceTo(t);
@@ -319,6 +310,36 @@ export class Simulation {
       throw new Error(
         `simulation stopped with ${this.state.jobs.length - this.state.finishedJobs} jobs unfinished (engine bug)`,
       );
+  }
+
+  /** Why a run stopped at its time limit with `unfinished` jobs, as far as the engine can tell. */
+  private stallCause(unfinished: readonly string[]): string {
+    const { caps, admitBy, config } = this.admission;
+    const never = neverAdmittedJobs(
+      this.state.jobs.filter((j) => j.status !== 'finished').map((j) => j.spec),
+      this.catalog,
+      caps,
+      admitBy,
+      config,
+    );
+    if (never.length > 0)
+      return `among them jobs the caps can never admit (never-fits): ${neverAdmittedProblems(never, unfinished.length, caps, admitBy).join('; ')}`;
+    // Plans the cap check refused leave the fleet as it was: a scheduler that plans without the caps (the baselines)
+    // can stall under them for good.
+    if (this.capRefusedRounds > 0)
+      return (
+        `${this.capRefusedRounds} of its ${this.rounds} plans broke a cap and were not carried out (the last: ` +
+        `${this.lastCapViolation ?? '?'}); only Eva plans within the caps: run ${this.scheduler.name} without them`
+      );
+    // Jobs the last round's admission kept out never reached the scheduler: the queue holds them back.
+    const waiting =
+      this.lastQueue === undefined ? undefined : queueWaits(this.lastQueue, new Set(unfinished), config);
+    if (waiting !== undefined)
+      return (
+        `${waiting.count} of them still waited for admission at the last round (${waiting.why}): the queue layer ` +
+        'held them back, not the scheduler; check the caps and the classes (weights, maxShare) against these jobs'
+      );
+    return 'does the scheduler place them?';
   }
 
   // ---------------------------------------------------------------- events
@@ -454,6 +475,7 @@ export class Simulation {
         carriedOut: true,
       });
       this.placer?.noteRound(round.capHoldsJobsBack);
+      this.lastQueue = round.queue;
       // Predicted before the round's actions are applied: the prediction replays this round from the fork.
       if (round.fork !== undefined) this.predict(fresh, round.fork, early);
       const planned = round.planned;
@@ -615,4 +637,39 @@ export class Simulation {
           }),
     };
   }
+}
+
+/** Admission's reasons for a wait, as a stalled run names them. */
+const WAIT_TEXT = {
+  'class-share': "waiting for their class's share",
+  caps: 'waiting for room under the caps',
+  'never-fits': "over the caps or their class's ceiling alone, as sized then (never-fits)",
+} as const;
+
+/**
+ * How many of `jobs` the decision kept waiting (unhostable ones too), and why, per class and reason: "class large
+ * (maxShare 0.1): 14 waiting for their class's share". Undefined when it kept none of them out.
+ */
+function queueWaits(
+  decision: QueueDecision,
+  jobs: ReadonlySet<string>,
+  config: WfqConfig,
+): { readonly count: number; readonly why: string } | undefined {
+  const counts = new Map<string, { readonly where: string; readonly what: string; n: number }>();
+  const add = (classId: string, what: string): void => {
+    const maxShare = config.classes.find((c) => c.id === classId)?.maxShare;
+    const where = `class ${classId}${maxShare === undefined ? '' : ` (maxShare ${maxShare})`}`;
+    const key = `${where} ${what}`;
+    const entry = counts.get(key);
+    if (entry === undefined) counts.set(key, { where, what, n: 1 });
+    else entry.n += 1;
+  };
+  for (const q of decision.result.queued) if (jobs.has(q.jobId)) add(q.classId, WAIT_TEXT[q.reason]);
+  for (const u of decision.unhostable) if (jobs.has(u.jobId)) add(u.classId, 'hosted by no instance type');
+  if (counts.size === 0) return undefined;
+  const all = [...counts.values()];
+  return {
+    count: all.reduce((a, e) => a + e.n, 0),
+    why: all.map((e) => `${e.where}: ${e.n} ${e.what}`).join('; '),
+  };
 }

@@ -8,6 +8,7 @@ import { readSnapshotInputs } from '../../src/controller/snapshot.js';
 import type { TaskRecord } from '../../src/controller/state-store.js';
 import type { ManualClock } from '../../src/controller/clock.js';
 import { predictCompletions } from '../../src/predict/predict.js';
+import { FIFO_CONFIG } from '../../src/queue/wfq.js';
 import {
   catalog,
   CPU_SMALL,
@@ -515,6 +516,45 @@ describe('controller predictions of jobs the caps can never admit', () => {
     expect(readQueueRecord(store, gpu.id)?.eta?.basis).toMatch(
       /^never under the caps: alone it needs 1 GPU in group p, over its quota of 0; /,
     );
+  });
+});
+
+describe('controller predictions of jobs over their class’s ceiling', () => {
+  it('answer "never", naming the class and its maxShare, and leave them out of the world', async () => {
+    const seen: string[][] = [];
+    const spy: PredictFn = (input) => {
+      seen.push(input.world.jobs.map((j) => j.spec.id));
+      return predictCompletions(input);
+    };
+    // Team research may hold 20% of the $0.5/h cap: its c7i.xlarge job ($0.18/h, 35.7%) fits the cap, never the class.
+    const { controller, store } = rig(
+      {
+        caps: { maxCostPerHour: 0.5 },
+        queue: {
+          ...FIFO_CONFIG,
+          classifyBy: 'team',
+          classes: [
+            { id: 'capped', weight: 1, teams: ['research'], ordering: 'fifo', maxShare: 0.2 },
+            { id: 'rest', weight: 1, ordering: 'fifo' },
+          ],
+        },
+      },
+      { predict: spy },
+    );
+    const over = controller.submit(jobSpec('over', CPU_SMALL, { expectedDurationSeconds: 600 }), 'research');
+    const other = controller.submit(jobSpec('other', CPU_SMALL, { expectedDurationSeconds: 600 }), 'ops');
+    await controller.runRound('submitted');
+    await controller.predictionsSettled();
+    expect(seen.length).toBeGreaterThan(0);
+    for (const jobs of seen) expect(jobs).toEqual([other.id]);
+    const eta = readQueueRecord(store, over.id)?.eta;
+    expect(eta).toMatchObject({ startSeconds: null, completionSeconds: null });
+    expect(eta?.completesAfterSeconds).toBeUndefined();
+    expect(eta?.basis).toMatch(
+      /^never under the caps: alone it needs 35\.7% of the capped capacity, over class capped's ceiling \(maxShare 20\.0%\); /,
+    );
+    expect(completionText(eta ?? { completionSeconds: 0, computedAtSeconds: 0 })).toBe('never');
+    expect(readQueueRecord(store, other.id)?.eta?.completionSeconds).toEqual(expect.any(Number));
   });
 });
 

@@ -1,8 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
+import type { Catalog } from '../../src/core/catalog.js';
 import type { ClusterSnapshot, SchedJob, SchedTask } from '../../src/core/model.js';
+import type { Resources } from '../../src/core/resources.js';
 import { Admission, type AdmitBy } from '../../src/queue/admission.js';
+import { FIFO_CONFIG, type WfqConfig } from '../../src/queue/wfq.js';
 import { queueViews } from '../../src/queue/admission-views.js';
+import { makeType } from '../helpers/catalogs.js';
 import { testCatalog } from '../sim/sim-fixtures.js';
 
 /**
@@ -90,5 +94,86 @@ describe('what the queue views say of a job sized by the plan’s cost', () => {
     const view = queueViews(decision, admission).get('j1');
     expect(view).toMatchObject({ position: 1, reason: 'caps' });
     expect(view?.detail).toBe('admitting it now would break maxCostPerHour (in use: $10.80/h of $15/h)');
+  });
+});
+
+describe('a fleet that costs more than its jobs’ footprints (an idle instance not yet dropped)', () => {
+  // R ($1/h standalone, on an s.x) runs beside an idle s.x: the fleet costs twice its footprint. W, at the head of the
+  // FIFO queue, needs a $4/h w.x: with R, $5/h under the $6/h cap. V, behind it, needs a $0.25/h tiny.x.
+  const catalog: Catalog = {
+    provider: 'test',
+    region: 'test',
+    types: [
+      makeType('tiny.x', [0, 1, 4], 0.25),
+      makeType('s.x', [0, 4, 16], 1),
+      makeType('w.x', [0, 16, 64], 4),
+    ],
+  };
+  const job = (id: string, arrival: number, demand: Resources, instanceId?: string) => ({
+    job: {
+      id,
+      taskIds: [`${id}.0`],
+      reconfigurable: true,
+      arrivalSeconds: arrival,
+      migrationDelaySeconds: 0,
+      expectedRemainingSeconds: 3600,
+    } satisfies SchedJob,
+    task: { id: `${id}.0`, jobId: id, key: id, demand: { any: demand }, instanceId } satisfies SchedTask,
+  });
+  const jobs = [job('R', 0, [0, 4, 8], 'i-1'), job('W', 10, [0, 16, 32]), job('V', 20, [0, 1, 2])];
+  const world = (idle: boolean): ClusterSnapshot => ({
+    nowSeconds: 1000,
+    jobs: jobs.map((j) => j.job),
+    tasks: jobs.map((j) => j.task),
+    instances: [
+      { id: 'i-1', typeName: 's.x', state: 'running', taskIds: ['R.0'] },
+      ...(idle ? [{ id: 'i-2', typeName: 's.x', state: 'running' as const, taskIds: [] }] : []),
+    ],
+  });
+  const admission = () => new Admission(catalog, { caps: { maxCostPerHour: 6 }, admitBy: 'plan-cost' });
+
+  it('keeps a job that fits the cap at the head of its queue: waiting for the caps, not never-fits, nobody overtaking it', () => {
+    const a = admission();
+    const decision = a.decide(world(true), () => ({}));
+    // Counted at twice its $4/h, W does not fit now ...
+    expect(decision.waiting.get('W')?.footprint.instances[0]?.costPerHour).toBeCloseTo(8, 9);
+    expect(decision.result.admitted).toEqual([]);
+    // ... but it can: it keeps its place, and V (which would fit now) waits behind it.
+    expect(decision.result.queued).toEqual([
+      { jobId: 'W', classId: 'all', position: 0, reason: 'caps' },
+      { jobId: 'V', classId: 'all', position: 1, reason: 'caps' },
+    ]);
+    expect(decision.queues.get('all')).toEqual(['W', 'V']);
+    expect(queueViews(decision, a).get('W')?.reason).toBe('caps');
+    // Once the idle instance is gone, both fit: W first.
+    expect(admission().decide(world(false), () => ({})).result.admitted).toEqual(['W', 'V']);
+  });
+
+  it("says why a job never fits from its standalone footprint: its class's ceiling, not the cap the scaled one breaks", () => {
+    // W alone is $4/h of the $6/h cap (66.7%), over its class's maxShare of 50%; counted at twice that while the
+    // idle instance stands, $8/h would read as breaking the cap, which W alone does not.
+    const config: WfqConfig = {
+      classifyBy: 'team',
+      classes: [{ id: 'capped', weight: 1, ordering: 'fifo', maxShare: 0.5 }],
+      preemption: { ...FIFO_CONFIG.preemption, enabled: false },
+    };
+    const a = new Admission(catalog, { caps: { maxCostPerHour: 6 }, admitBy: 'plan-cost', config });
+    const decision = a.decide(world(true), () => ({}));
+    expect(decision.result.queued.find((q) => q.jobId === 'W')?.reason).toBe('never-fits');
+    expect(queueViews(decision, a).get('W')?.detail).toBe(
+      "it can never run in class capped: it needs 66.7% of the capped capacity, over the class's maxShare of 50.0%",
+    );
+  });
+
+  it('still lists a job over the cap even at its standalone footprint as never-fits', () => {
+    const big = job('B', 15, [0, 16, 32]);
+    const decision = new Admission(catalog, { caps: { maxCostPerHour: 3 }, admitBy: 'plan-cost' }).decide(
+      { ...world(true), jobs: [...jobs, big].map((j) => j.job), tasks: [...jobs, big].map((j) => j.task) },
+      () => ({}),
+    );
+    expect(decision.result.queued.filter((q) => q.reason === 'never-fits').map((q) => q.jobId)).toEqual([
+      'W',
+      'B',
+    ]);
   });
 });

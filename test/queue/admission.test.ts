@@ -177,6 +177,25 @@ describe('the one admission: preemption victims', () => {
     expect(admission.victims(second)).toEqual([]);
   });
 
+  it('dates a job no round admitted (placed between rounds, or found so after a restart) from when its run began', () => {
+    // L1 began its current run at 50 (L2 at 10): the most recent, so the one stopped, although neither was admitted
+    // by a round of this admission and L1 first started before L2 (a run it has since left).
+    const began = new Map([
+      ['L1', 50],
+      ['L2', 10],
+    ]);
+    const admission = new Admission(catalog, { caps, config });
+    const d = admission.decide(world(100), (id) => ({ runBeganSeconds: () => began.get(id) }));
+    expect(d.running.map((j) => [j.id, j.admittedSeconds])).toEqual([
+      ['L1', 50],
+      ['L2', 10],
+    ]);
+    expect(admission.victims(d).map((v) => v.jobId)).toEqual(['L1']);
+    // Without a time (a job that never left the queue as far as the runtime knows): admitted now.
+    const fresh = new Admission(catalog, { caps, config });
+    expect(fresh.decide(world(100), none).running.map((j) => j.admittedSeconds)).toEqual([100, 100]);
+  });
+
   it('never stops a job inside its no-move window', () => {
     const admission = new Admission(catalog, { caps, config });
     const d = admission.decide(world(100, { noMove: 3600 }), none);

@@ -35,7 +35,7 @@ export async function executeControllerRun(
     trace.jobs.map((j) => j.durationSeconds * j.tasks.length),
   );
   const caps = settings.caps;
-  checkEveryJobAdmissible(trace, catalog, caps, settings.admitBy ?? 'standalone');
+  checkEveryJobAdmissible(trace, catalog, caps, settings.admitBy ?? 'standalone', settings.queue);
   // A config's `scheduler:` tunables reach the factory through the request's eva fields (simulate.ts maps them).
   const scheduler = requestScheduler(request, catalog, groundTruth, caps);
   const result = await runControllerSimulation({
@@ -57,7 +57,14 @@ export async function executeControllerRun(
   return {
     ...result,
     ...learnedColocationOf(request, scheduler),
-    summary: { ...result.summary, scheduler: request.label ?? request.scheduler },
+    summary: {
+      ...result.summary,
+      scheduler: request.label ?? request.scheduler,
+      // Which value of time an Eva run planned with, as the engine's report names it (a `--value-of-time` sweep).
+      ...(request.evaValueOfTime !== undefined && request.scheduler.startsWith('eva')
+        ? { valueOfTimePerJobHour: request.evaValueOfTime }
+        : {}),
+    },
   };
 }
 
