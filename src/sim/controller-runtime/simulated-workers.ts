@@ -161,6 +161,9 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
       });
     task.state = 'launching';
     task.job.status = 'migrating';
+    // Ready from this start on: a ready time left from an earlier start that never reached its job's release (the task
+    // stopped, or the controller moved it, before its siblings ran) would count that wait as this start's skew.
+    task.readySeconds = undefined;
     this.occupy(task, inst.instanceId, host);
     this.o.log?.('start-issued', task, task.job);
     // Engine tryStart: fetch + build, the build skipped when the image is on the instance already.
@@ -368,6 +371,7 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
     this.o.log?.('launched', task, task.job);
     host.images.add(task.spec.imageId);
     this.dirtyHosts.add(host);
+    // A held task has been ready since it was prepared (its release comes later); any other is ready now.
     task.readySeconds ??= this.now();
     const job = task.job;
     if (job.tasks.every((t) => t.state === 'running')) {

@@ -1,0 +1,101 @@
+import { describe, expect, it } from 'vitest';
+import type { Configuration } from '../../../src/scheduler/types.js';
+import { createScheduler } from '../../../src/scheduler/registry.js';
+import { executeControllerRun } from '../../../src/sim/controller-runtime/execute.js';
+import { runControllerSimulation } from '../../../src/sim/controller-runtime/run-controller.js';
+import { queueConfigFor } from '../../../src/sim/queue-options.js';
+import { executeRun, type RunRequest } from '../../../src/sim/run-request.js';
+import { runSimulation } from '../../../src/sim/run-simulation.js';
+import { constantPairwise } from '../../../src/world/ground-truth.js';
+import type { ClusterSnapshot } from '../../../src/core/model.js';
+import { currentConfiguration, ScriptedScheduler, testCatalog, trace, traceJob } from '../sim-fixtures.js';
+
+/**
+ * What the two runtimes report alike beyond cost and JCT: a plan over a cap refused and counted (not a failure),
+ * an arrival's early round, the value of time a run planned with. Hand-sized worlds (sim-fixtures: small.x $3.6/h,
+ * big.x $10.8/h, an instance registered 60 s after launch, a task running 5 s after its start, progress 7 s later).
+ */
+const catalog = testCatalog();
+const groundTruth = constantPairwise(1);
+
+describe('a plan over a cap', () => {
+  /** The first plan buys big.x ($10.8/h, over the $5/h cap); every later one places what waits on a small.x. */
+  const script = (snapshot: ClusterSnapshot, round: number): Configuration => {
+    const waiting = snapshot.tasks.filter((t) => t.instanceId === undefined).map((t) => t.id);
+    if (waiting.length === 0) return currentConfiguration(snapshot);
+    const current = currentConfiguration(snapshot).instances;
+    return {
+      instances: [
+        ...current,
+        { id: `new-${round}`, typeName: round === 0 ? 'big.x' : 'small.x', isNew: true, taskIds: waiting },
+      ],
+    };
+  };
+
+  it('is refused and counted in both runtimes, the run going on to the same end', async () => {
+    const handTrace = trace(traceJob('a', { arrivalSeconds: 0, iterations: 1000 }));
+    const caps = { maxCostPerHour: 5 };
+    const config = queueConfigFor('fifo', [1000]);
+    const engine = runSimulation({
+      trace: handTrace,
+      scheduler: new ScriptedScheduler('scripted', script),
+      catalog,
+      groundTruth,
+      queue: { caps, config, predict: false },
+    });
+    const refused: string[] = [];
+    const controller = await runControllerSimulation({
+      trace: handTrace,
+      scheduler: new ScriptedScheduler('scripted', script),
+      catalog,
+      groundTruth,
+      settings: { caps, queue: config },
+      inspectStore: (store) =>
+        refused.push(...store.listEvents({ kind: 'round.rejected' }).map((e) => e.message ?? '')),
+    });
+    // The round at 0 is refused; the one at 300 launches a small.x: running at 365, progressing at 372, done at 1372.
+    expect(refused).toHaveLength(1);
+    expect(refused[0]).toMatch(/plan breaks a cap: maxCostPerHour/);
+    expect(controller.jobs[0]).toMatchObject({ startSeconds: 372, endSeconds: 1372 });
+    expect(controller.jobs.map((j) => [j.startSeconds, j.endSeconds])).toEqual(
+      engine.jobs.map((j) => [j.startSeconds, j.endSeconds]),
+    );
+    expect(controller.summary.totalCost).toBeCloseTo(engine.summary.totalCost, 9);
+    expect(controller.summary.instancesLaunched).toBe(1);
+  });
+});
+
+describe('early rounds in the controller runtime', () => {
+  it('plan for the first arrival at once, as the engine plans one second after it', async () => {
+    // `a` arrives at 100, off the 300 s grid: an early round places it, not the grid's first round at 300.
+    const handTrace = trace(traceJob('a', { arrivalSeconds: 100, iterations: 1000 }));
+    const options = () => ({
+      trace: handTrace,
+      scheduler: createScheduler('no-packing', { catalog, interferenceProfile: groundTruth }),
+      catalog,
+      groundTruth,
+      earlyRounds: true,
+    });
+    const engine = runSimulation(options());
+    const controller = await runControllerSimulation(options());
+    // Planned at 100: up at 110, registered at 160, running at 165, progressing at 172.
+    expect(controller.jobs[0]).toMatchObject({ startSeconds: 172, endSeconds: 1172 });
+    // The engine plans one second after the event (README: --early-rounds in the controller runtime).
+    expect(engine.jobs[0]).toMatchObject({ startSeconds: 173, endSeconds: 1173 });
+  });
+});
+
+describe('the controller runtime report', () => {
+  it("names Eva's value of time as the engine's does", async () => {
+    const request: RunRequest = {
+      scheduler: 'eva',
+      trace: { format: 'eva', jobs: 3, jobIds: 'controller' },
+      evaValueOfTime: 3,
+    };
+    const engine = executeRun(request);
+    const controller = await executeControllerRun({ ...request, runtime: 'controller' });
+    expect(engine.summary.valueOfTimePerJobHour).toBe(3);
+    expect(controller.summary.valueOfTimePerJobHour).toBe(3);
+    expect(controller.summary.totalCost).toBeCloseTo(engine.summary.totalCost, 6);
+  });
+});
