@@ -9,14 +9,15 @@ import {
   successProgress,
   type SimInstance,
   type SimJob,
+  type SimTask,
 } from './entities.js';
 
 /**
  * What the scheduler sees each round (the same ClusterSnapshot the controller builds): arrived, unfinished
- * jobs; jobs being launched or moved are pinned (Eva reference `_create_initial_config`), and left out when bound to
- * an instance going away; instances that are
- * launching or running and still in the plan, with the tasks committed to them (empty ones too, so a plan can
- * reuse or release them). `liveJobs` must be integrated up to `nowSeconds`.
+ * jobs; jobs being launched or moved are pinned (Eva reference `_create_initial_config`), with only their tasks
+ * committed to instances a plan may use when some are bound to an instance going away; instances that are
+ * launching or running and still in the plan, with the snapshot's tasks committed to them (empty ones too, so a plan
+ * can reuse or release them). `liveJobs` must be integrated up to `nowSeconds`.
  */
 export function buildSnapshot(
   nowSeconds: number,
@@ -27,15 +28,30 @@ export function buildSnapshot(
   const jobs: SchedJob[] = [];
   const tasks: SchedTask[] = [];
   const measured: MeasuredRtt[] = [];
+  const usable = new Set(assignable);
+  const shownTasks = new Set<SimTask>();
   for (const job of liveJobs) {
-    // A pinned job bound for no instance (checkpointing back to the queue, its move called off) or for one going away
-    // (a drained one) is left out, as the controller's snapshot leaves it: no plan may move it, nor place it.
-    if (!isReconfigurable(job) && job.tasks.some((t) => t.committed === undefined || !t.committed.assignable))
-      continue;
+    const reconfigurable = isReconfigurable(job);
+    let shown = job.tasks;
+    if (!reconfigurable) {
+      if (job.tasks.some((t) => t.committed !== undefined && !usable.has(t.committed))) {
+        // Bound in part for an instance going away (a drained one), as the controller's snapshot has it: no plan may
+        // move the job nor keep that task there, but its tasks committed to instances a plan may use hold their room
+        // until it goes back to the queue. Left out with the job while those instances list them, that room would
+        // look free (the packing ignores task ids it does not know) and be planned for another job too.
+        shown = job.tasks.filter((t) => t.committed !== undefined && usable.has(t.committed));
+        if (shown.length === 0) continue;
+      } else if (job.tasks.some((t) => t.committed === undefined)) {
+        // Bound for no instance (checkpointing back to the queue, its move called off): no plan may move it, nor
+        // place it.
+        continue;
+      }
+    }
+    for (const t of shown) shownTasks.add(t);
     jobs.push({
       id: job.spec.id,
-      taskIds: job.taskIds,
-      reconfigurable: isReconfigurable(job),
+      taskIds: shown === job.tasks ? job.taskIds : shown.map((t) => t.id),
+      reconfigurable,
       arrivalSeconds: job.spec.arrivalSeconds,
       runningSinceSeconds: job.activeSinceSeconds,
       // max over tasks of (fetch + build + upload) + init (digest §2 "Migration cost").
@@ -59,7 +75,7 @@ export function buildSnapshot(
     });
     if (network !== undefined && job.spec.network !== undefined)
       measureJob(job, network, nowSeconds, measured);
-    for (const task of job.tasks)
+    for (const task of shown)
       tasks.push({
         id: task.id,
         jobId: job.spec.id,
@@ -69,12 +85,13 @@ export function buildSnapshot(
       });
   }
   const instances: SchedInstance[] = [];
-  for (const inst of assignable)
+  for (const inst of usable)
     instances.push({
       id: inst.id,
       typeName: inst.type.name,
       state: inst.lifecycle === 'running' ? 'running' : 'launching',
-      taskIds: [...inst.committed].map((t) => t.id),
+      // Only the snapshot's tasks, as the controller lists them: a task of a job left out is nobody's to plan.
+      taskIds: [...inst.committed].filter((t) => shownTasks.has(t)).map((t) => t.id),
       ...(inst.placement === undefined ? {} : { placement: inst.placement }),
       ...(inst.market === 'spot' ? { market: inst.market } : {}),
       ...(inst.rebalanceRecommended === true ? { rebalanceRecommended: true } : {}),
