@@ -6,6 +6,7 @@ import {
   taskShareOf,
   type BindOrLaunchChoice,
   type ExpectedSlot,
+  type JobPlacement,
   type SlotPlacement,
 } from '../scheduler/expected-start.js';
 
@@ -132,24 +133,7 @@ export function placeBetweenRounds(input: BetweenRoundsInput): BetweenRoundsPlac
       continue;
     }
     const tasksById = new Map(job.tasks.map((t) => [t.id, t]));
-    const placement = placeJobOnSlots(
-      job.tasks.map((t) => ({
-        taskId: t.id,
-        demandOn: (instanceId: string) => {
-          const inst = byId.get(instanceId) as PaidInstance;
-          const d = demandOn(t.demand, inst.family);
-          if (d === undefined || t.reservationPricePerHour === undefined) return d;
-          const sharePrice = taskShareOf(d, inst.capacity) * inst.costPerHour;
-          const there = held.get(instanceId) ?? [];
-          const worth =
-            rate === undefined || t.key === undefined || there.length === 0
-              ? t.reservationPricePerHour
-              : netWorthPerHour(t.key, t.reservationPricePerHour, there, rate);
-          return sharePrice <= worth * (1 + 1e-9) ? d : undefined;
-        },
-      })),
-      slots,
-    );
+    const placement = placeTasksInTurn(job, slots, byId, held, rate);
     if (placement === undefined) {
       passedOver.push(job);
       continue;
@@ -200,6 +184,66 @@ export function placeBetweenRounds(input: BetweenRoundsInput): BetweenRoundsPlac
     });
   }
   return out;
+}
+
+type HeldTask = NonNullable<PaidInstance['tasks']>[number];
+
+/**
+ * The job's tasks placed one at a time, in order, each on the slot with the earliest expected start (as
+ * `placeJobOnSlots`), and only where its share of the instance's $/hour is within what it is worth there. That worth
+ * counts the job's tasks already placed on the instance like the tasks it held before: the slowdown they cause the
+ * task and the work it takes from them, or a job whose tasks each look worth it beside the others alone would be
+ * packed where together they are not.
+ */
+function placeTasksInTurn(
+  job: WaitingJob,
+  slots: readonly ExpectedSlot[],
+  byId: ReadonlyMap<string, PaidInstance>,
+  held: ReadonlyMap<string, readonly HeldTask[]>,
+  rate: BetweenRoundsInput['expectedRate'],
+): JobPlacement | undefined {
+  let room = slots;
+  const siblings = new Map<string, HeldTask[]>();
+  const placements: SlotPlacement[] = [];
+  for (const t of job.tasks) {
+    const demandHere = (instanceId: string): Resources | undefined =>
+      demandOn(t.demand, (byId.get(instanceId) as PaidInstance).family);
+    const one = placeJobOnSlots(
+      [
+        {
+          taskId: t.id,
+          demandOn: (instanceId: string) => {
+            const d = demandHere(instanceId);
+            if (d === undefined || t.reservationPricePerHour === undefined) return d;
+            const inst = byId.get(instanceId) as PaidInstance;
+            const sharePrice = taskShareOf(d, inst.capacity) * inst.costPerHour;
+            const there = [...(held.get(instanceId) ?? []), ...(siblings.get(instanceId) ?? [])];
+            const worth =
+              rate === undefined || t.key === undefined || there.length === 0
+                ? t.reservationPricePerHour
+                : netWorthPerHour(t.key, t.reservationPricePerHour, there, rate);
+            return sharePrice <= worth * (1 + 1e-9) ? d : undefined;
+          },
+        },
+      ],
+      room,
+    );
+    const p = one?.placements[0];
+    if (p === undefined) return undefined;
+    placements.push(p);
+    const d = demandHere(p.instanceId) as Resources;
+    room = room.map((s) => (s.instanceId === p.instanceId ? { ...s, free: sub(s.free, d) } : s));
+    if (t.key !== undefined && t.reservationPricePerHour !== undefined) {
+      const list = siblings.get(p.instanceId);
+      const task = { key: t.key, reservationPricePerHour: t.reservationPricePerHour };
+      if (list === undefined) siblings.set(p.instanceId, [task]);
+      else list.push(task);
+    }
+  }
+  return {
+    placements,
+    jobStartSeconds: placements.length === 0 ? 0 : Math.max(...placements.map((p) => p.expectedStartSeconds)),
+  };
 }
 
 /**

@@ -89,11 +89,9 @@ export function runRound(input: RoundInput): RoundOutcome {
   // checkpoints them back to the queue.
   const victims = admission.victims(queue);
   const withoutVictims = withoutJobs(admitted, new Set(victims.map((v) => v.jobId)));
-  // The scheduler learns whether caps hold jobs back: its slowdown budget must not price time up then (Eva).
-  scheduler.observe(
-    holdsBack ? { ...withoutVictims, capHoldsJobsBack: true } : withoutVictims,
-    input.observations,
-  );
+  // The scheduler learns whether caps hold jobs back: its slowdown budget must not price time up then (Eva). It learns
+  // from the fleet as it ran, victims included: their tasks were beside the others when those were measured.
+  scheduler.observe(holdsBack ? { ...admitted, capHoldsJobsBack: true } : admitted, input.observations);
   const plan = withQueueWaits(scheduler.plan(withoutVictims), queue, admission.caps);
   const diff = diffConfiguration(admitted, plan.configuration, input.catalog, { scheduler: scheduler.name });
   const capViolation = planCapViolation(plan.configuration, diff, input.catalog, admission.caps);

@@ -285,7 +285,8 @@ export class EvaScheduler implements Scheduler {
   /**
    * Learn the co-location table from observed normalized throughputs (§4.3–§4.4). A task's co-located set is the
    * other observed (running) tasks on its instance; single-task jobs record directly, multi-task jobs record their
-   * slowest task's value once all their tasks are observed, against the task the attribution rules pick.
+   * slowest task's value once all their tasks are observed, against the task the attribution rules pick. An instance
+   * where a running task has no value teaches nothing, as in Eva's reference.
    */
   observe(snapshot: ClusterSnapshot, observations: readonly ThroughputObservation[]): void {
     const value = new Map(observations.map((o) => [o.taskId, o.normalizedThroughput]));
@@ -301,14 +302,25 @@ export class EvaScheduler implements Scheduler {
         }
       }
     const tasks = new Map(snapshot.tasks.map((t) => [t.id, t]));
+    const jobs = new Map(snapshot.jobs.map((j) => [j.id, j]));
+    // A task of a running job that has no value (its workload never seen alone, or no throughput reported) still
+    // slows its neighbours: what they show is not their rate next to the observed tasks only, and recorded as such
+    // it would also pull the prior of unseen pairs. A task held at its co-start barrier or still being prepared
+    // belongs to a job not running yet and runs nothing.
+    const unobservedRunning = (id: string): boolean => {
+      const task = tasks.get(id);
+      return task !== undefined && !value.has(id) && jobs.get(task.jobId)?.runningSinceSeconds !== undefined;
+    };
     const keysOn = new Map<string, { id: string; key: string }[]>();
-    for (const inst of snapshot.instances)
+    for (const inst of snapshot.instances) {
+      if (inst.taskIds.some(unobservedRunning)) continue;
       keysOn.set(
         inst.id,
         inst.taskIds
           .filter((id) => value.has(id) && tasks.has(id))
           .map((id) => ({ id, key: tasks.get(id)?.key as string })),
       );
+    }
     const othersOf = (taskId: string): string[] | undefined => {
       const inst = tasks.get(taskId)?.instanceId;
       const here = inst === undefined ? undefined : keysOn.get(inst);

@@ -131,6 +131,53 @@ describe('placement between rounds', () => {
     ).toHaveLength(1);
   });
 
+  it("values a job's later task next to its siblings already placed on the instance", () => {
+    // A c7i.4xlarge ($0.714/h) holds x; each k task ([0, 3, 4], $0.1785/h alone) would take a $0.1339/h share. k tasks
+    // slow each other to 0.9, any other pair to 0.95. The first k beside x is worth 0.1785 × 0.95 − 0.1785 × 0.05 =
+    // $0.1607/h: placed. A second beside x and its sibling is worth 0.1785 × 0.855 − 0.1785 × (0.95 − 0.9025)
+    // − 0.1785 × (0.95 − 0.855) = $0.1272/h, below its share: the job waits for the round.
+    const rate = (key: string, others: readonly string[]) =>
+      others.reduce((r, o) => r * (key === 'k' && o === 'k' ? 0.9 : 0.95), 1);
+    const k = (tasks: number): WaitingJob => ({
+      id: 'k',
+      tasks: Array.from({ length: tasks }, (_, i) => ({
+        id: `k/t${i}`,
+        demand: { any: [0, 3, 4] },
+        reservationPricePerHour: 0.1785,
+        key: 'k',
+      })),
+      taskSeconds: 3600,
+    });
+    const holding: PaidInstance = {
+      id: 'i-1',
+      family: 'c7i',
+      capacity: [0, 16, 32],
+      free: [0, 13, 28],
+      readyAtSeconds: 0,
+      costPerHour: 0.714,
+      tasks: [{ key: 'x', reservationPricePerHour: 0.1785 }],
+    };
+    const place = (tasks: number) =>
+      placeBetweenRounds({
+        ...base,
+        jobs: [k(tasks)],
+        instances: [holding],
+        bind: false,
+        expectedRate: rate,
+      });
+    expect(place(1).map((p) => p.placements.map((q) => q.instanceId))).toEqual([['i-1']]);
+    expect(place(2)).toEqual([]);
+    // Without interference both tasks are worth their reservation price there: the job is placed whole.
+    const placed = placeBetweenRounds({
+      ...base,
+      jobs: [k(2)],
+      instances: [holding],
+      bind: false,
+      expectedRate: () => 1,
+    });
+    expect(placed.map((p) => p.placements.map((q) => q.instanceId))).toEqual([['i-1', 'i-1']]);
+  });
+
   it('places nothing unless the last admission left a job waiting (else the next round packs them all)', () => {
     const jobs = [job('a', 2)];
     const instances = [inst('i-1', 8)];

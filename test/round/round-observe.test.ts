@@ -51,3 +51,47 @@ describe('the round tells the scheduler when caps hold jobs back', () => {
     expect(observedUnder(10)).toBeUndefined();
   });
 });
+
+describe('the round lets the scheduler learn from the fleet as it ran', () => {
+  it('shows the observed snapshot with the jobs it preempts: they ran beside the others when those were measured', () => {
+    const running: ClusterSnapshot = {
+      ...snapshot,
+      jobs: snapshot.jobs.map((j) => ({ ...j, runningSinceSeconds: 0 })),
+      tasks: snapshot.tasks.map((t) => ({ ...t, instanceId: 'i-1' })),
+      instances: [{ id: 'i-1', typeName: 'c.x', state: 'running', taskIds: ['a.0', 'b.0'] }],
+    };
+    /** Admission that preempts b, as a class under its share would have it. */
+    class PreemptingB extends Admission {
+      override victims() {
+        return [{ jobId: 'b', classId: 'all', forClassId: 'other', reason: 'test' }];
+      }
+    }
+    let observed: ClusterSnapshot | undefined;
+    let planned: ClusterSnapshot | undefined;
+    const inner = new NoPackingScheduler(catalog);
+    const scheduler: Scheduler = {
+      name: inner.name,
+      plan: (s) => {
+        planned = s;
+        return inner.plan(s);
+      },
+      observe: (s: ClusterSnapshot) => {
+        observed = s;
+      },
+    };
+    runRound({
+      snapshot: running,
+      jobInfo: () => ({}),
+      admission: new PreemptingB(catalog, { caps: {} }),
+      scheduler,
+      observations: [],
+      catalog,
+      carriedOut: true,
+    });
+    // b's task was beside a's: learning sees both on i-1 ...
+    expect(observed?.jobs.map((j) => j.id)).toEqual(['a', 'b']);
+    expect(observed?.instances.find((i) => i.id === 'i-1')?.taskIds).toEqual(['a.0', 'b.0']);
+    // ... while the plan is made without the job it sends back to the queue.
+    expect(planned?.jobs.map((j) => j.id)).toEqual(['a']);
+  });
+});
