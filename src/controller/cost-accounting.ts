@@ -24,6 +24,32 @@ import type { EventRecord, InstanceRecord, JobRecord, StateStore, TaskState } fr
 /** EC2 bills Linux on-demand instances per second with a one-minute minimum. */
 export const MINIMUM_BILLED_SECONDS = 60;
 
+/**
+ * A spot instance EC2 interrupts within this long of its launch is not charged at all (AWS, "Billing for interrupted
+ * Spot Instances"); one stopped or terminated by its owner is charged for the seconds it ran, as any other.
+ */
+export const FREE_INTERRUPTED_SPOT_SECONDS = 3600;
+
+/**
+ * The event recording that EC2 ended a spot instance the controller did not ask to end (it found it shutting down,
+ * stopped or gone): the cost reports read it, so it is kept in the store with the instance's history.
+ */
+export const SPOT_RECLAIMED_EVENT = 'instance.spot-reclaimed';
+
+/** Whether EC2 ended this spot instance itself (SPOT_RECLAIMED_EVENT). */
+export function reclaimedBySpot(store: Pick<StateStore, 'listEvents'>, instanceId: string): boolean {
+  return store.listEvents({ instanceId, kind: SPOT_RECLAIMED_EVENT, limit: 1 }).length > 0;
+}
+
+/** Whether an instance is billed nothing: a spot instance EC2 reclaimed within its first hour. */
+export function billedNothing(inst: BilledInstance): boolean {
+  return (
+    inst.reclaimedBySpot === true &&
+    inst.terminatedAtSeconds !== undefined &&
+    inst.terminatedAtSeconds - inst.fromSeconds < FREE_INTERRUPTED_SPOT_SECONDS
+  );
+}
+
 export interface BilledInstance {
   readonly id: string;
   readonly typeName: string;
@@ -32,6 +58,8 @@ export interface BilledInstance {
   readonly fromSeconds: number;
   /** …and ends at the termination; undefined while the instance is billed still. */
   readonly terminatedAtSeconds: number | undefined;
+  /** EC2 ended it, a spot instance (SPOT_RECLAIMED_EVENT): within its first hour, it is billed nothing. */
+  readonly reclaimedBySpot?: boolean | undefined;
 }
 
 /**
@@ -95,7 +123,8 @@ export interface DetailedCostReport extends CostReport {
 /**
  * Split each instance's billed time into segments over which the set of tasks on it is constant; a segment's cost goes
  * to its tasks in proportion to their reservation prices, or to idle when it has none. A held task's share goes to
- * idle. The one-minute minimum is charged to idle. Only time within [since, now] counts.
+ * idle. The one-minute minimum is charged to idle. Only time within [since, now] counts. A spot instance EC2
+ * reclaimed within its first hour costs nothing (`billedNothing`): its time is its tasks' and idle time at $0.
  */
 export function attributeCosts(input: AttributionInput): DetailedCostReport {
   const since = input.sinceSeconds;
@@ -112,15 +141,18 @@ export function attributeCosts(input: AttributionInput): DetailedCostReport {
   let migrationTotal = 0;
   let costPerHourNow = 0;
   for (const inst of input.instances) {
-    const ratePerSecond = perHourToPerSecond(inst.costPerHour);
     const ended =
       inst.terminatedAtSeconds !== undefined && (input.closed !== true || inst.terminatedAtSeconds <= now);
+    // Known free only once it ended: a closed period's report bills one still running at the period's end.
+    const free = ended && billedNothing(inst);
+    const ratePerSecond = free ? 0 : perHourToPerSecond(inst.costPerHour);
     if (!ended && inst.fromSeconds <= now) costPerHourNow += inst.costPerHour;
-    // Tasks can only be on it until it ended (or now); a terminated instance owes at least the minimum.
+    // Tasks can only be on it until it ended (or now); a terminated instance owes at least the minimum (not one EC2
+    // charges nothing for).
     const usedTo = Math.min(inst.terminatedAtSeconds ?? now, now);
     const billedTo =
       inst.terminatedAtSeconds !== undefined
-        ? Math.max(inst.terminatedAtSeconds, inst.fromSeconds + MINIMUM_BILLED_SECONDS)
+        ? Math.max(inst.terminatedAtSeconds, inst.fromSeconds + (free ? 0 : MINIMUM_BILLED_SECONDS))
         : now;
     const to = input.closed === true ? Math.min(billedTo, now) : billedTo;
     const from = Math.max(inst.fromSeconds, since);
@@ -417,12 +449,14 @@ export function placementsFromEvents(events: readonly EventRecord[], nowSeconds:
 
 /**
  * The instances that were billed, each at its price: its pool's spot price when `onSpot` says it runs on spot (the
- * store's record of its market, instance-market.ts), else its type's on-demand price.
+ * store's record of its market, instance-market.ts), else its type's on-demand price; `reclaimed` says which spot
+ * instances EC2 ended (SPOT_RECLAIMED_EVENT).
  */
 export function billedInstances(
   instances: readonly InstanceRecord[],
   catalog: Catalog,
   onSpot: (instanceId: string) => boolean,
+  reclaimed: (instanceId: string) => boolean = () => false,
 ): BilledInstance[] {
   return instances
     .filter((i) => i.launchedAtSeconds !== undefined)
@@ -432,6 +466,7 @@ export function billedInstances(
       costPerHour: billedPricePerHour(catalog, i, onSpot(i.id)),
       fromSeconds: i.launchedAtSeconds as number,
       terminatedAtSeconds: i.terminatedAtSeconds,
+      ...(i.terminatedAtSeconds !== undefined && reclaimed(i.id) ? { reclaimedBySpot: true } : {}),
     }));
 }
 
@@ -441,7 +476,12 @@ export function billedInstancesIn(
   catalog: Catalog,
   instances: readonly InstanceRecord[] = store.listInstances(),
 ): BilledInstance[] {
-  return billedInstances(instances, catalog, (id) => launchedOnSpot(store, id));
+  return billedInstances(
+    instances,
+    catalog,
+    (id) => launchedOnSpot(store, id),
+    (id) => reclaimedBySpot(store, id),
+  );
 }
 
 /** The cost report for [since, now] from the store's instances, jobs and task events. */

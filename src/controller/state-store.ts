@@ -291,6 +291,11 @@ export interface InstanceChange {
    * was not running to see it). Kept within [its launch, now].
    */
   readonly endedAtSeconds?: number | undefined;
+  /**
+   * Getting its cloud id: when the cloud says it launched, if before now (an instance found by its launch token after
+   * a crash ran, and was billed, from then). Kept within [its request, now].
+   */
+  readonly launchedAtSeconds?: number | undefined;
 }
 
 export interface StateCounts {

@@ -114,20 +114,26 @@ export type CatalogFile = z.output<typeof catalogFileSchema>;
 
 const pricesPerType = z.record(z.string().min(1), z.number().finite().positive());
 
+/** A discount in percent: under 100, since a price of 0 is no price (catalogs refuse it too). */
+const discountPercent = z
+  .number()
+  .min(0, 'must be ≥ 0')
+  .lt(100, 'must be under 100 (a 100% discount would make instances free)');
+
 /**
  * User price overrides for Savings Plans or reserved capacity: a discount, then per-type prices that win. A file of
  * its own for `simulate --price-overrides`, the `priceOverrides:` section of a controller config.
  */
 export const priceOverridesSchema = strictObject({
-  /** Off every on-demand and spot price; under 100, since a price of 0 is no price (catalogs refuse it too). */
-  discountPercent: z
-    .number()
-    .min(0, 'must be ≥ 0')
-    .lt(100, 'must be under 100 (a 100% discount would make instances free)')
-    .optional(),
+  /**
+   * Off every on-demand price. Not off spot prices: Savings Plans and Reserved Instances do not apply to spot usage.
+   */
+  discountPercent: discountPercent.optional(),
+  /** Off every spot price (default 0): an agreement whose discount does cover spot usage (an enterprise one). */
+  spotDiscountPercent: discountPercent.optional(),
   /** On-demand $/hour per type (the discount does not apply to these). */
   pricePerType: pricesPerType.optional(),
-  /** Spot $/hour per type, in every zone (the discount applies to the other spot prices too). */
+  /** Spot $/hour per type, in every zone (the spot discount applies to the other spot prices). */
   spotPricePerType: pricesPerType.optional(),
 });
 export type PriceOverrides = z.output<typeof priceOverridesSchema>;
@@ -207,6 +213,7 @@ export function applyPriceOverrides(
   );
   if (problems.length > 0) throw new ValidationError(source, problems);
   const factor = 1 - (parsed.discountPercent ?? 0) / 100;
+  const spotFactor = 1 - (parsed.spotDiscountPercent ?? 0) / 100;
   const spot = catalog.spot;
   return {
     ...catalog,
@@ -221,7 +228,7 @@ export function applyPriceOverrides(
             ...spot,
             offerings: spot.offerings.map((o) => ({
               ...o,
-              pricePerHour: parsed.spotPricePerType?.[o.typeName] ?? o.pricePerHour * factor,
+              pricePerHour: parsed.spotPricePerType?.[o.typeName] ?? o.pricePerHour * spotFactor,
             })),
           },
         }),

@@ -221,7 +221,7 @@ describe('PriceRefresher with a controller on a manual clock', () => {
       pricing,
       regionCode: 'us-east-1',
       initial: catalog,
-      priceOverrides: { discountPercent: 50, pricePerType: { 'c7i.large': 0.04 } },
+      priceOverrides: { discountPercent: 50, spotDiscountPercent: 20, pricePerType: { 'c7i.large': 0.04 } },
       clock: rig().clock,
       periodHours: 1,
       logger,
@@ -240,9 +240,10 @@ describe('PriceRefresher with a controller on a manual clock', () => {
     expect(c7iXlargeOf({ catalog: first })).toBeCloseTo(0.357 * 0.5, 12);
     expect(c7iXlargeOf({ catalog: second })).toBeCloseTo(0.714 * 0.5, 12);
     expect(second.types.find((t) => t.name === 'c7i.large')?.costPerHour).toBe(0.04);
-    // Spot prices are not refreshed: the discount is taken off the list price each time, not off the last result.
-    expect(spotOf(first)).toBeCloseTo(listSpot * 0.5, 12);
-    expect(spotOf(second)).toBeCloseTo(listSpot * 0.5, 12);
+    // Spot prices are not refreshed: the spot discount (not the on-demand one) is taken off the list price each time,
+    // not off the last result.
+    expect(spotOf(first)).toBeCloseTo(listSpot * 0.8, 12);
+    expect(spotOf(second)).toBeCloseTo(listSpot * 0.8, 12);
     expect(refresher.catalog).toBe(second);
     expect(logger.warnings).toEqual([]);
   });

@@ -62,15 +62,31 @@ describe('the catalog spot model', () => {
     expect(spotOffering(catalog.spot, 'p3.2xlarge', undefined, ['us-east-1b'])?.interruption).toBe('>20%');
   });
 
-  it('applies price overrides to spot prices: the discount, and per-type spot prices', () => {
+  it('applies price overrides to spot prices: the spot discount, and per-type spot prices', () => {
     const discounted = applyPriceOverrides(catalog, {
-      discountPercent: 10,
+      spotDiscountPercent: 10,
       spotPricePerType: { 'c7i.large': 0.01 },
     });
     const before = spotOffering(catalog.spot, 'p3.2xlarge', 'us-east-1a') as SpotOffering;
     expect(spotOffering(discounted.spot, 'p3.2xlarge', 'us-east-1a')?.pricePerHour).toBeCloseTo(
       before.pricePerHour * 0.9,
       10,
+    );
+    // The spot discount is not off on-demand prices, nor a Savings Plan's (`discountPercent`) off spot prices.
+    expect(discounted.types.find((t) => t.name === 'p3.2xlarge')?.costPerHour).toBe(
+      catalog.types.find((t) => t.name === 'p3.2xlarge')?.costPerHour,
+    );
+    const savingsPlan = applyPriceOverrides(catalog, { discountPercent: 28 });
+    expect(savingsPlan.spot?.offerings).toEqual(catalog.spot?.offerings);
+    expect(savingsPlan.types.find((t) => t.name === 'p3.2xlarge')?.costPerHour).toBeCloseTo(
+      (catalog.types.find((t) => t.name === 'p3.2xlarge')?.costPerHour ?? 0) * 0.72,
+      12,
+    );
+    expect(() => applyPriceOverrides(catalog, { spotDiscountPercent: 100 })).toThrow(
+      /spotDiscountPercent: must be under 100/,
+    );
+    expect(() => applyPriceOverrides(catalog, { spotDiscountPercent: -1 })).toThrow(
+      /spotDiscountPercent: must be ≥ 0/,
     );
     expect(
       discounted.spot?.offerings.filter((o) => o.typeName === 'c7i.large').map((o) => o.pricePerHour),

@@ -101,7 +101,7 @@ export function readPriceOverridesFile(path: string): PriceOverridesFromFile {
 export function addPriceOverridesOption(command: Command): Command {
   return command.option(
     '--price-overrides <file>',
-    "Savings Plans or reserved prices over the catalog's (YAML or JSON: discountPercent, pricePerType, spotPricePerType; see README)",
+    "Savings Plans or reserved prices over the catalog's (YAML or JSON: discountPercent, pricePerType, spotPricePerType, spotDiscountPercent; see README)",
   );
 }
 

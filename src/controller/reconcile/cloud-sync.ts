@@ -5,7 +5,13 @@ import type { InstanceRecord } from '../state-store.js';
 import { LIVE_INSTANCE_STATES, type ReconcileContext } from './context.js';
 import { releaseTasksOn } from './jobs.js';
 import { terminateFailed } from './effects/terminations.js';
-import { launchAskedForSpot, recordAdoptedMarket, recordMarketFallback } from '../instance-market.js';
+import { SPOT_RECLAIMED_EVENT } from '../cost-accounting.js';
+import {
+  launchAskedForSpot,
+  launchedOnSpot,
+  recordAdoptedMarket,
+  recordMarketFallback,
+} from '../instance-market.js';
 import { forgetStoppedWithController, stoppedWithController } from '../stopped-with-controller.js';
 
 /**
@@ -184,6 +190,8 @@ function adoptLaunch(ctx: ReconcileContext, inst: InstanceRecord, cloud: CloudIn
       availabilityZone: cloud.availabilityZone,
       placementGroup: cloud.placementGroup ?? null,
       reason: 'found by launch token',
+      // Billed from EC2's launch time, not from this sync: the controller may have been down for hours since.
+      launchedAtSeconds: cloud.launchTime === undefined ? undefined : cloud.launchTime.getTime() / 1000,
     };
     if (inst.state === 'requested') ctx.store.setInstanceState(inst.id, 'launching', change);
     else ctx.store.setInstanceState(inst.id, inst.state, change);
@@ -298,6 +306,15 @@ function loseInstance(
     for (const intent of ctx.pendingIntentsFor('launch', inst.id)) ctx.store.failIntent(intent.id, reason);
     // Billed until it ended, not until this sync noticed: the controller may have been stopped for days.
     const closed = ctx.store.setInstanceState(inst.id, 'terminated', { reason, endedAtSeconds });
+    // A spot instance EC2 ended, not this controller: EC2 charges nothing for one it interrupts within its first hour
+    // (cost-accounting.ts), so the cost reports need to know who ended it, after restarts too.
+    if (!stoppedWithController && launchedOnSpot(ctx.store, inst.id))
+      ctx.store.appendEvent({
+        kind: SPOT_RECLAIMED_EVENT,
+        instanceId: inst.id,
+        message: `${inst.id}${inst.cloudId === undefined ? '' : ` (${inst.cloudId})`} on spot ended by EC2: ${reason}`,
+        data: { reason },
+      });
     const jobs = releaseTasksOn(
       ctx,
       inst.id,

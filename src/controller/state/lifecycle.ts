@@ -357,7 +357,8 @@ export function transitionInstance(
     placementGroup,
     reason: entering ? change.reason : instance.reason,
     updatedAtSeconds: nowSeconds,
-    launchedAtSeconds: instance.launchedAtSeconds ?? (launched ? nowSeconds : undefined),
+    launchedAtSeconds:
+      instance.launchedAtSeconds ?? (launched ? launchedAt(instance, change, nowSeconds) : undefined),
     runningAtSeconds: instance.runningAtSeconds ?? (to === 'running' ? nowSeconds : undefined),
     terminatedAtSeconds:
       to === 'terminated'
@@ -390,6 +391,16 @@ function endedAt(instance: InstanceRecord, change: InstanceChange, nowSeconds: n
   if (change.endedAtSeconds === undefined || !Number.isFinite(change.endedAtSeconds)) return nowSeconds;
   const earliest = Math.min(instance.launchedAtSeconds ?? instance.requestedAtSeconds, nowSeconds);
   return Math.min(nowSeconds, Math.max(earliest, change.endedAtSeconds));
+}
+
+/**
+ * When an instance getting its cloud id launched: the time its change gives (the cloud's launch time of one found by
+ * its launch token), never after now and never before its request, else now.
+ */
+function launchedAt(instance: InstanceRecord, change: InstanceChange, nowSeconds: number): number {
+  if (change.launchedAtSeconds === undefined || !Number.isFinite(change.launchedAtSeconds)) return nowSeconds;
+  const earliest = Math.min(instance.requestedAtSeconds, nowSeconds);
+  return Math.min(nowSeconds, Math.max(earliest, change.launchedAtSeconds));
 }
 
 export function jobIdOf(n: number): string {

@@ -117,6 +117,7 @@ export class Launches {
         instanceId: inst.id,
         cloudIds: [...result.instanceIds],
       });
+    const launchedAtSeconds = result.reusedExisting ? await this.launchTimeOf(cloudId) : undefined;
     this.ctx.store.transaction(() => {
       const current = this.ctx.store.getInstance(inst.id) as InstanceRecord;
       this.ctx.store.setInstanceState(inst.id, current.state === 'requested' ? 'launching' : current.state, {
@@ -125,6 +126,7 @@ export class Launches {
         // What the cloud really gave: the scheduler's latency domains come from this, not from the request.
         placementGroup: result.placementGroup ?? null,
         reason: result.reusedExisting ? 'found by launch token' : `launched (round ${intent.round ?? 0})`,
+        launchedAtSeconds,
       });
       if (inst.placementGroup !== undefined && result.placementGroup !== inst.placementGroup)
         this.ctx.store.appendEvent({
@@ -155,6 +157,28 @@ export class Launches {
     this.launchRetry.delete(intent.id);
     this.ctx.log.info(`launched ${inst.typeName} for ${inst.id}`, { cloudId, reused: result.reusedExisting });
     return { kind: 'launched', instanceId: inst.id };
+  }
+
+  /**
+   * When the cloud says an instance an earlier attempt launched was launched (seconds): it has been billed since, not
+   * since this attempt found it. Unknown (the instance then counts from now) when the listing fails or lacks it.
+   */
+  private async launchTimeOf(cloudId: string): Promise<number | undefined> {
+    try {
+      const listed = await this.ctx.provider.list(this.ctx.settings.clusterName);
+      const launchTime = listed.find((c) => c.instanceId === cloudId)?.launchTime;
+      return launchTime === undefined ? undefined : launchTime.getTime() / 1000;
+    } catch (e) {
+      if (e instanceof InjectedCrash) throw e;
+      this.ctx.log.warn(
+        'could not list instances to learn when a reused launch was launched; billing it from now',
+        {
+          cloudId,
+          error: (e as Error).message,
+        },
+      );
+      return undefined;
+    }
   }
 
   /** Throttling or another API error: keep the intent pending and retry with capped exponential backoff. */
