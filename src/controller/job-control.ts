@@ -246,12 +246,16 @@ export class JobControl {
       if (intent.kind === 'stop-task' && taskIds.has(intent.payload.taskId))
         stopping.add(intent.payload.taskId);
     }
-    for (const task of tasks)
+    for (const task of tasks) {
       if (PLACED_TASK_STATES.includes(task.state) && task.instanceId !== undefined && !stopping.has(task.id))
         this.deps.store.recordIntent({
           kind: 'stop-task',
           payload: { taskId: task.id, instanceId: task.instanceId, checkpoint: false },
         });
+      // A task never placed (the job ended queued, or held for a dependency) will never start: it ends with its job,
+      // as a placed one does once stopped, instead of showing `pending` for ever.
+      else if (task.state === 'pending') this.deps.store.setTaskState(task.id, 'stopped');
+    }
     return { job: ended, changed: true };
   }
 

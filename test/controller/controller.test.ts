@@ -584,3 +584,19 @@ describe('controller rounds against an in-memory cloud', () => {
     await controller.stop();
   });
 });
+
+describe('a job that ends before it starts', () => {
+  it('ends its tasks that were never placed (stopped), whether cancelled queued or failed for a dependency', async () => {
+    const { controller, store } = rig({ dryRun: true });
+    const first = controller.submit(jobSpec('first', CPU_SMALL), 'research');
+    const waiting = controller.submit({ ...jobSpec('waits', CPU_SMALL), dependsOn: [first.id] }, 'research');
+    expect(store.getTask(`${first.id}.0`)?.state).toBe('pending');
+    controller.cancel(first.id);
+    expect(store.getJob(first.id)?.state).toBe('cancelled');
+    expect(store.getTask(`${first.id}.0`)?.state).toBe('stopped');
+    // Its dependent can never start now: it fails before the next round's plan, and its task ends with it.
+    await controller.runRound('dependency ended');
+    expect(store.getJob(waiting.id)?.state).toBe('failed');
+    expect(store.getTask(`${waiting.id}.0`)?.state).toBe('stopped');
+  });
+});
