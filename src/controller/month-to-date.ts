@@ -1,9 +1,11 @@
 import type { Catalog } from '../core/catalog.js';
 import { utcMonthBounds, utcMonthOf } from '../core/utc-month.js';
+import { CO_START_EVENT } from './co-start-records.js';
 import { computeClosedPeriodReport } from './cost-accounting.js';
 import type { CostTotals } from './incremental-cost-report.js';
+import { ADOPTED_SPOT_EVENT, MARKET_FALLBACK_EVENT } from './instance-market.js';
 import type { CostLine } from './service.js';
-import type { StateStore } from './state-store.js';
+import type { EventRecord, StateStore } from './state-store.js';
 
 /** The current UTC month's bill so far: the fleet's, and each team's jobs' share. */
 export interface MonthToDateCosts {
@@ -12,6 +14,18 @@ export interface MonthToDateCosts {
   readonly totalCost: number;
   /** Every team that has ever run a job, 0 for one that ran nothing this month. */
   readonly byTeam: readonly CostLine[];
+}
+
+/** The history's bill as the month began, and what it was computed from. */
+interface StartOfMonth {
+  readonly month: string;
+  readonly startSeconds: number;
+  readonly catalog: Catalog;
+  readonly report: CostTotals;
+  /** The instances it bills: one not among them but launched before the month was recorded late. */
+  readonly billed: ReadonlySet<string>;
+  /** The newest event when it was computed; the events after it are read for changes to the bill before the month. */
+  seenSeq: number;
 }
 
 /**
@@ -23,28 +37,85 @@ export interface MonthToDateCosts {
  * month's start is kept for a month and a catalog, and replayed when either changes (once a month, once after a
  * restart, once per price refresh), not at each scrape. Every past hour is billed at today's prices, as
  * `report --month` over the month so far bills it.
+ *
+ * Both sides must also be of the same records: a record made this month can still change what was billed before it
+ * (cloud sync finds an instance ended, or launched, before the month began; a co-start release makes a start held
+ * across the month's start idle time; a launch found to have fallen back to on-demand). The whole history's bill
+ * follows such records at once; the bill at the month's start, kept, would not, and the difference would stay wrong
+ * for the rest of the month (a team's share above the fleet's bill). So each scrape reads the few events since the
+ * last that could (instance states and markets, co-start decisions) and replays the start's bill again when one
+ * concerns the time before the month: an instance launched before it, a job submitted before it.
  */
 export class MonthToDate {
-  private start:
-    { readonly month: string; readonly catalog: Catalog; readonly report: CostTotals } | undefined;
+  private start: StartOfMonth | undefined;
 
   /** `whole`: the whole history's bill now at `catalog`'s prices (IncrementalCostReport.totals, same catalog). */
   costs(store: StateStore, catalog: Catalog, whole: CostTotals): MonthToDateCosts {
     const month = utcMonthOf(whole.generatedAtSeconds);
-    if (this.start?.month !== month || this.start.catalog !== catalog)
-      this.start = {
-        month,
-        catalog,
-        report: computeClosedPeriodReport(store, catalog, 0, utcMonthBounds(month).startSeconds),
-      };
-    const before = new Map(this.start.report.byTeam.map((t) => [t.id, t.cost]));
+    const kept = this.start;
+    const start =
+      kept?.month === month && kept.catalog === catalog && !pastChanged(store, kept)
+        ? kept
+        : startOfMonth(store, catalog, month);
+    this.start = start;
+    const before = new Map(start.report.byTeam.map((t) => [t.id, t.cost]));
     return {
       month,
-      totalCost: nonNegative(whole.totalCost - this.start.report.totalCost),
+      totalCost: nonNegative(whole.totalCost - start.report.totalCost),
       byTeam: whole.byTeam.map((t) => ({ id: t.id, cost: nonNegative(t.cost - (before.get(t.id) ?? 0)) })),
     };
   }
 }
+
+function startOfMonth(store: StateStore, catalog: Catalog, month: string): StartOfMonth {
+  // Read before the replay: an event recorded after it is read at the next scrape, never skipped.
+  const seenSeq = newestSeq(store);
+  const startSeconds = utcMonthBounds(month).startSeconds;
+  const report = computeClosedPeriodReport(store, catalog, 0, startSeconds);
+  return {
+    month,
+    startSeconds,
+    catalog,
+    report,
+    billed: new Set(report.byInstance.map((line) => line.id)),
+    seenSeq,
+  };
+}
+
+/** Whether an event since the start's bill was computed can change it; the events read are not read again. */
+function pastChanged(store: StateStore, start: StartOfMonth): boolean {
+  const newest = newestSeq(store);
+  if (newest <= start.seenSeq) return false;
+  const events = store
+    .listEvents({ kinds: PAST_CHANGING_KINDS, afterSeq: start.seenSeq })
+    .filter((e) => e.seq <= newest);
+  start.seenSeq = newest;
+  return events.some((e) => changesBefore(store, e, start));
+}
+
+function changesBefore(store: StateStore, e: EventRecord, start: StartOfMonth): boolean {
+  if (e.kind === CO_START_EVENT) {
+    // A release (or a start given up) makes the time its tasks were held since their start idle: before the month
+    // only for a job that was there before it.
+    const job = e.jobId === undefined ? undefined : store.getJob(e.jobId);
+    return job !== undefined && job.submittedAtSeconds < start.startSeconds;
+  }
+  const inst = e.instanceId === undefined ? undefined : store.getInstance(e.instanceId);
+  if (inst?.launchedAtSeconds === undefined || inst.launchedAtSeconds >= start.startSeconds) return false;
+  // Billed before the month: its market, a launch the start's bill did not know, or an end dated before the month.
+  if (e.kind !== 'instance.state') return true;
+  return (
+    !start.billed.has(inst.id) ||
+    (inst.terminatedAtSeconds !== undefined && inst.terminatedAtSeconds < start.startSeconds)
+  );
+}
+
+function newestSeq(store: StateStore): number {
+  return store.listEvents({ newestFirst: true, limit: 1 })[0]?.seq ?? 0;
+}
+
+/** The events whose records can change what was billed before they were recorded. */
+const PAST_CHANGING_KINDS = ['instance.state', MARKET_FALLBACK_EVENT, ADOPTED_SPOT_EVENT, CO_START_EVENT];
 
 /** A difference of sums of the same figures may come out a rounding error below zero; a bill never does. */
 function nonNegative(dollars: number): number {

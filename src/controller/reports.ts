@@ -10,7 +10,7 @@ import {
   monthlyReportKeys,
 } from '../protocol/object-keys.js';
 import type { ObjectStore } from '../storage/object-store.js';
-import type { BilledInstance, DetailedCostReport } from './cost-accounting.js';
+import { MINIMUM_BILLED_SECONDS, type BilledInstance, type DetailedCostReport } from './cost-accounting.js';
 
 /**
  * Cost reports written to the object store under `reports/` (every hour, whenever a job
@@ -47,7 +47,12 @@ export interface CostReportDocument extends DetailedCostReport {
   readonly closed?: boolean;
 }
 
-/** The fleet's $/hour as a step function of time, from the instances' billed intervals, within [since, now]. */
+/**
+ * The fleet's $/hour as a step function of time, from the instances' billed intervals, within [since, now]. An
+ * instance is billed to its termination or, ended sooner, to the end of its first minute (the report bills that
+ * minimum too), so the area under the series is the report's total; only an instance ended within the last minute
+ * of an open report owes a part of its minute after now, which the series does not reach.
+ */
 export function costPerHourSeries(
   instances: readonly BilledInstance[],
   sinceSeconds: number,
@@ -58,7 +63,10 @@ export function costPerHourSeries(
     deltas.set(at, (deltas.get(at) ?? 0) + delta);
   };
   for (const inst of instances) {
-    const end = inst.terminatedAtSeconds ?? Number.POSITIVE_INFINITY;
+    const end =
+      inst.terminatedAtSeconds === undefined
+        ? Number.POSITIVE_INFINITY
+        : Math.max(inst.terminatedAtSeconds, inst.fromSeconds + MINIMUM_BILLED_SECONDS);
     if (end <= sinceSeconds || inst.fromSeconds > nowSeconds) continue;
     add(Math.max(inst.fromSeconds, sinceSeconds), inst.costPerHour);
     if (end <= nowSeconds) add(end, -inst.costPerHour);

@@ -4,12 +4,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/core/validation.js';
-import { attributeCosts, type BilledInstance } from '../../src/controller/cost-accounting.js';
+import {
+  attributeCosts,
+  billedInstancesIn,
+  computeClosedPeriodReport,
+  computeCostReport,
+  type BilledInstance,
+} from '../../src/controller/cost-accounting.js';
+import { ManualClock } from '../../src/controller/clock.js';
+import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import {
   barChart,
   buildReportDocument,
   costPerHourSeries,
   listReports,
+  type CostPoint,
   parseReportDocument,
   reportCsv,
   reportHtml,
@@ -19,7 +28,7 @@ import {
 import { LATEST_REPORT_KEY } from '../../src/protocol/object-keys.js';
 import { pruneCostReports } from '../../src/controller/report-retention.js';
 import { openObjectStore } from '../../src/storage/open-object-store.js';
-import { CPU_SMALL, jobSpec, rig } from './controller-fixtures.js';
+import { catalog, CPU_SMALL, jobSpec, rig } from './controller-fixtures.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-reports-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -93,6 +102,43 @@ describe('cost reports', () => {
       atSeconds: T0 + 7200,
       costPerHour: 0,
     });
+  });
+
+  it("charts what the report bills: an instance's minimum minute too, as a month's end splits it", () => {
+    const clock = new ManualClock(T0);
+    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+    const launch = (cloudId: string): string => {
+      const inst = store.createInstance({ typeName: 'c7i.xlarge' });
+      store.setInstanceState(inst.id, 'launching', { cloudId });
+      store.setInstanceState(inst.id, 'running');
+      return inst.id;
+    };
+    const long = launch('c-1');
+    // Ended 21 s after its launch: billed a minute.
+    const short = launch('c-2');
+    clock.advance(21);
+    store.setInstanceState(short, 'terminated');
+    // Launched 30 s before a period's end (a month's, T0 + 1200) and ended 10 s after: its minute is split across it.
+    clock.advance(1200 - 30 - 21);
+    const acrossTheEnd = launch('c-3');
+    clock.advance(40);
+    store.setInstanceState(acrossTheEnd, 'terminated');
+    clock.advance(600);
+    store.setInstanceState(long, 'terminated');
+    clock.advance(60);
+    const area = (points: readonly CostPoint[]): number =>
+      points.slice(1).reduce((sum, p, i) => {
+        const prev = points[i] as CostPoint;
+        return sum + ((p.atSeconds - prev.atSeconds) * prev.costPerHour) / 3600;
+      }, 0);
+    const instances = billedInstancesIn(store, catalog);
+    for (const [report, closed] of [
+      [computeCostReport(store, catalog, clock.nowSeconds()), false],
+      [computeClosedPeriodReport(store, catalog, T0, T0 + 1200), true],
+    ] as const) {
+      const doc = buildReportDocument({ cluster: 'c', reason: 'test', report, instances, closed });
+      expect(area(doc.costPerHourSeries)).toBeCloseTo(report.totalCost, 12);
+    }
   });
 
   it('writes CSV rows per total, team, job and instance, quoting where needed', () => {

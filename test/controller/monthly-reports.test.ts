@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { startApiServer } from '../../src/controller/api/server.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { computeClosedPeriodReport, computeCostReport } from '../../src/controller/cost-accounting.js';
@@ -15,6 +15,7 @@ import { nextUtcMonth, utcMonthBounds, utcMonthOf } from '../../src/core/utc-mon
 import { LATEST_REPORT_KEY, monthlyReportKeys } from '../../src/protocol/object-keys.js';
 import type { ObjectStore } from '../../src/storage/object-store.js';
 import { openObjectStore } from '../../src/storage/open-object-store.js';
+import { coStartReleaseEvent } from '../../src/controller/co-start-records.js';
 import { catalog, CPU_SMALL, jobSpec, priceOf, rig } from './controller-fixtures.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-months-'));
@@ -195,6 +196,93 @@ describe('the month so far, for /metrics', () => {
   });
 });
 
+describe('the month so far, after records that change the time before the month', () => {
+  /** Each team's share of the month so far, as a report over it bills it. */
+  function expectAsReport(
+    got: { totalCost: number; byTeam: readonly { id: string; cost: number }[] },
+    store: MemoryStateStore,
+    nowSeconds: number,
+  ): void {
+    const report = computeClosedPeriodReport(store, catalog, NOV_1, nowSeconds);
+    expect(got.totalCost).toBeCloseTo(report.totalCost, 9);
+    for (const team of report.byTeam)
+      expect(got.byTeam.find((t) => t.id === team.id)?.cost).toBeCloseTo(team.cost, 9);
+    // Never a team's share above the fleet's bill.
+    for (const team of got.byTeam) expect(team.cost).toBeLessThanOrEqual(got.totalCost + 1e-12);
+  }
+
+  it('follows an instance found ended before the month began, recorded after the first scrape', () => {
+    const clock = new ManualClock(NOV_1 - 7200);
+    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+    const job = store.submitJob(jobSpec('small', CPU_SMALL));
+    const [working, lost] = ['c-1', 'c-2'].map((cloudId) => {
+      const inst = store.createInstance({ typeName: 'c7i.xlarge' });
+      store.setInstanceState(inst.id, 'launching', { cloudId });
+      store.setInstanceState(inst.id, 'running');
+      return inst.id;
+    }) as [string, string];
+    store.setTaskState(`${job.id}.0`, 'running', working);
+    clock.advance(7200 + 600);
+    const { controller } = rig({}, { clock, store });
+    const hour = priceOf('c7i.xlarge');
+    // Ten minutes into November: two instances, one idle.
+    expect(controller.monthToDateCosts().totalCost).toBeCloseTo((2 * hour * 600) / 3600, 9);
+
+    // Cloud sync finds the idle one had ended an hour before November (the controller did not see it go).
+    store.setInstanceState(lost, 'terminated', { endedAtSeconds: NOV_1 - 3600, reason: 'gone' });
+    clock.advance(600);
+    const november = controller.monthToDateCosts();
+    // November so far: the working instance's twenty minutes, all the job's.
+    expect(november.totalCost).toBeCloseTo((hour * 1200) / 3600, 9);
+    expectAsReport(november, store, clock.nowSeconds());
+    // As a restarted controller has it.
+    expect(rig({}, { clock, store }).controller.monthToDateCosts().totalCost).toBeCloseTo(
+      november.totalCost,
+      12,
+    );
+
+    // What happens in the month leaves the bill at its start be: no replay of the history (a read of every job).
+    const replays = vi.spyOn(store, 'listJobs');
+    store.setInstanceState(working, 'terminated');
+    const next = store.createInstance({ typeName: 'c7i.xlarge' });
+    store.setInstanceState(next.id, 'launching', { cloudId: 'c-3' });
+    clock.advance(600);
+    const later = controller.monthToDateCosts();
+    expect(replays).not.toHaveBeenCalled();
+    expectAsReport(later, store, clock.nowSeconds());
+  });
+
+  it('follows a co-start release after the first scrape that makes a start held across the month idle', () => {
+    const clock = new ManualClock(NOV_1 - 3600);
+    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+    const job = store.submitJob(jobSpec('pair', CPU_SMALL, { team: 'vision', replicas: 2 }));
+    const inst = store.createInstance({ typeName: 'c7i.2xlarge' });
+    store.setInstanceState(inst.id, 'launching', { cloudId: 'c-1' });
+    store.setInstanceState(inst.id, 'running');
+    const tasks = [`${job.id}.0`, `${job.id}.1`];
+    for (const t of tasks) store.setTaskState(t, 'starting', inst.id);
+    clock.advance(3600 + 60);
+    const { controller } = rig({}, { clock, store });
+    // Before the release the starts count as the job's work.
+    controller.monthToDateCosts();
+
+    // Two minutes into November the tasks are released together: their starts were held, idle time.
+    clock.advance(60);
+    store.transaction(() => {
+      for (const t of tasks) store.setTaskState(t, 'running', inst.id);
+      store.appendEvent(coStartReleaseEvent(job.id, tasks));
+    });
+    clock.advance(480);
+    const november = controller.monthToDateCosts();
+    const hour = priceOf('c7i.2xlarge');
+    // Ten minutes of the instance; the job's share is its eight minutes since the release.
+    expect(november.totalCost).toBeCloseTo((hour * 600) / 3600, 9);
+    expect(november.byTeam.find((t) => t.id === 'vision')?.cost).toBeCloseTo((hour * 480) / 3600, 9);
+    expectAsReport(november, store, clock.nowSeconds());
+    expect(rig({}, { clock, store }).controller.monthToDateCosts()).toEqual(november);
+  });
+});
+
 describe('the month so far after a price refresh', () => {
   it.each([
     ['rise', 1.5],
@@ -297,6 +385,49 @@ describe('monthly reports in the object store', () => {
     );
     // The instance never ended: the whole of December, 31 days.
     expect(december.totalCost).toBeCloseTo(priceOf('c7i.xlarge') * 24 * 31, 6);
+  });
+
+  it('answers an ended month from its stored report, at the prices of then, and says when it has none', async () => {
+    const objects = await openObjectStore(join(scratch, 'answered'));
+    const { clock, store } = oneJobAcrossTheMonthEnd();
+    clock.advance(3600);
+    const OCT_1 = utcMonthBounds('2026-10').startSeconds;
+    const { controller } = rig({}, { clock, store, objectStore: objects });
+    // October has ended, its report not written yet: recomputed, and the answer says so.
+    const before = await controller.periodCosts(OCT_1, NOV_1);
+    expect(before.monthReport).toEqual({
+      from: 'recomputed',
+      detail: `no report of 2026-10 at ${join(scratch, 'answered')}/reports/months/2026-10.json yet (written once the month has ended): recomputed at today's prices`,
+    });
+    expect(before.totalCost).toBeCloseTo(priceOf('c7i.xlarge'), 9);
+
+    await writerFor(store, clock, objects).writeDue();
+    // Prices change after the month's end: the month stays what was billed then.
+    const { catalog: repriced } = repriceCatalog(
+      catalog,
+      new Map([['c7i.xlarge', 2 * priceOf('c7i.xlarge')]]),
+    );
+    await controller.applyCatalog(repriced);
+    const { monthReport: source, ...october } = await controller.periodCosts(OCT_1, NOV_1);
+    expect(source).toEqual({
+      from: 'stored',
+      detail: `${join(scratch, 'answered')}/reports/months/2026-10.json`,
+    });
+    expect(october).toEqual(computeClosedPeriodReport(store, catalog, OCT_1, NOV_1));
+    // A replay now would bill it at the new prices; so does any period that is not a whole ended month.
+    expect(controller.costs(OCT_1, NOV_1).totalCost).toBeCloseTo(2 * priceOf('c7i.xlarge'), 9);
+    const part = await controller.periodCosts(OCT_1 + 1, NOV_1);
+    expect(part.monthReport).toBeUndefined();
+    expect(part.totalCost).toBeCloseTo(2 * priceOf('c7i.xlarge'), 9);
+    // The month so far is the month so far.
+    expect(await controller.periodCosts(NOV_1)).toEqual(controller.costs(NOV_1));
+
+    // Without an object store it can only recompute, and says why.
+    const bare = rig({}, { clock, store }).controller;
+    expect((await bare.periodCosts(OCT_1, NOV_1)).monthReport).toEqual({
+      from: 'recomputed',
+      detail: "no object store is configured for reports: recomputed at today's prices",
+    });
   });
 
   it('tries a month again an hour after its report failed, not at every pass', async () => {
