@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ValidationError } from '../core/validation.js';
 import type { Command } from 'commander';
 import { z } from 'zod';
@@ -60,6 +61,10 @@ const ARRAY_SUBMISSION_MS_PER_JOB = 25;
 const HEALTH_TIMEOUT_MS = 5000;
 /** Answers after which a keyed submission is sent again: the controller restarting, or briefly unable to keep it. */
 const RESENT_STATUSES = new Set([502, 503, 504]);
+/** Sends of a dry run before giving up while the controller answers 502–504 (15 s of doubling waits by default). */
+const DRY_RUN_ATTEMPTS = 5;
+/** The longest wait a Retry-After asks for that is honoured: a longer one waits this long. */
+const MAX_RETRY_AFTER_MS = 60_000;
 
 /** How long to wait for a submission's answer: longer for an array. */
 export function submissionTimeoutMs(spec: unknown): number {
@@ -77,6 +82,8 @@ export class ApiError extends Error {
     readonly reason: string,
     readonly details: readonly string[],
     request: string,
+    /** How long the controller asked to wait before asking again (its Retry-After), when it said. */
+    readonly retryAfterMs?: number,
   ) {
     super(
       `${request}: the controller answered ${status}: ${reason}${details.map((d) => `\n  - ${d}`).join('')}`,
@@ -291,9 +298,32 @@ export class FleetwiseClient {
     }
   }
 
-  /** Validate a spec on the controller and see what it would get now; nothing is created. */
-  async dryRunJob(spec: unknown): Promise<DryRunResponse> {
-    return this.request('POST', '/v1/jobs?dryRun=true', dryRunSchema, { json: spec });
+  /**
+   * Validate a spec on the controller and see what it would get now; nothing is created. A dry run changes nothing,
+   * so one answered 502–504 (the controller restarting, its database briefly unavailable) is sent again, a few times,
+   * after the wait its Retry-After asks for (else `resendDelayMs`, doubling), before giving up.
+   */
+  async dryRunJob(
+    spec: unknown,
+    options: {
+      /** Told before each resend: why and how long until the next send. */
+      readonly onResend?: (reason: string, delayMs: number) => void;
+    } = {},
+  ): Promise<DryRunResponse> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.request('POST', '/v1/jobs?dryRun=true', dryRunSchema, { json: spec });
+      } catch (e) {
+        if (!(e instanceof ApiError) || !RESENT_STATUSES.has(e.status) || attempt >= DRY_RUN_ATTEMPTS)
+          throw e;
+        const delayMs = Math.min(
+          e.retryAfterMs ?? this.resendDelayMs * 2 ** (attempt - 1),
+          MAX_RETRY_AFTER_MS,
+        );
+        options.onResend?.(e.message, delayMs);
+        await sleep(delayMs);
+      }
+    }
   }
 
   async listJobs(filter: JobListFilter = {}): Promise<JobListResponse['jobs']> {
@@ -575,7 +605,22 @@ export class FleetwiseClient {
 function apiErrorOf(response: Response, text: string, what: string): ApiError {
   const parsed = errorSchema.safeParse(safeJson(text));
   const reason = parsed.success ? parsed.data.error : text.trim().slice(0, 500) || response.statusText;
-  return new ApiError(response.status, reason, parsed.success ? (parsed.data.details ?? []) : [], what);
+  return new ApiError(
+    response.status,
+    reason,
+    parsed.success ? (parsed.data.details ?? []) : [],
+    what,
+    retryAfterMsOf(response.headers.get('retry-after')),
+  );
+}
+
+/** A Retry-After header's wait: whole seconds, or an HTTP date (RFC 9110 §10.2.3); undefined when absent or unreadable. */
+function retryAfterMsOf(header: string | null): number | undefined {
+  if (header === null) return undefined;
+  const text = header.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
 
 function sameAddress(a: string, b: string): boolean {

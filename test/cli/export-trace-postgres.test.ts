@@ -1,5 +1,6 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer, connect, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
@@ -23,6 +24,58 @@ import { freePort } from '../helpers/test-ports.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'fleetwise-export-pg-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+/**
+ * A TCP proxy to the PostgreSQL server that holds back the server's answer to the first query containing `marker` for
+ * `stallMs`: meanwhile the server, having answered, waits on the client inside its transaction, as it does while a
+ * reader maps a large result. The proxy runs in this process while the CLI runs in its own (pg-native blocks).
+ */
+async function startStallingProxy(
+  targetPort: number,
+  marker: string,
+  stallMs: number,
+): Promise<{ readonly port: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    const upstream = connect(targetPort, '127.0.0.1');
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('error', () => undefined);
+      s.once('close', () => {
+        sockets.delete(s);
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    let stallNext = false;
+    let stalled = false;
+    // Chunks from the server leave in order, behind the stall once it starts.
+    let gate = Promise.resolve();
+    client.on('data', (chunk: Buffer) => {
+      if (!stalled && chunk.includes(marker)) stallNext = stalled = true;
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      if (stallNext) {
+        stallNext = false;
+        gate = gate.then(() => new Promise((resolve) => setTimeout(resolve, stallMs)));
+      }
+      gate = gate.then(() => void client.write(chunk));
+    });
+    upstream.on('end', () => void gate.then(() => client.end()));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('stalling proxy: no port');
+  return {
+    port: address.port,
+    close: () =>
+      new Promise((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
 
 /** The schema a `createSchema` URL puts first on its search_path. */
 const schemaOf = (url: string): string =>
@@ -82,6 +135,21 @@ describeWithPostgres('fleetwise export-trace from a PostgreSQL state (CLI subpro
     expect(exportedJobsOf(document)).toEqual(history.exported);
     expect(document.source).toBe(url);
     expect(JSON.parse(readFileSync(tableFile, 'utf8'))).toEqual(learned);
+  }, 60_000);
+
+  it('reads on while its transaction waits longer than a controller may idle in one', async () => {
+    // 3 s between the jobs query and the next one, past the controller's 2.5 s idle-in-transaction bound: a large
+    // state's rows take that long to map, and an export holds no lease that such a bound protects.
+    const proxy = await startStallingProxy(pg.server.port, 'FROM jobs ORDER BY seq', 3000);
+    try {
+      const viaProxy = new URL(url);
+      viaProxy.port = String(proxy.port);
+      const out = await runCli(['export-trace', '--state', viaProxy.toString()]);
+      expect(out.code, out.stderr).toBe(0);
+      expect(exportedJobsOf(JSON.parse(out.stdout) as FleetwiseTraceDocument)).toEqual(history.exported);
+    } finally {
+      await proxy.close();
+    }
   }, 60_000);
 
   it('leaves an older schema as it was: no migration, no write', async () => {

@@ -27,6 +27,11 @@ let submissionsSeen = 0;
 let olderController = false;
 /** Answer submissions 500 after the controller made them. */
 let answer500 = false;
+/** Dry runs answered 503 (as a controller whose database is briefly unavailable) before one is passed on. */
+let dryRuns503 = 0;
+/** The Retry-After those 503s carry. */
+let dryRunRetryAfter = '0';
+let dryRunsSeen = 0;
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-resend-'));
 
 async function forward(request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -46,6 +51,15 @@ async function forward(request: IncomingMessage, response: ServerResponse): Prom
   if (olderController && request.url === '/healthz') {
     const { idempotencyKeys: _dropped, ...rest } = JSON.parse(text) as Record<string, unknown>;
     text = JSON.stringify(rest);
+  }
+  if (request.method === 'POST' && request.url?.includes('dryRun=true') === true) {
+    dryRunsSeen += 1;
+    if (dryRuns503 > 0) {
+      dryRuns503 -= 1;
+      response.writeHead(503, { 'content-type': 'application/json', 'retry-after': dryRunRetryAfter });
+      response.end(JSON.stringify({ error: 'state store unavailable (injected by the proxy)' }));
+      return;
+    }
   }
   // Submissions only: `fleetwise submit` dry-runs each file first, which creates nothing.
   if (
@@ -91,6 +105,9 @@ afterAll(async () => {
 beforeEach(() => {
   dropAnswers = 0;
   submissionsSeen = 0;
+  dryRuns503 = 0;
+  dryRunRetryAfter = '0';
+  dryRunsSeen = 0;
 });
 
 const spec = (name: string): Record<string, unknown> => ({
@@ -207,5 +224,40 @@ describe('a submission whose answer is lost', () => {
     expect(lost.stderr).toContain(
       'to send it again without risking a second copy, run the same command with --idempotency-key train/lost',
     );
+  });
+});
+
+describe('a dry run the controller answers 503', () => {
+  it("is asked again after the controller's Retry-After, a few times, then given up", async () => {
+    // Its own delay is a minute: only the controller's Retry-After (0 s) keeps this fast.
+    const client = clientResendingAfter(60_000);
+    dryRuns503 = 2;
+    const told: number[] = [];
+    const view = await client.dryRunJob(spec('checked'), { onResend: (_reason, ms) => told.push(ms) });
+    expect(view.name).toBe('checked');
+    expect([dryRunsSeen, told]).toEqual([3, [0, 0]]);
+    // Without a Retry-After its own delay, doubling; five sends, then the controller's answer.
+    const doubling = clientResendingAfter(5);
+    dryRuns503 = 10;
+    dryRunRetryAfter = 'soon';
+    told.length = 0;
+    await expect(
+      doubling.dryRunJob(spec('checked'), { onResend: (_reason, ms) => told.push(ms) }),
+    ).rejects.toThrow(/the controller answered 503: state store unavailable/);
+    expect([dryRunsSeen, told]).toEqual([8, [5, 10, 20, 40]]);
+    expect(jobsNamed('checked')).toEqual([]);
+  });
+
+  it('does not stop `fleetwise submit`, which says so on stderr', async () => {
+    const file = join(scratch, 'checked.json');
+    writeFileSync(file, JSON.stringify(spec('cli-checked')));
+    const env = { ...process.env, FLEETWISE_SERVER: proxyUrl, FLEETWISE_TOKEN: ADMIN_TOKEN };
+    dryRuns503 = 1;
+    const out = await runCli(['submit', file], env);
+    expect(out.code, out.stderr).toBe(0);
+    expect(out.stderr).toMatch(
+      /checked\.json: checking it on the controller: POST \/v1\/jobs: the controller answered 503: state store unavailable \(injected by the proxy\); asking again in 0 s/,
+    );
+    expect(jobsNamed('cli-checked')).toHaveLength(1);
   });
 });

@@ -328,15 +328,53 @@ export function registerSubmit(program: Command): void {
     // The controller checks what only it knows: the token's team, dependencies, its catalog, its run limits. A step
     // of a chain is checked without the step before it, which does not exist yet (checkChainSteps counted it).
     // Build contexts are not uploaded: nothing runs, and the controller checks the spec without them.
-    const views: DryRunResponse[] = [];
+    const teams: (string | undefined)[] = [];
+    /**
+     * Files the controller answered while they were checked: refused by their dry run, yet submitted by an earlier
+     * run with this idempotency key (their dependency may have failed since), so their keyed submission is answered
+     * with the jobs that run made, as a rerun promises.
+     */
+    const answered = new Map<number, SubmittedJob>();
+    // A step of a chain is sent waiting for the jobs of the step before it.
+    const stepSpec = (i: number, previous: JobSummaryResponse | undefined): RawSpec =>
+      options.chain !== true || previous === undefined
+        ? (specs[i] as RawSpec)
+        : options.perIndex === true
+          ? withDependencies(specs[i] as RawSpec, [{ jobId: previous.id, type: 'N_TO_N' }])
+          : withDependencies(specs[i] as RawSpec, previous.arrayJobIds ?? [previous.id]);
     for (const [i, file] of files.entries()) {
       let view: DryRunResponse;
       try {
-        view = await client.dryRunJob(specs[i]);
+        view = await client.dryRunJob(specs[i], { onResend: sayDryRunResending(file) });
       } catch (e) {
-        throw refusedFile(file, e, checked[i] as CheckedSpecFile);
+        // A dry run cannot tell whether the key made this file's jobs before; its keyed submission can, and is sent
+        // only for a file the controller refuses (a file it would take is never submitted before the others are
+        // checked). Without an earlier submission under the key it is refused again, as the dry run was; a step of
+        // a chain whose step before it was not answered so cannot be sent as the first run sent it.
+        const refused = e instanceof ApiError && e.status >= 400 && e.status < 500;
+        const previous = i === 0 || options.chain !== true ? undefined : answered.get(i - 1);
+        if (
+          !refused ||
+          options.idempotencyKey === undefined ||
+          options.dryRun === true ||
+          (options.chain === true && i > 0 && previous === undefined)
+        )
+          throw refusedFile(file, e, checked[i] as CheckedSpecFile);
+        const raw = await uploadBuildContexts(stepSpec(i, previous), file, client, (l) =>
+          process.stderr.write(l),
+        );
+        let job: SubmittedJob;
+        try {
+          job = await client.submitJob(raw, { idempotencyKey: keys[i], onResend: sayResending(file) });
+        } catch (again) {
+          sayAlreadySubmitted([...answered.values()].filter(madeNow));
+          throw refusedFile(file, again, checked[i] as CheckedSpecFile);
+        }
+        answered.set(i, job);
+        teams.push(job.team);
+        continue;
       }
-      views.push(view);
+      teams.push(view.team);
       if (options.dryRun !== true) continue;
       if (options.json === true) process.stdout.write(`${JSON.stringify(view)}\n`);
       else process.stdout.write(formatDryRun(file, terminalSafeDeep(view)));
@@ -344,34 +382,37 @@ export function registerSubmit(program: Command): void {
       for (const w of view.warnings) process.stderr.write(`warning: ${file}: ${terminalSafe(w)}\n`);
     }
     if (options.dryRun === true) return;
-    if (options.chain === true) checkChainTeams(files, views);
+    if (options.chain === true) {
+      try {
+        checkChainTeams(files, teams);
+      } catch (e) {
+        sayAlreadySubmitted([...answered.values()].filter(madeNow));
+        throw e;
+      }
+    }
     const submitted: JobSummaryResponse[] = [];
     for (const [i, file] of files.entries()) {
       const previous = submitted.at(-1);
-      // A step after an array waits for every job of it.
-      const spec =
-        options.chain !== true || previous === undefined
-          ? specs[i]
-          : options.perIndex === true
-            ? withDependencies(specs[i] as RawSpec, [{ jobId: previous.id, type: 'N_TO_N' }])
-            : withDependencies(specs[i] as RawSpec, previous.arrayJobIds ?? [previous.id]);
-      const raw = await uploadBuildContexts(spec as RawSpec, file, client, (l) => process.stderr.write(l));
       let job: SubmittedJob;
-      try {
-        job = await client.submitJob(raw, { idempotencyKey: keys[i], onResend: sayResending(file) });
-      } catch (e) {
-        if (submitted.length > 0)
-          process.stderr.write(
-            `already submitted: ${submitted.map((j) => (j.arrayJobIds === undefined ? j.id : `${j.arrayJobIds[0]} … ${j.arrayJobIds.at(-1)}`)).join(', ')}\n`,
+      const early = answered.get(i);
+      if (early !== undefined) job = early;
+      else
+        try {
+          // A step after an array waits for every job of it.
+          const raw = await uploadBuildContexts(stepSpec(i, previous), file, client, (l) =>
+            process.stderr.write(l),
           );
-        const lost = e instanceof ConnectionError || (e instanceof ApiError && e.status >= 500);
-        // The same command with the same base key sends what this one did (each file's spec, its array and the
-        // dependencies the chain gave it): the files already answered are answered again, the rest submitted once.
-        const hint = lost
-          ? `\nto send it again without risking a second copy, run the same command with --idempotency-key ${baseKey}`
-          : '';
-        throw refusedFile(file, e, checked[i] as CheckedSpecFile, hint);
-      }
+          job = await client.submitJob(raw, { idempotencyKey: keys[i], onResend: sayResending(file) });
+        } catch (e) {
+          sayAlreadySubmitted(submitted);
+          const lost = e instanceof ConnectionError || (e instanceof ApiError && e.status >= 500);
+          // The same command with the same base key sends what this one did (each file's spec, its array and the
+          // dependencies the chain gave it): the files already answered are answered again, the rest submitted once.
+          const hint = lost
+            ? `\nto send it again without risking a second copy, run the same command with --idempotency-key ${baseKey}`
+            : '';
+          throw refusedFile(file, e, checked[i] as CheckedSpecFile, hint);
+        }
       submitted.push(job);
       // Submitted by an earlier run with this key (not this run's own lost first send, answered again).
       const before = job.replayed === true && !job.resent;
@@ -423,6 +464,30 @@ export function registerSubmit(program: Command): void {
         );
     }
   });
+}
+
+/** The jobs this command submitted before it stopped, on stderr (an array by its first and last job). */
+function sayAlreadySubmitted(jobs: readonly JobSummaryResponse[]): void {
+  if (jobs.length > 0)
+    process.stderr.write(
+      `already submitted: ${jobs.map((j) => (j.arrayJobIds === undefined ? j.id : `${j.arrayJobIds[0]} … ${j.arrayJobIds.at(-1)}`)).join(', ')}\n`,
+    );
+}
+
+/**
+ * An answer of jobs this run made, not an earlier run with the key: a file its dry run refused is submitted only
+ * when the controller takes it after all (its dry run and its submission each saw the state of their moment).
+ */
+function madeNow(job: SubmittedJob): boolean {
+  return job.replayed !== true || job.resent;
+}
+
+/** What a resent dry run says on stderr. */
+function sayDryRunResending(file: string): (reason: string, delayMs: number) => void {
+  return (reason, delayMs) =>
+    process.stderr.write(
+      `${file}: checking it on the controller: ${terminalSafe(reason.split('\n')[0] ?? reason)}; asking again in ${delayMs / 1000} s\n`,
+    );
 }
 
 /** What a resend of a lost answer says on stderr (the submission is keyed: no second copy is made). */
@@ -554,10 +619,10 @@ function standInIds(count: number, taken: ReadonlySet<unknown>): string[] {
 }
 
 /** A step waits for jobs of its own team only: each step of a chain is for the team of the one before it. */
-function checkChainTeams(files: readonly string[], views: readonly DryRunResponse[]): void {
+function checkChainTeams(files: readonly string[], teams: readonly (string | undefined)[]): void {
   const problems = files.flatMap((file, i) => {
-    const team = views[i]?.team;
-    const before = i === 0 ? undefined : views[i - 1]?.team;
+    const team = teams[i];
+    const before = i === 0 ? undefined : teams[i - 1];
     return before === undefined || team === before
       ? []
       : [

@@ -6,7 +6,7 @@ import { LATEST_SCHEMA_VERSION } from '../../controller/state/sqlite-schema.js';
 import { eventFromRow, jobFromRow } from '../../controller/state/sql/rows.js';
 import type { Param, Row } from '../../controller/state/sql/connection.js';
 import { PostgresConnection } from '../../controller/state/postgres/connection.js';
-import { redactUrl } from '../../controller/state/postgres/conninfo.js';
+import { redactUrl, TOOL_CONNECTION_BOUNDS } from '../../controller/state/postgres/conninfo.js';
 import { LATEST_POSTGRES_SCHEMA_VERSION } from '../../controller/state/postgres/schema.js';
 import { wallClockSeconds } from '../../controller/state-store.js';
 import { JOB_STATE_EVENT, type StateHistory } from './state-history.js';
@@ -102,7 +102,8 @@ export function readPostgresStateHistory(url: string, options: ReadStateHistoryO
   const where = redactUrl(url);
   let connection: PostgresConnection;
   try {
-    connection = new PostgresConnection(url, wallClockSeconds);
+    // Not the controller's bounds: this reader holds no lease, and a large state keeps its transaction open for long.
+    connection = new PostgresConnection(url, wallClockSeconds, TOOL_CONNECTION_BOUNDS);
   } catch (e) {
     throw new ValidationError('--state', [(e as Error).message]);
   }

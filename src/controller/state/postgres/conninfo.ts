@@ -47,8 +47,26 @@ export function connectionBoundsFor(lease: LeaseSettings): ConnectionBounds {
   };
 }
 
-/** For the default lease (15/10/2 s): statements 4 s, lock waits 2 s, idle in a transaction 2.5 s, connect 4 s. */
+/**
+ * For the default lease (15/10/2 s): statements 4 s, lock waits 2 s, idle in a transaction 2.5 s, connect 4 s. These
+ * are for a controller; a tool that holds no lease connects with TOOL_CONNECTION_BOUNDS.
+ */
 export const DEFAULT_CONNECTION_BOUNDS: ConnectionBounds = connectionBoundsFor(DEFAULT_LEASE_SETTINGS);
+
+/**
+ * For a tool that reads the state and holds no lease (`fleetwise export-trace`): no renewal waits on it, and it reads
+ * a large state in one transaction with its own work between the queries, so nothing ends it for idling in that
+ * transaction (0: no timeout) and a statement may run for minutes. A database that vanished or stopped answering
+ * still fails it: the connect, TCP and keepalive bounds stay, and so does a lock wait bound (a migration's exclusive
+ * lock held for long).
+ */
+export const TOOL_CONNECTION_BOUNDS: ConnectionBounds = {
+  connectTimeoutSeconds: 10,
+  statementTimeoutMs: 10 * 60_000,
+  lockTimeoutMs: 60_000,
+  idleInTransactionTimeoutMs: 0,
+  tcpUserTimeoutMs: 30_000,
+};
 
 const SCHEMES = ['postgres:', 'postgresql:'];
 
@@ -90,14 +108,36 @@ export function boundedConninfo(url: string, bounds: ConnectionBounds = DEFAULT_
     ['lock_timeout', bounds.lockTimeoutMs],
     ['idle_in_transaction_session_timeout', bounds.idleInTransactionTimeoutMs],
   ];
+  const present = serverSettingNames(options);
   for (const [name, value] of serverSettings)
-    if (!options.includes(name)) options = `${options} -c ${name}=${value}`.trim();
+    if (!present.has(name)) options = `${options} -c ${name}=${value}`.trim();
   if (options !== '') params.set('options', options);
   // libpq decodes %20 but not URLSearchParams' `+` as a space.
   parsed.search = [...params]
     .map(([key, value]) => `${encodeURIComponent(key)}=${encodeURIComponent(value)}`)
     .join('&');
   return parsed.toString();
+}
+
+/**
+ * The names of the server settings a libpq `options` value sets, in its `-c name=value`, `-cname=value` and
+ * `--name=value` forms (PostgreSQL's command-line forms; a dash in a name means an underscore). Whole names, so
+ * `deadlock_timeout` does not count as `lock_timeout`.
+ */
+function serverSettingNames(options: string): Set<string> {
+  const names = new Set<string>();
+  const words = options.split(/\s+/).filter((w) => w !== '');
+  const add = (assignment: string): void => {
+    const name = assignment.split('=', 1)[0] ?? '';
+    if (name !== '') names.add(name.replaceAll('-', '_').toLowerCase());
+  };
+  for (let i = 0; i < words.length; i += 1) {
+    const word = words[i] ?? '';
+    if (word === '-c') add(words[(i += 1)] ?? '');
+    else if (word.startsWith('--')) add(word.slice(2));
+    else if (word.startsWith('-c')) add(word.slice(2));
+  }
+  return names;
 }
 
 /** The URL without its password, for messages and logs (use PGPASSWORD or ~/.pgpass rather than a password in it). */
