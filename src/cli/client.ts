@@ -275,6 +275,10 @@ export class FleetwiseClient {
         e instanceof ConnectionError || (e instanceof ApiError && RESENT_STATUSES.has(e.status)),
       honoursKeys: () => this.honoursKeys(),
       onResend: options.onResend,
+      askedDelayMs: (e) =>
+        e instanceof ApiError && e.retryAfterMs !== undefined
+          ? Math.min(e.retryAfterMs, MAX_RETRY_AFTER_MS)
+          : undefined,
     });
     return { ...answer, resent };
   }

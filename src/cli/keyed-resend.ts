@@ -12,6 +12,8 @@ export interface ResendPolicy {
   readonly honoursKeys: () => Promise<boolean | undefined>;
   /** Told before each resend: why the answer was lost and how long until the next send. */
   readonly onResend?: ((reason: string, delayMs: number) => void) | undefined;
+  /** The wait the answer itself asked for (Retry-After), when it did: taken instead of the doubling one. */
+  readonly askedDelayMs?: ((error: Error) => number | undefined) | undefined;
 }
 
 /**
@@ -27,7 +29,7 @@ export async function sendUntilAnswered<T>(
   let unasked = false;
   for (let attempt = 1; attempt <= SUBMISSION_ATTEMPTS; attempt++) {
     if (lastLoss !== undefined) {
-      const delayMs = policy.firstDelayMs * 2 ** (attempt - 2);
+      const delayMs = policy.askedDelayMs?.(lastLoss) ?? policy.firstDelayMs * 2 ** (attempt - 2);
       policy.onResend?.(lastLoss.message, delayMs);
       await sleep(delayMs);
       const honoured = await policy.honoursKeys();

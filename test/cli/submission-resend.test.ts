@@ -27,6 +27,8 @@ let submissionsSeen = 0;
 let olderController = false;
 /** Answer submissions 500 after the controller made them. */
 let answer500 = false;
+/** Submissions answered 503 with Retry-After 0 (a controller whose database is briefly busy), not passed on. */
+let submissions503 = 0;
 /** Dry runs answered 503 (as a controller whose database is briefly unavailable) before one is passed on. */
 let dryRuns503 = 0;
 /** The Retry-After those 503s carry. */
@@ -68,6 +70,12 @@ async function forward(request: IncomingMessage, response: ServerResponse): Prom
     request.url.includes('dryRun=true') === false
   ) {
     submissionsSeen += 1;
+    if (submissions503 > 0) {
+      submissions503 -= 1;
+      response.writeHead(503, { 'content-type': 'application/json', 'retry-after': '0' });
+      response.end(JSON.stringify({ error: 'state database busy (injected by the proxy)' }));
+      return;
+    }
     if (answer500) {
       response.writeHead(500, { 'content-type': 'application/json' });
       response.end(JSON.stringify({ error: 'internal error (injected by the proxy)' }));
@@ -104,6 +112,7 @@ afterAll(async () => {
 
 beforeEach(() => {
   dropAnswers = 0;
+  submissions503 = 0;
   submissionsSeen = 0;
   dryRuns503 = 0;
   dryRunRetryAfter = '0';
@@ -142,6 +151,19 @@ describe('a submission whose answer is lost', () => {
     expect(jobsNamed('resent')).toEqual([answer.id]);
     // Replayed to the resend, which says it was one: the job is this call's own, not "submitted before".
     expect([answer.replayed, answer.resent]).toEqual([true, true]);
+  });
+
+  it("waits what a 503's Retry-After asks before sending it again, not its own doubling delay", async () => {
+    // Its own delay is a minute: only the controller's Retry-After (0 s) keeps this fast.
+    const client = clientResendingAfter(60_000);
+    submissions503 = 2;
+    const told: number[] = [];
+    const answer = await client.submitJob(spec('asked'), {
+      idempotencyKey: 'asked-1',
+      onResend: (_reason, delayMs) => told.push(delayMs),
+    });
+    expect([submissionsSeen, told]).toEqual([3, [0, 0]]);
+    expect(jobsNamed('asked')).toEqual([answer.id]);
   });
 
   it('gives up after its sends, naming the loss', async () => {
