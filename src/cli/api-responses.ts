@@ -181,6 +181,7 @@ export const costsSchema = z.looseObject({
   byInstance: z.array(costLine.extend({ typeName: z.string().optional(), idleCost: z.number().optional() })),
   idleCost: z.number().nullable().optional(),
   migrationOverheadCost: z.number().nullable().optional(),
+  monthReport: z.object({ from: z.enum(['stored', 'recomputed']), detail: z.string() }).optional(),
 });
 export type CostsResponse = z.output<typeof costsSchema>;
 

@@ -1,8 +1,9 @@
 import { Readable } from 'node:stream';
-import { buildContextKey } from '../protocol/object-keys.js';
+import { z } from 'zod';
+import { buildContextKey, parseBuildContextRef } from '../protocol/object-keys.js';
 import { readAll, type ObjectStore } from '../storage/object-store.js';
 import { StoredJobLogs } from './job-logs.js';
-import type { StateStore } from './state-store.js';
+import type { EventRecord, StateStore } from './state-store.js';
 
 /** Files the API reads and writes in the object store besides reports: task logs and Docker build contexts. */
 
@@ -57,5 +58,62 @@ export async function storeBuildContext(
     message: `build context ${info.sha256.slice(0, 12)} (${sizeBytes} bytes) from ${info.team ?? 'admin'}`,
     data: { key, sizeBytes, team: info.team ?? null },
   });
+  if (info.team !== undefined) store.setValue(uploaderKey(key, info.team), true);
   return locationOf(objectStore, key);
+}
+
+/**
+ * Contexts are content-addressed and shared in the store, so who may build from one is kept beside it: one key per
+ * team that uploaded it (no read-modify-write, so two teams uploading the same archive at once both keep theirs).
+ */
+const storedEventData = z.object({ key: z.string(), team: z.string().nullable() });
+
+function uploaderKey(key: string, team: string): string {
+  return `contexts.uploadedBy.${key}.${team}`;
+}
+
+/**
+ * Whether `team` uploaded the context under `key`. Contexts stored before uploaders were kept are found by their
+ * `context.stored` event (which names the team) and recorded, so a resubmission of an older job still passes.
+ */
+function uploadedBy(store: StateStore, key: string, team: string): boolean {
+  if (store.getValue(uploaderKey(key, team)) === true) return true;
+  const fromEvent = (e: EventRecord): boolean => {
+    const stored = storedEventData.safeParse(e.data);
+    return stored.success && stored.data.key === key && stored.data.team === team;
+  };
+  if (!store.listEvents({ kind: 'context.stored' }).some(fromEvent)) return false;
+  store.setValue(uploaderKey(key, team), true);
+  return true;
+}
+
+const UPLOAD_HINT =
+  'upload the directory with POST /v1/contexts and give the reference it answers (fleetwise submit does both)';
+
+/** What a `build.context` that is no upload reference (a path on some host) is told. */
+export const NOT_UPLOADED = `is not an uploaded build context; ${UPLOAD_HINT}`;
+
+/**
+ * Why a job spec's `build.context` `ref` may not be used by `team` (undefined: the admin, who may use any stored
+ * context), or undefined when it may: it must be the reference an upload answered, of a context still in the store
+ * that this team uploaded. Every context is readable by the jobs built from it, so naming another team's sha256
+ * must not be enough. A context this team did not upload and one that is not stored get the same answer: whether
+ * another team's archive exists is not for this team to learn.
+ */
+export async function buildContextProblem(
+  objectStore: ObjectStore,
+  store: StateStore,
+  ref: string,
+  team: string | undefined,
+): Promise<string | undefined> {
+  const parsed = parseBuildContextRef(ref);
+  if (parsed === undefined) return NOT_UPLOADED;
+  const stored = await objectStore.exists(parsed.key);
+  if (!stored || (team !== undefined && !uploadedBy(store, parsed.key, team)))
+    return team === undefined
+      ? `is not a stored build context; ${UPLOAD_HINT}`
+      : `is not a build context team ${team} uploaded; ${UPLOAD_HINT}`;
+  const expected = locationOf(objectStore, parsed.key);
+  if (ref !== expected) return `is not the reference the upload answered: give ${JSON.stringify(expected)}`;
+  return undefined;
 }

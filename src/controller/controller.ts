@@ -5,7 +5,7 @@ import { Admission } from '../queue/admission.js';
 import { schedulerCaps } from '../round/plan-caps.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { billedPricePerHour, launchedOnSpot } from './instance-market.js';
-import { readJobLogs, storeBuildContext, type ContextInfo } from './artifacts.js';
+import { buildContextProblem, readJobLogs, storeBuildContext, type ContextInfo } from './artifacts.js';
 import { StoredJobLogs, type JobLogReader } from './job-logs.js';
 import type { ArchivedSubmissionKey, JobArchive } from './backup/job-archive.js';
 import { WITHDRAWN_AT_SUBMISSION } from './submission-keys.js';
@@ -14,6 +14,7 @@ import { BetweenRoundsPlacer } from './between-rounds-placement.js';
 import { computeClosedPeriodReport, computeCostReport, type DetailedCostReport } from './cost-accounting.js';
 import { IncrementalCostReport } from './incremental-cost-report.js';
 import { MonthToDate, type MonthToDateCosts } from './month-to-date.js';
+import { endedMonthOf, readStoredMonthReport, type PeriodCosts } from './stored-month-report.js';
 import { readSnapshotInputs } from './snapshot.js';
 import { runningTaskCheckpoints, workAtRisk, type MarketWorkAtRisk } from './work-at-risk.js';
 import { HistoryRetention } from './history-retention.js';
@@ -603,6 +604,18 @@ export class Controller implements ControllerService {
       : (archive, info) => storeBuildContext(objectStore, this.store, archive, info);
   }
 
+  /**
+   * API: why a submission by `team` (undefined: the admin) may not name `ref` as a build context, or undefined when it
+   * may (artifacts.ts). Absent without an object store: no reference is usable there.
+   */
+  get buildContextProblem():
+    ((ref: string, team: string | undefined) => Promise<string | undefined>) | undefined {
+    const objectStore = this.objectStore;
+    return objectStore === undefined
+      ? undefined
+      : (ref, team) => buildContextProblem(objectStore, this.store, ref, team);
+  }
+
   // -------------------------------------------------------------------------------------------------------------
   // ControllerService
 
@@ -707,6 +720,26 @@ export class Controller implements ControllerService {
     return sinceSeconds <= 0
       ? this.historyCosts.report(this.store, this.catalog, now)
       : computeCostReport(this.store, this.catalog, now, sinceSeconds);
+  }
+
+  /**
+   * `costs`, but a whole UTC month that has ended comes from its report stored as it ended (`reports/months/`), so
+   * it keeps the prices of then whatever a price refresh or an override changed since; without a stored report
+   * (no object store, not written yet, unreadable) it is recomputed at today's prices, and `monthReport` says which.
+   */
+  async periodCosts(sinceSeconds = 0, untilSeconds?: number): Promise<PeriodCosts> {
+    const month =
+      untilSeconds === undefined
+        ? undefined
+        : endedMonthOf(sinceSeconds, untilSeconds, this.clock.nowSeconds());
+    if (month === undefined) return this.costs(sinceSeconds, untilSeconds);
+    const stored = await readStoredMonthReport(this.objectStore, month);
+    if (stored.report !== undefined)
+      return { ...stored.report, monthReport: { from: 'stored', detail: stored.location } };
+    return {
+      ...this.costs(sinceSeconds, untilSeconds),
+      monthReport: { from: 'recomputed', detail: `${stored.why}: recomputed at today's prices` },
+    };
   }
 
   costsOfJobs(jobIds: readonly string[]): Map<string, number> {

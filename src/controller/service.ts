@@ -4,6 +4,7 @@ import type { JobSpec } from './job-spec/spec.js';
 import type { OrphanView } from './kept-orphans.js';
 import type { InstanceRecord, JobRecord, StateStore, TaskRecord } from './state-store.js';
 import type { MonthToDateCosts } from './month-to-date.js';
+import type { MonthReportSource } from './stored-month-report.js';
 
 /**
  * How a submitted job is made durable (its spec in the job archive): withdrawn when that fails (a first submission) or
@@ -49,6 +50,14 @@ export interface ControllerService {
    * period that has ended (`untilSeconds` before now), as it stood at its end: a month's figures, say.
    */
   costs(sinceSeconds?: number, untilSeconds?: number): CostReport;
+  /**
+   * `costs`, but a whole UTC month that has ended comes from the report stored as it ended (not replayed at today's
+   * prices) when there is one, saying where its figures come from. A service without stored reports leaves it out.
+   */
+  periodCosts?(
+    sinceSeconds?: number,
+    untilSeconds?: number,
+  ): Promise<CostReport & { readonly monthReport?: MonthReportSource }>;
   /**
    * What each of these jobs has cost so far: `costs().byJob`'s figures (0 for a job never charged). A service that
    * has no quicker way leaves it out, and the figures come from `costs()`.

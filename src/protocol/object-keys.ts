@@ -127,7 +127,8 @@ export function buildContextKey(sha256: string, encoding: ContextEncoding): stri
 /**
  * The build context a job's `build.context` names, when it is an uploaded one: the reference ends with a
  * buildContextKey (the controller answers it inside its store location, `s3://bucket/prefix/contexts/…`). Undefined
- * for anything else (a directory on the worker's host).
+ * for anything else (a directory on the worker's host). Only the shape: a worker fetches the key from its own store,
+ * and the controller admits a reference only as its upload answered it, for the team that uploaded it (artifacts.ts).
  */
 export function parseBuildContextRef(
   ref: string,

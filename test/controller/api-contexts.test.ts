@@ -10,7 +10,14 @@ import { DEFAULT_CONTEXT_LIMITS, type ContextLimits } from '../../src/protocol/c
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { craftTar, gzipBomb } from '../helpers/tar.js';
 import { pseudoRandomBytes } from '../storage/object-store-contract.js';
-import { ADMIN_TOKEN, fakeWithTeams, VISION_TOKEN, type FakeControllerService } from './api-fake-service.js';
+import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
+import {
+  ADMIN_TOKEN,
+  fakeWithTeams,
+  NLP_TOKEN,
+  VISION_TOKEN,
+  type FakeControllerService,
+} from './api-fake-service.js';
 import { rig } from './controller-fixtures.js';
 
 /**
@@ -275,15 +282,20 @@ describe('build context uploads (fake controller: limits and checks)', () => {
           'with POST /v1/contexts and give the reference it answers (fleetwise submit does both)',
       ]);
     }
-    const uploaded = `contexts/${'c'.repeat(64)}.tar.gz`;
-    for (const ref of [uploaded, `s3://bucket/cluster/${uploaded}`]) {
-      const answer = await fetch(`${server.url}/v1/jobs`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${VISION_TOKEN}`, 'content-type': 'application/json' },
-        body: JSON.stringify(job(ref)),
-      });
-      expect(answer.status).toBe(201);
-    }
+    const archive = await craftTar([{ name: 'Dockerfile', content: 'FROM busybox\n' }]);
+    const { body } = await post(
+      server.url,
+      `/v1/contexts?sha256=${sha256Of(archive)}`,
+      VISION_TOKEN,
+      archive,
+      'application/x-tar',
+    );
+    const answer = await fetch(`${server.url}/v1/jobs`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${VISION_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify(job(body.ref ?? '')),
+    });
+    expect(answer.status).toBe(201);
     // A dry run checks the spec without its contexts (nothing runs; `submit --dry-run` uploads none).
     const dry = await fetch(`${server.url}/v1/jobs?dryRun=true`, {
       method: 'POST',
@@ -372,5 +384,120 @@ describe('build context uploads (the controller: streaming into the object store
     expect(answer.sent).toBeLessThan(total);
     expect(inFlightBytes()).toBe(0);
     expect(await objects.exists(`contexts/${'d'.repeat(64)}.tar.gz`)).toBe(false);
+  });
+});
+
+describe('build contexts are the uploading team’s (the controller, its state on disk)', () => {
+  let scratch: string;
+  let objects: FsObjectStore;
+  let store: SqliteStateStore;
+  let server: ApiServer;
+
+  async function start(): Promise<void> {
+    store = new SqliteStateStore(join(scratch, 'state.db'));
+    const { controller } = rig({}, { store, objectStore: objects });
+    server = await startApiServer(controller, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN });
+  }
+  async function stop(): Promise<void> {
+    await server.close();
+    store.close();
+  }
+
+  beforeAll(async () => {
+    scratch = mkdtempSync(join(tmpdir(), 'fw-api-context-owners-'));
+    objects = new FsObjectStore(join(scratch, 'objects'));
+    await start();
+    store.addTeamToken('vision', VISION_TOKEN, 'test');
+    store.addTeamToken('nlp', NLP_TOKEN, 'test');
+  });
+  afterAll(async () => {
+    await stop();
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  const submit = (token: string, context: string, team?: string): Promise<Answer> =>
+    post(
+      server.url,
+      '/v1/jobs',
+      token,
+      JSON.stringify({
+        name: 'built',
+        ...(team === undefined ? {} : { team }),
+        tasks: [
+          { name: 'main', build: { context }, command: ['cat', 'secret.txt'], demand: { any: [0, 1, 1] } },
+        ],
+      }),
+      'application/json',
+    );
+  const refused = (context: string, why: string): string[] => [
+    `tasks.0.build.context: ${JSON.stringify(context)} ${why}`,
+  ];
+  const HINT =
+    'upload the directory with POST /v1/contexts and give the reference it answers (fleetwise submit does both)';
+
+  it('a team builds only from contexts it uploaded, named as the upload answered, and keeps them across restarts', async () => {
+    const archive = await craftTar([{ name: 'secret.txt', content: 'vision-private-source\n' }]);
+    const sha256 = sha256Of(archive);
+    const upload = await post(
+      server.url,
+      `/v1/contexts?sha256=${sha256}`,
+      VISION_TOKEN,
+      archive,
+      'application/x-tar',
+    );
+    expect(upload.status).toBe(201);
+    const ref = upload.body.ref ?? '';
+    expect(ref).toBe(`${objects.location}/contexts/${sha256}.tar`);
+
+    // Another team naming the uploaded context (by the reference, or its sha256 under any prefix) is refused.
+    const odd = `s3://anything/contexts/${sha256}.tar`;
+    for (const context of [ref, odd]) {
+      const stolen = await submit(NLP_TOKEN, context);
+      expect(stolen.status).toBe(400);
+      expect(stolen.body.details).toEqual(
+        refused(context, `is not a build context team nlp uploaded; ${HINT}`),
+      );
+    }
+    // A context never uploaded is refused at submission, for a team and for the admin alike.
+    const unknown = `${objects.location}/contexts/${'e'.repeat(64)}.tar`;
+    const never = await submit(VISION_TOKEN, unknown);
+    expect(never.status).toBe(400);
+    expect(never.body.details).toEqual(
+      refused(unknown, `is not a build context team vision uploaded; ${HINT}`),
+    );
+    const neverAdmin = await submit(ADMIN_TOKEN, unknown, 'vision');
+    expect(neverAdmin.status).toBe(400);
+    expect(neverAdmin.body.details).toEqual(refused(unknown, `is not a stored build context; ${HINT}`));
+    // The uploader itself must give the reference the upload answered, not the sha256 under another prefix.
+    const oddOwn = await submit(VISION_TOKEN, odd);
+    expect(oddOwn.status).toBe(400);
+    expect(oddOwn.body.details).toEqual(
+      refused(odd, `is not the reference the upload answered: give ${JSON.stringify(ref)}`),
+    );
+
+    expect((await submit(VISION_TOKEN, ref)).status).toBe(201);
+    // The admin may submit any stored context, for any team.
+    expect((await submit(ADMIN_TOKEN, ref, 'nlp')).status).toBe(201);
+
+    // Restarted on the same state: the uploader resubmits as before; the other team is still refused.
+    await stop();
+    await start();
+    expect((await submit(VISION_TOKEN, ref)).status).toBe(201);
+    expect((await submit(NLP_TOKEN, ref)).status).toBe(400);
+    // Uploading the same archive makes it the second team's too.
+    expect(
+      (await post(server.url, `/v1/contexts?sha256=${sha256}`, NLP_TOKEN, archive, 'application/x-tar'))
+        .status,
+    ).toBe(201);
+    expect((await submit(NLP_TOKEN, ref)).status).toBe(201);
+  });
+
+  it('a context stored before uploaders were kept is its uploader’s, as its stored event says', async () => {
+    const key = `contexts/${'a'.repeat(64)}.tar.gz`;
+    await objects.put(key, Buffer.from('an older upload'));
+    store.appendEvent({ kind: 'context.stored', data: { key, sizeBytes: 15, team: 'vision' } });
+    const ref = `${objects.location}/${key}`;
+    expect((await submit(NLP_TOKEN, ref)).status).toBe(400);
+    expect((await submit(VISION_TOKEN, ref)).status).toBe(201);
   });
 });

@@ -34,6 +34,8 @@ export class FakeControllerService implements ApiControllerService {
   readonly catalog: Catalog = loadCatalogFile();
   readonly roundRequests: string[] = [];
   readonly contexts = new Map<string, { archive: Buffer; info: ContextInfo }>();
+  /** Who uploaded each context (undefined: the admin). */
+  readonly contextUploaders = new Map<string, Set<string | undefined>>();
   reportsWritten = 0;
   /** Per-job costs the fake reports (the controller computes them from instance time). */
   jobCosts = new Map<string, number>();
@@ -157,7 +159,17 @@ export class FakeControllerService implements ApiControllerService {
     const archive = await readAll(upload);
     const ref = `contexts/${info.sha256}.tar.gz`;
     this.contexts.set(ref, { archive, info });
+    this.contextUploaders.set(ref, new Set([...(this.contextUploaders.get(ref) ?? []), info.team]));
     return ref;
+  }
+
+  /** As the controller's: only the exact reference an upload answered, and for a team only its own uploads. */
+  async buildContextProblem(ref: string, team: string | undefined): Promise<string | undefined> {
+    const uploaders = this.contextUploaders.get(ref);
+    if (uploaders === undefined) return 'is not a stored build context';
+    return team === undefined || uploaders.has(team)
+      ? undefined
+      : `is not a build context team ${team} uploaded`;
   }
 }
 

@@ -1,6 +1,13 @@
-import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { OPENAPI_DOCUMENT } from '../../src/controller/api/openapi.js';
+import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
+import type { CostReport } from '../../src/controller/service.js';
+import type { JobRecord } from '../../src/controller/state-store.js';
+import { ADMIN_TOKEN, FakeControllerService, VISION_TOKEN } from './api-fake-service.js';
 import { jobSpecComponents } from '../../src/controller/api/openapi-zod-components.js';
 import { jobSpecSchema, taskSchema } from '../../src/controller/job-spec/schema.js';
 
@@ -273,5 +280,264 @@ describe('OpenAPI document', () => {
       description: 'Stop the job once it has cost this much',
     });
     expect(documentProblems(generated)).toEqual([]);
+  });
+});
+
+/** Problems with `value` as an answer described by `schema`, each naming where; `at` is the JSON path so far. */
+function valueProblems(doc: Json, schema: unknown, value: unknown, at: string, keysChecked = true): string[] {
+  const resolved = resolved$(doc, schema);
+  if (!isObject(resolved)) return [`${at}: no schema`];
+  if (value === null) return resolved['nullable'] === true ? [] : [`${at}: null, not nullable`];
+  const problems: string[] = [];
+  for (const sub of (resolved['allOf'] ?? []) as unknown[])
+    problems.push(...valueProblems(doc, sub, value, at, false));
+  for (const key of ['oneOf', 'anyOf']) {
+    const list = resolved[key] as unknown[] | undefined;
+    if (list !== undefined && !list.some((sub) => valueProblems(doc, sub, value, at).length === 0))
+      problems.push(`${at}: matches none of ${key}`);
+  }
+  const type = resolved['type'];
+  const actual = Array.isArray(value) ? 'array' : typeof value;
+  if (type === 'integer' ? !Number.isInteger(value) : type !== undefined && type !== actual)
+    return [...problems, `${at}: ${actual}, expected ${String(type)}`];
+  const allowed = resolved['enum'] as unknown[] | undefined;
+  if (allowed !== undefined && !allowed.includes(value))
+    problems.push(`${at}: ${JSON.stringify(value)} not in enum`);
+  if (Array.isArray(value) && resolved['items'] !== undefined)
+    value.forEach((item, i) => problems.push(...valueProblems(doc, resolved['items'], item, `${at}[${i}]`)));
+  if (isObject(value)) {
+    const properties = (resolved['properties'] ?? {}) as Json;
+    for (const name of (resolved['required'] ?? []) as string[])
+      if (!(name in value)) problems.push(`${at}: required ${name} missing`);
+    const documented = keysChecked ? documentedKeys(doc, resolved) : undefined;
+    const additional = resolved['additionalProperties'];
+    for (const [name, field] of Object.entries(value)) {
+      if (name in properties) problems.push(...valueProblems(doc, properties[name], field, `${at}.${name}`));
+      else if (isObject(additional)) problems.push(...valueProblems(doc, additional, field, `${at}.${name}`));
+      else if (documented !== undefined && !documented.has(name))
+        problems.push(`${at}.${name}: undocumented`);
+    }
+  }
+  return problems;
+}
+
+function resolved$(doc: Json, schema: unknown): unknown {
+  let node = schema;
+  while (isObject(node) && typeof node['$ref'] === 'string') node = resolvePointer(doc, node['$ref']);
+  return node;
+}
+
+/**
+ * The fields an object schema names (with those of its allOf parts), or undefined when it leaves its fields open (no
+ * `properties`, or `additionalProperties` allowed): an answer's field outside the set is undocumented.
+ */
+function documentedKeys(doc: Json, schema: unknown): Set<string> | undefined {
+  const resolved = resolved$(doc, schema);
+  if (!isObject(resolved)) return undefined;
+  const parts = (resolved['allOf'] ?? []) as unknown[];
+  const properties = resolved['properties'];
+  if (parts.length === 0 && (!isObject(properties) || resolved['additionalProperties'] !== undefined))
+    return resolved['additionalProperties'] === false && isObject(properties)
+      ? new Set(Object.keys(properties))
+      : undefined;
+  const keys = new Set(isObject(properties) ? Object.keys(properties) : []);
+  for (const part of parts) {
+    const named = documentedKeys(doc, part);
+    if (named === undefined) return undefined;
+    for (const key of named) keys.add(key);
+  }
+  return keys;
+}
+
+describe('OpenAPI document against real answers', () => {
+  /** A controller whose report writes fail on request, whose cost lines are the accounting's, that ends jobs. */
+  class ReadService extends FakeControllerService {
+    failReports = false;
+    override costs(sinceSeconds = 0, untilSeconds?: number): CostReport {
+      const report = super.costs(sinceSeconds, untilSeconds);
+      return {
+        ...report,
+        byJob: report.byJob.map((j) => ({ ...j, migrationCost: 0 })),
+        byInstance: report.byInstance.map((i) => ({ ...i, billedSeconds: 3600 })),
+      };
+    }
+    override async writeReport(): Promise<string> {
+      if (this.failReports) throw new Error('AccessDenied: s3:PutObject');
+      return super.writeReport();
+    }
+    markUnsuccessful = (id: string): JobRecord => this.store.setJobState(id, 'unsuccessful', 'test');
+  }
+  const service = new ReadService();
+  service.store.addTeamToken('vision', VISION_TOKEN, 'test');
+  let server: ApiServer;
+
+  beforeAll(async () => {
+    server = await startApiServer(service, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN });
+    const spec = readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', 'resnet.yaml'), 'utf8');
+    const submitted = await fetch(`${server.url}/v1/jobs`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${VISION_TOKEN}`, 'content-type': 'application/yaml' },
+      body: spec,
+    });
+    expect(submitted.status).toBe(201);
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  interface Asked {
+    readonly method: 'GET' | 'POST';
+    /** As sent (percent-encoding left as written). */
+    readonly path: string;
+    /** The documented path it is an operation of. */
+    readonly operation: string;
+    readonly token?: string | null;
+    readonly body?: string;
+    readonly contentType?: string;
+    readonly status: number;
+  }
+
+  /** Ask, and check the answer's status is documented for the operation and its body is as documented. */
+  async function conforms(asked: Asked): Promise<Response> {
+    const token = asked.token === undefined ? ADMIN_TOKEN : asked.token;
+    const response = await fetch(`${server.url}${asked.path}`, {
+      method: asked.method,
+      headers: {
+        ...(token === null ? {} : { authorization: `Bearer ${token}` }),
+        ...(asked.contentType === undefined ? {} : { 'content-type': asked.contentType }),
+      },
+      ...(asked.body === undefined ? {} : { body: asked.body }),
+    });
+    const text = await response.text();
+    const what = `${asked.method} ${asked.path} => ${response.status} ${text.slice(0, 300)}`;
+    expect(response.status, what).toBe(asked.status);
+    const operation = ((document['paths'] as Json)[asked.operation] as Json)[
+      asked.method.toLowerCase()
+    ] as Json;
+    const documented = (operation['responses'] as Json)[String(response.status)];
+    expect(isObject(documented), `${what}: status undocumented`).toBe(true);
+    const content = (documented as Json)['content'] as Json;
+    const type = response.headers.get('content-type') ?? '';
+    if (type.startsWith('application/json')) {
+      const media = content['application/json'];
+      expect(isObject(media), `${what}: JSON undocumented`).toBe(true);
+      expect(valueProblems(document, (media as Json)['schema'], JSON.parse(text), '$'), what).toEqual([]);
+    }
+    return response;
+  }
+
+  it('the value check finds a wrong type, a missing field and an undocumented one', () => {
+    const schema = {
+      type: 'object',
+      required: ['a'],
+      properties: { a: { type: 'integer' }, b: { type: 'string' } },
+    };
+    expect(valueProblems(document, schema, { a: 1.5, c: 1 }, '$')).toEqual([
+      '$.a: number, expected integer',
+      '$.c: undocumented',
+    ]);
+    expect(valueProblems(document, schema, { b: 'x' }, '$')).toEqual(['$: required a missing']);
+  });
+
+  it('documents the 400s of a bad query or path id, on the routes that answer them', async () => {
+    await conforms({
+      method: 'GET',
+      path: '/v1/jobs/job-1/why?limit=0',
+      operation: '/v1/jobs/{id}/why',
+      status: 400,
+    });
+    await conforms({
+      method: 'GET',
+      path: '/v1/tokens?team=Bad%20Team',
+      operation: '/v1/tokens',
+      status: 400,
+    });
+    await conforms({
+      method: 'POST',
+      path: '/v1/tokens/ABC/revoke',
+      operation: '/v1/tokens/{id}/revoke',
+      status: 400,
+    });
+    for (const operation of Object.keys(document['paths'] as Json).filter((p) => p.includes('{id}')))
+      for (const method of Object.keys((document['paths'] as Json)[operation] as Json)) {
+        const verb = method.toUpperCase() as 'GET' | 'POST';
+        await conforms({ method: verb, path: operation.replace('{id}', '%zz'), operation, status: 400 });
+        await conforms({
+          method: verb,
+          path: operation.replace('{id}', 'x'.repeat(129)),
+          operation,
+          status: 414,
+        });
+      }
+  });
+
+  it('documents the 415s of a body of a type the route does not take', async () => {
+    const yaml = { body: 'team: x\n', contentType: 'application/yaml', status: 415 } as const;
+    await conforms({ method: 'POST', path: '/v1/tokens', operation: '/v1/tokens', ...yaml });
+    await conforms({
+      method: 'POST',
+      path: '/v1/jobs/job-1/unsuccessful',
+      operation: '/v1/jobs/{id}/unsuccessful',
+      token: VISION_TOKEN,
+      ...yaml,
+    });
+    await conforms({
+      method: 'POST',
+      path: '/v1/jobs/job-1/cancel',
+      operation: '/v1/jobs/{id}/cancel',
+      token: VISION_TOKEN,
+      body: 'not really a tar',
+      contentType: 'application/x-tar',
+      status: 415,
+    });
+  });
+
+  it('documents the 500 of a report that could not be written', async () => {
+    service.failReports = true;
+    try {
+      await conforms({ method: 'POST', path: '/v1/reports', operation: '/v1/reports', status: 500 });
+    } finally {
+      service.failReports = false;
+    }
+    await conforms({ method: 'POST', path: '/v1/reports', operation: '/v1/reports', status: 201 });
+  });
+
+  it('documents every field of the cost lines and of the job listing', async () => {
+    await conforms({ method: 'GET', path: '/v1/costs', operation: '/v1/costs', status: 200 });
+    await conforms({
+      method: 'GET',
+      path: '/v1/costs',
+      operation: '/v1/costs',
+      token: VISION_TOKEN,
+      status: 200,
+    });
+    await conforms({
+      method: 'GET',
+      path: '/v1/jobs?withCost=true&limit=1',
+      operation: '/v1/jobs',
+      status: 200,
+    });
+  });
+
+  it('a 401 challenges for a bearer token (RFC 6750), as documented', async () => {
+    for (const token of [null, 'not-a-token-0123456789']) {
+      const answer = await conforms({
+        method: 'GET',
+        path: '/v1/jobs',
+        operation: '/v1/jobs',
+        token,
+        status: 401,
+      });
+      expect(answer.headers.get('www-authenticate')).toBe('Bearer realm="fleetwise"');
+    }
+    const paths = document['paths'] as Json;
+    for (const [path, operations] of Object.entries(paths))
+      for (const [method, operation] of Object.entries(operations as Json)) {
+        const unauthorized = ((operation as Json)['responses'] as Json)['401'];
+        if (unauthorized === undefined) continue;
+        expect(Object.keys(((unauthorized as Json)['headers'] ?? {}) as Json), `${method} ${path}`).toEqual([
+          'WWW-Authenticate',
+        ]);
+      }
   });
 });

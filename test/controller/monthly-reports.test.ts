@@ -414,6 +414,19 @@ describe('monthly reports in the object store', () => {
       detail: `${join(scratch, 'answered')}/reports/months/2026-10.json`,
     });
     expect(october).toEqual(computeClosedPeriodReport(store, catalog, OCT_1, NOV_1));
+    // The API answers the same (`fleetwise report --month 2026-10`), saying where the figures come from.
+    const server = await startApiServer(controller, { listen: '127.0.0.1:0', adminToken: ADMIN, catalog });
+    try {
+      const answer = (await (
+        await fetch(`${server.url}/v1/costs?since=${OCT_1}&until=${NOV_1}`, {
+          headers: { authorization: `Bearer ${ADMIN}` },
+        })
+      ).json()) as { totalCost: number; monthReport?: unknown };
+      expect(answer.monthReport).toEqual(source);
+      expect(answer.totalCost).toBeCloseTo(october.totalCost, 9);
+    } finally {
+      await server.close();
+    }
     // A replay now would bill it at the new prices; so does any period that is not a whole ended month.
     expect(controller.costs(OCT_1, NOV_1).totalCost).toBeCloseTo(2 * priceOf('c7i.xlarge'), 9);
     const part = await controller.periodCosts(OCT_1 + 1, NOV_1);

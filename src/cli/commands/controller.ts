@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import type { Logger } from 'pino';
 import type { Catalog } from '../../core/catalog.js';
 import { spotInZones } from '../../core/spot.js';
 import { ValidationError } from '../../core/validation.js';
@@ -43,12 +44,13 @@ export { PID_FILE } from '../state-dir-lock.js';
 export { submitChildCommand } from './controller/quick-start-submit.js';
 
 /** The controller logs to stderr (stdout carries the startup summary), pretty when stderr is a terminal. */
-function makeLogger(format: LogFormat): ControllerLogger {
+function makeLogger(format: LogFormat): ControllerLogger & { readonly pino: Logger } {
   const log = commandLogger({ component: 'controller' }, logDestination(format, 2));
   return {
     info: (message, data) => log.info(data ?? {}, message),
     warn: (message, data) => log.warn(data ?? {}, message),
     error: (message, data) => log.error(data ?? {}, message),
+    pino: log,
   };
 }
 
@@ -137,6 +139,7 @@ export async function runController(
     metricsToken: metricsToken?.value,
     clock,
     log,
+    apiLogger: log.pino,
     releaseStateDir,
   });
   serving.api = api;

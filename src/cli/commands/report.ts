@@ -32,6 +32,12 @@ export function renderCosts(report: CostsResponse): string {
     `costs from ${formatTime(costs.sinceSeconds)} to ${formatTime(costs.generatedAtSeconds)}` +
       `${costs.scope === 'team' ? ' (your team)' : ''}: ${formatDollars(costs.totalCost)}`,
   ];
+  if (costs.monthReport !== undefined)
+    out.push(
+      costs.monthReport.from === 'stored'
+        ? `as stored when the month ended: ${costs.monthReport.detail}`
+        : `recomputed: ${costs.monthReport.detail}`,
+    );
   if (typeof costs.idleCost === 'number') out.push(`idle instance time: ${formatDollars(costs.idleCost)}`);
   if (typeof costs.migrationOverheadCost === 'number')
     out.push(`migration overhead: ${formatDollars(costs.migrationOverheadCost)}`);

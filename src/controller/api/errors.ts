@@ -4,6 +4,7 @@ import { FencedWriteError } from '../ha/lease.js';
 import { IllegalTransitionError, StateStoreError, UnknownRecordError } from '../state-store.js';
 import { PostgresError } from '../state/postgres/connection.js';
 import { isObjectStoreError } from '../../storage/object-store-error.js';
+import { InvalidObjectKeyError } from '../../storage/object-key.js';
 import { AuthError } from './auth.js';
 
 /** The bound on one path parameter (the server's `maxParamLength`): the longest id a route accepts. */
@@ -28,6 +29,9 @@ export class HttpError extends Error {
     super(message);
   }
 }
+
+/** The challenge every 401 carries. */
+export const WWW_AUTHENTICATE = 'Bearer realm="fleetwise"';
 
 /** What a client is told to wait before retrying a request that met a passing database condition. */
 export const STATE_RETRY_AFTER_SECONDS = 2;
@@ -68,6 +72,8 @@ export function toHttpError(
       STATE_RETRY_AFTER_SECONDS,
     );
   if (error instanceof StateStoreError) return new HttpError(409, error.message);
+  // A key built from what the client sent that no store may hold: the request is at fault, not the store.
+  if (error instanceof InvalidObjectKeyError) return new HttpError(400, error.message);
   // The object store failing (after its own timeouts and retries) is a passing outage, not a bug: say so.
   if (isObjectStoreError(error))
     return new HttpError(503, `the object store is unavailable (${error.operation} failed); try again later`);
@@ -112,5 +118,7 @@ export function sendError(reply: FastifyReply, error: HttpError): FastifyReply {
     error.details === undefined ? { error: error.message } : { error: error.message, details: error.details };
   if (error.retryAfterSeconds !== undefined)
     void reply.header('retry-after', String(error.retryAfterSeconds));
+  // Every credential the API takes is a bearer token: a 401 says so (RFC 6750 §3, RFC 9110 §15.5.2).
+  if (error.statusCode === 401) void reply.header('www-authenticate', WWW_AUTHENTICATE);
   return reply.code(error.statusCode).type('application/json; charset=utf-8').send(body);
 }

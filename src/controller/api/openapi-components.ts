@@ -583,14 +583,43 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
       generatedAtSeconds: num,
       sinceSeconds: num,
       totalCost: num,
+      monthReport: {
+        type: 'object',
+        description:
+          'For a whole UTC month that has ended: whether the figures are the report stored as the month ended ' +
+          "(stored) or the history replayed now, at today's prices (recomputed), and where it is or why not",
+        required: ['from', 'detail'],
+        properties: { from: { type: 'string', enum: ['stored', 'recomputed'] }, detail: str },
+      },
       byJob: {
         type: 'array',
-        items: { type: 'object', properties: { id: str, cost: num, team: str, name: str } },
+        items: {
+          type: 'object',
+          properties: {
+            id: str,
+            cost: num,
+            team: str,
+            name: str,
+            migrationCost: {
+              ...num,
+              description: 'The part of cost spent checkpointing and restoring moved tasks',
+            },
+          },
+        },
       },
       byTeam: { type: 'array', items: { type: 'object', properties: { id: str, cost: num } } },
       byInstance: {
         type: 'array',
-        items: { type: 'object', properties: { id: str, cost: num, typeName: str, idleCost: num } },
+        items: {
+          type: 'object',
+          properties: {
+            id: str,
+            cost: num,
+            typeName: str,
+            idleCost: num,
+            billedSeconds: { ...num, description: 'The instance time billed in the period' },
+          },
+        },
       },
       idleCost: { ...num, nullable: true },
       migrationOverheadCost: { ...num, nullable: true },

@@ -34,7 +34,7 @@ const WORKER_ERRORS = {
   '415': error('Not application/json'),
 };
 
-export const PATHS: Record<string, Record<string, Schema>> = {
+const BY_HAND: Record<string, Record<string, Schema>> = {
   '/v1/workers/register': {
     post: {
       summary:
@@ -114,7 +114,7 @@ export const PATHS: Record<string, Record<string, Schema>> = {
       },
     },
     get: {
-      summary: "List jobs (a team token sees its own team's)",
+      summary: "List jobs a page at a time (a team token sees its own team's)",
       operationId: 'listJobs',
       parameters: [
         {
@@ -137,8 +137,9 @@ export const PATHS: Record<string, Record<string, Schema>> = {
           name: 'limit',
           in: 'query',
           description:
-            'At most this many jobs (1–1000), the first in submission order; `next` names the last when more follow',
-          schema: { type: 'integer', minimum: 1, maximum: 1000 },
+            'At most this many jobs (1–1000), the first in submission order; `next` names the last when more follow. ' +
+            'Without it a page holds 500: a client that needs every job asks again with `after` until no `next` comes',
+          schema: { type: 'integer', minimum: 1, maximum: 1000, default: 500 },
         },
         {
           name: 'after',
@@ -234,9 +235,13 @@ export const PATHS: Record<string, Record<string, Schema>> = {
       operationId: 'whyJob',
       parameters: [
         idParam('Job id'),
-        { name: 'limit', in: 'query', schema: { ...int, minimum: 1, maximum: 1000 } },
+        { name: 'limit', in: 'query', schema: { ...int, minimum: 1, maximum: 1000, default: 20 } },
       ],
-      responses: { '200': ok('Decision records', ref('Why')), ...JOB_ERRORS },
+      responses: {
+        '200': ok('Decision records', ref('Why')),
+        '400': error('A limit that is not a whole number from 1 to 1000'),
+        ...JOB_ERRORS,
+      },
     },
   },
   '/v1/jobs/{id}/logs': {
@@ -408,6 +413,7 @@ export const PATHS: Record<string, Record<string, Schema>> = {
           required: ['tokens'],
           properties: { tokens: { type: 'array', items: ref('TeamToken') } },
         }),
+        '400': error('An invalid team name'),
         ...ADMIN_ERRORS,
       },
     },
@@ -419,6 +425,7 @@ export const PATHS: Record<string, Record<string, Schema>> = {
       parameters: [idParam('Token id: the 12 hex digits a listing shows')],
       responses: {
         '200': ok('The revoked token', ref('TeamToken')),
+        '400': error('An id that is not 12 hex digits'),
         ...ADMIN_ERRORS,
         '404': error('No such token'),
         '409': error('The token is already revoked'),
@@ -436,6 +443,7 @@ export const PATHS: Record<string, Record<string, Schema>> = {
           properties: { location: str },
         }),
         ...ADMIN_ERRORS,
+        '500': error('Writing the report failed (the reason is named, e.g. the object store refused it)'),
         '501': error('No object store configured'),
       },
     },
@@ -559,3 +567,59 @@ export const PATHS: Record<string, Record<string, Schema>> = {
     },
   },
 };
+
+/** What a 401 answer carries: every credential the API takes is a bearer token (RFC 6750 §3). */
+const CHALLENGE = {
+  'WWW-Authenticate': {
+    description: 'Bearer realm="fleetwise": send `Authorization: Bearer <token>`',
+    schema: str,
+  },
+};
+
+/** A path id the server cannot decode: the router refuses it before the route reads it. */
+const BAD_PATH_ID = 'a path id that is not valid percent-encoding';
+
+/**
+ * Answers the server gives before (or besides) a route's own checks, wherever they can come: a path id that is not
+ * valid percent-encoding (400) or longer than any id (414), and a POST body that does not parse (400), is over the
+ * limit (413) or of a content type the route does not take (415: YAML where only JSON is read, an archive anywhere
+ * but /v1/contexts). An operation that documents one of these statuses keeps its own words (a path id's 400 added).
+ */
+function withServerAnswers(path: string, method: string, operation: Schema): Schema {
+  const own = operation['responses'] as Record<string, Schema>;
+  const byId = path.includes('{');
+  const added: Record<string, string> = {};
+  if (byId) added['414'] = 'A path id longer than 128 characters: no id is that long';
+  if (method === 'post') {
+    added['400'] = byId ? `A malformed body, or ${BAD_PATH_ID}` : 'A malformed body';
+    added['413'] = 'A body larger than the limit';
+    added['415'] = 'A body of a content type this route does not take';
+  } else if (byId) added['400'] = `${BAD_PATH_ID.charAt(0).toUpperCase()}${BAD_PATH_ID.slice(1)}`;
+  const responses: Record<string, Schema> = {};
+  for (const [status, response] of Object.entries(own))
+    responses[status] = {
+      ...response,
+      ...(status === '400' && byId
+        ? { description: `${String(response['description'])}; or ${BAD_PATH_ID}` }
+        : {}),
+      ...(status === '401' ? { headers: CHALLENGE } : {}),
+    };
+  for (const [status, description] of Object.entries(added))
+    if (own[status] === undefined) responses[status] = error(description);
+  return {
+    ...operation,
+    responses: Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b))),
+  };
+}
+
+export const PATHS: Record<string, Record<string, Schema>> = Object.fromEntries(
+  Object.entries(BY_HAND).map(([path, operations]) => [
+    path,
+    Object.fromEntries(
+      Object.entries(operations).map(([method, operation]) => [
+        method,
+        withServerAnswers(path, method, operation),
+      ]),
+    ),
+  ]),
+);

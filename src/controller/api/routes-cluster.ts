@@ -98,7 +98,10 @@ export function registerClusterRoutes(
         throw new HttpError(400, 'invalid query', [
           `until: must come after since (${since ?? 0} s), got ${until} s`,
         ]);
-      const report = service.costs(since, until);
+      const report =
+        service.periodCosts === undefined
+          ? service.costs(since, until)
+          : await service.periodCosts(since, until);
       // The controller's own clock says what is still to come (the report is generated at its now).
       if (since !== undefined && since > report.generatedAtSeconds)
         throw new HttpError(400, 'invalid query', [

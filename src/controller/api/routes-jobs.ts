@@ -24,6 +24,11 @@ const idParams = z.object({ id: z.string().min(1).max(128) });
 
 /** The most jobs one page of `GET /v1/jobs` holds. */
 export const MAX_JOBS_PAGE = 1000;
+/**
+ * The page a listing without `limit` gets: a controller keeps every job it ran, and answering them all at once (11 MB
+ * for 20,000 jobs) held its loop for about a second. Clients that need every job follow `next`.
+ */
+export const DEFAULT_JOBS_PAGE = 500;
 
 /** `state=queued,running` or `state=queued&state=running`. */
 const statesParam = z
@@ -41,7 +46,7 @@ const listQuery = z.object({
     .int('a whole number')
     .min(1, 'at least 1')
     .max(MAX_JOBS_PAGE, `at most ${MAX_JOBS_PAGE}`)
-    .optional(),
+    .default(DEFAULT_JOBS_PAGE),
   after: z
     .string()
     .regex(JOB_ID_PATTERN, 'expected a job id like job-12 (the last of the page before)')
@@ -142,7 +147,7 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
           });
         return dryRunView(spec, context.priceBook, eta, warnings);
       }
-      requireUploadedContexts(spec);
+      await requireUploadedContexts(spec, principal, service);
       const key = idempotencyKeyOf(request.headers);
       const array = arraySubmissionSize(spec) !== undefined;
       const submissionKey =
@@ -202,9 +207,9 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
         team,
         endedSince,
         afterId: query.after,
-        limit: limit === undefined ? undefined : limit + 1,
+        limit: limit + 1,
       });
-      const more = limit !== undefined && page.length > limit;
+      const more = page.length > limit;
       const jobs = more ? page.slice(0, limit) : page;
       const costOf = query.withCost
         ? jobCosts(
@@ -361,6 +366,13 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
   }
 }
 
+/**
+ * A run's name as workers write it (protocol/object-keys.ts taskLogRunName): `<start ms, 14 digits>-<task>-<instance>
+ * .log`, where task and instance ids are of the worker protocol's alphabet. Anything else names no part, and letting
+ * it through reaches the object store's key check (control characters, backslashes) as a server error.
+ */
+const LOG_PART_NAME = /^\d{14}-[A-Za-z0-9][A-Za-z0-9._:-]*\.log$/;
+
 /** The most of a log part one request answers: a follower catching up on a long log asks again. */
 export const MAX_LOG_BYTES_READ = 4 * 1024 * 1024;
 
@@ -368,7 +380,7 @@ const logBytesQuery = z.object({
   part: z
     .string()
     .max(512, 'at most 512 characters')
-    .regex(/^\d{14}-[^/]+\.log$/, 'expected a part name like 01712345678901-job-7.0-i-0abc.log'),
+    .regex(LOG_PART_NAME, 'expected a part name like 01712345678901-job-7.0-inst-3.log'),
   from: z.coerce
     .number()
     .int('a whole number')

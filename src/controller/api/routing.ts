@@ -27,6 +27,12 @@ export interface ApiControllerService extends ControllerService {
    * job spec's `build.context` should carry so workers can fetch it.
    */
   storeContext?(archive: Readable, info: ContextInfo): Promise<string>;
+  /**
+   * Why a submission by `team` (undefined: the admin) may not name `ref` as a task's `build.context`, or undefined
+   * when it may (an upload's reference, of a context still stored that this team uploaded). Without it, no reference
+   * is accepted.
+   */
+  buildContextProblem?(ref: string, team: string | undefined): Promise<string | undefined>;
   /** A job's task output as uploaded by its workers (oldest run first). */
   jobLogs?(jobId: string): Promise<string>;
   /** A job's task output part by part, and streamed whole (preferred over `jobLogs` where the service has it). */

@@ -1,4 +1,5 @@
-import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
 import type { Catalog } from '../../core/catalog.js';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { JOB_SPEC_LIMITS } from '../job-spec/spec.js';
@@ -32,8 +33,12 @@ export interface ApiServerOptions {
   readonly adminToken: string;
   /** The token `/metrics` asks for (the admin token is taken too); undefined: `/metrics` asks for none. */
   readonly metricsToken?: string | undefined;
-  /** Log requests with pino (fastify's logger). Default off. */
-  readonly logger?: boolean;
+  /**
+   * Where the API logs (fastify's logger): the controller's pino logger, of which it takes a child at warn or above,
+   * so failures (every 5xx, with its error) are in the controller's log and ordinary requests are not; `true`:
+   * fastify's own pino, every request; default off.
+   */
+  readonly logger?: boolean | Logger;
   /** The catalog submitted specs are validated against (families, hostable demands). Default: the bundled one. */
   readonly catalog?: Catalog | PriceBook;
   /** Counters the controller increments; created here when absent (and returned either way). */
@@ -72,6 +77,15 @@ export function parseListenAddress(listen: string): { host: string; port: number
   return { host, port };
 }
 
+/**
+ * The API's log: `log` at warn, or above where `log` is set above it. Fastify logs each request at info, which on a
+ * busy controller would drown the lines that matter.
+ */
+function failuresOnly(log: Logger): FastifyBaseLogger {
+  const warn = log.levels.values['warn'] ?? 40;
+  return log.child({}, { level: log.levelVal > warn ? log.level : 'warn' });
+}
+
 /** Build the fastify app with every route; not yet listening (tests may inject into it). */
 export function buildApiApp(
   service: ApiControllerService,
@@ -79,7 +93,9 @@ export function buildApiApp(
 ): { app: FastifyInstance; routes: RouteTable } {
   const bodyLimit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
   const app = Fastify({
-    logger: options.logger ?? false,
+    ...(typeof options.logger === 'object'
+      ? { loggerInstance: failuresOnly(options.logger) }
+      : { logger: options.logger ?? false }),
     bodyLimit,
     exposeHeadRoutes: false,
     routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },

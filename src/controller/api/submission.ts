@@ -6,9 +6,11 @@ import { arraySubmissionSize, type JobSpec } from '../job-spec/spec.js';
 import type { FamilyDemand } from '../../core/resources.js';
 import type { EtaRecord } from '../queue-records.js';
 import { parseBuildContextRef } from '../../protocol/object-keys.js';
+import { NOT_UPLOADED } from '../artifacts.js';
 import type { Principal } from './auth.js';
 import { tooDeepProblem, tooDeepYamlProblem, type RequestBody } from './body.js';
 import { HttpError } from './errors.js';
+import type { ApiControllerService } from './routing.js';
 
 /** How validation errors name the request body. */
 export const SPEC_SOURCE = 'job spec';
@@ -73,22 +75,46 @@ export function specFromBody(
 }
 
 /**
- * Refuse a spec whose `build.context` is anything but an uploaded context (`POST /v1/contexts`' reference): a path
- * would be a directory on the worker's host, which no user may make a worker hash and run a task in. `fleetwise
- * submit` uploads a local directory and puts the reference in its place.
+ * Refuse a spec whose `build.context` is anything but a context the submitter uploaded (`POST /v1/contexts`'
+ * reference, exactly as answered): a path would be a directory on the worker's host, which no user may make a worker
+ * hash and run a task in, and another team's upload is that team's source, which its jobs would read. `fleetwise
+ * submit` uploads a local directory and puts the reference in its place; a resubmission by the same team passes.
  */
-export function requireUploadedContexts(spec: JobSpec): void {
-  const problems = spec.tasks.flatMap((task, i) =>
-    task.build === undefined || parseBuildContextRef(task.build.context) !== undefined
-      ? []
-      : [
-          `tasks.${i}.build.context: ${JSON.stringify(task.build.context)} is not an uploaded build context; ` +
-            'upload the directory with POST /v1/contexts and give the reference it answers ' +
-            '(fleetwise submit does both)',
-        ],
+export async function requireUploadedContexts(
+  spec: JobSpec,
+  principal: Principal,
+  service: Pick<ApiControllerService, 'buildContextProblem'>,
+): Promise<void> {
+  const team = principal.kind === 'team' ? principal.team : undefined;
+  const checked = new Map<string, Promise<string | undefined>>();
+  const check = (ref: string): Promise<string | undefined> => {
+    let problem = checked.get(ref);
+    if (problem === undefined) {
+      problem =
+        parseBuildContextRef(ref) === undefined
+          ? Promise.resolve(NOT_UPLOADED)
+          : service.buildContextProblem === undefined
+            ? Promise.resolve(NO_CONTEXTS)
+            : service.buildContextProblem(ref, team);
+      checked.set(ref, problem);
+    }
+    return problem;
+  };
+  const problems = await Promise.all(
+    spec.tasks.map(async (task, i) => {
+      if (task.build === undefined) return undefined;
+      const problem = await check(task.build.context);
+      return problem === undefined
+        ? undefined
+        : `tasks.${i}.build.context: ${JSON.stringify(task.build.context)} ${problem}`;
+    }),
   );
-  if (problems.length > 0) throw new ValidationError(SPEC_SOURCE, problems);
+  const refused = problems.filter((p): p is string => p !== undefined);
+  if (refused.length > 0) throw new ValidationError(SPEC_SOURCE, refused);
 }
+
+const NO_CONTEXTS =
+  'names a build context, which this controller does not accept; build and push the image, then use `image:` in the spec';
 
 export interface DryRunTask {
   readonly name: string;

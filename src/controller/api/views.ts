@@ -15,6 +15,7 @@ import {
   type PredictionError,
 } from '../queue-records.js';
 import type { ClusterView, CostReport, WhyRecord } from '../service.js';
+import type { MonthReportSource } from '../stored-month-report.js';
 import { isFinalJobState } from '../state/lifecycle.js';
 import { writtenJobSpec } from '../job-spec/written-form.js';
 import type {
@@ -214,9 +215,28 @@ export function jobDocument(store: StateStore, job: JobRecord, predictionsEnable
   };
 }
 
-/** The job ids a team may see (all of the store's jobs for the admin: `undefined`). */
-export function visibleJobIds(store: StateStore, team: string | undefined): ReadonlySet<string> | undefined {
-  return team === undefined ? undefined : new Set(store.listJobs({ team }).map((j) => j.id));
+/** Which job ids a caller may see; `undefined` for the admin, who sees them all. */
+export interface VisibleJobs {
+  has(jobId: string): boolean;
+}
+
+/**
+ * The job ids a team may see, each looked up when asked (and remembered): a view names a few jobs, while the team may
+ * have run tens of thousands, and reading them all to build a set cost a team's `/v1/cluster` 200 ms.
+ */
+export function visibleJobIds(store: StateStore, team: string | undefined): VisibleJobs | undefined {
+  if (team === undefined) return undefined;
+  const seen = new Map<string, boolean>();
+  return {
+    has(jobId) {
+      let visible = seen.get(jobId);
+      if (visible === undefined) {
+        visible = store.getJob(jobId)?.team === team;
+        seen.set(jobId, visible);
+      }
+      return visible;
+    },
+  };
 }
 
 function jobOfTask(taskId: string): string {
@@ -250,10 +270,7 @@ export interface ClusterDocument {
 }
 
 /** A team sees every instance (the fleet is shared and priced) but only its own tasks on them. */
-export function clusterForScope(
-  view: ClusterView,
-  visible: ReadonlySet<string> | undefined,
-): ClusterDocument {
+export function clusterForScope(view: ClusterView, visible: VisibleJobs | undefined): ClusterDocument {
   if (visible === undefined)
     return {
       scope: 'all',
@@ -276,10 +293,7 @@ export function clusterForScope(
 }
 
 /** Decision records name other jobs (moved, waiting, pinned); a team sees only its own among them. */
-export function decisionForScope(
-  decision: DecisionRecord,
-  visible: ReadonlySet<string> | undefined,
-): DecisionRecord {
+export function decisionForScope(decision: DecisionRecord, visible: VisibleJobs | undefined): DecisionRecord {
   if (visible === undefined) return decision;
   return {
     ...decision,
@@ -292,17 +306,15 @@ export function decisionForScope(
   };
 }
 
-export function whyForScope(
-  records: readonly WhyRecord[],
-  visible: ReadonlySet<string> | undefined,
-): WhyRecord[] {
+export function whyForScope(records: readonly WhyRecord[], visible: VisibleJobs | undefined): WhyRecord[] {
   return records.map((r) => ({ ...r, decision: decisionForScope(r.decision, visible) }));
 }
 
 export type CostView =
-  | (CostReport & { readonly scope: 'all' })
+  | (CostReport & { readonly scope: 'all'; readonly monthReport?: MonthReportSource })
   | (Omit<CostReport, 'idleCost' | 'migrationOverheadCost'> & {
       readonly scope: 'team';
+      readonly monthReport?: MonthReportSource;
       readonly idleCost: null;
       readonly migrationOverheadCost: null;
     });
@@ -311,13 +323,17 @@ export type CostView =
  * A team sees its own jobs and team line; per-instance lines and cluster-wide overheads mix teams, so they are
  * withheld (empty, null) rather than shown with other teams' shares in them.
  */
-export function costsForScope(report: CostReport, team: string | undefined): CostView {
+export function costsForScope(
+  report: CostReport & { readonly monthReport?: MonthReportSource },
+  team: string | undefined,
+): CostView {
   if (team === undefined) return { ...report, scope: 'all' };
   const byJob = report.byJob.filter((j) => j.team === team);
   return {
     scope: 'team',
     generatedAtSeconds: report.generatedAtSeconds,
     sinceSeconds: report.sinceSeconds,
+    ...(report.monthReport === undefined ? {} : { monthReport: report.monthReport }),
     totalCost: byJob.reduce((sum, j) => sum + j.cost, 0),
     byJob,
     byTeam: report.byTeam.filter((t) => t.id === team),

@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SecretFilePaths } from '../../../controller/backup/backup-documents.js';
+import { MIN_TOKEN_LENGTH } from '../../../controller/state/tokens.js';
+import { ValidationError } from '../../../core/validation.js';
 import { ADMIN_TOKEN_FILE } from '../../local-state.js';
 
 /** The controller's secrets: the admin, worker and metrics tokens, kept owner-only in the state directory. */
@@ -49,12 +51,22 @@ export interface TokenSource {
   readonly file: string | undefined;
 }
 
-/** The token the environment variable `envName` gives, else the state directory's token file (made if missing). */
+/**
+ * The token the environment variable `envName` gives, else the state directory's token file (made if missing). A
+ * token from the environment is held to what team tokens are (MIN_TOKEN_LENGTH): it opens the whole API, so a short
+ * one would be guessed; one with whitespace inside is a pasting mistake no client could send as a bearer token.
+ */
 function tokenFor(envName: string, env: NodeJS.ProcessEnv, file: string): TokenSource {
   const envToken = env[envName]?.trim();
-  return envToken !== undefined && envToken !== ''
-    ? { value: envToken, file: undefined }
-    : { value: ensureSecretFile(file).value, file };
+  if (envToken === undefined || envToken === '') return { value: ensureSecretFile(file).value, file };
+  if (/\s/.test(envToken))
+    throw new ValidationError(envName, ['contains whitespace; give the token alone, on one line']);
+  if (envToken.length < MIN_TOKEN_LENGTH)
+    throw new ValidationError(envName, [
+      `has ${envToken.length} character${envToken.length === 1 ? '' : 's'}; a token needs at least ${MIN_TOKEN_LENGTH} ` +
+        '(unset it to have one generated in the state directory)',
+    ]);
+  return { value: envToken, file: undefined };
 }
 
 /** The admin token: FLEETWISE_ADMIN_TOKEN when set, else the state directory's token file (made if missing). */

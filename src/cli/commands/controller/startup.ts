@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Logger } from 'pino';
 import type { Catalog } from '../../../core/catalog.js';
 import { startApiServer, type ApiServer } from '../../../controller/api/server.js';
 import type { Clock } from '../../../controller/clock.js';
@@ -30,6 +31,8 @@ export interface StartupOptions {
   readonly metricsToken: string | undefined;
   readonly clock: Clock;
   readonly log: ControllerLogger;
+  /** The pino logger behind `log`: the API logs its failures there (server.ts takes a child at warn). */
+  readonly apiLogger?: Logger;
   readonly releaseStateDir: () => void;
 }
 
@@ -68,6 +71,7 @@ export async function startController(options: StartupOptions): Promise<ApiServe
         catalog: options.catalog,
         metrics,
         contextLimits,
+        ...(options.apiLogger === undefined ? {} : { logger: options.apiLogger }),
         ...(workers === undefined ? {} : { workers }),
         ...(state.leadership === undefined ? {} : { leadership: state.leadership }),
       });
