@@ -6,6 +6,7 @@ import {
   attributeCosts,
   billedInstances,
   jobAndTeamLines,
+  reclaimedBySpot,
   PlacementReplay,
   heldRunSeqs,
   type BilledInstance,
@@ -108,6 +109,8 @@ class ReportState {
   private readonly live = new Map<string, TrackedInstance>();
   /** Whether each instance runs on spot, once it is known for good (it ran): a lookup in the store each otherwise. */
   private readonly spot = new Map<string, boolean>();
+  /** Whether each ended spot instance was EC2's to end (billed nothing in its first hour): read once, when it ended. */
+  private readonly reclaimed = new Map<string, boolean>();
   private readonly jobs = new Map<string, JobFacts>();
   private readonly replay: PlacementReplay;
   // Instances whose share is final.
@@ -291,10 +294,13 @@ class ReportState {
       ...tracked.flatMap((t) => t.closed),
       ...this.replay.openUntil(nowSeconds).filter((p) => ids.has(p.instanceId)),
     ];
+    const records = tracked.map((t) => t.record);
+    const ended = new Set(records.filter((r) => r.state === 'terminated').map((r) => r.id));
     const instances: BilledInstance[] = billedInstances(
-      tracked.map((t) => t.record),
+      records,
       this.catalog,
       (id) => this.onSpot(store, id),
+      (id) => ended.has(id) && this.onSpot(store, id) && this.wasReclaimed(store, id),
     );
     const jobs = new Map<string, JobInfo>();
     for (const p of placements) {
@@ -325,6 +331,15 @@ class ReportState {
   }
 
   /** Its market as the store records it (instance-market.ts); settled once it has run. */
+  /** The reclaim is recorded in the transaction that ends the instance, so an ended one's answer is final. */
+  private wasReclaimed(store: StateStore, instanceId: string): boolean {
+    const known = this.reclaimed.get(instanceId);
+    if (known !== undefined) return known;
+    const reclaimed = reclaimedBySpot(store, instanceId);
+    this.reclaimed.set(instanceId, reclaimed);
+    return reclaimed;
+  }
+
   private onSpot(store: StateStore, instanceId: string): boolean {
     const known = this.spot.get(instanceId);
     if (known !== undefined) return known;

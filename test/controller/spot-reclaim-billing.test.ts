@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Market } from '../../src/core/market.js';
+import { IncrementalCostReport } from '../../src/controller/incremental-cost-report.js';
 import {
   attributeCosts,
   computeCostReport,
@@ -88,5 +89,12 @@ describe('a spot instance EC2 reclaims', () => {
       const costs = computeCostReport(r.store, catalog, r.clock.nowSeconds());
       if (market === 'spot') expect(costs.totalCost).toBe(0);
       else expect(costs.totalCost).toBeGreaterThan(0);
+      // The incremental report (`fleetwise jobs`' costs, the hourly reports) bills it alike.
+      const incremental = new IncrementalCostReport().report(r.store, catalog, r.clock.nowSeconds());
+      expect(incremental.totalCost).toBeCloseTo(costs.totalCost, 9);
+      expect(incremental.byJob.find((j) => j.id === job.id)?.cost ?? 0).toBeCloseTo(
+        costs.byJob.find((j) => j.id === job.id)?.cost ?? 0,
+        9,
+      );
     });
 });
