@@ -132,6 +132,29 @@ describe('fleetwise submit: build contexts', () => {
     expect(builds?.[0]?.context).toMatch(/^contexts\/[0-9a-f]{64}\.tar\.gz$/);
     expect(builds?.[1]?.context).toBe(builds?.[0]?.context);
   });
+
+  it('submits a spec naming a context already uploaded (as `fleetwise job ID --json` shows it) as it is', async () => {
+    const first = join(workDir, 'uploaded.yaml');
+    writeFileSync(
+      first,
+      'name: uploaded\ntasks:\n  - { name: main, build: ./ctx, command: [python, app.py], demand: [0, 1, 1] }\n' +
+        'checkpoint: { everySeconds: 0 }\n',
+    );
+    writeFileSync(join(workDir, 'ctx', 'Dockerfile'), 'FROM busybox\n');
+    const made = await submit([first, '--json']);
+    expect(made.error).toBeUndefined();
+    const spec = service.store.getJob((JSON.parse(made.stdout) as { id: string }).id)?.spec;
+    const context = spec?.tasks[0]?.build?.context;
+    expect(context).toMatch(/^contexts\/[0-9a-f]{64}\.tar\.gz$/);
+    const uploads = service.contexts.size;
+    const again = join(workDir, 'again.json');
+    writeFileSync(again, JSON.stringify({ ...spec, name: 'again' }));
+    const { stdout, error } = await submit([again, '--json']);
+    expect(error).toBeUndefined();
+    const { id } = JSON.parse(stdout) as { id: string };
+    expect(service.store.getJob(id)?.spec.tasks[0]?.build?.context).toBe(context);
+    expect(service.contexts.size).toBe(uploads); // nothing packed or uploaded again
+  });
 });
 
 describe('fleetwise submit: env', () => {

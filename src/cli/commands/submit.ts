@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { statSync } from 'node:fs';
 import { lstat, readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import type { Command } from 'commander';
@@ -29,6 +30,7 @@ import { requireJobIds } from '../job-id-arguments.js';
 import { formatDollars, formatIdList, formatTable, formatTime } from '../table.js';
 import { terminalSafe, terminalSafeDeep } from '../terminal-text.js';
 import { catalogHostingAnyDemand, withLines, type FieldPath } from '../spec-lines.js';
+import { parseBuildContextRef } from '../../protocol/object-keys.js';
 
 interface SubmitOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -166,12 +168,20 @@ function buildsOf(raw: RawSpec, file: string): SpecTask[] {
     if (build === undefined) return { index, task };
     const { context, dockerfile } =
       typeof build === 'string' ? { context: build, dockerfile: undefined } : (build as RawBuild);
+    // A context already uploaded (as `fleetwise job ID --json` shows a spec) goes as it is: the controller admits it
+    // for the team that uploaded it. Only a local directory is packed and uploaded.
+    if (typeof context === 'string' && parseBuildContextRef(context) !== undefined && !isDirectory(context))
+      return { index, task };
     return {
       index,
       task,
       build: { directory: isAbsolute(context) ? context : resolve(dirname(file), context), dockerfile },
     };
   });
+}
+
+function isDirectory(path: string): boolean {
+  return statSync(path, { throwIfNoEntry: false })?.isDirectory() === true;
 }
 
 /** The field a build context's problem is reported at: the Dockerfile's when it is missing, else the context's. */
