@@ -25,16 +25,23 @@ interface ArrayFrame {
   index: number;
 }
 
-/** The repeated keys of a valid JSON text, in text order (at most `limit`). */
-export function duplicateJsonKeys(text: string, limit = 10): DuplicateKey[] {
-  const out: DuplicateKey[] = [];
+/**
+ * Walk a valid JSON text's object keys in text order: `visit` gets each key with the path of its object (keys and
+ * array indices from the top, `[]` for the top) and whether the object already had it; returning false stops the walk.
+ * An object is announced by `enter` before its first key (with its path), so an empty one is seen too.
+ */
+export function walkJsonKeys(
+  text: string,
+  visit: (path: readonly string[], key: string, repeated: boolean) => boolean,
+  enter: (path: readonly string[]) => void = () => {},
+): void {
   const stack: (ObjectFrame | ArrayFrame)[] = [];
   const childPath = (): readonly string[] => {
     const top = stack.at(-1);
     if (top === undefined) return [];
     return top.kind === 'object' ? [...top.path, top.lastKey] : [...top.path, String(top.index)];
   };
-  for (let i = 0; i < text.length && out.length < limit; i++) {
+  for (let i = 0; i < text.length; i++) {
     const c = text[i];
     if (c === '"') {
       let end = i + 1;
@@ -42,14 +49,17 @@ export function duplicateJsonKeys(text: string, limit = 10): DuplicateKey[] {
       const top = stack.at(-1);
       if (top?.kind === 'object' && top.expectingKey) {
         const key = JSON.parse(text.slice(i, end + 1)) as string;
-        if (top.keys.has(key)) out.push({ path: top.path, key });
+        const repeated = top.keys.has(key);
         top.keys.add(key);
         top.lastKey = key;
         top.expectingKey = false;
+        if (!visit(top.path, key, repeated)) return;
       }
       i = end;
     } else if (c === '{') {
-      stack.push({ kind: 'object', path: childPath(), keys: new Set(), expectingKey: true, lastKey: '' });
+      const path = childPath();
+      enter(path);
+      stack.push({ kind: 'object', path, keys: new Set(), expectingKey: true, lastKey: '' });
     } else if (c === '[') {
       stack.push({ kind: 'array', path: childPath(), index: 0 });
     } else if (c === '}' || c === ']') {
@@ -60,6 +70,15 @@ export function duplicateJsonKeys(text: string, limit = 10): DuplicateKey[] {
       else if (top !== undefined) top.index += 1;
     }
   }
+}
+
+/** The repeated keys of a valid JSON text, in text order (at most `limit`). */
+export function duplicateJsonKeys(text: string, limit = 10): DuplicateKey[] {
+  const out: DuplicateKey[] = [];
+  walkJsonKeys(text, (path, key, repeated) => {
+    if (repeated) out.push({ path, key });
+    return out.length < limit;
+  });
   return out;
 }
 

@@ -1,70 +1,23 @@
+import { walkJsonKeys } from '../../core/json-duplicate-keys.js';
+
 /**
  * The order a JSON text writes each object's keys in. JSON.parse's objects list integer-like keys (`"10"`, `"2"`)
  * first and in numeric order, whatever the text says, so a reader that must keep the file's order (Eva's job and task
  * ids are such keys) takes it from here. Runs over text JSON.parse has already accepted, in one pass, like the
- * repeated-key scan (core/json-duplicate-keys.ts).
+ * repeated-key scan (core/json-duplicate-keys.ts), with its walk.
  */
-
-interface ObjectFrame {
-  readonly kind: 'object';
-  readonly keys: string[];
-  readonly seen: Set<string>;
-  readonly path: readonly string[];
-  expectingKey: boolean;
-  lastKey: string;
-}
-
-interface ArrayFrame {
-  readonly kind: 'array';
-  readonly path: readonly string[];
-  index: number;
-}
 
 /** Each object's keys in text order (a repeated key where it first appears), by `keyOrderPath` of its path. */
 export function jsonKeyOrder(text: string): ReadonlyMap<string, readonly string[]> {
   const order = new Map<string, string[]>();
-  const stack: (ObjectFrame | ArrayFrame)[] = [];
-  const childPath = (): readonly string[] => {
-    const top = stack.at(-1);
-    if (top === undefined) return [];
-    return top.kind === 'object' ? [...top.path, top.lastKey] : [...top.path, String(top.index)];
-  };
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (c === '"') {
-      let end = i + 1;
-      while (text[end] !== '"') end += text[end] === '\\' ? 2 : 1;
-      const top = stack.at(-1);
-      if (top?.kind === 'object' && top.expectingKey) {
-        const key = JSON.parse(text.slice(i, end + 1)) as string;
-        if (!top.seen.has(key)) top.keys.push(key);
-        top.seen.add(key);
-        top.lastKey = key;
-        top.expectingKey = false;
-      }
-      i = end;
-    } else if (c === '{') {
-      const path = childPath();
-      const frame: ObjectFrame = {
-        kind: 'object',
-        keys: [],
-        seen: new Set(),
-        path,
-        expectingKey: true,
-        lastKey: '',
-      };
-      order.set(keyOrderPath(frame.path), frame.keys);
-      stack.push(frame);
-    } else if (c === '[') {
-      stack.push({ kind: 'array', path: childPath(), index: 0 });
-    } else if (c === '}' || c === ']') {
-      stack.pop();
-    } else if (c === ',') {
-      const top = stack.at(-1);
-      if (top?.kind === 'object') top.expectingKey = true;
-      else if (top !== undefined) top.index += 1;
-    }
-  }
+  walkJsonKeys(
+    text,
+    (path, key, repeated) => {
+      if (!repeated) order.get(keyOrderPath(path))?.push(key);
+      return true;
+    },
+    (path) => void order.set(keyOrderPath(path), []),
+  );
   return order;
 }
 
