@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { buildContextKey, parseBuildContextRef } from '../protocol/object-keys.js';
 import { readAll, type ObjectStore } from '../storage/object-store.js';
 import { StoredJobLogs } from './job-logs.js';
-import type { EventRecord, StateStore } from './state-store.js';
+import type { StateStore } from './state-store.js';
 
 /** Files the API reads and writes in the object store besides reports: task logs and Docker build contexts. */
 
@@ -73,18 +73,42 @@ function uploaderKey(key: string, team: string): string {
 }
 
 /**
- * Whether `team` uploaded the context under `key`. Contexts stored before uploaders were kept are found by their
- * `context.stored` event (which names the team) and recorded, so a resubmission of an older job still passes.
+ * Set in the state once the uploaders of contexts stored before they were kept have been recorded from their
+ * `context.stored` events (which name the team): the event log is then never read again to answer who uploaded what.
  */
+const UPLOADERS_RECORDED_KEY = 'contexts.uploadersRecorded';
+
+/** Stores this process has seen recorded: the request path then reads not even the marker. */
+const recordedStores = new WeakSet<StateStore>();
+
+/**
+ * Record, once per state, the uploaders of contexts known only from their `context.stored` events (stored before
+ * uploaders were kept), so a resubmission of an older job still passes. Reading every such event is slow in a
+ * long-lived state, so it is done once (at start-up, or at the first check if the API serves before that) and
+ * marked done in the state: a later process, or a check on the request path, reads only the per-team keys. Uploads
+ * record their own key, so none is missed by an upload during or after this.
+ */
+export function recordUploadersFromEvents(store: StateStore): void {
+  if (recordedStores.has(store)) return;
+  if (store.getValue(UPLOADERS_RECORDED_KEY) !== true) {
+    const uploaders = new Set<string>();
+    for (const e of store.listEvents({ kind: 'context.stored' })) {
+      const stored = storedEventData.safeParse(e.data);
+      if (stored.success && stored.data.team !== null)
+        uploaders.add(uploaderKey(stored.data.key, stored.data.team));
+    }
+    store.transaction(() => {
+      for (const key of uploaders) store.setValue(key, true);
+      store.setValue(UPLOADERS_RECORDED_KEY, true);
+    });
+  }
+  recordedStores.add(store);
+}
+
+/** Whether `team` uploaded the context under `key`: one key-value read (once the older uploaders are recorded). */
 function uploadedBy(store: StateStore, key: string, team: string): boolean {
-  if (store.getValue(uploaderKey(key, team)) === true) return true;
-  const fromEvent = (e: EventRecord): boolean => {
-    const stored = storedEventData.safeParse(e.data);
-    return stored.success && stored.data.key === key && stored.data.team === team;
-  };
-  if (!store.listEvents({ kind: 'context.stored' }).some(fromEvent)) return false;
-  store.setValue(uploaderKey(key, team), true);
-  return true;
+  recordUploadersFromEvents(store);
+  return store.getValue(uploaderKey(key, team)) === true;
 }
 
 const UPLOAD_HINT =
@@ -108,8 +132,10 @@ export async function buildContextProblem(
 ): Promise<string | undefined> {
   const parsed = parseBuildContextRef(ref);
   if (parsed === undefined) return NOT_UPLOADED;
-  const stored = await objectStore.exists(parsed.key);
-  if (!stored || (team !== undefined && !uploadedBy(store, parsed.key, team)))
+  // A team's own key first: a reference it did not upload is refused without asking the object store.
+  const refused =
+    (team !== undefined && !uploadedBy(store, parsed.key, team)) || !(await objectStore.exists(parsed.key));
+  if (refused)
     return team === undefined
       ? `is not a stored build context; ${UPLOAD_HINT}`
       : `is not a build context team ${team} uploaded; ${UPLOAD_HINT}`;

@@ -495,7 +495,17 @@ describe('build contexts are the uploading team’s (the controller, its state o
   it('a context stored before uploaders were kept is its uploader’s, as its stored event says', async () => {
     const key = `contexts/${'a'.repeat(64)}.tar.gz`;
     await objects.put(key, Buffer.from('an older upload'));
-    store.appendEvent({ kind: 'context.stored', data: { key, sizeBytes: 15, team: 'vision' } });
+    // A state an older controller wrote: the upload's event, no uploader key, never opened by this version.
+    await stop();
+    const olderPath = join(scratch, 'older.db');
+    const older = new SqliteStateStore(olderPath);
+    older.addTeamToken('vision', VISION_TOKEN, 'test');
+    older.addTeamToken('nlp', NLP_TOKEN, 'test');
+    older.appendEvent({ kind: 'context.stored', data: { key, sizeBytes: 15, team: 'vision' } });
+    older.close();
+    store = new SqliteStateStore(olderPath);
+    const { controller } = rig({}, { store, objectStore: objects });
+    server = await startApiServer(controller, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN });
     const ref = `${objects.location}/${key}`;
     expect((await submit(NLP_TOKEN, ref)).status).toBe(400);
     expect((await submit(VISION_TOKEN, ref)).status).toBe(201);
