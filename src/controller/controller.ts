@@ -5,7 +5,13 @@ import { Admission } from '../queue/admission.js';
 import { schedulerCaps } from '../round/plan-caps.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { billedPricePerHour, launchedOnSpot } from './instance-market.js';
-import { buildContextProblem, readJobLogs, storeBuildContext, type ContextInfo } from './artifacts.js';
+import {
+  buildContextProblem,
+  readJobLogs,
+  recordUploadersFromEvents,
+  storeBuildContext,
+  type ContextInfo,
+} from './artifacts.js';
 import { StoredJobLogs, type JobLogReader } from './job-logs.js';
 import type { ArchivedSubmissionKey, JobArchive } from './backup/job-archive.js';
 import { WITHDRAWN_AT_SUBMISSION } from './submission-keys.js';
@@ -220,9 +226,11 @@ export class Controller implements ControllerService {
       admitBy: deps.settings.admitBy,
     });
     this.orphans = new KeptOrphans(this.clock, this.log, deps.settings.clusterName);
+    // Everything built here reads the catalog through this, so a price refresh (applyCatalog) reaches all of it.
+    const catalog = (): Catalog => this.catalog;
     this.reconciler = new Reconciler({
       store: deps.store,
-      catalog: deps.catalog,
+      catalog,
       // Dry run: the reconciler gets no provider, so no code path can reach the cloud.
       provider: deps.settings.dryRun ? undefined : deps.provider,
       tasks: deps.tasks ?? new CloudOnlyTaskControl(),
@@ -236,7 +244,6 @@ export class Controller implements ControllerService {
       requestRound: (reason, cause) => this.requestRound(reason, cause),
       onOrphansKept: (instances) => this.orphans.update(instances),
     });
-    const catalog = (): Catalog => this.catalog;
     this.queueViews = new QueueViews({ store: deps.store, admission: this.admission });
     const engine = (): PredictionEngine | undefined => {
       if (deps.predict === false || recipe === undefined) return undefined;
@@ -386,6 +393,8 @@ export class Controller implements ControllerService {
   /** Crash recovery: pending intents are re-checked against the cloud and carried out (or found done). */
   async recover(): Promise<{ sync?: SyncSummary; progress?: ProgressSummary }> {
     this.schedulerState.load();
+    // Once per state: who uploaded older build contexts, so submissions never read the event log for it.
+    recordUploadersFromEvents(this.store);
     if (this.settings.dryRun) return {};
     return this.serial('recovery', async () => {
       const pending = this.store.listIntents({ states: ['pending'] }).length;
@@ -521,9 +530,9 @@ export class Controller implements ControllerService {
 
   /**
    * Use a repriced catalog from the next round on (price refresh, src/controller/price-refresh.ts): admission and the
-   * scheduler take the new prices (scheduler-state.ts `replaceFor`). Runs in the loop's sequence, never inside a
-   * round. The reconciler keeps the catalog it started with (its cost attribution and launch-time cost check use
-   * those prices).
+   * scheduler take the new prices (scheduler-state.ts `replaceFor`); the reconciler (launch gate, capacity fallback),
+   * cost reports, predictions and whatever reads `catalog` (the API's dry runs, the workers' start reports) read it
+   * at each use. Runs in the loop's sequence, never inside a round.
    */
   applyCatalog(catalog: Catalog): Promise<void> {
     return this.serial('price update', () => {

@@ -58,7 +58,11 @@ export type { StartMeasure };
 
 export interface WorkerTaskControlOptions {
   readonly store: StateStore;
-  readonly catalog: Catalog;
+  /**
+   * What a start report's holds at the co-start barrier are priced at. A function is read at each report: the
+   * controller's current catalog, so holds after a price refresh cost the refreshed prices, as the plan counts them.
+   */
+  readonly catalog: Catalog | (() => Catalog);
   readonly clock: Clock;
   /** Who may register as which instance (worker-identity/worker-registrar.ts). */
   readonly registrar: WorkerRegistrar;
@@ -207,7 +211,7 @@ export class WorkerTaskControl implements TaskControl {
       this.applyReports(inst, request.tasks);
       recordStartReports(
         this.store,
-        this.options.catalog,
+        this.catalog(),
         inst,
         this.startReports(inst, request.tasks),
         now,
@@ -473,8 +477,15 @@ export class WorkerTaskControl implements TaskControl {
   }
 
   /** What the controller wants on an instance now. */
+  /** The catalog now (WorkerTaskControlOptions.catalog). */
+  private catalog(): Catalog {
+    const catalog = this.options.catalog;
+    return typeof catalog === 'function' ? catalog() : catalog;
+  }
+
   private desiredFor(inst: InstanceRecord): DesiredTask[] {
     const reported = this.reports.get(inst.id)?.tasks;
+    const describe = { ...this.options, catalog: this.catalog() };
     const ids = new Set<string>();
     for (const t of this.store.listTasks({ instanceId: inst.id }))
       if (PLACED_TASK_STATES.includes(t.state)) ids.add(t.id);
@@ -499,7 +510,7 @@ export class WorkerTaskControl implements TaskControl {
         hold = coStarts(job, this.holdsStarts);
       }
       if (action === undefined) continue;
-      const desired = describeTask(task, job, inst, action, this.options);
+      const desired = describeTask(task, job, inst, action, describe);
       out.push(hold ? { ...desired, hold: true } : desired);
     }
     return out;

@@ -394,7 +394,7 @@ export function reconcilerFor(
 ): Reconciler {
   return new Reconciler({
     store: r.store,
-    catalog,
+    catalog: () => catalog,
     provider: r.cloud,
     tasks: control,
     clock: r.clock,

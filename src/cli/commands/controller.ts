@@ -129,7 +129,6 @@ export async function runController(
   const api = await startController({
     config,
     init: flags.init === true,
-    catalog,
     state,
     fleet,
     built,

@@ -39,8 +39,12 @@ export interface ApiServerOptions {
    * fastify's own pino, every request; default off.
    */
   readonly logger?: boolean | Logger;
-  /** The catalog submitted specs are validated against (families, hostable demands). Default: the bundled one. */
-  readonly catalog?: Catalog | PriceBook;
+  /**
+   * The catalog submitted specs are validated against (families, hostable demands) and a dry run is priced at.
+   * Default: the bundled one. A function is read at each request: the controller's current catalog (`() =>
+   * controller.catalog`), so a dry run after a price refresh shows the refreshed type and price.
+   */
+  readonly catalog?: Catalog | PriceBook | (() => Catalog);
   /** Counters the controller increments; created here when absent (and returned either way). */
   readonly metrics?: ControllerMetrics;
   readonly bodyLimitBytes?: number;
@@ -86,6 +90,23 @@ function failuresOnly(log: Logger): FastifyBaseLogger {
   return log.child({}, { level: log.levelVal > warn ? log.level : 'warn' });
 }
 
+/**
+ * The price book of the catalog as it is now: a fixed one, or, for a catalog function, one per catalog it returns
+ * (rebuilt only when a price refresh replaces the catalog; the book caches its cheapest-type look-ups).
+ */
+function priceBookOf(catalog: Catalog | PriceBook | (() => Catalog)): () => PriceBook {
+  if (typeof catalog !== 'function') {
+    const book = catalog instanceof PriceBook ? catalog : new PriceBook(catalog);
+    return () => book;
+  }
+  let book: PriceBook | undefined;
+  return () => {
+    const current = catalog();
+    if (book?.catalog !== current) book = new PriceBook(current);
+    return book;
+  };
+}
+
 /** Build the fastify app with every route; not yet listening (tests may inject into it). */
 export function buildApiApp(
   service: ApiControllerService,
@@ -107,13 +128,14 @@ export function buildApiApp(
         toHttpError(error, () => bodyLimit, request),
       ),
   });
-  const catalog = options.catalog ?? loadCatalogFile();
-  const priceBook = catalog instanceof PriceBook ? catalog : new PriceBook(catalog);
+  const priceBook = priceBookOf(options.catalog ?? loadCatalogFile());
   const principals = new WeakMap<FastifyRequest, Principal>();
   const routes = new RouteTable(app);
   const context: ApiContext = {
     service,
-    priceBook,
+    get priceBook() {
+      return priceBook();
+    },
     leadership: options.leadership ?? (() => SOLE_CONTROLLER),
     principal(request) {
       const principal = principals.get(request);

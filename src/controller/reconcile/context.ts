@@ -34,7 +34,12 @@ export interface ReconcilerSettings {
 
 export interface ReconcilerDeps {
   readonly store: StateStore;
-  readonly catalog: Catalog;
+  /**
+   * The controller's current catalog, read at each use: a price refresh (Controller.applyCatalog) reaches the launch
+   * gate, the fallback's cheapest type and the fleet in transit as it reaches the plan, or the gate would refuse at
+   * the old prices what the plan chose at the new ones.
+   */
+  readonly catalog: () => Catalog;
   /** Undefined in dry-run: nothing here may call the cloud then. */
   readonly provider: CloudProvider | undefined;
   readonly tasks: TaskControl;
@@ -65,15 +70,26 @@ export const LIVE_INSTANCE_STATES = ['requested', 'launching', 'running', 'drain
 /** What every step of the reconciler shares: its dependencies and the store look-ups they all make. */
 export class ReconcileContext {
   readonly store: StateStore;
-  readonly book: PriceBook;
   readonly settings: ReconcilerSettings;
   readonly log: ControllerLogger;
+  /** The price book of the catalog last read, rebuilt only when a price refresh replaces the catalog. */
+  private prices: PriceBook | undefined;
 
   constructor(readonly deps: ReconcilerDeps) {
     this.store = deps.store;
-    this.book = new PriceBook(deps.catalog);
     this.settings = deps.settings;
     this.log = deps.logger ?? silentLogger;
+  }
+
+  /** The controller's current catalog (ReconcilerDeps.catalog). */
+  get catalog(): Catalog {
+    return this.deps.catalog();
+  }
+
+  get book(): PriceBook {
+    const catalog = this.catalog;
+    if (this.prices?.catalog !== catalog) this.prices = new PriceBook(catalog);
+    return this.prices;
   }
 
   fault(point: FaultPoint, detail: string): void {
@@ -100,7 +116,7 @@ export class ReconcileContext {
   }
 
   typeOf(typeName: string): InstanceType | undefined {
-    return typesByName(this.deps.catalog).get(typeName);
+    return typesByName(this.catalog).get(typeName);
   }
 
   demandOf(task: TaskRecord): FamilyDemand {

@@ -79,12 +79,15 @@ export async function buildController(options: BuildControllerOptions): Promise<
         });
   const host = hostCapacity();
   const contextLimits = contextLimitsFrom(config.buildContexts);
+  // The workers' endpoint is built before the controller it serves; once that exists, its current catalog (replaced by
+  // each price refresh) prices the holds the workers report.
+  const current: { controller?: Controller } = {};
   const workers =
     registrar === undefined || objectStore === undefined
       ? undefined
       : new WorkerTaskControl({
           store,
-          catalog,
+          catalog: () => current.controller?.catalog ?? catalog,
           clock,
           registrar,
           objectStoreLocation: objectStore.location,
@@ -98,6 +101,7 @@ export async function buildController(options: BuildControllerOptions): Promise<
           onStartMeasured: (_jobId, measured) => metrics.observeStart(measured),
           ...(local
             ? {
+                // A type's capacity is the same in every catalog (a price refresh changes only prices).
                 capacityScale: (typeName: string) => {
                   const type = catalog.types.find((t) => t.name === typeName);
                   return type === undefined ? 1 : capacityScale(type, host);
@@ -125,6 +129,7 @@ export async function buildController(options: BuildControllerOptions): Promise<
     logger: log,
     executor: options.fleet.executor,
   });
+  current.controller = controller;
   log.info(`scheduler: ${controller.scheduler.name}`);
   log.info(`queue: ${describeQueue(controller.admission.config, config.caps)}`);
   return { controller, objectStore, metrics, backups, workers, contextLimits };

@@ -1,7 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { Catalog } from '../../../core/catalog.js';
 import { startApiServer, type ApiServer } from '../../../controller/api/server.js';
 import type { Clock } from '../../../controller/clock.js';
 import type { ControllerConfig } from '../../../controller/config.js';
@@ -20,7 +19,6 @@ export interface StartupOptions {
   readonly config: ControllerConfig;
   /** `--init`: start a new cluster on an empty state even where one ran before. */
   readonly init: boolean;
-  readonly catalog: Catalog;
   readonly state: ControllerState;
   readonly fleet: Fleet;
   readonly built: BuiltController;
@@ -68,7 +66,8 @@ export async function startController(options: StartupOptions): Promise<ApiServe
         listen: config.listen,
         adminToken: options.adminToken,
         metricsToken: options.metricsToken,
-        catalog: options.catalog,
+        // The controller's current catalog: a dry run is priced as the plan would price it after a price refresh.
+        catalog: () => controller.catalog,
         metrics,
         contextLimits,
         ...(options.apiLogger === undefined ? {} : { logger: options.apiLogger }),

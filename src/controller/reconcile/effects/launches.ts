@@ -345,7 +345,7 @@ export class Launches {
     const caps = this.ctx.settings.caps;
     if (intent.payload.market !== 'spot' || !hasAnyCap(caps)) return {};
     const type = this.ctx.typeOf(intent.payload.typeName);
-    const spot = this.ctx.deps.catalog.spot;
+    const spot = this.ctx.catalog.spot;
     if (type === undefined || spot === undefined || launchGate(type, inTransit, caps) === undefined)
       return {};
     return {
@@ -399,7 +399,7 @@ export class Launches {
 
   /** `type` bought on spot (its pool's price, as the engine counts it: world/commands.ts) or on demand. */
   private bought(type: InstanceType, spot: boolean, zone: string | undefined): BoughtType {
-    const pool = spot ? spotOffering(this.ctx.deps.catalog.spot, type.name, zone) : undefined;
+    const pool = spot ? spotOffering(this.ctx.catalog.spot, type.name, zone) : undefined;
     return pool === undefined ? type : { ...type, costPerHour: pool.pricePerHour, market: 'spot' };
   }
 
