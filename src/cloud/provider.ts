@@ -163,6 +163,12 @@ export interface CloudInstance {
    * then bills the instance up to this moment, not up to when it noticed.
    */
   readonly endedAt?: Date | undefined;
+  /**
+   * For one that ended, whether EC2 ended it as a spot interruption (EC2's StateReason code) rather than its owner, a
+   * person or other automation: EC2 charges nothing for a spot instance it interrupts within its first hour, but the
+   * owner for one ended otherwise. Undefined where the provider cannot say.
+   */
+  readonly endedBySpotInterruption?: boolean | undefined;
 }
 
 export interface ListOptions {

@@ -1,7 +1,12 @@
 import type { Catalog } from '../core/catalog.js';
 import { utcMonthBounds, utcMonthOf } from '../core/utc-month.js';
 import { CO_START_EVENT } from './co-start-records.js';
-import { computeClosedPeriodReport } from './cost-accounting.js';
+import {
+  billedInstancesIn,
+  billedNothing,
+  computeClosedPeriodReport,
+  SPOT_RECLAIMED_EVENT,
+} from './cost-accounting.js';
 import type { CostTotals } from './incremental-cost-report.js';
 import { ADOPTED_SPOT_EVENT, MARKET_FALLBACK_EVENT } from './instance-market.js';
 import type { CostLine } from './service.js';
@@ -45,6 +50,11 @@ interface StartOfMonth {
  * for the rest of the month (a team's share above the fleet's bill). So each scrape reads the few events since the
  * last that could (instance states and markets, co-start decisions) and replays the start's bill again when one
  * concerns the time before the month: an instance launched before it, a job submitted before it.
+ *
+ * A spot instance EC2 reclaimed in its first hour is billed nothing (`billedNothing`), its time before the month too:
+ * the whole history's bill drops it, so the bill at the month's start must as well (a closed period's report would
+ * bill its time up to the period's end, as it was running then), or this month would be credited with its time
+ * before the month. Its reclaim, recorded this month, is such a record of the past.
  */
 export class MonthToDate {
   private start: StartOfMonth | undefined;
@@ -71,7 +81,7 @@ function startOfMonth(store: StateStore, catalog: Catalog, month: string): Start
   // Read before the replay: an event recorded after it is read at the next scrape, never skipped.
   const seenSeq = newestSeq(store);
   const startSeconds = utcMonthBounds(month).startSeconds;
-  const report = computeClosedPeriodReport(store, catalog, 0, startSeconds);
+  const report = computeClosedPeriodReport(withoutFreeInstances(store, catalog), catalog, 0, startSeconds);
   return {
     month,
     startSeconds,
@@ -80,6 +90,29 @@ function startOfMonth(store: StateStore, catalog: Catalog, month: string): Start
     billed: new Set(report.byInstance.map((line) => line.id)),
     seenSeq,
   };
+}
+
+/**
+ * `store` without the instances the whole history's bill charges nothing (spot instances EC2 reclaimed in their first
+ * hour): the only change is what listInstances returns, so a report over it bills those at $0.
+ */
+function withoutFreeInstances(store: StateStore, catalog: Catalog): StateStore {
+  const free = new Set(
+    billedInstancesIn(store, catalog)
+      .filter((inst) => billedNothing(inst))
+      .map((inst) => inst.id),
+  );
+  if (free.size === 0) return store;
+  return new Proxy(store, {
+    get(target, prop): unknown {
+      if (prop === 'listInstances')
+        return (...args: Parameters<StateStore['listInstances']>) =>
+          target.listInstances(...args).filter((inst) => !free.has(inst.id));
+      const value: unknown = Reflect.get(target, prop, target);
+      // Bound to the store itself: a store's methods may reach fields a proxy does not carry.
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
 }
 
 /** Whether an event since the start's bill was computed can change it; the events read are not read again. */
@@ -102,7 +135,8 @@ function changesBefore(store: StateStore, e: EventRecord, start: StartOfMonth): 
   }
   const inst = e.instanceId === undefined ? undefined : store.getInstance(e.instanceId);
   if (inst?.launchedAtSeconds === undefined || inst.launchedAtSeconds >= start.startSeconds) return false;
-  // Billed before the month: its market, a launch the start's bill did not know, or an end dated before the month.
+  // Billed before the month: its market, its reclaim by EC2 (free in its first hour), a launch the start's bill did not
+  // know, or an end dated before the month.
   if (e.kind !== 'instance.state') return true;
   return (
     !start.billed.has(inst.id) ||
@@ -115,7 +149,13 @@ function newestSeq(store: StateStore): number {
 }
 
 /** The events whose records can change what was billed before they were recorded. */
-const PAST_CHANGING_KINDS = ['instance.state', MARKET_FALLBACK_EVENT, ADOPTED_SPOT_EVENT, CO_START_EVENT];
+const PAST_CHANGING_KINDS = [
+  'instance.state',
+  MARKET_FALLBACK_EVENT,
+  ADOPTED_SPOT_EVENT,
+  CO_START_EVENT,
+  SPOT_RECLAIMED_EVENT,
+];
 
 /** A difference of sums of the same figures may come out a rounding error below zero; a bill never does. */
 function nonNegative(dollars: number): number {

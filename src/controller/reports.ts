@@ -10,7 +10,12 @@ import {
   monthlyReportKeys,
 } from '../protocol/object-keys.js';
 import type { ObjectStore } from '../storage/object-store.js';
-import { MINIMUM_BILLED_SECONDS, type BilledInstance, type DetailedCostReport } from './cost-accounting.js';
+import {
+  billedNothing,
+  MINIMUM_BILLED_SECONDS,
+  type BilledInstance,
+  type DetailedCostReport,
+} from './cost-accounting.js';
 
 /**
  * Cost reports written to the object store under `reports/` (every hour, whenever a job
@@ -51,7 +56,9 @@ export interface CostReportDocument extends DetailedCostReport {
  * The fleet's $/hour as a step function of time, from the instances' billed intervals, within [since, now]. An
  * instance is billed to its termination or, ended sooner, to the end of its first minute (the report bills that
  * minimum too), so the area under the series is the report's total; only an instance ended within the last minute
- * of an open report owes a part of its minute after now, which the series does not reach.
+ * of an open report owes a part of its minute after now, which the series does not reach. A spot instance EC2
+ * reclaimed within its first hour by now is left out: the report bills it nothing (`billedNothing`); a closed period's
+ * report bills one that was still running at the period's end, and so does the series.
  */
 export function costPerHourSeries(
   instances: readonly BilledInstance[],
@@ -63,6 +70,7 @@ export function costPerHourSeries(
     deltas.set(at, (deltas.get(at) ?? 0) + delta);
   };
   for (const inst of instances) {
+    if (billedNothing(inst) && (inst.terminatedAtSeconds as number) <= nowSeconds) continue;
     const end =
       inst.terminatedAtSeconds === undefined
         ? Number.POSITIVE_INFINITY

@@ -141,6 +141,33 @@ describe('cost reports', () => {
     }
   });
 
+  it('charts nothing for a spot instance EC2 reclaimed in its first hour, as the report bills it nothing', () => {
+    const reclaimed: BilledInstance = {
+      id: 'inst-1',
+      typeName: 'c7i.xlarge',
+      costPerHour: 0.36,
+      fromSeconds: T0 + 1000,
+      terminatedAtSeconds: T0 + 2200,
+      reclaimedBySpot: true,
+    };
+    const report = attributeCosts({
+      instances: [reclaimed],
+      placements: [],
+      reservationPrice: () => 0.36,
+      jobs: new Map(),
+      sinceSeconds: T0,
+      nowSeconds: T0 + 10_000,
+    });
+    expect(report.totalCost).toBe(0);
+    expect(costPerHourSeries([reclaimed], T0, T0 + 10_000).every((p) => p.costPerHour === 0)).toBe(true);
+    // A closed period that ended while it ran bills it to the period's end, and charts it so.
+    expect(costPerHourSeries([reclaimed], T0, T0 + 1600)).toEqual([
+      { atSeconds: T0, costPerHour: 0 },
+      { atSeconds: T0 + 1000, costPerHour: 0.36 },
+      { atSeconds: T0 + 1600, costPerHour: 0.36 },
+    ]);
+  });
+
   it('writes CSV rows per total, team, job and instance, quoting where needed', () => {
     const csv = reportCsv(sampleDocument());
     const lines = csv.trimEnd().split('\n');

@@ -4,7 +4,12 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { startApiServer } from '../../src/controller/api/server.js';
 import { ManualClock } from '../../src/controller/clock.js';
-import { computeClosedPeriodReport, computeCostReport } from '../../src/controller/cost-accounting.js';
+import {
+  computeClosedPeriodReport,
+  computeCostReport,
+  SPOT_RECLAIMED_EVENT,
+} from '../../src/controller/cost-accounting.js';
+import { ADOPTED_SPOT_EVENT } from '../../src/controller/instance-market.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { repriceCatalog } from '../../src/controller/price-refresh.js';
 import { pruneCostReports } from '../../src/controller/report-retention.js';
@@ -280,6 +285,39 @@ describe('the month so far, after records that change the time before the month'
     expect(november.byTeam.find((t) => t.id === 'vision')?.cost).toBeCloseTo((hour * 480) / 3600, 9);
     expectAsReport(november, store, clock.nowSeconds());
     expect(rig({}, { clock, store }).controller.monthToDateCosts()).toEqual(november);
+  });
+
+  it('drops a spot instance EC2 reclaimed in its first hour, across the month start, from the start’s bill too', () => {
+    const clock = new ManualClock(NOV_1 - 1800);
+    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+    const launch = (cloudId: string, spot: boolean): string => {
+      const inst = store.createInstance({ typeName: 'c7i.xlarge' });
+      if (spot) store.appendEvent({ kind: ADOPTED_SPOT_EVENT, instanceId: inst.id, message: 'spot' });
+      store.setInstanceState(inst.id, 'launching', { cloudId });
+      store.setInstanceState(inst.id, 'running');
+      return inst.id;
+    };
+    // A spot instance from half an hour before November, an on-demand one from a minute into it.
+    const spot = launch('c-spot', true);
+    clock.advance(1800 + 60);
+    launch('c-od', false);
+    clock.advance(1140);
+    const { controller } = rig({}, { clock, store });
+    expectAsReport(controller.monthToDateCosts(), store, clock.nowSeconds());
+
+    // Twenty minutes into November, fifty minutes after its launch, EC2 reclaims it: it is billed nothing at all.
+    store.transaction(() => {
+      store.setInstanceState(spot, 'terminated', { reason: 'reclaimed' });
+      store.appendEvent({ kind: SPOT_RECLAIMED_EVENT, instanceId: spot, message: 'reclaimed' });
+    });
+    clock.advance(2400);
+    const november = controller.monthToDateCosts();
+    expect(november.totalCost).toBeCloseTo((priceOf('c7i.xlarge') * 3540) / 3600, 9);
+    expectAsReport(november, store, clock.nowSeconds());
+    expect(rig({}, { clock, store }).controller.monthToDateCosts().totalCost).toBeCloseTo(
+      november.totalCost,
+      12,
+    );
   });
 });
 

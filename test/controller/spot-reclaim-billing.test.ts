@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Market } from '../../src/core/market.js';
 import { IncrementalCostReport } from '../../src/controller/incremental-cost-report.js';
 import {
@@ -59,6 +59,43 @@ describe('a spot instance EC2 reclaims', () => {
     // Ended by its owner within the minute: the minimum.
     expect(report(instance(30, false)).totalCost).toBeCloseTo(0.006, 12);
   });
+
+  for (const bySpot of [true, false])
+    it(`is recorded only when EC2's reason says it interrupted it (${String(bySpot)})`, async () => {
+      const r = rig();
+      const job = r.controller.submit(jobSpec('cheap', CPU_SMALL), 'research');
+      const reconciler = reconcilerFor(r, new CloudOnlyTaskControl());
+      const planned: PlannedInstance & { readonly market: Market } = {
+        id: 'new-1',
+        typeName: 'c7i.xlarge',
+        isNew: true,
+        taskIds: [`${job.id}.0`],
+        market: 'spot',
+      };
+      const { plan, diff } = handPlan(r, { instances: [planned] });
+      reconciler.applyPlan(plan, diff);
+      await reconciler.progress();
+      const inst = r.store.listInstances()[0];
+      const cloud = r.cloud.live()[0];
+      if (inst === undefined || cloud === undefined) throw new Error('nothing launched');
+      // The cloud lists it ended 20 minutes in, with EC2's reason: a spot interruption, or someone else's terminate.
+      const list = r.cloud.list.bind(r.cloud);
+      vi.spyOn(r.cloud, 'list').mockImplementation(async (...args) =>
+        (await list(...args)).map((c) =>
+          c.instanceId === cloud.id ? { ...c, endedBySpotInterruption: bySpot } : c,
+        ),
+      );
+      r.clock.advance(1200);
+      cloud.state = 'shutting-down';
+      cloud.endedAt = new Date(r.clock.nowSeconds() * 1000);
+      r.clock.advance(300);
+      await reconciler.syncWithCloud();
+      expect(r.store.getInstance(inst.id)?.state).toBe('terminated');
+      expect(reclaimedBySpot(r.store, inst.id)).toBe(bySpot);
+      const costs = computeCostReport(r.store, catalog, r.clock.nowSeconds());
+      if (bySpot) expect(costs.totalCost).toBe(0);
+      else expect(costs.totalCost).toBeGreaterThan(0);
+    });
 
   for (const market of ['spot', 'on-demand'] as const)
     it(`is recorded when the sync finds it gone, and billed by that record (${market})`, async () => {

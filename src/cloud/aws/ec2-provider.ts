@@ -204,10 +204,16 @@ function tagsToRecord(tags: readonly Tag[] | undefined): Record<string, string> 
   return out;
 }
 
-function toCloudInstance(instance: Instance, ownerId: string | undefined): CloudInstance | undefined {
+/** EC2's StateReason codes for a spot instance it stopped or terminated itself (an interruption). */
+const SPOT_INTERRUPTION_CODES = new Set(['Server.SpotInstanceTermination', 'Server.SpotInstanceShutdown']);
+
+/** One instance of a DescribeInstances answer as the provider lists it (`ownerId`: its reservation's OwnerId). */
+export function toCloudInstance(instance: Instance, ownerId: string | undefined): CloudInstance | undefined {
   if (instance.InstanceId === undefined) return undefined;
   const state = instance.State?.Name ?? 'pending';
   const tags = tagsToRecord(instance.Tags);
+  const ended = state !== 'running' && state !== 'pending';
+  const reasonCode = instance.StateReason?.Code;
   return {
     instanceId: instance.InstanceId,
     typeName: instance.InstanceType ?? 'unknown',
@@ -221,8 +227,9 @@ function toCloudInstance(instance: Instance, ownerId: string | undefined): Cloud
     imageId: instance.ImageId,
     accountId: ownerId,
     market: instance.InstanceLifecycle === 'spot' ? 'spot' : 'on-demand',
-    endedAt:
-      state === 'running' || state === 'pending' ? undefined : transitionTime(instance.StateTransitionReason),
+    endedAt: ended ? transitionTime(instance.StateTransitionReason) : undefined,
+    endedBySpotInterruption:
+      ended && reasonCode !== undefined ? SPOT_INTERRUPTION_CODES.has(reasonCode) : undefined,
   };
 }
 

@@ -59,7 +59,7 @@ export async function syncWithCloud(ctx: ReconcileContext): Promise<SyncSummary>
     inst.cloudId === undefined ? undefined : lossReason(ctx, inst, byCloudId.get(inst.cloudId), now);
   let records = ctx.store.listInstances({ states: [...LIVE_INSTANCE_STATES] });
   const lost = records.filter((inst) => lossOf(inst) !== undefined);
-  let ends = new Map<string, number>();
+  let ends = new Map<string, CloudEnd>();
   if (lost.length > 0) {
     ends = await endTimes(ctx, lost, byCloudId);
     // Read again after that look: the API may have changed a record meanwhile.
@@ -76,7 +76,8 @@ export async function syncWithCloud(ctx: ReconcileContext): Promise<SyncSummary>
         const loss = lossOf(inst);
         if (loss !== undefined) {
           const stoppedAt = stopped[inst.cloudId];
-          loseInstance(ctx, inst, loss, ends.get(inst.cloudId) ?? stoppedAt, stoppedAt !== undefined);
+          const end = ends.get(inst.cloudId);
+          loseInstance(ctx, inst, loss, end?.atSeconds ?? stoppedAt, stoppedAt !== undefined, end?.bySpot);
           vanished.push(inst.id);
         } else if (seen?.state === 'running' && inst.state === 'launching') {
           ctx.store.setInstanceState(inst.id, 'running', { availabilityZone: seen.availabilityZone });
@@ -162,10 +163,14 @@ async function endTimes(
   ctx: ReconcileContext,
   lost: readonly InstanceRecord[],
   listed: ReadonlyMap<string, CloudInstance>,
-): Promise<Map<string, number>> {
-  const ends = new Map<string, number>();
+): Promise<Map<string, CloudEnd>> {
+  const ends = new Map<string, CloudEnd>();
   const note = (c: CloudInstance | undefined): void => {
-    if (c?.endedAt !== undefined) ends.set(c.instanceId, c.endedAt.getTime() / 1000);
+    if (c === undefined) return;
+    ends.set(c.instanceId, {
+      atSeconds: c.endedAt === undefined ? undefined : c.endedAt.getTime() / 1000,
+      bySpot: c.endedBySpotInterruption,
+    });
   };
   const vanished = lost.filter((i) => !listed.has(i.cloudId as string));
   for (const inst of lost) note(listed.get(inst.cloudId as string));
@@ -180,6 +185,13 @@ async function endTimes(
     });
   }
   return ends;
+}
+
+/** What the cloud says of how a lost instance ended, each part where it can say. */
+interface CloudEnd {
+  readonly atSeconds: number | undefined;
+  /** EC2 ended it as a spot interruption (true), or someone else did (false). */
+  readonly bySpot: boolean | undefined;
 }
 
 /** A launch recorded without its result (crash between RunInstances and the store): attach the instance found. */
@@ -216,7 +228,7 @@ function adoptLaunch(ctx: ReconcileContext, inst: InstanceRecord, cloud: CloudIn
  * it is drained at once and terminated by the next terminate pass.
  */
 function handleOrphan(ctx: ReconcileContext, cloud: CloudInstance, twin?: string): InstanceRecord {
-  const knownType = ctx.deps.catalog.types.some((t) => t.name === cloud.typeName);
+  const knownType = ctx.catalog.types.some((t) => t.name === cloud.typeName);
   const terminate = ctx.settings.orphanPolicy === 'terminate' || !knownType || twin !== undefined;
   const record = ctx.store.transaction(() => {
     const inst = ctx.store.createInstance({
@@ -298,6 +310,7 @@ function loseInstance(
   cloudReason: string,
   endedAtSeconds: number | undefined,
   stoppedWithController: boolean,
+  endedBySpotInterruption: boolean | undefined,
 ): void {
   // Terminated by the controller's own clean stop (its workers checkpointed first): nothing was lost.
   const reason = stoppedWithController ? 'terminated when the controller stopped' : cloudReason;
@@ -307,8 +320,10 @@ function loseInstance(
     // Billed until it ended, not until this sync noticed: the controller may have been stopped for days.
     const closed = ctx.store.setInstanceState(inst.id, 'terminated', { reason, endedAtSeconds });
     // A spot instance EC2 ended, not this controller: EC2 charges nothing for one it interrupts within its first hour
-    // (cost-accounting.ts), so the cost reports need to know who ended it, after restarts too.
-    if (!stoppedWithController && launchedOnSpot(ctx.store, inst.id))
+    // (cost-accounting.ts), so the cost reports need to know who ended it, after restarts too. Ended by a person or
+    // other automation (EC2's reason says so), it is charged as any. Gone from the cloud's listing, why is unknown:
+    // taken as EC2's doing, the likeliest for a spot instance the controller did not end.
+    if (!stoppedWithController && endedBySpotInterruption !== false && launchedOnSpot(ctx.store, inst.id))
       ctx.store.appendEvent({
         kind: SPOT_RECLAIMED_EVENT,
         instanceId: inst.id,

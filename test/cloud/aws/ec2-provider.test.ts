@@ -16,6 +16,7 @@ import { createEc2Client, ec2ApiFromClient, type Ec2Api } from '../../../src/clo
 import {
   Ec2Provider,
   ec2PlacementGroupName,
+  toCloudInstance,
   transitionTime,
   zoneClientToken,
   type Ec2ProviderConfig,
@@ -727,5 +728,32 @@ describe('transitionTime (StateTransitionReason)', () => {
     expect(transitionTime('User initiated (2026-13-45 99:00:00 GMT)')).toBeUndefined();
     expect(transitionTime('')).toBeUndefined();
     expect(transitionTime(undefined)).toBeUndefined();
+  });
+});
+
+describe('toCloudInstance (DescribeInstances)', () => {
+  const listed = (state: 'running' | 'terminated' | 'stopped', code?: string) =>
+    toCloudInstance(
+      {
+        InstanceId: 'i-1',
+        InstanceType: 'c7i.xlarge',
+        InstanceLifecycle: 'spot',
+        State: { Name: state },
+        StateTransitionReason: state === 'running' ? '' : 'User initiated (2026-12-05 02:00:00 GMT)',
+        ...(code === undefined ? {} : { StateReason: { Code: code, Message: code } }),
+      },
+      '123456789012',
+    );
+
+  it('says whether EC2 ended a spot instance as an interruption or someone else did, from StateReason', () => {
+    expect(listed('terminated', 'Server.SpotInstanceTermination')?.endedBySpotInterruption).toBe(true);
+    expect(listed('stopped', 'Server.SpotInstanceShutdown')?.endedBySpotInterruption).toBe(true);
+    // Terminated by a person or other automation (what moto answers for TerminateInstances): charged as any.
+    expect(listed('terminated', 'Client.UserInitiatedShutdown')?.endedBySpotInterruption).toBe(false);
+    expect(listed('terminated')?.endedBySpotInterruption).toBeUndefined();
+    expect(listed('running', 'pending')?.endedBySpotInterruption).toBeUndefined();
+    expect(listed('terminated', 'Server.SpotInstanceTermination')?.endedAt).toEqual(
+      new Date('2026-12-05T02:00:00Z'),
+    );
   });
 });

@@ -1,11 +1,25 @@
+import { FREE_INTERRUPTED_SPOT_SECONDS } from '../../cost-accounting.js';
 import { InjectedCrash } from '../../faults.js';
+import { launchedOnSpot } from '../../instance-market.js';
+import { SPOT_INTERRUPTION_EVENT, spotNoticeTime } from '../../spot-interruptions.js';
 import { PLACED_TASK_STATES } from '../../state/lifecycle.js';
+import type { InstanceRecord } from '../../state-store.js';
 import type { ReconcileContext } from '../context.js';
 import { terminateGate } from '../../../round/gates.js';
 
 /**
+ * How long past the reclaim time of its spot interruption notice an empty spot instance is left for EC2 to take
+ * (`leftForEc2`); past it, it is terminated as any, so a notice EC2 never acts on cannot keep an instance running.
+ */
+export const SPOT_RECLAIM_MARGIN_SECONDS = 300;
+
+/** EC2 gives its spot interruption notice two minutes before it acts: the reclaim time of a notice that gave none. */
+const SPOT_NOTICE_LEAD_SECONDS = 120;
+
+/**
  * A `draining` instance that nothing occupies nor waits for gets a `terminate` intent, then CloudProvider.terminate;
  * an instance already `terminating` (a lost worker, a crash after the intent) is terminated again, idempotently.
+ * An empty spot instance that EC2 is about to reclaim within its first hour is left to it (`leftForEc2`).
  */
 export async function performTerminations(ctx: ReconcileContext): Promise<string[]> {
   const terminated: string[] = [];
@@ -19,7 +33,8 @@ export async function performTerminations(ctx: ReconcileContext): Promise<string
   for (const inst of ctx.store.listInstances({ states: ['draining', 'terminating'] })) {
     if (
       inst.state === 'draining' &&
-      terminateGate(occupants.get(inst.id) ?? 0, aimedAt.get(inst.id) ?? 0) !== undefined
+      (terminateGate(occupants.get(inst.id) ?? 0, aimedAt.get(inst.id) ?? 0) !== undefined ||
+        leftForEc2(ctx, inst))
     )
       continue;
     const cloudId = inst.cloudId;
@@ -53,6 +68,30 @@ export async function performTerminations(ctx: ReconcileContext): Promise<string
     terminated.push(inst.id);
   }
   return terminated;
+}
+
+/**
+ * Whether this draining spot instance, with a spot interruption notice (not a mere rebalance recommendation), is left
+ * for EC2 to reclaim: EC2 charges nothing for a spot instance it interrupts within its first hour, but charges its
+ * owner for one the owner terminates. So while it is in its first hour and EC2's reclaim falls in it too, it stays
+ * (still `draining`: counted by the caps, nothing placed on it) until the reclaim time plus a margin. Cloud sync then
+ * finds it gone and records the reclaim.
+ */
+function leftForEc2(ctx: ReconcileContext, inst: InstanceRecord): boolean {
+  const launched = inst.launchedAtSeconds;
+  if (launched === undefined || inst.cloudId === undefined) return false;
+  const now = ctx.now();
+  if (now - launched >= FREE_INTERRUPTED_SPOT_SECONDS) return false;
+  const notice = ctx.store.listEvents({ instanceId: inst.id, kind: SPOT_INTERRUPTION_EVENT, limit: 1 })[0];
+  if (notice === undefined || !launchedOnSpot(ctx.store, inst.id)) return false;
+  const given = spotNoticeTime(ctx.store, inst.id);
+  const givenSeconds = given === undefined ? Number.NaN : Date.parse(given) / 1000;
+  const reclaimAt = Number.isFinite(givenSeconds)
+    ? givenSeconds
+    : notice.atSeconds + SPOT_NOTICE_LEAD_SECONDS;
+  // A reclaim after the first hour is charged: waiting for it would only add to the bill.
+  if (reclaimAt - launched >= FREE_INTERRUPTED_SPOT_SECONDS) return false;
+  return now < reclaimAt + SPOT_RECLAIM_MARGIN_SECONDS;
 }
 
 /**
