@@ -63,25 +63,60 @@ export function crossZonePricePerGiB(catalog: Catalog): number {
 
 const nonNegative = z.number().finite().nonnegative();
 
+/*
+ * Bounds far outside any real EC2 type (the dearest, u7in-32tb.224xlarge, is about $408/h with 896 vCPUs and 32 TiB;
+ * the smallest has 0.5 GiB; a launch takes minutes): a value beyond them is a typo or a unit mix-up, and near the
+ * float limits costs overflow to Infinity and reports show null.
+ */
+/** $/hour of one instance. */
+const MAX_COST_PER_HOUR = 1000;
+const MIN_COST_PER_HOUR = 0.0001;
+const MAX_DELAY_SECONDS = 86_400;
+const MIN_MEMORY_GIB = 0.5;
+const MAX_MEMORY_GIB = 65_536;
+const MAX_VCPUS = 4096;
+const MAX_GPUS = 64;
+/** $ per GiB between zones: AWS charges $0.01. */
+const MAX_CROSS_ZONE_PRICE_PER_GIB = 1;
+
+const delaySeconds = nonNegative.max(MAX_DELAY_SECONDS, `must be at most ${MAX_DELAY_SECONDS} s (a day)`);
+const pricePerHour = z
+  .number()
+  .finite()
+  .min(MIN_COST_PER_HOUR, `must be at least $${MIN_COST_PER_HOUR}/h (a price of 0 is no price)`)
+  .max(MAX_COST_PER_HOUR, `must be at most $${MAX_COST_PER_HOUR}/h (no EC2 instance costs that much)`);
+
 /** An AWS region name (us-east-1, ap-southeast-2, us-gov-west-1): what catalogs, `catalog refresh` and configs take. */
 export const AWS_REGION_PATTERN = /^[a-z]{2}(-[a-z]+)+-\d+$/;
 export const regionSchema = z.string().regex(AWS_REGION_PATTERN, 'an AWS region like us-east-1');
 
 const delaysSchema = strictObject({
-  instantiateSeconds: nonNegative,
-  workerStartSeconds: nonNegative,
-  workerRegisterSeconds: nonNegative,
-  terminateSeconds: nonNegative,
+  instantiateSeconds: delaySeconds,
+  workerStartSeconds: delaySeconds,
+  workerRegisterSeconds: delaySeconds,
+  terminateSeconds: delaySeconds,
 });
 
 const typeSchema = strictObject({
   name: z.string().regex(/^[a-z0-9-]+\.[a-z0-9-]+$/, 'must look like an EC2 type name, e.g. c7i.large'),
   family: z.string().min(1),
   // EC2 sells whole GPUs and vCPUs: a fraction is a typo, and would let the packer split what no instance splits.
-  gpus: z.number().int('a whole number of GPUs').nonnegative(),
-  vcpus: z.number().int('a whole number of vCPUs').positive(),
-  memoryGiB: z.number().finite().positive(),
-  costPerHour: z.number().finite().positive(),
+  gpus: z
+    .number()
+    .int('a whole number of GPUs')
+    .nonnegative()
+    .max(MAX_GPUS, `must be at most ${MAX_GPUS} GPUs`),
+  vcpus: z
+    .number()
+    .int('a whole number of vCPUs')
+    .positive()
+    .max(MAX_VCPUS, `must be at most ${MAX_VCPUS} vCPUs`),
+  memoryGiB: z
+    .number()
+    .finite()
+    .min(MIN_MEMORY_GIB, `must be at least ${MIN_MEMORY_GIB} GiB (the smallest EC2 type has 0.5)`)
+    .max(MAX_MEMORY_GIB, `must be at most ${MAX_MEMORY_GIB} GiB`),
+  costPerHour: pricePerHour,
   delays: delaysSchema,
 });
 
@@ -104,7 +139,12 @@ export const catalogFileSchema = strictObject({
   currency: z.literal('USD').default('USD'),
   source: z.string().optional(),
   /** $ per GiB between zones, each direction (default DEFAULT_CROSS_ZONE_PRICE_PER_GIB). */
-  crossZonePricePerGiB: nonNegative.optional(),
+  crossZonePricePerGiB: nonNegative
+    .max(
+      MAX_CROSS_ZONE_PRICE_PER_GIB,
+      `must be at most $${MAX_CROSS_ZONE_PRICE_PER_GIB} per GiB (AWS charges $0.01)`,
+    )
+    .optional(),
   types: z.array(typeSchema).min(1, 'a catalog needs at least one instance type'),
   /** Spot prices and interruption classes per (type, zone) (absent: the catalog offers no spot). */
   spot: spotMarketSchema.optional(),
@@ -112,7 +152,7 @@ export const catalogFileSchema = strictObject({
 
 export type CatalogFile = z.output<typeof catalogFileSchema>;
 
-const pricesPerType = z.record(z.string().min(1), z.number().finite().positive());
+const pricesPerType = z.record(z.string().min(1), pricePerHour);
 
 /** A discount in percent: under 100, since a price of 0 is no price (catalogs refuse it too). */
 const discountPercent = z
@@ -199,8 +239,8 @@ export function catalogToFile(catalog: Catalog, source?: string): CatalogFile {
 
 /**
  * Apply price overrides; an override naming a type the catalog lacks is an error, not a silent no-op, and so is a
- * spot price above the type's on-demand price after the overrides (EC2's default maximum spot price is the on-demand
- * price: such a pool would never be what the fleet pays). `source` names the overrides in errors.
+ * spot price above the type's on-demand list price (EC2's default maximum spot price: such a pool would never be
+ * what the fleet pays). `source` names the overrides in errors.
  */
 export function applyPriceOverrides(
   catalog: Catalog,
@@ -244,7 +284,6 @@ export interface PriceOverrideProblem {
 /** What is wrong with `overrides` (already valid in shape) against `catalog`; empty when they apply. */
 export function priceOverrideProblems(catalog: Catalog, overrides: PriceOverrides): PriceOverrideProblem[] {
   const types = typesByName(catalog);
-  const factor = 1 - (overrides.discountPercent ?? 0) / 100;
   const problems: PriceOverrideProblem[] = [];
   for (const [field, prices] of [
     ['pricePerType', overrides.pricePerType],
@@ -253,15 +292,29 @@ export function priceOverrideProblems(catalog: Catalog, overrides: PriceOverride
     for (const name of Object.keys(prices ?? {}))
       if (!types.has(name))
         problems.push({ path: [field, name], message: `not an instance type of the catalog` });
+  // Spot prices apply to the catalog's pools only: one for a type without any would price nothing.
+  const spotTypes = new Set(catalog.spot?.offerings.map((o) => o.typeName));
   for (const [name, spotPrice] of Object.entries(overrides.spotPricePerType ?? {})) {
     const type = types.get(name);
     if (type === undefined) continue;
-    const onDemand = overrides.pricePerType?.[name] ?? type.costPerHour * factor;
-    if (spotPrice > onDemand)
+    if (!spotTypes.has(name)) {
       problems.push({
         path: ['spotPricePerType', name],
         message:
-          `${spotPrice} is above ${name}'s on-demand price ${onDemand} after the overrides ` +
+          catalog.spot === undefined
+            ? `the catalog offers no spot instances (it has no spot section, or spot is off), so this price would price nothing`
+            : `the catalog offers no spot pool of ${name}, so this price would price nothing`,
+      });
+      continue;
+    }
+    // EC2 caps a spot price at the on-demand list price; a discount or a reserved price on demand does not move that
+    // cap (a spot price between the discounted and the list price is real, and simply makes spot less attractive).
+    const listPrice = type.costPerHour;
+    if (spotPrice > listPrice)
+      problems.push({
+        path: ['spotPricePerType', name],
+        message:
+          `${spotPrice} is above ${name}'s on-demand list price ${listPrice} ` +
           "(EC2's default maximum spot price is the on-demand price)",
       });
   }

@@ -72,6 +72,24 @@ describe('simulate --price-overrides', () => {
     );
   });
 
+  it("refuses a controller config's spot prices without --spot on too, naming the config's field", () => {
+    const config = file(
+      'spot-config.yaml',
+      ['cluster: c', 'stateDir: s', 'priceOverrides:', '  spotPricePerType:', '    c7i.large: 0.03'].join(
+        '\n',
+      ),
+    );
+    expect(refusal(() => plan('--config', config))).toMatchObject({
+      source: config,
+      problems: [expect.stringMatching(/^priceOverrides\.spotPricePerType: .*needs --spot on/)],
+    });
+    expect(plan('--config', config, '--spot', 'on').catalog.spot?.offerings).toContainEqual(
+      expect.objectContaining({ typeName: 'c7i.large', pricePerHour: 0.03 }),
+    );
+    // The flag's file wins: the config's spot prices price nothing then, and are not held against the run.
+    expect(priceIn(plan('--config', config, '--price-overrides', EXAMPLE).catalog, 'p3.2xlarge')).toBe(1.99);
+  });
+
   it("takes a controller config's priceOverrides under --config, the flag over them", () => {
     const config = file(
       'fleetwise.yaml',

@@ -3,7 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
-import { applyPriceOverrides, catalogToFile, parseCatalog, setupSeconds } from '../../src/core/catalog.js';
+import {
+  applyPriceOverrides,
+  catalogToFile,
+  parseCatalog,
+  setupSeconds,
+  type Catalog,
+} from '../../src/core/catalog.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { readPriceOverridesFile } from '../../src/cli/commands/sim-flags.js';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
@@ -185,28 +191,93 @@ describe('instance catalog', () => {
     expect(
       applyPriceOverrides(catalog, { discountPercent: 99.5 }).types.every((t) => t.costPerHour > 0),
     ).toBe(true);
-    // p3.2xlarge: $3.06/h on demand, $2.295 after 25% off; a spot price of $2.5 is above that.
+    // p3.2xlarge: $3.06/h on demand (list), $2.295 after 25% off: a spot price of $2.5 is below the list price EC2
+    // caps spot at, so it stands (spot is then dearer than this account's on demand, and simply not chosen) ...
+    const discounted = applyPriceOverrides(catalog, {
+      discountPercent: 25,
+      spotPricePerType: { 'p3.2xlarge': 2.5 },
+    });
+    expect(discounted.spot?.offerings.find((o) => o.typeName === 'p3.2xlarge')?.pricePerHour).toBe(2.5);
+    // ... and one above the list price is refused, whatever the discount.
     expect(
       problemsOf(() =>
         applyPriceOverrides(
           catalog,
-          { discountPercent: 25, spotPricePerType: { 'p3.2xlarge': 2.5 } },
+          { discountPercent: 25, spotPricePerType: { 'p3.2xlarge': 3.1 } },
           'sp.yaml',
         ),
       ),
     ).toEqual([
-      "spotPricePerType.p3.2xlarge: 2.5 is above p3.2xlarge's on-demand price 2.295 after the overrides (EC2's default maximum spot price is the on-demand price)",
+      "spotPricePerType.p3.2xlarge: 3.1 is above p3.2xlarge's on-demand list price 3.06 (EC2's default maximum spot price is the on-demand price)",
     ]);
     expect(
       problemsOf(() => applyPriceOverrides(catalog, { spotPricePerType: { 'p3.2xlarge': 100 } })),
     ).toHaveLength(1);
-    // A reserved price of its own is the on-demand price the spot override is held to.
+    // A reserved price of its own does not move the cap either.
     const reserved = applyPriceOverrides(catalog, {
       discountPercent: 25,
       pricePerType: { 'p3.2xlarge': 2.6 },
       spotPricePerType: { 'p3.2xlarge': 2.5 },
     });
     expect(reserved.spot?.offerings.find((o) => o.typeName === 'p3.2xlarge')?.pricePerHour).toBe(2.5);
+  });
+
+  it('refuses numbers no EC2 type has, naming the field: they overflow costs to null', () => {
+    const file = catalogToFile(catalog);
+    const { spot: _spot, ...onDemand } = file;
+    const first = file.types[0] as (typeof file.types)[number];
+    const withType = (change: object) => ({ ...onDemand, types: [{ ...first, ...change }] });
+    expect(problemsOf(() => parseCatalog(withType({ costPerHour: 1.5e308 })))).toEqual([
+      'types.0.costPerHour: must be at most $1000/h (no EC2 instance costs that much)',
+    ]);
+    expect(problemsOf(() => parseCatalog(withType({ costPerHour: 1e-320 })))).toEqual([
+      'types.0.costPerHour: must be at least $0.0001/h (a price of 0 is no price)',
+    ]);
+    expect(problemsOf(() => parseCatalog(withType({ memoryGiB: 1e-7 })))).toEqual([
+      'types.0.memoryGiB: must be at least 0.5 GiB (the smallest EC2 type has 0.5)',
+    ]);
+    expect(problemsOf(() => parseCatalog(withType({ memoryGiB: 1e308 })))).toHaveLength(1);
+    expect(problemsOf(() => parseCatalog(withType({ vcpus: 8192 })))).toEqual([
+      'types.0.vcpus: must be at most 4096 vCPUs',
+    ]);
+    expect(
+      problemsOf(() => parseCatalog(withType({ delays: { ...first.delays, instantiateSeconds: 1e308 } }))),
+    ).toEqual(['types.0.delays.instantiateSeconds: must be at most 86400 s (a day)']);
+    expect(problemsOf(() => parseCatalog({ ...onDemand, crossZonePricePerGiB: 1e308 }))).toEqual([
+      'crossZonePricePerGiB: must be at most $1 per GiB (AWS charges $0.01)',
+    ]);
+    expect(problemsOf(() => applyPriceOverrides(catalog, { pricePerType: { 'c7i.large': 1e308 } }))).toEqual([
+      'pricePerType.c7i.large: must be at most $1000/h (no EC2 instance costs that much)',
+    ]);
+    // The edges themselves are taken.
+    expect(parseCatalog(withType({ costPerHour: 1000, memoryGiB: 0.5 })).types[0]?.costPerHour).toBe(1000);
+  });
+
+  it('refuses a spot price for a type the catalog offers no spot pool of, which would price nothing', () => {
+    const market = catalog.spot as NonNullable<typeof catalog.spot>;
+    const noC7iLargeSpot: Catalog = {
+      ...catalog,
+      spot: { ...market, offerings: market.offerings.filter((o) => o.typeName !== 'c7i.large') },
+    };
+    expect(
+      problemsOf(() =>
+        applyPriceOverrides(noC7iLargeSpot, { spotPricePerType: { 'c7i.large': 0.01 } }, 'o.yaml'),
+      ),
+    ).toEqual([
+      'spotPricePerType.c7i.large: the catalog offers no spot pool of c7i.large, so this price would price nothing',
+    ]);
+    const { spot: _spot, ...onDemandOnly } = catalog;
+    expect(
+      problemsOf(() => applyPriceOverrides(onDemandOnly, { spotPricePerType: { 'p3.2xlarge': 0.9 } })),
+    ).toEqual([
+      'spotPricePerType.p3.2xlarge: the catalog offers no spot instances (it has no spot section, or spot is off), so this price would price nothing',
+    ]);
+    // A type with pools takes it in each.
+    const priced = applyPriceOverrides(noC7iLargeSpot, { spotPricePerType: { 'p3.2xlarge': 0.9 } });
+    expect(priced.spot?.offerings.filter((o) => o.typeName === 'p3.2xlarge').length).toBeGreaterThan(0);
+    expect(
+      priced.spot?.offerings.filter((o) => o.typeName === 'p3.2xlarge').every((o) => o.pricePerHour === 0.9),
+    ).toBe(true);
   });
 
   it('parses the bundled catalog and the example price overrides, and applies them', () => {

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { rename, rm, writeFile } from 'node:fs/promises';
+import { rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { catalogToFile, parseCatalog, regionSchema, type Catalog } from '../../core/catalog.js';
 import type { SpotMarket } from '../../core/spot.js';
-import { parseWith } from '../../core/validation.js';
+import { parseWith, ValidationError } from '../../core/validation.js';
 // The AWS SDK clients take seconds to load: they are imported when a catalog command runs, not on every CLI start.
 import type { Ec2Api } from '../../cloud/aws/ec2-api.js';
 import type { PricingApi } from '../../cloud/aws/pricing.js';
@@ -60,8 +60,27 @@ async function writeFileAtomic(path: string, text: string): Promise<void> {
   }
 }
 
+/** `--out`'s directory must exist: refused naming the flag and the directory. */
+async function checkOutDirectory(out: string): Promise<void> {
+  const dir = dirname(resolve(out));
+  let isDirectory: boolean;
+  try {
+    isDirectory = (await stat(dir)).isDirectory();
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new ValidationError('--out', [
+      code === 'ENOENT'
+        ? `directory ${dir} does not exist`
+        : `cannot use directory ${dir}: ${(e as Error).message}`,
+    ]);
+  }
+  if (!isDirectory) throw new ValidationError('--out', [`${dir} is not a directory`]);
+}
+
 export async function runCatalogRefresh(rawOptions: unknown, deps: CatalogRefreshDeps): Promise<Catalog> {
   const options = parseWith(refreshOptionsSchema, rawOptions, 'catalog refresh options');
+  // Before any AWS call; and the write goes through a hidden temp file, whose name an error would show instead.
+  if (options.out !== undefined) await checkOutDirectory(options.out);
   const base = loadCatalogFile(options.base);
   const { refreshCatalog } = await import('../../cloud/aws/pricing.js');
   const { catalog, warnings } = await refreshCatalog({

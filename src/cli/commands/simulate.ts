@@ -16,6 +16,7 @@ import {
   positiveInteger,
   priceOverridesOptionField,
   readPriceOverridesFile,
+  type PriceOverridesFromFile,
   roundSecondsFlag,
   simulatedPeriodSeconds,
   traceSettings,
@@ -228,12 +229,35 @@ function progressDisplay(names: readonly string[]): Progress {
 }
 
 /**
+ * Spot prices (`spotPricePerType`) with spot off would price nothing: refused, whether from `--price-overrides` or a
+ * controller config's `priceOverrides:` (when no flag overrides them). Checked before the catalog loads, since with spot
+ * off it has no spot pools and the overrides' check against it would blame the catalog instead.
+ */
+function refuseSpotPricesWithSpotOff(
+  flagPrices: PriceOverridesFromFile | undefined,
+  configPath: string | undefined,
+): void {
+  const problem = 'prices spot instances: needs --spot on (without it the runs buy on demand only)';
+  if (flagPrices !== undefined) {
+    if (flagPrices.overrides.spotPricePerType !== undefined)
+      throw new ValidationError('--price-overrides', [`spotPricePerType ${problem}`]);
+    return;
+  }
+  if (configPath === undefined) return;
+  // The region is irrelevant here (the full load below checks the file against the catalog).
+  const config = loadControllerConfig({ flags: { config: configPath }, defaultRegion: 'us-east-1' });
+  if (config.priceOverrides?.spotPricePerType !== undefined)
+    throw new ValidationError(configPath, [`priceOverrides.spotPricePerType: ${problem}`]);
+}
+
+/**
  * What a `simulate` command line asks for: its validated options, the trace and catalog, the controller config, the
  * queue layer, and one run request per (scheduler, value of time). `bench arms` plans its arms through this too.
  */
 export function simulationPlan(raw: RawSimulateOptions) {
   const o = parseOptions(raw);
   const flagPrices = o.priceOverrides === undefined ? undefined : readPriceOverridesFile(o.priceOverrides);
+  if (o.spot !== 'on') refuseSpotPricesWithSpotOff(flagPrices, o.config);
   const loaded = loadTraceFlags(o, o.spot === 'on', flagPrices);
   const { traceSpec, trace } = loaded;
 

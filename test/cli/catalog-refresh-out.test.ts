@@ -1,0 +1,46 @@
+/** `catalog refresh --out` into a directory that is not there: refused naming the flag, before any AWS call. */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { runCatalogRefresh, type CatalogRefreshDeps } from '../../src/cli/commands/catalog.js';
+import { ValidationError } from '../../src/core/validation.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-refresh-out-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+const noAws = (): never => {
+  throw new Error('no AWS call expected');
+};
+const deps: CatalogRefreshDeps = {
+  pricing: { getProducts: noAws },
+  ec2: { describeInstanceTypes: noAws },
+  now: () => new Date('2026-01-01T00:00:00Z'),
+  stdout: noAws,
+  stderr: noAws,
+};
+
+async function refusal(out: string): Promise<ValidationError> {
+  const e: unknown = await runCatalogRefresh({ region: 'us-east-1', out }, deps).catch((x: unknown) => x);
+  if (e instanceof ValidationError) return e;
+  throw new Error(`expected a ValidationError, got ${String(e)}`);
+}
+
+describe('catalog refresh --out', () => {
+  it('names --out and the missing directory, not the hidden temp file', async () => {
+    const dir = join(scratch, 'missing');
+    expect(await refusal(join(dir, 'x.json'))).toMatchObject({
+      source: '--out',
+      problems: [`directory ${dir} does not exist`],
+    });
+  });
+
+  it('names --out when its directory is a file', async () => {
+    const plain = join(scratch, 'plain');
+    writeFileSync(plain, '');
+    expect(await refusal(join(plain, 'x.json'))).toMatchObject({
+      source: '--out',
+      problems: [`${plain} is not a directory`],
+    });
+  });
+});
