@@ -1,3 +1,4 @@
+import type { JobRecord } from '../../src/controller/state-store.js';
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -24,6 +25,13 @@ const EXAMPLES = join(PROJECT_ROOT, 'examples', 'jobs');
 /** The API fake, serving task logs from a map (the controller reads what workers upload). */
 class LoggingFake extends FakeControllerService {
   readonly logs = new Map<string, string>();
+  /** Jobs that end (succeed) between `cancel --all` listing them and their cancel arriving. */
+  readonly endBeforeTheirCancel = new Set<string>();
+  override cancel(jobId: string, reason?: string): JobRecord {
+    const job = this.store.getJob(jobId);
+    if (job !== undefined && this.endBeforeTheirCancel.has(jobId)) return { ...job, state: 'succeeded' };
+    return super.cancel(jobId, reason);
+  }
   async jobLogs(jobId: string): Promise<string> {
     return this.logs.get(jobId) ?? '';
   }
@@ -258,6 +266,13 @@ describe('the client a newcomer meets (CLI subprocess)', { timeout: CLI_TEST_TIM
     expect(result.stdout).toMatch(/^cancelled \d+ job\(s\) of team vision$/m);
     const again = await cli(['cancel', '--all']);
     expect(again.stdout).toContain('no jobs to cancel');
+    // A job that ended before its cancel arrived is answered as it ended, and not counted as cancelled.
+    const [stays, ends] = [await submitResnet(), await submitResnet()];
+    service.endBeforeTheirCancel.add(ends);
+    const raced = await cli(['cancel', '--all']);
+    expect(raced.stdout).toContain(`${ends} (`);
+    expect(raced.stdout).toMatch(/^cancelled 1 job\(s\) of team vision; 1 had ended meanwhile$/m);
+    expect(service.store.getJob(stays)?.state).toBe('cancelled');
     const both = await cli(['cancel', 'job-1', '--all']);
     expect(both.code).toBe(2);
   });

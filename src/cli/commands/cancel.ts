@@ -104,6 +104,14 @@ export function registerCancel(program: Command): void {
         process.stdout.write(terminalSafe(`${job.id} (${job.name}): ${job.state}\n`));
     }
     if (options.json === true) printJson(cancelled);
-    else if (options.all === true) process.stdout.write(`cancelled ${cancelled.length} job(s) ${scope}\n`);
+    else if (options.all === true) {
+      // A job listed as live may have ended before its cancel arrived: it is answered in the state it ended in.
+      const ended = cancelled.filter((j) => j.state !== 'cancelled').length;
+      process.stdout.write(
+        `cancelled ${cancelled.length - ended} job(s) ${scope}` +
+          (ended === 0 ? '' : `; ${ended} had ended meanwhile`) +
+          '\n',
+      );
+    }
   });
 }
