@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import fc from 'fast-check';
 import type { GLPK } from 'glpk.js/node';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -260,5 +263,18 @@ describe('fleetwise bench bound (CLI subprocess)', () => {
     const r = await runCli(['bench', 'bound', '--format', 'synthetic', '--jobs', '0']);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/--jobs: must be ≥ 1/);
+    // Spot prices without --spot on would price nothing: refused as the flag's file, not blamed on the catalog.
+    const dir = mkdtempSync(join(tmpdir(), 'fw-bound-'));
+    try {
+      const spotPrices = join(dir, 'spot.yaml');
+      writeFileSync(spotPrices, 'spotPricePerType:\n  c7i.large: 0.03\n');
+      const refused = await runCli(['bench', 'bound', '--format', 'eva', '--price-overrides', spotPrices]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain(
+        '--price-overrides\n  - spotPricePerType prices spot instances: needs --spot on',
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -33,6 +33,7 @@ describe('fleetwise tune (CLI subprocess)', () => {
   let emptyItem: CliResult;
   let overridden: CliResult;
   let badOverrides: CliResult;
+  let spotOverrides: CliResult;
 
   // All subprocesses at once: the small ones are mostly CLI start-up, which overlaps the search's simulations.
   beforeAll(async () => {
@@ -41,7 +42,9 @@ describe('fleetwise tune (CLI subprocess)', () => {
     outDir = mkdtempSync(join(tmpdir(), 'fleetwise-tune-'));
     const badPrices = join(outDir, 'bad-prices.yaml');
     writeFileSync(badPrices, 'pricePerType:\n  x9.large: 1\n');
-    [run, text, noCap, badFlags, emptyItem, overridden, badOverrides] = await Promise.all([
+    const spotPrices = join(outDir, 'spot-prices.yaml');
+    writeFileSync(spotPrices, 'spotPricePerType:\n  c7i.large: 0.03\n');
+    [run, text, noCap, badFlags, emptyItem, overridden, badOverrides, spotOverrides] = await Promise.all([
       cli([...TINY, '--json', '--out', outDir]),
       cli([
         'tune',
@@ -80,6 +83,7 @@ describe('fleetwise tune (CLI subprocess)', () => {
         '--json',
       ]),
       cli([...TINY, '--price-overrides', badPrices]),
+      cli([...TINY, '--price-overrides', spotPrices]),
     ]);
     parsed = JSON.parse(run.stdout) as TuneJson;
   }, 120_000);
@@ -162,6 +166,11 @@ describe('fleetwise tune (CLI subprocess)', () => {
     expect(discounted).toBeLessThanOrEqual((listed ?? 0) * 0.72 + 1e-9);
     expect(badOverrides.code).toBe(2);
     expect(badOverrides.stderr).toContain('pricePerType.x9.large: not an instance type of the catalog');
+    // Spot prices, which tune's on-demand runs would never use, are refused as the flag's, not blamed on the catalog.
+    expect(spotOverrides.code).toBe(2);
+    expect(spotOverrides.stderr).toContain(
+      'invalid input: --price-overrides\n  - spotPricePerType prices spot instances: tune simulates on-demand capacity only',
+    );
   });
 
   it('requires a cap, naming both flags', () => {

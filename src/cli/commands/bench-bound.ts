@@ -15,6 +15,7 @@ import {
   loadTraceFlags,
   priceOverridesOptionField,
   readPriceOverridesFile,
+  refuseSpotPricesWithoutSpot,
   traceOptionFields,
 } from './sim-flags.js';
 
@@ -50,11 +51,10 @@ export function registerBenchBound(bench: Command): Command {
       if (!parsed.success)
         throw new ValidationError('fleetwise bench bound options', flagProblems(parsed.error));
       const o = { ...parsed.data, format: parsed.data.format ?? inferFormat(parsed.data.trace) };
-      const { catalog, trace } = loadTraceFlags(
-        o,
-        o.spot === 'on',
-        o.priceOverrides === undefined ? undefined : readPriceOverridesFile(o.priceOverrides),
-      );
+      const prices = o.priceOverrides === undefined ? undefined : readPriceOverridesFile(o.priceOverrides);
+      if (o.spot !== 'on')
+        refuseSpotPricesWithoutSpot(prices, 'needs --spot on (without it the bounds are on demand)');
+      const { catalog, trace } = loadTraceFlags(o, o.spot === 'on', prices);
       if (o.spot === 'on' && catalog.spot === undefined)
         throw new ValidationError('fleetwise bench bound options', [
           '--spot: on needs a catalog with a spot section (the bundled one has one)',

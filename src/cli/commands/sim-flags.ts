@@ -98,6 +98,15 @@ export function readPriceOverridesFile(path: string): PriceOverridesFromFile {
   };
 }
 
+/**
+ * A `--price-overrides` file's spot prices where no spot instance is bought (spot off, or a command that buys on
+ * demand only) would price nothing: refused naming the flag, before the catalog's own check blames the catalog.
+ */
+export function refuseSpotPricesWithoutSpot(prices: PriceOverridesFromFile | undefined, why: string): void {
+  if (prices?.overrides.spotPricePerType !== undefined)
+    throw new ValidationError('--price-overrides', [`spotPricePerType prices spot instances: ${why}`]);
+}
+
 export function addPriceOverridesOption(command: Command): Command {
   return command.option(
     '--price-overrides <file>',

@@ -16,6 +16,7 @@ import {
   positiveInteger,
   priceOverridesOptionField,
   readPriceOverridesFile,
+  refuseSpotPricesWithoutSpot,
   type PriceOverridesFromFile,
   roundSecondsFlag,
   simulatedPeriodSeconds,
@@ -237,17 +238,16 @@ function refuseSpotPricesWithSpotOff(
   flagPrices: PriceOverridesFromFile | undefined,
   configPath: string | undefined,
 ): void {
-  const problem = 'prices spot instances: needs --spot on (without it the runs buy on demand only)';
+  const why = 'needs --spot on (without it the runs buy on demand only)';
   if (flagPrices !== undefined) {
-    if (flagPrices.overrides.spotPricePerType !== undefined)
-      throw new ValidationError('--price-overrides', [`spotPricePerType ${problem}`]);
+    refuseSpotPricesWithoutSpot(flagPrices, why);
     return;
   }
   if (configPath === undefined) return;
   // The region is irrelevant here (the full load below checks the file against the catalog).
   const config = loadControllerConfig({ flags: { config: configPath }, defaultRegion: 'us-east-1' });
   if (config.priceOverrides?.spotPricePerType !== undefined)
-    throw new ValidationError(configPath, [`priceOverrides.spotPricePerType: ${problem}`]);
+    throw new ValidationError(configPath, [`priceOverrides.spotPricePerType: prices spot instances: ${why}`]);
 }
 
 /**

@@ -12,6 +12,7 @@ import {
   numberText,
   priceOverridesOptionField,
   readPriceOverridesFile,
+  refuseSpotPricesWithoutSpot,
   traceOptionFields,
   seedNumber,
   roundSecondsFlag,
@@ -182,6 +183,7 @@ async function tune(raw: RawTuneOptions): Promise<void> {
   if (o.out !== undefined) checkOutputDirectory(o.out, '--out');
   // The thresholds come from the trace's sizes.
   const prices = o.priceOverrides === undefined ? undefined : readPriceOverridesFile(o.priceOverrides);
+  refuseSpotPricesWithoutSpot(prices, 'tune simulates on-demand capacity only');
   const { traceSpec, catalog, trace } = loadTraceFlags(o, false, prices);
   // PCS size = resource-time at the minimum allocation: task-seconds, as the simulator's admission classifies.
   const sizes = trace.jobs.map((j) => j.durationSeconds * j.tasks.length);
