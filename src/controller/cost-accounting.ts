@@ -98,6 +98,11 @@ export interface AttributionInput {
    * an instance that ended later was still running then, and its minimum billed minute falls in each period in part.
    */
   readonly closed?: boolean;
+  /**
+   * A closed period's instance that EC2 reclaimed in its first hour after the period ended is free in it too, as the
+   * whole history bills it (month-to-date subtracts such a period from the whole): not as written at the period's end.
+   */
+  readonly freeAsKnownNow?: boolean;
 }
 
 export interface JobCostLine extends CostLine {
@@ -143,8 +148,9 @@ export function attributeCosts(input: AttributionInput): DetailedCostReport {
   for (const inst of input.instances) {
     const ended =
       inst.terminatedAtSeconds !== undefined && (input.closed !== true || inst.terminatedAtSeconds <= now);
-    // Known free only once it ended: a closed period's report bills one still running at the period's end.
-    const free = ended && billedNothing(inst);
+    // Known free only once it ended: a closed period's report bills one still running at the period's end (unless
+    // asked to bill it as the whole history now does).
+    const free = (ended || input.freeAsKnownNow === true) && billedNothing(inst);
     const ratePerSecond = free ? 0 : perHourToPerSecond(inst.costPerHour);
     if (!ended && inst.fromSeconds <= now) costPerHourNow += inst.costPerHour;
     // Tasks can only be on it until it ended (or now); a terminated instance owes at least the minimum (not one EC2
@@ -491,6 +497,7 @@ export function computeCostReport(
   nowSeconds: number,
   sinceSeconds = 0,
   closed = false,
+  freeAsKnownNow = false,
 ): DetailedCostReport {
   const book = new PriceBook(catalog);
   const jobs = store.listJobs();
@@ -523,6 +530,7 @@ export function computeCostReport(
     sinceSeconds: periodStart,
     nowSeconds,
     closed,
+    freeAsKnownNow,
   });
 }
 
@@ -535,6 +543,8 @@ export function computeClosedPeriodReport(
   catalog: Catalog,
   startSeconds: number,
   endSeconds: number,
+  /** Bill spot instances EC2 reclaimed in their first hour free, as the whole history now does (AttributionInput). */
+  freeAsKnownNow = false,
 ): DetailedCostReport {
-  return computeCostReport(store, catalog, endSeconds, startSeconds, true);
+  return computeCostReport(store, catalog, endSeconds, startSeconds, true, freeAsKnownNow);
 }

@@ -1,12 +1,7 @@
 import type { Catalog } from '../core/catalog.js';
 import { utcMonthBounds, utcMonthOf } from '../core/utc-month.js';
 import { CO_START_EVENT } from './co-start-records.js';
-import {
-  billedInstancesIn,
-  billedNothing,
-  computeClosedPeriodReport,
-  SPOT_RECLAIMED_EVENT,
-} from './cost-accounting.js';
+import { computeClosedPeriodReport, SPOT_RECLAIMED_EVENT } from './cost-accounting.js';
 import type { CostTotals } from './incremental-cost-report.js';
 import { ADOPTED_SPOT_EVENT, MARKET_FALLBACK_EVENT } from './instance-market.js';
 import type { CostLine } from './service.js';
@@ -81,7 +76,7 @@ function startOfMonth(store: StateStore, catalog: Catalog, month: string): Start
   // Read before the replay: an event recorded after it is read at the next scrape, never skipped.
   const seenSeq = newestSeq(store);
   const startSeconds = utcMonthBounds(month).startSeconds;
-  const report = computeClosedPeriodReport(withoutFreeInstances(store, catalog), catalog, 0, startSeconds);
+  const report = computeClosedPeriodReport(store, catalog, 0, startSeconds, true);
   return {
     month,
     startSeconds,
@@ -90,29 +85,6 @@ function startOfMonth(store: StateStore, catalog: Catalog, month: string): Start
     billed: new Set(report.byInstance.map((line) => line.id)),
     seenSeq,
   };
-}
-
-/**
- * `store` without the instances the whole history's bill charges nothing (spot instances EC2 reclaimed in their first
- * hour): the only change is what listInstances returns, so a report over it bills those at $0.
- */
-function withoutFreeInstances(store: StateStore, catalog: Catalog): StateStore {
-  const free = new Set(
-    billedInstancesIn(store, catalog)
-      .filter((inst) => billedNothing(inst))
-      .map((inst) => inst.id),
-  );
-  if (free.size === 0) return store;
-  return new Proxy(store, {
-    get(target, prop): unknown {
-      if (prop === 'listInstances')
-        return (...args: Parameters<StateStore['listInstances']>) =>
-          target.listInstances(...args).filter((inst) => !free.has(inst.id));
-      const value: unknown = Reflect.get(target, prop, target);
-      // Bound to the store itself: a store's methods may reach fields a proxy does not carry.
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-    },
-  });
 }
 
 /** Whether an event since the start's bill was computed can change it; the events read are not read again. */
