@@ -67,3 +67,42 @@ export function typeFitsQuotas(
     );
   return fits(group) || (spot && fits(spotQuotaGroup(group)));
 }
+
+/** vCPUs and GPUs counted against one quota group. */
+export interface QuotaUse {
+  readonly vcpus: number;
+  readonly gpus: number;
+}
+
+/** One broken quota dimension, named as the caps name it (`quota p-spot maxGpus`), with its figures. */
+export interface QuotaBreach {
+  readonly cap: string;
+  readonly group: string;
+  readonly dimension: 'maxGpus' | 'maxVcpus';
+  readonly use: number;
+  readonly max: number;
+}
+
+const QUOTA_EPS = 1e-9;
+
+/**
+ * The quotas `use` (per group) breaks, in the quotas' order (each quota's vCPUs, then GPUs): the one comparison the
+ * queue layer's caps and the scheduler's cap cut both make.
+ */
+export function quotaBreaches(
+  use: ReadonlyMap<string, QuotaUse>,
+  quotas: readonly FamilyGroupQuota[],
+): QuotaBreach[] {
+  const out: QuotaBreach[] = [];
+  for (const q of quotas) {
+    const u = use.get(q.group) ?? { vcpus: 0, gpus: 0 };
+    const limits = [
+      ['maxVcpus', q.maxVcpus, u.vcpus],
+      ['maxGpus', q.maxGpus, u.gpus],
+    ] as const;
+    for (const [dimension, max, used] of limits)
+      if (max !== undefined && used > max + QUOTA_EPS)
+        out.push({ cap: `quota ${q.group} ${dimension}`, group: q.group, dimension, use: used, max });
+  }
+  return out;
+}

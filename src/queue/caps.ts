@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { InstanceType } from '../core/catalog.js';
 import type { Caps } from '../core/model.js';
-import { familyQuotaGroup, spotQuotaGroup } from '../core/quota-groups.js';
+import { familyQuotaGroup, quotaBreaches, spotQuotaGroup } from '../core/quota-groups.js';
 import type { Market } from '../core/market.js';
 import type { FamilyDemand } from '../core/resources.js';
 import { parseWith } from '../core/validation.js';
@@ -126,11 +126,7 @@ export function capViolations(usage: CapUsage, caps: QueueCaps): string[] {
   if (caps.maxCostPerHour !== undefined && usage.costPerHour > caps.maxCostPerHour + EPS)
     out.push('maxCostPerHour');
   if (caps.maxInstances !== undefined && usage.instances > caps.maxInstances + EPS) out.push('maxInstances');
-  for (const q of caps.quotas ?? []) {
-    const u = usage.byGroup.get(q.group) ?? { vcpus: 0, gpus: 0 };
-    if (q.maxVcpus !== undefined && u.vcpus > q.maxVcpus + EPS) out.push(`quota ${q.group} maxVcpus`);
-    if (q.maxGpus !== undefined && u.gpus > q.maxGpus + EPS) out.push(`quota ${q.group} maxGpus`);
-  }
+  for (const b of quotaBreaches(usage.byGroup, caps.quotas ?? [])) out.push(b.cap);
   return out;
 }
 

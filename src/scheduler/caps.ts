@@ -1,7 +1,7 @@
 import type { Caps } from '../core/model.js';
 import { toPlanned, type DraftInstance } from './full-reconfiguration.js';
 import { compositionValue, type PackTask, type RateModel } from './packing.js';
-import { dimensionUse, quotaBreaches, quotaGroupOf, type QuotaBreach } from './plan-quotas.js';
+import { dimensionUse, planQuotaBreaches, quotaGroupOf, type QuotaBreach } from './plan-quotas.js';
 import { draftWithTasks } from './reconfiguration.js';
 import type { PlannedInstance } from './types.js';
 
@@ -67,7 +67,7 @@ export function enforceCaps(
     if (kept.reduce((s, d) => s + bought.pricePerHour(d), 0) > maxCost + 1e-9)
       return { cap: 'maxCostPerHour' };
     if (kept.length > maxCount) return { cap: 'maxInstances' };
-    const breach = quotaBreaches(quotaInstances(), caps)[0];
+    const breach = planQuotaBreaches(quotaInstances(), caps)[0];
     return breach === undefined ? undefined : { cap: breach.cap, breach };
   };
   const waiting: { jobId: string; cap: string }[] = [];

@@ -4,7 +4,7 @@ import type { EvaluateCandidate } from './eva-candidates.js';
 import { capViolation, cutRepairs, type Candidate } from './eva-choice.js';
 import type { DraftInstance } from './full-reconfiguration.js';
 import type { PackTask } from './packing.js';
-import { describeBreach, quotaBreaches } from './plan-quotas.js';
+import { describeBreach, planQuotaBreaches } from './plan-quotas.js';
 
 /**
  * A candidate over a cap, weighed as the plan it would become. Rejecting it outright leaves the decision rule only the
@@ -65,7 +65,7 @@ function violationAsBought(
   const bought = buyPlan(pricing, c.drafts, caps);
   const violation = capViolation(c, caps, bought.pricePerHour);
   if (violation !== undefined) return violation;
-  const breach = quotaBreaches(
+  const breach = planQuotaBreaches(
     c.drafts.map((d) => ({ type: d.type, market: bought.planned(d).market })),
     caps,
   )[0];

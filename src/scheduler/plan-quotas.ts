@@ -1,12 +1,21 @@
 import type { InstanceType } from '../core/catalog.js';
 import type { Caps } from '../core/model.js';
 import type { Market } from '../core/market.js';
-import { familyQuotaGroup, spotQuotaGroup } from '../core/quota-groups.js';
+import {
+  familyQuotaGroup,
+  quotaBreaches,
+  spotQuotaGroup,
+  type QuotaBreach,
+  type QuotaUse,
+} from '../core/quota-groups.js';
+
+export type { QuotaBreach } from '../core/quota-groups.js';
 
 /**
  * A plan's instances against the family-group quotas, counted as the round's check counts them
  * (round/plan-caps.ts planCapViolations, through queue/caps.ts): each instance's real type, in its group's on-demand
- * quota, or in `<group>-spot` when bought on spot. Kept here because the scheduler may not import the queue layer.
+ * quota, or in `<group>-spot` when bought on spot; the comparison with the quotas is the core's (quota-groups.ts),
+ * which the queue layer's caps make too.
  */
 
 const EPS = 1e-9;
@@ -15,15 +24,6 @@ const EPS = 1e-9;
 export interface QuotaInstance {
   readonly type: Pick<InstanceType, 'family' | 'capacity'>;
   readonly market?: Market | undefined;
-}
-
-/** One broken quota dimension, named as the round's check names it (`quota p-spot maxGpus`), with its figures. */
-export interface QuotaBreach {
-  readonly cap: string;
-  readonly group: string;
-  readonly dimension: 'maxGpus' | 'maxVcpus';
-  readonly use: number;
-  readonly max: number;
 }
 
 /** The quota group an instance counts against. */
@@ -38,36 +38,16 @@ export function dimensionUse(i: QuotaInstance, dimension: QuotaBreach['dimension
 }
 
 /** The quotas `instances` break, in the caps' order (each quota's vCPUs, then GPUs); empty when they all hold. */
-export function quotaBreaches(instances: readonly QuotaInstance[], caps: Caps): QuotaBreach[] {
+export function planQuotaBreaches(instances: readonly QuotaInstance[], caps: Caps): QuotaBreach[] {
   const quotas = caps.quotas ?? [];
   if (quotas.length === 0) return [];
-  const use = new Map<string, { vcpus: number; gpus: number }>();
+  const use = new Map<string, QuotaUse>();
   for (const i of instances) {
     const g = quotaGroupOf(i, caps.familyGroups);
     const u = use.get(g) ?? { vcpus: 0, gpus: 0 };
     use.set(g, { vcpus: u.vcpus + i.type.capacity[1], gpus: u.gpus + i.type.capacity[0] });
   }
-  const out: QuotaBreach[] = [];
-  for (const q of quotas) {
-    const u = use.get(q.group) ?? { vcpus: 0, gpus: 0 };
-    if (q.maxVcpus !== undefined && u.vcpus > q.maxVcpus + EPS)
-      out.push({
-        cap: `quota ${q.group} maxVcpus`,
-        group: q.group,
-        dimension: 'maxVcpus',
-        use: u.vcpus,
-        max: q.maxVcpus,
-      });
-    if (q.maxGpus !== undefined && u.gpus > q.maxGpus + EPS)
-      out.push({
-        cap: `quota ${q.group} maxGpus`,
-        group: q.group,
-        dimension: 'maxGpus',
-        use: u.gpus,
-        max: q.maxGpus,
-      });
-  }
-  return out;
+  return quotaBreaches(use, quotas);
 }
 
 /** A breach as a candidate's rejection reason: the quota, the plan's use and the quota's size. */
