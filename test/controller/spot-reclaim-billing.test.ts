@@ -15,6 +15,27 @@ import { catalog, CPU_SMALL, handPlan, jobSpec, reconcilerFor, rig } from './con
  * EC2 charges nothing for a spot instance it interrupts within its first hour; one its owner terminates, or one
  * interrupted later, is charged for the seconds it ran.
  */
+/** A rig with one job's task on one c7i.xlarge bought in `market`, launched and running. */
+async function oneInstanceLaunched(market: Market) {
+  const r = rig();
+  const job = r.controller.submit(jobSpec('cheap', CPU_SMALL), 'research');
+  const reconciler = reconcilerFor(r, new CloudOnlyTaskControl());
+  const planned: PlannedInstance & { readonly market: Market } = {
+    id: 'new-1',
+    typeName: 'c7i.xlarge',
+    isNew: true,
+    taskIds: [`${job.id}.0`],
+    market,
+  };
+  const { plan, diff } = handPlan(r, { instances: [planned] });
+  reconciler.applyPlan(plan, diff);
+  await reconciler.progress();
+  const inst = r.store.listInstances()[0];
+  const cloud = r.cloud.live()[0];
+  if (inst === undefined || cloud === undefined) throw new Error('nothing launched');
+  return { r, job, reconciler, inst, cloud };
+}
+
 describe('a spot instance EC2 reclaims', () => {
   const instance = (seconds: number, reclaimed: boolean): BilledInstance => ({
     id: 'inst-1',
@@ -62,22 +83,7 @@ describe('a spot instance EC2 reclaims', () => {
 
   for (const bySpot of [true, false])
     it(`is recorded only when EC2's reason says it interrupted it (${String(bySpot)})`, async () => {
-      const r = rig();
-      const job = r.controller.submit(jobSpec('cheap', CPU_SMALL), 'research');
-      const reconciler = reconcilerFor(r, new CloudOnlyTaskControl());
-      const planned: PlannedInstance & { readonly market: Market } = {
-        id: 'new-1',
-        typeName: 'c7i.xlarge',
-        isNew: true,
-        taskIds: [`${job.id}.0`],
-        market: 'spot',
-      };
-      const { plan, diff } = handPlan(r, { instances: [planned] });
-      reconciler.applyPlan(plan, diff);
-      await reconciler.progress();
-      const inst = r.store.listInstances()[0];
-      const cloud = r.cloud.live()[0];
-      if (inst === undefined || cloud === undefined) throw new Error('nothing launched');
+      const { r, reconciler, inst, cloud } = await oneInstanceLaunched('spot');
       // The cloud lists it ended 20 minutes in, with EC2's reason: a spot interruption, or someone else's terminate.
       const list = r.cloud.list.bind(r.cloud);
       vi.spyOn(r.cloud, 'list').mockImplementation(async (...args) =>
@@ -99,22 +105,7 @@ describe('a spot instance EC2 reclaims', () => {
 
   for (const market of ['spot', 'on-demand'] as const)
     it(`is recorded when the sync finds it gone, and billed by that record (${market})`, async () => {
-      const r = rig();
-      const job = r.controller.submit(jobSpec('cheap', CPU_SMALL), 'research');
-      const reconciler = reconcilerFor(r, new CloudOnlyTaskControl());
-      const planned: PlannedInstance & { readonly market: Market } = {
-        id: 'new-1',
-        typeName: 'c7i.xlarge',
-        isNew: true,
-        taskIds: [`${job.id}.0`],
-        market,
-      };
-      const { plan, diff } = handPlan(r, { instances: [planned] });
-      reconciler.applyPlan(plan, diff);
-      await reconciler.progress();
-      const inst = r.store.listInstances()[0];
-      const cloud = r.cloud.live()[0];
-      if (inst === undefined || cloud === undefined) throw new Error('nothing launched');
+      const { r, job, reconciler, inst, cloud } = await oneInstanceLaunched(market);
       // EC2 takes it back 20 minutes in; the controller notices 5 minutes later.
       r.clock.advance(1200);
       cloud.state = 'terminated';
