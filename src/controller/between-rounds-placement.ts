@@ -1,4 +1,4 @@
-import { setupSeconds, type Catalog } from '../core/catalog.js';
+import { setupSeconds, type Catalog, type InstanceType } from '../core/catalog.js';
 import { groupBy } from '../core/group.js';
 import { UNKNOWN_DURATION_SECONDS, type Admission } from '../queue/admission.js';
 import type { BetweenRoundsPlacement } from '../round/between-rounds.js';
@@ -10,7 +10,7 @@ import type { ControllerScheduler } from './scheduler-state.js';
 import type { ControllerLogger } from './seams.js';
 import { admissionInfo } from './admission-info.js';
 import { buildSnapshot, readSnapshotInputs } from './snapshot.js';
-import type { JsonValue, StateStore } from './state-store.js';
+import type { InstanceRecord, JsonValue, StateStore } from './state-store.js';
 
 /**
  * The controller's side of placement between rounds (round/place-waiting.ts, the rule the simulator follows too):
@@ -31,6 +31,12 @@ export interface BetweenRoundsPlacementDeps {
   readonly scheduler: () => ControllerScheduler;
   /** Also wait for an instance still coming up when it is ready no later than a launch would be (digest E2). */
   readonly bind: boolean;
+  /**
+   * Whether an instance's worker has registered (TaskControl.workerRegistered): the store's `running` is the cloud's
+   * state, and a task starts only once its worker has registered. Absent where no worker runs tasks (a running
+   * instance is ready), as the start gate has it.
+   */
+  readonly workerRegistered?: ((instance: InstanceRecord) => boolean) | undefined;
   readonly apply: (jobs: readonly BetweenRoundsStart[]) => void;
   readonly log: ControllerLogger;
 }
@@ -116,10 +122,7 @@ export class BetweenRoundsPlacer {
       if (type === undefined || record === undefined) continue;
       // A launch not yet made is not paid for: only instances the cloud is bringing up or running count.
       if (inst.state === 'launching' && record.launchedAtSeconds === undefined) continue;
-      const readyAt =
-        inst.state === 'running'
-          ? now
-          : Math.max(now, (record.launchedAtSeconds as number) + setupSeconds(type));
+      const readyAt = this.readyAtSeconds(record, inst.state === 'running', type, now);
       instances.push({
         id: inst.id,
         type,
@@ -149,6 +152,22 @@ export class BetweenRoundsPlacer {
       jobs: placed.map((p) => p.jobId),
     });
     return placed.map((p) => p.jobId);
+  }
+
+  /**
+   * When an instance paid for can start tasks: now once its worker registered; else when it is expected to, by its
+   * type's delays (as the simulator's instances and the ETA's world count them). Only a bind may wait for that.
+   */
+  private readyAtSeconds(record: InstanceRecord, running: boolean, type: InstanceType, now: number): number {
+    const d = type.delays;
+    if (!running)
+      return Math.max(now, (record.launchedAtSeconds ?? record.requestedAtSeconds) + setupSeconds(type));
+    const registered = this.deps.workerRegistered;
+    if (registered === undefined || registered(record)) return now;
+    const up =
+      record.runningAtSeconds ??
+      (record.launchedAtSeconds ?? record.requestedAtSeconds) + d.instantiateSeconds;
+    return Math.max(now, up + d.workerStartSeconds + d.workerRegisterSeconds);
   }
 }
 

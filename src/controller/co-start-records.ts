@@ -48,7 +48,8 @@ const recordSchema = z.object({
   startSkewSeconds: z.number().optional(),
   /**
    * Σ (job start − task start) × the task's share of its instance's $/h, in $, plus the holds that ended without a
-   * release before this start (`unreleasedIdleCost`); before any start, those holds alone.
+   * release before this start (`unreleasedIdleCost`); before any start, those holds alone. Once the job ended, also
+   * the holds since its last start (compactCoStart).
    */
   barrierIdleCost: z.number().optional(),
   /** Co-start re-plans of this attempt since its last release: each doubles the timeout (round/co-start.ts). */
@@ -181,8 +182,9 @@ export function writeUnreleasedCoStart(
 /**
  * A job ended: its record keeps only what the job view shows of it (the release time, start skew and barrier-idle
  * cost); the per-task readiness and start times go, and a record with nothing measured goes whole. Jobs are kept for
- * good, so without this every multi-task job would keep a map entry per task for ever. A job that ended before its
- * release (a cancel while its tasks were held) keeps the barrier-idle cost of its holds, and tells `onIdle` of it.
+ * good, so without this every multi-task job would keep a map entry per task for ever. A job that ended while tasks of
+ * it were held (a cancel or failure before its release, or after a move held released tasks again) keeps the
+ * barrier-idle cost of those holds, and tells `onIdle` of it.
  */
 export function compactCoStart(store: StateStore, job: JobRecord, onIdle: BarrierIdleHook | undefined): void {
   const record = storedCoStart(store, job);
@@ -190,16 +192,22 @@ export function compactCoStart(store: StateStore, job: JobRecord, onIdle: Barrie
     clearCoStart(store, job.id);
     return;
   }
+  const held = heldIdleCost(holdsGoingOn(record), job.finishedAtSeconds ?? job.updatedAtSeconds);
+  const unreleased = (record.unreleasedIdleCost ?? 0) + held;
   if (record.releasedAtSeconds === undefined && record.startSkewSeconds === undefined) {
-    const held =
-      (record.unreleasedIdleCost ?? 0) + heldIdleCost(record, job.finishedAtSeconds ?? job.updatedAtSeconds);
     // Kept as unreleased too: compacting again keeps it (and counts nothing more: the readiness is gone).
-    if (held > 0)
+    if (unreleased > 0)
       writeUnreleasedCoStart(
         store,
         job.id,
         record,
-        { attempt: record.attempt, ready: {}, running: {}, unreleasedIdleCost: held, barrierIdleCost: held },
+        {
+          attempt: record.attempt,
+          ready: {},
+          running: {},
+          unreleasedIdleCost: unreleased,
+          barrierIdleCost: unreleased,
+        },
         onIdle,
       );
     else clearCoStart(store, job.id);
@@ -208,10 +216,36 @@ export function compactCoStart(store: StateStore, job: JobRecord, onIdle: Barrie
   if (
     Object.keys(record.ready).length === 0 &&
     Object.keys(record.running).length === 0 &&
-    record.heldSinceSeconds === undefined
+    record.heldSinceSeconds === undefined &&
+    unreleased === 0
   )
     return;
-  writeCoStart(store, job.id, { ...record, ready: {}, running: {}, heldSinceSeconds: undefined });
+  writeCoStart(store, job.id, {
+    ...record,
+    ready: {},
+    running: {},
+    heldSinceSeconds: undefined,
+    // No start follows the job's end: the holds since the last one are in its figure, and so counted once (compacting
+    // again finds them neither held nor unreleased).
+    ...(unreleased > 0
+      ? { unreleasedIdleCost: undefined, barrierIdleCost: (record.barrierIdleCost ?? 0) + unreleased }
+      : {}),
+  });
+  // What was unreleased already was told as its hold ended (writeUnreleasedCoStart).
+  if (held > 0) onIdle?.(held);
+}
+
+/**
+ * The record with only the readiness of holds still going on. Records of older controllers kept a release's
+ * readiness in `ready` (no `heldSinceSeconds`): that is of the released start, not a hold, unless reported since.
+ */
+function holdsGoingOn(record: CoStartRecord): CoStartRecord {
+  const releasedAt = record.releasedAtSeconds;
+  if (releasedAt === undefined || record.heldSinceSeconds !== undefined) return record;
+  return {
+    ...record,
+    ready: Object.fromEntries(Object.entries(record.ready).filter(([, r]) => r.sinceSeconds > releasedAt)),
+  };
 }
 
 /**

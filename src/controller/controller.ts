@@ -316,6 +316,7 @@ export class Controller implements ControllerService {
             admission: this.admission,
             scheduler: () => this.schedulerState.scheduler,
             bind: deps.settings.bindBetweenRounds === true,
+            workerRegistered: deps.tasks?.workerRegistered?.bind(deps.tasks),
             apply: (jobs) => this.reconciler.applyBetweenRoundsStarts(jobs),
             log: this.log,
           })

@@ -4,6 +4,7 @@ import { readCoStart, startMetrics } from '../../src/controller/co-start-records
 import { computeCostReport } from '../../src/controller/cost-accounting.js';
 import { ControllerMetrics } from '../../src/controller/api/metrics.js';
 import { jobDocument } from '../../src/controller/api/views.js';
+import { coStartLines } from '../../src/cli/commands/job.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { StateStore } from '../../src/controller/state-store.js';
 import type { StartMeasure, WorkerTaskControl } from '../../src/controller/worker-task-control.js';
@@ -636,6 +637,41 @@ describe('co-start barrier: a start after a release in the same attempt', () => 
     expect(h.measured).toHaveLength(2);
     expect(h.measured[1]?.barrierIdleCost).toBeCloseTo(holdCost(h, booting, 30), 9);
   });
+  it('counts a hold after the move that the job’s end cuts short, in /metrics and its barrier-idle cost, once', async () => {
+    const h = harness();
+    const { jobId, t0, t1, kept } = await releasedThenPlacedAgain(h);
+    const first = jobDocument(h.r.store, h.r.store.getJob(jobId)!).coStart?.barrierIdleCost ?? 0;
+    beat(h, kept, [ready(t0)]);
+    h.r.clock.advance(100);
+    beat(h, kept, [ready(t0)]);
+    await h.r.controller.reconcile();
+    // Held again after the earlier release: `fleetwise job` says so, not that the tasks were released.
+    const view = jobDocument(h.r.store, h.r.store.getJob(jobId)!).coStart;
+    expect(view).toMatchObject({ readyTaskIds: [t0], releasedAtSeconds: expect.any(Number) });
+    const shown = view === null ? null : { ...view, readyTaskIds: [...view.readyTaskIds] };
+    expect(coStartLines(shown, 2)[0]).toBe('co-start   1 of 2 tasks ready, held for the others');
+    h.r.controller.cancel(jobId);
+    const held = holdCost(h, kept, 100);
+    expect(await barrierIdleMetric(h)).toBeCloseTo(held, 9);
+    expect(jobDocument(h.r.store, h.r.store.getJob(jobId)!).coStart?.barrierIdleCost).toBeCloseTo(
+      first + held,
+      9,
+    );
+    // The stops complete: nothing more is counted.
+    const booting = h.r.store.getTask(t1)?.instanceId as string;
+    await h.r.controller.reconcile();
+    beat(h, kept, [ready(t0)]);
+    beat(h, booting, []);
+    beat(h, kept, []);
+    beat(h, booting, []);
+    await h.r.controller.reconcile();
+    expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['stopped', 'stopped']);
+    expect(await barrierIdleMetric(h)).toBeCloseTo(held, 9);
+    expect(jobDocument(h.r.store, h.r.store.getJob(jobId)!).coStart?.barrierIdleCost).toBeCloseTo(
+      first + held,
+      9,
+    );
+  });
 });
 
 describe('co-start records of older controllers', () => {
@@ -661,6 +697,32 @@ describe('co-start records of older controllers', () => {
     expect(startMetrics(record, placed, catalog)).toEqual({
       startSkewSeconds: 1,
       barrierIdleCost: expect.closeTo((30 * share * type.costPerHour) / 3600, 9) as number,
+    });
+  });
+
+  it('does not bill the released readiness an older record kept as a hold when the job ends', async () => {
+    const h = harness();
+    const job = h.r.controller.submit(jobSpec('gang', CPU_SMALL, { replicas: 2 }), 'research');
+    const [t0, t1] = [`${job.id}.0`, `${job.id}.1`];
+    const now = h.r.clock.nowSeconds();
+    h.r.store.setValue(`coStart.${job.id}`, {
+      attempt: 1,
+      ready: {
+        [t0]: { instanceId: 'inst-1', sinceSeconds: now - 3630, costPerHour: 0.1 },
+        [t1]: { instanceId: 'inst-2', sinceSeconds: now - 3600, costPerHour: 0.1 },
+      },
+      releasedAtSeconds: now - 3600,
+      running: { [t0]: now - 3599, [t1]: now - 3598 },
+      startSkewSeconds: 1,
+      barrierIdleCost: 0.002,
+    });
+    h.r.controller.cancel(job.id);
+    expect(await barrierIdleMetric(h)).toBe(0);
+    expect(jobDocument(h.r.store, h.r.store.getJob(job.id)!).coStart).toEqual({
+      readyTaskIds: [],
+      releasedAtSeconds: now - 3600,
+      startSkewSeconds: 1,
+      barrierIdleCost: 0.002,
     });
   });
 });

@@ -2,9 +2,12 @@ import { describe, expect, it } from 'vitest';
 import type { Resources } from '../../src/core/resources.js';
 import type { QueueCaps } from '../../src/queue/caps.js';
 import { FIFO_CONFIG, type WfqConfig } from '../../src/queue/wfq.js';
+import { BetweenRoundsPlacer } from '../../src/controller/between-rounds-placement.js';
+import type { BetweenRoundsStart } from '../../src/controller/reconcile/plan-intents.js';
+import { silentLogger } from '../../src/controller/seams.js';
 import type { ControllerSettings } from '../../src/controller/settings.js';
 import type { StateStore } from '../../src/controller/state-store.js';
-import { GPU_ONE, jobSpec, liveRecords, rig, waitFor } from './controller-fixtures.js';
+import { catalog, GPU_ONE, jobSpec, liveRecords, rig, waitFor, type Rig } from './controller-fixtures.js';
 
 /** Six of a c7i.2xlarge's eight vCPUs: Eva's cheapest host for it leaves [0, 2, 4] free. */
 const CPU_SIX = { c7i: [0, 6, 12] as Resources };
@@ -305,5 +308,64 @@ describe('controller: placement between rounds on paid capacity', () => {
     expect(store.getJob(small.id)?.state).toBe('queued');
     expect(store.listEvents({ kind: 'controller.error' }).length).toBeGreaterThan(0);
     await controller.stop();
+  });
+
+  describe('onto a running instance whose worker has not registered', () => {
+    /** A placer over the rig's store, its workers registered when the store has their token, as workers do. */
+    function placerFor(r: Rig, bind: boolean, applied: BetweenRoundsStart[]): BetweenRoundsPlacer {
+      const placer = new BetweenRoundsPlacer({
+        store: r.store,
+        clock: r.clock,
+        catalog: () => catalog,
+        admission: r.controller.admission,
+        scheduler: () => r.controller.scheduler,
+        bind,
+        workerRegistered: (i) => i.workerTokenHash !== undefined,
+        apply: (jobs) => applied.push(...jobs),
+        log: silentLogger,
+      });
+      placer.noteRound(true);
+      return placer;
+    }
+
+    it('without binding, is not a slot until its worker registers', async () => {
+      // No placer of the controller's own: only the one under test places.
+      const r = await cappedCluster(false);
+      const { controller, store, clock, hostId } = r;
+      expect(store.getInstance(hostId)?.state).toBe('running');
+      const applied: BetweenRoundsStart[] = [];
+      const placer = placerFor(r, false, applied);
+      clock.advance(5);
+      const small = controller.submit(jobSpec('one', CPU_ONE), 'research');
+      placer.request();
+      expect(placer.placeIfRequested(true)).toEqual([]);
+      store.setWorkerToken(hostId, 'worker-token-between-rounds-0123456789abcdef');
+      placer.request();
+      expect(placer.placeIfRequested(true)).toEqual([small.id]);
+      expect(applied[0]?.starts).toEqual([{ taskId: `${small.id}.0`, instanceId: hostId }]);
+      expect(applied[0]?.message).toContain('on paid capacity');
+    });
+
+    it('with binding, is bound to as an instance still coming up, with its bind-or-launch figures', async () => {
+      const r = await cappedCluster(false);
+      const { controller, store, clock, hostId } = r;
+      const applied: BetweenRoundsStart[] = [];
+      const placer = placerFor(r, true, applied);
+      clock.advance(5);
+      const small = controller.submit(jobSpec('one', CPU_ONE), 'research');
+      placer.request();
+      expect(placer.placeIfRequested(true)).toEqual([small.id]);
+      expect(applied[0]?.message).toContain('still coming up');
+      // Expected ready when its worker registers: the type's worker start and registration after it was running.
+      const type = catalog.types.find((t) => t.name === store.getInstance(hostId)?.typeName)!;
+      const registers =
+        (store.getInstance(hostId)?.runningAtSeconds as number) +
+        type.delays.workerStartSeconds +
+        type.delays.workerRegisterSeconds;
+      expect(applied[0]?.data).toMatchObject({
+        bindChoice: { choice: 'bind', instanceId: hostId },
+        expectedStartSeconds: registers,
+      });
+    });
   });
 });

@@ -268,11 +268,14 @@ export function predictionsOf(dependencies: number): string {
   return dependencies === 1 ? 'its prediction' : 'their predictions';
 }
 
-/** A multi-task job's start: held tasks while it waits, then its start skew and barrier-idle cost. */
-function coStartLines(coStart: JobDocumentResponse['coStart'], taskCount: number): string[] {
+/**
+ * A multi-task job's start: held tasks while it waits, then its start skew and barrier-idle cost. Tasks held again
+ * after a release (the job moved) show as held: the release shown otherwise is of a start that is over.
+ */
+export function coStartLines(coStart: JobDocumentResponse['coStart'], taskCount: number): string[] {
   if (coStart === null || coStart === undefined) return [];
   const lines: string[] = [];
-  if (coStart.releasedAtSeconds === undefined && coStart.readyTaskIds.length > 0)
+  if (coStart.readyTaskIds.length > 0)
     lines.push(`co-start   ${coStart.readyTaskIds.length} of ${taskCount} tasks ready, held for the others`);
   else if (coStart.releasedAtSeconds !== undefined)
     lines.push(`co-start   released together ${formatTime(coStart.releasedAtSeconds)}`);
