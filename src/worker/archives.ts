@@ -17,8 +17,9 @@ import { plainEntryName, unsafeEntryNameReason } from '../protocol/archive-entry
  *
  * Extraction trusts nothing in the archive, even a checkpoint whose sha256 was checked (whoever can write the store
  * can write a matching manifest): absolute names and `..` are refused, a checkpoint's symlinks must point inside the
- * directory, a hard link must name a file already extracted, no entry is written through a symlink (every parent
- * must be a real directory), and no entry replaces an existing path. Set-id bits and owners are dropped.
+ * directory (followed through its other links too), a hard link must name a file already extracted, no entry is
+ * written through a symlink (every parent must be a real directory), and no entry replaces an existing path. Set-id
+ * bits and owners are dropped.
  */
 
 /** The contract's rule for symlinks: relative, and resolving inside the checkpoint directory. */
@@ -26,6 +27,45 @@ function linkEscapes(entry: string, target: string): boolean {
   if (target === '' || posix.isAbsolute(target) || isAbsolute(target)) return true;
   const resolved = posix.normalize(posix.join(posix.dirname(entry), target));
   return resolved === '..' || resolved.startsWith('../');
+}
+
+/** Links one path lookup may follow on Linux (MAXSYMLINKS): a longer chain fails (ELOOP) and leads nowhere. */
+const MAX_LINK_HOPS = 40;
+
+/**
+ * Whether following `entry` (a symlink to `target`) leads outside the directory once the directory's other links
+ * (`links`, path → target) are followed as the kernel would. Each link may pass linkEscapes on its own and still lead
+ * out through another: `l -> .` then `m -> l/..` is the directory's parent. A `..` climbs from where the lookup has
+ * got to, so the walk follows each link it meets before going on.
+ */
+function linkLeadsOut(entry: string, target: string, links: ReadonlyMap<string, string>): boolean {
+  const where = posix.dirname(entry) === '.' ? [] : posix.dirname(entry).split('/');
+  // Segments still to walk, the next one last.
+  const pending = target.split('/').reverse();
+  let hops = 0;
+  for (let segment = pending.pop(); segment !== undefined; segment = pending.pop()) {
+    if (segment === '' || segment === '.') continue;
+    if (segment === '..') {
+      if (where.length === 0) return true;
+      where.pop();
+      continue;
+    }
+    const next = links.get([...where, segment].join('/'));
+    if (next === undefined) {
+      where.push(segment);
+      continue;
+    }
+    if (++hops > MAX_LINK_HOPS) return false;
+    if (next === '' || posix.isAbsolute(next) || isAbsolute(next)) return true;
+    pending.push(...next.split('/').reverse());
+  }
+  return false;
+}
+
+/** The first of `links` (path → target) that leads outside the directory through the others, if any. */
+function linkLeadingOut(links: ReadonlyMap<string, string>): [string, string] | undefined {
+  for (const [entry, target] of links) if (linkLeadsOut(entry, target, links)) return [entry, target];
+  return undefined;
 }
 
 export class UnsafeArchiveEntry extends Error {
@@ -71,6 +111,15 @@ export async function packCheckpoint(
       entries.push({ path, header: { ...base, type: 'symlink', size: 0, linkname: target } });
     }
   }
+  const links = new Map(
+    entries.filter((e) => e.header.type === 'symlink').map((e) => [e.path, e.header.linkname ?? '']),
+  );
+  const out = linkLeadingOut(links);
+  if (out !== undefined)
+    throw new UnsafeArchiveEntry(
+      out[0],
+      `is a symlink to ${out[1]}, which leads outside the checkpoint directory through its other links`,
+    );
   const tar = tarPack();
   const write = async (): Promise<void> => {
     for (const { path, header } of entries) {
@@ -240,6 +289,9 @@ async function extractInto(
       throw new UnsafeArchiveEntry(name, 'appears twice in the archive');
   };
 
+  /** The symlinks extracted (path → target), checked together once all are known (!linksMayLeave). */
+  const links = new Map<string, string>();
+
   const extract = tarExtract();
   source.once('error', (e) => extract.destroy(e));
   source.pipe(extract);
@@ -280,6 +332,7 @@ async function extractInto(
           await ensureParents(name, true);
           await notThere(name);
           await symlink(header.linkname, target);
+          links.set(name, header.linkname);
           break;
         }
         case 'link': {
@@ -301,6 +354,14 @@ async function extractInto(
           await drain(entry);
       }
     }
+    // Extraction never follows a link (parents must be real directories), so links are checked together at the
+    // end: a later link can make an earlier one lead out. The caller empties the directory when this throws.
+    const out = options.linksMayLeave ? undefined : linkLeadingOut(links);
+    if (out !== undefined)
+      throw new UnsafeArchiveEntry(
+        out[0],
+        `is a symlink to ${out[1]}, which leads outside the directory through the archive's other links`,
+      );
   } finally {
     source.destroy();
   }

@@ -21,10 +21,10 @@ import { listFiles } from './image-cache.js';
  * Checkpoints in the object store (ARCHITECTURE.md: checkpoint transfer, the worker's side of migration).
  *
  * Layout (src/protocol/object-keys.ts): `checkpoints/<job>/<task>/<seq>/data.tar` then `…/<seq>/manifest.json`
- * (sha256 and size of the tar, its file list, creation time, seq). The manifest is written LAST: a sequence number
- * without a manifest is a partial upload (a worker died mid-way) and is never restored. Restoring takes the newest
- * checkpoint whose tar matches its manifest's sha256 and size, skipping corrupt or partial ones for the previous good
- * one.
+ * (sha256 and size of the tar, its file list, creation time, seq, whether the task marked it). The manifest is
+ * written LAST: a sequence number without a manifest is a partial upload (a worker died mid-way) and is never
+ * restored. Restoring takes the newest checkpoint whose tar matches its manifest's sha256 and size, skipping corrupt or
+ * partial ones for the previous good one.
  *
  * The task contract (FLEETWISE_CHECKPOINT_DIR):
  * - The task writes its state files into the directory, then creates an empty `COMPLETE` file. The worker uploads the
@@ -32,11 +32,13 @@ import { listFiles } from './image-cache.js';
  *   directory while `COMPLETE` exists: it waits, or skips that checkpoint.
  * - A task that never writes the marker is uploaded when the directory is quiescent: its listing (names, sizes,
  *   modification times) differs from the last upload and has not changed for `quiescentMs`. Once a task has written a
- *   marker, only markers trigger uploads (a slow marker-writer is never caught half-way).
+ *   marker, only markers trigger uploads (a slow marker-writer is never caught half-way), after an agent restart or a
+ *   move too: the manifest records it.
  * - After the task exits, `flush()` uploads whatever complete state is left (marker present, or any change for a
  *   task that does not use markers), so a final checkpoint written on the signal is never lost.
  * - On a restore, the directory is emptied and the checkpoint's files are extracted into it before the task starts.
- * - Symlinks are kept as links and must be relative and point inside the directory; other special files are left out.
+ * - Symlinks are kept as links and must be relative and point inside the directory, also when followed through the
+ *   directory's other links; other special files are left out.
  *
  * The tar is written and extracted in-process (src/worker/archives.ts, which also holds extraction's safety
  * rules); checkpoints that the host's GNU tar wrote read the same way.
@@ -52,6 +54,12 @@ export const checkpointManifestSchema = z.strictObject({
   sha256: z.string().regex(/^[0-9a-f]{64}$/),
   sizeBytes: z.number().int().nonnegative(),
   files: z.array(z.string()),
+  /**
+   * The task marked this checkpoint COMPLETE. The task's use of markers outlives the watcher that saw it (an agent
+   * restart, a move): a later watcher reads it back and uploads that task's checkpoints only on markers. Absent from
+   * manifests written before it was recorded.
+   */
+  marked: z.boolean().optional(),
 });
 export type CheckpointManifest = z.infer<typeof checkpointManifestSchema>;
 
@@ -82,6 +90,12 @@ export interface UploadResult {
   readonly durationMs: number;
 }
 
+export interface UploadOptions {
+  /** The task marked this state COMPLETE (recorded in the manifest); false by default. */
+  readonly marked?: boolean;
+  readonly now?: () => Date;
+}
+
 /**
  * Upload `dir` as checkpoint `seq`: the tar streams through a sha256 hash into the store (multipart for large ones,
  * via the store), then the manifest. A failure leaves no manifest (so the seq counts as partial) and removes the tar.
@@ -91,8 +105,9 @@ export async function uploadCheckpoint(
   ref: CheckpointRef,
   dir: string,
   seq: number,
-  now: () => Date = () => new Date(),
+  options: UploadOptions = {},
 ): Promise<UploadResult> {
+  const { marked = false, now = () => new Date() } = options;
   const started = Date.now();
   const listed = await checkpointFiles(dir);
   if (listed.some((f) => f.includes('\n')))
@@ -130,6 +145,7 @@ export async function uploadCheckpoint(
     sha256: hash.digest('hex'),
     sizeBytes,
     files,
+    marked,
   };
   await store.put(keys.manifest, Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`));
   return { manifest, durationMs: Date.now() - started };
@@ -162,6 +178,41 @@ export interface RestoreResult {
   readonly durationMs: number;
 }
 
+/** Checkpoint `seq`'s manifest; an ObjectStoreError when the store fails, another Error when the manifest is bad. */
+async function readManifest(
+  store: ObjectStore,
+  ref: CheckpointRef,
+  seq: number,
+): Promise<CheckpointManifest> {
+  const body = await store.getBuffer(checkpointKeys(ref, seq).manifest);
+  const parsed = checkpointManifestSchema.safeParse(JSON.parse(body.toString()));
+  if (!parsed.success)
+    throw new Error(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
+  if (parsed.data.seq !== seq) throw new Error(`manifest says seq ${parsed.data.seq}`);
+  return parsed.data;
+}
+
+/**
+ * Whether the task uses COMPLETE markers, as its newest readable manifest that says records it (older manifests say
+ * nothing). A bad manifest is passed over for an older one; the store failing fails the call.
+ */
+async function usesMarkers(
+  store: ObjectStore,
+  ref: CheckpointRef,
+  stored: readonly StoredCheckpoint[],
+): Promise<boolean> {
+  for (const { seq, complete } of [...stored].reverse()) {
+    if (!complete) continue;
+    try {
+      const { marked } = await readManifest(store, ref, seq);
+      if (marked !== undefined) return marked;
+    } catch (e) {
+      if (isObjectStoreError(e)) throw e;
+    }
+  }
+  return false;
+}
+
 async function emptyDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true });
   for (const name of await readdir(dir)) await rm(join(dir, name), { recursive: true, force: true });
@@ -190,13 +241,7 @@ export async function restoreLatestCheckpoint(
     const keys = checkpointKeys(ref, seq);
     let manifest: CheckpointManifest;
     try {
-      const parsed = checkpointManifestSchema.safeParse(
-        JSON.parse((await store.getBuffer(keys.manifest)).toString()),
-      );
-      if (!parsed.success)
-        throw new Error(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
-      manifest = parsed.data;
-      if (manifest.seq !== seq) throw new Error(`manifest says seq ${manifest.seq}`);
+      manifest = await readManifest(store, ref, seq);
     } catch (e) {
       if (isObjectStoreError(e)) throw e;
       skipped.push({ seq, reason: `bad manifest: ${(e as Error).message}` });
@@ -264,19 +309,24 @@ async function deleteCheckpoints(
   }
 }
 
-/** Names, sizes and modification times of the directory's checkpoint files: "did anything change?" */
+/**
+ * Names, sizes and modification times of the directory's checkpoint files: "did anything change?" Links are not
+ * followed (a dangling one is state like any file, and is packed as a link). '' when the directory or a file in it is
+ * missing (not made yet, or mid-rename: the next poll looks again); any other failure is thrown, to be reported.
+ */
 async function fingerprint(dir: string): Promise<string> {
   try {
     const files = await checkpointFiles(dir);
     const parts = await Promise.all(
       files.map(async (f) => {
-        const s = await stat(join(dir, f));
+        const s = await lstat(join(dir, f));
         return `${f}:${s.size}:${s.mtimeMs}`;
       }),
     );
     return parts.join('\n');
-  } catch {
-    return ''; // mid-rename or missing: treat as "no checkpoint yet"
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return '';
+    throw new Error(`reading the checkpoint directory: ${(e as Error).message}`);
   }
 }
 
@@ -333,6 +383,7 @@ export class CheckpointWatcher {
   private lastUploaded = '';
   private candidate = '';
   private candidateSince = 0;
+  /** The task uses COMPLETE markers: seen by this watcher, or recorded in the newest manifest at start. */
   private markerSeen = false;
   /**
    * The task's checkpoints in the store, oldest first: listed at start, then kept up to date with this watcher's own
@@ -366,11 +417,16 @@ export class CheckpointWatcher {
    * uploaded, so the current state counts as new.
    */
   async start(baseline: 'restored' | 'unknown' = 'restored'): Promise<void> {
-    const stored = await listCheckpoints(this.options.store, this.options.ref);
+    const { store, ref } = this.options;
+    const stored = await listCheckpoints(store, ref);
+    // Known before nextSeq (which lets uploads happen): a marker-using task's half-written next checkpoint, quiet
+    // between two of its writes, must never be taken for a complete one.
+    this.markerSeen = await usesMarkers(store, ref, stored);
     this.stored = stored;
     // After every seq ever used, partial ones included: a new checkpoint never overwrites an old object.
     this.nextSeq = (stored.at(-1)?.seq ?? 0) + 1;
-    this.lastUploaded = baseline === 'restored' ? await fingerprint(this.options.dir) : '';
+    // A directory that cannot be read yet is no reason to watch nothing: the polls report it, and upload once it reads.
+    this.lastUploaded = baseline === 'restored' ? await fingerprint(this.options.dir).catch(() => '') : '';
     this.watchDir();
     this.schedule();
   }
@@ -436,7 +492,7 @@ export class CheckpointWatcher {
     const marker = join(dir, COMPLETE_MARKER);
     if (await exists(marker)) {
       this.markerSeen = true;
-      const result = await this.upload(mode);
+      const result = await this.upload(mode, true);
       // The task may write its next checkpoint as soon as this one is durable, before any housekeeping.
       await unlink(marker).catch(() => undefined);
       this.prune();
@@ -453,12 +509,12 @@ export class CheckpointWatcher {
       }
       if (Date.now() - this.candidateSince < this.quiescentMs) return undefined;
     }
-    const result = await this.upload(mode);
+    const result = await this.upload(mode, false);
     this.prune();
     return result;
   }
 
-  private async upload(mode: CheckMode): Promise<UploadResult> {
+  private async upload(mode: CheckMode, marked: boolean): Promise<UploadResult> {
     const { store, ref, dir } = this.options;
     const attempt = async (): Promise<UploadResult> => {
       // Each attempt packs the directory as it is then, under a new seq (a failed one is left partial).
@@ -467,7 +523,7 @@ export class CheckpointWatcher {
       // Partial until the manifest is written: a failed attempt may leave its tar behind, for pruning to delete.
       const entry = { seq, complete: false };
       this.stored.push(entry);
-      const uploaded = await uploadCheckpoint(store, ref, dir, seq);
+      const uploaded = await uploadCheckpoint(store, ref, dir, seq, { marked });
       entry.complete = true;
       this.lastUploaded = before;
       return uploaded;

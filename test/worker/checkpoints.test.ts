@@ -318,6 +318,95 @@ describe('checkpoints on the filesystem store', () => {
     expect(readFileSync(join(tmp, 'dst', 'counter'), 'utf8')).toBe('5');
   });
 
+  it('a task that used markers is uploaded only on markers by the next watcher too (an agent restart, a move)', async () => {
+    const store = new FsObjectStore(join(tmp, 'store'));
+    const dir = join(tmp, 'ck');
+    writeState(dir, { 'shard-a': 'step1', 'shard-b': 'step1', COMPLETE: '' });
+    // A poll far longer than the test, and no quiescence to wait for: only the checks below upload.
+    const options = { store, ref: REF, dir, pollMs: 600_000, quiescentMs: 0 };
+    const first = new CheckpointWatcher(options);
+    await first.start();
+    expect((await first.check())?.manifest).toMatchObject({ seq: 1, marked: true });
+    await first.stop();
+
+    // Adopted after the agent restarted, the task half-way through its next checkpoint: shard-a new, shard-b not yet.
+    const adopted = new CheckpointWatcher(options);
+    await adopted.start('unknown');
+    writeState(dir, { 'shard-a': 'step2' });
+    expect(await adopted.check()).toBeUndefined();
+    expect(await adopted.check()).toBeUndefined(); // quiet since the last check, but unmarked
+    expect(await adopted.flush()).toBeUndefined();
+    writeState(dir, { 'shard-b': 'step2', COMPLETE: '' });
+    expect((await adopted.check())?.manifest).toMatchObject({ seq: 2, marked: true });
+    await adopted.stop();
+
+    // Moved: restored elsewhere, its watcher knows the task's markers all the same.
+    const elsewhere = join(tmp, 'elsewhere');
+    expect((await restoreLatestCheckpoint(store, REF, elsewhere)).manifest?.seq).toBe(2);
+    const moved = new CheckpointWatcher({ ...options, dir: elsewhere });
+    await moved.start('restored');
+    writeState(elsewhere, { 'shard-a': 'step3' });
+    expect(await moved.check()).toBeUndefined();
+    expect(await moved.check()).toBeUndefined();
+    expect(await moved.flush()).toBeUndefined();
+    await moved.stop();
+    expect((await listCheckpoints(store, REF)).map((c) => c.seq)).toEqual([1, 2]);
+
+    // A task without markers goes on being uploaded when its directory is quiet (its manifests say so).
+    const unmarkedRef = { jobId: 'job-8', taskId: 'job-8.0' };
+    const unmarkedDir = join(tmp, 'unmarked');
+    writeState(unmarkedDir, { state: '1' });
+    const unmarked = new CheckpointWatcher({ ...options, ref: unmarkedRef, dir: unmarkedDir });
+    await unmarked.start('unknown');
+    expect((await unmarked.flush())?.manifest).toMatchObject({ seq: 1, marked: false });
+    await unmarked.stop();
+    const again = new CheckpointWatcher({ ...options, ref: unmarkedRef, dir: unmarkedDir });
+    await again.start('restored');
+    writeState(unmarkedDir, { state: '2' });
+    expect(await again.check()).toBeUndefined();
+    expect((await again.check())?.manifest.seq).toBe(2);
+    await again.stop();
+  });
+
+  it('a dangling symlink is state like any file: uploaded, restored as a link; an unreadable directory is reported', async () => {
+    const store = new FsObjectStore(join(tmp, 'store'));
+    const dir = join(tmp, 'ck');
+    mkdirSync(dir);
+    const errors: Error[] = [];
+    const options = {
+      store,
+      ref: REF,
+      pollMs: 600_000,
+      quiescentMs: 0,
+      onError: (e: Error) => errors.push(e),
+    };
+    const watcher = new CheckpointWatcher({ ...options, dir });
+    await watcher.start();
+    writeState(dir, { 'step-10': 'weights' });
+    symlinkSync('step-9', join(dir, 'latest')); // step-9 rotated away
+    expect(await watcher.check()).toBeUndefined();
+    expect((await watcher.check())?.manifest.files).toEqual(['latest', 'step-10']);
+    writeState(dir, { 'step-11': 'more' });
+    expect((await watcher.flush())?.manifest.seq).toBe(2);
+    await watcher.stop();
+    expect(errors).toEqual([]);
+    const dst = join(tmp, 'dst');
+    expect((await restoreLatestCheckpoint(store, REF, dst)).manifest?.seq).toBe(2);
+    expect(readlinkSync(join(dst, 'latest'))).toBe('step-9');
+
+    // Not a directory at all: nothing to upload, and the reason is reported rather than taken for "no checkpoint".
+    const notDir = join(tmp, 'not-a-dir');
+    writeFileSync(notDir, 'x');
+    const broken = new CheckpointWatcher({ ...options, dir: notDir });
+    await broken.start();
+    expect(await broken.flush()).toBeUndefined();
+    await broken.stop();
+    expect(errors.map((e) => e.message)).toEqual([
+      expect.stringMatching(/^reading the checkpoint directory: ENOTDIR/),
+    ]);
+    expect(broken.finalUploadError?.message).toMatch(/ENOTDIR/);
+  });
+
   it('the watcher uploads an unmarked directory once it is quiescent, and flush() takes the final state', async () => {
     const store = new FsObjectStore(join(tmp, 'store'));
     const dir = join(tmp, 'ck');
@@ -362,7 +451,22 @@ describe('checkpoint archives', () => {
     await expect(uploadCheckpoint(store, REF, src, 2)).rejects.toThrow(
       /"passwd" is a symlink to \/etc\/passwd, outside the checkpoint directory/,
     );
+    rmSync(join(src, 'passwd'));
+    // Each inside by itself, out together: `l/..` is the directory's parent once l is the directory.
+    symlinkSync('.', join(src, 'l'));
+    symlinkSync('l/..', join(src, 'm'));
+    await expect(uploadCheckpoint(store, REF, src, 2)).rejects.toThrow(
+      /"m" is a symlink to l\/\.\., which leads outside the checkpoint directory through its other links/,
+    );
     expect(await listCheckpoints(store, REF)).toEqual([{ seq: 1, complete: true }]);
+    // Links through links that stay inside are fine, and so is a loop (it leads nowhere).
+    rmSync(join(src, 'm'));
+    symlinkSync('l/sub/../ckpt-0005.pt', join(src, 'via'));
+    symlinkSync('loop-b', join(src, 'loop-a'));
+    symlinkSync('loop-a', join(src, 'loop-b'));
+    await uploadCheckpoint(store, REF, src, 2);
+    expect((await restoreLatestCheckpoint(store, REF, join(tmp, 'dst2'))).manifest?.seq).toBe(2);
+    expect(readFileSync(join(tmp, 'dst2', 'via'), 'utf8')).toBe('weights');
   });
 
   it('restores what GNU tar wrote before (./ names, hard links, GNU long names), modes and mtimes included', async () => {
@@ -420,6 +524,25 @@ describe('checkpoint archives', () => {
           { name: 'e/outside/evil', content: 'x' },
         ],
         /"e\/outside\/evil" goes through e, not a directory/,
+      ],
+      [
+        // Each link points inside by itself; m through l is the directory's parent.
+        'symlink out through another',
+        [
+          { name: 'l', type: 'symlink', linkname: '.' },
+          { name: 'm', type: 'symlink', linkname: 'l/..' },
+        ],
+        /"m" is a symlink to l\/\.\., which leads outside the directory through the archive's other links/,
+      ],
+      [
+        // The link that makes a leads out comes after it.
+        'symlink out through a later one',
+        [
+          { name: 'a', type: 'symlink', linkname: 'x/m/..' },
+          { name: 'x/', type: 'directory' },
+          { name: 'x/m', type: 'symlink', linkname: '..' },
+        ],
+        /"a" is a symlink to x\/m\/\.\., which leads outside/,
       ],
       [
         'replace a link',
