@@ -256,12 +256,20 @@ export class ThrottlingError extends CloudProviderError {
 
 /** An account limit (instance or vCPU quota) blocks the launch; another type of a different quota class may fit. */
 export class QuotaExceededError extends CloudProviderError {
+  /** The market whose quota refused it: AWS counts spot and on-demand capacity against separate quotas. */
+  readonly market: Market;
+
   constructor(
     readonly typeName: string,
     code: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; market?: Market | undefined },
   ) {
-    super(`launching ${typeName} would exceed an account quota (${code})`, code, options);
+    super(
+      `launching ${typeName}${options?.market === 'spot' ? ' on spot' : ''} would exceed an account quota (${code})`,
+      code,
+      options,
+    );
     this.name = 'QuotaExceededError';
+    this.market = options?.market ?? 'on-demand';
   }
 }

@@ -29,6 +29,12 @@ describe('interruption event times', () => {
     expect(parseInterruptionMessage(body('2026-11-24T25:00:00Z')).problem).toBe(
       'time: a real date between 2000 and 2200',
     );
+    // Date.parse would read these as March 2, May 1 and the next day's midnight.
+    for (const t of ['2026-02-30T13:00:00Z', '2026-04-31T13:00:00+14:00', '2026-11-24T24:00:00Z'])
+      expect(parseInterruptionMessage(body(t)).problem).toBe(
+        `time: a date and time that exist (${t.slice(0, 19)} is not on the calendar)`,
+      );
+    expect(parseInterruptionMessage(body('2028-02-29T13:00:00Z')).event?.time).toBe('2028-02-29T13:00:00Z');
     expect(parseInterruptionMessage(body('2026-11-24T13:00:00.123+01:00')).event?.time).toBe(
       '2026-11-24T13:00:00.123+01:00',
     );

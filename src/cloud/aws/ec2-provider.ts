@@ -422,7 +422,7 @@ export class Ec2Provider implements CloudProvider {
           continue;
         }
         if (code !== undefined && QUOTA_CODES.has(code))
-          throw new QuotaExceededError(request.typeName, code, { cause: e });
+          throw new QuotaExceededError(request.typeName, code, { cause: e, market });
         throw asProviderError(
           e,
           `RunInstances ${request.typeName}${market === 'spot' ? ' (spot)' : ''} in ${placement.availabilityZone}`,
@@ -611,8 +611,8 @@ export class Ec2Provider implements CloudProvider {
    * to zone b is per process, so a retry after a restart (or by the standby taking over) starts in zone a again, with
    * a token EC2 launched nothing for; were the first instance missed by the tag look, EC2 would launch a second. So
    * every token of every zone, market and group the launch could have used is looked for before any RunInstances.
-   * Matched on the instances' own ClientToken among the type's instances (one launch's are all of its type), not with
-   * EC2's client-token filter, which stand-ins such as moto do not implement.
+   * Matched on the instances' own ClientToken among the cluster's instances of the type (one launch's are all of its
+   * type), not with EC2's client-token filter, which stand-ins such as moto do not implement.
    */
   private async findEarlierLaunch(request: ValidRequest): Promise<CloudInstance[]> {
     const byTag = await this.describe(
@@ -626,7 +626,12 @@ export class Ec2Provider implements CloudProvider {
       byTag.length > 0
         ? byTag
         : await this.describe(
-            [{ Name: 'instance-type', Values: [request.typeName] }],
+            // The cluster's tag too: RunInstances applies it with the instance, so every instance a launch of this
+            // cluster made carries it, and a fresh launch does not page through every cluster's instances of the type.
+            [
+              { Name: 'instance-type', Values: [request.typeName] },
+              { Name: `tag:${TAG_CLUSTER}`, Values: [request.clusterName] },
+            ],
             'DescribeInstances (client-token pre-check)',
             this.possibleClientTokens(request),
           );

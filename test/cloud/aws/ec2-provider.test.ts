@@ -259,6 +259,33 @@ describeWithMoto(
       );
     });
 
+    it("looks for an earlier launch's ClientTokens among its own cluster's instances only, and still finds them", async () => {
+      const others = new Ec2Provider(configFor(infra, { listPageSize: 5 }), { api: realApi() });
+      for (let i = 0; i < 12; i++)
+        await others.launch(
+          request({ clusterName: `${cluster}-other`, idempotencyToken: `o-${i}`, instanceKey: `k-${i}` }),
+        );
+      const api = interceptedApi(realApi(), {});
+      const provider = new Ec2Provider(configFor(infra, { listPageSize: 5 }), { api });
+      const fresh = await provider.launch(request());
+      expect(fresh.reusedExisting).toBe(false);
+      // The launch-token look and the ClientToken look, one page each: not every page of the account's c7i.large.
+      expect(api.describeCalls).toBe(2);
+
+      // The ClientToken look still finds this cluster's instance when the launch-token look misses it.
+      const missingTagLook = interceptedApi(realApi(), {});
+      const real = missingTagLook.describeInstances;
+      missingTagLook.describeInstances = async (input) => {
+        missingTagLook.describeCalls++;
+        return missingTagLook.describeCalls === 1 ? { Reservations: [], $metadata: {} } : real(input);
+      };
+      const again = await new Ec2Provider(configFor(infra, { listPageSize: 5 }), {
+        api: missingTagLook,
+      }).launch(request());
+      expect(again).toMatchObject({ instanceIds: fresh.instanceIds, reusedExisting: true });
+      expect(missingTagLook.runInputs).toHaveLength(0);
+    });
+
     it('sends a ClientToken per cluster and zone: stable for a retry in the same zone, different across zones and clusters', async () => {
       const api = interceptedApi(realApi(), {
         beforeRun: (input) => {
@@ -440,7 +467,10 @@ describeWithMoto(
         },
       });
       const provider = new Ec2Provider(configFor(infra), { api, sleep: noSleep });
-      await expect(provider.launch(request())).rejects.toBeInstanceOf(QuotaExceededError);
+      const refused = provider.launch(request());
+      await expect(refused).rejects.toBeInstanceOf(QuotaExceededError);
+      // The on-demand quota, not the spot one: the controller remembers the refusal per quota group and market.
+      await expect(refused).rejects.toMatchObject({ code: 'VcpuLimitExceeded', market: 'on-demand' });
       expect(api.runInputs).toHaveLength(1);
     });
 

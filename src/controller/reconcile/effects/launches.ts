@@ -3,7 +3,15 @@ import { offeringsOf, spotOffering } from '../../../core/spot.js';
 import { hasAnyCap, type BoughtType } from '../../../queue/caps.js';
 import { launchGate, type GateWait } from '../../../round/gates.js';
 import { chooseReplacementType } from '../../../round/replacement.js';
-import { InsufficientCapacityError, QuotaExceededError } from '../../../cloud/provider.js';
+import {
+  CloudProviderError,
+  InsufficientCapacityError,
+  QuotaExceededError,
+  type CloudInstance,
+} from '../../../cloud/provider.js';
+import type { Market } from '../../../core/market.js';
+import { awsQuotaGroup, spotQuotaGroup } from '../../../core/quota-groups.js';
+import { SPOT_RECLAIMED_EVENT } from '../../cost-accounting.js';
 import { InjectedCrash } from '../../faults.js';
 import { PLACED_TASK_STATES } from '../../state/lifecycle.js';
 import {
@@ -19,6 +27,21 @@ import { launchedOnSpot, recordMarketFallback } from '../../instance-market.js';
 import { launchBackoff } from './registrations.js';
 
 /**
+ * How long a quota refusal is remembered (seconds). A quota moves slowly: it grows by a Service Quotas request (hours
+ * to days) or as the account's instances end. Two default rounds long, so a job no type of the group can be had for
+ * costs one RunInstances every ten minutes, not a walk through every larger type of the group each round.
+ */
+export const QUOTA_REFUSAL_SECONDS = 600;
+
+/** A quota refusal remembered for one quota group (spot groups apart): types of at least `vcpus` are refused too. */
+interface QuotaRefusal {
+  readonly vcpus: number;
+  readonly typeName: string;
+  readonly code: string;
+  readonly atSeconds: number;
+}
+
+/**
  * Launches: a pending `launch` intent → CloudProvider.launch with the instance's stored idempotency token, once the
  * launch gate and any backoff allow. No capacity or a quota falls back to another type; other errors retry later.
  * A spot launch may be bought on demand by the cloud only when the caps allow the on-demand price too.
@@ -26,6 +49,12 @@ import { launchBackoff } from './registrations.js';
 export class Launches {
   /** Launch intents that failed for a transient reason: attempts and when to try again (in memory). */
   private readonly launchRetry = new Map<number, { attempts: number; notBeforeSeconds: number }>();
+  /**
+   * Recent quota refusals, by AWS quota group (`standard`, `p`, `standard-spot`, …: core/quota-groups.ts). AWS counts
+   * vCPUs per group, so a type of the group needing as many vCPUs or more would be refused too, and the fallback and
+   * later launches skip those instead of asking EC2 for each (in memory, like the provider's capacity errors).
+   */
+  private readonly quotaRefusals = new Map<string, QuotaRefusal>();
 
   constructor(private readonly ctx: ReconcileContext) {}
 
@@ -87,6 +116,18 @@ export class Launches {
         this.ctx.store.failIntent(intent.id, `instance ${payload.instanceId} is ${inst?.state ?? 'unknown'}`);
       return { kind: 'skipped' };
     }
+    const remembered = this.knownQuotaRefusal(inst.typeName, intent);
+    if (remembered !== undefined)
+      return this.fallBack(
+        intent,
+        inst,
+        new CloudProviderError(
+          `launching ${inst.typeName} would exceed an account quota: ${remembered.typeName} was refused ` +
+            `(${remembered.code}) ${this.ctx.now() - remembered.atSeconds} s ago and ${inst.typeName} needs as many ` +
+            `vCPUs or more`,
+          remembered.code,
+        ),
+      );
     this.ctx.fault('launch:before-call', inst.id);
     let result;
     try {
@@ -105,6 +146,7 @@ export class Launches {
       });
     } catch (e) {
       if (e instanceof InjectedCrash) throw e;
+      if (e instanceof QuotaExceededError) this.rememberQuotaRefusal(e);
       if (e instanceof InsufficientCapacityError || e instanceof QuotaExceededError)
         return this.fallBack(intent, inst, e);
       this.deferLaunch(intent, inst, e);
@@ -117,18 +159,48 @@ export class Launches {
         instanceId: inst.id,
         cloudIds: [...result.instanceIds],
       });
-    const launchedAtSeconds = result.reusedExisting ? await this.launchTimeOf(cloudId) : undefined;
-    this.ctx.store.transaction(() => {
+    const found = result.reusedExisting ? await this.foundByToken(result.instanceIds) : undefined;
+    const first = found?.get(cloudId);
+    const launchedAtSeconds = first?.launchTime === undefined ? undefined : first.launchTime.getTime() / 1000;
+    // Every instance an earlier attempt launched has ended (reclaimed, or terminated while the controller was down):
+    // the record is lost now, its tasks planned again, rather than waiting out the vanish grace as if just launched.
+    // Nothing is launched for it: a new record with a new token does that, so no retry can launch twice.
+    const ended =
+      found !== undefined &&
+      result.instanceIds.every((id) => {
+        const state = found.get(id)?.state;
+        return state === 'terminated' || state === 'shutting-down';
+      });
+    const lostReason = ended
+      ? `its instance ${cloudId}, launched by an earlier attempt and found by launch token, is ${first?.state ?? 'gone'}`
+      : undefined;
+    const affectedJobs = this.ctx.store.transaction(() => {
       const current = this.ctx.store.getInstance(inst.id) as InstanceRecord;
-      this.ctx.store.setInstanceState(inst.id, current.state === 'requested' ? 'launching' : current.state, {
+      const change = {
         cloudId,
         availabilityZone: result.availabilityZone,
         // What the cloud really gave: the scheduler's latency domains come from this, not from the request.
         placementGroup: result.placementGroup ?? null,
         reason: result.reusedExisting ? 'found by launch token' : `launched (round ${intent.round ?? 0})`,
         launchedAtSeconds,
-      });
-      if (inst.placementGroup !== undefined && result.placementGroup !== inst.placementGroup)
+      };
+      if (lostReason !== undefined)
+        this.ctx.store.setInstanceState(inst.id, 'terminated', {
+          ...change,
+          reason: lostReason,
+          endedAtSeconds: first?.endedAt === undefined ? undefined : first.endedAt.getTime() / 1000,
+        });
+      else
+        this.ctx.store.setInstanceState(
+          inst.id,
+          current.state === 'requested' ? 'launching' : current.state,
+          change,
+        );
+      if (
+        lostReason === undefined &&
+        inst.placementGroup !== undefined &&
+        result.placementGroup !== inst.placementGroup
+      )
         this.ctx.store.appendEvent({
           kind: 'instance.placement-fallback',
           instanceId: inst.id,
@@ -153,29 +225,45 @@ export class Launches {
       this.ctx.store.completeIntent(intent.id);
       // In the same commit: one sync of the store per launch, not two.
       this.ctx.store.deleteValue(refusedKey(inst.id));
+      if (lostReason === undefined) return undefined;
+      // A spot instance EC2 ended is billed as the cloud sync bills one it finds ended (nothing in its first hour).
+      if (first?.endedBySpotInterruption !== false && launchedOnSpot(this.ctx.store, inst.id))
+        this.ctx.store.appendEvent({
+          kind: SPOT_RECLAIMED_EVENT,
+          instanceId: inst.id,
+          message: `${inst.id} (${cloudId}) on spot ended by EC2: ${lostReason}`,
+          data: { reason: lostReason },
+        });
+      return releaseTasksOn(this.ctx, inst.id, `instance ${inst.id} lost: ${lostReason}`);
     });
     this.launchRetry.delete(intent.id);
+    if (affectedJobs !== undefined) {
+      this.ctx.log.warn(`instance ${inst.id} lost: ${lostReason ?? ''}`, {
+        cloudId,
+        jobs: [...affectedJobs],
+      });
+      if (affectedJobs.size > 0) this.ctx.requestRound(`instance ${inst.id} lost`, 'capacity');
+      return { kind: 'failed' };
+    }
     this.ctx.log.info(`launched ${inst.typeName} for ${inst.id}`, { cloudId, reused: result.reusedExisting });
     return { kind: 'launched', instanceId: inst.id };
   }
 
   /**
-   * When the cloud says an instance an earlier attempt launched was launched (seconds): it has been billed since, not
-   * since this attempt found it. Unknown (the instance then counts from now) when the listing fails or lacks it.
+   * The instances an earlier attempt launched, as the cloud lists them now (terminated ones too): when each was
+   * launched (billed since then, not since this attempt found it) and whether it still runs. Undefined when the
+   * listing fails: the instance then counts from now, and the cloud sync learns its state.
    */
-  private async launchTimeOf(cloudId: string): Promise<number | undefined> {
+  private async foundByToken(cloudIds: readonly string[]): Promise<Map<string, CloudInstance> | undefined> {
     try {
-      const listed = await this.ctx.provider.list(this.ctx.settings.clusterName);
-      const launchTime = listed.find((c) => c.instanceId === cloudId)?.launchTime;
-      return launchTime === undefined ? undefined : launchTime.getTime() / 1000;
+      const listed = await this.ctx.provider.list(this.ctx.settings.clusterName, { includeTerminated: true });
+      const wanted = new Set(cloudIds);
+      return new Map(listed.filter((c) => wanted.has(c.instanceId)).map((c) => [c.instanceId, c]));
     } catch (e) {
       if (e instanceof InjectedCrash) throw e;
       this.ctx.log.warn(
         'could not list instances to learn when a reused launch was launched; billing it from now',
-        {
-          cloudId,
-          error: (e as Error).message,
-        },
+        { cloudIds: [...cloudIds], error: (e as Error).message },
       );
       return undefined;
     }
@@ -218,7 +306,7 @@ export class Launches {
   private fallBack(
     intent: IntentRecord & { kind: 'launch' },
     inst: InstanceRecord,
-    error: InsufficientCapacityError | QuotaExceededError,
+    error: CloudProviderError,
   ): { kind: 'fallback'; next: IntentRecord } | { kind: 'failed' } {
     const tasks = this.plannedTasksOf(inst.id);
     const demands = tasks.map((t) => this.ctx.demandOf(t));
@@ -228,7 +316,9 @@ export class Launches {
       typesByCost: this.ctx.book.byCostAscending,
       demands,
       refused,
-      capacityConstrained: (typeName) => this.capacityConstrained(typeName, intent, inTransit),
+      capacityConstrained: (typeName) =>
+        this.capacityConstrained(typeName, intent, inTransit) ||
+        this.knownQuotaRefusal(typeName, intent) !== undefined,
       launchGate: (type) => this.launchWait(intent, inTransit, type.name),
     });
     const reason = `${error.message}`;
@@ -373,6 +463,60 @@ export class Launches {
     const onDemandAllowed =
       !hasAnyCap(caps) || type === undefined || launchGate(type, inTransit, caps) === undefined;
     return !onDemandAllowed || provider.isCapacityConstrained(typeName, 'on-demand');
+  }
+
+  /** The quota group `type` counts against when bought in `market` (AWS's own groups: the refusal is AWS's). */
+  private static quotaGroupOf(type: InstanceType, market: Market): string {
+    const group = awsQuotaGroup(type.family);
+    return market === 'spot' ? spotQuotaGroup(group) : group;
+  }
+
+  private rememberQuotaRefusal(error: QuotaExceededError): void {
+    const type = this.ctx.typeOf(error.typeName);
+    if (type === undefined) return;
+    const group = Launches.quotaGroupOf(type, error.market);
+    const earlier = this.quotaRefusalIn(group);
+    // The smallest type refused stands for the group: every type at least as large is refused too.
+    const smaller = earlier !== undefined && earlier.vcpus < type.capacity[1];
+    this.quotaRefusals.set(group, {
+      vcpus: smaller ? earlier.vcpus : type.capacity[1],
+      typeName: smaller ? earlier.typeName : type.name,
+      code: error.code ?? 'quota',
+      atSeconds: this.ctx.now(),
+    });
+  }
+
+  private quotaRefusalIn(group: string): QuotaRefusal | undefined {
+    const refusal = this.quotaRefusals.get(group);
+    if (refusal === undefined) return undefined;
+    if (this.ctx.now() - refusal.atSeconds < QUOTA_REFUSAL_SECONDS) return refusal;
+    this.quotaRefusals.delete(group);
+    return undefined;
+  }
+
+  /** The remembered refusal of `typeName`'s quota group in `market`, when the type needs as many vCPUs or more. */
+  private quotaRefused(typeName: string, market: Market): QuotaRefusal | undefined {
+    const type = this.ctx.typeOf(typeName);
+    if (type === undefined) return undefined;
+    const refusal = this.quotaRefusalIn(Launches.quotaGroupOf(type, market));
+    return refusal !== undefined && type.capacity[1] >= refusal.vcpus ? refusal : undefined;
+  }
+
+  /**
+   * The remembered quota refusal a launch of `typeName` for this intent would meet again: in its market; for a spot
+   * launch also the on-demand one when spot has no room for the type (the provider then buys it on demand). A spot
+   * quota refusal is not retried on demand by the provider, so it rules the type out by itself.
+   */
+  private knownQuotaRefusal(
+    typeName: string,
+    intent: IntentRecord & { kind: 'launch' },
+  ): QuotaRefusal | undefined {
+    if (intent.payload.market !== 'spot') return this.quotaRefused(typeName, 'on-demand');
+    const spot = this.quotaRefused(typeName, 'spot');
+    if (spot !== undefined) return spot;
+    return this.ctx.deps.provider?.isCapacityConstrained?.(typeName, 'spot') === true
+      ? this.quotaRefused(typeName, 'on-demand')
+      : undefined;
   }
 
   /** The instances launched and not yet terminated, as bought (none read when no cap needs them). */
