@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { DEFAULT_DOMAIN_RTT_MICROSECONDS, type DomainRtts } from '../core/latency-model.js';
+import { isZoneOf } from '../core/spot.js';
+import { ValidationError } from '../core/validation.js';
 
 /**
  * The simulated network (`fleetwise simulate --latency-config FILE`): zones, the round trip of each latency domain,
@@ -18,6 +20,13 @@ const range = (what: string, min: number, max: number) =>
 export const MIN_NOISE_INTERVAL_SECONDS = 1;
 
 const rtt = z.number().finite().nonnegative('must be ≥ 0 µs').max(1_000_000, 'at most 1000000 µs');
+
+/** Each latency domain and the next farther one: a round trip may not shrink from one to the next. */
+const NEXT_DOMAINS = [
+  ['same-instance', 'placement-group'],
+  ['placement-group', 'zone'],
+  ['zone', 'cross-zone'],
+] as const;
 
 export const networkConfigSchema = z.strictObject({
   /** Zones of the region: a count (named after the region: us-east-1a, …) or the names. */
@@ -38,6 +47,18 @@ export const networkConfigSchema = z.strictObject({
       'placement-group': rtt.default(DEFAULT_DOMAIN_RTT_MICROSECONDS['placement-group']),
       zone: rtt.default(DEFAULT_DOMAIN_RTT_MICROSECONDS.zone),
       'cross-zone': rtt.default(DEFAULT_DOMAIN_RTT_MICROSECONDS['cross-zone']),
+    })
+    // NoMora's placement prefers the nearer domain: were it slower, every plan would put jobs where they run worst.
+    .superRefine((rtts, ctx) => {
+      for (const [near, far] of NEXT_DOMAINS)
+        if (rtts[far] < rtts[near])
+          ctx.addIssue({
+            code: 'custom',
+            path: [far],
+            message:
+              `${rtts[far]} µs is below ${near}'s ${rtts[near]} µs: round trips must not shrink with distance ` +
+              '(same-instance ≤ placement-group ≤ zone ≤ cross-zone)',
+          });
     })
     .default({
       'same-instance': DEFAULT_DOMAIN_RTT_MICROSECONDS['same-instance'],
@@ -99,8 +120,21 @@ export interface NetworkConfig {
   readonly generatedGibPerHour: number;
 }
 
-/** Resolve a parsed config; zones given as a count are named after the region (`us-east-1a`, `us-east-1b`, …). */
+/**
+ * Resolve a parsed config against the catalog's region; zones given as a count are named after it (`us-east-1a`,
+ * `us-east-1b`, …), zones given by name must be its own (a plan's zone outside it could never be launched, and spot
+ * pools, priced per zone of the region, would not be found). Throws a ValidationError of `--latency-config` naming
+ * each zone that is not.
+ */
 export function resolveNetworkConfig(parsed: ParsedConfig, region: string): NetworkConfig {
+  if (typeof parsed.zones !== 'number') {
+    const problems = parsed.zones.flatMap((zone, i) =>
+      isZoneOf(zone, region)
+        ? []
+        : [`zones.${i}: ${JSON.stringify(zone)} is not a zone of the catalog's region ${region}`],
+    );
+    if (problems.length > 0) throw new ValidationError('--latency-config', problems);
+  }
   const zones =
     typeof parsed.zones === 'number'
       ? Array.from({ length: parsed.zones }, (_, i) => `${region}${String.fromCharCode(97 + i)}`)

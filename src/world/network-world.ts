@@ -30,13 +30,22 @@ export class NetworkWorld {
   place(instanceId: string, asked: InstancePlacement | undefined): InstancePlacement {
     const group = asked?.placementGroup;
     const zone =
-      (group === undefined ? undefined : this.groupZones.get(group)) ??
-      asked?.zone ??
+      this.settledZone(asked) ??
       (this.config.zones[
         Math.floor(hashUnit(this.seed, 'zone', instanceId) * this.config.zones.length)
       ] as string);
     if (group !== undefined && !this.groupZones.has(group)) this.groupZones.set(group, zone);
     return group === undefined ? { zone } : { zone, placementGroup: group };
+  }
+
+  /**
+   * The zone a launch asked at `asked` lands in whatever is drawn: its placement group's once the group has one, else
+   * the zone asked for; undefined when it would be drawn. A spot launch is priced at this zone's pool, so it must be
+   * known before `place`.
+   */
+  settledZone(asked: InstancePlacement | undefined): string | undefined {
+    const group = asked?.placementGroup;
+    return (group === undefined ? undefined : this.groupZones.get(group)) ?? asked?.zone;
   }
 
   /** Remember where an instance is (a world imported for a prediction). */

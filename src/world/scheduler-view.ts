@@ -135,9 +135,10 @@ function measureJob(job: SimJob, network: NetworkWorld, now: number, out: Measur
 }
 
 /**
- * Each running task's normalized throughput, as Eva's simulator reports it: its job's throughput over the full
- * throughput, i.e. the min over the job's running tasks (the scheduler's co-location table attributes it).
- * Tasks still in their job's init delay report the rate they run at, as in the reference.
+ * Each running task's normalized throughput, as a worker measures it: its job's throughput over the full
+ * throughput, i.e. the min over the job's running tasks' co-location rates times the job's latency factor P_job
+ * (the scheduler takes out what it estimates the network costs, and its co-location table attributes the rest).
+ * Tasks still in their job's init delay report the rate they run at, as in Eva's reference.
  */
 export function observeThroughputs(liveJobs: Iterable<SimJob>): ThroughputObservation[] {
   const out: ThroughputObservation[] = [];
@@ -145,7 +146,10 @@ export function observeThroughputs(liveJobs: Iterable<SimJob>): ThroughputObserv
     let rate = Infinity;
     for (const t of job.tasks) if (isActive(t)) rate = Math.min(rate, t.rate);
     if (rate === Infinity) continue;
-    for (const t of job.tasks) if (isActive(t)) out.push({ taskId: t.id, normalizedThroughput: rate });
+    // The co-location rate alone would show a job slowed by its network as fast, and a scheduler that divides by
+    // its estimate of P_job (Eva) would then learn co-location costs nothing.
+    const observed = rate * job.latencyFactor;
+    for (const t of job.tasks) if (isActive(t)) out.push({ taskId: t.id, normalizedThroughput: observed });
   }
   return out;
 }

@@ -17,6 +17,23 @@ describe('fleetwise worker: latency probe flags', () => {
     ['an address with a space', { probeHost: 'a b' }, /--probe-host: an IP address or a host name/],
     ['a probe interval of 0', { probeIntervalSeconds: '0' }, /--probe-interval-seconds: at least 0\.05 s/],
     ['a window over an hour', { probeWindowSeconds: '7200' }, /--probe-window-seconds: at most an hour/],
+    // The window must hold the last probe at every heartbeat, or the measured pairs vanish between probes.
+    [
+      'a window shorter than the probe interval',
+      { probeIntervalSeconds: '120', probeWindowSeconds: '60' },
+      /--probe-window-seconds: must be at least --probe-interval-seconds/,
+    ],
+    [
+      'a window shorter than the default probe interval',
+      { probeWindowSeconds: '5' },
+      /--probe-window-seconds: must be at least --probe-interval-seconds/,
+    ],
+    // Probed less often than the controller keeps round trips fresh, they would reach its plans stale.
+    [
+      "a probe interval over the controller's staleness limit",
+      { probeIntervalSeconds: '600', probeWindowSeconds: '600' },
+      /--probe-interval-seconds: at most 300 s/,
+    ],
   ])('refuses %s', async (_label, flags, reason) => {
     const error = await runWorker({ ...base, ...flags }, {}).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ValidationError);

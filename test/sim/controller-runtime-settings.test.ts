@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { controllerSettingsFor, executeControllerRun } from '../../src/sim/controller-runtime/execute.js';
 import type { RunRequest } from '../../src/sim/run-request.js';
@@ -88,4 +91,50 @@ describe('controller runtime settings from flags', () => {
       executeControllerRun(request({ trace: { format: 'eva', jobs: 1, latencySensitiveShare: 0.5 } })),
     ).rejects.toThrow(/^--latency-sensitive: /);
   });
+
+  it('refuses a trace whose jobs declare a network that matters, which this runtime would ignore', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fleetwise-ctlrt-net-'));
+    try {
+      const run = (network: Record<string, unknown>) => {
+        const path = join(dir, 'net.json');
+        const job = (id: string, declared: boolean) => ({
+          id,
+          name: id,
+          arrivalSeconds: 0,
+          durationSeconds: 600,
+          ...(declared ? { network } : {}),
+          tasks: ['a', 'b'].map((name) => ({ name, workload: 'w', demand: { c7i: [0, 4, 8] } })),
+        });
+        writeFileSync(
+          path,
+          JSON.stringify({
+            format: 'fleetwise-trace/v1',
+            name: 'net',
+            jobs: [job('j1', true), job('j2', false), job('j3', true)],
+          }),
+        );
+        return executeControllerRun({
+          scheduler: 'karpenter',
+          runtime: 'controller',
+          trace: { path, format: 'fleetwise' },
+        });
+      };
+      const refused = (path: string) =>
+        new RegExp(
+          `^${path.replaceAll('.', '\\.')}: network \\(job "j1", "j3"\\): the simulated network runs in the engine runtime only`,
+        );
+      await expect(run({ sensitivity: 'memcached', pattern: 'star', gibPerHour: 0 })).rejects.toThrow(
+        refused(join(dir, 'net.json')),
+      );
+      // Traffic alone is billed across zones by the engine: ignored here, the costs would differ.
+      await expect(run({ sensitivity: 'none', pattern: 'star', gibPerHour: 10 })).rejects.toThrow(
+        refused(join(dir, 'net.json')),
+      );
+      // A declaration of no sensitivity and no traffic changes nothing in either runtime.
+      const result = await run({ sensitivity: 'none', pattern: 'star', gibPerHour: 0 });
+      expect(result.summary.jobs).toBe(3);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

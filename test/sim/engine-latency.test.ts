@@ -18,7 +18,7 @@ const catalog = testCatalog();
 
 /** A quiet network: two zones, no noise, cross-zone 400 µs. */
 const QUIET: NetworkConfigInput = {
-  zones: ['za', 'zb'],
+  zones: ['testa', 'testb'],
   domainRttMicroseconds: { 'cross-zone': 400 },
   noise: { withinPlacementGroup: [1, 1], betweenDomains: [1, 1] },
 };
@@ -53,7 +53,7 @@ function placing(placements: readonly (InstancePlacement | undefined)[]): Script
 
 describe('the simulated network', () => {
   it('slows a job spread across zones by its curve at the round trip, bills its traffic, and shows the scheduler both', () => {
-    const scheduler = placing([{ zone: 'za' }, { zone: 'zb' }]);
+    const scheduler = placing([{ zone: 'testa' }, { zone: 'testb' }]);
     const result = runSimulation({
       trace: trace(twoTaskJob(memcached)),
       scheduler,
@@ -75,7 +75,7 @@ describe('the simulated network', () => {
     // Traffic is part of the run's cost.
     expect(result.summary.totalCost - traffic).toBeGreaterThan(0);
     const running = scheduler.snapshots.find((s) => (s.measuredRtts ?? []).length > 0);
-    expect(running?.instances.map((i) => i.placement?.zone).sort()).toEqual(['za', 'zb']);
+    expect(running?.instances.map((i) => i.placement?.zone).sort()).toEqual(['testa', 'testb']);
     expect(running?.measuredRtts?.[0]?.maxMicroseconds).toBe(400);
     expect(running?.jobs[0]?.network).toEqual({
       sensitivity: 'memcached',
@@ -101,7 +101,7 @@ describe('the simulated network', () => {
     for (const declared of [undefined, { ...memcached, sensitivity: 'none' as const, gibPerHour: 0 }]) {
       const result = runSimulation({
         trace: trace(twoTaskJob(declared)),
-        scheduler: placing([{ zone: 'za' }, { zone: 'zb' }]),
+        scheduler: placing([{ zone: 'testa' }, { zone: 'testb' }]),
         catalog,
         groundTruth: constantPairwise(1),
         network: network(),

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ValidationError, parseWith } from '../../src/core/validation.js';
+import { ValidationError, describeIssues, parseWith } from '../../src/core/validation.js';
 import {
   defaultNetworkConfig,
   networkConfigSchema,
@@ -27,6 +27,17 @@ describe('the network ground truth', () => {
     const world = new NetworkWorld(config, 3, 0.01);
     const first = world.place('i-1', { placementGroup: 'g' });
     for (let i = 2; i < 10; i++) expect(world.place(`i-${i}`, { placementGroup: 'g' })).toEqual(first);
+  });
+
+  it('tells where a launch will land before it is placed, when nothing is left to draw', () => {
+    const world = new NetworkWorld(config, 3, 0.01);
+    expect(world.settledZone(undefined)).toBeUndefined();
+    expect(world.settledZone({ placementGroup: 'g' })).toBeUndefined();
+    expect(world.settledZone({ zone: 'us-east-1c' })).toBe('us-east-1c');
+    const first = world.place('i-1', { placementGroup: 'g', zone: 'us-east-1b' });
+    // The group's zone wins over the one asked, as place() has it.
+    expect(world.settledZone({ placementGroup: 'g', zone: 'us-east-1c' })).toBe(first.zone);
+    expect(world.place('i-2', { placementGroup: 'g', zone: 'us-east-1c' }).zone).toBe(first.zone);
   });
 
   it('noise per domain: U[0.5, 1] within a placement group, U[0.8, 1.2] beyond; the loopback is constant', () => {
@@ -117,5 +128,57 @@ describe('the network ground truth', () => {
     expect(bad({ noise: { intervalSeconds: 0.001 } })).toMatch(/^noise\.intervalSeconds: must be ≥ 1 s/);
     expect(bad({ noise: { intervalSeconds: 0 } })).toMatch(/^noise\.intervalSeconds: must be ≥ 1 s/);
     expect(bad({ noise: { intervalSeconds: 1 } })).toBe('accepted');
+  });
+
+  it('refuses round trips that shrink with distance, naming the farther domain', () => {
+    const bad = (value: unknown) => {
+      const result = networkConfigSchema.safeParse(value);
+      return result.success ? 'accepted' : describeIssues(result.error).join('; ');
+    };
+    expect(
+      bad({
+        domainRttMicroseconds: { 'same-instance': 900, 'placement-group': 800, zone: 500, 'cross-zone': 20 },
+      }),
+    ).toBe(
+      "domainRttMicroseconds.placement-group: 800 µs is below same-instance's 900 µs: round trips must not shrink " +
+        'with distance (same-instance ≤ placement-group ≤ zone ≤ cross-zone); ' +
+        "domainRttMicroseconds.zone: 500 µs is below placement-group's 800 µs: round trips must not shrink with " +
+        'distance (same-instance ≤ placement-group ≤ zone ≤ cross-zone); ' +
+        "domainRttMicroseconds.cross-zone: 20 µs is below zone's 500 µs: round trips must not shrink with distance " +
+        '(same-instance ≤ placement-group ≤ zone ≤ cross-zone)',
+    );
+    // Against the defaults of the domains not given (zone 150 µs).
+    expect(bad({ domainRttMicroseconds: { 'cross-zone': 100 } })).toMatch(
+      /^domainRttMicroseconds\.cross-zone: 100 µs is below zone's 150 µs/,
+    );
+    // Equal round trips are a network without the distinction, not an inverted one.
+    expect(
+      bad({ domainRttMicroseconds: { 'same-instance': 0, 'placement-group': 0, zone: 0, 'cross-zone': 0 } }),
+    ).toBe('accepted');
+    expect(bad({})).toBe('accepted');
+  });
+
+  it('refuses zones named outside the catalog’s region, naming each', () => {
+    const resolve = (zones: readonly string[]) =>
+      resolveNetworkConfig(networkConfigSchema.parse({ zones }), 'us-east-1');
+    const error = (() => {
+      try {
+        resolve(['us-east-1a', 'mars-1a', 'us-east-1-bos-1a', 'us-east-10a']);
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as ValidationError).message).toBe(
+      '--latency-config: zones.1: "mars-1a" is not a zone of the catalog\'s region us-east-1; ' +
+        'zones.3: "us-east-10a" is not a zone of the catalog\'s region us-east-1',
+    );
+    // The region's availability zones and Local Zones are its own; zones given as a count are named after it.
+    expect(resolve(['us-east-1a', 'us-east-1-bos-1a']).zones).toEqual(['us-east-1a', 'us-east-1-bos-1a']);
+    expect(resolveNetworkConfig(networkConfigSchema.parse({ zones: 2 }), 'eu-west-3').zones).toEqual([
+      'eu-west-3a',
+      'eu-west-3b',
+    ]);
   });
 });

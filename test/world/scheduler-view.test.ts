@@ -1,12 +1,16 @@
 import { describe, expect, it } from 'vitest';
+import { curveOf } from '../../src/core/latency-curves.js';
 import { Admission } from '../../src/queue/admission.js';
+import { runSimulation } from '../../src/sim/run-simulation.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
 import { CommandIssuer } from '../../src/world/commands.js';
+import { constantPairwise } from '../../src/world/ground-truth.js';
+import { networkConfigSchema, resolveNetworkConfig } from '../../src/world/network-config.js';
 import type { SimJob } from '../../src/world/entities.js';
 import { buildSnapshot } from '../../src/world/scheduler-view.js';
 import { buildSimJobs } from '../../src/world/trace-jobs.js';
 import { WorldState } from '../../src/world/world-state.js';
-import { testCatalog, trace, traceJob, traceTask } from '../sim/sim-fixtures.js';
+import { ScriptedScheduler, testCatalog, trace, traceJob, traceTask } from '../sim/sim-fixtures.js';
 
 describe('the engine’s scheduler view', () => {
   it('keeps the room a starting job holds on a healthy instance when another of its instances is going away', () => {
@@ -59,5 +63,68 @@ describe('the engine’s scheduler view', () => {
     const plan = new EvaScheduler(catalog).plan(snapshot);
     expect(plan.configuration.instances.find((i) => i.id === 'i-1')?.taskIds).toEqual(['B/node0']);
     expect(plan.configuration.instances.some((i) => i.taskIds.includes('C/node0'))).toBe(true);
+  });
+
+  it('reports a job’s throughput as its workers measure it: the co-location rate times what the network costs it', () => {
+    // J's two tasks run in two zones 400 µs apart, J/node0 next to K's task (each slows the other to 0.7): J runs at
+    // 0.7 × P_job. Reported at 0.7, Eva would divide by its estimate of P_job and learn co-location costs nothing.
+    const catalog = testCatalog();
+    const scheduler = new ScriptedScheduler('placing', (_snapshot, round) =>
+      round === 0
+        ? {
+            instances: [
+              {
+                id: 'new-1',
+                typeName: 'big.x',
+                isNew: true,
+                taskIds: ['J/node0', 'K/node0'],
+                placement: { zone: 'testa' },
+              },
+              {
+                id: 'new-2',
+                typeName: 'small.x',
+                isNew: true,
+                taskIds: ['J/node1'],
+                placement: { zone: 'testb' },
+              },
+            ],
+          }
+        : undefined,
+    );
+    const result = runSimulation({
+      trace: trace(
+        {
+          ...traceJob('J', { iterations: 36_000, tasks: [traceTask('node0'), traceTask('node1')] }),
+          network: { sensitivity: 'memcached', pattern: 'star', gibPerHour: 0 },
+        },
+        traceJob('K', { iterations: 36_000 }),
+      ),
+      scheduler,
+      catalog,
+      groundTruth: constantPairwise(0.7),
+      network: {
+        config: resolveNetworkConfig(
+          networkConfigSchema.parse({
+            zones: ['testa', 'testb'],
+            domainRttMicroseconds: { 'cross-zone': 400 },
+            noise: { withinPlacementGroup: [1, 1], betweenDomains: [1, 1] },
+          }),
+          'test',
+        ),
+        seed: 1,
+      },
+    });
+    const p = curveOf('memcached').at(400);
+    expect(p).toBeLessThan(0.9);
+    expect(result.jobs.find((j) => j.id === 'J')?.appPerformance).toBeCloseTo(p, 12);
+    // Every round while both jobs run shows J at 0.7 × P_job and K at 0.7.
+    const running = scheduler.observations.filter((o) => o.length === 3);
+    expect(running.length).toBeGreaterThan(3);
+    for (const round of running) {
+      const value = new Map(round.map((o) => [o.taskId, o.normalizedThroughput]));
+      expect(value.get('J/node0')).toBeCloseTo(0.7 * p, 12);
+      expect(value.get('J/node1')).toBeCloseTo(0.7 * p, 12);
+      expect(value.get('K/node0')).toBeCloseTo(0.7, 12);
+    }
   });
 });

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { parseWith, ValidationError } from '../../core/validation.js';
 import { commandLogger } from '../log-output.js';
 import { claimWorkDir } from '../state-dir-lock.js';
+import { DEFAULT_LATENCY_STALE_SECONDS } from '../../controller/latency-matrix.js';
 import { openObjectStore } from '../../storage/open-object-store.js';
 import { DEFAULT_GIVE_UP_AFTER_SECONDS, WorkerAgent } from '../../worker/agent.js';
 import { ControllerClient } from '../../worker/controller-client.js';
@@ -69,28 +70,39 @@ const noticeFlagsSchema = z.object({
     .default(DEFAULT_NOTICE_POLL_SECONDS),
 });
 
-const probeFlagsSchema = z.object({
-  '--probe-port': z.coerce
-    .number({ error: 'a TCP port' })
-    .int('a whole port number')
-    .min(0, '0 (any free port) to 65535')
-    .max(65535, '0 (any free port) to 65535')
-    .default(DEFAULT_PROBE_PORT),
-  '--probe-host': z
-    .string()
-    .regex(/^[A-Za-z0-9:[\]][A-Za-z0-9.:%[\]-]{0,254}$/, 'an IP address or a host name')
-    .optional(),
-  '--probe-interval-seconds': z.coerce
-    .number({ error: 'a number of seconds' })
-    .min(0.05, 'at least 0.05 s')
-    .max(3600, 'at most an hour')
-    .default(DEFAULT_PROBE_INTERVAL_SECONDS),
-  '--probe-window-seconds': z.coerce
-    .number({ error: 'a number of seconds' })
-    .min(1, 'at least 1 s')
-    .max(3600, 'at most an hour')
-    .default(DEFAULT_PROBE_WINDOW_SECONDS),
-});
+const probeFlagsSchema = z
+  .object({
+    '--probe-port': z.coerce
+      .number({ error: 'a TCP port' })
+      .int('a whole port number')
+      .min(0, '0 (any free port) to 65535')
+      .max(65535, '0 (any free port) to 65535')
+      .default(DEFAULT_PROBE_PORT),
+    '--probe-host': z
+      .string()
+      .regex(/^[A-Za-z0-9:[\]][A-Za-z0-9.:%[\]-]{0,254}$/, 'an IP address or a host name')
+      .optional(),
+    // Round trips probed less often than the controller keeps them fresh would reach its plans older than it allows.
+    '--probe-interval-seconds': z.coerce
+      .number({ error: 'a number of seconds' })
+      .min(0.05, 'at least 0.05 s')
+      .max(
+        DEFAULT_LATENCY_STALE_SECONDS,
+        `at most ${DEFAULT_LATENCY_STALE_SECONDS} s (the controller drops round trips older than that)`,
+      )
+      .default(DEFAULT_PROBE_INTERVAL_SECONDS),
+    '--probe-window-seconds': z.coerce
+      .number({ error: 'a number of seconds' })
+      .min(1, 'at least 1 s')
+      .max(3600, 'at most an hour')
+      .default(DEFAULT_PROBE_WINDOW_SECONDS),
+  })
+  // Each heartbeat replaces the instance's round trips with its window's: a window shorter than the interval is
+  // empty between probes, and the measured pairs vanish from the controller until the next one.
+  .refine((f) => f['--probe-window-seconds'] >= f['--probe-interval-seconds'], {
+    path: ['--probe-window-seconds'],
+    message: 'must be at least --probe-interval-seconds (a shorter window is empty between probes)',
+  });
 
 const bootDelaySchema = z.coerce
   .number({ error: 'a number of seconds' })
@@ -341,11 +353,11 @@ export function registerWorker(program: Command): void {
     )
     .option(
       '--probe-interval-seconds <s>',
-      `probe each peer this often (default ${DEFAULT_PROBE_INTERVAL_SECONDS})`,
+      `probe each peer this often (default ${DEFAULT_PROBE_INTERVAL_SECONDS}; at most ${DEFAULT_LATENCY_STALE_SECONDS})`,
     )
     .option(
       '--probe-window-seconds <s>',
-      `report max and p99 round trips over this window (default ${DEFAULT_PROBE_WINDOW_SECONDS})`,
+      `report max and p99 round trips over this window (default ${DEFAULT_PROBE_WINDOW_SECONDS}; at least the interval)`,
     )
     .option('--no-probe', 'measure no round trips and open no probe port')
     .option(

@@ -2,6 +2,7 @@ import type { ControllerSettings } from '../../controller/settings.js';
 
 /** The controller's settings, as the rest of the simulator names them (only this directory imports the controller). */
 export type { ControllerSettings };
+import { isLatencySensitive } from '../../core/latency-curves.js';
 import { ValidationError } from '../../core/validation.js';
 import { queueConfigFor } from '../queue-options.js';
 import {
@@ -14,6 +15,7 @@ import {
   type RunRequest,
 } from '../run-request.js';
 import type { RunResult } from '../../world/run-result.js';
+import type { Trace } from '../../world/trace.js';
 import { checkEveryJobAdmissible } from '../../world/never-fits.js';
 import { runControllerSimulation } from './run-controller.js';
 
@@ -29,6 +31,7 @@ export async function executeControllerRun(
   refuseEngineOnlyFields(request);
   const catalog = loadRequestCatalog(request);
   const trace = loadRequestTrace(request, catalog);
+  refuseNetworkDeclarations(request, trace);
   const groundTruth = groundTruthFor(request);
   const settings = controllerSettingsFor(
     request,
@@ -82,6 +85,24 @@ function refuseEngineOnlyFields(request: RunRequest): void {
     throw new ValidationError(flags.join(', '), [
       'the simulated network runs in the engine runtime only (--runtime engine): with --runtime controller, round trips reach the controller from its workers',
     ]);
+}
+
+/**
+ * A trace whose jobs declare a `network:` that matters (a latency curve, or traffic billed across zones): refused as
+ * the flags are, since this runtime has no simulated network and would report those jobs at full speed with no
+ * cross-zone cost. A declaration of `none` with no traffic changes nothing in either runtime.
+ */
+function refuseNetworkDeclarations(request: RunRequest, trace: Trace): void {
+  const declaring = trace.jobs.filter(
+    (j) => j.network !== undefined && (isLatencySensitive(j.network.sensitivity) || j.network.gibPerHour > 0),
+  );
+  if (declaring.length === 0) return;
+  const named = declaring.slice(0, 3).map((j) => JSON.stringify(j.id));
+  const more = declaring.length > named.length ? ` and ${declaring.length - named.length} more` : '';
+  throw new ValidationError(request.trace.path ?? '--trace', [
+    `network (job ${named.join(', ')}${more}): the simulated network runs in the engine runtime only ` +
+      "(--runtime engine): with --runtime controller, these jobs' round trips and cross-zone traffic would be ignored",
+  ]);
 }
 
 /**
