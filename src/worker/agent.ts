@@ -18,7 +18,7 @@ import type { SavedCredential } from './saved-credential.js';
 import type { Executor } from './executor.js';
 import { DEFAULT_NOTICE_POLL_SECONDS, type InterruptionNoticeSource } from './interruption-notices.js';
 import { SPOT_NOTICE_MARGIN_SECONDS } from '../core/spot.js';
-import { TaskLifecycle } from './task-lifecycle.js';
+import { ExecutorUnavailableError, TaskLifecycle } from './task-lifecycle.js';
 
 /**
  * The worker agent: registers with the controller, then every few seconds
@@ -135,6 +135,9 @@ export class WorkerAgent {
   private notice: InterruptionNotice | undefined;
   /** Aborted to cut the wait before the next heartbeat short (a notice to report). */
   private nap = new AbortController();
+  /** Since when the executor has not answered (undefined: it answers), and when that was last logged. */
+  private executorDownSinceMs: number | undefined;
+  private executorLogMs: number | undefined;
 
   constructor(private readonly options: AgentOptions) {
     this.log = options.logger ?? silent;
@@ -322,13 +325,11 @@ export class WorkerAgent {
    * and the controller; what needs the object store is started in the background.
    */
   async tick(): Promise<void> {
-    if (!this.adopted) {
-      await this.tasks.adopt();
-      this.adopted = true;
-    }
-    await this.tasks.observe();
-    if (this.evacuating()) this.evacuate();
-    const reports = this.tasks.reports();
+    const executorDown = await this.observeHost();
+    if (executorDown === undefined && this.evacuating()) this.evacuate();
+    // Before adoption the tasks are known only by their records here: reported as recorded, never as none (the
+    // controller would take every task it placed here for gone).
+    const reports = this.adopted ? this.tasks.reports() : await this.tasks.recordedReports();
     const probe = this.options.latencyProbe;
     const network = probe?.heartbeatReport();
     const answer = await this.options.connection.heartbeat({
@@ -337,8 +338,47 @@ export class WorkerAgent {
       ...(this.notice === undefined ? {} : { interruption: this.notice }),
     });
     probe?.setPeers(answer.peers ?? []);
+    // Every start, stop and log read needs the executor: nothing changes here until it answers again (a start now
+    // would fail the task for this host's fault, a stop would leave it half-done).
+    if (executorDown !== undefined) return;
     this.reconcile(answer.tasks);
     this.tasks.shipRunningLogs();
+  }
+
+  /**
+   * Adopt (once) and observe the tasks. An executor that does not answer is logged as this host's fault, once and
+   * then at most every 30 s, and returned: the heartbeat goes out all the same with the last known states, or the
+   * controller would take a healthy worker for a dead one and replace its instance again and again.
+   */
+  private async observeHost(): Promise<ExecutorUnavailableError | undefined> {
+    try {
+      if (!this.adopted) {
+        await this.tasks.adopt();
+        this.adopted = true;
+      }
+      await this.tasks.observe();
+    } catch (e) {
+      if (!(e instanceof ExecutorUnavailableError)) throw e;
+      const now = Date.now();
+      if (this.executorDownSinceMs === undefined) this.executorDownSinceMs = now;
+      if (this.executorLogMs === undefined || now - this.executorLogMs >= FAILURE_LOG_EVERY_MS) {
+        const forSeconds = Math.round((now - this.executorDownSinceMs) / 1000);
+        this.log.warn(
+          `${e.message}${forSeconds > 0 ? ` (for ${forSeconds} s)` : ''}: heartbeating the tasks' last known states; ` +
+            'nothing on this host starts or stops until it answers',
+        );
+        this.executorLogMs = now;
+      }
+      return e;
+    }
+    if (this.executorDownSinceMs !== undefined) {
+      this.log.info(
+        `the ${this.options.executor.kind} executor answers again after ${Math.round((Date.now() - this.executorDownSinceMs) / 1000)} s`,
+      );
+      this.executorDownSinceMs = undefined;
+      this.executorLogMs = undefined;
+    }
+    return undefined;
   }
 
   /** The notice this agent acts on, if any (tests, logs). */

@@ -29,11 +29,25 @@ import {
   type PersistedTask,
 } from './task-record.js';
 
+/** A task's exit code when SIGTERM ended it (128 + 15), as Docker and the process executor report it. */
+const SIGTERM_EXIT_CODE = 128 + 15;
+
 /** Milliseconds between two saves of a task's log position with its record. */
 const LOG_POSITION_PERSIST_MS = 60_000;
 
 /** The most of a running task's output one periodic upload ships (the rest follows on the next). */
 const RUNNING_LOG_SHIP_BYTES = 64 * 1024 * 1024;
+
+/**
+ * The executor did not answer a listing of its tasks (the Docker engine is down, hung or unreachable): nothing on
+ * this host can be observed or changed until it does. The worker still heartbeats, with what it last knew.
+ */
+export class ExecutorUnavailableError extends Error {
+  constructor(executorKind: string, cause: Error) {
+    super(`the ${executorKind} executor did not answer: ${cause.message}`, { cause });
+    this.name = 'ExecutorUnavailableError';
+  }
+}
 
 /** The agent's registration as the task operations see it: both undefined until it registers (and after a 401). */
 export interface Registration {
@@ -160,7 +174,7 @@ export class TaskLifecycle {
    */
   async adopt(): Promise<void> {
     const executor = this.options.executor;
-    const statuses = await executor.list();
+    const statuses = await this.listTasks();
     const records = await readPersistedTasks(join(this.options.workDir, 'tasks'));
     for (const status of statuses) {
       if (this.tasks.has(status.taskId)) continue;
@@ -190,27 +204,12 @@ export class TaskLifecycle {
         // it afresh (the start removes this container first), and a stop or an answer without it finds it ended.
         t.phase = 'stopped';
         await this.persist(t);
-      } else if (
-        t.phase === 'running' &&
-        !t.stopRequested &&
-        status.state === 'exited' &&
-        status.exitCode === 0 &&
-        t.total !== undefined
-      ) {
-        // It exited 0 while no worker watched. A host shutting down or a `docker stop` sends SIGTERM, and a task
-        // checkpoints and exits 0 on it: taken as a stop's exit, which `finished` counts as the task's end only with
-        // every declared iteration done (the stop's rule, didItAll). A job that declares no iterations gives nothing
-        // to tell the two apart by: its exit 0 stays a success, as it always was.
-        t.stopRequested = true;
-        t.reason =
-          'it exited (code 0) while no worker watched it, short of its declared iterations: taken as stopped ' +
-          '(a shutdown signal); it resumes from its last checkpoint';
-        await this.persist(t);
       } else if (saved === undefined) await this.persist(t);
       this.tasks.set(t.taskId, t);
       // The watcher starts by listing the store: in the background, so an outage cannot hold up the heartbeat. A
       // task that exited while no worker ran is watched too: what it wrote before exiting (the final checkpoint a
-      // stop's signal asked for) is uploaded when its exit is handled (`finished`), before that exit is reported.
+      // stop's signal asked for) is uploaded when its exit is handled (`finished`), before that exit is reported; an
+      // exit 0 short of its declared iterations is taken there as a stop from outside, as it is while watched.
       if (t.phase === 'running') this.background(t, () => this.watch(t, 'unknown'));
       this.log.info(`adopted task ${t.taskId} (${status.state})`);
     }
@@ -292,11 +291,32 @@ export class TaskLifecycle {
    * reported all the same (the heartbeat awaits this, and a heartbeat that never goes out loses every task here).
    */
   async observe(): Promise<void> {
-    const statuses = new Map((await this.options.executor.list()).map((s) => [s.taskId, s]));
+    const statuses = new Map((await this.listTasks()).map((s) => [s.taskId, s]));
     for (const t of this.tasks.values())
       await this.observeOne(t, statuses).catch((e: unknown) =>
         this.log.warn(`task ${t.taskId}: could not observe it: ${(e as Error).message}`),
       );
+  }
+
+  /** The executor's tasks; an executor that does not answer fails with ExecutorUnavailableError. */
+  private async listTasks(): Promise<TaskRunStatus[]> {
+    try {
+      return await this.options.executor.list();
+    } catch (e) {
+      throw new ExecutorUnavailableError(this.options.executor.kind, e as Error);
+    }
+  }
+
+  /**
+   * The tasks as this host's records last described them, for a heartbeat sent before adoption could ask the executor
+   * (it did not answer): what the controller last heard stands until the executor answers again.
+   */
+  async recordedReports(): Promise<TaskReport[]> {
+    const records = await readPersistedTasks(join(this.options.workDir, 'tasks'));
+    const out: TaskReport[] = [];
+    for (const [taskId, saved] of records)
+      if (saved !== undefined) out.push(report(fromRecord(taskId, saved)));
+    return out;
   }
 
   private async observeOne(t: LocalTask, statuses: ReadonlyMap<string, TaskRunStatus>): Promise<void> {
@@ -353,7 +373,9 @@ export class TaskLifecycle {
       attempt: d.attempt,
       checkpoint: previous?.checkpoint,
       lastLogUploadMs: 0,
-      total: d.totalIterations ?? numberOr(d.launch.env.COUNT_TO),
+      total: d.totalIterations,
+      // A rerun here after a stop from outside: what the stop had reached tells a second early exit 0 from another stop.
+      stoppedOutsideAt: previous?.phase === 'stopped' ? previous.stoppedOutsideAt : undefined,
     };
     this.tasks.set(d.taskId, t);
     this.background(t, async () => {
@@ -560,15 +582,27 @@ export class TaskLifecycle {
   }
 
   /**
-   * The task exited without being asked: 0 is success, anything else a failure with its last output. Also a task
-   * adopted after it exited during a stop (the worker that signalled it died meanwhile): stopped, as the stop would
-   * have reported it, unless it exited 0 having done every iteration (the stop's rule).
+   * The task exited without being asked: 0 is success, anything else a failure with its last output; but an exit a
+   * stop from outside the worker explains is a stop (stoppedFromOutside), whether it was watched or happened while no
+   * worker ran. Also a task adopted after it exited during a stop (the worker that signalled it died meanwhile):
+   * stopped, as the stop would have reported it, unless it exited 0 having done every iteration (the stop's rule).
    */
   private async finished(t: LocalTask, exitCode: number | undefined): Promise<void> {
     await this.pollProgress(t);
+    if (!t.stopRequested) {
+      const outside = stoppedFromOutside(t, exitCode);
+      if (outside !== undefined) {
+        // Not the task's end: no exit is recorded, and it runs again from its last checkpoint.
+        t.stopRequested = true;
+        t.reason = outside;
+        if (exitCode === 0) t.stoppedOutsideAt = t.completed ?? 0;
+        this.log.warn(`task ${t.taskId}: ${outside}`);
+      }
+    }
     if (t.stopRequested && exitCode === 0 && (await this.didItAll(t))) t.stopRequested = false;
-    // Killed (that stop's timeout ran out): what is in its directory may be torn mid-write, as after a stop's kill.
-    const killed = t.stopRequested && exitCode === SIGKILL_EXIT_CODE;
+    // Killed (that stop's timeout ran out, or a SIGTERM it did not handle): what is in its directory may be torn
+    // mid-write, as after a stop's kill.
+    const killed = t.stopRequested && (exitCode === SIGKILL_EXIT_CODE || exitCode === SIGTERM_EXIT_CODE);
     // The exit is stored first, its last output read here: the last checkpoints and the log take as long as the
     // store does, and a worker that dies meanwhile must not take the exit with it (exit-record.ts). Still reported
     // only once all three are stored.
@@ -724,6 +758,27 @@ function reportedAll(t: LocalTask): boolean {
   return t.total !== undefined && (t.completed ?? 0) >= t.total;
 }
 
+/**
+ * Why an exit the worker did not ask for is taken as a stop from outside, or undefined when it is the task's own end.
+ * A host shutting down, `docker stop` or a restarted Docker engine sends the task SIGTERM: a task that checkpoints
+ * and exits 0 on it, short of the iterations its job declares, has not finished, and one SIGTERM ended (exit 143)
+ * has not failed. Both resume from their last checkpoint. A job that declares no iterations gives nothing to tell a
+ * shutdown's exit 0 from its end by: that exit stays a success. The same rule whether the worker watched the exit or
+ * adopted it after a restart.
+ */
+function stoppedFromOutside(t: LocalTask, exitCode: number | undefined): string | undefined {
+  if (exitCode === SIGTERM_EXIT_CODE)
+    return 'SIGTERM ended it (exit code 143) without the worker asking (a shutdown, `docker stop`): taken as stopped; it resumes from its last checkpoint';
+  // Resumed after such a stop, it ended again without getting further: its own early end, not one more stop.
+  const again = t.stoppedOutsideAt !== undefined && (t.completed ?? 0) <= t.stoppedOutsideAt;
+  if (exitCode === 0 && t.total !== undefined && !reportedAll(t) && !again)
+    return (
+      `it exited (code 0) short of its declared iterations (${t.completed ?? 0} of ${t.total}) without the worker ` +
+      'asking: taken as stopped from outside (a shutdown signal, `docker stop`); it resumes from its last checkpoint'
+    );
+  return undefined;
+}
+
 /** A task as its record on this host describes it. */
 function fromRecord(taskId: string, saved: PersistedTask): LocalTask {
   return {
@@ -740,12 +795,8 @@ function fromRecord(taskId: string, saved: PersistedTask): LocalTask {
     timeoutSeconds: saved.timeoutSeconds,
     attempt: saved.attempt,
     total: saved.total,
+    stoppedOutsideAt: saved.stoppedOutsideAt,
     logPosition: saved.logPosition,
     lastLogUploadMs: 0,
   };
-}
-
-function numberOr(value: string | undefined): number | undefined {
-  const n = Number(value);
-  return value === undefined || !Number.isFinite(n) ? undefined : n;
 }

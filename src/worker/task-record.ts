@@ -24,6 +24,11 @@ const persistedSchema = z.object({
   attempt: z.number().optional(),
   /** The iterations its job declares (a task adopted after it exited during a stop may have done them all). */
   total: z.number().optional(),
+  /**
+   * The iterations it had done when an exit 0 short of `total` was last taken for a stop from outside: a run that,
+   * resumed, ends at no more than that is the task ending early on its own, not stopped again (no endless reruns).
+   */
+  stoppedOutsideAt: z.number().optional(),
   /** How far the log's stored segments reach, with the executor's note to find that point again (task-log.ts). */
   logPosition: z.object({ bytes: z.number(), resume: z.string().optional() }).optional(),
 });
@@ -68,6 +73,7 @@ export async function persistTask(taskDir: string, t: LocalTask): Promise<void> 
     ...(t.timeoutSeconds === undefined ? {} : { timeoutSeconds: t.timeoutSeconds }),
     ...(t.attempt === undefined ? {} : { attempt: t.attempt }),
     ...(t.total === undefined ? {} : { total: t.total }),
+    ...(t.stoppedOutsideAt === undefined ? {} : { stoppedOutsideAt: t.stoppedOutsideAt }),
     ...(t.logPosition === undefined ? {} : { logPosition: t.logPosition }),
   };
   const path = join(taskDir, 'agent.json');

@@ -134,7 +134,9 @@ export class LocalProvider implements CloudProvider {
     // Recorded first: a crash mid-kill leaves a terminated record, and a retried terminate kills again (idempotent),
     // so an instance recorded terminated already is killed too: its worker and tasks may have outlived the crash.
     this.file.write(closed);
-    for (const inst of gone) await this.options.spawner.kill(inst);
+    // At once: each kill waits for its tasks' stops (bounded by the spawner), and one after the other they would add
+    // up in the controller's round.
+    await Promise.all(gone.map((inst) => this.options.spawner.kill(inst)));
   }
 
   // async: a corrupt state file rejects the promise (callers' .catch sees it) instead of throwing synchronously.

@@ -37,7 +37,17 @@ export interface ProcessSpawnerOptions {
   /** Seconds an instance of this type boots before its worker starts (EC2-like slow types; default none). */
   readonly bootSecondsOf?: (typeName: string) => number;
   readonly main?: string;
+  /**
+   * How long a termination waits for the instance's tasks to be stopped (default TASK_STOP_WAIT_MS) before it returns
+   * and lets the stops finish in the background: a Docker engine that hangs must not hold up the controller's round.
+   */
+  readonly taskStopWaitMs?: number;
+  /** Where a failed or slow stop of an instance's tasks is reported (default: nowhere). */
+  readonly warn?: (message: string) => void;
 }
+
+/** A termination waits this long for its tasks' stops (the executor bounds each of its calls itself). */
+export const TASK_STOP_WAIT_MS = 5_000;
 
 export class ProcessWorkerSpawner implements WorkerSpawner {
   constructor(private readonly options: ProcessSpawnerOptions) {}
@@ -102,16 +112,43 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
         // already gone
       }
     }
-    // The tasks run in their own process groups (or containers) so they survive a worker restart: stop them too.
+    // The tasks run in their own process groups (or containers) so they survive a worker restart: stop them too,
+    // waiting a bounded time (the rest goes on in the background, its failure reported).
+    const stopping = this.stopTasks(instance).catch((e: unknown) =>
+      this.options.warn?.(
+        `could not stop the tasks of local instance ${instance.instanceId}: ${(e as Error).message}; ` +
+          `they may still run (${this.options.executorKind === 'docker' ? `containers labelled fleetwise.instance=${instance.instanceId}` : `processes under ${join(instance.dir, 'executor')}`})`,
+      ),
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const waited = await Promise.race([
+      stopping.then(() => true),
+      new Promise<false>((resolve) => {
+        timer = setTimeout(() => resolve(false), this.options.taskStopWaitMs ?? TASK_STOP_WAIT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (!waited)
+      this.options.warn?.(
+        `the tasks of local instance ${instance.instanceId} are still being stopped (the ${this.options.executorKind} ` +
+          'executor is slow to answer); going on, the stops continue in the background',
+      );
+  }
+
+  private async stopTasks(instance: LocalInstance): Promise<void> {
     const executor = this.options.executorFor(instance.dir, instance.instanceId);
     // Only this instance's tasks: a Docker engine is shared by every local instance (the agent keeps tasks/<id>/).
-    const mine = (await executor.list().catch(() => [])).filter((t) =>
+    const mine = (await executor.list()).filter((t) =>
       existsSync(join(instance.dir, 'tasks', t.taskId, 'agent.json')),
     );
+    const failures: string[] = [];
     for (const task of mine) {
-      await executor.kill(task.taskId).catch(() => undefined);
+      await executor
+        .kill(task.taskId)
+        .catch((e: unknown) => failures.push(`${task.taskId}: ${(e as Error).message}`));
       await executor.remove(task.taskId).catch(() => undefined);
     }
+    if (failures.length > 0) throw new Error(failures.join('; '));
   }
 }
 

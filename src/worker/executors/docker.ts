@@ -71,6 +71,31 @@ export function dockerFromEnv(env: NodeJS.ProcessEnv = process.env): Docker {
   return new Docker({ host: url[1], port: Number(url[2]), protocol: 'http' });
 }
 
+/** Where `dockerFromEnv` looks for the engine, for messages. */
+export function dockerWhere(env: NodeJS.ProcessEnv = process.env): string {
+  const host = env.DOCKER_HOST;
+  return host === undefined || host === '' ? 'unix:///var/run/docker.sock' : host;
+}
+
+/**
+ * Why no Docker engine answers a ping at DOCKER_HOST within `timeoutMs` (connection refused, no socket, a bad
+ * DOCKER_HOST, the time ran out), or undefined when one does.
+ */
+export async function dockerUnreachable(
+  env: NodeJS.ProcessEnv = process.env,
+  timeoutMs = 5_000,
+): Promise<string | undefined> {
+  try {
+    const docker = dockerFromEnv(env);
+    // The typings omit ping's options; dockerode passes the signal on.
+    const ping = docker.ping.bind(docker) as (opts: { abortSignal: AbortSignal }) => Promise<unknown>;
+    await withinTimeout('a ping', timeoutMs, (abortSignal) => ping({ abortSignal }));
+    return undefined;
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
 /**
  * Container names allow [a-zA-Z0-9][a-zA-Z0-9_.-]*; task ids (`job-7.0`) and instance ids (`local-…`, `i-…`) already
  * fit, anything else is replaced. Scoped: `fleetwise-<instance>-<task>`.
@@ -202,9 +227,57 @@ export function demuxLogs(buffer: Buffer): Buffer {
 /** A task container's network: the engine's bridge, or none when the engine has no bridge; never the host's. */
 export type TaskNetworkMode = 'bridge' | 'none';
 
+/**
+ * How long one Engine API call may take: a query (list, inspect, a log tail, a signal) and a change of a container
+ * (create, start, remove, a kill's wait), which does real work on a loaded host. A hung engine fails the call, named,
+ * instead of hanging the worker's heartbeat or the controller's round behind it. Pulls and builds are not bounded
+ * here: they take as long as the image does.
+ */
+export const DOCKER_QUERY_TIMEOUT_MS = 15_000;
+export const DOCKER_CHANGE_TIMEOUT_MS = 60_000;
+
+/** The engine did not answer an API call in time. */
+export class DockerTimeoutError extends Error {
+  constructor(
+    readonly call: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`the Docker engine did not answer ${call} within ${timeoutMs / 1000} s`);
+    this.name = 'DockerTimeoutError';
+  }
+}
+
+/**
+ * `request` given a signal that aborts it after `timeoutMs`; rejects with DockerTimeoutError then, whether or not the
+ * request heeds the signal.
+ */
+export async function withinTimeout<T>(
+  call: string,
+  timeoutMs: number,
+  request: (abortSignal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const abort = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const e = new DockerTimeoutError(call, timeoutMs);
+      abort.abort(e);
+      reject(e);
+    }, timeoutMs);
+  });
+  try {
+    return await Promise.race([request(abort.signal), timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export interface DockerExecutorOptions {
   readonly docker?: Docker;
   readonly images?: ImageCache;
+  /** Bounds on one Engine API call (default DOCKER_QUERY_TIMEOUT_MS, DOCKER_CHANGE_TIMEOUT_MS; shorter in tests). */
+  readonly queryTimeoutMs?: number;
+  readonly changeTimeoutMs?: number;
   /**
    * The instance this executor works for (the worker's cloud instance id): its containers are labelled and named
    * with it, and it sees no other instance's. Without it, only containers without an instance label are seen.
@@ -218,17 +291,31 @@ export class DockerExecutor implements Executor {
   readonly images: ImageCache;
   readonly instanceId: string | undefined;
   private network: Promise<TaskNetworkMode> | undefined;
+  private readonly queryTimeoutMs: number;
+  private readonly changeTimeoutMs: number;
 
   constructor(options: DockerExecutorOptions = {}) {
     this.docker = options.docker ?? dockerFromEnv();
     this.images = options.images ?? new ImageCache(this.docker);
     this.instanceId = options.instanceId;
+    this.queryTimeoutMs = options.queryTimeoutMs ?? DOCKER_QUERY_TIMEOUT_MS;
+    this.changeTimeoutMs = options.changeTimeoutMs ?? DOCKER_CHANGE_TIMEOUT_MS;
+  }
+
+  private query<T>(call: string, request: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
+    return withinTimeout(call, this.queryTimeoutMs, request);
+  }
+
+  private change<T>(call: string, request: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
+    return withinTimeout(call, this.changeTimeoutMs, request);
   }
 
   /** This executor's containers (stopped ones included) matching `labels`, by label: never another instance's. */
   private async containers(labels: readonly string[]): Promise<Docker.ContainerInfo[]> {
     const scope = this.instanceId === undefined ? [] : [`${INSTANCE_LABEL}=${this.instanceId}`];
-    const found = await this.docker.listContainers({ all: true, filters: { label: [...labels, ...scope] } });
+    const found = await this.query('a container listing', (abortSignal) =>
+      this.docker.listContainers({ all: true, filters: { label: [...labels, ...scope] }, abortSignal }),
+    );
     // Unscoped: the engine cannot filter on a missing label, so drop every instance's containers here.
     return this.instanceId === undefined
       ? found.filter((c) => c.Labels[INSTANCE_LABEL] === undefined)
@@ -245,7 +332,9 @@ export class DockerExecutor implements Executor {
     // is left for the caller to inspect (status) and remove before starting the task again.
     const existing = await this.find(launch.taskId);
     if (existing !== undefined) {
-      const info = await this.docker.getContainer(existing).inspect();
+      const info = await this.query(`the inspect of ${launch.taskId}'s container`, (abortSignal) =>
+        this.docker.getContainer(existing).inspect({ abortSignal }),
+      );
       if (info.State.Status === 'created') await this.startContainer(existing);
       return;
     }
@@ -253,8 +342,9 @@ export class DockerExecutor implements Executor {
     const image = await this.prepareImageAndPaths(launch);
     let id: string;
     try {
-      const container = await this.docker.createContainer(
-        this.containerSpec(launch, image, await this.networkMode()),
+      const spec = this.containerSpec(launch, image, await this.networkMode());
+      const container = await this.change(`the create of ${launch.taskId}'s container`, (abortSignal) =>
+        this.docker.createContainer({ ...spec, abortSignal }),
       );
       id = container.id;
     } catch (e) {
@@ -276,13 +366,19 @@ export class DockerExecutor implements Executor {
   private async prepareImageAndPaths(launch: TaskLaunch): Promise<string> {
     const image = await this.resolveImage(launch);
     await prepareHostPaths(launch);
-    await grantHostPaths(launch, imageUser((await this.docker.getImage(image).inspect()).Config.User));
+    // (dockerode's image and network inspects take no abort signal: only the race bounds them.)
+    const inspected = await this.query(`the inspect of image ${image}`, () =>
+      this.docker.getImage(image).inspect(),
+    );
+    await grantHostPaths(launch, imageUser(inspected.Config.User));
     return image;
   }
 
   private async startContainer(id: string): Promise<void> {
     try {
-      await this.docker.getContainer(id).start();
+      await this.change(`the start of container ${id.slice(0, 12)}`, (abortSignal) =>
+        this.docker.getContainer(id).start({ abortSignal }),
+      );
     } catch (e) {
       if (statusCode(e) !== 304) throw e; // 304: already started
     }
@@ -296,17 +392,16 @@ export class DockerExecutor implements Executor {
 
   /** 'bridge' when the engine has its default bridge network, else 'none' (asked once per executor). */
   private networkMode(): Promise<TaskNetworkMode> {
-    this.network ??= this.docker
-      .getNetwork('bridge')
-      .inspect()
-      .then(
-        (): TaskNetworkMode => 'bridge',
-        (e: unknown): TaskNetworkMode => {
-          if (statusCode(e) === 404) return 'none';
-          this.network = undefined; // the engine did not answer: ask again next time
-          throw e;
-        },
-      );
+    this.network ??= this.query('the inspect of the bridge network', () =>
+      this.docker.getNetwork('bridge').inspect(),
+    ).then(
+      (): TaskNetworkMode => 'bridge',
+      (e: unknown): TaskNetworkMode => {
+        if (statusCode(e) === 404) return 'none';
+        this.network = undefined; // the engine did not answer: ask again next time
+        throw e;
+      },
+    );
     return this.network;
   }
 
@@ -357,7 +452,9 @@ export class DockerExecutor implements Executor {
     const id = await this.find(taskId);
     if (id === undefined) throw new UnknownTaskError(taskId);
     try {
-      await this.docker.getContainer(id).kill({ signal });
+      await this.query(`${signal} to ${taskId}'s container`, (abortSignal) =>
+        this.docker.getContainer(id).kill({ signal, abortSignal }),
+      );
     } catch (e) {
       if (statusCode(e) !== 409) throw e; // 409: not running; nothing to signal
     }
@@ -367,8 +464,12 @@ export class DockerExecutor implements Executor {
     const id = await this.find(taskId);
     if (id === undefined) return;
     try {
-      await this.docker.getContainer(id).kill({ signal: 'SIGKILL' });
-      await this.docker.getContainer(id).wait({ condition: 'not-running' });
+      await this.query(`SIGKILL to ${taskId}'s container`, (abortSignal) =>
+        this.docker.getContainer(id).kill({ signal: 'SIGKILL', abortSignal }),
+      );
+      await this.change(`the end of ${taskId}'s container after SIGKILL`, (abortSignal) =>
+        this.docker.getContainer(id).wait({ condition: 'not-running', abortSignal }),
+      );
     } catch (e) {
       const code = statusCode(e);
       if (code !== 409 && code !== 404) throw e;
@@ -379,7 +480,9 @@ export class DockerExecutor implements Executor {
     const id = await this.find(taskId);
     if (id === undefined) return;
     try {
-      await this.docker.getContainer(id).remove({ force: true });
+      await this.change(`the removal of ${taskId}'s container`, (abortSignal) =>
+        this.docker.getContainer(id).remove({ force: true, abortSignal }),
+      );
     } catch (e) {
       if (statusCode(e) !== 404) throw e;
     }
@@ -393,7 +496,9 @@ export class DockerExecutor implements Executor {
   private async inspectStatus(id: string, taskId: string): Promise<TaskRunStatus | undefined> {
     let info: Docker.ContainerInspectInfo;
     try {
-      info = await this.docker.getContainer(id).inspect();
+      info = await this.query(`the inspect of ${taskId}'s container`, (abortSignal) =>
+        this.docker.getContainer(id).inspect({ abortSignal }),
+      );
     } catch (e) {
       if (statusCode(e) === 404) return undefined; // removed meanwhile
       throw e;
@@ -430,7 +535,9 @@ export class DockerExecutor implements Executor {
   async logs(taskId: string): Promise<Readable> {
     const id = await this.find(taskId);
     if (id === undefined) throw new UnknownTaskError(taskId);
-    const raw = await this.docker.getContainer(id).logs({ stdout: true, stderr: true, follow: false });
+    const raw = await this.change(`the log of ${taskId}`, (abortSignal) =>
+      this.docker.getContainer(id).logs({ stdout: true, stderr: true, follow: false, abortSignal }),
+    );
     return Readable.from([demuxLogs(raw)]);
   }
 
@@ -443,9 +550,11 @@ export class DockerExecutor implements Executor {
   async logTail(taskId: string, lines: number): Promise<string> {
     const id = await this.find(taskId);
     if (id === undefined) throw new UnknownTaskError(taskId);
-    const raw = await this.docker
-      .getContainer(id)
-      .logs({ stdout: true, stderr: true, follow: false, tail: lines });
+    const raw = await this.query(`the last lines of ${taskId}'s log`, (abortSignal) =>
+      this.docker
+        .getContainer(id)
+        .logs({ stdout: true, stderr: true, follow: false, tail: lines, abortSignal }),
+    );
     return lastLines(demuxLogs(raw).toString('utf8'), lines, false);
   }
 }

@@ -13,6 +13,8 @@ import { identityVerifierFor } from '../../../controller/worker-identity/identit
 import type { ControllerState } from '../../controller-state.js';
 import { resolveEc2Settings } from '../../ec2-settings.js';
 import { LOCAL_DEFAULT_LISTEN } from '../../local-state.js';
+import { ValidationError } from '../../../core/validation.js';
+import { dockerUnreachable, dockerWhere } from '../../../worker/executors/docker.js';
 import { dockerAvailable, makeExecutor } from '../worker.js';
 import { ensureSecretFile, type SecretFiles } from './secrets.js';
 
@@ -74,6 +76,16 @@ async function setUpLocalFleet({
   const workerToken = ensureSecretFile(secretFiles.workerToken).value;
   const kind: 'docker' | 'process' =
     config.executor === 'auto' ? ((await dockerAvailable()) ? 'docker' : 'process') : config.executor;
+  if (config.executor === 'docker') {
+    // Asked for by name: without an engine every worker would fail its tasks' starts, or go silent and be replaced
+    // in a loop. Said now, once, rather than by the fleet.
+    const why = await dockerUnreachable(env);
+    if (why !== undefined)
+      throw new ValidationError('--executor', [
+        `docker: no Docker engine answers at ${dockerWhere(env)} (${why}); start one or set DOCKER_HOST, or use ` +
+          '--executor process (or auto)',
+      ]);
+  }
   const host = hostCapacity();
   const { host: listenHost, port } = parseListenAddress(config.listen ?? LOCAL_DEFAULT_LISTEN);
   // Workers reach this controller, or, given --worker-controller-url, whatever is in front of the active one of
@@ -101,6 +113,7 @@ async function setUpLocalFleet({
             executorFor: (dir, instanceId) => makeExecutor(kind, dir, instanceId),
             giveUpAfterSeconds: config.workerGiveUpSeconds,
             bootSecondsOf: (typeName) => config.localBootSeconds[typeName] ?? 0,
+            warn: (message) => log.warn(message),
           }),
   });
   const provider = state.fence(localProvider);

@@ -1,0 +1,303 @@
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import Docker from 'dockerode';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ProcessWorkerSpawner } from '../../src/cloud/local/worker-spawner.js';
+import type { DesiredTask } from '../../src/protocol/worker-protocol.js';
+import { FsObjectStore } from '../../src/storage/fs-store.js';
+import { WorkerAgent } from '../../src/worker/agent.js';
+import { ControllerClient } from '../../src/worker/controller-client.js';
+import { readExitRecord } from '../../src/worker/exit-record.js';
+import {
+  DockerExecutor,
+  DockerTimeoutError,
+  dockerUnreachable,
+  TASK_LABEL,
+} from '../../src/worker/executors/docker.js';
+import { launchSecretCredential } from '../../src/worker/launch-credential.js';
+import { BASE_IMAGE, describeWithDocker } from '../helpers/dockerd.js';
+import { BOOTSTRAP, FakeController, offlineLifecycle, RecordingLogger, until } from './agent-fixtures.js';
+
+/**
+ * What the Docker engine does to a worker's tasks and to the worker itself: a `docker stop` (or an engine restart, a
+ * host shutdown) stops a task, it does not finish it; an engine that hangs or cannot be reached fails each call in
+ * bounded time, and the worker keeps heartbeating with what it last knew, so the controller does not take it for dead.
+ */
+const tmp = mkdtempSync(join(tmpdir(), 'fw-docker-trouble-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+function desired(taskId: string, script: string, extra: Partial<DesiredTask> = {}): DesiredTask {
+  return {
+    taskId,
+    jobId: taskId.replace(/\.\d+$/, ''),
+    action: 'run',
+    restore: false,
+    attempt: 1,
+    launch: {
+      image: BASE_IMAGE,
+      command: ['sh', '-c', script],
+      env: {},
+      vcpus: 0.5,
+      memoryGiB: 0.25,
+      gpus: 0,
+      shmSizeGiB: 0,
+    },
+    checkpoint: { signal: 'SIGTERM', timeoutSeconds: 5 },
+    ...extra,
+  };
+}
+
+/** Reports 3 iterations, then on SIGTERM writes a checkpoint and exits 0 (as examples/counter does). */
+const CHECKPOINTS_ON_TERM =
+  'trap \'echo 3 > "$FLEETWISE_CHECKPOINT_DIR/state"; exit 0\' TERM; ' +
+  'echo "$(date +%s) 3" >> "$FLEETWISE_PROGRESS_FILE"; while :; do sleep 0.05; done';
+
+/** A socket that accepts connections and never answers: an engine hung mid-request, as a client sees it. */
+async function hungEngine(path: string): Promise<{ server: Server; close(): Promise<void> }> {
+  const held: Socket[] = [];
+  const server = createServer((socket) => held.push(socket));
+  await new Promise<void>((resolve) => server.listen(path, resolve));
+  return {
+    server,
+    close: async () => {
+      for (const s of held) s.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+describe('an engine that hangs or is not there', () => {
+  it('fails each Engine API call, named, within its bound instead of hanging', async () => {
+    const socket = join(tmp, 'hung.sock');
+    const engine = await hungEngine(socket);
+    try {
+      const executor = new DockerExecutor({
+        docker: new Docker({ socketPath: socket }),
+        queryTimeoutMs: 300,
+        changeTimeoutMs: 300,
+      });
+      const began = Date.now();
+      const listing = await executor.list().catch((e: unknown) => e);
+      expect(listing).toBeInstanceOf(DockerTimeoutError);
+      expect((listing as Error).message).toBe(
+        'the Docker engine did not answer a container listing within 0.3 s',
+      );
+      await expect(executor.kill('x-1.0')).rejects.toThrow(/did not answer a container listing/);
+      expect(Date.now() - began).toBeLessThan(5_000);
+      // The controller's start-up check, bounded the same way.
+      expect(await dockerUnreachable({ DOCKER_HOST: `unix://${socket}` }, 300)).toBe(
+        'the Docker engine did not answer a ping within 0.3 s',
+      );
+      expect(await dockerUnreachable({ DOCKER_HOST: `unix://${join(tmp, 'nothing.sock')}` }, 300)).toMatch(
+        /ENOENT|connect/,
+      );
+    } finally {
+      await engine.close();
+    }
+  });
+
+  it('a worker whose engine cannot be reached heartbeats all the same, its recorded tasks as they were', async () => {
+    const controller = new FakeController(join(tmp, 'unreachable-store'));
+    await controller.start();
+    try {
+      const workDir = join(tmp, 'unreachable-work');
+      // A task this host ran before the worker restarted, as its record says.
+      mkdirSync(join(workDir, 'tasks', 'rec-1.0'), { recursive: true });
+      writeFileSync(
+        join(workDir, 'tasks', 'rec-1.0', 'agent.json'),
+        JSON.stringify({
+          jobId: 'rec-1',
+          phase: 'running',
+          startedAtMs: 1,
+          stopRequested: false,
+          attempt: 2,
+        }),
+      );
+      const logger = new RecordingLogger();
+      const agent = new WorkerAgent({
+        connection: new ControllerClient(controller.url),
+        credentials: { launch: launchSecretCredential(BOOTSTRAP) },
+        executor: new DockerExecutor({
+          docker: new Docker({ socketPath: join(tmp, 'no-engine.sock') }),
+          instanceId: 'local-test',
+        }),
+        openStore: (location) => new FsObjectStore(location),
+        cloudInstanceId: 'local-test',
+        workDir,
+        heartbeatSeconds: 0.1,
+        logger,
+      });
+      controller.answer = [desired('new-1.0', 'true')];
+      await agent.register();
+      await agent.tick();
+      await agent.tick();
+      await agent.settle();
+      expect(controller.heartbeats.map((h) => h.tasks)).toEqual([
+        [expect.objectContaining({ taskId: 'rec-1.0', state: 'running', attempt: 2 })],
+        [expect.objectContaining({ taskId: 'rec-1.0', state: 'running', attempt: 2 })],
+      ]);
+      // The executor is named as the cause, once; nothing was started (it would only fail for this host's fault).
+      const warnings = logger.lines.filter((l) => l.startsWith('warn '));
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatch(
+        /^warn the docker executor did not answer: .*heartbeating the tasks' last known/,
+      );
+      expect(logger.lines.some((l) => l.includes('new-1.0'))).toBe(false);
+      await agent.run(AbortSignal.abort());
+    } finally {
+      await controller.stop();
+    }
+  });
+});
+
+describeWithDocker('a real dockerd stopping and hanging under a worker', (engine) => {
+  let store: FsObjectStore;
+  beforeAll(() => {
+    store = new FsObjectStore(join(tmp, 'store'));
+  });
+
+  const containerOf = async (taskId: string): Promise<Docker.Container> => {
+    const [found] = await engine.docker.listContainers({
+      all: true,
+      filters: { label: [`${TASK_LABEL}=${taskId}`] },
+    });
+    if (found === undefined) throw new Error(`no container for ${taskId}`);
+    return engine.docker.getContainer(found.Id);
+  };
+
+  it('`docker stop` of a watched task short of its iterations is a stop: reported stopped, no exit recorded', async () => {
+    const executor = new DockerExecutor({ docker: engine.docker, instanceId: 'local-stop' });
+    const workDir = join(tmp, 'stop-work');
+    const tasks = offlineLifecycle(executor, store, workDir, 50);
+    tasks.start(desired('dstop-1.0', CHECKPOINTS_ON_TERM, { totalIterations: 100 }));
+    await tasks.settle();
+    expect(tasks.get('dstop-1.0')?.phase).toBe('running');
+    await until(
+      'progress to be written',
+      async () => readIfThere(join(workDir, 'tasks', 'dstop-1.0', 'progress')).includes(' 3') || undefined,
+    );
+    await tasks.observe();
+    await (await containerOf('dstop-1.0')).stop({ t: 10 });
+    await until('the stop to be seen', async () => {
+      await tasks.observe();
+      await tasks.settle();
+      return tasks.get('dstop-1.0')?.phase !== 'running' || undefined;
+    });
+    const [report] = tasks.reports();
+    expect(report).toMatchObject({
+      taskId: 'dstop-1.0',
+      state: 'stopped',
+      exitCode: 0,
+      completedIterations: 3,
+    });
+    expect(report?.reason).toMatch(/short of its declared iterations/);
+    expect(report?.checkpoint).toBeDefined();
+    expect(await readExitRecord(store, { jobId: 'dstop-1', taskId: 'dstop-1.0' }, 1)).toBeUndefined();
+    await tasks.stopWatchers();
+    await executor.remove('dstop-1.0');
+  });
+
+  it('a hung dockerd: the worker heartbeats its last known states, a local termination does not wait on it', async () => {
+    // Frozen with SIGSTOP, as a hung engine is: the private dockerd this suite starts (not one DOCKER_HOST names).
+    const pidFile = join(dirname(engine.host.replace(/^unix:\/\//, '')), 'dockerd.pid');
+    if (!existsSync(pidFile))
+      throw new Error(`no ${pidFile}: this test freezes its own dockerd (unset DOCKER_HOST)`);
+    const pid = Number(readFileSync(pidFile, 'utf8').trim());
+    const controller = new FakeController(join(tmp, 'hung-store'));
+    await controller.start();
+    const workDir = join(tmp, 'hung-work');
+    const logger = new RecordingLogger();
+    const executor = new DockerExecutor({
+      docker: engine.docker,
+      instanceId: 'local-hung',
+      queryTimeoutMs: 1_000,
+    });
+    const agent = new WorkerAgent({
+      connection: new ControllerClient(controller.url),
+      credentials: { launch: launchSecretCredential(BOOTSTRAP) },
+      executor,
+      openStore: (location) => new FsObjectStore(location),
+      cloudInstanceId: 'local-hung',
+      workDir,
+      heartbeatSeconds: 0.1,
+      checkpointPollMs: 50,
+      logger,
+    });
+    try {
+      controller.answer = [desired('hung-1.0', CHECKPOINTS_ON_TERM, { totalIterations: 100 })];
+      await agent.register();
+      await until('the task to run', async () => {
+        await agent.tick();
+        await agent.settle();
+        return controller.last('hung-1.0')?.state === 'running' || undefined;
+      });
+      process.kill(pid, 'SIGSTOP');
+      const before = controller.heartbeats.length;
+      const began = Date.now();
+      await bounded(agent.tick(), 5_000);
+      expect(Date.now() - began).toBeLessThan(5_000);
+      expect(controller.heartbeats.slice(before).map((h) => h.tasks)).toEqual([
+        [expect.objectContaining({ taskId: 'hung-1.0', state: 'running' })],
+      ]);
+      expect(logger.lines).toContainEqual(
+        expect.stringMatching(
+          /^warn the docker executor did not answer: the Docker engine did not answer a container listing within 1 s/,
+        ),
+      );
+
+      // The local controller's termination of the instance: bounded, its stops go on in the background.
+      const warned: string[] = [];
+      const spawner = new ProcessWorkerSpawner({
+        controllerUrl: controller.url,
+        launchSecretKey: 'k',
+        executorKind: 'docker',
+        executorFor: () => executor,
+        taskStopWaitMs: 300,
+        warn: (m) => warned.push(m),
+      });
+      const killing = Date.now();
+      await bounded(
+        spawner.kill({
+          instanceId: 'local-hung',
+          typeName: 't',
+          state: 'terminated',
+          tags: {},
+          launchTimeMs: 0,
+          dir: workDir,
+        }),
+        5_000,
+      );
+      expect(Date.now() - killing).toBeLessThan(2_000);
+      expect(warned.join('\n')).toMatch(/tasks of local instance local-hung are still being stopped/);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    // The engine answers again: so does the worker (and the background stops finish the task).
+    await agent.tick();
+    expect(logger.lines).toContainEqual(expect.stringMatching(/^info the docker executor answers again/));
+    await agent.run(AbortSignal.abort());
+    for (const t of await executor.list()) await executor.remove(t.taskId);
+    await controller.stop();
+  });
+});
+
+/** `promise`, or a failure after `ms`: whatever hangs, the test goes on to thaw the engine it froze. */
+async function bounded<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`still waiting after ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function readIfThere(path: string): string {
+  return existsSync(path) ? readFileSync(path, 'utf8') : '';
+}

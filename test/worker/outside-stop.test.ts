@@ -1,0 +1,160 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { DesiredTask } from '../../src/protocol/worker-protocol.js';
+import { FsObjectStore } from '../../src/storage/fs-store.js';
+import { readExitRecord } from '../../src/worker/exit-record.js';
+import { ProcessExecutor } from '../../src/worker/executors/process.js';
+import type { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
+import { offlineLifecycle, until } from './agent-fixtures.js';
+
+/**
+ * A running task the worker watches is sent SIGTERM by someone else (a host shutting down, `docker stop`, a restarted
+ * Docker engine). Its exit is a stop, not the task's end: it resumes from its checkpoint, and no exit is recorded.
+ * Only an exit 0 with every declared iteration done (or with none declared) is a success.
+ */
+const tmp = mkdtempSync(join(tmpdir(), 'fw-outside-stop-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+function desired(taskId: string, script: string, extra: Partial<DesiredTask> = {}): DesiredTask {
+  return {
+    taskId,
+    jobId: taskId.replace(/\.\d+$/, ''),
+    action: 'run',
+    restore: false,
+    attempt: 1,
+    launch: { command: ['sh', '-c', script], env: {}, vcpus: 1, memoryGiB: 0, gpus: 0, shmSizeGiB: 0 },
+    checkpoint: { signal: 'SIGTERM', timeoutSeconds: 5 },
+    ...extra,
+  };
+}
+
+/** Reports 3 iterations, then on SIGTERM writes a checkpoint and exits 0 (as examples/counter does). */
+const CHECKPOINTS_ON_TERM =
+  'trap \'echo 3 > "$FLEETWISE_CHECKPOINT_DIR/state"; exit 0\' TERM; ' +
+  'echo "$(date +%s) 3" >> "$FLEETWISE_PROGRESS_FILE"; while :; do sleep 0.02; done';
+/** Reports 3 iterations and leaves SIGTERM to end it (exit 143). */
+const DIES_ON_TERM = 'echo "$(date +%s) 3" >> "$FLEETWISE_PROGRESS_FILE"; exec sleep 600';
+
+async function untilEnded(tasks: TaskLifecycle, taskId: string): Promise<void> {
+  await until(`${taskId} to end`, async () => {
+    await tasks.observe();
+    await tasks.settle();
+    return tasks.get(taskId)?.phase !== 'running' || undefined;
+  });
+}
+
+describe('a task the worker watches, stopped from outside', () => {
+  it('is reported stopped (it resumes from its checkpoint), not succeeded or failed, short of its iterations', async () => {
+    const stateDir = join(tmp, 'executor');
+    const store = new FsObjectStore(join(tmp, 'store'));
+    const workDir = join(tmp, 'work');
+    const executor = new ProcessExecutor({ stateDir });
+    const tasks = offlineLifecycle(executor, store, workDir, 20);
+    tasks.start(desired('short-1.0', CHECKPOINTS_ON_TERM, { totalIterations: 100 }));
+    tasks.start(desired('killed-1.0', DIES_ON_TERM, { totalIterations: 100 }));
+    tasks.start(desired('undeclared-1.0', CHECKPOINTS_ON_TERM));
+    await tasks.settle();
+    const ids = ['short-1.0', 'killed-1.0', 'undeclared-1.0'];
+    for (const id of ids) expect(tasks.get(id)?.phase).toBe('running');
+    await until(
+      'progress to be written',
+      async () =>
+        ids.every((id) => readIfThere(join(workDir, 'tasks', id, 'progress')).includes(' 3')) || undefined,
+    );
+    await tasks.observe();
+    // `docker stop` / a shutdown: SIGTERM from outside, while the worker watches.
+    for (const id of ids) await executor.signal(id, 'SIGTERM');
+    for (const id of ids) await untilEnded(tasks, id);
+
+    const byId = new Map(tasks.reports().map((r) => [r.taskId, r]));
+    expect(byId.get('short-1.0')).toMatchObject({ state: 'stopped', exitCode: 0, completedIterations: 3 });
+    expect(byId.get('short-1.0')?.reason).toMatch(/short of its declared iterations \(3 of 100\)/);
+    expect(byId.get('killed-1.0')).toMatchObject({ state: 'stopped', exitCode: 143 });
+    expect(byId.get('killed-1.0')?.reason).toMatch(/SIGTERM ended it/);
+    // No iterations declared: nothing tells a shutdown's exit 0 from the task's end.
+    expect(byId.get('undeclared-1.0')).toMatchObject({ state: 'succeeded', exitCode: 0 });
+    // A stop is not the task's end: nothing recorded, so the next run resumes it (its checkpoint is in the store).
+    for (const id of ['short-1.0', 'killed-1.0'])
+      expect(await readExitRecord(store, { jobId: id.replace('.0', ''), taskId: id }, 1)).toBeUndefined();
+    expect(byId.get('short-1.0')?.checkpoint).toBeDefined();
+    await tasks.stopWatchers();
+    for (const id of ids) await executor.remove(id);
+  });
+
+  it('an exit 0 with every declared iteration done is a success', async () => {
+    const stateDir = join(tmp, 'done-executor');
+    const store = new FsObjectStore(join(tmp, 'done-store'));
+    const workDir = join(tmp, 'done-work');
+    const executor = new ProcessExecutor({ stateDir });
+    const tasks = offlineLifecycle(executor, store, workDir, 20);
+    tasks.start(
+      desired('whole-1.0', 'echo "$(date +%s) 100" >> "$FLEETWISE_PROGRESS_FILE"', { totalIterations: 100 }),
+    );
+    await tasks.settle();
+    await untilEnded(tasks, 'whole-1.0');
+    expect(tasks.reports()).toEqual([
+      expect.objectContaining({ taskId: 'whole-1.0', state: 'succeeded', completedIterations: 100 }),
+    ]);
+    expect(await readExitRecord(store, { jobId: 'whole-1', taskId: 'whole-1.0' }, 1)).toMatchObject({
+      state: 'succeeded',
+    });
+    await tasks.stopWatchers();
+    await executor.remove('whole-1.0');
+  });
+
+  it('a task that, resumed after such a stop, ends again no further on its own has ended: succeeded, not rerun forever', async () => {
+    const stateDir = join(tmp, 'early-executor');
+    const store = new FsObjectStore(join(tmp, 'early-store'));
+    const workDir = join(tmp, 'early-work');
+    const executor = new ProcessExecutor({ stateDir });
+    const tasks = offlineLifecycle(executor, store, workDir, 20);
+    // Stops early on its own (early stopping) at 3 of the 100 iterations its job declares.
+    const d = desired('early-1.0', 'echo "$(date +%s) 3" >> "$FLEETWISE_PROGRESS_FILE"', {
+      totalIterations: 100,
+    });
+    tasks.start(d);
+    await tasks.settle();
+    await untilEnded(tasks, 'early-1.0');
+    // The first time nothing tells it from a shutdown's SIGTERM: stopped, and the controller runs it again here.
+    expect(tasks.reports()).toEqual([expect.objectContaining({ state: 'stopped', completedIterations: 3 })]);
+    tasks.start({ ...d, restore: true });
+    await tasks.settle();
+    await untilEnded(tasks, 'early-1.0');
+    expect(tasks.reports()).toEqual([
+      expect.objectContaining({
+        taskId: 'early-1.0',
+        state: 'succeeded',
+        exitCode: 0,
+        completedIterations: 3,
+      }),
+    ]);
+    expect(await readExitRecord(store, { jobId: 'early-1', taskId: 'early-1.0' }, 1)).toMatchObject({
+      state: 'succeeded',
+    });
+    await tasks.stopWatchers();
+    await executor.remove('early-1.0');
+  });
+
+  it("takes no task's environment for its declared iterations (a COUNT_TO of 0 is the task's own business)", async () => {
+    const stateDir = join(tmp, 'env-executor');
+    const store = new FsObjectStore(join(tmp, 'env-store'));
+    const workDir = join(tmp, 'env-work');
+    const executor = new ProcessExecutor({ stateDir });
+    const tasks = offlineLifecycle(executor, store, workDir, 20);
+    const d = desired('env-1.0', 'exit 0', { totalIterations: 100 });
+    tasks.start({ ...d, launch: { ...d.launch, env: { COUNT_TO: '0' } } });
+    const e = desired('countto-1.0', 'exit 0');
+    tasks.start({ ...e, launch: { ...e.launch, env: { COUNT_TO: '40' } } });
+    await tasks.settle();
+    await tasks.stopWatchers();
+    for (const id of ['env-1.0', 'countto-1.0']) await executor.remove(id);
+    expect(tasks.get('env-1.0')?.total).toBe(100);
+    expect(tasks.get('countto-1.0')?.total).toBeUndefined();
+  });
+});
+
+function readIfThere(path: string): string {
+  return existsSync(path) ? readFileSync(path, 'utf8') : '';
+}
