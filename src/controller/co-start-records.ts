@@ -371,10 +371,41 @@ export function startMetrics(
 export const CO_START_EVENT = 'job.co-start';
 
 /**
+ * What an end of held starts without a release says of the time its tasks were held (`heldFrom` in its data): from
+ * each task's readiness (`coStartReadinessEvent`), its preparation before that being its job's, and nothing of a task
+ * never reported ready. Decisions of older controllers say nothing: they held the whole start, and the cost replay
+ * bills them so (cost-accounting.ts). A release needs no such word: every task it releases was reported ready.
+ */
+export const HELD_FROM_READINESS = 'ready';
+
+/**
+ * The event recording that a task's worker reported it prepared on `instanceId` and held (`ready`), or no longer
+ * (`unready`): the cost replay bills its time on the instance from then as held (its instance's idle time), as the
+ * barrier-idle cost counts it.
+ */
+export function coStartReadinessEvent(
+  jobId: string,
+  taskId: string,
+  instanceId: string,
+  ready: boolean,
+): EventInput {
+  return {
+    kind: CO_START_EVENT,
+    jobId,
+    taskId,
+    instanceId,
+    message: ready
+      ? `task ${taskId} prepared on ${instanceId}, held for its siblings`
+      : `task ${taskId} no longer reported prepared on ${instanceId}`,
+    data: { decision: ready ? 'ready' : 'unready', tasks: [taskId] },
+  };
+}
+
+/**
  * The event recording that the starts of `tasks` of the job ended without a release (a re-plan, for a timeout or
  * because an instance of the job is drained or lost; or the job ended while they were held): the cost replay counts
- * their time since they were placed as held (cost-accounting.ts), as it does a released task's. Recorded in the
- * transaction that moves the tasks off their starts, before their states.
+ * their time since they were reported ready as held (cost-accounting.ts), as it does a released task's. Recorded in
+ * the transaction that moves the tasks off their starts, before their states.
  */
 export function coStartUnreleasedEvent(
   jobId: string,
@@ -382,7 +413,12 @@ export function coStartUnreleasedEvent(
   tasks: readonly string[],
   message: string,
 ): EventInput {
-  return { kind: CO_START_EVENT, jobId, message, data: { decision, tasks: [...tasks] } };
+  return {
+    kind: CO_START_EVENT,
+    jobId,
+    message,
+    data: { decision, tasks: [...tasks], heldFrom: HELD_FROM_READINESS },
+  };
 }
 
 /** The event recording that `tasks` of the job were released together (the cost replay reads it: cost-accounting.ts). */

@@ -1,6 +1,7 @@
 import type { Catalog } from '../core/catalog.js';
 import type { TaskReport } from '../protocol/worker-protocol.js';
 import {
+  coStartReadinessEvent,
   readCoStart,
   startMetrics,
   writeCoStart,
@@ -25,6 +26,12 @@ export interface StartMeasure {
   readonly unreleasedIdleCost?: number;
 }
 
+/** A job's start measured by a worker's reports. */
+export interface MeasuredStart {
+  readonly jobId: string;
+  readonly measured: StartMeasure;
+}
+
 /**
  * A worker's reports update the co-start records of the multi-task jobs with tasks on its instance
  * (co-start-records.ts): which tasks are prepared and held (level-triggered: a task no longer reported ready is not),
@@ -32,6 +39,10 @@ export interface StartMeasure {
  * when something changed. A readiness is trusted for two to three heartbeat intervals after its worker last said so
  * (`freshUntilSeconds`, renewed about every other heartbeat, so a held task costs a write every other beat, not
  * every one).
+ *
+ * Returns the starts these reports measured, for the caller to count once what it wrote is committed: counted
+ * before, a commit that fails would leave the start unmeasured in the store and the next heartbeat would count it
+ * again.
  */
 export function recordStartReports(
   store: StateStore,
@@ -40,8 +51,8 @@ export function recordStartReports(
   reports: readonly TaskReport[],
   now: number,
   heartbeatSeconds: number,
-  onStartMeasured?: (jobId: string, measured: StartMeasure) => void,
-): void {
+): MeasuredStart[] {
+  const measuredStarts: MeasuredStart[] = [];
   const byTask = new Map(reports.map((r) => [r.taskId, r]));
   const records = new Map<string, { job: JobRecord; record: CoStartRecord; changed: boolean }>();
   const entry = (job: JobRecord): { job: JobRecord; record: CoStartRecord; changed: boolean } | undefined => {
@@ -66,20 +77,24 @@ export function recordStartReports(
       const ready = report?.state === 'ready' && (report.attempt ?? 1) === job.attempts;
       const known = record.ready[task.id];
       const freshUntilSeconds = now + 3 * heartbeatSeconds;
-      if (ready && known?.instanceId !== inst.id)
+      if (ready && known?.instanceId !== inst.id) {
         record.ready[task.id] = {
           instanceId: inst.id,
           sinceSeconds: now,
           freshUntilSeconds,
           costPerHour: holdCostPerHour(store, catalog, inst, job, task.index),
         };
-      else if (ready && known !== undefined) {
+        // In the log too: the cost replay bills the hold from here, as the barrier-idle cost counts it.
+        store.appendEvent(coStartReadinessEvent(job.id, task.id, inst.id, true));
+      } else if (ready && known !== undefined) {
         // Heard again: trusted for longer, once less than two intervals are left.
         if (known.freshUntilSeconds !== undefined && known.freshUntilSeconds - now >= 2 * heartbeatSeconds)
           continue;
         record.ready[task.id] = { ...known, freshUntilSeconds };
-      } else if (!ready && known !== undefined) delete record.ready[task.id];
-      else continue;
+      } else if (!ready && known !== undefined) {
+        delete record.ready[task.id];
+        store.appendEvent(coStartReadinessEvent(job.id, task.id, known.instanceId, false));
+      } else continue;
       e.changed = true;
     } else if (report?.state === 'running' && record.running[task.id] === undefined) {
       record.running[task.id] = now;
@@ -110,14 +125,15 @@ export function recordStartReports(
         const unreleased = record.unreleasedIdleCost ?? 0;
         // Counted in this start's measure: not again at a later one.
         record.unreleasedIdleCost = undefined;
-        onStartMeasured?.(
-          job.id,
-          unreleased > 0 ? { ...measured, unreleasedIdleCost: unreleased } : measured,
-        );
+        measuredStarts.push({
+          jobId: job.id,
+          measured: unreleased > 0 ? { ...measured, unreleasedIdleCost: unreleased } : measured,
+        });
       }
     }
     writeCoStart(store, job.id, record);
   }
+  return measuredStarts;
 }
 
 /** What holding a task prepared on `inst` costs, $/hour: its share of the instance's billed price. */

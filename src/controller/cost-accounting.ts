@@ -1,7 +1,7 @@
 import type { Catalog } from '../core/catalog.js';
 import { perHourToPerSecond } from '../core/units.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
-import { CO_START_EVENT } from './co-start-records.js';
+import { CO_START_EVENT, HELD_FROM_READINESS } from './co-start-records.js';
 import { billedPricePerHour, launchedOnSpot } from './instance-market.js';
 import { expandTasks } from './job-spec/tasks.js';
 import type { CostLine, CostReport } from './service.js';
@@ -346,13 +346,14 @@ function stateFrom(e: EventRecord): string | undefined {
  * Task placements replayed from the `task.state` event log, one event at a time (the incremental cost report feeds
  * it new events as they come; `placementsFromEvents` feeds it the whole log). `checkpointing` is migration overhead,
  * and so is `starting` after the task was stopped once (restoring a checkpoint on its new instance). A co-started
- * job's tasks are attributed from their release (`heldRun`: whether a co-start decision explains the event that ends
- * a start, see `heldRunSeqs`): a `starting` that ends in `running` at a release of its job was prepared and held, and
- * so was one that a co-start re-plan, or the job's end before a release, ended; its share of that time is its
- * instance's idle time (a `held` placement: the job view and /metrics show it as the job's wait for its siblings),
- * neither the job's nor the other tasks' on the instance. A
- * release is recorded in the transaction that sets the tasks running, and a transaction's events are read together,
- * so it is known by the time that event is replayed.
+ * task is prepared as any start is (its job's time), then held for its siblings from when its worker reported it
+ * ready (a `ready` co-start event) until its release: that share is its instance's idle time (a `held` placement: the
+ * job view and /metrics show it as the job's wait for its siblings), neither the job's nor the other tasks' on the
+ * instance, and so is a hold that a co-start re-plan, or the job's end before a release, ended. It is billed so while
+ * it goes on, so what a job has cost so far never falls at its release. Whether a co-start decision explains the
+ * event that ends a start is `heldRun` (see `heldRunSeqs`); a release is recorded in the transaction that sets the
+ * tasks running, and a transaction's events are read together, so it is known by the time that event is replayed. A
+ * decision of an older controller, whose log has no readiness, made the whole start held.
  */
 export class PlacementReplay {
   private readonly open = new Map<string, OpenPlacement>();
@@ -364,6 +365,10 @@ export class PlacementReplay {
   ) {}
 
   apply(e: EventRecord): void {
+    if (e.kind === CO_START_EVENT) {
+      this.applyCoStart(e);
+      return;
+    }
     if (e.kind !== 'task.state' || e.taskId === undefined || e.jobId === undefined) return;
     const data = (
       typeof e.data === 'object' && e.data !== null && !Array.isArray(e.data) ? e.data : {}
@@ -377,8 +382,9 @@ export class PlacementReplay {
     }
     if (o !== undefined) {
       this.open.delete(e.taskId);
-      const held = o.holdable && this.heldRun(e);
-      this.close(e.taskId, held ? { ...o, kind: 'held' } : o, e.atSeconds);
+      if (!o.holdable || !this.heldRun(e)) this.close(e.taskId, o, e.atSeconds);
+      else if (o.readyAt !== undefined || o.heldFromReadiness) this.closeHeld(e.taskId, o, e.atSeconds);
+      else this.close(e.taskId, { ...o, kind: 'held' }, e.atSeconds);
     }
     if (to === 'stopped') this.stoppedBefore.add(e.taskId);
     const instanceId = typeof data.instanceId === 'string' ? data.instanceId : undefined;
@@ -393,7 +399,34 @@ export class PlacementReplay {
       from: e.atSeconds,
       kind,
       holdable: to === 'starting',
+      heldFromReadiness: false,
     });
+  }
+
+  /**
+   * A task reported ready on the instance of its open start holds it from then (reported no longer, not since); an end
+   * of held starts without a release that bills holds from readiness marks the starts it names, which it precedes.
+   */
+  private applyCoStart(e: EventRecord): void {
+    const data = (e.data ?? {}) as {
+      readonly decision?: unknown;
+      readonly tasks?: unknown;
+      readonly heldFrom?: unknown;
+    };
+    const tasks = Array.isArray(data.tasks)
+      ? data.tasks.filter((t): t is string => typeof t === 'string')
+      : [];
+    for (const taskId of tasks) {
+      const o = this.open.get(taskId);
+      if (o === undefined || !o.holdable) continue;
+      if (data.decision === 'ready' && e.instanceId === o.instanceId) o.readyAt = e.atSeconds;
+      else if (data.decision === 'unready' && e.instanceId === o.instanceId) o.readyAt = undefined;
+      else if (
+        (data.decision === 'replan' || data.decision === 'ended') &&
+        data.heldFrom === HELD_FROM_READINESS
+      )
+        o.heldFromReadiness = true;
+    }
   }
 
   /**
@@ -405,16 +438,37 @@ export class PlacementReplay {
     return false;
   }
 
-  /** The placements still open, as if they ended now (the replay goes on unchanged). */
+  /**
+   * The placements still open, as if they ended now (the replay goes on unchanged); a start reported ready is held
+   * from then, as its release or an end without one will bill it.
+   */
   openUntil(nowSeconds: number): Placement[] {
     const out: Placement[] = [];
-    for (const [taskId, o] of this.open)
-      if (nowSeconds > o.from) out.push(placementOf(taskId, o, nowSeconds));
+    for (const [taskId, o] of this.open) {
+      const readyAt = o.holdable ? o.readyAt : undefined;
+      if (readyAt === undefined) {
+        if (nowSeconds > o.from) out.push(placementOf(taskId, o, nowSeconds));
+        continue;
+      }
+      if (readyAt > o.from) out.push(placementOf(taskId, o, Math.min(readyAt, nowSeconds)));
+      if (nowSeconds > readyAt)
+        out.push(placementOf(taskId, { ...o, from: readyAt, kind: 'held' }, nowSeconds));
+    }
     return out;
   }
 
   private close(taskId: string, o: OpenPlacement, at: number): void {
     if (at > o.from) this.onClosed(placementOf(taskId, o, at));
+  }
+
+  /** A held start that ended at `at`: its job's until its readiness (if it had one), held from then. */
+  private closeHeld(taskId: string, o: OpenPlacement, at: number): void {
+    if (o.readyAt === undefined) {
+      this.close(taskId, o, at);
+      return;
+    }
+    this.close(taskId, o, Math.min(o.readyAt, at));
+    this.close(taskId, { ...o, from: o.readyAt, kind: 'held' }, at);
   }
 }
 
@@ -425,6 +479,10 @@ interface OpenPlacement {
   readonly kind: PlacementKind;
   /** A start that a release of its job may turn out to have held (then it is the instance's idle time). */
   holdable: boolean;
+  /** When its worker last reported it ready here (a `ready` co-start event); undefined when not, or no longer. */
+  readyAt?: number | undefined;
+  /** An end without a release that bills holds from readiness named it: without one, nothing of it was held. */
+  heldFromReadiness: boolean;
 }
 
 function placementOf(taskId: string, o: OpenPlacement, to: number): Placement {

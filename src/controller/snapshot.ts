@@ -38,10 +38,19 @@ export interface SnapshotInputs {
   readonly pendingStarts: ReadonlyMap<string, string>;
   /** job id → when it last entered `running`. */
   readonly runningSince: ReadonlyMap<string, number>;
+  /**
+   * Migrating job id → when it last entered `running`: its tasks still running where they were (a move waiting for
+   * its new instances) are in that run until they stop. For the work at risk (work-at-risk.ts), not the plan, which
+   * sees a migrating job pinned and not running.
+   */
+  readonly migratingSince?: ReadonlyMap<string, number> | undefined;
   readonly nowSeconds: number;
   /** Round trips the workers measured (latency-matrix.ts); absent without workers that probe. */
   readonly measuredRtts?: readonly MeasuredRtt[] | undefined;
-  /** Instances bought on spot: launched with the spot market and not fallen back to on demand. */
+  /**
+   * Instances bought on spot: launched with the spot market and not fallen back to on demand. Draining and
+   * terminating ones too (the plan reads only the live ones): a task still running on one is at that market's risk.
+   */
   readonly spotInstances?: ReadonlySet<string> | undefined;
   /** Instances EC2 recommended rebalancing (spot-interruptions.ts records it as an event). */
   readonly rebalanceRecommended?: ReadonlySet<string> | undefined;
@@ -108,13 +117,17 @@ export function readSnapshotInputs(
   for (const intent of store.listIntents({ states: ['pending'], kind: 'start-task' }))
     if (intent.kind === 'start-task') pendingStarts.set(intent.payload.taskId, intent.payload.instanceId);
   const runningSince = new Map<string, number>();
-  for (const job of jobs) if (job.state === 'running') runningSince.set(job.id, runningSinceOf(store, job));
+  const migratingSince = new Map<string, number>();
+  for (const job of jobs) {
+    if (job.state === 'running') runningSince.set(job.id, runningSinceOf(store, job));
+    else if (job.state === 'migrating') migratingSince.set(job.id, runningSinceOf(store, job));
+  }
   const live = new Set(instances.filter((i) => SCHEDULABLE_INSTANCE_STATES.has(i.state)).map((i) => i.id));
   // The market is in the instance's launch intent (keyed by instance); a launch that fell back to on demand says so
-  // in an event, and so does an instance adopted on spot (instance-market.ts). Looked up per live instance, through
+  // in an event, and so does an instance adopted on spot (instance-market.ts). Looked up per instance read, through
   // the stores' indexes: launch intents and the event log grow for as long as the controller runs.
   const spotInstances = new Set<string>();
-  for (const id of live) if (launchedOnSpot(store, id)) spotInstances.add(id);
+  for (const { id } of instances) if (launchedOnSpot(store, id)) spotInstances.add(id);
   // Per waiting job, through the stores' index of events by job: where it lost capacity, for a recovery to avoid. A
   // job's events follow its submission, so only jobs submitted before the newest loss of all can have one: the others
   // (every job, on a fleet that lost nothing lately) are not asked about, one query instead of one per waiting job.
@@ -151,6 +164,7 @@ export function readSnapshotInputs(
     instances,
     pendingStarts,
     runningSince,
+    migratingSince,
     nowSeconds,
     measuredRtts,
     spotInstances,

@@ -10,7 +10,10 @@ import { MARKETS, type Market } from '../core/market.js';
 
 export interface RunningTaskCheckpoint {
   readonly market: Market;
-  /** When the task's job entered `running` last (each move starts a new run). */
+  /**
+   * When the task's job entered `running` last: each move starts a new run once its tasks stop where they were, and
+   * until then (a move waiting for its new instances) they go on with this one.
+   */
   readonly runningSinceSeconds: number;
   readonly lastCheckpointAtSeconds?: number | undefined;
 }
@@ -40,7 +43,11 @@ export function workAtRisk(nowSeconds: number, tasks: readonly RunningTaskCheckp
   });
 }
 
-/** The running tasks of a round's inputs (snapshot.ts), each with its instance's market as the round prices it. */
+/**
+ * The running tasks of a round's inputs (snapshot.ts), each with its instance's market. Those of migrating jobs too:
+ * a move waiting for its new instances leaves its tasks running where they were, on an instance that may be going
+ * away (drained, or reclaimed: a spot notice drains it), and a loss then redoes their run as it would a running job's.
+ */
 export function runningTaskCheckpoints(inputs: {
   readonly tasks: readonly {
     readonly jobId: string;
@@ -49,11 +56,12 @@ export function runningTaskCheckpoints(inputs: {
     readonly lastCheckpointAtSeconds?: number | undefined;
   }[];
   readonly runningSince: ReadonlyMap<string, number>;
+  readonly migratingSince?: ReadonlyMap<string, number> | undefined;
   readonly spotInstances?: ReadonlySet<string> | undefined;
 }): RunningTaskCheckpoint[] {
   const running: RunningTaskCheckpoint[] = [];
   for (const t of inputs.tasks) {
-    const since = inputs.runningSince.get(t.jobId);
+    const since = inputs.runningSince.get(t.jobId) ?? inputs.migratingSince?.get(t.jobId);
     if (t.state !== 'running' || t.instanceId === undefined || since === undefined) continue;
     running.push({
       market: inputs.spotInstances?.has(t.instanceId) === true ? 'spot' : 'on-demand',

@@ -207,18 +207,19 @@ export class WorkerTaskControl implements TaskControl {
       atSeconds: now,
       tasks: new Map(request.tasks.map((t) => [t.taskId, t])),
     });
-    this.store.transaction(() => {
+    const measuredStarts = this.store.transaction(() => {
       this.applyReports(inst, request.tasks);
-      recordStartReports(
+      return recordStartReports(
         this.store,
         this.catalog(),
         inst,
         this.startReports(inst, request.tasks),
         now,
         this.options.heartbeatSeconds,
-        this.options.onStartMeasured,
       );
     });
+    // Once committed: a start is measured once in the store, and so counted once.
+    for (const { jobId, measured } of measuredStarts) this.options.onStartMeasured?.(jobId, measured);
     if (request.network !== undefined)
       this.latency.observe(inst.id, request.network, origin.remoteAddress, now);
     // Before the answer: an interrupted instance is drained at once, so this very answer already reflects it.

@@ -73,6 +73,35 @@ function harness(store?: StateStore, clock?: ManualClock, cloud?: FakeCloud): Ha
   return { r, workers, measured, metrics };
 }
 
+/** A store whose next outermost transaction fails as it would commit (its writes undone), when asked to. */
+class FailingCommitStore extends MemoryStateStore {
+  readonly clock: ManualClock;
+  failNextCommit = false;
+  private depth = 0;
+
+  constructor() {
+    const clock = new ManualClock();
+    super({ nowSeconds: () => clock.nowSeconds() });
+    this.clock = clock;
+  }
+
+  override transaction<T>(fn: () => T): T {
+    this.depth += 1;
+    try {
+      return super.transaction(() => {
+        const result = fn();
+        if (this.depth === 1 && this.failNextCommit) {
+          this.failNextCommit = false;
+          throw new Error('commit failed');
+        }
+        return result;
+      });
+    } finally {
+      this.depth -= 1;
+    }
+  }
+}
+
 /** `fleetwise_barrier_idle_cost_dollars_total` as /metrics shows it. */
 async function barrierIdleMetric(h: Harness): Promise<number> {
   const metric = h.metrics.registry.getSingleMetric('fleetwise_barrier_idle_cost_dollars_total');
@@ -85,6 +114,13 @@ function holdCost(h: Harness, instanceId: string, seconds: number): number {
   const type = catalog.types.find((t) => t.name === inst.typeName)!;
   const share = Math.max(4 / type.capacity[1], 8 / type.capacity[2]);
   return (seconds * share * type.costPerHour) / 3600;
+}
+
+/** What `instanceId` is billed for `seconds` (its type's on-demand price). */
+function instanceCost(h: Harness, instanceId: string, seconds: number): number {
+  const inst = h.r.store.getInstance(instanceId)!;
+  const type = catalog.types.find((t) => t.name === inst.typeName)!;
+  return (seconds * type.costPerHour) / 3600;
 }
 
 /** The job's cost in the cost report now (0 when it has none). */
@@ -187,6 +223,32 @@ describe('co-start barrier in the controller', () => {
     expect([Object.keys(kept.ready), Object.keys(kept.running)]).toEqual([[], []]);
     const ended = jobDocument(restarted.r.store, restarted.r.store.getJob(jobId)!).coStart;
     expect(ended).toEqual({ ...view, readyTaskIds: [] });
+  });
+
+  it('bills its job a task’s preparation and its instance’s idle time its hold: the job’s cost does not fall at the release', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const [t0, t1] = [`${jobId}.0`, `${jobId}.1`];
+    // t0 is prepared in 20 s, then held 30 s for t1, prepared in 50 s.
+    h.r.clock.advance(20);
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    h.r.clock.advance(30);
+    // One task per instance: the instance's whole price while its task is prepared, none of it while it is held.
+    const billed = instanceCost(h, on.get(t0) as string, 20) + instanceCost(h, on.get(t1) as string, 50);
+    expect(jobCost(h, jobId)).toBeCloseTo(billed, 12);
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    beat(h, on.get(t1) as string, [ready(t1)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['running', 'running']);
+    expect(jobCost(h, jobId)).toBeCloseTo(billed, 12);
+    const report = computeCostReport(h.r.store, catalog, h.r.clock.nowSeconds());
+    expect(report.idleCost).toBeCloseTo(instanceCost(h, on.get(t0) as string, 30), 12);
+    // Running, both instances are the job's.
+    h.r.clock.advance(60);
+    expect(jobCost(h, jobId)).toBeCloseTo(
+      billed + instanceCost(h, on.get(t0) as string, 60) + instanceCost(h, on.get(t1) as string, 60),
+      12,
+    );
   });
 
   it('drops the record of a job that ended before its release', async () => {
@@ -370,10 +432,11 @@ describe('co-start barrier in the controller', () => {
     beat(h, on.get(t0) as string, [ready(t0)]);
     await h.r.controller.reconcile();
     expect(h.r.store.getJob(jobId)?.state).toBe('queued');
-    // Nothing of the job ran: the instances' time was idle, none of it the job's.
+    // t0, ready at once, held its instance for the timeout: idle, none of it the job's. t1 was being prepared all
+    // along, as any start is: its instance's time is the job's.
     const report = computeCostReport(h.r.store, catalog, h.r.clock.nowSeconds());
-    expect(report.byJob.find((j) => j.id === jobId)?.cost ?? 0).toBe(0);
-    expect(report.idleCost).toBeCloseTo(report.totalCost, 9);
+    expect(jobCost(h, jobId)).toBeCloseTo(instanceCost(h, on.get(t1) as string, TIMEOUT), 9);
+    expect(report.idleCost).toBeCloseTo(instanceCost(h, on.get(t0) as string, TIMEOUT), 9);
     // t0 held its part of its instance for the timeout: that is the job's barrier-idle cost so far.
     const inst = h.r.store.getInstance(on.get(t0) as string)!;
     const type = catalog.types.find((t) => t.name === inst.typeName)!;
@@ -389,7 +452,6 @@ describe('co-start barrier in the controller', () => {
     for (const t of h.r.store.listTasks({ jobId })) beat(h, t.instanceId as string, [running(t.id)]);
     expect(h.measured).toHaveLength(1);
     expect(h.measured[0]?.barrierIdleCost).toBeCloseTo(held, 9);
-    expect(t1).toBeDefined();
   });
 
   it('counts a hold that a cancel ends as idle, not the job’s, and keeps its barrier-idle cost', async () => {
@@ -408,8 +470,10 @@ describe('co-start barrier in the controller', () => {
     beat(h, on.get(t1) as string, []);
     await h.r.controller.reconcile();
     expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['stopped', 'stopped']);
+    // t0's hold is idle; t1's preparation, cut short, the job's.
     const report = computeCostReport(h.r.store, catalog, h.r.clock.nowSeconds());
-    expect(report.byJob.find((j) => j.id === jobId)?.cost ?? 0).toBe(0);
+    expect(jobCost(h, jobId)).toBeCloseTo(instanceCost(h, on.get(t1) as string, 100), 9);
+    expect(report.idleCost).toBeCloseTo(instanceCost(h, on.get(t0) as string, 100), 9);
     const inst = h.r.store.getInstance(on.get(t0) as string)!;
     const type = catalog.types.find((t) => t.name === inst.typeName)!;
     const share = Math.max(4 / type.capacity[1], 8 / type.capacity[2]);
@@ -471,9 +535,10 @@ describe('co-start barrier in the controller', () => {
     h.r.controller.drain(on.get(t1) as string);
     await h.r.controller.reconcile();
     expect(h.r.store.getJob(jobId)?.state).toBe('queued');
+    // t0's hold is idle; t1's preparation, cut short, the job's.
     const report = computeCostReport(h.r.store, catalog, h.r.clock.nowSeconds());
-    expect(jobCost(h, jobId)).toBe(0);
-    expect(report.idleCost).toBeCloseTo(report.totalCost, 9);
+    expect(jobCost(h, jobId)).toBeCloseTo(instanceCost(h, on.get(t1) as string, 100), 9);
+    expect(report.idleCost).toBeCloseTo(instanceCost(h, on.get(t0) as string, 100), 9);
     const held = holdCost(h, on.get(t0) as string, 100);
     expect(jobDocument(h.r.store, h.r.store.getJob(jobId)!).coStart?.barrierIdleCost).toBeCloseTo(held, 9);
     expect(await barrierIdleMetric(h)).toBeCloseTo(held, 9);
@@ -482,7 +547,7 @@ describe('co-start barrier in the controller', () => {
   it('counts a hold that the loss of its instance ends as idle, not the job’s, and in the barrier-idle cost', async () => {
     const h = harness();
     const { jobId, on } = await placedGang(h);
-    const [t0] = [`${jobId}.0`];
+    const [t0, t1] = [`${jobId}.0`, `${jobId}.1`];
     const lost = on.get(t0) as string;
     beat(h, lost, [ready(t0)]);
     h.r.clock.advance(100);
@@ -493,7 +558,8 @@ describe('co-start barrier in the controller', () => {
     expect(h.r.store.getInstance(lost)?.state).toBe('terminated');
     expect(h.r.store.getJob(jobId)?.state).toBe('queued');
     expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['pending', 'pending']);
-    expect(jobCost(h, jobId)).toBe(0);
+    // t0's hold is idle; t1's preparation, cut short, the job's.
+    expect(jobCost(h, jobId)).toBeCloseTo(instanceCost(h, on.get(t1) as string, 100), 9);
     const held = holdCost(h, lost, 100);
     expect(jobDocument(h.r.store, h.r.store.getJob(jobId)!).coStart?.barrierIdleCost).toBeCloseTo(held, 9);
     expect(await barrierIdleMetric(h)).toBeCloseTo(held, 9);
@@ -519,6 +585,26 @@ describe('co-start barrier in the controller', () => {
     expect(h.measured).toHaveLength(1);
     expect(h.measured[0]?.barrierIdleCost).toBeCloseTo(held, 9);
     expect(await barrierIdleMetric(h)).toBeCloseTo(held, 9);
+  });
+
+  it('counts a measured start once its heartbeat committed, and once when that commit failed', async () => {
+    const store = new FailingCommitStore();
+    const h = harness(store, store.clock);
+    const { jobId, on } = await placedGang(h);
+    const [t0, t1] = [`${jobId}.0`, `${jobId}.1`];
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    beat(h, on.get(t1) as string, [ready(t1)]);
+    await h.r.controller.reconcile();
+    beat(h, on.get(t0) as string, [running(t0)]);
+    // The heartbeat that measures the start does not commit: nothing of it is kept, so nothing is counted.
+    store.failNextCommit = true;
+    expect(() => beat(h, on.get(t1) as string, [running(t1)])).toThrow(/commit failed/);
+    expect(h.measured).toEqual([]);
+    expect(jobDocument(h.r.store, h.r.store.getJob(jobId)!).coStart?.startSkewSeconds).toBeUndefined();
+    // The worker reports again: the start is measured and counted, once.
+    beat(h, on.get(t1) as string, [running(t1)]);
+    expect(h.measured).toHaveLength(1);
+    expect(await h.metrics.registry.metrics()).toMatch(/^fleetwise_job_start_skew_seconds_count 1$/m);
   });
 
   it('counts the barrier-idle cost of a hold a cancel ends in /metrics, once', async () => {

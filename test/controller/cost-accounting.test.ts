@@ -241,6 +241,99 @@ describe('cost attribution', () => {
     ]);
   });
 
+  it('bills a co-started start as its job’s until its readiness, held from then, alike before and after the release', () => {
+    let seq = 0;
+    const event = (at: number, kind: string, data: Record<string, unknown>, taskId?: string): EventRecord => {
+      seq += 1;
+      return {
+        seq,
+        atSeconds: at,
+        kind,
+        jobId: 'job-1',
+        ...(taskId === undefined ? {} : { taskId }),
+        // A readiness names the instance its task was prepared on.
+        ...(kind === 'job.co-start' && taskId !== undefined ? { instanceId: 'inst-1' } : {}),
+        data: data as EventRecord['data'],
+      };
+    };
+    const state = (at: number, taskId: string, to: string) =>
+      event(at, 'task.state', { to, instanceId: 'inst-1' }, taskId);
+    const shown = (events: EventRecord[], now: number) =>
+      placementsFromEvents(events, now).map((p) => [p.taskId, p.fromSeconds, p.toSeconds, p.kind]);
+    // Placed at 0; prepared (image pulled, checkpoint restored) and reported ready at 200; released at 300.
+    const placed = [state(0, 'job-1.0', 'starting')];
+    const ready = event(200, 'job.co-start', { decision: 'ready', tasks: ['job-1.0'] }, 'job-1.0');
+    expect(shown(placed, 150)).toEqual([['job-1.0', 0, 150, 'work']]);
+    expect(shown([...placed, ready], 250)).toEqual([
+      ['job-1.0', 0, 200, 'work'],
+      ['job-1.0', 200, 250, 'held'],
+    ]);
+    const released = [
+      ...placed,
+      ready,
+      state(300, 'job-1.0', 'running'),
+      event(300, 'job.co-start', { decision: 'release', tasks: ['job-1.0'] }),
+    ];
+    // At the release the hold ends where it was: what the job was billed so far stays its own.
+    expect(shown(released, 300)).toEqual([
+      ['job-1.0', 0, 200, 'work'],
+      ['job-1.0', 200, 300, 'held'],
+    ]);
+    expect(shown(released, 400)).toEqual([
+      ['job-1.0', 0, 200, 'work'],
+      ['job-1.0', 200, 300, 'held'],
+      ['job-1.0', 300, 400, 'work'],
+    ]);
+    // A readiness its worker withdrew holds nothing (the barrier-idle cost counts none of it either).
+    const unready = event(220, 'job.co-start', { decision: 'unready', tasks: ['job-1.0'] }, 'job-1.0');
+    expect(shown([...placed, ready, unready], 250)).toEqual([['job-1.0', 0, 250, 'work']]);
+  });
+
+  it('bills a start a re-plan ends unreleased as held from its readiness, and none of one never ready', () => {
+    let seq = 0;
+    const event = (at: number, kind: string, data: Record<string, unknown>, taskId?: string): EventRecord => {
+      seq += 1;
+      return {
+        seq,
+        atSeconds: at,
+        kind,
+        jobId: 'job-1',
+        ...(taskId === undefined ? {} : { taskId }),
+        instanceId: 'inst-1',
+        data: data as EventRecord['data'],
+      };
+    };
+    const events = [
+      event(0, 'task.state', { to: 'starting', instanceId: 'inst-1' }, 'job-1.0'),
+      event(0, 'task.state', { to: 'starting', instanceId: 'inst-1' }, 'job-1.1'),
+      event(100, 'job.co-start', { decision: 'ready', tasks: ['job-1.0'] }, 'job-1.0'),
+      // The timeout: the re-plan as this controller records it, before the states it explains.
+      event(700, 'job.co-start', { decision: 'replan', tasks: ['job-1.0', 'job-1.1'], heldFrom: 'ready' }),
+      event(700, 'task.state', { from: 'starting', to: 'pending' }, 'job-1.0'),
+      event(700, 'task.state', { from: 'starting', to: 'pending' }, 'job-1.1'),
+    ];
+    const shown = placementsFromEvents(events, 1000).map((p) => [
+      p.taskId,
+      p.fromSeconds,
+      p.toSeconds,
+      p.kind,
+    ]);
+    expect(shown).toEqual([
+      ['job-1.0', 0, 100, 'work'],
+      ['job-1.0', 100, 700, 'held'],
+      ['job-1.1', 0, 700, 'work'],
+    ]);
+    // Open, they were billed the same way.
+    expect(
+      placementsFromEvents(events.slice(0, 3), 700).map((p) => [
+        p.taskId,
+        p.fromSeconds,
+        p.toSeconds,
+        p.kind,
+      ]),
+    ).toEqual(shown);
+  });
+
   it("charges a held task's share of its instance to idle, not to the task beside it", () => {
     // job-2.0 held on inst-1 for its first 960 s next to job-1.0, which runs the whole hour; then it runs too.
     const report = attributeCosts(

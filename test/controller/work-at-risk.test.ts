@@ -28,7 +28,7 @@ describe('work at risk', () => {
     ]);
   });
 
-  it('counts only running tasks of running jobs, each on its instance’s market', () => {
+  it('counts only running tasks of running jobs, each on its instance’s market (a job neither running nor moving, none)', () => {
     const tasks = runningTaskCheckpoints({
       tasks: [
         { jobId: 'job-1', state: 'running', instanceId: 'inst-1', lastCheckpointAtSeconds: 50 },
@@ -45,6 +45,59 @@ describe('work at risk', () => {
     expect(tasks).toEqual([
       { market: 'on-demand', runningSinceSeconds: 10, lastCheckpointAtSeconds: 50 },
       { market: 'spot', runningSinceSeconds: 10, lastCheckpointAtSeconds: undefined },
+    ]);
+  });
+
+  it('counts the tasks a move leaves running where they were, from the run they go on with', () => {
+    const tasks = runningTaskCheckpoints({
+      tasks: [
+        // Migrating, still running on its draining instance (a move waiting for its new instances).
+        { jobId: 'job-1', state: 'running', instanceId: 'inst-1', lastCheckpointAtSeconds: 40 },
+        // Migrating and checkpointing: it stopped working, nothing more to lose.
+        { jobId: 'job-2', state: 'checkpointing', instanceId: 'inst-2' },
+      ],
+      runningSince: new Map(),
+      migratingSince: new Map([
+        ['job-1', 10],
+        ['job-2', 20],
+      ]),
+      spotInstances: new Set(['inst-1']),
+    });
+    expect(tasks).toEqual([{ market: 'spot', runningSinceSeconds: 10, lastCheckpointAtSeconds: 40 }]);
+  });
+
+  it('keeps a migrating job’s task running on its draining spot instance in the figures, at its market', () => {
+    const clock = new ManualClock(10_000);
+    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+    const job = store.submitJob(jobSpec('moving', CPU_SMALL));
+    const spot = store.createInstance({ typeName: 'c7i.xlarge' });
+    store.recordIntent(
+      {
+        kind: 'launch',
+        payload: {
+          instanceId: spot.id,
+          typeName: 'c7i.xlarge',
+          launchToken: spot.launchToken,
+          market: 'spot',
+        },
+      },
+      { key: launchIntentKey(spot.id) },
+    );
+    store.setInstanceState(spot.id, 'launching', { cloudId: 'c-1' });
+    store.setInstanceState(spot.id, 'running');
+    store.setTaskState(`${job.id}.0`, 'running', spot.id);
+    store.setJobState(job.id, 'starting');
+    store.setJobState(job.id, 'running');
+    clock.advance(300);
+    // Drained (a spot notice, or by hand): the job moves, its task working on where it is until its new instance is up.
+    store.setInstanceState(spot.id, 'draining');
+    store.setJobState(job.id, 'migrating');
+    clock.advance(60);
+    const { controller } = rig({}, { clock, store });
+    // The 360 s since the run began are lost with the instance, as they were a minute ago.
+    expect(controller.workAtRisk()).toEqual([
+      { market: 'on-demand', runningTasks: 0, totalSeconds: 0, maxSeconds: 0 },
+      { market: 'spot', runningTasks: 1, totalSeconds: 360, maxSeconds: 360 },
     ]);
   });
 

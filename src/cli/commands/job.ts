@@ -269,8 +269,9 @@ export function predictionsOf(dependencies: number): string {
 }
 
 /**
- * A multi-task job's start: held tasks while it waits, then its start skew and barrier-idle cost. Tasks held again
- * after a release (the job moved) show as held: the release shown otherwise is of a start that is over.
+ * A multi-task job's start: held tasks while it waits, then its start skew and barrier-idle cost, or the barrier-idle
+ * cost alone of holds that ended without a start. Tasks held again after a release (the job moved) show as held: the
+ * release shown otherwise is of a start that is over.
  */
 export function coStartLines(coStart: JobDocumentResponse['coStart'], taskCount: number): string[] {
   if (coStart === null || coStart === undefined) return [];
@@ -283,6 +284,10 @@ export function coStartLines(coStart: JobDocumentResponse['coStart'], taskCount:
     lines.push(
       `start skew ${coStart.startSkewSeconds.toFixed(1)} s, barrier-idle $${(coStart.barrierIdleCost ?? 0).toFixed(4)}`,
     );
+  // Holds that ended without a start (a re-plan, a drained or lost instance, the job's end) cost all the same, and
+  // have no skew to show beside them.
+  else if (coStart.barrierIdleCost !== undefined)
+    lines.push(`barrier-idle $${coStart.barrierIdleCost.toFixed(4)}, held without a start`);
   return lines;
 }
 
