@@ -1,5 +1,10 @@
 import { demandOn, type Resources } from '../../core/resources.js';
-import { coStarts, readCoStart, writeCoStart } from '../../controller/co-start-records.js';
+import {
+  coStartReadinessEvent,
+  coStarts,
+  readCoStart,
+  writeCoStart,
+} from '../../controller/co-start-records.js';
 import type { InstanceRecord, StateStore, TaskRecord } from '../../controller/state-store.js';
 import { isFinalJobState } from '../../controller/state/lifecycle.js';
 import type { WorkerFleet } from '../../controller/worker-liveness.js';
@@ -360,8 +365,13 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
     if (job === undefined) return;
     // The worker's report, as recordStartReports (controller/co-start-reports.ts) writes it: prepared here since now.
     const record = readCoStart(store, job);
-    record.ready[this.taskIds.get(task) as string] = { instanceId: h.instanceId, sinceSeconds: this.now() };
-    writeCoStart(store, job.id, record);
+    const taskId = this.taskIds.get(task) as string;
+    record.ready[taskId] = { instanceId: h.instanceId, sinceSeconds: this.now() };
+    store.transaction(() => {
+      writeCoStart(store, job.id, record);
+      // Logged as the controller logs it, so the cost replay bills the hold from here, not the whole start.
+      store.appendEvent(coStartReadinessEvent(job.id, taskId, h.instanceId, true));
+    });
     this.o.onReport?.();
   }
 
