@@ -167,7 +167,9 @@ export class BetweenRoundsPlacer {
     const up =
       record.runningAtSeconds ??
       (record.launchedAtSeconds ?? record.requestedAtSeconds) + d.instantiateSeconds;
-    return Math.max(now, up + d.workerStartSeconds + d.workerRegisterSeconds);
+    const expected = up + d.workerStartSeconds + d.workerRegisterSeconds;
+    // A worker later than expected may never come (its instance is replaced after the registration timeout): no slot.
+    return expected > now ? expected : Number.POSITIVE_INFINITY;
   }
 }
 

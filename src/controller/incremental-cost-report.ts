@@ -171,7 +171,7 @@ class ReportState {
         this.firstRecordSeconds = Math.min(this.firstRecordSeconds, record.requestedAtSeconds);
       }
     }
-    for (const e of events) if (e.kind === 'task.state') this.replay.apply(e);
+    for (const e of events) if (e.kind === 'task.state' || e.kind === CO_START_EVENT) this.replay.apply(e);
     this.finalizeEnded(store, nowSeconds);
   }
 

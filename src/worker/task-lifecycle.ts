@@ -32,6 +32,9 @@ import {
 /** A task's exit code when SIGTERM ended it (128 + 15), as Docker and the process executor report it. */
 const SIGTERM_EXIT_CODE = 128 + 15;
 
+/** Stops from outside in a row, none getting further than the furthest, after which an exit is taken at its word. */
+const MAX_OUTSIDE_STOPS_WITHOUT_PROGRESS = 3;
+
 /** Milliseconds between two saves of a task's log position with its record. */
 const LOG_POSITION_PERSIST_MS = 60_000;
 
@@ -374,8 +377,9 @@ export class TaskLifecycle {
       checkpoint: previous?.checkpoint,
       lastLogUploadMs: 0,
       total: d.totalIterations,
-      // A rerun here after a stop from outside: what the stop had reached tells a second early exit 0 from another stop.
+      // A rerun here after stops from outside: how far they got, and how many got no further (stoppedFromOutside).
       stoppedOutsideAt: previous?.phase === 'stopped' ? previous.stoppedOutsideAt : undefined,
+      outsideStops: previous?.phase === 'stopped' ? previous.outsideStops : undefined,
     };
     this.tasks.set(d.taskId, t);
     this.background(t, async () => {
@@ -595,7 +599,10 @@ export class TaskLifecycle {
         // Not the task's end: no exit is recorded, and it runs again from its last checkpoint.
         t.stopRequested = true;
         t.reason = outside;
-        if (exitCode === 0) t.stoppedOutsideAt = t.completed ?? 0;
+        const done = t.completed ?? 0;
+        const further = t.stoppedOutsideAt === undefined || done > t.stoppedOutsideAt;
+        t.outsideStops = (further ? 0 : (t.outsideStops ?? 0)) + 1;
+        t.stoppedOutsideAt = Math.max(done, t.stoppedOutsideAt ?? 0);
         this.log.warn(`task ${t.taskId}: ${outside}`);
       }
     }
@@ -765,13 +772,19 @@ function reportedAll(t: LocalTask): boolean {
  * has not failed. Both resume from their last checkpoint. A job that declares no iterations gives nothing to tell a
  * shutdown's exit 0 from its end by: that exit stays a success. The same rule whether the worker watched the exit or
  * adopted it after a restart.
+ *
+ * Stops from outside in a row that get the task no further than the furthest one had are bounded
+ * (MAX_OUTSIDE_STOPS_WITHOUT_PROGRESS): beyond them its exit is taken at its word, or a task that ends early on its
+ * own (exit 0 short of its declared iterations), or exits 143 by itself, would run again for ever: its exit 0 is its
+ * end, its 143 a failure (counted against its retries). A job stopped again and again, each time getting further (a
+ * host restarted every night), resumes every time.
  */
 function stoppedFromOutside(t: LocalTask, exitCode: number | undefined): string | undefined {
+  const further = t.stoppedOutsideAt === undefined || (t.completed ?? 0) > t.stoppedOutsideAt;
+  if (!further && (t.outsideStops ?? 0) >= MAX_OUTSIDE_STOPS_WITHOUT_PROGRESS) return undefined;
   if (exitCode === SIGTERM_EXIT_CODE)
     return 'SIGTERM ended it (exit code 143) without the worker asking (a shutdown, `docker stop`): taken as stopped; it resumes from its last checkpoint';
-  // Resumed after such a stop, it ended again without getting further: its own early end, not one more stop.
-  const again = t.stoppedOutsideAt !== undefined && (t.completed ?? 0) <= t.stoppedOutsideAt;
-  if (exitCode === 0 && t.total !== undefined && !reportedAll(t) && !again)
+  if (exitCode === 0 && t.total !== undefined && !reportedAll(t))
     return (
       `it exited (code 0) short of its declared iterations (${t.completed ?? 0} of ${t.total}) without the worker ` +
       'asking: taken as stopped from outside (a shutdown signal, `docker stop`); it resumes from its last checkpoint'
@@ -796,6 +809,7 @@ function fromRecord(taskId: string, saved: PersistedTask): LocalTask {
     attempt: saved.attempt,
     total: saved.total,
     stoppedOutsideAt: saved.stoppedOutsideAt,
+    outsideStops: saved.outsideStops,
     logPosition: saved.logPosition,
     lastLogUploadMs: 0,
   };

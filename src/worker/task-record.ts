@@ -25,10 +25,12 @@ const persistedSchema = z.object({
   /** The iterations its job declares (a task adopted after it exited during a stop may have done them all). */
   total: z.number().optional(),
   /**
-   * The iterations it had done when an exit 0 short of `total` was last taken for a stop from outside: a run that,
-   * resumed, ends at no more than that is the task ending early on its own, not stopped again (no endless reruns).
+   * The most iterations it had done when an exit was taken for a stop from outside (task-lifecycle.ts
+   * stoppedFromOutside), and how many such stops in a row got no further than that: a run that resumes here after one
+   * is a rerun, and one that keeps ending without getting further is taken at its word.
    */
   stoppedOutsideAt: z.number().optional(),
+  outsideStops: z.number().int().nonnegative().optional(),
   /** How far the log's stored segments reach, with the executor's note to find that point again (task-log.ts). */
   logPosition: z.object({ bytes: z.number(), resume: z.string().optional() }).optional(),
 });
@@ -74,6 +76,7 @@ export async function persistTask(taskDir: string, t: LocalTask): Promise<void> 
     ...(t.attempt === undefined ? {} : { attempt: t.attempt }),
     ...(t.total === undefined ? {} : { total: t.total }),
     ...(t.stoppedOutsideAt === undefined ? {} : { stoppedOutsideAt: t.stoppedOutsideAt }),
+    ...(t.outsideStops === undefined ? {} : { outsideStops: t.outsideStops }),
     ...(t.logPosition === undefined ? {} : { logPosition: t.logPosition }),
   };
   const path = join(taskDir, 'agent.json');

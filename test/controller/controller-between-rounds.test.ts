@@ -367,5 +367,22 @@ describe('controller: placement between rounds on paid capacity', () => {
         expectedStartSeconds: registers,
       });
     });
+
+    it('with binding, is no slot once its worker is later than expected (it may never come)', async () => {
+      const r = await cappedCluster(false);
+      const { controller, store, clock, hostId } = r;
+      const applied: BetweenRoundsStart[] = [];
+      const placer = placerFor(r, true, applied);
+      const type = catalog.types.find((t) => t.name === store.getInstance(hostId)?.typeName)!;
+      const registers =
+        (store.getInstance(hostId)?.runningAtSeconds as number) +
+        type.delays.workerStartSeconds +
+        type.delays.workerRegisterSeconds;
+      clock.advance(registers - clock.nowSeconds() + 1);
+      controller.submit(jobSpec('one', CPU_ONE), 'research');
+      placer.request();
+      expect(placer.placeIfRequested(true)).toEqual([]);
+      expect(applied).toEqual([]);
+    });
   });
 });

@@ -15,7 +15,7 @@ import {
 } from '../../src/controller/state-store.js';
 import type { Catalog } from '../../src/core/catalog.js';
 import { catalog, CPU_SMALL, GPU_ONE, jobSpec, MEM_BIG, priceOf } from './controller-fixtures.js';
-import { coStartReleaseEvent } from '../../src/controller/co-start-records.js';
+import { coStartReadinessEvent, coStartReleaseEvent } from '../../src/controller/co-start-records.js';
 
 /**
  * The incremental cost report reads only new events and keeps ended instances as figures; its report must be the full
@@ -262,6 +262,49 @@ function taskOnAnEndedInstance(
 }
 
 describe('incremental cost report', () => {
+  it("bills a co-started task's hold from its ready report, as the full replay does, before its release and after", () => {
+    const clock = { now: 1000 };
+    const store = new MemoryStateStore({ nowSeconds: () => clock.now });
+    const job = store.submitJob(jobSpec('j1', CPU_SMALL, { replicas: 2 }));
+    const inst = store.createInstance({ typeName: 'c7i.2xlarge' });
+    store.setInstanceState(inst.id, 'launching', { cloudId: 'c-1' });
+    store.setInstanceState(inst.id, 'running');
+    const tasks = store.listTasks({ jobId: job.id });
+    for (const t of tasks) store.setTaskState(t.id, 'starting', inst.id);
+    const incremental = new IncrementalCostReport();
+    incremental.report(store, catalog, clock.now);
+    // Prepared from 1000 to 1200 (the job's), held from 1200 (idle), released at 1900.
+    clock.now = 1200;
+    for (const t of tasks) store.appendEvent(coStartReadinessEvent(job.id, t.id, inst.id, true));
+    clock.now = 1800;
+    const jobCost = (r: DetailedCostReport): number => r.byJob.find((l) => l.id === job.id)?.cost ?? 0;
+    const held = incremental.report(store, catalog, clock.now);
+    const heldFull = computeCostReport(store, catalog, clock.now);
+    expect(jobCost(heldFull)).toBeGreaterThan(0);
+    expect(jobCost(held)).toBeCloseTo(jobCost(heldFull), 9);
+    expect(held.idleCost).toBeCloseTo(heldFull.idleCost, 9);
+    clock.now = 1900;
+    store.transaction(() => {
+      store.appendEvent(
+        coStartReleaseEvent(
+          job.id,
+          tasks.map((t) => t.id),
+        ),
+      );
+      for (const t of tasks) store.setTaskState(t.id, 'running');
+    });
+    const released = incremental.report(store, catalog, clock.now);
+    const releasedFull = computeCostReport(store, catalog, clock.now);
+    // What the job had cost does not fall at its release, and a fresh report (a restarted controller) agrees.
+    expect(jobCost(released)).toBeCloseTo(jobCost(held), 9);
+    expect(jobCost(released)).toBeCloseTo(jobCost(releasedFull), 9);
+    expect(released.idleCost).toBeCloseTo(releasedFull.idleCost, 9);
+    expect(jobCost(new IncrementalCostReport().report(store, catalog, clock.now))).toBeCloseTo(
+      jobCost(held),
+      9,
+    );
+  });
+
   it('gives the full replay’s report at every step of any history (property)', () => {
     fc.assert(
       // Histories of any length up to 160 steps: fast-check's default size keeps arrays to about ten, too short for

@@ -117,6 +117,22 @@ describeWithMoto('launches against moto', (moto) => {
     store.close();
   });
 
+  it("remembers an instance-count refusal for its type alone: the fallback tries the group's next type", async () => {
+    const cluster = `quota-${++counter}`;
+    const clock = new ManualClock(Math.floor(Date.now() / 1000));
+    // A count limit of c7i.xlarge alone ("for the specified instance type"): the larger c7i types are not refused.
+    const api = seam(ec2ApiFromClient(createEc2Client(moto.clientOptions)), (input) => {
+      if (String(input.InstanceType) === 'c7i.xlarge') throw ec2Error('InstanceLimitExceeded');
+    });
+    const { store, controller } = build(cluster, clock, api);
+    const job = controller.submit(jobSpec('four-vcpus', CPU_SMALL), 'research');
+    await controller.recover();
+    await controller.runRound('submitted');
+    expect(api.runs).toEqual(['c7i.xlarge', 'c7i.2xlarge']);
+    expect(store.getTask(`${job.id}.0`)?.instanceId).toBeDefined();
+    store.close();
+  });
+
   it('closes a record at once when the instance an earlier attempt launched has ended, and plans its task again', async () => {
     const cluster = `ended-${++counter}`;
     const clock = new ManualClock(Math.floor(Date.now() / 1000));

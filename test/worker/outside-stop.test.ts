@@ -114,11 +114,17 @@ describe('a task the worker watches, stopped from outside', () => {
     const d = desired('early-1.0', 'echo "$(date +%s) 3" >> "$FLEETWISE_PROGRESS_FILE"', {
       totalIterations: 100,
     });
-    tasks.start(d);
-    await tasks.settle();
-    await untilEnded(tasks, 'early-1.0');
-    // The first time nothing tells it from a shutdown's SIGTERM: stopped, and the controller runs it again here.
-    expect(tasks.reports()).toEqual([expect.objectContaining({ state: 'stopped', completedIterations: 3 })]);
+    // Nothing tells its exit from a shutdown's SIGTERM: stopped, and run again here, as long as stops in a row that get
+    // it no further stay within the bound (3); the next such exit is taken at its word.
+    for (let run = 0; run < 3; run++) {
+      tasks.start(run === 0 ? d : { ...d, restore: true });
+      await tasks.settle();
+      await untilEnded(tasks, 'early-1.0');
+      expect(tasks.reports()).toEqual([
+        expect.objectContaining({ state: 'stopped', completedIterations: 3 }),
+      ]);
+      await executor.remove('early-1.0');
+    }
     tasks.start({ ...d, restore: true });
     await tasks.settle();
     await untilEnded(tasks, 'early-1.0');
@@ -135,6 +141,62 @@ describe('a task the worker watches, stopped from outside', () => {
     });
     await tasks.stopWatchers();
     await executor.remove('early-1.0');
+  });
+
+  it('a rerun stopped from outside again short of where the last stop got is stopped again, not succeeded', async () => {
+    const executor = new ProcessExecutor({ stateDir: join(tmp, 'twice-executor') });
+    const store = new FsObjectStore(join(tmp, 'twice-store'));
+    const workDir = join(tmp, 'twice-work');
+    const tasks = offlineLifecycle(executor, store, workDir, 20);
+    const running = (n: number): string =>
+      `trap 'exit 0' TERM; echo "$(date +%s) ${n}" >> "$FLEETWISE_PROGRESS_FILE"; while :; do sleep 0.02; done`;
+    const d = desired('twice-1.0', running(50), { totalIterations: 100 });
+    const progress = join(workDir, 'tasks', 'twice-1.0', 'progress');
+    // The first run gets to 50; the rerun resumes from an older checkpoint and is at 45 when stopped again.
+    const rerun: DesiredTask = {
+      ...d,
+      restore: true,
+      launch: { ...d.launch, command: ['sh', '-c', running(45)] },
+    };
+    const runs: [number, DesiredTask][] = [
+      [50, d],
+      [45, rerun],
+    ];
+    for (const [n, task] of runs) {
+      tasks.start(task);
+      await tasks.settle();
+      await until(`progress ${n}`, async () =>
+        existsSync(progress) && readFileSync(progress, 'utf8').includes(` ${n}`) ? true : undefined,
+      );
+      await tasks.observe();
+      await executor.signal('twice-1.0', 'SIGTERM');
+      await untilEnded(tasks, 'twice-1.0');
+      expect(tasks.get('twice-1.0')?.phase).toBe('stopped');
+      await executor.remove('twice-1.0');
+    }
+    expect(await readExitRecord(store, { jobId: 'twice-1', taskId: 'twice-1.0' }, 1)).toBeUndefined();
+    await tasks.stopWatchers();
+  });
+
+  it('a task that exits 143 by itself, again and again, fails once the bound is reached instead of rerunning for ever', async () => {
+    const executor = new ProcessExecutor({ stateDir: join(tmp, 'self-executor') });
+    const tasks = offlineLifecycle(
+      executor,
+      new FsObjectStore(join(tmp, 'self-store')),
+      join(tmp, 'self-work'),
+      20,
+    );
+    const d = desired('self-1.0', 'exit 143');
+    const phases: string[] = [];
+    for (let run = 0; run < 4; run++) {
+      tasks.start({ ...d, restore: run > 0 });
+      await tasks.settle();
+      await untilEnded(tasks, 'self-1.0');
+      phases.push(String(tasks.get('self-1.0')?.phase));
+      await executor.remove('self-1.0');
+    }
+    expect(phases).toEqual(['stopped', 'stopped', 'stopped', 'failed']);
+    await tasks.stopWatchers();
   });
 
   it("takes no task's environment for its declared iterations (a COUNT_TO of 0 is the task's own business)", async () => {

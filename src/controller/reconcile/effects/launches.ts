@@ -33,6 +33,9 @@ import { launchBackoff } from './registrations.js';
  */
 export const QUOTA_REFUSAL_SECONDS = 600;
 
+/** EC2's refusal for an instance-count limit of one type, remembered for that type only. */
+const INSTANCE_LIMIT_CODE = 'InstanceLimitExceeded';
+
 /** A quota refusal remembered for one quota group (spot groups apart): types of at least `vcpus` are refused too. */
 interface QuotaRefusal {
   readonly vcpus: number;
@@ -465,6 +468,11 @@ export class Launches {
     return !onDemandAllowed || provider.isCapacityConstrained(typeName, 'on-demand');
   }
 
+  /** The key of a refusal remembered for one type alone (quota groups' names have no colon). */
+  private static typeKey(typeName: string, market: Market): string {
+    return `type:${typeName}:${market}`;
+  }
+
   /** The quota group `type` counts against when bought in `market` (AWS's own groups: the refusal is AWS's). */
   private static quotaGroupOf(type: InstanceType, market: Market): string {
     const group = awsQuotaGroup(type.family);
@@ -474,6 +482,16 @@ export class Launches {
   private rememberQuotaRefusal(error: QuotaExceededError): void {
     const type = this.ctx.typeOf(error.typeName);
     if (type === undefined) return;
+    // An instance-count limit is the type's own ("for the specified instance type"): it says nothing of the others.
+    if (error.code === INSTANCE_LIMIT_CODE) {
+      this.quotaRefusals.set(Launches.typeKey(type.name, error.market), {
+        vcpus: type.capacity[1],
+        typeName: type.name,
+        code: error.code,
+        atSeconds: this.ctx.now(),
+      });
+      return;
+    }
     const group = Launches.quotaGroupOf(type, error.market);
     const earlier = this.quotaRefusalIn(group);
     // The smallest type refused stands for the group: every type at least as large is refused too.
@@ -498,6 +516,8 @@ export class Launches {
   private quotaRefused(typeName: string, market: Market): QuotaRefusal | undefined {
     const type = this.ctx.typeOf(typeName);
     if (type === undefined) return undefined;
+    const own = this.quotaRefusalIn(Launches.typeKey(typeName, market));
+    if (own !== undefined) return own;
     const refusal = this.quotaRefusalIn(Launches.quotaGroupOf(type, market));
     return refusal !== undefined && type.capacity[1] >= refusal.vcpus ? refusal : undefined;
   }
