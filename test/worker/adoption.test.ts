@@ -3,7 +3,6 @@ import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { DesiredTask } from '../../src/protocol/worker-protocol.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { readExitRecord } from '../../src/worker/exit-record.js';
 import type { TaskLaunch } from '../../src/worker/executor.js';
@@ -11,7 +10,7 @@ import { DockerExecutor, launchedOfLabels } from '../../src/worker/executors/doc
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
 import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
 import { readPersistedTask } from '../../src/worker/task-record.js';
-import { offlineLifecycle, until } from './agent-fixtures.js';
+import { offlineLifecycle, shellTask, until, untilTaskEnded } from './agent-fixtures.js';
 
 /**
  * A worker that died (SIGKILL) and restarts adopts what its executor still has. What it adopts must be the task as it
@@ -21,30 +20,8 @@ import { offlineLifecycle, until } from './agent-fixtures.js';
 const tmp = mkdtempSync(join(tmpdir(), 'fw-adoption-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-function desired(taskId: string, script: string, extra: Partial<DesiredTask> = {}): DesiredTask {
-  return {
-    taskId,
-    jobId: taskId.replace(/\.\d+$/, ''),
-    action: 'run',
-    restore: false,
-    attempt: 1,
-    launch: { command: ['sh', '-c', script], env: {}, vcpus: 1, memoryGiB: 0, gpus: 0, shmSizeGiB: 0 },
-    checkpoint: { signal: 'SIGTERM', timeoutSeconds: 5 },
-    ...extra,
-  };
-}
-
 const lifecycle = (executor: ProcessExecutor, store: FsObjectStore, workDir: string): TaskLifecycle =>
   offlineLifecycle(executor, store, workDir, 20);
-
-/** Observe the adopted tasks until `taskId` leaves `running`. */
-async function untilEnded(tasks: TaskLifecycle, taskId: string): Promise<void> {
-  await until(`${taskId} to end`, async () => {
-    await tasks.observe();
-    await tasks.settle();
-    return tasks.get(taskId)?.phase !== 'running' || undefined;
-  });
-}
 
 /** Reports `n` iterations done, then waits for the file `go` (in its state dir, $HOME) and exits 0 having done `end`. */
 function waitingTask(n: number, end: number): string {
@@ -63,7 +40,7 @@ describe('adoption: a worker whose record of a task is damaged or gone', () => {
     const executor = new ProcessExecutor({ stateDir });
     const first = lifecycle(executor, store, workDir);
     first.start(
-      desired(ref.taskId, waitingTask(5, 400), {
+      shellTask(ref.taskId, waitingTask(5, 400), {
         attempt: 2,
         totalIterations: 400,
         checkpoint: { signal: 'SIGINT', timeoutSeconds: 30 },
@@ -89,7 +66,7 @@ describe('adoption: a worker whose record of a task is damaged or gone', () => {
     // Rebuilt and recorded again, whole.
     expect(await readPersistedTask(join(workDir, 'tasks', ref.taskId))).toMatchObject({ attempt: 2 });
     writeFileSync(join(stateDir, ref.taskId, 'go'), '');
-    await untilEnded(second, ref.taskId);
+    await untilTaskEnded(second, ref.taskId);
     expect(second.reports()).toEqual([
       expect.objectContaining({ taskId: ref.taskId, state: 'succeeded', exitCode: 0, attempt: 2 }),
     ]);
@@ -105,7 +82,7 @@ describe('adoption: a worker whose record of a task is damaged or gone', () => {
     const taskId = 'lost-1.0';
     const executor = new ProcessExecutor({ stateDir });
     const first = lifecycle(executor, store, workDir);
-    first.start(desired(taskId, waitingTask(5, 400), { attempt: 2, totalIterations: 400 }));
+    first.start(shellTask(taskId, waitingTask(5, 400), { attempt: 2, totalIterations: 400 }));
     await first.settle();
     await first.stopWatchers();
     rmSync(join(workDir, 'tasks', taskId, 'agent.json'));
@@ -134,9 +111,9 @@ describe('adoption: a task that exited 0 while no worker ran', () => {
       'echo "$(date +%s) 3" >> "$FLEETWISE_PROGRESS_FILE"; while :; do sleep 0.02; done';
     const executor = new ProcessExecutor({ stateDir });
     const first = lifecycle(executor, store, workDir);
-    first.start(desired('short-1.0', onTerm, { totalIterations: 100 }));
-    first.start(desired('whole-1.0', waitingTask(3, 100), { totalIterations: 100 }));
-    first.start(desired('undeclared-1.0', onTerm));
+    first.start(shellTask('short-1.0', onTerm, { totalIterations: 100 }));
+    first.start(shellTask('whole-1.0', waitingTask(3, 100), { totalIterations: 100 }));
+    first.start(shellTask('undeclared-1.0', onTerm));
     await first.settle();
     for (const t of first.all()) expect([t.taskId, t.phase]).toEqual([t.taskId, 'running']);
     await until(
@@ -158,7 +135,7 @@ describe('adoption: a task that exited 0 while no worker ran', () => {
 
     const second = lifecycle(new ProcessExecutor({ stateDir }), store, workDir);
     await second.adopt();
-    for (const id of ['short-1.0', 'whole-1.0', 'undeclared-1.0']) await untilEnded(second, id);
+    for (const id of ['short-1.0', 'whole-1.0', 'undeclared-1.0']) await untilTaskEnded(second, id);
     const byId = new Map(second.reports().map((r) => [r.taskId, r]));
     expect(byId.get('short-1.0')).toMatchObject({ state: 'stopped', exitCode: 0, completedIterations: 3 });
     expect(byId.get('short-1.0')?.reason).toMatch(/short of its declared iterations/);
@@ -181,7 +158,7 @@ describe('adoption: a task removed while no worker ran', () => {
     const workDir = join(tmp, 'gone-work');
     const executor = new ProcessExecutor({ stateDir });
     const first = lifecycle(executor, store, workDir);
-    first.start(desired('gone-1.0', 'while :; do sleep 0.02; done', { attempt: 3 }));
+    first.start(shellTask('gone-1.0', 'while :; do sleep 0.02; done', { attempt: 3 }));
     await first.settle();
     expect(first.get('gone-1.0')?.phase).toBe('running');
     await first.stopWatchers();

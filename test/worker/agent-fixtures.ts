@@ -169,3 +169,39 @@ export function offlineLifecycle(
     new AbortController().signal,
   );
 }
+
+/** A task running `script` in `sh -c`, attempt 1, checkpoint-stopped by SIGTERM; `launch` overrides its launch. */
+export function shellTask(
+  taskId: string,
+  script: string,
+  extra: Partial<DesiredTask> = {},
+  launch: Partial<DesiredTask['launch']> = {},
+): DesiredTask {
+  return {
+    taskId,
+    jobId: taskId.replace(/\.\d+$/, ''),
+    action: 'run',
+    restore: false,
+    attempt: 1,
+    launch: {
+      command: ['sh', '-c', script],
+      env: {},
+      vcpus: 1,
+      memoryGiB: 0,
+      gpus: 0,
+      shmSizeGiB: 0,
+      ...launch,
+    },
+    checkpoint: { signal: 'SIGTERM', timeoutSeconds: 5 },
+    ...extra,
+  };
+}
+
+/** Observe the tasks until `taskId` leaves `running`. */
+export async function untilTaskEnded(tasks: TaskLifecycle, taskId: string): Promise<void> {
+  await until(`${taskId} to end`, async () => {
+    await tasks.observe();
+    await tasks.settle();
+    return tasks.get(taskId)?.phase !== 'running' || undefined;
+  });
+}

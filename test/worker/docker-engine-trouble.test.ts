@@ -18,7 +18,14 @@ import {
 } from '../../src/worker/executors/docker.js';
 import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { BASE_IMAGE, describeWithDocker } from '../helpers/dockerd.js';
-import { BOOTSTRAP, FakeController, offlineLifecycle, RecordingLogger, until } from './agent-fixtures.js';
+import {
+  BOOTSTRAP,
+  FakeController,
+  offlineLifecycle,
+  RecordingLogger,
+  shellTask,
+  until,
+} from './agent-fixtures.js';
 
 /**
  * What the Docker engine does to a worker's tasks and to the worker itself: a `docker stop` (or an engine restart, a
@@ -28,26 +35,8 @@ import { BOOTSTRAP, FakeController, offlineLifecycle, RecordingLogger, until } f
 const tmp = mkdtempSync(join(tmpdir(), 'fw-docker-trouble-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-function desired(taskId: string, script: string, extra: Partial<DesiredTask> = {}): DesiredTask {
-  return {
-    taskId,
-    jobId: taskId.replace(/\.\d+$/, ''),
-    action: 'run',
-    restore: false,
-    attempt: 1,
-    launch: {
-      image: BASE_IMAGE,
-      command: ['sh', '-c', script],
-      env: {},
-      vcpus: 0.5,
-      memoryGiB: 0.25,
-      gpus: 0,
-      shmSizeGiB: 0,
-    },
-    checkpoint: { signal: 'SIGTERM', timeoutSeconds: 5 },
-    ...extra,
-  };
-}
+const desired = (taskId: string, script: string, extra: Partial<DesiredTask> = {}): DesiredTask =>
+  shellTask(taskId, script, extra, { image: BASE_IMAGE, vcpus: 0.5, memoryGiB: 0.25 });
 
 /** Reports 3 iterations, then on SIGTERM writes a checkpoint and exits 0 (as examples/counter does). */
 const CHECKPOINTS_ON_TERM =

@@ -6,8 +6,7 @@ import type { DesiredTask } from '../../src/protocol/worker-protocol.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { readExitRecord } from '../../src/worker/exit-record.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
-import type { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
-import { offlineLifecycle, until } from './agent-fixtures.js';
+import { offlineLifecycle, shellTask, until, untilTaskEnded } from './agent-fixtures.js';
 
 /**
  * A running task the worker watches is sent SIGTERM by someone else (a host shutting down, `docker stop`, a restarted
@@ -17,33 +16,12 @@ import { offlineLifecycle, until } from './agent-fixtures.js';
 const tmp = mkdtempSync(join(tmpdir(), 'fw-outside-stop-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-function desired(taskId: string, script: string, extra: Partial<DesiredTask> = {}): DesiredTask {
-  return {
-    taskId,
-    jobId: taskId.replace(/\.\d+$/, ''),
-    action: 'run',
-    restore: false,
-    attempt: 1,
-    launch: { command: ['sh', '-c', script], env: {}, vcpus: 1, memoryGiB: 0, gpus: 0, shmSizeGiB: 0 },
-    checkpoint: { signal: 'SIGTERM', timeoutSeconds: 5 },
-    ...extra,
-  };
-}
-
 /** Reports 3 iterations, then on SIGTERM writes a checkpoint and exits 0 (as examples/counter does). */
 const CHECKPOINTS_ON_TERM =
   'trap \'echo 3 > "$FLEETWISE_CHECKPOINT_DIR/state"; exit 0\' TERM; ' +
   'echo "$(date +%s) 3" >> "$FLEETWISE_PROGRESS_FILE"; while :; do sleep 0.02; done';
 /** Reports 3 iterations and leaves SIGTERM to end it (exit 143). */
 const DIES_ON_TERM = 'echo "$(date +%s) 3" >> "$FLEETWISE_PROGRESS_FILE"; exec sleep 600';
-
-async function untilEnded(tasks: TaskLifecycle, taskId: string): Promise<void> {
-  await until(`${taskId} to end`, async () => {
-    await tasks.observe();
-    await tasks.settle();
-    return tasks.get(taskId)?.phase !== 'running' || undefined;
-  });
-}
 
 describe('a task the worker watches, stopped from outside', () => {
   it('is reported stopped (it resumes from its checkpoint), not succeeded or failed, short of its iterations', async () => {
@@ -52,9 +30,9 @@ describe('a task the worker watches, stopped from outside', () => {
     const workDir = join(tmp, 'work');
     const executor = new ProcessExecutor({ stateDir });
     const tasks = offlineLifecycle(executor, store, workDir, 20);
-    tasks.start(desired('short-1.0', CHECKPOINTS_ON_TERM, { totalIterations: 100 }));
-    tasks.start(desired('killed-1.0', DIES_ON_TERM, { totalIterations: 100 }));
-    tasks.start(desired('undeclared-1.0', CHECKPOINTS_ON_TERM));
+    tasks.start(shellTask('short-1.0', CHECKPOINTS_ON_TERM, { totalIterations: 100 }));
+    tasks.start(shellTask('killed-1.0', DIES_ON_TERM, { totalIterations: 100 }));
+    tasks.start(shellTask('undeclared-1.0', CHECKPOINTS_ON_TERM));
     await tasks.settle();
     const ids = ['short-1.0', 'killed-1.0', 'undeclared-1.0'];
     for (const id of ids) expect(tasks.get(id)?.phase).toBe('running');
@@ -66,7 +44,7 @@ describe('a task the worker watches, stopped from outside', () => {
     await tasks.observe();
     // `docker stop` / a shutdown: SIGTERM from outside, while the worker watches.
     for (const id of ids) await executor.signal(id, 'SIGTERM');
-    for (const id of ids) await untilEnded(tasks, id);
+    for (const id of ids) await untilTaskEnded(tasks, id);
 
     const byId = new Map(tasks.reports().map((r) => [r.taskId, r]));
     expect(byId.get('short-1.0')).toMatchObject({ state: 'stopped', exitCode: 0, completedIterations: 3 });
@@ -90,10 +68,12 @@ describe('a task the worker watches, stopped from outside', () => {
     const executor = new ProcessExecutor({ stateDir });
     const tasks = offlineLifecycle(executor, store, workDir, 20);
     tasks.start(
-      desired('whole-1.0', 'echo "$(date +%s) 100" >> "$FLEETWISE_PROGRESS_FILE"', { totalIterations: 100 }),
+      shellTask('whole-1.0', 'echo "$(date +%s) 100" >> "$FLEETWISE_PROGRESS_FILE"', {
+        totalIterations: 100,
+      }),
     );
     await tasks.settle();
-    await untilEnded(tasks, 'whole-1.0');
+    await untilTaskEnded(tasks, 'whole-1.0');
     expect(tasks.reports()).toEqual([
       expect.objectContaining({ taskId: 'whole-1.0', state: 'succeeded', completedIterations: 100 }),
     ]);
@@ -111,7 +91,7 @@ describe('a task the worker watches, stopped from outside', () => {
     const executor = new ProcessExecutor({ stateDir });
     const tasks = offlineLifecycle(executor, store, workDir, 20);
     // Stops early on its own (early stopping) at 3 of the 100 iterations its job declares.
-    const d = desired('early-1.0', 'echo "$(date +%s) 3" >> "$FLEETWISE_PROGRESS_FILE"', {
+    const d = shellTask('early-1.0', 'echo "$(date +%s) 3" >> "$FLEETWISE_PROGRESS_FILE"', {
       totalIterations: 100,
     });
     // Nothing tells its exit from a shutdown's SIGTERM: stopped, and run again here, as long as stops in a row that get
@@ -119,7 +99,7 @@ describe('a task the worker watches, stopped from outside', () => {
     for (let run = 0; run < 3; run++) {
       tasks.start(run === 0 ? d : { ...d, restore: true });
       await tasks.settle();
-      await untilEnded(tasks, 'early-1.0');
+      await untilTaskEnded(tasks, 'early-1.0');
       expect(tasks.reports()).toEqual([
         expect.objectContaining({ state: 'stopped', completedIterations: 3 }),
       ]);
@@ -127,7 +107,7 @@ describe('a task the worker watches, stopped from outside', () => {
     }
     tasks.start({ ...d, restore: true });
     await tasks.settle();
-    await untilEnded(tasks, 'early-1.0');
+    await untilTaskEnded(tasks, 'early-1.0');
     expect(tasks.reports()).toEqual([
       expect.objectContaining({
         taskId: 'early-1.0',
@@ -150,7 +130,7 @@ describe('a task the worker watches, stopped from outside', () => {
     const tasks = offlineLifecycle(executor, store, workDir, 20);
     const running = (n: number): string =>
       `trap 'exit 0' TERM; echo "$(date +%s) ${n}" >> "$FLEETWISE_PROGRESS_FILE"; while :; do sleep 0.02; done`;
-    const d = desired('twice-1.0', running(50), { totalIterations: 100 });
+    const d = shellTask('twice-1.0', running(50), { totalIterations: 100 });
     const progress = join(workDir, 'tasks', 'twice-1.0', 'progress');
     // The first run gets to 50; the rerun resumes from an older checkpoint and is at 45 when stopped again.
     const rerun: DesiredTask = {
@@ -170,7 +150,7 @@ describe('a task the worker watches, stopped from outside', () => {
       );
       await tasks.observe();
       await executor.signal('twice-1.0', 'SIGTERM');
-      await untilEnded(tasks, 'twice-1.0');
+      await untilTaskEnded(tasks, 'twice-1.0');
       expect(tasks.get('twice-1.0')?.phase).toBe('stopped');
       await executor.remove('twice-1.0');
     }
@@ -186,12 +166,12 @@ describe('a task the worker watches, stopped from outside', () => {
       join(tmp, 'self-work'),
       20,
     );
-    const d = desired('self-1.0', 'exit 143');
+    const d = shellTask('self-1.0', 'exit 143');
     const phases: string[] = [];
     for (let run = 0; run < 4; run++) {
       tasks.start({ ...d, restore: run > 0 });
       await tasks.settle();
-      await untilEnded(tasks, 'self-1.0');
+      await untilTaskEnded(tasks, 'self-1.0');
       phases.push(String(tasks.get('self-1.0')?.phase));
       await executor.remove('self-1.0');
     }
@@ -205,9 +185,9 @@ describe('a task the worker watches, stopped from outside', () => {
     const workDir = join(tmp, 'env-work');
     const executor = new ProcessExecutor({ stateDir });
     const tasks = offlineLifecycle(executor, store, workDir, 20);
-    const d = desired('env-1.0', 'exit 0', { totalIterations: 100 });
+    const d = shellTask('env-1.0', 'exit 0', { totalIterations: 100 });
     tasks.start({ ...d, launch: { ...d.launch, env: { COUNT_TO: '0' } } });
-    const e = desired('countto-1.0', 'exit 0');
+    const e = shellTask('countto-1.0', 'exit 0');
     tasks.start({ ...e, launch: { ...e.launch, env: { COUNT_TO: '40' } } });
     await tasks.settle();
     await tasks.stopWatchers();
