@@ -160,8 +160,11 @@ export class BetweenRoundsPlacer {
    */
   private readyAtSeconds(record: InstanceRecord, running: boolean, type: InstanceType, now: number): number {
     const d = type.delays;
-    if (!running)
-      return Math.max(now, (record.launchedAtSeconds ?? record.requestedAtSeconds) + setupSeconds(type));
+    if (!running) {
+      const ready = (record.launchedAtSeconds ?? record.requestedAtSeconds) + setupSeconds(type);
+      // Overdue: it may never come (the registration timeout replaces it), as for a late worker below.
+      return ready > now ? ready : Number.POSITIVE_INFINITY;
+    }
     const registered = this.deps.workerRegistered;
     if (registered === undefined || registered(record)) return now;
     const up =

@@ -100,9 +100,10 @@ function pastChanged(store: StateStore, start: StartOfMonth): boolean {
 
 function changesBefore(store: StateStore, e: EventRecord, start: StartOfMonth): boolean {
   if (e.kind === CO_START_EVENT) {
-    // A readiness report bills the time from itself on as held: nothing before the month, which has begun.
+    // A readiness report bills the time from itself on as held: nothing before the month, which has begun. (Its
+    // withdrawal, `unready`, gives the whole start back to the job, from before the month too.)
     const decision = (e.data as { readonly decision?: unknown } | undefined)?.decision;
-    if (decision === 'ready' || decision === 'unready') return false;
+    if (decision === 'ready') return false;
     // A release (or a start given up) makes the time its tasks were held since their start idle: before the month
     // only for a job that was there before it.
     const job = e.jobId === undefined ? undefined : store.getJob(e.jobId);

@@ -599,10 +599,8 @@ export class TaskLifecycle {
         // Not the task's end: no exit is recorded, and it runs again from its last checkpoint.
         t.stopRequested = true;
         t.reason = outside;
-        const done = t.completed ?? 0;
-        const further = t.stoppedOutsideAt === undefined || done > t.stoppedOutsideAt;
-        t.outsideStops = (further ? 0 : (t.outsideStops ?? 0)) + 1;
-        t.stoppedOutsideAt = Math.max(done, t.stoppedOutsideAt ?? 0);
+        t.outsideStops = (gotFurther(t) ? 0 : (t.outsideStops ?? 0)) + 1;
+        t.stoppedOutsideAt = Math.max(t.completed ?? 0, t.stoppedOutsideAt ?? 0);
         this.log.warn(`task ${t.taskId}: ${outside}`);
       }
     }
@@ -773,15 +771,14 @@ function reportedAll(t: LocalTask): boolean {
  * shutdown's exit 0 from its end by: that exit stays a success. The same rule whether the worker watched the exit or
  * adopted it after a restart.
  *
- * Stops from outside in a row that get the task no further than the furthest one had are bounded
+ * Stops from outside in a row that get the task no further (gotFurther) are bounded
  * (MAX_OUTSIDE_STOPS_WITHOUT_PROGRESS): beyond them its exit is taken at its word, or a task that ends early on its
  * own (exit 0 short of its declared iterations), or exits 143 by itself, would run again for ever: its exit 0 is its
  * end, its 143 a failure (counted against its retries). A job stopped again and again, each time getting further (a
  * host restarted every night), resumes every time.
  */
 function stoppedFromOutside(t: LocalTask, exitCode: number | undefined): string | undefined {
-  const further = t.stoppedOutsideAt === undefined || (t.completed ?? 0) > t.stoppedOutsideAt;
-  if (!further && (t.outsideStops ?? 0) >= MAX_OUTSIDE_STOPS_WITHOUT_PROGRESS) return undefined;
+  if (!gotFurther(t) && (t.outsideStops ?? 0) >= MAX_OUTSIDE_STOPS_WITHOUT_PROGRESS) return undefined;
   if (exitCode === SIGTERM_EXIT_CODE)
     return 'SIGTERM ended it (exit code 143) without the worker asking (a shutdown, `docker stop`): taken as stopped; it resumes from its last checkpoint';
   if (exitCode === 0 && t.total !== undefined && !reportedAll(t))
@@ -790,6 +787,15 @@ function stoppedFromOutside(t: LocalTask, exitCode: number | undefined): string 
       'asking: taken as stopped from outside (a shutdown signal, `docker stop`); it resumes from its last checkpoint'
     );
   return undefined;
+}
+
+/**
+ * Whether this run got the task further than the stops from outside before it: more iterations than the furthest, or
+ * a checkpoint of its own (uploaded since it started; a job that reports no iterations shows its progress so).
+ */
+function gotFurther(t: LocalTask): boolean {
+  if (t.stoppedOutsideAt === undefined || (t.completed ?? 0) > t.stoppedOutsideAt) return true;
+  return t.checkpoint !== undefined && t.checkpoint.atSeconds * 1000 >= t.startedAtMs;
 }
 
 /** A task as its record on this host describes it. */

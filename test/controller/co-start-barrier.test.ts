@@ -365,6 +365,34 @@ describe('co-start barrier in the controller', () => {
     expect(h.r.store.listTasks({ jobId: job.id }).map((t) => t.state)).toEqual(['pending', 'pending']);
   });
 
+  it('counts the hold of a sibling held when a retry ends its start as idle, not the job’s, and in /metrics', async () => {
+    const h = harness();
+    const spec = jobSpec('gang', CPU_SMALL, { replicas: 2 });
+    const job = h.r.controller.submit({ ...spec, retryStrategy: { attempts: 2 } }, 'research');
+    await h.r.controller.runRound();
+    await h.r.controller.reconcile();
+    registerAll(h);
+    await h.r.controller.reconcile();
+    const [t0, t1] = [`${job.id}.0`, `${job.id}.1`];
+    const on = new Map([t0, t1].map((t) => [t, h.r.store.getTask(t)?.instanceId as string]));
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    h.r.clock.advance(100);
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    const idleBefore = computeCostReport(h.r.store, catalog, h.r.clock.nowSeconds()).idleCost;
+    expect(idleBefore).toBeCloseTo(instanceCost(h, on.get(t0) as string, 100), 9);
+    beat(h, on.get(t1) as string, [{ taskId: t1, state: 'failed', attempt: 1, reason: 'image pull failed' }]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getJob(job.id)).toMatchObject({ state: 'queued', attempts: 2 });
+    // The retry ended t0's hold: still its instance's idle time, not turned into the job's after the fact.
+    const after = computeCostReport(h.r.store, catalog, h.r.clock.nowSeconds());
+    expect(after.idleCost).toBeCloseTo(idleBefore, 9);
+    expect(jobCost(h, job.id)).toBeCloseTo(instanceCost(h, on.get(t1) as string, 100), 9);
+    const inst = h.r.store.getInstance(on.get(t0) as string)!;
+    const type = catalog.types.find((t) => t.name === inst.typeName)!;
+    const share = Math.max(4 / type.capacity[1], 8 / type.capacity[2]);
+    expect(await barrierIdleMetric(h)).toBeCloseTo((100 * share * type.costPerHour) / 3600, 9);
+  });
+
   it('does not have a task placed again prepared before its siblings are: neither the called-off start nor an old report counts', async () => {
     const h = harness();
     const { jobId, on } = await placedGang(h);

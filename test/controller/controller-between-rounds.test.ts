@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { setupSeconds } from '../../src/core/catalog.js';
 import type { Resources } from '../../src/core/resources.js';
 import type { QueueCaps } from '../../src/queue/caps.js';
 import { FIFO_CONFIG, type WfqConfig } from '../../src/queue/wfq.js';
@@ -366,6 +367,23 @@ describe('controller: placement between rounds on paid capacity', () => {
         bindChoice: { choice: 'bind', instanceId: hostId },
         expectedStartSeconds: registers,
       });
+    });
+
+    it('an instance still launching past its expected setup is no slot, with binding or without', async () => {
+      for (const bind of [false, true]) {
+        const r = await cappedCluster(false, { boot: false });
+        const { controller, store, clock, hostId } = r;
+        const record = store.getInstance(hostId)!;
+        expect(record.state).toBe('launching');
+        const type = catalog.types.find((t) => t.name === record.typeName)!;
+        const applied: BetweenRoundsStart[] = [];
+        const placer = placerFor(r, bind, applied);
+        clock.advance(setupSeconds(type) + 60);
+        controller.submit(jobSpec('one', CPU_ONE), 'research');
+        placer.request();
+        expect(placer.placeIfRequested(true)).toEqual([]);
+        expect(applied).toEqual([]);
+      }
     });
 
     it('with binding, is no slot once its worker is later than expected (it may never come)', async () => {

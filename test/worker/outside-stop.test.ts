@@ -179,6 +179,39 @@ describe('a task the worker watches, stopped from outside', () => {
     await tasks.stopWatchers();
   });
 
+  it('a job that reports no iterations but checkpoints in every run is stopped from outside again and again, not failed', async () => {
+    const executor = new ProcessExecutor({ stateDir: join(tmp, 'nightly-executor') });
+    const tasks = offlineLifecycle(
+      executor,
+      new FsObjectStore(join(tmp, 'nightly-store')),
+      join(tmp, 'nightly-work'),
+      20,
+    );
+    // Each run checkpoints new work once, then keeps its directory quiet (so the watcher uploads it); SIGTERM ends it.
+    const script =
+      'n=0; [ -f "$FLEETWISE_CHECKPOINT_DIR/state" ] && n=$(cat "$FLEETWISE_CHECKPOINT_DIR/state"); ' +
+      'echo $((n+1)) > "$FLEETWISE_CHECKPOINT_DIR/state"; exec sleep 600';
+    const d = shellTask('nightly-1.0', script);
+    const phases: string[] = [];
+    for (let run = 0; run < 5; run++) {
+      tasks.start({ ...d, restore: run > 0 });
+      await tasks.settle();
+      await until('its own checkpoint uploaded', async () => {
+        await tasks.observe();
+        const t = tasks.get('nightly-1.0');
+        return t?.checkpoint !== undefined && t.checkpoint.atSeconds * 1000 >= t.startedAtMs
+          ? true
+          : undefined;
+      });
+      await executor.signal('nightly-1.0', 'SIGTERM');
+      await untilTaskEnded(tasks, 'nightly-1.0');
+      phases.push(String(tasks.get('nightly-1.0')?.phase));
+      await executor.remove('nightly-1.0');
+    }
+    expect(phases).toEqual(['stopped', 'stopped', 'stopped', 'stopped', 'stopped']);
+    await tasks.stopWatchers();
+  });
+
   it("takes no task's environment for its declared iterations (a COUNT_TO of 0 is the task's own business)", async () => {
     const stateDir = join(tmp, 'env-executor');
     const store = new FsObjectStore(join(tmp, 'env-store'));

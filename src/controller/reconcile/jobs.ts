@@ -113,12 +113,22 @@ function requeueJob(ctx: ReconcileContext, jobId: string, reason: string): void 
   if (isFinalJobState(job.state)) return;
   const taskIds = new Set(ctx.store.listTasks({ jobId }).map((t) => t.id));
   for (const start of ctx.pendingStartsOf(taskIds)) ctx.store.failIntent(start.id, reason);
-  const starting = ctx.store.listTasks({ jobId }).filter((t) => t.state === 'starting');
+  endStartsUnreleased(ctx, job, reason);
+  if (job.state !== 'queued') ctx.store.setJobState(jobId, 'queued', reason);
+}
+
+/**
+ * The job's tasks on their way to an instance go back to be placed (`pending`). A co-started job's starts end
+ * unreleased, as at a co-start re-plan: their time since each was reported ready is its instances' idle time, not the
+ * job's, and what the holds cost is its barrier-idle cost (a requeue, or a retry after a task failed).
+ */
+export function endStartsUnreleased(ctx: ReconcileContext, job: JobRecord, reason: string): void {
+  const starting = ctx.store.listTasks({ jobId: job.id }).filter((t) => t.state === 'starting');
   // Before the tasks' states, in this transaction: the cost replay reads it with them (cost-accounting.ts).
   if (starting.length > 0 && coStarts(job, ctx.deps.tasks.holdsStarts === true))
     ctx.store.appendEvent(
       coStartUnreleasedEvent(
-        jobId,
+        job.id,
         'replan',
         starting.map((t) => t.id),
         `planned again: ${reason}`,
@@ -128,6 +138,5 @@ function requeueJob(ctx: ReconcileContext, jobId: string, reason: string): void 
   const after = unreleasedCoStart(record, starting, ctx.now());
   for (const task of starting) ctx.store.setTaskState(task.id, 'pending');
   if (Object.keys(after.ready).length < Object.keys(record.ready).length)
-    writeUnreleasedCoStart(ctx.store, jobId, record, after, ctx.deps.onBarrierIdle);
-  if (job.state !== 'queued') ctx.store.setJobState(jobId, 'queued', reason);
+    writeUnreleasedCoStart(ctx.store, job.id, record, after, ctx.deps.onBarrierIdle);
 }

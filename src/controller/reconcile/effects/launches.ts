@@ -125,9 +125,12 @@ export class Launches {
         intent,
         inst,
         new CloudProviderError(
-          `launching ${inst.typeName} would exceed an account quota: ${remembered.typeName} was refused ` +
-            `(${remembered.code}) ${this.ctx.now() - remembered.atSeconds} s ago and ${inst.typeName} needs as many ` +
-            `vCPUs or more`,
+          remembered.code === INSTANCE_LIMIT_CODE
+            ? `launching ${inst.typeName} would exceed its instance-count limit: it was refused ` +
+                `(${remembered.code}) ${this.ctx.now() - remembered.atSeconds} s ago`
+            : `launching ${inst.typeName} would exceed an account quota: ${remembered.typeName} was refused ` +
+                `(${remembered.code}) ${this.ctx.now() - remembered.atSeconds} s ago and ${inst.typeName} needs as ` +
+                `many vCPUs or more`,
           remembered.code,
         ),
       );

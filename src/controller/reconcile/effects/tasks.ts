@@ -28,7 +28,7 @@ import { retryVerdict } from '../../job-spec/retry.js';
 import { isFinalJobState, PLACED_TASK_STATES } from '../../state/lifecycle.js';
 import type { InstanceRecord, IntentRecord, JobRecord, TaskRecord } from '../../state-store.js';
 import type { ReconcileContext } from '../context.js';
-import { abandonStartsTo, releaseTasksOn, settleJob } from '../jobs.js';
+import { abandonStartsTo, endStartsUnreleased, releaseTasksOn, settleJob } from '../jobs.js';
 import { Slices } from '../yielding.js';
 import { hasSpotNotice } from '../../spot-interruptions.js';
 
@@ -589,9 +589,10 @@ function retryJob(
   for (const start of ctx.pendingStartsOf(new Set(tasks.map((t) => t.id))))
     ctx.store.failIntent(start.id, reason);
   stopOtherTasks(ctx, job, true);
+  // Held siblings of a co-started job: their holds end unreleased (idle, barrier-idle cost), not as the job's time.
+  endStartsUnreleased(ctx, job, reason);
   for (const t of ctx.store.listTasks({ jobId: job.id }))
-    if (!PLACED_TASK_STATES.includes(t.state) || t.state === 'starting')
-      ctx.store.setTaskState(t.id, 'pending');
+    if (!PLACED_TASK_STATES.includes(t.state)) ctx.store.setTaskState(t.id, 'pending');
   return ctx.store.retryJob(
     job.id,
     { taskId: failed.id, ...(exitCode === undefined ? {} : { exitCode }), reason: why },

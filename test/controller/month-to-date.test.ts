@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { coStartReadinessEvent } from '../../src/controller/co-start-records.js';
+import { IncrementalCostReport } from '../../src/controller/incremental-cost-report.js';
+import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
+import { MonthToDate } from '../../src/controller/month-to-date.js';
+import { utcMonthBounds } from '../../src/core/utc-month.js';
+import { catalog, CPU_SMALL, jobSpec } from './controller-fixtures.js';
+
+/**
+ * The month so far is the whole history's bill less the bill at the month's start, kept between scrapes: a record made
+ * this month that changes what was billed before it must have that start replayed, or a team's share drifts.
+ */
+describe('month to date', () => {
+  it('replays the start of the month when a readiness from before it is withdrawn: a team never costs more than the fleet', () => {
+    const month = utcMonthBounds('2026-12');
+    const clock = { now: month.startSeconds - 7200 };
+    const store = new MemoryStateStore({ nowSeconds: () => clock.now });
+    const job = store.submitJob(jobSpec('j1', CPU_SMALL, { replicas: 2 }));
+    const inst = store.createInstance({ typeName: 'c7i.2xlarge' });
+    store.setInstanceState(inst.id, 'launching', { cloudId: 'c-1' });
+    store.setInstanceState(inst.id, 'running');
+    const tasks = store.listTasks({ jobId: job.id });
+    for (const t of tasks) store.setTaskState(t.id, 'starting', inst.id);
+    const whole = new IncrementalCostReport();
+    const kept = new MonthToDate();
+    // Prepared, then held from an hour before the month (idle time, no team's).
+    clock.now = month.startSeconds - 3600;
+    for (const t of tasks) store.appendEvent(coStartReadinessEvent(job.id, t.id, inst.id, true));
+    clock.now = month.startSeconds + 600;
+    kept.costs(store, catalog, whole.totals(store, catalog, clock.now));
+    // Its worker no longer reports one ready: that task's whole start is its job's again, before the month too.
+    store.appendEvent(coStartReadinessEvent(job.id, tasks[0]!.id, inst.id, false));
+    clock.now = month.startSeconds + 1200;
+    const now = kept.costs(store, catalog, whole.totals(store, catalog, clock.now));
+    const fresh = new MonthToDate().costs(store, catalog, whole.totals(store, catalog, clock.now));
+    expect(now).toEqual(fresh);
+    for (const team of now.byTeam) expect(team.cost).toBeLessThanOrEqual(now.totalCost + 1e-12);
+  });
+});
