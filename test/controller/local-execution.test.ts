@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/built-cli.js';
+import { describeWithDocker } from '../helpers/dockerd.js';
 import {
   killLocalLeftovers,
   startLocalController,
@@ -29,10 +30,14 @@ afterAll(async () => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
-async function start(name: string, executor: 'process' | 'docker'): Promise<StartedController> {
+async function start(
+  name: string,
+  executor: 'process' | 'docker',
+  env: Record<string, string> = {},
+): Promise<StartedController> {
   const stateDir = join(scratch, name);
   stateDirs.push(stateDir);
-  const ctl = await startLocalController(stateDir, { executor });
+  const ctl = await startLocalController(stateDir, { executor, env });
   controllers.push(ctl);
   return ctl;
 }
@@ -165,9 +170,12 @@ describe.concurrent('task execution without Docker', () => {
       expect(refused.stderr).toMatch(/tasks\.0: image python:3\.12-slim without a command cannot run here/);
     }
   }, 120_000);
+});
 
+describeWithDocker('task execution under Docker', (engine) => {
   it('docker executor: a command alone (no image or build) is refused at submission', async () => {
-    const ctl = await start('docker', 'docker');
+    // The controller asked for Docker by name checks an engine answers before it starts.
+    const ctl = await start('docker', 'docker', { DOCKER_HOST: engine.host });
     for (const path of ['/v1/jobs', '/v1/jobs?dryRun=true']) {
       const refused = await ctl.api('POST', path, job('bare', { command: ['sh', '-c', 'echo hi'] }));
       expect(refused.status, path).toBe(400);

@@ -188,6 +188,21 @@ describeWithDocker('a real dockerd stopping and hanging under a worker', (engine
     await executor.remove('dstop-1.0');
   });
 
+  it('two removals of one container at once both end once it is gone (a termination and a cleanup racing)', async () => {
+    const executor = new DockerExecutor({ docker: engine.docker, instanceId: 'local-twice' });
+    const tasks = offlineLifecycle(executor, store, join(tmp, 'twice-work'), 50);
+    tasks.start(desired('twice-1.0', 'exec sleep 600'));
+    await tasks.settle();
+    expect(tasks.get('twice-1.0')?.phase).toBe('running');
+    await tasks.stopWatchers();
+    await Promise.all([
+      executor.remove('twice-1.0'),
+      executor.remove('twice-1.0'),
+      executor.remove('twice-1.0'),
+    ]);
+    expect(await executor.status('twice-1.0')).toBeUndefined();
+  });
+
   it('a hung dockerd: the worker heartbeats its last known states, a local termination does not wait on it', async () => {
     // Frozen with SIGSTOP, as a hung engine is: the private dockerd this suite starts (not one DOCKER_HOST names).
     const pidFile = join(dirname(engine.host.replace(/^unix:\/\//, '')), 'dockerd.pid');

@@ -484,7 +484,23 @@ export class DockerExecutor implements Executor {
         this.docker.getContainer(id).remove({ force: true, abortSignal }),
       );
     } catch (e) {
-      if (statusCode(e) !== 404) throw e;
+      if (statusCode(e) === 404) return;
+      // Another caller's removal of it is under way (a termination's stops going on in the background): done once
+      // that one is, as a removal it made itself would be.
+      if (statusCode(e) === 409 && /already in progress/i.test((e as Error).message)) {
+        const until = Date.now() + this.changeTimeoutMs;
+        while (Date.now() < until) {
+          if ((await this.find(taskId)) === undefined) return;
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        throw new Error(
+          `the removal of ${taskId}'s container, already under way, did not end within the time allowed`,
+          {
+            cause: e,
+          },
+        );
+      }
+      throw e;
     }
   }
 
