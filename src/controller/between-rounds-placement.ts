@@ -159,19 +159,15 @@ export class BetweenRoundsPlacer {
    * type's delays (as the simulator's instances and the ETA's world count them). Only a bind may wait for that.
    */
   private readyAtSeconds(record: InstanceRecord, running: boolean, type: InstanceType, now: number): number {
-    const d = type.delays;
-    if (!running) {
-      const ready = (record.launchedAtSeconds ?? record.requestedAtSeconds) + setupSeconds(type);
-      // Overdue: it may never come (the registration timeout replaces it), as for a late worker below.
-      return ready > now ? ready : Number.POSITIVE_INFINITY;
-    }
     const registered = this.deps.workerRegistered;
-    if (registered === undefined || registered(record)) return now;
-    const up =
-      record.runningAtSeconds ??
-      (record.launchedAtSeconds ?? record.requestedAtSeconds) + d.instantiateSeconds;
-    const expected = up + d.workerStartSeconds + d.workerRegisterSeconds;
-    // A worker later than expected may never come (its instance is replaced after the registration timeout): no slot.
+    if (running && (registered === undefined || registered(record))) return now;
+    // Its worker's registration: its type's setup after the launch, or worker start and registration once running.
+    const d = type.delays;
+    const expected =
+      running && record.runningAtSeconds !== undefined
+        ? record.runningAtSeconds + d.workerStartSeconds + d.workerRegisterSeconds
+        : (record.launchedAtSeconds ?? record.requestedAtSeconds) + setupSeconds(type);
+    // Later than expected, it may never come (the registration timeout replaces the instance): no slot.
     return expected > now ? expected : Number.POSITIVE_INFINITY;
   }
 }

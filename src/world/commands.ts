@@ -1,4 +1,4 @@
-import type { Catalog } from '../core/catalog.js';
+import { setupSeconds, type Catalog } from '../core/catalog.js';
 import type { Admission } from '../queue/admission.js';
 import { hasAnyCap, type BoughtType } from '../queue/caps.js';
 import {
@@ -232,9 +232,7 @@ export class CommandIssuer {
 
   private issueLaunch(inst: SimInstance): void {
     this.state.launched.add(inst);
-    const d = inst.type.delays;
-    inst.readyAtSeconds =
-      this.state.now + d.instantiateSeconds + d.workerStartSeconds + d.workerRegisterSeconds;
+    inst.readyAtSeconds = this.state.now + setupSeconds(inst.type);
     this.state.log('instance-launch', { instanceId: inst.id, typeName: inst.type.name });
     this.state.at(inst.type.delays.instantiateSeconds, { kind: 'instantiated', instance: inst });
   }
