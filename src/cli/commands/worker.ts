@@ -27,7 +27,7 @@ import { SavedCredential } from '../../worker/saved-credential.js';
 import { DEFAULT_NOTICE_POLL_SECONDS, imdsNoticeSource } from '../../worker/interruption-notices.js';
 import { LAUNCH_SECRET_ENV } from '../../protocol/launch-secret.js';
 import type { Executor } from '../../worker/executor.js';
-import { DockerExecutor, dockerFromEnv } from '../../worker/executors/docker.js';
+import { DockerExecutor, dockerUnreachable } from '../../worker/executors/docker.js';
 import { ProcessExecutor } from '../../worker/executors/process.js';
 
 /**
@@ -117,16 +117,7 @@ const giveUpSchema = z.coerce
 
 /** True when a Docker engine answers within `timeoutMs` (DOCKER_HOST or the default socket). */
 export async function dockerAvailable(timeoutMs = 2000): Promise<boolean> {
-  try {
-    const docker = dockerFromEnv();
-    await Promise.race([
-      docker.ping(),
-      new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), timeoutMs).unref()),
-    ]);
-    return true;
-  } catch {
-    return false;
-  }
+  return (await dockerUnreachable(process.env, timeoutMs)) === undefined;
 }
 
 export function makeExecutor(
