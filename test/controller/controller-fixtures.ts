@@ -45,7 +45,7 @@ import type {
   TaskStatus,
   TaskStopRequest,
 } from '../../src/controller/seams.js';
-import type { StateStore, TaskRecord } from '../../src/controller/state-store.js';
+import type { InstanceRecord, JobRecord, StateStore, TaskRecord } from '../../src/controller/state-store.js';
 import type { Resources } from '../../src/core/resources.js';
 
 export const catalog: Catalog = loadCatalogFile();
@@ -455,4 +455,19 @@ export function workerTaskControlFor(
     heartbeatTimeoutSeconds: 600,
     ...options,
   });
+}
+
+/** A 2-task job (CPU_SMALL) both of whose tasks are starting on one running c7i.2xlarge, for cost replays. */
+export function gangStartingOnOneInstance(store: StateStore): {
+  readonly job: JobRecord;
+  readonly inst: InstanceRecord;
+  readonly tasks: TaskRecord[];
+} {
+  const job = store.submitJob(jobSpec('j1', CPU_SMALL, { replicas: 2 }));
+  const inst = store.createInstance({ typeName: 'c7i.2xlarge' });
+  store.setInstanceState(inst.id, 'launching', { cloudId: 'c-1' });
+  store.setInstanceState(inst.id, 'running');
+  const tasks = store.listTasks({ jobId: job.id });
+  for (const t of tasks) store.setTaskState(t.id, 'starting', inst.id);
+  return { job, inst, tasks };
 }

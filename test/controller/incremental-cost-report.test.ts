@@ -14,7 +14,15 @@ import {
   type TaskState,
 } from '../../src/controller/state-store.js';
 import type { Catalog } from '../../src/core/catalog.js';
-import { catalog, CPU_SMALL, GPU_ONE, jobSpec, MEM_BIG, priceOf } from './controller-fixtures.js';
+import {
+  catalog,
+  CPU_SMALL,
+  gangStartingOnOneInstance,
+  GPU_ONE,
+  jobSpec,
+  MEM_BIG,
+  priceOf,
+} from './controller-fixtures.js';
 import { coStartReadinessEvent, coStartReleaseEvent } from '../../src/controller/co-start-records.js';
 
 /**
@@ -265,12 +273,7 @@ describe('incremental cost report', () => {
   it("bills a co-started task's hold from its ready report, as the full replay does, before its release and after", () => {
     const clock = { now: 1000 };
     const store = new MemoryStateStore({ nowSeconds: () => clock.now });
-    const job = store.submitJob(jobSpec('j1', CPU_SMALL, { replicas: 2 }));
-    const inst = store.createInstance({ typeName: 'c7i.2xlarge' });
-    store.setInstanceState(inst.id, 'launching', { cloudId: 'c-1' });
-    store.setInstanceState(inst.id, 'running');
-    const tasks = store.listTasks({ jobId: job.id });
-    for (const t of tasks) store.setTaskState(t.id, 'starting', inst.id);
+    const { job, inst, tasks } = gangStartingOnOneInstance(store);
     const incremental = new IncrementalCostReport();
     incremental.report(store, catalog, clock.now);
     // Prepared from 1000 to 1200 (the job's), held from 1200 (idle), released at 1900.

@@ -4,7 +4,7 @@ import { IncrementalCostReport } from '../../src/controller/incremental-cost-rep
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { MonthToDate } from '../../src/controller/month-to-date.js';
 import { utcMonthBounds } from '../../src/core/utc-month.js';
-import { catalog, CPU_SMALL, jobSpec } from './controller-fixtures.js';
+import { catalog, gangStartingOnOneInstance } from './controller-fixtures.js';
 
 /**
  * The month so far is the whole history's bill less the bill at the month's start, kept between scrapes: a record made
@@ -15,12 +15,7 @@ describe('month to date', () => {
     const month = utcMonthBounds('2026-12');
     const clock = { now: month.startSeconds - 7200 };
     const store = new MemoryStateStore({ nowSeconds: () => clock.now });
-    const job = store.submitJob(jobSpec('j1', CPU_SMALL, { replicas: 2 }));
-    const inst = store.createInstance({ typeName: 'c7i.2xlarge' });
-    store.setInstanceState(inst.id, 'launching', { cloudId: 'c-1' });
-    store.setInstanceState(inst.id, 'running');
-    const tasks = store.listTasks({ jobId: job.id });
-    for (const t of tasks) store.setTaskState(t.id, 'starting', inst.id);
+    const { job, inst, tasks } = gangStartingOnOneInstance(store);
     const whole = new IncrementalCostReport();
     const kept = new MonthToDate();
     // Prepared, then held from an hour before the month (idle time, no team's).
