@@ -304,7 +304,7 @@ async function terminateStray(
 }
 
 /** The instance is gone (vanished, stopped, never registered): release its tasks so the next plan places them. */
-function loseInstance(
+export function loseInstance(
   ctx: ReconcileContext,
   inst: InstanceRecord,
   cloudReason: string,

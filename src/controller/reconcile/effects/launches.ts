@@ -11,7 +11,7 @@ import {
 } from '../../../cloud/provider.js';
 import type { Market } from '../../../core/market.js';
 import { awsQuotaGroup, spotQuotaGroup } from '../../../core/quota-groups.js';
-import { SPOT_RECLAIMED_EVENT } from '../../cost-accounting.js';
+import { loseInstance } from '../cloud-sync.js';
 import { InjectedCrash } from '../../faults.js';
 import { PLACED_TASK_STATES } from '../../state/lifecycle.js';
 import {
@@ -180,7 +180,7 @@ export class Launches {
     const lostReason = ended
       ? `its instance ${cloudId}, launched by an earlier attempt and found by launch token, is ${first?.state ?? 'gone'}`
       : undefined;
-    const affectedJobs = this.ctx.store.transaction(() => {
+    this.ctx.store.transaction(() => {
       const current = this.ctx.store.getInstance(inst.id) as InstanceRecord;
       const change = {
         cloudId,
@@ -190,18 +190,11 @@ export class Launches {
         reason: result.reusedExisting ? 'found by launch token' : `launched (round ${intent.round ?? 0})`,
         launchedAtSeconds,
       };
-      if (lostReason !== undefined)
-        this.ctx.store.setInstanceState(inst.id, 'terminated', {
-          ...change,
-          reason: lostReason,
-          endedAtSeconds: first?.endedAt === undefined ? undefined : first.endedAt.getTime() / 1000,
-        });
-      else
-        this.ctx.store.setInstanceState(
-          inst.id,
-          current.state === 'requested' ? 'launching' : current.state,
-          change,
-        );
+      this.ctx.store.setInstanceState(
+        inst.id,
+        current.state === 'requested' ? 'launching' : current.state,
+        change,
+      );
       if (
         lostReason === undefined &&
         inst.placementGroup !== undefined &&
@@ -231,24 +224,13 @@ export class Launches {
       this.ctx.store.completeIntent(intent.id);
       // In the same commit: one sync of the store per launch, not two.
       this.ctx.store.deleteValue(refusedKey(inst.id));
-      if (lostReason === undefined) return undefined;
-      // A spot instance EC2 ended is billed as the cloud sync bills one it finds ended (nothing in its first hour).
-      if (first?.endedBySpotInterruption !== false && launchedOnSpot(this.ctx.store, inst.id))
-        this.ctx.store.appendEvent({
-          kind: SPOT_RECLAIMED_EVENT,
-          instanceId: inst.id,
-          message: `${inst.id} (${cloudId}) on spot ended by EC2: ${lostReason}`,
-          data: { reason: lostReason },
-        });
-      return releaseTasksOn(this.ctx, inst.id, `instance ${inst.id} lost: ${lostReason}`);
     });
     this.launchRetry.delete(intent.id);
-    if (affectedJobs !== undefined) {
-      this.ctx.log.warn(`instance ${inst.id} lost: ${lostReason ?? ''}`, {
-        cloudId,
-        jobs: [...affectedJobs],
-      });
-      if (affectedJobs.size > 0) this.ctx.requestRound(`instance ${inst.id} lost`, 'capacity');
+    if (lostReason !== undefined) {
+      // Lost as the cloud sync loses an instance it finds ended (its tasks released, a spot reclaim billed so), now.
+      const recorded = this.ctx.store.getInstance(inst.id) as InstanceRecord;
+      const endedAt = first?.endedAt === undefined ? undefined : first.endedAt.getTime() / 1000;
+      loseInstance(this.ctx, recorded, lostReason, endedAt, false, first?.endedBySpotInterruption);
       return { kind: 'failed' };
     }
     this.ctx.log.info(`launched ${inst.typeName} for ${inst.id}`, { cloudId, reused: result.reusedExisting });
