@@ -12,7 +12,7 @@ import {
 import type { Action } from '../scheduler/actions.js';
 import type { InstancePlacement } from '../core/network.js';
 import type { Market } from '../core/market.js';
-import { spotOffering } from '../core/spot.js';
+import { offeringsOf, spotOffering, type SpotOffering } from '../core/spot.js';
 import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './entities.js';
 import { RANK_EFFECT, type WorldState } from './world-state.js';
 
@@ -202,12 +202,9 @@ export class CommandIssuer {
     if (type === undefined) throw new Error(`unknown instance type ${typeName}`);
     this.state.instanceCounter += 1;
     const id = `i-${this.state.instanceCounter}`;
-    // A spot launch goes to the pool asked for, else the price-capacity-optimized one; without an offering (spot
-    // off: no spot prices) the cloud launches on demand, as the EC2 provider falls back.
-    const pool = asked === 'spot' ? spotOffering(this.catalog.spot, typeName, placement?.zone) : undefined;
+    const pool = asked === 'spot' ? this.spotPool(typeName, placement) : undefined;
     const market: Market = pool === undefined ? 'on-demand' : 'spot';
-    const where =
-      pool === undefined || placement?.zone !== undefined ? placement : { ...placement, zone: pool.zone };
+    const where = pool === undefined ? placement : { ...placement, zone: pool.zone };
     const inst: SimInstance = {
       id,
       type,
@@ -228,6 +225,23 @@ export class CommandIssuer {
     if (this.launchFitsCaps(inst)) this.issueLaunch(inst);
     else this.state.deferredLaunches.push(inst);
     return inst;
+  }
+
+  /**
+   * The pool a spot launch lands in: the one of the zone the launch will land in (its placement group's once the group
+   * has one, which wins over the zone asked, as EC2 places a cluster group's instances in one zone), else the
+   * price-capacity-optimized one among the zones the simulated network has (every zone without one). Undefined, so
+   * the cloud launches on demand as the EC2 provider falls back, when spot is off or that zone has no pool of the type.
+   */
+  private spotPool(typeName: string, placement: InstancePlacement | undefined): SpotOffering | undefined {
+    const network = this.state.network;
+    const zone = network === undefined ? placement?.zone : network.settledZone(placement);
+    if (zone !== undefined) return spotOffering(this.catalog.spot, typeName, zone);
+    if (network === undefined) return spotOffering(this.catalog.spot, typeName);
+    const market = this.catalog.spot;
+    return market === undefined
+      ? undefined
+      : offeringsOf(market, typeName).find((o) => network.config.zones.includes(o.zone));
   }
 
   private issueLaunch(inst: SimInstance): void {
