@@ -11,8 +11,17 @@ import type { ControllerScheduler } from './scheduler-state.js';
  * plan-level caps reach Eva and its ablations; baselines ignore them. Owl gets no interference (NO_INTERFERENCE): a
  * live cluster has no offline co-location profile to give it.
  */
+/**
+ * Whether the cloud the controller runs on sells spot: EC2 does, so Eva plans spot in the catalog's pools (where the
+ * catalog has a spot section, and where a job allows it and its expected cost pays); the local provider sells none.
+ */
+export interface SpotMarketAccess {
+  readonly spot: boolean;
+}
+
 export function configuredSchedulerRecipe(
   config: Pick<ControllerConfig, 'scheduler' | 'caps'>,
+  market: SpotMarketAccess = { spot: false },
 ): SchedulerRecipe {
   const {
     name,
@@ -34,13 +43,15 @@ export function configuredSchedulerRecipe(
       evaValueOfTime: valueOfTimePerJobHour,
       evaTargetSlowdown: targetSlowdown,
       caps: schedulerCaps(config.caps),
+      spot: market.spot,
     },
   };
 }
 
 export function configuredSchedulerFactory(
   config: Pick<ControllerConfig, 'scheduler' | 'caps'>,
+  market: SpotMarketAccess = { spot: false },
 ): (catalog: Catalog) => ControllerScheduler {
-  const recipe = configuredSchedulerRecipe(config);
+  const recipe = configuredSchedulerRecipe(config, market);
   return (catalog) => buildScheduler(recipe, catalog);
 }

@@ -109,14 +109,16 @@ export async function buildController(options: BuildControllerOptions): Promise<
               }
             : {}),
         });
-  const schedulerFor = configuredSchedulerFactory(config);
+  // EC2 sells spot (Eva buys it where the catalog has pools and it pays); the local provider has no spot market.
+  const market = { spot: !local };
+  const schedulerFor = configuredSchedulerFactory(config, market);
   const controller = new Controller({
     ...(workers === undefined ? {} : { tasks: workers, workers }),
     store,
     catalog,
     scheduler: schedulerFor(catalog),
     schedulerFor,
-    schedulerRecipe: configuredSchedulerRecipe(config),
+    schedulerRecipe: configuredSchedulerRecipe(config, market),
     provider: options.fleet.provider,
     clock,
     objectStore,
