@@ -12,7 +12,8 @@ import type { RoundCause } from './service.js';
  *   spot-interruption         the instance is drained now: the next round (requested at once) plans its tasks
  *                             elsewhere through the one round every drain goes through, its worker has already
  *                             checkpointed and stopped them (or does when asked), and the reconciler terminates it
- *                             once it is empty. Its offering (type, zone, spot) is marked unavailable for launches.
+ *                             once it is empty. Its offering (type, zone, spot) is marked unavailable for launches,
+ *                             also when the instance is already terminating or terminated (nothing else changes).
  *   rebalance-recommendation  recorded (an event, which the snapshot reads: snapshot.ts); a round is requested at
  *                             once, in which Eva prices the instance's risk and moves off the tasks whose risk pays
  *                             their move (a priced proactive move, src/scheduler/spot-cost.ts `rebalanceRiskPerHour`);
@@ -71,6 +72,8 @@ const DRAINABLE: readonly InstanceRecord['state'][] = ['requested', 'launching',
 export class SpotInterruptions {
   /** Instances whose rebalance recommendation was recorded (once per instance and process). */
   private readonly rebalanced = new Set<string>();
+  /** Instances past draining whose notice marked their offering (once per instance and process). */
+  private readonly markedLate = new Set<string>();
 
   constructor(private readonly deps: SpotInterruptionsDeps) {}
 
@@ -95,7 +98,14 @@ export class SpotInterruptions {
     // notice recorded: its tasks' checkpoint-stops then stop waiting for their new instances to boot (two minutes
     // are for the checkpoint), and its pool is marked so no launch goes back into it. Recorded once per instance.
     const draining = inst.state === 'draining';
-    if (!DRAINABLE.includes(inst.state) && !draining) return false;
+    if (!DRAINABLE.includes(inst.state) && !draining) {
+      // Already on its way out (terminating, terminated): nothing to drain or record, but EC2 reclaiming it still
+      // says its spot pool is short, so no launch goes back into it for a while. Once per instance: its worker
+      // repeats the notice in every heartbeat, and each mark would push the pool's window on.
+      if (this.markedLate.has(inst.id) || hasSpotNotice(store, inst.id)) return false;
+      this.markedLate.add(inst.id);
+      return this.markOffering(inst);
+    }
     if (hasSpotNotice(store, inst.id)) return false;
     const when = report.time === undefined ? '' : ` at ${report.time}`;
     const reason = `spot interruption: EC2 reclaims it${when}`;
@@ -117,8 +127,11 @@ export class SpotInterruptions {
     return true;
   }
 
-  private markOffering(inst: InstanceRecord): void {
-    if (inst.availabilityZone === undefined) return;
-    this.deps.provider?.markOfferingUnavailable?.(inst.typeName, inst.availabilityZone, 'spot');
+  /** Whether the instance's offering could be marked (it has a zone, the provider keeps unavailable offerings). */
+  private markOffering(inst: InstanceRecord): boolean {
+    const provider = this.deps.provider;
+    if (inst.availabilityZone === undefined || provider?.markOfferingUnavailable === undefined) return false;
+    provider.markOfferingUnavailable(inst.typeName, inst.availabilityZone, 'spot');
+    return true;
   }
 }

@@ -1,0 +1,73 @@
+import { expect, it } from 'vitest';
+import { createEc2Client, ec2ApiFromClient } from '../../src/cloud/aws/ec2-api.js';
+import { Ec2Provider } from '../../src/cloud/aws/ec2-provider.js';
+import type { LaunchRequest } from '../../src/cloud/provider.js';
+import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
+import { silentLogger } from '../../src/controller/seams.js';
+import { SpotInterruptions } from '../../src/controller/spot-interruptions.js';
+import { UNAVAILABLE_OFFERING_SECONDS } from '../../src/core/spot.js';
+import { describeWithMoto, TEST_REGION } from '../helpers/moto.js';
+
+/**
+ * A spot interruption notice for an instance the controller is already terminating still keeps spot launches out of
+ * its pool for the unavailable window: the EC2 provider on moto_server, with a clock the test moves.
+ */
+describeWithMoto('a spot notice for an instance already terminating (EC2 on moto)', (moto) => {
+  it('marks its pool unavailable: the next spot launch goes to another zone until the window ends', async () => {
+    let nowMs = Date.parse('2026-03-01T12:00:00Z');
+    const provider = new Ec2Provider(
+      {
+        region: TEST_REGION,
+        amiId: 'ami-12c6146b',
+        placements: [{ availabilityZone: 'us-east-1a' }, { availabilityZone: 'us-east-1b' }],
+      },
+      {
+        api: ec2ApiFromClient(createEc2Client(moto.clientOptions)),
+        sleep: async () => {},
+        nowMs: () => nowMs,
+      },
+    );
+    const store = new MemoryStateStore({ nowSeconds: () => nowMs / 1000, storeId: 't' });
+    const rounds: string[] = [];
+    const interruptions = new SpotInterruptions({
+      store,
+      log: silentLogger,
+      provider,
+      requestRound: (reason) => rounds.push(reason),
+    });
+    const inst = store.createInstance({ typeName: 'c7i.large', availabilityZone: 'us-east-1a' });
+    store.setInstanceState(inst.id, 'launching', { cloudId: 'i-0abc', availabilityZone: 'us-east-1a' });
+    store.setInstanceState(inst.id, 'running');
+    store.setInstanceState(inst.id, 'terminating', { reason: 'empty' });
+
+    expect(interruptions.handle(inst.id, { kind: 'spot-interruption', source: 'interruption-queue' })).toBe(
+      true,
+    );
+    // Nothing else changes for an instance on its way out: no drain, no event, no round.
+    expect(store.getInstance(inst.id)).toMatchObject({ state: 'terminating', reason: 'empty' });
+    expect(store.listEvents({ instanceId: inst.id, kind: 'instance.spot-interruption' })).toHaveLength(0);
+    expect(rounds).toEqual([]);
+    // Its worker's copy in the next heartbeat marks nothing again (it would push the window on).
+    expect(interruptions.handle(inst.id, { kind: 'spot-interruption', source: 'worker' })).toBe(false);
+
+    const request = (key: string): LaunchRequest => ({
+      typeName: 'c7i.large',
+      idempotencyToken: key,
+      clusterName: 'late-notice',
+      planId: 'plan-1',
+      instanceKey: key,
+      market: 'spot',
+      availabilityZones: ['us-east-1a'],
+    });
+    nowMs += (UNAVAILABLE_OFFERING_SECONDS - 1) * 1000;
+    expect(await provider.launch(request('within'))).toMatchObject({
+      market: 'spot',
+      availabilityZone: 'us-east-1b',
+    });
+    nowMs += 2000;
+    expect(await provider.launch(request('after'))).toMatchObject({
+      market: 'spot',
+      availabilityZone: 'us-east-1a',
+    });
+  });
+});
