@@ -435,9 +435,13 @@ export class WorkerAgent {
     const leftSeconds = Number.isFinite(atMs)
       ? (atMs - Date.now()) / 1000 - SPOT_NOTICE_MARGIN_SECONDS
       : Number.POSITIVE_INFINITY;
-    const { started, done } = this.tasks.evacuate(leftSeconds);
-    if (started.length === 0) return;
-    this.log.info(`checkpointing ${started.join(', ')} before the interruption`);
+    const { started, capped, done } = this.tasks.evacuate(leftSeconds);
+    if (started.length === 0 && capped.length === 0) return;
+    if (started.length > 0) this.log.info(`checkpointing ${started.join(', ')} before the interruption`);
+    if (capped.length > 0)
+      this.log.info(
+        `checkpoint-stop of ${capped.join(', ')} under way: killed in at most ${Math.max(1, Math.floor(leftSeconds))} s, before the interruption`,
+      );
     void done.then(() => this.nap.abort());
   }
 
@@ -461,7 +465,13 @@ export class WorkerAgent {
     const tasks = this.tasks;
     for (const d of desired) {
       const t = tasks.get(d.taskId);
-      if (t?.busy !== undefined) continue;
+      if (t?.busy !== undefined) {
+        // A checkpoint-stop under way keeps the deadline it began with, unless this one is sooner: the controller caps
+        // the timeout at what a notice leaves, and a notice that reached only the controller (the interruption queue)
+        // must cut short a stop begun before it (a move with the job's 900 s) as much as one begun after.
+        if (d.action === 'checkpoint-stop') tasks.capStop(t, d.checkpoint.timeoutSeconds);
+        continue;
+      }
       if (d.action === 'run') {
         // The instance is going away: nothing starts here (the controller moves the tasks once it hears).
         if (this.evacuating()) continue;

@@ -590,9 +590,19 @@ export interface CheckpointAndStopOptions {
   readonly taskId: string;
   readonly signal: NodeJS.Signals;
   readonly timeoutSeconds: number;
+  /**
+   * When to kill the task if it has not exited, read on every look so that it can be brought forward meanwhile (a
+   * spot notice arriving during the stop); default: `timeoutSeconds` from the start.
+   */
+  readonly deadline?: StopDeadline | undefined;
   /** The task's watcher: flushed after the task is gone, so its final checkpoint is uploaded before we report. */
   readonly watcher?: CheckpointWatcher | undefined;
   readonly pollMs?: number;
+}
+
+/** A checkpoint-stop's kill time (epoch ms), which its owner may move while the stop waits. */
+export interface StopDeadline {
+  atMs: number;
 }
 
 export interface CheckpointAndStopResult {
@@ -627,7 +637,7 @@ export async function checkpointAndStop(options: CheckpointAndStopOptions): Prom
   const endedBeforeSignal = initial?.state === 'exited';
   if (initial !== undefined) {
     if (initial.state !== 'exited') await executor.signal(taskId, options.signal);
-    const deadline = started + options.timeoutSeconds * 1000;
+    const deadline = options.deadline ?? { atMs: started + options.timeoutSeconds * 1000 };
     for (;;) {
       const s = await executor.status(taskId);
       if (s === undefined || s.state === 'exited') {
@@ -635,13 +645,13 @@ export async function checkpointAndStop(options: CheckpointAndStopOptions): Prom
         exitCode = s?.exitCode;
         break;
       }
-      if (Date.now() >= deadline) {
+      if (Date.now() >= deadline.atMs) {
         await executor.kill(taskId);
         outcome = 'killed';
         exitCode = (await executor.status(taskId))?.exitCode;
         break;
       }
-      await new Promise((r) => setTimeout(r, pollMs));
+      await new Promise((r) => setTimeout(r, Math.min(pollMs, Math.max(1, deadline.atMs - Date.now()))));
     }
   }
   if (watcher !== undefined) {

@@ -15,6 +15,7 @@ import {
   checkpointAndStop,
   CheckpointWatcher,
   restoreLatestCheckpoint,
+  type StopDeadline,
   type StoreStepRetry,
 } from './checkpoints.js';
 import { SIGKILL_EXIT_CODE, type TaskLaunch, type TaskRunStatus } from './executor.js';
@@ -73,6 +74,8 @@ export interface Registration {
 export class TaskLifecycle {
   private readonly tasks = new Map<string, LocalTask>();
   private readonly retry: StoreStepRetry;
+  /** The checkpoint-stops waiting for their task to exit, by task: what a notice brings forward. */
+  private readonly stopDeadlines = new Map<LocalTask, StopDeadline>();
 
   constructor(
     private readonly options: AgentOptions,
@@ -124,28 +127,47 @@ export class TaskLifecycle {
   /**
    * The instance is about to be reclaimed (a spot interruption notice, about two minutes ahead): checkpoint and stop
    * at once every running task nothing else is doing, uploading its last checkpoint. A task busy with a start is taken
-   * by a later call (the agent calls this on every heartbeat while the notice stands). `done` resolves when the stops
-   * begun here have ended. `maxTimeoutSeconds` caps each job's checkpoint timeout (the time left before EC2 acts).
+   * by a later call (the agent calls this on every heartbeat while the notice stands). `maxTimeoutSeconds` caps each
+   * job's checkpoint timeout (the time left before EC2 acts), that of a checkpoint-stop already under way (a move, a
+   * drain) too: begun before the notice with the job's 300 or 900 s, it would otherwise run past the reclaim.
+   * `started`: the stops begun here; `capped`: those under way whose kill this brought forward. `done` resolves when
+   * both have ended.
    */
   evacuate(maxTimeoutSeconds = Number.POSITIVE_INFINITY): {
     readonly started: string[];
+    readonly capped: string[];
     readonly done: Promise<void>;
   } {
+    const timeoutSeconds = (t: LocalTask): number =>
+      Math.max(1, Math.min(t.timeoutSeconds ?? 60, maxTimeoutSeconds));
     const started: LocalTask[] = [];
+    const capped: LocalTask[] = [];
     for (const t of this.tasks.values())
       if (t.phase === 'running' && t.busy === undefined) {
         started.push(t);
         this.background(t, () =>
-          this.stop(t, true, {
-            signal: t.signal ?? 'SIGTERM',
-            timeoutSeconds: Math.max(1, Math.min(t.timeoutSeconds ?? 60, maxTimeoutSeconds)),
-          }),
+          this.stop(t, true, { signal: t.signal ?? 'SIGTERM', timeoutSeconds: timeoutSeconds(t) }),
         );
-      }
+      } else if (this.capStop(t, Math.max(1, maxTimeoutSeconds))) capped.push(t);
     return {
       started: started.map((t) => t.taskId),
-      done: Promise.all(started.map((t) => t.busy)).then(() => undefined),
+      capped: capped.map((t) => t.taskId),
+      done: Promise.all([...started, ...capped].map((t) => t.busy)).then(() => undefined),
     };
+  }
+
+  /**
+   * Have the checkpoint-stop under way for the task kill it within `timeoutSeconds` from now if it has not exited by
+   * then, when that is at least a second sooner than its own deadline (less is only the milliseconds between two
+   * callers' clocks reading the same notice: the agent caps again on every heartbeat). True when the deadline moved;
+   * false when it did not, or no checkpoint-stop of the task waits for its exit.
+   */
+  capStop(t: LocalTask, timeoutSeconds: number): boolean {
+    const deadline = this.stopDeadlines.get(t);
+    const atMs = Date.now() + timeoutSeconds * 1000;
+    if (deadline === undefined || atMs > deadline.atMs - 1000) return false;
+    deadline.atMs = atMs;
+    return true;
   }
 
   /** Wait for every background operation, log shipping included (tests, and before the agent leaves). */
@@ -538,13 +560,18 @@ export class TaskLifecycle {
     await this.persist(t);
     const executor = this.options.executor;
     if (checkpoint) {
+      const from = Date.now();
+      // Brought forward, never back, by a notice arriving while the task winds down (capStop).
+      const deadline: StopDeadline = { atMs: from + settings.timeoutSeconds * 1000 };
+      this.stopDeadlines.set(t, deadline);
       const result = await checkpointAndStop({
         executor,
         taskId: t.taskId,
         signal: settings.signal as NodeJS.Signals,
         timeoutSeconds: settings.timeoutSeconds,
+        deadline,
         watcher: t.watcher,
-      });
+      }).finally(() => this.stopDeadlines.delete(t));
       if (result.lastManifest !== undefined) t.checkpoint = checkpointOf(t, result.lastManifest);
       if (result.endedBeforeSignal || (result.exitCode === 0 && (await this.didItAll(t)))) {
         // It ended as the stop arrived (before the signal, or with its last step done): that end (recorded,
@@ -557,7 +584,7 @@ export class TaskLifecycle {
       this.log.info(
         `task ${t.taskId} checkpointed and stopped (${result.outcome} after ${result.elapsedMs} ms)` +
           (result.outcome === 'killed'
-            ? `: no exit within ${settings.timeoutSeconds} s, killed; it resumes from its last uploaded checkpoint`
+            ? `: no exit within ${Math.round((deadline.atMs - from) / 1000)} s, killed; it resumes from its last uploaded checkpoint`
             : ''),
       );
       if (result.uploadError !== undefined) {
