@@ -44,15 +44,16 @@ export function runSimulation(options: SimulationOptions): RunResult {
 
 /**
  * PCS prediction error of the submission-time predictions (digest §2: Pred_err_j = 100·|JCT_j − ĴCT_j| / ĴCT_j,
- * relative to the predicted JCT), over the finished jobs that have a positive prediction: mean and p99 (nearest
- * rank). Null when there is none.
+ * relative to the predicted JCT), over the jobs that succeeded and have a positive prediction: mean and p99 (nearest
+ * rank). Null when there is none. A job that stopped unsuccessfully is left out, as the controller leaves it out
+ * (predictions.ts `recordError`): a prediction is of a completion, and such a job never completed.
  */
 export function predictionErrors(
   jobs: readonly JobOutcome[],
 ): Pick<QueueRunMetrics, 'predErrAvg' | 'predErrP99'> {
   const errors: number[] = [];
   for (const j of jobs) {
-    if (j.predictedEndSeconds === null || j.jctSeconds === null) continue;
+    if (j.predictedEndSeconds === null || j.jctSeconds === null || !j.successful) continue;
     const predictedJct = j.predictedEndSeconds - j.arrivalSeconds;
     if (!(predictedJct > 0)) continue;
     errors.push((100 * Math.abs(j.jctSeconds - predictedJct)) / predictedJct);

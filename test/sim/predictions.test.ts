@@ -173,6 +173,12 @@ describe('prediction and sojourn metrics', () => {
     expect(predictionErrors([job('x', null, null)])).toEqual({ predErrAvg: null, predErrP99: null });
   });
 
+  it('leaves out jobs that stopped unsuccessfully, as the controller does: they never completed', () => {
+    const m = predictionErrors([job('a', 1000, 1100), job('f', 300, 1000, false)]);
+    expect(m.predErrAvg).toBeCloseTo(100 / 11, 10);
+    expect(predictionErrors([job('f', 300, 1000, false)])).toEqual({ predErrAvg: null, predErrP99: null });
+  });
+
   it('successfulSojournMeanHours averages only the successful jobs', () => {
     const jobs = [job('a', 3600, null), job('b', 7200, null), job('c', 36_000, null, false)];
     expect(successfulSojournMeanHours(jobs)).toBeCloseTo(1.5, 10);
