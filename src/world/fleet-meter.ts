@@ -45,7 +45,6 @@ export class FleetMeter {
   startBilling(type: InstanceType, pricePerHour: number): void {
     this.billed += 1;
     this.costPerHourNow += pricePerHour;
-    this.peak = Math.max(this.peak, this.costPerHourNow);
     this.addTo(this.capacity, type.capacity, 1);
   }
 
@@ -103,6 +102,9 @@ export class FleetMeter {
       this.sampledCapacity[k] = this.capacity[k] as number;
     }
     this.lastSampleAt = t;
+    // The peak is of the rates the fleet held, as sampled at the end of each instant: an instance billed from the
+    // second another's billing ends is not paid for alongside it, whichever event the instant handled first.
+    this.peak = Math.max(this.peak, this.costPerHourNow);
     this.recorder.record(
       {
         timeSeconds: t,
