@@ -1,4 +1,4 @@
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
@@ -11,6 +11,12 @@ import { join } from 'node:path';
 
 /** The running controller's pid file, in the state directory (`fleetwise down` reads it). */
 export const PID_FILE = 'controller.pid';
+
+/**
+ * Controllers sharing a PostgreSQL state may share a state directory too (the lease, not the directory, decides which
+ * one acts): each records itself in a file of its own, `controller-<pid>.pid`, for `fleetwise down` to find.
+ */
+const SHARED_PID_FILE = /^controller-(\d+)\.pid$/;
 
 /** The running worker's pid file, in its work directory. */
 export const WORKER_PID_FILE = 'worker.pid';
@@ -91,6 +97,50 @@ function holderOf(path: string, probe: ProcessProbe): number | undefined {
 /** The pid of the controller holding the state directory, if one does. */
 export function lockHolder(stateDir: string, probe: ProcessProbe = procProbe): number | undefined {
   return holderOf(join(stateDir, PID_FILE), probe);
+}
+
+/** The pids of the controllers sharing a state that recorded themselves in the directory and still run. */
+export function sharedControllers(stateDir: string, probe: ProcessProbe = procProbe): number[] {
+  let names: string[];
+  try {
+    names = readdirSync(stateDir);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw e;
+  }
+  return names
+    .filter((name) => SHARED_PID_FILE.test(name))
+    .flatMap((name) => {
+      const holder = holderOf(join(stateDir, name), probe);
+      return holder === undefined ? [] : [holder];
+    });
+}
+
+/**
+ * Record this process as one of the controllers sharing a state in its directory (not exclusively: others may be
+ * there too), and remove the records of those that no longer run. Returns the release, which removes the record; it
+ * is also removed when the process exits (a signal's default action or SIGKILL leave it behind: stale, it is ignored).
+ */
+export function recordSharedController(stateDir: string, probe: ProcessProbe = procProbe): () => void {
+  for (const name of readdirSync(stateDir)) {
+    const path = join(stateDir, name);
+    const record = SHARED_PID_FILE.test(name) ? readPidFile(path) : undefined;
+    if (
+      record !== undefined &&
+      record.pid !== process.pid &&
+      !processRunning(record.pid, record.startTime, probe)
+    )
+      rmSync(path, { force: true });
+  }
+  const path = join(stateDir, `controller-${process.pid}.pid`);
+  const own = probe(process.pid)?.startTime;
+  writeFileSync(path, `${process.pid}${own === undefined ? '' : ` ${own}`}\n`, { mode: 0o600 });
+  const release = (): void => {
+    process.removeListener('exit', release);
+    if (readPidFile(path)?.pid === process.pid) rmSync(path, { force: true });
+  };
+  process.on('exit', release);
+  return release;
 }
 
 /**

@@ -3,7 +3,14 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { claimStateDir, lockHolder, PID_FILE, procProbe } from '../../src/cli/state-dir-lock.js';
+import {
+  claimStateDir,
+  lockHolder,
+  PID_FILE,
+  procProbe,
+  recordSharedController,
+  sharedControllers,
+} from '../../src/cli/state-dir-lock.js';
 import { makeZombie } from '../helpers/zombie.js';
 
 /** The state directory's lock: a dead, zombie or recycled pid is taken over, a live controller's lock is not. */
@@ -77,5 +84,39 @@ describe('the state directory lock', () => {
     const legacy = stateDir(`${live.pid} 1\n`);
     expect(() => claimStateDir(legacy, () => undefined)).toThrow(`pid ${live.pid}`);
     expect(readFileSync(join(dir, PID_FILE), 'utf8')).toContain(`${live.pid}`);
+  });
+});
+
+describe('the records of controllers sharing a state', () => {
+  it('lists every live one, not a dead, recycled or exclusive one; recording prunes the stale ones', async () => {
+    const live = sleeper();
+    const gone = sleeper();
+    gone.kill('SIGKILL');
+    await new Promise((r) => gone.once('exit', r));
+    const recycled = sleeper();
+    const dir = stateDir(`${live.pid} ${procProbe(live.pid)?.startTime ?? ''}\n`);
+    writeFileSync(
+      join(dir, `controller-${live.pid}.pid`),
+      `${live.pid} ${procProbe(live.pid)?.startTime ?? ''}\n`,
+    );
+    writeFileSync(join(dir, `controller-${gone.pid}.pid`), `${gone.pid} 1\n`);
+    writeFileSync(
+      join(dir, `controller-${recycled.pid}.pid`),
+      `${recycled.pid} ${Number(procProbe(recycled.pid)?.startTime) + 1}\n`,
+    );
+    expect(sharedControllers(dir)).toEqual([live.pid]);
+
+    const release = recordSharedController(dir);
+    const own = join(dir, `controller-${process.pid}.pid`);
+    expect(readFileSync(own, 'utf8').trim()).toBe(
+      `${process.pid} ${procProbe(process.pid)?.startTime ?? ''}`,
+    );
+    expect(existsSync(join(dir, `controller-${gone.pid}.pid`))).toBe(false);
+    expect(existsSync(join(dir, `controller-${recycled.pid}.pid`))).toBe(false);
+    // This process's own record is not another controller's.
+    expect(sharedControllers(dir)).toEqual([live.pid]);
+    release();
+    expect(existsSync(own)).toBe(false);
+    expect(sharedControllers(join(dir, 'missing'))).toEqual([]);
   });
 });

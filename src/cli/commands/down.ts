@@ -9,13 +9,14 @@ import { stopWorkersGently } from '../../cloud/local/local-shutdown.js';
 import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
 import { parseWith } from '../../core/validation.js';
 import { findLocalController, LOCAL_STATE_DIR } from '../local-state.js';
-import { lockHolder, processRunning } from '../state-dir-lock.js';
+import { lockHolder, processRunning, sharedControllers } from '../state-dir-lock.js';
 import { makeExecutor } from './worker.js';
 
 /**
  * `fleetwise down`: stop everything a local controller started from its state directory: the controller (which stops
- * its workers, unless it was started with --keep-workers), then every worker process the local instance records still
- * list, each checkpointing and stopping its tasks first; what does not stop in time is killed with its tasks.
+ * its workers, unless it was started with --keep-workers), or every controller sharing a PostgreSQL state there, then
+ * every worker process the local instance records still list, each checkpointing and stopping its tasks first; what
+ * does not stop in time is killed with its tasks. A controller that cannot be stopped leaves the workers running.
  * Idempotent: with nothing running it says so and succeeds.
  */
 
@@ -29,16 +30,33 @@ const flagsSchema = z.object({
   '--grace-seconds': z.coerce.number({ error: 'a number of seconds' }).positive('must be > 0').default(90),
 });
 
-/** The controller's pid if one runs on this state directory (not a stale pid file, not a recycled pid). */
-function runningController(stateDir: string): number | undefined {
-  const pid = lockHolder(stateDir);
-  if (pid === undefined) return undefined;
+/** Whether the pid runs a controller (not a recycled pid); without /proc the pid file is trusted. */
+function isController(pid: number): boolean {
   try {
-    if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes('controller')) return undefined;
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes('controller');
   } catch {
-    // no /proc: trust the pid file
+    return true;
   }
-  return pid;
+}
+
+interface RunningController {
+  readonly pid: number;
+  /** It shares a PostgreSQL state: it leaves the workers to the next active controller, so down stops them. */
+  readonly shared: boolean;
+}
+
+/**
+ * The controllers running on this state directory (not stale pid files, not recycled pids): the one holding it, or
+ * every controller sharing a PostgreSQL state that recorded itself there.
+ */
+function runningControllers(stateDir: string): RunningController[] {
+  const holder = lockHolder(stateDir);
+  return [
+    ...(holder === undefined ? [] : [{ pid: holder, shared: false }]),
+    ...sharedControllers(stateDir)
+      .filter((pid) => pid !== holder)
+      .map((pid) => ({ pid, shared: true })),
+  ].filter((c) => isController(c.pid));
 }
 
 async function waitForExit(pid: number, ms: number): Promise<boolean> {
@@ -48,6 +66,38 @@ async function waitForExit(pid: number, ms: number): Promise<boolean> {
     await new Promise((r) => setTimeout(r, 200));
   }
   return true;
+}
+
+/** SIGTERM, then SIGKILL once the grace is over; the pid if it still runs after all (another user's, say). */
+async function stopController(
+  controller: RunningController,
+  graceMs: number,
+  out: (line: string) => void,
+): Promise<number | undefined> {
+  const { pid } = controller;
+  out(
+    controller.shared
+      ? `stopping the controller (pid ${pid}) sharing the state; its workers are stopped next`
+      : `stopping the controller (pid ${pid}); it checkpoints and stops its workers' tasks`,
+  );
+  if (!signal(pid, 'SIGTERM')) return pid;
+  if (await waitForExit(pid, graceMs + 30_000)) {
+    out(`controller stopped (pid ${pid})`);
+    return undefined;
+  }
+  if (!signal(pid, 'SIGKILL') || !(await waitForExit(pid, 5_000))) return pid;
+  out(`the controller (pid ${pid}) did not stop in time: killed`);
+  return undefined;
+}
+
+/** Send the signal; false if the process cannot be signalled (another user's). A process already gone is fine. */
+function signal(pid: number, name: NodeJS.Signals): boolean {
+  try {
+    process.kill(pid, name);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'ESRCH';
+  }
 }
 
 export async function runDown(flags: DownFlags): Promise<void> {
@@ -62,14 +112,17 @@ export async function runDown(flags: DownFlags): Promise<void> {
   const out = (line: string): boolean => process.stdout.write(`${line}\n`);
   let stoppedAnything = false;
 
-  const controller = runningController(stateDir);
-  if (controller !== undefined) {
-    out(`stopping the controller (pid ${controller}); it checkpoints and stops its workers' tasks`);
-    process.kill(controller, 'SIGTERM');
-    if (!(await waitForExit(controller, graceMs + 30_000))) {
-      process.kill(controller, 'SIGKILL');
-      out(`the controller (pid ${controller}) did not stop in time: killed`);
-    } else out(`controller stopped`);
+  const controllers = runningControllers(stateDir);
+  if (controllers.length > 0) {
+    // All at once: a standby signalled after the active controller stopped could take the lease over and launch.
+    const unstopped = await Promise.all(controllers.map((c) => stopController(c, graceMs, out)));
+    const left = unstopped.filter((pid): pid is number => pid !== undefined);
+    // A controller still running would launch the workers again, or start new ones: they are left as they are.
+    if (left.length > 0)
+      throw new Error(
+        `could not stop the controller${left.length === 1 ? '' : 's'} (pid ${left.join(', ')}) on ${stateDir}; ` +
+          'its workers are left running, as it would launch them again: stop it (as its owner) and run fleetwise down again',
+      );
     stoppedAnything = true;
   }
 

@@ -8,7 +8,7 @@ import { restoreState } from '../../../controller/backup/restore-state.js';
 import { openObjectStore } from '../../../storage/open-object-store.js';
 import { describeRestore } from '../../controller-backups.js';
 import { sharesState } from '../../controller-state.js';
-import { claimStateDir } from '../../state-dir-lock.js';
+import { claimStateDir, recordSharedController } from '../../state-dir-lock.js';
 import type { SecretFiles } from './secrets.js';
 
 /** The controller's state directory: made owner-only, claimed by this controller, filled from a backup on request. */
@@ -21,8 +21,9 @@ export function claimStateDirectory(config: ControllerConfig): () => void {
   mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
   // mkdir's mode applies only to a directory it creates: an existing one is narrowed too, as its files hold secrets.
   chmodSync(config.stateDir, 0o700);
-  // A shared (PostgreSQL) state is guarded by its lease instead: controllers sharing it may share the directory too.
-  return sharesState(config) ? () => undefined : claimStateDir(config.stateDir);
+  // A shared (PostgreSQL) state is guarded by its lease instead: controllers sharing it may share the directory too,
+  // each recorded on its own so that `fleetwise down` stops every one before the workers they would launch again.
+  return sharesState(config) ? recordSharedController(config.stateDir) : claimStateDir(config.stateDir);
 }
 
 export interface RestoreFromBackupOptions {
