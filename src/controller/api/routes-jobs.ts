@@ -10,6 +10,7 @@ import { dependencyProblems, earliestStartSeconds, unmetOf } from '../job-depend
 import { predictedCompletionIn } from '../queue-records.js';
 import { teamScope, type Principal } from './auth.js';
 import { bodyOf } from './body.js';
+import { freeText } from './free-text.js';
 import { HttpError, notFound } from './errors.js';
 import { keepAcceptedArray, keepAcceptedJob, keepAgain } from './kept-submission.js';
 import { IDEMPOTENT_REPLAYED_HEADER, idempotencyKeyOf, KeyedSubmissions } from './keyed-submission.js';
@@ -69,7 +70,7 @@ const unsuccessfulBody = z.strictObject({
     .min(1, 'stages count from 1')
     .max(MAX_SUCCESS_STAGES, `at most ${MAX_SUCCESS_STAGES} (a job declares no more stages)`)
     .optional(),
-  reason: z.string().min(1).max(500, 'at most 500 characters').optional(),
+  reason: freeText(500).optional(),
 });
 const whyQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(20) });
 

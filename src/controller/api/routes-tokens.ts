@@ -5,6 +5,7 @@ import { isValidName } from '../job-spec/schema.js';
 import type { TeamTokenRecord } from '../state-store.js';
 import { HASH_PREFIX_LENGTH } from '../state/tokens.js';
 import { bodyOf } from './body.js';
+import { freeText } from './free-text.js';
 import { HttpError, notFound } from './errors.js';
 import type { ApiContext, RouteTable } from './routing.js';
 
@@ -17,7 +18,7 @@ import type { ApiContext, RouteTable } from './routing.js';
 const TEAM_RULE = "lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit";
 const createBody = z.strictObject({
   team: z.string().refine(isValidName, `expected a team name: ${TEAM_RULE}`),
-  label: z.string().min(1).max(200).optional(),
+  label: freeText(200).optional(),
 });
 const listQuery = z.object({
   team: z.string().refine(isValidName, `expected a team name: ${TEAM_RULE}`).optional(),

@@ -193,10 +193,16 @@ export class PostgresConnection implements SqlConnection {
 
   private execute(sql: string, params: readonly Param[]): Row[] {
     if (this.closed) throw new StateStoreError('the PostgreSQL store is closed');
+    // libpq sends text parameters as C strings: one holding NUL would be cut there and stored short, without an error.
+    // Each NUL is stored as U+FFFD instead, so that no write (a task's failure reason quoting binary output, an event)
+    // is lost or refused for it; the API refuses control characters in the text users send.
+    const sent = params.some((p) => typeof p === 'string' && p.includes('\u0000'))
+      ? params.map((p) => (typeof p === 'string' ? p.replaceAll('\u0000', '\ufffd') : p))
+      : params;
     try {
       return this.client.querySync(
         sql,
-        params.map((p) => (p === null ? null : String(p))),
+        sent.map((p) => (p === null ? null : String(p))),
       );
     } catch (e) {
       throw this.failure(e);
