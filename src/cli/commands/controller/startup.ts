@@ -38,6 +38,8 @@ export interface StartupOptions {
 export async function startController(options: StartupOptions): Promise<ApiServer | undefined> {
   const { config, state, priceRefresher, interruptions, log, releaseStateDir } = options;
   const { controller, objectStore, metrics, backups, workers, contextLimits } = options.built;
+  const objectStoreWarning = sharedObjectStoreWarning(config, state);
+  if (objectStoreWarning !== undefined) log.warn(objectStoreWarning);
   // An empty state where a cluster ran before is a lost state: refused unless --init (a dry run touches nothing).
   if (!config.dryRun)
     await checkStateBeforeStart({
@@ -106,6 +108,24 @@ export async function startController(options: StartupOptions): Promise<ApiServe
   // The first backup now (a restored or recovered state is in the object store at once), then every period.
   backups?.schedule.start();
   return api;
+}
+
+/**
+ * Controllers sharing a PostgreSQL state take over from one another, possibly on other machines: a standby there
+ * cannot read the checkpoints, contexts and logs the active one kept in a directory of its own. Only a warning, as two
+ * controllers on one machine (a test of failover) do share the directory.
+ */
+export function sharedObjectStoreWarning(
+  config: ControllerConfig,
+  state: Pick<ControllerState, 'shared' | 'description'>,
+): string | undefined {
+  if (!state.shared || config.objectStore.startsWith('s3://')) return undefined;
+  // The description, not the configured URL: it never shows a password.
+  return (
+    `the state ${state.description} is shared with other controllers, but the object store is the local directory ` +
+    `${config.objectStore}: a controller on another machine that takes over cannot read its checkpoints, build ` +
+    `contexts or logs; every controller on one database must use the same s3:// object store (--object-store)`
+  );
 }
 
 /** A bind failure as one line that says what to change. */
