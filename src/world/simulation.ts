@@ -23,6 +23,7 @@ import { SpotWorld } from './spot-world.js';
 import type { SimWorld } from './world.js';
 import { exportWorld, importWorld } from './world-io.js';
 import { CostLedger } from './cost-ledger.js';
+import { CostAccrual } from './series.js';
 import { RANK_ARRIVAL, RANK_EFFECT, RANK_ROUND, WorldState, type SimEvent } from './world-state.js';
 
 export const DEFAULT_ROUND_SECONDS = 300;
@@ -98,6 +99,8 @@ export class Simulation {
   private readonly commands: CommandIssuer;
   /** Report network metrics (a network was configured or some job declares one). */
   private readonly reportsNetwork: boolean;
+  /** Traffic across zones over time, for the cumulative cost series (runs that report the network). */
+  private readonly crossZone: CostAccrual | undefined;
   /** Latency-sensitive jobs' round trips vary (noise or episodes): ticks re-evaluate them every noise interval. */
   private readonly ticks: boolean;
   private tickPending = false;
@@ -171,6 +174,7 @@ export class Simulation {
     if (fork === undefined) this.state.ledger = new CostLedger();
     this.reportsNetwork =
       options.network !== undefined || this.state.jobs.some((j) => j.spec.network !== undefined);
+    this.crossZone = this.reportsNetwork && fork === undefined ? new CostAccrual() : undefined;
     this.ticks =
       network !== undefined &&
       network.varies &&
@@ -281,6 +285,7 @@ export class Simulation {
       this.scheduleRoundAtOrAfter((this.state.jobs[0] as SimJob).spec.arrivalSeconds, true);
     }
     this.state.meter.sample(this.state.now, true);
+    this.observeCrossZone();
     for (;;) {
       if (this.fork !== undefined && this.targetsLeft === 0) return;
       if (this.fork?.shouldStop?.(this.state.now) === true) return;
@@ -301,15 +306,29 @@ export class Simulation {
         refreshRates(this.state, this.rateOf);
       } while (this.state.queue.peekTime() === t);
       this.state.meter.sample(this.state.now, false);
+      this.observeCrossZone();
       if (this.state.allJobsFinished && this.state.meter.billedInstances === 0 && this.state.allTerminated())
         break;
     }
     this.state.meter.sample(this.state.now, true);
+    this.observeCrossZone();
     if (this.fork !== undefined) return;
     if (this.state.finishedJobs < this.state.jobs.length)
       throw new Error(
         `simulation stopped with ${this.state.jobs.length - this.state.finishedJobs} jobs unfinished (engine bug)`,
       );
+  }
+
+  /**
+   * The traffic across zones' rate from now until the next step: that of the jobs progressing (integrateProgress
+   * bills a job's traffic while it has throughput).
+   */
+  private observeCrossZone(): void {
+    if (this.crossZone === undefined) return;
+    let perHour = 0;
+    for (const job of this.state.liveJobs.values())
+      if (job.throughput > 0) perHour += job.crossZoneCostPerHour;
+    this.crossZone.observe(this.state.now, perHour);
   }
 
   /** Why a run stopped at its time limit with `unfinished` jobs, as far as the engine can tell. */
@@ -610,7 +629,11 @@ export class Simulation {
     const spot = this.state.spot;
     return {
       summary,
-      series: this.state.meter.series(this.maxSeriesPoints),
+      // The cumulative cost ends at totalCost: the traffic across zones is part of it too.
+      series:
+        this.crossZone === undefined
+          ? this.state.meter.series(this.maxSeriesPoints)
+          : this.crossZone.addTo(this.state.meter.series(this.maxSeriesPoints)),
       utilization: this.state.meter.utilization(),
       costBreakdown: this.state.ledger?.breakdown(),
       jobs,

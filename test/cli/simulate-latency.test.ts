@@ -2,7 +2,12 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { COST_FIELDS, NETWORK_FIELDS, SUMMARY_FIELDS } from '../../src/sim/report/normalize.js';
+import {
+  COST_FIELDS,
+  CROSS_ZONE_COST_FIELD,
+  NETWORK_FIELDS,
+  SUMMARY_FIELDS,
+} from '../../src/sim/report/normalize.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 
 /** `fleetwise simulate --latency-sensitive / --latency-config` as users run them (the built CLI in a subprocess). */
@@ -42,7 +47,12 @@ describe('fleetwise simulate with a network', () => {
     expect(r.code, r.stderr).toBe(0);
     const runs = (JSON.parse(r.stdout) as { runs: JsonRun[] }).runs;
     for (const run of runs) {
-      expect(Object.keys(run)).toEqual([...SUMMARY_FIELDS, ...NETWORK_FIELDS, ...COST_FIELDS]);
+      expect(Object.keys(run)).toEqual([
+        ...SUMMARY_FIELDS,
+        ...NETWORK_FIELDS,
+        ...COST_FIELDS,
+        CROSS_ZONE_COST_FIELD,
+      ]);
       expect(run.latencySensitiveJobs).toBe(12);
       expect(run.appPerformanceMean).toBeGreaterThan(0);
       expect(run.appPerformanceMean).toBeLessThanOrEqual(1);

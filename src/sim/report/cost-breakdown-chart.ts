@@ -15,9 +15,13 @@ const PARTS: Readonly<Record<CostPart, { readonly label: string; readonly color:
   idle: { label: 'idle room', color: '#c9d1d9' },
 };
 
+/** Traffic across zones: no instance's dollars, but the run's all the same (part of its total cost). */
+const CROSS_ZONE = { label: 'traffic across zones', color: '#3b6ea8' } as const;
+
 /**
  * Where each run's instance dollars went (cost-ledger.ts), one stacked bar per run in dollars, so runs compare both
- * on their bill and on what it bought. Undefined when no run has the ledger (results made before it was kept).
+ * on their bill and on what it bought, with the traffic across zones last when a run reports the network: each bar
+ * then ends at the run's total cost. Undefined when no run has the ledger (results made before it was kept).
  */
 export function costBreakdownChart(results: readonly RunResult[]): ReportChart | undefined {
   const runs = results.filter((r) => r.costBreakdown !== undefined);
@@ -33,10 +37,24 @@ export function costBreakdownChart(results: readonly RunResult[]): ReportChart |
     tooltip: { valueFormatter: fmt('money') },
     data: runs.map((r) => Math.round(100 * (r.costBreakdown?.[part] ?? 0)) / 100),
   }));
+  const traffic = runs.some((r) => r.network !== undefined);
+  if (traffic)
+    series.push({
+      type: 'bar',
+      name: CROSS_ZONE.label,
+      stack: 'cost',
+      color: CROSS_ZONE.color,
+      barMaxWidth: 26,
+      emphasis: { focus: 'series' },
+      tooltip: { valueFormatter: fmt('money') },
+      data: runs.map((r) => Math.round(100 * (r.network?.crossZoneCost ?? 0)) / 100),
+    });
   return {
     chart: {
       id: 'chart-cost-breakdown',
-      title: 'Where the money went (instance dollars by what the capacity was doing)',
+      title: traffic
+        ? 'Where the money went (instance dollars by what the capacity was doing, and traffic across zones)'
+        : 'Where the money went (instance dollars by what the capacity was doing)',
       width: WIDTH,
       height: 110 + 42 * runs.length,
       option: {
@@ -56,6 +74,9 @@ export function costBreakdownChart(results: readonly RunResult[]): ReportChart |
     caption:
       'Every billed second of an instance split by what its capacity was doing: each task on it takes its share of the ' +
       "instance's $/h (its dominant share of the capacity), split between work at the job's rate and the slowdown " +
-      "co-location costs it; the room no task holds is idle. The parts add up to the instances' bill.",
+      "co-location costs it; the room no task holds is idle. The parts add up to the instances' bill" +
+      (traffic
+        ? '; with the traffic across zones (priced per GiB each way) they add up to the total cost.'
+        : '.'),
   };
 }

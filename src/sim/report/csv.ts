@@ -1,6 +1,7 @@
 import type { RunResult } from '../../world/run-result.js';
 import {
   COST_FIELDS,
+  CROSS_ZONE_COST_FIELD,
   NETWORK_FIELDS,
   QUEUE_FIELDS,
   runRecord,
@@ -22,7 +23,7 @@ const VALUE_OF_TIME_FIELD = 'valueOfTimePerJobHour' as const;
 /**
  * runs.csv: a header with the run records' field names (RunSummary's, then the queue metrics when any run had a
  * queue, then the network metrics when any run reports them, then the spot metrics with spot on, then where the
- * dollars went, then the value of time when any run had one, as report.json's runs), then one row per scheduler;
+ * dollars went (traffic across zones last, when a run reports the network), then the value of time when any run had one, as report.json's runs), then one row per scheduler;
  * null or absent → empty cell.
  */
 export function runsCsv(results: readonly RunResult[]): string {
@@ -33,6 +34,9 @@ export function runsCsv(results: readonly RunResult[]): string {
     ...(results.some((r) => r.starts !== undefined) ? START_FIELDS : []),
     ...(results.some((r) => r.spot !== undefined) ? SPOT_FIELDS : []),
     ...(results.some((r) => r.costBreakdown !== undefined) ? COST_FIELDS : []),
+    ...(results.some((r) => r.costBreakdown !== undefined && r.network !== undefined)
+      ? [CROSS_ZONE_COST_FIELD]
+      : []),
     ...(results.some((r) => r.summary.valueOfTimePerJobHour !== undefined) ? [VALUE_OF_TIME_FIELD] : []),
   ];
   const lines = [fields.join(',')];

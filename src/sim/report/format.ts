@@ -56,7 +56,8 @@ export const COST_AND_TIME_COLUMNS: readonly SummaryColumn[] = [
   },
   {
     header: 'total cost $',
-    description: "What the run's instances cost in all, billed per second from launch to termination.",
+    description:
+      "What the run cost in all: its instances, billed per second from launch to termination, and its jobs' traffic across zones when it reports the network.",
     numeric: true,
     cell: (r) => money(r.summary.totalCost),
   },
@@ -235,6 +236,48 @@ export const SPOT_COLUMNS: readonly SummaryColumn[] = [
   },
 ];
 
+/** Columns of the network metrics, shown when some run reports the network (jobs declare one, or it was configured). */
+export const NETWORK_COLUMNS: readonly SummaryColumn[] = [
+  {
+    header: 'cross-zone $',
+    description:
+      "What the jobs' traffic across zones cost (priced per GiB each way), in dollars: part of the total cost.",
+    numeric: true,
+    cell: (r) => orDash(money)(r.network?.crossZoneCost),
+  },
+  {
+    header: 'app perf.',
+    description:
+      'Mean application performance of the latency-sensitive multi-task jobs: the time-average of the share of their speed the network left them (1 = unslowed); – when none ran.',
+    numeric: true,
+    cell: (r) => orDash(three)(r.network?.appPerformanceMean),
+  },
+  {
+    header: 'lat.-sens. jobs',
+    description: 'Latency-sensitive multi-task jobs in the trace.',
+    numeric: true,
+    cell: (r) => orDash(integer)(r.network?.latencySensitiveJobs),
+  },
+  {
+    header: 'lat.-sens. JCT h',
+    description: 'Mean completion time of the latency-sensitive jobs that finished, in hours.',
+    numeric: true,
+    cell: (r) => orDash(three)(r.network?.latencySensitiveMeanJctHours),
+  },
+  {
+    header: 'lat.-sens. migr./job',
+    description: 'Migrations of latency-sensitive jobs per latency-sensitive job.',
+    numeric: true,
+    cell: (r) => orDash(three)(r.network?.latencySensitiveMigrationsPerJob),
+  },
+  {
+    header: 'latency moves/job',
+    description: 'Job moves made by plans chosen for the network’s sake, per job of the trace.',
+    numeric: true,
+    cell: (r) => orDash(three)(r.network?.latencyMovesPerJob),
+  },
+];
+
 /** One table of the summary: a title, and the columns after the scheduler's. */
 export interface SummaryGroup {
   readonly id: string;
@@ -244,7 +287,7 @@ export interface SummaryGroup {
 
 /**
  * The summary as tables of a few columns each, every one keyed by the scheduler: cost and completion time first, then
- * what the runs were about (spot, the queue, multi-task starts, each when some run reports it), then the fleet. One
+ * what the runs were about (spot, the queue, multi-task starts, the network, each when some run reports it), then the fleet. One
  * table of every column was wider than a page or a terminal, and the figures a run was made for sat at its far end.
  */
 export function summaryGroups(results: readonly RunResult[]): readonly SummaryGroup[] {
@@ -257,6 +300,8 @@ export function summaryGroups(results: readonly RunResult[]): readonly SummaryGr
     groups.push({ id: 'queue', title: 'Queue', columns: QUEUE_COLUMNS });
   if (results.some((r) => r.starts !== undefined))
     groups.push({ id: 'starts', title: 'Multi-task starts', columns: START_COLUMNS });
+  if (results.some((r) => r.network !== undefined))
+    groups.push({ id: 'network', title: 'Network', columns: NETWORK_COLUMNS });
   groups.push({ id: 'fleet', title: 'Fleet', columns: FLEET_COLUMNS });
   return groups;
 }

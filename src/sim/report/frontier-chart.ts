@@ -23,41 +23,180 @@ const GRID = { left: 90, right: 40, top: 50, bottom: 60 } as const;
 /** The plot's size in pixels, for telling which points are drawn on one spot. */
 const PLOT_WIDTH = WIDTH - GRID.left - GRID.right;
 const PLOT_HEIGHT = HEIGHT - GRID.top - GRID.bottom;
-/** Points whose centres are closer than this (pixels, on both axes) are drawn on top of each other. */
-const COINCIDE_PX = 8;
+/**
+ * Points whose centres are closer than this (pixels, on both axes) are drawn on top of each other: their 11 px symbols
+ * read as one mark. Points further apart are told apart on the page, and each keeps its own label.
+ */
+const COINCIDE_PX = 4;
 
 /**
  * Points of different lines drawn on one spot (eva swept at $0/h and eva with a learned value of time that stayed
- * at 0) would print their labels on top of each other: ECharts moves labels apart only within a series. Per line and
- * point: `undefined` to keep its label, `null` to hide it, or the text of one label for the whole spot ("$0/h, eva
- * (auto value of time)"), on the spot's first point. `at` gives a point's place as shares of the axes.
+ * at 0) would print their labels on top of each other. A spot is every point drawn on another of it (centres closer
+ * than COINCIDE_PX on both axes, transitively: a chain of such points is one mark on the page), and only those. Per line and point: `undefined` to keep its label, `null` to hide it, or the text of one label for
+ * the whole spot ("$0/h, eva (auto value of time)"), on the spot's first point. `at` gives a point's place as
+ * shares of the axes.
  */
 export function mergeCoincidingLabels<P extends { readonly label: string }>(
   lines: readonly (readonly P[])[],
   at: (p: P) => readonly [number, number],
 ): (string | null | undefined)[][] {
-  const spots: { x: number; y: number; members: [number, number][] }[] = [];
-  lines.forEach((points, line) =>
-    points.forEach((p, i) => {
+  const points = lines.flatMap((list, line) =>
+    list.map((p, i) => {
       const [x, y] = at(p);
-      const spot = spots.find(
-        (s) => Math.abs(s.x - x) * PLOT_WIDTH < COINCIDE_PX && Math.abs(s.y - y) * PLOT_HEIGHT < COINCIDE_PX,
-      );
-      if (spot === undefined) spots.push({ x, y, members: [[line, i]] });
-      else spot.members.push([line, i]);
+      return { line, i, x: x * PLOT_WIDTH, y: y * PLOT_HEIGHT };
     }),
   );
-  const result: (string | null | undefined)[][] = lines.map((points) => points.map(() => undefined));
-  for (const { members } of spots) {
-    const lineCount = new Set(members.map(([line]) => line)).size;
-    if (lineCount < 2) continue;
-    const texts = [...new Set(members.map(([line, i]) => lines[line]?.[i]?.label ?? ''))];
-    members.forEach(([line, i], k) => {
-      const row = result[line];
-      if (row !== undefined) row[i] = k === 0 ? texts.join(', ') : null;
+  // Union–find over touching symbols; a spot's root is its first point (in the lines' order).
+  const parent = points.map((_, k) => k);
+  const root = (k: number): number => {
+    let r = k;
+    while (parent[r] !== r) r = parent[r] as number;
+    parent[k] = r;
+    return r;
+  };
+  for (let a = 0; a < points.length; a++)
+    for (let b = a + 1; b < points.length; b++) {
+      const p = points[a];
+      const q = points[b];
+      if (p === undefined || q === undefined) continue;
+      if (Math.abs(p.x - q.x) >= COINCIDE_PX || Math.abs(p.y - q.y) >= COINCIDE_PX) continue;
+      const [ra, rb] = [root(a), root(b)];
+      if (ra !== rb) parent[Math.max(ra, rb)] = Math.min(ra, rb);
+    }
+  const spots = new Map<number, number[]>();
+  points.forEach((_, k) => {
+    const r = root(k);
+    spots.set(r, [...(spots.get(r) ?? []), k]);
+  });
+  const result: (string | null | undefined)[][] = lines.map((list) => list.map(() => undefined));
+  for (const members of spots.values()) {
+    if (new Set(members.map((k) => points[k]?.line)).size < 2) continue;
+    const texts = [
+      ...new Set(members.map((k) => lines[points[k]?.line ?? 0]?.[points[k]?.i ?? 0]?.label ?? '')),
+    ];
+    members.forEach((k, n) => {
+      const p = points[k];
+      const row = p === undefined ? undefined : result[p.line];
+      if (p !== undefined && row !== undefined) row[p.i] = n === 0 ? texts.join(', ') : null;
     });
   }
   return result;
+}
+
+/** A point label's side of its point, as ECharts names it. */
+export type LabelSide = (typeof LABEL_POSITIONS)[number];
+
+/** A label to place: its point's centre (pixels from the chart's top left), its text, and the side it would rather take. */
+export interface LabelToPlace {
+  readonly x: number;
+  readonly y: number;
+  readonly text: string;
+  readonly preferred: LabelSide;
+}
+
+/** Where a label goes: a side of its point and a further offset in pixels (ECharts' label position and offset). */
+export interface PlacedLabel {
+  readonly position: LabelSide;
+  readonly offset: readonly [number, number];
+  /** Its box as placed (pixels from the chart's top left). */
+  readonly box: Box;
+}
+
+interface Box {
+  readonly left: number;
+  readonly top: number;
+  readonly right: number;
+  readonly bottom: number;
+}
+
+/** Label text metrics at the chart's 11 px (a little wide: a guess too small lets labels touch). */
+const LABEL_CHAR_WIDTH = 6.6;
+const LABEL_HEIGHT = 15;
+const SYMBOL_SIZE = 11;
+/** ECharts' gap between a symbol and its label. */
+const LABEL_DISTANCE = 5;
+/** How many label heights a label may be pushed away from its first place (outwards, or up and down beside its point). */
+const MAX_PUSH = 4;
+
+function overlap(a: Box, b: Box): number {
+  const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+  const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+  return w > 0 && h > 0 ? w * h : 0;
+}
+
+/** The label's box at a side of (x, y), pushed down by dy. */
+function boxAt(x: number, y: number, width: number, side: LabelSide, dy: number): Box {
+  const gap = SYMBOL_SIZE / 2 + LABEL_DISTANCE;
+  const left = side === 'right' ? x + gap : side === 'left' ? x - gap - width : x - width / 2;
+  const top = side === 'top' ? y - gap - LABEL_HEIGHT : side === 'bottom' ? y + gap : y - LABEL_HEIGHT / 2;
+  return { left, top: top + dy, right: left + width, bottom: top + dy + LABEL_HEIGHT };
+}
+
+/**
+ * Places the point labels of every line together (ECharts moves labels apart only within a series, and not off a
+ * point of another): each label in turn takes the first place, its preferred side first, then the others, each then
+ * pushed further out or along, where it covers no label placed before it, no point and stays inside `area`; failing
+ * that, the place that covers least. Labels are placed from the most crowded point out, so that those with the least
+ * room choose first.
+ */
+export function placeLabels(
+  labels: readonly LabelToPlace[],
+  points: readonly { readonly x: number; readonly y: number }[],
+  area: Box,
+): PlacedLabel[] {
+  const symbols: Box[] = points.map((p) => ({
+    left: p.x - SYMBOL_SIZE / 2,
+    top: p.y - SYMBOL_SIZE / 2,
+    right: p.x + SYMBOL_SIZE / 2,
+    bottom: p.y + SYMBOL_SIZE / 2,
+  }));
+  const crowding = (l: LabelToPlace): number =>
+    points.filter((p) => Math.abs(p.x - l.x) < 120 && Math.abs(p.y - l.y) < 60).length;
+  const order = labels
+    .map((_, k) => k)
+    .sort((a, b) => {
+      const la = labels[a] as LabelToPlace;
+      const lb = labels[b] as LabelToPlace;
+      return crowding(lb) - crowding(la) || la.y - lb.y || la.x - lb.x || a - b;
+    });
+  const placed: (PlacedLabel | undefined)[] = labels.map(() => undefined);
+  const taken: Box[] = [];
+  for (const k of order) {
+    const l = labels[k] as LabelToPlace;
+    const width = l.text.length * LABEL_CHAR_WIDTH + 4;
+    const sides = [l.preferred, ...LABEL_POSITIONS.filter((s) => s !== l.preferred)];
+    let best: { cost: number; label: PlacedLabel } | undefined;
+    search: for (let push = 0; push <= MAX_PUSH; push++)
+      for (const side of sides)
+        // Above or below a point, a label is pushed further out; beside it, further up or down.
+        for (const dy of side === 'top'
+          ? [-push * LABEL_HEIGHT]
+          : side === 'bottom'
+            ? [push * LABEL_HEIGHT]
+            : push === 0
+              ? [0]
+              : [-push * LABEL_HEIGHT, push * LABEL_HEIGHT]) {
+          const box = boxAt(l.x, l.y, width, side, dy);
+          const outside =
+            Math.max(0, area.left - box.left) +
+            Math.max(0, box.right - area.right) +
+            Math.max(0, area.top - box.top) +
+            Math.max(0, box.bottom - area.bottom);
+          const cost =
+            taken.reduce((a, t) => a + overlap(box, t), 0) +
+            symbols.reduce((a, s) => a + overlap(box, s), 0) +
+            outside * LABEL_HEIGHT * 4 +
+            // Among places that cover something, the nearer one.
+            push * 0.01;
+          if (best === undefined || cost < best.cost)
+            best = { cost, label: { position: side, offset: [0, dy], box } };
+          if (cost < 0.5) break search;
+        }
+    const chosen = (best as { label: PlacedLabel }).label;
+    placed[k] = chosen;
+    taken.push(chosen.box);
+  }
+  return placed as PlacedLabel[];
 }
 
 /** A run's point on the cost–time plane. */
@@ -118,10 +257,41 @@ export function frontierChart(results: readonly RunResult[]): ReportChart {
       points: sorted.map((p) => ({ ...p, label: swept ? `$${p.valueOfTime ?? 0}/h` : policy })),
     };
   });
+  const share = (p: FrontierPoint): [number, number] => [
+    (p.meanJctHours - x.min) / (x.max - x.min || 1),
+    (p.cost - y.min) / (y.max - y.min || 1),
+  ];
   const merged = mergeCoincidingLabels(
     lines.map((l) => l.points),
-    (p) => [(p.meanJctHours - x.min) / (x.max - x.min || 1), (p.cost - y.min) / (y.max - y.min || 1)],
+    share,
   );
+  // Every shown label placed at once, clear of the others and of every point (pixels from the chart's top left).
+  const pixel = (p: FrontierPoint): { x: number; y: number } => {
+    const [fx, fy] = share(p);
+    return { x: GRID.left + fx * PLOT_WIDTH, y: GRID.top + (1 - fy) * PLOT_HEIGHT };
+  };
+  const toPlace = lines.flatMap(({ policy, swept, points }, line) =>
+    points.flatMap((p, i) => {
+      const text = merged[line]?.[i];
+      if (text === null) return [];
+      return [
+        {
+          line,
+          i,
+          ...pixel(p),
+          text: text ?? (swept ? p.label : policy),
+          // A sweep's points often land close together: their labels go round them in turn.
+          preferred: swept ? (LABEL_POSITIONS[i % LABEL_POSITIONS.length] as LabelSide) : ('top' as const),
+        },
+      ];
+    }),
+  );
+  const places = placeLabels(
+    toPlace,
+    lines.flatMap((l) => l.points.map(pixel)),
+    { left: GRID.left, top: GRID.top, right: WIDTH - GRID.right, bottom: HEIGHT - GRID.bottom },
+  );
+  const placeOf = new Map(toPlace.map((t, k) => [`${t.line}:${t.i}`, places[k]]));
   const series: LineSeriesOption[] = lines.map(({ policy, swept, points }, line) => {
     const style = seriesStyle(policy);
     return {
@@ -133,7 +303,6 @@ export function frontierChart(results: readonly RunResult[]): ReportChart {
       showSymbol: true,
       lineStyle: { width: 2, type: style.dash, opacity: swept ? 1 : 0 },
       emphasis: { focus: 'series' },
-      labelLayout: { moveOverlap: 'shiftY' },
       label: {
         show: true,
         position: 'top',
@@ -143,15 +312,18 @@ export function frontierChart(results: readonly RunResult[]): ReportChart {
       },
       data: points.map((p, i) => {
         const text = merged[line]?.[i];
-        // A sweep's points often land close together: their labels go round them in turn, not on top of each other.
-        const position = swept ? { position: LABEL_POSITIONS[i % LABEL_POSITIONS.length] } : {};
+        const place = placeOf.get(`${line}:${i}`);
         const label =
-          text === null
+          text === null || place === undefined
             ? { show: false }
-            : { ...position, ...(text === undefined ? {} : { formatter: text }) };
+            : {
+                position: place.position,
+                offset: [...place.offset],
+                ...(text === undefined ? {} : { formatter: text }),
+              };
         return {
           value: [round(p.meanJctHours, 4), round(p.cost, relative ? 4 : 2), swept ? p.label : p.run],
-          ...(Object.keys(label).length > 0 ? { label } : {}),
+          label,
         };
       }),
     };

@@ -77,13 +77,23 @@ function leadParagraph(results: readonly RunResult[], bounds: ReportBounds | und
   return `<p class="lead" id="lead">${parts.join(' ')}</p>`;
 }
 
-/** `89.6% on work, 8.6% on co-location slowdown and 1.0% on idle room`: a run's three main parts, of its bill. */
+/**
+ * `89.6% on work, 8.6% on co-location slowdown and 1.0% on idle room`: a run's three main parts, of its bill, and its
+ * traffic across zones when it reports the network (the bill is then the total cost, traffic included).
+ */
 function ledgerParts(r: RunResult): string | undefined {
   const b = r.costBreakdown;
-  const bill = Object.values(b ?? {}).reduce((a, x) => a + x, 0);
+  const traffic = r.network?.crossZoneCost;
+  const bill = Object.values(b ?? {}).reduce((a, x) => a + x, 0) + (traffic ?? 0);
   if (b === undefined || bill <= 0) return undefined;
   const share = (x: number): string => `${one((100 * x) / bill)}%`;
-  return `${share(b.working)} on work, ${share(b.slowdown)} on co-location slowdown and ${share(b.idle)} on idle room`;
+  const parts = [
+    `${share(b.working)} on work`,
+    `${share(b.slowdown)} on co-location slowdown`,
+    `${share(b.idle)} on idle room`,
+    ...(traffic === undefined ? [] : [`${share(traffic)} on traffic across zones`]),
+  ];
+  return `${parts.slice(0, -1).join(', ')} and ${parts.at(-1) ?? ''}`;
 }
 
 /** Where the focus run's money went (cost-ledger.ts), and no-packing's for contrast. */

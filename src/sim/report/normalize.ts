@@ -100,6 +100,12 @@ export const SPOT_FIELDS = [
 /** Where the instance dollars went (cost-ledger.ts), appended when the run reports it, in COST_PARTS' order. */
 export const COST_FIELDS = COST_PARTS.map(costField);
 
+/**
+ * Traffic across zones as a part of the cost, after COST_FIELDS, in runs that report the network (the others keep
+ * exactly their fields): with it the cost parts add up to totalCost.
+ */
+export const CROSS_ZONE_COST_FIELD = 'costCrossZone' as const;
+
 /** `working` → `costWorking`. */
 export function costField(part: CostPart): `cost${Capitalize<CostPart>}` {
   return `cost${part.charAt(0).toUpperCase()}${part.slice(1)}` as `cost${Capitalize<CostPart>}`;
@@ -108,14 +114,14 @@ export function costField(part: CostPart): `cost${Capitalize<CostPart>}` {
 /**
  * One run as `simulate --json`, report.json and runs.csv show it: SUMMARY_FIELDS, then QUEUE_FIELDS if queued, then
  * NETWORK_FIELDS if the run reports the network, then START_FIELDS if it reports starts, then SPOT_FIELDS with spot
- * on, then COST_FIELDS.
+ * on, then COST_FIELDS and, when the run reports the network too, CROSS_ZONE_COST_FIELD.
  */
 export type RunRecord = RunSummary &
   Partial<QueueRunMetrics> &
   Partial<NetworkRunMetrics> &
   Partial<StartRunMetrics> &
   Partial<SpotRunMetrics> &
-  Partial<Record<`cost${Capitalize<CostPart>}`, number>>;
+  Partial<Record<`cost${Capitalize<CostPart>}` | typeof CROSS_ZONE_COST_FIELD, number>>;
 
 export function runRecord(r: RunResult): RunRecord {
   const summary = orderedSummary(r.summary);
@@ -164,6 +170,7 @@ export function runRecord(r: RunResult): RunRecord {
     ...(breakdown === undefined
       ? {}
       : Object.fromEntries(COST_PARTS.map((part) => [costField(part), breakdown[part]]))),
+    ...(breakdown === undefined || n === undefined ? {} : { [CROSS_ZONE_COST_FIELD]: n.crossZoneCost }),
     // Last, and only in a value-of-time sweep or when one was set: which value the run had.
     ...(r.summary.valueOfTimePerJobHour === undefined
       ? {}

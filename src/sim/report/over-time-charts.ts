@@ -81,8 +81,11 @@ export function costChart(results: readonly RunResult[], bounds: ReportBounds | 
       option: overTimeOption(results, series, 'cost ($)', '${value}', fmt('money'), COST_CHART_HEIGHT),
     },
     caption:
-      'Money spent so far: every instance is billed per second from launch to termination. Each line ends when ' +
-      'the run’s last job finished; the label gives the total.' +
+      'Money spent so far: every instance is billed per second from launch to termination' +
+      (results.some((r) => r.network !== undefined)
+        ? ', and the traffic across zones as the jobs send it'
+        : '') +
+      '. Each line ends when the run’s last job finished; the label gives the total.' +
       (bounds === undefined
         ? ''
         : ' Dashed grey: the timed lower bound, what a fluid fleet (fractional instances, resized at will) would ' +
