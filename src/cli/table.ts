@@ -27,8 +27,14 @@ export function formatTime(epochSeconds: number | undefined): string {
     .replace(/\.\d+Z$/, 'Z');
 }
 
+/**
+ * `$12.34`; an amount under a cent to four decimals (`$0.0042`), so a short run's cost shows. A float remainder that
+ * rounds to nothing at four decimals is nothing (`$0.00`, never `$0.0000` or `$-0.00` beside it).
+ */
 export function formatDollars(amount: number): string {
-  return `$${amount.toFixed(amount !== 0 && Math.abs(amount) < 0.01 ? 4 : 2)}`;
+  const fine = amount.toFixed(4);
+  const text = Math.abs(amount) < 0.01 && Number(fine) !== 0 ? fine : amount.toFixed(2);
+  return `$${Number(text) === 0 ? text.replace(/^-/, '') : text}`;
 }
 
 export function formatProgress(progress: {

@@ -70,6 +70,17 @@ export function formatQueue(fields: QueueFields): string {
   return `${q.classId} ${q.position === null ? '' : `#${q.position} `}(${q.reason ?? 'waiting'})`;
 }
 
+/** Where the job view's values start: its keys are padded to it. */
+const VALUE_COLUMN = 11;
+
+/**
+ * A line of the job view: `key` padded to the value column, then `value`, its further lines indented to that column
+ * (a reason can span lines: a failed task's last output is one), so the keys stay alone on the left.
+ */
+export function keyValue(key: string, value: string): string {
+  return `${key.padEnd(VALUE_COLUMN - 1)} ${value.split(/\r?\n/).join(`\n${' '.repeat(VALUE_COLUMN)}`)}`;
+}
+
 /** What the views' ETAs carry that the CLI prints. */
 export interface EtaFields {
   readonly completionSeconds: number | null;
@@ -118,9 +129,12 @@ function etaLines(fields: QueueFields, ended: boolean): string[] {
   const q = fields.queue;
   if (q !== undefined && q !== null)
     lines.push(
-      q.status === 'admitted'
-        ? `queue      class ${q.classId}, admitted (${q.detail})`
-        : `queue      class ${q.classId}, ${q.position === null ? 'waiting' : `position ${q.position}`} (${q.reason ?? 'waiting'}): ${q.detail}`,
+      keyValue(
+        'queue',
+        q.status === 'admitted'
+          ? `class ${q.classId}, admitted (${q.detail})`
+          : `class ${q.classId}, ${q.position === null ? 'waiting' : `position ${q.position}`} (${q.reason ?? 'waiting'}): ${q.detail}`,
+      ),
     );
   const eta = fields.eta;
   if (ended) lines.push('eta        - (the job ended)');
@@ -128,7 +142,7 @@ function etaLines(fields: QueueFields, ended: boolean): string[] {
     const start = eta.startSeconds === null ? '' : `, start ${formatTime(eta.startSeconds)}`;
     lines.push(
       `eta        ${completionText(eta) ?? 'unknown'}${start} (computed ${formatTime(eta.computedAtSeconds)})`,
-      `basis      ${eta.basis}`,
+      keyValue('basis', eta.basis),
     );
   } else if (fields.etaPending === true)
     lines.push('eta        pending (the first prediction is being computed)');
@@ -191,17 +205,14 @@ export function registerJob(program: Command): void {
     const lines = [
       `job        ${job.id} (${arrayName(job)}${job.array === undefined ? '' : `, of an array of ${job.array.size}`})`,
       `team       ${job.team}`,
-      `state      ${job.state}${job.reason === undefined ? '' : ` (${job.reason})`}`,
+      keyValue('state', `${job.state}${job.reason === undefined ? '' : ` (${job.reason})`}`),
       `progress   ${progress}`,
       `migrations ${job.migrations}`,
       `attempts   attempt ${job.attempts ?? 1} of ${job.maxAttempts ?? 1}`,
       ...job.attemptFailures.map(
         (f) =>
           `attempt ${f.attempt}  failed ${formatTime(f.atSeconds)}: task ${f.taskId}${f.exitCode === undefined ? '' : `, exit code ${f.exitCode}`}\n` +
-          f.reason
-            .split('\n')
-            .map((line) => `           ${line}`)
-            .join('\n'),
+          keyValue('', f.reason),
       ),
       `submitted  ${formatTime(job.submittedAtSeconds)}`,
       `started    ${formatTime(job.startedAtSeconds)}`,
@@ -209,7 +220,7 @@ export function registerJob(program: Command): void {
       ...dependencyLines(job, Date.now() / 1000),
       ...coStartLines(job.coStart ?? null, job.taskCount),
       ...etaLines(queueFieldsOf(job), isFinalJobState(job.state)),
-      ...warningsOf(job).map((w) => `warning    ${w}`),
+      ...warningsOf(job).map((w) => keyValue('warning', w)),
     ];
     process.stdout.write(`${lines.join('\n')}\n\n`);
     process.stdout.write(
