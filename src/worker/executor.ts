@@ -116,6 +116,11 @@ export interface LogChunk {
 export interface Executor {
   readonly kind: 'docker' | 'process';
   /**
+   * Whether `status` says when the kernel killed a task for its memory (`oomKilled`): then a SIGKILL that was not
+   * that is someone's kill (`docker stop` past its grace, `docker kill`). The process executor cannot tell.
+   */
+  readonly reportsOomKills?: boolean | undefined;
+  /**
    * Everything of a start that can be done before the task is created (pull or build its image, make its host paths
    * usable by the image's user), so that `start` is quick: a held task is ready only once this is done, and its job's
    * release then starts every task at once, none still pulling while its siblings run. A failure here is the start's

@@ -605,6 +605,18 @@ export class TaskLifecycle {
     await this.persist(t);
   }
 
+  /**
+   * Whether a SIGKILL ended the task (exit 137) and the executor says it was not the kernel reclaiming memory: someone
+   * killed it (`docker stop` of a task that ignores SIGTERM, past its grace; `docker kill`). The process executor
+   * cannot tell such a kill from the kernel's out-of-memory kill, so there it is never taken for one.
+   */
+  private async killedFromOutside(exitCode: number | undefined, taskId: string): Promise<boolean> {
+    const executor = this.options.executor;
+    if (exitCode !== SIGKILL_EXIT_CODE || executor.reportsOomKills !== true) return false;
+    const status = await executor.status(taskId).catch(() => undefined);
+    return status !== undefined && status.oomKilled !== true;
+  }
+
   /** The task has reported every iteration its job declares (none declared: not known, so no). */
   private async didItAll(t: LocalTask): Promise<boolean> {
     if (t.total === undefined) return false;
@@ -621,7 +633,7 @@ export class TaskLifecycle {
   private async finished(t: LocalTask, exitCode: number | undefined): Promise<void> {
     await this.pollProgress(t);
     if (!t.stopRequested) {
-      const outside = stoppedFromOutside(t, exitCode);
+      const outside = stoppedFromOutside(t, exitCode, await this.killedFromOutside(exitCode, t.taskId));
       if (outside !== undefined) {
         // Not the task's end: no exit is recorded, and it runs again from its last checkpoint.
         t.stopRequested = true;
@@ -794,7 +806,8 @@ function reportedAll(t: LocalTask): boolean {
  * Why an exit the worker did not ask for is taken as a stop from outside, or undefined when it is the task's own end.
  * A host shutting down, `docker stop` or a restarted Docker engine sends the task SIGTERM: a task that checkpoints
  * and exits 0 on it, short of the iterations its job declares, has not finished, and one SIGTERM ended (exit 143)
- * has not failed. Both resume from their last checkpoint. A job that declares no iterations gives nothing to tell a
+ * has not failed, nor has one that `docker stop` killed past its grace (exit 137, Docker saying it was not out of
+ * memory: `killedFromOutside`). They resume from their last checkpoint. A job that declares no iterations gives nothing to tell a
  * shutdown's exit 0 from its end by: that exit stays a success. The same rule whether the worker watched the exit or
  * adopted it after a restart.
  *
@@ -804,10 +817,19 @@ function reportedAll(t: LocalTask): boolean {
  * end, its 143 a failure (counted against its retries). A job stopped again and again, each time getting further (a
  * host restarted every night), resumes every time.
  */
-function stoppedFromOutside(t: LocalTask, exitCode: number | undefined): string | undefined {
+function stoppedFromOutside(
+  t: LocalTask,
+  exitCode: number | undefined,
+  killedFromOutside: boolean,
+): string | undefined {
   if (!gotFurther(t) && (t.outsideStops ?? 0) >= MAX_OUTSIDE_STOPS_WITHOUT_PROGRESS) return undefined;
   if (exitCode === SIGTERM_EXIT_CODE)
     return 'SIGTERM ended it (exit code 143) without the worker asking (a shutdown, `docker stop`): taken as stopped; it resumes from its last checkpoint';
+  if (killedFromOutside)
+    return (
+      'SIGKILL ended it (exit code 137, not out of memory) without the worker asking (`docker stop` of a task that ' +
+      'did not exit on SIGTERM, `docker kill`): taken as stopped; it resumes from its last checkpoint'
+    );
   if (exitCode === 0 && t.total !== undefined && !reportedAll(t))
     return (
       `it exited (code 0) short of its declared iterations (${t.completed ?? 0} of ${t.total}) without the worker ` +

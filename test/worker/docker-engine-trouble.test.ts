@@ -43,6 +43,10 @@ const CHECKPOINTS_ON_TERM =
   'trap \'echo 3 > "$FLEETWISE_CHECKPOINT_DIR/state"; exit 0\' TERM; ' +
   'echo "$(date +%s) 3" >> "$FLEETWISE_PROGRESS_FILE"; while :; do sleep 0.05; done';
 
+/** Reports 3 iterations and ignores SIGTERM: only a SIGKILL ends it. */
+const IGNORES_TERM =
+  'trap "" TERM; echo "$(date +%s) 3" >> "$FLEETWISE_PROGRESS_FILE"; while :; do sleep 0.05; done';
+
 /** A socket that accepts connections and never answers: an engine hung mid-request, as a client sees it. */
 async function hungEngine(path: string): Promise<{ server: Server; close(): Promise<void> }> {
   const held: Socket[] = [];
@@ -186,6 +190,32 @@ describeWithDocker('a real dockerd stopping and hanging under a worker', (engine
     expect(await readExitRecord(store, { jobId: 'dstop-1', taskId: 'dstop-1.0' }, 1)).toBeUndefined();
     await tasks.stopWatchers();
     await executor.remove('dstop-1.0');
+  });
+
+  it('`docker stop` that has to kill a task ignoring SIGTERM is a stop too: reported stopped, not failed', async () => {
+    const executor = new DockerExecutor({ docker: engine.docker, instanceId: 'local-stop-kill' });
+    const workDir = join(tmp, 'stop-kill-work');
+    const tasks = offlineLifecycle(executor, store, workDir, 50);
+    tasks.start(desired('dkill-1.0', IGNORES_TERM, { totalIterations: 100 }));
+    await tasks.settle();
+    await until(
+      'progress to be written',
+      async () => readIfThere(join(workDir, 'tasks', 'dkill-1.0', 'progress')).includes(' 3') || undefined,
+    );
+    await tasks.observe();
+    // SIGTERM is ignored: after its 1 s grace, `docker stop` kills it (exit 137), which is not out of memory.
+    await (await containerOf('dkill-1.0')).stop({ t: 1 });
+    await until('the stop to be seen', async () => {
+      await tasks.observe();
+      await tasks.settle();
+      return tasks.get('dkill-1.0')?.phase !== 'running' || undefined;
+    });
+    const [report] = tasks.reports();
+    expect(report).toMatchObject({ taskId: 'dkill-1.0', state: 'stopped', exitCode: 137 });
+    expect(report?.reason).toMatch(/SIGKILL ended it \(exit code 137, not out of memory\)/);
+    expect(await readExitRecord(store, { jobId: 'dkill-1', taskId: 'dkill-1.0' }, 1)).toBeUndefined();
+    await tasks.stopWatchers();
+    await executor.remove('dkill-1.0');
   });
 
   it('two removals of one container at once both end once it is gone (a termination and a cleanup racing)', async () => {

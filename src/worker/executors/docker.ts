@@ -287,6 +287,8 @@ export interface DockerExecutorOptions {
 
 export class DockerExecutor implements Executor {
   readonly kind = 'docker' as const;
+  /** Docker's State.OOMKilled says when the kernel killed a container for its memory. */
+  readonly reportsOomKills = true;
   readonly docker: Docker;
   readonly images: ImageCache;
   readonly instanceId: string | undefined;
