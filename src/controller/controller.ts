@@ -118,6 +118,11 @@ export interface ControllerDeps {
    * `scheduler` is not given; with an injected scheduler and no factory, a new catalog leaves the scheduler as it is.
    */
   readonly schedulerFor?: ((catalog: Catalog) => ControllerScheduler) | undefined;
+  /**
+   * The cloud sells spot and the scheduler buys it (EC2; not local mode): admission then sizes a job that may go on
+   * spot at spot prices and against the spot quota groups, as the plan will buy it (AdmissionSettings.spot).
+   */
+  readonly spotMarket?: boolean | undefined;
   readonly metrics?: RoundMetrics | undefined;
   /**
    * Holds at the co-start barrier that ended without a release (a timeout, a drained or lost instance, the job's end):
@@ -224,6 +229,7 @@ export class Controller implements ControllerService {
       caps: deps.settings.caps,
       config: deps.settings.queue,
       admitBy: deps.settings.admitBy,
+      spot: deps.spotMarket === true,
     });
     this.orphans = new KeptOrphans(this.clock, this.log, deps.settings.clusterName);
     // Everything built here reads the catalog through this, so a price refresh (applyCatalog) reaches all of it.

@@ -1,9 +1,9 @@
 import type { Catalog, InstanceType } from '../core/catalog.js';
 import { durationText } from '../core/duration.js';
 import { groupBy } from '../core/group.js';
-import { MIN_PACKING_FACTOR, UNKNOWN_DURATION_SECONDS, type Admission } from '../queue/admission.js';
+import { UNKNOWN_DURATION_SECONDS, type Admission } from '../queue/admission.js';
 import type { JobQueueView } from '../queue/admission-views.js';
-import { usageOf, type JobFootprint, type QueueCaps } from '../queue/caps.js';
+import type { JobFootprint, QueueCaps } from '../queue/caps.js';
 import type { Scheduler } from '../scheduler/types.js';
 import type { InstanceLifecycle, JobStatus, TaskState as SimTaskState } from '../world/entities.js';
 import { footprintOn, neverAdmittedJobs, sharePercent, type NeverAdmittedJob } from '../world/never-fits.js';
@@ -64,7 +64,7 @@ export interface WorldOptions {
   /**
    * The caps and classes the world's admission enforces; without them no job is taken for one they can never admit.
    */
-  readonly admission?: Pick<Admission, 'caps' | 'admitBy' | 'config'> | undefined;
+  readonly admission?: Pick<Admission, 'caps' | 'admitBy' | 'config' | 'spot'> | undefined;
 }
 
 const LIVE: ReadonlySet<JobRecord['state']> = new Set(LIVE_JOB_STATES);
@@ -162,6 +162,11 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
       tasks: traceTasks,
       team: job.team,
       ...(job.spec.success === undefined ? {} : { success: job.spec.success }),
+      // Where it may be bought: the world's plans (and whether it can ever be admitted) depend on it.
+      ...(job.spec.spot === undefined ? {} : { spot: job.spec.spot }),
+      ...(job.spec.spotMaxDelaySeconds === undefined
+        ? {}
+        : { spotMaxDelaySeconds: job.spec.spotMaxDelaySeconds }),
     };
     const dependsOn = inputs.heldFor?.get(job.id);
     if (dependsOn !== undefined) {
@@ -189,6 +194,7 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
           options.admission.caps,
           options.admission.admitBy,
           options.admission.config,
+          options.admission.spot,
         ).map((n) => [n.jobId, n]),
   );
   const waitsForNeverAdmitted = waitingFor(
@@ -561,7 +567,7 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
     const waitsForNever = built.waitsForNeverAdmitted.get(id);
     if (never !== undefined || waitsForNever !== undefined) {
       const root = never ?? (built.neverAdmitted.get(waitsForNever?.root ?? '') as NeverAdmittedJob);
-      const needs = capNeeds(root, input.admission.caps, input.admission.admitBy);
+      const needs = capNeeds(root, input.admission.caps);
       etas.set(id, {
         startSeconds: null,
         completionSeconds: null,
@@ -648,10 +654,10 @@ function waitText(waits: WaitsFor): string {
 
 /**
  * What a job the caps can never admit needs alone of each cap it breaks, e.g. "$4.23/h, over the $0.1/h cap". Sized as
- * admission sizes it: its standalone footprint, which `plan-cost` scales by the fleet's packing, never below
- * MIN_PACKING_FACTOR (src/world/never-fits.ts counts it over the cap only if it is even then).
+ * admission sizes a job alone (src/world/never-fits.ts): its standalone footprint, at spot prices where it may go on
+ * spot and the run buys spot.
  */
-function capNeeds(never: NeverAdmittedJob, caps: QueueCaps, admitBy: Admission['admitBy']): string {
+function capNeeds(never: NeverAdmittedJob, caps: QueueCaps): string {
   const over = never.overClass;
   // Under the caps alone, over its class's ceiling: the class may never hold that much of them.
   if (over !== undefined && never.caps.length === 0)
@@ -659,23 +665,14 @@ function capNeeds(never: NeverAdmittedJob, caps: QueueCaps, admitBy: Admission['
       `${sharePercent(over.share)} of the capped capacity, over class ${over.classId}'s ceiling ` +
       `(maxShare ${sharePercent(over.maxShare)})`
     );
-  return never.caps.map((cap) => capNeed(cap, never.footprint, caps, admitBy)).join(' and ');
+  return never.caps.map((cap) => capNeed(cap, never.footprint, caps)).join(' and ');
 }
 
-function capNeed(
-  cap: string,
-  footprint: JobFootprint,
-  caps: QueueCaps,
-  admitBy: Admission['admitBy'],
-): string {
+function capNeed(cap: string, footprint: JobFootprint, caps: QueueCaps): string {
   const need = footprintOn(cap, footprint, caps);
   if (cap === 'maxCostPerHour') {
-    const perHour = usageOf([footprint], caps).costPerHour;
-    const packed =
-      admitBy === 'plan-cost'
-        ? ` (at least $${(perHour * MIN_PACKING_FACTOR).toFixed(2)}/h once packed)`
-        : '';
-    return `${need}${packed}, over the $${caps.maxCostPerHour}/h cap`;
+    const onSpot = footprint.instances.some((i) => i.market === 'spot');
+    return `${need}${onSpot ? ' on spot' : ''}, over the $${caps.maxCostPerHour}/h cap`;
   }
   if (cap === 'maxInstances') return `${need}, over the cap of ${caps.maxInstances}`;
   const m = /^quota (.+) (maxVcpus|maxGpus)$/.exec(cap);

@@ -1,8 +1,8 @@
-import { typesByName, type Catalog } from '../core/catalog.js';
+import { instancePricePerHour, typesByName, type Catalog } from '../core/catalog.js';
 import { groupBy } from '../core/group.js';
 import { inNoMoveWindow, type ClusterSnapshot, type SchedJob, type SchedTask } from '../core/model.js';
-import { PriceBook } from '../scheduler/reservation-price.js';
-import { dominantShare, hasAnyCap, reservationFootprint, type JobFootprint, type QueueCaps } from './caps.js';
+import { spotOffering } from '../core/spot.js';
+import { dominantShare, FootprintPrices, hasAnyCap, type JobFootprint, type QueueCaps } from './caps.js';
 import type { StageDistribution } from './success.js';
 import { admit, type AdmissionResult, type QueuedJob, type RunningQueuedJob } from './admit.js';
 import { classify } from './class-shares.js';
@@ -55,6 +55,13 @@ export interface AdmissionSettings {
    * rail (scheduler/caps.ts enforceCaps, then round/plan-caps.ts) keeps it from ever going over.
    */
   readonly admitBy?: AdmitBy | undefined;
+  /**
+   * The run buys spot (default false, as Eva's own `spot` option): a job that may go on spot is then sized at spot
+   * prices and against the spot quota groups (caps.ts FootprintPrices). Whoever opens the scheduler's spot market
+   * opens this one: the controller on EC2, `simulate --spot on`. A catalog's spot section alone does not say it: the
+   * controller's local mode keeps one though it buys no spot.
+   */
+  readonly spot?: boolean | undefined;
 }
 
 export const ADMIT_BY = ['standalone', 'plan-cost'] as const;
@@ -112,7 +119,7 @@ export interface JobMemory {
 }
 
 export class Admission {
-  private prices: PriceBook;
+  private prices: FootprintPrices;
   private memory = new Map<string, JobMemory>();
   private shortRounds: ReadonlyMap<string, number> | undefined;
   /** Preempted jobs still checkpointing back to the queue → the class reclaiming its share. */
@@ -120,12 +127,15 @@ export class Admission {
   readonly config: WfqConfig;
   readonly caps: QueueCaps;
   readonly admitBy: AdmitBy;
+  /** AdmissionSettings.spot. */
+  readonly spot: boolean;
 
   constructor(
     private catalog: Catalog,
     settings: AdmissionSettings,
   ) {
-    this.prices = new PriceBook(catalog);
+    this.spot = settings.spot ?? false;
+    this.prices = new FootprintPrices(catalog, this.spot);
     this.caps = settings.caps;
     this.config = settings.config ?? FIFO_CONFIG;
     this.admitBy = settings.admitBy ?? 'standalone';
@@ -133,7 +143,12 @@ export class Admission {
 
   /** The settings it was made with: with `exportState`, all a prediction elsewhere needs to rebuild it (`restore`). */
   get settings(): AdmissionSettings {
-    return { caps: this.caps, config: this.config, admitBy: this.admitBy };
+    return {
+      caps: this.caps,
+      config: this.config,
+      admitBy: this.admitBy,
+      ...(this.spot ? { spot: true } : {}),
+    };
   }
 
   /** An independent copy of the queue state (a prediction replays admission from here without touching it). */
@@ -170,7 +185,7 @@ export class Admission {
   /** Reprice footprints from the next round on (price refresh). */
   setCatalog(catalog: Catalog): void {
     this.catalog = catalog;
-    this.prices = new PriceBook(catalog);
+    this.prices = new FootprintPrices(catalog, this.spot);
     for (const m of this.memory.values()) m.footprint = undefined;
   }
 
@@ -297,7 +312,8 @@ export class Admission {
    * `plan-cost`: the fleet's $/hour over the standalone $/hour of the jobs holding capacity (1 with `standalone`, no
    * $ cap, or nothing running yet): what a standalone dollar of footprint really costs once packed. Above 1 too
    * (a fleet with idle room costs more than its jobs' footprints say): jobs holding capacity then count for what the
-   * fleet costs, so admission never counts on money the fleet already spends.
+   * fleet costs, so admission never counts on money the fleet already spends. Both sides at the market they are
+   * bought in: a spot instance at its pool's price, a job that may go on spot sized at spot prices (`spot`).
    */
   private packingFactor(snapshot: ClusterSnapshot, running: readonly RunningQueuedJob[]): number {
     if (this.admitBy !== 'plan-cost' || this.caps.maxCostPerHour === undefined) return 1;
@@ -307,7 +323,14 @@ export class Admission {
     );
     if (standalone <= 0) return 1;
     const types = typesByName(this.catalog);
-    const fleet = snapshot.instances.reduce((s, i) => s + (types.get(i.typeName)?.costPerHour ?? 0), 0);
+    const fleet = snapshot.instances.reduce((s, i) => {
+      const onDemand = types.get(i.typeName)?.costPerHour ?? 0;
+      if (i.market !== 'spot') return s + onDemand;
+      // Its pool's price, as the plan check and the launch gate count it; on demand if the catalog lost the pool.
+      const zone = i.placement?.zone;
+      const pooled = spotOffering(this.catalog.spot, i.typeName, zone) !== undefined;
+      return s + (pooled ? instancePricePerHour(this.catalog, i.typeName, 'spot', zone) : onDemand);
+    }, 0);
     return Math.min(MAX_PACKING_FACTOR, Math.max(MIN_PACKING_FACTOR, fleet / standalone));
   }
 
@@ -388,10 +411,11 @@ export class Admission {
     }
     if (m.footprint === undefined) {
       try {
-        m.footprint = reservationFootprint(
+        m.footprint = this.prices.footprint(
           sched.id,
           tasks.map((t) => t.demand),
-          this.prices,
+          sched.spot,
+          this.caps,
         );
       } catch {
         m.footprint = null;

@@ -1,11 +1,13 @@
 import { z } from 'zod';
-import type { InstanceType } from '../core/catalog.js';
+import type { Catalog, InstanceType } from '../core/catalog.js';
 import type { Caps } from '../core/model.js';
 import { familyQuotaGroup, quotaBreaches, spotQuotaGroup } from '../core/quota-groups.js';
 import type { Market } from '../core/market.js';
 import type { FamilyDemand } from '../core/resources.js';
+import type { SpotPreference } from '../core/spot.js';
 import { parseWith } from '../core/validation.js';
-import type { PriceBook } from '../scheduler/reservation-price.js';
+import { spotPlanningCatalog } from '../scheduler/market-choice.js';
+import { PriceBook } from '../scheduler/reservation-price.js';
 
 /**
  * Caps the queue layer admits jobs under: $/hour, instance count (core `Caps`), and AWS-style on-demand quotas per
@@ -77,15 +79,66 @@ export function reservationFootprint(
   jobId: string,
   taskDemands: readonly FamilyDemand[],
   prices: PriceBook,
+  /** Types `prices` prices at a spot pool: an instance of one is bought on spot. */
+  spotPriced: ReadonlySet<string> = new Set(),
 ): JobFootprint {
   return {
     jobId,
     instances: taskDemands.map((d) => {
       const t = prices.minType(d);
       if (t === undefined) throw new Error(`job ${jobId}: no instance type can host a task alone`);
-      return instanceFootprint(t);
+      return instanceFootprint(spotPriced.has(t.name) ? { ...t, market: 'spot' } : t);
     }),
   };
+}
+
+/**
+ * Sizes jobs in the market a plan buys them in. On demand by default. Where the run buys spot (`spotOpen`: the
+ * controller on EC2, `simulate --spot on`; a catalog's spot section alone is not enough, the local provider sells
+ * none), a job that may go on spot is sized at its cheapest host at spot prices, each type at the pool a spot launch
+ * of it gets (scheduler/market-choice.ts spotPlanningCatalog: what Eva plans such a round with), and counted against
+ * the spot quota group. Sized on demand, such a job would count two to three times what the fleet pays for it against
+ * a $ cap the plan check and launch gate enforce at spot prices, and the fleet would run at a fraction of the cap.
+ */
+export class FootprintPrices {
+  private readonly onDemand: PriceBook;
+  private readonly spot: PriceBook | undefined;
+  /** Types the spot book prices at a spot pool (the others stay at their on-demand price, bought on demand). */
+  private readonly spotPriced: ReadonlySet<string>;
+
+  constructor(catalog: Catalog, spotOpen: boolean) {
+    this.onDemand = new PriceBook(catalog);
+    if (!spotOpen || catalog.spot === undefined) {
+      this.spot = undefined;
+      this.spotPriced = new Set();
+      return;
+    }
+    const spotCatalog = spotPlanningCatalog(catalog);
+    const onDemandPrice = new Map(catalog.types.map((t) => [t.name, t.costPerHour]));
+    this.spot = new PriceBook(spotCatalog);
+    this.spotPriced = new Set(
+      spotCatalog.types.filter((t) => t.costPerHour < (onDemandPrice.get(t.name) ?? 0)).map((t) => t.name),
+    );
+  }
+
+  /**
+   * The job's standalone footprint (`reservationFootprint`) in the market it will be bought in. A job that may go on
+   * spot is sized on demand where its spot footprint alone breaks a cap (a spot quota) that its on-demand one keeps:
+   * the plan buys such instances on demand (scheduler/plan-quotas.ts spotQuotaFallback). Throws when no type can host
+   * one of its tasks.
+   */
+  footprint(
+    jobId: string,
+    taskDemands: readonly FamilyDemand[],
+    spot: SpotPreference | undefined,
+    caps: QueueCaps,
+  ): JobFootprint {
+    const onDemand = reservationFootprint(jobId, taskDemands, this.onDemand);
+    if (this.spot === undefined || spot === 'never') return onDemand;
+    const onSpot = reservationFootprint(jobId, taskDemands, this.spot, this.spotPriced);
+    const fitsAlone = (f: JobFootprint): boolean => capViolations(usageOf([f], caps), caps).length === 0;
+    return fitsAlone(onSpot) || !fitsAlone(onDemand) ? onSpot : onDemand;
+  }
 }
 
 export interface GroupUse {

@@ -21,6 +21,8 @@ export interface SimQueueOptions {
   readonly predict?: boolean | undefined;
   /** How jobs are sized against a $/hour cap (AdmissionSettings.admitBy; default standalone). */
   readonly admitBy?: AdmitBy | undefined;
+  /** The run buys spot (`--spot on`): jobs that may go on spot are sized at spot prices (AdmissionSettings.spot). */
+  readonly spot?: boolean | undefined;
 }
 
 /** `--queue` choices of `fleetwise simulate`. */

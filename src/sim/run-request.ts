@@ -285,6 +285,7 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
       request.queue.caps,
       request.queue.admitBy ?? 'standalone',
       request.queue.config ?? queueConfigFor(request.queue.kind, sizesSeconds),
+      request.spot !== undefined,
     );
   const network = runNetwork(request, catalog);
   const result = runSimulation({
@@ -305,6 +306,7 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
             config: request.queue.config ?? queueConfigFor(request.queue.kind, sizesSeconds),
             predict: request.queue.predict ?? false,
             admitBy: request.queue.admitBy,
+            spot: request.spot !== undefined,
           },
         }
       : {}),

@@ -1,25 +1,30 @@
 import type { Catalog } from '../core/catalog.js';
 import type { FamilyDemand } from '../core/resources.js';
+import type { SpotPreference } from '../core/spot.js';
 import { ValidationError } from '../core/validation.js';
-import { MIN_PACKING_FACTOR, UNKNOWN_DURATION_SECONDS, type AdmitBy } from '../queue/admission.js';
+import { UNKNOWN_DURATION_SECONDS, type AdmitBy } from '../queue/admission.js';
 import {
   capViolations,
   dominantShare,
+  FootprintPrices,
   hasAnyCap,
-  reservationFootprint,
   usageOf,
   type JobFootprint,
   type QueueCaps,
 } from '../queue/caps.js';
 import { classify } from '../queue/class-shares.js';
 import type { WfqConfig } from '../queue/wfq.js';
-import { PriceBook } from '../scheduler/reservation-price.js';
 
 /**
  * Jobs the queue layer can never admit under the caps (admit.ts `never-fits`): alone, their standalone footprint
  * (the cheapest instance hosting each task, as admission sizes them) breaks a cap, or needs more of the capped capacity
  * than their class's ceiling (`maxShare`) lets the class hold. Such a job waits for ever, so a run with one would go
  * on until its time limit and fail there; it is refused before it starts instead.
+ *
+ * Judged as the round's admission judges a job alone: plan-cost admission scales footprints by the fleet's packing
+ * only while other jobs hold capacity, so alone (factor 1) the job needs its whole standalone footprint, and a plan
+ * holding it pays for its instances whole (packing shares an instance, it never makes one cheaper). Priced on demand,
+ * unless the run buys spot (`spot`) and the job may go on spot: then at spot prices, as admission sizes it.
  */
 
 export interface NeverAdmittedJob {
@@ -38,6 +43,8 @@ export interface NeverAdmittedJob {
 interface JobDemands {
   readonly id: string;
   readonly tasks: readonly { readonly demand: FamilyDemand }[];
+  /** Whether it may run on spot capacity (absent: allowed). */
+  readonly spot?: SpotPreference | undefined;
   /** Per task, as declared: with the task count, its size for its class (`UNKNOWN_DURATION_SECONDS` if absent). */
   readonly durationSeconds?: number | undefined;
   readonly team?: string | undefined;
@@ -53,53 +60,39 @@ function classOf(job: JobDemands, config: WfqConfig): string {
 const NAMED_JOBS = 3;
 
 /**
- * The jobs of `jobs` that can never be admitted under `caps` and the classes of `config` (their `maxShare`). With
- * `plan-cost`, admission scales a footprint's $/hour by the fleet's packing, never below MIN_PACKING_FACTOR: only a
- * job over the $ cap (or its class's ceiling) even then is certain never to fit. A job no instance type can host is
- * left to the trace's own checks.
+ * The jobs of `jobs` that can never be admitted under `caps` and the classes of `config` (their `maxShare`), each
+ * sized alone as admission sizes it (its standalone footprint, whatever `admitBy`), at spot prices where the run buys
+ * spot (`spot`, AdmissionSettings.spot) and the job may go on spot. A job no instance type can host is left to the
+ * trace's own checks.
  */
 export function neverAdmittedJobs(
   jobs: readonly JobDemands[],
   catalog: Catalog,
   caps: QueueCaps,
-  admitBy: AdmitBy,
+  _admitBy: AdmitBy,
   config?: WfqConfig,
+  spot = false,
 ): NeverAdmittedJob[] {
   const ceilings = new Map(
     (config?.classes ?? []).flatMap((c) =>
       c.maxShare === undefined || c.maxShare >= 1 ? [] : [[c.id, c.maxShare] as const],
     ),
   );
-  const prices = new PriceBook(catalog);
-  const factor = admitBy === 'plan-cost' ? MIN_PACKING_FACTOR : 1;
+  const prices = new FootprintPrices(catalog, spot);
   const out: NeverAdmittedJob[] = [];
   for (const job of jobs) {
     let footprint: JobFootprint;
     try {
-      footprint = reservationFootprint(
+      footprint = prices.footprint(
         job.id,
         job.tasks.map((t) => t.demand),
-        prices,
+        job.spot,
+        caps,
       );
     } catch {
       continue;
     }
-    const sized = {
-      jobId: job.id,
-      instances: footprint.instances.map((i) => ({ ...i, costPerHour: i.costPerHour * factor })),
-    };
-    const broken = capViolations(usageOf([sized], caps), caps);
-    // Packing shares an instance, it never makes one cheaper: a task whose cheapest host alone costs more than the $
-    // cap can never run, whatever plan-cost admission's packing factor lets in (its plan is cut to the cap). Only
-    // without spot, where that host's price is its on-demand one.
-    const priciestHost = Math.max(...footprint.instances.map((i) => i.costPerHour));
-    if (
-      catalog.spot === undefined &&
-      caps.maxCostPerHour !== undefined &&
-      priciestHost > caps.maxCostPerHour &&
-      !broken.includes('maxCostPerHour')
-    )
-      broken.push('maxCostPerHour');
+    const broken = capViolations(usageOf([footprint], caps), caps);
     if (broken.length > 0) {
       out.push({ jobId: job.id, footprint, caps: broken });
       continue;
@@ -108,7 +101,7 @@ export function neverAdmittedJobs(
     if (config === undefined || ceilings.size === 0 || !hasAnyCap(caps)) continue;
     const classId = classOf(job, config);
     const maxShare = ceilings.get(classId);
-    const share = dominantShare(sized, caps);
+    const share = dominantShare(footprint, caps);
     if (maxShare !== undefined && share > maxShare + 1e-9)
       out.push({ jobId: job.id, footprint, caps: [], overClass: { classId, maxShare, share } });
   }
@@ -178,30 +171,27 @@ function problemsOf(
       byClass.set(job.overClass.classId, [...(byClass.get(job.overClass.classId) ?? []), job]);
   }
   const capProblems = [...byCap].map(([cap, jobs]): Problem => {
+    const onSpot = jobs.some((j) => j.footprint.instances.some((i) => i.market === 'spot'));
     const packed =
       cap === 'maxCostPerHour' && admitBy === 'plan-cost'
-        ? ` even at ${MIN_PACKING_FACTOR} of it (admission's most favourable packing under --admit-by plan-cost), or ` +
-          'has a task whose cheapest instance alone costs more (packing shares an instance, it never makes one cheaper)'
+        ? '; under --admit-by plan-cost too: packing shares an instance, it never makes one cheaper'
         : '';
     return {
       source: capFlag(cap, caps),
       text:
-        `${jobs.length} of ${totalJobs} jobs can never be admitted: alone, each needs more than ` +
-        `the cap${packed} (its standalone footprint, the cheapest instance for each of its tasks): ` +
+        `${jobs.length} of ${totalJobs} jobs can never be admitted: alone, each needs more than the cap ` +
+        `(its standalone footprint, the cheapest instance for each of its tasks` +
+        `${onSpot ? ', at spot prices where it may use spot' : ''}${packed}): ` +
         `${named(jobs, (j) => footprintOn(cap, j.footprint, caps))}; raise the cap or leave those jobs out of the trace`,
     };
   });
   const classProblems = [...byClass].map(([classId, jobs]): Problem => {
     const maxShare = jobs[0]?.overClass?.maxShare ?? 1;
-    const packed =
-      admitBy === 'plan-cost' && caps.maxCostPerHour !== undefined
-        ? ` even with its $/hour at ${MIN_PACKING_FACTOR} of it (admission's most favourable packing under --admit-by plan-cost)`
-        : '';
     return {
       source: `queue class ${classId} (maxShare ${maxShare})`,
       text:
         `${jobs.length} of ${totalJobs} jobs can never be admitted: alone, each needs more of the capped capacity ` +
-        `than the class may hold (${sharePercent(maxShare)})${packed}: ` +
+        `than the class may hold (${sharePercent(maxShare)}): ` +
         `${named(jobs, (j) => sharePercent(j.overClass?.share ?? 0))}; ` +
         "raise the class's maxShare or the caps, or leave those jobs out of the trace",
     };
@@ -221,7 +211,7 @@ export function neverAdmittedProblems(
 
 /**
  * Refuse a run whose caps (or a class's ceiling, `config`'s `maxShare`) can never admit some job of the trace, naming
- * the cap's flag or the class and a few of the jobs.
+ * the cap's flag or the class and a few of the jobs. `spot`: the run buys spot (`neverAdmittedJobs`).
  */
 export function checkEveryJobAdmissible(
   trace: { readonly jobs: readonly JobDemands[] },
@@ -229,8 +219,9 @@ export function checkEveryJobAdmissible(
   caps: QueueCaps,
   admitBy: AdmitBy,
   config?: WfqConfig,
+  spot = false,
 ): void {
-  const never = neverAdmittedJobs(trace.jobs, catalog, caps, admitBy, config);
+  const never = neverAdmittedJobs(trace.jobs, catalog, caps, admitBy, config, spot);
   if (never.length === 0) return;
   const problems = problemsOf(never, trace.jobs.length, caps, admitBy);
   const only = problems.length === 1 ? problems[0] : undefined;

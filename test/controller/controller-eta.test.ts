@@ -509,6 +509,49 @@ describe('controller predictions of jobs the caps can never admit', () => {
     expect(seen).toHaveLength(runs);
   });
 
+  it('answer "never" under plan-cost admission for a job whose cheapest host alone is over the $ cap', async () => {
+    // A c7i.2xlarge ($0.357/h) is the cheapest host of [0, 8, 12]: alone it is over the $0.15/h cap, packed or not, and
+    // the catalog's spot pools do not help a controller that buys no spot (the local provider's, this rig's).
+    const { controller, store } = rig({ caps: { maxCostPerHour: 0.15 }, admitBy: 'plan-cost' });
+    const big = controller.submit(
+      jobSpec('big', { c7i: [0, 8, 12] }, { expectedDurationSeconds: 600 }),
+      'research',
+    );
+    await controller.runRound('submitted');
+    await controller.predictionsSettled();
+    const eta = readQueueRecord(store, big.id)?.eta;
+    expect(eta?.basis).toMatch(/^never under the caps: alone it needs \$0\.36\/h, over the \$0\.15\/h cap; /);
+    expect(completionText(eta ?? { completionSeconds: 0, computedAtSeconds: 0 })).toBe('never');
+    const dry = await controller.estimate(
+      jobSpec('what-if', { c7i: [0, 8, 12] }, { expectedDurationSeconds: 60 }),
+    );
+    expect(completionText(dry ?? { completionSeconds: 0, computedAtSeconds: 0 })).toBe('never');
+  });
+
+  it('judge a job that may go on spot at spot prices only where the admission buys spot', async () => {
+    // [0, 8, 12] alone: a c7i.2xlarge, $0.357/h on demand, about $0.17/h on spot; the cap is $0.2/h.
+    const { controller, store, clock } = rig({ caps: { maxCostPerHour: 0.2 } });
+    const allowed = controller.submit(
+      jobSpec('allowed', { c7i: [0, 8, 12] }, { expectedDurationSeconds: 600 }),
+      'research',
+    );
+    const refuses = controller.submit(
+      { ...jobSpec('refuses', { c7i: [0, 8, 12] }, { expectedDurationSeconds: 600 }), spot: 'never' },
+      'research',
+    );
+    const inputs = readSnapshotInputs(store, clock.nowSeconds());
+    const neverAdmitted = (spot: boolean) =>
+      [
+        ...controllerWorld(inputs, {
+          catalog,
+          firstRoundSeconds: clock.nowSeconds(),
+          admission: { caps: { maxCostPerHour: 0.2 }, admitBy: 'plan-cost', config: FIFO_CONFIG, spot },
+        }).neverAdmitted.keys(),
+      ].sort();
+    expect(neverAdmitted(false)).toEqual([allowed.id, refuses.id].sort());
+    expect(neverAdmitted(true)).toEqual([refuses.id]);
+  });
+
   it('name the quota such a job breaks, and what it needs of it', async () => {
     const { controller, store } = rig({ caps: { quotas: [{ group: 'p', maxGpus: 0 }] } });
     const gpu = controller.submit(jobSpec('gpu', GPU_ONE, { expectedDurationSeconds: 600 }), 'research');

@@ -38,7 +38,14 @@ export async function executeControllerRun(
     trace.jobs.map((j) => j.durationSeconds * j.tasks.length),
   );
   const caps = settings.caps;
-  checkEveryJobAdmissible(trace, catalog, caps, settings.admitBy ?? 'standalone', settings.queue);
+  checkEveryJobAdmissible(
+    trace,
+    catalog,
+    caps,
+    settings.admitBy ?? 'standalone',
+    settings.queue,
+    request.spot !== undefined,
+  );
   // A config's `scheduler:` tunables reach the factory through the request's eva fields (simulate.ts maps them).
   const scheduler = requestScheduler(request, catalog, groundTruth, caps);
   const result = await runControllerSimulation({

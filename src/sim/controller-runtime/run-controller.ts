@@ -234,6 +234,8 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
     clock,
     settings,
     scheduler: o.scheduler,
+    // Its scheduler buys spot when the run opens the market: admission sizes jobs as it buys them.
+    spotMarket: o.spot !== undefined,
     predict: false,
     // Never started again on this store: its learned state would never be read back.
     saveSchedulerState: false,

@@ -119,6 +119,7 @@ export async function buildController(options: BuildControllerOptions): Promise<
     scheduler: schedulerFor(catalog),
     schedulerFor,
     schedulerRecipe: configuredSchedulerRecipe(config, market),
+    spotMarket: market.spot,
     provider: options.fleet.provider,
     clock,
     objectStore,

@@ -1,0 +1,92 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { FamilyDemand } from '../../src/core/resources.js';
+import type { SpotPreference } from '../../src/core/spot.js';
+import { ValidationError } from '../../src/core/validation.js';
+import { executeRun, loadRequestCatalog } from '../../src/sim/run-request.js';
+import { neverAdmittedJobs } from '../../src/world/never-fits.js';
+
+/**
+ * Whether a job can ever be admitted is judged as the round's admission judges it alone: its whole standalone
+ * footprint (plan-cost's packing factor only applies beside other jobs), on demand unless the run buys spot and the
+ * job may go on spot. A catalog's spot section alone does not open spot.
+ */
+
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-never-fits-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+// The bundled catalog, spot section included: p3.2xlarge $3.06/h ($0.91-1.00/h on spot), p3.8xlarge $12.24/h.
+const catalog = loadRequestCatalog({ spot: {} });
+const P3_ONE: FamilyDemand = { p3: [1, 4, 16] };
+const P3_FOUR: FamilyDemand = { p3: [4, 16, 64] };
+const job = (id: string, demands: readonly FamilyDemand[], spot?: SpotPreference) => ({
+  id,
+  tasks: demands.map((demand) => ({ demand })),
+  ...(spot === undefined ? {} : { spot }),
+});
+const never = (jobs: Parameters<typeof neverAdmittedJobs>[0], spot: boolean): string[] =>
+  neverAdmittedJobs(jobs, catalog, { maxCostPerHour: 5 }, 'plan-cost', undefined, spot).map((n) => n.jobId);
+
+describe('jobs the caps can never admit, judged alone', () => {
+  it('refuses up front, under plan-cost admission, a gang whose tasks fit the $ cap one by one but not together', () => {
+    // Two one-GPU tasks: $3.06/h each, $6.12/h together over a $5/h cap. A plan holding the job pays both instances.
+    const path = join(scratch, 'gang.json');
+    const t = (name: string) => ({ name, workload: 'resnet18', demand: P3_ONE });
+    writeFileSync(
+      path,
+      JSON.stringify({
+        format: 'fleetwise-trace/v1',
+        name: 'gang',
+        jobs: [
+          { id: 'small', name: 'small', arrivalSeconds: 0, durationSeconds: 3600, tasks: [t('a')] },
+          { id: 'gang2', name: 'gang2', arrivalSeconds: 10, durationSeconds: 3600, tasks: [t('a'), t('b')] },
+        ],
+      }),
+    );
+    let error: unknown;
+    try {
+      executeRun({
+        scheduler: 'eva',
+        trace: { path, format: 'fleetwise' },
+        queue: { kind: 'fifo', caps: { maxCostPerHour: 5 }, predict: false, admitBy: 'plan-cost' },
+      });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ValidationError);
+    const e = error as ValidationError;
+    expect(e.source).toBe('--cap-dollars-per-hour 5');
+    expect(e.problems).toEqual([
+      expect.stringMatching(
+        /^1 of 2 jobs can never be admitted: alone, each needs more than the cap .*: gang2 \(\$6\.12\/h\);/,
+      ),
+    ]);
+  });
+
+  it('prices a job on demand while the run buys no spot, though the catalog has a spot market', () => {
+    // One p3.8xlarge: $12.24/h on demand, under $4/h on spot.
+    expect(never([job('big', [P3_FOUR])], false)).toEqual(['big']);
+    expect(never([job('big', [P3_FOUR])], true)).toEqual([]);
+  });
+
+  it('prices it on demand when it refuses spot, and names the spot price when it is over the cap there too', () => {
+    expect(never([job('od', [P3_FOUR], 'never')], true)).toEqual(['od']);
+    const [gang] = neverAdmittedJobs(
+      [
+        job(
+          'gang6',
+          Array.from({ length: 6 }, () => P3_ONE),
+        ),
+      ],
+      catalog,
+      { maxCostPerHour: 5 },
+      'plan-cost',
+      undefined,
+      true,
+    );
+    expect(gang?.caps).toEqual(['maxCostPerHour']);
+    expect(gang?.footprint.instances.every((i) => i.market === 'spot')).toBe(true);
+  });
+});
