@@ -1,11 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { createEc2Client, ec2ApiFromClient } from '../../src/cloud/aws/ec2-api.js';
 import { Ec2Provider } from '../../src/cloud/aws/ec2-provider.js';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { launchedOnSpot } from '../../src/controller/instance-market.js';
 import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { describeWithMoto } from '../helpers/moto.js';
@@ -46,10 +47,9 @@ function spec(name: string, spot: 'never' | 'preferred') {
 }
 
 describeWithMoto('the controller process buys spot', (moto) => {
-  it('launches a job that prefers spot on spot and a spot: never job on demand', async () => {
-    if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run "npm run build" first (npm test does)`);
-    const cluster = 'cli-spot';
-    const stateDir = join(scratch, 'state');
+  /** `fleetwise controller --provider aws` on its own state directory, with `extra` flags; stopped by `stop`. */
+  async function startController(name: string, extra: readonly string[] = []) {
+    const stateDir = join(scratch, name);
     const env: NodeJS.ProcessEnv = { ...moto.childEnv };
     delete env.FLEETWISE_ADMIN_TOKEN;
     const child: ChildProcess = spawn(
@@ -60,7 +60,7 @@ describeWithMoto('the controller process buys spot', (moto) => {
         '--provider',
         'aws',
         '--cluster',
-        cluster,
+        name,
         '--state-dir',
         stateDir,
         '--round-seconds',
@@ -70,7 +70,8 @@ describeWithMoto('the controller process buys spot', (moto) => {
         '--ami',
         AMI,
         '--object-store',
-        join(scratch, 'objects'),
+        join(scratch, `${name}-objects`),
+        ...extra,
       ],
       { env, stdio: ['ignore', 'ignore', 'pipe'] },
     );
@@ -79,18 +80,30 @@ describeWithMoto('the controller process buys spot', (moto) => {
       stderr += d.toString();
     });
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    await until('the controller to start', () => {
+      if (child.exitCode !== null) throw new Error(`the controller exited: ${stderr}`);
+      return stderr.includes('recovered state') ? true : undefined;
+    });
+    const store = new SqliteStateStore(join(stateDir, 'state.db'));
+    const provider = new Ec2Provider(
+      { region: 'us-east-1', amiId: AMI, placements: [{ availabilityZone: 'us-east-1a' }] },
+      { api: ec2ApiFromClient(createEc2Client(moto.clientOptions)) },
+    );
+    const stop = async () => {
+      store.close();
+      child.kill('SIGTERM');
+      await exited;
+    };
+    return { store, provider, stop };
+  }
+
+  it('launches a job that prefers spot on spot and a spot: never job on demand', async () => {
+    if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run "npm run build" first (npm test does)`);
+    const cluster = 'cli-spot';
+    const { store, provider, stop } = await startController(cluster);
     try {
-      await until('the controller to start', () => {
-        if (child.exitCode !== null) throw new Error(`the controller exited: ${stderr}`);
-        return stderr.includes('recovered state') ? true : undefined;
-      });
-      const store = new SqliteStateStore(join(stateDir, 'state.db'));
       const spotJob = store.submitJob(spec('on-spot', 'preferred'));
       const onDemandJob = store.submitJob(spec('never-spot', 'never'));
-      const provider = new Ec2Provider(
-        { region: 'us-east-1', amiId: AMI, placements: [{ availabilityZone: 'us-east-1a' }] },
-        { api: ec2ApiFromClient(createEc2Client(moto.clientOptions)) },
-      );
       const hostOf = (jobId: string) => store.listTasks({ jobId })[0]?.instanceId;
       const launched = await until('both jobs placed on launched instances', async () => {
         const a = hostOf(spotJob.id);
@@ -109,10 +122,28 @@ describeWithMoto('the controller process buys spot', (moto) => {
         (o) => o.typeName === spotRecord?.typeName && o.zone === spotRecord?.availabilityZone,
       );
       expect(pool).toBeDefined();
-      store.close();
     } finally {
-      child.kill('SIGTERM');
-      await exited;
+      await stop();
+    }
+  });
+
+  it('admits jobs that may go on spot against the spot quota, not the on-demand one', async () => {
+    // 2 on-demand standard vCPUs hold one job; 8 spot ones hold all three, as EC2 counts spot apart.
+    const config = join(scratch, 'quota.yaml');
+    writeFileSync(
+      config,
+      'caps:\n  quotas:\n    - { group: standard, maxVcpus: 2 }\n    - { group: standard-spot, maxVcpus: 8 }\n',
+    );
+    const { store, stop } = await startController('cli-spot-quota', ['--config', config]);
+    try {
+      const jobs = [1, 2, 3].map((i) => store.submitJob(spec(`quota-${i}`, 'preferred')));
+      await until('all three jobs placed', () =>
+        jobs.every((j) => store.listTasks({ jobId: j.id })[0]?.instanceId !== undefined) ? true : undefined,
+      );
+      const hosts = jobs.map((j) => store.listTasks({ jobId: j.id })[0]?.instanceId as string);
+      expect(hosts.every((id) => launchedOnSpot(store, id))).toBe(true);
+    } finally {
+      await stop();
     }
   });
 });
