@@ -2,7 +2,9 @@ import { existsSync } from 'node:fs';
 import { journalPathOf, readLocalInstances, type LocalInstance } from '../cloud/local/instance-file.js';
 import { TAG_CLUSTER, type CloudProvider } from '../cloud/provider.js';
 import { ValidationError } from '../core/validation.js';
+import { checkpointPrefix, jobArchivePrefix, taskLogPrefix } from '../protocol/object-keys.js';
 import type { ObjectStore } from '../storage/object-store.js';
+import { jobSeqOf } from './state/lifecycle.js';
 
 /**
  * Evidence that a cluster ran before (ARCHITECTURE.md "A lost state"): what says an empty state is a lost one rather
@@ -121,4 +123,52 @@ async function objectStoreContents(store: ObjectStore): Promise<string | undefin
     `the object store ${store.location} holds ${seen >= OBJECT_SAMPLE ? `${OBJECT_SAMPLE}+` : seen} object(s) of an ` +
     `earlier run: ${named(parts)}`
   );
+}
+
+/** The highest job number the object store holds objects of, and one prefix holding it. */
+export interface StoredJobIds {
+  readonly highestSeq: number;
+  readonly where: string;
+}
+
+/**
+ * The prefixes under which object-keys.ts files objects by job id alone (`<prefix><job>/…`), read from its key
+ * builders so the two cannot drift: checkpoints and exit records, task logs, and `clusterName`'s job archive.
+ */
+function jobKeyedPrefixes(clusterName: string): string[] {
+  const job = 'job-1';
+  const parentOf = (jobPrefix: string): string => jobPrefix.slice(0, jobPrefix.indexOf(`/${job}/`) + 1);
+  return [
+    parentOf(checkpointPrefix({ jobId: job, taskId: `${job}.0` })),
+    parentOf(taskLogPrefix(job)),
+    jobArchivePrefix(clusterName),
+  ];
+}
+
+/**
+ * The highest job id an earlier run left objects under, or undefined when it left none. Keys carry only the job id,
+ * so a new cluster on the same store that numbered its jobs from job-1 again would read the old jobs' logs as its
+ * own and its workers would take the old exit records for their tasks' (a task "succeeded" without running). Reads
+ * one entry per job directory (listPrefixes), not every object.
+ */
+export async function findStoredJobIds(
+  store: ObjectStore,
+  clusterName: string,
+): Promise<StoredJobIds | undefined> {
+  let found: StoredJobIds | undefined;
+  for (const parent of jobKeyedPrefixes(clusterName))
+    for await (const prefix of store.listPrefixes(parent)) {
+      const seq = seqOf(prefix.slice(parent.length, -1));
+      if (seq !== undefined && seq > (found?.highestSeq ?? 0)) found = { highestSeq: seq, where: prefix };
+    }
+  return found;
+}
+
+/** The n of a `job-<n>` directory name; undefined for anything else (nothing the controller numbered). */
+function seqOf(name: string): number | undefined {
+  try {
+    return jobSeqOf(name);
+  } catch {
+    return undefined;
+  }
 }

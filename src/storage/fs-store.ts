@@ -214,6 +214,48 @@ export class FsObjectStore implements ObjectStore {
     }
   }
 
+  async *listPrefixes(prefix: string): AsyncIterable<string> {
+    const { directory, partial } = assertValidPrefix(prefix);
+    const dir = resolve(this.root, ...directory);
+    const keyBase = directory.length === 0 ? '' : `${directory.join('/')}/`;
+    let entries;
+    try {
+      entries = await readdir(dir, { withFileTypes: true });
+    } catch (e) {
+      const code = errnoCode(e);
+      if (code === 'ENOENT' || code === 'ENOTDIR') return;
+      throw this.failure('list', prefix, e);
+    }
+    const names = entries
+      .filter(
+        (e) =>
+          e.isDirectory() &&
+          e.name.startsWith(partial) &&
+          !(keyBase === '' && e.name === RESERVED_TEMP_SEGMENT),
+      )
+      .map((e) => `${keyBase}${e.name}/`)
+      .sort(compareKeys);
+    // A directory is a prefix only while it holds an object, as in S3: a put that failed after its mkdir can leave one
+    // empty.
+    for (const name of names) if (await this.holdsFile(join(this.root, ...name.split('/')))) yield name;
+  }
+
+  /** Whether a file lies anywhere below `dir`; stops at the first. */
+  private async holdsFile(dir: string): Promise<boolean> {
+    let entries;
+    try {
+      entries = await readdir(dir, { withFileTypes: true });
+    } catch (e) {
+      const code = errnoCode(e);
+      if (code === 'ENOENT' || code === 'ENOTDIR') return false;
+      throw this.failure('list', relative(this.root, dir), e);
+    }
+    if (entries.some((e) => e.isFile())) return true;
+    for (const entry of entries)
+      if (entry.isDirectory() && (await this.holdsFile(join(dir, entry.name)))) return true;
+    return false;
+  }
+
   async delete(key: string): Promise<void> {
     const path = this.pathFor(key);
     if ((await this.fileInfo(path, key)) === undefined) return;

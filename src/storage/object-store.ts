@@ -52,6 +52,13 @@ export interface ObjectStore {
   exists(key: string): Promise<boolean>;
   /** Every object whose key starts with `prefix` (a plain string prefix), in ascending UTF-8 byte order. */
   list(prefix?: string): AsyncIterable<ObjectInfo>;
+  /**
+   * The "directories" one level below `prefix`: for every key `prefix + name + "/" + rest`, `prefix + name + "/"`
+   * once, in ascending UTF-8 byte order; keys with no "/" after the prefix are not listed. Reads one entry per
+   * directory rather than every object (S3 ListObjectsV2 with a delimiter), so `checkpoints/` says which jobs left
+   * checkpoints without walking every checkpoint.
+   */
+  listPrefixes(prefix: string): AsyncIterable<string>;
   /** Remove an object; removing a missing object is not an error (retries are safe). */
   delete(key: string): Promise<void>;
 }

@@ -256,6 +256,30 @@ export class S3ObjectStore implements ObjectStore {
     } while (continuationToken !== undefined);
   }
 
+  async *listPrefixes(prefix: string): AsyncIterable<string> {
+    assertValidPrefix(prefix);
+    let continuationToken: string | undefined;
+    do {
+      let page;
+      try {
+        page = await this.client.send(
+          new ListObjectsV2Command({
+            Bucket: this.bucket,
+            Prefix: `${this.prefix}${prefix}`,
+            Delimiter: '/',
+            ...(this.tuning.listPageSize === undefined ? {} : { MaxKeys: this.tuning.listPageSize }),
+            ...(continuationToken === undefined ? {} : { ContinuationToken: continuationToken }),
+          }),
+        );
+      } catch (e) {
+        throw this.failure('list', prefix, e);
+      }
+      for (const common of page.CommonPrefixes ?? [])
+        if (common.Prefix !== undefined) yield common.Prefix.slice(this.prefix.length);
+      continuationToken = page.IsTruncated === true ? page.NextContinuationToken : undefined;
+    } while (continuationToken !== undefined);
+  }
+
   async delete(key: string): Promise<void> {
     const objectKey = this.objectKey(key);
     try {

@@ -83,6 +83,10 @@ export class StoreWithOutage implements ObjectStore {
     return this.inner.list(prefix);
   }
 
+  listPrefixes(prefix: string): AsyncIterable<string> {
+    return this.inner.listPrefixes(prefix);
+  }
+
   delete(key: string): Promise<void> {
     return this.inner.delete(key);
   }

@@ -2,8 +2,8 @@ import { execFile } from 'node:child_process';
 import { closeSync, existsSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { CLI, runCli, type CliResult } from '../helpers/built-cli.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI, ensureBuiltCli, runCli, type CliResult } from '../helpers/built-cli.js';
 import { writeShortCounterSpec } from '../helpers/counter-spec.js';
 import {
   killLocalLeftovers,
@@ -23,6 +23,7 @@ import { freePort } from '../helpers/test-ports.js';
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-empty-state-'));
 const stateDirs: string[] = [];
 
+beforeAll(() => ensureBuiltCli());
 afterAll(() => {
   for (const dir of stateDirs) killLocalLeftovers(dir);
   rmSync(scratch, { recursive: true, force: true });
@@ -151,6 +152,56 @@ describe('an emptied state file (real CLI, local mode)', () => {
       await third.exited;
     } finally {
       if (second.process.exitCode === null) second.process.kill('SIGKILL');
+    }
+  });
+
+  it('--init over the object store of an earlier run gives new jobs ids above the old ones, so they run on keys of their own', async () => {
+    const stateDir = join(scratch, 'reinit');
+    stateDirs.push(stateDir);
+    const job = (name: string, output: string): Record<string, unknown> => ({
+      name,
+      team: 'examples',
+      tasks: [{ name: 't', demand: { any: [0, 0.25, 1.5] }, command: ['sh', '-c', `echo ${output}`] }],
+    });
+    const succeeded = async (ctl: StartedController, id: string): Promise<string> => {
+      await until(
+        `${id} to succeed`,
+        async () =>
+          ((await ctl.api('GET', `/v1/jobs/${id}`)).json as JobDoc).state === 'succeeded' || undefined,
+        60_000,
+        ctl.diagnostics,
+      );
+      return (await ctl.api('GET', `/v1/jobs/${id}/logs`)).text;
+    };
+    const first = await startLocalController(stateDir);
+    const old = await first.api('POST', '/v1/jobs', job('old', 'OUTPUT-OF-THE-OLD-JOB'));
+    expect(old.status, old.text).toBe(201);
+    const oldId = (old.json as { id: string }).id;
+    expect(await succeeded(first, oldId)).toContain('OUTPUT-OF-THE-OLD-JOB');
+    const down = await runCli(['down', '--state-dir', stateDir], first.env);
+    expect(down.code, down.stderr).toBe(0);
+    await first.exited;
+    for (const suffix of ['', '-wal', '-shm']) rmSync(join(stateDir, `state.db${suffix}`), { force: true });
+
+    const second = await startLocalController(stateDir, { args: ['--init'] });
+    try {
+      const added = await second.api('POST', '/v1/jobs', job('new', 'OUTPUT-OF-THE-NEW-JOB'));
+      expect(added.status, added.text).toBe(201);
+      const newId = (added.json as { id: string }).id;
+      // It ran (an old job's exit record is not its own) and shows its own output only: its id is new.
+      const logs = await succeeded(second, newId);
+      expect(logs).toContain('OUTPUT-OF-THE-NEW-JOB');
+      expect(logs).not.toContain('OUTPUT-OF-THE-OLD-JOB');
+      expect(Number(newId.slice(4))).toBeGreaterThan(Number(oldId.slice(4)));
+      // The operator is told why the numbering does not start at job-1.
+      expect(second.stderr()).toMatch(
+        new RegExp(
+          `holds objects of jobs up to ${oldId} .*new jobs start at job-${Number(oldId.slice(4)) + 1}`,
+        ),
+      );
+    } finally {
+      second.process.kill('SIGTERM');
+      await second.exited;
     }
   });
 });

@@ -138,6 +138,44 @@ describe('checking the state before a start', () => {
     expect(await check(lost, sources)).toBe('existing'); // the next start needs no --init
   });
 
+  it('reserves the job ids an earlier run left objects under, so new jobs never land on its keys', async () => {
+    const { dir, instanceFile, objects } = site();
+    mkdirSync(dir, { recursive: true });
+    // What the earlier run left: a job's exit record and logs, a higher one's logs only, the archive of one accepted
+    // but never run; another cluster's archive and names no controller gives are not this cluster's ids.
+    await objects.put('checkpoints/job-3/job-3.0/exit-1.json', Buffer.from('{}'));
+    await objects.put('logs/job-3/00000000000001-job-3.0-local-1.log', Buffer.from('old output'));
+    await objects.put('logs/job-12/00000000000002-job-12.0-local-2.log', Buffer.from('old output'));
+    await objects.put('jobs/c/job-9/spec.json', Buffer.from('{}'));
+    await objects.put('jobs/other/job-50/spec.json', Buffer.from('{}'));
+    await objects.put('logs/job-0012x/a.log', Buffer.from('?'));
+    const file = join(dir, 'state.db');
+    const store = new SqliteStateStore(file);
+    const warnings: string[] = [];
+    const log = { ...silentLogger, warn: (message: string) => warnings.push(message) };
+    const sources = { clusterName: 'c', localInstanceFile: instanceFile, objectStore: objects };
+    try {
+      expect(
+        await checkStateBeforeStart({ store, stateFile: file, init: true, sources, nowSeconds: 1, log }),
+      ).toBe('init');
+      expect(store.submitJob(jobSpec('small', CPU_SMALL)).id).toBe('job-13');
+      expect(warnings).toEqual([
+        expect.stringMatching(/jobs up to job-12 \(logs\/job-12\/\).*start at job-13/),
+      ]);
+    } finally {
+      store.close();
+    }
+    // The archive alone counts too, and a new cluster on an empty store starts at job-1.
+    const archived = site();
+    await archived.objects.put('jobs/c/job-9/spec.json', Buffer.from('{}'));
+    const fresh = new MemoryStateStore();
+    await check(fresh, { clusterName: 'c', objectStore: archived.objects }, true);
+    expect(fresh.submitJob(jobSpec('small', CPU_SMALL)).id).toBe('job-10');
+    const empty = new MemoryStateStore();
+    expect(await check(empty, { clusterName: 'c', objectStore: site().objects })).toBe('new');
+    expect(empty.submitJob(jobSpec('small', CPU_SMALL)).id).toBe('job-1');
+  });
+
   it('refuses a state marked for another cluster before looking at the cloud, naming both and `cluster`', async () => {
     const { dir, provider, instanceFile, objects } = site();
     mkdirSync(dir, { recursive: true });

@@ -36,6 +36,22 @@ describe('FsObjectStore (ObjectStore contract)', () => {
 });
 
 describe('FsObjectStore specifics', () => {
+  it('lists as prefixes only directories holding an object, never its temporary directory', async () => {
+    const root = freshRoot();
+    const store = new FsObjectStore(root);
+    await store.put('logs/job-1/a.log', Buffer.from('a'));
+    // Left empty by a put that failed after creating its directories, as S3 has no such "folder".
+    mkdirSync(join(root, 'logs', 'job-9', 'deeper'), { recursive: true });
+    mkdirSync(join(root, '.fleetwise-tmp'), { recursive: true });
+    const prefixes = async (prefix: string): Promise<string[]> => {
+      const out: string[] = [];
+      for await (const p of store.listPrefixes(prefix)) out.push(p);
+      return out;
+    };
+    expect(await prefixes('logs/')).toEqual(['logs/job-1/']);
+    expect(await prefixes('')).toEqual(['logs/']);
+  });
+
   it('is what openObjectStore returns for a directory path or file:// URL', async () => {
     const root = freshRoot();
     expect(await openObjectStore(root)).toBeInstanceOf(FsObjectStore);

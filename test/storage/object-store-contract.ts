@@ -166,6 +166,48 @@ export function objectStoreContract(options: ContractOptions): void {
     expect((await listAll(store, 'many/')).map((o) => o.key)).toEqual(keys);
   });
 
+  it('lists the prefixes one level below a prefix, once each, in order, across pages', async () => {
+    const store = await options.open();
+    const keys = [
+      'logs/job-10/00001-job-10.0-i.log',
+      'logs/job-2/run.segments/00000001.log',
+      'logs/job-2/run.segments/00000002.log',
+      'logs/job-1/a.log',
+      'logs/job-1/b.log',
+      'logs/job-3/x/y/z.log',
+      'logs/job-4/a',
+      'logs/job-5/a',
+      'logs/stray-object',
+      'logsx/job-99/a',
+      'checkpoints/job-7/job-7.0/exit-1.json',
+      'top-level',
+    ];
+    await Promise.all(keys.map((key) => store.put(key, Buffer.from(key))));
+    const prefixes = async (prefix: string): Promise<string[]> => {
+      const out: string[] = [];
+      for await (const p of store.listPrefixes(prefix)) out.push(p);
+      return out;
+    };
+    // More prefixes than one page (the S3 tests list 3 keys a page); objects directly under the prefix are not listed.
+    expect(await prefixes('logs/')).toEqual([
+      'logs/job-1/',
+      'logs/job-10/',
+      'logs/job-2/',
+      'logs/job-3/',
+      'logs/job-4/',
+      'logs/job-5/',
+    ]);
+    expect(await prefixes('')).toEqual(['checkpoints/', 'logs/', 'logsx/']);
+    expect(await prefixes('logs/job-1')).toEqual(['logs/job-1/', 'logs/job-10/']);
+    expect(await prefixes('checkpoints/job-7/')).toEqual(['checkpoints/job-7/job-7.0/']);
+    expect(await prefixes('checkpoints/job-7/job-7.0/')).toEqual([]);
+    expect(await prefixes('nothing-here/')).toEqual([]);
+    // A prefix stops being listed once its last object is deleted.
+    await store.delete('logs/job-3/x/y/z.log');
+    expect(await prefixes('logs/')).not.toContain('logs/job-3/');
+    await expect(prefixes('../')).rejects.toBeInstanceOf(InvalidObjectKeyError);
+  });
+
   it('deletes an object so that it is neither readable nor listed', async () => {
     const store = await options.open();
     await store.put('d/one', Buffer.from('1'));

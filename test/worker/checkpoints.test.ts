@@ -171,6 +171,7 @@ describe('checkpoints on the filesystem store', () => {
       exists: (key) => fsStore.exists(key),
       delete: (key) => fsStore.delete(key),
       list: (prefix?: string) => fsStore.list(prefix),
+      listPrefixes: (prefix) => fsStore.listPrefixes(prefix),
     };
     const src = join(tmp, 'src');
     writeState(src, {
@@ -274,6 +275,7 @@ describe('checkpoints on the filesystem store', () => {
         listings += 1;
         return fsStore.list(prefix);
       },
+      listPrefixes: (prefix) => fsStore.listPrefixes(prefix),
     };
     const dir = join(tmp, 'ck');
     mkdirSync(dir);
