@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -77,6 +77,29 @@ describe('tokens from the environment', () => {
       const result = await start(name, env, args);
       expect(result.code, result.stderr).not.toBe(0);
       expect(result.stderr).toContain(message);
+      expect(result.stdout).not.toContain('API http://');
+    }
+  }, 60_000);
+
+  it("refuses the state directory's admin or metrics token file when the token in it is short or holds whitespace", async () => {
+    const cases: [string, string, string, readonly string[], string][] = [
+      ['short-admin-file', 'admin-token', 'abc\n', [], 'has 3 characters; a token needs at least 16'],
+      [
+        'spaced-metrics-file',
+        'metrics-token',
+        'metrics-token 0123456789\n',
+        ['--metrics-auth', 'token'],
+        'contains whitespace',
+      ],
+    ];
+    for (const [name, file, content, args, problem] of cases) {
+      const stateDir = join(scratch, name);
+      mkdirSync(stateDir, { recursive: true });
+      writeFileSync(join(stateDir, file), content, { mode: 0o600 });
+      const result = await start(name, {}, args);
+      expect(result.code, result.stderr).not.toBe(0);
+      expect(result.stderr).toContain(`invalid input: ${join(stateDir, file)}\n  - ${problem}`);
+      expect(result.stderr).toContain('delete the file to have a new token generated there');
       expect(result.stdout).not.toContain('API http://');
     }
   }, 60_000);

@@ -28,12 +28,17 @@ export function secretFilesIn(stateDir: string): SecretFiles {
 
 /**
  * Read a secret from the state directory, or create it there; either way it is left readable by the owner only
- * (0600): a file an older run or an operator made 0644 would let any local user act as the admin.
+ * (0600): a file an older run or an operator made 0644 would let any local user act as the admin. A token found there
+ * is held to what one from the environment is (tokenProblem): the file is as easy to write by hand, and a short
+ * token in it opens the API just the same.
  */
 export function ensureSecretFile(path: string): { value: string; created: boolean } {
   try {
     const existing = readFileSync(path, 'utf8').trim();
     if (existing !== '') {
+      const problem = tokenProblem(existing);
+      if (problem !== undefined)
+        throw new ValidationError(path, [`${problem} (delete the file to have a new token generated there)`]);
       chmodSync(path, 0o600);
       return { value: existing, created: false };
     }
@@ -52,19 +57,28 @@ export interface TokenSource {
 }
 
 /**
- * The token the environment variable `envName` gives, else the state directory's token file (made if missing). A
- * token from the environment is held to what team tokens are (MIN_TOKEN_LENGTH): it opens the whole API, so a short
- * one would be guessed; one with whitespace inside is a pasting mistake no client could send as a bearer token.
+ * What is wrong with a controller token (trimmed), if anything. It is held to what team tokens are (MIN_TOKEN_LENGTH):
+ * it opens the whole API, so a short one would be guessed; one with whitespace inside is a pasting mistake no client
+ * could send as a bearer token.
+ */
+function tokenProblem(token: string): string | undefined {
+  if (/\s/.test(token)) return 'contains whitespace; give the token alone, on one line';
+  if (token.length < MIN_TOKEN_LENGTH)
+    return `has ${token.length} character${token.length === 1 ? '' : 's'}; a token needs at least ${MIN_TOKEN_LENGTH}`;
+  return undefined;
+}
+
+/**
+ * The token the environment variable `envName` gives, else the state directory's token file (made if missing); either
+ * is held to tokenProblem.
  */
 function tokenFor(envName: string, env: NodeJS.ProcessEnv, file: string): TokenSource {
   const envToken = env[envName]?.trim();
   if (envToken === undefined || envToken === '') return { value: ensureSecretFile(file).value, file };
-  if (/\s/.test(envToken))
-    throw new ValidationError(envName, ['contains whitespace; give the token alone, on one line']);
-  if (envToken.length < MIN_TOKEN_LENGTH)
+  const problem = tokenProblem(envToken);
+  if (problem !== undefined)
     throw new ValidationError(envName, [
-      `has ${envToken.length} character${envToken.length === 1 ? '' : 's'}; a token needs at least ${MIN_TOKEN_LENGTH} ` +
-        '(unset it to have one generated in the state directory)',
+      `${problem} (unset it to have one generated in the state directory)`,
     ]);
   return { value: envToken, file: undefined };
 }
