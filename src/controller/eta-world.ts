@@ -15,6 +15,7 @@ import { expandTasks } from './job-spec/tasks.js';
 import { NEVER_UNDER_CAPS_BASIS, type EtaRecord } from './queue-records.js';
 import type { SnapshotInputs } from './snapshot.js';
 import { committedInstanceOf } from './snapshot.js';
+import { billedPricePerHour } from './instance-market.js';
 import type { InstanceRecord, JobRecord, TaskRecord } from './state-store.js';
 import { LIVE_JOB_STATES } from './state/lifecycle.js';
 
@@ -73,7 +74,8 @@ const LIVE: ReadonlySet<JobRecord['state']> = new Set(LIVE_JOB_STATES);
  * The controller's state as a simulator world. Mapping (controller → simulator, src/world/entities.ts):
  * - instances: requested/launching → instantiating (instantiated after the catalog's instantiate delay, counted from
  *   the request); running → starting-worker/registering until its worker start + register delays have passed, then
- *   running; draining → running, not assignable, terminating once empty; terminating/terminated → left out.
+ *   running; draining → running, not assignable, terminating once empty; terminating/terminated → left out. Each
+ *   keeps its zone, its market and what it is billed at (on spot, its pool's price), as the round's snapshot has them.
  * - jobs: queued and waiting for dependencies (`heldJobs`) → held, waiting for those of them still live (the engine
  *   queues it when the last is predicted to end; src/world/job-dependencies.ts);
  *   queued → queued (tasks queued, or stopped once checkpointed), or migrating when the plan committed its tasks
@@ -99,12 +101,25 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
     const type = types.get(inst.typeName);
     if (type === undefined || inst.state === 'terminating' || inst.state === 'terminated') continue;
     const { lifecycle, event } = lifecycleOf(inst, type, now);
+    // Bought and priced as the round sees it (snapshot.ts): a spot instance taken for on demand would cost the world
+    // its on-demand price, and under a $ cap its admission would stop jobs the round keeps running.
+    const onSpot = inputs.spotInstances?.has(inst.id) === true;
+    const placement =
+      inst.availabilityZone === undefined && inst.placementGroup === undefined
+        ? undefined
+        : {
+            ...(inst.availabilityZone === undefined ? {} : { zone: inst.availabilityZone }),
+            ...(inst.placementGroup === undefined ? {} : { placementGroup: inst.placementGroup }),
+          };
     instances.push({
       id: inst.id,
       typeName: inst.typeName,
       lifecycle,
       assignable: inst.state !== 'draining',
       images: [],
+      ...(placement === undefined ? {} : { placement }),
+      ...(onSpot ? { market: 'spot' as const } : {}),
+      pricePerHour: billedPricePerHour(options.catalog, inst, onSpot),
     });
     known.add(inst.id);
     if (event !== undefined) events.push(event);
@@ -695,8 +710,8 @@ function placeOf(job: JobRecord, input: PredictInput): string {
 
 /**
  * What a prediction depends on apart from the passing of time: job and task states, placements, pending starts and
- * instances. Progress is left out (it advances as predicted); a round that changes none of this reuses the last
- * prediction.
+ * instances and their markets. Progress is left out (it advances as predicted); a round that changes none of this
+ * reuses the last prediction.
  */
 export function worldFingerprint(inputs: SnapshotInputs): string {
   const parts: string[] = [];
@@ -706,6 +721,8 @@ export function worldFingerprint(inputs: SnapshotInputs): string {
     parts.push(
       `${t.id}:${t.state}:${t.instanceId ?? ''}:${committedInstanceOf(t, inputs.pendingStarts) ?? ''}`,
     );
-  for (const i of inputs.instances) parts.push(`${i.id}:${i.state}`);
+  // The market too: a spot launch found bought on demand later is priced anew.
+  for (const i of inputs.instances)
+    parts.push(`${i.id}:${i.state}${inputs.spotInstances?.has(i.id) === true ? ':spot' : ''}`);
   return parts.join('|');
 }

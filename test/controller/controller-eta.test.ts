@@ -4,10 +4,13 @@ import { controllerWorld, type PredictFn } from '../../src/controller/eta-world.
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import { readQueueRecord } from '../../src/controller/queue-records.js';
 import type { TaskControl, TaskStartRequest, TaskStatus } from '../../src/controller/seams.js';
+import { launchedOnSpot } from '../../src/controller/instance-market.js';
 import { readSnapshotInputs } from '../../src/controller/snapshot.js';
 import type { TaskRecord } from '../../src/controller/state-store.js';
 import type { ManualClock } from '../../src/controller/clock.js';
+import { spotOffering } from '../../src/core/spot.js';
 import { predictCompletions } from '../../src/predict/predict.js';
+import { schedulerCaps } from '../../src/round/plan-caps.js';
 import { FIFO_CONFIG } from '../../src/queue/wfq.js';
 import {
   catalog,
@@ -15,6 +18,7 @@ import {
   FakeCloud,
   GPU_ONE,
   jobSpec,
+  liveRecords,
   MEM_BIG,
   rig,
   ScriptedExits,
@@ -550,6 +554,49 @@ describe('controller predictions of jobs the caps can never admit', () => {
       ].sort();
     expect(neverAdmitted(false)).toEqual([allowed.id, refuses.id].sort());
     expect(neverAdmitted(true)).toEqual([refuses.id]);
+  });
+
+  it('price a running spot instance at its pool under a $ cap: the jobs that fit on spot run side by side', async () => {
+    // c7i.large: $0.08925/h on demand, about $0.04/h on spot; both jobs fit under $0.15/h only with the spot one
+    // priced at its pool. Priced on demand, the prediction would run them one after the other (or stop the first).
+    const caps = { maxCostPerHour: 0.15 };
+    const { controller, store, clock } = rig(
+      { caps },
+      {
+        spotMarket: true,
+        schedulerRecipe: { kind: 'eva', options: { caps: schedulerCaps(caps), spot: true } },
+      },
+    );
+    const onSpot = controller.submit(
+      { ...jobSpec('spot', { c7i: [0, 2, 4] }, { expectedDurationSeconds: 36_000 }), spot: 'preferred' },
+      'research',
+    );
+    await controller.runRound('submitted');
+    const [instance] = liveRecords(store);
+    expect(instance?.typeName).toBe('c7i.large');
+    expect(launchedOnSpot(store, instance?.id ?? '')).toBe(true);
+    const inputs = readSnapshotInputs(store, clock.nowSeconds());
+    const world = controllerWorld(inputs, { catalog, firstRoundSeconds: clock.nowSeconds() }).world;
+    expect(world.instances).toEqual([
+      expect.objectContaining({
+        market: 'spot',
+        placement: { zone: instance?.availabilityZone },
+        pricePerHour: spotOffering(catalog.spot, 'c7i.large', instance?.availabilityZone)?.pricePerHour,
+      }),
+    ]);
+    const onDemand = controller.submit(
+      { ...jobSpec('on-demand', { c7i: [0, 2, 4] }, { expectedDurationSeconds: 36_000 }), spot: 'never' },
+      'research',
+    );
+    await controller.runRound('submitted');
+    await controller.predictionsSettled();
+    const first = readQueueRecord(store, onSpot.id)?.eta;
+    const second = readQueueRecord(store, onDemand.id)?.eta;
+    const now = clock.nowSeconds();
+    // Its declared duration from when it started (no more than launch and start delays later), not twice that.
+    expect(first?.completionSeconds as number).toBeLessThan(now + 36_000 + 600);
+    expect(second?.startSeconds as number).toBeLessThan(now + 600);
+    expect(second?.completionSeconds as number).toBeLessThan(now + 36_000 + 600);
   });
 
   it('name the quota such a job breaks, and what it needs of it', async () => {
