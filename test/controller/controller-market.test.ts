@@ -161,14 +161,26 @@ describe('the market from the plan to the cloud', () => {
     expect([...(cloud.requests[0]?.spotZones ?? [])].sort()).toEqual(['us-east-1a', 'us-east-1b']);
   });
 
-  it('an uncapped spot launch, or one the cap allows at the on-demand price, is not limited to some zones', async () => {
+  it('an uncapped spot launch, or one the cap allows at the on-demand price, may go to every zone with a pool', async () => {
+    const pools = (catalog.spot?.offerings ?? [])
+      .filter((o) => o.typeName === 'c7i.xlarge')
+      .map((o) => o.zone);
+    expect(pools.length).toBeGreaterThan(1);
     for (const caps of [{}, { maxCostPerHour: 2 * priceOf('c7i.xlarge') }]) {
       const { controller, cloud } = rig({ caps }, { scheduler: marketScheduler(() => 'spot') });
       controller.submit(jobSpec('cheap', CPU_SMALL), 'research');
       await controller.runRound();
       expect(cloud.requests[0]).toMatchObject({ market: 'spot' });
-      expect(cloud.requests[0]?.spotZones).toBeUndefined();
+      expect([...(cloud.requests[0]?.spotZones ?? [])].sort()).toEqual([...pools].sort());
     }
+  });
+
+  it('an on-demand launch names no spot zones', async () => {
+    const { controller, cloud } = rig({}, { scheduler: marketScheduler(() => undefined) });
+    controller.submit(jobSpec('plain', CPU_SMALL), 'research');
+    await controller.runRound();
+    expect(cloud.requests[0]).toMatchObject({ market: 'on-demand' });
+    expect(cloud.requests[0]?.spotZones).toBeUndefined();
   });
 
   it('a spot launch the cap allows on demand too may fall back to on demand', async () => {

@@ -8,6 +8,7 @@ import { Ec2Provider } from '../../src/cloud/aws/ec2-provider.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { Controller } from '../../src/controller/controller.js';
 import { InjectedCrash, type FaultInjector } from '../../src/controller/faults.js';
+import { launchedOnSpot } from '../../src/controller/instance-market.js';
 import { QUOTA_REFUSAL_SECONDS } from '../../src/controller/reconcile/effects/launches.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { describeWithMoto } from '../helpers/moto.js';
@@ -57,7 +58,13 @@ function vcpusOf(typeName: string): number {
 describeWithMoto('launches against moto', (moto) => {
   let counter = 0;
 
-  function build(cluster: string, clock: ManualClock, api: Ec2Api, faults?: FaultInjector) {
+  function build(
+    cluster: string,
+    clock: ManualClock,
+    api: Ec2Api,
+    faults?: FaultInjector,
+    spot?: { readonly zones: readonly string[] },
+  ) {
     const store = new SqliteStateStore(join(scratch, `${cluster}.db`), {
       nowSeconds: () => clock.nowSeconds(),
       synchronous: 'normal',
@@ -66,7 +73,9 @@ describeWithMoto('launches against moto', (moto) => {
       {
         region: 'us-east-1',
         amiId: AMI,
-        placements: [{ availabilityZone: 'us-east-1a' }, { availabilityZone: 'us-east-1b' }],
+        placements: (spot?.zones ?? ['us-east-1a', 'us-east-1b']).map((availabilityZone) => ({
+          availabilityZone,
+        })),
         throttling: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1 },
       },
       { api, sleep: async () => {} },
@@ -78,6 +87,10 @@ describeWithMoto('launches against moto', (moto) => {
       clock,
       settings: { ...BASE_SETTINGS, clusterName: cluster, vanishGraceSeconds: 120 },
       ...(faults === undefined ? {} : { faults }),
+      // Eva buying spot, as the EC2 controller's does.
+      ...(spot === undefined
+        ? {}
+        : { spotMarket: true, schedulerRecipe: { kind: 'eva', options: { spot: true } } as const }),
     });
     return { store, provider, controller };
   }
@@ -166,6 +179,38 @@ describeWithMoto('launches against moto', (moto) => {
     expect(live.map((i) => i.instanceId)).toEqual([host?.cloudId]);
     expect(liveRecords(store).map((r) => r.cloudId)).toEqual([host?.cloudId]);
     expect(api.runs).toHaveLength(2); // the crashed launch and the new record's: nothing launched twice
+    store.close();
+  });
+
+  it("an uncapped spot launch is tried on spot only in zones where the catalog has the type's pool", async () => {
+    const cluster = `spot-zones-${++counter}`;
+    const clock = new ManualClock(Math.floor(Date.now() / 1000));
+    // The subnets are in us-east-1a and us-east-1d; c7i.large has spot pools in us-east-1a, b and c only. No spot room
+    // in us-east-1a: spot in us-east-1d would be granted (moto has room) at a price the catalog does not know.
+    const pools = (catalog.spot?.offerings ?? [])
+      .filter((o) => o.typeName === 'c7i.large')
+      .map((o) => o.zone);
+    expect(pools).toContain('us-east-1a');
+    expect(pools).not.toContain('us-east-1d');
+    const calls: [string, string][] = [];
+    const api = seam(ec2ApiFromClient(createEc2Client(moto.clientOptions)), (input) => {
+      const zone = input.Placement?.AvailabilityZone ?? '';
+      const market = input.InstanceMarketOptions?.MarketType ?? 'on-demand';
+      calls.push([zone, market]);
+      if (market === 'spot' && zone === 'us-east-1a') throw ec2Error('InsufficientInstanceCapacity');
+    });
+    const { store, controller } = build(cluster, clock, api, undefined, {
+      zones: ['us-east-1a', 'us-east-1d'],
+    });
+    const job = controller.submit({ ...jobSpec('spot', { c7i: [0, 2, 4] }), spot: 'preferred' }, 'research');
+    await controller.recover();
+    await controller.runRound('submitted');
+    expect(api.runs.every((t) => t === 'c7i.large')).toBe(true);
+    expect(calls.filter(([, market]) => market === 'spot').map(([zone]) => zone)).toEqual(['us-east-1a']);
+    // Bought on demand instead (an uncapped launch may be), and known to be.
+    const host = store.getInstance(store.getTask(`${job.id}.0`)?.instanceId ?? '');
+    expect(host?.cloudId).toBeDefined();
+    expect(launchedOnSpot(store, host?.id ?? '')).toBe(false);
     store.close();
   });
 });

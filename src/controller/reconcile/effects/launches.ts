@@ -411,26 +411,29 @@ export class Launches {
   }
 
   /**
-   * The zones a capped spot launch may go to: those whose spot pool for the type keeps the fleet within the caps. The
-   * gate let the launch through at its planned pool's price, but the cloud tries other zones' pools when that one has
-   * no room, and a dearer one could break the cap. No limit when the type fits at its on-demand price (EC2's default
-   * maximum spot price: no pool costs more), nor for an uncapped or on-demand launch.
+   * The zones a spot launch may go to: those where the catalog has a spot pool of the type, capped or not. An instance
+   * EC2 grants in a zone without a pool has no spot price the controller knows, so caps, costs and plans would take it
+   * for on demand (instance-market.ts); the provider intersects these with its subnets' zones. Capped, also only the
+   * pools that keep the fleet within the caps: the gate let the launch through at its planned pool's price, but the
+   * cloud tries other zones' pools when that one has no room, and a dearer one could break the cap (a type that fits
+   * at its on-demand price fits in every pool: EC2's default maximum spot price, no pool costs more). No limit for an
+   * on-demand launch, nor without a spot catalog (nothing to limit it to).
    */
   private spotZonesAllowed(
     intent: IntentRecord & { kind: 'launch' },
     inTransit: readonly BoughtType[],
   ): { spotZones?: string[] } {
-    const caps = this.ctx.settings.caps;
-    if (intent.payload.market !== 'spot' || !hasAnyCap(caps)) return {};
+    if (intent.payload.market !== 'spot') return {};
     const type = this.ctx.typeOf(intent.payload.typeName);
     const spot = this.ctx.catalog.spot;
-    if (type === undefined || spot === undefined || launchGate(type, inTransit, caps) === undefined)
-      return {};
-    return {
-      spotZones: offeringsOf(spot, type.name)
-        .filter((o) => launchGate(this.bought(type, true, o.zone), inTransit, caps) === undefined)
-        .map((o) => o.zone),
-    };
+    if (type === undefined || spot === undefined) return {};
+    const pools = offeringsOf(spot, type.name);
+    const caps = this.ctx.settings.caps;
+    const limited =
+      !hasAnyCap(caps) || launchGate(type, inTransit, caps) === undefined
+        ? pools
+        : pools.filter((o) => launchGate(this.bought(type, true, o.zone), inTransit, caps) === undefined);
+    return { spotZones: limited.map((o) => o.zone) };
   }
 
   /**
