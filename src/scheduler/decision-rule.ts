@@ -1,3 +1,4 @@
+import type { DecisionRecord } from './types.js';
 /**
  * Eva's time-amortized choice between Full and Partial Reconfiguration (§4.5, eq. 1), with the horizon T estimated
  * from the observed event rate (research digest §2, "Full-vs-partial criterion").
@@ -18,6 +19,14 @@ export function horizonSeconds(
     return Math.max(0, elapsedSeconds);
   if (fullFraction >= 1) return 0;
   return -1 / (eventRatePerSecond * Math.log(1 - fullFraction));
+}
+
+/**
+ * Whether a round's chosen candidate is a Full Reconfiguration (Eva §4.5's p): at packed prices (`full`) or at
+ * standalone ones (`full-standalone`), both repack every task.
+ */
+export function isFullReconfiguration(chosen: DecisionRecord['chosen']): boolean {
+  return chosen === 'full' || chosen === 'full-standalone';
 }
 
 /** Event history for λ and p: arrivals and completions, and how many rounds chose Full Reconfiguration. */

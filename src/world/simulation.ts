@@ -23,6 +23,7 @@ import { SpotWorld } from './spot-world.js';
 import type { SimWorld } from './world.js';
 import { exportWorld, importWorld } from './world-io.js';
 import { CostLedger } from './cost-ledger.js';
+import { isFullReconfiguration } from '../scheduler/decision-rule.js';
 import { CostAccrual } from './series.js';
 import { RANK_ARRIVAL, RANK_EFFECT, RANK_ROUND, WorldState, type SimEvent } from './world-state.js';
 
@@ -501,7 +502,7 @@ export class Simulation {
       const planned = round.planned;
       if (planned !== undefined) {
         this.rounds += 1;
-        if (planned.plan.decision.chosen === 'full') this.fullRounds += 1;
+        if (isFullReconfiguration(planned.plan.decision.chosen)) this.fullRounds += 1;
         // A plan over a cap is not carried out (the safety rail; a scheduler that keeps the caps never trips it).
         if (planned.capViolation === undefined) {
           this.preemptions += planned.victims.length;

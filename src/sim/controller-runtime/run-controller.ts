@@ -1,3 +1,4 @@
+import { isFullReconfiguration } from '../../scheduler/decision-rule.js';
 import type { Catalog } from '../../core/catalog.js';
 import { Controller } from '../../controller/controller.js';
 import type { ControllerSettings } from '../../controller/settings.js';
@@ -423,7 +424,7 @@ function result(
       peakCostPerHour: meter.peakCostPerHour,
       instancesLaunched: cloud.launchCount,
       plannedRounds: rounds.length,
-      fullRounds: rounds.filter((r) => r.decision.chosen === 'full').length,
+      fullRounds: rounds.filter((r) => isFullReconfiguration(r.decision.chosen)).length,
       wallSeconds,
     },
     outcomes,
