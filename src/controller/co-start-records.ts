@@ -176,7 +176,8 @@ export function writeUnreleasedCoStart(
 ): void {
   writeCoStart(store, jobId, after);
   const rise = (after.unreleasedIdleCost ?? 0) - (before.unreleasedIdleCost ?? 0);
-  if (rise > 0) onIdle?.(rise);
+  // Counted once the write has committed: a transaction that rolls back ends no hold, and its retry counts it.
+  if (rise > 0 && onIdle !== undefined) store.afterCommit(() => onIdle(rise));
 }
 
 /**
@@ -232,7 +233,7 @@ export function compactCoStart(store: StateStore, job: JobRecord, onIdle: Barrie
       : {}),
   });
   // What was unreleased already was told as its hold ended (writeUnreleasedCoStart).
-  if (held > 0) onIdle?.(held);
+  if (held > 0 && onIdle !== undefined) store.afterCommit(() => onIdle(held));
 }
 
 /**

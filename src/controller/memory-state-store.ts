@@ -106,6 +106,8 @@ export class MemoryStateStore implements StateStore {
   private readonly counters = new Map<Counter, number>();
   /** Undo actions of the open transaction, newest last; undefined outside a transaction. */
   private journal: (() => void)[] | undefined;
+  /** What `afterCommit` was asked to run once the open outermost transaction commits. */
+  private committed: (() => void)[] = [];
   private closed = false;
 
   constructor(options: MemoryStateStoreOptions = {}) {
@@ -119,16 +121,29 @@ export class MemoryStateStore implements StateStore {
     const journal = this.journal ?? [];
     this.journal = journal;
     const mark = journal.length;
+    const hooks = this.committed;
+    const hookMark = hooks.length;
     try {
       const result = fn();
       if (result instanceof Promise) throw new StateStoreError('a transaction function must not be async');
+      if (outer) {
+        this.journal = undefined;
+        this.committed = [];
+        for (const hook of hooks) hook();
+      }
       return result;
     } catch (e) {
       while (journal.length > mark) (journal.pop() as () => void)();
+      hooks.length = hookMark;
       throw e;
     } finally {
       if (outer) this.journal = undefined;
     }
+  }
+
+  afterCommit(fn: () => void): void {
+    if (this.journal === undefined) fn();
+    else this.committed.push(fn);
   }
 
   // ---- jobs and tasks ----------------------------------------------------------------------------------------

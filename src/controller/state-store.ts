@@ -306,6 +306,11 @@ export interface StateCounts {
 export interface StateStore {
   /** Run `fn` as one transaction: everything it writes commits together or not at all (nested calls nest). */
   transaction<T>(fn: () => T): T;
+  /**
+   * Run `fn` once the outermost transaction open now has committed (at once outside any), and never if what called
+   * this rolls back: for what lives outside the store (a /metrics counter) and must count only what was committed.
+   */
+  afterCommit(fn: () => void): void;
 
   // Jobs and their tasks
   /**

@@ -933,6 +933,34 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       ]);
     });
 
+    it('runs what afterCommit is given once the outermost transaction commits, never after a rollback', () => {
+      const ran: string[] = [];
+      store.afterCommit(() => ran.push('outside'));
+      expect(ran).toEqual(['outside']);
+      store.transaction(() => {
+        store.submitJob(RESNET);
+        store.afterCommit(() => ran.push('outer'));
+        expect(() =>
+          store.transaction(() => {
+            store.afterCommit(() => ran.push('rolled back inner'));
+            throw new Error('inner');
+          }),
+        ).toThrow('inner');
+        store.transaction(() => store.afterCommit(() => ran.push('committed inner')));
+        // Nothing before the outermost commit.
+        expect(ran).toEqual(['outside']);
+      });
+      expect(ran).toEqual(['outside', 'outer', 'committed inner']);
+      expect(() =>
+        store.transaction(() => {
+          store.afterCommit(() => ran.push('rolled back'));
+          throw new Error('outer');
+        }),
+      ).toThrow('outer');
+      store.transaction(() => undefined);
+      expect(ran).toEqual(['outside', 'outer', 'committed inner']);
+    });
+
     it('leaves no trace of a rejected state change', () => {
       const { id } = store.submitJob(RESNET);
       const events = store.listEvents().length;

@@ -41,6 +41,8 @@ import { TeamTokenQueries } from './sql/team-tokens.js';
  * connection, so SqliteStateStore and PostgresStateStore differ only in how they connect, migrate and close.
  */
 export abstract class SqlStateStore implements StateStore {
+  /** What `afterCommit` was asked to run once the open outermost transaction commits; undefined outside one. */
+  private committed: (() => void)[] | undefined;
   private readonly jobs: JobQueries;
   private readonly instances: InstanceQueries;
   private readonly intents: IntentQueries;
@@ -63,7 +65,29 @@ export abstract class SqlStateStore implements StateStore {
   }
 
   transaction<T>(fn: () => T): T {
-    return this.connection.transaction(fn);
+    const outer = this.committed === undefined;
+    const hooks = this.committed ?? [];
+    this.committed = hooks;
+    const mark = hooks.length;
+    try {
+      const result = this.connection.transaction(fn);
+      if (outer) {
+        this.committed = undefined;
+        for (const hook of hooks) hook();
+      }
+      return result;
+    } catch (e) {
+      // Rolled back (to its savepoint, when nested): what it asked for after the commit will not be.
+      hooks.length = mark;
+      throw e;
+    } finally {
+      if (outer) this.committed = undefined;
+    }
+  }
+
+  afterCommit(fn: () => void): void {
+    if (this.committed === undefined) fn();
+    else this.committed.push(fn);
   }
 
   // ---- jobs and tasks -------------------------------------------------------------------------------------------
