@@ -194,6 +194,9 @@ export class Controller implements ControllerService {
   /** How the workers run tasks, when known (ControllerDeps.executor). */
   private readonly executor: ExecutorKind | undefined;
 
+  /** The cloud sells spot and the scheduler buys it (ControllerDeps.spotMarket). */
+  readonly spotMarket: boolean;
+
   constructor(deps: ControllerDeps) {
     if (!deps.settings.dryRun && deps.provider === undefined)
       throw new Error('a cloud provider is required unless in dry-run');
@@ -205,6 +208,7 @@ export class Controller implements ControllerService {
     this.log = deps.logger ?? silentLogger;
     this.objectStore = deps.objectStore;
     this.executor = deps.executor;
+    this.spotMarket = deps.spotMarket === true;
     this.jobArchive = deps.jobArchive;
     this.metrics = deps.metrics;
     this.onBarrierIdle = deps.onBarrierIdle;
@@ -229,7 +233,7 @@ export class Controller implements ControllerService {
       caps: deps.settings.caps,
       config: deps.settings.queue,
       admitBy: deps.settings.admitBy,
-      spot: deps.spotMarket === true,
+      spot: this.spotMarket,
     });
     this.orphans = new KeptOrphans(this.clock, this.log, deps.settings.clusterName);
     // Everything built here reads the catalog through this, so a price refresh (applyCatalog) reaches all of it.

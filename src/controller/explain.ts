@@ -1,9 +1,18 @@
+import type { Market } from '../core/market.js';
+import { DEFAULT_SPOT_PREFERENCE, type SpotPreference } from '../core/spot.js';
 import { isQueueWait } from '../round/round.js';
 import type { DecisionRecord } from '../scheduler/types.js';
+import { launchedOnSpot, MARKET_FALLBACK_EVENT } from './instance-market.js';
 import type { OrphanView } from './kept-orphans.js';
 import type { ClusterView, WhyRecord } from './service.js';
 import { PLACED_TASK_STATES } from './state/lifecycle.js';
-import { UnknownRecordError, type InstanceRecord, type RoundRecord, type StateStore } from './state-store.js';
+import {
+  UnknownRecordError,
+  type InstanceRecord,
+  type JobRecord,
+  type RoundRecord,
+  type StateStore,
+} from './state-store.js';
 
 /** Read-only views the API shows: the cluster now, and why a job is where it is (from the recorded rounds). */
 
@@ -176,4 +185,78 @@ export function waitInWords(cap: string, capName?: string): string {
   if (match === null || words === undefined) return `in the ${cap}`;
   const position = match[3] === undefined ? '' : ` (position ${match[3]} in its queue)`;
   return `${words(match[1] as string, capName)}${position}`;
+}
+
+/** An instance a job's tasks are on, and the market it was bought in. */
+export interface JobInstanceMarket {
+  readonly id: string;
+  readonly typeName: string;
+  readonly availabilityZone?: string | undefined;
+  readonly market: Market;
+  /** For a job that may use spot on an on-demand instance: why it is on demand, as far as the records say. */
+  readonly onDemandBecause?: string | undefined;
+}
+
+/** How a job's capacity is bought: its spot setting and the market of each instance its tasks are on now. */
+export interface JobMarketView {
+  readonly spot: SpotPreference;
+  readonly spotMaxDelayMinutes?: number | undefined;
+  readonly instances: readonly JobInstanceMarket[];
+}
+
+/**
+ * The market of each instance a job's tasks are on, and for a job that may use spot, why an on-demand one is on demand
+ * where the records say: the launch asked for spot and got on demand (the market-fallback event's reason), the
+ * instance carries a job that never runs on spot, or it was bought before the job came.
+ */
+export function jobMarket(store: StateStore, job: JobRecord): JobMarketView {
+  const spot = job.spec.spot ?? DEFAULT_SPOT_PREFERENCE;
+  const maxDelay = job.spec.spotMaxDelaySeconds;
+  const ids = [
+    ...new Set(
+      store.listTasks({ jobId: job.id }).flatMap((t) => (t.instanceId === undefined ? [] : [t.instanceId])),
+    ),
+  ].sort();
+  const instances = ids.flatMap((id): JobInstanceMarket[] => {
+    const instance = store.getInstance(id);
+    if (instance === undefined) return [];
+    const market: Market = launchedOnSpot(store, id) ? 'spot' : 'on-demand';
+    const because = market === 'spot' || spot === 'never' ? undefined : onDemandReason(store, job, instance);
+    return [
+      {
+        id,
+        typeName: instance.typeName,
+        ...(instance.availabilityZone === undefined ? {} : { availabilityZone: instance.availabilityZone }),
+        market,
+        ...(because === undefined ? {} : { onDemandBecause: because }),
+      },
+    ];
+  });
+  return {
+    spot,
+    ...(maxDelay === undefined ? {} : { spotMaxDelayMinutes: maxDelay / 60 }),
+    instances,
+  };
+}
+
+function onDemandReason(store: StateStore, job: JobRecord, instance: InstanceRecord): string | undefined {
+  const fallback = store.listEvents({ instanceId: instance.id, kind: MARKET_FALLBACK_EVENT, limit: 1 })[0];
+  if (fallback !== undefined) {
+    const why = (fallback.data as { why?: unknown } | undefined)?.why;
+    return `its launch asked for spot and got on demand${typeof why === 'string' ? `: ${why}` : ''}`;
+  }
+  // Another job on it that never runs on spot kept it on demand (which job is not said: it may be another team's).
+  const others = new Set(
+    store
+      .listTasks({ instanceId: instance.id, states: [...PLACED_TASK_STATES] })
+      .map((t) => t.jobId)
+      .filter((id) => id !== job.id),
+  );
+  if ([...others].some((id) => store.getJob(id)?.spec.spot === 'never'))
+    return 'it shares the instance with a job that never runs on spot';
+  if (instance.requestedAtSeconds < job.submittedAtSeconds)
+    return 'the job was placed on an on-demand instance bought before it was submitted';
+  // Otherwise the round chose on demand (no spot offering, the interruption risk, the job's spotMaxDelayMinutes, no
+  // spot market): its decision record keeps no reason per instance, and a guess would read as a record.
+  return undefined;
 }

@@ -3,9 +3,11 @@ import type { Catalog } from '../core/catalog.js';
 import { type Admission, type PreemptionVictim, type QueueDecision } from '../queue/admission.js';
 import { runRound, waitingCapName, type PlannedRound } from '../round/round.js';
 import type { Action, ConfigurationDiff } from '../scheduler/actions.js';
-import type { DecisionRecord } from '../scheduler/types.js';
+import { plannedPricePerHour } from '../scheduler/market-choice.js';
+import type { Configuration, DecisionRecord } from '../scheduler/types.js';
 import { admissionInfo } from './admission-info.js';
 import type { Clock } from './clock.js';
+import { billedPricePerHour, launchedOnSpot } from './instance-market.js';
 import type { SyncSummary } from './reconcile/cloud-sync.js';
 import type { Predictions } from './predictions.js';
 import type { QueueViews } from './queue-views.js';
@@ -144,9 +146,7 @@ export class RoundRecorder {
     this.recordPreemptions(victims);
     this.deps.log.info(
       `round ${applied.round} (${reason}): ${plan.decision.chosen}; ${describeActions(diff)}`,
-      {
-        costPerHour: plan.decision.candidates.find((c) => c.name === plan.decision.chosen)?.costPerHour,
-      },
+      { costPerHour: planCostPerHour(plan.configuration, this.deps.catalog(), this.deps.store) },
     );
     return {
       round: applied.round,
@@ -170,6 +170,21 @@ export class RoundRecorder {
       }
     });
   }
+}
+
+/**
+ * What the plan's fleet costs, $/hour: each instance at its own market's price, as the cluster view and /metrics bill
+ * it (an existing one as it was bought, a new one as the plan buys it). Not the chosen candidate's `costPerHour`: in a
+ * round where some job may use spot, candidates price every instance at spot and add rebalance risk premiums, a
+ * valuation for choosing between plans that no bill shows.
+ */
+export function planCostPerHour(configuration: Configuration, catalog: Catalog, store: StateStore): number {
+  const known = new Set(catalog.types.map((t) => t.name));
+  return configuration.instances.reduce((sum, i) => {
+    const record = i.isNew ? undefined : store.getInstance(i.id);
+    if (record !== undefined) return sum + billedPricePerHour(catalog, record, launchedOnSpot(store, i.id));
+    return sum + (known.has(i.typeName) ? plannedPricePerHour(catalog, i) : 0);
+  }, 0);
 }
 
 function describeActions(diff: ConfigurationDiff): string {

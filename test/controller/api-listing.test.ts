@@ -6,7 +6,7 @@ import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { FleetwiseClient } from '../../src/cli/client.js';
 import { toHttpError } from '../../src/controller/api/errors.js';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
-import { clusterForScope } from '../../src/controller/api/views.js';
+import { clusterForScope, instanceMarket } from '../../src/controller/api/views.js';
 import { StoredJobLogs, type JobLogReader } from '../../src/controller/job-logs.js';
 import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { DecisionRecord } from '../../src/scheduler/types.js';
@@ -134,7 +134,9 @@ describe("a team's views look up only the jobs they name", () => {
     store.recordRound({ configuration: { instances: [] }, decision });
     // What a team saw when its visible jobs were a set of all its job ids.
     const visionIds = new Set(store.listJobs({ team: 'vision' }).map((j) => j.id));
-    const expected = JSON.parse(JSON.stringify(clusterForScope(service.cluster(), visionIds))) as unknown;
+    const expected = JSON.parse(
+      JSON.stringify(clusterForScope(service.cluster(), visionIds, (id) => instanceMarket(store, id))),
+    ) as unknown;
     const listJobs = vi.spyOn(store, 'listJobs');
     try {
       const cluster = (await get('/v1/cluster', VISION_TOKEN)).body as {

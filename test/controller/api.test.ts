@@ -806,7 +806,7 @@ describe('controller API: /metrics', () => {
     expect(text).toMatch(/^fleetwise_rounds_total 1$/m);
     expect(text).toMatch(/^fleetwise_migrations_total 2$/m);
     expect(text).toMatch(/^fleetwise_caps_hit_total\{cap="maxCostPerHour"\} 1$/m);
-    expect(text).toMatch(/^fleetwise_instances\{type="p3\.8xlarge",state="running"\} 1$/m);
+    expect(text).toMatch(/^fleetwise_instances\{type="p3\.8xlarge",state="running",market="on-demand"\} 1$/m);
     const cancelled = service.store.listJobs({ states: ['cancelled'] }).length;
     expect(cancelled).toBeGreaterThan(0);
     expect(text).toContain(`fleetwise_jobs{state="cancelled"} ${cancelled}`);

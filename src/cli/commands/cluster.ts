@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { z } from 'zod';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
 import { formatDollars, formatTable, printJson } from '../table.js';
 import { terminalSafeDeep } from '../terminal-text.js';
@@ -13,12 +14,20 @@ export function formatMicroseconds(us: number | undefined): string {
   return us < 1000 ? `${Math.round(us)} µs` : `${(us / 1000).toFixed(2)} ms`;
 }
 
+/** An instance's market as the controller says it; `-` from a controller of an older release, which does not. */
+const marketSchema = z.object({ market: z.enum(['spot', 'on-demand']) });
+
+function marketCell(instance: object): string {
+  const parsed = marketSchema.safeParse(instance);
+  return parsed.success ? parsed.data.market : '-';
+}
+
 export function registerCluster(program: Command): void {
   addConnectionOptions(
     program
       .command('cluster')
       .description(
-        'show the instances (zone/placement group), the tasks on them, the current $/hour and the round trips the workers measured between them',
+        'show the instances (zone/placement group, market), the tasks on them, the current $/hour and the round trips the workers measured between them',
       )
       .option('--json', 'print the cluster view (and its round trips, as `latency`) as JSON'),
   ).action(async (options: ClusterOptions) => {
@@ -30,7 +39,7 @@ export function registerCluster(program: Command): void {
     else
       process.stdout.write(
         formatTable(
-          ['INSTANCE', 'CLOUD ID', 'TYPE', 'STATE', 'ZONE', '$/HOUR', 'TASKS'],
+          ['INSTANCE', 'CLOUD ID', 'TYPE', 'STATE', 'ZONE', 'MARKET', '$/HOUR', 'TASKS'],
           cluster.instances.map((i) => [
             i.id,
             i.cloudId ?? '-',
@@ -38,6 +47,8 @@ export function registerCluster(program: Command): void {
             i.state,
             // zone/placement group: instances of one group are the nearest the cloud can place them.
             `${i.availabilityZone ?? '-'}${i.placementGroup === undefined ? '' : `/${i.placementGroup}`}`,
+            // $/hour is as billed: a spot instance's is its pool's price, below its type's list price.
+            marketCell(i),
             formatDollars(i.costPerHour),
             i.taskIds.length === 0 ? '-' : i.taskIds.join(','),
           ]),

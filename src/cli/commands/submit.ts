@@ -4,6 +4,7 @@ import { lstat, readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { isNode, LineCounter, parseDocument } from 'yaml';
+import { z } from 'zod';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
 import { parseJobSpec, validateJobSpec } from '../../controller/job-spec/parse.js';
@@ -673,6 +674,30 @@ function checkPerIndex(files: readonly string[], specs: readonly RawSpec[], chai
   if (problems.length > 0) throw new ValidationError('--per-index', problems);
 }
 
+/** A dry run's spot quote (absent: the controller buys no spot, the job never runs on spot, or an older release). */
+const dryRunSpotSchema = z.object({
+  costPerHour: z.number(),
+  tasks: z.array(
+    z.object({ name: z.string(), instanceType: z.string(), zone: z.string(), costPerHour: z.number() }),
+  ),
+});
+
+/**
+ * "spot  $0.04/hour alone at the cheapest spot price of its host (c7i.large $0.04/h in us-east-1b)": what the job would
+ * cost where the controller buys it on spot, besides the on-demand quote.
+ */
+function spotLine(view: DryRunResponse): string {
+  const parsed = dryRunSpotSchema.safeParse((view as Record<string, unknown>)['spot']);
+  if (!parsed.success) return '';
+  const hosts = parsed.data.tasks
+    .map((t) => `${t.instanceType} ${formatDollars(t.costPerHour)}/h in ${t.zone}`)
+    .join(', ');
+  return (
+    `on spot    ${formatDollars(parsed.data.costPerHour)}/hour alone at the cheapest spot price of its host ` +
+    `(${hosts}); bought on spot when that, interruption risk priced in, beats on demand\n`
+  );
+}
+
 function formatDryRun(file: string, view: DryRunResponse): string {
   const eta = view.eta;
   const held = view.waitingFor ?? [];
@@ -700,6 +725,7 @@ function formatDryRun(file: string, view: DryRunResponse): string {
       view.tasks.map((t) => [t.name, t.replicas, t.instanceType, formatDollars(t.costPerHour)]),
     ) +
     `cost       ${formatDollars(view.costPerHour)}/hour alone (reservation prices; packing shares instances and costs less)\n` +
+    spotLine(view) +
     heldLine +
     `${etaLine}\n`
   );

@@ -35,6 +35,18 @@ const decisionSchema = z.object({
   valueOfTimePerJobHour: z.number().optional(),
   candidates: z.array(candidateSchema).default([]),
 });
+/** How the job's capacity is bought (absent from a controller of an older release: no line). */
+const marketSchema = z.object({
+  spot: z.string(),
+  instances: z.array(
+    z.object({
+      id: z.string(),
+      typeName: z.string(),
+      market: z.enum(['spot', 'on-demand']),
+      onDemandBecause: z.string().optional(),
+    }),
+  ),
+});
 type Candidate = z.output<typeof candidateSchema>;
 type Decision = z.output<typeof decisionSchema>;
 
@@ -222,8 +234,26 @@ function legend(rows: readonly Row[], margin: number): string {
   return `${lines.join('\n')}\n`;
 }
 
+/**
+ * "market: inst-2 (c7i.large) on demand: <why>; inst-3 (c7i.large) on spot": the market of each instance the job's
+ * tasks are on and, for a job that may use spot on an on-demand one, why where the controller's records say;
+ * undefined when it is on none (or the controller does not say).
+ */
+export function marketLine(why: WhyResponse): string | undefined {
+  const parsed = marketSchema.safeParse((why as Record<string, unknown>)['market']);
+  if (!parsed.success || parsed.data.instances.length === 0) return undefined;
+  const m = parsed.data;
+  const parts = m.instances.map(
+    (i) =>
+      `${i.id} (${i.typeName}) ${i.market === 'spot' ? 'on spot' : 'on demand'}` +
+      `${i.onDemandBecause === undefined ? '' : `: ${i.onDemandBecause}`}`,
+  );
+  return `market: ${parts.join('; ')}${m.spot === 'never' ? ' (the job never runs on spot)' : ''}`;
+}
+
 export function renderWhy(why: WhyResponse): string {
-  const out = [`${why.jobId}: ${why.state}\n`];
+  const market = marketLine(why);
+  const out = [`${why.jobId}: ${why.state}\n${market === undefined ? '' : `${market}\n`}`];
   if (why.records.length === 0) return `${out[0]}no scheduling decision mentions this job yet\n`;
   const rows = groupRounds(why.records);
   const margin = Math.max(1, ...rows.map((r) => paybackMarginOf(r.decision)));

@@ -8,6 +8,7 @@ import type { LatencyPair } from '../latency-matrix.js';
 import { waitingCapName } from '../../round/round.js';
 import type { JobRule } from '../round-recorder.js';
 import type { ApiControllerService } from './routing.js';
+import { instanceMarket } from './views.js';
 
 /**
  * Prometheus metrics of a controller. Counters (rounds, their duration, migrations, caps hit) are incremented by
@@ -174,14 +175,15 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
   });
   new Gauge({
     name: 'fleetwise_instances',
-    help: 'Instances not yet terminated, by instance type and state',
-    labelNames: ['type', 'state'] as const,
+    help: 'Instances not yet terminated, by instance type, state and market (spot, on-demand)',
+    labelNames: ['type', 'state', 'market'] as const,
     registers: [registry],
     collect() {
       this.reset();
-      // Terminated instances are most of them on a long-running controller: not read at every scrape.
+      // Terminated instances are most of them on a long-running controller: not read at every scrape. The market
+      // at most doubles the series (two values), and says why the fleet's $/hour is below its types' list prices.
       for (const i of service.store.listInstances({ states: [...LIVE_INSTANCE_STATES] }))
-        this.inc({ type: i.typeName, state: i.state });
+        this.inc({ type: i.typeName, state: i.state, market: instanceMarket(service.store, i.id) });
     },
   });
   new Gauge({

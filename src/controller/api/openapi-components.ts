@@ -1,3 +1,5 @@
+import { MARKETS } from '../../core/market.js';
+import { SPOT_PREFERENCES } from '../../core/spot.js';
 import { INSTANCE_STATES, JOB_STATES, TASK_STATES } from '../state-store.js';
 import { int, num, ref, str, type Schema } from './openapi-builders.js';
 
@@ -204,6 +206,26 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
         },
       },
       costPerHour: { ...num, description: 'Sum of the reservation prices over all replicas, before packing' },
+      spot: {
+        type: 'object',
+        description:
+          'Where the controller buys spot and the job may use it: the job alone at its hosts’ cheapest spot prices',
+        required: ['costPerHour', 'tasks'],
+        properties: {
+          costPerHour: {
+            ...num,
+            description: 'Sum over replicas (on demand where a host has no cheaper pool)',
+          },
+          tasks: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['name', 'instanceType', 'zone', 'costPerHour'],
+              properties: { name: str, instanceType: str, zone: str, costPerHour: num },
+            },
+          },
+        },
+      },
       eta: {
         allOf: [ref('Eta')],
         nullable: true,
@@ -478,8 +500,16 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
             ref('Instance'),
             {
               type: 'object',
-              required: ['costPerHour', 'taskIds'],
-              properties: { costPerHour: num, taskIds: { type: 'array', items: str } },
+              required: ['costPerHour', 'taskIds', 'market'],
+              properties: {
+                costPerHour: { ...num, description: '$/hour as billed: on spot, its pool spot price' },
+                taskIds: { type: 'array', items: str },
+                market: {
+                  type: 'string',
+                  enum: [...MARKETS],
+                  description: 'How it was bought: spot unless its launch got on-demand capacity',
+                },
+              },
             },
           ],
         },
@@ -549,10 +579,37 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
   },
   Why: {
     type: 'object',
-    required: ['jobId', 'state', 'records'],
+    required: ['jobId', 'state', 'records', 'market'],
     properties: {
       jobId: str,
       state: { type: 'string', enum: [...JOB_STATES] },
+      market: {
+        type: 'object',
+        description: "How the job's capacity is bought: its spot setting and the instances its tasks are on",
+        required: ['spot', 'instances'],
+        properties: {
+          spot: { type: 'string', enum: [...SPOT_PREFERENCES] },
+          spotMaxDelayMinutes: num,
+          instances: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['id', 'typeName', 'market'],
+              properties: {
+                id: str,
+                typeName: str,
+                availabilityZone: str,
+                market: { type: 'string', enum: [...MARKETS] },
+                onDemandBecause: {
+                  ...str,
+                  description:
+                    'For a job that may use spot on an on-demand instance: why, as far as the records say',
+                },
+              },
+            },
+          },
+        },
+      },
       records: {
         type: 'array',
         items: {

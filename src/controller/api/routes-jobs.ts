@@ -20,6 +20,7 @@ import type { ApiContext, RouteTable } from './routing.js';
 import { dryRunView, requireUploadedContexts, specFromBody } from './submission.js';
 import { arraySubmissionSize, JOB_ID_PATTERN, type JobSpec } from '../job-spec/spec.js';
 import { jobDocument, jobSummary, visibleJobIds, whyForScope } from './views.js';
+import { jobMarket } from '../explain.js';
 
 const idParams = z.object({ id: z.string().min(1).max(128) });
 
@@ -141,12 +142,19 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
         const waitingFor = unmetOf(one.dependsOn, store);
         const eta = (await service.estimate?.(one)) ?? null;
         if (waitingFor.length > 0)
-          return dryRunView(spec, context.priceBook, eta, warnings, {
-            waitingFor,
-            startsNoEarlierThanSeconds:
-              earliestStartSeconds(one.dependsOn, store, predictedCompletionIn(store)) ?? null,
-          });
-        return dryRunView(spec, context.priceBook, eta, warnings);
+          return dryRunView(
+            spec,
+            context.priceBook,
+            eta,
+            warnings,
+            {
+              waitingFor,
+              startsNoEarlierThanSeconds:
+                earliestStartSeconds(one.dependsOn, store, predictedCompletionIn(store)) ?? null,
+            },
+            service.spotMarket === true,
+          );
+        return dryRunView(spec, context.priceBook, eta, warnings, undefined, service.spotMarket === true);
       }
       await requireUploadedContexts(spec, principal, service);
       const key = idempotencyKeyOf(request.headers);
@@ -311,6 +319,7 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
         jobId: job.id,
         state: job.state,
         records: whyForScope(records, visibleJobIds(store, teamScope(principal))),
+        market: jobMarket(store, job),
       };
     },
   });

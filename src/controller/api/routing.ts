@@ -19,6 +19,8 @@ import type { Principal, RouteAccess } from './auth.js';
  * capability is absent answers 501 and says what is missing.
  */
 export interface ApiControllerService extends ControllerService {
+  /** The cloud sells spot and the scheduler buys it (ControllerDeps.spotMarket): a dry run quotes spot too. */
+  readonly spotMarket?: boolean;
   /** Write a cost report to the object store now; returns where it was written (e.g. `s3://bucket/reports/…`). */
   writeReport?(): Promise<string>;
   /**

@@ -1,3 +1,4 @@
+import { dryRunSpotQuote, type DryRunSpotQuote } from './dry-run-spot.js';
 import { parseDocument } from 'yaml';
 import { ValidationError } from '../../core/validation.js';
 import type { PriceBook } from '../../scheduler/reservation-price.js';
@@ -147,6 +148,8 @@ export interface DryRunView {
   readonly startsNoEarlierThanSeconds?: number | null;
   /** An array: the jobs it would submit (each alike; the ETA is one of them submitted alone). */
   readonly arraySize?: number;
+  /** The job alone at its hosts' cheapest spot prices, where the controller buys spot and the job may use it. */
+  readonly spot?: DryRunSpotQuote;
 }
 
 /** What a dry run of a job held for its dependencies says besides its ETA. */
@@ -161,8 +164,10 @@ export function dryRunView(
   eta: EtaRecord | null,
   warnings: readonly string[],
   hold?: DependencyHold,
+  spotMarket = false,
 ): DryRunView {
   const arraySize = arraySubmissionSize(spec);
+  const spot = dryRunSpotQuote(spec, priceBook, spotMarket);
   const tasks = spec.tasks.map((t): DryRunTask => {
     // The spec was validated against this price book, so every demand has a type.
     const type = priceBook.minType(t.demand);
@@ -185,5 +190,6 @@ export function dryRunView(
     warnings,
     ...hold,
     ...(arraySize === undefined ? {} : { arraySize }),
+    ...(spot === undefined ? {} : { spot }),
   };
 }

@@ -1,7 +1,9 @@
+import type { Market } from '../../core/market.js';
 import type { DecisionRecord } from '../../scheduler/types.js';
 import type { JobQueueView } from '../../queue/admission-views.js';
 import { storedCoStart } from '../co-start-records.js';
 import { readJobWarnings } from '../execution-check.js';
+import { launchedOnSpot } from '../instance-market.js';
 import {
   dependencyViews,
   earliestStartSeconds,
@@ -259,7 +261,8 @@ export function publicInstance<T extends InstanceRecord>(instance: T): PublicIns
   return rest;
 }
 
-type ClusterInstance = ClusterView['instances'][number];
+/** An instance of the cluster view with the market it was bought in. */
+type ClusterInstance = ClusterView['instances'][number] & { readonly market: Market };
 
 export interface ClusterDocument {
   readonly scope: 'all' | 'team';
@@ -269,23 +272,33 @@ export interface ClusterDocument {
   readonly orphans: ClusterView['orphans'];
 }
 
-/** A team sees every instance (the fleet is shared and priced) but only its own tasks on them. */
-export function clusterForScope(view: ClusterView, visible: VisibleJobs | undefined): ClusterDocument {
+/** How an instance was bought, as its price in the cluster view and /metrics takes it (instance-market.ts). */
+export function instanceMarket(store: StateStore, instanceId: string): Market {
+  return launchedOnSpot(store, instanceId) ? 'spot' : 'on-demand';
+}
+
+/**
+ * A team sees every instance (the fleet is shared and priced) but only its own tasks on them. Each instance says its
+ * market (`marketOf`), so a price below its type's list price reads as spot, not as an error.
+ */
+export function clusterForScope(
+  view: ClusterView,
+  visible: VisibleJobs | undefined,
+  marketOf: (instanceId: string) => Market,
+): ClusterDocument {
+  const instances = view.instances.map((i) => ({ ...publicInstance(i), market: marketOf(i.id) }));
   if (visible === undefined)
     return {
       scope: 'all',
       costPerHour: view.costPerHour,
-      instances: view.instances.map((i) => publicInstance(i)),
+      instances,
       tasks: view.tasks,
       orphans: view.orphans,
     };
   return {
     scope: 'team',
     costPerHour: view.costPerHour,
-    instances: view.instances.map((i) => ({
-      ...publicInstance(i),
-      taskIds: i.taskIds.filter((t) => visible.has(jobOfTask(t))),
-    })),
+    instances: instances.map((i) => ({ ...i, taskIds: i.taskIds.filter((t) => visible.has(jobOfTask(t))) })),
     tasks: view.tasks.filter((t) => visible.has(t.jobId)),
     // Orphans belong to no team: every caller sees them, as every caller sees the fleet.
     orphans: view.orphans,
