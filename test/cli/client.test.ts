@@ -248,7 +248,9 @@ describe('client commands (in-process)', () => {
     service.store.setTaskState(`${foreign.id}.0`, 'starting', instance.id);
     const cluster = await run(['cluster']);
     expect(cluster.stdout).toMatch(
-      new RegExp(`${instance.id}\\s+i-0cli\\s+p3\\.2xlarge\\s+running\\s+-\\s+\\$3\\.06\\s+${job.id}\\.0\\n`),
+      new RegExp(
+        `${instance.id}\\s+i-0cli\\s+p3\\.2xlarge\\s+running\\s+-\\s+on-demand\\s+\\$3\\.06\\s+${job.id}\\.0\\n`,
+      ),
     );
     expect(cluster.stdout).not.toContain(foreign.id);
     expect(cluster.stdout).toMatch(/of your team, \$3\.06\/hour/);
@@ -269,7 +271,9 @@ describe('client commands (in-process)', () => {
     });
     const why = await run(['why', job.id]);
     expect(why.stdout).toMatch(
-      new RegExp(`^${job.id}: starting\\nround \\d+ at .*: placed\\n  plan baseline: nothing to gain\\n$`),
+      new RegExp(
+        `^${job.id}: starting\\nmarket: ${instance.id} \\(p3\\.2xlarge\\) on demand\\nround \\d+ at .*: placed\\n  plan baseline: nothing to gain\\n$`,
+      ),
     );
   });
 
