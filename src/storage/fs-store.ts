@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Dirent } from 'node:fs';
 import { link, mkdir, open, readdir, rename, rm, rmdir, stat, type FileHandle } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -197,14 +198,7 @@ export class FsObjectStore implements ObjectStore {
   }
 
   private async collect(dir: string, keyBase: string, partial: string, out: string[]): Promise<void> {
-    let entries;
-    try {
-      entries = await readdir(dir, { withFileTypes: true });
-    } catch (e) {
-      const code = errnoCode(e);
-      if (code === 'ENOENT' || code === 'ENOTDIR') return;
-      throw this.failure('list', keyBase, e);
-    }
+    const entries = await this.entriesOf(dir, keyBase);
     for (const entry of entries) {
       if (!entry.name.startsWith(partial)) continue;
       const key = `${keyBase}${entry.name}`;
@@ -218,15 +212,7 @@ export class FsObjectStore implements ObjectStore {
     const { directory, partial } = assertValidPrefix(prefix);
     const dir = resolve(this.root, ...directory);
     const keyBase = directory.length === 0 ? '' : `${directory.join('/')}/`;
-    let entries;
-    try {
-      entries = await readdir(dir, { withFileTypes: true });
-    } catch (e) {
-      const code = errnoCode(e);
-      if (code === 'ENOENT' || code === 'ENOTDIR') return;
-      throw this.failure('list', prefix, e);
-    }
-    const names = entries
+    const names = (await this.entriesOf(dir, prefix))
       .filter(
         (e) =>
           e.isDirectory() &&
@@ -240,16 +226,20 @@ export class FsObjectStore implements ObjectStore {
     for (const name of names) if (await this.holdsFile(join(this.root, ...name.split('/')))) yield name;
   }
 
-  /** Whether a file lies anywhere below `dir`; stops at the first. */
-  private async holdsFile(dir: string): Promise<boolean> {
-    let entries;
+  /** The entries of `dir`, none when it is not there (nothing stored under it); `what` names it in a failure. */
+  private async entriesOf(dir: string, what: string): Promise<Dirent[]> {
     try {
-      entries = await readdir(dir, { withFileTypes: true });
+      return await readdir(dir, { withFileTypes: true });
     } catch (e) {
       const code = errnoCode(e);
-      if (code === 'ENOENT' || code === 'ENOTDIR') return false;
-      throw this.failure('list', relative(this.root, dir), e);
+      if (code === 'ENOENT' || code === 'ENOTDIR') return [];
+      throw this.failure('list', what, e);
     }
+  }
+
+  /** Whether a file lies anywhere below `dir`; stops at the first. */
+  private async holdsFile(dir: string): Promise<boolean> {
+    const entries = await this.entriesOf(dir, relative(this.root, dir));
     if (entries.some((e) => e.isFile())) return true;
     for (const entry of entries)
       if (entry.isDirectory() && (await this.holdsFile(join(dir, entry.name)))) return true;

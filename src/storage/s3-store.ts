@@ -4,6 +4,7 @@ import {
   GetObjectCommand,
   HeadObjectCommand,
   ListObjectsV2Command,
+  type ListObjectsV2CommandOutput,
   S3Client,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
@@ -228,22 +229,7 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   async *list(prefix = ''): AsyncIterable<ObjectInfo> {
-    assertValidPrefix(prefix);
-    let continuationToken: string | undefined;
-    do {
-      let page;
-      try {
-        page = await this.client.send(
-          new ListObjectsV2Command({
-            Bucket: this.bucket,
-            Prefix: `${this.prefix}${prefix}`,
-            ...(this.tuning.listPageSize === undefined ? {} : { MaxKeys: this.tuning.listPageSize }),
-            ...(continuationToken === undefined ? {} : { ContinuationToken: continuationToken }),
-          }),
-        );
-      } catch (e) {
-        throw this.failure('list', prefix, e);
-      }
+    for await (const page of this.pages(prefix, undefined))
       for (const object of page.Contents ?? []) {
         if (object.Key === undefined) continue;
         yield {
@@ -252,21 +238,29 @@ export class S3ObjectStore implements ObjectStore {
           lastModified: object.LastModified,
         };
       }
-      continuationToken = page.IsTruncated === true ? page.NextContinuationToken : undefined;
-    } while (continuationToken !== undefined);
   }
 
   async *listPrefixes(prefix: string): AsyncIterable<string> {
+    for await (const page of this.pages(prefix, '/'))
+      for (const common of page.CommonPrefixes ?? [])
+        if (common.Prefix !== undefined) yield common.Prefix.slice(this.prefix.length);
+  }
+
+  /** Every page of ListObjectsV2 under `prefix` (grouped into common prefixes at `delimiter`, when given). */
+  private async *pages(
+    prefix: string,
+    delimiter: string | undefined,
+  ): AsyncIterable<ListObjectsV2CommandOutput> {
     assertValidPrefix(prefix);
     let continuationToken: string | undefined;
     do {
-      let page;
+      let page: ListObjectsV2CommandOutput;
       try {
         page = await this.client.send(
           new ListObjectsV2Command({
             Bucket: this.bucket,
             Prefix: `${this.prefix}${prefix}`,
-            Delimiter: '/',
+            ...(delimiter === undefined ? {} : { Delimiter: delimiter }),
             ...(this.tuning.listPageSize === undefined ? {} : { MaxKeys: this.tuning.listPageSize }),
             ...(continuationToken === undefined ? {} : { ContinuationToken: continuationToken }),
           }),
@@ -274,8 +268,7 @@ export class S3ObjectStore implements ObjectStore {
       } catch (e) {
         throw this.failure('list', prefix, e);
       }
-      for (const common of page.CommonPrefixes ?? [])
-        if (common.Prefix !== undefined) yield common.Prefix.slice(this.prefix.length);
+      yield page;
       continuationToken = page.IsTruncated === true ? page.NextContinuationToken : undefined;
     } while (continuationToken !== undefined);
   }
