@@ -7,9 +7,10 @@ import { LocalProvider } from '../../cloud/local/local-provider.js';
 import { journalPathOf } from '../../cloud/local/instance-file.js';
 import { stopWorkersGently } from '../../cloud/local/local-shutdown.js';
 import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
-import { parseWith } from '../../core/validation.js';
+import { parseWith, ValidationError } from '../../core/validation.js';
 import { findLocalController, LOCAL_STATE_DIR } from '../local-state.js';
-import { lockHolder, processRunning, sharedControllers } from '../state-dir-lock.js';
+import { lockHolder, PID_FILE, processRunning, sharedControllers } from '../state-dir-lock.js';
+import { DB_FILE } from './controller/state-dir.js';
 import { makeExecutor } from './worker.js';
 
 /**
@@ -107,7 +108,15 @@ export async function runDown(flags: DownFlags): Promise<void> {
     'fleetwise down',
   );
   // Without --state-dir, the local controller the client commands find: ./.fleetwise here or in a directory above.
-  const stateDir = resolve(options['--state-dir'] ?? findLocalController()?.stateDir ?? LOCAL_STATE_DIR);
+  const found = options['--state-dir'] ?? findLocalController()?.stateDir;
+  const stateDir = resolve(found ?? LOCAL_STATE_DIR);
+  // A mistyped path must not read as "nothing to stop": the controller and workers the user meant keep running.
+  if (!isStateDirectory(stateDir))
+    throw new ValidationError(found === undefined ? 'fleetwise down' : '--state-dir', [
+      found === undefined
+        ? `no controller state here or in a directory above (${LOCAL_STATE_DIR}): pass --state-dir DIR, the directory the controller was started with`
+        : `${stateDir} is not a controller's state directory (no state, token or instance records in it): give the directory the controller was started with`,
+    ]);
   const graceMs = options['--grace-seconds'] * 1000;
   const out = (line: string): boolean => process.stdout.write(`${line}\n`);
   let stoppedAnything = false;
@@ -162,6 +171,15 @@ export async function runDown(flags: DownFlags): Promise<void> {
     }
   }
   if (!stoppedAnything) out(`nothing to stop in ${stateDir}`);
+}
+
+/** Whether `dir` is (or was) a controller's state directory: it holds what a controller or its workers write there. */
+function isStateDirectory(dir: string): boolean {
+  if (!existsSync(dir)) return false;
+  const marks = [DB_FILE, 'admin-token', 'worker-token', PID_FILE, 'local-instances.json', 'instances'];
+  if (marks.some((name) => existsSync(join(dir, name)))) return true;
+  if (existsSync(journalPathOf(join(dir, 'local-instances.json')))) return true;
+  return sharedControllers(dir).length > 0;
 }
 
 export function registerDown(program: Command): void {
