@@ -1,4 +1,5 @@
 import cliProgress from 'cli-progress';
+import { stopOnSignal } from './terminal-restore.js';
 import { formatDuration, WorkEstimate } from './work-estimate.js';
 
 /** Progress of a batch of equally sized simulation runs (tune's candidates, bench arms' runs). */
@@ -61,6 +62,8 @@ export function batchProgress(total: number, prefix: string, noun: string): Batc
     };
   };
   const redraw = (): void => bar.update(Math.round(estimate.fractionDone * STEPS), payload());
+  // Before start, which hides the cursor: a signal between the two would leave it hidden.
+  const releaseSignals = stopOnSignal(() => bar.stop());
   bar.start(STEPS, 0, payload());
   // Elapsed time keeps moving between progress reports.
   const timer = setInterval(redraw, 1000);
@@ -75,6 +78,7 @@ export function batchProgress(total: number, prefix: string, noun: string): Batc
       redraw();
     },
     stop: () => {
+      releaseSignals();
       clearInterval(timer);
       bar.stop();
     },

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -45,5 +45,20 @@ describe('output targets', () => {
     expect(problem(() => checkOutputDirectory(join(file, 'below'), '--out'))).toMatch(
       /^--out: .*a-file\.json is a file: cannot make .*below/,
     );
+  });
+});
+
+describe('output directories that cannot hold a report', () => {
+  it('under a kernel filesystem: refused, naming it', () => {
+    expect(problem(() => checkOutputDirectory('/proc/nope/out', '--out'))).toMatch(
+      /^--out: .*\/proc is on procfs, a kernel filesystem that holds no files: cannot make \/proc\/nope\/out/,
+    );
+    expect(problem(() => checkOutputDirectory('/sys/nope', '--out'))).toMatch(/^--out: .*\/sys is on sysfs/);
+  });
+
+  it('nothing is made by the check', () => {
+    const out = join(tmp, 'not-yet', 'out');
+    expect(problem(() => checkOutputDirectory(out, '--out'))).toBe('accepted');
+    expect(existsSync(join(tmp, 'not-yet'))).toBe(false);
   });
 });

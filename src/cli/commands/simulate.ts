@@ -25,6 +25,7 @@ import {
 } from './sim-flags.js';
 import { colocationTableRequest, saveLearnedColocation } from './colocation-table-file.js';
 import { checkOutputDirectory } from '../output-target.js';
+import { stopOnSignal } from '../terminal-restore.js';
 import { checkDependentFlags } from './simulate-flag-rules.js';
 import { writeReport } from '../../sim/report/write.js';
 import { costBounds } from '../../bench/cost-bound.js';
@@ -216,6 +217,7 @@ function progressDisplay(names: readonly string[]): Progress {
     cliProgress.Presets.shades_classic,
   );
   const bars = new Map<number, cliProgress.SingleBar>();
+  const releaseSignals = stopOnSignal(() => multibar.stop());
   return {
     onStart: (index) =>
       bars.set(index, multibar.create(100, 0, { name: (names[index] ?? '').padEnd(width) })),
@@ -225,7 +227,10 @@ function progressDisplay(names: readonly string[]): Progress {
       bars.get(index)?.update(100);
       bars.get(index)?.stop();
     },
-    stop: () => multibar.stop(),
+    stop: () => {
+      releaseSignals();
+      multibar.stop();
+    },
   };
 }
 
