@@ -10,7 +10,7 @@ import {
 } from './co-start-records.js';
 import { demandOn } from '../core/resources.js';
 import { taskShareOf } from '../scheduler/expected-start.js';
-import { billedPricePerHour, launchedOnSpot } from './instance-market.js';
+import { instanceBilledPricePerHour } from './instance-market.js';
 import { expandTasks } from './job-spec/tasks.js';
 import { isFinalJobState } from './state/lifecycle.js';
 import type { InstanceRecord, JobRecord, StateStore } from './state-store.js';
@@ -115,7 +115,7 @@ export function recordStartReports(
             taskId: t.id,
             demand: template.demand,
             typeName: instance.typeName,
-            pricePerHour: billedPricePerHour(catalog, instance, launchedOnSpot(store, instance.id)),
+            pricePerHour: instanceBilledPricePerHour(catalog, store, instance),
           });
       }
       const measured = placed.length === tasks.length ? startMetrics(record, placed, catalog) : undefined;
@@ -149,6 +149,6 @@ function holdCostPerHour(
   const demand =
     type === undefined || template === undefined ? undefined : demandOn(template.demand, type.family);
   if (type === undefined || demand === undefined) return 0;
-  const price = billedPricePerHour(catalog, inst, launchedOnSpot(store, inst.id));
+  const price = instanceBilledPricePerHour(catalog, store, inst);
   return price * taskShareOf(demand, type.capacity);
 }

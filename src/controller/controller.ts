@@ -4,7 +4,7 @@ import type { CloudProvider } from '../cloud/provider.js';
 import { Admission } from '../queue/admission.js';
 import { schedulerCaps } from '../round/plan-caps.js';
 import type { ObjectStore } from '../storage/object-store.js';
-import { billedPricePerHour, launchedOnSpot } from './instance-market.js';
+import { instanceBilledPricePerHour } from './instance-market.js';
 import {
   buildContextProblem,
   readJobLogs,
@@ -709,7 +709,7 @@ export class Controller implements ControllerService {
     // What each instance is billed at: its spot price on spot.
     return clusterView(
       this.store,
-      (i) => billedPricePerHour(this.catalog, i, launchedOnSpot(this.store, i.id)),
+      (i) => instanceBilledPricePerHour(this.catalog, this.store, i),
       this.orphans.list(),
     );
   }

@@ -2,7 +2,7 @@ import type { Market } from '../core/market.js';
 import { DEFAULT_SPOT_PREFERENCE, type SpotPreference } from '../core/spot.js';
 import { isQueueWait } from '../round/round.js';
 import type { DecisionRecord } from '../scheduler/types.js';
-import { launchedOnSpot, MARKET_FALLBACK_EVENT } from './instance-market.js';
+import { instanceMarket, MARKET_FALLBACK_EVENT } from './instance-market.js';
 import type { OrphanView } from './kept-orphans.js';
 import type { ClusterView, WhyRecord } from './service.js';
 import { PLACED_TASK_STATES } from './state/lifecycle.js';
@@ -220,7 +220,7 @@ export function jobMarket(store: StateStore, job: JobRecord): JobMarketView {
   const instances = ids.flatMap((id): JobInstanceMarket[] => {
     const instance = store.getInstance(id);
     if (instance === undefined) return [];
-    const market: Market = launchedOnSpot(store, id) ? 'spot' : 'on-demand';
+    const market = instanceMarket(store, id);
     const because = market === 'spot' || spot === 'never' ? undefined : onDemandReason(store, job, instance);
     return [
       {

@@ -61,6 +61,20 @@ export function launchedOnSpot(store: StateStore, instanceId: string): boolean {
   return store.listEvents({ instanceId, kind: MARKET_FALLBACK_EVENT, limit: 1 }).length === 0;
 }
 
+/** The market an instance was bought in, as its bill takes it (`launchedOnSpot`). */
+export function instanceMarket(store: StateStore, instanceId: string): Market {
+  return launchedOnSpot(store, instanceId) ? 'spot' : 'on-demand';
+}
+
+/** What an instance is billed at, $/hour, by the market the store says it was bought in (`billedPricePerHour`). */
+export function instanceBilledPricePerHour(
+  catalog: Catalog,
+  store: StateStore,
+  instance: InstanceRecord,
+): number {
+  return billedPricePerHour(catalog, instance, launchedOnSpot(store, instance.id));
+}
+
 /**
  * What an instance is billed at, $/hour: its pool's spot price when it runs on spot (`onSpot`, `launchedOnSpot`),
  * else its type's on-demand price; the on-demand price for a pool the catalog no longer lists, 0 for a type it lacks.

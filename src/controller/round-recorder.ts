@@ -7,7 +7,7 @@ import { plannedPricePerHour } from '../scheduler/market-choice.js';
 import type { Configuration, DecisionRecord } from '../scheduler/types.js';
 import { admissionInfo } from './admission-info.js';
 import type { Clock } from './clock.js';
-import { billedPricePerHour, launchedOnSpot } from './instance-market.js';
+import { instanceBilledPricePerHour } from './instance-market.js';
 import type { SyncSummary } from './reconcile/cloud-sync.js';
 import type { Predictions } from './predictions.js';
 import type { QueueViews } from './queue-views.js';
@@ -182,7 +182,7 @@ export function planCostPerHour(configuration: Configuration, catalog: Catalog, 
   const known = new Set(catalog.types.map((t) => t.name));
   return configuration.instances.reduce((sum, i) => {
     const record = i.isNew ? undefined : store.getInstance(i.id);
-    if (record !== undefined) return sum + billedPricePerHour(catalog, record, launchedOnSpot(store, i.id));
+    if (record !== undefined) return sum + instanceBilledPricePerHour(catalog, store, record);
     return sum + (known.has(i.typeName) ? plannedPricePerHour(catalog, i) : 0);
   }, 0);
 }

@@ -8,7 +8,7 @@ import type { LatencyPair } from '../latency-matrix.js';
 import { waitingCapName } from '../../round/round.js';
 import type { JobRule } from '../round-recorder.js';
 import type { ApiControllerService } from './routing.js';
-import { instanceMarket } from './views.js';
+import { instanceMarket } from '../instance-market.js';
 
 /**
  * Prometheus metrics of a controller. Counters (rounds, their duration, migrations, caps hit) are incremented by

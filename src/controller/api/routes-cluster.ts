@@ -9,7 +9,8 @@ import { ContextArchiveError, ContextInspector } from './context-inspector.js';
 import { HttpError, notFound } from './errors.js';
 import type { ApiContext, RouteTable } from './routing.js';
 import { sinceQueryParam } from './since.js';
-import { clusterForScope, costsForScope, instanceMarket, publicInstance, visibleJobIds } from './views.js';
+import { instanceMarket } from '../instance-market.js';
+import { clusterForScope, costsForScope, publicInstance, visibleJobIds } from './views.js';
 
 const timeParam = z.string().min(1).max(64, 'at most 64 characters').optional();
 const costsQuery = z.object({ since: timeParam, until: timeParam });

@@ -3,7 +3,6 @@ import type { DecisionRecord } from '../../scheduler/types.js';
 import type { JobQueueView } from '../../queue/admission-views.js';
 import { storedCoStart } from '../co-start-records.js';
 import { readJobWarnings } from '../execution-check.js';
-import { launchedOnSpot } from '../instance-market.js';
 import {
   dependencyViews,
   earliestStartSeconds,
@@ -270,11 +269,6 @@ export interface ClusterDocument {
   readonly tasks: ClusterView['tasks'];
   readonly costPerHour: number;
   readonly orphans: ClusterView['orphans'];
-}
-
-/** How an instance was bought, as its price in the cluster view and /metrics takes it (instance-market.ts). */
-export function instanceMarket(store: StateStore, instanceId: string): Market {
-  return launchedOnSpot(store, instanceId) ? 'spot' : 'on-demand';
 }
 
 /**
