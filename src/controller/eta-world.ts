@@ -14,7 +14,7 @@ import type { SimWorld, WorldEvent, WorldInstance, WorldJob, WorldTask } from '.
 import { expandTasks } from './job-spec/tasks.js';
 import { NEVER_UNDER_CAPS_BASIS, type EtaRecord } from './queue-records.js';
 import type { SnapshotInputs } from './snapshot.js';
-import { committedInstanceOf } from './snapshot.js';
+import { committedInstanceOf, placementOf } from './snapshot.js';
 import { billedPricePerHour } from './instance-market.js';
 import type { InstanceRecord, JobRecord, TaskRecord } from './state-store.js';
 import { LIVE_JOB_STATES } from './state/lifecycle.js';
@@ -104,13 +104,7 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
     // Bought and priced as the round sees it (snapshot.ts): a spot instance taken for on demand would cost the world
     // its on-demand price, and under a $ cap its admission would stop jobs the round keeps running.
     const onSpot = inputs.spotInstances?.has(inst.id) === true;
-    const placement =
-      inst.availabilityZone === undefined && inst.placementGroup === undefined
-        ? undefined
-        : {
-            ...(inst.availabilityZone === undefined ? {} : { zone: inst.availabilityZone }),
-            ...(inst.placementGroup === undefined ? {} : { placementGroup: inst.placementGroup }),
-          };
+    const placement = placementOf(inst);
     instances.push({
       id: inst.id,
       typeName: inst.typeName,

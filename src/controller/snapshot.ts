@@ -275,7 +275,8 @@ export function buildSnapshot(input: SnapshotInputs): ClusterSnapshot {
   };
 }
 
-function placementOf(instance: InstanceRecord): InstancePlacement | undefined {
+/** Where an instance is, as plans take it: its zone and cluster placement group, when it has either. */
+export function placementOf(instance: InstanceRecord): InstancePlacement | undefined {
   if (instance.availabilityZone === undefined && instance.placementGroup === undefined) return undefined;
   return {
     ...(instance.availabilityZone === undefined ? {} : { zone: instance.availabilityZone }),
