@@ -15,6 +15,12 @@ export class FleetMeter {
   private accruedCost = 0;
   private accruedTo = 0;
   private costPerHourNow = 0;
+  /**
+   * Traffic across zones, $/hour from the last step on, and what it accrued: a part of the run's bill the cumulative
+   * cost series carries (`costSoFar` stays the instances').
+   */
+  private trafficPerHour = 0;
+  private trafficCost = 0;
   private peak = 0;
   private billed = 0;
   private migrations = 0;
@@ -38,7 +44,13 @@ export class FleetMeter {
   /** Accrue the cost of the billed fleet up to `t`. */
   advanceTo(t: number): void {
     this.accruedCost += perHourToPerSecond(this.costPerHourNow) * (t - this.accruedTo);
+    this.trafficCost += perHourToPerSecond(this.trafficPerHour) * (t - this.accruedTo);
     this.accruedTo = t;
+  }
+
+  /** Traffic across zones costs this much per hour from now until the next call (runs that report the network). */
+  setTrafficPerHour(perHour: number): void {
+    this.trafficPerHour = perHour;
   }
 
   /** Bill an instance of `type` at `pricePerHour` (its market's price). */
@@ -108,7 +120,7 @@ export class FleetMeter {
     this.recorder.record(
       {
         timeSeconds: t,
-        cumulativeCost: this.accruedCost,
+        cumulativeCost: this.accruedCost + this.trafficCost,
         costPerHour: this.costPerHourNow,
         runningInstances: this.billed,
         allocatedGpus: this.allocated[0],

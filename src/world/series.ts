@@ -74,60 +74,6 @@ export class SeriesRecorder {
 }
 
 /**
- * A cost that accrues at a rate that changes only at the engine's steps (traffic across zones), kept as the points where
- * the rate changed so the series can carry it at any sample's time: the cumulative cost then ends at the run's total.
- */
-export class CostAccrual {
-  /** Where the rate changed: the time, the dollars accrued by then, and the rate ($/h) from then on. */
-  private readonly times: number[] = [];
-  private readonly dollars: number[] = [];
-  private readonly rates: number[] = [];
-  private lastAt: number | undefined;
-  private accrued = 0;
-  private rate = 0;
-
-  /** The clock reached `t` ($ accrued at the rate held since the last step), and from now on the rate is `ratePerHour`. */
-  observe(t: number, ratePerHour: number): void {
-    if (this.lastAt !== undefined) this.accrued += (this.rate * (t - this.lastAt)) / 3600;
-    this.lastAt = t;
-    if (this.times.length > 0 && ratePerHour === this.rate) return;
-    if (this.times.at(-1) === t) {
-      this.dollars.pop();
-      this.rates.pop();
-      this.times.pop();
-    }
-    this.times.push(t);
-    this.dollars.push(this.accrued);
-    this.rates.push(ratePerHour);
-    this.rate = ratePerHour;
-  }
-
-  /** Dollars accrued by `t` (0 before the first step). */
-  at(t: number): number {
-    // The last change at or before t (binary search: the times increase).
-    let lo = 0;
-    let hi = this.times.length - 1;
-    if (hi < 0 || t < (this.times[0] as number)) return 0;
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >> 1;
-      if ((this.times[mid] as number) <= t) lo = mid;
-      else hi = mid - 1;
-    }
-    return (
-      (this.dollars[lo] as number) + ((this.rates[lo] as number) * (t - (this.times[lo] as number))) / 3600
-    );
-  }
-
-  /** `series` with these dollars added to its cumulative cost at every sample. */
-  addTo(series: RunSeries): RunSeries {
-    return {
-      ...series,
-      cumulativeCost: series.cumulativeCost.map((c, i) => c + this.at(series.timeSeconds[i] as number)),
-    };
-  }
-}
-
-/**
  * Keep at most `maxPoints` samples for the report: the run is cut into maxPoints/4 equal time buckets and each
  * keeps its first and last sample and the samples with the highest $/h and the most instances, so the peaks
  * the summary reports stay visible. Short series are returned unchanged.

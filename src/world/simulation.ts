@@ -24,7 +24,6 @@ import type { SimWorld } from './world.js';
 import { exportWorld, importWorld } from './world-io.js';
 import { CostLedger } from './cost-ledger.js';
 import { isFullReconfiguration } from '../scheduler/decision-rule.js';
-import { CostAccrual } from './series.js';
 import { RANK_ARRIVAL, RANK_EFFECT, RANK_ROUND, WorldState, type SimEvent } from './world-state.js';
 
 export const DEFAULT_ROUND_SECONDS = 300;
@@ -100,8 +99,8 @@ export class Simulation {
   private readonly commands: CommandIssuer;
   /** Report network metrics (a network was configured or some job declares one). */
   private readonly reportsNetwork: boolean;
-  /** Traffic across zones over time, for the cumulative cost series (runs that report the network). */
-  private readonly crossZone: CostAccrual | undefined;
+  /** Traffic across zones is metered for the cumulative cost series (runs that report the network). */
+  private readonly metersTraffic: boolean;
   /** Latency-sensitive jobs' round trips vary (noise or episodes): ticks re-evaluate them every noise interval. */
   private readonly ticks: boolean;
   private tickPending = false;
@@ -175,7 +174,7 @@ export class Simulation {
     if (fork === undefined) this.state.ledger = new CostLedger();
     this.reportsNetwork =
       options.network !== undefined || this.state.jobs.some((j) => j.spec.network !== undefined);
-    this.crossZone = this.reportsNetwork && fork === undefined ? new CostAccrual() : undefined;
+    this.metersTraffic = this.reportsNetwork && fork === undefined;
     this.ticks =
       network !== undefined &&
       network.varies &&
@@ -325,11 +324,11 @@ export class Simulation {
    * bills a job's traffic while it has throughput).
    */
   private observeCrossZone(): void {
-    if (this.crossZone === undefined) return;
+    if (!this.metersTraffic) return;
     let perHour = 0;
     for (const job of this.state.liveJobs.values())
       if (job.throughput > 0) perHour += job.crossZoneCostPerHour;
-    this.crossZone.observe(this.state.now, perHour);
+    this.state.meter.setTrafficPerHour(perHour);
   }
 
   /** Why a run stopped at its time limit with `unfinished` jobs, as far as the engine can tell. */
@@ -631,11 +630,8 @@ export class Simulation {
     const spot = this.state.spot;
     return {
       summary,
-      // The cumulative cost ends at totalCost: the traffic across zones is part of it too.
-      series:
-        this.crossZone === undefined
-          ? this.state.meter.series(this.maxSeriesPoints)
-          : this.crossZone.addTo(this.state.meter.series(this.maxSeriesPoints)),
+      // The cumulative cost ends at totalCost: the traffic across zones is part of it too (FleetMeter).
+      series: this.state.meter.series(this.maxSeriesPoints),
       utilization: this.state.meter.utilization(),
       costBreakdown: this.state.ledger?.breakdown(),
       jobs,

@@ -3,7 +3,7 @@ import type { NetworkDeclaration } from '../../src/core/network.js';
 import { runSimulation } from '../../src/sim/run-simulation.js';
 import { constantPairwise } from '../../src/world/ground-truth.js';
 import { networkConfigSchema, resolveNetworkConfig } from '../../src/world/network-config.js';
-import { CostAccrual, emptySeries } from '../../src/world/series.js';
+import { FleetMeter } from '../../src/world/fleet-meter.js';
 import { ScriptedScheduler, testCatalog, trace, traceJob, traceTask } from '../sim/sim-fixtures.js';
 
 const memcached: NetworkDeclaration = { sensitivity: 'memcached', pattern: 'star', gibPerHour: 36 };
@@ -67,22 +67,31 @@ describe('the cumulative cost series with traffic across zones', () => {
   });
 });
 
-describe('CostAccrual', () => {
-  it('accrues each step at the rate set at the step before, and reads any time in between', () => {
-    const a = new CostAccrual();
-    a.observe(0, 0);
-    a.observe(100, 36); // $36/h from t = 100
-    a.observe(200, 36);
-    a.observe(300, 0);
-    a.observe(300, 72); // the same step again: its last rate holds
-    a.observe(400, 0);
-    expect(a.at(-5)).toBe(0);
-    expect(a.at(100)).toBe(0);
-    expect(a.at(150)).toBeCloseTo(0.5, 12);
-    expect(a.at(300)).toBeCloseTo(2, 12);
-    expect(a.at(350)).toBeCloseTo(3, 12);
-    expect(a.at(1000)).toBeCloseTo(4, 12);
-    const series = a.addTo({ ...emptySeries(), timeSeconds: [0, 150, 1000], cumulativeCost: [1, 1, 1] });
-    expect(series.cumulativeCost.map((c) => Math.round(c * 1e9) / 1e9)).toEqual([1, 1.5, 5]);
+describe("the fleet meter's traffic across zones", () => {
+  it('accrues each step at the rate set at the step before, into the cumulative cost only', () => {
+    const meter = new FleetMeter();
+    meter.sample(0, true);
+    meter.setTrafficPerHour(0);
+    meter.advanceTo(100);
+    meter.setTrafficPerHour(36); // $36/h from t = 100
+    meter.advanceTo(150);
+    meter.sample(150, true);
+    meter.advanceTo(200);
+    meter.setTrafficPerHour(36);
+    meter.advanceTo(300);
+    meter.sample(300, true);
+    meter.setTrafficPerHour(0);
+    meter.setTrafficPerHour(72); // the same step again: its last rate holds
+    meter.advanceTo(350);
+    meter.sample(350, true);
+    meter.advanceTo(400);
+    meter.setTrafficPerHour(0);
+    meter.advanceTo(1000);
+    meter.sample(1000, true);
+    const series = meter.series(100);
+    expect(series.cumulativeCost.map((c) => Math.round(c * 1e9) / 1e9)).toEqual([0, 0.5, 2, 3, 4]);
+    // The instances' bill and rate are the instances' alone.
+    expect(meter.costSoFar).toBe(0);
+    expect(series.costPerHour.every((r) => r === 0)).toBe(true);
   });
 });
