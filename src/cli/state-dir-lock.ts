@@ -101,6 +101,14 @@ export function lockHolder(stateDir: string, probe: ProcessProbe = procProbe): n
 
 /** The pids of the controllers sharing a state that recorded themselves in the directory and still run. */
 export function sharedControllers(stateDir: string, probe: ProcessProbe = procProbe): number[] {
+  return sharedPidFiles(stateDir).flatMap((path) => {
+    const holder = holderOf(path, probe);
+    return holder === undefined ? [] : [holder];
+  });
+}
+
+/** The paths of the shared controllers' records in the directory (none when it does not exist). */
+function sharedPidFiles(stateDir: string): string[] {
   let names: string[];
   try {
     names = readdirSync(stateDir);
@@ -108,12 +116,7 @@ export function sharedControllers(stateDir: string, probe: ProcessProbe = procPr
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw e;
   }
-  return names
-    .filter((name) => SHARED_PID_FILE.test(name))
-    .flatMap((name) => {
-      const holder = holderOf(join(stateDir, name), probe);
-      return holder === undefined ? [] : [holder];
-    });
+  return names.filter((name) => SHARED_PID_FILE.test(name)).map((name) => join(stateDir, name));
 }
 
 /**
@@ -122,9 +125,8 @@ export function sharedControllers(stateDir: string, probe: ProcessProbe = procPr
  * is also removed when the process exits (a signal's default action or SIGKILL leave it behind: stale, it is ignored).
  */
 export function recordSharedController(stateDir: string, probe: ProcessProbe = procProbe): () => void {
-  for (const name of readdirSync(stateDir)) {
-    const path = join(stateDir, name);
-    const record = SHARED_PID_FILE.test(name) ? readPidFile(path) : undefined;
+  for (const path of sharedPidFiles(stateDir)) {
+    const record = readPidFile(path);
     if (
       record !== undefined &&
       record.pid !== process.pid &&
