@@ -150,14 +150,16 @@ export function placeLabels(
     right: p.x + SYMBOL_SIZE / 2,
     bottom: p.y + SYMBOL_SIZE / 2,
   }));
-  const crowding = (l: LabelToPlace): number =>
-    points.filter((p) => Math.abs(p.x - l.x) < 120 && Math.abs(p.y - l.y) < 60).length;
+  // How many points lie near each label's point, counted once (not in every comparison of the sort).
+  const crowding = labels.map(
+    (l) => points.filter((p) => Math.abs(p.x - l.x) < 120 && Math.abs(p.y - l.y) < 60).length,
+  );
   const order = labels
     .map((_, k) => k)
     .sort((a, b) => {
       const la = labels[a] as LabelToPlace;
       const lb = labels[b] as LabelToPlace;
-      return crowding(lb) - crowding(la) || la.y - lb.y || la.x - lb.x || a - b;
+      return (crowding[b] as number) - (crowding[a] as number) || la.y - lb.y || la.x - lb.x || a - b;
     });
   const placed: (PlacedLabel | undefined)[] = labels.map(() => undefined);
   const taken: Box[] = [];
