@@ -201,7 +201,6 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
           jobs.filter((j) => waitsForAdmission(j, queued)).map((j) => j.spec),
           options.catalog,
           options.admission.caps,
-          options.admission.admitBy,
           options.admission.config,
           options.admission.spot,
         ).map((n) => [n.jobId, n]),

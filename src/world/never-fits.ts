@@ -61,7 +61,7 @@ const NAMED_JOBS = 3;
 
 /**
  * The jobs of `jobs` that can never be admitted under `caps` and the classes of `config` (their `maxShare`), each
- * sized alone as admission sizes it (its standalone footprint, whatever `admitBy`), at spot prices where the run buys
+ * sized alone as admission sizes it (its standalone footprint, under either `admitBy`), at spot prices where the run buys
  * spot (`spot`, AdmissionSettings.spot) and the job may go on spot. A job no instance type can host is left to the
  * trace's own checks.
  */
@@ -69,7 +69,6 @@ export function neverAdmittedJobs(
   jobs: readonly JobDemands[],
   catalog: Catalog,
   caps: QueueCaps,
-  _admitBy: AdmitBy,
   config?: WfqConfig,
   spot = false,
 ): NeverAdmittedJob[] {
@@ -221,7 +220,7 @@ export function checkEveryJobAdmissible(
   config?: WfqConfig,
   spot = false,
 ): void {
-  const never = neverAdmittedJobs(trace.jobs, catalog, caps, admitBy, config, spot);
+  const never = neverAdmittedJobs(trace.jobs, catalog, caps, config, spot);
   if (never.length === 0) return;
   const problems = problemsOf(never, trace.jobs.length, caps, admitBy);
   const only = problems.length === 1 ? problems[0] : undefined;

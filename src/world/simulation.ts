@@ -338,7 +338,6 @@ export class Simulation {
       this.state.jobs.filter((j) => j.status !== 'finished').map((j) => j.spec),
       this.catalog,
       caps,
-      admitBy,
       config,
       spot,
     );

@@ -27,7 +27,7 @@ const job = (id: string, demands: readonly FamilyDemand[], spot?: SpotPreference
   ...(spot === undefined ? {} : { spot }),
 });
 const never = (jobs: Parameters<typeof neverAdmittedJobs>[0], spot: boolean): string[] =>
-  neverAdmittedJobs(jobs, catalog, { maxCostPerHour: 5 }, 'plan-cost', undefined, spot).map((n) => n.jobId);
+  neverAdmittedJobs(jobs, catalog, { maxCostPerHour: 5 }, undefined, spot).map((n) => n.jobId);
 
 describe('jobs the caps can never admit, judged alone', () => {
   it('refuses up front, under plan-cost admission, a gang whose tasks fit the $ cap one by one but not together', () => {
@@ -82,7 +82,6 @@ describe('jobs the caps can never admit, judged alone', () => {
       ],
       catalog,
       { maxCostPerHour: 5 },
-      'plan-cost',
       undefined,
       true,
     );
