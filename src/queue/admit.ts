@@ -163,6 +163,8 @@ export function admit(input: AdmissionInput): AdmissionResult {
   const holdLimit = config.classes.map((c, k) =>
     input.onPaidRoom === true && c.maxShare === undefined ? Infinity : (ceiling[k] as number),
   );
+  // A class with no ceiling of its own is held at 1 by the caps alone: a head over it is one the caps hold back.
+  const capsAreCeiling = config.classes.map((c) => c.maxShare === undefined && input.onPaidRoom !== true);
   const fitsCeiling = (e: Entry<QueuedJob>): boolean =>
     e.fitShare <= (ceiling[idx.get(e.classId) as number] as number) + EPS;
   const demand = [...used];
@@ -207,6 +209,8 @@ export function admit(input: AdmissionInput): AdmissionResult {
     }
   });
   // 3. work-conserving pass
+  const overHoldLimit = (k: number, e: Entry<QueuedJob>): boolean =>
+    (used[k] as number) + e.share > (holdLimit[k] as number) + EPS;
   const passedOver = new Set<number>();
   let reserved: ReadonlySet<string> | undefined; // the caps the reservation's head waits on
   for (;;) {
@@ -216,13 +220,19 @@ export function admit(input: AdmissionInput): AdmissionResult {
       if (e === undefined || passedOver.has(k)) return;
       // Behind a reservation, only what leaves the reserved caps alone (a CPU job while a GPU quota is awaited).
       if (reserved !== undefined && capsUsed(e.job.footprint, caps).some((c) => reserved?.has(c))) return;
-      if ((used[k] as number) + e.share > (holdLimit[k] as number) + EPS) return;
       const deficit = (fluid[k] as number) - (used[k] as number);
+      // Over its ceiling a head is never taken, but one only the caps hold back (it would fit them alone) still
+      // reserves below its share: else the room a preemption freed for it goes to the preempted class again, whose
+      // job the next round preempts again (plan-cost sizing moves with the fleet, so such a head can be over 1 at one
+      // round and short of its guarantee at the next).
+      const mayReserve =
+        capsAreCeiling[k] === true && reserved === undefined && deficit > EPS && e.share <= 1 + EPS;
+      if (overHoldLimit(k, e) && !mayReserve) return;
       if (best < 0 || deficit > (fluid[best] as number) - (used[best] as number) + EPS) best = k;
     });
     if (best < 0) break;
     const e = head(best) as Entry<QueuedJob>;
-    if (fitsNow(e)) take(best);
+    if (fitsNow(e) && !overHoldLimit(best, e)) take(best);
     else {
       if (reserved === undefined && (fluid[best] as number) - (used[best] as number) > EPS)
         reserved = new Set(capViolations(addUsage(usage, e.job.footprint, caps), caps));

@@ -293,6 +293,50 @@ describe('admission under caps', () => {
     expect(twoFree.admitted).toEqual(['L']);
   });
 
+  it('a head over the whole capacity beside its class, held back by the caps alone, still reserves the room', () => {
+    // Small holds 4 of 8 instances and its head needs 5: with no maxShare of its own, only the caps stop it. Plan-cost
+    // sizing moves with the fleet, so such a head is short of its guarantee a round later and preempts the large
+    // class; had the free room gone to the large class's next job meanwhile, that job would be the one preempted.
+    const config = parseWfqConfig({
+      classes: [
+        { id: 'small', weight: 0.85, maxSizeSeconds: 100, ordering: 'fifo' },
+        { id: 'large', weight: 0.15, ordering: 'fifo' },
+      ],
+    });
+    const running = [
+      ...Array.from({ length: 4 }, (_, i) => run(qj(`s${i}`, i, 10, 1), i)),
+      run(qj('L0', 0, 1000, 1), 0),
+    ];
+    const r = admit({
+      nowSeconds: 100,
+      caps,
+      config,
+      running,
+      waiting: [qj('S-big', 10, 50, 5), qj('L1', 20, 1000, 1)],
+    });
+    expect(r.admitted).toEqual([]);
+    expect(r.queued.map((q) => [q.jobId, q.reason])).toEqual([
+      ['S-big', 'class-share'],
+      ['L1', 'class-share'],
+    ]);
+    // With a ceiling of its own (maxShare), a head over it reserves nothing: the large job takes the free room.
+    const ceiling = parseWfqConfig({
+      classes: [
+        { id: 'small', weight: 0.85, maxSizeSeconds: 100, maxShare: 1, ordering: 'fifo' },
+        { id: 'large', weight: 0.15, ordering: 'fifo' },
+      ],
+    });
+    expect(
+      admit({
+        nowSeconds: 100,
+        caps,
+        config: ceiling,
+        running,
+        waiting: [qj('S-big', 10, 50, 5), qj('L1', 20, 1000, 1)],
+      }).admitted,
+    ).toEqual(['L1']);
+  });
+
   it('behind a reservation, a job that uses none of the caps the head waits on is still admitted', () => {
     // The large class waits on the GPU quota; a CPU job of the small class leaves it alone.
     const quotaCaps: QueueCaps = {
