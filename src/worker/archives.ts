@@ -1,6 +1,18 @@
 import { createHash } from 'node:crypto';
-import { constants, createReadStream, createWriteStream } from 'node:fs';
-import { chmod, link, lstat, mkdir, open, readdir, readlink, symlink, utimes } from 'node:fs/promises';
+import { constants, createReadStream, createWriteStream, type Stats } from 'node:fs';
+import {
+  chmod,
+  link,
+  lstat,
+  mkdir,
+  open,
+  readdir,
+  readlink,
+  realpath,
+  symlink,
+  utimes,
+  type FileHandle,
+} from 'node:fs/promises';
 import { isAbsolute, join, posix } from 'node:path';
 import { pipeline as pipe, Readable, Transform } from 'node:stream';
 import { createGunzip } from 'node:zlib';
@@ -76,16 +88,55 @@ export class UnsafeArchiveEntry extends Error {
 }
 
 /**
+ * Open the checkpoint file `path` under `realDir` (symlinks resolved) for reading, refusing anything but the regular
+ * file lstat listed (`listed`): O_NOFOLLOW keeps a link swapped in for the file from being followed, O_NONBLOCK keeps a
+ * FIFO swapped in from blocking the open, and the descriptor must be a regular file with the listed device, inode and
+ * size. O_NOFOLLOW covers the last component only, and lstat itself follows a directory above the file that became a
+ * link, so on Linux the descriptor's own path (/proc/self/fd) must also be the one under the directory.
+ */
+async function openListedFile(realDir: string, path: string, listed: Stats): Promise<FileHandle> {
+  const full = join(realDir, path);
+  const changed = (how: string): UnsafeArchiveEntry =>
+    new UnsafeArchiveEntry(path, `changed after it was listed (${how}): not packed`);
+  let file: FileHandle;
+  try {
+    file = await open(full, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ELOOP') throw changed('now a symlink');
+    throw e;
+  }
+  try {
+    const opened = await file.stat();
+    if (!opened.isFile()) throw changed('no longer a regular file');
+    if (opened.dev !== listed.dev || opened.ino !== listed.ino) throw changed('now a different file');
+    if (opened.size !== listed.size)
+      throw changed(`its size went from ${listed.size} to ${opened.size} bytes`);
+    if (process.platform === 'linux') {
+      const where = await readlink(`/proc/self/fd/${file.fd}`);
+      if (where !== full) throw changed(`opened ${where}, outside the checkpoint directory`);
+    }
+    return file;
+  } catch (e) {
+    await file.close();
+    throw e;
+  }
+}
+
+/**
  * Stream `dir`'s `files` as a tar. Regular files keep their mode and mtime; symlinks are stored as links (never
  * followed) and must stay inside the directory, or the checkpoint could not be restored; other kinds (FIFOs,
  * sockets) hold no state and are left out. `files` are '/'-separated paths relative to `dir`. Returns the stream
  * and the files it will contain.
+ *
+ * The task owns `dir` and runs while it is packed, and the worker reads as root: each file is read through a
+ * descriptor proven to be the very file listed (openListedFile), never by its path again, so swapping a file or a
+ * directory above it for a link to a host file cannot put the host file in the checkpoint.
  */
 export async function packCheckpoint(
   dir: string,
   files: readonly string[],
 ): Promise<{ readonly tar: Readable; readonly files: string[] }> {
-  const entries: { readonly path: string; readonly header: Header }[] = [];
+  const entries: { readonly path: string; readonly header: Header; readonly listed: Stats }[] = [];
   for (const path of files) {
     const info = await lstat(join(dir, path));
     const base = {
@@ -100,7 +151,7 @@ export async function packCheckpoint(
       devminor: 0,
     };
     if (info.isFile())
-      entries.push({ path, header: { ...base, type: 'file', size: info.size, linkname: '' } });
+      entries.push({ path, listed: info, header: { ...base, type: 'file', size: info.size, linkname: '' } });
     else if (info.isSymbolicLink()) {
       const target = await readlink(join(dir, path));
       if (linkEscapes(path, target))
@@ -108,7 +159,7 @@ export async function packCheckpoint(
           path,
           `is a symlink to ${target}, outside the checkpoint directory (only relative links within it restore)`,
         );
-      entries.push({ path, header: { ...base, type: 'symlink', size: 0, linkname: target } });
+      entries.push({ path, listed: info, header: { ...base, type: 'symlink', size: 0, linkname: target } });
     }
   }
   const links = new Map(
@@ -122,14 +173,19 @@ export async function packCheckpoint(
     );
   const tar = tarPack();
   const write = async (): Promise<void> => {
-    for (const { path, header } of entries) {
+    const realDir = await realpath(dir);
+    for (const { path, header, listed } of entries) {
       if (header.type !== 'file') {
         await new Promise<void>((resolve, reject) => tar.entry(header, (e) => (e ? reject(e) : resolve())));
         continue;
       }
-      // tar-stream fails the entry if the file's size changed since lstat (the task must not write meanwhile).
-      const sink = tar.entry(header);
-      await pipeline(createReadStream(join(dir, path)), sink);
+      const file = await openListedFile(realDir, path, listed);
+      try {
+        // tar-stream fails the entry if the file's size changes while it streams (the task must not write meanwhile).
+        await pipeline(file.createReadStream({ autoClose: false }), tar.entry(header));
+      } finally {
+        await file.close();
+      }
     }
     tar.finalize();
   };
@@ -291,6 +347,11 @@ async function extractInto(
 
   /** The symlinks extracted (path → target), checked together once all are known (!linksMayLeave). */
   const links = new Map<string, string>();
+  /**
+   * The archive's directories and their modes, applied once everything is in them: created owner-writable, so a
+   * read-only directory (0555, as Go's module cache makes them) still takes its files when the worker is not root.
+   */
+  const directoryModes = new Map<string, number>();
 
   const extract = tarExtract();
   source.once('error', (e) => extract.destroy(e));
@@ -309,10 +370,11 @@ async function extractInto(
           await drain(entry);
           await ensureParents(name, true);
           const info = await lstat(target).catch(() => undefined);
-          if (info === undefined) await mkdir(target, { mode: header.mode & 0o777 });
+          if (info === undefined) await mkdir(target, { mode: 0o700 });
           else if (!info.isDirectory())
             throw new UnsafeArchiveEntry(name, 'replaces a file with a directory');
           directories.add(name);
+          directoryModes.set(name, header.mode & 0o777);
           break;
         }
         case 'file':
@@ -362,6 +424,9 @@ async function extractInto(
         out[0],
         `is a symlink to ${out[1]}, which leads outside the directory through the archive's other links`,
       );
+    // Deepest first: a directory whose mode denies search (no x) would keep its subdirectories from being reached.
+    const byDepth = [...directoryModes].sort((a, b) => b[0].split('/').length - a[0].split('/').length);
+    for (const [name, mode] of byDepth) await chmod(join(dir, name), mode);
   } finally {
     source.destroy();
   }

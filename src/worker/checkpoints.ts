@@ -24,7 +24,9 @@ import { listFiles } from './image-cache.js';
  * (sha256 and size of the tar, its file list, creation time, seq, whether the task marked it). The manifest is
  * written LAST: a sequence number without a manifest is a partial upload (a worker died mid-way) and is never
  * restored. Restoring takes the newest checkpoint whose tar matches its manifest's sha256 and size, skipping corrupt or
- * partial ones for the previous good one.
+ * partial ones for the previous good one. This worker's own disk failing (full, read-only, I/O errors) is not a
+ * checkpoint being bad: it fails the restore (RestoreDiskError), since starting from an older state would lose work
+ * and later uploads of it would prune the good checkpoint.
  *
  * The task contract (FLEETWISE_CHECKPOINT_DIR):
  * - The task writes its state files into the directory, then creates an empty `COMPLETE` file. The worker uploads the
@@ -213,6 +215,27 @@ async function usesMarkers(
   return false;
 }
 
+/**
+ * Restoring failed on this worker's own disk (writing the downloaded tar, emptying the directory, extracting into it:
+ * ENOSPC, EACCES, EROFS, EIO…). The checkpoint may be good: no older one is tried.
+ */
+export class RestoreDiskError extends Error {
+  constructor(ref: CheckpointRef, seq: number, cause: unknown) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    super(
+      `restoring checkpoint ${seq} of ${ref.taskId}: this worker's disk failed (${reason}); ` +
+        'not falling back to an older checkpoint, which would lose the work since',
+      { cause },
+    );
+    this.name = 'RestoreDiskError';
+  }
+}
+
+/** A failed system call (what Node's fs reports with `syscall`), as opposed to an archive's content being refused. */
+function isSystemError(e: unknown): boolean {
+  return e instanceof Error && typeof (e as NodeJS.ErrnoException).syscall === 'string';
+}
+
 async function emptyDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true });
   for (const name of await readdir(dir)) await rm(join(dir, name), { recursive: true, force: true });
@@ -220,9 +243,11 @@ async function emptyDir(dir: string): Promise<void> {
 
 /**
  * Download the newest checkpoint whose tar matches its manifest and extract it into `dir` (emptied first). The tar
- * is verified (sha256, size) in a temp file next to `dir` before anything is extracted. The store failing is not a
- * checkpoint being bad: it fails the restore (ObjectStoreError, for the caller to try again) instead of passing over
- * a good checkpoint for an older one, or for none.
+ * is verified (sha256, size) in a temp file next to `dir` before anything is extracted. Only the checkpoint's content
+ * passes it over for an older one (partial, bad manifest, sha256 or size mismatch, an unsafe entry, a tar that does
+ * not parse). The store failing fails the restore (ObjectStoreError, for the caller to try again), and so does this
+ * worker's disk failing (RestoreDiskError, `dir` emptied to give the space back), instead of passing over a good
+ * checkpoint for an older one, or for none.
  */
 export async function restoreLatestCheckpoint(
   store: ObjectStore,
@@ -259,8 +284,9 @@ export async function restoreLatestCheckpoint(
           done(null, chunk);
         },
       });
-      await pipeline(body, counter, createWriteStream(temp)).catch((e: Error) => {
-        throw isObjectStoreError(e) ? e : new Error(`download: ${e.message}`);
+      // The store relays its body's failures as its own, so anything else failed writing the temp file here.
+      await pipeline(body, counter, createWriteStream(temp)).catch((e: unknown) => {
+        throw isObjectStoreError(e) ? e : new RestoreDiskError(ref, seq, e);
       });
       const sha256 = hash.digest('hex');
       if (size !== manifest.sizeBytes || sha256 !== manifest.sha256) {
@@ -270,11 +296,20 @@ export async function restoreLatestCheckpoint(
         });
         continue;
       }
-      await emptyDir(dir);
-      await extractCheckpoint(temp, dir);
+      try {
+        await emptyDir(dir);
+        await extractCheckpoint(temp, dir);
+      } catch (e) {
+        // A failed system call is the disk's doing; the archive's faults come as UnsafeArchiveEntry or tar errors.
+        throw isSystemError(e) ? new RestoreDiskError(ref, seq, e) : e;
+      }
       return { manifest, skipped, durationMs: Date.now() - started };
     } catch (e) {
       if (isObjectStoreError(e)) throw e;
+      if (e instanceof RestoreDiskError) {
+        await emptyDir(dir).catch(() => undefined);
+        throw e;
+      }
       skipped.push({ seq, reason: `unreadable: ${(e as Error).message}` });
     } finally {
       await unlink(temp).catch(() => undefined);

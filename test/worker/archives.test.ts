@@ -1,11 +1,15 @@
 import { execFileSync } from 'node:child_process';
 import {
+  chmodSync,
+  chownSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
+  readFileSync,
   readlinkSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
@@ -21,7 +25,7 @@ import {
   DEFAULT_CONTEXT_LIMITS,
   type ContextLimits,
 } from '../../src/protocol/context-limits.js';
-import { extractBuildContext } from '../../src/worker/archives.js';
+import { extractBuildContext, extractCheckpoint } from '../../src/worker/archives.js';
 import { hashBuildContext, listFiles } from '../../src/worker/image-cache.js';
 import { craftTar, gzipBomb } from '../helpers/tar.js';
 
@@ -143,5 +147,64 @@ describe('extractBuildContext', () => {
     mkdirSync(ok);
     await extract(archive, ok, true, DEFAULT_CONTEXT_LIMITS, sha256);
     expect(readdirSync(ok)).toEqual(['Dockerfile']);
+  });
+});
+
+/** The unprivileged user (nobody) a worker that is not root stands for. */
+const NOBODY = 65534;
+
+/**
+ * Run `step` with the effective user and group switched to nobody (tests run as root; root writes through any mode,
+ * so only another user meets a read-only directory), switching back whatever it does.
+ */
+async function asNobody<T>(step: () => Promise<T>): Promise<T> {
+  const { seteuid, setegid } = process;
+  if (seteuid === undefined || setegid === undefined || process.geteuid?.() !== 0)
+    throw new Error('switching to an unprivileged user needs a POSIX system and root');
+  setegid(NOBODY);
+  seteuid(NOBODY);
+  try {
+    return await step();
+  } finally {
+    seteuid(0);
+    setegid(0);
+  }
+}
+
+describe('directory modes', () => {
+  it('a worker that is not root extracts into read-only directories, each ending with its archive mode', async () => {
+    const tar = await craftTar([
+      { name: 'vendor', type: 'directory', mode: 0o555 },
+      { name: 'vendor/lib.go', content: 'package lib\n', mode: 0o444 },
+      // No search permission: its subdirectory's mode must be applied before its own.
+      { name: 'sealed', type: 'directory', mode: 0o444 },
+      { name: 'sealed/inner', type: 'directory', mode: 0o555 },
+      { name: 'sealed/inner/state', content: 'epoch 3\n', mode: 0o644 },
+      { name: 'shared', type: 'directory', mode: 0o775 },
+    ]);
+    // Readable and searchable by nobody, who owns the directories extracted into.
+    chmodSync(tmp, 0o755);
+    const archive = join(tmp, 'data.tar');
+    writeFileSync(archive, tar);
+    const context = join(tmp, 'context');
+    const checkpoint = join(tmp, 'checkpoint');
+    for (const dir of [context, checkpoint]) {
+      mkdirSync(dir);
+      chownSync(dir, NOBODY, NOBODY);
+    }
+    await asNobody(async () => {
+      await extract(tar, context, false);
+      await extractCheckpoint(archive, checkpoint);
+    });
+    for (const dir of [context, checkpoint]) {
+      const mode = (name: string): number => statSync(join(dir, name)).mode & 0o777;
+      expect([mode('vendor'), mode('sealed'), mode('sealed/inner'), mode('shared')]).toEqual([
+        0o555, 0o444, 0o555, 0o775,
+      ]);
+      expect([mode('vendor/lib.go'), mode('sealed/inner/state')]).toEqual([0o444, 0o644]);
+      expect(readFileSync(join(dir, 'vendor', 'lib.go'), 'utf8')).toBe('package lib\n');
+      expect(readFileSync(join(dir, 'sealed', 'inner', 'state'), 'utf8')).toBe('epoch 3\n');
+      expect(statSync(join(dir, 'sealed', 'inner', 'state')).uid).toBe(NOBODY);
+    }
   });
 });
