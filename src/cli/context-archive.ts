@@ -1,5 +1,6 @@
+import type { Dirent } from 'node:fs';
 import { lstat, readdir, readFile, readlink } from 'node:fs/promises';
-import { join, posix, relative, sep } from 'node:path';
+import { isAbsolute, join, posix, relative, sep } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import dockerignore from '@balena/dockerignore';
 import { pack as tarPack, type Header } from 'tar-stream';
@@ -128,11 +129,26 @@ export async function packContext(
  * Docker's default when undefined): checked before a job is submitted (or dry-run), so a typo or a misplaced file is
  * an error then rather than a failed build on a launched worker. The file must be in the archive as packed: every
  * directory on its path a real one (symlinks are packed as links, never followed), its name matching exactly (also on
- * a case-insensitive disk). The Dockerfile is always packed, whatever `.dockerignore` says.
+ * a case-insensitive disk). The Dockerfile is always packed, whatever `.dockerignore` says. A Dockerfile that is a
+ * symlink must lead to a file packed in the context: the worker's build reads the link inside the unpacked archive,
+ * where a target outside the context, or one `.dockerignore` leaves out, does not exist.
  */
 export async function checkDockerfile(directory: string, dockerfile?: string): Promise<void> {
   const candidates = dockerfile === undefined ? DEFAULT_DOCKERFILES : [plainEntryName(dockerfile)];
-  for (const path of candidates) if (await isPackedFile(directory, path)) return;
+  let refused: string | undefined;
+  for (const path of candidates) {
+    const found = await packedDockerfile(directory, path, dockerfile);
+    if (found === true) return;
+    if (refused === undefined && found !== false) {
+      const named = dockerfile ?? path;
+      refused = `Dockerfile ${named} in build context ${directory} is a symlink to ${found.target}, ${found.reason}`;
+    }
+  }
+  if (refused !== undefined)
+    throw new MissingDockerfileError(
+      `${refused}; a build sees only what is packed in the context ` +
+        '(copy the file in, or build from a directory holding both)',
+    );
   const where = dockerfile === undefined ? '' : posix.dirname(plainEntryName(dockerfile));
   const names = await readdir(join(directory, where === '.' ? '' : where)).catch(() => []);
   const lookalikes = names
@@ -149,21 +165,83 @@ export async function checkDockerfile(directory: string, dockerfile?: string): P
   );
 }
 
-/** Whether `path` ('/'-separated, relative) is a file or symlink that packContext packs under that name. */
-async function isPackedFile(directory: string, path: string): Promise<boolean> {
+/** Links one path lookup may follow on Linux (MAXSYMLINKS): a longer chain fails (ELOOP) and leads nowhere. */
+const MAX_LINK_HOPS = 40;
+
+/** The entry named `name` in `dir`, matched exactly (a case-insensitive disk would match other cases too). */
+async function entryOf(dir: string, name: string): Promise<Dirent | undefined> {
+  return (await readdir(dir, { withFileTypes: true }).catch(() => [])).find((e) => e.name === name);
+}
+
+/**
+ * Whether `path` ('/'-separated, relative) is packed by packContext under that name as a file the build can read:
+ * true for a file, or a symlink leading to a packed file inside the context; false when nothing is packed there; for a
+ * symlink leading anywhere else, its target and why it fails.
+ */
+async function packedDockerfile(
+  directory: string,
+  path: string,
+  dockerfile: string | undefined,
+): Promise<boolean | { readonly target: string; readonly reason: string }> {
   if (path === '' || unsafeEntryNameReason(path) !== undefined) return false;
   const segments = path.split('/');
-  let dir = directory;
-  for (const [i, segment] of segments.entries()) {
-    const entry = (await readdir(dir, { withFileTypes: true }).catch(() => [])).find(
-      (e) => e.name === segment,
-    );
-    if (entry === undefined) return false;
-    if (i === segments.length - 1) return entry.isFile() || entry.isSymbolicLink();
-    if (!entry.isDirectory()) return false;
-    dir = join(dir, segment);
+  const name = segments.pop() ?? '';
+  const parent = join(directory, ...segments);
+  for (const [i, segment] of segments.entries())
+    if ((await entryOf(join(directory, ...segments.slice(0, i)), segment))?.isDirectory() !== true)
+      return false;
+  const entry = await entryOf(parent, name);
+  if (entry === undefined) return false;
+  if (entry.isFile()) return true;
+  if (!entry.isSymbolicLink()) return false;
+  const target = await readlink(join(parent, name));
+  const reason = await linkProblem(directory, path, target, await DockerIgnore.load(directory, dockerfile));
+  return reason === undefined ? true : { target, reason };
+}
+
+/**
+ * Why the symlink at `entry` (relative to `directory`) to `target` does not lead to a file packed in the context, or
+ * undefined when it does. Links are followed as the kernel would, each `..` climbing from where the lookup has got
+ * to; a target that is absolute, or climbs above the context, leads out (the worker's archive rule, linkLeadsOut).
+ */
+async function linkProblem(
+  directory: string,
+  entry: string,
+  target: string,
+  ignore: DockerIgnore,
+): Promise<string | undefined> {
+  if (target === '' || posix.isAbsolute(target) || isAbsolute(target))
+    return 'which leads outside the context';
+  const where = posix.dirname(entry) === '.' ? [] : posix.dirname(entry).split('/');
+  // Segments still to walk, the next one last.
+  const pending = target.split('/').reverse();
+  let hops = 1;
+  for (let segment = pending.pop(); segment !== undefined; segment = pending.pop()) {
+    if (segment === '' || segment === '.') continue;
+    if (segment === '..') {
+      if (where.length === 0) return 'which leads outside the context';
+      where.pop();
+      continue;
+    }
+    const found = await entryOf(join(directory, ...where), segment);
+    const path = [...where, segment].join('/');
+    if (found === undefined) return `which is not in the context (nothing at ${path})`;
+    // A directory is not checked: a `!pattern` may pack a file below one `.dockerignore` leaves out.
+    const left = `which .dockerignore leaves out of the context (${path})`;
+    if (found.isSymbolicLink()) {
+      if (ignore.ignores(path)) return left;
+      if (++hops > MAX_LINK_HOPS) return 'which does not resolve (a loop of links)';
+      const next = await readlink(join(directory, ...where, segment));
+      if (next === '' || posix.isAbsolute(next) || isAbsolute(next))
+        return `which leads outside the context (through ${path})`;
+      pending.push(...next.split('/').reverse());
+    } else if (found.isDirectory()) where.push(segment);
+    else if (pending.some((s) => s !== '' && s !== '.'))
+      return `which is not in the context (${path} is not a directory)`;
+    else if (!found.isFile()) return `which is not a file (${path})`;
+    else return ignore.ignores(path) ? left : undefined;
   }
-  return false;
+  return `which is not a file (${where.length === 0 ? 'the context itself' : where.join('/')})`;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { DEFAULT_CONTEXT_LIMITS, type ContextLimits } from '../protocol/context-limits.js';
@@ -13,6 +13,8 @@ import type { TaskLaunch } from './executor.js';
  * Nothing else is a build context here: a path on this host named in a job spec is refused, or any user who can
  * submit a job could make a worker hash and run a task in any directory of the host.
  * `store` is asked for only when an archive must be fetched (the agent may not be registered otherwise).
+ * The unpacked context stays until every task it was handed to has been built from it (releaseBuildContext): an
+ * image holds it then, and a task run as a process, which runs inside it, never releases it.
  */
 export async function fetchBuildContext(
   build: {
@@ -32,31 +34,91 @@ export async function fetchBuildContext(
   const { key, sha256: hash, encoding } = uploaded;
   const contexts = join(workDir, 'contexts');
   const target = join(contexts, hash);
+  // Held from the start, so that no removal begins while this call looks for the context or unpacks it.
+  holders.set(target, (holders.get(target) ?? 0) + 1);
   try {
-    await readFile(completeMarker(target));
-  } catch {
-    // Tasks of one job (or jobs sharing a context) start together: the first call extracts, the others wait for it.
-    let pending = extracting.get(target);
-    if (pending === undefined) {
-      pending = extract(target, () => store().get(key), {
-        gzip: encoding === 'gzip',
-        sha256: hash,
-        limits: build.limits ?? DEFAULT_CONTEXT_LIMITS,
-      }).finally(() => extracting.delete(target));
-      extracting.set(target, pending);
+    await removing.get(target);
+    try {
+      await readFile(completeMarker(target));
+    } catch {
+      // Tasks of one job (or jobs sharing a context) start together: the first call extracts, the others wait for it.
+      let pending = extracting.get(target);
+      if (pending === undefined) {
+        pending = extract(target, () => store().get(key), {
+          gzip: encoding === 'gzip',
+          sha256: hash,
+          limits: build.limits ?? DEFAULT_CONTEXT_LIMITS,
+        }).finally(() => extracting.delete(target));
+        extracting.set(target, pending);
+      }
+      await pending;
     }
-    await pending;
+  } catch (e) {
+    letGo(target);
+    throw e;
   }
-  return { contextDir: target, dockerfile: build.dockerfile, contentHash: hash };
+  const handout = { contextDir: target, dockerfile: build.dockerfile, contentHash: hash };
+  handouts.set(handout, target);
+  return handout;
+}
+
+/**
+ * The task given `build` (what fetchBuildContext returned) needs its unpacked context no more: its image is built, or
+ * its build failed (a retry fetches the context again). Once no task holds the context it is removed, its marker
+ * first, so that a worker killed midway leaves a context that is extracted again, never one marked complete but
+ * half gone. Anything else (a directory fetchBuildContext did not hand out, a release already made) is left alone.
+ */
+export async function releaseBuildContext(build: object): Promise<void> {
+  const target = handouts.get(build);
+  if (target === undefined) return;
+  handouts.delete(build);
+  if (!letGo(target)) return;
+  const removal = remove(target).finally(() => {
+    if (removing.get(target) === removal) removing.delete(target);
+  });
+  removing.set(target, removal);
+  await removal;
+}
+
+/** Contexts handed out and not yet released, each by the object handed out: a task's launch carries that object. */
+const handouts = new WeakMap<object, string>();
+/** Per context directory, the calls under way and the handouts not yet released. */
+const holders = new Map<string, number>();
+/** Removals under way, by context directory: a fetch of the same context waits for its removal before it looks. */
+const removing = new Map<string, Promise<void>>();
+
+/** One holder of `target` fewer; whether none is left. */
+function letGo(target: string): boolean {
+  const left = (holders.get(target) ?? 1) - 1;
+  if (left > 0) holders.set(target, left);
+  else holders.delete(target);
+  return left <= 0;
+}
+
+/**
+ * Never fails the build that released it: a marker that stays leaves a whole context (used again, or removed after
+ * the next build from it), a directory that stays without its marker is replaced by the next extraction or swept.
+ */
+async function remove(target: string): Promise<void> {
+  try {
+    await rm(completeMarker(target), { force: true });
+    await removeTree(target);
+  } catch {
+    // As above: nothing is left that a later fetch would take for a whole context.
+  }
 }
 
 /** Extractions under way in this process, by target directory; a failed one is forgotten, so the next call retries. */
 const extracting = new Map<string, Promise<void>>();
-/** Context directories already swept of what a killed worker left there, in this process. */
-const swept = new Set<string>();
+/** Sweeps of what a killed worker left, by contexts directory: one per process, which every extraction waits for. */
+const sweeps = new Map<string, Promise<void>>();
 
 /** A temporary extraction directory of `target` (mkdtemp adds six characters). */
 const TEMP_MARK = '.tmp-';
+/** What completeMarker adds to a context's directory. */
+const COMPLETE = '.complete';
+/** A context directory's name: the sha256 of its archive. */
+const HASH = /^[0-9a-f]{64}$/;
 
 /**
  * The file saying `target` was extracted whole: beside it, never inside it. Inside, the archive decides what is at
@@ -64,24 +126,32 @@ const TEMP_MARK = '.tmp-';
  * worker, root on EC2, truncate whatever it points to when writing the marker).
  */
 function completeMarker(target: string): string {
-  return `${target}.complete`;
+  return `${target}${COMPLETE}`;
 }
 
 /**
- * Remove the temporary directories a worker killed mid-extraction left in `contexts`, once per process: each is
- * unique (mkdtemp), so no later extraction would ever reuse or remove it. Other extractions under way in this process
- * are left alone; `starting`'s own temporary directory does not exist yet.
+ * Remove what a killed worker left in `contexts`, once per process and before this process extracts anything there:
+ * the temporary directories of extractions (each is unique, mkdtemp, so no later extraction would ever reuse or remove
+ * it), and contexts without their marker (a removal or an extraction cut short: no task was handed one, and nothing
+ * else would remove it unless the same context came again). A removal under way in this process is left to finish.
+ * Best effort: what cannot be removed stays, and extractions go on.
  */
-async function sweepLeftovers(contexts: string, starting: string): Promise<void> {
-  if (swept.has(contexts)) return;
-  swept.add(contexts);
-  for (const name of await readdir(contexts).catch(() => [])) {
-    const mark = name.indexOf(TEMP_MARK);
-    if (mark <= 0) continue;
-    const of = join(contexts, name.slice(0, mark));
-    if (of === starting || !extracting.has(of))
-      await rm(join(contexts, name), { recursive: true, force: true });
+function sweepLeftovers(contexts: string): Promise<void> {
+  let sweep = sweeps.get(contexts);
+  if (sweep === undefined) {
+    sweep = (async (): Promise<void> => {
+      const names = await readdir(contexts);
+      for (const name of names) {
+        const mark = name.indexOf(TEMP_MARK);
+        const leftover =
+          mark > 0 ||
+          (HASH.test(name) && !names.includes(`${name}${COMPLETE}`) && !removing.has(join(contexts, name)));
+        if (leftover) await removeTree(join(contexts, name));
+      }
+    })().catch(() => undefined);
+    sweeps.set(contexts, sweep);
   }
+  return sweep;
 }
 
 /**
@@ -95,17 +165,40 @@ async function extract(
   options: { readonly gzip: boolean; readonly sha256: string; readonly limits: ContextLimits },
 ): Promise<void> {
   await mkdir(dirname(target), { recursive: true });
-  await sweepLeftovers(dirname(target), target);
+  await sweepLeftovers(dirname(target));
   const temp = await mkdtemp(`${target}${TEMP_MARK}`);
   try {
     await extractBuildContext(await open(), temp, options);
     // The marker goes last: a worker killed anywhere before it leaves a context that is extracted again.
     await rm(completeMarker(target), { force: true });
-    await rm(target, { recursive: true, force: true });
+    await removeTree(target);
     await rename(temp, target);
     await writeFile(completeMarker(target), '', { flag: 'wx' });
   } catch (e) {
-    await rm(temp, { recursive: true, force: true });
+    await removeTree(temp);
     throw e;
   }
+}
+
+/**
+ * Remove `path` whole. A context keeps its archive's directory modes, read-only ones too (0555, as Go's module cache
+ * makes them), from which a worker that is not root can remove nothing: those are made writable by their owner first.
+ */
+async function removeTree(path: string): Promise<void> {
+  try {
+    await rm(path, { recursive: true, force: true });
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'EACCES' && code !== 'EPERM') throw e;
+    await makeWritable(path);
+    await rm(path, { recursive: true, force: true });
+  }
+}
+
+/** Give the owner full access to `path` and every directory below it (a symlink is never followed). */
+async function makeWritable(path: string): Promise<void> {
+  const info = await lstat(path).catch(() => undefined);
+  if (info === undefined || !info.isDirectory()) return;
+  await chmod(path, (info.mode & 0o777) | 0o700);
+  for (const name of await readdir(path)) await makeWritable(join(path, name));
 }

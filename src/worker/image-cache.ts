@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { access, readdir, readFile, stat } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import type Docker from 'dockerode';
 import { plainEntryName } from '../protocol/archive-entry-names.js';
 import { packBuildContext } from './archives.js';
+import { releaseBuildContext } from './build-context.js';
 
 /**
  * Images for tasks on one host. A build context is built once per content hash and Dockerfile and tagged with them
@@ -106,6 +107,13 @@ async function imageExists(docker: Docker, name: string): Promise<boolean> {
   }
 }
 
+async function exists(path: string): Promise<boolean> {
+  return access(path).then(
+    () => true,
+    () => false,
+  );
+}
+
 export interface BuildRequest {
   readonly contextDir: string;
   readonly dockerfile?: string | undefined;
@@ -118,11 +126,31 @@ export class ImageCache {
 
   constructor(private readonly docker: Docker) {}
 
-  /** The image for a build context, built unless an image of its content hash and Dockerfile exists on this host. */
-  ensureBuilt(build: BuildRequest): Promise<string> {
+  /**
+   * The image for a build context, built unless an image of its content hash and Dockerfile exists on this host. Then
+   * the context unpacked for this task is released (releaseBuildContext): the image holds what it is needed for, and
+   * once no other task is to be built from it, it is removed rather than kept on disk for every version of a project.
+   */
+  async ensureBuilt(build: BuildRequest): Promise<string> {
+    try {
+      return await this.build(build);
+    } finally {
+      await releaseBuildContext(build);
+    }
+  }
+
+  private build(build: BuildRequest): Promise<string> {
     const tag = buildTag(build.contentHash, build.dockerfile);
     return this.once(tag, async () => {
       if (await imageExists(this.docker, tag)) return tag;
+      // Released after an earlier build of this task (a held task starting later), and the image is gone since.
+      if (!(await exists(build.contextDir)))
+        throw new ImageBuildError(
+          build.contextDir,
+          `image ${tag} is not on this host and its build context is gone (a context is removed once its image ` +
+            'is built; a new start of the task fetches it again)',
+          '',
+        );
       // The context goes as a tar the worker packs itself, never as a directory for dockerode to pack: dockerode
       // would read the context's .dockerignore on this host, following it wherever it links, and apply it again
       // without Docker's rule that the Dockerfile is always sent (archives.ts, packBuildContext).

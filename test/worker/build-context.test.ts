@@ -1,5 +1,7 @@
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
+  chmodSync,
   existsSync,
   lstatSync,
   mkdirSync,
@@ -7,6 +9,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,7 +21,7 @@ import type { Readable } from 'node:stream';
 import { DEFAULT_CONTEXT_LIMITS } from '../../src/protocol/context-limits.js';
 import { buildContextKey } from '../../src/protocol/object-keys.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
-import { fetchBuildContext } from '../../src/worker/build-context.js';
+import { fetchBuildContext, releaseBuildContext } from '../../src/worker/build-context.js';
 import { craftTar, gzipBomb } from '../helpers/tar.js';
 
 const COUNTER_CONTEXT = join(PROJECT_ROOT, 'examples', 'counter');
@@ -132,6 +135,25 @@ describe('fetchBuildContext of an uploaded context', () => {
     expect(readdirSync(contexts)).toEqual([hash, `${hash}.complete`]);
   });
 
+  it('removes a context a worker killed mid-removal left without its marker, and keeps whole ones', async () => {
+    const store = new CountingStore(join(tmp, 'store'));
+    const { ref, hash } = await uploadCounter(store);
+    const contexts = join(tmp, 'work', 'contexts');
+    // Removed after its build as far as its marker: half of it is still there, and no task may take it for whole.
+    const halfGone = 'a'.repeat(64);
+    mkdirSync(join(contexts, halfGone, 'half'), { recursive: true });
+    writeFileSync(join(contexts, halfGone, 'half', 'file'), 'partial');
+    // Whole, and still held by a task of the killed worker's (a process runs inside it): kept.
+    const whole = 'b'.repeat(64);
+    mkdirSync(join(contexts, whole));
+    writeFileSync(join(contexts, whole, 'Dockerfile'), 'FROM busybox\n');
+    writeFileSync(join(contexts, `${whole}.complete`), '');
+    await fetchBuildContext({ context: ref }, join(tmp, 'work'), () => store);
+    expect(readdirSync(contexts).sort()).toEqual(
+      [hash, `${hash}.complete`, whole, `${whole}.complete`].sort(),
+    );
+  });
+
   it('never writes through a symlink of the archive, whatever its name', async () => {
     const store = new CountingStore(join(tmp, 'store'));
     const victim = join(tmp, 'host-file.json');
@@ -152,5 +174,67 @@ describe('fetchBuildContext of an uploaded context', () => {
     await fetchBuildContext({ context: key }, workDir, () => store);
     expect(store.fetches).toBe(1);
     expect(readFileSync(victim, 'utf8')).toBe('{"token":"precious"}\n');
+  });
+});
+
+/** The unprivileged user (nobody) a worker that is not root stands for. */
+const NOBODY = 65534;
+
+/**
+ * Run `step` with the effective user and group switched to nobody (tests run as root; root removes through any mode,
+ * so only another user meets a read-only directory), switching back whatever it does.
+ */
+async function asNobody<T>(step: () => Promise<T>): Promise<T> {
+  const { seteuid, setegid } = process;
+  if (seteuid === undefined || setegid === undefined || process.geteuid?.() !== 0)
+    throw new Error('switching to an unprivileged user needs a POSIX system and root');
+  setegid(NOBODY);
+  seteuid(NOBODY);
+  try {
+    return await step();
+  } finally {
+    seteuid(0);
+    setegid(0);
+  }
+}
+
+describe('releaseBuildContext', () => {
+  it('removes a context a worker that is not root unpacked with read-only directories, marker and all', async () => {
+    const store = new CountingStore(join(tmp, 'store'));
+    const archive = await craftTar([
+      { name: 'Dockerfile', content: 'FROM busybox\n', mode: 0o644 },
+      { name: 'vendor', type: 'directory', mode: 0o555 },
+      { name: 'vendor/lib.go', content: 'package lib\n', mode: 0o444 },
+      // Not even searchable: what is below it is reached only once it is made so.
+      { name: 'sealed', type: 'directory', mode: 0o444 },
+      { name: 'sealed/inner', type: 'directory', mode: 0o555 },
+      { name: 'sealed/inner/state', content: 'epoch 3\n', mode: 0o644 },
+    ]);
+    const hash = createHash('sha256').update(archive).digest('hex');
+    const key = buildContextKey(hash, 'tar');
+    await store.put(key, archive);
+    const workDir = join(tmp, 'work');
+    const build = await fetchBuildContext({ context: key }, workDir, () => store);
+    const contexts = join(workDir, 'contexts');
+    expect(statSync(join(build.contextDir, 'sealed')).mode & 0o777).toBe(0o444);
+    // As the worker that unpacked it would own it.
+    chmodSync(tmp, 0o755);
+    execFileSync('chown', ['-R', `${NOBODY}:${NOBODY}`, workDir]);
+    await asNobody(() => releaseBuildContext(build));
+    expect(readdirSync(contexts)).toEqual([]);
+  });
+
+  it('leaves alone what it did not hand out, and a context released already', async () => {
+    const store = new CountingStore(join(tmp, 'store'));
+    const { ref, hash } = await uploadCounter(store);
+    const workDir = join(tmp, 'work');
+    const first = await fetchBuildContext({ context: ref }, workDir, () => store);
+    const second = await fetchBuildContext({ context: ref }, workDir, () => store);
+    await releaseBuildContext({ ...first });
+    await releaseBuildContext(first);
+    await releaseBuildContext(first);
+    expect(readdirSync(join(workDir, 'contexts'))).toEqual([hash, `${hash}.complete`]);
+    await releaseBuildContext(second);
+    expect(readdirSync(join(workDir, 'contexts'))).toEqual([]);
   });
 });
