@@ -12,6 +12,12 @@ export interface Clock {
   sleep(seconds: number, signal?: AbortSignal): Promise<void>;
 }
 
+/**
+ * setTimeout's longest delay, 2^31 − 1 ms (about 24.8 days): Node fires a longer one after 1 ms, so a loop sleeping
+ * a month (a price refresh period of 720 hours) would spin.
+ */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export class SystemClock implements Clock {
   nowSeconds(): number {
     return Date.now() / 1000;
@@ -19,17 +25,29 @@ export class SystemClock implements Clock {
 
   sleep(seconds: number, signal?: AbortSignal): Promise<void> {
     return new Promise((resolve) => {
-      if (signal?.aborted === true || seconds <= 0) {
+      if (signal?.aborted === true || !(seconds > 0)) {
         resolve();
         return;
       }
+      let timer: NodeJS.Timeout | undefined;
       const done = (): void => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', done);
         resolve();
       };
-      const timer = setTimeout(done, seconds * 1000);
+      // A sleep longer than one timer can hold waits in steps of at most MAX_TIMER_MS until its time is used up.
+      let leftMs = seconds * 1000;
+      const step = (): void => {
+        if (!(leftMs > 0)) {
+          done();
+          return;
+        }
+        const stepMs = Math.min(leftMs, MAX_TIMER_MS);
+        leftMs -= stepMs;
+        timer = setTimeout(step, stepMs);
+      };
       signal?.addEventListener('abort', done, { once: true });
+      step();
     });
   }
 }

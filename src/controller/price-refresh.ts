@@ -1,9 +1,11 @@
 import {
   applyPriceOverrides,
+  isPricePerHour,
   type Catalog,
   type InstanceType,
   type PriceOverrides,
 } from '../core/catalog.js';
+import { spotInZones } from '../core/spot.js';
 import { catalogFamilies, fetchOnDemandPrices, type PricingApi } from '../cloud/aws/pricing.js';
 import type { Clock } from './clock.js';
 import type { ControllerConfig } from './config.js';
@@ -15,7 +17,8 @@ import type { ControllerLogger } from './seams.js';
  * capacities and launch delays stay those of the catalog the controller started with, so a refresh can never make a
  * placed task's instance type unknown. A failed or empty refresh keeps the catalog in use (at first the bundled one)
  * and logs a warning; the controller keeps running either way. The configuration's price overrides (Savings Plans,
- * reserved prices) are laid over every refreshed catalog, so a refresh never hands the controller list prices.
+ * reserved prices) are laid over every refreshed catalog, so a refresh never hands the controller list prices; then
+ * the spot pools outside the fleet's zones are dropped, as at start.
  */
 
 export const SECONDS_PER_HOUR = 3600;
@@ -32,11 +35,14 @@ export interface RepricedCatalog {
   readonly catalog: Catalog;
   /** "c7i.large 0.0893 → 0.09" for every type whose price moved. */
   readonly changed: readonly string[];
-  /** Types the price list did not price: they keep their current price. */
+  /** Types the price list did not price, or priced outside a catalog's bounds: they keep their current price. */
   readonly unpriced: readonly string[];
 }
 
-/** The catalog with each type's costPerHour replaced by its fetched price (types without one keep theirs). */
+/**
+ * The catalog with each type's costPerHour replaced by its fetched price (types without one keep theirs, and so do
+ * types priced outside the bounds a catalog file is held to: such a price is a fault of the list, not a price).
+ */
 export function repriceCatalog(
   current: Catalog,
   pricePerHourOf: ReadonlyMap<string, number>,
@@ -45,7 +51,7 @@ export function repriceCatalog(
   const unpriced: string[] = [];
   const types = current.types.map((t): InstanceType => {
     const costPerHour = pricePerHourOf.get(t.name);
-    if (costPerHour === undefined || !(costPerHour > 0)) {
+    if (costPerHour === undefined || !isPricePerHour(costPerHour)) {
       unpriced.push(t.name);
       return t;
     }
@@ -81,12 +87,18 @@ export interface PriceRefresherDeps {
   /** The region whose prices apply (where instances launch). */
   readonly regionCode: string;
   /**
-   * The catalog in use at start (normally the bundled one), at its list prices: the fallback while no refresh has
-   * succeeded, and what each refresh reprices.
+   * The catalog in use at start (normally the bundled one), at its list prices and with the spot pools of every zone:
+   * the fallback while no refresh has succeeded, and what each refresh reprices.
    */
   readonly initial: Catalog;
   /** The configuration's `priceOverrides`, applied to every repriced catalog before the controller gets it. */
   readonly priceOverrides?: PriceOverrides | undefined;
+  /**
+   * The zones the fleet launches in (EC2: its subnets'); undefined where any will do. The spot pools elsewhere are
+   * dropped after the overrides apply: the configuration was checked against the whole catalog, and may price spot
+   * of a type whose pools all lie outside these zones.
+   */
+  readonly spotZones?: readonly string[] | undefined;
   readonly clock: Clock;
   readonly periodHours: number;
   readonly logger: ControllerLogger;
@@ -96,7 +108,7 @@ export interface PriceRefresherDeps {
 
 /** Refreshes prices at start and then every `periodHours`, in the background, on the injected clock. */
 export class PriceRefresher {
-  /** At list prices: what the next refresh reprices (the overrides are laid over a copy). */
+  /** At list prices, in every zone: what the next refresh reprices (the controller gets a copy, see forController). */
   private listCatalog: Catalog;
   private currentCatalog: Catalog;
   private running = false;
@@ -106,10 +118,13 @@ export class PriceRefresher {
   constructor(private readonly deps: PriceRefresherDeps) {
     if (!(deps.periodHours > 0)) throw new Error(`periodHours must be > 0 (got ${deps.periodHours})`);
     this.listCatalog = deps.initial;
-    this.currentCatalog = this.withOverrides(deps.initial);
+    this.currentCatalog = this.forController(deps.initial);
   }
 
-  /** The catalog of the last successful refresh, or the initial one (with the overrides, as the controller has it). */
+  /**
+   * The catalog of the last successful refresh, or the initial one (with the overrides and in the fleet's zones, as
+   * the controller has it).
+   */
   get catalog(): Catalog {
     return this.currentCatalog;
   }
@@ -124,7 +139,7 @@ export class PriceRefresher {
           unpriced: fetched.unpriced,
         });
       // A spot override above a type's new on-demand price fails here, and the current catalog stays.
-      const catalog = this.withOverrides(fetched.catalog);
+      const catalog = this.forController(fetched.catalog);
       await this.deps.apply(catalog);
       this.listCatalog = fetched.catalog;
       this.currentCatalog = catalog;
@@ -137,9 +152,14 @@ export class PriceRefresher {
     }
   }
 
-  private withOverrides(catalog: Catalog): Catalog {
-    const overrides = this.deps.priceOverrides;
-    return overrides === undefined ? catalog : applyPriceOverrides(catalog, overrides, 'priceOverrides');
+  /** The catalog as the controller plans with it: the overrides laid over it, then only the fleet's zones' pools. */
+  private forController(listCatalog: Catalog): Catalog {
+    const { priceOverrides, spotZones } = this.deps;
+    const priced =
+      priceOverrides === undefined
+        ? listCatalog
+        : applyPriceOverrides(listCatalog, priceOverrides, 'priceOverrides');
+    return spotZones === undefined ? priced : { ...priced, spot: spotInZones(priced.spot, spotZones) };
   }
 
   start(): void {

@@ -70,7 +70,7 @@ const nonNegative = z.number().finite().nonnegative();
  */
 /** $/hour of one instance. */
 const MAX_COST_PER_HOUR = 1000;
-const MIN_COST_PER_HOUR = 0.0001;
+export const MIN_COST_PER_HOUR = 0.0001;
 const MAX_DELAY_SECONDS = 86_400;
 const MIN_MEMORY_GIB = 0.5;
 const MAX_MEMORY_GIB = 65_536;
@@ -85,6 +85,11 @@ const pricePerHour = z
   .finite()
   .min(MIN_COST_PER_HOUR, `must be at least $${MIN_COST_PER_HOUR}/h (a price of 0 is no price)`)
   .max(MAX_COST_PER_HOUR, `must be at most $${MAX_COST_PER_HOUR}/h (no EC2 instance costs that much)`);
+
+/** Whether `usd` is a price per hour a catalog can hold (a fetched price outside the bounds is none). */
+export function isPricePerHour(usd: number): boolean {
+  return pricePerHour.safeParse(usd).success;
+}
 
 /** An AWS region name (us-east-1, ap-southeast-2, us-gov-west-1): what catalogs, `catalog refresh` and configs take. */
 export const AWS_REGION_PATTERN = /^[a-z]{2}(-[a-z]+)+-\d+$/;
@@ -147,7 +152,7 @@ export const catalogFileSchema = strictObject({
     .optional(),
   types: z.array(typeSchema).min(1, 'a catalog needs at least one instance type'),
   /** Spot prices and interruption classes per (type, zone) (absent: the catalog offers no spot). */
-  spot: spotMarketSchema.optional(),
+  spot: spotMarketSchema(pricePerHour).optional(),
 });
 
 export type CatalogFile = z.output<typeof catalogFileSchema>;

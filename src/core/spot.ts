@@ -73,31 +73,37 @@ export interface SpotMarket {
   readonly offerings: readonly SpotOffering[];
 }
 
-export const spotOfferingSchema = strictObject({
-  type: z.string().min(1),
-  zone: z.string().min(1),
-  pricePerHour: z.number().finite().positive(),
-  interruption: z.enum(INTERRUPTION_CLASSES, {
-    message: `must be one of ${INTERRUPTION_CLASSES.join(', ')} (Spot Instance Advisor classes)`,
-  }),
-});
-
 /** Whether `text` (YYYY-MM-DD) names a day of the calendar: 2026-13-45 has the shape but is no day. */
 export function isCalendarDate(text: string): boolean {
   const date = new Date(`${text}T00:00:00Z`);
   return !Number.isNaN(date.getTime()) && date.toISOString().slice(0, 10) === text;
 }
 
-export const spotMarketSchema = strictObject({
-  snapshotDate: z
-    .string()
-    .regex(/^\d{4}-\d{2}-\d{2}$/, { message: 'must be a date, YYYY-MM-DD', abort: true })
-    .refine(isCalendarDate, 'must be a day of the calendar (month 01-12, a day the month has)'),
-  source: z.string().min(1),
-  offerings: z.array(spotOfferingSchema),
-});
+/**
+ * A catalog file's spot section. Its prices are bounded by `pricePerHour`, the catalog's schema of a price per hour
+ * (catalog.ts): a spot price is an hourly price like an on-demand one, and one near 0 is as much a typo.
+ */
+export function spotMarketSchema(pricePerHour: z.ZodNumber) {
+  return strictObject({
+    snapshotDate: z
+      .string()
+      .regex(/^\d{4}-\d{2}-\d{2}$/, { message: 'must be a date, YYYY-MM-DD', abort: true })
+      .refine(isCalendarDate, 'must be a day of the calendar (month 01-12, a day the month has)'),
+    source: z.string().min(1),
+    offerings: z.array(
+      strictObject({
+        type: z.string().min(1),
+        zone: z.string().min(1),
+        pricePerHour,
+        interruption: z.enum(INTERRUPTION_CLASSES, {
+          message: `must be one of ${INTERRUPTION_CLASSES.join(', ')} (Spot Instance Advisor classes)`,
+        }),
+      }),
+    ),
+  });
+}
 
-export type SpotMarketFile = z.output<typeof spotMarketSchema>;
+export type SpotMarketFile = z.output<ReturnType<typeof spotMarketSchema>>;
 
 /**
  * Whether `zone` is a zone of `region`: an availability zone (`us-east-1a`) or a Local Zone (`us-east-1-bos-1a`). A

@@ -1,5 +1,8 @@
-/** `catalog refresh --out` into a directory that is not there: refused naming the flag, before any AWS call. */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+/**
+ * `catalog refresh --out` into a directory that is not there, or onto a directory: refused naming the flag, before any
+ * AWS call.
+ */
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -42,5 +45,15 @@ describe('catalog refresh --out', () => {
       source: '--out',
       problems: [`${plain} is not a directory`],
     });
+  });
+
+  it('names --out when it is a directory itself, and leaves nothing in it', async () => {
+    const dir = join(scratch, 'a-directory');
+    mkdirSync(dir);
+    expect(await refusal(dir)).toMatchObject({
+      source: '--out',
+      problems: [`${dir} is a directory: give the path of the catalog file to write`],
+    });
+    expect(readdirSync(dir)).toEqual([]);
   });
 });

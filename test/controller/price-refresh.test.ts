@@ -1,4 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
+import { SystemClock } from '../../src/controller/clock.js';
 import { fixturePricingApi } from '../../src/cloud/aws/pricing-fixture.js';
 import type { GetProductsPage, PricingApi } from '../../src/cloud/aws/pricing.js';
 import { loadControllerConfig } from '../../src/controller/config-loading.js';
@@ -108,6 +109,23 @@ describe('repriceCatalog', () => {
     expect(out.changed).toEqual(['c7i.xlarge 0.1785 → 0.2']);
     expect(out.unpriced).toHaveLength(catalog.types.length - 2);
     expect(catalog.types.find((t) => t.name === 'c7i.xlarge')?.costPerHour).toBe(0.1785); // not mutated
+  });
+
+  it("keeps the current price where the list's is outside a catalog's bounds ($0.0001 to $1000 an hour)", () => {
+    const out = repriceCatalog(
+      catalog,
+      new Map([
+        ['c7i.large', 0.00005],
+        ['c7i.xlarge', 1500],
+        ['r7i.large', 0.0001],
+      ]),
+    );
+    expect(out.catalog.types.find((t) => t.name === 'c7i.large')?.costPerHour).toBe(priceOf('c7i.large'));
+    expect(out.catalog.types.find((t) => t.name === 'c7i.xlarge')?.costPerHour).toBe(priceOf('c7i.xlarge'));
+    expect(out.catalog.types.find((t) => t.name === 'r7i.large')?.costPerHour).toBe(0.0001);
+    expect(out.unpriced).toEqual(expect.arrayContaining(['c7i.large', 'c7i.xlarge']));
+    expect(out.unpriced).not.toContain('r7i.large');
+    expect(out.changed).toEqual([`r7i.large ${priceOf('r7i.large')} → 0.0001`]);
   });
 });
 
@@ -246,5 +264,77 @@ describe('PriceRefresher with a controller on a manual clock', () => {
     expect(spotOf(second)).toBeCloseTo(listSpot * 0.8, 12);
     expect(refresher.catalog).toBe(second);
     expect(logger.warnings).toEqual([]);
+  });
+
+  it('keeps the fleet zones after the overrides, so a spot price for a type with pools only elsewhere is no error', async () => {
+    // p3.2xlarge is sold as spot only in us-east-1c; the fleet launches in us-east-1a and us-east-1b.
+    const spot = catalog.spot as NonNullable<Catalog['spot']>;
+    const listCatalog: Catalog = {
+      ...catalog,
+      spot: {
+        ...spot,
+        offerings: spot.offerings.filter((o) => o.typeName !== 'p3.2xlarge' || o.zone === 'us-east-1c'),
+      },
+    };
+    const fleetZones = ['us-east-1a', 'us-east-1b'];
+    const pricing = scriptedPricing();
+    const applied: Catalog[] = [];
+    const logger = recordingLogger();
+    const refresher = new PriceRefresher({
+      pricing,
+      regionCode: 'us-east-1',
+      initial: listCatalog,
+      priceOverrides: { spotPricePerType: { 'p3.2xlarge': 0.5, 'c7i.large': 0.03 } },
+      spotZones: fleetZones,
+      clock: rig().clock,
+      periodHours: 1,
+      logger,
+      apply: (c) => void applied.push(c),
+    });
+    const poolsOf = (c: Catalog) =>
+      (c.spot?.offerings ?? []).map((o) => [o.typeName, o.zone, o.pricePerHour] as const);
+    const expectPlanned = (c: Catalog): void => {
+      const pools = poolsOf(c);
+      expect(new Set(pools.map(([, zone]) => zone))).toEqual(new Set(fleetZones));
+      expect(pools.filter(([type]) => type === 'p3.2xlarge')).toEqual([]);
+      expect(pools.filter(([type]) => type === 'c7i.large')).toEqual([
+        ['c7i.large', 'us-east-1a', 0.03],
+        ['c7i.large', 'us-east-1b', 0.03],
+      ]);
+    };
+    expectPlanned(refresher.catalog);
+    // Each refresh reprices the catalog of every zone again, so the second succeeds as well as the first.
+    pricing.factorOf = (t) => (t === 'c7i.xlarge' ? 2 : 1);
+    expect(await refresher.refreshNow()).toMatchObject({ ok: true });
+    pricing.factorOf = (t) => (t === 'c7i.xlarge' ? 4 : 1);
+    expect(await refresher.refreshNow()).toMatchObject({ ok: true });
+    expect(applied).toHaveLength(2);
+    for (const c of applied) expectPlanned(c);
+    expect(c7iXlargeOf({ catalog: applied[1] as Catalog })).toBeCloseTo(0.714, 12);
+    expect(logger.warnings).toEqual([]);
+  });
+});
+
+describe('PriceRefresher on the system clock', () => {
+  it('refreshes once and then waits when its period is longer than one timer can hold', async () => {
+    const pricing = scriptedPricing();
+    const refresher = new PriceRefresher({
+      pricing,
+      regionCode: 'us-east-1',
+      initial: catalog,
+      clock: new SystemClock(),
+      periodHours: 720, // 30 days: past setTimeout's 2^31 − 1 ms
+      logger: recordingLogger(),
+      apply: () => {},
+    });
+    refresher.start();
+    try {
+      await vi.waitFor(() => expect(pricing.calls).toBe(3)); // one GetProducts per family
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(pricing.calls).toBe(3);
+    } finally {
+      refresher.stop();
+      await refresher.stopped();
+    }
   });
 });

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -12,7 +12,7 @@ import {
 } from '../../src/core/catalog.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { readPriceOverridesFile } from '../../src/cli/commands/sim-flags.js';
-import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { BUNDLED_CATALOG_PATH, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 
 /** The problems of a ValidationError thrown by `fn`. */
 function problemsOf(fn: () => unknown): readonly string[] {
@@ -71,6 +71,24 @@ describe('instance catalog', () => {
     expect(() => loadCatalogFile(join(dir, 'broken.json'))).toThrow(/broken\.json: not valid JSON/);
     expect(() => loadCatalogFile(join(dir, 'missing.json'))).toThrow(/cannot read catalog/);
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('refuses a catalog file giving a key twice, naming where, instead of taking the last', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fw-cat-dup-'));
+    try {
+      const bundled = readFileSync(BUNDLED_CATALOG_PATH, 'utf8');
+      const twice = bundled.replace('"costPerHour": 3.06,', '"costPerHour": 3.06, "costPerHour": 30.6,');
+      expect(twice).not.toBe(bundled);
+      const path = join(dir, 'twice.json');
+      writeFileSync(path, twice);
+      expect(() => loadCatalogFile(path)).toThrow(ValidationError);
+      expect(problemsOf(() => loadCatalogFile(path))).toEqual([
+        'types.0: the key "costPerHour" is given more than once (JSON keeps only the last, so the others would be lost)',
+      ]);
+      expect(() => loadCatalogFile(path)).toThrow(/twice\.json/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('applies a discount, then per-type prices that win (Savings Plans, reserved capacity)', () => {
@@ -168,6 +186,13 @@ describe('instance catalog', () => {
       "spot.offerings.0.pricePerHour: 300 is above p3.2xlarge's on-demand price 3.06 (EC2's default maximum spot price is the on-demand price)",
     ]);
     expect(parseCatalog(offer({ pricePerHour: 3.06 })).spot?.offerings[0]?.pricePerHour).toBe(3.06);
+    // Spot prices are held to the on-demand prices' bounds: a price near 0 is a typo or a unit mix-up.
+    for (const pricePerHour of [3e-7, 1e-300, 0])
+      expect(
+        problemsOf(() => parseCatalog(offer({ pricePerHour }))),
+        String(pricePerHour),
+      ).toEqual(['spot.offerings.0.pricePerHour: must be at least $0.0001/h (a price of 0 is no price)']);
+    expect(parseCatalog(offer({ pricePerHour: 0.0001 })).spot?.offerings[0]?.pricePerHour).toBe(0.0001);
     for (const snapshotDate of ['2026-13-45', '2026-02-30', '2026-00-10'])
       expect(
         problemsOf(() => parseCatalog({ ...file, spot: { ...market, snapshotDate } })),

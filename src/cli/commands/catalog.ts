@@ -3,7 +3,14 @@ import { rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { catalogToFile, parseCatalog, regionSchema, type Catalog } from '../../core/catalog.js';
+import {
+  catalogToFile,
+  isPricePerHour,
+  MIN_COST_PER_HOUR,
+  parseCatalog,
+  regionSchema,
+  type Catalog,
+} from '../../core/catalog.js';
 import type { SpotMarket } from '../../core/spot.js';
 import { parseWith, ValidationError } from '../../core/validation.js';
 // The AWS SDK clients take seconds to load: they are imported when a catalog command runs, not on every CLI start.
@@ -60,9 +67,13 @@ async function writeFileAtomic(path: string, text: string): Promise<void> {
   }
 }
 
-/** `--out`'s directory must exist: refused naming the flag and the directory. */
-async function checkOutDirectory(out: string): Promise<void> {
-  const dir = dirname(resolve(out));
+/**
+ * `--out` must name a file in a directory that exists (a file there is replaced): refused naming the flag, and the
+ * directory or the path that is one.
+ */
+async function checkOut(out: string): Promise<void> {
+  const path = resolve(out);
+  const dir = dirname(path);
   let isDirectory: boolean;
   try {
     isDirectory = (await stat(dir)).isDirectory();
@@ -75,12 +86,18 @@ async function checkOutDirectory(out: string): Promise<void> {
     ]);
   }
   if (!isDirectory) throw new ValidationError('--out', [`${dir} is not a directory`]);
+  // The rename onto a directory would fail only after every AWS call, naming the temp file.
+  const existing = await stat(path).catch(() => undefined);
+  if (existing?.isDirectory() === true)
+    throw new ValidationError('--out', [
+      `${path} is a directory: give the path of the catalog file to write`,
+    ]);
 }
 
 export async function runCatalogRefresh(rawOptions: unknown, deps: CatalogRefreshDeps): Promise<Catalog> {
   const options = parseWith(refreshOptionsSchema, rawOptions, 'catalog refresh options');
   // Before any AWS call; and the write goes through a hidden temp file, whose name an error would show instead.
-  if (options.out !== undefined) await checkOutDirectory(options.out);
+  if (options.out !== undefined) await checkOut(options.out);
   const base = loadCatalogFile(options.base);
   const { refreshCatalog } = await import('../../cloud/aws/pricing.js');
   const { catalog, warnings } = await refreshCatalog({
@@ -130,10 +147,13 @@ async function refreshSpot(
     await import('../../cloud/aws/spot-prices.js');
   const now = deps.now();
   const names = catalog.types.map((t) => t.name);
-  const { kept: prices, aboveOnDemand } = spotPricesAtMostOnDemand(
+  const { kept: atMostOnDemand, aboveOnDemand } = spotPricesAtMostOnDemand(
     await fetchSpotPrices(api, names, now),
     new Map(catalog.types.map((t) => [t.name, t.costPerHour])),
   );
+  // A price under a catalog's least one could not be written (the file would not load): no EC2 pool costs so little.
+  const prices = atMostOnDemand.filter((p) => isPricePerHour(p.pricePerHour));
+  const underMinimum = atMostOnDemand.length - prices.length;
   const { market, unclassified } = spotMarketFromPrices(prices, baseMarket, {
     date: now,
     source:
@@ -148,6 +168,9 @@ async function refreshSpot(
       (aboveOnDemand === 0
         ? ''
         : `; ${aboveOnDemand} pools priced above their on-demand price left out (EC2 sells spot at most at it)`) +
+      (underMinimum === 0
+        ? ''
+        : `; ${underMinimum} pools priced under $${MIN_COST_PER_HOUR}/h left out (a catalog holds no such price)`) +
       (unclassified === 0
         ? ''
         : `; ${unclassified} pools without a class in the base catalog get ${UNKNOWN_POOL_CLASS}`) +

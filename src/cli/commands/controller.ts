@@ -103,7 +103,10 @@ export async function runController(
     config,
     env,
     catalog,
-    listCatalog: inFleetZones(listCatalog),
+    // In every zone: the price refresher lays the overrides over it before it keeps the fleet's zones, as above (the
+    // overrides were checked against the whole catalog, and may price spot only in other zones).
+    listCatalog,
+    spotZones: fleet.zones,
     clock,
     controller,
     log,

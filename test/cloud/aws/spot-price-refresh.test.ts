@@ -1,7 +1,8 @@
 /**
  * Spot prices in `fleetwise catalog refresh`: DescribeSpotPriceHistory against moto_server (which answers a price for
  * every pool of the types it knows), the catalog's `spot` section built from it with the base catalog's interruption
- * classes (the most pessimistic class where the base has none), in process and through the built CLI.
+ * classes (the most pessimistic class where the base has none), in process and through the built CLI. moto answers
+ * $0.00001 for every pool, under any price a catalog holds: the in-process runs price its answers as EC2 would.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -48,6 +49,22 @@ function baseWithClasses(): string {
   return path;
 }
 
+/** `api`'s answers with each pool's price replaced by `priceOf(type, zone)` (a decimal string, as EC2 gives it). */
+function repriced(api: SpotPriceApi, priceOf: (type: string, zone: string) => string): SpotPriceApi {
+  return {
+    async describeSpotPriceHistory(input) {
+      const page = await api.describeSpotPriceHistory(input);
+      return {
+        ...page,
+        SpotPriceHistory: (page.SpotPriceHistory ?? []).map((e) => ({
+          ...e,
+          SpotPrice: priceOf(e.InstanceType ?? '', e.AvailabilityZone ?? ''),
+        })),
+      };
+    },
+  };
+}
+
 describeWithMoto(
   'spot prices in catalog refresh (moto)',
   (moto) => {
@@ -81,19 +98,20 @@ describeWithMoto(
         {
           pricing: fixturePricingApi(PRICING_FIXTURES),
           ec2,
-          spotPrices: spot,
+          spotPrices: repriced(spot, () => '0.03'),
           now: () => new Date('2026-11-24T12:00:00Z'),
           stdout: (text) => (stdout += text),
           stderr: (text) => (stderr += text),
         },
       );
       const file = JSON.parse(stdout) as { types: { name: string }[]; spot: SpotSectionJson };
+      expect(file.spot.offerings.length).toBeGreaterThan(0);
       expect(file.spot.snapshotDate).toBe('2026-11-24');
       expect(file.spot.source).toMatch(
         /^EC2 DescribeSpotPriceHistory \(Linux\/UNIX\) for us-east-1, 2026-11-24T12:00:00\.000Z;/,
       );
       const names = new Set(file.types.map((t) => t.name));
-      expect(file.spot.offerings.every((o) => names.has(o.type) && o.pricePerHour > 0)).toBe(true);
+      expect(file.spot.offerings.every((o) => names.has(o.type) && o.pricePerHour === 0.03)).toBe(true);
       const classed = file.spot.offerings.filter((o) => o.interruption === '<5%');
       expect(classed.map((o) => [o.type, o.zone])).toEqual([['c7i.large', 'us-east-1a']]);
       expect(
@@ -107,21 +125,10 @@ describeWithMoto(
     });
 
     it('leaves out a pool EC2 prices above its on-demand price and counts it, without failing the refresh', async () => {
-      // moto prices every pool at $0.00001: one answer is raised above c7i.large's on-demand $0.08925, as a pool in
-      // short supply can be.
-      const raised: SpotPriceApi = {
-        async describeSpotPriceHistory(input) {
-          const page = await spot.describeSpotPriceHistory(input);
-          return {
-            ...page,
-            SpotPriceHistory: (page.SpotPriceHistory ?? []).map((e) =>
-              e.InstanceType === 'c7i.large' && e.AvailabilityZone === 'us-east-1a'
-                ? { ...e, SpotPrice: '0.2' }
-                : e,
-            ),
-          };
-        },
-      };
+      // One pool is priced above c7i.large's on-demand $0.08925, as a pool in short supply can be.
+      const raised = repriced(spot, (type, zone) =>
+        type === 'c7i.large' && zone === 'us-east-1a' ? '0.2' : '0.03',
+      );
       let stdout = '';
       let stderr = '';
       await runCatalogRefresh(
@@ -139,10 +146,40 @@ describeWithMoto(
       const c7iLarge = file.spot.offerings.filter((o) => o.type === 'c7i.large').map((o) => o.zone);
       expect(c7iLarge.length).toBeGreaterThanOrEqual(2);
       expect(c7iLarge).not.toContain('us-east-1a');
-      expect(file.spot.offerings.every((o) => o.pricePerHour === 0.00001)).toBe(true);
+      expect(file.spot.offerings.every((o) => o.pricePerHour === 0.03)).toBe(true);
       expect(stderr).toContain(
         '; 1 pools priced above their on-demand price left out (EC2 sells spot at most at it)',
       );
+    });
+
+    it('leaves out pools priced under $0.0001/h and counts them, writing a catalog that loads back', async () => {
+      // One pool at a price a catalog holds, the rest at moto's $0.00001.
+      const priced = repriced(spot, (type, zone) =>
+        type === 'c7i.large' && zone === 'us-east-1a' ? '0.03' : '0.00001',
+      );
+      let stdout = '';
+      let stderr = '';
+      await runCatalogRefresh(
+        { region: 'us-east-1', families: 'c7i', base: baseWithClasses() },
+        {
+          pricing: fixturePricingApi(PRICING_FIXTURES),
+          ec2,
+          spotPrices: priced,
+          now: () => new Date('2026-11-24T12:00:00Z'),
+          stdout: (text) => (stdout += text),
+          stderr: (text) => (stderr += text),
+        },
+      );
+      const file = JSON.parse(stdout) as { spot: SpotSectionJson };
+      expect(file.spot.offerings.map((o) => [o.type, o.zone, o.pricePerHour])).toEqual([
+        ['c7i.large', 'us-east-1a', 0.03],
+      ]);
+      expect(stderr).toMatch(
+        /; \d+ pools priced under \$0\.0001\/h left out \(a catalog holds no such price\)/,
+      );
+      const path = join(scratch, 'under-minimum.json');
+      writeFileSync(path, stdout);
+      expect(loadCatalogFile(path).spot?.offerings).toHaveLength(1);
     });
 
     it('`fleetwise catalog refresh --out` writes the spot section beside a catalog that loads back; --no-spot leaves it out', async () => {
@@ -169,8 +206,11 @@ describeWithMoto(
         out,
       ]);
       expect(withSpot.code, withSpot.stderr).toBe(0);
+      // moto's $0.00001 is no price a catalog holds: every pool is left out, and counted.
+      expect(withSpot.stderr).toMatch(/; \d+ pools priced under \$0\.0001\/h left out/);
       const written = JSON.parse(readFileSync(out, 'utf8')) as { spot?: SpotSectionJson };
-      expect(written.spot?.offerings.some((o) => o.type === 'r7i.large')).toBe(true);
+      expect(written.spot?.source).toMatch(/^EC2 DescribeSpotPriceHistory/);
+      expect(written.spot?.offerings).toEqual([]);
       expect(loadCatalogFile(out).types.length).toBeGreaterThan(0);
       const bare = join(scratch, 'no-spot.json');
       const noSpot = await run([

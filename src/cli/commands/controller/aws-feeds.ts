@@ -13,8 +13,13 @@ export interface AwsFeedOptions {
   readonly config: ControllerConfig;
   readonly env: NodeJS.ProcessEnv;
   readonly catalog: Catalog;
-  /** `catalog` at its list prices, without the configuration's price overrides: what a price refresh reprices. */
+  /**
+   * `catalog` at its list prices, without the configuration's price overrides and with the spot pools of every zone:
+   * what a price refresh reprices.
+   */
   readonly listCatalog: Catalog;
+  /** The zones the fleet launches in (EC2: its subnets'); undefined where any will do. */
+  readonly spotZones?: readonly string[] | undefined;
   readonly clock: Clock;
   readonly controller: Controller;
   readonly log: ControllerLogger;
@@ -40,6 +45,7 @@ export async function priceRefresherFor(options: AwsFeedOptions): Promise<PriceR
         regionCode: config.region,
         initial: options.listCatalog,
         priceOverrides: config.priceOverrides,
+        spotZones: options.spotZones,
         clock: options.clock,
         periodHours: config.priceRefreshHours,
         logger: options.log,
