@@ -43,6 +43,7 @@ export const METRIC_LABELS: Record<ComparedMetric, string> = {
   totalCost: 'cost',
   meanJctHours: 'mean JCT',
   medianJctHours: 'median JCT',
+  p95JctHours: 'p95 JCT',
   p99JctHours: 'p99 JCT',
   barrierIdleCost: 'barrier-idle $',
   migrationsPerJob: 'moves/job',
@@ -95,14 +96,18 @@ export function absoluteReason(report: ArmsReport, d: PairedDifference): string 
   return `${report.baseline} is 0 on seed${zero.length === 1 ? '' : 's'} ${zero.join(', ')}`;
 }
 
-/** How a side that did not measure a metric can: naming any start setting reports the starts (barrier-idle $). */
+/**
+ * How a side that did not measure a metric can: naming any start setting reports the starts (barrier-idle $), naming
+ * a queue turns on the queue layer, which reports p99 JCT.
+ */
 const MEASURED_WITH: Partial<Record<ComparedMetric, string>> = {
   barrierIdleCost: '--co-start off',
+  p99JctHours: '--queue fifo',
 };
 
 /**
  * The metrics one of the arm and the baseline measured and the other did not, which no comparison can hold:
- * `barrierIdleCost: measured by co only; give the baseline --co-start off`.
+ * `barrier-idle $: measured by co only, not compared; give the baseline (base) --co-start off`.
  */
 export function oneSidedNotes(report: ArmsReport, arm: Arm): string[] {
   return oneSidedMetrics(report.runs[report.baseline] ?? [], report.runs[arm.name] ?? []).map(
@@ -113,7 +118,7 @@ export function oneSidedNotes(report: ArmsReport, arm: Arm): string[] {
           : [arm.name, `the baseline (${report.baseline})`];
       const how = MEASURED_WITH[metric];
       return (
-        `${metric}: measured by ${by} only, not compared` +
+        `${METRIC_LABELS[metric]}: measured by ${by} only, not compared` +
         (how === undefined ? '' : `; give ${other} ${how}`)
       );
     },

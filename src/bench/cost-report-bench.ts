@@ -36,6 +36,9 @@ export interface CostReportBenchResult {
 const INSTANCE_TYPE = 'c7i.2xlarge';
 const JOBS_PER_INSTANCE = 2;
 
+/** Told each size's phases as they start: a large history takes minutes to build and replay. */
+export type CostBenchProgress = (message: string) => void;
+
 /**
  * The cost report over a history of N finished one-task jobs in a SQLite state (two jobs on each instance, each
  * instance terminated after its jobs, `checkpointsPerJob` checkpoints a job), as a full replay and as the
@@ -47,6 +50,7 @@ export async function benchCostReport(
   catalog: Catalog,
   options: CostReportBenchOptions,
   signal?: AbortSignal,
+  progress: CostBenchProgress = () => undefined,
 ): Promise<CostReportBenchResult[]> {
   const spec = validateJobSpec(
     {
@@ -58,7 +62,7 @@ export async function benchCostReport(
     catalog,
   );
   const results: CostReportBenchResult[] = [];
-  for (const n of options.jobs) results.push(await benchOne(catalog, spec, n, options, signal));
+  for (const n of options.jobs) results.push(await benchOne(catalog, spec, n, options, signal, progress));
   return results;
 }
 
@@ -68,7 +72,9 @@ async function benchOne(
   jobs: number,
   options: CostReportBenchOptions,
   signal: AbortSignal | undefined,
+  progress: CostBenchProgress,
 ): Promise<CostReportBenchResult> {
+  const say = (message: string): void => progress(`${jobs} jobs: ${message}`);
   const pause = async (): Promise<void> => {
     await nextTurn();
     signal?.throwIfAborted();
@@ -82,17 +88,20 @@ async function benchOne(
   });
   try {
     const history = new FinishedJobs(store, spec, clock, options.checkpointsPerJob);
+    say('building the history');
     // Batches of jobs in one transaction: the build is setup, not what is measured.
     for (let done = 0; done < jobs; done += 100) {
       store.transaction(() => history.add(Math.min(100, jobs - done)));
       await pause();
     }
+    say(`timing the full replay (${options.repeats}×)`);
     const replays: number[] = [];
     for (let r = 0; r < options.repeats; r += 1) {
       replays.push(timed(() => computeCostReport(store, catalog, clock.now)).ms);
       await pause();
     }
     const fullReplayMs = median(replays);
+    say(`timing the incremental report (first, then ${options.repeats}× after one more job)`);
     const incremental = new IncrementalCostReport();
     const first = timed(() => incremental.report(store, catalog, clock.now));
     const next: number[] = [];

@@ -1,4 +1,4 @@
-import { pairedSignificance, type PairedSignificance } from './paired-tests.js';
+import { pairedSignificance, ROUNDING, sameWithinRounding, type PairedSignificance } from './paired-tests.js';
 
 /**
  * Paired comparison of simulation arms over seeds (`fleetwise bench arms`). A change to a plan moves a run's cost by
@@ -12,6 +12,8 @@ export const COMPARED_METRICS = [
   'totalCost',
   'meanJctHours',
   'medianJctHours',
+  // Every run's tail; p99 only with the queue layer (--queue).
+  'p95JctHours',
   'p99JctHours',
   'barrierIdleCost',
   'migrationsPerJob',
@@ -59,7 +61,10 @@ export interface PairedDifference extends PairedSignificance {
   readonly seeds: number;
 }
 
-/** The sample mean, and the standard error of the mean (sample standard deviation / √n; null for n < 2). */
+/**
+ * The sample mean, and the standard error of the mean (sample standard deviation / √n; null for n < 2). Values that
+ * differ by rounding alone have none: 0.
+ */
 export function meanAndStandardError(values: readonly number[]): {
   readonly mean: number | null;
   readonly standardError: number | null;
@@ -69,16 +74,21 @@ export function meanAndStandardError(values: readonly number[]): {
   const mean = values.reduce((s, v) => s + v, 0) / n;
   if (n < 2) return { mean, standardError: null };
   const variance = values.reduce((s, v) => s + (v - mean) ** 2, 0) / (n - 1);
-  return { mean, standardError: Math.sqrt(variance / n) };
+  const deviation = Math.sqrt(variance);
+  if (deviation <= ROUNDING * Math.max(...values.map(Math.abs))) return { mean, standardError: 0 };
+  return { mean, standardError: deviation / Math.sqrt(n) };
 }
 
+/**
+ * arm − baseline; 0 where they differ by rounding alone, so that such a seed counts as neither lower nor higher and
+ * adds no spread.
+ */
 function absoluteDifference(
   baseline: number | null | undefined,
   arm: number | null | undefined,
 ): number | null {
-  return baseline === null || baseline === undefined || arm === null || arm === undefined
-    ? null
-    : arm - baseline;
+  if (baseline === null || baseline === undefined || arm === null || arm === undefined) return null;
+  return sameWithinRounding(arm, baseline) ? 0 : arm - baseline;
 }
 
 function percentDifference(
@@ -87,7 +97,7 @@ function percentDifference(
 ): number | null {
   if (baseline === null || baseline === undefined || arm === null || arm === undefined || baseline === 0)
     return null;
-  return (100 * (arm - baseline)) / baseline;
+  return sameWithinRounding(arm, baseline) ? 0 : (100 * (arm - baseline)) / baseline;
 }
 
 /**

@@ -19,14 +19,26 @@ export interface PairedSignificance {
   readonly signTestP: number | null;
 }
 
+/**
+ * The relative size below which two figures are the same: runs that do the same work sum their costs and hours in
+ * another order, and differ by ~1e-14 of them, which is no difference of the runs.
+ */
+export const ROUNDING = 1e-9;
+
+/** Whether `a` and `b` differ by no more than floating-point rounding of their size. */
+export function sameWithinRounding(a: number, b: number): boolean {
+  return Math.abs(a - b) <= ROUNDING * Math.max(Math.abs(a), Math.abs(b));
+}
+
 /** The t-interval and t-test of a mean, given its standard error and the number of values it was taken over. */
 function tFigures(
   mean: number,
   standardError: number,
   n: number,
 ): Pick<PairedSignificance, 'confidence95' | 'tTestP'> {
-  // A zero-width interval would read as certainty; identical differences on every seed say the seed changed nothing.
-  if (standardError === 0) return { confidence95: null, tTestP: null };
+  // A zero-width interval would read as certainty; identical differences on every seed say the seed changed nothing,
+  // also when they differ in their last digits only.
+  if (standardError <= ROUNDING * Math.abs(mean)) return { confidence95: null, tTestP: null };
   const dof = n - 1;
   const half = jStat.studentt.inv(0.975, dof) * standardError;
   const confidence95 = { low: mean - half, high: mean + half };

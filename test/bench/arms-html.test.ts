@@ -47,6 +47,14 @@ describe('arms.html', () => {
     expect(costRow?.match(/<td class="num">([^<]*)<\/td>/g)?.slice(0, 5)).toEqual(
       ['-0.25%', '0.85', '-2.97% to +2.47%', '0.79', '1.00'].map((v) => `<td class="num">${v}</td>`),
     );
+    // b's peak is 0.999 ÷ 0.6 of a's on every seed, equal but for rounding: no spread, so no interval and no t-test.
+    const peakRow = html
+      .split('id="summary-b"')[1]
+      ?.split('</tr>')
+      .find((row) => row.includes('>peak $/h<'));
+    expect(peakRow?.match(/<td class="num">([^<]*)<\/td>/g)?.slice(0, 5)).toEqual(
+      ['+66.50%', '0.00', '-', '-', '0.13'].map((v) => `<td class="num">${v}</td>`),
+    );
     // The chart shades b's 95% interval of the cost difference.
     expect(html.split('data-chart="arms-b">')[1]).toMatch(/"yAxis":-2\.967\d*\},\{"yAxis":2\.467/);
     expect(html).toMatch(/<td class="num">\$2,040\.00<\/td>/);
@@ -178,20 +186,38 @@ describe('a metric only one arm measured', () => {
 
   it('is named in the text, with how to measure it on the other side', () => {
     const text = armsText(report);
-    expect(text).toContain('  barrierIdleCost: measured by a only, not compared; give c --co-start off\n');
+    expect(text).toContain('  barrier-idle $: measured by a only, not compared; give c --co-start off\n');
     const reversed: ArmsReport = {
       ...report,
       arms: [report.arms[2], report.arms[0]] as ArmsReport['arms'],
       baseline: 'c',
     };
     expect(armsText(reversed)).toContain(
-      '  barrierIdleCost: measured by a only, not compared; give the baseline (c) --co-start off\n',
+      '  barrier-idle $: measured by a only, not compared; give the baseline (c) --co-start off\n',
     );
   });
 
   it('is named in arms.html', () => {
     expect(armsHtml(report)).toContain(
-      '<li>barrierIdleCost: measured by a only, not compared; give c --co-start off.</li>',
+      '<li>barrier-idle $: measured by a only, not compared; give c --co-start off.</li>',
+    );
+  });
+
+  it('names p99 JCT, which only runs with the queue layer measure, with the flag that turns it on', () => {
+    // b ran a queue (it reports p99 JCT), a did not.
+    const fixture = armsFixture();
+    const runs = {
+      a: fixture.runs['a'] ?? [],
+      b: (fixture.runs['b'] ?? []).map((r, i) => ({ ...r, p99JctHours: 30 + i })),
+    };
+    const report: ArmsReport = {
+      ...fixture,
+      arms: fixture.arms.slice(0, 2),
+      runs,
+      comparisons: { b: pairedDifferences(runs.a, runs.b) },
+    };
+    expect(armsText(report)).toContain(
+      '  p99 JCT: measured by b only, not compared; give the baseline (a) --queue fifo\n',
     );
   });
 });

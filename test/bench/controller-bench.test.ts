@@ -4,9 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
+  CONTROLLER_BENCH_DEFAULTS,
   CONTROLLER_BENCH_TARGETS,
   quantile,
+  targetsMet,
   type ControllerBenchResult,
+  type TargetName,
 } from '../../src/bench/controller-bench.js';
 import { formatControllerBench } from '../../src/cli/commands/bench-controller.js';
 import { CLI, ensureBuiltCli, runCli } from '../helpers/built-cli.js';
@@ -46,7 +49,8 @@ describe('fleetwise bench controller (tiny)', () => {
     for (const name of Object.keys(CONTROLLER_BENCH_TARGETS) as (keyof typeof CONTROLLER_BENCH_TARGETS)[]) {
       expect(Number.isFinite(r[name]), name).toBe(true);
       expect(r[name], name).toBeGreaterThan(0);
-      expect(typeof r.met[name], name).toBe('boolean');
+      // Far below the sizes the targets are set at: none is judged.
+      expect(r.met[name], name).toBeNull();
     }
     expect(r.targets).toEqual(CONTROLLER_BENCH_TARGETS);
     expect(r.submissions).toBe(SIZE.submissions);
@@ -70,7 +74,32 @@ describe('fleetwise bench controller (tiny)', () => {
     const table = formatControllerBench(r);
     expect(table).toMatch(/^machine: \d+ cores, load average /m);
     for (const name of Object.keys(CONTROLLER_BENCH_TARGETS))
-      expect(table).toMatch(new RegExp(`^${name}\\s`, 'm'));
+      expect(table).toMatch(new RegExp(`^${name}\\s.*\\sn/a\\s`, 'm'));
+    expect(table).not.toMatch(/MISSED|\bmet\b/);
+  }, 180_000);
+
+  it('refuses a --cpu-prof it cannot write into, and names the flag of a bad size, before starting a controller', async () => {
+    ensureBuiltCli();
+    const tiny = [
+      ...Object.entries(SIZE).flatMap(([k, v]) => [`--${k}`, String(v)]),
+      '--heartbeat-seconds',
+      '1',
+    ];
+    const cases: [string[], RegExp][] = [
+      // node writes no profile where it cannot, and the bench would end as if it had.
+      [['--cpu-prof', 'package.json'], /--cpu-prof\n\s+- package\.json is a file, not a directory/],
+      [['--cpu-prof', '/proc/fw-profiles'], /--cpu-prof\n\s+- \/proc is on procfs/],
+      [['--workers', '0'], /options\n\s+- --workers: must be ≥ 1/],
+      [['--heartbeat-seconds', '0'], /options\n\s+- --heartbeat-seconds: must be > 0/],
+      [['--concurrency', '1000'], /options\n\s+- --concurrency: must be ≤ 256/],
+      [['--rounds', 'x'], /options\n\s+- --rounds: must be a number/],
+    ];
+    for (const [args, message] of cases) {
+      const r = await runCli(['bench', 'controller', ...tiny, ...args]);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(2);
+      expect(r.stderr).toMatch(message);
+      expect(r.stderr).not.toMatch(/bench controller \[/);
+    }
   }, 180_000);
 
   it('stopped by SIGTERM, it ends its controller and removes its state directories', async () => {
@@ -105,6 +134,71 @@ describe('fleetwise bench controller (tiny)', () => {
       rmSync(tmp, { recursive: true, force: true });
     }
   }, 120_000);
+
+  it('judges a target only at the sizes it is set at, and says which in the table', () => {
+    const figures: Record<TargetName, number> = {
+      submitsPerSecond: 250,
+      submitP99Ms: 150,
+      roundSeconds: 1,
+      heartbeatsPerSecond: 5,
+      heartbeatP99Ms: 20,
+      memoryMiB: 100,
+    };
+    // At the defaults every target is judged.
+    expect(targetsMet(figures, CONTROLLER_BENCH_DEFAULTS)).toEqual({
+      submitsPerSecond: true,
+      submitP99Ms: false,
+      roundSeconds: true,
+      heartbeatsPerSecond: false,
+      heartbeatP99Ms: true,
+      memoryMiB: true,
+    });
+    // Five workers cannot make 500 heartbeats/s; fewer finished jobs leave less in memory. Larger is judged.
+    const met = targetsMet(figures, {
+      ...CONTROLLER_BENCH_DEFAULTS,
+      submissions: 5000,
+      workers: 5,
+      finished: 9_999,
+    });
+    expect(met).toEqual({
+      submitsPerSecond: true,
+      submitP99Ms: false,
+      roundSeconds: true,
+      heartbeatsPerSecond: null,
+      heartbeatP99Ms: null,
+      memoryMiB: null,
+    });
+    const result: ControllerBenchResult = {
+      ...figures,
+      submissions: 5000,
+      submitP50Ms: 10,
+      roundsDuringSubmissions: 3,
+      roundMeanSeconds: 0.5,
+      roundsMeasured: 5,
+      waitingJobs: 2000,
+      runningJobs: 500,
+      finishedJobs: 9_999,
+      workers: 5,
+      heartbeats: 50,
+      heartbeatP50Ms: 5,
+      submitCpuMs: 1,
+      heartbeatCpuMs: 1,
+      cpus: 2,
+      loadAverages: { submit: 1, rounds: 1, heartbeats: 1 },
+      fleetErrors: 0,
+      targets: CONTROLLER_BENCH_TARGETS,
+      met,
+    };
+    const table = formatControllerBench(result);
+    expect(table).toMatch(/^submitsPerSecond\s+250\s+≥ 200\s+met\s/m);
+    expect(table).toMatch(/^submitP99Ms\s+150\.0\s+≤ 100\s+MISSED\s/m);
+    expect(table).toMatch(/^heartbeatsPerSecond\s+5\s+≥ 500\s+n\/a\s/m);
+    expect(table).toMatch(/^memoryMiB\s+100\s+≤ 500\s+n\/a\s/m);
+    expect(table).toContain(
+      "n/a: run at a smaller size than the target's (heartbeatsPerSecond, heartbeatP99Ms at --workers 1000; " +
+        'memoryMiB at --finished 10000)\n',
+    );
+  });
 
   it('reads quantiles by nearest rank', () => {
     expect(quantile([], 0.99)).toBe(0);

@@ -10,7 +10,19 @@ import { catalog, priceOf } from '../controller/controller-fixtures.js';
 
 describe('fleetwise bench costs', () => {
   it('times both reports on the same history and finds them equal', async () => {
-    const [small] = await benchCostReport(catalog, { jobs: [40], checkpointsPerJob: 3, repeats: 2 });
+    const told: string[] = [];
+    const [small] = await benchCostReport(
+      catalog,
+      { jobs: [40], checkpointsPerJob: 3, repeats: 2 },
+      undefined,
+      (message) => told.push(message),
+    );
+    // Each phase as it starts.
+    expect(told).toEqual([
+      '40 jobs: building the history',
+      '40 jobs: timing the full replay (2×)',
+      '40 jobs: timing the incremental report (first, then 2× after one more job)',
+    ]);
     expect(small).toBeDefined();
     const r = small as NonNullable<typeof small>;
     // 42 jobs in all (two more between the incremental reports), two to an instance: 21 c7i.2xlarge, each from its
@@ -46,12 +58,25 @@ describe('fleetwise bench costs', () => {
     };
     expect(out.results.map((x) => x.jobs)).toEqual([10, 20]);
     for (const x of out.results) expect(x.maxRelativeDifference).toBeLessThan(1e-9);
+    // Progress on stderr: each size's phases.
+    for (const n of [10, 20])
+      for (const phase of ['building the history', 'timing the full replay', 'timing the incremental report'])
+        expect(ok.stderr).toMatch(new RegExp(`^bench costs \\[\\d+\\.\\d s\\]: ${n} jobs: ${phase}`, 'm'));
     const table = await runCli(['bench', 'costs', '--jobs', '10', '--repeats', '1']);
     expect(table.code, table.stderr).toBe(0);
     expect(table.stdout).toMatch(/full replay ms/);
-    const bad = await runCli(['bench', 'costs', '--jobs', '0']);
-    expect(bad.code).not.toBe(0);
-    expect(bad.stderr).toMatch(/jobs.*between 1 and 1,000,000/);
+    // Bad input names the flag, exit 2.
+    const cases: [string[], RegExp][] = [
+      [['--jobs', '0'], /- --jobs: each count must be between 1 and 1,000,000/],
+      [['--repeats', '0'], /- --repeats: must be ≥ 1/],
+      [['--checkpoints', 'x'], /- --checkpoints: must be a number/],
+      [['--checkpoints', '2.5'], /- --checkpoints: must be an integer/],
+    ];
+    for (const [args, message] of cases) {
+      const bad = await runCli(['bench', 'costs', ...args]);
+      expect(bad.code, args.join(' ')).toBe(2);
+      expect(bad.stderr).toMatch(message);
+    }
   });
 
   it('stopped by SIGINT while it builds a state, removes that state and exits 130', async () => {

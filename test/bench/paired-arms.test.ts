@@ -121,6 +121,62 @@ describe('paired differences of simulation arms over seeds', () => {
     expect(more).toBeCloseTo(20, 12);
   });
 
+  it('counts a difference of rounding alone as none: not lower, not higher, no spread, no test', () => {
+    // The same work summed in another order: the runs differ in their last digits only.
+    const baseline: ArmFigures[] = [
+      { totalCost: 0.1 + 0.2, meanJctHours: 10 },
+      { totalCost: 1234.5678, meanJctHours: 20 },
+      { totalCost: 2000, meanJctHours: 30 },
+    ];
+    const arm: ArmFigures[] = [
+      { totalCost: 0.3, meanJctHours: 10 * (1 + 3e-15) },
+      { totalCost: 1234.5678 * (1 - 4e-15), meanJctHours: 20 * (1 + 5e-16) },
+      { totalCost: 2000 * (1 + 2e-14), meanJctHours: 15 },
+    ];
+    const [cost, jct, ...rest] = pairedDifferences(baseline, arm);
+    expect(rest).toEqual([]);
+    expect(cost?.percentBySeed).toEqual([0, 0, 0]);
+    expect(cost?.differenceBySeed).toEqual([0, 0, 0]);
+    expect([cost?.meanPercent, cost?.standardError, cost?.lowerOn, cost?.higherOn]).toEqual([0, 0, 0, 0]);
+    expect([cost?.confidence95, cost?.tTestP, cost?.signTestP]).toEqual([null, null, null]);
+    // A real difference on one seed is the only one counted.
+    expect(jct?.percentBySeed).toEqual([0, 0, -50]);
+    expect([jct?.lowerOn, jct?.higherOn]).toEqual([1, 0]);
+    expect(jct?.signTestP).toBe(1);
+    // A baseline of 0 against an arm within rounding of it is not one a percent cannot be taken of: 0 and 0 say nothing.
+    expect(
+      pairedDifferences([{ costIdle: 0 }, { costIdle: 5 }], [{ costIdle: 0 }, { costIdle: 5 + 1e-14 }]),
+    ).toEqual([
+      expect.objectContaining({
+        metric: 'costIdle',
+        basis: 'percent',
+        percentBySeed: [null, 0],
+        lowerOn: 0,
+        higherOn: 0,
+      }),
+    ]);
+  });
+
+  it('compares the p95 JCT every run reports, and p99 where both ran the queue layer', () => {
+    const differences = pairedDifferences(
+      [
+        { p95JctHours: 10, p99JctHours: 20 },
+        { p95JctHours: 12, p99JctHours: 30 },
+      ],
+      [
+        { p95JctHours: 9, p99JctHours: 22 },
+        { p95JctHours: 15, p99JctHours: 27 },
+      ],
+    );
+    expect(differences.map((d) => [d.metric, d.percentBySeed])).toEqual([
+      ['p95JctHours', [-10, 25]],
+      ['p99JctHours', [10, -10]],
+    ]);
+    expect(oneSidedMetrics([{ p95JctHours: 1, p99JctHours: 2 }], [{ p95JctHours: 1 }])).toEqual([
+      { metric: 'p99JctHours', measuredBy: 'baseline' },
+    ]);
+  });
+
   it('refuses runs that are not paired', () => {
     expect(() => pairedDifferences([{ totalCost: 1 }], [])).toThrow(/differ in number/);
   });
@@ -137,8 +193,10 @@ describe('paired differences of simulation arms over seeds', () => {
         const mean = d.meanPercent as number;
         expect(mean).toBeGreaterThanOrEqual((d.minPercent as number) - 1e-9);
         expect(mean).toBeLessThanOrEqual((d.maxPercent as number) + 1e-9);
-        expect(d.lowerOn).toBe(pairs.filter(([b, a]) => a < b).length);
-        expect(d.higherOn).toBe(pairs.filter(([b, a]) => a > b).length);
+        // Moved: by more than rounding (1e-9 of the larger).
+        const moved = pairs.filter(([b, a]) => Math.abs(a - b) > 1e-9 * Math.max(a, b));
+        expect(d.lowerOn).toBe(moved.filter(([b, a]) => a < b).length);
+        expect(d.higherOn).toBe(moved.filter(([b, a]) => a > b).length);
         return true;
       }),
       { seed: 11 },
@@ -152,5 +210,9 @@ describe('paired differences of simulation arms over seeds', () => {
     const { mean, standardError } = meanAndStandardError([2, 4, 4, 4, 5, 5, 7, 9]);
     expect(mean).toBe(5);
     expect(standardError).toBeCloseTo(Math.sqrt(32 / 7 / 8), 12);
+    // The same value but for rounding: no spread.
+    expect(meanAndStandardError([-50.00000000000001, -50, -49.99999999999999]).standardError).toBe(0);
+    // A spread far below the values but above rounding is one.
+    expect(meanAndStandardError([1000, 1000.001]).standardError).toBeCloseTo(0.0005, 9);
   });
 });

@@ -53,6 +53,14 @@ describe('significance of paired differences over seeds', () => {
     expect(flat.confidence95).toBeNull();
     expect(flat.tTestP).toBeNull();
     expect(flat.signTestP).toBeCloseTo(0.25, 12);
+    // Nor a standard error of rounding alone, which would make a t of 10¹⁴ and an interval of no width.
+    expect(pairedSignificance(3, -50, 2e-15, 3, 0)).toEqual({
+      confidence95: null,
+      tTestP: null,
+      signTestP: 0.25,
+    });
+    // A standard error small against the mean but above rounding is still judged.
+    expect(pairedSignificance(3, -50, 1e-6, 3, 0).tTestP).toBeLessThan(0.001);
     // Nor is a zero-width interval in a report written before it was left out read as more than noise.
     const [moves] = pairedDifferences(
       [{ totalCost: 10 }, { totalCost: 20 }],

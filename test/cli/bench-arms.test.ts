@@ -86,9 +86,16 @@ describe('fleetwise bench arms', () => {
       9,
     );
     expect(report.comparisons['srpt']?.map((d) => d.metric)).toContain('costSlowdown');
+    // The tail every simulate run reports (p99 only with the queue layer, which both arms run here).
+    const p95 = report.comparisons['srpt']?.find((d) => d.metric === 'p95JctHours');
+    const p95Of = (arm: string, i: number) => report.runs[arm]?.[i]?.p95JctHours ?? Number.NaN;
+    expect(p95?.differenceBySeed?.[1]).toBeCloseTo(p95Of('srpt', 1) - p95Of('fifo', 1), 9);
+    expect(report.comparisons['srpt']?.map((d) => d.metric)).toContain('p99JctHours');
 
     // The tables: one per compared arm, with a summary line per metric and the peak against the cap.
-    const out = mkdtempSync(join(tmpdir(), 'fleetwise-arms-'));
+    // A directory that does not exist yet is made once the runs are done.
+    const parent = mkdtempSync(join(tmpdir(), 'fleetwise-arms-'));
+    const out = join(parent, 'report', 'arms');
     const text = await runCli([...args, ...arms, '--out', out]);
     expect(text.code, text.stderr).toBe(0);
     expect(text.stdout).toContain('srpt against fifo: --queue srpt --co-start on');
@@ -113,7 +120,7 @@ describe('fleetwise bench arms', () => {
     const reused = JSON.parse(again.stdout) as ArmsReport;
     expect(reused.peaksFrom).toBe(join(out, 'arms.json'));
     expect(timeless({ ...reused, peaksFrom: null })).toBe(timeless(report));
-    rmSync(out, { recursive: true, force: true });
+    rmSync(parent, { recursive: true, force: true });
   }, 120_000);
 
   it('runs an arm with another build, in a subprocess, seed by seed like the others', async () => {
@@ -298,7 +305,7 @@ describe('fleetwise bench arms', () => {
       // A file where the output directory should be: refused before any run, not after all of them.
       [
         ['--seeds', '5', '--arm', 'a=', '--arm', 'b=', '--out', 'package.json/arms'],
-        /--out\n\s+- cannot make package\.json\/arms: /,
+        /--out\n\s+- \S*\/package\.json is a file: cannot make package\.json\/arms/,
       ],
     ];
     // --cap-share's reference run is the --common flags alone: an instance cap or quota there caps it too.
@@ -393,6 +400,44 @@ describe('fleetwise bench arms', () => {
       expect(instances.stderr).toMatch(/--common\n\s+- --cap-share .* but --common caps it at 12 instances/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
+/** The built CLI, killed if it has not ended within `ms` (a command that loops for ever must fail the test, not hang it). */
+function runCliWithin(args: readonly string[], ms: number): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      cwd: PROJECT_ROOT,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), ms);
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stderr });
+    });
+  });
+}
+
+describe('bench arms --out', () => {
+  it('refuses a directory on a kernel filesystem before any run', async () => {
+    const base = ['bench', 'arms', '--seeds', '5', '--common', COMMON, '--arm', 'a=', '--arm', 'b='];
+    const cases: [string, RegExp][] = [
+      // Making a directory under /proc never returns.
+      [
+        '/proc/fw-arms-out',
+        /--out\n\s+- \/proc is on procfs, a kernel filesystem that holds no files: cannot make/,
+      ],
+      // /sys takes no files: the reports would be lost after every run.
+      ['/sys/kernel', /--out\n\s+- \/sys\/kernel is on sysfs, a kernel filesystem that holds no files/],
+    ];
+    for (const [out, message] of cases) {
+      const r = await runCliWithin([...base, '--out', out], 20_000);
+      expect(r.code, `${out}: ${r.stderr}`).toBe(2);
+      expect(r.stderr).toMatch(message);
+      expect(r.stderr).not.toContain('bench arms: seed');
     }
   }, 60_000);
 });

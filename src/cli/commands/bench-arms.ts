@@ -28,6 +28,7 @@ import { runRecord } from '../../sim/report/normalize.js';
 import { defaultParallelism, runInWorkers } from '../../sim/run-pool.js';
 import type { RunRequest } from '../../sim/run-request.js';
 import { batchProgress } from '../batch-progress.js';
+import { checkOutputDirectory } from '../output-target.js';
 import { formatTable } from '../table.js';
 import { flagProblems, numberText, positiveInteger } from './sim-flags.js';
 import { parseSimulateArgs, simulationPlan } from './simulate.js';
@@ -226,6 +227,9 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
     if (names.has(a.name)) throw new ValidationError('--arm', [`two arms are named ${a.name}`]);
     names.add(a.name);
   }
+  // Before the runs: a directory that cannot be written would lose them at the end, and making one under /proc never
+  // returns.
+  if (o.out !== undefined) checkOutputDirectory(o.out, '--out');
   const builds = armBuilds(o.build ?? [], names);
   const why = 'the bench sets it on every run';
   refuseFlags(common, BENCH_SET_FLAGS, '--common', why);
@@ -283,14 +287,6 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
   if (o.peaksFrom !== undefined && capShare === null)
     throw new ValidationError('--peaks-from', ['needs --cap-share: the peaks are there to set caps']);
   const earlier = o.peaksFrom === undefined ? undefined : await earlierPeaks(o.peaksFrom, o.seeds, common);
-
-  // Before the runs: a directory that cannot be made would otherwise lose them.
-  if (o.out !== undefined)
-    await mkdir(o.out, { recursive: true }).catch((e: unknown) => {
-      throw new ValidationError('--out', [
-        `cannot make ${o.out}: ${e instanceof Error ? e.message : String(e)}`,
-      ]);
-    });
 
   const requests: RunRequest[] = [];
   // Uncapped reference runs first (the common flags alone), so that each seed's cap is known.
@@ -405,6 +401,7 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
   }
   process.stdout.write(o.json === true ? `${JSON.stringify(report)}\n` : armsText(report));
   if (o.out !== undefined) {
+    await mkdir(o.out, { recursive: true });
     const json = join(o.out, ARMS_FILES.json);
     const html = join(o.out, ARMS_FILES.html);
     await writeFile(json, `${JSON.stringify(report)}\n`, 'utf8');

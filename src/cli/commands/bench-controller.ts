@@ -8,13 +8,17 @@ import {
   CONTROLLER_BENCH_DEFAULTS,
   CONTROLLER_BENCH_TARGETS,
   type ControllerBenchResult,
+  type ControllerBenchTarget,
   type TargetName,
 } from '../../bench/controller-bench.js';
 import { stopRunningBenchControllers } from '../../bench/bench-controller-process.js';
-import { parseWith } from '../../core/validation.js';
+import { ValidationError } from '../../core/validation.js';
+import { checkOutputDirectory } from '../output-target.js';
 import { formatTable } from '../table.js';
+import { flagName, flagProblems, numberText, positiveInteger } from './sim-flags.js';
 
-const count = (max: number) => z.coerce.number().int('a whole number').min(1).max(max);
+const count = (max: number) =>
+  numberText(positiveInteger.max(max, `must be ≤ ${max.toLocaleString('en-US')}`));
 const optionsSchema = z.object({
   submissions: count(100_000),
   waiting: count(100_000),
@@ -23,7 +27,7 @@ const optionsSchema = z.object({
   finished: count(1_000_000),
   concurrency: count(256),
   rounds: count(100),
-  heartbeatSeconds: z.coerce.number().finite().positive().max(600),
+  heartbeatSeconds: numberText(z.number().positive('must be > 0').max(600, 'must be ≤ 600')),
   keep: z.boolean().optional(),
   cpuProf: z.string().min(1).optional(),
   json: z.boolean().optional(),
@@ -56,7 +60,13 @@ export function registerBenchController(bench: Command): Command {
     .option('--cpu-prof <dir>', "write the controllers' CPU profiles (node --cpu-prof) into this directory")
     .option('--json', 'print one JSON object instead of a table')
     .action(async (raw: Record<string, unknown>) => {
-      const opts = parseWith(optionsSchema, raw, 'fleetwise bench controller options');
+      const parsed = optionsSchema.safeParse(raw);
+      if (!parsed.success)
+        throw new ValidationError('fleetwise bench controller options', flagProblems(parsed.error));
+      const opts = parsed.data;
+      // Checked before the controllers start: node writes no profile where it cannot, and the bench would end as if
+      // it had.
+      if (opts.cpuProf !== undefined) checkOutputDirectory(opts.cpuProf, '--cpu-prof');
       const workDir = mkdtempSync(join(tmpdir(), 'fleetwise-bench-controller-'));
       const started = performance.now();
       const progress = (message: string): void => {
@@ -128,8 +138,32 @@ export function registerBenchController(bench: Command): Command {
 }
 
 function targetText(name: TargetName): string {
-  const t: { readonly atLeast?: number; readonly atMost?: number } = CONTROLLER_BENCH_TARGETS[name];
+  const t: ControllerBenchTarget = CONTROLLER_BENCH_TARGETS[name];
   return t.atLeast !== undefined ? `≥ ${t.atLeast}` : `≤ ${t.atMost ?? ''}`;
+}
+
+/** The flags a target is set at: `--workers 1000`. */
+function targetSizesText(name: TargetName): string {
+  const t: ControllerBenchTarget = CONTROLLER_BENCH_TARGETS[name];
+  return Object.entries(t.at)
+    .map(([size, least]) => `${flagName(size)} ${String(least)}`)
+    .join(' ');
+}
+
+/**
+ * The targets not judged, as a line under the table: what each is set at, so that a run at that size judges it.
+ * Empty when every target was judged.
+ */
+function notJudgedText(r: ControllerBenchResult): string {
+  const bySizes = new Map<string, TargetName[]>();
+  for (const name of Object.keys(CONTROLLER_BENCH_TARGETS) as TargetName[]) {
+    if (r.met[name] !== null) continue;
+    const sizes = targetSizesText(name);
+    bySizes.set(sizes, [...(bySizes.get(sizes) ?? []), name]);
+  }
+  if (bySizes.size === 0) return '';
+  const which = [...bySizes].map(([sizes, names]) => `${names.join(', ')} at ${sizes}`).join('; ');
+  return `n/a: run at a smaller size than the target's (${which})\n`;
 }
 
 /** The human-readable table of a controller benchmark: each figure, its target, whether it was met, and on what. */
@@ -138,7 +172,7 @@ export function formatControllerBench(r: ControllerBenchResult): string {
     name,
     value,
     targetText(name),
-    r.met[name] ? 'met' : 'MISSED',
+    r.met[name] === null ? 'n/a' : r.met[name] ? 'met' : 'MISSED',
     context,
   ];
   return (
@@ -175,6 +209,7 @@ export function formatControllerBench(r: ControllerBenchResult): string {
     ) +
     `machine: ${r.cpus} cores, load average ${r.loadAverages.submit.toFixed(1)} / ${r.loadAverages.rounds.toFixed(1)} / ` +
     `${r.loadAverages.heartbeats.toFixed(1)} after the submissions / rounds / heartbeats\n` +
+    notJudgedText(r) +
     (r.fleetErrors > 0 ? `${r.fleetErrors} simulated-worker request(s) failed\n` : '')
   );
 }

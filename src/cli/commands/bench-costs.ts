@@ -3,8 +3,9 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { benchCostReport, type CostReportBenchResult } from '../../bench/cost-report-bench.js';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
-import { parseWith } from '../../core/validation.js';
+import { ValidationError } from '../../core/validation.js';
 import { formatTable } from '../table.js';
+import { flagProblems, numberText } from './sim-flags.js';
 
 const optionsSchema = z.object({
   jobs: z
@@ -12,8 +13,10 @@ const optionsSchema = z.object({
     .regex(/^\d+(,\d+)*$/, 'must be a comma-separated list of job counts, e.g. 1000,10000')
     .transform((s) => s.split(',').map(Number))
     .refine((xs) => xs.every((x) => x >= 1 && x <= 1_000_000), 'each count must be between 1 and 1,000,000'),
-  checkpoints: z.coerce.number().int().min(0).max(1_000),
-  repeats: z.coerce.number().int().min(1).max(50),
+  checkpoints: numberText(
+    z.number().int('must be an integer').min(0, 'must be ≥ 0').max(1_000, 'must be ≤ 1,000'),
+  ),
+  repeats: numberText(z.number().int('must be an integer').min(1, 'must be ≥ 1').max(50, 'must be ≤ 50')),
   json: z.boolean().optional(),
 });
 
@@ -33,7 +36,15 @@ export function registerBenchCosts(bench: Command): Command {
     .option('--repeats <n>', 'timed reports per figure (the median is printed)', '5')
     .option('--json', 'print one JSON object instead of a table')
     .action(async (raw: Record<string, unknown>) => {
-      const opts = parseWith(optionsSchema, raw, 'fleetwise bench costs options');
+      const parsed = optionsSchema.safeParse(raw);
+      if (!parsed.success)
+        throw new ValidationError('fleetwise bench costs options', flagProblems(parsed.error));
+      const opts = parsed.data;
+      const started = performance.now();
+      const progress = (message: string): void => {
+        const seconds = ((performance.now() - started) / 1000).toFixed(1);
+        process.stderr.write(`bench costs [${seconds} s]: ${message}\n`);
+      };
       // Stopped by a signal (Ctrl-C, `timeout`), it closes and removes its SQLite state as when it finishes: left
       // alone, Node would exit at once and leave the state (hundreds of MB at the larger sizes) in the temp directory.
       const abort = new AbortController();
@@ -51,6 +62,7 @@ export function registerBenchCosts(bench: Command): Command {
           loadCatalogFile(),
           { jobs: opts.jobs, checkpointsPerJob: opts.checkpoints, repeats: opts.repeats },
           abort.signal,
+          progress,
         );
       } catch (e) {
         if (stopSignal === undefined) throw e;
