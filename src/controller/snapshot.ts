@@ -15,8 +15,10 @@ import { type InstanceRecord, type JobRecord, type StateStore, type TaskRecord }
  *
  * - Instances: requested, launching and running ones. Draining, terminating and terminated instances are going
  *   away, so no plan may use them; tasks still on them appear unplaced to the scheduler and are moved off.
- * - Jobs: every job not finished. Queued and running jobs are reconfigurable; starting and migrating jobs are
- *   pinned where they are committed (Eva reference `_create_initial_config`).
+ * - Jobs: every job not finished. Queued jobs are reconfigurable, and running jobs once every task of their run is
+ *   known prepared (JOB_PREPARED_EVENT); starting and migrating jobs, and running jobs whose tasks are still being
+ *   prepared, are pinned where they are committed (Eva reference `_create_initial_config`; the engine's job turns
+ *   `executing` only once all its tasks launched).
  * - A task moving to another instance (checkpointing at its source, a pending start at its destination) is
  *   reported at its destination: that is where the plan committed it and where it will need capacity.
  * - A pinned job with a task committed to an instance that is going away cannot move until it is reconfigurable
@@ -38,6 +40,11 @@ export interface SnapshotInputs {
   readonly pendingStarts: ReadonlyMap<string, string>;
   /** job id → when it last entered `running`. */
   readonly runningSince: ReadonlyMap<string, number>;
+  /**
+   * Running job id → when every task of its run was first known prepared (JOB_PREPARED_EVENT); a running job not in it
+   * is still being prepared. Absent: not known, and a running job counts as prepared when it entered `running`.
+   */
+  readonly preparedSince?: ReadonlyMap<string, number> | undefined;
   /**
    * Migrating job id → when it last entered `running`: its tasks still running where they were (a move waiting for
    * its new instances) are in that run until they stop. For the work at risk (work-at-risk.ts), not the plan, which
@@ -73,6 +80,11 @@ export interface SnapshotInputs {
 
 /** A job lost an instance under it (vanished: a spot reclaim, a stop); `data.zone` says where. */
 export const JOB_CAPACITY_LOST_EVENT = 'job.capacity-lost';
+/**
+ * Every task of a running job is prepared (image fetched and built, checkpoint restored): their workers report them
+ * running, or the co-start barrier released them ready (reconcile/effects/tasks.ts). Its init delay runs from here.
+ */
+export const JOB_PREPARED_EVENT = 'job.prepared';
 /** How far apart the clocks of controllers sharing one store may be, as events and submissions are stamped. */
 const CLOCK_SKEW_GRACE_SECONDS = 60;
 
@@ -117,10 +129,14 @@ export function readSnapshotInputs(
   for (const intent of store.listIntents({ states: ['pending'], kind: 'start-task' }))
     if (intent.kind === 'start-task') pendingStarts.set(intent.payload.taskId, intent.payload.instanceId);
   const runningSince = new Map<string, number>();
+  const preparedSince = new Map<string, number>();
   const migratingSince = new Map<string, number>();
   for (const job of jobs) {
-    if (job.state === 'running') runningSince.set(job.id, runningSinceOf(store, job));
-    else if (job.state === 'migrating') migratingSince.set(job.id, runningSinceOf(store, job));
+    if (job.state === 'running') {
+      runningSince.set(job.id, runningSinceOf(store, job));
+      const prepared = preparedSinceOf(store, job.id);
+      if (prepared !== undefined) preparedSince.set(job.id, prepared);
+    } else if (job.state === 'migrating') migratingSince.set(job.id, runningSinceOf(store, job));
   }
   const live = new Set(instances.filter((i) => SCHEDULABLE_INSTANCE_STATES.has(i.state)).map((i) => i.id));
   // The market is in the instance's launch intent (keyed by instance); a launch that fell back to on demand says so
@@ -164,6 +180,7 @@ export function readSnapshotInputs(
     instances,
     pendingStarts,
     runningSince,
+    preparedSince,
     migratingSince,
     nowSeconds,
     measuredRtts,
@@ -193,6 +210,20 @@ function runningSinceOf(store: StateStore, job: JobRecord): number {
   return lastEnteredRunning(transitions) ?? job.startedAtSeconds ?? job.updatedAtSeconds;
 }
 
+/**
+ * When every task of the job's current run was first known prepared: its newest JOB_PREPARED_EVENT, if none of its
+ * tasks started since (a task's start is its `task.state` event to `running`). Undefined while one is being prepared.
+ */
+export function preparedSinceOf(store: StateStore, jobId: string): number | undefined {
+  const prepared = store.listEvents({ jobId, kind: JOB_PREPARED_EVENT, newestFirst: true, limit: 1 })[0];
+  if (prepared === undefined) return undefined;
+  // Only the events since it are read: a job that ran for days has many.
+  const startedSince = store
+    .listEvents({ jobId, kind: 'task.state', afterSeq: prepared.seq })
+    .some((e) => dataField(e.data, 'to') === 'running');
+  return startedSince ? undefined : prepared.atSeconds;
+}
+
 /** The instance a task occupies for planning: its pending start's destination, else where it is placed. */
 export function committedInstanceOf(
   task: TaskRecord,
@@ -219,7 +250,17 @@ export function buildSnapshot(input: SnapshotInputs): ClusterSnapshot {
       .filter((t) => t.state !== 'succeeded')
       .sort((a, b) => a.index - b.index);
     if (jobTasks.length === 0) continue;
-    const reconfigurable = job.state === 'queued' || job.state === 'running';
+    // A running job makes progress from its init delay after its tasks were all prepared; until then it is pinned,
+    // as the engine's job is until all its tasks launched.
+    const preparedAt =
+      job.state !== 'running'
+        ? undefined
+        : input.preparedSince === undefined
+          ? input.runningSince.get(job.id)
+          : input.preparedSince.get(job.id);
+    const reconfigurable =
+      job.state === 'queued' ||
+      (job.state === 'running' && (input.preparedSince === undefined || preparedAt !== undefined));
     let committed = jobTasks.map((t) => committedInstanceOf(t, input.pendingStarts));
     if (!reconfigurable && committed.some((id) => id !== undefined && !schedulable.has(id))) {
       // Its tasks committed to instances a plan may use hold their room there until the job goes back to the queue
@@ -245,7 +286,7 @@ export function buildSnapshot(input: SnapshotInputs): ClusterSnapshot {
         else list.push(task.id);
       }
     });
-    jobs.push(schedJob(job, jobTasks, reconfigurable, input));
+    jobs.push(schedJob(job, jobTasks, reconfigurable, preparedAt, input));
   }
   const instances: SchedInstance[] = [...schedulable.values()].map((i) => {
     const placement = placementOf(i);
@@ -292,25 +333,26 @@ function schedJob(
   job: JobRecord,
   tasks: readonly TaskRecord[],
   reconfigurable: boolean,
+  preparedAt: number | undefined,
   input: SnapshotInputs,
 ): SchedJob {
   const { spec } = job;
   const restoreSeconds = spec.checkpoint.restoreDelaySeconds ?? 0;
-  // When the job began making progress, as the simulator's engine has it: its init delay after it entered running
-  // (its last task started). Still ahead while it initializes (core/model.ts).
-  const enteredRunning = input.runningSince.get(job.id);
+  // When the job began making progress, as the simulator's engine has it: its init delay after its last task was
+  // prepared. Still ahead while it initializes (core/model.ts); none while a task is being prepared.
   const runningSinceSeconds =
-    enteredRunning === undefined ? undefined : enteredRunning + (spec.checkpoint.initDelaySeconds ?? 0);
+    preparedAt === undefined ? undefined : preparedAt + (spec.checkpoint.initDelaySeconds ?? 0);
   const checkpoints = tasks.map((t) => t.lastCheckpointAtSeconds);
   // Running, the job can resume from the oldest of its tasks' latest checkpoints, or from where this run began
   // (it resumed from a checkpoint, or started afresh): what it did before is not at risk, nor the time it waited.
-  // Not running, nothing is at risk until it runs again; never run, undefined (a periodic checkpoint's mean age).
+  // Never after now: initializing, it has nothing at risk yet. Not running (or still being prepared), nothing is at
+  // risk until it runs again; never run, undefined (a periodic checkpoint's mean age).
   const oldest = checkpoints.every((c) => c !== undefined)
     ? Math.min(...(checkpoints as number[]))
     : undefined;
   const lastCheckpointSeconds =
     runningSinceSeconds !== undefined
-      ? Math.max(oldest ?? runningSinceSeconds, runningSinceSeconds)
+      ? Math.min(input.nowSeconds, Math.max(oldest ?? runningSinceSeconds, runningSinceSeconds))
       : job.startedAtSeconds !== undefined || oldest !== undefined
         ? input.nowSeconds
         : undefined;

@@ -581,7 +581,11 @@ export class WorkerTaskControl implements TaskControl {
       this.startRequested.delete(task.id);
       return Promise.resolve(report.state);
     }
-    return Promise.resolve(report === undefined ? 'unknown' : 'running');
+    if (report === undefined) return Promise.resolve('unknown');
+    // Still being prepared (image, checkpoint) or held for its job's release: not running yet, so its job is not
+    // prepared (snapshot.ts JOB_PREPARED_EVENT) and stays pinned, as the simulator's engine pins it.
+    if (report.state === 'starting' || report.state === 'ready') return Promise.resolve('starting');
+    return Promise.resolve('running');
   }
 
   failureReason(task: TaskRecord): string | undefined {

@@ -37,9 +37,10 @@ export interface SchedJob {
   readonly reconfigurable: boolean;
   readonly arrivalSeconds: number;
   /**
-   * When the job last started making progress on its current instances: its init delay after its last task started.
-   * While it initializes, that time still to come (the controller's snapshot) or undefined (the engine's, which has
-   * no no-move windows); undefined for a job not running.
+   * When the job last started making progress on its current instances: its init delay after its last task was
+   * prepared (image fetched or built, checkpoint restored; until then the job is pinned and this is undefined). While
+   * it initializes, that time still to come (the controller's snapshot) or undefined (the engine's, which has no
+   * no-move windows); undefined for a job not running.
    */
   readonly runningSinceSeconds?: number | undefined;
   /** The job asks not to be moved while it initializes nor for this many seconds after it starts making progress. */

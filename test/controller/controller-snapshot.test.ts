@@ -1,29 +1,62 @@
 import { describe, expect, it } from 'vitest';
+import type { TaskControl, TaskStartRequest, TaskStatus } from '../../src/controller/seams.js';
 import { buildSnapshot, JOB_CAPACITY_LOST_EVENT, readSnapshotInputs } from '../../src/controller/snapshot.js';
-import { launchIntentKey, type EventFilter, type StateStore } from '../../src/controller/state-store.js';
+import {
+  launchIntentKey,
+  type EventFilter,
+  type StateStore,
+  type TaskRecord,
+} from '../../src/controller/state-store.js';
 import { CPU_SMALL, GPU_ONE, handPlan, jobSpec, rig } from './controller-fixtures.js';
+
+/** Tasks whose workers report them still being prepared (image fetched, checkpoint restored) until `prepared`. */
+class PreparingTasks implements TaskControl {
+  readonly name = 'preparing';
+  private readonly preparing = new Set<string>();
+
+  async start({ task }: TaskStartRequest): Promise<void> {
+    this.preparing.add(task.id);
+  }
+
+  async stop(): Promise<'stopped'> {
+    return 'stopped';
+  }
+
+  async status(task: TaskRecord): Promise<TaskStatus> {
+    return this.preparing.has(task.id) ? 'starting' : 'running';
+  }
+
+  prepared(taskId: string): void {
+    this.preparing.delete(taskId);
+  }
+}
+
+/** A spec of `replicas` CPU_SMALL tasks with a 30 s init delay and a 10 s restore. */
+function initializingSpec(name: string, replicas = 1, expectedDurationSeconds = 1000) {
+  return {
+    ...jobSpec(name, CPU_SMALL, { expectedDurationSeconds, replicas }),
+    checkpoint: {
+      signal: 'SIGTERM' as const,
+      timeoutSeconds: 60,
+      restoreDelaySeconds: 10,
+      initDelaySeconds: 30,
+    },
+  };
+}
 
 describe('snapshot of the store for the scheduler', () => {
   it('maps jobs, tasks and instances, with pinned jobs where they are committed', async () => {
     const r = rig();
-    const spec = {
-      ...jobSpec('ckpt', CPU_SMALL, { expectedDurationSeconds: 1000 }),
-      checkpoint: {
-        signal: 'SIGTERM' as const,
-        timeoutSeconds: 60,
-        restoreDelaySeconds: 10,
-        initDelaySeconds: 30,
-      },
-    };
-    const running = r.controller.submit(spec, 'research');
+    const running = r.controller.submit(initializingSpec('ckpt'), 'research');
     await r.controller.runRound();
     const started = r.store.getJob(running.id)?.startedAtSeconds as number;
-    // Initializing (its 30 s init delay after it started): its progress is still to begin, and none is done.
+    // Initializing (its 30 s init delay after its task was prepared, at once here): its progress is still to begin,
+    // none is done, and none is at risk (its last checkpoint is now, not where its progress will begin).
     r.clock.advance(20);
     const initializing = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds())).jobs[0];
     expect(initializing?.runningSinceSeconds).toBe(started + 30);
     expect(initializing?.expectedRemainingSeconds).toBe(1000);
-    expect(initializing?.lastCheckpointSeconds).toBe(started + 30);
+    expect(initializing?.lastCheckpointSeconds).toBe(started + 20);
     r.clock.advance(380);
     const queued = r.controller.submit(jobSpec('later', CPU_SMALL), 'research');
     const snapshot = buildSnapshot(readSnapshotInputs(r.store, r.clock.nowSeconds()));
@@ -58,6 +91,82 @@ describe('snapshot of the store for the scheduler', () => {
       reconfigurable: true,
       migrationDelaySeconds: 0,
       lastCheckpointSeconds: undefined,
+    });
+  });
+
+  it('pins a running job until every task is heard running, and dates its progress from then', async () => {
+    const tasks = new PreparingTasks();
+    const r = rig({ vanishGraceSeconds: 60 }, { tasks });
+    const job = r.controller.submit(initializingSpec('pair', 2, 5000), 'research');
+    const [t0, t1] = [`${job.id}.0`, `${job.id}.1`];
+    const now = (): number => r.clock.nowSeconds();
+    const snapshotJob = () => buildSnapshot(readSnapshotInputs(r.store, now())).jobs[0];
+    await r.controller.runRound();
+    expect(r.store.getJob(job.id)?.state).toBe('running');
+    // Started, its images still being fetched: pinned where it is committed, no progress begun, nothing at risk.
+    r.clock.advance(10);
+    expect(snapshotJob()).toMatchObject({
+      reconfigurable: false,
+      runningSinceSeconds: undefined,
+      lastCheckpointSeconds: now(),
+      expectedRemainingSeconds: 5000,
+    });
+    expect(
+      buildSnapshot(readSnapshotInputs(r.store, now())).tasks.every((t) => t.instanceId !== undefined),
+    ).toBe(true);
+    // One task prepared, its sibling not: still pinned.
+    tasks.prepared(t0);
+    r.clock.advance(10);
+    await r.controller.reconcile();
+    expect(snapshotJob()).toMatchObject({ reconfigurable: false, runningSinceSeconds: undefined });
+    // Both heard running: movable, its progress beginning its 30 s init after the pass that heard them.
+    tasks.prepared(t1);
+    r.clock.advance(10);
+    await r.controller.reconcile();
+    const prepared = now();
+    r.clock.advance(5);
+    expect(snapshotJob()).toMatchObject({
+      reconfigurable: true,
+      runningSinceSeconds: prepared + 30,
+      lastCheckpointSeconds: now(),
+      expectedRemainingSeconds: 5000,
+    });
+    r.clock.advance(100);
+    expect(snapshotJob()).toMatchObject({
+      runningSinceSeconds: prepared + 30,
+      lastCheckpointSeconds: prepared + 30,
+      expectedRemainingSeconds: 5000 - (now() - prepared - 30),
+    });
+    // Its instances lost, it starts again elsewhere: prepared once, it is pinned again until its new starts are.
+    await r.cloud.terminate(r.cloud.live().map((i) => i.id));
+    r.clock.advance(61);
+    await r.controller.runRound('period');
+    expect(r.store.listTasks({ jobId: job.id }).map((t) => t.state)).toEqual(['running', 'running']);
+    expect(r.store.getJob(job.id)?.state).toBe('running');
+    expect(snapshotJob()).toMatchObject({ reconfigurable: false, runningSinceSeconds: undefined });
+  });
+
+  it('takes a running job as prepared only from when its inputs say', async () => {
+    const r = rig();
+    const job = r.controller.submit(initializingSpec('one'), 'research');
+    await r.controller.runRound();
+    const started = r.store.getJob(job.id)?.startedAtSeconds as number;
+    r.clock.advance(100);
+    const inputs = readSnapshotInputs(r.store, r.clock.nowSeconds());
+    // Without workers a started task runs at once: prepared in the pass that started it.
+    expect(inputs.preparedSince?.get(job.id)).toBe(started);
+    const still = buildSnapshot({ ...inputs, preparedSince: new Map() }).jobs[0];
+    expect(still).toMatchObject({
+      reconfigurable: false,
+      runningSinceSeconds: undefined,
+      lastCheckpointSeconds: r.clock.nowSeconds(),
+    });
+    const later = buildSnapshot({ ...inputs, preparedSince: new Map([[job.id, started + 50]]) }).jobs[0];
+    expect(later).toMatchObject({
+      reconfigurable: true,
+      runningSinceSeconds: started + 80,
+      lastCheckpointSeconds: started + 80,
+      expectedRemainingSeconds: 980,
     });
   });
 

@@ -23,7 +23,8 @@ import type { Timeline } from './timeline.js';
  * The worker fleet over simulated time: a TaskControl for the controller's reconciler and a WorkerFleet for its
  * rounds, running the trace's jobs with the engine's task model (src/world/simulation.ts, entities.ts):
  * - start: the task holds its instance's capacity at once and runs after fetch + build (build skipped when the image
- *   is on the instance already); once every task of the job runs, the job progresses after its init delay;
+ *   is on the instance already), reported `starting` until then; once every task of the job runs, the job progresses
+ *   after its init delay, and the workers report it at once (the controller pins the job until then);
  * - checkpoint-stop: the task keeps running for the kill delay, then uploads its checkpoint (upload delay), then
  *   frees the capacity; the stop reports `pending` until then; no progress is lost;
  * - progress is integrated exactly between events: full throughput × min over the job's tasks of the ground-truth
@@ -356,6 +357,9 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
     const h = this.held.get(task);
     if (h === undefined || this.o.holdStarts === undefined) {
       this.launched(task, host);
+      // Reported running, the last of its job's tasks: the controller hears at once that the job is prepared, as the
+      // engine's job turns `executing` now (its init delay runs from here).
+      if (task.job.tasks.every((t) => t.state === 'running')) this.o.onReport?.();
       return;
     }
     h.prepared = true;

@@ -31,6 +31,7 @@ import type { ReconcileContext } from '../context.js';
 import { abandonStartsTo, endStartsUnreleased, releaseTasksOn, settleJob } from '../jobs.js';
 import { Slices } from '../yielding.js';
 import { hasSpotNotice } from '../../spot-interruptions.js';
+import { JOB_PREPARED_EVENT, preparedSinceOf } from '../../snapshot.js';
 
 /** Task effects: stops (checkpointing off an instance), starts once their gate opens, and task completions. */
 
@@ -430,6 +431,8 @@ async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly Held
     writeCoStart(ctx.store, jobId, releasedCoStart(record, released, now));
     ctx.store.appendEvent(coStartReleaseEvent(jobId, released));
     settleJob(ctx, jobId, 'all tasks ready: released together');
+    // Released only with every task ready: prepared now, as far as the controller knows.
+    notePrepared(ctx, jobId, 'released ready together');
     return released;
   });
 }
@@ -484,13 +487,49 @@ function restartMeasure(ctx: ReconcileContext, job: JobRecord, taskIds: readonly
 }
 
 /**
- * Poll running tasks; a success or failure ends the task (and, with it, maybe its job or its attempt). Answers how many
- * ended, each freeing its room.
+ * Record that every task of a running job is prepared (snapshot.ts JOB_PREPARED_EVENT: the round pins the job until
+ * then and dates its progress from then), once per run of its tasks.
+ */
+function notePrepared(ctx: ReconcileContext, jobId: string, how: string): void {
+  if (ctx.store.getJob(jobId)?.state !== 'running' || preparedSinceOf(ctx.store, jobId) !== undefined) return;
+  ctx.store.appendEvent({ kind: JOB_PREPARED_EVENT, jobId, message: `job ${jobId} prepared: ${how}` });
+}
+
+/**
+ * Record as prepared the running jobs every task of which was heard running in this pass (no longer starting: its
+ * image fetched and built, its checkpoint restored) or has done its part.
+ */
+function notePreparedJobs(
+  ctx: ReconcileContext,
+  jobs: ReadonlySet<string>,
+  heard: ReadonlyMap<string, string>,
+): void {
+  if (jobs.size === 0) return;
+  ctx.store.transaction(() => {
+    for (const jobId of jobs) {
+      const all = ctx.store
+        .listTasks({ jobId })
+        .every(
+          (t) =>
+            t.state === 'succeeded' ||
+            (t.state === 'running' && t.instanceId !== undefined && heard.get(t.id) === t.instanceId),
+        );
+      if (all) notePrepared(ctx, jobId, 'every task heard running');
+    }
+  });
+}
+
+/**
+ * Poll running tasks; a success or failure ends the task (and, with it, maybe its job or its attempt); a running job
+ * all of whose tasks were heard running is prepared (`notePreparedJobs`). Answers how many ended, each freeing its
+ * room.
  */
 export async function pollTaskStatuses(ctx: ReconcileContext): Promise<number> {
   let ended = 0;
   const slices = new Slices(ctx.store);
   const instances = new Map<string, InstanceRecord | undefined>(); // read once per pass
+  const heard = new Map<string, string>(); // task heard running → the instance it runs on
+  const heardJobs = new Set<string>();
   for (const task of ctx.store.listTasks({ states: ['running'] })) {
     await slices.next();
     const instanceId = task.instanceId;
@@ -500,6 +539,10 @@ export async function pollTaskStatuses(ctx: ReconcileContext): Promise<number> {
     // A draining instance still runs its tasks until they are stopped (a move making before it breaks, a drain).
     if (instance === undefined || (instance.state !== 'running' && instance.state !== 'draining')) continue;
     const status = await ctx.deps.tasks.status(task, instance);
+    if (status === 'running') {
+      heard.set(task.id, instance.id);
+      heardJobs.add(task.jobId);
+    }
     if (status !== 'succeeded' && status !== 'failed') continue;
     slices.defer(() => {
       const job = ctx.store.getJob(task.jobId) as JobRecord;
@@ -532,6 +575,7 @@ export async function pollTaskStatuses(ctx: ReconcileContext): Promise<number> {
     });
   }
   slices.commit();
+  notePreparedJobs(ctx, heardJobs, heard);
   return ended;
 }
 

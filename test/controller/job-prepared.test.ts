@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/controller/clock.js';
+import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
+import { buildSnapshot, JOB_PREPARED_EVENT, readSnapshotInputs } from '../../src/controller/snapshot.js';
+import { CPU_SMALL, jobSpec, rig, workerTaskControlFor } from './controller-fixtures.js';
+
+/**
+ * A job is prepared when its worker reports its tasks running, not while it reports them still being prepared
+ * (`starting`: the image pulled or built, the checkpoint downloaded): until then the round pins it where it is, as the
+ * simulator's engine pins a job until every task has been prepared.
+ */
+describe('a job whose worker still prepares its task', () => {
+  it('is prepared only once the worker reports the task running', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+    const workers = workerTaskControlFor(store, clock, {
+      objectStoreLocation: '/tmp/fleetwise-prepared-objects',
+    });
+    const r = rig({}, { store, clock, tasks: workers, workers });
+    const job = r.controller.submit(jobSpec('one', CPU_SMALL), 'research');
+    await r.controller.runRound();
+    await r.controller.reconcile();
+    const token = 'worker-token-prepared-0123456789abcdef';
+    for (const i of store.listInstances({ states: ['running'] })) store.setWorkerToken(i.id, token);
+    await r.controller.reconcile();
+    const [task] = store.listTasks({ jobId: job.id });
+    expect(task?.state).toBe('running');
+    const prepared = () => store.listEvents({ jobId: job.id, kind: JOB_PREPARED_EVENT });
+    const reconfigurable = () =>
+      buildSnapshot(readSnapshotInputs(store, clock.nowSeconds())).jobs.find((j) => j.id === job.id)
+        ?.reconfigurable;
+    const report = (state: 'starting' | 'running') =>
+      workers.heartbeat(token, { tasks: [{ taskId: task?.id as string, state, attempt: 1 }] });
+
+    report('starting');
+    clock.advance(30);
+    await r.controller.reconcile();
+    expect(prepared()).toEqual([]);
+    expect(reconfigurable()).toBe(false);
+
+    report('running');
+    clock.advance(5);
+    await r.controller.reconcile();
+    expect(prepared()).toHaveLength(1);
+    expect(reconfigurable()).toBe(true);
+  });
+});
