@@ -2,6 +2,7 @@ import type { Catalog } from '../core/catalog.js';
 import { perHourToPerSecond } from '../core/units.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
 import { CO_START_EVENT, HELD_FROM_READINESS } from './co-start-records.js';
+import { FREE_INTERRUPTED_SPOT_SECONDS } from '../core/spot.js';
 import { billedPricePerHour, launchedOnSpot } from './instance-market.js';
 import { expandTasks } from './job-spec/tasks.js';
 import type { CostLine, CostReport } from './service.js';
@@ -24,11 +25,7 @@ import type { EventRecord, InstanceRecord, JobRecord, StateStore, TaskState } fr
 /** EC2 bills Linux on-demand instances per second with a one-minute minimum. */
 export const MINIMUM_BILLED_SECONDS = 60;
 
-/**
- * A spot instance EC2 interrupts within this long of its launch is not charged at all (AWS, "Billing for interrupted
- * Spot Instances"); one stopped or terminated by its owner is charged for the seconds it ran, as any other.
- */
-export const FREE_INTERRUPTED_SPOT_SECONDS = 3600;
+export { FREE_INTERRUPTED_SPOT_SECONDS };
 
 /**
  * The event recording that EC2 ended a spot instance the controller did not ask to end (it found it shutting down,

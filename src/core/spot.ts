@@ -221,8 +221,7 @@ export function spotOffering(
 /**
  * How long a pool stays out of spot launches after a capacity error or an interruption: Karpenter's unavailable-
  * offerings cache keeps an offering out for 3 minutes (research digest industry-anchors §1.4), and so do fleetwise's
- * EC2 provider and the controller runtime's simulated cloud. The engine's spot world marks no pool: a burst leaves its
- * pool no scarcer there, so a launch moved off it would only pay a dearer pool's price.
+ * EC2 provider, the controller runtime's simulated cloud and the engine's spot world (on a notice it hears).
  */
 export const UNAVAILABLE_OFFERING_SECONDS = 180;
 
@@ -273,3 +272,10 @@ export function marketPricePerHour(
 export const SPOT_PREFERENCES = ['never', 'allowed', 'preferred'] as const;
 export type SpotPreference = (typeof SPOT_PREFERENCES)[number];
 export const DEFAULT_SPOT_PREFERENCE: SpotPreference = 'allowed';
+
+/**
+ * A spot instance EC2 interrupts within this long of its launch is not charged at all (AWS, "Billing for interrupted
+ * Spot Instances"); one stopped or terminated by its owner is charged for the seconds it ran, as any other. The
+ * controller's cost reports and both simulator runtimes bill by it.
+ */
+export const FREE_INTERRUPTED_SPOT_SECONDS = 3600;

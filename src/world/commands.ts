@@ -204,7 +204,7 @@ export class CommandIssuer {
     const id = `i-${this.state.instanceCounter}`;
     const pool = asked === 'spot' ? this.spotPool(typeName, placement) : undefined;
     const market: Market = pool === undefined ? 'on-demand' : 'spot';
-    const where = pool === undefined ? placement : { ...placement, zone: pool.zone };
+    const where = pool === undefined ? placement : this.spotPlacement(placement, pool.zone);
     const inst: SimInstance = {
       id,
       type,
@@ -232,16 +232,36 @@ export class CommandIssuer {
    * has one, which wins over the zone asked, as EC2 places a cluster group's instances in one zone), else the
    * price-capacity-optimized one among the zones the simulated network has (every zone without one). Undefined, so
    * the cloud launches on demand as the EC2 provider falls back, when spot is off or that zone has no pool of the type.
+   * A pool closed after a notice (spot-world.ts `poolOpen`) is passed over for the type's next open pool in that order,
+   * else the launch goes on demand, as the controller's launch goes through EC2Provider and the simulated cloud.
    */
   private spotPool(typeName: string, placement: InstancePlacement | undefined): SpotOffering | undefined {
-    const network = this.state.network;
-    const zone = network === undefined ? placement?.zone : network.settledZone(placement);
-    if (zone !== undefined) return spotOffering(this.catalog.spot, typeName, zone);
-    if (network === undefined) return spotOffering(this.catalog.spot, typeName);
     const market = this.catalog.spot;
-    return market === undefined
-      ? undefined
-      : offeringsOf(market, typeName).find((o) => network.config.zones.includes(o.zone));
+    if (market === undefined) return undefined;
+    const network = this.state.network;
+    const spot = this.state.spot;
+    const zone = network === undefined ? placement?.zone : network.settledZone(placement);
+    if (zone !== undefined) {
+      const asked = spotOffering(market, typeName, zone);
+      if (asked === undefined || spot === undefined || spot.poolOpen(typeName, zone)) return asked;
+    }
+    return offeringsOf(market, typeName).find(
+      (o) =>
+        (network === undefined || network.config.zones.includes(o.zone)) &&
+        (spot === undefined || spot.poolOpen(typeName, o.zone)),
+    );
+  }
+
+  /**
+   * Where a spot launch bought in `zone` goes: there, in its placement group, unless the group already has instances
+   * in another zone (whose pool was closed): EC2 refuses a cluster group's instance outside the group's zone, and
+   * EC2Provider then launches it without the group.
+   */
+  private spotPlacement(placement: InstancePlacement | undefined, zone: string): InstancePlacement {
+    const group = placement?.placementGroup;
+    const groupZone =
+      group === undefined ? undefined : this.state.network?.settledZone({ placementGroup: group });
+    return groupZone === undefined || groupZone === zone ? { ...placement, zone } : { zone };
   }
 
   private issueLaunch(inst: SimInstance): void {
@@ -314,7 +334,9 @@ export class CommandIssuer {
     if (this.state.pendingTerminations.length > 0) {
       const waiting: SimInstance[] = [];
       for (const inst of this.state.pendingTerminations) {
-        if (terminateGate(inst.occupants.size, 0) !== undefined) waiting.push(inst);
+        // A noticed spot instance EC2 takes back free in its first hour is left to it (spot-world.ts `leftForEc2`).
+        if (terminateGate(inst.occupants.size, 0) !== undefined || this.state.spot?.leftForEc2(inst) === true)
+          waiting.push(inst);
         else if (inst.lifecycle !== 'terminating' && inst.lifecycle !== 'terminated') {
           inst.lifecycle = 'terminating';
           this.state.log('terminate-issued', { instanceId: inst.id });

@@ -6,7 +6,10 @@ import type { RunSeries, RunUtilization } from './run-result.js';
 
 /**
  * Billing and the run's time series. Instances are billed per second at their hourly price from
- * instantiate-complete to terminate-complete, with no minimum and no rounding (research digest §6 "Cost").
+ * instantiate-complete to terminate-complete, with no minimum and no rounding (research digest §6 "Cost"), except a
+ * spot instance EC2 reclaims in its first hour, which AWS charges nothing (spot-world.ts
+ * `FREE_INTERRUPTED_SPOT_SECONDS`): it accrues in the cumulative cost while it runs, as any, and what it accrued leaves
+ * it at the reclaim (the bill as known then, as the controller's month-to-date report counts it).
  */
 export class FleetMeter {
   /** Σ price × billed seconds of instances already terminated: the run's total once all are gone. */
@@ -60,8 +63,22 @@ export class FleetMeter {
     this.addTo(this.capacity, type.capacity, 1);
   }
 
-  stopBilling(type: InstanceType, pricePerHour: number, billedSeconds: number, spot: boolean): void {
-    this.closedCost += perHourToPerSecond(pricePerHour) * billedSeconds;
+  /**
+   * An instance's billing stops after `billedSeconds` at `pricePerHour`. `billedNothing`: AWS charges nothing for it
+   * (a spot instance EC2 reclaimed in its first hour): the cumulative cost gives back what it accrued, and its
+   * seconds still count as run on spot.
+   */
+  stopBilling(
+    type: InstanceType,
+    pricePerHour: number,
+    billedSeconds: number,
+    spot: boolean,
+    billedNothing = false,
+  ): void {
+    const dollars = perHourToPerSecond(pricePerHour) * billedSeconds;
+    // Clamped: the steps it accrued in may add up to a hair less than its whole.
+    if (billedNothing) this.accruedCost = Math.max(0, this.accruedCost - dollars);
+    else this.closedCost += dollars;
     this.instanceSeconds += billedSeconds;
     if (spot) this.spotInstanceSeconds += billedSeconds;
     this.billed -= 1;

@@ -228,9 +228,12 @@ export class Simulation {
       stopMovesOff: (inst) => this.commands.stopMovesOff(inst),
       drain: (inst) => this.commands.requestTermination(inst),
       callOffStart: (job, inst) => this.commands.callOffStart(job, inst),
-      reclaimInstance: (inst) => {
-        if (inst.billedFromSeconds !== undefined)
-          state.meter.stopBilling(inst.type, inst.pricePerHour, state.now - inst.billedFromSeconds, true);
+      reclaimInstance: (inst, billedNothing) => {
+        if (inst.billedFromSeconds !== undefined) {
+          const seconds = state.now - inst.billedFromSeconds;
+          state.meter.stopBilling(inst.type, inst.pricePerHour, seconds, true, billedNothing);
+          if (billedNothing) state.ledger?.forgive(inst);
+        }
         inst.billedFromSeconds = undefined;
         inst.lifecycle = 'terminated';
         inst.assignable = false;

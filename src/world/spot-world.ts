@@ -1,9 +1,11 @@
-import type { Catalog } from '../core/catalog.js';
+import { setupSeconds, type Catalog } from '../core/catalog.js';
 import { hashUnit } from '../core/random.js';
 import {
+  FREE_INTERRUPTED_SPOT_SECONDS,
   interruptionRatePerHour,
   SPOT_NOTICE_SECONDS,
   spotOffering,
+  UNAVAILABLE_OFFERING_SECONDS,
   type SpotOffering,
 } from '../core/spot.js';
 import { REBALANCE_INTERRUPTION_RATE_PER_HOUR } from '../scheduler/spot-cost.js';
@@ -30,9 +32,34 @@ import { integrateProgress, type SimInstance, type SimJob, type SimTask } from '
  * and moves the tasks off when that pays); the spot baselines ignore it, as Karpenter and SkyPilot do. Optionally,
  * false alarms: recommendations with no reclaim behind them, at a rate per spot instance, drawn per instance (EC2 says
  * a recommendation is not always followed by an interruption; how often is not published, so the rate is the user's).
+ *
+ * A runtime that reacts to notices does as the controller does on one (controller/spot-interruptions.ts, after
+ * Karpenter): the noticed instance's pool takes no spot launch for `UNAVAILABLE_OFFERING_SECONDS` (a launch asked
+ * there goes to the type's next open pool, else on demand: commands.ts), and a drained instance in its first hour
+ * whose reclaim falls in that hour is left for EC2 to take rather than terminated, since AWS charges nothing for a spot
+ * instance it interrupts in its first hour (`FREE_INTERRUPTED_SPOT_SECONDS`) and its owner pays for one it ends.
  */
 
 export { SPOT_NOTICE_SECONDS };
+
+export { FREE_INTERRUPTED_SPOT_SECONDS };
+
+/**
+ * When the instance was launched (EC2's first hour counts from then): the launch set when it is expected to register,
+ * the type's setup later (commands.ts); undefined while a cap holds its launch back.
+ */
+function launchedAtSeconds(instance: SimInstance): number | undefined {
+  const ready = instance.readyAtSeconds;
+  return ready === undefined ? undefined : ready - setupSeconds(instance.type);
+}
+
+/** Whether EC2 taking the instance back at `at` costs nothing: a spot instance, in its first hour. */
+export function reclaimedFree(instance: SimInstance, at: number): boolean {
+  const launched = launchedAtSeconds(instance);
+  return (
+    instance.market === 'spot' && launched !== undefined && at - launched < FREE_INTERRUPTED_SPOT_SECONDS
+  );
+}
 
 export interface SpotSimulation {
   /** Seed of the interruption draws. */
@@ -52,8 +79,11 @@ export interface SpotEngine {
   readonly now: number;
   /** Push a spot event at an absolute time. */
   schedule(event: SpotEvent): void;
-  /** The instance is gone: stop billing, drop it from the fleet. */
-  reclaimInstance(instance: SimInstance): void;
+  /**
+   * EC2 took the instance back: stop billing, drop it from the fleet. `billedNothing`: AWS charges nothing for it (a
+   * spot instance reclaimed in its first hour), so what it accrued leaves the bill (FleetMeter, CostLedger `forgive`).
+   */
+  reclaimInstance(instance: SimInstance, billedNothing: boolean): void;
   /** A task leaves its instance's capacity. */
   release(task: SimTask): void;
   /** The job's rates and completion must be recomputed. */
@@ -80,6 +110,8 @@ export type SpotEvent =
       readonly kind: 'spot-notice' | 'spot-rebalance' | 'spot-reclaim';
       readonly timeSeconds: number;
       readonly instance: SimInstance;
+      /** A notice's: when EC2 acts on it (the notice says when, as the instance-action notice does). */
+      readonly reclaimAtSeconds?: number | undefined;
     }
   | {
       /** A burst, or the rebalance recommendations ahead of it (`warning`). */
@@ -96,6 +128,10 @@ export class SpotWorld {
   /** Rebalance recommendations given (each instance at most once). */
   rebalanceRecommendations = 0;
   private readonly noticed = new Map<SimJob, number>();
+  /** Instances given their notice (the first one: a repeated notice changes nothing), and when EC2 acts on it. */
+  private readonly noticedInstances = new Map<SimInstance, number>();
+  /** Spot pools closed to launches after a notice, and until when (`typeName@zone`). */
+  private readonly closedPools = new Map<string, number>();
 
   constructor(
     private readonly catalog: Catalog,
@@ -114,14 +150,40 @@ export class SpotWorld {
     if (instance.market !== 'spot') return;
     const pool = this.poolOf(instance);
     if (pool === undefined) return;
-    for (const event of billedSpotEvents(this.options, instance.id, pool, this.engine.now))
-      this.engine.schedule({ ...event, instance });
+    this.scheduleEvents(instance, billedSpotEvents(this.options, instance.id, pool, this.engine.now));
+  }
+
+  /**
+   * Whether the pool of `typeName` in `zone` takes spot launches now: not for `UNAVAILABLE_OFFERING_SECONDS` after a
+   * notice for one of its instances, as the controller marks the offering unavailable (and EC2Provider and the
+   * controller runtime's simulated cloud then skip it).
+   */
+  poolOpen(typeName: string, zone: string): boolean {
+    const key = poolKey(typeName, zone);
+    const until = this.closedPools.get(key);
+    if (until === undefined) return true;
+    if (this.engine.now < until) return false;
+    this.closedPools.delete(key);
+    return true;
+  }
+
+  /**
+   * Whether the drained instance is left for EC2 to take, not terminated: it has its notice and EC2 acts on it within
+   * the instance's first hour, when the reclaim costs nothing (the controller's reconciler leaves it so). The reclaim
+   * always follows a notice in the simulated market, and ends it.
+   */
+  leftForEc2(instance: SimInstance): boolean {
+    const reclaimAt = this.noticedInstances.get(instance);
+    return reclaimAt !== undefined && reclaimedFree(instance, reclaimAt);
   }
 
   handle(event: SpotEvent): void {
     switch (event.kind) {
       case 'spot-notice':
-        return this.onNotice(event.instance);
+        return this.onNotice(
+          event.instance,
+          event.reclaimAtSeconds ?? event.timeSeconds + SPOT_NOTICE_SECONDS,
+        );
       case 'spot-rebalance':
         return this.onRebalance(event.instance);
       case 'spot-reclaim':
@@ -138,14 +200,21 @@ export class SpotWorld {
   }
 
   private scheduleReclaim(instance: SimInstance, at: number): void {
-    for (const event of reclaimEvents(
-      this.options,
-      instance.id,
-      this.engine.now,
-      at,
-      instance.rebalanceRecommended === true,
-    ))
-      this.engine.schedule({ ...event, instance });
+    this.scheduleEvents(
+      instance,
+      reclaimEvents(this.options, instance.id, this.engine.now, at, instance.rebalanceRecommended === true),
+    );
+  }
+
+  /** An instance's events, its notice knowing when its reclaim comes (as the simulated market tells the controller). */
+  private scheduleEvents(instance: SimInstance, events: readonly SpotInstanceEvent[]): void {
+    const reclaimAt = events.find((e) => e.kind === 'spot-reclaim')?.timeSeconds;
+    for (const event of events)
+      this.engine.schedule(
+        event.kind === 'spot-notice' && reclaimAt !== undefined
+          ? { ...event, instance, reclaimAtSeconds: reclaimAt }
+          : { ...event, instance },
+      );
   }
 
   private scheduleBurst(pool: SpotOffering, n: number, from: number): void {
@@ -173,10 +242,17 @@ export class SpotWorld {
   /**
    * fleetwise's worker checkpoints and uploads at once: a job whose tasks all checkpoint and upload within the notice
    * keeps the progress it has now (it runs on meanwhile, and those last seconds are lost). The controller drains the
-   * instance and plans at once: nothing new goes on it, and the next plan moves its tasks off.
+   * instance and plans at once: nothing new goes on it, and the next plan moves its tasks off; its pool is closed to
+   * spot launches for a while. A second notice for the instance (its own reclaim and a burst's) changes nothing, as the
+   * controller heeds one notice per instance.
    */
-  private onNotice(instance: SimInstance): void {
+  private onNotice(instance: SimInstance, reclaimAt: number): void {
     if (!this.options.checkpointOnNotice || !SpotWorld.live(instance)) return;
+    if (this.noticedInstances.has(instance)) return;
+    this.noticedInstances.set(instance, reclaimAt);
+    const zone = instance.placement?.zone;
+    if (instance.market === 'spot' && zone !== undefined)
+      this.closedPools.set(poolKey(instance.type.name, zone), this.engine.now + UNAVAILABLE_OFFERING_SECONDS);
     this.engine.stopMovesOff(instance);
     // Moves and starts headed to it are called off (a drained instance strands no job), before it drains.
     for (const job of jobsOn(instance))
@@ -203,14 +279,17 @@ export class SpotWorld {
   }
 
   private onReclaim(instance: SimInstance): void {
+    this.noticedInstances.delete(instance);
     if (!SpotWorld.live(instance)) return;
     this.interruptions += 1;
     const zone = instance.placement?.zone;
-    for (const job of jobsOn(instance))
+    const jobs = jobsOn(instance);
+    for (const job of jobs)
       if (this.engine.callOffMove(job, instance)) this.noticed.delete(job);
       else this.restartFromCheckpoint(job, zone);
-    this.engine.reclaimInstance(instance);
-    this.engine.requestRound();
+    this.engine.reclaimInstance(instance, reclaimedFree(instance, this.engine.now));
+    // The controller plans at once for the jobs it lost; an instance drained empty (left for EC2) loses none.
+    if (jobs.length > 0) this.engine.requestRound();
   }
 
   /** Back to the queue at its last checkpoint: the notice's, else the latest periodic one, else its last start. */
@@ -230,6 +309,10 @@ export class SpotWorld {
       this.engine.touch(job, held);
     }
   }
+}
+
+function poolKey(typeName: string, zone: string): string {
+  return `${typeName}@${zone}`;
 }
 
 /** A spot instance of the pool's type in the pool's zone. */

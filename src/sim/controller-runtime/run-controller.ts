@@ -147,7 +147,9 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
       },
       billingStopped: (inst, seconds) => {
         billed.delete(inst);
-        meter.stopBilling(inst.type, inst.pricePerHour, seconds, inst.market === 'spot');
+        const free = inst.billedNothing === true;
+        meter.stopBilling(inst.type, inst.pricePerHour, seconds, inst.market === 'spot', free);
+        if (free) ledger.forgive(inst);
       },
       registered: () => (reported = true),
       terminated: () => (reported = true),
@@ -337,6 +339,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
         inst.registered && inst.state === 'running',
         workers.occupantsOf(inst.instanceId),
         t - clock.nowSeconds(),
+        inst.market === 'spot' ? inst : undefined,
       );
     clock.advanceTo(t);
     meter.advanceTo(t);

@@ -21,6 +21,7 @@ import {
   type LaunchResult,
   type ListOptions,
 } from '../../cloud/provider.js';
+import { billedNothing } from '../../controller/cost-accounting.js';
 import { Timeline } from './timeline.js';
 import { VirtualClock } from './virtual-clock.js';
 
@@ -39,7 +40,8 @@ import { VirtualClock } from './virtual-clock.js';
  * skipped for the next one the type has, price-capacity-optimized, for the EC2 provider's cache window; with none
  * left the instance is launched on demand and the result says why, as EC2Provider falls back (or, when the request
  * does not allow that fallback, refused with InsufficientCapacityError). `reclaim` is EC2 taking a spot instance back:
- * it is gone at once, its worker with it.
+ * it is gone at once, its worker with it, and within an hour of its launch it is charged nothing (`billedNothing`), as
+ * AWS bills an interrupted spot instance and the controller's cost reports count it.
  */
 
 export interface SimulatedInstance {
@@ -64,6 +66,11 @@ export interface SimulatedInstance {
   billedFromSeconds: number | undefined;
   /** When it became terminated (a terminate completed, or EC2 took it back). */
   terminatedAtSeconds?: number | undefined;
+  /**
+   * AWS charges nothing for it: EC2 reclaimed it, a spot instance, within its first hour (controller/cost-accounting.ts
+   * `billedNothing`). Set when it is reclaimed, before `billingStopped`.
+   */
+  billedNothing?: boolean | undefined;
 }
 
 export interface SimulatedCloudHooks {
@@ -73,7 +80,10 @@ export interface SimulatedCloudHooks {
   readonly terminating?: (instance: SimulatedInstance) => void;
   /** The instance came up: billing starts. */
   readonly billingStarted?: (instance: SimulatedInstance) => void;
-  /** The instance is gone after being billed for `billedSeconds`. */
+  /**
+   * The instance is gone after being billed for `billedSeconds`, or charged nothing for them after all when it says
+   * `billedNothing`.
+   */
   readonly billingStopped?: (instance: SimulatedInstance, billedSeconds: number) => void;
   /** Its worker registered: the controller may start tasks on it. */
   readonly registered?: (instance: SimulatedInstance) => void;
@@ -219,10 +229,22 @@ export class SimulatedCloud implements CloudProvider {
     this.unavailable.markUnavailable(typeName, zone, market);
   }
 
-  /** EC2 takes a spot instance back: terminated at once, billed until now, its worker gone. */
+  /**
+   * EC2 takes a spot instance back: terminated at once, its worker gone; billed until now, unless that is within its
+   * first hour from launch, when AWS charges nothing for it.
+   */
   reclaim(instanceId: string): void {
     const inst = this.instances.get(instanceId);
     if (inst === undefined || inst.state === 'terminated') return;
+    const now = this.o.clock.nowSeconds();
+    inst.billedNothing = billedNothing({
+      id: inst.instanceId,
+      typeName: inst.type.name,
+      costPerHour: inst.pricePerHour,
+      fromSeconds: inst.launchedAtSeconds,
+      terminatedAtSeconds: now,
+      reclaimedBySpot: inst.market === 'spot',
+    });
     this.terminated(inst);
   }
 

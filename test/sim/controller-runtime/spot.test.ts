@@ -11,7 +11,7 @@ import { executeControllerRun } from '../../../src/sim/controller-runtime/execut
 import { createScheduler, type SchedulerName } from '../../../src/scheduler/registry.js';
 import { runControllerSimulation } from '../../../src/sim/controller-runtime/run-controller.js';
 import { withControllerJobIds } from '../../../src/sim/traces/controller-job-ids.js';
-import { SPOT_NOTICE_SECONDS, type SpotSimulation } from '../../../src/world/spot-world.js';
+import type { SpotSimulation } from '../../../src/world/spot-world.js';
 import { trace, traceJob } from '../sim-fixtures.js';
 
 /**
@@ -88,7 +88,7 @@ describe('controller runtime with the spot market open', () => {
     expect(onDemand.spot).toBeUndefined();
   });
 
-  it('under pool-wide reclaims eva plans at each notice, moves its tasks and loses no work; every job finishes', async () => {
+  it('under pool-wide reclaims eva plans at each notice, moves its tasks and loses no work, as the engine does', async () => {
     const { engine, controller, events, noticeToRound } = await both('eva', 20, 60);
     const spot = controller.spot;
     // The controller heard the notices as the interruption queue delivers them, and planned at once each time, though
@@ -96,21 +96,24 @@ describe('controller runtime with the spot market open', () => {
     expect(events.interruptions).toBeGreaterThan(0);
     expect(noticeToRound).toHaveLength(events.interruptions);
     expect(Math.max(...noticeToRound)).toBeLessThanOrEqual(1);
-    // It drained those instances and ended them within the two minutes: EC2 took back fewer than it warned of; the
-    // engine drains them too.
+    // It drained those instances and moved their tasks off within the two minutes. Those in their first hour it left
+    // for EC2 to take (free), the others it ended: EC2 took back some, not all, of those it warned of.
+    expect(spot?.interruptions).toBeGreaterThan(0);
     expect(spot?.interruptions).toBeLessThan(events.interruptions);
-    expect(engine.spot?.interruptions ?? 0).toBeLessThan(events.interruptions);
     // pai_200's tasks checkpoint (kill + upload) in at most 21 s, well within the notice: nothing is lost.
     expect(spot?.lostWorkHours).toBe(0);
     expect(controller.summary.jobs).toBe(20);
     expect(controller.jobs.every((j) => j.jctSeconds !== null && j.jctSeconds > 0)).toBe(true);
     expect(controller.summary.migrationsPerJob).toBeGreaterThan(0);
-    // The engine keeps the tasks running until the plan made at the notice moves them (a move checkpoints); a reclaim
-    // that still catches one costs it at most the notice.
-    expect(engine.spot?.lostWorkHours ?? 0).toBeLessThanOrEqual(
-      ((engine.spot?.interruptions ?? 0) * 20 * SPOT_NOTICE_SECONDS) / 3600,
+    // The engine does as the controller does at a notice: it closes the pool to launches for three minutes, leaves the
+    // drained instance in its first hour for EC2, and plans again at a reclaim only for the jobs it lost. So the same
+    // replacements go to the same pools, the same reclaims land, and every job starts and ends at the same second.
+    expect(engine.spot).toEqual(spot);
+    expect(controller.jobs.map((j) => [j.id, j.startSeconds, j.endSeconds])).toEqual(
+      engine.jobs.map((j) => [j.id, j.startSeconds, j.endSeconds]),
     );
-    expect(Math.abs(controller.summary.meanJctHours / engine.summary.meanJctHours - 1)).toBeLessThan(0.03);
+    expect(controller.summary.totalCost).toBeCloseTo(engine.summary.totalCost, 6);
+    expect(controller.summary.migrationsPerJob).toBe(engine.summary.migrationsPerJob);
   });
 
   it('prices the work at risk alike: a job that never checkpoints, held to a delay bound, goes on demand in both', async () => {
