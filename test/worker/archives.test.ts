@@ -28,6 +28,7 @@ import {
 import { extractBuildContext, extractCheckpoint } from '../../src/worker/archives.js';
 import { hashBuildContext, listFiles } from '../../src/worker/image-cache.js';
 import { craftTar, gzipBomb } from '../helpers/tar.js';
+import { asNobody, NOBODY } from '../helpers/as-nobody.js';
 
 const MIB = 1024 * 1024;
 
@@ -149,27 +150,6 @@ describe('extractBuildContext', () => {
     expect(readdirSync(ok)).toEqual(['Dockerfile']);
   });
 });
-
-/** The unprivileged user (nobody) a worker that is not root stands for. */
-const NOBODY = 65534;
-
-/**
- * Run `step` with the effective user and group switched to nobody (tests run as root; root writes through any mode,
- * so only another user meets a read-only directory), switching back whatever it does.
- */
-async function asNobody<T>(step: () => Promise<T>): Promise<T> {
-  const { seteuid, setegid } = process;
-  if (seteuid === undefined || setegid === undefined || process.geteuid?.() !== 0)
-    throw new Error('switching to an unprivileged user needs a POSIX system and root');
-  setegid(NOBODY);
-  seteuid(NOBODY);
-  try {
-    return await step();
-  } finally {
-    seteuid(0);
-    setegid(0);
-  }
-}
 
 describe('directory modes', () => {
   it('a worker that is not root extracts into read-only directories, each ending with its archive mode', async () => {

@@ -23,6 +23,7 @@ import { buildContextKey } from '../../src/protocol/object-keys.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { fetchBuildContext, releaseBuildContext } from '../../src/worker/build-context.js';
 import { craftTar, gzipBomb } from '../helpers/tar.js';
+import { asNobody, NOBODY } from '../helpers/as-nobody.js';
 
 const COUNTER_CONTEXT = join(PROJECT_ROOT, 'examples', 'counter');
 
@@ -176,27 +177,6 @@ describe('fetchBuildContext of an uploaded context', () => {
     expect(readFileSync(victim, 'utf8')).toBe('{"token":"precious"}\n');
   });
 });
-
-/** The unprivileged user (nobody) a worker that is not root stands for. */
-const NOBODY = 65534;
-
-/**
- * Run `step` with the effective user and group switched to nobody (tests run as root; root removes through any mode,
- * so only another user meets a read-only directory), switching back whatever it does.
- */
-async function asNobody<T>(step: () => Promise<T>): Promise<T> {
-  const { seteuid, setegid } = process;
-  if (seteuid === undefined || setegid === undefined || process.geteuid?.() !== 0)
-    throw new Error('switching to an unprivileged user needs a POSIX system and root');
-  setegid(NOBODY);
-  seteuid(NOBODY);
-  try {
-    return await step();
-  } finally {
-    seteuid(0);
-    setegid(0);
-  }
-}
 
 describe('releaseBuildContext', () => {
   it('removes a context a worker that is not root unpacked with read-only directories, marker and all', async () => {
