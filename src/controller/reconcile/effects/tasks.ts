@@ -496,17 +496,31 @@ function notePrepared(ctx: ReconcileContext, jobId: string, how: string): void {
 }
 
 /**
+ * Per store, each job last found prepared → its tasks heard running then (`task@instance@updated`): while the same
+ * tasks are heard unchanged, its run is the one already recorded, and the pass reads nothing more for it.
+ */
+const knownPrepared = new WeakMap<object, Map<string, string>>();
+
+/**
  * Record as prepared the running jobs every task of which was heard running in this pass (no longer starting: its
  * image fetched and built, its checkpoint restored) or has done its part.
  */
 function notePreparedJobs(
   ctx: ReconcileContext,
-  jobs: ReadonlySet<string>,
+  jobs: ReadonlyMap<string, readonly string[]>,
   heard: ReadonlyMap<string, string>,
 ): void {
+  const known = knownPrepared.get(ctx.store);
+  const next = new Map<string, string>();
+  knownPrepared.set(ctx.store, next);
   if (jobs.size === 0) return;
   ctx.store.transaction(() => {
-    for (const jobId of jobs) {
+    for (const [jobId, marks] of jobs) {
+      const mark = [...marks].sort().join(' ');
+      if (known?.get(jobId) === mark) {
+        next.set(jobId, mark);
+        continue;
+      }
       const all = ctx.store
         .listTasks({ jobId })
         .every(
@@ -514,7 +528,9 @@ function notePreparedJobs(
             t.state === 'succeeded' ||
             (t.state === 'running' && t.instanceId !== undefined && heard.get(t.id) === t.instanceId),
         );
-      if (all) notePrepared(ctx, jobId, 'every task heard running');
+      if (!all) continue;
+      notePrepared(ctx, jobId, 'every task heard running');
+      next.set(jobId, mark);
     }
   });
 }
@@ -529,7 +545,7 @@ export async function pollTaskStatuses(ctx: ReconcileContext): Promise<number> {
   const slices = new Slices(ctx.store);
   const instances = new Map<string, InstanceRecord | undefined>(); // read once per pass
   const heard = new Map<string, string>(); // task heard running → the instance it runs on
-  const heardJobs = new Set<string>();
+  const heardJobs = new Map<string, string[]>(); // job → its tasks heard running, as `task@instance@updated`
   for (const task of ctx.store.listTasks({ states: ['running'] })) {
     await slices.next();
     const instanceId = task.instanceId;
@@ -541,7 +557,9 @@ export async function pollTaskStatuses(ctx: ReconcileContext): Promise<number> {
     const status = await ctx.deps.tasks.status(task, instance);
     if (status === 'running') {
       heard.set(task.id, instance.id);
-      heardJobs.add(task.jobId);
+      const marks = heardJobs.get(task.jobId) ?? [];
+      marks.push(`${task.id}@${instance.id}@${task.updatedAtSeconds}`);
+      heardJobs.set(task.jobId, marks);
     }
     if (status !== 'succeeded' && status !== 'failed') continue;
     slices.defer(() => {
