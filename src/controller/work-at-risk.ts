@@ -56,12 +56,19 @@ export function runningTaskCheckpoints(inputs: {
     readonly lastCheckpointAtSeconds?: number | undefined;
   }[];
   readonly runningSince: ReadonlyMap<string, number>;
+  /**
+   * Running job → when its tasks were all prepared (snapshot.ts): before that nothing of its run is done, so nothing
+   * is at risk. Absent: a running job counts from when it entered `running`.
+   */
+  readonly preparedSince?: ReadonlyMap<string, number> | undefined;
   readonly migratingSince?: ReadonlyMap<string, number> | undefined;
   readonly spotInstances?: ReadonlySet<string> | undefined;
 }): RunningTaskCheckpoint[] {
   const running: RunningTaskCheckpoint[] = [];
   for (const t of inputs.tasks) {
-    const since = inputs.runningSince.get(t.jobId) ?? inputs.migratingSince?.get(t.jobId);
+    const since = inputs.runningSince.has(t.jobId)
+      ? (inputs.preparedSince ?? inputs.runningSince).get(t.jobId)
+      : inputs.migratingSince?.get(t.jobId);
     if (t.state !== 'running' || t.instanceId === undefined || since === undefined) continue;
     running.push({
       market: inputs.spotInstances?.has(t.instanceId) === true ? 'spot' : 'on-demand',

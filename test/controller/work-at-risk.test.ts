@@ -3,6 +3,7 @@ import { startApiServer } from '../../src/controller/api/server.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { launchIntentKey } from '../../src/controller/state-store.js';
+import { JOB_PREPARED_EVENT } from '../../src/controller/snapshot.js';
 import { runningTaskCheckpoints, workAtRisk } from '../../src/controller/work-at-risk.js';
 import { catalog, CPU_SMALL, jobSpec, rig } from './controller-fixtures.js';
 
@@ -46,6 +47,22 @@ describe('work at risk', () => {
       { market: 'on-demand', runningSinceSeconds: 10, lastCheckpointAtSeconds: 50 },
       { market: 'spot', runningSinceSeconds: 10, lastCheckpointAtSeconds: undefined },
     ]);
+  });
+
+  it('counts a running job’s tasks from when they were all prepared, none while one is being prepared', () => {
+    const tasks = runningTaskCheckpoints({
+      tasks: [
+        { jobId: 'job-1', state: 'running', instanceId: 'inst-1' },
+        { jobId: 'job-2', state: 'running', instanceId: 'inst-2', lastCheckpointAtSeconds: 5 },
+      ],
+      runningSince: new Map([
+        ['job-1', 10],
+        ['job-2', 20],
+      ]),
+      // job-1's image is still being fetched; job-2 was prepared at 80.
+      preparedSince: new Map([['job-2', 80]]),
+    });
+    expect(tasks).toEqual([{ market: 'on-demand', runningSinceSeconds: 80, lastCheckpointAtSeconds: 5 }]);
   });
 
   it('counts the tasks a move leaves running where they were, from the run they go on with', () => {
@@ -112,6 +129,8 @@ describe('work at risk', () => {
     store.setTaskState(`${first.id}.0`, 'running', inst.id);
     store.setJobState(first.id, 'starting');
     store.setJobState(first.id, 'running');
+    // Its worker reported the task running at once (nothing is at risk before a job is prepared).
+    store.appendEvent({ kind: JOB_PREPARED_EVENT, jobId: first.id, message: 'prepared' });
     clock.advance(100);
     // The second on a spot instance, as a plan records one (its launch intent says the market).
     const spot = store.createInstance({ typeName: 'c7i.xlarge' });
@@ -132,6 +151,7 @@ describe('work at risk', () => {
     store.setTaskState(`${second.id}.0`, 'running', spot.id);
     store.setJobState(second.id, 'starting');
     store.setJobState(second.id, 'running');
+    store.appendEvent({ kind: JOB_PREPARED_EVENT, jobId: second.id, message: 'prepared' });
     expect([store.getJob(first.id)?.state, store.getJob(second.id)?.state]).toEqual(['running', 'running']);
     clock.advance(500);
     store.recordCheckpoint(`${first.id}.0`, 'ck/1');
