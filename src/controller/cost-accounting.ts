@@ -2,7 +2,7 @@ import type { Catalog } from '../core/catalog.js';
 import { perHourToPerSecond } from '../core/units.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
 import { CO_START_EVENT, HELD_FROM_READINESS } from './co-start-records.js';
-import { FREE_INTERRUPTED_SPOT_SECONDS } from '../core/spot.js';
+import { reclaimIsFree } from '../core/spot.js';
 import { billedPricePerHour, launchedOnSpot } from './instance-market.js';
 import { expandTasks } from './job-spec/tasks.js';
 import type { CostLine, CostReport } from './service.js';
@@ -25,8 +25,6 @@ import type { EventRecord, InstanceRecord, JobRecord, StateStore, TaskState } fr
 /** EC2 bills Linux on-demand instances per second with a one-minute minimum. */
 export const MINIMUM_BILLED_SECONDS = 60;
 
-export { FREE_INTERRUPTED_SPOT_SECONDS };
-
 /**
  * The event recording that EC2 ended a spot instance the controller did not ask to end (it found it shutting down,
  * stopped or gone): the cost reports read it, so it is kept in the store with the instance's history.
@@ -43,7 +41,7 @@ export function billedNothing(inst: BilledInstance): boolean {
   return (
     inst.reclaimedBySpot === true &&
     inst.terminatedAtSeconds !== undefined &&
-    inst.terminatedAtSeconds - inst.fromSeconds < FREE_INTERRUPTED_SPOT_SECONDS
+    reclaimIsFree(inst.fromSeconds, inst.terminatedAtSeconds)
   );
 }
 

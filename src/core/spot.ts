@@ -279,3 +279,8 @@ export const DEFAULT_SPOT_PREFERENCE: SpotPreference = 'allowed';
  * controller's cost reports and both simulator runtimes bill by it.
  */
 export const FREE_INTERRUPTED_SPOT_SECONDS = 3600;
+
+/** Whether AWS charges nothing for a spot instance launched at `launchedAtSeconds` that EC2 reclaims at `atSeconds`. */
+export function reclaimIsFree(launchedAtSeconds: number, atSeconds: number): boolean {
+  return atSeconds - launchedAtSeconds < FREE_INTERRUPTED_SPOT_SECONDS;
+}

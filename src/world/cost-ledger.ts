@@ -2,7 +2,7 @@ import { taskShareOf } from '../scheduler/expected-start.js';
 import type { InstanceType } from '../core/catalog.js';
 import { demandOn } from '../core/resources.js';
 import { jobRate, type SimInstance, type SimTask } from './entities.js';
-import { FREE_INTERRUPTED_SPOT_SECONDS } from './spot-world.js';
+import { FREE_INTERRUPTED_SPOT_SECONDS } from '../core/spot.js';
 
 /**
  * Where a run's instance dollars went. Every billed second of an instance is split by what its capacity was doing:
@@ -69,7 +69,7 @@ export class CostLedger {
   private readonly shares = zeros();
   private readonly dollars = zeros();
   /**
-   * Spot instances in their first billed hour: AWS charges nothing for one EC2 reclaims then (spot-world.ts
+   * Spot instances in their first billed hour: AWS charges nothing for one EC2 reclaims then (core/spot.ts
    * `FREE_INTERRUPTED_SPOT_SECONDS`), so their dollars are kept apart, in the breakdown until `forgive` takes them out,
    * and joined to the rest once the hour is over. One its owner ends within the hour stays here, counted.
    */

@@ -7,7 +7,7 @@ import type { RunSeries, RunUtilization } from './run-result.js';
 /**
  * Billing and the run's time series. Instances are billed per second at their hourly price from
  * instantiate-complete to terminate-complete, with no minimum and no rounding (research digest §6 "Cost"), except a
- * spot instance EC2 reclaims in its first hour, which AWS charges nothing (spot-world.ts
+ * spot instance EC2 reclaims in its first hour, which AWS charges nothing (core/spot.ts
  * `FREE_INTERRUPTED_SPOT_SECONDS`): it accrues in the cumulative cost while it runs, as any, and what it accrued leaves
  * it at the reclaim (the bill as known then, as the controller's month-to-date report counts it).
  */

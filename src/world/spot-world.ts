@@ -1,8 +1,8 @@
 import { setupSeconds, type Catalog } from '../core/catalog.js';
 import { hashUnit } from '../core/random.js';
 import {
-  FREE_INTERRUPTED_SPOT_SECONDS,
   interruptionRatePerHour,
+  reclaimIsFree,
   SPOT_NOTICE_SECONDS,
   spotOffering,
   UNAVAILABLE_OFFERING_SECONDS,
@@ -42,8 +42,6 @@ import { integrateProgress, type SimInstance, type SimJob, type SimTask } from '
 
 export { SPOT_NOTICE_SECONDS };
 
-export { FREE_INTERRUPTED_SPOT_SECONDS };
-
 /**
  * When the instance was launched (EC2's first hour counts from then): the launch set when it is expected to register,
  * the type's setup later (commands.ts); undefined while a cap holds its launch back.
@@ -56,9 +54,7 @@ function launchedAtSeconds(instance: SimInstance): number | undefined {
 /** Whether EC2 taking the instance back at `at` costs nothing: a spot instance, in its first hour. */
 export function reclaimedFree(instance: SimInstance, at: number): boolean {
   const launched = launchedAtSeconds(instance);
-  return (
-    instance.market === 'spot' && launched !== undefined && at - launched < FREE_INTERRUPTED_SPOT_SECONDS
-  );
+  return instance.market === 'spot' && launched !== undefined && reclaimIsFree(launched, at);
 }
 
 export interface SpotSimulation {

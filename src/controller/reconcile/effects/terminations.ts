@@ -1,4 +1,4 @@
-import { FREE_INTERRUPTED_SPOT_SECONDS } from '../../cost-accounting.js';
+import { reclaimIsFree } from '../../../core/spot.js';
 import { InjectedCrash } from '../../faults.js';
 import { launchedOnSpot } from '../../instance-market.js';
 import { SPOT_INTERRUPTION_EVENT, spotNoticeTime } from '../../spot-interruptions.js';
@@ -81,7 +81,7 @@ function leftForEc2(ctx: ReconcileContext, inst: InstanceRecord): boolean {
   const launched = inst.launchedAtSeconds;
   if (launched === undefined || inst.cloudId === undefined) return false;
   const now = ctx.now();
-  if (now - launched >= FREE_INTERRUPTED_SPOT_SECONDS) return false;
+  if (!reclaimIsFree(launched, now)) return false;
   const notice = ctx.store.listEvents({ instanceId: inst.id, kind: SPOT_INTERRUPTION_EVENT, limit: 1 })[0];
   if (notice === undefined || !launchedOnSpot(ctx.store, inst.id)) return false;
   const given = spotNoticeTime(ctx.store, inst.id);
@@ -90,7 +90,7 @@ function leftForEc2(ctx: ReconcileContext, inst: InstanceRecord): boolean {
     ? givenSeconds
     : notice.atSeconds + SPOT_NOTICE_LEAD_SECONDS;
   // A reclaim after the first hour is charged: waiting for it would only add to the bill.
-  if (reclaimAt - launched >= FREE_INTERRUPTED_SPOT_SECONDS) return false;
+  if (!reclaimIsFree(launched, reclaimAt)) return false;
   return now < reclaimAt + SPOT_RECLAIM_MARGIN_SECONDS;
 }
 
