@@ -1,10 +1,10 @@
 import {
   applyPriceOverrides,
-  isPricePerHour,
   type Catalog,
   type InstanceType,
   type PriceOverrides,
 } from '../core/catalog.js';
+import { isPricePerHour } from '../core/price-per-hour.js';
 import { spotInZones } from '../core/spot.js';
 import { catalogFamilies, fetchOnDemandPrices, type PricingApi } from '../cloud/aws/pricing.js';
 import type { Clock } from './clock.js';

@@ -11,6 +11,7 @@ import {
   type SpotMarket,
 } from './spot.js';
 import { strictObject } from './strict-object.js';
+import { pricePerHour } from './price-per-hour.js';
 
 /** Launch delays of an instance type, as Eva's simulator chains them (research digest §7). */
 export interface LaunchDelays {
@@ -64,13 +65,10 @@ export function crossZonePricePerGiB(catalog: Catalog): number {
 const nonNegative = z.number().finite().nonnegative();
 
 /*
- * Bounds far outside any real EC2 type (the dearest, u7in-32tb.224xlarge, is about $408/h with 896 vCPUs and 32 TiB;
- * the smallest has 0.5 GiB; a launch takes minutes): a value beyond them is a typo or a unit mix-up, and near the
- * float limits costs overflow to Infinity and reports show null.
+ * Bounds far outside any real EC2 type (the largest has 896 vCPUs and 32 TiB; the smallest has 0.5 GiB; a launch
+ * takes minutes): a value beyond them is a typo or a unit mix-up, and near the float limits values overflow to Infinity
+ * and reports show null. Prices: price-per-hour.ts.
  */
-/** $/hour of one instance. */
-const MAX_COST_PER_HOUR = 1000;
-export const MIN_COST_PER_HOUR = 0.0001;
 const MAX_DELAY_SECONDS = 86_400;
 const MIN_MEMORY_GIB = 0.5;
 const MAX_MEMORY_GIB = 65_536;
@@ -80,16 +78,6 @@ const MAX_GPUS = 64;
 const MAX_CROSS_ZONE_PRICE_PER_GIB = 1;
 
 const delaySeconds = nonNegative.max(MAX_DELAY_SECONDS, `must be at most ${MAX_DELAY_SECONDS} s (a day)`);
-const pricePerHour = z
-  .number()
-  .finite()
-  .min(MIN_COST_PER_HOUR, `must be at least $${MIN_COST_PER_HOUR}/h (a price of 0 is no price)`)
-  .max(MAX_COST_PER_HOUR, `must be at most $${MAX_COST_PER_HOUR}/h (no EC2 instance costs that much)`);
-
-/** Whether `usd` is a price per hour a catalog can hold (a fetched price outside the bounds is none). */
-export function isPricePerHour(usd: number): boolean {
-  return pricePerHour.safeParse(usd).success;
-}
 
 /** An AWS region name (us-east-1, ap-southeast-2, us-gov-west-1): what catalogs, `catalog refresh` and configs take. */
 export const AWS_REGION_PATTERN = /^[a-z]{2}(-[a-z]+)+-\d+$/;
@@ -152,7 +140,7 @@ export const catalogFileSchema = strictObject({
     .optional(),
   types: z.array(typeSchema).min(1, 'a catalog needs at least one instance type'),
   /** Spot prices and interruption classes per (type, zone) (absent: the catalog offers no spot). */
-  spot: spotMarketSchema(pricePerHour).optional(),
+  spot: spotMarketSchema.optional(),
 });
 
 export type CatalogFile = z.output<typeof catalogFileSchema>;

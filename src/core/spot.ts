@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { compareText } from './compare.js';
 import type { Market } from './market.js';
+import { pricePerHour } from './price-per-hour.js';
 import { strictObject } from './strict-object.js';
 
 /**
@@ -80,30 +81,28 @@ export function isCalendarDate(text: string): boolean {
 }
 
 /**
- * A catalog file's spot section. Its prices are bounded by `pricePerHour`, the catalog's schema of a price per hour
- * (catalog.ts): a spot price is an hourly price like an on-demand one, and one near 0 is as much a typo.
+ * A catalog file's spot section. Its prices have the bounds of an on-demand one (price-per-hour.ts): a spot price is an
+ * hourly price too, and one near 0 is as much a typo.
  */
-export function spotMarketSchema(pricePerHour: z.ZodNumber) {
-  return strictObject({
-    snapshotDate: z
-      .string()
-      .regex(/^\d{4}-\d{2}-\d{2}$/, { message: 'must be a date, YYYY-MM-DD', abort: true })
-      .refine(isCalendarDate, 'must be a day of the calendar (month 01-12, a day the month has)'),
-    source: z.string().min(1),
-    offerings: z.array(
-      strictObject({
-        type: z.string().min(1),
-        zone: z.string().min(1),
-        pricePerHour,
-        interruption: z.enum(INTERRUPTION_CLASSES, {
-          message: `must be one of ${INTERRUPTION_CLASSES.join(', ')} (Spot Instance Advisor classes)`,
-        }),
+export const spotMarketSchema = strictObject({
+  snapshotDate: z
+    .string()
+    .regex(/^\d{4}-\d{2}-\d{2}$/, { message: 'must be a date, YYYY-MM-DD', abort: true })
+    .refine(isCalendarDate, 'must be a day of the calendar (month 01-12, a day the month has)'),
+  source: z.string().min(1),
+  offerings: z.array(
+    strictObject({
+      type: z.string().min(1),
+      zone: z.string().min(1),
+      pricePerHour,
+      interruption: z.enum(INTERRUPTION_CLASSES, {
+        message: `must be one of ${INTERRUPTION_CLASSES.join(', ')} (Spot Instance Advisor classes)`,
       }),
-    ),
-  });
-}
+    }),
+  ),
+});
 
-export type SpotMarketFile = z.output<ReturnType<typeof spotMarketSchema>>;
+export type SpotMarketFile = z.output<typeof spotMarketSchema>;
 
 /**
  * Whether `zone` is a zone of `region`: an availability zone (`us-east-1a`) or a Local Zone (`us-east-1-bos-1a`). A

@@ -3,14 +3,8 @@ import { rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import {
-  catalogToFile,
-  isPricePerHour,
-  MIN_COST_PER_HOUR,
-  parseCatalog,
-  regionSchema,
-  type Catalog,
-} from '../../core/catalog.js';
+import { catalogToFile, parseCatalog, regionSchema, type Catalog } from '../../core/catalog.js';
+import { isPricePerHour, MIN_COST_PER_HOUR } from '../../core/price-per-hour.js';
 import type { SpotMarket } from '../../core/spot.js';
 import { parseWith, ValidationError } from '../../core/validation.js';
 // The AWS SDK clients take seconds to load: they are imported when a catalog command runs, not on every CLI start.
