@@ -10,7 +10,8 @@ import type { SimInstance } from '../../src/world/entities.js';
 import { FleetMeter } from '../../src/world/fleet-meter.js';
 import { FREE_INTERRUPTED_SPOT_SECONDS } from '../../src/core/spot.js';
 import { SpotWorld } from '../../src/world/spot-world.js';
-import { RANK_EFFECT, WorldState } from '../../src/world/world-state.js';
+import { spotEngineOver } from './spot-world-fixtures.js';
+import { WorldState } from '../../src/world/world-state.js';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import { createScheduler } from '../../src/scheduler/registry.js';
 import { runControllerSimulation } from '../../src/sim/controller-runtime/run-controller.js';
@@ -143,24 +144,7 @@ describe('the first hour of a spot instance EC2 reclaims is free', () => {
       const spot = new SpotWorld(
         cat,
         { seed: 1, checkpointOnNotice },
-        {
-          get now() {
-            return state.now;
-          },
-          schedule: (e) => state.queue.push({ ...e, rank: RANK_EFFECT }),
-          reclaimInstance: (inst, billedNothing) => {
-            reclaims.push([inst.id, billedNothing]);
-            inst.lifecycle = 'terminated';
-          },
-          release: () => undefined,
-          touch: () => undefined,
-          requestRound: () => undefined,
-          callOffMove: (job, inst) => commands.callOffMove(job, inst),
-          stopMovesOff: (inst) => commands.stopMovesOff(inst),
-          drain: (inst) => commands.requestTermination(inst),
-          callOffStart: (job, inst) => commands.callOffStart(job, inst),
-          liveInstances: () => [...state.instances.values()].filter((i) => i.lifecycle !== 'terminated'),
-        },
+        spotEngineOver(state, commands, (inst, billedNothing) => reclaims.push([inst.id, billedNothing])),
       );
       state.spot = spot;
       /** A spot small.x launched now. */

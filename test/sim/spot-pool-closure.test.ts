@@ -8,7 +8,8 @@ import type { SimInstance } from '../../src/world/entities.js';
 import { networkConfigSchema, resolveNetworkConfig } from '../../src/world/network-config.js';
 import { NetworkWorld } from '../../src/world/network-world.js';
 import { SpotWorld } from '../../src/world/spot-world.js';
-import { RANK_EFFECT, WorldState } from '../../src/world/world-state.js';
+import { spotEngineOver } from './spot-world-fixtures.js';
+import { WorldState } from '../../src/world/world-state.js';
 import { EventLog, testCatalog, testSpotMarket } from './sim-fixtures.js';
 
 /**
@@ -49,23 +50,7 @@ function world(options: { checkpointOnNotice?: boolean; network?: boolean } = {}
   state.spot = new SpotWorld(
     cat,
     { seed: 1, checkpointOnNotice: options.checkpointOnNotice ?? true },
-    {
-      get now() {
-        return state.now;
-      },
-      schedule: (e) => state.queue.push({ ...e, rank: RANK_EFFECT }),
-      reclaimInstance: (inst) => {
-        inst.lifecycle = 'terminated';
-      },
-      release: () => undefined,
-      touch: () => undefined,
-      requestRound: () => undefined,
-      callOffMove: (job, inst) => commands.callOffMove(job, inst),
-      stopMovesOff: (inst) => commands.stopMovesOff(inst),
-      drain: (inst) => commands.requestTermination(inst),
-      callOffStart: (job, inst) => commands.callOffStart(job, inst),
-      liveInstances: () => [...state.instances.values()].filter((i) => i.lifecycle !== 'terminated'),
-    },
+    spotEngineOver(state, commands),
   );
   const spot = state.spot;
   let plans = 0;
