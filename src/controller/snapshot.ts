@@ -42,9 +42,9 @@ export interface SnapshotInputs {
   readonly runningSince: ReadonlyMap<string, number>;
   /**
    * Running job id → when every task of its run was first known prepared (JOB_PREPARED_EVENT); a running job not in it
-   * is still being prepared. Absent: not known, and a running job counts as prepared when it entered `running`.
+   * is still being prepared.
    */
-  readonly preparedSince?: ReadonlyMap<string, number> | undefined;
+  readonly preparedSince: ReadonlyMap<string, number>;
   /**
    * Migrating job id → when it last entered `running`: its tasks still running where they were (a move waiting for
    * its new instances) are in that run until they stop. For the work at risk (work-at-risk.ts), not the plan, which
@@ -252,15 +252,8 @@ export function buildSnapshot(input: SnapshotInputs): ClusterSnapshot {
     if (jobTasks.length === 0) continue;
     // A running job makes progress from its init delay after its tasks were all prepared; until then it is pinned,
     // as the engine's job is until all its tasks launched.
-    const preparedAt =
-      job.state !== 'running'
-        ? undefined
-        : input.preparedSince === undefined
-          ? input.runningSince.get(job.id)
-          : input.preparedSince.get(job.id);
-    const reconfigurable =
-      job.state === 'queued' ||
-      (job.state === 'running' && (input.preparedSince === undefined || preparedAt !== undefined));
+    const preparedAt = job.state === 'running' ? input.preparedSince.get(job.id) : undefined;
+    const reconfigurable = job.state === 'queued' || preparedAt !== undefined;
     let committed = jobTasks.map((t) => committedInstanceOf(t, input.pendingStarts));
     if (!reconfigurable && committed.some((id) => id !== undefined && !schedulable.has(id))) {
       // Its tasks committed to instances a plan may use hold their room there until the job goes back to the queue

@@ -148,6 +148,7 @@ describe('job spec network:', () => {
       instances: [],
       pendingStarts: new Map(),
       runningSince: new Map(),
+      preparedSince: new Map(),
       nowSeconds: 10,
     });
     expect(snapshot.jobs[0]?.network).toEqual({
