@@ -4,7 +4,7 @@ import { isAbsolute, join, posix, relative, sep } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import dockerignore from '@balena/dockerignore';
 import { pack as tarPack, type Header } from 'tar-stream';
-import { plainEntryName, unsafeEntryNameReason } from '../protocol/archive-entry-names.js';
+import { MAX_LINK_HOPS, plainEntryName, unsafeEntryNameReason } from '../protocol/archive-entry-names.js';
 
 /**
  * A Docker build context as a gzip-compressed POSIX tar (what `docker build` accepts), packed deterministically:
@@ -164,9 +164,6 @@ export async function checkDockerfile(directory: string, dockerfile?: string): P
         : '; the dockerfile is a path relative to the context'),
   );
 }
-
-/** Links one path lookup may follow on Linux (MAXSYMLINKS): a longer chain fails (ELOOP) and leads nowhere. */
-const MAX_LINK_HOPS = 40;
 
 /** The entry named `name` in `dir`, matched exactly (a case-insensitive disk would match other cases too). */
 async function entryOf(dir: string, name: string): Promise<Dirent | undefined> {

@@ -20,3 +20,9 @@ export function plainEntryName(name: string): string {
     .filter((s) => s !== '' && s !== '.')
     .join('/');
 }
+
+/**
+ * Links one path lookup may follow on Linux (MAXSYMLINKS): a longer chain fails (ELOOP) and leads nowhere. The worker
+ * resolves an archive's links by it, and `fleetwise submit` a Dockerfile that is a link, as the kernel would.
+ */
+export const MAX_LINK_HOPS = 40;

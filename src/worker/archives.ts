@@ -19,7 +19,7 @@ import { createGunzip } from 'node:zlib';
 import { pipeline } from 'node:stream/promises';
 import { extract as tarExtract, pack as tarPack, type Header } from 'tar-stream';
 import { ExpansionMeter, type ContextLimits } from '../protocol/context-limits.js';
-import { plainEntryName, unsafeEntryNameReason } from '../protocol/archive-entry-names.js';
+import { MAX_LINK_HOPS, plainEntryName, unsafeEntryNameReason } from '../protocol/archive-entry-names.js';
 
 /**
  * The worker's tar archives, written and read in-process with tar-stream (no host `tar`, so busybox, GNU and BSD tar
@@ -40,9 +40,6 @@ function linkEscapes(entry: string, target: string): boolean {
   const resolved = posix.normalize(posix.join(posix.dirname(entry), target));
   return resolved === '..' || resolved.startsWith('../');
 }
-
-/** Links one path lookup may follow on Linux (MAXSYMLINKS): a longer chain fails (ELOOP) and leads nowhere. */
-const MAX_LINK_HOPS = 40;
 
 /**
  * Whether following `entry` (a symlink to `target`) leads outside the directory once the directory's other links
