@@ -80,7 +80,8 @@ const LIVE: ReadonlySet<JobRecord['state']> = new Set(LIVE_JOB_STATES);
  *   queues it when the last is predicted to end; src/world/job-dependencies.ts);
  *   queued → queued (tasks queued, or stopped once checkpointed), or migrating when the plan committed its tasks
  *   (a pending start); starting → migrating with launching tasks (launched after the restore + build delays,
- *   counted from when they started); running → executing (active once its init delay has passed); migrating →
+ *   counted from when they started); running → executing (active once its init delay has passed since its tasks
+ *   were all prepared; launching until then, as starting); migrating →
  *   migrating with killing tasks (their checkpoint upload follows), restarted where the pending start points or
  *   sent back to the queue.
  * - progress: iterations reported by workers when the spec gives `totalIterations`, else the declared duration minus
@@ -188,11 +189,13 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
       jobs.push(heldWorldJob({ ...spec, dependsOn }, tasks));
       continue;
     }
-    const runningSince = inputs.runningSince.get(job.id);
-    const completed = completedIterations(job, totalIterations, duration, now, runningSince);
+    // A running job makes progress from when its tasks were all prepared (snapshot.ts alike); until then its tasks
+    // are still being prepared, as a starting job's are.
+    const preparedAt = job.state === 'running' ? inputs.preparedSince.get(job.id) : undefined;
+    const completed = completedIterations(job, totalIterations, duration, now, preparedAt);
     if (!reportsProgress(job) && completed >= totalIterations && !assumedDuration.has(job.id))
       overran.add(job.id);
-    jobs.push(worldJob(job, spec, tasks, inputs.pendingStarts, known, now, completed, runningSince, events));
+    jobs.push(worldJob(job, spec, tasks, inputs.pendingStarts, known, now, completed, preparedAt, events));
   }
   const neverAdmitted = new Map(
     options.admission === undefined
@@ -322,12 +325,16 @@ function completedIterations(
   total: number,
   duration: number,
   now: number,
-  runningSince: number | undefined,
+  preparedAt: number | undefined,
 ): number {
   if (reportsProgress(job)) return Math.min(total, job.completedIterations);
   if (job.startedAtSeconds === undefined) return 0;
-  // Without reports: the time spent running since it last (re)started, at full throughput (snapshot.ts alike).
-  const ranFor = runningSince === undefined ? 0 : Math.max(0, now - runningSince);
+  // Without reports: the time spent working since its tasks were last all prepared and it initialized, at full
+  // throughput (snapshot.ts alike).
+  const ranFor =
+    preparedAt === undefined
+      ? 0
+      : Math.max(0, now - preparedAt - (job.spec.checkpoint.initDelaySeconds ?? 0));
   return Math.min(total, (total / duration) * ranFor);
 }
 
@@ -339,7 +346,7 @@ function worldJob(
   known: ReadonlySet<string>,
   now: number,
   completed: number,
-  runningSince: number | undefined,
+  preparedAt: number | undefined,
   events: WorldEvent[],
 ): WorldJob {
   const onKnown = (id: string | undefined): string | undefined =>
@@ -349,24 +356,24 @@ function worldJob(
     const destination = onKnown(pendingStarts.get(t.id));
     const placed = onKnown(t.instanceId);
     const idle: SimTaskState = t.lastCheckpointKey === undefined ? 'queued' : 'stopped';
+    // Being prepared on `on` (checkpoint, image): launched after its fetch, counted from its start.
+    const launching = (on: string): WorldTask => {
+      events.push({
+        kind: 'launched',
+        timeSeconds: Math.max(now, t.updatedAtSeconds + traceTask.fetchDelaySeconds),
+        jobId: job.id,
+        taskName: t.name,
+      });
+      return { name: t.name, state: 'launching', committedInstanceId: on, occupyingInstanceId: on };
+    };
     switch (t.state) {
       case 'starting':
-        if (placed !== undefined) {
-          events.push({
-            kind: 'launched',
-            timeSeconds: Math.max(now, t.updatedAtSeconds + traceTask.fetchDelaySeconds),
-            jobId: job.id,
-            taskName: t.name,
-          });
-          return {
-            name: t.name,
-            state: 'launching',
-            committedInstanceId: placed,
-            occupyingInstanceId: placed,
-          };
-        }
+        if (placed !== undefined) return launching(placed);
         break;
       case 'running':
+        // Running, but not yet known prepared: still launching, as a starting task is.
+        if (job.state === 'running' && preparedAt === undefined && placed !== undefined)
+          return launching(placed);
         // A move waiting for its new instances (make before break): working here, headed there.
         if (placed !== undefined && destination !== undefined && destination !== placed)
           return {
@@ -404,7 +411,7 @@ function worldJob(
   let active = false;
   let activeSinceSeconds: number | undefined;
   if (status === 'executing' || worldTasks.some((t) => t.pendingStop === true)) {
-    const since = runningSince ?? job.startedAtSeconds ?? now;
+    const since = preparedAt ?? job.startedAtSeconds ?? now;
     if (now >= since + init) {
       active = true;
       activeSinceSeconds = since + init;
