@@ -1,8 +1,10 @@
 import type { Caps } from '../core/model.js';
+import { mergeNewInstances } from './count-cap-merge.js';
 import { toPlanned, type DraftInstance } from './full-reconfiguration.js';
 import { compositionValue, type PackTask, type RateModel } from './packing.js';
 import { dimensionUse, planQuotaBreaches, quotaGroupOf, type QuotaBreach } from './plan-quotas.js';
 import { draftWithTasks } from './reconfiguration.js';
+import type { PriceBook } from './reservation-price.js';
 import type { PlannedInstance } from './types.js';
 
 export interface CappedPlan {
@@ -39,7 +41,8 @@ export function buyPlan(pricing: PlanPricing, drafts: readonly DraftInstance[], 
 }
 
 /**
- * Hard caps ($/hour, instance count, quotas) that no plan may exceed. When a plan breaks one, whole jobs wait
+ * Hard caps ($/hour, instance count, quotas) that no plan may exceed. Over the instance count, new instances are first
+ * merged two into one where a type holds both (count-cap-merge.ts). When a plan still breaks one, whole jobs wait
  * (multi-task jobs are gang-scheduled): instances are dropped least cost-efficient first (TNRP per dollar), new
  * instances before existing ones, and instances holding pinned jobs last; for a quota, only instances that count
  * against it. The plan is bought anew after each drop (spot quotas move new spot instances on demand,
@@ -55,6 +58,8 @@ export function enforceCaps(
   valueOf: (d: DraftInstance) => number,
   /** How the plan is bought and at what $/hour (default: every instance on demand at its type's price). */
   pricing: PlanPricing = (d) => d.type.costPerHour,
+  /** The types new instances may be merged into over `maxInstances` (count-cap-merge.ts); without it, none are. */
+  book?: PriceBook,
 ): CappedPlan {
   const maxCost = caps.maxCostPerHour ?? Number.POSITIVE_INFINITY;
   const maxCount = caps.maxInstances ?? Number.POSITIVE_INFINITY;
@@ -74,6 +79,17 @@ export function enforceCaps(
   let broken = violated();
   let preemptedPinned = false;
   while (broken !== undefined) {
+    // Too many instances: two new ones made one, while any pair fits on one type, before a job waits.
+    const merged =
+      broken.cap === 'maxInstances' && book !== undefined
+        ? mergeNewInstances(kept, tasks, book, pricing)
+        : undefined;
+    if (merged !== undefined) {
+      kept = merged;
+      bought = buyPlan(pricing, kept, caps);
+      broken = violated();
+      continue;
+    }
     const { breach } = broken;
     // A quota is relieved only by instances that count against it.
     const droppable =

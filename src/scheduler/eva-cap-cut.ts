@@ -5,6 +5,7 @@ import { capViolation, cutRepairs, type Candidate } from './eva-choice.js';
 import type { DraftInstance } from './full-reconfiguration.js';
 import type { PackTask } from './packing.js';
 import { describeBreach, planQuotaBreaches } from './plan-quotas.js';
+import type { PriceBook } from './reservation-price.js';
 
 /**
  * A candidate over a cap, weighed as the plan it would become. Rejecting it outright leaves the decision rule only the
@@ -24,6 +25,8 @@ export function cutToCaps(
   /** How the plan is bought and at what $/hour (eva-cap-price.ts): what the $ cap and the quotas are held to. */
   pricing: PlanPricing,
   evaluate: EvaluateCandidate,
+  /** The types new instances may be merged into over `maxInstances` (caps.ts enforceCaps). */
+  book?: PriceBook,
 ): Candidate {
   if (candidate.summary.rejectedBecause !== undefined) return candidate;
   const violation = violationAsBought(candidate, caps, pricing);
@@ -33,7 +36,7 @@ export function cutToCaps(
     summary: { ...candidate.summary, rejectedBecause: violation },
     cutRepairs: cutRepairs(candidate.summary, caps),
   };
-  const cut = enforceCaps(candidate.drafts, caps, tasks, pinnedTaskIds, valueOf, pricing);
+  const cut = enforceCaps(candidate.drafts, caps, tasks, pinnedTaskIds, valueOf, pricing, book);
   const waiting = new Set(cut.waiting.map((w) => w.jobId));
   const stopsRunning = [...tasks.values()].some(
     (t) => waiting.has(t.jobId) && t.currentInstanceId !== undefined,

@@ -3,6 +3,7 @@ import { capRankValue, enforceCaps } from './caps.js';
 import type { Candidate } from './eva-choice.js';
 import type { PlanMarkets } from './eva-cap-price.js';
 import type { PackTask, RateModel } from './packing.js';
+import type { PriceBook } from './reservation-price.js';
 import type { CandidateSummary, Configuration, Plan } from './types.js';
 
 /** Eva's chosen candidate as the round's plan: each instance's market chosen, caps and quotas enforced, the decision recorded. */
@@ -24,6 +25,8 @@ export interface ChosenPlanInput {
   readonly model: RateModel;
   /** How each instance is bought and what it costs there (the price the caps are held to). */
   readonly markets: PlanMarkets;
+  /** The types new instances may be merged into over `maxInstances` (caps.ts enforceCaps). */
+  readonly book: PriceBook;
   readonly horizon: number;
   readonly paybackMargin: number;
   /** The task prices savings were figured at, and θ with packed prices (DecisionRecord.prices). */
@@ -46,6 +49,7 @@ export function chosenPlan(c: ChosenPlanInput): Plan {
     c.pinnedTaskIds,
     capRankValue(c.model),
     markets.pricePerHour,
+    c.book,
   );
   // As bought together: where the plan's spot instances would break a spot quota, some are bought on demand.
   const configuration: Configuration = { instances: capped.drafts.map(capped.bought.planned) };

@@ -447,7 +447,16 @@ export class EvaScheduler implements Scheduler {
     const markets = planMarkets(this.catalog, snapshot, this.spotBook !== undefined, round.jobRpOnDemand);
     // Cut with the tasks the candidates were packed from (network tags included), so cut drafts are valued alike.
     const checked = candidates.map((c) =>
-      cutToCaps(c, this.caps, input.tasks, pinnedTaskIds, valueOf, markets.pricePerHour, evaluate),
+      cutToCaps(
+        c,
+        this.caps,
+        input.tasks,
+        pinnedTaskIds,
+        valueOf,
+        markets.pricePerHour,
+        evaluate,
+        round.book,
+      ),
     );
     const { chosen, reason } = chooseCandidate(checked, horizon, this.paybackMargin);
     const plan = chosenPlan({
@@ -462,6 +471,7 @@ export class EvaScheduler implements Scheduler {
       pinned: round.pinned,
       model: input.model,
       markets,
+      book: round.book,
       horizon,
       paybackMargin: this.paybackMargin,
       prices: this.packedPrices ? 'packed' : 'standalone',

@@ -50,6 +50,14 @@ export class PriceBook {
     return t ?? undefined;
   }
 
+  /** The cheapest type that hosts every one of `demands` together, or undefined if none can. */
+  minTypeTogether(demands: readonly FamilyDemand[]): InstanceType | undefined {
+    return this.byCostAscending.find((it) => {
+      const sum = sumOn(demands, it.family);
+      return sum !== undefined && fits(sum, it.capacity);
+    });
+  }
+
   /** Reservation price in $/hour; throws for a demand no type can host (validate specs before planning). */
   reservationPrice(demand: FamilyDemand): number {
     const t = this.minType(demand);
