@@ -49,6 +49,12 @@ export interface TaskControl {
   failureReason?(task: TaskRecord): string | undefined;
   /** The exit code of a task reported `failed`, if known (`unsuccessfulExitCodes`). */
   exitCode?(task: TaskRecord): number | undefined;
+  /**
+   * Whether a task reported `failed` could not start because of its instance's host, not its job (a worker's full
+   * disk): its job is placed again elsewhere without using an attempt (reconcile/effects/host-faults.ts). Absent:
+   * every failure is the job's.
+   */
+  hostFault?(task: TaskRecord): boolean;
 }
 
 /**

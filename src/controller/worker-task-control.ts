@@ -139,6 +139,8 @@ export class WorkerTaskControl implements TaskControl {
   private readonly failures = new Map<string, string>();
   /** Exit codes of failed tasks (a job's `unsuccessfulExitCodes` turn a failure into "unsuccessful"). */
   private readonly exitCodes = new Map<string, number>();
+  /** Failed tasks whose worker said its host, not the job, kept them from starting (a full disk). */
+  private readonly hostFaults = new Set<string>();
   private readonly completed = new Map<string, number>();
   /** Job → iterations done, reported since the last `flushProgress`. */
   private readonly progress = new Map<string, number>();
@@ -351,6 +353,7 @@ export class WorkerTaskControl implements TaskControl {
       if (report.state === 'failed' && !this.failures.has(task.id) && !this.isStale(report, task)) {
         this.failures.set(task.id, report.reason ?? `exit code ${report.exitCode ?? 'unknown'}`);
         if (report.exitCode !== undefined) this.exitCodes.set(task.id, report.exitCode);
+        if (report.hostFault === true) this.hostFaults.add(task.id);
       }
       if (report.completedIterations !== undefined) {
         this.completed.set(task.id, report.completedIterations);
@@ -535,6 +538,7 @@ export class WorkerTaskControl implements TaskControl {
     if (stop !== undefined && stop.instanceId !== request.instance.id) this.stopping.delete(request.task.id);
     this.failures.delete(request.task.id);
     this.exitCodes.delete(request.task.id);
+    this.hostFaults.delete(request.task.id);
     return Promise.resolve();
   }
 
@@ -594,6 +598,10 @@ export class WorkerTaskControl implements TaskControl {
 
   exitCode(task: TaskRecord): number | undefined {
     return this.exitCodes.get(task.id);
+  }
+
+  hostFault(task: TaskRecord): boolean {
+    return this.hostFaults.has(task.id);
   }
 
   /**

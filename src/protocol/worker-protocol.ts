@@ -120,6 +120,13 @@ export const taskReportSchema = z.strictObject({
   exitCode: EXIT_CODE.optional(),
   /** Why a task failed (exit code, the last lines of its output, a start error). */
   reason: z.string().max(4000).optional(),
+  /**
+   * With `failed`: the task could not start because of this worker's host, not its job (restoring its checkpoint or
+   * unpacking its build context failed on the worker's own disk: full, read-only, out of quota, I/O errors;
+   * src/worker/host-fault.ts). The controller places the job again elsewhere without counting an attempt, and drains
+   * the instance. Absent: the failure is the job's.
+   */
+  hostFault: z.boolean().optional(),
   /** Iterations completed so far (from the task's progress file), absolute. */
   completedIterations: z.number().nonnegative().max(MAX_REPORTED_COUNT).optional(),
   /** Iterations per second over the worker's window; absent until the window has enough samples. */

@@ -20,6 +20,7 @@ import {
 } from './checkpoints.js';
 import { SIGKILL_EXIT_CODE, type TaskLaunch, type TaskRunStatus } from './executor.js';
 import { ProgressTracker } from './progress.js';
+import { isHostFault } from './host-fault.js';
 import { TaskLogShipper } from './task-log.js';
 import { readExitRecord, writeExitRecord, type TaskExitRecord } from './exit-record.js';
 import {
@@ -429,13 +430,25 @@ export class TaskLifecycle {
           this.log.info(`started ${t.taskId}${prepared.restoring ? ' from a checkpoint' : ''}`);
         }
       } catch (e) {
-        t.phase = 'failed';
-        t.reason = `could not start: ${(e as Error).message}`;
-        this.log.warn(`task ${t.taskId} could not start: ${(e as Error).message}`);
-        await this.stopWatching(t);
+        await this.startFailed(t, e);
       }
       await this.persist(t);
     });
+  }
+
+  /**
+   * The task's start failed: it is failed, with why, and whether this host is to blame (host-fault.ts), so that the
+   * controller places its job elsewhere without counting the failure against it.
+   */
+  private async startFailed(t: LocalTask, e: unknown): Promise<void> {
+    const message = e instanceof Error ? e.message : String(e);
+    t.phase = 'failed';
+    t.reason = `could not start: ${message}`;
+    t.hostFault = isHostFault(e) ? true : undefined;
+    this.log.warn(
+      `task ${t.taskId} could not start${t.hostFault === true ? " (this host's fault)" : ''}: ${message}`,
+    );
+    await this.stopWatching(t);
   }
 
   /**
@@ -464,10 +477,7 @@ export class TaskLifecycle {
         t.prepared = undefined;
         this.log.info(`started ${t.taskId} (released)${prepared.restoring ? ' from a checkpoint' : ''}`);
       } catch (e) {
-        t.phase = 'failed';
-        t.reason = `could not start: ${(e as Error).message}`;
-        this.log.warn(`task ${t.taskId} could not start: ${(e as Error).message}`);
-        await this.stopWatching(t);
+        await this.startFailed(t, e);
       }
       await this.persist(t);
     });
@@ -780,6 +790,7 @@ function report(t: LocalTask): TaskReport {
     state,
     ...(t.exitCode === undefined ? {} : { exitCode: t.exitCode }),
     ...(t.reason === undefined ? {} : { reason: t.reason.slice(0, 4000) }),
+    ...(t.phase === 'failed' && t.hostFault === true ? { hostFault: true } : {}),
     ...(completed === undefined ? {} : { completedIterations: completed }),
     ...(perSecond === undefined ? {} : { throughputPerSecond: perSecond }),
     ...(t.checkpoint === undefined ? {} : { checkpoint: t.checkpoint }),
@@ -857,6 +868,7 @@ function fromRecord(taskId: string, saved: PersistedTask): LocalTask {
     stopRequested: saved.stopRequested,
     exitCode: saved.exitCode,
     reason: saved.reason,
+    hostFault: saved.hostFault,
     restoredFrom: saved.restoredFrom,
     checkpoint: saved.checkpoint,
     signal: saved.signal,

@@ -17,6 +17,11 @@ const persistedSchema = z.object({
   stopRequested: z.boolean(),
   exitCode: z.number().optional(),
   reason: z.string().optional(),
+  /**
+   * Its start failed because of this host, not its job (host-fault.ts): kept so that a restarted worker still reports
+   * the failure as the host's, and the controller does not count it against the job.
+   */
+  hostFault: z.boolean().optional(),
   restoredFrom: z.string().optional(),
   checkpoint: z.object({ key: z.string(), atSeconds: z.number() }).optional(),
   signal: z.string().optional(),
@@ -69,6 +74,7 @@ export async function persistTask(taskDir: string, t: LocalTask): Promise<void> 
     stopRequested: t.stopRequested,
     ...(t.exitCode === undefined ? {} : { exitCode: t.exitCode }),
     ...(t.reason === undefined ? {} : { reason: t.reason }),
+    ...(t.hostFault === undefined ? {} : { hostFault: t.hostFault }),
     ...(t.restoredFrom === undefined ? {} : { restoredFrom: t.restoredFrom }),
     ...(t.checkpoint === undefined ? {} : { checkpoint: t.checkpoint }),
     ...(t.signal === undefined ? {} : { signal: t.signal }),

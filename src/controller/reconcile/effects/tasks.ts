@@ -28,10 +28,12 @@ import { retryVerdict } from '../../job-spec/retry.js';
 import { isFinalJobState, PLACED_TASK_STATES } from '../../state/lifecycle.js';
 import type { InstanceRecord, IntentRecord, JobRecord, TaskRecord } from '../../state-store.js';
 import type { ReconcileContext } from '../context.js';
+import type { RoundCause } from '../../service.js';
 import { abandonStartsTo, endStartsUnreleased, releaseTasksOn, settleJob } from '../jobs.js';
 import { Slices } from '../yielding.js';
 import { hasSpotNotice } from '../../spot-interruptions.js';
 import { notePrepared, notePreparedJobs } from './prepared-jobs.js';
+import { hostFaultOutcome } from './host-faults.js';
 
 /** Task effects: stops (checkpointing off an instance), starts once their gate opens, and task completions. */
 
@@ -439,7 +441,8 @@ async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly Held
 
 /**
  * A held task that could not be prepared (its image, build context or checkpoint failed) fails its job as a started
- * task would: the job is retried under its retryStrategy or fails, and its siblings are let go. Polling reads only
+ * task would: the job is retried under its retryStrategy or fails (or, its instance's host at fault, is queued again
+ * without using an attempt: host-faults.ts), and its siblings are let go. Polling reads only
  * running tasks, and a held task stays `starting` until the release, so without this the barrier would only time
  * out, and the job be planned again, prepared and fail, for ever. Asked before the starts are repeated, which
  * clear what the task control knows of the failure. Answers whether one failed.
@@ -462,12 +465,7 @@ async function heldTaskFailed(ctx: ReconcileContext, job: JobRecord): Promise<bo
       return taskFailed(ctx, currentJob, current);
     });
     if (outcome === undefined) continue;
-    if (isFinalJobState(outcome.state)) ctx.deps.onJobEnded?.(outcome);
-    ctx.requestRound(
-      isFinalJobState(outcome.state)
-        ? `job ${outcome.id} ${outcome.state}`
-        : `job ${outcome.id} retried (attempt ${outcome.attempts})`,
-    );
+    announce(ctx, outcome);
     return true;
   }
   return false;
@@ -526,21 +524,16 @@ export async function pollTaskStatuses(ctx: ReconcileContext): Promise<number> {
         // Done with its part while its job was moving: it needs no start at the job's new place.
         for (const start of ctx.pendingStartsOf(new Set([task.id])))
           ctx.store.failIntent(start.id, `task ${task.id} succeeded`);
-      const outcome =
+      const outcome: JobOutcome | undefined =
         status === 'failed'
           ? taskFailed(ctx, job, task)
           : all.every((t) => t.state === 'succeeded')
-            ? ctx.store.setJobState(job.id, 'succeeded')
+            ? outcomeOf(ctx.store.setJobState(job.id, 'succeeded'))
             : undefined;
       if (outcome === undefined && status === 'succeeded')
         settleJob(ctx, job.id, `task ${task.id} succeeded`);
       if (outcome === undefined) return undefined;
-      return () => {
-        if (isFinalJobState(outcome.state)) {
-          ctx.deps.onJobEnded?.(outcome);
-          ctx.requestRound(`job ${outcome.id} ${outcome.state}`);
-        } else ctx.requestRound(`job ${outcome.id} retried (attempt ${outcome.attempts})`);
-      };
+      return () => announce(ctx, outcome);
     });
   }
   slices.commit();
@@ -548,40 +541,79 @@ export async function pollTaskStatuses(ctx: ReconcileContext): Promise<number> {
   return ended;
 }
 
+/** What a task's end did to its job, and the round it asks for once that is committed. */
+interface JobOutcome {
+  readonly job: JobRecord;
+  readonly round: string;
+  readonly cause?: RoundCause | undefined;
+}
+
+/** The job ended, or was retried. */
+function outcomeOf(job: JobRecord): JobOutcome {
+  return {
+    job,
+    round: isFinalJobState(job.state)
+      ? `job ${job.id} ${job.state}`
+      : `job ${job.id} retried (attempt ${job.attempts})`,
+  };
+}
+
+/** Once committed: an ended job's hook, and the round its end or its return to the queue asks for. */
+function announce(ctx: ReconcileContext, outcome: JobOutcome): void {
+  if (isFinalJobState(outcome.job.state)) ctx.deps.onJobEnded?.(outcome.job);
+  ctx.requestRound(outcome.round, outcome.cause);
+}
+
 /**
- * A task of `job` failed (its state already says so): the job ends unsuccessful on one of its
- * `unsuccessfulExitCodes`, is retried when its `retryStrategy` says so, and fails otherwise.
+ * A task of `job` failed (its state already says so; `task` as it was, on its instance): when its instance's host was
+ * at fault, the job is queued again without using an attempt (host-faults.ts); otherwise the job ends unsuccessful on
+ * one of its `unsuccessfulExitCodes`, is retried when its `retryStrategy` says so, and fails otherwise.
  */
-function taskFailed(ctx: ReconcileContext, job: JobRecord, task: TaskRecord): JobRecord {
+function taskFailed(ctx: ReconcileContext, job: JobRecord, task: TaskRecord): JobOutcome {
+  const host = hostFaultOutcome(ctx, job, task, (reason) => releaseForNextPlacement(ctx, job, reason));
+  if (host?.kind === 'requeued')
+    return {
+      job: host.job,
+      round: `job ${job.id} queued again (host fault on ${host.instanceId})`,
+      // Its instance is drained: capacity lost, planned for at once.
+      cause: 'capacity',
+    };
   const code = ctx.deps.tasks.exitCode?.(task);
   // A declared "unsuccessful at a stage" exit (success-ranked ordering) is not a failure.
   if (code !== undefined && (job.spec.unsuccessfulExitCodes ?? []).includes(code)) {
     stopOtherTasks(ctx, job, false);
-    return ctx.store.setJobState(
-      job.id,
-      'unsuccessful',
-      `task ${task.id} exited with ${code}, one of the job's unsuccessfulExitCodes`,
+    return outcomeOf(
+      ctx.store.setJobState(
+        job.id,
+        'unsuccessful',
+        `task ${task.id} exited with ${code}, one of the job's unsuccessfulExitCodes`,
+      ),
     );
   }
-  const why = ctx.deps.tasks.failureReason?.(task);
+  const reported = ctx.deps.tasks.failureReason?.(task);
+  const why = host === undefined ? reported : `${reported ?? 'its start failed'} (${host.note})`;
   const failure = `task ${task.id} failed${why === undefined ? '' : `: ${why}`}`;
   const verdict = retryVerdict(job.spec, job.attempts, code);
   if (verdict.retry)
-    return retryJob(
-      ctx,
-      job,
-      task,
-      code,
-      `attempt ${job.attempts} of ${verdict.attempts} failed: task ${task.id}, ${verdict.why}`,
-      why ?? 'failed',
+    return outcomeOf(
+      retryJob(
+        ctx,
+        job,
+        task,
+        code,
+        `attempt ${job.attempts} of ${verdict.attempts} failed: task ${task.id}, ${verdict.why}`,
+        why ?? 'failed',
+      ),
     );
   stopOtherTasks(ctx, job, false);
-  return ctx.store.setJobState(
-    job.id,
-    'failed',
-    job.spec.retryStrategy === undefined
-      ? failure
-      : `attempt ${job.attempts} of ${verdict.attempts}, ${verdict.why}: ${failure}`,
+  return outcomeOf(
+    ctx.store.setJobState(
+      job.id,
+      'failed',
+      job.spec.retryStrategy === undefined
+        ? failure
+        : `attempt ${job.attempts} of ${verdict.attempts}, ${verdict.why}: ${failure}`,
+    ),
   );
 }
 
@@ -598,6 +630,19 @@ function retryJob(
   reason: string,
   why: string,
 ): JobRecord {
+  releaseForNextPlacement(ctx, job, reason);
+  return ctx.store.retryJob(
+    job.id,
+    { taskId: failed.id, ...(exitCode === undefined ? {} : { exitCode }), reason: why },
+    reason,
+  );
+}
+
+/**
+ * A job one of whose tasks failed runs again (a retry, or a requeue after a host fault): its pending starts are void,
+ * its other running tasks checkpoint and stop, and every task goes back to be placed anew (a gang restarts whole).
+ */
+function releaseForNextPlacement(ctx: ReconcileContext, job: JobRecord, reason: string): void {
   const tasks = ctx.store.listTasks({ jobId: job.id });
   for (const start of ctx.pendingStartsOf(new Set(tasks.map((t) => t.id))))
     ctx.store.failIntent(start.id, reason);
@@ -606,11 +651,6 @@ function retryJob(
   endStartsUnreleased(ctx, job, reason);
   for (const t of ctx.store.listTasks({ jobId: job.id }))
     if (!PLACED_TASK_STATES.includes(t.state)) ctx.store.setTaskState(t.id, 'pending');
-  return ctx.store.retryJob(
-    job.id,
-    { taskId: failed.id, ...(exitCode === undefined ? {} : { exitCode }), reason: why },
-    reason,
-  );
 }
 
 /** Stop intents for the job's tasks still on an instance (checkpointed when the job runs again). */
