@@ -9,6 +9,7 @@ import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../core/model.js';
 import { priceOverridesSchema, regionSchema } from '../core/catalog.js';
 import { DEFAULT_LOOP_STUCK_SECONDS } from './loop-health.js';
 import { DEFAULT_CHECKPOINT_EVENT_DAYS } from './history-retention.js';
+import { DEFAULT_FINISHED_CHECKPOINT_DAYS } from './finished-checkpoint-retention.js';
 import { DEFAULT_REPORTS_KEPT } from './report-retention.js';
 import { DEFAULT_LEASE_SETTINGS, leaseSettingsSchema } from './ha/lease.js';
 import { isPostgresUrl } from './state/postgres/conninfo.js';
@@ -445,6 +446,14 @@ export const controllerConfigSchema = z
     checkpointEventDays: nonNegative
       .max(36_500, 'at most 100 years (36500)')
       .default(DEFAULT_CHECKPOINT_EVENT_DAYS),
+    /**
+     * Days a finished job's checkpoints (`checkpoints/<job>/…`) stay in the object store after it ended
+     * (finished-checkpoint-retention.ts): a worker keeps only its task's newest three while it runs, and nothing else
+     * deletes the last ones. 0 keeps them all.
+     */
+    finishedCheckpointDays: nonNegative
+      .max(36_500, 'at most 100 years (36500)')
+      .default(DEFAULT_FINISHED_CHECKPOINT_DAYS),
     /**
      * `/healthz` answers 503 once one pass of the control loop (a round, a reconciliation pass) has been running this
      * long: the loop is stuck (a cloud call that never answers), whatever the API says.

@@ -24,6 +24,7 @@ import { endedMonthOf, readStoredMonthReport, type PeriodCosts } from './stored-
 import { readSnapshotInputs } from './snapshot.js';
 import { runningTaskCheckpoints, workAtRisk, type MarketWorkAtRisk } from './work-at-risk.js';
 import { HistoryRetention } from './history-retention.js';
+import { FinishedCheckpointRetention } from './finished-checkpoint-retention.js';
 import { DEFAULT_REPORTS_KEPT } from './report-retention.js';
 import { compactCoStart, type BarrierIdleHook } from './co-start-records.js';
 import {
@@ -172,6 +173,7 @@ export class Controller implements ControllerService {
   private readonly rounds: RoundRecorder;
   private readonly reports: ReportWriter;
   private readonly retention: HistoryRetention;
+  private readonly finishedCheckpoints: FinishedCheckpointRetention;
   /** The whole history's cost report, kept up to date from the event log. */
   private readonly historyCosts = new IncrementalCostReport();
   private readonly monthToDate = new MonthToDate();
@@ -296,6 +298,13 @@ export class Controller implements ControllerService {
       log: this.log,
       settings: deps.settings,
     });
+    this.finishedCheckpoints = new FinishedCheckpointRetention({
+      store: deps.store,
+      clock: this.clock,
+      log: this.log,
+      objectStore: deps.objectStore,
+      settings: deps.settings,
+    });
     this.reports = new ReportWriter({
       store: deps.store,
       clock: this.clock,
@@ -384,6 +393,7 @@ export class Controller implements ControllerService {
     await this.loopDone;
     await this.chain.catch(() => undefined);
     await this.reports.settle();
+    await this.finishedCheckpoints.stop();
   }
 
   /** Whether the loop makes progress (`/healthz`). */
@@ -532,6 +542,7 @@ export class Controller implements ControllerService {
       this.metrics?.countJobsFailedByRule?.('dependency', unreachable.length);
       const planned = this.rounds.planAndRecord(reason);
       this.retention.afterRound(planned.round);
+      this.finishedCheckpoints.afterRound();
       this.placer?.noteRound(planned.capHoldsJobsBack === true);
       const progress = this.settings.dryRun ? undefined : await this.reconciler.progress();
       if (planned.round !== undefined) this.metrics?.observeRound((performance.now() - startedMs) / 1000);

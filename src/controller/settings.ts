@@ -41,6 +41,8 @@ export interface ControllerSettings {
   readonly roundsKept?: number;
   /** Days `task.checkpoint` events are kept (default history-retention.ts's 30); 0 keeps them all. */
   readonly checkpointEventDays?: number | undefined;
+  /** Days a finished job's checkpoints stay in the object store (default finished-checkpoint-retention.ts's 30); 0 keeps them. */
+  readonly finishedCheckpointDays?: number | undefined;
   /** A loop pass running longer than this makes `/healthz` answer 503 (default loop-health.ts's 60 s). */
   readonly loopStuckSeconds?: number | undefined;
   /** How far ahead a completion-time prediction simulates (default 30 days): later completions read "beyond". */
@@ -88,6 +90,7 @@ export function settingsFromConfig(config: ControllerConfig): ControllerSettings
     bindBetweenRounds: config.bindBetweenRounds,
     makeBeforeBreak: config.makeBeforeBreak,
     checkpointEventDays: config.checkpointEventDays,
+    finishedCheckpointDays: config.finishedCheckpointDays,
     reportsKept: config.reportsKept,
   };
 }

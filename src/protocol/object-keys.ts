@@ -31,8 +31,13 @@ const CHECKPOINT_DATA_FILE = 'data.tar';
 const CHECKPOINT_MANIFEST_FILE = 'manifest.json';
 const CHECKPOINT_SEQ_DIGITS = 8;
 
+/** Every checkpoint and exit record of one job's tasks (the trailing slash keeps job-1 from matching job-10). */
+export function jobCheckpointsPrefix(jobId: string): string {
+  return `checkpoints/${jobId}/`;
+}
+
 export function checkpointPrefix(ref: CheckpointRef): string {
-  return `checkpoints/${ref.jobId}/${ref.taskId}/`;
+  return `${jobCheckpointsPrefix(ref.jobId)}${ref.taskId}/`;
 }
 
 export function checkpointKeys(ref: CheckpointRef, seq: number): { data: string; manifest: string } {
