@@ -97,10 +97,11 @@ describe('controller: placement between rounds on paid capacity', () => {
   it('keeps no room for a job that never fits the caps: the job behind it is placed', async () => {
     const { controller, store, clock, hostId } = await cappedCluster(true);
     clock.advance(5);
-    // Two 4-vCPU tasks: two instances alone under a cap of one, so no round admits it; neither fits the host's free
-    // [0, 2, 4]. Ahead of the small job in the queue, it must not hold the host's room for itself.
+    // Two 128-vCPU tasks: two instances alone under a cap of one, and no type holds both (256 vCPUs), so no round
+    // admits it; neither fits the host's free [0, 2, 4]. Ahead of the small job in the queue, it must not hold the
+    // host's room for itself.
     const wide = controller.submit(
-      jobSpec('wide', { c7i: [0, 4, 8] as Resources }, { replicas: 2 }),
+      jobSpec('wide', { c7i: [0, 128, 256] as Resources }, { replicas: 2 }),
       'research',
     );
     clock.advance(1);
