@@ -48,6 +48,7 @@ import {
   type JobFilter,
   type JobRecord,
   type JobState,
+  type JobStateOptions,
   type JsonValue,
   type KeptJobIdentity,
   type NewInstance,
@@ -192,9 +193,9 @@ export class MemoryStateStore implements StateStore {
     return filter.limit === undefined ? count : Math.min(count, filter.limit);
   }
 
-  setJobState(id: string, state: JobState, reason?: string): JobRecord {
+  setJobState(id: string, state: JobState, reason?: string, options: JobStateOptions = {}): JobRecord {
     return this.transaction(() =>
-      this.apply(this.jobs, transitionJob(this.job(id), state, this.now(), reason)),
+      this.apply(this.jobs, transitionJob(this.job(id), state, this.now(), reason, options.atSeconds)),
     );
   }
 
@@ -589,7 +590,7 @@ export class MemoryStateStore implements StateStore {
     if (map.get(change.record.id) === change.record) return change.record;
     const record = Object.freeze(withoutUndefined(change.record));
     this.put(map, record.id, record);
-    if (change.event !== undefined) this.emit(change.event, this.now());
+    if (change.event !== undefined) this.emit(change.event, change.atSeconds ?? this.now());
     return record;
   }
 

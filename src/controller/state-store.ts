@@ -272,6 +272,15 @@ export interface KeptJobIdentity {
   readonly submittedAtSeconds: number;
 }
 
+/** How a job's state is set. */
+export interface JobStateOptions {
+  /**
+   * When the change happened, if before now (a restore ends a job as the job archive says it ended): its start and
+   * finish times and its event take it (never after now, nor before the job started or was submitted).
+   */
+  readonly atSeconds?: number | undefined;
+}
+
 export interface NewInstance {
   readonly typeName: string;
   readonly availabilityZone?: string | undefined;
@@ -329,7 +338,7 @@ export interface StateStore {
   /** How many jobs `listJobs(filter)` would list, without reading them. */
   countJobs(filter?: JobFilter): number;
   /** Move a job to `state` (same state: no-op). Illegal moves (out of a final state) throw IllegalTransitionError. */
-  setJobState(id: string, state: JobState, reason?: string): JobRecord;
+  setJobState(id: string, state: JobState, reason?: string, options?: JobStateOptions): JobRecord;
   /** One more move or return to the queue: the job's first task was told to checkpoint and stop (lifecycle.ts). */
   countMigration(id: string): JobRecord;
   recordJobProgress(id: string, completedIterations: number, totalIterations?: number): JobRecord;

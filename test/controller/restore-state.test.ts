@@ -1,5 +1,14 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -26,6 +35,7 @@ import { StateBackup } from '../../src/controller/backup/state-backup.js';
 import { SystemClock } from '../../src/controller/clock.js';
 import { CLUSTER_INITIALIZED_KEY } from '../../src/controller/state/initialization.js';
 import { previousStoreIds } from '../../src/controller/state/lineage.js';
+import { LATEST_SCHEMA_VERSION } from '../../src/controller/state/sqlite-schema.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import type { JobRecord, JobState, StateStore } from '../../src/controller/state-store.js';
 import {
@@ -63,9 +73,12 @@ class Cluster {
     log: recordingLogger(),
   });
 
-  constructor() {
+  /** `nowSeconds`: the old box's clock, to tell its times from the restore's. */
+  constructor(nowSeconds?: () => number) {
     mkdirSync(join(this.dir, 'state'), { recursive: true });
-    this.state = new SqliteStateStore(join(this.dir, 'state', 'state.db'));
+    this.state = new SqliteStateStore(join(this.dir, 'state', 'state.db'), {
+      ...(nowSeconds === undefined ? {} : { nowSeconds }),
+    });
     this.backup = new StateBackup({
       source: this.state,
       objectStore: this.objects,
@@ -206,6 +219,182 @@ describe('restore from a backup', () => {
     for (const file of ['worker-token', 'admin-token', 'metrics-token', 'state.db'])
       expect(statSync(join(dir, file)).mode & 0o777).toBe(0o600);
     expect(taken.seq).toBe(1);
+  });
+
+  it('dates a job ended from the job archive when it ended, not when it was restored', async () => {
+    // The old box's clock, two hours back: the restore runs at the real time.
+    const t0 = Date.now() / 1000 - 7200;
+    let now = t0;
+    const c = new Cluster(() => now);
+    await c.submit('runs'); // job-1: running in the backup, succeeds after it
+    now = t0 + 10;
+    c.state.setJobState('job-1', 'starting');
+    c.state.setJobState('job-1', 'running');
+    await c.submit('waits'); // job-2: queued in the backup, runs and succeeds after it
+    await c.backup.run();
+    now = t0 + 53;
+    await c.end('job-1', ['succeeded']);
+    now = t0 + 60;
+    await c.end('job-2', ['starting', 'running', 'succeeded']);
+    c.state.close();
+
+    const { dir } = await c.restore(c.objectsDir);
+    const restored = new SqliteStateStore(join(dir, 'state.db'));
+    const succeeded = restored.getJob('job-1') as JobRecord;
+    expect([succeeded.startedAtSeconds, succeeded.finishedAtSeconds]).toEqual([t0 + 10, t0 + 53]);
+    const stepsOf = (id: string): [string, number][] =>
+      restored
+        .listEvents({ jobId: id, kind: 'job.state' })
+        .map((e) => [String((e.data as { to: string }).to), e.atSeconds]);
+    expect(stepsOf('job-1')).toEqual([
+      ['starting', t0 + 10],
+      ['running', t0 + 10],
+      ['succeeded', t0 + 53],
+    ]);
+    // A job the backup has queued: every step since is dated when it ended (when it started is not archived).
+    const ran = restored.getJob('job-2') as JobRecord;
+    expect([ran.state, ran.startedAtSeconds, ran.finishedAtSeconds]).toEqual(['succeeded', t0 + 60, t0 + 60]);
+    expect(stepsOf('job-2')).toEqual([
+      ['starting', t0 + 60],
+      ['running', t0 + 60],
+      ['succeeded', t0 + 60],
+    ]);
+    // Both ended two hours ago: outside the last hour's ended jobs.
+    expect(restored.listJobs({ endedSince: Date.now() / 1000 - 3600 }).map((j) => j.id)).toEqual([]);
+    restored.close();
+  });
+
+  it("passes over a newer fleetwise's backup and one that is not a fleetwise state, naming them", async () => {
+    const c = new Cluster();
+    await c.submit('first');
+    const first = await c.backup.run();
+    await c.submit('second');
+    await c.backup.run();
+    await c.submit('third');
+    await c.backup.run();
+    c.state.close();
+    /** Store `database` as backup `seq`, with a manifest that matches it (so only the schema tells). */
+    const storeAs = async (seq: number, database: Buffer): Promise<void> => {
+      const keys = stateBackupKeys('prod', seq);
+      const manifest = await readJson(c.objects, keys.manifest);
+      const data = gzipSync(database);
+      writeFileSync(join(c.objectsDir, keys.data), data);
+      const doc = {
+        ...(manifest as object),
+        sha256: createHash('sha256').update(data).digest('hex'),
+        sizeBytes: data.length,
+        databaseBytes: database.length,
+      };
+      writeFileSync(join(c.objectsDir, keys.manifest), JSON.stringify(doc));
+      if (seq === 3) writeFileSync(join(c.objectsDir, latestBackupKey('prod')), JSON.stringify(doc));
+    };
+    // Backup 3 a newer fleetwise wrote (one more migration), backup 2 another program's database.
+    const newer = join(c.dir, 'newer.db');
+    writeFileSync(newer, await gunzipObject(c.objects, stateBackupKeys('prod', 3).data));
+    const db = new Database(newer);
+    db.prepare('INSERT INTO schema_migrations (version, description, applied_at) VALUES (?, ?, ?)').run(
+      LATEST_SCHEMA_VERSION + 1,
+      'from the future',
+      0,
+    );
+    db.close();
+    await storeAs(3, readFileSync(newer));
+    const foreign = join(c.dir, 'foreign.db');
+    const other = new Database(foreign);
+    other.exec('CREATE TABLE other (x INTEGER)');
+    other.close();
+    await storeAs(2, readFileSync(foreign));
+
+    const { dir, summary } = await c.restore(c.objectsDir);
+    expect(summary.manifest).toEqual(first);
+    expect(summary.skipped).toEqual([
+      {
+        key: stateBackupKeys('prod', 3).manifest,
+        reason:
+          `backup ${stateBackupKeys('prod', 3).data} was written by a newer fleetwise ` +
+          `(schema ${LATEST_SCHEMA_VERSION + 1} > ${LATEST_SCHEMA_VERSION}): upgrade fleetwise to restore it`,
+      },
+      {
+        key: stateBackupKeys('prod', 2).manifest,
+        reason: `backup ${stateBackupKeys('prod', 2).data} is not a fleetwise state (it has tables other)`,
+      },
+    ]);
+    // The jobs the older backup lacks come back from the archive.
+    const restored = new SqliteStateStore(join(dir, 'state.db'));
+    expect(restored.listJobs().map((j) => j.name)).toEqual(['first', 'second', 'third']);
+    restored.close();
+
+    // With no older one to take (the newer fleetwise's named), the refusal says why, naming the backup.
+    const box = join(scratch, `box-${++counter}`);
+    mkdirSync(box);
+    const attempt = restoreState({
+      from: join(c.objectsDir, stateBackupKeys('prod', 3).data),
+      cluster: 'prod',
+      dbFile: join(box, 'state.db'),
+      secretFiles: secretFilesIn(box),
+      openObjectStore: (location) => openObjectStore(location),
+      catalog,
+    });
+    await expect(attempt).rejects.toThrow(RestoreError);
+    await expect(attempt).rejects.toThrow(
+      `backup ${stateBackupKeys('prod', 3).data} was written by a newer fleetwise ` +
+        `(schema ${LATEST_SCHEMA_VERSION + 1} > ${LATEST_SCHEMA_VERSION})`,
+    );
+    expect(existsSync(join(box, 'state.db'))).toBe(false);
+  });
+
+  it('refuses a job archive document cut short, naming the job, the document and what to do', async () => {
+    const c = new Cluster();
+    await c.backup.run();
+    await c.submit('cut'); // job-1, accepted after the backup
+    const kept = await c.submit('kept'); // job-2, ended after it
+    await c.end(kept.id, ['cancelled']);
+    c.state.close();
+    /** Refused saying the document (`pattern`) and what to do (`todo`), with nothing installed. */
+    const refused = async (pattern: RegExp, todo: string): Promise<void> => {
+      const box = join(scratch, `box-${++counter}`);
+      mkdirSync(box);
+      const attempt = restoreState({
+        from: c.objectsDir,
+        cluster: 'prod',
+        dbFile: join(box, 'state.db'),
+        secretFiles: secretFilesIn(box),
+        openObjectStore: (location) => openObjectStore(location),
+        catalog,
+      });
+      await expect(attempt).rejects.toThrow(RestoreError);
+      await expect(attempt).rejects.toThrow(pattern);
+      await expect(attempt).rejects.toThrow(`); ${todo}; nothing was installed`);
+      expect(existsSync(join(box, 'state.db'))).toBe(false);
+      expect(existsSync(join(box, 'worker-token'))).toBe(false);
+    };
+    const cut = (key: string): void => {
+      const file = join(c.objectsDir, key);
+      writeFileSync(file, readFileSync(file).subarray(0, 20));
+    };
+
+    const spec = jobArchiveKeys('prod', 'job-1').spec;
+    const good = readFileSync(join(c.objectsDir, spec));
+    cut(spec);
+    await refused(
+      /^the job archive's spec of job-1 is unreadable \(.* jobs\/prod\/job-1\/spec\.json: not valid JSON /,
+      'move that document aside to restore without job-1',
+    );
+    writeFileSync(join(c.objectsDir, spec), good);
+    cut(jobArchiveKeys('prod', 'job-2').end);
+    await refused(
+      /^the job archive's end record of job-2 is unreadable \(.* jobs\/prod\/job-2\/end\.json: not valid JSON /,
+      'move that document aside to restore job-2 as not ended (it would run again)',
+    );
+    // Moved aside, the restore goes on: job-2 as the archive has it without its end, not ended.
+    renameSync(join(c.objectsDir, jobArchiveKeys('prod', 'job-2').end), join(c.dir, 'end.json.aside'));
+    const { dir } = await c.restore(c.objectsDir);
+    const restored = new SqliteStateStore(join(dir, 'state.db'));
+    expect(restored.listJobs().map((j) => [j.id, j.state])).toEqual([
+      ['job-1', 'queued'],
+      ['job-2', 'queued'],
+    ]);
+    restored.close();
   });
 
   it('restores a given backup rather than the newest, and refuses one of another cluster', async () => {

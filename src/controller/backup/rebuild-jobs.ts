@@ -1,3 +1,4 @@
+import type { z } from 'zod';
 import type { Catalog } from '../../core/catalog.js';
 import { ValidationError } from '../../core/validation.js';
 import { jobArchiveKeys, jobArchivePrefix, parseJobArchiveKey } from '../../protocol/object-keys.js';
@@ -38,6 +39,27 @@ export interface JobRebuildSummary {
   readonly withdrawn: readonly string[];
 }
 
+/**
+ * A document of the job archive that cannot be read (cut short, or not one): the restore stops before writing anything,
+ * naming the job, the document, and what the operator can do about it.
+ */
+export class ArchivedDocumentError extends Error {
+  override name = 'ArchivedDocumentError';
+
+  constructor(
+    readonly jobId: string,
+    readonly part: 'spec' | 'end',
+    detail: string,
+  ) {
+    super(
+      `the job archive's ${part === 'spec' ? 'spec' : 'end record'} of ${jobId} is unreadable (${detail}); ` +
+        (part === 'spec'
+          ? `move that document aside to restore without ${jobId}`
+          : `move that document aside to restore ${jobId} as not ended (it would run again)`),
+    );
+  }
+}
+
 interface ArchivedJob {
   spec: boolean;
   end: boolean;
@@ -70,18 +92,20 @@ export async function rebuildJobs(
     if (job === undefined && parts.spec) missing.push(jobId);
     else if (job !== undefined && parts.end && !isFinalJobState(job.state)) endedSince.push(jobId);
   }
-  const read = async <T>(key: string, parse: (bytes: Buffer, where: string) => T): Promise<T> =>
-    parse(await objectStore.getBuffer(key), `${objectStore.location} ${key}`);
-  const specs = await inBatches(missing, (jobId) =>
-    read(jobArchiveKeys(cluster, jobId).spec, (b, w) => readDocument(archivedSpecSchema, b, w)),
-  );
+  const read = async <T>(jobId: string, part: 'spec' | 'end', schema: z.ZodType<T>): Promise<T> => {
+    const key = jobArchiveKeys(cluster, jobId)[part];
+    // The store failing is thrown as it is (worth another try); what it holds failing to parse is the document's.
+    const bytes = await objectStore.getBuffer(key);
+    try {
+      return readDocument(schema, bytes, `${objectStore.location} ${key}`);
+    } catch (e) {
+      throw new ArchivedDocumentError(jobId, part, (e as Error).message);
+    }
+  };
+  const specs = await inBatches(missing, (jobId) => read(jobId, 'spec', archivedSpecSchema));
   const endIds = [...missing.filter((id) => listed.get(id)?.end === true), ...endedSince];
   const ends = new Map(
-    (
-      await inBatches(endIds, (jobId) =>
-        read(jobArchiveKeys(cluster, jobId).end, (b, w) => readDocument(archivedEndSchema, b, w)),
-      )
-    ).map((end) => [end.id, end]),
+    (await inBatches(endIds, (jobId) => read(jobId, 'end', archivedEndSchema))).map((end) => [end.id, end]),
   );
   const validated = specs.map((archived) => ({ archived, spec: validArchivedSpec(archived, catalog) }));
   validated.sort((a, b) => jobSeqOf(a.archived.id) - jobSeqOf(b.archived.id));
@@ -207,8 +231,12 @@ function endAsArchived(store: StateStore, end: ArchivedEnd): boolean {
   const path = transitionPath(job.state, end.state);
   const when = new Date(end.finishedAtSeconds * 1000).toISOString();
   const reason = `${end.reason ?? end.state} (ended ${when}, after the backup restored; from the job archive)`;
+  // Dated when the job ended, not now: its finish time, its duration and the window of recently ended jobs are its own.
+  // The steps on the way (a job queued in the backup that ran and ended since) are dated then too: when it started
+  // is not archived, and a start after its end would make its run time negative.
+  const at = { atSeconds: end.finishedAtSeconds };
   for (const [i, state] of path.entries())
-    store.setJobState(end.id, state, i === path.length - 1 ? reason : 'restored from the job archive');
+    store.setJobState(end.id, state, i === path.length - 1 ? reason : 'restored from the job archive', at);
   return true;
 }
 

@@ -19,6 +19,7 @@ import { isObjectStoreError } from '../../storage/object-store-error.js';
 import { markInitialized } from '../state/initialization.js';
 import { recordPreviousStoreId } from '../state/lineage.js';
 import { renewStoreId } from '../state/sqlite/migrate.js';
+import { LATEST_SCHEMA_VERSION } from '../state/sqlite-schema.js';
 import { SqliteStateStore } from '../state/sqlite-state-store.js';
 import {
   backupManifestSchema,
@@ -28,7 +29,7 @@ import {
   type BackupManifest,
   type SecretFilePaths,
 } from './backup-documents.js';
-import { rebuildJobs, type JobRebuildSummary } from './rebuild-jobs.js';
+import { ArchivedDocumentError, rebuildJobs, type JobRebuildSummary } from './rebuild-jobs.js';
 import { parseRestoreSource } from './restore-source.js';
 
 /** A restore refused: the backup is missing, corrupt, of another cluster, or there is a state it would replace. */
@@ -54,7 +55,10 @@ export interface RestoreSummary extends JobRebuildSummary {
   readonly manifest: BackupManifest;
   /** Which token files came from the backup. */
   readonly secrets: readonly string[];
-  /** Newer backups passed over, newest first: each could not be read whole or did not verify. */
+  /**
+   * Newer backups passed over, newest first: each could not be read whole, did not verify, or is not a state this
+   * fleetwise restores (not a fleetwise state, or a newer fleetwise's).
+   */
   readonly skipped: readonly SkippedBackup[];
 }
 
@@ -92,7 +96,7 @@ export async function restoreState(options: RestoreOptions): Promise<RestoreSumm
   try {
     const restored = join(workDir, basename(options.dbFile));
     const { manifest, skipped } = await fetchNewestVerified(objectStore, candidates, restored);
-    const rebuilt = await rebuildOnCopy(restored, objectStore, options);
+    const rebuilt = await rebuildOnCopy(restored, manifest.key, objectStore, options);
     const secrets = await restoreSecrets(objectStore, options);
     await install(restored, options.dbFile);
     return { location: objectStore.location, manifest, secrets, skipped, ...rebuilt };
@@ -110,8 +114,9 @@ interface Candidate {
 
 /**
  * Download and check the candidates in turn, newest first, until one verifies. A backup missing its data (a manifest
- * written while its data was lost or deleted) or failing a check is passed over for the next older one, and said so;
- * the store failing is not the backup's fault, so it stops the restore (try again) rather than take an older one.
+ * written while its data was lost or deleted) or failing a check (the schema's too) is passed over for the next older
+ * one, and said so; the store failing is not the backup's fault, so it stops the restore (try again) rather than take
+ * an older one.
  */
 async function fetchNewestVerified(
   store: ObjectStore,
@@ -126,6 +131,7 @@ async function fetchNewestVerified(
       if (candidate.manifest instanceof RestoreError) throw candidate.manifest;
       await download(store, candidate.manifest, to);
       checkIntegrity(to, candidate.manifest.key);
+      checkSchema(to, candidate.manifest.key);
       return { manifest: candidate.manifest, skipped };
     } catch (e) {
       if (!(e instanceof RestoreError) || isObjectStoreError(e.cause)) throw e;
@@ -312,9 +318,43 @@ function checkIntegrity(file: string, key: string): void {
     );
 }
 
+/**
+ * A fleetwise state this fleetwise can open, read without changing it: one of a newer fleetwise (a schema version
+ * above this one's) or not a fleetwise state at all is passed over like a corrupt one, saying which.
+ */
+function checkSchema(file: string, key: string): void {
+  let tables: string[];
+  let version: number | undefined;
+  try {
+    const db = new Database(file, { readonly: true, fileMustExist: true });
+    try {
+      tables = db
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        .pluck()
+        .all() as string[];
+      if (tables.includes('schema_migrations'))
+        version = Number(db.prepare('SELECT COALESCE(MAX(version), 0) FROM schema_migrations').pluck().get());
+    } finally {
+      db.close();
+    }
+  } catch (e) {
+    throw new RestoreError(`backup ${key} is not a usable SQLite database: ${(e as Error).message}`);
+  }
+  if (version === undefined || version < 1) {
+    const found = tables.length === 0 ? 'it has no tables' : `it has tables ${tables.join(', ')}`;
+    throw new RestoreError(`backup ${key} is not a fleetwise state (${found})`);
+  }
+  if (version > LATEST_SCHEMA_VERSION)
+    throw new RestoreError(
+      `backup ${key} was written by a newer fleetwise (schema ${version} > ${LATEST_SCHEMA_VERSION}): upgrade ` +
+        'fleetwise to restore it',
+    );
+}
+
 /** On the downloaded copy: the schema (migrated if older), the job archive, then a store id of its own. */
 async function rebuildOnCopy(
   file: string,
+  backupKey: string,
   objectStore: ObjectStore,
   options: RestoreOptions,
 ): Promise<JobRebuildSummary> {
@@ -322,11 +362,19 @@ async function rebuildOnCopy(
   try {
     store = new SqliteStateStore(file);
   } catch (e) {
-    throw new RestoreError(`the backup is not a fleetwise state: ${(e as Error).message}`);
+    // The copy is a file of this restore's own: the backup is what the operator knows.
+    const message = (e as Error).message.replaceAll(file, backupKey);
+    throw new RestoreError(`backup ${backupKey} cannot be opened as a fleetwise state: ${message}`);
   }
   let rebuilt: JobRebuildSummary;
   try {
-    rebuilt = await rebuildJobs(store, { objectStore, cluster: options.cluster }, options.catalog);
+    try {
+      rebuilt = await rebuildJobs(store, { objectStore, cluster: options.cluster }, options.catalog);
+    } catch (e) {
+      if (e instanceof ArchivedDocumentError)
+        throw new RestoreError(`${e.message}; nothing was installed`, { cause: e });
+      throw e;
+    }
     // Instances the old box launched after the backup carry this id in their launch tokens (cloud-sync.ts).
     recordPreviousStoreId(store, store.storeId);
     // --restore-from is the explicit start from a backup: never refused as a lost state (empty-state-guard.ts).

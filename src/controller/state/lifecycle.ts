@@ -73,6 +73,8 @@ export interface Change<R> {
   readonly record: R;
   /** Undefined when nothing changed. */
   readonly event?: EventInput | undefined;
+  /** When the change happened, the event's time: now unless it happened earlier (an end from the job archive). */
+  readonly atSeconds?: number | undefined;
 }
 
 export function newJobRecord(id: string, spec: JobSpec, nowSeconds: number): JobRecord {
@@ -112,24 +114,32 @@ export function submittedEvent(job: JobRecord, taskCount: number): EventInput {
   };
 }
 
+/**
+ * Move a job to `to`. `atSeconds` dates a change that happened before now (a job restored ended as the job archive
+ * says it ended): its start, finish and event take that time, so durations and the ended window are the job's own,
+ * not the restore's; the record's update time stays now, when the record changed.
+ */
 export function transitionJob(
   job: JobRecord,
   to: JobState,
   nowSeconds: number,
   reason?: string,
+  atSeconds?: number,
 ): Change<JobRecord> {
   if (job.state === to) return { record: job };
   if (!canTransitionJob(job.state, to)) throw new IllegalTransitionError('job', job.id, job.state, to);
+  const at = changedAt(job, nowSeconds, atSeconds);
   const record: JobRecord = {
     ...job,
     state: to,
     reason,
     updatedAtSeconds: nowSeconds,
-    startedAtSeconds: job.startedAtSeconds ?? (to === 'running' ? nowSeconds : undefined),
-    finishedAtSeconds: isFinalJobState(to) ? nowSeconds : undefined,
+    startedAtSeconds: job.startedAtSeconds ?? (to === 'running' ? at : undefined),
+    finishedAtSeconds: isFinalJobState(to) ? at : undefined,
   };
   return {
     record,
+    ...(at === nowSeconds ? {} : { atSeconds: at }),
     event: {
       kind: 'job.state',
       jobId: job.id,
@@ -137,6 +147,16 @@ export function transitionJob(
       data: { from: job.state, to, ...(reason === undefined ? {} : { reason }) },
     },
   };
+}
+
+/**
+ * When a job's change happened: the time given, never after now (a clock ahead of this host's) and never before the
+ * job started (or was submitted, never started), else now.
+ */
+function changedAt(job: JobRecord, nowSeconds: number, atSeconds: number | undefined): number {
+  if (atSeconds === undefined || !Number.isFinite(atSeconds)) return nowSeconds;
+  const earliest = Math.min(job.startedAtSeconds ?? job.submittedAtSeconds, nowSeconds);
+  return Math.min(nowSeconds, Math.max(earliest, atSeconds));
 }
 
 /**

@@ -14,6 +14,7 @@ import type {
   JobFilter,
   JobRecord,
   JobState,
+  JobStateOptions,
   JsonValue,
   KeptJobIdentity,
   NewInstance,
@@ -112,8 +113,8 @@ export abstract class SqlStateStore implements StateStore {
     return this.jobs.countJobs(filter);
   }
 
-  setJobState(id: string, state: JobState, reason?: string): JobRecord {
-    return this.jobs.setJobState(id, state, reason);
+  setJobState(id: string, state: JobState, reason?: string, options?: JobStateOptions): JobRecord {
+    return this.jobs.setJobState(id, state, reason, options);
   }
 
   countMigration(id: string): JobRecord {

@@ -10,6 +10,7 @@ import {
   type JobFilter,
   type JobRecord,
   type JobState,
+  type JobStateOptions,
   type KeptJobIdentity,
   type TaskFilter,
   type TaskRecord,
@@ -135,9 +136,9 @@ export class JobQueries {
     return filter.limit === undefined ? count : Math.min(count, filter.limit);
   }
 
-  setJobState(id: string, state: JobState, reason?: string): JobRecord {
+  setJobState(id: string, state: JobState, reason?: string, options: JobStateOptions = {}): JobRecord {
     return this.connection.transaction(() =>
-      this.applyJob(transitionJob(this.job(id), state, this.connection.now(), reason)),
+      this.applyJob(transitionJob(this.job(id), state, this.connection.now(), reason, options.atSeconds)),
     );
   }
 
@@ -230,7 +231,7 @@ export class JobQueries {
       j.attemptFailures === undefined ? null : JSON.stringify(j.attemptFailures),
       j.id,
     );
-    if (change.event !== undefined) this.events.emit(change.event, this.connection.now());
+    if (change.event !== undefined) this.events.emit(change.event, change.atSeconds ?? this.connection.now());
     return this.job(j.id);
   }
 
