@@ -173,6 +173,9 @@ export class JobControl {
     if (job === undefined) throw new UnknownRecordError('job', jobId);
     const success = job.spec.success;
     const stages = success?.kind === 'stages' ? success.stageSeconds.length : undefined;
+    // A stage names one the job declares: the job's view shows it as where the job stopped.
+    if (options.stage !== undefined && stages === undefined)
+      throw new ValidationError('request', [`stage: ${jobId} declares no success stages`]);
     if (options.stage !== undefined && stages !== undefined && options.stage > stages)
       throw new ValidationError('request', [
         `stage: the job declares ${stages} stage(s), got ${options.stage}`,

@@ -1,4 +1,4 @@
-import type { JobRecord } from '../../src/controller/state-store.js';
+import { UnknownRecordError, type JobRecord } from '../../src/controller/state-store.js';
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,9 +27,12 @@ class LoggingFake extends FakeControllerService {
   readonly logs = new Map<string, string>();
   /** Jobs that end (succeed) between `cancel --all` listing them and their cancel arriving. */
   readonly endBeforeTheirCancel = new Set<string>();
+  /** Jobs that are gone (not found) by the time their cancel arrives, though they were there when looked up. */
+  readonly goneBeforeTheirCancel = new Set<string>();
   override cancel(jobId: string, reason?: string): JobRecord {
     const job = this.store.getJob(jobId);
     if (job !== undefined && this.endBeforeTheirCancel.has(jobId)) return { ...job, state: 'succeeded' };
+    if (this.goneBeforeTheirCancel.has(jobId)) throw new UnknownRecordError('job', jobId);
     return super.cancel(jobId, reason);
   }
   async jobLogs(jobId: string): Promise<string> {
@@ -275,6 +278,57 @@ describe('the client a newcomer meets (CLI subprocess)', { timeout: CLI_TEST_TIM
     expect(service.store.getJob(stays)?.state).toBe('cancelled');
     const both = await cli(['cancel', 'job-1', '--all']);
     expect(both.code).toBe(2);
+  });
+
+  it('cancel ID… checks every id before cancelling any; a cancel failing midway names those already cancelled', async () => {
+    const [first, second] = [await submitResnet(), await submitResnet()];
+    // A mistyped id is bad input (exit 2) named as such, and the job before it stays queued.
+    const typo = await cli(['cancel', first, 'jbo-58']);
+    expect(typo.code).toBe(2);
+    expect(typo.stdout).toBe('');
+    expect(typo.stderr).toContain('  - "jbo-58": not a job id (job-<n>)\n');
+    expect(service.store.getJob(first)?.state).toBe('queued');
+    const typoJson = await cli(['cancel', first, 'jbo-58', '--json']);
+    expect(typoJson.code).toBe(2);
+    expect(typoJson.stdout).toBe('');
+    expect(JSON.parse(typoJson.stderr)).toEqual({
+      error: 'invalid input: arguments',
+      details: ['"jbo-58": not a job id (job-<n>)'],
+    });
+    // A job that does not exist (or is another team's) stops the command before any cancel, naming it.
+    const foreign = await submitResnet(NLP_TOKEN);
+    for (const missing of ['job-987654', foreign]) {
+      const result = await cli(['cancel', first, missing, second]);
+      expect(result.code).toBe(1);
+      expect(result.stdout).toBe('');
+      expect(result.stderr).toContain(`GET /v1/jobs/${missing}: the controller answered 404`);
+      expect(service.store.getJob(first)?.state).toBe('queued');
+      expect(service.store.getJob(second)?.state).toBe('queued');
+    }
+    expect(service.store.getJob(foreign)?.state).toBe('queued');
+
+    // A job gone between its check and its cancel: the error names the jobs cancelled before it.
+    service.goneBeforeTheirCancel.add(second);
+    const third = await submitResnet();
+    const raced = await cli(['cancel', first, second, third, '--json']);
+    expect(raced.code).toBe(1);
+    expect(raced.stdout).toBe('');
+    expect(JSON.parse(raced.stderr)).toEqual({
+      error: `POST /v1/jobs/${second}/cancel: the controller answered 404: job ${second} not found`,
+      status: 404,
+      reason: `job ${second} not found`,
+      details: [`already cancelled: ${first}`],
+    });
+    expect(service.store.getJob(first)?.state).toBe('cancelled');
+    expect(service.store.getJob(third)?.state).toBe('queued');
+    const fourth = await submitResnet();
+    const racedText = await cli(['cancel', third, fourth, second]);
+    expect(racedText.code).toBe(1);
+    expect(racedText.stdout).toMatch(
+      new RegExp(`^${third} \\(.*\\): cancelled\n${fourth} \\(.*\\): cancelled\n$`),
+    );
+    expect(racedText.stderr).toContain(`  - already cancelled: ${third}, ${fourth}\n`);
+    service.goneBeforeTheirCancel.delete(second);
   });
 });
 

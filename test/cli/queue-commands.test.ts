@@ -26,7 +26,14 @@ beforeAll(async () => {
   r = rig({ caps: { quotas: [{ group: 'standard', maxVcpus: 4 }] } });
   r.store.addTeamToken('research', TEAM);
   server = await startApiServer(r.controller, { listen: '127.0.0.1:0', adminToken: ADMIN, catalog });
-  r.controller.submit(jobSpec('first', CPU_SMALL, { expectedDurationSeconds: 3600 }), 'research');
+  // Its stages are what --mark-unsuccessful --stage names.
+  r.controller.submit(
+    {
+      ...jobSpec('first', CPU_SMALL, { expectedDurationSeconds: 3600 }),
+      success: { kind: 'stages', stageSeconds: [600, 3000], continueProbabilities: [0.5] },
+    },
+    'research',
+  );
   r.controller.submit(jobSpec('second', CPU_SMALL, { expectedDurationSeconds: 1800 }), 'research');
   await r.controller.runRound('test');
   await r.controller.predictionsSettled();
@@ -69,6 +76,11 @@ describe('fleetwise jobs/job with the queue layer (CLI subprocess)', () => {
   });
 
   it('job --mark-unsuccessful ends the job at a stage; the next round admits the waiting one', async () => {
+    // job-2 declares no stages: a stage for it is bad input, and it stays as it was.
+    const stageless = await cli(['job', 'job-2', '--mark-unsuccessful', '--stage', '1']);
+    expect(stageless.code).toBe(2);
+    expect(stageless.stderr).toContain('  - stage: job-2 declares no success stages\n');
+    expect(r.store.getJob('job-2')?.state).toBe('queued');
     const out = await cli(['job', 'job-1', '--mark-unsuccessful', '--stage', '1', '--reason', 'diverged']);
     expect(out.stderr).toBe('');
     expect(out.code).toBe(0);

@@ -148,22 +148,47 @@ describe('controller API over HTTP: queue places, ETAs and unsuccessful jobs', (
     const badBody = await call('POST', `/v1/jobs/${id}/unsuccessful`, VISION, { stage: 0, why: 'x' });
     expect(badBody.status).toBe(400);
 
-    const ended = await call('POST', `/v1/jobs/${victim}/unsuccessful`, RESEARCH, {
-      stage: 1,
-      reason: 'diverged',
-    });
+    // A job that declares no stages (none at all, or only a success probability) is refused any stage, and runs on.
+    const stageless = await call('POST', `/v1/jobs/${victim}/unsuccessful`, RESEARCH, { stage: 1 });
+    expect(stageless.status).toBe(400);
+    expect(stageless.body['details']).toEqual([`stage: ${victim} declares no success stages`]);
+    expect(r.store.getJob(victim)?.state).toBe('running');
+    const probable = await call(
+      'POST',
+      '/v1/jobs',
+      VISION,
+      spec('probable', { success: { kind: 'success', successProbability: 0.5, expectedSizeSeconds: 600 } }),
+    );
+    expect(probable.status).toBe(201);
+    const other = probable.body['id'] as string;
+    const noStages = await call('POST', `/v1/jobs/${other}/unsuccessful`, VISION, { stage: 1 });
+    expect(noStages.status).toBe(400);
+    expect(noStages.body['details']).toEqual([`stage: ${other} declares no success stages`]);
+    expect(r.store.getJob(other)?.state).toBe('queued');
+
+    const ended = await call('POST', `/v1/jobs/${victim}/unsuccessful`, RESEARCH, { reason: 'diverged' });
     expect(ended.status).toBe(200);
     expect(ended.body).toMatchObject({
       id: victim,
       state: 'unsuccessful',
-      reason: 'stopped as unsuccessful at stage 1: diverged',
+      reason: 'stopped as unsuccessful: diverged',
       queue: null,
+    });
+    const atStage = await call('POST', `/v1/jobs/${id}/unsuccessful`, VISION, {
+      stage: 2,
+      reason: 'plateaued',
+    });
+    expect(atStage.status).toBe(200);
+    expect(atStage.body).toMatchObject({
+      id,
+      state: 'unsuccessful',
+      reason: 'stopped as unsuccessful at stage 2: plateaued',
     });
     // Idempotent; but a job that ended otherwise cannot become unsuccessful.
     expect((await call('POST', `/v1/jobs/${victim}/unsuccessful`, ADMIN)).status).toBe(200);
-    const cancelled = await call('POST', `/v1/jobs/${id}/cancel`, VISION);
+    const cancelled = await call('POST', `/v1/jobs/${other}/cancel`, VISION);
     expect(cancelled.body['state']).toBe('cancelled');
-    expect((await call('POST', `/v1/jobs/${id}/unsuccessful`, VISION, {})).status).toBe(409);
+    expect((await call('POST', `/v1/jobs/${other}/unsuccessful`, VISION, {})).status).toBe(409);
 
     const before = r.store.listJobs({ states: ['queued'] }).map((j) => j.id);
     await r.controller.runRound('unsuccessful');

@@ -2,9 +2,10 @@ import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import { LIVE_JOB_STATES } from '../../controller/state/lifecycle.js';
 import { ValidationError } from '../../core/validation.js';
-import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import { addConnectionOptions, ApiError, FleetwiseClient, type ConnectionOptions } from '../client.js';
 import type { JobSummaryResponse } from '../api-responses.js';
 import { requireJobIds } from '../job-id-arguments.js';
+import { readJobs } from '../job-reads.js';
 import { printJson } from '../table.js';
 import { terminalSafe } from '../terminal-text.js';
 
@@ -23,6 +24,26 @@ async function confirm(question: string): Promise<boolean> {
   } finally {
     rl.close();
   }
+}
+
+/**
+ * The error of a cancel that failed after others went through (the job went away since it was checked, the controller
+ * stopped answering), naming the jobs already cancelled: as a detail of the controller's answer (so --json's error
+ * lists them too), else on a line of its own.
+ */
+function withAlreadyCancelled(error: unknown, id: string, answered: readonly JobSummaryResponse[]): unknown {
+  const done = answered.filter((j) => j.state === 'cancelled').map((j) => j.id);
+  if (done.length === 0) return error;
+  const note = `already cancelled: ${done.join(', ')}`;
+  if (error instanceof ApiError)
+    return new ApiError(
+      error.status,
+      error.reason,
+      [...error.details, note],
+      `POST /v1/jobs/${encodeURIComponent(id)}/cancel`,
+      error.retryAfterMs,
+    );
+  return new Error(`${error instanceof Error ? error.message : String(error)}\n${note}`, { cause: error });
 }
 
 export function registerCancel(program: Command): void {
@@ -95,10 +116,20 @@ export function registerCancel(program: Command): void {
         const go = await confirm(`cancel ${ids.length} job(s) ${scope} (${ids.join(', ')})? [y/N] `);
         if (!go) throw new Error('not cancelled');
       }
+    } else {
+      // Every id is checked before any is cancelled, so a wrong or missing one does not leave the jobs before it
+      // cancelled.
+      requireJobIds(ids, 'arguments');
+      await readJobs(client, ids);
     }
     const cancelled: JobSummaryResponse[] = [];
     for (const id of ids) {
-      const job = await client.cancelJob(id);
+      let job: JobSummaryResponse;
+      try {
+        job = await client.cancelJob(id);
+      } catch (e) {
+        throw withAlreadyCancelled(e, id, cancelled);
+      }
       cancelled.push(job);
       if (options.json !== true)
         process.stdout.write(terminalSafe(`${job.id} (${job.name}): ${job.state}\n`));

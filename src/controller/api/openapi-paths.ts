@@ -221,7 +221,8 @@ const BY_HAND: Record<string, Record<string, Schema>> = {
       responses: {
         '200': ok('The job, unsuccessful', ref('JobSummary')),
         '400': error(
-          'Bad stage or reason (e.g. a stage beyond the stages a job with `success: {kind: stages}` declares)',
+          'Bad stage or reason (a stage beyond the stages a job with `success: {kind: stages}` declares, or a stage ' +
+            'for a job that declares none)',
         ),
         ...JOB_ERRORS,
         '409': error('The job already ended otherwise (succeeded, failed, cancelled)'),
