@@ -100,6 +100,17 @@ IMDS=http://169.254.169.254/latest
 IMDS_TOKEN="$(curl -fsS --retry 5 -X PUT "${IMDS}/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')"
 INSTANCE_ID="$(curl -fsS --retry 5 -H "X-aws-ec2-metadata-token: ${IMDS_TOKEN}" "${IMDS}/meta-data/instance-id")"
 
+# The address other workers reach this one's latency probe at: its private IPv4. Left to the controller, it would be
+# the address the worker's heartbeats come from, which behind a load balancer or proxy is the balancer's. Without one
+# (an IPv6-only subnet, a metadata read that failed) the worker starts all the same, without the flag.
+PROBE_HOST_FLAG=''
+if LOCAL_IPV4="$(curl -fsS --retry 5 -H "X-aws-ec2-metadata-token: ${IMDS_TOKEN}" "${IMDS}/meta-data/local-ipv4")" \
+  && [[ "${LOCAL_IPV4}" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]]; then
+  PROBE_HOST_FLAG=" --probe-host ${LOCAL_IPV4}"
+else
+  echo "fleetwise: no private IPv4 address from the instance metadata; the controller takes the latency probe's address as the one it sees" >&2
+fi
+
 # --- the worker, as a service that restarts on failure -------------------------------------------------------------
 # The worker token goes into this root-only file, read by the worker as FLEETWISE_WORKER_TOKEN: on the command line
 # it would be readable by every process on the host (/proc/<pid>/cmdline). It is not enough to register: the worker
@@ -126,7 +137,7 @@ Requires=docker.service
 
 [Service]
 EnvironmentFile=/etc/fleetwise/worker.env
-ExecStart=${FLEETWISE_BIN} worker --executor docker --controller \${CONTROLLER_URL} --instance-id \${INSTANCE_ID} --work-dir /var/lib/fleetwise-worker
+ExecStart=${FLEETWISE_BIN} worker --executor docker --controller \${CONTROLLER_URL} --instance-id \${INSTANCE_ID} --work-dir /var/lib/fleetwise-worker${PROBE_HOST_FLAG}
 Restart=always
 RestartSec=5
 

@@ -6,6 +6,7 @@ import {
   type ProbePeer,
   type RttReport,
 } from '../protocol/worker-protocol.js';
+import type { ControllerLogger } from './seams.js';
 import type { JsonValue } from './state-store.js';
 
 /**
@@ -88,14 +89,31 @@ export class LatencyMatrix {
    * itself, or made up.
    */
   private readonly named = new Map<string, ReadonlySet<string>>();
+  /**
+   * Per address, the instances whose probe host is the address their heartbeats came from (their workers named none).
+   * Behind a load balancer or proxy in front of the controller that is the balancer's, the same for every worker: an
+   * address several instances are seen at is none of theirs, and their probes stay unknown until their workers name one.
+   */
+  private readonly seenAt = new Map<string, Set<string>>();
+  /** The address each of those instances was seen at. */
+  private readonly seenHostOf = new Map<string, string>();
+  /**
+   * Addresses several instances were seen at, for as long as any still is (one left behind a balancer is no more at its
+   * address than before): warned of once, and no probe is handed out there.
+   */
+  private readonly sharedHosts = new Set<string>();
   /** The latest time the matrix has heard of (a report or a view): what the saved pairs must be fresh at. */
   private latestSeconds = Number.NEGATIVE_INFINITY;
 
-  constructor(private readonly staleSeconds: number = DEFAULT_LATENCY_STALE_SECONDS) {}
+  constructor(
+    private readonly staleSeconds: number = DEFAULT_LATENCY_STALE_SECONDS,
+    private readonly log: Pick<ControllerLogger, 'warn'> = { warn() {} },
+  ) {}
 
   /**
    * One heartbeat's network report from `instanceId`. The probe's host is the one the worker named, else the address
-   * its heartbeat came from (what the controller reaches it at, so what its peers in the VPC reach it at too). Only
+   * its heartbeat came from (what the controller reaches it at, so what its peers in the VPC reach it at too) unless
+   * other instances' heartbeats come from there too (a load balancer or proxy's address: the probe is unknown). Only
    * pairs to the peers named in the last answer to it are kept, one per peer. Before this process named it any (a
    * restarted controller), its pairs are left as they are, the saved ones included, until a report follows an answer.
    */
@@ -106,10 +124,12 @@ export class LatencyMatrix {
     atSeconds: number,
   ): void {
     this.latestSeconds = Math.max(this.latestSeconds, atSeconds);
-    const host =
-      report.probe?.host ?? (remoteAddress === undefined ? undefined : plainAddress(remoteAddress));
-    if (report.probe !== undefined && host !== undefined)
+    const namedHost = report.probe?.host;
+    const host = namedHost ?? (remoteAddress === undefined ? undefined : plainAddress(remoteAddress));
+    if (report.probe !== undefined && host !== undefined) {
       this.endpoints.set(instanceId, { instanceId, host, port: report.probe.port, atSeconds });
+      this.seen(instanceId, namedHost === undefined ? host : undefined);
+    }
     const named = this.named.get(instanceId);
     if (named === undefined) return;
     const byPeer = new Map<string, RttReport>();
@@ -136,6 +156,7 @@ export class LatencyMatrix {
   /** The instance is gone: its probe and every pair from or to it. */
   forget(instanceId: string): void {
     this.endpoints.delete(instanceId);
+    this.seen(instanceId, undefined);
     this.byFrom.delete(instanceId);
     this.named.delete(instanceId);
     for (const [from, pairs] of this.byFrom)
@@ -145,8 +166,44 @@ export class LatencyMatrix {
       );
   }
 
+  /** Where the probe of `instanceId` is, if known: not at an address the controller sees other instances at too. */
   endpointOf(instanceId: string): ProbeEndpoint | undefined {
+    const seenHost = this.seenHostOf.get(instanceId);
+    if (seenHost !== undefined && this.sharedHosts.has(seenHost)) return undefined;
     return this.endpoints.get(instanceId);
+  }
+
+  /**
+   * `instanceId`'s probe host is `host`, the address its heartbeat came from (undefined: its worker named one, or its
+   * probe is forgotten). The first time an address is shared, the warning names it and the instances seen there.
+   */
+  private seen(instanceId: string, host: string | undefined): void {
+    const before = this.seenHostOf.get(instanceId);
+    if (before === host) return;
+    if (before !== undefined) {
+      const ids = this.seenAt.get(before);
+      ids?.delete(instanceId);
+      if (ids?.size === 0) {
+        this.seenAt.delete(before);
+        this.sharedHosts.delete(before);
+      }
+      this.seenHostOf.delete(instanceId);
+    }
+    if (host === undefined) return;
+    this.seenHostOf.set(instanceId, host);
+    const ids = this.seenAt.get(host) ?? new Set<string>();
+    ids.add(instanceId);
+    this.seenAt.set(host, ids);
+    if (ids.size > 1 && !this.sharedHosts.has(host)) {
+      this.sharedHosts.add(host);
+      const instances = [...ids].sort();
+      this.log.warn(
+        `the heartbeats of ${instances.join(', ')} come from one address, ${host} (a load balancer or proxy in ` +
+          'front of the controller?): no worker is told to probe them there; start their workers with --probe-host ' +
+          'and their own address',
+        { address: host, instances },
+      );
+    }
   }
 
   /**
@@ -161,7 +218,7 @@ export class LatencyMatrix {
       if (peers.length >= MAX_PROBE_PEERS) break;
       if (seen.has(id)) continue;
       seen.add(id);
-      const e = this.endpoints.get(id);
+      const e = this.endpointOf(id);
       if (e !== undefined) peers.push({ instanceId: id, host: e.host, port: e.port });
     }
     this.named.set(fromInstanceId, new Set(peers.map((p) => p.instanceId)));
@@ -180,7 +237,9 @@ export class LatencyMatrix {
         (a, b) =>
           a.fromInstanceId.localeCompare(b.fromInstanceId) || a.toInstanceId.localeCompare(b.toInstanceId),
       );
-    const probes = [...this.endpoints.values()].sort((a, b) => a.instanceId.localeCompare(b.instanceId));
+    const probes = [...this.endpoints.values()]
+      .filter((e) => this.endpointOf(e.instanceId) !== undefined)
+      .sort((a, b) => a.instanceId.localeCompare(b.instanceId));
     return { pairs, probes };
   }
 
@@ -199,7 +258,10 @@ export class LatencyMatrix {
       else if (kept.length < pairs.length) this.byFrom.set(from, kept);
     }
     for (const [id, e] of this.endpoints)
-      if (!isLive(id) || !this.fresh(e.atSeconds, nowSeconds)) this.endpoints.delete(id);
+      if (!isLive(id) || !this.fresh(e.atSeconds, nowSeconds)) {
+        this.endpoints.delete(id);
+        this.seen(id, undefined);
+      }
     for (const id of this.named.keys()) if (!isLive(id)) this.named.delete(id);
   }
 

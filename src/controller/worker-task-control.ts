@@ -157,7 +157,7 @@ export class WorkerTaskControl implements TaskControl {
     this.store = options.store;
     this.holdsStarts = options.coStart === true;
     this.log = options.logger ?? silentLogger;
-    this.latency = new LatencyMatrix(options.latencyStaleSeconds);
+    this.latency = new LatencyMatrix(options.latencyStaleSeconds, this.log);
     // A worker heard at its interval is never silent for two of them (a late beat is not silence worth saving).
     this.carried = new CarriedSilence(this.store, 2 * options.heartbeatSeconds);
     this.silence = new WorkerSilence(

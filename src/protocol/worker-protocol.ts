@@ -144,10 +144,14 @@ export type TaskReport = z.infer<typeof taskReportSchema>;
 
 /** The controller's id of an instance (`inst-3`), as peers are named in the latency reports. */
 const instanceId = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/, 'an instance id like inst-3');
-/** An IP address or a host name that other workers connect to. */
+/**
+ * An IP address or a host name that other workers connect to. An IPv6 address goes bare: a probe connects to the host
+ * as given, and `[fd00::5]` is no address the resolver knows.
+ */
 const probeHost = z
   .string()
-  .regex(/^[A-Za-z0-9:[\]][A-Za-z0-9.:%[\]-]{0,254}$/, 'an IP address or a host name');
+  .refine((h) => !/[[\]]/.test(h), { message: 'give an IPv6 address without brackets', abort: true })
+  .regex(/^[A-Za-z0-9:][A-Za-z0-9.:%-]{0,254}$/, 'an IP address or a host name');
 const port = z.number().int().min(1, 'a TCP port, 1–65535').max(65535, 'a TCP port, 1–65535');
 /** A round trip over a minute is no network a job could use; a larger value is a broken report. */
 export const MAX_RTT_MICROSECONDS = 60_000_000;

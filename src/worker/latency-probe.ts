@@ -86,8 +86,14 @@ export function measureRoundTrip(host: string, port: number, timeoutMs: number):
     const started = process.hrtime.bigint();
     let connectedAt: bigint | undefined;
     let sentAt: bigint | undefined;
+    // Settled once, by whichever comes first (answer, error, close, timeout); the timer runs until then, so a peer
+    // that accepts and hangs up without answering cannot leave the probe, and every later one, waiting for ever.
+    let settled = false;
     const socket = createConnection({ host, port, noDelay: true });
     const fail = (why: string, timedOut = false): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
       socket.destroy();
       const message = `probe of ${host}:${port}: ${why}`;
       reject(timedOut ? new ProbeTimeoutError(message, timeoutMs) : new Error(message));
@@ -99,6 +105,8 @@ export function measureRoundTrip(host: string, port: number, timeoutMs: number):
       socket.write(Buffer.of(0x2a));
     });
     socket.once('data', () => {
+      if (settled) return;
+      settled = true;
       const now = process.hrtime.bigint();
       clearTimeout(timer);
       socket.destroy();
@@ -106,14 +114,9 @@ export function measureRoundTrip(host: string, port: number, timeoutMs: number):
       const echo = Number(now - (sentAt ?? now)) / 1000;
       resolve(Math.min(connect, echo));
     });
-    socket.once('error', (e) => {
-      clearTimeout(timer);
-      fail(e.message);
-    });
-    socket.once('close', () => {
-      clearTimeout(timer);
-      if (sentAt === undefined || connectedAt === undefined) fail('closed before answering');
-    });
+    socket.once('error', (e) => fail(e.message));
+    // Connected or not: a connection that ends before the echo came back is a probe without an answer.
+    socket.once('close', () => fail('closed before answering'));
   });
 }
 

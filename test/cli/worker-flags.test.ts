@@ -15,6 +15,12 @@ describe('fleetwise worker: latency probe flags', () => {
     ['a port above 65535', { probePort: '70000' }, /--probe-port: 0 \(any free port\) to 65535/],
     ['a port that is not a number', { probePort: 'seventy' }, /--probe-port/],
     ['an address with a space', { probeHost: 'a b' }, /--probe-host: an IP address or a host name/],
+    // Peers connect to the host as given: `[fd00::5]` would pass here and fail every probe of it.
+    [
+      'an IPv6 address in brackets',
+      { probeHost: '[fd00::5]' },
+      /--probe-host: give an IPv6 address without brackets/,
+    ],
     ['a probe interval of 0', { probeIntervalSeconds: '0' }, /--probe-interval-seconds: at least 0\.05 s/],
     ['a window over an hour', { probeWindowSeconds: '7200' }, /--probe-window-seconds: at most an hour/],
     // The window must hold the last probe at every heartbeat, or the measured pairs vanish between probes.

@@ -10,6 +10,7 @@ import { launchSecretFor } from '../../src/protocol/launch-secret.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import type { NetworkDeclaration } from '../../src/core/network.js';
 import { RttEstimator } from '../../src/core/latency-model.js';
+import { LatencyProber } from '../../src/worker/latency-probe.js';
 import {
   heartbeatResponseSchema,
   MAX_PROBE_PEERS,
@@ -148,8 +149,11 @@ describe('the latency matrix over the worker protocol', () => {
     expect((await beat('inst-1', { probe: { port: 7071 } })).body).toMatchObject({
       peers: [{ instanceId: 'inst-2', host: '10.0.0.2', port: 7072 }],
     });
-    // inst-3 shares no job with anyone: no peers, although it probes.
-    expect((await beat('inst-3', { probe: { port: 7073 } })).body).toMatchObject({ peers: [] });
+    // inst-3 shares no job with anyone: no peers, although it probes. It names its address: heartbeats from the one
+    // inst-1 is seen at would leave neither probe known (a proxy's address, for all the controller can tell).
+    expect((await beat('inst-3', { probe: { host: '10.0.0.3', port: 7073 } })).body).toMatchObject({
+      peers: [],
+    });
     // A worker without a probe gets the answer it always got.
     const plain = (await beat('inst-1')).body as Record<string, unknown>;
     expect(Object.keys(plain)).toEqual(['tasks']);
@@ -177,7 +181,7 @@ describe('the latency matrix over the worker protocol', () => {
     expect(admin.probes.map((p) => [p.instanceId, p.host])).toEqual([
       ['inst-1', '127.0.0.1'],
       ['inst-2', '10.0.0.2'],
-      ['inst-3', '127.0.0.1'],
+      ['inst-3', '10.0.0.3'],
     ]);
     const team = JSON.parse((await get('/v1/cluster/latency', VISION_TOKEN)).text) as {
       scope: string;
@@ -218,9 +222,16 @@ describe('the latency matrix over the worker protocol', () => {
     const tooSlow = await beat('inst-1', { probe: { port: 7071 }, rtts: [rtt('inst-2', 120e6)] });
     expect(tooSlow.status).toBe(400);
     expect(JSON.stringify(tooSlow.body)).toContain('network.rtts.0.maxMicroseconds');
+    // A probe address the workers could not connect to: `[fd00::5]` resolves to nothing, `fd00::5` is the address.
+    const bracketed = await beat('inst-1', { probe: { host: '[fd00::5]', port: 7071 } });
+    expect(bracketed.status).toBe(400);
+    expect(JSON.stringify(bracketed.body)).toMatch(
+      /network\.probe\.host[^"]*: give an IPv6 address without brackets/,
+    );
     expect(workers.latencyView().pairs.find((p) => p.fromInstanceId === 'inst-1')?.maxMicroseconds).toBe(
       5200,
     );
+    expect(workers.latencyView().probes.find((p) => p.instanceId === 'inst-1')?.host).toBe('127.0.0.1');
   });
 
   it('forgets a lost instance and hides pairs of instances that are gone', () => {
@@ -267,6 +278,8 @@ describe('whom a worker probes, and which of its round trips are kept', () => {
   });
   big.latency = () => control.latencyView();
   const workerTokens = new Map<string, string>();
+  /** Where each instance's heartbeats come from: an address of its own, as in a VPC without a proxy in between. */
+  const addresses = new Map<string, string>();
   const sensitive: NetworkDeclaration = { sensitivity: 'memcached', pattern: 'star', gibPerHour: 0 };
   let hub = '';
   let chattyPeer = '';
@@ -277,7 +290,7 @@ describe('whom a worker probes, and which of its round trips are kept', () => {
     control.heartbeat(
       workerTokens.get(instanceId) ?? '',
       { tasks: [], network: { rtts: [], ...network } },
-      { remoteAddress: '10.1.0.1' },
+      { remoteAddress: addresses.get(instanceId) },
     );
   const named = (answer: HeartbeatResponse): string[] => (answer.peers ?? []).map((p) => p.instanceId);
 
@@ -299,6 +312,7 @@ describe('whom a worker probes, and which of its round trips are kept', () => {
         identity: { kind: 'launch-secret' },
       });
       workerTokens.set(inst.id, registered.workerToken);
+      addresses.set(inst.id, `10.1.${Math.floor(n / 200)}.${(n % 200) + 10}`);
       return inst.id;
     };
     const newInstances = async (count: number): Promise<string[]> => {
@@ -416,16 +430,145 @@ describe('whom a worker probes, and which of its round trips are kept', () => {
   });
 });
 
+describe('workers whose heartbeats all come from one address (a load balancer or proxy in front of the controller)', () => {
+  // Two instances run the two tasks of a latency-sensitive job; their workers (real probes, on loopback) heartbeat
+  // over HTTP, so the controller sees both at 127.0.0.1, as it would see every worker at a balancer's address.
+  const shared = fakeWithTeams();
+  const control = new WorkerTaskControl({
+    store: shared.store,
+    catalog,
+    clock,
+    registrar: registrarFor(shared.store),
+    objectStoreLocation: '/tmp/fleetwise-latency-objects',
+    heartbeatSeconds: 5,
+    heartbeatTimeoutSeconds: 60,
+  });
+  shared.latency = () => control.latencyView();
+  let api: ApiServer;
+  const workerTokens = new Map<string, string>();
+  const probers: LatencyProber[] = [];
+  const ids: string[] = [];
+
+  const heartbeat = async (id: string, prober: LatencyProber): Promise<HeartbeatResponse> => {
+    const response = await fetch(`${api.url}/v1/workers/heartbeat`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${workerTokens.get(id) ?? ''}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ tasks: [], network: prober.heartbeatReport() }),
+    });
+    expect(response.status).toBe(200);
+    return heartbeatResponseSchema.parse(await response.json());
+  };
+  /** A worker's probe, `--probe-host` given or not. */
+  const probe = async (probeHost?: string): Promise<LatencyProber> => {
+    const prober = await LatencyProber.start({
+      port: 0,
+      listenHost: '127.0.0.1',
+      advertisedHost: probeHost,
+      intervalSeconds: 3600,
+    });
+    probers.push(prober);
+    return prober;
+  };
+  const told = (answer: HeartbeatResponse): [string, string][] =>
+    (answer.peers ?? []).map((p) => [p.instanceId, p.host]);
+
+  beforeAll(async () => {
+    api = await startApiServer(shared, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN, workers: control });
+    for (const cloudId of ['i-0d', 'i-0e']) {
+      const inst = shared.store.createInstance({ typeName: 'c7i.xlarge', launchToken: `launch-${cloudId}` });
+      shared.store.setInstanceState(inst.id, 'launching', { cloudId });
+      shared.store.setInstanceState(inst.id, 'running');
+      const registered = await control.register(launchSecretFor(CLUSTER_KEY, `launch-${cloudId}`), {
+        instanceId: cloudId,
+        executor: 'process',
+        identity: { kind: 'launch-secret' },
+      });
+      workerTokens.set(inst.id, registered.workerToken);
+      ids.push(inst.id);
+    }
+    const job = shared.store.submitJob({
+      ...jobSpec('behind-proxy', { c7i: [0, 4, 8] }, { team: 'vision', replicas: 2 }),
+      network: { sensitivity: 'memcached', pattern: 'star', gibPerHour: 0 },
+    });
+    shared.store.setJobState(job.id, 'starting');
+    ids.forEach((id, i) => shared.store.setTaskState(`${job.id}.${i}`, 'running', id));
+  });
+
+  afterAll(async () => {
+    for (const prober of probers) await prober.stop();
+    await api.close();
+  });
+
+  it('hands out no probe at the shared address, and the probes the workers name once they give --probe-host', async () => {
+    const [a, b] = ids as [string, string];
+    const [bareA, bareB] = [await probe(), await probe()];
+    expect(told(await heartbeat(a, bareA))).toEqual([]);
+    // b's heartbeat comes from where a's did: neither is at that address, so neither is told the other's probe.
+    expect(told(await heartbeat(b, bareB))).toEqual([]);
+    expect(told(await heartbeat(a, bareA))).toEqual([]);
+    expect(control.latencyView().probes).toEqual([]);
+
+    // Restarted with --probe-host, each names its own address, and each is told the other's.
+    const [namedA, namedB] = [await probe('10.0.0.11'), await probe('10.0.0.12')];
+    await heartbeat(a, namedA);
+    expect(told(await heartbeat(b, namedB))).toEqual([[a, '10.0.0.11']]);
+    expect(told(await heartbeat(a, namedA))).toEqual([[b, '10.0.0.12']]);
+    expect(control.latencyView().probes.map((p) => [p.instanceId, p.host, p.port])).toEqual([
+      [a, '10.0.0.11', namedA.port],
+      [b, '10.0.0.12', namedB.port],
+    ]);
+  });
+});
+
 describe('LatencyMatrix', () => {
   it('keeps only pairs to the peers the last answer named', () => {
     const m = new LatencyMatrix();
-    for (const id of ['inst-2', 'inst-3']) m.observe(id, { probe: { port: 7071 } }, '10.0.0.1', 0);
+    m.observe('inst-2', { probe: { port: 7071 } }, '10.0.0.2', 0);
+    m.observe('inst-3', { probe: { port: 7071 } }, '10.0.0.3', 0);
     expect(m.probePeers('inst-1', ['inst-3', 'inst-2', 'inst-3', 'inst-1']).map((p) => p.instanceId)).toEqual(
       ['inst-3', 'inst-2'],
     );
     m.probePeers('inst-1', ['inst-3']);
     m.observe('inst-1', { rtts: [rtt('inst-2', 100), rtt('inst-3', 200)] }, undefined, 1);
     expect(m.view(1).pairs.map((p) => p.toInstanceId)).toEqual(['inst-3']);
+  });
+
+  it('treats an address several instances are seen at as none of theirs, warning once, while probes named there stand', () => {
+    const warnings: { message: string; data?: Record<string, unknown> }[] = [];
+    const m = new LatencyMatrix(300, { warn: (message, data) => void warnings.push({ message, data }) });
+    const peersOf = (from: string): string[] =>
+      m.probePeers(from, ['inst-1', 'inst-2', 'inst-3', 'inst-4', 'inst-5']).map((p) => p.instanceId);
+    m.observe('inst-1', { probe: { port: 7071 } }, '10.0.0.9', 0);
+    expect(peersOf('inst-9')).toEqual(['inst-1']);
+    m.observe('inst-2', { probe: { port: 7071 } }, '::ffff:10.0.0.9', 0);
+    m.observe('inst-3', { probe: { port: 7071 } }, '10.0.0.9', 0);
+    m.observe('inst-4', { probe: { port: 7071 } }, '10.0.0.4', 0);
+    // A probe a worker names is its own, at an address others are seen at or not (local workers all name 127.0.0.1).
+    m.observe('inst-5', { probe: { host: '10.0.0.9', port: 7075 } }, '10.0.0.9', 0);
+    expect(peersOf('inst-9')).toEqual(['inst-4', 'inst-5']);
+    expect(m.endpointOf('inst-1')).toBeUndefined();
+    expect(m.view(0).probes.map((p) => p.instanceId)).toEqual(['inst-4', 'inst-5']);
+    // Named once, when it was first shared, with the instances seen there.
+    expect(warnings).toEqual([
+      {
+        message: expect.stringMatching(/inst-1, inst-2 come from one address, 10\.0\.0\.9 .*--probe-host/),
+        data: { address: '10.0.0.9', instances: ['inst-1', 'inst-2'] },
+      },
+    ]);
+    // One left behind the address is no more at it than before; one that names its address is known again.
+    m.forget('inst-2');
+    m.observe('inst-3', { probe: { host: '10.0.0.3', port: 7071 } }, '10.0.0.9', 1);
+    expect(peersOf('inst-9')).toEqual(['inst-3', 'inst-4', 'inst-5']);
+    // Once nobody is seen there, the address may be an instance's own again (and is warned of if shared again).
+    m.forget('inst-1');
+    m.observe('inst-6', { probe: { port: 7071 } }, '10.0.0.9', 2);
+    expect(m.endpointOf('inst-6')).toMatchObject({ host: '10.0.0.9' });
+    m.observe('inst-7', { probe: { port: 7071 } }, '10.0.0.9', 2);
+    expect(m.endpointOf('inst-6')).toBeUndefined();
+    expect(warnings.map((w) => w.data?.instances)).toEqual([
+      ['inst-1', 'inst-2'],
+      ['inst-6', 'inst-7'],
+    ]);
   });
 
   it('takes the address a dual-stack socket reports for an IPv4 peer as the plain IPv4 address', () => {
@@ -438,7 +581,7 @@ describe('LatencyMatrix', () => {
 
   it("replaces a worker's pairs with its latest report, keeps others', and only shows live instances", () => {
     const m = new LatencyMatrix(300);
-    for (const id of ['inst-1', 'inst-2', 'inst-3']) m.observe(id, { probe: { port: 7071 } }, '10.0.0.1', 0);
+    for (const n of [1, 2, 3]) m.observe(`inst-${n}`, { probe: { port: 7071 } }, `10.0.0.${n}`, 0);
     m.probePeers('inst-1', ['inst-2', 'inst-3']);
     m.probePeers('inst-2', ['inst-1']);
     m.observe('inst-1', { rtts: [rtt('inst-2', 100), rtt('inst-3', 900)] }, undefined, 0);
@@ -459,14 +602,15 @@ describe('LatencyMatrix', () => {
 
   it('drops for good, and saves no more, the pairs and probes of instances gone or silent: bounded by the live cluster', () => {
     const m = new LatencyMatrix(300);
-    // 5,000 instances came and went over a day, each reporting a pair to the next and its probe.
+    // 5,000 instances came and went over a day, each reporting a pair to the next and its probe, from its address.
+    const goneAddress = (i: number): string => `10.9.${Math.floor(i / 250)}.${(i % 250) + 1}`;
     for (let i = 0; i < 5000; i++) {
-      m.observe(`gone-${i + 1}`, { probe: { port: 7071 } }, '10.0.0.1', i * 10);
+      m.observe(`gone-${i + 1}`, { probe: { port: 7071 } }, goneAddress(i + 1), i * 10);
       m.probePeers(`gone-${i}`, [`gone-${i + 1}`]);
       m.observe(
         `gone-${i}`,
         { probe: { port: 7071 }, rtts: [rtt(`gone-${i + 1}`, 100)] },
-        '10.0.0.1',
+        goneAddress(i),
         i * 10,
       );
     }

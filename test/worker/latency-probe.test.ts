@@ -1,7 +1,7 @@
 import { createConnection, createServer, type Socket } from 'node:net';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { rttReportSchema } from '../../src/protocol/worker-protocol.js';
+import { heartbeatResponseSchema, rttReportSchema } from '../../src/protocol/worker-protocol.js';
 import {
   LatencyProber,
   measureRoundTrip,
@@ -22,6 +22,28 @@ async function listener(): Promise<ProbeListener> {
   const l = await startProbeListener(0, '127.0.0.1');
   cleanups.push(() => l.close());
   return l;
+}
+
+/** A listener that accepts each connection and at once closes it, answering nothing (not a probe echo). */
+async function hangsUp(): Promise<number> {
+  // Reading what arrives lets the server's side close too once the prober's has (no connection outlives the test).
+  const server = createServer((socket) => socket.resume().end());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => new Promise((resolve) => server.close(() => resolve())));
+  return (server.address() as { port: number }).port;
+}
+
+/** `promise`, or a rejection naming `what` when it has not settled within `ms`. */
+async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} still pending after ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** A port nothing listens on (bound, then released). */
@@ -63,6 +85,27 @@ describe('the probe echo and one probe', () => {
     const started = Date.now();
     await expect(measureRoundTrip('127.0.0.1', port, 200)).rejects.toThrow(/no answer within 200 ms/);
     expect(Date.now() - started).toBeLessThan(2000);
+  });
+
+  it('fails a probe of a peer that accepts and hangs up without answering, at once rather than at its timeout', async () => {
+    const port = await hangsUp();
+    const started = Date.now();
+    await expect(within(measureRoundTrip('127.0.0.1', port, 10_000), 3000, 'the probe')).rejects.toThrow(
+      /probe of 127\.0\.0\.1:\d+: closed before answering/,
+    );
+    expect(Date.now() - started).toBeLessThan(3000);
+  });
+
+  it('takes a peer at a bare IPv6 address and refuses one in brackets, which no probe could connect to', () => {
+    const answer = (host: string): ReturnType<typeof heartbeatResponseSchema.safeParse> =>
+      heartbeatResponseSchema.safeParse({ tasks: [], peers: [{ instanceId: 'inst-2', host, port: 7071 }] });
+    for (const host of ['fd00::5', 'fe80::1%eth0', '10.0.0.5', 'ip-10-0-0-5.ec2.internal'])
+      expect(answer(host).success, host).toBe(true);
+    const refused = answer('[fd00::5]');
+    expect(refused.success).toBe(false);
+    expect(refused.error?.issues.map((i) => `${i.path.join('.')}: ${i.message}`)).toEqual([
+      'peers.0.host: give an IPv6 address without brackets',
+    ]);
   });
 
   it('echoes at most 64 bytes per connection, then closes it (no reflector)', async () => {
@@ -222,6 +265,33 @@ describe('LatencyProber', () => {
     expect(report.rtts?.[1]?.maxMicroseconds).toBeUndefined();
     a.setPeers([{ instanceId: 'inst-2', host: '127.0.0.1', port: b.port }]);
     expect(a.heartbeatReport().rtts?.map((r) => r.peerInstanceId)).toEqual(['inst-2']);
+  });
+
+  it('counts a peer that hangs up without answering as a failed probe, and goes on probing the others', async () => {
+    const good = await LatencyProber.start({ port: 0, listenHost: '127.0.0.1', intervalSeconds: 3600 });
+    const a = await LatencyProber.start({
+      port: 0,
+      listenHost: '127.0.0.1',
+      intervalSeconds: 3600,
+      timeoutMs: 5000,
+    });
+    cleanups.push(
+      () => a.stop(),
+      () => good.stop(),
+    );
+    a.setPeers([
+      { instanceId: 'inst-4', host: '127.0.0.1', port: await hangsUp() },
+      { instanceId: 'inst-5', host: '127.0.0.1', port: good.port },
+    ]);
+    // Both rounds end well before the probe timeout: the hang-up is an answer of its own.
+    await within(a.probeAll(), 3000, 'the first round of probes');
+    await within(a.probeAll(), 3000, 'the second round of probes');
+    const rtts = a.heartbeatReport().rtts ?? [];
+    expect(rtts.map((r) => [r.peerInstanceId, r.maxMicroseconds, r.samples, r.failures])).toEqual([
+      ['inst-4', undefined, 0, 2],
+      ['inst-5', expect.any(Number), 2, 0],
+    ]);
+    expect(rtts[1]?.maxMicroseconds).toBeGreaterThan(0);
   });
 
   it('reports a peer that accepts but never answers as slow as the probe timeout, one refusing as unmeasured', async () => {

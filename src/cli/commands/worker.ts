@@ -78,9 +78,11 @@ const probeFlagsSchema = z
       .min(0, '0 (any free port) to 65535')
       .max(65535, '0 (any free port) to 65535')
       .default(DEFAULT_PROBE_PORT),
+    // As the worker protocol takes it: peers connect to the host as given, and `[fd00::5]` resolves to nothing.
     '--probe-host': z
       .string()
-      .regex(/^[A-Za-z0-9:[\]][A-Za-z0-9.:%[\]-]{0,254}$/, 'an IP address or a host name')
+      .refine((h) => !/[[\]]/.test(h), { message: 'give an IPv6 address without brackets', abort: true })
+      .regex(/^[A-Za-z0-9:][A-Za-z0-9.:%-]{0,254}$/, 'an IP address or a host name')
       .optional(),
     // Round trips probed less often than the controller keeps them fresh would reach its plans older than it allows.
     '--probe-interval-seconds': z.coerce
@@ -340,7 +342,7 @@ export function registerWorker(program: Command): void {
     )
     .option(
       '--probe-host <address>',
-      "the address other workers reach this one's probe at (default: the address the controller sees)",
+      "the address other workers reach this one's probe at, IPv6 without brackets (default: the address the controller sees)",
     )
     .option(
       '--probe-interval-seconds <s>',

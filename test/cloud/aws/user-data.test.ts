@@ -102,6 +102,8 @@ interface FakeHost {
   readonly packageManager?: 'dnf' | 'apt-get' | 'none';
   /** How many times each stubbed command fails before it succeeds. */
   readonly failures?: Readonly<Record<string, number>>;
+  /** What the metadata service answers for local-ipv4 (undefined: no such address, a 404). */
+  readonly localIpv4?: string;
 }
 
 interface BootstrapRun {
@@ -160,7 +162,8 @@ function runBootstrap(host: FakeHost): BootstrapRun {
     join(stubs, 'curl'),
     STUB(
       'curl',
-      `case "$*" in *api/token*) echo imds-token ;; *meta-data/instance-id*) echo i-0123456789abcdef0 ;; esac`,
+      `case "$*" in *api/token*) echo imds-token ;; *meta-data/instance-id*) echo i-0123456789abcdef0 ;; ` +
+        `*meta-data/local-ipv4*) ${host.localIpv4 === undefined ? 'exit 22' : `echo '${host.localIpv4}'`} ;; esac`,
     ),
   );
   const installed = host.installedNode ?? '20.19.0';
@@ -221,6 +224,31 @@ describe('infra/worker-user-data.sh on a fake host', () => {
     // `auto` falls back to running tasks as host processes (next to the metadata service) when Docker is slow.
     const execStart = run.unit?.split('\n').find((l) => l.startsWith('ExecStart='));
     expect(execStart).toMatch(/ worker --executor docker /);
+  });
+
+  it("gives the worker its private IPv4 as the latency probe's address, read from IMDSv2", () => {
+    // Left to the controller, the probe's address is where heartbeats come from: a load balancer's, for every worker.
+    const run = runBootstrap({ localIpv4: '10.0.3.7' });
+    expect(run.status, run.output).toBe(0);
+    expect(run.calls).toContain(
+      'curl -fsS --retry 5 -H X-aws-ec2-metadata-token: imds-token http://169.254.169.254/latest/meta-data/local-ipv4',
+    );
+    const execStart = run.unit?.split('\n').find((l) => l.startsWith('ExecStart='));
+    expect(execStart).toMatch(/ --work-dir \S+\/var\/lib\/fleetwise-worker --probe-host 10\.0\.3\.7$/);
+    expect(started(run)).toBe(true);
+  });
+
+  it.each([
+    ['no private IPv4 (an IPv6-only subnet)', undefined],
+    ['an answer that is no IPv4 address', '<html>error</html>'],
+  ])('starts the worker without --probe-host when the metadata gives %s', (_label, localIpv4) => {
+    const run = runBootstrap(localIpv4 === undefined ? {} : { localIpv4 });
+    expect(run.status, run.output).toBe(0);
+    const execStart = run.unit?.split('\n').find((l) => l.startsWith('ExecStart='));
+    expect(execStart).toMatch(/ --work-dir \S+\/var\/lib\/fleetwise-worker$/);
+    expect(run.output).toContain('no private IPv4 address from the instance metadata');
+    expect(started(run)).toBe(true);
+    expect(run.calls.filter((c) => c.startsWith('shutdown'))).toEqual([]);
   });
 
   it('retries apt-get, waiting for the dpkg lock, and carries on when it comes free', () => {
