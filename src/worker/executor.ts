@@ -113,6 +113,12 @@ export interface LogChunk {
   readonly next: LogPosition;
 }
 
+/** Where `releaseImages` says what it removed and what failed (the agent's log). */
+export interface ImageReleaseLog {
+  info(message: string): void;
+  warn(message: string): void;
+}
+
 export interface Executor {
   readonly kind: 'docker' | 'process';
   /**
@@ -135,6 +141,14 @@ export interface Executor {
   kill(taskId: string): Promise<void>;
   /** Forget a finished task (remove its container/process record). */
   remove(taskId: string): Promise<void>;
+  /**
+   * A task's container was removed (it ended, or moved away): in the background, and at most once at a time, remove
+   * the images this executor built for tasks that nothing needs any more (executors/docker.ts). `held` gives the
+   * launches of the tasks prepared here and held, not started yet, whose images stay; it is asked when the removal
+   * runs. What is removed is logged at info, what fails as a warning: this never throws, and never delays the caller.
+   * Optional: an executor that builds nothing has nothing to remove.
+   */
+  releaseImages?(held: () => Iterable<TaskLaunch>, log: ImageReleaseLog): void;
   status(taskId: string): Promise<TaskRunStatus | undefined>;
   /** Every task this executor knows on this host (for adoption after a worker restart). */
   list(): Promise<TaskRunStatus[]>;

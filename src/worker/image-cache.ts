@@ -10,9 +10,23 @@ import { releaseBuildContext } from './build-context.js';
  * Images for tasks on one host. A build context is built once per content hash and Dockerfile and tagged with them
  * (`fleetwise-build:<hash>`), so every task of a job (and every later job with the same context and Dockerfile)
  * reuses it; an image reference is pulled only when it is missing locally (workers may have no registry access at
- * all).
+ * all). Built images nothing needs any more are removed (evictBuilt), the few most recently used excepted: a worker
+ * building a new image at every edit of a project would otherwise fill its disk, and then fail every start.
  */
 export const BUILD_REPOSITORY = 'fleetwise-build';
+
+/**
+ * Built images kept when nothing uses them, newest use first: a re-run of a recent project (or of the version before
+ * the last edit) starts without building again, while a worker building a new image at every edit of a project does
+ * not fill its disk with all of them.
+ */
+export const KEEP_UNUSED_BUILD_IMAGES = 3;
+
+/**
+ * How long an image `ensureBuilt` returned is never removed: the start it was returned to creates its container
+ * within this time, and until then nothing on the engine shows that the image is wanted.
+ */
+export const RECENTLY_RETURNED_MS = 60_000;
 
 /** Docker's Dockerfile when a build names none. */
 const DEFAULT_DOCKERFILE = 'Dockerfile';
@@ -120,11 +134,70 @@ export interface BuildRequest {
   readonly contentHash: string;
 }
 
+export interface ImageCacheOptions {
+  /** Unused built images kept (default KEEP_UNUSED_BUILD_IMAGES). */
+  readonly keepUnused?: number;
+  /** How long an image just returned is never removed (default RECENTLY_RETURNED_MS). */
+  readonly recentlyReturnedMs?: number;
+}
+
+/**
+ * An Engine API call bounded in time (the executor's timeouts): a hung engine fails an eviction pass rather than keeping
+ * it, and every pass after it, waiting for ever.
+ */
+export type EngineCall = <T>(call: string, request: (abortSignal: AbortSignal) => Promise<T>) => Promise<T>;
+
+/** How an eviction pass calls the engine: queries (listings) and changes (removals), each bounded. */
+export interface EngineCalls {
+  readonly query: EngineCall;
+  readonly change: EngineCall;
+}
+
+const unbounded: EngineCall = (_call, request) => request(new AbortController().signal);
+
+export interface BuildEviction {
+  /** The tags removed. */
+  readonly removed: readonly string[];
+  /** The tags whose removal failed, with why (an engine error other than "in use" or "gone"). */
+  readonly failed: readonly { readonly tag: string; readonly message: string }[];
+}
+
+interface BuiltTag {
+  readonly tag: string;
+  readonly imageId: string;
+  /** When this worker last returned it, else when it was built (a restarted worker remembers no use). */
+  readonly lastUsedMs: number;
+}
+
+function statusCodeOf(e: unknown): number | undefined {
+  return typeof e === 'object' && e !== null && 'statusCode' in e && typeof e.statusCode === 'number'
+    ? e.statusCode
+    : undefined;
+}
+
 export class ImageCache {
   /** Builds and pulls in flight, so concurrent starts of one job's tasks build once. */
   private readonly inFlight = new Map<string, Promise<string>>();
+  /** When each image was last returned to a start (ms): the order unused built images are kept in. */
+  private readonly lastReturned = new Map<string, number>();
+  /** Removals under way, by tag: a build or pull of that tag waits for its removal before it looks for the image. */
+  private readonly removing = new Map<string, Promise<void>>();
+  private readonly keepUnused: number;
+  private readonly recentlyReturnedMs: number;
 
-  constructor(private readonly docker: Docker) {}
+  constructor(
+    private readonly docker: Docker,
+    options: ImageCacheOptions = {},
+  ) {
+    this.keepUnused = options.keepUnused ?? KEEP_UNUSED_BUILD_IMAGES;
+    this.recentlyReturnedMs = options.recentlyReturnedMs ?? RECENTLY_RETURNED_MS;
+    if (!Number.isInteger(this.keepUnused) || this.keepUnused < 0)
+      throw new Error(`keepUnused must be a whole number of images, at least 0 (got ${this.keepUnused})`);
+    if (!Number.isFinite(this.recentlyReturnedMs) || this.recentlyReturnedMs < 0)
+      throw new Error(
+        `recentlyReturnedMs must be a number of milliseconds, at least 0 (got ${this.recentlyReturnedMs})`,
+      );
+  }
 
   /**
    * The image for a build context, built unless an image of its content hash and Dockerfile exists on this host. Then
@@ -181,11 +254,92 @@ export class ImageCache {
     });
   }
 
+  /**
+   * One build or pull per key at a time. It waits for a removal of the key under way (evictBuilt), so that it never
+   * finds an image that is about to go; its time of return is noted before it leaves the in-flight map, so that an
+   * eviction pass sees it either in flight or just returned, never neither.
+   */
   private once(key: string, make: () => Promise<string>): Promise<string> {
     const pending = this.inFlight.get(key);
     if (pending !== undefined) return pending;
-    const p = make().finally(() => this.inFlight.delete(key));
+    const p = (async () => {
+      await this.removing.get(key);
+      const image = await make();
+      this.lastReturned.set(key, Date.now());
+      return image;
+    })().finally(() => this.inFlight.delete(key));
     this.inFlight.set(key, p);
     return p;
+  }
+
+  /** A start may be using the tag: its build or pull is in flight, or it was returned moments ago. */
+  private wanted(tag: string, now: number): boolean {
+    const returned = this.lastReturned.get(tag);
+    return this.inFlight.has(tag) || (returned !== undefined && now - returned < this.recentlyReturnedMs);
+  }
+
+  /**
+   * Remove built images (repository BUILD_REPOSITORY only: never a pulled image, never anything else on the engine)
+   * that nothing needs, keeping those any container on the engine uses (running or stopped, by image id: a tag may
+   * have moved on), those `held` names (tasks prepared here and not started yet), those a build or pull is in flight
+   * for or was just returned by, and the `keepUnused` most recently used of the rest. Removal is by tag and never
+   * forced: the engine refuses to remove an image a container created meanwhile uses (409), which leaves it; one
+   * already gone (404) is not a failure either. The in-flight and just-returned checks are made again right before
+   * each removal, and a build of the tag waits until the removal is done, so a start never gets an image being removed.
+   */
+  async evictBuilt(
+    held: Iterable<string>,
+    calls: EngineCalls = { query: unbounded, change: unbounded },
+  ): Promise<BuildEviction> {
+    const images = await calls.query('a listing of built images', (abortSignal) =>
+      this.docker.listImages({ filters: { reference: [BUILD_REPOSITORY] }, abortSignal }),
+    );
+    const containers = await calls.query('a listing of every container', (abortSignal) =>
+      this.docker.listContainers({ all: true, abortSignal }),
+    );
+    const heldTags = new Set(held);
+    const keptIds = new Set(containers.map((c) => c.ImageID));
+    const built: BuiltTag[] = [];
+    for (const image of images)
+      for (const tag of image.RepoTags ?? []) {
+        if (!tag.startsWith(`${BUILD_REPOSITORY}:`)) continue;
+        if (heldTags.has(tag)) keptIds.add(image.Id);
+        built.push({
+          tag,
+          imageId: image.Id,
+          lastUsedMs: this.lastReturned.get(tag) ?? image.Created * 1000,
+        });
+      }
+    const now = Date.now();
+    const unused = built
+      .filter((b) => !keptIds.has(b.imageId) && !this.wanted(b.tag, now))
+      .sort((a, b) => b.lastUsedMs - a.lastUsedMs || a.tag.localeCompare(b.tag));
+    const removed: string[] = [];
+    const failed: { tag: string; message: string }[] = [];
+    for (const { tag } of unused.slice(this.keepUnused)) {
+      // Checked and marked with nothing awaited in between: a start asking for the tag from here on waits for this.
+      if (this.wanted(tag, Date.now())) continue;
+      const removal = calls
+        .change(`the removal of image ${tag}`, (abortSignal) =>
+          this.docker.getImage(tag).remove({ abortSignal }),
+        )
+        .then(
+          (): 'removed' => 'removed',
+          (e: unknown): 'kept' | Error => {
+            const code = statusCodeOf(e);
+            // 409: a container uses it (created since the listing); 404: gone already.
+            return code === 409 || code === 404 ? 'kept' : e instanceof Error ? e : new Error(String(e));
+          },
+        );
+      const done = removal.then(() => undefined);
+      this.removing.set(tag, done);
+      const outcome = await removal;
+      if (this.removing.get(tag) === done) this.removing.delete(tag);
+      if (outcome === 'removed') {
+        removed.push(tag);
+        this.lastReturned.delete(tag);
+      } else if (outcome instanceof Error) failed.push({ tag, message: outcome.message });
+    }
+    return { removed, failed };
   }
 }

@@ -708,6 +708,13 @@ export class TaskLifecycle {
     await this.options.executor.remove(t.taskId).catch(() => undefined);
     await rm(this.taskDir(t.taskId), { recursive: true, force: true });
     this.tasks.delete(t.taskId);
+    // Its image may be needed no more (in the background); those of tasks held prepared are, until they start.
+    this.options.executor.releaseImages?.(() => this.heldLaunches(), this.log);
+  }
+
+  /** The launches prepared and not started yet (co-start holds, and releases still starting). */
+  private *heldLaunches(): Iterable<TaskLaunch> {
+    for (const t of this.tasks.values()) if (t.prepared !== undefined) yield t.prepared;
   }
 
   /**

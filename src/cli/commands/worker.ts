@@ -51,6 +51,7 @@ interface WorkerFlags {
   readonly giveUpAfterSeconds?: string;
   readonly bootDelaySeconds?: string;
   readonly stopTasksOnExit?: boolean;
+  readonly keepBuiltImages?: boolean;
   /** False with --no-probe. */
   readonly probe?: boolean;
   readonly probePort?: string;
@@ -126,10 +127,10 @@ export function makeExecutor(
   kind: 'docker' | 'process',
   workDir: string,
   instanceId?: string,
-  options: { readonly tasksEndWithThisProcess?: boolean } = {},
+  options: { readonly tasksEndWithThisProcess?: boolean; readonly keepBuiltImages?: boolean } = {},
 ): Executor {
   return kind === 'docker'
-    ? new DockerExecutor({ instanceId })
+    ? new DockerExecutor({ instanceId, evictBuiltImages: options.keepBuiltImages !== true })
     : new ProcessExecutor({
         stateDir: join(workDir, 'executor'),
         tasksEndWithThisProcess: options.tasksEndWithThisProcess === true,
@@ -270,6 +271,7 @@ async function runClaimed(
     // ends, a SIGKILL included, instead of running on unsupervised while the controller restarts them elsewhere.
     executor: makeExecutor(kind, workDir, flags.instanceId, {
       tasksEndWithThisProcess: flags.stopTasksOnExit === true,
+      keepBuiltImages: flags.keepBuiltImages === true,
     }),
     openStore: (location) => openObjectStore(location),
     cloudInstanceId: flags.instanceId,
@@ -331,6 +333,10 @@ export function registerWorker(program: Command): void {
     .option(
       '--boot-delay-seconds <s>',
       "local mode: wait this long before registering, as a slow instance type's boot would (default 0)",
+    )
+    .option(
+      '--keep-built-images',
+      'never remove the images built from build contexts (default: those no task needs, the 3 most recently used kept); for workers that share one Docker engine (local mode)',
     )
     .option(
       '--stop-tasks-on-exit',

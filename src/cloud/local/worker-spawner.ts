@@ -73,6 +73,9 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
           instance.dir,
           // A local instance ends with its worker: a stopped worker checkpoints and stops its tasks.
           '--stop-tasks-on-exit',
+          // Every local worker shares this host's Docker engine: none can see the tasks another holds prepared, so
+          // none removes the images it built (ImageCache.evictBuilt).
+          '--keep-built-images',
           // Every local worker is on this host: each latency probe takes a free port of its own, on loopback only.
           '--probe-port',
           '0',

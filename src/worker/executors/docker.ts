@@ -6,13 +6,14 @@ import type Docker from 'dockerode';
 import {
   launchedAsOf,
   type Executor,
+  type ImageReleaseLog,
   type LaunchedAs,
   type LogChunk,
   type LogPosition,
   type TaskLaunch,
   type TaskRunStatus,
 } from '../executor.js';
-import { ImageCache } from '../image-cache.js';
+import { buildTag, ImageCache } from '../image-cache.js';
 import { readDockerLogs } from './docker-log-reads.js';
 import { lastLines } from './log-tail.js';
 import { errnoCode } from '../../core/errno.js';
@@ -272,6 +273,18 @@ export async function withinTimeout<T>(
   }
 }
 
+/**
+ * How long after a container's removal the executor looks for built images to remove: the removals of one drain or
+ * one job's end come close together and make one pass.
+ */
+export const IMAGE_RELEASE_DELAY_MS = 10_000;
+
+/** What a pass of `releaseImages` is to keep and whom to tell: the latest caller's. */
+interface ImageRelease {
+  readonly held: () => Iterable<TaskLaunch>;
+  readonly log: ImageReleaseLog;
+}
+
 export interface DockerExecutorOptions {
   readonly docker?: Docker;
   readonly images?: ImageCache;
@@ -283,6 +296,13 @@ export interface DockerExecutorOptions {
    * with it, and it sees no other instance's. Without it, only containers without an instance label are seen.
    */
   readonly instanceId?: string | undefined;
+  /** How long `releaseImages` waits before its pass (default IMAGE_RELEASE_DELAY_MS; 0 in tests). */
+  readonly imageReleaseDelayMs?: number;
+  /**
+   * Whether `releaseImages` removes built images (default true). Off where several workers share one engine (local
+   * mode): a worker's pass cannot see the tasks another holds prepared, whose images must stay until they start.
+   */
+  readonly evictBuiltImages?: boolean;
 }
 
 export class DockerExecutor implements Executor {
@@ -295,6 +315,15 @@ export class DockerExecutor implements Executor {
   private network: Promise<TaskNetworkMode> | undefined;
   private readonly queryTimeoutMs: number;
   private readonly changeTimeoutMs: number;
+  private readonly imageReleaseDelayMs: number;
+  private readonly evictBuiltImages: boolean;
+  /** The image release asked for last (a pass uses the newest caller's held tasks and log). */
+  private imageRelease: ImageRelease | undefined;
+  /** A pass waiting for its delay, and one running: at most one of each. */
+  private imageReleaseQueued: Promise<void> | undefined;
+  private imageReleaseRunning: Promise<void> | undefined;
+  /** Asked for again while a pass ran: another follows it (what it listed may predate the removal that asked). */
+  private imageReleaseAgain = false;
 
   constructor(options: DockerExecutorOptions = {}) {
     this.docker = options.docker ?? dockerFromEnv();
@@ -302,6 +331,12 @@ export class DockerExecutor implements Executor {
     this.instanceId = options.instanceId;
     this.queryTimeoutMs = options.queryTimeoutMs ?? DOCKER_QUERY_TIMEOUT_MS;
     this.changeTimeoutMs = options.changeTimeoutMs ?? DOCKER_CHANGE_TIMEOUT_MS;
+    this.imageReleaseDelayMs = options.imageReleaseDelayMs ?? IMAGE_RELEASE_DELAY_MS;
+    this.evictBuiltImages = options.evictBuiltImages ?? true;
+    if (!Number.isFinite(this.imageReleaseDelayMs) || this.imageReleaseDelayMs < 0)
+      throw new Error(
+        `imageReleaseDelayMs must be a number of milliseconds, at least 0 (got ${this.imageReleaseDelayMs})`,
+      );
   }
 
   private query<T>(call: string, request: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
@@ -503,6 +538,72 @@ export class DockerExecutor implements Executor {
         );
       }
       throw e;
+    }
+  }
+
+  /**
+   * Remove built images nothing needs any more (ImageCache.evictBuilt), IMAGE_RELEASE_DELAY_MS from now, in the
+   * background: calls meanwhile join that pass, and a call while a pass runs queues one more after it.
+   */
+  releaseImages(held: () => Iterable<TaskLaunch>, log: ImageReleaseLog): void {
+    if (!this.evictBuiltImages) return;
+    this.imageRelease = { held, log };
+    if (this.imageReleaseRunning !== undefined) this.imageReleaseAgain = true;
+    else this.queueImageRelease();
+  }
+
+  /** Resolves once no image release is waiting or running (tests; a worker about to exit). */
+  async imagesReleased(): Promise<void> {
+    for (;;) {
+      const pending = this.imageReleaseQueued ?? this.imageReleaseRunning;
+      if (pending === undefined) return;
+      await pending;
+    }
+  }
+
+  private queueImageRelease(): void {
+    if (this.imageReleaseQueued !== undefined) return;
+    this.imageReleaseQueued = new Promise<void>((resolve) => {
+      // Unreferenced: a pass still waiting never keeps an exiting worker alive.
+      setTimeout(resolve, this.imageReleaseDelayMs).unref();
+    }).then(() => {
+      this.imageReleaseQueued = undefined;
+      const release = this.imageRelease;
+      if (release === undefined) return;
+      const running = this.releaseImagesNow(release).finally(() => {
+        this.imageReleaseRunning = undefined;
+        if (this.imageReleaseAgain) {
+          this.imageReleaseAgain = false;
+          this.queueImageRelease();
+        }
+      });
+      this.imageReleaseRunning = running;
+      return running;
+    });
+  }
+
+  /** One pass; never throws (what fails is the log's). */
+  private async releaseImagesNow({ held, log }: ImageRelease): Promise<void> {
+    try {
+      // Built images go by their build tag, whatever else a held task names (a pulled image is never removed).
+      const refs = [...held()].flatMap((launch) =>
+        launch.build !== undefined
+          ? [buildTag(launch.build.contentHash, launch.build.dockerfile)]
+          : launch.image !== undefined
+            ? [launch.image]
+            : [],
+      );
+      const { removed, failed } = await this.images.evictBuilt(refs, {
+        query: (call, request) => this.query(call, request),
+        change: (call, request) => this.change(call, request),
+      });
+      if (removed.length > 0)
+        log.info(
+          `removed ${removed.length} built image${removed.length === 1 ? '' : 's'} no task uses: ${removed.join(', ')}`,
+        );
+      for (const f of failed) log.warn(`could not remove built image ${f.tag}: ${f.message}`);
+    } catch (e) {
+      log.warn(`removing built images no task uses failed: ${(e as Error).message}`);
     }
   }
 
