@@ -122,8 +122,8 @@ export const taskReportSchema = z.strictObject({
   reason: z.string().max(4000).optional(),
   /**
    * With `failed`: the task could not start because of this worker's host, not its job (restoring its checkpoint or
-   * unpacking its build context failed on the worker's own disk: full, read-only, out of quota, I/O errors;
-   * src/worker/host-fault.ts). The controller places the job again elsewhere without counting an attempt, and drains
+   * unpacking its build context failed on the worker's own disk: full, read-only, out of quota, I/O errors; or its
+   * container engine was down, hung or out of space: src/worker/host-fault.ts). The controller places the job again elsewhere without counting an attempt, and drains
    * the instance. Absent: the failure is the job's.
    */
   hostFault: z.boolean().optional(),

@@ -3,6 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packContext } from '../../src/cli/context-archive.js';
 import { buildContextKey } from '../../src/protocol/object-keys.js';
@@ -70,6 +71,21 @@ async function startAndReport(tasks: TaskLifecycle, d: DesiredTask): Promise<Tas
   expect(heartbeatRequestSchema.safeParse({ tasks: reports }).success).toBe(true);
   return reports.find((r) => r.taskId === d.taskId);
 }
+
+describe('a start on a worker whose container engine is down', () => {
+  it('reports hostFault: the engine, not the job, kept the task from starting', async () => {
+    // An engine whose socket is gone (dockerd stopped, or not up yet at boot): connecting fails with ENOENT.
+    const executor = new DockerExecutor({
+      docker: new Docker({ socketPath: join(tmp, 'no-dockerd.sock') }),
+      queryTimeoutMs: 2000,
+      changeTimeoutMs: 2000,
+    });
+    const tasks = offlineLifecycle(executor, store, join(tmp, 'engine-down'));
+    const report = await startAndReport(tasks, shellTask('down-1.0', 'true', {}, { image: BASE_IMAGE }));
+    expect(report).toMatchObject({ state: 'failed', hostFault: true });
+    expect(report?.reason).toMatch(/^could not start: .*ENOENT/);
+  });
+});
 
 describe('a start that fails on the worker host', () => {
   it("reports hostFault when restoring its checkpoint fails on the worker's full disk, and keeps it across a restart; the job's own failures do not", async () => {
